@@ -1,0 +1,95 @@
+"""Prefix reuse in the engine: time to first token with and without a cached prefix.
+
+For each prefix length P (a 64-token suffix follows), in one process and one run:
+- cold_ttft_s: the whole prompt is prefilled (a tenant with nothing cached);
+- warm_ttft_s: the P-token prefix was cached by an earlier request, only the suffix runs;
+- suffix_only_floor_s: the forward pass over the 64 new tokens with a cache object that
+  is already built (the least any cache could cost);
+- speedup = cold / warm, overhead_ratio = warm / floor.
+Medians over --repeats runs after a warm-up. Prints one JSON line per P.
+
+    python benchmarks/bench_prefix_reuse.py --model tiny
+    python benchmarks/bench_prefix_reuse.py --model smollm2
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import torch  # noqa: E402
+from transformers import DynamicCache  # noqa: E402
+
+from shards.model_loader import load_model  # noqa: E402
+from shards.model_runner import ModelRunner  # noqa: E402
+from shards.protocol import SamplingParams, WorkItem  # noqa: E402
+
+SUFFIX_TOKENS = 64
+
+
+def timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="tiny", help="tiny, smollm2, or a model directory")
+    parser.add_argument("--prefix-lengths", default="256,1024,2048,4096")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: all cores)")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    rng = random.Random(args.seed)
+    loaded = load_model(args.model)
+    vocab = min(loaded.model.config.vocab_size, len(loaded.tokenizer)) - 8
+    lengths = [int(x) for x in args.prefix_lengths.split(",")]
+    num_blocks = (max(lengths) + SUFFIX_TOKENS) // 16 * 4 + 64
+    runner = ModelRunner(loaded, num_hot_blocks=num_blocks, block_size=16)
+    greedy = SamplingParams(max_tokens=1, temperature=0.0)
+    counter = iter(range(10**9))
+
+    def request(tenant: str, tokens: list[int]) -> float:
+        """Time to first token of one request through the runner's real path."""
+        seq, _ = runner.start(WorkItem(f"r{next(counter)}", tenant, tokens, greedy), loaded.tokenizer)
+        runner.finish(seq)
+        return seq.first_token_s - seq.started_s
+
+    for length in lengths:
+        prefix = [rng.randrange(vocab) for _ in range(length)]
+        suffixes = [[rng.randrange(vocab) for _ in range(SUFFIX_TOKENS)] for _ in range(args.repeats + 1)]
+        request("warmup", prefix + suffixes[0])
+        cold = [request(f"cold{next(counter)}", prefix + s) for s in suffixes[1:]]
+        request("warm", prefix)  # caches the prefix
+        warm = [request("warm", prefix + s) for s in suffixes[1:]]
+        # the floor: suffix forward over a ready cache object, plus sampling
+        _, cache = runner.forward(prefix, None, 0)
+        kv = [(layer.keys.clone(), layer.values.clone()) for layer in cache.layers]
+        floor = []
+        for s in suffixes[1:]:
+            ready = DynamicCache(ddp_cache_data=kv, config=loaded.model.config)
+            floor.append(timed(lambda s=s, c=ready: runner.forward(s, c, length)[0].argmax()))
+        stats = runner.blocks.stats()
+        cold_s, warm_s, floor_s = (statistics.median(x) for x in (cold, warm, floor))
+        print(json.dumps({
+            "model": loaded.model_id, "prefix_tokens": length, "suffix_tokens": SUFFIX_TOKENS,
+            "threads": torch.get_num_threads(),
+            "cold_ttft_s": round(cold_s, 5), "warm_ttft_s": round(warm_s, 5),
+            "speedup": round(cold_s / warm_s, 2), "suffix_only_floor_s": round(floor_s, 5),
+            "overhead_ratio": round(warm_s / floor_s, 3), "repeats": args.repeats,
+        }), flush=True)
+        runner.blocks.clear()
+        del stats
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,91 @@
+"""Preallocated KV tensor storage for one cache tier, indexed by block id.
+
+The only torch-importing module of `cache/`: the block manager decides *which* block id
+holds what; this arena holds the bytes. One tensor per tier, shaped
+`[layers, 2 (k/v), kv_heads, num_blocks, block_size, head_dim]`, so gathering a run of
+blocks for every layer is ONE `index_select` along the block axis whose result already
+has the `[heads, tokens, dim]` layout the model's cache wants (no per-block tensors, no
+second copy).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from cache.tiers import Tier
+
+
+@dataclass(frozen=True, slots=True)
+class KVLayout:
+    num_layers: int
+    num_kv_heads: int
+    head_dim: int
+    block_size: int
+    dtype: torch.dtype = torch.float32
+
+    @property
+    def bytes_per_block(self) -> int:
+        element = torch.tensor([], dtype=self.dtype).element_size()
+        return 2 * self.num_layers * self.num_kv_heads * self.block_size * self.head_dim * element
+
+    @classmethod
+    def for_model_config(cls, config, block_size: int, dtype: torch.dtype) -> "KVLayout":
+        heads = config.num_key_value_heads or config.num_attention_heads
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        return cls(config.num_hidden_layers, heads, head_dim, block_size, dtype)
+
+
+class KVArena:
+    """KV bytes of `num_blocks` blocks of one tier. Block ids are 0..num_blocks-1."""
+
+    def __init__(self, layout: KVLayout, num_blocks: int, device: str = "cpu", pin_memory: bool = False):
+        self.layout = layout
+        self.num_blocks = num_blocks
+        shape = (layout.num_layers, 2, layout.num_kv_heads, max(num_blocks, 1),
+                 layout.block_size, layout.head_dim)
+        self.data = torch.zeros(shape, dtype=layout.dtype, device=device,
+                                pin_memory=pin_memory and torch.cuda.is_available())
+
+    def write(self, block_ids: list[int], layer_kvs: list[tuple[torch.Tensor, torch.Tensor]],
+              first_token: int) -> None:
+        """Copy tokens `first_token + i*block_size ...` of the `[1, H, T, D]` per-layer
+        tensors into block `block_ids[i]`, for every i."""
+        if not block_ids:
+            return
+        bs = self.layout.block_size
+        n = len(block_ids)
+        index = torch.tensor(block_ids, dtype=torch.long, device=self.data.device)
+        end = first_token + n * bs
+        for layer, (k, v) in enumerate(layer_kvs):
+            # [1, H, n*bs, D] -> [H, n, bs, D]
+            ks = k[0, :, first_token:end].reshape(k.shape[1], n, bs, k.shape[-1])
+            vs = v[0, :, first_token:end].reshape(v.shape[1], n, bs, v.shape[-1])
+            self.data[layer, 0].index_copy_(1, index, ks.to(self.data.dtype))
+            self.data[layer, 1].index_copy_(1, index, vs.to(self.data.dtype))
+
+    def gather(self, block_ids: list[int], num_tokens: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Per-layer `(k, v)` of shape `[1, H, num_tokens, D]` for the run `block_ids`
+        (`num_tokens` <= len(block_ids) * block_size; a prefix ending mid-block is cut)."""
+        index = torch.tensor(block_ids, dtype=torch.long, device=self.data.device)
+        picked = self.data.index_select(3, index)  # [L, 2, H, n, bs, D], one copy
+        L, _, H, n, bs, D = picked.shape
+        flat = picked.view(L, 2, H, n * bs, D)[:, :, :, :num_tokens]
+        return [(flat[layer, 0].unsqueeze(0), flat[layer, 1].unsqueeze(0)) for layer in range(L)]
+
+    def copy_block_to(self, src_id: int, dst: "KVArena", dst_id: int) -> None:
+        dst.data[:, :, :, dst_id].copy_(self.data[:, :, :, src_id], non_blocking=True)
+
+
+class ArenaMover:
+    """The block manager's `BlockMover` over a hot and a host arena: tier moves are
+    real tensor copies."""
+
+    def __init__(self, hot: KVArena, host: KVArena | None):
+        self._arenas = {Tier.HOT: hot, Tier.HOST: host}
+
+    def copy_block(self, src_tier: Tier, src_id: int, dst_tier: Tier, dst_id: int) -> None:
+        src, dst = self._arenas[src_tier], self._arenas[dst_tier]
+        if src is None or dst is None:
+            raise ValueError(f"no arena for a {src_tier} -> {dst_tier} copy")
+        src.copy_block_to(src_id, dst, dst_id)

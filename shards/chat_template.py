@@ -1,0 +1,119 @@
+"""Turning OpenAI chat messages into prompt token ids with the model's chat template.
+
+Invariant that the prefix cache relies on: rendering the messages of agent step k+1
+(= step k's messages + the assistant reply + tool results) yields a token sequence whose
+head equals step k's rendering, so step k+1 finds step k's blocks in the cache.
+
+Models whose own template cannot render `tools` but speak ChatML (`<|im_start|>`, like
+the embedded SmolLM2) get stepahead's ChatML tool template, which uses the Hermes/Qwen
+`<tool_call>{json}</tool_call>` convention. Other templates without tools: no tool
+support (the gateway answers 400).
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+CHATML_TOOLS_TEMPLATE = (
+    # NOTE: transformers renders templates with trim_blocks, so every newline is emitted
+    # inside a string expression, never right after a block tag.
+    r"{% if tools %}"
+    r"{{ '<|im_start|>system\n' }}"
+    r"{% if messages and messages[0].role == 'system' %}{{ messages[0].content + '\n\n' }}{% endif %}"
+    r"{{ '# Tools\n\nYou may call one or more functions to help with the request. ' }}"
+    r"{{ 'The functions are listed as JSON signatures inside <tools></tools>:\n<tools>' }}"
+    r"{% for tool in tools %}{{ '\n' + (tool | tojson) }}{% endfor %}"
+    r"{{ '\n</tools>\n\nTo call a function, answer with one JSON object per call inside tags:\n' }}"
+    r"""{{ '<tool_call>\n{"name": <function-name>, "arguments": <arguments-json-object>}\n' }}"""
+    r"{{ '</tool_call><|im_end|>\n' }}"
+    r"{% elif messages and messages[0].role == 'system' %}"
+    r"{{ '<|im_start|>system\n' + messages[0].content + '<|im_end|>\n' }}"
+    r"{% endif %}"
+    r"{% for message in messages %}"
+    r"{% if message.role == 'system' and loop.first %}"
+    r"{% elif message.role == 'assistant' %}"
+    r"{{ '<|im_start|>assistant\n' + (message.content or '') }}"
+    r"{% for call in (message.tool_calls or []) %}"
+    r"{% if message.content or not loop.first %}{{ '\n' }}{% endif %}"
+    r"""{{ '<tool_call>\n{"name": "' + call.function.name + '", "arguments": ' }}"""
+    r"{% if call.function.arguments is string %}{{ call.function.arguments }}"
+    r"{% else %}{{ call.function.arguments | tojson }}{% endif %}"
+    r"{{ '}\n</tool_call>' }}"
+    r"{% endfor %}"
+    r"{{ '<|im_end|>\n' }}"
+    r"{% elif message.role == 'tool' %}"
+    r"{{ '<|im_start|>user\n<tool_response>\n' + message.content + '\n</tool_response><|im_end|>\n' }}"
+    r"{% else %}"
+    r"{{ '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>\n' }}"
+    r"{% endif %}"
+    r"{% endfor %}"
+    r"{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+
+def template_renders_tools(tokenizer) -> bool:
+    return "tools" in (tokenizer.chat_template or "")
+
+
+def tool_template(tokenizer) -> str | None:
+    """The template to use when a request carries tools, or None if the model has none."""
+    own = tokenizer.chat_template or ""
+    if "tools" in own:
+        return own
+    if "<|im_start|>" in own or "<|im_start|>" in tokenizer.get_vocab():
+        return CHATML_TOOLS_TEMPLATE
+    return None
+
+
+def supports_tools(tokenizer) -> bool:
+    return tool_template(tokenizer) is not None
+
+
+def content_text(content: Any) -> str:
+    """OpenAI message content (None, a string, or a list of parts) as plain text."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    parts = []
+    for part in content:
+        if isinstance(part, dict) and part.get("type") in ("text", "input_text", "output_text"):
+            parts.append(str(part.get("text", "")))
+        elif isinstance(part, str):
+            parts.append(part)
+    return "".join(parts)
+
+
+def normalize_messages(messages: list[dict]) -> list[dict]:
+    """Copy of `messages` with text content and tool-call arguments as JSON strings."""
+    normalized = []
+    for message in messages:
+        item = dict(message)
+        item["content"] = content_text(message.get("content"))
+        calls = message.get("tool_calls") or []
+        if calls:
+            item["tool_calls"] = [
+                {"id": c.get("id"), "type": "function", "function": {
+                    "name": c["function"]["name"],
+                    "arguments": c["function"].get("arguments") if isinstance(
+                        c["function"].get("arguments"), str) else json.dumps(
+                        c["function"].get("arguments") or {})}}
+                for c in calls]
+        normalized.append(item)
+    return normalized
+
+
+def render_chat_text(tokenizer, messages: list[dict], tools: list[dict] | None = None) -> str:
+    """The prompt text for `messages` with the generation prompt appended."""
+    template = tool_template(tokenizer) if tools else None
+    if tools and template is None:
+        raise ValueError("this model's chat template cannot render tools")
+    return tokenizer.apply_chat_template(
+        normalize_messages(messages), tools=tools or None, chat_template=template,
+        add_generation_prompt=True, tokenize=False)
+
+
+def render_chat(tokenizer, messages: list[dict], tools: list[dict] | None = None) -> list[int]:
+    """Prompt token ids for `messages` (chat template applied, generation prompt added)."""
+    text = render_chat_text(tokenizer, messages, tools)
+    return list(tokenizer.encode(text, add_special_tokens=False))

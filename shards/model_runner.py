@@ -1,0 +1,183 @@
+"""Runs one model over one prefix cache: prefill only the uncached suffix, then decode.
+
+For a request the runner finds the longest run of the prompt's full blocks already in
+the hot tier (promoting host copies), assembles the model's cache object from the KV
+arena in one gather, runs the forward pass on the uncached suffix only, and after the
+prefill commits the prompt's new full blocks to the arena. When the request ends it
+commits the generated tokens' full blocks too and drops its block references.
+
+Invariant (tested): logits computed with a reused prefix equal a full recompute.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+from transformers import DynamicCache
+
+from cache.block_manager import BlockManager
+from cache.hashing import chain_hashes, split_blocks, tenant_salt
+from cache.kv_arena import ArenaMover, KVArena, KVLayout
+from shards.detokenizer import Detokenizer
+from shards.model_loader import LoadedModel
+from shards.protocol import SamplingParams, WorkItem
+from shards.sampling import make_generator, sample_next
+
+
+@dataclass(slots=True)
+class RunningSequence:
+    """One request being generated. `block_ids` are the hot blocks it holds a reference
+    on (its cached prefix plus the blocks it committed); released exactly once."""
+
+    item: WorkItem
+    detokenizer: Detokenizer
+    generator: torch.Generator | None
+    cache: DynamicCache
+    block_ids: list[int]
+    num_cached_tokens: int
+    started_s: float
+    first_token_s: float = 0.0
+    output_ids: list[int] = field(default_factory=list)
+    released: bool = False
+
+    @property
+    def num_kv_tokens(self) -> int:
+        return self.cache.get_seq_length()
+
+
+@dataclass(frozen=True, slots=True)
+class PrefixHit:
+    block_ids: list[int]
+    num_cached_tokens: int
+    cache: DynamicCache | None
+
+
+class ModelRunner:
+    """A model plus its block manager and KV arenas. Not thread-safe: one worker loop
+    drives it."""
+
+    def __init__(self, loaded: LoadedModel, *, num_hot_blocks: int, num_host_blocks: int = 0,
+                 block_size: int = 16, policy=None, prefix_group_of=None):
+        self.loaded = loaded
+        self.model = loaded.model
+        self.block_size = block_size
+        dtype = next(self.model.parameters()).dtype
+        self.layout = KVLayout.for_model_config(self.model.config, block_size, dtype)
+        self.hot = KVArena(self.layout, num_hot_blocks)
+        self.host = KVArena(self.layout, num_host_blocks) if num_host_blocks > 0 else None
+        self.blocks = BlockManager(
+            num_hot_blocks=num_hot_blocks, num_host_blocks=num_host_blocks,
+            block_size=block_size, bytes_per_block=self.layout.bytes_per_block,
+            policy=policy, mover=ArenaMover(self.hot, self.host))
+        self._prefix_group_of = prefix_group_of or (lambda tenant: None)
+        eos = getattr(self.model.generation_config, "eos_token_id", None)
+        if eos is None:
+            eos = loaded.tokenizer.eos_token_id
+        self.eos_token_ids = frozenset([eos] if isinstance(eos, int) else (eos or []))
+
+    # --- prefix cache ------------------------------------------------------------
+    def _keys(self, tenant: str, token_ids: list[int]):
+        salt = tenant_salt(tenant, self._prefix_group_of(tenant))
+        return chain_hashes(token_ids, self.block_size, salt), split_blocks(token_ids, self.block_size)
+
+    def reuse_prefix(self, tenant: str, session: str | None, token_ids: list[int]) -> PrefixHit:
+        """Take references on the longest cached prefix of `token_ids` and build the
+        model cache for it. At least one prompt token is always left to compute."""
+        hashes, blocks = self._keys(tenant, token_ids)
+        match = self.blocks.match(tenant, hashes, blocks)
+        block_ids = self.blocks.acquire(tenant, session, match, len(token_ids))
+        num_cached = min(len(block_ids) * self.block_size, len(token_ids) - 1)
+        if num_cached <= 0:
+            return PrefixHit(block_ids, 0, None)
+        kv = self.hot.gather(block_ids, num_cached)
+        return PrefixHit(block_ids, num_cached, DynamicCache(ddp_cache_data=kv, config=self.model.config))
+
+    def commit(self, tenant: str, session: str | None, token_ids: list[int],
+               cache: DynamicCache, held: list[int]) -> None:
+        """Store the full blocks of `token_ids` (whose KV is in `cache`) beyond the
+        `held` prefix; the new block ids are appended to `held`."""
+        num_full = min(len(token_ids), cache.get_seq_length()) // self.block_size
+        start = len(held)
+        if num_full <= start:
+            return
+        hashes, blocks = self._keys(tenant, token_ids[: num_full * self.block_size])
+        placed = self.blocks.commit(tenant, session, hashes, blocks, start)
+        layer_kvs = [(layer.keys, layer.values) for layer in cache.layers]
+        for offset, (block_id, needs_write) in enumerate(placed):
+            if needs_write:
+                self.hot.write([block_id], layer_kvs, (start + offset) * self.block_size)
+            held.append(block_id)
+
+    def release(self, seq: RunningSequence) -> None:
+        if not seq.released:
+            seq.released = True
+            self.blocks.release(seq.block_ids)
+
+    # --- model passes --------------------------------------------------------------
+    @torch.inference_mode()
+    def forward(self, token_ids: list[int], cache: DynamicCache | None, first_position: int,
+                logits_to_keep: int = 1):
+        ids = torch.tensor([token_ids], dtype=torch.long)
+        positions = torch.arange(first_position, first_position + len(token_ids)).unsqueeze(0)
+        out = self.model(input_ids=ids, cache=cache if cache is not None else DynamicCache(
+            config=self.model.config), position_ids=positions, use_cache=True,
+            logits_to_keep=logits_to_keep)
+        return out.logits, out.cache
+
+    def prompt_logits(self, tenant: str, token_ids: list[int]) -> tuple[torch.Tensor, int]:
+        """Logits of the uncached suffix of `token_ids` (rows for positions
+        num_cached..L-1) and num_cached; commits the prompt's blocks. For tests/benchmarks."""
+        hit = self.reuse_prefix(tenant, None, token_ids)
+        logits, cache = self.forward(token_ids[hit.num_cached_tokens:], hit.cache,
+                                     hit.num_cached_tokens, logits_to_keep=0)
+        held = list(hit.block_ids)
+        self.commit(tenant, None, token_ids, cache, held)
+        self.blocks.release(held)
+        return logits[0], hit.num_cached_tokens
+
+    def start(self, item: WorkItem, tokenizer) -> tuple[RunningSequence, int]:
+        """Prefill `item` (suffix only) and sample its first token. The prompt's new
+        blocks are committed by `commit_prompt`, after the first token is sent."""
+        started = time.perf_counter()
+        prompt = item.prompt_token_ids
+        hit = self.reuse_prefix(item.tenant, item.session, prompt)
+        seq = RunningSequence(
+            item=item, detokenizer=Detokenizer(tokenizer, tuple(item.sampling.stop)),
+            generator=make_generator(item.sampling), cache=hit.cache, block_ids=list(hit.block_ids),
+            num_cached_tokens=hit.num_cached_tokens, started_s=started)
+        try:
+            logits, seq.cache = self.forward(prompt[hit.num_cached_tokens:], hit.cache,
+                                             hit.num_cached_tokens)
+            token = sample_next(logits[0, -1], item.sampling, seq.generator)
+            seq.first_token_s = time.perf_counter()
+        except BaseException:
+            self.release(seq)
+            raise
+        seq.output_ids.append(token)
+        return seq, token
+
+    def commit_prompt(self, seq: RunningSequence) -> None:
+        if not seq.released:
+            self.commit(seq.item.tenant, seq.item.session, seq.item.prompt_token_ids, seq.cache,
+                        seq.block_ids)
+
+    def step(self, seq: RunningSequence) -> int:
+        """Feed the last sampled token, sample the next."""
+        position = seq.num_kv_tokens
+        logits, seq.cache = self.forward([seq.output_ids[-1]], seq.cache, position)
+        token = sample_next(logits[0, -1], seq.item.sampling, seq.generator)
+        seq.output_ids.append(token)
+        return token
+
+    def finish(self, seq: RunningSequence) -> None:
+        """Commit the generated tokens' full blocks, then release every reference."""
+        try:
+            if not seq.released and seq.cache is not None:
+                tokens = seq.item.prompt_token_ids + seq.output_ids
+                self.commit(seq.item.tenant, seq.item.session, tokens, seq.cache, seq.block_ids)
+        finally:
+            self.release(seq)
+
+    def is_stop_token(self, token: int, params: SamplingParams) -> bool:
+        return (not params.ignore_eos and token in self.eos_token_ids) or token in params.stop_token_ids

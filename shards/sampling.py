@@ -1,0 +1,32 @@
+"""Choosing the next token from logits: greedy, temperature, nucleus (top_p), seeded."""
+from __future__ import annotations
+
+import torch
+
+from shards.protocol import SamplingParams
+
+
+def make_generator(params: SamplingParams) -> torch.Generator | None:
+    """A private RNG for one request when it asked for a seed (repeatable output)."""
+    if params.seed is None:
+        return None
+    generator = torch.Generator()
+    generator.manual_seed(int(params.seed) & 0xFFFF_FFFF_FFFF_FFFF)
+    return generator
+
+
+def sample_next(logits: torch.Tensor, params: SamplingParams,
+                generator: torch.Generator | None) -> int:
+    """Next token id from a `[vocab]` logits row. temperature <= 0 is greedy."""
+    if params.temperature <= 0.0:
+        return int(torch.argmax(logits).item())
+    probs = torch.softmax(logits.float() / params.temperature, dim=-1)
+    if params.top_p < 1.0:
+        sorted_probs, order = torch.sort(probs, descending=True)
+        cumulative = torch.cumsum(sorted_probs, dim=-1)
+        # keep the smallest set whose mass reaches top_p (always at least one token)
+        keep = (cumulative - sorted_probs) < params.top_p
+        sorted_probs = torch.where(keep, sorted_probs, torch.zeros_like(sorted_probs))
+        choice = torch.multinomial(sorted_probs / sorted_probs.sum(), 1, generator=generator)
+        return int(order[choice].item())
+    return int(torch.multinomial(probs, 1, generator=generator).item())

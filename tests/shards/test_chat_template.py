@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+import pytest
+
+from shards.chat_template import content_text, render_chat, render_chat_text, supports_tools
+from shards.tiny_model import build_tiny_tokenizer
+
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}}}}]
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return build_tiny_tokenizer()
+
+
+def test_render_chat_next_step_extends_previous_step(tokenizer):
+    step1 = [{"role": "system", "content": "You are terse."},
+             {"role": "user", "content": "Weather in Paris?"}]
+    reply = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_1", "type": "function",
+         "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]}
+    step2 = step1 + [reply, {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}]
+    ids1 = render_chat(tokenizer, step1, TOOLS)
+    ids2 = render_chat(tokenizer, step2, TOOLS)
+    generation_prompt = len(tokenizer.encode("<|im_start|>assistant\n", add_special_tokens=False))
+    shared = len(ids1) - generation_prompt
+    assert ids2[:shared] == ids1[:shared]
+    text = render_chat_text(tokenizer, step2, TOOLS)
+    assert '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>' in text
+    assert "<tool_response>\nsunny\n</tool_response>" in text
+    assert '"name": "get_weather"' in text.split("\n</tools>")[0]
+
+
+def test_content_text_joins_parts():
+    assert content_text([{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]) == "ab"
+    assert content_text(None) == ""
+
+
+def test_supports_tools_for_chatml_models(tokenizer):
+    assert supports_tools(tokenizer)

@@ -1,0 +1,49 @@
+from __future__ import annotations
+
+import pytest
+
+from shards.detokenizer import Detokenizer
+from shards.tiny_model import build_tiny_tokenizer
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return build_tiny_tokenizer()
+
+
+def _feed(tokenizer, text, stop=()):
+    detok = Detokenizer(tokenizer, tuple(stop))
+    deltas = []
+    for token in tokenizer.encode(text, add_special_tokens=False):
+        deltas.append(detok.push(token))
+        if detok.stopped:
+            break
+    deltas.append(detok.flush())
+    return detok, deltas
+
+
+def test_detokenizer_deltas_concatenate_to_text(tokenizer):
+    detok, deltas = _feed(tokenizer, "héllo wörld ✓")
+    assert "".join(deltas) == "héllo wörld ✓"
+    assert all("\ufffd" not in d for d in deltas)  # multi-byte characters never split
+
+
+def test_detokenizer_stop_string_cuts_text_and_stops(tokenizer):
+    detok, deltas = _feed(tokenizer, "abc STOP def", stop=["STOP"])
+    assert detok.stopped
+    assert "".join(deltas) == "abc "
+
+
+def test_detokenizer_holds_back_possible_stop_prefix(tokenizer):
+    def push(detok, text):
+        return "".join(detok.push(t) for t in tokenizer.encode(text, add_special_tokens=False))
+
+    detok = Detokenizer(tokenizer, ("</end>",))
+    assert push(detok, "x </en") == "x "  # "</en" could still become the stop string
+    assert push(detok, "d>!") == ""
+    assert detok.stopped and detok.text == "x "
+
+    detok = Detokenizer(tokenizer, ("</end>",))
+    assert push(detok, "x </e") == "x "
+    assert push(detok, "x") == "</ex"  # can no longer be a stop string: released
+    assert detok.flush() == "" and not detok.stopped

@@ -1,0 +1,101 @@
+"""Known-answer tests of prefix reuse: logits with a reused prefix == full recompute."""
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from shards.model_runner import ModelRunner
+from shards.protocol import SamplingParams, WorkItem
+
+BLOCK = 16
+
+
+def _runner(loaded, num_hot_blocks=64, num_host_blocks=0):
+    return ModelRunner(loaded, num_hot_blocks=num_hot_blocks, num_host_blocks=num_host_blocks,
+                       block_size=BLOCK)
+
+
+def _tokens(rng, n, vocab=250):
+    return [rng.randrange(vocab) for _ in range(n)]
+
+
+@pytest.mark.parametrize("shared_prefix", [16, 37, 64, 95])
+def test_prompt_logits_reused_prefix_equals_full_recompute(tiny_loaded, shared_prefix):
+    rng = random.Random(shared_prefix)
+    prefix = _tokens(rng, shared_prefix)
+    prompt = prefix + _tokens(rng, 30)
+    reference, cached = _runner(tiny_loaded).prompt_logits("t", prompt)
+    assert cached == 0
+    runner = _runner(tiny_loaded)
+    runner.prompt_logits("t", prefix + _tokens(rng, 20))  # an earlier request sharing the prefix
+    logits, cached = runner.prompt_logits("t", prompt)
+    assert cached == shared_prefix // BLOCK * BLOCK  # only full blocks are reused
+    assert cached > 0
+    torch.testing.assert_close(logits, reference[cached:], atol=1e-4, rtol=0)
+
+
+def test_prompt_logits_whole_prompt_cached_recomputes_last_token_mid_block(tiny_loaded):
+    rng = random.Random(7)
+    prompt = _tokens(rng, 64)  # 4 full blocks, all cached the second time
+    runner = _runner(tiny_loaded)
+    reference, _ = runner.prompt_logits("t", prompt)
+    logits, cached = runner.prompt_logits("t", prompt)
+    assert cached == 63  # a cut inside the last block: one token must be computed
+    torch.testing.assert_close(logits, reference[-1:], atol=1e-4, rtol=0)
+
+
+def test_prompt_logits_other_tenant_gets_no_reuse(tiny_loaded):
+    rng = random.Random(3)
+    prompt = _tokens(rng, 80)
+    runner = _runner(tiny_loaded)
+    runner.prompt_logits("tenant-a", prompt)
+    _, cached = runner.prompt_logits("tenant-b", prompt)
+    assert cached == 0
+
+
+def test_start_generation_equals_recompute_with_reused_prefix(tiny_loaded):
+    rng = random.Random(11)
+    prompt = _tokens(rng, 70)
+    params = SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True)
+
+    def generate(runner):
+        seq, token = runner.start(WorkItem("r", "t", prompt, params), tiny_loaded.tokenizer)
+        runner.commit_prompt(seq)
+        for _ in range(params.max_tokens - 1):
+            runner.step(seq)
+        runner.finish(seq)
+        return seq
+
+    runner = _runner(tiny_loaded)
+    first = generate(runner)
+    second = generate(runner)
+    assert first.num_cached_tokens == 0
+    assert second.num_cached_tokens == 64
+    assert first.output_ids == second.output_ids
+    assert runner.blocks.num_free_hot_blocks + runner.blocks.num_used_hot_blocks == 64
+
+
+def test_finish_releases_every_reference(tiny_loaded):
+    rng = random.Random(5)
+    runner = _runner(tiny_loaded, num_hot_blocks=8)
+    params = SamplingParams(max_tokens=3, temperature=0.0, ignore_eos=True)
+    for i in range(6):  # more prompt blocks than the arena holds: eviction must find room
+        prompt = _tokens(rng, 50)
+        seq, _ = runner.start(WorkItem(f"r{i}", "t", prompt, params), tiny_loaded.tokenizer)
+        runner.commit_prompt(seq)
+        runner.step(seq)
+        runner.finish(seq)
+    assert all(b.ref_count == 0 for b in runner.blocks.iter_blocks())
+
+
+def test_host_tier_demoted_blocks_come_back_with_equal_logits(tiny_loaded):
+    rng = random.Random(9)
+    first = _tokens(rng, 64)
+    runner = _runner(tiny_loaded, num_hot_blocks=4, num_host_blocks=16)
+    reference, _ = runner.prompt_logits("t", first)
+    runner.prompt_logits("t", _tokens(rng, 64))  # pushes `first` down to the host tier
+    logits, cached = runner.prompt_logits("t", first)
+    assert cached == 63
+    torch.testing.assert_close(logits, reference[-1:], atol=1e-4, rtol=0)
