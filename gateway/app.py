@@ -1,0 +1,100 @@
+"""The ASGI app: `build_app(config)` wires state, routes and error handlers.
+
+Invariants: all state lives in the `GatewayState` built here (no globals); backends start
+in the lifespan before the first request and stop after the last; whatever escapes a
+handler (an unknown route, a wrong method, a bug) still leaves as an OpenAI-shaped error,
+never as an HTML or bare-text 500.
+`uvicorn --factory gateway.app:build_app` works too: with no argument the config comes
+from $STEPAHEAD_CONFIG, or the default one with the demo key from $STEPAHEAD_DEMO_KEY.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import Request
+
+from gateway import routes
+from gateway.auth import KeyRing
+from gateway.backend import Backend
+from gateway.config import GatewayConfig, LocalModelConfig, default_config, load_config
+from gateway.errors import ApiError, server_error
+from gateway.limits import Limiters
+from gateway.metrics import Registry
+from gateway.state import GatewayState
+
+log = logging.getLogger("stepahead.gateway")
+
+
+def build_backend(model, config: GatewayConfig) -> Backend:
+    if isinstance(model, LocalModelConfig):
+        from gateway.local import LocalBackend   # NOTE: imports torch; only when needed
+        return LocalBackend(model,
+                            default_completion_reserve_tokens=config.default_completion_reserve_tokens)
+    from gateway.upstream import UpstreamBackend
+    return UpstreamBackend(model,
+                           default_completion_reserve_tokens=config.default_completion_reserve_tokens)
+
+
+def config_from_environment() -> GatewayConfig:
+    path = os.environ.get("STEPAHEAD_CONFIG")
+    if path:
+        return load_config(path)
+    demo_key = os.environ.get("STEPAHEAD_DEMO_KEY") or f"sk-demo-{secrets.token_urlsafe(18)}"
+    if "STEPAHEAD_DEMO_KEY" not in os.environ:
+        print(f"stepahead demo API key: {demo_key}", flush=True)
+    return default_config(demo_key)
+
+
+def build_app(config: GatewayConfig | None = None) -> FastAPI:
+    config = config if config is not None else config_from_environment()
+    state = GatewayState(
+        config=config,
+        keys=KeyRing(config.tenants),
+        limiters=Limiters({t.name: t.limits for t in config.tenants},
+                          queue_timeout_s=config.queue_timeout_s),
+        metrics=Registry(),
+        backends={m.name: build_backend(m, config) for m in config.models})
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI):
+        started: list[Backend] = []
+        try:
+            for backend in state.backends.values():
+                await backend.start()
+                started.append(backend)
+            state.is_ready = True
+            yield
+        finally:
+            state.is_ready = False
+            for backend in reversed(started):
+                await backend.stop()
+
+    app = FastAPI(title="stepahead", lifespan=lifespan, docs_url=None, redoc_url=None)
+    app.state.gateway = state
+    app.add_api_route("/v1/chat/completions", routes.chat_completions, methods=["POST"])
+    app.add_api_route("/v1/completions", routes.completions, methods=["POST"])
+    app.add_api_route("/v1/models", routes.list_models, methods=["GET"])
+    app.add_api_route("/health", routes.health, methods=["GET"])
+    app.add_api_route("/metrics", routes.metrics, methods=["GET"])
+
+    @app.exception_handler(ApiError)
+    async def _api_error(_request: Request, error: ApiError):
+        return routes.error_response(error)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(_request: Request, error: StarletteHTTPException):
+        code = {404: "not_found", 405: "method_not_allowed"}.get(error.status_code)
+        return routes.error_response(ApiError(error.status_code, str(error.detail),
+                                              "invalid_request_error", code))
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_request: Request, error: Exception):
+        log.exception("unhandled error in a request handler", exc_info=error)
+        return routes.error_response(server_error())
+
+    return app

@@ -1,0 +1,98 @@
+"""What the HTTP layer needs from a model, local or upstream.
+
+A backend turns a validated request into a stream of `ChatEvent`s. Invariants:
+- `prepare_*` does all checking that can fail on the client's input (tools, context
+  length, unsupported options) before anything is admitted or streamed, so those
+  failures are plain HTTP errors;
+- the event stream is zero or more `TextDelta`/`ToolCallDelta`, then exactly one
+  `Finished`; a failure raises `ApiError` from the iterator instead;
+- closing the iterator early (client gone) cancels the work and frees its resources.
+"""
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from gateway.schemas import ChatCompletionRequest, CompletionRequest
+
+
+@dataclass(slots=True)
+class Usage:
+    num_prompt_tokens: int = 0
+    num_completion_tokens: int = 0
+    num_cached_tokens: int = 0
+
+    @property
+    def num_total_tokens(self) -> int:
+        return self.num_prompt_tokens + self.num_completion_tokens
+
+    def to_openai(self) -> dict:
+        return {"prompt_tokens": self.num_prompt_tokens,
+                "completion_tokens": self.num_completion_tokens,
+                "total_tokens": self.num_total_tokens,
+                "prompt_tokens_details": {"cached_tokens": self.num_cached_tokens}}
+
+
+@dataclass(slots=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(slots=True)
+class ToolCallDelta:
+    """A piece of tool call `index`; `id` and `name` come with its first piece."""
+
+    index: int
+    id: str | None = None
+    name: str | None = None
+    arguments: str = ""
+
+
+@dataclass(slots=True)
+class Finished:
+    finish_reason: str
+    usage: Usage
+    worker: str = "upstream"
+    ttft_s: float | None = None
+
+
+ChatEvent = TextDelta | ToolCallDelta | Finished
+
+
+@dataclass(slots=True)
+class Prepared:
+    """A request that passed every input check and is ready to run.
+
+    `num_reserved_tokens` is what the tenant's token limits are charged up front.
+    `payload` is backend-private (rendered token ids, litellm kwargs, ...).
+    """
+
+    request_id: str
+    tenant: str
+    model: str
+    num_prompt_tokens: int
+    num_reserved_tokens: int
+    payload: Any = None
+    tool_names: frozenset[str] = field(default_factory=frozenset)
+
+
+class Backend(Protocol):
+    model_id: str
+    owned_by: str
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    async def prepare_chat(self, request: ChatCompletionRequest, tenant: str,
+                           request_id: str) -> Prepared: ...
+
+    async def prepare_completion(self, request: CompletionRequest, tenant: str,
+                                 request_id: str) -> Prepared: ...
+
+    def run(self, prepared: Prepared) -> AsyncIterator[ChatEvent]: ...
+
+    def health(self) -> dict: ...
+
+    def worker_metrics(self) -> list[dict]: ...

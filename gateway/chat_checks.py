@@ -1,0 +1,65 @@
+"""Cross-field checks on a chat request that hold for every backend.
+
+Invariant: after `check_chat_request` passes, `n` is 1, every tool has a unique name and a
+valid JSON Schema for its parameters, a named `tool_choice` names one of the tools, and
+every tool message answers a tool call made by an earlier assistant message.
+"""
+from __future__ import annotations
+
+from jsonschema import SchemaError
+from jsonschema.validators import validator_for
+
+from gateway.errors import invalid_request
+from gateway.schemas import ChatCompletionRequest, NamedToolChoice
+
+
+def check_n(n: int | None) -> None:
+    if n is not None and n != 1:
+        raise invalid_request("Only n=1 is supported: send one request per completion.",
+                              param="n", code="unsupported_value")
+
+
+def check_tools(request: ChatCompletionRequest) -> None:
+    tools = request.tools or []
+    names = [tool.function.name for tool in tools]
+    for index, tool in enumerate(tools):
+        schema = tool.function.parameters
+        if schema is None:
+            continue
+        param = f"tools[{index}].function.parameters"
+        if schema.get("type", "object") != "object":
+            raise invalid_request("Tool parameters must be a JSON Schema of type 'object'.",
+                                  param=param, code="invalid_function_parameters")
+        try:
+            validator_for(schema).check_schema(schema)
+        except SchemaError as exc:
+            raise invalid_request(f"Invalid JSON Schema for tool '{tool.function.name}': "
+                                  f"{exc.message}", param=param,
+                                  code="invalid_function_parameters") from None
+    if len(set(names)) != len(names):
+        raise invalid_request("Tool names must be unique.", param="tools")
+    choice = request.tool_choice
+    if choice is not None and not tools and choice != "none":
+        raise invalid_request("'tool_choice' is only allowed when 'tools' are given.",
+                              param="tool_choice")
+    if isinstance(choice, NamedToolChoice) and choice.function.name not in names:
+        raise invalid_request(f"tool_choice names the function '{choice.function.name}', "
+                              "which is not among the tools.", param="tool_choice")
+
+
+def check_tool_messages(request: ChatCompletionRequest) -> None:
+    call_ids: set[str] = set()
+    for index, message in enumerate(request.messages):
+        if message.role == "assistant":
+            call_ids.update(call.id for call in message.tool_calls or [])
+        elif message.role == "tool" and message.tool_call_id not in call_ids:
+            raise invalid_request(
+                f"Invalid parameter: the tool message at messages[{index}] answers "
+                f"tool_call_id '{message.tool_call_id}', which no earlier assistant message "
+                "made.", param=f"messages[{index}].tool_call_id")
+
+
+def check_chat_request(request: ChatCompletionRequest) -> None:
+    check_n(request.n)
+    check_tools(request)
+    check_tool_messages(request)

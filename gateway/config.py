@@ -1,0 +1,240 @@
+"""Gateway configuration: models, tenants, limits, tracing, read from TOML.
+
+Invariants: every record is frozen; API keys only ever exist here as sha256 hex digests
+(a key read from an environment variable is hashed at load time and the plaintext dropped);
+model and tenant names are unique; a limit of None means "unlimited", never 0 or -1.
+`default_config(demo_key)` is what `stepahead serve` runs with no file: the embedded
+default model on two local workers and one demo tenant.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+DEFAULT_LOCAL_MODEL = "smollm2"
+
+
+class ConfigError(ValueError):
+    """The config file is invalid; the message says where."""
+
+
+def key_digest(api_key: str) -> str:
+    """The only form in which the gateway keeps an API key."""
+    return hashlib.sha256(api_key.encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class LimitsConfig:
+    """Per-tenant limits. None = unlimited. `token_budget` is a total over the process
+    lifetime (a spent budget is a distinct, non-retryable error); `max_queued` requests may
+    wait for a concurrency slot, the rest get 429 at once."""
+
+    requests_per_minute: int | None = None
+    tokens_per_minute: int | None = None
+    max_concurrent: int | None = None
+    max_queued: int = 0
+    token_budget: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TenantConfig:
+    """`weight` is the tenant's share in fair scheduling; `kv_share` the fraction of hot KV
+    blocks reserved for it (0 = none reserved)."""
+
+    name: str
+    key_digests: tuple[str, ...]
+    limits: LimitsConfig = LimitsConfig()
+    weight: float = 1.0
+    kv_share: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class LocalModelConfig:
+    """A model served by local workers. `path` is the embedded default name ("smollm2"),
+    the offline test model ("tiny") or a local Hugging Face directory."""
+
+    name: str
+    path: str = DEFAULT_LOCAL_MODEL
+    num_workers: int = 2
+    engine_options: tuple[tuple[str, Any], ...] = ()
+    kind: Literal["local"] = "local"
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamModelConfig:
+    """A model reached through litellm. `api_key_env`/`api_base_env` name environment
+    variables read per request, so secrets never sit in the config file.
+    `litellm_params` are extra keyword arguments for every `litellm.acompletion` call
+    (e.g. `num_retries`, or `mock_response` for an offline demo)."""
+
+    name: str
+    litellm_model: str
+    api_base: str | None = None
+    api_base_env: str | None = None
+    api_key_env: str | None = None
+    timeout_s: float = 600.0
+    max_context_tokens: int | None = None
+    litellm_params: tuple[tuple[str, Any], ...] = ()
+    kind: Literal["upstream"] = "upstream"
+
+    def resolved_api_base(self) -> str | None:
+        if self.api_base_env and os.environ.get(self.api_base_env):
+            return os.environ[self.api_base_env]
+        return self.api_base
+
+    def resolved_api_key(self) -> str | None:
+        return os.environ.get(self.api_key_env) if self.api_key_env else None
+
+
+ModelConfig = LocalModelConfig | UpstreamModelConfig
+
+
+@dataclass(frozen=True, slots=True)
+class TracingConfig:
+    enabled: bool = True
+    service_name: str = "stepahead"
+    otlp_endpoint: str | None = None
+    capture_content: bool = False
+    export_dir: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayConfig:
+    models: tuple[ModelConfig, ...]
+    tenants: tuple[TenantConfig, ...]
+    tracing: TracingConfig = TracingConfig()
+    max_body_bytes: int = 8 * 1024 * 1024
+    default_completion_reserve_tokens: int = 256
+    queue_timeout_s: float = 30.0
+    host: str = "127.0.0.1"
+    port: int = 8000
+
+    def __post_init__(self) -> None:
+        for kind, names in (("model", [m.name for m in self.models]),
+                            ("tenant", [t.name for t in self.tenants])):
+            duplicates = {n for n in names if names.count(n) > 1}
+            if duplicates:
+                raise ConfigError(f"duplicate {kind} name(s): {sorted(duplicates)}")
+        digests = [d for t in self.tenants for d in t.key_digests]
+        if len(digests) != len(set(digests)):
+            raise ConfigError("the same API key is given to more than one tenant")
+
+
+def default_config(demo_key: str) -> GatewayConfig:
+    return GatewayConfig(
+        models=(LocalModelConfig(name=DEFAULT_LOCAL_MODEL, path=DEFAULT_LOCAL_MODEL,
+                                 num_workers=2),),
+        tenants=(TenantConfig(name="demo", key_digests=(key_digest(demo_key),)),))
+
+
+def _take(table: dict, key: str, kinds: type | tuple[type, ...], where: str, default: Any = None):
+    value = table.get(key, default)
+    if value is not None and not isinstance(value, kinds):
+        raise ConfigError(f"{where}.{key} has the wrong type ({type(value).__name__})")
+    if isinstance(value, bool) and kinds in (int, float, (int, float)):
+        raise ConfigError(f"{where}.{key} must be a number")
+    return value
+
+
+def _limits(table: dict, where: str) -> LimitsConfig:
+    unknown = set(table) - set(LimitsConfig.__slots__)
+    if unknown:
+        raise ConfigError(f"{where}: unknown limit(s) {sorted(unknown)}")
+    values = {k: _take(table, k, int, where) for k in table}
+    for key, value in values.items():
+        if value is not None and value < 0:
+            raise ConfigError(f"{where}.{key} must be >= 0")
+    return LimitsConfig(**values)
+
+
+def _tenant(table: dict, index: int) -> TenantConfig:
+    where = f"tenants[{index}]"
+    name = _take(table, "name", str, where)
+    if not name:
+        raise ConfigError(f"{where}.name is required")
+    digests = list(_take(table, "api_key_sha256", list, where, []))
+    for env_name in _take(table, "api_key_env", list, where, []):
+        if not os.environ.get(env_name):
+            raise ConfigError(f"{where}: environment variable {env_name} is not set")
+        digests.append(key_digest(os.environ[env_name]))
+    for digest in digests:
+        if not (isinstance(digest, str) and len(digest) == 64
+                and all(c in "0123456789abcdef" for c in digest.lower())):
+            raise ConfigError(f"{where}.api_key_sha256 entries must be sha256 hex digests")
+    if not digests:
+        raise ConfigError(f"{where} has no API key (api_key_sha256 or api_key_env)")
+    weight = float(_take(table, "weight", (int, float), where, 1.0))
+    kv_share = float(_take(table, "kv_share", (int, float), where, 0.0))
+    if weight <= 0 or not 0.0 <= kv_share <= 1.0:
+        raise ConfigError(f"{where}: weight must be > 0 and kv_share in [0, 1]")
+    return TenantConfig(name=name, key_digests=tuple(d.lower() for d in digests),
+                        limits=_limits(table.get("limits", {}), f"{where}.limits"),
+                        weight=weight, kv_share=kv_share)
+
+
+def _model(table: dict, index: int) -> ModelConfig:
+    where = f"models[{index}]"
+    name = _take(table, "name", str, where)
+    kind = _take(table, "kind", str, where, "local")
+    if not name:
+        raise ConfigError(f"{where}.name is required")
+    if kind == "local":
+        num_workers = _take(table, "num_workers", int, where, 2)
+        if num_workers < 1:
+            raise ConfigError(f"{where}.num_workers must be >= 1")
+        engine = _take(table, "engine", dict, where, {})
+        return LocalModelConfig(name=name, path=_take(table, "path", str, where,
+                                                      DEFAULT_LOCAL_MODEL),
+                                num_workers=num_workers,
+                                engine_options=tuple(sorted(engine.items())))
+    if kind == "upstream":
+        litellm_model = _take(table, "litellm_model", str, where)
+        if not litellm_model:
+            raise ConfigError(f"{where}.litellm_model is required for an upstream model")
+        return UpstreamModelConfig(
+            name=name, litellm_model=litellm_model,
+            api_base=_take(table, "api_base", str, where),
+            api_base_env=_take(table, "api_base_env", str, where),
+            api_key_env=_take(table, "api_key_env", str, where),
+            timeout_s=float(_take(table, "timeout_s", (int, float), where, 600.0)),
+            max_context_tokens=_take(table, "max_context_tokens", int, where),
+            litellm_params=tuple(sorted(_take(table, "litellm_params", dict, where,
+                                              {}).items())))
+    raise ConfigError(f"{where}.kind must be 'local' or 'upstream', not {kind!r}")
+
+
+def parse_config(data: dict) -> GatewayConfig:
+    models = tuple(_model(t, i) for i, t in enumerate(data.get("models", [])))
+    tenants = tuple(_tenant(t, i) for i, t in enumerate(data.get("tenants", [])))
+    if not models or not tenants:
+        raise ConfigError("the config needs at least one [[models]] and one [[tenants]]")
+    server = data.get("server", {})
+    tracing = data.get("tracing", {})
+    return GatewayConfig(
+        models=models, tenants=tenants,
+        tracing=TracingConfig(
+            enabled=bool(tracing.get("enabled", True)),
+            service_name=str(tracing.get("service_name", "stepahead")),
+            otlp_endpoint=tracing.get("otlp_endpoint") or None,
+            capture_content=bool(tracing.get("capture_content", False)),
+            export_dir=tracing.get("export_dir") or None),
+        max_body_bytes=_take(server, "max_body_bytes", int, "server", 8 * 1024 * 1024),
+        default_completion_reserve_tokens=_take(
+            server, "default_completion_reserve_tokens", int, "server", 256),
+        queue_timeout_s=float(_take(server, "queue_timeout_s", (int, float), "server", 30.0)),
+        host=_take(server, "host", str, "server", "127.0.0.1"),
+        port=_take(server, "port", int, "server", 8000))
+
+
+def load_config(path: str | Path) -> GatewayConfig:
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    return parse_config(data)
+

@@ -1,0 +1,94 @@
+"""OpenAI-shaped errors.
+
+Every failure the gateway reports, from bad JSON to a worker crash, leaves as one
+`ApiError`, rendered as `{"error": {"message", "type", "param", "code"}}` with the
+status an OpenAI client expects. Handlers raise it; `app.py` installs the one exception
+handler that renders it, plus a last-resort handler so nothing leaves as a bare 500 page.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+
+@dataclass(slots=True)
+class ApiError(Exception):
+    """An error with its HTTP status and OpenAI fields.
+
+    `headers` carries e.g. `Retry-After`; `param` names the offending request field.
+    """
+
+    status: int
+    message: str
+    type: str = "invalid_request_error"
+    code: str | None = None
+    param: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        Exception.__init__(self, self.message)
+
+    def body(self) -> dict:
+        return {"error": {"message": self.message, "type": self.type, "param": self.param,
+                          "code": self.code}}
+
+    def body_bytes(self) -> bytes:
+        return json.dumps(self.body()).encode()
+
+
+def invalid_request(message: str, *, param: str | None = None,
+                    code: str | None = "invalid_request") -> ApiError:
+    return ApiError(400, message, "invalid_request_error", code, param)
+
+
+def model_not_found(model: str) -> ApiError:
+    return ApiError(404, f"The model '{model}' does not exist or you do not have access to it.",
+                    "invalid_request_error", "model_not_found", "model")
+
+
+def context_length_exceeded(num_prompt_tokens: int, num_max_tokens: int | None,
+                            max_context_tokens: int) -> ApiError:
+    wanted = num_prompt_tokens + (num_max_tokens or 0)
+    return ApiError(
+        400,
+        f"This model's maximum context length is {max_context_tokens} tokens. However, you "
+        f"requested {wanted} tokens ({num_prompt_tokens} in the messages, "
+        f"{num_max_tokens or 0} in the completion). Please reduce the length of the messages "
+        "or completion.",
+        "invalid_request_error", "context_length_exceeded", "messages")
+
+
+def unauthorized(message: str = "Invalid API key provided.") -> ApiError:
+    return ApiError(401, message, "invalid_request_error", "invalid_api_key", None,
+                    {"WWW-Authenticate": "Bearer"})
+
+
+def body_too_large(max_body_bytes: int) -> ApiError:
+    return ApiError(413, f"Request body exceeds the limit of {max_body_bytes} bytes.",
+                    "invalid_request_error", "request_too_large")
+
+
+def rate_limited(message: str, retry_after_s: int) -> ApiError:
+    """429 the client should retry; `retry_after_s` is clamped to 1..60 s."""
+    retry_after_s = max(1, min(60, retry_after_s))
+    return ApiError(429, message, "rate_limit_error", "rate_limit_exceeded", None,
+                    {"Retry-After": str(retry_after_s)})
+
+
+def quota_exhausted(message: str) -> ApiError:
+    """429 the client must not retry: the tenant's token budget is spent.
+
+    NOTE: the official client honours `x-should-retry: false`, so it fails at once
+    instead of retrying a request that cannot succeed.
+    """
+    return ApiError(429, message, "insufficient_quota", "insufficient_quota", None,
+                    {"x-should-retry": "false"})
+
+
+def server_error(message: str = "The server had an error while processing your request.",
+                 *, code: str = "internal_error") -> ApiError:
+    return ApiError(500, message, "server_error", code)
+
+
+def unavailable(message: str, *, code: str = "service_unavailable") -> ApiError:
+    return ApiError(503, message, "server_error", code, None, {"Retry-After": "1"})

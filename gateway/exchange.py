@@ -1,0 +1,183 @@
+"""Running one prepared request: admission, the backend's events, the HTTP response.
+
+Invariants:
+- the tenant's ticket is released exactly once, on every path (finish, error, client gone),
+  with the tokens actually used when known;
+- nothing is sent before the first event (or error) arrives, so failures before the first
+  token are ordinary HTTP errors; after that, an error becomes one SSE error event and the
+  stream closes;
+- a client that leaves (while queued, before the first token, mid-stream, or while a
+  non-streamed reply is being generated) cancels the backend work;
+- `x-stepahead-overhead-ms` is wall time in the handler minus time spent waiting on the
+  backend (and in the tenant queue), i.e. the gateway's own cost.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from gateway.backend import Backend, ChatEvent, Finished, Prepared, TextDelta, Usage
+from gateway.errors import ApiError, server_error
+from gateway.http_io import EventStreamResponse, race_disconnect
+from gateway.limits import Ticket
+from gateway.openai_format import (ChunkWriter, Collected, ResponseHeader, chat_completion,
+                                   dumps, text_completion)
+from gateway.state import GatewayState
+
+OVERHEAD_HEADER = "x-stepahead-overhead-ms"
+
+
+@dataclass(slots=True)
+class Exchange:
+    """Bookkeeping for one request in flight."""
+
+    state: GatewayState
+    prepared: Prepared
+    endpoint: str
+    started_s: float
+    waited_s: float = 0.0
+    first_event_s: float | None = None
+    num_deltas: int = 0
+    ticket: Ticket | None = None
+    is_closed: bool = False
+
+    def overhead_s(self) -> float:
+        return max(0.0, time.perf_counter() - self.started_s - self.waited_s)
+
+    async def acquire(self) -> None:
+        began_s = time.perf_counter()
+        limiter = self.state.limiters[self.prepared.tenant]
+        try:
+            self.ticket = await limiter.acquire(self.prepared.num_reserved_tokens)
+        except ApiError as error:
+            self.state.metrics.record_rejection(self.prepared.tenant, error.code or "")
+            raise
+        finally:
+            self.waited_s += time.perf_counter() - began_s
+
+    async def next_event(self, events: AsyncIterator[ChatEvent]) -> ChatEvent:
+        began_s = time.perf_counter()
+        try:
+            event = await anext(events)
+        except StopAsyncIteration:
+            raise server_error("The model stream ended without finishing.") from None
+        finally:
+            self.waited_s += time.perf_counter() - began_s
+        if self.first_event_s is None:
+            self.first_event_s = time.perf_counter()
+        if isinstance(event, TextDelta):
+            self.num_deltas += 1
+        return event
+
+    def close(self, finished: Finished | None, status: int | None) -> None:
+        """Release the ticket and record metrics; only the first call counts.
+
+        `status` None leaves the request count to the caller (an `ApiError` on its way
+        out is counted where it is rendered).
+        """
+        if self.is_closed:
+            return
+        self.is_closed = True
+        prepared = self.prepared
+        if self.ticket is not None:
+            used = (finished.usage.num_total_tokens if finished is not None
+                    else prepared.num_prompt_tokens + self.num_deltas)
+            self.state.limiters[prepared.tenant].release(self.ticket, used)
+        metrics = self.state.metrics
+        if status is not None:
+            metrics.record_request(prepared.tenant, prepared.model, self.endpoint, status)
+        if finished is not None:
+            usage = finished.usage
+            ttft_s = (self.first_event_s - self.started_s) if self.first_event_s else None
+            metrics.record_finish(
+                tenant=prepared.tenant, model=prepared.model, worker=finished.worker,
+                finish_reason=finished.finish_reason,
+                num_prompt_tokens=usage.num_prompt_tokens,
+                num_cached_tokens=usage.num_cached_tokens,
+                num_output_tokens=usage.num_completion_tokens, ttft_s=ttft_s)
+
+
+async def respond(request: Request, state: GatewayState, backend: Backend, prepared: Prepared,
+                  *, is_chat: bool, stream: bool, include_usage: bool,
+                  started_s: float) -> Response:
+    exchange = Exchange(state, prepared, "chat" if is_chat else "completions", started_s)
+    events = backend.run(prepared)
+    header = ResponseHeader(prepared.request_id, prepared.model)
+    if not stream:
+        return await _respond_whole(request, exchange, events, header, is_chat)
+    return await _respond_stream(request, exchange, events, header, is_chat, include_usage)
+
+
+async def _respond_whole(request: Request, exchange: Exchange,
+                         events: AsyncIterator[ChatEvent], header: ResponseHeader,
+                         is_chat: bool) -> Response:
+    async def work() -> Collected:
+        await exchange.acquire()
+        collected = Collected()
+        try:
+            while collected.finished is None:
+                collected.add(await exchange.next_event(events))
+        finally:
+            await events.aclose()
+        return collected
+
+    try:
+        collected = await race_disconnect(work(), request.receive)
+    except BaseException as exc:
+        exchange.close(None, None if isinstance(exc, ApiError) else 499)
+        raise
+    usage = collected.finished.usage if collected.finished else Usage()
+    body = (chat_completion if is_chat else text_completion)(header, collected, usage)
+    exchange.close(collected.finished, 200)
+    overhead_s = exchange.overhead_s()
+    exchange.state.metrics.record_overhead(exchange.prepared.tenant, overhead_s)
+    return Response(dumps(body), media_type="application/json",
+                    headers={OVERHEAD_HEADER: f"{overhead_s * 1000:.3f}"})
+
+
+async def _respond_stream(request: Request, exchange: Exchange,
+                          events: AsyncIterator[ChatEvent], header: ResponseHeader,
+                          is_chat: bool, include_usage: bool) -> Response:
+    async def work() -> ChatEvent:
+        await exchange.acquire()
+        return await exchange.next_event(events)
+
+    try:
+        first = await race_disconnect(work(), request.receive)
+    except BaseException as exc:
+        await events.aclose()
+        exchange.close(None, None if isinstance(exc, ApiError) else 499)
+        raise
+    writer = ChunkWriter(header, is_chat=is_chat, include_usage=include_usage)
+    outcome: list[Finished] = []
+
+    async def chunks() -> AsyncIterator[bytes]:
+        event = first
+        try:
+            opening = writer.opening()
+            while True:
+                data = writer.event(event)
+                if opening:
+                    data, opening = opening + data, b""
+                yield data
+                if isinstance(event, Finished):
+                    outcome.append(event)
+                    break
+                event = await exchange.next_event(events)
+            yield writer.done()
+        except ApiError as error:
+            yield writer.error(error.body())
+        finally:
+            await events.aclose()
+
+    def on_close(completed: bool) -> None:
+        exchange.close(outcome[0] if outcome else None, 200 if completed else 499)
+
+    overhead_s = exchange.overhead_s()
+    exchange.state.metrics.record_overhead(exchange.prepared.tenant, overhead_s)
+    return EventStreamResponse(chunks(), headers={OVERHEAD_HEADER: f"{overhead_s * 1000:.3f}"},
+                               on_close=on_close)

@@ -1,0 +1,115 @@
+"""Reading request bodies, noticing a client that left, and streaming SSE.
+
+Invariants:
+- a body is never buffered past `max_body_bytes` (413 as soon as it is exceeded, from
+  Content-Length or while reading);
+- `race_disconnect` runs work until it finishes or the client disconnects; in the second
+  case the work is cancelled (its `finally` blocks run, so backends free their resources)
+  and `ClientGone` is raised;
+- `EventStreamResponse` stops pulling from its chunk iterator and closes it as soon as the
+  client disconnects, even when no chunk is due (a listener watches `receive`).
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from gateway.errors import ApiError, body_too_large, invalid_request
+
+T = TypeVar("T")
+
+
+class ClientGone(Exception):
+    """The client disconnected before the response was complete."""
+
+
+async def read_json_body(request: Request, max_body_bytes: int) -> Any:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > max_body_bytes:
+        raise body_too_large(max_body_bytes)
+    chunks: list[bytes] = []
+    num_bytes = 0
+    async for chunk in request.stream():
+        num_bytes += len(chunk)
+        if num_bytes > max_body_bytes:
+            raise body_too_large(max_body_bytes)
+        chunks.append(chunk)
+    raw = b"".join(chunks)
+    if not raw.strip():
+        raise invalid_request("The request body is empty; send a JSON object.")
+    try:
+        return json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ApiError(400, f"We could not parse the JSON body of your request: {exc}",
+                       "invalid_request_error", "invalid_json") from None
+
+
+async def wait_for_disconnect(receive: Receive) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
+async def race_disconnect(work: Awaitable[T], receive: Receive) -> T:
+    work_task = asyncio.ensure_future(work)
+    watch_task = asyncio.ensure_future(wait_for_disconnect(receive))
+    try:
+        await asyncio.wait((work_task, watch_task), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if not work_task.done() and not watch_task.done():   # we were cancelled ourselves
+            work_task.cancel()
+        watch_task.cancel()
+    if work_task.done():
+        return work_task.result()
+    work_task.cancel()
+    try:
+        await work_task
+    except (asyncio.CancelledError, Exception):
+        pass
+    raise ClientGone()
+
+
+class EventStreamResponse(Response):
+    """`text/event-stream` response fed by an async iterator of ready-made SSE bytes.
+
+    `on_close(completed)` runs exactly once when the stream ends, with completed=False when
+    the client left first.
+    """
+
+    media_type = "text/event-stream"
+
+    def __init__(self, chunks: AsyncIterator[bytes], *, headers: dict[str, str],
+                 on_close: Callable[[bool], None]) -> None:
+        super().__init__(content=b"", status_code=200, headers=headers)
+        self.raw_headers = [(k, v) for k, v in self.raw_headers if k != b"content-length"]
+        self.raw_headers.append((b"cache-control", b"no-cache"))
+        self.raw_headers.append((b"x-accel-buffering", b"no"))
+        self._chunks = chunks
+        self._on_close = on_close
+
+    async def _pump(self, send: Send) -> None:
+        await send({"type": "http.response.start", "status": self.status_code,
+                    "headers": self.raw_headers})
+        async for chunk in self._chunks:
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        completed = False
+        try:
+            await race_disconnect(self._pump(send), receive)
+            completed = True
+        except (ClientGone, OSError):
+            pass
+        finally:
+            aclose = getattr(self._chunks, "aclose", None)
+            if aclose is not None:
+                await aclose()
+            self._on_close(completed)

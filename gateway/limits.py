@@ -1,0 +1,211 @@
+"""Per-tenant admission: requests/minute, tokens/minute, concurrency, queue, budget.
+
+Invariants:
+- `TenantLimiter.acquire` checks every limit and debits them all in one synchronous step
+  (no `await` in between), so on the single event loop concurrent requests cannot slip a
+  burst past a limit: either all debits happen or none do.
+- Tokens are reserved up front (prompt + completion allowance) and trued up on release
+  with the real usage, so the tokens/minute bucket and the budget are never overspent by
+  requests in flight; a request that used more than it reserved leaves the bucket in debt.
+- At most `max_concurrent` tickets are active; waiters are served FIFO and a freed slot is
+  handed straight to the next waiter, so no newcomer can jump the queue.
+"""
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from gateway.config import LimitsConfig
+from gateway.errors import ApiError, quota_exhausted, rate_limited
+
+
+@dataclass(slots=True)
+class TokenBucket:
+    """Holds up to `capacity`; refills continuously at `refill_per_s`; may go negative."""
+
+    capacity: float
+    refill_per_s: float
+    level: float
+    updated_s: float
+
+    @classmethod
+    def per_minute(cls, amount: int, now_s: float) -> "TokenBucket":
+        return cls(capacity=float(amount), refill_per_s=amount / 60.0, level=float(amount),
+                   updated_s=now_s)
+
+    def refill(self, now_s: float) -> None:
+        elapsed_s = max(0.0, now_s - self.updated_s)
+        self.level = min(self.capacity, self.level + elapsed_s * self.refill_per_s)
+        self.updated_s = now_s
+
+    def seconds_until(self, amount: float) -> float | None:
+        """Seconds until `amount` fits (0 if it fits now); None if it never can."""
+        if amount > self.capacity or self.refill_per_s <= 0:
+            return None
+        return max(0.0, (amount - self.level) / self.refill_per_s)
+
+
+@dataclass(slots=True)
+class Ticket:
+    """One admitted request. `release()` must be called exactly once (it is idempotent)."""
+
+    tenant: str
+    num_reserved_tokens: int
+    holds_slot: bool = False
+    is_released: bool = False
+
+
+class TenantLimiter:
+    """The live limit state of one tenant; owned by the app, used on its event loop only."""
+
+    __slots__ = ("tenant", "limits", "_clock", "_requests", "_tokens", "num_active",
+                 "_waiters", "num_spent_tokens", "num_reserved_tokens", "queue_timeout_s")
+
+    def __init__(self, tenant: str, limits: LimitsConfig, *, queue_timeout_s: float = 30.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        now_s = clock()
+        self.tenant = tenant
+        self.limits = limits
+        self.queue_timeout_s = queue_timeout_s
+        self._clock = clock
+        self._requests = (TokenBucket.per_minute(limits.requests_per_minute, now_s)
+                          if limits.requests_per_minute is not None else None)
+        self._tokens = (TokenBucket.per_minute(limits.tokens_per_minute, now_s)
+                        if limits.tokens_per_minute is not None else None)
+        self.num_active = 0
+        self._waiters: deque[asyncio.Future] = deque()
+        self.num_spent_tokens = 0
+        self.num_reserved_tokens = 0
+
+    @property
+    def num_queued(self) -> int:
+        return len(self._waiters)
+
+    def _check(self, num_tokens: int) -> ApiError | None:
+        """The first limit `num_tokens` more would break, as an error; None if none."""
+        limits = self.limits
+        if limits.token_budget is not None:
+            committed = self.num_spent_tokens + self.num_reserved_tokens
+            if committed + num_tokens > limits.token_budget:
+                return quota_exhausted(
+                    f"Tenant '{self.tenant}' has used its token budget "
+                    f"({committed} of {limits.token_budget} tokens spent or in flight; "
+                    f"this request needs up to {num_tokens}).")
+        now_s = self._clock()
+        if self._requests is not None:
+            self._requests.refill(now_s)
+            wait_s = self._requests.seconds_until(1)
+            if wait_s is None or wait_s > 0:
+                return rate_limited(
+                    f"Rate limit reached for tenant '{self.tenant}': "
+                    f"{limits.requests_per_minute} requests per minute.",
+                    math.ceil(wait_s if wait_s is not None else 60))
+        if self._tokens is not None:
+            self._tokens.refill(now_s)
+            wait_s = self._tokens.seconds_until(num_tokens)
+            if wait_s is None:
+                error = rate_limited(
+                    f"Request too large for tenant '{self.tenant}': it may use {num_tokens} "
+                    f"tokens, above the limit of {limits.tokens_per_minute} tokens per minute."
+                    " Lower max_tokens or the prompt.", 60)
+                error.headers["x-should-retry"] = "false"
+                return error
+            if wait_s > 0:
+                return rate_limited(
+                    f"Rate limit reached for tenant '{self.tenant}': "
+                    f"{limits.tokens_per_minute} tokens per minute.", math.ceil(wait_s))
+        if (limits.max_concurrent is not None and self.num_active >= limits.max_concurrent
+                and len(self._waiters) >= limits.max_queued):
+            return rate_limited(
+                f"Too many concurrent requests for tenant '{self.tenant}' "
+                f"(max {limits.max_concurrent} running, {limits.max_queued} queued).", 1)
+        return None
+
+    async def acquire(self, num_tokens: int) -> Ticket:
+        """Admit a request that may use up to `num_tokens` tokens, or raise a 429 `ApiError`.
+
+        Waits in the tenant's FIFO queue when all slots are busy and the queue has room.
+        """
+        error = self._check(num_tokens)
+        if error is not None:
+            raise error
+        if self._requests is not None:
+            self._requests.level -= 1
+        if self._tokens is not None:
+            self._tokens.level -= num_tokens
+        self.num_reserved_tokens += num_tokens
+        ticket = Ticket(self.tenant, num_tokens)
+        max_concurrent = self.limits.max_concurrent
+        if max_concurrent is None or self.num_active < max_concurrent:
+            self.num_active += 1
+            ticket.holds_slot = True
+            return ticket
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await asyncio.wait_for(asyncio.shield(waiter), self.queue_timeout_s)
+        except BaseException as exc:
+            if waiter.done() and not waiter.cancelled():
+                ticket.holds_slot = True   # the slot arrived just as we gave up
+            else:
+                waiter.cancel()
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
+            self.release(ticket, num_used_tokens=0)
+            if isinstance(exc, asyncio.TimeoutError):
+                raise rate_limited(
+                    f"Tenant '{self.tenant}' waited {self.queue_timeout_s:.0f} s in the queue "
+                    "without a free slot.", 1) from None
+            raise
+        ticket.holds_slot = True
+        return ticket
+
+    def release(self, ticket: Ticket, num_used_tokens: int | None) -> None:
+        """Free the ticket's slot and true up its token reservation with real usage.
+
+        `num_used_tokens=None` (usage unknown) charges the whole reservation.
+        """
+        if ticket.is_released:
+            return
+        ticket.is_released = True
+        used = ticket.num_reserved_tokens if num_used_tokens is None else num_used_tokens
+        self.num_reserved_tokens -= ticket.num_reserved_tokens
+        self.num_spent_tokens += used
+        if self._tokens is not None:
+            self._tokens.level += ticket.num_reserved_tokens - used
+        if used == 0 and self._requests is not None and not ticket.holds_slot:
+            self._requests.level += 1   # never ran: give the request back
+        if ticket.holds_slot:
+            ticket.holds_slot = False
+            self._hand_over_slot()
+
+    def _hand_over_slot(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)   # num_active stays: the slot changes hands
+                return
+        self.num_active -= 1
+
+
+class Limiters:
+    """One `TenantLimiter` per configured tenant."""
+
+    __slots__ = ("_by_tenant",)
+
+    def __init__(self, limits_by_tenant: dict[str, LimitsConfig], *,
+                 queue_timeout_s: float = 30.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._by_tenant = {tenant: TenantLimiter(tenant, limits, queue_timeout_s=queue_timeout_s,
+                                                 clock=clock)
+                           for tenant, limits in limits_by_tenant.items()}
+
+    def __getitem__(self, tenant: str) -> TenantLimiter:
+        return self._by_tenant[tenant]
+
+    def items(self):
+        return self._by_tenant.items()

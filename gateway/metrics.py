@@ -1,0 +1,133 @@
+"""Prometheus metrics, kept in memory and rendered as text on `GET /metrics`.
+
+Counter names follow vLLM's where one exists (`vllm:prompt_tokens_total`,
+`vllm:prefix_cache_queries_total`/`_hits_total` counted in tokens,
+`vllm:time_to_first_token_seconds`), so existing dashboards work; every series is
+labelled by `tenant` and, where a worker served it, `worker`.
+Invariant: recording is a dict update on the event loop (no locks, no I/O); the text is
+built only when scraped. One registry per app, built in `build_app()`.
+"""
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+
+Labels = tuple[tuple[str, str], ...]
+
+TTFT_BUCKETS_S = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
+                  2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0)
+OVERHEAD_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1)
+
+HELP = {
+    "stepahead_requests_total": ("counter", "HTTP requests by tenant, model, endpoint and status."),
+    "vllm:request_success_total": ("counter", "Finished requests by finish reason."),
+    "vllm:prompt_tokens_total": ("counter", "Prefill tokens processed."),
+    "vllm:generation_tokens_total": ("counter", "Generation tokens processed."),
+    "vllm:prefix_cache_queries_total": ("counter", "Prefix cache queries, in prompt tokens."),
+    "vllm:prefix_cache_hits_total": ("counter", "Prefix cache hits, in prompt tokens."),
+    "vllm:time_to_first_token_seconds": ("histogram", "Time to first token, as the gateway saw it."),
+    "stepahead_gateway_overhead_seconds": ("histogram", "Time spent in the gateway itself."),
+    "stepahead_rejected_total": ("counter", "Requests refused by tenant limits, by error code."),
+    "stepahead_tenant_active_requests": ("gauge", "Requests holding a concurrency slot."),
+    "stepahead_tenant_queued_requests": ("gauge", "Requests waiting for a concurrency slot."),
+    "stepahead_worker_info": ("gauge", "Numeric worker health fields from the engine."),
+}
+
+
+@dataclass(slots=True)
+class Histogram:
+    buckets: tuple[float, ...]
+    counts: list[int]
+    total: float = 0.0
+    num_observations: int = 0
+
+    def observe(self, value: float) -> None:
+        index = bisect.bisect_left(self.buckets, value)
+        if index < len(self.counts):
+            self.counts[index] += 1
+        self.total += value
+        self.num_observations += 1
+
+
+@dataclass(slots=True)
+class Registry:
+    """All series of one app. `counters`/`gauges` map (name, labels) → value."""
+
+    counters: dict[tuple[str, Labels], float] = field(default_factory=dict)
+    histograms: dict[tuple[str, Labels], Histogram] = field(default_factory=dict)
+
+    def inc(self, name: str, labels: Labels, amount: float = 1.0) -> None:
+        key = (name, labels)
+        self.counters[key] = self.counters.get(key, 0.0) + amount
+
+    def observe(self, name: str, labels: Labels, value: float,
+                buckets: tuple[float, ...] = TTFT_BUCKETS_S) -> None:
+        key = (name, labels)
+        histogram = self.histograms.get(key)
+        if histogram is None:
+            histogram = self.histograms[key] = Histogram(buckets, [0] * len(buckets))
+        histogram.observe(value)
+
+    def record_request(self, tenant: str, model: str, endpoint: str, status: int) -> None:
+        self.inc("stepahead_requests_total", (("tenant", tenant), ("model_name", model),
+                                              ("endpoint", endpoint), ("status", str(status))))
+
+    def record_rejection(self, tenant: str, code: str) -> None:
+        self.inc("stepahead_rejected_total", (("tenant", tenant), ("code", code)))
+
+    def record_finish(self, *, tenant: str, model: str, worker: str, finish_reason: str,
+                      num_prompt_tokens: int, num_cached_tokens: int,
+                      num_output_tokens: int, ttft_s: float | None) -> None:
+        labels = (("tenant", tenant), ("model_name", model), ("worker", worker))
+        self.inc("vllm:prompt_tokens_total", labels, num_prompt_tokens)
+        self.inc("vllm:generation_tokens_total", labels, num_output_tokens)
+        self.inc("vllm:prefix_cache_queries_total", labels, num_prompt_tokens)
+        self.inc("vllm:prefix_cache_hits_total", labels, num_cached_tokens)
+        self.inc("vllm:request_success_total", labels + (("finished_reason", finish_reason),))
+        if ttft_s is not None:
+            self.observe("vllm:time_to_first_token_seconds", labels, ttft_s)
+
+    def record_overhead(self, tenant: str, overhead_s: float) -> None:
+        self.observe("stepahead_gateway_overhead_seconds", (("tenant", tenant),), overhead_s,
+                     OVERHEAD_BUCKETS_S)
+
+    def render(self, gauges: dict[tuple[str, Labels], float] | None = None) -> str:
+        """Prometheus text exposition (format 0.0.4). `gauges` are computed at scrape time."""
+        by_name: dict[str, list[str]] = {}
+        for (name, labels), value in sorted(self.counters.items()):
+            by_name.setdefault(name, []).append(f"{name}{_labels(labels)} {_number(value)}")
+        for (name, labels), value in sorted((gauges or {}).items()):
+            by_name.setdefault(name, []).append(f"{name}{_labels(labels)} {_number(value)}")
+        for (name, labels), histogram in sorted(self.histograms.items(), key=lambda kv: kv[0]):
+            lines = by_name.setdefault(name, [])
+            cumulative = 0
+            for bound, count in zip(histogram.buckets, histogram.counts):
+                cumulative += count
+                lines.append(f"{name}_bucket{_labels(labels + (('le', _number(bound)),))} "
+                             f"{cumulative}")
+            lines.append(f"{name}_bucket{_labels(labels + (('le', '+Inf'),))} "
+                         f"{histogram.num_observations}")
+            lines.append(f"{name}_sum{_labels(labels)} {_number(histogram.total)}")
+            lines.append(f"{name}_count{_labels(labels)} {histogram.num_observations}")
+        out: list[str] = []
+        for name, lines in by_name.items():
+            kind, text = HELP.get(name, ("untyped", name))
+            family = name.removesuffix("_total") if kind == "counter" else name
+            out.append(f"# HELP {family} {text}")
+            out.append(f"# TYPE {family} {kind}")
+            out.extend(lines)
+        return "\n".join(out) + "\n"
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _labels(labels: Labels) -> str:
+    if not labels:
+        return ""
+    return "{" + ",".join(f'{key}="{_escape(value)}"' for key, value in labels) + "}"
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(float(value))

@@ -1,0 +1,109 @@
+"""HTTP handlers: /v1/chat/completions, /v1/completions, /v1/models, /health, /metrics.
+
+Invariant: each handler authenticates first, then parses, validates and prepares the
+request, and only then admits and runs it (`exchange.respond`); every `ApiError` on the way
+becomes an OpenAI-shaped JSON response and one count in `stepahead_requests_total`.
+Metric labels only ever carry configured model and tenant names, never client strings.
+"""
+from __future__ import annotations
+
+import time
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+
+from gateway.chat_checks import check_chat_request, check_n
+from gateway.errors import ApiError
+from gateway.exchange import respond
+from gateway.http_io import ClientGone, read_json_body
+from gateway.metrics import Labels
+from gateway.openai_format import new_id
+from gateway.schemas import ChatCompletionRequest, CompletionRequest, validate
+from gateway.state import GatewayState
+
+CLIENT_CLOSED_STATUS = 499
+
+
+def error_response(error: ApiError) -> JSONResponse:
+    return JSONResponse(error.body(), status_code=error.status, headers=error.headers)
+
+
+def _state(request: Request) -> GatewayState:
+    return request.app.state.gateway
+
+
+async def _handle(request: Request, *, is_chat: bool) -> Response:
+    started_s = time.perf_counter()
+    state = _state(request)
+    endpoint = "chat" if is_chat else "completions"
+    tenant = "unauthenticated"
+    model = ""
+    try:
+        tenant = state.keys.authenticate(request.headers.get("authorization"))
+        body = await read_json_body(request, state.config.max_body_bytes)
+        if is_chat:
+            parsed = validate(ChatCompletionRequest, body)
+            check_chat_request(parsed)
+        else:
+            parsed = validate(CompletionRequest, body)
+            check_n(parsed.n)
+        backend = state.backend(parsed.model)
+        model = parsed.model
+        if is_chat:
+            prepared = await backend.prepare_chat(parsed, tenant, new_id("chatcmpl"))
+        else:
+            prepared = await backend.prepare_completion(parsed, tenant, new_id("cmpl"))
+        return await respond(request, state, backend, prepared, is_chat=is_chat,
+                             stream=parsed.stream, include_usage=parsed.wants_stream_usage(),
+                             started_s=started_s)
+    except ApiError as error:
+        state.metrics.record_request(tenant, model, endpoint, error.status)
+        return error_response(error)
+    except ClientGone:
+        return Response(status_code=CLIENT_CLOSED_STATUS)
+
+
+async def chat_completions(request: Request) -> Response:
+    return await _handle(request, is_chat=True)
+
+
+async def completions(request: Request) -> Response:
+    return await _handle(request, is_chat=False)
+
+
+async def list_models(request: Request) -> Response:
+    state = _state(request)
+    try:
+        state.keys.authenticate(request.headers.get("authorization"))
+    except ApiError as error:
+        return error_response(error)
+    created = int(time.time())
+    return JSONResponse({"object": "list", "data": [
+        {"id": name, "object": "model", "created": created, "owned_by": backend.owned_by}
+        for name, backend in state.backends.items()]})
+
+
+async def health(request: Request) -> Response:
+    state = _state(request)
+    models = {name: backend.health() for name, backend in state.backends.items()}
+    ready = state.is_ready and all(m.get("ready", True) for m in models.values())
+    return JSONResponse({"status": "ok" if ready else "starting", "models": models},
+                        status_code=200 if ready else 503)
+
+
+async def metrics(request: Request) -> Response:
+    state = _state(request)
+    gauges: dict[tuple[str, Labels], float] = {}
+    for tenant, limiter in state.limiters.items():
+        gauges[("stepahead_tenant_active_requests", (("tenant", tenant),))] = limiter.num_active
+        gauges[("stepahead_tenant_queued_requests", (("tenant", tenant),))] = limiter.num_queued
+    for name, backend in state.backends.items():
+        for worker in backend.worker_metrics():
+            worker_id = str(worker.get("worker", ""))
+            for key, value in worker.items():
+                if isinstance(value, (int, float)) and not isinstance(value, bool) \
+                        and key != "worker":
+                    labels = (("model_name", name), ("worker", worker_id), ("field", key))
+                    gauges[("stepahead_worker_info", labels)] = float(value)
+    return PlainTextResponse(state.metrics.render(gauges),
+                             media_type="text/plain; version=0.0.4; charset=utf-8")

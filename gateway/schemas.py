@@ -1,0 +1,183 @@
+"""Wire models of the OpenAI requests the gateway accepts.
+
+Invariant: a model instance that validated is safe to act on: roles, types and ranges are
+checked here, and every failure becomes a 400 `ApiError` naming the offending `param`
+(`validate()`), never a 500. Cross-field rules that need the model or the tools (context
+length, tool-call ids, tool schemas) live in `chat_checks.py`.
+Unknown fields are kept (`extra="allow"`) so upstream models can receive them; a client
+`cache_salt` is accepted and ignored: the tenant alone salts the cache.
+"""
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from gateway.errors import ApiError, invalid_request
+
+_ALLOW = ConfigDict(extra="allow")
+
+
+class FunctionCallIn(BaseModel):
+    model_config = _ALLOW
+    name: str
+    arguments: str = ""
+
+
+class ToolCallIn(BaseModel):
+    """A tool call an assistant message made earlier in the conversation."""
+
+    model_config = _ALLOW
+    id: str
+    type: Literal["function"] = "function"
+    function: FunctionCallIn
+
+
+class Message(BaseModel):
+    """One chat message. `content` is a string or a list of parts (`{"type": "text", ...}`)."""
+
+    model_config = _ALLOW
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[dict[str, Any]] | None = None
+    name: str | None = None
+    tool_calls: list[ToolCallIn] | None = None
+    tool_call_id: str | None = None
+
+    @model_validator(mode="after")
+    def _check_role_fields(self) -> "Message":
+        if self.role == "assistant":
+            if self.content is None and not self.tool_calls:
+                raise ValueError("an assistant message needs 'content' or 'tool_calls'")
+        elif self.content is None:
+            raise ValueError(f"a {self.role} message needs 'content'")
+        if self.role == "tool" and not self.tool_call_id:
+            raise ValueError("a tool message needs 'tool_call_id'")
+        if isinstance(self.content, list):
+            for part in self.content:
+                if not isinstance(part.get("type"), str):
+                    raise ValueError("each content part needs a string 'type'")
+                if part["type"] == "text" and not isinstance(part.get("text"), str):
+                    raise ValueError("a text content part needs a string 'text'")
+        return self
+
+
+class FunctionDef(BaseModel):
+    model_config = _ALLOW
+    name: Annotated[str, Field(pattern=r"^[a-zA-Z0-9_.\-]{1,64}$")]
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+
+
+class Tool(BaseModel):
+    model_config = _ALLOW
+    type: Literal["function"]
+    function: FunctionDef
+
+
+class NamedFunction(BaseModel):
+    name: str
+
+
+class NamedToolChoice(BaseModel):
+    type: Literal["function"]
+    function: NamedFunction
+
+
+class StreamOptions(BaseModel):
+    model_config = _ALLOW
+    include_usage: bool | None = None
+
+
+StopField = str | Annotated[list[str], Field(max_length=4)] | None
+Temperature = Annotated[float, Field(ge=0.0, le=2.0)] | None
+TopP = Annotated[float, Field(gt=0.0, le=1.0)] | None
+PositiveInt = Annotated[int, Field(ge=1)] | None
+
+
+class ChatCompletionRequest(BaseModel):
+    model_config = _ALLOW
+    model: str
+    messages: Annotated[list[Message], Field(min_length=1)]
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    max_tokens: PositiveInt = None
+    max_completion_tokens: PositiveInt = None
+    temperature: Temperature = None
+    top_p: TopP = None
+    seed: int | None = None
+    stop: StopField = None
+    n: Annotated[int, Field(ge=1, le=128)] | None = None
+    user: str | None = None
+    metadata: dict[str, str] | None = None
+    tools: list[Tool] | None = None
+    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
+    parallel_tool_calls: bool | None = None
+    logprobs: bool | None = None
+
+    def completion_limit(self) -> int | None:
+        """`max_completion_tokens` wins over the deprecated `max_tokens`."""
+        return self.max_completion_tokens or self.max_tokens
+
+    def stop_list(self) -> list[str]:
+        return [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
+
+    def wants_stream_usage(self) -> bool:
+        return bool(self.stream and self.stream_options and self.stream_options.include_usage)
+
+
+class CompletionRequest(BaseModel):
+    """Legacy completions. `prompt` is a string or a list of token ids (one prompt only)."""
+
+    model_config = _ALLOW
+    model: str
+    prompt: str | Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=1)] | list[str] \
+        | list[list[int]]
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    max_tokens: Annotated[int, Field(ge=1)] | None = 16
+    temperature: Temperature = None
+    top_p: TopP = None
+    seed: int | None = None
+    stop: StopField = None
+    n: Annotated[int, Field(ge=1, le=128)] | None = None
+    user: str | None = None
+    echo: bool | None = None
+    logprobs: int | None = None
+    suffix: str | None = None
+
+    def stop_list(self) -> list[str]:
+        return [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
+
+    def wants_stream_usage(self) -> bool:
+        return bool(self.stream and self.stream_options and self.stream_options.include_usage)
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _param_path(loc: tuple) -> str:
+    """('messages', 0, 'role') -> 'messages[0].role', as OpenAI names params."""
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif not part.startswith("function-after") and "[" not in part and "|" not in part:
+            path += f".{part}" if path else part
+    return path
+
+
+def validate(model_cls: type[M], body: Any) -> M:
+    """Build `model_cls` from parsed JSON, or raise a 400 naming the first bad field."""
+    if not isinstance(body, dict):
+        raise invalid_request("The request body must be a JSON object.")
+    try:
+        return model_cls.model_validate(body)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        param = _param_path(tuple(first["loc"])) or None
+        message = first["msg"].removeprefix("Value error, ")
+        where = f" at '{param}'" if param else ""
+        raise ApiError(400, f"Invalid request{where}: {message}", "invalid_request_error",
+                       "invalid_value" if first["type"] != "missing" else "missing_required_parameter",
+                       param) from None

@@ -1,0 +1,32 @@
+"""Everything one running gateway app owns, built in `build_app()`.
+
+Invariant: there is exactly one `GatewayState` per app, reached through
+`app.state.gateway`; nothing here is module-level, so two apps in one process (tests,
+benchmarks) never share keys, limits or metrics.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gateway.auth import KeyRing
+from gateway.backend import Backend
+from gateway.config import GatewayConfig
+from gateway.errors import model_not_found
+from gateway.limits import Limiters
+from gateway.metrics import Registry
+
+
+@dataclass(slots=True)
+class GatewayState:
+    config: GatewayConfig
+    keys: KeyRing
+    limiters: Limiters
+    metrics: Registry
+    backends: dict[str, Backend] = field(default_factory=dict)
+    is_ready: bool = False
+
+    def backend(self, model: str) -> Backend:
+        backend = self.backends.get(model)
+        if backend is None:
+            raise model_not_found(model)
+        return backend

@@ -1,0 +1,190 @@
+"""Tool calls in model output text: Hermes/Qwen `<tool_call>{json}</tool_call>` blocks and
+bare JSON objects (`{"name": ..., "arguments": {...}}`, or a list of them).
+
+Pure functions, no I/O. Invariants: a parsed call always has a non-empty `name` and
+`arguments` that is the JSON text of an object; text that does not parse as a call is
+never dropped, it stays content. `ToolCallStreamParser` gives the same result as
+`parse_tool_calls` on the concatenated text, while releasing plain text as early as it can
+(it holds back only a possible `<tool_call>` prefix, or everything when the reply opens
+as bare JSON, since that can only be decided at the end).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+OPEN_TAG = "<tool_call>"
+CLOSE_TAG = "</tool_call>"
+
+
+@dataclass(slots=True)
+class ParsedToolCall:
+    name: str
+    arguments: str
+
+
+@dataclass(slots=True)
+class ParsedOutput:
+    content: str | None
+    tool_calls: list[ParsedToolCall] = field(default_factory=list)
+
+
+def call_from_json(value: object, tool_names: frozenset[str] | None) -> ParsedToolCall | None:
+    """A call from a decoded `{"name", "arguments"|"parameters"}` object, else None."""
+    if not isinstance(value, dict) or not isinstance(value.get("name"), str):
+        return None
+    name = value["name"].strip()
+    if not name or (tool_names is not None and name not in tool_names):
+        return None
+    arguments = value.get("arguments", value.get("parameters", {}))
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except json.JSONDecodeError:
+            return None
+    if not isinstance(arguments, dict):
+        return None
+    return ParsedToolCall(name, json.dumps(arguments, ensure_ascii=False))
+
+
+def _decode(text: str) -> object | None:
+    text = text.strip()
+    if text.startswith("```"):
+        text = text.removeprefix("```json").removeprefix("```").removesuffix("```").strip()
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return None
+
+
+def parse_bare_json(text: str, tool_names: frozenset[str] | None) -> list[ParsedToolCall] | None:
+    """Calls when the whole text is one call object or a list of them; else None."""
+    value = _decode(text)
+    items = value if isinstance(value, list) else [value]
+    calls = [call_from_json(item, tool_names) for item in items]
+    if not calls or any(call is None for call in calls):
+        return None
+    return calls
+
+
+def parse_tool_calls(text: str, tool_names: frozenset[str] | None = None) -> ParsedOutput:
+    """Split model output into content and tool calls.
+
+    `tool_names`, when given, restricts calls to those tools; anything else stays text.
+    """
+    if OPEN_TAG not in text:
+        bare = parse_bare_json(text, tool_names) if text.lstrip()[:1] in ("{", "[") else None
+        if bare is not None:
+            return ParsedOutput(None, bare)
+        return ParsedOutput(text or None)
+    content_parts: list[str] = []
+    calls: list[ParsedToolCall] = []
+    rest = text
+    while OPEN_TAG in rest:
+        before, _, after = rest.partition(OPEN_TAG)
+        content_parts.append(before)
+        body, closed, rest = after.partition(CLOSE_TAG)
+        call = call_from_json(_decode(body), tool_names)
+        if call is None:
+            content_parts.append(OPEN_TAG + body + (CLOSE_TAG if closed else ""))
+        else:
+            calls.append(call)
+    content_parts.append(rest)
+    content = "".join(content_parts)
+    if calls:
+        content = content.strip()
+    return ParsedOutput(content or None, calls)
+
+
+@dataclass(slots=True)
+class ContentPiece:
+    text: str
+
+
+@dataclass(slots=True)
+class CallPiece:
+    call: ParsedToolCall
+
+
+StreamPiece = ContentPiece | CallPiece
+
+
+def _held_prefix_len(text: str, tag: str) -> int:
+    """Length of the longest suffix of `text` that is a proper prefix of `tag`."""
+    for size in range(min(len(tag) - 1, len(text)), 0, -1):
+        if text.endswith(tag[:size]):
+            return size
+    return 0
+
+
+class ToolCallStreamParser:
+    """Incremental `parse_tool_calls`: feed text deltas, get content pieces and whole calls.
+
+    NOTE: whitespace around calls is kept in streamed content (it was already sent) while
+    `parse_tool_calls` strips it; the calls themselves are identical.
+    """
+
+    __slots__ = ("_tool_names", "_buffer", "_in_call", "_bare", "_seen_text")
+
+    def __init__(self, tool_names: frozenset[str] | None = None) -> None:
+        self._tool_names = tool_names
+        self._buffer = ""
+        self._in_call = False
+        self._bare = False
+        self._seen_text = False
+
+    def feed(self, delta: str) -> list[StreamPiece]:
+        self._buffer += delta
+        if self._bare:
+            return []
+        if not self._seen_text:
+            head = self._buffer.lstrip()
+            if not head:
+                return []
+            self._seen_text = True
+            if head[0] in "{[":
+                self._bare = True
+                return []
+        return self._drain(final=False)
+
+    def finish(self) -> list[StreamPiece]:
+        if self._bare:
+            calls = parse_bare_json(self._buffer, self._tool_names)
+            text, self._buffer = self._buffer, ""
+            if calls is not None:
+                return [CallPiece(call) for call in calls]
+            return [ContentPiece(text)] if text else []
+        pieces = self._drain(final=True)
+        if self._buffer:
+            if self._in_call:
+                call = call_from_json(_decode(self._buffer), self._tool_names)
+                pieces.append(CallPiece(call) if call else ContentPiece(OPEN_TAG + self._buffer))
+            else:
+                pieces.append(ContentPiece(self._buffer))
+            self._buffer = ""
+        return pieces
+
+    def _drain(self, *, final: bool) -> list[StreamPiece]:
+        pieces: list[StreamPiece] = []
+        while True:
+            if self._in_call:
+                body, closed, rest = self._buffer.partition(CLOSE_TAG)
+                if not closed:
+                    return pieces
+                call = call_from_json(_decode(body), self._tool_names)
+                pieces.append(CallPiece(call) if call
+                              else ContentPiece(OPEN_TAG + body + CLOSE_TAG))
+                self._buffer, self._in_call = rest, False
+                continue
+            before, opened, rest = self._buffer.partition(OPEN_TAG)
+            if opened:
+                if before:
+                    pieces.append(ContentPiece(before))
+                self._buffer, self._in_call = rest, True
+                continue
+            held = 0 if final else _held_prefix_len(self._buffer, OPEN_TAG)
+            ready = self._buffer[:len(self._buffer) - held]
+            if ready:
+                pieces.append(ContentPiece(ready))
+            self._buffer = self._buffer[len(ready):]
+            return pieces

@@ -1,0 +1,49 @@
+"""Run an ASGI app under a real uvicorn server on 127.0.0.1 in a background thread.
+
+One server per test module (see the module fixtures); `stop()` shuts it down cleanly
+and runs the app's lifespan shutdown.
+"""
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from dataclasses import dataclass
+
+import uvicorn
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass(slots=True)
+class RunningServer:
+    server: uvicorn.Server
+    thread: threading.Thread
+    port: int
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=30)
+
+
+def start_server(app, *, startup_timeout_s: float = 120.0) -> RunningServer:
+    port = free_port()
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
+                            lifespan="on", timeout_graceful_shutdown=5)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline_s = time.monotonic() + startup_timeout_s
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline_s:
+            raise RuntimeError("the test server did not start")
+        time.sleep(0.02)
+    return RunningServer(server, thread, port)
