@@ -66,11 +66,20 @@ class KVArena:
 
     def gather(self, block_ids: list[int], num_tokens: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Per-layer `(k, v)` of shape `[1, H, num_tokens, D]` for the run `block_ids`
-        (`num_tokens` <= len(block_ids) * block_size; a prefix ending mid-block is cut)."""
-        index = torch.tensor(block_ids, dtype=torch.long, device=self.data.device)
-        picked = self.data.index_select(3, index)  # [L, 2, H, n, bs, D], one copy
-        L, _, H, n, bs, D = picked.shape
-        flat = picked.view(L, 2, H, n * bs, D)[:, :, :, :num_tokens]
+        (`num_tokens` <= len(block_ids) * block_size; a prefix ending mid-block is cut).
+
+        NOTE: when the ids are consecutive (the common case: a request's blocks are
+        allocated together) the result is a read-only *view* of the arena, no copy; the
+        model's cache appends by concatenation, so the arena is never written through it.
+        """
+        first, n = block_ids[0], len(block_ids)
+        if block_ids[-1] - first == n - 1 and block_ids == list(range(first, first + n)):
+            picked = self.data[:, :, :, first:first + n]
+        else:
+            index = torch.tensor(block_ids, dtype=torch.long, device=self.data.device)
+            picked = self.data.index_select(3, index)  # [L, 2, H, n, bs, D], one copy
+        L, _, H, _, bs, D = picked.shape
+        flat = picked.reshape(L, 2, H, n * bs, D)[:, :, :, :num_tokens]
         return [(flat[layer, 0].unsqueeze(0), flat[layer, 1].unsqueeze(0)) for layer in range(L)]
 
     def copy_block_to(self, src_id: int, dst: "KVArena", dst_id: int) -> None:

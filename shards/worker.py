@@ -8,6 +8,7 @@ error), so blocks are never leaked.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import queue
 import time
@@ -30,6 +31,16 @@ class WorkerConfig:
     policy: str = "lru"
     max_running: int = 8
     num_threads: int = 1
+
+
+def stats_as_dict(stats) -> dict:
+    """CacheStats as plain builtins, to cross the process boundary."""
+    return {
+        "tenants": {name: dataclasses.asdict(t) for name, t in stats.tenants.items()},
+        "tiers": {tier.value: dataclasses.asdict(t) for tier, t in stats.tiers.items()},
+        "num_demotions": stats.num_demotions, "num_promotions": stats.num_promotions,
+        "num_drops": stats.num_drops,
+    }
 
 
 def _policy(name: str):
@@ -60,7 +71,7 @@ class WorkerLoop:
         elif isinstance(message, CancelRequest):
             self._cancel(message.request_id)
         elif isinstance(message, StatsRequest):
-            self.emit(WorkerStats(self.worker_id, self.runner.blocks.stats_dict(),
+            self.emit(WorkerStats(self.worker_id, stats_as_dict(self.runner.blocks.stats()),
                                   len(self.running), len(self.waiting)))
         elif isinstance(message, Shutdown):
             return False

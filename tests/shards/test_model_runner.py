@@ -6,6 +6,7 @@ import random
 import pytest
 import torch
 
+from cache.tiers import Tier
 from shards.model_runner import ModelRunner
 from shards.protocol import SamplingParams, WorkItem
 
@@ -87,7 +88,7 @@ def test_finish_releases_every_reference(tiny_loaded):
         runner.commit_prompt(seq)
         runner.step(seq)
         runner.finish(seq)
-    assert all(b.ref_count == 0 for b in runner.blocks.iter_blocks())
+    assert all(b.ref_count == 0 for b in runner.blocks.blocks(Tier.HOT))
 
 
 def test_host_tier_demoted_blocks_come_back_with_equal_logits(tiny_loaded):
