@@ -1,0 +1,194 @@
+"""Models served by stepahead's own workers (`shards.engine.LocalEngine`).
+
+Invariants:
+- the prompt is rendered with the model's chat template (tools included) and checked
+  against the context length before admission: prompt + completion budget must fit;
+- the tenant from the API key, never a client field, goes into every `WorkItem`;
+- tool calls in the output are parsed (`tool_calls.py`) into `ToolCallDelta`s only when
+  the request offered tools; "required"/named `tool_choice` take the forced path
+  (`tool_forcing.py`) so the reply is always a call;
+- closing `run()` closes the engine stream, which cancels the request on its worker;
+- a worker error before any output is retried once (another worker takes it); after
+  output it is reported.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+from gateway.backend import ChatEvent, Prepared
+from gateway.config import LocalModelConfig
+from gateway.errors import context_length_exceeded, invalid_request
+from gateway.local_generation import ForcedCall, LocalCall, run_forced, run_free
+from gateway.schemas import ChatCompletionRequest, CompletionRequest, NamedToolChoice
+
+STATS_REFRESH_INTERVAL_S = 2.0
+TEXT_PART_TYPES = ("text", "input_text", "output_text")
+
+
+class LocalBackend:
+    __slots__ = ("config", "model_id", "owned_by", "engine", "default_completion_reserve_tokens",
+                 "_stats_task")
+
+    def __init__(self, config: LocalModelConfig, *,
+                 default_completion_reserve_tokens: int = 256) -> None:
+        from shards.engine import LocalEngine
+        self.config = config
+        self.model_id = config.name
+        self.owned_by = "stepahead"
+        self.default_completion_reserve_tokens = default_completion_reserve_tokens
+        self.engine = LocalEngine(config.path, config.num_workers, **dict(config.engine_options))
+        self._stats_task: asyncio.Task | None = None
+
+    async def start(self) -> None:
+        await self.engine.start()
+        self._stats_task = asyncio.create_task(self._refresh_stats())
+
+    async def stop(self) -> None:
+        if self._stats_task is not None:
+            self._stats_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._stats_task
+        await self.engine.stop()
+
+    async def _refresh_stats(self) -> None:
+        while True:
+            with contextlib.suppress(Exception):
+                await self.engine.refresh_stats()
+            await asyncio.sleep(STATS_REFRESH_INTERVAL_S)
+
+    def health(self) -> dict:
+        health = self.engine.health()
+        workers = health.get("workers", {})
+        ready = bool(workers) and any(w.get("alive") and w.get("ready") for w in workers.values())
+        return {"model": self.model_id, "kind": "local", "engine_model": self.engine.model_id,
+                "ready": ready, **health}
+
+    def worker_metrics(self) -> list[dict]:
+        return self.engine.metrics()
+
+    # --- preparation ---------------------------------------------------------------
+    def _sampling(self, *, max_tokens: int, temperature: float | None, top_p: float | None,
+                  seed: int | None, stop: list[str]):
+        from shards.protocol import SamplingParams
+        return SamplingParams(max_tokens=max_tokens,
+                              temperature=1.0 if temperature is None else temperature,
+                              top_p=1.0 if top_p is None else top_p, seed=seed,
+                              stop=tuple(stop))
+
+    def _budget(self, num_prompt_tokens: int, num_max_tokens: int | None) -> int:
+        """The completion budget; raises `context_length_exceeded` when it cannot fit."""
+        max_context = self.engine.max_context_tokens
+        room = max_context - num_prompt_tokens
+        if room <= 0 or (num_max_tokens is not None and num_max_tokens > room):
+            raise context_length_exceeded(num_prompt_tokens, num_max_tokens, max_context)
+        return num_max_tokens if num_max_tokens is not None else room
+
+    def _prepared(self, request_id: str, tenant: str, num_max_tokens: int | None,
+                  call: LocalCall) -> Prepared:
+        num_prompt = len(call.prompt_token_ids)
+        reserve = num_max_tokens or min(call.sampling.max_tokens,
+                                        self.default_completion_reserve_tokens)
+        return Prepared(request_id=request_id, tenant=tenant, model=self.model_id,
+                        num_prompt_tokens=num_prompt, num_reserved_tokens=num_prompt + reserve,
+                        payload=call)
+
+    async def prepare_chat(self, request: ChatCompletionRequest, tenant: str,
+                           request_id: str) -> Prepared:
+        from shards.chat_template import render_chat
+        if request.logprobs:
+            raise invalid_request("logprobs are not supported by local models.",
+                                  param="logprobs", code="unsupported_parameter")
+        messages = []
+        for index, message in enumerate(request.messages):
+            item = message.model_dump(exclude_none=True)
+            if isinstance(message.content, list):
+                for part in message.content:
+                    if part.get("type") not in TEXT_PART_TYPES:
+                        raise invalid_request(
+                            f"This model accepts text only; content part type "
+                            f"'{part.get('type')}' is not supported.",
+                            param=f"messages[{index}].content", code="unsupported_content")
+            if item["role"] == "developer":
+                item["role"] = "system"
+            messages.append(item)
+        use_tools = bool(request.tools) and request.tool_choice != "none"
+        if use_tools and not self.engine.supports_tools:
+            raise invalid_request(f"The model '{self.model_id}' does not support tools: its chat "
+                                  "template cannot render them.", param="tools",
+                                  code="tools_not_supported")
+        tools = [t.model_dump(exclude_none=True) for t in request.tools] if use_tools else None
+        tokenizer = self.engine.tokenizer
+        try:
+            prompt_ids = await asyncio.to_thread(render_chat, tokenizer, messages, tools)
+        except Exception as exc:   # template errors are about the messages sent
+            raise invalid_request(f"The messages cannot be rendered with this model's chat "
+                                  f"template: {exc}", param="messages") from None
+        budget = self._budget(len(prompt_ids), request.completion_limit())
+        keep_one_call = use_tools and request.parallel_tool_calls is False
+        # NOTE: with parallel_tool_calls=false, stopping at the first call's end saves work.
+        stop = request.stop_list() + (["</tool_call>"] if keep_one_call else [])
+        forced = None
+        if use_tools and (request.tool_choice == "required"
+                          or isinstance(request.tool_choice, NamedToolChoice)):
+            schemas = {t.function.name: t.function.parameters for t in request.tools}
+            named = (request.tool_choice.function.name
+                     if isinstance(request.tool_choice, NamedToolChoice) else None)
+            forced = ForcedCall(schemas=schemas, name=named)
+        metadata = request.metadata or {}
+        call = LocalCall(
+            prompt_token_ids=prompt_ids,
+            sampling=self._sampling(max_tokens=budget, temperature=request.temperature,
+                                    top_p=request.top_p, seed=request.seed, stop=stop),
+            session=metadata.get("session_id") or metadata.get("session"),
+            tool_names=frozenset(t.function.name for t in request.tools) if use_tools else None,
+            forced=forced, keep_one_call=keep_one_call)
+        return self._prepared(request_id, tenant, request.completion_limit(), call)
+
+    async def prepare_completion(self, request: CompletionRequest, tenant: str,
+                                 request_id: str) -> Prepared:
+        for name in ("echo", "suffix", "logprobs"):
+            if getattr(request, name):
+                raise invalid_request(f"'{name}' is not supported by local models.",
+                                      param=name, code="unsupported_parameter")
+        prompt = request.prompt
+        if isinstance(prompt, list) and prompt and isinstance(prompt[0], (str, list)):
+            if len(prompt) != 1:
+                raise invalid_request("Only one prompt per request is supported.",
+                                      param="prompt")
+            prompt = prompt[0]
+        tokenizer = self.engine.tokenizer
+        if isinstance(prompt, str):
+            if not prompt:
+                raise invalid_request("The prompt is empty.", param="prompt")
+            prompt_ids = list(tokenizer.encode(prompt))
+        else:
+            prompt_ids = list(prompt)
+            vocab_size = len(tokenizer)
+            bad = next((t for t in prompt_ids if not 0 <= t < vocab_size), None)
+            if bad is not None:
+                raise invalid_request(f"Token id {bad} is outside the vocabulary "
+                                      f"(size {vocab_size}).", param="prompt")
+        if not prompt_ids:
+            raise invalid_request("The prompt is empty.", param="prompt")
+        budget = self._budget(len(prompt_ids), request.max_tokens)
+        call = LocalCall(prompt_token_ids=prompt_ids,
+                         sampling=self._sampling(max_tokens=budget,
+                                                 temperature=request.temperature,
+                                                 top_p=request.top_p, seed=request.seed,
+                                                 stop=request.stop_list()),
+                         session=None, tool_names=None, forced=None, keep_one_call=False)
+        return self._prepared(request_id, tenant, request.max_tokens, call)
+
+    # --- running -----------------------------------------------------------------
+    async def run(self, prepared: Prepared) -> AsyncIterator[ChatEvent]:
+        call: LocalCall = prepared.payload
+        if call.forced is not None:
+            events = run_forced(self.engine, prepared, call)
+        else:
+            events = run_free(self.engine, prepared, call)
+        async with contextlib.aclosing(events):
+            async for event in events:
+                yield event
+

@@ -1,0 +1,153 @@
+"""Forced tool calls for local models: `tool_choice` = "required" or a named function.
+
+Our local workers take token ids and sampling settings, not grammars, so we cannot mask
+logits. Instead the gateway writes the structure and lets the model write only the
+values, each generation continuing the previous text (so each one is a prefix-cache hit):
+
+1. the call opening is forced into the prompt: `<tool_call>\\n{"name": "` — for
+   "required" the model then writes the name (stop at `"`) and we take the tool it names
+   (exact, else the longest shared prefix, else the first tool); a named choice forces the
+   whole `{"name": "NAME", "arguments": ` head;
+2. the model writes the arguments freely (with part of the token budget); if they parse as a JSON object that validates
+   against the tool's schema, that is the answer (the one-generation fast path a capable
+   model takes);
+3. otherwise the arguments are built by walking the schema: the gateway emits keys,
+   quotes, braces and commas and asks the model for each leaf value with a stop string
+   that ends it (`"` for strings; a short budget for numbers and booleans, read leniently;
+   enums matched by prefix). Values the model cannot produce fall back to the schema's
+   `default`/`const`/first enum member/a zero value.
+
+Invariant: the returned arguments are always a JSON object; they validate against the
+schema whenever the schema uses only types, enums, required properties, nesting and
+arrays (no patterns or length bounds, which leaf filling does not steer).
+"""
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from jsonschema import ValidationError
+from jsonschema.validators import validator_for
+
+# Continue the prompt text `suffix` (appended after the rendered prompt) and return the
+# generated text; the callback owns sampling, usage accounting and cancellation.
+Generate = Callable[[str, int, tuple[str, ...]], Awaitable[str]]
+
+CALL_OPEN = '<tool_call>\n{"name": "'
+NUMBER = re.compile(r"\s*(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)")
+MAX_STRING_TOKENS = 48
+MAX_DEPTH = 4
+
+
+def call_head(name: str) -> str:
+    return f'{CALL_OPEN}{name}", "arguments": '
+
+
+def choose_tool_name(generated: str, names: list[str]) -> str:
+    """The tool the model named: exact match, else longest shared prefix, else the first."""
+    text = generated.strip().strip('"')
+    if text in names:
+        return text
+
+    def shared(name: str) -> int:
+        size = 0
+        while size < min(len(name), len(text)) and name[size] == text[size]:
+            size += 1
+        return size
+
+    best = max(names, key=shared)
+    return best if shared(best) > 0 else names[0]
+
+
+def leading_json_object(text: str) -> dict | None:
+    """The JSON object at the start of `text` (trailing text ignored), or None."""
+    try:
+        value, _ = json.JSONDecoder().raw_decode(text.lstrip())
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def is_valid(value: Any, schema: dict) -> bool:
+    try:
+        validator_for(schema)(schema).validate(value)
+    except ValidationError:
+        return False
+    return True
+
+
+def zero_value(schema: dict) -> Any:
+    """A schema-valid placeholder: default, const, first enum member, or the type's zero."""
+    if "default" in schema:
+        return schema["default"]
+    if "const" in schema:
+        return schema["const"]
+    if schema.get("enum"):
+        return schema["enum"][0]
+    kind = _kind(schema)
+    return {"string": "", "integer": 0, "number": 0, "boolean": False, "array": [],
+            "object": {}, "null": None}.get(kind, None)
+
+
+def _kind(schema: dict) -> str:
+    kind = schema.get("type", "object" if "properties" in schema else "string")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    return kind
+
+
+async def fill_value(schema: dict, generate: Generate, prefix: str, depth: int) -> Any:
+    """A value for `schema`, generated as the continuation of `prefix` (JSON so far)."""
+    if "const" in schema:
+        return schema["const"]
+    if schema.get("enum"):
+        options = [json.dumps(option) for option in schema["enum"]]
+        text = await generate(prefix, 16, (",", "}", "\n"))
+        matches = [o for o in options if o.startswith(text.strip()[:len(o)]) and text.strip()]
+        return json.loads(matches[0]) if matches else schema["enum"][0]
+    kind = _kind(schema)
+    if kind == "object" and depth < MAX_DEPTH:
+        return await fill_object(schema, generate, prefix, depth + 1)
+    if kind == "string":
+        text = await generate(prefix + '"', MAX_STRING_TOKENS, ('"',))
+        return text
+    if kind in ("integer", "number"):
+        match = NUMBER.match(await generate(prefix, 8, (",", "}", "\n")))
+        if match is None:
+            return zero_value(schema)
+        number = float(match.group(1))
+        return int(number) if kind == "integer" else number
+    if kind == "boolean":
+        text = (await generate(prefix, 2, (",", "}"))).strip().lower()
+        return True if text.startswith("t") else False if text.startswith("f") \
+            else zero_value(schema)
+    return zero_value(schema)
+
+
+async def fill_object(schema: dict, generate: Generate, prefix: str, depth: int = 0) -> dict:
+    """Required properties (all of them when none are marked) filled leaf by leaf."""
+    properties: dict = schema.get("properties", {})
+    names = schema.get("required") or list(properties)
+    result: dict = {}
+    text = prefix + "{"
+    for name in names:
+        key_prefix = text + ("" if not result else ", ") + json.dumps(name) + ": "
+        value = await fill_value(properties.get(name, {}), generate, key_prefix, depth)
+        result[name] = value
+        text = key_prefix + json.dumps(value, ensure_ascii=False)
+    return result
+
+
+async def forced_arguments(schema: dict | None, generate: Generate, head: str,
+                           max_tokens: int) -> str:
+    """Arguments JSON for a call whose head (`call_head(name)`) is already forced."""
+    schema = schema or {"type": "object", "properties": {}}
+    # NOTE: keep up to 256 tokens of the budget for leaf filling, should the free try fail.
+    num_free_tokens = max(1, max_tokens - min(max_tokens // 2, 256))
+    free = await generate(head, num_free_tokens, ("</tool_call>",))
+    parsed = leading_json_object(free)
+    if parsed is not None and is_valid(parsed, schema):
+        return json.dumps(parsed, ensure_ascii=False)
+    return json.dumps(await fill_object(schema, generate, head), ensure_ascii=False)
