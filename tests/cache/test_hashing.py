@@ -73,7 +73,8 @@ def test_hash_block_depends_on_parent_and_tokens() -> None:
 
 def test_hash_block_accepts_any_sequence_type() -> None:
     salt = tenant_salt("a")
-    assert hash_block(None, [1, 2, 3], salt) == hash_block(None, (1, 2, 3), salt) == hash_block(None, range(1, 4), salt)
+    expected = hash_block(None, [1, 2, 3], salt)
+    assert hash_block(None, (1, 2, 3), salt) == hash_block(None, range(1, 4), salt) == expected
 
 
 def test_tenant_salt_isolates_tenants_and_shares_groups() -> None:

@@ -7,7 +7,9 @@ from cache.lineage import continues, same_tokens, verified_run
 from cache.tiers import Tier
 
 
-def _block(uid: int, block_hash: int, tokens: tuple[int, ...], parent_uid: int | None, salt: bytes = b"s") -> BlockMeta:
+def _block(
+    uid: int, block_hash: int, tokens: tuple[int, ...], parent_uid: int | None, salt: bytes = b"s"
+) -> BlockMeta:
     return BlockMeta(
         id=uid,
         tier=Tier.HOT,

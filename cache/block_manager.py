@@ -1,0 +1,506 @@
+"""The block manager: which KV block slots hold which prefixes, in which tier.
+
+One mechanism for every policy: the manager (with its `Residency`) keeps slots,
+references, the hash index, tier moves, events and counters; an `EvictionPolicy` only picks victims and may act
+ahead of time through `CacheActions` (which this class implements). It is pure
+bookkeeping: the KV bytes stay with the caller, moved through a `BlockMover`.
+
+A request's life: `match` (read-only lookup) -> `acquire` (take references, promote the
+host part) -> prefill the rest -> `commit` (register the new full blocks) -> `release`.
+
+Invariants:
+- Every slot of a tier is free or holds one block: free + used == total, always.
+- A block with references is never evicted, demoted or dropped.
+- A block is matchable only through its exact lineage: the first block must carry the
+  requesting tenant's salt scope, and each later one must name the matched block before
+  it as its parent (`BlockMeta.parent_uid`), with equal token ids when the caller gives
+  them. A forced hash collision therefore costs a miss, never another prefix's KV.
+- The event queue, replayed in order, gives exactly the matchable (hash, tier) pairs.
+
+Slots, the hash index, tier moves and events live in `Residency`; this class adds the
+request protocol: lineage checks, references, sessions and per-tenant hit counters.
+
+NOTE: not thread-safe; one owner (a worker loop, the simulator) drives it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+from cache.block_meta import BlockMeta, LineageId
+from cache.events import CacheEvent
+from cache.forecast import Forecast
+from cache.hashing import BlockHash, hash_blocks, split_blocks, tenant_salt
+from cache.lineage import continues, verified_run
+from cache.lru import LRUPolicy
+from cache.match import Match
+from cache.mover import BlockMover
+from cache.policy import EvictionPolicy
+from cache.residency import Residency
+from cache.stats import CacheStats, TenantStats, TierStats
+from cache.tiers import Tier
+
+__all__ = ["BlockManager", "BlockMover", "Match"]
+
+
+class BlockManager:
+    """Prefix-cached KV block slots over a HOT and an optional HOST tier.
+
+    `prefix_groups` maps a tenant to its configured prefix group (tenants of one group
+    share cached prefixes); `max_sessions_per_block` bounds `BlockMeta.sessions`;
+    `max_pending_events` bounds the event queue (oldest dropped and counted when nobody
+    drains it; None for unbounded).
+    """
+
+    def __init__(
+        self,
+        *,
+        num_hot_blocks: int,
+        num_host_blocks: int = 0,
+        block_size: int = 16,
+        bytes_per_block: int = 1,
+        policy: EvictionPolicy | None = None,
+        mover: BlockMover | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        prefix_groups: Mapping[str, str] | None = None,
+        max_sessions_per_block: int = 32,
+        max_pending_events: int | None = 1_000_000,
+    ) -> None:
+        if num_hot_blocks <= 0 or num_host_blocks < 0:
+            raise ValueError(
+                f"need num_hot_blocks > 0 and num_host_blocks >= 0, got {num_hot_blocks}, {num_host_blocks}"
+            )
+        if block_size <= 0 or bytes_per_block <= 0 or max_sessions_per_block <= 0:
+            raise ValueError("block_size, bytes_per_block and max_sessions_per_block must be positive")
+        self._policy: EvictionPolicy = policy if policy is not None else LRUPolicy()
+        self._residency = Residency(
+            num_hot_blocks=num_hot_blocks,
+            num_host_blocks=num_host_blocks,
+            policy=self._policy,
+            mover=mover,
+            max_pending_events=max_pending_events,
+        )
+        self._hot = self._residency.hot
+        self._host = self._residency.host
+        self._block_size = block_size
+        self._bytes_per_block = bytes_per_block
+        self._clock = clock
+        self._prefix_groups = dict(prefix_groups or {})
+        self._salts: dict[str, bytes] = {}
+        self._max_sessions = max_sessions_per_block
+        self._next_uid = 0
+        self._tenants: dict[str, TenantStats] = {}
+        self._num_collisions = 0
+
+    # ---- sizes and read access -------------------------------------------------------
+
+    @property
+    def block_size(self) -> int:
+        return self._block_size
+
+    @property
+    def bytes_per_block(self) -> int:
+        return self._bytes_per_block
+
+    @property
+    def policy(self) -> EvictionPolicy:
+        return self._policy
+
+    @property
+    def num_hot_blocks(self) -> int:
+        return self._hot.num_blocks
+
+    @property
+    def num_free_hot_blocks(self) -> int:
+        return self._hot.num_free_blocks
+
+    @property
+    def num_used_hot_blocks(self) -> int:
+        return self._hot.num_used_blocks
+
+    @property
+    def num_host_blocks(self) -> int:
+        return self._host.num_blocks
+
+    @property
+    def num_free_host_blocks(self) -> int:
+        return self._host.num_free_blocks
+
+    @property
+    def num_used_host_blocks(self) -> int:
+        return self._host.num_used_blocks
+
+    def num_free_blocks(self, tier: Tier) -> int:
+        return self._residency.pool(tier).num_free_blocks
+
+    def block(self, tier: Tier, block_id: int) -> BlockMeta | None:
+        """The block in slot `block_id` of `tier`; None for a free slot."""
+        return self._residency.pool(tier).get(block_id)
+
+    def blocks(self, tier: Tier) -> list[BlockMeta]:
+        """Every block held in `tier` (a snapshot), by slot id."""
+        return list(self._residency.pool(tier).blocks())
+
+    def find(self, block_hash: BlockHash) -> BlockMeta | None:
+        """The matchable block registered under `block_hash`, in any tier."""
+        return self._residency.find(block_hash)
+
+    def salt_for(self, tenant: str) -> bytes:
+        """The salt this manager scopes `tenant`'s first blocks with (its prefix group's)."""
+        salt = self._salts.get(tenant)
+        if salt is None:
+            salt = tenant_salt(tenant, self._prefix_groups.get(tenant))
+            self._salts[tenant] = salt
+        return salt
+
+    def hash_prompt(self, tenant: str, token_ids: Sequence[int]) -> tuple[list[BlockHash], list[tuple[int, ...]]]:
+        """The chained hashes and token tuples of the full blocks of a prompt."""
+        blocks = split_blocks(token_ids, self._block_size)
+        return hash_blocks(blocks, self.salt_for(tenant)), blocks
+
+    # ---- the request path -----------------------------------------------------------
+
+    def match(
+        self, tenant: str, hashes: Sequence[BlockHash], token_blocks: Sequence[Sequence[int]] | None = None
+    ) -> Match:
+        """The cached leading run of `hashes` (read-only: no references, no stats).
+
+        A block continues the run only if it is registered under its hash, descends from
+        the previous matched block (the first one: carries `tenant`'s salt scope) and,
+        when `token_blocks` is given, holds equal token ids. The run stops at the first
+        block that fails, and at a HOT block after a HOST one.
+        """
+        if token_blocks is not None and len(token_blocks) != len(hashes):
+            raise ValueError("token_blocks must have one entry per hash")
+        run = verified_run(self._residency.find, self.salt_for(tenant), hashes, token_blocks, len(hashes))
+        hot_ids: list[int] = []
+        host_ids: list[int] = []
+        for block in run:
+            if block.tier is Tier.HOT:
+                if host_ids:
+                    del run[len(hot_ids) + len(host_ids):]
+                    break
+                hot_ids.append(block.id)
+            else:
+                host_ids.append(block.id)
+        size = self._block_size
+        return Match(hot_ids, host_ids, len(hot_ids) * size, len(host_ids) * size, [block.uid for block in run])
+
+    def acquire(self, tenant: str, session: str | None, match: Match, num_prompt_tokens: int) -> list[int]:
+        """Take a reference on every block of `match`, promoting its HOST part to HOT.
+
+        Returns the HOT ids of the usable run, in order: shorter than the match when a
+        block changed since `match` (its slot was reused) or when no HOT room could be
+        made for a promotion. The caller owns one reference on each returned id. Records
+        the tenant's query tokens (`num_prompt_tokens`) and hit tokens per tier.
+        """
+        if num_prompt_tokens < 0:
+            raise ValueError(f"num_prompt_tokens must be >= 0, got {num_prompt_tokens}")
+        now = self._clock()
+        uids = match.block_uids if len(match.block_uids) == match.num_blocks else None
+        run: list[int] = []
+        for i, block_id in enumerate(match.hot_block_ids):
+            block = self._hot.get(block_id)
+            if block is None or not block.is_cached or (uids is not None and block.uid != uids[i]):
+                break
+            self._ref(block, session, now)
+            run.append(block_id)
+        num_hot = len(run)
+        if num_hot == len(match.hot_block_ids) and match.host_block_ids:
+            run.extend(self._promote_run(tenant, session, match, uids, now))
+        stats = self._tenant(tenant)
+        stats.num_requests += 1
+        stats.num_query_tokens += num_prompt_tokens
+        hot_tokens = min(num_hot * self._block_size, num_prompt_tokens)
+        host_tokens = min((len(run) - num_hot) * self._block_size, num_prompt_tokens - hot_tokens)
+        stats.num_hot_hit_tokens += hot_tokens
+        stats.num_host_hit_tokens += host_tokens
+        stats.num_miss_tokens += num_prompt_tokens - hot_tokens - host_tokens
+        return run
+
+    def commit(
+        self,
+        tenant: str,
+        session: str | None,
+        hashes: Sequence[BlockHash],
+        token_blocks: Sequence[Sequence[int]],
+        start: int,
+    ) -> list[tuple[int, bool]]:
+        """Put the blocks `hashes[start:]` in HOT, in order, each with one reference.
+
+        `hashes[:start]` must be the prefix the caller holds (from `acquire`, or an
+        earlier `commit`). `token_blocks` has one entry per hash, or one per hash from
+        `start` on. Each result is `(hot id, is_new)`: `is_new` means the caller must
+        write the block's KV into that slot; otherwise the block was already cached
+        (promoted from HOST if it was there). Stops early, returning a shorter list,
+        when no HOT slot can be freed. When the prefix cannot be found registered, or a
+        hash is taken by a different block that is in use, the new blocks stay private
+        (usable by this caller, never matchable) from there on.
+        """
+        num_blocks = len(hashes)
+        if not 0 <= start <= num_blocks:
+            raise ValueError(f"start must lie in [0, {num_blocks}], got {start}")
+        if len(token_blocks) == num_blocks:
+            offset = 0
+        elif len(token_blocks) == num_blocks - start:
+            offset = start
+        else:
+            raise ValueError("token_blocks must have one entry per hash, or per hash from start on")
+        now = self._clock()
+        salt = self.salt_for(tenant)
+        residency = self._residency
+        prefix = verified_run(residency.find, salt, hashes, token_blocks if offset == 0 else None, start)
+        can_share = len(prefix) == start
+        parent_uid = prefix[-1].uid if start > 0 and can_share else None
+        results: list[tuple[int, bool]] = []
+        stored: list[BlockHash] = []
+        for i in range(start, num_blocks):
+            block_hash = hashes[i]
+            tokens = token_blocks[i - offset]
+            tokens = tokens if type(tokens) is tuple else tuple(tokens)
+            if can_share:
+                found = residency.find(block_hash)
+                if found is not None:
+                    if continues(found, parent_uid, salt) and found.tokens == tokens:
+                        if not self._reuse(found, tenant, session, now):
+                            break
+                        residency.emit_stored(stored, tenant)
+                        results.append((found.id, False))
+                        parent_uid = found.uid
+                        continue
+                    if found.ref_count == 0:
+                        residency.forget(found)
+                    else:
+                        can_share = False
+                        self._num_collisions += 1
+            if not residency.make_room(Tier.HOT, now, tenant):
+                break
+            block = self._new_block(tenant, session, salt, hashes, i, tokens, parent_uid, can_share, now)
+            if can_share:
+                stored.append(block_hash)
+            results.append((block.id, True))
+            parent_uid = block.uid
+        residency.emit_stored(stored, tenant)
+        return results
+
+    def release(self, block_ids: Sequence[int]) -> None:
+        """Drop one reference per HOT id, tail first (the reverse of `block_ids`).
+
+        A cached block left without references becomes evictable; a private one is freed
+        at once. Raises ValueError on an id holding no reference (ids after it in the
+        list are released by then).
+        """
+        now = self._clock()
+        for block_id in reversed(block_ids):
+            block = self._hot.get(block_id)
+            if block is None or block.ref_count <= 0:
+                raise ValueError(f"hot block {block_id} holds no reference")
+            self._unref(block, now)
+
+    # ---- explicit moves (for policies and operators) -------------------------------
+
+    def can_demote(self, block_id: int) -> bool:
+        block = self._hot.get(block_id)
+        return block is not None and block.is_cached and block.ref_count == 0 and self._host.num_blocks > 0
+
+    def demote(self, block_id: int) -> int | None:
+        """Move an unreferenced cached HOT block to HOST (making room there through the
+        policy). Returns its HOST id, or None when HOST has no room."""
+        block = self._evictable(Tier.HOT, block_id)
+        now = self._clock()
+        if not self._residency.make_room(Tier.HOST, now, block.tenant):
+            return None
+        self._residency.move(block, Tier.HOST, now)
+        self._residency.num_demotions += 1
+        return block.id
+
+    def promote(self, host_id: int) -> int | None:
+        """Move an unreferenced cached HOST block to HOT (evicting through the policy).
+        Returns its HOT id, or None when no HOT slot can be freed."""
+        block = self._evictable(Tier.HOST, host_id)
+        now = self._clock()
+        residency = self._residency
+        if not residency.can_make_room(Tier.HOT, now, block.tenant):
+            return None
+        self._policy.on_remove(block)  # NOTE: first, so making room never picks it as the HOST victim
+        if not residency.make_room(Tier.HOT, now, block.tenant):
+            raise RuntimeError("the policy offered a HOT victim, then none")
+        residency.move(block, Tier.HOT, now, announce_remove=False)
+        residency.num_promotions += 1
+        return block.id
+
+    def drop(self, block_id: int, tier: Tier) -> None:
+        """Forget an unreferenced cached block of `tier`."""
+        self._residency.forget(self._evictable(tier, block_id))
+
+    def clear(self) -> None:
+        """Forget every unreferenced block and make every referenced one private.
+
+        Afterwards nothing is matchable (what `AllCleared` tells the router); blocks in use
+        stay valid for their holders and are freed at their last release.
+        """
+        self._residency.clear()
+
+    # ---- policy, events, stats -------------------------------------------------------
+
+    def apply(self, forecast: Forecast) -> None:
+        """Hand a session's forecast to the policy (LRU ignores it)."""
+        self._policy.apply(forecast, self)
+
+    def tick(self, now: float | None = None) -> None:
+        """Let the policy act on time passing (TTL expiries, due prefetches)."""
+        self._policy.tick(self._clock() if now is None else now, self)
+
+    def take_events(self) -> list[CacheEvent]:
+        """Drain the event queue, oldest first."""
+        return self._residency.take_events()
+
+    def stats(self) -> CacheStats:
+        """A snapshot of all counters (a copy: safe to keep and change)."""
+        residency = self._residency
+        tiers = {
+            tier: TierStats(
+                num_blocks=pool.num_blocks,
+                num_used_blocks=pool.num_used_blocks,
+                num_free_blocks=pool.num_free_blocks,
+                num_cached_blocks=residency.num_cached[tier],
+                bytes_per_block=self._bytes_per_block,
+                num_evictions=residency.num_evictions[tier],
+            )
+            for tier, pool in ((Tier.HOT, self._hot), (Tier.HOST, self._host))
+        }
+        tenants: dict[str, TenantStats] = {}
+        for name in set(self._tenants) | residency.tenants():
+            stats = dataclasses.replace(self._tenants.get(name) or TenantStats())
+            stats.num_hot_blocks = residency.num_tenant_blocks(Tier.HOT, name)
+            stats.num_host_blocks = residency.num_tenant_blocks(Tier.HOST, name)
+            tenants[name] = stats
+        return CacheStats(
+            tenants=tenants,
+            tiers=tiers,
+            num_demotions=residency.num_demotions,
+            num_promotions=residency.num_promotions,
+            num_drops=residency.num_drops,
+            num_collisions=self._num_collisions,
+            num_dropped_events=residency.num_dropped_events,
+        )
+
+    # ---- internals -------------------------------------------------------------------
+
+    def _promote_run(
+        self, tenant: str, session: str | None, match: Match, uids: list[LineageId] | None, now: float
+    ) -> list[int]:
+        """Reference the HOST part of `match` and move it to HOT, in order; new HOT ids."""
+        num_hot = len(match.hot_block_ids)
+        pending: list[BlockMeta] = []
+        for i, host_id in enumerate(match.host_block_ids):
+            block = self._host.get(host_id)
+            if block is None or not block.is_cached or (uids is not None and block.uid != uids[num_hot + i]):
+                break
+            self._ref(block, session, now)  # NOTE: referenced, so no eviction picks it meanwhile
+            pending.append(block)
+        promoted: list[int] = []
+        for j, block in enumerate(pending):
+            if not self._residency.make_room(Tier.HOT, now, tenant):
+                for rest in reversed(pending[j:]):
+                    self._unref(rest, now)
+                break
+            self._residency.move(block, Tier.HOT, now)
+            self._residency.num_promotions += 1
+            promoted.append(block.id)
+        return promoted
+
+    def _reuse(self, block: BlockMeta, tenant: str, session: str | None, now: float) -> bool:
+        """Reference a cached block for a commit, promoting it if in HOST; False if no room."""
+        self._ref(block, session, now)
+        if block.tier is Tier.HOT:
+            return True
+        if not self._residency.make_room(Tier.HOT, now, tenant):
+            self._unref(block, now)
+            return False
+        self._residency.move(block, Tier.HOT, now)
+        self._residency.num_promotions += 1
+        return True
+
+    def _new_block(
+        self,
+        tenant: str,
+        session: str | None,
+        salt: bytes,
+        hashes: Sequence[BlockHash],
+        position: int,
+        tokens: tuple[int, ...],
+        parent_uid: LineageId | None,
+        is_cached: bool,
+        now: float,
+    ) -> BlockMeta:
+        """Create a referenced block in a free HOT slot (the caller made room)."""
+        block_id = self._hot.take()
+        if block_id is None:
+            raise RuntimeError("no free HOT slot after making room")
+        block = BlockMeta(
+            id=block_id,
+            tier=Tier.HOT,
+            uid=LineageId(self._next_uid),
+            hash=hashes[position],
+            tokens=tokens,
+            tenant=tenant,
+            salt=salt,
+            parent_hash=hashes[position - 1] if position > 0 else None,
+            parent_uid=parent_uid,
+            position=position,
+            ref_count=1,
+            created_s=now,
+            last_access_s=now,
+            is_cached=is_cached,
+        )
+        self._next_uid += 1
+        self._note_session(block, session, now)
+        self._residency.add(block, now)
+        return block
+
+    def _ref(self, block: BlockMeta, session: str | None, now: float) -> None:
+        block.ref_count += 1
+        block.num_hits += 1
+        block.last_access_s = now
+        self._note_session(block, session, now)
+        if block.is_cached:
+            self._policy.on_access(block, session, now)
+
+    def _unref(self, block: BlockMeta, now: float) -> None:
+        block.ref_count -= 1
+        if block.ref_count:
+            return
+        block.last_access_s = now
+        if block.is_cached:
+            self._policy.on_release(block, now)
+        else:
+            self._residency.free_private(block)
+
+    def _note_session(self, block: BlockMeta, session: str | None, now: float) -> None:
+        """Record `session` as the block's most recent user, keeping at most
+        `max_sessions_per_block` sessions (the oldest leaves first)."""
+        if session is None:
+            return
+        sessions = block.sessions
+        if session in sessions:
+            del sessions[session]
+        elif len(sessions) >= self._max_sessions:
+            del sessions[next(iter(sessions))]
+        sessions[session] = now
+
+    def _evictable(self, tier: Tier, block_id: int) -> BlockMeta:
+        block = self._residency.pool(tier).get(block_id)
+        if block is None:
+            raise ValueError(f"{tier.value} slot {block_id} holds no block")
+        if not block.is_cached or block.ref_count:
+            raise ValueError(f"{tier.value} block {block_id} is in use")
+        return block
+
+    def _tenant(self, tenant: str) -> TenantStats:
+        stats = self._tenants.get(tenant)
+        if stats is None:
+            stats = TenantStats()
+            self._tenants[tenant] = stats
+        return stats
