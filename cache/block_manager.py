@@ -47,8 +47,10 @@ __all__ = ["BlockManager", "BlockMover", "Match"]
 class BlockManager:
     """Prefix-cached KV block slots over a HOT and an optional HOST tier.
 
-    `prefix_groups` maps a tenant to its configured prefix group (tenants of one group
-    share cached prefixes); `max_sessions_per_block` bounds `BlockMeta.sessions`;
+    `prefix_groups` gives a tenant's configured prefix group (tenants of one group share
+    cached prefixes), as a mapping or as a function returning the group or None; it must
+    agree with the salt the caller hashes with (use `salt_for`/`hash_prompt`), and is
+    read once per tenant. `max_sessions_per_block` bounds `BlockMeta.sessions`;
     `max_pending_events` bounds the event queue (oldest dropped and counted when nobody
     drains it; None for unbounded).
     """
@@ -63,7 +65,7 @@ class BlockManager:
         policy: EvictionPolicy | None = None,
         mover: BlockMover | None = None,
         clock: Callable[[], float] = time.monotonic,
-        prefix_groups: Mapping[str, str] | None = None,
+        prefix_groups: Mapping[str, str] | Callable[[str], str | None] | None = None,
         max_sessions_per_block: int = 32,
         max_pending_events: int | None = 1_000_000,
     ) -> None:
@@ -86,7 +88,10 @@ class BlockManager:
         self._block_size = block_size
         self._bytes_per_block = bytes_per_block
         self._clock = clock
-        self._prefix_groups = dict(prefix_groups or {})
+        if callable(prefix_groups):
+            self._group_of: Callable[[str], str | None] = prefix_groups
+        else:
+            self._group_of = dict(prefix_groups or {}).get
         self._salts: dict[str, bytes] = {}
         self._max_sessions = max_sessions_per_block
         self._next_uid = 0
@@ -150,7 +155,7 @@ class BlockManager:
         """The salt this manager scopes `tenant`'s first blocks with (its prefix group's)."""
         salt = self._salts.get(tenant)
         if salt is None:
-            salt = tenant_salt(tenant, self._prefix_groups.get(tenant))
+            salt = tenant_salt(tenant, self._group_of(tenant))
             self._salts[tenant] = salt
         return salt
 

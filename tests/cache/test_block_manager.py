@@ -162,6 +162,15 @@ def test_block_manager_prefix_group_shares_blocks() -> None:
     assert manager.match("c", hashes_c, blocks_c).num_blocks == 0
 
 
+def test_block_manager_prefix_group_given_as_function() -> None:
+    groups = {"a": "g", "b": "g"}
+    manager = BlockManager(num_hot_blocks=8, block_size=2, prefix_groups=groups.get)
+    manager.release(_serve(manager, None, "a", [1, 2, 3, 4]))
+    hashes, blocks = manager.hash_prompt("b", [1, 2, 3, 4])
+    assert manager.salt_for("b") == manager.salt_for("a") != manager.salt_for("c")
+    assert manager.match("b", hashes, blocks).num_hot_tokens == 4
+
+
 def test_block_manager_forced_collision_never_returns_wrong_block() -> None:
     manager = BlockManager(num_hot_blocks=8, block_size=2)
     h0, h1 = BlockHash(111), BlockHash(222)
