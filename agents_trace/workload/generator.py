@@ -1,0 +1,150 @@
+"""A multi-tenant agent workload, written as a `stepahead-trace/1` trace.
+
+Each tenant has its own system prompt and tool schemas (a shared prefix of blocks every
+session of the tenant starts with) and one domain's tool-transition patterns. Sessions
+arrive as a Poisson process; within a session every step is one LLM call whose prompt is
+the previous prompt plus the previous response plus what happened since (a tool result,
+or a user turn). Between calls: a tool runs for a log-normal time whose median belongs to
+the tool (some tools seconds, some tens of seconds), or the user thinks.
+
+Invariants: records are sorted by arrival time `t`; a session's prompts extend each
+other block by block (its full blocks keep their ids; a partial last block gets a new id
+once it is extended, since its content changed); hash ids are unique per tenant.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+from dataclasses import dataclass
+
+from agents_trace.workload.tool_patterns import TEXT_ANSWERS, USER, ToolPatterns
+from cache.trace_format import TraceRecord
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadConfig:
+    """Every knob of the generator; the defaults give a workload where KV memory is short."""
+
+    num_tenants: int = 4
+    num_sessions: int = 40  # per tenant
+    seed: int = 0
+    block_size: int = 16
+    session_rate_per_s: float = 0.5  # arrivals of new sessions, all tenants together
+    system_prompt_tokens: tuple[int, int] = (300, 900)  # per tenant, uniform range
+    tool_schema_tokens_per_tool: int = 60
+    user_turn_tokens: tuple[int, int] = (20, 120)
+    tool_result_tokens_median: float = 150.0
+    tool_result_tokens_sigma: float = 0.8
+    tool_call_output_tokens: tuple[int, int] = (15, 40)
+    text_answer_output_tokens: tuple[int, int] = (40, 160)
+    tool_median_s_range: tuple[float, float] = (0.5, 30.0)  # each tool's median duration
+    tool_sigma: float = 0.6
+    think_time_median_s: float = 20.0
+    think_time_sigma: float = 0.7
+    max_context_tokens: int = 8000
+
+
+def _stable_unit(text: str) -> float:
+    """A number in [0, 1) fixed by `text` (not Python's randomized hash)."""
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big") / 2**64
+
+
+def tool_median_s(config: WorkloadConfig, tool: str) -> float:
+    """The median duration of a tool: log-uniform in the configured range, fixed by name."""
+    low, high = config.tool_median_s_range
+    return math.exp(math.log(low) + _stable_unit(f"{config.seed}:{tool}") * (math.log(high) - math.log(low)))
+
+
+class _Blocks:
+    """Hands out a tenant's hash ids and tracks one prompt's block ids as it grows."""
+
+    def __init__(self, block_size: int, counter: list[int]):
+        self.block_size = block_size
+        self._counter = counter
+        self.ids: list[int] = []
+        self.num_tokens = 0
+
+    def _new_id(self) -> int:
+        self._counter[0] += 1
+        return self._counter[0]
+
+    def fork(self) -> "_Blocks":
+        child = _Blocks(self.block_size, self._counter)
+        child.ids, child.num_tokens = list(self.ids), self.num_tokens
+        return child
+
+    def grow(self, num_tokens: int) -> None:
+        if num_tokens <= 0:
+            return
+        if self.num_tokens % self.block_size:  # the partial tail changes content
+            self.ids.pop()
+        self.num_tokens += num_tokens
+        while len(self.ids) < math.ceil(self.num_tokens / self.block_size):
+            self.ids.append(self._new_id())
+
+
+def generate_workload(config: WorkloadConfig, patterns: list[ToolPatterns]) -> list[TraceRecord]:
+    """The records of the whole workload, sorted by arrival time."""
+    if not patterns:
+        raise ValueError("no tool patterns to learn sessions from")
+    rng = random.Random(config.seed)
+    records: list[TraceRecord] = []
+    total_sessions = config.num_tenants * config.num_sessions
+    arrivals = []
+    t = 0.0
+    for _ in range(total_sessions):
+        t += rng.expovariate(config.session_rate_per_s)
+        arrivals.append(t)
+    order = [i % config.num_tenants for i in range(total_sessions)]
+    rng.shuffle(order)
+    prefixes = []
+    for tenant_index in range(config.num_tenants):
+        domain = patterns[tenant_index % len(patterns)]
+        counter = [0]
+        prefix = _Blocks(config.block_size, counter)
+        schema = config.tool_schema_tokens_per_tool * min(len(domain.tools), 12)
+        prefix.grow(rng.randint(*config.system_prompt_tokens) + schema)
+        prefixes.append((f"tenant{tenant_index}", domain, prefix))
+    session_counts = [0] * config.num_tenants
+    for start, tenant_index in zip(arrivals, order):
+        tenant, domain, prefix = prefixes[tenant_index]
+        session = f"{tenant}-s{session_counts[tenant_index]}"
+        session_counts[tenant_index] += 1
+        records.extend(_session_records(config, rng, tenant, session, domain, prefix.fork(), start))
+    records.sort(key=lambda r: r.t)
+    return records
+
+
+def _session_records(config, rng, tenant, session, domain, blocks, start_s) -> list[TraceRecord]:
+    steps = domain.sample_session(rng)
+    out: list[TraceRecord] = []
+    now = start_s
+    after = "start"
+    for i, symbol in enumerate(steps):
+        if symbol in TEXT_ANSWERS:
+            continue  # a response, produced by the call before it
+        if symbol == USER:
+            blocks.grow(rng.randint(*config.user_turn_tokens))
+        else:
+            blocks.grow(int(rng.lognormvariate(math.log(config.tool_result_tokens_median),
+                                               config.tool_result_tokens_sigma)))
+        if blocks.num_tokens >= config.max_context_tokens:
+            break
+        response = steps[i + 1] if i + 1 < len(steps) else "ASSISTANT_TEXT"
+        asks_tool = response not in TEXT_ANSWERS and response != USER
+        output = rng.randint(*(config.tool_call_output_tokens if asks_tool else config.text_answer_output_tokens))
+        out.append(TraceRecord(
+            t=now, tenant=tenant, session=session, after=after,
+            tool_calls=[response] if asks_tool else [], input_tokens=blocks.num_tokens,
+            output_tokens=output, hash_ids=list(blocks.ids)))
+        blocks.grow(output)
+        service_s = 0.02 * output  # a rough response time before the agent acts
+        if asks_tool:
+            gap = rng.lognormvariate(math.log(tool_median_s(config, response)), config.tool_sigma)
+            after = f"tool:{response}"
+        else:
+            gap = rng.lognormvariate(math.log(config.think_time_median_s), config.think_time_sigma)
+            after = "user"
+        now += service_s + gap
+    return out

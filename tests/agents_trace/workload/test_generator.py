@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+import io
+import math
+import subprocess
+import sys
+
+from agents_trace.workload.generator import WorkloadConfig, generate_workload, tool_median_s
+from agents_trace.workload.tool_patterns import (ToolPatterns, default_pattern_files, learn_patterns,
+                                                 packaged_patterns)
+from cache.trace_format import iter_trace
+
+PATTERNS = [ToolPatterns("d", {"START": {"USER": 1}, "USER": {"ls": 1},
+                               "ls": {"cat": 1}, "cat": {"ASSISTANT_TEXT": 1},
+                               "ASSISTANT_TEXT": {"END": 1}})]
+
+
+def test_generate_workload_session_follows_pattern_and_prompts_extend():
+    config = WorkloadConfig(num_tenants=1, num_sessions=1, seed=3)
+    records = generate_workload(config, PATTERNS)
+    assert [r.after for r in records] == ["start", "tool:ls", "tool:cat"]
+    assert [r.tool_calls for r in records] == [["ls"], ["cat"], []]
+    for prev, cur in zip(records, records[1:]):
+        full = prev.input_tokens // config.block_size
+        assert cur.hash_ids[:full] == prev.hash_ids[:full]  # full blocks are reused
+        assert cur.input_tokens > prev.input_tokens + prev.output_tokens
+        assert cur.t > prev.t
+    assert all(len(r.hash_ids) == math.ceil(r.input_tokens / config.block_size) for r in records)
+
+
+def test_generate_workload_tenants_share_their_own_prefix_only():
+    config = WorkloadConfig(num_tenants=2, num_sessions=5, seed=1)
+    records = generate_workload(config, PATTERNS)
+    firsts = {}
+    for r in records:
+        if r.after == "start":
+            firsts.setdefault(r.tenant, []).append(r.hash_ids)
+    for tenant, prompts in firsts.items():
+        assert len({p[0] for p in prompts}) == 1  # every session starts with the tenant prefix
+    assert sorted(firsts) == ["tenant0", "tenant1"]
+    assert [r.t for r in records] == sorted(r.t for r in records)
+
+
+def test_generate_workload_is_deterministic_by_seed():
+    a = generate_workload(WorkloadConfig(seed=5, num_sessions=3), packaged_patterns())
+    b = generate_workload(WorkloadConfig(seed=5, num_sessions=3), packaged_patterns())
+    assert [r.to_json() for r in a] == [r.to_json() for r in b]
+
+
+def test_tool_median_s_lies_in_range_and_differs_by_tool():
+    config = WorkloadConfig()
+    medians = {tool_median_s(config, t) for t in ("ls", "cat", "grep", "mv")}
+    assert len(medians) == 4 and all(0.5 <= m <= 30.0 for m in medians)
+
+
+def test_packaged_patterns_equal_patterns_learned_from_shared_data():
+    files = default_pattern_files()
+    if len(files) < 2:
+        import pytest
+
+        pytest.skip("shared data not beside the checkout")
+    learned = {p.domain: p.transitions for p in learn_patterns(files)}
+    assert learned == {p.domain: p.transitions for p in packaged_patterns()}
+
+
+def test_workload_cli_writes_a_readable_trace(tmp_path):
+    out = tmp_path / "w.jsonl"
+    subprocess.run([sys.executable, "-m", "agents_trace.workload", "generate", "--tenants", "2",
+                    "--sessions", "2", "--seed", "4", "--tool-sigma", "0.3", "-o", str(out)],
+                   check=True, timeout=60)
+    header, records = iter_trace(io.StringIO(out.read_text()))
+    records = list(records)
+    assert header.block_size == 16 and records and {r.tenant for r in records} == {"tenant0", "tenant1"}
