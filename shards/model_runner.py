@@ -69,7 +69,7 @@ class ModelRunner:
         self.blocks = BlockManager(
             num_hot_blocks=num_hot_blocks, num_host_blocks=num_host_blocks,
             block_size=block_size, bytes_per_block=self.layout.bytes_per_block,
-            policy=policy, mover=ArenaMover(self.hot, self.host))
+            policy=policy, mover=ArenaMover(self.hot, self.host), prefix_groups=prefix_group_of)
         self._prefix_group_of = prefix_group_of or (lambda tenant: None)
         eos = getattr(self.model.generation_config, "eos_token_id", None)
         if eos is None:
