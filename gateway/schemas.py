@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from gateway.errors import ApiError, invalid_request
 
-_ALLOW = ConfigDict(extra="allow")
+_ALLOW = ConfigDict(extra="allow", strict=True)
 
 
 class FunctionCallIn(BaseModel):

@@ -1,0 +1,110 @@
+"""A small OpenAI-compatible upstream for tests, as a raw ASGI app (no network needed).
+
+The last user message picks the behaviour, so one server covers every case:
+"status:NNN" answers that HTTP error, "tool" answers a tool call, "slow" streams slowly,
+"midstream-error" breaks a stream after one chunk; anything else is echoed back.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+
+ERROR_BODIES = {
+    400: {"message": "This model's maximum context length is 10 tokens.", "type":
+          "invalid_request_error", "param": "messages", "code": "context_length_exceeded"},
+    401: {"message": "Incorrect API key provided.", "type": "invalid_request_error",
+          "param": None, "code": "invalid_api_key"},
+    429: {"message": "Rate limit reached.", "type": "requests", "param": None,
+          "code": "rate_limit_exceeded"},
+    500: {"message": "The server had an error.", "type": "server_error", "param": None,
+          "code": None},
+}
+
+
+def _last_user_text(body: dict) -> str:
+    for message in reversed(body.get("messages", [])):
+        if message.get("role") == "user":
+            content = message.get("content")
+            return content if isinstance(content, str) else json.dumps(content)
+    return str(body.get("prompt", ""))
+
+
+def _usage(prompt: str, completion: str) -> dict:
+    return {"prompt_tokens": len(prompt.split()) + 3, "completion_tokens": len(completion.split()),
+            "total_tokens": len(prompt.split()) + 3 + len(completion.split()),
+            "prompt_tokens_details": {"cached_tokens": 2}}
+
+
+async def _send_json(send, status: int, body: dict) -> None:
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json")]})
+    await send({"type": "http.response.body", "body": json.dumps(body).encode()})
+
+
+def _chunk(delta: dict, finish_reason: str | None = None) -> bytes:
+    chunk = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 1,
+             "model": "fake", "choices": [{"index": 0, "delta": delta,
+                                           "finish_reason": finish_reason}]}
+    return b"data: " + json.dumps(chunk).encode() + b"\n\n"
+
+
+async def app(scope, receive, send) -> None:
+    if scope["type"] == "lifespan":
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+    raw = b""
+    while True:
+        message = await receive()
+        raw += message.get("body", b"")
+        if not message.get("more_body"):
+            break
+    body = json.loads(raw or b"{}")
+    text = _last_user_text(body)
+    if text.startswith("status:"):
+        status = int(text.split(":")[1])
+        await _send_json(send, status, {"error": ERROR_BODIES[status]})
+        return
+    tool_call = {"id": "call_fake1", "type": "function",
+                 "function": {"name": "lookup", "arguments": json.dumps({"q": "x"})}}
+    reply = f"echo: {text}"
+    if not body.get("stream"):
+        message = ({"role": "assistant", "content": None, "tool_calls": [tool_call]}
+                   if text == "tool" else {"role": "assistant", "content": reply})
+        await _send_json(send, 200, {
+            "id": "chatcmpl-fake", "object": "chat.completion", "created": 1, "model": "fake",
+            "choices": [{"index": 0, "message": message,
+                         "finish_reason": "tool_calls" if text == "tool" else "stop"}],
+            "usage": _usage(text, reply)})
+        return
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"text/event-stream")]})
+    if text == "tool":
+        first = dict(tool_call, index=0, function={"name": "lookup", "arguments": ""})
+        parts = [_chunk({"role": "assistant", "tool_calls": [first]}),
+                 _chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"q": '}}]}),
+                 _chunk({"tool_calls": [{"index": 0, "function": {"arguments": '"x"}'}}]}),
+                 _chunk({}, "tool_calls")]
+    else:
+        parts = [_chunk({"role": "assistant", "content": ""})]
+        parts += [_chunk({"content": word + " "}) for word in reply.split()]
+        parts.append(_chunk({}, "stop"))
+    for index, part in enumerate(parts):
+        if text == "midstream-error" and index == 2:
+            await send({"type": "http.response.body", "body": b"data: {not json\n\n",
+                        "more_body": True})
+            break
+        await send({"type": "http.response.body", "body": part, "more_body": True})
+        if text == "slow":
+            await asyncio.sleep(0.5)
+    else:
+        usage = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 1,
+                 "model": "fake", "choices": [], "usage": _usage(text, reply)}
+        await send({"type": "http.response.body",
+                    "body": b"data: " + json.dumps(usage).encode() + b"\n\ndata: [DONE]\n\n",
+                    "more_body": True})
+    await send({"type": "http.response.body", "body": b"", "more_body": False})

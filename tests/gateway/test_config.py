@@ -1,0 +1,58 @@
+from pathlib import Path
+
+import pytest
+
+from gateway.config import (ConfigError, LocalModelConfig, UpstreamModelConfig, default_config,
+                            key_digest, load_config, parse_config)
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "stepahead.toml"
+
+
+def test_load_config_reads_the_example(monkeypatch):
+    monkeypatch.setenv("SUPPORT_BOT_API_KEY", "sk-support")
+    config = load_config(EXAMPLE)
+    local, upstream, vllm = config.models
+    assert isinstance(local, LocalModelConfig) and local.num_workers == 2
+    assert dict(local.engine_options)["block_size"] == 16
+    assert isinstance(upstream, UpstreamModelConfig) and upstream.api_key_env == "OPENAI_API_KEY"
+    assert vllm.resolved_api_base() == "http://10.0.0.5:8000/v1"
+    research, support = config.tenants
+    assert research.limits.token_budget == 50_000_000 and research.kv_share == 0.25
+    assert support.key_digests == (key_digest("sk-support"),)
+    assert "sk-support" not in repr(config)
+
+
+def test_default_config_serves_embedded_model_for_demo_tenant():
+    config = default_config("sk-demo")
+    [model] = config.models
+    assert model.path == "smollm2" and model.num_workers == 2
+    assert config.tenants[0].key_digests == (key_digest("sk-demo"),)
+
+
+def _base(**tenant) -> dict:
+    return {"models": [{"name": "m", "kind": "upstream", "litellm_model": "openai/x"}],
+            "tenants": [{"name": "t", "api_key_sha256": [key_digest("k")], **tenant}]}
+
+
+@pytest.mark.parametrize("change,needle", [
+    (lambda d: d["tenants"][0].update(api_key_sha256=["plaintext"]), "sha256"),
+    (lambda d: d["tenants"][0].update(limits={"requests_per_minute": "ten"}), "wrong type"),
+    (lambda d: d["tenants"][0].update(limits={"rpm": 1}), "unknown limit"),
+    (lambda d: d["models"][0].update(kind="cloud"), "kind"),
+    (lambda d: d["models"].append(dict(d["models"][0])), "duplicate model"),
+    (lambda d: d["tenants"].append({"name": "u", "api_key_sha256": [key_digest("k")]}),
+     "more than one tenant"),
+    (lambda d: d["tenants"][0].update(api_key_env=["STEPAHEAD_UNSET_VAR"]), "not set"),
+])
+def test_parse_config_rejects_bad_input(change, needle):
+    data = _base()
+    change(data)
+    with pytest.raises(ConfigError, match=needle):
+        parse_config(data)
+
+
+def test_load_config_reports_toml_syntax(tmp_path):
+    path = tmp_path / "bad.toml"
+    path.write_text("[[models]\nname=")
+    with pytest.raises(ConfigError):
+        load_config(path)

@@ -1,0 +1,185 @@
+"""Every bad input gets an OpenAI-shaped error with the right status, never a 500."""
+import json
+
+import httpx
+import pytest
+
+from tests.gateway.conftest import MAX_BODY_BYTES
+
+USER = [{"role": "user", "content": "hi"}]
+TOOL = {"type": "function", "function": {
+    "name": "get_weather",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}
+
+
+def post(gateway, body, *, path="/v1/chat/completions", tenant="alpha", raw=None, headers=None):
+    with httpx.Client(base_url=gateway.base_url, timeout=60) as client:
+        return client.post(path, headers=headers if headers is not None else gateway.headers(tenant),
+                           content=raw if raw is not None else json.dumps(body))
+
+
+def assert_error(response, status, code=None, param=None):
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"} and error["message"]
+    if code is not None:
+        assert error["code"] == code
+    if param is not None:
+        assert error["param"] == param
+    return error
+
+
+@pytest.mark.parametrize("model", ["tiny", "mock"])
+def test_chat_malformed_json_is_400(gateway, model):
+    assert_error(post(gateway, None, raw=b'{"model": "' + model.encode() + b'", '), 400, "invalid_json")
+
+
+@pytest.mark.parametrize("raw", [b"", b"[1, 2]", b'"text"'])
+def test_chat_non_object_body_is_400(gateway, raw):
+    assert_error(post(gateway, None, raw=raw), 400)
+
+
+@pytest.mark.parametrize("body,param", [
+    ({"model": "tiny", "messages": "hi"}, "messages"),
+    ({"model": 5, "messages": USER}, "model"),
+    ({"model": "tiny", "messages": USER, "temperature": "hot"}, "temperature"),
+    ({"model": "tiny", "messages": USER, "temperature": 3}, "temperature"),
+    ({"model": "tiny", "messages": USER, "max_tokens": 0}, "max_tokens"),
+    ({"model": "tiny", "messages": USER, "stream": "yes"}, "stream"),
+    ({"model": "tiny", "messages": [{"role": "wizard", "content": "x"}]}, "messages[0].role"),
+    ({"model": "tiny", "messages": [{"role": "user"}]}, "messages[0]"),
+    ({"model": "tiny", "messages": USER, "tool_choice": "sometimes", "tools": [TOOL]},
+     "tool_choice"),
+    ({"messages": USER}, "model"),
+])
+def test_chat_wrong_types_are_400_with_param(gateway, body, param):
+    assert_error(post(gateway, body), 400, param=param)
+
+
+def test_chat_unknown_model_is_404(gateway):
+    assert_error(post(gateway, {"model": "gpt-9", "messages": USER}), 404, "model_not_found")
+
+
+def test_chat_empty_messages_is_400(gateway):
+    assert_error(post(gateway, {"model": "tiny", "messages": []}), 400, param="messages")
+
+
+def test_chat_tool_message_with_unknown_call_id_is_400(gateway):
+    messages = USER + [{"role": "assistant", "tool_calls": [
+        {"id": "call_1", "type": "function",
+         "function": {"name": "get_weather", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "call_2", "content": "sunny"}]
+    assert_error(post(gateway, {"model": "tiny", "messages": messages, "tools": [TOOL]}), 400,
+                 param="messages[2].tool_call_id")
+
+
+def test_chat_prompt_over_context_length_is_400(gateway):
+    long_text = "x" * 9000   # the tiny model: one token per byte, 8192-token context
+    error = assert_error(post(gateway, {"model": "tiny", "messages": [
+        {"role": "user", "content": long_text}]}), 400, "context_length_exceeded")
+    assert "8192" in error["message"]
+    assert_error(post(gateway, {"model": "tiny", "messages": USER, "max_tokens": 8190}), 400,
+                 "context_length_exceeded")
+
+
+def test_completions_token_prompt_over_context_length_is_400(gateway):
+    assert_error(post(gateway, {"model": "tiny", "prompt": [65] * 8200},
+                      path="/v1/completions"), 400, "context_length_exceeded")
+
+
+def test_chat_body_over_size_limit_is_413(gateway):
+    huge = {"model": "tiny", "messages": [{"role": "user", "content": "x" * MAX_BODY_BYTES}]}
+    assert_error(post(gateway, huge), 413, "request_too_large")
+
+
+def test_chat_body_over_size_limit_without_content_length_is_413(gateway):
+    def chunks():
+        yield b'{"model": "tiny", "messages": [{"role": "user", "content": "'
+        for _ in range(MAX_BODY_BYTES // 4096 + 2):
+            yield b"x" * 4096
+        yield b'"}]}'
+    with httpx.Client(base_url=gateway.base_url, timeout=60) as client:
+        response = client.post("/v1/chat/completions", headers=gateway.headers(),
+                               content=chunks())
+    assert_error(response, 413)
+
+
+@pytest.mark.parametrize("parameters", [
+    {"type": "object", "properties": {"city": {"type": "strin"}}},
+    {"type": "object", "properties": "city"},
+    {"type": "array"},
+])
+def test_chat_invalid_tool_schema_is_400(gateway, parameters):
+    tool = {"type": "function", "function": {"name": "f", "parameters": parameters}}
+    assert_error(post(gateway, {"model": "tiny", "messages": USER, "tools": [tool]}), 400,
+                 "invalid_function_parameters", "tools[0].function.parameters")
+
+
+def test_chat_bad_tool_name_is_400(gateway):
+    tool = {"type": "function", "function": {"name": "has space"}}
+    assert_error(post(gateway, {"model": "tiny", "messages": USER, "tools": [tool]}), 400)
+
+
+def test_chat_unknown_tool_choice_name_is_400(gateway):
+    body = {"model": "tiny", "messages": USER, "tools": [TOOL],
+            "tool_choice": {"type": "function", "function": {"name": "nope"}}}
+    assert_error(post(gateway, body), 400, param="tool_choice")
+
+
+def test_chat_tool_choice_without_tools_is_400(gateway):
+    assert_error(post(gateway, {"model": "tiny", "messages": USER, "tool_choice": "required"}),
+                 400, param="tool_choice")
+
+
+def test_chat_n_other_than_one_is_400(gateway):
+    assert_error(post(gateway, {"model": "tiny", "messages": USER, "n": 2}), 400,
+                 "unsupported_value", "n")
+
+
+def test_chat_image_part_to_text_model_is_400(gateway):
+    messages = [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]}]
+    assert_error(post(gateway, {"model": "tiny", "messages": messages}), 400,
+                 "unsupported_content")
+
+
+def test_completions_token_ids_outside_vocabulary_are_400(gateway):
+    assert_error(post(gateway, {"model": "tiny", "prompt": [10 ** 9]}, path="/v1/completions"),
+                 400, param="prompt")
+
+
+@pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer sk-wrong"},
+                                     {"Authorization": "Token sk-test-alpha"}])
+def test_requests_without_a_valid_key_are_401(gateway, headers):
+    assert_error(post(gateway, {"model": "tiny", "messages": USER}, headers=headers), 401,
+                 "invalid_api_key")
+    with httpx.Client(base_url=gateway.base_url) as client:
+        assert client.get("/v1/models", headers=headers).status_code == 401
+
+
+def test_unknown_route_and_method_are_openai_shaped(gateway):
+    with httpx.Client(base_url=gateway.base_url) as client:
+        assert_error(client.get("/v1/nothing"), 404)
+        assert_error(client.get("/v1/chat/completions"), 405)
+
+
+def test_upstream_errors_map_to_openai_shapes(gateway):
+    def ask(text):
+        return post(gateway, {"model": "fake", "messages": [{"role": "user", "content": text}]})
+    assert_error(ask("status:400"), 400, "context_length_exceeded")
+    assert_error(ask("status:401"), 502, "upstream_auth_error")
+    assert_error(ask("status:429"), 429, "rate_limit_exceeded")
+    assert ask("status:429").headers["Retry-After"]
+    assert_error(ask("status:500"), 502)
+
+
+def test_error_after_stream_began_is_an_sse_error_event(gateway):
+    body = {"model": "fake", "stream": True,
+            "messages": [{"role": "user", "content": "midstream-error"}]}
+    with httpx.Client(base_url=gateway.base_url, timeout=60) as client:
+        with client.stream("POST", "/v1/chat/completions", headers=gateway.headers(),
+                           json=body) as response:
+            assert response.status_code == 200
+            events = [line[6:] for line in response.iter_lines() if line.startswith("data: ")]
+    assert events[-1] != "[DONE]"
+    assert "error" in json.loads(events[-1])

@@ -1,0 +1,132 @@
+import asyncio
+
+import pytest
+
+from gateway.config import LimitsConfig
+from gateway.errors import ApiError
+from gateway.limits import TenantLimiter, TokenBucket
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now_s = 100.0
+
+    def __call__(self) -> float:
+        return self.now_s
+
+
+def test_token_bucket_refills_and_reports_wait():
+    bucket = TokenBucket.per_minute(60, now_s=0.0)
+    bucket.level = 0.0
+    assert bucket.seconds_until(3) == pytest.approx(3.0)
+    bucket.refill(2.0)
+    assert bucket.level == pytest.approx(2.0)
+    assert bucket.seconds_until(61) is None
+    bucket.refill(1000.0)
+    assert bucket.level == 60.0
+
+
+async def test_limiter_requests_per_minute_then_retry_after():
+    clock = Clock()
+    limiter = TenantLimiter("t", LimitsConfig(requests_per_minute=2), clock=clock)
+    for _ in range(2):
+        limiter.release(await limiter.acquire(10), 10)
+    with pytest.raises(ApiError) as caught:
+        await limiter.acquire(10)
+    assert caught.value.status == 429 and caught.value.code == "rate_limit_exceeded"
+    assert 1 <= int(caught.value.headers["Retry-After"]) <= 60
+    clock.now_s += 30.0
+    limiter.release(await limiter.acquire(10), 10)
+
+
+async def test_limiter_tokens_reserved_then_trued_up():
+    clock = Clock()
+    limiter = TenantLimiter("t", LimitsConfig(tokens_per_minute=100), clock=clock)
+    ticket = await limiter.acquire(80)
+    with pytest.raises(ApiError):
+        await limiter.acquire(30)          # 80 reserved, 20 left
+    limiter.release(ticket, 20)            # used only 20: 60 come back
+    limiter.release(await limiter.acquire(70), 70)
+    with pytest.raises(ApiError) as caught:
+        await limiter.acquire(101)         # can never fit
+    assert caught.value.headers["x-should-retry"] == "false"
+
+
+async def test_limiter_budget_is_a_distinct_error():
+    limiter = TenantLimiter("t", LimitsConfig(token_budget=100))
+    limiter.release(await limiter.acquire(60), 90)
+    with pytest.raises(ApiError) as caught:
+        await limiter.acquire(20)
+    assert caught.value.status == 429 and caught.value.code == "insufficient_quota"
+    assert "Retry-After" not in caught.value.headers
+
+
+async def test_limiter_concurrency_queue_is_fifo_and_bounded():
+    limiter = TenantLimiter("t", LimitsConfig(max_concurrent=1, max_queued=2))
+    first = await limiter.acquire(1)
+    order = []
+
+    async def wait(tag: str):
+        ticket = await limiter.acquire(1)
+        order.append(tag)
+        return ticket
+
+    second = asyncio.create_task(wait("second"))
+    third = asyncio.create_task(wait("third"))
+    await asyncio.sleep(0)
+    assert limiter.num_queued == 2
+    with pytest.raises(ApiError) as caught:
+        await limiter.acquire(1)
+    assert caught.value.code == "rate_limit_exceeded"
+    limiter.release(first, 1)
+    limiter.release(await second, 1)
+    limiter.release(await third, 1)
+    assert order == ["second", "third"]
+    assert limiter.num_active == 0 and limiter.num_queued == 0
+
+
+async def test_limiter_cancelled_waiter_gives_back_its_place_and_tokens():
+    limiter = TenantLimiter("t", LimitsConfig(max_concurrent=1, max_queued=1,
+                                              requests_per_minute=2))
+    first = await limiter.acquire(5)
+    waiting = asyncio.create_task(limiter.acquire(5))
+    await asyncio.sleep(0)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert limiter.num_queued == 0 and limiter.num_reserved_tokens == 5
+    limiter.release(first, 5)
+    assert limiter.num_active == 0
+    limiter.release(await limiter.acquire(5), 5)   # the cancelled request was refunded
+
+
+async def test_limiter_queue_timeout_is_429():
+    limiter = TenantLimiter("t", LimitsConfig(max_concurrent=1, max_queued=1),
+                            queue_timeout_s=0.05)
+    first = await limiter.acquire(1)
+    with pytest.raises(ApiError) as caught:
+        await limiter.acquire(1)
+    assert caught.value.status == 429
+    limiter.release(first, 1)
+    assert limiter.num_active == 0
+
+
+async def test_limiter_no_burst_slips_past_under_concurrency():
+    limiter = TenantLimiter("t", LimitsConfig(requests_per_minute=10, max_concurrent=3,
+                                              max_queued=2))
+    admitted, refused, peak = [], [], [0]
+
+    async def one():
+        try:
+            ticket = await limiter.acquire(1)
+        except ApiError:
+            refused.append(1)
+            return
+        peak[0] = max(peak[0], limiter.num_active)
+        await asyncio.sleep(0.01)
+        limiter.release(ticket, 1)
+        admitted.append(1)
+
+    await asyncio.gather(*(one() for _ in range(50)))
+    assert len(admitted) == 5 and len(refused) == 45   # 3 running + 2 queued
+    assert peak[0] <= 3

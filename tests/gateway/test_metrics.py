@@ -1,0 +1,26 @@
+from gateway.metrics import Registry
+
+
+def test_registry_renders_vllm_names_per_tenant_and_worker():
+    registry = Registry()
+    registry.record_finish(tenant="a", model="m", worker="w0", finish_reason="stop",
+                           num_prompt_tokens=100, num_cached_tokens=64, num_output_tokens=5,
+                           ttft_s=0.03)
+    registry.record_finish(tenant="a", model="m", worker="w0", finish_reason="stop",
+                           num_prompt_tokens=10, num_cached_tokens=0, num_output_tokens=1,
+                           ttft_s=3.0)
+    text = registry.render()
+    labels = 'tenant="a",model_name="m",worker="w0"'
+    assert f"vllm:prefix_cache_queries_total{{{labels}}} 110" in text
+    assert f"vllm:prefix_cache_hits_total{{{labels}}} 64" in text
+    assert f"vllm:prompt_tokens_total{{{labels}}} 110" in text
+    assert f'vllm:time_to_first_token_seconds_bucket{{{labels},le="0.04"}} 1' in text
+    assert f'vllm:time_to_first_token_seconds_bucket{{{labels},le="+Inf"}} 2' in text
+    assert f"vllm:time_to_first_token_seconds_count{{{labels}}} 2" in text
+    assert "# TYPE vllm:prefix_cache_hits counter" in text
+
+
+def test_registry_escapes_label_values():
+    registry = Registry()
+    registry.record_request('t"x', "m\\", "chat", 200)
+    assert 'tenant="t\\"x",model_name="m\\\\"' in registry.render()

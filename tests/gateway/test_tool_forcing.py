@@ -1,0 +1,72 @@
+"""Forced tool calls with a scripted `generate`: the model's text is given, not sampled."""
+import json
+
+import pytest
+
+from gateway.tool_forcing import (call_head, choose_tool_name, fill_object, forced_arguments,
+                                  is_valid, zero_value)
+
+SCHEMA = {"type": "object",
+          "properties": {"city": {"type": "string"}, "days": {"type": "integer"},
+                         "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+                         "exact": {"type": "boolean"},
+                         "where": {"type": "object", "properties": {"lat": {"type": "number"}},
+                                   "required": ["lat"]}},
+          "required": ["city", "days", "unit", "exact", "where"]}
+
+
+def scripted(answers: dict[str, str]):
+    """generate() that answers by the last key in the JSON written so far."""
+    calls = []
+
+    async def generate(suffix: str, max_tokens: int, stop: tuple[str, ...]) -> str:
+        calls.append((suffix, max_tokens, stop))
+        for key, answer in answers.items():
+            if suffix.endswith(key):
+                return answer
+        return "\x00garbage"
+    return generate, calls
+
+
+def test_choose_tool_name_exact_prefix_and_fallback():
+    names = ["get_weather", "search_web"]
+    assert choose_tool_name("search_web", names) == "search_web"
+    assert choose_tool_name("sea", names) == "search_web"
+    assert choose_tool_name("zzz", names) == "get_weather"
+
+
+async def test_forced_arguments_takes_valid_free_text():
+    good = {"city": "Oslo", "days": 2, "unit": "celsius", "exact": True, "where": {"lat": 1.5}}
+    generate, calls = scripted({'"arguments": ': json.dumps(good) + "}\n</tool_call>"})
+    arguments = await forced_arguments(SCHEMA, generate, call_head("get_weather"), 100)
+    assert json.loads(arguments) == good
+    assert len(calls) == 1 and calls[0][2] == ("</tool_call>",)
+
+
+async def test_forced_arguments_fills_leaves_when_free_text_is_garbage():
+    generate, calls = scripted({'"city": "': 'Paris', '"days": ': ' 3,', '"unit": ': '"fahr',
+                                '"exact": ': 'true', '"lat": ': '48.85}'})
+    arguments = json.loads(await forced_arguments(SCHEMA, generate, call_head("w"), 100))
+    assert arguments == {"city": "Paris", "days": 3, "unit": "fahrenheit", "exact": True,
+                         "where": {"lat": 48.85}}
+    assert is_valid(arguments, SCHEMA)
+    # every leaf prompt continues the JSON written so far, after the forced head
+    assert all(suffix.startswith(call_head("w")) for suffix, _, _ in calls)
+    assert calls[2][0].endswith('{"city": "Paris", "days": ')
+
+
+async def test_fill_object_falls_back_to_schema_values_for_garbage():
+    generate, _ = scripted({})
+    arguments = await fill_object(SCHEMA, generate, "")
+    assert arguments["days"] == 0 and arguments["unit"] == "celsius"
+    assert arguments["exact"] is False and arguments["where"] == {"lat": 0}
+    assert is_valid(arguments, SCHEMA)
+
+
+@pytest.mark.parametrize("schema,value", [({"type": "string", "default": "x"}, "x"),
+                                          ({"const": 5}, 5), ({"enum": ["a", "b"]}, "a"),
+                                          ({"type": ["null", "integer"]}, 0),
+                                          ({"type": "array"}, [])])
+def test_zero_value_is_schema_valid(schema, value):
+    assert zero_value(schema) == value
+    assert is_valid(value, schema)
