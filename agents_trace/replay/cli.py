@@ -1,0 +1,66 @@
+"""`stepahead replay TRACE --base-url URL --api-key KEY [...]`."""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+
+from agents_trace.replay.report import build_report, format_table
+from agents_trace.replay.runner import ReplayOptions, replay
+from cache.trace_format import TraceFormatError, read_trace
+
+
+def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("trace", help="stepahead-trace/1 or Mooncake JSONL file")
+    parser.add_argument("--base-url", required=True, help="gateway URL, e.g. http://127.0.0.1:8000")
+    parser.add_argument("--api-key", required=True, help="key for tenants without --tenant-key")
+    parser.add_argument("--tenant-key", action="append", default=[], metavar="TENANT=KEY",
+                        help="API key for one of the trace's tenants (repeatable)")
+    parser.add_argument("--model", default=None, help="model id (default: the gateway's first)")
+    parser.add_argument("--speed", type=float, default=1.0, help="time scale: 2 replays twice as fast")
+    parser.add_argument("--concurrency", type=int, default=16, help="max requests in flight")
+    parser.add_argument("--max-input-tokens", type=int, default=None, help="cut longer prompts")
+    parser.add_argument("--max-output-tokens", type=int, default=None, help="cap generated tokens")
+    parser.add_argument("--vocab-size", type=int, default=256, help="token ids are drawn below this")
+    parser.add_argument("--limit", type=int, default=None, help="replay only the first N requests")
+    parser.add_argument("--json", action="store_true", help="print one JSON line at the end")
+    parser.add_argument("--no-progress", action="store_true")
+
+
+def run_replay(args: argparse.Namespace) -> int:
+    if args.speed <= 0:
+        print("error: --speed must be positive", file=sys.stderr)
+        return 2
+    tenant_keys = {}
+    for item in args.tenant_key:
+        tenant, sep, key = item.partition("=")
+        if not sep or not tenant or not key:
+            print(f"error: --tenant-key expects TENANT=KEY, got {item!r}", file=sys.stderr)
+            return 2
+        tenant_keys[tenant] = key
+    try:
+        header, records = read_trace(args.trace)
+    except (OSError, TraceFormatError) as exc:
+        print(f"error: cannot read {args.trace}: {exc}", file=sys.stderr)
+        return 2
+    if args.limit is not None:
+        records = records[: args.limit]
+    options = ReplayOptions(
+        base_url=args.base_url.rstrip("/").removesuffix("/v1"), api_key=args.api_key,
+        tenant_keys=tenant_keys, model=args.model, speed=args.speed, concurrency=args.concurrency,
+        max_input_tokens=args.max_input_tokens, max_output_tokens=args.max_output_tokens,
+        vocab_size=args.vocab_size, progress=not args.no_progress and sys.stderr.isatty())
+    results, wall_s = asyncio.run(replay(records, header, options))
+    report = build_report(results, wall_s)
+    if args.json:
+        print(json.dumps(report, separators=(",", ":")))
+    else:
+        print(format_table(report))
+    return 0 if report["total"]["errors"] == 0 else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="stepahead replay", description="replay a trace against a gateway")
+    add_replay_arguments(parser)
+    return run_replay(parser.parse_args(argv))

@@ -1,0 +1,87 @@
+"""One replayed request against a live gateway: streaming, timed, never raising.
+
+Every call returns a `RequestResult`; transport errors, HTTP errors and SSE error
+events become `error` text, so one failure never stops a replay.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+
+import httpx
+
+
+@dataclass(slots=True)
+class RequestResult:
+    tenant: str
+    session: str | None
+    step_index: int
+    sent_at_s: float  # seconds since the replay started
+    ttft_s: float | None = None
+    e2e_s: float | None = None
+    inter_token_s: list[float] = field(default_factory=list)
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    completion_tokens: int = 0
+    error: str | None = None
+
+
+def _usage_into(result: RequestResult, usage: dict | None) -> None:
+    if not usage:
+        return
+    result.prompt_tokens = int(usage.get("prompt_tokens") or 0)
+    result.completion_tokens = int(usage.get("completion_tokens") or 0)
+    details = usage.get("prompt_tokens_details") or {}
+    result.cached_tokens = int(details.get("cached_tokens") or 0)
+
+
+async def stream_request(client: httpx.AsyncClient, path: str, body: dict, headers: dict,
+                         result: RequestResult, started: float) -> RequestResult:
+    """POST `body` with stream=True to `path`; fill in timings, usage and errors."""
+    body = dict(body, stream=True, stream_options={"include_usage": True})
+    last_chunk_s: float | None = None
+    try:
+        async with client.stream("POST", path, json=body, headers=headers) as response:
+            if response.status_code != 200:
+                text = (await response.aread()).decode("utf-8", "replace")
+                result.error = f"HTTP {response.status_code}: {_error_message(text)}"
+                return result
+            async for line in response.aiter_lines():
+                if not line.startswith("data:"):
+                    continue
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    break
+                chunk = json.loads(data)
+                if "error" in chunk:
+                    result.error = _error_message(json.dumps(chunk))
+                    break
+                now = time.perf_counter()
+                if chunk.get("choices") and _has_content(chunk["choices"][0]):
+                    if result.ttft_s is None:
+                        result.ttft_s = now - started
+                    elif last_chunk_s is not None:
+                        result.inter_token_s.append(now - last_chunk_s)
+                    last_chunk_s = now
+                _usage_into(result, chunk.get("usage"))
+    except (httpx.HTTPError, json.JSONDecodeError) as exc:
+        result.error = f"{type(exc).__name__}: {exc}"
+    result.e2e_s = time.perf_counter() - started
+    if result.ttft_s is None and result.error is None:
+        result.ttft_s = result.e2e_s  # an empty answer: its first (and last) event
+    return result
+
+
+def _has_content(choice: dict) -> bool:
+    if "text" in choice:
+        return bool(choice["text"]) or choice.get("finish_reason") is not None
+    delta = choice.get("delta") or {}
+    return bool(delta.get("content") or delta.get("tool_calls")) or choice.get("finish_reason") is not None
+
+
+def _error_message(text: str) -> str:
+    try:
+        return str(json.loads(text)["error"]["message"])
+    except (ValueError, KeyError, TypeError):
+        return text[:300]

@@ -1,0 +1,65 @@
+"""Token-id prompts rebuilt from a trace's block hash ids (shared/TRACE_FORMAT.md).
+
+Block `i` of tenant `T` becomes `block_size` token ids drawn from a PRNG seeded by
+(T, i), so two requests that share their first k hash ids share their first
+k * block_size tokens — and so their KV-cache prefix — and nothing else does. A partial
+last block takes the first tokens of its block's stream. Without hash ids, tokens are
+made deterministic from (tenant, session, position), so consecutive steps of one session
+extend each other.
+"""
+from __future__ import annotations
+
+import hashlib
+import random
+
+from cache.trace_format import TraceRecord
+
+DEFAULT_FIRST_TOKEN_ID = 3  # skip the lowest ids, often special tokens
+
+
+def _seed(*parts: object) -> int:
+    text = "\x1f".join(str(p) for p in parts)
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big")
+
+
+class PromptBuilder:
+    """Turns trace records into token-id prompts; caches each block's tokens."""
+
+    def __init__(self, block_size: int, vocab_size: int, max_input_tokens: int | None = None,
+                 first_token_id: int = DEFAULT_FIRST_TOKEN_ID):
+        if vocab_size <= first_token_id + 1:
+            raise ValueError(f"vocab_size must exceed {first_token_id + 1}")
+        self.block_size = block_size
+        self.vocab_size = vocab_size
+        self.first_token_id = first_token_id
+        self.max_input_tokens = max_input_tokens
+        self._blocks: dict[tuple[str, int], list[int]] = {}
+
+    def _block(self, tenant: str, hash_id: int) -> list[int]:
+        key = (tenant, hash_id)
+        tokens = self._blocks.get(key)
+        if tokens is None:
+            rng = random.Random(_seed("block", tenant, hash_id))
+            tokens = [rng.randrange(self.first_token_id, self.vocab_size) for _ in range(self.block_size)]
+            self._blocks[key] = tokens
+        return tokens
+
+    def _session_tokens(self, tenant: str, session: str, num_tokens: int) -> list[int]:
+        rng = random.Random(_seed("session", tenant, session))
+        return [rng.randrange(self.first_token_id, self.vocab_size) for _ in range(num_tokens)]
+
+    def prompt(self, record: TraceRecord) -> list[int]:
+        """The token ids of `record`'s prompt (cut to max_input_tokens, keeping the head)."""
+        num_tokens = record.input_tokens
+        if self.max_input_tokens is not None:
+            num_tokens = min(num_tokens, self.max_input_tokens)
+        num_tokens = max(1, num_tokens)
+        if record.hash_ids:
+            tokens: list[int] = []
+            for hash_id in record.hash_ids:
+                if len(tokens) >= num_tokens:
+                    break
+                tokens.extend(self._block(record.tenant, hash_id))
+            return tokens[:num_tokens]
+        session = record.session or f"t{record.t}"
+        return self._session_tokens(record.tenant, session, num_tokens)

@@ -1,0 +1,81 @@
+"""Aggregating replayed requests into the numbers people compare: TTFT percentiles,
+inter-token latency, end-to-end time per session, cached-token share and errors, in
+total, per tenant and per step index."""
+from __future__ import annotations
+
+from collections import defaultdict
+
+from agents_trace.replay.client import RequestResult
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """Linear-interpolated percentile `q` in [0, 100]; None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * q / 100.0
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def _r(value: float | None) -> float | None:
+    return None if value is None else round(value, 5)
+
+
+def summarize(results: list[RequestResult]) -> dict:
+    """Numbers for one group of requests."""
+    ok = [r for r in results if r.error is None]
+    ttfts = [r.ttft_s for r in ok if r.ttft_s is not None]
+    gaps = [g for r in ok for g in r.inter_token_s]
+    sessions: dict[tuple[str, str], list[RequestResult]] = defaultdict(list)
+    for r in ok:
+        if r.session is not None:
+            sessions[(r.tenant, r.session)].append(r)
+    session_e2e = [max(x.sent_at_s + (x.e2e_s or 0.0) for x in rs) - min(x.sent_at_s for x in rs)
+                   for rs in sessions.values()]
+    prompt = sum(r.prompt_tokens for r in ok)
+    cached = sum(r.cached_tokens for r in ok)
+    return {
+        "requests": len(results), "errors": len(results) - len(ok),
+        "ttft_p50_s": _r(percentile(ttfts, 50)), "ttft_p90_s": _r(percentile(ttfts, 90)),
+        "ttft_p99_s": _r(percentile(ttfts, 99)),
+        "ttft_mean_s": _r(sum(ttfts) / len(ttfts)) if ttfts else None,
+        "itl_p50_s": _r(percentile(gaps, 50)), "itl_p99_s": _r(percentile(gaps, 99)),
+        "session_e2e_p50_s": _r(percentile(session_e2e, 50)),
+        "session_e2e_p99_s": _r(percentile(session_e2e, 99)),
+        "prompt_tokens": prompt, "cached_tokens": cached,
+        "cached_token_share": round(cached / prompt, 4) if prompt else None,
+        "completion_tokens": sum(r.completion_tokens for r in ok),
+    }
+
+
+def build_report(results: list[RequestResult], wall_s: float) -> dict:
+    by_tenant: dict[str, list[RequestResult]] = defaultdict(list)
+    by_step: dict[int, list[RequestResult]] = defaultdict(list)
+    for r in results:
+        by_tenant[r.tenant].append(r)
+        by_step[r.step_index].append(r)
+    errors = sorted({r.error for r in results if r.error})[:10]
+    return {"total": summarize(results), "wall_s": round(wall_s, 3),
+            "per_tenant": {t: summarize(rs) for t, rs in sorted(by_tenant.items())},
+            "per_step": {str(i): summarize(rs) for i, rs in sorted(by_step.items())},
+            "error_samples": errors}
+
+
+def format_table(report: dict) -> str:
+    """A readable table: total, then one row per tenant and per step index."""
+    cols = ("requests", "errors", "ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "itl_p50_s",
+            "session_e2e_p50_s", "cached_token_share")
+    header = f"{'group':<16}" + "".join(f"{c:>19}" for c in cols)
+    lines = [header, "-" * len(header)]
+
+    def row(name: str, stats: dict) -> str:
+        return f"{name:<16}" + "".join(f"{'-' if stats[c] is None else stats[c]!s:>19}" for c in cols)
+
+    lines.append(row("total", report["total"]))
+    lines.extend(row(f"tenant {t}"[:16], s) for t, s in report["per_tenant"].items())
+    lines.extend(row(f"step {i}", s) for i, s in report["per_step"].items())
+    if report["error_samples"]:
+        lines.append("errors: " + "; ".join(report["error_samples"]))
+    return "\n".join(lines)

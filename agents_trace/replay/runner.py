@@ -1,0 +1,116 @@
+"""Replaying a trace against a live gateway with real timing.
+
+Sessions are closed loops: a session's first request is sent at its trace time (divided
+by `speed`); each later step is sent once the previous step's response has ended plus
+the trace's gap between the two steps (divided by `speed`) — the trace's inter-arrival
+time is treated as the tool run or user think time between them. Requests without a
+session are open-loop, sent at their trace time. At most `concurrency` requests are in
+flight at once.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import httpx
+
+from agents_trace.replay.client import RequestResult, stream_request
+from agents_trace.replay.prompts import PromptBuilder
+from cache.trace_format import TraceHeader, TraceRecord
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayOptions:
+    base_url: str
+    api_key: str
+    tenant_keys: dict[str, str] = field(default_factory=dict)
+    model: str | None = None
+    speed: float = 1.0
+    concurrency: int = 16
+    max_input_tokens: int | None = None
+    max_output_tokens: int | None = None
+    vocab_size: int = 256
+    request_timeout_s: float = 600.0
+    progress: bool = True
+
+    def key_for(self, tenant: str) -> str:
+        return self.tenant_keys.get(tenant, self.api_key)
+
+
+def group_sessions(records: list[TraceRecord]) -> list[list[TraceRecord]]:
+    """Records grouped into sessions in order; a record without session is its own group."""
+    sessions: dict[tuple[str, str], list[TraceRecord]] = defaultdict(list)
+    groups: list[list[TraceRecord]] = []
+    for record in records:
+        if record.session is None:
+            groups.append([record])
+            continue
+        key = (record.tenant, record.session)
+        if key not in sessions:
+            groups.append(sessions[key])
+        sessions[key].append(record)
+    return groups
+
+
+async def resolve_model(client: httpx.AsyncClient, api_key: str) -> str:
+    response = await client.get("/v1/models", headers={"Authorization": f"Bearer {api_key}"})
+    response.raise_for_status()
+    models = response.json().get("data") or []
+    if not models:
+        raise RuntimeError("the gateway lists no models")
+    return str(models[0]["id"])
+
+
+def _body(record: TraceRecord, prompts: PromptBuilder, options: ReplayOptions, model: str) -> tuple[str, dict]:
+    max_tokens = max(1, record.output_tokens)
+    if options.max_output_tokens is not None:
+        max_tokens = min(max_tokens, options.max_output_tokens)
+    common = {"model": model, "max_tokens": max_tokens, "temperature": 0.0}
+    if record.messages:
+        return "/v1/chat/completions", dict(common, messages=record.messages)
+    return "/v1/completions", dict(common, prompt=prompts.prompt(record), ignore_eos=True)
+
+
+async def replay(records: list[TraceRecord], header: TraceHeader, options: ReplayOptions) -> tuple[list[RequestResult], float]:
+    """Run the whole trace; returns every request's result and the wall time."""
+    prompts = PromptBuilder(header.block_size, options.vocab_size, options.max_input_tokens)
+    groups = group_sessions(records)
+    limits = httpx.Limits(max_connections=max(options.concurrency, 1) * 2)
+    timeout = httpx.Timeout(options.request_timeout_s, connect=30.0)
+    results: list[RequestResult] = []
+    progress = None
+    if options.progress:
+        from tqdm import tqdm
+
+        progress = tqdm(total=len(records), unit="req", desc="replay", leave=False)
+    async with httpx.AsyncClient(base_url=options.base_url, timeout=timeout, limits=limits) as client:
+        model = options.model or await resolve_model(client, options.api_key)
+        gate = asyncio.Semaphore(max(1, options.concurrency))
+        origin = time.perf_counter()
+
+        async def run_group(group: list[TraceRecord]) -> None:
+            first_t = group[0].t
+            await asyncio.sleep(max(0.0, first_t / options.speed - (time.perf_counter() - origin)))
+            previous: TraceRecord | None = None
+            for step_index, record in enumerate(group):
+                if previous is not None:
+                    await asyncio.sleep(max(0.0, (record.t - previous.t) / options.speed))
+                path, body = _body(record, prompts, options, model)
+                headers = {"Authorization": f"Bearer {options.key_for(record.tenant)}"}
+                if record.session is not None:
+                    headers["x-session-id"] = record.session
+                async with gate:
+                    started = time.perf_counter()
+                    result = RequestResult(record.tenant, record.session, step_index, started - origin)
+                    results.append(await stream_request(client, path, body, headers, result, started))
+                if progress is not None:
+                    progress.update(1)
+                previous = record
+
+        await asyncio.gather(*(run_group(g) for g in groups))
+        wall_s = time.perf_counter() - origin
+    if progress is not None:
+        progress.close()
+    return results, wall_s

@@ -1,0 +1,39 @@
+from __future__ import annotations
+
+from agents_trace.replay.client import RequestResult
+from agents_trace.replay.report import build_report, format_table, percentile
+from agents_trace.replay.runner import group_sessions
+from cache.trace_format import TraceRecord
+
+
+def test_percentile_known_answers():
+    assert percentile([1, 2, 3, 4, 5], 50) == 3
+    assert percentile([1, 2], 50) == 1.5
+    assert percentile([7], 99) == 7
+    assert percentile([], 50) is None
+
+
+def test_build_report_counts_cached_share_errors_and_sessions():
+    results = [
+        RequestResult("a", "s1", 0, 0.0, ttft_s=0.5, e2e_s=1.0, prompt_tokens=100, cached_tokens=0),
+        RequestResult("a", "s1", 1, 3.0, ttft_s=0.1, e2e_s=0.5, prompt_tokens=120, cached_tokens=96,
+                      inter_token_s=[0.01, 0.03]),
+        RequestResult("b", None, 0, 1.0, error="HTTP 429: slow down"),
+    ]
+    report = build_report(results, wall_s=4.0)
+    total = report["total"]
+    assert total["requests"] == 3 and total["errors"] == 1
+    assert total["cached_token_share"] == round(96 / 220, 4)
+    assert total["session_e2e_p50_s"] == 3.5  # from 0.0 to 3.0 + 0.5
+    assert total["itl_p50_s"] == 0.02
+    assert report["per_tenant"]["b"]["errors"] == 1
+    assert report["per_step"]["1"]["ttft_p50_s"] == 0.1
+    assert "HTTP 429" in format_table(report)
+
+
+def test_group_sessions_keeps_order_and_splits_sessionless():
+    records = [TraceRecord(0, 1, 1, tenant="a", session="x"), TraceRecord(1, 1, 1),
+               TraceRecord(2, 1, 1, tenant="a", session="x"), TraceRecord(3, 1, 1, tenant="b", session="x")]
+    groups = group_sessions(records)
+    assert [len(g) for g in groups] == [2, 1, 1]
+    assert groups[0][1].t == 2
