@@ -20,6 +20,7 @@ from cache.block_manager import BlockManager
 from cache.hashing import chain_hashes, split_blocks, tenant_salt
 from cache.kv_arena import ArenaMover, KVArena, KVLayout
 from shards.detokenizer import Detokenizer
+from shards.kv_cache import make_cache
 from shards.model_loader import LoadedModel
 from shards.protocol import SamplingParams, WorkItem
 from shards.sampling import make_generator, sample_next
@@ -91,7 +92,7 @@ class ModelRunner:
         if num_cached <= 0:
             return PrefixHit(block_ids, 0, None)
         kv = self.hot.gather(block_ids, num_cached)
-        return PrefixHit(block_ids, num_cached, DynamicCache(ddp_cache_data=kv, config=self.model.config))
+        return PrefixHit(block_ids, num_cached, make_cache(self.model.config, kv))
 
     def commit(self, tenant: str, session: str | None, token_ids: list[int],
                cache: DynamicCache, held: list[int]) -> None:
@@ -120,8 +121,8 @@ class ModelRunner:
                 logits_to_keep: int = 1):
         ids = torch.tensor([token_ids], dtype=torch.long)
         positions = torch.arange(first_position, first_position + len(token_ids)).unsqueeze(0)
-        out = self.model(input_ids=ids, cache=cache if cache is not None else DynamicCache(
-            config=self.model.config), position_ids=positions, use_cache=True,
+        out = self.model(input_ids=ids, cache=cache if cache is not None else make_cache(
+            self.model.config), position_ids=positions, use_cache=True,
             logits_to_keep=logits_to_keep)
         return out.logits, out.cache
 
