@@ -62,17 +62,18 @@ async def race_disconnect(work: Awaitable[T], receive: Receive) -> T:
     watch_task = asyncio.ensure_future(wait_for_disconnect(receive))
     try:
         await asyncio.wait((work_task, watch_task), return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        if not work_task.done() and not watch_task.done():   # we were cancelled ourselves
-            work_task.cancel()
+    except asyncio.CancelledError:
+        # NOTE: we are cancelled ourselves (server shutdown): let the work unwind fully
+        # before anyone closes the iterators it is using.
+        work_task.cancel()
         watch_task.cancel()
+        await asyncio.gather(work_task, watch_task, return_exceptions=True)
+        raise
+    watch_task.cancel()
     if work_task.done():
         return work_task.result()
     work_task.cancel()
-    try:
-        await work_task
-    except (asyncio.CancelledError, Exception):
-        pass
+    await asyncio.gather(work_task, return_exceptions=True)
     raise ClientGone()
 
 

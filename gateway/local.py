@@ -69,13 +69,18 @@ class LocalBackend:
         return self.engine.metrics()
 
     # --- preparation ---------------------------------------------------------------
-    def _sampling(self, *, max_tokens: int, temperature: float | None, top_p: float | None,
-                  seed: int | None, stop: list[str]):
+    def _sampling(self, request: ChatCompletionRequest | CompletionRequest, *, max_tokens: int,
+                  stop: list[str]):
+        """NOTE: `ignore_eos` is vLLM's extension field (benchmarks and replay use it)."""
         from shards.protocol import SamplingParams
+        ignore_eos = (request.model_extra or {}).get("ignore_eos", False)
+        if not isinstance(ignore_eos, bool):
+            raise invalid_request("'ignore_eos' must be a boolean.", param="ignore_eos")
         return SamplingParams(max_tokens=max_tokens,
-                              temperature=1.0 if temperature is None else temperature,
-                              top_p=1.0 if top_p is None else top_p, seed=seed,
-                              stop=tuple(stop))
+                              temperature=1.0 if request.temperature is None
+                              else request.temperature,
+                              top_p=1.0 if request.top_p is None else request.top_p,
+                              seed=request.seed, stop=tuple(stop), ignore_eos=ignore_eos)
 
     def _budget(self, num_prompt_tokens: int, num_max_tokens: int | None) -> int:
         """The completion budget; raises `context_length_exceeded` when it cannot fit."""
@@ -139,8 +144,7 @@ class LocalBackend:
         metadata = request.metadata or {}
         call = LocalCall(
             prompt_token_ids=prompt_ids,
-            sampling=self._sampling(max_tokens=budget, temperature=request.temperature,
-                                    top_p=request.top_p, seed=request.seed, stop=stop),
+            sampling=self._sampling(request, max_tokens=budget, stop=stop),
             session=metadata.get("session_id") or metadata.get("session"),
             tool_names=frozenset(t.function.name for t in request.tools) if use_tools else None,
             forced=forced, keep_one_call=keep_one_call)
@@ -174,9 +178,7 @@ class LocalBackend:
             raise invalid_request("The prompt is empty.", param="prompt")
         budget = self._budget(len(prompt_ids), request.max_tokens)
         call = LocalCall(prompt_token_ids=prompt_ids,
-                         sampling=self._sampling(max_tokens=budget,
-                                                 temperature=request.temperature,
-                                                 top_p=request.top_p, seed=request.seed,
+                         sampling=self._sampling(request, max_tokens=budget,
                                                  stop=request.stop_list()),
                          session=None, tool_names=None, forced=None, keep_one_call=False)
         return self._prepared(request_id, tenant, request.max_tokens, call)

@@ -1,0 +1,69 @@
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from gateway.cli import build_parser, main
+from gateway.config import key_digest
+from tests.gateway.serving import free_port
+
+
+def test_cli_has_serve_and_hash_key_subcommands():
+    args = build_parser().parse_args(["serve", "--config", "x.toml", "--port", "9"])
+    assert args.command == "serve" and args.port == 9 and args.config == "x.toml"
+    assert main([]) == 2
+
+
+def test_cli_hash_key_reads_stdin(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "stdin", __import__("io").StringIO("sk-abc\n"))
+    assert main(["hash-key"]) == 0
+    assert capsys.readouterr().out.strip() == key_digest("sk-abc")
+
+
+def test_cli_serve_with_config_answers_requests(tmp_path: Path):
+    config = tmp_path / "gw.toml"
+    config.write_text(f'''
+[[models]]
+name = "mock"
+kind = "upstream"
+litellm_model = "openai/gpt-4o-mini"
+litellm_params = {{ mock_response = "hi from cli" }}
+
+[[tenants]]
+name = "cli"
+api_key_sha256 = ["{key_digest('sk-cli')}"]
+''')
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gateway.cli", "serve", "--config", str(config), "--port",
+         str(port), "--log-level", "warning"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, env={"LITELLM_LOCAL_MODEL_COST_MAP": "True", "PATH": "/usr/bin:/bin",
+                        "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    try:
+        first_line = process.stdout.readline()
+        assert f"http://127.0.0.1:{port}/v1" in first_line
+        deadline_s = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline_s and process.poll() is None
+            time.sleep(0.2)
+        reply = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions",
+                           headers={"Authorization": "Bearer sk-cli"},
+                           json={"model": "mock", "messages": [{"role": "user", "content": "x"}]})
+        assert reply.json()["choices"][0]["message"]["content"] == "hi from cli"
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def test_cli_serve_rejects_a_bad_config(tmp_path: Path, capsys):
+    config = tmp_path / "bad.toml"
+    config.write_text("[[models]]\nname = 'm'\nkind = 'cloud'\n")
+    assert main(["serve", "--config", str(config)]) == 2
+    assert "bad config" in capsys.readouterr().err

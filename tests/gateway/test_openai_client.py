@@ -1,0 +1,160 @@
+"""The official `openai` client against a real stepahead server (tiny local model)."""
+import json
+
+import openai
+import pytest
+
+from tests.gateway.conftest import KEYS
+
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "Weather for a city.",
+    "parameters": {"type": "object",
+                   "properties": {"city": {"type": "string"},
+                                  "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+                   "required": ["city", "unit"]}}}
+SEARCH = {"type": "function", "function": {
+    "name": "search", "parameters": {"type": "object", "properties": {"q": {"type": "string"}},
+                                     "required": ["q"]}}}
+ASK = [{"role": "system", "content": "You are terse."},
+       {"role": "user", "content": [{"type": "text", "text": "Weather in Oslo?"}]}]
+
+
+@pytest.fixture(scope="module")
+def client(gateway):
+    return openai.OpenAI(base_url=f"{gateway.base_url}/v1", api_key=KEYS["alpha"], max_retries=0)
+
+
+@pytest.fixture
+def aclient(gateway):
+    return openai.AsyncOpenAI(base_url=f"{gateway.base_url}/v1", api_key=KEYS["alpha"],
+                              max_retries=0)
+
+
+def test_client_lists_models(client):
+    assert {m.id for m in client.models.list()} == {"tiny", "mock", "fake"}
+
+
+def test_client_chat_whole_reply_has_usage_and_overhead_header(client):
+    raw = client.chat.completions.with_raw_response.create(
+        model="tiny", messages=ASK, max_tokens=8, temperature=0, seed=1, user="u1",
+        metadata={"session_id": "s1"})
+    reply = raw.parse()
+    assert float(raw.headers["x-stepahead-overhead-ms"]) >= 0
+    assert reply.model == "tiny" and reply.choices[0].finish_reason in ("stop", "length")
+    assert reply.usage.completion_tokens <= 8
+    assert reply.usage.prompt_tokens_details.cached_tokens is not None
+    assert reply.usage.total_tokens == reply.usage.prompt_tokens + reply.usage.completion_tokens
+
+
+def test_client_chat_stream_usage_only_when_asked(client):
+    chunks = list(client.chat.completions.create(
+        model="tiny", messages=ASK, max_tokens=6, temperature=0, stream=True,
+        stream_options={"include_usage": True}))
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens <= 6
+    assert chunks[-1].usage.prompt_tokens_details.cached_tokens is not None
+    assert all(c.usage is None for c in chunks[:-1])
+    plain = list(client.chat.completions.create(model="tiny", messages=ASK, max_tokens=6,
+                                                stream=True))
+    assert all(c.usage is None for c in plain) and plain[-1].choices[0].finish_reason
+
+
+def test_client_named_tool_choice_round_trip(client):
+    first = client.chat.completions.create(
+        model="tiny", messages=ASK, tools=[WEATHER, SEARCH], max_tokens=60, temperature=0,
+        tool_choice={"type": "function", "function": {"name": "get_weather"}})
+    choice = first.choices[0]
+    assert choice.finish_reason == "tool_calls"
+    [call] = choice.message.tool_calls
+    assert call.id.startswith("call_") and call.function.name == "get_weather"
+    arguments = json.loads(call.function.arguments)
+    assert set(arguments) == {"city", "unit"} and arguments["unit"] in ("celsius", "fahrenheit")
+    follow_up = ASK + [choice.message.model_dump(exclude_none=True),
+                       {"role": "tool", "tool_call_id": call.id, "content": "12 C, rain"}]
+    second = client.chat.completions.create(model="tiny", messages=follow_up,
+                                            tools=[WEATHER, SEARCH], max_tokens=5, temperature=0)
+    assert second.choices[0].finish_reason in ("stop", "length", "tool_calls")
+    # the second step re-sends the first: its prompt is served from the prefix cache
+    assert second.usage.prompt_tokens_details.cached_tokens > 0
+
+
+def test_client_required_tool_choice_streams_openai_style_deltas(client):
+    stream = client.chat.completions.create(
+        model="tiny", messages=ASK, tools=[WEATHER, SEARCH], tool_choice="required",
+        max_tokens=60, temperature=0, stream=True, stream_options={"include_usage": True})
+    deltas = [c.choices[0].delta.tool_calls for c in stream if c.choices
+              and c.choices[0].delta.tool_calls]
+    head = deltas[0][0]
+    assert head.index == 0 and head.id.startswith("call_") and head.type == "function"
+    assert head.function.name in ("get_weather", "search")
+    arguments = "".join(d[0].function.arguments or "" for d in deltas)
+    assert isinstance(json.loads(arguments), dict)
+    assert all(d[0].index == 0 and d[0].id in (None, head.id) for d in deltas)
+
+
+def test_client_tool_choice_none_gives_text(client):
+    reply = client.chat.completions.create(model="tiny", messages=ASK, tools=[WEATHER],
+                                           tool_choice="none", max_tokens=4)
+    assert reply.choices[0].message.tool_calls is None
+
+
+def test_client_completions_with_token_ids_and_text(client):
+    by_ids = client.completions.create(model="tiny", prompt=[72, 105, 33], max_tokens=4,
+                                       temperature=0)
+    assert by_ids.usage.prompt_tokens == 3 and by_ids.choices[0].finish_reason
+    by_text = client.completions.create(model="tiny", prompt="Hi!", max_tokens=4, stream=True,
+                                         stream_options={"include_usage": True})
+    chunks = list(by_text)
+    assert chunks[-1].usage.completion_tokens <= 4
+
+
+async def test_async_client_chat_and_stream(aclient):
+    reply = await aclient.chat.completions.create(model="tiny", messages=ASK, max_tokens=4)
+    assert reply.usage.completion_tokens <= 4
+    stream = await aclient.chat.completions.create(model="tiny", messages=ASK, max_tokens=4,
+                                                   stream=True)
+    chunks = [chunk async for chunk in stream]
+    assert chunks[-1].choices[0].finish_reason in ("stop", "length")
+    await aclient.close()
+
+
+async def test_async_client_upstream_mock_and_fake(aclient):
+    mock = await aclient.chat.completions.create(model="mock", messages=ASK)
+    assert mock.choices[0].message.content == "Hello from the mock upstream"
+    fake = await aclient.chat.completions.create(
+        model="fake", messages=[{"role": "user", "content": "ping"}])
+    assert fake.choices[0].message.content == "echo: ping"
+    assert fake.usage.prompt_tokens_details.cached_tokens == 2
+    stream = await aclient.chat.completions.create(
+        model="fake", messages=[{"role": "user", "content": "ping pong"}], stream=True,
+        stream_options={"include_usage": True})
+    chunks = [chunk async for chunk in stream]
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text.split() == ["echo:", "ping", "pong"]
+    assert chunks[-1].usage.completion_tokens == 3
+    await aclient.close()
+
+
+def test_client_upstream_tool_call_passthrough(client):
+    whole = client.chat.completions.create(model="fake", messages=[
+        {"role": "user", "content": "tool"}], tools=[SEARCH])
+    [call] = whole.choices[0].message.tool_calls
+    assert call.id == "call_fake1" and json.loads(call.function.arguments) == {"q": "x"}
+    stream = client.chat.completions.create(model="fake", messages=[
+        {"role": "user", "content": "tool"}], tools=[SEARCH], stream=True)
+    chunks = [c for c in stream if c.choices]
+    deltas = [c.choices[0].delta.tool_calls[0] for c in chunks if c.choices[0].delta.tool_calls]
+    assert deltas[0].id == "call_fake1" and deltas[0].function.name == "lookup"
+    assert "".join(d.function.arguments or "" for d in deltas) == '{"q": "x"}'
+    assert chunks[-1].choices[0].finish_reason == "tool_calls"
+
+
+def test_client_errors_raise_typed_exceptions(client, gateway):
+    with pytest.raises(openai.NotFoundError):
+        client.chat.completions.create(model="nope", messages=ASK)
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(model="tiny", messages=ASK, n=3)
+    assert caught.value.code == "unsupported_value"
+    bad = openai.OpenAI(base_url=f"{gateway.base_url}/v1", api_key="sk-wrong", max_retries=0)
+    with pytest.raises(openai.AuthenticationError):
+        bad.chat.completions.create(model="tiny", messages=ASK)

@@ -1,0 +1,101 @@
+"""Tenants over HTTP: limits under concurrency, budgets, cache isolation, metrics."""
+import asyncio
+import re
+
+import httpx
+
+USER = [{"role": "user", "content": "Tell me a long story about caches."}]
+
+
+async def fire(gateway, tenant: str, bodies: list[dict]) -> list[httpx.Response]:
+    async with httpx.AsyncClient(base_url=gateway.base_url, timeout=120) as client:
+        return await asyncio.gather(*(client.post("/v1/chat/completions", json=body,
+                                                  headers=gateway.headers(tenant))
+                                      for body in bodies))
+
+
+def codes(responses) -> list:
+    return sorted((r.status_code, r.json()["error"]["code"] if r.status_code != 200 else "")
+                  for r in responses)
+
+
+async def test_concurrency_limit_admits_running_plus_queued_only(gateway):
+    body = {"model": "tiny", "messages": USER, "max_tokens": 300, "temperature": 0}
+    responses = await fire(gateway, "conc", [body] * 6)
+    assert codes(responses) == [(200, "")] * 2 + [(429, "rate_limit_exceeded")] * 4
+    for response in responses:
+        if response.status_code == 429:
+            assert 1 <= int(response.headers["Retry-After"]) <= 60
+    limiter = gateway.state.limiters["conc"]
+    assert limiter.num_active == 0 and limiter.num_queued == 0
+
+
+async def test_requests_per_minute_limit_is_exact_under_concurrency(gateway):
+    body = {"model": "tiny", "messages": USER, "max_tokens": 1}
+    responses = await fire(gateway, "rpm", [body] * 8)
+    assert codes(responses) == [(200, "")] * 3 + [(429, "rate_limit_exceeded")] * 5
+    retry_after = [int(r.headers["Retry-After"]) for r in responses if r.status_code == 429]
+    assert all(1 <= s <= 60 for s in retry_after)
+
+
+async def test_tokens_per_minute_reserves_max_tokens(gateway):
+    too_big = {"model": "tiny", "messages": USER, "max_tokens": 700}
+    [response] = await fire(gateway, "tpm", [too_big])
+    assert response.status_code == 429 and response.headers["x-should-retry"] == "false"
+    body = {"model": "tiny", "messages": USER, "max_tokens": 200}
+    responses = await fire(gateway, "tpm", [body] * 4)
+    admitted = [r for r in responses if r.status_code == 200]
+    assert len(admitted) == 2   # (prompt + 200) * 3 > 600 tokens per minute
+    assert {r.json()["error"]["code"] for r in responses if r.status_code != 200} == {
+        "rate_limit_exceeded"}
+
+
+async def test_spent_budget_is_insufficient_quota(gateway):
+    body = {"model": "tiny", "messages": USER, "max_tokens": 60}
+    statuses = []
+    for _ in range(10):
+        [response] = await fire(gateway, "budget", [body])
+        statuses.append(response.status_code)
+        if response.status_code != 200:
+            break
+    assert statuses[-1] == 429 and statuses.count(200) >= 2
+    error = response.json()["error"]
+    assert error["code"] == "insufficient_quota" and error["type"] == "insufficient_quota"
+    assert response.headers["x-should-retry"] == "false"
+    limiter = gateway.state.limiters["budget"]
+    assert limiter.num_spent_tokens <= limiter.limits.token_budget
+
+
+async def test_tenant_salts_cache_and_client_cache_salt_is_ignored(gateway):
+    body = {"model": "tiny", "max_tokens": 1, "temperature": 0,
+            "messages": [{"role": "user", "content": "isolation probe " * 20}]}
+    [first] = await fire(gateway, "alpha", [body])
+    [again] = await fire(gateway, "alpha", [body])
+    cached = again.json()["usage"]["prompt_tokens_details"]["cached_tokens"]
+    assert first.status_code == 200 and cached > 0
+    [other] = await fire(gateway, "beta", [dict(body, cache_salt="alpha")])
+    assert other.json()["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
+
+
+async def test_metrics_endpoint_reports_per_tenant_and_worker(gateway):
+    body = {"model": "tiny", "max_tokens": 2, "messages": [{"role": "user", "content": "m" * 64}]}
+    await fire(gateway, "beta", [body])
+    await fire(gateway, "beta", [body])   # one after the other: the second hits the cache
+    async with httpx.AsyncClient(base_url=gateway.base_url) as client:
+        text = (await client.get("/metrics")).text
+    assert re.search(r'stepahead_requests_total\{tenant="beta",model_name="tiny",'
+                     r'endpoint="chat",status="200"\} \d+', text)
+    hits = re.findall(r'vllm:prefix_cache_hits_total\{tenant="beta",model_name="tiny",'
+                      r'worker="w\d"\} (\d+)', text)
+    assert sum(int(h) for h in hits) > 0
+    assert 'vllm:prefix_cache_queries_total{tenant="beta"' in text
+    assert 'vllm:time_to_first_token_seconds_bucket{tenant="beta"' in text
+    assert 'stepahead_rejected_total{tenant="rpm",code="rate_limit_exceeded"}' in text
+    assert "sk-test" not in text
+
+
+async def test_health_reports_workers(gateway):
+    async with httpx.AsyncClient(base_url=gateway.base_url) as client:
+        health = (await client.get("/health")).json()
+    assert health["status"] == "ok"
+    assert set(health["models"]["tiny"]["workers"]) == {"w0", "w1"}
