@@ -1,0 +1,108 @@
+"""Tracing configuration: the `[tracing]` table of the gateway's TOML file.
+
+Invariants: a `TraceConfig` is frozen and already validated (positive sizes and timeouts,
+a known OTLP protocol); a None field means "not set here", and then the standard
+`OTEL_*` environment variables decide (OTLP endpoint, protocol, headers) or the
+documented default applies (store path). Message content is never captured unless
+`capture_content` is true.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+OTLP_PROTOCOLS = ("http/protobuf", "grpc")
+STORE_PATH_ENV = "STEPAHEAD_TRACE_DB"
+STORE_FILE_NAME = "traces.sqlite3"
+
+
+class TraceConfigError(ValueError):
+    """The `[tracing]` table is invalid; the message names the key."""
+
+
+@dataclass(frozen=True, slots=True)
+class TraceConfig:
+    """Everything the tracer, its exporters and its store need.
+
+    `store_path` None means $STEPAHEAD_TRACE_DB, else `traces.sqlite3` in the user's data
+    dir (see `resolved_store_path`). Retention drops whole sessions, oldest first, once
+    they are older than `retention_max_age_s` or the file holds more than
+    `retention_max_bytes`. `queue_size` bounds the in-memory events between the request
+    path and the writer thread; `otlp_max_queue_size` bounds the spans waiting for the
+    OTLP exporter, so an exporter outage drops spans instead of growing memory.
+    """
+
+    enabled: bool = True
+    service_name: str = "stepahead"
+    capture_content: bool = False
+    otlp_endpoint: str | None = None
+    otlp_protocol: str | None = None
+    otlp_max_queue_size: int = 2048
+    otlp_export_timeout_s: float = 10.0
+    store_enabled: bool = True
+    store_path: str | None = None
+    retention_max_age_s: float = 7 * 24 * 3600.0
+    retention_max_bytes: int = 256 * 1024 * 1024
+    retention_interval_s: float = 60.0
+    session_idle_timeout_s: float = 900.0
+    max_sessions: int = 100_000
+    queue_size: int = 10_000
+
+    def __post_init__(self) -> None:
+        for name in ("otlp_max_queue_size", "retention_max_bytes", "max_sessions",
+                     "queue_size"):
+            if getattr(self, name) < 1:
+                raise TraceConfigError(f"tracing.{name} must be >= 1")
+        for name in ("otlp_export_timeout_s", "retention_max_age_s", "retention_interval_s",
+                     "session_idle_timeout_s"):
+            if not getattr(self, name) > 0:
+                raise TraceConfigError(f"tracing.{name} must be > 0")
+        if self.otlp_protocol is not None and self.otlp_protocol not in OTLP_PROTOCOLS:
+            raise TraceConfigError(f"tracing.otlp_protocol must be one of {OTLP_PROTOCOLS}, "
+                                   f"not {self.otlp_protocol!r}")
+
+    def resolved_store_path(self, environ: Mapping[str, str] = os.environ) -> Path:
+        """Where the SQLite store lives: config, then $STEPAHEAD_TRACE_DB, then the
+        user's data dir (e.g. ~/.local/share/stepahead/traces.sqlite3)."""
+        if self.store_path:
+            return Path(self.store_path).expanduser()
+        if environ.get(STORE_PATH_ENV):
+            return Path(environ[STORE_PATH_ENV]).expanduser()
+        from platformdirs import user_data_dir
+        return Path(user_data_dir("stepahead", appauthor=False)) / STORE_FILE_NAME
+
+
+_BOOLS = {"enabled", "capture_content", "store_enabled"}
+_INTS = {"otlp_max_queue_size", "retention_max_bytes", "max_sessions", "queue_size"}
+_FLOATS = {"otlp_export_timeout_s", "retention_max_age_s", "retention_interval_s",
+           "session_idle_timeout_s"}
+_STRINGS = {"service_name", "otlp_endpoint", "otlp_protocol", "store_path"}
+
+
+def parse_trace_config(table: Mapping[str, Any]) -> TraceConfig:
+    """A `TraceConfig` from the `[tracing]` TOML table; unknown keys are an error."""
+    known = {f.name for f in fields(TraceConfig)}
+    unknown = set(table) - known
+    if unknown:
+        raise TraceConfigError(f"tracing: unknown key(s) {sorted(unknown)}")
+    values: dict[str, Any] = {}
+    for key, value in table.items():
+        if key in _BOOLS and not isinstance(value, bool):
+            raise TraceConfigError(f"tracing.{key} must be true or false")
+        if key in _INTS and (isinstance(value, bool) or not isinstance(value, int)):
+            raise TraceConfigError(f"tracing.{key} must be an integer")
+        if key in _FLOATS:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TraceConfigError(f"tracing.{key} must be a number")
+            value = float(value)
+        if key in _STRINGS:
+            if not isinstance(value, str):
+                raise TraceConfigError(f"tracing.{key} must be a string")
+            value = value or None
+        values[key] = value
+    if values.get("service_name") is None:
+        values.pop("service_name", None)
+    return TraceConfig(**values)

@@ -1,0 +1,193 @@
+"""The records that cross from the request path to the trace writer and subscribers.
+
+A request becomes a `StepContext` in `AgentTracer.begin` (mutable, owned by that request
+until `end`), then one immutable `Step` once it finished. When a session goes idle (or
+the tracer stops) one `SessionEnded` follows its last Step. Invariants: within a session
+step indexes are 0, 1, 2, ... in arrival order with no gaps (a Step dropped on a full
+queue is the only way one can go missing, and it is counted); times are Unix seconds
+from one clock, so `gap_s == arrived_s - (previous step).ended_s` whenever it is known.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, NewType
+
+from opentelemetry.trace import SpanContext
+
+SessionId = NewType("SessionId", str)
+
+AfterKind = Literal["start", "user", "tools"]
+# How the session id was found: client header/field, conversation prefix, or a new one.
+SessionSource = Literal["header", "metadata", "user", "prefix", "new"]
+EndReason = Literal["idle", "shutdown", "evicted"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One tool call: asked for by a response, or answered by a tool message.
+
+    `arguments` is the call's JSON text when known (a response's own calls), else "".
+    """
+
+    call_id: str
+    name: str
+    arguments: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class After:
+    """What happened between the previous response and this request.
+
+    `kind` "tools" always comes with at least one entry in `tools` (the tool results the
+    request carries, in message order); "start" and "user" never do.
+    """
+
+    kind: AfterKind
+    tools: tuple[ToolCall, ...] = ()
+
+    @property
+    def label(self) -> str:
+        """`start`, `user`, or `tool:a,tool:b` as in `stepahead-trace/1`."""
+        if self.kind != "tools":
+            return self.kind
+        return ",".join(f"tool:{name}" for name in self.tool_names)
+
+    @property
+    def tool_names(self) -> tuple[str, ...]:
+        """Distinct tool names in first-seen order."""
+        return tuple(dict.fromkeys(call.name for call in self.tools))
+
+
+@dataclass(frozen=True, slots=True)
+class CapturedContent:
+    """Message content, present only when the config opts in.
+
+    `new_messages` are the request's messages after the first `num_prefix_messages`,
+    which are the same as those of step `prefix_step` of the same session (None: the
+    request is whole in `new_messages`); `output` is the response's assistant message
+    (None after an error); `all_messages` is the whole request, for span attributes.
+    NOTE: these are the request's own objects, serialised on the writer thread.
+    """
+
+    new_messages: tuple
+    num_prefix_messages: int
+    prefix_step: int | None
+    output: dict | None
+    all_messages: tuple = ()
+
+
+@dataclass(slots=True)
+class StepContext:
+    """A request between `begin` and `end`. Only the tracer writes it."""
+
+    tenant: str
+    session: SessionId
+    index: int
+    session_source: SessionSource
+    operation: str
+    model: str
+    agent: str | None
+    arrived_s: float
+    after: After
+    gap_s: float | None
+    prev_ended_s: float | None
+    num_messages: int
+    is_stream: bool
+    request_id: str | None = None
+    remote_parent: SpanContext | None = None
+    conversation_digest: bytes | None = None
+    num_prefix_messages: int = 0
+    prefix_step: int | None = None
+    messages: tuple = ()
+    request_params: tuple[tuple[str, float | int], ...] = ()
+    is_ended: bool = False
+
+
+@dataclass(slots=True)
+class StepResult:
+    """How a request ended, as the gateway saw it. `error` is the error type (an OpenAI
+    error code/type, or "client_closed") and None on success."""
+
+    num_input_tokens: int = 0
+    num_cached_tokens: int = 0
+    num_output_tokens: int = 0
+    ttft_s: float | None = None
+    worker: str | None = None
+    finish_reason: str | None = None
+    output_text: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    response_id: str | None = None
+    error: str | None = None
+    error_message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One finished LLM call of an agent session (see the module docstring)."""
+
+    tenant: str
+    session: SessionId
+    index: int
+    session_source: SessionSource
+    operation: str
+    model: str
+    agent: str | None
+    arrived_s: float
+    ended_s: float
+    after: After
+    gap_s: float | None
+    prev_ended_s: float | None
+    num_messages: int
+    is_stream: bool
+    num_input_tokens: int
+    num_cached_tokens: int
+    num_output_tokens: int
+    ttft_s: float | None
+    worker: str | None
+    finish_reason: str | None
+    tool_calls: tuple[ToolCall, ...]
+    request_id: str | None = None
+    response_id: str | None = None
+    error: str | None = None
+    error_message: str | None = None
+    remote_parent: SpanContext | None = None
+    content: CapturedContent | None = None
+    request_params: tuple[tuple[str, float | int], ...] = ()
+
+    @property
+    def is_text_answer(self) -> bool:
+        return self.error is None and not self.tool_calls
+
+
+@dataclass(frozen=True, slots=True)
+class SessionEnded:
+    """A session went idle, was evicted for room, or the tracer stopped.
+
+    `last_ended_s` is when its last response ended (None if none finished).
+    """
+
+    tenant: str
+    session: SessionId
+    num_steps: int
+    last_ended_s: float | None
+    reason: EndReason
+
+
+@dataclass(slots=True)
+class ForecastCheck:
+    """The forecast made when the previous response ended, against what happened.
+
+    `predicted` is the most likely next symbol, `actual` this step's `after` symbol (see
+    symbols.py); `eta_p50_s` is compared with the step's `gap_s` by the viewer.
+    """
+
+    predicted: str
+    p_predicted: float
+    actual: str
+    is_hit: bool
+    eta_p50_s: float | None = None
+    p_end: float = 0.0
+    is_confident: bool = False
+
+
+TraceEvent = Step | SessionEnded

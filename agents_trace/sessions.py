@@ -1,0 +1,237 @@
+"""Live agent sessions: which session a request belongs to, and when sessions end.
+
+`SessionTable` is plain in-memory bookkeeping (no I/O); the tracer calls it under one lock.
+A request names its session (header, metadata, `user`), or it is stitched by prefix: it
+continues the session of a recent step whose conversation it extends, that is, the
+request's messages up to some assistant message equal that step's request, and the
+assistant message is that step's response (exact), or merely stands where it was
+(loose: the agent rewrote or replaced the reply). Longer matches win, exact beats loose
+at equal length, and among equal candidates the session whose latest step it is wins.
+
+Invariants:
+- a session is identified by (tenant, id); digests are tenant-rooted and every index
+  entry also records its tenant, so no request is ever stitched to another tenant's
+  session, whatever its content;
+- a session with a request in flight never expires; an idle one expires once
+  `idle_timeout_s` passed since its last activity, and its index entries go with it;
+- memory is bounded: at most `max_sessions` live sessions (the least recently active
+  is evicted for room), `max_keys_per_session` index entries each, and as many
+  "dormant" explicit sessions (step count only) so a named session resumed after
+  expiry continues its step numbering.
+"""
+from __future__ import annotations
+
+import secrets
+from collections import OrderedDict, deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agents_trace.conversation import is_assistant
+from agents_trace.records import EndReason, SessionEnded, SessionId, SessionSource
+
+SessionKey = tuple[str, str]
+MAX_REFS_PER_KEY = 4
+
+
+@dataclass(frozen=True, slots=True)
+class StepRef:
+    """A finished step whose conversation later requests may extend."""
+
+    tenant: str
+    session: SessionId
+    index: int
+    num_messages: int
+
+
+@dataclass(slots=True)
+class SessionState:
+    tenant: str
+    session: SessionId
+    source: SessionSource
+    last_active_s: float
+    num_steps: int = 0
+    num_in_flight: int = 0
+    head_index: int | None = None
+    last_ended_s: float | None = None
+    last_asked: dict[str, str] = field(default_factory=dict)
+    last_request: tuple[bytes, int] | None = None
+    keys: deque = field(default_factory=deque)
+
+
+@dataclass(slots=True)
+class OpenedStep:
+    """What `open_step` decided, copied out while the table's lock is held."""
+
+    session: SessionId
+    source: SessionSource
+    index: int
+    prev_ended_s: float | None
+    was_idle: bool
+    asked: dict[str, str]
+    num_prefix_messages: int
+    prefix_step: int | None
+
+
+class SessionTable:
+    __slots__ = ("idle_timeout_s", "max_sessions", "max_keys_per_session", "_live",
+                 "_dormant", "_by_response", "_by_request")
+
+    def __init__(self, *, idle_timeout_s: float, max_sessions: int,
+                 max_keys_per_session: int = 64) -> None:
+        self.idle_timeout_s = idle_timeout_s
+        self.max_sessions = max_sessions
+        self.max_keys_per_session = max_keys_per_session
+        self._live: OrderedDict[SessionKey, SessionState] = OrderedDict()
+        self._dormant: OrderedDict[SessionKey, tuple[int, float | None]] = OrderedDict()
+        self._by_response: dict[bytes, list[StepRef]] = {}
+        self._by_request: dict[bytes, list[StepRef]] = {}
+
+    @property
+    def num_live(self) -> int:
+        return len(self._live)
+
+    def get(self, tenant: str, session: str) -> SessionState | None:
+        return self._live.get((tenant, session))
+
+    # --- opening and closing steps ---------------------------------------------------
+    def open_step(self, tenant: str, explicit: tuple[str, SessionSource] | None,
+                  digests: Sequence[bytes], messages: Sequence[Any], now_s: float,
+                  ) -> tuple[OpenedStep, list[SessionEnded]]:
+        """Resolve the request's session and give it the next step index."""
+        evicted: list[SessionEnded] = []
+        matched: StepRef | None = None
+        if explicit is not None:
+            state = self._live.get((tenant, explicit[0]))
+            if state is None:
+                state = self._create(tenant, SessionId(explicit[0]), explicit[1], now_s, evicted)
+        else:
+            matched = self._match(tenant, digests, messages)
+            state = self._live.get((tenant, matched.session)) if matched else None
+            if state is None:
+                matched = None
+                state = self._create(tenant, self._new_id(tenant), "new", now_s, evicted)
+        num_prefix, prefix_step = 0, None
+        if matched is not None:
+            num_prefix, prefix_step = matched.num_messages, matched.index
+        elif state.last_request is not None:
+            digest, count = state.last_request
+            if 0 < count <= len(digests) and digests[count - 1] == digest:
+                num_prefix, prefix_step = count, state.num_steps - 1
+        opened = OpenedStep(session=state.session, source=state.source if matched is None
+                            else "prefix", index=state.num_steps,
+                            prev_ended_s=state.last_ended_s,
+                            was_idle=state.num_in_flight == 0, asked=dict(state.last_asked),
+                            num_prefix_messages=num_prefix, prefix_step=prefix_step)
+        state.num_steps += 1
+        state.num_in_flight += 1
+        state.last_active_s = now_s
+        state.last_request = (digests[-1], len(digests)) if digests else None
+        self._live.move_to_end((tenant, state.session))
+        return opened, evicted
+
+    def close_step(self, tenant: str, session: str, index: int, ended_s: float, *,
+                   request_digest: bytes | None, num_messages: int,
+                   response_digest: bytes | None, asked: Mapping[str, str]) -> None:
+        """A step ended; a successful one becomes a place later requests may continue."""
+        state = self._live.get((tenant, session))
+        if state is None:
+            return
+        state.num_in_flight = max(0, state.num_in_flight - 1)
+        state.last_active_s = max(state.last_active_s, ended_s)
+        if state.head_index is not None and index < state.head_index:
+            return
+        state.head_index = index
+        state.last_ended_s = ended_s
+        state.last_asked = dict(asked)
+        ref = StepRef(tenant, state.session, index, num_messages)
+        if response_digest is not None:
+            self._add_key(state, self._by_response, response_digest, ref)
+        if request_digest is not None:
+            self._add_key(state, self._by_request, request_digest, ref)
+
+    # --- expiry ----------------------------------------------------------------------
+    def expire(self, now_s: float) -> list[SessionEnded]:
+        """End every session idle for `idle_timeout_s` with nothing in flight."""
+        ended: list[SessionEnded] = []
+        for key in list(self._live):
+            state = self._live[key]
+            if state.last_active_s + self.idle_timeout_s > now_s:
+                break   # NOTE: ordered by last activity, so the rest are younger
+            if state.num_in_flight == 0:
+                ended.append(self._remove(key, "idle"))
+        return ended
+
+    def end_all(self, reason: EndReason = "shutdown") -> list[SessionEnded]:
+        return [self._remove(key, reason) for key in list(self._live)]
+
+    # --- internals -------------------------------------------------------------------
+    def _new_id(self, tenant: str) -> SessionId:
+        while True:
+            candidate = SessionId(f"sess_{secrets.token_hex(8)}")
+            if (tenant, candidate) not in self._live:
+                return candidate
+
+    def _create(self, tenant: str, session: SessionId, source: SessionSource, now_s: float,
+                evicted: list[SessionEnded]) -> SessionState:
+        while len(self._live) >= self.max_sessions:
+            evicted.append(self._remove(next(iter(self._live)), "evicted"))
+        state = SessionState(tenant, session, source, now_s)
+        dormant = self._dormant.pop((tenant, session), None)
+        if dormant is not None:
+            state.num_steps, state.last_ended_s = dormant
+        self._live[(tenant, session)] = state
+        return state
+
+    def _remove(self, key: SessionKey, reason: EndReason) -> SessionEnded:
+        state = self._live.pop(key)
+        for index, digest in state.keys:
+            refs = index.get(digest, [])
+            refs[:] = [r for r in refs if (r.tenant, r.session) != key]
+            if not refs:
+                index.pop(digest, None)
+        if state.source in ("header", "metadata", "user"):
+            self._dormant[key] = (state.num_steps, state.last_ended_s)
+            while len(self._dormant) > self.max_sessions:
+                self._dormant.popitem(last=False)
+        return SessionEnded(state.tenant, state.session, state.num_steps, state.last_ended_s,
+                            reason)
+
+    def _add_key(self, state: SessionState, index: dict[bytes, list[StepRef]], digest: bytes,
+                 ref: StepRef) -> None:
+        refs = index.setdefault(digest, [])
+        refs[:] = [r for r in refs if (r.tenant, r.session) != (ref.tenant, ref.session)]
+        refs.append(ref)
+        del refs[:-MAX_REFS_PER_KEY]
+        state.keys.append((index, digest))
+        while len(state.keys) > self.max_keys_per_session:
+            old_index, old_digest = state.keys.popleft()
+            old_refs = old_index.get(old_digest, [])
+            old_refs[:] = [r for r in old_refs
+                           if (r.tenant, r.session) != (ref.tenant, ref.session)]
+            if not old_refs:
+                old_index.pop(old_digest, None)
+
+    def _pick(self, tenant: str, refs: list[StepRef] | None) -> StepRef | None:
+        best: StepRef | None = None
+        best_rank = (False, -1.0)
+        for ref in refs or ():
+            state = self._live.get((ref.tenant, ref.session))
+            if ref.tenant != tenant or state is None:
+                continue
+            rank = (state.head_index == ref.index, state.last_active_s)
+            if best is None or rank > best_rank:
+                best, best_rank = ref, rank
+        return best
+
+    def _match(self, tenant: str, digests: Sequence[bytes],
+               messages: Sequence[Any]) -> StepRef | None:
+        """The step this conversation extends: the longest match, exact before loose."""
+        for i in range(len(messages) - 2, 0, -1):
+            if not is_assistant(messages[i]):
+                continue
+            ref = self._pick(tenant, self._by_response.get(digests[i])) \
+                or self._pick(tenant, self._by_request.get(digests[i - 1]))
+            if ref is not None and ref.num_messages == i:
+                return ref
+        return None

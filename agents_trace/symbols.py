@@ -1,0 +1,83 @@
+"""Steps as the predictor's symbol stream, and checking a forecast against a step.
+
+A session is the symbol sequence of the tool-sequence data sets: `USER`, then the tools
+that ran, `ASSISTANT_TEXT` for a text answer, ... and `END`. From Steps:
+- at a step's arrival: `USER` when it follows a user turn (or starts the session), else
+  the names of the tools whose results it carries; `gap_s` is the wait before it (the
+  user's think time, or the tools' duration as the gateway saw it; None when unknown);
+- at a step's end, when its response is a text answer: `ASSISTANT_TEXT` (no gap);
+- when the session ends: `END`, with the idle time since the last response.
+So the forecast taken right after step k ended predicts step k+1's first symbol, and its
+ETA predicts step k+1's `gap_s`.
+NOTE: the strings equal the predictor's (`agents_trace/predict/vocabulary.py`); they are
+repeated here so this module does not depend on the predictor's internals.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from cache.forecast import END_SYMBOL, Forecast
+
+from agents_trace.records import ForecastCheck, SessionEnded, Step, TraceEvent
+
+USER_SYMBOL = "USER"
+ASSISTANT_TEXT_SYMBOL = "ASSISTANT_TEXT"
+
+
+@dataclass(frozen=True, slots=True)
+class SymbolEvent:
+    tenant: str
+    session: str
+    symbol: str
+    t_s: float
+    gap_s: float | None
+
+
+def arrival_symbols(step: Step) -> tuple[str, ...]:
+    if step.after.kind == "tools":
+        return step.after.tool_names
+    return (USER_SYMBOL,)
+
+
+def symbol_events(event: TraceEvent, now_s: float) -> list[SymbolEvent]:
+    """The symbols a finished step (or a session end) adds, in order."""
+    if isinstance(event, SessionEnded):
+        last = event.last_ended_s if event.last_ended_s is not None else now_s
+        return [SymbolEvent(event.tenant, event.session, END_SYMBOL, now_s,
+                            max(0.0, now_s - last))]
+    out = [SymbolEvent(event.tenant, event.session, symbol, event.arrived_s, event.gap_s)
+           for symbol in arrival_symbols(event)]
+    if event.is_text_answer:
+        out.append(SymbolEvent(event.tenant, event.session, ASSISTANT_TEXT_SYMBOL,
+                               event.ended_s, None))
+    return out
+
+
+def check_forecast(forecast: Forecast, step: Step) -> ForecastCheck:
+    """Compare the forecast made when the previous response ended with `step`."""
+    actual = arrival_symbols(step)[0]
+    if forecast.next_step:
+        predicted, p_predicted = max(forecast.next_step.items(), key=lambda kv: (kv[1], kv[0]))
+    else:
+        predicted, p_predicted = END_SYMBOL, forecast.p_end
+    return ForecastCheck(predicted=predicted, p_predicted=float(p_predicted), actual=actual,
+                         is_hit=predicted == actual, eta_p50_s=forecast.eta_s(0.5),
+                         p_end=float(forecast.p_end), is_confident=forecast.confident)
+
+
+class Observer(Protocol):
+    def observe(self, tenant: str, session: str, symbol: str, t_s: float,
+                gap_s: float | None = None) -> None: ...
+
+
+def predictor_subscriber(predictor: Observer,
+                         clock: Callable[[], float]) -> Callable[[TraceEvent], None]:
+    """A subscriber that feeds `predictor.observe` with each event's symbols."""
+
+    def feed(event: TraceEvent) -> None:
+        for item in symbol_events(event, clock()):
+            predictor.observe(item.tenant, item.session, item.symbol, item.t_s, item.gap_s)
+
+    return feed
