@@ -1,0 +1,74 @@
+"""Message content in the GenAI conventions' shape, for opt-in span attributes.
+
+`gen_ai.input.messages` / `gen_ai.output.messages` are JSON arrays of
+`{"role", "parts": [...]}` where a part is `{"type": "text", "content"}`,
+`{"type": "tool_call", "id", "name", "arguments"}` or
+`{"type": "tool_call_response", "id", "response"}`. Pure functions; nothing here is
+called unless the config captures content. Invariant: nothing is dropped or shortened:
+a part we do not know is kept as it came, under its own type.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from agents_trace.records import ToolCall
+
+
+def _arguments(text: Any) -> Any:
+    if isinstance(text, str):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError:
+            return text
+    return text
+
+
+def _content_parts(content: Any) -> list[dict]:
+    if content is None or content == "":
+        return []
+    if isinstance(content, str):
+        return [{"type": "text", "content": content}]
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, Mapping) and part.get("type") in ("text", "input_text",
+                                                                 "output_text"):
+                parts.append({"type": "text", "content": part.get("text", "")})
+            else:
+                parts.append(dict(part) if isinstance(part, Mapping) else {"type": "unknown",
+                                                                          "content": part})
+        return parts
+    return [{"type": "unknown", "content": content}]
+
+
+def semconv_message(message: Mapping[str, Any]) -> dict:
+    role = message.get("role")
+    if role == "tool":
+        return {"role": "tool", "parts": [{"type": "tool_call_response",
+                                          "id": message.get("tool_call_id"),
+                                          "response": message.get("content")}]}
+    parts = _content_parts(message.get("content"))
+    for call in message.get("tool_calls") or ():
+        if isinstance(call, Mapping):
+            function = call.get("function") or {}
+            parts.append({"type": "tool_call", "id": call.get("id"),
+                          "name": function.get("name"),
+                          "arguments": _arguments(function.get("arguments"))})
+    return {"role": role, "parts": parts}
+
+
+def input_messages_json(messages: Sequence[Any]) -> str:
+    return json.dumps([semconv_message(m) for m in messages if isinstance(m, Mapping)],
+                      ensure_ascii=False, default=str)
+
+
+def output_messages_json(text: str | None, tool_calls: Sequence[ToolCall],
+                         finish_reason: str | None) -> str:
+    parts = _content_parts(text)
+    parts += [{"type": "tool_call", "id": c.call_id, "name": c.name,
+               "arguments": _arguments(c.arguments)} for c in tool_calls]
+    return json.dumps([{"role": "assistant", "parts": parts,
+                        "finish_reason": finish_reason or "stop"}],
+                      ensure_ascii=False, default=str)

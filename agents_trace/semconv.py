@@ -1,0 +1,51 @@
+"""Span names and attribute keys: the OpenTelemetry GenAI semantic conventions, plus ours.
+
+The `gen_ai.*` keys follow the GenAI conventions (agent, inference and tool spans);
+`stepahead.*` keys carry what the conventions have no name for (tenant, step structure,
+forecasts). Values only, no behaviour.
+"""
+from __future__ import annotations
+
+OPERATION_NAME = "gen_ai.operation.name"
+PROVIDER_NAME = "gen_ai.provider.name"
+CONVERSATION_ID = "gen_ai.conversation.id"
+AGENT_NAME = "gen_ai.agent.name"
+REQUEST_MODEL = "gen_ai.request.model"
+RESPONSE_MODEL = "gen_ai.response.model"
+RESPONSE_ID = "gen_ai.response.id"
+RESPONSE_FINISH_REASONS = "gen_ai.response.finish_reasons"
+RESPONSE_TIME_TO_FIRST_CHUNK = "gen_ai.response.time_to_first_chunk"
+REQUEST_STREAM = "gen_ai.request.stream"
+USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
+USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+USAGE_CACHE_READ_INPUT_TOKENS = "gen_ai.usage.cache_read.input_tokens"
+INPUT_MESSAGES = "gen_ai.input.messages"
+OUTPUT_MESSAGES = "gen_ai.output.messages"
+TOOL_NAME = "gen_ai.tool.name"
+TOOL_CALL_ID = "gen_ai.tool.call.id"
+TOOL_TYPE = "gen_ai.tool.type"
+ERROR_TYPE = "error.type"
+
+OP_CHAT = "chat"
+OP_TEXT_COMPLETION = "text_completion"
+OP_INVOKE_AGENT = "invoke_agent"
+OP_EXECUTE_TOOL = "execute_tool"
+PROVIDER = "stepahead"
+
+TENANT = "stepahead.tenant"
+SESSION_SOURCE = "stepahead.session.source"
+SESSION_NUM_STEPS = "stepahead.session.num_steps"
+SESSION_END_REASON = "stepahead.session.end_reason"
+STEP_INDEX = "stepahead.step.index"
+STEP_AFTER = "stepahead.step.after"
+STEP_GAP_S = "stepahead.step.gap_s"
+STEP_TOOL_CALLS = "stepahead.step.tool_calls"
+WORKER = "stepahead.worker"
+TTFT_S = "stepahead.ttft_s"
+FORECAST_NEXT_STEP = "stepahead.forecast.next_step"
+FORECAST_P_NEXT_STEP = "stepahead.forecast.p_next_step"
+FORECAST_ETA_P50_S = "stepahead.forecast.eta_p50_s"
+FORECAST_P_END = "stepahead.forecast.p_end"
+FORECAST_CONFIDENT = "stepahead.forecast.confident"
+FORECAST_ACTUAL = "stepahead.forecast.actual"
+FORECAST_HIT = "stepahead.forecast.hit"

@@ -1,0 +1,203 @@
+"""`AgentTracer`: the gateway's hook into agent tracing.
+
+The gateway builds one per app (in its lifespan), calls `begin` when a request has been
+checked and `end` on every way it finishes; everything else happens on the trace
+writer's thread (writer.py): spans, the SQLite store, subscribers, forecasts.
+
+    tracer = AgentTracer(config); tracer.start()
+    ctx = tracer.begin(tenant, request.headers, body, request_id=...)
+    ...
+    tracer.end(ctx, StepResult(num_input_tokens=..., tool_calls=..., ...))
+    tracer.stop()
+
+Invariants: `begin` and `end` do no I/O, never wait (one short lock around in-memory
+session bookkeeping) and never raise on odd input (`begin` reads the body defensively);
+`end` counts once per context, so calling it again (e.g. from an error path after a
+success) is harmless. The tenant always comes from the caller (the authenticated key),
+never from the body. Message content is kept only when `capture_content` is on.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.sdk.trace import SpanProcessor
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from agents_trace.config import TraceConfig
+from agents_trace.conversation import after_of, agent_name, assistant_message, \
+    explicit_session, extend_digest, prefix_digests
+from agents_trace.otel_setup import build_provider
+from agents_trace.records import CapturedContent, SessionEnded, Step, StepContext, StepResult
+from agents_trace.sessions import SessionTable
+from agents_trace.store import TraceStore
+from agents_trace.writer import EventQueue, Forecaster, Subscriber, TraceWriter, WriterStats
+
+INSTRUMENTATION_NAME = "stepahead.agents_trace"
+CONTROL_TIMEOUT_S = 10.0
+_REQUEST_PARAMS = (("max_completion_tokens", "max_tokens"), ("max_tokens", "max_tokens"),
+                   ("temperature", "temperature"), ("top_p", "top_p"), ("seed", "seed"))
+
+
+def _request_params(body: Mapping[str, Any]) -> tuple[tuple[str, float | int], ...]:
+    params: dict[str, float | int] = {}
+    for field, name in _REQUEST_PARAMS:
+        value = body.get(field)
+        if name not in params and isinstance(value, (int, float)) \
+                and not isinstance(value, bool):
+            params[name] = value
+    return tuple(params.items())
+
+
+class AgentTracer:
+    def __init__(self, config: TraceConfig, *, span_processors: tuple[SpanProcessor, ...] = (),
+                 clock: Callable[[], float] = time.time,
+                 environ: Mapping[str, str] = os.environ,
+                 sweep_interval_s: float = 1.0) -> None:
+        self.config = config
+        self.clock = clock
+        self.stats = WriterStats()
+        self.provider = build_provider(config, span_processors, environ)
+        self.store_path = config.resolved_store_path(environ) if config.store_enabled else None
+        self._lock = threading.Lock()
+        self._sessions = SessionTable(idle_timeout_s=config.session_idle_timeout_s,
+                                      max_sessions=config.max_sessions)
+        self._events = EventQueue(config.queue_size, self.stats)
+        self._propagator = TraceContextTextMapPropagator()
+        store = None if self.store_path is None else TraceStore(
+            self.store_path, max_age_s=config.retention_max_age_s,
+            max_bytes=config.retention_max_bytes)
+        self._writer = TraceWriter(
+            events=self._events, stats=self.stats,
+            otel=self.provider.get_tracer(INSTRUMENTATION_NAME), store=store,
+            expire=self._expire, clock=clock, idle_timeout_s=config.session_idle_timeout_s,
+            retention_interval_s=config.retention_interval_s,
+            sweep_interval_s=sweep_interval_s)
+
+    # --- lifecycle -------------------------------------------------------------------
+    def start(self) -> None:
+        self._writer.start()
+
+    def stop(self, timeout_s: float = CONTROL_TIMEOUT_S) -> None:
+        """End every open session, write everything, flush and shut down exporters."""
+        self.end_all_sessions()
+        self._writer.stop(timeout_s)
+        self.provider.shutdown()
+
+    def flush(self, timeout_s: float = CONTROL_TIMEOUT_S) -> bool:
+        """Wait until queued events are written and spans handed to the exporters."""
+        is_written = self._writer.flush(timeout_s)
+        return self.provider.force_flush(int(timeout_s * 1000)) and is_written
+
+    def end_all_sessions(self) -> int:
+        """End every live session now (spans closed, subscribers told); returns how many."""
+        with self._lock:
+            ended = self._sessions.end_all("shutdown")
+        for event in ended:
+            self._events.put_control(event, CONTROL_TIMEOUT_S)
+        return len(ended)
+
+    def subscribe(self, subscriber: Subscriber) -> None:
+        """Call `subscriber(event)` for every finished Step and SessionEnded, in order.
+
+        NOTE: subscribers run on the trace writer thread; they must be quick and
+        thread-safe with respect to whatever else reads their state.
+        """
+        self._writer.subscribers = (*self._writer.subscribers, subscriber)
+
+    def set_forecaster(self, forecaster: Forecaster | None) -> None:
+        """`forecaster(tenant, session, now_s)` is asked, right after each successful step
+        (and its subscribers), what the session does next; the next step is checked
+        against it."""
+        self._writer.forecaster = forecaster
+
+    def add_span_processor(self, processor: SpanProcessor) -> None:
+        self.provider.add_span_processor(processor)
+
+    @property
+    def num_live_sessions(self) -> int:
+        with self._lock:
+            return self._sessions.num_live
+
+    def _expire(self, now_s: float) -> list[SessionEnded]:
+        with self._lock:
+            return self._sessions.expire(now_s)
+
+    # --- the request path ------------------------------------------------------------
+    def begin(self, tenant: str, headers: Mapping[str, str], body: Mapping[str, Any], *,
+              operation: str = "chat", request_id: str | None = None) -> StepContext:
+        """Resolve the session and open the request's step. Cheap; no I/O."""
+        now_s = self.clock()
+        raw = body.get("messages")
+        messages = raw if isinstance(raw, list) else []
+        explicit = explicit_session(headers, body)
+        digests = prefix_digests(tenant, messages)
+        with self._lock:
+            opened, evicted = self._sessions.open_step(tenant, explicit, digests, messages,
+                                                       now_s)
+        for event in evicted:
+            self._events.offer(event)
+        model = body.get("model")
+        ctx = StepContext(
+            tenant=tenant, session=opened.session, index=opened.index,
+            session_source=opened.source, operation=operation,
+            model=model if isinstance(model, str) else "", agent=agent_name(headers, body),
+            arrived_s=now_s, after=after_of(messages, opened.index == 0, opened.asked),
+            gap_s=(now_s - opened.prev_ended_s
+                   if opened.prev_ended_s is not None and opened.was_idle else None),
+            prev_ended_s=opened.prev_ended_s if opened.was_idle else None,
+            num_messages=len(messages), is_stream=body.get("stream") is True,
+            request_id=request_id, conversation_digest=digests[-1] if digests else None,
+            num_prefix_messages=opened.num_prefix_messages, prefix_step=opened.prefix_step,
+            request_params=_request_params(body))
+        span = trace.get_current_span(self._propagator.extract(headers))
+        if span.get_span_context().is_valid:
+            ctx.remote_parent = span.get_span_context()
+        if self.config.capture_content:
+            ctx.messages = tuple(messages)
+        return ctx
+
+    def end(self, ctx: StepContext, result: StepResult) -> None:
+        """Close the step and queue it for the writer. Never waits."""
+        if ctx.is_ended:
+            return
+        ctx.is_ended = True
+        now_s = self.clock()
+        response_digest = None
+        is_ok = result.error is None
+        if is_ok and ctx.conversation_digest is not None:
+            response_digest = extend_digest(ctx.conversation_digest, assistant_message(
+                result.output_text, result.tool_calls))
+        with self._lock:
+            self._sessions.close_step(
+                ctx.tenant, ctx.session, ctx.index, now_s,
+                request_digest=ctx.conversation_digest if is_ok else None,
+                num_messages=ctx.num_messages, response_digest=response_digest,
+                asked={call.call_id: call.name for call in result.tool_calls})
+        self._events.offer(Step(
+            tenant=ctx.tenant, session=ctx.session, index=ctx.index,
+            session_source=ctx.session_source, operation=ctx.operation, model=ctx.model,
+            agent=ctx.agent, arrived_s=ctx.arrived_s, ended_s=max(now_s, ctx.arrived_s),
+            after=ctx.after, gap_s=ctx.gap_s, prev_ended_s=ctx.prev_ended_s,
+            num_messages=ctx.num_messages, is_stream=ctx.is_stream,
+            num_input_tokens=result.num_input_tokens, num_cached_tokens=result.num_cached_tokens,
+            num_output_tokens=result.num_output_tokens, ttft_s=result.ttft_s,
+            worker=result.worker, finish_reason=result.finish_reason,
+            tool_calls=result.tool_calls, request_id=ctx.request_id,
+            response_id=result.response_id, error=result.error,
+            error_message=result.error_message, remote_parent=ctx.remote_parent,
+            content=self._content(ctx, result), request_params=ctx.request_params))
+
+    def _content(self, ctx: StepContext, result: StepResult) -> CapturedContent | None:
+        if not self.config.capture_content:
+            return None
+        output = None if result.error is not None else assistant_message(
+            result.output_text, result.tool_calls)
+        return CapturedContent(new_messages=ctx.messages[ctx.num_prefix_messages:],
+                               num_prefix_messages=ctx.num_prefix_messages,
+                               prefix_step=ctx.prefix_step, output=output,
+                               all_messages=ctx.messages)

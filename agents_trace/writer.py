@@ -1,0 +1,285 @@
+"""The trace writer: one daemon thread that drains trace events off the request path.
+
+For each finished Step, in queue order: the spans (spans.py), the forecast check, the
+subscribers (e.g. the predictor), a new forecast for the session's next step, and one
+store row; for each SessionEnded: the `invoke_agent` span's end and the subscribers.
+Every `sweep_interval_s` it asks the session table for idle sessions, and every
+`retention_interval_s` it applies the store's retention.
+
+Invariants: the request path only ever calls `EventQueue.offer`, which never blocks: a
+full queue drops the event and counts it. Control messages (flush, stop, ending all
+sessions) may wait for room, since they never come from a request. A failing subscriber,
+forecaster or store write is counted and logged, and never stops the thread. Only this
+thread touches the writer connection, the open `invoke_agent` spans and the forecasts.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import queue
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from cache.forecast import Forecast
+from opentelemetry import trace
+from opentelemetry.trace import Span
+
+from agents_trace.records import SessionEnded, Step, TraceEvent
+from agents_trace.spans import end_session_span, record_chat_span, record_tool_spans, \
+    start_session_span
+from agents_trace.store import StepRow, TraceStore
+from agents_trace.symbols import check_forecast
+
+log = logging.getLogger("stepahead.agents_trace")
+
+MAX_BATCH = 256
+Forecaster = Callable[[str, str, float], Forecast | None]
+Subscriber = Callable[[TraceEvent], None]
+
+
+@dataclass(slots=True)
+class _Flush:
+    done: threading.Event
+
+
+@dataclass(slots=True)
+class _Stop:
+    pass
+
+
+@dataclass(slots=True)
+class WriterStats:
+    num_steps: int = 0
+    num_sessions_ended: int = 0
+    num_dropped: int = 0
+    num_subscriber_errors: int = 0
+    num_forecaster_errors: int = 0
+    num_store_errors: int = 0
+    num_retention_removed: int = 0
+
+
+class EventQueue:
+    """A bounded FIFO between the request path and the writer thread."""
+
+    __slots__ = ("_queue", "stats")
+
+    def __init__(self, max_size: int, stats: WriterStats) -> None:
+        self._queue: queue.Queue = queue.Queue(maxsize=max_size)
+        self.stats = stats
+
+    def offer(self, event: TraceEvent) -> bool:
+        """Enqueue without waiting; False (and counted) when the queue is full."""
+        try:
+            self._queue.put_nowait(event)
+            return True
+        except queue.Full:
+            self.stats.num_dropped += 1
+            return False
+
+    def put_control(self, item: object, timeout_s: float) -> bool:
+        try:
+            self._queue.put(item, timeout=timeout_s)
+            return True
+        except queue.Full:
+            return False
+
+    def take(self, timeout_s: float) -> list:
+        """Up to MAX_BATCH items, waiting at most `timeout_s` for the first."""
+        try:
+            items = [self._queue.get(timeout=max(0.0, timeout_s))]
+        except queue.Empty:
+            return []
+        while len(items) < MAX_BATCH:
+            try:
+                items.append(self._queue.get_nowait())
+            except queue.Empty:
+                break
+        return items
+
+
+@dataclass(slots=True)
+class _OpenSession:
+    span: Span | None
+    index_offset: int
+    last_seen_s: float
+    forecast: Forecast | None = None
+    num_steps: int = 0
+    num_input_tokens: int = 0
+    num_cached_tokens: int = 0
+    num_output_tokens: int = 0
+
+
+class TraceWriter:
+    def __init__(self, *, events: EventQueue, stats: WriterStats, otel: trace.Tracer | None,
+                 store: TraceStore | None, expire: Callable[[float], list[SessionEnded]],
+                 clock: Callable[[], float], idle_timeout_s: float,
+                 retention_interval_s: float, sweep_interval_s: float = 1.0) -> None:
+        self.events = events
+        self.stats = stats
+        self.otel = otel
+        self.store = store
+        self.expire = expire
+        self.clock = clock
+        self.idle_timeout_s = idle_timeout_s
+        self.retention_interval_s = retention_interval_s
+        self.sweep_interval_s = sweep_interval_s
+        self.subscribers: tuple[Subscriber, ...] = ()
+        self.forecaster: Forecaster | None = None
+        self._open: dict[tuple[str, str], _OpenSession] = {}
+        self._thread: threading.Thread | None = None
+
+    # --- lifecycle (called from the owner's thread) ----------------------------------
+    def start(self) -> None:
+        if self.store is not None:
+            self.store.open()
+        self._thread = threading.Thread(target=self._run, name="stepahead-trace-writer",
+                                        daemon=True)
+        self._thread.start()
+
+    def flush(self, timeout_s: float) -> bool:
+        """Wait until everything queued before this call is written; False on timeout."""
+        if self._thread is None or not self._thread.is_alive():
+            return False
+        began_s = time.monotonic()
+        marker = _Flush(threading.Event())
+        if not self.events.put_control(marker, timeout_s):
+            return False
+        return marker.done.wait(max(0.0, timeout_s - (time.monotonic() - began_s)))
+
+    def stop(self, timeout_s: float) -> None:
+        if self._thread is not None and self._thread.is_alive():
+            self.events.put_control(_Stop(), timeout_s)
+            self._thread.join(timeout_s)
+        self._thread = None
+        if self.store is not None:
+            self.store.close()
+
+    # --- the thread ------------------------------------------------------------------
+    def _run(self) -> None:
+        next_sweep_s = time.monotonic()
+        next_retention_s = time.monotonic()
+        while True:
+            items = self.events.take(next_sweep_s - time.monotonic())
+            rows: list[StepRow] = []
+            ended: list[SessionEnded] = []
+            flushes: list[_Flush] = []
+            is_stopping = False
+            for item in items:
+                if isinstance(item, Step):
+                    rows.append(self._on_step(item))
+                elif isinstance(item, SessionEnded):
+                    ended.append(self._on_end(item))
+                elif isinstance(item, _Flush):
+                    flushes.append(item)
+                elif isinstance(item, _Stop):
+                    is_stopping = True
+            if time.monotonic() >= next_sweep_s:
+                next_sweep_s = time.monotonic() + self.sweep_interval_s
+                ended.extend(self._on_end(e) for e in self._sweep())
+            self._write(rows, ended)
+            if self.store is not None and time.monotonic() >= next_retention_s:
+                next_retention_s = time.monotonic() + self.retention_interval_s
+                self._retain()
+            for marker in flushes:
+                marker.done.set()
+            if is_stopping:
+                return
+
+    def _call_subscribers(self, event: TraceEvent) -> None:
+        for subscriber in self.subscribers:
+            try:
+                subscriber(event)
+            except Exception:
+                self.stats.num_subscriber_errors += 1
+                log.exception("a trace subscriber failed")
+
+    def _on_step(self, step: Step) -> StepRow:
+        self.stats.num_steps += 1
+        key = (step.tenant, step.session)
+        session = self._open.get(key)
+        if session is None:
+            offset = self._index_offset(step)
+            step = _shifted(step, offset)
+            span = start_session_span(self.otel, step) if self.otel is not None else None
+            session = self._open[key] = _OpenSession(span, offset, self.clock())
+        else:
+            step = _shifted(step, session.index_offset)
+            session.last_seen_s = self.clock()
+        check = check_forecast(session.forecast, step) if session.forecast is not None else None
+        session.forecast = None
+        session.num_steps += 1
+        session.num_input_tokens += step.num_input_tokens
+        session.num_cached_tokens += step.num_cached_tokens
+        session.num_output_tokens += step.num_output_tokens
+        trace_id = span_id = None
+        if self.otel is not None and session.span is not None:
+            record_tool_spans(self.otel, session.span, step)
+            context = record_chat_span(self.otel, session.span, step, check)
+            trace_id = trace.format_trace_id(context.trace_id)
+            span_id = trace.format_span_id(context.span_id)
+        self._call_subscribers(step)
+        if self.forecaster is not None and step.error is None:
+            try:
+                session.forecast = self.forecaster(step.tenant, step.session, self.clock())
+            except Exception:
+                self.stats.num_forecaster_errors += 1
+                log.exception("the forecaster failed")
+        return StepRow(step, check, trace_id, span_id)
+
+    def _on_end(self, ended: SessionEnded) -> SessionEnded:
+        self.stats.num_sessions_ended += 1
+        session = self._open.pop((ended.tenant, ended.session), None)
+        self._call_subscribers(ended)
+        if session is not None and session.span is not None:
+            end_session_span(session.span, ended, session.num_input_tokens,
+                             session.num_output_tokens, session.num_cached_tokens, self.clock())
+        return ended
+
+    def _sweep(self) -> list[SessionEnded]:
+        now_s = self.clock()
+        ended = self.expire(now_s)
+        expired = {(e.tenant, e.session) for e in ended}
+        # NOTE: a backstop for sessions whose end event was dropped on a full queue.
+        stale_s = now_s - 2 * self.idle_timeout_s - 60.0
+        for (tenant, session), state in list(self._open.items()):
+            if state.last_seen_s < stale_s and (tenant, session) not in expired:
+                ended.append(SessionEnded(tenant, session, state.num_steps, None, "idle"))
+        return ended
+
+    def _index_offset(self, step: Step) -> int:
+        if self.store is None:
+            return 0
+        try:
+            return self.store.index_offset(step.tenant, step.session, step.index)
+        except sqlite3.Error:
+            self.stats.num_store_errors += 1
+            log.exception("reading the trace store failed")
+            return 0
+
+    def _write(self, rows: list[StepRow], ended: list[SessionEnded]) -> None:
+        if self.store is None:
+            return
+        try:
+            self.store.write(rows, ended)
+        except sqlite3.Error:
+            self.stats.num_store_errors += 1
+            log.exception("writing %d step(s) to the trace store failed", len(rows))
+
+    def _retain(self) -> None:
+        try:
+            self.stats.num_retention_removed += self.store.apply_retention(self.clock())
+        except sqlite3.Error:
+            self.stats.num_store_errors += 1
+            log.exception("trace store retention failed")
+
+
+def _shifted(step: Step, offset: int) -> Step:
+    if offset == 0:
+        return step
+    content = step.content
+    if content is not None and content.prefix_step is not None:
+        content = dataclasses.replace(content, prefix_step=content.prefix_step + offset)
+    return dataclasses.replace(step, index=step.index + offset, content=content)

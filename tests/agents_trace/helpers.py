@@ -1,0 +1,90 @@
+"""Shared pieces for the agents_trace tests: a manual clock, a tracer with an in-memory
+span exporter and a temporary store, a scripted agent session, and a small FastAPI app
+that mounts the trace router behind a key -> Viewer table."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from fastapi import FastAPI, HTTPException, Request
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from agents_trace.api import Viewer, build_trace_router
+from agents_trace.config import TraceConfig
+from agents_trace.records import StepResult, ToolCall
+from agents_trace.tracer import AgentTracer
+
+
+@dataclass(slots=True)
+class ManualClock:
+    now_s: float = 1_700_000_000.0
+
+    def __call__(self) -> float:
+        return self.now_s
+
+    def advance(self, seconds: float) -> None:
+        self.now_s += seconds
+
+
+def make_tracer(tmp_path: Path, clock=None, sweep_interval_s: float = 1.0, **config) -> tuple[AgentTracer, InMemorySpanExporter]:
+    exporter = InMemorySpanExporter()
+    options = {"store_path": str(tmp_path / "traces.sqlite3"), **config}
+    kwargs = {"clock": clock} if clock is not None else {}
+    tracer = AgentTracer(TraceConfig(**options), span_processors=(SimpleSpanProcessor(exporter),),
+                         environ={}, sweep_interval_s=sweep_interval_s, **kwargs)
+    tracer.start()
+    return tracer, exporter
+
+
+SYSTEM = {"role": "system", "content": "You are a travel agent."}
+USER = {"role": "user", "content": "Weather in Paris, then book a table."}
+
+
+def tool_call_message(call_id: str, name: str, arguments: str = "{}") -> dict:
+    return {"role": "assistant", "content": None, "tool_calls": [
+        {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}]}
+
+
+def run_scripted_session(tracer: AgentTracer, clock: ManualClock, tenant: str = "acme",
+                         headers: dict | None = None, tool_s: tuple[float, float] = (2.0, 3.0),
+                         llm_s: float = 0.5, user_text: str | None = None) -> list:
+    """tool call -> result -> tool call -> result -> answer, with a manual clock.
+
+    Returns the three StepContexts."""
+    headers = headers or {}
+    user = dict(USER, content=user_text) if user_text else USER
+    messages = [SYSTEM, user]
+    contexts = []
+    plan = [("call_w1", "get_weather", '{"city": "Paris"}'),
+            ("call_b2", "book_table", '{"where": "Paris"}'), None]
+    for step, call in enumerate(plan):
+        ctx = tracer.begin(tenant, headers, {"model": "tiny", "messages": list(messages)})
+        contexts.append(ctx)
+        clock.advance(llm_s)
+        if call is None:
+            tracer.end(ctx, StepResult(num_input_tokens=100 * (step + 1), num_cached_tokens=80 * step,
+                                       num_output_tokens=12, ttft_s=0.1, worker="w0",
+                                       finish_reason="stop", output_text="Booked. Sunny."))
+            break
+        tracer.end(ctx, StepResult(num_input_tokens=100 * (step + 1), num_cached_tokens=80 * step,
+                                   num_output_tokens=20, ttft_s=0.1, worker="w1",
+                                   finish_reason="tool_calls",
+                                   tool_calls=(ToolCall(*call),)))
+        clock.advance(tool_s[step])
+        messages += [tool_call_message(*call), {"role": "tool", "tool_call_id": call[0],
+                                                "content": f"result of {call[1]}"}]
+    return contexts
+
+
+def viewer_app(tracer: AgentTracer, keys: dict[str, Viewer]) -> FastAPI:
+    def viewer(request: Request) -> Viewer:
+        scheme, _, key = (request.headers.get("authorization") or "").partition(" ")
+        found = keys.get(key.strip()) if scheme.lower() == "bearer" else None
+        if found is None:
+            raise HTTPException(401, "Invalid API key.")
+        return found
+
+    app = FastAPI()
+    app.include_router(build_trace_router(viewer=viewer, store_path=lambda _r: tracer.store_path))
+    return app
