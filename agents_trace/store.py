@@ -1,0 +1,191 @@
+"""The trace store's write side: steps, session summaries, retention.
+
+Only the trace writer thread calls this class (never the request path). Invariants:
+- each `write` is one transaction: a session's summary row always matches its steps;
+- a session's stored step indexes are unique: a step whose index is already taken (the
+  gateway restarted while a client kept its session id) is shifted past the stored ones
+  by `index_offset`, which the writer asks for once per session it opens;
+- retention removes whole sessions, oldest last activity first: every session older
+  than `max_age_s`, then more until the live data fits in `max_bytes`; freed pages go
+  back to the file system (incremental vacuum).
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from agents_trace.records import ForecastCheck, SessionEnded, Step
+from agents_trace.store_schema import connect_writer
+
+RETENTION_BATCH_SESSIONS = 64
+
+
+@dataclass(slots=True)
+class StepRow:
+    step: Step
+    check: ForecastCheck | None
+    trace_id: str | None
+    span_id: str | None
+
+
+def _forecast_json(check: ForecastCheck | None) -> str | None:
+    if check is None:
+        return None
+    return json.dumps({"predicted": check.predicted, "p_predicted": check.p_predicted,
+                       "actual": check.actual, "is_hit": check.is_hit,
+                       "eta_p50_s": check.eta_p50_s, "p_end": check.p_end,
+                       "is_confident": check.is_confident})
+
+
+def _calls_json(calls) -> str:
+    return json.dumps([[c.call_id, c.name, c.arguments] for c in calls], ensure_ascii=False)
+
+
+class TraceStore:
+    __slots__ = ("path", "max_age_s", "max_bytes", "_db")
+
+    def __init__(self, path: Path, *, max_age_s: float, max_bytes: int) -> None:
+        self.path = path
+        self.max_age_s = max_age_s
+        self.max_bytes = max_bytes
+        self._db: sqlite3.Connection | None = None
+
+    def open(self) -> None:
+        if self._db is None:
+            self._db = connect_writer(self.path)
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        if self._db is None:
+            raise RuntimeError("the trace store is not open")
+        return self._db
+
+    def index_offset(self, tenant: str, session: str, first_index: int) -> int:
+        """How far to shift a newly opened session's indexes past those already stored."""
+        row = self.db.execute("SELECT MAX(idx) FROM steps WHERE tenant = ? AND session = ?",
+                              (tenant, session)).fetchone()
+        if row[0] is None or row[0] < first_index:
+            return 0
+        return row[0] + 1 - first_index
+
+    def write(self, rows: Sequence[StepRow], ended: Sequence[SessionEnded]) -> None:
+        if not rows and not ended:
+            return
+        db = self.db
+        db.execute("BEGIN")
+        try:
+            for row in rows:
+                self._write_step(row)
+            for end in ended:
+                db.execute("UPDATE sessions SET ended_s = COALESCE(?, last_s), end_reason = ? "
+                           "WHERE tenant = ? AND session = ?",
+                           (end.last_ended_s, end.reason, end.tenant, end.session))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    def _write_step(self, row: StepRow) -> None:
+        step, check = row.step, row.check
+        is_error = 1 if step.error is not None else 0
+        num_tool_runs = len(step.after.tools)
+        has_forecast = 1 if check is not None else 0
+        is_hit = 1 if check is not None and check.is_hit else 0
+        self.db.execute(
+            "INSERT INTO sessions (tenant, session, agent, source, started_s, last_s, "
+            "num_steps, num_errors, num_tool_runs, num_input_tokens, num_cached_tokens, "
+            "num_output_tokens, num_forecasts, num_forecast_hits, trace_id) "
+            "VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (tenant, session) DO UPDATE SET "
+            "agent = COALESCE(sessions.agent, excluded.agent), "
+            "started_s = MIN(sessions.started_s, excluded.started_s), "
+            "last_s = MAX(sessions.last_s, excluded.last_s), ended_s = NULL, end_reason = NULL, "
+            "num_steps = sessions.num_steps + 1, "
+            "num_errors = sessions.num_errors + excluded.num_errors, "
+            "num_tool_runs = sessions.num_tool_runs + excluded.num_tool_runs, "
+            "num_input_tokens = sessions.num_input_tokens + excluded.num_input_tokens, "
+            "num_cached_tokens = sessions.num_cached_tokens + excluded.num_cached_tokens, "
+            "num_output_tokens = sessions.num_output_tokens + excluded.num_output_tokens, "
+            "num_forecasts = sessions.num_forecasts + excluded.num_forecasts, "
+            "num_forecast_hits = sessions.num_forecast_hits + excluded.num_forecast_hits, "
+            "trace_id = COALESCE(sessions.trace_id, excluded.trace_id)",
+            (step.tenant, step.session, step.agent, step.session_source, step.arrived_s,
+             step.ended_s, is_error, num_tool_runs, step.num_input_tokens,
+             step.num_cached_tokens, step.num_output_tokens, has_forecast, is_hit,
+             row.trace_id))
+        self.db.execute(
+            "INSERT OR REPLACE INTO steps (tenant, session, idx, request_id, response_id, "
+            "operation, model, agent, session_source, arrived_s, ended_s, prev_ended_s, gap_s, "
+            "after_kind, after_label, after_tools, num_messages, is_stream, num_input_tokens, "
+            "num_cached_tokens, num_output_tokens, ttft_s, worker, finish_reason, tool_calls, "
+            "error, error_message, forecast, forecast_hit, trace_id, span_id, has_content) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+            "?, ?, ?, ?, ?, ?, ?, ?)",
+            (step.tenant, step.session, step.index, step.request_id, step.response_id,
+             step.operation, step.model, step.agent, step.session_source, step.arrived_s,
+             step.ended_s, step.prev_ended_s, step.gap_s, step.after.kind, step.after.label,
+             _calls_json(step.after.tools), step.num_messages, int(step.is_stream),
+             step.num_input_tokens, step.num_cached_tokens, step.num_output_tokens,
+             step.ttft_s, step.worker, step.finish_reason, _calls_json(step.tool_calls),
+             step.error, step.error_message, _forecast_json(check),
+             None if check is None else int(check.is_hit), row.trace_id, row.span_id,
+             int(step.content is not None)))
+        if step.content is not None:
+            content = step.content
+            self.db.execute(
+                "INSERT OR REPLACE INTO step_content (tenant, session, idx, "
+                "num_prefix_messages, prefix_step, new_messages, output) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (step.tenant, step.session, step.index, content.num_prefix_messages,
+                 content.prefix_step,
+                 json.dumps(list(content.new_messages), ensure_ascii=False, default=str),
+                 None if content.output is None
+                 else json.dumps(content.output, ensure_ascii=False, default=str)))
+
+    # --- retention -------------------------------------------------------------------
+    def used_bytes(self) -> int:
+        page_size = self.db.execute("PRAGMA page_size").fetchone()[0]
+        num_pages = self.db.execute("PRAGMA page_count").fetchone()[0]
+        num_free = self.db.execute("PRAGMA freelist_count").fetchone()[0]
+        return (num_pages - num_free) * page_size
+
+    def _delete_sessions(self, keys: Sequence[tuple[str, str]]) -> None:
+        db = self.db
+        db.execute("BEGIN")
+        try:
+            for table in ("step_content", "steps", "sessions"):
+                db.executemany(f"DELETE FROM {table} WHERE tenant = ? AND session = ?", keys)
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    def apply_retention(self, now_s: float) -> int:
+        """Drop sessions past the age limit, then the oldest until the data fits."""
+        num_removed = 0
+        while True:
+            old = self.db.execute(
+                "SELECT tenant, session FROM sessions WHERE last_s < ? LIMIT ?",
+                (now_s - self.max_age_s, RETENTION_BATCH_SESSIONS)).fetchall()
+            if not old:
+                break
+            self._delete_sessions(old)
+            num_removed += len(old)
+        while self.used_bytes() > self.max_bytes:
+            oldest = self.db.execute("SELECT tenant, session FROM sessions ORDER BY last_s "
+                                     "LIMIT ?", (RETENTION_BATCH_SESSIONS // 8,)).fetchall()
+            if not oldest:
+                break
+            self._delete_sessions(oldest)
+            num_removed += len(oldest)
+        if num_removed:
+            self.db.execute("PRAGMA incremental_vacuum")
+        return num_removed

@@ -1,0 +1,143 @@
+"""The trace store's read side: what the viewer API and the CLI export ask.
+
+Every function opens its own short read-only connection (safe from any thread, never the
+writer's), and takes the tenant scope explicitly: `tenant` None means "all tenants" and
+is only passed for an admin. Results are JSON-ready dicts. Invariant: nothing is cut
+short silently: lists are pages with `has_more`, and content comes whole on request.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from agents_trace.store_schema import connect_reader
+
+MAX_PAGE = 500
+
+
+@dataclass(frozen=True, slots=True)
+class SessionFilter:
+    """Which sessions to list. Times are Unix seconds on the session's last activity."""
+
+    tenant: str | None = None
+    agent: str | None = None
+    since_s: float | None = None
+    until_s: float | None = None
+    errors_only: bool = False
+
+
+@contextlib.contextmanager
+def _reader(path: Path) -> Iterator[sqlite3.Connection | None]:
+    connection = connect_reader(path)
+    try:
+        yield connection
+    finally:
+        if connection is not None:
+            connection.close()
+
+
+def _session_dict(row: sqlite3.Row) -> dict:
+    out = dict(row)
+    out["is_open"] = out.pop("ended_s") is None
+    out["duration_s"] = out["last_s"] - out["started_s"]
+    return out
+
+
+def list_sessions(path: Path, where: SessionFilter, *, limit: int = 50,
+                  offset: int = 0) -> dict:
+    """A page of sessions, most recently active first."""
+    limit = max(1, min(limit, MAX_PAGE))
+    clauses, params = [], []
+    for clause, value in (("tenant = ?", where.tenant), ("agent = ?", where.agent),
+                          ("last_s >= ?", where.since_s), ("started_s <= ?", where.until_s)):
+        if value is not None:
+            clauses.append(clause)
+            params.append(value)
+    if where.errors_only:
+        clauses.append("num_errors > 0")
+    sql = "SELECT * FROM sessions"
+    if clauses:
+        sql += " WHERE " + " AND ".join(clauses)
+    sql += " ORDER BY last_s DESC, tenant, session LIMIT ? OFFSET ?"
+    with _reader(path) as db:
+        rows = [] if db is None else db.execute(sql, (*params, limit + 1, max(0, offset))
+                                                ).fetchall()
+    return {"data": [_session_dict(r) for r in rows[:limit]], "has_more": len(rows) > limit,
+            "offset": max(0, offset), "limit": limit}
+
+
+def find_session(path: Path, session: str, tenant: str | None) -> list[dict]:
+    """The sessions with this id, within `tenant` (or in every tenant, for an admin)."""
+    sql = "SELECT * FROM sessions WHERE session = ?"
+    params: tuple = (session,)
+    if tenant is not None:
+        sql += " AND tenant = ?"
+        params = (session, tenant)
+    with _reader(path) as db:
+        rows = [] if db is None else db.execute(sql + " ORDER BY tenant", params).fetchall()
+    return [_session_dict(r) for r in rows]
+
+
+def _step_dict(row: sqlite3.Row) -> dict:
+    out = dict(row)
+    out["index"] = out.pop("idx")
+    out["is_stream"] = bool(out["is_stream"])
+    out["has_content"] = bool(out["has_content"])
+    out["after_tools"] = [{"call_id": c, "name": n} for c, n, _ in json.loads(out["after_tools"])]
+    out["tool_calls"] = [{"call_id": c, "name": n, "arguments": a}
+                         for c, n, a in json.loads(out["tool_calls"])]
+    out["forecast"] = json.loads(out["forecast"]) if out["forecast"] else None
+    out.pop("forecast_hit")
+    return out
+
+
+def list_steps(path: Path, tenant: str, session: str, *, limit: int = 200,
+               offset: int = 0) -> dict:
+    """A page of a session's steps in index order, without message content."""
+    limit = max(1, min(limit, MAX_PAGE))
+    with _reader(path) as db:
+        rows = [] if db is None else db.execute(
+            "SELECT * FROM steps WHERE tenant = ? AND session = ? ORDER BY idx LIMIT ? OFFSET ?",
+            (tenant, session, limit + 1, max(0, offset))).fetchall()
+    return {"data": [_step_dict(r) for r in rows[:limit]], "has_more": len(rows) > limit,
+            "offset": max(0, offset), "limit": limit}
+
+
+def step_content(path: Path, tenant: str, session: str, index: int) -> dict | None:
+    """One step's captured content: the messages new in its request and its output."""
+    with _reader(path) as db:
+        row = None if db is None else db.execute(
+            "SELECT * FROM step_content WHERE tenant = ? AND session = ? AND idx = ?",
+            (tenant, session, index)).fetchone()
+    if row is None:
+        return None
+    return {"index": index, "num_prefix_messages": row["num_prefix_messages"],
+            "prefix_step": row["prefix_step"], "new_messages": json.loads(row["new_messages"]),
+            "output": json.loads(row["output"]) if row["output"] else None}
+
+
+def iter_session_steps(path: Path, tenant: str, session: str) -> Iterator[tuple[dict, dict | None]]:
+    """Every step with its content (None when not captured), in index order."""
+    with _reader(path) as db:
+        if db is None:
+            return
+        cursor = db.execute(
+            "SELECT s.*, c.num_prefix_messages AS c_prefix, c.prefix_step AS c_prefix_step, "
+            "c.new_messages AS c_new, c.output AS c_output FROM steps s LEFT JOIN step_content c "
+            "ON c.tenant = s.tenant AND c.session = s.session AND c.idx = s.idx "
+            "WHERE s.tenant = ? AND s.session = ? ORDER BY s.idx", (tenant, session))
+        for row in cursor:
+            raw = dict(row)
+            content = None
+            if raw["c_new"] is not None:
+                content = {"num_prefix_messages": raw["c_prefix"],
+                           "prefix_step": raw["c_prefix_step"],
+                           "new_messages": json.loads(raw["c_new"]),
+                           "output": json.loads(raw["c_output"]) if raw["c_output"] else None}
+            for key in ("c_prefix", "c_prefix_step", "c_new", "c_output"):
+                del raw[key]
+            yield _step_dict(raw), content

@@ -1,0 +1,79 @@
+"""The trace store's SQLite schema and connections.
+
+Invariants: one writer connection (the trace writer thread), any number of short-lived
+read-only connections (the viewer API, the CLI); WAL mode lets them run side by side.
+A new file is created with incremental auto-vacuum so retention can hand pages back to
+the file system. `sessions` holds one summary row per (tenant, session), kept in step with
+`steps` by the writer; `step_content` holds message content (opt-in) apart from `steps`,
+so listing steps never reads it.
+"""
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+SCHEMA_VERSION = "1"
+BUSY_TIMEOUT_MS = 5000
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS sessions (
+    tenant TEXT NOT NULL, session TEXT NOT NULL, agent TEXT, source TEXT NOT NULL,
+    started_s REAL NOT NULL, last_s REAL NOT NULL, ended_s REAL, end_reason TEXT,
+    num_steps INTEGER NOT NULL DEFAULT 0, num_errors INTEGER NOT NULL DEFAULT 0,
+    num_tool_runs INTEGER NOT NULL DEFAULT 0,
+    num_input_tokens INTEGER NOT NULL DEFAULT 0, num_cached_tokens INTEGER NOT NULL DEFAULT 0,
+    num_output_tokens INTEGER NOT NULL DEFAULT 0,
+    num_forecasts INTEGER NOT NULL DEFAULT 0, num_forecast_hits INTEGER NOT NULL DEFAULT 0,
+    trace_id TEXT,
+    PRIMARY KEY (tenant, session)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS sessions_by_last ON sessions (last_s);
+CREATE INDEX IF NOT EXISTS sessions_by_tenant_last ON sessions (tenant, last_s);
+CREATE TABLE IF NOT EXISTS steps (
+    tenant TEXT NOT NULL, session TEXT NOT NULL, idx INTEGER NOT NULL,
+    request_id TEXT, response_id TEXT, operation TEXT NOT NULL, model TEXT NOT NULL,
+    agent TEXT, session_source TEXT NOT NULL,
+    arrived_s REAL NOT NULL, ended_s REAL NOT NULL, prev_ended_s REAL, gap_s REAL,
+    after_kind TEXT NOT NULL, after_label TEXT NOT NULL, after_tools TEXT NOT NULL,
+    num_messages INTEGER NOT NULL, is_stream INTEGER NOT NULL,
+    num_input_tokens INTEGER NOT NULL, num_cached_tokens INTEGER NOT NULL,
+    num_output_tokens INTEGER NOT NULL, ttft_s REAL, worker TEXT, finish_reason TEXT,
+    tool_calls TEXT NOT NULL, error TEXT, error_message TEXT,
+    forecast TEXT, forecast_hit INTEGER, trace_id TEXT, span_id TEXT,
+    has_content INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (tenant, session, idx)
+);
+CREATE TABLE IF NOT EXISTS step_content (
+    tenant TEXT NOT NULL, session TEXT NOT NULL, idx INTEGER NOT NULL,
+    num_prefix_messages INTEGER NOT NULL, prefix_step INTEGER,
+    new_messages TEXT NOT NULL, output TEXT,
+    PRIMARY KEY (tenant, session, idx)
+);
+"""
+
+
+def connect_writer(path: Path) -> sqlite3.Connection:
+    """Open (creating if needed) the store for writing; only the writer thread uses it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    is_new = not path.exists() or path.stat().st_size == 0
+    connection = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+    connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    if is_new:
+        connection.execute("PRAGMA auto_vacuum = INCREMENTAL")
+    connection.execute("PRAGMA journal_mode = WAL")
+    connection.execute("PRAGMA synchronous = NORMAL")
+    connection.executescript(SCHEMA)
+    connection.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('schema', ?)",
+                       (SCHEMA_VERSION,))
+    return connection
+
+
+def connect_reader(path: Path) -> sqlite3.Connection | None:
+    """A read-only connection, or None when the store does not exist yet."""
+    if not path.exists():
+        return None
+    connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+    connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    connection.row_factory = sqlite3.Row
+    return connection

@@ -1,0 +1,125 @@
+"""The SQLite trace store: summaries, steps, content, retention, restarts, export."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agents_trace.export import FORMAT, export_lines
+from agents_trace.store import TraceStore
+from agents_trace.store_queries import SessionFilter, find_session, list_sessions, list_steps, \
+    step_content
+
+from tests.agents_trace.helpers import ManualClock, make_tracer, run_scripted_session
+
+
+@pytest.fixture
+def clock():
+    return ManualClock()
+
+
+def test_store_keeps_session_summary_and_steps(tmp_path, clock):
+    tracer, _ = make_tracer(tmp_path, clock)
+    try:
+        contexts = run_scripted_session(tracer, clock, headers={"x-agent-name": "travel"})
+        assert tracer.flush(5.0)
+        session = contexts[0].session
+        [found] = find_session(tracer.store_path, session, "acme")
+        assert (found["num_steps"], found["num_tool_runs"], found["agent"]) == (3, 2, "travel")
+        assert (found["num_input_tokens"], found["num_cached_tokens"]) == (600, 240)
+        assert found["is_open"] is True and found["trace_id"]
+        assert find_session(tracer.store_path, session, "globex") == []
+        steps = list_steps(tracer.store_path, "acme", session)["data"]
+        assert [s["after_label"] for s in steps] == ["start", "tool:get_weather",
+                                                     "tool:book_table"]
+        assert [s["gap_s"] for s in steps][1:] == pytest.approx([2.0, 3.0])
+        assert steps[0]["tool_calls"][0]["name"] == "get_weather"
+        assert steps[2]["tool_calls"] == [] and steps[2]["finish_reason"] == "stop"
+        assert step_content(tracer.store_path, "acme", session, 0) is None
+        tracer.end_all_sessions()
+        assert tracer.flush(5.0)
+        assert find_session(tracer.store_path, session, None)[0]["is_open"] is False
+    finally:
+        tracer.stop()
+
+
+def test_store_lists_with_filters_and_pages(tmp_path, clock):
+    tracer, _ = make_tracer(tmp_path, clock)
+    try:
+        for i in range(5):
+            run_scripted_session(tracer, clock, headers={"x-session-id": f"s{i}",
+                                                         "x-agent-name": "even" if i % 2 == 0
+                                                         else "odd"})
+        assert tracer.flush(5.0)
+        path = tracer.store_path
+        page = list_sessions(path, SessionFilter(tenant="acme"), limit=2)
+        assert [s["session"] for s in page["data"]] == ["s4", "s3"] and page["has_more"]
+        rest = list_sessions(path, SessionFilter(tenant="acme"), limit=10, offset=2)
+        assert [s["session"] for s in rest["data"]] == ["s2", "s1", "s0"] and not rest["has_more"]
+        odd = list_sessions(path, SessionFilter(tenant="acme", agent="odd"))
+        assert {s["session"] for s in odd["data"]} == {"s1", "s3"}
+        assert list_sessions(path, SessionFilter(tenant="acme", errors_only=True))["data"] == []
+        assert list_sessions(path, SessionFilter(tenant="other"))["data"] == []
+        late = list_sessions(path, SessionFilter(since_s=clock.now_s - 6.0))
+        assert [s["session"] for s in late["data"]] == ["s4"]
+    finally:
+        tracer.stop()
+
+
+def test_store_retention_drops_old_sessions_then_oldest_by_size(tmp_path, clock):
+    tracer, _ = make_tracer(tmp_path, clock, capture_content=True)
+    try:
+        for i in range(30):
+            run_scripted_session(tracer, clock, headers={"x-session-id": f"s{i:02d}"},
+                                 user_text="x" * 4000)
+        assert tracer.flush(5.0)
+    finally:
+        tracer.stop()
+    store = TraceStore(tmp_path / "traces.sqlite3", max_age_s=3600.0, max_bytes=10**9)
+    store.open()
+    try:
+        assert store.apply_retention(clock.now_s + 3600.0 - 60.0) > 0
+        left = list_sessions(store.path, SessionFilter(), limit=100)["data"]
+        assert 0 < len(left) < 30 and min(s["session"] for s in left) > "s00"
+        store.max_age_s = 10**9
+        store.max_bytes = store.used_bytes() // 2
+        assert store.apply_retention(clock.now_s) > 0
+        assert store.used_bytes() <= store.max_bytes
+        newest = list_sessions(store.path, SessionFilter(), limit=1)["data"][0]["session"]
+        assert newest == "s29"
+    finally:
+        store.close()
+
+
+def test_store_shifts_indexes_of_a_session_resumed_after_restart(tmp_path, clock):
+    for _ in range(2):
+        tracer, _ = make_tracer(tmp_path, clock)
+        try:
+            run_scripted_session(tracer, clock, headers={"x-session-id": "kept"})
+            assert tracer.flush(5.0)
+        finally:
+            tracer.stop()
+    steps = list_steps(tmp_path / "traces.sqlite3", "acme", "kept")["data"]
+    assert [s["index"] for s in steps] == [0, 1, 2, 3, 4, 5]
+
+
+def test_export_writes_trace_format_with_whole_messages(tmp_path, clock):
+    tracer, _ = make_tracer(tmp_path, clock, capture_content=True)
+    try:
+        contexts = run_scripted_session(tracer, clock)
+        assert tracer.flush(5.0)
+        lines = [json.loads(line) for line in
+                 export_lines(tracer.store_path, "acme", contexts[0].session)]
+    finally:
+        tracer.stop()
+    assert lines[0]["format"] == FORMAT
+    steps = lines[1:]
+    assert [s["after"] for s in steps] == ["start", "tool:get_weather", "tool:book_table"]
+    assert [s["tool_calls"] for s in steps] == [["get_weather"], ["book_table"], []]
+    assert [s["t"] for s in steps] == pytest.approx([0.0, 2.5, 6.0])
+    assert [s["input_tokens"] for s in steps] == [100, 200, 300]
+    assert [len(s["messages"]) for s in steps] == [2, 4, 6]
+    assert steps[2]["messages"][2]["tool_calls"][0]["function"]["name"] == "get_weather"
+    assert steps[2]["messages"][5] == {"role": "tool", "tool_call_id": "call_b2",
+                                       "content": "result of book_table"}
+    assert all(s["session"] == contexts[0].session and s["tenant"] == "acme" for s in steps)
