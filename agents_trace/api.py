@@ -1,0 +1,126 @@
+"""The trace viewer's HTTP surface: JSON under `/v1/traces/...` and the page at `/ui`.
+
+`build_trace_router(viewer=..., store_path=...)` returns an `APIRouter` the gateway
+includes. `viewer` is a FastAPI dependency that authenticates the caller (the same Bearer
+keys as the API) and returns a `Viewer`; `store_path(request)` says where the store is.
+Invariants: a tenant sees only its own sessions: another tenant's session is a 404, the
+same answer as a session that does not exist, so ids cannot be probed; an admin sees
+every tenant's and names the tenant when an id exists in several (else 409). Lists are
+pages (`has_more`); message content comes from its own endpoint, whole. The page and its
+assets hold no data and need no key; every data request sends one.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi.responses import HTMLResponse, Response, StreamingResponse
+
+from agents_trace.export import export_lines
+from agents_trace.store_queries import SessionFilter, find_session, list_sessions, list_steps, \
+    step_content
+
+STATIC_FILES = {"app.js": "text/javascript; charset=utf-8",
+                "app.css": "text/css; charset=utf-8"}
+
+
+@dataclass(frozen=True, slots=True)
+class Viewer:
+    """Who is looking: a tenant, or an admin (who sees every tenant)."""
+
+    tenant: str
+    is_admin: bool = False
+
+
+def _not_found(session: str) -> HTTPException:
+    return HTTPException(404, f"No session '{session}' is visible to this API key.")
+
+
+def _static(name: str) -> str:
+    return resources.files("agents_trace").joinpath("static", name).read_text("utf-8")
+
+
+def build_trace_router(*, viewer: Callable[..., Viewer],
+                       store_path: Callable[[Request], Path | None]) -> APIRouter:
+    router = APIRouter()
+
+    def path_of(request: Request) -> Path | None:
+        return store_path(request)
+
+    def scope(who: Viewer, tenant: str | None) -> str | None:
+        """The tenant a query is limited to (None: all, for an admin only)."""
+        return tenant if who.is_admin else who.tenant
+
+    def resolve(path: Path | None, who: Viewer, session: str, tenant: str | None) -> dict:
+        if path is None or (tenant is not None and not who.is_admin and tenant != who.tenant):
+            raise _not_found(session)
+        matches = find_session(path, session, scope(who, tenant))
+        if not matches:
+            raise _not_found(session)
+        if len(matches) > 1:
+            raise HTTPException(409, f"Session '{session}' exists in {len(matches)} tenants; "
+                                     "name one with ?tenant=.")
+        return matches[0]
+
+    @router.get("/v1/traces/me")
+    def me(who: Viewer = Depends(viewer)) -> dict:
+        return {"tenant": who.tenant, "is_admin": who.is_admin}
+
+    @router.get("/v1/traces/sessions")
+    def sessions(request: Request, who: Viewer = Depends(viewer),
+                 agent: str | None = None, since: float | None = None,
+                 until: float | None = None, errors: bool = False,
+                 tenant: str | None = None, limit: int = Query(50, ge=1, le=500),
+                 offset: int = Query(0, ge=0)) -> dict:
+        path = path_of(request)
+        if path is None or (tenant is not None and not who.is_admin and tenant != who.tenant):
+            return {"data": [], "has_more": False, "offset": offset, "limit": limit}
+        where = SessionFilter(tenant=scope(who, tenant), agent=agent or None, since_s=since,
+                              until_s=until, errors_only=errors)
+        return list_sessions(path, where, limit=limit, offset=offset)
+
+    @router.get("/v1/traces/sessions/{session}")
+    def session_detail(session: str, request: Request, who: Viewer = Depends(viewer),
+                       tenant: str | None = None, limit: int = Query(200, ge=1, le=500),
+                       offset: int = Query(0, ge=0)) -> dict:
+        path = path_of(request)
+        found = resolve(path, who, session, tenant)
+        return {"session": found, "steps": list_steps(path, found["tenant"], session,
+                                                      limit=limit, offset=offset)}
+
+    @router.get("/v1/traces/sessions/{session}/steps/{index}/content")
+    def content(session: str, index: int, request: Request, who: Viewer = Depends(viewer),
+                tenant: str | None = None) -> dict:
+        path = path_of(request)
+        found = resolve(path, who, session, tenant)
+        captured = step_content(path, found["tenant"], session, index)
+        if captured is None:
+            raise HTTPException(404, f"Step {index} of session '{session}' has no captured "
+                                     "content (tracing.capture_content was off).")
+        return captured
+
+    @router.get("/v1/traces/sessions/{session}/export")
+    def export(session: str, request: Request, who: Viewer = Depends(viewer),
+               tenant: str | None = None) -> Response:
+        path = path_of(request)
+        found = resolve(path, who, session, tenant)
+        safe_name = "".join(c if c.isalnum() or c in "-_." else "_" for c in session)
+        return StreamingResponse(
+            export_lines(path, found["tenant"], session), media_type="application/x-ndjson",
+            headers={"content-disposition": f'attachment; filename="{safe_name}.jsonl"'})
+
+    @router.get("/ui", response_class=HTMLResponse)
+    def page() -> HTMLResponse:
+        return HTMLResponse(_static("index.html"), headers={"cache-control": "no-store"})
+
+    @router.get("/ui/static/{name}")
+    def asset(name: str) -> Response:
+        if name not in STATIC_FILES:
+            raise HTTPException(404, "No such file.")
+        return Response(_static(name), media_type=STATIC_FILES[name],
+                        headers={"cache-control": "no-store"})
+
+    return router

@@ -1,0 +1,298 @@
+// stepahead trace viewer: sessions of the caller's tenant, and one session's timeline.
+// Data only ever comes from /v1/traces/... with the key the user typed (kept in
+// sessionStorage for this tab). Everything is written with textContent / SVG nodes,
+// never innerHTML, so trace content cannot inject markup. Nothing is cut short: lists
+// page with "load more", content loads whole on request.
+"use strict";
+
+const KEY_STORAGE = "stepahead.key";
+const SVG_NS = "http://www.w3.org/2000/svg";
+const $ = (id) => document.getElementById(id);
+
+const view = { me: null, sessionsOffset: 0, steps: [], stepsOffset: 0, session: null };
+
+function setStatus(text) { $("status").textContent = text || ""; }
+
+function apiKey() { return sessionStorage.getItem(KEY_STORAGE) || ""; }
+
+async function api(path) {
+  const response = await fetch(path, { headers: { Authorization: "Bearer " + apiKey() } });
+  if (!response.ok) {
+    let message = response.statusText;
+    try {
+      const body = await response.json();
+      message = (body.error && body.error.message) || body.detail || message;
+    } catch (_) { /* not JSON */ }
+    const error = new Error(message);
+    error.status = response.status;
+    throw error;
+  }
+  return response.json();
+}
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "class") node.className = v; else node.setAttribute(k, v);
+  }
+  for (const child of children) {
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+function svg(tag, attrs, text) {
+  const node = document.createElementNS(SVG_NS, tag);
+  for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, v);
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+const fmtTime = (s) => new Date(s * 1000).toLocaleString();
+const fmtS = (s) => (s === null || s === undefined) ? "—" : s.toFixed(s < 10 ? 3 : 1);
+const fmtMs = (s) => (s === null || s === undefined) ? "—" : (s * 1000).toFixed(1);
+const pct = (a, b) => b > 0 ? (100 * a / b).toFixed(0) + "%" : "—";
+const askedFor = (step) => step.error ? "error"
+  : (step.tool_calls.length ? step.tool_calls.map((c) => c.name).join(", ") : "text answer");
+
+function sessionHash(tenant, session) {
+  return "#/session/" + encodeURIComponent(tenant) + "/" + encodeURIComponent(session);
+}
+
+// --- sessions list -------------------------------------------------------------------
+function filterQuery() {
+  const params = new URLSearchParams();
+  const agent = $("f-agent").value.trim();
+  if (agent) params.set("agent", agent);
+  const tenant = $("f-tenant").value.trim();
+  if (tenant && view.me && view.me.is_admin) params.set("tenant", tenant);
+  if ($("f-since").value) params.set("since", String(new Date($("f-since").value).getTime() / 1000));
+  if ($("f-until").value) params.set("until", String(new Date($("f-until").value).getTime() / 1000));
+  if ($("f-errors").checked) params.set("errors", "true");
+  return params;
+}
+
+async function loadSessions(append) {
+  if (!append) { view.sessionsOffset = 0; $("sessions").tBodies[0].replaceChildren(); }
+  const params = filterQuery();
+  params.set("offset", String(view.sessionsOffset));
+  params.set("limit", "50");
+  const page = await api("/v1/traces/sessions?" + params);
+  const body = $("sessions").tBodies[0];
+  for (const s of page.data) {
+    const link = el("a", { href: sessionHash(s.tenant, s.session) }, s.session);
+    body.append(el("tr", { class: s.num_errors ? "error" : "" },
+      el("td", { class: "text" }, link), el("td", { class: "text admin-only" }, s.tenant),
+      el("td", { class: "text" }, s.agent || "—"), el("td", { class: "text" }, fmtTime(s.last_s)),
+      el("td", {}, fmtS(s.duration_s)), el("td", {}, s.num_steps), el("td", {}, s.num_tool_runs),
+      el("td", {}, s.num_input_tokens), el("td", {}, s.num_cached_tokens),
+      el("td", {}, s.num_output_tokens), el("td", {}, s.num_errors),
+      el("td", {}, s.num_forecasts ? `${s.num_forecast_hits}/${s.num_forecasts}` : "—")));
+  }
+  view.sessionsOffset += page.data.length;
+  $("more-sessions").hidden = !page.has_more;
+  setStatus(view.sessionsOffset ? "" : "No sessions match.");
+}
+
+// --- one session ---------------------------------------------------------------------
+function renderGantt(steps) {
+  const box = $("gantt");
+  box.replaceChildren();
+  if (!steps.length) return;
+  const start = Math.min(...steps.map((s) => s.prev_ended_s ?? s.arrived_s));
+  const end = Math.max(...steps.map((s) => s.ended_s));
+  const span = Math.max(end - start, 1e-3);
+  const labelW = 170, plotW = 760, textW = 420, rowH = 22, top = 24;
+  const x = (t) => labelW + (t - start) / span * plotW;
+  const height = top + steps.length * rowH + 8;
+  const root = svg("svg", { width: labelW + plotW + textW, height, id: "gantt-svg" });
+  for (let i = 0; i <= 5; i++) {
+    const t = start + span * i / 5;
+    root.append(svg("line", { x1: x(t), x2: x(t), y1: top - 4, y2: height, stroke: "#e3e7eb" }));
+    root.append(svg("text", { x: x(t), y: 14, "text-anchor": "middle" }, fmtS(t - start) + " s"));
+  }
+  steps.forEach((s, row) => {
+    const y = top + row * rowH;
+    const group = svg("g", { class: "gantt-row", "data-step": s.index });
+    group.append(svg("text", { x: 4, y: y + 14 }, `#${s.index} after ${s.after_label}`));
+    const tools = s.after_tools.map((c) => c.name).join(", ");
+    if (s.after_kind === "tools" && s.prev_ended_s !== null) {
+      const bar = svg("rect", { x: x(s.prev_ended_s), y: y + 3, height: rowH - 6, fill: "#e0a030",
+        width: Math.max(1, x(s.arrived_s) - x(s.prev_ended_s)), class: "tool-bar" });
+      bar.append(svg("title", {}, `tool run: ${tools}\n${fmtS(s.gap_s)} s`));
+      group.append(bar);
+    }
+    const llmW = Math.max(2, x(s.ended_s) - x(s.arrived_s));
+    const llm = svg("rect", { x: x(s.arrived_s), y: y + 3, width: llmW, height: rowH - 6,
+      fill: s.error ? "#c62828" : "#3b7dd8", class: "llm-bar" });
+    llm.append(svg("title", {}, `chat ${s.model} (step ${s.index})\nprompt ${s.num_input_tokens}` +
+      ` tok, cached ${s.num_cached_tokens}, output ${s.num_output_tokens}\nTTFT ${fmtMs(s.ttft_s)}` +
+      ` ms, worker ${s.worker || "—"}\nasked for: ${askedFor(s)}`));
+    group.append(llm);
+    if (s.ttft_s !== null && !s.error) {
+      group.append(svg("rect", { x: x(s.arrived_s), y: y + 3, height: rowH - 6, fill: "#1f4f99",
+        width: Math.min(llmW, Math.max(1, s.ttft_s / span * plotW)) }));
+    }
+    const label = (tools ? `${tools} ${fmtS(s.gap_s)} s → ` : "") +
+      `chat ${s.num_input_tokens}/${s.num_cached_tokens} cached → ${askedFor(s)}`;
+    group.append(svg("text", { x: labelW + plotW + 6, y: y + 14 }, label));
+    root.append(group);
+  });
+  box.append(root);
+}
+
+function renderContextChart(steps) {
+  const box = $("context-chart");
+  box.replaceChildren();
+  if (!steps.length) return;
+  const left = 60, right = 50, top = 10, plotH = 160, bottom = 24;
+  const barW = Math.max(6, Math.min(40, 900 / steps.length));
+  const width = left + steps.length * barW + right;
+  const maxTokens = Math.max(1, ...steps.map((s) => s.num_input_tokens));
+  const y = (tokens) => top + plotH - tokens / maxTokens * plotH;
+  const root = svg("svg", { width, height: top + plotH + bottom, id: "context-svg" });
+  root.append(svg("text", { x: 4, y: top + 8 }, String(maxTokens)));
+  root.append(svg("text", { x: 4, y: top + plotH }, "0"));
+  root.append(svg("text", { x: width - right + 4, y: top + 8 }, "100%"));
+  const points = [];
+  steps.forEach((s, i) => {
+    const bx = left + i * barW;
+    const total = svg("rect", { x: bx + 1, y: y(s.num_input_tokens), width: barW - 2,
+      height: top + plotH - y(s.num_input_tokens), fill: "#9fb7d6" });
+    total.append(svg("title", {}, `step ${s.index}: prompt ${s.num_input_tokens} tok, cached ` +
+      `${s.num_cached_tokens} (${pct(s.num_cached_tokens, s.num_input_tokens)})`));
+    root.append(total);
+    root.append(svg("rect", { x: bx + 1, y: y(s.num_cached_tokens), width: barW - 2,
+      height: top + plotH - y(s.num_cached_tokens), fill: "#2e7d32" }));
+    const hit = s.num_input_tokens > 0 ? s.num_cached_tokens / s.num_input_tokens : 0;
+    points.push(`${bx + barW / 2},${top + plotH - hit * plotH}`);
+    if (steps.length <= 60 || i % Math.ceil(steps.length / 60) === 0) {
+      root.append(svg("text", { x: bx + barW / 2, y: top + plotH + 14, "text-anchor": "middle" },
+        String(s.index)));
+    }
+  });
+  root.append(svg("polyline", { points: points.join(" "), fill: "none", stroke: "#7b1fa2",
+    "stroke-width": 2 }));
+  box.append(root);
+}
+
+function contentRow(step, columns) {
+  const cell = el("td", { colspan: String(columns), class: "text" }, "loading…");
+  const row = el("tr", { class: "content-row" }, cell);
+  const query = "?tenant=" + encodeURIComponent(view.session.tenant);
+  api(`/v1/traces/sessions/${encodeURIComponent(view.session.session)}/steps/${step.index}/content` + query)
+    .then((c) => cell.replaceChildren(el("pre", { class: "content" }, JSON.stringify(c, null, 2))))
+    .catch((e) => { cell.textContent = "Could not load content: " + e.message; });
+  return row;
+}
+
+function renderSteps(steps) {
+  const body = $("steps").tBodies[0];
+  body.replaceChildren();
+  for (const s of steps) {
+    const f = s.forecast;
+    const button = s.has_content ? el("button", { class: "show-content" }, "show") : "not captured";
+    const row = el("tr", { class: s.error ? "error step-row" : "step-row", "data-step": s.index },
+      el("td", {}, s.index), el("td", { class: "tools" }, s.after_label), el("td", {}, fmtS(s.gap_s)),
+      el("td", {}, s.num_input_tokens), el("td", {}, s.num_cached_tokens),
+      el("td", {}, pct(s.num_cached_tokens, s.num_input_tokens)), el("td", {}, fmtMs(s.ttft_s)),
+      el("td", {}, s.num_output_tokens), el("td", { class: "text" }, s.worker || "—"),
+      el("td", { class: "tools" }, askedFor(s)),
+      el("td", { class: "text" }, f ? `${f.predicted} (${(f.p_predicted * 100).toFixed(0)}%)` : "—"),
+      el("td", { class: f ? (f.is_hit ? "text hit" : "text miss") : "text" },
+        f ? `${f.actual} ${f.is_hit ? "✓" : "✗"}` : "—"),
+      el("td", {}, f && f.eta_p50_s !== null ? `${fmtS(f.eta_p50_s)} (was ${fmtS(s.gap_s)})` : "—"),
+      el("td", { class: "tools" }, s.error ? `${s.error}: ${s.error_message || ""}` : ""),
+      el("td", { class: "text" }, button));
+    if (s.has_content) {
+      let shown = null;
+      button.addEventListener("click", () => {
+        if (shown) { shown.remove(); shown = null; button.textContent = "show"; return; }
+        shown = contentRow(s, row.children.length);
+        row.after(shown);
+        button.textContent = "hide";
+      });
+    }
+    body.append(row);
+  }
+}
+
+function renderSession() {
+  const s = view.session;
+  $("session-title").textContent = `Session ${s.session}` + (view.me.is_admin ? ` (tenant ${s.tenant})` : "");
+  $("session-summary").textContent = `agent ${s.agent || "—"} · ${s.num_steps} steps · ` +
+    `${s.num_tool_runs} tool runs · ${s.num_input_tokens} prompt tokens (${s.num_cached_tokens} cached, ` +
+    `${pct(s.num_cached_tokens, s.num_input_tokens)}) · ${s.num_output_tokens} output tokens · ` +
+    `${s.num_errors} errors · started ${fmtTime(s.started_s)} · ${s.is_open ? "open" : "ended"}` +
+    (s.num_forecasts ? ` · forecasts right ${s.num_forecast_hits}/${s.num_forecasts}` : "");
+  $("export-link").onclick = (event) => { event.preventDefault(); downloadExport(); };
+  renderGantt(view.steps);
+  renderContextChart(view.steps);
+  renderSteps(view.steps);
+}
+
+async function downloadExport() {
+  const path = `/v1/traces/sessions/${encodeURIComponent(view.session.session)}/export?tenant=` +
+    encodeURIComponent(view.session.tenant);
+  const response = await fetch(path, { headers: { Authorization: "Bearer " + apiKey() } });
+  if (!response.ok) { setStatus("Export failed: " + response.status); return; }
+  const url = URL.createObjectURL(await response.blob());
+  const link = el("a", { href: url, download: view.session.session + ".jsonl" });
+  link.click();
+  URL.revokeObjectURL(url);
+}
+
+async function loadSession(tenant, session, append) {
+  if (!append) { view.steps = []; view.stepsOffset = 0; }
+  const query = new URLSearchParams({ offset: String(view.stepsOffset), limit: "200" });
+  if (view.me.is_admin) query.set("tenant", tenant);
+  const detail = await api(`/v1/traces/sessions/${encodeURIComponent(session)}?` + query);
+  view.session = detail.session;
+  view.steps = view.steps.concat(detail.steps.data);
+  view.stepsOffset = view.steps.length;
+  $("more-steps").hidden = !detail.steps.has_more;
+  renderSession();
+}
+
+// --- routing -------------------------------------------------------------------------
+async function route() {
+  $("sessions-view").hidden = true;
+  $("session-view").hidden = true;
+  if (!apiKey()) { setStatus("Enter an API key to see your agent sessions."); return; }
+  try {
+    if (!view.me) {
+      view.me = await api("/v1/traces/me");
+      $("who").textContent = `tenant ${view.me.tenant}` + (view.me.is_admin ? " (admin: all tenants)" : "");
+      document.body.classList.toggle("admin", view.me.is_admin);
+      $("f-tenant-label").hidden = !view.me.is_admin;
+    }
+    const match = location.hash.match(/^#\/session\/([^/]*)\/(.+)$/);
+    setStatus("loading…");
+    if (match) {
+      $("session-view").hidden = false;
+      await loadSession(decodeURIComponent(match[1]), decodeURIComponent(match[2]), false);
+      setStatus("");
+    } else {
+      $("sessions-view").hidden = false;
+      await loadSessions(false);
+    }
+  } catch (error) {
+    if (error.status === 401) { view.me = null; $("who").textContent = ""; }
+    setStatus(error.status === 404 ? "Session not found (or not visible to this key)."
+      : `Error ${error.status || ""}: ${error.message}`);
+  }
+}
+
+$("key-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  sessionStorage.setItem(KEY_STORAGE, $("api-key").value.trim());
+  $("api-key").value = "";
+  view.me = null;
+  route();
+});
+$("filters").addEventListener("submit", (event) => { event.preventDefault(); route(); });
+$("more-sessions").addEventListener("click", () => loadSessions(true).catch((e) => setStatus(e.message)));
+$("more-steps").addEventListener("click", () =>
+  loadSession(view.session.tenant, view.session.session, true).catch((e) => setStatus(e.message)));
+window.addEventListener("hashchange", route);
+route();

@@ -1,0 +1,62 @@
+"""Headless Chromium (Debian's `chromium` + `chromium-driver`) driven by Selenium.
+
+Nothing is installed or downloaded here: the test is skipped, with the reason, when the
+binaries or the selenium package are missing (CI installs them with apt and pip).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from collections.abc import Iterator
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER_CANDIDATES = ("/usr/bin/chromedriver", "/usr/lib/chromium/chromedriver")
+CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu",
+                  "--disable-background-networking", "--window-size=1600,1400")
+PAGE_TIMEOUT_S = 20
+
+
+def _chromedriver() -> str | None:
+    for path in CHROMEDRIVER_CANDIDATES:
+        if os.access(path, os.X_OK):
+            return path
+    return shutil.which("chromedriver")
+
+
+@contextlib.contextmanager
+def chromium_driver() -> Iterator[object]:
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.skip(f"{CHROMIUM} is missing: apt-get install chromium chromium-driver")
+    driver_path = _chromedriver()
+    if driver_path is None:
+        pytest.skip("chromedriver is missing: apt-get install chromium-driver")
+    webdriver = pytest.importorskip("selenium.webdriver", reason="pip install selenium")
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in CHROMIUM_FLAGS:
+        options.add_argument(flag)
+    driver = webdriver.Chrome(options=options, service=Service(executable_path=driver_path))
+    driver.set_page_load_timeout(PAGE_TIMEOUT_S)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def wait_for(driver, condition, timeout_s: float = PAGE_TIMEOUT_S):
+    from selenium.webdriver.support.ui import WebDriverWait
+    return WebDriverWait(driver, timeout_s).until(condition)
+
+
+def connect(driver, base_url: str, api_key: str) -> None:
+    """Open /ui and enter the key the way a person would."""
+    from selenium.webdriver.common.by import By
+    driver.get(f"{base_url}/ui")
+    driver.find_element(By.ID, "api-key").send_keys(api_key)
+    driver.find_element(By.ID, "connect").click()
+    wait_for(driver, lambda d: d.find_element(By.ID, "who").text.startswith("tenant"))

@@ -1,0 +1,110 @@
+"""The /v1/traces router: tenant scoping, admin view, pages, content, export, the page."""
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from agents_trace.api import Viewer
+
+from tests.agents_trace.helpers import ManualClock, make_tracer, run_scripted_session, viewer_app
+
+KEYS = {"k-acme": Viewer("acme"), "k-globex": Viewer("globex"),
+        "k-admin": Viewer("ops", is_admin=True)}
+
+
+@pytest.fixture
+def traced(tmp_path):
+    clock = ManualClock()
+    tracer, _ = make_tracer(tmp_path, clock, capture_content=True)
+    contexts = run_scripted_session(tracer, clock, tenant="acme")
+    run_scripted_session(tracer, clock, tenant="globex", headers={"x-session-id": "shared"})
+    run_scripted_session(tracer, clock, tenant="acme", headers={"x-session-id": "shared"})
+    assert tracer.flush(5.0)
+    yield tracer, contexts[0].session
+    tracer.stop()
+
+
+async def _get(app, path, key):
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+        return await client.get(path, headers={"authorization": f"Bearer {key}"})
+
+
+async def test_api_tenant_sees_only_its_sessions(traced):
+    tracer, session = traced
+    app = viewer_app(tracer, KEYS)
+    mine = (await _get(app, "/v1/traces/sessions", "k-acme")).json()
+    assert {s["tenant"] for s in mine["data"]} == {"acme"} and len(mine["data"]) == 2
+    assert (await _get(app, f"/v1/traces/sessions/{session}", "k-acme")).status_code == 200
+    assert (await _get(app, f"/v1/traces/sessions/{session}", "k-globex")).status_code == 404
+    assert (await _get(app, f"/v1/traces/sessions/{session}?tenant=acme",
+                       "k-globex")).status_code == 404
+    assert (await _get(app, f"/v1/traces/sessions/{session}/export", "k-globex")).status_code \
+        == 404
+    assert (await _get(app, f"/v1/traces/sessions/{session}/steps/0/content",
+                       "k-globex")).status_code == 404
+    other = (await _get(app, "/v1/traces/sessions?tenant=acme", "k-globex")).json()
+    assert other["data"] == []
+    assert (await _get(app, "/v1/traces/sessions", "wrong")).status_code == 401
+
+
+async def test_api_same_id_in_two_tenants_stays_apart(traced):
+    tracer, _ = traced
+    app = viewer_app(tracer, KEYS)
+    for key, tenant in (("k-acme", "acme"), ("k-globex", "globex")):
+        detail = (await _get(app, "/v1/traces/sessions/shared", key)).json()
+        assert detail["session"]["tenant"] == tenant
+    assert (await _get(app, "/v1/traces/sessions/shared", "k-admin")).status_code == 409
+    detail = (await _get(app, "/v1/traces/sessions/shared?tenant=globex", "k-admin")).json()
+    assert detail["session"]["tenant"] == "globex"
+
+
+async def test_api_admin_sees_all_tenants(traced):
+    tracer, session = traced
+    app = viewer_app(tracer, KEYS)
+    listed = (await _get(app, "/v1/traces/sessions", "k-admin")).json()
+    assert {s["tenant"] for s in listed["data"]} == {"acme", "globex"}
+    assert (await _get(app, "/v1/traces/me", "k-admin")).json() == {"tenant": "ops",
+                                                                   "is_admin": True}
+    assert (await _get(app, f"/v1/traces/sessions/{session}", "k-admin")).status_code == 200
+
+
+async def test_api_session_detail_pages_steps_and_loads_content_lazily(traced):
+    tracer, session = traced
+    app = viewer_app(tracer, KEYS)
+    first = (await _get(app, f"/v1/traces/sessions/{session}?limit=2", "k-acme")).json()
+    assert [s["index"] for s in first["steps"]["data"]] == [0, 1]
+    assert first["steps"]["has_more"] is True
+    assert "new_messages" not in first["steps"]["data"][0]
+    rest = (await _get(app, f"/v1/traces/sessions/{session}?limit=2&offset=2", "k-acme")).json()
+    assert [s["index"] for s in rest["steps"]["data"]] == [2] and not rest["steps"]["has_more"]
+    content = (await _get(app, f"/v1/traces/sessions/{session}/steps/1/content",
+                          "k-acme")).json()
+    assert content["num_prefix_messages"] == 2
+    assert [m["role"] for m in content["new_messages"]] == ["assistant", "tool"]
+    assert content["output"]["tool_calls"][0]["function"]["name"] == "book_table"
+
+
+async def test_api_export_streams_trace_jsonl(traced):
+    tracer, session = traced
+    response = await _get(viewer_app(tracer, KEYS), f"/v1/traces/sessions/{session}/export",
+                          "k-acme")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("application/x-ndjson")
+    lines = [json.loads(line) for line in response.text.splitlines()]
+    assert lines[0]["format"] == "stepahead-trace/1" and len(lines) == 4
+
+
+async def test_api_serves_the_page_without_data(traced):
+    tracer, _ = traced
+    app = viewer_app(tracer, KEYS)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+        page = await client.get("/ui")
+        script = await client.get("/ui/static/app.js")
+        missing = await client.get("/ui/static/secret.db")
+    assert page.status_code == 200 and "stepahead" in page.text
+    assert script.status_code == 200 and "/v1/traces/sessions" in script.text
+    assert missing.status_code == 404

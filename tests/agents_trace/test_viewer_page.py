@@ -1,0 +1,51 @@
+"""The /ui page in headless Chromium against a traced session (library-level app)."""
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from agents_trace.api import Viewer
+
+from tests.agents_trace.browser import chromium_driver, connect, wait_for
+from tests.agents_trace.helpers import ManualClock, make_tracer, run_scripted_session, viewer_app
+from tests.gateway.serving import start_server
+
+KEYS = {"k-acme": Viewer("acme"), "k-globex": Viewer("globex")}
+
+
+@pytest.fixture
+def served(tmp_path):
+    clock = ManualClock()
+    tracer, _ = make_tracer(tmp_path, clock, capture_content=True)
+    contexts = run_scripted_session(tracer, clock, headers={"x-agent-name": "travel"})
+    assert tracer.flush(5.0)
+    server = start_server(viewer_app(tracer, KEYS))
+    yield server.base_url, contexts[0].session
+    server.stop()
+    tracer.stop()
+
+
+def test_viewer_page_shows_a_session_timeline(served, tmp_path):
+    from selenium.webdriver.common.by import By
+    base_url, session = served
+    with chromium_driver() as driver:
+        connect(driver, base_url, "k-acme")
+        link = wait_for(driver, lambda d: d.find_element(By.LINK_TEXT, session))
+        link.click()
+        wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#steps tr.step-row")) == 3)
+        steps_text = driver.find_element(By.ID, "steps").text
+        for expected in ("get_weather", "book_table", "tool:get_weather", "text answer"):
+            assert expected in steps_text
+        assert len(driver.find_elements(By.CSS_SELECTOR, "#gantt-svg .gantt-row")) == 3
+        assert len(driver.find_elements(By.CSS_SELECTOR, "#gantt-svg .tool-bar")) == 2
+        assert "get_weather" in driver.find_element(By.ID, "gantt").text
+        driver.find_elements(By.CSS_SELECTOR, "button.show-content")[1].click()
+        wait_for(driver, lambda d: "result of get_weather" in d.find_element(By.ID, "steps").text)
+        driver.save_screenshot(str(tmp_path / "timeline.png"))
+        assert (tmp_path / "timeline.png").stat().st_size > 10_000
+        connect(driver, base_url, "k-globex")
+        driver.get(f"{base_url}/ui#/session/acme/{session}")
+        wait_for(driver, lambda d: "not found" in d.find_element(By.ID, "status").text)
+    response = httpx.get(f"{base_url}/v1/traces/sessions/{session}",
+                         headers={"authorization": "Bearer k-globex"}, timeout=10)
+    assert response.status_code == 404
