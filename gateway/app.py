@@ -26,6 +26,7 @@ from gateway.errors import ApiError, server_error
 from gateway.limits import Limiters
 from gateway.metrics import Registry
 from gateway.state import GatewayState
+from gateway.tracing import build_tracer, trace_router
 
 log = logging.getLogger("stepahead.gateway")
 
@@ -64,6 +65,9 @@ def build_app(config: GatewayConfig | None = None) -> FastAPI:
     async def lifespan(_app: FastAPI):
         started: list[Backend] = []
         try:
+            state.tracer = build_tracer(config)
+            if state.tracer is not None:
+                state.tracer.start()
             for backend in state.backends.values():
                 await backend.start()
                 started.append(backend)
@@ -73,6 +77,8 @@ def build_app(config: GatewayConfig | None = None) -> FastAPI:
             state.is_ready = False
             for backend in reversed(started):
                 await backend.stop()
+            if state.tracer is not None:
+                state.tracer.stop()
 
     app = FastAPI(title="stepahead", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.gateway = state
@@ -81,6 +87,7 @@ def build_app(config: GatewayConfig | None = None) -> FastAPI:
     app.add_api_route("/v1/models", routes.list_models, methods=["GET"])
     app.add_api_route("/health", routes.health, methods=["GET"])
     app.add_api_route("/metrics", routes.metrics, methods=["GET"])
+    app.include_router(trace_router())
 
     @app.exception_handler(ApiError)
     async def _api_error(_request: Request, error: ApiError):

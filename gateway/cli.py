@@ -11,11 +11,14 @@ import argparse
 import sys
 from collections.abc import Callable
 
+from agents_trace import traces_command
+
 from gateway import keys_command, serve_command
 
 COMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
     serve_command.register,
     keys_command.register,
+    traces_command.register,
 )
 
 

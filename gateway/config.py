@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from agents_trace.config import TraceConfig, TraceConfigError, parse_trace_config
+
 DEFAULT_LOCAL_MODEL = "smollm2"
 
 
@@ -43,13 +45,14 @@ class LimitsConfig:
 @dataclass(frozen=True, slots=True)
 class TenantConfig:
     """`weight` is the tenant's share in fair scheduling; `kv_share` the fraction of hot KV
-    blocks reserved for it (0 = none reserved)."""
+    blocks reserved for it (0 = none reserved); `admin` keys see every tenant's traces."""
 
     name: str
     key_digests: tuple[str, ...]
     limits: LimitsConfig = LimitsConfig()
     weight: float = 1.0
     kv_share: float = 0.0
+    admin: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,19 +97,10 @@ ModelConfig = LocalModelConfig | UpstreamModelConfig
 
 
 @dataclass(frozen=True, slots=True)
-class TracingConfig:
-    enabled: bool = True
-    service_name: str = "stepahead"
-    otlp_endpoint: str | None = None
-    capture_content: bool = False
-    export_dir: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
 class GatewayConfig:
     models: tuple[ModelConfig, ...]
     tenants: tuple[TenantConfig, ...]
-    tracing: TracingConfig = TracingConfig()
+    tracing: TraceConfig = TraceConfig()
     max_body_bytes: int = 8 * 1024 * 1024
     default_completion_reserve_tokens: int = 256
     queue_timeout_s: float = 30.0
@@ -173,7 +167,8 @@ def _tenant(table: dict, index: int) -> TenantConfig:
         raise ConfigError(f"{where}: weight must be > 0 and kv_share in [0, 1]")
     return TenantConfig(name=name, key_digests=tuple(d.lower() for d in digests),
                         limits=_limits(table.get("limits", {}), f"{where}.limits"),
-                        weight=weight, kv_share=kv_share)
+                        weight=weight, kv_share=kv_share,
+                        admin=bool(_take(table, "admin", bool, where, False)))
 
 
 def _model(table: dict, index: int) -> ModelConfig:
@@ -213,15 +208,13 @@ def parse_config(data: dict) -> GatewayConfig:
     if not models or not tenants:
         raise ConfigError("the config needs at least one [[models]] and one [[tenants]]")
     server = data.get("server", {})
-    tracing = data.get("tracing", {})
+    try:
+        tracing = parse_trace_config(data.get("tracing", {}))
+    except TraceConfigError as exc:
+        raise ConfigError(str(exc)) from None
     return GatewayConfig(
         models=models, tenants=tenants,
-        tracing=TracingConfig(
-            enabled=bool(tracing.get("enabled", True)),
-            service_name=str(tracing.get("service_name", "stepahead")),
-            otlp_endpoint=tracing.get("otlp_endpoint") or None,
-            capture_content=bool(tracing.get("capture_content", False)),
-            export_dir=tracing.get("export_dir") or None),
+        tracing=tracing,
         max_body_bytes=_take(server, "max_body_bytes", int, "server", 8 * 1024 * 1024),
         default_completion_reserve_tokens=_take(
             server, "default_completion_reserve_tokens", int, "server", 256),

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from starlette.requests import Request
 from starlette.responses import Response
 
+from agents_trace.records import StepContext
+
 from gateway.backend import Backend, ChatEvent, Finished, Prepared, TextDelta, Usage
 from gateway.errors import ApiError, server_error
 from gateway.http_io import EventStreamResponse, race_disconnect
@@ -27,6 +29,7 @@ from gateway.limits import Ticket
 from gateway.openai_format import (ChunkWriter, Collected, ResponseHeader, chat_completion,
                                    dumps, text_completion)
 from gateway.state import GatewayState
+from gateway.tracing import end_step
 
 OVERHEAD_HEADER = "x-stepahead-overhead-ms"
 
@@ -44,6 +47,9 @@ class Exchange:
     num_deltas: int = 0
     ticket: Ticket | None = None
     is_closed: bool = False
+    trace: StepContext | None = None
+    output: Collected | None = None      # the reply so far, kept only for the trace
+    error: str | None = None
 
     def overhead_s(self) -> float:
         return max(0.0, time.perf_counter() - self.started_s - self.waited_s)
@@ -71,6 +77,8 @@ class Exchange:
             self.first_event_s = time.perf_counter()
         if isinstance(event, TextDelta):
             self.num_deltas += 1
+        if self.output is not None:
+            self.output.add(event)
         return event
 
     def close(self, finished: Finished | None, status: int | None) -> None:
@@ -99,12 +107,24 @@ class Exchange:
                 num_prompt_tokens=usage.num_prompt_tokens,
                 num_cached_tokens=usage.num_cached_tokens,
                 num_output_tokens=usage.num_completion_tokens, ttft_s=ttft_s)
+        if self.trace is not None:
+            ttft_s = (self.first_event_s - self.started_s) if self.first_event_s else None
+            error = self.error or (None if status in (None, 200) else "client_closed")
+            end_step(self.state.tracer, self.trace, prepared, finished, self.output, ttft_s,
+                     error)
+
+
+def _error_type(exc: BaseException) -> str:
+    if isinstance(exc, ApiError):
+        return exc.code or exc.type
+    return "client_closed"
 
 
 async def respond(request: Request, state: GatewayState, backend: Backend, prepared: Prepared,
                   *, is_chat: bool, stream: bool, include_usage: bool,
-                  started_s: float) -> Response:
-    exchange = Exchange(state, prepared, "chat" if is_chat else "completions", started_s)
+                  started_s: float, trace: StepContext | None = None) -> Response:
+    exchange = Exchange(state, prepared, "chat" if is_chat else "completions", started_s,
+                        trace=trace, output=Collected() if trace is not None else None)
     events = backend.run(prepared)
     header = ResponseHeader(prepared.request_id, prepared.model)
     if not stream:
@@ -128,6 +148,7 @@ async def _respond_whole(request: Request, exchange: Exchange,
     try:
         collected = await race_disconnect(work(), request.receive)
     except BaseException as exc:
+        exchange.error = _error_type(exc)
         exchange.close(None, None if isinstance(exc, ApiError) else 499)
         raise
     usage = collected.finished.usage if collected.finished else Usage()
@@ -150,6 +171,7 @@ async def _respond_stream(request: Request, exchange: Exchange,
         first = await race_disconnect(work(), request.receive)
     except BaseException as exc:
         await events.aclose()
+        exchange.error = _error_type(exc)
         exchange.close(None, None if isinstance(exc, ApiError) else 499)
         raise
     writer = ChunkWriter(header, is_chat=is_chat, include_usage=include_usage)
@@ -170,6 +192,7 @@ async def _respond_stream(request: Request, exchange: Exchange,
                 event = await exchange.next_event(events)
             yield writer.done()
         except ApiError as error:
+            exchange.error = _error_type(error)
             yield writer.error(error.body())
         finally:
             await events.aclose()

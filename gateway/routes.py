@@ -20,6 +20,7 @@ from gateway.metrics import Labels
 from gateway.openai_format import new_id
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, validate
 from gateway.state import GatewayState
+from gateway.tracing import begin_step
 
 CLIENT_CLOSED_STATUS = 499
 
@@ -53,9 +54,10 @@ async def _handle(request: Request, *, is_chat: bool) -> Response:
             prepared = await backend.prepare_chat(parsed, tenant, new_id("chatcmpl"))
         else:
             prepared = await backend.prepare_completion(parsed, tenant, new_id("cmpl"))
+        trace = begin_step(state.tracer, request, body, prepared, is_chat=is_chat)
         return await respond(request, state, backend, prepared, is_chat=is_chat,
                              stream=parsed.stream, include_usage=parsed.wants_stream_usage(),
-                             started_s=started_s)
+                             started_s=started_s, trace=trace)
     except ApiError as error:
         state.metrics.record_request(tenant, model, endpoint, error.status)
         return error_response(error)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from agents_trace.tracer import AgentTracer
+
 from gateway.auth import KeyRing
 from gateway.backend import Backend
 from gateway.config import GatewayConfig
@@ -23,6 +25,7 @@ class GatewayState:
     limiters: Limiters
     metrics: Registry
     backends: dict[str, Backend] = field(default_factory=dict)
+    tracer: AgentTracer | None = None
     is_ready: bool = False
 
     def backend(self, model: str) -> Backend:

@@ -1,0 +1,80 @@
+"""Glue between the HTTP layer and `agents_trace`: the tracer, its hooks, the viewer routes.
+
+Invariants: tracing never fails a request: a tracer error at `begin` is logged and the
+request runs untraced; `end` only queues a record. The viewer routes authenticate with
+the same Bearer keys as the API: a tenant's key sees that tenant's sessions, a key of a
+tenant marked `admin = true` sees every tenant's.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from agents_trace.api import Viewer, build_trace_router
+from agents_trace.records import StepContext, StepResult, ToolCall
+from agents_trace.tracer import AgentTracer
+from fastapi import APIRouter
+from starlette.requests import Request
+
+from gateway.backend import Finished, Prepared
+from gateway.config import GatewayConfig
+from gateway.openai_format import Collected
+
+log = logging.getLogger("stepahead.gateway")
+
+
+def build_tracer(config: GatewayConfig) -> AgentTracer | None:
+    return AgentTracer(config.tracing) if config.tracing.enabled else None
+
+
+def trace_viewer(request: Request) -> Viewer:
+    state = request.app.state.gateway
+    tenant = state.keys.authenticate(request.headers.get("authorization"))
+    is_admin = any(t.name == tenant and t.admin for t in state.config.tenants)
+    return Viewer(tenant=tenant, is_admin=is_admin)
+
+
+def _store_path(request: Request):
+    state = request.app.state.gateway
+    if state.tracer is not None:
+        return state.tracer.store_path
+    tracing = state.config.tracing
+    return tracing.resolved_store_path() if tracing.store_enabled else None
+
+
+def trace_router() -> APIRouter:
+    return build_trace_router(viewer=trace_viewer, store_path=_store_path)
+
+
+def begin_step(tracer: AgentTracer | None, request: Request, body: Any, prepared: Prepared,
+               *, is_chat: bool) -> StepContext | None:
+    if tracer is None or not isinstance(body, dict):
+        return None
+    try:
+        return tracer.begin(prepared.tenant, request.headers, body,
+                            operation="chat" if is_chat else "text_completion",
+                            request_id=prepared.request_id)
+    except Exception:
+        log.exception("tracing could not open a step; the request runs untraced")
+        return None
+
+
+def end_step(tracer: AgentTracer, ctx: StepContext, prepared: Prepared,
+             finished: Finished | None, output: Collected | None, ttft_s: float | None,
+             error: str | None) -> None:
+    usage = finished.usage if finished is not None else None
+    calls = () if output is None else tuple(
+        ToolCall(call.id, call.name, call.arguments)
+        for _, call in sorted(output.tool_calls.items()))
+    if finished is None and error is None:
+        error = "incomplete"
+    tracer.end(ctx, StepResult(
+        num_input_tokens=usage.num_prompt_tokens if usage else prepared.num_prompt_tokens,
+        num_cached_tokens=usage.num_cached_tokens if usage else 0,
+        num_output_tokens=usage.num_completion_tokens if usage else 0,
+        ttft_s=ttft_s if ttft_s is not None else (finished.ttft_s if finished else None),
+        worker=finished.worker if finished else None,
+        finish_reason=(output.finish_reason() if output is not None and finished else
+                       finished.finish_reason if finished else None),
+        output_text=output.text if output is not None and output.text else None,
+        tool_calls=calls, response_id=prepared.request_id, error=error))
