@@ -1,0 +1,254 @@
+"""Agent sessions traced end to end through the real gateway (uvicorn, the tiny model on a
+real worker process, the OpenAI client): spans, prefix stitching, tenant isolation, the
+viewer API, export (HTTP and CLI) and the /ui page in headless Chromium.
+
+The tiny model writes random text, so tool calls are forced with a named `tool_choice`
+(the gateway then emits a real call with its own id) and the agent loop runs the "tools"
+itself, sleeping for a known time.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+
+import httpx
+import pytest
+from openai import OpenAI
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from gateway.app import build_app
+from gateway.cli import main as cli_main
+from gateway.config import key_digest, parse_config
+
+from tests.agents_trace.browser import chromium_driver, connect, wait_for
+from tests.gateway.serving import RunningServer, start_server
+
+KEYS = {"acme": "sk-e2e-acme", "globex": "sk-e2e-globex", "ops": "sk-e2e-ops"}
+TOOLS = [{"type": "function", "function": {
+    "name": name, "description": f"{name} for a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                   "required": ["city"]}}} for name in ("get_weather", "book_table")]
+TOOL_S = {"get_weather": 0.4, "book_table": 0.7}
+GAP_TOLERANCE_S = 0.3
+
+
+@dataclass(slots=True)
+class Served:
+    server: RunningServer
+    app: object
+    exporter: InMemorySpanExporter
+    store_path: str
+
+    @property
+    def tracer(self):
+        return self.app.state.gateway.tracer
+
+    def client(self, tenant: str) -> OpenAI:
+        return OpenAI(base_url=f"{self.server.base_url}/v1", api_key=KEYS[tenant],
+                      timeout=60, max_retries=0)
+
+    def get(self, path: str, tenant: str) -> httpx.Response:
+        return httpx.get(f"{self.server.base_url}{path}", timeout=30,
+                         headers={"authorization": f"Bearer {KEYS[tenant]}"})
+
+    def settle(self) -> None:
+        assert self.tracer.flush(10.0)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory) -> Served:
+    store_path = str(tmp_path_factory.mktemp("e2e") / "traces.sqlite3")
+    config = parse_config({
+        "models": [{"name": "tiny", "kind": "local", "path": "tiny", "num_workers": 1}],
+        "tenants": [{"name": name, "api_key_sha256": [key_digest(key)], "admin": name == "ops"}
+                    for name, key in KEYS.items()],
+        "tracing": {"store_path": store_path, "capture_content": True}})
+    app = build_app(config)
+    server = start_server(app, startup_timeout_s=300)
+    exporter = InMemorySpanExporter()
+    app.state.gateway.tracer.add_span_processor(SimpleSpanProcessor(exporter))
+    yield Served(server, app, exporter, store_path)
+    server.stop()
+
+
+def _streamed_message(stream) -> dict:
+    """The assistant message a streamed reply amounts to (what an agent appends)."""
+    text, calls = "", {}
+    for chunk in stream:
+        for choice in chunk.choices:
+            text += choice.delta.content or ""
+            for delta in choice.delta.tool_calls or ():
+                call = calls.setdefault(delta.index, {"id": None, "type": "function",
+                                                      "function": {"name": "", "arguments": ""}})
+                call["id"] = call["id"] or delta.id
+                call["function"]["name"] += delta.function.name or ""
+                call["function"]["arguments"] += delta.function.arguments or ""
+    message = {"role": "assistant", "content": text or None}
+    if calls:
+        message["tool_calls"] = [calls[i] for i in sorted(calls)]
+    return message
+
+
+def run_agent(client: OpenAI, *, headers: dict | None = None, stream: bool = False,
+              topic: str = "Paris") -> list[dict]:
+    """tool call -> tool result -> tool call -> tool result -> answer."""
+    messages: list = [{"role": "system", "content": "You plan evenings."},
+                      {"role": "user", "content": f"Weather in {topic}, then book a table."}]
+    replies = []
+    for tool in ("get_weather", "book_table", None):
+        options = {"tool_choice": {"type": "function", "function": {"name": tool}}} if tool \
+            else {"tool_choice": "none"}
+        request = dict(model="tiny", messages=messages, tools=TOOLS, max_tokens=24, seed=7,
+                       extra_headers=headers or {}, **options)
+        if stream:
+            message = _streamed_message(client.chat.completions.create(stream=True, **request))
+        else:
+            message = client.chat.completions.create(**request).choices[0].message.model_dump(
+                exclude_none=True)
+        replies.append(message)
+        messages.append(message)
+        if tool is None:
+            break
+        [call] = message["tool_calls"]
+        assert call["function"]["name"] == tool
+        time.sleep(TOOL_S[tool])
+        messages.append({"role": "tool", "tool_call_id": call["id"], "content": f"{tool}: ok"})
+    return replies
+
+
+def _spans_of(served: Served, session: str) -> dict[str, list]:
+    spans = [s for s in served.exporter.get_finished_spans()
+             if s.attributes.get("gen_ai.conversation.id") == session]
+    out: dict[str, list] = {"invoke_agent": [], "chat": [], "execute_tool": []}
+    for span in spans:
+        out[span.attributes["gen_ai.operation.name"]].append(span)
+    return out
+
+
+def _end_sessions(served: Served) -> None:
+    served.tracer.end_all_sessions()
+    served.settle()
+
+
+@pytest.fixture(scope="module")
+def trip(served) -> str:
+    """One scripted agent run of tenant acme, session "e2e-trip", ended and written."""
+    run_agent(served.client("acme"), headers={"x-session-id": "e2e-trip",
+                                              "x-agent-name": "planner"})
+    _end_sessions(served)
+    return "e2e-trip"
+
+
+def test_e2e_three_step_agent_session_spans(served, trip):
+    spans = _spans_of(served, trip)
+    [agent] = spans["invoke_agent"]
+    chats = sorted(spans["chat"], key=lambda s: s.attributes["stepahead.step.index"])
+    tools = sorted(spans["execute_tool"], key=lambda s: s.start_time)
+    assert (len(chats), len(tools)) == (3, 2)
+    assert agent.name == "invoke_agent planner" and agent.parent is None
+    assert all(s.parent.span_id == agent.context.span_id for s in chats + tools)
+    assert [s.name for s in chats] == ["chat tiny"] * 3
+    assert [s.attributes["gen_ai.request.model"] for s in chats] == ["tiny"] * 3
+    assert [s.attributes["stepahead.step.tool_calls"] for s in chats] == [
+        ("get_weather",), ("book_table",), ()]
+    assert [s.name for s in tools] == ["execute_tool get_weather", "execute_tool book_table"]
+    assert all(s.attributes["gen_ai.tool.call.id"].startswith("call_") for s in tools)
+    for span, expected_s in zip(tools, TOOL_S.values()):
+        assert abs((span.end_time - span.start_time) / 1e9 - expected_s) < GAP_TOLERANCE_S
+    for span in chats:
+        assert span.attributes["gen_ai.usage.input_tokens"] > 0
+        assert span.attributes["stepahead.worker"] == "w0"
+        assert span.attributes["gen_ai.response.time_to_first_chunk"] > 0
+        assert "gen_ai.usage.cache_read.input_tokens" in span.attributes
+    assert chats[2].attributes["gen_ai.usage.cache_read.input_tokens"] > 0   # prefix reuse
+
+
+def test_e2e_session_without_header_is_stitched_by_prefix(served):
+    run_agent(served.client("acme"), stream=True, topic="Lyon")
+    served.settle()
+    found = served.get("/v1/traces/sessions?limit=500", "acme").json()["data"]
+    inferred = [s for s in found if s["source"] == "new" and s["agent"] is None]
+    assert len(inferred) == 1
+    session = inferred[0]["session"]
+    steps = served.get(f"/v1/traces/sessions/{session}", "acme").json()["steps"]["data"]
+    assert [s["session_source"] for s in steps] == ["new", "prefix", "prefix"]
+    assert [s["after_label"] for s in steps] == ["start", "tool:get_weather", "tool:book_table"]
+    assert [[c["name"] for c in s["tool_calls"]] for s in steps] == [
+        ["get_weather"], ["book_table"], []]
+    assert all(s["is_stream"] for s in steps)
+    for step, expected_s in zip(steps[1:], TOOL_S.values()):
+        assert abs(step["gap_s"] - expected_s) < GAP_TOLERANCE_S
+
+
+def _scripted(step: int) -> list[dict]:
+    """An identical, fully scripted conversation prefix (fixed tool-call ids)."""
+    messages = [{"role": "system", "content": "Same prompt for everyone."},
+                {"role": "user", "content": "Same question."}]
+    for i, tool in enumerate(("get_weather", "book_table")[:step]):
+        messages += [{"role": "assistant", "content": None, "tool_calls": [
+            {"id": f"call_fixed_{i}", "type": "function",
+             "function": {"name": tool, "arguments": '{"city": "Oslo"}'}}]},
+            {"role": "tool", "tool_call_id": f"call_fixed_{i}", "content": "ok"}]
+    return messages
+
+
+def test_e2e_identical_conversations_of_two_tenants_are_never_stitched(served):
+    clients = {tenant: served.client(tenant) for tenant in ("acme", "globex")}
+    for step in range(3):
+        for tenant, client in clients.items():
+            client.chat.completions.create(model="tiny", messages=_scripted(step), max_tokens=4,
+                                           extra_headers={"x-agent-name": "same-agent"})
+    served.settle()
+    sessions = {}
+    for tenant in clients:
+        found = served.get("/v1/traces/sessions?agent=same-agent", tenant).json()["data"]
+        assert [(s["tenant"], s["num_steps"]) for s in found] == [(tenant, 3)]
+        sessions[tenant] = found[0]["session"]
+        steps = served.get(f"/v1/traces/sessions/{found[0]['session']}", tenant).json()
+        assert [s["after_label"] for s in steps["steps"]["data"]] == [
+            "start", "tool:get_weather", "tool:book_table"]
+    assert served.get(f"/v1/traces/sessions/{sessions['acme']}", "globex").status_code == 404
+    admin = served.get("/v1/traces/sessions?agent=same-agent", "ops").json()["data"]
+    assert sorted(s["tenant"] for s in admin) == ["acme", "globex"]
+
+
+def test_e2e_export_over_http_and_cli(served, trip, tmp_path):
+    response = served.get("/v1/traces/sessions/e2e-trip/export", "acme")
+    assert response.status_code == 200
+    lines = [json.loads(line) for line in response.text.splitlines()]
+    assert lines[0]["format"] == "stepahead-trace/1"
+    assert [line["after"] for line in lines[1:]] == ["start", "tool:get_weather",
+                                                     "tool:book_table"]
+    assert [line["tool_calls"] for line in lines[1:]] == [["get_weather"], ["book_table"], []]
+    assert [len(line["messages"]) for line in lines[1:]] == [2, 4, 6]
+    assert served.get("/v1/traces/sessions/e2e-trip/export", "globex").status_code == 404
+    out = tmp_path / "trip.jsonl"
+    assert cli_main(["traces", "export", "--session", "e2e-trip", "--db", served.store_path,
+                     "--output", str(out)]) == 0
+    assert [json.loads(line) for line in out.read_text().splitlines()] == lines
+
+
+def test_e2e_viewer_page_shows_the_timeline_in_chromium(served, trip, tmp_path):
+    from selenium.webdriver.common.by import By
+    base_url = served.server.base_url
+    with chromium_driver() as driver:
+        connect(driver, base_url, KEYS["acme"])
+        wait_for(driver, lambda d: d.find_element(By.LINK_TEXT, "e2e-trip")).click()
+        wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#steps tr.step-row")) == 3)
+        table = driver.find_element(By.ID, "steps").text
+        for expected in ("tool:get_weather", "tool:book_table", "get_weather", "book_table",
+                         "text answer", "w0"):
+            assert expected in table
+        assert len(driver.find_elements(By.CSS_SELECTOR, "#gantt-svg .tool-bar")) == 2
+        assert len(driver.find_elements(By.CSS_SELECTOR, "#gantt-svg .llm-bar")) == 3
+        assert "planner" in driver.find_element(By.ID, "session-summary").text
+        driver.save_screenshot(str(tmp_path / "e2e-timeline.png"))
+        assert (tmp_path / "e2e-timeline.png").stat().st_size > 10_000
+        connect(driver, base_url, KEYS["globex"])
+        driver.get(f"{base_url}/ui#/session/acme/e2e-trip")
+        wait_for(driver, lambda d: "not found" in d.find_element(By.ID, "status").text)
+    assert served.get("/v1/traces/sessions/e2e-trip", "globex").status_code == 404
+    error = served.get("/v1/traces/sessions/e2e-trip", "globex").json()["error"]
+    assert error["code"] == "not_found"
