@@ -14,3 +14,25 @@ def tiny_loaded():
     from shards.model_loader import load_model
 
     return load_model("tiny")
+
+
+TINY_GATEWAY_KEYS = {"tenant0": "sk-tiny-tenant0", "tenant1": "sk-tiny-tenant1", "tenant2": "sk-tiny-tenant2"}
+
+
+@pytest.fixture(scope="session")
+def tiny_gateway():
+    """A real gateway (uvicorn on 127.0.0.1) serving the tiny model on two workers, with
+    three tenants whose keys are in TINY_GATEWAY_KEYS. For replay, examples and e2e tests."""
+    from gateway.app import build_app
+    from gateway.config import key_digest, parse_config
+    from tests.gateway.serving import start_server
+
+    config = parse_config({
+        "models": [{"name": "tiny", "kind": "local", "path": "tiny", "num_workers": 2,
+                    "engine": {"num_hot_blocks": 512, "threads_per_worker": 1}}],
+        "tenants": [{"name": name, "api_key_sha256": [key_digest(key)]}
+                    for name, key in TINY_GATEWAY_KEYS.items()],
+    })
+    server = start_server(build_app(config), startup_timeout_s=300)
+    yield server
+    server.stop()

@@ -1,0 +1,67 @@
+"""LangChain's ChatOpenAI pointed at stepahead: a tool-calling loop with bound tools.
+
+    stepahead serve
+    python examples/langchain_agent.py --api-key sk-... "What's the weather in Paris?"
+
+The same gateway, the same prefix cache: LangChain sends the OpenAI chat protocol, so
+every step after the first finds the conversation's head in the KV cache.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import uuid
+
+from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
+from langchain_core.tools import tool
+from langchain_openai import ChatOpenAI
+
+
+@tool
+def get_weather(city: str) -> str:
+    """Current weather for a city."""
+    return json.dumps({"city": city, "forecast": "sunny", "celsius": 21})
+
+
+@tool
+def add(a: float, b: float) -> str:
+    """Add two numbers."""
+    return json.dumps({"sum": a + b})
+
+
+TOOLS = {t.name: t for t in (get_weather, add)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("question", nargs="?", default="What's the weather in Paris?")
+    parser.add_argument("--base-url", default="http://127.0.0.1:8000/v1")
+    parser.add_argument("--api-key", required=True)
+    parser.add_argument("--model", default="smollm2-135m-instruct")
+    parser.add_argument("--max-steps", type=int, default=3)
+    args = parser.parse_args()
+    llm = ChatOpenAI(model=args.model, base_url=args.base_url, api_key=args.api_key, temperature=0,
+                     max_tokens=64, max_retries=0,
+                     default_headers={"x-session-id": f"langchain-{uuid.uuid4().hex[:8]}"})
+    messages = [SystemMessage("You are a helpful assistant. Use the tools."), HumanMessage(args.question)]
+    rows = []
+    for step in range(args.max_steps):
+        bound = llm.bind_tools(list(TOOLS.values()), tool_choice="required" if step == 0 else "auto")
+        reply = bound.invoke(messages)
+        messages.append(reply)
+        details = (reply.usage_metadata or {}).get("input_token_details") or {}
+        rows.append({"step": step, "tool_calls": [c["name"] for c in reply.tool_calls],
+                     "input_tokens": (reply.usage_metadata or {}).get("input_tokens"),
+                     "cached": details.get("cache_read", 0)})
+        if not reply.tool_calls:
+            print(f"answer: {reply.content}")
+            break
+        for call in reply.tool_calls:
+            result = TOOLS[call["name"]].invoke(call["args"]) if call["name"] in TOOLS else "unknown tool"
+            messages.append(ToolMessage(result, tool_call_id=call["id"]))
+    print(json.dumps({"steps": rows}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,36 @@
+"""Each example runs against a real gateway serving the tiny model."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import TINY_GATEWAY_KEYS
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def _run(args, timeout_s=180):
+    done = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=timeout_s)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_openai_agent_loop_runs_tools_and_hits_cache(tiny_gateway):
+    out = _run([str(EXAMPLES / "openai_agent_loop.py"), "--base-url", f"{tiny_gateway.base_url}/v1",
+                "--api-key", TINY_GATEWAY_KEYS["tenant0"], "--model", "tiny", "--max-steps", "3"])
+    steps = out["steps"]
+    assert steps[0]["tool_calls"] and steps[0]["tool_calls"][0] in ("get_weather", "add")
+    assert len(steps) >= 2
+    assert steps[1]["cached"] > 0  # the second step reuses the first step's prefix
+
+
+def test_langchain_agent_runs_a_tool_step(tiny_gateway):
+    pytest.importorskip("langchain_openai", reason="langchain-openai is not installed")
+    out = _run([str(EXAMPLES / "langchain_agent.py"), "--base-url", f"{tiny_gateway.base_url}/v1",
+                "--api-key", TINY_GATEWAY_KEYS["tenant1"], "--model", "tiny", "--max-steps", "2"])
+    assert out["steps"][0]["tool_calls"]
+    assert out["steps"][-1]["input_tokens"] > out["steps"][0]["input_tokens"]
