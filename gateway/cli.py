@@ -12,6 +12,8 @@ import sys
 from collections.abc import Callable
 
 from agents_trace import traces_command
+from agents_trace.replay import cli as replay_command
+from agents_trace.workload import cli as workload_command
 
 from gateway import keys_command, serve_command
 
@@ -19,6 +21,8 @@ COMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
     serve_command.register,
     keys_command.register,
     traces_command.register,
+    replay_command.register,
+    workload_command.register,
 )
 
 

@@ -64,3 +64,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="stepahead replay", description="replay a trace against a gateway")
     add_replay_arguments(parser)
     return run_replay(parser.parse_args(argv))
+
+
+def register(subparsers) -> None:
+    """`stepahead replay ...`"""
+    parser = subparsers.add_parser("replay", help="replay a trace against a live gateway",
+                                   description="Replay a stepahead-trace/1 or Mooncake trace against a gateway.")
+    add_replay_arguments(parser)
+    parser.set_defaults(handler=run_replay)

@@ -55,3 +55,12 @@ def main(argv: list[str] | None = None) -> int:
     add_generate_arguments(generate)
     args = parser.parse_args(argv)
     return run_generate(args)
+
+
+def register(subparsers) -> None:
+    """`stepahead workload generate ...`"""
+    parser = subparsers.add_parser("workload", help="agent workload tools")
+    sub = parser.add_subparsers(dest="workload_command", required=True)
+    generate = sub.add_parser("generate", help="write a multi-tenant agent trace")
+    add_generate_arguments(generate)
+    generate.set_defaults(handler=run_generate)

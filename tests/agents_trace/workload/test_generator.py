@@ -71,3 +71,11 @@ def test_workload_cli_writes_a_readable_trace(tmp_path):
     header, records = iter_trace(io.StringIO(out.read_text()))
     records = list(records)
     assert header.block_size == 16 and records and {r.tenant for r in records} == {"tenant0", "tenant1"}
+
+
+def test_stepahead_cli_has_workload_generate(tmp_path):
+    from gateway.cli import main
+
+    out = tmp_path / "w.jsonl"
+    assert main(["workload", "generate", "--tenants", "1", "--sessions", "1", "-o", str(out)]) == 0
+    assert out.read_text().startswith('{"format": "stepahead-trace/1"')
