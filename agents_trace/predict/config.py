@@ -1,0 +1,47 @@
+"""Settings of the predictor (immutable; one instance per Predictor)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .durations import DurationPrior
+from .fit import FitConfig
+from .vocabulary import ASSISTANT_TEXT_SYMBOL
+
+
+@dataclass(frozen=True, slots=True)
+class PredictorConfig:
+    """
+    min_sessions: a tenant with fewer learned sessions is cold and uses the global model.
+    background_refits: refit on the background thread when due (refit() always works).
+    refit_every_sessions / refit_growth: a tenant is due for a refit after
+        min(refit_every_sessions, max(min_sessions, refit_growth * sessions at its last
+        fit)) newly learned sessions, so small tenants (cheap fits) refit after a few
+        sessions and big ones at most every `refit_every_sessions`.
+    global_refit_every_sessions: the same cap for the global class model.
+    max_fit_sessions: newest learned sessions kept per tenant (and globally) for refits.
+    max_recent_sessions: sessions in the recency memory.
+    max_history_steps: steps of a live session kept for re-filtering after a model swap.
+    min_top1 / min_accuracy_weight: below this recent top-1 (with at least this much
+        evidence) forecasts say `confident=False`.
+    silent_symbols: steps that send no request themselves (looked through, returns.py).
+    session_ttl_s: live sessions idle this long are dropped without learning.
+    """
+
+    fit: FitConfig = field(default_factory=FitConfig)
+    min_sessions: int = 8
+    background_refits: bool = True
+    refit_every_sessions: int = 50
+    refit_growth: float = 0.5
+    global_refit_every_sessions: int = 200
+    max_fit_sessions: int = 2000
+    max_recent_sessions: int = 64
+    max_history_steps: int = 512
+    durations: DurationPrior = field(default_factory=DurationPrior)
+    horizons_s: tuple[float, ...] = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0)
+    quantiles: tuple[float, ...] = (0.1, 0.25, 0.5, 0.75, 0.9)
+    half_life_steps: float = 200.0
+    min_top1: float = 0.3
+    min_accuracy_weight: float = 10.0
+    default_recency_decay: float = 0.7
+    silent_symbols: tuple[str, ...] = (ASSISTANT_TEXT_SYMBOL,)
+    session_ttl_s: float = 3600.0

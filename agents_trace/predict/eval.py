@@ -1,0 +1,200 @@
+"""Evaluate next-step forecasts on recorded tool sequences.
+
+    python -m agents_trace.predict.eval --data FILE.jsonl [--json] [--frozen]
+
+Input lines: {"id", "domain", "steps": [...]}; `domain` is the tenant. Lines with an even
+0-based index train, odd ones test; `END` is appended to every sequence and every symbol
+of a test sequence is predicted from the start state onward, through the predictor's
+public API (`observe` / `forecast`). Unigram and bigram add-0.1 baselines over the same
+per-tenant vocabulary (training symbols + USER/ASSISTANT_TEXT/END + OOV) run alongside.
+
+Protocol. The models are fitted on the training lines only (each tenant's validation
+split lies inside them). The file is then replayed in order, as a live gateway would see
+it. Default (online): a training line is fed to the tenant's recency memory, a test line
+is predicted step by step and then learned like any finished session (the baselines
+learn it too, after scoring), and a tenant is refitted whenever the predictor's own
+refit rule says it is due (`--no-refit`: never). `--frozen`: nothing is learned after
+the fit, the recency memory stays empty, and nothing is refitted.
+
+Prints one JSON line with --json: predictor / bigram / unigram {top1, top3, logloss, n},
+fit_s_per_tenant (mean wall time of the tenant fits) and forecast_us_p50 / _p99 (wall
+time of `forecast` calls).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+from tqdm import tqdm
+
+from cache.forecast import END_SYMBOL
+
+from .baselines import AddAlphaNgram
+from .config import PredictorConfig
+from .predictor import Predictor
+from .vocabulary import Vocabulary
+
+BASELINE_ALPHA = 0.1
+
+
+@dataclass(slots=True)
+class Line:
+    index: int
+    tenant: str
+    session: str
+    steps: list[str]
+
+
+@dataclass(slots=True)
+class Score:
+    """Running top-1 / top-3 / log-loss over predicted positions."""
+
+    loss: float = 0.0
+    top1: int = 0
+    top3: int = 0
+    n: int = 0
+
+    def add(self, probs: np.ndarray, target: int) -> None:
+        order = np.argsort(-probs, kind="stable")[:3]
+        self.loss -= math.log(max(float(probs[target]), 1e-300))
+        self.top1 += int(order[0] == target)
+        self.top3 += int(target in order)
+        self.n += 1
+
+    def summary(self) -> dict[str, float | int]:
+        n = max(self.n, 1)
+        return {"top1": round(self.top1 / n, 4), "top3": round(self.top3 / n, 4),
+                "logloss": round(self.loss / n, 4), "n": self.n}
+
+
+def read_lines(path: str) -> list[Line]:
+    lines = []
+    with open(path) as f:
+        for i, raw in enumerate(f):
+            if not raw.strip():
+                continue
+            row = json.loads(raw)
+            steps = [str(s) for s in row.get("steps", [])]
+            if steps and steps[-1] == END_SYMBOL:
+                steps = steps[:-1]
+            lines.append(Line(i, str(row.get("domain") or "default"),
+                              str(row.get("id", f"line-{i}")), steps + [END_SYMBOL]))
+    return lines
+
+
+def _project(next_step: dict[str, float], vocab: Vocabulary) -> np.ndarray:
+    """A forecast's distribution on the scoring vocabulary (unknown keys -> OOV)."""
+    probs = np.zeros(vocab.size)
+    for symbol, p in next_step.items():
+        probs[vocab.encode_one(symbol)] += p
+    return probs / probs.sum()
+
+
+def evaluate(lines: Sequence[Line], online: bool = True, refits: bool = True,
+             config: PredictorConfig | None = None, progress: bool = True) -> dict:
+    config = config or PredictorConfig(background_refits=False)
+    train: dict[str, list[list[str]]] = {}
+    for line in lines:
+        if line.index % 2 == 0:
+            train.setdefault(line.tenant, []).append(line.steps)
+    tenants = list(dict.fromkeys(line.tenant for line in lines))
+    vocabs = {t: Vocabulary.from_sequences(train.get(t, [])) for t in tenants}
+    baselines: dict[str, tuple[AddAlphaNgram, AddAlphaNgram]] = {}
+    for t in tenants:
+        uni = AddAlphaNgram(1, BASELINE_ALPHA, vocabs[t].size)
+        bi = AddAlphaNgram(2, BASELINE_ALPHA, vocabs[t].size)
+        for seq in train.get(t, []):
+            ids = vocabs[t].encode(seq)
+            uni.learn(ids)
+            bi.learn(ids)
+        baselines[t] = (uni, bi)
+
+    predictor = Predictor(config)
+    fit_times = []
+    for tenant in tqdm(list(train), desc="fitting tenants", file=sys.stderr, delay=2.0,
+                       disable=not progress):
+        started = time.perf_counter()
+        model = predictor.fit_sequences(tenant, train[tenant], remember=False)
+        if model is not None:
+            fit_times.append(time.perf_counter() - started)
+    predictor.refit_global()
+
+    scores = {"predictor": Score(), "bigram": Score(), "unigram": Score()}
+    forecast_ns: list[int] = []
+    for line in lines:
+        if line.index % 2 == 0:
+            if online:
+                predictor.remember(line.tenant, line.steps)
+            continue
+        vocab = vocabs[line.tenant]
+        uni, bi = baselines[line.tenant]
+        ids = vocab.encode(line.steps)
+        for t, symbol in enumerate(line.steps):
+            now_s = float(t)
+            started = time.perf_counter_ns()
+            forecast = predictor.forecast(line.tenant, line.session, now_s)
+            forecast_ns.append(time.perf_counter_ns() - started)
+            scores["predictor"].add(_project(forecast.next_step, vocab), ids[t])
+            scores["bigram"].add(bi.next_distribution(ids[:t]), ids[t])
+            scores["unigram"].add(uni.next_distribution(ids[:t]), ids[t])
+            if symbol == END_SYMBOL:
+                predictor.end_session(line.tenant, line.session, learn=online)
+            else:
+                predictor.observe(line.tenant, line.session, symbol, now_s)
+        if online:
+            uni.learn(ids)
+            bi.learn(ids)
+            if refits and predictor.refit_due(line.tenant):
+                predictor.refit(line.tenant)  # synchronous: the run stays deterministic
+    predictor.close()
+
+    latency_us = np.asarray(forecast_ns, dtype=np.float64) / 1000.0
+    return {
+        "predictor": scores["predictor"].summary(),
+        "bigram": scores["bigram"].summary(),
+        "unigram": scores["unigram"].summary(),
+        "fit_s_per_tenant": round(float(np.mean(fit_times)), 4) if fit_times else 0.0,
+        "forecast_us_p50": round(float(np.percentile(latency_us, 50)), 1) if forecast_ns else 0.0,
+        "forecast_us_p99": round(float(np.percentile(latency_us, 99)), 1) if forecast_ns else 0.0,
+    }
+
+
+def _table(result: dict) -> str:
+    rows = [f"{'model':<10} {'top1':>7} {'top3':>7} {'logloss':>8} {'n':>7}"]
+    for name in ("predictor", "bigram", "unigram"):
+        r = result[name]
+        rows.append(f"{name:<10} {r['top1']:>7.4f} {r['top3']:>7.4f} {r['logloss']:>8.4f} "
+                    f"{r['n']:>7d}")
+    bigram_loss = result["bigram"]["logloss"]
+    if bigram_loss > 0:
+        gain = 1.0 - result["predictor"]["logloss"] / bigram_loss
+        rows.append(f"log-loss vs bigram: {gain:+.1%} lower")
+    rows.append(f"fit per tenant: {result['fit_s_per_tenant']:.3f} s   forecast: "
+                f"p50 {result['forecast_us_p50']:.1f} us, p99 {result['forecast_us_p99']:.1f} us")
+    return "\n".join(rows)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m agents_trace.predict.eval",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", required=True, help="tool-sequence JSONL file")
+    parser.add_argument("--json", action="store_true", help="print one JSON line")
+    parser.add_argument("--frozen", action="store_true",
+                        help="learn nothing after the fit (no online replay)")
+    parser.add_argument("--no-refit", action="store_true",
+                        help="online: never refit during the replay (recency memory only)")
+    args = parser.parse_args(argv)
+    result = evaluate(read_lines(args.data), online=not args.frozen,
+                      refits=not args.no_refit)
+    print(json.dumps(result) if args.json else _table(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,142 @@
+"""Saving and loading predictor state as plain arrays (npz) and JSON, never pickle.
+
+Layout of a directory: per tenant `<slug>.json` (names, lists, scalars) and `<slug>.npz`
+(float/int arrays); `_global.json` / `_global.npz` for the global class model. The slug
+is a filesystem-safe prefix of the tenant name plus a hash, and the JSON carries the
+exact name, so any tenant string round-trips. Files are written to a temporary name and
+renamed, so a crash never leaves a half-written model. Loading uses
+`allow_pickle=False`.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .config import PredictorConfig
+from .durations import DurationModel
+from .hmm import HmmParams
+from .ngram import NgramTable
+from .recency import RecencyMemory, RecencyParams
+from .step_model import FitReport, StepModel
+from .tenant import TenantState
+from .vocabulary import Vocabulary
+
+FORMAT = "stepahead-predict/1"
+GLOBAL_STEM = "_global"
+
+
+def tenant_stem(tenant: str) -> str:
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", tenant)[:40]
+    return f"t-{safe}-{hashlib.sha256(tenant.encode()).hexdigest()[:12]}"
+
+
+def model_to_parts(model: StepModel) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    r = model.report
+    meta = {
+        "vocab": list(model.vocab.symbols), "weights": list(model.weights),
+        "abstract": model.abstract,
+        "recency": None if model.recency is None else
+        {"decay": model.recency.decay, "strength": model.recency.strength},
+        "report": {"num_sessions": r.num_sessions, "num_states": r.num_states,
+                   "seeded_from_bigram": r.seeded_from_bigram, "num_iter": r.num_iter,
+                   "val_top1": r.val_top1, "val_logloss": r.val_logloss,
+                   "num_val_symbols": r.num_val_symbols, "fit_s": r.fit_s},
+    }
+    arrays = {"hmm_start": model.hmm.start, "hmm_trans": model.hmm.trans,
+              "hmm_emit": model.hmm.emit, **model.ngram.to_arrays()}
+    return meta, arrays
+
+
+def model_from_parts(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> StepModel:
+    symbols = meta["vocab"]
+    vocab = Vocabulary(tuple(symbols), {s: i for i, s in enumerate(symbols)})
+    recency = None if meta["recency"] is None else RecencyParams(
+        float(meta["recency"]["decay"]), float(meta["recency"]["strength"]))
+    w = [float(x) for x in meta["weights"]]
+    weights = (w[0], w[1], w[2])
+    r = meta["report"]
+    report = FitReport(int(r["num_sessions"]), int(r["num_states"]),
+                       bool(r["seeded_from_bigram"]), int(r["num_iter"]),
+                       weights, recency, r["val_top1"], r["val_logloss"],
+                       int(r["num_val_symbols"]), float(r["fit_s"]))
+    hmm = HmmParams(np.asarray(arrays["hmm_start"], dtype=np.float64),
+                    np.asarray(arrays["hmm_trans"], dtype=np.float64),
+                    np.asarray(arrays["hmm_emit"], dtype=np.float64))
+    return StepModel(vocab, hmm, NgramTable.from_arrays(arrays), weights,
+                     recency, bool(meta["abstract"]), report)
+
+
+def write(directory: Path, stem: str, meta: dict[str, Any],
+          arrays: dict[str, np.ndarray]) -> None:
+    """Atomically write `<stem>.npz` then `<stem>.json` (the JSON marks completeness)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    meta = {"format": FORMAT, **meta}
+    npz_tmp = directory / f".{stem}.npz.tmp"
+    with open(npz_tmp, "wb") as f:
+        np.savez(f, **arrays)
+    os.replace(npz_tmp, directory / f"{stem}.npz")
+    json_tmp = directory / f".{stem}.json.tmp"
+    json_tmp.write_text(json.dumps(meta))
+    os.replace(json_tmp, directory / f"{stem}.json")
+
+
+def read(json_path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    meta = json.loads(json_path.read_text())
+    if meta.get("format") != FORMAT:
+        raise ValueError(f"{json_path}: not a {FORMAT} file")
+    with np.load(json_path.with_suffix(".npz"), allow_pickle=False) as data:
+        arrays = {k: np.array(data[k]) for k in data.files}
+    return meta, arrays
+
+
+def tenant_to_parts(tenant: TenantState) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """Everything needed to resume a tenant (taken under its lock). Live sessions are
+    not saved: they are re-learned from their next steps after a restart."""
+    with tenant.lock:
+        model = tenant.model
+        names, stats = tenant.durations.to_arrays()
+        acc = tenant.accuracy
+        meta: dict[str, Any] = {
+            "tenant": tenant.name,
+            "model": None,
+            "durations_symbols": names,
+            "recency_decay": tenant.memory.decay,
+            "recent_sessions": [list(s) for s in tenant.memory.sessions],
+            "finished_sessions": [list(s) for s in tenant.finished],
+            "tool_counts": dict(tenant.tool_counts),
+            "accuracy": {"top1": acc.top1, "logloss": acc.logloss, "weight": acc.weight,
+                         "num_scored": acc.num_scored},
+            "num_learned": tenant.num_learned,
+            "num_learned_at_fit": tenant.num_learned_at_fit,
+        }
+    arrays: dict[str, np.ndarray] = {"durations_stats": stats}
+    if model is not None:
+        meta["model"], model_arrays = model_to_parts(model)
+        arrays.update(model_arrays)
+    return meta, arrays
+
+
+def tenant_from_parts(meta: dict[str, Any], arrays: dict[str, np.ndarray],
+                      config: PredictorConfig) -> TenantState:
+    tenant = TenantState(str(meta["tenant"]), config)
+    tenant.durations = DurationModel.from_arrays(
+        config.durations, list(meta["durations_symbols"]), arrays["durations_stats"])
+    tenant.memory = RecencyMemory(float(meta["recency_decay"]), config.max_recent_sessions)
+    for seq in meta["recent_sessions"]:
+        tenant.memory.learn(tuple(seq))
+    tenant.finished.extend(tuple(s) for s in meta["finished_sessions"])
+    tenant.tool_counts = {str(k): int(v) for k, v in meta["tool_counts"].items()}
+    acc = meta["accuracy"]
+    tenant.accuracy.top1, tenant.accuracy.logloss = float(acc["top1"]), float(acc["logloss"])
+    tenant.accuracy.weight, tenant.accuracy.num_scored = float(acc["weight"]), int(acc["num_scored"])
+    tenant.num_learned = int(meta["num_learned"])
+    tenant.num_learned_at_fit = int(meta["num_learned_at_fit"])
+    if meta["model"] is not None:
+        tenant.model = model_from_parts(meta["model"], arrays)
+    return tenant

@@ -1,0 +1,80 @@
+"""A background thread that runs model refits, so the request path never waits for one.
+
+`request(key, job)` is O(1) and never blocks on a fit: it queues `job` unless a job with
+the same key is already queued (a tenant that finishes many sessions during one fit gets
+one more refit, not many). Jobs run one at a time in FIFO order; a failing job is logged
+and does not stop the thread. The thread starts on the first request.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from typing import Callable
+
+_log = logging.getLogger(__name__)
+
+
+class RefitWorker:
+    def __init__(self, name: str = "stepahead-refit") -> None:
+        self._name = name
+        self._cond = threading.Condition()
+        self._queue: deque[tuple[str, Callable[[], object]]] = deque()
+        self._pending: set[str] = set()
+        self._running_key: str | None = None
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self.num_done = 0
+        self.num_failed = 0
+
+    def request(self, key: str, job: Callable[[], object]) -> bool:
+        """Queue `job` under `key`; False when one with that key is already queued or
+        the worker is closed."""
+        with self._cond:
+            if self._closed or key in self._pending:
+                return False
+            self._pending.add(key)
+            self._queue.append((key, job))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name=self._name,
+                                                daemon=True)
+                self._thread.start()
+            self._cond.notify_all()
+            return True
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._closed:
+                    self._cond.wait()
+                if self._closed and not self._queue:
+                    return
+                key, job = self._queue.popleft()
+                self._pending.discard(key)
+                self._running_key = key
+            try:
+                job()
+                failed = False
+            except Exception:
+                _log.exception("background refit %s failed", key)
+                failed = True
+            with self._cond:
+                self._running_key = None
+                self.num_done += 1
+                self.num_failed += int(failed)
+                self._cond.notify_all()
+
+    def wait_idle(self, timeout_s: float | None = None) -> bool:
+        """Block until nothing is queued or running; False on timeout."""
+        with self._cond:
+            return self._cond.wait_for(
+                lambda: not self._queue and self._running_key is None, timeout_s)
+
+    def close(self, timeout_s: float | None = 10.0) -> None:
+        """Finish queued jobs, then stop the thread."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+            thread = self._thread
+        if thread is not None:
+            thread.join(timeout_s)

@@ -1,0 +1,60 @@
+"""The live state of one agent session inside the predictor.
+
+Invariants: `state` is the filter state of `history` under `model` (or None when there
+is no model); `history` holds at most `max_history_steps` steps; `prediction` is the
+next-step prediction for exactly this (model, history, tenant version) or None.
+A model swap is detected by identity and repaired by re-filtering `history` once
+(O(len * K^2)); every other step is one O(K^2) filter update.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .returns import ReturnMixture
+from .step_model import StepModel, StepState
+from .vocabulary import Vocabulary
+
+
+@dataclass(slots=True)
+class Prediction:
+    """p1: next-step distribution over `vocab`; p2: the distribution after the silent
+    step `silent_id` (None when there is none or it is negligible); `version`: the
+    tenant version it was computed under. `mixture` caches the time-independent part of
+    the return forecast for one duration table (the only field ever reassigned)."""
+
+    version: int
+    vocab: Vocabulary
+    p1: np.ndarray
+    p2: np.ndarray | None
+    silent_id: int | None
+    mixture: ReturnMixture | None = None
+
+
+@dataclass(slots=True)
+class SessionState:
+    started_s: float
+    last_step_s: float
+    waiting_since_s: float
+    history: list[str] = field(default_factory=list)
+    model: StepModel | None = None
+    state: StepState | None = None
+    prediction: Prediction | None = None
+
+    def sync(self, model: StepModel | None) -> StepState | None:
+        """The filter state under `model`, re-filtering the history after a swap."""
+        if model is not self.model:
+            self.model = model
+            self.state = None if model is None else model.state_after(self.history)
+            self.prediction = None
+        return self.state
+
+    def advance(self, symbol: str, max_history_steps: int) -> None:
+        """Append one observed step; O(K^2) under the current model."""
+        self.history.append(symbol)
+        if len(self.history) > max_history_steps:
+            del self.history[0]
+        if self.model is not None and self.state is not None:
+            self.state = self.model.advance(self.state, self.model.encode(symbol))
+        self.prediction = None

@@ -1,0 +1,257 @@
+"""Everything the predictor knows about one tenant, and nothing about any other.
+
+Lock discipline: every method takes `lock` for its whole (short, fit-free) body. The
+fitted `model` is immutable and replaced whole by `install`, so a refit computed outside
+the lock swaps in atomically. Isolation: a tenant's model, memory, durations and
+accuracy are built from its own sessions only; the only shared input is the read-only
+global class model used while the tenant is cold (cold_start.py).
+"""
+from __future__ import annotations
+
+import threading
+from collections import deque
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from .accuracy import AccuracyTracker
+from .cold_start import expand, tool_shares
+from .config import PredictorConfig
+from .durations import DurationModel
+from .recency import RecencyMemory, adapt
+from .returns import ReturnMixture, return_mixture
+from .session import Prediction, SessionState
+from .step_model import StepModel, StepState
+from .vocabulary import BASE_SYMBOLS, Vocabulary, with_end
+
+_SWEEP_EVERY_NEW_SESSIONS = 256
+_NEGLIGIBLE_SILENT = 1e-6
+
+
+@dataclass(frozen=True, slots=True)
+class ForecastInputs:
+    """A consistent snapshot for one forecast, taken under the tenant lock."""
+
+    prediction: Prediction
+    mixture: ReturnMixture
+    elapsed_s: float
+    confident: bool
+
+
+class TenantState:
+    """Invariants: `_version` changes whenever anything a prediction depends on changes
+    (model, recency memory, learned sessions), so cached predictions compare versions;
+    `_tools_version` changes only when `tool_counts` does (cold vocabulary)."""
+
+    def __init__(self, name: str, config: PredictorConfig) -> None:
+        self.name = name
+        self.config = config
+        self.lock = threading.Lock()
+        self.model: StepModel | None = None
+        self.sessions: dict[str, SessionState] = {}
+        self.finished: deque[tuple[str, ...]] = deque(maxlen=config.max_fit_sessions)
+        self.memory = RecencyMemory(config.default_recency_decay, config.max_recent_sessions)
+        self.durations = DurationModel(config.durations)
+        self.accuracy = AccuracyTracker(config.half_life_steps)
+        self.tool_counts: dict[str, int] = {}
+        self.num_learned = 0
+        self.num_learned_at_fit = 0
+        self._version = 0
+        self._tools_version = 0
+        self._num_new_sessions = 0
+        self._cold_vocab: tuple[int, Vocabulary, np.ndarray] | None = None
+        self._start_template: SessionState | None = None
+        self.horizons_s = np.asarray(config.horizons_s, dtype=np.float64)
+        self.quantiles = np.asarray(config.quantiles, dtype=np.float64)
+
+    # -- learning -------------------------------------------------------------------
+    def _learn_locked(self, sequence: tuple[str, ...], remember: bool) -> None:
+        self.finished.append(sequence)
+        if remember:
+            self.memory.learn(sequence)
+        for symbol in sequence:
+            if symbol not in BASE_SYMBOLS:
+                self.tool_counts[symbol] = self.tool_counts.get(symbol, 0) + 1
+        self.num_learned += 1
+        self._version += 1
+        self._tools_version += 1
+
+    def learn_sequences(self, sequences: Sequence[Sequence[str]],
+                        gaps: Sequence[Sequence[float | None]] | None,
+                        remember: bool) -> list[tuple[str, ...]]:
+        """Record finished sessions (END appended where missing) and their gaps."""
+        learned = []
+        with self.lock:
+            for i, seq in enumerate(sequences):
+                full = tuple(with_end(seq))
+                self._learn_locked(full, remember)
+                learned.append(full)
+                if gaps is not None and i < len(gaps):
+                    for symbol, gap_s in zip(seq, gaps[i]):
+                        if gap_s is not None:
+                            self.durations.observe(symbol, gap_s)
+        return learned
+
+    def remember(self, sequence: Sequence[str], global_model: StepModel | None) -> None:
+        with self.lock:
+            self.memory.learn(tuple(with_end(sequence)))
+            self._version += 1
+            self._refresh_start_locked(global_model)
+
+    def snapshot(self) -> tuple[list[tuple[str, ...]], int]:
+        with self.lock:
+            return list(self.finished), self.num_learned
+
+    def install(self, model: StepModel, num_learned_at_fit: int,
+                global_model: StepModel | None = None) -> None:
+        """Swap in a freshly fitted model (atomic for readers) and seed its accuracy."""
+        with self.lock:
+            if model.recency is not None and model.recency.decay != self.memory.decay:
+                self.memory = self.memory.rebuilt(model.recency.decay)
+            report = model.report
+            if report.val_top1 is not None and report.val_logloss is not None:
+                self.accuracy.seed(report.val_top1, report.val_logloss,
+                                   float(report.num_val_symbols))
+            self.model = model
+            self.num_learned_at_fit = num_learned_at_fit
+            self._version += 1
+            # Prepare what the first forecasts under the new model need (prediction,
+            # duration table), here on the refit thread rather than on the request path.
+            self._refresh_start_locked(global_model)
+
+    # -- live sessions --------------------------------------------------------------
+    def observe(self, session: str, symbol: str, t_s: float, gap_s: float | None,
+                global_model: StepModel | None) -> None:
+        """Score the step against the current forecast, learn its gap, filter it in."""
+        with self.lock:
+            state = self.sessions.get(session)
+            if state is None:
+                state = self._start_state_locked(t_s, global_model)
+                self.sessions[session] = state
+                self._num_new_sessions += 1
+                if self._num_new_sessions % _SWEEP_EVERY_NEW_SESSIONS == 0:
+                    self._drop_idle_locked(t_s)
+            before = self._predict_locked(state, global_model)
+            target = before.vocab.encode_one(symbol)
+            self.accuracy.record(float(before.p1[target]), int(np.argmax(before.p1)) == target)
+            if gap_s is not None:
+                self.durations.observe(symbol, gap_s)
+            state.advance(symbol, self.config.max_history_steps)
+            state.last_step_s = state.waiting_since_s = t_s
+            # Filter forward now, so that the forecasts while the session waits are
+            # cheap: the next prediction is computed once, here.
+            self._mixture_locked(self._predict_locked(state, global_model))
+
+    def mark_waiting(self, session: str, t_s: float) -> None:
+        with self.lock:
+            state = self.sessions.get(session)
+            if state is not None:
+                state.waiting_since_s = max(state.waiting_since_s, t_s)
+
+    def end_session(self, session: str, learn: bool, global_model: StepModel | None
+                    ) -> tuple[str, ...] | None:
+        """Forget the live session; when `learn`, record it as finished and return it."""
+        with self.lock:
+            state = self.sessions.pop(session, None)
+            if state is None or not learn or not state.history:
+                return None
+            sequence = tuple(with_end(state.history))
+            self._learn_locked(sequence, remember=True)
+            self._refresh_start_locked(global_model)
+            return sequence
+
+    def _drop_idle_locked(self, now_s: float) -> None:
+        cutoff = now_s - self.config.session_ttl_s
+        for key in [k for k, s in self.sessions.items() if s.last_step_s < cutoff]:
+            del self.sessions[key]
+
+    # -- forecasting ----------------------------------------------------------------
+    def _cold_vocab_locked(self) -> tuple[Vocabulary, np.ndarray]:
+        cached = self._cold_vocab
+        if cached is None or cached[0] != self._tools_version:
+            vocab = Vocabulary.from_symbols(self.tool_counts)
+            cached = (self._tools_version, vocab, tool_shares(vocab, self.tool_counts))
+            self._cold_vocab = cached
+        return cached[1], cached[2]
+
+    def _distribution_locked(self, model: StepModel | None, history: list[str],
+                             state_after: StepState | None
+                             ) -> tuple[Vocabulary, np.ndarray]:
+        """Next-step distribution over the tenant's vocabulary: its own model with
+        recency when warm, the expanded global class model when cold, uniform when
+        there is no model at all."""
+        if self.model is not None and model is self.model and state_after is not None:
+            p = model.static_next(state_after)
+            if model.recency is not None:
+                p = adapt(p, self.memory, model.recency, history, model.vocab)
+            return model.vocab, p / p.sum()
+        vocab, shares = self._cold_vocab_locked()
+        if model is None or state_after is None:
+            return vocab, np.full(vocab.size, 1.0 / vocab.size)
+        return vocab, expand(model.static_next(state_after), model.vocab, vocab, shares)
+
+    def _predict_locked(self, state: SessionState, global_model: StepModel | None
+                        ) -> Prediction:
+        """The session's next-step distribution (and the one after a silent step),
+        cached in the session until it advances or the tenant's model/memory changes."""
+        model = self.model if self.model is not None else global_model
+        step_state = state.sync(model)
+        cached = state.prediction
+        if cached is not None and cached.version == self._version:
+            return cached
+        vocab, p1 = self._distribution_locked(model, state.history, step_state)
+        silent_id = next((vocab.index[s] for s in self.config.silent_symbols
+                          if s in vocab.index), None)
+        p2 = None
+        if silent_id is not None and p1[silent_id] > _NEGLIGIBLE_SILENT:
+            silent = vocab.symbols[silent_id]
+            after = None if model is None or step_state is None else model.advance(
+                step_state, model.encode(silent))
+            _, p2 = self._distribution_locked(model, state.history + [silent], after)
+        prediction = Prediction(self._version, vocab, p1, p2, silent_id)
+        state.prediction = prediction
+        return prediction
+
+    def _refresh_start_locked(self, global_model: StepModel | None) -> SessionState:
+        """The prediction for a session that has not taken a step yet (the same for
+        every new session), recomputed only when the tenant's version or model changed;
+        learning calls this eagerly so that forecasts for new sessions stay cheap."""
+        template = self._start_template
+        model = self.model if self.model is not None else global_model
+        if template is None or template.model is not model:
+            template = SessionState(0.0, 0.0, 0.0)
+            self._start_template = template
+        self._mixture_locked(self._predict_locked(template, global_model))
+        return template
+
+    def _start_state_locked(self, now_s: float, global_model: StepModel | None
+                            ) -> SessionState:
+        """A not-yet-seen session, waiting since `now_s`."""
+        template = self._refresh_start_locked(global_model)
+        return SessionState(now_s, now_s, now_s, model=template.model,
+                            state=template.state, prediction=template.prediction)
+
+    def forecast_inputs(self, session: str, now_s: float,
+                        global_model: StepModel | None) -> ForecastInputs:
+        with self.lock:
+            state = self.sessions.get(session)
+            if state is None:
+                state = self._start_state_locked(now_s, global_model)
+            prediction = self._predict_locked(state, global_model)
+            confident = (self.model is not None and self.accuracy.is_accurate(
+                self.config.min_top1, self.config.min_accuracy_weight))
+            return ForecastInputs(prediction, self._mixture_locked(prediction),
+                                  now_s - state.waiting_since_s, confident)
+
+    def _mixture_locked(self, prediction: Prediction) -> ReturnMixture:
+        """The time-independent part of the return forecast, cached on the prediction
+        until the duration table is rebuilt."""
+        table = self.durations.table(prediction.vocab.symbols)
+        mixture = prediction.mixture
+        if mixture is None or mixture.table is not table:
+            mixture = return_mixture(prediction.p1, prediction.p2, prediction.vocab.end_id,
+                                     prediction.silent_id, table, self.horizons_s,
+                                     self.quantiles)
+            prediction.mixture = mixture
+        return mixture
