@@ -1,0 +1,83 @@
+"""Durations: log-normal known answers and the hierarchical fallback."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from agents_trace.predict.durations import (DurationModel, DurationPrior, GapStats,
+                                            LogNormal)
+
+Z90 = 1.2815515655446004  # standard normal 0.9 quantile
+
+
+def test_lognormal_quantiles_known_answer() -> None:
+    dist = LogNormal(mu=1.0, sigma=0.5)
+    assert dist.quantile_s(0.5) == pytest.approx(math.e, rel=1e-12)
+    assert dist.quantile_s(0.9) == pytest.approx(math.exp(1.0 + 0.5 * Z90), rel=1e-9)
+    assert dist.quantile_s(0.1) == pytest.approx(math.exp(1.0 - 0.5 * Z90), rel=1e-9)
+    assert dist.cdf(math.e) == pytest.approx(0.5)
+    assert dist.cdf(0.0) == 0.0
+
+
+def test_duration_model_learns_known_lognormal() -> None:
+    rng = np.random.default_rng(0)
+    model = DurationModel(DurationPrior(median_s=30.0, sigma=2.0, strength=3.0))
+    for gap in rng.lognormal(mean=0.5, sigma=0.8, size=20000):
+        model.observe("grep", float(gap))
+    dist = model.distribution("grep")
+    assert dist.mu == pytest.approx(0.5, abs=0.02)
+    assert dist.sigma == pytest.approx(0.8, abs=0.02)
+    assert dist.quantile_s(0.9) == pytest.approx(math.exp(0.5 + 0.8 * Z90), rel=0.03)
+
+
+def test_gap_stats_without_prior_is_the_mle() -> None:
+    stats = GapStats()
+    for gap in (1.0, math.e, math.e ** 2):
+        stats.add(gap)
+    dist = stats.shrunk(LogNormal(100.0, 1.0), strength=0.0)
+    assert dist.mu == pytest.approx(1.0)
+    assert dist.sigma == pytest.approx(math.sqrt(2.0 / 3.0))
+
+
+def test_duration_model_falls_back_tool_then_tenant_then_prior() -> None:
+    prior = DurationPrior(median_s=2.0, sigma=1.0, strength=3.0)
+    model = DurationModel(prior)
+    # Nothing seen: the global prior.
+    assert model.distribution("ls").mu == pytest.approx(math.log(2.0))
+    for _ in range(50):
+        model.observe("cat", 20.0)
+    # An unseen tool uses the tenant level, which has moved toward the tenant's gaps.
+    tenant_mu = model.distribution("never_seen").mu
+    assert math.log(2.0) < tenant_mu <= math.log(20.0)
+    # A tool seen once leans on the tenant level rather than on its single gap.
+    model.observe("ls", 0.1)
+    ls_mu = model.distribution("ls").mu
+    assert math.log(0.1) < ls_mu < tenant_mu
+
+
+def test_duration_model_ignores_invalid_gaps() -> None:
+    model = DurationModel(DurationPrior())
+    model.observe("ls", float("nan"))
+    model.observe("ls", -1.0)
+    assert model.all_steps.num_gaps == 0
+
+
+def test_duration_model_arrays_round_trip() -> None:
+    model = DurationModel(DurationPrior())
+    model.observe("ls", 1.5)
+    model.observe("cd", 0.2)
+    names, stats = model.to_arrays()
+    again = DurationModel.from_arrays(DurationPrior(), names, stats)
+    for symbol in ("ls", "cd", "other"):
+        assert again.distribution(symbol) == model.distribution(symbol)
+
+
+def test_duration_table_groups_symbols_without_gaps() -> None:
+    model = DurationModel(DurationPrior())
+    model.observe("ls", 1.5)
+    table = model.table(("USER", "ls", "cd"))
+    assert table.group_of.tolist() == [0, 1, 0]
+    np.testing.assert_allclose(table.membership.sum(axis=1), 1.0)
+    assert (np.diff(table.cdf_by_grid, axis=0) >= 0).all()
