@@ -18,6 +18,7 @@ from typing import Any, Literal
 from agents_trace.config import TraceConfig, TraceConfigError, parse_trace_config
 
 DEFAULT_LOCAL_MODEL = "smollm2"
+PASSTHROUGH_PROVIDERS = ("openai", "hosted_vllm", "openai_like", "custom_openai")
 
 
 class ConfigError(ValueError):
@@ -72,7 +73,9 @@ class UpstreamModelConfig:
     """A model reached through litellm. `api_key_env`/`api_base_env` name environment
     variables read per request, so secrets never sit in the config file.
     `litellm_params` are extra keyword arguments for every `litellm.acompletion` call
-    (e.g. `num_retries`, or `mock_response` for an offline demo)."""
+    (e.g. `num_retries`, or `mock_response` for an offline demo). `passthrough` sends
+    requests to an OpenAI-compatible `api_base` directly, without litellm (much less
+    overhead; `passthrough.py`)."""
 
     name: str
     litellm_model: str
@@ -82,7 +85,13 @@ class UpstreamModelConfig:
     timeout_s: float = 600.0
     max_context_tokens: int | None = None
     litellm_params: tuple[tuple[str, Any], ...] = ()
+    passthrough: bool = False
     kind: Literal["upstream"] = "upstream"
+
+    def upstream_model_name(self) -> str:
+        """The model name an OpenAI-compatible upstream expects (provider prefix removed)."""
+        provider, _, name = self.litellm_model.partition("/")
+        return name if provider in PASSTHROUGH_PROVIDERS and name else self.litellm_model
 
     def resolved_api_base(self) -> str | None:
         if self.api_base_env and os.environ.get(self.api_base_env):
@@ -190,8 +199,14 @@ def _model(table: dict, index: int) -> ModelConfig:
         litellm_model = _take(table, "litellm_model", str, where)
         if not litellm_model:
             raise ConfigError(f"{where}.litellm_model is required for an upstream model")
+        passthrough = bool(_take(table, "passthrough", bool, where, False))
+        if passthrough and not (table.get("api_base") or table.get("api_base_env")):
+            raise ConfigError(f"{where}: passthrough needs api_base or api_base_env")
+        if passthrough and litellm_model.partition("/")[0] not in PASSTHROUGH_PROVIDERS:
+            raise ConfigError(f"{where}: passthrough needs an OpenAI-compatible provider "
+                              f"({', '.join(PASSTHROUGH_PROVIDERS)})")
         return UpstreamModelConfig(
-            name=name, litellm_model=litellm_model,
+            name=name, litellm_model=litellm_model, passthrough=passthrough,
             api_base=_take(table, "api_base", str, where),
             api_base_env=_take(table, "api_base_env", str, where),
             api_key_env=_take(table, "api_key_env", str, where),

@@ -1,4 +1,4 @@
-"""litellm / provider exceptions → OpenAI-shaped `ApiError`.
+"""litellm / provider exceptions and upstream HTTP errors → OpenAI-shaped `ApiError`.
 
 Invariant: the client's own mistakes keep their status (400, 404, 413, 422, 429); a
 failure between the gateway and the provider (bad upstream credentials, connection,
@@ -21,11 +21,20 @@ def map_litellm_error(exc: Exception) -> ApiError:
     if name == "ContextWindowExceededError":
         return ApiError(400, message, "invalid_request_error", "context_length_exceeded",
                         "messages")
-    if name in ("Timeout", "APITimeoutError") or status in (408, 504):
+    if name in ("Timeout", "APITimeoutError"):
         return ApiError(504, f"Upstream timed out: {message}", "server_error", "upstream_timeout")
     if name == "APIConnectionError" or "Connect" in name:
         return ApiError(502, f"Upstream unreachable: {message}", "server_error",
                         "upstream_unavailable")
+    return map_upstream_status(status, message)
+
+
+def map_upstream_status(status: int | None, message: str, code: str | None = None) -> ApiError:
+    """An upstream HTTP error status (with its message and OpenAI code, if any)."""
+    if code == "context_length_exceeded":
+        return ApiError(400, message, "invalid_request_error", code, "messages")
+    if status in (408, 504):
+        return ApiError(504, f"Upstream timed out: {message}", "server_error", "upstream_timeout")
     if status in (401, 403):
         return ApiError(502, "The upstream provider rejected the gateway's credentials.",
                         "server_error", "upstream_auth_error")

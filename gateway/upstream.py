@@ -147,24 +147,28 @@ class UpstreamBackend:
         except Exception as exc:
             raise map_litellm_error(exc) from None
         if not kwargs.get("stream"):
-            for event in _events_from_response(response, is_chat, fallback):
+            for event in events_from_response(response, is_chat, fallback):
                 yield event
             return
         try:
-            async for event in _events_from_stream(response, is_chat, fallback, started_s):
+            async for event in events_from_stream(response, is_chat, fallback, started_s):
                 yield event
         finally:
             await _close_quietly(response)
 
 
-def _events_from_response(response: Any, is_chat: bool, fallback: Usage):
-    choice = response.choices[0]
+def events_from_response(response: Any, is_chat: bool, fallback: Usage):
+    """Events of a whole (non-streamed) reply, a litellm object or plain JSON."""
+    choice = _field(response, "choices")[0]
     if is_chat:
-        message = choice.message
-        if message.content:
-            yield TextDelta(message.content)
-        for index, call in enumerate(message.tool_calls or []):
-            yield ToolCallDelta(index, call.id, call.function.name, call.function.arguments or "")
+        message = _field(choice, "message")
+        content = _field(message, "content")
+        if content:
+            yield TextDelta(content)
+        for index, call in enumerate(_field(message, "tool_calls") or []):
+            function = _field(call, "function")
+            yield ToolCallDelta(index, _field(call, "id"), _field(function, "name"),
+                                _field(function, "arguments") or "")
     else:
         text = _field(choice, "text", "")
         if text:
@@ -173,8 +177,9 @@ def _events_from_response(response: Any, is_chat: bool, fallback: Usage):
                    usage_from(_field(response, "usage"), fallback))
 
 
-async def _events_from_stream(response: Any, is_chat: bool, fallback: Usage,
-                              started_s: float) -> AsyncIterator[ChatEvent]:
+async def events_from_stream(response: Any, is_chat: bool, fallback: Usage,
+                             started_s: float) -> AsyncIterator[ChatEvent]:
+    """Events of a streamed reply: an async iterator of litellm chunks or plain JSON."""
     finish_reason = "stop"
     usage = None
     ttft_s = None

@@ -2,7 +2,8 @@
 
 `gateway_server` serves the tiny local model ("tiny", two real worker processes), an
 upstream model answered by litellm's `mock_response` ("mock"), and an upstream model
-behind a fake OpenAI-compatible server reached through `api_base` ("fake"). Tenants
+behind a fake OpenAI-compatible server reached through `api_base`, via litellm ("fake")
+and forwarded directly ("fake-direct", `passthrough = true`). Tenants
 with different limits keep the tests that exhaust limits away from the rest.
 """
 from __future__ import annotations
@@ -56,6 +57,9 @@ def gateway_config(fake_base_url: str):
              "litellm_params": {"mock_response": "Hello from the mock upstream"}},
             {"name": "fake", "kind": "upstream", "litellm_model": "openai/fake-model",
              "api_base": f"{fake_base_url}/v1", "api_key_env": "STEPAHEAD_TEST_FAKE_KEY"},
+            {"name": "fake-direct", "kind": "upstream", "litellm_model": "openai/fake-model",
+             "api_base": f"{fake_base_url}/v1", "api_key_env": "STEPAHEAD_TEST_FAKE_KEY",
+             "passthrough": True},
         ],
         "tenants": [{"name": name, "api_key_sha256": [key_digest(key)],
                      "limits": LIMITS.get(name, {})} for name, key in KEYS.items()],

@@ -31,7 +31,7 @@ def aclient(gateway):
 
 
 def test_client_lists_models(client):
-    assert {m.id for m in client.models.list()} == {"tiny", "mock", "fake"}
+    assert {m.id for m in client.models.list()} == {"tiny", "mock", "fake", "fake-direct"}
 
 
 def test_client_chat_whole_reply_has_usage_and_overhead_header(client):

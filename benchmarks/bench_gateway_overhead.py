@@ -1,0 +1,261 @@
+"""Gateway overhead: stepahead vs LiteLLM's proxy, in front of the same fake upstream.
+
+    python benchmarks/bench_gateway_overhead.py [--latency-ms 20] [--requests 400]
+
+One run starts a fake OpenAI-compatible upstream that answers every chat completion after
+a fixed latency, stepahead (`stepahead serve`) and LiteLLM's proxy (`litellm`, from
+`litellm[proxy]`) each fronting it, then, for concurrency 1, 16 and 64, sends the same
+closed-loop load straight to the upstream (the baseline) and through each gateway.
+Overhead = gateway latency quantile − direct latency quantile at the same concurrency.
+stepahead runs twice: its default upstream path (`litellm.acompletion`) and its
+`passthrough` path for OpenAI-compatible upstreams. Prints one JSON line.
+Each server is its own process; the client is an aiohttp closed loop in this process.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import os
+import random
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+# NOTE: LiteLLM's proxy refuses weak master keys; a fixed, strong-looking key suits both.
+API_KEY = "sk-" + hashlib.sha256(b"stepahead-gateway-bench").hexdigest()[:40]
+REPLY = {"id": "chatcmpl-bench", "object": "chat.completion", "created": 1, "model": "fake",
+         "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok " * 16},
+                      "finish_reason": "stop"}],
+         "usage": {"prompt_tokens": 50, "completion_tokens": 16, "total_tokens": 66}}
+
+
+def fake_upstream_app(latency_s: float):
+    body = json.dumps(REPLY).encode()
+
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return
+        while (await receive()).get("more_body"):
+            pass
+        await asyncio.sleep(latency_s)
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": body})
+    return app
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_ready(url: str, process: subprocess.Popen, timeout_s: float = 120.0) -> None:
+    import httpx
+    deadline_s = time.monotonic() + timeout_s
+    while time.monotonic() < deadline_s:
+        if process.poll() is not None:
+            raise RuntimeError(f"{process.args[:3]} exited with {process.returncode}")
+        try:
+            if httpx.get(url, timeout=1.0).status_code < 500:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.25)
+    raise RuntimeError(f"{url} did not come up")
+
+
+def stepahead_config(path: Path, upstream_url: str) -> None:
+    digest = hashlib.sha256(API_KEY.encode()).hexdigest()
+    path.write_text(f"""
+[[models]]
+name = "fake"
+kind = "upstream"
+litellm_model = "openai/fake"
+api_base = "{upstream_url}/v1"
+api_key_env = "BENCH_UPSTREAM_KEY"
+
+[[models]]
+name = "fake-passthrough"
+kind = "upstream"
+litellm_model = "openai/fake"
+api_base = "{upstream_url}/v1"
+api_key_env = "BENCH_UPSTREAM_KEY"
+passthrough = true
+
+[[tenants]]
+name = "bench"
+api_key_sha256 = ["{digest}"]
+""")
+
+
+def litellm_proxy_config(path: Path, upstream_url: str) -> None:
+    path.write_text(f"""
+model_list:
+  - model_name: fake
+    litellm_params:
+      model: openai/fake
+      api_base: {upstream_url}/v1
+      api_key: sk-upstream
+litellm_settings:
+  drop_params: true
+  set_verbose: false
+  json_logs: false
+general_settings:
+  master_key: {API_KEY}
+""")
+
+
+def quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def run_load(url: str, model: str, concurrency: int, num_requests: int,
+                   num_warmup: int) -> dict:
+    import aiohttp
+    body = json.dumps({"model": model, "max_tokens": 16,
+                       "messages": [{"role": "user", "content": "hello " * 40}]}).encode()
+    headers = {"Authorization": f"Bearer {API_KEY}", "Content-Type": "application/json"}
+    latencies_s: list[float] = []
+    overheads_ms: list[float] = []
+    connector = aiohttp.TCPConnector(limit=concurrency)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        async def one(record: bool) -> None:
+            started_s = time.perf_counter()
+            async with session.post(url, data=body, headers=headers) as response:
+                await response.read()
+                if response.status != 200:
+                    raise RuntimeError(f"{url}: HTTP {response.status}")
+                if record:
+                    latencies_s.append(time.perf_counter() - started_s)
+                    header = response.headers.get("x-stepahead-overhead-ms")
+                    if header is not None:
+                        overheads_ms.append(float(header))
+
+        async def worker(count: int, record: bool) -> None:
+            for _ in range(count):
+                await one(record)
+
+        await asyncio.gather(*(worker(max(1, num_warmup // concurrency), False)
+                               for _ in range(concurrency)))
+        started_s = time.perf_counter()
+        per_worker = max(1, num_requests // concurrency)
+        await asyncio.gather(*(worker(per_worker, True) for _ in range(concurrency)))
+        elapsed_s = time.perf_counter() - started_s
+    result = {"p50_ms": quantile(latencies_s, 0.5) * 1e3, "p99_ms": quantile(latencies_s, 0.99) * 1e3,
+              "requests_per_s": len(latencies_s) / elapsed_s, "num_requests": len(latencies_s)}
+    if overheads_ms:
+        result["self_reported_overhead_p50_ms"] = quantile(overheads_ms, 0.5)
+        result["self_reported_overhead_p99_ms"] = quantile(overheads_ms, 0.99)
+    return result
+
+
+def spawn(args: list[str], env: dict, log_path: Path) -> subprocess.Popen:
+    log = open(log_path, "wb")
+    return subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--latency-ms", type=float, default=20.0)
+    parser.add_argument("--requests", type=int, default=640, help="per target and level")
+    parser.add_argument("--concurrency", default="1,16,64")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-litellm-proxy", action="store_true")
+    parser.add_argument("--serve-fake", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    random.seed(args.seed)
+    if args.serve_fake:
+        import uvicorn
+        uvicorn.run(fake_upstream_app(args.latency_ms / 1e3), host="127.0.0.1",
+                    port=args.serve_fake, log_level="error", access_log=False)
+        return 0
+
+    env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True", BENCH_UPSTREAM_KEY="sk-upstream",
+               PYTHONPATH=str(ROOT))
+    workdir = Path(tempfile.mkdtemp(prefix="bench-gateway-"))
+    processes: list[subprocess.Popen] = []
+    try:
+        fake_port, gateway_port, proxy_port = free_port(), free_port(), free_port()
+        upstream = f"http://127.0.0.1:{fake_port}"
+        processes.append(spawn([sys.executable, __file__, "--serve-fake", str(fake_port),
+                                "--latency-ms", str(args.latency_ms)], env, workdir / "fake.log"))
+        stepahead_config(workdir / "stepahead.toml", upstream)
+        processes.append(spawn([sys.executable, "-m", "gateway.cli", "serve", "--config",
+                                str(workdir / "stepahead.toml"), "--port", str(gateway_port),
+                                "--log-level", "error"], env, workdir / "stepahead.log"))
+        targets = {"direct": (f"{upstream}/v1/chat/completions", "fake"),
+                   "stepahead": (f"http://127.0.0.1:{gateway_port}/v1/chat/completions", "fake"),
+                   "stepahead_passthrough": (
+                       f"http://127.0.0.1:{gateway_port}/v1/chat/completions",
+                       "fake-passthrough")}
+        litellm_cli = shutil.which("litellm")
+        if not args.no_litellm_proxy and litellm_cli:
+            litellm_proxy_config(workdir / "proxy.yaml", upstream)
+            processes.append(spawn([litellm_cli, "--config", str(workdir / "proxy.yaml"),
+                                    "--host", "127.0.0.1", "--port", str(proxy_port),
+                                    "--num_workers", "1"], env, workdir / "proxy.log"))
+            targets["litellm_proxy"] = (f"http://127.0.0.1:{proxy_port}/v1/chat/completions",
+                                        "fake")
+        wait_ready(f"{upstream}/health", processes[0])
+        wait_ready(f"http://127.0.0.1:{gateway_port}/health", processes[1])
+        if "litellm_proxy" in targets:
+            wait_ready(f"http://127.0.0.1:{proxy_port}/health/liveliness", processes[2], 300)
+
+        levels = {}
+        for concurrency in (int(c) for c in args.concurrency.split(",")):
+            num_requests = args.requests if concurrency > 1 else max(100, args.requests // 4)
+            level = {name: asyncio.run(run_load(url, model, concurrency, num_requests,
+                                                num_warmup=max(32, concurrency * 4)))
+                     for name, (url, model) in targets.items()}
+            direct = level["direct"]
+            for name, result in level.items():
+                if name != "direct":
+                    result["overhead_p50_ms"] = result["p50_ms"] - direct["p50_ms"]
+                    result["overhead_p99_ms"] = result["p99_ms"] - direct["p99_ms"]
+            levels[str(concurrency)] = {name: {k: round(v, 3) for k, v in result.items()}
+                                        for name, result in level.items()}
+        summary = {}
+        for name in targets:
+            if name == "direct":
+                continue
+            summary[name] = {c: {"overhead_p50_ms": levels[c][name]["overhead_p50_ms"],
+                                 "overhead_p99_ms": levels[c][name]["overhead_p99_ms"],
+                                 "requests_per_s": levels[c][name]["requests_per_s"]}
+                             for c in levels}
+        if "litellm_proxy" in targets:
+            for name in ("stepahead", "stepahead_passthrough"):
+                summary[f"{name}_below_litellm_proxy_at_every_level"] = all(
+                    levels[c][name]["overhead_p50_ms"] < levels[c]["litellm_proxy"]["overhead_p50_ms"]
+                    and levels[c][name]["overhead_p99_ms"] < levels[c]["litellm_proxy"]["overhead_p99_ms"]
+                    for c in levels)
+        if "16" in levels:
+            for name in ("stepahead", "stepahead_passthrough"):
+                summary[f"{name}_meets_c16_target"] = (
+                    levels["16"][name]["overhead_p50_ms"] < 1.0
+                    and levels["16"][name]["overhead_p99_ms"] < 5.0)
+        print(json.dumps({"benchmark": "gateway_overhead", "latency_ms": args.latency_ms,
+                          "seed": args.seed, "cpus": os.cpu_count(), "summary": summary,
+                          "levels": levels}))
+    finally:
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        shutil.rmtree(workdir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

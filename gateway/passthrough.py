@@ -1,0 +1,109 @@
+"""Upstream models behind an OpenAI-compatible `api_base`, forwarded without litellm.
+
+`litellm.acompletion` costs several milliseconds of CPU per call (logging objects, cost
+maps); for an upstream that already speaks the OpenAI protocol, the gateway can forward
+the request itself over a pooled aiohttp session. Same preparation and event shapes as
+`UpstreamBackend` (it reuses them); only the transport differs.
+Invariants: the forwarded body is the client's, minus the fields the gateway owns, with
+the upstream's model name and, for streams, `include_usage` on; upstream HTTP errors are
+mapped like litellm's (`map_upstream_status`); closing `run()` closes the connection, so
+the upstream sees the client leave.
+"""
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+
+import aiohttp
+
+from gateway.backend import ChatEvent, Prepared, Usage
+from gateway.config import UpstreamModelConfig
+from gateway.errors import ApiError
+from gateway.litellm_errors import map_litellm_error, map_upstream_status
+from gateway.upstream import UpstreamBackend, events_from_response, events_from_stream
+
+TRANSPORT_FIELDS = ("timeout", "api_base", "api_key")
+
+
+async def sse_json(response: aiohttp.ClientResponse) -> AsyncIterator[dict]:
+    """The JSON payloads of an SSE stream's `data:` lines, up to `[DONE]`."""
+    async for raw_line in response.content:
+        line = raw_line.strip()
+        if not line.startswith(b"data:"):
+            continue
+        payload = line[5:].strip()
+        if payload == b"[DONE]":
+            return
+        chunk = json.loads(payload)
+        if isinstance(chunk, dict) and "error" in chunk:
+            error = chunk["error"] if isinstance(chunk["error"], dict) else {}
+            raise map_upstream_status(502, str(error.get("message", chunk["error"])),
+                                      error.get("code"))
+        yield chunk
+
+
+class PassthroughBackend(UpstreamBackend):
+    __slots__ = ("_session",)
+
+    def __init__(self, config: UpstreamModelConfig, *,
+                 default_completion_reserve_tokens: int = 256) -> None:
+        super().__init__(config, default_completion_reserve_tokens=default_completion_reserve_tokens)
+        self._session: aiohttp.ClientSession | None = None
+
+    async def start(self) -> None:
+        self._session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
+            timeout=aiohttp.ClientTimeout(total=self.config.timeout_s))
+
+    async def stop(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    def health(self) -> dict:
+        return {"model": self.model_id, "kind": "upstream", "passthrough": True,
+                "ready": self._session is not None}
+
+    async def run(self, prepared: Prepared) -> AsyncIterator[ChatEvent]:
+        call = prepared.payload
+        body = {k: v for k, v in call.kwargs.items() if k not in TRANSPORT_FIELDS}
+        for key, _ in self.config.litellm_params:
+            body.pop(key, None)
+        body["model"] = self.config.upstream_model_name()
+        base = (call.kwargs.get("api_base") or "").rstrip("/")
+        url = f"{base}/chat/completions" if call.is_chat else f"{base}/completions"
+        headers = {"Content-Type": "application/json"}
+        if call.kwargs.get("api_key"):
+            headers["Authorization"] = f"Bearer {call.kwargs['api_key']}"
+        fallback = Usage(num_prompt_tokens=prepared.num_prompt_tokens)
+        started_s = time.perf_counter()
+        try:
+            response = await self._session.post(url, data=json.dumps(body), headers=headers)
+        except Exception as exc:
+            raise map_litellm_error(exc) from None
+        async with response:
+            if response.status >= 400:
+                raise await _status_error(response)
+            if not body.get("stream"):
+                try:
+                    reply = await response.json(content_type=None)
+                except Exception as exc:
+                    raise map_litellm_error(exc) from None
+                for event in events_from_response(reply, call.is_chat, fallback):
+                    yield event
+                return
+            async for event in events_from_stream(sse_json(response), call.is_chat, fallback,
+                                                  started_s):
+                yield event
+
+
+async def _status_error(response: aiohttp.ClientResponse) -> ApiError:
+    text = await response.text()
+    try:
+        error = json.loads(text).get("error") or {}
+    except (ValueError, AttributeError):
+        error = {}
+    if not isinstance(error, dict):
+        error = {"message": str(error)}
+    return map_upstream_status(response.status, str(error.get("message") or text[:500]),
+                               error.get("code"))

@@ -1,0 +1,57 @@
+"""Upstream models forwarded without litellm (`passthrough = true`), against the fake server."""
+import json
+
+import openai
+import pytest
+
+from gateway.config import ConfigError, parse_config, key_digest
+from tests.gateway.conftest import KEYS
+from tests.gateway.test_http_errors import assert_error, post
+
+
+@pytest.fixture(scope="module")
+def client(gateway):
+    return openai.OpenAI(base_url=f"{gateway.base_url}/v1", api_key=KEYS["alpha"], max_retries=0)
+
+
+def test_passthrough_whole_and_streamed_replies(client):
+    whole = client.chat.completions.create(
+        model="fake-direct", messages=[{"role": "user", "content": "ping"}])
+    assert whole.model == "fake-direct" and whole.choices[0].message.content == "echo: ping"
+    assert whole.usage.prompt_tokens_details.cached_tokens == 2
+    chunks = list(client.chat.completions.create(
+        model="fake-direct", messages=[{"role": "user", "content": "a b"}], stream=True,
+        stream_options={"include_usage": True}))
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text.split() == ["echo:", "a", "b"] and chunks[-1].usage.completion_tokens == 3
+
+
+def test_passthrough_tool_calls(client):
+    stream = client.chat.completions.create(
+        model="fake-direct", messages=[{"role": "user", "content": "tool"}], stream=True,
+        tools=[{"type": "function", "function": {"name": "lookup"}}])
+    deltas = [c.choices[0].delta.tool_calls[0] for c in stream
+              if c.choices and c.choices[0].delta.tool_calls]
+    assert deltas[0].id == "call_fake1"
+    assert json.loads("".join(d.function.arguments or "" for d in deltas)) == {"q": "x"}
+
+
+def test_passthrough_maps_upstream_errors(gateway):
+    def ask(text):
+        return post(gateway, {"model": "fake-direct",
+                              "messages": [{"role": "user", "content": text}]})
+    assert_error(ask("status:400"), 400, "context_length_exceeded")
+    assert_error(ask("status:401"), 502, "upstream_auth_error")
+    assert_error(ask("status:429"), 429, "rate_limit_exceeded")
+    assert_error(ask("status:500"), 502)
+
+
+def test_passthrough_needs_an_openai_compatible_api_base():
+    tenants = [{"name": "t", "api_key_sha256": [key_digest("k")]}]
+    with pytest.raises(ConfigError, match="api_base"):
+        parse_config({"models": [{"name": "m", "kind": "upstream", "passthrough": True,
+                                  "litellm_model": "openai/x"}], "tenants": tenants})
+    with pytest.raises(ConfigError, match="OpenAI-compatible"):
+        parse_config({"models": [{"name": "m", "kind": "upstream", "passthrough": True,
+                                  "litellm_model": "anthropic/claude", "api_base": "http://x"}],
+                      "tenants": tenants})
