@@ -30,7 +30,8 @@ HELP = {
     "stepahead_rejected_total": ("counter", "Requests refused by tenant limits, by error code."),
     "stepahead_tenant_active_requests": ("gauge", "Requests holding a concurrency slot."),
     "stepahead_tenant_queued_requests": ("gauge", "Requests waiting for a concurrency slot."),
-    "stepahead_worker_info": ("gauge", "Numeric worker health fields from the engine."),
+    "stepahead_worker_info": ("gauge", "Numeric worker fields from the engine (tiers flattened)."),
+    "stepahead_worker_tenant_info": ("gauge", "Per-tenant numeric fields of each worker's cache."),
 }
 
 
@@ -117,6 +118,37 @@ class Registry:
             out.append(f"# TYPE {family} {kind}")
             out.extend(lines)
         return "\n".join(out) + "\n"
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def worker_gauges(model: str, rows: list[dict]) -> dict[tuple[str, Labels], float]:
+    """Gauges from the engine's per-worker stats rows: numbers at the top level and one
+    level down (`tiers.hot.num_used_blocks` → field "hot_num_used_blocks"); the `tenants`
+    table becomes `stepahead_worker_tenant_info` with a tenant label."""
+    gauges: dict[tuple[str, Labels], float] = {}
+    for row in rows:
+        base = (("model_name", model), ("worker", str(row.get("worker", ""))))
+        for key, value in row.items():
+            if key == "tenants" and isinstance(value, dict):
+                for tenant, fields in value.items():
+                    for field_name, number in (fields or {}).items():
+                        if _is_number(number):
+                            labels = base + (("tenant", str(tenant)), ("field", field_name))
+                            gauges[("stepahead_worker_tenant_info", labels)] = float(number)
+            elif isinstance(value, dict):
+                for inner, inner_value in value.items():
+                    flat = inner_value if isinstance(inner_value, dict) else {"": inner_value}
+                    for leaf, number in flat.items():
+                        if _is_number(number):
+                            name = "_".join(part for part in (inner, leaf) if part)
+                            gauges[("stepahead_worker_info", base + (("field", name),))] = \
+                                float(number)
+            elif key != "worker" and _is_number(value):
+                gauges[("stepahead_worker_info", base + (("field", key),))] = float(value)
+    return gauges
 
 
 def _escape(value: str) -> str:

@@ -16,7 +16,7 @@ from gateway.chat_checks import check_chat_request, check_n
 from gateway.errors import ApiError
 from gateway.exchange import respond
 from gateway.http_io import ClientGone, read_json_body
-from gateway.metrics import Labels
+from gateway.metrics import Labels, worker_gauges
 from gateway.openai_format import new_id
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, validate
 from gateway.state import GatewayState
@@ -100,12 +100,6 @@ async def metrics(request: Request) -> Response:
         gauges[("stepahead_tenant_active_requests", (("tenant", tenant),))] = limiter.num_active
         gauges[("stepahead_tenant_queued_requests", (("tenant", tenant),))] = limiter.num_queued
     for name, backend in state.backends.items():
-        for worker in backend.worker_metrics():
-            worker_id = str(worker.get("worker", ""))
-            for key, value in worker.items():
-                if isinstance(value, (int, float)) and not isinstance(value, bool) \
-                        and key != "worker":
-                    labels = (("model_name", name), ("worker", worker_id), ("field", key))
-                    gauges[("stepahead_worker_info", labels)] = float(value)
+        gauges.update(worker_gauges(name, backend.worker_metrics()))
     return PlainTextResponse(state.metrics.render(gauges),
                              media_type="text/plain; version=0.0.4; charset=utf-8")

@@ -1,4 +1,4 @@
-from gateway.metrics import Registry
+from gateway.metrics import Registry, worker_gauges
 
 
 def test_registry_renders_vllm_names_per_tenant_and_worker():
@@ -24,3 +24,16 @@ def test_registry_escapes_label_values():
     registry = Registry()
     registry.record_request('t"x', "m\\", "chat", 200)
     assert 'tenant="t\\"x",model_name="m\\\\"' in registry.render()
+
+
+def test_worker_gauges_flatten_engine_rows():
+    rows = [{"worker": "w0", "num_running": 2, "ok": True,
+             "tiers": {"hot": {"num_used_blocks": 29}},
+             "tenants": {"a": {"num_hot_hit_tokens": 448}}}]
+    gauges = worker_gauges("m", rows)
+    base = (("model_name", "m"), ("worker", "w0"))
+    assert gauges[("stepahead_worker_info", base + (("field", "num_running"),))] == 2
+    assert gauges[("stepahead_worker_info", base + (("field", "hot_num_used_blocks"),))] == 29
+    assert gauges[("stepahead_worker_tenant_info",
+                   base + (("tenant", "a"), ("field", "num_hot_hit_tokens")))] == 448
+    assert len(gauges) == 3

@@ -1,0 +1,51 @@
+"""LocalBackend checks that need no worker: tool support and the context budget.
+
+The engine here is a stand-in record with the attributes `prepare_chat` reads before it
+renders anything; generation itself is covered over HTTP with the real tiny model.
+"""
+from dataclasses import dataclass
+
+import pytest
+
+from gateway.config import LocalModelConfig
+from gateway.errors import ApiError
+from gateway.local import LocalBackend
+from gateway.schemas import ChatCompletionRequest, validate
+
+
+@dataclass
+class EngineFacts:
+    supports_tools: bool
+    max_context_tokens: int = 100
+    tokenizer: object = None
+
+
+def backend(supports_tools: bool) -> LocalBackend:
+    local = object.__new__(LocalBackend)
+    local.config = LocalModelConfig(name="plain")
+    local.model_id = "plain"
+    local.default_completion_reserve_tokens = 16
+    local.engine = EngineFacts(supports_tools)
+    return local
+
+
+TOOLS = [{"type": "function", "function": {"name": "f"}}]
+
+
+async def test_prepare_chat_without_tool_support_is_a_clear_400():
+    request = validate(ChatCompletionRequest, {
+        "model": "plain", "tools": TOOLS, "messages": [{"role": "user", "content": "x"}]})
+    with pytest.raises(ApiError) as caught:
+        await backend(False).prepare_chat(request, "t", "r1")
+    assert caught.value.status == 400 and caught.value.code == "tools_not_supported"
+    assert caught.value.param == "tools"
+
+
+def test_budget_fits_prompt_and_completion_in_the_context():
+    local = backend(True)
+    assert local._budget(60, None) == 40
+    assert local._budget(60, 40) == 40
+    for num_prompt, num_max in ((60, 41), (100, None), (120, 1)):
+        with pytest.raises(ApiError) as caught:
+            local._budget(num_prompt, num_max)
+        assert caught.value.code == "context_length_exceeded"
