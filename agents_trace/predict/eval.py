@@ -174,7 +174,7 @@ def _table(result: dict) -> str:
     bigram_loss = result["bigram"]["logloss"]
     if bigram_loss > 0:
         gain = 1.0 - result["predictor"]["logloss"] / bigram_loss
-        rows.append(f"log-loss vs bigram: {gain:+.1%} lower")
+        rows.append(f"log-loss vs bigram: {gain:.1%} lower")
     rows.append(f"fit per tenant: {result['fit_s_per_tenant']:.3f} s   forecast: "
                 f"p50 {result['forecast_us_p50']:.1f} us, p99 {result['forecast_us_p99']:.1f} us")
     return "\n".join(rows)

@@ -78,11 +78,12 @@ class ReturnMixture:
     """The part of a return forecast that does not depend on the time waited: route
     weights, their per-duration-group sums and the mixture CDF M on `LOG_GRID_S`.
     Computed once per (prediction, duration table); `at_zero` is the full forecast for
-    elapsed = 0."""
+    elapsed = 0. `request` is 1.0 on symbols whose gap precedes a request, else 0.0."""
 
     table: DurationTable
     weights: np.ndarray
     request: np.ndarray
+    not_request: np.ndarray
     w_never: float
     w_group: np.ndarray
     w_return: float
@@ -99,11 +100,12 @@ def return_mixture(p1: np.ndarray, p2: np.ndarray | None, end_id: int,
     w_group = weights @ table.membership
     mixture = table.cdf_by_grid @ w_group
     w_return = float(w_group.sum())
-    partial = ReturnMixture(table, weights, weights > 0.0, w_never, w_group, w_return,
-                            mixture, ReturnForecast(p1, 1.0, (), ()))
+    request = (weights > 0.0).astype(np.float64)
+    partial = ReturnMixture(table, weights, request, 1.0 - request, w_never, w_group,
+                            w_return, mixture, ReturnForecast(p1, 1.0, (), ()))
     at_zero = _forecast(p1, p2, end_id, silent_id, partial, 0.0, horizons_s, quantiles)
-    return ReturnMixture(table, weights, partial.request, w_never, w_group, w_return,
-                         mixture, at_zero)
+    return ReturnMixture(table, weights, request, partial.not_request, w_never, w_group,
+                         w_return, mixture, at_zero)
 
 
 def forecast_returns(p1: np.ndarray, p2: np.ndarray | None, end_id: int,
@@ -128,8 +130,9 @@ def _forecast(p1: np.ndarray, p2: np.ndarray | None, end_id: int, silent_id: int
         f_e = _at(log_e, table.cdf_by_grid)
         m_e = float(f_e @ mix.w_group)
         if m_e > 0.0:
+            # Survival per symbol, 0 on END / silent; non-request symbols keep factor 1.
             survive = (table.membership @ (1.0 - f_e)) * mix.request
-            next_step = p1 * np.where(mix.request, survive, 1.0)
+            next_step = p1 * (survive + mix.not_request)
             if silent_id is not None and p2 is not None:
                 next_step[silent_id] = p1[silent_id] * (
                     float(p2[end_id] + p2[silent_id]) + float(p2 @ survive))
@@ -141,8 +144,9 @@ def _forecast(p1: np.ndarray, p2: np.ndarray | None, end_id: int, silent_id: int
     if kept <= NEGLIGIBLE or total <= 0.0:
         return ReturnForecast(next_step, p_end, tuple((float(h), 0.0) for h in horizons_s), ())
 
+    # M is non-decreasing, so these are too; the clip only absorbs rounding.
     m_h = np.interp(np.log(e + horizons_s), LOG_GRID_S, mixture, left=0.0)
-    p_h = np.minimum(np.maximum.accumulate(np.maximum(m_h - m_e, 0.0) / total), 1.0 - p_end)
+    p_h = np.minimum(np.maximum(m_h - m_e, 0.0) / total, 1.0 - p_end)
     # ETA: invert the mixture CDF after e, starting from the point (log e, M(e)).
     start = max(0, int((log_e - _LOG0) / _DLOG) + 1) if e > 0.0 else 0
     xs, ys = mixture[start:], LOG_GRID_S[start:]

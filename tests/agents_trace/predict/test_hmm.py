@@ -50,7 +50,7 @@ def test_filter_step_hand_worked_two_state() -> None:
 
 
 @pytest.mark.parametrize("x", [[0], [1, 1], [0, 1, 1, 0], [1, 0, 0, 1, 1]])
-def test_next_symbol_equals_brute_force_score_ratio(x: list[int]) -> None:
+def test_filter_step_next_symbol_equals_brute_force_score_ratio(x: list[int]) -> None:
     pred = START
     for symbol in x:
         pred = filter_step(PARAMS, pred, symbol)

@@ -64,7 +64,7 @@ def test_adapt_moves_toward_recent_sessions() -> None:
     assert int(np.argmax(out)) == vocab.index["cd"]
 
 
-def test_rebuilt_memory_has_same_sessions() -> None:
+def test_recency_memory_rebuilt_keeps_sessions() -> None:
     memory = RecencyMemory(decay=0.9)
     memory.learn(["USER", "ls", "END"])
     again = memory.rebuilt(0.5)

@@ -1,0 +1,74 @@
+"""Time a refit and forecasts on recorded tool sequences.
+
+    python -m agents_trace.predict.timing --data FILE.jsonl [--sessions 1000] [--repeats 3]
+
+Takes the file's sequences in order (cycling through them until `--sessions` are
+collected), fits one tenant model from them `--repeats` times (after one warm-up fit),
+then replays 200 sessions through observe/forecast. Prints one JSON line: the refit wall
+times (min and median), forecast p50/p99 in microseconds, and the load average, since
+these machines are shared and timings move with it.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from itertools import cycle, islice
+from typing import Sequence
+
+import numpy as np
+
+from .config import PredictorConfig
+from .fit import fit_step_model
+from .predictor import Predictor
+
+
+def read_sequences(path: str) -> list[list[str]]:
+    with open(path) as f:
+        return [[str(s) for s in json.loads(line)["steps"]] for line in f if line.strip()]
+
+
+def measure(sequences: Sequence[Sequence[str]], num_sessions: int, repeats: int) -> dict:
+    sessions = [list(s) for s in islice(cycle(sequences), num_sessions)]
+    config = PredictorConfig(background_refits=False)
+    fit_step_model(sessions, config.fit)  # warm-up
+    fit_s = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        model = fit_step_model(sessions, config.fit)
+        fit_s.append(time.perf_counter() - started)
+
+    predictor = Predictor(config)
+    predictor.fit_sequences("t", sessions)
+    forecast_ns = []
+    for i, steps in enumerate(sessions[:200]):
+        for t, symbol in enumerate(steps):
+            started = time.perf_counter_ns()
+            predictor.forecast("t", f"s{i}", float(t))
+            forecast_ns.append(time.perf_counter_ns() - started)
+            predictor.observe("t", f"s{i}", symbol, float(t))
+        predictor.end_session("t", f"s{i}", learn=False)
+    predictor.close()
+    us = np.asarray(forecast_ns, dtype=np.float64) / 1000.0
+    return {"sessions": num_sessions, "num_symbols": model.vocab.size,
+            "num_states": model.report.num_states, "refit_s_min": round(min(fit_s), 3),
+            "refit_s_median": round(statistics.median(fit_s), 3),
+            "forecast_us_p50": round(float(np.percentile(us, 50)), 1),
+            "forecast_us_p99": round(float(np.percentile(us, 99)), 1),
+            "loadavg_1m": round(os.getloadavg()[0], 2)}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m agents_trace.predict.timing")
+    parser.add_argument("--data", required=True)
+    parser.add_argument("--sessions", type=int, default=1000)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args(argv)
+    print(json.dumps(measure(read_sequences(args.data), args.sessions, args.repeats)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
