@@ -16,13 +16,14 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse, Response, StreamingResponse
 
 from agents_trace.export import export_lines
 from agents_trace.store_queries import SessionFilter, find_session, list_sessions, list_steps, \
     step_content
 
+MAX_PAGE = 500
 STATIC_FILES = {"app.js": "text/javascript; charset=utf-8",
                 "app.css": "text/css; charset=utf-8"}
 
@@ -37,6 +38,28 @@ class Viewer:
 
 def _not_found(session: str) -> HTTPException:
     return HTTPException(404, f"No session '{session}' is visible to this API key.")
+
+
+def _number(request: Request, name: str, default: float | None, *, low: float,
+            high: float, is_int: bool = False) -> float | None:
+    """A numeric query parameter, or a 400 naming it (never FastAPI's 422 shape)."""
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw) if is_int else float(raw)
+    except ValueError:
+        value = None
+    if value is None or not low <= value <= high:
+        raise HTTPException(400, f"Query parameter '{name}' must be a number in "
+                                 f"[{low:g}, {high:g}], not {raw!r}.")
+    return value
+
+
+def _page(request: Request, default_limit: int) -> tuple[int, int]:
+    limit = _number(request, "limit", default_limit, low=1, high=MAX_PAGE, is_int=True)
+    offset = _number(request, "offset", 0, low=0, high=2**62, is_int=True)
+    return int(limit), int(offset)
 
 
 def _static(name: str) -> str:
@@ -70,11 +93,12 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
         return {"tenant": who.tenant, "is_admin": who.is_admin}
 
     @router.get("/v1/traces/sessions")
-    def sessions(request: Request, who: Viewer = Depends(viewer),
-                 agent: str | None = None, since: float | None = None,
-                 until: float | None = None, errors: bool = False,
-                 tenant: str | None = None, limit: int = Query(50, ge=1, le=500),
-                 offset: int = Query(0, ge=0)) -> dict:
+    def sessions(request: Request, who: Viewer = Depends(viewer), agent: str | None = None,
+                 tenant: str | None = None) -> dict:
+        limit, offset = _page(request, 50)
+        since = _number(request, "since", None, low=0, high=1e12)
+        until = _number(request, "until", None, low=0, high=1e12)
+        errors = request.query_params.get("errors", "").lower() in ("1", "true", "yes")
         path = path_of(request)
         if path is None or (tenant is not None and not who.is_admin and tenant != who.tenant):
             return {"data": [], "has_more": False, "offset": offset, "limit": limit}
@@ -84,19 +108,21 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
 
     @router.get("/v1/traces/sessions/{session}")
     def session_detail(session: str, request: Request, who: Viewer = Depends(viewer),
-                       tenant: str | None = None, limit: int = Query(200, ge=1, le=500),
-                       offset: int = Query(0, ge=0)) -> dict:
+                       tenant: str | None = None) -> dict:
+        limit, offset = _page(request, 200)
         path = path_of(request)
         found = resolve(path, who, session, tenant)
         return {"session": found, "steps": list_steps(path, found["tenant"], session,
                                                       limit=limit, offset=offset)}
 
     @router.get("/v1/traces/sessions/{session}/steps/{index}/content")
-    def content(session: str, index: int, request: Request, who: Viewer = Depends(viewer),
+    def content(session: str, index: str, request: Request, who: Viewer = Depends(viewer),
                 tenant: str | None = None) -> dict:
+        if not index.isdigit():
+            raise HTTPException(404, f"No step '{index}' in session '{session}'.")
         path = path_of(request)
         found = resolve(path, who, session, tenant)
-        captured = step_content(path, found["tenant"], session, index)
+        captured = step_content(path, found["tenant"], session, int(index))
         if captured is None:
             raise HTTPException(404, f"Step {index} of session '{session}' has no captured "
                                      "content (tracing.capture_content was off).")

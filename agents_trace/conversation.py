@@ -38,7 +38,7 @@ def _text(content: Any) -> Any:
     if isinstance(content, str):
         return content.strip()
     if isinstance(content, list):
-        parts = [part.get("text", "") if isinstance(part, Mapping)
+        parts = [part.get("text", "") if isinstance(part, dict)
                  and part.get("type") in ("text", "input_text", "output_text") else part
                  for part in content]
         if all(isinstance(part, str) for part in parts):
@@ -56,30 +56,36 @@ def _arguments(arguments: Any) -> Any:
     return arguments
 
 
-def canonical_message(message: Mapping[str, Any]) -> list:
-    """The parts of a message that identify it within a conversation."""
+def _field(value: str) -> bytes:
+    encoded = value.encode("utf-8", "surrogatepass")
+    return b"%d:" % len(encoded) + encoded
+
+
+def encode_message(message: Mapping[str, Any]) -> bytes:
+    """The canonical form of a message as unambiguous bytes (length-prefixed fields):
+    role, text (or JSON of non-text parts), tool calls as [id, name, parsed arguments],
+    tool_call_id. NOTE: plain-text messages, most of a conversation, skip JSON."""
+    text = _text(message.get("content"))
+    if not isinstance(text, str):
+        text = "\x00" + json.dumps(text, ensure_ascii=False, sort_keys=True, default=str)
     calls = []
     for call in message.get("tool_calls") or ():
-        if not isinstance(call, Mapping):
+        if not isinstance(call, dict):
             continue
-        function = call.get("function") if isinstance(call.get("function"), Mapping) else {}
+        function = call.get("function") if isinstance(call.get("function"), dict) else {}
         calls.append([call.get("id"), function.get("name"), _arguments(function.get("arguments"))])
-    return [message.get("role"), _text(message.get("content")), calls,
-            message.get("tool_call_id")]
-
-
-def message_digest(message: Mapping[str, Any]) -> bytes:
-    encoded = json.dumps(canonical_message(message), ensure_ascii=False, sort_keys=True,
-                         separators=(",", ":"), default=str)
-    return _digest(encoded.encode())
+    encoded_calls = json.dumps(calls, ensure_ascii=False, sort_keys=True, default=str) \
+        if calls else ""
+    return b"".join((_field(str(message.get("role"))), _field(text), _field(encoded_calls),
+                     _field(str(message.get("tool_call_id") or ""))))
 
 
 def root_digest(tenant: str) -> bytes:
-    return _digest(_ROOT + tenant.encode())
+    return _digest(_ROOT + _field(tenant))
 
 
 def extend_digest(previous: bytes, message: Mapping[str, Any]) -> bytes:
-    return _digest(previous + message_digest(message))
+    return _digest(previous + encode_message(message))
 
 
 def prefix_digests(tenant: str, messages: Sequence[Any]) -> list[bytes]:
@@ -87,7 +93,7 @@ def prefix_digests(tenant: str, messages: Sequence[Any]) -> list[bytes]:
     out: list[bytes] = []
     current = root_digest(tenant)
     for message in messages:
-        current = extend_digest(current, message if isinstance(message, Mapping) else {})
+        current = extend_digest(current, message if isinstance(message, dict) else {})
         out.append(current)
     return out
 
@@ -116,7 +122,7 @@ def explicit_session(headers: Mapping[str, str],
     if from_header:
         return from_header, "header"
     metadata = body.get("metadata")
-    if isinstance(metadata, Mapping):
+    if isinstance(metadata, dict):
         from_metadata = _client_id(metadata.get("session_id"))
         if from_metadata:
             return from_metadata, "metadata"
@@ -130,7 +136,7 @@ def agent_name(headers: Mapping[str, str], body: Mapping[str, Any]) -> str | Non
     """`x-agent-name`, else `metadata.agent_name` / `metadata.agent`."""
     name = _client_id(headers.get(AGENT_HEADER))
     metadata = body.get("metadata")
-    if name is None and isinstance(metadata, Mapping):
+    if name is None and isinstance(metadata, dict):
         name = _client_id(metadata.get("agent_name")) or _client_id(metadata.get("agent"))
     return name
 
@@ -139,7 +145,7 @@ def trailing_tool_call_ids(messages: Sequence[Any]) -> list[str]:
     """The tool_call_ids of the tool messages that end the conversation, in order."""
     ids: list[str] = []
     for message in reversed(messages):
-        if not isinstance(message, Mapping) or message.get("role") != "tool":
+        if not isinstance(message, dict) or message.get("role") != "tool":
             break
         ids.append(str(message.get("tool_call_id") or ""))
     ids.reverse()
@@ -150,10 +156,10 @@ def history_tool_names(messages: Sequence[Any]) -> dict[str, str]:
     """tool_call_id -> tool name, from every assistant message's tool_calls."""
     names: dict[str, str] = {}
     for message in messages:
-        if not isinstance(message, Mapping) or message.get("role") != "assistant":
+        if not isinstance(message, dict) or message.get("role") != "assistant":
             continue
         for call in message.get("tool_calls") or ():
-            if isinstance(call, Mapping) and isinstance(call.get("function"), Mapping):
+            if isinstance(call, dict) and isinstance(call.get("function"), dict):
                 name = call["function"].get("name")
                 if isinstance(name, str) and name:
                     names[str(call.get("id"))] = name
@@ -184,4 +190,4 @@ def after_of(messages: Sequence[Any], is_first_step: bool,
 
 
 def is_assistant(message: Any) -> bool:
-    return isinstance(message, Mapping) and message.get("role") == "assistant"
+    return isinstance(message, dict) and message.get("role") == "assistant"

@@ -5,8 +5,9 @@ session's first request), `tenant`, `session`, `after`, `tool_calls`, `input_tok
 `output_tokens`, and `messages` (the request's whole message list) when the store holds
 content. No `hash_ids`: the replay harness then derives token content from
 (tenant, session, step), as the format allows.
-Invariant: a request's `messages` are rebuilt exactly: the first `num_prefix_messages`
-of the step it extends (`prefix_step`) followed by the messages new in it.
+Invariant: a request's `messages` are rebuilt exactly (the first `num_prefix_messages`
+of the step it extends, `prefix_step`, then the messages new in it) or left out: never
+a shortened list.
 """
 from __future__ import annotations
 

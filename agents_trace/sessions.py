@@ -139,6 +139,7 @@ class SessionTable:
             return
         state.num_in_flight = max(0, state.num_in_flight - 1)
         state.last_active_s = max(state.last_active_s, ended_s)
+        self._live.move_to_end((tenant, session))
         if state.head_index is not None and index < state.head_index:
             return
         state.head_index = index

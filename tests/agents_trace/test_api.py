@@ -108,3 +108,14 @@ async def test_api_serves_the_page_without_data(traced):
     assert page.status_code == 200 and "stepahead" in page.text
     assert script.status_code == 200 and "/v1/traces/sessions" in script.text
     assert missing.status_code == 404
+
+
+async def test_api_bad_query_parameters_are_400_not_422(traced):
+    tracer, session = traced
+    app = viewer_app(tracer, KEYS)
+    for path in ("/v1/traces/sessions?limit=0", "/v1/traces/sessions?since=yesterday",
+                 f"/v1/traces/sessions/{session}?offset=-1"):
+        response = await _get(app, path, "k-acme")
+        assert response.status_code == 400 and "must be a number" in response.json()["detail"]
+    assert (await _get(app, f"/v1/traces/sessions/{session}/steps/x/content",
+                       "k-acme")).status_code == 404
