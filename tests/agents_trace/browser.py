@@ -1,7 +1,7 @@
 """Headless Chromium (Debian's `chromium` + `chromium-driver`) driven by Selenium.
 
-Nothing is installed or downloaded here: the test is skipped, with the reason, when the
-binaries or the selenium package are missing (CI installs them with apt and pip).
+Nothing is installed or downloaded here: the test is skipped, with the reason, only when
+the Debian binaries are missing (CI installs them with apt); selenium is a test extra.
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def chromium_driver() -> Iterator[object]:
     driver_path = _chromedriver()
     if driver_path is None:
         pytest.skip("chromedriver is missing: apt-get install chromium-driver")
-    webdriver = pytest.importorskip("selenium.webdriver", reason="pip install selenium")
+    from selenium import webdriver   # a test dependency (pyproject [test]): never skipped
     from selenium.webdriver.chrome.service import Service
 
     options = webdriver.ChromeOptions()

@@ -252,3 +252,16 @@ def test_e2e_viewer_page_shows_the_timeline_in_chromium(served, trip, tmp_path):
     assert served.get("/v1/traces/sessions/e2e-trip", "globex").status_code == 404
     error = served.get("/v1/traces/sessions/e2e-trip", "globex").json()["error"]
     assert error["code"] == "not_found"
+
+
+def test_e2e_incoming_traceparent_is_continued(served):
+    trace_id, parent_id = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
+    served.client("acme").chat.completions.create(
+        model="tiny", max_tokens=2, messages=[{"role": "user", "content": "traced call"}],
+        extra_headers={"traceparent": f"00-{trace_id}-{parent_id}-01", "x-session-id": "tp"})
+    _end_sessions(served)
+    spans = _spans_of(served, "tp")
+    [agent], [chat] = spans["invoke_agent"], spans["chat"]
+    for span in (agent, chat):
+        assert f"{span.context.trace_id:032x}" == trace_id
+        assert f"{span.parent.span_id:016x}" == parent_id and span.parent.is_remote
