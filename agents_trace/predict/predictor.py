@@ -39,7 +39,9 @@ from .tenant import TenantState
 def _single_threaded_blas() -> threadpool_limits:
     """Fits run with one BLAS thread. NOTE: OpenBLAS worker threads keep spinning for
     a while after each call; on a small machine that steals the cores the request path
-    needs and turned forecasts right after a refit from ~50 us into milliseconds."""
+    needs and turned forecasts right after a refit from ~50 us into milliseconds. The
+    limit is process-wide while a fit runs, which is harmless here: the gateway process
+    does no heavy linear algebra (model workers are separate processes)."""
     return threadpool_limits(limits=1, user_api="blas")
 
 
@@ -57,6 +59,12 @@ class TenantStatus:
 
 
 class Predictor:
+    """Per-tenant next-step and return forecasts for live agent sessions.
+
+    Thread-safe: any number of threads may call the hot-path methods; tenants never
+    block each other, sessions of one tenant serialise on its lock for microseconds.
+    """
+
     def __init__(self, config: PredictorConfig | None = None) -> None:
         self.config = config or PredictorConfig()
         self._tenants: dict[str, TenantState] = {}
@@ -246,6 +254,16 @@ class Predictor:
         if model is not None:
             meta["model"], arrays = persist.model_to_parts(model)
         persist.write(directory, persist.GLOBAL_STEM, meta, arrays)
+
+    @classmethod
+    def restored(cls, directory: str | Path, config: PredictorConfig | None = None
+                 ) -> "Predictor":
+        """A predictor resumed from `directory` (as written by `save`), or an empty one
+        when the directory does not exist yet: what the gateway calls on start."""
+        predictor = cls(config)
+        if Path(directory).is_dir():
+            predictor.load(directory)
+        return predictor
 
     def load(self, directory: str | Path) -> None:
         """Replace this predictor's tenants and global model with those saved in

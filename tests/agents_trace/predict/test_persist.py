@@ -69,3 +69,11 @@ def test_persist_load_rejects_foreign_json(tmp_path) -> None:
     (tmp_path / "t-bad.json").write_text(json.dumps({"format": "something-else"}))
     with pytest.raises(ValueError):
         Predictor().load(tmp_path)
+
+
+def test_persist_restored_starts_empty_without_directory(tmp_path) -> None:
+    predictor = Predictor.restored(tmp_path / "missing")
+    assert predictor.tenants() == []
+    build().save(tmp_path / "state")
+    again = Predictor.restored(tmp_path / "state")
+    assert ODD_TENANT in again.tenants() and again.global_model is not None
