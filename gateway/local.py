@@ -8,8 +8,7 @@ Invariants:
   the request offered tools; "required"/named `tool_choice` take the forced path
   (`tool_forcing.py`) so the reply is always a call;
 - closing `run()` closes the engine stream, which cancels the request on its worker;
-- a worker error before any output is retried once (another worker takes it); after
-  output it is reported.
+- tenant weights from the config reach the engine's fair queue.
 """
 from __future__ import annotations
 
@@ -31,14 +30,17 @@ class LocalBackend:
     __slots__ = ("config", "model_id", "owned_by", "engine", "default_completion_reserve_tokens",
                  "_stats_task")
 
-    def __init__(self, config: LocalModelConfig, *,
-                 default_completion_reserve_tokens: int = 256) -> None:
+    def __init__(self, config: LocalModelConfig, *, default_completion_reserve_tokens: int = 256,
+                 tenant_weights: dict[str, float] | None = None) -> None:
         from shards.engine import LocalEngine
         self.config = config
         self.model_id = config.name
         self.owned_by = "stepahead"
         self.default_completion_reserve_tokens = default_completion_reserve_tokens
-        self.engine = LocalEngine(config.path, config.num_workers, **dict(config.engine_options))
+        options = dict(config.engine_options)
+        if tenant_weights:
+            options.setdefault("tenant_weights", tenant_weights)
+        self.engine = LocalEngine(config.path, config.num_workers, **options)
         self._stats_task: asyncio.Task | None = None
 
     async def start(self) -> None:

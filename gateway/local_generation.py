@@ -1,8 +1,8 @@
 """Driving a local engine for one request: free generation, and forced tool calls.
 
 Invariants: every engine stream is closed when we stop reading it (so the worker cancels
-the request and frees its blocks); an `ErrorEvent` becomes an `ApiError` (503 when it
-happened before any output, after one retry on another worker; 500 otherwise); usage
+the request and frees its blocks); an `ErrorEvent` becomes an `ApiError` (429/503 for the
+engine's admission refusals, 503 for retryable failures, 500 otherwise); usage
 counts every token the workers generated for the request, across the several short
 generations of a forced tool call; a forced call never exceeds the request's
 `max_tokens` in total.
@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from shards.protocol import ErrorEvent, FinishEvent, TokenEvent, WorkItem
 
 from gateway.backend import ChatEvent, Finished, Prepared, TextDelta, ToolCallDelta, Usage
-from gateway.errors import ApiError, server_error, unavailable
+from gateway.errors import (ApiError, invalid_request, rate_limited, server_error,
+                            unavailable)
 from gateway.openai_format import new_tool_call_id
 from gateway.tool_calls import CallPiece, ToolCallStreamParser
 from gateway.tool_forcing import CALL_OPEN, call_head, choose_tool_name, forced_arguments
@@ -48,33 +50,35 @@ class LocalCall:
     keep_one_call: bool
 
 
-def error_from_event(event: ErrorEvent, produced_output: bool) -> ApiError:
-    message = f"The model worker failed: {event.message}"
-    if event.retryable and not produced_output:
-        return unavailable(message, code=event.code)
-    return server_error(message, code=event.code)
+def error_from_event(event: ErrorEvent) -> ApiError:
+    """The engine's error codes as HTTP: its admission refusals keep their meaning (429 for
+    a full tenant queue, 503 when every queue is full), with the engine's Retry-After."""
+    retry_after_s = math.ceil(getattr(event, "retry_after_s", None) or 1)
+    if event.code == "rate_limit_exceeded":
+        return rate_limited(f"The model's queue for this tenant is full: {event.message}",
+                            retry_after_s)
+    if event.code in ("overloaded", "shutting_down") or event.retryable:
+        error = unavailable(f"The model is unavailable: {event.message}", code=event.code)
+        error.headers["Retry-After"] = str(max(1, min(60, retry_after_s)))
+        return error
+    if event.code == "invalid_request":
+        return invalid_request(f"The model rejected the request: {event.message}")
+    return server_error(f"The model worker failed: {event.message}", code=event.code)
 
 
 async def engine_events(engine, item: WorkItem) -> AsyncIterator[TokenEvent | FinishEvent]:
-    """`engine.generate(item)`, retried once when a worker failed before any token."""
-    for attempt in range(2):
-        produced = False
-        retry = False
-        request = item if attempt == 0 else dataclasses.replace(
-            item, request_id=f"{item.request_id}-retry")
-        async with contextlib.aclosing(engine.generate(request)) as events:
-            async for event in events:
-                if isinstance(event, ErrorEvent):
-                    if event.retryable and not produced and attempt == 0:
-                        retry = True
-                        break
-                    raise error_from_event(event, produced)
-                produced = produced or isinstance(event, TokenEvent)
-                yield event
-                if isinstance(event, FinishEvent):
-                    return
-        if not retry:
-            return
+    """`engine.generate(item)` with errors raised as `ApiError`.
+
+    NOTE: no retry here: the engine's dispatcher already re-queues a request whose worker
+    died before its first token.
+    """
+    async with contextlib.aclosing(engine.generate(item)) as events:
+        async for event in events:
+            if isinstance(event, ErrorEvent):
+                raise error_from_event(event)
+            yield event
+            if isinstance(event, FinishEvent):
+                return
 
 
 def _finished(event: FinishEvent, usage: Usage | None = None) -> Finished:

@@ -6,10 +6,12 @@ renders anything; generation itself is covered over HTTP with the real tiny mode
 from dataclasses import dataclass
 
 import pytest
+from shards.protocol import ErrorEvent
 
 from gateway.config import LocalModelConfig
 from gateway.errors import ApiError
 from gateway.local import LocalBackend
+from gateway.local_generation import error_from_event
 from gateway.schemas import ChatCompletionRequest, validate
 
 
@@ -49,3 +51,17 @@ def test_budget_fits_prompt_and_completion_in_the_context():
         with pytest.raises(ApiError) as caught:
             local._budget(num_prompt, num_max)
         assert caught.value.code == "context_length_exceeded"
+
+
+@pytest.mark.parametrize("event,status,code,retry_after", [
+    (ErrorEvent("r", "queue full", "rate_limit_exceeded", True, 2.5), 429,
+     "rate_limit_exceeded", "3"),
+    (ErrorEvent("r", "all full", "overloaded", True, 1.0), 503, "overloaded", "1"),
+    (ErrorEvent("r", "bye", "shutting_down", True), 503, "shutting_down", "1"),
+    (ErrorEvent("r", "dup", "invalid_request"), 400, "invalid_request", None),
+    (ErrorEvent("r", "died", "worker_died", False), 500, "worker_died", None),
+])
+def test_error_from_event_maps_engine_codes(event, status, code, retry_after):
+    error = error_from_event(event)
+    assert (error.status, error.code) == (status, code)
+    assert error.headers.get("Retry-After") == retry_after
