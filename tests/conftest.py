@@ -2,11 +2,15 @@
 from __future__ import annotations
 
 import os
+import tempfile
 
 import pytest
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Tests never write into the user's data or cache directories.
+_TEST_HOME = tempfile.mkdtemp(prefix="stepahead-tests-")
+os.environ.setdefault("STEPAHEAD_TRACE_DB", os.path.join(_TEST_HOME, "traces.sqlite"))
 
 
 @pytest.fixture(scope="session")
