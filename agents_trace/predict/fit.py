@@ -10,8 +10,8 @@ Protocol (nothing here ever sees test data):
    in order: each validation session is scored with the memory of the sessions before
    it, then remembered. It is switched on only if it beats the static forecast by at
    least `recency_min_gain` nats per validation symbol.
-5. The HMM (same spec, newest `max_train_sessions`) and the n-gram (all sessions) are
-   refitted; weights and recency parameters carry over.
+5. The HMM is refined on the newest `max_train_sessions` (warm start) and the n-gram
+   rebuilt on all sessions; weights and recency parameters carry over.
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from typing import Sequence
 import numpy as np
 
 from .hmm import forward_predictive
-from .hmm_search import HmmSearch, select_hmm, train
+from .hmm_search import HmmSearch, refine, select_hmm
 from .mixture import fit_weights
 from .ngram import fit_ngram
 from .recency import RECENCY_ORDERS, RecencyMemory, RecencyParams, adapt
@@ -172,8 +172,8 @@ def fit_step_model(sequences: Sequence[Sequence[str]], config: FitConfig,
         val_top1, val_loss, num_val = _val_metrics(probe, seqs[window], is_val[window],
                                                    first_scored - begin)
 
-    hmm = train(spec, ids[-config.hmm.max_train_sessions:], vocab.size,
-                config.hmm.chunk_iter)
+    hmm = refine(spec, hmm_fit, ids[-config.hmm.max_train_sessions:], vocab.size,
+                 config.hmm.chunk_iter)
     ngram = fit_ngram(ids, vocab.size, config.ngram_order)
     report = FitReport(len(seqs), spec.num_states, spec.seeded_from_bigram, spec.num_iter,
                        tuple(float(w) for w in weights), recency, val_top1, val_loss,
