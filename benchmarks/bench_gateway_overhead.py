@@ -233,6 +233,10 @@ def main() -> int:
                              for c in levels}
         if "litellm_proxy" in targets:
             for name in ("stepahead", "stepahead_passthrough"):
+                summary[f"litellm_proxy_over_{name}_overhead_p50"] = {
+                    c: round(levels[c]["litellm_proxy"]["overhead_p50_ms"]
+                             / max(levels[c][name]["overhead_p50_ms"], 1e-3), 2)
+                    for c in levels}
                 summary[f"{name}_below_litellm_proxy_at_every_level"] = all(
                     levels[c][name]["overhead_p50_ms"] < levels[c]["litellm_proxy"]["overhead_p50_ms"]
                     and levels[c][name]["overhead_p99_ms"] < levels[c]["litellm_proxy"]["overhead_p99_ms"]

@@ -23,6 +23,7 @@ from gateway.auth import KeyRing
 from gateway.backend import Backend
 from gateway.config import GatewayConfig, LocalModelConfig, default_config, load_config
 from gateway.errors import ApiError, server_error
+from gateway.fast_paths import CompletionFastPath
 from gateway.limits import Limiters
 from gateway.metrics import Registry
 from gateway.state import GatewayState
@@ -95,6 +96,8 @@ def build_app(config: GatewayConfig | None = None) -> FastAPI:
     app.add_route("/health", routes.health, methods=["GET"])
     app.add_route("/metrics", routes.metrics, methods=["GET"])
     app.include_router(trace_router())
+    app.add_middleware(CompletionFastPath, error_response=routes.error_response, handlers={
+        "/v1/chat/completions": routes.chat_completions, "/v1/completions": routes.completions})
 
     @app.exception_handler(ApiError)
     async def _api_error(_request: Request, error: ApiError):
