@@ -13,6 +13,7 @@ Invariants:
 """
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from gateway.state import GatewayState
 from gateway.tracing import end_step
 
 OVERHEAD_HEADER = "x-stepahead-overhead-ms"
+log = logging.getLogger("stepahead.gateway")
 
 
 @dataclass(slots=True)
@@ -194,6 +196,10 @@ async def _respond_stream(request: Request, exchange: Exchange,
         except ApiError as error:
             exchange.error = _error_type(error)
             yield writer.error(error.body())
+        except Exception:   # NOTE: a bug mid-stream still ends as an SSE error event
+            log.exception("unexpected error while streaming %s", exchange.prepared.request_id)
+            exchange.error = "internal_error"
+            yield writer.error(server_error().body())
         finally:
             await events.aclose()
 
