@@ -107,6 +107,11 @@ class LocalBackend:
         if request.logprobs:
             raise invalid_request("logprobs are not supported by local models.",
                                   param="logprobs", code="unsupported_parameter")
+        response_format = (request.model_extra or {}).get("response_format")
+        if isinstance(response_format, dict) and response_format.get("type") not in (None, "text"):
+            raise invalid_request("response_format other than 'text' is not supported by local "
+                                  "models yet; use a tool with a named tool_choice for JSON.",
+                                  param="response_format", code="unsupported_parameter")
         messages = []
         for index, message in enumerate(request.messages):
             item = message.model_dump(exclude_none=True)

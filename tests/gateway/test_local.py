@@ -43,6 +43,15 @@ async def test_prepare_chat_without_tool_support_is_a_clear_400():
     assert caught.value.param == "tools"
 
 
+async def test_prepare_chat_rejects_json_response_format():
+    request = validate(ChatCompletionRequest, {
+        "model": "plain", "response_format": {"type": "json_object"},
+        "messages": [{"role": "user", "content": "x"}]})
+    with pytest.raises(ApiError) as caught:
+        await backend(True).prepare_chat(request, "t", "r1")
+    assert caught.value.param == "response_format"
+
+
 def test_budget_fits_prompt_and_completion_in_the_context():
     local = backend(True)
     assert local._budget(60, None) == 40
