@@ -24,6 +24,7 @@ from gateway.backend import Backend
 from gateway.config import GatewayConfig, LocalModelConfig, default_config, load_config
 from gateway.errors import ApiError, server_error
 from gateway.fast_paths import CompletionFastPath
+from gateway.forecasting import start_forecasting, stop_forecasting
 from gateway.limits import Limiters
 from gateway.metrics import Registry
 from gateway.state import GatewayState
@@ -77,6 +78,7 @@ def build_app(config: GatewayConfig | None = None) -> FastAPI:
             for backend in state.backends.values():
                 await backend.start()
                 started.append(backend)
+            state.forecasts = start_forecasting(state.tracer, state.backends)
             state.is_ready = True
             yield
         finally:
@@ -85,6 +87,7 @@ def build_app(config: GatewayConfig | None = None) -> FastAPI:
                 await backend.stop()
             if state.tracer is not None:
                 state.tracer.stop()
+            stop_forecasting(state.forecasts)
 
     app = FastAPI(title="stepahead", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.gateway = state

@@ -20,6 +20,7 @@ from gateway.metrics import Labels, worker_gauges
 from gateway.openai_format import new_id
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, validate
 from gateway.state import GatewayState
+from gateway.forecasting import bind_session
 from gateway.tracing import begin_step
 
 CLIENT_CLOSED_STATUS = 499
@@ -55,6 +56,7 @@ async def _handle(request: Request, *, is_chat: bool) -> Response:
         else:
             prepared = await backend.prepare_completion(parsed, tenant, new_id("cmpl"))
         trace = begin_step(state.tracer, request, body, prepared, is_chat=is_chat)
+        bind_session(prepared, trace)
         return await respond(request, state, backend, prepared, is_chat=is_chat,
                              stream=parsed.stream, include_usage=parsed.wants_stream_usage(),
                              started_s=started_s, trace=trace)

@@ -26,6 +26,7 @@ class GatewayState:
     metrics: Registry
     backends: dict[str, Backend] = field(default_factory=dict)
     tracer: AgentTracer | None = None
+    forecasts: object | None = None  # gateway.forecasting.ForecastRelay when forecasting runs
     is_ready: bool = False
 
     def backend(self, model: str) -> Backend:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 import tempfile
 
 import pytest
@@ -11,6 +12,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # Tests never write into the user's data or cache directories.
 _TEST_HOME = tempfile.mkdtemp(prefix="stepahead-tests-")
 os.environ.setdefault("STEPAHEAD_TRACE_DB", os.path.join(_TEST_HOME, "traces.sqlite"))
+os.environ.setdefault("STEPAHEAD_PREDICTOR_DIR", os.path.join(_TEST_HOME, "predictor"))
 
 
 @pytest.fixture(scope="session")
@@ -18,6 +20,20 @@ def tiny_loaded():
     from shards.model_loader import load_model
 
     return load_model("tiny")
+
+
+@dataclass(slots=True)
+class TinyGateway:
+    server: object
+    app: object
+
+    @property
+    def base_url(self) -> str:
+        return self.server.base_url
+
+    @property
+    def state(self):
+        return self.app.state.gateway
 
 
 TINY_GATEWAY_KEYS = {"tenant0": "sk-tiny-tenant0", "tenant1": "sk-tiny-tenant1", "tenant2": "sk-tiny-tenant2"}
@@ -37,6 +53,7 @@ def tiny_gateway():
         "tenants": [{"name": name, "api_key_sha256": [key_digest(key)]}
                     for name, key in TINY_GATEWAY_KEYS.items()],
     })
-    server = start_server(build_app(config), startup_timeout_s=300)
-    yield server
+    app = build_app(config)
+    server = start_server(app, startup_timeout_s=300)
+    yield TinyGateway(server, app)
     server.stop()

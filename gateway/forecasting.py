@@ -1,0 +1,108 @@
+"""Forecasts from finished agent steps to the KV caches of the local workers.
+
+The tracer's writer thread hands every finished `Step` and `SessionEnded` to a
+`ForecastRelay`, which feeds the predictor (`observe`), asks it at once for the session's
+forecast — the moment a response ends is when the cache must decide to pin, demote or
+prefetch — and hands the forecast to the local engine that served the step; the engine
+routes it to the worker holding the session. Nothing here runs on the request path.
+
+Invariant: below the gateway, session keys are namespaced by tenant
+(`engine_session_key`), both in WorkItems and in forecasts, so equal client session ids
+of two tenants never share router affinity, pins or prefetches.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import platformdirs
+
+from agents_trace.records import SessionEnded, Step, StepContext
+from agents_trace.symbols import predictor_subscriber
+
+log = logging.getLogger("stepahead.gateway")
+
+PREDICTOR_DIR_ENV = "STEPAHEAD_PREDICTOR_DIR"
+
+
+def engine_session_key(tenant: str, session: str) -> str:
+    return f"{tenant}/{session}"
+
+
+def predictor_dir() -> Path:
+    """Where per-tenant models persist: $STEPAHEAD_PREDICTOR_DIR, else the user data dir."""
+    configured = os.environ.get(PREDICTOR_DIR_ENV)
+    return Path(configured) if configured else Path(platformdirs.user_data_dir("stepahead")) / "predictor"
+
+
+def bind_session(prepared, trace: StepContext | None) -> None:
+    """Give a local request the tracer's session (namespaced) so its blocks, routing and
+    the session's forecasts all name the same session."""
+    payload = prepared.payload
+    if trace is None or not hasattr(payload, "session"):
+        return
+    payload.session = engine_session_key(prepared.tenant, trace.session)
+
+
+class ForecastRelay:
+    """A tracer subscriber: observe each event, then forward the session's forecast."""
+
+    def __init__(self, predictor, engines: Mapping[str, object], clock: Callable[[], float] = time.time):
+        self.predictor = predictor
+        self.engines = dict(engines)
+        self.clock = clock
+        self._observe = predictor_subscriber(predictor, clock)
+        self.num_forwarded = 0
+
+    def __call__(self, event) -> None:
+        self._observe(event)
+        if not isinstance(event, (Step, SessionEnded)):
+            return
+        if isinstance(event, Step) and event.error is not None:
+            return
+        forecast = self.predictor.forecast(event.tenant, event.session, self.clock())
+        keyed = dataclasses.replace(forecast, session=engine_session_key(event.tenant, event.session))
+        model = getattr(event, "model", None)
+        targets = [self.engines[model]] if model in self.engines else list(self.engines.values())
+        for engine in targets:
+            try:
+                engine.apply_forecast(keyed)
+                self.num_forwarded += 1
+            except Exception:  # a dead worker must not stop the tracer's thread
+                log.exception("could not forward a forecast to the engine")
+
+
+def start_forecasting(tracer, backends: Mapping[str, object]) -> ForecastRelay | None:
+    """Build the predictor (restored from disk) and subscribe a relay to the tracer;
+    None when there is no tracer or no local engine to serve."""
+    engines = {name: b.engine for name, b in backends.items()
+               if hasattr(getattr(b, "engine", None), "apply_forecast")}
+    if tracer is None or not engines:
+        return None
+    from agents_trace.predict.predictor import Predictor
+
+    directory = predictor_dir()
+    try:
+        predictor = Predictor.restored(directory) if directory.exists() else Predictor()
+    except Exception:
+        log.exception("could not restore the predictor from %s; starting cold", directory)
+        predictor = Predictor()
+    relay = ForecastRelay(predictor, engines)
+    tracer.subscribe(relay)
+    tracer.set_forecaster(predictor.forecast)
+    return relay
+
+
+def stop_forecasting(relay: ForecastRelay | None) -> None:
+    if relay is None:
+        return
+    predictor = relay.predictor
+    try:
+        predictor.save(predictor_dir())
+    except Exception:
+        log.exception("could not save the predictor's models")
+    predictor.close()

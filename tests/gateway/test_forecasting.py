@@ -1,0 +1,42 @@
+"""Forecasts flow from finished agent steps through the predictor to the engine."""
+from __future__ import annotations
+
+import time
+
+from openai import OpenAI
+
+from gateway.forecasting import engine_session_key
+from tests.conftest import TINY_GATEWAY_KEYS
+
+TOOLS = [{"type": "function", "function": {"name": "lookup", "parameters": {
+    "type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}}}]
+
+
+def test_engine_session_key_namespaces_by_tenant():
+    assert engine_session_key("a", "s1") != engine_session_key("b", "s1")
+
+
+def test_agent_steps_reach_the_predictor_and_forecasts_reach_the_engine(tiny_gateway):
+    relay = tiny_gateway.state.forecasts
+    assert relay is not None
+    forwarded_before = relay.num_forwarded
+    client = OpenAI(base_url=f"{tiny_gateway.base_url}/v1", api_key=TINY_GATEWAY_KEYS["tenant2"],
+                    max_retries=0)
+    messages = [{"role": "user", "content": "find x"}]
+    first = client.chat.completions.create(
+        model="tiny", messages=messages, tools=TOOLS, max_tokens=24, temperature=0,
+        tool_choice={"type": "function", "function": {"name": "lookup"}},
+        extra_headers={"x-session-id": "forecast-s1"})
+    call = first.choices[0].message.tool_calls[0]
+    messages += [first.choices[0].message.model_dump(exclude_none=True),
+                 {"role": "tool", "tool_call_id": call.id, "content": "x=1"}]
+    client.chat.completions.create(model="tiny", messages=messages, tools=TOOLS, max_tokens=4,
+                                   temperature=0, extra_headers={"x-session-id": "forecast-s1"})
+    deadline = time.monotonic() + 15
+    while relay.num_forwarded < forwarded_before + 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert relay.num_forwarded >= forwarded_before + 2  # one forecast per finished step
+    status = relay.predictor.status("tenant2")
+    assert status.num_live_sessions >= 1
+    forecast = relay.predictor.forecast("tenant2", "forecast-s1", time.time())
+    assert abs(sum(forecast.next_step.values()) - 1.0) < 1e-6
