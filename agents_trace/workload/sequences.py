@@ -1,0 +1,48 @@
+"""A trace's sessions as the predictor's symbol sequences, with the gaps it would see.
+
+Per session: at each request the symbols of what preceded it (`USER` for a session start
+or a user turn, else the tool names of `after="tool:a,b"`), with the gap since the
+previous request divided by `speed` (the replay harness sends the next step that long
+after the previous response ends); `ASSISTANT_TEXT` after a response without tool calls.
+Sequences end where the trace's session ends (the predictor appends `END`).
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+
+from cache.trace_format import TraceRecord
+
+USER = "USER"
+ASSISTANT_TEXT = "ASSISTANT_TEXT"
+
+
+def arrival_symbols(after: str | None) -> list[str]:
+    if after and after.startswith("tool:"):
+        return [name for name in after[len("tool:"):].split(",") if name]
+    return [USER]
+
+
+def session_sequences(records: list[TraceRecord], speed: float = 1.0
+                      ) -> dict[str, tuple[list[list[str]], list[list[float | None]]]]:
+    """tenant -> (symbol sequences, gaps), one entry per session with an id, in order."""
+    sessions: dict[tuple[str, str], list[TraceRecord]] = defaultdict(list)
+    for record in records:
+        if record.session is not None:
+            sessions[(record.tenant, record.session)].append(record)
+    out: dict[str, tuple[list, list]] = defaultdict(lambda: ([], []))
+    for (tenant, _), steps in sessions.items():
+        symbols: list[str] = []
+        gaps: list[float | None] = []
+        previous: TraceRecord | None = None
+        for record in steps:
+            gap = None if previous is None else max(0.0, (record.t - previous.t) / speed)
+            for symbol in arrival_symbols(record.after):
+                symbols.append(symbol)
+                gaps.append(gap)
+            if not record.tool_calls:
+                symbols.append(ASSISTANT_TEXT)
+                gaps.append(None)
+            previous = record
+        out[tenant][0].append(symbols)
+        out[tenant][1].append(gaps)
+    return dict(out)

@@ -1,0 +1,234 @@
+"""End to end: predictive vs LRU vs no prefix caching, through the real gateway.
+
+One run, one generated multi-tenant agent workload, three policies. For each policy the
+script starts the gateway (uvicorn on 127.0.0.1, real worker processes, SmolLM2 by
+default or the tiny model), replays the same workload with the replay harness (real tool
+gaps scaled by --speed), and stops it. KV memory is set so the working set does not fit
+(--hot-blocks per worker). The predictor starts from models fitted on a *different*
+workload of the same tenants (another seed), as a restarted gateway would restore them.
+
+Then the capacity figure: for 1..--max-tenants tenants, the largest tenant count whose
+p99 TTFT stays under --slo-s, for predictive and for LRU.
+
+    python benchmarks/bench_e2e.py                      # SmolLM2 (minutes)
+    python benchmarks/bench_e2e.py --model tiny         # quick
+Prints one JSON line; --plot writes docs/e2e_*.png.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import socket
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+import uvicorn  # noqa: E402
+
+from agents_trace.replay.report import build_report  # noqa: E402
+from agents_trace.replay.runner import ReplayOptions, replay  # noqa: E402
+from agents_trace.workload.generator import WorkloadConfig, generate_workload  # noqa: E402
+from agents_trace.workload.sequences import session_sequences  # noqa: E402
+from agents_trace.workload.tool_patterns import load_patterns  # noqa: E402
+from cache.trace_format import TraceHeader  # noqa: E402
+
+POLICIES = ("predictive", "lru", "none")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Gateway:
+    """A gateway in this process on a free port (uvicorn in a thread)."""
+
+    def __init__(self, app):
+        self.port = _free_port()
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port,
+                                                    log_level="warning", lifespan="on"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> "Gateway":
+        self.thread.start()
+        deadline = time.monotonic() + 600
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the gateway did not start")
+            time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=60)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+def workload(args, num_tenants: int, seed: int):
+    config = WorkloadConfig(num_tenants=num_tenants, num_sessions=args.sessions, seed=seed,
+                            session_rate_per_s=args.session_rate, max_context_tokens=args.max_context)
+    return config, generate_workload(config, load_patterns(None))
+
+
+def pretrain_predictor(records, speed: float, directory: Path) -> None:
+    from agents_trace.predict.predictor import Predictor
+
+    predictor = Predictor()
+    try:
+        for tenant, (sequences, gaps) in sorted(session_sequences(records, speed).items()):
+            predictor.fit_sequences(tenant, sequences, gaps)
+        predictor.save(directory)
+    finally:
+        predictor.close()
+
+
+def gateway_config(args, policy: str, tenants: list[str]):
+    from gateway.config import key_digest, parse_config
+
+    engine = {"policy": "lru" if policy == "none" else policy, "num_hot_blocks": args.hot_blocks,
+              "num_host_blocks": args.host_blocks, "threads_per_worker": args.threads_per_worker,
+              "prefix_caching": policy != "none"}
+    return parse_config({
+        "models": [{"name": "m", "kind": "local", "path": args.model, "num_workers": args.workers,
+                    "engine": engine}],
+        "tenants": [{"name": t, "api_key_sha256": [key_digest(f"sk-bench-{t}")]} for t in tenants],
+    })
+
+
+def run_policy(args, policy: str, records, header, predictor_seed_dir: Path) -> dict:
+    from gateway.app import build_app
+
+    tenants = sorted({r.tenant for r in records})
+    with tempfile.TemporaryDirectory() as scratch:
+        os.environ["STEPAHEAD_PREDICTOR_DIR"] = str(Path(scratch) / "predictor")
+        os.environ["STEPAHEAD_TRACE_DB"] = str(Path(scratch) / "traces.sqlite")
+        shutil.copytree(predictor_seed_dir, os.environ["STEPAHEAD_PREDICTOR_DIR"])
+        app = build_app(gateway_config(args, policy, tenants))
+        with Gateway(app) as gateway:
+            options = ReplayOptions(
+                base_url=gateway.base_url, api_key=f"sk-bench-{tenants[0]}",
+                tenant_keys={t: f"sk-bench-{t}" for t in tenants}, model="m", speed=args.speed,
+                concurrency=args.concurrency, max_input_tokens=args.max_context,
+                max_output_tokens=args.max_output_tokens, vocab_size=args.vocab_size,
+                progress=sys.stderr.isatty())
+            results, wall_s = asyncio.run(replay(records, header, options))
+    report = build_report(results, wall_s)
+    report["policy"] = policy
+    return report
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="smollm2")
+    parser.add_argument("--tenants", type=int, default=3)
+    parser.add_argument("--sessions", type=int, default=4, help="sessions per tenant")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--speed", type=float, default=4.0, help="tool/think time scale")
+    parser.add_argument("--session-rate", type=float, default=0.5)
+    parser.add_argument("--max-context", type=int, default=3000)
+    parser.add_argument("--max-output-tokens", type=int, default=8)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--threads-per-worker", type=int, default=1)
+    parser.add_argument("--hot-blocks", type=int, default=300, help="per worker, 16 tokens each")
+    parser.add_argument("--host-blocks", type=int, default=0)
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--vocab-size", type=int, default=256)
+    parser.add_argument("--policies", default=",".join(POLICIES))
+    parser.add_argument("--max-tenants", type=int, default=0, help="capacity sweep up to N (0: skip)")
+    parser.add_argument("--slo-s", type=float, default=2.0, help="p99 TTFT SLO for the capacity sweep")
+    parser.add_argument("--plot", action="store_true")
+    args = parser.parse_args()
+
+    _, train = workload(args, max(args.tenants, args.max_tenants), args.seed + 1000)
+    seed_dir = Path(tempfile.mkdtemp(prefix="stepahead-bench-predictor-"))
+    pretrain_predictor(train, args.speed, seed_dir)
+    config, records = workload(args, args.tenants, args.seed)
+    header = TraceHeader(block_size=config.block_size)
+    out: dict = {"model": args.model, "requests": len(records), "tenants": args.tenants,
+                 "hot_blocks_per_worker": args.hot_blocks, "host_blocks_per_worker": args.host_blocks,
+                 "speed": args.speed, "policies": {}}
+    for policy in args.policies.split(","):
+        report = run_policy(args, policy, records, header, seed_dir)
+        out["policies"][policy] = {"total": report["total"], "per_tenant": report["per_tenant"],
+                                   "wall_s": report["wall_s"]}
+        print(json.dumps({"progress": policy, **report["total"]}), file=sys.stderr, flush=True)
+    totals = {p: v["total"] for p, v in out["policies"].items()}
+    if "predictive" in totals and "lru" in totals:
+        p, l = totals["predictive"], totals["lru"]
+        out["lru_over_predictive_ttft_mean"] = round(l["ttft_mean_s"] / p["ttft_mean_s"], 3)
+        out["lru_over_predictive_ttft_p99"] = round(l["ttft_p99_s"] / p["ttft_p99_s"], 3)
+        out["lru_over_predictive_session_e2e_p50"] = round(l["session_e2e_p50_s"] / p["session_e2e_p50_s"], 3)
+    if "none" in totals and "lru" in totals:
+        out["none_over_lru_ttft_mean"] = round(totals["none"]["ttft_mean_s"] / totals["lru"]["ttft_mean_s"], 3)
+    if args.max_tenants:
+        out["capacity"] = capacity_sweep(args, seed_dir)
+    shutil.rmtree(seed_dir, ignore_errors=True)
+    print(json.dumps(out))
+    if args.plot:
+        plot(out)
+
+
+def capacity_sweep(args, seed_dir: Path) -> dict:
+    """Largest tenant count whose p99 TTFT stays under the SLO, per policy."""
+    rows: dict[str, dict[int, float | None]] = {"predictive": {}, "lru": {}}
+    for num_tenants in range(1, args.max_tenants + 1):
+        config, records = workload(args, num_tenants, args.seed)
+        header = TraceHeader(block_size=config.block_size)
+        for policy in rows:
+            report = run_policy(args, policy, records, header, seed_dir)
+            rows[policy][num_tenants] = report["total"]["ttft_p99_s"]
+            print(json.dumps({"capacity": policy, "tenants": num_tenants,
+                              "ttft_p99_s": rows[policy][num_tenants]}), file=sys.stderr, flush=True)
+    best = {p: max([n for n, v in r.items() if v is not None and v <= args.slo_s], default=0)
+            for p, r in rows.items()}
+    ratio = round(best["predictive"] / best["lru"], 3) if best["lru"] else None
+    return {"slo_p99_ttft_s": args.slo_s, "p99_ttft_by_tenants": rows, "max_tenants": best,
+            "predictive_over_lru_tenants": ratio}
+
+
+def plot(out: dict) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    docs = Path(__file__).resolve().parent.parent / "docs"
+    policies = list(out["policies"])
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for i, key in enumerate(("ttft_p50_s", "ttft_mean_s", "ttft_p99_s")):
+        ax.bar([x + i * 0.27 for x in range(len(policies))],
+               [out["policies"][p]["total"][key] or 0 for p in policies], width=0.27, label=key)
+    ax.set_xticks([x + 0.27 for x in range(len(policies))], policies)
+    ax.set_ylabel("seconds")
+    ax.set_title(f"TTFT through the gateway ({out['model']}, {out['requests']} requests)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(docs / "e2e_ttft.png", dpi=120)
+    if "capacity" in out:
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        for policy, rows in out["capacity"]["p99_ttft_by_tenants"].items():
+            xs = sorted(rows)
+            ax.plot(xs, [rows[x] for x in xs], marker="o", label=policy)
+        ax.axhline(out["capacity"]["slo_p99_ttft_s"], color="grey", linestyle="--", label="SLO")
+        ax.set_xlabel("tenants")
+        ax.set_ylabel("p99 TTFT (s)")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(docs / "e2e_capacity.png", dpi=120)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,16 @@
+from __future__ import annotations
+
+from agents_trace.workload.sequences import session_sequences
+from cache.trace_format import TraceRecord
+
+
+def test_session_sequences_known_answer():
+    records = [
+        TraceRecord(0.0, 10, 1, tenant="a", session="s", after="start", tool_calls=["ls"]),
+        TraceRecord(4.0, 20, 1, tenant="a", session="s", after="tool:ls", tool_calls=[]),
+        TraceRecord(10.0, 30, 1, tenant="a", session="s", after="user", tool_calls=["cat"]),
+        TraceRecord(11.0, 10, 1, tenant="b", session="s", after="start"),
+    ]
+    out = session_sequences(records, speed=2.0)
+    assert out["a"] == ([["USER", "ls", "ASSISTANT_TEXT", "USER"]], [[None, 2.0, None, 3.0]])
+    assert out["b"] == ([["USER", "ASSISTANT_TEXT"]], [[None, None]])
