@@ -87,6 +87,14 @@ class EvictionPolicy(ABC):
         `tenant` is who needs the room (None when unknown), for per-tenant reservations.
         """
 
+    def should_demote(self, block: BlockMeta, now_s: float) -> bool:
+        """Whether a HOT victim moves to HOST (True) or is dropped (False).
+
+        Asked while the manager makes HOT room, before it makes HOST room; a policy must
+        not call the manager here. The default keeps every victim that HOST can take.
+        """
+        return True
+
     def apply(self, forecast: Forecast, actions: CacheActions) -> None:
         """A new forecast for one waiting session arrived."""
 

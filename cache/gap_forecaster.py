@@ -1,0 +1,250 @@
+"""The built-in forecast source: return gaps learned online from arrival times alone.
+
+Good enough where nothing else is known (a Mooncake trace: no sessions, no steps), and a
+fallback beside the HMM predictor. After each served request the session waits on one
+*step*: the tool its response called (`"tool:NAME"`), or the user (`"user"`, a text
+answer or an unlabelled trace). When the session's next request arrives, the gap since
+the previous arrival is learned under that step; a session that has not come back after
+the `expire_quantile` of its gap distribution counts as ended (and is counted back as a
+return if it shows up later after all). Estimates shrink level by level
+(`cache.gap_stats`): all tenants -> tenant -> step -> step at this depth (log2 buckets of
+the session's request count) -> the session's own gaps at this step (location only).
+
+The forecast is the unconditional curve from the session's last arrival (`made_at_s`):
+P(return within h) = p_return * F(h) at log-normal quantile points; the policy
+conditions on the time already waited. `confident` once the tenant has
+`min_outcomes` resolved waits. P(return) treats waits still pending as censored
+(`censored_p_return`), re-estimated every `recount_every` requests in one pass over
+the waiting sessions, level by level from the top.
+
+Invariants: O(1) amortised work per request plus one O(waiting sessions x levels) pass
+per `recount_every` requests; at most `max_sessions` waiting sessions are remembered
+(oldest dropped); nothing does I/O.
+"""
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass, field
+from statistics import NormalDist
+
+from cache.forecast import END_SYMBOL, Forecast
+from cache.forecast_source import RequestSeen
+from cache.gap_stats import LogGapStats, LogNormalGap, ReturnCounts, censored_p_return
+
+USER_STEP = "user"
+_NORMAL = NormalDist()
+_Z_POINTS = (-3.0, -2.0, -1.5, -1.0, -0.5, 0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0)
+
+
+@dataclass(frozen=True, slots=True)
+class GapForecasterConfig:
+    """Priors and knobs (chosen once, not per trace)."""
+
+    prior_median_s: float = 10.0
+    prior_sigma: float = 1.5
+    prior_p_return: float = 0.5
+    strength: float = 3.0
+    session_strength: float = 3.0
+    expire_quantile: float = 0.99
+    use_prompt_size: bool = True
+    min_outcomes: int = 20
+    recount_every: int = 128
+    max_sessions: int = 200_000
+    quantiles: tuple[float, ...] = (0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99)
+
+
+@dataclass(slots=True)
+class _Waiting:
+    """A session between its latest request and the next."""
+
+    t_s: float
+    step: str
+    depth: int
+    context: tuple[int, ...]
+    seq: int
+    is_ended: bool = False
+    own: dict[str, LogGapStats] = field(default_factory=dict)
+
+
+def step_of(tool_calls: tuple[str, ...]) -> str:
+    """What a session waits on after a response: its tool calls, or the user."""
+    return "tool:" + ",".join(tool_calls) if tool_calls else USER_STEP
+
+
+def _bucket(count: int, top: int) -> int:
+    """log2 bucket of a count: 0, 1, 2-3, 4-7, ... capped at `top`."""
+    return min(count.bit_length(), top)
+
+
+class GapForecaster:
+    """A `ForecastSource` over per-(tenant, step) log-normal return gaps."""
+
+    def __init__(self, config: GapForecasterConfig | None = None) -> None:
+        self.config = config or GapForecasterConfig()
+        self._prior = LogNormalGap(math.log(self.config.prior_median_s), self.config.prior_sigma)
+        self._gaps: dict[tuple, LogGapStats] = {}
+        self._returns: dict[tuple, ReturnCounts] = {}
+        self._p_estimates: dict[tuple, float] = {}
+        self._waiting: dict[tuple[str, str], _Waiting] = {}
+        self._deadlines: list[tuple[float, int, tuple[str, str]]] = []
+        self._seq = 0
+        self._num_since_recount = 0
+
+    # ---- learning -----------------------------------------------------------------
+
+    def observe(self, request: RequestSeen) -> None:
+        now = request.t_s
+        self._expire(now)
+        key = (request.tenant, request.session)
+        waiting = self._waiting.pop(key, None)
+        if waiting is not None:
+            gap_s = max(0.0, now - waiting.t_s)
+            for level in self._gap_levels(request.tenant, waiting.step, waiting.context):
+                self._gap_stats(level).add(gap_s)
+            for level in self._levels(request.tenant, waiting.step, waiting.context):
+                counts = self._return_counts(level)
+                counts.num_returned += 1.0
+                if waiting.is_ended:
+                    counts.num_ended -= 1.0
+            own = waiting.own
+            step_own = own.get(waiting.step)
+            if step_own is None:
+                step_own = own[waiting.step] = LogGapStats()
+            step_own.add(gap_s)
+            depth = waiting.depth + 1
+        else:
+            own = {}
+            depth = 0
+        self._seq += 1
+        context = (_bucket(depth, 4), _bucket(request.num_blocks, 12)) if self.config.use_prompt_size else (_bucket(depth, 4),)
+        waiting = _Waiting(now, step_of(request.tool_calls), depth, context, self._seq, own=own)
+        self._waiting[key] = waiting
+        while len(self._waiting) > self.config.max_sessions:
+            del self._waiting[next(iter(self._waiting))]
+        gap = self._gap(request.tenant, waiting)
+        deadline = now + math.exp(gap.mu + gap.sigma * _NORMAL.inv_cdf(self.config.expire_quantile))
+        heapq.heappush(self._deadlines, (deadline, waiting.seq, key))
+        self._num_since_recount += 1
+        if self._num_since_recount >= self.config.recount_every:
+            self._recount(now)
+
+    def _recount(self, now_s: float) -> None:
+        """Re-estimate P(return) at every level, pending waits counted as censored."""
+        self._num_since_recount = 0
+        pending: dict[tuple, list[float]] = {}
+        gaps: dict[tuple, LogNormalGap] = {}
+        for (tenant, _), waiting in self._waiting.items():
+            if waiting.is_ended:
+                continue
+            key = (tenant, waiting.step, waiting.context)
+            gap = gaps.get(key)
+            if gap is None:
+                gap = gaps[key] = self.gap_distribution(tenant, waiting.step, waiting.context)
+            elapsed = now_s - waiting.t_s
+            done = _NORMAL.cdf((math.log(elapsed) - gap.mu) / gap.sigma) if elapsed > 0 else 0.0
+            for level in self._levels(tenant, waiting.step, waiting.context):
+                pending.setdefault(level, []).append(done)
+        estimates: dict[tuple, float] = {}
+        strength = self.config.strength
+        for level in sorted(set(self._returns) | set(pending), key=len):
+            parent_p = estimates.get(level[:-1], self.config.prior_p_return) if level else self.config.prior_p_return
+            counts = self._returns.get(level) or ReturnCounts()
+            estimates[level] = censored_p_return(counts, pending.get(level, []), parent_p, strength)
+        self._p_estimates = estimates
+
+    def _expire(self, now_s: float) -> None:
+        deadlines = self._deadlines
+        while deadlines and deadlines[0][0] <= now_s:
+            _, seq, key = heapq.heappop(deadlines)
+            waiting = self._waiting.get(key)
+            if waiting is None or waiting.seq != seq or waiting.is_ended:
+                continue
+            waiting.is_ended = True
+            for level in self._levels(key[0], waiting.step, waiting.context):
+                self._return_counts(level).num_ended += 1.0
+
+    # ---- forecasting --------------------------------------------------------------
+
+    def forecast(self, tenant: str, session: str, now_s: float) -> Forecast | None:
+        self._expire(now_s)
+        waiting = self._waiting.get((tenant, session))
+        if waiting is None:
+            return None
+        gap = self._gap(tenant, waiting)
+        p_return = self._p_return(tenant, waiting)
+        points = tuple((math.exp(gap.mu + gap.sigma * z), p_return * _NORMAL.cdf(z)) for z in _Z_POINTS)
+        etas = tuple((q, math.exp(gap.mu + gap.sigma * _NORMAL.inv_cdf(q))) for q in self.config.quantiles)
+        step = waiting.step
+        next_name = step[len("tool:"):] if step.startswith("tool:") else "USER"
+        tenant_counts = self._returns.get((tenant,))
+        confident = tenant_counts is not None and tenant_counts.num_resolved >= self.config.min_outcomes
+        return Forecast(
+            tenant=tenant,
+            session=session,
+            made_at_s=waiting.t_s,
+            next_step={next_name: p_return, END_SYMBOL: 1.0 - p_return},
+            p_end=1.0 - p_return,
+            p_return_within=points,
+            eta_quantiles_s=etas,
+            confident=confident,
+        )
+
+    def gap_distribution(self, tenant: str, step: str, context: tuple[int, ...] = (0,)) -> LogNormalGap:
+        """The shrunk gap estimate for a step in a context (without any session's own
+        history)."""
+        gap = self._prior
+        for level in self._gap_levels(tenant, step, context):
+            stats = self._gaps.get(level)
+            if stats is not None:
+                gap = stats.shrunk(gap, self.config.strength)
+        return gap
+
+    def _gap(self, tenant: str, waiting: _Waiting) -> LogNormalGap:
+        gap = self.gap_distribution(tenant, waiting.step, waiting.context)
+        own = waiting.own.get(waiting.step)
+        if own is not None:
+            strength = self.config.session_strength
+            gap = LogNormalGap((own.sum_log + strength * gap.mu) / (own.num_gaps + strength), gap.sigma)
+        return gap
+
+    def _p_return(self, tenant: str, waiting: _Waiting) -> float:
+        levels = self._levels(tenant, waiting.step, waiting.context)
+        for i in range(len(levels) - 1, -1, -1):
+            found = self._p_estimates.get(levels[i])
+            if found is not None:
+                p = found
+                break
+        else:
+            p, i = self.config.prior_p_return, -1
+        for level in levels[i + 1:]:
+            counts = self._returns.get(level)
+            if counts is not None:
+                p = counts.shrunk(p, self.config.strength)
+        return min(1.0, max(0.0, p))
+
+    @staticmethod
+    def _levels(tenant: str, step: str, context: tuple[int, ...]) -> tuple[tuple, ...]:
+        """Levels of P(return): all, tenant, step, then one more per context feature."""
+        levels = [(), (tenant,), (tenant, step)]
+        for i in range(len(context)):
+            levels.append((tenant, step, *context[: i + 1]))
+        return tuple(levels)
+
+    @staticmethod
+    def _gap_levels(tenant: str, step: str, context: tuple[int, ...]) -> tuple[tuple, ...]:
+        """Levels of the gap distribution: all, tenant, step, step at this depth (the
+        prompt size would only split the data: a tool runs as long at any size)."""
+        return ((), (tenant,), (tenant, step), (tenant, step, context[0]))
+
+    def _gap_stats(self, level: tuple) -> LogGapStats:
+        stats = self._gaps.get(level)
+        if stats is None:
+            stats = self._gaps[level] = LogGapStats()
+        return stats
+
+    def _return_counts(self, level: tuple) -> ReturnCounts:
+        counts = self._returns.get(level)
+        if counts is None:
+            counts = self._returns[level] = ReturnCounts()
+        return counts

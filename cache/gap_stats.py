@@ -1,0 +1,93 @@
+"""Online estimates of return gaps (log-normal) and return odds, with shrinkage.
+
+Both estimates borrow strength from a parent level, worth `strength` pseudo-observations,
+so a key seen once leans on its parent and a new tenant on the global prior:
+
+    prior -> all tenants -> tenant -> (tenant, step) -> (tenant, step, depth) [-> session]
+
+Invariants: every update is O(1) and nothing is ever refitted; sigma >= MIN_SIGMA;
+probabilities stay in [0, 1].
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+MIN_GAP_S = 1e-3
+MIN_SIGMA = 0.1
+
+
+@dataclass(frozen=True, slots=True)
+class LogNormalGap:
+    """log(gap_s) ~ Normal(mu, sigma^2)."""
+
+    mu: float
+    sigma: float
+
+    @property
+    def median_s(self) -> float:
+        return math.exp(self.mu)
+
+
+@dataclass(slots=True)
+class LogGapStats:
+    """Sufficient statistics of log gaps (count, sum, sum of squares)."""
+
+    num_gaps: float = 0.0
+    sum_log: float = 0.0
+    sum_log_sq: float = 0.0
+
+    def add(self, gap_s: float) -> None:
+        x = math.log(max(gap_s, MIN_GAP_S))
+        self.num_gaps += 1.0
+        self.sum_log += x
+        self.sum_log_sq += x * x
+
+    def shrunk(self, parent: LogNormalGap, strength: float) -> LogNormalGap:
+        """Normal-on-log estimate with `strength` pseudo-gaps drawn from `parent`."""
+        n = self.num_gaps
+        if n == 0.0:
+            return parent
+        mu = (self.sum_log + strength * parent.mu) / (n + strength)
+        spread = (self.sum_log_sq - 2.0 * mu * self.sum_log + n * mu * mu
+                  + strength * (parent.sigma ** 2 + (parent.mu - mu) ** 2))
+        return LogNormalGap(mu, max(math.sqrt(max(spread, 0.0) / (n + strength)), MIN_SIGMA))
+
+
+@dataclass(slots=True)
+class ReturnCounts:
+    """How many waits ended in a return, and how many were given up as session ends."""
+
+    num_returned: float = 0.0
+    num_ended: float = 0.0
+
+    @property
+    def num_resolved(self) -> float:
+        return self.num_returned + self.num_ended
+
+    def shrunk(self, parent_p: float, strength: float) -> float:
+        return (self.num_returned + strength * parent_p) / (self.num_resolved + strength)
+
+
+def censored_p_return(counts: ReturnCounts, pending_done: list[float], parent_p: float,
+                      strength: float, num_iter: int = 6) -> float:
+    """P(a wait ends in a return), counting still-pending waits as censored.
+
+    `pending_done[i]` is F(e_i): the chance a returning session would have come back
+    within the time wait i has already lasted. Maximises (by EM from the resolved-only
+    estimate) the likelihood p^R (1-p)^E prod(1 - p F(e_i)), with `strength` pseudo-waits
+    at `parent_p`. Without the pending term, early in a trace every quick return counts
+    while no wait has lasted long enough to count as an end, and P(return) drifts to 1,
+    which keeps dead sessions' blocks forever.
+    """
+    p = counts.shrunk(parent_p, strength)
+    total = counts.num_resolved + len(pending_done) + strength
+    base = counts.num_returned + strength * parent_p
+    for _ in range(num_iter):
+        still = 0.0
+        for done in pending_done:
+            alive = 1.0 - p * done
+            if alive > 1e-12:
+                still += p * (1.0 - done) / alive
+        p = (base + still) / total
+    return min(1.0, max(0.0, p))

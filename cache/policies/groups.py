@@ -1,0 +1,172 @@
+"""Evictable blocks grouped by the sessions that value them, ranked in lazy heaps.
+
+A block's value comes from the forecasts of the sessions that use it, so blocks used by
+the same sessions share one value: they form a `BlockGroup` (per tier and tenant). A
+session's private chain is one group; a prefix several sessions share (a tenant's system
+prompt and tool schemas) is a group of its own, valued by all of them. Values change
+with time, so the policy re-ranks a group when it asks for it (`due`), not every block.
+
+Invariants:
+- `_group_of` maps exactly the evictable (cached, unreferenced) blocks the policy was told
+  about to the group holding them; a group in `_groups` is never empty.
+- A heap entry `(pinned, value, version, group)` is live iff `version == group.version`
+  and the group is still registered: re-ranking gives the group a new (globally unique)
+  version instead of searching the heap for the old entry.
+- Inside a group the deepest chain position leaves first (a prefix outlives its tail).
+Every operation is O(log n); nothing here computes a value.
+"""
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from cache.block_meta import BlockMeta
+from cache.tiers import Tier
+
+GroupKey = tuple[bool, str, object]
+
+
+@dataclass(slots=True, eq=False)
+class BlockGroup:
+    """Evictable blocks of one tier and tenant used by the same sessions (`sessions`,
+    oldest first; empty when no request named a session)."""
+
+    key: GroupKey
+    tier: Tier
+    tenant: str
+    sessions: tuple[str, ...]
+    blocks: dict[BlockMeta, None] = field(default_factory=dict)
+    order: list[tuple[int, int, BlockMeta]] = field(default_factory=list)
+    version: int = 0
+    last_added_s: float = 0.0
+    is_pinned: bool = False
+    value: float = 0.0
+
+
+def group_key(block: BlockMeta) -> tuple[GroupKey, tuple[str, ...]]:
+    """The group a block belongs to now, and its sessions.
+
+    NOTE: keys hold `is_host` (a bool), not the `Tier`: hashing an Enum member runs
+    Python code, and keys are hashed on every hook.
+    """
+    sessions = block.sessions
+    is_host = block.tier is Tier.HOST
+    if len(sessions) == 1:
+        name = next(iter(sessions))
+        return (is_host, block.tenant, name), (name,)
+    if not sessions:
+        return (is_host, block.tenant, None), ()
+    names = tuple(sessions)
+    return (is_host, block.tenant, frozenset(names)), names
+
+
+class GroupIndex:
+    """The evictable blocks of every tier, by group, with per-(tier, tenant) value heaps."""
+
+    __slots__ = ("_groups", "_group_of", "_heaps", "_due", "_seq")
+
+    def __init__(self) -> None:
+        self._groups: dict[GroupKey, BlockGroup] = {}
+        self._group_of: dict[BlockMeta, BlockGroup] = {}
+        self._heaps: dict[tuple[bool, str], list[tuple[int, float, int, BlockGroup]]] = {}
+        self._due: list[tuple[float, int, BlockGroup]] = []
+        self._seq = 0
+
+    def __len__(self) -> int:
+        return len(self._group_of)
+
+    def add(self, block: BlockMeta, now_s: float) -> tuple[BlockGroup, bool]:
+        """File an evictable block; returns its group and whether the group is new."""
+        key, sessions = group_key(block)
+        group = self._groups.get(key)
+        is_new = group is None
+        if group is None:
+            group = BlockGroup(key, block.tier, block.tenant, sessions)
+            self._groups[key] = group
+        group.blocks[block] = None
+        group.last_added_s = now_s
+        self._seq += 1
+        order = group.order
+        heapq.heappush(order, (-block.position, self._seq, block))
+        if len(order) > 2 * len(group.blocks) + 16:
+            order[:] = [entry for entry in order if entry[2] in group.blocks]
+            heapq.heapify(order)
+        self._group_of[block] = group
+        return group, is_new
+
+    def remove(self, block: BlockMeta) -> BlockGroup | None:
+        """Unfile a block (no longer evictable); returns the group it left, if any."""
+        group = self._group_of.pop(block, None)
+        if group is None:
+            return None
+        del group.blocks[block]
+        if not group.blocks:
+            del self._groups[group.key]
+            group.order.clear()
+        return group
+
+    def group(self, tier: Tier, tenant: str, session: str) -> BlockGroup | None:
+        """The group of blocks only `session` uses, in `tier`."""
+        return self._groups.get((tier is Tier.HOST, tenant, session))
+
+    def groups(self) -> Iterator[BlockGroup]:
+        return iter(list(self._groups.values()))
+
+    def group_of(self, block: BlockMeta) -> BlockGroup | None:
+        return self._group_of.get(block)
+
+    def rank(self, group: BlockGroup, is_pinned: bool, value: float, due_s: float) -> None:
+        """Give a group a new rank, and the time its rank should be recomputed."""
+        self._seq += 1
+        group.version = self._seq
+        group.is_pinned = is_pinned
+        group.value = value
+        heap_key = (group.key[0], group.tenant)
+        heap = self._heaps.get(heap_key)
+        if heap is None:
+            heap = self._heaps[heap_key] = []
+        heapq.heappush(heap, (int(is_pinned), value, group.version, group))
+        if len(heap) > 4 * len(self._groups) + 64:
+            heap[:] = [entry for entry in heap if entry[2] == entry[3].version and self._live(entry[3])]
+            heapq.heapify(heap)
+        heapq.heappush(self._due, (due_s, group.version, group))
+
+    def _live(self, group: BlockGroup) -> bool:
+        return self._groups.get(group.key) is group
+
+    def top(self, tier: Tier, tenant: str) -> tuple[int, float, BlockGroup] | None:
+        """The lowest-ranked group of `tenant` in `tier`: (pinned, value, group)."""
+        heap = self._heaps.get((tier is Tier.HOST, tenant))
+        while heap:
+            pinned, value, version, group = heap[0]
+            if version == group.version and self._live(group):
+                return pinned, value, group
+            heapq.heappop(heap)
+        return None
+
+    def tenants(self, tier: Tier) -> list[str]:
+        """Tenants that may have evictable blocks in `tier`."""
+        is_host = tier is Tier.HOST
+        return [tenant for (heap_is_host, tenant), heap in self._heaps.items() if heap_is_host is is_host and heap]
+
+    def pop_due(self, now_s: float) -> list[BlockGroup]:
+        """Live groups whose rank is due for recomputation at `now_s`."""
+        due = self._due
+        found: list[BlockGroup] = []
+        while due and due[0][0] <= now_s:
+            _, version, group = heapq.heappop(due)
+            if version == group.version and self._live(group):
+                found.append(group)
+        return found
+
+    @staticmethod
+    def victim(group: BlockGroup) -> BlockMeta:
+        """The deepest block of a (non-empty, live) group."""
+        order = group.order
+        while order:
+            block = order[0][2]
+            if block in group.blocks:
+                return block
+            heapq.heappop(order)
+        raise RuntimeError("a live group with no blocks")

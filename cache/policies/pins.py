@@ -1,0 +1,72 @@
+"""TTL pins across tool calls (Continuum-style), capped per tenant.
+
+When a response ends in tool calls the session's blocks are pinned until the forecast
+return-time quantile has passed. A pin is a rank, not a lock: pinned blocks go last, but
+when nothing unpinned is left to evict they go too (no wedge), and a tenant may pin at
+most `cap` blocks at once (a new pin that does not fit is refused).
+
+Invariants: `num_pinned_blocks(t)` is the sum of the sizes of `t`'s live pins; a pin is
+live until `expire` passes its deadline or `unpin` ends it (the session came back).
+"""
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+
+@dataclass(slots=True)
+class Pin:
+    tenant: str
+    until_s: float
+    num_blocks: int
+
+
+class PinBook:
+    __slots__ = ("_pins", "_num_blocks", "_deadlines", "num_refused")
+
+    def __init__(self) -> None:
+        self._pins: dict[str, Pin] = {}
+        self._num_blocks: dict[str, int] = {}
+        self._deadlines: list[tuple[float, str]] = []
+        self.num_refused = 0
+
+    def num_pinned_blocks(self, tenant: str) -> int:
+        return self._num_blocks.get(tenant, 0)
+
+    def is_pinned(self, session: str, now_s: float) -> bool:
+        pin = self._pins.get(session)
+        return pin is not None and pin.until_s > now_s
+
+    def until_s(self, session: str) -> float | None:
+        pin = self._pins.get(session)
+        return None if pin is None else pin.until_s
+
+    def pin(self, session: str, tenant: str, until_s: float, num_blocks: int, cap: float) -> bool:
+        """Pin `session` (replacing its old pin) unless the tenant's cap would overflow."""
+        self.unpin(session)
+        if self.num_pinned_blocks(tenant) + num_blocks > cap:
+            self.num_refused += 1
+            return False
+        self._pins[session] = Pin(tenant, until_s, num_blocks)
+        self._num_blocks[tenant] = self.num_pinned_blocks(tenant) + num_blocks
+        heapq.heappush(self._deadlines, (until_s, session))
+        return True
+
+    def unpin(self, session: str) -> bool:
+        pin = self._pins.pop(session, None)
+        if pin is None:
+            return False
+        self._num_blocks[pin.tenant] -= pin.num_blocks
+        return True
+
+    def expire(self, now_s: float) -> list[str]:
+        """End every pin whose deadline passed; returns their sessions."""
+        ended: list[str] = []
+        deadlines = self._deadlines
+        while deadlines and deadlines[0][0] <= now_s:
+            until_s, session = heapq.heappop(deadlines)
+            pin = self._pins.get(session)
+            if pin is not None and pin.until_s == until_s:
+                self.unpin(session)
+                ended.append(session)
+        return ended

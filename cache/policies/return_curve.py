@@ -1,0 +1,99 @@
+"""A forecast compiled for the policy's hot path: P(returned by made_at + h), fast.
+
+`Forecast.p_return` interpolates linearly in h between a handful of horizons and stops
+at the last one; a log-normal-like return time is much better served by interpolating in
+log h, and the mass beyond the last horizon (returns later than every stored point) must
+not vanish. `ReturnCurve` merges the forecast's `p_return_within` points with its ETA
+quantiles (scaled by P(return)), keeps the running maximum, and closes the curve at
+P(return) = 1 - p_end a factor `TAIL_FACTOR` past the last point.
+
+Invariants: `log_h` strictly increasing; `cdf` non-decreasing, within [0, p_ever];
+`cdf[-1] == p_ever`. Every query is O(log k) for k points, with no allocation.
+"""
+from __future__ import annotations
+
+import bisect
+import math
+from dataclasses import dataclass
+
+from cache.forecast import Forecast
+
+TAIL_FACTOR = 4.0
+_TINY = 1e-12
+
+
+@dataclass(slots=True)
+class ReturnCurve:
+    made_at_s: float
+    log_h: list[float]
+    cdf: list[float]
+    p_ever: float
+
+    @staticmethod
+    def from_forecast(forecast: Forecast) -> "ReturnCurve | None":
+        """The curve of a forecast; None when it carries no timing at all."""
+        p_ever = min(1.0, max(0.0, 1.0 - forecast.p_end))
+        points = [(h, p) for h, p in forecast.p_return_within if h > 0.0]
+        points += [(s, p_ever * q) for q, s in forecast.eta_quantiles_s if s > 0.0]
+        if not points:
+            if p_ever <= 0.0:
+                return ReturnCurve(forecast.made_at_s, [0.0], [0.0], 0.0)
+            return None
+        points.sort()
+        log_h: list[float] = []
+        cdf: list[float] = []
+        for h, p in points:
+            lh = math.log(h)
+            p = min(max(p, cdf[-1] if cdf else 0.0), p_ever)
+            if log_h and lh - log_h[-1] < 1e-9:
+                cdf[-1] = max(cdf[-1], p)
+                continue
+            log_h.append(lh)
+            cdf.append(p)
+        if cdf[-1] < p_ever - 1e-9:
+            log_h.append(log_h[-1] + math.log(TAIL_FACTOR))
+            cdf.append(p_ever)
+        else:
+            cdf[-1] = p_ever
+        return ReturnCurve(forecast.made_at_s, log_h, cdf, p_ever)
+
+    def p_by(self, h_s: float) -> float:
+        """P(returned within `h_s` of `made_at_s`)."""
+        if h_s <= 0.0:
+            return 0.0
+        lh = math.log(h_s)
+        log_h = self.log_h
+        if lh <= log_h[0]:
+            return self.cdf[0] * h_s / math.exp(log_h[0])
+        if lh >= log_h[-1]:
+            return self.p_ever
+        i = bisect.bisect_right(log_h, lh)
+        l0 = log_h[i - 1]
+        c0 = self.cdf[i - 1]
+        return c0 + (self.cdf[i] - c0) * (lh - l0) / (log_h[i] - l0)
+
+    def p_within(self, now_s: float, horizon_s: float) -> float:
+        """P(return in (now, now + horizon] | not returned by now)."""
+        elapsed = now_s - self.made_at_s
+        done = self.p_by(elapsed)
+        alive = 1.0 - done
+        if alive <= _TINY:
+            return 0.0
+        return max(0.0, self.p_by(elapsed + horizon_s) - done) / alive
+
+    def hit_density(self, now_s: float, horizon_s: float) -> float:
+        """Expected returns per second held, holding until the return or `horizon_s`:
+        P(return within the horizon | waiting) / E[min(time to return, horizon)].
+        The expectation integrates the survival at five points (trapezoid)."""
+        elapsed = now_s - self.made_at_s
+        done = self.p_by(elapsed)
+        alive = 1.0 - done
+        if alive <= _TINY:
+            return 0.0
+        step = horizon_s / 4.0
+        s1 = 1.0 - (self.p_by(elapsed + step) - done) / alive
+        s2 = 1.0 - (self.p_by(elapsed + 2 * step) - done) / alive
+        s3 = 1.0 - (self.p_by(elapsed + 3 * step) - done) / alive
+        s4 = 1.0 - (self.p_by(elapsed + horizon_s) - done) / alive
+        held_s = step * (0.5 + s1 + s2 + s3 + 0.5 * s4)
+        return (1.0 - s4) / max(held_s, _TINY)

@@ -1,0 +1,5 @@
+import sys
+
+from cache.sim.cli import main
+
+sys.exit(main())

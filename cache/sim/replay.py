@@ -1,0 +1,168 @@
+"""Replaying a request trace through the real block manager and a policy.
+
+Each request, in arrival order and at its arrival time: run the policy's due work
+(`tick`, every `tick_interval_s` of trace time), name its session (inferred from prefix
+continuity when the trace has none), `match` -> `acquire` (hits, promoting HOST blocks)
+-> `commit` the rest -> `release`, charge the cost model, then tell the forecast source
+and hand the session's new forecast to the manager (`apply`). The same `BlockManager`
+and policy classes run in the server; only the clock and the mover are simulated.
+
+Invariants: requests before `measure_from` warm the cache and the learners but are not
+counted; a request's hits are the leading run `acquire` returned (HOT first, then
+HOST), so `block_hit_rate` is exactly "blocks served from cache as the leading run".
+
+NOTE: a request holds its blocks only while it is served (instantaneous here), so the
+replay has no concurrency: every policy sees the same sequence of demands.
+"""
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from cache.block_manager import BlockManager
+from cache.forecast_source import ForecastSource, RequestSeen
+from cache.gap_forecaster import GapForecaster
+from cache.mover import CountingMover
+from cache.policies import make_policy
+from cache.policies.belady import BeladyPolicy
+from cache.policies.predictive import PredictivePolicy
+from cache.policy import EvictionPolicy
+from cache.session_infer import SessionInferrer
+from cache.sim.cost_model import CostModel
+from cache.sim.oracle import next_uses as oracle_next_uses
+from cache.sim.requests import SimRequest
+from cache.sim.result import SimResult, SimTotals
+from cache.tiers import Tier
+
+POLICY_NAMES = ("lru", "predictive", "belady")
+
+
+@dataclass(frozen=True, slots=True)
+class SimConfig:
+    num_hot_blocks: int
+    num_host_blocks: int = 0
+    policy: str = "lru"
+    block_size: int = 16
+    cost: CostModel = field(default_factory=CostModel)
+    tick_interval_s: float = 0.25
+    measure_from: int = 0
+    policy_options: tuple[tuple[str, object], ...] = ()
+
+
+class SimClock:
+    """The manager's clock: trace time, set by the replay."""
+
+    __slots__ = ("now_s",)
+
+    def __init__(self) -> None:
+        self.now_s = 0.0
+
+    def __call__(self) -> float:
+        return self.now_s
+
+
+def build_policy(config: SimConfig) -> EvictionPolicy:
+    if config.policy == "belady":
+        return BeladyPolicy()
+    options = dict(config.policy_options)
+    if config.policy == "predictive":
+        options.setdefault("host_to_hot_s_per_block", config.cost.host_to_hot_s_per_block)
+    return make_policy(config.policy, **options)
+
+
+def replay(
+    requests: Sequence[SimRequest],
+    config: SimConfig,
+    source: ForecastSource | None = None,
+    on_request: Callable[[int, BlockManager], None] | None = None,
+) -> SimResult:
+    """Run `requests` through a fresh manager; `source` defaults to a `GapForecaster`
+    for the predictive policy (others get no forecasts). `on_request(i, manager)` runs
+    after each request (tests use it to inspect the manager)."""
+    started = time.perf_counter()
+    policy = build_policy(config)
+    is_predictive = isinstance(policy, PredictivePolicy)
+    if source is None and is_predictive:
+        source = GapForecaster()
+    if not is_predictive:
+        source = None
+    next_uses = oracle_next_uses(requests) if isinstance(policy, BeladyPolicy) else None
+    clock = SimClock()
+    manager = BlockManager(
+        num_hot_blocks=config.num_hot_blocks,
+        num_host_blocks=config.num_host_blocks,
+        block_size=config.block_size,
+        policy=policy,
+        mover=CountingMover(),
+        clock=clock,
+        max_pending_events=0,
+    )
+    inferrer = SessionInferrer()
+    totals = SimTotals()
+    cost = config.cost
+    size = config.block_size
+    interval = config.tick_interval_s
+    next_tick = requests[0].t_s if requests else 0.0
+    no_tokens: tuple[int, ...] = ()
+    for i, request in enumerate(requests):
+        now = request.t_s
+        if interval > 0 and source is not None:
+            while next_tick <= now:
+                clock.now_s = next_tick
+                manager.tick(next_tick)
+                next_tick += interval
+        clock.now_s = now
+        tenant = request.tenant
+        hashes = request.hashes
+        session = request.session or inferrer.session_of(tenant, hashes)
+        if next_uses is not None:
+            note = policy.note_next_use  # type: ignore[union-attr]
+            for block_hash, next_use in zip(hashes, next_uses[i]):
+                note(block_hash, next_use)
+        match = manager.match(tenant, hashes)
+        held = manager.acquire(tenant, session, match, request.num_prompt_tokens)
+        num_hits = len(held)
+        num_hot_hits = min(num_hits, len(match.hot_block_ids))
+        committed = manager.commit(tenant, session, hashes, [no_tokens] * (len(hashes) - num_hits), num_hits)
+        manager.release(held + [block_id for block_id, _ in committed])
+        if i >= config.measure_from:
+            num_host_hits = num_hits - num_hot_hits
+            num_hit_tokens = min(num_hits * size, request.num_prompt_tokens)
+            totals.num_requests += 1
+            totals.num_blocks += request.num_blocks
+            totals.num_hot_hit_blocks += num_hot_hits
+            totals.num_host_hit_blocks += num_host_hits
+            totals.num_prompt_tokens += request.num_prompt_tokens
+            totals.num_hit_tokens += num_hit_tokens
+            totals.ttfts_s.append(cost.ttft_s(request.num_prompt_tokens - num_hit_tokens, num_host_hits))
+        if source is not None:
+            source.observe(RequestSeen(tenant, session, now, request.after, request.tool_calls, request.num_blocks))
+            forecast = source.forecast(tenant, session, now)
+            if forecast is not None:
+                manager.apply(forecast)
+        if on_request is not None:
+            on_request(i, manager)
+    stats = manager.stats()
+    result = SimResult(
+        policy=config.policy,
+        hot_blocks=config.num_hot_blocks,
+        host_blocks=config.num_host_blocks,
+        totals=totals,
+        num_evictions=stats.tiers[Tier.HOT].num_evictions,
+    )
+    if is_predictive:
+        counts = policy.prefetch_counts()  # type: ignore[union-attr]
+        result.num_prefetched_blocks = counts.num_prefetched
+        result.num_prefetch_used_blocks = counts.num_used
+        result.num_prefetch_wasted_blocks = counts.num_wasted
+    result.wall_s = time.perf_counter() - started
+    return result
+
+
+def split_index(num_requests: int, measure_from_frac: float) -> int:
+    """The first measured request when the first `measure_from_frac` only warm up."""
+    if not 0.0 <= measure_from_frac < 1.0:
+        raise ValueError("measure_from_frac must lie in [0, 1)")
+    return math.floor(num_requests * measure_from_frac)

@@ -1,0 +1,72 @@
+"""What one simulated replay measured, and the JSON line the CLI prints."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+
+def quantile(sorted_values: list[float], q: float) -> float | None:
+    """Linear-interpolated quantile of an ascending list; None when it is empty."""
+    if not sorted_values:
+        return None
+    position = q * (len(sorted_values) - 1)
+    low = math.floor(position)
+    high = min(low + 1, len(sorted_values) - 1)
+    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (position - low)
+
+
+@dataclass(slots=True)
+class SimTotals:
+    """Counters over the measured requests.
+
+    Invariants: `num_hot_hit_blocks + num_host_hit_blocks <= num_blocks`; hit blocks are
+    the leading cached run of each request; `num_hit_tokens <= num_prompt_tokens`;
+    `ttfts_s` has one entry per measured request.
+    """
+
+    num_requests: int = 0
+    num_blocks: int = 0
+    num_hot_hit_blocks: int = 0
+    num_host_hit_blocks: int = 0
+    num_prompt_tokens: int = 0
+    num_hit_tokens: int = 0
+    ttfts_s: list[float] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class SimResult:
+    policy: str
+    hot_blocks: int
+    host_blocks: int
+    totals: SimTotals
+    num_prefetched_blocks: int = 0
+    num_prefetch_used_blocks: int = 0
+    num_prefetch_wasted_blocks: int = 0
+    num_evictions: int = 0
+    wall_s: float = 0.0
+
+    def to_json(self) -> dict:
+        totals = self.totals
+        blocks = max(totals.num_blocks, 1)
+        ttfts = sorted(totals.ttfts_s)
+        resolved = self.num_prefetch_used_blocks + self.num_prefetch_wasted_blocks
+
+        def rounded(value: float | None, digits: int = 6) -> float | None:
+            return None if value is None else round(value, digits)
+
+        return {
+            "policy": self.policy,
+            "hot_blocks": self.hot_blocks,
+            "host_blocks": self.host_blocks,
+            "requests": totals.num_requests,
+            "block_hit_rate": round((totals.num_hot_hit_blocks + totals.num_host_hit_blocks) / blocks, 6),
+            "token_hit_rate": round(totals.num_hit_tokens / max(totals.num_prompt_tokens, 1), 6),
+            "host_hit_rate": round(totals.num_host_hit_blocks / blocks, 6),
+            "sim_ttft_p50_s": rounded(quantile(ttfts, 0.5)),
+            "sim_ttft_p99_s": rounded(quantile(ttfts, 0.99)),
+            "sim_ttft_mean_s": rounded(sum(ttfts) / len(ttfts) if ttfts else None),
+            "prefetch_used_frac": rounded(self.num_prefetch_used_blocks / resolved if resolved else None, 4),
+            "prefetched_blocks": self.num_prefetched_blocks,
+            "evictions": self.num_evictions,
+            "wall_s": round(self.wall_s, 3),
+        }
