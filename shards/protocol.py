@@ -62,17 +62,21 @@ class FinishEvent:
     num_output_tokens: int
     ttft_s: float
     worker_id: str = ""
+    prefill_s: float = 0.0  # model time spent on the uncached prompt tokens
 
 
 @dataclass(slots=True)
 class ErrorEvent:
     """The request failed. `code` is an OpenAI-style error code; `retryable` is True only
-    when no token was produced yet, so the router may send it elsewhere."""
+    when no token was produced yet, so the router may send it elsewhere. Admission
+    refusals carry `retry_after_s` (codes "rate_limit_exceeded": this tenant's queue is
+    full, answer 429; "overloaded": every queue is full, answer 503)."""
 
     request_id: str
     message: str
     code: str = "internal_error"
     retryable: bool = False
+    retry_after_s: float | None = None
 
 
 EngineEvent = Union[TokenEvent, FinishEvent, ErrorEvent]
@@ -101,6 +105,7 @@ class WorkerReady:
     model_id: str
     max_context_tokens: int
     pid: int
+    costs: "CostProfile | None" = None
 
 
 @dataclass(slots=True)
@@ -119,3 +124,100 @@ class WorkerFailed:
 
     worker_id: str
     message: str
+
+
+# --- health, cache reports, costs, shared-prefix transfer ---------------------------
+
+@dataclass(frozen=True, slots=True)
+class Ping:
+    """A health check; the worker answers with a Pong carrying the same nonce."""
+
+    nonce: int
+    sent_s: float
+
+
+@dataclass(slots=True)
+class Pong:
+    worker_id: str
+    nonce: int
+    sent_s: float
+    num_running: int
+    num_waiting: int
+
+
+@dataclass(slots=True)
+class CacheEventsReport:
+    """The worker's cache events (cache.events records), oldest first, since its last
+    report; applied in order to the router's prefix index."""
+
+    worker_id: str
+    events: list
+
+
+@dataclass(slots=True)
+class CacheSnapshot:
+    """Every matchable block hash of the worker, per tier: the index reconciles to it."""
+
+    worker_id: str
+    hot_hashes: list[int]
+    host_hashes: list[int]
+
+
+@dataclass(slots=True)
+class CostProfile:
+    """Costs the worker measured at start: a prefill token, and copying one KV block out
+    to / in from shared memory. The router compares them to choose transfer vs recompute."""
+
+    prefill_s_per_token: float
+    export_s_per_block: float
+    import_s_per_block: float
+
+
+@dataclass(frozen=True, slots=True)
+class ExportPrefix:
+    """Copy the HOT cached leading blocks of `token_ids` (at most `max_blocks`) into a
+    new shared-memory segment and answer with PrefixExported."""
+
+    transfer_id: str
+    tenant: str
+    token_ids: tuple[int, ...]
+    max_blocks: int
+
+
+@dataclass(slots=True)
+class PrefixExported:
+    """`shm_name` holds `num_blocks` blocks (None / 0: nothing was cached any more)."""
+
+    worker_id: str
+    transfer_id: str
+    shm_name: str | None
+    num_blocks: int
+    elapsed_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class ImportPrefix:
+    """Store the `num_blocks` blocks in `shm_name` as the cached prefix of `token_ids`,
+    then unlink the segment. Sent just before the request that needs them."""
+
+    transfer_id: str
+    tenant: str
+    session: str | None
+    token_ids: tuple[int, ...]
+    shm_name: str
+    num_blocks: int
+
+
+@dataclass(slots=True)
+class PrefixImported:
+    worker_id: str
+    transfer_id: str
+    num_blocks: int
+    elapsed_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyForecast:
+    """A forecast for a waiting session: the worker's cache policy may pin or prefetch."""
+
+    forecast: object

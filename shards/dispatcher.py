@@ -1,0 +1,314 @@
+"""The engine's request bookkeeping: admission, fair dispatch, retries, transfers. No I/O.
+
+A request is, from `submit` until its terminal event, in exactly one place:
+- queued at the router (a weighted fair queue across tenants, bounded);
+- waiting for a shared-prefix transfer to its chosen worker (bounded in time);
+- on a worker (sent; the router holds its load charge).
+Every method returns an `Outbound`: messages to send to workers, in order, and events
+to deliver to request streams; the engine performs them under the same lock, so the
+per-worker message order (ImportPrefix before the WorkItem that needs it) holds.
+
+Invariants:
+- every submitted request gets exactly one terminal delivery (FinishEvent/ErrorEvent),
+  unless the caller cancelled it first: a worker's death either requeues a request
+  that has sent no token yet (at most `max_attempts` tries in all) or fails it with
+  "worker_died"; a request queued past `max_queue_wait_s` fails with "overloaded";
+- a worker is sent new requests only while `can_take` holds (its outstanding count
+  below the soft limit, or below the hard limit for a tenant under its weighted share);
+- a shared-memory segment named in a PrefixExported is imported or unlinked, never lost.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+from cache.hashing import BlockHash
+from shards.fair_queue import FairQueue, PushResult, may_admit, work_cost
+from shards.protocol import (CacheEventsReport, CacheSnapshot, CancelRequest, CostProfile, EngineEvent,
+                             ErrorEvent, ExportPrefix, FinishEvent, ImportPrefix, PrefixExported,
+                             PrefixImported, TokenEvent, WorkItem)
+from shards.router import Router, RouteQuery
+
+COST_EWMA = 0.3
+MIN_MEASURED_PREFILL_TOKENS = 64
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchConfig:
+    tenant_weights: tuple[tuple[str, float], ...] = ()
+    max_queued_per_tenant: int = 256
+    max_queued_requests: int = 1024
+    max_outstanding_per_worker: int = 16
+    max_outstanding_hard: int = 32
+    max_attempts: int = 2
+    max_queue_wait_s: float = 120.0
+    transfer_timeout_s: float = 1.0
+    retry_after_s: float = 1.0
+
+
+@dataclass(slots=True)
+class Request:
+    item: WorkItem
+    hashes: list[BlockHash]
+    submitted_s: float
+    worker_id: str | None = None
+    token_sent: bool = False
+    num_attempts: int = 0
+
+
+@dataclass(slots=True)
+class Transfer:
+    request_id: str
+    src: str
+    dst: str
+    started_s: float
+
+
+@dataclass(slots=True)
+class Outbound:
+    sends: list[tuple[str, object]] = field(default_factory=list)
+    deliveries: list[EngineEvent] = field(default_factory=list)
+    unlink: list[str] = field(default_factory=list)  # shared-memory segments nobody imports
+
+    def extend(self, more: "Outbound") -> None:
+        self.sends.extend(more.sends)
+        self.deliveries.extend(more.deliveries)
+        self.unlink.extend(more.unlink)
+
+
+@dataclass(slots=True)
+class DispatchStats:
+    num_submitted: int = 0
+    num_rejected: dict[str, int] = field(default_factory=dict)
+    num_retried: int = 0
+    num_failed_worker_died: int = 0
+    num_expired: int = 0
+    num_transfers_done: int = 0
+    num_transfers_abandoned: int = 0
+    num_transferred_blocks: int = 0
+
+
+class Dispatcher:
+    def __init__(self, router: Router, config: DispatchConfig | None = None) -> None:
+        self.router = router
+        self.config = config or DispatchConfig()
+        self.weights = dict(self.config.tenant_weights)
+        self.queue: FairQueue[Request] = FairQueue(
+            self.weights, max_per_tenant=self.config.max_queued_per_tenant,
+            max_total=self.config.max_queued_requests)
+        self.requests: dict[str, Request] = {}
+        self.transfers: dict[str, Transfer] = {}
+        self._ready: set[str] = set()
+        self._outstanding: dict[str, dict[str, int]] = {}  # worker -> tenant -> count
+        self._transfer_ids = itertools.count()
+        self.stats = DispatchStats()
+
+    # --- workers ------------------------------------------------------------------------
+    def add_worker(self, worker_id: str, costs: CostProfile | None, now_s: float) -> Outbound:
+        """A worker (incarnation) became ready: routable from now on."""
+        self.router.remove_worker(worker_id)  # a restart starts from an empty cache
+        self.router.add_worker(worker_id)
+        if costs is not None:
+            c = self.router.costs(worker_id)
+            c.prefill_s_per_token = costs.prefill_s_per_token
+            c.export_s_per_block = costs.export_s_per_block
+            c.import_s_per_block = costs.import_s_per_block
+        self._ready.add(worker_id)
+        self._outstanding[worker_id] = {}
+        return self.pump(now_s)
+
+    def set_round_trip(self, worker_id: str, round_trip_s: float) -> None:
+        if worker_id in self._ready:
+            self.router.costs(worker_id).round_trip_s = round_trip_s
+
+    def remove_worker(self, worker_id: str, now_s: float) -> Outbound:
+        """Fence: nothing routes to the worker any more; its requests are retried
+        elsewhere (no token sent yet) or failed; transfers through it are abandoned."""
+        out = Outbound()
+        self._ready.discard(worker_id)
+        self._outstanding.pop(worker_id, None)
+        self.router.remove_worker(worker_id)
+        for transfer_id, transfer in list(self.transfers.items()):
+            if transfer.src == worker_id and transfer.dst != worker_id:
+                del self.transfers[transfer_id]
+                self.stats.num_transfers_abandoned += 1
+                request = self.requests.get(transfer.request_id)
+                if request is not None and request.worker_id == transfer.dst:
+                    out.sends.append((transfer.dst, request.item))
+            elif transfer.dst == worker_id:
+                del self.transfers[transfer_id]
+                self.stats.num_transfers_abandoned += 1
+        for request in [r for r in self.requests.values() if r.worker_id == worker_id]:
+            request.worker_id = None
+            if not request.token_sent and request.num_attempts < self.config.max_attempts:
+                self.stats.num_retried += 1
+                self.queue.push_front(request.item.tenant, request.item.request_id, request)
+                continue
+            del self.requests[request.item.request_id]
+            self.stats.num_failed_worker_died += 1
+            out.deliveries.append(ErrorEvent(
+                request.item.request_id, f"worker {worker_id} died", "worker_died",
+                retryable=not request.token_sent))
+        out.extend(self.pump(now_s))
+        return out
+
+    def ready_workers(self) -> list[str]:
+        return sorted(self._ready)
+
+    def can_take(self, worker_id: str, tenant: str) -> bool:
+        config = self.config
+        return may_admit(tenant, self._outstanding[worker_id], set(self.queue.tenants()),
+                         self.weights, config.max_outstanding_per_worker, config.max_outstanding_hard)
+
+    # --- requests -----------------------------------------------------------------------
+    def submit(self, item: WorkItem, hashes: list[BlockHash], now_s: float) -> Outbound:
+        self.stats.num_submitted += 1
+        request = Request(item, hashes, now_s)
+        verdict = self.queue.push(item.tenant, item.request_id, request,
+                                  work_cost(len(item.prompt_token_ids), item.sampling.max_tokens))
+        if verdict is not PushResult.ADMITTED:
+            code = "rate_limit_exceeded" if verdict is PushResult.TENANT_FULL else "overloaded"
+            self.stats.num_rejected[code] = self.stats.num_rejected.get(code, 0) + 1
+            who = f"tenant {item.tenant!r} has" if verdict is PushResult.TENANT_FULL else "the engine has"
+            return Outbound(deliveries=[ErrorEvent(
+                item.request_id, f"{who} too many queued requests; retry later", code,
+                retryable=True, retry_after_s=self.config.retry_after_s)])
+        self.requests[item.request_id] = request
+        return self.pump(now_s)
+
+    def cancel(self, request_id: str) -> Outbound:
+        """The caller stopped reading: forget the request, tell its worker to stop."""
+        out = Outbound()
+        self.queue.remove(request_id)
+        request = self.requests.pop(request_id, None)
+        if request is None:
+            return out
+        for transfer_id in [t for t, x in self.transfers.items() if x.request_id == request_id]:
+            del self.transfers[transfer_id]  # NOTE: a late PrefixExported is unlinked then
+        if request.worker_id is not None:
+            self._release(request)
+            out.sends.append((request.worker_id, CancelRequest(request_id)))
+        return out
+
+    def pump(self, now_s: float) -> Outbound:
+        """Send queued requests, in fair order, to workers that can take them."""
+        out = Outbound()
+        while len(self.queue) and self._ready:
+            request = self.queue.pop_first(
+                lambda tenant: any(self.can_take(w, tenant) for w in self._ready))
+            if request is None:
+                break
+            item = request.item
+            candidates = [w for w in self._ready if self.can_take(w, item.tenant)]
+            query = RouteQuery(item.tenant, item.session, request.hashes, len(item.prompt_token_ids))
+            decision = self.router.route(item.request_id, query, candidates, now_s)
+            request.worker_id = decision.worker_id
+            request.num_attempts += 1
+            counts = self._outstanding[decision.worker_id]
+            counts[item.tenant] = counts.get(item.tenant, 0) + 1
+            if decision.transfer_from is None:
+                out.sends.append((decision.worker_id, item))
+                continue
+            transfer_id = f"xfer-{next(self._transfer_ids)}"
+            self.transfers[transfer_id] = Transfer(item.request_id, decision.transfer_from,
+                                                   decision.worker_id, now_s)
+            num_tokens = decision.num_transfer_blocks * self.router.config.block_size
+            out.sends.append((decision.transfer_from, ExportPrefix(
+                transfer_id, item.tenant, tuple(item.prompt_token_ids[:num_tokens]),
+                decision.num_transfer_blocks)))
+        return out
+
+    def expire(self, now_s: float) -> Outbound:
+        """Fail requests queued too long; send on requests whose transfer timed out."""
+        out = Outbound()
+        for request in list(self.queue):
+            if now_s - request.submitted_s <= self.config.max_queue_wait_s:
+                continue
+            self.queue.remove(request.item.request_id)
+            self.requests.pop(request.item.request_id, None)
+            self.stats.num_expired += 1
+            out.deliveries.append(ErrorEvent(
+                request.item.request_id, "no worker could take the request in time", "overloaded",
+                retryable=True, retry_after_s=self.config.retry_after_s))
+        for transfer_id, transfer in list(self.transfers.items()):
+            if now_s - transfer.started_s > self.config.transfer_timeout_s:
+                del self.transfers[transfer_id]
+                self.stats.num_transfers_abandoned += 1
+                request = self.requests.get(transfer.request_id)
+                if request is not None and request.worker_id == transfer.dst:
+                    out.sends.append((transfer.dst, request.item))
+        return out
+
+    # --- worker messages ------------------------------------------------------------------
+    def on_worker_message(self, worker_id: str, message, now_s: float) -> Outbound:
+        if isinstance(message, CacheEventsReport):
+            if worker_id in self._ready:
+                self.router.index.apply(worker_id, message.events)
+            return Outbound()
+        if isinstance(message, CacheSnapshot):
+            if worker_id in self._ready:
+                self.router.index.replace(worker_id, message.hot_hashes, message.host_hashes)
+            return Outbound()
+        if isinstance(message, PrefixExported):
+            return self._on_exported(worker_id, message)
+        if isinstance(message, PrefixImported):
+            self._observe_cost(worker_id, "import_s_per_block", message.elapsed_s, message.num_blocks)
+            self.stats.num_transferred_blocks += message.num_blocks
+            return Outbound()
+        if isinstance(message, (TokenEvent, FinishEvent, ErrorEvent)):
+            return self._on_event(worker_id, message, now_s)
+        return Outbound()
+
+    def _on_event(self, worker_id: str, event: EngineEvent, now_s: float) -> Outbound:
+        request = self.requests.get(event.request_id)
+        if request is None or request.worker_id != worker_id:
+            return Outbound()  # cancelled, or a stale incarnation's event
+        out = Outbound(deliveries=[event])
+        if isinstance(event, TokenEvent):
+            if not request.token_sent:
+                request.token_sent = True
+                self.router.on_first_token(event.request_id)
+            return out
+        del self.requests[event.request_id]
+        self._release(request)
+        if isinstance(event, FinishEvent) and event.prefill_s > 0:
+            num_computed = event.num_prompt_tokens - event.num_cached_tokens
+            if num_computed >= MIN_MEASURED_PREFILL_TOKENS:
+                self._observe_cost(worker_id, "prefill_s_per_token", event.prefill_s, num_computed)
+        out.extend(self.pump(now_s))
+        return out
+
+    def _on_exported(self, worker_id: str, message: PrefixExported) -> Outbound:
+        out = Outbound()
+        transfer = self.transfers.pop(message.transfer_id, None)
+        request = self.requests.get(transfer.request_id) if transfer is not None else None
+        if request is None or request.worker_id != transfer.dst:
+            if message.shm_name:
+                out.unlink.append(message.shm_name)
+            return out
+        self._observe_cost(worker_id, "export_s_per_block", message.elapsed_s, message.num_blocks)
+        if message.shm_name:
+            self.stats.num_transfers_done += 1
+            item = request.item
+            num_tokens = message.num_blocks * self.router.config.block_size
+            out.sends.append((transfer.dst, ImportPrefix(
+                message.transfer_id, item.tenant, item.session,
+                tuple(item.prompt_token_ids[:num_tokens]), message.shm_name, message.num_blocks)))
+        out.sends.append((transfer.dst, request.item))
+        return out
+
+    # --- helpers ----------------------------------------------------------------------------
+    def _release(self, request: Request) -> None:
+        self.router.on_done(request.item.request_id)
+        counts = self._outstanding.get(request.worker_id)
+        if counts is not None and counts.get(request.item.tenant, 0) > 0:
+            counts[request.item.tenant] -= 1
+
+    def _observe_cost(self, worker_id: str, name: str, elapsed_s: float, num_units: int) -> None:
+        """Fold a measured cost (seconds per block or per token) into the router's model."""
+        if worker_id not in self._ready or num_units <= 0:
+            return
+        costs = self.router.costs(worker_id)
+        sample = elapsed_s / num_units
+        old = getattr(costs, name)
+        setattr(costs, name, sample if old is None else (1 - COST_EWMA) * old + COST_EWMA * sample)

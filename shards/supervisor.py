@@ -1,0 +1,148 @@
+"""Worker supervision: health checks, fencing, restarts with backoff. Pure bookkeeping.
+
+Each worker slot (a stable worker id) runs one *incarnation* at a time. States:
+  starting --ready--> ready --(died | silent past health_timeout_s)--> fenced
+  fenced --(restart delay passed)--> starting (next incarnation)
+A worker that does not become ready within `start_timeout_s` is fenced too.
+
+The engine owns the side effects: it asks `plan(now)` what to do (whom to ping, fence,
+restart), does it, and reports back (`on_spawned`, `on_ready`, `on_heard`, `on_exit`).
+
+Invariants:
+- only `ready` workers are routable; a worker is fenced at most once per incarnation,
+  and messages from an older incarnation are recognised as stale (`is_current`);
+- restart delays double after each failed start (up to `max_restart_delay_s`) and
+  reset once an incarnation becomes ready, so a crash loop cannot spin the CPU.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+WorkerState = Literal["starting", "ready", "fenced"]
+
+
+@dataclass(frozen=True, slots=True)
+class SupervisorConfig:
+    ping_interval_s: float = 0.5
+    health_timeout_s: float = 30.0
+    start_timeout_s: float = 300.0
+    restart_delay_s: float = 0.2
+    max_restart_delay_s: float = 30.0
+
+
+@dataclass(slots=True)
+class WorkerHealth:
+    worker_id: str
+    incarnation: int
+    state: WorkerState
+    spawned_s: float
+    last_heard_s: float
+    last_ping_s: float = 0.0
+    fenced_s: float | None = None
+    fence_reason: str = ""
+    num_restarts: int = 0
+    num_failed_starts: int = 0
+    round_trip_s: float | None = None
+
+
+@dataclass(slots=True)
+class SupervisorPlan:
+    ping: list[str] = field(default_factory=list)
+    fence: list[tuple[str, str]] = field(default_factory=list)  # (worker id, reason)
+    restart: list[str] = field(default_factory=list)
+
+
+class Supervisor:
+    def __init__(self, config: SupervisorConfig | None = None) -> None:
+        self.config = config or SupervisorConfig()
+        self._workers: dict[str, WorkerHealth] = {}
+
+    def health(self, worker_id: str) -> WorkerHealth:
+        return self._workers[worker_id]
+
+    def workers(self) -> list[WorkerHealth]:
+        return [self._workers[w] for w in sorted(self._workers)]
+
+    def is_current(self, worker_id: str, incarnation: int) -> bool:
+        health = self._workers.get(worker_id)
+        return health is not None and health.incarnation == incarnation and health.state != "fenced"
+
+    def is_ready(self, worker_id: str) -> bool:
+        health = self._workers.get(worker_id)
+        return health is not None and health.state == "ready"
+
+    def ready_workers(self) -> list[str]:
+        return [w.worker_id for w in self.workers() if w.state == "ready"]
+
+    # --- reports from the engine -----------------------------------------------------
+    def on_spawned(self, worker_id: str, incarnation: int, now_s: float) -> None:
+        previous = self._workers.get(worker_id)
+        health = WorkerHealth(worker_id, incarnation, "starting", now_s, now_s)
+        if previous is not None:
+            health.num_restarts = previous.num_restarts + 1
+            health.num_failed_starts = previous.num_failed_starts
+        self._workers[worker_id] = health
+
+    def on_ready(self, worker_id: str, incarnation: int, now_s: float) -> bool:
+        """The incarnation finished loading; False if it is stale (ignore it)."""
+        if not self.is_current(worker_id, incarnation):
+            return False
+        health = self._workers[worker_id]
+        health.state = "ready"
+        health.last_heard_s = now_s
+        health.num_failed_starts = 0
+        return True
+
+    def on_heard(self, worker_id: str, incarnation: int, now_s: float,
+                 ping_sent_s: float | None = None) -> None:
+        """Any message from the worker proves its loop runs; a Pong also times a round trip."""
+        if not self.is_current(worker_id, incarnation):
+            return
+        health = self._workers[worker_id]
+        health.last_heard_s = now_s
+        if ping_sent_s is not None:
+            sample = max(0.0, now_s - ping_sent_s)
+            rtt = health.round_trip_s
+            health.round_trip_s = sample if rtt is None else 0.8 * rtt + 0.2 * sample
+
+    def on_exit(self, worker_id: str, incarnation: int, now_s: float, reason: str = "exited") -> bool:
+        """The incarnation's process/actor is gone. True when this fences it now (the
+        caller must fail its requests); False when it was stale or fenced already."""
+        if not self.is_current(worker_id, incarnation):
+            return False
+        self.fence(worker_id, now_s, reason)
+        return True
+
+    def fence(self, worker_id: str, now_s: float, reason: str) -> None:
+        health = self._workers[worker_id]
+        if health.state == "starting":
+            health.num_failed_starts += 1
+        health.state = "fenced"
+        health.fenced_s = now_s
+        health.fence_reason = reason
+
+    # --- what to do now ---------------------------------------------------------------
+    def restart_delay_s(self, worker_id: str) -> float:
+        health = self._workers[worker_id]
+        delay = self.config.restart_delay_s * (2 ** min(health.num_failed_starts, 16))
+        return min(delay, self.config.max_restart_delay_s)
+
+    def plan(self, now_s: float) -> SupervisorPlan:
+        """Whom to ping, fence and restart now. Marks pings as sent; fencing and
+        restarting are reported back by the engine (`fence`, `on_spawned`)."""
+        config = self.config
+        plan = SupervisorPlan()
+        for health in self.workers():
+            if health.state == "ready":
+                if now_s - health.last_heard_s > config.health_timeout_s:
+                    plan.fence.append((health.worker_id, "unresponsive"))
+                elif now_s - health.last_ping_s >= config.ping_interval_s:
+                    health.last_ping_s = now_s
+                    plan.ping.append(health.worker_id)
+            elif health.state == "starting":
+                if now_s - health.spawned_s > config.start_timeout_s:
+                    plan.fence.append((health.worker_id, "start timeout"))
+            elif now_s - (health.fenced_s or now_s) >= self.restart_delay_s(health.worker_id):
+                plan.restart.append(health.worker_id)
+        return plan

@@ -1,0 +1,157 @@
+"""Request bookkeeping without processes: admission, retries, fairness, transfers."""
+from __future__ import annotations
+
+from cache.events import BlockStored
+from cache.hashing import BlockHash
+from cache.tiers import Tier
+from shards.dispatcher import DispatchConfig, Dispatcher
+from shards.protocol import (CacheEventsReport, CancelRequest, CostProfile, ErrorEvent, ExportPrefix,
+                             FinishEvent, ImportPrefix, PrefixExported, SamplingParams, TokenEvent,
+                             WorkItem)
+from shards.router import Router, RouterConfig
+
+BLOCK = 16
+COSTS = CostProfile(prefill_s_per_token=20e-6, export_s_per_block=10e-6, import_s_per_block=10e-6)
+
+
+def _dispatcher(workers=("w0", "w1"), costs=None, **config) -> Dispatcher:
+    dispatcher = Dispatcher(Router(RouterConfig(block_size=BLOCK, imbalance_threshold_tokens=50.0)),
+                            DispatchConfig(**config))
+    for worker in workers:
+        dispatcher.add_worker(worker, costs, 0.0)
+    return dispatcher
+
+
+def _item(request_id, tenant="t", num_tokens=40, session=None):
+    return WorkItem(request_id, tenant, list(range(num_tokens)), SamplingParams(max_tokens=4), session)
+
+
+def _finish(request_id, worker):
+    return FinishEvent(request_id, "length", 40, 0, 4, 0.01, worker)
+
+
+def _sent_items(out):
+    return [(w, m.request_id) for w, m in out.sends if isinstance(m, WorkItem)]
+
+
+def test_dispatcher_sends_at_once_while_workers_have_room():
+    dispatcher = _dispatcher()
+    out = dispatcher.submit(_item("r1"), [], 0.0)
+    assert _sent_items(out) == [("w0", "r1")] and out.deliveries == []
+
+
+def test_dispatcher_requeues_a_tokenless_request_of_a_dead_worker_elsewhere():
+    dispatcher = _dispatcher()
+    dispatcher.submit(_item("r1"), [], 0.0)
+    out = dispatcher.remove_worker("w0", 1.0)
+    assert _sent_items(out) == [("w1", "r1")] and out.deliveries == []
+    assert dispatcher.stats.num_retried == 1
+    out = dispatcher.remove_worker("w1", 2.0)  # second death: no attempts left
+    assert isinstance(out.deliveries[0], ErrorEvent) and out.deliveries[0].code == "worker_died"
+    assert out.deliveries[0].retryable
+
+
+def test_dispatcher_fails_a_streaming_request_of_a_dead_worker():
+    dispatcher = _dispatcher()
+    dispatcher.submit(_item("r1"), [], 0.0)
+    dispatcher.on_worker_message("w0", TokenEvent("r1", [5], "x"), 0.1)
+    out = dispatcher.remove_worker("w0", 1.0)
+    (event,) = out.deliveries
+    assert event.code == "worker_died" and not event.retryable
+    assert "r1" not in dispatcher.requests and dispatcher.router.workers() == ["w1"]
+
+
+def test_dispatcher_ignores_events_from_a_worker_not_serving_the_request():
+    dispatcher = _dispatcher()
+    dispatcher.submit(_item("r1"), [], 0.0)
+    assert dispatcher.on_worker_message("w1", _finish("r1", "w1"), 0.1).deliveries == []
+    assert dispatcher.on_worker_message("w0", _finish("r1", "w0"), 0.1).deliveries
+
+
+def test_dispatcher_refuses_past_bounds_with_429_and_503_codes():
+    dispatcher = _dispatcher(workers=(), max_queued_per_tenant=2, max_queued_requests=3)
+    for i in range(2):
+        assert dispatcher.submit(_item(f"a{i}", "a"), [], 0.0).deliveries == []
+    (refused,) = dispatcher.submit(_item("a9", "a"), [], 0.0).deliveries
+    assert (refused.code, refused.retryable, refused.retry_after_s) == ("rate_limit_exceeded", True, 1.0)
+    dispatcher.submit(_item("b0", "b"), [], 0.0)
+    (full,) = dispatcher.submit(_item("c0", "c"), [], 0.0).deliveries
+    assert full.code == "overloaded"
+
+
+def test_dispatcher_holds_requests_past_the_worker_limit_and_pumps_on_finish():
+    dispatcher = _dispatcher(workers=("w0",), max_outstanding_per_worker=1, max_outstanding_hard=1)
+    assert _sent_items(dispatcher.submit(_item("r1"), [], 0.0)) == [("w0", "r1")]
+    assert _sent_items(dispatcher.submit(_item("r2"), [], 0.0)) == []
+    out = dispatcher.on_worker_message("w0", _finish("r1", "w0"), 0.1)
+    assert _sent_items(out) == [("w0", "r2")]
+
+
+def test_dispatcher_serves_a_quiet_tenant_before_a_noisy_backlog():
+    dispatcher = _dispatcher(workers=("w0",), max_outstanding_per_worker=1, max_outstanding_hard=2)
+    for i in range(5):
+        dispatcher.submit(_item(f"n{i}", "noisy"), [], 0.0)
+    out = dispatcher.submit(_item("q0", "quiet"), [], 0.0)
+    # the worker is at its soft limit, but "quiet" holds less than its share
+    assert _sent_items(out) == [("w0", "q0")]
+
+
+def test_dispatcher_expires_requests_queued_too_long():
+    dispatcher = _dispatcher(workers=(), max_queue_wait_s=5.0)
+    dispatcher.submit(_item("r1"), [], 0.0)
+    assert dispatcher.expire(4.0).deliveries == []
+    (event,) = dispatcher.expire(6.0).deliveries
+    assert event.code == "overloaded" and not dispatcher.requests
+
+
+def test_dispatcher_cancel_tells_the_worker_and_releases_the_charge():
+    dispatcher = _dispatcher()
+    dispatcher.submit(_item("r1"), [], 0.0)
+    out = dispatcher.cancel("r1")
+    assert out.sends == [("w0", CancelRequest("r1"))]
+    assert dispatcher.router.load("w0").num_outstanding == 0
+
+
+def test_dispatcher_applies_cache_events_to_the_index():
+    dispatcher = _dispatcher()
+    dispatcher.on_worker_message("w1", CacheEventsReport("w1", [BlockStored((BlockHash(7),), Tier.HOT, "t")]), 0.0)
+    assert dispatcher.router.index.workers_holding(BlockHash(7)) == {"w1": Tier.HOT}
+
+
+def _transfer_setup():
+    dispatcher = _dispatcher(costs=COSTS)
+    hashes = [BlockHash(100 + i) for i in range(4)]
+    dispatcher.on_worker_message("w1", CacheEventsReport("w1", [BlockStored(tuple(hashes), Tier.HOT, "t")]), 0.0)
+    for worker in ("w0", "w1"):
+        dispatcher.set_round_trip(worker, 1e-4)
+    dispatcher.submit(_item("busy", num_tokens=200), [], 0.0)  # w0 gets it...
+    dispatcher.submit(_item("busy2", num_tokens=400), [], 0.0)  # ...and w1 this bigger one
+    out = dispatcher.submit(_item("r1", num_tokens=70), hashes, 0.0)
+    return dispatcher, out
+
+
+def test_dispatcher_transfer_exports_then_imports_before_the_request():
+    dispatcher, out = _transfer_setup()
+    ((src, export),) = out.sends
+    assert src == "w1" and isinstance(export, ExportPrefix) and export.max_blocks == 4
+    out = dispatcher.on_worker_message("w1", PrefixExported("w1", export.transfer_id, "seg", 4, 0.001), 0.1)
+    (dst1, imp), (dst2, item) = out.sends
+    assert (dst1, dst2) == ("w0", "w0") and isinstance(imp, ImportPrefix) and item.request_id == "r1"
+    assert imp.token_ids == tuple(range(64)) and imp.shm_name == "seg"
+
+
+def test_dispatcher_unlinks_a_late_export_after_cancel_and_sends_on_after_timeout():
+    dispatcher, out = _transfer_setup()
+    export = out.sends[0][1]
+    dispatcher.cancel("r1")
+    late = dispatcher.on_worker_message("w1", PrefixExported("w1", export.transfer_id, "seg", 4, 0.0), 0.1)
+    assert late.unlink == ["seg"] and late.sends == []
+    dispatcher, out = _transfer_setup()
+    timed_out = dispatcher.expire(5.0)
+    assert _sent_items(timed_out) == [("w0", "r1")]
+
+
+def test_dispatcher_source_death_mid_transfer_sends_the_request_without_it():
+    dispatcher, out = _transfer_setup()
+    out = dispatcher.remove_worker("w1", 0.2)
+    assert ("w0", "r1") in _sent_items(out)

@@ -1,0 +1,88 @@
+"""Weighted fair queueing: known-answer orders, bounds, and the slot-sharing rule."""
+from __future__ import annotations
+
+from shards.fair_queue import FairQueue, PushResult, fair_share, may_admit, work_cost
+
+
+def _fill(queue, tenant, n, cost=10.0):
+    for i in range(n):
+        assert queue.push(tenant, f"{tenant}{i}", f"{tenant}{i}", cost) is PushResult.ADMITTED
+
+
+def test_fair_queue_serves_backlogged_tenants_in_weight_proportion():
+    queue = FairQueue({"a": 2.0, "b": 1.0})
+    _fill(queue, "a", 40)
+    _fill(queue, "b", 40)
+    served = [queue.pop() for _ in range(30)]
+    assert sum(s.startswith("a") for s in served) == 20
+    assert sum(s.startswith("b") for s in served) == 10
+
+
+def test_fair_queue_keeps_arrival_order_within_a_tenant():
+    queue = FairQueue()
+    _fill(queue, "a", 5)
+    _fill(queue, "b", 5)
+    served = [queue.pop() for _ in range(10)]
+    assert [s for s in served if s.startswith("a")] == [f"a{i}" for i in range(5)]
+    assert queue.pop() is None
+
+
+def test_fair_queue_newcomer_does_not_wait_behind_a_backlog():
+    queue = FairQueue()
+    _fill(queue, "noisy", 100)
+    for _ in range(10):
+        queue.pop()
+    queue.push("quiet", "q0", "q0", 10.0)
+    assert "q0" in [queue.pop(), queue.pop()]
+
+
+def test_fair_queue_push_refuses_past_tenant_and_total_bounds():
+    queue = FairQueue(max_per_tenant=2, max_total=3)
+    _fill(queue, "a", 2)
+    assert queue.push("a", "a9", "a9", 1.0) is PushResult.TENANT_FULL
+    assert queue.push("b", "b0", "b0", 1.0) is PushResult.ADMITTED
+    assert queue.push("c", "c0", "c0", 1.0) is PushResult.QUEUE_FULL
+    assert len(queue) == 3 and "a9" not in queue
+
+
+def test_fair_queue_remove_takes_out_one_entry_keeping_the_order():
+    queue = FairQueue()
+    _fill(queue, "a", 3)
+    assert queue.remove("a1") == "a1"
+    assert queue.remove("a1") is None
+    assert [queue.pop(), queue.pop(), queue.pop()] == ["a0", "a2", None]
+
+
+def test_fair_queue_push_front_is_served_first_even_when_full():
+    queue = FairQueue(max_total=2)
+    _fill(queue, "a", 2)
+    queue.push_front("b", "retry", "retry")
+    assert len(queue) == 3 and queue.pop() == "retry"
+
+
+def test_fair_queue_pop_first_skips_tenants_that_cannot_be_served():
+    queue = FairQueue()
+    _fill(queue, "a", 2)
+    _fill(queue, "b", 2)
+    assert queue.pop_first(lambda tenant: tenant == "b") == "b0"
+    assert queue.pop_first(lambda tenant: False) is None
+
+
+def test_may_admit_lets_a_tenant_under_its_share_past_the_soft_limit():
+    running = {"noisy": 4}
+    assert not may_admit("noisy", running, {"noisy", "quiet"}, {}, soft_limit=4, hard_limit=8)
+    assert may_admit("quiet", running, {"noisy", "quiet"}, {}, soft_limit=4, hard_limit=8)
+    assert not may_admit("quiet", {"noisy": 8}, {"quiet"}, {}, soft_limit=4, hard_limit=8)
+    assert may_admit("noisy", {"noisy": 3}, set(), {}, soft_limit=4, hard_limit=8)
+    assert not may_admit("noisy", {"noisy": 4}, {"noisy"}, {}, soft_limit=4, hard_limit=8)
+    assert may_admit("quiet", {"noisy": 4, "quiet": 3}, set(), {}, soft_limit=4, hard_limit=8)
+    assert not may_admit("quiet", {"noisy": 4, "quiet": 4}, set(), {}, soft_limit=4, hard_limit=8)
+
+
+def test_fair_share_follows_weights():
+    assert fair_share("a", {"b"}, {"a": 3.0, "b": 1.0}, 8) == 6.0
+
+
+def test_work_cost_caps_the_completion_budget():
+    assert work_cost(100, 10) == 110.0
+    assert work_cost(100, 100_000, decode_cost_tokens=64) == 164.0

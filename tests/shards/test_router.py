@@ -1,0 +1,136 @@
+"""The routing decision as a pure object: prefix, load, the imbalance gate, affinity."""
+from __future__ import annotations
+
+from cache.events import BlockStored
+from cache.hashing import BlockHash
+from cache.tiers import Tier
+from shards.router import Router, RouterConfig, RouteQuery
+
+BLOCK = 16
+PREFIX = [BlockHash(100 + i) for i in range(8)]  # a 128-token shared prefix
+
+
+def _router(**overrides) -> Router:
+    router = Router(RouterConfig(block_size=BLOCK, **overrides))
+    for worker in ("w0", "w1"):
+        router.add_worker(worker)
+    return router
+
+
+def _query(session=None, num_blocks=8, num_tokens=200):
+    return RouteQuery("t", session, PREFIX[:num_blocks], num_tokens)
+
+
+def _store(router, worker, hashes):
+    router.index.apply(worker, [BlockStored(tuple(hashes), Tier.HOT, "t")])
+
+
+def test_router_sends_a_request_to_the_worker_holding_its_prefix():
+    router = _router()
+    _store(router, "w1", PREFIX)
+    decision = router.route("r1", _query(), ["w0", "w1"], 0.0)
+    assert decision.worker_id == "w1" and decision.reason == "prefix"
+    assert decision.num_expected_cached_tokens == 128 and decision.num_prefill_tokens == 72
+
+
+def test_router_without_any_prefix_picks_the_least_loaded_then_lowest_id():
+    router = _router()
+    first = router.route("r1", _query(), ["w0", "w1"], 0.0)
+    second = router.route("r2", _query(), ["w0", "w1"], 0.0)
+    assert (first.worker_id, first.reason) == ("w0", "least_loaded")
+    assert second.worker_id == "w1"  # the first one's charge counted at once
+
+
+def test_router_burst_spreads_once_load_outweighs_the_cached_prefix():
+    router = _router()
+    _store(router, "w0", PREFIX)
+    chosen = [router.route(f"r{i}", _query(), ["w0", "w1"], 0.0).worker_id for i in range(6)]
+    # each w0 request charges 72 prefill tokens; w1 would prefill 200: w0 takes the
+    # first ones, then the charged load tips the burst over to w1
+    assert chosen[0] == "w0" and "w1" in chosen
+    assert chosen.count("w0") >= 2
+
+
+def test_router_imbalance_gate_falls_back_to_the_least_loaded_worker():
+    router = _router(imbalance_threshold_tokens=50.0)
+    _store(router, "w0", PREFIX)
+    router.route("big", RouteQuery("t", None, [], 100), ["w0"], 0.0)  # loads w0 by 100 tokens
+    # by score w0 still wins (saves 128, loaded 100), but its load is past the gate
+    decision = router.route("r1", _query(), ["w0", "w1"], 0.0)
+    assert (decision.worker_id, decision.reason) == ("w1", "imbalance")
+
+
+def test_router_session_stays_on_its_worker_unless_overloaded_or_gone():
+    router = _router(imbalance_threshold_tokens=300.0)
+    assert router.route("r1", _query("s"), ["w0", "w1"], 0.0).worker_id == "w0"
+    _store(router, "w1", PREFIX)  # another worker looks better by prefix...
+    decision = router.route("r2", _query("s"), ["w0", "w1"], 0.0)
+    assert (decision.worker_id, decision.reason) == ("w0", "affinity")  # ...the session stays
+    router.route("big", RouteQuery("t", None, [], 1000), ["w0"], 0.0)
+    assert router.route("r3", _query("s"), ["w0", "w1"], 0.0).worker_id == "w1"  # overloaded
+    assert router.route("r4", _query("s"), ["w0"], 0.0).worker_id == "w0"
+    assert router.route("r5", _query("s"), ["w1"], 0.0).worker_id == "w1"  # gone: moves
+
+
+def test_router_reservation_holds_the_session_worker_until_it_expires():
+    router = _router()
+    router.route("r1", _query("s"), ["w0", "w1"], 0.0)
+    router.on_done("r1")
+    assert router.reserve("s", until_s=10.0) == "w0"
+    assert router.reserve("unknown", until_s=10.0) is None
+    _store(router, "w1", PREFIX)
+    assert router.route("r2", _query("s"), ["w0", "w1"], 5.0).reason == "reserved"
+    assert router.num_reserved(11.0) == 0
+
+
+def test_router_charges_move_to_decode_and_are_released_exactly_once():
+    router = _router(decode_cost_tokens=10.0)
+    router.route("r1", _query(), ["w0"], 0.0)
+    assert router.load_tokens("w0") == 200
+    router.on_first_token("r1")
+    router.on_first_token("r1")
+    assert router.load_tokens("w0") == 10
+    router.on_done("r1")
+    router.on_done("r1")
+    load = router.load("w0")
+    assert (load.num_queued_prefill_tokens, load.num_active_decodes, load.num_outstanding) == (0, 0, 0)
+
+
+def test_router_remove_worker_forgets_its_charges_sessions_and_blocks():
+    router = _router()
+    _store(router, "w0", PREFIX)
+    router.route("r1", _query("s"), ["w0", "w1"], 0.0)
+    router.remove_worker("w0")
+    assert router.workers() == ["w1"] and router.index.num_blocks("w0") == 0
+    assert router.session_worker("s") is None and router.worker_of("r1") is None
+    assert router.route("r2", _query("s"), ["w0", "w1"], 0.0).worker_id == "w1"
+
+
+def _costed(router, prefill_s_per_token, copy_s_per_block):
+    for worker in router.workers():
+        costs = router.costs(worker)
+        costs.prefill_s_per_token = prefill_s_per_token
+        costs.export_s_per_block = costs.import_s_per_block = copy_s_per_block / 2
+        costs.round_trip_s = 0.001
+
+
+def test_router_proposes_a_transfer_only_when_copying_is_measured_cheaper():
+    router = _router(imbalance_threshold_tokens=10.0)
+    _store(router, "w1", PREFIX)
+    router.route("busy", RouteQuery("t", None, [], 400), ["w1"], 0.0)  # the gate sends to w0
+    _costed(router, prefill_s_per_token=20e-6, copy_s_per_block=30e-6)
+    cheap = router.route("r1", _query(), ["w0", "w1"], 0.0)
+    assert (cheap.worker_id, cheap.transfer_from, cheap.num_transfer_blocks) == ("w0", "w1", 8)
+    assert cheap.num_expected_cached_tokens == 128
+    router.on_done("r1")
+    _costed(router, prefill_s_per_token=1e-6, copy_s_per_block=30e-6)  # recompute is cheaper
+    dear = router.route("r2", _query(), ["w0", "w1"], 0.0)
+    assert dear.worker_id == "w0" and dear.transfer_from is None
+
+
+def test_router_never_transfers_when_disabled():
+    router = _router(imbalance_threshold_tokens=10.0, can_transfer=False)
+    _store(router, "w1", PREFIX)
+    router.route("busy", RouteQuery("t", None, [], 400), ["w1"], 0.0)
+    _costed(router, prefill_s_per_token=20e-6, copy_s_per_block=30e-6)
+    assert router.route("r1", _query(), ["w0", "w1"], 0.0).transfer_from is None
