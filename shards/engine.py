@@ -1,180 +1,257 @@
-"""LocalEngine: one model served by N local worker processes, as the gateway sees it.
+"""LocalEngine: one model served by N workers (local processes or Ray actors).
 
-`generate(item)` is an async generator of EngineEvents. Invariants: every request ends
-with exactly one terminal event (FinishEvent or ErrorEvent) — if its worker dies, the
-engine synthesizes an ErrorEvent, so no caller waits forever; closing the generator
-early (client gone) sends a cancel to the worker, which releases the request's blocks.
+The gateway sees only this object. `generate(item)` is an async generator of
+EngineEvents. Behind it: a router (prefix index + load + affinity), tenant-fair
+admission queues, shared-prefix transfer between workers, and a supervisor that
+health-checks, fences and restarts workers. The decision logic lives in pure objects
+(`Dispatcher`, `Router`, `Supervisor`); this class only wires them to the transport,
+the reader threads and the asyncio streams, all under one lock.
+
+Invariants:
+- every request ends with exactly one terminal event (FinishEvent or ErrorEvent): a
+  dead or fenced worker's requests are retried elsewhere when no token was sent yet,
+  else failed with "worker_died"; a request that waits too long fails with
+  "overloaded"; `stop()` fails whatever is left — so no caller waits forever;
+- closing the generator early (client gone) cancels the request on its worker, which
+  releases its blocks;
+- messages from a fenced worker incarnation are ignored, and nothing is sent to it.
 """
 from __future__ import annotations
 
 import asyncio
-import multiprocessing as mp
+import dataclasses
+import itertools
 import os
 import threading
 import time
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import AsyncIterator
 
+from cache.hashing import chain_hashes, tenant_salt
 from shards.chat_template import supports_tools
-from shards.protocol import (CancelRequest, EngineEvent, ErrorEvent, FinishEvent, Shutdown,
-                             StatsRequest, TokenEvent, WorkerFailed, WorkerReady, WorkerStats,
-                             WorkItem)
-from shards.worker import WorkerConfig, worker_main
+from shards.dispatcher import DispatchConfig, Dispatcher, Outbound
+from shards.protocol import (ApplyForecast, EngineEvent, ErrorEvent, FinishEvent, Ping, Pong,
+                             Shutdown, StatsRequest, WorkerFailed, WorkerReady, WorkerStats, WorkItem)
+from shards.router import Router, RouterConfig
+from shards.supervisor import Supervisor, SupervisorConfig
+from shards.transport import make_transport
+from shards.worker import WorkerConfig
 
 WORKER_START_TIMEOUT_S = 300.0
-WATCHDOG_INTERVAL_S = 0.5
+SUPERVISE_INTERVAL_S = 0.1
+STOP_TIMEOUT_S = 5.0
+RESERVATION_QUANTILE = 0.9
+RESERVATION_SLACK_S = 2.0
 
 
 class EngineStartError(RuntimeError):
     pass
 
 
-@dataclass(slots=True)
-class WorkerHandle:
-    worker_id: str
-    process: mp.Process
-    inbox: object
-    in_flight: dict[str, bool] = field(default_factory=dict)  # request id -> token sent yet
-    ready: bool = False
-    stats: WorkerStats | None = None
-
-
 class LocalEngine:
     def __init__(self, model: str = "smollm2", num_workers: int = 2, *, num_hot_blocks: int = 4096,
                  num_host_blocks: int = 0, block_size: int = 16, policy: str = "lru",
-                 max_running: int = 8, threads_per_worker: int | None = None):
+                 max_running: int = 8, threads_per_worker: int | None = None,
+                 transport: str = "local", transport_options: Mapping | None = None,
+                 tenant_weights: Mapping[str, float] | None = None,
+                 max_queued_per_tenant: int = 256, max_queued_requests: int = 1024,
+                 max_outstanding_per_worker: int | None = None, max_queue_wait_s: float = 120.0,
+                 imbalance_threshold_tokens: float = 2048.0, prefix_transfer: bool = True,
+                 health_timeout_s: float = 30.0, ping_interval_s: float = 0.5,
+                 min_p_return: float = 0.5):
         threads = threads_per_worker or max(1, (os.cpu_count() or 2) // max(1, num_workers))
+        weights = tuple(sorted((tenant_weights or {}).items()))
         self.config = WorkerConfig(model=model, num_hot_blocks=num_hot_blocks,
                                    num_host_blocks=num_host_blocks, block_size=block_size,
-                                   policy=policy, max_running=max_running, num_threads=threads)
+                                   policy=policy, max_running=max_running, num_threads=threads,
+                                   tenant_weights=weights)
         self.num_workers = num_workers
         self.model_id = model
         self.tokenizer = None
         self.max_context_tokens = 0
         self.supports_tools = False
-        self._ctx = mp.get_context("spawn")
-        self._outbox = None
-        self._workers: dict[str, WorkerHandle] = {}
-        self._streams: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Queue]] = {}
+        self.transport_name = transport
+        self.min_p_return = min_p_return
+        self._transport_options = dict(transport_options or {})
+        self._transport = None
+        self._prefix_transfer = prefix_transfer
+        self._router_config = RouterConfig(block_size=block_size,
+                                           imbalance_threshold_tokens=imbalance_threshold_tokens)
+        outstanding = max_outstanding_per_worker or 2 * max_running
+        self._dispatch_config = DispatchConfig(
+            tenant_weights=weights, max_queued_per_tenant=max_queued_per_tenant,
+            max_queued_requests=max_queued_requests, max_outstanding_per_worker=outstanding,
+            max_outstanding_hard=2 * outstanding, max_queue_wait_s=max_queue_wait_s)
+        self._dispatcher = Dispatcher(Router(self._router_config), self._dispatch_config)
+        self._supervisor = Supervisor(SupervisorConfig(ping_interval_s=ping_interval_s,
+                                                       health_timeout_s=health_timeout_s,
+                                                       start_timeout_s=WORKER_START_TIMEOUT_S))
         self._lock = threading.Lock()
-        self._reader: threading.Thread | None = None
-        self._watchdog: asyncio.Task | None = None
         self._ready = threading.Condition(self._lock)
-        self._stopping = False
+        self._channels: dict[str, object] = {}
+        self._stats: dict[str, WorkerStats] = {}
+        self._streams: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Queue]] = {}
+        self._salts: dict[str, bytes] = {}
+        self._nonces = itertools.count()
+        self._supervise_task: asyncio.Task | None = None
         self._start_error: str | None = None
+        self._stopping = False
 
-    # --- lifecycle -------------------------------------------------------------
+    # --- lifecycle -----------------------------------------------------------------
     async def start(self) -> None:
         from shards.model_loader import load_model_files, load_tokenizer
 
-        await asyncio.to_thread(load_model_files, self.config.model)  # convert once, before forking
-        self._outbox = self._ctx.Queue()
-        self._reader = threading.Thread(target=self._read_outbox, name="engine-reader", daemon=True)
-        self._reader.start()
+        await asyncio.to_thread(load_model_files, self.config.model)  # convert once, before spawning
+        self._transport = await asyncio.to_thread(make_transport, self.transport_name,
+                                                  self._transport_options)
+        if not self._transport.can_share_memory or not self._prefix_transfer:
+            self._dispatcher.router.config = dataclasses.replace(self._router_config, can_transfer=False)
         for i in range(self.num_workers):
-            self._spawn(f"w{i}")
+            await asyncio.to_thread(self._spawn, f"w{i}")
         self.tokenizer = await asyncio.to_thread(load_tokenizer, self.config.model)
         self.supports_tools = supports_tools(self.tokenizer)
         await asyncio.to_thread(self._wait_ready)
-        self._watchdog = asyncio.create_task(self._watch_workers())
+        self._supervise_task = asyncio.create_task(self._supervise())
 
     def _spawn(self, worker_id: str) -> None:
-        inbox = self._ctx.Queue()
-        process = self._ctx.Process(target=worker_main, args=(worker_id, self.config, inbox, self._outbox),
-                                    name=f"stepahead-{worker_id}", daemon=True)
-        process.start()
-        self._workers[worker_id] = WorkerHandle(worker_id, process, inbox)
+        """Start the next incarnation of `worker_id`. Under the lock, so no message of
+        the new incarnation is handled before its channel is registered."""
+        with self._lock:
+            if self._stopping:
+                return
+            previous = self._channels.get(worker_id)
+            incarnation = previous.incarnation + 1 if previous is not None else 0
+            self._supervisor.on_spawned(worker_id, incarnation, time.monotonic())
+            self._channels[worker_id] = self._transport.spawn(
+                worker_id, incarnation, self.config, self._on_message, self._on_exit)
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + WORKER_START_TIMEOUT_S
         with self._ready:
-            while not all(w.ready for w in self._workers.values()):
-                failed = [w for w in self._workers.values() if not w.process.is_alive()]
-                if failed or self._start_error:
-                    raise EngineStartError(self._start_error or f"worker {failed[0].worker_id} exited at start")
+            while len(self._supervisor.ready_workers()) < self.num_workers:
+                fenced = [h for h in self._supervisor.workers() if h.state == "fenced"]
+                if fenced or self._start_error:
+                    raise EngineStartError(self._start_error or
+                                           f"worker {fenced[0].worker_id} exited at start")
                 if time.monotonic() > deadline:
                     raise EngineStartError("workers did not become ready in time")
                 self._ready.wait(0.2)
 
     async def stop(self) -> None:
-        self._stopping = True
-        if self._watchdog:
-            self._watchdog.cancel()
-        for worker in self._workers.values():
-            try:
-                worker.inbox.put(Shutdown())
-            except (OSError, ValueError):
-                pass
-        for worker in self._workers.values():
-            await asyncio.to_thread(worker.process.join, 5)
-            if worker.process.is_alive():
-                worker.process.kill()
-        if self._outbox is not None:
-            self._outbox.put(None)
+        with self._lock:
+            self._stopping = True
+            channels = list(self._channels.values())
+            for request_id in list(self._streams):
+                self._deliver(ErrorEvent(request_id, "the engine is shutting down", "shutting_down",
+                                         retryable=True))
+        if self._supervise_task is not None:
+            self._supervise_task.cancel()
+        for channel in channels:
+            channel.send(Shutdown())
+        await asyncio.gather(*(asyncio.to_thread(channel.stop, STOP_TIMEOUT_S) for channel in channels))
+        if self._transport is not None:
+            await asyncio.to_thread(self._transport.close)
 
-    # --- outbox -> per-request queues ------------------------------------------------
-    def _read_outbox(self) -> None:
-        while True:
-            message = self._outbox.get()
-            if message is None:
-                return
+    # --- worker -> engine ----------------------------------------------------------------
+    def _on_message(self, worker_id: str, incarnation: int, message) -> None:
+        now = time.monotonic()
+        with self._lock:
+            supervisor = self._supervisor
+            out = Outbound()
             if isinstance(message, WorkerReady):
-                with self._ready:
-                    self._workers[message.worker_id].ready = True
+                if supervisor.on_ready(worker_id, incarnation, now):
                     self.max_context_tokens = message.max_context_tokens
                     self.model_id = message.model_id
+                    out = self._dispatcher.add_worker(worker_id, message.costs, now)
                     self._ready.notify_all()
             elif isinstance(message, WorkerFailed):
-                with self._ready:
-                    self._start_error = f"worker {message.worker_id} failed to start: {message.message}"
-                    self._ready.notify_all()
-            elif isinstance(message, WorkerStats):
-                self._workers[message.worker_id].stats = message
-            else:
-                self._deliver(message)
+                self._start_error = f"worker {worker_id} failed to start: {message.message}"
+                self._ready.notify_all()
+            elif supervisor.is_current(worker_id, incarnation):
+                supervisor.on_heard(worker_id, incarnation, now,
+                                    message.sent_s if isinstance(message, Pong) else None)
+                if isinstance(message, Pong):
+                    self._dispatcher.set_round_trip(worker_id, supervisor.health(worker_id).round_trip_s)
+                elif isinstance(message, WorkerStats):
+                    self._stats[worker_id] = message
+                else:
+                    out = self._dispatcher.on_worker_message(worker_id, message, now)
+            self._perform(out)
+        _unlink(out.unlink)
+
+    def _on_exit(self, worker_id: str, incarnation: int) -> None:
+        with self._lock:
+            if self._stopping:
+                return
+            now = time.monotonic()
+            out = Outbound()
+            if self._supervisor.on_exit(worker_id, incarnation, now):
+                out = self._dispatcher.remove_worker(worker_id, now)
+                self._ready.notify_all()
+            self._perform(out)
+        _unlink(out.unlink)
+
+    def _perform(self, out: Outbound) -> None:
+        """Send and deliver (under the lock, so per-worker and per-request order hold)."""
+        for worker_id, message in out.sends:
+            channel = self._channels.get(worker_id)
+            if channel is not None:
+                channel.send(message)
+        for event in out.deliveries:
+            self._deliver(event)
 
     def _deliver(self, event: EngineEvent) -> None:
-        with self._lock:
-            target = self._streams.get(event.request_id)
-            if isinstance(event, TokenEvent):
-                for worker in self._workers.values():
-                    if event.request_id in worker.in_flight:
-                        worker.in_flight[event.request_id] = True
+        target = self._streams.get(event.request_id)
         if target is not None:
             loop, stream = target
             loop.call_soon_threadsafe(stream.put_nowait, event)
 
-    async def _watch_workers(self) -> None:
-        """Fail the in-flight requests of a worker whose process died."""
+    # --- supervision -----------------------------------------------------------------------
+    async def _supervise(self) -> None:
+        """Ping, fence the silent, restart the fenced, expire what waited too long."""
         while not self._stopping:
-            await asyncio.sleep(WATCHDOG_INTERVAL_S)
-            for worker in self._workers.values():
-                if worker.process.is_alive() or not worker.in_flight:
-                    continue
-                with self._lock:
-                    lost = dict(worker.in_flight)
-                    worker.in_flight.clear()
-                for request_id, token_sent in lost.items():
-                    self._deliver(ErrorEvent(request_id, f"worker {worker.worker_id} died",
-                                             "worker_died", retryable=not token_sent))
+            await asyncio.sleep(SUPERVISE_INTERVAL_S)
+            now = time.monotonic()
+            with self._lock:
+                plan = self._supervisor.plan(now)
+                out = self._dispatcher.expire(now)
+                for worker_id, reason in plan.fence:
+                    self._supervisor.fence(worker_id, now, reason)
+                    out.extend(self._dispatcher.remove_worker(worker_id, now))
+                    self._channels[worker_id].kill()
+                for worker_id in plan.ping:
+                    self._channels[worker_id].send(Ping(next(self._nonces), now))
+                self._perform(out)
+            _unlink(out.unlink)
+            for worker_id in plan.restart:
+                await asyncio.to_thread(self._spawn, worker_id)
 
-    # --- requests --------------------------------------------------------------
-    def _pick_worker(self, item: WorkItem) -> WorkerHandle:
-        alive = [w for w in self._workers.values() if w.ready and w.process.is_alive()]
-        if not alive:
-            raise EngineStartError("no live worker")
-        return min(alive, key=lambda w: (len(w.in_flight), w.worker_id))
+    # --- requests ----------------------------------------------------------------------------
+    def _hashes(self, item: WorkItem) -> list:
+        salt = self._salts.get(item.tenant)
+        if salt is None:
+            salt = self._salts[item.tenant] = tenant_salt(item.tenant)
+        return chain_hashes(item.prompt_token_ids, self.config.block_size, salt)
 
     async def generate(self, item: WorkItem) -> AsyncIterator[EngineEvent]:
         stream: asyncio.Queue = asyncio.Queue()
         item.enqueued_at_s = time.time()
+        hashes = self._hashes(item)
+        refusal = None
         with self._lock:
-            worker = self._pick_worker(item)
-            self._streams[item.request_id] = (asyncio.get_running_loop(), stream)
-            worker.in_flight[item.request_id] = False
+            if self._stopping:
+                refusal = ErrorEvent(item.request_id, "the engine is shutting down", "shutting_down",
+                                     retryable=True)
+            elif item.request_id in self._streams:
+                refusal = ErrorEvent(item.request_id, "duplicate request id", "invalid_request")
+            else:
+                self._streams[item.request_id] = (asyncio.get_running_loop(), stream)
+                self._perform(self._dispatcher.submit(item, hashes, time.monotonic()))
+        if refusal is not None:
+            yield refusal
+            return
         finished = False
         try:
-            worker.inbox.put(item)
             while True:
                 event = await stream.get()
                 if isinstance(event, (FinishEvent, ErrorEvent)):
@@ -187,27 +264,93 @@ class LocalEngine:
         finally:
             with self._lock:
                 self._streams.pop(item.request_id, None)
-                worker.in_flight.pop(item.request_id, None)
-            if not finished and worker.process.is_alive():
-                worker.inbox.put(CancelRequest(item.request_id))
+                if not finished:
+                    self._perform(self._dispatcher.cancel(item.request_id))
 
-    # --- observability -----------------------------------------------------------
+    def apply_forecast(self, forecast) -> str | None:
+        """Hand a session's forecast (cache.forecast.Forecast) to the worker holding the
+        session's KV; when a return is likely, reserve that worker for the session until
+        the forecast's late return estimate. Returns the worker id, or None."""
+        now = time.monotonic()
+        eta_s = forecast.eta_s(RESERVATION_QUANTILE)
+        with self._lock:
+            router = self._dispatcher.router
+            worker_id = router.session_worker(forecast.session)
+            if worker_id is None:
+                return None
+            if eta_s is not None and forecast.p_return(eta_s) >= self.min_p_return:
+                router.reserve(forecast.session, now + eta_s + RESERVATION_SLACK_S)
+            self._channels[worker_id].send(ApplyForecast(forecast))
+            return worker_id
+
+    # --- observability ---------------------------------------------------------------------
+    def worker_of(self, request_id: str) -> str | None:
+        with self._lock:
+            request = self._dispatcher.requests.get(request_id)
+            return request.worker_id if request is not None else None
+
+    def worker_pid(self, worker_id: str) -> int | None:
+        with self._lock:
+            channel = self._channels.get(worker_id)
+            return channel.pid() if channel is not None else None
+
     def health(self) -> dict:
-        return {"workers": {w.worker_id: {"alive": w.process.is_alive(), "ready": w.ready,
-                                          "in_flight": len(w.in_flight)}
-                            for w in self._workers.values()}}
+        with self._lock:
+            router = self._dispatcher.router
+            workers = {}
+            for health in self._supervisor.workers():
+                channel = self._channels.get(health.worker_id)
+                ready = health.state == "ready"
+                workers[health.worker_id] = {
+                    "alive": bool(channel is not None and channel.is_alive()), "ready": ready,
+                    "state": health.state, "incarnation": health.incarnation,
+                    "num_restarts": health.num_restarts, "fence_reason": health.fence_reason,
+                    "in_flight": router.load(health.worker_id).num_outstanding if ready else 0,
+                    "num_cached_blocks_indexed": router.index.num_blocks(health.worker_id)}
+            return {"workers": workers, "transport": self.transport_name,
+                    "num_queued": len(self._dispatcher.queue)}
+
+    def router_stats(self) -> dict:
+        with self._lock:
+            stats = self._dispatcher.stats
+            router = self._dispatcher.router
+            return {"num_routed": dict(router.stats.num_routed),
+                    "num_transfers": router.stats.num_transfers,
+                    "num_transfers_done": stats.num_transfers_done,
+                    "num_transferred_blocks": stats.num_transferred_blocks,
+                    "num_retried": stats.num_retried, "num_expired": stats.num_expired,
+                    "num_failed_worker_died": stats.num_failed_worker_died,
+                    "num_rejected": dict(stats.num_rejected)}
 
     async def refresh_stats(self, timeout_s: float = 1.0) -> None:
-        for worker in self._workers.values():
-            if worker.process.is_alive():
-                worker.inbox.put(StatsRequest())
+        with self._lock:
+            for worker_id in self._supervisor.ready_workers():
+                self._channels[worker_id].send(StatsRequest())
         await asyncio.sleep(min(timeout_s, 0.2))
 
     def metrics(self) -> list[dict]:
         rows = []
-        for worker in self._workers.values():
-            stats = worker.stats
-            rows.append({"worker": worker.worker_id, **(stats.stats if stats else {}),
+        health = self.health()["workers"]
+        for worker_id, state in health.items():
+            stats = self._stats.get(worker_id)
+            rows.append({"worker": worker_id, **(stats.stats if stats else {}),
                          "num_running": stats.num_running if stats else 0,
-                         "num_waiting": stats.num_waiting if stats else 0})
+                         "num_waiting": stats.num_waiting if stats else 0,
+                         "ready": int(state["ready"]), "num_restarts": state["num_restarts"],
+                         "in_flight": state["in_flight"]})
         return rows
+
+
+def _unlink(names: list[str]) -> None:
+    """Remove shared-memory segments that no worker will import (best effort)."""
+    if not names:
+        return
+    from multiprocessing import shared_memory
+
+    for name in names:
+        try:
+            segment = shared_memory.SharedMemory(name=name)
+        except FileNotFoundError:
+            continue
+        segment.close()
+        segment.unlink()

@@ -1,25 +1,35 @@
-"""A model worker: one process, one model, one tokenizer, one prefix cache.
+"""A model worker's scheduling loop: one model, one tokenizer, one prefix cache.
 
-The loop alternates between admitting one waiting request (prefill of its uncached
-suffix) and one decode step for every running request, so several concurrent requests
-make progress together. Every request gets exactly one terminal event (FinishEvent or
-ErrorEvent); its block references are released on every path (finish, stop, cancel,
-error), so blocks are never leaked.
+Waiting requests sit in a weighted fair queue across tenants; a request is admitted
+while slots are free, or past `max_running` (up to `max_running_hard`) when its tenant
+holds less than its weighted share of the slots, so one tenant's burst cannot hold
+every slot against the others. An admitted request is prefilled in chunks
+(`shards.prefill`). Each `step` decodes one token for every running request; before
+each decode it polls the inbox, admits newcomers and runs one prefill chunk (of the
+tenant holding the fewest slots for its weight), so a newcomer waits for at most one
+decode and one chunk before its own prefill starts.
+
+Invariants: every request gets exactly one terminal event (FinishEvent or ErrorEvent);
+its block references are released on every path (finish, stop, cancel, error), so
+blocks are never leaked. Cache events are flushed before any terminal event on the same
+ordered channel, so when the router sees a request end, its index already knows the
+blocks that request stored.
 """
 from __future__ import annotations
 
 import dataclasses
-import os
-import queue
 import time
 import traceback
-from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from shards.protocol import (CancelRequest, ErrorEvent, FinishEvent, Shutdown, StatsRequest,
-                             TokenEvent, WorkerFailed, WorkerReady, WorkerStats, WorkItem)
-
-IDLE_WAIT_S = 0.05
+from cache.tiers import Tier
+from shards.fair_queue import FairQueue, may_admit, work_cost
+from shards.prefill import DEFAULT_CHUNK_TOKENS, ChunkedPrefill, PrefillTask
+from shards.protocol import (ApplyForecast, CacheEventsReport, CacheSnapshot, CancelRequest,
+                             ErrorEvent, ExportPrefix, FinishEvent, ImportPrefix, Ping, Pong,
+                             PrefixExported, PrefixImported, Shutdown, StatsRequest, TokenEvent,
+                             WorkerStats, WorkItem)
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +41,12 @@ class WorkerConfig:
     policy: str = "lru"
     max_running: int = 8
     num_threads: int = 1
+    tenant_weights: tuple[tuple[str, float], ...] = ()
+    max_running_hard: int | None = None  # None: 4 x max_running
+    prefill_chunk_tokens: int = DEFAULT_CHUNK_TOKENS
+    events_interval_s: float = 0.01
+    snapshot_interval_s: float = 5.0
+    measure_costs: bool = True
 
 
 def stats_as_dict(stats) -> dict:
@@ -43,94 +59,224 @@ def stats_as_dict(stats) -> dict:
     }
 
 
-def _policy(name: str):
-    if name == "lru":
-        return None
-    from cache.policies import make_policy  # the predictive policies live there
-
-    return make_policy(name)
-
-
 class WorkerLoop:
     """The scheduling loop, separate from process plumbing so tests can drive it."""
 
-    def __init__(self, worker_id: str, config: WorkerConfig, runner, tokenizer, emit):
+    def __init__(self, worker_id: str, config: WorkerConfig, runner, tokenizer, emit,
+                 clock: Callable[[], float] = time.monotonic, prefill=None):
         self.worker_id = worker_id
         self.config = config
         self.runner = runner
         self.tokenizer = tokenizer
         self.emit = emit
-        self.waiting: deque[WorkItem] = deque()
+        self.clock = clock
+        self.weights = dict(config.tenant_weights)
+        self.waiting: FairQueue[WorkItem] = FairQueue(self.weights)
         self.running: dict[str, object] = {}
+        self.prefilling: dict[str, PrefillTask] = {}
+        self._prefill_s: dict[str, float] = {}  # running request -> its prefill compute time
+        self.prefill = prefill or ChunkedPrefill(runner, tokenizer, config.prefill_chunk_tokens)
         self.max_context = runner.loaded.max_context_tokens
+        self.max_running_hard = config.max_running_hard or 4 * config.max_running
+        self.alive = True
+        self._last_events_s = 0.0
+        self._last_snapshot_s = clock()
 
+    # --- inbox -------------------------------------------------------------------
     def handle(self, message) -> bool:
         """Apply one inbox message; False means shut down."""
         if isinstance(message, WorkItem):
-            self.waiting.append(message)
+            self.waiting.push(message.tenant, message.request_id, message,
+                              work_cost(len(message.prompt_token_ids), message.sampling.max_tokens))
         elif isinstance(message, CancelRequest):
             self._cancel(message.request_id)
+        elif isinstance(message, Ping):
+            self.emit(Pong(self.worker_id, message.nonce, message.sent_s, self.num_active,
+                           len(self.waiting)))
+        elif isinstance(message, ImportPrefix):
+            self._import(message)
+        elif isinstance(message, ExportPrefix):
+            self._export(message)
+        elif isinstance(message, ApplyForecast):
+            self.runner.blocks.apply(message.forecast)
         elif isinstance(message, StatsRequest):
             self.emit(WorkerStats(self.worker_id, stats_as_dict(self.runner.blocks.stats()),
-                                  len(self.running), len(self.waiting)))
+                                  self.num_active, len(self.waiting)))
         elif isinstance(message, Shutdown):
-            return False
-        return True
+            self.alive = False
+        return self.alive
+
+    def _export(self, message: ExportPrefix) -> None:
+        from shards.kv_transfer import export_prefix
+
+        started = time.perf_counter()
+        try:
+            name, num_blocks = export_prefix(self.runner, message.tenant, list(message.token_ids),
+                                             message.max_blocks)
+        except Exception:
+            traceback.print_exc()
+            name, num_blocks = None, 0
+        self.emit(PrefixExported(self.worker_id, message.transfer_id, name, num_blocks,
+                                 time.perf_counter() - started))
+
+    def _import(self, message: ImportPrefix) -> None:
+        from shards.kv_transfer import import_prefix
+
+        started = time.perf_counter()
+        try:
+            num_blocks = import_prefix(self.runner, message.tenant, message.session,
+                                       list(message.token_ids), message.shm_name, message.num_blocks)
+        except Exception:
+            traceback.print_exc()
+            num_blocks = 0
+        self.flush_cache_events()
+        self.emit(PrefixImported(self.worker_id, message.transfer_id, num_blocks,
+                                 time.perf_counter() - started))
 
     def _cancel(self, request_id: str) -> None:
-        for item in list(self.waiting):
-            if item.request_id == request_id:
-                self.waiting.remove(item)
-                self.emit(FinishEvent(request_id, "cancelled", len(item.prompt_token_ids), 0, 0, 0.0,
-                                      self.worker_id))
-                return
+        item = self.waiting.remove(request_id)
+        if item is not None:
+            self.emit(FinishEvent(request_id, "cancelled", len(item.prompt_token_ids), 0, 0, 0.0,
+                                  self.worker_id))
+            return
+        task = self.prefilling.pop(request_id, None)
+        if task is not None:
+            self.prefill.abort(task)
+            self._finish_event(task.seq, "cancelled")
+            return
         seq = self.running.pop(request_id, None)
         if seq is not None:
             self.runner.release(seq)
             self._finish_event(seq, "cancelled")
 
     def _finish_event(self, seq, reason: str) -> None:
+        self.flush_cache_events()
         self.emit(FinishEvent(
             seq.item.request_id, reason, len(seq.item.prompt_token_ids), seq.num_cached_tokens,
-            len(seq.output_ids), seq.first_token_s - seq.started_s, self.worker_id))
+            len(seq.output_ids), max(0.0, seq.first_token_s - seq.started_s), self.worker_id,
+            self._prefill_s.pop(seq.item.request_id, 0.0)))
 
+    def _error(self, event: ErrorEvent) -> None:
+        self.flush_cache_events()
+        self.emit(event)
+
+    # --- cache reports -------------------------------------------------------------
+    def flush_cache_events(self) -> None:
+        events = self.runner.blocks.take_events()
+        if events:
+            self.emit(CacheEventsReport(self.worker_id, events))
+
+    def housekeeping(self) -> None:
+        """Periodic, off the request path: report cache events (rate-limited), a full
+        snapshot for reconciliation, and let the cache policy act on time passing."""
+        now = self.clock()
+        if now - self._last_events_s >= self.config.events_interval_s:
+            self._last_events_s = now
+            self.runner.blocks.tick()
+            self.flush_cache_events()
+        if now - self._last_snapshot_s >= self.config.snapshot_interval_s:
+            self._last_snapshot_s = now
+            self.flush_cache_events()
+            blocks = self.runner.blocks
+            self.emit(CacheSnapshot(
+                self.worker_id,
+                [b.hash for b in blocks.blocks(Tier.HOT) if b.is_cached],
+                [b.hash for b in blocks.blocks(Tier.HOST) if b.is_cached]))
+
+    # --- scheduling -----------------------------------------------------------------
     def has_work(self) -> bool:
-        return bool(self.waiting or self.running)
+        return bool(len(self.waiting) or self.running or self.prefilling)
 
-    def step(self) -> None:
-        """Admit at most one waiting request, then one decode step for each running one."""
-        if self.waiting and len(self.running) < self.config.max_running:
-            self._admit(self.waiting.popleft())
+    @property
+    def num_active(self) -> int:
+        return len(self.running) + len(self.prefilling)
+
+    def _slots_by_tenant(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for seq in [*self.running.values(), *(t.seq for t in self.prefilling.values())]:
+            counts[seq.item.tenant] = counts.get(seq.item.tenant, 0) + 1
+        return counts
+
+    def admit_ready(self) -> None:
+        """Admit waiting requests, in fair order, while the slot rule allows."""
+        while len(self.waiting):
+            counts = self._slots_by_tenant()
+            waiting = set(self.waiting.tenants())
+            item = self.waiting.pop_first(lambda tenant: may_admit(
+                tenant, counts, waiting, self.weights, self.config.max_running, self.max_running_hard))
+            if item is None:
+                return
+            self._admit(item)
+
+    def step(self, poll: Callable[[], None] | None = None) -> None:
+        """One decode for each running request; before each decode (and once when none
+        runs) poll the inbox (`poll`), admit what may run and run one prefill chunk."""
+        self.admit_ready()
+        self._prefill_chunk()
         for request_id in list(self.running):
-            seq = self.running[request_id]
+            if poll is not None:
+                poll()
+                if not self.alive:
+                    return
+                self.admit_ready()
+                self._prefill_chunk()
+            seq = self.running.get(request_id)
+            if seq is None:
+                continue
             try:
                 token = self.runner.step(seq)
             except Exception as exc:  # a failed request must not take the worker down
                 self.running.pop(request_id)
+                self._prefill_s.pop(request_id, None)
                 self.runner.release(seq)
-                self.emit(ErrorEvent(request_id, f"generation failed: {exc}", "internal_error"))
+                self._error(ErrorEvent(request_id, f"generation failed: {exc}", "internal_error"))
                 continue
             self._after_token(seq, token)
 
     def _admit(self, item: WorkItem) -> None:
         if not item.prompt_token_ids:
-            self.emit(ErrorEvent(item.request_id, "the prompt is empty", "invalid_prompt"))
+            self._error(ErrorEvent(item.request_id, "the prompt is empty", "invalid_prompt"))
             return
         if len(item.prompt_token_ids) >= self.max_context:
-            self.emit(ErrorEvent(
+            self._error(ErrorEvent(
                 item.request_id, f"the prompt has {len(item.prompt_token_ids)} tokens; this model's "
                 f"context length is {self.max_context}", "context_length_exceeded"))
             return
         try:
-            seq, token = self.runner.start(item, self.tokenizer)
+            self.prefilling[item.request_id] = self.prefill.begin(item)
         except Exception as exc:
             traceback.print_exc()
-            self.emit(ErrorEvent(item.request_id, f"prefill failed: {exc}", "internal_error",
-                                 retryable=True))
+            self._error(ErrorEvent(item.request_id, f"prefill failed: {exc}", "internal_error",
+                                   retryable=True))
+
+    def _prefill_chunk(self) -> None:
+        """One chunk of the prefill whose tenant holds the fewest slots for its weight
+        (then the oldest); a finished prefill starts decoding."""
+        if not self.prefilling:
             return
-        self.running[item.request_id] = seq
+        counts = self._slots_by_tenant()
+        order = {request_id: i for i, request_id in enumerate(self.prefilling)}
+        request_id = min(self.prefilling, key=lambda r: (
+            counts[self.prefilling[r].item.tenant] / self.waiting.weight(self.prefilling[r].item.tenant),
+            order[r]))
+        task = self.prefilling[request_id]
+        try:
+            token = self.prefill.advance(task)
+        except Exception as exc:
+            traceback.print_exc()
+            del self.prefilling[request_id]
+            self.prefill.abort(task)
+            self._error(ErrorEvent(request_id, f"prefill failed: {exc}", "internal_error",
+                                   retryable=True))
+            return
+        if token is None:
+            return
+        del self.prefilling[request_id]
+        seq = task.seq
+        self.running[request_id] = seq
+        self._prefill_s[request_id] = task.compute_s
         self._after_token(seq, token)
-        if item.request_id in self.running:
+        if request_id in self.running:
             self.runner.commit_prompt(seq)
 
     def _after_token(self, seq, token: int) -> None:
@@ -155,38 +301,3 @@ class WorkerLoop:
             self.running.pop(seq.item.request_id, None)
             self.runner.finish(seq)
             self._finish_event(seq, done_reason)
-
-
-def worker_main(worker_id: str, config: WorkerConfig, inbox, outbox) -> None:
-    """Process entry point: load the model, announce readiness, serve until Shutdown."""
-    import torch
-
-    torch.set_num_threads(max(1, config.num_threads))
-    try:
-        from shards.model_loader import load_model
-        from shards.model_runner import ModelRunner
-
-        loaded = load_model(config.model)
-        runner = ModelRunner(loaded, num_hot_blocks=config.num_hot_blocks,
-                             num_host_blocks=config.num_host_blocks, block_size=config.block_size,
-                             policy=_policy(config.policy))
-    except Exception as exc:
-        outbox.put(WorkerFailed(worker_id, f"{type(exc).__name__}: {exc}"))
-        return
-    loop = WorkerLoop(worker_id, config, runner, loaded.tokenizer, outbox.put)
-    outbox.put(WorkerReady(worker_id, loaded.model_id, loaded.max_context_tokens, os.getpid()))
-    alive = True
-    while alive:
-        try:
-            message = inbox.get(timeout=IDLE_WAIT_S) if not loop.has_work() else inbox.get_nowait()
-        except queue.Empty:
-            message = None
-        while message is not None and alive:
-            alive = loop.handle(message)
-            try:
-                message = inbox.get_nowait()
-            except queue.Empty:
-                message = None
-        if alive and loop.has_work():
-            loop.step()
-    time.sleep(0)

@@ -2,8 +2,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import random
 import signal
+import time
 
 import pytest
 
@@ -96,11 +99,142 @@ def test_generate_worker_killed_midstream_ends_with_error(engine):
     async def run():
         gen = eng.generate(WorkItem("k1", "t", _prompt(eng, "long running "), params))
         first = await gen.__anext__()
-        victim = next(w for w in eng._workers.values() if "k1" in w.in_flight)
-        os.kill(victim.process.pid, signal.SIGKILL)
+        os.kill(eng.worker_pid(eng.worker_of("k1")), signal.SIGKILL)
         rest = [e async for e in gen]
         return first, rest
 
     first, rest = loop.run_until_complete(asyncio.wait_for(run(), 30))
     assert isinstance(first, TokenEvent)
     assert isinstance(rest[-1], ErrorEvent) and rest[-1].code == "worker_died"
+
+
+# --- routing, transfer, bounds and faults on a second engine --------------------------------
+
+PREFIX = [random.Random(5).randrange(250) for _ in range(1600)]
+LONG = SamplingParams(max_tokens=100000, temperature=0.0, ignore_eos=True)
+SHORT = SamplingParams(max_tokens=2, temperature=0.0, ignore_eos=True)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    eng = LocalEngine("tiny", num_workers=2, num_hot_blocks=512, threads_per_worker=1,
+                      max_running=2, max_outstanding_per_worker=2, max_queued_per_tenant=3,
+                      imbalance_threshold_tokens=16, health_timeout_s=1.5, ping_interval_s=0.2)
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(asyncio.wait_for(eng.start(), 120))
+    yield eng, loop
+    loop.run_until_complete(asyncio.wait_for(eng.stop(), 60))
+    loop.close()
+
+
+async def _first_event(gen, timeout_s=20.0):
+    return await asyncio.wait_for(gen.__anext__(), timeout_s)
+
+
+async def _until(predicate, timeout_s=60.0):
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.05)
+
+
+def _run(loop, coro, timeout_s=60.0):
+    return loop.run_until_complete(asyncio.wait_for(coro, timeout_s))
+
+
+def test_generate_routes_by_prefix_against_the_tie_break(cluster):
+    eng, loop = cluster
+
+    async def run():
+        hog = eng.generate(WorkItem("hog", "t", [1] * 20, LONG))
+        await _first_event(hog)
+        assert eng.worker_of("hog") == "w0"
+        first = (await _collect(eng, WorkItem("p1", "t", PREFIX + [7], SHORT)))[-1]
+        await hog.aclose()
+        second = (await _collect(eng, WorkItem("p2", "t", PREFIX + [8, 9], SHORT)))[-1]
+        return first, second
+
+    first, second = _run(loop, run())
+    assert first.worker_id == "w1" and first.num_cached_tokens == 0
+    assert second.worker_id == "w1" and second.num_cached_tokens == 1600  # w0 was idle: prefix won
+
+
+def test_generate_copies_a_shared_prefix_from_a_busy_peer(cluster):
+    eng, loop = cluster
+
+    async def run():
+        hog = eng.generate(WorkItem("hog2", "t", PREFIX + [2], LONG))
+        await _first_event(hog)
+        assert eng.worker_of("hog2") == "w1"  # by prefix; now the holder is busy past the gate
+        result = (await _collect(eng, WorkItem("p3", "t", PREFIX + [10, 11], SHORT)))[-1]
+        await hog.aclose()
+        return result
+
+    result = _run(loop, run())
+    assert result.worker_id == "w0"
+    assert result.num_cached_tokens == 1600  # copied from w1, not recomputed
+    assert eng.router_stats()["num_transfers_done"] >= 1
+
+
+def test_generate_past_the_queue_bounds_is_refused_with_retry_after(cluster):
+    eng, loop = cluster
+
+    async def run():
+        gens = [eng.generate(WorkItem(f"f{i}", "flood", [3] * 10, LONG)) for i in range(8)]
+        firsts = [asyncio.ensure_future(_first_event(g)) for g in gens]
+        refused = await asyncio.wait_for(firsts[-1], 20)
+        for gen, task in zip(gens[:-1], firsts[:-1]):
+            task.cancel()  # cancelling the pending read closes the stream: a cancel to the worker
+            await asyncio.gather(task, return_exceptions=True)
+            await gen.aclose()
+        return refused
+
+    refused = _run(loop, run())
+    assert isinstance(refused, ErrorEvent) and refused.code == "rate_limit_exceeded"
+    assert refused.retryable and refused.retry_after_s > 0
+
+
+def test_worker_killed_while_holding_a_hot_prefix_is_fenced_purged_and_restarted(cluster):
+    eng, loop = cluster
+
+    async def run():
+        gen = eng.generate(WorkItem("k2", "t", PREFIX + [12], LONG))
+        first = await _first_event(gen)
+        victim = eng.worker_of("k2")
+        indexed = eng.health()["workers"][victim]["num_cached_blocks_indexed"]
+        os.kill(eng.worker_pid(victim), signal.SIGKILL)
+        rest = [e async for e in gen]
+        health = eng.health()["workers"][victim]
+        after = (await _collect(eng, WorkItem("k3", "t", PREFIX + [13], SHORT)))[-1]
+        await _until(lambda: eng.health()["workers"][victim]["ready"])
+        return victim, indexed, first, rest, health, after
+
+    victim, indexed, first, rest, health, after = _run(loop, run(), 90)
+    assert indexed >= 100  # it held the hot shared prefix
+    assert isinstance(first, TokenEvent)
+    assert isinstance(rest[-1], ErrorEvent) and rest[-1].code == "worker_died" and not rest[-1].retryable
+    assert not health["ready"] and health["num_cached_blocks_indexed"] == 0
+    assert after.worker_id != victim  # nothing routes to the dead worker
+    restarted = eng.health()["workers"][victim]
+    assert restarted["incarnation"] == 1 and restarted["num_cached_blocks_indexed"] == 0
+
+
+def test_unresponsive_worker_is_fenced_and_its_tokenless_request_retried(cluster):
+    eng, loop = cluster
+    victim = "w0"
+    pid = eng.worker_pid(victim)
+
+    async def run():
+        os.kill(pid, signal.SIGSTOP)  # alive, but silent: only health checks can tell
+        try:
+            events = await _collect(eng, WorkItem("s1", "t", [4] * 30, SHORT))
+        finally:
+            with contextlib.suppress(ProcessLookupError):  # fenced: killed and reaped already
+                os.kill(pid, signal.SIGKILL)
+        return events
+
+    events = _run(loop, run(), 30)
+    assert isinstance(events[-1], FinishEvent) and events[-1].worker_id == "w1"
+    health = eng.health()["workers"][victim]
+    assert health["fence_reason"] == "unresponsive" and not health["ready"]
+    assert eng.router_stats()["num_retried"] >= 1

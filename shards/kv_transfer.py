@@ -1,0 +1,140 @@
+"""Copying a cached prefix's KV blocks between local worker processes.
+
+The exporting worker copies the HOT leading run of a prompt's cached blocks into a new
+POSIX shared-memory segment (`multiprocessing.shared_memory`), laid out like its arena,
+`[layers, 2, kv_heads, num_blocks, block_size, head_dim]`; the importing worker
+registers the same blocks in its own block manager (`commit`, which verifies lineage and
+token ids as for any prefix) and copies the bytes of the new ones into its arena, then
+unlinks the segment. Hashes depend only on tenant and tokens, so both workers name the
+blocks alike.
+
+Invariants: the exporter holds no reference after `export_prefix` returns (nothing can
+evict a block in between: one loop drives the runner); the importer releases every
+reference it took and unlinks the segment on every path, so a transfer leaks neither
+blocks nor shared memory. Both workers must serve the same model (same KV layout).
+
+`measure_costs` times a prefill and a round trip through shared memory at worker start,
+so the router compares measured costs, not guesses.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from multiprocessing import shared_memory
+
+import torch
+
+from shards.protocol import CostProfile
+
+PROBE_PREFILL_TOKENS = 512
+PROBE_BLOCKS = 8
+PROBE_REPEATS = 3
+
+
+def _view(buffer, runner, num_blocks: int) -> torch.Tensor:
+    layout = runner.layout
+    shape = (layout.num_layers, 2, layout.num_kv_heads, num_blocks, layout.block_size, layout.head_dim)
+    count = 1
+    for dim in shape:
+        count *= dim
+    return torch.frombuffer(buffer, dtype=layout.dtype, count=count).view(shape)
+
+
+def _new_segment(runner, num_blocks: int) -> shared_memory.SharedMemory:
+    return shared_memory.SharedMemory(create=True, size=max(1, num_blocks * runner.layout.bytes_per_block))
+
+
+def export_prefix(runner, tenant: str, token_ids: list[int], max_blocks: int) -> tuple[str | None, int]:
+    """Copy up to `max_blocks` HOT cached leading blocks of `token_ids` into a new
+    segment; (segment name, number of blocks), or (None, 0) when none is cached."""
+    hashes, blocks = runner.blocks.hash_prompt(tenant, token_ids)
+    match = runner.blocks.match(tenant, hashes[:max_blocks], blocks[:max_blocks])
+    block_ids = match.hot_block_ids
+    if not block_ids:
+        return None, 0
+    segment = _new_segment(runner, len(block_ids))
+    try:
+        view = _view(segment.buf, runner, len(block_ids))
+        index = torch.tensor(block_ids, dtype=torch.long)
+        torch.index_select(runner.hot.data, 3, index, out=view)
+        del view
+        return segment.name, len(block_ids)
+    finally:
+        segment.close()
+
+
+def import_prefix(runner, tenant: str, session: str | None, token_ids: list[int],
+                  shm_name: str, num_blocks: int) -> int:
+    """Register the segment's blocks as the cached prefix of `token_ids` and copy the
+    new ones into the arena; unlinks the segment. Returns the number of blocks now
+    cached from the segment (fewer when the cache had no room)."""
+    try:
+        segment = shared_memory.SharedMemory(name=shm_name)
+    except FileNotFoundError:
+        return 0
+    try:
+        hashes, blocks = runner.blocks.hash_prompt(tenant, token_ids)
+        num_blocks = min(num_blocks, len(hashes))
+        placed = runner.blocks.commit(tenant, session, hashes[:num_blocks], blocks[:num_blocks], 0)
+        try:
+            new = [(slot, hot_id) for slot, (hot_id, is_new) in enumerate(placed) if is_new]
+            if new:
+                view = _view(segment.buf, runner, num_blocks)
+                src = torch.tensor([slot for slot, _ in new], dtype=torch.long)
+                dst = torch.tensor([hot_id for _, hot_id in new], dtype=torch.long)
+                runner.hot.data.index_copy_(3, dst, view.index_select(3, src))
+                del view
+        finally:
+            runner.blocks.release([hot_id for hot_id, _ in placed])
+        return len(placed)
+    finally:
+        segment.close()
+        segment.unlink()
+
+
+def measure_costs(runner, chunk_tokens: int = PROBE_PREFILL_TOKENS,
+                  repeats: int = PROBE_REPEATS) -> CostProfile:
+    """Time a prefill of PROBE_PREFILL_TOKENS tokens in chunks of `chunk_tokens`, as
+    the worker loop runs it (the median of `repeats`, after a warm-up) and an export/import copy of PROBE_BLOCKS blocks (the best of `repeats`).
+    The cache is left untouched. The engine refines both from live requests."""
+    vocab = max(2, min(int(runner.model.config.vocab_size), 256))
+    tokens = [(i * 7919) % vocab for i in range(PROBE_PREFILL_TOKENS)]
+
+    def prefill_once() -> None:
+        cache = None
+        for start in range(0, len(tokens), chunk_tokens):
+            _, cache = runner.forward(tokens[start:start + chunk_tokens], cache, start)
+
+    runner.forward(tokens[:16], None, 0)
+    prefill_s = statistics.median(_timed(prefill_once) for _ in range(repeats))
+    num_blocks = min(PROBE_BLOCKS, runner.hot.num_blocks)
+    index = torch.arange(num_blocks, dtype=torch.long)
+
+    def export_once() -> None:
+        segment = _new_segment(runner, num_blocks)
+        view = _view(segment.buf, runner, num_blocks)
+        torch.index_select(runner.hot.data, 3, index, out=view)
+        del view
+        segment.close()
+        segment.unlink()
+
+    def import_once() -> None:
+        segment = _new_segment(runner, num_blocks)
+        view = _view(segment.buf, runner, num_blocks)
+        scratch = runner.hot.data.index_select(3, index)  # NOTE: no write into live slots
+        scratch.copy_(view)
+        del view
+        segment.close()
+        segment.unlink()
+
+    export_s = min(_timed(export_once) for _ in range(repeats))
+    import_s = min(_timed(import_once) for _ in range(repeats))
+    return CostProfile(prefill_s_per_token=prefill_s / PROBE_PREFILL_TOKENS,
+                       export_s_per_block=export_s / num_blocks,
+                       import_s_per_block=import_s / num_blocks)
+
+
+def _timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start

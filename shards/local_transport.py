@@ -1,0 +1,119 @@
+"""Workers as local processes (multiprocessing "spawn").
+
+Each worker has its own channels: an inbox `multiprocessing.Queue` (the engine writes
+through the queue's feeder thread, so `send` never blocks) and an outbox one-way pipe
+read by a thread of this channel. Private channels are the point: a worker killed with
+SIGKILL in the middle of a write can only break its own pipe (the reader sees EOF and
+reports the exit), never a lock or a stream shared with healthy workers.
+
+NOTE: the engine closes its copy of the pipe's write end right after the start, so the
+worker's death is seen as EOF at once, without polling.
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import queue
+import threading
+
+from shards.transport import OnExit, OnMessage
+from shards.worker import WorkerConfig
+
+JOIN_AFTER_EOF_S = 2.0
+
+
+def _process_main(worker_id: str, config: WorkerConfig, inbox, outbox) -> None:
+    """The worker process: serve until Shutdown, or until the engine process is gone."""
+    from shards.worker_service import serve
+
+    parent = os.getppid()
+
+    def receive(timeout_s: float):
+        try:
+            return inbox.get(timeout=timeout_s) if timeout_s > 0 else inbox.get_nowait()
+        except queue.Empty:
+            if os.getppid() != parent:
+                from shards.protocol import Shutdown
+
+                return Shutdown()
+            return None
+
+    try:
+        serve(worker_id, config, receive, outbox.send)
+    except (BrokenPipeError, EOFError, OSError):
+        pass  # the engine went away
+    finally:
+        outbox.close()
+
+
+class LocalChannel:
+    def __init__(self, ctx, worker_id: str, incarnation: int, config: WorkerConfig,
+                 on_message: OnMessage, on_exit: OnExit) -> None:
+        self.worker_id = worker_id
+        self.incarnation = incarnation
+        self._on_message = on_message
+        self._on_exit = on_exit
+        self._inbox = ctx.Queue()
+        self._inbox.cancel_join_thread()  # NOTE: never block engine exit on a dead worker
+        reader, writer = ctx.Pipe(duplex=False)
+        self._reader = reader
+        self._process = ctx.Process(target=_process_main, args=(worker_id, config, self._inbox, writer),
+                                    name=f"stepahead-{worker_id}.{incarnation}", daemon=True)
+        self._process.start()
+        writer.close()
+        self._thread = threading.Thread(target=self._read, name=f"reader-{worker_id}.{incarnation}",
+                                        daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        try:
+            while True:
+                try:
+                    message = self._reader.recv()
+                except (EOFError, OSError):
+                    break
+                self._on_message(self.worker_id, self.incarnation, message)
+        finally:
+            self._process.join(JOIN_AFTER_EOF_S)
+            self._reader.close()
+            self._on_exit(self.worker_id, self.incarnation)
+
+    def send(self, message) -> None:
+        try:
+            self._inbox.put(message)
+        except (ValueError, OSError):
+            pass  # the inbox is closed: the worker is gone
+
+    def is_alive(self) -> bool:
+        return self._process.is_alive()
+
+    def pid(self) -> int | None:
+        return self._process.pid
+
+    def kill(self) -> None:
+        if self._process.is_alive():
+            self._process.kill()
+
+    def stop(self, timeout_s: float) -> None:
+        """Shut down gracefully (the caller sent Shutdown); kill past `timeout_s`."""
+        self._process.join(timeout_s)
+        if self._process.is_alive():
+            self._process.kill()
+            self._process.join(1.0)
+        self._thread.join(timeout_s)
+        self._inbox.close()
+
+
+class LocalTransport:
+    name = "local"
+    can_share_memory = True
+
+    def __init__(self) -> None:
+        self._ctx = mp.get_context("spawn")
+
+    def spawn(self, worker_id: str, incarnation: int, config: WorkerConfig,
+              on_message: OnMessage, on_exit: OnExit) -> LocalChannel:
+        return LocalChannel(self._ctx, worker_id, incarnation, config, on_message, on_exit)
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,68 @@
+"""Serving one worker over any transport: load, measure, announce, loop until Shutdown.
+
+`serve` is the same code in a local process (`local_transport`) and in a Ray actor
+(`ray_transport`); only `receive` (next inbox message, or None after a timeout) and
+`emit` (send one message to the engine) differ. The model is loaded and the cost probe
+runs before `WorkerReady`, so the engine never routes to a worker still loading.
+"""
+from __future__ import annotations
+
+import os
+import traceback
+from collections.abc import Callable
+
+from shards.protocol import WorkerFailed, WorkerReady
+from shards.worker import WorkerConfig, WorkerLoop
+
+IDLE_WAIT_S = 0.02
+
+
+def make_policy(name: str):
+    """The eviction policy named in the config; None means the block manager's LRU."""
+    if name == "lru":
+        return None
+    from cache.policies import make_policy as make  # the predictive policies live there
+
+    return make(name)
+
+
+def serve(worker_id: str, config: WorkerConfig, receive: Callable[[float], object | None],
+          emit: Callable[[object], None]) -> None:
+    """Run a worker until it receives Shutdown. Never raises: a start failure is
+    reported as WorkerFailed."""
+    import torch
+
+    torch.set_num_threads(max(1, config.num_threads))
+    try:
+        from shards.kv_transfer import measure_costs
+        from shards.model_loader import load_model
+        from shards.model_runner import ModelRunner
+
+        loaded = load_model(config.model)
+        runner = ModelRunner(loaded, num_hot_blocks=config.num_hot_blocks,
+                             num_host_blocks=config.num_host_blocks, block_size=config.block_size,
+                             policy=make_policy(config.policy))
+        costs = measure_costs(runner, config.prefill_chunk_tokens) if config.measure_costs else None
+    except Exception as exc:
+        traceback.print_exc()
+        emit(WorkerFailed(worker_id, f"{type(exc).__name__}: {exc}"))
+        return
+    loop = WorkerLoop(worker_id, config, runner, loaded.tokenizer, emit)
+    emit(WorkerReady(worker_id, loaded.model_id, loaded.max_context_tokens, os.getpid(), costs))
+
+    def drain() -> None:
+        while loop.alive:
+            message = receive(0.0)
+            if message is None:
+                return
+            loop.handle(message)
+
+    while loop.alive:
+        message = receive(0.0 if loop.has_work() else IDLE_WAIT_S)
+        if message is not None:
+            loop.handle(message)
+            drain()
+        if loop.alive and loop.has_work():
+            loop.step(poll=drain)
+        if loop.alive:
+            loop.housekeeping()

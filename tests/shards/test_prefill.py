@@ -1,0 +1,58 @@
+"""Chunked prefill equals a one-pass prefill, and holds no references after abort."""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from cache.tiers import Tier
+from shards.model_runner import ModelRunner
+from shards.prefill import ChunkedPrefill
+from shards.protocol import SamplingParams, WorkItem
+
+
+def _generate_chunked(runner, tokenizer, item, chunk_tokens):
+    prefill = ChunkedPrefill(runner, tokenizer, chunk_tokens)
+    task = prefill.begin(item)
+    num_chunks = 1
+    token = prefill.advance(task)
+    while token is None:
+        num_chunks += 1
+        token = prefill.advance(task)
+    seq = task.seq
+    runner.commit_prompt(seq)
+    for _ in range(item.sampling.max_tokens - 1):
+        runner.step(seq)
+    runner.finish(seq)
+    return seq, num_chunks
+
+
+@pytest.mark.parametrize("chunk_tokens", [7, 32, 1000])
+def test_chunked_prefill_generates_what_a_one_pass_prefill_generates(tiny_loaded, chunk_tokens):
+    rng = random.Random(chunk_tokens)
+    prompt = [rng.randrange(250) for _ in range(90)]
+    item = WorkItem("r", "t", prompt, SamplingParams(max_tokens=8, temperature=0.0, ignore_eos=True))
+    reference = ModelRunner(tiny_loaded, num_hot_blocks=32)
+    seq, _ = reference.start(item, tiny_loaded.tokenizer)
+    reference.commit_prompt(seq)
+    for _ in range(7):
+        reference.step(seq)
+    reference.finish(seq)
+    runner = ModelRunner(tiny_loaded, num_hot_blocks=32)
+    chunked, num_chunks = _generate_chunked(runner, tiny_loaded.tokenizer, item, chunk_tokens)
+    assert chunked.output_ids == seq.output_ids
+    assert num_chunks == -(-90 // chunk_tokens)
+    again, num_chunks = _generate_chunked(runner, tiny_loaded.tokenizer, item, chunk_tokens)
+    assert again.num_cached_tokens == 80 and again.output_ids == seq.output_ids
+    assert num_chunks == -(-10 // chunk_tokens)
+
+
+def test_chunked_prefill_abort_releases_the_cached_prefix(tiny_loaded):
+    runner = ModelRunner(tiny_loaded, num_hot_blocks=32)
+    prompt = list(range(64))
+    runner.prompt_logits("t", prompt)
+    prefill = ChunkedPrefill(runner, tiny_loaded.tokenizer, 16)
+    task = prefill.begin(WorkItem("r", "t", prompt + [1, 2], SamplingParams(max_tokens=2)))
+    assert task.seq.num_cached_tokens == 64 and task.num_remaining_tokens == 2
+    prefill.abort(task)
+    assert all(b.ref_count == 0 for b in runner.blocks.blocks(Tier.HOT))

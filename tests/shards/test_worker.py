@@ -1,0 +1,227 @@
+"""The worker loop: fair admission, cache reports before terminal events, health,
+and the noisy-neighbour bound on a virtual clock."""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+import pytest
+
+from cache.events import BlockStored
+from shards.model_runner import ModelRunner
+from shards.protocol import (CacheEventsReport, CacheSnapshot, CancelRequest, FinishEvent, Ping,
+                             Pong, SamplingParams, Shutdown, TokenEvent, WorkItem)
+from shards.worker import WorkerConfig, WorkerLoop
+
+
+def _loop(tiny_loaded, **config):
+    runner = ModelRunner(tiny_loaded, num_hot_blocks=64, block_size=16)
+    out: list = []
+    loop = WorkerLoop("w0", WorkerConfig(model="tiny", **config), runner, tiny_loaded.tokenizer, out.append)
+    return loop, out
+
+
+def _item(request_id, tenant="t", num_tokens=40, max_tokens=3, seed=0):
+    rng = random.Random(seed)
+    return WorkItem(request_id, tenant, [rng.randrange(250) for _ in range(num_tokens)],
+                    SamplingParams(max_tokens=max_tokens, temperature=0.0, ignore_eos=True))
+
+
+def _run(loop, max_steps=200):
+    for _ in range(max_steps):
+        if not loop.has_work():
+            return
+        loop.step()
+    raise AssertionError("the loop did not drain")
+
+
+def test_worker_loop_reports_cache_events_before_the_finish_event(tiny_loaded):
+    loop, out = _loop(tiny_loaded)
+    loop.handle(_item("r1"))
+    _run(loop)
+    kinds = [type(m).__name__ for m in out]
+    assert kinds.index("CacheEventsReport") < kinds.index("FinishEvent")
+    report = next(m for m in out if isinstance(m, CacheEventsReport))
+    assert all(isinstance(e, BlockStored) for e in report.events)
+    assert sum(len(e.hashes) for e in report.events) == 2  # 40 prompt + 2 fed tokens: 2 full blocks
+
+
+def test_worker_loop_answers_ping_and_snapshots_its_blocks(tiny_loaded):
+    loop, out = _loop(tiny_loaded, snapshot_interval_s=0.0)
+    loop.handle(Ping(7, 1.5))
+    assert out[-1] == Pong("w0", 7, 1.5, 0, 0)
+    loop.handle(_item("r1"))
+    _run(loop)
+    loop.housekeeping()
+    snapshot = out[-1]
+    assert isinstance(snapshot, CacheSnapshot) and len(snapshot.hot_hashes) == 2
+
+
+def test_worker_loop_admits_a_quiet_tenant_past_the_soft_limit(tiny_loaded):
+    loop, out = _loop(tiny_loaded, max_running=2)
+    for i in range(4):
+        loop.handle(_item(f"n{i}", "noisy", max_tokens=50, seed=i))
+    loop.admit_ready()
+    assert sorted(loop.prefilling) == ["n0", "n1"]
+    loop.handle(_item("q0", "quiet", seed=9))
+    loop.admit_ready()
+    # past the soft limit each tenant may hold its share (half) of the hard limit, 4
+    assert "q0" in loop.prefilling and loop.num_active == 5
+    loop.step()  # the quiet tenant (fewest slots) is prefilled first
+    assert "q0" in loop.running and not loop.running.keys() & {"n0", "n1"}
+    loop.handle(CancelRequest("n3"))
+    assert any(isinstance(m, FinishEvent) and m.request_id == "n3" and m.finish_reason == "cancelled"
+               for m in out)
+    assert loop.handle(Shutdown()) is False
+
+
+# --- the noisy-neighbour bound, on a virtual clock --------------------------------------
+
+@dataclass
+class _Detok:
+    stopped: bool = False
+
+    def push(self, token):
+        return "x"
+
+    def flush(self):
+        return ""
+
+
+@dataclass
+class _Seq:
+    item: WorkItem
+    started_s: float
+    first_token_s: float = 0.0
+    num_cached_tokens: int = 0
+    output_ids: list = field(default_factory=list)
+    detokenizer: _Detok = field(default_factory=_Detok)
+
+    @property
+    def num_kv_tokens(self):
+        return len(self.item.prompt_token_ids) + len(self.output_ids)
+
+
+class _Blocks:
+    def take_events(self):
+        return []
+
+
+class _TimedRunner:
+    """Costs time on a virtual clock like the real runner costs wall time: a prefill
+    per prompt token, a decode per step per running request."""
+
+    def __init__(self, prefill_s_per_token=50e-6, decode_s=0.004):
+        self.now = 0.0
+        self.prefill_s_per_token = prefill_s_per_token
+        self.decode_s = decode_s
+        self.blocks = _Blocks()
+        self.loaded = type("Loaded", (), {"max_context_tokens": 100_000})()
+
+    def step(self, seq):
+        self.now += self.decode_s
+        seq.output_ids.append(1)
+        return 1
+
+    def commit_prompt(self, seq):
+        pass
+
+    def finish(self, seq):
+        pass
+
+    def release(self, seq):
+        pass
+
+    def is_stop_token(self, token, params):
+        return False
+
+
+@dataclass
+class _Task:
+    seq: _Seq
+    num_done_tokens: int = 0
+    compute_s: float = 0.0
+
+    @property
+    def item(self):
+        return self.seq.item
+
+
+class _TimedPrefill:
+    """Chunked prefill on the virtual clock."""
+
+    def __init__(self, runner, chunk_tokens=128):
+        self.runner = runner
+        self.chunk_tokens = chunk_tokens
+
+    def begin(self, item):
+        return _Task(_Seq(item, self.runner.now))
+
+    def advance(self, task):
+        num_tokens = min(self.chunk_tokens, len(task.item.prompt_token_ids) - task.num_done_tokens)
+        self.runner.now += self.runner.prefill_s_per_token * num_tokens
+        task.num_done_tokens += num_tokens
+        if task.num_done_tokens < len(task.item.prompt_token_ids):
+            return None
+        task.seq.first_token_s = self.runner.now
+        task.seq.output_ids.append(1)
+        return 1
+
+    def abort(self, task):
+        pass
+
+
+def _arrivals(tenant, rate_per_s, duration_s, seed):
+    rng = random.Random(seed)
+    t, out = 0.0, []
+    while True:
+        t += rng.expovariate(rate_per_s)
+        if t > duration_s:
+            return out
+        out.append((t, tenant))
+
+
+def _quiet_p99_ttft(burst: bool, fair: bool, duration_s=60.0) -> float:
+    """p99 TTFT of the quiet tenant while the noisy one sends 10x its usual rate (or not).
+    `fair=False` labels every request with one tenant: a plain FIFO worker."""
+    noisy_rate = 20.0 if burst else 2.0
+    arrivals = sorted(_arrivals("quiet", 2.0, duration_s, 1) + _arrivals("noisy", noisy_rate, duration_s, 2))
+    runner = _TimedRunner()
+    ttft: dict[str, float] = {}
+    arrived: dict[str, float] = {}
+
+    def emit(message):
+        if isinstance(message, TokenEvent) and message.request_id not in ttft:
+            ttft[message.request_id] = runner.now - arrived[message.request_id]
+
+    loop = WorkerLoop("w0", WorkerConfig(model="tiny", max_running=4), runner, None, emit,
+                      clock=lambda: runner.now, prefill=_TimedPrefill(runner))
+    pending = list(reversed(arrivals))
+
+    def poll():
+        while pending and pending[-1][0] <= runner.now:
+            t, tenant = pending.pop()
+            request_id = f"{tenant}-{len(arrived)}"
+            arrived[request_id] = t
+            loop.handle(WorkItem(request_id, tenant if fair else "all", [1] * 200,
+                                 SamplingParams(max_tokens=20)))
+
+    while pending or loop.has_work():
+        if not loop.has_work():
+            runner.now = max(runner.now, pending[-1][0])
+        poll()
+        loop.step(poll=poll)
+    quiet = sorted(v for k, v in ttft.items() if k.startswith("quiet"))
+    return quiet[int(0.99 * (len(quiet) - 1))]
+
+
+def test_worker_loop_noisy_tenant_at_10x_raises_quiet_p99_ttft_at_most_1_5x():
+    base = _quiet_p99_ttft(burst=False, fair=True)
+    burst = _quiet_p99_ttft(burst=True, fair=True)
+    assert burst / base <= 1.5, (base, burst)
+
+
+def test_worker_loop_fifo_baseline_breaks_the_noisy_neighbour_bound():
+    base = _quiet_p99_ttft(burst=False, fair=False)
+    burst = _quiet_p99_ttft(burst=True, fair=False)
+    assert burst / base > 1.5, (base, burst)
