@@ -1,0 +1,170 @@
+"""Workers as Ray actors, so one router drives workers across a Ray cluster.
+
+Each actor runs the same `worker_service.serve` loop in a thread of its own, fed by an
+in-actor inbox. The engine side keeps, per actor, one reader thread that long-polls the
+actor's outbox (`poll`) and hands the messages over in order; when Ray reports the
+actor dead (`RayActorError`), the reader reports the exit.
+
+NOTE: a threaded actor may run method calls out of submission order, so `send` numbers
+its messages and the actor applies them strictly in sequence.
+
+Shared-memory prefix transfer is off under Ray (actors may live on other machines);
+routing, fairness, health checks and restarts work as with local processes.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+
+from shards.transport import OnExit, OnMessage
+from shards.worker import WorkerConfig
+
+POLL_WAIT_S = 0.2
+MAX_POLL_MESSAGES = 512
+
+
+class _ActorBody:
+    """Runs inside the actor process."""
+
+    def __init__(self, worker_id: str, config: WorkerConfig) -> None:
+        import queue
+
+        from shards.worker_service import serve
+
+        self._inbox: queue.Queue = queue.Queue()
+        self._outbox: queue.Queue = queue.Queue()
+        self._next_seq = 0
+        self._early: dict[int, object] = {}
+        self._order = threading.Lock()
+
+        def receive(timeout_s: float):
+            try:
+                return self._inbox.get(timeout=timeout_s) if timeout_s > 0 else self._inbox.get_nowait()
+            except queue.Empty:
+                return None
+
+        self._thread = threading.Thread(target=serve, args=(worker_id, config, receive, self._outbox.put),
+                                        name=f"serve-{worker_id}", daemon=True)
+        self._thread.start()
+
+    def send(self, seq: int, message) -> None:
+        with self._order:
+            self._early[seq] = message
+            while self._next_seq in self._early:
+                self._inbox.put(self._early.pop(self._next_seq))
+                self._next_seq += 1
+
+    def poll(self, wait_s: float) -> list:
+        import queue
+
+        messages = []
+        try:
+            messages.append(self._outbox.get(timeout=wait_s))
+            while len(messages) < MAX_POLL_MESSAGES:
+                messages.append(self._outbox.get_nowait())
+        except queue.Empty:
+            pass
+        return messages
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def is_serving(self) -> bool:
+        return self._thread.is_alive()
+
+
+class RayChannel:
+    def __init__(self, actor_class, worker_id: str, incarnation: int, config: WorkerConfig,
+                 on_message: OnMessage, on_exit: OnExit, actor_options: dict) -> None:
+        self.worker_id = worker_id
+        self.incarnation = incarnation
+        self._on_message = on_message
+        self._on_exit = on_exit
+        self._actor = actor_class.options(**actor_options).remote(worker_id, config)
+        self._seq = itertools.count()
+        self._send_lock = threading.Lock()
+        self._alive = True
+        self._stopping = False
+        self._pid: int | None = None
+        self._thread = threading.Thread(target=self._read, name=f"ray-reader-{worker_id}.{incarnation}",
+                                        daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        import ray
+
+        try:
+            self._pid = ray.get(self._actor.pid.remote())
+            while not self._stopping:
+                messages = ray.get(self._actor.poll.remote(POLL_WAIT_S))
+                for message in messages:
+                    self._on_message(self.worker_id, self.incarnation, message)
+                if not messages and not ray.get(self._actor.is_serving.remote()):
+                    break  # the serve loop ended (Shutdown, or a failed start)
+        except Exception:  # RayActorError and friends: the actor is gone
+            pass
+        finally:
+            self._alive = False
+            self._on_exit(self.worker_id, self.incarnation)
+
+    def send(self, message) -> None:
+        if not self._alive:
+            return
+        with self._send_lock:
+            self._actor.send.remote(next(self._seq), message)
+
+    def is_alive(self) -> bool:
+        return self._alive
+
+    def pid(self) -> int | None:
+        return self._pid
+
+    def kill(self) -> None:
+        import ray
+
+        try:
+            ray.kill(self._actor, no_restart=True)
+        except Exception:
+            pass
+
+    def stop(self, timeout_s: float) -> None:
+        """The caller sent Shutdown: wait for the loop to end, then remove the actor."""
+        self._thread.join(timeout_s)
+        self._stopping = True
+        self.kill()
+
+
+class RayTransport:
+    """`address`: None starts (or joins) a local Ray instance; "auto" or "ray://host:port"
+    joins a cluster. `num_cpus_per_worker` is each actor's CPU reservation."""
+
+    name = "ray"
+    can_share_memory = False
+
+    def __init__(self, address: str | None = None, num_cpus_per_worker: float | None = None,
+                 namespace: str = "stepahead") -> None:
+        import ray
+
+        if not ray.is_initialized():
+            repo_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+            path = os.pathsep.join(p for p in (repo_root, os.environ.get("PYTHONPATH")) if p)
+            ray.init(address=address, namespace=namespace, include_dashboard=False,
+                     log_to_driver=False, runtime_env={"env_vars": {"PYTHONPATH": path}})
+            self._owns_ray = True
+        else:
+            self._owns_ray = False
+        self._num_cpus = num_cpus_per_worker
+        self._actor_class = ray.remote(max_concurrency=4)(_ActorBody)
+
+    def spawn(self, worker_id: str, incarnation: int, config: WorkerConfig,
+              on_message: OnMessage, on_exit: OnExit) -> RayChannel:
+        options = {"num_cpus": self._num_cpus if self._num_cpus is not None else config.num_threads,
+                   "max_restarts": 0, "scheduling_strategy": "SPREAD"}
+        return RayChannel(self._actor_class, worker_id, incarnation, config, on_message, on_exit, options)
+
+    def close(self) -> None:
+        if self._owns_ray:
+            import ray
+
+            ray.shutdown()

@@ -1,0 +1,72 @@
+"""The same engine with workers as Ray actors, on a local Ray instance."""
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+
+import pytest
+
+ray = pytest.importorskip("ray", reason="ray is not installed (pip install ray): Ray transport untested")
+
+from shards.engine import LocalEngine  # noqa: E402
+from shards.protocol import ErrorEvent, FinishEvent, SamplingParams, TokenEvent, WorkItem  # noqa: E402
+
+GREEDY = SamplingParams(max_tokens=3, temperature=0.0, ignore_eos=True)
+LONG = SamplingParams(max_tokens=100000, temperature=0.0, ignore_eos=True)
+
+
+@pytest.fixture(scope="module")
+def ray_engine():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    eng = LocalEngine("tiny", num_workers=2, transport="ray", num_hot_blocks=256, threads_per_worker=1,
+                      health_timeout_s=3.0, ping_interval_s=0.2)
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(asyncio.wait_for(eng.start(), 120))
+        yield eng, loop
+        loop.run_until_complete(asyncio.wait_for(eng.stop(), 60))
+    finally:
+        loop.close()
+        ray.shutdown()
+
+
+async def _collect(eng, item):
+    return [event async for event in eng.generate(item)]
+
+
+def test_ray_transport_serves_and_routes_by_prefix(ray_engine):
+    eng, loop = ray_engine
+    prompt = list(range(100))
+    first = loop.run_until_complete(asyncio.wait_for(_collect(eng, WorkItem("a", "t", prompt, GREEDY)), 30))
+    second = loop.run_until_complete(asyncio.wait_for(
+        _collect(eng, WorkItem("b", "t", prompt + [5], GREEDY)), 30))
+    assert isinstance(first[-1], FinishEvent) and first[-1].num_output_tokens == 3
+    assert second[-1].worker_id == first[-1].worker_id and second[-1].num_cached_tokens == 96
+    health = eng.health()
+    assert health["transport"] == "ray" and all(w["ready"] for w in health["workers"].values())
+    assert health["workers"][first[-1].worker_id]["num_cached_blocks_indexed"] >= 6
+
+
+def test_ray_transport_actor_killed_midstream_fails_request_and_restarts(ray_engine):
+    eng, loop = ray_engine
+
+    async def run():
+        gen = eng.generate(WorkItem("k", "t", list(range(50)), LONG))
+        first = await asyncio.wait_for(gen.__anext__(), 20)
+        victim = eng.worker_of("k")
+        os.kill(eng.worker_pid(victim), signal.SIGKILL)
+        rest = [event async for event in gen]
+        after = await _collect(eng, WorkItem("k2", "t", list(range(50)), GREEDY))
+        deadline = time.monotonic() + 60
+        while not eng.health()["workers"][victim]["ready"]:
+            assert time.monotonic() < deadline, "the actor was not restarted in time"
+            await asyncio.sleep(0.1)
+        return victim, first, rest, after
+
+    victim, first, rest, after = loop.run_until_complete(asyncio.wait_for(run(), 90))
+    assert isinstance(first, TokenEvent)
+    assert isinstance(rest[-1], ErrorEvent) and rest[-1].code == "worker_died"
+    assert after[-1].worker_id != victim
+    assert eng.health()["workers"][victim]["incarnation"] == 1
