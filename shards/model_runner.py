@@ -59,8 +59,10 @@ class ModelRunner:
     drives it."""
 
     def __init__(self, loaded: LoadedModel, *, num_hot_blocks: int, num_host_blocks: int = 0,
-                 block_size: int = 16, policy=None, prefix_group_of=None):
+                 block_size: int = 16, policy=None, prefix_group_of=None,
+                 prefix_caching: bool = True):
         self.loaded = loaded
+        self.prefix_caching = prefix_caching
         self.model = loaded.model
         self.block_size = block_size
         dtype = next(self.model.parameters()).dtype
@@ -70,7 +72,10 @@ class ModelRunner:
         self.blocks = BlockManager(
             num_hot_blocks=num_hot_blocks, num_host_blocks=num_host_blocks,
             block_size=block_size, bytes_per_block=self.layout.bytes_per_block,
-            policy=policy, mover=ArenaMover(self.hot, self.host), prefix_groups=prefix_group_of)
+            policy=policy, mover=ArenaMover(self.hot, self.host), prefix_groups=prefix_group_of,
+            # NOTE: the wall clock, because forecasts made in the gateway process carry
+            # wall-clock times that the policy compares with its own clock.
+            clock=time.time)
         self._prefix_group_of = prefix_group_of or (lambda tenant: None)
         eos = getattr(self.model.generation_config, "eos_token_id", None)
         if eos is None:
@@ -85,6 +90,8 @@ class ModelRunner:
     def reuse_prefix(self, tenant: str, session: str | None, token_ids: list[int]) -> PrefixHit:
         """Take references on the longest cached prefix of `token_ids` and build the
         model cache for it. At least one prompt token is always left to compute."""
+        if not self.prefix_caching:
+            return PrefixHit([], 0, None)
         hashes, blocks = self._keys(tenant, token_ids)
         match = self.blocks.match(tenant, hashes, blocks)
         block_ids = self.blocks.acquire(tenant, session, match, len(token_ids))
@@ -100,7 +107,7 @@ class ModelRunner:
         `held` prefix; the new block ids are appended to `held`."""
         num_full = min(len(token_ids), cache.get_seq_length()) // self.block_size
         start = len(held)
-        if num_full <= start:
+        if num_full <= start or not self.prefix_caching:
             return
         hashes, blocks = self._keys(tenant, token_ids[: num_full * self.block_size])
         placed = self.blocks.commit(tenant, session, hashes, blocks, start)

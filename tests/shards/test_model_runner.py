@@ -100,3 +100,12 @@ def test_host_tier_demoted_blocks_come_back_with_equal_logits(tiny_loaded):
     logits, cached = runner.prompt_logits("t", first)
     assert cached == 63
     torch.testing.assert_close(logits, reference[-1:], atol=1e-4, rtol=0)
+
+
+def test_prefix_caching_off_never_reuses(tiny_loaded):
+    rng = random.Random(4)
+    prompt = _tokens(rng, 64)
+    runner = ModelRunner(tiny_loaded, num_hot_blocks=16, block_size=BLOCK, prefix_caching=False)
+    runner.prompt_logits("t", prompt)
+    _, cached = runner.prompt_logits("t", prompt)
+    assert cached == 0 and runner.blocks.num_used_hot_blocks == 0
