@@ -88,10 +88,12 @@ class EvictionPolicy(ABC):
         """
 
     def should_demote(self, block: BlockMeta, now_s: float) -> bool:
-        """Whether a HOT victim moves to HOST (True) or is dropped (False).
+        """Whether a HOT victim is worth a slot of a full HOST tier (True: HOST's own
+        victim is dropped to make room for it; False: the HOT victim is dropped).
 
-        Asked while the manager makes HOT room, before it makes HOST room; a policy must
-        not call the manager here. The default keeps every victim that HOST can take.
+        Asked only while HOST has no free slot (with one free, a victim always moves
+        there), during the HOT eviction; a policy must not call the manager here. The
+        default keeps every victim, as LRU does.
         """
         return True
 

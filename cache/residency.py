@@ -123,8 +123,9 @@ class Residency:
     def make_room(self, tier: Tier, now: float, tenant: str | None) -> bool:
         """Ensure a free slot in `tier`, evicting the policy's victim if needed.
 
-        A HOT victim is demoted when the policy wants it kept (`should_demote`) and HOST
-        can make room, else dropped; a HOST victim is dropped. False when the tier has no
+        A HOT victim is demoted when HOST has a free slot, or when the policy finds it
+        worth pushing HOST's own victim out (`should_demote`) and HOST can make room;
+        else it is dropped. A HOST victim is dropped. False when the tier has no
         evictable block.
         """
         pool = self._pools[tier]
@@ -139,7 +140,9 @@ class Residency:
         if victim is None or victim.ref_count or not victim.is_cached:
             raise RuntimeError(f"policy chose {tier.value} block {victim_id}, which is not evictable")
         self.num_evictions[tier] += 1
-        if (tier is Tier.HOT and self.host.num_blocks > 0 and self.policy.should_demote(victim, now)
+        host = self.host
+        if (tier is Tier.HOT and host.num_blocks > 0
+                and (host.num_free_blocks > 0 or self.policy.should_demote(victim, now))
                 and self.make_room(Tier.HOST, now, victim.tenant)):
             self.move(victim, Tier.HOST, now)
             self.num_demotions += 1

@@ -9,7 +9,7 @@ with time, so the policy re-ranks a group when it asks for it (`due`), not every
 Invariants:
 - `_group_of` maps exactly the evictable (cached, unreferenced) blocks the policy was told
   about to the group holding them; a group in `_groups` is never empty.
-- A heap entry `(pinned, value, version, group)` is live iff `version == group.version`
+- A heap entry `(value, version, group)` is live iff `version == group.version`
   and the group is still registered: re-ranking gives the group a new (globally unique)
   version instead of searching the heap for the old entry.
 - Inside a group the deepest chain position leaves first (a prefix outlives its tail).
@@ -69,7 +69,7 @@ class GroupIndex:
     def __init__(self) -> None:
         self._groups: dict[GroupKey, BlockGroup] = {}
         self._group_of: dict[BlockMeta, BlockGroup] = {}
-        self._heaps: dict[tuple[bool, str], list[tuple[int, float, int, BlockGroup]]] = {}
+        self._heaps: dict[tuple[bool, str], list[tuple[float, int, BlockGroup]]] = {}
         self._due: list[tuple[float, int, BlockGroup]] = []
         self._seq = 0
 
@@ -116,8 +116,8 @@ class GroupIndex:
     def group_of(self, block: BlockMeta) -> BlockGroup | None:
         return self._group_of.get(block)
 
-    def rank(self, group: BlockGroup, is_pinned: bool, value: float, due_s: float) -> None:
-        """Give a group a new rank, and the time its rank should be recomputed."""
+    def rank(self, group: BlockGroup, value: float, due_s: float, *, is_pinned: bool = False) -> None:
+        """Give a group a new value, and the time it should be recomputed."""
         self._seq += 1
         group.version = self._seq
         group.is_pinned = is_pinned
@@ -126,22 +126,22 @@ class GroupIndex:
         heap = self._heaps.get(heap_key)
         if heap is None:
             heap = self._heaps[heap_key] = []
-        heapq.heappush(heap, (int(is_pinned), value, group.version, group))
+        heapq.heappush(heap, (value, group.version, group))
         if len(heap) > 4 * len(self._groups) + 64:
-            heap[:] = [entry for entry in heap if entry[2] == entry[3].version and self._live(entry[3])]
+            heap[:] = [entry for entry in heap if entry[1] == entry[2].version and self._live(entry[2])]
             heapq.heapify(heap)
         heapq.heappush(self._due, (due_s, group.version, group))
 
     def _live(self, group: BlockGroup) -> bool:
         return self._groups.get(group.key) is group
 
-    def top(self, tier: Tier, tenant: str) -> tuple[int, float, BlockGroup] | None:
-        """The lowest-ranked group of `tenant` in `tier`: (pinned, value, group)."""
+    def top(self, tier: Tier, tenant: str) -> tuple[float, BlockGroup] | None:
+        """The lowest-valued group of `tenant` in `tier`: (value, group)."""
         heap = self._heaps.get((tier is Tier.HOST, tenant))
         while heap:
-            pinned, value, version, group = heap[0]
+            value, version, group = heap[0]
             if version == group.version and self._live(group):
-                return pinned, value, group
+                return value, group
             heapq.heappop(heap)
         return None
 

@@ -1,9 +1,11 @@
 """TTL pins across tool calls (Continuum-style), capped per tenant.
 
 When a response ends in tool calls the session's blocks are pinned until the forecast
-return-time quantile has passed. A pin is a rank, not a lock: pinned blocks go last, but
-when nothing unpinned is left to evict they go too (no wedge), and a tenant may pin at
-most `cap` blocks at once (a new pin that does not fit is refused).
+return-time quantile has passed. A pin is a value floor, not a lock: while it lasts the
+blocks keep at least the value they had when the tool call began (an overdue tool does
+not fade), so lower-valued blocks go first; a higher-valued block that needs the room
+still takes it (no wedge), and a tenant may pin at most `cap` blocks at once (a new pin
+that does not fit is refused).
 
 Invariants: `num_pinned_blocks(t)` is the sum of the sizes of `t`'s live pins; a pin is
 live until `expire` passes its deadline or `unpin` ends it (the session came back).
@@ -19,6 +21,7 @@ class Pin:
     tenant: str
     until_s: float
     num_blocks: int
+    floor: float
 
 
 class PinBook:
@@ -37,17 +40,16 @@ class PinBook:
         pin = self._pins.get(session)
         return pin is not None and pin.until_s > now_s
 
-    def until_s(self, session: str) -> float | None:
-        pin = self._pins.get(session)
-        return None if pin is None else pin.until_s
+    def get(self, session: str) -> Pin | None:
+        return self._pins.get(session)
 
-    def pin(self, session: str, tenant: str, until_s: float, num_blocks: int, cap: float) -> bool:
+    def pin(self, session: str, tenant: str, until_s: float, num_blocks: int, cap: float, floor: float) -> bool:
         """Pin `session` (replacing its old pin) unless the tenant's cap would overflow."""
         self.unpin(session)
         if self.num_pinned_blocks(tenant) + num_blocks > cap:
             self.num_refused += 1
             return False
-        self._pins[session] = Pin(tenant, until_s, num_blocks)
+        self._pins[session] = Pin(tenant, until_s, num_blocks, floor)
         self._num_blocks[tenant] = self.num_pinned_blocks(tenant) + num_blocks
         heapq.heappush(self._deadlines, (until_s, session))
         return True

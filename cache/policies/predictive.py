@@ -15,13 +15,15 @@ tenant's system prompt) adds their rates (`within`: combines 1 - Π(1 - p)).
 Sessions without a trusted forecast (cold model, recent Brier score worse than the base
 rate, or no forecast at all) decay as `fallback_p` × exp(-idle / H): LRU order.
 
-Eviction takes the lowest-ranked group (groups.py), deepest block first; a pinned group
-ranks above every unpinned one. In HOT, tenants holding more than their reservation are
-taken from first (reservations.py), then the tenant asking for room, then anyone.
+Eviction takes the lowest-valued group (groups.py), deepest block first. In HOT,
+tenants holding more than their reservation are taken from first (reservations.py),
+then the tenant asking for room, then anyone.
 
 Pins. A forecast whose next step is a tool call pins the session's HOT blocks until the
-`pin_quantile` of its return time (pins.py): they outlast pressure, yet go when nothing
-unpinned is left, and a tenant's pins are capped.
+`pin_quantile` of its return time (pins.py): until then they keep at least their value
+at the start of the call, so they outlast lower-valued blocks (LRU-handled ones, ended
+sessions) even when the tool runs late, yet yield to higher-valued ones; a tenant's
+pinned blocks are capped.
 
 Tiers. A HOT victim moves to HOST only when its value there beats HOST's cheapest block
 (else it is dropped); a session with blocks in HOST is prefetched back at its
@@ -59,6 +61,8 @@ class _Session:
     last_use_s: float
     curve: ReturnCurve | None = None
     return_soon_s: float | None = None
+    return_late_s: float | None = None
+    has_prefetched: bool = False
     predicted_p: float | None = None
     predicted_until_s: float = 0.0
 
@@ -172,20 +176,20 @@ class PredictivePolicy(EvictionPolicy):
             self._prefetch.on_hot_remove(block)
 
     def choose_victim(self, tier: Tier, now_s: float, tenant: str | None = None) -> int | None:
-        self._maintain(now_s)
         tiers = self._tiers
         index = tier is Tier.HOST
         tiers.capacity[index] = max(tiers.capacity[index], tiers.num_cached[index])
+        self._maintain(now_s)
         found = self._lowest(tier, tenant)
-        return None if found is None else GroupIndex.victim(found[2]).id
+        return None if found is None else GroupIndex.victim(found[1]).id
 
     def should_demote(self, block: BlockMeta, now_s: float) -> bool:
-        if self._tiers.capacity[1] == 0:
-            return True
+        tiers = self._tiers
+        tiers.capacity[1] = max(tiers.capacity[1], tiers.num_cached[1])  # HOST is full when asked
         lowest = self._lowest(Tier.HOST, None)
         if lowest is None:
             return True
-        return self._value_of(block.tenant, tuple(block.sessions), Tier.HOST, now_s, block.last_access_s) > lowest[1]
+        return self._value_of(block.tenant, tuple(block.sessions), Tier.HOST, now_s, block.last_access_s) > lowest[0]
 
     # ---- forecasts and time ------------------------------------------------------------
 
@@ -204,7 +208,9 @@ class PredictivePolicy(EvictionPolicy):
         hot_group = self._index.group(Tier.HOT, tenant, name)
         if curve is not None:
             soon_s = forecast.eta_s(cfg.prefetch_quantile)
+            late_s = forecast.eta_s(cfg.prefetch_until_quantile)
             session.return_soon_s = None if soon_s is None else forecast.made_at_s + soon_s
+            session.return_late_s = None if late_s is None else forecast.made_at_s + late_s
             if session.predicted_p is None:
                 horizon = self.horizon_s(Tier.HOT)
                 session.predicted_p = curve.p_by(horizon)
@@ -221,9 +227,6 @@ class PredictivePolicy(EvictionPolicy):
 
     def tick(self, now_s: float, actions: CacheActions) -> None:
         self._maintain(now_s)
-        plan = self._plan
-        if plan.planned_at_s is None or now_s - plan.planned_at_s >= self.config.replan_interval_s:
-            self._replan(now_s)
         for name in self._prefetch.pop_due(now_s):
             self._prefetch_now(name, now_s, actions)
 
@@ -256,6 +259,8 @@ class PredictivePolicy(EvictionPolicy):
         session.curve = None
         self._memo.clear()
         session.return_soon_s = None
+        session.return_late_s = None
+        session.has_prefetched = False
         session.last_use_s = now_s
         self._pins.unpin(name)
         self._prefetch.cancel(name)
@@ -272,7 +277,8 @@ class PredictivePolicy(EvictionPolicy):
             cap = cfg.pin_cap_frac * self._plan.reserved(tenant)
         else:
             cap = cfg.pin_cap_frac * (self._tiers.capacity[0] or math.inf)
-        self._pins.pin(name, tenant, until_s, len(group.blocks), cap)
+        floor = self._value_of(tenant, (name,), Tier.HOT, now_s, now_s)
+        self._pins.pin(name, tenant, until_s, len(group.blocks), cap, floor)
 
     # ---- internals: ranking ------------------------------------------------------------
 
@@ -292,9 +298,10 @@ class PredictivePolicy(EvictionPolicy):
         pin_until = None
         if group.tier is Tier.HOT:
             for name in group.sessions:
-                until = self._pins.until_s(name)
-                if until is not None and until > now_s and (pin_until is None or until > pin_until):
-                    pin_until = until
+                pin = self._pins.get(name)
+                if pin is not None and pin.until_s > now_s:
+                    value = max(value, pin.floor)
+                    pin_until = pin.until_s if pin_until is None else max(pin_until, pin.until_s)
         age_s = now_s - group.last_added_s
         if group.sessions:
             session = self._sessions.get(group.sessions[-1])
@@ -303,7 +310,7 @@ class PredictivePolicy(EvictionPolicy):
         due_s = now_s + max(cfg.min_refresh_s, cfg.refresh_fraction * age_s)
         if pin_until is not None:
             due_s = min(due_s, pin_until)
-        self._index.rank(group, pin_until is not None, value, due_s)
+        self._index.rank(group, value, due_s, is_pinned=pin_until is not None)
 
     def _value_of(self, tenant: str, sessions: tuple[str, ...], tier: Tier, now_s: float, last_s: float) -> float:
         """Value of blocks of `tier` used by `sessions` (`last_s`: their last use, for
@@ -341,8 +348,8 @@ class PredictivePolicy(EvictionPolicy):
         p = self.config.fallback_p * math.exp(-max(0.0, idle_s) / horizon_s)
         return p / horizon_s if self._is_density else p
 
-    def _lowest(self, tier: Tier, requester: str | None) -> tuple[int, float, BlockGroup] | None:
-        """The lowest-ranked group to take from, honouring HOT reservations."""
+    def _lowest(self, tier: Tier, requester: str | None) -> tuple[float, BlockGroup] | None:
+        """The lowest-valued group to take from, honouring HOT reservations."""
         index = self._index
         tenants = index.tenants(tier)
         if tier is Tier.HOT and self._plan.is_active:
@@ -350,7 +357,7 @@ class PredictivePolicy(EvictionPolicy):
             for tenant in tenants:
                 if self._plan.is_over(tenant, self._tenants[tenant].num_hot):
                     top = index.top(tier, tenant)
-                    if top is not None and (best is None or top[:2] < best[:2]):
+                    if top is not None and (best is None or top[0] < best[0]):
                         best = top
             if best is not None:
                 return best
@@ -361,14 +368,15 @@ class PredictivePolicy(EvictionPolicy):
         best = None
         for tenant in tenants:
             top = index.top(tier, tenant)
-            if top is not None and (best is None or top[:2] < best[:2]):
+            if top is not None and (best is None or top[0] < best[0]):
                 best = top
         return best
 
     # ---- internals: time ---------------------------------------------------------------
 
     def _maintain(self, now_s: float) -> None:
-        """Due bookkeeping that never calls the manager: rates, pins, outcomes, ranks."""
+        """Due bookkeeping that never calls the manager: rates, pins, outcomes, ranks,
+        the reservation plan."""
         self._now_s = max(self._now_s, now_s)
         half_life = self.config.rate_half_life_s
         tiers = self._tiers
@@ -390,6 +398,9 @@ class PredictivePolicy(EvictionPolicy):
                 session.predicted_p = None
         for group in self._index.pop_due(now_s):
             self._rank(group, now_s)
+        plan = self._plan
+        if plan.planned_at_s is None or now_s - plan.planned_at_s >= self.config.replan_interval_s:
+            self._replan(now_s)
 
     def _replan(self, now_s: float) -> None:
         """Re-plan reservations from forecast demand; forget long-idle sessions."""
@@ -420,19 +431,27 @@ class PredictivePolicy(EvictionPolicy):
     # ---- internals: prefetch ---------------------------------------------------------
 
     def _schedule_prefetch(self, name: str, session: _Session, num_blocks: int, now_s: float) -> None:
-        if not self.config.prefetch or session.return_soon_s is None or not self.is_trusted(session.tenant):
+        if (not self.config.prefetch or session.return_soon_s is None or session.has_prefetched
+                or not self.is_trusted(session.tenant)):
             return
         due_s = session.return_soon_s - num_blocks * self.config.host_to_hot_s_per_block
         self._prefetch.schedule(name, max(due_s, now_s))
 
     def _prefetch_now(self, name: str, now_s: float, actions: CacheActions) -> None:
-        """Copy a waiting session's HOST chain back to HOT, head first, while it outranks
-        HOT's cheapest block."""
+        """Copy a waiting session's HOST chain back to HOT, head first, once it likely
+        returns within HOT's horizon and while it outranks HOT's cheapest block; too
+        early, look again later (until the late return-time quantile)."""
         session = self._sessions.get(name)
-        if session is None or session.curve is None:
+        if session is None or session.curve is None or session.has_prefetched:
             return
         group = self._index.group(Tier.HOST, session.tenant, name)
         if group is None:
+            return
+        cfg = self.config
+        if session.curve.p_within(now_s, self.horizon_s(Tier.HOT)) < cfg.prefetch_min_p:
+            retry_s = now_s + max(cfg.min_refresh_s, cfg.refresh_fraction * (now_s - session.curve.made_at_s))
+            if session.return_late_s is not None and retry_s <= session.return_late_s:
+                self._prefetch.schedule(name, retry_s)
             return
         chain: list[BlockMeta] = []
         block: BlockMeta | None = GroupIndex.victim(group)
@@ -451,11 +470,12 @@ class PredictivePolicy(EvictionPolicy):
                 break
             if actions.num_free_blocks(Tier.HOT) == 0:
                 lowest = self._lowest(Tier.HOT, session.tenant)
-                if lowest is None or lowest[0] or lowest[1] >= value:
+                if lowest is None or cfg.prefetch_margin * lowest[0] >= value:
                     break
             if actions.promote(block.id) is None:
                 break
             self._prefetch.mark(block)
+            session.has_prefetched = True  # once per wait: a chain demoted again is not chased
 
 
 def _waits_on_tool(forecast: Forecast) -> bool:

@@ -28,8 +28,11 @@ class PredictiveConfig:
     pin_quantile / max_pin_s / pin_cap_frac: a tool wait is pinned until this return-time
         quantile (at most `max_pin_s`); a tenant pins at most this fraction of its HOT
         reservation (of the tier when no plan exists).
-    prefetch / prefetch_quantile: HOST blocks are copied back at this return-time
-        quantile minus the copy time (`host_to_hot_s_per_block` per block).
+    prefetch / prefetch_quantile / prefetch_until_quantile / prefetch_min_p: a session's
+        HOST blocks are considered for copying back from this return-time quantile minus
+        the copy time (`host_to_hot_s_per_block` per block) until the later quantile, and
+        copied once P(return within HOT's horizon) reaches `prefetch_min_p`, each block
+        only over a HOT block worth under 1 / `prefetch_margin` of the session.
     reserve_frac / equal_frac / replan_interval_s / static_shares: reservations (see
         reservations.py); `static_shares` fixes them as fractions of HOT per tenant.
     accuracy_*: the tenant falls back to LRU while its recent Brier score exceeds its
@@ -38,7 +41,7 @@ class PredictiveConfig:
     """
 
     value: str = "density"
-    horizon_factor: float = 2.0
+    horizon_factor: float = 1.0
     default_horizon_s: float = 60.0
     min_horizon_s: float = 1.0
     rate_half_life_s: float = 30.0
@@ -48,10 +51,13 @@ class PredictiveConfig:
     pin_quantile: float = 0.9
     max_pin_s: float = 600.0
     pin_cap_frac: float = 0.5
-    prefetch_quantile: float = 0.1
     prefetch: bool = True
+    prefetch_quantile: float = 0.1
+    prefetch_until_quantile: float = 0.9
+    prefetch_min_p: float = 0.5
+    prefetch_margin: float = 2.0
     host_to_hot_s_per_block: float = 0.0
-    reserve_frac: float = 0.5
+    reserve_frac: float = 0.25
     equal_frac: float = 0.5
     replan_interval_s: float = 120.0
     static_shares: tuple[tuple[str, float], ...] | None = None
@@ -65,6 +71,7 @@ class PredictiveConfig:
             raise ValueError(f"value must be one of {VALUE_MODES}, got {self.value!r}")
         if self.horizon_factor <= 0 or self.default_horizon_s <= 0 or self.min_horizon_s <= 0:
             raise ValueError("horizons must be positive")
-        for name in ("fallback_p", "pin_quantile", "pin_cap_frac", "prefetch_quantile", "accuracy_alpha"):
+        for name in ("fallback_p", "pin_quantile", "pin_cap_frac", "prefetch_quantile", "prefetch_until_quantile",
+                     "prefetch_min_p", "accuracy_alpha"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name} must lie in [0, 1]")

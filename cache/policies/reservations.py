@@ -45,7 +45,7 @@ class ReservationPlan:
             self._reserved = {tenant: share * capacity for tenant, share in self._static.items()}
             return
         active = {tenant: max(0.0, demand) for tenant, demand in demands.items() if demand > 0.0}
-        if not active:
+        if not active or self.reserve_frac == 0.0:
             self._reserved = {}
             return
         total = sum(active.values())

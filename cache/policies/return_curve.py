@@ -83,17 +83,39 @@ class ReturnCurve:
 
     def hit_density(self, now_s: float, horizon_s: float) -> float:
         """Expected returns per second held, holding until the return or `horizon_s`:
-        P(return within the horizon | waiting) / E[min(time to return, horizon)].
-        The expectation integrates the survival at five points (trapezoid)."""
-        elapsed = now_s - self.made_at_s
-        done = self.p_by(elapsed)
-        alive = 1.0 - done
-        if alive <= _TINY:
+        P(return within the horizon | waiting) / E[min(time to return, horizon) | waiting]
+        = (C(e+H) - C(e)) / (H - integral of C over [e, e+H]), exactly for this curve."""
+        elapsed = max(0.0, now_s - self.made_at_s)
+        end = elapsed + horizon_s
+        gained = self.p_by(end) - self.p_by(elapsed)
+        if gained <= _TINY:
             return 0.0
-        step = horizon_s / 4.0
-        s1 = 1.0 - (self.p_by(elapsed + step) - done) / alive
-        s2 = 1.0 - (self.p_by(elapsed + 2 * step) - done) / alive
-        s3 = 1.0 - (self.p_by(elapsed + 3 * step) - done) / alive
-        s4 = 1.0 - (self.p_by(elapsed + horizon_s) - done) / alive
-        held_s = step * (0.5 + s1 + s2 + s3 + 0.5 * s4)
-        return (1.0 - s4) / max(held_s, _TINY)
+        held = horizon_s - self.area(elapsed, end)
+        return gained / max(held, _TINY)
+
+    def area(self, lo_s: float, hi_s: float) -> float:
+        """The integral of P(returned by h) dh over [lo_s, hi_s] (0 <= lo_s <= hi_s):
+        piecewise (a + b ln h) integrates to h (a + b (ln h - 1))."""
+        log_h = self.log_h
+        cdf = self.cdf
+        total = 0.0
+        first_h = math.exp(log_h[0])
+        if lo_s < first_h:
+            top = min(hi_s, first_h)
+            total += cdf[0] * (top * top - lo_s * lo_s) / (2.0 * first_h)
+            lo_s = top
+        if lo_s >= hi_s:
+            return total
+        i = bisect.bisect_right(log_h, math.log(lo_s)) - 1
+        last = len(log_h) - 1
+        while lo_s < hi_s and i < last:
+            top = min(hi_s, math.exp(log_h[i + 1]))
+            slope = (cdf[i + 1] - cdf[i]) / (log_h[i + 1] - log_h[i])
+            base = cdf[i] - slope * log_h[i]
+            total += (top * (base + slope * (math.log(top) - 1.0))
+                      - lo_s * (base + slope * (math.log(lo_s) - 1.0)))
+            lo_s = top
+            i += 1
+        if lo_s < hi_s:
+            total += self.p_ever * (hi_s - lo_s)
+        return total

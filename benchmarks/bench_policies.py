@@ -1,0 +1,208 @@
+"""Cache policies side by side: LRU, predictive and Belady on the same traces, one run.
+
+Traces:
+- the Mooncake conversation trace (512-token blocks, no sessions: they are inferred) at
+  1k, 4k and 16k HOT blocks, plus a HOT+HOST configuration; each on the whole file, on
+  its first half alone ("train": every default of the predictive policy was chosen
+  looking at this half only) and on its second half after warming up on the first
+  ("validation": measured on requests never looked at while choosing);
+- a multi-tenant agent workload from the workload generator (default knobs, seed 0 =
+  train, seed 1 = validation) at several HOT sizes and a HOT+HOST configuration, with the
+  built-in gap forecaster and, where `agents_trace.predict` imports, the HMM predictor
+  through its cache adapter (`predictive+hmm`).
+Diagnostics: the predictive policy fed oracle forecasts (`who`: whether each session
+comes back; `exact`: when) separates what the policy does with a forecast from how good
+the forecast is.
+
+Prints one JSON line per replay, then one summary line with, per trace and capacity,
+`gap_closed` = (predictive - lru) / (belady - lru) in block hit rate, `ttft_ratio` =
+lru / predictive mean simulated TTFT, and `belady_is_bound` (Belady at or above the
+others in block hits, else a note). Draws docs/policies_mooncake.png and
+docs/policies_agent.png.
+
+    python benchmarks/bench_policies.py            # about 3-4 minutes on 2 cores
+    python benchmarks/bench_policies.py --quick    # fewer capacities, no diagnostics
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from cache.forecast_source import ForecastSource  # noqa: E402
+from cache.gap_forecaster import GapForecaster  # noqa: E402
+from cache.session_infer import SessionInferrer  # noqa: E402
+from cache.sim.cost_model import CostModel  # noqa: E402
+from cache.sim.oracle import OracleForecastSource  # noqa: E402
+from cache.sim.replay import SimConfig, replay  # noqa: E402
+from cache.sim.requests import SimRequest, to_sim_requests  # noqa: E402
+from cache.trace_format import read_trace  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+MOONCAKE = Path("/work/shared/data/mooncake_conversation_first_half.jsonl")
+POLICIES = ("lru", "predictive", "belady")
+
+
+def hmm_source_factory(num_tenants: int, seed: int):
+    """A factory of predictor-backed sources warmed on each tenant's own history (sessions
+    sampled from its domain's patterns with another seed), or None without the package."""
+    try:
+        from agents_trace.predict.cache_adapter import PredictorForecastSource
+        from agents_trace.predict.config import PredictorConfig
+        from agents_trace.predict.predictor import Predictor
+        from agents_trace.workload.tool_patterns import load_patterns
+    except ImportError:
+        return None
+    patterns = load_patterns()
+
+    def make() -> ForecastSource:
+        predictor = Predictor(PredictorConfig(background_refits=False))
+        rng = random.Random(seed + 1000)
+        for i in range(num_tenants):
+            history = [patterns[i % len(patterns)].sample_session(rng) for _ in range(200)]
+            predictor.fit_sequences(f"tenant{i}", history)
+        return PredictorForecastSource(predictor)
+
+    return make
+
+
+def agent_requests(seed: int, num_tenants: int, num_sessions: int) -> list[SimRequest]:
+    from agents_trace.workload.generator import WorkloadConfig, generate_workload
+    from agents_trace.workload.tool_patterns import load_patterns
+
+    config = WorkloadConfig(num_tenants=num_tenants, num_sessions=num_sessions, seed=seed)
+    return to_sim_requests(generate_workload(config, load_patterns()), config.block_size)
+
+
+def sessions_of(requests: list[SimRequest]) -> list[str]:
+    """The session of each request as the replay names it (inferred where absent)."""
+    inferrer = SessionInferrer()
+    return [request.session or inferrer.session_of(request.tenant, request.hashes) for request in requests]
+
+
+def run(requests, *, trace, split, hot, host, policy, block_size, measure_from=0, source=None, label=None) -> dict:
+    config = SimConfig(num_hot_blocks=hot, num_host_blocks=host, policy=policy, block_size=block_size,
+                       cost=CostModel.for_block_size(block_size), measure_from=measure_from)
+    result = replay(requests, config, source=source).to_json()
+    row = {"trace": trace, "split": split, "label": label or policy, **result}
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def summarize(rows: list[dict]) -> list[dict]:
+    """Per (trace, split, hot, host): gap closed, TTFT ratio, whether Belady bounds."""
+    groups: dict[tuple, dict[str, dict]] = {}
+    for row in rows:
+        groups.setdefault((row["trace"], row["split"], row["hot_blocks"], row["host_blocks"]), {})[row["label"]] = row
+    out = []
+    for (trace, split, hot, host), by in groups.items():
+        lru, bel = by["lru"], by["belady"]
+        entry = {"trace": trace, "split": split, "hot_blocks": hot, "host_blocks": host,
+                 "lru": lru["block_hit_rate"], "belady": bel["block_hit_rate"]}
+        span = bel["block_hit_rate"] - lru["block_hit_rate"]
+        for label, row in by.items():
+            if label in ("lru", "belady"):
+                continue
+            entry[label] = row["block_hit_rate"]
+            entry[f"{label}_gap_closed"] = round((row["block_hit_rate"] - lru["block_hit_rate"]) / span, 3) if span > 0 else None
+            entry[f"{label}_ttft_ratio"] = round(lru["sim_ttft_mean_s"] / row["sim_ttft_mean_s"], 3)
+        best_other = max(row["block_hit_rate"] for label, row in by.items() if label != "belady")
+        entry["belady_is_bound"] = bel["block_hit_rate"] >= best_other
+        if not entry["belady_is_bound"]:
+            entry["note"] = ("Belady ranks blocks, not prefixes: a request's blocks are referenced while it "
+                             "is served, so it cannot evict them, and a chain cut in the middle loses its tail")
+        out.append(entry)
+    return out
+
+
+def plot(rows: list[dict], trace: str, split: str, path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    chosen = [row for row in rows if row["trace"] == trace and row["split"] == split and row["host_blocks"] == 0]
+    labels = sorted({row["label"] for row in chosen}, key=lambda name: (name not in POLICIES, name))
+    fig, (hits_ax, ttft_ax) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for label in labels:
+        points = sorted((row["hot_blocks"], row["block_hit_rate"], row["sim_ttft_mean_s"])
+                        for row in chosen if row["label"] == label)
+        style = "-o" if label in POLICIES else ":x"
+        hits_ax.plot([p[0] for p in points], [p[1] for p in points], style, label=label)
+        ttft_ax.plot([p[0] for p in points], [p[2] for p in points], style, label=label)
+    for ax, ylabel in ((hits_ax, "block hit rate (leading run)"), (ttft_ax, "mean simulated TTFT (s)")):
+        ax.set_xscale("log")
+        ax.set_xlabel("HOT blocks")
+        ax.set_ylabel(ylabel)
+        ax.grid(True, alpha=0.3)
+    hits_ax.legend(fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mooncake", type=Path, default=MOONCAKE)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--out-dir", type=Path, default=ROOT / "docs")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    rows: list[dict] = []
+
+    header, records = read_trace(args.mooncake)
+    size = header.block_size
+    moon = to_sim_requests(records, size)
+    half = len(moon) // 2
+    replay(moon[:200], SimConfig(num_hot_blocks=100, policy="predictive", block_size=size))  # warm-up
+    capacities = (1000, 4000) if args.quick else (1000, 4000, 16000)
+    splits = (("all", moon, 0), ("train", moon[:half], 0), ("validation", moon, half))
+    for split, requests, measure_from in splits:
+        configs = [(hot, 0) for hot in capacities] + ([] if args.quick else [(1000, 4000)])
+        for hot, host in configs:
+            for policy in POLICIES:
+                rows.append(run(requests, trace="mooncake", split=split, hot=hot, host=host, policy=policy,
+                                block_size=size, measure_from=measure_from))
+    if not args.quick:
+        sessions = sessions_of(moon)
+        for hot in (1000, 4000):
+            for mode in ("who", "exact"):
+                source = OracleForecastSource(moon, sessions, mode, GapForecaster())
+                rows.append(run(moon, trace="mooncake", split="all", hot=hot, host=0, policy="predictive",
+                                block_size=size, source=source, label=f"predictive[oracle:{mode}]"))
+
+    hot_sizes = (1000, 2000) if args.quick else (500, 1000, 2000, 4000)
+    for split, seed in (("train", 0), ("validation", 1)):
+        requests = agent_requests(seed, num_tenants=4, num_sessions=40)
+        hmm = None if args.quick else hmm_source_factory(4, seed)
+        for hot, host in [(hot, 0) for hot in hot_sizes] + [(1000, 2000)]:
+            for policy in POLICIES:
+                rows.append(run(requests, trace="agent", split=split, hot=hot, host=host, policy=policy, block_size=16))
+            if hmm is not None:
+                rows.append(run(requests, trace="agent", split=split, hot=hot, host=host, policy="predictive",
+                                block_size=16, source=hmm(), label="predictive+hmm"))
+        if split == "train" and not args.quick:
+            sessions = sessions_of(requests)
+            for hot in (1000, 2000):
+                for mode in ("who", "exact"):
+                    source = OracleForecastSource(requests, sessions, mode, GapForecaster())
+                    rows.append(run(requests, trace="agent", split=split, hot=hot, host=0, policy="predictive",
+                                    block_size=16, source=source, label=f"predictive[oracle:{mode}]"))
+
+    summary = summarize(rows)
+    plot(rows, "mooncake", "all", args.out_dir / "policies_mooncake.png",
+         "Mooncake conversation trace (512-token blocks, HOT only)")
+    plot(rows, "agent", "train", args.out_dir / "policies_agent.png",
+         "Agent workload (4 tenants x 40 sessions, seed 0, 16-token blocks, HOT only)")
+    print(json.dumps({"summary": summary, "wall_s": round(time.perf_counter() - started, 1)}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

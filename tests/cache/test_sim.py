@@ -1,0 +1,175 @@
+"""The trace simulator: LRU against a reference model, Belady as the bound, the CLI line."""
+from __future__ import annotations
+
+import json
+import math
+import random
+from collections import OrderedDict
+
+import pytest
+
+from cache.sim.cli import main
+from cache.sim.cost_model import CostModel
+from cache.sim.oracle import next_uses
+from cache.sim.replay import SimConfig, replay, split_index
+from cache.sim.requests import SimRequest, to_sim_requests
+from cache.trace_format import TraceHeader, TraceRecord, write_trace
+
+REQUIRED_KEYS = {"policy", "hot_blocks", "host_blocks", "requests", "block_hit_rate", "token_hit_rate",
+                 "host_hit_rate", "sim_ttft_p50_s", "sim_ttft_p99_s", "prefetch_used_frac", "wall_s"}
+
+
+def random_records(seed: int, num_requests: int = 400, block_size: int = 4) -> list[TraceRecord]:
+    """Conversations that extend themselves, branch now and then, share a system prompt
+    per tenant, and sometimes send a one-off prompt."""
+    rng = random.Random(seed)
+    next_id = [0]
+
+    def new_id() -> int:
+        next_id[0] += 1
+        return next_id[0]
+
+    system = {tenant: [new_id() for _ in range(2)] for tenant in ("a", "b")}
+    live: list[tuple[str, list[int]]] = []
+    records = []
+    t = 0.0
+    for _ in range(num_requests):
+        t += rng.expovariate(2.0)
+        if live and rng.random() < 0.7:
+            tenant, ids = rng.choice(live)
+            if rng.random() < 0.1:
+                ids = ids[: rng.randrange(1, len(ids) + 1)]
+                live.append((tenant, ids))
+            ids.extend(new_id() for _ in range(rng.randrange(1, 4)))
+        else:
+            tenant = rng.choice("ab")
+            ids = list(system[tenant]) + [new_id() for _ in range(rng.randrange(0, 5))]
+            live.append((tenant, ids))
+        num_tokens = len(ids) * block_size - rng.randrange(0, block_size)
+        records.append(TraceRecord(t=t, input_tokens=num_tokens, output_tokens=5, tenant=tenant,
+                                   hash_ids=list(ids)))
+    return records
+
+
+def reference_lru(requests: list[SimRequest], capacity: int) -> tuple[list[int], int]:
+    """Per-request leading-run hits and the eviction count of a plain LRU over block
+    hashes, with the manager's protocol: hits are referenced, misses are added one by
+    one (evicting the least recently released unreferenced block), then the request's
+    blocks are released tail first."""
+    evictable: OrderedDict[int, None] = OrderedDict()
+    cached: set[int] = set()
+    hits: list[int] = []
+    num_evictions = 0
+    for request in requests:
+        hashes = request.hashes
+        k = 0
+        while k < len(hashes) and hashes[k] in cached:
+            k += 1
+        hits.append(k)
+        held = list(hashes[:k])
+        for block_hash in held:
+            evictable.pop(block_hash, None)
+        for block_hash in hashes[k:]:
+            if len(cached) >= capacity:
+                if not evictable:
+                    break
+                victim, _ = evictable.popitem(last=False)
+                cached.discard(victim)
+                num_evictions += 1
+            cached.add(block_hash)
+            held.append(block_hash)
+        for block_hash in reversed(held):
+            evictable[block_hash] = None
+            evictable.move_to_end(block_hash)
+    return hits, num_evictions
+
+
+@pytest.mark.parametrize("capacity", [6, 20, 60])
+def test_sim_lru_matches_reference_on_random_trace(capacity: int) -> None:
+    requests = to_sim_requests(random_records(seed=capacity), block_size=4)
+    expected_hits, expected_evictions = reference_lru(requests, capacity)
+    seen_hits: list[int] = []
+
+    def record(i: int, manager) -> None:
+        stats = manager.stats().overall()
+        seen_hits.append(stats.num_hot_hit_tokens + stats.num_host_hit_tokens)
+
+    result = replay(requests, SimConfig(num_hot_blocks=capacity, policy="lru", block_size=4), on_request=record)
+    per_request = [seen_hits[0]] + [b - a for a, b in zip(seen_hits, seen_hits[1:])]
+    expected_tokens = [min(h * 4, r.num_prompt_tokens) for h, r in zip(expected_hits, requests)]
+    assert per_request == expected_tokens
+    assert result.num_evictions == expected_evictions
+    assert result.totals.num_hot_hit_blocks == sum(expected_hits)
+
+
+def test_sim_belady_bounds_lru_and_predictive_on_random_traces() -> None:
+    for seed in range(3):
+        requests = to_sim_requests(random_records(seed, num_requests=600), block_size=4)
+        rates = {policy: replay(requests, SimConfig(num_hot_blocks=25, policy=policy, block_size=4)).to_json()["block_hit_rate"]
+                 for policy in ("lru", "predictive", "belady")}
+        assert rates["belady"] >= max(rates["lru"], rates["predictive"]), rates
+
+
+def test_sim_next_uses_are_request_indices() -> None:
+    records = [TraceRecord(t=0.0, input_tokens=8, output_tokens=1, hash_ids=[1, 2]),
+               TraceRecord(t=0.0, input_tokens=4, output_tokens=1, hash_ids=[1]),
+               TraceRecord(t=1.0, input_tokens=8, output_tokens=1, hash_ids=[1, 2]),
+               TraceRecord(t=2.0, input_tokens=8, output_tokens=1, tenant="other", hash_ids=[1, 2])]
+    assert next_uses(to_sim_requests(records, 4)) == [[1.0, 2.0], [2.0], [math.inf, math.inf], [math.inf, math.inf]]
+
+
+def test_sim_requests_cache_full_blocks_only_and_scope_hashes_by_tenant() -> None:
+    records = [TraceRecord(t=0.0, input_tokens=10, output_tokens=1, tenant="a", hash_ids=[7, 8, 9]),
+               TraceRecord(t=1.0, input_tokens=8, output_tokens=1, tenant="b", hash_ids=[7, 8])]
+    first, second = to_sim_requests(records, 4)
+    assert (first.num_blocks, len(first.hashes)) == (3, 2)
+    assert not set(first.hashes) & set(second.hashes)
+
+
+def test_sim_infers_sessions_and_counts_costs() -> None:
+    """A Mooncake-style trace (no sessions): the second turn hits the first turn's full
+    blocks; its TTFT is the overhead plus the uncached tokens."""
+    records = [TraceRecord(t=0.0, input_tokens=10, output_tokens=1, hash_ids=[1, 2, 3]),
+               TraceRecord(t=5.0, input_tokens=14, output_tokens=1, hash_ids=[1, 2, 4, 5])]
+    cost = CostModel(prefill_s_per_token=0.01, request_overhead_s=0.5, host_to_hot_s_per_block=0.0)
+    for policy in ("lru", "predictive", "belady"):
+        result = replay(to_sim_requests(records, 4), SimConfig(num_hot_blocks=10, policy=policy, block_size=4, cost=cost))
+        assert result.totals.num_hot_hit_blocks == 2
+        assert result.totals.ttfts_s == pytest.approx([0.5 + 0.10, 0.5 + 0.06])
+
+
+def test_sim_measure_from_skips_the_warm_up() -> None:
+    requests = to_sim_requests(random_records(seed=5), block_size=4)
+    start = split_index(len(requests), 0.5)
+    result = replay(requests, SimConfig(num_hot_blocks=30, policy="lru", block_size=4, measure_from=start))
+    assert result.totals.num_requests == len(requests) - start
+
+
+def test_sim_host_tier_serves_host_hits() -> None:
+    requests = to_sim_requests(random_records(seed=9, num_requests=500), block_size=4)
+    for policy in ("lru", "predictive", "belady"):
+        data = replay(requests, SimConfig(num_hot_blocks=12, num_host_blocks=40, policy=policy, block_size=4)).to_json()
+        assert data["host_hit_rate"] > 0
+        assert data["block_hit_rate"] >= data["host_hit_rate"]
+
+
+@pytest.mark.parametrize("mooncake", [False, True])
+def test_sim_cli_prints_one_json_line(tmp_path, capsys, mooncake: bool) -> None:
+    path = tmp_path / "trace.jsonl"
+    records = random_records(seed=1, num_requests=60, block_size=512)
+    if mooncake:
+        path.write_text("".join(json.dumps({"timestamp": int(r.t * 1000), "input_length": r.input_tokens,
+                                            "output_length": r.output_tokens, "hash_ids": r.hash_ids}) + "\n"
+                                for r in records))
+    else:
+        with open(path, "w", encoding="utf-8") as stream:
+            write_trace(stream, records, TraceHeader(block_size=512))
+    for policy in ("lru", "predictive", "belady"):
+        assert main(["--trace", str(path), "--hot-blocks", "16", "--host-blocks", "8", "--policy", policy, "--json"]) == 0
+        lines = capsys.readouterr().out.strip().splitlines()
+        assert len(lines) == 1
+        data = json.loads(lines[0])
+        assert REQUIRED_KEYS <= set(data)
+        assert (data["policy"], data["hot_blocks"], data["host_blocks"], data["requests"]) == (policy, 16, 8, 60)
+        assert 0.0 <= data["host_hit_rate"] <= data["block_hit_rate"] <= 1.0
+        assert data["sim_ttft_p50_s"] <= data["sim_ttft_p99_s"]

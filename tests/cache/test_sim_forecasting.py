@@ -1,0 +1,91 @@
+"""The simulator's forecast inputs: session inference and the built-in gap forecaster."""
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from cache.forecast_source import RequestSeen
+from cache.gap_forecaster import GapForecaster, GapForecasterConfig, step_of
+from cache.gap_stats import LogGapStats, LogNormalGap, ReturnCounts, censored_p_return
+from cache.hashing import BlockHash
+from cache.session_infer import SessionInferrer
+
+
+def hashes(*ids: int) -> list[BlockHash]:
+    return [BlockHash(i) for i in ids]
+
+
+def test_session_inferrer_follows_prefix_continuity() -> None:
+    infer = SessionInferrer()
+    first = infer.session_of("t", hashes(0, 1, 2))
+    second = infer.session_of("t", hashes(0, 5))  # shares only the system prompt block
+    assert second != first
+    assert infer.session_of("t", hashes(0, 1, 2, 3, 4)) == first  # extends the frontier
+    assert infer.session_of("t", hashes(0, 1, 2, 3, 4, 9)) == first
+    assert infer.session_of("t", hashes(0, 5, 6)) == second
+    assert infer.session_of("t", hashes(0)) not in (first, second)  # block 0 is shared
+    assert infer.session_of("t", []) != infer.session_of("t", [])
+    assert infer.num_sessions == 5
+
+
+def test_session_inferrer_memory_is_bounded() -> None:
+    infer = SessionInferrer(max_tracked_blocks=10)
+    for i in range(100):
+        infer.session_of("t", hashes(10 * i, 10 * i + 1, 10 * i + 2))
+    assert len(infer._owner) <= 10  # noqa: SLF001 - the bound is the point
+
+
+def test_log_gap_stats_shrink_towards_the_parent() -> None:
+    stats = LogGapStats()
+    for _ in range(30):
+        stats.add(math.e ** 2)
+    parent = LogNormalGap(0.0, 1.0)
+    assert stats.shrunk(parent, 3.0).mu == pytest.approx(60 / 33)
+    assert LogGapStats().shrunk(parent, 3.0) == parent
+
+
+def test_censored_p_return_counts_long_pending_waits_as_likely_ends() -> None:
+    counts = ReturnCounts(num_returned=10, num_ended=0)
+    naive = counts.shrunk(0.5, 1.0)
+    # ten waits pending well past the time a returner would have come back
+    assert censored_p_return(counts, [0.99] * 10, 0.5, 1.0) < 0.6 < naive
+    # ten waits that only just started say nothing either way
+    assert censored_p_return(counts, [0.0] * 10, 0.5, 1.0) == pytest.approx(naive, abs=0.05)
+
+
+def feed(forecaster: GapForecaster, rng: random.Random, num_sessions: int) -> None:
+    """Sessions of one tenant: a fast tool (median 2 s) then a slow user (median 40 s);
+    half the sessions end after the user turn."""
+    events = []
+    for i in range(num_sessions):
+        t = 100.0 * i
+        events.append((t, i, ("fast",)))
+        t += rng.lognormvariate(math.log(2.0), 0.3)
+        events.append((t, i, ()))
+        if i % 2 == 0:
+            events.append((t + rng.lognormvariate(math.log(40.0), 0.3), i, ()))
+    for t, i, tools in sorted(events):
+        forecaster.observe(RequestSeen("t", f"s{i}", t, tool_calls=tools, num_blocks=4))
+
+
+def test_gap_forecaster_learns_gaps_per_step_and_return_odds() -> None:
+    forecaster = GapForecaster(GapForecasterConfig(recount_every=8))
+    feed(forecaster, random.Random(0), 200)
+    assert forecaster.gap_distribution("t", step_of(("fast",))).median_s == pytest.approx(2.0, rel=0.2)
+    assert forecaster.gap_distribution("t", "user").median_s == pytest.approx(40.0, rel=0.2)
+    forecaster.observe(RequestSeen("t", "new", 30_000.0, tool_calls=("fast",), num_blocks=4))
+    tool = forecaster.forecast("t", "new", 30_000.0)
+    assert tool.confident and tool.p_end < 0.1 and tool.eta_s(0.5) == pytest.approx(2.0, rel=0.3)
+    assert tool.next_step["fast"] == pytest.approx(1.0 - tool.p_end)
+    forecaster.observe(RequestSeen("t", "new", 30_002.0, num_blocks=4))
+    user = forecaster.forecast("t", "new", 30_002.0)
+    assert 0.3 < user.p_end < 0.7  # half the user turns never come
+    assert forecaster.forecast("t", "unknown", 30_002.0) is None
+
+
+def test_gap_forecaster_is_not_confident_before_enough_outcomes() -> None:
+    forecaster = GapForecaster()
+    forecaster.observe(RequestSeen("t", "s", 0.0))
+    assert not forecaster.forecast("t", "s", 0.0).confident
