@@ -135,8 +135,11 @@ def plot(rows: list[dict], trace: str, split: str, path: Path, title: str) -> No
         style = "-o" if label in POLICIES else ":x"
         hits_ax.plot([p[0] for p in points], [p[1] for p in points], style, label=label)
         ttft_ax.plot([p[0] for p in points], [p[2] for p in points], style, label=label)
+    capacities = sorted({row["hot_blocks"] for row in chosen})
     for ax, ylabel in ((hits_ax, "block hit rate (leading run)"), (ttft_ax, "mean simulated TTFT (s)")):
         ax.set_xscale("log")
+        ax.set_xticks(capacities, [f"{c / 1000:g}k" for c in capacities])
+        ax.minorticks_off()
         ax.set_xlabel("HOT blocks")
         ax.set_ylabel(ylabel)
         ax.grid(True, alpha=0.3)

@@ -39,12 +39,19 @@ _Z_POINTS = (-3.0, -2.0, -1.5, -1.0, -0.5, 0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0)
 
 @dataclass(frozen=True, slots=True)
 class GapForecasterConfig:
-    """Priors and knobs (chosen once, not per trace)."""
+    """Priors and knobs (chosen once, not per trace).
+
+    `strength` / `return_strength` / `session_strength`: pseudo-observations each
+    level borrows from its parent, for gaps, return odds and a session's own gaps.
+    Return odds shrink harder: split by depth and prompt size they are informative on
+    conversation traces, noise where sessions end at random.
+    """
 
     prior_median_s: float = 10.0
     prior_sigma: float = 1.5
     prior_p_return: float = 0.5
     strength: float = 3.0
+    return_strength: float = 10.0
     session_strength: float = 3.0
     expire_quantile: float = 0.99
     use_prompt_size: bool = True
@@ -69,7 +76,7 @@ class _Waiting:
 
 def step_of(tool_calls: tuple[str, ...]) -> str:
     """What a session waits on after a response: its tool calls, or the user."""
-    return "tool:" + ",".join(tool_calls) if tool_calls else USER_STEP
+    return ",".join(f"tool:{name}" for name in tool_calls) if tool_calls else USER_STEP
 
 
 def _bucket(count: int, top: int) -> int:
@@ -146,7 +153,7 @@ class GapForecaster:
             for level in self._levels(tenant, waiting.step, waiting.context):
                 pending.setdefault(level, []).append(done)
         estimates: dict[tuple, float] = {}
-        strength = self.config.strength
+        strength = self.config.return_strength
         for level in sorted(set(self._returns) | set(pending), key=len):
             parent_p = estimates.get(level[:-1], self.config.prior_p_return) if level else self.config.prior_p_return
             counts = self._returns.get(level) or ReturnCounts()
@@ -176,7 +183,7 @@ class GapForecaster:
         points = tuple((math.exp(gap.mu + gap.sigma * z), p_return * _NORMAL.cdf(z)) for z in _Z_POINTS)
         etas = tuple((q, math.exp(gap.mu + gap.sigma * _NORMAL.inv_cdf(q))) for q in self.config.quantiles)
         step = waiting.step
-        next_name = step[len("tool:"):] if step.startswith("tool:") else "USER"
+        next_name = step.split(",")[0][len("tool:"):] if step.startswith("tool:") else "USER"
         tenant_counts = self._returns.get((tenant,))
         confident = tenant_counts is not None and tenant_counts.num_resolved >= self.config.min_outcomes
         return Forecast(
@@ -220,7 +227,7 @@ class GapForecaster:
         for level in levels[i + 1:]:
             counts = self._returns.get(level)
             if counts is not None:
-                p = counts.shrunk(p, self.config.strength)
+                p = counts.shrunk(p, self.config.return_strength)
         return min(1.0, max(0.0, p))
 
     @staticmethod

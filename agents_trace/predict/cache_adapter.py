@@ -3,7 +3,7 @@
 `cache/` defines the interface and never imports this package; this adapter turns the
 requests the cache simulator (or a worker) serves into the predictor's step stream:
 
-- a request arriving `after="tool:a,b"` means the steps `a`, `b` ran (the first one's
+- a request arriving `after="tool:a,tool:b"` means the steps `a`, `b` ran (the first one's
   gap is the time since the session's previous request); `after="user"` (or a session
   seen again with no label, as in Mooncake) is a `USER` step; a new session starts with
   `USER`;
@@ -34,8 +34,9 @@ def steps_after(after: str | None) -> list[str]:
         return []
     if after == "user":
         return [USER_SYMBOL]
-    if after.startswith("tool:"):
-        return [name for name in after[len("tool:"):].split(",") if name]
+    if after.startswith("tool:"):  # "tool:a" or, for several, "tool:a,tool:b"
+        names = (part.strip() for part in after.split(","))
+        return [name[len("tool:"):] if name.startswith("tool:") else name for name in names if name]
     return []
 
 

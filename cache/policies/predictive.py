@@ -1,36 +1,30 @@
 """The forecast-driven policy: value-ordered eviction, TTL pins, demote/prefetch, shares.
 
-Value. A block is worth keeping in a tier in proportion to how likely it is to be needed
-again soon, per unit of memory it holds. Every block holds `bytes_per_block` and saves
-`block_size` tokens of prefill, so ordering by P × saved seconds ÷ bytes is ordering by
-the probability term, which comes from the forecasts of the sessions using the block:
-- `density` (default): expected returns per second held, P(return within H) divided by
-  the expected time held until the return or H (the hit density of LHD), so a session
-  due back in 20 s outranks one equally likely to be back within the horizon at 200 s;
-- `within`: P(return within H) alone.
-Both condition on the time already waited (a session overdue by its ETA fades). H is
-`horizon_factor` × the time new blocks take to fill HOT (for HOT) or the whole cache (for
-HOST), so HOST values later returns. A block several sessions share (a
-tenant's system prompt) adds their rates (`within`: combines 1 - Π(1 - p)).
+Value (valuation.py). A block is worth keeping in proportion to how soon and how surely
+it is needed again per second of memory it holds: by default the hit density of the
+sessions using it (P(return within H) / expected time held), conditioned on the time
+they have already waited; H scales with the measured lifetime of a block in each tier.
 Sessions without a trusted forecast (cold model, recent Brier score worse than the base
-rate, or no forecast at all) decay as `fallback_p` × exp(-idle / H): LRU order.
+rate's, no forecast at all) decay by idle time: LRU order.
 
-Eviction takes the lowest-valued group (groups.py), deepest block first. In HOT,
-tenants holding more than their reservation are taken from first (reservations.py),
-then the tenant asking for room, then anyone.
+Eviction takes the lowest-valued group (groups.py), deepest block first. In HOT, tenants
+holding more than their reservation are taken from first (reservations.py; re-planned
+every `replan_interval_s` from each tenant's forecast demand), then the tenant asking
+for room, then anyone.
 
-Pins. A forecast whose next step is a tool call pins the session's HOT blocks until the
-`pin_quantile` of its return time (pins.py): until then they keep at least their value
+Pins (pins.py). A forecast whose next step is a tool call pins the session's HOT blocks
+until the `pin_quantile` of its return time: until then they keep at least their value
 at the start of the call, so they outlast lower-valued blocks (LRU-handled ones, ended
 sessions) even when the tool runs late, yet yield to higher-valued ones; a tenant's
 pinned blocks are capped.
 
-Tiers. A HOT victim moves to HOST only when its value there beats HOST's cheapest block
-(else it is dropped); a session with blocks in HOST is prefetched back at its
-`prefetch_quantile` return time minus the copy time, if it outranks HOT's cheapest
-block then; prefetches are counted used or wasted (prefetch.py).
+Tiers. A HOT victim moves to a full HOST only when its value there beats HOST's
+cheapest block (else it is dropped); a session with blocks in HOST is prefetched back
+from its `prefetch_quantile` return time minus the copy time, once it likely returns
+within HOT's horizon and outranks HOT's cheapest block `prefetch_margin` times over;
+prefetches are counted used or wasted (prefetch.py).
 
-Invariants: see groups.py for the index; every hook is O(log n) amortised; ranks are
+Invariants: see groups.py for the index; every hook is O(log n) amortised; values are
 recomputed lazily (at most once per `refresh_fraction` of a forecast's age); `apply` and
 `tick` are the only places that call the manager, never while iterating own state.
 """
@@ -49,22 +43,11 @@ from cache.policies.predictive_config import PredictiveConfig
 from cache.policies.prefetch import PrefetchCounts, PrefetchTracker
 from cache.policies.reservations import ReservationPlan
 from cache.policies.return_curve import ReturnCurve
+from cache.policies.valuation import SessionState, Valuation
 from cache.policy import CacheActions, EvictionPolicy
 from cache.tiers import Tier
 
 NON_TOOL_STEPS = frozenset({END_SYMBOL, "USER", "ASSISTANT_TEXT", "user", "start"})
-
-
-@dataclass(slots=True)
-class _Session:
-    tenant: str
-    last_use_s: float
-    curve: ReturnCurve | None = None
-    return_soon_s: float | None = None
-    return_late_s: float | None = None
-    has_prefetched: bool = False
-    predicted_p: float | None = None
-    predicted_until_s: float = 0.0
 
 
 @dataclass(slots=True)
@@ -74,41 +57,30 @@ class _Tenant:
     accuracy: TenantAccuracy = field(default_factory=TenantAccuracy)
 
 
-@dataclass(slots=True)
-class _Tiers:
-    """Sizes of the tiers and the rate at which new blocks arrive, for the horizons.
+class PredictivePolicy(EvictionPolicy):
+    """Forecast-driven eviction and placement (see the module docstring).
 
-    Capacities are learned when a tier first asks for a victim (it is full then). Only
-    NEW blocks count towards the rate: moves between tiers churn slots without adding
-    anything to remember, so a block's lifetime in the cache is (room) / (new blocks).
-    Lists are indexed by `tier is Tier.HOST` (NOTE: hashing an Enum member runs Python
-    code, too slow for every hook).
+    Invariants: the group index holds exactly the evictable blocks the manager showed
+    it; `_tenants[t].num_hot` counts `t`'s cached HOT blocks; a session's `curve` is
+    only ever a forecast made at or after its last request; one `_resolve` entry per
+    forecast scores it once (returned in time, or not).
     """
 
-    capacity: list[int] = field(default_factory=lambda: [0, 0])
-    num_cached: list[int] = field(default_factory=lambda: [0, 0])
-    num_new: int = 0
-    since_s: float | None = None
-    new_per_s: float = 0.0
-
-
-class PredictivePolicy(EvictionPolicy):
     def __init__(self, config: PredictiveConfig | None = None) -> None:
         self.config = config or PredictiveConfig()
         cfg = self.config
         self._index = GroupIndex()
-        self._sessions: dict[str, _Session] = {}
+        self._sessions: dict[str, SessionState] = {}
         self._tenants: dict[str, _Tenant] = {}
         self._pins = PinBook()
         self._plan = ReservationPlan(cfg.reserve_frac, cfg.equal_frac,
                                      dict(cfg.static_shares) if cfg.static_shares is not None else None)
         self._prefetch = PrefetchTracker()
         self._resolve: list[tuple[float, str]] = []
-        self._tiers = _Tiers()
-        self._is_density = cfg.value == "density"
+        self._valuation = Valuation(cfg, self._sessions, self.is_trusted)
+        self._room = self._valuation.room
+        self._replanned_at_s: float | None = None
         self._now_s = 0.0
-        self._memo: dict[tuple[str, bool], float] = {}
-        self._memo_s = -math.inf
 
     # ---- read access -----------------------------------------------------------------
 
@@ -117,14 +89,8 @@ class PredictivePolicy(EvictionPolicy):
         return PrefetchCounts(counts.num_prefetched, counts.num_used, counts.num_wasted)
 
     def horizon_s(self, tier: Tier) -> float:
-        """How far ahead a block of `tier` is valued: `horizon_factor` x the time the
-        new blocks take to fill the tier (HOT) or the whole cache (HOST)."""
-        tiers = self._tiers
-        is_host = tier is Tier.HOST
-        room = tiers.capacity[0] + (tiers.capacity[1] if is_host else 0)
-        if tiers.capacity[is_host] == 0 or tiers.new_per_s <= 0.0:
-            return self.config.default_horizon_s
-        return max(self.config.min_horizon_s, self.config.horizon_factor * room / tiers.new_per_s)
+        """How far ahead a block of `tier` is valued (valuation.py)."""
+        return self._valuation.horizon_s(tier)
 
     def is_trusted(self, tenant: str) -> bool:
         """Whether `tenant`'s forecasts drive its blocks (else they are ranked as LRU)."""
@@ -144,7 +110,7 @@ class PredictivePolicy(EvictionPolicy):
 
     def on_insert(self, block: BlockMeta, now_s: float) -> None:
         self._now_s = max(self._now_s, now_s)
-        tiers = self._tiers
+        tiers = self._room
         tiers.num_cached[block.tier is Tier.HOST] += 1
         if block.num_hits == 0 and block.created_s == now_s:
             tiers.num_new += 1
@@ -170,22 +136,19 @@ class PredictivePolicy(EvictionPolicy):
 
     def on_remove(self, block: BlockMeta) -> None:
         self._index.remove(block)
-        self._tiers.num_cached[block.tier is Tier.HOST] -= 1
+        self._room.num_cached[block.tier is Tier.HOST] -= 1
         if block.tier is Tier.HOT:
             self._tenants[block.tenant].num_hot -= 1
             self._prefetch.on_hot_remove(block)
 
     def choose_victim(self, tier: Tier, now_s: float, tenant: str | None = None) -> int | None:
-        tiers = self._tiers
-        index = tier is Tier.HOST
-        tiers.capacity[index] = max(tiers.capacity[index], tiers.num_cached[index])
+        self._room.learn_capacity(tier)
         self._maintain(now_s)
         found = self._lowest(tier, tenant)
         return None if found is None else GroupIndex.victim(found[1]).id
 
     def should_demote(self, block: BlockMeta, now_s: float) -> bool:
-        tiers = self._tiers
-        tiers.capacity[1] = max(tiers.capacity[1], tiers.num_cached[1])  # HOST is full when asked
+        self._room.learn_capacity(Tier.HOST)  # HOST is full when this is asked
         lowest = self._lowest(Tier.HOST, None)
         if lowest is None:
             return True
@@ -203,7 +166,7 @@ class PredictivePolicy(EvictionPolicy):
         self._tenant(tenant).is_confident = forecast.confident
         curve = ReturnCurve.from_forecast(forecast)
         session.curve = curve
-        self._memo.clear()
+        self._valuation.forget()
         cfg = self.config
         hot_group = self._index.group(Tier.HOT, tenant, name)
         if curve is not None:
@@ -238,17 +201,17 @@ class PredictivePolicy(EvictionPolicy):
             state = self._tenants[tenant] = _Tenant()
         return state
 
-    def _session(self, name: str, tenant: str, now_s: float) -> _Session:
+    def _session(self, name: str, tenant: str, now_s: float) -> SessionState:
         session = self._sessions.get(name)
         if session is None:
-            session = self._sessions[name] = _Session(tenant, now_s)
+            session = self._sessions[name] = SessionState(tenant, now_s)
         return session
 
     def _returned(self, name: str, tenant: str, now_s: float) -> None:
         """A request of session `name` arrived: its wait (and pin, prefetch) is over."""
         session = self._sessions.get(name)
         if session is None:
-            self._sessions[name] = _Session(tenant, now_s)
+            self._sessions[name] = SessionState(tenant, now_s)
             return
         if session.last_use_s == now_s and session.curve is None:
             return
@@ -257,7 +220,7 @@ class PredictivePolicy(EvictionPolicy):
             self._tenant(tenant).accuracy.add(session.predicted_p, returned, self.config.accuracy_alpha)
             session.predicted_p = None
         session.curve = None
-        self._memo.clear()
+        self._valuation.forget()
         session.return_soon_s = None
         session.return_late_s = None
         session.has_prefetched = False
@@ -276,7 +239,7 @@ class PredictivePolicy(EvictionPolicy):
         if self._plan.is_active:
             cap = cfg.pin_cap_frac * self._plan.reserved(tenant)
         else:
-            cap = cfg.pin_cap_frac * (self._tiers.capacity[0] or math.inf)
+            cap = cfg.pin_cap_frac * (self._room.capacity[0] or math.inf)
         floor = self._value_of(tenant, (name,), Tier.HOT, now_s, now_s)
         self._pins.pin(name, tenant, until_s, len(group.blocks), cap, floor)
 
@@ -313,40 +276,7 @@ class PredictivePolicy(EvictionPolicy):
         self._index.rank(group, value, due_s, is_pinned=pin_until is not None)
 
     def _value_of(self, tenant: str, sessions: tuple[str, ...], tier: Tier, now_s: float, last_s: float) -> float:
-        """Value of blocks of `tier` used by `sessions` (`last_s`: their last use, for
-        blocks no session claims)."""
-        horizon = self.horizon_s(tier)
-        if not sessions:
-            return self._fallback(now_s - last_s, horizon)
-        if now_s != self._memo_s:
-            self._memo.clear()
-            self._memo_s = now_s
-        memo = self._memo
-        is_host = tier is Tier.HOST
-        trusted = self.is_trusted(tenant)
-        total = 0.0
-        miss = 1.0
-        for name in sessions:
-            value = memo.get((name, is_host))
-            if value is None:
-                session = self._sessions.get(name)
-                curve = None if session is None else session.curve
-                if curve is not None and trusted:
-                    if self._is_density:
-                        value = curve.hit_density(now_s, horizon)
-                    else:
-                        value = curve.p_within(now_s, horizon)
-                    memo[(name, is_host)] = value
-                else:
-                    idle_s = now_s - (last_s if session is None else session.last_use_s)
-                    value = self._fallback(idle_s, horizon)
-            total += value
-            miss *= 1.0 - min(value, 1.0)
-        return total if self._is_density else 1.0 - miss
-
-    def _fallback(self, idle_s: float, horizon_s: float) -> float:
-        p = self.config.fallback_p * math.exp(-max(0.0, idle_s) / horizon_s)
-        return p / horizon_s if self._is_density else p
+        return self._valuation.value_of(tenant, sessions, tier, now_s, last_s)
 
     def _lowest(self, tier: Tier, requester: str | None) -> tuple[float, BlockGroup] | None:
         """The lowest-valued group to take from, honouring HOT reservations."""
@@ -378,16 +308,7 @@ class PredictivePolicy(EvictionPolicy):
         """Due bookkeeping that never calls the manager: rates, pins, outcomes, ranks,
         the reservation plan."""
         self._now_s = max(self._now_s, now_s)
-        half_life = self.config.rate_half_life_s
-        tiers = self._tiers
-        if tiers.since_s is None:
-            tiers.since_s = now_s
-        elif now_s - tiers.since_s >= 0.1 * half_life:
-            elapsed = now_s - tiers.since_s
-            weight = 1.0 - 0.5 ** (elapsed / half_life)
-            tiers.new_per_s += weight * (tiers.num_new / elapsed - tiers.new_per_s)
-            tiers.num_new = 0
-            tiers.since_s = now_s
+        self._room.update_rate(now_s, self.config.rate_half_life_s)
         self._pins.expire(now_s)
         resolve = self._resolve
         while resolve and resolve[0][0] < now_s:
@@ -398,29 +319,23 @@ class PredictivePolicy(EvictionPolicy):
                 session.predicted_p = None
         for group in self._index.pop_due(now_s):
             self._rank(group, now_s)
-        plan = self._plan
-        if plan.planned_at_s is None or now_s - plan.planned_at_s >= self.config.replan_interval_s:
+        replanned_s = self._replanned_at_s
+        if self._room.capacity[0] and (replanned_s is None or now_s - replanned_s >= self.config.replan_interval_s):
+            self._replanned_at_s = now_s
             self._replan(now_s)
 
     def _replan(self, now_s: float) -> None:
-        """Re-plan reservations from forecast demand; forget long-idle sessions."""
+        """Re-plan reservations from forecast demand (once HOT has filled, so its size is
+        known); forget long-idle sessions."""
         demands: dict[str, float] = {}
         horizon = self.horizon_s(Tier.HOT)
         for group in self._index.groups():
-            p = 0.0
-            for name in group.sessions:
-                session = self._sessions.get(name)
-                if session is not None and session.curve is not None and self.is_trusted(group.tenant):
-                    p = max(p, session.curve.p_within(now_s, horizon))
-                elif session is not None:
-                    p = max(p, self.config.fallback_p * math.exp(-(now_s - session.last_use_s) / horizon))
+            p = self._valuation.p_needed(group.tenant, group.sessions, now_s, group.last_added_s, horizon)
             demands[group.tenant] = demands.get(group.tenant, 0.0) + p * len(group.blocks)
         for tenant, state in self._tenants.items():
             if state.num_hot > 0:
                 demands[tenant] = demands.get(tenant, 0.0) + 1.0
-        capacity = self._tiers.capacity[0]
-        if capacity:
-            self._plan.plan(capacity, demands, now_s)
+        self._plan.plan(self._room.capacity[0], demands, now_s)
         cutoff = now_s - self.config.session_idle_forget_s
         stale = [name for name, session in self._sessions.items()
                  if session.last_use_s < cutoff and (session.curve is None or session.curve.made_at_s < cutoff)
@@ -430,7 +345,7 @@ class PredictivePolicy(EvictionPolicy):
 
     # ---- internals: prefetch ---------------------------------------------------------
 
-    def _schedule_prefetch(self, name: str, session: _Session, num_blocks: int, now_s: float) -> None:
+    def _schedule_prefetch(self, name: str, session: SessionState, num_blocks: int, now_s: float) -> None:
         if (not self.config.prefetch or session.return_soon_s is None or session.has_prefetched
                 or not self.is_trusted(session.tenant)):
             return

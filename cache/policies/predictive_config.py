@@ -19,7 +19,8 @@ class PredictiveConfig:
         (P(return within H) / E[time held]); "within" by P(return within H) alone.
     horizon_factor: the horizon H of HOT is this many times the time new blocks take
         to fill it, of HOST the time they take to fill both tiers; `default_horizon_s`
-        until both are known.
+        until both are known. `long_weight` x the density over `long_horizon_factor` x H
+        is added, so returns beyond H still rank (sooner first).
     rate_half_life_s: smoothing of the measured inflow of blocks.
     refresh_fraction / min_refresh_s: a group's rank is recomputed once its forecast has
         aged by this fraction (at least this many seconds).
@@ -42,6 +43,8 @@ class PredictiveConfig:
 
     value: str = "density"
     horizon_factor: float = 1.0
+    long_horizon_factor: float = 16.0
+    long_weight: float = 0.1
     default_horizon_s: float = 60.0
     min_horizon_s: float = 1.0
     rate_half_life_s: float = 30.0

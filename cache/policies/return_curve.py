@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cache.forecast import Forecast
 
@@ -28,6 +28,9 @@ class ReturnCurve:
     log_h: list[float]
     cdf: list[float]
     p_ever: float
+    _heights: list[float] = field(default_factory=list, repr=False)
+    _segments: list[tuple[float, float]] = field(default_factory=list, repr=False)
+    _prefix: list[float] = field(default_factory=list, repr=False)
 
     @staticmethod
     def from_forecast(forecast: Forecast) -> "ReturnCurve | None":
@@ -94,28 +97,41 @@ class ReturnCurve:
         return gained / max(held, _TINY)
 
     def area(self, lo_s: float, hi_s: float) -> float:
-        """The integral of P(returned by h) dh over [lo_s, hi_s] (0 <= lo_s <= hi_s):
-        piecewise (a + b ln h) integrates to h (a + b (ln h - 1))."""
-        log_h = self.log_h
-        cdf = self.cdf
-        total = 0.0
-        first_h = math.exp(log_h[0])
-        if lo_s < first_h:
-            top = min(hi_s, first_h)
-            total += cdf[0] * (top * top - lo_s * lo_s) / (2.0 * first_h)
-            lo_s = top
-        if lo_s >= hi_s:
-            return total
-        i = bisect.bisect_right(log_h, math.log(lo_s)) - 1
-        last = len(log_h) - 1
-        while lo_s < hi_s and i < last:
-            top = min(hi_s, math.exp(log_h[i + 1]))
+        """The integral of P(returned by h) dh over [lo_s, hi_s] (0 <= lo_s <= hi_s)."""
+        return self._area_to(hi_s) - self._area_to(lo_s)
+
+    def _area_to(self, x_s: float) -> float:
+        """The integral of P(returned by h) dh over [0, x_s]: before the first point the
+        curve is linear (c0 h / h0); on a segment it is a + b ln h, whose integral is
+        h (a + b (ln h - 1)); past the last point it is p_ever. O(log k), prefix sums of
+        the whole segments are built on first use."""
+        prefix = self._prefix
+        if not prefix:
+            prefix = self._build_prefix()
+        heights = self._heights
+        if x_s <= heights[0]:
+            return self.cdf[0] * x_s * x_s / (2.0 * heights[0])
+        if x_s >= heights[-1]:
+            return prefix[-1] + self.p_ever * (x_s - heights[-1])
+        log_x = math.log(x_s)
+        i = bisect.bisect_right(self.log_h, log_x) - 1
+        i = max(0, min(i, len(self._segments) - 1))  # NOTE: exp/log round-off at the ends
+        slope, base = self._segments[i]
+        h0 = heights[i]
+        return prefix[i] + x_s * (base + slope * (log_x - 1.0)) - h0 * (base + slope * (self.log_h[i] - 1.0))
+
+    def _build_prefix(self) -> list[float]:
+        log_h, cdf = self.log_h, self.cdf
+        heights = [math.exp(lh) for lh in log_h]
+        segments = []
+        prefix = [cdf[0] * heights[0] / 2.0]
+        for i in range(len(log_h) - 1):
             slope = (cdf[i + 1] - cdf[i]) / (log_h[i + 1] - log_h[i])
             base = cdf[i] - slope * log_h[i]
-            total += (top * (base + slope * (math.log(top) - 1.0))
-                      - lo_s * (base + slope * (math.log(lo_s) - 1.0)))
-            lo_s = top
-            i += 1
-        if lo_s < hi_s:
-            total += self.p_ever * (hi_s - lo_s)
-        return total
+            segments.append((slope, base))
+            prefix.append(prefix[-1] + heights[i + 1] * (base + slope * (log_h[i + 1] - 1.0))
+                          - heights[i] * (base + slope * (log_h[i] - 1.0)))
+        self._heights = heights
+        self._segments = segments
+        self._prefix = prefix
+        return prefix

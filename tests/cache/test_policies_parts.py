@@ -118,3 +118,20 @@ def test_belady_evicts_the_farthest_next_use_deepest_first() -> None:
     policy.on_access(blocks[1], None, 1.0)
     assert policy.choose_victim(Tier.HOT, 1.0) == 2
     assert policy.choose_victim(Tier.HOST, 1.0) is None
+
+
+def test_return_curve_area_is_the_exact_integral() -> None:
+    curve = ReturnCurve.from_forecast(Forecast("t", "s", 0.0, p_end=0.2, p_return_within=((1.0, 0.2), (4.0, 0.6))))
+    for lo, hi in ((0.0, 0.5), (0.0, 3.0), (0.5, 20.0), (2.0, 3.0), (5.0, 50.0)):
+        steps = 20_000
+        width = (hi - lo) / steps
+        numeric = sum(curve.p_by(lo + (k + 0.5) * width) for k in range(steps)) * width
+        assert curve.area(lo, hi) == pytest.approx(numeric, rel=1e-6)
+
+
+def test_return_curve_area_survives_round_off_at_the_points() -> None:
+    curve = ReturnCurve.from_forecast(Forecast("t", "s", 0.0, p_end=0.2, p_return_within=((1.0, 0.2), (4.0, 0.6))))
+    last = math.exp(curve.log_h[-1])
+    first = math.exp(curve.log_h[0])
+    assert curve.area(0.0, math.nextafter(last, 0.0)) == pytest.approx(curve.area(0.0, last))
+    assert curve.area(0.0, math.nextafter(first, 2.0)) == pytest.approx(curve.area(0.0, first))

@@ -1,0 +1,165 @@
+"""What a block is worth to the predictive policy, per second of memory it holds.
+
+Every block holds `bytes_per_block` and saves `block_size` tokens of prefill, so ordering
+by P(needed) × saved seconds ÷ bytes is ordering by the probability term, which comes
+from the forecasts of the sessions using the block:
+- `density` (default): expected returns per second held, P(return within H) over the
+  expected time held until the return or H (the hit density of LHD), so a session due
+  back in 20 s outranks one equally likely to be back within the horizon at 200 s;
+  plus `long_weight` times the same over `long_horizon_factor` x H, which orders the
+  sessions due back only after H (sooner first) instead of leaving them tied at 0;
+- `within`: P(return within H) alone.
+Both condition on the time already waited, so a session overdue by its ETA fades. A
+block several sessions share adds their rates (`within`: 1 - Π(1 - p)). Sessions
+without a trusted forecast decay as `fallback_p` × exp(-idle / H): LRU order.
+
+The horizon H is `horizon_factor` × the time new blocks take to fill HOT (for HOT) or
+the whole cache (for HOST): a block's expected lifetime, measured, not configured.
+
+Invariant: values are memoised per (session, tier) for one instant only; `forget`
+drops them whenever a session's forecast or trust changes.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from cache.policies.predictive_config import PredictiveConfig
+from cache.policies.return_curve import ReturnCurve
+from cache.tiers import Tier
+
+
+@dataclass(slots=True)
+class SessionState:
+    """What the policy knows of one session: its last request and current forecast.
+
+    `curve` is None while no forecast made after `last_use_s` has arrived.
+    """
+
+    tenant: str
+    last_use_s: float
+    curve: ReturnCurve | None = None
+    return_soon_s: float | None = None
+    return_late_s: float | None = None
+    has_prefetched: bool = False
+    predicted_p: float | None = None
+    predicted_until_s: float = 0.0
+
+
+@dataclass(slots=True)
+class TierRoom:
+    """Sizes of the tiers and the rate at which new blocks arrive, for the horizons.
+
+    Capacities are learned when a tier first asks for a victim (it is full then). Only
+    NEW blocks count towards the rate: moves between tiers churn slots without adding
+    anything to remember, so a block's lifetime in the cache is (room) / (new blocks).
+    Lists are indexed by `tier is Tier.HOST` (NOTE: hashing an Enum member runs Python
+    code, too slow for every hook).
+    """
+
+    capacity: list[int] = field(default_factory=lambda: [0, 0])
+    num_cached: list[int] = field(default_factory=lambda: [0, 0])
+    num_new: int = 0
+    since_s: float | None = None
+    new_per_s: float = 0.0
+
+    def learn_capacity(self, tier: Tier) -> None:
+        """`tier` is full now: its cached blocks are (about) its capacity."""
+        index = tier is Tier.HOST
+        self.capacity[index] = max(self.capacity[index], self.num_cached[index])
+
+    def update_rate(self, now_s: float, half_life_s: float) -> None:
+        """Fold the new blocks counted since the last update into the smoothed rate
+        (at most every tenth of a half-life)."""
+        if self.since_s is None:
+            self.since_s = now_s
+        elif now_s - self.since_s >= 0.1 * half_life_s:
+            elapsed = now_s - self.since_s
+            weight = 1.0 - 0.5 ** (elapsed / half_life_s)
+            self.new_per_s += weight * (self.num_new / elapsed - self.new_per_s)
+            self.num_new = 0
+            self.since_s = now_s
+
+
+class Valuation:
+    """Values of sessions' blocks in each tier, from their forecasts."""
+
+    def __init__(self, config: PredictiveConfig, sessions: dict[str, SessionState],
+                 is_trusted: Callable[[str], bool]) -> None:
+        self.config = config
+        self.room = TierRoom()
+        self._sessions = sessions
+        self._is_trusted = is_trusted
+        self._is_density = config.value == "density"
+        self._memo: dict[tuple[str, bool], float] = {}
+        self._memo_s = -math.inf
+
+    def forget(self) -> None:
+        self._memo.clear()
+
+    def horizon_s(self, tier: Tier) -> float:
+        """How far ahead a block of `tier` is valued: `horizon_factor` x the time the
+        new blocks take to fill the tier (HOT) or the whole cache (HOST)."""
+        room = self.room
+        is_host = tier is Tier.HOST
+        space = room.capacity[0] + (room.capacity[1] if is_host else 0)
+        if room.capacity[is_host] == 0 or room.new_per_s <= 0.0:
+            return self.config.default_horizon_s
+        return max(self.config.min_horizon_s, self.config.horizon_factor * space / room.new_per_s)
+
+    def value_of(self, tenant: str, sessions: tuple[str, ...], tier: Tier, now_s: float, last_s: float) -> float:
+        """Value of blocks of `tier` used by `sessions` (`last_s`: their last use, for
+        blocks no session claims)."""
+        horizon = self.horizon_s(tier)
+        if not sessions:
+            return self.fallback(now_s - last_s, horizon)
+        if now_s != self._memo_s:
+            self._memo.clear()
+            self._memo_s = now_s
+        memo = self._memo
+        is_host = tier is Tier.HOST
+        trusted = self._is_trusted(tenant)
+        long_weight = self.config.long_weight
+        long_factor = self.config.long_horizon_factor
+        total = 0.0
+        miss = 1.0
+        for name in sessions:
+            value = memo.get((name, is_host))
+            if value is None:
+                session = self._sessions.get(name)
+                curve = None if session is None else session.curve
+                if curve is not None and trusted:
+                    if self._is_density:
+                        value = curve.hit_density(now_s, horizon)
+                        if long_weight:
+                            value += long_weight * curve.hit_density(now_s, long_factor * horizon)
+                    else:
+                        value = curve.p_within(now_s, horizon)
+                    memo[(name, is_host)] = value
+                else:
+                    idle_s = now_s - (last_s if session is None else session.last_use_s)
+                    value = self.fallback(idle_s, horizon)
+            total += value
+            miss *= 1.0 - min(value, 1.0)
+        return total if self._is_density else 1.0 - miss
+
+    def p_needed(self, tenant: str, sessions: tuple[str, ...], now_s: float, last_s: float, horizon_s: float) -> float:
+        """P(some session in `sessions` needs its blocks within `horizon_s`), the most
+        likely one's (demand for reservations; not memoised)."""
+        trusted = self._is_trusted(tenant)
+        best = 0.0
+        for name in sessions or ("",):
+            session = self._sessions.get(name)
+            if session is not None and session.curve is not None and trusted:
+                p = session.curve.p_within(now_s, horizon_s)
+            else:
+                idle_s = now_s - (last_s if session is None else session.last_use_s)
+                p = self.config.fallback_p * math.exp(-max(0.0, idle_s) / horizon_s)
+            best = max(best, p)
+        return best
+
+    def fallback(self, idle_s: float, horizon_s: float) -> float:
+        """The value of a block without a trusted forecast, idle for `idle_s`."""
+        p = self.config.fallback_p * math.exp(-max(0.0, idle_s) / horizon_s)
+        return p / horizon_s if self._is_density else p

@@ -1,0 +1,48 @@
+"""The simulator fed by the HMM predictor through its cache adapter (agents_trace)."""
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("hmmlearn")
+
+from agents_trace.predict.cache_adapter import PredictorForecastSource, steps_after  # noqa: E402
+from agents_trace.predict.config import PredictorConfig  # noqa: E402
+from agents_trace.predict.predictor import Predictor  # noqa: E402
+from cache.forecast_source import RequestSeen  # noqa: E402
+from cache.sim.replay import SimConfig, replay  # noqa: E402
+from cache.sim.requests import to_sim_requests  # noqa: E402
+from cache.trace_format import TraceRecord  # noqa: E402
+
+
+def test_steps_after_reads_the_trace_labels() -> None:
+    assert steps_after("tool:ls,tool:cd") == ["ls", "cd"]
+    assert steps_after("tool:ls") == ["ls"]
+    assert steps_after("user") == ["USER"]
+    assert steps_after("start") == [] and steps_after(None) == []
+
+
+def agent_records() -> list[TraceRecord]:
+    """Sessions of one tenant: USER -> ls (3 s) -> text answer; the next session starts
+    20 s later. Each step extends the prompt by two 4-token blocks."""
+    records = []
+    for i in range(12):
+        t = 20.0 * i
+        base = [1000 * i + k for k in range(2)]
+        records.append(TraceRecord(t=t, input_tokens=8, output_tokens=2, tenant="t", session=f"s{i}",
+                                   after="start", tool_calls=["ls"], hash_ids=base))
+        records.append(TraceRecord(t=t + 3.0, input_tokens=16, output_tokens=2, tenant="t", session=f"s{i}",
+                                   after="tool:ls", hash_ids=base + [1000 * i + 2, 1000 * i + 3]))
+    return records
+
+
+def test_predictor_source_forecasts_tool_returns_in_a_replay() -> None:
+    predictor = Predictor(PredictorConfig(background_refits=False, min_sessions=4))
+    predictor.fit_sequences("t", [["USER", "ls", "ASSISTANT_TEXT"]] * 8)
+    source = PredictorForecastSource(predictor, end_after_s=10.0)
+    requests = to_sim_requests(agent_records(), 4)
+    result = replay(requests, SimConfig(num_hot_blocks=64, policy="predictive", block_size=4), source=source)
+    assert result.totals.num_hot_hit_blocks == 12 * 2  # every tool return hits its first step
+    source.observe(RequestSeen("t", "fresh", 1000.0, after="start", tool_calls=("ls",), num_blocks=2))
+    forecast = source.forecast("t", "fresh", 1000.0)
+    assert forecast is not None and forecast.next_step.get("ls", 0.0) > 0.5
+    assert source.forecast("t", "s0", 1000.0) is None  # idle past end_after_s: ended and learned
