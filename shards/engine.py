@@ -58,13 +58,15 @@ class LocalEngine:
                  max_outstanding_per_worker: int | None = None, max_queue_wait_s: float = 120.0,
                  imbalance_threshold_tokens: float = 2048.0, prefix_transfer: bool = True,
                  health_timeout_s: float = 30.0, ping_interval_s: float = 0.5,
-                 min_p_return: float = 0.5):
+                 min_p_return: float = 0.5, routing: str = "prefix",
+                 policy_options: Mapping | None = None):
         threads = threads_per_worker or max(1, (os.cpu_count() or 2) // max(1, num_workers))
         weights = tuple(sorted((tenant_weights or {}).items()))
         self.config = WorkerConfig(model=model, num_hot_blocks=num_hot_blocks,
                                    num_host_blocks=num_host_blocks, block_size=block_size,
                                    policy=policy, max_running=max_running, num_threads=threads,
-                                   tenant_weights=weights)
+                                   tenant_weights=weights,
+                                   policy_options=tuple(sorted(_frozen(policy_options or {}).items())))
         self.num_workers = num_workers
         self.model_id = model
         self.tokenizer = None
@@ -75,7 +77,8 @@ class LocalEngine:
         self._transport_options = dict(transport_options or {})
         self._transport = None
         self._prefix_transfer = prefix_transfer
-        self._router_config = RouterConfig(block_size=block_size,
+        self._router_config = RouterConfig(policy=routing, block_size=block_size,
+                                           slots_per_worker=max_running, tenant_weights=weights,
                                            imbalance_threshold_tokens=imbalance_threshold_tokens)
         outstanding = max_outstanding_per_worker or 2 * max_running
         self._dispatch_config = DispatchConfig(
@@ -339,6 +342,19 @@ class LocalEngine:
                          "ready": int(state["ready"]), "num_restarts": state["num_restarts"],
                          "in_flight": state["in_flight"]})
         return rows
+
+
+def _frozen(options: Mapping) -> dict:
+    """Policy options as hashable values (a config is frozen): mappings become sorted
+    tuples of pairs, lists become tuples."""
+    frozen = {}
+    for key, value in options.items():
+        if isinstance(value, Mapping):
+            value = tuple(sorted(value.items()))
+        elif isinstance(value, list):
+            value = tuple(value)
+        frozen[key] = value
+    return frozen
 
 
 def _unlink(names: list[str]) -> None:

@@ -141,6 +141,10 @@ class FairQueue(Generic[T]):
                 return head.item
         return None
 
+    def heads(self) -> dict[str, T]:
+        """The next item of each tenant with queued entries."""
+        return {tenant: queue[0].item for tenant, queue in self._queues.items() if queue}
+
     def peek_tenants(self) -> list[str]:
         """Tenants with queued entries, in the order their heads would be served."""
         return [head.tenant for head in self._heads()]
@@ -157,6 +161,26 @@ class FairQueue(Generic[T]):
         self._queues[entry.tenant].popleft()
         del self._by_key[entry.key]
         self._virtual_time = max(self._virtual_time, entry.start_tag)
+
+
+def may_pin(tenant: str, num_blocks: int, num_pinned_by_tenant: Mapping[str, int],
+            waiting_tenants: set[str], weights: Mapping[str, float], capacity: int,
+            default_weight: float = 1.0) -> bool:
+    """May `tenant` start a request that pins `num_blocks` KV blocks? Always when it pins
+    none yet (every tenant progresses); freely while everything pinned stays within half
+    of the `capacity`; past that, never for a tenant alone (the other half is headroom
+    for tenants that may come), else only within its weighted share of the capacity
+    among the tenants pinning or waiting. A burst can thus never pin the whole cache:
+    other tenants' requests still find room to store their blocks."""
+    num_own = num_pinned_by_tenant.get(tenant, 0)
+    if num_own == 0:
+        return True
+    if sum(num_pinned_by_tenant.values()) + num_blocks <= capacity // 2:
+        return True
+    active = {t for t, n in num_pinned_by_tenant.items() if n > 0} | waiting_tenants
+    if not active - {tenant}:
+        return False
+    return num_own + num_blocks <= fair_share(tenant, active, weights, capacity, default_weight)
 
 
 def work_cost(num_prompt_tokens: int, max_tokens: int,

@@ -55,11 +55,12 @@ class ChunkedPrefill:
             num_cached_tokens=hit.num_cached_tokens, started_s=time.perf_counter())
         return PrefillTask(seq, hit.num_cached_tokens)
 
-    def advance(self, task: PrefillTask) -> int | None:
-        """Compute the next chunk; the first sampled token once the prompt is done."""
+    def advance(self, task: PrefillTask, max_tokens: int | None = None) -> int | None:
+        """Compute the next chunk (at most `max_tokens`, default `chunk_tokens`); the
+        first sampled token once the prompt is done."""
         seq = task.seq
         prompt = seq.item.prompt_token_ids
-        end = min(len(prompt), task.num_done_tokens + self.chunk_tokens)
+        end = min(len(prompt), task.num_done_tokens + (max_tokens or self.chunk_tokens))
         started = time.perf_counter()
         logits, seq.cache = self.runner.forward(prompt[task.num_done_tokens:end], seq.cache,
                                                 task.num_done_tokens)

@@ -1,16 +1,22 @@
 """The routing decision: which worker serves a request. A pure object, no I/O.
 
-Score per candidate worker w = cached prefix tokens w would save - load(w), where
-load(w) = queued prefill tokens + `decode_cost_tokens` x active decodes. Rules, in order:
+Score per candidate worker w = load(w) - cached prefix tokens w would save (lower is
+better). load(w) is the work the request would wait for there, as the worker's tenant-fair
+scheduler orders it: the queued prefill tokens of tenants holding no more requests on w
+(for their weight) than this tenant would, + `decode_cost_tokens` x active decodes +
+`slot_wait_tokens` x requests beyond `slots_per_worker` when this tenant is past its
+weighted share of the slots. So one tenant's backlog does not push another tenant's
+sessions away from their KV.
+Rules, in order:
 1. a reservation (a forecast said the session returns soon) keeps the session on its
-   worker, unless that worker is gone or overloaded;
-2. session affinity: a session stays where its KV is, with the same exceptions;
+   worker, unless that worker is gone or past the imbalance gate;
+2. session affinity: a session stays where its KV is unless that worker is gone or
+   overloaded, i.e. its score is worse than the best by more than
+   `affinity_slack_tokens` (its extra load outweighs what its cache saves);
 3. the best score wins, unless its load exceeds the least-loaded candidate's by more
    than `imbalance_threshold_tokens`: then the least-loaded worker wins (the gate).
-Ties go to the lower load, then the lower worker id (deterministic).
-
-"Overloaded" means load(w) - min load > the imbalance threshold; "gone" means not a
-candidate (fenced, dead, or at its dispatch limit).
+Ties go to the lower load, then the lower worker id (deterministic). "Gone" means not
+a candidate (fenced, dead, or at its dispatch limit).
 
 Invariants:
 - `route` charges the chosen worker's load before returning, and `on_first_token` /
@@ -22,6 +28,9 @@ Invariants:
 A shared-prefix transfer is proposed when the chosen worker lacks HOT blocks a peer
 holds and the measured cost of copying them (export + import per block, plus one round
 trip) is below the measured cost of prefilling them.
+
+`policy` "least_loaded" and "round_robin" are the baselines the benchmark compares
+against: they ignore prefixes, sessions and transfers (loads are still tracked).
 """
 from __future__ import annotations
 
@@ -33,16 +42,23 @@ from typing import Literal
 from cache.hashing import BlockHash
 from shards.prefix_index import PrefixIndex, PrefixRun
 
-RouteReason = Literal["reserved", "affinity", "prefix", "least_loaded", "imbalance"]
+RouteReason = Literal["reserved", "affinity", "prefix", "least_loaded", "imbalance", "round_robin"]
+RoutingPolicy = Literal["prefix", "least_loaded", "round_robin"]
+ROUTING_POLICIES = ("prefix", "least_loaded", "round_robin")
 
 
 @dataclass(frozen=True, slots=True)
 class RouterConfig:
+    policy: RoutingPolicy = "prefix"
     block_size: int = 16
     decode_cost_tokens: float = 32.0
+    slots_per_worker: int = 8
+    slot_wait_tokens: float = 512.0
+    affinity_slack_tokens: float = 64.0
     host_hit_weight: float = 0.5
     imbalance_threshold_tokens: float = 2048.0
     max_sessions: int = 100_000
+    tenant_weights: tuple[tuple[str, float], ...] = ()
     can_transfer: bool = True
     min_transfer_blocks: int = 2
 
@@ -58,10 +74,19 @@ class WorkerCosts:
 
 
 @dataclass(slots=True)
+class TenantLoad:
+    num_queued_prefill_tokens: int = 0
+    num_outstanding: int = 0
+
+
+@dataclass(slots=True)
 class WorkerLoad:
+    """Totals over the worker, and per tenant (the totals are the sums)."""
+
     num_queued_prefill_tokens: int = 0
     num_active_decodes: int = 0
     num_outstanding: int = 0
+    by_tenant: dict[str, TenantLoad] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +110,7 @@ class Decision:
 @dataclass(slots=True)
 class _Charge:
     worker_id: str
+    tenant: str
     num_prefill_tokens: int
     is_decoding: bool = False
 
@@ -99,6 +125,10 @@ class RouterStats:
 class Router:
     def __init__(self, config: RouterConfig | None = None) -> None:
         self.config = config or RouterConfig()
+        if self.config.policy not in ROUTING_POLICIES:
+            raise ValueError(f"routing policy must be one of {ROUTING_POLICIES}, not {self.config.policy!r}")
+        self._num_round_robin = 0
+        self._weights = dict(self.config.tenant_weights)
         self.index = PrefixIndex()
         self._loads: dict[str, WorkerLoad] = {}
         self._costs: dict[str, WorkerCosts] = {}
@@ -130,9 +160,25 @@ class Router:
     def load(self, worker_id: str) -> WorkerLoad:
         return self._loads[worker_id]
 
-    def load_tokens(self, worker_id: str) -> float:
+    def load_tokens(self, worker_id: str, tenant: str | None = None) -> float:
+        """The worker's load in prefill-token equivalents: in total, or as a new request
+        of `tenant` would see it under the worker's tenant-fair scheduling."""
         load = self._loads[worker_id]
-        return load.num_queued_prefill_tokens + self.config.decode_cost_tokens * load.num_active_decodes
+        config = self.config
+        decode = config.decode_cost_tokens * load.num_active_decodes
+        num_waiting_for_slot = max(0, load.num_outstanding + (tenant is not None) - config.slots_per_worker)
+        if tenant is None:
+            return load.num_queued_prefill_tokens + decode + config.slot_wait_tokens * num_waiting_for_slot
+        weights = self._weights
+        mine = load.by_tenant.get(tenant)
+        num_mine = (mine.num_outstanding if mine is not None else 0) + 1
+        rank = num_mine / weights.get(tenant, 1.0)
+        ahead = sum(t.num_queued_prefill_tokens for name, t in load.by_tenant.items()
+                    if t.num_outstanding / weights.get(name, 1.0) <= rank)
+        active = {name for name, t in load.by_tenant.items() if t.num_outstanding > 0} | {tenant}
+        share = config.slots_per_worker * weights.get(tenant, 1.0) / sum(weights.get(t, 1.0) for t in active)
+        waits = num_mine > share
+        return ahead + decode + (config.slot_wait_tokens * num_waiting_for_slot if waits else 0.0)
 
     def costs(self, worker_id: str) -> WorkerCosts:
         return self._costs[worker_id]
@@ -159,10 +205,16 @@ class Router:
         live = sorted(w for w in candidates if w in self._loads)
         if not live:
             return None
+        if self.config.policy != "prefix":
+            return self._route_baseline(request_id, query, live)
         runs = self.index.runs(query.hashes, self._loads)
-        loads = {w: self.load_tokens(w) for w in live}
+        loads = {w: self.load_tokens(w, query.tenant) for w in live}
         min_load = min(loads.values())
         threshold = self.config.imbalance_threshold_tokens
+
+        saved = {w: self._saved_tokens(runs[w], query.num_prompt_tokens) for w in live}
+        scores = {w: loads[w] - saved[w] for w in live}
+        best = min(live, key=lambda w: (scores[w], loads[w], w))
 
         def fits(worker_id: str | None) -> bool:
             return worker_id in loads and loads[worker_id] - min_load <= threshold
@@ -174,20 +226,32 @@ class Router:
             if reserved is not None and reserved[1] < now_s:
                 del self._reserved[query.session]
                 reserved = None
+            own = self._sessions.get(query.session)
             if reserved is not None and fits(reserved[0]):
                 chosen, reason = reserved[0], "reserved"
-            elif fits(self._sessions.get(query.session)):
-                chosen, reason = self._sessions[query.session], "affinity"
+            elif fits(own) and own != best and scores[own] <= scores[best] + self.config.affinity_slack_tokens:
+                chosen, reason = own, "affinity"
         if chosen is None:
-            saved = {w: self._saved_tokens(runs[w], query.num_prompt_tokens) for w in live}
-            chosen = min(live, key=lambda w: (loads[w] - saved[w], loads[w], w))
+            chosen = best
             if saved[chosen] == 0:
                 reason = "least_loaded"
             if loads[chosen] - min_load > threshold:
                 chosen = min(live, key=lambda w: (loads[w], w))
                 reason = "imbalance"
         decision = self._decide_transfer(chosen, reason, runs, query)
-        self._charge(request_id, decision, query.session)
+        self._charge(request_id, decision, query.tenant, query.session)
+        return decision
+
+    def _route_baseline(self, request_id: str, query: RouteQuery, live: list[str]) -> Decision:
+        if self.config.policy == "round_robin":
+            chosen = live[self._num_round_robin % len(live)]
+            self._num_round_robin += 1
+            reason: RouteReason = "round_robin"
+        else:
+            chosen = min(live, key=lambda w: (self.load_tokens(w), w))
+            reason = "least_loaded"
+        decision = Decision(chosen, reason, 0, query.num_prompt_tokens)
+        self._charge(request_id, decision, query.tenant, None)
         return decision
 
     def _saved_tokens(self, run: PrefixRun, num_prompt_tokens: int) -> int:
@@ -219,11 +283,14 @@ class Router:
         return Decision(chosen, reason, expected, query.num_prompt_tokens - expected,
                         transfer_from=holder, num_transfer_blocks=run.num_hot_blocks)
 
-    def _charge(self, request_id: str, decision: Decision, session: str | None) -> None:
+    def _charge(self, request_id: str, decision: Decision, tenant: str, session: str | None) -> None:
         load = self._loads[decision.worker_id]
         load.num_queued_prefill_tokens += decision.num_prefill_tokens
         load.num_outstanding += 1
-        self._charges[request_id] = _Charge(decision.worker_id, decision.num_prefill_tokens)
+        mine = load.by_tenant.setdefault(tenant, TenantLoad())
+        mine.num_queued_prefill_tokens += decision.num_prefill_tokens
+        mine.num_outstanding += 1
+        self._charges[request_id] = _Charge(decision.worker_id, tenant, decision.num_prefill_tokens)
         stats = self.stats
         stats.num_routed[decision.reason] = stats.num_routed.get(decision.reason, 0) + 1
         stats.num_expected_cached_tokens += decision.num_expected_cached_tokens
@@ -242,6 +309,7 @@ class Router:
             return
         load = self._loads[charge.worker_id]
         load.num_queued_prefill_tokens -= charge.num_prefill_tokens
+        load.by_tenant[charge.tenant].num_queued_prefill_tokens -= charge.num_prefill_tokens
         load.num_active_decodes += 1
         charge.is_decoding = True
 
@@ -251,11 +319,16 @@ class Router:
         if charge is None:
             return
         load = self._loads[charge.worker_id]
+        mine = load.by_tenant[charge.tenant]
         if charge.is_decoding:
             load.num_active_decodes -= 1
         else:
             load.num_queued_prefill_tokens -= charge.num_prefill_tokens
+            mine.num_queued_prefill_tokens -= charge.num_prefill_tokens
         load.num_outstanding -= 1
+        mine.num_outstanding -= 1
+        if mine.num_outstanding == 0:
+            del load.by_tenant[charge.tenant]
 
     def worker_of(self, request_id: str) -> str | None:
         charge = self._charges.get(request_id)

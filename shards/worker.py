@@ -4,10 +4,13 @@ Waiting requests sit in a weighted fair queue across tenants; a request is admit
 while slots are free, or past `max_running` (up to `max_running_hard`) when its tenant
 holds less than its weighted share of the slots, so one tenant's burst cannot hold
 every slot against the others. An admitted request is prefilled in chunks
-(`shards.prefill`). Each `step` decodes one token for every running request; before
-each decode it polls the inbox, admits newcomers and runs one prefill chunk (of the
-tenant holding the fewest slots for its weight), so a newcomer waits for at most one
-decode and one chunk before its own prefill starts.
+(`shards.prefill`), the tenant holding the fewest slots for its weight first. Each
+`step` decodes one token for every running request; before each decode it polls the
+inbox, admits newcomers, runs the prefills of tenants within their weighted share of
+`max_running_hard` back to back (polling between chunks) and at most one chunk of the
+rest. So a newcomer waits for at most one decode or chunk before its prefill starts and
+then runs to its first token (prefill first, as time to first token is what a waiting
+agent feels), while only a tenant past its share interleaves its prefills with decodes.
 
 Invariants: every request gets exactly one terminal event (FinishEvent or ErrorEvent);
 its block references are released on every path (finish, stop, cancel, error), so
@@ -24,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from cache.tiers import Tier
-from shards.fair_queue import FairQueue, may_admit, work_cost
+from shards.fair_queue import FairQueue, fair_share, may_admit, may_pin, work_cost
 from shards.prefill import DEFAULT_CHUNK_TOKENS, ChunkedPrefill, PrefillTask
 from shards.protocol import (ApplyForecast, CacheEventsReport, CacheSnapshot, CancelRequest,
                              ErrorEvent, ExportPrefix, FinishEvent, ImportPrefix, Ping, Pong,
@@ -39,6 +42,7 @@ class WorkerConfig:
     num_host_blocks: int = 0
     block_size: int = 16
     policy: str = "lru"
+    policy_options: tuple[tuple[str, object], ...] = ()  # make_policy keyword arguments
     max_running: int = 8
     num_threads: int = 1
     tenant_weights: tuple[tuple[str, float], ...] = ()
@@ -197,29 +201,45 @@ class WorkerLoop:
             counts[seq.item.tenant] = counts.get(seq.item.tenant, 0) + 1
         return counts
 
+    def _pinned_by_tenant(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for seq in [*self.running.values(), *(t.seq for t in self.prefilling.values())]:
+            counts[seq.item.tenant] = counts.get(seq.item.tenant, 0) + self._num_blocks(seq.item)
+        return counts
+
+    def _num_blocks(self, item: WorkItem) -> int:
+        return len(item.prompt_token_ids) // self.config.block_size + 1
+
     def admit_ready(self) -> None:
-        """Admit waiting requests, in fair order, while the slot rule allows."""
+        """Admit waiting requests, in fair order, while the slot rule (`may_admit`) and
+        the KV rule (`may_pin`, on the head of each tenant's queue) allow."""
+        capacity = self.config.num_hot_blocks
         while len(self.waiting):
             counts = self._slots_by_tenant()
+            pinned = self._pinned_by_tenant()
             waiting = set(self.waiting.tenants())
+            heads = self.waiting.heads()
             item = self.waiting.pop_first(lambda tenant: may_admit(
-                tenant, counts, waiting, self.weights, self.config.max_running, self.max_running_hard))
+                tenant, counts, waiting, self.weights, self.config.max_running, self.max_running_hard)
+                and may_pin(tenant, self._num_blocks(heads[tenant]), pinned, waiting, self.weights, capacity))
             if item is None:
                 return
             self._admit(item)
 
     def step(self, poll: Callable[[], None] | None = None) -> None:
         """One decode for each running request; before each decode (and once when none
-        runs) poll the inbox (`poll`), admit what may run and run one prefill chunk."""
+        runs) poll the inbox (`poll`), admit what may run and prefill (`_prefill`)."""
         self.admit_ready()
-        self._prefill_chunk()
+        self._prefill(poll)
         for request_id in list(self.running):
             if poll is not None:
                 poll()
                 if not self.alive:
                     return
                 self.admit_ready()
-                self._prefill_chunk()
+                self._prefill(poll)
+            if not self.alive:
+                return
             seq = self.running.get(request_id)
             if seq is None:
                 continue
@@ -249,17 +269,39 @@ class WorkerLoop:
             self._error(ErrorEvent(item.request_id, f"prefill failed: {exc}", "internal_error",
                                    retryable=True))
 
-    def _prefill_chunk(self) -> None:
+    def _prefill(self, poll: Callable[[], None] | None) -> None:
+        """Chunks back to back while the next task's tenant is within its share (time to
+        first token first), then at most one chunk of a tenant past its share, then
+        (after a poll) the within-share ones again: a newcomer never waits for a decode
+        behind that chunk."""
+        self._prefill_within_share(poll)
+        if self.alive and self._prefill_chunk(within_share_only=False):
+            self._prefill_within_share(poll)
+
+    def _prefill_within_share(self, poll: Callable[[], None] | None) -> None:
+        while self.alive:
+            if poll is not None:
+                poll()
+                self.admit_ready()
+            if not self.alive or not self._prefill_chunk(within_share_only=True):
+                return
+
+    def _prefill_chunk(self, within_share_only: bool) -> bool:
         """One chunk of the prefill whose tenant holds the fewest slots for its weight
-        (then the oldest); a finished prefill starts decoding."""
+        (then the oldest); a finished prefill starts decoding. False when no chunk ran."""
         if not self.prefilling:
-            return
+            return False
         counts = self._slots_by_tenant()
         order = {request_id: i for i, request_id in enumerate(self.prefilling)}
         request_id = min(self.prefilling, key=lambda r: (
             counts[self.prefilling[r].item.tenant] / self.waiting.weight(self.prefilling[r].item.tenant),
             order[r]))
         task = self.prefilling[request_id]
+        tenant = task.item.tenant
+        if within_share_only:
+            active = {t for t, n in counts.items() if n > 0} | set(self.waiting.tenants())
+            if counts[tenant] > fair_share(tenant, active, self.weights, self.max_running_hard):
+                return False
         try:
             token = self.prefill.advance(task)
         except Exception as exc:
@@ -268,9 +310,9 @@ class WorkerLoop:
             self.prefill.abort(task)
             self._error(ErrorEvent(request_id, f"prefill failed: {exc}", "internal_error",
                                    retryable=True))
-            return
+            return True
         if token is None:
-            return
+            return True
         del self.prefilling[request_id]
         seq = task.seq
         self.running[request_id] = seq
@@ -278,6 +320,7 @@ class WorkerLoop:
         self._after_token(seq, token)
         if request_id in self.running:
             self.runner.commit_prompt(seq)
+        return True
 
     def _after_token(self, seq, token: int) -> None:
         params = seq.item.sampling

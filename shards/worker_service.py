@@ -17,13 +17,14 @@ from shards.worker import WorkerConfig, WorkerLoop
 IDLE_WAIT_S = 0.02
 
 
-def make_policy(name: str):
-    """The eviction policy named in the config; None means the block manager's LRU."""
-    if name == "lru":
+def make_policy(name: str, options: tuple[tuple[str, object], ...] = ()):
+    """The eviction policy named in the config, built with `options` (e.g. the
+    predictive policy's per-tenant `static_shares`); None means the block manager's LRU."""
+    if name == "lru" and not options:
         return None
     from cache.policies import make_policy as make  # the predictive policies live there
 
-    return make(name)
+    return make(name, **dict(options))
 
 
 def serve(worker_id: str, config: WorkerConfig, receive: Callable[[float], object | None],
@@ -41,7 +42,7 @@ def serve(worker_id: str, config: WorkerConfig, receive: Callable[[float], objec
         loaded = load_model(config.model)
         runner = ModelRunner(loaded, num_hot_blocks=config.num_hot_blocks,
                              num_host_blocks=config.num_host_blocks, block_size=config.block_size,
-                             policy=make_policy(config.policy))
+                             policy=make_policy(config.policy, config.policy_options))
         costs = measure_costs(runner, config.prefill_chunk_tokens) if config.measure_costs else None
     except Exception as exc:
         traceback.print_exc()

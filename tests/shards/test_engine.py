@@ -176,6 +176,20 @@ def test_generate_copies_a_shared_prefix_from_a_busy_peer(cluster):
     assert eng.router_stats()["num_transfers_done"] >= 1
 
 
+def test_apply_forecast_reserves_the_session_worker_and_reaches_its_cache(cluster):
+    from cache.forecast import Forecast
+
+    eng, loop = cluster
+    first = _run(loop, _collect(eng, WorkItem("fc1", "t", [6] * 40, SHORT, "sess-f")))[-1]
+    forecast = Forecast("t", "sess-f", made_at_s=0.0, p_return_within=((1.0, 0.5), (5.0, 0.9)),
+                        eta_quantiles_s=((0.5, 1.0), (0.9, 5.0)), confident=True)
+    assert eng.apply_forecast(forecast) == first.worker_id
+    assert eng.apply_forecast(Forecast("t", "no-such-session", made_at_s=0.0)) is None
+    again = _run(loop, _collect(eng, WorkItem("fc2", "t", [6] * 40 + [1], SHORT, "sess-f")))[-1]
+    assert again.worker_id == first.worker_id
+    assert eng.router_stats()["num_routed"].get("reserved", 0) >= 1
+
+
 def test_generate_past_the_queue_bounds_is_refused_with_retry_after(cluster):
     eng, loop = cluster
 

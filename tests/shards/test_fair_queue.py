@@ -86,3 +86,13 @@ def test_fair_share_follows_weights():
 def test_work_cost_caps_the_completion_budget():
     assert work_cost(100, 10) == 110.0
     assert work_cost(100, 100_000, decode_cost_tokens=64) == 164.0
+
+
+def test_may_pin_bounds_a_tenant_to_its_cache_share_once_the_cache_is_contended():
+    from shards.fair_queue import may_pin
+
+    assert may_pin("noisy", 90, {}, set(), {}, capacity=100)  # pins nothing yet: always
+    assert may_pin("noisy", 20, {"noisy": 30}, set(), {}, capacity=100)  # half still free
+    assert not may_pin("noisy", 20, {"noisy": 40}, {"quiet"}, {}, capacity=100)  # share is 50
+    assert may_pin("quiet", 20, {"noisy": 40, "quiet": 10}, set(), {}, capacity=100)
+    assert not may_pin("noisy", 20, {"noisy": 40}, set(), {}, capacity=100)  # alone: half at most

@@ -61,15 +61,25 @@ def test_router_imbalance_gate_falls_back_to_the_least_loaded_worker():
 
 
 def test_router_session_stays_on_its_worker_unless_overloaded_or_gone():
-    router = _router(imbalance_threshold_tokens=300.0)
+    router = _router(affinity_slack_tokens=64.0)
     assert router.route("r1", _query("s"), ["w0", "w1"], 0.0).worker_id == "w0"
-    _store(router, "w1", PREFIX)  # another worker looks better by prefix...
+    router.on_done("r1")
+    _store(router, "w0", PREFIX[:4])  # the session's KV so far: 64 tokens on w0...
+    _store(router, "w1", PREFIX[:6])  # ...a little more on w1, within the slack
     decision = router.route("r2", _query("s"), ["w0", "w1"], 0.0)
-    assert (decision.worker_id, decision.reason) == ("w0", "affinity")  # ...the session stays
-    router.route("big", RouteQuery("t", None, [], 1000), ["w0"], 0.0)
-    assert router.route("r3", _query("s"), ["w0", "w1"], 0.0).worker_id == "w1"  # overloaded
+    assert (decision.worker_id, decision.reason) == ("w0", "affinity")
+    router.on_done("r2")
+    router.route("big", RouteQuery("t", None, [], 300), ["w0"], 0.0)  # w0 overloaded
+    assert router.route("r3", _query("s"), ["w0", "w1"], 0.0).worker_id == "w1"
     assert router.route("r4", _query("s"), ["w0"], 0.0).worker_id == "w0"
     assert router.route("r5", _query("s"), ["w1"], 0.0).worker_id == "w1"  # gone: moves
+
+
+def test_router_counts_requests_waiting_for_a_slot_as_load():
+    router = _router(slots_per_worker=1, slot_wait_tokens=500.0, decode_cost_tokens=0.0)
+    router.route("a", RouteQuery("t", None, [], 10), ["w0"], 0.0)
+    router.route("b", RouteQuery("t", None, [], 10), ["w0"], 0.0)
+    assert router.load_tokens("w0") == 20 + 500
 
 
 def test_router_reservation_holds_the_session_worker_until_it_expires():
@@ -134,3 +144,28 @@ def test_router_never_transfers_when_disabled():
     router.route("busy", RouteQuery("t", None, [], 400), ["w1"], 0.0)
     _costed(router, prefill_s_per_token=20e-6, copy_s_per_block=30e-6)
     assert router.route("r1", _query(), ["w0", "w1"], 0.0).transfer_from is None
+
+
+def test_router_baselines_ignore_prefixes_and_sessions():
+    rr = _router(policy="round_robin")
+    _store(rr, "w1", PREFIX)
+    chosen = [rr.route(f"r{i}", _query("s"), ["w0", "w1"], 0.0).worker_id for i in range(4)]
+    assert chosen == ["w0", "w1", "w0", "w1"]
+    ll = _router(policy="least_loaded")
+    _store(ll, "w1", PREFIX)
+    first = ll.route("a", _query("s"), ["w0", "w1"], 0.0)
+    second = ll.route("b", _query("s"), ["w0", "w1"], 0.0)
+    assert (first.worker_id, second.worker_id) == ("w0", "w1")
+    assert first.num_expected_cached_tokens == 0 and first.transfer_from is None
+
+
+def test_router_another_tenants_backlog_does_not_push_a_session_off_its_kv():
+    router = _router()
+    _store(router, "w0", PREFIX)
+    for i in range(6):  # a noisy tenant queues 6 x 2000 prefill tokens on w0
+        router.route(f"n{i}", RouteQuery("noisy", None, [], 2000), ["w0"], 0.0)
+    assert router.load_tokens("w0") > 10_000
+    assert router.load_tokens("w0", "t") == 0  # t's request would be scheduled first
+    decision = router.route("r1", _query("s"), ["w0", "w1"], 0.0)
+    assert decision.worker_id == "w0" and decision.num_expected_cached_tokens == 128
+    assert router.load_tokens("w0", "noisy") > 10_000
