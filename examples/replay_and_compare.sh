@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Serve with the predictive KV policy, then with LRU; replay the same generated agent
+# workload against each; print the comparison. Runs on the embedded SmolLM2 by default:
+#   bash examples/replay_and_compare.sh
+#   MODEL=tiny SESSIONS=2 bash examples/replay_and_compare.sh      # a quick look
+# Knobs (environment): MODEL, TENANTS, SESSIONS, SEED, SPEED, HOT_BLOCKS, PORT.
+set -euo pipefail
+MODEL=${MODEL:-smollm2}
+TENANTS=${TENANTS:-3}
+SESSIONS=${SESSIONS:-4}
+SEED=${SEED:-0}
+SPEED=${SPEED:-2}
+HOT_BLOCKS=${HOT_BLOCKS:-400}
+PORT=${PORT:-8765}
+work=$(mktemp -d)
+trap 'kill "${server:-}" 2>/dev/null || true; rm -rf "$work"' EXIT
+
+stepahead workload generate --tenants "$TENANTS" --sessions "$SESSIONS" --seed "$SEED" \
+  --max-context-tokens 3000 -o "$work/workload.jsonl"
+
+keys=()
+for ((i = 0; i < TENANTS; i++)); do keys+=("--tenant-key=tenant$i=sk-compare-tenant$i"); done
+
+write_config() {  # $1 = policy
+  {
+    printf '[tracing]\nstore_path = "%s/traces-%s.sqlite"\n\n' "$work" "$1"
+    printf '[[models]]\nname = "m"\nkind = "local"\npath = "%s"\nnum_workers = 2\n' "$MODEL"
+    printf '[models.engine]\npolicy = "%s"\nnum_hot_blocks = %s\n\n' "$1" "$HOT_BLOCKS"
+    for ((i = 0; i < TENANTS; i++)); do
+      printf '[[tenants]]\nname = "tenant%s"\napi_key_sha256 = ["%s"]\n\n' "$i" \
+        "$(printf 'sk-compare-tenant%s' "$i" | sha256sum | cut -d' ' -f1)"
+    done
+  } > "$work/$1.toml"
+}
+
+for policy in predictive lru; do
+  write_config "$policy"
+  STEPAHEAD_PREDICTOR_DIR="$work/predictor-$policy" \
+    stepahead serve --config "$work/$policy.toml" --port "$PORT" --log-level warning \
+    > "$work/serve-$policy.log" 2>&1 &
+  server=$!
+  for _ in $(seq 600); do
+    curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 && break
+    kill -0 "$server" 2>/dev/null || { cat "$work/serve-$policy.log" >&2; exit 1; }
+    sleep 0.5
+  done
+  stepahead replay "$work/workload.jsonl" --base-url "http://127.0.0.1:$PORT" \
+    --api-key sk-compare-tenant0 "${keys[@]}" --speed "$SPEED" --max-output-tokens 8 \
+    --no-progress --json > "$work/$policy.json" || true
+  kill "$server"; wait "$server" 2>/dev/null || true
+  server=
+done
+
+python - "$work/predictive.json" "$work/lru.json" <<'PY'
+import json, sys
+rows = {name: json.load(open(path))["total"] for name, path in zip(("predictive", "lru"), sys.argv[1:])}
+keys = ("requests", "errors", "ttft_mean_s", "ttft_p50_s", "ttft_p99_s", "session_e2e_p50_s", "cached_token_share")
+print(f"{'':<20}" + "".join(f"{name:>14}" for name in rows))
+for key in keys:
+    print(f"{key:<20}" + "".join(f"{str(rows[name][key]):>14}" for name in rows))
+p, l = rows["predictive"], rows["lru"]
+if p["ttft_mean_s"] and l["ttft_mean_s"]:
+    print(f"LRU / predictive mean TTFT: {l['ttft_mean_s'] / p['ttft_mean_s']:.2f}x")
+print(json.dumps({"comparison": rows}))
+PY
