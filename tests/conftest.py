@@ -23,7 +23,9 @@ def tiny_loaded():
 
 
 @dataclass(slots=True)
-class TinyGateway:
+class ServedGateway:
+    """A gateway app served by a test uvicorn server."""
+
     server: object
     app: object
 
@@ -55,5 +57,5 @@ def tiny_gateway():
     })
     app = build_app(config)
     server = start_server(app, startup_timeout_s=300)
-    yield TinyGateway(server, app)
+    yield ServedGateway(server, app)
     server.stop()

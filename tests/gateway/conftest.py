@@ -17,6 +17,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from gateway.app import build_app  # noqa: E402
 from gateway.config import key_digest, parse_config  # noqa: E402
+from tests.conftest import ServedGateway  # noqa: E402
 from tests.gateway import fake_openai  # noqa: E402
 from tests.gateway.serving import RunningServer, start_server  # noqa: E402
 
@@ -32,18 +33,7 @@ MAX_BODY_BYTES = 256 * 1024
 
 
 @dataclass(slots=True)
-class Gateway:
-    server: RunningServer
-    app: object
-
-    @property
-    def base_url(self) -> str:
-        return self.server.base_url
-
-    @property
-    def state(self):
-        return self.app.state.gateway
-
+class Gateway(ServedGateway):
     def headers(self, tenant: str = "alpha") -> dict:
         return {"Authorization": f"Bearer {KEYS[tenant]}"}
 
