@@ -49,6 +49,24 @@ class EngineStartError(RuntimeError):
 
 
 class LocalEngine:
+    """One model on `num_workers` workers. Besides the model and cache sizes:
+
+    - `transport`: "local" (processes, default) or "ray" (actors; `transport_options`
+      go to `RayTransport`: address, num_cpus_per_worker, namespace);
+    - `tenant_weights`: weighted fair queueing at the router and in every worker;
+    - `max_queued_per_tenant` / `max_queued_requests`: admission bounds (past them a
+      request ends at once with "rate_limit_exceeded" / "overloaded", retry_after_s set);
+      `max_queue_wait_s`: a queued request fails with "overloaded" after this long;
+    - `max_outstanding_per_worker`: requests sent to one worker before the router holds
+      them (default 2 x max_running);
+    - `imbalance_threshold_tokens`, `routing` ("prefix", or the "round_robin" /
+      "least_loaded" baselines), `prefix_transfer` (copy shared prefixes between local
+      workers when measured cheaper);
+    - `health_timeout_s` / `ping_interval_s`: a ready worker silent this long is fenced;
+    - `min_p_return`: a forecast reserves its session's worker from this probability;
+    - `policy` / `policy_options`: the workers' cache policy (`cache.policies.make_policy`).
+    """
+
     def __init__(self, model: str = "smollm2", num_workers: int = 2, *, num_hot_blocks: int = 4096,
                  num_host_blocks: int = 0, block_size: int = 16, policy: str = "lru",
                  max_running: int = 8, threads_per_worker: int | None = None,
