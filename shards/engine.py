@@ -64,7 +64,8 @@ class LocalEngine:
       workers when measured cheaper);
     - `health_timeout_s` / `ping_interval_s`: a ready worker silent this long is fenced;
     - `min_p_return`: a forecast reserves its session's worker from this probability;
-    - `policy` / `policy_options`: the workers' cache policy (`cache.policies.make_policy`).
+    - `policy` / `policy_options`: the workers' cache policy (`cache.policies.make_policy`);
+    - `prefix_caching=False`: nothing is reused or stored (the no-caching baseline).
     """
 
     def __init__(self, model: str = "smollm2", num_workers: int = 2, *, num_hot_blocks: int = 4096,
@@ -77,13 +78,13 @@ class LocalEngine:
                  imbalance_threshold_tokens: float = 2048.0, prefix_transfer: bool = True,
                  health_timeout_s: float = 30.0, ping_interval_s: float = 0.5,
                  min_p_return: float = 0.5, routing: str = "prefix",
-                 policy_options: Mapping | None = None):
+                 policy_options: Mapping | None = None, prefix_caching: bool = True):
         threads = threads_per_worker or max(1, (os.cpu_count() or 2) // max(1, num_workers))
         weights = tuple(sorted((tenant_weights or {}).items()))
         self.config = WorkerConfig(model=model, num_hot_blocks=num_hot_blocks,
                                    num_host_blocks=num_host_blocks, block_size=block_size,
                                    policy=policy, max_running=max_running, num_threads=threads,
-                                   tenant_weights=weights,
+                                   tenant_weights=weights, prefix_caching=prefix_caching,
                                    policy_options=tuple(sorted(_frozen(policy_options or {}).items())))
         self.num_workers = num_workers
         self.model_id = model

@@ -51,6 +51,7 @@ class WorkerConfig:
     events_interval_s: float = 0.01
     snapshot_interval_s: float = 5.0
     measure_costs: bool = True
+    prefix_caching: bool = True
 
 
 def stats_as_dict(stats) -> dict:

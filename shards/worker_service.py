@@ -42,7 +42,8 @@ def serve(worker_id: str, config: WorkerConfig, receive: Callable[[float], objec
         loaded = load_model(config.model)
         runner = ModelRunner(loaded, num_hot_blocks=config.num_hot_blocks,
                              num_host_blocks=config.num_host_blocks, block_size=config.block_size,
-                             policy=make_policy(config.policy, config.policy_options))
+                             policy=make_policy(config.policy, config.policy_options),
+                             prefix_caching=config.prefix_caching)
         costs = measure_costs(runner, config.prefill_chunk_tokens) if config.measure_costs else None
     except Exception as exc:
         traceback.print_exc()

@@ -252,3 +252,22 @@ def test_unresponsive_worker_is_fenced_and_its_tokenless_request_retried(cluster
     health = eng.health()["workers"][victim]
     assert health["fence_reason"] == "unresponsive" and not health["ready"]
     assert eng.router_stats()["num_retried"] >= 1
+
+
+def test_engine_without_prefix_caching_never_reports_cached_tokens():
+    eng = LocalEngine("tiny", num_workers=1, num_hot_blocks=64, threads_per_worker=1,
+                      prefix_caching=False)
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(asyncio.wait_for(eng.start(), 120))
+        prompt = eng.tokenizer.encode("the same prompt twice " * 4, add_special_tokens=False)
+        params = SamplingParams(max_tokens=2, temperature=0.0, ignore_eos=True)
+        finishes = []
+        for i in range(2):
+            events = loop.run_until_complete(asyncio.wait_for(
+                _collect(eng, WorkItem(f"nc{i}", "t", prompt, params)), 60))
+            finishes.append(events[-1])
+        assert all(isinstance(f, FinishEvent) and f.num_cached_tokens == 0 for f in finishes)
+    finally:
+        loop.run_until_complete(eng.stop())
+        loop.close()
