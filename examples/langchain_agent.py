@@ -37,7 +37,7 @@ def main() -> int:
     parser.add_argument("question", nargs="?", default="What's the weather in Paris?")
     parser.add_argument("--base-url", default="http://127.0.0.1:8000/v1")
     parser.add_argument("--api-key", required=True)
-    parser.add_argument("--model", default="smollm2-135m-instruct")
+    parser.add_argument("--model", default="smollm2")
     parser.add_argument("--max-steps", type=int, default=3)
     args = parser.parse_args()
     llm = ChatOpenAI(model=args.model, base_url=args.base_url, api_key=args.api_key, temperature=0,
