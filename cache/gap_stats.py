@@ -43,15 +43,17 @@ class LogGapStats:
         self.sum_log += x
         self.sum_log_sq += x * x
 
-    def shrunk(self, parent: LogNormalGap, strength: float) -> LogNormalGap:
-        """Normal-on-log estimate with `strength` pseudo-gaps drawn from `parent`."""
+    def shrunk(self, parent: LogNormalGap, strength: float,
+               min_sigma: float = MIN_SIGMA) -> LogNormalGap:
+        """Normal-on-log estimate with `strength` pseudo-gaps drawn from `parent` (any
+        record with `mu` and `sigma`); with no gaps seen, `parent` itself."""
         n = self.num_gaps
         if n == 0.0:
             return parent
         mu = (self.sum_log + strength * parent.mu) / (n + strength)
         spread = (self.sum_log_sq - 2.0 * mu * self.sum_log + n * mu * mu
                   + strength * (parent.sigma ** 2 + (parent.mu - mu) ** 2))
-        return LogNormalGap(mu, max(math.sqrt(max(spread, 0.0) / (n + strength)), MIN_SIGMA))
+        return LogNormalGap(mu, max(math.sqrt(max(spread, 0.0) / (n + strength)), min_sigma))
 
 
 @dataclass(slots=True)

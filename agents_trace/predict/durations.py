@@ -19,7 +19,8 @@ from statistics import NormalDist
 import numpy as np
 from scipy.special import ndtr
 
-MIN_GAP_S = 1e-3
+from cache.gap_stats import LogGapStats
+
 MIN_SIGMA = 0.05
 REBUILD_FRACTION = 0.05
 LOG_GRID_S = np.linspace(math.log(1e-3), math.log(1e5), 161)
@@ -54,28 +55,16 @@ class DurationPrior:
         return LogNormal(math.log(self.median_s), self.sigma)
 
 
-@dataclass(slots=True)
-class GapStats:
-    """Sufficient statistics of log gaps."""
+class GapStats(LogGapStats):
+    """Sufficient statistics of log gaps (the cache's `LogGapStats`), estimating the
+    predictor's `LogNormal` with its own sigma floor."""
 
-    num_gaps: float = 0.0
-    sum_log: float = 0.0
-    sum_log_sq: float = 0.0
-
-    def add(self, gap_s: float) -> None:
-        x = math.log(max(gap_s, MIN_GAP_S))
-        self.num_gaps += 1.0
-        self.sum_log += x
-        self.sum_log_sq += x * x
+    __slots__ = ()
 
     def shrunk(self, parent: LogNormal, strength: float) -> LogNormal:
         """Posterior-mean style estimate: `strength` pseudo-gaps drawn from `parent`."""
-        n = self.num_gaps
-        mu = (self.sum_log + strength * parent.mu) / (n + strength)
-        spread = (self.sum_log_sq - 2.0 * mu * self.sum_log + n * mu * mu
-                  + strength * (parent.sigma ** 2 + (parent.mu - mu) ** 2))
-        sigma = math.sqrt(max(spread, 0.0) / (n + strength))
-        return LogNormal(mu, max(sigma, MIN_SIGMA))
+        estimate = LogGapStats.shrunk(self, parent, strength, MIN_SIGMA)
+        return LogNormal(estimate.mu, max(estimate.sigma, MIN_SIGMA))
 
 
 @dataclass(frozen=True, slots=True)
