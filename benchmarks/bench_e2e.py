@@ -99,9 +99,8 @@ def gateway_config(args, policy: str, tenants: list[str]):
     from gateway.config import key_digest, parse_config
 
     engine = {"policy": "lru" if policy == "none" else policy, "num_hot_blocks": args.hot_blocks,
-              "num_host_blocks": args.host_blocks, "threads_per_worker": args.threads_per_worker}
-    if policy == "none":
-        engine["prefix_caching"] = False
+              "num_host_blocks": args.host_blocks, "threads_per_worker": args.threads_per_worker,
+              "prefix_caching": policy != "none"}
     return parse_config({
         "models": [{"name": "m", "kind": "local", "path": args.model, "num_workers": args.workers,
                     "engine": engine}],
