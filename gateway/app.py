@@ -38,7 +38,8 @@ def build_backend(model, config: GatewayConfig) -> Backend:
         from gateway.local import LocalBackend   # NOTE: imports torch; only when needed
         return LocalBackend(model,
                             default_completion_reserve_tokens=config.default_completion_reserve_tokens,
-                            tenant_weights={t.name: t.weight for t in config.tenants})
+                            tenant_weights={t.name: t.weight for t in config.tenants},
+                            tenant_kv_shares={t.name: t.kv_share for t in config.tenants})
     if model.passthrough:
         from gateway.passthrough import PassthroughBackend
         return PassthroughBackend(

@@ -222,6 +222,8 @@ def parse_config(data: dict) -> GatewayConfig:
     tenants = tuple(_tenant(t, i) for i, t in enumerate(data.get("tenants", [])))
     if not models or not tenants:
         raise ConfigError("the config needs at least one [[models]] and one [[tenants]]")
+    if sum(t.kv_share for t in tenants) > 1.0 + 1e-9:
+        raise ConfigError("tenants' kv_share values sum to more than 1 (they are fractions of the hot KV blocks)")
     server = data.get("server", {})
     try:
         tracing = parse_trace_config(data.get("tracing", {}))

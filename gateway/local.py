@@ -8,12 +8,14 @@ Invariants:
   the request offered tools; "required"/named `tool_choice` take the forced path
   (`tool_forcing.py`) so the reply is always a call;
 - closing `run()` closes the engine stream, which cancels the request on its worker;
-- tenant weights from the config reach the engine's fair queue.
+- tenant weights from the config reach the engine's fair queue, and tenants' `kv_share`s
+  the predictive policy's reservations.
 """
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 
 from gateway.backend import ChatEvent, Prepared
@@ -22,8 +24,26 @@ from gateway.errors import context_length_exceeded, invalid_request
 from gateway.local_generation import ForcedCall, LocalCall, run_forced, run_free
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, NamedToolChoice
 
+log = logging.getLogger("stepahead.gateway")
+
 STATS_REFRESH_INTERVAL_S = 2.0
 TEXT_PART_TYPES = ("text", "input_text", "output_text")
+
+
+def _reserve_kv_shares(options: dict, kv_shares: dict[str, float], model: str) -> None:
+    """Tenants' `kv_share`s become the predictive policy's fixed reservations
+    (`static_shares`, fractions of each worker's hot blocks) unless the engine options
+    already set them; LRU has no reservations, so shares under it are reported once."""
+    shares = {tenant: share for tenant, share in kv_shares.items() if share > 0.0}
+    if not shares:
+        return
+    if options.get("policy", "lru") != "predictive":
+        log.warning("model %r: tenants' kv_share is ignored under policy %r (reservations need "
+                    "policy = \"predictive\" in [models.engine])", model, options.get("policy", "lru"))
+        return
+    policy_options = dict(options.get("policy_options") or {})
+    policy_options.setdefault("static_shares", shares)
+    options["policy_options"] = policy_options
 
 
 class LocalBackend:
@@ -31,7 +51,8 @@ class LocalBackend:
                  "_stats_task")
 
     def __init__(self, config: LocalModelConfig, *, default_completion_reserve_tokens: int = 256,
-                 tenant_weights: dict[str, float] | None = None) -> None:
+                 tenant_weights: dict[str, float] | None = None,
+                 tenant_kv_shares: dict[str, float] | None = None) -> None:
         from shards.engine import LocalEngine
         self.config = config
         self.model_id = config.name
@@ -40,6 +61,7 @@ class LocalBackend:
         options = dict(config.engine_options)
         if tenant_weights:
             options.setdefault("tenant_weights", tenant_weights)
+        _reserve_kv_shares(options, tenant_kv_shares or {}, config.name)
         self.engine = LocalEngine(config.path, config.num_workers, **options)
         self._stats_task: asyncio.Task | None = None
 

@@ -43,6 +43,9 @@ def _base(**tenant) -> dict:
     (lambda d: d["tenants"].append({"name": "u", "api_key_sha256": [key_digest("k")]}),
      "more than one tenant"),
     (lambda d: d["tenants"][0].update(api_key_env=["STEPAHEAD_UNSET_VAR"]), "not set"),
+    (lambda d: d["tenants"].extend([{"name": "u", "api_key_sha256": [key_digest("u")], "kv_share": 0.6},
+                                    {"name": "v", "api_key_sha256": [key_digest("v")], "kv_share": 0.6}]),
+     "kv_share"),
 ])
 def test_parse_config_rejects_bad_input(change, needle):
     data = _base()

@@ -74,3 +74,24 @@ def test_error_from_event_maps_engine_codes(event, status, code, retry_after):
     error = error_from_event(event)
     assert (error.status, error.code) == (status, code)
     assert error.headers.get("Retry-After") == retry_after
+
+
+def test_kv_shares_become_the_predictive_policys_reservations():
+    engine = {"policy": "predictive", "num_hot_blocks": 64}
+    config = LocalModelConfig(name="m", path="tiny", engine_options=tuple(engine.items()))
+    local = LocalBackend(config, tenant_kv_shares={"a": 0.25, "b": 0.0, "c": 0.5})
+    options = dict(local.engine.config.policy_options)
+    assert dict(options["static_shares"]) == {"a": 0.25, "c": 0.5}
+    from cache.policies import make_policy
+    policy = make_policy("predictive", **options)  # what a worker builds from the options
+    policy._plan.plan(100, {}, 0.0)
+    assert policy.reserved_blocks("a") == 25.0 and policy.reserved_blocks("c") == 50.0
+    assert policy.reserved_blocks("b") == 0.0
+
+
+def test_kv_shares_under_lru_are_reported_not_applied(caplog):
+    config = LocalModelConfig(name="m", path="tiny", engine_options=(("policy", "lru"),))
+    with caplog.at_level("WARNING", logger="stepahead.gateway"):
+        local = LocalBackend(config, tenant_kv_shares={"a": 0.25})
+    assert local.engine.config.policy_options == ()
+    assert "kv_share is ignored" in caplog.text
