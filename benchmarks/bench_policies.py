@@ -12,7 +12,8 @@ Traces:
   through its cache adapter (`predictive+hmm`).
 Diagnostics: the predictive policy fed oracle forecasts (`who`: whether each session
 comes back; `exact`: when) separates what the policy does with a forecast from how good
-the forecast is.
+the forecast is; on the agent workload `predictive[model]` is fed the generator's own
+distributions (model_oracle.py): the best any forecaster that cannot see the future does.
 
 Prints one JSON line per replay, then one summary line with, per trace and capacity,
 `gap_closed` = (predictive - lru) / (belady - lru) in block hit rate, `ttft_ratio` =
@@ -77,6 +78,16 @@ def agent_requests(seed: int, num_tenants: int, num_sessions: int) -> list[SimRe
 
     config = WorkloadConfig(num_tenants=num_tenants, num_sessions=num_sessions, seed=seed)
     return to_sim_requests(generate_workload(config, load_patterns()), config.block_size)
+
+
+def generator_model_source(seed: int, requests: list[SimRequest]) -> ForecastSource:
+    """Forecasts from the generator's own distributions: the information limit."""
+    from agents_trace.workload.generator import WorkloadConfig
+    from agents_trace.workload.tool_patterns import load_patterns
+    from model_oracle import GeneratorModelSource
+
+    config = WorkloadConfig(num_tenants=4, num_sessions=40, seed=seed)
+    return GeneratorModelSource(config, load_patterns(), [request.num_output_tokens for request in requests])
 
 
 def sessions_of(requests: list[SimRequest]) -> list[str]:
@@ -191,6 +202,11 @@ def main() -> None:
             if hmm is not None:
                 rows.append(run(requests, trace="agent", split=split, hot=hot, host=host, policy="predictive",
                                 block_size=16, source=hmm(), label="predictive+hmm"))
+        if not args.quick:
+            for hot in (1000, 2000):
+                source = generator_model_source(seed, requests)
+                rows.append(run(requests, trace="agent", split=split, hot=hot, host=0, policy="predictive",
+                                block_size=16, source=source, label="predictive[model]"))
         if split == "train" and not args.quick:
             sessions = sessions_of(requests)
             for hot in (1000, 2000):

@@ -1,0 +1,39 @@
+"""The generator-model forecast source forecasts exactly the generator's distributions."""
+import math
+from pathlib import Path
+
+import pytest
+
+from agents_trace.workload.generator import WorkloadConfig, tool_median_s
+from agents_trace.workload.tool_patterns import ToolPatterns
+from cache.forecast_source import RequestSeen
+from cache.policies.return_curve import ReturnCurve
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+@pytest.fixture
+def source_class(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    from model_oracle import GeneratorModelSource
+    return GeneratorModelSource
+
+
+def test_forecasts_follow_the_generators_distributions(source_class):
+    config = WorkloadConfig(num_tenants=1, num_sessions=1, seed=3)
+    patterns = [ToolPatterns("d", {"START": {"USER": 4}, "USER": {"ls": 4},
+                                   "ls": {"ASSISTANT_TEXT": 4}, "ASSISTANT_TEXT": {"END": 1, "USER": 3}})]
+    source = source_class(config, patterns, [10, 50])
+    source.observe(RequestSeen("tenant0", "s", 100.0, "user", ("ls",), 4))
+    tool = source.forecast("tenant0", "s", 100.0)
+    assert tool.p_end == 0.0 and tool.made_at_s == 100.0
+    assert tool.eta_s(0.5) == pytest.approx(0.2 + tool_median_s(config, "ls"))
+    source.observe(RequestSeen("tenant0", "s", 130.0, "tool:ls", (), 5))
+    text = source.forecast("tenant0", "s", 130.0)
+    assert text.p_end == pytest.approx(0.25)  # END follows a text answer 1 time in 4
+    assert text.eta_s(0.5) == pytest.approx(1.0 + config.think_time_median_s)
+    curve = ReturnCurve.from_forecast(text)
+    assert curve.p_by(1.0 + config.think_time_median_s) == pytest.approx(0.75 * 0.5, abs=1e-6)
+    assert curve.p_ever == pytest.approx(0.75)
+    assert math.isclose(curve.p_by(1e6), 0.75)
+    assert source.forecast("tenant0", "other", 130.0) is None
