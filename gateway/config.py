@@ -18,6 +18,7 @@ from typing import Any, Literal
 from agents_trace.config import TraceConfig, TraceConfigError, parse_trace_config
 
 DEFAULT_LOCAL_MODEL = "smollm2"
+BUILTIN_LOCAL_MODELS = ("smollm2", "tiny")
 PASSTHROUGH_PROVIDERS = ("openai", "hosted_vllm", "openai_like", "custom_openai")
 
 
@@ -127,10 +128,16 @@ class GatewayConfig:
             raise ConfigError("the same API key is given to more than one tenant")
 
 
-def default_config(demo_key: str) -> GatewayConfig:
+def default_config(demo_key: str, *, model: str = DEFAULT_LOCAL_MODEL, num_workers: int = 2,
+                   engine_options: dict[str, Any] | None = None) -> GatewayConfig:
+    """One local model for one demo tenant. `model` is "smollm2", "tiny" or a local model
+    directory, served under its own name (a directory's name)."""
+    if num_workers < 1:
+        raise ConfigError("num_workers must be >= 1")
+    name = model if model in BUILTIN_LOCAL_MODELS else Path(model).name or model
     return GatewayConfig(
-        models=(LocalModelConfig(name=DEFAULT_LOCAL_MODEL, path=DEFAULT_LOCAL_MODEL,
-                                 num_workers=2),),
+        models=(LocalModelConfig(name=name, path=model, num_workers=num_workers,
+                                 engine_options=tuple(sorted((engine_options or {}).items()))),),
         tenants=(TenantConfig(name="demo", key_digests=(key_digest(demo_key),)),))
 
 

@@ -1,8 +1,11 @@
 """`stepahead serve`: run the gateway under uvicorn.
 
-With no `--config`, serves the embedded default model on two local workers for one demo
-tenant, and prints the base URL and the demo key (from $STEPAHEAD_DEMO_KEY, or a fresh
-random one). Command-line `--host`/`--port` win over the file's [server] table.
+With no `--config`, serves one local model (`--model`: the embedded default, the tiny
+test model or a local Hugging Face directory) on `--workers` workers with the `--policy`
+KV policy for one demo tenant, and prints the base URL and the demo key (from
+$STEPAHEAD_DEMO_KEY, or a fresh random one). Command-line `--host`/`--port` win over the
+file's [server] table; the model flags describe the no-config model only, so they are
+refused next to `--config` (the file says all of that).
 """
 from __future__ import annotations
 
@@ -12,7 +15,9 @@ import os
 import secrets
 import sys
 
-from gateway.config import ConfigError, default_config, load_config
+from gateway.config import DEFAULT_LOCAL_MODEL, ConfigError, default_config, load_config
+
+POLICIES = ("lru", "predictive")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -22,7 +27,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--port", type=int, help="port (default 8000)")
     parser.add_argument("--log-level", default="info",
                         choices=("critical", "error", "warning", "info", "debug"))
+    local = parser.add_argument_group("without --config")
+    local.add_argument("--model", help=f"'{DEFAULT_LOCAL_MODEL}' (default), 'tiny', or a local "
+                                       "Hugging Face model directory")
+    local.add_argument("--workers", type=int, help="local worker processes (default 2)")
+    local.add_argument("--policy", choices=POLICIES, help="KV cache policy (default lru)")
+    local.add_argument("--hot-blocks", type=int, help="hot KV blocks per worker (default 4096)")
     parser.set_defaults(handler=serve)
+
+
+def _no_config(args: argparse.Namespace, demo_key: str):
+    """The one-model config the no-config flags describe."""
+    engine = {key: value for key, value in (("policy", args.policy), ("num_hot_blocks", args.hot_blocks))
+              if value is not None}
+    if args.hot_blocks is not None and args.hot_blocks < 1:
+        raise ConfigError("--hot-blocks must be >= 1")
+    return default_config(demo_key, model=args.model or DEFAULT_LOCAL_MODEL,
+                          num_workers=2 if args.workers is None else args.workers, engine_options=engine)
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -33,10 +54,16 @@ def serve(args: argparse.Namespace) -> int:
     demo_key = None
     try:
         if args.config:
+            given = [flag for flag, value in (("--model", args.model), ("--workers", args.workers),
+                                              ("--policy", args.policy), ("--hot-blocks", args.hot_blocks))
+                     if value is not None]
+            if given:
+                raise ConfigError(f"{', '.join(given)} only apply without --config; set them in "
+                                  "the file's [[models]] / [models.engine] tables")
             config = load_config(args.config)
         else:
             demo_key = os.environ.get("STEPAHEAD_DEMO_KEY") or f"sk-demo-{secrets.token_urlsafe(18)}"
-            config = default_config(demo_key)
+            config = _no_config(args, demo_key)
     except (ConfigError, OSError) as exc:
         print(f"stepahead: bad config: {exc}", file=sys.stderr)
         return 2

@@ -4,6 +4,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from gateway.cli import build_parser, main
 from gateway.config import key_digest
@@ -67,3 +68,25 @@ def test_cli_serve_rejects_a_bad_config(tmp_path: Path, capsys):
     config.write_text("[[models]]\nname = 'm'\nkind = 'cloud'\n")
     assert main(["serve", "--config", str(config)]) == 2
     assert "bad config" in capsys.readouterr().err
+
+
+def test_serve_flags_describe_the_no_config_model():
+    from gateway.config import LocalModelConfig
+    from gateway.serve_command import _no_config
+    args = build_parser().parse_args(["serve", "--model", "/models/My-Model", "--workers", "3",
+                                      "--policy", "predictive", "--hot-blocks", "512"])
+    [model] = _no_config(args, "sk-x").models
+    assert isinstance(model, LocalModelConfig)
+    assert (model.name, model.path, model.num_workers) == ("My-Model", "/models/My-Model", 3)
+    assert dict(model.engine_options) == {"policy": "predictive", "num_hot_blocks": 512}
+    [default] = _no_config(build_parser().parse_args(["serve"]), "sk-x").models
+    assert (default.name, default.path, default.num_workers, default.engine_options) == ("smollm2", "smollm2", 2, ())
+
+
+def test_serve_refuses_model_flags_next_to_a_config(tmp_path: Path, capsys):
+    assert main(["serve", "--config", str(tmp_path / "x.toml"), "--policy", "predictive"]) == 2
+    assert "--policy only apply without --config" in capsys.readouterr().err
+    assert main(["serve", "--workers", "0"]) == 2
+    assert main(["serve", "--hot-blocks", "0"]) == 2
+    with pytest.raises(SystemExit):
+        main(["serve", "--policy", "fifo"])
