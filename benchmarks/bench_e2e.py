@@ -5,10 +5,15 @@ script starts the gateway (uvicorn on 127.0.0.1, real worker processes, SmolLM2 
 default or the tiny model), replays the same workload with the replay harness (real tool
 gaps scaled by --speed), and stops it. KV memory is set so the working set does not fit
 (--hot-blocks per worker). The predictor starts from models fitted on a *different*
-workload of the same tenants (another seed), as a restarted gateway would restore them.
+workload of the same tenants (another seed), as a restarted gateway would restore them,
+fitted on the symbol stream the gateway sees for this replay (no tool names: the replay
+sends token-id completions). The same trace also goes through `cache.sim` at the same
+total KV memory (the headroom a forecast has, free of timing noise), and each run
+records where the CPU went (gateway threads, workers: cpu_probe.py).
 
-Then the capacity figure: for 1..--max-tenants tenants, the largest tenant count whose
-p99 TTFT stays under --slo-s, for predictive and for LRU.
+Then the capacity figure (e2e_capacity.py): for --sweep-step, 2*step, ..--max-tenants
+tenants at a fixed load per tenant, the largest tenant count whose p99 TTFT stays under
+--slo-s, for predictive and for LRU.
 
     python benchmarks/bench_e2e.py                      # SmolLM2 (minutes)
     python benchmarks/bench_e2e.py --model tiny         # quick
@@ -35,6 +40,8 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import uvicorn  # noqa: E402
 
 from agents_trace.replay.report import build_report  # noqa: E402
+from benchmarks.cpu_probe import CpuSample, delta  # noqa: E402
+from benchmarks.e2e_capacity import capacity_sweep, plot, simulate, sweep_counts  # noqa: E402
 from agents_trace.replay.runner import ReplayOptions, replay  # noqa: E402
 from agents_trace.workload.generator import WorkloadConfig, generate_workload  # noqa: E402
 from agents_trace.workload.sequences import session_sequences  # noqa: E402
@@ -57,7 +64,7 @@ class Gateway:
         self.port = _free_port()
         self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port,
                                                     log_level="warning", lifespan="on"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread = threading.Thread(target=self.server.run, name="gateway-uvicorn", daemon=True)
 
     def __enter__(self) -> "Gateway":
         self.thread.start()
@@ -77,18 +84,21 @@ class Gateway:
         return f"http://127.0.0.1:{self.port}"
 
 
-def workload(args, num_tenants: int, seed: int):
+def workload(args, num_tenants: int, seed: int, session_rate_per_s: float):
     config = WorkloadConfig(num_tenants=num_tenants, num_sessions=args.sessions, seed=seed,
-                            session_rate_per_s=args.session_rate, max_context_tokens=args.max_context)
+                            session_rate_per_s=session_rate_per_s, max_context_tokens=args.max_context)
     return config, generate_workload(config, load_patterns(None))
 
 
 def pretrain_predictor(records, speed: float, directory: Path) -> None:
+    """Fit per-tenant models on `records` as the gateway will observe the replay: token-id
+    completions, so no tool names (see agents_trace.workload.sequences)."""
     from agents_trace.predict.predictor import Predictor
 
     predictor = Predictor()
     try:
-        for tenant, (sequences, gaps) in sorted(session_sequences(records, speed).items()):
+        streams = session_sequences(records, speed, as_seen_by_gateway=True)
+        for tenant, (sequences, gaps) in sorted(streams.items()):
             predictor.fit_sequences(tenant, sequences, gaps)
         predictor.save(directory)
     finally:
@@ -124,10 +134,30 @@ def run_policy(args, policy: str, records, header, predictor_seed_dir: Path) -> 
                 concurrency=args.concurrency, max_input_tokens=args.max_context,
                 max_output_tokens=args.max_output_tokens, vocab_size=args.vocab_size,
                 progress=sys.stderr.isatty())
+            before = CpuSample.take(worker_pids(app))
             results, wall_s = asyncio.run(replay(records, header, options))
+            cpu = delta(before, CpuSample.take(worker_pids(app)))
+            cpu.update(forecast_counters(app))
     report = build_report(results, wall_s)
     report["policy"] = policy
+    report["cpu"] = cpu
     return report
+
+
+def worker_pids(app) -> list[int]:
+    engine = app.state.gateway.backends["m"].engine
+    pids = (engine.worker_pid(w) for w in engine.health()["workers"])
+    return [pid for pid in pids if pid is not None]
+
+
+def forecast_counters(app) -> dict:
+    """How much forecasting work the gateway did (the relay runs for every policy)."""
+    relay = app.state.gateway.forecasts
+    if relay is None:
+        return {}
+    worker = relay.predictor._worker  # NOTE: a benchmark may read the counters
+    return {"forecasts_forwarded": relay.num_forwarded, "forecasts_made": relay.num_forecasts,
+            "refits_done": worker.num_done}
 
 
 def main() -> None:
@@ -137,7 +167,8 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=4, help="sessions per tenant")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--speed", type=float, default=4.0, help="tool/think time scale")
-    parser.add_argument("--session-rate", type=float, default=0.5)
+    parser.add_argument("--session-rate", type=float, default=0.5,
+                        help="new sessions per second, all --tenants together")
     parser.add_argument("--max-context", type=int, default=3000)
     parser.add_argument("--max-output-tokens", type=int, default=8)
     parser.add_argument("--workers", type=int, default=2)
@@ -148,24 +179,51 @@ def main() -> None:
     parser.add_argument("--vocab-size", type=int, default=256)
     parser.add_argument("--policies", default=",".join(POLICIES))
     parser.add_argument("--max-tenants", type=int, default=0, help="capacity sweep up to N (0: skip)")
+    parser.add_argument("--sweep-step", type=int, default=1, help="tenant counts step, 2*step, ...")
+    parser.add_argument("--sweep-sessions", type=int, default=0,
+                        help="sessions per tenant in the sweep (0: --sessions)")
     parser.add_argument("--slo-s", type=float, default=2.0, help="p99 TTFT SLO for the capacity sweep")
     parser.add_argument("--plot", action="store_true")
     args = parser.parse_args()
 
-    _, train = workload(args, max(args.tenants, args.max_tenants), args.seed + 1000)
+    num_trained = max(args.tenants, args.max_tenants)
+    _, train = workload(args, num_trained, args.seed + 1000, args.session_rate)
     seed_dir = Path(tempfile.mkdtemp(prefix="stepahead-bench-predictor-"))
     pretrain_predictor(train, args.speed, seed_dir)
-    config, records = workload(args, args.tenants, args.seed)
+    config, records = workload(args, args.tenants, args.seed, args.session_rate)
     header = TraceHeader(block_size=config.block_size)
     out: dict = {"model": args.model, "requests": len(records), "tenants": args.tenants,
+                 "sessions_per_tenant": args.sessions, "session_rate_per_s": args.session_rate,
                  "hot_blocks_per_worker": args.hot_blocks, "host_blocks_per_worker": args.host_blocks,
-                 "speed": args.speed, "policies": {}}
+                 "workers": args.workers, "speed": args.speed,
+                 "simulator": simulate(records, config.block_size, args.hot_blocks * args.workers),
+                 "policies": {}}
+    print(json.dumps({"simulator": out["simulator"]}), file=sys.stderr, flush=True)
     for policy in args.policies.split(","):
         report = run_policy(args, policy, records, header, seed_dir)
         out["policies"][policy] = {"total": report["total"], "per_tenant": report["per_tenant"],
-                                   "wall_s": report["wall_s"]}
-        print(json.dumps({"progress": policy, **report["total"]}), file=sys.stderr, flush=True)
-    totals = {p: v["total"] for p, v in out["policies"].items()}
+                                   "wall_s": report["wall_s"], "cpu": report["cpu"]}
+        print(json.dumps({"progress": policy, **report["total"], "cpu": report["cpu"]}),
+              file=sys.stderr, flush=True)
+    out.update(ratios({p: v["total"] for p, v in out["policies"].items()}))
+    if args.max_tenants:
+        per_tenant_rate = args.session_rate / args.tenants
+        sweep_args = argparse.Namespace(**{**vars(args),
+                                           "sessions": args.sweep_sessions or args.sessions})
+        out["capacity"] = capacity_sweep(
+            sweep_counts(args.max_tenants, args.sweep_step), args.slo_s,
+            lambda n: workload(sweep_args, n, args.seed, per_tenant_rate * n),
+            lambda policy, recs, head: run_policy(sweep_args, policy, recs, head, seed_dir))
+        out["capacity"].update(sessions_per_tenant=sweep_args.sessions,
+                               session_rate_per_tenant_s=per_tenant_rate)
+    shutil.rmtree(seed_dir, ignore_errors=True)
+    print(json.dumps(out))
+    if args.plot:
+        plot(out, Path(__file__).resolve().parent.parent / "docs")
+
+
+def ratios(totals: dict) -> dict:
+    out = {}
     if "predictive" in totals and "lru" in totals:
         p, l = totals["predictive"], totals["lru"]
         out["lru_over_predictive_ttft_mean"] = round(l["ttft_mean_s"] / p["ttft_mean_s"], 3)
@@ -173,61 +231,7 @@ def main() -> None:
         out["lru_over_predictive_session_e2e_p50"] = round(l["session_e2e_p50_s"] / p["session_e2e_p50_s"], 3)
     if "none" in totals and "lru" in totals:
         out["none_over_lru_ttft_mean"] = round(totals["none"]["ttft_mean_s"] / totals["lru"]["ttft_mean_s"], 3)
-    if args.max_tenants:
-        out["capacity"] = capacity_sweep(args, seed_dir)
-    shutil.rmtree(seed_dir, ignore_errors=True)
-    print(json.dumps(out))
-    if args.plot:
-        plot(out)
-
-
-def capacity_sweep(args, seed_dir: Path) -> dict:
-    """Largest tenant count whose p99 TTFT stays under the SLO, per policy."""
-    rows: dict[str, dict[int, float | None]] = {"predictive": {}, "lru": {}}
-    for num_tenants in range(1, args.max_tenants + 1):
-        config, records = workload(args, num_tenants, args.seed)
-        header = TraceHeader(block_size=config.block_size)
-        for policy in rows:
-            report = run_policy(args, policy, records, header, seed_dir)
-            rows[policy][num_tenants] = report["total"]["ttft_p99_s"]
-            print(json.dumps({"capacity": policy, "tenants": num_tenants,
-                              "ttft_p99_s": rows[policy][num_tenants]}), file=sys.stderr, flush=True)
-    best = {p: max([n for n, v in r.items() if v is not None and v <= args.slo_s], default=0)
-            for p, r in rows.items()}
-    ratio = round(best["predictive"] / best["lru"], 3) if best["lru"] else None
-    return {"slo_p99_ttft_s": args.slo_s, "p99_ttft_by_tenants": rows, "max_tenants": best,
-            "predictive_over_lru_tenants": ratio}
-
-
-def plot(out: dict) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    docs = Path(__file__).resolve().parent.parent / "docs"
-    policies = list(out["policies"])
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    for i, key in enumerate(("ttft_p50_s", "ttft_mean_s", "ttft_p99_s")):
-        ax.bar([x + i * 0.27 for x in range(len(policies))],
-               [out["policies"][p]["total"][key] or 0 for p in policies], width=0.27, label=key)
-    ax.set_xticks([x + 0.27 for x in range(len(policies))], policies)
-    ax.set_ylabel("seconds")
-    ax.set_title(f"TTFT through the gateway ({out['model']}, {out['requests']} requests)")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(docs / "e2e_ttft.png", dpi=120)
-    if "capacity" in out:
-        fig, ax = plt.subplots(figsize=(6, 3.5))
-        for policy, rows in out["capacity"]["p99_ttft_by_tenants"].items():
-            xs = sorted(rows)
-            ax.plot(xs, [rows[x] for x in xs], marker="o", label=policy)
-        ax.axhline(out["capacity"]["slo_p99_ttft_s"], color="grey", linestyle="--", label="SLO")
-        ax.set_xlabel("tenants")
-        ax.set_ylabel("p99 TTFT (s)")
-        ax.legend()
-        fig.tight_layout()
-        fig.savefig(docs / "e2e_capacity.png", dpi=120)
+    return out
 
 
 if __name__ == "__main__":

@@ -5,6 +5,8 @@ The tracer's writer thread hands every finished `Step` and `SessionEnded` to a
 forecast — the moment a response ends is when the cache must decide to pin, demote or
 prefetch — and hands the forecast to the local engine that served the step; the engine
 routes it to the worker holding the session. Nothing here runs on the request path.
+The same forecast is what the tracer checks the session's next step against
+(`ForecastRelay.forecaster`): one forecast per finished step, not two.
 
 Invariant: below the gateway, session keys are namespaced by tenant
 (`engine_session_key`), both in WorkItems and in forecasts, so equal client session ids
@@ -49,22 +51,43 @@ def bind_session(prepared, trace: StepContext | None) -> None:
 
 
 class ForecastRelay:
-    """A tracer subscriber: observe each event, then forward the session's forecast."""
+    """A tracer subscriber: observe each event, then forward the session's forecast.
+
+    Invariant: `_latest` holds at most one forecast per session, the one made for its
+    last successful step, until the tracer's forecaster takes it (right after the
+    subscribers, on the same writer thread) or the session ends.
+    """
 
     def __init__(self, predictor, engines: Mapping[str, object], clock: Callable[[], float] = time.time):
         self.predictor = predictor
         self.engines = dict(engines)
         self.clock = clock
         self._observe = predictor_subscriber(predictor, clock)
+        self._latest: dict[tuple[str, str], object] = {}
         self.num_forwarded = 0
+        self.num_forecasts = 0
+
+    def forecaster(self, tenant: str, session: str, now_s: float):
+        """The tracer's forecaster: the forecast this relay just made for the session's
+        step, else a fresh one."""
+        forecast = self._latest.pop((tenant, session), None)
+        if forecast is not None:
+            return forecast
+        self.num_forecasts += 1
+        return self.predictor.forecast(tenant, session, now_s)
 
     def __call__(self, event) -> None:
         self._observe(event)
         if not isinstance(event, (Step, SessionEnded)):
             return
-        if isinstance(event, Step) and event.error is not None:
+        if isinstance(event, SessionEnded):
+            self._latest.pop((event.tenant, event.session), None)
+        elif event.error is not None:
             return
         forecast = self.predictor.forecast(event.tenant, event.session, self.clock())
+        self.num_forecasts += 1
+        if isinstance(event, Step):
+            self._latest[(event.tenant, event.session)] = forecast
         keyed = dataclasses.replace(forecast, session=engine_session_key(event.tenant, event.session))
         model = getattr(event, "model", None)
         targets = [self.engines[model]] if model in self.engines else list(self.engines.values())
@@ -93,7 +116,7 @@ def start_forecasting(tracer, backends: Mapping[str, object]) -> ForecastRelay |
         predictor = Predictor()
     relay = ForecastRelay(predictor, engines)
     tracer.subscribe(relay)
-    tracer.set_forecaster(predictor.forecast)
+    tracer.set_forecaster(relay.forecaster)
     return relay
 
 

@@ -20,6 +20,7 @@ def test_agent_steps_reach_the_predictor_and_forecasts_reach_the_engine(tiny_gat
     relay = tiny_gateway.state.forecasts
     assert relay is not None
     forwarded_before = relay.num_forwarded
+    forecasts_before = relay.num_forecasts
     client = OpenAI(base_url=f"{tiny_gateway.base_url}/v1", api_key=TINY_GATEWAY_KEYS["tenant2"],
                     max_retries=0)
     messages = [{"role": "user", "content": "find x"}]
@@ -36,7 +37,28 @@ def test_agent_steps_reach_the_predictor_and_forecasts_reach_the_engine(tiny_gat
     while relay.num_forwarded < forwarded_before + 2 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert relay.num_forwarded >= forwarded_before + 2  # one forecast per finished step
+    assert tiny_gateway.state.tracer.flush(15)
+    # the tracer checks the next step against the forecast the relay forwarded: no second one
+    assert relay.num_forecasts == forecasts_before + 2
+    assert ("tenant2", "forecast-s1") not in relay._latest
     status = relay.predictor.status("tenant2")
     assert status.num_live_sessions >= 1
     forecast = relay.predictor.forecast("tenant2", "forecast-s1", time.time())
     assert abs(sum(forecast.next_step.values()) - 1.0) < 1e-6
+
+
+def test_relay_forecaster_makes_a_fresh_forecast_when_none_is_waiting_and_ends_clear():
+    from agents_trace.predict.predictor import Predictor
+    from agents_trace.records import SessionEnded
+    from gateway.forecasting import ForecastRelay
+
+    with Predictor() as predictor:
+        relay = ForecastRelay(predictor, {})
+        forecast = relay.forecaster("t", "s", time.time())
+        assert forecast.session == "s" and relay.num_forecasts == 1
+        relay._latest[("t", "s")] = forecast
+        assert relay.forecaster("t", "s", time.time()) is forecast  # taken, not remade
+        assert relay.num_forecasts == 1
+        relay._latest[("t", "s")] = forecast
+        relay(SessionEnded("t", "s", 1, None, "idle"))
+        assert ("t", "s") not in relay._latest

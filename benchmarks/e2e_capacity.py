@@ -1,0 +1,113 @@
+"""The capacity figure of the end-to-end benchmark, its simulator cross-check, and plots.
+
+Capacity: for a growing number of tenants, each bringing the same load (sessions per
+tenant and session rate per tenant held fixed, so n tenants send n times the sessions
+per second), replay the workload through the gateway with predictive and with LRU, and
+report the largest tenant count whose p99 TTFT stays under the SLO. A policy that
+misses the SLO at n is not run at larger n (recorded as None): its p99 only grows with
+load. The caller passes `run(policy, records, header) -> report` (bench_e2e.run_policy).
+
+Simulator: the same trace through `cache.sim` (LRU, predictive with its built-in gap
+forecaster, Belady) at the gateway's total KV memory, to show how much headroom a
+forecast has on this workload independent of timing noise.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from cache.trace_format import TraceHeader
+
+CAPACITY_POLICIES = ("predictive", "lru")
+
+
+def sweep_counts(max_tenants: int, step: int) -> list[int]:
+    """step, 2*step, ..., up to max_tenants (always included)."""
+    step = max(1, step)
+    counts = list(range(step, max_tenants + 1, step))
+    if not counts or counts[-1] != max_tenants:
+        counts.append(max_tenants)
+    return counts
+
+
+def capacity_sweep(counts: list[int], slo_s: float, make_workload: Callable,
+                   run: Callable[[str, list, TraceHeader], dict]) -> dict:
+    """Largest tenant count whose p99 TTFT stays under `slo_s`, per policy.
+
+    make_workload(n) -> (WorkloadConfig, records) for n tenants."""
+    rows: dict[str, dict[int, float | None]] = {p: {} for p in CAPACITY_POLICIES}
+    missed: set[str] = set()
+    for num_tenants in counts:
+        config, records = make_workload(num_tenants)
+        header = TraceHeader(block_size=config.block_size)
+        for policy in CAPACITY_POLICIES:
+            if policy in missed:
+                rows[policy][num_tenants] = None
+                continue
+            report = run(policy, records, header)
+            p99 = report["total"]["ttft_p99_s"]
+            rows[policy][num_tenants] = p99
+            if p99 is None or p99 > slo_s:
+                missed.add(policy)
+            print(json.dumps({"capacity": policy, "tenants": num_tenants, "requests": len(records),
+                              "ttft_p99_s": p99, "ttft_mean_s": report["total"]["ttft_mean_s"],
+                              "cached_token_share": report["total"]["cached_token_share"]}),
+                  file=sys.stderr, flush=True)
+        if len(missed) == len(CAPACITY_POLICIES):
+            break
+    best = {p: max([n for n, v in r.items() if v is not None and v <= slo_s], default=0)
+            for p, r in rows.items()}
+    ratio = round(best["predictive"] / best["lru"], 3) if best["lru"] else None
+    return {"slo_p99_ttft_s": slo_s, "p99_ttft_by_tenants": rows, "max_tenants": best,
+            "predictive_over_lru_tenants": ratio}
+
+
+def simulate(records, block_size: int, num_hot_blocks: int) -> dict:
+    """Block hit rate and simulated TTFT per policy for the trace in `cache.sim`."""
+    from cache.sim.cost_model import CostModel
+    from cache.sim.replay import SimConfig, replay
+    from cache.sim.requests import to_sim_requests
+
+    requests = to_sim_requests(records, block_size)
+    out = {}
+    for policy in ("lru", "predictive", "belady"):
+        config = SimConfig(num_hot_blocks=num_hot_blocks, policy=policy, block_size=block_size,
+                           cost=CostModel.for_block_size(block_size))
+        result = replay(requests, config).to_json()
+        out[policy] = {k: result[k] for k in ("block_hit_rate", "sim_ttft_mean_s", "sim_ttft_p99_s")}
+    return out
+
+
+def plot(out: dict, docs: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    policies = list(out["policies"])
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for i, key in enumerate(("ttft_p50_s", "ttft_mean_s", "ttft_p99_s")):
+        ax.bar([x + i * 0.27 for x in range(len(policies))],
+               [out["policies"][p]["total"][key] or 0 for p in policies], width=0.27, label=key)
+    ax.set_xticks([x + 0.27 for x in range(len(policies))], policies)
+    ax.set_ylabel("seconds")
+    ax.set_title(f"TTFT through the gateway ({out['model']}, {out['requests']} requests)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(docs / "e2e_ttft.png", dpi=120)
+    plt.close(fig)
+    if "capacity" in out:
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        for policy, rows in out["capacity"]["p99_ttft_by_tenants"].items():
+            xs = [x for x in sorted(rows) if rows[x] is not None]
+            ax.plot(xs, [rows[x] for x in xs], marker="o", label=policy)
+        ax.axhline(out["capacity"]["slo_p99_ttft_s"], color="grey", linestyle="--", label="SLO")
+        ax.set_xlabel("tenants")
+        ax.set_ylabel("p99 TTFT (s)")
+        ax.set_title(f"Capacity through the gateway ({out['model']})")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(docs / "e2e_capacity.png", dpi=120)
+        plt.close(fig)

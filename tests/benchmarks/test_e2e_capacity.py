@@ -1,0 +1,42 @@
+from __future__ import annotations
+
+from benchmarks.e2e_capacity import capacity_sweep, simulate, sweep_counts
+from cache.trace_format import TraceRecord
+
+
+class _Config:
+    block_size = 16
+
+
+def test_sweep_counts_steps_and_always_ends_at_the_maximum():
+    assert sweep_counts(8, 2) == [2, 4, 6, 8]
+    assert sweep_counts(7, 3) == [3, 6, 7]
+    assert sweep_counts(3, 1) == [1, 2, 3]
+    assert sweep_counts(2, 5) == [2]
+
+
+def test_capacity_sweep_largest_count_under_the_slo_and_stops_a_policy_past_it():
+    p99 = {("predictive", 1): 0.5, ("predictive", 2): 0.9, ("predictive", 3): 1.5,
+           ("lru", 1): 0.7, ("lru", 2): 1.2}
+    calls = []
+
+    def run(policy, records, header):
+        calls.append((policy, len(records)))
+        return {"total": {"ttft_p99_s": p99[(policy, len(records))], "ttft_mean_s": 0.1,
+                          "cached_token_share": 0.5}}
+
+    out = capacity_sweep([1, 2, 3, 4], 1.0, lambda n: (_Config(), [None] * n), run)
+    assert out["max_tenants"] == {"predictive": 2, "lru": 1}
+    assert out["predictive_over_lru_tenants"] == 2.0
+    # lru is not run past its first miss; the sweep ends once both have missed
+    assert calls == [("predictive", 1), ("lru", 1), ("predictive", 2), ("lru", 2),
+                     ("predictive", 3)]
+    assert out["p99_ttft_by_tenants"]["lru"][3] is None
+
+
+def test_simulate_reports_every_policy_on_a_small_trace():
+    records = [TraceRecord(float(i), 64, 1, tenant="t", session=f"s{i % 2}",
+                           hash_ids=list(range(i % 2 * 10, i % 2 * 10 + 4))) for i in range(6)]
+    out = simulate(records, 16, 8)
+    assert set(out) == {"lru", "predictive", "belady"}
+    assert all(0.0 <= row["block_hit_rate"] <= 1.0 for row in out.values())
