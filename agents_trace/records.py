@@ -100,6 +100,7 @@ class StepContext:
     prefix_step: int | None = None
     messages: tuple = ()
     request_params: tuple[tuple[str, float | int], ...] = ()
+    replay_tool_calls: tuple[ToolCall, ...] = ()
     is_ended: bool = False
 
 

@@ -18,6 +18,7 @@ never from the body. Message content is kept only when `capture_content` is on.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
@@ -33,6 +34,7 @@ from agents_trace.conversation import after_of, agent_name, assistant_message, \
     explicit_session, extend_digest, prefix_digests
 from agents_trace.otel_setup import build_provider
 from agents_trace.records import CapturedContent, SessionEnded, Step, StepContext, StepResult
+from agents_trace.replay_hints import hinted_after, hinted_calls, replay_hint
 from agents_trace.sessions import SessionTable
 from agents_trace.store import TraceStore
 from agents_trace.writer import EventQueue, Forecaster, Subscriber, TraceWriter, WriterStats
@@ -142,18 +144,21 @@ class AgentTracer:
         for event in evicted:
             self._events.offer(event)
         model = body.get("model")
+        hint = replay_hint(body)
         ctx = StepContext(
             tenant=tenant, session=opened.session, index=opened.index,
             session_source=opened.source, operation=operation,
             model=model if isinstance(model, str) else "", agent=agent_name(headers, body),
-            arrived_s=now_s, after=after_of(messages, opened.index == 0, opened.asked),
+            arrived_s=now_s,
+            after=hinted_after(after_of(messages, opened.index == 0, opened.asked), hint, opened.index),
             gap_s=(now_s - opened.prev_ended_s
                    if opened.prev_ended_s is not None and opened.was_idle else None),
             prev_ended_s=opened.prev_ended_s if opened.was_idle else None,
             num_messages=len(messages), is_stream=body.get("stream") is True,
             request_id=request_id, conversation_digest=digests[-1] if digests else None,
             num_prefix_messages=opened.num_prefix_messages, prefix_step=opened.prefix_step,
-            request_params=_request_params(body))
+            request_params=_request_params(body),
+            replay_tool_calls=hinted_calls(hint.tool_calls, opened.index))
         span = trace.get_current_span(self._propagator.extract(headers))
         if span.get_span_context().is_valid:
             ctx.remote_parent = span.get_span_context()
@@ -167,6 +172,8 @@ class AgentTracer:
             return
         ctx.is_ended = True
         now_s = self.clock()
+        if not result.tool_calls and ctx.replay_tool_calls and result.error is None:
+            result = dataclasses.replace(result, tool_calls=ctx.replay_tool_calls)
         response_digest = None
         is_ok = result.error is None
         if is_ok and ctx.conversation_digest is not None:

@@ -5,7 +5,8 @@ checked here, and every failure becomes a 400 `ApiError` naming the offending `p
 (`validate()`), never a 500. Cross-field rules that need the model or the tools (context
 length, tool-call ids, tool schemas) live in `chat_checks.py`.
 Unknown fields are kept (`extra="allow"`) so upstream models can receive them; a client
-`cache_salt` is accepted and ignored: the tenant alone salts the cache.
+`cache_salt` is accepted and ignored: the tenant alone salts the cache; `stepahead_replay`
+(`ReplayStep`) is the replay harness's, for the tracer only.
 """
 from __future__ import annotations
 
@@ -95,6 +96,21 @@ TopP = Annotated[float, Field(gt=0.0, le=1.0)] | None
 PositiveInt = Annotated[int, Field(ge=1)] | None
 
 
+ToolName = Annotated[str, Field(min_length=1, max_length=128)]
+ToolNames = Annotated[list[ToolName], Field(max_length=64)]
+
+
+class ReplayStep(BaseModel):
+    """stepahead's extension for replaying recorded traffic (`stepahead_replay`): what the
+    recorded step followed (`after_tools`: the tools whose results it carries) and what
+    its response called (`tool_calls`). A token-id replay cannot show either to the
+    gateway, so the tracer takes them from here; never forwarded upstream."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    after_tools: ToolNames = []
+    tool_calls: ToolNames = []
+
+
 class ChatCompletionRequest(BaseModel):
     model_config = _ALLOW
     model: str
@@ -114,6 +130,7 @@ class ChatCompletionRequest(BaseModel):
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
     parallel_tool_calls: bool | None = None
     logprobs: bool | None = None
+    stepahead_replay: ReplayStep | None = None
 
     def completion_limit(self) -> int | None:
         """`max_completion_tokens` wins over the deprecated `max_tokens`."""
@@ -145,6 +162,7 @@ class CompletionRequest(BaseModel):
     echo: bool | None = None
     logprobs: int | None = None
     suffix: str | None = None
+    stepahead_replay: ReplayStep | None = None
 
     def stop_list(self) -> list[str]:
         return [self.stop] if isinstance(self.stop, str) else list(self.stop or [])

@@ -114,7 +114,7 @@ class UpstreamBackend:
 
     async def prepare_chat(self, request: ChatCompletionRequest, tenant: str,
                            request_id: str) -> Prepared:
-        body = request.model_dump(exclude_unset=True, exclude_none=True)
+        body = request.model_dump(exclude_unset=True, exclude_none=True, exclude={"stepahead_replay"})
         call = UpstreamCall(True, self._common_kwargs(body, request.stream))
         return self._prepared(request_id, tenant, call,
                               estimate_num_tokens(body["messages"]),
@@ -125,7 +125,7 @@ class UpstreamBackend:
         if isinstance(request.prompt, list) and request.prompt \
                 and isinstance(request.prompt[0], (str, list)) and len(request.prompt) != 1:
             raise invalid_request("Only one prompt per request is supported.", param="prompt")
-        body = request.model_dump(exclude_unset=True, exclude_none=True)
+        body = request.model_dump(exclude_unset=True, exclude_none=True, exclude={"stepahead_replay"})
         body.setdefault("max_tokens", request.max_tokens)
         call = UpstreamCall(False, self._common_kwargs(body, request.stream))
         prompt = request.prompt

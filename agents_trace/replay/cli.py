@@ -26,6 +26,8 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit", type=int, default=None, help="replay only the first N requests")
     parser.add_argument("--json", action="store_true", help="print one JSON line at the end")
     parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--no-step-hints", action="store_true",
+                        help="do not tell the gateway the recorded tool steps (stepahead_replay)")
 
 
 def run_replay(args: argparse.Namespace) -> int:
@@ -50,7 +52,8 @@ def run_replay(args: argparse.Namespace) -> int:
         base_url=args.base_url.rstrip("/").removesuffix("/v1"), api_key=args.api_key,
         tenant_keys=tenant_keys, model=args.model, speed=args.speed, concurrency=args.concurrency,
         max_input_tokens=args.max_input_tokens, max_output_tokens=args.max_output_tokens,
-        vocab_size=args.vocab_size, progress=not args.no_progress and sys.stderr.isatty())
+        vocab_size=args.vocab_size, progress=not args.no_progress and sys.stderr.isatty(),
+        step_hints=not args.no_step_hints)
     results, wall_s = asyncio.run(replay(records, header, options))
     report = build_report(results, wall_s)
     if args.json:

@@ -34,6 +34,7 @@ class ReplayOptions:
     vocab_size: int = 256
     request_timeout_s: float = 600.0
     progress: bool = True
+    step_hints: bool = True
 
     def key_for(self, tenant: str) -> str:
         return self.tenant_keys.get(tenant, self.api_key)
@@ -63,11 +64,28 @@ async def resolve_model(client: httpx.AsyncClient, api_key: str) -> str:
     return str(models[0]["id"])
 
 
+def step_hint(record: TraceRecord) -> dict | None:
+    """The record's own step for the gateway's tracer (`stepahead_replay`, see
+    agents_trace/replay_hints.py): the tools it followed and the tools its response
+    called, which the replayed request itself cannot show."""
+    after = record.after or ""
+    after_tools = [part[len("tool:"):] for part in after.split(",") if part.startswith("tool:") and len(part) > 5]
+    hint = {}
+    if after_tools:
+        hint["after_tools"] = after_tools
+    if record.tool_calls:
+        hint["tool_calls"] = list(record.tool_calls)
+    return hint or None
+
+
 def _body(record: TraceRecord, prompts: PromptBuilder, options: ReplayOptions, model: str) -> tuple[str, dict]:
     max_tokens = max(1, record.output_tokens)
     if options.max_output_tokens is not None:
         max_tokens = min(max_tokens, options.max_output_tokens)
     common = {"model": model, "max_tokens": max_tokens, "temperature": 0.0}
+    hint = step_hint(record) if options.step_hints else None
+    if hint:
+        common["stepahead_replay"] = hint
     if record.messages:
         return "/v1/chat/completions", dict(common, messages=record.messages)
     return "/v1/completions", dict(common, prompt=prompts.prompt(record), ignore_eos=True)

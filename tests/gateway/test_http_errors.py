@@ -51,6 +51,9 @@ def test_chat_non_object_body_is_400(gateway, raw):
     ({"model": "tiny", "messages": USER, "tool_choice": "sometimes", "tools": [TOOL]},
      "tool_choice"),
     ({"messages": USER}, "model"),
+    ({"model": "tiny", "messages": USER, "stepahead_replay": {"after_tools": "ls"}},
+     "stepahead_replay.after_tools"),
+    ({"model": "tiny", "messages": USER, "stepahead_replay": {"tools": ["ls"]}}, "stepahead_replay.tools"),
 ])
 def test_chat_wrong_types_are_400_with_param(gateway, body, param):
     assert_error(post(gateway, body), 400, param=param)

@@ -55,3 +55,21 @@ def test_passthrough_needs_an_openai_compatible_api_base():
         parse_config({"models": [{"name": "m", "kind": "upstream", "passthrough": True,
                                   "litellm_model": "anthropic/claude", "api_base": "http://x"}],
                       "tenants": tenants})
+
+
+def test_replay_hints_are_not_forwarded_upstream():
+    import asyncio
+
+    from gateway.config import UpstreamModelConfig
+    from gateway.schemas import ChatCompletionRequest, CompletionRequest, validate
+    from gateway.upstream import UpstreamBackend
+
+    backend = UpstreamBackend(UpstreamModelConfig(name="u", litellm_model="openai/x"))
+    hint = {"stepahead_replay": {"tool_calls": ["ls"]}}
+    chat = validate(ChatCompletionRequest, {"model": "u", "messages": [{"role": "user", "content": "x"}],
+                                            "top_k": 3, **hint})
+    text = validate(CompletionRequest, {"model": "u", "prompt": "x", **hint})
+    for prepared in (asyncio.run(backend.prepare_chat(chat, "t", "r1")),
+                     asyncio.run(backend.prepare_completion(text, "t", "r2"))):
+        assert "stepahead_replay" not in prepared.payload.kwargs
+    assert asyncio.run(backend.prepare_chat(chat, "t", "r3")).payload.kwargs["top_k"] == 3  # extras still go

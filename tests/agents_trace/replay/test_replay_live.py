@@ -41,3 +41,40 @@ def test_replay_bad_key_is_reported_as_errors(tiny_gateway, tmp_path):
     assert done.returncode == 1
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["total"]["errors"] == 1 and "401" in report["error_samples"][0]
+
+
+def test_replayed_tool_steps_reach_the_gateways_traces(tiny_gateway, tmp_path):
+    """A token-id replay cannot show tool results or calls; its step hints let the
+    gateway trace (and forecast from) the recorded tool steps: a session exported back
+    from the gateway has the trace's own `after` and `tool_calls`."""
+    import dataclasses
+    import time
+
+    import httpx
+
+    config = WorkloadConfig(num_tenants=1, num_sessions=2, seed=11, system_prompt_tokens=(100, 150),
+                            tool_median_s_range=(0.2, 0.5), think_time_median_s=0.5, session_rate_per_s=4.0)
+    records = [dataclasses.replace(r, session="hinted-replay") for r in generate_workload(config, packaged_patterns())
+               if r.session == "tenant0-s0"][:6]  # a session no other test of the shared gateway uses
+    assert any(r.tool_calls for r in records) and any((r.after or "").startswith("tool:") for r in records)
+    path = tmp_path / "tools.jsonl"
+    with open(path, "w") as stream:
+        write_trace(stream, records, TraceHeader(block_size=16))
+    done = subprocess.run(
+        [sys.executable, "-m", "agents_trace.replay", str(path), "--base-url", tiny_gateway.base_url,
+         "--api-key", TINY_GATEWAY_KEYS["tenant0"], "--speed", "10", "--max-output-tokens", "2", "--json"],
+        capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    headers = {"Authorization": f"Bearer {TINY_GATEWAY_KEYS['tenant0']}"}
+    url = f"{tiny_gateway.base_url}/v1/traces/sessions/hinted-replay/export"
+    deadline = time.monotonic() + 30
+    while True:  # the trace writer stores steps in the background
+        reply = httpx.get(url, headers=headers, timeout=10)
+        lines = [json.loads(line) for line in reply.text.splitlines()] if reply.status_code == 200 else []
+        steps = [line for line in lines if "input_tokens" in line]
+        if len(steps) == len(records) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert len(steps) == len(records), reply.text[-1000:]
+    assert [s.get("tool_calls", []) for s in steps] == [r.tool_calls for r in records]
+    assert [s.get("after") for s in steps[1:]] == [r.after for r in records[1:]]
