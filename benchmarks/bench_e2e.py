@@ -177,7 +177,7 @@ def main() -> None:
     parser.add_argument("--host-blocks", type=int, default=0)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--vocab-size", type=int, default=256)
-    parser.add_argument("--policies", default=",".join(POLICIES))
+    parser.add_argument("--policies", default=",".join(POLICIES), help='"" to run only the sweep')
     parser.add_argument("--max-tenants", type=int, default=0, help="capacity sweep up to N (0: skip)")
     parser.add_argument("--sweep-step", type=int, default=1, help="tenant counts step, 2*step, ...")
     parser.add_argument("--sweep-sessions", type=int, default=0,
@@ -199,7 +199,7 @@ def main() -> None:
                  "simulator": simulate(records, config.block_size, args.hot_blocks * args.workers),
                  "policies": {}}
     print(json.dumps({"simulator": out["simulator"]}), file=sys.stderr, flush=True)
-    for policy in args.policies.split(","):
+    for policy in [p for p in args.policies.split(",") if p]:  # "": the sweep only
         report = run_policy(args, policy, records, header, seed_dir)
         out["policies"][policy] = {"total": report["total"], "per_tenant": report["per_tenant"],
                                    "wall_s": report["wall_s"], "cpu": report["cpu"]}

@@ -87,17 +87,18 @@ def plot(out: dict, docs: Path) -> None:
     import matplotlib.pyplot as plt
 
     policies = list(out["policies"])
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    for i, key in enumerate(("ttft_p50_s", "ttft_mean_s", "ttft_p99_s")):
-        ax.bar([x + i * 0.27 for x in range(len(policies))],
-               [out["policies"][p]["total"][key] or 0 for p in policies], width=0.27, label=key)
-    ax.set_xticks([x + 0.27 for x in range(len(policies))], policies)
-    ax.set_ylabel("seconds")
-    ax.set_title(f"TTFT through the gateway ({out['model']}, {out['requests']} requests)")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(docs / "e2e_ttft.png", dpi=120)
-    plt.close(fig)
+    if policies:
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        for i, key in enumerate(("ttft_p50_s", "ttft_mean_s", "ttft_p99_s")):
+            ax.bar([x + i * 0.27 for x in range(len(policies))],
+                   [out["policies"][p]["total"][key] or 0 for p in policies], width=0.27, label=key)
+        ax.set_xticks([x + 0.27 for x in range(len(policies))], policies)
+        ax.set_ylabel("seconds")
+        ax.set_title(f"TTFT through the gateway ({out['model']}, {out['requests']} requests)")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(docs / "e2e_ttft.png", dpi=120)
+        plt.close(fig)
     if "capacity" in out:
         fig, ax = plt.subplots(figsize=(6, 3.5))
         for policy, rows in out["capacity"]["p99_ttft_by_tenants"].items():

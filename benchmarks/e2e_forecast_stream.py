@@ -1,0 +1,94 @@
+"""Diagnostic: what the HMM forecasts are worth when fed the stream the gateway sees.
+
+The end-to-end replay sends token-id `/v1/completions` (no messages), so the gateway's
+tracer observes every request as `USER` and every response as a text answer: no tool
+names, no tool calls. This runs the same generated trace through `cache.sim` with the
+predictive policy fed by the HMM predictor (agents_trace.predict.cache_adapter) in three
+ways, beside LRU, the simulator's own gap forecaster and Belady:
+
+- rich/rich: pretrained on, and fed, the trace's tool names (what a chat-completions
+  agent with real tool messages gives the tracer);
+- rich/gateway: pretrained on tool names, fed the gateway's stream (bench_e2e before
+  it pretrained on the gateway's stream);
+- gateway/gateway: both on the gateway's stream (bench_e2e now).
+
+    python benchmarks/e2e_forecast_stream.py --tenants 4 --sessions 40 --max-context 3000 --hot-blocks 500
+Prints one JSON line (block hit rate, simulated TTFT mean/p99 per row); seconds.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from agents_trace.predict.cache_adapter import PredictorForecastSource  # noqa: E402
+from agents_trace.predict.predictor import Predictor  # noqa: E402
+from agents_trace.workload.generator import WorkloadConfig, generate_workload  # noqa: E402
+from agents_trace.workload.sequences import session_sequences  # noqa: E402
+from agents_trace.workload.tool_patterns import load_patterns  # noqa: E402
+from cache.sim.cost_model import CostModel  # noqa: E402
+from cache.sim.replay import SimConfig, replay  # noqa: E402
+from cache.sim.requests import to_sim_requests  # noqa: E402
+
+
+class GatewayStream:
+    """A forecast source seeing requests as the gateway does for a token-id replay."""
+
+    def __init__(self, inner: PredictorForecastSource) -> None:
+        self.inner = inner
+
+    def observe(self, request) -> None:
+        after = request.after if request.after in (None, "start") else "user"
+        self.inner.observe(dataclasses.replace(request, after=after, tool_calls=()))
+
+    def forecast(self, tenant: str, session: str, now_s: float):
+        return self.inner.forecast(tenant, session, now_s)
+
+
+def pretrained(records, as_seen_by_gateway: bool) -> Predictor:
+    predictor = Predictor()
+    streams = session_sequences(records, 1.0, as_seen_by_gateway=as_seen_by_gateway)
+    for tenant, (sequences, gaps) in sorted(streams.items()):
+        predictor.fit_sequences(tenant, sequences, gaps)
+    return predictor
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tenants", type=int, default=4)
+    parser.add_argument("--sessions", type=int, default=40)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--session-rate", type=float, default=0.5)
+    parser.add_argument("--max-context", type=int, default=3000)
+    parser.add_argument("--hot-blocks", type=int, default=500, help="total, 16 tokens each")
+    args = parser.parse_args()
+
+    def workload(seed: int):
+        return generate_workload(WorkloadConfig(
+            num_tenants=args.tenants, num_sessions=args.sessions, seed=seed,
+            session_rate_per_s=args.session_rate, max_context_tokens=args.max_context),
+            load_patterns(None))
+
+    train, records = workload(args.seed + 1000), workload(args.seed)
+    requests = to_sim_requests(records, 16)
+    rows = {"lru": ("lru", None), "belady": ("belady", None), "gap_forecaster": ("predictive", None),
+            "hmm_rich_fed_rich": ("predictive", lambda: PredictorForecastSource(pretrained(train, False))),
+            "hmm_rich_fed_gateway": ("predictive", lambda: GatewayStream(
+                PredictorForecastSource(pretrained(train, False)))),
+            "hmm_gateway_fed_gateway": ("predictive", lambda: GatewayStream(
+                PredictorForecastSource(pretrained(train, True))))}
+    out: dict = {"requests": len(requests), "hot_blocks": args.hot_blocks, "rows": {}}
+    for name, (policy, source) in rows.items():
+        config = SimConfig(num_hot_blocks=args.hot_blocks, policy=policy, block_size=16,
+                           cost=CostModel.for_block_size(16))
+        result = replay(requests, config, source() if source else None).to_json()
+        out["rows"][name] = {k: result[k] for k in ("block_hit_rate", "sim_ttft_mean_s", "sim_ttft_p99_s")}
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
