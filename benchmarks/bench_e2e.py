@@ -6,8 +6,9 @@ default or the tiny model), replays the same workload with the replay harness (r
 gaps scaled by --speed), and stops it. KV memory is set so the working set does not fit
 (--hot-blocks per worker). The predictor starts from models fitted on a *different*
 workload of the same tenants (another seed), as a restarted gateway would restore them,
-fitted on the symbol stream the gateway sees for this replay (no tool names: the replay
-sends token-id completions). The same trace also goes through `cache.sim` at the same
+fitted on the symbol stream the gateway sees for this replay: with the replay's step
+hints (default) the trace's tool names, with --no-step-hints only USER / ASSISTANT_TEXT
+(token-id completions show no tools). The same trace also goes through `cache.sim` at the same
 total KV memory (the headroom a forecast has, free of timing noise), and each run
 records where the CPU went (gateway threads, workers: cpu_probe.py).
 
@@ -90,14 +91,14 @@ def workload(args, num_tenants: int, seed: int, session_rate_per_s: float):
     return config, generate_workload(config, load_patterns(None))
 
 
-def pretrain_predictor(records, speed: float, directory: Path) -> None:
-    """Fit per-tenant models on `records` as the gateway will observe the replay: token-id
-    completions, so no tool names (see agents_trace.workload.sequences)."""
+def pretrain_predictor(records, speed: float, directory: Path, *, step_hints: bool) -> None:
+    """Fit per-tenant models on `records` as the gateway will observe the replay: tool
+    names only when the replay sends step hints (see agents_trace.workload.sequences)."""
     from agents_trace.predict.predictor import Predictor
 
     predictor = Predictor()
     try:
-        streams = session_sequences(records, speed, as_seen_by_gateway=True)
+        streams = session_sequences(records, speed, as_seen_by_gateway=not step_hints)
         for tenant, (sequences, gaps) in sorted(streams.items()):
             predictor.fit_sequences(tenant, sequences, gaps)
         predictor.save(directory)
@@ -133,7 +134,7 @@ def run_policy(args, policy: str, records, header, predictor_seed_dir: Path) -> 
                 tenant_keys={t: f"sk-bench-{t}" for t in tenants}, model="m", speed=args.speed,
                 concurrency=args.concurrency, max_input_tokens=args.max_context,
                 max_output_tokens=args.max_output_tokens, vocab_size=args.vocab_size,
-                progress=sys.stderr.isatty())
+                progress=sys.stderr.isatty(), step_hints=args.step_hints)
             before = CpuSample.take(worker_pids(app))
             results, wall_s = asyncio.run(replay(records, header, options))
             cpu = delta(before, CpuSample.take(worker_pids(app)))
@@ -183,19 +184,21 @@ def main() -> None:
     parser.add_argument("--sweep-sessions", type=int, default=0,
                         help="sessions per tenant in the sweep (0: --sessions)")
     parser.add_argument("--slo-s", type=float, default=2.0, help="p99 TTFT SLO for the capacity sweep")
+    parser.add_argument("--no-step-hints", dest="step_hints", action="store_false",
+                        help="replay without stepahead_replay hints: the gateway sees no tools")
     parser.add_argument("--plot", action="store_true")
     args = parser.parse_args()
 
     num_trained = max(args.tenants, args.max_tenants)
     _, train = workload(args, num_trained, args.seed + 1000, args.session_rate)
     seed_dir = Path(tempfile.mkdtemp(prefix="stepahead-bench-predictor-"))
-    pretrain_predictor(train, args.speed, seed_dir)
+    pretrain_predictor(train, args.speed, seed_dir, step_hints=args.step_hints)
     config, records = workload(args, args.tenants, args.seed, args.session_rate)
     header = TraceHeader(block_size=config.block_size)
     out: dict = {"model": args.model, "requests": len(records), "tenants": args.tenants,
                  "sessions_per_tenant": args.sessions, "session_rate_per_s": args.session_rate,
                  "hot_blocks_per_worker": args.hot_blocks, "host_blocks_per_worker": args.host_blocks,
-                 "workers": args.workers, "speed": args.speed,
+                 "workers": args.workers, "speed": args.speed, "step_hints": args.step_hints,
                  "simulator": simulate(records, config.block_size, args.hot_blocks * args.workers),
                  "policies": {}}
     print(json.dumps({"simulator": out["simulator"]}), file=sys.stderr, flush=True)
