@@ -199,7 +199,7 @@ def main() -> None:
                  "sessions_per_tenant": args.sessions, "session_rate_per_s": args.session_rate,
                  "hot_blocks_per_worker": args.hot_blocks, "host_blocks_per_worker": args.host_blocks,
                  "workers": args.workers, "speed": args.speed, "step_hints": args.step_hints,
-                 "simulator": simulate(records, config.block_size, args.hot_blocks * args.workers),
+                 "simulator": simulate(records, config.block_size, args.hot_blocks * args.workers, args.workers),
                  "policies": {}}
     print(json.dumps({"simulator": out["simulator"]}), file=sys.stderr, flush=True)
     for policy in [p for p in args.policies.split(",") if p]:  # "": the sweep only

@@ -13,6 +13,7 @@ forecast has on this workload independent of timing noise.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 from collections.abc import Callable
@@ -64,19 +65,43 @@ def capacity_sweep(counts: list[int], slo_s: float, make_workload: Callable,
             "predictive_over_lru_tenants": ratio}
 
 
-def simulate(records, block_size: int, num_hot_blocks: int) -> dict:
-    """Block hit rate and simulated TTFT per policy for the trace in `cache.sim`."""
-    from cache.sim.cost_model import CostModel
-    from cache.sim.replay import SimConfig, replay
+def simulate(records, block_size: int, num_hot_blocks: int, num_workers: int = 1) -> dict:
+    """Block hit rate and simulated TTFT per policy for the trace in `cache.sim`: one cache
+    of `num_hot_blocks`, and (`num_workers` > 1, under "per_worker") the gateway's layout —
+    one cache of num_hot_blocks / num_workers per worker, each session on one worker
+    (hashed: the gateway's prefix-aware router keeps a session on one worker too, but
+    places it better), hit rates and TTFTs weighted over the workers."""
     from cache.sim.requests import to_sim_requests
 
     requests = to_sim_requests(records, block_size)
+    out = _simulate_parts([requests], block_size, num_hot_blocks)
+    if num_workers > 1:
+        parts = [[r for r in requests if _worker_of(r.session or "", num_workers) == w] for w in range(num_workers)]
+        out["per_worker"] = _simulate_parts([p for p in parts if p], block_size, num_hot_blocks // num_workers)
+    return out
+
+
+def _worker_of(session: str, num_workers: int) -> int:
+    return int.from_bytes(hashlib.blake2b(session.encode(), digest_size=4).digest(), "big") % num_workers
+
+
+def _simulate_parts(parts, block_size: int, num_hot_blocks: int) -> dict:
+    from cache.sim.cost_model import CostModel
+    from cache.sim.replay import SimConfig, replay
+
     out = {}
     for policy in ("lru", "predictive", "belady"):
         config = SimConfig(num_hot_blocks=num_hot_blocks, policy=policy, block_size=block_size,
                            cost=CostModel.for_block_size(block_size))
-        result = replay(requests, config).to_json()
-        out[policy] = {k: result[k] for k in ("block_hit_rate", "sim_ttft_mean_s", "sim_ttft_p99_s")}
+        results = [(replay(part, config).to_json(), part) for part in parts]
+        num_blocks = sum(r.num_blocks for _, part in results for r in part)
+        num_requests = sum(len(part) for _, part in results)
+        out[policy] = {
+            "block_hit_rate": round(sum(res["block_hit_rate"] * sum(r.num_blocks for r in part)
+                                        for res, part in results) / max(num_blocks, 1), 6),
+            "sim_ttft_mean_s": round(sum(res["sim_ttft_mean_s"] * len(part) for res, part in results)
+                                     / max(num_requests, 1), 6),
+            "sim_ttft_p99_s": max(res["sim_ttft_p99_s"] for res, _ in results)}
     return out
 
 
