@@ -18,6 +18,15 @@ MOONCAKE_BLOCK_SIZE = 512
 DEFAULT_TENANT = "default"
 
 
+def after_tool_names(after: str | None) -> list[str]:
+    """The tool names an `after` field carries ("tool:a" or "tool:a,tool:b"); empty for
+    "start", "user" or no field."""
+    if not after or not after.startswith("tool:"):
+        return []
+    names = (part.strip() for part in after.split(","))
+    return [name.removeprefix("tool:") for name in names if name.removeprefix("tool:")]
+
+
 class TraceFormatError(ValueError):
     """A trace line is not valid; the message names the line."""
 

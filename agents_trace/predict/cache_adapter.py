@@ -23,6 +23,7 @@ import heapq
 
 from cache.forecast import END_SYMBOL, Forecast
 from cache.forecast_source import RequestSeen
+from cache.trace_format import after_tool_names
 
 from .predictor import Predictor
 from .vocabulary import ASSISTANT_TEXT_SYMBOL, USER_SYMBOL
@@ -34,10 +35,7 @@ def steps_after(after: str | None) -> list[str]:
         return []
     if after == "user":
         return [USER_SYMBOL]
-    if after.startswith("tool:"):  # "tool:a" or, for several, "tool:a,tool:b"
-        names = (part.strip() for part in after.split(","))
-        return [name[len("tool:"):] if name.startswith("tool:") else name for name in names if name]
-    return []
+    return after_tool_names(after)
 
 
 class PredictorForecastSource:

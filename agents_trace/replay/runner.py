@@ -18,7 +18,7 @@ import httpx
 
 from agents_trace.replay.client import RequestResult, stream_request
 from agents_trace.replay.prompts import PromptBuilder
-from cache.trace_format import TraceHeader, TraceRecord
+from cache.trace_format import TraceHeader, TraceRecord, after_tool_names
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,8 +68,7 @@ def step_hint(record: TraceRecord) -> dict | None:
     """The record's own step for the gateway's tracer (`stepahead_replay`, see
     agents_trace/replay_hints.py): the tools it followed and the tools its response
     called, which the replayed request itself cannot show."""
-    after = record.after or ""
-    after_tools = [part[len("tool:"):] for part in after.split(",") if part.startswith("tool:") and len(part) > 5]
+    after_tools = after_tool_names(record.after)
     hint = {}
     if after_tools:
         hint["after_tools"] = after_tools

@@ -17,16 +17,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from cache.trace_format import TraceRecord
+from cache.trace_format import TraceRecord, after_tool_names
 
 USER = "USER"
 ASSISTANT_TEXT = "ASSISTANT_TEXT"
 
 
 def arrival_symbols(after: str | None) -> list[str]:
-    if after and after.startswith("tool:"):
-        return [name for name in after[len("tool:"):].split(",") if name]
-    return [USER]
+    return after_tool_names(after) or [USER]
 
 
 def session_sequences(records: list[TraceRecord], speed: float = 1.0, *,

@@ -76,3 +76,12 @@ def test_what_the_request_shows_wins_over_the_hint(tmp_path):
         assert errored.tool_calls == ()  # a failed step called nothing
     finally:
         tracer.stop()
+
+
+def test_step_hint_carries_the_records_after_tools_and_calls():
+    from agents_trace.replay.runner import step_hint
+    from cache.trace_format import TraceRecord
+
+    assert step_hint(TraceRecord(0.0, 10, 1, after="tool:ls,tool:cd", tool_calls=["cat"])) == {
+        "after_tools": ["ls", "cd"], "tool_calls": ["cat"]}
+    assert step_hint(TraceRecord(0.0, 10, 1, after="user")) is None

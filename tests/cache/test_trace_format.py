@@ -4,8 +4,8 @@ import io
 
 import pytest
 
-from cache.trace_format import (TraceFormatError, TraceHeader, TraceRecord, iter_trace,
-                                read_trace, write_trace)
+from cache.trace_format import (TraceFormatError, TraceHeader, TraceRecord, after_tool_names,
+                                iter_trace, read_trace, write_trace)
 
 
 def test_trace_round_trip_keeps_every_field():
@@ -47,3 +47,11 @@ def test_trace_reads_shared_mooncake_file():
     _, records = read_trace(path)
     assert len(records) == 5606
     assert all(len(r.hash_ids) == -(-r.input_tokens // 512) for r in records)
+
+
+def test_after_tool_names_known_answers():
+    assert after_tool_names("tool:ls") == ["ls"]
+    assert after_tool_names("tool:ls,tool:cd") == ["ls", "cd"]
+    assert after_tool_names("tool:ls, cd") == ["ls", "cd"]
+    assert after_tool_names("tool:") == []
+    assert after_tool_names("user") == [] and after_tool_names("start") == [] and after_tool_names(None) == []

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from agents_trace.workload.sequences import session_sequences
+from agents_trace.workload.sequences import arrival_symbols, session_sequences
 from cache.trace_format import TraceRecord
 
 
@@ -26,3 +26,8 @@ def test_session_sequences_as_seen_by_a_token_id_replay():
     out = session_sequences(records, speed=2.0, as_seen_by_gateway=True)
     assert out["a"] == ([["USER", "ASSISTANT_TEXT"] * 3],
                         [[None, None, 2.0, None, 3.0, None]])
+
+
+def test_arrival_symbols_name_every_tool_of_the_after_field():
+    assert arrival_symbols("tool:ls,tool:cd") == ["ls", "cd"]
+    assert arrival_symbols("user") == ["USER"] and arrival_symbols(None) == ["USER"]
