@@ -18,6 +18,7 @@ import sys
 from gateway.config import DEFAULT_LOCAL_MODEL, ConfigError, default_config, load_config
 
 POLICIES = ("lru", "predictive")
+NO_CONFIG_FLAGS = ("model", "workers", "policy", "hot_blocks")  # argparse dests
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -37,13 +38,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _no_config(args: argparse.Namespace, demo_key: str):
-    """The one-model config the no-config flags describe."""
+    """The one-model config the no-config flags describe (unset flags: its defaults)."""
     engine = {key: value for key, value in (("policy", args.policy), ("num_hot_blocks", args.hot_blocks))
               if value is not None}
     if args.hot_blocks is not None and args.hot_blocks < 1:
         raise ConfigError("--hot-blocks must be >= 1")
-    return default_config(demo_key, model=args.model or DEFAULT_LOCAL_MODEL,
-                          num_workers=2 if args.workers is None else args.workers, engine_options=engine)
+    sizing = {} if args.workers is None else {"num_workers": args.workers}
+    return default_config(demo_key, model=args.model or DEFAULT_LOCAL_MODEL, engine_options=engine, **sizing)
+
+
+def _no_config_flags_given(args: argparse.Namespace) -> list[str]:
+    return [f"--{dest.replace('_', '-')}" for dest in NO_CONFIG_FLAGS if getattr(args, dest) is not None]
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -54,9 +59,7 @@ def serve(args: argparse.Namespace) -> int:
     demo_key = None
     try:
         if args.config:
-            given = [flag for flag, value in (("--model", args.model), ("--workers", args.workers),
-                                              ("--policy", args.policy), ("--hot-blocks", args.hot_blocks))
-                     if value is not None]
+            given = _no_config_flags_given(args)
             if given:
                 raise ConfigError(f"{', '.join(given)} only apply without --config; set them in "
                                   "the file's [[models]] / [models.engine] tables")
