@@ -15,17 +15,28 @@ log-normal think time. Diagnostics only (benchmarks/bench_policies.py).
 from __future__ import annotations
 
 import math
-from statistics import NormalDist
+from dataclasses import dataclass
 
 from agents_trace.workload.generator import WorkloadConfig, tool_median_s
 from agents_trace.workload.tool_patterns import END, TEXT_ANSWERS, ToolPatterns
 from cache.forecast import Forecast
 from cache.forecast_source import RequestSeen
+from cache.gap_forecaster import GapForecasterConfig
+from cache.gap_stats import LogNormalGap
 
-_NORMAL = NormalDist()
-_Z_POINTS = (-3.0, -2.0, -1.5, -1.0, -0.5, 0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0)
-_QUANTILES = (0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99)
 RESPONSE_S_PER_TOKEN = 0.02  # the generator's response time per output token
+QUANTILES = GapForecasterConfig().quantiles
+
+
+@dataclass(frozen=True, slots=True)
+class _Wait:
+    """What the generator will draw for a session after its latest request."""
+
+    t_s: float
+    delay_s: float
+    gap: LogNormalGap
+    next_step: str
+    p_return: float
 
 
 class GeneratorModelSource:
@@ -47,29 +58,28 @@ class GeneratorModelSource:
             total = sum(counts.values())
             self._p_end_after_text[f"tenant{index}"] = counts.get(END, 0.0) / total if total else 1.0
         self._output_tokens = output_tokens
-        self._seen: dict[tuple[str, str], tuple[float, float, float, str, float, float]] = {}
+        self._waits: dict[tuple[str, str], _Wait] = {}
         self._index = -1
 
     def observe(self, request: RequestSeen) -> None:
         self._index += 1
+        config = self._config
         delay_s = RESPONSE_S_PER_TOKEN * self._output_tokens[self._index]
         if request.tool_calls:
             name = request.tool_calls[0]
-            mu = math.log(tool_median_s(self._config, name))
-            sigma, p_return = self._config.tool_sigma, 1.0
+            gap = LogNormalGap(math.log(tool_median_s(config, name)), config.tool_sigma)
+            wait = _Wait(request.t_s, delay_s, gap, name, 1.0)
         else:
-            name = "USER"
-            mu = math.log(self._config.think_time_median_s)
-            sigma, p_return = self._config.think_time_sigma, 1.0 - self._p_end_after_text[request.tenant]
-        self._seen[(request.tenant, request.session)] = (request.t_s, delay_s, mu, name, p_return, sigma)
+            gap = LogNormalGap(math.log(config.think_time_median_s), config.think_time_sigma)
+            wait = _Wait(request.t_s, delay_s, gap, "USER", 1.0 - self._p_end_after_text[request.tenant])
+        self._waits[(request.tenant, request.session)] = wait
 
     def forecast(self, tenant: str, session: str, now_s: float) -> Forecast | None:
-        seen = self._seen.get((tenant, session))
-        if seen is None:
+        wait = self._waits.get((tenant, session))
+        if wait is None:
             return None
-        t_s, delay_s, mu, name, p_return, sigma = seen
-        points = tuple((delay_s + math.exp(mu + sigma * z), p_return * _NORMAL.cdf(z)) for z in _Z_POINTS)
-        etas = tuple((q, delay_s + math.exp(mu + sigma * _NORMAL.inv_cdf(q))) for q in _QUANTILES)
-        return Forecast(tenant=tenant, session=session, made_at_s=t_s,
-                        next_step={name: p_return, END: 1.0 - p_return}, p_end=1.0 - p_return,
-                        p_return_within=points, eta_quantiles_s=etas, confident=True)
+        p = wait.p_return
+        return Forecast(tenant=tenant, session=session, made_at_s=wait.t_s,
+                        next_step={wait.next_step: p, END: 1.0 - p}, p_end=1.0 - p,
+                        p_return_within=wait.gap.return_points(p, wait.delay_s),
+                        eta_quantiles_s=wait.gap.eta_quantiles(QUANTILES, wait.delay_s), confident=True)

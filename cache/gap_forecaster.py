@@ -34,7 +34,6 @@ from cache.gap_stats import LogGapStats, LogNormalGap, ReturnCounts, censored_p_
 
 USER_STEP = "user"
 _NORMAL = NormalDist()
-_Z_POINTS = (-3.0, -2.0, -1.5, -1.0, -0.5, 0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +129,7 @@ class GapForecaster:
         while len(self._waiting) > self.config.max_sessions:
             del self._waiting[next(iter(self._waiting))]
         gap = self._gap(request.tenant, waiting)
-        deadline = now + math.exp(gap.mu + gap.sigma * _NORMAL.inv_cdf(self.config.expire_quantile))
+        deadline = now + gap.quantile_s(self.config.expire_quantile)
         heapq.heappush(self._deadlines, (deadline, waiting.seq, key))
         self._num_since_recount += 1
         if self._num_since_recount >= self.config.recount_every:
@@ -180,8 +179,8 @@ class GapForecaster:
             return None
         gap = self._gap(tenant, waiting)
         p_return = self._p_return(tenant, waiting)
-        points = tuple((math.exp(gap.mu + gap.sigma * z), p_return * _NORMAL.cdf(z)) for z in _Z_POINTS)
-        etas = tuple((q, math.exp(gap.mu + gap.sigma * _NORMAL.inv_cdf(q))) for q in self.config.quantiles)
+        points = gap.return_points(p_return)
+        etas = gap.eta_quantiles(self.config.quantiles)
         step = waiting.step
         next_name = step.split(",")[0][len("tool:"):] if step.startswith("tool:") else "USER"
         tenant_counts = self._returns.get((tenant,))

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from statistics import NormalDist
 
 MIN_GAP_S = 1e-3
 MIN_SIGMA = 0.1
+RETURN_Z_POINTS = (-3.0, -2.0, -1.5, -1.0, -0.5, 0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0)
+_NORMAL = NormalDist()
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +30,19 @@ class LogNormalGap:
     @property
     def median_s(self) -> float:
         return math.exp(self.mu)
+
+    def quantile_s(self, q: float) -> float:
+        return math.exp(self.mu + self.sigma * _NORMAL.inv_cdf(q))
+
+    def return_points(self, p_return: float, shift_s: float = 0.0) -> tuple[tuple[float, float], ...]:
+        """(h, P(returned within h)) for a session that returns with `p_return` after
+        `shift_s` plus this gap, at RETURN_Z_POINTS standard deviations of the log gap."""
+        return tuple((shift_s + math.exp(self.mu + self.sigma * z), p_return * _NORMAL.cdf(z))
+                     for z in RETURN_Z_POINTS)
+
+    def eta_quantiles(self, quantiles: tuple[float, ...], shift_s: float = 0.0) -> tuple[tuple[float, float], ...]:
+        """(q, seconds by which a returning session is back with probability q)."""
+        return tuple((q, shift_s + self.quantile_s(q)) for q in quantiles)
 
 
 @dataclass(slots=True)
