@@ -45,7 +45,6 @@ from benchmarks.cpu_probe import CpuSample, delta  # noqa: E402
 from benchmarks.e2e_capacity import capacity_sweep, plot, simulate, sweep_counts  # noqa: E402
 from agents_trace.replay.runner import ReplayOptions, replay  # noqa: E402
 from agents_trace.workload.generator import WorkloadConfig, generate_workload  # noqa: E402
-from agents_trace.workload.sequences import session_sequences  # noqa: E402
 from agents_trace.workload.tool_patterns import load_patterns  # noqa: E402
 from cache.trace_format import TraceHeader  # noqa: E402
 
@@ -94,13 +93,10 @@ def workload(args, num_tenants: int, seed: int, session_rate_per_s: float):
 def pretrain_predictor(records, speed: float, directory: Path, *, step_hints: bool) -> None:
     """Fit per-tenant models on `records` as the gateway will observe the replay: tool
     names only when the replay sends step hints (see agents_trace.workload.sequences)."""
-    from agents_trace.predict.predictor import Predictor
+    from benchmarks.e2e_forecast_stream import pretrained
 
-    predictor = Predictor()
+    predictor = pretrained(records, not step_hints, speed)
     try:
-        streams = session_sequences(records, speed, as_seen_by_gateway=not step_hints)
-        for tenant, (sequences, gaps) in sorted(streams.items()):
-            predictor.fit_sequences(tenant, sequences, gaps)
         predictor.save(directory)
     finally:
         predictor.close()

@@ -49,9 +49,11 @@ class GatewayStream:
         return self.inner.forecast(tenant, session, now_s)
 
 
-def pretrained(records, as_seen_by_gateway: bool) -> Predictor:
+def pretrained(records, as_seen_by_gateway: bool, speed: float = 1.0) -> Predictor:
+    """A predictor fitted per tenant on the sessions of `records` (gaps / `speed`), on the
+    symbol stream the gateway observes (`as_seen_by_gateway`) or on the tool names."""
     predictor = Predictor()
-    streams = session_sequences(records, 1.0, as_seen_by_gateway=as_seen_by_gateway)
+    streams = session_sequences(records, speed, as_seen_by_gateway=as_seen_by_gateway)
     for tenant, (sequences, gaps) in sorted(streams.items()):
         predictor.fit_sequences(tenant, sequences, gaps)
     return predictor
