@@ -10,7 +10,10 @@ fitted on the symbol stream the gateway sees for this replay: with the replay's 
 hints (default) the trace's tool names, with --no-step-hints only USER / ASSISTANT_TEXT
 (token-id completions show no tools). The same trace also goes through `cache.sim` at the same
 total KV memory (the headroom a forecast has, free of timing noise), and each run
-records where the CPU went (gateway threads, workers: cpu_probe.py).
+records where the CPU went (gateway threads, workers: cpu_probe.py). Every replay runs
+in a fresh process (a second replay in the same process ran measurably slower); with
+--repeats N each policy is replayed N times in alternating order and the medians are
+reported, with each repeat's ratios under "runs" (e2e_runs.py).
 
 Then the capacity figure (e2e_capacity.py): for --sweep-step, 2*step, ..--max-tenants
 tenants at a fixed load per tenant, the largest tenant count whose p99 TTFT stays under
@@ -43,6 +46,7 @@ import uvicorn  # noqa: E402
 from agents_trace.replay.report import build_report  # noqa: E402
 from benchmarks.cpu_probe import CpuSample, delta  # noqa: E402
 from benchmarks.e2e_capacity import capacity_sweep, plot, simulate, sweep_counts  # noqa: E402
+from benchmarks.e2e_runs import median_run, median_totals, policy_orders, run_isolated  # noqa: E402
 from agents_trace.replay.runner import ReplayOptions, replay  # noqa: E402
 from agents_trace.workload.generator import WorkloadConfig, generate_workload  # noqa: E402
 from agents_trace.workload.tool_patterns import load_patterns  # noqa: E402
@@ -135,7 +139,9 @@ def run_policy(args, policy: str, records, header, predictor_seed_dir: Path) -> 
             results, wall_s = asyncio.run(replay(records, header, options))
             cpu = delta(before, CpuSample.take(worker_pids(app)))
             cpu.update(forecast_counters(app))
+            routing = app.state.gateway.backends["m"].engine.router_stats()
     report = build_report(results, wall_s)
+    report["routing"] = {k: routing[k] for k in ("num_routed", "num_transfers", "num_transferred_blocks")}
     report["policy"] = policy
     report["cpu"] = cpu
     return report
@@ -175,6 +181,8 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--vocab-size", type=int, default=256)
     parser.add_argument("--policies", default=",".join(POLICIES), help='"" to run only the sweep')
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="replays per policy, order alternating; figures are medians (e2e_runs.py)")
     parser.add_argument("--max-tenants", type=int, default=0, help="capacity sweep up to N (0: skip)")
     parser.add_argument("--sweep-step", type=int, default=1, help="tenant counts step, 2*step, ...")
     parser.add_argument("--sweep-sessions", type=int, default=0,
@@ -198,13 +206,27 @@ def main() -> None:
                  "simulator": simulate(records, config.block_size, args.hot_blocks * args.workers, args.workers),
                  "policies": {}}
     print(json.dumps({"simulator": out["simulator"]}), file=sys.stderr, flush=True)
-    for policy in [p for p in args.policies.split(",") if p]:  # "": the sweep only
-        report = run_policy(args, policy, records, header, seed_dir)
-        out["policies"][policy] = {"total": report["total"], "per_tenant": report["per_tenant"],
-                                   "wall_s": report["wall_s"], "cpu": report["cpu"]}
-        print(json.dumps({"progress": policy, **report["total"], "cpu": report["cpu"]}),
-              file=sys.stderr, flush=True)
+    policies = [p for p in args.policies.split(",") if p]  # "": the sweep only
+    reports: dict[str, list[dict]] = {p: [] for p in policies}
+    out["runs"] = []
+    for repeat, order in enumerate(policy_orders(policies, args.repeats) if policies else []):
+        totals = {}
+        for policy in order:
+            report = run_isolated(run_policy, args, policy, records, header, seed_dir)
+            reports[policy].append(report)
+            totals[policy] = report["total"]
+            print(json.dumps({"progress": policy, "repeat": repeat, **report["total"], "cpu": report["cpu"]}),
+                  file=sys.stderr, flush=True)
+        out["runs"].append({"order": order, **ratios(totals)})
+    for policy, runs in reports.items():
+        middle = median_run(runs)
+        out["policies"][policy] = {"total": median_totals([r["total"] for r in runs]),
+                                   "per_tenant": middle["per_tenant"], "wall_s": middle["wall_s"],
+                                   "cpu": middle["cpu"], "routing": middle["routing"]}
     out.update(ratios({p: v["total"] for p, v in out["policies"].items()}))
+    if len(out["runs"]) > 1:  # paired: each repeat's ratio, then the median over repeats
+        out["median_of_run_ratios"] = median_totals([{k: v for k, v in run.items() if k != "order"}
+                                                     for run in out["runs"]])
     if args.max_tenants:
         per_tenant_rate = args.session_rate / args.tenants
         sweep_args = argparse.Namespace(**{**vars(args),
@@ -212,7 +234,7 @@ def main() -> None:
         out["capacity"] = capacity_sweep(
             sweep_counts(args.max_tenants, args.sweep_step), args.slo_s,
             lambda n: workload(sweep_args, n, args.seed, per_tenant_rate * n),
-            lambda policy, recs, head: run_policy(sweep_args, policy, recs, head, seed_dir))
+            lambda policy, recs, head: run_isolated(run_policy, sweep_args, policy, recs, head, seed_dir))
         out["capacity"].update(sessions_per_tenant=sweep_args.sessions,
                                session_rate_per_tenant_s=per_tenant_rate)
     shutil.rmtree(seed_dir, ignore_errors=True)
