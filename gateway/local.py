@@ -129,11 +129,11 @@ class LocalBackend:
         if request.logprobs:
             raise invalid_request("logprobs are not supported by local models.",
                                   param="logprobs", code="unsupported_parameter")
-        response_format = (request.model_extra or {}).get("response_format")
-        if isinstance(response_format, dict) and response_format.get("type") not in (None, "text"):
+        if request.response_format is not None and request.response_format.type != "text":
             raise invalid_request("response_format other than 'text' is not supported by local "
                                   "models yet; use a tool with a named tool_choice for JSON.",
                                   param="response_format", code="unsupported_parameter")
+        _reject_unsupported_sampling(request)
         messages = []
         for index, message in enumerate(request.messages):
             item = message.model_dump(exclude_none=True)
@@ -185,6 +185,10 @@ class LocalBackend:
             if getattr(request, name):
                 raise invalid_request(f"'{name}' is not supported by local models.",
                                       param=name, code="unsupported_parameter")
+        if request.best_of not in (None, 1):
+            raise invalid_request("best_of other than 1 is not supported by local models.",
+                                  param="best_of", code="unsupported_parameter")
+        _reject_unsupported_sampling(request)
         prompt = request.prompt
         if isinstance(prompt, list) and prompt and isinstance(prompt[0], (str, list)):
             if len(prompt) != 1:
@@ -223,3 +227,15 @@ class LocalBackend:
             async for event in events:
                 yield event
 
+
+def _reject_unsupported_sampling(request: ChatCompletionRequest | CompletionRequest) -> None:
+    """Penalties and logit bias are not implemented by the local sampler: their neutral
+    values (0, {}), which agent frameworks send by default, pass; anything else is a 400
+    rather than silently ignored."""
+    for name in ("frequency_penalty", "presence_penalty"):
+        if getattr(request, name):
+            raise invalid_request(f"'{name}' other than 0 is not supported by local models.",
+                                  param=name, code="unsupported_parameter")
+    if request.logit_bias:
+        raise invalid_request("logit_bias is not supported by local models.",
+                              param="logit_bias", code="unsupported_parameter")

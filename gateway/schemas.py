@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from gateway.errors import ApiError, invalid_request
 
@@ -96,6 +96,17 @@ TopP = Annotated[float, Field(gt=0.0, le=1.0)] | None
 PositiveInt = Annotated[int, Field(ge=1)] | None
 
 
+Penalty = Annotated[float, Field(ge=-2.0, le=2.0)] | None
+LogitBias = dict[Annotated[str, Field(pattern=r"^[0-9]{1,12}$")], Annotated[float, Field(ge=-100.0, le=100.0)]] | None
+
+
+class ResponseFormat(BaseModel):
+    """`{"type": "text" | "json_object" | "json_schema", ...}`; the rest goes upstream as sent."""
+
+    model_config = _ALLOW
+    type: Literal["text", "json_object", "json_schema"]
+
+
 ToolName = Annotated[str, Field(min_length=1, max_length=128)]
 ToolNames = Annotated[list[ToolName], Field(max_length=64)]
 
@@ -130,7 +141,17 @@ class ChatCompletionRequest(BaseModel):
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
     parallel_tool_calls: bool | None = None
     logprobs: bool | None = None
+    top_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
+    frequency_penalty: Penalty = None
+    presence_penalty: Penalty = None
+    logit_bias: LogitBias = None
+    response_format: ResponseFormat | None = None
     stepahead_replay: ReplayStep | None = None
+
+    @field_validator("stream_options")
+    @classmethod
+    def _check_stream_options(cls, options: StreamOptions | None, info: ValidationInfo) -> StreamOptions | None:
+        return stream_options_need_stream(options, info)
 
     def completion_limit(self) -> int | None:
         """`max_completion_tokens` wins over the deprecated `max_tokens`."""
@@ -160,15 +181,31 @@ class CompletionRequest(BaseModel):
     n: Annotated[int, Field(ge=1, le=128)] | None = None
     user: str | None = None
     echo: bool | None = None
-    logprobs: int | None = None
+    logprobs: Annotated[int, Field(ge=0, le=5)] | None = None
     suffix: str | None = None
+    best_of: Annotated[int, Field(ge=1, le=20)] | None = None
+    frequency_penalty: Penalty = None
+    presence_penalty: Penalty = None
+    logit_bias: LogitBias = None
     stepahead_replay: ReplayStep | None = None
+
+    @field_validator("stream_options")
+    @classmethod
+    def _check_stream_options(cls, options: StreamOptions | None, info: ValidationInfo) -> StreamOptions | None:
+        return stream_options_need_stream(options, info)
 
     def stop_list(self) -> list[str]:
         return [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
 
     def wants_stream_usage(self) -> bool:
         return bool(self.stream and self.stream_options and self.stream_options.include_usage)
+
+
+def stream_options_need_stream(options: StreamOptions | None, info: ValidationInfo) -> StreamOptions | None:
+    """As OpenAI: `stream_options` is only allowed with `stream: true` (declared before it)."""
+    if options is not None and not info.data.get("stream"):
+        raise ValueError("stream_options is only allowed when stream is true")
+    return options
 
 
 M = TypeVar("M", bound=BaseModel)

@@ -54,9 +54,41 @@ def test_chat_non_object_body_is_400(gateway, raw):
     ({"model": "tiny", "messages": USER, "stepahead_replay": {"after_tools": "ls"}},
      "stepahead_replay.after_tools"),
     ({"model": "tiny", "messages": USER, "stepahead_replay": {"tools": ["ls"]}}, "stepahead_replay.tools"),
+    ({"model": "tiny", "messages": USER, "presence_penalty": "a"}, "presence_penalty"),
+    ({"model": "tiny", "messages": USER, "frequency_penalty": 5}, "frequency_penalty"),
+    ({"model": "tiny", "messages": USER, "logit_bias": {"abc": 5}}, "logit_bias.abc"),
+    ({"model": "tiny", "messages": USER, "logit_bias": {"12": 101}}, "logit_bias.12"),
+    ({"model": "tiny", "messages": USER, "response_format": "json"}, "response_format"),
+    ({"model": "tiny", "messages": USER, "response_format": {"type": "xml"}}, "response_format.type"),
+    ({"model": "tiny", "messages": USER, "top_logprobs": 21}, "top_logprobs"),
+    ({"model": "tiny", "messages": USER, "stream_options": {"include_usage": True}}, "stream_options"),
+    ({"model": "mock", "messages": USER, "stream_options": {"include_usage": True}}, "stream_options"),
 ])
 def test_chat_wrong_types_are_400_with_param(gateway, body, param):
     assert_error(post(gateway, body), 400, param=param)
+
+
+@pytest.mark.parametrize("body,param", [
+    ({"frequency_penalty": 0.5}, "frequency_penalty"),
+    ({"presence_penalty": -1}, "presence_penalty"),
+    ({"logit_bias": {"12": 5}}, "logit_bias"),
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x"}}}, "response_format"),
+])
+def test_chat_sampling_options_the_local_model_lacks_are_400_not_ignored(gateway, body, param):
+    assert_error(post(gateway, {"model": "tiny", "messages": USER, **body}), 400, "unsupported_parameter", param)
+
+
+def test_chat_neutral_sampling_options_frameworks_send_are_accepted(gateway):
+    body = {"model": "tiny", "messages": USER, "max_tokens": 2, "frequency_penalty": 0,
+            "presence_penalty": 0.0, "logit_bias": {}, "response_format": {"type": "text"}}
+    assert post(gateway, body).status_code == 200
+
+
+def test_completions_best_of_and_penalties_the_local_model_lacks_are_400(gateway):
+    for extra, param in (({"best_of": 2}, "best_of"), ({"presence_penalty": 1}, "presence_penalty"),
+                         ({"best_of": 21}, "best_of")):
+        body = {"model": "tiny", "prompt": "x", "max_tokens": 2, **extra}
+        assert_error(post(gateway, body, path="/v1/completions"), 400, param=param)
 
 
 def test_chat_unknown_model_is_404(gateway):
