@@ -332,6 +332,11 @@ class LocalEngine:
             return {"workers": workers, "transport": self.transport_name,
                     "num_queued": len(self._dispatcher.queue)}
 
+    def tenant_home(self, tenant: str) -> str:
+        """The worker `tenant`'s new sessions are placed on (shards.router, rule 3)."""
+        with self._lock:
+            return self._dispatcher.router.home(tenant)
+
     def router_stats(self) -> dict:
         with self._lock:
             stats = self._dispatcher.stats

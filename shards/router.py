@@ -13,7 +13,14 @@ Rules, in order:
 2. session affinity: a session stays where its KV is unless that worker is gone or
    overloaded, i.e. its score is worse than the best by more than
    `affinity_slack_tokens` (its extra load outweighs what its cache saves);
-3. the best score wins, unless its load exceeds the least-loaded candidate's by more
+3. tenant home (`tenant_homes`): a request no session ties to a worker goes to its
+   tenant's home worker, unless that worker is past the imbalance gate or another holds
+   more than `affinity_slack_tokens` more of this prompt. Homes are handed out on a
+   tenant's first request, to the worker with the fewest tenants homed on it. So a
+   tenant's sessions share one copy of its system prompt and tool schemas instead of
+   every worker holding every tenant's prefix (each copy is memory the sessions' own KV
+   no longer has); a busy tenant still spills over through the gate;
+4. the best score wins, unless its load exceeds the least-loaded candidate's by more
    than `imbalance_threshold_tokens`: then the least-loaded worker wins (the gate).
 Ties go to the lower load, then the lower worker id (deterministic). "Gone" means not
 a candidate (fenced, dead, or at its dispatch limit).
@@ -22,8 +29,8 @@ Invariants:
 - `route` charges the chosen worker's load before returning, and `on_first_token` /
   `on_done` move and release exactly that charge, so decisions made back to back see
   each other (a burst spreads instead of piling on one worker) and loads never drift;
-- `remove_worker` drops every charge, affinity and reservation naming the worker and
-  purges its blocks from the index, so nothing routes to it afterwards.
+- `remove_worker` drops every charge, affinity, reservation and tenant home naming the
+  worker and purges its blocks from the index, so nothing routes to it afterwards.
 
 A shared-prefix transfer is proposed when the chosen worker lacks HOT blocks a peer
 holds and the measured cost of copying them (export + import per block, plus one round
@@ -42,7 +49,7 @@ from typing import Literal
 from cache.hashing import BlockHash
 from shards.prefix_index import PrefixIndex, PrefixRun
 
-RouteReason = Literal["reserved", "affinity", "prefix", "least_loaded", "imbalance", "round_robin"]
+RouteReason = Literal["reserved", "affinity", "tenant", "prefix", "least_loaded", "imbalance", "round_robin"]
 RoutingPolicy = Literal["prefix", "least_loaded", "round_robin"]
 ROUTING_POLICIES = ("prefix", "least_loaded", "round_robin")
 
@@ -57,6 +64,7 @@ class RouterConfig:
     affinity_slack_tokens: float = 64.0
     host_hit_weight: float = 0.5
     imbalance_threshold_tokens: float = 2048.0
+    tenant_homes: bool = True
     max_sessions: int = 100_000
     tenant_weights: tuple[tuple[str, float], ...] = ()
     can_transfer: bool = True
@@ -135,6 +143,7 @@ class Router:
         self._charges: dict[str, _Charge] = {}
         self._sessions: OrderedDict[str, str] = OrderedDict()
         self._reserved: dict[str, tuple[str, float]] = {}
+        self._homes: dict[str, str] = {}
         self.stats = RouterStats()
 
     # --- workers ----------------------------------------------------------------------
@@ -152,6 +161,8 @@ class Router:
             del self._sessions[session]
         for session in [s for s, (w, _) in self._reserved.items() if w == worker_id]:
             del self._reserved[session]
+        for tenant in [t for t, w in self._homes.items() if w == worker_id]:
+            del self._homes[tenant]
         self.index.purge(worker_id)
 
     def workers(self) -> list[str]:
@@ -182,6 +193,19 @@ class Router:
 
     def costs(self, worker_id: str) -> WorkerCosts:
         return self._costs[worker_id]
+
+    def home(self, tenant: str) -> str:
+        """`tenant`'s home worker, handed out on first use to the worker with the fewest
+        homed tenants (then the lower load, then the lower id). Needs a worker."""
+        home = self._homes.get(tenant)
+        if home is None or home not in self._loads:
+            counts = {w: 0 for w in self._loads}
+            for worker_id in self._homes.values():
+                if worker_id in counts:
+                    counts[worker_id] += 1
+            home = min(counts, key=lambda w: (counts[w], self.load_tokens(w), w))
+            self._homes[tenant] = home
+        return home
 
     def session_worker(self, session: str) -> str | None:
         return self._sessions.get(session)
@@ -231,6 +255,11 @@ class Router:
                 chosen, reason = reserved[0], "reserved"
             elif fits(own) and own != best and scores[own] <= scores[best] + self.config.affinity_slack_tokens:
                 chosen, reason = own, "affinity"
+        if chosen is None and self.config.tenant_homes and self._sessions.get(query.session or "") is None:
+            home = self.home(query.tenant)
+            if (home != best and fits(home)
+                    and saved[best] <= saved[home] + self.config.affinity_slack_tokens):
+                chosen, reason = home, "tenant"
         if chosen is None:
             chosen = best
             if saved[chosen] == 0:

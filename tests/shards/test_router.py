@@ -34,7 +34,7 @@ def test_router_sends_a_request_to_the_worker_holding_its_prefix():
 
 
 def test_router_without_any_prefix_picks_the_least_loaded_then_lowest_id():
-    router = _router()
+    router = _router(tenant_homes=False)
     first = router.route("r1", _query(), ["w0", "w1"], 0.0)
     second = router.route("r2", _query(), ["w0", "w1"], 0.0)
     assert (first.worker_id, first.reason) == ("w0", "least_loaded")
@@ -42,13 +42,45 @@ def test_router_without_any_prefix_picks_the_least_loaded_then_lowest_id():
 
 
 def test_router_burst_spreads_once_load_outweighs_the_cached_prefix():
-    router = _router()
+    router = _router(tenant_homes=False)
     _store(router, "w0", PREFIX)
     chosen = [router.route(f"r{i}", _query(), ["w0", "w1"], 0.0).worker_id for i in range(6)]
     # each w0 request charges 72 prefill tokens; w1 would prefill 200: w0 takes the
     # first ones, then the charged load tips the burst over to w1
     assert chosen[0] == "w0" and "w1" in chosen
     assert chosen.count("w0") >= 2
+
+
+def test_router_tenants_get_homes_on_the_worker_with_fewest_tenants():
+    router = _router()
+    homes = {t: router.route(f"r-{t}", RouteQuery(t, f"s-{t}", [], 100), ["w0", "w1"], 0.0).worker_id
+             for t in ("a", "b", "c", "d")}
+    assert homes == {"a": "w0", "b": "w1", "c": "w0", "d": "w1"}
+    assert router.home("a") == "w0" and router.home("b") == "w1"
+
+
+def test_router_new_sessions_go_home_until_the_imbalance_gate_then_spill():
+    router = _router(imbalance_threshold_tokens=500.0)
+    router.home("t")  # t's home: w0
+    placed = [router.route(f"r{i}", _query(f"s{i}"), ["w0", "w1"], 0.0).worker_id for i in range(5)]
+    # 200 tokens each: w0 takes them while its load exceeds w1's by at most 500 tokens
+    assert placed == ["w0", "w0", "w0", "w1", "w0"]
+    assert router.stats.num_routed["tenant"] == 3  # the first went home as least loaded
+
+
+def test_router_home_yields_to_a_worker_holding_more_of_the_prompt():
+    router = _router()
+    assert router.home("t") == "w0"
+    _store(router, "w1", PREFIX)  # e.g. a conversation without a session id, continued
+    decision = router.route("r1", _query(), ["w0", "w1"], 0.0)
+    assert (decision.worker_id, decision.reason) == ("w1", "prefix")
+
+
+def test_router_home_moves_when_its_worker_is_removed():
+    router = _router()
+    assert router.home("t") == "w0"
+    router.remove_worker("w0")
+    assert router.home("t") == "w1"
 
 
 def test_router_imbalance_gate_falls_back_to_the_least_loaded_worker():
