@@ -13,7 +13,6 @@ forecast has on this workload independent of timing noise.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 from collections.abc import Callable
@@ -68,21 +67,32 @@ def capacity_sweep(counts: list[int], slo_s: float, make_workload: Callable,
 def simulate(records, block_size: int, num_hot_blocks: int, num_workers: int = 1) -> dict:
     """Block hit rate and simulated TTFT per policy for the trace in `cache.sim`: one cache
     of `num_hot_blocks`, and (`num_workers` > 1, under "per_worker") the gateway's layout —
-    one cache of num_hot_blocks / num_workers per worker, each session on one worker
-    (hashed: the gateway's prefix-aware router keeps a session on one worker too, but
-    places it better), hit rates and TTFTs weighted over the workers."""
+    one cache of num_hot_blocks / num_workers per worker, each tenant on its home worker
+    (`tenant_homes`, as the gateway's router places new sessions; the router also spills
+    sessions of a busy tenant to another worker, which this split does not model), hit
+    rates and TTFTs weighted over the workers."""
     from cache.sim.requests import to_sim_requests
 
     requests = to_sim_requests(records, block_size)
     out = _simulate_parts([requests], block_size, num_hot_blocks)
     if num_workers > 1:
-        parts = [[r for r in requests if _worker_of(r.session or "", num_workers) == w] for w in range(num_workers)]
+        homes = tenant_homes([r.tenant for r in requests], num_workers)
+        parts = [[r for r in requests if homes[r.tenant] == w] for w in range(num_workers)]
         out["per_worker"] = _simulate_parts([p for p in parts if p], block_size, num_hot_blocks // num_workers)
     return out
 
 
-def _worker_of(session: str, num_workers: int) -> int:
-    return int.from_bytes(hashlib.blake2b(session.encode(), digest_size=4).digest(), "big") % num_workers
+def tenant_homes(tenants: list[str], num_workers: int) -> dict[str, int]:
+    """Each tenant, in order of first appearance, on the worker with the fewest tenants so
+    far (the lower index on ties) — shards.router's rule for tenant homes."""
+    homes: dict[str, int] = {}
+    counts = [0] * num_workers
+    for tenant in tenants:
+        if tenant not in homes:
+            worker = min(range(num_workers), key=lambda w: (counts[w], w))
+            homes[tenant] = worker
+            counts[worker] += 1
+    return homes
 
 
 def _simulate_parts(parts, block_size: int, num_hot_blocks: int) -> dict:

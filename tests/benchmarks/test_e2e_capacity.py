@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from benchmarks.e2e_capacity import capacity_sweep, simulate, sweep_counts
+from benchmarks.e2e_capacity import capacity_sweep, simulate, sweep_counts, tenant_homes
 from cache.trace_format import TraceRecord
 
 
@@ -42,9 +42,14 @@ def test_simulate_reports_every_policy_on_a_small_trace():
     assert all(0.0 <= row["block_hit_rate"] <= 1.0 for row in out.values())
 
 
-def test_simulate_per_worker_splits_memory_and_keeps_sessions_whole():
-    # two sessions that each fit a 4-block cache, and together do not fit 4 blocks
-    records = [TraceRecord(float(i), 64, 1, tenant="t", session=f"s{i % 2}",
+def test_tenant_homes_fill_the_worker_with_fewest_tenants_in_order_of_arrival():
+    assert tenant_homes(["a", "b", "a", "c", "d", "e"], 2) == {"a": 0, "b": 1, "c": 0, "d": 1, "e": 0}
+    assert tenant_homes(["a", "b"], 3) == {"a": 0, "b": 1}
+
+
+def test_simulate_per_worker_splits_memory_and_keeps_tenants_whole():
+    # two tenants' sessions that each fit a 4-block cache, and together do not fit 4 blocks
+    records = [TraceRecord(float(i), 64, 1, tenant=f"t{i % 2}", session=f"s{i % 2}",
                            hash_ids=list(range(i % 2 * 10, i % 2 * 10 + 4))) for i in range(8)]
     one = simulate(records, 16, 4)
     assert "per_worker" not in one
@@ -52,7 +57,5 @@ def test_simulate_per_worker_splits_memory_and_keeps_sessions_whole():
     split = simulate(records, 16, 8, num_workers=2)
     per_worker = split["per_worker"]
     assert set(per_worker) == {"lru", "predictive", "belady"}
-    from benchmarks.e2e_capacity import _worker_of
-    assert _worker_of("s0", 2) != _worker_of("s1", 2)  # each session alone on a 4-block worker
     assert per_worker["lru"]["block_hit_rate"] == 0.75  # every request but its session's first hits
     assert per_worker["belady"]["block_hit_rate"] >= per_worker["lru"]["block_hit_rate"]
