@@ -61,7 +61,8 @@ class LocalEngine:
       them (default 2 x max_running);
     - `imbalance_threshold_tokens`, `routing` ("prefix", or the "round_robin" /
       "least_loaded" baselines), `prefix_transfer` (copy shared prefixes between local
-      workers when measured cheaper);
+      workers when measured cheaper), `tenant_homes` (place a tenant's new sessions on
+      one worker; shards/router.py);
     - `health_timeout_s` / `ping_interval_s`: a ready worker silent this long is fenced;
     - `min_p_return`: a forecast reserves its session's worker from this probability;
     - `policy` / `policy_options`: the workers' cache policy (`cache.policies.make_policy`);
@@ -77,7 +78,7 @@ class LocalEngine:
                  max_outstanding_per_worker: int | None = None, max_queue_wait_s: float = 120.0,
                  imbalance_threshold_tokens: float = 2048.0, prefix_transfer: bool = True,
                  health_timeout_s: float = 30.0, ping_interval_s: float = 0.5,
-                 min_p_return: float = 0.5, routing: str = "prefix",
+                 min_p_return: float = 0.5, routing: str = "prefix", tenant_homes: bool = True,
                  policy_options: Mapping | None = None, prefix_caching: bool = True):
         threads = threads_per_worker or max(1, (os.cpu_count() or 2) // max(1, num_workers))
         weights = tuple(sorted((tenant_weights or {}).items()))
@@ -98,7 +99,8 @@ class LocalEngine:
         self._prefix_transfer = prefix_transfer
         self._router_config = RouterConfig(policy=routing, block_size=block_size,
                                            slots_per_worker=max_running, tenant_weights=weights,
-                                           imbalance_threshold_tokens=imbalance_threshold_tokens)
+                                           imbalance_threshold_tokens=imbalance_threshold_tokens,
+                                           tenant_homes=tenant_homes)
         outstanding = max_outstanding_per_worker or 2 * max_running
         self._dispatch_config = DispatchConfig(
             tenant_weights=weights, max_queued_per_tenant=max_queued_per_tenant,

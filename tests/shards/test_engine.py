@@ -271,3 +271,8 @@ def test_engine_without_prefix_caching_never_reports_cached_tokens():
     finally:
         loop.run_until_complete(eng.stop())
         loop.close()
+
+
+def test_engine_tenant_homes_option_reaches_the_router():
+    assert LocalEngine("tiny", tenant_homes=False)._router_config.tenant_homes is False
+    assert LocalEngine("tiny")._router_config.tenant_homes is True
