@@ -129,7 +129,9 @@ def plot(out: dict, docs: Path) -> None:
                    [out["policies"][p]["total"][key] or 0 for p in policies], width=0.27, label=key)
         ax.set_xticks([x + 0.27 for x in range(len(policies))], policies)
         ax.set_ylabel("seconds")
-        ax.set_title(f"TTFT through the gateway ({out['model']}, {out['requests']} requests)")
+        runs = len(out.get("runs") or [None])
+        medians = f", medians of {runs} runs" if runs > 1 else ""
+        ax.set_title(f"TTFT through the gateway ({out['model']}, {out['requests']} requests{medians})")
         ax.legend()
         fig.tight_layout()
         fig.savefig(docs / "e2e_ttft.png", dpi=120)
