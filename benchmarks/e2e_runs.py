@@ -2,7 +2,7 @@
 
 Two replays in one Python process are not independent. Measured on this machine with the
 tiny model (4 tenants x 40 sessions, 911 requests): whichever policy ran second had a
-6-20 % higher mean TTFT and spent 10-15 % more gateway CPU on the same work, in both
+6-25 % higher mean TTFT and spent 14-16 % more gateway CPU on the same work, in both
 orders (LRU second: LRU / predictive mean TTFT 1.065; predictive second: 0.85 and 0.80).
 So every replay runs in a process of its own (`run_isolated`, spawned: nothing is
 inherited but the arguments), and with `repeats` > 1 the order alternates
