@@ -13,7 +13,8 @@ total KV memory (the headroom a forecast has, free of timing noise), and each ru
 records where the CPU went (gateway threads, workers: cpu_probe.py). Every replay runs
 in a fresh process (a second replay in the same process ran measurably slower); with
 --repeats N each policy is replayed N times in alternating order and the medians are
-reported, with each repeat's ratios under "runs" (e2e_runs.py).
+reported (per tenant, CPU and routing: the run with the median mean TTFT), with each
+repeat's ratios under "runs" (e2e_runs.py).
 
 Then the capacity figure (e2e_capacity.py): for --sweep-step, 2*step, ..--max-tenants
 tenants at a fixed load per tenant, the largest tenant count whose p99 TTFT stays under
