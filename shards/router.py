@@ -245,17 +245,17 @@ class Router:
 
         chosen: str | None = None
         reason: RouteReason = "prefix"
+        own = None if query.session is None else self._sessions.get(query.session)
         if query.session is not None:
             reserved = self._reserved.get(query.session)
             if reserved is not None and reserved[1] < now_s:
                 del self._reserved[query.session]
                 reserved = None
-            own = self._sessions.get(query.session)
             if reserved is not None and fits(reserved[0]):
                 chosen, reason = reserved[0], "reserved"
             elif fits(own) and own != best and scores[own] <= scores[best] + self.config.affinity_slack_tokens:
                 chosen, reason = own, "affinity"
-        if chosen is None and self.config.tenant_homes and self._sessions.get(query.session or "") is None:
+        if chosen is None and self.config.tenant_homes and own is None:
             home = self.home(query.tenant)
             if (home != best and fits(home)
                     and saved[best] <= saved[home] + self.config.affinity_slack_tokens):
