@@ -122,90 +122,67 @@ class ReplayStep(BaseModel):
     tool_calls: ToolNames = []
 
 
-class ChatCompletionRequest(BaseModel):
+class _GenerationRequest(BaseModel):
+    """The fields chat and legacy completions share (and `stream_options`' rule)."""
+
     model_config = _ALLOW
     model: str
-    messages: Annotated[list[Message], Field(min_length=1)]
     stream: bool = False
     stream_options: StreamOptions | None = None
-    max_tokens: PositiveInt = None
-    max_completion_tokens: PositiveInt = None
     temperature: Temperature = None
     top_p: TopP = None
     seed: int | None = None
     stop: StopField = None
     n: Annotated[int, Field(ge=1, le=128)] | None = None
     user: str | None = None
+    frequency_penalty: Penalty = None
+    presence_penalty: Penalty = None
+    logit_bias: LogitBias = None
+    stepahead_replay: ReplayStep | None = None
+
+    @field_validator("stream_options")
+    @classmethod
+    def _stream_options_need_stream(cls, options: StreamOptions | None,
+                                    info: ValidationInfo) -> StreamOptions | None:
+        """As OpenAI: `stream_options` is only allowed with `stream: true` (declared before it)."""
+        if options is not None and not info.data.get("stream"):
+            raise ValueError("stream_options is only allowed when stream is true")
+        return options
+
+    def stop_list(self) -> list[str]:
+        return [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
+
+    def wants_stream_usage(self) -> bool:
+        return bool(self.stream and self.stream_options and self.stream_options.include_usage)
+
+
+class ChatCompletionRequest(_GenerationRequest):
+    messages: Annotated[list[Message], Field(min_length=1)]
+    max_tokens: PositiveInt = None
+    max_completion_tokens: PositiveInt = None
     metadata: dict[str, str] | None = None
     tools: list[Tool] | None = None
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
     parallel_tool_calls: bool | None = None
     logprobs: bool | None = None
     top_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
-    frequency_penalty: Penalty = None
-    presence_penalty: Penalty = None
-    logit_bias: LogitBias = None
     response_format: ResponseFormat | None = None
-    stepahead_replay: ReplayStep | None = None
-
-    @field_validator("stream_options")
-    @classmethod
-    def _check_stream_options(cls, options: StreamOptions | None, info: ValidationInfo) -> StreamOptions | None:
-        return stream_options_need_stream(options, info)
 
     def completion_limit(self) -> int | None:
         """`max_completion_tokens` wins over the deprecated `max_tokens`."""
         return self.max_completion_tokens or self.max_tokens
 
-    def stop_list(self) -> list[str]:
-        return [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
 
-    def wants_stream_usage(self) -> bool:
-        return bool(self.stream and self.stream_options and self.stream_options.include_usage)
-
-
-class CompletionRequest(BaseModel):
+class CompletionRequest(_GenerationRequest):
     """Legacy completions. `prompt` is a string or a list of token ids (one prompt only)."""
 
-    model_config = _ALLOW
-    model: str
     prompt: str | Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=1)] | list[str] \
         | list[list[int]]
-    stream: bool = False
-    stream_options: StreamOptions | None = None
     max_tokens: Annotated[int, Field(ge=1)] | None = 16
-    temperature: Temperature = None
-    top_p: TopP = None
-    seed: int | None = None
-    stop: StopField = None
-    n: Annotated[int, Field(ge=1, le=128)] | None = None
-    user: str | None = None
     echo: bool | None = None
     logprobs: Annotated[int, Field(ge=0, le=5)] | None = None
     suffix: str | None = None
     best_of: Annotated[int, Field(ge=1, le=20)] | None = None
-    frequency_penalty: Penalty = None
-    presence_penalty: Penalty = None
-    logit_bias: LogitBias = None
-    stepahead_replay: ReplayStep | None = None
-
-    @field_validator("stream_options")
-    @classmethod
-    def _check_stream_options(cls, options: StreamOptions | None, info: ValidationInfo) -> StreamOptions | None:
-        return stream_options_need_stream(options, info)
-
-    def stop_list(self) -> list[str]:
-        return [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
-
-    def wants_stream_usage(self) -> bool:
-        return bool(self.stream and self.stream_options and self.stream_options.include_usage)
-
-
-def stream_options_need_stream(options: StreamOptions | None, info: ValidationInfo) -> StreamOptions | None:
-    """As OpenAI: `stream_options` is only allowed with `stream: true` (declared before it)."""
-    if options is not None and not info.data.get("stream"):
-        raise ValueError("stream_options is only allowed when stream is true")
-    return options
 
 
 M = TypeVar("M", bound=BaseModel)
