@@ -18,7 +18,7 @@ import sys
 from gateway.config import DEFAULT_LOCAL_MODEL, ConfigError, default_config, load_config
 
 POLICIES = ("lru", "predictive")
-NO_CONFIG_FLAGS = ("model", "workers", "policy", "hot_blocks")  # argparse dests
+NO_CONFIG_FLAGS = ("model", "workers", "policy", "hot_blocks", "device")  # argparse dests
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -34,12 +34,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     local.add_argument("--workers", type=int, help="local worker processes (default 2)")
     local.add_argument("--policy", choices=POLICIES, help="KV cache policy (default lru)")
     local.add_argument("--hot-blocks", type=int, help="hot KV blocks per worker (default 4096)")
+    local.add_argument("--device", help="where workers run the model: 'cpu' (default), 'cuda' or 'cuda:N'")
     parser.set_defaults(handler=serve)
 
 
 def _no_config(args: argparse.Namespace, demo_key: str):
     """The one-model config the no-config flags describe (unset flags: its defaults)."""
-    engine = {key: value for key, value in (("policy", args.policy), ("num_hot_blocks", args.hot_blocks))
+    engine = {key: value for key, value in (("policy", args.policy), ("num_hot_blocks", args.hot_blocks),
+                                            ("device", args.device))
               if value is not None}
     if args.hot_blocks is not None and args.hot_blocks < 1:
         raise ConfigError("--hot-blocks must be >= 1")
@@ -49,6 +51,24 @@ def _no_config(args: argparse.Namespace, demo_key: str):
 
 def _no_config_flags_given(args: argparse.Namespace) -> list[str]:
     return [f"--{dest.replace('_', '-')}" for dest in NO_CONFIG_FLAGS if getattr(args, dest) is not None]
+
+
+def _local_model_problem(config) -> str | None:
+    """Why a local model of `config` cannot start here (missing model, unusable
+    device), found before the server binds; None when all can."""
+    from gateway.config import LocalModelConfig
+    from shards.model_loader import ModelLoadError, check_model
+
+    for model in config.models:
+        if not isinstance(model, LocalModelConfig):
+            continue
+        options = dict(model.engine_options)
+        local = options.get("transport", "local") == "local"
+        try:
+            check_model(model.path, str(options.get("device", "cpu")) if local else None)
+        except ModelLoadError as exc:
+            return f"cannot serve model {model.name!r}: {exc}"
+    return None
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -69,6 +89,10 @@ def serve(args: argparse.Namespace) -> int:
             config = _no_config(args, demo_key)
     except (ConfigError, OSError) as exc:
         print(f"stepahead: bad config: {exc}", file=sys.stderr)
+        return 2
+    problem = _local_model_problem(config)
+    if problem:
+        print(f"stepahead: {problem}", file=sys.stderr)
         return 2
     overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
     config = dataclasses.replace(config, **overrides)

@@ -55,8 +55,7 @@ def export_prefix(runner, tenant: str, token_ids: list[int], max_blocks: int) ->
     segment = _new_segment(runner, len(block_ids))
     try:
         view = _view(segment.buf, runner, len(block_ids))
-        index = torch.tensor(block_ids, dtype=torch.long)
-        torch.index_select(runner.hot.data, 3, index, out=view)
+        _copy_out(runner, block_ids, view)
         del view
         return segment.name, len(block_ids)
     finally:
@@ -81,8 +80,9 @@ def import_prefix(runner, tenant: str, session: str | None, token_ids: list[int]
             if new:
                 view = _view(segment.buf, runner, num_blocks)
                 src = torch.tensor([slot for slot, _ in new], dtype=torch.long)
-                dst = torch.tensor([hot_id for _, hot_id in new], dtype=torch.long)
-                runner.hot.data.index_copy_(3, dst, view.index_select(3, src))
+                dst = torch.tensor([hot_id for _, hot_id in new], dtype=torch.long,
+                                   device=runner.hot.data.device)
+                runner.hot.data.index_copy_(3, dst, view.index_select(3, src).to(dst.device))
                 del view
         finally:
             runner.blocks.release([hot_id for hot_id, _ in placed])
@@ -104,16 +104,17 @@ def measure_costs(runner, chunk_tokens: int = PROBE_PREFILL_TOKENS,
         cache = None
         for start in range(0, len(tokens), chunk_tokens):
             _, cache = runner.forward(tokens[start:start + chunk_tokens], cache, start)
+        runner.synchronize()
 
     runner.forward(tokens[:16], None, 0)
     prefill_s = statistics.median(_timed(prefill_once) for _ in range(repeats))
     num_blocks = min(PROBE_BLOCKS, runner.hot.num_blocks)
-    index = torch.arange(num_blocks, dtype=torch.long)
+    index = torch.arange(num_blocks, dtype=torch.long, device=runner.hot.data.device)
 
     def export_once() -> None:
         segment = _new_segment(runner, num_blocks)
         view = _view(segment.buf, runner, num_blocks)
-        torch.index_select(runner.hot.data, 3, index, out=view)
+        _copy_out(runner, list(range(num_blocks)), view)
         del view
         segment.close()
         segment.unlink()
@@ -123,6 +124,7 @@ def measure_costs(runner, chunk_tokens: int = PROBE_PREFILL_TOKENS,
         view = _view(segment.buf, runner, num_blocks)
         scratch = runner.hot.data.index_select(3, index)  # NOTE: no write into live slots
         scratch.copy_(view)
+        runner.synchronize()
         del view
         segment.close()
         segment.unlink()
@@ -132,6 +134,16 @@ def measure_costs(runner, chunk_tokens: int = PROBE_PREFILL_TOKENS,
     return CostProfile(prefill_s_per_token=prefill_s / PROBE_PREFILL_TOKENS,
                        export_s_per_block=export_s / num_blocks,
                        import_s_per_block=import_s / num_blocks)
+
+
+def _copy_out(runner, block_ids: list[int], view: torch.Tensor) -> None:
+    """Copy hot blocks `block_ids` into the CPU `view` (slot i <- block_ids[i])."""
+    data = runner.hot.data
+    index = torch.tensor(block_ids, dtype=torch.long, device=data.device)
+    if data.device.type == "cpu":
+        torch.index_select(data, 3, index, out=view)
+    else:
+        view.copy_(data.index_select(3, index))  # one gather on the GPU, one copy down
 
 
 def _timed(fn) -> float:

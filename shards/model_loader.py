@@ -93,8 +93,29 @@ def load_smollm2(dtype: torch.dtype = torch.float32):
     return model, tokenizer
 
 
-def load_model(name: str = EMBEDDED_MODEL, dtype: torch.dtype = torch.float32) -> LoadedModel:
-    """Load a model by name ("smollm2", "tiny") or local directory path, in eval mode."""
+def resolve_device(device: str) -> torch.device:
+    """The torch device named by `device` ("cpu", "cuda", "cuda:N"); a clear
+    ModelLoadError when it is malformed or absent on this machine."""
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ModelLoadError(f"device {device!r} is not a torch device name (use 'cpu' or 'cuda[:N]')") from exc
+    if resolved.type == "cpu":
+        return resolved
+    if resolved.type != "cuda":
+        raise ModelLoadError(f"device {device!r} is not supported: use 'cpu' or 'cuda[:N]'")
+    if not torch.cuda.is_available():
+        raise ModelLoadError(f"device {device!r} was asked for, but torch sees no CUDA GPU here")
+    if resolved.index is not None and resolved.index >= torch.cuda.device_count():
+        raise ModelLoadError(f"device {device!r}: only {torch.cuda.device_count()} CUDA GPU(s) here")
+    return resolved
+
+
+def load_model(name: str = EMBEDDED_MODEL, dtype: torch.dtype = torch.float32,
+               device: str = "cpu") -> LoadedModel:
+    """Load a model by name ("smollm2", "tiny") or local directory path, in eval mode,
+    with its weights on `device`."""
+    target = resolve_device(device)
     if name == TINY_MODEL:
         from shards.tiny_model import build_tiny_model
 
@@ -110,20 +131,30 @@ def load_model(name: str = EMBEDDED_MODEL, dtype: torch.dtype = torch.float32) -
                 f"model {name!r} is neither 'smollm2', 'tiny' nor a local model directory")
         model, tokenizer = _load_dir(path, dtype)
         model_id = path.name
+    model.to(target)
     model.eval()
     max_ctx = int(getattr(model.config, "max_position_embeddings", 2048) or 2048)
     return LoadedModel(model, tokenizer, model_id, max_ctx)
 
 
+def check_model(name: str, device: str | None = None) -> None:
+    """Raise ModelLoadError, with what to do, when `name` cannot be loaded here (or
+    `device`, when given, is not usable); cheap: nothing is loaded or converted."""
+    if device is not None:
+        resolve_device(device)
+    if name == EMBEDDED_MODEL:
+        if not (model_cache_dir() / SMOLLM2_MODEL_ID / "model.safetensors").is_file():
+            find_smollm2_gguf()
+    elif name != TINY_MODEL and not Path(name).expanduser().is_dir():
+        raise ModelLoadError(f"model {name!r} is neither 'smollm2', 'tiny' nor a local model directory")
+
+
 def load_model_files(name: str) -> None:
     """Make sure a model can load fast in worker processes (converts the embedded GGUF
     once). Call in the parent before starting workers, so they never race to convert."""
-    if name == EMBEDDED_MODEL:
-        converted = model_cache_dir() / SMOLLM2_MODEL_ID
-        if not (converted / "model.safetensors").is_file():
-            load_smollm2()
-    elif name != TINY_MODEL and not Path(name).expanduser().is_dir():
-        raise ModelLoadError(f"model {name!r} is neither 'smollm2', 'tiny' nor a local model directory")
+    check_model(name)
+    if name == EMBEDDED_MODEL and not (model_cache_dir() / SMOLLM2_MODEL_ID / "model.safetensors").is_file():
+        load_smollm2()
 
 
 def load_tokenizer(name: str):

@@ -65,10 +65,14 @@ class ModelRunner:
         self.prefix_caching = prefix_caching
         self.model = loaded.model
         self.block_size = block_size
-        dtype = next(self.model.parameters()).dtype
-        self.layout = KVLayout.for_model_config(self.model.config, block_size, dtype)
-        self.hot = KVArena(self.layout, num_hot_blocks)
-        self.host = KVArena(self.layout, num_host_blocks) if num_host_blocks > 0 else None
+        first = next(self.model.parameters())
+        self.device = first.device
+        self.layout = KVLayout.for_model_config(self.model.config, block_size, first.dtype)
+        # the hot tier lives beside the weights; the host tier is always CPU memory
+        # (page-locked when the hot tier is on a GPU, so host<->hot copies are DMA)
+        self.hot = KVArena(self.layout, num_hot_blocks, device=self.device)
+        self.host = KVArena(self.layout, num_host_blocks, pin_memory=self.device.type == "cuda") \
+            if num_host_blocks > 0 else None
         self.blocks = BlockManager(
             num_hot_blocks=num_hot_blocks, num_host_blocks=num_host_blocks,
             block_size=block_size, bytes_per_block=self.layout.bytes_per_block,
@@ -122,12 +126,19 @@ class ModelRunner:
             seq.released = True
             self.blocks.release(seq.block_ids)
 
+    def synchronize(self) -> None:
+        """Wait for the device's queued work (GPU kernels run asynchronously), so a
+        timer read after this measures the work, not its launch. No-op on CPU."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
     # --- model passes --------------------------------------------------------------
     @torch.inference_mode()
     def forward(self, token_ids: list[int], cache: DynamicCache | None, first_position: int,
                 logits_to_keep: int = 1):
-        ids = torch.tensor([token_ids], dtype=torch.long)
-        positions = torch.arange(first_position, first_position + len(token_ids)).unsqueeze(0)
+        ids = torch.tensor([token_ids], dtype=torch.long, device=self.device)
+        positions = torch.arange(first_position, first_position + len(token_ids),
+                                 device=self.device).unsqueeze(0)
         out = self.model(input_ids=ids, cache=cache if cache is not None else make_cache(
             self.model.config), position_ids=positions, use_cache=True,
             logits_to_keep=logits_to_keep)
@@ -152,7 +163,7 @@ class ModelRunner:
         hit = self.reuse_prefix(item.tenant, item.session, prompt)
         seq = RunningSequence(
             item=item, detokenizer=Detokenizer(tokenizer, tuple(item.sampling.stop)),
-            generator=make_generator(item.sampling), cache=hit.cache, block_ids=list(hit.block_ids),
+            generator=make_generator(item.sampling, self.device), cache=hit.cache, block_ids=list(hit.block_ids),
             num_cached_tokens=hit.num_cached_tokens, started_s=started)
         try:
             logits, seq.cache = self.forward(prompt[hit.num_cached_tokens:], hit.cache,

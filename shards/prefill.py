@@ -51,7 +51,7 @@ class ChunkedPrefill:
         hit = self.runner.reuse_prefix(item.tenant, item.session, item.prompt_token_ids)
         seq = RunningSequence(
             item=item, detokenizer=Detokenizer(self.tokenizer, tuple(item.sampling.stop)),
-            generator=make_generator(item.sampling), cache=hit.cache, block_ids=list(hit.block_ids),
+            generator=make_generator(item.sampling, self.runner.device), cache=hit.cache, block_ids=list(hit.block_ids),
             num_cached_tokens=hit.num_cached_tokens, started_s=time.perf_counter())
         return PrefillTask(seq, hit.num_cached_tokens)
 
@@ -64,6 +64,7 @@ class ChunkedPrefill:
         started = time.perf_counter()
         logits, seq.cache = self.runner.forward(prompt[task.num_done_tokens:end], seq.cache,
                                                 task.num_done_tokens)
+        self.runner.synchronize()
         task.compute_s += time.perf_counter() - started
         task.num_done_tokens = end
         if end < len(prompt):

@@ -6,11 +6,12 @@ import torch
 from shards.protocol import SamplingParams
 
 
-def make_generator(params: SamplingParams) -> torch.Generator | None:
-    """A private RNG for one request when it asked for a seed (repeatable output)."""
+def make_generator(params: SamplingParams, device: torch.device | str = "cpu") -> torch.Generator | None:
+    """A private RNG for one request when it asked for a seed (repeatable output), on
+    the device the logits are sampled on."""
     if params.seed is None:
         return None
-    generator = torch.Generator()
+    generator = torch.Generator(device=device)
     generator.manual_seed(int(params.seed) & 0xFFFF_FFFF_FFFF_FFFF)
     return generator
 

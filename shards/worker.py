@@ -38,6 +38,7 @@ from shards.protocol import (ApplyForecast, CacheEventsReport, CacheSnapshot, Ca
 @dataclass(frozen=True, slots=True)
 class WorkerConfig:
     model: str = "smollm2"
+    device: str = "cpu"  # where the weights and the hot KV tier live: "cpu", "cuda[:N]"
     num_hot_blocks: int = 4096
     num_host_blocks: int = 0
     block_size: int = 16

@@ -90,3 +90,21 @@ def test_serve_refuses_model_flags_next_to_a_config(tmp_path: Path, capsys):
     assert main(["serve", "--hot-blocks", "0"]) == 2
     with pytest.raises(SystemExit):
         main(["serve", "--policy", "fifo"])
+
+
+def test_serve_device_flag_reaches_the_engine_options():
+    from gateway.serve_command import _no_config
+    args = build_parser().parse_args(["serve", "--model", "tiny", "--device", "cuda:1"])
+    [model] = _no_config(args, "sk-x").models
+    assert dict(model.engine_options) == {"device": "cuda:1"}
+
+
+def test_serve_refuses_an_unusable_device_or_model_before_binding(monkeypatch, capsys):
+    import torch
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert main(["serve", "--model", "tiny", "--device", "cuda"]) == 2
+    assert "cannot serve model 'tiny': device 'cuda' was asked for, but torch sees no CUDA GPU" in capsys.readouterr().err
+    assert main(["serve", "--model", "tiny", "--device", "tpu"]) == 2
+    assert "not a torch device name" in capsys.readouterr().err
+    assert main(["serve", "--model", "/no/such/model"]) == 2
+    assert "neither 'smollm2', 'tiny' nor a local model directory" in capsys.readouterr().err

@@ -1,0 +1,169 @@
+"""Where workers run the model: device names are checked before anything loads, and on
+a CUDA GPU (skipped without one) the GPU path gives the CPU path's answers.
+
+The CUDA tests are the GPU check of the engine: prefix reuse, the host tier, seeded
+sampling, the shared-prefix copy between workers and a whole engine request, each
+compared with the same work on the CPU.
+"""
+from __future__ import annotations
+
+import asyncio
+import random
+
+import pytest
+import torch
+
+from cache.tiers import Tier
+from shards.engine import LocalEngine
+from shards.kv_transfer import export_prefix, import_prefix, measure_costs
+from shards.model_loader import ModelLoadError, check_model, load_model, resolve_device
+from shards.model_runner import ModelRunner
+from shards.protocol import FinishEvent, SamplingParams, TokenEvent, WorkItem
+from shards.sampling import make_generator, sample_next
+
+BLOCK = 16
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU on this machine")
+
+
+def _tokens(seed: int, n: int, vocab: int = 250) -> list[int]:
+    rng = random.Random(seed)
+    return [rng.randrange(vocab) for _ in range(n)]
+
+
+# --- device names (every machine) ---------------------------------------------------
+def test_resolve_device_accepts_cpu():
+    assert resolve_device("cpu") == torch.device("cpu")
+
+
+@pytest.mark.parametrize("name", ["tpu", "mps", "gpu0", ""])
+def test_resolve_device_rejects_names_it_cannot_serve_with_a_hint(name):
+    with pytest.raises(ModelLoadError, match="cpu' or 'cuda"):
+        resolve_device(name)
+
+
+def test_resolve_device_cuda_without_a_gpu_says_so(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ModelLoadError, match="no CUDA GPU"):
+        resolve_device("cuda")
+
+
+def test_resolve_device_cuda_index_past_the_gpus_says_how_many(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    with pytest.raises(ModelLoadError, match="only 1 CUDA GPU"):
+        resolve_device("cuda:3")
+
+
+def test_check_model_names_the_model_and_the_device(monkeypatch, tmp_path):
+    check_model("tiny", "cpu")
+    check_model(str(tmp_path), "cpu")  # a local directory is accepted as a model
+    with pytest.raises(ModelLoadError, match="neither 'smollm2', 'tiny'"):
+        check_model(str(tmp_path / "missing"))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ModelLoadError, match="no CUDA GPU"):
+        check_model("tiny", "cuda")
+
+
+def test_cpu_runner_keeps_weights_and_both_tiers_on_the_cpu(tiny_loaded):
+    runner = ModelRunner(tiny_loaded, num_hot_blocks=8, num_host_blocks=8, block_size=BLOCK)
+    assert runner.device.type == "cpu"
+    assert runner.hot.data.device.type == "cpu" and runner.host.data.device.type == "cpu"
+
+
+def test_engine_passes_the_device_to_its_workers():
+    assert LocalEngine("tiny").config.device == "cpu"
+    assert LocalEngine("tiny", device="cuda:0").config.device == "cuda:0"
+
+
+def test_engine_start_refuses_a_missing_gpu_before_spawning(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    eng = LocalEngine("tiny", num_workers=1, device="cuda")
+    with pytest.raises(ModelLoadError, match="no CUDA GPU"):
+        asyncio.run(eng.start())
+    assert eng._transport is None  # nothing was spawned
+
+
+# --- the GPU path (CUDA machines only) ------------------------------------------------
+@pytest.fixture(scope="module")
+def cuda_loaded():
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU on this machine")
+    return load_model("tiny", device="cuda")
+
+
+@needs_cuda
+def test_cuda_runner_keeps_hot_tier_on_the_gpu_and_host_tier_pinned(cuda_loaded):
+    runner = ModelRunner(cuda_loaded, num_hot_blocks=8, num_host_blocks=8, block_size=BLOCK)
+    assert runner.hot.data.is_cuda
+    assert not runner.host.data.is_cuda and runner.host.data.is_pinned()
+
+
+@needs_cuda
+@pytest.mark.parametrize("shared_prefix", [16, 37, 95])
+def test_cuda_reused_prefix_logits_equal_a_cpu_full_recompute(tiny_loaded, cuda_loaded, shared_prefix):
+    prompt = _tokens(shared_prefix, shared_prefix) + _tokens(shared_prefix + 1, 30)
+    reference, _ = ModelRunner(tiny_loaded, num_hot_blocks=64, block_size=BLOCK).prompt_logits("t", prompt)
+    runner = ModelRunner(cuda_loaded, num_hot_blocks=64, block_size=BLOCK)
+    runner.prompt_logits("t", prompt[:shared_prefix] + _tokens(99, 20))
+    logits, cached = runner.prompt_logits("t", prompt)
+    assert cached == shared_prefix // BLOCK * BLOCK > 0
+    torch.testing.assert_close(logits.cpu(), reference[cached:], atol=2e-3, rtol=0)
+
+
+@needs_cuda
+def test_cuda_host_tier_round_trip_gives_the_same_logits(cuda_loaded):
+    first = _tokens(1, 64)
+    runner = ModelRunner(cuda_loaded, num_hot_blocks=4, num_host_blocks=16, block_size=BLOCK)
+    reference, _ = runner.prompt_logits("t", first)
+    runner.prompt_logits("t", _tokens(2, 64))  # pushes `first` down to the host tier
+    assert runner.blocks.stats().num_demotions > 0
+    logits, cached = runner.prompt_logits("t", first)
+    assert cached == 63
+    torch.testing.assert_close(logits, reference[-1:], atol=1e-4, rtol=0)
+
+
+@needs_cuda
+def test_cuda_seeded_sampling_repeats(cuda_loaded):
+    params = SamplingParams(max_tokens=1, temperature=1.0, top_p=0.9, seed=7)
+    logits = torch.randn(300, device="cuda")
+    draws = [[sample_next(logits, params, g) for _ in range(10)]
+             for g in (make_generator(params, "cuda"), make_generator(params, "cuda"))]
+    assert draws[0] == draws[1]
+
+
+@needs_cuda
+def test_cuda_prefix_export_import_between_runners(cuda_loaded):
+    prompt = _tokens(5, 80)
+    source = ModelRunner(cuda_loaded, num_hot_blocks=32, block_size=BLOCK)
+    reference, _ = source.prompt_logits("t", prompt)
+    name, num_blocks = export_prefix(source, "t", prompt, max_blocks=16)
+    assert num_blocks == 5
+    target = ModelRunner(cuda_loaded, num_hot_blocks=32, block_size=BLOCK)
+    assert import_prefix(target, "t", None, prompt, name, num_blocks) == 5
+    logits, cached = target.prompt_logits("t", prompt)
+    assert cached == 79
+    torch.testing.assert_close(logits, reference[-1:], atol=1e-4, rtol=0)
+    assert all(b.ref_count == 0 for b in target.blocks.blocks(Tier.HOT))
+    costs = measure_costs(target)
+    assert costs.prefill_s_per_token > 0 and costs.export_s_per_block > 0
+
+
+@needs_cuda
+def test_cuda_engine_serves_a_request_and_reuses_its_prefix():
+    async def run():
+        eng = LocalEngine("tiny", num_workers=1, num_hot_blocks=64, threads_per_worker=1, device="cuda")
+        await asyncio.wait_for(eng.start(), 180)
+        try:
+            prompt = eng.tokenizer.encode("a prompt served on the GPU " * 4, add_special_tokens=False)
+            params = SamplingParams(max_tokens=4, temperature=0.0, ignore_eos=True)
+            runs = []
+            for i in range(2):
+                runs.append([e async for e in eng.generate(WorkItem(f"g{i}", "t", prompt, params))])
+            return runs
+        finally:
+            await eng.stop()
+
+    first, second = asyncio.run(run())
+    tokens = [[t for e in run if isinstance(e, TokenEvent) for t in e.token_ids] for run in (first, second)]
+    assert len(tokens[0]) == 4 and tokens[0] == tokens[1]
+    assert isinstance(second[-1], FinishEvent) and second[-1].num_cached_tokens > 0
