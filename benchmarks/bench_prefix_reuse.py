@@ -10,6 +10,10 @@ Medians over --repeats runs after a warm-up. Prints one JSON line per P.
 
     python benchmarks/bench_prefix_reuse.py --model tiny
     python benchmarks/bench_prefix_reuse.py --model smollm2
+    python benchmarks/bench_prefix_reuse.py --model smollm2 --device cuda
+
+On a GPU every timed section ends with a device synchronize, so kernels queued
+asynchronously are counted.
 """
 from __future__ import annotations
 
@@ -33,9 +37,10 @@ from shards.protocol import SamplingParams, WorkItem  # noqa: E402
 SUFFIX_TOKENS = 64
 
 
-def timed(fn) -> float:
+def timed(fn, synchronize=lambda: None) -> float:
     start = time.perf_counter()
     fn()
+    synchronize()
     return time.perf_counter() - start
 
 
@@ -46,11 +51,14 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: all cores)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
+                        help="weights and KV dtype (not the tiny model: always float32)")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     rng = random.Random(args.seed)
-    loaded = load_model(args.model)
+    loaded = load_model(args.model, dtype=getattr(torch, args.dtype), device=args.device)
     vocab = min(loaded.model.config.vocab_size, len(loaded.tokenizer)) - 8
     lengths = [int(x) for x in args.prefix_lengths.split(",")]
     num_blocks = (max(lengths) + SUFFIX_TOKENS) // 16 * 4 + 64
@@ -77,12 +85,14 @@ def main() -> None:
         floor = []
         for s in suffixes[1:]:
             ready = DynamicCache(ddp_cache_data=kv, config=loaded.model.config)
-            floor.append(timed(lambda s=s, c=ready: runner.forward(s, c, length)[0].argmax()))
+            floor.append(timed(lambda s=s, c=ready: runner.forward(s, c, length)[0].argmax().item(),
+                               runner.synchronize))
         stats = runner.blocks.stats()
         cold_s, warm_s, floor_s = (statistics.median(x) for x in (cold, warm, floor))
         print(json.dumps({
             "model": loaded.model_id, "prefix_tokens": length, "suffix_tokens": SUFFIX_TOKENS,
-            "threads": torch.get_num_threads(),
+            "threads": torch.get_num_threads(), "device": str(runner.device),
+            "dtype": str(runner.layout.dtype).removeprefix("torch."),
             "cold_ttft_s": round(cold_s, 5), "warm_ttft_s": round(warm_s, 5),
             "speedup": round(cold_s / warm_s, 2), "suffix_only_floor_s": round(floor_s, 5),
             "overhead_ratio": round(warm_s / floor_s, 3), "repeats": args.repeats,
