@@ -186,6 +186,10 @@ def main() -> None:
                         help="replays per policy, order alternating; figures are medians (e2e_runs.py)")
     parser.add_argument("--max-tenants", type=int, default=0, help="capacity sweep up to N (0: skip)")
     parser.add_argument("--sweep-step", type=int, default=1, help="tenant counts step, 2*step, ...")
+    parser.add_argument("--sweep-start", type=int, default=0,
+                        help="first tenant count of the sweep (0: --sweep-step)")
+    parser.add_argument("--sweep-repeats", type=int, default=1,
+                        help="replays per policy at each sweep point; the p99 is their median")
     parser.add_argument("--sweep-sessions", type=int, default=0,
                         help="sessions per tenant in the sweep (0: --sessions)")
     parser.add_argument("--slo-s", type=float, default=2.0, help="p99 TTFT SLO for the capacity sweep")
@@ -233,9 +237,10 @@ def main() -> None:
         sweep_args = argparse.Namespace(**{**vars(args),
                                            "sessions": args.sweep_sessions or args.sessions})
         out["capacity"] = capacity_sweep(
-            sweep_counts(args.max_tenants, args.sweep_step), args.slo_s,
+            sweep_counts(args.max_tenants, args.sweep_step, args.sweep_start), args.slo_s,
             lambda n: workload(sweep_args, n, args.seed, per_tenant_rate * n),
-            lambda policy, recs, head: run_isolated(run_policy, sweep_args, policy, recs, head, seed_dir))
+            lambda policy, recs, head: run_isolated(run_policy, sweep_args, policy, recs, head, seed_dir),
+            repeats=args.sweep_repeats)
         out["capacity"].update(sessions_per_tenant=sweep_args.sessions,
                                session_rate_per_tenant_s=per_tenant_rate)
     shutil.rmtree(seed_dir, ignore_errors=True)

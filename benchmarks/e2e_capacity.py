@@ -14,53 +14,64 @@ forecast has on this workload independent of timing noise.
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from benchmarks.e2e_runs import policy_orders
 from cache.trace_format import TraceHeader
 
 CAPACITY_POLICIES = ("predictive", "lru")
 
 
-def sweep_counts(max_tenants: int, step: int) -> list[int]:
-    """step, 2*step, ..., up to max_tenants (always included)."""
+def sweep_counts(max_tenants: int, step: int, start: int = 0) -> list[int]:
+    """start (default: step), start + step, ..., up to max_tenants (always included)."""
     step = max(1, step)
-    counts = list(range(step, max_tenants + 1, step))
+    counts = list(range(start or step, max_tenants + 1, step))
     if not counts or counts[-1] != max_tenants:
         counts.append(max_tenants)
     return counts
 
 
 def capacity_sweep(counts: list[int], slo_s: float, make_workload: Callable,
-                   run: Callable[[str, list, TraceHeader], dict]) -> dict:
+                   run: Callable[[str, list, TraceHeader], dict], repeats: int = 1) -> dict:
     """Largest tenant count whose p99 TTFT stays under `slo_s`, per policy.
 
-    make_workload(n) -> (WorkloadConfig, records) for n tenants."""
+    make_workload(n) -> (WorkloadConfig, records) for n tenants. With `repeats` > 1 each
+    point is replayed that many times per policy, the order alternating, and a policy's
+    p99 at the point is the median of its runs (all kept under "p99_runs_by_tenants")."""
     rows: dict[str, dict[int, float | None]] = {p: {} for p in CAPACITY_POLICIES}
+    runs: dict[str, dict[int, list]] = {p: {} for p in CAPACITY_POLICIES}
     missed: set[str] = set()
     for num_tenants in counts:
         config, records = make_workload(num_tenants)
         header = TraceHeader(block_size=config.block_size)
-        for policy in CAPACITY_POLICIES:
-            if policy in missed:
-                rows[policy][num_tenants] = None
-                continue
-            report = run(policy, records, header)
-            p99 = report["total"]["ttft_p99_s"]
+        live = [p for p in CAPACITY_POLICIES if p not in missed]
+        for policy in missed:
+            rows[policy][num_tenants] = None
+        for order in policy_orders(live, repeats):
+            for policy in order:
+                report = run(policy, records, header)
+                runs[policy].setdefault(num_tenants, []).append(report["total"]["ttft_p99_s"])
+                print(json.dumps({"capacity": policy, "tenants": num_tenants, "requests": len(records),
+                                  "ttft_p99_s": report["total"]["ttft_p99_s"],
+                                  "ttft_mean_s": report["total"]["ttft_mean_s"],
+                                  "cached_token_share": report["total"]["cached_token_share"]}),
+                      file=sys.stderr, flush=True)
+        for policy in live:
+            values = runs[policy][num_tenants]
+            p99 = None if any(v is None for v in values) else statistics.median(values)
             rows[policy][num_tenants] = p99
             if p99 is None or p99 > slo_s:
                 missed.add(policy)
-            print(json.dumps({"capacity": policy, "tenants": num_tenants, "requests": len(records),
-                              "ttft_p99_s": p99, "ttft_mean_s": report["total"]["ttft_mean_s"],
-                              "cached_token_share": report["total"]["cached_token_share"]}),
-                  file=sys.stderr, flush=True)
         if len(missed) == len(CAPACITY_POLICIES):
             break
     best = {p: max([n for n, v in r.items() if v is not None and v <= slo_s], default=0)
             for p, r in rows.items()}
     ratio = round(best["predictive"] / best["lru"], 3) if best["lru"] else None
-    return {"slo_p99_ttft_s": slo_s, "p99_ttft_by_tenants": rows, "max_tenants": best,
+    return {"slo_p99_ttft_s": slo_s, "repeats_per_point": max(1, repeats),
+            "p99_ttft_by_tenants": rows, "p99_runs_by_tenants": runs, "max_tenants": best,
             "predictive_over_lru_tenants": ratio}
 
 

@@ -13,6 +13,8 @@ def test_sweep_counts_steps_and_always_ends_at_the_maximum():
     assert sweep_counts(7, 3) == [3, 6, 7]
     assert sweep_counts(3, 1) == [1, 2, 3]
     assert sweep_counts(2, 5) == [2]
+    assert sweep_counts(9, 1, start=6) == [6, 7, 8, 9]
+    assert sweep_counts(10, 2, start=5) == [5, 7, 9, 10]
 
 
 def test_capacity_sweep_largest_count_under_the_slo_and_stops_a_policy_past_it():
@@ -32,6 +34,31 @@ def test_capacity_sweep_largest_count_under_the_slo_and_stops_a_policy_past_it()
     assert calls == [("predictive", 1), ("lru", 1), ("predictive", 2), ("lru", 2),
                      ("predictive", 3)]
     assert out["p99_ttft_by_tenants"]["lru"][3] is None
+
+
+def test_capacity_sweep_with_repeats_takes_each_points_median_and_alternates_order():
+    p99 = {("predictive", 1): [0.5, 0.6, 0.4], ("lru", 1): [0.7, 0.9, 0.8],
+           ("predictive", 2): [0.9, 1.4, 0.95], ("lru", 2): [1.1, 0.8, 1.3],
+           ("predictive", 3): [1.2, 2.0, 1.1]}
+    calls = []
+
+    def run(policy, records, header):
+        n = len(records)
+        calls.append((policy, n))
+        value = p99[(policy, n)][sum(1 for c in calls if c == (policy, n)) - 1]
+        return {"total": {"ttft_p99_s": value, "ttft_mean_s": 0.1, "cached_token_share": 0.5}}
+
+    out = capacity_sweep([1, 2, 3], 1.0, lambda n: (_Config(), [None] * n), run, repeats=3)
+    # medians: predictive 0.5, 0.95, 1.2 -> 2 tenants; lru 0.8, 1.1 -> 1 tenant
+    assert out["max_tenants"] == {"predictive": 2, "lru": 1}
+    assert out["p99_ttft_by_tenants"]["predictive"][2] == 0.95
+    assert out["p99_ttft_by_tenants"]["lru"][2] == 1.1
+    assert out["p99_runs_by_tenants"]["lru"][2] == [1.1, 0.8, 1.3]
+    assert out["repeats_per_point"] == 3
+    # each point: as given, reversed, as given; lru is not run at 3 after missing at 2
+    assert calls[:6] == [("predictive", 1), ("lru", 1), ("lru", 1), ("predictive", 1),
+                         ("predictive", 1), ("lru", 1)]
+    assert calls[12:] == [("predictive", 3)] * 3
 
 
 def test_simulate_reports_every_policy_on_a_small_trace():
