@@ -58,7 +58,7 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     rng = random.Random(args.seed)
-    loaded = load_model(args.model, dtype=getattr(torch, args.dtype), device=args.device)
+    loaded = load_model(args.model, dtype=args.dtype, device=args.device)
     vocab = min(loaded.model.config.vocab_size, len(loaded.tokenizer)) - 8
     lengths = [int(x) for x in args.prefix_lengths.split(",")]
     num_blocks = (max(lengths) + SUFFIX_TOKENS) // 16 * 4 + 64

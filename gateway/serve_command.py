@@ -18,7 +18,7 @@ import sys
 from gateway.config import DEFAULT_LOCAL_MODEL, ConfigError, default_config, load_config
 
 POLICIES = ("lru", "predictive")
-NO_CONFIG_FLAGS = ("model", "workers", "policy", "hot_blocks", "device")  # argparse dests
+NO_CONFIG_FLAGS = ("model", "workers", "policy", "hot_blocks", "device", "dtype")  # argparse dests
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -35,13 +35,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     local.add_argument("--policy", choices=POLICIES, help="KV cache policy (default lru)")
     local.add_argument("--hot-blocks", type=int, help="hot KV blocks per worker (default 4096)")
     local.add_argument("--device", help="where workers run the model: 'cpu' (default), 'cuda' or 'cuda:N'")
+    local.add_argument("--dtype", help="weights and KV cache: 'float32' (default), 'bfloat16' or 'float16'")
     parser.set_defaults(handler=serve)
 
 
 def _no_config(args: argparse.Namespace, demo_key: str):
     """The one-model config the no-config flags describe (unset flags: its defaults)."""
     engine = {key: value for key, value in (("policy", args.policy), ("num_hot_blocks", args.hot_blocks),
-                                            ("device", args.device))
+                                            ("device", args.device), ("dtype", args.dtype))
               if value is not None}
     if args.hot_blocks is not None and args.hot_blocks < 1:
         raise ConfigError("--hot-blocks must be >= 1")
@@ -65,7 +66,8 @@ def _local_model_problem(config) -> str | None:
         options = dict(model.engine_options)
         local = options.get("transport", "local") == "local"
         try:
-            check_model(model.path, str(options.get("device", "cpu")) if local else None)
+            check_model(model.path, str(options.get("device", "cpu")) if local else None,
+                        str(options.get("dtype", "float32")))
         except ModelLoadError as exc:
             return f"cannot serve model {model.name!r}: {exc}"
     return None

@@ -68,7 +68,8 @@ class LocalEngine:
     - `policy` / `policy_options`: the workers' cache policy (`cache.policies.make_policy`);
     - `prefix_caching=False`: nothing is reused or stored (the no-caching baseline);
     - `device`: where each worker keeps the weights and the hot KV tier ("cpu",
-      "cuda", "cuda:N"); the host tier stays in CPU memory.
+      "cuda", "cuda:N"); the host tier stays in CPU memory. `dtype`: of the weights and
+      the KV cache ("float32", "bfloat16" — half the KV bytes per block — "float16").
     """
 
     def __init__(self, model: str = "smollm2", num_workers: int = 2, *, num_hot_blocks: int = 4096,
@@ -82,10 +83,10 @@ class LocalEngine:
                  health_timeout_s: float = 30.0, ping_interval_s: float = 0.5,
                  min_p_return: float = 0.5, routing: str = "prefix", tenant_homes: bool = True,
                  policy_options: Mapping | None = None, prefix_caching: bool = True,
-                 device: str = "cpu"):
+                 device: str = "cpu", dtype: str = "float32"):
         threads = threads_per_worker or max(1, (os.cpu_count() or 2) // max(1, num_workers))
         weights = tuple(sorted((tenant_weights or {}).items()))
-        self.config = WorkerConfig(model=model, device=device, num_hot_blocks=num_hot_blocks,
+        self.config = WorkerConfig(model=model, device=device, dtype=dtype, num_hot_blocks=num_hot_blocks,
                                    num_host_blocks=num_host_blocks, block_size=block_size,
                                    policy=policy, max_running=max_running, num_threads=threads,
                                    tenant_weights=weights, prefix_caching=prefix_caching,
@@ -126,10 +127,11 @@ class LocalEngine:
 
     # --- lifecycle -----------------------------------------------------------------
     async def start(self) -> None:
-        from shards.model_loader import load_model_files, load_tokenizer, resolve_device
+        from shards.model_loader import load_model_files, load_tokenizer, resolve_device, resolve_dtype
 
+        resolve_dtype(self.config.dtype)  # fail here, not in every worker
         if self.transport_name == "local":  # a Ray worker's device is on its own node
-            resolve_device(self.config.device)  # fail here, not in every worker
+            resolve_device(self.config.device)
         await asyncio.to_thread(load_model_files, self.config.model)  # convert once, before spawning
         self._transport = await asyncio.to_thread(make_transport, self.transport_name,
                                                   self._transport_options)

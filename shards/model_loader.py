@@ -70,16 +70,17 @@ def _load_dir(path: Path, dtype: torch.dtype):
 
 
 def load_smollm2(dtype: torch.dtype = torch.float32):
-    """Load the embedded default, converting the GGUF once into the cache directory."""
+    """Load the embedded default, converting the GGUF once into the cache directory
+    (always as float32, whatever `dtype` this load asks for)."""
     converted = model_cache_dir() / SMOLLM2_MODEL_ID
     if (converted / "model.safetensors").is_file() and (converted / "tokenizer.json").is_file():
         return _load_dir(converted, dtype)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     gguf = find_smollm2_gguf()
-    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=dtype)
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    # NOTE: the model is fully dequantized to `dtype` already; drop the GGUF marker so
+    # NOTE: the model is fully dequantized to float32 already; drop the GGUF marker so
     # it saves as plain safetensors.
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
@@ -90,7 +91,7 @@ def load_smollm2(dtype: torch.dtype = torch.float32):
     if converted.exists():
         shutil.rmtree(converted)
     tmp.replace(converted)
-    return model, tokenizer
+    return model.to(dtype), tokenizer
 
 
 def resolve_device(device: str) -> torch.device:
@@ -111,11 +112,24 @@ def resolve_device(device: str) -> torch.device:
     return resolved
 
 
-def load_model(name: str = EMBEDDED_MODEL, dtype: torch.dtype = torch.float32,
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
+    """The torch dtype named by `dtype` ("float32", "bfloat16", "float16")."""
+    if isinstance(dtype, torch.dtype) and dtype in DTYPES.values():
+        return dtype
+    if dtype not in DTYPES:
+        raise ModelLoadError(f"dtype {dtype!r} is not supported: use one of {', '.join(DTYPES)}")
+    return DTYPES[dtype]
+
+
+def load_model(name: str = EMBEDDED_MODEL, dtype: str | torch.dtype = torch.float32,
                device: str = "cpu") -> LoadedModel:
     """Load a model by name ("smollm2", "tiny") or local directory path, in eval mode,
-    with its weights on `device`."""
+    with its weights (and so its KV cache) in `dtype` on `device`."""
     target = resolve_device(device)
+    dtype = resolve_dtype(dtype)
     if name == TINY_MODEL:
         from shards.tiny_model import build_tiny_model
 
@@ -131,15 +145,16 @@ def load_model(name: str = EMBEDDED_MODEL, dtype: torch.dtype = torch.float32,
                 f"model {name!r} is neither 'smollm2', 'tiny' nor a local model directory")
         model, tokenizer = _load_dir(path, dtype)
         model_id = path.name
-    model.to(target)
+    model.to(device=target, dtype=dtype)
     model.eval()
     max_ctx = int(getattr(model.config, "max_position_embeddings", 2048) or 2048)
     return LoadedModel(model, tokenizer, model_id, max_ctx)
 
 
-def check_model(name: str, device: str | None = None) -> None:
-    """Raise ModelLoadError, with what to do, when `name` cannot be loaded here (or
-    `device`, when given, is not usable); cheap: nothing is loaded or converted."""
+def check_model(name: str, device: str | None = None, dtype: str = "float32") -> None:
+    """Raise ModelLoadError, with what to do, when `name` cannot be loaded here in
+    `dtype` (or on `device`, when given); cheap: nothing is loaded or converted."""
+    resolve_dtype(dtype)
     if device is not None:
         resolve_device(device)
     if name == EMBEDDED_MODEL:

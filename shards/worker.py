@@ -39,6 +39,7 @@ from shards.protocol import (ApplyForecast, CacheEventsReport, CacheSnapshot, Ca
 class WorkerConfig:
     model: str = "smollm2"
     device: str = "cpu"  # where the weights and the hot KV tier live: "cpu", "cuda[:N]"
+    dtype: str = "float32"  # of the weights and the KV cache: "float32", "bfloat16", "float16"
     num_hot_blocks: int = 4096
     num_host_blocks: int = 0
     block_size: int = 16

@@ -39,7 +39,7 @@ def serve(worker_id: str, config: WorkerConfig, receive: Callable[[float], objec
         from shards.model_loader import load_model
         from shards.model_runner import ModelRunner
 
-        loaded = load_model(config.model, device=config.device)
+        loaded = load_model(config.model, dtype=config.dtype, device=config.device)
         runner = ModelRunner(loaded, num_hot_blocks=config.num_hot_blocks,
                              num_host_blocks=config.num_host_blocks, block_size=config.block_size,
                              policy=make_policy(config.policy, config.policy_options),

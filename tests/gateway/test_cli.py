@@ -92,11 +92,11 @@ def test_serve_refuses_model_flags_next_to_a_config(tmp_path: Path, capsys):
         main(["serve", "--policy", "fifo"])
 
 
-def test_serve_device_flag_reaches_the_engine_options():
+def test_serve_device_and_dtype_flags_reach_the_engine_options():
     from gateway.serve_command import _no_config
-    args = build_parser().parse_args(["serve", "--model", "tiny", "--device", "cuda:1"])
+    args = build_parser().parse_args(["serve", "--model", "tiny", "--device", "cuda:1", "--dtype", "bfloat16"])
     [model] = _no_config(args, "sk-x").models
-    assert dict(model.engine_options) == {"device": "cuda:1"}
+    assert dict(model.engine_options) == {"device": "cuda:1", "dtype": "bfloat16"}
 
 
 def test_serve_refuses_an_unusable_device_or_model_before_binding(monkeypatch, capsys):
@@ -106,5 +106,7 @@ def test_serve_refuses_an_unusable_device_or_model_before_binding(monkeypatch, c
     assert "cannot serve model 'tiny': device 'cuda' was asked for, but torch sees no CUDA GPU" in capsys.readouterr().err
     assert main(["serve", "--model", "tiny", "--device", "tpu"]) == 2
     assert "not a torch device name" in capsys.readouterr().err
+    assert main(["serve", "--model", "tiny", "--dtype", "int4"]) == 2
+    assert "dtype 'int4' is not supported" in capsys.readouterr().err
     assert main(["serve", "--model", "/no/such/model"]) == 2
     assert "neither 'smollm2', 'tiny' nor a local model directory" in capsys.readouterr().err

@@ -16,7 +16,7 @@ import torch
 from cache.tiers import Tier
 from shards.engine import LocalEngine
 from shards.kv_transfer import export_prefix, import_prefix, measure_costs
-from shards.model_loader import ModelLoadError, check_model, load_model, resolve_device
+from shards.model_loader import ModelLoadError, check_model, load_model, resolve_device, resolve_dtype
 from shards.model_runner import ModelRunner
 from shards.protocol import FinishEvent, SamplingParams, TokenEvent, WorkItem
 from shards.sampling import make_generator, sample_next
@@ -81,6 +81,53 @@ def test_engine_start_refuses_a_missing_gpu_before_spawning(monkeypatch):
     with pytest.raises(ModelLoadError, match="no CUDA GPU"):
         asyncio.run(eng.start())
     assert eng._transport is None  # nothing was spawned
+
+
+# --- dtypes (every machine) ----------------------------------------------------------
+def test_resolve_dtype_names_the_three_supported_and_refuses_others():
+    assert [resolve_dtype(n) for n in ("float32", "bfloat16", "float16")] == [
+        torch.float32, torch.bfloat16, torch.float16]
+    assert resolve_dtype(torch.bfloat16) is torch.bfloat16
+    for bad in ("float64", "int8", torch.float64):
+        with pytest.raises(ModelLoadError, match="use one of float32, bfloat16, float16"):
+            resolve_dtype(bad)
+    with pytest.raises(ModelLoadError, match="dtype 'fp8'"):
+        check_model("tiny", "cpu", "fp8")
+
+
+@pytest.fixture(scope="module")
+def bf16_loaded():
+    return load_model("tiny", dtype="bfloat16")
+
+
+def test_bfloat16_weights_give_a_bfloat16_kv_cache_of_half_the_bytes(tiny_loaded, bf16_loaded):
+    assert next(bf16_loaded.model.parameters()).dtype is torch.bfloat16
+    full = ModelRunner(tiny_loaded, num_hot_blocks=8, block_size=BLOCK)
+    half = ModelRunner(bf16_loaded, num_hot_blocks=8, num_host_blocks=8, block_size=BLOCK)
+    assert half.hot.data.dtype is torch.bfloat16 and half.host.data.dtype is torch.bfloat16
+    assert half.layout.bytes_per_block * 2 == full.layout.bytes_per_block
+
+
+def test_bfloat16_reused_prefix_and_shared_memory_copy_give_the_recomputed_logits(bf16_loaded):
+    prompt = _tokens(21, 80)
+    source = ModelRunner(bf16_loaded, num_hot_blocks=32, block_size=BLOCK)
+    reference, _ = source.prompt_logits("t", prompt)
+    logits, cached = source.prompt_logits("t", prompt)
+    assert cached == 79
+    # bfloat16 keeps 8 bits of mantissa: the same math, rounded differently in chunks
+    torch.testing.assert_close(logits.float(), reference[-1:].float(), atol=0.1, rtol=0)
+    name, num_blocks = export_prefix(source, "t", prompt, max_blocks=16)
+    target = ModelRunner(bf16_loaded, num_hot_blocks=32, block_size=BLOCK)
+    assert import_prefix(target, "t", None, prompt, name, num_blocks) == num_blocks == 5
+    torch.testing.assert_close(target.hot.data[:, :, :, :5], source.hot.data[:, :, :, :5], atol=0, rtol=0)
+
+
+def test_engine_passes_the_dtype_and_refuses_an_unknown_one_before_spawning():
+    assert LocalEngine("tiny", dtype="bfloat16").config.dtype == "bfloat16"
+    eng = LocalEngine("tiny", num_workers=1, dtype="float8")
+    with pytest.raises(ModelLoadError, match="dtype 'float8'"):
+        asyncio.run(eng.start())
+    assert eng._transport is None
 
 
 # --- the GPU path (CUDA machines only) ------------------------------------------------
