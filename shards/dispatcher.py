@@ -44,6 +44,7 @@ class DispatchConfig:
     max_queue_wait_s: float = 120.0
     transfer_timeout_s: float = 1.0
     retry_after_s: float = 1.0
+    inline_transfers: bool = False  # workers share no memory: prefix copies travel as bytes
 
 
 @dataclass(slots=True)
@@ -215,7 +216,7 @@ class Dispatcher:
             num_tokens = decision.num_transfer_blocks * self.router.config.block_size
             out.sends.append((decision.transfer_from, ExportPrefix(
                 transfer_id, item.tenant, tuple(item.prompt_token_ids[:num_tokens]),
-                decision.num_transfer_blocks)))
+                decision.num_transfer_blocks, inline=self.config.inline_transfers)))
         return out
 
     def expire(self, now_s: float) -> Outbound:
@@ -287,13 +288,14 @@ class Dispatcher:
                 out.unlink.append(message.shm_name)
             return out
         self._observe_cost(worker_id, "export_s_per_block", message.elapsed_s, message.num_blocks)
-        if message.shm_name:
+        if message.has_blocks:
             self.stats.num_transfers_done += 1
             item = request.item
             num_tokens = message.num_blocks * self.router.config.block_size
             out.sends.append((transfer.dst, ImportPrefix(
                 message.transfer_id, item.tenant, item.session,
-                tuple(item.prompt_token_ids[:num_tokens]), message.shm_name, message.num_blocks)))
+                tuple(item.prompt_token_ids[:num_tokens]), message.shm_name, message.num_blocks,
+                message.payload)))
         out.sends.append((transfer.dst, request.item))
         return out
 

@@ -60,8 +60,9 @@ class LocalEngine:
     - `max_outstanding_per_worker`: requests sent to one worker before the router holds
       them (default 2 x max_running);
     - `imbalance_threshold_tokens`, `routing` ("prefix", or the "round_robin" /
-      "least_loaded" baselines), `prefix_transfer` (copy shared prefixes between local
-      workers when measured cheaper), `tenant_homes` (place a tenant's new sessions on
+      "least_loaded" baselines), `prefix_transfer` (copy shared prefixes between
+      workers when measured cheaper: shared memory locally, bytes in the messages
+      under Ray), `tenant_homes` (place a tenant's new sessions on
       one worker; shards/router.py);
     - `health_timeout_s` / `ping_interval_s`: a ready worker silent this long is fenced;
     - `min_p_return`: a forecast reserves its session's worker from this probability;
@@ -135,8 +136,11 @@ class LocalEngine:
         await asyncio.to_thread(load_model_files, self.config.model)  # convert once, before spawning
         self._transport = await asyncio.to_thread(make_transport, self.transport_name,
                                                   self._transport_options)
-        if not self._transport.can_share_memory or not self._prefix_transfer:
+        if not self._prefix_transfer:
             self._dispatcher.router.config = dataclasses.replace(self._router_config, can_transfer=False)
+        elif not self._transport.can_share_memory:  # copies travel as bytes with the messages
+            self.config = dataclasses.replace(self.config, inline_transfers=True)
+            self._dispatcher.config = dataclasses.replace(self._dispatch_config, inline_transfers=True)
         for i in range(self.num_workers):
             await asyncio.to_thread(self._spawn, f"w{i}")
         self.tokenizer = await asyncio.to_thread(load_tokenizer, self.config.model)

@@ -8,13 +8,18 @@ token ids as for any prefix) and copies the bytes of the new ones into its arena
 unlinks the segment. Hashes depend only on tenant and tokens, so both workers name the
 blocks alike.
 
+Workers that share no memory (Ray actors, possibly on other machines) use the inline
+variant: `export_prefix_bytes` returns the same layout as bytes, which travel inside the
+worker's answer and the engine's ImportPrefix, and `import_prefix_bytes` registers them.
+
 Invariants: the exporter holds no reference after `export_prefix` returns (nothing can
 evict a block in between: one loop drives the runner); the importer releases every
 reference it took and unlinks the segment on every path, so a transfer leaks neither
 blocks nor shared memory. Both workers must serve the same model (same KV layout).
 
-`measure_costs` times a prefill and a round trip through shared memory at worker start,
-so the router compares measured costs, not guesses.
+`measure_costs` times a prefill and a round trip through shared memory (or bytes) at
+worker start, so the router compares measured costs, not guesses. Inline, the time the
+bytes spend between machines is not in the probe.
 """
 from __future__ import annotations
 
@@ -44,12 +49,15 @@ def _new_segment(runner, num_blocks: int) -> shared_memory.SharedMemory:
     return shared_memory.SharedMemory(create=True, size=max(1, num_blocks * runner.layout.bytes_per_block))
 
 
+def _hot_leading_blocks(runner, tenant: str, token_ids: list[int], max_blocks: int) -> list[int]:
+    hashes, blocks = runner.blocks.hash_prompt(tenant, token_ids)
+    return runner.blocks.match(tenant, hashes[:max_blocks], blocks[:max_blocks]).hot_block_ids
+
+
 def export_prefix(runner, tenant: str, token_ids: list[int], max_blocks: int) -> tuple[str | None, int]:
     """Copy up to `max_blocks` HOT cached leading blocks of `token_ids` into a new
     segment; (segment name, number of blocks), or (None, 0) when none is cached."""
-    hashes, blocks = runner.blocks.hash_prompt(tenant, token_ids)
-    match = runner.blocks.match(tenant, hashes[:max_blocks], blocks[:max_blocks])
-    block_ids = match.hot_block_ids
+    block_ids = _hot_leading_blocks(runner, tenant, token_ids, max_blocks)
     if not block_ids:
         return None, 0
     segment = _new_segment(runner, len(block_ids))
@@ -62,6 +70,19 @@ def export_prefix(runner, tenant: str, token_ids: list[int], max_blocks: int) ->
         segment.close()
 
 
+def export_prefix_bytes(runner, tenant: str, token_ids: list[int], max_blocks: int) -> tuple[bytes | None, int]:
+    """`export_prefix` for workers that share no memory (other machines): the blocks as
+    bytes in the arena's layout, to travel inside the answer; (None, 0) when none is cached."""
+    block_ids = _hot_leading_blocks(runner, tenant, token_ids, max_blocks)
+    if not block_ids:
+        return None, 0
+    buffer = bytearray(len(block_ids) * runner.layout.bytes_per_block)
+    view = _view(buffer, runner, len(block_ids))
+    _copy_out(runner, block_ids, view)
+    del view
+    return bytes(buffer), len(block_ids)
+
+
 def import_prefix(runner, tenant: str, session: str | None, token_ids: list[int],
                   shm_name: str, num_blocks: int) -> int:
     """Register the segment's blocks as the cached prefix of `token_ids` and copy the
@@ -72,31 +93,54 @@ def import_prefix(runner, tenant: str, session: str | None, token_ids: list[int]
     except FileNotFoundError:
         return 0
     try:
-        hashes, blocks = runner.blocks.hash_prompt(tenant, token_ids)
-        num_blocks = min(num_blocks, len(hashes))
-        placed = runner.blocks.commit(tenant, session, hashes[:num_blocks], blocks[:num_blocks], 0)
+        view = _view(segment.buf, runner, num_blocks)
         try:
-            new = [(slot, hot_id) for slot, (hot_id, is_new) in enumerate(placed) if is_new]
-            if new:
-                view = _view(segment.buf, runner, num_blocks)
-                src = torch.tensor([slot for slot, _ in new], dtype=torch.long)
-                dst = torch.tensor([hot_id for _, hot_id in new], dtype=torch.long,
-                                   device=runner.hot.data.device)
-                runner.hot.data.index_copy_(3, dst, view.index_select(3, src).to(dst.device))
-                del view
+            return _import_view(runner, tenant, session, token_ids, view, num_blocks)
         finally:
-            runner.blocks.release([hot_id for hot_id, _ in placed])
-        return len(placed)
+            del view
     finally:
         segment.close()
         segment.unlink()
 
 
+def import_prefix_bytes(runner, tenant: str, session: str | None, token_ids: list[int],
+                        payload: bytes, num_blocks: int) -> int:
+    """`import_prefix` from the bytes `export_prefix_bytes` made (ValueError when their
+    size does not match `num_blocks` blocks of this worker's layout)."""
+    if len(payload) != num_blocks * runner.layout.bytes_per_block:
+        raise ValueError(f"a payload of {len(payload)} bytes cannot hold {num_blocks} blocks of "
+                         f"{runner.layout.bytes_per_block} bytes")
+    return _import_view(runner, tenant, session, token_ids, _view(bytearray(payload), runner, num_blocks),
+                        num_blocks)
+
+
+def _import_view(runner, tenant: str, session: str | None, token_ids: list[int], view: torch.Tensor,
+                 num_blocks: int) -> int:
+    """Register up to `num_blocks` blocks of `view` (laid out as `num_blocks` blocks) as
+    the cached prefix of `token_ids`, copy the new ones into the arena, drop every
+    reference taken; the number of blocks now cached from `view`."""
+    hashes, blocks = runner.blocks.hash_prompt(tenant, token_ids)
+    usable = min(num_blocks, len(hashes))
+    placed = runner.blocks.commit(tenant, session, hashes[:usable], blocks[:usable], 0)
+    try:
+        new = [(slot, hot_id) for slot, (hot_id, is_new) in enumerate(placed) if is_new]
+        if new:
+            src = torch.tensor([slot for slot, _ in new], dtype=torch.long)
+            dst = torch.tensor([hot_id for _, hot_id in new], dtype=torch.long,
+                               device=runner.hot.data.device)
+            runner.hot.data.index_copy_(3, dst, view.index_select(3, src).to(dst.device))
+    finally:
+        runner.blocks.release([hot_id for hot_id, _ in placed])
+    return len(placed)
+
+
 def measure_costs(runner, chunk_tokens: int = PROBE_PREFILL_TOKENS,
-                  repeats: int = PROBE_REPEATS) -> CostProfile:
+                  repeats: int = PROBE_REPEATS, inline: bool = False) -> CostProfile:
     """Time a prefill of PROBE_PREFILL_TOKENS tokens in chunks of `chunk_tokens`, as
-    the worker loop runs it (the median of `repeats`, after a warm-up) and an export/import copy of PROBE_BLOCKS blocks (the best of `repeats`).
-    The cache is left untouched. The engine refines both from live requests."""
+    the worker loop runs it (the median of `repeats`, after a warm-up) and an
+    export/import copy of PROBE_BLOCKS blocks through shared memory, or through bytes
+    when `inline` (the best of `repeats`). The cache is left untouched. The engine
+    refines both from live requests."""
     vocab = max(2, min(int(runner.model.config.vocab_size), 256))
     tokens = [(i * 7919) % vocab for i in range(PROBE_PREFILL_TOKENS)]
 
@@ -111,7 +155,17 @@ def measure_costs(runner, chunk_tokens: int = PROBE_PREFILL_TOKENS,
     num_blocks = min(PROBE_BLOCKS, runner.hot.num_blocks)
     index = torch.arange(num_blocks, dtype=torch.long, device=runner.hot.data.device)
 
+    size = num_blocks * runner.layout.bytes_per_block
+    payload = bytes(size)
+
     def export_once() -> None:
+        if inline:
+            buffer = bytearray(size)
+            view = _view(buffer, runner, num_blocks)
+            _copy_out(runner, list(range(num_blocks)), view)
+            del view
+            bytes(buffer)
+            return
         segment = _new_segment(runner, num_blocks)
         view = _view(segment.buf, runner, num_blocks)
         _copy_out(runner, list(range(num_blocks)), view)
@@ -120,14 +174,15 @@ def measure_costs(runner, chunk_tokens: int = PROBE_PREFILL_TOKENS,
         segment.unlink()
 
     def import_once() -> None:
-        segment = _new_segment(runner, num_blocks)
-        view = _view(segment.buf, runner, num_blocks)
+        segment = None if inline else _new_segment(runner, num_blocks)
+        view = _view(bytearray(payload) if inline else segment.buf, runner, num_blocks)
         scratch = runner.hot.data.index_select(3, index)  # NOTE: no write into live slots
         scratch.copy_(view)
         runner.synchronize()
         del view
-        segment.close()
-        segment.unlink()
+        if segment is not None:
+            segment.close()
+            segment.unlink()
 
     export_s = min(_timed(export_once) for _ in range(repeats))
     import_s = min(_timed(import_once) for _ in range(repeats))

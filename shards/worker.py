@@ -54,6 +54,7 @@ class WorkerConfig:
     snapshot_interval_s: float = 5.0
     measure_costs: bool = True
     prefix_caching: bool = True
+    inline_transfers: bool = False  # prefix copies travel as bytes (no shared memory)
 
 
 def stats_as_dict(stats) -> dict:
@@ -114,25 +115,34 @@ class WorkerLoop:
         return self.alive
 
     def _export(self, message: ExportPrefix) -> None:
-        from shards.kv_transfer import export_prefix
+        from shards.kv_transfer import export_prefix, export_prefix_bytes
 
         started = time.perf_counter()
+        name = payload = None
         try:
-            name, num_blocks = export_prefix(self.runner, message.tenant, list(message.token_ids),
-                                             message.max_blocks)
+            if message.inline:
+                payload, num_blocks = export_prefix_bytes(self.runner, message.tenant, list(message.token_ids),
+                                                          message.max_blocks)
+            else:
+                name, num_blocks = export_prefix(self.runner, message.tenant, list(message.token_ids),
+                                                 message.max_blocks)
         except Exception:
             traceback.print_exc()
-            name, num_blocks = None, 0
+            name, payload, num_blocks = None, None, 0
         self.emit(PrefixExported(self.worker_id, message.transfer_id, name, num_blocks,
-                                 time.perf_counter() - started))
+                                 time.perf_counter() - started, payload))
 
     def _import(self, message: ImportPrefix) -> None:
-        from shards.kv_transfer import import_prefix
+        from shards.kv_transfer import import_prefix, import_prefix_bytes
 
         started = time.perf_counter()
         try:
-            num_blocks = import_prefix(self.runner, message.tenant, message.session,
-                                       list(message.token_ids), message.shm_name, message.num_blocks)
+            if message.payload is not None:
+                num_blocks = import_prefix_bytes(self.runner, message.tenant, message.session,
+                                                 list(message.token_ids), message.payload, message.num_blocks)
+            else:
+                num_blocks = import_prefix(self.runner, message.tenant, message.session,
+                                           list(message.token_ids), message.shm_name, message.num_blocks)
         except Exception:
             traceback.print_exc()
             num_blocks = 0

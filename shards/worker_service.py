@@ -44,7 +44,8 @@ def serve(worker_id: str, config: WorkerConfig, receive: Callable[[float], objec
                              num_host_blocks=config.num_host_blocks, block_size=config.block_size,
                              policy=make_policy(config.policy, config.policy_options),
                              prefix_caching=config.prefix_caching)
-        costs = measure_costs(runner, config.prefill_chunk_tokens) if config.measure_costs else None
+        costs = (measure_costs(runner, config.prefill_chunk_tokens, inline=config.inline_transfers)
+                 if config.measure_costs else None)
     except Exception as exc:
         traceback.print_exc()
         emit(WorkerFailed(worker_id, f"{type(exc).__name__}: {exc}"))

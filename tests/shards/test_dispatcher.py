@@ -118,8 +118,8 @@ def test_dispatcher_applies_cache_events_to_the_index():
     assert dispatcher.router.index.workers_holding(BlockHash(7)) == {"w1": Tier.HOT}
 
 
-def _transfer_setup():
-    dispatcher = _dispatcher(costs=COSTS)
+def _transfer_setup(**config):
+    dispatcher = _dispatcher(costs=COSTS, **config)
     hashes = [BlockHash(100 + i) for i in range(4)]
     dispatcher.on_worker_message("w1", CacheEventsReport("w1", [BlockStored(tuple(hashes), Tier.HOT, "t")]), 0.0)
     for worker in ("w0", "w1"):
@@ -138,6 +138,25 @@ def test_dispatcher_transfer_exports_then_imports_before_the_request():
     (dst1, imp), (dst2, item) = out.sends
     assert (dst1, dst2) == ("w0", "w0") and isinstance(imp, ImportPrefix) and item.request_id == "r1"
     assert imp.token_ids == tuple(range(64)) and imp.shm_name == "seg"
+
+
+def test_dispatcher_inline_transfer_carries_the_bytes_from_export_to_import():
+    dispatcher, out = _transfer_setup(inline_transfers=True)
+    ((src, export),) = out.sends
+    assert src == "w1" and export.inline is True
+    out = dispatcher.on_worker_message(
+        "w1", PrefixExported("w1", export.transfer_id, None, 4, 0.001, payload=b"kv" * 8), 0.1)
+    (dst1, imp), (dst2, item) = out.sends
+    assert (dst1, dst2) == ("w0", "w0") and item.request_id == "r1"
+    assert isinstance(imp, ImportPrefix) and imp.payload == b"kv" * 8 and imp.shm_name is None
+    assert out.unlink == [] and dispatcher.stats.num_transfers_done == 1
+
+
+def test_dispatcher_inline_export_with_nothing_cached_sends_the_request_alone():
+    dispatcher, out = _transfer_setup(inline_transfers=True)
+    export = out.sends[0][1]
+    out = dispatcher.on_worker_message("w1", PrefixExported("w1", export.transfer_id, None, 0, 0.001), 0.1)
+    assert [type(m).__name__ for _, m in out.sends] == ["WorkItem"]
 
 
 def test_dispatcher_unlinks_a_late_export_after_cancel_and_sends_on_after_timeout():

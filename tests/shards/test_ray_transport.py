@@ -70,3 +70,33 @@ def test_ray_transport_actor_killed_midstream_fails_request_and_restarts(ray_eng
     assert isinstance(rest[-1], ErrorEvent) and rest[-1].code == "worker_died"
     assert after[-1].worker_id != victim
     assert eng.health()["workers"][victim]["incarnation"] == 1
+
+
+def test_ray_transport_copies_a_shared_prefix_between_actors_as_bytes(ray_engine):
+    """Actors share no memory: the busy holder's prefix reaches the idle actor inside
+    the messages, and the request is served from the copy, not recomputed."""
+    import random
+
+    _, loop = ray_engine  # the running Ray instance; its two actors hold its CPUs
+    prefix = [random.Random(5).randrange(250) for _ in range(1600)]
+    short = SamplingParams(max_tokens=2, temperature=0.0, ignore_eos=True)
+    eng = LocalEngine("tiny", num_workers=2, transport="ray", transport_options={"num_cpus_per_worker": 0},
+                      num_hot_blocks=512, threads_per_worker=1, max_running=2, max_outstanding_per_worker=2,
+                      imbalance_threshold_tokens=16, health_timeout_s=3.0, ping_interval_s=0.2)
+
+    async def run():
+        await asyncio.wait_for(eng.start(), 120)
+        try:
+            hog = eng.generate(WorkItem("hog", "t", prefix + [2], LONG))
+            await asyncio.wait_for(hog.__anext__(), 30)
+            holder = eng.worker_of("hog")
+            result = (await asyncio.wait_for(_collect(eng, WorkItem("p", "t", prefix + [10, 11], short)), 60))[-1]
+            await hog.aclose()
+            return holder, result, eng.router_stats()
+        finally:
+            await asyncio.wait_for(eng.stop(), 60)
+
+    holder, result, stats = loop.run_until_complete(run())
+    assert isinstance(result, FinishEvent) and result.worker_id != holder
+    assert result.num_cached_tokens == 1600  # copied from the holder, not recomputed
+    assert stats["num_transfers_done"] >= 1

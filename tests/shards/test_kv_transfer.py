@@ -1,0 +1,86 @@
+"""Copying a cached prefix between two runners: through shared memory, or as bytes when
+the workers share no memory (Ray); either way the importer serves the prefix as if it
+had computed it, and leaks no reference."""
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from cache.tiers import Tier
+from shards.kv_transfer import (export_prefix, export_prefix_bytes, import_prefix,
+                                import_prefix_bytes, measure_costs)
+from shards.model_runner import ModelRunner
+
+BLOCK = 16
+
+
+def _tokens(seed: int, n: int) -> list[int]:
+    rng = random.Random(seed)
+    return [rng.randrange(250) for _ in range(n)]
+
+
+def _pair(loaded):
+    return (ModelRunner(loaded, num_hot_blocks=32, block_size=BLOCK),
+            ModelRunner(loaded, num_hot_blocks=32, block_size=BLOCK))
+
+
+@pytest.mark.parametrize("inline", [False, True], ids=["shared-memory", "bytes"])
+def test_a_copied_prefix_serves_the_same_logits_as_computing_it(tiny_loaded, inline):
+    prompt = _tokens(1, 75)  # 4 full blocks and a partial one
+    source, target = _pair(tiny_loaded)
+    reference, _ = source.prompt_logits("t", prompt)
+    if inline:
+        payload, num_blocks = export_prefix_bytes(source, "t", prompt, max_blocks=8)
+        assert len(payload) == num_blocks * source.layout.bytes_per_block
+        imported = import_prefix_bytes(target, "t", "s", prompt, payload, num_blocks)
+    else:
+        name, num_blocks = export_prefix(source, "t", prompt, max_blocks=8)
+        imported = import_prefix(target, "t", "s", prompt, name, num_blocks)
+    assert num_blocks == imported == 4
+    logits, cached = target.prompt_logits("t", prompt)
+    assert cached == 64
+    torch.testing.assert_close(logits, reference[64:], atol=1e-4, rtol=0)
+    for runner in (source, target):
+        assert all(b.ref_count == 0 for b in runner.blocks.blocks(Tier.HOT))
+
+
+def test_export_caps_at_max_blocks_and_finds_nothing_for_another_tenant(tiny_loaded):
+    prompt = _tokens(2, 80)
+    source, _ = _pair(tiny_loaded)
+    source.prompt_logits("t", prompt)
+    payload, num_blocks = export_prefix_bytes(source, "t", prompt, max_blocks=2)
+    assert num_blocks == 2 and len(payload) == 2 * source.layout.bytes_per_block
+    assert export_prefix_bytes(source, "other", prompt, max_blocks=8) == (None, 0)
+    assert export_prefix(source, "other", prompt, max_blocks=8) == (None, 0)
+
+
+def test_bytes_of_the_wrong_size_are_refused_and_nothing_is_registered(tiny_loaded):
+    prompt = _tokens(3, 64)
+    source, target = _pair(tiny_loaded)
+    source.prompt_logits("t", prompt)
+    payload, num_blocks = export_prefix_bytes(source, "t", prompt, max_blocks=4)
+    with pytest.raises(ValueError, match="cannot hold 4 blocks"):
+        import_prefix_bytes(target, "t", None, prompt, payload[:-1], num_blocks)
+    assert target.blocks.num_used_hot_blocks == 0
+
+
+def test_importing_blocks_already_cached_copies_nothing_new(tiny_loaded):
+    prompt = _tokens(4, 64)
+    source, target = _pair(tiny_loaded)
+    source.prompt_logits("t", prompt)
+    target.prompt_logits("t", prompt)
+    before = target.hot.data.clone()
+    payload, num_blocks = export_prefix_bytes(source, "t", prompt, max_blocks=4)
+    assert import_prefix_bytes(target, "t", None, prompt, payload, num_blocks) == 4
+    assert torch.equal(target.hot.data, before)
+
+
+@pytest.mark.parametrize("inline", [False, True], ids=["shared-memory", "bytes"])
+def test_cost_probe_measures_both_copy_paths_and_leaves_the_cache_alone(tiny_loaded, inline):
+    runner = ModelRunner(tiny_loaded, num_hot_blocks=16, block_size=BLOCK)
+    costs = measure_costs(runner, inline=inline)
+    assert costs.prefill_s_per_token > 0
+    assert costs.export_s_per_block > 0 and costs.import_s_per_block > 0
+    assert runner.blocks.num_used_hot_blocks == 0
