@@ -68,8 +68,9 @@ class LocalEngine:
     - `min_p_return`: a forecast reserves its session's worker from this probability;
     - `policy` / `policy_options`: the workers' cache policy (`cache.policies.make_policy`);
     - `prefix_caching=False`: nothing is reused or stored (the no-caching baseline);
-    - `device`: where each worker keeps the weights and the hot KV tier ("cpu",
-      "cuda", "cuda:N"); the host tier stays in CPU memory. `dtype`: of the weights and
+    - `device`: where each worker keeps the weights and the hot KV tier ("cpu";
+      "cuda": the workers spread over the visible GPUs in turn; "cuda:N": all on GPU N);
+      the host tier stays in CPU memory. `dtype`: of the weights and
       the KV cache ("float32", "bfloat16" — half the KV bytes per block — "float16").
     """
 

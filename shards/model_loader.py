@@ -112,6 +112,15 @@ def resolve_device(device: str) -> torch.device:
     return resolved
 
 
+def worker_device(device: str, worker_index: int, num_gpus: int) -> str:
+    """The device worker `worker_index` uses: a bare "cuda" spreads workers over the
+    `num_gpus` visible GPUs in turn (w0 on cuda:0, w1 on cuda:1, ...); any other name
+    ("cpu", "cuda:N") is used as given by every worker."""
+    if device != "cuda" or num_gpus <= 1:
+        return device
+    return f"cuda:{worker_index % num_gpus}"
+
+
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 

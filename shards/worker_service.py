@@ -36,10 +36,12 @@ def serve(worker_id: str, config: WorkerConfig, receive: Callable[[float], objec
     torch.set_num_threads(max(1, config.num_threads))
     try:
         from shards.kv_transfer import measure_costs
-        from shards.model_loader import load_model
+        from shards.model_loader import load_model, worker_device
         from shards.model_runner import ModelRunner
 
-        loaded = load_model(config.model, dtype=config.dtype, device=config.device)
+        index = int(worker_id.lstrip("w")) if worker_id.lstrip("w").isdigit() else 0
+        device = worker_device(config.device, index, torch.cuda.device_count() if config.device == "cuda" else 0)
+        loaded = load_model(config.model, dtype=config.dtype, device=device)
         runner = ModelRunner(loaded, num_hot_blocks=config.num_hot_blocks,
                              num_host_blocks=config.num_host_blocks, block_size=config.block_size,
                              policy=make_policy(config.policy, config.policy_options),

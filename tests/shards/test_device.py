@@ -214,3 +214,11 @@ def test_cuda_engine_serves_a_request_and_reuses_its_prefix():
     tokens = [[t for e in run if isinstance(e, TokenEvent) for t in e.token_ids] for run in (first, second)]
     assert len(tokens[0]) == 4 and tokens[0] == tokens[1]
     assert isinstance(second[-1], FinishEvent) and second[-1].num_cached_tokens > 0
+
+
+def test_bare_cuda_spreads_workers_over_the_gpus_and_an_index_pins_them():
+    from shards.model_loader import worker_device
+    assert [worker_device("cuda", i, 2) for i in range(4)] == ["cuda:0", "cuda:1", "cuda:0", "cuda:1"]
+    assert worker_device("cuda", 3, 1) == "cuda"
+    assert worker_device("cuda:1", 0, 4) == "cuda:1"
+    assert worker_device("cpu", 5, 8) == "cpu"
