@@ -90,6 +90,10 @@ def test_ray_transport_copies_a_shared_prefix_between_actors_as_bytes(ray_engine
             hog = eng.generate(WorkItem("hog", "t", prefix + [2], LONG))
             await asyncio.wait_for(hog.__anext__(), 30)
             holder = eng.worker_of("hog")
+            deadline = time.monotonic() + 30  # the holder's cache events reach the index
+            while eng.health()["workers"][holder]["num_cached_blocks_indexed"] < 100:
+                assert time.monotonic() < deadline, "the holder's blocks never reached the index"
+                await asyncio.sleep(0.05)
             result = (await asyncio.wait_for(_collect(eng, WorkItem("p", "t", prefix + [10, 11], short)), 60))[-1]
             await hog.aclose()
             return holder, result, eng.router_stats()
@@ -97,6 +101,6 @@ def test_ray_transport_copies_a_shared_prefix_between_actors_as_bytes(ray_engine
             await asyncio.wait_for(eng.stop(), 60)
 
     holder, result, stats = loop.run_until_complete(run())
-    assert isinstance(result, FinishEvent) and result.worker_id != holder
-    assert result.num_cached_tokens == 1600  # copied from the holder, not recomputed
+    assert isinstance(result, FinishEvent) and result.worker_id != holder, (result, stats)
+    assert result.num_cached_tokens == 1600, stats  # copied from the holder, not recomputed
     assert stats["num_transfers_done"] >= 1
