@@ -6,8 +6,10 @@ import asyncio
 import json
 import sys
 
+import aiohttp
+
 from agents_trace.replay.report import build_report, format_table
-from agents_trace.replay.runner import ReplayOptions, replay
+from agents_trace.replay.runner import NoModelListed, ReplayOptions, replay
 from cache.trace_format import TraceFormatError, read_trace
 
 
@@ -54,7 +56,12 @@ def run_replay(args: argparse.Namespace) -> int:
         max_input_tokens=args.max_input_tokens, max_output_tokens=args.max_output_tokens,
         vocab_size=args.vocab_size, progress=not args.no_progress and sys.stderr.isatty(),
         step_hints=not args.no_step_hints)
-    results, wall_s = asyncio.run(replay(records, header, options))
+    try:
+        results, wall_s = asyncio.run(replay(records, header, options))
+    except (aiohttp.ClientError, asyncio.TimeoutError, NoModelListed) as exc:
+        print(f"error: cannot list the models of {options.base_url} (is the gateway up, and the key "
+              f"right? or pass --model): {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
     report = build_report(results, wall_s)
     if args.json:
         print(json.dumps(report, separators=(",", ":")))

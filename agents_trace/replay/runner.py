@@ -14,7 +14,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-import httpx
+import aiohttp
 
 from agents_trace.replay.client import RequestResult, stream_request
 from agents_trace.replay.prompts import PromptBuilder
@@ -55,12 +55,18 @@ def group_sessions(records: list[TraceRecord]) -> list[list[TraceRecord]]:
     return groups
 
 
-async def resolve_model(client: httpx.AsyncClient, api_key: str) -> str:
-    response = await client.get("/v1/models", headers={"Authorization": f"Bearer {api_key}"})
-    response.raise_for_status()
-    models = response.json().get("data") or []
+class NoModelListed(RuntimeError):
+    """The gateway's /v1/models lists no model for the replay's key."""
+
+
+async def resolve_model(session: aiohttp.ClientSession, base_url: str, api_key: str) -> str:
+    """The first model the gateway lists to `api_key` (aiohttp.ClientError when it
+    cannot be asked, NoModelListed when it lists none)."""
+    async with session.get(f"{base_url}/v1/models", headers={"Authorization": f"Bearer {api_key}"}) as response:
+        response.raise_for_status()
+        models = (await response.json()).get("data") or []
     if not models:
-        raise RuntimeError("the gateway lists no models")
+        raise NoModelListed("the gateway lists no models")
     return str(models[0]["id"])
 
 
@@ -94,16 +100,17 @@ async def replay(records: list[TraceRecord], header: TraceHeader, options: Repla
     """Run the whole trace; returns every request's result and the wall time."""
     prompts = PromptBuilder(header.block_size, options.vocab_size, options.max_input_tokens)
     groups = group_sessions(records)
-    limits = httpx.Limits(max_connections=max(options.concurrency, 1) * 2)
-    timeout = httpx.Timeout(options.request_timeout_s, connect=30.0)
+    connector = aiohttp.TCPConnector(limit=max(options.concurrency, 1) * 2)
+    timeout = aiohttp.ClientTimeout(total=options.request_timeout_s, connect=30.0)
     results: list[RequestResult] = []
     progress = None
     if options.progress:
         from tqdm import tqdm
 
         progress = tqdm(total=len(records), unit="req", desc="replay", leave=False)
-    async with httpx.AsyncClient(base_url=options.base_url, timeout=timeout, limits=limits) as client:
-        model = options.model or await resolve_model(client, options.api_key)
+    base_url = options.base_url.rstrip("/")
+    async with aiohttp.ClientSession(timeout=timeout, connector=connector) as client:
+        model = options.model or await resolve_model(client, base_url, options.api_key)
         gate = asyncio.Semaphore(max(1, options.concurrency))
         origin = time.perf_counter()
 
@@ -121,7 +128,7 @@ async def replay(records: list[TraceRecord], header: TraceHeader, options: Repla
                 async with gate:
                     started = time.perf_counter()
                     result = RequestResult(record.tenant, record.session, step_index, started - origin)
-                    results.append(await stream_request(client, path, body, headers, result, started))
+                    results.append(await stream_request(client, base_url + path, body, headers, result, started))
                 if progress is not None:
                     progress.update(1)
                 previous = record

@@ -43,6 +43,19 @@ def test_replay_bad_key_is_reported_as_errors(tiny_gateway, tmp_path):
     assert report["total"]["errors"] == 1 and "401" in report["error_samples"][0]
 
 
+def test_replay_without_a_reachable_gateway_or_a_listed_model_says_so(tiny_gateway, tmp_path):
+    from tests.gateway.serving import free_port
+
+    path = tmp_path / "one.jsonl"
+    path.write_text('{"t": 0, "input_tokens": 20, "output_tokens": 2, "tenant": "x", "session": "s"}\n')
+    for base_url, key in ((f"http://127.0.0.1:{free_port()}", "sk-any"), (tiny_gateway.base_url, "sk-wrong")):
+        done = subprocess.run([sys.executable, "-m", "agents_trace.replay", str(path), "--base-url", base_url,
+                               "--api-key", key, "--json"], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2, done.stderr[-2000:]
+        assert f"error: cannot list the models of {base_url}" in done.stderr
+        assert "Traceback" not in done.stderr
+
+
 def test_replayed_tool_steps_reach_the_gateways_traces(tiny_gateway, tmp_path):
     """A token-id replay cannot show tool results or calls; its step hints let the
     gateway trace (and forecast from) the recorded tool steps: a session exported back
