@@ -135,15 +135,27 @@ class RayChannel:
         self.kill()
 
 
+def actor_options(config: WorkerConfig, num_cpus: float | None, num_gpus: float | None) -> dict:
+    """Ray options of one worker actor: its CPU reservation (default: its threads) and,
+    when the model runs on CUDA, a GPU (default: one), which Ray makes the actor's only
+    visible device, so `device = "cuda"` means that GPU."""
+    options = {"num_cpus": num_cpus if num_cpus is not None else config.num_threads,
+               "max_restarts": 0, "scheduling_strategy": "SPREAD"}
+    if config.device.startswith("cuda"):
+        options["num_gpus"] = num_gpus if num_gpus is not None else 1
+    return options
+
+
 class RayTransport:
     """`address`: None starts (or joins) a local Ray instance; "auto" or "ray://host:port"
-    joins a cluster. `num_cpus_per_worker` is each actor's CPU reservation."""
+    joins a cluster. `num_cpus_per_worker` / `num_gpus_per_worker` are each actor's
+    reservations (`actor_options`)."""
 
     name = "ray"
     can_share_memory = False
 
     def __init__(self, address: str | None = None, num_cpus_per_worker: float | None = None,
-                 namespace: str = "stepahead") -> None:
+                 namespace: str = "stepahead", num_gpus_per_worker: float | None = None) -> None:
         import ray
 
         if not ray.is_initialized():
@@ -155,12 +167,12 @@ class RayTransport:
         else:
             self._owns_ray = False
         self._num_cpus = num_cpus_per_worker
+        self._num_gpus = num_gpus_per_worker
         self._actor_class = ray.remote(max_concurrency=4)(_ActorBody)
 
     def spawn(self, worker_id: str, incarnation: int, config: WorkerConfig,
               on_message: OnMessage, on_exit: OnExit) -> RayChannel:
-        options = {"num_cpus": self._num_cpus if self._num_cpus is not None else config.num_threads,
-                   "max_restarts": 0, "scheduling_strategy": "SPREAD"}
+        options = actor_options(config, self._num_cpus, self._num_gpus)
         return RayChannel(self._actor_class, worker_id, incarnation, config, on_message, on_exit, options)
 
     def close(self) -> None:

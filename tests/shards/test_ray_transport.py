@@ -104,3 +104,14 @@ def test_ray_transport_copies_a_shared_prefix_between_actors_as_bytes(ray_engine
     assert isinstance(result, FinishEvent) and result.worker_id != holder, (result, stats)
     assert result.num_cached_tokens == 1600, stats  # copied from the holder, not recomputed
     assert stats["num_transfers_done"] >= 1
+
+
+def test_ray_actor_options_reserve_a_gpu_only_for_cuda_workers():
+    from shards.ray_transport import actor_options
+    from shards.worker import WorkerConfig
+
+    cpu = actor_options(WorkerConfig(model="tiny", num_threads=3), None, None)
+    assert cpu == {"num_cpus": 3, "max_restarts": 0, "scheduling_strategy": "SPREAD"}
+    gpu = actor_options(WorkerConfig(model="tiny", device="cuda"), 0.5, None)
+    assert gpu["num_gpus"] == 1 and gpu["num_cpus"] == 0.5
+    assert actor_options(WorkerConfig(model="tiny", device="cuda:0"), None, 0.25)["num_gpus"] == 0.25
