@@ -343,8 +343,8 @@ class LocalEngine:
                     "num_restarts": health.num_restarts, "fence_reason": health.fence_reason,
                     "in_flight": router.load(health.worker_id).num_outstanding if ready else 0,
                     "num_cached_blocks_indexed": router.index.num_blocks(health.worker_id)}
-            return {"workers": workers, "transport": self.transport_name,
-                    "num_queued": len(self._dispatcher.queue)}
+            return {"workers": workers, "transport": self.transport_name, "device": self.config.device,
+                    "dtype": self.config.dtype, "num_queued": len(self._dispatcher.queue)}
 
     def tenant_home(self, tenant: str) -> str:
         """The worker `tenant`'s new sessions are placed on (shards.router, rule 3)."""

@@ -70,9 +70,11 @@ def test_cpu_runner_keeps_weights_and_both_tiers_on_the_cpu(tiny_loaded):
     assert runner.hot.data.device.type == "cpu" and runner.host.data.device.type == "cpu"
 
 
-def test_engine_passes_the_device_to_its_workers():
+def test_engine_passes_the_device_to_its_workers_and_reports_it():
     assert LocalEngine("tiny").config.device == "cpu"
-    assert LocalEngine("tiny", device="cuda:0").config.device == "cuda:0"
+    eng = LocalEngine("tiny", device="cuda:0", dtype="bfloat16")
+    assert eng.config.device == "cuda:0"
+    assert (eng.health()["device"], eng.health()["dtype"]) == ("cuda:0", "bfloat16")
 
 
 def test_engine_start_refuses_a_missing_gpu_before_spawning(monkeypatch):
