@@ -112,7 +112,7 @@ def gateway_config(args, policy: str, tenants: list[str]):
 
     engine = {"policy": "lru" if policy == "none" else policy, "num_hot_blocks": args.hot_blocks,
               "num_host_blocks": args.host_blocks, "threads_per_worker": args.threads_per_worker,
-              "prefix_caching": policy != "none"}
+              "prefix_caching": policy != "none", "prefix_transfer": args.prefix_transfer}
     return parse_config({
         "models": [{"name": "m", "kind": "local", "path": args.model, "num_workers": args.workers,
                     "engine": engine}],
@@ -195,6 +195,8 @@ def main() -> None:
     parser.add_argument("--slo-s", type=float, default=2.0, help="p99 TTFT SLO for the capacity sweep")
     parser.add_argument("--no-step-hints", dest="step_hints", action="store_false",
                         help="replay without stepahead_replay hints: the gateway sees no tools")
+    parser.add_argument("--no-prefix-transfer", dest="prefix_transfer", action="store_false",
+                        help="workers never copy a shared prefix from each other (recompute instead)")
     parser.add_argument("--plot", action="store_true")
     args = parser.parse_args()
 
@@ -208,6 +210,7 @@ def main() -> None:
                  "sessions_per_tenant": args.sessions, "session_rate_per_s": args.session_rate,
                  "hot_blocks_per_worker": args.hot_blocks, "host_blocks_per_worker": args.host_blocks,
                  "workers": args.workers, "speed": args.speed, "step_hints": args.step_hints,
+                 "prefix_transfer": args.prefix_transfer,
                  "simulator": simulate(records, config.block_size, args.hot_blocks * args.workers, args.workers),
                  "policies": {}}
     print(json.dumps({"simulator": out["simulator"]}), file=sys.stderr, flush=True)
