@@ -159,19 +159,16 @@ def measure_costs(runner, chunk_tokens: int = PROBE_PREFILL_TOKENS,
     payload = bytes(size)
 
     def export_once() -> None:
-        if inline:
-            buffer = bytearray(size)
-            view = _view(buffer, runner, num_blocks)
-            _copy_out(runner, list(range(num_blocks)), view)
-            del view
-            bytes(buffer)
-            return
-        segment = _new_segment(runner, num_blocks)
-        view = _view(segment.buf, runner, num_blocks)
+        segment = None if inline else _new_segment(runner, num_blocks)
+        buffer = bytearray(size) if inline else segment.buf
+        view = _view(buffer, runner, num_blocks)
         _copy_out(runner, list(range(num_blocks)), view)
         del view
-        segment.close()
-        segment.unlink()
+        if segment is None:
+            bytes(buffer)  # the copy the answer carries
+        else:
+            segment.close()
+            segment.unlink()
 
     def import_once() -> None:
         segment = None if inline else _new_segment(runner, num_blocks)
