@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 from transformers import DynamicCache  # noqa: E402
 
-from shards.model_loader import load_model  # noqa: E402
+from shards.model_loader import DTYPES, load_model  # noqa: E402
 from shards.model_runner import ModelRunner  # noqa: E402
 from shards.protocol import SamplingParams, WorkItem  # noqa: E402
 
@@ -52,7 +52,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: all cores)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
-    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
+    parser.add_argument("--dtype", default="float32", choices=list(DTYPES),
                         help="weights and KV dtype (not the tiny model: always float32)")
     args = parser.parse_args()
     if args.threads:

@@ -129,12 +129,12 @@ class LocalEngine:
 
     # --- lifecycle -----------------------------------------------------------------
     async def start(self) -> None:
-        from shards.model_loader import load_model_files, load_tokenizer, resolve_device, resolve_dtype
+        from shards.model_loader import load_model_files, load_tokenizer
 
-        resolve_dtype(self.config.dtype)  # fail here, not in every worker
-        if self.transport_name == "local":  # a Ray worker's device is on its own node
-            resolve_device(self.config.device)
-        await asyncio.to_thread(load_model_files, self.config.model)  # convert once, before spawning
+        # a bad model, dtype or (local) device fails here, not in every worker; a Ray
+        # worker's device is on its own node. The GGUF is converted once, before spawning.
+        device = self.config.device if self.transport_name == "local" else None
+        await asyncio.to_thread(load_model_files, self.config.model, device, self.config.dtype)
         self._transport = await asyncio.to_thread(make_transport, self.transport_name,
                                                   self._transport_options)
         if not self._prefix_transfer:

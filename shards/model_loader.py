@@ -69,11 +69,19 @@ def _load_dir(path: Path, dtype: torch.dtype):
     return model, tokenizer
 
 
+def _converted_smollm2() -> Path | None:
+    """The converted copy of the embedded default, when it is complete."""
+    converted = model_cache_dir() / SMOLLM2_MODEL_ID
+    if (converted / "model.safetensors").is_file() and (converted / "tokenizer.json").is_file():
+        return converted
+    return None
+
+
 def load_smollm2(dtype: torch.dtype = torch.float32):
     """Load the embedded default, converting the GGUF once into the cache directory
     (always as float32, whatever `dtype` this load asks for)."""
-    converted = model_cache_dir() / SMOLLM2_MODEL_ID
-    if (converted / "model.safetensors").is_file() and (converted / "tokenizer.json").is_file():
+    converted = _converted_smollm2()
+    if converted is not None:
         return _load_dir(converted, dtype)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -85,12 +93,13 @@ def load_smollm2(dtype: torch.dtype = torch.float32):
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    tmp = converted.with_name(converted.name + f".tmp{os.getpid()}")
+    target = model_cache_dir() / SMOLLM2_MODEL_ID
+    tmp = target.with_name(target.name + f".tmp{os.getpid()}")
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
-    if converted.exists():
-        shutil.rmtree(converted)
-    tmp.replace(converted)
+    if target.exists():
+        shutil.rmtree(target)
+    tmp.replace(target)
     return model.to(dtype), tokenizer
 
 
@@ -167,17 +176,18 @@ def check_model(name: str, device: str | None = None, dtype: str = "float32") ->
     if device is not None:
         resolve_device(device)
     if name == EMBEDDED_MODEL:
-        if not (model_cache_dir() / SMOLLM2_MODEL_ID / "model.safetensors").is_file():
+        if _converted_smollm2() is None:
             find_smollm2_gguf()
     elif name != TINY_MODEL and not Path(name).expanduser().is_dir():
         raise ModelLoadError(f"model {name!r} is neither 'smollm2', 'tiny' nor a local model directory")
 
 
-def load_model_files(name: str) -> None:
+def load_model_files(name: str, device: str | None = None, dtype: str = "float32") -> None:
     """Make sure a model can load fast in worker processes (converts the embedded GGUF
-    once). Call in the parent before starting workers, so they never race to convert."""
-    check_model(name)
-    if name == EMBEDDED_MODEL and not (model_cache_dir() / SMOLLM2_MODEL_ID / "model.safetensors").is_file():
+    once), after `check_model`. Call in the parent before starting workers, so they
+    never race to convert."""
+    check_model(name, device, dtype)
+    if name == EMBEDDED_MODEL and _converted_smollm2() is None:
         load_smollm2()
 
 
