@@ -53,7 +53,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     parser.add_argument("--dtype", default="float32", choices=list(DTYPES),
-                        help="weights and KV dtype (not the tiny model: always float32)")
+                        help="weights and KV dtype")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
