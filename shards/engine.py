@@ -59,6 +59,8 @@ class LocalEngine:
       `max_queue_wait_s`: a queued request fails with "overloaded" after this long;
     - `max_outstanding_per_worker`: requests sent to one worker before the router holds
       them (default 2 x max_running);
+    - `decode_batch`: running requests a worker decodes in one forward pass (1: one at
+      a time; shards/batched_decode.py);
     - `imbalance_threshold_tokens`, `routing` ("prefix", or the "round_robin" /
       "least_loaded" baselines), `prefix_transfer` (copy shared prefixes between
       workers when measured cheaper: shared memory locally, bytes in the messages
@@ -76,7 +78,7 @@ class LocalEngine:
 
     def __init__(self, model: str = "smollm2", num_workers: int = 2, *, num_hot_blocks: int = 4096,
                  num_host_blocks: int = 0, block_size: int = 16, policy: str = "lru",
-                 max_running: int = 8, threads_per_worker: int | None = None,
+                 max_running: int = 8, decode_batch: int = 16, threads_per_worker: int | None = None,
                  transport: str = "local", transport_options: Mapping | None = None,
                  tenant_weights: Mapping[str, float] | None = None,
                  max_queued_per_tenant: int = 256, max_queued_requests: int = 1024,
@@ -90,7 +92,8 @@ class LocalEngine:
         weights = tuple(sorted((tenant_weights or {}).items()))
         self.config = WorkerConfig(model=model, device=device, dtype=dtype, num_hot_blocks=num_hot_blocks,
                                    num_host_blocks=num_host_blocks, block_size=block_size,
-                                   policy=policy, max_running=max_running, num_threads=threads,
+                                   policy=policy, max_running=max_running, decode_batch=decode_batch,
+                                   num_threads=threads,
                                    tenant_weights=weights, prefix_caching=prefix_caching,
                                    policy_options=tuple(sorted(_frozen(policy_options or {}).items())))
         self.num_workers = num_workers

@@ -19,6 +19,7 @@ from transformers import DynamicCache
 from cache.block_manager import BlockManager
 from cache.hashing import chain_hashes, split_blocks, tenant_salt
 from cache.kv_arena import ArenaMover, KVArena, KVLayout
+from shards.batched_decode import decode_rows, enable_row_batching
 from shards.detokenizer import Detokenizer
 from shards.kv_cache import make_cache
 from shards.model_loader import LoadedModel
@@ -85,6 +86,8 @@ class ModelRunner:
         if eos is None:
             eos = loaded.tokenizer.eos_token_id
         self.eos_token_ids = frozenset([eos] if isinstance(eos, int) else (eos or []))
+        # several running requests decode in one forward (shards.batched_decode)
+        self.batches_decode = enable_row_batching(self.model)
 
     # --- prefix cache ------------------------------------------------------------
     def _keys(self, tenant: str, token_ids: list[int]):
@@ -188,6 +191,20 @@ class ModelRunner:
         token = sample_next(logits[0, -1], seq.item.sampling, seq.generator)
         seq.output_ids.append(token)
         return token
+
+    def step_many(self, seqs: list[RunningSequence]) -> list[int]:
+        """`step` for each of `seqs`, in one forward pass when the model allows it (the
+        same tokens up to float rounding; each keeps its own sampling generator)."""
+        if len(seqs) == 1 or not self.batches_decode:
+            return [self.step(seq) for seq in seqs]
+        logits = decode_rows(self.model, [seq.output_ids[-1] for seq in seqs],
+                             [seq.cache for seq in seqs], self.device)
+        tokens = []
+        for seq, row in zip(seqs, logits):
+            token = sample_next(row, seq.item.sampling, seq.generator)
+            seq.output_ids.append(token)
+            tokens.append(token)
+        return tokens
 
     def finish(self, seq: RunningSequence) -> None:
         """Commit the generated tokens' full blocks, then release every reference."""

@@ -5,10 +5,11 @@ while slots are free, or past `max_running` (up to `max_running_hard`) when its 
 holds less than its weighted share of the slots, so one tenant's burst cannot hold
 every slot against the others. An admitted request is prefilled in chunks
 (`shards.prefill`), the tenant holding the fewest slots for its weight first. Each
-`step` decodes one token for every running request; before each decode it polls the
-inbox, admits newcomers, runs the prefills of tenants within their weighted share of
+`step` decodes one token for every running request, up to `decode_batch` of them in one
+forward pass (`shards.batched_decode`); before each pass it polls the inbox, admits
+newcomers, runs the prefills of tenants within their weighted share of
 `max_running_hard` back to back (polling between chunks) and at most one chunk of the
-rest. So a newcomer waits for at most one decode or chunk before its prefill starts and
+rest. So a newcomer waits for at most one decode pass or chunk before its prefill starts and
 then runs to its first token (prefill first, as time to first token is what a waiting
 agent feels), while only a tenant past its share interleaves its prefills with decodes.
 
@@ -46,6 +47,7 @@ class WorkerConfig:
     policy: str = "lru"
     policy_options: tuple[tuple[str, object], ...] = ()  # make_policy keyword arguments
     max_running: int = 8
+    decode_batch: int = 16  # running requests decoded per forward pass (1: one at a time)
     num_threads: int = 1
     tenant_weights: tuple[tuple[str, float], ...] = ()
     max_running_hard: int | None = None  # None: 4 x max_running
@@ -240,11 +242,14 @@ class WorkerLoop:
             self._admit(item)
 
     def step(self, poll: Callable[[], None] | None = None) -> None:
-        """One decode for each running request; before each decode (and once when none
-        runs) poll the inbox (`poll`), admit what may run and prefill (`_prefill`)."""
+        """One decode for each running request, `decode_batch` requests per forward pass;
+        before each pass (and once when none runs) poll the inbox (`poll`), admit what may
+        run and prefill (`_prefill`)."""
         self.admit_ready()
         self._prefill(poll)
-        for request_id in list(self.running):
+        pending = list(self.running)
+        size = max(1, self.config.decode_batch)
+        while pending:
             if poll is not None:
                 poll()
                 if not self.alive:
@@ -253,17 +258,29 @@ class WorkerLoop:
                 self._prefill(poll)
             if not self.alive:
                 return
-            seq = self.running.get(request_id)
-            if seq is None:
-                continue
-            try:
-                token = self.runner.step(seq)
-            except Exception as exc:  # a failed request must not take the worker down
-                self.running.pop(request_id)
-                self._prefill_s.pop(request_id, None)
-                self.runner.release(seq)
-                self._error(ErrorEvent(request_id, f"generation failed: {exc}", "internal_error"))
-                continue
+            batch = [self.running[r] for r in pending[:size] if r in self.running]
+            del pending[:size]
+            if batch:
+                self._decode(batch)
+
+    def _decode(self, batch: list) -> None:
+        """One token for each sequence of `batch`. When a batched pass fails (the runner
+        restores the caches), each sequence is retried alone, so only a sequence that
+        fails by itself gets an error."""
+        try:
+            tokens = self.runner.step_many(batch)
+        except Exception as exc:  # a failed request must not take the worker down
+            if len(batch) > 1:
+                for seq in batch:
+                    self._decode([seq])
+                return
+            seq = batch[0]
+            self.running.pop(seq.item.request_id, None)
+            self._prefill_s.pop(seq.item.request_id, None)
+            self.runner.release(seq)
+            self._error(ErrorEvent(seq.item.request_id, f"generation failed: {exc}", "internal_error"))
+            return
+        for seq, token in zip(batch, tokens):
             self._after_token(seq, token)
 
     def _admit(self, item: WorkItem) -> None:

@@ -10,12 +10,31 @@ from agents_trace.workload.tool_patterns import load_patterns
 from cache.trace_format import TraceHeader, write_trace
 
 
+KNOB_HELP = {
+    "block_size": "tokens per KV block the hash ids stand for",
+    "session_rate_per_s": "new sessions per second, all tenants together (Poisson)",
+    "system_prompt_tokens": "each tenant's system prompt length, drawn uniformly",
+    "tool_schema_tokens_per_tool": "tool-schema tokens per tool in a tenant's shared prefix",
+    "user_turn_tokens": "tokens of a user turn, drawn uniformly",
+    "tool_result_tokens_median": "median tokens of a tool result (log-normal)",
+    "tool_result_tokens_sigma": "log-normal sigma of tool-result tokens",
+    "tool_call_output_tokens": "output tokens of a response that calls tools",
+    "text_answer_output_tokens": "output tokens of a text answer",
+    "tool_median_s_range": "range of the tools' median durations in s (each tool's is fixed)",
+    "tool_sigma": "log-normal sigma of a tool's duration",
+    "think_time_median_s": "median user think time before a new turn, s (log-normal)",
+    "think_time_sigma": "log-normal sigma of the think time",
+    "max_context_tokens": "a session ends when its prompt would pass this",
+}
+
+
 def add_generate_arguments(parser: argparse.ArgumentParser) -> None:
     defaults = WorkloadConfig()
-    parser.add_argument("--tenants", type=int, default=defaults.num_tenants, dest="num_tenants")
+    parser.add_argument("--tenants", type=int, default=defaults.num_tenants, dest="num_tenants",
+                        help="tenants, each with its own system prompt, tools and patterns (default: %(default)s)")
     parser.add_argument("--sessions", type=int, default=defaults.num_sessions, dest="num_sessions",
-                        help="sessions per tenant")
-    parser.add_argument("--seed", type=int, default=defaults.seed)
+                        help="sessions per tenant (default: %(default)s)")
+    parser.add_argument("--seed", type=int, default=defaults.seed, help="fixes every draw (default: %(default)s)")
     parser.add_argument("-o", "--output", required=True, help="trace file to write ('-' for stdout)")
     parser.add_argument("--patterns", nargs="*", default=None,
                         help="tool-sequence JSONL files to learn from (default: the packaged patterns)")
@@ -26,9 +45,10 @@ def add_generate_arguments(parser: argparse.ArgumentParser) -> None:
         default = getattr(defaults, field.name)
         if isinstance(default, tuple):
             parser.add_argument(flag, type=type(default[0]), nargs=2, default=default, dest=field.name,
-                                metavar=("LOW", "HIGH"))
+                                metavar=("LOW", "HIGH"), help=f"{KNOB_HELP[field.name]} (default: %(default)s)")
         else:
-            parser.add_argument(flag, type=type(default), default=default, dest=field.name)
+            parser.add_argument(flag, type=type(default), default=default, dest=field.name,
+                                help=f"{KNOB_HELP[field.name]} (default: %(default)s)")
 
 
 def run_generate(args: argparse.Namespace) -> int:

@@ -79,3 +79,20 @@ def test_stepahead_cli_has_workload_generate(tmp_path):
     out = tmp_path / "w.jsonl"
     assert main(["workload", "generate", "--tenants", "1", "--sessions", "1", "-o", str(out)]) == 0
     assert out.read_text().startswith('{"format": "stepahead-trace/1"')
+
+
+def test_workload_generate_help_explains_every_knob_with_its_default():
+    import argparse
+    import dataclasses
+
+    from agents_trace.workload.cli import add_generate_arguments
+    from agents_trace.workload.generator import WorkloadConfig
+
+    parser = argparse.ArgumentParser()
+    add_generate_arguments(parser)
+    by_dest = {action.dest: action for action in parser._actions}
+    for field in dataclasses.fields(WorkloadConfig):
+        action = by_dest[field.name]
+        assert action.help and "(default: %(default)s)" in action.help, field.name
+        assert action.default == getattr(WorkloadConfig(), field.name)
+    assert "(default: 0.5)" in " ".join(parser.format_help().split())

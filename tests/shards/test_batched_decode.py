@@ -1,0 +1,114 @@
+"""Batched decode: each row's logits and tokens match a one-at-a-time decode of the same
+request, caches grow by one token per row, and a failed pass leaves every cache intact."""
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from shards.batched_decode import ROW_ATTENTION, decode_rows, enable_row_batching
+from shards.model_loader import load_model
+from shards.model_runner import ModelRunner
+from shards.protocol import SamplingParams, WorkItem
+
+BLOCK = 16
+
+
+def _runner(loaded, num_hot_blocks=64):
+    return ModelRunner(loaded, num_hot_blocks=num_hot_blocks, block_size=BLOCK)
+
+
+def _prompts(seed, lengths, vocab=250):
+    rng = random.Random(seed)
+    return [[rng.randrange(vocab) for _ in range(n)] for n in lengths]
+
+
+def _start_all(runner, loaded, prompts, params):
+    seqs = []
+    for i, prompt in enumerate(prompts):
+        seq, _ = runner.start(WorkItem(f"r{i}", "t", prompt, params), loaded.tokenizer)
+        runner.commit_prompt(seq)
+        seqs.append(seq)
+    return seqs
+
+
+@pytest.mark.parametrize("params", [
+    SamplingParams(max_tokens=10, temperature=0.0, ignore_eos=True),
+    SamplingParams(max_tokens=10, temperature=0.9, top_p=0.9, seed=5, ignore_eos=True),
+], ids=["greedy", "seeded"])
+def test_step_many_makes_the_tokens_of_one_at_a_time(tiny_loaded, params):
+    prompts = _prompts(1, [5, 40, 97, 130])
+    batched = _runner(tiny_loaded)
+    assert batched.batches_decode and tiny_loaded.model.config._attn_implementation == ROW_ATTENTION
+    seqs = _start_all(batched, tiny_loaded, prompts, params)
+    for _ in range(params.max_tokens - 1):
+        batched.step_many(seqs)
+    single = _runner(tiny_loaded)
+    for prompt, seq in zip(prompts, seqs):
+        (alone,) = _start_all(single, tiny_loaded, [prompt], params)
+        for _ in range(params.max_tokens - 1):
+            single.step(alone)
+        assert alone.output_ids == seq.output_ids
+        assert seq.num_kv_tokens == len(prompt) + params.max_tokens - 1
+
+
+def test_decode_rows_logits_equal_single_decodes_with_reused_prefixes(tiny_loaded):
+    """Rows whose prefixes came from the arena (zero-copy views) and rows of fresh
+    prompts, of different lengths, in one pass."""
+    runner = _runner(tiny_loaded)
+    shared = _prompts(2, [48])[0]
+    prompts = [shared + tail for tail in _prompts(3, [7, 20])] + _prompts(4, [3, 66])
+    params = SamplingParams(max_tokens=4, temperature=0.0, ignore_eos=True)
+    _start_all(runner, tiny_loaded, [shared], params)  # puts the shared blocks in the arena
+    seqs = _start_all(runner, tiny_loaded, prompts, params)
+    assert [seq.num_cached_tokens for seq in seqs] == [48, 48, 0, 0]
+    lengths = [seq.num_kv_tokens for seq in seqs]
+    expected = []
+    for seq in seqs:
+        logits, _ = runner.forward([seq.output_ids[-1]], _copy(seq.cache, tiny_loaded), seq.num_kv_tokens)
+        expected.append(logits[0, -1])
+    rows = decode_rows(tiny_loaded.model, [seq.output_ids[-1] for seq in seqs],
+                       [seq.cache for seq in seqs], runner.device)
+    torch.testing.assert_close(rows, torch.stack(expected), atol=1e-5, rtol=0)
+    assert [seq.num_kv_tokens for seq in seqs] == [n + 1 for n in lengths]
+
+
+def _copy(cache, loaded):
+    from shards.kv_cache import make_cache
+
+    return make_cache(loaded.model.config, [(layer.keys.clone(), layer.values.clone()) for layer in cache.layers])
+
+
+def test_failed_pass_restores_every_cache(tiny_loaded, monkeypatch):
+    runner = _runner(tiny_loaded)
+    params = SamplingParams(max_tokens=4, temperature=0.0, ignore_eos=True)
+    seqs = _start_all(runner, tiny_loaded, _prompts(5, [9, 33, 70]), params)
+    lengths = [[layer.keys.shape[-2] for layer in seq.cache.layers] for seq in seqs]
+    last_layer = tiny_loaded.model.model.layers[-1]
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("out of memory")
+
+    monkeypatch.setattr(last_layer.mlp, "forward", broken)  # fails after layer 0 stored its keys
+    with pytest.raises(RuntimeError):
+        runner.step_many(seqs)
+    assert [[layer.keys.shape[-2] for layer in seq.cache.layers] for seq in seqs] == lengths
+    monkeypatch.undo()
+    tokens = runner.step_many(seqs)  # the same step again now gives what a clean run gives
+    reference = _runner(tiny_loaded)
+    again = _start_all(reference, tiny_loaded, _prompts(5, [9, 33, 70]), params)
+    assert tokens == reference.step_many(again)
+
+
+def test_models_not_on_sdpa_decode_one_at_a_time():
+    loaded = load_model("tiny")
+    loaded.model.set_attn_implementation("eager")
+    assert not enable_row_batching(loaded.model)
+    runner = _runner(loaded)
+    assert not runner.batches_decode
+    params = SamplingParams(max_tokens=3, temperature=0.0, ignore_eos=True)
+    seqs = _start_all(runner, loaded, _prompts(6, [12, 30]), params)
+    tokens = runner.step_many(seqs)
+    assert tokens == [seq.output_ids[-1] for seq in seqs]
+    assert loaded.model.config._attn_implementation == "eager"
