@@ -13,6 +13,9 @@ Prints one JSON line per N and level, with the ratio serial ÷ batched.
 
     python benchmarks/bench_decode.py --model smollm2 --threads 1
     python benchmarks/bench_decode.py --model tiny --engine
+    python benchmarks/bench_decode.py --model smollm2 --device cuda
+
+On a GPU every timed section ends with a device synchronize.
 """
 from __future__ import annotations
 
@@ -73,7 +76,8 @@ async def _engine_run(model: str, decode_batch: int, num: int, args) -> tuple[fl
 
     engine = LocalEngine(model, 1, num_hot_blocks=num * (args.prompt_tokens + args.max_tokens) // 16 + 64,
                          max_running=max(8, num), decode_batch=decode_batch,
-                         threads_per_worker=args.threads or None, prefix_caching=False)
+                         threads_per_worker=args.threads or None, prefix_caching=False,
+                         device=args.device)
     await engine.start()
     try:
         vocab = min(args.vocab, len(engine.tokenizer))
@@ -123,12 +127,13 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch threads (0: all cores)")
     parser.add_argument("--vocab", type=int, default=1000, help="prompt token ids are drawn below this")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     parser.add_argument("--engine", action="store_true", help="also time the engine level")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     sizes = [int(n) for n in args.batch_sizes.split(",")]
-    loaded = load_model(args.model)
+    loaded = load_model(args.model, device=args.device)
     args.vocab = min(args.vocab, len(loaded.tokenizer))
     for num in sizes:
         print(json.dumps({"model": loaded.model_id, **runner_level(loaded, num, args)}), flush=True)

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The engine's GPU check in one run (about 2.5 minutes on one H200, model load included):
 # the CUDA tests (reused-prefix logits equal a CPU recompute, host tier, seeded sampling,
-# prefix export/import, a LocalEngine request on the GPU), then the engine benchmark on
-# the GPU in float32 and bfloat16, and on the machine's CPUs for comparison.
+# prefix export/import, a LocalEngine request on the GPU, batched decode), then the engine
+# benchmark on the GPU in float32 and bfloat16, batched decode on the GPU, and the engine
+# benchmark on the machine's CPUs for comparison.
 #
 #   bash benchmarks/gpu_check.sh [OUT_DIR]        # results: OUT_DIR (default ./gpu-check)
 #
@@ -27,7 +28,7 @@ fi
 } | tee "$out/env.txt"
 timeout 300 python3 -m pytest -q -p no:cacheprovider -o addopts="-ra" tests/shards/test_device.py \
   tests/shards/test_model_runner.py tests/shards/test_kv_cache.py tests/shards/test_sampling.py \
-  tests/shards/test_kv_transfer.py 2>&1 | tee "$out/tests.log" | tail -5
+  tests/shards/test_kv_transfer.py tests/shards/test_batched_decode.py 2>&1 | tee "$out/tests.log" | tail -5
 model=smollm2
 if [[ -n "${SHAPE_FROM:-}" ]]; then
   model=/tmp/stepahead-model-shape
@@ -36,5 +37,7 @@ fi
 for args in "--model $model --dtype float32" "--model $model --dtype bfloat16" "--model tiny"; do
   timeout 150 python3 benchmarks/bench_prefix_reuse.py $args --device cuda --repeats 7
 done | tee "$out/bench_cuda.jsonl"
+timeout 120 python3 benchmarks/bench_decode.py --model "$model" --device cuda --batch-sizes 1,4,16 \
+  | tee "$out/bench_decode_cuda.jsonl"
 timeout 150 python3 benchmarks/bench_prefix_reuse.py --model "$model" --device cpu --threads "$(nproc)" \
   --repeats 3 | tee "$out/bench_cpu.jsonl"

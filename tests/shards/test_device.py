@@ -224,3 +224,25 @@ def test_bare_cuda_spreads_workers_over_the_gpus_and_an_index_pins_them():
     assert worker_device("cuda", 3, 1) == "cuda"
     assert worker_device("cuda:1", 0, 4) == "cuda:1"
     assert worker_device("cpu", 5, 8) == "cpu"
+
+
+@needs_cuda
+def test_cuda_batched_decode_gives_the_one_at_a_time_tokens(cuda_loaded):
+    params = SamplingParams(max_tokens=6, temperature=0.0, ignore_eos=True)
+    prompts = [_tokens(20 + i, n) for i, n in enumerate((7, 40, 90))]
+
+    def generate(loaded, batched):
+        runner = ModelRunner(loaded, num_hot_blocks=64, block_size=BLOCK)
+        seqs = []
+        for i, prompt in enumerate(prompts):
+            seq, _ = runner.start(WorkItem(f"b{i}", "t", prompt, params), loaded.tokenizer)
+            seqs.append(seq)
+        for _ in range(params.max_tokens - 1):
+            if batched:
+                runner.step_many(seqs)
+            else:
+                for seq in seqs:
+                    runner.step(seq)
+        return [seq.output_ids for seq in seqs]
+
+    assert generate(cuda_loaded, batched=True) == generate(cuda_loaded, batched=False)
