@@ -112,7 +112,8 @@ def gateway_config(args, policy: str, tenants: list[str]):
 
     engine = {"policy": "lru" if policy == "none" else policy, "num_hot_blocks": args.hot_blocks,
               "num_host_blocks": args.host_blocks, "threads_per_worker": args.threads_per_worker,
-              "prefix_caching": policy != "none", "prefix_transfer": args.prefix_transfer}
+              "prefix_caching": policy != "none", "prefix_transfer": args.prefix_transfer,
+              "decode_batch": args.decode_batch}
     return parse_config({
         "models": [{"name": "m", "kind": "local", "path": args.model, "num_workers": args.workers,
                     "engine": engine}],
@@ -197,6 +198,8 @@ def main() -> None:
                         help="replay without stepahead_replay hints: the gateway sees no tools")
     parser.add_argument("--no-prefix-transfer", dest="prefix_transfer", action="store_false",
                         help="workers never copy a shared prefix from each other (recompute instead)")
+    parser.add_argument("--decode-batch", type=int, default=16,
+                        help="running requests a worker decodes per forward pass (1: one at a time)")
     parser.add_argument("--plot", action="store_true")
     args = parser.parse_args()
 

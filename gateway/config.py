@@ -47,7 +47,7 @@ class LimitsConfig:
 @dataclass(frozen=True, slots=True)
 class TenantConfig:
     """`weight` is the tenant's share in fair scheduling; `kv_share` the fraction of hot KV
-    blocks reserved for it (0 = none reserved); `admin` keys see every tenant's traces."""
+    blocks reserved for it (0 = none reserved); `admin` keys see every tenant's traces and metrics."""
 
     name: str
     key_digests: tuple[str, ...]
@@ -127,18 +127,23 @@ class GatewayConfig:
         if len(digests) != len(set(digests)):
             raise ConfigError("the same API key is given to more than one tenant")
 
+    def is_admin(self, tenant: str) -> bool:
+        """Whether `tenant`'s keys see every tenant's traces and metrics."""
+        return any(t.name == tenant and t.admin for t in self.tenants)
+
 
 def default_config(demo_key: str, *, model: str = DEFAULT_LOCAL_MODEL, num_workers: int = 2,
                    engine_options: dict[str, Any] | None = None) -> GatewayConfig:
-    """One local model for one demo tenant. `model` is "smollm2", "tiny" or a local model
-    directory, served under its own name (a directory's name)."""
+    """One local model for one demo tenant, its only tenant and so its admin (it sees the
+    workers' metrics). `model` is "smollm2", "tiny" or a local model directory, served
+    under its own name (a directory's name)."""
     if num_workers < 1:
         raise ConfigError("num_workers must be >= 1")
     name = model if model in BUILTIN_LOCAL_MODELS else Path(model).name or model
     return GatewayConfig(
         models=(LocalModelConfig(name=name, path=model, num_workers=num_workers,
                                  engine_options=tuple(sorted((engine_options or {}).items()))),),
-        tenants=(TenantConfig(name="demo", key_digests=(key_digest(demo_key),)),))
+        tenants=(TenantConfig(name="demo", key_digests=(key_digest(demo_key),), admin=True),))
 
 
 def _take(table: dict, key: str, kinds: type | tuple[type, ...], where: str, default: Any = None):

@@ -1,5 +1,8 @@
 """Prometheus metrics, kept in memory and rendered as text on `GET /metrics`.
 
+Scraping needs an API key: a tenant's key sees only its own series, an admin key all of
+them (the workers' gauges are shown to admins only).
+
 Counter names follow vLLM's where one exists (`vllm:prompt_tokens_total`,
 `vllm:prefix_cache_queries_total`/`_hits_total` counted in tokens,
 `vllm:time_to_first_token_seconds`), so existing dashboards work; every series is
@@ -92,14 +95,20 @@ class Registry:
         self.observe("stepahead_gateway_overhead_seconds", (("tenant", tenant),), overhead_s,
                      OVERHEAD_BUCKETS_S)
 
-    def render(self, gauges: dict[tuple[str, Labels], float] | None = None) -> str:
-        """Prometheus text exposition (format 0.0.4). `gauges` are computed at scrape time."""
+    def render(self, gauges: dict[tuple[str, Labels], float] | None = None,
+               tenant: str | None = None) -> str:
+        """Prometheus text exposition (format 0.0.4). `gauges` are computed at scrape time.
+        With `tenant`, only the series labelled with that tenant (a tenant's own view)."""
+        def shown(key: tuple[str, Labels]) -> bool:
+            return tenant is None or ("tenant", tenant) in key[1]
+
         by_name: dict[str, list[str]] = {}
-        for (name, labels), value in sorted(self.counters.items()):
+        for (name, labels), value in sorted(filter(lambda kv: shown(kv[0]), self.counters.items())):
             by_name.setdefault(name, []).append(f"{name}{_labels(labels)} {_number(value)}")
-        for (name, labels), value in sorted((gauges or {}).items()):
+        for (name, labels), value in sorted(filter(lambda kv: shown(kv[0]), (gauges or {}).items())):
             by_name.setdefault(name, []).append(f"{name}{_labels(labels)} {_number(value)}")
-        for (name, labels), histogram in sorted(self.histograms.items(), key=lambda kv: kv[0]):
+        histograms = filter(lambda kv: shown(kv[0]), self.histograms.items())
+        for (name, labels), histogram in sorted(histograms, key=lambda kv: kv[0]):
             lines = by_name.setdefault(name, [])
             cumulative = 0
             for bound, count in zip(histogram.buckets, histogram.counts):

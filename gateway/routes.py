@@ -96,12 +96,20 @@ async def health(request: Request) -> Response:
 
 
 async def metrics(request: Request) -> Response:
+    """Prometheus text for an API key: a tenant's key sees only the series labelled with
+    its own tenant; an admin key sees everything, the workers' gauges included."""
     state = _state(request)
+    try:
+        tenant = state.keys.authenticate(request.headers.get("authorization"))
+    except ApiError as error:
+        return error_response(error)
     gauges: dict[tuple[str, Labels], float] = {}
-    for tenant, limiter in state.limiters.items():
-        gauges[("stepahead_tenant_active_requests", (("tenant", tenant),))] = limiter.num_active
-        gauges[("stepahead_tenant_queued_requests", (("tenant", tenant),))] = limiter.num_queued
-    for name, backend in state.backends.items():
-        gauges.update(worker_gauges(name, backend.worker_metrics()))
-    return PlainTextResponse(state.metrics.render(gauges),
+    for name, limiter in state.limiters.items():
+        gauges[("stepahead_tenant_active_requests", (("tenant", name),))] = limiter.num_active
+        gauges[("stepahead_tenant_queued_requests", (("tenant", name),))] = limiter.num_queued
+    is_admin = state.config.is_admin(tenant)
+    if is_admin:
+        for name, backend in state.backends.items():
+            gauges.update(worker_gauges(name, backend.worker_metrics()))
+    return PlainTextResponse(state.metrics.render(gauges, tenant=None if is_admin else tenant),
                              media_type="text/plain; version=0.0.4; charset=utf-8")

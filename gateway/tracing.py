@@ -30,8 +30,7 @@ def build_tracer(config: GatewayConfig) -> AgentTracer | None:
 def trace_viewer(request: Request) -> Viewer:
     state = request.app.state.gateway
     tenant = state.keys.authenticate(request.headers.get("authorization"))
-    is_admin = any(t.name == tenant and t.admin for t in state.config.tenants)
-    return Viewer(tenant=tenant, is_admin=is_admin)
+    return Viewer(tenant=tenant, is_admin=state.config.is_admin(tenant))
 
 
 def _store_path(request: Request):

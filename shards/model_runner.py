@@ -88,6 +88,8 @@ class ModelRunner:
         self.eos_token_ids = frozenset([eos] if isinstance(eos, int) else (eos or []))
         # several running requests decode in one forward (shards.batched_decode)
         self.batches_decode = enable_row_batching(self.model)
+        self.num_decode_passes = 0  # forward passes of decode steps
+        self.num_decoded_tokens = 0  # tokens those passes produced
 
     # --- prefix cache ------------------------------------------------------------
     def _keys(self, tenant: str, token_ids: list[int]):
@@ -190,6 +192,8 @@ class ModelRunner:
         logits, seq.cache = self.forward([seq.output_ids[-1]], seq.cache, position)
         token = sample_next(logits[0, -1], seq.item.sampling, seq.generator)
         seq.output_ids.append(token)
+        self.num_decode_passes += 1
+        self.num_decoded_tokens += 1
         return token
 
     def step_many(self, seqs: list[RunningSequence]) -> list[int]:
@@ -199,6 +203,8 @@ class ModelRunner:
             return [self.step(seq) for seq in seqs]
         logits = decode_rows(self.model, [seq.output_ids[-1] for seq in seqs],
                              [seq.cache for seq in seqs], self.device)
+        self.num_decode_passes += 1
+        self.num_decoded_tokens += len(seqs)
         tokens = []
         for seq, row in zip(seqs, logits):
             token = sample_next(row, seq.item.sampling, seq.generator)

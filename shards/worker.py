@@ -110,8 +110,10 @@ class WorkerLoop:
         elif isinstance(message, ApplyForecast):
             self.runner.blocks.apply(message.forecast)
         elif isinstance(message, StatsRequest):
-            self.emit(WorkerStats(self.worker_id, stats_as_dict(self.runner.blocks.stats()),
-                                  self.num_active, len(self.waiting)))
+            stats = stats_as_dict(self.runner.blocks.stats())
+            stats["num_decode_passes"] = getattr(self.runner, "num_decode_passes", 0)
+            stats["num_decoded_tokens"] = getattr(self.runner, "num_decoded_tokens", 0)
+            self.emit(WorkerStats(self.worker_id, stats, self.num_active, len(self.waiting)))
         elif isinstance(message, Shutdown):
             self.alive = False
         return self.alive

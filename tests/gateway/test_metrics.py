@@ -37,3 +37,22 @@ def test_worker_gauges_flatten_engine_rows():
     assert gauges[("stepahead_worker_tenant_info",
                    base + (("tenant", "a"), ("field", "num_hot_hit_tokens")))] == 448
     assert len(gauges) == 3
+
+
+def test_render_for_a_tenant_keeps_only_its_series():
+    registry = Registry()
+    for tenant in ("a", "ab"):
+        registry.record_finish(tenant=tenant, model="m", worker="w0", finish_reason="stop",
+                               num_prompt_tokens=10, num_cached_tokens=0, num_output_tokens=1,
+                               ttft_s=0.5)
+        registry.record_request(tenant, "m", "chat", 200)
+    registry.record_request("unauthenticated", "", "chat", 401)
+    gauges = {("stepahead_worker_info", (("model_name", "m"), ("worker", "w0"), ("field", "x"))): 1.0,
+              ("stepahead_tenant_active_requests", (("tenant", "ab"),)): 2.0}
+    mine = registry.render(gauges, tenant="a")
+    series = [line for line in mine.splitlines() if not line.startswith("#")]
+    assert series and all('tenant="a"' in line for line in series)
+    assert 'vllm:time_to_first_token_seconds_count{tenant="a",model_name="m",worker="w0"} 1' in mine
+    everything = registry.render(gauges)
+    assert all(f'tenant="{t}"' in everything for t in ("a", "ab", "unauthenticated"))
+    assert "stepahead_worker_info" in everything and "stepahead_worker_info" not in mine

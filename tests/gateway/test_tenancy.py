@@ -82,7 +82,7 @@ async def test_metrics_endpoint_reports_per_tenant_and_worker(gateway):
     await fire(gateway, "beta", [body])
     await fire(gateway, "beta", [body])   # one after the other: the second hits the cache
     async with httpx.AsyncClient(base_url=gateway.base_url) as client:
-        text = (await client.get("/metrics")).text
+        text = (await client.get("/metrics", headers=gateway.headers("ops"))).text
     assert re.search(r'stepahead_requests_total\{tenant="beta",model_name="tiny",'
                      r'endpoint="chat",status="200"\} \d+', text)
     hits = re.findall(r'vllm:prefix_cache_hits_total\{tenant="beta",model_name="tiny",'
@@ -92,6 +92,21 @@ async def test_metrics_endpoint_reports_per_tenant_and_worker(gateway):
     assert 'vllm:time_to_first_token_seconds_bucket{tenant="beta"' in text
     assert 'stepahead_rejected_total{tenant="rpm",code="rate_limit_exceeded"}' in text
     assert "sk-test" not in text
+    assert 'stepahead_worker_info{model_name="tiny",worker="w0",field="num_decoded_tokens"}' in text
+
+
+async def test_metrics_show_a_tenant_only_its_own_series(gateway):
+    body = {"model": "tiny", "max_tokens": 2, "messages": [{"role": "user", "content": "n" * 64}]}
+    await fire(gateway, "beta", [body])
+    await fire(gateway, "alpha", [body])
+    async with httpx.AsyncClient(base_url=gateway.base_url) as client:
+        text = (await client.get("/metrics", headers=gateway.headers("beta"))).text
+        anonymous = await client.get("/metrics")
+    series = [line for line in text.splitlines() if line and not line.startswith("#")]
+    assert series and all('tenant="beta"' in line for line in series)
+    assert 'vllm:prompt_tokens_total{tenant="beta"' in text
+    assert "alpha" not in text and "stepahead_worker_info" not in text
+    assert anonymous.status_code == 401 and anonymous.json()["error"]["code"] == "invalid_api_key"
 
 
 async def test_health_reports_workers(gateway):

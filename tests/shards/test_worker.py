@@ -11,7 +11,7 @@ from cache.events import BlockStored
 from cache.tiers import Tier
 from shards.model_runner import ModelRunner
 from shards.protocol import (CacheEventsReport, CacheSnapshot, CancelRequest, FinishEvent, Ping,
-                             Pong, SamplingParams, Shutdown, TokenEvent, WorkItem)
+                             Pong, SamplingParams, Shutdown, StatsRequest, TokenEvent, WorkItem)
 from shards.worker import WorkerConfig, WorkerLoop
 
 
@@ -90,6 +90,10 @@ def test_worker_loop_decodes_running_requests_in_passes_of_decode_batch(tiny_loa
     finished = [m for m in out if isinstance(m, FinishEvent)]
     assert sorted(m.request_id for m in finished) == [f"r{i}" for i in range(5)]
     assert all(m.finish_reason == "length" and m.num_output_tokens == 4 for m in finished)
+    loop.handle(StatsRequest())
+    stats = out[-1].stats  # 3 decodes per request after its prefill's token, in passes of 2
+    assert passes == [2, 2, 1] * 3
+    assert (stats["num_decoded_tokens"], stats["num_decode_passes"]) == (15, 9)
 
 
 def test_worker_loop_failed_batch_retries_alone_and_fails_only_the_culprit(tiny_loaded):
