@@ -60,11 +60,15 @@ def enable_row_batching(model) -> bool:
     """Switch `model` to the row attention if it runs on SDPA; True when it did (or had).
 
     The registration with transformers is by name and idempotent. Models on another
-    attention implementation (eager, flash) are left alone and decode one at a time.
+    attention implementation (eager, flash), and models with sliding-window layers (a row
+    attends to its whole cache, unmasked), are left alone and decode one at a time.
     """
     if getattr(model.config, "_attn_implementation", None) == ROW_ATTENTION:
         return True
     if getattr(model.config, "_attn_implementation", None) != "sdpa":
+        return False
+    if getattr(model.config, "sliding_window", None) or "sliding_attention" in (
+            getattr(model.config, "layer_types", None) or ()):
         return False
     AttentionInterface.register(ROW_ATTENTION, row_attention)
     AttentionMaskInterface.register(ROW_ATTENTION, sdpa_mask)

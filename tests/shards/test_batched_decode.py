@@ -101,6 +101,13 @@ def test_failed_pass_restores_every_cache(tiny_loaded, monkeypatch):
     assert tokens == reference.step_many(again)
 
 
+def test_sliding_window_models_are_not_row_batched():
+    loaded = load_model("tiny")
+    loaded.model.config.sliding_window = 64
+    assert not enable_row_batching(loaded.model)
+    assert loaded.model.config._attn_implementation == "sdpa"
+
+
 def test_models_not_on_sdpa_decode_one_at_a_time():
     loaded = load_model("tiny")
     loaded.model.set_attn_implementation("eager")
