@@ -59,6 +59,7 @@ class LocalBackend:
         self.owned_by = "stepahead"
         self.default_completion_reserve_tokens = default_completion_reserve_tokens
         options = dict(config.engine_options)
+        LocalEngine.check_options(options)  # a bad [models.engine] option is one clear error
         if tenant_weights:
             options.setdefault("tenant_weights", tenant_weights)
         _reserve_kv_shares(options, tenant_kv_shares or {}, config.name)

@@ -55,15 +55,21 @@ def _no_config_flags_given(args: argparse.Namespace) -> list[str]:
 
 
 def _local_model_problem(config) -> str | None:
-    """Why a local model of `config` cannot start here (missing model, unusable
-    device), found before the server binds; None when all can."""
+    """Why a local model of `config` cannot start here (a bad engine option, missing
+    model, unusable device), found before the server binds; None when all can."""
     from gateway.config import LocalModelConfig
+    from shards.engine import LocalEngine
+    from shards.engine_options import EngineOptionError
     from shards.model_loader import ModelLoadError, check_model
 
     for model in config.models:
         if not isinstance(model, LocalModelConfig):
             continue
         options = dict(model.engine_options)
+        try:
+            LocalEngine.check_options(options)
+        except EngineOptionError as exc:
+            return f"cannot serve model {model.name!r}: {exc}"
         local = options.get("transport", "local") == "local"
         try:
             check_model(model.path, str(options.get("device", "cpu")) if local else None,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import inspect
 import itertools
 import os
 import threading
@@ -33,6 +34,7 @@ from shards.dispatcher import DispatchConfig, Dispatcher, Outbound
 from shards.protocol import (ApplyForecast, EngineEvent, ErrorEvent, FinishEvent, Ping, Pong,
                              Shutdown, StatsRequest, WorkerFailed, WorkerReady, WorkerStats, WorkItem)
 from shards.router import Router, RouterConfig
+from shards.engine_options import check_engine_options
 from shards.supervisor import Supervisor, SupervisorConfig
 from shards.transport import make_transport
 from shards.worker import WorkerConfig
@@ -75,6 +77,14 @@ class LocalEngine:
       the host tier stays in CPU memory. `dtype`: of the weights and
       the KV cache ("float32", "bfloat16" — half the KV bytes per block — "float16").
     """
+
+    @classmethod
+    def check_options(cls, options: Mapping) -> None:
+        """Raise EngineOptionError (a ValueError naming the option) for keyword options
+        this engine would refuse or that could not work."""
+        known = [name for name, parameter in inspect.signature(cls.__init__).parameters.items()
+                 if parameter.kind is inspect.Parameter.KEYWORD_ONLY]
+        check_engine_options(options, known)
 
     def __init__(self, model: str = "smollm2", num_workers: int = 2, *, num_hot_blocks: int = 4096,
                  num_host_blocks: int = 0, block_size: int = 16, policy: str = "lru",

@@ -110,3 +110,20 @@ def test_serve_refuses_an_unusable_device_or_model_before_binding(monkeypatch, c
     assert "dtype 'int4' is not supported" in capsys.readouterr().err
     assert main(["serve", "--model", "/no/such/model"]) == 2
     assert "neither 'smollm2', 'tiny' nor a local model directory" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("line, message", [
+    ("decode_batch = 0", "engine option decode_batch must be an integer >= 1, not 0"),
+    ("num_hot_blocks = 'many'", "engine option num_hot_blocks must be an integer >= 1, not 'many'"),
+    ("prefix_caching = 'no'", "engine option prefix_caching must be true or false"),
+    ("routing = 'random'", "engine option routing must be one of prefix, least_loaded, round_robin"),
+    ("decode_bath = 4", "unknown engine option 'decode_bath'; known: block_size, decode_batch,"),
+])
+def test_serve_refuses_a_bad_engine_option_before_binding(tmp_path: Path, capsys, line, message):
+    config = tmp_path / "engine.toml"
+    config.write_text("[[models]]\nname = 'tiny'\nkind = 'local'\npath = 'tiny'\n"
+                      f"[models.engine]\n{line}\n"
+                      "[[tenants]]\nname = 't'\napi_key_sha256 = ['" + "0" * 64 + "']\n")
+    assert main(["serve", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert f"cannot serve model 'tiny': {message}" in err and "Traceback" not in err

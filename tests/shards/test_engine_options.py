@@ -1,0 +1,34 @@
+"""Engine options are checked by name, type and range before anything starts."""
+from __future__ import annotations
+
+import pytest
+
+from shards.engine import LocalEngine
+from shards.engine_options import EngineOptionError
+
+
+def test_every_default_option_of_the_engine_passes():
+    import inspect
+
+    defaults = {name: p.default for name, p in inspect.signature(LocalEngine.__init__).parameters.items()
+                if p.kind is inspect.Parameter.KEYWORD_ONLY}
+    LocalEngine.check_options(defaults)
+    LocalEngine.check_options({"num_host_blocks": 0, "min_p_return": 1, "max_queue_wait_s": 2.5,
+                               "policy": "predictive", "transport": "ray", "threads_per_worker": None})
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"decode_batch": 0}, "decode_batch must be an integer >= 1, not 0"),
+    ({"num_host_blocks": -1}, "num_host_blocks must be an integer >= 0"),
+    ({"block_size": 16.0}, "block_size must be an integer"),
+    ({"max_running": True}, "max_running must be an integer"),
+    ({"min_p_return": 1.5}, "min_p_return must be at most 1"),
+    ({"health_timeout_s": "10"}, "health_timeout_s must be a number >= 0"),
+    ({"tenant_homes": 1}, "tenant_homes must be true or false"),
+    ({"policy": "fifo"}, "policy must be one of lru, predictive, not 'fifo'"),
+    ({"transport": "grpc"}, "transport must be one of local, ray"),
+    ({"num_workers": 2}, "unknown engine option 'num_workers'"),
+])
+def test_bad_options_name_the_option(options, message):
+    with pytest.raises(EngineOptionError, match=message):
+        LocalEngine.check_options(options)
