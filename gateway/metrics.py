@@ -99,16 +99,17 @@ class Registry:
                tenant: str | None = None) -> str:
         """Prometheus text exposition (format 0.0.4). `gauges` are computed at scrape time.
         With `tenant`, only the series labelled with that tenant (a tenant's own view)."""
-        def shown(key: tuple[str, Labels]) -> bool:
-            return tenant is None or ("tenant", tenant) in key[1]
+        def visible(series: dict) -> list:
+            """`series` items sorted by key, only `tenant`'s when one is given."""
+            return sorted((item for item in series.items()
+                           if tenant is None or ("tenant", tenant) in item[0][1]), key=lambda item: item[0])
 
         by_name: dict[str, list[str]] = {}
-        for (name, labels), value in sorted(filter(lambda kv: shown(kv[0]), self.counters.items())):
+        for (name, labels), value in visible(self.counters):
             by_name.setdefault(name, []).append(f"{name}{_labels(labels)} {_number(value)}")
-        for (name, labels), value in sorted(filter(lambda kv: shown(kv[0]), (gauges or {}).items())):
+        for (name, labels), value in visible(gauges or {}):
             by_name.setdefault(name, []).append(f"{name}{_labels(labels)} {_number(value)}")
-        histograms = filter(lambda kv: shown(kv[0]), self.histograms.items())
-        for (name, labels), histogram in sorted(histograms, key=lambda kv: kv[0]):
+        for (name, labels), histogram in visible(self.histograms):
             lines = by_name.setdefault(name, [])
             cumulative = 0
             for bound, count in zip(histogram.buckets, histogram.counts):

@@ -66,15 +66,12 @@ def _local_model_problem(config) -> str | None:
         if not isinstance(model, LocalModelConfig):
             continue
         options = dict(model.engine_options)
-        try:
-            LocalEngine.check_options(options)
-        except EngineOptionError as exc:
-            return f"cannot serve model {model.name!r}: {exc}"
         local = options.get("transport", "local") == "local"
         try:
+            LocalEngine.check_options(options)
             check_model(model.path, str(options.get("device", "cpu")) if local else None,
                         str(options.get("dtype", "float32")))
-        except ModelLoadError as exc:
+        except (EngineOptionError, ModelLoadError) as exc:
             return f"cannot serve model {model.name!r}: {exc}"
     return None
 

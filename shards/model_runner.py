@@ -190,11 +190,9 @@ class ModelRunner:
         """Feed the last sampled token, sample the next."""
         position = seq.num_kv_tokens
         logits, seq.cache = self.forward([seq.output_ids[-1]], seq.cache, position)
-        token = sample_next(logits[0, -1], seq.item.sampling, seq.generator)
-        seq.output_ids.append(token)
         self.num_decode_passes += 1
         self.num_decoded_tokens += 1
-        return token
+        return self._sample(seq, logits[0, -1])
 
     def step_many(self, seqs: list[RunningSequence]) -> list[int]:
         """`step` for each of `seqs`, in one forward pass when the model allows it (the
@@ -205,12 +203,14 @@ class ModelRunner:
                              [seq.cache for seq in seqs], self.device)
         self.num_decode_passes += 1
         self.num_decoded_tokens += len(seqs)
-        tokens = []
-        for seq, row in zip(seqs, logits):
-            token = sample_next(row, seq.item.sampling, seq.generator)
-            seq.output_ids.append(token)
-            tokens.append(token)
-        return tokens
+        return [self._sample(seq, row) for seq, row in zip(seqs, logits)]
+
+    @staticmethod
+    def _sample(seq: RunningSequence, logits: torch.Tensor) -> int:
+        """Sample `seq`'s next token from its `[vocab]` logits and append it."""
+        token = sample_next(logits, seq.item.sampling, seq.generator)
+        seq.output_ids.append(token)
+        return token
 
     def finish(self, seq: RunningSequence) -> None:
         """Commit the generated tokens' full blocks, then release every reference."""

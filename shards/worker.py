@@ -111,8 +111,8 @@ class WorkerLoop:
             self.runner.blocks.apply(message.forecast)
         elif isinstance(message, StatsRequest):
             stats = stats_as_dict(self.runner.blocks.stats())
-            stats["num_decode_passes"] = getattr(self.runner, "num_decode_passes", 0)
-            stats["num_decoded_tokens"] = getattr(self.runner, "num_decoded_tokens", 0)
+            stats["num_decode_passes"] = self.runner.num_decode_passes
+            stats["num_decoded_tokens"] = self.runner.num_decoded_tokens
             self.emit(WorkerStats(self.worker_id, stats, self.num_active, len(self.waiting)))
         elif isinstance(message, Shutdown):
             self.alive = False
