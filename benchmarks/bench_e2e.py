@@ -143,7 +143,8 @@ def run_policy(args, policy: str, records, header, predictor_seed_dir: Path) -> 
             cpu.update(forecast_counters(app))
             routing = app.state.gateway.backends["m"].engine.router_stats()
     report = build_report(results, wall_s)
-    report["routing"] = {k: routing[k] for k in ("num_routed", "num_transfers", "num_transferred_blocks")}
+    report["routing"] = {k: routing[k] for k in ("num_routed", "num_transfers", "num_transferred_blocks",
+                                                    "num_session_moves")}
     report["policy"] = policy
     report["cpu"] = cpu
     return report

@@ -353,6 +353,10 @@ class BlockManager:
         """Hand a session's forecast to the policy (LRU ignores it)."""
         self._policy.apply(forecast, self)
 
+    def session_moved(self, session: str) -> None:
+        """Tell the policy `session` is now served elsewhere (LRU ignores it)."""
+        self._policy.on_session_moved(session, self._clock())
+
     def tick(self, now: float | None = None) -> None:
         """Let the policy act on time passing (TTL expiries, due prefetches)."""
         self._policy.tick(self._clock() if now is None else now, self)

@@ -100,5 +100,9 @@ class EvictionPolicy(ABC):
     def apply(self, forecast: Forecast, actions: CacheActions) -> None:
         """A new forecast for one waiting session arrived."""
 
+    def on_session_moved(self, session: str, now_s: float) -> None:
+        """`session`'s next request went to another cache: its blocks here are needed
+        only by whatever else shares them (until the session comes back here)."""
+
     def tick(self, now_s: float, actions: CacheActions) -> None:
         """Time passed: expire TTL pins, run due prefetches, and the like."""

@@ -26,7 +26,7 @@ from cache.hashing import BlockHash
 from shards.fair_queue import FairQueue, PushResult, may_admit, work_cost
 from shards.protocol import (CacheEventsReport, CacheSnapshot, CancelRequest, CostProfile, EngineEvent,
                              ErrorEvent, ExportPrefix, FinishEvent, ImportPrefix, PrefixExported,
-                             PrefixImported, TokenEvent, WorkItem)
+                             PrefixImported, SessionMoved, TokenEvent, WorkItem)
 from shards.router import Router, RouteQuery
 
 COST_EWMA = 0.3
@@ -209,14 +209,17 @@ class Dispatcher:
             counts[item.tenant] = counts.get(item.tenant, 0) + 1
             if decision.transfer_from is None:
                 out.sends.append((decision.worker_id, item))
-                continue
-            transfer_id = f"xfer-{next(self._transfer_ids)}"
-            self.transfers[transfer_id] = Transfer(item.request_id, decision.transfer_from,
-                                                   decision.worker_id, now_s)
-            num_tokens = decision.num_transfer_blocks * self.router.config.block_size
-            out.sends.append((decision.transfer_from, ExportPrefix(
-                transfer_id, item.tenant, tuple(item.prompt_token_ids[:num_tokens]),
-                decision.num_transfer_blocks, inline=self.config.inline_transfers)))
+            else:
+                transfer_id = f"xfer-{next(self._transfer_ids)}"
+                self.transfers[transfer_id] = Transfer(item.request_id, decision.transfer_from,
+                                                       decision.worker_id, now_s)
+                num_tokens = decision.num_transfer_blocks * self.router.config.block_size
+                out.sends.append((decision.transfer_from, ExportPrefix(
+                    transfer_id, item.tenant, tuple(item.prompt_token_ids[:num_tokens]),
+                    decision.num_transfer_blocks, inline=self.config.inline_transfers)))
+            if decision.moved_from is not None and decision.moved_from in self._ready:
+                # NOTE: after any ExportPrefix to the same worker: it copies the blocks first
+                out.sends.append((decision.moved_from, SessionMoved(item.tenant, item.session)))
         return out
 
     def expire(self, now_s: float) -> Outbound:

@@ -370,6 +370,7 @@ class LocalEngine:
             router = self._dispatcher.router
             return {"num_routed": dict(router.stats.num_routed),
                     "num_transfers": router.stats.num_transfers,
+                    "num_session_moves": router.stats.num_session_moves,
                     "num_transfers_done": stats.num_transfers_done,
                     "num_transferred_blocks": stats.num_transferred_blocks,
                     "num_retried": stats.num_retried, "num_expired": stats.num_expired,

@@ -232,3 +232,12 @@ class ApplyForecast:
     """A forecast for a waiting session: the worker's cache policy may pin or prefetch."""
 
     forecast: object
+
+
+@dataclass(frozen=True, slots=True)
+class SessionMoved:
+    """The router sent `session`'s latest request to another worker: this worker's cache
+    policy need not keep the session's KV for a return here."""
+
+    tenant: str
+    session: str

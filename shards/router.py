@@ -36,6 +36,10 @@ A shared-prefix transfer is proposed when the chosen worker lacks HOT blocks a p
 holds and the measured cost of copying them (export + import per block, plus one round
 trip) is below the measured cost of prefilling them.
 
+A session that leaves the worker it was last routed to is reported in the decision
+(`moved_from`), so that worker's cache policy can stop keeping the session's KV for a
+return that will now happen elsewhere.
+
 `policy` "least_loaded" and "round_robin" are the baselines the benchmark compares
 against: they ignore prefixes, sessions and transfers (loads are still tracked).
 """
@@ -113,6 +117,7 @@ class Decision:
     num_prefill_tokens: int
     transfer_from: str | None = None
     num_transfer_blocks: int = 0
+    moved_from: str | None = None  # the session's previous worker, when it leaves one
 
 
 @dataclass(slots=True)
@@ -128,6 +133,7 @@ class RouterStats:
     num_routed: dict[str, int] = field(default_factory=dict)
     num_transfers: int = 0
     num_expected_cached_tokens: int = 0
+    num_session_moves: int = 0
 
 
 class Router:
@@ -268,6 +274,9 @@ class Router:
                 chosen = min(live, key=lambda w: (loads[w], w))
                 reason = "imbalance"
         decision = self._decide_transfer(chosen, reason, runs, query)
+        if own is not None and own != chosen and own in self._loads:
+            decision.moved_from = own
+            self.stats.num_session_moves += 1
         self._charge(request_id, decision, query.tenant, query.session)
         return decision
 

@@ -32,8 +32,8 @@ from shards.fair_queue import FairQueue, fair_share, may_admit, may_pin, work_co
 from shards.prefill import DEFAULT_CHUNK_TOKENS, ChunkedPrefill, PrefillTask
 from shards.protocol import (ApplyForecast, CacheEventsReport, CacheSnapshot, CancelRequest,
                              ErrorEvent, ExportPrefix, FinishEvent, ImportPrefix, Ping, Pong,
-                             PrefixExported, PrefixImported, Shutdown, StatsRequest, TokenEvent,
-                             WorkerStats, WorkItem)
+                             PrefixExported, PrefixImported, SessionMoved, Shutdown, StatsRequest,
+                             TokenEvent, WorkerStats, WorkItem)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +109,8 @@ class WorkerLoop:
             self._export(message)
         elif isinstance(message, ApplyForecast):
             self.runner.blocks.apply(message.forecast)
+        elif isinstance(message, SessionMoved):
+            self.runner.blocks.session_moved(message.session)
         elif isinstance(message, StatsRequest):
             stats = stats_as_dict(self.runner.blocks.stats())
             stats["num_decode_passes"] = self.runner.num_decode_passes

@@ -24,6 +24,9 @@ from its `prefetch_quantile` return time minus the copy time, once it likely ret
 within HOT's horizon and outranks HOT's cheapest block `prefetch_margin` times over;
 prefetches are counted used or wasted (prefetch.py).
 
+Moves. When the router sends a session to another worker (`on_session_moved`), its pin
+and prefetch end and it adds nothing to its blocks' value here until it comes back.
+
 Invariants: see groups.py for the index; every hook is O(log n) amortised; values are
 recomputed lazily (at most once per `refresh_fraction` of a forecast's age); `apply` and
 `tick` are the only places that call the manager, never while iterating own state.
@@ -188,6 +191,26 @@ class PredictivePolicy(EvictionPolicy):
         if host_group is not None:
             self._schedule_prefetch(name, session, len(host_group.blocks), now)
 
+    def on_session_moved(self, session: str, now_s: float) -> None:
+        """The session is served elsewhere now: its pin, prefetch and pending outcome
+        go, and its blocks keep only the value other sessions give them."""
+        state = self._sessions.get(session)
+        if state is None or state.moved:
+            return
+        now = max(self._now_s, now_s)
+        self._maintain(now)
+        state.moved = True
+        state.curve = None
+        state.predicted_p = None  # its return here is no longer a test of the forecast
+        state.return_soon_s = state.return_late_s = None
+        self._pins.unpin(session)
+        self._prefetch.cancel(session)
+        self._valuation.forget()
+        for tier in (Tier.HOT, Tier.HOST):
+            group = self._index.group(tier, state.tenant, session)
+            if group is not None:
+                self._rank(group, now)
+
     def tick(self, now_s: float, actions: CacheActions) -> None:
         self._maintain(now_s)
         for name in self._prefetch.pop_due(now_s):
@@ -213,8 +236,9 @@ class PredictivePolicy(EvictionPolicy):
         if session is None:
             self._sessions[name] = SessionState(tenant, now_s)
             return
-        if session.last_use_s == now_s and session.curve is None:
+        if session.last_use_s == now_s and session.curve is None and not session.moved:
             return
+        session.moved = False
         if session.predicted_p is not None:
             returned = now_s <= session.predicted_until_s
             self._tenant(tenant).accuracy.add(session.predicted_p, returned, self.config.accuracy_alpha)

@@ -34,7 +34,8 @@ from cache.tiers import Tier
 class SessionState:
     """What the policy knows of one session: its last request and current forecast.
 
-    `curve` is None while no forecast made after `last_use_s` has arrived.
+    `curve` is None while no forecast made after `last_use_s` has arrived; `moved`
+sessions add nothing to a block's value until they return.
     """
 
     tenant: str
@@ -45,6 +46,7 @@ class SessionState:
     has_prefetched: bool = False
     predicted_p: float | None = None
     predicted_until_s: float = 0.0
+    moved: bool = False  # served by another cache since its last request here: worth 0
 
 
 @dataclass(slots=True)
@@ -129,7 +131,9 @@ class Valuation:
             if value is None:
                 session = self._sessions.get(name)
                 curve = None if session is None else session.curve
-                if curve is not None and trusted:
+                if session is not None and session.moved:
+                    value = 0.0
+                elif curve is not None and trusted:
                     if self._is_density:
                         value = curve.hit_density(now_s, horizon)
                         if long_weight:
@@ -151,7 +155,9 @@ class Valuation:
         best = 0.0
         for name in sessions or ("",):
             session = self._sessions.get(name)
-            if session is not None and session.curve is not None and trusted:
+            if session is not None and session.moved:
+                p = 0.0
+            elif session is not None and session.curve is not None and trusted:
                 p = session.curve.p_within(now_s, horizon_s)
             else:
                 idle_s = now_s - (last_s if session is None else session.last_use_s)

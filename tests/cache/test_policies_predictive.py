@@ -108,6 +108,43 @@ def test_predictive_pinned_session_survives_pressure_until_ttl_then_yields() -> 
     assert None in tiers_of(unpinned, "t", a)
 
 
+def test_predictive_session_moved_elsewhere_loses_its_pin_and_goes_first() -> None:
+    """A is pinned across a tool call, then the router sends its next request to
+    another worker: here its pin ends and its blocks go before the idle LRU-valued
+    ones of B1, although A's are newer. Back here, A is valued (and pinned) again."""
+    clock = Clock()
+    mgr = manager(policy(pin_quantile=0.99), clock, hot=8)
+    b1, a = prompt(1, 2), prompt(0, 4)
+    serve(mgr, clock, 0.0, "t", "B1", b1)
+    serve(mgr, clock, 0.5, "t", "A", a)
+    mgr.apply(lognormal_forecast("A", 0.5, median_s=2.0, sigma=0.5, p_return=0.9))
+    assert mgr.policy.is_pinned("A", 1.0)
+    clock.now_s = 1.0
+    mgr.session_moved("A")
+    assert not mgr.policy.is_pinned("A", 1.0)
+    serve(mgr, clock, 1.5, "t", "B2", prompt(2, 4))  # needs 2 more blocks than are free
+    assert tiers_of(mgr, "t", b1) == [Tier.HOT] * 2
+    assert tiers_of(mgr, "t", a).count(None) == 2
+    mgr.session_moved("A")  # a repeat changes nothing
+    serve(mgr, clock, 2.0, "t", "A", a)  # A is back on this worker
+    mgr.apply(lognormal_forecast("A", 2.0, median_s=2.0, sigma=0.5, p_return=0.9))
+    assert mgr.policy.is_pinned("A", 2.5)
+
+
+def test_lru_ignores_session_moves() -> None:
+    orders = []
+    for move in (False, True):
+        clock = Clock()
+        mgr = manager(LRUPolicy(), clock, hot=4)
+        serve(mgr, clock, 0.0, "t", "A", prompt(0, 2))
+        serve(mgr, clock, 1.0, "t", "B", prompt(1, 2))
+        if move:
+            mgr.session_moved("B")
+        serve(mgr, clock, 2.0, "t", "C", prompt(2, 2))
+        orders.append([tiers_of(mgr, "t", prompt(i, 2)) for i in range(3)])
+    assert orders[0] == orders[1] == [[None, None], [Tier.HOT] * 2, [Tier.HOT] * 2]
+
+
 def test_predictive_pin_yields_to_a_request_that_needs_the_room() -> None:
     """No wedge: a request needing every slot gets them even while A is pinned."""
     clock = Clock()

@@ -6,8 +6,8 @@ from cache.hashing import BlockHash
 from cache.tiers import Tier
 from shards.dispatcher import DispatchConfig, Dispatcher
 from shards.protocol import (CacheEventsReport, CancelRequest, CostProfile, ErrorEvent, ExportPrefix,
-                             FinishEvent, ImportPrefix, PrefixExported, SamplingParams, TokenEvent,
-                             WorkItem)
+                             FinishEvent, ImportPrefix, PrefixExported, SamplingParams, SessionMoved,
+                             TokenEvent, WorkItem)
 from shards.router import Router, RouterConfig
 
 BLOCK = 16
@@ -138,6 +138,24 @@ def test_dispatcher_transfer_exports_then_imports_before_the_request():
     (dst1, imp), (dst2, item) = out.sends
     assert (dst1, dst2) == ("w0", "w0") and isinstance(imp, ImportPrefix) and item.request_id == "r1"
     assert imp.token_ids == tuple(range(64)) and imp.shm_name == "seg"
+
+
+def test_dispatcher_tells_the_old_worker_after_its_export_when_a_session_moves():
+    dispatcher = _dispatcher(costs=COSTS, max_outstanding_per_worker=1, max_outstanding_hard=1)
+    for worker in ("w0", "w1"):
+        dispatcher.set_round_trip(worker, 1e-4)
+    hashes = [BlockHash(100 + i) for i in range(4)]
+    assert _sent_items(dispatcher.submit(_item("s1", num_tokens=70, session="s"), hashes, 0.0)) == [("w0", "s1")]
+    dispatcher.on_worker_message("w0", _finish("s1", "w0"), 0.1)
+    dispatcher.on_worker_message("w0", CacheEventsReport("w0", [BlockStored(tuple(hashes), Tier.HOT, "t")]), 0.1)
+    out = dispatcher.submit(_item("s2", num_tokens=70, session="s"), hashes, 0.2)
+    assert [(w, type(m)) for w, m in out.sends] == [("w0", WorkItem)]  # stays with its KV
+    dispatcher.on_worker_message("w0", _finish("s2", "w0"), 0.3)
+    dispatcher.submit(_item("busy"), [], 0.4)  # w0 is now at its limit
+    out = dispatcher.submit(_item("s3", num_tokens=70, session="s"), hashes, 0.5)
+    (src, export), (old, moved) = out.sends
+    assert (src, old) == ("w0", "w0") and isinstance(export, ExportPrefix)
+    assert moved == SessionMoved("t", "s") and dispatcher.router.session_worker("s") == "w1"
 
 
 def test_dispatcher_inline_transfer_carries_the_bytes_from_export_to_import():

@@ -107,6 +107,23 @@ def test_router_session_stays_on_its_worker_unless_overloaded_or_gone():
     assert router.route("r5", _query("s"), ["w1"], 0.0).worker_id == "w1"  # gone: moves
 
 
+def test_router_reports_a_session_leaving_its_worker_once_per_move():
+    router = _router()
+    first = router.route("r1", _query("s"), ["w0", "w1"], 0.0)
+    assert (first.worker_id, first.moved_from) == ("w0", None)  # a new session moves nowhere
+    router.on_done("r1")
+    assert router.route("r2", _query("s"), ["w0", "w1"], 0.0).moved_from is None  # stays
+    router.on_done("r2")
+    moved = router.route("r3", _query("s"), ["w1"], 0.0)  # w0 at its dispatch limit
+    assert (moved.worker_id, moved.moved_from) == ("w1", "w0")
+    router.on_done("r3")
+    assert router.route("r4", _query("s"), ["w1"], 0.0).moved_from is None  # settled on w1
+    assert router.route("other", _query(None), ["w0"], 0.0).moved_from is None  # no session
+    assert router.stats.num_session_moves == 1
+    router.remove_worker("w1")
+    assert router.route("r5", _query("s"), ["w0"], 0.0).moved_from is None  # w1 is gone
+
+
 def test_router_counts_requests_waiting_for_a_slot_as_load():
     router = _router(slots_per_worker=1, slot_wait_tokens=500.0, decode_cost_tokens=0.0)
     router.route("a", RouteQuery("t", None, [], 10), ["w0"], 0.0)

@@ -3,6 +3,7 @@ and the noisy-neighbour bound on a virtual clock."""
 from __future__ import annotations
 
 import random
+import time
 from dataclasses import dataclass, field
 
 import pytest
@@ -10,8 +11,11 @@ import pytest
 from cache.events import BlockStored
 from cache.tiers import Tier
 from shards.model_runner import ModelRunner
-from shards.protocol import (CacheEventsReport, CacheSnapshot, CancelRequest, FinishEvent, Ping,
-                             Pong, SamplingParams, Shutdown, StatsRequest, TokenEvent, WorkItem)
+from cache.policies import make_policy
+from shards.protocol import (ApplyForecast, CacheEventsReport, CacheSnapshot, CancelRequest, FinishEvent,
+                             Ping, Pong, SamplingParams, SessionMoved, Shutdown, StatsRequest,
+                             TokenEvent, WorkItem)
+from tests.cache.test_policies_predictive import lognormal_forecast
 from shards.worker import WorkerConfig, WorkerLoop
 
 
@@ -56,6 +60,20 @@ def test_worker_loop_answers_ping_and_snapshots_its_blocks(tiny_loaded):
     loop.housekeeping()
     snapshot = out[-1]
     assert isinstance(snapshot, CacheSnapshot) and len(snapshot.hot_hashes) == 2
+
+
+def test_worker_loop_session_moved_ends_the_sessions_pin(tiny_loaded):
+    runner = ModelRunner(tiny_loaded, num_hot_blocks=64, block_size=16, policy=make_policy("predictive"))
+    loop = WorkerLoop("w0", WorkerConfig(model="tiny"), runner, tiny_loaded.tokenizer, [].append)
+    item = _item("r1")
+    item.session = "s"
+    loop.handle(item)
+    _run(loop)
+    now = time.time()
+    loop.handle(ApplyForecast(lognormal_forecast("s", now, median_s=30.0, sigma=0.5, p_return=0.9)))
+    assert runner.blocks.policy.is_pinned("s", now + 1.0)
+    loop.handle(SessionMoved("t", "s"))
+    assert not runner.blocks.policy.is_pinned("s", now + 1.0)
 
 
 def test_worker_loop_admits_a_quiet_tenant_past_the_soft_limit(tiny_loaded):
