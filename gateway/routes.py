@@ -88,9 +88,21 @@ async def list_models(request: Request) -> Response:
 
 
 async def health(request: Request) -> Response:
+    """Readiness for anyone (200 "ok", or 503 "starting"), with each model's `ready`;
+    an admin key also sees the workers, their loads and the device. A key that is sent
+    must be valid."""
     state = _state(request)
+    is_admin = False
+    authorization = request.headers.get("authorization")
+    if authorization:
+        try:
+            is_admin = state.config.is_admin(state.keys.authenticate(authorization))
+        except ApiError as error:
+            return error_response(error)
     models = {name: backend.health() for name, backend in state.backends.items()}
     ready = state.is_ready and all(m.get("ready", True) for m in models.values())
+    if not is_admin:
+        models = {name: {"ready": bool(m.get("ready", True))} for name, m in models.items()}
     return JSONResponse({"status": "ok" if ready else "starting", "models": models},
                         status_code=200 if ready else 503)
 

@@ -109,8 +109,17 @@ async def test_metrics_show_a_tenant_only_its_own_series(gateway):
     assert anonymous.status_code == 401 and anonymous.json()["error"]["code"] == "invalid_api_key"
 
 
-async def test_health_reports_workers(gateway):
+async def test_health_shows_workers_to_an_admin_and_readiness_to_anyone(gateway):
     async with httpx.AsyncClient(base_url=gateway.base_url) as client:
-        health = (await client.get("/health")).json()
-    assert health["status"] == "ok"
-    assert set(health["models"]["tiny"]["workers"]) == {"w0", "w1"}
+        admin = (await client.get("/health", headers=gateway.headers("ops"))).json()
+        tenant = await client.get("/health", headers=gateway.headers("beta"))
+        anonymous = await client.get("/health")
+        bad_key = await client.get("/health", headers={"authorization": "Bearer nope"})
+    assert admin["status"] == "ok"
+    assert set(admin["models"]["tiny"]["workers"]) == {"w0", "w1"}
+    for response in (tenant, anonymous):
+        body = response.json()
+        assert response.status_code == 200 and body["status"] == "ok"
+        assert body["models"].keys() == admin["models"].keys()
+        assert all(model == {"ready": True} for model in body["models"].values())
+    assert bad_key.status_code == 401 and bad_key.json()["error"]["code"] == "invalid_api_key"
