@@ -63,6 +63,8 @@ class LocalEngine:
       them (default 2 x max_running);
     - `decode_batch`: running requests a worker decodes in one forward pass (1: one at
       a time; shards/batched_decode.py);
+    - `max_decode_stall_s`: newcomers' prefill chunks yield to a decode pass once a
+      running request has waited this long for a token (default: prefills first);
     - `imbalance_threshold_tokens`, `routing` ("prefix", or the "round_robin" /
       "least_loaded" baselines), `prefix_transfer` (copy shared prefixes between
       workers when measured cheaper: shared memory locally, bytes in the messages
@@ -97,13 +99,13 @@ class LocalEngine:
                  health_timeout_s: float = 30.0, ping_interval_s: float = 0.5,
                  min_p_return: float = 0.5, routing: str = "prefix", tenant_homes: bool = True,
                  policy_options: Mapping | None = None, prefix_caching: bool = True,
-                 device: str = "cpu", dtype: str = "float32"):
+                 device: str = "cpu", dtype: str = "float32", max_decode_stall_s: float | None = None):
         threads = threads_per_worker or max(1, (os.cpu_count() or 2) // max(1, num_workers))
         weights = tuple(sorted((tenant_weights or {}).items()))
         self.config = WorkerConfig(model=model, device=device, dtype=dtype, num_hot_blocks=num_hot_blocks,
                                    num_host_blocks=num_host_blocks, block_size=block_size,
                                    policy=policy, max_running=max_running, decode_batch=decode_batch,
-                                   num_threads=threads,
+                                   num_threads=threads, max_decode_stall_s=max_decode_stall_s,
                                    tenant_weights=weights, prefix_caching=prefix_caching,
                                    policy_options=tuple(sorted(_frozen(policy_options or {}).items())))
         self.num_workers = num_workers

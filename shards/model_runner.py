@@ -40,6 +40,7 @@ class RunningSequence:
     num_cached_tokens: int
     started_s: float
     first_token_s: float = 0.0
+    last_token_s: float = 0.0  # on the worker loop's clock, when it last emitted a token
     output_ids: list[int] = field(default_factory=list)
     released: bool = False
 

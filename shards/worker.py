@@ -12,6 +12,9 @@ newcomers, runs the prefills of tenants within their weighted share of
 rest. So a newcomer waits for at most one decode pass or chunk before its prefill starts and
 then runs to its first token (prefill first, as time to first token is what a waiting
 agent feels), while only a tenant past its share interleaves its prefills with decodes.
+With `max_decode_stall_s` set, prefill chunks also yield to a decode pass once a
+running request has waited that long for its next token, which bounds the pause that
+newcomers' prefills put in everyone else's stream (at the newcomers' expense).
 
 Invariants: every request gets exactly one terminal event (FinishEvent or ErrorEvent);
 its block references are released on every path (finish, stop, cancel, error), so
@@ -52,6 +55,7 @@ class WorkerConfig:
     tenant_weights: tuple[tuple[str, float], ...] = ()
     max_running_hard: int | None = None  # None: 4 x max_running
     prefill_chunk_tokens: int = DEFAULT_CHUNK_TOKENS
+    max_decode_stall_s: float | None = None  # None: prefills first, however long the pause
     events_interval_s: float = 0.01
     snapshot_interval_s: float = 5.0
     measure_costs: bool = True
@@ -309,7 +313,7 @@ class WorkerLoop:
         (after a poll) the within-share ones again: a newcomer never waits for a decode
         behind that chunk."""
         self._prefill_within_share(poll)
-        if self.alive and self._prefill_chunk(within_share_only=False):
+        if self.alive and not self._decode_overdue() and self._prefill_chunk(within_share_only=False):
             self._prefill_within_share(poll)
 
     def _prefill_within_share(self, poll: Callable[[], None] | None) -> None:
@@ -317,8 +321,15 @@ class WorkerLoop:
             if poll is not None:
                 poll()
                 self.admit_ready()
-            if not self.alive or not self._prefill_chunk(within_share_only=True):
+            if not self.alive or self._decode_overdue() or not self._prefill_chunk(within_share_only=True):
                 return
+
+    def _decode_overdue(self) -> bool:
+        """Whether a running request has waited `max_decode_stall_s` for its next token."""
+        bound = self.config.max_decode_stall_s
+        if bound is None or not self.running:
+            return False
+        return self.clock() - min(seq.last_token_s for seq in self.running.values()) >= bound
 
     def _prefill_chunk(self, within_share_only: bool) -> bool:
         """One chunk of the prefill whose tenant holds the fewest slots for its weight
@@ -357,6 +368,7 @@ class WorkerLoop:
         return True
 
     def _after_token(self, seq, token: int) -> None:
+        seq.last_token_s = self.clock()
         params = seq.item.sampling
         stop_token = self.runner.is_stop_token(token, params)
         delta = "" if stop_token else seq.detokenizer.push(token)

@@ -14,7 +14,8 @@ def test_every_default_option_of_the_engine_passes():
                 if p.kind is inspect.Parameter.KEYWORD_ONLY}
     LocalEngine.check_options(defaults)
     LocalEngine.check_options({"num_host_blocks": 0, "min_p_return": 1, "max_queue_wait_s": 2.5,
-                               "policy": "predictive", "transport": "ray", "threads_per_worker": None})
+                               "policy": "predictive", "transport": "ray", "threads_per_worker": None,
+                               "max_decode_stall_s": 0.25})
 
 
 @pytest.mark.parametrize("options, message", [
@@ -25,6 +26,7 @@ def test_every_default_option_of_the_engine_passes():
     ({"min_p_return": 1.5}, "min_p_return must be at most 1"),
     ({"health_timeout_s": "10"}, "health_timeout_s must be a number >= 0"),
     ({"tenant_homes": 1}, "tenant_homes must be true or false"),
+    ({"max_decode_stall_s": -0.5}, "max_decode_stall_s must be a number >= 0"),
     ({"policy": "fifo"}, "policy must be one of lru, predictive, not 'fifo'"),
     ({"transport": "grpc"}, "transport must be one of local, ray"),
     ({"num_workers": 2}, "unknown engine option 'num_workers'"),

@@ -2,6 +2,7 @@
 and the noisy-neighbour bound on a virtual clock."""
 from __future__ import annotations
 
+import itertools
 import random
 import time
 from dataclasses import dataclass, field
@@ -93,6 +94,35 @@ def test_worker_loop_admits_a_quiet_tenant_past_the_soft_limit(tiny_loaded):
     assert any(isinstance(m, FinishEvent) and m.request_id == "n3" and m.finish_reason == "cancelled"
                for m in out)
     assert loop.handle(Shutdown()) is False
+
+
+@pytest.mark.parametrize("stall_s", [None, 2.5])
+def test_worker_loop_stall_bound_lets_decodes_between_a_newcomers_chunks(tiny_loaded, stall_s):
+    """A 96-token newcomer prefills in 6 chunks of 16 while "a" streams. Prefill first
+    (no bound): "a" gets no token until the newcomer's first. With a bound (here in
+    clock ticks: the clock counts its calls), "a" gets tokens between the chunks."""
+    ticks = itertools.count()
+    runner = ModelRunner(tiny_loaded, num_hot_blocks=64, block_size=16)
+    out: list = []
+    loop = WorkerLoop("w0", WorkerConfig(model="tiny", prefill_chunk_tokens=16, max_decode_stall_s=stall_s),
+                      runner, tiny_loaded.tokenizer, out.append, clock=lambda: float(next(ticks)))
+    loop.handle(_item("a", max_tokens=60))
+    loop.step()
+    loop.handle(_item("b", num_tokens=96, max_tokens=1, seed=1))
+    start = len(out)
+    while not any(isinstance(m, TokenEvent) and m.request_id == "b" for m in out[start:]):
+        loop.step()
+    tokens = [m.request_id for m in out[start:] if isinstance(m, TokenEvent)]
+    a_before_b = tokens.index("b")
+    if stall_s is None:
+        assert a_before_b == 0
+    else:
+        # a token is one tick, each check before a chunk another: the third check
+        # finds "a" 3 >= 2.5 ticks old, so "a" decodes after every second chunk
+        assert a_before_b == 2
+    _run(loop)
+    finished = {m.request_id: m.num_output_tokens for m in out if isinstance(m, FinishEvent)}
+    assert finished == {"a": 60, "b": 1}
 
 
 def test_worker_loop_decodes_running_requests_in_passes_of_decode_batch(tiny_loaded):

@@ -1,0 +1,148 @@
+"""Decode stalls: how long newcomers' prefills pause the streams already running, with
+prefills first (the default) against a `max_decode_stall_s` bound, in one run.
+
+A one-worker `LocalEngine` (prefix caching off, so every prompt is computed) serves
+--streams requests of --stream-tokens tokens each; once they all stream, --newcomers
+requests with --prompt-tokens-token prompts arrive every --gap-s seconds. For each
+setting it reports the streams' inter-token gaps while newcomers were arriving or
+prefilling (p50, p99, max) and the newcomers' time to first token (mean, p50, max), then
+the ratios: prefill-first ÷ bounded for the gaps (above 1: the bound helps the streams),
+bounded ÷ prefill-first for TTFT (above 1: what the newcomers pay). Settings alternate
+over --repeats; figures are medians over the repeats.
+
+    python benchmarks/bench_stall.py --model smollm2 --stall-s 0.3
+    python benchmarks/bench_stall.py --model tiny --prompt-tokens 2000   # quick, small effect
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from shards.protocol import FinishEvent, SamplingParams, TokenEvent, WorkItem  # noqa: E402
+
+
+def _prompt(rng: random.Random, length: int, vocab: int) -> list[int]:
+    return [rng.randrange(1, vocab) for _ in range(length)]
+
+
+def _rounded(figures: dict) -> dict:
+    """Seconds to 4 significant digits (sub-millisecond gaps keep their precision)."""
+    return {key: value if key == "num_gaps" else float(f"{value:.4g}") for key, value in figures.items()}
+
+
+def _quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def _run_once(stall_s: float | None, repeat: int, args) -> dict:
+    from shards.engine import LocalEngine
+
+    num_tokens = args.streams * (args.stream_prompt_tokens + args.stream_tokens) \
+        + args.newcomers * (args.prompt_tokens + args.newcomer_tokens)
+    engine = LocalEngine(args.model, 1, num_hot_blocks=num_tokens // 16 + 64, max_running=args.streams + args.newcomers,
+                         threads_per_worker=args.threads, prefix_caching=False, max_decode_stall_s=stall_s)
+    await engine.start()
+    try:
+        vocab = min(args.vocab, len(engine.tokenizer))
+        rng = random.Random(args.seed + repeat)
+        streaming = asyncio.Event()
+        num_streaming = 0
+        stream_times: list[list[float]] = []
+        ttfts: list[float] = []
+
+        async def generate(request_id: str, prompt: list[int], max_tokens: int, on_token) -> None:
+            item = WorkItem(request_id, "t", prompt,
+                            SamplingParams(max_tokens=max_tokens, temperature=0.0, ignore_eos=True))
+            async for event in engine.generate(item):
+                if isinstance(event, TokenEvent):
+                    on_token(time.perf_counter())
+                elif not isinstance(event, FinishEvent):
+                    raise RuntimeError(f"request {request_id} failed: {event}")
+
+        async def stream(i: int) -> None:
+            nonlocal num_streaming
+            times: list[float] = []
+            stream_times.append(times)
+
+            def on_token(now: float) -> None:
+                nonlocal num_streaming
+                times.append(now)
+                if len(times) == 1:
+                    num_streaming += 1
+                    if num_streaming == args.streams:
+                        streaming.set()
+            await generate(f"s{repeat}-{i}", _prompt(rng, args.stream_prompt_tokens, vocab), args.stream_tokens, on_token)
+
+        async def newcomer(i: int, prompt: list[int]) -> None:
+            await asyncio.sleep(i * args.gap_s)
+            sent = time.perf_counter()
+            first: list[float] = []
+            await generate(f"n{repeat}-{i}", prompt, args.newcomer_tokens,
+                           lambda now: first.append(now) if not first else None)
+            ttfts.append(first[0] - sent)
+            window[1] = max(window[1], first[0])
+
+        streams = [asyncio.create_task(stream(i)) for i in range(args.streams)]
+        await streaming.wait()
+        prompts = [_prompt(rng, args.prompt_tokens, vocab) for _ in range(args.newcomers)]
+        window = [time.perf_counter(), 0.0]
+        await asyncio.gather(*(newcomer(i, p) for i, p in enumerate(prompts)))
+        await asyncio.gather(*streams)
+        gaps = [b - a for times in stream_times for a, b in zip(times, times[1:]) if window[0] <= b <= window[1]]
+        if not gaps:
+            raise RuntimeError("the streams ended before the newcomers came: raise --stream-tokens")
+        return {"itl_p50_s": _quantile(gaps, 0.5), "itl_p99_s": _quantile(gaps, 0.99), "itl_max_s": max(gaps),
+                "ttft_mean_s": statistics.fmean(ttfts), "ttft_p50_s": _quantile(ttfts, 0.5), "ttft_max_s": max(ttfts),
+                "num_gaps": len(gaps)}
+    finally:
+        await engine.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="smollm2", help="tiny, smollm2, or a model directory")
+    parser.add_argument("--stall-s", type=float, default=0.3, help="the max_decode_stall_s bound compared")
+    parser.add_argument("--streams", type=int, default=8, help="requests streaming when newcomers come")
+    parser.add_argument("--stream-prompt-tokens", type=int, default=64)
+    parser.add_argument("--stream-tokens", type=int, default=160, help="tokens each stream generates")
+    parser.add_argument("--newcomers", type=int, default=6)
+    parser.add_argument("--prompt-tokens", type=int, default=512, help="each newcomer's prompt")
+    parser.add_argument("--newcomer-tokens", type=int, default=4)
+    parser.add_argument("--gap-s", type=float, default=1.0, help="between newcomers")
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads of the worker")
+    parser.add_argument("--vocab", type=int, default=1000, help="prompt token ids are drawn below this")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    settings = {"prefill_first": None, "stall_bound": args.stall_s}
+    runs: dict[str, list[dict]] = {name: [] for name in settings}
+    for repeat in range(args.repeats):
+        order = list(settings) if repeat % 2 == 0 else list(reversed(settings))
+        for name in order:
+            result = asyncio.run(_run_once(settings[name], repeat, args))
+            runs[name].append(result)
+            print(json.dumps({"progress": name, "repeat": repeat, **_rounded(result)}),
+                  file=sys.stderr, flush=True)
+    medians = {name: {key: statistics.median(r[key] for r in results) for key in results[0]}
+               for name, results in runs.items()}
+    first, bound = medians["prefill_first"], medians["stall_bound"]
+    print(json.dumps({
+        "model": args.model, "stall_s": args.stall_s, "streams": args.streams, "newcomers": args.newcomers,
+        "prompt_tokens": args.prompt_tokens, "repeats": args.repeats,
+        **{name: _rounded(m) for name, m in medians.items()},
+        "itl_p99_first_over_bound": round(first["itl_p99_s"] / bound["itl_p99_s"], 3),
+        "itl_max_first_over_bound": round(first["itl_max_s"] / bound["itl_max_s"], 3),
+        "ttft_mean_bound_over_first": round(bound["ttft_mean_s"] / first["ttft_mean_s"], 3)}))
+
+
+if __name__ == "__main__":
+    main()
