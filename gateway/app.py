@@ -97,6 +97,7 @@ def build_app(config: GatewayConfig | None = None) -> FastAPI:
     app.add_route("/v1/chat/completions", routes.chat_completions, methods=["POST"])
     app.add_route("/v1/completions", routes.completions, methods=["POST"])
     app.add_route("/v1/models", routes.list_models, methods=["GET"])
+    app.add_route("/v1/models/{model:path}", routes.retrieve_model, methods=["GET"])
     app.add_route("/health", routes.health, methods=["GET"])
     app.add_route("/metrics", routes.metrics, methods=["GET"])
     app.include_router(trace_router())

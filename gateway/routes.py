@@ -1,4 +1,4 @@
-"""HTTP handlers: /v1/chat/completions, /v1/completions, /v1/models, /health, /metrics.
+"""HTTP handlers: /v1/chat/completions, /v1/completions, /v1/models[/{model}], /health, /metrics.
 
 Invariant: each handler authenticates first, then parses, validates and prepares the
 request, and only then admits and runs it (`exchange.respond`); every `ApiError` on the way
@@ -75,16 +75,27 @@ async def completions(request: Request) -> Response:
     return await _handle(request, is_chat=False)
 
 
+def _model_object(state: GatewayState, name: str) -> dict:
+    return {"id": name, "object": "model", "created": state.created_s, "owned_by": state.backend(name).owned_by}
+
+
 async def list_models(request: Request) -> Response:
     state = _state(request)
     try:
         state.keys.authenticate(request.headers.get("authorization"))
     except ApiError as error:
         return error_response(error)
-    created = int(time.time())
-    return JSONResponse({"object": "list", "data": [
-        {"id": name, "object": "model", "created": created, "owned_by": backend.owned_by}
-        for name, backend in state.backends.items()]})
+    return JSONResponse({"object": "list", "data": [_model_object(state, name) for name in state.backends]})
+
+
+async def retrieve_model(request: Request) -> Response:
+    """GET /v1/models/{model}: one model object, or a 404 "model_not_found"."""
+    state = _state(request)
+    try:
+        state.keys.authenticate(request.headers.get("authorization"))
+        return JSONResponse(_model_object(state, request.path_params["model"]))
+    except ApiError as error:
+        return error_response(error)
 
 
 async def health(request: Request) -> Response:

@@ -6,6 +6,7 @@ benchmarks) never share keys, limits or metrics.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 from agents_trace.tracer import AgentTracer
@@ -28,6 +29,7 @@ class GatewayState:
     tracer: AgentTracer | None = None
     forecasts: object | None = None  # gateway.forecasting.ForecastRelay when forecasting runs
     is_ready: bool = False
+    created_s: int = field(default_factory=lambda: int(time.time()))  # the models' `created`
 
     def backend(self, model: str) -> Backend:
         backend = self.backends.get(model)

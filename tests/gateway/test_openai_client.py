@@ -30,8 +30,16 @@ def aclient(gateway):
                               max_retries=0)
 
 
-def test_client_lists_models(client):
-    assert {m.id for m in client.models.list()} == {"tiny", "mock", "fake", "fake-direct"}
+def test_client_lists_and_retrieves_models(client):
+    listed = {m.id: m for m in client.models.list()}
+    assert set(listed) == {"tiny", "mock", "fake", "fake-direct"}
+    tiny = client.models.retrieve("tiny")
+    assert tiny == listed["tiny"] and tiny.object == "model" and tiny.owned_by
+    with pytest.raises(openai.NotFoundError) as caught:
+        client.models.retrieve("no-such-model")
+    assert caught.value.body["code"] == "model_not_found"
+    with pytest.raises(openai.AuthenticationError):
+        openai.OpenAI(base_url=str(client.base_url), api_key="wrong", max_retries=0).models.retrieve("tiny")
 
 
 def test_client_chat_whole_reply_has_usage_and_overhead_header(client):
