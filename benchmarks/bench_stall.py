@@ -49,7 +49,8 @@ async def _run_once(stall_s: float | None, repeat: int, args) -> dict:
     num_tokens = args.streams * (args.stream_prompt_tokens + args.stream_tokens) \
         + args.newcomers * (args.prompt_tokens + args.newcomer_tokens)
     engine = LocalEngine(args.model, 1, num_hot_blocks=num_tokens // 16 + 64, max_running=args.streams + args.newcomers,
-                         threads_per_worker=args.threads, prefix_caching=False, max_decode_stall_s=stall_s)
+                         threads_per_worker=args.threads, prefix_caching=False, max_decode_stall_s=stall_s,
+                         prefill_chunk_tokens=args.chunk_tokens)
     await engine.start()
     try:
         vocab = min(args.vocab, len(engine.tokenizer))
@@ -111,6 +112,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="smollm2", help="tiny, smollm2, or a model directory")
     parser.add_argument("--stall-s", type=float, default=0.3, help="the max_decode_stall_s bound compared")
+    parser.add_argument("--chunk-tokens", type=int, default=128, help="prefill_chunk_tokens, both settings")
     parser.add_argument("--streams", type=int, default=8, help="requests streaming when newcomers come")
     parser.add_argument("--stream-prompt-tokens", type=int, default=64)
     parser.add_argument("--stream-tokens", type=int, default=160, help="tokens each stream generates")
@@ -136,7 +138,7 @@ def main() -> None:
                for name, results in runs.items()}
     first, bound = medians["prefill_first"], medians["stall_bound"]
     print(json.dumps({
-        "model": args.model, "stall_s": args.stall_s, "streams": args.streams, "newcomers": args.newcomers,
+        "model": args.model, "stall_s": args.stall_s, "chunk_tokens": args.chunk_tokens, "streams": args.streams, "newcomers": args.newcomers,
         "prompt_tokens": args.prompt_tokens, "repeats": args.repeats,
         **{name: _rounded(m) for name, m in medians.items()},
         "itl_p99_first_over_bound": round(first["itl_p99_s"] / bound["itl_p99_s"], 3),

@@ -35,6 +35,7 @@ from shards.protocol import (ApplyForecast, EngineEvent, ErrorEvent, FinishEvent
                              Shutdown, StatsRequest, WorkerFailed, WorkerReady, WorkerStats, WorkItem)
 from shards.router import Router, RouterConfig
 from shards.engine_options import check_engine_options
+from shards.prefill import DEFAULT_CHUNK_TOKENS
 from shards.supervisor import Supervisor, SupervisorConfig
 from shards.transport import make_transport
 from shards.worker import WorkerConfig
@@ -65,6 +66,8 @@ class LocalEngine:
       a time; shards/batched_decode.py);
     - `max_decode_stall_s`: newcomers' prefill chunks yield to a decode pass once a
       running request has waited this long for a token (default: prefills first);
+      `prefill_chunk_tokens`: prompt tokens per prefill chunk (default 128), the
+      granularity of that yielding and of tenant-fair prefill;
     - `imbalance_threshold_tokens`, `routing` ("prefix", or the "round_robin" /
       "least_loaded" baselines), `prefix_transfer` (copy shared prefixes between
       workers when measured cheaper: shared memory locally, bytes in the messages
@@ -99,13 +102,15 @@ class LocalEngine:
                  health_timeout_s: float = 30.0, ping_interval_s: float = 0.5,
                  min_p_return: float = 0.5, routing: str = "prefix", tenant_homes: bool = True,
                  policy_options: Mapping | None = None, prefix_caching: bool = True,
-                 device: str = "cpu", dtype: str = "float32", max_decode_stall_s: float | None = None):
+                 device: str = "cpu", dtype: str = "float32", max_decode_stall_s: float | None = None,
+                 prefill_chunk_tokens: int = DEFAULT_CHUNK_TOKENS):
         threads = threads_per_worker or max(1, (os.cpu_count() or 2) // max(1, num_workers))
         weights = tuple(sorted((tenant_weights or {}).items()))
         self.config = WorkerConfig(model=model, device=device, dtype=dtype, num_hot_blocks=num_hot_blocks,
                                    num_host_blocks=num_host_blocks, block_size=block_size,
                                    policy=policy, max_running=max_running, decode_batch=decode_batch,
                                    num_threads=threads, max_decode_stall_s=max_decode_stall_s,
+                                   prefill_chunk_tokens=prefill_chunk_tokens,
                                    tenant_weights=weights, prefix_caching=prefix_caching,
                                    policy_options=tuple(sorted(_frozen(policy_options or {}).items())))
         self.num_workers = num_workers

@@ -17,7 +17,7 @@ from shards.transport import TRANSPORTS
 # option -> smallest allowed value
 INTEGER_OPTIONS = {"num_hot_blocks": 1, "num_host_blocks": 0, "block_size": 1, "max_running": 1,
                    "decode_batch": 1, "threads_per_worker": 1, "max_queued_per_tenant": 1,
-                   "max_queued_requests": 1, "max_outstanding_per_worker": 1}
+                   "max_queued_requests": 1, "max_outstanding_per_worker": 1, "prefill_chunk_tokens": 1}
 NUMBER_OPTIONS = {"max_queue_wait_s": 0.0, "imbalance_threshold_tokens": 0.0,
                   "health_timeout_s": 0.0, "ping_interval_s": 0.0, "min_p_return": 0.0,
                   "max_decode_stall_s": 0.0}
