@@ -93,6 +93,9 @@ class LocalBackend:
     def worker_metrics(self) -> list[dict]:
         return self.engine.metrics()
 
+    def router_metrics(self) -> dict:
+        return self.engine.router_stats()
+
     # --- preparation ---------------------------------------------------------------
     def _sampling(self, request: ChatCompletionRequest | CompletionRequest, *, max_tokens: int,
                   stop: list[str]):

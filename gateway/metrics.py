@@ -35,6 +35,7 @@ HELP = {
     "stepahead_tenant_queued_requests": ("gauge", "Requests waiting for a concurrency slot."),
     "stepahead_worker_info": ("gauge", "Numeric worker fields from the engine (tiers flattened)."),
     "stepahead_worker_tenant_info": ("gauge", "Per-tenant numeric fields of each worker's cache."),
+    "stepahead_router_info": ("gauge", "The engine's routing and dispatch counts since it started."),
 }
 
 
@@ -158,6 +159,19 @@ def worker_gauges(model: str, rows: list[dict]) -> dict[tuple[str, Labels], floa
                                 float(number)
             elif key != "worker" and _is_number(value):
                 gauges[("stepahead_worker_info", base + (("field", key),))] = float(value)
+    return gauges
+
+
+def router_gauges(model: str, stats: dict) -> dict[tuple[str, Labels], float]:
+    """Gauges from the engine's router stats: numbers as they are, and one level of
+    counts by name (`num_routed.reserved` → field "num_routed_reserved")."""
+    gauges: dict[tuple[str, Labels], float] = {}
+    for key, value in stats.items():
+        items = value.items() if isinstance(value, dict) else [("", value)]
+        for inner, number in items:
+            if _is_number(number):
+                field_name = f"{key}_{inner}" if inner else key
+                gauges[("stepahead_router_info", (("model_name", model), ("field", field_name)))] = float(number)
     return gauges
 
 

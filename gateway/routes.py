@@ -16,7 +16,7 @@ from gateway.chat_checks import check_chat_request, check_n
 from gateway.errors import ApiError
 from gateway.exchange import respond
 from gateway.http_io import ClientGone, read_json_body
-from gateway.metrics import Labels, worker_gauges
+from gateway.metrics import Labels, router_gauges, worker_gauges
 from gateway.openai_format import new_id
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, validate
 from gateway.state import GatewayState
@@ -134,5 +134,6 @@ async def metrics(request: Request) -> Response:
     if is_admin:
         for name, backend in state.backends.items():
             gauges.update(worker_gauges(name, backend.worker_metrics()))
+            gauges.update(router_gauges(name, backend.router_metrics()))
     return PlainTextResponse(state.metrics.render(gauges, tenant=None if is_admin else tenant),
                              media_type="text/plain; version=0.0.4; charset=utf-8")

@@ -1,4 +1,4 @@
-from gateway.metrics import Registry, worker_gauges
+from gateway.metrics import Registry, router_gauges, worker_gauges
 
 
 def test_registry_renders_vllm_names_per_tenant_and_worker():
@@ -37,6 +37,16 @@ def test_worker_gauges_flatten_engine_rows():
     assert gauges[("stepahead_worker_tenant_info",
                    base + (("tenant", "a"), ("field", "num_hot_hit_tokens")))] == 448
     assert len(gauges) == 3
+
+
+def test_router_gauges_name_each_count_by_its_key():
+    stats = {"num_routed": {"reserved": 7, "prefix": 2}, "num_session_moves": 1, "num_rejected": {},
+             "num_transfers": 0, "label": "not a number"}
+    assert router_gauges("m", stats) == {
+        ("stepahead_router_info", (("model_name", "m"), ("field", "num_routed_reserved"))): 7.0,
+        ("stepahead_router_info", (("model_name", "m"), ("field", "num_routed_prefix"))): 2.0,
+        ("stepahead_router_info", (("model_name", "m"), ("field", "num_session_moves"))): 1.0,
+        ("stepahead_router_info", (("model_name", "m"), ("field", "num_transfers"))): 0.0}
 
 
 def test_render_for_a_tenant_keeps_only_its_series():

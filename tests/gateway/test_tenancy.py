@@ -93,6 +93,9 @@ async def test_metrics_endpoint_reports_per_tenant_and_worker(gateway):
     assert 'stepahead_rejected_total{tenant="rpm",code="rate_limit_exceeded"}' in text
     assert "sk-test" not in text
     assert 'stepahead_worker_info{model_name="tiny",worker="w0",field="num_decoded_tokens"}' in text
+    routed = re.findall(r'stepahead_router_info\{model_name="tiny",field="num_routed_\w+"\} (\d+)', text)
+    assert sum(int(n) for n in routed) >= 2
+    assert 'stepahead_router_info{model_name="tiny",field="num_session_moves"}' in text
 
 
 async def test_metrics_show_a_tenant_only_its_own_series(gateway):
@@ -105,7 +108,7 @@ async def test_metrics_show_a_tenant_only_its_own_series(gateway):
     series = [line for line in text.splitlines() if line and not line.startswith("#")]
     assert series and all('tenant="beta"' in line for line in series)
     assert 'vllm:prompt_tokens_total{tenant="beta"' in text
-    assert "alpha" not in text and "stepahead_worker_info" not in text
+    assert "alpha" not in text and "stepahead_worker_info" not in text and "stepahead_router_info" not in text
     assert anonymous.status_code == 401 and anonymous.json()["error"]["code"] == "invalid_api_key"
 
 
