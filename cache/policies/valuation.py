@@ -35,7 +35,7 @@ class SessionState:
     """What the policy knows of one session: its last request and current forecast.
 
     `curve` is None while no forecast made after `last_use_s` has arrived; `moved`
-sessions add nothing to a block's value until they return.
+    sessions add nothing to a block's value until they return.
     """
 
     tenant: str
