@@ -1,14 +1,16 @@
-"""Decode stalls: how long newcomers' prefills pause the streams already running, with
-prefills first (the default) against a `max_decode_stall_s` bound, in one run.
+"""Decode stalls: how long newcomers' prefills pause the streams already running, in one
+run: prefills first (no decode until a newcomer's first token), decodes riding the
+prefill chunks' passes (`decodes_ride_chunks`, the default), and a `max_decode_stall_s`
+bound (whole decode passes between chunks).
 
 A one-worker `LocalEngine` (prefix caching off, so every prompt is computed) serves
 --streams requests of --stream-tokens tokens each; once they all stream, --newcomers
 requests with --prompt-tokens-token prompts arrive every --gap-s seconds. For each
 setting it reports the streams' inter-token gaps while newcomers were arriving or
 prefilling (p50, p99, max) and the newcomers' time to first token (mean, p50, max), then
-the ratios: prefill-first ÷ bounded for the gaps (above 1: the bound helps the streams),
-bounded ÷ prefill-first for TTFT (above 1: what the newcomers pay). Settings alternate
-over --repeats; figures are medians over the repeats.
+the ratios against prefill first: its gaps ÷ the setting's (above 1: the streams gain),
+the setting's TTFT ÷ its (above 1: what the newcomers pay). Settings alternate over
+--repeats (forward, then backward); figures are medians over the repeats.
 
     python benchmarks/bench_stall.py --model smollm2 --stall-s 0.3
     python benchmarks/bench_stall.py --model tiny --prompt-tokens 2000   # quick, small effect
@@ -43,14 +45,14 @@ def _quantile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def _run_once(stall_s: float | None, repeat: int, args) -> dict:
+async def _run_once(setting: dict, repeat: int, args) -> dict:
     from shards.engine import LocalEngine
 
     num_tokens = args.streams * (args.stream_prompt_tokens + args.stream_tokens) \
         + args.newcomers * (args.prompt_tokens + args.newcomer_tokens)
     engine = LocalEngine(args.model, 1, num_hot_blocks=num_tokens // 16 + 64, max_running=args.streams + args.newcomers,
-                         threads_per_worker=args.threads, prefix_caching=False, max_decode_stall_s=stall_s,
-                         prefill_chunk_tokens=args.chunk_tokens)
+                         threads_per_worker=args.threads, prefix_caching=False,
+                         prefill_chunk_tokens=args.chunk_tokens, **setting)
     await engine.start()
     try:
         vocab = min(args.vocab, len(engine.tokenizer))
@@ -125,7 +127,9 @@ def main() -> None:
     parser.add_argument("--vocab", type=int, default=1000, help="prompt token ids are drawn below this")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    settings = {"prefill_first": None, "stall_bound": args.stall_s}
+    settings = {"prefill_first": {"decodes_ride_chunks": False},
+                "rides": {"decodes_ride_chunks": True},
+                "stall_bound": {"decodes_ride_chunks": False, "max_decode_stall_s": args.stall_s}}
     runs: dict[str, list[dict]] = {name: [] for name in settings}
     for repeat in range(args.repeats):
         order = list(settings) if repeat % 2 == 0 else list(reversed(settings))
@@ -136,14 +140,17 @@ def main() -> None:
                   file=sys.stderr, flush=True)
     medians = {name: {key: statistics.median(r[key] for r in results) for key in results[0]}
                for name, results in runs.items()}
-    first, bound = medians["prefill_first"], medians["stall_bound"]
+    first = medians["prefill_first"]
+    ratios = {}
+    for name in ("rides", "stall_bound"):
+        other = medians[name]
+        ratios[f"itl_p99_first_over_{name}"] = round(first["itl_p99_s"] / other["itl_p99_s"], 3)
+        ratios[f"itl_max_first_over_{name}"] = round(first["itl_max_s"] / other["itl_max_s"], 3)
+        ratios[f"ttft_mean_{name}_over_first"] = round(other["ttft_mean_s"] / first["ttft_mean_s"], 3)
     print(json.dumps({
-        "model": args.model, "stall_s": args.stall_s, "chunk_tokens": args.chunk_tokens, "streams": args.streams, "newcomers": args.newcomers,
-        "prompt_tokens": args.prompt_tokens, "repeats": args.repeats,
-        **{name: _rounded(m) for name, m in medians.items()},
-        "itl_p99_first_over_bound": round(first["itl_p99_s"] / bound["itl_p99_s"], 3),
-        "itl_max_first_over_bound": round(first["itl_max_s"] / bound["itl_max_s"], 3),
-        "ttft_mean_bound_over_first": round(bound["ttft_mean_s"] / first["ttft_mean_s"], 3)}))
+        "model": args.model, "stall_s": args.stall_s, "chunk_tokens": args.chunk_tokens, "streams": args.streams,
+        "newcomers": args.newcomers, "prompt_tokens": args.prompt_tokens, "repeats": args.repeats,
+        **{name: _rounded(m) for name, m in medians.items()}, **ratios}))
 
 
 if __name__ == "__main__":

@@ -12,8 +12,14 @@ The attention function is registered with transformers under `ROW_ATTENTION`. Fo
 other input (prefill, a single decode) it is exactly transformers' SDPA attention, with
 SDPA's masks, so switching a model to it changes nothing outside batched decode.
 
+A prefill chunk can carry running requests' decodes along (`prefill_chunk_with_decodes`):
+the chunk and one token per request are packed into one sequence (`SegmentCaches`,
+`SegmentKV`), each segment attending causally to its own cache, so the decodes ride on
+the chunk's pass over the weights instead of waiting for the prefill to end.
+
 Invariant (tested): a row's logits equal a one-sequence decode of the same request up to
-float rounding of the batched matrix products, and its cache grows by exactly one token.
+float rounding of the batched matrix products, and its cache grows by exactly one token;
+a packed chunk's logits equal the chunk's own pass.
 """
 from __future__ import annotations
 
@@ -31,8 +37,30 @@ class RowKV(list):
     """Per-row key (or value) tensors of a batch, each `[1, kv_heads, len_i, head_dim]`."""
 
 
+class SegmentKV(list):
+    """Per-segment key (or value) tensors of one packed sequence, each `[1, kv_heads,
+    len_i, head_dim]`; segment i holds the last `query_lengths[i]` queries' tokens."""
+
+    def __init__(self, tensors, query_lengths: Sequence[int]):
+        super().__init__(tensors)
+        self.query_lengths = tuple(query_lengths)
+
+
 def row_attention(module, query, key, value, attention_mask, **kwargs):
-    """SDPA attention; for `RowKV` keys, each row's single query over its own cache."""
+    """SDPA attention; for `RowKV` keys, each row's single query over its own cache; for
+    `SegmentKV` keys, each segment's queries over its own cache, causally."""
+    if isinstance(key, SegmentKV):
+        outputs, start = [], 0
+        for seg_key, seg_value, length in zip(key, value, key.query_lengths):
+            mask = None
+            if length > 1:  # query j sits at cache position total - length + j
+                total = seg_key.shape[-2]
+                mask = (torch.arange(total, device=query.device)[None, :]
+                        <= torch.arange(total - length, total, device=query.device)[:, None])[None, None]
+            outputs.append(sdpa_attention_forward(module, query[:, :, start:start + length], seg_key, seg_value,
+                                                  mask, **kwargs)[0])
+            start += length
+        return torch.cat(outputs, dim=1), None
     if not isinstance(key, RowKV):
         return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
     outputs = [sdpa_attention_forward(module, query[i:i + 1], row_key, row_value, None, **kwargs)[0]
@@ -54,6 +82,25 @@ class RowCaches:
             keys.append(row_key)
             values.append(row_value)
         return keys, values
+
+
+class SegmentCaches:
+    """The cache object of a packed pass: segment i of the sequence dimension (its
+    `query_lengths[i]` tokens) is appended to `caches[i]`."""
+
+    def __init__(self, caches: Sequence[DynamicCache], query_lengths: Sequence[int]):
+        self.caches = caches
+        self.query_lengths = query_lengths
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args, **kwargs):
+        keys, values, start = [], [], 0
+        for cache, length in zip(self.caches, self.query_lengths):
+            seg_key, seg_value = cache.layers[layer_idx].update(key_states[:, :, start:start + length],
+                                                                value_states[:, :, start:start + length])
+            keys.append(seg_key)
+            values.append(seg_value)
+            start += length
+        return SegmentKV(keys, self.query_lengths), SegmentKV(values, self.query_lengths)
 
 
 def enable_row_batching(model) -> bool:
@@ -106,3 +153,28 @@ def decode_rows(model, last_tokens: Sequence[int], caches: Sequence[DynamicCache
             truncate_cache(cache, length)
         raise
     return out.logits[:, -1]
+
+
+@torch.inference_mode()
+def prefill_chunk_with_decodes(model, chunk: Sequence[int], chunk_cache: DynamicCache,
+                               last_tokens: Sequence[int], caches: Sequence[DynamicCache],
+                               device: torch.device) -> torch.Tensor:
+    """One pass over a prefill chunk (appended to `chunk_cache`, which holds the tokens
+    before it) and one decode step for each of `caches`, packed into one sequence:
+    logits `[1 + rows, vocab]`, the chunk's last token's first, then each row's. On an
+    error every cache is put back to its length before the call."""
+    lengths = [cache.get_seq_length() for cache in (chunk_cache, *caches)]
+    start = lengths[0]
+    ids = torch.tensor([[*chunk, *last_tokens]], dtype=torch.long, device=device)
+    positions = torch.tensor([[*range(start, start + len(chunk)), *lengths[1:]]], dtype=torch.long, device=device)
+    keep = torch.arange(len(chunk) - 1, len(chunk) + len(caches), device=device)
+    no_mask = torch.ones(1, 1, ids.shape[1], 1, dtype=torch.bool, device=device)
+    all_caches = [chunk_cache, *caches]
+    try:
+        out = model(input_ids=ids, cache=SegmentCaches(all_caches, [len(chunk)] + [1] * len(caches)),
+                    position_ids=positions, attention_mask=no_mask, use_cache=True, logits_to_keep=keep)
+    except BaseException:
+        for cache, length in zip(all_caches, lengths):
+            truncate_cache(cache, length)
+        raise
+    return out.logits[0]

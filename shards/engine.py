@@ -64,10 +64,12 @@ class LocalEngine:
       them (default 2 x max_running);
     - `decode_batch`: running requests a worker decodes in one forward pass (1: one at
       a time; shards/batched_decode.py);
-    - `max_decode_stall_s`: newcomers' prefill chunks yield to a decode pass once a
-      running request has waited this long for a token (default: prefills first);
+    - `decodes_ride_chunks` (default true): up to `decode_batch` running requests
+      decode in each prefill chunk's forward pass, so streams go on while newcomers
+      prefill; `max_decode_stall_s`: prefill chunks yield to a whole decode pass once a
+      running request has waited this long for a token (default: never);
       `prefill_chunk_tokens`: prompt tokens per prefill chunk (default 128), the
-      granularity of that yielding and of tenant-fair prefill;
+      granularity of both and of tenant-fair prefill;
     - `imbalance_threshold_tokens`, `routing` ("prefix", or the "round_robin" /
       "least_loaded" baselines), `prefix_transfer` (copy shared prefixes between
       workers when measured cheaper: shared memory locally, bytes in the messages
@@ -103,7 +105,7 @@ class LocalEngine:
                  min_p_return: float = 0.5, routing: str = "prefix", tenant_homes: bool = True,
                  policy_options: Mapping | None = None, prefix_caching: bool = True,
                  device: str = "cpu", dtype: str = "float32", max_decode_stall_s: float | None = None,
-                 prefill_chunk_tokens: int = DEFAULT_CHUNK_TOKENS):
+                 prefill_chunk_tokens: int = DEFAULT_CHUNK_TOKENS, decodes_ride_chunks: bool = True):
         threads = threads_per_worker or max(1, (os.cpu_count() or 2) // max(1, num_workers))
         weights = tuple(sorted((tenant_weights or {}).items()))
         self.config = WorkerConfig(model=model, device=device, dtype=dtype, num_hot_blocks=num_hot_blocks,
@@ -111,6 +113,7 @@ class LocalEngine:
                                    policy=policy, max_running=max_running, decode_batch=decode_batch,
                                    num_threads=threads, max_decode_stall_s=max_decode_stall_s,
                                    prefill_chunk_tokens=prefill_chunk_tokens,
+                                   decodes_ride_chunks=decodes_ride_chunks,
                                    tenant_weights=weights, prefix_caching=prefix_caching,
                                    policy_options=tuple(sorted(_frozen(policy_options or {}).items())))
         self.num_workers = num_workers

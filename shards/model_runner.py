@@ -19,7 +19,7 @@ from transformers import DynamicCache
 from cache.block_manager import BlockManager
 from cache.hashing import chain_hashes, split_blocks, tenant_salt
 from cache.kv_arena import ArenaMover, KVArena, KVLayout
-from shards.batched_decode import decode_rows, enable_row_batching
+from shards.batched_decode import decode_rows, enable_row_batching, prefill_chunk_with_decodes
 from shards.detokenizer import Detokenizer
 from shards.kv_cache import make_cache
 from shards.model_loader import LoadedModel
@@ -205,6 +205,20 @@ class ModelRunner:
         self.num_decode_passes += 1
         self.num_decoded_tokens += len(seqs)
         return [self._sample(seq, row) for seq, row in zip(seqs, logits)]
+
+    def step_with_chunk(self, chunk: list[int], cache: DynamicCache | None,
+                        seqs: list[RunningSequence]) -> tuple[torch.Tensor, DynamicCache, list[int]]:
+        """A prefill chunk (appended to `cache`, which holds the prompt before it; None:
+        nothing yet) and a `step` for each of `seqs`, in one forward pass. Returns the
+        chunk's last logits, its cache, and the tokens sampled for `seqs`. Needs
+        `batches_decode`."""
+        if cache is None:
+            cache = make_cache(self.model.config)
+        logits = prefill_chunk_with_decodes(self.model, chunk, cache, [seq.output_ids[-1] for seq in seqs],
+                                            [seq.cache for seq in seqs], self.device)
+        self.num_decode_passes += 1
+        self.num_decoded_tokens += len(seqs)
+        return logits[0], cache, [self._sample(seq, row) for seq, row in zip(seqs, logits[1:])]
 
     @staticmethod
     def _sample(seq: RunningSequence, logits: torch.Tensor) -> int:

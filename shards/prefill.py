@@ -64,12 +64,27 @@ class ChunkedPrefill:
         started = time.perf_counter()
         logits, seq.cache = self.runner.forward(prompt[task.num_done_tokens:end], seq.cache,
                                                 task.num_done_tokens)
+        return self._chunk_done(task, end, logits[0, -1], started)
+
+    def advance_with(self, task: PrefillTask, riders: list[RunningSequence]) -> tuple[int | None, list[int]]:
+        """`advance` by one chunk with one decode step of each running sequence in
+        `riders` in the same forward pass; also returns the riders' new tokens. On an
+        error no cache has changed."""
+        seq = task.seq
+        prompt = seq.item.prompt_token_ids
+        end = min(len(prompt), task.num_done_tokens + self.chunk_tokens)
+        started = time.perf_counter()
+        last, seq.cache, tokens = self.runner.step_with_chunk(prompt[task.num_done_tokens:end], seq.cache, riders)
+        return self._chunk_done(task, end, last, started), tokens
+
+    def _chunk_done(self, task: PrefillTask, end: int, last_logits, started_s: float) -> int | None:
+        seq = task.seq
         self.runner.synchronize()
-        task.compute_s += time.perf_counter() - started
+        task.compute_s += time.perf_counter() - started_s
         task.num_done_tokens = end
-        if end < len(prompt):
+        if end < len(seq.item.prompt_token_ids):
             return None
-        token = sample_next(logits[0, -1], seq.item.sampling, seq.generator)
+        token = sample_next(last_logits, seq.item.sampling, seq.generator)
         seq.first_token_s = time.perf_counter()
         seq.output_ids.append(token)
         return token

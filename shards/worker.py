@@ -12,9 +12,11 @@ newcomers, runs the prefills of tenants within their weighted share of
 rest. So a newcomer waits for at most one decode pass or chunk before its prefill starts and
 then runs to its first token (prefill first, as time to first token is what a waiting
 agent feels), while only a tenant past its share interleaves its prefills with decodes.
-With `max_decode_stall_s` set, prefill chunks also yield to a decode pass once a
-running request has waited that long for its next token, which bounds the pause that
-newcomers' prefills put in everyone else's stream (at the newcomers' expense).
+Running requests do not stop while newcomers prefill: with `decodes_ride_chunks` (the
+default) up to `decode_batch` of them decode in each prefill chunk's forward pass, which
+costs the chunk a few tokens of compute, not another pass over the weights. With
+`max_decode_stall_s` set, prefill chunks also yield to a full decode pass once a running
+request has waited that long for its next token (at the newcomers' expense).
 
 Invariants: every request gets exactly one terminal event (FinishEvent or ErrorEvent);
 its block references are released on every path (finish, stop, cancel, error), so
@@ -56,6 +58,7 @@ class WorkerConfig:
     max_running_hard: int | None = None  # None: 4 x max_running
     prefill_chunk_tokens: int = DEFAULT_CHUNK_TOKENS
     max_decode_stall_s: float | None = None  # None: prefills first, however long the pause
+    decodes_ride_chunks: bool = True  # running requests decode in the passes of prefill chunks
     events_interval_s: float = 0.01
     snapshot_interval_s: float = 5.0
     measure_costs: bool = True
@@ -348,7 +351,7 @@ class WorkerLoop:
             if counts[tenant] > fair_share(tenant, active, self.weights, self.max_running_hard):
                 return False
         try:
-            token = self.prefill.advance(task)
+            token = self._advance(task)
         except Exception as exc:
             traceback.print_exc()
             del self.prefilling[request_id]
@@ -366,6 +369,24 @@ class WorkerLoop:
         if request_id in self.running:
             self.runner.commit_prompt(seq)
         return True
+
+    def _advance(self, task: PrefillTask) -> int | None:
+        """One chunk of `task`; with `decodes_ride_chunks`, up to `decode_batch` running
+        requests (the longest waiting first) decode in the same pass. If that pass fails
+        (no cache changed), the chunk runs alone."""
+        riders = []
+        if self.config.decodes_ride_chunks and self.runner.batches_decode and self.running:
+            riders = sorted(self.running.values(), key=lambda seq: seq.last_token_s)[:max(1, self.config.decode_batch)]
+        if riders:
+            try:
+                token, tokens = self.prefill.advance_with(task, riders)
+            except Exception:
+                traceback.print_exc()
+            else:
+                for seq, rider_token in zip(riders, tokens):
+                    self._after_token(seq, rider_token)
+                return token
+        return self.prefill.advance(task)
 
     def _after_token(self, seq, token: int) -> None:
         seq.last_token_s = self.clock()

@@ -7,7 +7,7 @@ import random
 import pytest
 import torch
 
-from shards.batched_decode import ROW_ATTENTION, decode_rows, enable_row_batching
+from shards.batched_decode import ROW_ATTENTION, decode_rows, enable_row_batching, prefill_chunk_with_decodes
 from shards.model_loader import load_model
 from shards.model_runner import ModelRunner
 from shards.protocol import SamplingParams, WorkItem
@@ -78,6 +78,54 @@ def _copy(cache, loaded):
     from shards.kv_cache import make_cache
 
     return make_cache(loaded.model.config, [(layer.keys.clone(), layer.values.clone()) for layer in cache.layers])
+
+
+@pytest.mark.parametrize("num_cached", [0, 20])
+def test_chunk_with_decodes_equals_the_chunk_and_each_decode_alone(tiny_loaded, num_cached):
+    """A 24-token chunk (after `num_cached` tokens already in its cache, or none) packed
+    with three running rows of different lengths: the chunk's last logits and its cache
+    are the chunk's own pass's, each row's logits its single decode's."""
+    from shards.kv_cache import make_cache
+
+    runner = _runner(tiny_loaded)
+    params = SamplingParams(max_tokens=4, temperature=0.0, ignore_eos=True)
+    seqs = _start_all(runner, tiny_loaded, _prompts(5, [9, 70, 33]), params)
+    lengths = [seq.num_kv_tokens for seq in seqs]
+    prompt = _prompts(6, [60])[0]
+    end = num_cached + 24
+    if num_cached:
+        _, chunk_cache = runner.forward(prompt[:num_cached], None, 0)
+    else:
+        chunk_cache = make_cache(tiny_loaded.model.config)
+    expected_chunk, _ = runner.forward(prompt[num_cached:end], _copy(chunk_cache, tiny_loaded) if num_cached else None,
+                                       num_cached)
+    expected_rows = [runner.forward([seq.output_ids[-1]], _copy(seq.cache, tiny_loaded), seq.num_kv_tokens)[0][0, -1]
+                     for seq in seqs]
+    logits = prefill_chunk_with_decodes(tiny_loaded.model, prompt[num_cached:end], chunk_cache,
+                                        [seq.output_ids[-1] for seq in seqs], [seq.cache for seq in seqs],
+                                        runner.device)
+    torch.testing.assert_close(logits[0], expected_chunk[0, -1], atol=1e-5, rtol=0)
+    torch.testing.assert_close(logits[1:], torch.stack(expected_rows), atol=1e-5, rtol=0)
+    assert chunk_cache.get_seq_length() == end
+    assert [seq.num_kv_tokens for seq in seqs] == [n + 1 for n in lengths]
+    whole, _ = runner.forward(prompt[:end + 1], None, 0)  # the packed chunk's KV serves what follows
+    after, _ = runner.forward([prompt[end]], chunk_cache, end)
+    torch.testing.assert_close(after[0, -1], whole[0, -1], atol=1e-5, rtol=0)
+
+
+def test_failed_chunk_with_decodes_restores_every_cache(tiny_loaded, monkeypatch):
+    runner = _runner(tiny_loaded)
+    params = SamplingParams(max_tokens=4, temperature=0.0, ignore_eos=True)
+    seqs = _start_all(runner, tiny_loaded, _prompts(5, [9, 33]), params)
+    _, chunk_cache = runner.forward(_prompts(7, [40])[0], None, 0)
+    caches = [chunk_cache, *(seq.cache for seq in seqs)]
+    lengths = [[layer.keys.shape[-2] for layer in cache.layers] for cache in caches]
+    monkeypatch.setattr(tiny_loaded.model.model.layers[-1].mlp, "forward",
+                        lambda *a, **k: (_ for _ in ()).throw(RuntimeError("out of memory")))
+    with pytest.raises(RuntimeError):
+        prefill_chunk_with_decodes(tiny_loaded.model, _prompts(8, [16])[0], chunk_cache,
+                                   [seq.output_ids[-1] for seq in seqs], [seq.cache for seq in seqs], runner.device)
+    assert [[layer.keys.shape[-2] for layer in cache.layers] for cache in caches] == lengths
 
 
 def test_failed_pass_restores_every_cache(tiny_loaded, monkeypatch):

@@ -89,7 +89,7 @@ def test_worker_loop_admits_a_quiet_tenant_past_the_soft_limit(tiny_loaded):
     assert "q0" in loop.prefilling and loop.num_active == 5
     loop.step()  # the quiet tenant (fewest slots, within its share) is prefilled first
     first_tokens = [m.request_id for m in out if isinstance(m, TokenEvent)]
-    assert first_tokens[0] == "q0" and "q0" in loop.running
+    assert first_tokens[0] == "q0"
     loop.handle(CancelRequest("n3"))
     assert any(isinstance(m, FinishEvent) and m.request_id == "n3" and m.finish_reason == "cancelled"
                for m in out)
@@ -104,7 +104,8 @@ def test_worker_loop_stall_bound_lets_decodes_between_a_newcomers_chunks(tiny_lo
     ticks = itertools.count()
     runner = ModelRunner(tiny_loaded, num_hot_blocks=64, block_size=16)
     out: list = []
-    loop = WorkerLoop("w0", WorkerConfig(model="tiny", prefill_chunk_tokens=16, max_decode_stall_s=stall_s),
+    loop = WorkerLoop("w0", WorkerConfig(model="tiny", prefill_chunk_tokens=16, max_decode_stall_s=stall_s,
+                                         decodes_ride_chunks=False),
                       runner, tiny_loaded.tokenizer, out.append, clock=lambda: float(next(ticks)))
     loop.handle(_item("a", max_tokens=60))
     loop.step()
@@ -125,8 +126,39 @@ def test_worker_loop_stall_bound_lets_decodes_between_a_newcomers_chunks(tiny_lo
     assert finished == {"a": 60, "b": 1}
 
 
+def test_worker_loop_running_requests_ride_a_newcomers_prefill_chunks(tiny_loaded):
+    """"a" streams while a 96-token newcomer prefills in 6 chunks of 16: "a" decodes in
+    each chunk's pass (6 tokens before the newcomer's first), and both get the tokens
+    they would get alone (greedy)."""
+    runner = ModelRunner(tiny_loaded, num_hot_blocks=64, block_size=16)
+    out: list = []
+    loop = WorkerLoop("w0", WorkerConfig(model="tiny", prefill_chunk_tokens=16), runner, tiny_loaded.tokenizer,
+                      out.append)
+    passes = []
+    step_with_chunk = runner.step_with_chunk
+    runner.step_with_chunk = lambda chunk, cache, seqs: passes.append(len(seqs)) or step_with_chunk(chunk, cache, seqs)
+    loop.handle(_item("a", max_tokens=30))
+    loop.step()
+    loop.handle(_item("b", num_tokens=96, max_tokens=5, seed=1))
+    start = len(out)
+    while not any(isinstance(m, TokenEvent) and m.request_id == "b" for m in out[start:]):
+        loop.step()
+    tokens = [m.request_id for m in out[start:] if isinstance(m, TokenEvent)]
+    assert tokens.index("b") == 6 and passes == [1] * 6
+    _run(loop)
+    alone = {}
+    for item in (_item("a", max_tokens=30), _item("b", num_tokens=96, max_tokens=5, seed=1)):
+        solo, solo_out = _loop(tiny_loaded, decodes_ride_chunks=False)
+        solo.handle(item)
+        _run(solo)
+        alone[item.request_id] = [t for m in solo_out if isinstance(m, TokenEvent) for t in m.token_ids]
+    together = {name: [t for m in out if isinstance(m, TokenEvent) and m.request_id == name for t in m.token_ids]
+                for name in ("a", "b")}
+    assert together == alone
+
+
 def test_worker_loop_decodes_running_requests_in_passes_of_decode_batch(tiny_loaded):
-    loop, out = _loop(tiny_loaded, decode_batch=2)
+    loop, out = _loop(tiny_loaded, decode_batch=2, decodes_ride_chunks=False)
     passes = []
     step_many = loop.runner.step_many
     loop.runner.step_many = lambda seqs: passes.append(len(seqs)) or step_many(seqs)
@@ -217,6 +249,7 @@ class _TimedRunner:
         self.extra_row_frac = extra_row_frac
         self.blocks = _Blocks()
         self.loaded = type("Loaded", (), {"max_context_tokens": 100_000})()
+        self.batches_decode = False  # no decodes ride prefill chunks here
 
     def step(self, seq):
         self.now += self.decode_s
