@@ -1,7 +1,7 @@
 """Decode stalls: how long newcomers' prefills pause the streams already running, in one
-run: prefills first (no decode until a newcomer's first token), decodes riding the
-prefill chunks' passes (`decodes_ride_chunks`, the default), and a `max_decode_stall_s`
-bound (whole decode passes between chunks).
+run: prefills first (the default: no decode until a newcomer's first token), and a
+`max_decode_stall_s` bound met two ways: due decodes riding the prefill chunks' passes
+(`decodes_ride_chunks`, the default) or whole decode passes between chunks.
 
 A one-worker `LocalEngine` (prefix caching off, so every prompt is computed) serves
 --streams requests of --stream-tokens tokens each; once they all stream, --newcomers
@@ -127,9 +127,9 @@ def main() -> None:
     parser.add_argument("--vocab", type=int, default=1000, help="prompt token ids are drawn below this")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    settings = {"prefill_first": {"decodes_ride_chunks": False},
-                "rides": {"decodes_ride_chunks": True},
-                "stall_bound": {"decodes_ride_chunks": False, "max_decode_stall_s": args.stall_s}}
+    settings = {"prefill_first": {},
+                "bound_rides": {"max_decode_stall_s": args.stall_s, "decodes_ride_chunks": True},
+                "bound_passes": {"max_decode_stall_s": args.stall_s, "decodes_ride_chunks": False}}
     runs: dict[str, list[dict]] = {name: [] for name in settings}
     for repeat in range(args.repeats):
         order = list(settings) if repeat % 2 == 0 else list(reversed(settings))
@@ -142,7 +142,7 @@ def main() -> None:
                for name, results in runs.items()}
     first = medians["prefill_first"]
     ratios = {}
-    for name in ("rides", "stall_bound"):
+    for name in ("bound_rides", "bound_passes"):
         other = medians[name]
         ratios[f"itl_p99_first_over_{name}"] = round(first["itl_p99_s"] / other["itl_p99_s"], 3)
         ratios[f"itl_max_first_over_{name}"] = round(first["itl_max_s"] / other["itl_max_s"], 3)

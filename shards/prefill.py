@@ -4,7 +4,8 @@ The worker loop runs one chunk between two decodes and polls its inbox in betwee
 a newcomer waits for at most one chunk (not a whole long prompt of another tenant)
 before its own prefill starts: this is what bounds one tenant's effect on another's
 time to first token. The result equals a one-pass prefill (causal attention over the
-cached tokens plus the chunk; tested against `ModelRunner.start`).
+cached tokens plus the chunk; tested against `ModelRunner.start`). Running requests may
+decode in a chunk's forward pass (`advance_with`, shards.batched_decode).
 
 Invariant: a task holds block references from `begin` on; on every path they end up
 either in the running sequence (`advance` returned the first token) or released
@@ -27,7 +28,7 @@ DEFAULT_CHUNK_TOKENS = 128
 class PrefillTask:
     seq: RunningSequence
     num_done_tokens: int  # prompt tokens whose KV is in seq.cache (cached prefix included)
-    compute_s: float = 0.0  # model time spent on the chunks so far
+    compute_s: float = 0.0  # model time spent on the chunks so far (with any decodes riding them)
 
     @property
     def item(self) -> WorkItem:

@@ -12,11 +12,12 @@ newcomers, runs the prefills of tenants within their weighted share of
 rest. So a newcomer waits for at most one decode pass or chunk before its prefill starts and
 then runs to its first token (prefill first, as time to first token is what a waiting
 agent feels), while only a tenant past its share interleaves its prefills with decodes.
-Running requests do not stop while newcomers prefill: with `decodes_ride_chunks` (the
-default) up to `decode_batch` of them decode in each prefill chunk's forward pass, which
-costs the chunk a few tokens of compute, not another pass over the weights. With
-`max_decode_stall_s` set, prefill chunks also yield to a full decode pass once a running
-request has waited that long for its next token (at the newcomers' expense).
+With `max_decode_stall_s` set, a running request that has waited that long for its next
+token is decoded before the next prefill chunk ends, at the newcomers' expense: it rides
+the chunk's forward pass (`decodes_ride_chunks`, the default; up to `decode_batch` such
+requests per chunk, which costs the chunk their tokens' compute instead of another pass
+over the weights), or, for models that cannot batch decodes or with riding off, the
+chunks yield to a whole decode pass.
 
 Invariants: every request gets exactly one terminal event (FinishEvent or ErrorEvent);
 its block references are released on every path (finish, stop, cancel, error), so
@@ -58,7 +59,7 @@ class WorkerConfig:
     max_running_hard: int | None = None  # None: 4 x max_running
     prefill_chunk_tokens: int = DEFAULT_CHUNK_TOKENS
     max_decode_stall_s: float | None = None  # None: prefills first, however long the pause
-    decodes_ride_chunks: bool = True  # running requests decode in the passes of prefill chunks
+    decodes_ride_chunks: bool = True  # overdue decodes ride prefill chunks' passes (else: own pass)
     events_interval_s: float = 0.01
     snapshot_interval_s: float = 5.0
     measure_costs: bool = True
@@ -328,11 +329,26 @@ class WorkerLoop:
                 return
 
     def _decode_overdue(self) -> bool:
-        """Whether a running request has waited `max_decode_stall_s` for its next token."""
+        """Whether prefill chunks must yield to a decode pass: a running request has
+        waited `max_decode_stall_s` for its next token and cannot ride a chunk."""
         bound = self.config.max_decode_stall_s
-        if bound is None or not self.running:
+        if bound is None or not self.running or self._rides_chunks():
             return False
         return self.clock() - min(seq.last_token_s for seq in self.running.values()) >= bound
+
+    def _rides_chunks(self) -> bool:
+        return self.config.decodes_ride_chunks and getattr(self.runner, "batches_decode", False)
+
+    def _riders(self) -> list:
+        """The running requests that decode in the next chunk's pass: those that waited
+        `max_decode_stall_s`, longest first, up to `decode_batch`."""
+        bound = self.config.max_decode_stall_s
+        if bound is None or not self.running or not self._rides_chunks():
+            return []
+        now = self.clock()
+        due = sorted((seq for seq in self.running.values() if now - seq.last_token_s >= bound),
+                     key=lambda seq: seq.last_token_s)
+        return due[:max(1, self.config.decode_batch)]
 
     def _prefill_chunk(self, within_share_only: bool) -> bool:
         """One chunk of the prefill whose tenant holds the fewest slots for its weight
@@ -371,12 +387,9 @@ class WorkerLoop:
         return True
 
     def _advance(self, task: PrefillTask) -> int | None:
-        """One chunk of `task`; with `decodes_ride_chunks`, up to `decode_batch` running
-        requests (the longest waiting first) decode in the same pass. If that pass fails
-        (no cache changed), the chunk runs alone."""
-        riders = []
-        if self.config.decodes_ride_chunks and self.runner.batches_decode and self.running:
-            riders = sorted(self.running.values(), key=lambda seq: seq.last_token_s)[:max(1, self.config.decode_batch)]
+        """One chunk of `task`, with the due running requests (`_riders`) decoding in the
+        same pass. If that pass fails (no cache changed), the chunk runs alone."""
+        riders = self._riders()
         if riders:
             try:
                 token, tokens = self.prefill.advance_with(task, riders)

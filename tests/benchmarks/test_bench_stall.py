@@ -16,12 +16,12 @@ def test_bench_stall_reports_every_setting_and_the_ratios():
                          check=True, capture_output=True, text=True, timeout=240).stdout
     (row,) = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     first = row["prefill_first"]
-    for name in ("prefill_first", "rides", "stall_bound"):
+    for name in ("prefill_first", "bound_rides", "bound_passes"):
         setting = row[name]
         assert setting["num_gaps"] > 0
         assert 0 < setting["itl_p50_s"] <= setting["itl_p99_s"] <= setting["itl_max_s"]
         assert 0 < setting["ttft_p50_s"] <= setting["ttft_max_s"]
-    for name in ("rides", "stall_bound"):
+    for name in ("bound_rides", "bound_passes"):
         other = row[name]
         for key, ratio in ((f"itl_p99_first_over_{name}", first["itl_p99_s"] / other["itl_p99_s"]),
                            (f"ttft_mean_{name}_over_first", other["ttft_mean_s"] / first["ttft_mean_s"])):

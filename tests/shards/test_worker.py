@@ -89,7 +89,7 @@ def test_worker_loop_admits_a_quiet_tenant_past_the_soft_limit(tiny_loaded):
     assert "q0" in loop.prefilling and loop.num_active == 5
     loop.step()  # the quiet tenant (fewest slots, within its share) is prefilled first
     first_tokens = [m.request_id for m in out if isinstance(m, TokenEvent)]
-    assert first_tokens[0] == "q0"
+    assert first_tokens[0] == "q0" and "q0" in loop.running
     loop.handle(CancelRequest("n3"))
     assert any(isinstance(m, FinishEvent) and m.request_id == "n3" and m.finish_reason == "cancelled"
                for m in out)
@@ -127,13 +127,13 @@ def test_worker_loop_stall_bound_lets_decodes_between_a_newcomers_chunks(tiny_lo
 
 
 def test_worker_loop_running_requests_ride_a_newcomers_prefill_chunks(tiny_loaded):
-    """"a" streams while a 96-token newcomer prefills in 6 chunks of 16: "a" decodes in
-    each chunk's pass (6 tokens before the newcomer's first), and both get the tokens
-    they would get alone (greedy)."""
+    """"a" streams while a 96-token newcomer prefills in 6 chunks of 16. With a stall
+    bound of 0 "a" is always due, so it decodes in each chunk's pass (6 tokens before
+    the newcomer's first), and both get the tokens they would get alone (greedy)."""
     runner = ModelRunner(tiny_loaded, num_hot_blocks=64, block_size=16)
     out: list = []
-    loop = WorkerLoop("w0", WorkerConfig(model="tiny", prefill_chunk_tokens=16), runner, tiny_loaded.tokenizer,
-                      out.append)
+    loop = WorkerLoop("w0", WorkerConfig(model="tiny", prefill_chunk_tokens=16, max_decode_stall_s=0.0), runner,
+                      tiny_loaded.tokenizer, out.append)
     passes = []
     step_with_chunk = runner.step_with_chunk
     runner.step_with_chunk = lambda chunk, cache, seqs: passes.append(len(seqs)) or step_with_chunk(chunk, cache, seqs)
@@ -148,7 +148,7 @@ def test_worker_loop_running_requests_ride_a_newcomers_prefill_chunks(tiny_loade
     _run(loop)
     alone = {}
     for item in (_item("a", max_tokens=30), _item("b", num_tokens=96, max_tokens=5, seed=1)):
-        solo, solo_out = _loop(tiny_loaded, decodes_ride_chunks=False)
+        solo, solo_out = _loop(tiny_loaded)
         solo.handle(item)
         _run(solo)
         alone[item.request_id] = [t for m in solo_out if isinstance(m, TokenEvent) for t in m.token_ids]
@@ -158,7 +158,7 @@ def test_worker_loop_running_requests_ride_a_newcomers_prefill_chunks(tiny_loade
 
 
 def test_worker_loop_decodes_running_requests_in_passes_of_decode_batch(tiny_loaded):
-    loop, out = _loop(tiny_loaded, decode_batch=2, decodes_ride_chunks=False)
+    loop, out = _loop(tiny_loaded, decode_batch=2)
     passes = []
     step_many = loop.runner.step_many
     loop.runner.step_many = lambda seqs: passes.append(len(seqs)) or step_many(seqs)
@@ -249,7 +249,6 @@ class _TimedRunner:
         self.extra_row_frac = extra_row_frac
         self.blocks = _Blocks()
         self.loaded = type("Loaded", (), {"max_context_tokens": 100_000})()
-        self.batches_decode = False  # no decodes ride prefill chunks here
 
     def step(self, seq):
         self.now += self.decode_s
