@@ -12,12 +12,13 @@ newcomers, runs the prefills of tenants within their weighted share of
 rest. So a newcomer waits for at most one decode pass or chunk before its prefill starts and
 then runs to its first token (prefill first, as time to first token is what a waiting
 agent feels), while only a tenant past its share interleaves its prefills with decodes.
-With `max_decode_stall_s` set, a running request that has waited that long for its next
-token is decoded before the next prefill chunk ends, at the newcomers' expense: it rides
-the chunk's forward pass (`decodes_ride_chunks`, the default; up to `decode_batch` such
-requests per chunk, which costs the chunk their tokens' compute instead of another pass
-over the weights), or, for models that cannot batch decodes or with riding off, the
-chunks yield to a whole decode pass.
+With `max_decode_stall_s` set, a running request that would have waited that long for
+its next token by the end of the next chunk (at the chunks' smoothed duration) is
+decoded no later than that chunk, at the newcomers' expense. It rides the chunk's
+forward pass (`decodes_ride_chunks`, the default; up to `decode_batch` such requests per
+chunk, which costs the chunk their tokens' compute, not another pass over the weights);
+for models that cannot batch decodes, or with riding off, the chunk yields to a whole
+decode pass instead.
 
 Invariants: every request gets exactly one terminal event (FinishEvent or ErrorEvent);
 its block references are released on every path (finish, stop, cancel, error), so
@@ -93,6 +94,7 @@ class WorkerLoop:
         self.running: dict[str, object] = {}
         self.prefilling: dict[str, PrefillTask] = {}
         self._prefill_s: dict[str, float] = {}  # running request -> its prefill compute time
+        self._chunk_s = 0.0  # smoothed model time of a prefill chunk: the stall bound's lookahead
         self.prefill = prefill or ChunkedPrefill(runner, tokenizer, config.prefill_chunk_tokens)
         self.max_context = runner.loaded.max_context_tokens
         self.max_running_hard = config.max_running_hard or 4 * config.max_running
@@ -329,24 +331,25 @@ class WorkerLoop:
                 return
 
     def _decode_overdue(self) -> bool:
-        """Whether prefill chunks must yield to a decode pass: a running request has
-        waited `max_decode_stall_s` for its next token and cannot ride a chunk."""
+        """Whether prefill chunks must yield to a decode pass: a running request would
+        have waited `max_decode_stall_s` for its next token by the end of another chunk,
+        and cannot ride it."""
         bound = self.config.max_decode_stall_s
         if bound is None or not self.running or self._rides_chunks():
             return False
-        return self.clock() - min(seq.last_token_s for seq in self.running.values()) >= bound
+        return self.clock() + self._chunk_s - min(seq.last_token_s for seq in self.running.values()) >= bound
 
     def _rides_chunks(self) -> bool:
         return self.config.decodes_ride_chunks and getattr(self.runner, "batches_decode", False)
 
     def _riders(self) -> list:
-        """The running requests that decode in the next chunk's pass: those that waited
-        `max_decode_stall_s`, longest first, up to `decode_batch`."""
+        """The running requests that decode in the next chunk's pass: those that would
+        have waited `max_decode_stall_s` by its end, longest first, up to `decode_batch`."""
         bound = self.config.max_decode_stall_s
         if bound is None or not self.running or not self._rides_chunks():
             return []
-        now = self.clock()
-        due = sorted((seq for seq in self.running.values() if now - seq.last_token_s >= bound),
+        ends_s = self.clock() + self._chunk_s
+        due = sorted((seq for seq in self.running.values() if ends_s - seq.last_token_s >= bound),
                      key=lambda seq: seq.last_token_s)
         return due[:max(1, self.config.decode_batch)]
 
@@ -390,16 +393,22 @@ class WorkerLoop:
         """One chunk of `task`, with the due running requests (`_riders`) decoding in the
         same pass. If that pass fails (no cache changed), the chunk runs alone."""
         riders = self._riders()
+        before_s = task.compute_s
+        token = None
         if riders:
             try:
                 token, tokens = self.prefill.advance_with(task, riders)
             except Exception:
                 traceback.print_exc()
+                riders = []
             else:
                 for seq, rider_token in zip(riders, tokens):
                     self._after_token(seq, rider_token)
-                return token
-        return self.prefill.advance(task)
+        if not riders:
+            token = self.prefill.advance(task)
+        chunk_s = task.compute_s - before_s
+        self._chunk_s = chunk_s if not self._chunk_s else 0.7 * self._chunk_s + 0.3 * chunk_s
+        return token
 
     def _after_token(self, seq, token: int) -> None:
         seq.last_token_s = self.clock()
