@@ -95,6 +95,7 @@ class WorkerLoop:
         self.prefilling: dict[str, PrefillTask] = {}
         self._prefill_s: dict[str, float] = {}  # running request -> its prefill compute time
         self._chunk_s = 0.0  # smoothed model time of a prefill chunk: the stall bound's lookahead
+        self._chunk_ended_s = float("-inf")  # when the last prefill chunk ended
         self.prefill = prefill or ChunkedPrefill(runner, tokenizer, config.prefill_chunk_tokens)
         self.max_context = runner.loaded.max_context_tokens
         self.max_running_hard = config.max_running_hard or 4 * config.max_running
@@ -331,13 +332,15 @@ class WorkerLoop:
                 return
 
     def _decode_overdue(self) -> bool:
-        """Whether prefill chunks must yield to a decode pass: a running request would
-        have waited `max_decode_stall_s` for its next token by the end of another chunk,
-        and cannot ride it."""
+        """Whether prefill chunks must yield to a decode pass: a running request not
+        decoded since the last chunk would have waited `max_decode_stall_s` by the end of
+        another, and cannot ride it. (So with a bound shorter than a chunk, chunks and
+        decode passes alternate; prefills never starve.)"""
         bound = self.config.max_decode_stall_s
         if bound is None or not self.running or self._rides_chunks():
             return False
-        return self.clock() + self._chunk_s - min(seq.last_token_s for seq in self.running.values()) >= bound
+        oldest_s = min(seq.last_token_s for seq in self.running.values())
+        return oldest_s < self._chunk_ended_s and self.clock() + self._chunk_s - oldest_s >= bound
 
     def _rides_chunks(self) -> bool:
         return self.config.decodes_ride_chunks and getattr(self.runner, "batches_decode", False)
@@ -408,6 +411,7 @@ class WorkerLoop:
             token = self.prefill.advance(task)
         chunk_s = task.compute_s - before_s
         self._chunk_s = chunk_s if not self._chunk_s else 0.7 * self._chunk_s + 0.3 * chunk_s
+        self._chunk_ended_s = self.clock()
         return token
 
     def _after_token(self, seq, token: int) -> None:

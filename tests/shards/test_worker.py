@@ -118,8 +118,8 @@ def test_worker_loop_stall_bound_lets_decodes_between_a_newcomers_chunks(tiny_lo
     if stall_s is None:
         assert a_before_b == 0
     else:
-        # a token is one tick, each check before a chunk another: the third check
-        # finds "a" 3 >= 2.5 ticks old, so "a" decodes after every second chunk
+        # every clock read is a tick (a token, a chunk's end, a check): "a" is due
+        # again after every second chunk (traced: chunk, chunk, a, chunk, chunk, a, ...)
         assert a_before_b == 2
     _run(loop)
     finished = {m.request_id: m.num_output_tokens for m in out if isinstance(m, FinishEvent)}
@@ -155,6 +155,23 @@ def test_worker_loop_running_requests_ride_a_newcomers_prefill_chunks(tiny_loade
     together = {name: [t for m in out if isinstance(m, TokenEvent) and m.request_id == name for t in m.token_ids]
                 for name in ("a", "b")}
     assert together == alone
+
+
+def test_worker_loop_stall_bound_shorter_than_a_chunk_alternates_passes_and_chunks(tiny_loaded):
+    """Without riding, a bound no chunk can meet must not starve the newcomer: decode
+    passes and chunks alternate."""
+    runner = ModelRunner(tiny_loaded, num_hot_blocks=64, block_size=16)
+    out: list = []
+    loop = WorkerLoop("w0", WorkerConfig(model="tiny", prefill_chunk_tokens=16, max_decode_stall_s=0.0,
+                                         decodes_ride_chunks=False), runner, tiny_loaded.tokenizer, out.append)
+    loop.handle(_item("a", max_tokens=60))
+    loop.step()
+    loop.handle(_item("b", num_tokens=96, max_tokens=1, seed=1))
+    start = len(out)
+    while not any(isinstance(m, TokenEvent) and m.request_id == "b" for m in out[start:]):
+        loop.step()
+    tokens = [m.request_id for m in out[start:] if isinstance(m, TokenEvent)]
+    assert tokens.index("b") == 5  # one decode of "a" after each of the first five chunks
 
 
 @pytest.mark.parametrize("decode_batch, riders", [(4, ["a", "b"]), (1, ["a"])])
