@@ -12,13 +12,14 @@ newcomers, runs the prefills of tenants within their weighted share of
 rest. So a newcomer waits for at most one decode pass or chunk before its prefill starts and
 then runs to its first token (prefill first, as time to first token is what a waiting
 agent feels), while only a tenant past its share interleaves its prefills with decodes.
-With `max_decode_stall_s` set, a running request that would have waited that long for
-its next token by the end of the next chunk (at the chunks' smoothed duration) is
-decoded no later than that chunk, at the newcomers' expense. It rides the chunk's
-forward pass (`decodes_ride_chunks`, the default; up to `decode_batch` such requests per
-chunk, which costs the chunk their tokens' compute, not another pass over the weights);
-for models that cannot batch decodes, or with riding off, the chunk yields to a whole
-decode pass instead.
+With `max_decode_stall_s` set, a running request is decoded before its wait for the
+next token passes that bound (judged at chunk boundaries, at the chunks' smoothed
+duration), at the newcomers' expense. It rides a chunk's forward pass
+(`decodes_ride_chunks`, the default; up to `decode_batch` such requests per chunk, which
+costs the chunk their tokens' compute, not another pass over the weights); for models
+that cannot batch decodes, or with riding off, the chunks yield to a whole decode pass
+instead. A bound shorter than a chunk cannot be met: then every chunk carries riders, or
+chunks and decode passes alternate.
 
 Invariants: every request gets exactly one terminal event (FinishEvent or ErrorEvent);
 its block references are released on every path (finish, stop, cancel, error), so
@@ -347,11 +348,12 @@ class WorkerLoop:
 
     def _riders(self) -> list:
         """The running requests that decode in the next chunk's pass: those that would
-        have waited `max_decode_stall_s` by its end, longest first, up to `decode_batch`."""
+        pass `max_decode_stall_s` before their next chance to ride, the end of the chunk
+        after it; longest waiting first, up to `decode_batch`."""
         bound = self.config.max_decode_stall_s
         if bound is None or not self.running or not self._rides_chunks():
             return []
-        ends_s = self.clock() + self._chunk_s
+        ends_s = self.clock() + 2 * self._chunk_s
         due = sorted((seq for seq in self.running.values() if ends_s - seq.last_token_s >= bound),
                      key=lambda seq: seq.last_token_s)
         return due[:max(1, self.config.decode_batch)]

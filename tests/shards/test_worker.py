@@ -176,16 +176,17 @@ def test_worker_loop_stall_bound_shorter_than_a_chunk_alternates_passes_and_chun
 
 @pytest.mark.parametrize("decode_batch, riders", [(4, ["a", "b"]), (1, ["a"])])
 def test_worker_loop_riders_are_the_requests_due_by_the_end_of_the_next_chunk(tiny_loaded, decode_batch, riders):
-    """Bound 0.5 s, chunks take 0.3 s: "a" (idle 1.0 s) and "b" (0.3 s) would pass the
-    bound by the chunk's end, "c" (0.05 s) would not; the longest idle first."""
+    """Bound 1.0 s, chunks take 0.3 s: "a" (idle 1.0 s) and "b" (0.5 s) would pass the
+    bound before the end of the chunk after this one (their next chance to ride), "c"
+    (0.3 s) would not; the longest idle first."""
     now = [100.0]
     runner = ModelRunner(tiny_loaded, num_hot_blocks=64, block_size=16)
-    loop = WorkerLoop("w0", WorkerConfig(model="tiny", max_decode_stall_s=0.5, decode_batch=decode_batch), runner,
+    loop = WorkerLoop("w0", WorkerConfig(model="tiny", max_decode_stall_s=1.0, decode_batch=decode_batch), runner,
                       tiny_loaded.tokenizer, [].append, clock=lambda: now[0])
     for name in ("c", "b", "a"):
         loop.handle(_item(name, max_tokens=20, seed=ord(name)))
     loop.step()
-    for name, idle_s in (("a", 1.0), ("b", 0.3), ("c", 0.05)):
+    for name, idle_s in (("a", 1.0), ("b", 0.5), ("c", 0.3)):
         loop.running[name].last_token_s = now[0] - idle_s
     loop._chunk_s = 0.3
     assert [seq.item.request_id for seq in loop._riders()] == riders
