@@ -13,13 +13,11 @@ rest. So a newcomer waits for at most one decode pass or chunk before its prefil
 then runs to its first token (prefill first, as time to first token is what a waiting
 agent feels), while only a tenant past its share interleaves its prefills with decodes.
 With `max_decode_stall_s` set, a running request is decoded before its wait for the
-next token passes that bound (judged at chunk boundaries, at the chunks' smoothed
-duration), at the newcomers' expense. It rides a chunk's forward pass
-(`decodes_ride_chunks`, the default; up to `decode_batch` such requests per chunk, which
-costs the chunk their tokens' compute, not another pass over the weights); for models
-that cannot batch decodes, or with riding off, the chunks yield to a whole decode pass
-instead. A bound shorter than a chunk cannot be met: then every chunk carries riders, or
-chunks and decode passes alternate.
+next token passes that bound (`shards.stall_bound`), at the newcomers' expense. It rides
+a chunk's forward pass (`decodes_ride_chunks`, the default; up to `decode_batch` such
+requests per chunk, which costs the chunk their tokens' compute, not another pass over
+the weights); for models that cannot batch decodes, or with riding off, the chunks yield
+to a whole decode pass instead.
 
 Invariants: every request gets exactly one terminal event (FinishEvent or ErrorEvent);
 its block references are released on every path (finish, stop, cancel, error), so
@@ -38,6 +36,7 @@ from dataclasses import dataclass
 from cache.tiers import Tier
 from shards.fair_queue import FairQueue, fair_share, may_admit, may_pin, work_cost
 from shards.prefill import DEFAULT_CHUNK_TOKENS, ChunkedPrefill, PrefillTask
+from shards.stall_bound import StallBound
 from shards.protocol import (ApplyForecast, CacheEventsReport, CacheSnapshot, CancelRequest,
                              ErrorEvent, ExportPrefix, FinishEvent, ImportPrefix, Ping, Pong,
                              PrefixExported, PrefixImported, SessionMoved, Shutdown, StatsRequest,
@@ -95,8 +94,7 @@ class WorkerLoop:
         self.running: dict[str, object] = {}
         self.prefilling: dict[str, PrefillTask] = {}
         self._prefill_s: dict[str, float] = {}  # running request -> its prefill compute time
-        self._chunk_s = 0.0  # smoothed model time of a prefill chunk: the stall bound's lookahead
-        self._chunk_ended_s = float("-inf")  # when the last prefill chunk ended
+        self.stall = StallBound(config.max_decode_stall_s)
         self.prefill = prefill or ChunkedPrefill(runner, tokenizer, config.prefill_chunk_tokens)
         self.max_context = runner.loaded.max_context_tokens
         self.max_running_hard = config.max_running_hard or 4 * config.max_running
@@ -333,30 +331,20 @@ class WorkerLoop:
                 return
 
     def _decode_overdue(self) -> bool:
-        """Whether prefill chunks must yield to a decode pass: a running request not
-        decoded since the last chunk would have waited `max_decode_stall_s` by the end of
-        another, and cannot ride it. (So with a bound shorter than a chunk, chunks and
-        decode passes alternate; prefills never starve.)"""
-        bound = self.config.max_decode_stall_s
-        if bound is None or not self.running or self._rides_chunks():
+        """Whether prefill chunks must yield to a decode pass (`StallBound.must_yield`)
+        for a request that cannot ride them."""
+        if self.stall.bound_s is None or not self.running or self._rides_chunks():
             return False
-        oldest_s = min(seq.last_token_s for seq in self.running.values())
-        return oldest_s < self._chunk_ended_s and self.clock() + self._chunk_s - oldest_s >= bound
+        return self.stall.must_yield(self.running.values(), self.clock())
 
     def _rides_chunks(self) -> bool:
         return self.config.decodes_ride_chunks and getattr(self.runner, "batches_decode", False)
 
     def _riders(self) -> list:
-        """The running requests that decode in the next chunk's pass: those that would
-        pass `max_decode_stall_s` before their next chance to ride, the end of the chunk
-        after it; longest waiting first, up to `decode_batch`."""
-        bound = self.config.max_decode_stall_s
-        if bound is None or not self.running or not self._rides_chunks():
+        """The running requests that decode in the next chunk's pass (`StallBound.riders`)."""
+        if self.stall.bound_s is None or not self.running or not self._rides_chunks():
             return []
-        ends_s = self.clock() + 2 * self._chunk_s
-        due = sorted((seq for seq in self.running.values() if ends_s - seq.last_token_s >= bound),
-                     key=lambda seq: seq.last_token_s)
-        return due[:max(1, self.config.decode_batch)]
+        return self.stall.riders(self.running.values(), self.clock(), self.config.decode_batch)
 
     def _prefill_chunk(self, within_share_only: bool) -> bool:
         """One chunk of the prefill whose tenant holds the fewest slots for its weight
@@ -411,9 +399,7 @@ class WorkerLoop:
                     self._after_token(seq, rider_token)
         if not riders:
             token = self.prefill.advance(task)
-        chunk_s = task.compute_s - before_s
-        self._chunk_s = chunk_s if not self._chunk_s else 0.7 * self._chunk_s + 0.3 * chunk_s
-        self._chunk_ended_s = self.clock()
+        self.stall.chunk_done(task.compute_s - before_s, self.clock())
         return token
 
     def _after_token(self, seq, token: int) -> None:
