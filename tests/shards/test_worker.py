@@ -95,6 +95,18 @@ def test_worker_loop_admits_a_quiet_tenant_past_the_soft_limit(tiny_loaded):
     assert loop.handle(Shutdown()) is False
 
 
+def _tokens_until_a_newcomer_starts(loop, out, a_tokens=60, b_tokens=1) -> list[str]:
+    """Stream "a", then send a 96-token newcomer "b" and step until b's first token:
+    whose tokens were sent meanwhile, in order (b's last)."""
+    loop.handle(_item("a", max_tokens=a_tokens))
+    loop.step()
+    loop.handle(_item("b", num_tokens=96, max_tokens=b_tokens, seed=1))
+    start = len(out)
+    while not any(isinstance(m, TokenEvent) and m.request_id == "b" for m in out[start:]):
+        loop.step()
+    return [m.request_id for m in out[start:] if isinstance(m, TokenEvent)]
+
+
 @pytest.mark.parametrize("stall_s", [None, 1.5])
 def test_worker_loop_stall_bound_lets_decodes_between_a_newcomers_chunks(tiny_loaded, stall_s):
     """A 96-token newcomer prefills in 6 chunks of 16 while "a" streams, riding off; on
@@ -114,17 +126,36 @@ def test_worker_loop_stall_bound_lets_decodes_between_a_newcomers_chunks(tiny_lo
         return advance(task, *args)
 
     loop.prefill.advance = one_second_chunk
-    loop.handle(_item("a", max_tokens=60))
-    loop.step()
-    loop.handle(_item("b", num_tokens=96, max_tokens=1, seed=1))
-    start = len(out)
-    while not any(isinstance(m, TokenEvent) and m.request_id == "b" for m in out[start:]):
-        loop.step()
-    tokens = [m.request_id for m in out[start:] if isinstance(m, TokenEvent)]
+    tokens = _tokens_until_a_newcomer_starts(loop, out)
     assert tokens.index("b") == (0 if stall_s is None else 2)
     _run(loop)
     finished = {m.request_id: m.num_output_tokens for m in out if isinstance(m, FinishEvent)}
     assert finished == {"a": 60, "b": 1}
+
+
+def test_worker_loop_running_requests_ride_a_newcomers_prefill_chunks(tiny_loaded):
+    """"a" streams while a 96-token newcomer prefills in 6 chunks of 16. With a stall
+    bound of 0 "a" is always due, so it decodes in each chunk's pass (6 tokens before
+    the newcomer's first), and both get the tokens they would get alone (greedy)."""
+    runner = ModelRunner(tiny_loaded, num_hot_blocks=64, block_size=16)
+    out: list = []
+    loop = WorkerLoop("w0", WorkerConfig(model="tiny", prefill_chunk_tokens=16, max_decode_stall_s=0.0), runner,
+                      tiny_loaded.tokenizer, out.append)
+    passes = []
+    step_with_chunk = runner.step_with_chunk
+    runner.step_with_chunk = lambda chunk, cache, seqs: passes.append(len(seqs)) or step_with_chunk(chunk, cache, seqs)
+    tokens = _tokens_until_a_newcomer_starts(loop, out, a_tokens=30, b_tokens=5)
+    assert tokens.index("b") == 6 and passes == [1] * 6
+    _run(loop)
+    alone = {}
+    for item in (_item("a", max_tokens=30), _item("b", num_tokens=96, max_tokens=5, seed=1)):
+        solo, solo_out = _loop(tiny_loaded)
+        solo.handle(item)
+        _run(solo)
+        alone[item.request_id] = [t for m in solo_out if isinstance(m, TokenEvent) for t in m.token_ids]
+    together = {name: [t for m in out if isinstance(m, TokenEvent) and m.request_id == name for t in m.token_ids]
+                for name in ("a", "b")}
+    assert together == alone
 
 
 def test_worker_loop_stall_bound_shorter_than_a_chunk_alternates_passes_and_chunks(tiny_loaded):
@@ -134,13 +165,7 @@ def test_worker_loop_stall_bound_shorter_than_a_chunk_alternates_passes_and_chun
     out: list = []
     loop = WorkerLoop("w0", WorkerConfig(model="tiny", prefill_chunk_tokens=16, max_decode_stall_s=0.0,
                                          decodes_ride_chunks=False), runner, tiny_loaded.tokenizer, out.append)
-    loop.handle(_item("a", max_tokens=60))
-    loop.step()
-    loop.handle(_item("b", num_tokens=96, max_tokens=1, seed=1))
-    start = len(out)
-    while not any(isinstance(m, TokenEvent) and m.request_id == "b" for m in out[start:]):
-        loop.step()
-    tokens = [m.request_id for m in out[start:] if isinstance(m, TokenEvent)]
+    tokens = _tokens_until_a_newcomer_starts(loop, out)
     assert tokens.index("b") == 5  # one decode of "a" after each of the first five chunks
 
 
