@@ -146,13 +146,25 @@ def default_config(demo_key: str, *, model: str = DEFAULT_LOCAL_MODEL, num_worke
         tenants=(TenantConfig(name="demo", key_digests=(key_digest(demo_key),), admin=True),))
 
 
+TYPE_NAMES = {str: "a string", list: "a list", int: "an integer", float: "a number", bool: "true or false",
+              dict: "a table"}
+
+
 def _take(table: dict, key: str, kinds: type | tuple[type, ...], where: str, default: Any = None):
     value = table.get(key, default)
     if value is not None and not isinstance(value, kinds):
-        raise ConfigError(f"{where}.{key} has the wrong type ({type(value).__name__})")
+        wanted = " or ".join(dict.fromkeys(TYPE_NAMES.get(kind, kind.__name__)
+                                           for kind in (kinds if isinstance(kinds, tuple) else (kinds,))))
+        raise ConfigError(f"{where}.{key} must be {wanted}, not {value!r}")
     if isinstance(value, bool) and kinds in (int, float, (int, float)):
         raise ConfigError(f"{where}.{key} must be a number")
     return value
+
+
+def _take_list(table: dict, key: str, where: str) -> list:
+    """A list of strings, where one string alone stands for a list of one."""
+    value = _take(table, key, (list, str), where, [])
+    return [value] if isinstance(value, str) else list(value)
 
 
 def _limits(table: dict, where: str) -> LimitsConfig:
@@ -171,8 +183,8 @@ def _tenant(table: dict, index: int) -> TenantConfig:
     name = _take(table, "name", str, where)
     if not name:
         raise ConfigError(f"{where}.name is required")
-    digests = list(_take(table, "api_key_sha256", list, where, []))
-    for env_name in _take(table, "api_key_env", list, where, []):
+    digests = _take_list(table, "api_key_sha256", where)
+    for env_name in _take_list(table, "api_key_env", where):
         if not os.environ.get(env_name):
             raise ConfigError(f"{where}: environment variable {env_name} is not set")
         digests.append(key_digest(os.environ[env_name]))

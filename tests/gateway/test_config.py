@@ -36,7 +36,9 @@ def _base(**tenant) -> dict:
 
 @pytest.mark.parametrize("change,needle", [
     (lambda d: d["tenants"][0].update(api_key_sha256=["plaintext"]), "sha256"),
-    (lambda d: d["tenants"][0].update(limits={"requests_per_minute": "ten"}), "wrong type"),
+    (lambda d: d["tenants"][0].update(limits={"requests_per_minute": "ten"}),
+     "requests_per_minute must be an integer, not 'ten'"),
+    (lambda d: d["tenants"][0].update(api_key_env=7), "api_key_env must be a list or a string, not 7"),
     (lambda d: d["tenants"][0].update(limits={"rpm": 1}), "unknown limit"),
     (lambda d: d["models"][0].update(kind="cloud"), "kind"),
     (lambda d: d["models"].append(dict(d["models"][0])), "duplicate model"),
@@ -52,6 +54,13 @@ def test_parse_config_rejects_bad_input(change, needle):
     change(data)
     with pytest.raises(ConfigError, match=needle):
         parse_config(data)
+
+
+def test_one_key_digest_or_variable_may_be_a_string(monkeypatch):
+    monkeypatch.setenv("STEPAHEAD_TEST_ONE_KEY", "sk-one")
+    data = _base(api_key_sha256=key_digest("k"), api_key_env="STEPAHEAD_TEST_ONE_KEY")
+    (tenant,) = parse_config(data).tenants
+    assert tenant.key_digests == (key_digest("k"), key_digest("sk-one"))
 
 
 def test_load_config_reports_toml_syntax(tmp_path):
