@@ -207,18 +207,25 @@ class ModelRunner:
         return [self._sample(seq, row) for seq, row in zip(seqs, logits)]
 
     def step_with_chunk(self, chunk: list[int], cache: DynamicCache | None,
-                        seqs: list[RunningSequence]) -> tuple[torch.Tensor, DynamicCache, list[int]]:
+                        seqs: list[RunningSequence]) -> tuple[torch.Tensor, DynamicCache, list[int | Exception]]:
         """A prefill chunk (appended to `cache`, which holds the prompt before it; None:
         nothing yet) and a `step` for each of `seqs`, in one forward pass. Returns the
-        chunk's last logits, its cache, and the tokens sampled for `seqs`. Needs
-        `batches_decode`."""
+        chunk's last logits, its cache, and per sequence its sampled token or, if its
+        sampling failed, the exception. Raises only when the pass itself failed, with
+        every cache as it was. Needs `batches_decode`."""
         if cache is None:
             cache = make_cache(self.model.config)
         logits = prefill_chunk_with_decodes(self.model, chunk, cache, [seq.output_ids[-1] for seq in seqs],
                                             [seq.cache for seq in seqs], self.device)
         self.num_decode_passes += 1
         self.num_decoded_tokens += len(seqs)
-        return logits[0], cache, [self._sample(seq, row) for seq, row in zip(seqs, logits[1:])]
+        results: list[int | Exception] = []
+        for seq, row in zip(seqs, logits[1:]):
+            try:
+                results.append(self._sample(seq, row))
+            except Exception as exc:  # this sequence fails alone; the others' tokens stand
+                results.append(exc)
+        return logits[0], cache, results
 
     @staticmethod
     def _sample(seq: RunningSequence, logits: torch.Tensor) -> int:

@@ -67,16 +67,23 @@ class ChunkedPrefill:
                                                 task.num_done_tokens)
         return self._chunk_done(task, end, logits[0, -1], started)
 
-    def advance_with(self, task: PrefillTask, riders: list[RunningSequence]) -> tuple[int | None, list[int]]:
+    def advance_with(self, task: PrefillTask, riders: list[RunningSequence]
+                     ) -> tuple[int | None | Exception, list[int | Exception]]:
         """`advance` by one chunk with one decode step of each running sequence in
-        `riders` in the same forward pass; also returns the riders' new tokens. On an
-        error no cache has changed."""
+        `riders` in the same forward pass. Raises only when that pass failed, with no
+        cache changed. Otherwise returns what `advance` would (or the exception sampling
+        the first token raised) and each rider's token (or its sampling's exception), so
+        no rider's token is lost to another's failure."""
         seq = task.seq
         prompt = seq.item.prompt_token_ids
         end = min(len(prompt), task.num_done_tokens + self.chunk_tokens)
         started = time.perf_counter()
-        last, seq.cache, tokens = self.runner.step_with_chunk(prompt[task.num_done_tokens:end], seq.cache, riders)
-        return self._chunk_done(task, end, last, started), tokens
+        last, seq.cache, results = self.runner.step_with_chunk(prompt[task.num_done_tokens:end], seq.cache, riders)
+        try:
+            token = self._chunk_done(task, end, last, started)
+        except Exception as exc:
+            token = exc
+        return token, results
 
     def _chunk_done(self, task: PrefillTask, end: int, last_logits, started_s: float) -> int | None:
         seq = task.seq

@@ -288,14 +288,17 @@ class WorkerLoop:
                 for seq in batch:
                     self._decode([seq])
                 return
-            seq = batch[0]
-            self.running.pop(seq.item.request_id, None)
-            self._prefill_s.pop(seq.item.request_id, None)
-            self.runner.release(seq)
-            self._error(ErrorEvent(seq.item.request_id, f"generation failed: {exc}", "internal_error"))
+            self._fail_running(batch[0], exc)
             return
         for seq, token in zip(batch, tokens):
             self._after_token(seq, token)
+
+    def _fail_running(self, seq, exc: Exception) -> None:
+        """End a running request whose generation failed: release it, report the error."""
+        self.running.pop(seq.item.request_id, None)
+        self._prefill_s.pop(seq.item.request_id, None)
+        self.runner.release(seq)
+        self._error(ErrorEvent(seq.item.request_id, f"generation failed: {exc}", "internal_error"))
 
     def _admit(self, item: WorkItem) -> None:
         if not item.prompt_token_ids:
@@ -390,13 +393,18 @@ class WorkerLoop:
         token = None
         if riders:
             try:
-                token, tokens = self.prefill.advance_with(task, riders)
-            except Exception:
+                token, results = self.prefill.advance_with(task, riders)
+            except Exception:  # the packed pass failed, no cache changed: the chunk alone
                 traceback.print_exc()
                 riders = []
             else:
-                for seq, rider_token in zip(riders, tokens):
-                    self._after_token(seq, rider_token)
+                for seq, result in zip(riders, results):
+                    if isinstance(result, Exception):
+                        self._fail_running(seq, result)
+                    else:
+                        self._after_token(seq, result)
+                if isinstance(token, Exception):
+                    raise token
         if not riders:
             token = self.prefill.advance(task)
         self.stall.chunk_done(task.compute_s - before_s, self.clock())

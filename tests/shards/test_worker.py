@@ -12,7 +12,7 @@ from cache.events import BlockStored
 from cache.tiers import Tier
 from shards.model_runner import ModelRunner
 from cache.policies import make_policy
-from shards.protocol import (ApplyForecast, CacheEventsReport, CacheSnapshot, CancelRequest, FinishEvent,
+from shards.protocol import (ApplyForecast, CacheEventsReport, CacheSnapshot, CancelRequest, ErrorEvent, FinishEvent,
                              Ping, Pong, SamplingParams, SessionMoved, Shutdown, StatsRequest,
                              TokenEvent, WorkItem)
 from tests.cache.test_policies_predictive import lognormal_forecast
@@ -147,15 +147,60 @@ def test_worker_loop_running_requests_ride_a_newcomers_prefill_chunks(tiny_loade
     tokens = _tokens_until_a_newcomer_starts(loop, out, a_tokens=30, b_tokens=5)
     assert tokens.index("b") == 6 and passes == [1] * 6
     _run(loop)
-    alone = {}
-    for item in (_item("a", max_tokens=30), _item("b", num_tokens=96, max_tokens=5, seed=1)):
-        solo, solo_out = _loop(tiny_loaded)
-        solo.handle(item)
-        _run(solo)
-        alone[item.request_id] = [t for m in solo_out if isinstance(m, TokenEvent) for t in m.token_ids]
+    alone = {item.request_id: _alone(tiny_loaded, item)
+             for item in (_item("a", max_tokens=30), _item("b", num_tokens=96, max_tokens=5, seed=1))}
     together = {name: [t for m in out if isinstance(m, TokenEvent) and m.request_id == name for t in m.token_ids]
                 for name in ("a", "b")}
     assert together == alone
+
+
+def _alone(tiny_loaded, item) -> list[int]:
+    loop, out = _loop(tiny_loaded)
+    loop.handle(item)
+    _run(loop)
+    return [t for m in out if isinstance(m, TokenEvent) for t in m.token_ids]
+
+
+@pytest.mark.parametrize("failing", ["a", "b"])
+def test_worker_loop_a_failure_in_a_packed_pass_ends_only_its_own_request(tiny_loaded, failing):
+    """Sampling fails in a packed pass for the rider "a" (its first ride) or for the
+    newcomer "b" (its first token): that request alone gets an error, and the other
+    sends every token it would send alone."""
+    runner = ModelRunner(tiny_loaded, num_hot_blocks=64, block_size=16)
+    out: list = []
+    loop = WorkerLoop("w0", WorkerConfig(model="tiny", prefill_chunk_tokens=16, max_decode_stall_s=0.0), runner,
+                      tiny_loaded.tokenizer, out.append)
+    sample, chunk_done = runner._sample, loop.prefill._chunk_done
+
+    def sample_failing_for_a(seq, logits):
+        if seq.item.request_id == "a" and failing == "a":
+            raise RuntimeError("probability tensor contains nan")
+        return sample(seq, logits)
+
+    def first_token_failing_for_b(task, end, *args):
+        if task.item.request_id == "b" and failing == "b" and end == len(task.item.prompt_token_ids):
+            raise RuntimeError("probability tensor contains nan")
+        return chunk_done(task, end, *args)
+
+    loop.prefill._chunk_done = first_token_failing_for_b
+    loop.handle(_item("a", max_tokens=30))
+    loop.step()
+    runner._sample = sample_failing_for_a  # from "a"'s first ride on
+    start = len(out)
+    loop.handle(_item("b", num_tokens=96, max_tokens=5, seed=1))
+    _run(loop)
+    errors = {m.request_id for m in out if isinstance(m, ErrorEvent)}
+    finished = {m.request_id for m in out if isinstance(m, FinishEvent)}
+    other = "b" if failing == "a" else "a"
+    assert errors == {failing} and finished == {other}
+    items = {"a": _item("a", max_tokens=30), "b": _item("b", num_tokens=96, max_tokens=5, seed=1)}
+    sent = [t for m in out if isinstance(m, TokenEvent) and m.request_id == other for t in m.token_ids]
+    assert sent == _alone(tiny_loaded, items[other])
+    assert all(b.ref_count == 0 for b in runner.blocks.blocks(Tier.HOT))
+    if failing == "a":  # it failed at its first ride, before the newcomer's first token
+        after = [(type(m).__name__, m.request_id) for m in out[start:] if isinstance(m, (TokenEvent, ErrorEvent))]
+        assert after.index(("ErrorEvent", "a")) < after.index(("TokenEvent", "b"))
+        assert ("TokenEvent", "a") not in after
 
 
 def test_worker_loop_stall_bound_shorter_than_a_chunk_alternates_passes_and_chunks(tiny_loaded):
