@@ -195,16 +195,24 @@ class ModelRunner:
         self.num_decoded_tokens += 1
         return self._sample(seq, logits[0, -1])
 
-    def step_many(self, seqs: list[RunningSequence]) -> list[int]:
+    def step_many(self, seqs: list[RunningSequence]) -> list[int | Exception]:
         """`step` for each of `seqs`, in one forward pass when the model allows it (the
-        same tokens up to float rounding; each keeps its own sampling generator)."""
+        same tokens up to float rounding; each keeps its own sampling generator). Per
+        sequence its token or, if its step failed alone, the exception; raises only when
+        the batched pass failed, with every cache as it was."""
         if len(seqs) == 1 or not self.batches_decode:
-            return [self.step(seq) for seq in seqs]
+            results: list[int | Exception] = []
+            for seq in seqs:
+                try:
+                    results.append(self.step(seq))
+                except Exception as exc:
+                    results.append(exc)
+            return results
         logits = decode_rows(self.model, [seq.output_ids[-1] for seq in seqs],
                              [seq.cache for seq in seqs], self.device)
         self.num_decode_passes += 1
         self.num_decoded_tokens += len(seqs)
-        return [self._sample(seq, row) for seq, row in zip(seqs, logits)]
+        return self._sample_each(seqs, logits)
 
     def step_with_chunk(self, chunk: list[int], cache: DynamicCache | None,
                         seqs: list[RunningSequence]) -> tuple[torch.Tensor, DynamicCache, list[int | Exception]]:
@@ -219,13 +227,18 @@ class ModelRunner:
                                             [seq.cache for seq in seqs], self.device)
         self.num_decode_passes += 1
         self.num_decoded_tokens += len(seqs)
+        return logits[0], cache, self._sample_each(seqs, logits[1:])
+
+    def _sample_each(self, seqs: list[RunningSequence], rows: torch.Tensor) -> list[int | Exception]:
+        """Each sequence's token from its logits row, or the exception its sampling
+        raised: one failing does not cost the others their tokens."""
         results: list[int | Exception] = []
-        for seq, row in zip(seqs, logits[1:]):
+        for seq, row in zip(seqs, rows):
             try:
                 results.append(self._sample(seq, row))
-            except Exception as exc:  # this sequence fails alone; the others' tokens stand
+            except Exception as exc:
                 results.append(exc)
-        return logits[0], cache, results
+        return results
 
     @staticmethod
     def _sample(seq: RunningSequence, logits: torch.Tensor) -> int:

@@ -282,7 +282,7 @@ class WorkerLoop:
         restores the caches), each sequence is retried alone, so only a sequence that
         fails by itself gets an error."""
         try:
-            tokens = self.runner.step_many(batch)
+            results = self.runner.step_many(batch)
         except Exception as exc:  # a failed request must not take the worker down
             if len(batch) > 1:
                 for seq in batch:
@@ -290,8 +290,15 @@ class WorkerLoop:
                 return
             self._fail_running(batch[0], exc)
             return
-        for seq, token in zip(batch, tokens):
-            self._after_token(seq, token)
+        self._deliver(batch, results)
+
+    def _deliver(self, seqs: list, results: list) -> None:
+        """Each sequence's new token, or the end of it when its step failed alone."""
+        for seq, result in zip(seqs, results):
+            if isinstance(result, Exception):
+                self._fail_running(seq, result)
+            else:
+                self._after_token(seq, result)
 
     def _fail_running(self, seq, exc: Exception) -> None:
         """End a running request whose generation failed: release it, report the error."""
@@ -398,11 +405,7 @@ class WorkerLoop:
                 traceback.print_exc()
                 riders = []
             else:
-                for seq, result in zip(riders, results):
-                    if isinstance(result, Exception):
-                        self._fail_running(seq, result)
-                    else:
-                        self._after_token(seq, result)
+                self._deliver(riders, results)
                 if isinstance(token, Exception):
                     raise token
         if not riders:

@@ -233,6 +233,29 @@ def test_worker_loop_decodes_running_requests_in_passes_of_decode_batch(tiny_loa
     assert (stats["num_decoded_tokens"], stats["num_decode_passes"]) == (15, 9)
 
 
+def test_worker_loop_a_row_whose_sampling_fails_in_a_batched_pass_ends_alone(tiny_loaded):
+    """"r1"'s sampling fails in a batched decode pass after the pass itself succeeded:
+    "r1" gets an error; "r0" and "r2" send every token they would send alone."""
+    loop, out = _loop(tiny_loaded, decode_batch=4)
+    sample = loop.runner._sample
+
+    def failing_for_r1(seq, logits):
+        if seq.item.request_id == "r1" and len(seq.output_ids) >= 2:
+            raise RuntimeError("probability tensor contains nan")
+        return sample(seq, logits)
+
+    loop.runner._sample = failing_for_r1
+    items = {f"r{i}": _item(f"r{i}", seed=i, max_tokens=6) for i in range(3)}
+    for item in items.values():
+        loop.handle(item)
+    _run(loop)
+    assert {m.request_id for m in out if isinstance(m, ErrorEvent)} == {"r1"}
+    assert {m.request_id for m in out if isinstance(m, FinishEvent)} == {"r0", "r2"}
+    for name in ("r0", "r2"):
+        sent = [t for m in out if isinstance(m, TokenEvent) and m.request_id == name for t in m.token_ids]
+        assert sent == _alone(tiny_loaded, items[name])
+
+
 def test_worker_loop_failed_batch_retries_alone_and_fails_only_the_culprit(tiny_loaded):
     loop, out = _loop(tiny_loaded)
     step = loop.runner.step
