@@ -64,12 +64,13 @@ class LocalEngine:
       them (default 2 x max_running);
     - `decode_batch`: running requests a worker decodes in one forward pass (1: one at
       a time; shards/batched_decode.py);
-    - `max_decode_stall_s`: a running request that has waited this long for a token
-      while newcomers prefill decodes before the next prefill chunk ends (default: not
-      until the prefills are done). It rides the chunk's forward pass when
-      `decodes_ride_chunks` (default true) and the model batches decodes; otherwise the
-      chunks yield to a whole decode pass. `prefill_chunk_tokens`: prompt tokens per
-      prefill chunk (default 128), the granularity of both and of tenant-fair prefill;
+    - `max_decode_stall_s`: while newcomers prefill, a running request is decoded
+      before its wait for a token passes this bound, judged at prefill chunk boundaries
+      (shards/stall_bound.py; default: not until the prefills are done). It rides a
+      chunk's forward pass when `decodes_ride_chunks` (default true) and the model
+      batches decodes; otherwise the chunks yield to a whole decode pass.
+      `prefill_chunk_tokens`: prompt tokens per prefill chunk (default 128), the
+      granularity of both and of tenant-fair prefill;
     - `imbalance_threshold_tokens`, `routing` ("prefix", or the "round_robin" /
       "least_loaded" baselines), `prefix_transfer` (copy shared prefixes between
       workers when measured cheaper: shared memory locally, bytes in the messages
