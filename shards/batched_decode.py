@@ -145,14 +145,8 @@ def decode_rows(model, last_tokens: Sequence[int], caches: Sequence[DynamicCache
     positions = torch.tensor([[length] for length in lengths], dtype=torch.long, device=device)
     # a ready 4D mask makes transformers skip building one; the row attention needs none
     no_mask = torch.ones(len(caches), 1, 1, 1, dtype=torch.bool, device=device)
-    try:
-        out = model(input_ids=ids, cache=RowCaches(caches), position_ids=positions,
-                    attention_mask=no_mask, use_cache=True, logits_to_keep=1)
-    except BaseException:
-        for cache, length in zip(caches, lengths):
-            truncate_cache(cache, length)
-        raise
-    return out.logits[:, -1]
+    return _forward_restoring(model, caches, lengths, input_ids=ids, cache=RowCaches(caches),
+                              position_ids=positions, attention_mask=no_mask, logits_to_keep=1)[:, -1]
 
 
 @torch.inference_mode()
@@ -170,11 +164,17 @@ def prefill_chunk_with_decodes(model, chunk: Sequence[int], chunk_cache: Dynamic
     keep = torch.arange(len(chunk) - 1, len(chunk) + len(caches), device=device)
     no_mask = torch.ones(1, 1, ids.shape[1], 1, dtype=torch.bool, device=device)
     all_caches = [chunk_cache, *caches]
+    return _forward_restoring(model, all_caches, lengths,
+                              input_ids=ids, cache=SegmentCaches(all_caches, [len(chunk)] + [1] * len(caches)),
+                              position_ids=positions, attention_mask=no_mask, logits_to_keep=keep)[0]
+
+
+def _forward_restoring(model, caches: Sequence[DynamicCache], lengths: Sequence[int], **inputs) -> torch.Tensor:
+    """The model's logits for `inputs`; if the pass fails, every cache is first cut back
+    to its length before it (`lengths`), so the step can be retried."""
     try:
-        out = model(input_ids=ids, cache=SegmentCaches(all_caches, [len(chunk)] + [1] * len(caches)),
-                    position_ids=positions, attention_mask=no_mask, use_cache=True, logits_to_keep=keep)
+        return model(use_cache=True, **inputs).logits
     except BaseException:
-        for cache, length in zip(all_caches, lengths):
+        for cache, length in zip(caches, lengths):
             truncate_cache(cache, length)
         raise
-    return out.logits[0]

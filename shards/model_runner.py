@@ -201,18 +201,12 @@ class ModelRunner:
         sequence its token or, if its step failed alone, the exception; raises only when
         the batched pass failed, with every cache as it was."""
         if len(seqs) == 1 or not self.batches_decode:
-            results: list[int | Exception] = []
-            for seq in seqs:
-                try:
-                    results.append(self.step(seq))
-                except Exception as exc:
-                    results.append(exc)
-            return results
+            return _each(self.step, seqs)
         logits = decode_rows(self.model, [seq.output_ids[-1] for seq in seqs],
                              [seq.cache for seq in seqs], self.device)
         self.num_decode_passes += 1
         self.num_decoded_tokens += len(seqs)
-        return self._sample_each(seqs, logits)
+        return _each(self._sample, seqs, logits)
 
     def step_with_chunk(self, chunk: list[int], cache: DynamicCache | None,
                         seqs: list[RunningSequence]) -> tuple[torch.Tensor, DynamicCache, list[int | Exception]]:
@@ -227,18 +221,7 @@ class ModelRunner:
                                             [seq.cache for seq in seqs], self.device)
         self.num_decode_passes += 1
         self.num_decoded_tokens += len(seqs)
-        return logits[0], cache, self._sample_each(seqs, logits[1:])
-
-    def _sample_each(self, seqs: list[RunningSequence], rows: torch.Tensor) -> list[int | Exception]:
-        """Each sequence's token from its logits row, or the exception its sampling
-        raised: one failing does not cost the others their tokens."""
-        results: list[int | Exception] = []
-        for seq, row in zip(seqs, rows):
-            try:
-                results.append(self._sample(seq, row))
-            except Exception as exc:
-                results.append(exc)
-        return results
+        return logits[0], cache, _each(self._sample, seqs, logits[1:])
 
     @staticmethod
     def _sample(seq: RunningSequence, logits: torch.Tensor) -> int:
@@ -258,3 +241,15 @@ class ModelRunner:
 
     def is_stop_token(self, token: int, params: SamplingParams) -> bool:
         return (not params.ignore_eos and token in self.eos_token_ids) or token in params.stop_token_ids
+
+
+def _each(step, seqs, *columns) -> list[int | Exception]:
+    """`step(seq, ...)` for each sequence (with its items of `columns`): its token, or the
+    exception it raised, so one failing does not cost the others their tokens."""
+    results: list[int | Exception] = []
+    for args in zip(seqs, *columns):
+        try:
+            results.append(step(*args))
+        except Exception as exc:
+            results.append(exc)
+    return results

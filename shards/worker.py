@@ -343,16 +343,14 @@ class WorkerLoop:
     def _decode_overdue(self) -> bool:
         """Whether prefill chunks must yield to a decode pass (`StallBound.must_yield`)
         for a request that cannot ride them."""
-        if self.stall.bound_s is None or not self.running or self._rides_chunks():
-            return False
-        return self.stall.must_yield(self.running.values(), self.clock())
+        return not self._rides_chunks() and self.stall.must_yield(self.running.values(), self.clock())
 
     def _rides_chunks(self) -> bool:
         return self.config.decodes_ride_chunks and getattr(self.runner, "batches_decode", False)
 
     def _riders(self) -> list:
         """The running requests that decode in the next chunk's pass (`StallBound.riders`)."""
-        if self.stall.bound_s is None or not self.running or not self._rides_chunks():
+        if not self._rides_chunks():
             return []
         return self.stall.riders(self.running.values(), self.clock(), self.config.decode_batch)
 

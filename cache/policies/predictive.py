@@ -200,12 +200,8 @@ class PredictivePolicy(EvictionPolicy):
         now = max(self._now_s, now_s)
         self._maintain(now)
         state.moved = True
-        state.curve = None
         state.predicted_p = None  # its return here is no longer a test of the forecast
-        state.return_soon_s = state.return_late_s = None
-        self._pins.unpin(session)
-        self._prefetch.cancel(session)
-        self._valuation.forget()
+        self._end_wait(session, state)
         for tier in (Tier.HOT, Tier.HOST):
             group = self._index.group(tier, state.tenant, session)
             if group is not None:
@@ -243,12 +239,17 @@ class PredictivePolicy(EvictionPolicy):
             returned = now_s <= session.predicted_until_s
             self._tenant(tenant).accuracy.add(session.predicted_p, returned, self.config.accuracy_alpha)
             session.predicted_p = None
+        session.last_use_s = now_s
+        self._end_wait(name, session)
+
+    def _end_wait(self, name: str, session: SessionState) -> None:
+        """The session no longer waits here to come back: its forecast, pin and
+        prefetch go."""
         session.curve = None
         self._valuation.forget()
         session.return_soon_s = None
         session.return_late_s = None
         session.has_prefetched = False
-        session.last_use_s = now_s
         self._pins.unpin(name)
         self._prefetch.cancel(name)
 
