@@ -28,6 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from agents_trace.replay.report import percentile  # noqa: E402
 from shards.protocol import FinishEvent, SamplingParams, TokenEvent, WorkItem  # noqa: E402
 
 
@@ -38,11 +39,6 @@ def _prompt(rng: random.Random, length: int, vocab: int) -> list[int]:
 def _rounded(figures: dict) -> dict:
     """Seconds to 4 significant digits (sub-millisecond gaps keep their precision)."""
     return {key: value if key == "num_gaps" else float(f"{value:.4g}") for key, value in figures.items()}
-
-
-def _quantile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 async def _run_once(setting: dict, repeat: int, args) -> dict:
@@ -103,8 +99,8 @@ async def _run_once(setting: dict, repeat: int, args) -> dict:
         gaps = [b - a for times in stream_times for a, b in zip(times, times[1:]) if window[0] <= b <= window[1]]
         if not gaps:
             raise RuntimeError("the streams ended before the newcomers came: raise --stream-tokens")
-        return {"itl_p50_s": _quantile(gaps, 0.5), "itl_p99_s": _quantile(gaps, 0.99), "itl_max_s": max(gaps),
-                "ttft_mean_s": statistics.fmean(ttfts), "ttft_p50_s": _quantile(ttfts, 0.5), "ttft_max_s": max(ttfts),
+        return {"itl_p50_s": percentile(gaps, 50), "itl_p99_s": percentile(gaps, 99), "itl_max_s": max(gaps),
+                "ttft_mean_s": statistics.fmean(ttfts), "ttft_p50_s": percentile(ttfts, 50), "ttft_max_s": max(ttfts),
                 "num_gaps": len(gaps)}
     finally:
         await engine.stop()
