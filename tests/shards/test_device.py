@@ -251,6 +251,7 @@ def test_cuda_batched_decode_gives_the_one_at_a_time_tokens(cuda_loaded):
 @needs_cuda
 def test_cuda_chunk_with_riding_decodes_equals_each_alone(cuda_loaded):
     from shards.batched_decode import prefill_chunk_with_decodes
+    from tests.shards.test_batched_decode import _copy
 
     params = SamplingParams(max_tokens=2, temperature=0.0, ignore_eos=True)
     runner = ModelRunner(cuda_loaded, num_hot_blocks=64, block_size=BLOCK)
@@ -259,16 +260,10 @@ def test_cuda_chunk_with_riding_decodes_equals_each_alone(cuda_loaded):
     prompt = _tokens(40, 60)
     _, chunk_cache = runner.forward(prompt[:20], None, 0)
     chunk_alone, _ = runner.forward(prompt[:44], None, 0)
-    rows_alone = [runner.forward(seq.output_ids[-1:], _clone(seq.cache, cuda_loaded), seq.num_kv_tokens)[0][0, -1]
+    rows_alone = [runner.forward(seq.output_ids[-1:], _copy(seq.cache, cuda_loaded), seq.num_kv_tokens)[0][0, -1]
                   for seq in seqs]
     logits = prefill_chunk_with_decodes(cuda_loaded.model, prompt[20:44], chunk_cache,
                                         [seq.output_ids[-1] for seq in seqs], [seq.cache for seq in seqs],
                                         runner.device)
     torch.testing.assert_close(logits[0], chunk_alone[0, -1], atol=1e-4, rtol=0)
     torch.testing.assert_close(logits[1:], torch.stack(rows_alone), atol=1e-4, rtol=0)
-
-
-def _clone(cache, loaded):
-    from shards.kv_cache import make_cache
-
-    return make_cache(loaded.model.config, [(layer.keys.clone(), layer.values.clone()) for layer in cache.layers])
