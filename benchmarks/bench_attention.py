@@ -1,16 +1,18 @@
-"""Decode attention: transformers' SDPA (`enable_gqa`) against stepahead's grouped lone
-query (`shards.batched_decode.one_query_attention`), at long cached contexts.
+"""Attention at long cached contexts: transformers' SDPA attention against stepahead's
+`shards.batched_decode.gqa_attention`, for decode steps and for prefills after a prefix.
 
-Each of N requests gets a cache of --contexts tokens (random keys and values: the time of
-a decode step does not depend on them, and prefilling 8k-token prompts on a CPU would
-take minutes), then --steps decode steps are timed with `decode_rows` (N > 1) or a
-single-sequence forward (N = 1), with the baseline attention and ours alternating, on
-fresh copies of the same caches; median over --repeats. The baseline swaps our function
-for transformers' own `sdpa_attention_forward` for the duration of its timing (this
-script's A/B switch; the product has no such switch). `max_abs_diff`: the largest
-difference between the two ways' logits. Prints one JSON line per (context, N).
+Caches of --contexts tokens hold random keys and values: a pass's time does not depend
+on them, and prefilling 8k-token prompts on a CPU would take minutes. Two levels, the
+baseline and ours alternating on fresh copies of the same caches, median of --repeats:
+- decode: N requests (--batch-sizes), --steps decode steps with `decode_rows`;
+- suffix: one request prefills --suffix-tokens new tokens after its cached context
+  (what a prefix-cache hit leaves to compute: the TTFT of an agent's next step).
+The baseline swaps our function for transformers' own `sdpa_attention_forward` for the
+duration of its timing (this script's A/B switch; the product has no such switch).
+`max_abs_diff`: the largest difference between the two ways' logits. Prints one JSON
+line per (level, context, N or suffix).
 
-    python benchmarks/bench_attention.py --model smollm2 --contexts 512,2048,8192 --batch-sizes 1,8
+    python benchmarks/bench_attention.py --model smollm2 --contexts 512,2048,8192 --batch-sizes 1,8 --suffix-tokens 64,512
 """
 from __future__ import annotations
 
@@ -33,19 +35,19 @@ from shards.kv_cache import make_cache  # noqa: E402
 from shards.model_loader import load_model  # noqa: E402
 
 
-def _transformers_lone_query(module, query, key, value, **kwargs):
-    return sdpa_attention_forward(module, query, key, value, None, **kwargs)[0]
+def _transformers_attention(module, query, key, value, attention_mask, **kwargs):
+    return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)[0]
 
 
 @contextmanager
 def _attention(kind: str):
-    ours = batched_decode.one_query_attention
+    ours = batched_decode.gqa_attention
     if kind == "transformers":
-        batched_decode.one_query_attention = _transformers_lone_query
+        batched_decode.gqa_attention = _transformers_attention
     try:
         yield
     finally:
-        batched_decode.one_query_attention = ours
+        batched_decode.gqa_attention = ours
 
 
 def _caches(config, num: int, length: int, dtype, device, seed: int) -> list:
@@ -57,16 +59,51 @@ def _caches(config, num: int, length: int, dtype, device, seed: int) -> list:
              for _ in range(config.num_hidden_layers)] for _ in range(num)]
 
 
-def _run(model, config, stored, steps: int, device) -> tuple[float, torch.Tensor]:
+def _timed(fn, device) -> tuple[float, torch.Tensor]:
+    start = time.perf_counter()
+    out = fn()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter() - start, out
+
+
+@torch.inference_mode()
+def _suffix(model, config, stored, num_tokens: int, device) -> tuple[float, torch.Tensor]:
+    (layers,) = stored
+    cache = make_cache(config, [(k.clone(), v.clone()) for k, v in layers])
+    length = layers[0][0].shape[-2]
+    ids = torch.arange(100, 100 + num_tokens, device=device)[None]
+    positions = torch.arange(length, length + num_tokens, device=device)[None]
+    return _timed(lambda: model(input_ids=ids, cache=cache, position_ids=positions, use_cache=True,
+                                logits_to_keep=1).logits[0, -1], device)
+
+
+def _decode(model, config, stored, steps: int, device) -> tuple[float, torch.Tensor]:
     caches = [make_cache(config, [(k.clone(), v.clone()) for k, v in layers]) for layers in stored]
     tokens = list(range(100, 100 + len(caches)))
     decode_rows(model, tokens, caches, device)  # warm-up step; it also moves the caches into growable buffers
-    start = time.perf_counter()
-    for _ in range(steps):
-        logits = decode_rows(model, tokens, caches, device)
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return (time.perf_counter() - start) / steps, logits
+
+    def run():
+        for _ in range(steps):
+            logits = decode_rows(model, tokens, caches, device)
+        return logits
+
+    total_s, logits = _timed(run, device)
+    return total_s / steps, logits
+
+
+def _compare(run, repeats: int) -> dict:
+    """`run()` -> (seconds, logits) with each attention, alternating; medians."""
+    times: dict[str, list[float]] = {"transformers": [], "grouped": []}
+    logits = {}
+    for repeat in range(repeats):
+        for kind in (("transformers", "grouped") if repeat % 2 == 0 else ("grouped", "transformers")):
+            with _attention(kind):
+                seconds, logits[kind] = run()
+            times[kind].append(seconds)
+    base, ours = statistics.median(times["transformers"]), statistics.median(times["grouped"])
+    return {"transformers_s": float(f"{base:.4g}"), "grouped_s": float(f"{ours:.4g}"), "speedup": round(base / ours, 3),
+            "max_abs_diff": float(f"{(logits['transformers'] - logits['grouped']).abs().max().item():.3g}")}
 
 
 def main() -> None:
@@ -74,6 +111,7 @@ def main() -> None:
     parser.add_argument("--model", default="tiny", help="tiny, smollm2, or a model directory")
     parser.add_argument("--contexts", default="512,2048,8192", help="cached tokens per request")
     parser.add_argument("--batch-sizes", default="1,8", help="requests decoding at once")
+    parser.add_argument("--suffix-tokens", default="64,512", help="new tokens prefilled after the context")
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (0: all cores)")
@@ -87,23 +125,18 @@ def main() -> None:
     if not enable_row_batching(model):
         raise SystemExit(f"{args.model} does not run on the row attention")
     first = next(model.parameters())
+    device = first.device
     for length in (int(n) for n in args.contexts.split(",")):
         for num in (int(n) for n in args.batch_sizes.split(",")):
-            stored = _caches(config, num, length, first.dtype, first.device, args.seed)
-            times: dict[str, list[float]] = {"transformers": [], "grouped": []}
-            logits = {}
-            for repeat in range(args.repeats):
-                for kind in (("transformers", "grouped") if repeat % 2 == 0 else ("grouped", "transformers")):
-                    with _attention(kind):
-                        step_s, logits[kind] = _run(model, config, stored, args.steps, first.device)
-                    times[kind].append(step_s)
-            base, ours = statistics.median(times["transformers"]), statistics.median(times["grouped"])
-            print(json.dumps({
-                "model": loaded.model_id, "context_tokens": length, "requests": num,
-                "transformers_step_s": float(f"{base:.4g}"), "grouped_step_s": float(f"{ours:.4g}"),
-                "speedup": round(base / ours, 3),
-                "max_abs_diff": float(f"{(logits['transformers'] - logits['grouped']).abs().max().item():.3g}"),
-            }), flush=True)
+            stored = _caches(config, num, length, first.dtype, device, args.seed)
+            row = _compare(lambda: _decode(model, config, stored, args.steps, device), args.repeats)
+            print(json.dumps({"model": loaded.model_id, "level": "decode", "context_tokens": length, "requests": num,
+                              **row}), flush=True)
+        stored = _caches(config, 1, length, first.dtype, device, args.seed)
+        for num_tokens in (int(n) for n in args.suffix_tokens.split(",") if n):
+            row = _compare(lambda: _suffix(model, config, stored, num_tokens, device), args.repeats)
+            print(json.dumps({"model": loaded.model_id, "level": "suffix", "context_tokens": length,
+                              "suffix_tokens": num_tokens, **row}), flush=True)
 
 
 if __name__ == "__main__":

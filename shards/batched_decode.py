@@ -48,49 +48,55 @@ class SegmentKV(list):
 
 def row_attention(module, query, key, value, attention_mask, **kwargs):
     """SDPA attention; for `RowKV` keys, each row's single query over its own cache; for
-    `SegmentKV` keys, each segment's queries over its own cache, causally. Every lone
-    query token (a decode) goes through `one_query_attention`."""
+    `SegmentKV` keys, each segment's queries over its own cache, causally. All of it
+    through `gqa_attention`."""
     if isinstance(key, SegmentKV):
         outputs, start = [], 0
         for seg_key, seg_value, length in zip(key, value, key.query_lengths):
-            seg_query = query[:, :, start:start + length]
-            if length == 1:
-                outputs.append(one_query_attention(module, seg_query, seg_key, seg_value, **kwargs))
-            else:  # query j sits at cache position total - length + j
+            mask = None
+            if length > 1:  # query j sits at cache position total - length + j
                 total = seg_key.shape[-2]
                 mask = (torch.arange(total, device=query.device)[None, :]
                         <= torch.arange(total - length, total, device=query.device)[:, None])[None, None]
-                outputs.append(sdpa_attention_forward(module, seg_query, seg_key, seg_value, mask, **kwargs)[0])
+            outputs.append(gqa_attention(module, query[:, :, start:start + length], seg_key, seg_value, mask, **kwargs))
             start += length
         return torch.cat(outputs, dim=1), None
     if isinstance(key, RowKV):
-        outputs = [one_query_attention(module, query[i:i + 1], row_key, row_value, **kwargs)
+        outputs = [gqa_attention(module, query[i:i + 1], row_key, row_value, None, **kwargs)
                    for i, (row_key, row_value) in enumerate(zip(key, value))]
         return torch.cat(outputs, dim=0), None
-    if query.shape[2] == 1 and attention_mask is None:
-        return one_query_attention(module, query, key, value, **kwargs), None
-    return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+    return gqa_attention(module, query, key, value, attention_mask, **kwargs), None
 
 
-def one_query_attention(module, query, key, value, **kwargs) -> torch.Tensor:
-    """Attention of one query token over all of `key`/`value` (no mask): `[batch, 1,
-    heads, head_dim]`, as transformers' attention functions return it.
+def gqa_attention(module, query, key, value, attention_mask, **kwargs) -> torch.Tensor:
+    """transformers' SDPA attention (`[batch, queries, heads, head_dim]`, as its
+    attention functions return it), faster on a CPU for grouped-query models.
 
-    On a CPU, with grouped-query attention, the query heads that share a key/value head
-    are handed to SDPA as that head's queries, so each cache is read once per key/value
-    head. transformers' `enable_gqa` path takes 1.3x (2k cached tokens) to 2x (8k) as
-    long on one core for the same result. Elsewhere (a GPU's flash kernels) and for
-    anything beyond plain scaled attention (softcapping, position biases) this is
-    transformers' SDPA attention unchanged.
+    transformers hands SDPA grouped heads with `enable_gqa` only when there is no mask,
+    and otherwise copies every key/value head once per query head it serves
+    (`repeat_kv`), which is what a prefill after a cached prefix pays. On a CPU:
+    - a lone query token (a decode; no mask) goes to SDPA with the query heads that share
+      a key/value head as that head's queries, so each cache is read once per key/value
+      head (transformers' `enable_gqa` path takes 1.3x to 2x as long);
+    - queries with a mask go to SDPA with `enable_gqa` and the mask, no copies.
+    Elsewhere (a GPU's kernels), without grouped heads, for causal queries without a
+    mask and for anything beyond plain scaled attention (softcapping, position biases)
+    this is transformers' function unchanged.
     """
-    batch, num_heads, _, head_dim = query.shape
+    batch, num_heads, num_queries, head_dim = query.shape
     num_kv_heads = key.shape[1]
     if (query.device.type != "cpu" or num_heads == num_kv_heads or num_heads % num_kv_heads
+            or (attention_mask is None and num_queries > 1)
             or kwargs.get("softcap") is not None or kwargs.get("position_bias") is not None):
-        return sdpa_attention_forward(module, query, key, value, None, **kwargs)[0]
-    grouped = query.reshape(batch, num_kv_heads, num_heads // num_kv_heads, head_dim)
-    out = torch.nn.functional.scaled_dot_product_attention(grouped, key, value, scale=kwargs.get("scaling"))
-    return out.reshape(batch, num_heads, 1, head_dim).transpose(1, 2)
+        return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)[0]
+    scale = kwargs.get("scaling")
+    if attention_mask is None:  # one query
+        grouped = query.reshape(batch, num_kv_heads, num_heads // num_kv_heads, head_dim)
+        out = torch.nn.functional.scaled_dot_product_attention(grouped, key, value, scale=scale)
+        return out.reshape(batch, num_heads, 1, head_dim).transpose(1, 2)
+    out = torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask, scale=scale,
+                                                           enable_gqa=True)
+    return out.transpose(1, 2)
 
 
 class RowCaches:

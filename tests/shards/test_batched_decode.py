@@ -7,7 +7,7 @@ import random
 import pytest
 import torch
 
-from shards.batched_decode import (ROW_ATTENTION, decode_rows, enable_row_batching, one_query_attention,
+from shards.batched_decode import (ROW_ATTENTION, decode_rows, enable_row_batching, gqa_attention,
                                   prefill_chunk_with_decodes)
 from shards.model_loader import load_model
 from shards.model_runner import ModelRunner
@@ -76,36 +76,43 @@ def test_decode_rows_logits_equal_single_decodes_with_reused_prefixes(tiny_loade
 
 
 @pytest.mark.parametrize("num_heads,num_kv_heads", [(9, 3), (4, 2), (4, 4)])
-def test_one_query_attention_equals_transformers_sdpa(num_heads, num_kv_heads):
+def test_gqa_attention_equals_transformers_sdpa(num_heads, num_kv_heads):
     """Known answer: transformers' own SDPA attention, on a cache that is a view of a
-    longer buffer (as `GrowableLayer` keeps it)."""
+    longer buffer (as `GrowableLayer` keeps it): lone queries without a mask, and
+    queries after a cached prefix with their causal mask (bool, and additive)."""
     from types import SimpleNamespace
 
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     gen = torch.Generator().manual_seed(0)
     module = SimpleNamespace(num_key_value_groups=num_heads // num_kv_heads, is_causal=True, training=False)
-    for batch, length in ((1, 1), (1, 300), (2, 77)):
-        query = torch.randn(batch, num_heads, 1, 16, generator=gen)
+    for batch, num_queries, length in ((1, 1, 1), (1, 1, 300), (2, 1, 77), (1, 5, 5), (1, 24, 300), (2, 3, 40)):
+        query = torch.randn(batch, num_heads, num_queries, 16, generator=gen)
         key = torch.randn(batch, num_kv_heads, length + 50, 16, generator=gen)[:, :, :length]
         value = torch.randn(batch, num_kv_heads, length + 50, 16, generator=gen)[:, :, :length]
-        expected, _ = sdpa_attention_forward(module, query, key, value, None, scaling=0.3, dropout=0.0)
-        got = one_query_attention(module, query, key, value, scaling=0.3, dropout=0.0)
-        assert got.shape == expected.shape == (batch, 1, num_heads, 16)
-        torch.testing.assert_close(got, expected, atol=1e-6, rtol=1e-5)
+        masks = [None]
+        if num_queries > 1:
+            causal = (torch.arange(length)[None, :] <= torch.arange(length - num_queries, length)[:, None])[None, None]
+            masks = [causal, torch.zeros(causal.shape).masked_fill(~causal, torch.finfo(torch.float32).min)]
+        for mask in masks:
+            expected, _ = sdpa_attention_forward(module, query, key, value, mask, scaling=0.3, dropout=0.0)
+            got = gqa_attention(module, query, key, value, mask, scaling=0.3, dropout=0.0)
+            assert got.shape == expected.shape == (batch, num_queries, num_heads, 16)
+            torch.testing.assert_close(got, expected, atol=1e-6, rtol=1e-5)
 
 
 def test_row_attention_model_decodes_as_the_sdpa_model(tiny_loaded):
     """The whole model on the row attention gives the logits it gives on transformers'
-    SDPA attention: a prefill, then decode steps."""
+    SDPA attention: a prefill, a prefill after that cached prefix, then decode steps."""
     runner = _runner(tiny_loaded)
     prompt = _prompts(9, [45])[0]
     tokens = _prompts(10, [4])[0]
     model = tiny_loaded.model
 
     def run():
-        logits, cache = runner.forward(prompt, None, 0)
-        steps = [logits[0, -1]]
+        _, cache = runner.forward(prompt[:30], None, 0)
+        logits, cache = runner.forward(prompt[30:], cache, 30, logits_to_keep=0)
+        steps = [*logits[0]]
         for i, token in enumerate(tokens):
             logits, cache = runner.forward([token], cache, len(prompt) + i)
             steps.append(logits[0, -1])
