@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from cache.block_meta import BlockMeta
@@ -155,7 +156,8 @@ class PredictivePolicy(EvictionPolicy):
         lowest = self._lowest(Tier.HOST, None)
         if lowest is None:
             return True
-        return self._value_of(block.tenant, tuple(block.sessions), Tier.HOST, now_s, block.last_access_s) > lowest[0]
+        return self._value_of(block.tenant, tuple(block.sessions), Tier.HOST, now_s, block.last_access_s,
+                              block.sessions) > lowest[0]
 
     # ---- forecasts and time ------------------------------------------------------------
 
@@ -282,7 +284,8 @@ class PredictivePolicy(EvictionPolicy):
 
     def _rank(self, group: BlockGroup, now_s: float) -> None:
         cfg = self.config
-        value = self._value_of(group.tenant, group.sessions, group.tier, now_s, group.last_added_s)
+        last_uses = next(iter(group.blocks)).sessions if len(group.sessions) > 1 else None
+        value = self._value_of(group.tenant, group.sessions, group.tier, now_s, group.last_added_s, last_uses)
         pin_until = None
         if group.tier is Tier.HOT:
             for name in group.sessions:
@@ -300,8 +303,9 @@ class PredictivePolicy(EvictionPolicy):
             due_s = min(due_s, pin_until)
         self._index.rank(group, value, due_s, is_pinned=pin_until is not None)
 
-    def _value_of(self, tenant: str, sessions: tuple[str, ...], tier: Tier, now_s: float, last_s: float) -> float:
-        return self._valuation.value_of(tenant, sessions, tier, now_s, last_s)
+    def _value_of(self, tenant: str, sessions: tuple[str, ...], tier: Tier, now_s: float, last_s: float,
+                  last_uses: Mapping[str, float] | None = None) -> float:
+        return self._valuation.value_of(tenant, sessions, tier, now_s, last_s, last_uses)
 
     def _lowest(self, tier: Tier, requester: str | None) -> tuple[float, BlockGroup] | None:
         """The lowest-valued group to take from, honouring HOT reservations."""

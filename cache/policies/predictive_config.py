@@ -24,6 +24,10 @@ class PredictiveConfig:
     rate_half_life_s: smoothing of the measured inflow of blocks.
     refresh_fraction / min_refresh_s: a group's rank is recomputed once its forecast has
         aged by this fraction (at least this many seconds).
+    sharing_weight: a block that several sessions used is also worth this many times the
+        rate at which sessions came to it, (sessions - 1) / the time since the oldest of
+        their last uses: a tenant's system prompt, a document many conversations read,
+        are reused by sessions no forecast knows yet (trusted tenants only; 0: off).
     fallback_p: P(reuse) assumed for a just-used block without a trusted forecast; such
         blocks decay as exp(-idle / H), which orders them exactly as LRU does.
     pin_quantile / max_pin_s / pin_cap_frac: a tool wait is pinned until this return-time
@@ -50,6 +54,7 @@ class PredictiveConfig:
     rate_half_life_s: float = 30.0
     refresh_fraction: float = 0.25
     min_refresh_s: float = 0.5
+    sharing_weight: float = 1.0
     fallback_p: float = 0.5
     pin_quantile: float = 0.9
     max_pin_s: float = 600.0
@@ -72,6 +77,8 @@ class PredictiveConfig:
     def __post_init__(self) -> None:
         if self.value not in VALUE_MODES:
             raise ValueError(f"value must be one of {VALUE_MODES}, got {self.value!r}")
+        if self.sharing_weight < 0:
+            raise ValueError("sharing_weight must not be negative")
         if self.horizon_factor <= 0 or self.default_horizon_s <= 0 or self.min_horizon_s <= 0:
             raise ValueError("horizons must be positive")
         for name in ("fallback_p", "pin_quantile", "pin_cap_frac", "prefetch_quantile", "prefetch_until_quantile",

@@ -22,7 +22,7 @@ drops them whenever a session's forecast or trust changes.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from cache.policies.predictive_config import PredictiveConfig
@@ -110,9 +110,11 @@ class Valuation:
             return self.config.default_horizon_s
         return max(self.config.min_horizon_s, self.config.horizon_factor * space / room.new_per_s)
 
-    def value_of(self, tenant: str, sessions: tuple[str, ...], tier: Tier, now_s: float, last_s: float) -> float:
+    def value_of(self, tenant: str, sessions: tuple[str, ...], tier: Tier, now_s: float, last_s: float,
+                 last_uses: Mapping[str, float] | None = None) -> float:
         """Value of blocks of `tier` used by `sessions` (`last_s`: their last use, for
-        blocks no session claims)."""
+        blocks no session claims; `last_uses`: a block's `BlockMeta.sessions`, for the
+        sharing rate)."""
         horizon = self.horizon_s(tier)
         if not sessions:
             return self.fallback(now_s - last_s, horizon)
@@ -146,6 +148,10 @@ class Valuation:
                     value = self.fallback(idle_s, horizon)
             total += value
             miss *= 1.0 - min(value, 1.0)
+        if last_uses is not None and len(last_uses) > 1 and trusted and self.config.sharing_weight:
+            rate = self.config.sharing_weight * sharing_rate(last_uses, now_s)
+            total += rate
+            miss *= math.exp(-rate * horizon)
         return total if self._is_density else 1.0 - miss
 
     def p_needed(self, tenant: str, sessions: tuple[str, ...], now_s: float, last_s: float, horizon_s: float) -> float:
@@ -169,3 +175,13 @@ class Valuation:
         """The value of a block without a trusted forecast, idle for `idle_s`."""
         p = self.config.fallback_p * math.exp(-max(0.0, idle_s) / horizon_s)
         return p / horizon_s if self._is_density else p
+
+
+def sharing_rate(last_uses: Mapping[str, float], now_s: float) -> float:
+    """Sessions per second that came to a block: (sessions - 1) / the time since the
+    oldest of their last uses (`last_uses` is `BlockMeta.sessions`, oldest first, the
+    most recent few only); 0 for a block one session used."""
+    if len(last_uses) < 2:
+        return 0.0
+    span_s = now_s - next(iter(last_uses.values()))
+    return (len(last_uses) - 1) / span_s if span_s > 0 else 0.0

@@ -284,3 +284,34 @@ def test_predictive_demotes_valuable_victims_and_drops_worthless_ones() -> None:
     serve(mgr, clock, 2.0, "t", "y", prompt(2, 2))
     assert tiers_of(mgr, "t", prompt(1, 2)) == [None, None]  # dropped, not demoted over "keep"
     assert tiers_of(mgr, "t", prompt(0, 2)) == [Tier.HOST] * 2
+
+
+@pytest.mark.parametrize("sharing_weight", [1.0, 0.0])
+def test_predictive_values_a_shared_prefix_by_the_rate_sessions_come_to_it(sharing_weight: float) -> None:
+    """A document three sessions read within 4 s (each unlikely to return) outlives a
+    private chain whose session is more likely back: sessions keep coming to the
+    document (2 per 4 s), and no forecast knows the next one yet. Without the sharing
+    term (weight 0) the document goes first."""
+    clock = Clock()
+    mgr = manager(policy(sharing_weight=sharing_weight), clock, hot=8)
+    doc, private = prompt(0, 2), prompt(1, 2)
+    for i, t_s in enumerate((0.0, 1.0, 2.0)):
+        serve(mgr, clock, t_s, "t", f"S{i}", doc)
+        mgr.apply(lognormal_forecast(f"S{i}", t_s, median_s=1000.0, sigma=0.5, p_return=0.01, next_step="USER"))
+    serve(mgr, clock, 3.0, "t", "Q", private)
+    mgr.apply(lognormal_forecast("Q", 3.0, median_s=1000.0, sigma=0.5, p_return=0.3, next_step="USER"))
+    serve(mgr, clock, 4.0, "t", "N", prompt(2, 6))  # 2 blocks must go
+    kept, lost = (doc, private) if sharing_weight else (private, doc)
+    assert tiers_of(mgr, "t", kept) == [Tier.HOT] * 2
+    assert tiers_of(mgr, "t", lost) == [None] * 2
+
+
+def test_sharing_rate_known_answers() -> None:
+    from cache.policies.valuation import sharing_rate
+
+    assert sharing_rate({"a": 10.0, "b": 20.0, "c": 30.0}, 40.0) == pytest.approx(2 / 30)
+    assert sharing_rate({"a": 10.0}, 40.0) == 0.0
+    assert sharing_rate({}, 40.0) == 0.0
+    assert sharing_rate({"a": 40.0, "b": 40.0}, 40.0) == 0.0  # no time has passed: no rate yet
+    with pytest.raises(ValueError, match="sharing_weight"):
+        PredictiveConfig(sharing_weight=-1.0)
