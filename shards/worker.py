@@ -27,58 +27,25 @@ blocks that request stored.
 """
 from __future__ import annotations
 
-import dataclasses
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from cache.tiers import Tier
-from shards.fair_queue import FairQueue, fair_share, may_admit, may_pin, work_cost
-from shards.prefill import DEFAULT_CHUNK_TOKENS, ChunkedPrefill, PrefillTask
-from shards.stall_bound import StallBound
+from shards.fair_queue import FairQueue, may_admit, may_pin, work_cost
+from shards.prefill import ChunkedPrefill, PrefillTask
 from shards.protocol import (ApplyForecast, CacheEventsReport, CacheSnapshot, CancelRequest,
                              ErrorEvent, ExportPrefix, FinishEvent, ImportPrefix, Ping, Pong,
-                             PrefixExported, PrefixImported, SessionMoved, Shutdown, StatsRequest,
-                             TokenEvent, WorkerStats, WorkItem)
+                             SessionMoved, Shutdown, StatsRequest, TokenEvent, WorkerStats, WorkItem)
+from shards.stall_bound import StallBound
+from shards.worker_config import WorkerConfig, stats_as_dict
+from shards.worker_prefill import PrefillScheduling
+from shards.worker_transfers import export_prefix_for, import_prefix_for
+
+__all__ = ["WorkerConfig", "WorkerLoop", "stats_as_dict"]
 
 
-@dataclass(frozen=True, slots=True)
-class WorkerConfig:
-    model: str = "smollm2"
-    device: str = "cpu"  # where the weights and the hot KV tier live: "cpu", "cuda[:N]"
-    dtype: str = "float32"  # of the weights and the KV cache: "float32", "bfloat16", "float16"
-    num_hot_blocks: int = 4096
-    num_host_blocks: int = 0
-    block_size: int = 16
-    policy: str = "lru"
-    policy_options: tuple[tuple[str, object], ...] = ()  # make_policy keyword arguments
-    max_running: int = 8
-    decode_batch: int = 16  # running requests decoded per forward pass (1: one at a time)
-    num_threads: int = 1
-    tenant_weights: tuple[tuple[str, float], ...] = ()
-    max_running_hard: int | None = None  # None: 4 x max_running
-    prefill_chunk_tokens: int = DEFAULT_CHUNK_TOKENS
-    max_decode_stall_s: float | None = None  # None: prefills first, however long the pause
-    decodes_ride_chunks: bool = True  # overdue decodes ride prefill chunks' passes (else: own pass)
-    events_interval_s: float = 0.01
-    snapshot_interval_s: float = 5.0
-    measure_costs: bool = True
-    prefix_caching: bool = True
-    inline_transfers: bool = False  # prefix copies travel as bytes (no shared memory)
-
-
-def stats_as_dict(stats) -> dict:
-    """CacheStats as plain builtins, to cross the process boundary."""
-    return {
-        "tenants": {name: dataclasses.asdict(t) for name, t in stats.tenants.items()},
-        "tiers": {tier.value: dataclasses.asdict(t) for tier, t in stats.tiers.items()},
-        "num_demotions": stats.num_demotions, "num_promotions": stats.num_promotions,
-        "num_drops": stats.num_drops,
-    }
-
-
-class WorkerLoop:
+class WorkerLoop(PrefillScheduling):
     """The scheduling loop, separate from process plumbing so tests can drive it."""
 
     def __init__(self, worker_id: str, config: WorkerConfig, runner, tokenizer, emit,
@@ -131,40 +98,12 @@ class WorkerLoop:
         return self.alive
 
     def _export(self, message: ExportPrefix) -> None:
-        from shards.kv_transfer import export_prefix, export_prefix_bytes
-
-        started = time.perf_counter()
-        name = payload = None
-        try:
-            if message.inline:
-                payload, num_blocks = export_prefix_bytes(self.runner, message.tenant, list(message.token_ids),
-                                                          message.max_blocks)
-            else:
-                name, num_blocks = export_prefix(self.runner, message.tenant, list(message.token_ids),
-                                                 message.max_blocks)
-        except Exception:
-            traceback.print_exc()
-            name, payload, num_blocks = None, None, 0
-        self.emit(PrefixExported(self.worker_id, message.transfer_id, name, num_blocks,
-                                 time.perf_counter() - started, payload))
+        self.emit(export_prefix_for(self.runner, self.worker_id, message))
 
     def _import(self, message: ImportPrefix) -> None:
-        from shards.kv_transfer import import_prefix, import_prefix_bytes
-
-        started = time.perf_counter()
-        try:
-            if message.payload is not None:
-                num_blocks = import_prefix_bytes(self.runner, message.tenant, message.session,
-                                                 list(message.token_ids), message.payload, message.num_blocks)
-            else:
-                num_blocks = import_prefix(self.runner, message.tenant, message.session,
-                                           list(message.token_ids), message.shm_name, message.num_blocks)
-        except Exception:
-            traceback.print_exc()
-            num_blocks = 0
+        answer = import_prefix_for(self.runner, self.worker_id, message)
         self.flush_cache_events()
-        self.emit(PrefixImported(self.worker_id, message.transfer_id, num_blocks,
-                                 time.perf_counter() - started))
+        self.emit(answer)
 
     def _cancel(self, request_id: str) -> None:
         item = self.waiting.remove(request_id)
@@ -322,94 +261,6 @@ class WorkerLoop:
             traceback.print_exc()
             self._error(ErrorEvent(item.request_id, f"prefill failed: {exc}", "internal_error",
                                    retryable=True))
-
-    def _prefill(self, poll: Callable[[], None] | None) -> None:
-        """Chunks back to back while the next task's tenant is within its share (time to
-        first token first), then at most one chunk of a tenant past its share, then
-        (after a poll) the within-share ones again: a newcomer never waits for a decode
-        behind that chunk."""
-        self._prefill_within_share(poll)
-        if self.alive and not self._decode_overdue() and self._prefill_chunk(within_share_only=False):
-            self._prefill_within_share(poll)
-
-    def _prefill_within_share(self, poll: Callable[[], None] | None) -> None:
-        while self.alive:
-            if poll is not None:
-                poll()
-                self.admit_ready()
-            if not self.alive or self._decode_overdue() or not self._prefill_chunk(within_share_only=True):
-                return
-
-    def _decode_overdue(self) -> bool:
-        """Whether prefill chunks must yield to a decode pass (`StallBound.must_yield`)
-        for a request that cannot ride them."""
-        return not self._rides_chunks() and self.stall.must_yield(self.running.values(), self.clock())
-
-    def _rides_chunks(self) -> bool:
-        return self.config.decodes_ride_chunks and getattr(self.runner, "batches_decode", False)
-
-    def _riders(self) -> list:
-        """The running requests that decode in the next chunk's pass (`StallBound.riders`)."""
-        if not self._rides_chunks():
-            return []
-        return self.stall.riders(self.running.values(), self.clock(), self.config.decode_batch)
-
-    def _prefill_chunk(self, within_share_only: bool) -> bool:
-        """One chunk of the prefill whose tenant holds the fewest slots for its weight
-        (then the oldest); a finished prefill starts decoding. False when no chunk ran."""
-        if not self.prefilling:
-            return False
-        counts = self._slots_by_tenant()
-        order = {request_id: i for i, request_id in enumerate(self.prefilling)}
-        request_id = min(self.prefilling, key=lambda r: (
-            counts[self.prefilling[r].item.tenant] / self.waiting.weight(self.prefilling[r].item.tenant),
-            order[r]))
-        task = self.prefilling[request_id]
-        tenant = task.item.tenant
-        if within_share_only:
-            active = {t for t, n in counts.items() if n > 0} | set(self.waiting.tenants())
-            if counts[tenant] > fair_share(tenant, active, self.weights, self.max_running_hard):
-                return False
-        try:
-            token = self._advance(task)
-        except Exception as exc:
-            traceback.print_exc()
-            del self.prefilling[request_id]
-            self.prefill.abort(task)
-            self._error(ErrorEvent(request_id, f"prefill failed: {exc}", "internal_error",
-                                   retryable=True))
-            return True
-        if token is None:
-            return True
-        del self.prefilling[request_id]
-        seq = task.seq
-        self.running[request_id] = seq
-        self._prefill_s[request_id] = task.compute_s
-        self._after_token(seq, token)
-        if request_id in self.running:
-            self.runner.commit_prompt(seq)
-        return True
-
-    def _advance(self, task: PrefillTask) -> int | None:
-        """One chunk of `task`, with the due running requests (`_riders`) decoding in the
-        same pass. If that pass fails (no cache changed), the chunk runs alone."""
-        riders = self._riders()
-        before_s = task.compute_s
-        token = None
-        if riders:
-            try:
-                token, results = self.prefill.advance_with(task, riders)
-            except Exception:  # the packed pass failed, no cache changed: the chunk alone
-                traceback.print_exc()
-                riders = []
-            else:
-                self._deliver(riders, results)
-                if isinstance(token, Exception):
-                    raise token
-        if not riders:
-            token = self.prefill.advance(task)
-        self.stall.chunk_done(task.compute_s - before_s, self.clock())
-        return token
 
     def _after_token(self, seq, token: int) -> None:
         seq.last_token_s = self.clock()

@@ -1,0 +1,114 @@
+"""When a worker runs prefill chunks, and which running requests ride them.
+
+Part of `WorkerLoop` (shards/worker.py, whose docstring gives the whole schedule): the
+prefills of tenants within their weighted share of the slots run back to back (time to
+first token first), at most one chunk of a tenant past its share runs between decode
+passes, and with `max_decode_stall_s` set the due running requests decode in a chunk's
+own forward pass, or the chunks yield to a decode pass (`shards.stall_bound`).
+
+Invariants: a prefill that fails ends its request with one retryable error and frees
+what it held; a request whose prefill finished is running before its first token is
+sent; a failed packed pass changed no cache, so its chunk then runs alone.
+"""
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable
+
+from shards.fair_queue import fair_share
+from shards.prefill import PrefillTask
+from shards.protocol import ErrorEvent
+
+
+class PrefillScheduling:
+    """The prefill half of `WorkerLoop`'s schedule (a mixin: it uses the loop's
+    `prefilling`, `running`, `waiting`, `stall`, `prefill`, `runner` and its event
+    methods)."""
+
+    def _prefill(self, poll: Callable[[], None] | None) -> None:
+        """Chunks back to back while the next task's tenant is within its share (time to
+        first token first), then at most one chunk of a tenant past its share, then
+        (after a poll) the within-share ones again: a newcomer never waits for a decode
+        behind that chunk."""
+        self._prefill_within_share(poll)
+        if self.alive and not self._decode_overdue() and self._prefill_chunk(within_share_only=False):
+            self._prefill_within_share(poll)
+
+    def _prefill_within_share(self, poll: Callable[[], None] | None) -> None:
+        while self.alive:
+            if poll is not None:
+                poll()
+                self.admit_ready()
+            if not self.alive or self._decode_overdue() or not self._prefill_chunk(within_share_only=True):
+                return
+
+    def _decode_overdue(self) -> bool:
+        """Whether prefill chunks must yield to a decode pass (`StallBound.must_yield`)
+        for a request that cannot ride them."""
+        return not self._rides_chunks() and self.stall.must_yield(self.running.values(), self.clock())
+
+    def _rides_chunks(self) -> bool:
+        return self.config.decodes_ride_chunks and getattr(self.runner, "batches_decode", False)
+
+    def _riders(self) -> list:
+        """The running requests that decode in the next chunk's pass (`StallBound.riders`)."""
+        if not self._rides_chunks():
+            return []
+        return self.stall.riders(self.running.values(), self.clock(), self.config.decode_batch)
+
+    def _prefill_chunk(self, within_share_only: bool) -> bool:
+        """One chunk of the prefill whose tenant holds the fewest slots for its weight
+        (then the oldest); a finished prefill starts decoding. False when no chunk ran."""
+        if not self.prefilling:
+            return False
+        counts = self._slots_by_tenant()
+        order = {request_id: i for i, request_id in enumerate(self.prefilling)}
+        request_id = min(self.prefilling, key=lambda r: (
+            counts[self.prefilling[r].item.tenant] / self.waiting.weight(self.prefilling[r].item.tenant),
+            order[r]))
+        task = self.prefilling[request_id]
+        tenant = task.item.tenant
+        if within_share_only:
+            active = {t for t, n in counts.items() if n > 0} | set(self.waiting.tenants())
+            if counts[tenant] > fair_share(tenant, active, self.weights, self.max_running_hard):
+                return False
+        try:
+            token = self._advance(task)
+        except Exception as exc:
+            traceback.print_exc()
+            del self.prefilling[request_id]
+            self.prefill.abort(task)
+            self._error(ErrorEvent(request_id, f"prefill failed: {exc}", "internal_error",
+                                   retryable=True))
+            return True
+        if token is None:
+            return True
+        del self.prefilling[request_id]
+        seq = task.seq
+        self.running[request_id] = seq
+        self._prefill_s[request_id] = task.compute_s
+        self._after_token(seq, token)
+        if request_id in self.running:
+            self.runner.commit_prompt(seq)
+        return True
+
+    def _advance(self, task: PrefillTask) -> int | None:
+        """One chunk of `task`, with the due running requests (`_riders`) decoding in the
+        same pass. If that pass fails (no cache changed), the chunk runs alone."""
+        riders = self._riders()
+        before_s = task.compute_s
+        token = None
+        if riders:
+            try:
+                token, results = self.prefill.advance_with(task, riders)
+            except Exception:  # the packed pass failed, no cache changed: the chunk alone
+                traceback.print_exc()
+                riders = []
+            else:
+                self._deliver(riders, results)
+                if isinstance(token, Exception):
+                    raise token
+        if not riders:
+            token = self.prefill.advance(task)
+        self.stall.chunk_done(task.compute_s - before_s, self.clock())
+        return token
