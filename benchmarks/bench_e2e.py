@@ -227,14 +227,16 @@ def main() -> None:
             report = run_isolated(run_policy, args, policy, records, header, seed_dir)
             reports[policy].append(report)
             totals[policy] = report["total"]
-            print(json.dumps({"progress": policy, "repeat": repeat, **report["total"], "cpu": report["cpu"]}),
+            print(json.dumps({"progress": policy, "repeat": repeat, **report["total"], "cpu": report["cpu"],
+                              "error_samples": report["error_samples"]}),
                   file=sys.stderr, flush=True)
         out["runs"].append({"order": order, **ratios(totals)})
     for policy, runs in reports.items():
         middle = median_run(runs)
         out["policies"][policy] = {"total": median_totals([r["total"] for r in runs]),
                                    "per_tenant": middle["per_tenant"], "wall_s": middle["wall_s"],
-                                   "cpu": middle["cpu"], "routing": middle["routing"]}
+                                   "cpu": middle["cpu"], "routing": middle["routing"],
+                                   "error_samples": sorted({e for r in runs for e in r["error_samples"]})[:10]}
     out.update(ratios({p: v["total"] for p, v in out["policies"].items()}))
     if len(out["runs"]) > 1:  # paired: each repeat's ratio, then the median over repeats
         out["median_of_run_ratios"] = median_totals([{k: v for k, v in run.items() if k != "order"}

@@ -54,8 +54,12 @@ def add_generate_arguments(parser: argparse.ArgumentParser) -> None:
 def run_generate(args: argparse.Namespace) -> int:
     values = {f.name: getattr(args, f.name) for f in dataclasses.fields(WorkloadConfig)}
     values = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
-    config = WorkloadConfig(**values)
-    records = generate_workload(config, load_patterns(args.patterns))
+    try:
+        config = WorkloadConfig(**values)
+        records = generate_workload(config, load_patterns(args.patterns))
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     header = TraceHeader(block_size=config.block_size, note=f"stepahead workload generate {values}")
     if args.output == "-":
         count = write_trace(sys.stdout, records, header)

@@ -112,6 +112,10 @@ def generate_workload(config: WorkloadConfig, patterns: list[ToolPatterns]) -> l
         session = f"{tenant}-s{session_counts[tenant_index]}"
         session_counts[tenant_index] += 1
         records.extend(_session_records(config, rng, tenant, session, domain, prefix.fork(), start))
+    if total_sessions and not records:
+        longest = max(prefix.num_tokens for _, _, prefix in prefixes)
+        raise ValueError(f"no request fits in max_context_tokens={config.max_context_tokens}: the tenants' "
+                         f"system prompts and tool schemas alone take up to {longest} tokens")
     records.sort(key=lambda r: r.t)
     return records
 

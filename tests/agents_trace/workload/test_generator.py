@@ -96,3 +96,17 @@ def test_workload_generate_help_explains_every_knob_with_its_default():
         assert action.help and "(default: %(default)s)" in action.help, field.name
         assert action.default == getattr(WorkloadConfig(), field.name)
     assert "(default: 0.5)" in " ".join(parser.format_help().split())
+
+
+def test_workload_that_fits_no_request_is_an_error_not_an_empty_file(tmp_path, capsys):
+    import pytest
+
+    from gateway.cli import main
+
+    with pytest.raises(ValueError, match="max_context_tokens=600"):
+        generate_workload(WorkloadConfig(num_tenants=2, num_sessions=2, max_context_tokens=600), PATTERNS)
+    out = tmp_path / "w.jsonl"
+    assert main(["workload", "generate", "--tenants", "2", "--sessions", "2", "--max-context-tokens", "600",
+                 "-o", str(out)]) == 2
+    assert "error: no request fits in max_context_tokens=600" in capsys.readouterr().err
+    assert not out.exists()
