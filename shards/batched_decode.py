@@ -9,8 +9,10 @@ own cache (`RowCaches.update` appends row i's new key/value to request i's cache
 hands the attention function the per-row tensors, `RowKV`).
 
 The attention function is registered with transformers under `ROW_ATTENTION`. For any
-other input (prefill, a single decode) it is exactly transformers' SDPA attention, with
-SDPA's masks, so switching a model to it changes nothing outside batched decode.
+other input (prefill, a single decode) it computes transformers' SDPA attention with
+SDPA's masks (`gqa_attention`: on a CPU the grouped-query heads go to SDPA without
+transformers' per-head copies; equal up to float rounding, tested), so switching a
+model to it changes no result outside batched decode.
 
 A prefill chunk can carry running requests' decodes along (`prefill_chunk_with_decodes`):
 the chunk and one token per request are packed into one sequence (`SegmentCaches`,
