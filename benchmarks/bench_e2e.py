@@ -52,6 +52,7 @@ from agents_trace.replay.runner import ReplayOptions, replay  # noqa: E402
 from agents_trace.workload.generator import WorkloadConfig, generate_workload  # noqa: E402
 from agents_trace.workload.tool_patterns import load_patterns  # noqa: E402
 from cache.trace_format import TraceHeader  # noqa: E402
+from shards.model_loader import choose_dtype  # noqa: E402
 
 POLICIES = ("predictive", "lru", "none")
 
@@ -113,7 +114,7 @@ def gateway_config(args, policy: str, tenants: list[str]):
     engine = {"policy": "lru" if policy == "none" else policy, "num_hot_blocks": args.hot_blocks,
               "num_host_blocks": args.host_blocks, "threads_per_worker": args.threads_per_worker,
               "prefix_caching": policy != "none", "prefix_transfer": args.prefix_transfer,
-              "decode_batch": args.decode_batch}
+              "decode_batch": args.decode_batch, "dtype": args.dtype}
     return parse_config({
         "models": [{"name": "m", "kind": "local", "path": args.model, "num_workers": args.workers,
                     "engine": engine}],
@@ -201,6 +202,8 @@ def main() -> None:
                         help="workers never copy a shared prefix from each other (recompute instead)")
     parser.add_argument("--decode-batch", type=int, default=16,
                         help="running requests a worker decodes per forward pass (1: one at a time)")
+    parser.add_argument("--dtype", default="auto",
+                        help="workers' weights and KV cache (auto: bfloat16 where the CPU computes it natively)")
     parser.add_argument("--plot", action="store_true")
     args = parser.parse_args()
 
@@ -210,7 +213,7 @@ def main() -> None:
     pretrain_predictor(train, args.speed, seed_dir, step_hints=args.step_hints)
     config, records = workload(args, args.tenants, args.seed, args.session_rate)
     header = TraceHeader(block_size=config.block_size)
-    out: dict = {"model": args.model, "requests": len(records), "tenants": args.tenants,
+    out: dict = {"model": args.model, "dtype": choose_dtype(args.dtype, args.model, "cpu"), "requests": len(records), "tenants": args.tenants,
                  "sessions_per_tenant": args.sessions, "session_rate_per_s": args.session_rate,
                  "hot_blocks_per_worker": args.hot_blocks, "host_blocks_per_worker": args.host_blocks,
                  "workers": args.workers, "speed": args.speed, "step_hints": args.step_hints,

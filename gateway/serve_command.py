@@ -35,7 +35,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     local.add_argument("--policy", choices=POLICIES, help="KV cache policy (default lru)")
     local.add_argument("--hot-blocks", type=int, help="hot KV blocks per worker (default 4096)")
     local.add_argument("--device", help="where workers run the model: 'cpu' (default), 'cuda' or 'cuda:N'")
-    local.add_argument("--dtype", help="weights and KV cache: 'float32' (default), 'bfloat16' or 'float16'")
+    local.add_argument("--dtype", help="weights and KV cache: 'auto' (default: bfloat16 where the device "
+                                       "computes it natively, else float32), 'float32', 'bfloat16' or 'float16'")
     parser.set_defaults(handler=serve)
 
 
@@ -70,7 +71,7 @@ def _local_model_problem(config) -> str | None:
         try:
             LocalEngine.check_options(options)
             check_model(model.path, str(options.get("device", "cpu")) if local else None,
-                        str(options.get("dtype", "float32")))
+                        str(options.get("dtype", "auto")))
         except (EngineOptionError, ModelLoadError) as exc:
             return f"cannot serve model {model.name!r}: {exc}"
     return None

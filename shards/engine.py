@@ -82,8 +82,11 @@ class LocalEngine:
     - `prefix_caching=False`: nothing is reused or stored (the no-caching baseline);
     - `device`: where each worker keeps the weights and the hot KV tier ("cpu";
       "cuda": the workers spread over the visible GPUs in turn; "cuda:N": all on GPU N);
-      the host tier stays in CPU memory. `dtype`: of the weights and
-      the KV cache ("float32", "bfloat16" — half the KV bytes per block — "float16").
+      the host tier stays in CPU memory. `dtype`: of the weights and the KV cache
+      ("float32", "bfloat16" — half the KV bytes per block — "float16", or "auto":
+      bfloat16 where the device computes it natively, else float32; `choose_dtype`).
+      A local engine settles "auto" at start, so `config.dtype` then names the dtype
+      its workers use; a Ray worker settles it on its own node.
     """
 
     @classmethod
@@ -105,7 +108,7 @@ class LocalEngine:
                  health_timeout_s: float = 30.0, ping_interval_s: float = 0.5,
                  min_p_return: float = 0.5, routing: str = "prefix", tenant_homes: bool = True,
                  policy_options: Mapping | None = None, prefix_caching: bool = True,
-                 device: str = "cpu", dtype: str = "float32", max_decode_stall_s: float | None = None,
+                 device: str = "cpu", dtype: str = "auto", max_decode_stall_s: float | None = None,
                  prefill_chunk_tokens: int = DEFAULT_CHUNK_TOKENS, decodes_ride_chunks: bool = True):
         threads = threads_per_worker or max(1, (os.cpu_count() or 2) // max(1, num_workers))
         weights = tuple(sorted((tenant_weights or {}).items()))
@@ -153,12 +156,15 @@ class LocalEngine:
 
     # --- lifecycle -----------------------------------------------------------------
     async def start(self) -> None:
-        from shards.model_loader import load_model_files, load_tokenizer
+        from shards.model_loader import choose_dtype, load_model_files, load_tokenizer
 
         # a bad model, dtype or (local) device fails here, not in every worker; a Ray
         # worker's device is on its own node. The GGUF is converted once, before spawning.
         device = self.config.device if self.transport_name == "local" else None
         await asyncio.to_thread(load_model_files, self.config.model, device, self.config.dtype)
+        if device is not None:
+            self.config = dataclasses.replace(
+                self.config, dtype=choose_dtype(self.config.dtype, self.config.model, device))
         self._transport = await asyncio.to_thread(make_transport, self.transport_name,
                                                   self._transport_options)
         if not self._prefix_transfer:

@@ -131,22 +131,49 @@ def worker_device(device: str, worker_index: int, num_gpus: int) -> str:
 
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+AUTO_DTYPE = "auto"
+_CPU_BFLOAT16_PROBES = ("_is_amx_tile_supported", "_is_avx512_bf16_supported")
+
+
+def has_fast_bfloat16(device: str) -> bool:
+    """Whether `device` computes in bfloat16 natively: a CUDA GPU that supports it, or a
+    CPU with AMX tiles or AVX512-BF16, where torch's kernels multiply bfloat16 faster
+    than float32 (elsewhere bfloat16 is converted on the fly and slower). The CPU probes
+    are torch's own; a torch without them counts as no."""
+    if str(device).startswith("cuda"):
+        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    return any(bool(getattr(torch.cpu, probe, lambda: False)()) for probe in _CPU_BFLOAT16_PROBES)
+
+
+def choose_dtype(dtype: str, model: str, device: str) -> str:
+    """`dtype` itself, or for "auto": "bfloat16" where `device` computes it natively
+    (`has_fast_bfloat16`), else "float32"; the test model 'tiny' is always "float32"
+    (its matrices are too small to gain, and its tests compare float32 results)."""
+    if dtype != AUTO_DTYPE:
+        return dtype
+    if model == TINY_MODEL or not has_fast_bfloat16(device):
+        return "float32"
+    return "bfloat16"
 
 
 def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
-    """The torch dtype named by `dtype` ("float32", "bfloat16", "float16")."""
+    """The torch dtype named by `dtype` ("float32", "bfloat16", "float16"; "auto" is
+    settled first by `choose_dtype`)."""
     if isinstance(dtype, torch.dtype) and dtype in DTYPES.values():
         return dtype
     if dtype not in DTYPES:
-        raise ModelLoadError(f"dtype {dtype!r} is not supported: use one of {', '.join(DTYPES)}")
+        raise ModelLoadError(f"dtype {dtype!r} is not supported: use {AUTO_DTYPE!r} or one of {', '.join(DTYPES)}")
     return DTYPES[dtype]
 
 
 def load_model(name: str = EMBEDDED_MODEL, dtype: str | torch.dtype = torch.float32,
                device: str = "cpu") -> LoadedModel:
     """Load a model by name ("smollm2", "tiny") or local directory path, in eval mode,
-    with its weights (and so its KV cache) in `dtype` on `device`."""
+    with its weights (and so its KV cache) in `dtype` ("auto": `choose_dtype` for this
+    device) on `device`."""
     target = resolve_device(device)
+    if isinstance(dtype, str):
+        dtype = choose_dtype(dtype, name, str(target))
     dtype = resolve_dtype(dtype)
     if name == TINY_MODEL:
         from shards.tiny_model import build_tiny_model
@@ -165,14 +192,19 @@ def load_model(name: str = EMBEDDED_MODEL, dtype: str | torch.dtype = torch.floa
         model_id = path.name
     model.to(device=target, dtype=dtype)
     model.eval()
+    if target.type == "cpu" and dtype is torch.bfloat16:
+        from shards.single_row_linear import use_single_row_linears
+
+        use_single_row_linears(model)  # one decode row: torch.mv beats oneDNN's bfloat16 path
     max_ctx = int(getattr(model.config, "max_position_embeddings", 2048) or 2048)
     return LoadedModel(model, tokenizer, model_id, max_ctx)
 
 
-def check_model(name: str, device: str | None = None, dtype: str = "float32") -> None:
+def check_model(name: str, device: str | None = None, dtype: str = AUTO_DTYPE) -> None:
     """Raise ModelLoadError, with what to do, when `name` cannot be loaded here in
     `dtype` (or on `device`, when given); cheap: nothing is loaded or converted."""
-    resolve_dtype(dtype)
+    if dtype != AUTO_DTYPE:
+        resolve_dtype(dtype)
     if device is not None:
         resolve_device(device)
     if name == EMBEDDED_MODEL:
@@ -182,7 +214,7 @@ def check_model(name: str, device: str | None = None, dtype: str = "float32") ->
         raise ModelLoadError(f"model {name!r} is neither 'smollm2', 'tiny' nor a local model directory")
 
 
-def load_model_files(name: str, device: str | None = None, dtype: str = "float32") -> None:
+def load_model_files(name: str, device: str | None = None, dtype: str = AUTO_DTYPE) -> None:
     """Make sure a model can load fast in worker processes (converts the embedded GGUF
     once), after `check_model`. Call in the parent before starting workers, so they
     never race to convert."""

@@ -15,7 +15,7 @@ from shards.prefill import DEFAULT_CHUNK_TOKENS
 class WorkerConfig:
     model: str = "smollm2"
     device: str = "cpu"  # where the weights and the hot KV tier live: "cpu", "cuda[:N]"
-    dtype: str = "float32"  # of the weights and the KV cache: "float32", "bfloat16", "float16"
+    dtype: str = "auto"  # of the weights and the KV cache: "float32", "bfloat16", "float16", "auto"
     num_hot_blocks: int = 4096
     num_host_blocks: int = 0
     block_size: int = 16

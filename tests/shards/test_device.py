@@ -16,7 +16,8 @@ import torch
 from cache.tiers import Tier
 from shards.engine import LocalEngine
 from shards.kv_transfer import export_prefix, import_prefix, measure_costs
-from shards.model_loader import ModelLoadError, check_model, load_model, resolve_device, resolve_dtype
+from shards.model_loader import (ModelLoadError, check_model, choose_dtype, has_fast_bfloat16, load_model,
+                                 resolve_device, resolve_dtype)
 from shards.model_runner import ModelRunner
 from shards.protocol import FinishEvent, SamplingParams, TokenEvent, WorkItem
 from shards.sampling import make_generator, sample_next
@@ -91,10 +92,58 @@ def test_resolve_dtype_names_the_three_supported_and_refuses_others():
         torch.float32, torch.bfloat16, torch.float16]
     assert resolve_dtype(torch.bfloat16) is torch.bfloat16
     for bad in ("float64", "int8", torch.float64):
-        with pytest.raises(ModelLoadError, match="use one of float32, bfloat16, float16"):
+        with pytest.raises(ModelLoadError, match="use 'auto' or one of float32, bfloat16, float16"):
             resolve_dtype(bad)
     with pytest.raises(ModelLoadError, match="dtype 'fp8'"):
         check_model("tiny", "cpu", "fp8")
+
+
+def _cpu_bfloat16(monkeypatch, amx: bool, avx512_bf16: bool) -> None:
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx, raising=False)
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: avx512_bf16, raising=False)
+
+
+def test_a_cpu_has_fast_bfloat16_with_amx_tiles_or_avx512_bf16(monkeypatch):
+    for amx, avx512_bf16 in ((True, False), (False, True), (True, True), (False, False)):
+        _cpu_bfloat16(monkeypatch, amx, avx512_bf16)
+        assert has_fast_bfloat16("cpu") is (amx or avx512_bf16)
+    monkeypatch.delattr(torch.cpu, "_is_amx_tile_supported")
+    monkeypatch.delattr(torch.cpu, "_is_avx512_bf16_supported")
+    assert has_fast_bfloat16("cpu") is False  # a torch without the probes: no
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert has_fast_bfloat16("cuda:0") is False
+
+
+def test_auto_dtype_is_bfloat16_only_where_the_device_computes_it_and_never_for_tiny(monkeypatch):
+    _cpu_bfloat16(monkeypatch, amx=True, avx512_bf16=False)
+    assert choose_dtype("auto", "smollm2", "cpu") == "bfloat16"
+    assert choose_dtype("auto", "/models/llama", "cpu") == "bfloat16"
+    assert choose_dtype("auto", "tiny", "cpu") == "float32"
+    for given in ("float32", "float16", "bfloat16"):
+        assert choose_dtype(given, "smollm2", "cpu") == given  # a named dtype is kept
+    _cpu_bfloat16(monkeypatch, amx=False, avx512_bf16=False)
+    assert choose_dtype("auto", "smollm2", "cpu") == "float32"
+    check_model("tiny", "cpu", "auto")  # accepted before anything loads
+
+
+def test_auto_loads_the_tiny_model_in_float32():
+    loaded = load_model("tiny", dtype="auto")
+    assert next(loaded.model.parameters()).dtype is torch.float32
+
+
+def test_a_local_engine_settles_auto_at_start_and_reports_what_its_workers_use():
+    eng = LocalEngine("tiny", num_workers=1, num_hot_blocks=16)
+    assert eng.config.dtype == "auto"
+
+    async def started_dtype() -> str:
+        await eng.start()
+        try:
+            return eng.health()["dtype"]
+        finally:
+            await eng.stop()
+
+    assert asyncio.run(started_dtype()) == "float32"
+    assert eng.config.dtype == "float32"
 
 
 @pytest.fixture(scope="module")
