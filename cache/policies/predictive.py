@@ -44,6 +44,8 @@ from cache.policies.accuracy import TenantAccuracy
 from cache.policies.groups import BlockGroup, GroupIndex
 from cache.policies.pins import PinBook
 from cache.policies.predictive_config import PredictiveConfig
+from cache.policies.predictive_prefetch import PrefetchPlanning
+from cache.policies.predictive_upkeep import PolicyUpkeep
 from cache.policies.prefetch import PrefetchCounts, PrefetchTracker
 from cache.policies.reservations import ReservationPlan
 from cache.policies.return_curve import ReturnCurve
@@ -61,8 +63,10 @@ class _Tenant:
     accuracy: TenantAccuracy = field(default_factory=TenantAccuracy)
 
 
-class PredictivePolicy(EvictionPolicy):
-    """Forecast-driven eviction and placement (see the module docstring).
+class PredictivePolicy(PolicyUpkeep, PrefetchPlanning, EvictionPolicy):
+    """Forecast-driven eviction and placement (see the module docstring). Its upkeep
+    over time and choice of victim group live in predictive_upkeep.py, its prefetch in
+    predictive_prefetch.py (mixins over this class's state).
 
     Invariants: the group index holds exactly the evictable blocks the manager showed
     it; `_tenants[t].num_hot` counts `t`'s cached HOT blocks; a session's `curve` is
@@ -306,121 +310,6 @@ class PredictivePolicy(EvictionPolicy):
     def _value_of(self, tenant: str, sessions: tuple[str, ...], tier: Tier, now_s: float, last_s: float,
                   last_uses: Mapping[str, float] | None = None) -> float:
         return self._valuation.value_of(tenant, sessions, tier, now_s, last_s, last_uses)
-
-    def _lowest(self, tier: Tier, requester: str | None) -> tuple[float, BlockGroup] | None:
-        """The lowest-valued group to take from, honouring HOT reservations."""
-        index = self._index
-        tenants = index.tenants(tier)
-        if tier is Tier.HOT and self._plan.is_active:
-            best = None
-            for tenant in tenants:
-                if self._plan.is_over(tenant, self._tenants[tenant].num_hot):
-                    top = index.top(tier, tenant)
-                    if top is not None and (best is None or top[0] < best[0]):
-                        best = top
-            if best is not None:
-                return best
-            if requester is not None:
-                own = index.top(tier, requester)
-                if own is not None:
-                    return own
-        best = None
-        for tenant in tenants:
-            top = index.top(tier, tenant)
-            if top is not None and (best is None or top[0] < best[0]):
-                best = top
-        return best
-
-    # ---- internals: time ---------------------------------------------------------------
-
-    def _maintain(self, now_s: float) -> None:
-        """Due bookkeeping that never calls the manager: rates, pins, outcomes, ranks,
-        the reservation plan."""
-        self._now_s = max(self._now_s, now_s)
-        self._room.update_rate(now_s, self.config.rate_half_life_s)
-        self._pins.expire(now_s)
-        resolve = self._resolve
-        while resolve and resolve[0][0] < now_s:
-            until_s, name = heapq.heappop(resolve)
-            session = self._sessions.get(name)
-            if session is not None and session.predicted_p is not None and session.predicted_until_s == until_s:
-                self._tenant(session.tenant).accuracy.add(session.predicted_p, False, self.config.accuracy_alpha)
-                session.predicted_p = None
-        for group in self._index.pop_due(now_s):
-            self._rank(group, now_s)
-        replanned_s = self._replanned_at_s
-        if self._room.capacity[0] and (replanned_s is None or now_s - replanned_s >= self.config.replan_interval_s):
-            self._replanned_at_s = now_s
-            self._replan(now_s)
-
-    def _replan(self, now_s: float) -> None:
-        """Re-plan reservations from forecast demand (once HOT has filled, so its size is
-        known); forget long-idle sessions."""
-        demands: dict[str, float] = {}
-        horizon = self.horizon_s(Tier.HOT)
-        for group in self._index.groups():
-            p = self._valuation.p_needed(group.tenant, group.sessions, now_s, group.last_added_s, horizon)
-            demands[group.tenant] = demands.get(group.tenant, 0.0) + p * len(group.blocks)
-        for tenant, state in self._tenants.items():
-            if state.num_hot > 0:
-                demands[tenant] = demands.get(tenant, 0.0) + 1.0
-        self._plan.plan(self._room.capacity[0], demands, now_s)
-        cutoff = now_s - self.config.session_idle_forget_s
-        stale = [name for name, session in self._sessions.items()
-                 if session.last_use_s < cutoff and (session.curve is None or session.curve.made_at_s < cutoff)
-                 and not self._pins.is_pinned(name, now_s)]
-        for name in stale:
-            del self._sessions[name]
-
-    # ---- internals: prefetch ---------------------------------------------------------
-
-    def _schedule_prefetch(self, name: str, session: SessionState, num_blocks: int, now_s: float) -> None:
-        if (not self.config.prefetch or session.return_soon_s is None or session.has_prefetched
-                or not self.is_trusted(session.tenant)):
-            return
-        due_s = session.return_soon_s - num_blocks * self.config.host_to_hot_s_per_block
-        self._prefetch.schedule(name, max(due_s, now_s))
-
-    def _prefetch_now(self, name: str, now_s: float, actions: CacheActions) -> None:
-        """Copy a waiting session's HOST chain back to HOT, head first, once it likely
-        returns within HOT's horizon and while it outranks HOT's cheapest block; too
-        early, look again later (until the late return-time quantile)."""
-        session = self._sessions.get(name)
-        if session is None or session.curve is None or session.has_prefetched:
-            return
-        group = self._index.group(Tier.HOST, session.tenant, name)
-        if group is None:
-            return
-        cfg = self.config
-        if session.curve.p_within(now_s, self.horizon_s(Tier.HOT)) < cfg.prefetch_min_p:
-            retry_s = now_s + max(cfg.min_refresh_s, cfg.refresh_fraction * (now_s - session.curve.made_at_s))
-            if session.return_late_s is not None and retry_s <= session.return_late_s:
-                self._prefetch.schedule(name, retry_s)
-            return
-        chain: list[BlockMeta] = []
-        block: BlockMeta | None = GroupIndex.victim(group)
-        while block is not None:
-            if block.tier is Tier.HOST:
-                chain.append(block)
-            if block.parent_hash is None:
-                break
-            parent = actions.find(block.parent_hash)
-            if parent is None or parent.uid != block.parent_uid:
-                return  # a missing ancestor: the chain cannot hit, copying it back is waste
-            block = parent
-        value = self._value_of(session.tenant, (name,), Tier.HOT, now_s, session.last_use_s)
-        for block in reversed(chain):
-            if not block.is_cached or block.tier is not Tier.HOST or block.ref_count:
-                break
-            if actions.num_free_blocks(Tier.HOT) == 0:
-                lowest = self._lowest(Tier.HOT, session.tenant)
-                if lowest is None or cfg.prefetch_margin * lowest[0] >= value:
-                    break
-            if actions.promote(block.id) is None:
-                break
-            self._prefetch.mark(block)
-            session.has_prefetched = True  # once per wait: a chain demoted again is not chased
-
 
 def _waits_on_tool(forecast: Forecast) -> bool:
     """Whether the session most likely waits on a tool call (not a user, not the end)."""
