@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
 from collections.abc import AsyncIterator
 
 from gateway.backend import ChatEvent, Prepared
@@ -68,7 +69,15 @@ class LocalBackend:
 
     async def start(self) -> None:
         await self.engine.start()
+        print(f"stepahead: {self.started_line()}", file=sys.stderr, flush=True)  # stdout may be JSON
         self._stats_task = asyncio.create_task(self._refresh_stats())
+
+    def started_line(self) -> str:
+        """What the operator is told once the workers are up: where and how they run."""
+        cfg = self.engine.config
+        return (f"model {self.model_id!r} ({self.engine.model_id}): {self.engine.num_workers} worker(s) "
+                f"on {cfg.device} in {cfg.dtype}, policy {cfg.policy}, {cfg.num_hot_blocks} hot KV blocks "
+                f"of {cfg.block_size} tokens each")
 
     async def stop(self) -> None:
         if self._stats_task is not None:

@@ -95,3 +95,11 @@ def test_kv_shares_under_lru_are_reported_not_applied(caplog):
         local = LocalBackend(config, tenant_kv_shares={"a": 0.25})
     assert local.engine.config.policy_options == ()
     assert "kv_share is ignored" in caplog.text
+
+
+def test_the_started_line_says_where_and_in_what_dtype_the_workers_run():
+    engine = {"policy": "predictive", "num_hot_blocks": 64, "dtype": "bfloat16"}
+    config = LocalModelConfig(name="m", path="tiny", num_workers=3, engine_options=tuple(engine.items()))
+    line = LocalBackend(config).started_line()
+    assert line == ("model 'm' (tiny): 3 worker(s) on cpu in bfloat16, policy predictive, "
+                    "64 hot KV blocks of 16 tokens each")
