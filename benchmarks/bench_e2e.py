@@ -52,6 +52,7 @@ from agents_trace.replay.runner import ReplayOptions, replay  # noqa: E402
 from agents_trace.workload.generator import WorkloadConfig, generate_workload  # noqa: E402
 from agents_trace.workload.tool_patterns import load_patterns  # noqa: E402
 from cache.trace_format import TraceHeader  # noqa: E402
+from gateway.config import DEFAULT_KEEP_ALIVE_S  # noqa: E402
 from shards.model_loader import choose_dtype  # noqa: E402
 
 POLICIES = ("predictive", "lru", "none")
@@ -69,7 +70,8 @@ class Gateway:
     def __init__(self, app):
         self.port = _free_port()
         self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port,
-                                                    log_level="warning", lifespan="on"))
+                                                    log_level="warning", lifespan="on",
+                                                    timeout_keep_alive=DEFAULT_KEEP_ALIVE_S))
         self.thread = threading.Thread(target=self.server.run, name="gateway-uvicorn", daemon=True)
 
     def __enter__(self) -> "Gateway":

@@ -19,6 +19,7 @@ from agents_trace.config import TraceConfig, TraceConfigError, parse_trace_confi
 
 DEFAULT_LOCAL_MODEL = "smollm2"
 BUILTIN_LOCAL_MODELS = ("smollm2", "tiny")
+DEFAULT_KEEP_ALIVE_S = 75.0
 PASSTHROUGH_PROVIDERS = ("openai", "hosted_vllm", "openai_like", "custom_openai")
 
 
@@ -116,8 +117,14 @@ class GatewayConfig:
     queue_timeout_s: float = 30.0
     host: str = "127.0.0.1"
     port: int = 8000
+    # How long an idle client connection stays open. Longer than clients keep theirs
+    # (httpx 5 s, aiohttp 15 s), so a client never sends on a connection the server is
+    # closing at that moment ("Server disconnected"); uvicorn's own default is 5 s.
+    keep_alive_s: float = DEFAULT_KEEP_ALIVE_S
 
     def __post_init__(self) -> None:
+        if not self.keep_alive_s > 0:
+            raise ConfigError(f"server.keep_alive_s must be > 0, got {self.keep_alive_s}")
         for kind, names in (("model", [m.name for m in self.models]),
                             ("tenant", [t.name for t in self.tenants])):
             duplicates = {n for n in names if names.count(n) > 1}
@@ -261,7 +268,8 @@ def parse_config(data: dict) -> GatewayConfig:
             server, "default_completion_reserve_tokens", int, "server", 256),
         queue_timeout_s=float(_take(server, "queue_timeout_s", (int, float), "server", 30.0)),
         host=_take(server, "host", str, "server", "127.0.0.1"),
-        port=_take(server, "port", int, "server", 8000))
+        port=_take(server, "port", int, "server", 8000),
+        keep_alive_s=float(_take(server, "keep_alive_s", (int, float), "server", DEFAULT_KEEP_ALIVE_S)))
 
 
 def load_config(path: str | Path) -> GatewayConfig:

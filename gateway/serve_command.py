@@ -105,5 +105,6 @@ def serve(args: argparse.Namespace) -> int:
     print(f"stepahead: serving on http://{config.host}:{config.port}/v1", flush=True)
     if demo_key is not None:
         print(f"stepahead: demo tenant API key: {demo_key}", flush=True)
-    uvicorn.run(build_app(config), host=config.host, port=config.port, log_level=args.log_level)
+    uvicorn.run(build_app(config), host=config.host, port=config.port, log_level=args.log_level,
+                timeout_keep_alive=config.keep_alive_s)
     return 0

@@ -20,6 +20,8 @@ from agents_trace.replay.client import RequestResult, stream_request
 from agents_trace.replay.prompts import PromptBuilder
 from cache.trace_format import TraceHeader, TraceRecord, after_tool_names
 
+CLIENT_KEEPALIVE_S = 4.0
+
 
 @dataclass(frozen=True, slots=True)
 class ReplayOptions:
@@ -100,7 +102,10 @@ async def replay(records: list[TraceRecord], header: TraceHeader, options: Repla
     """Run the whole trace; returns every request's result and the wall time."""
     prompts = PromptBuilder(header.block_size, options.vocab_size, options.max_input_tokens)
     groups = group_sessions(records)
-    connector = aiohttp.TCPConnector(limit=max(options.concurrency, 1) * 2)
+    # idle connections close after 4 s, before the server closes them: uvicorn's default
+    # is 5 s, and a request sent on a connection the server is closing fails with no reply
+    connector = aiohttp.TCPConnector(limit=max(options.concurrency, 1) * 2,
+                                     keepalive_timeout=CLIENT_KEEPALIVE_S)
     timeout = aiohttp.ClientTimeout(total=options.request_timeout_s, connect=30.0)
     results: list[RequestResult] = []
     progress = None

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import uvicorn
 
+from gateway.config import DEFAULT_KEEP_ALIVE_S
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -37,7 +39,7 @@ class RunningServer:
 def start_server(app, *, startup_timeout_s: float = 120.0) -> RunningServer:
     port = free_port()
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
-                            lifespan="on", timeout_graceful_shutdown=5)
+                            lifespan="on", timeout_graceful_shutdown=5, timeout_keep_alive=DEFAULT_KEEP_ALIVE_S)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

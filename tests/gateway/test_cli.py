@@ -127,3 +127,16 @@ def test_serve_refuses_a_bad_engine_option_before_binding(tmp_path: Path, capsys
     assert main(["serve", "--config", str(config)]) == 2
     err = capsys.readouterr().err
     assert f"cannot serve model 'tiny': {message}" in err and "Traceback" not in err
+
+
+def test_serve_hands_uvicorn_the_configured_keep_alive(monkeypatch, tmp_path: Path):
+    import uvicorn
+    seen = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: seen.update(kwargs))
+    assert main(["serve", "--model", "tiny", "--port", "8765"]) == 0
+    assert seen["timeout_keep_alive"] == 75.0 and seen["port"] == 8765
+    config = tmp_path / "gw.toml"
+    config.write_text("[server]\nkeep_alive_s = 12\n[[models]]\nname = 'm'\nkind = 'local'\npath = 'tiny'\n"
+                      "[[tenants]]\nname = 't'\napi_key_sha256 = ['" + "0" * 64 + "']\n")
+    assert main(["serve", "--config", str(config)]) == 0
+    assert seen["timeout_keep_alive"] == 12.0

@@ -48,6 +48,8 @@ def _base(**tenant) -> dict:
     (lambda d: d["tenants"].extend([{"name": "u", "api_key_sha256": [key_digest("u")], "kv_share": 0.6},
                                     {"name": "v", "api_key_sha256": [key_digest("v")], "kv_share": 0.6}]),
      "kv_share"),
+    (lambda d: d.setdefault("server", {}).update(keep_alive_s=0), "keep_alive_s must be > 0"),
+    (lambda d: d.setdefault("server", {}).update(keep_alive_s="long"), "keep_alive_s"),
 ])
 def test_parse_config_rejects_bad_input(change, needle):
     data = _base()
@@ -68,3 +70,10 @@ def test_load_config_reports_toml_syntax(tmp_path):
     path.write_text("[[models]\nname=")
     with pytest.raises(ConfigError):
         load_config(path)
+
+
+def test_idle_connections_outlive_the_clients_keepalive_by_default():
+    assert parse_config(_base()).keep_alive_s == 75.0  # httpx keeps idle ones 5 s, aiohttp 15 s
+    data = _base()
+    data["server"] = {"keep_alive_s": 20}
+    assert parse_config(data).keep_alive_s == 20.0
