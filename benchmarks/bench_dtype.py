@@ -30,6 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
+from benchmarks.e2e_runs import policy_orders  # noqa: E402
+from shards.chat_template import render_chat  # noqa: E402
 from shards.model_loader import DTYPES, load_model  # noqa: E402
 from shards.model_runner import ModelRunner  # noqa: E402
 from shards.protocol import SamplingParams, WorkItem  # noqa: E402
@@ -79,12 +81,11 @@ def next_token_agreement(base, other, token_ids: list[int]) -> dict:
 
 
 def greedy_reply(loaded, prompt: str, tokens: int) -> list[int]:
-    ids = loaded.tokenizer.apply_chat_template([{"role": "user", "content": prompt}],
-                                               add_generation_prompt=True, tokenize=True)
-    ids = ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids
+    """The first `tokens` greedy tokens of the reply to `prompt`, rendered as the gateway does."""
+    ids = render_chat(loaded.tokenizer, [{"role": "user", "content": prompt}])
     runner = _runner(loaded, len(ids) + tokens + 16)
     params = SamplingParams(max_tokens=tokens, temperature=0.0)
-    seq, token = runner.start(WorkItem("g", "t", list(ids), params), loaded.tokenizer)
+    seq, token = runner.start(WorkItem("g", "t", ids, params), loaded.tokenizer)
     while len(seq.output_ids) < tokens and not runner.is_stop_token(token, params):
         token = runner.step(seq)
     return list(seq.output_ids)
@@ -100,12 +101,10 @@ def _same_prefix(a: list[int], b: list[int]) -> int:
 def _timed_pair(models: dict, measure, repeats: int) -> dict[str, float]:
     """Median of `measure(loaded)` per dtype, the order alternating per repeat."""
     times: dict[str, list[float]] = {name: [] for name in models}
-    names = list(models)
-    for _ in range(1):  # warm-up, untimed
-        for name in names:
-            measure(models[name])
-    for repeat in range(repeats):
-        for name in (names if repeat % 2 == 0 else names[::-1]):
+    for loaded in models.values():  # warm-up, untimed
+        measure(loaded)
+    for order in policy_orders(list(models), repeats):
+        for name in order:
             times[name].append(measure(models[name]))
     return {name: statistics.median(values) for name, values in times.items()}
 

@@ -215,7 +215,8 @@ def main() -> None:
     pretrain_predictor(train, args.speed, seed_dir, step_hints=args.step_hints)
     config, records = workload(args, args.tenants, args.seed, args.session_rate)
     header = TraceHeader(block_size=config.block_size)
-    out: dict = {"model": args.model, "dtype": choose_dtype(args.dtype, args.model, "cpu"), "requests": len(records), "tenants": args.tenants,
+    out: dict = {"model": args.model, "dtype": choose_dtype(args.dtype, args.model, "cpu"),
+                 "requests": len(records), "tenants": args.tenants,
                  "sessions_per_tenant": args.sessions, "session_rate_per_s": args.session_rate,
                  "hot_blocks_per_worker": args.hot_blocks, "host_blocks_per_worker": args.host_blocks,
                  "workers": args.workers, "speed": args.speed, "step_hints": args.step_hints,
