@@ -74,9 +74,9 @@ class LocalBackend:
 
     def started_line(self) -> str:
         """What the operator is told once the workers are up: where and how they run."""
-        cfg = self.engine.config
+        cfg, dtype = self.engine.config, self.engine.health()["dtype"]
         return (f"model {self.model_id!r} ({self.engine.model_id}): {self.engine.num_workers} worker(s) "
-                f"on {cfg.device} in {cfg.dtype}, policy {cfg.policy}, {cfg.num_hot_blocks} hot KV blocks "
+                f"on {cfg.device} in {dtype}, policy {cfg.policy}, {cfg.num_hot_blocks} hot KV blocks "
                 f"of {cfg.block_size} tokens each")
 
     async def stop(self) -> None:

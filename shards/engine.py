@@ -147,6 +147,7 @@ class LocalEngine:
         self._ready = threading.Condition(self._lock)
         self._channels: dict[str, object] = {}
         self._stats: dict[str, WorkerStats] = {}
+        self._placements: dict[str, tuple[str, str]] = {}  # worker id -> (device, dtype) as loaded
         self._streams: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Queue]] = {}
         self._salts: dict[str, bytes] = {}
         self._nonces = itertools.count()
@@ -227,6 +228,7 @@ class LocalEngine:
             if isinstance(message, WorkerReady):
                 if supervisor.on_ready(worker_id, incarnation, now):
                     self.max_context_tokens = message.max_context_tokens
+                    self._placements[worker_id] = (message.device, message.dtype)
                     self.model_id = message.model_id
                     out = self._dispatcher.add_worker(worker_id, message.costs, now)
                     self._ready.notify_all()
@@ -372,9 +374,17 @@ class LocalEngine:
                     "state": health.state, "incarnation": health.incarnation,
                     "num_restarts": health.num_restarts, "fence_reason": health.fence_reason,
                     "in_flight": router.load(health.worker_id).num_outstanding if ready else 0,
-                    "num_cached_blocks_indexed": router.index.num_blocks(health.worker_id)}
+                    "num_cached_blocks_indexed": router.index.num_blocks(health.worker_id),
+                    **dict(zip(("device", "dtype"), self._placements.get(health.worker_id, ("", ""))))}
             return {"workers": workers, "transport": self.transport_name, "device": self.config.device,
-                    "dtype": self.config.dtype, "num_queued": len(self._dispatcher.queue)}
+                    "dtype": self._settled_dtype(), "num_queued": len(self._dispatcher.queue)}
+
+    def _settled_dtype(self) -> str:
+        """The dtype the workers loaded, once any reported it ("auto" settled on a Ray
+        node; several names joined by "," if nodes settled differently), else the
+        configured one. Caller holds the lock."""
+        reported = sorted({dtype for _, dtype in self._placements.values() if dtype})
+        return ",".join(reported) if reported else self.config.dtype
 
     def tenant_home(self, tenant: str) -> str:
         """The worker `tenant`'s new sessions are placed on (shards.router, rule 3)."""

@@ -106,6 +106,8 @@ class WorkerReady:
     max_context_tokens: int
     pid: int
     costs: "CostProfile | None" = None
+    device: str = ""  # where the worker placed its weights, as loaded ("cpu", "cuda:0")
+    dtype: str = ""  # of its weights and KV cache, as loaded ("auto" settled on its own node)
 
 
 @dataclass(slots=True)

@@ -35,6 +35,13 @@ def _prompt(eng, text):
     return eng.tokenizer.encode(text, add_special_tokens=False)
 
 
+def test_health_names_where_and_in_what_dtype_each_worker_loaded(engine):
+    eng, _ = engine
+    health = eng.health()
+    assert health["dtype"] == "float32"  # "auto" settled at start: tiny loads in float32
+    assert {(w["device"], w["dtype"]) for w in health["workers"].values()} == {("cpu", "float32")}
+
+
 def test_generate_streams_tokens_then_one_finish(engine):
     eng, loop = engine
     item = WorkItem("a1", "t", _prompt(eng, "hello world " * 8),

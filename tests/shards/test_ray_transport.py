@@ -47,6 +47,9 @@ def test_ray_transport_serves_and_routes_by_prefix(ray_engine):
     health = eng.health()
     assert health["transport"] == "ray" and all(w["ready"] for w in health["workers"].values())
     assert health["workers"][first[-1].worker_id]["num_cached_blocks_indexed"] >= 6
+    # each actor settles dtype "auto" on its own node and reports what it loaded
+    assert eng.config.dtype == "auto" and health["dtype"] == "float32"
+    assert {w["dtype"] for w in health["workers"].values()} == {"float32"}
 
 
 def test_ray_transport_actor_killed_midstream_fails_request_and_restarts(ray_engine):
