@@ -1,4 +1,6 @@
-"""LangChain's ChatOpenAI pointed at stepahead: a tool-calling loop with bound tools.
+"""LangChain's ChatOpenAI pointed at stepahead: a tool-calling loop with bound tools,
+then a structured report (`with_structured_output`: OpenAI's `response_format`
+json_schema, which a local model answers with JSON valid against the schema).
 
     stepahead serve
     python examples/langchain_agent.py --api-key sk-... "What's the weather in Paris?"
@@ -15,6 +17,7 @@ import uuid
 from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
+from pydantic import BaseModel, Field
 
 
 @tool
@@ -30,6 +33,14 @@ def add(a: float, b: float) -> str:
 
 
 TOOLS = {t.name: t for t in (get_weather, add)}
+
+
+class Report(BaseModel):
+    """What the agent found, as a program would read it."""
+
+    city: str = Field(description="the city asked about")
+    forecast: str = Field(description="one word: sunny, rainy, ...")
+    celsius: float
 
 
 def main() -> int:
@@ -59,7 +70,9 @@ def main() -> int:
         for call in reply.tool_calls:
             result = TOOLS[call["name"]].invoke(call["args"]) if call["name"] in TOOLS else "unknown tool"
             messages.append(ToolMessage(result, tool_call_id=call["id"]))
-    print(json.dumps({"steps": rows}))
+    report = llm.with_structured_output(Report).invoke(
+        messages + [HumanMessage("Report what you found as JSON.")])
+    print(json.dumps({"steps": rows, "report": report.model_dump()}))
     return 0
 
 

@@ -22,7 +22,8 @@ from collections.abc import AsyncIterator
 from gateway.backend import ChatEvent, Prepared
 from gateway.config import LocalModelConfig
 from gateway.errors import context_length_exceeded, invalid_request
-from gateway.local_generation import ForcedCall, LocalCall, run_forced, run_free
+from gateway.local_generation import ForcedCall, LocalCall, run_forced, run_free, run_structured
+from gateway.reply_format import reply_schema
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, NamedToolChoice
 
 log = logging.getLogger("stepahead.gateway")
@@ -142,10 +143,7 @@ class LocalBackend:
         if request.logprobs:
             raise invalid_request("logprobs are not supported by local models.",
                                   param="logprobs", code="unsupported_parameter")
-        if request.response_format is not None and request.response_format.type != "text":
-            raise invalid_request("response_format other than 'text' is not supported by local "
-                                  "models yet; use a tool with a named tool_choice for JSON.",
-                                  param="response_format", code="unsupported_parameter")
+        response_schema = reply_schema(request)
         _reject_unsupported_sampling(request)
         messages = []
         for index, message in enumerate(request.messages):
@@ -189,7 +187,7 @@ class LocalBackend:
             sampling=self._sampling(request, max_tokens=budget, stop=stop),
             session=metadata.get("session_id") or metadata.get("session"),
             tool_names=frozenset(t.function.name for t in request.tools) if use_tools else None,
-            forced=forced, keep_one_call=keep_one_call)
+            forced=forced, keep_one_call=keep_one_call, response_schema=response_schema)
         return self._prepared(request_id, tenant, request.completion_limit(), call)
 
     async def prepare_completion(self, request: CompletionRequest, tenant: str,
@@ -234,6 +232,8 @@ class LocalBackend:
         call: LocalCall = prepared.payload
         if call.forced is not None:
             events = run_forced(self.engine, prepared, call)
+        elif call.response_schema is not None:
+            events = run_structured(self.engine, prepared, call)
         else:
             events = run_free(self.engine, prepared, call)
         async with contextlib.aclosing(events):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import math
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -22,7 +23,8 @@ from gateway.errors import (ApiError, invalid_request, rate_limited, server_erro
                             unavailable)
 from gateway.openai_format import new_tool_call_id
 from gateway.tool_calls import CallPiece, ToolCallStreamParser
-from gateway.tool_forcing import CALL_OPEN, call_head, choose_tool_name, forced_arguments
+from gateway.tool_forcing import (CALL_OPEN, call_head, choose_tool_name, forced_arguments, forced_json,
+                                  free_budget, is_valid, json_object_in)
 
 MAX_NAME_TOKENS = 16
 
@@ -48,6 +50,7 @@ class LocalCall:
     tool_names: frozenset[str] | None
     forced: ForcedCall | None
     keep_one_call: bool
+    response_schema: dict | None = None  # the reply's text must be JSON valid against it
 
 
 def error_from_event(event: ErrorEvent) -> ApiError:
@@ -122,36 +125,57 @@ async def run_free(engine, prepared: Prepared, call: LocalCall) -> AsyncIterator
                 yield _finished(event)
 
 
-async def run_forced(engine, prepared: Prepared, call: LocalCall) -> AsyncIterator[ChatEvent]:
-    """The reply is one call: name forced or picked, arguments per `tool_forcing`."""
-    forced = call.forced
-    tokenizer = engine.tokenizer
-    usage = Usage(num_prompt_tokens=len(call.prompt_token_ids))
-    first: list[FinishEvent] = []
-    max_total = call.sampling.max_tokens
+class Continuations:
+    """Short generations that each continue the request's prompt with a text suffix (a
+    prefix-cache hit on the prompt); usage sums them all, and together they never exceed
+    the request's `max_tokens`. Called as `tool_forcing.Generate`."""
 
-    async def generate(suffix: str, max_tokens: int, stop: tuple[str, ...]) -> str:
-        ids = call.prompt_token_ids + list(tokenizer.encode(suffix, add_special_tokens=False))
-        room = min(max_total - usage.num_completion_tokens,
-                   engine.max_context_tokens - len(ids), max_tokens)
+    def __init__(self, engine, prepared: Prepared, call: LocalCall):
+        self.engine, self.prepared, self.call = engine, prepared, call
+        self.usage = Usage(num_prompt_tokens=len(call.prompt_token_ids))
+        self.first_reason: str | None = None  # the first generation's finish reason
+        self.worker, self.ttft_s = "local", None  # where the first one ran, its TTFT
+        self.max_total = call.sampling.max_tokens
+        self._num_runs = 0
+
+    async def __call__(self, suffix: str, max_tokens: int, stop: tuple[str, ...]) -> str:
+        call = self.call
+        ids = call.prompt_token_ids + list(self.engine.tokenizer.encode(suffix, add_special_tokens=False))
+        room = min(self.max_total - self.usage.num_completion_tokens,
+                   self.engine.max_context_tokens - len(ids), max_tokens)
         if room <= 0:
             return ""
         sampling = dataclasses.replace(call.sampling, max_tokens=room, stop=stop)
-        item = WorkItem(f"{prepared.request_id}-{len(first)}-{usage.num_completion_tokens}",
-                        prepared.tenant, ids, sampling, call.session)
+        self._num_runs += 1
+        item = WorkItem(f"{self.prepared.request_id}-{self._num_runs}", self.prepared.tenant, ids,
+                        sampling, call.session)
         text = ""
-        async with contextlib.aclosing(engine_events(engine, item)) as events:
+        async with contextlib.aclosing(engine_events(self.engine, item)) as events:
             async for event in events:
                 if isinstance(event, TokenEvent):
                     text += event.text
                 else:
-                    usage.num_completion_tokens += event.num_output_tokens
-                    if not first:
-                        first.append(event)
-                        usage.num_cached_tokens = min(event.num_cached_tokens,
-                                                      usage.num_prompt_tokens)
+                    self.usage.num_completion_tokens += event.num_output_tokens
+                    if self.first_reason is None:
+                        self.first_reason = event.finish_reason
+                        self.worker, self.ttft_s = event.worker_id or "local", event.ttft_s
+                        self.usage.num_cached_tokens = min(event.num_cached_tokens,
+                                                           self.usage.num_prompt_tokens)
         return text
 
+    def follow(self, before: Finished) -> None:
+        """Go on after a generation already finished as `before` (its usage counts)."""
+        self.usage = dataclasses.replace(before.usage)
+        self.first_reason, self.worker, self.ttft_s = before.finish_reason, before.worker, before.ttft_s
+
+    def finished(self, finish_reason: str) -> Finished:
+        return Finished(finish_reason, self.usage, worker=self.worker, ttft_s=self.ttft_s)
+
+
+async def run_forced(engine, prepared: Prepared, call: LocalCall) -> AsyncIterator[ChatEvent]:
+    """The reply is one call: name forced or picked, arguments per `tool_forcing`."""
+    forced = call.forced
+    generate = Continuations(engine, prepared, call)
     names = list(forced.schemas)
     if forced.name is not None:
         name = forced.name
@@ -161,9 +185,37 @@ async def run_forced(engine, prepared: Prepared, call: LocalCall) -> AsyncIterat
         name = choose_tool_name(await generate(CALL_OPEN, MAX_NAME_TOKENS, ('"',)), names)
     yield ToolCallDelta(0, new_tool_call_id(), name, "")
     arguments = await forced_arguments(forced.schemas.get(name), generate, call_head(name),
-                                       max_total)
+                                       generate.max_total)
     yield ToolCallDelta(0, None, None, arguments)
-    if first:
-        yield _finished(first[0], usage)
-    else:
-        yield Finished("tool_calls", usage, worker="local")
+    yield generate.finished(generate.first_reason or "tool_calls")
+
+
+async def run_structured(engine, prepared: Prepared, call: LocalCall) -> AsyncIterator[ChatEvent]:
+    """The reply's text is one JSON object that validates against `call.response_schema`
+    (`response_format` json_object / json_schema), sent whole once it does. With tools
+    offered the model may call them instead: its free reply is kept when it is a tool call
+    or already valid JSON; otherwise the object is built per `tool_forcing.forced_json`,
+    with what is left of the token budget, and usage counts both. A JSON reply finishes
+    "stop": it is whole and valid even where the budget ran out (leaves the model had no
+    tokens left for take their schema's fallback values), so clients may parse it."""
+    schema = call.response_schema
+    generate = Continuations(engine, prepared, call)
+    if call.tool_names is not None:
+        budget = free_budget(call.sampling.max_tokens)  # the rest is kept for building JSON
+        free = dataclasses.replace(call, sampling=dataclasses.replace(call.sampling, max_tokens=budget))
+        events = [event async for event in run_free(engine, prepared, free)]
+        finished: Finished = events[-1]
+        if any(isinstance(event, ToolCallDelta) for event in events):
+            for event in events:
+                yield event
+            return
+        text = "".join(event.text for event in events if isinstance(event, TextDelta))
+        value = json_object_in(text)
+        if value is not None and is_valid(value, schema):
+            yield TextDelta(json.dumps(value, ensure_ascii=False))
+            yield dataclasses.replace(finished, finish_reason="stop")
+            return
+        generate.follow(finished)
+    text = await forced_json(schema, generate, generate.max_total - generate.usage.num_completion_tokens)
+    yield TextDelta(text)
+    yield generate.finished("stop")

@@ -100,11 +100,38 @@ Penalty = Annotated[float, Field(ge=-2.0, le=2.0)] | None
 LogitBias = dict[Annotated[str, Field(pattern=r"^[0-9]{1,12}$")], Annotated[float, Field(ge=-100.0, le=100.0)]] | None
 
 
+class JsonSchemaFormat(BaseModel):
+    """`response_format.json_schema`: a `name`, and the `schema` the reply must follow (a
+    JSON object when given; kept among the extras, as the field name would shadow
+    pydantic's, so it goes upstream as sent)."""
+
+    model_config = _ALLOW
+    name: Annotated[str, Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")]
+    description: str | None = None
+    strict: bool | None = None
+
+    @model_validator(mode="after")
+    def _schema_is_an_object(self) -> "JsonSchemaFormat":
+        if not isinstance((self.model_extra or {}).get("schema", {}), dict):
+            raise ValueError("'schema' must be a JSON Schema object")
+        return self
+
+    def schema_object(self) -> dict:
+        return (self.model_extra or {}).get("schema") or {"type": "object"}
+
+
 class ResponseFormat(BaseModel):
     """`{"type": "text" | "json_object" | "json_schema", ...}`; the rest goes upstream as sent."""
 
     model_config = _ALLOW
     type: Literal["text", "json_object", "json_schema"]
+    json_schema: JsonSchemaFormat | None = None
+
+    @model_validator(mode="after")
+    def _json_schema_given(self) -> "ResponseFormat":
+        if self.type == "json_schema" and self.json_schema is None:
+            raise ValueError("'json_schema' is required when 'type' is 'json_schema'")
+        return self
 
 
 ToolName = Annotated[str, Field(min_length=1, max_length=128)]

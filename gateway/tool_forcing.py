@@ -1,14 +1,18 @@
-"""Forced tool calls for local models: `tool_choice` = "required" or a named function.
+"""Forced tool calls and JSON replies for local models: `tool_choice` = "required" or a
+named function, and `response_format` json_object / json_schema.
 
 Our local workers take token ids and sampling settings, not grammars, so we cannot mask
 logits. Instead the gateway writes the structure and lets the model write only the
 values, each generation continuing the previous text (so each one is a prefix-cache hit):
 
+(A JSON reply is step 2 and 3 with an empty head.)
+
 1. the call opening is forced into the prompt: `<tool_call>\\n{"name": "` — for
    "required" the model then writes the name (stop at `"`) and we take the tool it names
    (exact, else the longest shared prefix, else the first tool); a named choice forces the
    whole `{"name": "NAME", "arguments": ` head;
-2. the model writes the arguments freely (with part of the token budget); if they parse as a JSON object that validates
+2. the model writes the arguments freely (with part of the token budget; a JSON reply's
+   opening `{` is forced); if they parse as a JSON object that validates
    against the tool's schema, that is the answer (the one-generation fast path a capable
    model takes);
 3. otherwise the arguments are built by walking the schema: the gateway emits keys,
@@ -140,14 +144,45 @@ async def fill_object(schema: dict, generate: Generate, prefix: str, depth: int 
     return result
 
 
-async def forced_arguments(schema: dict | None, generate: Generate, head: str,
-                           max_tokens: int) -> str:
-    """Arguments JSON for a call whose head (`call_head(name)`) is already forced."""
+def free_budget(max_tokens: int) -> int:
+    """Tokens for the model's free try at a JSON object: what is left once up to 256 (at
+    most half) are kept for leaf filling, should the free try fail."""
+    return max(1, max_tokens - min(max_tokens // 2, 256))
+
+
+def json_object_in(text: str) -> dict | None:
+    """The first JSON object in `text` that parses from one of its first few "{"s (so
+    prose or a code fence before it is skipped), or None."""
+    start = text.find("{")
+    for _ in range(8):
+        if start < 0:
+            return None
+        found = leading_json_object(text[start:])
+        if found is not None:
+            return found
+        start = text.find("{", start + 1)
+    return None
+
+
+async def forced_object(schema: dict | None, generate: Generate, head: str, max_tokens: int,
+                        stop: tuple[str, ...] = (), opener: str = "") -> str:
+    """A JSON object for `schema` written after `head`: the model's free try (after
+    `opener`, forced too), kept when it parses and validates, else built leaf by leaf."""
     schema = schema or {"type": "object", "properties": {}}
-    # NOTE: keep up to 256 tokens of the budget for leaf filling, should the free try fail.
-    num_free_tokens = max(1, max_tokens - min(max_tokens // 2, 256))
-    free = await generate(head, num_free_tokens, ("</tool_call>",))
-    parsed = leading_json_object(free)
+    free = await generate(head + opener, free_budget(max_tokens), stop)
+    parsed = leading_json_object(opener + free)
     if parsed is not None and is_valid(parsed, schema):
         return json.dumps(parsed, ensure_ascii=False)
     return json.dumps(await fill_object(schema, generate, head), ensure_ascii=False)
+
+
+async def forced_arguments(schema: dict | None, generate: Generate, head: str,
+                           max_tokens: int) -> str:
+    """Arguments JSON for a call whose head (`call_head(name)`) is already forced."""
+    return await forced_object(schema, generate, head, max_tokens, ("</tool_call>",))
+
+
+async def forced_json(schema: dict, generate: Generate, max_tokens: int) -> str:
+    """The whole reply as a JSON object for `schema` (`response_format`); its opening
+    brace is forced, or a small model starts with prose or a code fence."""
+    return await forced_object(schema, generate, "", max_tokens, opener="{")

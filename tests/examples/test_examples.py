@@ -34,3 +34,4 @@ def test_langchain_agent_runs_a_tool_step(tiny_gateway):
                 "--api-key", TINY_GATEWAY_KEYS["tenant1"], "--model", "tiny", "--max-steps", "2"])
     assert out["steps"][0]["tool_calls"]
     assert out["steps"][-1]["input_tokens"] > out["steps"][0]["input_tokens"]
+    assert set(out["report"]) == {"city", "forecast", "celsius"}  # with_structured_output parsed it

@@ -60,6 +60,13 @@ def test_chat_non_object_body_is_400(gateway, raw):
     ({"model": "tiny", "messages": USER, "logit_bias": {"12": 101}}, "logit_bias.12"),
     ({"model": "tiny", "messages": USER, "response_format": "json"}, "response_format"),
     ({"model": "tiny", "messages": USER, "response_format": {"type": "xml"}}, "response_format.type"),
+    ({"model": "tiny", "messages": USER, "response_format": {"type": "json_schema"}}, "response_format"),
+    ({"model": "tiny", "messages": USER, "response_format": {"type": "json_schema", "json_schema": {
+        "name": "has space"}}}, "response_format.json_schema.name"),
+    ({"model": "tiny", "messages": USER, "response_format": {"type": "json_schema", "json_schema": {
+        "name": "n", "schema": "{}"}}}, "response_format.json_schema"),
+    ({"model": "tiny", "messages": USER, "response_format": {"type": "json_schema", "json_schema": {
+        "name": "n", "schema": {"type": "nope"}}}}, "response_format.json_schema.schema"),
     ({"model": "tiny", "messages": USER, "top_logprobs": 21}, "top_logprobs"),
     ({"model": "tiny", "messages": USER, "stream_options": {"include_usage": True}}, "stream_options"),
     ({"model": "mock", "messages": USER, "stream_options": {"include_usage": True}}, "stream_options"),
@@ -72,7 +79,6 @@ def test_chat_wrong_types_are_400_with_param(gateway, body, param):
     ({"frequency_penalty": 0.5}, "frequency_penalty"),
     ({"presence_penalty": -1}, "presence_penalty"),
     ({"logit_bias": {"12": 5}}, "logit_bias"),
-    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x"}}}, "response_format"),
 ])
 def test_chat_sampling_options_the_local_model_lacks_are_400_not_ignored(gateway, body, param):
     assert_error(post(gateway, {"model": "tiny", "messages": USER, **body}), 400, "unsupported_parameter", param)

@@ -1,4 +1,4 @@
-"""LocalBackend checks that need no worker: tool support and the context budget.
+"""LocalBackend checks that need no worker: tool support, reply formats and the context budget.
 
 The engine here is a stand-in record with the attributes `prepare_chat` reads before it
 renders anything; generation itself is covered over HTTP with the real tiny model.
@@ -12,6 +12,7 @@ from gateway.config import LocalModelConfig
 from gateway.errors import ApiError
 from gateway.local import LocalBackend
 from gateway.local_generation import error_from_event
+from gateway.reply_format import reply_schema
 from gateway.schemas import ChatCompletionRequest, validate
 
 
@@ -43,13 +44,35 @@ async def test_prepare_chat_without_tool_support_is_a_clear_400():
     assert caught.value.param == "tools"
 
 
-async def test_prepare_chat_rejects_json_response_format():
-    request = validate(ChatCompletionRequest, {
-        "model": "plain", "response_format": {"type": "json_object"},
-        "messages": [{"role": "user", "content": "x"}]})
+def _chat(**fields):
+    return validate(ChatCompletionRequest, {"model": "plain", **fields})
+
+
+SAY_JSON = [{"role": "user", "content": [{"type": "text", "text": "Answer as JSON."}]}]
+
+
+def test_reply_schema_per_response_format():
+    object_schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    named = {"type": "json_schema", "json_schema": {"name": "n", "schema": object_schema, "strict": True}}
+    assert reply_schema(_chat(messages=SAY_JSON)) is None
+    assert reply_schema(_chat(messages=SAY_JSON, response_format={"type": "text"})) is None
+    assert reply_schema(_chat(messages=SAY_JSON, response_format={"type": "json_object"})) == {"type": "object"}
+    assert reply_schema(_chat(messages=[{"role": "user", "content": "x"}], response_format=named)) == object_schema
+    no_schema = {"type": "json_schema", "json_schema": {"name": "n"}}
+    assert reply_schema(_chat(messages=SAY_JSON, response_format=no_schema)) == {"type": "object"}
+
+
+@pytest.mark.parametrize("messages,response_format,param,message", [
+    ([{"role": "user", "content": "x"}], {"type": "json_object"}, "messages", "must contain the word 'json'"),
+    (SAY_JSON, {"type": "json_schema", "json_schema": {"name": "n", "schema": {"type": "array"}}},
+     "response_format.json_schema.schema", "root of the schema must be of type 'object'"),
+    (SAY_JSON, {"type": "json_schema", "json_schema": {"name": "n", "schema": {"type": "objekt"}}},
+     "response_format.json_schema.schema", "Invalid JSON Schema"),
+])
+def test_reply_schema_refuses_what_cannot_be_honoured(messages, response_format, param, message):
     with pytest.raises(ApiError) as caught:
-        await backend(True).prepare_chat(request, "t", "r1")
-    assert caught.value.param == "response_format"
+        reply_schema(_chat(messages=messages, response_format=response_format))
+    assert (caught.value.status, caught.value.param) == (400, param) and message in caught.value.message
 
 
 def test_budget_fits_prompt_and_completion_in_the_context():

@@ -1,7 +1,9 @@
 """The official `openai` client against a real stepahead server (tiny local model)."""
 import json
+import typing
 
 import openai
+import pydantic
 import pytest
 
 from tests.gateway.conftest import KEYS
@@ -98,6 +100,50 @@ def test_client_required_tool_choice_streams_openai_style_deltas(client):
     arguments = "".join(d[0].function.arguments or "" for d in deltas)
     assert isinstance(json.loads(arguments), dict)
     assert all(d[0].index == 0 and d[0].id in (None, head.id) for d in deltas)
+
+
+class Forecast(pydantic.BaseModel):
+    city: str
+    days: int
+    unit: typing.Literal["celsius", "fahrenheit"]
+
+
+def test_client_parse_gives_a_reply_valid_against_the_pydantic_schema(client):
+    """`response_format` json_schema, as the SDK's `parse` sends it (strict, from a
+    pydantic model): the tiny model's random text cannot be JSON, so this is the
+    leaf-filling path; the reply still parses into the model."""
+    ask = [{"role": "user", "content": "Forecast for Oslo, 3 days."}]
+    reply = client.chat.completions.parse(model="tiny", messages=ask, response_format=Forecast,
+                                          max_tokens=80, temperature=0)
+    choice = reply.choices[0]
+    assert isinstance(choice.message.parsed, Forecast) and choice.finish_reason in ("stop", "length")
+    assert json.loads(choice.message.content) == choice.message.parsed.model_dump()
+    assert 0 < reply.usage.completion_tokens <= 80
+
+
+def test_client_json_object_reply_streams_one_json_object(client):
+    ask = [{"role": "user", "content": "Reply in JSON."}]
+    chunks = list(client.chat.completions.create(model="tiny", messages=ask, max_tokens=20, stream=True,
+                                                 response_format={"type": "json_object"}))
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert isinstance(json.loads(text), dict) and chunks[-1].choices[0].finish_reason in ("stop", "length")
+    with pytest.raises(openai.BadRequestError) as caught:  # OpenAI's rule: the messages say JSON
+        client.chat.completions.create(model="tiny", messages=ASK, response_format={"type": "json_object"})
+    assert caught.value.body["param"] == "messages"
+
+
+def test_client_structured_reply_with_tools_offered_is_a_call_or_valid_json(client):
+    schema = Forecast.model_json_schema()
+    for seed in range(3):
+        reply = client.chat.completions.create(
+            model="tiny", messages=ASK, tools=[WEATHER], max_tokens=60, temperature=1.0, seed=seed,
+            response_format={"type": "json_schema", "json_schema": {"name": "forecast", "schema": schema}})
+        message = reply.choices[0].message
+        if message.tool_calls:
+            assert reply.choices[0].finish_reason == "tool_calls"
+        else:
+            Forecast.model_validate_json(message.content)
+        assert reply.usage.completion_tokens <= 60
 
 
 def test_client_tool_choice_none_gives_text(client):

@@ -73,3 +73,19 @@ def test_replay_hints_are_not_forwarded_upstream():
                      asyncio.run(backend.prepare_completion(text, "t", "r2"))):
         assert "stepahead_replay" not in prepared.payload.kwargs
     assert asyncio.run(backend.prepare_chat(chat, "t", "r3")).payload.kwargs["top_k"] == 3  # extras still go
+
+
+def test_structured_response_format_goes_upstream_as_sent():
+    import asyncio
+
+    from gateway.config import UpstreamModelConfig
+    from gateway.schemas import ChatCompletionRequest, validate
+    from gateway.upstream import UpstreamBackend
+
+    backend = UpstreamBackend(UpstreamModelConfig(name="u", litellm_model="openai/x"))
+    response_format = {"type": "json_schema", "json_schema": {
+        "name": "answer", "strict": True,
+        "schema": {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}}}
+    chat = validate(ChatCompletionRequest, {"model": "u", "messages": [{"role": "user", "content": "x"}],
+                                            "response_format": response_format})
+    assert asyncio.run(backend.prepare_chat(chat, "t", "r1")).payload.kwargs["response_format"] == response_format

@@ -3,8 +3,8 @@ import json
 
 import pytest
 
-from gateway.tool_forcing import (call_head, choose_tool_name, fill_object, forced_arguments,
-                                  is_valid, zero_value)
+from gateway.tool_forcing import (call_head, choose_tool_name, fill_object, forced_arguments, forced_json,
+                                  free_budget, is_valid, json_object_in, zero_value)
 
 SCHEMA = {"type": "object",
           "properties": {"city": {"type": "string"}, "days": {"type": "integer"},
@@ -70,3 +70,33 @@ async def test_fill_object_falls_back_to_schema_values_for_garbage():
 def test_zero_value_is_schema_valid(schema, value):
     assert zero_value(schema) == value
     assert is_valid(value, schema)
+
+
+async def test_forced_json_forces_the_brace_and_keeps_a_valid_free_reply():
+    good = {"city": "Oslo", "days": 2, "unit": "celsius", "exact": True, "where": {"lat": 1.5}}
+    generate, calls = scripted({"{": json.dumps(good)[1:] + " and some chatter"})
+    assert json.loads(await forced_json(SCHEMA, generate, 100)) == good
+    assert calls == [("{", free_budget(100), ())]
+
+
+async def test_forced_json_builds_the_object_when_the_free_reply_is_not_valid():
+    generate, calls = scripted({"{": '"city": "Oslo"}', '"city": "': 'Rome', '"days": ': '4',
+                                '"unit": ': '"cel', '"exact": ': 'false', '"lat": ': '41.9'})
+    value = json.loads(await forced_json(SCHEMA, generate, 100))
+    assert value == {"city": "Rome", "days": 4, "unit": "celsius", "exact": False, "where": {"lat": 41.9}}
+    assert calls[1][0] == '{"city": "'  # leaf prompts continue the reply itself: no head
+
+
+def test_free_budget_keeps_up_to_256_tokens_for_leaf_filling():
+    assert [free_budget(n) for n in (1, 2, 100, 512, 2000)] == [1, 1, 50, 256, 1744]
+
+
+@pytest.mark.parametrize("text,value", [
+    ('{"a": 1}', {"a": 1}),
+    ('Sure! ```json\n{"a": [1, 2]}\n``` done', {"a": [1, 2]}),
+    ('{broken {"b": true} tail', {"b": True}),
+    ("no object here", None),
+    ("[1, 2]", None),
+])
+def test_json_object_in_finds_the_first_parsable_object(text, value):
+    assert json_object_in(text) == value
