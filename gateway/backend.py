@@ -34,9 +34,22 @@ class Usage:
                 "prompt_tokens_details": {"cached_tokens": self.num_cached_tokens}}
 
 
+@dataclass(frozen=True, slots=True)
+class TokenChoice:
+    """One generated token as text and exact bytes (`gateway.token_text`), its log
+    probability, and the likeliest tokens as (text, bytes, log probability), likeliest
+    first."""
+
+    token: str
+    token_bytes: bytes
+    logprob: float
+    top: tuple[tuple[str, bytes, float], ...] = ()
+
+
 @dataclass(slots=True)
 class TextDelta:
     text: str
+    logprobs: list[TokenChoice] | None = None  # of the tokens behind `text`, when asked
 
 
 @dataclass(slots=True)

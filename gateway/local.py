@@ -108,7 +108,7 @@ class LocalBackend:
 
     # --- preparation ---------------------------------------------------------------
     def _sampling(self, request: ChatCompletionRequest | CompletionRequest, *, max_tokens: int,
-                  stop: list[str]):
+                  stop: list[str], logprobs: int | None = None):
         """NOTE: `ignore_eos` is vLLM's extension field (benchmarks and replay use it)."""
         from shards.protocol import SamplingParams
         ignore_eos = (request.model_extra or {}).get("ignore_eos", False)
@@ -118,7 +118,8 @@ class LocalBackend:
                               temperature=1.0 if request.temperature is None
                               else request.temperature,
                               top_p=1.0 if request.top_p is None else request.top_p,
-                              seed=request.seed, stop=tuple(stop), ignore_eos=ignore_eos)
+                              seed=request.seed, stop=tuple(stop), ignore_eos=ignore_eos,
+                              logprobs=logprobs)
 
     def _budget(self, num_prompt_tokens: int, num_max_tokens: int | None) -> int:
         """The completion budget; raises `context_length_exceeded` when it cannot fit."""
@@ -140,9 +141,8 @@ class LocalBackend:
     async def prepare_chat(self, request: ChatCompletionRequest, tenant: str,
                            request_id: str) -> Prepared:
         from shards.chat_template import render_chat
-        if request.logprobs:
-            raise invalid_request("logprobs are not supported by local models.",
-                                  param="logprobs", code="unsupported_parameter")
+        if request.top_logprobs is not None and not request.logprobs:
+            raise invalid_request("top_logprobs needs logprobs to be true.", param="top_logprobs")
         response_schema = reply_schema(request)
         _reject_unsupported_sampling(request)
         messages = []
@@ -163,6 +163,10 @@ class LocalBackend:
             raise invalid_request(f"The model '{self.model_id}' does not support tools: its chat "
                                   "template cannot render them.", param="tools",
                                   code="tools_not_supported")
+        if request.logprobs and (use_tools or response_schema is not None):
+            raise invalid_request("logprobs with tools or a JSON response_format are not supported by "
+                                  "local models: the gateway writes part of such replies itself.",
+                                  param="logprobs", code="unsupported_parameter")
         tools = [t.model_dump(exclude_none=True) for t in request.tools] if use_tools else None
         tokenizer = self.engine.tokenizer
         try:
@@ -184,7 +188,8 @@ class LocalBackend:
         metadata = request.metadata or {}
         call = LocalCall(
             prompt_token_ids=prompt_ids,
-            sampling=self._sampling(request, max_tokens=budget, stop=stop),
+            sampling=self._sampling(request, max_tokens=budget, stop=stop,
+                                    logprobs=(request.top_logprobs or 0) if request.logprobs else None),
             session=metadata.get("session_id") or metadata.get("session"),
             tool_names=frozenset(t.function.name for t in request.tools) if use_tools else None,
             forced=forced, keep_one_call=keep_one_call, response_schema=response_schema)
@@ -192,7 +197,7 @@ class LocalBackend:
 
     async def prepare_completion(self, request: CompletionRequest, tenant: str,
                                  request_id: str) -> Prepared:
-        for name in ("echo", "suffix", "logprobs"):
+        for name in ("echo", "suffix"):
             if getattr(request, name):
                 raise invalid_request(f"'{name}' is not supported by local models.",
                                       param=name, code="unsupported_parameter")
@@ -223,7 +228,7 @@ class LocalBackend:
         budget = self._budget(len(prompt_ids), request.max_tokens)
         call = LocalCall(prompt_token_ids=prompt_ids,
                          sampling=self._sampling(request, max_tokens=budget,
-                                                 stop=request.stop_list()),
+                                                 stop=request.stop_list(), logprobs=request.logprobs),
                          session=None, tool_names=None, forced=None, keep_one_call=False)
         return self._prepared(request_id, tenant, request.max_tokens, call)
 

@@ -18,10 +18,11 @@ from dataclasses import dataclass
 
 from shards.protocol import ErrorEvent, FinishEvent, TokenEvent, WorkItem
 
-from gateway.backend import ChatEvent, Finished, Prepared, TextDelta, ToolCallDelta, Usage
+from gateway.backend import ChatEvent, Finished, Prepared, TextDelta, TokenChoice, ToolCallDelta, Usage
 from gateway.errors import (ApiError, invalid_request, rate_limited, server_error,
                             unavailable)
 from gateway.openai_format import new_tool_call_id
+from gateway.token_text import token_choices
 from gateway.tool_calls import CallPiece, ToolCallStreamParser
 from gateway.tool_forcing import (CALL_OPEN, call_head, choose_tool_name, forced_arguments, forced_json,
                                   free_budget, is_valid, json_object_in)
@@ -109,19 +110,25 @@ async def run_free(engine, prepared: Prepared, call: LocalCall) -> AsyncIterator
                 num_calls += 1
         return out
 
+    scored: list[TokenChoice] = []  # log probabilities of tokens whose text is still held back
     async with contextlib.aclosing(engine_events(engine, item)) as events:
         async for event in events:
             if isinstance(event, TokenEvent):
+                if event.logprobs:
+                    scored.extend(token_choices(engine.tokenizer, event.logprobs))
                 if not event.text:
                     continue
                 if parser is None:
-                    yield TextDelta(event.text)
+                    yield TextDelta(event.text, scored or None)
+                    scored = []
                     continue
                 for out in convert(parser.feed(event.text)):
                     yield out
             else:
                 for out in convert(parser.finish() if parser is not None else []):
                     yield out
+                if scored and parser is None:
+                    yield TextDelta("", scored)
                 yield _finished(event)
 
 

@@ -13,7 +13,7 @@ import random
 import time
 from dataclasses import dataclass, field
 
-from gateway.backend import ChatEvent, Finished, TextDelta, ToolCallDelta, Usage
+from gateway.backend import ChatEvent, Finished, TextDelta, TokenChoice, ToolCallDelta, Usage
 
 
 ID_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
@@ -47,10 +47,13 @@ class Collected:
     text: str = ""
     tool_calls: dict[int, ToolCallAccumulator] = field(default_factory=dict)
     finished: Finished | None = None
+    logprobs: list[TokenChoice] | None = None
 
     def add(self, event: ChatEvent) -> None:
         if isinstance(event, TextDelta):
             self.text += event.text
+            if event.logprobs is not None:
+                self.logprobs = (self.logprobs or []) + event.logprobs
         elif isinstance(event, ToolCallDelta):
             call = self.tool_calls.get(event.index)
             if call is None:
@@ -76,6 +79,35 @@ class ResponseHeader:
     created: int = field(default_factory=lambda: int(time.time()))
 
 
+def _token(text: str, token_bytes: bytes, logprob: float) -> dict:
+    return {"token": text, "logprob": logprob, "bytes": list(token_bytes)}
+
+
+def chat_logprobs(choices: list[TokenChoice] | None) -> dict | None:
+    """A chat choice's `logprobs`: per token its text, log probability, exact UTF-8 bytes
+    and `top_logprobs`."""
+    if choices is None:
+        return None
+    return {"content": [{**_token(c.token, c.token_bytes, c.logprob),
+                         "top_logprobs": [_token(*alternative) for alternative in c.top]}
+                        for c in choices], "refusal": None}
+
+
+def completion_logprobs(choices: list[TokenChoice] | None, text_offset: int = 0) -> dict | None:
+    """A completion choice's legacy `logprobs`: parallel lists of tokens, their log
+    probabilities, the likeliest tokens as {text: log probability}, and each token's
+    character offset in the completion (from `text_offset`)."""
+    if choices is None:
+        return None
+    offsets = []
+    for choice in choices:
+        offsets.append(text_offset)
+        text_offset += len(choice.token)
+    return {"tokens": [c.token for c in choices], "token_logprobs": [c.logprob for c in choices],
+            "top_logprobs": [{text: logprob for text, _, logprob in c.top} for c in choices],
+            "text_offset": offsets}
+
+
 def chat_completion(header: ResponseHeader, collected: Collected, usage: Usage) -> dict:
     message: dict = {"role": "assistant", "content": collected.text or None}
     if collected.tool_calls:
@@ -85,7 +117,7 @@ def chat_completion(header: ResponseHeader, collected: Collected, usage: Usage) 
             for _, call in sorted(collected.tool_calls.items())]
     return {"id": header.id, "object": "chat.completion", "created": header.created,
             "model": header.model,
-            "choices": [{"index": 0, "message": message, "logprobs": None,
+            "choices": [{"index": 0, "message": message, "logprobs": chat_logprobs(collected.logprobs),
                          "finish_reason": collected.finish_reason()}],
             "usage": usage.to_openai()}
 
@@ -93,7 +125,8 @@ def chat_completion(header: ResponseHeader, collected: Collected, usage: Usage) 
 def text_completion(header: ResponseHeader, collected: Collected, usage: Usage) -> dict:
     return {"id": header.id, "object": "text_completion", "created": header.created,
             "model": header.model,
-            "choices": [{"index": 0, "text": collected.text, "logprobs": None,
+            "choices": [{"index": 0, "text": collected.text,
+                         "logprobs": completion_logprobs(collected.logprobs),
                          "finish_reason": collected.finish_reason()}],
             "usage": usage.to_openai()}
 
@@ -101,7 +134,7 @@ def text_completion(header: ResponseHeader, collected: Collected, usage: Usage) 
 class ChunkWriter:
     """Turns events into SSE `data:` lines for one chat or completion stream."""
 
-    __slots__ = ("header", "is_chat", "include_usage", "has_tool_calls", "_seen_ids")
+    __slots__ = ("header", "is_chat", "include_usage", "has_tool_calls", "_seen_ids", "_text_offset")
 
     def __init__(self, header: ResponseHeader, *, is_chat: bool, include_usage: bool) -> None:
         self.header = header
@@ -109,6 +142,7 @@ class ChunkWriter:
         self.include_usage = include_usage
         self.has_tool_calls = False
         self._seen_ids: dict[int, str] = {}
+        self._text_offset = 0  # characters of completion text streamed so far
 
     def _chunk(self, choice: dict | None, usage: dict | None = None) -> bytes:
         chunk = {"id": self.header.id,
@@ -119,11 +153,16 @@ class ChunkWriter:
             chunk["usage"] = usage
         return b"data: " + dumps(chunk) + b"\n\n"
 
-    def _choice(self, delta: dict, finish_reason: str | None = None) -> dict:
+    def _choice(self, delta: dict, finish_reason: str | None = None,
+                logprobs: list[TokenChoice] | None = None) -> dict:
         if self.is_chat:
-            return {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
-        return {"index": 0, "text": delta.get("content", ""), "logprobs": None,
-                "finish_reason": finish_reason}
+            return {"index": 0, "delta": delta, "logprobs": chat_logprobs(logprobs),
+                    "finish_reason": finish_reason}
+        text = delta.get("content", "")
+        choice = {"index": 0, "text": text, "logprobs": completion_logprobs(logprobs, self._text_offset),
+                  "finish_reason": finish_reason}
+        self._text_offset += len(text)
+        return choice
 
     def opening(self) -> bytes:
         if not self.is_chat:
@@ -132,7 +171,7 @@ class ChunkWriter:
 
     def event(self, event: ChatEvent) -> bytes:
         if isinstance(event, TextDelta):
-            return self._chunk(self._choice({"content": event.text}))
+            return self._chunk(self._choice({"content": event.text}, logprobs=event.logprobs))
         if isinstance(event, ToolCallDelta):
             self.has_tool_calls = True
             call: dict = {"index": event.index}

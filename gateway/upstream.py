@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.backend import (ChatEvent, Finished, Prepared, TextDelta, ToolCallDelta, Usage)
+from gateway.backend import (ChatEvent, Finished, Prepared, TextDelta, TokenChoice, ToolCallDelta, Usage)
 from gateway.config import UpstreamModelConfig
 from gateway.errors import ApiError, context_length_exceeded, invalid_request
 from gateway.litellm_errors import map_litellm_error
@@ -160,6 +160,27 @@ class UpstreamBackend:
             await _close_quietly(response)
 
 
+def logprobs_from(choice: Any, is_chat: bool) -> list[TokenChoice] | None:
+    """The upstream choice's `logprobs` (chat's per-token entries, or the completions
+    API's parallel lists), or None when it sent none."""
+    logprobs = _field(choice, "logprobs")
+    if not logprobs:
+        return None
+    if is_chat:
+        def entry(raw: Any) -> tuple[str, bytes, float]:
+            token, token_bytes = _field(raw, "token") or "", _field(raw, "bytes")
+            return (token, bytes(token_bytes) if token_bytes is not None else token.encode("utf-8"),
+                    float(_field(raw, "logprob") or 0.0))
+        return [TokenChoice(*entry(raw), top=tuple(entry(alt) for alt in _field(raw, "top_logprobs") or []))
+                for raw in _field(logprobs, "content") or []]
+    tokens = _field(logprobs, "tokens") or []
+    values = _field(logprobs, "token_logprobs") or [0.0] * len(tokens)
+    tops = _field(logprobs, "top_logprobs") or [None] * len(tokens)
+    return [TokenChoice(token, token.encode("utf-8"), float(value or 0.0),
+                        top=tuple((text, text.encode("utf-8"), float(v)) for text, v in (top or {}).items()))
+            for token, value, top in zip(tokens, values, tops)]
+
+
 def events_from_response(response: Any, is_chat: bool, fallback: Usage):
     """Events of a whole (non-streamed) reply, a litellm object or plain JSON."""
     choice = _field(response, "choices")[0]
@@ -167,7 +188,7 @@ def events_from_response(response: Any, is_chat: bool, fallback: Usage):
         message = _field(choice, "message")
         content = _field(message, "content")
         if content:
-            yield TextDelta(content)
+            yield TextDelta(content, logprobs_from(choice, is_chat))
         for index, call in enumerate(_field(message, "tool_calls") or []):
             function = _field(call, "function")
             yield ToolCallDelta(index, _field(call, "id"), _field(function, "name"),
@@ -175,7 +196,7 @@ def events_from_response(response: Any, is_chat: bool, fallback: Usage):
     else:
         text = _field(choice, "text", "")
         if text:
-            yield TextDelta(text)
+            yield TextDelta(text, logprobs_from(choice, is_chat))
     yield Finished(_field(choice, "finish_reason") or "stop",
                    usage_from(_field(response, "usage"), fallback))
 
@@ -197,7 +218,7 @@ async def events_from_stream(response: Any, is_chat: bool, fallback: Usage,
                 if text:
                     ttft_s = ttft_s if ttft_s is not None else time.perf_counter() - started_s
                     num_chunks += 1
-                    yield TextDelta(text)
+                    yield TextDelta(text, logprobs_from(choice, is_chat))
                 for call in (_field(delta, "tool_calls") or []) if is_chat else []:
                     function = _field(call, "function")
                     ttft_s = ttft_s if ttft_s is not None else time.perf_counter() - started_s

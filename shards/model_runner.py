@@ -23,8 +23,8 @@ from shards.batched_decode import decode_rows, enable_row_batching, prefill_chun
 from shards.detokenizer import Detokenizer
 from shards.kv_cache import make_cache
 from shards.model_loader import LoadedModel
-from shards.protocol import SamplingParams, WorkItem
-from shards.sampling import make_generator, sample_next
+from shards.protocol import SamplingParams, TokenLogprob, WorkItem
+from shards.sampling import make_generator, sample_next, token_logprob
 
 
 @dataclass(slots=True)
@@ -42,11 +42,23 @@ class RunningSequence:
     first_token_s: float = 0.0
     last_token_s: float = 0.0  # on the worker loop's clock, when it last emitted a token
     output_ids: list[int] = field(default_factory=list)
+    output_logprobs: list[TokenLogprob] = field(default_factory=list)  # when the request asks
     released: bool = False
 
     @property
     def num_kv_tokens(self) -> int:
         return self.cache.get_seq_length()
+
+    def sample(self, logits: torch.Tensor) -> int:
+        """Sample the next token from its `[vocab]` logits and append it (and, when the
+        request asked, its log probability: `output_logprobs` stays parallel to
+        `output_ids`)."""
+        params = self.item.sampling
+        token = sample_next(logits, params, self.generator)
+        if params.logprobs is not None:
+            self.output_logprobs.append(token_logprob(logits, token, params.logprobs))
+        self.output_ids.append(token)
+        return token
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,12 +186,11 @@ class ModelRunner:
         try:
             logits, seq.cache = self.forward(prompt[hit.num_cached_tokens:], hit.cache,
                                              hit.num_cached_tokens)
-            token = sample_next(logits[0, -1], item.sampling, seq.generator)
+            token = seq.sample(logits[0, -1])
             seq.first_token_s = time.perf_counter()
         except BaseException:
             self.release(seq)
             raise
-        seq.output_ids.append(token)
         return seq, token
 
     def commit_prompt(self, seq: RunningSequence) -> None:
@@ -225,10 +236,7 @@ class ModelRunner:
 
     @staticmethod
     def _sample(seq: RunningSequence, logits: torch.Tensor) -> int:
-        """Sample `seq`'s next token from its `[vocab]` logits and append it."""
-        token = sample_next(logits, seq.item.sampling, seq.generator)
-        seq.output_ids.append(token)
-        return token
+        return seq.sample(logits)
 
     def finish(self, seq: RunningSequence) -> None:
         """Commit the generated tokens' full blocks, then release every reference."""

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from shards.detokenizer import Detokenizer
 from shards.model_runner import RunningSequence
 from shards.protocol import WorkItem
-from shards.sampling import make_generator, sample_next
+from shards.sampling import make_generator
 
 DEFAULT_CHUNK_TOKENS = 128
 
@@ -92,9 +92,8 @@ class ChunkedPrefill:
         task.num_done_tokens = end
         if end < len(seq.item.prompt_token_ids):
             return None
-        token = sample_next(last_logits, seq.item.sampling, seq.generator)
+        token = seq.sample(last_logits)
         seq.first_token_s = time.perf_counter()
-        seq.output_ids.append(token)
         return token
 
     def abort(self, task: PrefillTask) -> None:

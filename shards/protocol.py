@@ -22,6 +22,7 @@ class SamplingParams:
     stop: tuple[str, ...] = ()
     stop_token_ids: tuple[int, ...] = ()
     ignore_eos: bool = False
+    logprobs: int | None = None  # None: none; N >= 0: each token's, with the N likeliest
 
 
 @dataclass(slots=True)
@@ -37,14 +38,26 @@ class WorkItem:
     enqueued_at_s: float = 0.0
 
 
+@dataclass(frozen=True, slots=True)
+class TokenLogprob:
+    """A sampled token's log probability under the model (before temperature and top_p)
+    and the `top` likeliest tokens as (token id, log probability), likeliest first."""
+
+    token_id: int
+    logprob: float
+    top: tuple[tuple[int, float], ...] = ()
+
+
 @dataclass(slots=True)
 class TokenEvent:
     """New tokens for a request and the text they completed (may be empty while a
-    multi-byte character is still incomplete)."""
+    multi-byte character is still incomplete); `logprobs`, one per token id, when the
+    request asked for them."""
 
     request_id: str
     token_ids: list[int]
     text: str
+    logprobs: list[TokenLogprob] | None = None
 
 
 FinishReason = Literal["stop", "length", "cancelled"]

@@ -1,9 +1,10 @@
-"""Choosing the next token from logits: greedy, temperature, nucleus (top_p), seeded."""
+"""Choosing the next token from logits: greedy, temperature, nucleus (top_p), seeded;
+and, when asked, its log probability with the likeliest alternatives."""
 from __future__ import annotations
 
 import torch
 
-from shards.protocol import SamplingParams
+from shards.protocol import SamplingParams, TokenLogprob
 
 
 def make_generator(params: SamplingParams, device: torch.device | str = "cpu") -> torch.Generator | None:
@@ -31,3 +32,14 @@ def sample_next(logits: torch.Tensor, params: SamplingParams,
         choice = torch.multinomial(sorted_probs / sorted_probs.sum(), 1, generator=generator)
         return int(order[choice].item())
     return int(torch.multinomial(probs, 1, generator=generator).item())
+
+
+def token_logprob(logits: torch.Tensor, token: int, num_top: int) -> TokenLogprob:
+    """`token`'s log probability in the `[vocab]` logits' own distribution (OpenAI's and
+    vLLM's default: before temperature and top_p) and the `num_top` likeliest tokens."""
+    logprobs = torch.log_softmax(logits.float(), dim=-1)
+    top: tuple[tuple[int, float], ...] = ()
+    if num_top > 0:
+        values, ids = torch.topk(logprobs, min(num_top, logprobs.shape[-1]))
+        top = tuple(zip(ids.tolist(), values.tolist()))
+    return TokenLogprob(token, float(logprobs[token]), top)

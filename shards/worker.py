@@ -278,7 +278,8 @@ class WorkerLoop(PrefillScheduling):
         if done_reason is not None:
             delta += seq.detokenizer.flush() if not seq.detokenizer.stopped else ""
         if ids or delta:
-            self.emit(TokenEvent(seq.item.request_id, ids, delta))
+            scored = seq.output_logprobs[-1:] if ids and seq.output_logprobs else None
+            self.emit(TokenEvent(seq.item.request_id, ids, delta, scored))
         if done_reason is not None:
             if stop_token:
                 seq.output_ids.pop()

@@ -2,7 +2,8 @@
 
 The last user message picks the behaviour, so one server covers every case:
 "status:NNN" answers that HTTP error, "tool" answers a tool call, "slow" streams slowly,
-"midstream-error" breaks a stream after one chunk; anything else is echoed back.
+"midstream-error" breaks a stream after one chunk; anything else is echoed back (with
+`logprobs` asked, each echoed word comes with made-up log probabilities).
 """
 from __future__ import annotations
 
@@ -41,9 +42,17 @@ async def _send_json(send, status: int, body: dict) -> None:
     await send({"type": "http.response.body", "body": json.dumps(body).encode()})
 
 
-def _chunk(delta: dict, finish_reason: str | None = None) -> bytes:
+def _scored(words: list[str]) -> dict:
+    """Chat `logprobs` for `words`: the i-th costs -0.5 * (i + 1), with one alternative."""
+    return {"content": [{"token": word, "logprob": -0.5 * (i + 1), "bytes": list(word.encode()),
+                         "top_logprobs": [{"token": word, "logprob": -0.5 * (i + 1),
+                                           "bytes": list(word.encode())}]}
+                        for i, word in enumerate(words)]}
+
+
+def _chunk(delta: dict, finish_reason: str | None = None, logprobs: dict | None = None) -> bytes:
     chunk = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 1,
-             "model": "fake", "choices": [{"index": 0, "delta": delta,
+             "model": "fake", "choices": [{"index": 0, "delta": delta, "logprobs": logprobs,
                                            "finish_reason": finish_reason}]}
     return b"data: " + json.dumps(chunk).encode() + b"\n\n"
 
@@ -78,6 +87,7 @@ async def app(scope, receive, send) -> None:
         await _send_json(send, 200, {
             "id": "chatcmpl-fake", "object": "chat.completion", "created": 1, "model": "fake",
             "choices": [{"index": 0, "message": message,
+                         "logprobs": _scored([w + " " for w in reply.split()]) if body.get("logprobs") else None,
                          "finish_reason": "tool_calls" if text == "tool" else "stop"}],
             "usage": _usage(text, reply)})
         return
@@ -91,7 +101,9 @@ async def app(scope, receive, send) -> None:
                  _chunk({}, "tool_calls")]
     else:
         parts = [_chunk({"role": "assistant", "content": ""})]
-        parts += [_chunk({"content": word + " "}) for word in reply.split()]
+        parts += [_chunk({"content": word + " "},
+                         logprobs=_scored([word + " "]) if body.get("logprobs") else None)
+                  for word in reply.split()]
         parts.append(_chunk({}, "stop"))
     for index, part in enumerate(parts):
         if text == "midstream-error" and index == 2:

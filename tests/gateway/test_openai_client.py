@@ -1,5 +1,6 @@
 """The official `openai` client against a real stepahead server (tiny local model)."""
 import json
+import math
 import typing
 
 import openai
@@ -146,6 +147,50 @@ def test_client_structured_reply_with_tools_offered_is_a_call_or_valid_json(clie
         assert reply.usage.completion_tokens <= 60
 
 
+def test_client_chat_logprobs_whole_and_streamed(client):
+    whole = client.chat.completions.create(model="tiny", messages=ASK, max_tokens=6, temperature=0,
+                                           logprobs=True, top_logprobs=3, extra_body={"ignore_eos": True})
+    choice = whole.choices[0]
+    entries = choice.logprobs.content
+    assert len(entries) == whole.usage.completion_tokens == 6
+    # a token may end inside a character: its bytes are exact, so together they spell the reply
+    spelled = b"".join(bytes(e.bytes) for e in entries).decode("utf-8", errors="replace")
+    assert spelled == choice.message.content
+    for entry in entries:  # greedy: each token is the likeliest, alternatives sorted
+        assert len(entry.top_logprobs) == 3
+        assert (entry.top_logprobs[0].token, entry.top_logprobs[0].logprob) == (entry.token, entry.logprob)
+        assert sum(math.exp(t.logprob) for t in entry.top_logprobs) <= 1 + 1e-6
+    chunks = list(client.chat.completions.create(model="tiny", messages=ASK, max_tokens=6, temperature=0,
+                                                 logprobs=True, stream=True, extra_body={"ignore_eos": True}))
+    streamed = [e for c in chunks if c.choices and c.choices[0].logprobs for e in c.choices[0].logprobs.content]
+    assert [(e.token, round(e.logprob, 4)) for e in streamed] == [(e.token, round(e.logprob, 4)) for e in entries]
+    assert all(e.top_logprobs == [] for e in streamed)
+    plain = client.chat.completions.create(model="tiny", messages=ASK, max_tokens=2)
+    assert plain.choices[0].logprobs is None
+
+
+def test_client_completion_logprobs_are_the_legacy_parallel_lists(client):
+    reply = client.completions.create(model="tiny", prompt="Once upon a time", max_tokens=5, temperature=0,
+                                      logprobs=2, extra_body={"ignore_eos": True})
+    logprobs = reply.choices[0].logprobs
+    assert len(logprobs.tokens) == len(logprobs.token_logprobs) == len(logprobs.top_logprobs) == 5
+    assert logprobs.text_offset == [sum(map(len, logprobs.tokens[:i])) for i in range(5)]
+    assert all(len(top) <= 2 and max(top.values()) == pytest.approx(lp, abs=1e-4)
+               for top, lp in zip(logprobs.top_logprobs, logprobs.token_logprobs))
+
+
+@pytest.mark.parametrize("extra,param", [
+    ({"top_logprobs": 2}, "top_logprobs"),  # without logprobs=true
+    ({"logprobs": True, "tools": [WEATHER]}, "logprobs"),
+    ({"logprobs": True, "response_format": {"type": "json_object"}}, "logprobs"),
+])
+def test_client_logprobs_the_local_model_cannot_give_are_400(client, extra, param):
+    ask = [{"role": "user", "content": "Say hi in JSON."}]
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(model="tiny", messages=ask, max_tokens=2, **extra)
+    assert caught.value.body["param"] == param
+
+
 def test_client_tool_choice_none_gives_text(client):
     reply = client.chat.completions.create(model="tiny", messages=ASK, tools=[WEATHER],
                                            tool_choice="none", max_tokens=4)
@@ -187,6 +232,18 @@ async def test_async_client_upstream_mock_and_fake(aclient):
     assert text.split() == ["echo:", "ping", "pong"]
     assert chunks[-1].usage.completion_tokens == 3
     await aclient.close()
+
+
+def test_client_upstream_logprobs_reach_the_client_whole_and_streamed(client):
+    ping = [{"role": "user", "content": "ping pong"}]
+    whole = client.chat.completions.create(model="fake", messages=ping, logprobs=True, top_logprobs=1)
+    entries = whole.choices[0].logprobs.content
+    assert [(e.token, e.logprob) for e in entries] == [("echo: ", -0.5), ("ping ", -1.0), ("pong ", -1.5)]
+    assert entries[1].bytes == list(b"ping ") and entries[1].top_logprobs[0].token == "ping "
+    chunks = list(client.chat.completions.create(model="fake", messages=ping, logprobs=True, stream=True))
+    streamed = [e.token for c in chunks if c.choices and c.choices[0].logprobs
+                for e in c.choices[0].logprobs.content]
+    assert streamed == ["echo: ", "ping ", "pong "]
 
 
 def test_client_upstream_tool_call_passthrough(client):

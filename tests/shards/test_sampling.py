@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+import math
+
 import torch
 
 from shards.protocol import SamplingParams
-from shards.sampling import make_generator, sample_next
+from shards.sampling import make_generator, sample_next, token_logprob
 
 
 def test_sample_next_greedy_is_argmax():
@@ -27,3 +29,14 @@ def test_sample_next_top_p_keeps_only_the_nucleus():
     params = SamplingParams(temperature=1.0, top_p=0.8, seed=1)
     generator = make_generator(params)
     assert {sample_next(logits, params, generator) for _ in range(300)} == {0, 1}
+
+
+def test_token_logprob_is_the_logits_own_log_softmax_with_the_likeliest_first():
+    logits = torch.log(torch.tensor([0.1, 0.6, 0.3]))  # already normalised probabilities
+    scored = token_logprob(logits, 2, num_top=2)
+    assert scored.token_id == 2 and math.isclose(scored.logprob, math.log(0.3), rel_tol=1e-5)
+    assert [token for token, _ in scored.top] == [1, 2]
+    assert math.isclose(scored.top[0][1], math.log(0.6), rel_tol=1e-5)
+    shifted = token_logprob(logits + 3, 1, 0)  # logits are free up to a constant
+    assert shifted.top == () and math.isclose(shifted.logprob, math.log(0.6), rel_tol=1e-5)
+    assert len(token_logprob(logits, 0, num_top=20).top) == 3  # never more than the vocabulary

@@ -305,6 +305,7 @@ class _Seq:
     first_token_s: float = 0.0
     num_cached_tokens: int = 0
     output_ids: list = field(default_factory=list)
+    output_logprobs: list = field(default_factory=list)
     detokenizer: _Detok = field(default_factory=_Detok)
 
     @property
@@ -443,3 +444,22 @@ def test_worker_loop_fifo_baseline_breaks_the_noisy_neighbour_bound():
     base = _quiet_p99_ttft(burst=False, fair=False)
     burst = _quiet_p99_ttft(burst=True, fair=False)
     assert burst / base > 1.5, (base, burst)
+
+
+def test_worker_loop_sends_one_logprob_per_token_only_when_asked(tiny_loaded):
+    loop, out = _loop(tiny_loaded, decode_batch=4)
+    for i, logprobs in enumerate((None, 0, 3)):
+        item = _item(f"r{i}", seed=i, max_tokens=5)
+        item.sampling = SamplingParams(max_tokens=5, temperature=0.0, ignore_eos=True, logprobs=logprobs)
+        loop.handle(item)
+    _run(loop)
+    events = {f"r{i}": [m for m in out if isinstance(m, TokenEvent) and m.request_id == f"r{i}"] for i in range(3)}
+    assert all(e.logprobs is None for e in events["r0"])
+    for request_id, num_top in (("r1", 0), ("r2", 3)):
+        ids = [t for e in events[request_id] for t in e.token_ids]
+        scored = [s for e in events[request_id] for s in e.logprobs or []]
+        assert len(ids) == 5 and [s.token_id for s in scored] == ids
+        assert all(s.logprob <= 0 and len(s.top) == num_top for s in scored)
+        if num_top:  # greedy: the sampled token is the likeliest one
+            assert all(s.top[0] == (s.token_id, s.logprob) for s in scored)
+            assert all(a[1] >= b[1] for s in scored for a, b in zip(s.top, s.top[1:]))
