@@ -115,6 +115,9 @@ class LocalBackend:
         if not isinstance(ignore_eos, bool):
             raise invalid_request("'ignore_eos' must be a boolean.", param="ignore_eos")
         return SamplingParams(max_tokens=max_tokens,
+                              presence_penalty=request.presence_penalty or 0.0,
+                              frequency_penalty=request.frequency_penalty or 0.0,
+                              logit_bias=_logit_bias(request, self.engine.tokenizer),
                               temperature=1.0 if request.temperature is None
                               else request.temperature,
                               top_p=1.0 if request.top_p is None else request.top_p,
@@ -144,7 +147,6 @@ class LocalBackend:
         if request.top_logprobs is not None and not request.logprobs:
             raise invalid_request("top_logprobs needs logprobs to be true.", param="top_logprobs")
         response_schema = reply_schema(request)
-        _reject_unsupported_sampling(request)
         messages = []
         for index, message in enumerate(request.messages):
             item = message.model_dump(exclude_none=True)
@@ -204,7 +206,6 @@ class LocalBackend:
         if request.best_of not in (None, 1):
             raise invalid_request("best_of other than 1 is not supported by local models.",
                                   param="best_of", code="unsupported_parameter")
-        _reject_unsupported_sampling(request)
         prompt = request.prompt
         if isinstance(prompt, list) and prompt and isinstance(prompt[0], (str, list)):
             if len(prompt) != 1:
@@ -246,14 +247,12 @@ class LocalBackend:
                 yield event
 
 
-def _reject_unsupported_sampling(request: ChatCompletionRequest | CompletionRequest) -> None:
-    """Penalties and logit bias are not implemented by the local sampler: their neutral
-    values (0, {}), which agent frameworks send by default, pass; anything else is a 400
-    rather than silently ignored."""
-    for name in ("frequency_penalty", "presence_penalty"):
-        if getattr(request, name):
-            raise invalid_request(f"'{name}' other than 0 is not supported by local models.",
-                                  param=name, code="unsupported_parameter")
-    if request.logit_bias:
-        raise invalid_request("logit_bias is not supported by local models.",
-                              param="logit_bias", code="unsupported_parameter")
+def _logit_bias(request: ChatCompletionRequest | CompletionRequest, tokenizer) -> tuple:
+    """`logit_bias` as (token id, bias) pairs; a token id past the vocabulary is a 400."""
+    pairs = tuple(sorted((int(token), bias) for token, bias in (request.logit_bias or {}).items()))
+    vocab_size = len(tokenizer) if pairs else 0
+    bad = next((token for token, _ in pairs if token >= vocab_size), None)
+    if bad is not None:
+        raise invalid_request(f"Token id {bad} in logit_bias is outside the vocabulary (size {vocab_size}).",
+                              param="logit_bias")
+    return pairs

@@ -24,7 +24,7 @@ from shards.detokenizer import Detokenizer
 from shards.kv_cache import make_cache
 from shards.model_loader import LoadedModel
 from shards.protocol import SamplingParams, TokenLogprob, WorkItem
-from shards.sampling import make_generator, sample_next, token_logprob
+from shards.sampling import adjusted_logits, make_generator, sample_next, token_logprob
 
 
 @dataclass(slots=True)
@@ -50,11 +50,11 @@ class RunningSequence:
         return self.cache.get_seq_length()
 
     def sample(self, logits: torch.Tensor) -> int:
-        """Sample the next token from its `[vocab]` logits and append it (and, when the
-        request asked, its log probability: `output_logprobs` stays parallel to
-        `output_ids`)."""
+        """Sample the next token from its `[vocab]` logits (after the request's penalties
+        and bias) and append it, and, when the request asked, its log probability under
+        the model: `output_logprobs` stays parallel to `output_ids`."""
         params = self.item.sampling
-        token = sample_next(logits, params, self.generator)
+        token = sample_next(adjusted_logits(logits, params, self.output_ids), params, self.generator)
         if params.logprobs is not None:
             self.output_logprobs.append(token_logprob(logits, token, params.logprobs))
         self.output_ids.append(token)

@@ -23,6 +23,9 @@ class SamplingParams:
     stop_token_ids: tuple[int, ...] = ()
     ignore_eos: bool = False
     logprobs: int | None = None  # None: none; N >= 0: each token's, with the N likeliest
+    presence_penalty: float = 0.0  # OpenAI's: off each generated token's logit once
+    frequency_penalty: float = 0.0  # ... and this much per time it was generated
+    logit_bias: tuple[tuple[int, float], ...] = ()  # (token id, added to its logit)
 
 
 @dataclass(slots=True)

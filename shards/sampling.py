@@ -1,5 +1,6 @@
-"""Choosing the next token from logits: greedy, temperature, nucleus (top_p), seeded;
-and, when asked, its log probability with the likeliest alternatives."""
+"""Choosing the next token from logits: OpenAI's penalties and logit bias, then greedy,
+temperature, nucleus (top_p), seeded; and, when asked, its log probability with the
+likeliest alternatives."""
 from __future__ import annotations
 
 import torch
@@ -15,6 +16,23 @@ def make_generator(params: SamplingParams, device: torch.device | str = "cpu") -
     generator = torch.Generator(device=device)
     generator.manual_seed(int(params.seed) & 0xFFFF_FFFF_FFFF_FFFF)
     return generator
+
+
+def adjusted_logits(logits: torch.Tensor, params: SamplingParams, output_ids: list[int]) -> torch.Tensor:
+    """The `[vocab]` logits after OpenAI's penalties and bias: each token generated so far
+    loses `presence_penalty` once and `frequency_penalty` per time; `logit_bias` adds to
+    its tokens (ids past the vocabulary are ignored). The same tensor when none is set."""
+    if not (params.presence_penalty or params.frequency_penalty or params.logit_bias):
+        return logits
+    adjusted = logits.float().clone()
+    if output_ids and (params.presence_penalty or params.frequency_penalty):
+        ids, counts = torch.unique(torch.tensor(output_ids, device=logits.device), return_counts=True)
+        adjusted[ids] -= params.frequency_penalty * counts + params.presence_penalty
+    biased = [(token, bias) for token, bias in params.logit_bias if 0 <= token < adjusted.shape[-1]]
+    if biased:
+        ids = torch.tensor([token for token, _ in biased], device=logits.device)
+        adjusted[ids] += torch.tensor([bias for _, bias in biased], device=logits.device)
+    return adjusted
 
 
 def sample_next(logits: torch.Tensor, params: SamplingParams,

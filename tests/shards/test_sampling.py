@@ -5,7 +5,7 @@ import math
 import torch
 
 from shards.protocol import SamplingParams
-from shards.sampling import make_generator, sample_next, token_logprob
+from shards.sampling import adjusted_logits, make_generator, sample_next, token_logprob
 
 
 def test_sample_next_greedy_is_argmax():
@@ -40,3 +40,14 @@ def test_token_logprob_is_the_logits_own_log_softmax_with_the_likeliest_first():
     shifted = token_logprob(logits + 3, 1, 0)  # logits are free up to a constant
     assert shifted.top == () and math.isclose(shifted.logprob, math.log(0.6), rel_tol=1e-5)
     assert len(token_logprob(logits, 0, num_top=20).top) == 3  # never more than the vocabulary
+
+
+def test_adjusted_logits_apply_openai_penalties_and_bias():
+    logits = torch.zeros(5)
+    params = SamplingParams(presence_penalty=0.5, frequency_penalty=1.0, logit_bias=((4, 10.0), (99, 5.0)))
+    adjusted = adjusted_logits(logits, params, [1, 1, 3])
+    assert adjusted.tolist() == [0.0, -2.5, 0.0, -1.5, 10.0]  # id 99 is past the vocabulary: ignored
+    assert logits.tolist() == [0.0] * 5  # the model's logits are left as they were
+    assert adjusted_logits(logits, SamplingParams(), [1, 2]) is logits  # nothing set: no copy
+    banned = SamplingParams(temperature=0.0, logit_bias=((1, -100.0),))
+    assert sample_next(adjusted_logits(torch.tensor([0.1, 3.0, 2.0]), banned, []), banned, None) == 2

@@ -463,3 +463,23 @@ def test_worker_loop_sends_one_logprob_per_token_only_when_asked(tiny_loaded):
         if num_top:  # greedy: the sampled token is the likeliest one
             assert all(s.top[0] == (s.token_id, s.logprob) for s in scored)
             assert all(a[1] >= b[1] for s in scored for a, b in zip(s.top, s.top[1:]))
+
+
+def test_worker_loop_logit_bias_steers_the_sample_but_not_the_reported_logprob(tiny_loaded):
+    loop, out = _loop(tiny_loaded)
+    plain = _item("plain", max_tokens=1)
+    plain.sampling = SamplingParams(max_tokens=1, temperature=0.0, ignore_eos=True, logprobs=1)
+    loop.handle(plain)
+    _run(loop)
+    [first] = [m for m in out if isinstance(m, TokenEvent)]
+    greedy = first.token_ids[0]
+    banned = _item("banned", max_tokens=1)  # the same prompt, the greedy token banned
+    banned.sampling = SamplingParams(max_tokens=1, temperature=0.0, ignore_eos=True, logprobs=1,
+                                     logit_bias=((greedy, -100.0),))
+    loop.handle(banned)
+    _run(loop)
+    [second] = [m for m in out if isinstance(m, TokenEvent) and m.request_id == "banned"]
+    assert second.token_ids[0] != greedy
+    # logprobs are the model's own: the banned token is still reported as the likeliest
+    assert second.logprobs[0].top[0][0] == greedy
+    assert second.logprobs[0].top[0][1] == pytest.approx(first.logprobs[0].logprob, abs=1e-4)
