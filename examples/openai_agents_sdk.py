@@ -1,0 +1,71 @@
+"""The OpenAI Agents SDK against stepahead: an agent with a function tool and a typed
+final output, through the Chat Completions API.
+
+    stepahead serve                       # prints the base URL and a demo key
+    python examples/openai_agents_sdk.py --api-key sk-... "What's the weather in Paris?"
+
+The SDK runs the loop. Each turn re-sends the conversation with the tools and the output
+schema (`response_format` json_schema), so stepahead serves the repeated prefix from its
+KV cache, and a local model's final answer is JSON valid against the output type. The
+SDK's own trace export (to OpenAI) is turned off: no network is needed, and stepahead
+traces the session itself (one session per run, named by the x-session-id header).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import uuid
+
+from agents import Agent, ModelSettings, OpenAIChatCompletionsModel, Runner, function_tool, set_tracing_disabled
+from openai import AsyncOpenAI
+from pydantic import BaseModel
+
+
+@function_tool
+def get_weather(city: str) -> str:
+    """Current weather for a city."""
+    return json.dumps({"city": city, "forecast": "sunny", "celsius": 21})
+
+
+class Report(BaseModel):
+    """The agent's final answer, as a program reads it."""
+
+    city: str
+    forecast: str
+    celsius: float
+
+
+async def run(args: argparse.Namespace) -> dict:
+    set_tracing_disabled(True)
+    client = AsyncOpenAI(base_url=args.base_url, api_key=args.api_key, max_retries=0,
+                         default_headers={"x-session-id": f"agents-sdk-{uuid.uuid4().hex[:8]}"})
+    agent = Agent(name="weather", instructions="You are a helpful assistant. Use the tool, then report.",
+                  tools=[get_weather], output_type=Report,
+                  model=OpenAIChatCompletionsModel(model=args.model, openai_client=client),
+                  # the first turn must consult the tool; the SDK then resets the choice to "auto"
+                  model_settings=ModelSettings(max_tokens=96, temperature=0.0, tool_choice="required"))
+    result = await Runner.run(agent, args.question, max_turns=args.max_turns)
+    usage = result.context_wrapper.usage
+    await client.close()
+    return {"report": result.final_output.model_dump(), "requests": usage.requests,
+            "input_tokens": usage.input_tokens, "cached_tokens": usage.input_tokens_details.cached_tokens,
+            "tools_called": [item.raw_item.name for item in result.new_items if item.type == "tool_call_item"]}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("question", nargs="?", default="What's the weather in Paris?")
+    parser.add_argument("--base-url", default="http://127.0.0.1:8000/v1")
+    parser.add_argument("--api-key", required=True)
+    parser.add_argument("--model", default="smollm2")
+    parser.add_argument("--max-turns", type=int, default=4)
+    args = parser.parse_args()
+    out = asyncio.run(run(args))
+    print(f"report: {out['report']}")
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
