@@ -27,6 +27,7 @@ docs/policies_agent.png.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import random
 import sys
@@ -38,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from cache.forecast_source import ForecastSource  # noqa: E402
 from cache.gap_forecaster import GapForecaster  # noqa: E402
 from cache.session_infer import SessionInferrer  # noqa: E402
-from cache.sim.cost_model import CostModel  # noqa: E402
+from cache.sim.cost_model import CALIBRATIONS, DEFAULT_CALIBRATION, CostModel  # noqa: E402
 from cache.sim.oracle import OracleForecastSource  # noqa: E402
 from cache.sim.replay import SimConfig, replay  # noqa: E402
 from cache.sim.requests import SimRequest, to_sim_requests  # noqa: E402
@@ -96,9 +97,11 @@ def sessions_of(requests: list[SimRequest]) -> list[str]:
     return [request.session or inferrer.session_of(request.tenant, request.hashes) for request in requests]
 
 
-def run(requests, *, trace, split, hot, host, policy, block_size, measure_from=0, source=None, label=None) -> dict:
+def run(requests, *, trace, split, hot, host, policy, block_size, measure_from=0, source=None, label=None,
+        calibration=DEFAULT_CALIBRATION) -> dict:
     config = SimConfig(num_hot_blocks=hot, num_host_blocks=host, policy=policy, block_size=block_size,
-                       cost=CostModel.for_block_size(block_size), measure_from=measure_from)
+                       cost=CostModel.for_block_size(block_size, calibration=calibration),
+                       measure_from=measure_from)
     result = replay(requests, config, source=source).to_json()
     row = {"trace": trace, "split": split, "label": label or policy, **result}
     print(json.dumps(row), flush=True)
@@ -167,7 +170,10 @@ def main() -> None:
     parser.add_argument("--mooncake", type=Path, default=MOONCAKE)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--out-dir", type=Path, default=ROOT / "docs")
+    parser.add_argument("--calibration", choices=list(CALIBRATIONS), default=DEFAULT_CALIBRATION,
+                        help="engine dtype whose measured costs the simulated TTFT uses (cache/sim/cost_model.py)")
     args = parser.parse_args()
+    sim = functools.partial(run, calibration=args.calibration)
     started = time.perf_counter()
     rows: list[dict] = []
 
@@ -182,14 +188,14 @@ def main() -> None:
         configs = [(hot, 0) for hot in capacities] + ([] if args.quick else [(1000, 4000)])
         for hot, host in configs:
             for policy in POLICIES:
-                rows.append(run(requests, trace="mooncake", split=split, hot=hot, host=host, policy=policy,
+                rows.append(sim(requests, trace="mooncake", split=split, hot=hot, host=host, policy=policy,
                                 block_size=size, measure_from=measure_from))
     if not args.quick:
         sessions = sessions_of(moon)
         for hot in (1000, 4000):
             for mode in ("who", "exact"):
                 source = OracleForecastSource(moon, sessions, mode, GapForecaster())
-                rows.append(run(moon, trace="mooncake", split="all", hot=hot, host=0, policy="predictive",
+                rows.append(sim(moon, trace="mooncake", split="all", hot=hot, host=0, policy="predictive",
                                 block_size=size, source=source, label=f"predictive[oracle:{mode}]"))
 
     hot_sizes = (1000, 2000) if args.quick else (500, 1000, 2000, 4000)
@@ -198,21 +204,21 @@ def main() -> None:
         hmm = None if args.quick else hmm_source_factory(4, seed)
         for hot, host in [(hot, 0) for hot in hot_sizes] + [(1000, 2000)]:
             for policy in POLICIES:
-                rows.append(run(requests, trace="agent", split=split, hot=hot, host=host, policy=policy, block_size=16))
+                rows.append(sim(requests, trace="agent", split=split, hot=hot, host=host, policy=policy, block_size=16))
             if hmm is not None:
-                rows.append(run(requests, trace="agent", split=split, hot=hot, host=host, policy="predictive",
+                rows.append(sim(requests, trace="agent", split=split, hot=hot, host=host, policy="predictive",
                                 block_size=16, source=hmm(), label="predictive+hmm"))
         if not args.quick:
             for hot in (1000, 2000):
                 source = generator_model_source(seed, requests)
-                rows.append(run(requests, trace="agent", split=split, hot=hot, host=0, policy="predictive",
+                rows.append(sim(requests, trace="agent", split=split, hot=hot, host=0, policy="predictive",
                                 block_size=16, source=source, label="predictive[model]"))
         if split == "train" and not args.quick:
             sessions = sessions_of(requests)
             for hot in (1000, 2000):
                 for mode in ("who", "exact"):
                     source = OracleForecastSource(requests, sessions, mode, GapForecaster())
-                    rows.append(run(requests, trace="agent", split=split, hot=hot, host=0, policy="predictive",
+                    rows.append(sim(requests, trace="agent", split=split, hot=hot, host=0, policy="predictive",
                                     block_size=16, source=source, label=f"predictive[oracle:{mode}]"))
 
     summary = summarize(rows)
@@ -220,7 +226,8 @@ def main() -> None:
          "Mooncake conversation trace (512-token blocks, HOT only)")
     plot(rows, "agent", "train", args.out_dir / "policies_agent.png",
          "Agent workload (4 tenants x 40 sessions, seed 0, 16-token blocks, HOT only)")
-    print(json.dumps({"summary": summary, "wall_s": round(time.perf_counter() - started, 1)}), flush=True)
+    print(json.dumps({"summary": summary, "calibration": args.calibration,
+                      "wall_s": round(time.perf_counter() - started, 1)}), flush=True)
 
 
 if __name__ == "__main__":

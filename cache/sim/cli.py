@@ -7,7 +7,8 @@ Reads a `stepahead-trace/1` or Mooncake trace (through `cache.trace_format`), re
 (replay.py) and prints `{"policy", "hot_blocks", "host_blocks", "requests",
 "block_hit_rate", "token_hit_rate", "host_hit_rate", "sim_ttft_p50_s", "sim_ttft_p99_s",
 "prefetch_used_frac", "wall_s", ...}`. `wall_s` covers reading the trace and the replay.
-Every cost constant is a flag (cost_model.py documents the calibration).
+`--calibration` picks the engine dtype the costs were measured in, and every cost
+constant is also a flag of its own (cost_model.py documents the calibrations).
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import json
 import sys
 import time
 
-from cache.sim.cost_model import COPY_BYTES_PER_S, KV_BYTES_PER_TOKEN, PREFILL_S_PER_TOKEN, REQUEST_OVERHEAD_S, CostModel
+from cache.sim.cost_model import CALIBRATIONS, COPY_BYTES_PER_S, DEFAULT_CALIBRATION, CostModel
 from cache.sim.replay import POLICY_NAMES, SimConfig, replay, split_index
 from cache.sim.requests import to_sim_requests
 from cache.trace_format import read_trace
@@ -32,9 +33,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--measure-from-frac", type=float, default=0.0,
                         help="requests before this fraction only warm up (not counted)")
     parser.add_argument("--tick-interval-s", type=float, default=0.25)
-    parser.add_argument("--prefill-s-per-token", type=float, default=PREFILL_S_PER_TOKEN)
-    parser.add_argument("--request-overhead-s", type=float, default=REQUEST_OVERHEAD_S)
-    parser.add_argument("--kv-bytes-per-token", type=int, default=KV_BYTES_PER_TOKEN)
+    parser.add_argument("--calibration", choices=list(CALIBRATIONS), default=DEFAULT_CALIBRATION,
+                        help="the engine dtype whose measured costs set the three constants below "
+                             "(cost_model.py; default: %(default)s)")
+    parser.add_argument("--prefill-s-per-token", type=float, default=None, help="default: the calibration's")
+    parser.add_argument("--request-overhead-s", type=float, default=None, help="default: the calibration's")
+    parser.add_argument("--kv-bytes-per-token", type=int, default=None, help="default: the calibration's")
     parser.add_argument("--copy-bytes-per-s", type=float, default=COPY_BYTES_PER_S)
     parser.add_argument("--host-to-hot-s-per-block", type=float, default=None,
                         help="default: block_size * kv_bytes_per_token / copy_bytes_per_s")
@@ -52,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     cost = CostModel.for_block_size(
         block_size,
+        calibration=args.calibration,
         prefill_s_per_token=args.prefill_s_per_token,
         request_overhead_s=args.request_overhead_s,
         kv_bytes_per_token=args.kv_bytes_per_token,
@@ -70,5 +75,5 @@ def main(argv: list[str] | None = None) -> int:
     )
     result = replay(requests, config)
     result.wall_s = time.perf_counter() - started
-    print(json.dumps(result.to_json()))
+    print(json.dumps({**result.to_json(), "calibration": args.calibration}))
     return 0

@@ -9,7 +9,7 @@ from collections import OrderedDict
 import pytest
 
 from cache.sim.cli import main
-from cache.sim.cost_model import CostModel
+from cache.sim.cost_model import DEFAULT_CALIBRATION, CostModel
 from cache.sim.oracle import next_uses
 from cache.sim.replay import SimConfig, replay, split_index
 from cache.sim.requests import SimRequest, to_sim_requests
@@ -173,3 +173,33 @@ def test_sim_cli_prints_one_json_line(tmp_path, capsys, mooncake: bool) -> None:
         assert (data["policy"], data["hot_blocks"], data["host_blocks"], data["requests"]) == (policy, 16, 8, 60)
         assert 0.0 <= data["host_hit_rate"] <= data["block_hit_rate"] <= 1.0
         assert data["sim_ttft_p50_s"] <= data["sim_ttft_p99_s"]
+
+
+def test_cost_calibrations_known_answers_and_overrides() -> None:
+    float32 = CostModel.for_block_size(512, calibration="float32")
+    assert float32 == CostModel(1.553e-3, 0.06, 512 * 46_080 / 1e10)
+    bfloat16 = CostModel.for_block_size(512)  # the default: the engine's dtype "auto" here
+    assert bfloat16 == CostModel.for_block_size(512, calibration=DEFAULT_CALIBRATION)
+    assert bfloat16.host_to_hot_s_per_block == pytest.approx(float32.host_to_hot_s_per_block / 2)
+    assert bfloat16.prefill_s_per_token < float32.prefill_s_per_token
+    assert CostModel() == CostModel.for_block_size(16)
+    given = CostModel.for_block_size(16, calibration="float32", request_overhead_s=0.5, kv_bytes_per_token=10)
+    assert given == CostModel(1.553e-3, 0.5, 16 * 10 / 1e10)
+    with pytest.raises(ValueError, match="unknown calibration 'fp8': use one of bfloat16, float32"):
+        CostModel.for_block_size(16, calibration="fp8")
+
+
+def test_sim_cli_calibration_changes_costs_not_hits(tmp_path, capsys) -> None:
+    path = tmp_path / "trace.jsonl"
+    with open(path, "w", encoding="utf-8") as stream:
+        write_trace(stream, random_records(seed=3, num_requests=80, block_size=512), TraceHeader(block_size=512))
+    out = {}
+    for calibration in ("bfloat16", "float32"):
+        assert main(["--trace", str(path), "--hot-blocks", "16", "--policy", "lru",
+                     "--calibration", calibration, "--json"]) == 0
+        out[calibration] = json.loads(capsys.readouterr().out)
+    assert [out[c]["calibration"] for c in out] == ["bfloat16", "float32"]
+    assert out["bfloat16"]["block_hit_rate"] == out["float32"]["block_hit_rate"]
+    assert out["bfloat16"]["sim_ttft_p50_s"] < out["float32"]["sim_ttft_p50_s"]
+    with pytest.raises(SystemExit):
+        main(["--trace", str(path), "--hot-blocks", "16", "--calibration", "fp8", "--json"])

@@ -1,0 +1,86 @@
+"""The simulator's cost model, measured on this machine's engine: prints the constants
+to pass to `python -m cache.sim` (or to add to cache/sim/cost_model.py's CALIBRATIONS).
+
+Times cold prefills (nothing cached: a new tenant each time) of several prompt lengths
+through the engine's real request path, and fits the line the simulator charges,
+    ttft_s = request_overhead_s + prefill_s_per_token * prompt tokens,
+by least squares (medians of --repeats per length, after a warm-up). KV bytes per token
+come from the model's layout in the chosen dtype (they set the HOST->HOT copy cost).
+Prints one JSON line: the points, the fit, its largest relative error, and the flags.
+
+    python benchmarks/calibrate_sim.py --model smollm2                  # dtype auto
+    python benchmarks/calibrate_sim.py --model smollm2 --dtype float32
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import torch  # noqa: E402
+
+from benchmarks.bench_prefix_reuse import request_ttft_s  # noqa: E402
+from shards.model_loader import choose_dtype, load_model  # noqa: E402
+from shards.model_runner import ModelRunner  # noqa: E402
+
+
+def fit_line(points: list[tuple[int, float]]) -> tuple[float, float]:
+    """(intercept, slope) of the least-squares line through (x, y) points; needs two
+    distinct x. A negative intercept is clipped to 0 (the slope refitted through 0)."""
+    xs, ys = [x for x, _ in points], [y for _, y in points]
+    mean_x, mean_y = statistics.fmean(xs), statistics.fmean(ys)
+    spread = sum((x - mean_x) ** 2 for x in xs)
+    if spread == 0:
+        raise ValueError("need at least two different prompt lengths")
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in points) / spread
+    intercept = mean_y - slope * mean_x
+    if intercept < 0:
+        return 0.0, sum(x * y for x, y in points) / sum(x * x for x in xs)
+    return intercept, slope
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="smollm2", help="tiny, smollm2, or a model directory")
+    parser.add_argument("--dtype", default="auto")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--lengths", default="256,512,1024,2048", help="prompt tokens")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: all cores)")
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    dtype = choose_dtype(args.dtype, args.model, args.device)
+    loaded = load_model(args.model, dtype=dtype, device=args.device)
+    lengths = [int(x) for x in args.lengths.split(",")]
+    runner = ModelRunner(loaded, num_hot_blocks=max(lengths) // 16 * 2 + 16, block_size=16)
+    vocab = min(loaded.model.config.vocab_size, len(loaded.tokenizer)) - 8
+    rng = random.Random(0)
+    counter = iter(range(10**9))
+
+    def cold(length: int) -> float:
+        runner.blocks.clear()
+        tokens = [rng.randrange(vocab) for _ in range(length)]
+        return request_ttft_s(runner, loaded.tokenizer, f"r{next(counter)}", f"t{next(counter)}", tokens)
+
+    cold(lengths[0])  # warm-up
+    points = [(length, statistics.median(cold(length) for _ in range(args.repeats))) for length in lengths]
+    overhead_s, per_token_s = (float(f"{value:.4g}") for value in fit_line(points))
+    kv_bytes = runner.layout.bytes_per_block // runner.layout.block_size
+    worst = max(abs(overhead_s + per_token_s * n - s) / s for n, s in points)
+    print(json.dumps({
+        "model": loaded.model_id, "dtype": dtype, "device": str(runner.device), "threads": torch.get_num_threads(),
+        "points": [[n, round(s, 5)] for n, s in points], "prefill_s_per_token": per_token_s,
+        "request_overhead_s": overhead_s, "kv_bytes_per_token": kv_bytes,
+        "max_relative_error": round(worst, 3),
+        "sim_flags": f"--prefill-s-per-token {per_token_s} --request-overhead-s {overhead_s} "
+                     f"--kv-bytes-per-token {kv_bytes}"}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

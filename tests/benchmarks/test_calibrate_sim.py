@@ -1,0 +1,34 @@
+"""calibrate_sim: the line fit (known answers), and one real run on the tiny model."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks.calibrate_sim import fit_line
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "calibrate_sim.py"
+
+
+def test_fit_line_known_answers():
+    assert fit_line([(100, 0.15), (200, 0.25), (400, 0.45)]) == pytest.approx((0.05, 0.001))
+    # a negative intercept is clipped: the slope is refitted through the origin
+    assert fit_line([(100, 0.05), (200, 0.2)]) == pytest.approx((0.0, 0.45 / 500))
+    with pytest.raises(ValueError):
+        fit_line([(100, 0.1), (100, 0.2)])
+
+
+def test_calibrate_sim_prints_flags_the_simulator_accepts(tmp_path):
+    out = subprocess.run([sys.executable, str(SCRIPT), "--model", "tiny", "--lengths", "64,256",
+                          "--repeats", "1"], check=True, capture_output=True, text=True, timeout=120).stdout
+    row = json.loads(out.strip().splitlines()[-1])
+    assert row["dtype"] == "float32" and [n for n, _ in row["points"]] == [64, 256]
+    assert row["prefill_s_per_token"] > 0 and row["request_overhead_s"] >= 0
+    assert row["kv_bytes_per_token"] > 0 and row["kv_bytes_per_token"] % 4 == 0  # float32 elements
+    from cache.sim.cli import build_parser
+    parsed = build_parser().parse_args(["--trace", "x", "--hot-blocks", "1", *row["sim_flags"].split()])
+    assert (parsed.prefill_s_per_token, parsed.request_overhead_s, parsed.kv_bytes_per_token) == (
+        row["prefill_s_per_token"], row["request_overhead_s"], row["kv_bytes_per_token"])
