@@ -1,12 +1,14 @@
 """The OpenAI Agents SDK against stepahead: an agent with a function tool and a typed
-final output, through the Chat Completions API.
+final output, through the Responses API (the SDK's default) or Chat Completions.
 
     stepahead serve                       # prints the base URL and a demo key
     python examples/openai_agents_sdk.py --api-key sk-... "What's the weather in Paris?"
+    python examples/openai_agents_sdk.py --api-key sk-... --api chat_completions
 
 The SDK runs the loop. Each turn re-sends the conversation with the tools and the output
-schema (`response_format` json_schema), so stepahead serves the repeated prefix from its
-KV cache, and a local model's final answer is JSON valid against the output type. The
+schema (`text.format` / `response_format` json_schema), so stepahead serves the repeated
+prefix from its KV cache, and a local model's final answer is JSON valid against the
+output type. The
 SDK's own trace export (to OpenAI) is turned off: no network is needed, and stepahead
 traces the session itself (one session per run, named by the x-session-id header).
 """
@@ -17,7 +19,8 @@ import asyncio
 import json
 import uuid
 
-from agents import Agent, ModelSettings, OpenAIChatCompletionsModel, Runner, function_tool, set_tracing_disabled
+from agents import (Agent, ModelSettings, OpenAIChatCompletionsModel, OpenAIResponsesModel, Runner, function_tool,
+                    set_tracing_disabled)
 from openai import AsyncOpenAI
 from pydantic import BaseModel
 
@@ -26,6 +29,9 @@ from pydantic import BaseModel
 def get_weather(city: str) -> str:
     """Current weather for a city."""
     return json.dumps({"city": city, "forecast": "sunny", "celsius": 21})
+
+
+MODEL_CLASSES = {"responses": OpenAIResponsesModel, "chat_completions": OpenAIChatCompletionsModel}
 
 
 class Report(BaseModel):
@@ -42,7 +48,7 @@ async def run(args: argparse.Namespace) -> dict:
                          default_headers={"x-session-id": f"agents-sdk-{uuid.uuid4().hex[:8]}"})
     agent = Agent(name="weather", instructions="You are a helpful assistant. Use the tool, then report.",
                   tools=[get_weather], output_type=Report,
-                  model=OpenAIChatCompletionsModel(model=args.model, openai_client=client),
+                  model=MODEL_CLASSES[args.api](model=args.model, openai_client=client),
                   # the first turn must consult the tool; the SDK then resets the choice to "auto"
                   model_settings=ModelSettings(max_tokens=96, temperature=0.0, tool_choice="required"))
     result = await Runner.run(agent, args.question, max_turns=args.max_turns)
@@ -60,6 +66,7 @@ def main() -> int:
     parser.add_argument("--api-key", required=True)
     parser.add_argument("--model", default="smollm2")
     parser.add_argument("--max-turns", type=int, default=4)
+    parser.add_argument("--api", choices=list(MODEL_CLASSES), default="responses")
     args = parser.parse_args()
     out = asyncio.run(run(args))
     print(f"report: {out['report']}")

@@ -96,6 +96,8 @@ def build_app(config: GatewayConfig | None = None) -> FastAPI:
     # dependency solving would only add ~0.1 ms per request.
     app.add_route("/v1/chat/completions", routes.chat_completions, methods=["POST"])
     app.add_route("/v1/completions", routes.completions, methods=["POST"])
+    app.add_route("/v1/responses", routes.create_response, methods=["POST"])
+    app.add_route("/v1/responses/{response_id}", routes.retrieve_response, methods=["GET"])
     app.add_route("/v1/models", routes.list_models, methods=["GET"])
     app.add_route("/v1/models/{model:path}", routes.retrieve_model, methods=["GET"])
     app.add_route("/health", routes.health, methods=["GET"])

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 from starlette.requests import Request
@@ -122,21 +122,39 @@ def _error_type(exc: BaseException) -> str:
     return "client_closed"
 
 
+@dataclass(slots=True)
+class ReplyShape:
+    """How a reply is written: the endpoint's name (metrics), the whole body from the
+    collected events, a stream writer (opening, event, done, error), and what to do
+    with the collected reply once it finished (e.g. store it)."""
+
+    endpoint: str
+    whole: Callable[[Collected, Usage], dict]
+    writer: Callable[[], object]
+    on_finished: Callable[[Collected], None] | None = None
+
+
+def chat_shape(prepared: Prepared, *, is_chat: bool, include_usage: bool) -> ReplyShape:
+    header = ResponseHeader(prepared.request_id, prepared.model)
+    render = chat_completion if is_chat else text_completion
+    return ReplyShape("chat" if is_chat else "completions", lambda collected, usage: render(header, collected, usage),
+                      lambda: ChunkWriter(header, is_chat=is_chat, include_usage=include_usage))
+
+
 async def respond(request: Request, state: GatewayState, backend: Backend, prepared: Prepared,
                   *, is_chat: bool, stream: bool, include_usage: bool,
-                  started_s: float, trace: StepContext | None = None) -> Response:
-    exchange = Exchange(state, prepared, "chat" if is_chat else "completions", started_s,
+                  started_s: float, trace: StepContext | None = None, shape: ReplyShape | None = None) -> Response:
+    shape = shape or chat_shape(prepared, is_chat=is_chat, include_usage=include_usage)
+    exchange = Exchange(state, prepared, shape.endpoint, started_s,
                         trace=trace, output=Collected() if trace is not None else None)
     events = backend.run(prepared)
-    header = ResponseHeader(prepared.request_id, prepared.model)
     if not stream:
-        return await _respond_whole(request, exchange, events, header, is_chat)
-    return await _respond_stream(request, exchange, events, header, is_chat, include_usage)
+        return await _respond_whole(request, exchange, events, shape)
+    return await _respond_stream(request, exchange, events, shape)
 
 
 async def _respond_whole(request: Request, exchange: Exchange,
-                         events: AsyncIterator[ChatEvent], header: ResponseHeader,
-                         is_chat: bool) -> Response:
+                         events: AsyncIterator[ChatEvent], shape: ReplyShape) -> Response:
     async def work() -> Collected:
         await exchange.acquire()
         collected = Collected()
@@ -154,7 +172,9 @@ async def _respond_whole(request: Request, exchange: Exchange,
         exchange.close(None, None if isinstance(exc, ApiError) else 499)
         raise
     usage = collected.finished.usage if collected.finished else Usage()
-    body = (chat_completion if is_chat else text_completion)(header, collected, usage)
+    body = shape.whole(collected, usage)
+    if shape.on_finished is not None and collected.finished is not None:
+        shape.on_finished(collected)
     exchange.close(collected.finished, 200)
     overhead_s = exchange.overhead_s()
     exchange.state.metrics.record_overhead(exchange.prepared.tenant, overhead_s)
@@ -163,8 +183,7 @@ async def _respond_whole(request: Request, exchange: Exchange,
 
 
 async def _respond_stream(request: Request, exchange: Exchange,
-                          events: AsyncIterator[ChatEvent], header: ResponseHeader,
-                          is_chat: bool, include_usage: bool) -> Response:
+                          events: AsyncIterator[ChatEvent], shape: ReplyShape) -> Response:
     async def work() -> ChatEvent:
         await exchange.acquire()
         return await exchange.next_event(events)
@@ -176,8 +195,9 @@ async def _respond_stream(request: Request, exchange: Exchange,
         exchange.error = _error_type(exc)
         exchange.close(None, None if isinstance(exc, ApiError) else 499)
         raise
-    writer = ChunkWriter(header, is_chat=is_chat, include_usage=include_usage)
+    writer = shape.writer()
     outcome: list[Finished] = []
+    collected = Collected() if shape.on_finished is not None else None
 
     async def chunks() -> AsyncIterator[bytes]:
         event = first
@@ -188,8 +208,12 @@ async def _respond_stream(request: Request, exchange: Exchange,
                 if opening:
                     data, opening = opening + data, b""
                 yield data
+                if collected is not None:
+                    collected.add(event)
                 if isinstance(event, Finished):
                     outcome.append(event)
+                    if collected is not None:
+                        shape.on_finished(collected)
                     break
                 event = await exchange.next_event(events)
             yield writer.done()

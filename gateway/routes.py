@@ -1,4 +1,5 @@
-"""HTTP handlers: /v1/chat/completions, /v1/completions, /v1/models[/{model}], /health, /metrics.
+"""HTTP handlers: /v1/chat/completions, /v1/completions, /v1/responses[/{id}],
+/v1/models[/{model}], /health, /metrics.
 
 Invariant: each handler authenticates first, then parses, validates and prepares the
 request, and only then admits and runs it (`exchange.respond`); every `ApiError` on the way
@@ -14,10 +15,13 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 
 from gateway.chat_checks import check_chat_request, check_n
 from gateway.errors import ApiError
-from gateway.exchange import respond
+from gateway.exchange import ReplyShape, respond
 from gateway.http_io import ClientGone, read_json_body
 from gateway.metrics import Labels, router_gauges, worker_gauges
-from gateway.openai_format import new_id
+from gateway.openai_format import Collected, new_id
+from gateway.response_store import StoredResponse
+from gateway.responses_format import ResponsesRequest, conversation_after, renamed, to_chat_body
+from gateway.responses_stream import ResponsesStreamWriter, whole_response
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, validate
 from gateway.state import GatewayState
 from gateway.forecasting import bind_session
@@ -69,6 +73,67 @@ async def _handle(request: Request, *, is_chat: bool) -> Response:
 
 async def chat_completions(request: Request) -> Response:
     return await _handle(request, is_chat=True)
+
+
+async def create_response(request: Request) -> Response:
+    """POST /v1/responses: the request runs as a chat completion (responses_format.py);
+    with `store` (the default) the response is kept for `previous_response_id` and GET."""
+    started_s = time.perf_counter()
+    state = _state(request)
+    tenant, model = "unauthenticated", ""
+    try:
+        tenant = state.keys.authenticate(request.headers.get("authorization"))
+        body = await read_json_body(request, state.config.max_body_bytes)
+        parsed = validate(ResponsesRequest, body)
+        history: tuple[dict, ...] = ()
+        if parsed.previous_response_id is not None:
+            previous = state.responses.get(tenant, parsed.previous_response_id)
+            if previous is None:
+                raise ApiError(404, f"Previous response with id '{parsed.previous_response_id}' not found.",
+                               "invalid_request_error", "previous_response_not_found", "previous_response_id")
+            history = previous.messages
+        chat_body = to_chat_body(parsed, history)
+        try:
+            chat = validate(ChatCompletionRequest, chat_body)
+            check_chat_request(chat)
+            backend = state.backend(chat.model)
+            model = chat.model
+            response_id = new_id("resp").replace("-", "_")
+            prepared = await backend.prepare_chat(chat, tenant, response_id)
+        except ApiError as error:
+            raise renamed(error) from None
+        created_at = int(time.time())
+
+        def store(collected: Collected) -> None:
+            if parsed.store:
+                state.responses.put(tenant, StoredResponse(whole_response(response_id, parsed, collected, created_at),
+                                                           conversation_after(parsed, chat_body, collected)))
+        shape = ReplyShape("responses", lambda collected, _: whole_response(response_id, parsed, collected, created_at),
+                           lambda: ResponsesStreamWriter(response_id, parsed, created_at), on_finished=store)
+        trace = begin_step(state.tracer, request, chat_body, prepared, is_chat=True)
+        bind_session(prepared, trace)
+        return await respond(request, state, backend, prepared, is_chat=True, stream=parsed.stream,
+                             include_usage=False, started_s=started_s, trace=trace, shape=shape)
+    except ApiError as error:
+        state.metrics.record_request(tenant, model, "responses", error.status)
+        return error_response(error)
+    except ClientGone:
+        return Response(status_code=CLIENT_CLOSED_STATUS)
+
+
+async def retrieve_response(request: Request) -> Response:
+    """GET /v1/responses/{id}: a stored response of the caller's own tenant, else 404."""
+    state = _state(request)
+    try:
+        tenant = state.keys.authenticate(request.headers.get("authorization"))
+        response_id = request.path_params["response_id"]
+        stored = state.responses.get(tenant, response_id)
+        if stored is None:
+            raise ApiError(404, f"Response with id '{response_id}' not found.", "invalid_request_error",
+                           "response_not_found", "response_id")
+        return JSONResponse(stored.response)
+    except ApiError as error:
+        return error_response(error)
 
 
 async def completions(request: Request) -> Response:

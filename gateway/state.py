@@ -17,6 +17,7 @@ from gateway.config import GatewayConfig
 from gateway.errors import model_not_found
 from gateway.limits import Limiters
 from gateway.metrics import Registry
+from gateway.response_store import ResponseStore
 
 
 @dataclass(slots=True)
@@ -29,6 +30,7 @@ class GatewayState:
     tracer: AgentTracer | None = None
     forecasts: object | None = None  # gateway.forecasting.ForecastRelay when forecasting runs
     is_ready: bool = False
+    responses: ResponseStore = field(default_factory=ResponseStore)  # the Responses API's stored replies
     created_s: int = field(default_factory=lambda: int(time.time()))  # the models' `created`
 
     def backend(self, model: str) -> Backend:

@@ -37,10 +37,11 @@ def test_langchain_agent_runs_a_tool_step(tiny_gateway):
     assert set(out["report"]) == {"city", "forecast", "celsius"}  # with_structured_output parsed it
 
 
-def test_openai_agents_sdk_agent_gets_a_typed_report(tiny_gateway):
+@pytest.mark.parametrize("api", ["responses", "chat_completions"])
+def test_openai_agents_sdk_agent_gets_a_typed_report(tiny_gateway, api):
     pytest.importorskip("agents", reason="openai-agents is not installed")
     out = _run([str(EXAMPLES / "openai_agents_sdk.py"), "--base-url", f"{tiny_gateway.base_url}/v1",
-                "--api-key", TINY_GATEWAY_KEYS["tenant2"], "--model", "tiny"])
+                "--api-key", TINY_GATEWAY_KEYS["tenant2"], "--model", "tiny", "--api", api])
     assert set(out["report"]) == {"city", "forecast", "celsius"}  # the SDK parsed the final output
     assert out["tools_called"][0] == "get_weather" and out["requests"] >= 2  # a tool turn, then the report
     assert out["cached_tokens"] > 0  # later turns re-send the first one: served from the prefix cache

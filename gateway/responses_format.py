@@ -1,0 +1,200 @@
+"""The Responses API (`POST /v1/responses`) in terms of chat completions.
+
+A Responses request becomes a chat request: `instructions` the first system message,
+`input` (a string, or message / function_call / function_call_output items) the
+messages after the stored conversation of `previous_response_id`, flat function tools
+the chat's nested ones, `text.format` the `response_format`, `max_output_tokens` the
+`max_completion_tokens`. The chat request then runs like any other (the same backends,
+prefix cache, traces and limits), and its reply is rendered as a response object: one
+`message` item for the text, one `function_call` item per tool call.
+
+Invariant: only what chat completions can express is accepted; anything else (built-in
+tools, image or file inputs for text models are checked later by the chat path) is a
+400 naming the Responses parameter.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from gateway.backend import Usage
+from gateway.errors import ApiError, invalid_request
+from gateway.openai_format import Collected
+
+ROLES = ("user", "assistant", "system", "developer")
+TEXT_PARTS = ("input_text", "output_text", "text")
+
+
+class ResponsesRequest(BaseModel):
+    """The fields stepahead reads; the others are accepted and ignored, as chat's are."""
+
+    model_config = ConfigDict(extra="allow")
+    model: str
+    input: str | list[dict[str, Any]]
+    instructions: str | None = None
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = None
+    text: dict[str, Any] | None = None
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    temperature: float | None = None
+    top_p: float | None = None
+    stream: bool = False
+    store: bool = True
+    previous_response_id: str | None = None
+    metadata: dict[str, str] | None = None
+    user: str | None = None
+
+
+def _text_of(content: Any, param: str) -> str | list[dict]:
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise invalid_request("'content' must be a string or a list of parts.", param=param)
+    parts = []
+    for index, part in enumerate(content):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind in TEXT_PARTS and isinstance(part.get("text"), str):
+            parts.append({"type": "text", "text": part["text"]})
+        elif kind == "input_image" and isinstance(part.get("image_url"), str):
+            parts.append({"type": "image_url", "image_url": {"url": part["image_url"]}})
+        else:
+            raise invalid_request(f"Content part type {kind!r} is not supported.", param=f"{param}[{index}]")
+    return parts
+
+
+def input_messages(items: str | list[dict[str, Any]]) -> list[dict]:
+    """Chat messages for `input`: consecutive function calls become one assistant
+    message with several tool calls; reasoning items are dropped."""
+    if isinstance(items, str):
+        return [{"role": "user", "content": items}]
+    messages: list[dict] = []
+    for index, item in enumerate(items):
+        param = f"input[{index}]"
+        kind = item.get("type", "message")
+        if kind == "message" and item.get("role") in ROLES:
+            messages.append({"role": item["role"], "content": _text_of(item.get("content"), f"{param}.content")})
+        elif kind == "function_call":
+            call = {"id": item.get("call_id"), "type": "function",
+                    "function": {"name": item.get("name"), "arguments": item.get("arguments", "")}}
+            last = messages[-1] if messages else None
+            if last is not None and last["role"] == "assistant" and last.get("tool_calls") and not last["content"]:
+                last["tool_calls"].append(call)
+            else:
+                messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        elif kind == "function_call_output":
+            output = item.get("output")
+            messages.append({"role": "tool", "tool_call_id": item.get("call_id"),
+                             "content": output if isinstance(output, str) else _text_of(output, f"{param}.output")})
+        elif kind != "reasoning":
+            raise invalid_request(f"Input item type {kind!r} is not supported.", param=param)
+    return messages
+
+
+def _chat_tools(tools: list[dict]) -> list[dict]:
+    out = []
+    for index, tool in enumerate(tools):
+        if tool.get("type") != "function":
+            raise invalid_request(f"Tool type {tool.get('type')!r} is not supported: only function tools.",
+                                  param=f"tools[{index}].type", code="unsupported_value")
+        out.append({"type": "function", "function": {k: tool[k] for k in ("name", "description", "parameters",
+                                                                           "strict") if k in tool}})
+    return out
+
+
+def _response_format(text: dict | None) -> dict | None:
+    fmt = (text or {}).get("format")
+    if not fmt or fmt.get("type") != "json_schema":
+        return fmt
+    schema = {k: fmt[k] for k in ("name", "description", "schema", "strict") if k in fmt}
+    return {"type": "json_schema", "json_schema": schema}
+
+
+def to_chat_body(request: ResponsesRequest, history: tuple[dict, ...] = ()) -> dict:
+    """The chat completions body this request runs as (after `history`, the stored
+    conversation of `previous_response_id`)."""
+    messages = ([{"role": "system", "content": request.instructions}] if request.instructions else [])
+    messages += [dict(m) for m in history]
+    messages += input_messages(request.input)
+    body: dict[str, Any] = {"model": request.model, "messages": messages, "stream": request.stream}
+    if request.tools:
+        body["tools"] = _chat_tools(request.tools)
+    choice = request.tool_choice
+    if isinstance(choice, dict) and choice.get("type") == "function":
+        choice = {"type": "function", "function": {"name": choice.get("name")}}
+    optional = {"tool_choice": choice, "parallel_tool_calls": request.parallel_tool_calls,
+                "response_format": _response_format(request.text),
+                "max_completion_tokens": request.max_output_tokens, "temperature": request.temperature,
+                "top_p": request.top_p, "metadata": request.metadata, "user": request.user}
+    body.update({k: v for k, v in optional.items() if v is not None})
+    return body
+
+
+CHAT_TO_RESPONSES_PARAMS = (("messages", "input"), ("response_format.json_schema", "text.format"),
+                            ("response_format", "text.format"), ("max_completion_tokens", "max_output_tokens"))
+
+
+def renamed(error: ApiError) -> ApiError:
+    """A chat-path error with its `param` named as the Responses API names it."""
+    for chat, responses in CHAT_TO_RESPONSES_PARAMS:
+        if error.param and error.param.startswith(chat):
+            error.param = responses + error.param[len(chat):]
+            break
+    if error.param and error.param.startswith("tools[") and ".function" in error.param:
+        error.param = error.param.replace(".function", "", 1)
+    return error
+
+
+def output_items(collected: Collected, item_id: str) -> list[dict]:
+    """The reply as Responses output items: its text as one message, then its calls."""
+    items: list[dict] = []
+    if collected.text:
+        items.append(message_item(f"msg_{item_id}", collected.text, "completed"))
+    for index, call in sorted(collected.tool_calls.items()):
+        items.append(call_item(f"fc_{item_id}_{index}", call.id, call.name, call.arguments, "completed"))
+    return items
+
+
+def message_item(item_id: str, text: str, status: str) -> dict:
+    content = [{"type": "output_text", "text": text, "annotations": []}] if status == "completed" else []
+    return {"type": "message", "id": item_id, "status": status, "role": "assistant", "content": content}
+
+
+def call_item(item_id: str, call_id: str, name: str, arguments: str, status: str) -> dict:
+    return {"type": "function_call", "id": item_id, "call_id": call_id, "name": name,
+            "arguments": arguments, "status": status}
+
+
+def response_object(response_id: str, request: ResponsesRequest, *, created_at: int | None = None,
+                    status: Literal["in_progress", "completed", "incomplete"] = "completed",
+                    output: list[dict] | None = None, usage: Usage | None = None) -> dict:
+    """A response object; `incomplete` when the reply ran out of `max_output_tokens`."""
+    return {
+        "id": response_id, "object": "response", "created_at": created_at or int(time.time()),
+        "status": status, "model": request.model, "output": output or [],
+        "error": None, "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
+        "instructions": request.instructions, "max_output_tokens": request.max_output_tokens,
+        "parallel_tool_calls": request.parallel_tool_calls is not False,
+        "previous_response_id": request.previous_response_id, "store": request.store,
+        "temperature": request.temperature, "top_p": request.top_p, "tool_choice": request.tool_choice or "auto",
+        "tools": request.tools or [], "text": request.text or {"format": {"type": "text"}},
+        "metadata": request.metadata or {}, "user": request.user,
+        "usage": None if usage is None else {
+            "input_tokens": usage.num_prompt_tokens,
+            "input_tokens_details": {"cached_tokens": usage.num_cached_tokens},
+            "output_tokens": usage.num_completion_tokens, "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": usage.num_total_tokens}}
+
+
+def conversation_after(request: ResponsesRequest, chat_body: dict, collected: Collected) -> tuple[dict, ...]:
+    """The chat messages of this turn's conversation, its reply appended: what a later
+    `previous_response_id` continues. As in OpenAI's API, `instructions` do not carry
+    over to the next turn."""
+    reply: dict = {"role": "assistant", "content": collected.text or None}
+    if collected.tool_calls:
+        reply["tool_calls"] = [{"id": call.id, "type": "function",
+                                "function": {"name": call.name, "arguments": call.arguments}}
+                               for _, call in sorted(collected.tool_calls.items())]
+    return (*chat_body["messages"][1 if request.instructions else 0:], reply)

@@ -1,0 +1,121 @@
+"""Server-sent events of a streamed Responses API reply, from the chat events.
+
+Each event is `event: TYPE` + `data: {..., "type": TYPE, "sequence_number": N}`, N
+counting from 0. The order is OpenAI's: `response.created`, `response.in_progress`;
+per output item `response.output_item.added`, its content (a message's
+`content_part.added`, `output_text.delta`..., `output_text.done`, `content_part.done`; a
+call's `function_call_arguments.delta`..., `.done`), `response.output_item.done`; then
+`response.completed` (or `response.incomplete`) carrying the whole response. Invariant:
+an item is closed before the next one opens, so every item's events are contiguous.
+"""
+from __future__ import annotations
+
+from gateway.backend import ChatEvent, Finished, TextDelta, ToolCallDelta
+from gateway.openai_format import Collected, dumps
+from gateway.responses_format import ResponsesRequest, call_item, message_item, output_items, response_object
+
+
+class ResponsesStreamWriter:
+    """The ChunkWriter of the Responses API (same interface: opening, event, done, error)."""
+
+    def __init__(self, response_id: str, request: ResponsesRequest, created_at: int) -> None:
+        self.response_id, self.request, self.created_at = response_id, request, created_at
+        self.collected = Collected()
+        self._sequence = 0
+        self._open: tuple[str, int] | None = None  # ("message", -1) or ("call", chat call index)
+        self._items: list[dict] = []  # output items closed so far
+
+    def _event(self, kind: str, **fields) -> bytes:
+        data = {"type": kind, "sequence_number": self._sequence, **fields}
+        self._sequence += 1
+        return f"event: {kind}\n".encode() + b"data: " + dumps(data) + b"\n\n"
+
+    def _response(self, status: str, usage=None) -> dict:
+        return response_object(self.response_id, self.request, created_at=self.created_at, status=status,
+                               output=list(self._items), usage=usage)
+
+    def opening(self) -> bytes:
+        snapshot = self._response("in_progress")
+        return (self._event("response.created", response=snapshot)
+                + self._event("response.in_progress", response=snapshot))
+
+    def _item_id(self, kind: str, index: int) -> str:
+        suffix = self.response_id.removeprefix("resp_")
+        return f"msg_{suffix}" if kind == "message" else f"fc_{suffix}_{index}"
+
+    def _close(self) -> bytes:
+        if self._open is None:
+            return b""
+        kind, index = self._open
+        self._open = None
+        position = len(self._items)
+        item_id = self._item_id(kind, index)
+        if kind == "message":
+            text = self.collected.text
+            part = {"type": "output_text", "text": text, "annotations": []}
+            item = message_item(item_id, text, "completed")
+            out = (self._event("response.output_text.done", item_id=item_id, output_index=position,
+                               content_index=0, text=text)
+                   + self._event("response.content_part.done", item_id=item_id, output_index=position,
+                                 content_index=0, part=part))
+        else:
+            call = self.collected.tool_calls[index]
+            item = call_item(item_id, call.id, call.name, call.arguments, "completed")
+            out = self._event("response.function_call_arguments.done", item_id=item_id, output_index=position,
+                              arguments=call.arguments)
+        self._items.append(item)
+        return out + self._event("response.output_item.done", output_index=position, item=item)
+
+    def event(self, event: ChatEvent) -> bytes:
+        self.collected.add(event)
+        if isinstance(event, TextDelta):
+            out = b""
+            if self._open != ("message", -1):
+                out += self._close()
+                self._open = ("message", -1)
+                item_id = self._item_id("message", -1)
+                out += (self._event("response.output_item.added", output_index=len(self._items),
+                                    item=message_item(item_id, "", "in_progress"))
+                        + self._event("response.content_part.added", item_id=item_id,
+                                      output_index=len(self._items), content_index=0,
+                                      part={"type": "output_text", "text": "", "annotations": []}))
+            if not event.text:
+                return out
+            return out + self._event("response.output_text.delta", item_id=self._item_id("message", -1),
+                                     output_index=len(self._items), content_index=0, delta=event.text)
+        if isinstance(event, ToolCallDelta):
+            out = b""
+            if self._open != ("call", event.index):
+                out += self._close()
+                self._open = ("call", event.index)
+                call = self.collected.tool_calls[event.index]
+                out += self._event("response.output_item.added", output_index=len(self._items),
+                                   item=call_item(self._item_id("call", event.index), call.id, call.name, "",
+                                                  "in_progress"))
+            if not event.arguments:
+                return out
+            return out + self._event("response.function_call_arguments.delta",
+                                     item_id=self._item_id("call", event.index), output_index=len(self._items),
+                                     delta=event.arguments)
+        assert isinstance(event, Finished)
+        out = self._close()
+        status = "incomplete" if self.collected.finish_reason() == "length" else "completed"
+        return out + self._event(f"response.{status}", response=self._response(status, event.usage))
+
+    @staticmethod
+    def done() -> bytes:
+        return b""
+
+    def error(self, body: dict) -> bytes:
+        error = body.get("error", {})
+        return self._event("error", code=error.get("code"), message=error.get("message"), param=error.get("param"))
+
+
+def whole_response(response_id: str, request: ResponsesRequest, collected: Collected, created_at: int) -> dict:
+    """The non-streamed response object."""
+    finished = collected.finished
+    status = "incomplete" if collected.finish_reason() == "length" else "completed"
+    return response_object(response_id, request, created_at=created_at, status=status,
+                           output=output_items(collected, response_id.removeprefix("resp_")),
+                           usage=finished.usage if finished else None)
+

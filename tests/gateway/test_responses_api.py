@@ -1,0 +1,135 @@
+"""The Responses API (`/v1/responses`) through the official client, on the tiny model."""
+import json
+
+import httpx
+import openai
+import pytest
+
+from gateway.errors import ApiError
+from gateway.responses_format import ResponsesRequest, input_messages, renamed, to_chat_body
+from tests.gateway.conftest import KEYS
+
+WEATHER = {"type": "function", "name": "get_weather", "description": "Weather for a city.",
+           "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
+
+
+@pytest.fixture(scope="module")
+def client(gateway):
+    return openai.OpenAI(base_url=f"{gateway.base_url}/v1", api_key=KEYS["alpha"], max_retries=0)
+
+
+def test_input_items_become_chat_messages():
+    items = [{"role": "user", "content": [{"type": "input_text", "text": "hi"}]},
+             {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+             {"type": "function_call", "call_id": "c2", "name": "g", "arguments": "{\"a\": 1}"},
+             {"type": "reasoning", "summary": []},
+             {"type": "function_call_output", "call_id": "c1", "output": "one"},
+             {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok"}]}]
+    assert input_messages(items) == [
+        {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}},
+            {"id": "c2", "type": "function", "function": {"name": "g", "arguments": "{\"a\": 1}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "one"},
+        {"role": "assistant", "content": [{"type": "text", "text": "ok"}]}]
+    assert input_messages("hello") == [{"role": "user", "content": "hello"}]
+
+
+def test_request_becomes_a_chat_body_after_the_stored_conversation():
+    request = ResponsesRequest(model="m", input="next", instructions="be brief", tools=[WEATHER],
+                               tool_choice={"type": "function", "name": "get_weather"}, max_output_tokens=9,
+                               text={"format": {"type": "json_schema", "name": "n", "schema": {"type": "object"}}})
+    history = ({"role": "user", "content": "first"}, {"role": "assistant", "content": "reply"})
+    body = to_chat_body(request, history)
+    assert [m["content"] for m in body["messages"]] == ["be brief", "first", "reply", "next"]
+    assert body["tools"] == [{"type": "function", "function": {k: WEATHER[k] for k in ("name", "description",
+                                                                                      "parameters")}}]
+    assert body["tool_choice"] == {"type": "function", "function": {"name": "get_weather"}}
+    assert body["response_format"] == {"type": "json_schema", "json_schema": {"name": "n", "schema": {"type": "object"}}}
+    assert body["max_completion_tokens"] == 9 and body["stream"] is False
+    error = renamed(ApiError(400, "x", param="tools[0].function.parameters"))
+    assert error.param == "tools[0].parameters"
+    assert renamed(ApiError(400, "x", param="messages[2].content")).param == "input[2].content"
+
+
+def test_responses_whole_reply_and_retrieval(client, gateway):
+    reply = client.responses.create(model="tiny", input="Hi there", instructions="Be terse.",
+                                    max_output_tokens=8, temperature=0)
+    assert reply.id.startswith("resp_") and reply.object == "response" and reply.model == "tiny"
+    assert reply.status in ("completed", "incomplete") and reply.output[0].type == "message"
+    assert reply.output_text == reply.output[0].content[0].text
+    assert reply.usage.output_tokens <= 8 and reply.usage.input_tokens > 0
+    assert client.responses.retrieve(reply.id).output_text == reply.output_text
+    other = httpx.get(f"{gateway.base_url}/v1/responses/{reply.id}", headers=gateway.headers("beta"))
+    assert other.status_code == 404 and other.json()["error"]["code"] == "response_not_found"
+
+
+def test_responses_stream_events_in_order_and_numbered(client):
+    events = list(client.responses.create(model="tiny", input="Hi", max_output_tokens=6, stream=True))
+    kinds = [event.type for event in events]
+    assert kinds[:2] == ["response.created", "response.in_progress"]
+    assert kinds[-1] in ("response.completed", "response.incomplete")
+    assert [event.sequence_number for event in events] == list(range(len(events)))
+    deltas = "".join(event.delta for event in events if event.type == "response.output_text.delta")
+    assert deltas == events[-1].response.output_text
+    assert kinds.index("response.output_item.added") < kinds.index("response.output_item.done")
+
+
+def test_responses_tool_turn_then_previous_response_id_continues_from_the_cache(client):
+    first = client.responses.create(model="tiny", input="Weather in Oslo?", tools=[WEATHER],
+                                    tool_choice="required", max_output_tokens=40, temperature=0)
+    [call] = [item for item in first.output if item.type == "function_call"]
+    assert call.name == "get_weather" and set(json.loads(call.arguments)) == {"city"}
+    second = client.responses.create(model="tiny", previous_response_id=first.id, tools=[WEATHER],
+                                     input=[{"type": "function_call_output", "call_id": call.call_id,
+                                             "output": "12 C"}], max_output_tokens=4, temperature=0)
+    assert second.previous_response_id == first.id
+    # the second turn re-sends the first one's conversation: its prompt comes from the cache
+    assert second.usage.input_tokens > first.usage.input_tokens
+    assert second.usage.input_tokens_details.cached_tokens > 0
+
+
+def test_responses_json_schema_text_format(client):
+    schema = {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+              "required": ["city", "days"], "additionalProperties": False}
+    reply = client.responses.create(model="tiny", input="Forecast as JSON.", max_output_tokens=40,
+                                    text={"format": {"type": "json_schema", "name": "f", "schema": schema,
+                                                     "strict": True}})
+    value = json.loads(reply.output_text)
+    assert set(value) == {"city", "days"} and isinstance(value["days"], int)
+
+
+@pytest.mark.parametrize("body,status,param", [
+    ({"input": "x", "previous_response_id": "resp_unknown"}, 404, "previous_response_id"),
+    ({"input": "x", "tools": [{"type": "web_search"}]}, 400, "tools[0].type"),
+    ({"input": [{"type": "computer_call"}]}, 400, "input[0]"),
+    ({"input": "x", "max_output_tokens": 0}, 400, "max_output_tokens"),
+    ({"input": "x", "text": {"format": {"type": "json_schema", "name": "bad name", "schema": {}}}}, 400,
+     "text.format.name"),
+])
+def test_responses_bad_requests_are_openai_shaped_errors(gateway, body, status, param):
+    reply = httpx.post(f"{gateway.base_url}/v1/responses", headers=gateway.headers("alpha"),
+                       json={"model": "tiny", **body})
+    assert reply.status_code == status and reply.json()["error"]["param"] == param
+
+
+def test_responses_store_false_keeps_nothing_and_tenants_do_not_share(client, gateway):
+    reply = client.responses.create(model="tiny", input="Hi", max_output_tokens=2, store=False)
+    assert httpx.get(f"{gateway.base_url}/v1/responses/{reply.id}", headers=gateway.headers("alpha")).status_code == 404
+    kept = client.responses.create(model="tiny", input="Hi", max_output_tokens=2)
+    beta = httpx.post(f"{gateway.base_url}/v1/responses", headers=gateway.headers("beta"),
+                      json={"model": "tiny", "input": "x", "previous_response_id": kept.id})
+    assert beta.status_code == 404
+
+
+def test_responses_stream_of_a_forced_tool_call(client):
+    events = list(client.responses.create(model="tiny", input="Weather in Oslo?", tools=[WEATHER],
+                                          tool_choice={"type": "function", "name": "get_weather"},
+                                          max_output_tokens=40, stream=True))
+    kinds = [event.type for event in events]
+    assert "response.function_call_arguments.done" in kinds and kinds[-1] == "response.completed"
+    added = next(event for event in events if event.type == "response.output_item.added")
+    assert added.item.type == "function_call" and added.item.name == "get_weather"
+    arguments = "".join(event.delta for event in events if event.type == "response.function_call_arguments.delta")
+    [call] = events[-1].response.output
+    assert call.arguments == arguments and call.call_id == added.item.call_id
