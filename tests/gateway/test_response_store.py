@@ -1,0 +1,17 @@
+"""The Responses API's store: bounded, least recently used out first, per tenant."""
+from gateway.response_store import ResponseStore, StoredResponse
+
+
+def _stored(response_id: str) -> StoredResponse:
+    return StoredResponse({"id": response_id}, ({"role": "user", "content": response_id},))
+
+
+def test_store_is_per_tenant_and_evicts_the_least_recently_used():
+    store = ResponseStore(capacity=2)
+    store.put("a", _stored("r1"))
+    store.put("a", _stored("r2"))
+    assert store.get("b", "r1") is None  # another tenant never sees it
+    assert store.get("a", "r1").messages[0]["content"] == "r1"  # r1 is now the most recent
+    store.put("b", _stored("r3"))
+    assert len(store) == 2 and store.get("a", "r2") is None  # r2 was the least recently used
+    assert store.get("a", "r1") is not None and store.get("b", "r3") is not None
