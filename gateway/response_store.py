@@ -39,5 +39,9 @@ class ResponseStore:
             self._entries.move_to_end((tenant, response_id))
         return stored
 
+    def delete(self, tenant: str, response_id: str) -> bool:
+        """Forget the response; False when this tenant has none by that id."""
+        return self._entries.pop((tenant, response_id), None) is not None
+
     def __len__(self) -> int:
         return len(self._entries)

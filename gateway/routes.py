@@ -1,4 +1,4 @@
-"""HTTP handlers: /v1/chat/completions, /v1/completions, /v1/responses[/{id}],
+"""HTTP handlers: /v1/chat/completions, /v1/completions, /v1/responses[/{id}] (GET, DELETE),
 /v1/models[/{model}], /health, /metrics.
 
 Invariant: each handler authenticates first, then parses, validates and prepares the
@@ -121,8 +121,9 @@ async def create_response(request: Request) -> Response:
         return Response(status_code=CLIENT_CLOSED_STATUS)
 
 
-async def retrieve_response(request: Request) -> Response:
-    """GET /v1/responses/{id}: a stored response of the caller's own tenant, else 404."""
+async def stored_response(request: Request) -> Response:
+    """GET /v1/responses/{id}: a stored response of the caller's own tenant; DELETE
+    forgets it. Else (unknown, or another tenant's) a 404."""
     state = _state(request)
     try:
         tenant = state.keys.authenticate(request.headers.get("authorization"))
@@ -131,6 +132,9 @@ async def retrieve_response(request: Request) -> Response:
         if stored is None:
             raise ApiError(404, f"Response with id '{response_id}' not found.", "invalid_request_error",
                            "response_not_found", "response_id")
+        if request.method == "DELETE":
+            state.responses.delete(tenant, response_id)
+            return JSONResponse({"id": response_id, "object": "response.deleted", "deleted": True})
         return JSONResponse(stored.response)
     except ApiError as error:
         return error_response(error)

@@ -15,3 +15,10 @@ def test_store_is_per_tenant_and_evicts_the_least_recently_used():
     store.put("b", _stored("r3"))
     assert len(store) == 2 and store.get("a", "r2") is None  # r2 was the least recently used
     assert store.get("a", "r1") is not None and store.get("b", "r3") is not None
+
+
+def test_delete_forgets_only_the_owners_response():
+    store = ResponseStore()
+    store.put("a", _stored("r1"))
+    assert not store.delete("b", "r1") and store.get("a", "r1") is not None
+    assert store.delete("a", "r1") and store.get("a", "r1") is None and not store.delete("a", "r1")

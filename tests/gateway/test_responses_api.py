@@ -60,8 +60,12 @@ def test_responses_whole_reply_and_retrieval(client, gateway):
     assert reply.output_text == reply.output[0].content[0].text
     assert reply.usage.output_tokens <= 8 and reply.usage.input_tokens > 0
     assert client.responses.retrieve(reply.id).output_text == reply.output_text
-    other = httpx.get(f"{gateway.base_url}/v1/responses/{reply.id}", headers=gateway.headers("beta"))
+    url = f"{gateway.base_url}/v1/responses/{reply.id}"
+    other = httpx.get(url, headers=gateway.headers("beta"))
     assert other.status_code == 404 and other.json()["error"]["code"] == "response_not_found"
+    assert httpx.delete(url, headers=gateway.headers("beta")).status_code == 404  # nor can it delete it
+    client.responses.delete(reply.id)
+    assert httpx.get(url, headers=gateway.headers("alpha")).status_code == 404
 
 
 def test_responses_stream_events_in_order_and_numbered(client):
