@@ -137,3 +137,11 @@ def test_responses_stream_of_a_forced_tool_call(client):
     arguments = "".join(event.delta for event in events if event.type == "response.function_call_arguments.delta")
     [call] = events[-1].response.output
     assert call.arguments == arguments and call.call_id == added.item.call_id
+
+
+def test_responses_on_an_upstream_model_run_as_its_chat_completions(client):
+    reply = client.responses.create(model="fake", input="ping")
+    assert reply.output_text == "echo: ping" and reply.usage.input_tokens_details.cached_tokens == 2
+    events = list(client.responses.create(model="fake", input="ping pong", stream=True))
+    assert "".join(e.delta for e in events if e.type == "response.output_text.delta").split() == [
+        "echo:", "ping", "pong"]
