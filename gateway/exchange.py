@@ -23,7 +23,7 @@ from starlette.responses import Response
 
 from agents_trace.records import StepContext
 
-from gateway.backend import Backend, ChatEvent, Finished, Prepared, TextDelta, Usage
+from gateway.backend import Backend, ChatEvent, Finished, Prepared, TextDelta, ToolCallDelta, Usage
 from gateway.errors import ApiError, server_error
 from gateway.http_io import EventStreamResponse, race_disconnect
 from gateway.limits import Ticket
@@ -47,6 +47,7 @@ class Exchange:
     waited_s: float = 0.0
     first_event_s: float | None = None
     num_deltas: int = 0
+    has_tool_calls: bool = False  # the reply finishes as "tool_calls" whatever its last generation said
     ticket: Ticket | None = None
     is_closed: bool = False
     trace: StepContext | None = None
@@ -79,6 +80,8 @@ class Exchange:
             self.first_event_s = time.perf_counter()
         if isinstance(event, TextDelta):
             self.num_deltas += 1
+        elif isinstance(event, ToolCallDelta):
+            self.has_tool_calls = True
         if self.output is not None:
             self.output.add(event)
         return event
@@ -105,7 +108,7 @@ class Exchange:
             ttft_s = (self.first_event_s - self.started_s) if self.first_event_s else None
             metrics.record_finish(
                 tenant=prepared.tenant, model=prepared.model, worker=finished.worker,
-                finish_reason=finished.finish_reason,
+                finish_reason="tool_calls" if self.has_tool_calls else finished.finish_reason,
                 num_prompt_tokens=usage.num_prompt_tokens,
                 num_cached_tokens=usage.num_cached_tokens,
                 num_output_tokens=usage.num_completion_tokens, ttft_s=ttft_s)

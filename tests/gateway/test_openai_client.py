@@ -3,6 +3,7 @@ import json
 import math
 import typing
 
+import httpx
 import openai
 import pydantic
 import pytest
@@ -70,7 +71,7 @@ def test_client_chat_stream_usage_only_when_asked(client):
     assert all(c.usage is None for c in plain) and plain[-1].choices[0].finish_reason
 
 
-def test_client_named_tool_choice_round_trip(client):
+def test_client_named_tool_choice_round_trip(client, gateway):
     first = client.chat.completions.create(
         model="tiny", messages=ASK, tools=[WEATHER, SEARCH], max_tokens=60, temperature=0,
         tool_choice={"type": "function", "function": {"name": "get_weather"}})
@@ -87,6 +88,10 @@ def test_client_named_tool_choice_round_trip(client):
     assert second.choices[0].finish_reason in ("stop", "length", "tool_calls")
     # the second step re-sends the first: its prompt is served from the prefix cache
     assert second.usage.prompt_tokens_details.cached_tokens > 0
+    # the forced call counts as finished by "tool_calls" in the metrics too, as its reply says
+    metrics = httpx.get(f"{gateway.base_url}/metrics", headers=gateway.headers("alpha")).text
+    assert any(line.startswith("vllm:request_success_total") and 'finished_reason="tool_calls"' in line
+               and 'model_name="tiny"' in line for line in metrics.splitlines())
 
 
 def test_client_required_tool_choice_streams_openai_style_deltas(client):
