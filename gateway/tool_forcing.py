@@ -18,12 +18,14 @@ values, each generation continuing the previous text (so each one is a prefix-ca
 3. otherwise the arguments are built by walking the schema: the gateway emits keys,
    quotes, braces and commas and asks the model for each leaf value with a stop string
    that ends it (`"` for strings; a short budget for numbers and booleans, read leniently;
-   enums matched by prefix). Values the model cannot produce fall back to the schema's
+   enums matched by prefix; array items one by one while the model goes on with a `,`).
+   Values the model cannot produce fall back to the schema's
    `default`/`const`/first enum member/a zero value.
 
 Invariant: the returned arguments are always a JSON object; they validate against the
 schema whenever the schema uses only types, enums, required properties, nesting and
-arrays (no patterns or length bounds, which leaf filling does not steer).
+arrays with their item counts (no string patterns or lengths, which leaf filling does
+not steer).
 """
 from __future__ import annotations
 
@@ -43,6 +45,7 @@ CALL_OPEN = '<tool_call>\n{"name": "'
 NUMBER = re.compile(r"\s*(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)")
 MAX_STRING_TOKENS = 48
 MAX_DEPTH = 4
+MAX_ARRAY_ITEMS = 8  # items a filled array gets at most (fewer when the model closes it)
 
 
 def call_head(name: str) -> str:
@@ -114,6 +117,8 @@ async def fill_value(schema: dict, generate: Generate, prefix: str, depth: int) 
     kind = _kind(schema)
     if kind == "object" and depth < MAX_DEPTH:
         return await fill_object(schema, generate, prefix, depth + 1)
+    if kind == "array" and depth < MAX_DEPTH:
+        return await fill_array(schema, generate, prefix, depth + 1)
     if kind == "string":
         text = await generate(prefix + '"', MAX_STRING_TOKENS, ('"',))
         return text
@@ -128,6 +133,27 @@ async def fill_value(schema: dict, generate: Generate, prefix: str, depth: int) 
         return True if text.startswith("t") else False if text.startswith("f") \
             else zero_value(schema)
     return zero_value(schema)
+
+
+async def fill_array(schema: dict, generate: Generate, prefix: str, depth: int) -> list:
+    """Items filled one by one after `[`: `minItems` of them always, then another while
+    the model continues the list (its next text starts a value after `[`, or a `,`
+    after an item) and `maxItems` (at most MAX_ARRAY_ITEMS) allows."""
+    items = schema.get("items") if isinstance(schema.get("items"), dict) else {}
+    least = max(0, int(schema.get("minItems", 0)))
+    most = max(least, min(int(schema.get("maxItems", MAX_ARRAY_ITEMS)), MAX_ARRAY_ITEMS))
+    values: list = []
+    text = prefix + "["
+    while len(values) < most:
+        if len(values) >= least:
+            after = (await generate(text, 2, ("]",))).lstrip()
+            if not after or (values and not after.startswith(",")):
+                break
+        item_prefix = text + (", " if values else "")
+        value = await fill_value(items, generate, item_prefix, depth)
+        values.append(value)
+        text = item_prefix + json.dumps(value, ensure_ascii=False)
+    return values
 
 
 async def fill_object(schema: dict, generate: Generate, prefix: str, depth: int = 0) -> dict:

@@ -3,7 +3,8 @@ import json
 
 import pytest
 
-from gateway.tool_forcing import (call_head, choose_tool_name, fill_object, forced_arguments, forced_json,
+from gateway.tool_forcing import (MAX_ARRAY_ITEMS, call_head, choose_tool_name, fill_object, forced_arguments,
+                                  forced_json,
                                   free_budget, is_valid, json_object_in, zero_value)
 
 SCHEMA = {"type": "object",
@@ -100,3 +101,34 @@ def test_free_budget_keeps_up_to_256_tokens_for_leaf_filling():
 ])
 def test_json_object_in_finds_the_first_parsable_object(text, value):
     assert json_object_in(text) == value
+
+
+def exact(answers: dict[str, str], default: str = ""):
+    """generate() that answers by the whole JSON written so far."""
+    async def generate(suffix: str, max_tokens: int, stop: tuple[str, ...]) -> str:
+        return answers.get(suffix, default)
+    return generate
+
+
+TAGS = {"type": "object", "properties": {"tags": {"type": "array", "items": {"type": "string"}}},
+        "required": ["tags"]}
+
+
+async def test_fill_array_takes_items_while_the_model_goes_on():
+    generate = exact({'{"tags": [': '"r', '{"tags": ["': "red", '{"tags": ["red"': ', "',
+                      '{"tags": ["red", "': "blue", '{"tags": ["red", "blue"': ""})
+    assert await fill_object(TAGS, generate, "") == {"tags": ["red", "blue"]}
+    closed = exact({'{"tags": [': ""})  # the model closed the list at once
+    assert await fill_object(TAGS, closed, "") == {"tags": []}
+
+
+async def test_fill_array_keeps_min_and_max_items():
+    bounded = {"type": "object", "required": ["n"], "properties": {"n": {
+        "type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 3}}}
+    never = exact({}, default="")  # would close the list at once, and writes no numbers
+    assert await fill_object(bounded, never, "") == {"n": [0, 0]}
+    always = exact({}, default=", 7")  # would go on for ever
+    value = await fill_object(bounded, always, "")
+    assert len(value["n"]) == 3 and is_valid(value, bounded)
+    unbounded = {"type": "object", "required": ["n"], "properties": {"n": {"type": "array"}}}
+    assert len((await fill_object(unbounded, always, ""))["n"]) == MAX_ARRAY_ITEMS
