@@ -74,7 +74,9 @@ def input_messages(items: str | list[dict[str, Any]]) -> list[dict]:
     for index, item in enumerate(items):
         param = f"input[{index}]"
         kind = item.get("type", "message")
-        if kind == "message" and item.get("role") in ROLES:
+        if kind == "message":
+            if item.get("role") not in ROLES:
+                raise invalid_request(f"A message's role must be one of {', '.join(ROLES)}.", param=f"{param}.role")
             messages.append({"role": item["role"], "content": _text_of(item.get("content"), f"{param}.content")})
         elif kind == "function_call":
             call = {"id": item.get("call_id"), "type": "function",

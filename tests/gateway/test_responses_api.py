@@ -107,6 +107,8 @@ def test_responses_json_schema_text_format(client):
     ({"input": "x", "previous_response_id": "resp_unknown"}, 404, "previous_response_id"),
     ({"input": "x", "tools": [{"type": "web_search"}]}, 400, "tools[0].type"),
     ({"input": [{"type": "computer_call"}]}, 400, "input[0]"),
+    ({"input": [{"role": "robot", "content": "x"}]}, 400, "input[0].role"),
+    ({"input": [{"role": "user", "content": [{"type": "input_audio"}]}]}, 400, "input[0].content[0]"),
     ({"input": "x", "max_output_tokens": 0}, 400, "max_output_tokens"),
     ({"input": "x", "text": {"format": {"type": "json_schema", "name": "bad name", "schema": {}}}}, 400,
      "text.format.name"),
