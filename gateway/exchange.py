@@ -23,7 +23,7 @@ from starlette.responses import Response
 
 from agents_trace.records import StepContext
 
-from gateway.backend import Backend, ChatEvent, Finished, Prepared, TextDelta, ToolCallDelta, Usage
+from gateway.backend import Backend, ChatEvent, Finished, Prepared, TextDelta, Usage
 from gateway.errors import ApiError, server_error
 from gateway.http_io import EventStreamResponse, race_disconnect
 from gateway.limits import Ticket
@@ -47,11 +47,10 @@ class Exchange:
     waited_s: float = 0.0
     first_event_s: float | None = None
     num_deltas: int = 0
-    has_tool_calls: bool = False  # the reply finishes as "tool_calls" whatever its last generation said
     ticket: Ticket | None = None
     is_closed: bool = False
     trace: StepContext | None = None
-    output: Collected | None = None      # the reply so far, kept only for the trace
+    output: Collected | None = None      # the reply so far, kept for the trace and ReplyShape.on_finished
     error: str | None = None
 
     def overhead_s(self) -> float:
@@ -80,8 +79,6 @@ class Exchange:
             self.first_event_s = time.perf_counter()
         if isinstance(event, TextDelta):
             self.num_deltas += 1
-        elif isinstance(event, ToolCallDelta):
-            self.has_tool_calls = True
         if self.output is not None:
             self.output.add(event)
         return event
@@ -108,7 +105,7 @@ class Exchange:
             ttft_s = (self.first_event_s - self.started_s) if self.first_event_s else None
             metrics.record_finish(
                 tenant=prepared.tenant, model=prepared.model, worker=finished.worker,
-                finish_reason="tool_calls" if self.has_tool_calls else finished.finish_reason,
+                finish_reason=finished.finish_reason,
                 num_prompt_tokens=usage.num_prompt_tokens,
                 num_cached_tokens=usage.num_cached_tokens,
                 num_output_tokens=usage.num_completion_tokens, ttft_s=ttft_s)
@@ -148,8 +145,9 @@ async def respond(request: Request, state: GatewayState, backend: Backend, prepa
                   *, is_chat: bool, stream: bool, include_usage: bool,
                   started_s: float, trace: StepContext | None = None, shape: ReplyShape | None = None) -> Response:
     shape = shape or chat_shape(prepared, is_chat=is_chat, include_usage=include_usage)
+    keep_output = trace is not None or shape.on_finished is not None
     exchange = Exchange(state, prepared, shape.endpoint, started_s,
-                        trace=trace, output=Collected() if trace is not None else None)
+                        trace=trace, output=Collected() if keep_output else None)
     events = backend.run(prepared)
     if not stream:
         return await _respond_whole(request, exchange, events, shape)
@@ -200,7 +198,6 @@ async def _respond_stream(request: Request, exchange: Exchange,
         raise
     writer = shape.writer()
     outcome: list[Finished] = []
-    collected = Collected() if shape.on_finished is not None else None
 
     async def chunks() -> AsyncIterator[bytes]:
         event = first
@@ -211,12 +208,10 @@ async def _respond_stream(request: Request, exchange: Exchange,
                 if opening:
                     data, opening = opening + data, b""
                 yield data
-                if collected is not None:
-                    collected.add(event)
                 if isinstance(event, Finished):
                     outcome.append(event)
-                    if collected is not None:
-                        shape.on_finished(collected)
+                    if shape.on_finished is not None:
+                        shape.on_finished(exchange.output)
                     break
                 event = await exchange.next_event(events)
             yield writer.done()

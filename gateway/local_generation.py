@@ -85,14 +85,14 @@ async def engine_events(engine, item: WorkItem) -> AsyncIterator[TokenEvent | Fi
                 return
 
 
-def _finished(event: FinishEvent, usage: Usage | None = None) -> Finished:
-    return Finished(event.finish_reason,
-                    usage or Usage(event.num_prompt_tokens, event.num_output_tokens,
-                                   event.num_cached_tokens),
+def _finished(event: FinishEvent, finish_reason: str | None = None) -> Finished:
+    return Finished(finish_reason or event.finish_reason,
+                    Usage(event.num_prompt_tokens, event.num_output_tokens, event.num_cached_tokens),
                     worker=event.worker_id or "local", ttft_s=event.ttft_s)
 
 
 async def run_free(engine, prepared: Prepared, call: LocalCall) -> AsyncIterator[ChatEvent]:
+    """The model's reply as it streams; it finishes as "tool_calls" when it made any."""
     item = WorkItem(prepared.request_id, prepared.tenant, call.prompt_token_ids, call.sampling,
                     call.session)
     parser = ToolCallStreamParser(call.tool_names) if call.tool_names is not None else None
@@ -129,7 +129,7 @@ async def run_free(engine, prepared: Prepared, call: LocalCall) -> AsyncIterator
                     yield out
                 if scored and parser is None:
                     yield TextDelta("", scored)
-                yield _finished(event)
+                yield _finished(event, "tool_calls" if num_calls else None)
 
 
 class Continuations:
@@ -140,8 +140,8 @@ class Continuations:
     def __init__(self, engine, prepared: Prepared, call: LocalCall):
         self.engine, self.prepared, self.call = engine, prepared, call
         self.usage = Usage(num_prompt_tokens=len(call.prompt_token_ids))
-        self.first_reason: str | None = None  # the first generation's finish reason
-        self.worker, self.ttft_s = "local", None  # where the first one ran, its TTFT
+        self.worker, self.ttft_s = "local", None  # where the first generation ran, its TTFT
+        self._has_first = False
         self.max_total = call.sampling.max_tokens
         self._num_runs = 0
 
@@ -163,8 +163,8 @@ class Continuations:
                     text += event.text
                 else:
                     self.usage.num_completion_tokens += event.num_output_tokens
-                    if self.first_reason is None:
-                        self.first_reason = event.finish_reason
+                    if not self._has_first:
+                        self._has_first = True
                         self.worker, self.ttft_s = event.worker_id or "local", event.ttft_s
                         self.usage.num_cached_tokens = min(event.num_cached_tokens,
                                                            self.usage.num_prompt_tokens)
@@ -173,7 +173,7 @@ class Continuations:
     def follow(self, before: Finished) -> None:
         """Go on after a generation already finished as `before` (its usage counts)."""
         self.usage = dataclasses.replace(before.usage)
-        self.first_reason, self.worker, self.ttft_s = before.finish_reason, before.worker, before.ttft_s
+        self.worker, self.ttft_s, self._has_first = before.worker, before.ttft_s, True
 
     def finished(self, finish_reason: str) -> Finished:
         return Finished(finish_reason, self.usage, worker=self.worker, ttft_s=self.ttft_s)
@@ -194,7 +194,7 @@ async def run_forced(engine, prepared: Prepared, call: LocalCall) -> AsyncIterat
     arguments = await forced_arguments(forced.schemas.get(name), generate, call_head(name),
                                        generate.max_total)
     yield ToolCallDelta(0, None, None, arguments)
-    yield generate.finished(generate.first_reason or "tool_calls")
+    yield generate.finished("tool_calls")
 
 
 async def run_structured(engine, prepared: Prepared, call: LocalCall) -> AsyncIterator[ChatEvent]:
