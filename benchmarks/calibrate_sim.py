@@ -33,14 +33,9 @@ def fit_line(points: list[tuple[int, float]]) -> tuple[float, float]:
     """(intercept, slope) of the least-squares line through (x, y) points; needs two
     distinct x. A negative intercept is clipped to 0 (the slope refitted through 0)."""
     xs, ys = [x for x, _ in points], [y for _, y in points]
-    mean_x, mean_y = statistics.fmean(xs), statistics.fmean(ys)
-    spread = sum((x - mean_x) ** 2 for x in xs)
-    if spread == 0:
-        raise ValueError("need at least two different prompt lengths")
-    slope = sum((x - mean_x) * (y - mean_y) for x, y in points) / spread
-    intercept = mean_y - slope * mean_x
+    slope, intercept = statistics.linear_regression(xs, ys)  # StatisticsError (a ValueError) if x is constant
     if intercept < 0:
-        return 0.0, sum(x * y for x, y in points) / sum(x * x for x in xs)
+        return 0.0, statistics.linear_regression(xs, ys, proportional=True).slope
     return intercept, slope
 
 
