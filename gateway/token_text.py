@@ -36,10 +36,13 @@ def is_byte_level(tokenizer) -> bool:
     return type(decoder).__name__ == "ByteLevel"
 
 
-def token_bytes(tokenizer, token_id: int, byte_level: bool) -> bytes:
-    """The exact bytes `token_id` stands for (special tokens: their decoded text's)."""
+def token_bytes(tokenizer, token_id: int, byte_level: bool, special_ids: frozenset[int] | None = None) -> bytes:
+    """The exact bytes `token_id` stands for (special tokens: their decoded text's).
+    `special_ids`: the tokenizer's, when the caller already has them."""
+    if special_ids is None:
+        special_ids = frozenset(tokenizer.all_special_ids)
     piece = tokenizer.convert_ids_to_tokens(token_id)
-    if isinstance(piece, str) and piece and token_id not in tokenizer.all_special_ids:
+    if isinstance(piece, str) and piece and token_id not in special_ids:
         if byte_level and all(char in BYTE_OF_CHAR for char in piece):
             return bytes(BYTE_OF_CHAR[char] for char in piece)
         match = SENTENCEPIECE_BYTE.fullmatch(piece)
@@ -50,10 +53,10 @@ def token_bytes(tokenizer, token_id: int, byte_level: bool) -> bytes:
 
 def token_choices(tokenizer, logprobs: list[TokenLogprob]) -> list[TokenChoice]:
     """The worker's scored token ids as text and bytes, alternatives likeliest first."""
-    byte_level = is_byte_level(tokenizer)
+    byte_level, special_ids = is_byte_level(tokenizer), frozenset(tokenizer.all_special_ids)
 
     def choice(token_id: int, logprob: float) -> tuple[str, bytes, float]:
-        return tokenizer.decode([token_id]), token_bytes(tokenizer, token_id, byte_level), logprob
+        return tokenizer.decode([token_id]), token_bytes(tokenizer, token_id, byte_level, special_ids), logprob
     return [TokenChoice(*choice(scored.token_id, scored.logprob),
                         top=tuple(choice(token_id, logprob) for token_id, logprob in scored.top))
             for scored in logprobs]
