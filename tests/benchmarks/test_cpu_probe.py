@@ -33,3 +33,22 @@ def test_delta_attributes_cpu_to_the_thread_that_spent_it():
 
 def test_missing_processes_are_skipped():
     assert CpuSample.take([2 ** 22 + 12345]).processes == {}
+
+
+def _spin_in_child(seconds: float) -> None:
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+
+
+def test_cpu_of_a_process_that_is_neither_gateway_nor_worker_counts_as_others():
+    import multiprocessing
+    before = CpuSample.take([])
+    child = multiprocessing.get_context("spawn").Process(target=_spin_in_child, args=(0.5,))
+    child.start()
+    child.join(30)
+    out = delta(before, CpuSample.take([]))
+    assert child.exitcode == 0
+    assert out["others_s"] >= 0.4  # the child's spin, not named as a worker
+    assert out["steal_s"] >= 0.0
+    assert before.machine_busy_s > 0  # read from /proc/stat
