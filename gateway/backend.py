@@ -50,6 +50,7 @@ class TokenChoice:
 class TextDelta:
     text: str
     logprobs: list[TokenChoice] | None = None  # of the tokens behind `text`, when asked
+    choice: int = 0  # which of the request's `n` choices (gateway.choices)
 
 
 @dataclass(slots=True)
@@ -60,6 +61,7 @@ class ToolCallDelta:
     id: str | None = None
     name: str | None = None
     arguments: str = ""
+    choice: int = 0
 
 
 @dataclass(slots=True)
@@ -68,6 +70,7 @@ class Finished:
     usage: Usage
     worker: str = "upstream"
     ttft_s: float | None = None
+    choice: int = 0
 
 
 ChatEvent = TextDelta | ToolCallDelta | Finished
@@ -79,6 +82,9 @@ class Prepared:
 
     `num_reserved_tokens` is what the tenant's token limits are charged up front.
     `payload` is backend-private (rendered token ids, litellm kwargs, ...).
+    `num_choices` is the request's `n`; a backend runs one choice per `run`, the one in
+    `choice`, and offsets a given seed by it so that seeded choices differ
+    (`gateway.choices` fans the request out).
     """
 
     request_id: str
@@ -88,6 +94,8 @@ class Prepared:
     num_reserved_tokens: int
     payload: Any = None
     tool_names: frozenset[str] = field(default_factory=frozenset)
+    num_choices: int = 1
+    choice: int = 0
 
 
 class Backend(Protocol):

@@ -1,6 +1,6 @@
 """Cross-field checks on a chat request that hold for every backend.
 
-Invariant: after `check_chat_request` passes, `n` is 1, every tool has a unique name and a
+Invariant: after `check_chat_request` passes, every tool has a unique name and a
 valid JSON Schema for its parameters, a named `tool_choice` names one of the tools, and
 every tool message answers a tool call made by an earlier assistant message.
 """
@@ -11,12 +11,6 @@ from jsonschema.validators import validator_for
 
 from gateway.errors import invalid_request
 from gateway.schemas import ChatCompletionRequest, NamedToolChoice
-
-
-def check_n(n: int | None) -> None:
-    if n is not None and n != 1:
-        raise invalid_request("Only n=1 is supported: send one request per completion.",
-                              param="n", code="unsupported_value")
 
 
 def check_tools(request: ChatCompletionRequest) -> None:
@@ -60,6 +54,5 @@ def check_tool_messages(request: ChatCompletionRequest) -> None:
 
 
 def check_chat_request(request: ChatCompletionRequest) -> None:
-    check_n(request.n)
     check_tools(request)
     check_tool_messages(request)

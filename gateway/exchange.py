@@ -24,10 +24,11 @@ from starlette.responses import Response
 from agents_trace.records import StepContext
 
 from gateway.backend import Backend, ChatEvent, Finished, Prepared, TextDelta, Usage
+from gateway.choices import merged_usage, run_choices
 from gateway.errors import ApiError, server_error
 from gateway.http_io import EventStreamResponse, race_disconnect
 from gateway.limits import Ticket
-from gateway.openai_format import (ChunkWriter, Collected, ResponseHeader, chat_completion,
+from gateway.openai_format import (ChunkWriter, Collected, ResponseHeader, Reply, chat_completion,
                                    dumps, text_completion)
 from gateway.state import GatewayState
 from gateway.tracing import end_step
@@ -50,7 +51,7 @@ class Exchange:
     ticket: Ticket | None = None
     is_closed: bool = False
     trace: StepContext | None = None
-    output: Collected | None = None      # the reply so far, kept for the trace and ReplyShape.on_finished
+    output: Reply | None = None      # the reply so far, kept for the trace and ReplyShape.on_finished
     error: str | None = None
 
     def overhead_s(self) -> float:
@@ -112,8 +113,8 @@ class Exchange:
         if self.trace is not None:
             ttft_s = (self.first_event_s - self.started_s) if self.first_event_s else None
             error = self.error or (None if status in (None, 200) else "client_closed")
-            end_step(self.state.tracer, self.trace, prepared, finished, self.output, ttft_s,
-                     error)
+            end_step(self.state.tracer, self.trace, prepared, finished,
+                     self.output.first if self.output is not None else None, ttft_s, error)
 
 
 def _error_type(exc: BaseException) -> str:
@@ -129,7 +130,7 @@ class ReplyShape:
     with the collected reply once it finished (e.g. store it)."""
 
     endpoint: str
-    whole: Callable[[Collected, Usage], dict]
+    whole: Callable[[Reply, Usage], dict]
     writer: Callable[[], object]
     on_finished: Callable[[Collected], None] | None = None
 
@@ -137,8 +138,9 @@ class ReplyShape:
 def chat_shape(prepared: Prepared, *, is_chat: bool, include_usage: bool) -> ReplyShape:
     header = ResponseHeader(prepared.request_id, prepared.model)
     render = chat_completion if is_chat else text_completion
-    return ReplyShape("chat" if is_chat else "completions", lambda collected, usage: render(header, collected, usage),
-                      lambda: ChunkWriter(header, is_chat=is_chat, include_usage=include_usage))
+    return ReplyShape("chat" if is_chat else "completions", lambda reply, usage: render(header, reply, usage),
+                      lambda: ChunkWriter(header, is_chat=is_chat, include_usage=include_usage,
+                                          num_choices=prepared.num_choices))
 
 
 async def respond(request: Request, state: GatewayState, backend: Backend, prepared: Prepared,
@@ -147,8 +149,8 @@ async def respond(request: Request, state: GatewayState, backend: Backend, prepa
     shape = shape or chat_shape(prepared, is_chat=is_chat, include_usage=include_usage)
     keep_output = trace is not None or shape.on_finished is not None
     exchange = Exchange(state, prepared, shape.endpoint, started_s,
-                        trace=trace, output=Collected() if keep_output else None)
-    events = backend.run(prepared)
+                        trace=trace, output=Reply.of(prepared.num_choices) if keep_output else None)
+    events = run_choices(backend, prepared)
     if not stream:
         return await _respond_whole(request, exchange, events, shape)
     return await _respond_stream(request, exchange, events, shape)
@@ -156,27 +158,27 @@ async def respond(request: Request, state: GatewayState, backend: Backend, prepa
 
 async def _respond_whole(request: Request, exchange: Exchange,
                          events: AsyncIterator[ChatEvent], shape: ReplyShape) -> Response:
-    async def work() -> Collected:
+    async def work() -> Reply:
         await exchange.acquire()
-        collected = Collected()
+        reply = Reply.of(exchange.prepared.num_choices)
         try:
-            while collected.finished is None:
-                collected.add(await exchange.next_event(events))
+            while reply.finished is None:
+                reply.add(await exchange.next_event(events))
         finally:
             await events.aclose()
-        return collected
+        return reply
 
     try:
-        collected = await race_disconnect(work(), request.receive)
+        reply = await race_disconnect(work(), request.receive)
     except BaseException as exc:
         exchange.error = _error_type(exc)
         exchange.close(None, None if isinstance(exc, ApiError) else 499)
         raise
-    usage = collected.finished.usage if collected.finished else Usage()
-    body = shape.whole(collected, usage)
-    if shape.on_finished is not None and collected.finished is not None:
-        shape.on_finished(collected)
-    exchange.close(collected.finished, 200)
+    finished = reply.finished
+    body = shape.whole(reply, finished.usage if finished else Usage())
+    if shape.on_finished is not None and finished is not None:
+        shape.on_finished(reply.first)
+    exchange.close(finished, 200)
     overhead_s = exchange.overhead_s()
     exchange.state.metrics.record_overhead(exchange.prepared.tenant, overhead_s)
     return Response(dumps(body), media_type="application/json",
@@ -210,8 +212,11 @@ async def _respond_stream(request: Request, exchange: Exchange,
                 yield data
                 if isinstance(event, Finished):
                     outcome.append(event)
+                    if len(outcome) < exchange.prepared.num_choices:
+                        event = await exchange.next_event(events)
+                        continue
                     if shape.on_finished is not None:
-                        shape.on_finished(exchange.output)
+                        shape.on_finished(exchange.output.first)
                     break
                 event = await exchange.next_event(events)
             yield writer.done()
@@ -226,7 +231,9 @@ async def _respond_stream(request: Request, exchange: Exchange,
             await events.aclose()
 
     def on_close(completed: bool) -> None:
-        exchange.close(outcome[0] if outcome else None, 200 if completed else 499)
+        whole = len(outcome) == exchange.prepared.num_choices
+        exchange.close(merged_usage(sorted(outcome, key=lambda f: f.choice)) if whole else None,
+                       200 if completed else 499)
 
     overhead_s = exchange.overhead_s()
     exchange.state.metrics.record_overhead(exchange.prepared.tenant, overhead_s)

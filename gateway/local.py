@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import sys
 from collections.abc import AsyncIterator
@@ -236,6 +237,9 @@ class LocalBackend:
     # --- running -----------------------------------------------------------------
     async def run(self, prepared: Prepared) -> AsyncIterator[ChatEvent]:
         call: LocalCall = prepared.payload
+        seed = call.sampling.seed
+        if prepared.choice and seed is not None:  # seeded choices of one request differ
+            call = dataclasses.replace(call, sampling=dataclasses.replace(call.sampling, seed=seed + prepared.choice))
         if call.forced is not None:
             events = run_forced(self.engine, prepared, call)
         elif call.response_schema is not None:

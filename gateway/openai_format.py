@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 
 from gateway.backend import ChatEvent, Finished, TextDelta, TokenChoice, ToolCallDelta, Usage
+from gateway.choices import merged_usage
 
 
 ID_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
@@ -70,6 +71,32 @@ class Collected:
         return self.finished.finish_reason if self.finished else "stop"
 
 
+@dataclass(slots=True)
+class Reply:
+    """The reply so far, one `Collected` per choice."""
+
+    choices: list[Collected] = field(default_factory=lambda: [Collected()])
+
+    @classmethod
+    def of(cls, num_choices: int) -> "Reply":
+        return cls([Collected() for _ in range(num_choices)])
+
+    @property
+    def first(self) -> Collected:
+        return self.choices[0]
+
+    def add(self, event: ChatEvent) -> None:
+        self.choices[event.choice].add(event)
+
+    @property
+    def finished(self) -> Finished | None:
+        """The request's merged `Finished` once every choice finished, else None."""
+        finishes = [c.finished for c in self.choices]
+        if any(f is None for f in finishes):
+            return None
+        return merged_usage(finishes)
+
+
 @dataclass(frozen=True, slots=True)
 class ResponseHeader:
     """The fields every object and chunk of one response repeats."""
@@ -108,41 +135,58 @@ def completion_logprobs(choices: list[TokenChoice] | None, text_offset: int = 0)
             "text_offset": offsets}
 
 
-def chat_completion(header: ResponseHeader, collected: Collected, usage: Usage) -> dict:
+def chat_message(collected: Collected) -> dict:
     message: dict = {"role": "assistant", "content": collected.text or None}
     if collected.tool_calls:
         message["tool_calls"] = [
             {"id": call.id, "type": "function",
              "function": {"name": call.name, "arguments": call.arguments}}
             for _, call in sorted(collected.tool_calls.items())]
+    return message
+
+
+def chat_completion(header: ResponseHeader, reply: Reply, usage: Usage) -> dict:
     return {"id": header.id, "object": "chat.completion", "created": header.created,
             "model": header.model,
-            "choices": [{"index": 0, "message": message, "logprobs": chat_logprobs(collected.logprobs),
-                         "finish_reason": collected.finish_reason()}],
+            "choices": [{"index": index, "message": chat_message(collected),
+                         "logprobs": chat_logprobs(collected.logprobs),
+                         "finish_reason": collected.finish_reason()}
+                        for index, collected in enumerate(reply.choices)],
             "usage": usage.to_openai()}
 
 
-def text_completion(header: ResponseHeader, collected: Collected, usage: Usage) -> dict:
+def text_completion(header: ResponseHeader, reply: Reply, usage: Usage) -> dict:
     return {"id": header.id, "object": "text_completion", "created": header.created,
             "model": header.model,
-            "choices": [{"index": 0, "text": collected.text,
+            "choices": [{"index": index, "text": collected.text,
                          "logprobs": completion_logprobs(collected.logprobs),
-                         "finish_reason": collected.finish_reason()}],
+                         "finish_reason": collected.finish_reason()}
+                        for index, collected in enumerate(reply.choices)],
             "usage": usage.to_openai()}
+
+
+@dataclass(slots=True)
+class _ChoiceStream:
+    """What a stream remembers of one choice: its tool calls' ids, and how many
+    characters of completion text it has sent (the legacy logprobs' `text_offset`)."""
+
+    seen_ids: dict[int, str] = field(default_factory=dict)
+    text_offset: int = 0
 
 
 class ChunkWriter:
-    """Turns events into SSE `data:` lines for one chat or completion stream."""
+    """Turns events into SSE `data:` lines for one chat or completion stream of
+    `num_choices` choices; the usage chunk follows the last choice's finish."""
 
-    __slots__ = ("header", "is_chat", "include_usage", "has_tool_calls", "_seen_ids", "_text_offset")
+    __slots__ = ("header", "is_chat", "include_usage", "_choices", "_finishes")
 
-    def __init__(self, header: ResponseHeader, *, is_chat: bool, include_usage: bool) -> None:
+    def __init__(self, header: ResponseHeader, *, is_chat: bool, include_usage: bool,
+                 num_choices: int = 1) -> None:
         self.header = header
         self.is_chat = is_chat
         self.include_usage = include_usage
-        self.has_tool_calls = False
-        self._seen_ids: dict[int, str] = {}
-        self._text_offset = 0  # characters of completion text streamed so far
+        self._choices = [_ChoiceStream() for _ in range(num_choices)]
+        self._finishes: list[Finished] = []
 
     def _chunk(self, choice: dict | None, usage: dict | None = None) -> bytes:
         chunk = {"id": self.header.id,
@@ -153,40 +197,46 @@ class ChunkWriter:
             chunk["usage"] = usage
         return b"data: " + dumps(chunk) + b"\n\n"
 
-    def _choice(self, delta: dict, finish_reason: str | None = None,
+    def _choice(self, index: int, delta: dict, finish_reason: str | None = None,
                 logprobs: list[TokenChoice] | None = None) -> dict:
         if self.is_chat:
-            return {"index": 0, "delta": delta, "logprobs": chat_logprobs(logprobs),
+            return {"index": index, "delta": delta, "logprobs": chat_logprobs(logprobs),
                     "finish_reason": finish_reason}
+        stream = self._choices[index]
         text = delta.get("content", "")
-        choice = {"index": 0, "text": text, "logprobs": completion_logprobs(logprobs, self._text_offset),
+        choice = {"index": index, "text": text,
+                  "logprobs": completion_logprobs(logprobs, stream.text_offset),
                   "finish_reason": finish_reason}
-        self._text_offset += len(text)
+        stream.text_offset += len(text)
         return choice
 
     def opening(self) -> bytes:
         if not self.is_chat:
             return b""
-        return self._chunk(self._choice({"role": "assistant", "content": ""}))
+        return b"".join(self._chunk(self._choice(index, {"role": "assistant", "content": ""}))
+                        for index in range(len(self._choices)))
 
     def event(self, event: ChatEvent) -> bytes:
+        index = event.choice
         if isinstance(event, TextDelta):
-            return self._chunk(self._choice({"content": event.text}, logprobs=event.logprobs))
+            return self._chunk(self._choice(index, {"content": event.text}, logprobs=event.logprobs))
+        seen_ids = self._choices[index].seen_ids
         if isinstance(event, ToolCallDelta):
-            self.has_tool_calls = True
             call: dict = {"index": event.index}
-            if event.index not in self._seen_ids:
-                self._seen_ids[event.index] = event.id or new_tool_call_id()
-                call["id"] = self._seen_ids[event.index]
+            if event.index not in seen_ids:
+                seen_ids[event.index] = event.id or new_tool_call_id()
+                call["id"] = seen_ids[event.index]
                 call["type"] = "function"
                 call["function"] = {"name": event.name or "", "arguments": event.arguments}
             else:
                 call["function"] = {"arguments": event.arguments}
-            return self._chunk(self._choice({"tool_calls": [call]}))
-        finish_reason = "tool_calls" if self.has_tool_calls else event.finish_reason
-        closing = self._chunk(self._choice({}, finish_reason))
-        if self.include_usage:
-            closing += self._chunk(None, event.usage.to_openai())
+            return self._chunk(self._choice(index, {"tool_calls": [call]}))
+        finish_reason = "tool_calls" if seen_ids else event.finish_reason
+        closing = self._chunk(self._choice(index, {}, finish_reason))
+        self._finishes.append(event)
+        if self.include_usage and len(self._finishes) == len(self._choices):
+            usage = merged_usage(sorted(self._finishes, key=lambda f: f.choice)).usage
+            closing += self._chunk(None, usage.to_openai())
         return closing
 
     @staticmethod

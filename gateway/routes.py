@@ -13,7 +13,8 @@ import time
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
-from gateway.chat_checks import check_chat_request, check_n
+from gateway.chat_checks import check_chat_request
+from gateway.choices import with_choices
 from gateway.errors import ApiError
 from gateway.exchange import ReplyShape, respond
 from gateway.http_io import ClientGone, read_json_body
@@ -52,13 +53,13 @@ async def _handle(request: Request, *, is_chat: bool) -> Response:
             check_chat_request(parsed)
         else:
             parsed = validate(CompletionRequest, body)
-            check_n(parsed.n)
         backend = state.backend(parsed.model)
         model = parsed.model
         if is_chat:
             prepared = await backend.prepare_chat(parsed, tenant, new_id("chatcmpl"))
         else:
             prepared = await backend.prepare_completion(parsed, tenant, new_id("cmpl"))
+        prepared = with_choices(prepared, parsed.n)
         trace = begin_step(state.tracer, request, body, prepared, is_chat=is_chat)
         bind_session(prepared, trace)
         return await respond(request, state, backend, prepared, is_chat=is_chat,
@@ -108,7 +109,7 @@ async def create_response(request: Request) -> Response:
             if parsed.store:
                 state.responses.put(tenant, StoredResponse(whole_response(response_id, parsed, collected, created_at),
                                                            conversation_after(parsed, chat_body, collected)))
-        shape = ReplyShape("responses", lambda collected, _: whole_response(response_id, parsed, collected, created_at),
+        shape = ReplyShape("responses", lambda reply, _: whole_response(response_id, parsed, reply.first, created_at),
                            lambda: ResponsesStreamWriter(response_id, parsed, created_at), on_finished=store)
         trace = begin_step(state.tracer, request, chat_body, prepared, is_chat=True)
         bind_session(prepared, trace)

@@ -138,6 +138,8 @@ class UpstreamBackend:
 
     async def run(self, prepared: Prepared) -> AsyncIterator[ChatEvent]:
         kwargs = prepared.payload.kwargs
+        if prepared.choice and kwargs.get("seed") is not None:  # seeded choices of one request differ
+            kwargs = {**kwargs, "seed": kwargs["seed"] + prepared.choice}
         is_chat = prepared.payload.is_chat
         litellm = self._litellm or import_litellm()
         call = litellm.acompletion if is_chat else litellm.atext_completion

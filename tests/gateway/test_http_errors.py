@@ -170,9 +170,9 @@ def test_chat_tool_choice_without_tools_is_400(gateway):
                  400, param="tool_choice")
 
 
-def test_chat_n_other_than_one_is_400(gateway):
-    assert_error(post(gateway, {"model": "tiny", "messages": USER, "n": 2}), 400,
-                 "unsupported_value", "n")
+@pytest.mark.parametrize("n", [0, 129, "two"])
+def test_chat_n_outside_1_to_128_is_400(gateway, n):
+    assert_error(post(gateway, {"model": "tiny", "messages": USER, "n": n}), 400, param="n")
 
 
 def test_chat_image_part_to_text_model_is_400(gateway):

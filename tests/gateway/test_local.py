@@ -126,3 +126,22 @@ def test_the_started_line_says_where_and_in_what_dtype_the_workers_run():
     line = LocalBackend(config).started_line()
     assert line == ("model 'm' (tiny): 3 worker(s) on cpu in bfloat16, policy predictive, "
                     "64 hot KV blocks of 16 tokens each")
+
+
+async def test_n_choices_prefill_the_prompt_once():
+    from gateway.backend import Finished
+    from gateway.choices import run_choices, with_choices
+    local = LocalBackend(LocalModelConfig(name="m", path="tiny"))
+    await local.start()
+    try:
+        request = _chat(max_tokens=4, messages=[{"role": "user", "content": "word " * 100}])
+        prepared = with_choices(await local.prepare_chat(request, "t", "req"), 3)
+        finishes = {event.choice: event.usage async for event in run_choices(local, prepared)
+                    if isinstance(event, Finished)}
+    finally:
+        await local.stop()
+    assert finishes[0].num_cached_tokens == 0
+    block_size = local.engine.config.block_size
+    full_blocks = finishes[0].num_prompt_tokens // block_size * block_size
+    assert finishes[1].num_cached_tokens >= full_blocks - block_size  # found choice 0's prompt
+    assert finishes[2].num_cached_tokens >= full_blocks - block_size

@@ -269,8 +269,42 @@ def test_client_errors_raise_typed_exceptions(client, gateway):
     with pytest.raises(openai.NotFoundError):
         client.chat.completions.create(model="nope", messages=ASK)
     with pytest.raises(openai.BadRequestError) as caught:
-        client.chat.completions.create(model="tiny", messages=ASK, n=3)
-    assert caught.value.code == "unsupported_value"
+        client.chat.completions.create(model="tiny", messages=ASK, n=0)
+    assert caught.value.param == "n"
     bad = openai.OpenAI(base_url=f"{gateway.base_url}/v1", api_key="sk-wrong", max_retries=0)
     with pytest.raises(openai.AuthenticationError):
         bad.chat.completions.create(model="tiny", messages=ASK)
+
+
+def test_client_n_choices_whole_and_streamed(client):
+    whole = client.chat.completions.create(model="tiny", messages=ASK, n=3, max_tokens=6,
+                                           temperature=1.0, seed=7)
+    assert [c.index for c in whole.choices] == [0, 1, 2]
+    texts = [c.message.content for c in whole.choices]
+    assert len(set(texts)) > 1  # a seed gives each choice its own draw
+    again = client.chat.completions.create(model="tiny", messages=ASK, n=3, max_tokens=6,
+                                           temperature=1.0, seed=7)
+    assert [c.message.content for c in again.choices] == texts  # and the same draw next time
+    assert whole.usage.completion_tokens <= 18 and whole.usage.completion_tokens >= 3
+    assert whole.usage.total_tokens == whole.usage.prompt_tokens + whole.usage.completion_tokens
+    chunks = list(client.chat.completions.create(model="tiny", messages=ASK, n=2, max_tokens=6, temperature=1.0,
+                                                 seed=7, stream=True, stream_options={"include_usage": True}))
+    streamed = {0: "", 1: ""}
+    finishes = {}
+    for chunk in chunks[:-1]:
+        for choice in chunk.choices:
+            streamed[choice.index] += choice.delta.content or ""
+            if choice.finish_reason:
+                finishes[choice.index] = choice.finish_reason
+    assert set(finishes) == {0, 1} and not chunks[-1].choices
+    assert streamed == {0: texts[0], 1: texts[1]}  # choice i draws with seed + i, streamed or not
+    usage = chunks[-1].usage
+    assert usage.prompt_tokens == whole.usage.prompt_tokens and 2 <= usage.completion_tokens <= 12
+
+
+def test_client_completions_and_upstream_models_take_n(client):
+    completion = client.completions.create(model="tiny", prompt="Once upon", n=2, max_tokens=4, temperature=0)
+    assert [c.index for c in completion.choices] == [0, 1]
+    assert completion.choices[0].text == completion.choices[1].text  # greedy: the same text twice
+    upstream = client.chat.completions.create(model="fake", messages=ASK, n=2)
+    assert [c.index for c in upstream.choices] == [0, 1] and all(c.message.content for c in upstream.choices)
