@@ -1,15 +1,16 @@
 """Stored responses of the Responses API, for `previous_response_id` and GET by id.
 
 Invariants: a response is found only by the tenant that created it (another tenant gets
-the same 404 as for an unknown id); the store holds at most `capacity` responses, the
-least recently used leaving first; nothing is stored for `store: false`.
+the same 404 as for an unknown id); each tenant holds at most `capacity` responses, its
+least recently used leaving first, so one tenant's traffic never pushes out another's;
+nothing is stored for `store: false`.
 """
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import OrderedDict, defaultdict
 from dataclasses import dataclass
 
-DEFAULT_CAPACITY = 4096
+DEFAULT_CAPACITY = 1024  # per tenant
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,24 +25,27 @@ class StoredResponse:
 class ResponseStore:
     def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
         self.capacity = capacity
-        self._entries: OrderedDict[tuple[str, str], StoredResponse] = OrderedDict()
+        self._by_tenant: defaultdict[str, OrderedDict[str, StoredResponse]] = defaultdict(OrderedDict)
 
     def put(self, tenant: str, stored: StoredResponse) -> None:
-        key = (tenant, stored.response["id"])
-        self._entries[key] = stored
-        self._entries.move_to_end(key)
-        while len(self._entries) > self.capacity:
-            self._entries.popitem(last=False)
+        entries = self._by_tenant[tenant]
+        response_id = stored.response["id"]
+        entries[response_id] = stored
+        entries.move_to_end(response_id)
+        while len(entries) > self.capacity:
+            entries.popitem(last=False)
 
     def get(self, tenant: str, response_id: str) -> StoredResponse | None:
-        stored = self._entries.get((tenant, response_id))
+        entries = self._by_tenant.get(tenant)
+        stored = entries.get(response_id) if entries is not None else None
         if stored is not None:
-            self._entries.move_to_end((tenant, response_id))
+            entries.move_to_end(response_id)
         return stored
 
     def delete(self, tenant: str, response_id: str) -> bool:
         """Forget the response; False when this tenant has none by that id."""
-        return self._entries.pop((tenant, response_id), None) is not None
+        entries = self._by_tenant.get(tenant)
+        return entries is not None and entries.pop(response_id, None) is not None
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return sum(len(entries) for entries in self._by_tenant.values())
