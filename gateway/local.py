@@ -20,7 +20,7 @@ import logging
 import sys
 from collections.abc import AsyncIterator
 
-from gateway.backend import ChatEvent, Prepared
+from gateway.backend import ChatEvent, Prepared, TextDelta
 from gateway.config import LocalModelConfig
 from gateway.errors import context_length_exceeded, invalid_request
 from gateway.local_generation import ForcedCall, LocalCall, run_forced, run_free, run_structured
@@ -200,10 +200,13 @@ class LocalBackend:
 
     async def prepare_completion(self, request: CompletionRequest, tenant: str,
                                  request_id: str) -> Prepared:
-        for name in ("echo", "suffix"):
-            if getattr(request, name):
-                raise invalid_request(f"'{name}' is not supported by local models.",
-                                      param=name, code="unsupported_parameter")
+        if request.suffix:
+            raise invalid_request("'suffix' is not supported by local models.",
+                                  param="suffix", code="unsupported_parameter")
+        if request.echo and request.logprobs is not None:
+            raise invalid_request("'echo' with 'logprobs' needs the prompt's log probabilities, "
+                                  "which local models do not compute; ask for one of them.",
+                                  param="echo", code="unsupported_parameter")
         if request.best_of not in (None, 1):
             raise invalid_request("best_of other than 1 is not supported by local models.",
                                   param="best_of", code="unsupported_parameter")
@@ -231,7 +234,9 @@ class LocalBackend:
         call = LocalCall(prompt_token_ids=prompt_ids,
                          sampling=self._sampling(request, max_tokens=budget,
                                                  stop=request.stop_list(), logprobs=request.logprobs),
-                         session=None, tool_names=None, forced=None, keep_one_call=False)
+                         session=None, tool_names=None, forced=None, keep_one_call=False,
+                         echo_text=(prompt if isinstance(prompt, str) else tokenizer.decode(prompt_ids))
+                         if request.echo else None)
         return self._prepared(request_id, tenant, request.max_tokens, call)
 
     # --- running -----------------------------------------------------------------
@@ -246,8 +251,12 @@ class LocalBackend:
             events = run_structured(self.engine, prepared, call)
         else:
             events = run_free(self.engine, prepared, call)
+        echo_text = call.echo_text
         async with contextlib.aclosing(events):
             async for event in events:
+                if echo_text is not None:  # with the first real event, so TTFT stays true
+                    yield TextDelta(echo_text)
+                    echo_text = None
                 yield event
 
 

@@ -52,6 +52,7 @@ class LocalCall:
     forced: ForcedCall | None
     keep_one_call: bool
     response_schema: dict | None = None  # the reply's text must be JSON valid against it
+    echo_text: str | None = None  # completions' `echo`: the prompt, sent before the completion
 
 
 def error_from_event(event: ErrorEvent) -> ApiError:

@@ -302,6 +302,17 @@ def test_client_n_choices_whole_and_streamed(client):
     assert usage.prompt_tokens == whole.usage.prompt_tokens and 2 <= usage.completion_tokens <= 12
 
 
+def test_client_completions_echo_the_prompt_before_the_completion(client):
+    plain = client.completions.create(model="tiny", prompt="Once upon", max_tokens=4, temperature=0)
+    echoed = client.completions.create(model="tiny", prompt="Once upon", max_tokens=4, temperature=0, echo=True, n=2)
+    assert [c.text for c in echoed.choices] == ["Once upon" + plain.choices[0].text] * 2
+    assert echoed.usage.completion_tokens == 2 * plain.usage.completion_tokens  # the echo is not generated
+    completion = client.completions.create(model="tiny", prompt=[72, 105, 33], max_tokens=3, temperature=0)
+    chunks = [chunk.choices[0].text for chunk in client.completions.create(
+        model="tiny", prompt=[72, 105, 33], max_tokens=3, temperature=0, echo=True, stream=True) if chunk.choices]
+    assert chunks[0] and "".join(chunks) == chunks[0] + completion.choices[0].text  # the decoded ids first
+
+
 def test_client_completions_and_upstream_models_take_n(client):
     completion = client.completions.create(model="tiny", prompt="Once upon", n=2, max_tokens=4, temperature=0)
     assert [c.index for c in completion.choices] == [0, 1]
