@@ -67,12 +67,16 @@ class TraceConfig:
     def resolved_store_path(self, environ: Mapping[str, str] = os.environ) -> Path:
         """Where the SQLite store lives: config, then $STEPAHEAD_TRACE_DB, then the
         user's data dir (e.g. ~/.local/share/stepahead/traces.sqlite3)."""
-        if self.store_path:
-            return Path(self.store_path).expanduser()
-        if environ.get(STORE_PATH_ENV):
-            return Path(environ[STORE_PATH_ENV]).expanduser()
-        from platformdirs import user_data_dir
-        return Path(user_data_dir("stepahead", appauthor=False)) / STORE_FILE_NAME
+        return data_file(self.store_path or environ.get(STORE_PATH_ENV), STORE_FILE_NAME)
+
+
+def data_file(configured: str | None, file_name: str) -> Path:
+    """`configured` (a path, `~` expanded) when given, else `file_name` in the user's
+    data dir for stepahead."""
+    if configured:
+        return Path(configured).expanduser()
+    from platformdirs import user_data_dir
+    return Path(user_data_dir("stepahead", appauthor=False)) / file_name
 
 
 _BOOLS = {"enabled", "capture_content", "store_enabled"}

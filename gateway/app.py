@@ -27,6 +27,8 @@ from gateway.fast_paths import CompletionFastPath
 from gateway.forecasting import start_forecasting, stop_forecasting
 from gateway.limits import Limiters
 from gateway.metrics import Registry
+from gateway.response_archive import ResponseArchive
+from gateway.response_store import ResponseStore
 from gateway.state import GatewayState
 from gateway.tracing import build_tracer, trace_router
 
@@ -49,6 +51,12 @@ def build_backend(model, config: GatewayConfig) -> Backend:
                            default_completion_reserve_tokens=config.default_completion_reserve_tokens)
 
 
+def response_store(config: GatewayConfig) -> ResponseStore:
+    path = config.resolved_responses_db()
+    archive = ResponseArchive(path, config.responses_per_tenant) if path is not None else None
+    return ResponseStore(config.responses_per_tenant, archive)
+
+
 def config_from_environment() -> GatewayConfig:
     path = os.environ.get("STEPAHEAD_CONFIG")
     if path:
@@ -67,7 +75,8 @@ def build_app(config: GatewayConfig | None = None) -> FastAPI:
         limiters=Limiters({t.name: t.limits for t in config.tenants},
                           queue_timeout_s=config.queue_timeout_s),
         metrics=Registry(),
-        backends={m.name: build_backend(m, config) for m in config.models})
+        backends={m.name: build_backend(m, config) for m in config.models},
+        responses=response_store(config))
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI):
@@ -89,6 +98,7 @@ def build_app(config: GatewayConfig | None = None) -> FastAPI:
             if state.tracer is not None:
                 state.tracer.stop()
             stop_forecasting(state.forecasts)
+            state.responses.close()
 
     app = FastAPI(title="stepahead", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.gateway = state

@@ -13,13 +13,18 @@ import os
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any, Literal
 
-from agents_trace.config import TraceConfig, TraceConfigError, parse_trace_config
+from agents_trace.config import TraceConfig, TraceConfigError, data_file, parse_trace_config
 
 DEFAULT_LOCAL_MODEL = "smollm2"
 BUILTIN_LOCAL_MODELS = ("smollm2", "tiny")
 DEFAULT_KEEP_ALIVE_S = 75.0
+RESPONSES_DB_ENV = "STEPAHEAD_RESPONSES_DB"
+MEMORY_ONLY = ":memory:"
+SERVER_KEYS = ("host", "port", "max_body_bytes", "default_completion_reserve_tokens", "queue_timeout_s",
+               "keep_alive_s", "responses_db", "responses_per_tenant")
 PASSTHROUGH_PROVIDERS = ("openai", "hosted_vllm", "openai_like", "custom_openai")
 
 
@@ -121,10 +126,24 @@ class GatewayConfig:
     # (httpx 5 s, aiohttp 15 s), so a client never sends on a connection the server is
     # closing at that moment ("Server disconnected"); uvicorn's own default is 5 s.
     keep_alive_s: float = DEFAULT_KEEP_ALIVE_S
+    # Stored Responses: the SQLite file that keeps them across restarts (None: the
+    # default place, see `resolved_responses_db`; ":memory:": memory only), and how many
+    # each tenant keeps.
+    responses_db: str | None = None
+    responses_per_tenant: int = 1024
+
+    def resolved_responses_db(self, environ: Mapping[str, str] = os.environ) -> Path | None:
+        """Where stored Responses live: config, then $STEPAHEAD_RESPONSES_DB, then the
+        user's data dir (e.g. ~/.local/share/stepahead/responses.sqlite3); None for
+        ":memory:" (kept in memory only, lost on restart)."""
+        configured = self.responses_db or environ.get(RESPONSES_DB_ENV)
+        return None if configured == MEMORY_ONLY else data_file(configured, "responses.sqlite3")
 
     def __post_init__(self) -> None:
         if not self.keep_alive_s > 0:
             raise ConfigError(f"server.keep_alive_s must be > 0, got {self.keep_alive_s}")
+        if not self.responses_per_tenant > 0:
+            raise ConfigError(f"server.responses_per_tenant must be > 0, got {self.responses_per_tenant}")
         for kind, names in (("model", [m.name for m in self.models]),
                             ("tenant", [t.name for t in self.tenants])):
             duplicates = {n for n in names if names.count(n) > 1}
@@ -256,6 +275,9 @@ def parse_config(data: dict) -> GatewayConfig:
     if sum(t.kv_share for t in tenants) > 1.0 + 1e-9:
         raise ConfigError("tenants' kv_share values sum to more than 1 (they are fractions of the hot KV blocks)")
     server = data.get("server", {})
+    unknown = set(server) - set(SERVER_KEYS)
+    if unknown:
+        raise ConfigError(f"server: unknown key(s) {sorted(unknown)}; known: {', '.join(SERVER_KEYS)}")
     try:
         tracing = parse_trace_config(data.get("tracing", {}))
     except TraceConfigError as exc:
@@ -269,7 +291,9 @@ def parse_config(data: dict) -> GatewayConfig:
         queue_timeout_s=float(_take(server, "queue_timeout_s", (int, float), "server", 30.0)),
         host=_take(server, "host", str, "server", "127.0.0.1"),
         port=_take(server, "port", int, "server", 8000),
-        keep_alive_s=float(_take(server, "keep_alive_s", (int, float), "server", DEFAULT_KEEP_ALIVE_S)))
+        keep_alive_s=float(_take(server, "keep_alive_s", (int, float), "server", DEFAULT_KEEP_ALIVE_S)),
+        responses_db=_take(server, "responses_db", str, "server", None),
+        responses_per_tenant=_take(server, "responses_per_tenant", int, "server", 1024))
 
 
 def load_config(path: str | Path) -> GatewayConfig:

@@ -88,7 +88,7 @@ async def create_response(request: Request) -> Response:
         parsed = validate(ResponsesRequest, body)
         history: tuple[dict, ...] = ()
         if parsed.previous_response_id is not None:
-            previous = state.responses.get(tenant, parsed.previous_response_id)
+            previous = await state.responses.get(tenant, parsed.previous_response_id)
             if previous is None:
                 raise ApiError(404, f"Previous response with id '{parsed.previous_response_id}' not found.",
                                "invalid_request_error", "previous_response_not_found", "previous_response_id")
@@ -129,12 +129,15 @@ async def stored_response(request: Request) -> Response:
     try:
         tenant = state.keys.authenticate(request.headers.get("authorization"))
         response_id = request.path_params["response_id"]
-        stored = state.responses.get(tenant, response_id)
-        if stored is None:
+        if request.method == "DELETE":
+            found = await state.responses.delete(tenant, response_id)
+        else:
+            stored = await state.responses.get(tenant, response_id)
+            found = stored is not None
+        if not found:
             raise ApiError(404, f"Response with id '{response_id}' not found.", "invalid_request_error",
                            "response_not_found", "response_id")
         if request.method == "DELETE":
-            state.responses.delete(tenant, response_id)
             return JSONResponse({"id": response_id, "object": "response.deleted", "deleted": True})
         return JSONResponse(stored.response)
     except ApiError as error:

@@ -13,6 +13,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 _TEST_HOME = tempfile.mkdtemp(prefix="stepahead-tests-")
 os.environ.setdefault("STEPAHEAD_TRACE_DB", os.path.join(_TEST_HOME, "traces.sqlite"))
 os.environ.setdefault("STEPAHEAD_PREDICTOR_DIR", os.path.join(_TEST_HOME, "predictor"))
+os.environ.setdefault("STEPAHEAD_RESPONSES_DB", os.path.join(_TEST_HOME, "responses.sqlite"))
 
 
 @pytest.fixture(scope="session")

@@ -50,6 +50,8 @@ def _base(**tenant) -> dict:
      "kv_share"),
     (lambda d: d.setdefault("server", {}).update(keep_alive_s=0), "keep_alive_s must be > 0"),
     (lambda d: d.setdefault("server", {}).update(keep_alive_s="long"), "keep_alive_s"),
+    (lambda d: d.setdefault("server", {}).update(respones_db="x"), r"unknown key\(s\) \['respones_db'\]"),
+    (lambda d: d.setdefault("server", {}).update(responses_per_tenant=0), "responses_per_tenant must be > 0"),
 ])
 def test_parse_config_rejects_bad_input(change, needle):
     data = _base()
@@ -77,3 +79,14 @@ def test_idle_connections_outlive_the_clients_keepalive_by_default():
     data = _base()
     data["server"] = {"keep_alive_s": 20}
     assert parse_config(data).keep_alive_s == 20.0
+
+
+def test_stored_responses_go_to_the_configured_file_the_variable_or_the_data_dir(tmp_path):
+    data = _base()
+    data["server"] = {"responses_db": str(tmp_path / "r.sqlite3")}
+    assert parse_config(data).resolved_responses_db({}) == tmp_path / "r.sqlite3"
+    default = parse_config(_base())
+    assert default.resolved_responses_db({"STEPAHEAD_RESPONSES_DB": "/x/y.db"}) == Path("/x/y.db")
+    assert default.resolved_responses_db({}).name == "responses.sqlite3"
+    data["server"] = {"responses_db": ":memory:"}
+    assert parse_config(data).resolved_responses_db({}) is None

@@ -1,20 +1,34 @@
-"""The Responses API's store: bounded, least recently used out first, per tenant."""
+"""The Responses API's store: bounded per tenant, least recently used out first, and
+kept on disk across restarts when it has an archive."""
+import asyncio
+import sqlite3
+
+from gateway.response_archive import ResponseArchive
 from gateway.response_store import ResponseStore, StoredResponse
 
 
 def _stored(response_id: str) -> StoredResponse:
-    return StoredResponse({"id": response_id}, ({"role": "user", "content": response_id},))
+    return StoredResponse({"id": response_id, "output": [{"text": f"ü {response_id}"}]},
+                          ({"role": "user", "content": response_id},))
+
+
+def _get(store: ResponseStore, tenant: str, response_id: str):
+    return asyncio.run(store.get(tenant, response_id))
+
+
+def _delete(store: ResponseStore, tenant: str, response_id: str) -> bool:
+    return asyncio.run(store.delete(tenant, response_id))
 
 
 def test_store_is_per_tenant_and_evicts_the_least_recently_used():
     store = ResponseStore(capacity=2)
     store.put("a", _stored("r1"))
     store.put("a", _stored("r2"))
-    assert store.get("b", "r1") is None  # another tenant never sees it
-    assert store.get("a", "r1").messages[0]["content"] == "r1"  # r1 is now the most recent
+    assert _get(store, "b", "r1") is None  # another tenant never sees it
+    assert _get(store, "a", "r1").messages[0]["content"] == "r1"  # r1 is now the most recent
     store.put("a", _stored("r3"))
-    assert len(store) == 2 and store.get("a", "r2") is None  # r2 was the least recently used
-    assert store.get("a", "r1") is not None and store.get("a", "r3") is not None
+    assert len(store) == 2 and _get(store, "a", "r2") is None  # r2 was the least recently used
+    assert _get(store, "a", "r1") is not None and _get(store, "a", "r3") is not None
 
 
 def test_one_tenants_traffic_never_evicts_anothers_responses():
@@ -22,13 +36,59 @@ def test_one_tenants_traffic_never_evicts_anothers_responses():
     store.put("quiet", _stored("q1"))
     for index in range(10):
         store.put("noisy", _stored(f"n{index}"))
-    assert store.get("quiet", "q1") is not None
-    assert [store.get("noisy", f"n{i}") is not None for i in range(10)] == [False] * 8 + [True] * 2
+    assert _get(store, "quiet", "q1") is not None
+    assert [_get(store, "noisy", f"n{i}") is not None for i in range(10)] == [False] * 8 + [True] * 2
     assert len(store) == 3
 
 
 def test_delete_forgets_only_the_owners_response():
     store = ResponseStore()
     store.put("a", _stored("r1"))
-    assert not store.delete("b", "r1") and store.get("a", "r1") is not None
-    assert store.delete("a", "r1") and store.get("a", "r1") is None and not store.delete("a", "r1")
+    assert not _delete(store, "b", "r1") and _get(store, "a", "r1") is not None
+    assert _delete(store, "a", "r1") and _get(store, "a", "r1") is None and not _delete(store, "a", "r1")
+
+
+def test_archived_responses_survive_a_restart_per_tenant_and_bounded(tmp_path):
+    path = tmp_path / "responses.sqlite3"
+    first = ResponseStore(capacity=2, archive=ResponseArchive(path, 2))
+    for name in ("r1", "r2", "r3"):
+        first.put("a", _stored(name))
+    first.put("b", _stored("b1"))
+    assert _delete(first, "a", "r3")
+    first.close()  # waits for the writes
+
+    second = ResponseStore(capacity=2, archive=ResponseArchive(path, 2))
+    assert len(second) == 0  # nothing in memory: what follows comes from disk
+    assert _get(second, "a", "r2") == _stored("r2")  # the same object, unicode intact
+    assert _get(second, "a", "r1") is None  # the oldest of three, beyond the capacity of 2
+    assert _get(second, "a", "r3") is None  # deleted
+    assert _get(second, "b", "r2") is None and _get(second, "b", "b1") is not None
+    second.close()
+
+
+def test_a_response_evicted_from_memory_is_read_back_from_disk(tmp_path):
+    store = ResponseStore(capacity=1, archive=ResponseArchive(tmp_path / "r.sqlite3", 5))
+    store.put("a", _stored("r1"))
+    store.put("a", _stored("r2"))  # r1 leaves memory, not the archive
+    assert len(store) == 1 and _get(store, "a", "r1") == _stored("r1")
+    store.close()
+
+
+def test_a_broken_archive_degrades_to_memory(tmp_path, caplog):
+    bad = tmp_path / "not-a-db.sqlite3"
+    bad.write_bytes(b"this is not a sqlite file" * 100)
+    store = ResponseStore(capacity=4, archive=ResponseArchive(bad, 4))
+    store.put("a", _stored("r1"))  # the disk write fails and is logged
+    assert _get(store, "a", "r1") == _stored("r1")  # memory still answers
+    assert _get(store, "a", "other") is None
+    store.close()
+    assert "response archive failed" in caplog.text
+
+
+def test_archive_rows_are_json(tmp_path):
+    path = tmp_path / "r.sqlite3"
+    archive = ResponseArchive(path, 3)
+    archive.put("a", _stored("r1"))
+    archive.close()
+    row = sqlite3.connect(path).execute("SELECT tenant, id, response FROM responses").fetchone()
+    assert row[:2] == ("a", "r1") and '"ü r1"' in row[2]

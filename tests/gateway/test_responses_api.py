@@ -147,3 +147,33 @@ def test_responses_on_an_upstream_model_run_as_its_chat_completions(client):
     events = list(client.responses.create(model="fake", input="ping pong", stream=True))
     assert "".join(e.delta for e in events if e.type == "response.output_text.delta").split() == [
         "echo:", "ping", "pong"]
+
+
+def test_stored_responses_survive_a_gateway_restart(tmp_path):
+    from gateway.app import build_app
+    from gateway.config import key_digest, parse_config
+    from tests.gateway.serving import start_server
+
+    config = parse_config({
+        "server": {"responses_db": str(tmp_path / "responses.sqlite3")},
+        "models": [{"name": "mock", "kind": "upstream", "litellm_model": "openai/gpt-4o-mini",
+                    "litellm_params": {"mock_response": "Hello from the mock upstream"}}],
+        "tenants": [{"name": "t", "api_key_sha256": [key_digest("sk-restart")]}]})
+
+    def serve():
+        server = start_server(build_app(config))
+        return server, openai.OpenAI(base_url=f"{server.base_url}/v1", api_key="sk-restart", max_retries=0)
+
+    server, client = serve()
+    first = client.responses.create(model="mock", input="Remember the word 'heron'.")
+    server.stop()
+    server, client = serve()  # a new process would see the same file
+    try:
+        assert client.responses.retrieve(first.id).output_text == first.output_text
+        second = client.responses.create(model="mock", input="Which word?", previous_response_id=first.id)
+        assert second.output_text == "Hello from the mock upstream"
+        client.responses.delete(first.id)
+        with pytest.raises(openai.NotFoundError):
+            client.responses.retrieve(first.id)
+    finally:
+        server.stop()

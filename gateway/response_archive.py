@@ -1,0 +1,89 @@
+"""Stored Responses on disk (SQLite), so `previous_response_id` survives a restart.
+
+Only the response store's one archive thread calls this class, never the event loop.
+Invariants:
+- each tenant keeps at most `capacity` rows; the least recently used (stored or read)
+  leave first;
+- a row is found only by the tenant that stored it;
+- a row that cannot be read back (a damaged or foreign file) is treated as absent.
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from pathlib import Path
+
+from gateway.response_store import StoredResponse
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS responses (
+    tenant TEXT NOT NULL,
+    id TEXT NOT NULL,
+    used_s REAL NOT NULL,
+    response TEXT NOT NULL,
+    messages TEXT NOT NULL,
+    PRIMARY KEY (tenant, id)
+);
+CREATE INDEX IF NOT EXISTS responses_by_use ON responses (tenant, used_s);
+"""
+
+
+class ResponseArchive:
+    __slots__ = ("path", "capacity", "_db")
+
+    def __init__(self, path: Path, capacity: int) -> None:
+        self.path = path
+        self.capacity = capacity
+        self._db: sqlite3.Connection | None = None
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        if self._db is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
+            db.execute("PRAGMA busy_timeout = 5000")  # another gateway on the same file
+            db.execute("PRAGMA journal_mode = WAL")
+            db.execute("PRAGMA synchronous = NORMAL")
+            db.executescript(SCHEMA)
+            self._db = db
+        return self._db
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    def put(self, tenant: str, stored: StoredResponse) -> None:
+        db = self.db
+        db.execute("BEGIN")
+        try:
+            db.execute("INSERT OR REPLACE INTO responses (tenant, id, used_s, response, messages) "
+                       "VALUES (?, ?, ?, ?, ?)",
+                       (tenant, stored.response["id"], time.time(),
+                        json.dumps(stored.response, ensure_ascii=False),
+                        json.dumps(stored.messages, ensure_ascii=False)))
+            db.execute("DELETE FROM responses WHERE tenant = ? AND id NOT IN "
+                       "(SELECT id FROM responses WHERE tenant = ? ORDER BY used_s DESC LIMIT ?)",
+                       (tenant, tenant, self.capacity))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    def get(self, tenant: str, response_id: str) -> StoredResponse | None:
+        row = self.db.execute("SELECT response, messages FROM responses WHERE tenant = ? AND id = ?",
+                              (tenant, response_id)).fetchone()
+        if row is None:
+            return None
+        try:
+            stored = StoredResponse(json.loads(row[0]), tuple(json.loads(row[1])))
+        except (ValueError, TypeError):
+            return None
+        self.db.execute("UPDATE responses SET used_s = ? WHERE tenant = ? AND id = ?",
+                        (time.time(), tenant, response_id))
+        return stored
+
+    def delete(self, tenant: str, response_id: str) -> bool:
+        cursor = self.db.execute("DELETE FROM responses WHERE tenant = ? AND id = ?", (tenant, response_id))
+        return cursor.rowcount > 0
