@@ -21,7 +21,7 @@ from gateway.backend import ChatEvent, Prepared, Usage
 from gateway.config import UpstreamModelConfig
 from gateway.errors import ApiError
 from gateway.litellm_errors import map_litellm_error, map_upstream_status
-from gateway.upstream import UpstreamBackend, events_from_response, events_from_stream
+from gateway.upstream import UpstreamBackend, choice_kwargs, events_from_response, events_from_stream
 
 TRANSPORT_FIELDS = ("timeout", "api_base", "api_key")
 
@@ -66,7 +66,7 @@ class PassthroughBackend(UpstreamBackend):
 
     async def run(self, prepared: Prepared) -> AsyncIterator[ChatEvent]:
         call = prepared.payload
-        body = {k: v for k, v in call.kwargs.items() if k not in TRANSPORT_FIELDS}
+        body = {k: v for k, v in choice_kwargs(prepared).items() if k not in TRANSPORT_FIELDS}
         for key, _ in self.config.litellm_params:
             body.pop(key, None)
         body["model"] = self.config.upstream_model_name()

@@ -46,6 +46,7 @@ class ResponsesRequest(BaseModel):
     previous_response_id: str | None = None
     metadata: dict[str, str] | None = None
     user: str | None = None
+    truncation: Literal["auto", "disabled"] | None = None
 
 
 def _text_of(content: Any, param: str) -> str | list[dict]:
@@ -134,6 +135,20 @@ def to_chat_body(request: ResponsesRequest, history: tuple[dict, ...] = ()) -> d
     return body
 
 
+def without_oldest_turn(chat_body: dict) -> dict | None:
+    """`truncation: "auto"`: the body with its oldest turn dropped — the first message
+    after the leading system messages, through the message before the next user message —
+    so a tool call never loses its result; None when only the last turn is left."""
+    messages = chat_body["messages"]
+    first = next((i for i, m in enumerate(messages) if m.get("role") not in ("system", "developer")), None)
+    if first is None:
+        return None
+    following = next((i for i in range(first + 1, len(messages)) if messages[i].get("role") == "user"), None)
+    if following is None:
+        return None
+    return {**chat_body, "messages": messages[:first] + messages[following:]}
+
+
 CHAT_TO_RESPONSES_PARAMS = (("messages", "input"), ("response_format.json_schema", "text.format"),
                             ("response_format", "text.format"), ("max_completion_tokens", "max_output_tokens"))
 
@@ -183,6 +198,7 @@ def response_object(response_id: str, request: ResponsesRequest, *, created_at: 
         "temperature": request.temperature, "top_p": request.top_p, "tool_choice": request.tool_choice or "auto",
         "tools": request.tools or [], "text": request.text or {"format": {"type": "text"}},
         "metadata": request.metadata or {}, "user": request.user,
+        "truncation": request.truncation or "disabled",
         "usage": None if usage is None else {
             "input_tokens": usage.num_prompt_tokens,
             "input_tokens_details": {"cached_tokens": usage.num_cached_tokens},

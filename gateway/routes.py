@@ -21,7 +21,8 @@ from gateway.http_io import ClientGone, read_json_body
 from gateway.metrics import Labels, router_gauges, worker_gauges
 from gateway.openai_format import Collected, new_id
 from gateway.response_store import StoredResponse
-from gateway.responses_format import ResponsesRequest, conversation_after, renamed, to_chat_body
+from gateway.responses_format import (ResponsesRequest, conversation_after, renamed, to_chat_body,
+                                      without_oldest_turn)
 from gateway.responses_stream import ResponsesStreamWriter, whole_response
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, validate
 from gateway.state import GatewayState
@@ -93,16 +94,11 @@ async def create_response(request: Request) -> Response:
                 raise ApiError(404, f"Previous response with id '{parsed.previous_response_id}' not found.",
                                "invalid_request_error", "previous_response_not_found", "previous_response_id")
             history = previous.messages
-        chat_body = to_chat_body(parsed, history)
-        try:
-            chat = validate(ChatCompletionRequest, chat_body)
-            check_chat_request(chat)
-            backend = state.backend(chat.model)
-            model = chat.model
-            response_id = new_id("resp").replace("-", "_")
-            prepared = await backend.prepare_chat(chat, tenant, response_id)
-        except ApiError as error:
-            raise renamed(error) from None
+        state.backend(parsed.model)  # an unknown model is a 404 before its name is a metric label
+        model = parsed.model
+        response_id = new_id("resp").replace("-", "_")
+        chat_body, backend, prepared = await _prepared_chat(state, parsed, to_chat_body(parsed, history),
+                                                            tenant, response_id)
         created_at = int(time.time())
 
         def store(collected: Collected) -> None:
@@ -120,6 +116,25 @@ async def create_response(request: Request) -> Response:
         return error_response(error)
     except ClientGone:
         return Response(status_code=CLIENT_CLOSED_STATUS)
+
+
+async def _prepared_chat(state: GatewayState, parsed: ResponsesRequest, chat_body: dict, tenant: str,
+                         response_id: str):
+    """(the chat body, its backend, the prepared request) a Responses request runs as;
+    with `truncation: "auto"` its oldest turns are dropped until the prompt fits the
+    model's context. Errors name the Responses API's parameters."""
+    while True:
+        try:
+            chat = validate(ChatCompletionRequest, chat_body)
+            check_chat_request(chat)
+            backend = state.backend(chat.model)
+            return chat_body, backend, await backend.prepare_chat(chat, tenant, response_id)
+        except ApiError as error:
+            shorter = (without_oldest_turn(chat_body) if parsed.truncation == "auto"
+                       and error.code == "context_length_exceeded" else None)
+            if shorter is None:
+                raise renamed(error) from None
+            chat_body = shorter
 
 
 async def stored_response(request: Request) -> Response:

@@ -137,9 +137,7 @@ class UpstreamBackend:
         return self._prepared(request_id, tenant, call, num_prompt_tokens, request.max_tokens)
 
     async def run(self, prepared: Prepared) -> AsyncIterator[ChatEvent]:
-        kwargs = prepared.payload.kwargs
-        if prepared.choice and kwargs.get("seed") is not None:  # seeded choices of one request differ
-            kwargs = {**kwargs, "seed": kwargs["seed"] + prepared.choice}
+        kwargs = choice_kwargs(prepared)
         is_chat = prepared.payload.is_chat
         litellm = self._litellm or import_litellm()
         call = litellm.acompletion if is_chat else litellm.atext_completion
@@ -160,6 +158,15 @@ class UpstreamBackend:
                 yield event
         finally:
             await _close_quietly(response)
+
+
+def choice_kwargs(prepared: Prepared) -> dict:
+    """The upstream call for this run's choice: a given seed is offset by the choice's
+    index, so that seeded choices of one request differ."""
+    kwargs = prepared.payload.kwargs
+    if prepared.choice and kwargs.get("seed") is not None:
+        kwargs = {**kwargs, "seed": kwargs["seed"] + prepared.choice}
+    return kwargs
 
 
 def logprobs_from(choice: Any, is_chat: bool) -> list[TokenChoice] | None:

@@ -3,7 +3,8 @@
 The last user message picks the behaviour, so one server covers every case:
 "status:NNN" answers that HTTP error, "tool" answers a tool call, "slow" streams slowly,
 "midstream-error" breaks a stream after one chunk; anything else is echoed back (with
-`logprobs` asked, each echoed word comes with made-up log probabilities).
+`logprobs` asked, each echoed word comes with made-up log probabilities; a request with a
+`seed` gets " seed N" added to its echo).
 """
 from __future__ import annotations
 
@@ -80,7 +81,7 @@ async def app(scope, receive, send) -> None:
         return
     tool_call = {"id": "call_fake1", "type": "function",
                  "function": {"name": "lookup", "arguments": json.dumps({"q": "x"})}}
-    reply = f"echo: {text}"
+    reply = f"echo: {text}" + (f" seed {body['seed']}" if "seed" in body else "")
     if not body.get("stream"):
         message = ({"role": "assistant", "content": None, "tool_calls": [tool_call]}
                    if text == "tool" else {"role": "assistant", "content": reply})

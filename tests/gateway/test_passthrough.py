@@ -89,3 +89,11 @@ def test_structured_response_format_goes_upstream_as_sent():
     chat = validate(ChatCompletionRequest, {"model": "u", "messages": [{"role": "user", "content": "x"}],
                                             "response_format": response_format})
     assert asyncio.run(backend.prepare_chat(chat, "t", "r1")).payload.kwargs["response_format"] == response_format
+
+
+def test_n_choices_are_one_upstream_call_each_with_their_own_seed(client):
+    for model in ("fake-direct", "fake"):
+        reply = client.chat.completions.create(model=model, messages=[{"role": "user", "content": "ping"}],
+                                               n=3, seed=40)
+        assert [c.message.content for c in reply.choices] == [f"echo: ping seed {s}" for s in (40, 41, 42)]
+        assert reply.usage.completion_tokens == 3 * 4  # each upstream reply is 4 words long

@@ -177,3 +177,31 @@ def test_stored_responses_survive_a_gateway_restart(tmp_path):
             client.responses.retrieve(first.id)
     finally:
         server.stop()
+
+
+def test_without_oldest_turn_drops_whole_turns_after_the_system_messages():
+    from gateway.responses_format import without_oldest_turn
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "u1"},
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "c1", "content": "r"}, {"role": "assistant", "content": "a1"},
+                {"role": "user", "content": "u2"}, {"role": "assistant", "content": "a2"},
+                {"role": "user", "content": "u3"}]
+    once = without_oldest_turn({"model": "m", "messages": messages})
+    assert [m["content"] for m in once["messages"]] == ["s", "u2", "a2", "u3"] and once["model"] == "m"
+    twice = without_oldest_turn(once)
+    assert [m["content"] for m in twice["messages"]] == ["s", "u3"]
+    assert without_oldest_turn(twice) is None  # the last turn is never dropped
+
+
+def test_truncation_auto_drops_the_oldest_turns_until_the_input_fits(client):
+    long_turn = "word " * 600  # 3,000 tokens for the tiny model's tokenizer
+    conversation = [{"role": "user", "content": long_turn}, {"role": "assistant", "content": "noted"},
+                    {"role": "user", "content": long_turn}, {"role": "assistant", "content": "noted"},
+                    {"role": "user", "content": long_turn + "Which word?"}]
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.responses.create(model="tiny", input=conversation, max_output_tokens=2)
+    assert caught.value.code == "context_length_exceeded" and caught.value.param == "input"
+    reply = client.responses.create(model="tiny", input=conversation, max_output_tokens=2, truncation="auto")
+    assert reply.truncation == "auto" and reply.status in ("completed", "incomplete")
+    assert 6000 <= reply.usage.input_tokens <= 8192  # two of the three turns (9,000 tokens)
