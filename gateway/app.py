@@ -108,6 +108,7 @@ def build_app(config: GatewayConfig | None = None) -> FastAPI:
     app.add_route("/v1/completions", routes.completions, methods=["POST"])
     app.add_route("/v1/responses", routes.create_response, methods=["POST"])
     app.add_route("/v1/responses/{response_id}", routes.stored_response, methods=["GET", "DELETE"])
+    app.add_route("/v1/responses/{response_id}/input_items", routes.stored_input_items, methods=["GET"])
     app.add_route("/v1/models", routes.list_models, methods=["GET"])
     app.add_route("/v1/models/{model:path}", routes.retrieve_model, methods=["GET"])
     app.add_route("/health", routes.health, methods=["GET"])

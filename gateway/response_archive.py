@@ -23,6 +23,7 @@ CREATE TABLE IF NOT EXISTS responses (
     used_s REAL NOT NULL,
     response TEXT NOT NULL,
     messages TEXT NOT NULL,
+    input_items TEXT NOT NULL,
     PRIMARY KEY (tenant, id)
 );
 CREATE INDEX IF NOT EXISTS responses_by_use ON responses (tenant, used_s);
@@ -58,11 +59,12 @@ class ResponseArchive:
         db = self.db
         db.execute("BEGIN")
         try:
-            db.execute("INSERT OR REPLACE INTO responses (tenant, id, used_s, response, messages) "
-                       "VALUES (?, ?, ?, ?, ?)",
+            db.execute("INSERT OR REPLACE INTO responses (tenant, id, used_s, response, messages, input_items) "
+                       "VALUES (?, ?, ?, ?, ?, ?)",
                        (tenant, stored.response["id"], time.time(),
                         json.dumps(stored.response, ensure_ascii=False),
-                        json.dumps(stored.messages, ensure_ascii=False)))
+                        json.dumps(stored.messages, ensure_ascii=False),
+                        json.dumps(stored.input_items, ensure_ascii=False)))
             db.execute("DELETE FROM responses WHERE tenant = ? AND id NOT IN "
                        "(SELECT id FROM responses WHERE tenant = ? ORDER BY used_s DESC LIMIT ?)",
                        (tenant, tenant, self.capacity))
@@ -72,12 +74,12 @@ class ResponseArchive:
             raise
 
     def get(self, tenant: str, response_id: str) -> StoredResponse | None:
-        row = self.db.execute("SELECT response, messages FROM responses WHERE tenant = ? AND id = ?",
+        row = self.db.execute("SELECT response, messages, input_items FROM responses WHERE tenant = ? AND id = ?",
                               (tenant, response_id)).fetchone()
         if row is None:
             return None
         try:
-            stored = StoredResponse(json.loads(row[0]), tuple(json.loads(row[1])))
+            stored = StoredResponse(json.loads(row[0]), tuple(json.loads(row[1])), tuple(json.loads(row[2])))
         except (ValueError, TypeError):
             return None
         self.db.execute("UPDATE responses SET used_s = ? WHERE tenant = ? AND id = ?",

@@ -30,10 +30,12 @@ log = logging.getLogger("stepahead.gateway")
 @dataclass(frozen=True, slots=True)
 class StoredResponse:
     """A response object and the whole conversation it ended, as chat messages (its
-    input, earlier turns included, then its output), so the next turn can continue it."""
+    input, earlier turns included, then its output), so the next turn can continue it;
+    and its own input as Responses items, for listing."""
 
     response: dict
     messages: tuple[dict, ...]
+    input_items: tuple[dict, ...] = ()
 
 
 class ResponseStore:

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from gateway.backend import Usage
 from gateway.errors import ApiError, invalid_request
-from gateway.openai_format import Collected
+from gateway.openai_format import Collected, chat_message
 
 ROLES = ("user", "assistant", "system", "developer")
 TEXT_PARTS = ("input_text", "output_text", "text")
@@ -210,9 +210,26 @@ def conversation_after(request: ResponsesRequest, chat_body: dict, collected: Co
     """The chat messages of this turn's conversation, its reply appended: what a later
     `previous_response_id` continues. As in OpenAI's API, `instructions` do not carry
     over to the next turn."""
-    reply: dict = {"role": "assistant", "content": collected.text or None}
-    if collected.tool_calls:
-        reply["tool_calls"] = [{"id": call.id, "type": "function",
-                                "function": {"name": call.name, "arguments": call.arguments}}
-                               for _, call in sorted(collected.tool_calls.items())]
-    return (*chat_body["messages"][1 if request.instructions else 0:], reply)
+    return (*chat_body["messages"][1 if request.instructions else 0:], chat_message(collected))
+
+
+ITEM_ID_PREFIXES = {"message": "msg", "function_call": "fc", "function_call_output": "fco", "reasoning": "rs"}
+
+
+def input_items(request: ResponsesRequest, response_id: str) -> tuple[dict, ...]:
+    """`input` as `GET /v1/responses/{id}/input_items` lists it: a string is one user
+    message; message content is a list of parts (`input_text`, or `output_text` for the
+    assistant); every item has a `type` and an `id` (the client's, else one derived from
+    the response id and its position)."""
+    items = request.input if isinstance(request.input, list) else [
+        {"type": "message", "role": "user", "content": request.input}]
+    suffix = response_id.removeprefix("resp_")
+    listed = []
+    for index, raw in enumerate(items):
+        item = {"type": "message", **raw}
+        if item["type"] == "message" and isinstance(item.get("content"), str):
+            part = "output_text" if item.get("role") == "assistant" else "input_text"
+            item["content"] = [{"type": part, "text": item["content"]}]
+        item.setdefault("id", f"{ITEM_ID_PREFIXES.get(item['type'], 'item')}_{suffix}_{index}")
+        listed.append(item)
+    return tuple(listed)

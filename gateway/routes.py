@@ -1,5 +1,5 @@
 """HTTP handlers: /v1/chat/completions, /v1/completions, /v1/responses[/{id}] (GET, DELETE),
-/v1/models[/{model}], /health, /metrics.
+/v1/responses/{id}/input_items, /v1/models[/{model}], /health, /metrics.
 
 Invariant: each handler authenticates first, then parses, validates and prepares the
 request, and only then admits and runs it (`exchange.respond`); every `ApiError` on the way
@@ -18,11 +18,12 @@ from gateway.choices import with_choices
 from gateway.errors import ApiError
 from gateway.exchange import ReplyShape, respond
 from gateway.http_io import ClientGone, read_json_body
+from gateway.list_page import list_page
 from gateway.metrics import Labels, router_gauges, worker_gauges
 from gateway.openai_format import Collected, new_id
 from gateway.response_store import StoredResponse
-from gateway.responses_format import (ResponsesRequest, conversation_after, renamed, to_chat_body,
-                                      without_oldest_turn)
+from gateway.responses_format import (ResponsesRequest, conversation_after, input_items, renamed,
+                                      to_chat_body, without_oldest_turn)
 from gateway.responses_stream import ResponsesStreamWriter, whole_response
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, validate
 from gateway.state import GatewayState
@@ -104,7 +105,8 @@ async def create_response(request: Request) -> Response:
         def store(collected: Collected) -> None:
             if parsed.store:
                 state.responses.put(tenant, StoredResponse(whole_response(response_id, parsed, collected, created_at),
-                                                           conversation_after(parsed, chat_body, collected)))
+                                                           conversation_after(parsed, chat_body, collected),
+                                                           input_items(parsed, response_id)))
         shape = ReplyShape("responses", lambda reply, _: whole_response(response_id, parsed, reply.first, created_at),
                            lambda: ResponsesStreamWriter(response_id, parsed, created_at), on_finished=store)
         trace = begin_step(state.tracer, request, chat_body, prepared, is_chat=True)
@@ -155,6 +157,24 @@ async def stored_response(request: Request) -> Response:
         if request.method == "DELETE":
             return JSONResponse({"id": response_id, "object": "response.deleted", "deleted": True})
         return JSONResponse(stored.response)
+    except ApiError as error:
+        return error_response(error)
+
+
+async def stored_input_items(request: Request) -> Response:
+    """GET /v1/responses/{id}/input_items: the stored response's own input items, as
+    a page of an OpenAI list (`limit` 1-100, default 20; `order` "desc", the default, or
+    "asc"; `after` an item id)."""
+    state = _state(request)
+    try:
+        tenant = state.keys.authenticate(request.headers.get("authorization"))
+        response_id = request.path_params["response_id"]
+        page = list_page(request.query_params)
+        stored = await state.responses.get(tenant, response_id)
+        if stored is None:
+            raise ApiError(404, f"Response with id '{response_id}' not found.", "invalid_request_error",
+                           "response_not_found", "response_id")
+        return JSONResponse(page.of(stored.input_items))
     except ApiError as error:
         return error_response(error)
 

@@ -170,6 +170,7 @@ def test_stored_responses_survive_a_gateway_restart(tmp_path):
     server, client = serve()  # a new process would see the same file
     try:
         assert client.responses.retrieve(first.id).output_text == first.output_text
+        assert client.responses.input_items.list(first.id).data[0].content[0].text == "Remember the word 'heron'."
         second = client.responses.create(model="mock", input="Which word?", previous_response_id=first.id)
         assert second.output_text == "Hello from the mock upstream"
         client.responses.delete(first.id)
@@ -205,3 +206,29 @@ def test_truncation_auto_drops_the_oldest_turns_until_the_input_fits(client):
     reply = client.responses.create(model="tiny", input=conversation, max_output_tokens=2, truncation="auto")
     assert reply.truncation == "auto" and reply.status in ("completed", "incomplete")
     assert 6000 <= reply.usage.input_tokens <= 8192  # two of the three turns (9,000 tokens)
+
+
+def test_input_items_are_listed_with_ids_and_parts():
+    from gateway.responses_format import input_items
+    as_text = input_items(ResponsesRequest(model="m", input="Hi"), "resp_abc")
+    assert as_text == ({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Hi"}],
+                        "id": "msg_abc_0"},)
+    listed = input_items(ResponsesRequest(model="m", input=[
+        {"role": "assistant", "content": "Hello", "id": "msg_mine"},
+        {"type": "function_call_output", "call_id": "c1", "output": "42"}]), "resp_abc")
+    assert listed[0]["id"] == "msg_mine" and listed[0]["content"] == [{"type": "output_text", "text": "Hello"}]
+    assert listed[1] == {"type": "function_call_output", "call_id": "c1", "output": "42", "id": "fco_abc_1"}
+
+
+def test_a_stored_responses_input_items_are_listed_for_its_tenant_only(client, gateway):
+    reply = client.responses.create(model="tiny", max_output_tokens=2, input=[
+        {"role": "user", "content": "first"}, {"role": "assistant", "content": "ok"},
+        {"role": "user", "content": "second"}])
+    page = client.responses.input_items.list(reply.id, order="asc", limit=2)
+    assert [item.content[0].text for item in page.data] == ["first", "ok"] and page.has_more
+    newest = client.responses.input_items.list(reply.id)
+    assert [item.content[0].text for item in newest.data] == ["second", "ok", "first"]
+    url = f"{gateway.base_url}/v1/responses/{reply.id}/input_items"
+    assert httpx.get(url, headers=gateway.headers("beta")).status_code == 404
+    bad = httpx.get(url, params={"limit": 500}, headers=gateway.headers("alpha"))
+    assert bad.status_code == 400 and bad.json()["error"]["param"] == "limit"

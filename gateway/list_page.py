@@ -1,0 +1,51 @@
+"""One page of an OpenAI list endpoint (`limit`, `order`, `after`), over items with ids.
+
+Invariants: a page holds at most `limit` items, in `order` ("asc": as stored, "desc":
+reversed), starting right after the item `after` names (an unknown id is a 400);
+`has_more` says whether items follow the page; bad query values are 400s naming the
+parameter.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from gateway.errors import invalid_request
+
+DEFAULT_LIMIT = 20
+MAX_LIMIT = 100
+
+
+@dataclass(frozen=True, slots=True)
+class ListPage:
+    limit: int = DEFAULT_LIMIT
+    order: str = "desc"
+    after: str | None = None
+
+    def of(self, items: Sequence[dict]) -> dict:
+        ordered = list(items) if self.order == "asc" else list(reversed(items))
+        start = 0
+        if self.after is not None:
+            ids = [item.get("id") for item in ordered]
+            if self.after not in ids:
+                raise invalid_request(f"No item with id '{self.after}' to list after.", param="after")
+            start = ids.index(self.after) + 1
+        data = ordered[start:start + self.limit]
+        return {"object": "list", "data": data,
+                "first_id": data[0]["id"] if data else None, "last_id": data[-1]["id"] if data else None,
+                "has_more": start + self.limit < len(ordered)}
+
+
+def list_page(query: Mapping[str, str]) -> ListPage:
+    raw_limit = query.get("limit", str(DEFAULT_LIMIT))
+    try:
+        limit = int(raw_limit)
+    except ValueError:
+        limit = 0
+    if not 1 <= limit <= MAX_LIMIT:
+        raise invalid_request(f"'limit' must be an integer from 1 to {MAX_LIMIT}, not {raw_limit!r}.",
+                              param="limit")
+    order = query.get("order", "desc")
+    if order not in ("asc", "desc"):
+        raise invalid_request(f"'order' must be 'asc' or 'desc', not {order!r}.", param="order")
+    return ListPage(limit, order, query.get("after"))
