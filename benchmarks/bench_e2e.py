@@ -116,7 +116,7 @@ def gateway_config(args, policy: str, tenants: list[str]):
     engine = {"policy": "lru" if policy == "none" else policy, "num_hot_blocks": args.hot_blocks,
               "num_host_blocks": args.host_blocks, "threads_per_worker": args.threads_per_worker,
               "prefix_caching": policy != "none", "prefix_transfer": args.prefix_transfer,
-              "decode_batch": args.decode_batch, "dtype": args.dtype}
+              "decode_batch": args.decode_batch, "dtype": args.dtype, "prefill_order": args.prefill_order}
     return parse_config({
         "models": [{"name": "m", "kind": "local", "path": args.model, "num_workers": args.workers,
                     "engine": engine}],
@@ -202,6 +202,8 @@ def main() -> None:
                         help="replay without stepahead_replay hints: the gateway sees no tools")
     parser.add_argument("--no-prefix-transfer", dest="prefix_transfer", action="store_false",
                         help="workers never copy a shared prefix from each other (recompute instead)")
+    parser.add_argument("--prefill-order", choices=("deadline", "arrival"), default="deadline",
+                        help="which admitted prefill runs next (shards/prefill_order.py)")
     parser.add_argument("--decode-batch", type=int, default=16,
                         help="running requests a worker decodes per forward pass (1: one at a time)")
     parser.add_argument("--dtype", default="auto",
@@ -220,7 +222,7 @@ def main() -> None:
                  "sessions_per_tenant": args.sessions, "session_rate_per_s": args.session_rate,
                  "hot_blocks_per_worker": args.hot_blocks, "host_blocks_per_worker": args.host_blocks,
                  "workers": args.workers, "speed": args.speed, "step_hints": args.step_hints,
-                 "prefix_transfer": args.prefix_transfer,
+                 "prefix_transfer": args.prefix_transfer, "prefill_order": args.prefill_order,
                  "simulator": simulate(records, config.block_size, args.hot_blocks * args.workers, args.workers),
                  "policies": {}}
     print(json.dumps({"simulator": out["simulator"]}), file=sys.stderr, flush=True)

@@ -70,7 +70,9 @@ class LocalEngine:
       chunk's forward pass when `decodes_ride_chunks` (default true) and the model
       batches decodes; otherwise the chunks yield to a whole decode pass.
       `prefill_chunk_tokens`: prompt tokens per prefill chunk (default 128), the
-      granularity of both and of tenant-fair prefill;
+      granularity of both and of tenant-fair prefill; `prefill_order`: which admitted
+      prefill runs next, "deadline" (default: shortest remaining first, with aging) or
+      "arrival" (shards/prefill_order.py);
     - `imbalance_threshold_tokens`, `routing` ("prefix", or the "round_robin" /
       "least_loaded" baselines), `prefix_transfer` (copy shared prefixes between
       workers when measured cheaper: shared memory locally, bytes in the messages
@@ -109,7 +111,8 @@ class LocalEngine:
                  min_p_return: float = 0.5, routing: str = "prefix", tenant_homes: bool = True,
                  policy_options: Mapping | None = None, prefix_caching: bool = True,
                  device: str = "cpu", dtype: str = "auto", max_decode_stall_s: float | None = None,
-                 prefill_chunk_tokens: int = DEFAULT_CHUNK_TOKENS, decodes_ride_chunks: bool = True):
+                 prefill_chunk_tokens: int = DEFAULT_CHUNK_TOKENS, decodes_ride_chunks: bool = True,
+                 prefill_order: str = "deadline"):
         threads = threads_per_worker or max(1, (os.cpu_count() or 2) // max(1, num_workers))
         weights = tuple(sorted((tenant_weights or {}).items()))
         self.config = WorkerConfig(model=model, device=device, dtype=dtype, num_hot_blocks=num_hot_blocks,
@@ -117,7 +120,7 @@ class LocalEngine:
                                    policy=policy, max_running=max_running, decode_batch=decode_batch,
                                    num_threads=threads, max_decode_stall_s=max_decode_stall_s,
                                    prefill_chunk_tokens=prefill_chunk_tokens,
-                                   decodes_ride_chunks=decodes_ride_chunks,
+                                   decodes_ride_chunks=decodes_ride_chunks, prefill_order=prefill_order,
                                    tenant_weights=weights, prefix_caching=prefix_caching,
                                    policy_options=tuple(sorted(_frozen(policy_options or {}).items())))
         self.num_workers = num_workers

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 
 from cache.policies import POLICY_NAMES
+from shards.prefill_order import PREFILL_ORDERS
 from shards.router import ROUTING_POLICIES
 from shards.transport import TRANSPORTS
 
@@ -22,7 +23,8 @@ NUMBER_OPTIONS = {"max_queue_wait_s": 0.0, "imbalance_threshold_tokens": 0.0,
                   "health_timeout_s": 0.0, "ping_interval_s": 0.0, "min_p_return": 0.0,
                   "max_decode_stall_s": 0.0}
 BOOLEAN_OPTIONS = ("prefix_transfer", "tenant_homes", "prefix_caching", "decodes_ride_chunks")
-CHOICE_OPTIONS = {"policy": POLICY_NAMES, "routing": ROUTING_POLICIES, "transport": TRANSPORTS}
+CHOICE_OPTIONS = {"policy": POLICY_NAMES, "routing": ROUTING_POLICIES, "transport": TRANSPORTS,
+                  "prefill_order": PREFILL_ORDERS}
 
 
 class EngineOptionError(ValueError):

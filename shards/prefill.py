@@ -29,6 +29,7 @@ class PrefillTask:
     seq: RunningSequence
     num_done_tokens: int  # prompt tokens whose KV is in seq.cache (cached prefix included)
     compute_s: float = 0.0  # model time spent on the chunks so far (with any decodes riding them)
+    admitted_s: float = 0.0  # on the worker loop's clock (`shards.prefill_order`)
 
     @property
     def item(self) -> WorkItem:

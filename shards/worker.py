@@ -4,7 +4,8 @@ Waiting requests sit in a weighted fair queue across tenants; a request is admit
 while slots are free, or past `max_running` (up to `max_running_hard`) when its tenant
 holds less than its weighted share of the slots, so one tenant's burst cannot hold
 every slot against the others. An admitted request is prefilled in chunks
-(`shards.prefill`), the tenant holding the fewest slots for its weight first. Each
+(`shards.prefill`), in `prefill_order` (`shards.prefill_order`: by default shortest
+remaining prefill first, with aging; tenants past their share last). Each
 `step` decodes one token for every running request, up to `decode_batch` of them in one
 forward pass (`shards.batched_decode`); before each pass it polls the inbox, admits
 newcomers, runs the prefills of tenants within their weighted share of
@@ -34,6 +35,7 @@ from collections.abc import Callable
 from cache.tiers import Tier
 from shards.fair_queue import FairQueue, may_admit, may_pin, work_cost
 from shards.prefill import ChunkedPrefill, PrefillTask
+from shards.prefill_order import PrefillOrder
 from shards.protocol import (ApplyForecast, CacheEventsReport, CacheSnapshot, CancelRequest,
                              ErrorEvent, ExportPrefix, FinishEvent, ImportPrefix, Ping, Pong,
                              SessionMoved, Shutdown, StatsRequest, TokenEvent, WorkerStats, WorkItem)
@@ -62,6 +64,7 @@ class WorkerLoop(PrefillScheduling):
         self.prefilling: dict[str, PrefillTask] = {}
         self._prefill_s: dict[str, float] = {}  # running request -> its prefill compute time
         self.stall = StallBound(config.max_decode_stall_s)
+        self.prefill_order = PrefillOrder(config.prefill_order)
         self.prefill = prefill or ChunkedPrefill(runner, tokenizer, config.prefill_chunk_tokens)
         self.max_context = runner.loaded.max_context_tokens
         self.max_running_hard = config.max_running_hard or 4 * config.max_running
@@ -256,7 +259,9 @@ class WorkerLoop(PrefillScheduling):
                 f"context length is {self.max_context}", "context_length_exceeded"))
             return
         try:
-            self.prefilling[item.request_id] = self.prefill.begin(item)
+            task = self.prefill.begin(item)
+            task.admitted_s = self.clock()
+            self.prefilling[item.request_id] = task
         except Exception as exc:
             traceback.print_exc()
             self._error(ErrorEvent(item.request_id, f"prefill failed: {exc}", "internal_error",

@@ -29,6 +29,7 @@ class WorkerConfig:
     prefill_chunk_tokens: int = DEFAULT_CHUNK_TOKENS
     max_decode_stall_s: float | None = None  # None: prefills first, however long the pause
     decodes_ride_chunks: bool = True  # overdue decodes ride prefill chunks' passes (else: own pass)
+    prefill_order: str = "deadline"  # or "arrival" (shards.prefill_order)
     events_interval_s: float = 0.01
     snapshot_interval_s: float = 5.0
     measure_costs: bool = True

@@ -22,8 +22,8 @@ from shards.protocol import ErrorEvent
 
 class PrefillScheduling:
     """The prefill half of `WorkerLoop`'s schedule (a mixin: it uses the loop's
-    `prefilling`, `running`, `waiting`, `stall`, `prefill`, `runner` and its event
-    methods)."""
+    `prefilling`, `running`, `waiting`, `stall`, `prefill`, `prefill_order`, `runner` and
+    its event methods)."""
 
     def _prefill(self, poll: Callable[[], None] | None) -> None:
         """Chunks back to back while the next task's tenant is within its share (time to
@@ -57,21 +57,27 @@ class PrefillScheduling:
         return self.stall.riders(self.running.values(), self.clock(), self.config.decode_batch)
 
     def _prefill_chunk(self, within_share_only: bool) -> bool:
-        """One chunk of the prefill whose tenant holds the fewest slots for its weight
-        (then the oldest); a finished prefill starts decoding. False when no chunk ran."""
+        """One chunk of the prefill that comes first in `prefill_order`
+        (`shards.prefill_order`); a finished prefill starts decoding. False when no chunk
+        ran, or, with `within_share_only`, when the first one's tenant is past its share."""
         if not self.prefilling:
             return False
         counts = self._slots_by_tenant()
-        order = {request_id: i for i, request_id in enumerate(self.prefilling)}
-        request_id = min(self.prefilling, key=lambda r: (
-            counts[self.prefilling[r].item.tenant] / self.waiting.weight(self.prefilling[r].item.tenant),
-            order[r]))
+        active = {t for t, n in counts.items() if n > 0} | set(self.waiting.tenants())
+        past_share = {t: counts[t] > fair_share(t, active, self.weights, self.max_running_hard) for t in counts}
+
+        def key(item: tuple[int, str]) -> tuple:
+            index, request_id = item
+            task = self.prefilling[request_id]
+            tenant = task.item.tenant
+            return self.prefill_order.key(
+                past_share=past_share[tenant], slots_per_weight=counts[tenant] / self.waiting.weight(tenant),
+                admitted_s=task.admitted_s, num_remaining_tokens=task.num_remaining_tokens, arrival_index=index)
+
+        _, request_id = min(enumerate(self.prefilling), key=key)
         task = self.prefilling[request_id]
-        tenant = task.item.tenant
-        if within_share_only:
-            active = {t for t, n in counts.items() if n > 0} | set(self.waiting.tenants())
-            if counts[tenant] > fair_share(tenant, active, self.weights, self.max_running_hard):
-                return False
+        if within_share_only and past_share[task.item.tenant]:
+            return False
         try:
             token = self._advance(task)
         except Exception as exc:
@@ -96,7 +102,7 @@ class PrefillScheduling:
         """One chunk of `task`, with the due running requests (`_riders`) decoding in the
         same pass. If that pass fails (no cache changed), the chunk runs alone."""
         riders = self._riders()
-        before_s = task.compute_s
+        before_s, before_tokens = task.compute_s, task.num_done_tokens
         token = None
         if riders:
             try:
@@ -111,4 +117,6 @@ class PrefillScheduling:
         if not riders:
             token = self.prefill.advance(task)
         self.stall.chunk_done(task.compute_s - before_s, self.clock())
+        if not riders:  # a chunk alone measures the prefill rate
+            self.prefill_order.observe(task.num_done_tokens - before_tokens, task.compute_s - before_s)
         return token

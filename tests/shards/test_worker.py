@@ -483,3 +483,16 @@ def test_worker_loop_logit_bias_steers_the_sample_but_not_the_reported_logprob(t
     # logprobs are the model's own: the banned token is still reported as the likeliest
     assert second.logprobs[0].top[0][0] == greedy
     assert second.logprobs[0].top[0][1] == pytest.approx(first.logprobs[0].logprob, abs=1e-4)
+
+
+@pytest.mark.parametrize("prefill_order,first", [("deadline", "short"), ("arrival", "long")])
+def test_worker_loop_prefills_the_shortest_remaining_prompt_first_by_default(tiny_loaded, prefill_order, first):
+    """A 160-token prompt and then a 20-token one from the same tenant, admitted together:
+    by deadline the short one (2 chunks against 10) gets its first token first."""
+    loop, out = _loop(tiny_loaded, prefill_chunk_tokens=16, prefill_order=prefill_order)
+    loop.handle(_item("long", num_tokens=160, max_tokens=2, seed=1))
+    loop.handle(_item("short", num_tokens=20, max_tokens=2, seed=2))
+    _run(loop)
+    first_tokens = [m.request_id for m in out if isinstance(m, TokenEvent)]
+    assert first_tokens[0] == first
+    assert {m.request_id for m in out if isinstance(m, FinishEvent)} == {"long", "short"}
