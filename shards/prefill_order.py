@@ -6,11 +6,14 @@ Invariants:
 - "arrival": then the tenant holding the fewest slots for its weight, then the oldest
   (the order before "deadline" existed);
 - "deadline" (the default): then the earliest deadline `admitted_s + remaining tokens ×
-  seconds per token`. That is shortest remaining prefill first — an agent step whose
-  context is cached is a few hundred new tokens and no longer waits behind a cold
-  multi-thousand-token prompt — with aging: a prefill never waits longer than its own
-  remaining time behind prefills admitted after it. Seconds per token is a running mean
-  over the chunks this worker computed;
+  seconds per token × the tenant's slots for its weight`. Within a tenant that is
+  shortest remaining prefill first — an agent step whose context is cached is a few
+  hundred new tokens and no longer waits behind a cold multi-thousand-token prompt — with
+  aging: a prefill never waits longer than its own (scaled) remaining time behind
+  prefills admitted after it. Across tenants, the scale is the fair part: a tenant
+  holding many slots (a burst) sees its work stretched, so a quiet tenant's prompt of
+  the same length goes first, as in "arrival". Seconds per token is a running mean over
+  the chunks this worker computed;
 - ties go to the older prefill.
 """
 from __future__ import annotations
@@ -40,4 +43,5 @@ class PrefillOrder:
             num_remaining_tokens: int, arrival_index: int) -> tuple:
         if self.kind == "arrival":
             return (past_share, slots_per_weight, arrival_index)
-        return (past_share, admitted_s + num_remaining_tokens * self.s_per_token, arrival_index)
+        return (past_share, admitted_s + num_remaining_tokens * self.s_per_token * slots_per_weight,
+                arrival_index)

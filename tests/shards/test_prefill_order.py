@@ -23,6 +23,14 @@ def test_deadline_ages_a_long_prefill_past_later_short_ones():
     assert min(long_one, late_short) == long_one
 
 
+def test_deadline_stretches_the_work_of_a_tenant_holding_more_slots():
+    order = PrefillOrder(s_per_token=0.001)
+    burst = key(order, slots=4.0, admitted_s=0.0, remaining=400, index=0)   # deadline 1.6
+    quiet = key(order, slots=1.0, admitted_s=0.5, remaining=400, index=1)   # deadline 0.9
+    assert min(burst, quiet) == quiet
+    assert min(burst, key(order, slots=1.0, admitted_s=0.5, remaining=1200, index=1)) == burst
+
+
 def test_a_tenant_past_its_share_comes_last_in_either_order():
     for kind in ("deadline", "arrival"):
         order = PrefillOrder(kind)

@@ -360,10 +360,15 @@ class _Task:
     seq: _Seq
     num_done_tokens: int = 0
     compute_s: float = 0.0
+    admitted_s: float = 0.0
 
     @property
     def item(self):
         return self.seq.item
+
+    @property
+    def num_remaining_tokens(self):
+        return len(self.seq.item.prompt_token_ids) - self.num_done_tokens
 
 
 class _TimedPrefill:
