@@ -66,7 +66,7 @@ class ResponseArchive:
                         json.dumps(stored.messages, ensure_ascii=False),
                         json.dumps(stored.input_items, ensure_ascii=False)))
             db.execute("DELETE FROM responses WHERE tenant = ? AND id NOT IN "
-                       "(SELECT id FROM responses WHERE tenant = ? ORDER BY used_s DESC LIMIT ?)",
+                       "(SELECT id FROM responses WHERE tenant = ? ORDER BY used_s DESC, rowid DESC LIMIT ?)",
                        (tenant, tenant, self.capacity))
             db.execute("COMMIT")
         except BaseException:
