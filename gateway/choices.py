@@ -33,9 +33,10 @@ def with_choices(prepared: Prepared, num_choices: int | None) -> Prepared:
 
 
 def merged_usage(finishes: list[Finished]) -> Finished:
-    """One `Finished` for the whole request: choice 0's reason, worker and prompt (the
-    prompt is counted once, as OpenAI does), every choice's completion tokens."""
-    first = finishes[0]
+    """One `Finished` for the whole request, from every choice's (in any order): choice
+    0's reason, worker and prompt (the prompt is counted once, as OpenAI does), every
+    choice's completion tokens."""
+    first = min(finishes, key=lambda finished: finished.choice)
     usage = Usage(num_prompt_tokens=first.usage.num_prompt_tokens,
                   num_completion_tokens=sum(f.usage.num_completion_tokens for f in finishes),
                   num_cached_tokens=first.usage.num_cached_tokens)

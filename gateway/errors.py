@@ -46,6 +46,12 @@ def model_not_found(model: str) -> ApiError:
                     "invalid_request_error", "model_not_found", "model")
 
 
+def response_not_found(response_id: str, *, param: str = "response_id",
+                       code: str = "response_not_found", what: str = "Response") -> ApiError:
+    """404 for a stored response this tenant does not have (unknown, or another's)."""
+    return ApiError(404, f"{what} with id '{response_id}' not found.", "invalid_request_error", code, param)
+
+
 def context_length_exceeded(num_prompt_tokens: int, num_max_tokens: int | None,
                             max_context_tokens: int) -> ApiError:
     wanted = num_prompt_tokens + (num_max_tokens or 0)

@@ -51,7 +51,7 @@ class Exchange:
     ticket: Ticket | None = None
     is_closed: bool = False
     trace: StepContext | None = None
-    output: Reply | None = None      # the reply so far, kept for the trace and ReplyShape.on_finished
+    output: Reply | None = None  # the reply so far: for a whole reply, the trace and ReplyShape.on_finished
     error: str | None = None
 
     def overhead_s(self) -> float:
@@ -147,7 +147,7 @@ async def respond(request: Request, state: GatewayState, backend: Backend, prepa
                   *, is_chat: bool, stream: bool, include_usage: bool,
                   started_s: float, trace: StepContext | None = None, shape: ReplyShape | None = None) -> Response:
     shape = shape or chat_shape(prepared, is_chat=is_chat, include_usage=include_usage)
-    keep_output = trace is not None or shape.on_finished is not None
+    keep_output = not stream or trace is not None or shape.on_finished is not None
     exchange = Exchange(state, prepared, shape.endpoint, started_s,
                         trace=trace, output=Reply.of(prepared.num_choices) if keep_output else None)
     events = run_choices(backend, prepared)
@@ -160,10 +160,10 @@ async def _respond_whole(request: Request, exchange: Exchange,
                          events: AsyncIterator[ChatEvent], shape: ReplyShape) -> Response:
     async def work() -> Reply:
         await exchange.acquire()
-        reply = Reply.of(exchange.prepared.num_choices)
+        reply = exchange.output  # `next_event` collects into it
         try:
-            while reply.finished is None:
-                reply.add(await exchange.next_event(events))
+            while not reply.is_done:
+                await exchange.next_event(events)
         finally:
             await events.aclose()
         return reply
@@ -212,12 +212,10 @@ async def _respond_stream(request: Request, exchange: Exchange,
                 yield data
                 if isinstance(event, Finished):
                     outcome.append(event)
-                    if len(outcome) < exchange.prepared.num_choices:
-                        event = await exchange.next_event(events)
-                        continue
-                    if shape.on_finished is not None:
-                        shape.on_finished(exchange.output.first)
-                    break
+                    if len(outcome) == exchange.prepared.num_choices:
+                        if shape.on_finished is not None:
+                            shape.on_finished(exchange.output.first)
+                        break
                 event = await exchange.next_event(events)
             yield writer.done()
         except ApiError as error:
@@ -232,8 +230,7 @@ async def _respond_stream(request: Request, exchange: Exchange,
 
     def on_close(completed: bool) -> None:
         whole = len(outcome) == exchange.prepared.num_choices
-        exchange.close(merged_usage(sorted(outcome, key=lambda f: f.choice)) if whole else None,
-                       200 if completed else 499)
+        exchange.close(merged_usage(outcome) if whole else None, 200 if completed else 499)
 
     overhead_s = exchange.overhead_s()
     exchange.state.metrics.record_overhead(exchange.prepared.tenant, overhead_s)

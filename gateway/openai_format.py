@@ -89,12 +89,13 @@ class Reply:
         self.choices[event.choice].add(event)
 
     @property
+    def is_done(self) -> bool:
+        return all(c.finished is not None for c in self.choices)
+
+    @property
     def finished(self) -> Finished | None:
         """The request's merged `Finished` once every choice finished, else None."""
-        finishes = [c.finished for c in self.choices]
-        if any(f is None for f in finishes):
-            return None
-        return merged_usage(finishes)
+        return merged_usage([c.finished for c in self.choices]) if self.is_done else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,8 +236,7 @@ class ChunkWriter:
         closing = self._chunk(self._choice(index, {}, finish_reason))
         self._finishes.append(event)
         if self.include_usage and len(self._finishes) == len(self._choices):
-            usage = merged_usage(sorted(self._finishes, key=lambda f: f.choice)).usage
-            closing += self._chunk(None, usage.to_openai())
+            closing += self._chunk(None, merged_usage(self._finishes).usage.to_openai())
         return closing
 
     @staticmethod

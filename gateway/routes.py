@@ -15,7 +15,8 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 
 from gateway.chat_checks import check_chat_request
 from gateway.choices import with_choices
-from gateway.errors import ApiError
+from gateway.backend import Backend, Prepared
+from gateway.errors import ApiError, response_not_found
 from gateway.exchange import ReplyShape, respond
 from gateway.http_io import ClientGone, read_json_body
 from gateway.list_page import list_page
@@ -92,14 +93,14 @@ async def create_response(request: Request) -> Response:
         if parsed.previous_response_id is not None:
             previous = await state.responses.get(tenant, parsed.previous_response_id)
             if previous is None:
-                raise ApiError(404, f"Previous response with id '{parsed.previous_response_id}' not found.",
-                               "invalid_request_error", "previous_response_not_found", "previous_response_id")
+                raise response_not_found(parsed.previous_response_id, param="previous_response_id",
+                                         code="previous_response_not_found", what="Previous response")
             history = previous.messages
-        state.backend(parsed.model)  # an unknown model is a 404 before its name is a metric label
+        backend = state.backend(parsed.model)  # an unknown model is a 404 before its name is a metric label
         model = parsed.model
         response_id = new_id("resp").replace("-", "_")
-        chat_body, backend, prepared = await _prepared_chat(state, parsed, to_chat_body(parsed, history),
-                                                            tenant, response_id)
+        chat_body, prepared = await _prepared_chat(backend, parsed, to_chat_body(parsed, history),
+                                                   tenant, response_id)
         created_at = int(time.time())
 
         def store(collected: Collected) -> None:
@@ -120,17 +121,16 @@ async def create_response(request: Request) -> Response:
         return Response(status_code=CLIENT_CLOSED_STATUS)
 
 
-async def _prepared_chat(state: GatewayState, parsed: ResponsesRequest, chat_body: dict, tenant: str,
-                         response_id: str):
-    """(the chat body, its backend, the prepared request) a Responses request runs as;
+async def _prepared_chat(backend: Backend, parsed: ResponsesRequest, chat_body: dict, tenant: str,
+                         response_id: str) -> tuple[dict, Prepared]:
+    """(the chat body, the prepared request) a Responses request runs as on `backend`;
     with `truncation: "auto"` its oldest turns are dropped until the prompt fits the
     model's context. Errors name the Responses API's parameters."""
     while True:
         try:
             chat = validate(ChatCompletionRequest, chat_body)
             check_chat_request(chat)
-            backend = state.backend(chat.model)
-            return chat_body, backend, await backend.prepare_chat(chat, tenant, response_id)
+            return chat_body, await backend.prepare_chat(chat, tenant, response_id)
         except ApiError as error:
             shorter = (without_oldest_turn(chat_body) if parsed.truncation == "auto"
                        and error.code == "context_length_exceeded" else None)
@@ -152,8 +152,7 @@ async def stored_response(request: Request) -> Response:
             stored = await state.responses.get(tenant, response_id)
             found = stored is not None
         if not found:
-            raise ApiError(404, f"Response with id '{response_id}' not found.", "invalid_request_error",
-                           "response_not_found", "response_id")
+            raise response_not_found(response_id)
         if request.method == "DELETE":
             return JSONResponse({"id": response_id, "object": "response.deleted", "deleted": True})
         return JSONResponse(stored.response)
@@ -172,8 +171,7 @@ async def stored_input_items(request: Request) -> Response:
         page = list_page(request.query_params)
         stored = await state.responses.get(tenant, response_id)
         if stored is None:
-            raise ApiError(404, f"Response with id '{response_id}' not found.", "invalid_request_error",
-                           "response_not_found", "response_id")
+            raise response_not_found(response_id)
         return JSONResponse(page.of(stored.input_items))
     except ApiError as error:
         return error_response(error)
