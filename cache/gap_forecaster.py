@@ -9,6 +9,9 @@ the `expire_quantile` of its gap distribution counts as ended (and is counted ba
 return if it shows up later after all). Estimates shrink level by level
 (`cache.gap_stats`): all tenants -> tenant -> step -> step at this depth (log2 buckets of
 the session's request count) -> the session's own gaps at this step (location only).
+P(return) goes one level further per feature: depth -> text answers so far (up to
+`answers_cap`; on labelled traces only, where it counts the session's turns, and
+agents' sessions end after a number of turns, not at random) -> prompt size.
 
 The forecast is the unconditional curve from the session's last arrival (`made_at_s`):
 P(return within h) = p_return * F(h) at log-normal quantile points; the policy
@@ -43,7 +46,8 @@ class GapForecasterConfig:
     `strength` / `return_strength` / `session_strength`: pseudo-observations each
     level borrows from its parent, for gaps, return odds and a session's own gaps.
     Return odds shrink harder: split by depth and prompt size they are informative on
-    conversation traces, noise where sessions end at random.
+    conversation traces, noise where sessions end at random. `answers_cap` 0 leaves
+    the number of text answers out.
     """
 
     prior_median_s: float = 10.0
@@ -54,6 +58,7 @@ class GapForecasterConfig:
     session_strength: float = 3.0
     expire_quantile: float = 0.99
     use_prompt_size: bool = True
+    answers_cap: int = 8
     min_outcomes: int = 20
     recount_every: int = 128
     max_sessions: int = 200_000
@@ -67,6 +72,7 @@ class _Waiting:
     t_s: float
     step: str
     depth: int
+    answers: int
     context: tuple[int, ...]
     seq: int
     is_ended: bool = False
@@ -88,6 +94,8 @@ class GapForecaster:
 
     def __init__(self, config: GapForecasterConfig | None = None) -> None:
         self.config = config or GapForecasterConfig()
+        self._return_features = (0,) + ((1,) if self.config.answers_cap else ()) + (
+            (2,) if self.config.use_prompt_size else ())
         self._prior = LogNormalGap(math.log(self.config.prior_median_s), self.config.prior_sigma)
         self._gaps: dict[tuple, LogGapStats] = {}
         self._returns: dict[tuple, ReturnCounts] = {}
@@ -119,12 +127,16 @@ class GapForecaster:
                 step_own = own[waiting.step] = LogGapStats()
             step_own.add(gap_s)
             depth = waiting.depth + 1
+            answers = waiting.answers
         else:
             own = {}
-            depth = 0
+            depth = answers = 0
+        answers += not request.tool_calls
         self._seq += 1
-        context = (_bucket(depth, 4), _bucket(request.num_blocks, 12)) if self.config.use_prompt_size else (_bucket(depth, 4),)
-        waiting = _Waiting(now, step_of(request.tool_calls), depth, context, self._seq, own=own)
+        labelled = request.after is not None  # else every response looks like a text answer
+        context = (_bucket(depth, 4), min(answers, self.config.answers_cap) if labelled else None,
+                   _bucket(request.num_blocks, 12))
+        waiting = _Waiting(now, step_of(request.tool_calls), depth, answers, context, self._seq, own=own)
         self._waiting[key] = waiting
         while len(self._waiting) > self.config.max_sessions:
             del self._waiting[next(iter(self._waiting))]
@@ -229,12 +241,14 @@ class GapForecaster:
                 p = counts.shrunk(p, self.config.return_strength)
         return min(1.0, max(0.0, p))
 
-    @staticmethod
-    def _levels(tenant: str, step: str, context: tuple[int, ...]) -> tuple[tuple, ...]:
+    def _levels(self, tenant: str, step: str, context: tuple[int, ...]) -> tuple[tuple, ...]:
         """Levels of P(return): all, tenant, step, then one more per context feature."""
         levels = [(), (tenant,), (tenant, step)]
-        for i in range(len(context)):
-            levels.append((tenant, step, *context[: i + 1]))
+        chosen: tuple = ()
+        for i in self._return_features:
+            if context[i] is not None:
+                chosen += (context[i],)
+                levels.append((tenant, step, *chosen))
         return tuple(levels)
 
     @staticmethod

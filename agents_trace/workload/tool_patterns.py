@@ -2,15 +2,19 @@
 
 A first-order Markov chain per domain over step symbols (`USER`, tool names,
 `ASSISTANT_TEXT`/`FINISH`, and a terminal `END`), fitted by counting transitions in
-trajectory files of the `{"id", "domain", "steps": [...]}` form (shared/data). Sampling
-from it yields new sessions that move between tools the way the recorded agents did.
+trajectory files of the `{"id", "domain", "steps": [...]}` form (shared/data), plus how
+many user turns each recorded session had. Sampling draws a session's number of turns
+from those counts, then walks the chain, continuing with the user after a text answer
+until the turns are done: sessions move between tools the way the recorded agents did
+and are as long as theirs (a chain alone would end after every text answer with the
+same odds, whatever the turn, where BFCL's sessions mostly run 2-6 turns).
 """
 from __future__ import annotations
 
 import json
 import random
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 START = "START"
@@ -22,10 +26,13 @@ MAX_SESSION_STEPS = 60
 
 @dataclass(frozen=True, slots=True)
 class ToolPatterns:
-    """Transition counts of one domain: `transitions[a]` maps next symbol -> count."""
+    """Transition counts of one domain: `transitions[a]` maps next symbol -> count;
+    `turn_counts[k]` is how many recorded sessions had k user turns (empty: the chain
+    alone decides when a session ends)."""
 
     domain: str
     transitions: dict[str, dict[str, int]]
+    turn_counts: dict[int, int] = field(default_factory=dict)
 
     @property
     def tools(self) -> list[str]:
@@ -33,17 +40,28 @@ class ToolPatterns:
         return sorted(s for s in symbols if s not in TEXT_ANSWERS | {USER, START, END})
 
     def sample_session(self, rng: random.Random) -> list[str]:
-        """A symbol sequence from START's successor to the last symbol before END."""
+        """A symbol sequence from START's successor to the last symbol before END, with
+        a number of user turns drawn from `turn_counts` (when known)."""
+        num_turns = None
+        if self.turn_counts:
+            counts, weights = zip(*sorted(self.turn_counts.items()))
+            num_turns = rng.choices(counts, weights)[0]
         steps: list[str] = []
         current = START
+        turns = 0
         while len(steps) < MAX_SESSION_STEPS:
             successors = self.transitions.get(current)
+            if num_turns is not None and current in TEXT_ANSWERS:
+                if turns >= num_turns:
+                    break
+                successors = {s: c for s, c in (successors or {}).items() if s != END} or {USER: 1}
             if not successors:
                 break
             symbols, weights = zip(*sorted(successors.items()))
             current = rng.choices(symbols, weights)[0]
             if current == END:
                 break
+            turns += current == USER
             steps.append(current)
         if not steps or steps[0] != USER:
             steps.insert(0, USER)
@@ -55,6 +73,7 @@ class ToolPatterns:
 def learn_patterns(paths: list[str | Path]) -> list[ToolPatterns]:
     """One ToolPatterns per domain found in the trajectory files, sorted by domain."""
     counts: dict[str, dict[str, Counter]] = defaultdict(lambda: defaultdict(Counter))
+    turns: dict[str, Counter] = defaultdict(Counter)
     for path in paths:
         with open(path, encoding="utf-8") as stream:
             for line in stream:
@@ -62,10 +81,13 @@ def learn_patterns(paths: list[str | Path]) -> list[ToolPatterns]:
                     continue
                 row = json.loads(line)
                 steps = [START] + list(row["steps"]) + [END]
-                domain = counts[str(row.get("domain", "default"))]
+                name = str(row.get("domain", "default"))
+                domain = counts[name]
                 for a, b in zip(steps, steps[1:]):
                     domain[a][b] += 1
-    return [ToolPatterns(d, {a: dict(c) for a, c in counts[d].items()}) for d in sorted(counts)]
+                turns[name][max(1, steps.count(USER))] += 1
+    return [ToolPatterns(d, {a: dict(c) for a, c in counts[d].items()}, dict(sorted(turns[d].items())))
+            for d in sorted(counts)]
 
 
 def default_pattern_files() -> list[Path]:
@@ -79,7 +101,9 @@ def packaged_patterns() -> list[ToolPatterns]:
     """The transition counts shipped with stepahead (derived from the public BFCL and
     MedAgentBench tool sequences; see the file's note), for machines without shared/."""
     doc = json.loads((Path(__file__).with_name("patterns.json")).read_text(encoding="utf-8"))
-    return [ToolPatterns(d, doc["domains"][d]) for d in sorted(doc["domains"])]
+    turns = doc.get("turns", {})
+    return [ToolPatterns(d, doc["domains"][d], {int(k): n for k, n in turns.get(d, {}).items()})
+            for d in sorted(doc["domains"])]
 
 
 def load_patterns(paths: list[str | Path] | None = None) -> list[ToolPatterns]:

@@ -37,3 +37,15 @@ def test_forecasts_follow_the_generators_distributions(source_class):
     assert curve.p_ever == pytest.approx(0.75)
     assert math.isclose(curve.p_by(1e6), 0.75)
     assert source.forecast("tenant0", "other", 130.0) is None
+
+
+def test_odds_after_a_text_answer_follow_the_recorded_turn_counts(source_class):
+    config = WorkloadConfig(num_tenants=1, num_sessions=1, seed=3)
+    chain = {"START": {"USER": 4}, "USER": {"ASSISTANT_TEXT": 4}, "ASSISTANT_TEXT": {"END": 1, "USER": 3}}
+    # sessions of 1, 2 or 3 turns, 2:1:1
+    source = source_class(config, [ToolPatterns("d", chain, {1: 2, 2: 1, 3: 1})], [10, 10, 10])
+    p_end = []
+    for i in range(3):
+        source.observe(RequestSeen("tenant0", "s", 100.0 + 30 * i, "start" if i == 0 else "user", (), 4))
+        p_end.append(source.forecast("tenant0", "s", 100.0 + 30 * i).p_end)
+    assert p_end == pytest.approx([0.5, 0.5, 1.0])  # 2 of 4 end after turn 1, 1 of 2 after turn 2

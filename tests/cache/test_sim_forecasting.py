@@ -89,3 +89,34 @@ def test_gap_forecaster_is_not_confident_before_enough_outcomes() -> None:
     forecaster = GapForecaster()
     forecaster.observe(RequestSeen("t", "s", 0.0))
     assert not forecaster.forecast("t", "s", 0.0).confident
+
+
+def feed_turns(forecaster: GapForecaster, num_sessions: int, labelled: bool) -> None:
+    """Sessions of one tenant that answer in text four times and always end after the
+    fourth answer: after each earlier one the user comes back 20 s later."""
+    for i in range(num_sessions):
+        for turn in range(4):
+            after = ("start" if turn == 0 else "user") if labelled else None
+            forecaster.observe(RequestSeen("t", f"s{i}", 100.0 * i + 20.0 * turn, after=after, num_blocks=8))
+
+
+@pytest.mark.parametrize("labelled", [True, False])
+def test_gap_forecaster_learns_that_sessions_end_after_their_last_turn(labelled: bool) -> None:
+    with_answers = GapForecaster(GapForecasterConfig(recount_every=8, use_prompt_size=False))
+    without = GapForecaster(GapForecasterConfig(recount_every=8, use_prompt_size=False, answers_cap=0))
+    p_end = {}
+    for name, forecaster in (("with", with_answers), ("without", without)):
+        feed_turns(forecaster, 60, labelled)
+        # a new session after its third and then its fourth answer: depths 2 and 3 share
+        # a log2 bucket, so only the count of answers tells them apart
+        for turn in range(4):
+            after = ("start" if turn == 0 else "user") if labelled else None
+            t = 10_000.0 + 20.0 * turn
+            forecaster.observe(RequestSeen("t", "new", t, after=after, num_blocks=8))
+            p_end[name, turn + 1] = forecaster.forecast("t", "new", t).p_end
+    assert p_end["without", 3] == pytest.approx(p_end["without", 4])
+    if labelled:
+        assert p_end["with", 3] < 0.2 and p_end["with", 4] > 0.8
+    else:  # an unlabelled trace has no turns to count: the feature stays out
+        assert p_end["with", 3] == pytest.approx(p_end["without", 3])
+        assert p_end["with", 4] == pytest.approx(p_end["without", 4])

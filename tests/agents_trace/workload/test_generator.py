@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import collections
 import io
 import math
+import random
 import subprocess
 import sys
 
@@ -59,8 +61,31 @@ def test_packaged_patterns_equal_patterns_learned_from_shared_data():
         import pytest
 
         pytest.skip("shared data not beside the checkout")
-    learned = {p.domain: p.transitions for p in learn_patterns(files)}
-    assert learned == {p.domain: p.transitions for p in packaged_patterns()}
+    learned = {p.domain: (p.transitions, p.turn_counts) for p in learn_patterns(files)}
+    assert learned == {p.domain: (p.transitions, p.turn_counts) for p in packaged_patterns()}
+
+
+def test_learn_patterns_counts_user_turns_per_session(tmp_path):
+    path = tmp_path / "seq.jsonl"
+    path.write_text('{"domain": "d", "steps": ["USER", "ls", "ASSISTANT_TEXT", "USER", "ASSISTANT_TEXT"]}\n'
+                    '{"domain": "d", "steps": ["USER", "ASSISTANT_TEXT"]}\n'
+                    '{"domain": "d", "steps": ["USER", "cat", "ASSISTANT_TEXT", "USER", "ASSISTANT_TEXT"]}\n')
+    (patterns,) = learn_patterns([path])
+    assert patterns.turn_counts == {1: 1, 2: 2}
+
+
+def test_sessions_have_the_recorded_number_of_turns_not_the_chains():
+    # the chain alone ends after a text answer with odds 1/2; the records all had 3 turns
+    chain = {"START": {"USER": 1}, "USER": {"ls": 1}, "ls": {"ASSISTANT_TEXT": 1},
+             "ASSISTANT_TEXT": {"END": 1, "USER": 1}}
+    rng = random.Random(0)
+    sessions = [ToolPatterns("d", chain, {3: 1}).sample_session(rng) for _ in range(50)]
+    assert all(steps == ["USER", "ls", "ASSISTANT_TEXT"] * 3 for steps in sessions)
+    unconstrained = [ToolPatterns("d", chain).sample_session(rng).count("USER") for _ in range(200)]
+    assert min(unconstrained) == 1 and max(unconstrained) > 3
+    drawn = collections.Counter(ToolPatterns("d", chain, {1: 1, 4: 3}).sample_session(rng).count("USER")
+                                for _ in range(400))
+    assert set(drawn) == {1, 4} and 0.65 < drawn[4] / 400 < 0.85
 
 
 def test_workload_cli_writes_a_readable_trace(tmp_path):
