@@ -84,7 +84,10 @@ class Prepared:
     `payload` is backend-private (rendered token ids, litellm kwargs, ...).
     `num_choices` is the request's `n`; a backend runs one choice per `run`, the one in
     `choice`, and offsets a given seed by it so that seeded choices differ
-    (`gateway.choices` fans the request out).
+    (`gateway.choices` fans the request out). A backend that scores its choices sets
+    `best_of` (completions' `best_of` > 1): then `num_choices` = max(n, best_of)
+    candidates run, the reply keeps the `num_returned` (= n) likeliest per token, and
+    their token log probabilities only when `keep_logprobs` (the client asked for them).
     """
 
     request_id: str
@@ -96,6 +99,9 @@ class Prepared:
     tool_names: frozenset[str] = field(default_factory=frozenset)
     num_choices: int = 1
     choice: int = 0
+    best_of: int = 1
+    num_returned: int = 1
+    keep_logprobs: bool = True
 
 
 class Backend(Protocol):

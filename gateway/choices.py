@@ -22,14 +22,16 @@ from gateway.backend import Backend, ChatEvent, Finished, Prepared, Usage
 
 
 def with_choices(prepared: Prepared, num_choices: int | None) -> Prepared:
-    """The request asking for `num_choices` (None: 1), its reservation grown to pay for
-    every choice's completion budget."""
-    num_choices = num_choices or 1
-    if num_choices == 1:
+    """The request asking for `num_choices` (None: 1) and running max(that, its
+    `best_of`) candidates, its reservation grown to pay for every candidate's
+    completion budget."""
+    num_returned = num_choices or 1
+    num_runs = max(num_returned, prepared.best_of)
+    if num_runs == 1:
         return prepared
     budget = prepared.num_reserved_tokens - prepared.num_prompt_tokens
-    return dataclasses.replace(prepared, num_choices=num_choices,
-                               num_reserved_tokens=prepared.num_prompt_tokens + budget * num_choices)
+    return dataclasses.replace(prepared, num_choices=num_runs, num_returned=num_returned,
+                               num_reserved_tokens=prepared.num_prompt_tokens + budget * num_runs)
 
 
 def merged_usage(finishes: list[Finished]) -> Finished:

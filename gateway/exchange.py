@@ -174,7 +174,10 @@ async def _respond_whole(request: Request, exchange: Exchange,
         exchange.error = _error_type(exc)
         exchange.close(None, None if isinstance(exc, ApiError) else 499)
         raise
-    finished = reply.finished
+    finished = reply.finished  # every candidate's tokens count, the discarded too
+    prepared = exchange.prepared
+    if prepared.best_of > 1:
+        reply = exchange.output = reply.best(prepared.num_returned, keep_logprobs=prepared.keep_logprobs)
     body = shape.whole(reply, finished.usage if finished else Usage())
     if shape.on_finished is not None and finished is not None:
         shape.on_finished(reply.first)

@@ -207,9 +207,12 @@ class LocalBackend:
             raise invalid_request("'echo' with 'logprobs' needs the prompt's log probabilities, "
                                   "which local models do not compute; ask for one of them.",
                                   param="echo", code="unsupported_parameter")
-        if request.best_of not in (None, 1):
-            raise invalid_request("best_of other than 1 is not supported by local models.",
-                                  param="best_of", code="unsupported_parameter")
+        best_of = request.best_of or 1
+        if best_of > 1 and request.stream:
+            raise invalid_request("best_of cannot be used with stream: the best completions are known "
+                                  "only once every candidate is done.", param="best_of")
+        if best_of > 1 and best_of < (request.n or 1):
+            raise invalid_request(f"best_of ({best_of}) must be at least n ({request.n}).", param="best_of")
         prompt = request.prompt
         if isinstance(prompt, list) and prompt and isinstance(prompt[0], (str, list)):
             if len(prompt) != 1:
@@ -232,12 +235,15 @@ class LocalBackend:
             raise invalid_request("The prompt is empty.", param="prompt")
         budget = self._budget(len(prompt_ids), request.max_tokens)
         call = LocalCall(prompt_token_ids=prompt_ids,
-                         sampling=self._sampling(request, max_tokens=budget,
-                                                 stop=request.stop_list(), logprobs=request.logprobs),
+                         sampling=self._sampling(request, max_tokens=budget, stop=request.stop_list(),
+                                                 logprobs=request.logprobs if best_of == 1 else request.logprobs or 0),
                          session=None, tool_names=None, forced=None, keep_one_call=False,
                          echo_text=(prompt if isinstance(prompt, str) else tokenizer.decode(prompt_ids))
                          if request.echo else None)
-        return self._prepared(request_id, tenant, request.max_tokens, call)
+        prepared = self._prepared(request_id, tenant, request.max_tokens, call)
+        if best_of == 1:
+            return prepared
+        return dataclasses.replace(prepared, best_of=best_of, keep_logprobs=request.logprobs is not None)
 
     # --- running -----------------------------------------------------------------
     async def run(self, prepared: Prepared) -> AsyncIterator[ChatEvent]:

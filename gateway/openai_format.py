@@ -8,7 +8,9 @@ carries the usage, as OpenAI sends it.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import random
 import time
 from dataclasses import dataclass, field
@@ -96,6 +98,20 @@ class Reply:
     def finished(self) -> Finished | None:
         """The request's merged `Finished` once every choice finished, else None."""
         return merged_usage([c.finished for c in self.choices]) if self.is_done else None
+
+    def best(self, num_choices: int, *, keep_logprobs: bool) -> "Reply":
+        """The `num_choices` choices with the highest mean token log probability (ties:
+        the earlier choice; a choice without tokens ranks last), best first, without
+        their log probabilities unless `keep_logprobs` (completions' `best_of`)."""
+        def score(index: int) -> float:
+            tokens = self.choices[index].logprobs
+            return sum(t.logprob for t in tokens) / len(tokens) if tokens else -math.inf
+
+        ranked = sorted(range(len(self.choices)), key=lambda i: (-score(i), i))[:num_choices]
+        chosen = [self.choices[i] for i in ranked]
+        if not keep_logprobs:
+            chosen = [dataclasses.replace(c, logprobs=None) for c in chosen]
+        return Reply(chosen)
 
 
 @dataclass(frozen=True, slots=True)

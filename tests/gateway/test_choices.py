@@ -3,7 +3,9 @@ import asyncio
 
 import pytest
 
-from gateway.backend import Finished, Prepared, TextDelta, Usage
+import dataclasses
+
+from gateway.backend import Finished, Prepared, TextDelta, TokenChoice, Usage
 from gateway.choices import merged_usage, run_choices, with_choices
 from gateway.errors import ApiError, server_error
 from gateway.openai_format import ChunkWriter, Reply, ResponseHeader, chat_completion
@@ -45,6 +47,32 @@ def test_with_choices_charges_the_prompt_once_and_every_budget():
     assert prepared(1).num_reserved_tokens == 30 and prepared(1).num_choices == 1
     three = prepared(3)
     assert (three.num_choices, three.num_reserved_tokens) == (3, 10 + 3 * 20)
+
+
+def test_best_of_runs_and_charges_every_candidate_and_returns_n():
+    scored = dataclasses.replace(Prepared("req", "alpha", "m", num_prompt_tokens=10, num_reserved_tokens=30), best_of=4)
+    two = with_choices(scored, 2)
+    assert (two.num_choices, two.num_returned, two.num_reserved_tokens) == (4, 2, 10 + 4 * 20)
+    assert with_choices(scored, None).num_returned == 1
+
+
+def test_reply_best_keeps_the_likeliest_per_token_best_first():
+    def choice(*logprobs):
+        return [TokenChoice("t", b"t", value, ()) for value in logprobs]
+
+    reply = Reply.of(4)
+    for index, (text, logprobs) in enumerate([("long", choice(-1.0, -1.0, -0.1)),  # mean -0.7, sum -2.1
+                                              ("short", choice(-0.9)),             # mean -0.9, sum -0.9
+                                              ("empty", None),
+                                              ("best", choice(-0.2, -0.2))]):
+        reply.add(TextDelta(text, logprobs, choice=index))
+        reply.add(Finished("stop", Usage(10, len(logprobs or ()), 0), "w0", choice=index))
+    best = reply.best(3, keep_logprobs=False)
+    assert [c.text for c in best.choices] == ["best", "long", "short"]  # per token, not in total
+    assert all(c.logprobs is None for c in best.choices)
+    assert reply.best(1, keep_logprobs=True).first.logprobs == choice(-0.2, -0.2)
+    assert [c.text for c in reply.best(4, keep_logprobs=True).choices][-1] == "empty"  # no tokens: last
+    assert reply.finished.usage.num_completion_tokens == 6  # every candidate's tokens
 
 
 def test_one_choice_is_the_backends_own_stream():

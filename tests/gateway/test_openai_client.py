@@ -313,6 +313,24 @@ def test_client_completions_echo_the_prompt_before_the_completion(client):
     assert chunks[0] and "".join(chunks) == chunks[0] + completion.choices[0].text  # the decoded ids first
 
 
+def test_client_completions_best_of_returns_the_likeliest_candidates(client):
+    kwargs = dict(model="tiny", prompt="Once upon", max_tokens=5, temperature=1.0, seed=3)
+    candidates = client.completions.create(n=4, logprobs=0, **kwargs)
+    best = client.completions.create(best_of=4, n=2, **kwargs)
+    scored = client.completions.create(best_of=4, logprobs=0, **kwargs)
+
+    def per_token(choice):
+        values = choice.logprobs.token_logprobs
+        return sum(values) / len(values)
+
+    ranked = sorted(candidates.choices, key=lambda c: (-per_token(c), c.index))
+    assert [c.text for c in best.choices] == [c.text for c in ranked[:2]]  # the same draws, ranked
+    assert [c.index for c in best.choices] == [0, 1] and all(c.logprobs is None for c in best.choices)
+    assert scored.choices[0].text == ranked[0].text and scored.choices[0].logprobs is not None
+    # every candidate's tokens are billed, as OpenAI bills best_of
+    assert best.usage.completion_tokens == candidates.usage.completion_tokens
+
+
 def test_client_completions_and_upstream_models_take_n(client):
     completion = client.completions.create(model="tiny", prompt="Once upon", n=2, max_tokens=4, temperature=0)
     assert [c.index for c in completion.choices] == [0, 1]
