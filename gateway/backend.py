@@ -42,7 +42,7 @@ class TokenChoice:
 
     token: str
     token_bytes: bytes
-    logprob: float
+    logprob: float | None  # None: a prompt's first token (completions' echo)
     top: tuple[tuple[str, bytes, float], ...] = ()
 
 

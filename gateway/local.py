@@ -20,7 +20,7 @@ import logging
 import sys
 from collections.abc import AsyncIterator
 
-from gateway.backend import ChatEvent, Prepared, TextDelta
+from gateway.backend import ChatEvent, Prepared
 from gateway.config import LocalModelConfig
 from gateway.errors import context_length_exceeded, invalid_request
 from gateway.local_generation import ForcedCall, LocalCall, run_forced, run_free, run_structured
@@ -203,10 +203,6 @@ class LocalBackend:
         if request.suffix:
             raise invalid_request("'suffix' is not supported by local models.",
                                   param="suffix", code="unsupported_parameter")
-        if request.echo and request.logprobs is not None:
-            raise invalid_request("'echo' with 'logprobs' needs the prompt's log probabilities, "
-                                  "which local models do not compute; ask for one of them.",
-                                  param="echo", code="unsupported_parameter")
         best_of = request.best_of or 1
         if best_of > 1 and request.stream:
             raise invalid_request("best_of cannot be used with stream: the best completions are known "
@@ -235,8 +231,10 @@ class LocalBackend:
             raise invalid_request("The prompt is empty.", param="prompt")
         budget = self._budget(len(prompt_ids), request.max_tokens)
         call = LocalCall(prompt_token_ids=prompt_ids,
-                         sampling=self._sampling(request, max_tokens=budget, stop=request.stop_list(),
-                                                 logprobs=request.logprobs if best_of == 1 else request.logprobs or 0),
+                         sampling=dataclasses.replace(
+                             self._sampling(request, max_tokens=budget, stop=request.stop_list(),
+                                            logprobs=request.logprobs if best_of == 1 else request.logprobs or 0),
+                             prompt_logprobs=request.logprobs if request.echo else None),
                          session=None, tool_names=None, forced=None, keep_one_call=False,
                          echo_text=(prompt if isinstance(prompt, str) else tokenizer.decode(prompt_ids))
                          if request.echo else None)
@@ -257,12 +255,8 @@ class LocalBackend:
             events = run_structured(self.engine, prepared, call)
         else:
             events = run_free(self.engine, prepared, call)
-        echo_text = call.echo_text
         async with contextlib.aclosing(events):
             async for event in events:
-                if echo_text is not None:  # with the first real event, so TTFT stays true
-                    yield TextDelta(echo_text)
-                    echo_text = None
                 yield event
 
 

@@ -16,7 +16,7 @@ import math
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from shards.protocol import ErrorEvent, FinishEvent, TokenEvent, WorkItem
+from shards.protocol import ErrorEvent, FinishEvent, TokenEvent, TokenLogprob, WorkItem
 
 from gateway.backend import ChatEvent, Finished, Prepared, TextDelta, TokenChoice, ToolCallDelta, Usage
 from gateway.errors import (ApiError, invalid_request, rate_limited, server_error,
@@ -112,8 +112,13 @@ async def run_free(engine, prepared: Prepared, call: LocalCall) -> AsyncIterator
         return out
 
     scored: list[TokenChoice] = []  # log probabilities of tokens whose text is still held back
+    echo_text = call.echo_text
     async with contextlib.aclosing(engine_events(engine, item)) as events:
         async for event in events:
+            if echo_text is not None:  # with the first real event, so TTFT stays true
+                prompt_scores = event.prompt_logprobs if isinstance(event, TokenEvent) else None
+                yield TextDelta(echo_text, prompt_choices(engine.tokenizer, call.prompt_token_ids, prompt_scores))
+                echo_text = None
             if isinstance(event, TokenEvent):
                 if event.logprobs:
                     scored.extend(token_choices(engine.tokenizer, event.logprobs))
@@ -131,6 +136,16 @@ async def run_free(engine, prepared: Prepared, call: LocalCall) -> AsyncIterator
                 if scored and parser is None:
                     yield TextDelta("", scored)
                 yield _finished(event, "tool_calls" if num_calls else None)
+
+
+def prompt_choices(tokenizer, prompt_ids: list[int], scores: list[TokenLogprob] | None) -> list[TokenChoice] | None:
+    """The prompt's tokens as `logprobs` entries (completions' `echo` with `logprobs`):
+    the first has no log probability (nothing comes before it), the others the worker's
+    scores; None when the worker sent none."""
+    if scores is None:
+        return None
+    first = token_choices(tokenizer, [TokenLogprob(prompt_ids[0], 0.0)])[0]
+    return [TokenChoice(first.token, first.token_bytes, None), *token_choices(tokenizer, scores)]
 
 
 class Continuations:

@@ -103,8 +103,10 @@ class Reply:
         """The `num_choices` choices with the highest mean token log probability (ties:
         the earlier choice; a choice without tokens ranks last), best first, without
         their log probabilities unless `keep_logprobs` (completions' `best_of`)."""
-        def score(index: int) -> float:
-            tokens = self.choices[index].logprobs
+        def score(index: int) -> float:  # the completion's tokens: an echoed prompt's come first
+            choice = self.choices[index]
+            count = choice.finished.usage.num_completion_tokens if choice.finished else 0
+            tokens = (choice.logprobs or [])[-count:] if count else []
             return sum(t.logprob for t in tokens) / len(tokens) if tokens else -math.inf
 
         ranked = sorted(range(len(self.choices)), key=lambda i: (-score(i), i))[:num_choices]
@@ -148,7 +150,8 @@ def completion_logprobs(choices: list[TokenChoice] | None, text_offset: int = 0)
         offsets.append(text_offset)
         text_offset += len(choice.token)
     return {"tokens": [c.token for c in choices], "token_logprobs": [c.logprob for c in choices],
-            "top_logprobs": [{text: logprob for text, _, logprob in c.top} for c in choices],
+            "top_logprobs": [None if c.logprob is None else {text: logprob for text, _, logprob in c.top}
+                             for c in choices],
             "text_offset": offsets}
 
 

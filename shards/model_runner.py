@@ -43,6 +43,7 @@ class RunningSequence:
     last_token_s: float = 0.0  # on the worker loop's clock, when it last emitted a token
     output_ids: list[int] = field(default_factory=list)
     output_logprobs: list[TokenLogprob] = field(default_factory=list)  # when the request asks
+    prompt_logprobs: list[TokenLogprob] | None = None  # prompt tokens 1.., while not yet sent
     released: bool = False
 
     @property

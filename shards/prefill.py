@@ -5,7 +5,9 @@ a newcomer waits for at most one chunk (not a whole long prompt of another tenan
 before its own prefill starts: this is what bounds one tenant's effect on another's
 time to first token. The result equals a one-pass prefill (causal attention over the
 cached tokens plus the chunk; tested against `ModelRunner.start`). Running requests may
-decode in a chunk's forward pass (`advance_with`, shards.batched_decode).
+decode in a chunk's forward pass (`advance_with`, shards.batched_decode). A request for
+prompt log probabilities computes its whole prompt, keeping every row's logits, and
+runs its chunks alone.
 
 Invariant: a task holds block references from `begin` on; on every path they end up
 either in the running sequence (`advance` returned the first token) or released
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 from shards.detokenizer import Detokenizer
 from shards.model_runner import RunningSequence
 from shards.protocol import WorkItem
-from shards.sampling import make_generator
+from shards.sampling import make_generator, token_logprob
 
 DEFAULT_CHUNK_TOKENS = 128
 
@@ -49,13 +51,18 @@ class ChunkedPrefill:
         self.chunk_tokens = chunk_tokens
 
     def begin(self, item: WorkItem) -> PrefillTask:
-        """Take references on the cached prefix; no model pass yet."""
-        hit = self.runner.reuse_prefix(item.tenant, item.session, item.prompt_token_ids)
+        """Take references on the cached prefix; no model pass yet. A request for prompt
+        log probabilities reuses nothing: every prompt position's logits are needed."""
         seq = RunningSequence(
             item=item, detokenizer=Detokenizer(self.tokenizer, tuple(item.sampling.stop)),
-            generator=make_generator(item.sampling, self.runner.device), cache=hit.cache, block_ids=list(hit.block_ids),
-            num_cached_tokens=hit.num_cached_tokens, started_s=time.perf_counter())
-        return PrefillTask(seq, hit.num_cached_tokens)
+            generator=make_generator(item.sampling, self.runner.device), cache=None, block_ids=[],
+            num_cached_tokens=0, started_s=time.perf_counter())
+        if item.sampling.prompt_logprobs is not None:
+            seq.prompt_logprobs = []
+        else:
+            hit = self.runner.reuse_prefix(item.tenant, item.session, item.prompt_token_ids)
+            seq.cache, seq.block_ids, seq.num_cached_tokens = hit.cache, list(hit.block_ids), hit.num_cached_tokens
+        return PrefillTask(seq, seq.num_cached_tokens)
 
     def advance(self, task: PrefillTask, max_tokens: int | None = None) -> int | None:
         """Compute the next chunk (at most `max_tokens`, default `chunk_tokens`); the
@@ -64,8 +71,13 @@ class ChunkedPrefill:
         prompt = seq.item.prompt_token_ids
         end = min(len(prompt), task.num_done_tokens + (max_tokens or self.chunk_tokens))
         started = time.perf_counter()
+        scores = seq.prompt_logprobs
         logits, seq.cache = self.runner.forward(prompt[task.num_done_tokens:end], seq.cache,
-                                                task.num_done_tokens)
+                                                task.num_done_tokens, logits_to_keep=0 if scores is not None else 1)
+        if scores is not None:  # row j predicts prompt token num_done + j + 1
+            num_top = seq.item.sampling.prompt_logprobs
+            for row, token in enumerate(prompt[task.num_done_tokens + 1:end + 1]):
+                scores.append(token_logprob(logits[0, row], token, num_top))
         return self._chunk_done(task, end, logits[0, -1], started)
 
     def advance_with(self, task: PrefillTask, riders: list[RunningSequence]

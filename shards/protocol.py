@@ -26,6 +26,9 @@ class SamplingParams:
     presence_penalty: float = 0.0  # OpenAI's: off each generated token's logit once
     frequency_penalty: float = 0.0  # ... and this much per time it was generated
     logit_bias: tuple[tuple[int, float], ...] = ()  # (token id, added to its logit)
+    # None: none; N >= 0: each prompt token's given the ones before it (the first has
+    # none), with the N likeliest. Needs every prompt position computed: no prefix reuse.
+    prompt_logprobs: int | None = None
 
 
 @dataclass(slots=True)
@@ -55,12 +58,14 @@ class TokenLogprob:
 class TokenEvent:
     """New tokens for a request and the text they completed (may be empty while a
     multi-byte character is still incomplete); `logprobs`, one per token id, when the
-    request asked for them."""
+    request asked for them; `prompt_logprobs`, once, in the first event, for prompt
+    tokens 1.. (the first event then may carry no token: the first one was a stop)."""
 
     request_id: str
     token_ids: list[int]
     text: str
     logprobs: list[TokenLogprob] | None = None
+    prompt_logprobs: list[TokenLogprob] | None = None  # in the request's first event, when asked
 
 
 FinishReason = Literal["stop", "length", "cancelled"]

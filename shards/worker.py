@@ -282,9 +282,10 @@ class WorkerLoop(PrefillScheduling):
             done_reason = "length"
         if done_reason is not None:
             delta += seq.detokenizer.flush() if not seq.detokenizer.stopped else ""
-        if ids or delta:
+        prompt_scores, seq.prompt_logprobs = seq.prompt_logprobs, None
+        if ids or delta or prompt_scores is not None:
             scored = seq.output_logprobs[-1:] if ids and seq.output_logprobs else None
-            self.emit(TokenEvent(seq.item.request_id, ids, delta, scored))
+            self.emit(TokenEvent(seq.item.request_id, ids, delta, scored, prompt_scores))
         if done_reason is not None:
             if stop_token:
                 seq.output_ids.pop()

@@ -101,7 +101,7 @@ class PrefillScheduling:
     def _advance(self, task: PrefillTask) -> int | None:
         """One chunk of `task`, with the due running requests (`_riders`) decoding in the
         same pass. If that pass fails (no cache changed), the chunk runs alone."""
-        riders = self._riders()
+        riders = self._riders() if task.seq.prompt_logprobs is None else []
         before_s, before_tokens = task.compute_s, task.num_done_tokens
         token = None
         if riders:

@@ -313,6 +313,32 @@ def test_client_completions_echo_the_prompt_before_the_completion(client):
     assert chunks[0] and "".join(chunks) == chunks[0] + completion.choices[0].text  # the decoded ids first
 
 
+def test_client_completions_echo_with_logprobs_scores_the_prompt(client):
+    # what evaluation harnesses send to score a continuation: the prompt's own log probabilities
+    kwargs = dict(model="tiny", max_tokens=1, temperature=0, echo=True, logprobs=2)
+    whole = client.completions.create(prompt="Once upon a time", **kwargs)
+    context = client.completions.create(prompt="Once upon", **kwargs)
+    plain = client.completions.create(model="tiny", prompt="Once upon a time", max_tokens=1, temperature=0, logprobs=2)
+    choice = whole.choices[0]
+    scores = choice.logprobs
+    assert choice.text == "Once upon a time" + plain.choices[0].text
+    assert len(scores.tokens) == whole.usage.prompt_tokens + whole.usage.completion_tokens
+    assert scores.token_logprobs[0] is None and scores.top_logprobs[0] is None  # nothing before it
+    assert all(value <= 0.0 for value in scores.token_logprobs[1:])
+    assert all(len(top) >= 1 for top in scores.top_logprobs[1:])
+    assert scores.token_logprobs[-1] == pytest.approx(plain.choices[0].logprobs.token_logprobs[0], abs=1e-4)
+    num_context = context.usage.prompt_tokens  # the shared prefix scores the same either way
+    assert scores.token_logprobs[1:num_context] == pytest.approx(context.choices[0].logprobs.token_logprobs[1:num_context],
+                                                                 abs=1e-4)
+    assert scores.text_offset[0] == 0 and scores.text_offset == sorted(scores.text_offset)
+    chunks = [c.choices[0] for c in client.completions.create(prompt="Once upon a time", stream=True, **kwargs)
+              if c.choices]
+    assert chunks[0].text == "Once upon a time"
+    streamed = chunks[0].logprobs.token_logprobs  # the prompt's, with the echo
+    assert streamed[0] is None and len(streamed) == whole.usage.prompt_tokens
+    assert streamed[1:] == pytest.approx(scores.token_logprobs[1:whole.usage.prompt_tokens], abs=1e-4)
+
+
 def test_client_completions_best_of_returns_the_likeliest_candidates(client):
     kwargs = dict(model="tiny", prompt="Once upon", max_tokens=5, temperature=1.0, seed=3)
     candidates = client.completions.create(n=4, logprobs=0, **kwargs)

@@ -56,3 +56,27 @@ def test_chunked_prefill_abort_releases_the_cached_prefix(tiny_loaded):
     assert task.seq.num_cached_tokens == 64 and task.num_remaining_tokens == 2
     prefill.abort(task)
     assert all(b.ref_count == 0 for b in runner.blocks.blocks(Tier.HOT))
+
+
+@pytest.mark.parametrize("chunk_tokens", [7, 1000])
+def test_prompt_logprobs_are_each_prompt_tokens_under_a_full_recompute(tiny_loaded, chunk_tokens):
+    import torch
+
+    rng = random.Random(5)
+    prompt = [rng.randrange(250) for _ in range(40)]
+    runner = ModelRunner(tiny_loaded, num_hot_blocks=32)
+    reference, _ = ModelRunner(tiny_loaded, num_hot_blocks=32).prompt_logits("t", prompt)
+    expected = torch.log_softmax(reference.float(), dim=-1)
+    runner.prompt_logits("t", prompt)  # the prompt is cached now: prompt log probabilities skip the cache
+    item = WorkItem("r", "t", prompt, SamplingParams(max_tokens=2, temperature=0.0, prompt_logprobs=2))
+    prefill = ChunkedPrefill(runner, tiny_loaded.tokenizer, chunk_tokens)
+    task = prefill.begin(item)
+    assert task.seq.num_cached_tokens == 0
+    while prefill.advance(task) is None:
+        pass
+    scores = task.seq.prompt_logprobs
+    assert [s.token_id for s in scores] == prompt[1:]  # the first token has none
+    for position, score in enumerate(scores):
+        assert score.logprob == pytest.approx(float(expected[position, prompt[position + 1]]), abs=1e-3)
+        assert [t for t, _ in score.top] == expected[position].topk(2).indices.tolist()
+    prefill.runner.release(task.seq)
