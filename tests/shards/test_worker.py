@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import time
+import dataclasses
 from dataclasses import dataclass, field
 
 import pytest
@@ -49,6 +50,30 @@ def test_worker_loop_reports_cache_events_before_the_finish_event(tiny_loaded):
     report = next(m for m in out if isinstance(m, CacheEventsReport))
     assert all(isinstance(e, BlockStored) for e in report.events)
     assert sum(len(e.hashes) for e in report.events) == 2  # 40 prompt + 2 fed tokens: 2 full blocks
+
+
+def test_worker_loop_sends_prompt_logprobs_once_even_when_the_first_token_stops(tiny_loaded):
+    loop, out = _loop(tiny_loaded)
+    scored = dataclasses.replace(_item("probe"), sampling=SamplingParams(max_tokens=3, temperature=0.0,
+                                                                        ignore_eos=True, prompt_logprobs=1))
+    loop.handle(scored)
+    _run(loop)
+    events = [m for m in out if isinstance(m, TokenEvent)]
+    assert len(events[0].prompt_logprobs) == 39 and all(e.prompt_logprobs is None for e in events[1:])
+    first = events[0].token_ids[0]
+    # the same prompt, its greedy first token made a stop token: one event, no token, the scores
+    stopping = dataclasses.replace(scored, request_id="stops", sampling=dataclasses.replace(
+        scored.sampling, stop_token_ids=(first,)))
+    out.clear()
+    loop.handle(stopping)
+    _run(loop)
+    (event,) = [m for m in out if isinstance(m, TokenEvent)]
+    assert event.token_ids == [] and event.text == ""
+    assert [s.token_id for s in event.prompt_logprobs] == scored.prompt_token_ids[1:]
+    assert [s.logprob for s in event.prompt_logprobs] == pytest.approx([s.logprob for s in events[0].prompt_logprobs],
+                                                                      abs=1e-4)
+    finish = next(m for m in out if isinstance(m, FinishEvent))
+    assert finish.num_cached_tokens == 0 and finish.num_output_tokens == 0  # scored whole, nothing cached used
 
 
 def test_worker_loop_answers_ping_and_snapshots_its_blocks(tiny_loaded):
@@ -306,6 +331,7 @@ class _Seq:
     num_cached_tokens: int = 0
     output_ids: list = field(default_factory=list)
     output_logprobs: list = field(default_factory=list)
+    prompt_logprobs: list | None = None
     detokenizer: _Detok = field(default_factory=_Detok)
 
     @property
