@@ -88,6 +88,9 @@ class Prepared:
     `best_of` (completions' `best_of` > 1): then `num_choices` = max(n, best_of)
     candidates run, the reply keeps the `num_returned` (= n) likeliest per token, and
     their token log probabilities only when `keep_logprobs` (the client asked for them).
+    A completions request with several prompts has `num_prompts` > 1 and a payload per
+    prompt: its runs come in one group of `num_choices // num_prompts` per prompt, and
+    choice c belongs to prompt c // that, as OpenAI numbers the choices.
     """
 
     request_id: str
@@ -102,6 +105,12 @@ class Prepared:
     best_of: int = 1
     num_returned: int = 1
     keep_logprobs: bool = True
+    num_prompts: int = 1
+
+    @property
+    def num_per_prompt(self) -> int:
+        """Runs per prompt (`n`, or `best_of` candidates)."""
+        return self.num_choices // self.num_prompts
 
 
 class Backend(Protocol):

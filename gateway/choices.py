@@ -7,7 +7,7 @@ Invariants:
   through, so a writer can close that choice);
 - choice 0 starts first and the others once it has sent its first event: by then a local
   engine holds the prompt in its prefix cache, so the prompt is prefilled once, not n
-  times;
+  times (with several prompts, the same per prompt, their first choices at once);
 - an error in any choice ends the merged stream with that error, and closing the merged
   stream (or an error) stops every choice's backend work;
 - the tenant is charged up front for the prompt once and each choice's completion budget.
@@ -22,11 +22,11 @@ from gateway.backend import Backend, ChatEvent, Finished, Prepared, Usage
 
 
 def with_choices(prepared: Prepared, num_choices: int | None) -> Prepared:
-    """The request asking for `num_choices` (None: 1) and running max(that, its
-    `best_of`) candidates, its reservation grown to pay for every candidate's
-    completion budget."""
+    """The request asking for `num_choices` (None: 1) per prompt and running max(that,
+    its `best_of`) candidates per prompt, its reservation grown to pay for every
+    candidate's completion budget."""
     num_returned = num_choices or 1
-    num_runs = max(num_returned, prepared.best_of)
+    num_runs = max(num_returned, prepared.best_of) * prepared.num_prompts
     if num_runs == 1:
         return prepared
     budget = prepared.num_reserved_tokens - prepared.num_prompt_tokens
@@ -34,14 +34,16 @@ def with_choices(prepared: Prepared, num_choices: int | None) -> Prepared:
                                num_reserved_tokens=prepared.num_prompt_tokens + budget * num_runs)
 
 
-def merged_usage(finishes: list[Finished]) -> Finished:
-    """One `Finished` for the whole request, from every choice's (in any order): choice
-    0's reason, worker and prompt (the prompt is counted once, as OpenAI does), every
-    choice's completion tokens."""
+def merged_usage(finishes: list[Finished], num_prompts: int = 1) -> Finished:
+    """One `Finished` for the whole request, from every choice's (in any order, all of
+    them): choice 0's reason and worker, each prompt counted once (from the first choice
+    of its group, as OpenAI counts it), every choice's completion tokens."""
     first = min(finishes, key=lambda finished: finished.choice)
-    usage = Usage(num_prompt_tokens=first.usage.num_prompt_tokens,
+    group = max(1, len(finishes) // num_prompts)
+    heads = [f for f in finishes if f.choice % group == 0]
+    usage = Usage(num_prompt_tokens=sum(f.usage.num_prompt_tokens for f in heads),
                   num_completion_tokens=sum(f.usage.num_completion_tokens for f in finishes),
-                  num_cached_tokens=first.usage.num_cached_tokens)
+                  num_cached_tokens=sum(f.usage.num_cached_tokens for f in heads))
     return Finished(first.finish_reason, usage, first.worker, first.ttft_s)
 
 
@@ -50,10 +52,10 @@ def run_choices(backend: Backend, prepared: Prepared) -> AsyncIterator[ChatEvent
         return backend.run(prepared)
     runs = [dataclasses.replace(prepared, request_id=f"{prepared.request_id}-{index}", choice=index)
             for index in range(prepared.num_choices)]
-    return _merged(backend, runs)
+    return _merged(backend, runs, prepared.num_per_prompt)
 
 
-async def _merged(backend: Backend, runs: list[Prepared]) -> AsyncIterator[ChatEvent]:
+async def _merged(backend: Backend, runs: list[Prepared], group: int) -> AsyncIterator[ChatEvent]:
     queue: asyncio.Queue[ChatEvent | BaseException] = asyncio.Queue()
 
     async def pump(run: Prepared) -> None:
@@ -67,15 +69,18 @@ async def _merged(backend: Backend, runs: list[Prepared]) -> AsyncIterator[ChatE
         finally:
             await events.aclose()
 
-    tasks = [asyncio.create_task(pump(runs[0]))]
+    tasks = [asyncio.create_task(pump(run)) for run in runs[::group]]  # each prompt's first choice
+    under_way: set[int] = set()
     num_open = len(runs)
     try:
         while num_open:
             item = await queue.get()
             if isinstance(item, BaseException):
                 raise item
-            if len(tasks) == 1:  # choice 0 is under way: its prompt is cached now
-                tasks.extend(asyncio.create_task(pump(run)) for run in runs[1:])
+            prompt = item.choice // group
+            if prompt not in under_way:  # its first choice is under way: the prompt is cached now
+                under_way.add(prompt)
+                tasks.extend(asyncio.create_task(pump(run)) for run in runs[prompt * group + 1:(prompt + 1) * group])
             if isinstance(item, Finished):
                 num_open -= 1
             yield item

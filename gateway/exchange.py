@@ -140,7 +140,7 @@ def chat_shape(prepared: Prepared, *, is_chat: bool, include_usage: bool) -> Rep
     render = chat_completion if is_chat else text_completion
     return ReplyShape("chat" if is_chat else "completions", lambda reply, usage: render(header, reply, usage),
                       lambda: ChunkWriter(header, is_chat=is_chat, include_usage=include_usage,
-                                          num_choices=prepared.num_choices))
+                                          num_choices=prepared.num_choices, num_prompts=prepared.num_prompts))
 
 
 async def respond(request: Request, state: GatewayState, backend: Backend, prepared: Prepared,
@@ -149,7 +149,7 @@ async def respond(request: Request, state: GatewayState, backend: Backend, prepa
     shape = shape or chat_shape(prepared, is_chat=is_chat, include_usage=include_usage)
     keep_output = not stream or trace is not None or shape.on_finished is not None
     exchange = Exchange(state, prepared, shape.endpoint, started_s,
-                        trace=trace, output=Reply.of(prepared.num_choices) if keep_output else None)
+                        trace=trace, output=Reply.of(prepared.num_choices, prepared.num_prompts) if keep_output else None)
     events = run_choices(backend, prepared)
     if not stream:
         return await _respond_whole(request, exchange, events, shape)
@@ -233,7 +233,8 @@ async def _respond_stream(request: Request, exchange: Exchange,
 
     def on_close(completed: bool) -> None:
         whole = len(outcome) == exchange.prepared.num_choices
-        exchange.close(merged_usage(outcome) if whole else None, 200 if completed else 499)
+        exchange.close(merged_usage(outcome, exchange.prepared.num_prompts) if whole else None,
+                       200 if completed else 499)
 
     overhead_s = exchange.overhead_s()
     exchange.state.metrics.record_overhead(exchange.prepared.tenant, overhead_s)

@@ -31,6 +31,7 @@ log = logging.getLogger("stepahead.gateway")
 
 STATS_REFRESH_INTERVAL_S = 2.0
 TEXT_PART_TYPES = ("text", "input_text", "output_text")
+MAX_RUNS = 128  # completions generated for one request: prompts x max(n, best_of)
 
 
 def _reserve_kv_shares(options: dict, kv_shares: dict[str, float], model: str) -> None:
@@ -209,12 +210,26 @@ class LocalBackend:
                                   "only once every candidate is done.", param="best_of")
         if best_of > 1 and best_of < (request.n or 1):
             raise invalid_request(f"best_of ({best_of}) must be at least n ({request.n}).", param="best_of")
-        prompt = request.prompt
-        if isinstance(prompt, list) and prompt and isinstance(prompt[0], (str, list)):
-            if len(prompt) != 1:
-                raise invalid_request("Only one prompt per request is supported.",
-                                      param="prompt")
-            prompt = prompt[0]
+        prompts = request.prompt
+        if not (isinstance(prompts, list) and prompts and isinstance(prompts[0], (str, list))):
+            prompts = [prompts]
+        per_prompt = max(request.n or 1, best_of)
+        if len(prompts) * per_prompt > MAX_RUNS:
+            raise invalid_request(f"{len(prompts)} prompts x {per_prompt} choices each is more than "
+                                  f"{MAX_RUNS} completions in one request.", param="prompt")
+        calls = [self._completion_call(request, prompt, best_of) for prompt in prompts]
+        prepared = self._prepared(request_id, tenant, request.max_tokens, calls[0])
+        if len(calls) > 1:
+            num_prompt = sum(len(call.prompt_token_ids) for call in calls)
+            prepared = dataclasses.replace(
+                prepared, payload=calls, num_prompts=len(calls), num_prompt_tokens=num_prompt,
+                num_reserved_tokens=prepared.num_reserved_tokens - prepared.num_prompt_tokens + num_prompt)
+        if best_of == 1:
+            return prepared
+        return dataclasses.replace(prepared, best_of=best_of, keep_logprobs=request.logprobs is not None)
+
+    def _completion_call(self, request: CompletionRequest, prompt: str | list[int], best_of: int) -> LocalCall:
+        """One prompt of a completions request, tokenized and checked."""
         tokenizer = self.engine.tokenizer
         if isinstance(prompt, str):
             if not prompt:
@@ -230,7 +245,7 @@ class LocalBackend:
         if not prompt_ids:
             raise invalid_request("The prompt is empty.", param="prompt")
         budget = self._budget(len(prompt_ids), request.max_tokens)
-        call = LocalCall(prompt_token_ids=prompt_ids,
+        return LocalCall(prompt_token_ids=prompt_ids,
                          sampling=dataclasses.replace(
                              self._sampling(request, max_tokens=budget, stop=request.stop_list(),
                                             logprobs=request.logprobs if best_of == 1 else request.logprobs or 0),
@@ -238,17 +253,17 @@ class LocalBackend:
                          session=None, tool_names=None, forced=None, keep_one_call=False,
                          echo_text=(prompt if isinstance(prompt, str) else tokenizer.decode(prompt_ids))
                          if request.echo else None)
-        prepared = self._prepared(request_id, tenant, request.max_tokens, call)
-        if best_of == 1:
-            return prepared
-        return dataclasses.replace(prepared, best_of=best_of, keep_logprobs=request.logprobs is not None)
 
     # --- running -----------------------------------------------------------------
     async def run(self, prepared: Prepared) -> AsyncIterator[ChatEvent]:
         call: LocalCall = prepared.payload
+        candidate = prepared.choice
+        if prepared.num_prompts > 1:  # one call per prompt, its choices in a group
+            call = prepared.payload[prepared.choice // prepared.num_per_prompt]
+            candidate = prepared.choice % prepared.num_per_prompt
         seed = call.sampling.seed
-        if prepared.choice and seed is not None:  # seeded choices of one request differ
-            call = dataclasses.replace(call, sampling=dataclasses.replace(call.sampling, seed=seed + prepared.choice))
+        if candidate and seed is not None:  # seeded choices of one prompt differ
+            call = dataclasses.replace(call, sampling=dataclasses.replace(call.sampling, seed=seed + candidate))
         if call.forced is not None:
             events = run_forced(self.engine, prepared, call)
         elif call.response_schema is not None:

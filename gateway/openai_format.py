@@ -78,10 +78,11 @@ class Reply:
     """The reply so far, one `Collected` per choice."""
 
     choices: list[Collected] = field(default_factory=lambda: [Collected()])
+    num_prompts: int = 1  # choices come in one group per prompt
 
     @classmethod
-    def of(cls, num_choices: int) -> "Reply":
-        return cls([Collected() for _ in range(num_choices)])
+    def of(cls, num_choices: int, num_prompts: int = 1) -> "Reply":
+        return cls([Collected() for _ in range(num_choices)], num_prompts)
 
     @property
     def first(self) -> Collected:
@@ -97,23 +98,27 @@ class Reply:
     @property
     def finished(self) -> Finished | None:
         """The request's merged `Finished` once every choice finished, else None."""
-        return merged_usage([c.finished for c in self.choices]) if self.is_done else None
+        return merged_usage([c.finished for c in self.choices], self.num_prompts) if self.is_done else None
 
     def best(self, num_choices: int, *, keep_logprobs: bool) -> "Reply":
-        """The `num_choices` choices with the highest mean token log probability (ties:
-        the earlier choice; a choice without tokens ranks last), best first, without
-        their log probabilities unless `keep_logprobs` (completions' `best_of`)."""
+        """Per prompt, the `num_choices` choices with the highest mean token log
+        probability (ties: the earlier choice; a choice without tokens ranks last), best
+        first, without their log probabilities unless `keep_logprobs` (completions'
+        `best_of`)."""
         def score(index: int) -> float:  # the completion's tokens: an echoed prompt's come first
             choice = self.choices[index]
             count = choice.finished.usage.num_completion_tokens if choice.finished else 0
             tokens = (choice.logprobs or [])[-count:] if count else []
             return sum(t.logprob for t in tokens) / len(tokens) if tokens else -math.inf
 
-        ranked = sorted(range(len(self.choices)), key=lambda i: (-score(i), i))[:num_choices]
-        chosen = [self.choices[i] for i in ranked]
+        group = len(self.choices) // self.num_prompts
+        chosen = []
+        for start in range(0, len(self.choices), group):
+            ranked = sorted(range(start, start + group), key=lambda i: (-score(i), i))[:num_choices]
+            chosen += [self.choices[i] for i in ranked]
         if not keep_logprobs:
             chosen = [dataclasses.replace(c, logprobs=None) for c in chosen]
-        return Reply(chosen)
+        return Reply(chosen, self.num_prompts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,11 +203,12 @@ class ChunkWriter:
     """Turns events into SSE `data:` lines for one chat or completion stream of
     `num_choices` choices; the usage chunk follows the last choice's finish."""
 
-    __slots__ = ("header", "is_chat", "include_usage", "_choices", "_finishes")
+    __slots__ = ("header", "is_chat", "include_usage", "_choices", "_finishes", "_num_prompts")
 
     def __init__(self, header: ResponseHeader, *, is_chat: bool, include_usage: bool,
-                 num_choices: int = 1) -> None:
+                 num_choices: int = 1, num_prompts: int = 1) -> None:
         self.header = header
+        self._num_prompts = num_prompts
         self.is_chat = is_chat
         self.include_usage = include_usage
         self._choices = [_ChoiceStream() for _ in range(num_choices)]
@@ -255,7 +261,7 @@ class ChunkWriter:
         closing = self._chunk(self._choice(index, {}, finish_reason))
         self._finishes.append(event)
         if self.include_usage and len(self._finishes) == len(self._choices):
-            closing += self._chunk(None, merged_usage(self._finishes).usage.to_openai())
+            closing += self._chunk(None, merged_usage(self._finishes, self._num_prompts).usage.to_openai())
         return closing
 
     @staticmethod

@@ -135,6 +135,33 @@ def test_merged_usage_counts_the_prompt_once():
     assert merged.usage.to_openai()["total_tokens"] == 7 + 2 + 5
 
 
+def test_several_prompts_run_in_groups_each_first_choice_at_once():
+    backend = ScriptedBackend()
+    two_prompts = dataclasses.replace(Prepared("req", "alpha", "m", num_prompt_tokens=10, num_reserved_tokens=30),
+                                      num_prompts=2)
+    request = with_choices(two_prompts, 2)
+    assert (request.num_choices, request.num_per_prompt, request.num_reserved_tokens) == (4, 2, 10 + 4 * 20)
+    events = asyncio.run(collect(run_choices(backend, request)))
+    starts = [line for line in backend.log if line.startswith("start")]
+    assert starts[:2] == ["start 0 req-0", "start 2 req-2"]  # both prompts' first choices, before any word
+    assert backend.log.index("start 3 req-3") > backend.log.index("yield a2")  # after its own prompt's first event
+    reply = Reply.of(4, num_prompts=2)
+    for event in events:
+        reply.add(event)
+    usage = reply.finished.usage  # each prompt once (choices 0 and 2), every choice's tokens
+    assert (usage.num_prompt_tokens, usage.num_completion_tokens, usage.num_cached_tokens) == (20, 8, 14)
+
+
+def test_reply_best_ranks_within_each_prompts_group():
+    reply = Reply.of(4, num_prompts=2)
+    for index, value in enumerate([-2.0, -1.0, -0.5, -3.0]):
+        reply.add(TextDelta(f"c{index}", [TokenChoice("t", b"t", value, ())], choice=index))
+        reply.add(Finished("stop", Usage(10, 1, 0), choice=index))
+    best = reply.best(1, keep_logprobs=False)
+    assert [c.text for c in best.choices] == ["c1", "c2"] and best.num_prompts == 2
+    assert best.finished.usage.num_prompt_tokens == 20
+
+
 def test_stream_writer_indexes_choices_and_sends_usage_after_the_last_finish():
     writer = ChunkWriter(ResponseHeader("id", "m"), is_chat=True, include_usage=True, num_choices=2)
     assert writer.opening().count(b'"role":"assistant"') == 2

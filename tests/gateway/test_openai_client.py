@@ -339,6 +339,29 @@ def test_client_completions_echo_with_logprobs_scores_the_prompt(client):
     assert streamed[1:] == pytest.approx(scores.token_logprobs[1:whole.usage.prompt_tokens], abs=1e-4)
 
 
+def test_client_completions_take_several_prompts(client):
+    kwargs = dict(model="tiny", max_tokens=4, temperature=0)
+    alone = [client.completions.create(prompt=p, **kwargs) for p in ("Once upon", "Hello there")]
+    both = client.completions.create(prompt=["Once upon", "Hello there"], n=2, **kwargs)
+    assert [c.index for c in both.choices] == [0, 1, 2, 3]  # prompt i's choices are 2i, 2i + 1
+    assert [c.text for c in both.choices] == [alone[0].choices[0].text] * 2 + [alone[1].choices[0].text] * 2
+    assert both.usage.prompt_tokens == alone[0].usage.prompt_tokens + alone[1].usage.prompt_tokens
+    assert both.usage.completion_tokens == 2 * sum(a.usage.completion_tokens for a in alone)
+    ids = client.completions.create(prompt=[[72, 105], [33, 34, 35]], **kwargs)
+    assert [c.index for c in ids.choices] == [0, 1] and ids.usage.prompt_tokens == 5
+    streamed: dict[int, str] = {}
+    for chunk in client.completions.create(prompt=["Once upon", "Hello there"], stream=True, **kwargs):
+        for choice in chunk.choices:
+            streamed[choice.index] = streamed.get(choice.index, "") + choice.text
+    assert streamed == {0: alone[0].choices[0].text, 1: alone[1].choices[0].text}
+    best = client.completions.create(prompt=["Once upon", "Hello there"], best_of=3, temperature=1.0, seed=1,
+                                      model="tiny", max_tokens=4)
+    assert [c.index for c in best.choices] == [0, 1]
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.completions.create(prompt=["a"] * 3, n=50, **kwargs)  # 150 completions
+    assert caught.value.param == "prompt"
+
+
 def test_client_completions_best_of_returns_the_likeliest_candidates(client):
     kwargs = dict(model="tiny", prompt="Once upon", max_tokens=5, temperature=1.0, seed=3)
     candidates = client.completions.create(n=4, logprobs=0, **kwargs)
