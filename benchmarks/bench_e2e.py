@@ -94,7 +94,8 @@ class Gateway:
 
 def workload(args, num_tenants: int, seed: int, session_rate_per_s: float):
     config = WorkloadConfig(num_tenants=num_tenants, num_sessions=args.sessions, seed=seed,
-                            session_rate_per_s=session_rate_per_s, max_context_tokens=args.max_context)
+                            session_rate_per_s=session_rate_per_s, max_context_tokens=args.max_context,
+                            recorded_turns=not args.chain_turns)
     return config, generate_workload(config, load_patterns(None))
 
 
@@ -209,6 +210,9 @@ def main() -> None:
     parser.add_argument("--dtype", default="auto",
                         help="workers' weights and KV cache (auto: bfloat16 where the CPU computes it natively)")
     parser.add_argument("--plot", action="store_true")
+    parser.add_argument("--chain-turns", action="store_true",
+                        help="the workload before session 11: sessions end by the tool chain's odds alone, "
+                             "not after a recorded number of user turns")
     args = parser.parse_args()
 
     num_trained = max(args.tenants, args.max_tenants)
@@ -223,6 +227,7 @@ def main() -> None:
                  "hot_blocks_per_worker": args.hot_blocks, "host_blocks_per_worker": args.host_blocks,
                  "workers": args.workers, "speed": args.speed, "step_hints": args.step_hints,
                  "prefix_transfer": args.prefix_transfer, "prefill_order": args.prefill_order,
+                 "recorded_turns": not args.chain_turns,
                  "simulator": simulate(records, config.block_size, args.hot_blocks * args.workers, args.workers),
                  "policies": {}}
     print(json.dumps({"simulator": out["simulator"]}), file=sys.stderr, flush=True)

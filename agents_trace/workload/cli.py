@@ -25,6 +25,8 @@ KNOB_HELP = {
     "think_time_median_s": "median user think time before a new turn, s (log-normal)",
     "think_time_sigma": "log-normal sigma of the think time",
     "max_context_tokens": "a session ends when its prompt would pass this",
+    "recorded_turns": "each session has as many user turns as a recorded one (--no-recorded-turns: "
+                      "the tool chain alone ends it after a text answer, with the same odds every turn)",
 }
 
 
@@ -43,7 +45,10 @@ def add_generate_arguments(parser: argparse.ArgumentParser) -> None:
             continue
         flag = "--" + field.name.replace("_", "-")
         default = getattr(defaults, field.name)
-        if isinstance(default, tuple):
+        if isinstance(default, bool):
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default, dest=field.name,
+                                help=f"{KNOB_HELP[field.name]} (default: %(default)s)")
+        elif isinstance(default, tuple):
             parser.add_argument(flag, type=type(default[0]), nargs=2, default=default, dest=field.name,
                                 metavar=("LOW", "HIGH"), help=f"{KNOB_HELP[field.name]} (default: %(default)s)")
         else:

@@ -43,6 +43,7 @@ class WorkloadConfig:
     think_time_median_s: float = 20.0
     think_time_sigma: float = 0.7
     max_context_tokens: int = 8000
+    recorded_turns: bool = True  # sessions as many user turns long as recorded ones; False: the chain's odds
 
 
 def _stable_unit(text: str) -> float:
@@ -121,7 +122,7 @@ def generate_workload(config: WorkloadConfig, patterns: list[ToolPatterns]) -> l
 
 
 def _session_records(config, rng, tenant, session, domain, blocks, start_s) -> list[TraceRecord]:
-    steps = domain.sample_session(rng)
+    steps = domain.sample_session(rng, use_turn_counts=config.recorded_turns)
     out: list[TraceRecord] = []
     now = start_s
     after = "start"

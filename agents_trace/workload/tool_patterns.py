@@ -39,11 +39,12 @@ class ToolPatterns:
         symbols = {s for nxt in self.transitions.values() for s in nxt} | set(self.transitions)
         return sorted(s for s in symbols if s not in TEXT_ANSWERS | {USER, START, END})
 
-    def sample_session(self, rng: random.Random) -> list[str]:
+    def sample_session(self, rng: random.Random, use_turn_counts: bool = True) -> list[str]:
         """A symbol sequence from START's successor to the last symbol before END, with
-        a number of user turns drawn from `turn_counts` (when known)."""
+        a number of user turns drawn from `turn_counts` (when known and used; else the
+        chain ends the session after a text answer with its own odds)."""
         num_turns = None
-        if self.turn_counts:
+        if self.turn_counts and use_turn_counts:
             counts, weights = zip(*sorted(self.turn_counts.items()))
             num_turns = rng.choices(counts, weights)[0]
         steps: list[str] = []

@@ -135,3 +135,22 @@ def test_workload_that_fits_no_request_is_an_error_not_an_empty_file(tmp_path, c
                  "-o", str(out)]) == 2
     assert "error: no request fits in max_context_tokens=600" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_recorded_turns_can_be_switched_off_for_the_chains_own_odds(tmp_path):
+    chain = {"START": {"USER": 1}, "USER": {"ls": 1}, "ls": {"ASSISTANT_TEXT": 1},
+             "ASSISTANT_TEXT": {"END": 1, "USER": 1}}
+    patterns = [ToolPatterns("d", chain, {3: 1})]
+
+    def turns(recorded: bool) -> list[int]:
+        config = WorkloadConfig(num_tenants=1, num_sessions=40, seed=2, recorded_turns=recorded)
+        starts = collections.Counter(r.session for r in generate_workload(config, patterns) if r.after != "tool:ls")
+        return sorted(starts.values())
+
+    assert set(turns(True)) == {3}
+    assert len(set(turns(False))) > 2
+    out = tmp_path / "chain.jsonl"
+    subprocess.run([sys.executable, "-m", "agents_trace.workload", "generate", "--sessions", "2",
+                    "--no-recorded-turns", "-o", str(out)], check=True, timeout=60)
+    _, records = iter_trace(io.StringIO(out.read_text()))
+    assert len(list(records)) > 0
