@@ -144,8 +144,9 @@ def prompt_choices(tokenizer, prompt_ids: list[int], scores: list[TokenLogprob] 
     scores; None when the worker sent none."""
     if scores is None:
         return None
-    first = token_choices(tokenizer, [TokenLogprob(prompt_ids[0], 0.0)])[0]
-    return [TokenChoice(first.token, first.token_bytes, None), *token_choices(tokenizer, scores)]
+    choices = token_choices(tokenizer, [TokenLogprob(prompt_ids[0], 0.0), *scores])
+    choices[0] = dataclasses.replace(choices[0], logprob=None)
+    return choices
 
 
 class Continuations:

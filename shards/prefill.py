@@ -53,16 +53,18 @@ class ChunkedPrefill:
     def begin(self, item: WorkItem) -> PrefillTask:
         """Take references on the cached prefix; no model pass yet. A request for prompt
         log probabilities reuses nothing: every prompt position's logits are needed."""
-        seq = RunningSequence(
-            item=item, detokenizer=Detokenizer(self.tokenizer, tuple(item.sampling.stop)),
-            generator=make_generator(item.sampling, self.runner.device), cache=None, block_ids=[],
-            num_cached_tokens=0, started_s=time.perf_counter())
-        if item.sampling.prompt_logprobs is not None:
-            seq.prompt_logprobs = []
+        scores_prompt = item.sampling.prompt_logprobs is not None
+        if scores_prompt:
+            cache, block_ids, num_cached = None, [], 0
         else:
             hit = self.runner.reuse_prefix(item.tenant, item.session, item.prompt_token_ids)
-            seq.cache, seq.block_ids, seq.num_cached_tokens = hit.cache, list(hit.block_ids), hit.num_cached_tokens
-        return PrefillTask(seq, seq.num_cached_tokens)
+            cache, block_ids, num_cached = hit.cache, list(hit.block_ids), hit.num_cached_tokens
+        seq = RunningSequence(
+            item=item, detokenizer=Detokenizer(self.tokenizer, tuple(item.sampling.stop)),
+            generator=make_generator(item.sampling, self.runner.device), cache=cache, block_ids=block_ids,
+            num_cached_tokens=num_cached, started_s=time.perf_counter(),
+            prompt_logprobs=[] if scores_prompt else None)
+        return PrefillTask(seq, num_cached)
 
     def advance(self, task: PrefillTask, max_tokens: int | None = None) -> int | None:
         """Compute the next chunk (at most `max_tokens`, default `chunk_tokens`); the
