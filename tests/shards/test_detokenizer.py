@@ -47,3 +47,15 @@ def test_detokenizer_holds_back_possible_stop_prefix(tokenizer):
     assert push(detok, "x </e") == "x "
     assert push(detok, "x") == "</ex"  # can no longer be a stop string: released
     assert detok.flush() == "" and not detok.stopped
+
+
+def test_detokenizer_flush_ends_a_cut_character_as_replacement(tokenizer):
+    """A reply cut inside a multi-byte character: the text still spells every byte, the
+    incomplete character as U+FFFD, as decoding the whole output gives."""
+    ids = tokenizer.encode("ab✓", add_special_tokens=False)
+    whole = tokenizer.decode(ids[:-1], skip_special_tokens=True)
+    assert whole.endswith("\ufffd")  # the tiny tokenizer is byte-level: ✓ is three tokens
+    detok = Detokenizer(tokenizer, ("zz",))
+    deltas = [detok.push(token) for token in ids[:-1]]
+    assert "".join(deltas) == "ab"
+    assert detok.flush() == whole[2:] and detok.text == whole and not detok.stopped
