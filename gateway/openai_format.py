@@ -134,14 +134,18 @@ def _token(text: str, token_bytes: bytes, logprob: float) -> dict:
     return {"token": text, "logprob": logprob, "bytes": list(token_bytes)}
 
 
+def logprob_entries(choices: list[TokenChoice]) -> list[dict]:
+    """Per token its text, log probability, exact UTF-8 bytes and `top_logprobs`: the
+    entries of chat's `logprobs.content` and of a Responses `output_text`'s `logprobs`."""
+    return [{**_token(c.token, c.token_bytes, c.logprob),
+             "top_logprobs": [_token(*alternative) for alternative in c.top]} for c in choices]
+
+
 def chat_logprobs(choices: list[TokenChoice] | None) -> dict | None:
-    """A chat choice's `logprobs`: per token its text, log probability, exact UTF-8 bytes
-    and `top_logprobs`."""
+    """A chat choice's `logprobs`."""
     if choices is None:
         return None
-    return {"content": [{**_token(c.token, c.token_bytes, c.logprob),
-                         "top_logprobs": [_token(*alternative) for alternative in c.top]}
-                        for c in choices], "refusal": None}
+    return {"content": logprob_entries(choices), "refusal": None}
 
 
 def completion_logprobs(choices: list[TokenChoice] | None, text_offset: int = 0) -> dict | None:

@@ -4,9 +4,11 @@ A Responses request becomes a chat request: `instructions` the first system mess
 `input` (a string, or message / function_call / function_call_output items) the
 messages after the stored conversation of `previous_response_id`, flat function tools
 the chat's nested ones, `text.format` the `response_format`, `max_output_tokens` the
-`max_completion_tokens`. The chat request then runs like any other (the same backends,
-prefix cache, traces and limits), and its reply is rendered as a response object: one
-`message` item for the text, one `function_call` item per tool call.
+`max_completion_tokens`, `include: ["message.output_text.logprobs"]` and `top_logprobs`
+chat's `logprobs` and `top_logprobs`. The chat request then runs like any other (the same
+backends, prefix cache, traces and limits), and its reply is rendered as a response
+object: one `message` item for the text (its `output_text` part with the tokens' log
+probabilities when asked, else an empty list), one `function_call` item per tool call.
 
 Invariant: only what chat completions can express is accepted; anything else (built-in
 tools, image or file inputs for text models are checked later by the chat path) is a
@@ -19,12 +21,18 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gateway.backend import Usage
+from gateway.backend import TokenChoice, Usage
 from gateway.errors import ApiError, invalid_request
-from gateway.openai_format import Collected, chat_message
+from gateway.openai_format import Collected, chat_message, logprob_entries
 
 ROLES = ("user", "assistant", "system", "developer")
 TEXT_PARTS = ("input_text", "output_text", "text")
+LOGPROBS_INCLUDE = "message.output_text.logprobs"
+# OpenAI's includable fields; the others name outputs stepahead never makes (built-in
+# tools, reasoning items, image inputs echoed back), so asking for them adds nothing.
+INCLUDABLE = ("file_search_call.results", "web_search_call.results", "web_search_call.action.sources",
+              "message.input_image.image_url", "computer_call_output.output.image_url",
+              "code_interpreter_call.outputs", "reasoning.encrypted_content", LOGPROBS_INCLUDE)
 
 
 class ResponsesRequest(BaseModel):
@@ -47,6 +55,13 @@ class ResponsesRequest(BaseModel):
     metadata: dict[str, str] | None = None
     user: str | None = None
     truncation: Literal["auto", "disabled"] | None = None
+    include: list[str] | None = None
+    top_logprobs: int | None = Field(default=None, ge=0, le=20)
+
+    def wants_logprobs(self) -> bool:
+        """Whether the text comes back with its tokens' log probabilities: when `include`
+        asks for them, or `top_logprobs` is set."""
+        return LOGPROBS_INCLUDE in (self.include or ()) or self.top_logprobs is not None
 
 
 def _text_of(content: Any, param: str) -> str | list[dict]:
@@ -115,9 +130,18 @@ def _response_format(text: dict | None) -> dict | None:
     return {"type": "json_schema", "json_schema": schema}
 
 
+def _check_include(include: list[str] | None) -> None:
+    for index, value in enumerate(include or ()):
+        if value not in INCLUDABLE:
+            raise invalid_request(f"Invalid value: {value!r}. Supported values are: "
+                                  + ", ".join(repr(v) for v in INCLUDABLE) + ".",
+                                  param=f"include[{index}]", code="invalid_value")
+
+
 def to_chat_body(request: ResponsesRequest, history: tuple[dict, ...] = ()) -> dict:
     """The chat completions body this request runs as (after `history`, the stored
     conversation of `previous_response_id`)."""
+    _check_include(request.include)
     messages = ([{"role": "system", "content": request.instructions}] if request.instructions else [])
     messages += [dict(m) for m in history]
     messages += input_messages(request.input)
@@ -130,7 +154,8 @@ def to_chat_body(request: ResponsesRequest, history: tuple[dict, ...] = ()) -> d
     optional = {"tool_choice": choice, "parallel_tool_calls": request.parallel_tool_calls,
                 "response_format": _response_format(request.text),
                 "max_completion_tokens": request.max_output_tokens, "temperature": request.temperature,
-                "top_p": request.top_p, "metadata": request.metadata, "user": request.user}
+                "top_p": request.top_p, "metadata": request.metadata, "user": request.user,
+                "logprobs": True if request.wants_logprobs() else None, "top_logprobs": request.top_logprobs}
     body.update({k: v for k, v in optional.items() if v is not None})
     return body
 
@@ -150,7 +175,8 @@ def without_oldest_turn(chat_body: dict) -> dict | None:
 
 
 CHAT_TO_RESPONSES_PARAMS = (("messages", "input"), ("response_format.json_schema", "text.format"),
-                            ("response_format", "text.format"), ("max_completion_tokens", "max_output_tokens"))
+                            ("response_format", "text.format"), ("max_completion_tokens", "max_output_tokens"),
+                            ("logprobs", "include"))
 
 
 def renamed(error: ApiError) -> ApiError:
@@ -168,14 +194,19 @@ def output_items(collected: Collected, item_id: str) -> list[dict]:
     """The reply as Responses output items: its text as one message, then its calls."""
     items: list[dict] = []
     if collected.text:
-        items.append(message_item(f"msg_{item_id}", collected.text, "completed"))
+        items.append(message_item(f"msg_{item_id}", collected.text, "completed", collected.logprobs))
     for index, call in sorted(collected.tool_calls.items()):
         items.append(call_item(f"fc_{item_id}_{index}", call.id, call.name, call.arguments, "completed"))
     return items
 
 
-def message_item(item_id: str, text: str, status: str) -> dict:
-    content = [{"type": "output_text", "text": text, "annotations": []}] if status == "completed" else []
+def text_part(text: str, logprobs: list[TokenChoice] | None = None) -> dict:
+    """An `output_text` content part; `logprobs` is always a list, empty unless asked."""
+    return {"type": "output_text", "text": text, "annotations": [], "logprobs": logprob_entries(logprobs or [])}
+
+
+def message_item(item_id: str, text: str, status: str, logprobs: list[TokenChoice] | None = None) -> dict:
+    content = [text_part(text, logprobs)] if status == "completed" else []
     return {"type": "message", "id": item_id, "status": status, "role": "assistant", "content": content}
 
 
@@ -198,7 +229,7 @@ def response_object(response_id: str, request: ResponsesRequest, *, created_at: 
         "temperature": request.temperature, "top_p": request.top_p, "tool_choice": request.tool_choice or "auto",
         "tools": request.tools or [], "text": request.text or {"format": {"type": "text"}},
         "metadata": request.metadata or {}, "user": request.user,
-        "truncation": request.truncation or "disabled",
+        "truncation": request.truncation or "disabled", "top_logprobs": request.top_logprobs,
         "usage": None if usage is None else {
             "input_tokens": usage.num_prompt_tokens,
             "input_tokens_details": {"cached_tokens": usage.num_cached_tokens},

@@ -5,14 +5,16 @@ counting from 0. The order is OpenAI's: `response.created`, `response.in_progres
 per output item `response.output_item.added`, its content (a message's
 `content_part.added`, `output_text.delta`..., `output_text.done`, `content_part.done`; a
 call's `function_call_arguments.delta`..., `.done`), `response.output_item.done`; then
-`response.completed` (or `response.incomplete`) carrying the whole response. Invariant:
+`response.completed` (or `response.incomplete`) carrying the whole response. Text deltas
+and `output_text.done` carry `logprobs`, an empty list unless the request asked. Invariant:
 an item is closed before the next one opens, so every item's events are contiguous.
 """
 from __future__ import annotations
 
 from gateway.backend import ChatEvent, Finished, TextDelta, ToolCallDelta
-from gateway.openai_format import Collected, dumps
-from gateway.responses_format import ResponsesRequest, call_item, message_item, output_items, response_object
+from gateway.openai_format import Collected, dumps, logprob_entries
+from gateway.responses_format import (ResponsesRequest, call_item, message_item, output_items, response_object,
+                                      text_part)
 
 
 class ResponsesStreamWriter:
@@ -51,11 +53,11 @@ class ResponsesStreamWriter:
         position = len(self._items)
         item_id = self._item_id(kind, index)
         if kind == "message":
-            text = self.collected.text
-            part = {"type": "output_text", "text": text, "annotations": []}
-            item = message_item(item_id, text, "completed")
+            text, logprobs = self.collected.text, self.collected.logprobs
+            part = text_part(text, logprobs)
+            item = message_item(item_id, text, "completed", logprobs)
             out = (self._event("response.output_text.done", item_id=item_id, output_index=position,
-                               content_index=0, text=text)
+                               content_index=0, text=text, logprobs=part["logprobs"])
                    + self._event("response.content_part.done", item_id=item_id, output_index=position,
                                  content_index=0, part=part))
         else:
@@ -78,11 +80,12 @@ class ResponsesStreamWriter:
                                     item=message_item(item_id, "", "in_progress"))
                         + self._event("response.content_part.added", item_id=item_id,
                                       output_index=len(self._items), content_index=0,
-                                      part={"type": "output_text", "text": "", "annotations": []}))
+                                      part=text_part("")))
             if not event.text:
                 return out
             return out + self._event("response.output_text.delta", item_id=self._item_id("message", -1),
-                                     output_index=len(self._items), content_index=0, delta=event.text)
+                                     output_index=len(self._items), content_index=0, delta=event.text,
+                                     logprobs=logprob_entries(event.logprobs or []))
         if isinstance(event, ToolCallDelta):
             out = b""
             if self._open != ("call", event.index):

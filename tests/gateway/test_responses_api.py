@@ -110,6 +110,9 @@ def test_responses_json_schema_text_format(client):
     ({"input": [{"role": "robot", "content": "x"}]}, 400, "input[0].role"),
     ({"input": [{"role": "user", "content": [{"type": "input_audio"}]}]}, 400, "input[0].content[0]"),
     ({"input": "x", "max_output_tokens": 0}, 400, "max_output_tokens"),
+    ({"input": "x", "include": ["message.output_text.logprobs", "bogus"]}, 400, "include[1]"),
+    ({"input": "x", "top_logprobs": 21}, 400, "top_logprobs"),
+    ({"input": "x", "include": ["message.output_text.logprobs"], "tools": [WEATHER]}, 400, "include"),
     ({"input": "x", "text": {"format": {"type": "json_schema", "name": "bad name", "schema": {}}}}, 400,
      "text.format.name"),
 ])
@@ -232,3 +235,33 @@ def test_a_stored_responses_input_items_are_listed_for_its_tenant_only(client, g
     assert httpx.get(url, headers=gateway.headers("beta")).status_code == 404
     bad = httpx.get(url, params={"limit": 500}, headers=gateway.headers("alpha"))
     assert bad.status_code == 400 and bad.json()["error"]["param"] == "limit"
+
+
+def test_include_logprobs_becomes_chat_logprobs():
+    asked = to_chat_body(ResponsesRequest(model="m", input="x", include=["message.output_text.logprobs"],
+                                          top_logprobs=3))
+    assert asked["logprobs"] is True and asked["top_logprobs"] == 3
+    assert to_chat_body(ResponsesRequest(model="m", input="x", top_logprobs=0))["logprobs"] is True
+    plain = to_chat_body(ResponsesRequest(model="m", input="x", include=["reasoning.encrypted_content"]))
+    assert "logprobs" not in plain and "top_logprobs" not in plain
+    assert renamed(ApiError(400, "x", param="logprobs")).param == "include"
+
+
+def test_responses_logprobs_whole_and_streamed(client):
+    reply = client.responses.create(model="tiny", input="Hi there", max_output_tokens=6, temperature=0,
+                                    include=["message.output_text.logprobs"], top_logprobs=2)
+    [part] = reply.output[0].content
+    assert len(part.logprobs) == reply.usage.output_tokens
+    assert b"".join(bytes(entry.bytes) for entry in part.logprobs).decode(errors="replace") == part.text
+    for entry in part.logprobs:
+        assert entry.logprob <= 0 and len(entry.top_logprobs) == 2
+        assert entry.top_logprobs[0].logprob == pytest.approx(entry.logprob)  # greedy: the likeliest token
+    assert client.responses.retrieve(reply.id).output[0].content[0].logprobs == part.logprobs
+    events = list(client.responses.create(model="tiny", input="Hi there", max_output_tokens=6, temperature=0,
+                                          include=["message.output_text.logprobs"], top_logprobs=2, stream=True))
+    streamed = [entry for event in events if event.type == "response.output_text.delta" for entry in event.logprobs]
+    assert [(e.token, round(e.logprob, 4)) for e in streamed] == [(e.token, round(e.logprob, 4)) for e in part.logprobs]
+    [done] = [event for event in events if event.type == "response.output_text.done"]
+    assert [e.token for e in done.logprobs] == [e.token for e in part.logprobs]
+    plain = client.responses.create(model="tiny", input="Hi there", max_output_tokens=3)
+    assert plain.output[0].content[0].logprobs == [] and plain.top_logprobs is None
