@@ -209,11 +209,23 @@ def main() -> None:
                         help="running requests a worker decodes per forward pass (1: one at a time)")
     parser.add_argument("--dtype", default="auto",
                         help="workers' weights and KV cache (auto: bfloat16 where the CPU computes it natively)")
-    parser.add_argument("--plot", action="store_true")
+    parser.add_argument("--plot", action="store_true", help="draw docs/NAME_ttft.png and docs/NAME_capacity.png")
+    parser.add_argument("--plot-name", default="e2e", help="NAME of the plots' files")
+    parser.add_argument("--plot-from", type=Path, metavar="JSON",
+                        help="only draw the plots of a saved run (this script's output, or its JSON object), run nothing")
     parser.add_argument("--chain-turns", action="store_true",
                         help="the workload before session 11: sessions end by the tool chain's odds alone, "
                              "not after a recorded number of user turns")
     args = parser.parse_args()
+    docs = Path(__file__).resolve().parent.parent / "docs"
+    if args.plot_from is not None:
+        text = args.plot_from.read_text().strip()
+        try:
+            saved = json.loads(text)  # a saved JSON object
+        except json.JSONDecodeError:
+            saved = json.loads(text.splitlines()[-1])  # this script's output: the last line
+        plot(saved, docs, args.plot_name)
+        return
 
     num_trained = max(args.tenants, args.max_tenants)
     _, train = workload(args, num_trained, args.seed + 1000, args.session_rate)
@@ -268,7 +280,7 @@ def main() -> None:
     shutil.rmtree(seed_dir, ignore_errors=True)
     print(json.dumps(out))
     if args.plot:
-        plot(out, Path(__file__).resolve().parent.parent / "docs")
+        plot(out, docs, args.plot_name)
 
 
 def ratios(totals: dict) -> dict:

@@ -126,7 +126,14 @@ def _simulate_parts(parts, block_size: int, num_hot_blocks: int) -> dict:
     return out
 
 
-def plot(out: dict, docs: Path) -> None:
+def sweep_points(p99_by_tenants: dict) -> list[tuple[int, float]]:
+    """(tenants, p99 TTFT) of one policy's sweep, by tenant count, measured points only
+    (a saved run's JSON has the counts as strings: "10" sorts after "9" here)."""
+    return sorted((int(n), p99) for n, p99 in p99_by_tenants.items() if p99 is not None)
+
+
+def plot(out: dict, docs: Path, name: str = "e2e") -> None:
+    """Draw `out` (bench_e2e's JSON) as docs/{name}_ttft.png and docs/{name}_capacity.png."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -145,18 +152,20 @@ def plot(out: dict, docs: Path) -> None:
         ax.set_title(f"TTFT through the gateway ({out['model']}, {out['requests']} requests{medians})")
         ax.legend()
         fig.tight_layout()
-        fig.savefig(docs / "e2e_ttft.png", dpi=120)
+        fig.savefig(docs / f"{name}_ttft.png", dpi=120)
         plt.close(fig)
     if "capacity" in out:
         fig, ax = plt.subplots(figsize=(6, 3.5))
         for policy, rows in out["capacity"]["p99_ttft_by_tenants"].items():
-            xs = [x for x in sorted(rows) if rows[x] is not None]
-            ax.plot(xs, [rows[x] for x in xs], marker="o", label=policy)
+            points = sweep_points(rows)
+            ax.plot([n for n, _ in points], [p99 for _, p99 in points], marker="o", label=policy)
         ax.axhline(out["capacity"]["slo_p99_ttft_s"], color="grey", linestyle="--", label="SLO")
         ax.set_xlabel("tenants")
+        ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
         ax.set_ylabel("p99 TTFT (s)")
-        ax.set_title(f"Capacity through the gateway ({out['model']})")
+        ax.set_title(f"Capacity through the gateway ({out['model']}, p99 TTFT SLO "
+                     f"{out['capacity']['slo_p99_ttft_s']:g} s)")
         ax.legend()
         fig.tight_layout()
-        fig.savefig(docs / "e2e_capacity.png", dpi=120)
+        fig.savefig(docs / f"{name}_capacity.png", dpi=120)
         plt.close(fig)

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from benchmarks.e2e_capacity import capacity_sweep, simulate, sweep_counts, tenant_homes
+from benchmarks.e2e_capacity import capacity_sweep, plot, simulate, sweep_counts, sweep_points, tenant_homes
 from cache.trace_format import TraceRecord
 
 
@@ -86,3 +86,16 @@ def test_simulate_per_worker_splits_memory_and_keeps_tenants_whole():
     assert set(per_worker) == {"lru", "predictive", "belady"}
     assert per_worker["lru"]["block_hit_rate"] == 0.75  # every request but its session's first hits
     assert per_worker["belady"]["block_hit_rate"] >= per_worker["lru"]["block_hit_rate"]
+
+
+def test_sweep_points_sort_tenant_counts_as_numbers_and_drop_missing_points():
+    assert sweep_points({"10": 1.5, "9": 2.0, "3": None, 4: 0.5}) == [(4, 0.5), (9, 2.0), (10, 1.5)]
+
+
+def test_plot_of_a_saved_run_writes_both_figures(tmp_path):
+    saved = {"model": "tiny", "requests": 3,
+             "policies": {"lru": {"total": {"ttft_p50_s": 0.1, "ttft_mean_s": 0.2, "ttft_p99_s": 0.4}}},
+             "capacity": {"slo_p99_ttft_s": 2.0, "p99_ttft_by_tenants": {"lru": {"9": 1.0, "10": 3.0}}}}
+    plot(saved, tmp_path, "run")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run_capacity.png", "run_ttft.png"]
+    assert all(p.read_bytes().startswith(b"\x89PNG") for p in tmp_path.iterdir())
