@@ -53,9 +53,9 @@ class ResponsesStreamWriter:
         position = len(self._items)
         item_id = self._item_id(kind, index)
         if kind == "message":
-            text, logprobs = self.collected.text, self.collected.logprobs
-            part = text_part(text, logprobs)
-            item = message_item(item_id, text, "completed", logprobs)
+            text = self.collected.text
+            item = message_item(item_id, text, "completed", self.collected.logprobs)
+            part = item["content"][0]
             out = (self._event("response.output_text.done", item_id=item_id, output_index=position,
                                content_index=0, text=text, logprobs=part["logprobs"])
                    + self._event("response.content_part.done", item_id=item_id, output_index=position,
