@@ -118,7 +118,7 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
     @router.get("/v1/traces/sessions/{session}/steps/{index}/content")
     def content(session: str, index: str, request: Request, who: Viewer = Depends(viewer),
                 tenant: str | None = None) -> dict:
-        if not index.isdigit():
+        if not (index.isascii() and index.isdigit() and len(index) <= 18):   # SQLite integers are 64-bit
             raise HTTPException(404, f"No step '{index}' in session '{session}'.")
         path = path_of(request)
         found = resolve(path, who, session, tenant)

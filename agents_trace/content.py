@@ -13,14 +13,15 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from agents_trace.json_text import loads_bounded
 from agents_trace.records import ToolCall
 
 
 def _arguments(text: Any) -> Any:
     if isinstance(text, str):
         try:
-            return json.loads(text)
-        except json.JSONDecodeError:
+            return loads_bounded(text)
+        except ValueError:
             return text
     return text
 

@@ -18,6 +18,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from agents_trace.json_text import loads_bounded
 from agents_trace.records import After, SessionSource, ToolCall
 
 DIGEST_BYTES = 16
@@ -50,8 +51,8 @@ def _text(content: Any) -> Any:
 def _arguments(arguments: Any) -> Any:
     if isinstance(arguments, str):
         try:
-            return json.loads(arguments) if arguments.strip() else {}
-        except json.JSONDecodeError:
+            return loads_bounded(arguments) if arguments.strip() else {}
+        except ValueError:
             return arguments
     return arguments
 

@@ -2,7 +2,9 @@
 
 Invariants:
 - a body is never buffered past `max_body_bytes` (413 as soon as it is exceeded, from
-  Content-Length or while reading);
+  Content-Length or while reading), and one that nests deeper than `MAX_JSON_DEPTH` is a
+  400, so everything after may walk it recursively; so is one with a string that has no
+  UTF-8 form (an unpaired surrogate escape);
 - `race_disconnect` runs work until it finishes or the client disconnects; in the second
   case the work is cancelled (its `finally` blocks run, so backends free their resources)
   and `ClientGone` is raised;
@@ -20,6 +22,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from agents_trace.json_text import MAX_JSON_DEPTH, has_lone_surrogate, json_depth
 from gateway.errors import ApiError, body_too_large, invalid_request
 
 T = TypeVar("T")
@@ -44,10 +47,31 @@ async def read_json_body(request: Request, max_body_bytes: int) -> Any:
     if not raw.strip():
         raise invalid_request("The request body is empty; send a JSON object.")
     try:
-        return json.loads(raw)
+        body = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ApiError(400, f"We could not parse the JSON body of your request: {exc}",
                        "invalid_request_error", "invalid_json") from None
+    except RecursionError:
+        raise _nested_too_deep() from None
+    if json_depth(body) > MAX_JSON_DEPTH:
+        raise _nested_too_deep()
+    if _may_hold_surrogates(raw) and has_lone_surrogate(body):
+        raise ApiError(400, "We could not parse the JSON body of your request: a string in it holds an unpaired "
+                       "UTF-16 surrogate (U+D800 to U+DFFF), which is not a Unicode character.",
+                       "invalid_request_error", "invalid_json")
+    return body
+
+
+def _may_hold_surrogates(raw: bytes) -> bool:
+    """False only when no string parsed from `raw` can hold a surrogate: they come from
+    `\\udXXX` escapes, from UTF-8 lead byte 0xED (json.loads decodes with surrogatepass),
+    or from a UTF-16/32 body (NUL bytes). Most bodies have none of these and skip the walk."""
+    return b"\\ud" in raw or b"\\uD" in raw or b"\xed" in raw or b"\x00" in raw
+
+
+def _nested_too_deep() -> ApiError:
+    return ApiError(400, f"The JSON body of your request nests arrays or objects more than {MAX_JSON_DEPTH} "
+                    "levels deep; we do not accept it.", "invalid_request_error", "invalid_json")
 
 
 async def wait_for_disconnect(receive: Receive) -> None:

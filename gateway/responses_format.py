@@ -124,6 +124,9 @@ def _chat_tools(tools: list[dict]) -> list[dict]:
 
 def _response_format(text: dict | None) -> dict | None:
     fmt = (text or {}).get("format")
+    if fmt is not None and not isinstance(fmt, dict):
+        raise invalid_request(f"Invalid type for 'text.format': expected an object, but got {type(fmt).__name__}.",
+                              param="text.format", code="invalid_value")
     if not fmt or fmt.get("type") != "json_schema":
         return fmt
     schema = {k: fmt[k] for k in ("name", "description", "schema", "strict") if k in fmt}

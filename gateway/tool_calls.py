@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from agents_trace.json_text import loads_bounded
+
 OPEN_TAG = "<tool_call>"
 CLOSE_TAG = "</tool_call>"
 
@@ -39,8 +41,8 @@ def call_from_json(value: object, tool_names: frozenset[str] | None) -> ParsedTo
     arguments = value.get("arguments", value.get("parameters", {}))
     if isinstance(arguments, str):
         try:
-            arguments = json.loads(arguments) if arguments.strip() else {}
-        except json.JSONDecodeError:
+            arguments = loads_bounded(arguments) if arguments.strip() else {}
+        except ValueError:
             return None
     if not isinstance(arguments, dict):
         return None
@@ -52,8 +54,8 @@ def _decode(text: str) -> object | None:
     if text.startswith("```"):
         text = text.removeprefix("```json").removeprefix("```").removesuffix("```").strip()
     try:
-        return json.loads(text)
-    except json.JSONDecodeError:
+        return loads_bounded(text)
+    except ValueError:
         return None
 
 

@@ -117,5 +117,6 @@ async def test_api_bad_query_parameters_are_400_not_422(traced):
                  f"/v1/traces/sessions/{session}?offset=-1"):
         response = await _get(app, path, "k-acme")
         assert response.status_code == 400 and "must be a number" in response.json()["detail"]
-    assert (await _get(app, f"/v1/traces/sessions/{session}/steps/x/content",
-                       "k-acme")).status_code == 404
+    for index in ("x", "99999999999999999999999", "\u00b2", "-1"):   # not a 64-bit step index: 404, not 500
+        assert (await _get(app, f"/v1/traces/sessions/{session}/steps/{index}/content",
+                           "k-acme")).status_code == 404

@@ -265,3 +265,17 @@ def test_e2e_incoming_traceparent_is_continued(served):
     for span in (agent, chat):
         assert f"{span.context.trace_id:032x}" == trace_id
         assert f"{span.parent.span_id:016x}" == parent_id and span.parent.is_remote
+
+
+def test_e2e_step_with_deeply_nested_tool_arguments_is_traced(served):
+    """Arguments are parsed to digest the conversation; ones nested past the parser's limit
+    stay text, and the step is still recorded (it used to go untraced)."""
+    deep_arguments = "[" * 1500 + "]" * 1500
+    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": deep_arguments}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "sunny"}]
+    served.client("acme").chat.completions.create(model="tiny", messages=messages, tools=TOOLS, max_tokens=2,
+                                                  extra_headers={"x-session-id": "deep-arguments"})
+    served.settle()
+    steps = served.get("/v1/traces/sessions/deep-arguments", "acme").json()["steps"]["data"]
+    assert len(steps) == 1 and steps[0]["session_source"] == "header"

@@ -132,6 +132,66 @@ def test_chat_body_over_size_limit_is_413(gateway):
     assert_error(post(gateway, huge), 413, "request_too_large")
 
 
+def nested_schema(levels):
+    schema = {"type": "string"}
+    for _ in range(levels):
+        schema = {"type": "object", "properties": {"a": schema}, "required": ["a"]}
+    return schema
+
+
+@pytest.mark.parametrize("path,deep_body", [
+    ("/v1/chat/completions", {"model": "tiny", "messages": USER, "tools": [
+        {"type": "function", "function": {"name": "f", "parameters": nested_schema(300)}}]}),
+    ("/v1/chat/completions", {"model": "mock", "messages": USER, "response_format": {
+        "type": "json_schema", "json_schema": {"name": "x", "schema": nested_schema(300)}}}),
+    ("/v1/completions", {"model": "tiny", "prompt": "x", "metadata": nested_schema(300)}),
+    ("/v1/responses", {"model": "tiny", "input": "hi", "text": {"format": {
+        "type": "json_schema", "name": "x", "schema": nested_schema(300)}}}),
+])
+def test_bodies_nested_too_deeply_are_400_not_500(gateway, path, deep_body):
+    """Schema checks and re-encoding recurse: a body nested past MAX_JSON_DEPTH is refused
+    up front, whether Python's parser can read it (300 levels) or not (5,000)."""
+    error = assert_error(post(gateway, deep_body, path=path), 400, "invalid_json")
+    assert "levels deep" in error["message"]
+    assert_error(post(gateway, None, path=path, raw=b'{"model": ' * 5000), 400, "invalid_json")
+
+
+@pytest.mark.parametrize("path,raw", [
+    ("/v1/chat/completions", b'{"model": "tiny", "messages": [{"role": "user", "content": "a\\ud800b"}]}'),
+    ("/v1/chat/completions", b'{"model": "\\udfff", "messages": [{"role": "user", "content": "hi"}]}'),
+    ("/v1/completions", b'{"model": "tiny", "prompt": "\xed\xa0\x80"}'),   # UTF-8-encoded surrogate
+    ("/v1/responses", b'{"model": "tiny", "input": [{"type": "function_call_output", "call_id": "\\uD83D", '
+                      b'"output": "x"}]}'),
+])
+def test_unpaired_surrogates_are_400_not_500(gateway, path, raw):
+    """JSON lets `\\ud800` through unpaired; such a string has no UTF-8 form, so echoing it
+    in an error or tokenizing it used to fail with a 500."""
+    error = assert_error(post(gateway, None, path=path, raw=raw), 400, "invalid_json")
+    assert "surrogate" in error["message"]
+
+
+def test_paired_surrogate_escapes_are_the_character_they_spell(gateway):
+    raw = b'{"model": "tiny", "max_tokens": 2, "messages": [{"role": "user", "content": "\\ud83d\\ude00"}]}'
+    assert post(gateway, None, raw=raw).status_code == 200
+
+
+def test_a_tool_schema_nested_just_under_the_limit_is_served(gateway):
+    body = {"model": "tiny", "messages": USER, "max_tokens": 30, "tool_choice": "required",
+            "tools": [{"type": "function", "function": {"name": "f", "parameters": nested_schema(29)}}]}
+    reply = post(gateway, body)
+    assert reply.status_code == 200, reply.text
+    assert reply.json()["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "f"
+
+
+def test_deeply_nested_tool_arguments_in_history_are_served(gateway):
+    deep_arguments = "[" * 1500 + "]" * 1500   # a string: only the parsers meet its depth
+    messages = USER + [{"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": deep_arguments}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "sunny"}]
+    reply = post(gateway, {"model": "tiny", "messages": messages, "tools": [TOOL], "max_tokens": 2})
+    assert reply.status_code == 200, reply.text
+
+
 def test_chat_body_over_size_limit_without_content_length_is_413(gateway):
     def chunks():
         yield b'{"model": "tiny", "messages": [{"role": "user", "content": "'

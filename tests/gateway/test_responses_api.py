@@ -115,6 +115,8 @@ def test_responses_json_schema_text_format(client):
     ({"input": "x", "include": ["message.output_text.logprobs"], "tools": [WEATHER]}, 400, "include"),
     ({"input": "x", "text": {"format": {"type": "json_schema", "name": "bad name", "schema": {}}}}, 400,
      "text.format.name"),
+    ({"input": "x", "text": {"format": ["json_schema"]}}, 400, "text.format"),
+    ({"input": "x", "text": {"format": 1.5}}, 400, "text.format"),
 ])
 def test_responses_bad_requests_are_openai_shaped_errors(gateway, body, status, param):
     reply = httpx.post(f"{gateway.base_url}/v1/responses", headers=gateway.headers("alpha"),

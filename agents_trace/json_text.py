@@ -1,0 +1,66 @@
+"""JSON from clients, bounded in how deeply it nests.
+
+Python's JSON codec and every recursive walk after it (schema checks, re-encoding) run
+out of stack on arrays or objects nested about a thousand deep, well before a body
+size limit can stop them. Invariant: a value that passed `json_depth(v) <= MAX_JSON_DEPTH`
+or came out of `loads_bounded` can be walked recursively anywhere in the gateway.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+MAX_JSON_DEPTH = 64  # real agent requests nest under 20 levels; tool schemas under 32 levels each
+
+
+def json_depth(value: Any, limit: int = MAX_JSON_DEPTH) -> int:
+    """How many arrays and objects `value` nests (a scalar is 0, `[]` is 1), counted
+    without recursion; stops early and returns `limit + 1` once deeper than `limit`."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            children = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        depth += 1
+        if depth > limit:
+            return limit + 1
+        deepest = max(deepest, depth)
+        stack.extend((child, depth) for child in children if isinstance(child, (dict, list)))
+    return deepest
+
+
+def loads_bounded(text: str, limit: int = MAX_JSON_DEPTH) -> Any:
+    """`json.loads(text)`, raising ValueError when it is not JSON or nests deeper than `limit`."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise ValueError(f"JSON nested more than {limit} levels deep") from None
+    if json_depth(value, limit) > limit:
+        raise ValueError(f"JSON nested more than {limit} levels deep")
+    return value
+
+
+def has_lone_surrogate(value: Any) -> bool:
+    """Whether any string or key in `value` holds a UTF-16 surrogate that JSON's `\\ud800`
+    escapes let through unpaired: such a string has no UTF-8 form, so tokenizers, error
+    messages and stores all fail on it. Walks without recursion."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            if not node.isascii():
+                try:
+                    node.encode("utf-8")
+                except UnicodeEncodeError:
+                    return True
+        elif isinstance(node, dict):
+            stack.extend(node.keys())
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return False
