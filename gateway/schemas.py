@@ -200,16 +200,36 @@ class ChatCompletionRequest(_GenerationRequest):
         return self.max_completion_tokens or self.max_tokens
 
 
-class CompletionRequest(_GenerationRequest):
-    """Legacy completions. `prompt` is a string or a list of token ids (one prompt only)."""
+_TokenIds = Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=1)]
 
-    prompt: str | Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=1)] | list[str] \
-        | list[list[int]]
+
+class CompletionRequest(_GenerationRequest):
+    """Legacy completions. `prompt` is a string, a list of token ids, or a non-empty list of
+    either (several prompts); every token-id list is non-empty and its ids non-negative."""
+
+    prompt: str | _TokenIds | Annotated[list[str], Field(min_length=1)] \
+        | Annotated[list[_TokenIds], Field(min_length=1)]
     max_tokens: Annotated[int, Field(ge=1)] | None = 16
     echo: bool | None = None
     logprobs: Annotated[int, Field(ge=0, le=5)] | None = None
     suffix: str | None = None
     best_of: Annotated[int, Field(ge=1, le=20)] | None = None
+
+    @field_validator("prompt", mode="before")
+    @classmethod
+    def _prompt_shape(cls, value: Any) -> Any:
+        """One message for every malformed prompt (a union's own error names its first member)."""
+        several = isinstance(value, list) and value and (all(isinstance(p, str) for p in value)
+                                                         or all(_is_token_ids(p) for p in value))
+        if isinstance(value, str) or _is_token_ids(value) or several:
+            return value
+        raise ValueError("'prompt' must be a string, a list of token ids (integers >= 0), or a non-empty "
+                         "list of strings or of token-id lists")
+
+
+def _is_token_ids(value: Any) -> bool:
+    return (isinstance(value, list) and bool(value)
+            and all(type(token) is int and token >= 0 for token in value))
 
 
 M = TypeVar("M", bound=BaseModel)

@@ -283,3 +283,12 @@ def test_error_after_stream_began_is_an_sse_error_event(gateway):
             events = [line[6:] for line in response.iter_lines() if line.startswith("data: ")]
     assert events[-1] != "[DONE]"
     assert "error" in json.loads(events[-1])
+
+
+@pytest.mark.parametrize("model", ["tiny", "mock"])
+@pytest.mark.parametrize("prompt", [[], [[]], [[-1]], ["a", [1]], 5, [True]])
+def test_completions_malformed_prompts_are_400_naming_prompt(gateway, model, prompt):
+    """Checked before any backend: an empty list used to reach litellm, which failed it as a 502."""
+    error = assert_error(post(gateway, {"model": model, "prompt": prompt}, path="/v1/completions"),
+                         400, "invalid_value", param="prompt")
+    assert "token ids" in error["message"]
