@@ -8,6 +8,7 @@ stdout. Exit codes: 0 written, 1 no such session, 2 bad usage or config.
 from __future__ import annotations
 
 import argparse
+import sqlite3
 import sys
 import tomllib
 from pathlib import Path
@@ -46,7 +47,14 @@ def export_session(args: argparse.Namespace) -> int:
     except (OSError, tomllib.TOMLDecodeError, TraceConfigError) as exc:
         print(f"stepahead: bad config: {exc}", file=sys.stderr)
         return 2
-    matches = find_session(path, args.session, args.tenant)
+    if not path.is_file():
+        print(f"stepahead: no trace store at {path}", file=sys.stderr)
+        return 1
+    try:
+        matches = find_session(path, args.session, args.tenant)
+    except sqlite3.DatabaseError as exc:
+        print(f"stepahead: cannot read the trace store {path}: {exc}", file=sys.stderr)
+        return 2
     if not matches:
         print(f"stepahead: no session {args.session!r} in {path}", file=sys.stderr)
         return 1
@@ -57,8 +65,12 @@ def export_session(args: argparse.Namespace) -> int:
         return 2
     lines = export_lines(path, matches[0]["tenant"], args.session)
     if args.output:
-        with open(args.output, "w", encoding="utf-8") as out:
-            out.writelines(lines)
+        try:
+            with open(args.output, "w", encoding="utf-8") as out:
+                out.writelines(lines)
+        except OSError as exc:
+            print(f"stepahead: cannot write {args.output}: {exc}", file=sys.stderr)
+            return 2
     else:
         sys.stdout.writelines(lines)
     return 0

@@ -142,9 +142,14 @@ def _load(line: str, line_no: int) -> dict:
 
 
 def read_trace(path: str | Path) -> tuple[TraceHeader, list[TraceRecord]]:
+    """The header and every record of a trace file; TraceFormatError (a ValueError) when its
+    content is not a trace, OSError when it cannot be read."""
     with open(path, encoding="utf-8") as stream:
-        header, records = iter_trace(stream)
-        return header, list(records)
+        try:
+            header, records = iter_trace(stream)
+            return header, list(records)
+        except UnicodeDecodeError as exc:
+            raise TraceFormatError(f"not UTF-8 text ({exc.reason})") from None
 
 
 def write_trace(stream: IO[str], records: Iterable[TraceRecord], header: TraceHeader | None = None) -> int:

@@ -36,6 +36,9 @@ def run_replay(args: argparse.Namespace) -> int:
     if args.speed <= 0:
         print("error: --speed must be positive", file=sys.stderr)
         return 2
+    if args.concurrency < 1 or (args.limit is not None and args.limit < 1):
+        print("error: --concurrency and --limit must be at least 1", file=sys.stderr)
+        return 2
     tenant_keys = {}
     for item in args.tenant_key:
         tenant, sep, key = item.partition("=")
@@ -50,6 +53,9 @@ def run_replay(args: argparse.Namespace) -> int:
         return 2
     if args.limit is not None:
         records = records[: args.limit]
+    if not records:
+        print(f"error: {args.trace} holds no requests to replay", file=sys.stderr)
+        return 2
     options = ReplayOptions(
         base_url=args.base_url.rstrip("/").removesuffix("/v1"), api_key=args.api_key,
         tenant_keys=tenant_keys, model=args.model, speed=args.speed, concurrency=args.concurrency,

@@ -69,8 +69,12 @@ def run_generate(args: argparse.Namespace) -> int:
     if args.output == "-":
         count = write_trace(sys.stdout, records, header)
     else:
-        with open(args.output, "w", encoding="utf-8") as stream:
-            count = write_trace(stream, records, header)
+        try:
+            with open(args.output, "w", encoding="utf-8") as stream:
+                count = write_trace(stream, records, header)
+        except OSError as exc:
+            print(f"error: cannot write {args.output}: {exc}", file=sys.stderr)
+            return 2
     sessions = len({(r.tenant, r.session) for r in records})
     print(f"wrote {count} requests in {sessions} sessions of {config.num_tenants} tenants "
           f"to {args.output}", file=sys.stderr)

@@ -45,6 +45,30 @@ class WorkloadConfig:
     max_context_tokens: int = 8000
     recorded_turns: bool = True  # sessions as many user turns long as recorded ones; False: the chain's odds
 
+    def __post_init__(self) -> None:
+        """Refuse knobs no workload can have, naming the flag (ValueError)."""
+        at_least_one = ("num_tenants", "num_sessions", "block_size", "tool_schema_tokens_per_tool",
+                        "max_context_tokens")
+        for name in at_least_one:
+            if getattr(self, name) < 1:
+                raise ValueError(f"--{_flag(name)} must be at least 1, not {getattr(self, name)}")
+        for name in ("session_rate_per_s", "tool_result_tokens_median", "think_time_median_s"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"--{_flag(name)} must be positive, not {getattr(self, name)}")
+        for name in ("tool_result_tokens_sigma", "tool_sigma", "think_time_sigma"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"--{_flag(name)} must not be negative, not {getattr(self, name)}")
+        for name in ("system_prompt_tokens", "user_turn_tokens", "tool_call_output_tokens",
+                     "text_answer_output_tokens", "tool_median_s_range"):
+            low, high = getattr(self, name)
+            if not 0 < low <= high:
+                raise ValueError(f"--{_flag(name)} takes LOW HIGH with 0 < LOW <= HIGH, not {low} {high}")
+
+
+def _flag(field_name: str) -> str:
+    """The command-line flag of a WorkloadConfig field (workload/cli.py names them so)."""
+    return {"num_tenants": "tenants", "num_sessions": "sessions"}.get(field_name, field_name).replace("_", "-")
+
 
 def _stable_unit(text: str) -> float:
     """A number in [0, 1) fixed by `text` (not Python's randomized hash)."""

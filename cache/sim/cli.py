@@ -20,7 +20,7 @@ import time
 from cache.sim.cost_model import CALIBRATIONS, COPY_BYTES_PER_S, DEFAULT_CALIBRATION, CostModel
 from cache.sim.replay import POLICY_NAMES, SimConfig, replay, split_index
 from cache.sim.requests import to_sim_requests
-from cache.trace_format import read_trace
+from cache.trace_format import TraceFormatError, read_trace
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,11 +49,18 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     started = time.perf_counter()
-    header, records = read_trace(args.trace)
-    block_size = args.block_size or header.block_size
-    if args.hot_blocks <= 0 or args.host_blocks < 0:
-        print("error: need --hot-blocks > 0 and --host-blocks >= 0", file=sys.stderr)
+    if args.hot_blocks <= 0 or args.host_blocks < 0 or (args.block_size is not None and args.block_size <= 0):
+        print("error: need --hot-blocks > 0, --host-blocks >= 0 and --block-size > 0", file=sys.stderr)
         return 2
+    try:
+        header, records = read_trace(args.trace)
+    except (OSError, TraceFormatError) as exc:
+        print(f"error: cannot read {args.trace}: {exc}", file=sys.stderr)
+        return 2
+    if not records:
+        print(f"error: {args.trace} holds no requests to replay", file=sys.stderr)
+        return 2
+    block_size = args.block_size or header.block_size
     cost = CostModel.for_block_size(
         block_size,
         calibration=args.calibration,

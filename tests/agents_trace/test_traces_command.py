@@ -53,3 +53,15 @@ def test_traces_export_reads_store_path_from_config(store, tmp_path, capsys):
     config.write_text(f'[tracing]\nstore_path = "{store}"\n')
     assert _run(["traces", "export", "--session", "only", "--config", str(config)]) == 0
     assert _run(["traces", "export", "--session", "nope", "--config", str(config)]) == 1
+
+
+def test_traces_export_bad_store_or_output_is_an_error_line(store, tmp_path, capsys):
+    not_a_db = tmp_path / "notes.txt"
+    not_a_db.write_text("not sqlite " * 200)
+    for db, code, message in ((tmp_path / "missing.sqlite3", 1, "no trace store at"),
+                              (tmp_path, 1, "no trace store at"),
+                              (not_a_db, 2, "cannot read the trace store")):
+        assert _run(["traces", "export", "--session", "only", "--db", str(db)]) == code
+        assert message in capsys.readouterr().err
+    assert _run(["traces", "export", "--session", "only", "--db", str(store), "--output", str(tmp_path)]) == 2
+    assert "cannot write" in capsys.readouterr().err

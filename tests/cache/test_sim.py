@@ -203,3 +203,20 @@ def test_sim_cli_calibration_changes_costs_not_hits(tmp_path, capsys) -> None:
     assert out["bfloat16"]["sim_ttft_p50_s"] < out["float32"]["sim_ttft_p50_s"]
     with pytest.raises(SystemExit):
         main(["--trace", str(path), "--hot-blocks", "16", "--calibration", "fp8", "--json"])
+
+
+def test_sim_cli_bad_input_is_an_error_line_not_a_traceback(tmp_path, capsys) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"bad": 1}\n')
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    good = tmp_path / "good.jsonl"
+    with open(good, "w", encoding="utf-8") as stream:
+        write_trace(stream, random_records(seed=3, num_requests=5, block_size=16), TraceHeader(block_size=16))
+    cases = [([str(tmp_path / "missing.jsonl")], "cannot read"), ([str(tmp_path)], "cannot read"),
+             ([str(bad)], "cannot read"), ([str(empty)], "holds no requests"),
+             ([str(good), "--block-size", "0"], "--block-size > 0")]
+    for args, message in cases:
+        assert main(["--trace", *args, "--hot-blocks", "16", "--json"]) == 2
+        captured = capsys.readouterr()
+        assert message in captured.err and captured.out == ""

@@ -154,3 +154,23 @@ def test_recorded_turns_can_be_switched_off_for_the_chains_own_odds(tmp_path):
                     "--no-recorded-turns", "-o", str(out)], check=True, timeout=60)
     _, records = iter_trace(io.StringIO(out.read_text()))
     assert len(list(records)) > 0
+
+
+def test_impossible_knobs_are_errors_naming_the_flag(tmp_path, capsys):
+    import pytest
+
+    from gateway.cli import main
+
+    out = tmp_path / "w.jsonl"
+    for flags, message in ((["--tenants", "0"], "--tenants must be at least 1"),
+                           (["--sessions", "-3"], "--sessions must be at least 1"),
+                           (["--session-rate-per-s", "0"], "--session-rate-per-s must be positive"),
+                           (["--think-time-sigma", "-1"], "--think-time-sigma must not be negative"),
+                           (["--user-turn-tokens", "50", "10"], "--user-turn-tokens takes LOW HIGH")):
+        assert main(["workload", "generate", *flags, "-o", str(out)]) == 2
+        assert f"error: {message}" in capsys.readouterr().err
+        assert not out.exists()
+    with pytest.raises(ValueError, match="--tenants must be at least 1"):
+        WorkloadConfig(num_tenants=0)
+    assert main(["workload", "generate", "--tenants", "1", "--sessions", "1", "-o", str(tmp_path)]) == 2
+    assert "error: cannot write" in capsys.readouterr().err
