@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agents_trace.json_text import loads_bounded
-from agents_trace.records import ToolCall
+from agents_trace.records import ChoiceOutput, ToolCall
 
 
 def _arguments(text: Any) -> Any:
@@ -65,11 +65,21 @@ def input_messages_json(messages: Sequence[Any]) -> str:
                       ensure_ascii=False, default=str)
 
 
-def output_messages_json(text: str | None, tool_calls: Sequence[ToolCall],
-                         finish_reason: str | None) -> str:
+def _output_message(text: str | None, tool_calls: Sequence[ToolCall], finish_reason: str | None) -> dict:
     parts = _content_parts(text)
     parts += [{"type": "tool_call", "id": c.call_id, "name": c.name,
                "arguments": _arguments(c.arguments)} for c in tool_calls]
-    return json.dumps([{"role": "assistant", "parts": parts,
-                        "finish_reason": finish_reason or "stop"}],
-                      ensure_ascii=False, default=str)
+    return {"role": "assistant", "parts": parts, "finish_reason": finish_reason or "stop"}
+
+
+def output_messages_json(text: str | None, tool_calls: Sequence[ToolCall], finish_reason: str | None,
+                         other_choices: Sequence[ChoiceOutput] = (),
+                         other_outputs: Sequence[Mapping[str, Any]] = ()) -> str:
+    """One output message per choice, in choice order (the conventions' shape for n > 1):
+    choice 0 from the arguments, the others' text from their captured `other_outputs`."""
+    messages = [_output_message(text, tool_calls, finish_reason)]
+    for choice, output in zip(other_choices, other_outputs):
+        content = output.get("content")
+        messages.append(_output_message(content if isinstance(content, str) else None, choice.tool_calls,
+                                        choice.finish_reason))
+    return json.dumps(messages, ensure_ascii=False, default=str)

@@ -65,7 +65,8 @@ class CapturedContent:
     `new_messages` are the request's messages after the first `num_prefix_messages`,
     which are the same as those of step `prefix_step` of the same session (None: the
     request is whole in `new_messages`); `output` is the response's assistant message
-    (None after an error); `all_messages` is the whole request, for span attributes.
+    (None after an error; `other_outputs` those of choices 1.. when the request asked for
+several); `all_messages` is the whole request, for span attributes.
     NOTE: these are the request's own objects, serialised on the writer thread.
     """
 
@@ -74,6 +75,7 @@ class CapturedContent:
     prefix_step: int | None
     output: dict | None
     all_messages: tuple = ()
+    other_outputs: tuple[dict, ...] = ()   # the assistant messages of choices 1..
 
 
 @dataclass(slots=True)
@@ -104,6 +106,17 @@ class StepContext:
     is_ended: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class ChoiceOutput:
+    """Choice k >= 1 of a request that asked for several (`n`, or several prompts): how it
+    ended and the tools it asked for. `text` travels only as far as captured content; the
+    trace store and span attributes never keep it."""
+
+    finish_reason: str | None
+    tool_calls: tuple[ToolCall, ...] = ()
+    text: str | None = None
+
+
 @dataclass(slots=True)
 class StepResult:
     """How a request ended, as the gateway saw it. `error` is the error type (an OpenAI
@@ -120,6 +133,7 @@ class StepResult:
     response_id: str | None = None
     error: str | None = None
     error_message: str | None = None
+    other_choices: tuple[ChoiceOutput, ...] = ()   # choices 1.. (choice 0 is the fields above)
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +168,7 @@ class Step:
     remote_parent: SpanContext | None = None
     content: CapturedContent | None = None
     request_params: tuple[tuple[str, float | int], ...] = ()
+    other_choices: tuple[ChoiceOutput, ...] = ()   # choices 1.., without their text
 
     @property
     def is_text_answer(self) -> bool:

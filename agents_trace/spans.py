@@ -87,7 +87,8 @@ def _chat_attributes(step: Step, check: ForecastCheck | None) -> dict:
                 sc.ERROR_TYPE: step.error}
     attributes.update({k: v for k, v in optional.items() if v is not None})
     if step.finish_reason:
-        attributes[sc.RESPONSE_FINISH_REASONS] = [step.finish_reason]
+        attributes[sc.RESPONSE_FINISH_REASONS] = [step.finish_reason] + [
+            choice.finish_reason or "stop" for choice in step.other_choices]
     if check is not None:
         attributes.update({sc.FORECAST_NEXT_STEP: check.predicted,
                            sc.FORECAST_P_NEXT_STEP: check.p_predicted,
@@ -115,7 +116,8 @@ def record_chat_span(tracer: trace.Tracer, session_span: Span, step: Step,
         span.set_attribute(sc.INPUT_MESSAGES, input_messages_json(step.content.all_messages))
         if step.error is None:
             span.set_attribute(sc.OUTPUT_MESSAGES, output_messages_json(
-                _output_text(step), step.tool_calls, step.finish_reason))
+                _output_text(step), step.tool_calls, step.finish_reason, step.other_choices,
+                step.content.other_outputs))
     if step.error is not None:
         span.set_status(Status(StatusCode.ERROR, step.error_message or step.error))
     span.end(end_time=_ns(step.ended_s))

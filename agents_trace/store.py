@@ -40,8 +40,17 @@ def _forecast_json(check: ForecastCheck | None) -> str | None:
                        "is_confident": check.is_confident})
 
 
+def _call_rows(calls) -> list[list[str]]:
+    return [[c.call_id, c.name, c.arguments] for c in calls]
+
+
 def _calls_json(calls) -> str:
-    return json.dumps([[c.call_id, c.name, c.arguments] for c in calls], ensure_ascii=False)
+    return json.dumps(_call_rows(calls), ensure_ascii=False)
+
+
+def _other_choices_json(choices) -> str:
+    """`[[finish_reason, [[call_id, name, arguments], ...]], ...]` for choices 1.."""
+    return json.dumps([[c.finish_reason, _call_rows(c.tool_calls)] for c in choices], ensure_ascii=False)
 
 
 class TraceStore:
@@ -126,9 +135,9 @@ class TraceStore:
             "operation, model, agent, session_source, arrived_s, ended_s, prev_ended_s, gap_s, "
             "after_kind, after_label, after_tools, num_messages, is_stream, num_input_tokens, "
             "num_cached_tokens, num_output_tokens, ttft_s, worker, finish_reason, tool_calls, "
-            "error, error_message, forecast, forecast_hit, trace_id, span_id, has_content) "
+            "error, error_message, forecast, forecast_hit, trace_id, span_id, has_content, other_choices) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-            "?, ?, ?, ?, ?, ?, ?, ?)",
+            "?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (step.tenant, step.session, step.index, step.request_id, step.response_id,
              step.operation, step.model, step.agent, step.session_source, step.arrived_s,
              step.ended_s, step.prev_ended_s, step.gap_s, step.after.kind, step.after.label,
@@ -137,18 +146,20 @@ class TraceStore:
              step.ttft_s, step.worker, step.finish_reason, _calls_json(step.tool_calls),
              step.error, step.error_message, _forecast_json(check),
              None if check is None else int(check.is_hit), row.trace_id, row.span_id,
-             int(step.content is not None)))
+             int(step.content is not None),
+             _other_choices_json(step.other_choices)))
         if step.content is not None:
             content = step.content
             self.db.execute(
                 "INSERT OR REPLACE INTO step_content (tenant, session, idx, "
-                "num_prefix_messages, prefix_step, new_messages, output) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "num_prefix_messages, prefix_step, new_messages, output, other_outputs) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (step.tenant, step.session, step.index, content.num_prefix_messages,
                  content.prefix_step,
                  json.dumps(list(content.new_messages), ensure_ascii=False, default=str),
                  None if content.output is None
-                 else json.dumps(content.output, ensure_ascii=False, default=str)))
+                 else json.dumps(content.output, ensure_ascii=False, default=str),
+                 json.dumps(list(content.other_outputs), ensure_ascii=False, default=str)))
 
     # --- retention -------------------------------------------------------------------
     def used_bytes(self) -> int:

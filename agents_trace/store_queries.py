@@ -92,6 +92,9 @@ def _step_dict(row: sqlite3.Row) -> dict:
                          for c, n, a in json.loads(out["tool_calls"])]
     out["forecast"] = json.loads(out["forecast"]) if out["forecast"] else None
     out.pop("forecast_hit")
+    out["other_choices"] = [  # a store no writer has upgraded yet lacks the column
+        {"finish_reason": reason, "tool_calls": [{"call_id": c, "name": n, "arguments": a} for c, n, a in calls]}
+        for reason, calls in json.loads(out.get("other_choices") or "[]")]
     return out
 
 
@@ -108,7 +111,8 @@ def list_steps(path: Path, tenant: str, session: str, *, limit: int = 200,
 
 
 def step_content(path: Path, tenant: str, session: str, index: int) -> dict | None:
-    """One step's captured content: the messages new in its request and its output."""
+    """One step's captured content: the messages new in its request, its output and, when
+    it asked for several choices, the outputs of choices 1.. (`other_outputs`)."""
     with _reader(path) as db:
         row = None if db is None else db.execute(
             "SELECT * FROM step_content WHERE tenant = ? AND session = ? AND idx = ?",
@@ -117,7 +121,8 @@ def step_content(path: Path, tenant: str, session: str, index: int) -> dict | No
         return None
     return {"index": index, "num_prefix_messages": row["num_prefix_messages"],
             "prefix_step": row["prefix_step"], "new_messages": json.loads(row["new_messages"]),
-            "output": json.loads(row["output"]) if row["output"] else None}
+            "output": json.loads(row["output"]) if row["output"] else None,
+            "other_outputs": json.loads(row["other_outputs"]) if "other_outputs" in row.keys() else []}
 
 
 def iter_session_steps(path: Path, tenant: str, session: str) -> Iterator[tuple[dict, dict | None]]:

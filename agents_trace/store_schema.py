@@ -12,7 +12,11 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
+# Columns added since version 1: a store written by an older version gains them when a
+# writer opens it (readers of a store no writer has upgraded yet treat them as empty).
+ADDED_COLUMNS = (("steps", "other_choices", "TEXT NOT NULL DEFAULT '[]'"),
+                 ("step_content", "other_outputs", "TEXT NOT NULL DEFAULT '[]'"))
 BUSY_TIMEOUT_MS = 5000
 
 SCHEMA = """
@@ -41,13 +45,13 @@ CREATE TABLE IF NOT EXISTS steps (
     num_output_tokens INTEGER NOT NULL, ttft_s REAL, worker TEXT, finish_reason TEXT,
     tool_calls TEXT NOT NULL, error TEXT, error_message TEXT,
     forecast TEXT, forecast_hit INTEGER, trace_id TEXT, span_id TEXT,
-    has_content INTEGER NOT NULL DEFAULT 0,
+    has_content INTEGER NOT NULL DEFAULT 0, other_choices TEXT NOT NULL DEFAULT '[]',
     PRIMARY KEY (tenant, session, idx)
 );
 CREATE TABLE IF NOT EXISTS step_content (
     tenant TEXT NOT NULL, session TEXT NOT NULL, idx INTEGER NOT NULL,
     num_prefix_messages INTEGER NOT NULL, prefix_step INTEGER,
-    new_messages TEXT NOT NULL, output TEXT,
+    new_messages TEXT NOT NULL, output TEXT, other_outputs TEXT NOT NULL DEFAULT '[]',
     PRIMARY KEY (tenant, session, idx)
 );
 """
@@ -64,7 +68,11 @@ def connect_writer(path: Path) -> sqlite3.Connection:
     connection.execute("PRAGMA journal_mode = WAL")
     connection.execute("PRAGMA synchronous = NORMAL")
     connection.executescript(SCHEMA)
-    connection.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('schema', ?)",
+    for table, column, declaration in ADDED_COLUMNS:
+        existing = {row[1] for row in connection.execute(f"PRAGMA table_info({table})")}
+        if column not in existing:
+            connection.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
+    connection.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('schema', ?)",
                        (SCHEMA_VERSION,))
     return connection
 

@@ -197,14 +197,17 @@ class AgentTracer:
             tool_calls=result.tool_calls, request_id=ctx.request_id,
             response_id=result.response_id, error=result.error,
             error_message=result.error_message, remote_parent=ctx.remote_parent,
-            content=self._content(ctx, result), request_params=ctx.request_params))
+            content=self._content(ctx, result), request_params=ctx.request_params,
+            other_choices=tuple(dataclasses.replace(choice, text=None) for choice in result.other_choices)))
 
     def _content(self, ctx: StepContext, result: StepResult) -> CapturedContent | None:
         if not self.config.capture_content:
             return None
         output = None if result.error is not None else assistant_message(
             result.output_text, result.tool_calls)
+        others = () if output is None else tuple(
+            assistant_message(choice.text, choice.tool_calls) for choice in result.other_choices)
         return CapturedContent(new_messages=ctx.messages[ctx.num_prefix_messages:],
                                num_prefix_messages=ctx.num_prefix_messages,
                                prefix_step=ctx.prefix_step, output=output,
-                               all_messages=ctx.messages)
+                               all_messages=ctx.messages, other_outputs=others)

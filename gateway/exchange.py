@@ -114,7 +114,7 @@ class Exchange:
             ttft_s = (self.first_event_s - self.started_s) if self.first_event_s else None
             error = self.error or (None if status in (None, 200) else "client_closed")
             end_step(self.state.tracer, self.trace, prepared, finished,
-                     self.output.first if self.output is not None else None, ttft_s, error)
+                     self.output, ttft_s, error)
 
 
 def _error_type(exc: BaseException) -> str:

@@ -11,14 +11,14 @@ import logging
 from typing import Any
 
 from agents_trace.api import Viewer, build_trace_router
-from agents_trace.records import StepContext, StepResult, ToolCall
+from agents_trace.records import ChoiceOutput, StepContext, StepResult, ToolCall
 from agents_trace.tracer import AgentTracer
 from fastapi import APIRouter
 from starlette.requests import Request
 
 from gateway.backend import Finished, Prepared
 from gateway.config import GatewayConfig
-from gateway.openai_format import Collected
+from gateway.openai_format import Collected, Reply
 
 log = logging.getLogger("stepahead.gateway")
 
@@ -58,13 +58,20 @@ def begin_step(tracer: AgentTracer | None, request: Request, body: Any, prepared
         return None
 
 
+def _calls(output: Collected) -> tuple[ToolCall, ...]:
+    return tuple(ToolCall(call.id, call.name, call.arguments) for _, call in sorted(output.tool_calls.items()))
+
+
 def end_step(tracer: AgentTracer, ctx: StepContext, prepared: Prepared,
-             finished: Finished | None, output: Collected | None, ttft_s: float | None,
+             finished: Finished | None, reply: Reply | None, ttft_s: float | None,
              error: str | None) -> None:
+    """Close the step with every choice of `reply`: choice 0 in the result's own fields,
+    the others (n > 1, several prompts) in `other_choices`."""
     usage = finished.usage if finished is not None else None
-    calls = () if output is None else tuple(
-        ToolCall(call.id, call.name, call.arguments)
-        for _, call in sorted(output.tool_calls.items()))
+    output = reply.first if reply is not None else None
+    calls = () if output is None else _calls(output)
+    others = () if reply is None or finished is None else tuple(
+        ChoiceOutput(choice.finish_reason(), _calls(choice), choice.text or None) for choice in reply.choices[1:])
     if finished is None and error is None:
         error = "incomplete"
     tracer.end(ctx, StepResult(
@@ -76,4 +83,4 @@ def end_step(tracer: AgentTracer, ctx: StepContext, prepared: Prepared,
         finish_reason=(output.finish_reason() if output is not None and finished else
                        finished.finish_reason if finished else None),
         output_text=output.text if output is not None and output.text else None,
-        tool_calls=calls, response_id=prepared.request_id, error=error))
+        tool_calls=calls, response_id=prepared.request_id, error=error, other_choices=others))

@@ -52,8 +52,14 @@ const fmtTime = (s) => new Date(s * 1000).toLocaleString();
 const fmtS = (s) => (s === null || s === undefined) ? "—" : s.toFixed(s < 10 ? 3 : 1);
 const fmtMs = (s) => (s === null || s === undefined) ? "—" : (s * 1000).toFixed(1);
 const pct = (a, b) => b > 0 ? (100 * a / b).toFixed(0) + "%" : "—";
-const askedFor = (step) => step.error ? "error"
-  : (step.tool_calls.length ? step.tool_calls.map((c) => c.name).join(", ") : "text answer");
+const choiceAsked = (choice) =>
+  choice.tool_calls.length ? choice.tool_calls.map((c) => c.name).join(", ") : "text answer";
+// With several choices (n > 1) each is listed with its number: "#0 get_weather · #1 text answer".
+const askedFor = (step) => {
+  if (step.error) return "error";
+  const choices = [step, ...(step.other_choices || [])];
+  return choices.length === 1 ? choiceAsked(step) : choices.map((c, i) => `#${i} ${choiceAsked(c)}`).join(" · ");
+};
 
 function sessionHash(tenant, session) {
   return "#/session/" + encodeURIComponent(tenant) + "/" + encodeURIComponent(session);

@@ -279,3 +279,29 @@ def test_e2e_step_with_deeply_nested_tool_arguments_is_traced(served):
     served.settle()
     steps = served.get("/v1/traces/sessions/deep-arguments", "acme").json()["steps"]["data"]
     assert len(steps) == 1 and steps[0]["session_source"] == "header"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_e2e_every_choice_of_an_n3_request_is_traced(served, stream):
+    """n = 3 through the real gateway: the step keeps all three choices' finish reasons, tool
+    calls and (content being captured) texts, not choice 0's alone."""
+    session = f"n3-{stream}"
+    reply = served.client("acme").chat.completions.create(
+        model="tiny", n=3, max_tokens=6, seed=3, stream=stream, messages=[{"role": "user", "content": "hi"}],
+        extra_headers={"x-session-id": session})
+    if stream:
+        texts = {}
+        for chunk in reply:
+            for choice in chunk.choices:
+                texts[choice.index] = texts.get(choice.index, "") + (choice.delta.content or "")
+        texts = [texts[i] for i in range(3)]
+    else:
+        texts = [choice.message.content for choice in reply.choices]
+    served.settle()
+    [step] = served.get(f"/v1/traces/sessions/{session}", "acme").json()["steps"]["data"]
+    assert [c["finish_reason"] for c in step["other_choices"]] == ["length", "length"]
+    content = served.get(f"/v1/traces/sessions/{session}/steps/0/content", "acme").json()
+    assert [content["output"]["content"]] + [o["content"] for o in content["other_outputs"]] == texts
+    [chat] = _spans_of(served, session)["chat"]
+    assert list(chat.attributes["gen_ai.response.finish_reasons"]) == ["length"] * 3
+    assert [m["parts"][0]["content"] for m in json.loads(chat.attributes["gen_ai.output.messages"])] == texts

@@ -123,3 +123,67 @@ def test_export_writes_trace_format_with_whole_messages(tmp_path, clock):
     assert steps[2]["messages"][5] == {"role": "tool", "tool_call_id": "call_b2",
                                        "content": "result of book_table"}
     assert all(s["session"] == contexts[0].session and s["tenant"] == "acme" for s in steps)
+
+
+@pytest.mark.parametrize("capture", [False, True])
+def test_store_keeps_every_choice_of_a_step_and_their_text_only_when_captured(tmp_path, clock, capture):
+    from agents_trace.records import ChoiceOutput, StepResult, ToolCall
+
+    tracer, exporter = make_tracer(tmp_path, clock, capture_content=capture)
+    try:
+        ctx = tracer.begin("acme", {"x-session-id": "n3"}, {"model": "tiny", "n": 3, "messages": [
+            {"role": "user", "content": "Weather?"}]})
+        tracer.end(ctx, StepResult(num_input_tokens=10, num_output_tokens=30, finish_reason="stop",
+                                   output_text="Sunny.", other_choices=(
+                                       ChoiceOutput("tool_calls", (ToolCall("c1", "get_weather", '{"city": "Oslo"}'),)),
+                                       ChoiceOutput("length", (), "Probably sun"))))
+        tracer.end_all_sessions()
+        assert tracer.flush(5.0)
+        [step] = list_steps(tracer.store_path, "acme", "n3")["data"]
+        assert step["other_choices"] == [
+            {"finish_reason": "tool_calls", "tool_calls": [
+                {"call_id": "c1", "name": "get_weather", "arguments": '{"city": "Oslo"}'}]},
+            {"finish_reason": "length", "tool_calls": []}]
+        [chat] = [s for s in exporter.get_finished_spans() if s.attributes.get("gen_ai.operation.name") == "chat"]
+        assert list(chat.attributes["gen_ai.response.finish_reasons"]) == ["stop", "tool_calls", "length"]
+        content = step_content(tracer.store_path, "acme", "n3", 0)
+        stored = (tmp_path / "traces.sqlite3").read_bytes()
+        if not capture:
+            assert content is None and b"Probably sun" not in stored
+            assert "gen_ai.output.messages" not in chat.attributes
+            return
+        assert content["output"]["content"] == "Sunny."
+        assert [o.get("content") for o in content["other_outputs"]] == [None, "Probably sun"]
+        assert content["other_outputs"][0]["tool_calls"][0]["function"]["name"] == "get_weather"
+        messages = json.loads(chat.attributes["gen_ai.output.messages"])
+        assert [m["finish_reason"] for m in messages] == ["stop", "tool_calls", "length"]
+        assert messages[1]["parts"][0] == {"type": "tool_call", "id": "c1", "name": "get_weather",
+                                           "arguments": {"city": "Oslo"}}
+        assert messages[2]["parts"] == [{"type": "text", "content": "Probably sun"}]
+    finally:
+        tracer.stop()
+
+
+def test_store_written_by_version_1_gains_the_new_columns(tmp_path, clock):
+    """A store from before choices were kept: old rows read as one choice, new rows keep all."""
+    import sqlite3
+
+    from agents_trace.store_schema import SCHEMA, connect_writer
+
+    path = tmp_path / "traces.sqlite3"
+    old_schema = SCHEMA.replace(", other_choices TEXT NOT NULL DEFAULT '[]'", "").replace(
+        ", other_outputs TEXT NOT NULL DEFAULT '[]'", "")
+    assert "other_" not in old_schema
+    db = sqlite3.connect(path)
+    db.executescript(old_schema)
+    db.execute("INSERT INTO steps (tenant, session, idx, operation, model, session_source, arrived_s, ended_s, "
+               "after_kind, after_label, after_tools, num_messages, is_stream, num_input_tokens, "
+               "num_cached_tokens, num_output_tokens, tool_calls) "
+               "VALUES ('acme', 'old', 0, 'chat', 'tiny', 'header', 1, 2, 'start', 'start', '[]', 1, 0, 5, 0, 1, '[]')")
+    db.commit()
+    db.close()
+    assert list_steps(path, "acme", "old")["data"][0]["other_choices"] == []   # not yet upgraded
+    connect_writer(path).close()
+    columns = {row[1] for row in sqlite3.connect(path).execute("PRAGMA table_info(steps)")}
+    assert "other_choices" in columns
+    assert list_steps(path, "acme", "old")["data"][0]["other_choices"] == []
