@@ -211,3 +211,27 @@ def test_tracer_full_queue_drops_and_counts_instead_of_blocking(tmp_path, clock)
         tracer.end(ctx, StepResult())
     assert tracer.stats.num_dropped == 4
     tracer.provider.shutdown()
+
+
+def test_tracer_continues_a_session_from_any_choice_of_an_n2_step(tmp_path, clock):
+    """The agent kept choice 1 (a tool call), not choice 0: the next request, with no
+    session header, still continues the session and follows that tool."""
+    from agents_trace.records import ChoiceOutput, ToolCall
+
+    tracer, _ = make_tracer(tmp_path, clock)
+    try:
+        asked = [{"role": "system", "content": "sys"}, {"role": "user", "content": "Weather?"}]
+        first = tracer.begin("acme", {}, {"model": "tiny", "n": 2, "messages": asked})
+        clock.advance(1.0)
+        tracer.end(first, StepResult(finish_reason="stop", output_text="Sunny.", other_choices=(
+            ChoiceOutput("tool_calls", (ToolCall("c9", "get_weather", "{}"),)),)))
+        clock.advance(2.0)
+        kept = {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c9", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}]}
+        second = tracer.begin("acme", {}, {"model": "tiny", "messages": asked + [
+            kept, {"role": "tool", "tool_call_id": "c9", "content": "sun"}]})
+        assert (second.session, second.session_source) == (first.session, "prefix")
+        assert second.after.label == "tool:get_weather"
+        tracer.end(second, StepResult(finish_reason="stop", output_text="ok"))
+    finally:
+        tracer.stop()
