@@ -7,13 +7,13 @@ every tool message answers a tool call made by an earlier assistant message.
 from __future__ import annotations
 
 from jsonschema import SchemaError
-from jsonschema.validators import validator_for
 
 from gateway.errors import invalid_request
+from gateway.schema_checks import SchemaChecker
 from gateway.schemas import ChatCompletionRequest, NamedToolChoice
 
 
-def check_tools(request: ChatCompletionRequest) -> None:
+def check_tools(request: ChatCompletionRequest, tenant: str, schemas: SchemaChecker) -> None:
     tools = request.tools or []
     names = [tool.function.name for tool in tools]
     for index, tool in enumerate(tools):
@@ -25,7 +25,7 @@ def check_tools(request: ChatCompletionRequest) -> None:
             raise invalid_request("Tool parameters must be a JSON Schema of type 'object'.",
                                   param=param, code="invalid_function_parameters")
         try:
-            validator_for(schema).check_schema(schema)
+            schemas.check(tenant, schema)
         except SchemaError as exc:
             raise invalid_request(f"Invalid JSON Schema for tool '{tool.function.name}': "
                                   f"{exc.message}", param=param,
@@ -53,6 +53,6 @@ def check_tool_messages(request: ChatCompletionRequest) -> None:
                 "made.", param=f"messages[{index}].tool_call_id")
 
 
-def check_chat_request(request: ChatCompletionRequest) -> None:
-    check_tools(request)
+def check_chat_request(request: ChatCompletionRequest, tenant: str, schemas: SchemaChecker) -> None:
+    check_tools(request, tenant, schemas)
     check_tool_messages(request)

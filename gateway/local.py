@@ -25,6 +25,7 @@ from gateway.config import LocalModelConfig
 from gateway.errors import context_length_exceeded, invalid_request
 from gateway.local_generation import ForcedCall, LocalCall, run_forced, run_free, run_structured
 from gateway.reply_format import reply_schema
+from gateway.schema_checks import SchemaChecker
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, NamedToolChoice
 
 log = logging.getLogger("stepahead.gateway")
@@ -52,7 +53,7 @@ def _reserve_kv_shares(options: dict, kv_shares: dict[str, float], model: str) -
 
 class LocalBackend:
     __slots__ = ("config", "model_id", "owned_by", "engine", "default_completion_reserve_tokens",
-                 "_stats_task")
+                 "schemas", "_stats_task")
 
     def __init__(self, config: LocalModelConfig, *, default_completion_reserve_tokens: int = 256,
                  tenant_weights: dict[str, float] | None = None,
@@ -68,6 +69,7 @@ class LocalBackend:
             options.setdefault("tenant_weights", tenant_weights)
         _reserve_kv_shares(options, tenant_kv_shares or {}, config.name)
         self.engine = LocalEngine(config.path, config.num_workers, **options)
+        self.schemas = SchemaChecker()   # response_format schemas that passed, per tenant
         self._stats_task: asyncio.Task | None = None
 
     async def start(self) -> None:
@@ -148,7 +150,7 @@ class LocalBackend:
         from shards.chat_template import render_chat
         if request.top_logprobs is not None and not request.logprobs:
             raise invalid_request("top_logprobs needs logprobs to be true.", param="top_logprobs")
-        response_schema = reply_schema(request)
+        response_schema = reply_schema(request, tenant, self.schemas)
         messages = []
         for index, message in enumerate(request.messages):
             item = message.model_dump(exclude_none=True)

@@ -9,9 +9,9 @@ object. `text` (or none): free text. Local models build the JSON per
 from __future__ import annotations
 
 from jsonschema.exceptions import SchemaError
-from jsonschema.validators import validator_for
 
 from gateway.errors import invalid_request
+from gateway.schema_checks import SchemaChecker
 from gateway.schemas import ChatCompletionRequest
 
 ANY_OBJECT = {"type": "object"}
@@ -28,9 +28,11 @@ def _mentions_json(request: ChatCompletionRequest) -> bool:
     return False
 
 
-def reply_schema(request: ChatCompletionRequest) -> dict | None:
+def reply_schema(request: ChatCompletionRequest, tenant: str = "", schemas: SchemaChecker | None = None,
+                 ) -> dict | None:
     """The JSON Schema the reply must follow, or None for free text; a 400 naming the
-    parameter when the format cannot be honoured."""
+    parameter when the format cannot be honoured. `schemas` remembers the tenant's schemas
+    that passed (a fresh checker checks every time)."""
     response_format = request.response_format
     if response_format is None or response_format.type == "text":
         return None
@@ -42,7 +44,7 @@ def reply_schema(request: ChatCompletionRequest) -> dict | None:
     schema = response_format.json_schema.schema_object()
     param = "response_format.json_schema.schema"
     try:
-        validator_for(schema).check_schema(schema)
+        (schemas or SchemaChecker()).check(tenant, schema)
     except SchemaError as exc:
         raise invalid_request(f"Invalid JSON Schema: {exc.message}", param=param) from None
     root = schema.get("type", "object" if "properties" in schema else None)

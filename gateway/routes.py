@@ -53,7 +53,7 @@ async def _handle(request: Request, *, is_chat: bool) -> Response:
         body = await read_json_body(request, state.config.max_body_bytes)
         if is_chat:
             parsed = validate(ChatCompletionRequest, body)
-            check_chat_request(parsed)
+            check_chat_request(parsed, tenant, state.schemas)
         else:
             parsed = validate(CompletionRequest, body)
         backend = state.backend(parsed.model)
@@ -99,7 +99,7 @@ async def create_response(request: Request) -> Response:
         backend = state.backend(parsed.model)  # an unknown model is a 404 before its name is a metric label
         model = parsed.model
         response_id = new_id("resp").replace("-", "_")
-        chat_body, prepared = await _prepared_chat(backend, parsed, to_chat_body(parsed, history),
+        chat_body, prepared = await _prepared_chat(state, backend, parsed, to_chat_body(parsed, history),
                                                    tenant, response_id)
         created_at = int(time.time())
 
@@ -121,15 +121,15 @@ async def create_response(request: Request) -> Response:
         return Response(status_code=CLIENT_CLOSED_STATUS)
 
 
-async def _prepared_chat(backend: Backend, parsed: ResponsesRequest, chat_body: dict, tenant: str,
-                         response_id: str) -> tuple[dict, Prepared]:
+async def _prepared_chat(state: GatewayState, backend: Backend, parsed: ResponsesRequest, chat_body: dict,
+                         tenant: str, response_id: str) -> tuple[dict, Prepared]:
     """(the chat body, the prepared request) a Responses request runs as on `backend`;
     with `truncation: "auto"` its oldest turns are dropped until the prompt fits the
     model's context. Errors name the Responses API's parameters."""
     while True:
         try:
             chat = validate(ChatCompletionRequest, chat_body)
-            check_chat_request(chat)
+            check_chat_request(chat, tenant, state.schemas)
             return chat_body, await backend.prepare_chat(chat, tenant, response_id)
         except ApiError as error:
             shorter = (without_oldest_turn(chat_body) if parsed.truncation == "auto"

@@ -18,6 +18,7 @@ from gateway.errors import model_not_found
 from gateway.limits import Limiters
 from gateway.metrics import Registry
 from gateway.response_store import ResponseStore
+from gateway.schema_checks import SchemaChecker
 
 
 @dataclass(slots=True)
@@ -32,6 +33,7 @@ class GatewayState:
     is_ready: bool = False
     responses: ResponseStore = field(default_factory=ResponseStore)  # the Responses API's stored replies
     created_s: int = field(default_factory=lambda: int(time.time()))  # the models' `created`
+    schemas: SchemaChecker = field(default_factory=SchemaChecker)  # tool schemas that passed their check
 
     def backend(self, model: str) -> Backend:
         backend = self.backends.get(model)

@@ -13,6 +13,7 @@ from gateway.errors import ApiError
 from gateway.local import LocalBackend
 from gateway.local_generation import error_from_event
 from gateway.reply_format import reply_schema
+from gateway.schema_checks import SchemaChecker
 from gateway.schemas import ChatCompletionRequest, validate
 
 
@@ -29,6 +30,7 @@ def backend(supports_tools: bool) -> LocalBackend:
     local.model_id = "plain"
     local.default_completion_reserve_tokens = 16
     local.engine = EngineFacts(supports_tools)
+    local.schemas = SchemaChecker()
     return local
 
 
