@@ -9,6 +9,7 @@ default model on two local workers and one demo tenant.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import tomllib
 from dataclasses import dataclass
@@ -140,10 +141,12 @@ class GatewayConfig:
         return None if configured == MEMORY_ONLY else data_file(configured, "responses.sqlite3")
 
     def __post_init__(self) -> None:
-        if not self.keep_alive_s > 0:
-            raise ConfigError(f"server.keep_alive_s must be > 0, got {self.keep_alive_s}")
-        if not self.responses_per_tenant > 0:
-            raise ConfigError(f"server.responses_per_tenant must be > 0, got {self.responses_per_tenant}")
+        for name in ("max_body_bytes", "default_completion_reserve_tokens", "queue_timeout_s", "keep_alive_s",
+                     "responses_per_tenant"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"server.{name} must be > 0, got {getattr(self, name)}")
+        if not 0 <= self.port <= 65535:
+            raise ConfigError(f"server.port must be in [0, 65535], got {self.port}")
         for kind, names in (("model", [m.name for m in self.models]),
                             ("tenant", [t.name for t in self.tenants])):
             duplicates = {n for n in names if names.count(n) > 1}
@@ -184,16 +187,42 @@ def _take(table: dict, key: str, kinds: type | tuple[type, ...], where: str, def
         raise ConfigError(f"{where}.{key} must be {wanted}, not {value!r}")
     if isinstance(value, bool) and kinds in (int, float, (int, float)):
         raise ConfigError(f"{where}.{key} must be a number")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{where}.{key} must be a finite number, not {value!r}")
     return value
 
 
 def _take_list(table: dict, key: str, where: str) -> list:
     """A list of strings, where one string alone stands for a list of one."""
     value = _take(table, key, (list, str), where, [])
-    return [value] if isinstance(value, str) else list(value)
+    values = [value] if isinstance(value, str) else list(value)
+    if not all(isinstance(item, str) for item in values):
+        raise ConfigError(f"{where}.{key} must be a string or a list of strings, not {value!r}")
+    return values
+
+
+def _table(value: Any, where: str) -> dict:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where} must be a table, not {value!r}")
+    return value
+
+
+def _tables(data: dict, key: str) -> list[dict]:
+    """The [[key]] array of tables."""
+    value = data.get(key, [])
+    if not isinstance(value, list):
+        raise ConfigError(f"{key} must be an array of tables ([[{key}]]), not {value!r}")
+    return [_table(item, f"{key}[{index}]") for index, item in enumerate(value)]
+
+
+def _positive(value: float | int | None, what: str) -> Any:
+    if value is not None and value <= 0:
+        raise ConfigError(f"{what} must be > 0, not {value!r}")
+    return value
 
 
 def _limits(table: dict, where: str) -> LimitsConfig:
+    table = _table(table, where)
     unknown = set(table) - set(LimitsConfig.__slots__)
     if unknown:
         raise ConfigError(f"{where}: unknown limit(s) {sorted(unknown)}")
@@ -260,26 +289,27 @@ def _model(table: dict, index: int) -> ModelConfig:
             api_base=_take(table, "api_base", str, where),
             api_base_env=_take(table, "api_base_env", str, where),
             api_key_env=_take(table, "api_key_env", str, where),
-            timeout_s=float(_take(table, "timeout_s", (int, float), where, 600.0)),
-            max_context_tokens=_take(table, "max_context_tokens", int, where),
+            timeout_s=float(_positive(_take(table, "timeout_s", (int, float), where, 600.0), f"{where}.timeout_s")),
+            max_context_tokens=_positive(_take(table, "max_context_tokens", int, where),
+                                         f"{where}.max_context_tokens"),
             litellm_params=tuple(sorted(_take(table, "litellm_params", dict, where,
                                               {}).items())))
     raise ConfigError(f"{where}.kind must be 'local' or 'upstream', not {kind!r}")
 
 
 def parse_config(data: dict) -> GatewayConfig:
-    models = tuple(_model(t, i) for i, t in enumerate(data.get("models", [])))
-    tenants = tuple(_tenant(t, i) for i, t in enumerate(data.get("tenants", [])))
+    models = tuple(_model(t, i) for i, t in enumerate(_tables(data, "models")))
+    tenants = tuple(_tenant(t, i) for i, t in enumerate(_tables(data, "tenants")))
     if not models or not tenants:
         raise ConfigError("the config needs at least one [[models]] and one [[tenants]]")
     if sum(t.kv_share for t in tenants) > 1.0 + 1e-9:
         raise ConfigError("tenants' kv_share values sum to more than 1 (they are fractions of the hot KV blocks)")
-    server = data.get("server", {})
+    server = _table(data.get("server", {}), "server")
     unknown = set(server) - set(SERVER_KEYS)
     if unknown:
         raise ConfigError(f"server: unknown key(s) {sorted(unknown)}; known: {', '.join(SERVER_KEYS)}")
     try:
-        tracing = parse_trace_config(data.get("tracing", {}))
+        tracing = parse_trace_config(_table(data.get("tracing", {}), "tracing"))
     except TraceConfigError as exc:
         raise ConfigError(str(exc)) from None
     return GatewayConfig(

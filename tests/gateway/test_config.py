@@ -52,6 +52,18 @@ def _base(**tenant) -> dict:
     (lambda d: d.setdefault("server", {}).update(keep_alive_s="long"), "keep_alive_s"),
     (lambda d: d.setdefault("server", {}).update(respones_db="x"), r"unknown key\(s\) \['respones_db'\]"),
     (lambda d: d.setdefault("server", {}).update(responses_per_tenant=0), "responses_per_tenant must be > 0"),
+    (lambda d: d.setdefault("server", {}).update(max_body_bytes=-1), "max_body_bytes must be > 0"),
+    (lambda d: d.setdefault("server", {}).update(queue_timeout_s=0), "queue_timeout_s must be > 0"),
+    (lambda d: d.setdefault("server", {}).update(port=70000), r"port must be in \[0, 65535\]"),
+    (lambda d: d.update(server=True), "server must be a table, not True"),
+    (lambda d: d.update(tracing=[1]), r"tracing must be a table, not \[1\]"),
+    (lambda d: d.update(models=1.5), r"models must be an array of tables \(\[\[models\]\]\), not 1.5"),
+    (lambda d: d["models"].append(True), r"models\[1\] must be a table, not True"),
+    (lambda d: d["tenants"][0].update(limits=3), r"tenants\[0\].limits must be a table, not 3"),
+    (lambda d: d["tenants"][0].update(api_key_env=[True]), "api_key_env must be a string or a list of strings"),
+    (lambda d: d["tenants"][0].update(weight=float("nan")), "weight must be a finite number"),
+    (lambda d: d["models"][0].update(timeout_s=-5), r"models\[0\].timeout_s must be > 0"),
+    (lambda d: d["models"][0].update(max_context_tokens=0), r"models\[0\].max_context_tokens must be > 0"),
 ])
 def test_parse_config_rejects_bad_input(change, needle):
     data = _base()
