@@ -84,6 +84,9 @@ def test_load_config_reports_toml_syntax(tmp_path):
     path.write_text("[[models]\nname=")
     with pytest.raises(ConfigError):
         load_config(path)
+    path.write_bytes(b"\xff\xfe[server]\n")
+    with pytest.raises(ConfigError, match="not UTF-8 text"):
+        load_config(path)
 
 
 def test_idle_connections_outlive_the_clients_keepalive_by_default():
