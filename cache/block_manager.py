@@ -97,6 +97,7 @@ class BlockManager:
         self._next_uid = 0
         self._tenants: dict[str, TenantStats] = {}
         self._num_collisions = 0
+        self._num_referenced = 0  # blocks with ref_count > 0: held by requests still running
 
     # ---- sizes and read access -------------------------------------------------------
 
@@ -393,6 +394,7 @@ class BlockManager:
             num_drops=residency.num_drops,
             num_collisions=self._num_collisions,
             num_dropped_events=residency.num_dropped_events,
+            num_referenced_blocks=self._num_referenced,
         )
 
     # ---- internals -------------------------------------------------------------------
@@ -465,11 +467,14 @@ class BlockManager:
             is_cached=is_cached,
         )
         self._next_uid += 1
+        self._num_referenced += 1
         self._note_session(block, session, now)
         self._residency.add(block, now)
         return block
 
     def _ref(self, block: BlockMeta, session: str | None, now: float) -> None:
+        if block.ref_count == 0:
+            self._num_referenced += 1
         block.ref_count += 1
         block.num_hits += 1
         block.last_access_s = now
@@ -481,6 +486,7 @@ class BlockManager:
         block.ref_count -= 1
         if block.ref_count:
             return
+        self._num_referenced -= 1
         block.last_access_s = now
         if block.is_cached:
             self._policy.on_release(block, now)

@@ -87,6 +87,7 @@ class CacheStats:
     num_drops: int = 0
     num_collisions: int = 0
     num_dropped_events: int = 0
+    num_referenced_blocks: int = 0  # held by requests still running; 0 once all have ended
 
     def overall(self) -> TenantStats:
         """All tenants' counters summed."""

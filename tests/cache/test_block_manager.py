@@ -80,6 +80,7 @@ def _check_invariants(manager: BlockManager, held: list[list[int]], index: set[t
     overall = stats.overall()
     assert overall.num_hot_blocks == stats.tiers[Tier.HOT].num_used_blocks
     assert overall.num_host_blocks == stats.tiers[Tier.HOST].num_used_blocks
+    assert stats.num_referenced_blocks == len(refs)
 
 
 def test_block_manager_invariants_under_random_operations() -> None:
