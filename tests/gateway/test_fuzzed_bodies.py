@@ -35,4 +35,10 @@ def test_mutated_bodies_never_get_a_server_error(gateway, path, model):
             if body.get("stream") is True:
                 assert reply.text.rstrip().endswith("data: [DONE]") or "response.completed" in reply.text \
                     or "response.incomplete" in reply.text, described
+                events = [json.loads(line.removeprefix("data: ")) for line in reply.text.splitlines()
+                          if line.startswith("data: ") and line != "data: [DONE]"]
+                kinds = {event.get("object") or event.get("type") for event in events}
+                assert kinds and None not in kinds and "error" not in kinds, described
+            else:
+                assert reply.json()["object"] in ("chat.completion", "text_completion", "response"), described
     assert served >= REQUESTS_PER_ENDPOINT // 10, served   # mutants reach the serving path, not just validation
