@@ -117,6 +117,8 @@ def test_responses_json_schema_text_format(client):
      "text.format.name"),
     ({"input": "x", "text": {"format": ["json_schema"]}}, 400, "text.format"),
     ({"input": "x", "text": {"format": 1.5}}, 400, "text.format"),
+    ({"input": "x", "conversation": "conv_123"}, 400, "conversation"),
+    ({"input": "x", "prompt": {"id": "pmpt_1"}}, 400, "prompt"),
 ])
 def test_responses_bad_requests_are_openai_shaped_errors(gateway, body, status, param):
     reply = httpx.post(f"{gateway.base_url}/v1/responses", headers=gateway.headers("alpha"),
