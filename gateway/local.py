@@ -24,6 +24,7 @@ from gateway.backend import ChatEvent, Prepared
 from gateway.config import LocalModelConfig
 from gateway.errors import context_length_exceeded, invalid_request
 from gateway.local_generation import ForcedCall, LocalCall, run_forced, run_free, run_structured
+from gateway.local_refusals import refuse_unsupported_chat_params
 from gateway.reply_format import reply_schema
 from gateway.schema_checks import SchemaChecker
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, NamedToolChoice
@@ -150,6 +151,7 @@ class LocalBackend:
         from shards.chat_template import render_chat
         if request.top_logprobs is not None and not request.logprobs:
             raise invalid_request("top_logprobs needs logprobs to be true.", param="top_logprobs")
+        refuse_unsupported_chat_params(request)
         response_schema = reply_schema(request, tenant, self.schemas)
         messages = []
         for index, message in enumerate(request.messages):

@@ -292,3 +292,23 @@ def test_completions_malformed_prompts_are_400_naming_prompt(gateway, model, pro
     error = assert_error(post(gateway, {"model": model, "prompt": prompt}, path="/v1/completions"),
                          400, "invalid_value", param="prompt")
     assert "token ids" in error["message"]
+
+
+@pytest.mark.parametrize("extra,param", [
+    ({"functions": [{"name": "f", "parameters": {"type": "object"}}]}, "functions"),
+    ({"function_call": "auto"}, "function_call"),
+    ({"audio": {"voice": "alloy", "format": "wav"}}, "audio"),
+    ({"modalities": ["text", "audio"]}, "modalities"),
+    ({"web_search_options": {}}, "web_search_options"),
+])
+def test_chat_parameters_a_local_model_cannot_honour_are_400(gateway, extra, param):
+    """Ignoring these would change the answer (no tools, no audio, no search)."""
+    body = {"model": "tiny", "messages": USER, "max_tokens": 2, **extra}
+    assert_error(post(gateway, body), 400, "unsupported_parameter", param=param)
+
+
+def test_chat_hints_a_local_model_may_ignore_are_accepted(gateway):
+    body = {"model": "tiny", "messages": USER, "max_tokens": 2, "modalities": ["text"], "service_tier": "auto",
+            "store": True, "reasoning_effort": "low", "prompt_cache_key": "k", "prediction": {
+                "type": "content", "content": "x"}}
+    assert post(gateway, body).status_code == 200

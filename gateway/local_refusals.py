@@ -1,0 +1,32 @@
+"""OpenAI chat parameters local models cannot honour, refused by name.
+
+The chat schema accepts fields it does not know (clients send many), and most unknown
+ones are hints a local model may ignore without changing the answer (`service_tier`,
+`store`, `prompt_cache_key`, `reasoning_effort` for a model that does not reason, ...).
+The ones below would change what the client gets: legacy `functions` would be answered
+without the tools, `audio` output or web search would silently not happen. Invariant:
+each is a 400 `unsupported_parameter` naming it, before any work is queued.
+"""
+from __future__ import annotations
+
+from gateway.errors import invalid_request
+from gateway.schemas import ChatCompletionRequest
+
+REFUSED = {
+    "functions": "Legacy 'functions' are not supported by local models; send them as 'tools' "
+                 "([{\"type\": \"function\", \"function\": {...}}]).",
+    "function_call": "Legacy 'function_call' is not supported by local models; use 'tool_choice'.",
+    "audio": "Local models reply in text only: 'audio' output is not supported.",
+    "web_search_options": "Local models cannot search the web: 'web_search_options' is not supported.",
+}
+
+
+def refuse_unsupported_chat_params(request: ChatCompletionRequest) -> None:
+    extra = request.model_extra or {}
+    for name, message in REFUSED.items():
+        if extra.get(name) is not None:
+            raise invalid_request(message, param=name, code="unsupported_parameter")
+    modalities = extra.get("modalities")
+    if modalities is not None and modalities != ["text"]:
+        raise invalid_request("Local models reply in text only: 'modalities' must be [\"text\"].",
+                              param="modalities", code="unsupported_parameter")
