@@ -9,7 +9,6 @@ default model on two local workers and one demo tenant.
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 import tomllib
 from dataclasses import dataclass
@@ -19,6 +18,8 @@ from typing import Any, Literal
 
 from agents_trace.config import TraceConfig, TraceConfigError, data_file, parse_trace_config
 
+from gateway.config_values import ConfigError, positive, take, take_list, table_at, tables_at
+
 DEFAULT_LOCAL_MODEL = "smollm2"
 BUILTIN_LOCAL_MODELS = ("smollm2", "tiny")
 DEFAULT_KEEP_ALIVE_S = 75.0
@@ -27,10 +28,6 @@ MEMORY_ONLY = ":memory:"
 SERVER_KEYS = ("host", "port", "max_body_bytes", "default_completion_reserve_tokens", "queue_timeout_s",
                "keep_alive_s", "responses_db", "responses_per_tenant")
 PASSTHROUGH_PROVIDERS = ("openai", "hosted_vllm", "openai_like", "custom_openai")
-
-
-class ConfigError(ValueError):
-    """The config file is invalid; the message says where."""
 
 
 def key_digest(api_key: str) -> str:
@@ -175,58 +172,12 @@ def default_config(demo_key: str, *, model: str = DEFAULT_LOCAL_MODEL, num_worke
         tenants=(TenantConfig(name="demo", key_digests=(key_digest(demo_key),), admin=True),))
 
 
-TYPE_NAMES = {str: "a string", list: "a list", int: "an integer", float: "a number", bool: "true or false",
-              dict: "a table"}
-
-
-def _take(table: dict, key: str, kinds: type | tuple[type, ...], where: str, default: Any = None):
-    value = table.get(key, default)
-    if value is not None and not isinstance(value, kinds):
-        wanted = " or ".join(dict.fromkeys(TYPE_NAMES.get(kind, kind.__name__)
-                                           for kind in (kinds if isinstance(kinds, tuple) else (kinds,))))
-        raise ConfigError(f"{where}.{key} must be {wanted}, not {value!r}")
-    if isinstance(value, bool) and kinds in (int, float, (int, float)):
-        raise ConfigError(f"{where}.{key} must be a number")
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ConfigError(f"{where}.{key} must be a finite number, not {value!r}")
-    return value
-
-
-def _take_list(table: dict, key: str, where: str) -> list:
-    """A list of strings, where one string alone stands for a list of one."""
-    value = _take(table, key, (list, str), where, [])
-    values = [value] if isinstance(value, str) else list(value)
-    if not all(isinstance(item, str) for item in values):
-        raise ConfigError(f"{where}.{key} must be a string or a list of strings, not {value!r}")
-    return values
-
-
-def _table(value: Any, where: str) -> dict:
-    if not isinstance(value, dict):
-        raise ConfigError(f"{where} must be a table, not {value!r}")
-    return value
-
-
-def _tables(data: dict, key: str) -> list[dict]:
-    """The [[key]] array of tables."""
-    value = data.get(key, [])
-    if not isinstance(value, list):
-        raise ConfigError(f"{key} must be an array of tables ([[{key}]]), not {value!r}")
-    return [_table(item, f"{key}[{index}]") for index, item in enumerate(value)]
-
-
-def _positive(value: float | int | None, what: str) -> Any:
-    if value is not None and value <= 0:
-        raise ConfigError(f"{what} must be > 0, not {value!r}")
-    return value
-
-
 def _limits(table: dict, where: str) -> LimitsConfig:
-    table = _table(table, where)
+    table = table_at(table, where)
     unknown = set(table) - set(LimitsConfig.__slots__)
     if unknown:
         raise ConfigError(f"{where}: unknown limit(s) {sorted(unknown)}")
-    values = {k: _take(table, k, int, where) for k in table}
+    values = {k: take(table, k, int, where) for k in table}
     for key, value in values.items():
         if value is not None and value < 0:
             raise ConfigError(f"{where}.{key} must be >= 0")
@@ -235,11 +186,11 @@ def _limits(table: dict, where: str) -> LimitsConfig:
 
 def _tenant(table: dict, index: int) -> TenantConfig:
     where = f"tenants[{index}]"
-    name = _take(table, "name", str, where)
+    name = take(table, "name", str, where)
     if not name:
         raise ConfigError(f"{where}.name is required")
-    digests = _take_list(table, "api_key_sha256", where)
-    for env_name in _take_list(table, "api_key_env", where):
+    digests = take_list(table, "api_key_sha256", where)
+    for env_name in take_list(table, "api_key_env", where):
         if not os.environ.get(env_name):
             raise ConfigError(f"{where}: environment variable {env_name} is not set")
         digests.append(key_digest(os.environ[env_name]))
@@ -249,36 +200,36 @@ def _tenant(table: dict, index: int) -> TenantConfig:
             raise ConfigError(f"{where}.api_key_sha256 entries must be sha256 hex digests")
     if not digests:
         raise ConfigError(f"{where} has no API key (api_key_sha256 or api_key_env)")
-    weight = float(_take(table, "weight", (int, float), where, 1.0))
-    kv_share = float(_take(table, "kv_share", (int, float), where, 0.0))
+    weight = float(take(table, "weight", (int, float), where, 1.0))
+    kv_share = float(take(table, "kv_share", (int, float), where, 0.0))
     if weight <= 0 or not 0.0 <= kv_share <= 1.0:
         raise ConfigError(f"{where}: weight must be > 0 and kv_share in [0, 1]")
     return TenantConfig(name=name, key_digests=tuple(d.lower() for d in digests),
                         limits=_limits(table.get("limits", {}), f"{where}.limits"),
                         weight=weight, kv_share=kv_share,
-                        admin=bool(_take(table, "admin", bool, where, False)))
+                        admin=bool(take(table, "admin", bool, where, False)))
 
 
 def _model(table: dict, index: int) -> ModelConfig:
     where = f"models[{index}]"
-    name = _take(table, "name", str, where)
-    kind = _take(table, "kind", str, where, "local")
+    name = take(table, "name", str, where)
+    kind = take(table, "kind", str, where, "local")
     if not name:
         raise ConfigError(f"{where}.name is required")
     if kind == "local":
-        num_workers = _take(table, "num_workers", int, where, 2)
+        num_workers = take(table, "num_workers", int, where, 2)
         if num_workers < 1:
             raise ConfigError(f"{where}.num_workers must be >= 1")
-        engine = _take(table, "engine", dict, where, {})
-        return LocalModelConfig(name=name, path=_take(table, "path", str, where,
+        engine = take(table, "engine", dict, where, {})
+        return LocalModelConfig(name=name, path=take(table, "path", str, where,
                                                       DEFAULT_LOCAL_MODEL),
                                 num_workers=num_workers,
                                 engine_options=tuple(sorted(engine.items())))
     if kind == "upstream":
-        litellm_model = _take(table, "litellm_model", str, where)
+        litellm_model = take(table, "litellm_model", str, where)
         if not litellm_model:
             raise ConfigError(f"{where}.litellm_model is required for an upstream model")
-        passthrough = bool(_take(table, "passthrough", bool, where, False))
+        passthrough = bool(take(table, "passthrough", bool, where, False))
         if passthrough and not (table.get("api_base") or table.get("api_base_env")):
             raise ConfigError(f"{where}: passthrough needs api_base or api_base_env")
         if passthrough and litellm_model.partition("/")[0] not in PASSTHROUGH_PROVIDERS:
@@ -286,44 +237,44 @@ def _model(table: dict, index: int) -> ModelConfig:
                               f"({', '.join(PASSTHROUGH_PROVIDERS)})")
         return UpstreamModelConfig(
             name=name, litellm_model=litellm_model, passthrough=passthrough,
-            api_base=_take(table, "api_base", str, where),
-            api_base_env=_take(table, "api_base_env", str, where),
-            api_key_env=_take(table, "api_key_env", str, where),
-            timeout_s=float(_positive(_take(table, "timeout_s", (int, float), where, 600.0), f"{where}.timeout_s")),
-            max_context_tokens=_positive(_take(table, "max_context_tokens", int, where),
+            api_base=take(table, "api_base", str, where),
+            api_base_env=take(table, "api_base_env", str, where),
+            api_key_env=take(table, "api_key_env", str, where),
+            timeout_s=float(positive(take(table, "timeout_s", (int, float), where, 600.0), f"{where}.timeout_s")),
+            max_context_tokens=positive(take(table, "max_context_tokens", int, where),
                                          f"{where}.max_context_tokens"),
-            litellm_params=tuple(sorted(_take(table, "litellm_params", dict, where,
+            litellm_params=tuple(sorted(take(table, "litellm_params", dict, where,
                                               {}).items())))
     raise ConfigError(f"{where}.kind must be 'local' or 'upstream', not {kind!r}")
 
 
 def parse_config(data: dict) -> GatewayConfig:
-    models = tuple(_model(t, i) for i, t in enumerate(_tables(data, "models")))
-    tenants = tuple(_tenant(t, i) for i, t in enumerate(_tables(data, "tenants")))
+    models = tuple(_model(t, i) for i, t in enumerate(tables_at(data, "models")))
+    tenants = tuple(_tenant(t, i) for i, t in enumerate(tables_at(data, "tenants")))
     if not models or not tenants:
         raise ConfigError("the config needs at least one [[models]] and one [[tenants]]")
     if sum(t.kv_share for t in tenants) > 1.0 + 1e-9:
         raise ConfigError("tenants' kv_share values sum to more than 1 (they are fractions of the hot KV blocks)")
-    server = _table(data.get("server", {}), "server")
+    server = table_at(data.get("server", {}), "server")
     unknown = set(server) - set(SERVER_KEYS)
     if unknown:
         raise ConfigError(f"server: unknown key(s) {sorted(unknown)}; known: {', '.join(SERVER_KEYS)}")
     try:
-        tracing = parse_trace_config(_table(data.get("tracing", {}), "tracing"))
+        tracing = parse_trace_config(table_at(data.get("tracing", {}), "tracing"))
     except TraceConfigError as exc:
         raise ConfigError(str(exc)) from None
     return GatewayConfig(
         models=models, tenants=tenants,
         tracing=tracing,
-        max_body_bytes=_take(server, "max_body_bytes", int, "server", 8 * 1024 * 1024),
-        default_completion_reserve_tokens=_take(
+        max_body_bytes=take(server, "max_body_bytes", int, "server", 8 * 1024 * 1024),
+        default_completion_reserve_tokens=take(
             server, "default_completion_reserve_tokens", int, "server", 256),
-        queue_timeout_s=float(_take(server, "queue_timeout_s", (int, float), "server", 30.0)),
-        host=_take(server, "host", str, "server", "127.0.0.1"),
-        port=_take(server, "port", int, "server", 8000),
-        keep_alive_s=float(_take(server, "keep_alive_s", (int, float), "server", DEFAULT_KEEP_ALIVE_S)),
-        responses_db=_take(server, "responses_db", str, "server", None),
-        responses_per_tenant=_take(server, "responses_per_tenant", int, "server", 1024))
+        queue_timeout_s=float(take(server, "queue_timeout_s", (int, float), "server", 30.0)),
+        host=take(server, "host", str, "server", "127.0.0.1"),
+        port=take(server, "port", int, "server", 8000),
+        keep_alive_s=float(take(server, "keep_alive_s", (int, float), "server", DEFAULT_KEEP_ALIVE_S)),
+        responses_db=take(server, "responses_db", str, "server", None),
+        responses_per_tenant=take(server, "responses_per_tenant", int, "server", 1024))
 
 
 def load_config(path: str | Path) -> GatewayConfig:

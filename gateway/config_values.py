@@ -1,0 +1,60 @@
+"""Typed values out of parsed TOML tables, each failure one `ConfigError` naming the key.
+
+Invariant: what these return has the type asked for (a bool is never a number, a float
+is finite, a list of strings holds only strings, a table is a dict); anything else is a
+`ConfigError` whose message says where in the file (`models[0].timeout_s`).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """The config file is invalid; the message says where."""
+
+
+TYPE_NAMES = {str: "a string", list: "a list", int: "an integer", float: "a number", bool: "true or false",
+              dict: "a table"}
+
+
+def take(table: dict, key: str, kinds: type | tuple[type, ...], where: str, default: Any = None):
+    value = table.get(key, default)
+    if value is not None and not isinstance(value, kinds):
+        wanted = " or ".join(dict.fromkeys(TYPE_NAMES.get(kind, kind.__name__)
+                                           for kind in (kinds if isinstance(kinds, tuple) else (kinds,))))
+        raise ConfigError(f"{where}.{key} must be {wanted}, not {value!r}")
+    if isinstance(value, bool) and kinds in (int, float, (int, float)):
+        raise ConfigError(f"{where}.{key} must be a number")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{where}.{key} must be a finite number, not {value!r}")
+    return value
+
+
+def take_list(table: dict, key: str, where: str) -> list:
+    """A list of strings, where one string alone stands for a list of one."""
+    value = take(table, key, (list, str), where, [])
+    values = [value] if isinstance(value, str) else list(value)
+    if not all(isinstance(item, str) for item in values):
+        raise ConfigError(f"{where}.{key} must be a string or a list of strings, not {value!r}")
+    return values
+
+
+def table_at(value: Any, where: str) -> dict:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where} must be a table, not {value!r}")
+    return value
+
+
+def tables_at(data: dict, key: str) -> list[dict]:
+    """The [[key]] array of tables."""
+    value = data.get(key, [])
+    if not isinstance(value, list):
+        raise ConfigError(f"{key} must be an array of tables ([[{key}]]), not {value!r}")
+    return [table_at(item, f"{key}[{index}]") for index, item in enumerate(value)]
+
+
+def positive(value: float | int | None, what: str) -> Any:
+    if value is not None and value <= 0:
+        raise ConfigError(f"{what} must be > 0, not {value!r}")
+    return value
