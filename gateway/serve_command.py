@@ -13,6 +13,7 @@ import argparse
 import dataclasses
 import os
 import secrets
+import socket
 import sys
 
 from gateway.config import DEFAULT_LOCAL_MODEL, ConfigError, default_config, load_config
@@ -77,6 +78,20 @@ def _local_model_problem(config) -> str | None:
     return None
 
 
+def _address_problem(host: str, port: int) -> str | None:
+    """Why the server could not listen on (host, port) — taken, not an address of this
+    machine — or None. Binds as uvicorn does (SO_REUSEADDR), then lets go at once."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                             flags=socket.AI_PASSIVE)[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(address)
+    except OSError as exc:   # socket.gaierror included
+        return f"cannot listen on {host}:{port}: {exc.strerror or exc}"
+    return None
+
+
 def serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -102,6 +117,10 @@ def serve(args: argparse.Namespace) -> int:
         return 2
     overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
     config = dataclasses.replace(config, **overrides)
+    problem = _address_problem(config.host, config.port)
+    if problem:   # found before the workers load the model, not after
+        print(f"stepahead: {problem}", file=sys.stderr)
+        return 2
     print(f"stepahead: serving on http://{config.host}:{config.port}/v1", flush=True)
     if demo_key is not None:
         print(f"stepahead: demo tenant API key: {demo_key}", flush=True)

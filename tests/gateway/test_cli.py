@@ -140,3 +140,15 @@ def test_serve_hands_uvicorn_the_configured_keep_alive(monkeypatch, tmp_path: Pa
                       "[[tenants]]\nname = 't'\napi_key_sha256 = ['" + "0" * 64 + "']\n")
     assert main(["serve", "--config", str(config)]) == 0
     assert seen["timeout_keep_alive"] == 12.0
+
+
+def test_serve_refuses_an_address_it_cannot_listen_on_before_loading_anything(capsys):
+    import socket
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["serve", "--model", "tiny", "--port", str(port)]) == 2
+        assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in capsys.readouterr().err
+    assert main(["serve", "--model", "tiny", "--host", "192.0.2.1"]) == 2   # TEST-NET-1: not this machine's
+    assert "cannot listen on 192.0.2.1:8000: Cannot assign requested address" in capsys.readouterr().err
