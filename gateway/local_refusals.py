@@ -10,7 +10,7 @@ each is a 400 `unsupported_parameter` naming it, before any work is queued.
 from __future__ import annotations
 
 from gateway.errors import invalid_request
-from gateway.schemas import ChatCompletionRequest
+from gateway.schemas import ChatCompletionRequest, refuse_extras
 
 REFUSED = {
     "functions": "Legacy 'functions' are not supported by local models; send them as 'tools' "
@@ -22,11 +22,8 @@ REFUSED = {
 
 
 def refuse_unsupported_chat_params(request: ChatCompletionRequest) -> None:
-    extra = request.model_extra or {}
-    for name, message in REFUSED.items():
-        if extra.get(name) is not None:
-            raise invalid_request(message, param=name, code="unsupported_parameter")
-    modalities = extra.get("modalities")
+    refuse_extras(request, REFUSED)
+    modalities = (request.model_extra or {}).get("modalities")
     if modalities is not None and modalities != ["text"]:
         raise invalid_request("Local models reply in text only: 'modalities' must be [\"text\"].",
                               param="modalities", code="unsupported_parameter")

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from gateway.backend import TokenChoice, Usage
 from gateway.errors import ApiError, invalid_request
 from gateway.openai_format import Collected, chat_message, logprob_entries
+from gateway.schemas import refuse_extras
 
 ROLES = ("user", "assistant", "system", "developer")
 TEXT_PARTS = ("input_text", "output_text", "text")
@@ -143,20 +144,17 @@ def _check_include(include: list[str] | None) -> None:
 
 # Responses parameters that would change what the model reads, which stepahead does not
 # keep: ignoring them would answer a different question, so they are a 400.
-UNSUPPORTED = {"conversation": "Conversations are not stored here; chain responses with previous_response_id.",
-               "prompt": "Stored prompt templates are not available here; send the instructions and input."}
-
-
-def _check_unsupported(request: ResponsesRequest) -> None:
-    for name, advice in UNSUPPORTED.items():
-        if (request.model_extra or {}).get(name) is not None:
-            raise invalid_request(f"'{name}' is not supported. {advice}", param=name, code="unsupported_parameter")
+UNSUPPORTED = {
+    "conversation": "'conversation' is not supported. Conversations are not stored here; chain responses "
+                    "with previous_response_id.",
+    "prompt": "'prompt' is not supported. Stored prompt templates are not available here; send the "
+              "instructions and input."}
 
 
 def to_chat_body(request: ResponsesRequest, history: tuple[dict, ...] = ()) -> dict:
     """The chat completions body this request runs as (after `history`, the stored
     conversation of `previous_response_id`)."""
-    _check_unsupported(request)
+    refuse_extras(request, UNSUPPORTED)
     _check_include(request.include)
     messages = ([{"role": "system", "content": request.instructions}] if request.instructions else [])
     messages += [dict(m) for m in history]

@@ -10,6 +10,7 @@ Unknown fields are kept (`extra="allow"`) so upstream models can receive them; a
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
@@ -230,6 +231,15 @@ class CompletionRequest(_GenerationRequest):
 def _is_token_ids(value: Any) -> bool:
     return (isinstance(value, list) and bool(value)
             and all(type(token) is int and token >= 0 for token in value))
+
+
+def refuse_extras(request: BaseModel, refused: Mapping[str, str]) -> None:
+    """A 400 `unsupported_parameter` naming the first unknown field of `request` that is set
+    (not null) and listed in `refused`, with its message there."""
+    extra = request.model_extra or {}
+    for name, message in refused.items():
+        if extra.get(name) is not None:
+            raise invalid_request(message, param=name, code="unsupported_parameter")
 
 
 M = TypeVar("M", bound=BaseModel)
