@@ -66,7 +66,7 @@ class CapturedContent:
     which are the same as those of step `prefix_step` of the same session (None: the
     request is whole in `new_messages`); `output` is the response's assistant message
     (None after an error; `other_outputs` those of choices 1.. when the request asked for
-several); `all_messages` is the whole request, for span attributes.
+    several); `all_messages` is the whole request, for span attributes.
     NOTE: these are the request's own objects, serialised on the writer thread.
     """
 
