@@ -18,7 +18,7 @@ from fastapi import FastAPI
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 
-from gateway import routes
+from gateway import responses_routes, routes
 from gateway.auth import KeyRing
 from gateway.backend import Backend
 from gateway.config import GatewayConfig, LocalModelConfig, default_config, load_config
@@ -93,6 +93,7 @@ def build_app(config: GatewayConfig | None = None) -> FastAPI:
             yield
         finally:
             state.is_ready = False
+            await state.background.cancel_all()  # stored as cancelled before the store closes
             for backend in reversed(started):
                 await backend.stop()
             if state.tracer is not None:
@@ -106,9 +107,10 @@ def build_app(config: GatewayConfig | None = None) -> FastAPI:
     # dependency solving would only add ~0.1 ms per request.
     app.add_route("/v1/chat/completions", routes.chat_completions, methods=["POST"])
     app.add_route("/v1/completions", routes.completions, methods=["POST"])
-    app.add_route("/v1/responses", routes.create_response, methods=["POST"])
-    app.add_route("/v1/responses/{response_id}", routes.stored_response, methods=["GET", "DELETE"])
-    app.add_route("/v1/responses/{response_id}/input_items", routes.stored_input_items, methods=["GET"])
+    app.add_route("/v1/responses", responses_routes.create_response, methods=["POST"])
+    app.add_route("/v1/responses/{response_id}", responses_routes.stored_response, methods=["GET", "DELETE"])
+    app.add_route("/v1/responses/{response_id}/cancel", responses_routes.cancel_response, methods=["POST"])
+    app.add_route("/v1/responses/{response_id}/input_items", responses_routes.stored_input_items, methods=["GET"])
     app.add_route("/v1/models", routes.list_models, methods=["GET"])
     app.add_route("/v1/models/{model:path}", routes.retrieve_model, methods=["GET"])
     app.add_route("/health", routes.health, methods=["GET"])

@@ -52,6 +52,7 @@ class ResponsesRequest(BaseModel):
     top_p: float | None = None
     stream: bool = False
     store: bool = True
+    background: bool = False
     previous_response_id: str | None = None
     metadata: dict[str, str] | None = None
     user: str | None = None
@@ -229,14 +230,19 @@ def call_item(item_id: str, call_id: str, name: str, arguments: str, status: str
             "arguments": arguments, "status": status}
 
 
+ResponseStatus = Literal["queued", "in_progress", "completed", "incomplete", "failed", "cancelled"]
+FINAL_STATUSES = ("completed", "incomplete", "failed", "cancelled")
+
+
 def response_object(response_id: str, request: ResponsesRequest, *, created_at: int | None = None,
-                    status: Literal["in_progress", "completed", "incomplete"] = "completed",
-                    output: list[dict] | None = None, usage: Usage | None = None) -> dict:
-    """A response object; `incomplete` when the reply ran out of `max_output_tokens`."""
+                    status: ResponseStatus = "completed", output: list[dict] | None = None,
+                    usage: Usage | None = None, error: dict | None = None) -> dict:
+    """A response object; `incomplete` when the reply ran out of `max_output_tokens`;
+    `error` ({"code", "message"}) only when it `failed`."""
     return {
         "id": response_id, "object": "response", "created_at": created_at or int(time.time()),
-        "status": status, "model": request.model, "output": output or [],
-        "error": None, "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
+        "status": status, "background": request.background, "model": request.model, "output": output or [],
+        "error": error, "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
         "instructions": request.instructions, "max_output_tokens": request.max_output_tokens,
         "parallel_tool_calls": request.parallel_tool_calls is not False,
         "previous_response_id": request.previous_response_id, "store": request.store,

@@ -5,7 +5,9 @@ counting from 0. The order is OpenAI's: `response.created`, `response.in_progres
 per output item `response.output_item.added`, its content (a message's
 `content_part.added`, `output_text.delta`..., `output_text.done`, `content_part.done`; a
 call's `function_call_arguments.delta`..., `.done`), `response.output_item.done`; then
-`response.completed` (or `response.incomplete`) carrying the whole response. Text deltas
+`response.completed` (or `response.incomplete`) carrying the whole response. A
+background response opens with `response.created` and `response.queued` instead, then
+`response.in_progress` once admitted, and a failure ends it with `response.failed`. Text deltas
 and `output_text.done` carry `logprobs`, an empty list unless the request asked. Invariant:
 an item is closed before the next one opens, so every item's events are contiguous.
 """
@@ -32,14 +34,27 @@ class ResponsesStreamWriter:
         self._sequence += 1
         return f"event: {kind}\n".encode() + b"data: " + dumps(data) + b"\n\n"
 
-    def _response(self, status: str, usage=None) -> dict:
+    def snapshot(self, status: str, usage=None, error: dict | None = None) -> dict:
+        """The response object as it stands: the output items closed so far."""
         return response_object(self.response_id, self.request, created_at=self.created_at, status=status,
-                               output=list(self._items), usage=usage)
+                               output=list(self._items), usage=usage, error=error)
 
     def opening(self) -> bytes:
-        snapshot = self._response("in_progress")
+        snapshot = self.snapshot("in_progress")
         return (self._event("response.created", response=snapshot)
                 + self._event("response.in_progress", response=snapshot))
+
+    def queued(self) -> bytes:
+        """A background response's first events, before it is admitted (then `started`)."""
+        snapshot = self.snapshot("queued")
+        return self._event("response.created", response=snapshot) + self._event("response.queued", response=snapshot)
+
+    def started(self) -> bytes:
+        return self._event("response.in_progress", response=self.snapshot("in_progress"))
+
+    def failed(self, error: dict) -> bytes:
+        """A background response's last event when it failed (a plain stream's is `error`)."""
+        return self._event("response.failed", response=self.snapshot("failed", error=error))
 
     def _item_id(self, kind: str, index: int) -> str:
         suffix = self.response_id.removeprefix("resp_")
@@ -102,8 +117,12 @@ class ResponsesStreamWriter:
                                      delta=event.arguments)
         assert isinstance(event, Finished)
         out = self._close()
-        status = "incomplete" if self.collected.finish_reason() == "length" else "completed"
-        return out + self._event(f"response.{status}", response=self._response(status, event.usage))
+        status = self.final_status()
+        return out + self._event(f"response.{status}", response=self.snapshot(status, event.usage))
+
+    def final_status(self) -> str:
+        """`incomplete` when the reply ran out of tokens, else `completed`."""
+        return "incomplete" if self.collected.finish_reason() == "length" else "completed"
 
     @staticmethod
     def done() -> bytes:

@@ -1,5 +1,5 @@
-"""HTTP handlers: /v1/chat/completions, /v1/completions, /v1/responses[/{id}] (GET, DELETE),
-/v1/responses/{id}/input_items, /v1/models[/{model}], /health, /metrics.
+"""HTTP handlers: /v1/chat/completions, /v1/completions, /v1/models[/{model}], /health,
+/metrics (the Responses API's are in responses_routes.py).
 
 Invariant: each handler authenticates first, then parses, validates and prepares the
 request, and only then admits and runs it (`exchange.respond`); every `ApiError` on the way
@@ -15,17 +15,11 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 
 from gateway.chat_checks import check_chat_request
 from gateway.choices import with_choices
-from gateway.backend import Backend, Prepared
-from gateway.errors import ApiError, response_not_found
-from gateway.exchange import ReplyShape, respond
+from gateway.errors import ApiError
+from gateway.exchange import respond
 from gateway.http_io import ClientGone, read_json_body
-from gateway.list_page import list_page
 from gateway.metrics import Labels, router_gauges, worker_gauges
-from gateway.openai_format import Collected, new_id
-from gateway.response_store import StoredResponse
-from gateway.responses_format import (ResponsesRequest, conversation_after, input_items, renamed,
-                                      to_chat_body, without_oldest_turn)
-from gateway.responses_stream import ResponsesStreamWriter, whole_response
+from gateway.openai_format import new_id
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, validate
 from gateway.state import GatewayState
 from gateway.forecasting import bind_session
@@ -77,104 +71,6 @@ async def _handle(request: Request, *, is_chat: bool) -> Response:
 
 async def chat_completions(request: Request) -> Response:
     return await _handle(request, is_chat=True)
-
-
-async def create_response(request: Request) -> Response:
-    """POST /v1/responses: the request runs as a chat completion (responses_format.py);
-    with `store` (the default) the response is kept for `previous_response_id` and GET."""
-    started_s = time.perf_counter()
-    state = _state(request)
-    tenant, model = "unauthenticated", ""
-    try:
-        tenant = state.keys.authenticate(request.headers.get("authorization"))
-        body = await read_json_body(request, state.config.max_body_bytes)
-        parsed = validate(ResponsesRequest, body)
-        history: tuple[dict, ...] = ()
-        if parsed.previous_response_id is not None:
-            previous = await state.responses.get(tenant, parsed.previous_response_id)
-            if previous is None:
-                raise response_not_found(parsed.previous_response_id, param="previous_response_id",
-                                         code="previous_response_not_found", what="Previous response")
-            history = previous.messages
-        backend = state.backend(parsed.model)  # an unknown model is a 404 before its name is a metric label
-        model = parsed.model
-        response_id = new_id("resp").replace("-", "_")
-        chat_body, prepared = await _prepared_chat(state, backend, parsed, to_chat_body(parsed, history),
-                                                   tenant, response_id)
-        created_at = int(time.time())
-
-        def store(collected: Collected) -> None:
-            if parsed.store:
-                state.responses.put(tenant, StoredResponse(whole_response(response_id, parsed, collected, created_at),
-                                                           conversation_after(parsed, chat_body, collected),
-                                                           input_items(parsed, response_id)))
-        shape = ReplyShape("responses", lambda reply, _: whole_response(response_id, parsed, reply.first, created_at),
-                           lambda: ResponsesStreamWriter(response_id, parsed, created_at), on_finished=store)
-        trace = begin_step(state.tracer, request, chat_body, prepared, is_chat=True)
-        bind_session(prepared, trace)
-        return await respond(request, state, backend, prepared, is_chat=True, stream=parsed.stream,
-                             include_usage=False, started_s=started_s, trace=trace, shape=shape)
-    except ApiError as error:
-        state.metrics.record_request(tenant, model, "responses", error.status)
-        return error_response(error)
-    except ClientGone:
-        return Response(status_code=CLIENT_CLOSED_STATUS)
-
-
-async def _prepared_chat(state: GatewayState, backend: Backend, parsed: ResponsesRequest, chat_body: dict,
-                         tenant: str, response_id: str) -> tuple[dict, Prepared]:
-    """(the chat body, the prepared request) a Responses request runs as on `backend`;
-    with `truncation: "auto"` its oldest turns are dropped until the prompt fits the
-    model's context. Errors name the Responses API's parameters."""
-    while True:
-        try:
-            chat = validate(ChatCompletionRequest, chat_body)
-            check_chat_request(chat, tenant, state.schemas)
-            return chat_body, await backend.prepare_chat(chat, tenant, response_id)
-        except ApiError as error:
-            shorter = (without_oldest_turn(chat_body) if parsed.truncation == "auto"
-                       and error.code == "context_length_exceeded" else None)
-            if shorter is None:
-                raise renamed(error) from None
-            chat_body = shorter
-
-
-async def stored_response(request: Request) -> Response:
-    """GET /v1/responses/{id}: a stored response of the caller's own tenant; DELETE
-    forgets it. Else (unknown, or another tenant's) a 404."""
-    state = _state(request)
-    try:
-        tenant = state.keys.authenticate(request.headers.get("authorization"))
-        response_id = request.path_params["response_id"]
-        if request.method == "DELETE":
-            found = await state.responses.delete(tenant, response_id)
-        else:
-            stored = await state.responses.get(tenant, response_id)
-            found = stored is not None
-        if not found:
-            raise response_not_found(response_id)
-        if request.method == "DELETE":
-            return JSONResponse({"id": response_id, "object": "response.deleted", "deleted": True})
-        return JSONResponse(stored.response)
-    except ApiError as error:
-        return error_response(error)
-
-
-async def stored_input_items(request: Request) -> Response:
-    """GET /v1/responses/{id}/input_items: the stored response's own input items, as
-    a page of an OpenAI list (`limit` 1-100, default 20; `order` "desc", the default, or
-    "asc"; `after` an item id)."""
-    state = _state(request)
-    try:
-        tenant = state.keys.authenticate(request.headers.get("authorization"))
-        response_id = request.path_params["response_id"]
-        page = list_page(request.query_params)
-        stored = await state.responses.get(tenant, response_id)
-        if stored is None:
-            raise response_not_found(response_id)
-        return JSONResponse(page.of(stored.input_items))
-    except ApiError as error:
-        return error_response(error)
 
 
 async def completions(request: Request) -> Response:

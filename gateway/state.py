@@ -13,6 +13,7 @@ from agents_trace.tracer import AgentTracer
 
 from gateway.auth import KeyRing
 from gateway.backend import Backend
+from gateway.background_runs import BackgroundRuns
 from gateway.config import GatewayConfig
 from gateway.errors import model_not_found
 from gateway.limits import Limiters
@@ -34,6 +35,7 @@ class GatewayState:
     responses: ResponseStore = field(default_factory=ResponseStore)  # the Responses API's stored replies
     created_s: int = field(default_factory=lambda: int(time.time()))  # the models' `created`
     schemas: SchemaChecker = field(default_factory=SchemaChecker)  # tool schemas that passed their check
+    background: BackgroundRuns = field(default_factory=BackgroundRuns)  # background responses in flight
 
     def backend(self, model: str) -> Backend:
         backend = self.backends.get(model)

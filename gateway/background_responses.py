@@ -1,0 +1,82 @@
+"""Generating one background response, detached from the request that asked for it.
+
+The run is admitted by the tenant's limits like any request, then generates into its
+event log (`gateway.background_runs`) through the Responses stream writer, whether or not
+anyone reads the stream. Its end is stored as the response's final object:
+`completed` / `incomplete` with the conversation (so `previous_response_id` continues it),
+`failed` with an OpenAI error object (a queue timeout is `rate_limit_exceeded`), or
+`cancelled` (`POST /v1/responses/{id}/cancel`, `DELETE`, or the gateway shutting down).
+
+Invariants: the run's ticket, trace step and metrics are closed exactly once (through
+`Exchange`); the final object is stored before the run is marked done, so a reader that
+sees the log end finds it; nothing here waits on the client.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from agents_trace.records import StepContext
+
+from gateway.background_runs import BackgroundRun
+from gateway.backend import Backend, Prepared
+from gateway.choices import run_choices
+from gateway.errors import ApiError, server_error
+from gateway.exchange import Exchange
+from gateway.openai_format import Collected, Reply
+from gateway.responses_stream import ResponsesStreamWriter
+from gateway.state import GatewayState
+
+CANCELLED_STATUS = 499  # the request count of a cancelled run, as for a client that left
+log = logging.getLogger("stepahead.gateway")
+
+
+@dataclass(slots=True)
+class BackgroundJob:
+    """What a background response needs to run; `keep(response, collected)` stores its
+    final object (`collected` None when it failed or was cancelled)."""
+
+    state: GatewayState
+    backend: Backend
+    prepared: Prepared
+    writer: ResponsesStreamWriter
+    keep: Callable[[dict, Collected | None], None]
+    started_s: float
+    trace: StepContext | None = None
+
+
+async def generate(job: BackgroundJob, run: BackgroundRun) -> None:
+    exchange = Exchange(job.state, job.prepared, "responses", job.started_s, trace=job.trace,
+                        output=Reply.of(1))
+    events = run_choices(job.backend, job.prepared)
+    writer = job.writer
+    try:
+        await exchange.acquire()
+        run.status = "in_progress"
+        run.append(writer.started())
+        reply = exchange.output
+        while not reply.is_done:
+            run.append(writer.event(await exchange.next_event(events)))
+        finished = reply.finished
+        job.keep(writer.snapshot(writer.final_status(), finished.usage), reply.first)
+        exchange.close(finished, 200)
+    except asyncio.CancelledError:
+        exchange.error = "cancelled"
+        exchange.close(None, CANCELLED_STATUS)
+        job.keep(writer.snapshot("cancelled"), None)
+    except Exception as exc:  # NOTE: an ApiError from admission or the backend, or a bug: the run fails
+        if not isinstance(exc, ApiError):
+            log.exception("background response %s failed", run.response_id)
+        error = exc if isinstance(exc, ApiError) else server_error()
+        exchange.error = error.code or error.type
+        exchange.close(None, error.status)
+        details = {"code": error.code or error.type, "message": error.message}
+        job.keep(writer.snapshot("failed", error=details), None)
+        run.append(writer.failed(details))
+    finally:
+        try:
+            await events.aclose()
+        finally:
+            run.finish()

@@ -1,0 +1,235 @@
+"""HTTP handlers of the Responses API: POST /v1/responses, GET / DELETE
+/v1/responses/{id}, POST /v1/responses/{id}/cancel, GET /v1/responses/{id}/input_items.
+
+A request runs as a chat completion (responses_format.py). With `background: true` it runs
+detached (background_responses.py): the POST answers at once with the `queued` response
+(or streams its events), GET polls it, `?stream=true&starting_after=N` replays and follows
+its events, cancel stops it.
+
+Invariants: as for every handler, authentication first and errors OpenAI-shaped; a
+tenant never reaches another tenant's responses or runs (their ids answer 404).
+"""
+from __future__ import annotations
+
+import time
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from gateway.background_responses import BackgroundJob, generate
+from gateway.background_runs import BackgroundRun
+from gateway.backend import Backend, Prepared
+from gateway.chat_checks import check_chat_request
+from gateway.errors import ApiError, invalid_request, response_not_found
+from gateway.exchange import ReplyShape, respond
+from gateway.forecasting import bind_session
+from gateway.http_io import ClientGone, EventStreamResponse, read_json_body
+from gateway.list_page import list_page
+from gateway.openai_format import Collected, new_id
+from gateway.response_store import StoredResponse
+from gateway.responses_format import (ResponsesRequest, conversation_after, input_items, renamed,
+                                      to_chat_body, without_oldest_turn)
+from gateway.responses_stream import ResponsesStreamWriter, whole_response
+from gateway.routes import CLIENT_CLOSED_STATUS, error_response
+from gateway.schemas import ChatCompletionRequest, validate
+from gateway.state import GatewayState
+from gateway.tracing import begin_step
+
+CONTINUABLE = ("completed", "incomplete")
+
+
+def _state(request: Request) -> GatewayState:
+    return request.app.state.gateway
+
+
+async def _history(state: GatewayState, tenant: str, response_id: str) -> tuple[dict, ...]:
+    """The conversation `previous_response_id` continues: a finished response's."""
+    run = state.background.get(tenant, response_id)
+    if run is not None and not run.is_done:
+        raise invalid_request(f"Previous response '{response_id}' is still {run.status}; continue it once "
+                              "it has completed.", param="previous_response_id", code="invalid_value")
+    previous = await state.responses.get(tenant, response_id)
+    if previous is None:
+        raise response_not_found(response_id, param="previous_response_id",
+                                 code="previous_response_not_found", what="Previous response")
+    status = previous.response.get("status", "completed")
+    if status not in CONTINUABLE:
+        raise invalid_request(f"Previous response '{response_id}' is {status}; only a completed or "
+                              "incomplete response can be continued.", param="previous_response_id",
+                              code="invalid_value")
+    return previous.messages
+
+
+async def create_response(request: Request) -> Response:
+    """POST /v1/responses; with `store` (the default) the response is kept for
+    `previous_response_id` and GET."""
+    started_s = time.perf_counter()
+    state = _state(request)
+    tenant, model = "unauthenticated", ""
+    try:
+        tenant = state.keys.authenticate(request.headers.get("authorization"))
+        body = await read_json_body(request, state.config.max_body_bytes)
+        parsed = validate(ResponsesRequest, body)
+        if parsed.background and not parsed.store:
+            raise invalid_request("A background response is stored: `background: true` needs `store: true`.",
+                                  param="store", code="invalid_value")
+        history = () if parsed.previous_response_id is None else await _history(
+            state, tenant, parsed.previous_response_id)
+        backend = state.backend(parsed.model)  # an unknown model is a 404 before its name is a metric label
+        model = parsed.model
+        response_id = new_id("resp").replace("-", "_")
+        chat_body, prepared = await _prepared_chat(state, backend, parsed, to_chat_body(parsed, history),
+                                                   tenant, response_id)
+        created_at = int(time.time())
+
+        def keep(response: dict, collected: Collected | None) -> None:
+            if parsed.store:
+                messages = () if collected is None else conversation_after(parsed, chat_body, collected)
+                state.responses.put(tenant, StoredResponse(response, messages, input_items(parsed, response_id)))
+        trace = begin_step(state.tracer, request, chat_body, prepared, is_chat=True)
+        bind_session(prepared, trace)
+        if parsed.background:
+            writer = ResponsesStreamWriter(response_id, parsed, created_at)
+            return _start_background(state, BackgroundJob(state, backend, prepared, writer, keep, started_s, trace),
+                                     tenant, stream=parsed.stream)
+        shape = ReplyShape("responses", lambda reply, _: whole_response(response_id, parsed, reply.first, created_at),
+                           lambda: ResponsesStreamWriter(response_id, parsed, created_at),
+                           on_finished=lambda collected: keep(
+                               whole_response(response_id, parsed, collected, created_at), collected))
+        return await respond(request, state, backend, prepared, is_chat=True, stream=parsed.stream,
+                             include_usage=False, started_s=started_s, trace=trace, shape=shape)
+    except ApiError as error:
+        state.metrics.record_request(tenant, model, "responses", error.status)
+        return error_response(error)
+    except ClientGone:
+        return Response(status_code=CLIENT_CLOSED_STATUS)
+
+
+def _start_background(state: GatewayState, job: BackgroundJob, tenant: str, *, stream: bool) -> Response:
+    writer = job.writer
+    run = BackgroundRun(tenant, writer.response_id, writer.snapshot, input_items(writer.request, writer.response_id))
+    run.append(writer.queued())
+    state.background.start(run, lambda started: generate(job, started))
+    if stream:
+        return _event_stream(run, -1)
+    return JSONResponse(run.response())
+
+
+def _event_stream(run: BackgroundRun, starting_after: int) -> Response:
+    """The run's events after `starting_after`; the reader leaving does not stop the run."""
+    return EventStreamResponse(run.follow(starting_after), headers={}, on_close=lambda _completed: None)
+
+
+async def _prepared_chat(state: GatewayState, backend: Backend, parsed: ResponsesRequest, chat_body: dict,
+                         tenant: str, response_id: str) -> tuple[dict, Prepared]:
+    """(the chat body, the prepared request) a Responses request runs as on `backend`;
+    with `truncation: "auto"` its oldest turns are dropped until the prompt fits the
+    model's context. Errors name the Responses API's parameters."""
+    while True:
+        try:
+            chat = validate(ChatCompletionRequest, chat_body)
+            check_chat_request(chat, tenant, state.schemas)
+            return chat_body, await backend.prepare_chat(chat, tenant, response_id)
+        except ApiError as error:
+            shorter = (without_oldest_turn(chat_body) if parsed.truncation == "auto"
+                       and error.code == "context_length_exceeded" else None)
+            if shorter is None:
+                raise renamed(error) from None
+            chat_body = shorter
+
+
+def _stream_query(request: Request) -> tuple[bool, int]:
+    """(`stream`, `starting_after`) of a GET; `starting_after` -1 when absent."""
+    query = request.query_params
+    stream = query.get("stream", "false").lower()
+    if stream not in ("true", "false"):
+        raise invalid_request("`stream` must be true or false.", param="stream", code="invalid_value")
+    raw = query.get("starting_after")
+    if raw is None:
+        return stream == "true", -1
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 18):
+        raise invalid_request("`starting_after` must be a sequence number (an integer, 0 or more).",
+                              param="starting_after", code="invalid_value")
+    return stream == "true", int(raw)
+
+
+async def stored_response(request: Request) -> Response:
+    """GET /v1/responses/{id}: the caller's own response, a background one as it stands
+    (`?stream=true&starting_after=N`: its events after N, then live ones until it ends);
+    DELETE forgets it, stopping it first if it still runs. Else (unknown, or another
+    tenant's) a 404."""
+    state = _state(request)
+    try:
+        tenant = state.keys.authenticate(request.headers.get("authorization"))
+        response_id = request.path_params["response_id"]
+        run = state.background.get(tenant, response_id)
+        if request.method == "DELETE":
+            if run is not None:
+                await state.background.cancel(run)
+                state.background.discard(tenant, response_id)
+            if not await state.responses.delete(tenant, response_id):
+                raise response_not_found(response_id)
+            return JSONResponse({"id": response_id, "object": "response.deleted", "deleted": True})
+        stream, starting_after = _stream_query(request)
+        if stream and run is not None:
+            return _event_stream(run, starting_after)
+        if run is not None and not run.is_done:
+            return JSONResponse(run.response())
+        stored = await state.responses.get(tenant, response_id)
+        if stored is None:
+            raise response_not_found(response_id)
+        if stream:
+            kept = ("its events are no longer kept (the last 64 finished per tenant, not across a restart); "
+                    "GET it without `stream` for the final response" if stored.response.get("background")
+                    else "only a background response's events can be streamed")
+            raise invalid_request(f"Response '{response_id}' cannot be streamed: {kept}.", param="stream",
+                                  code="invalid_value")
+        return JSONResponse(stored.response)
+    except ApiError as error:
+        return error_response(error)
+
+
+async def cancel_response(request: Request) -> Response:
+    """POST /v1/responses/{id}/cancel: stops a background response that is queued or in
+    progress and answers it `cancelled`; cancelling a cancelled one again answers the
+    same. Any other response is a 400 (not a background one, or already finished)."""
+    state = _state(request)
+    try:
+        tenant = state.keys.authenticate(request.headers.get("authorization"))
+        response_id = request.path_params["response_id"]
+        run = state.background.get(tenant, response_id)
+        if run is not None:
+            await state.background.cancel(run)
+        stored = await state.responses.get(tenant, response_id)
+        if stored is None:
+            raise response_not_found(response_id)
+        status = stored.response.get("status")
+        if not stored.response.get("background"):
+            raise invalid_request("Only responses created with `background: true` can be cancelled.",
+                                  param="response_id", code="invalid_value")
+        if status != "cancelled":
+            raise invalid_request(f"Response '{response_id}' cannot be cancelled: its status is already '{status}'.",
+                                  param="response_id", code="invalid_value")
+        return JSONResponse(stored.response)
+    except ApiError as error:
+        return error_response(error)
+
+
+async def stored_input_items(request: Request) -> Response:
+    """GET /v1/responses/{id}/input_items: the stored response's own input items, as
+    a page of an OpenAI list (`limit` 1-100, default 20; `order` "desc", the default, or
+    "asc"; `after` an item id)."""
+    state = _state(request)
+    try:
+        tenant = state.keys.authenticate(request.headers.get("authorization"))
+        response_id = request.path_params["response_id"]
+        page = list_page(request.query_params)
+        run = state.background.get(tenant, response_id)
+        if run is not None and not run.is_done:
+            return JSONResponse(page.of(run.input_items))
+        stored = await state.responses.get(tenant, response_id)
+        if stored is None:
+            raise response_not_found(response_id)
+        return JSONResponse(page.of(stored.input_items))
+    except ApiError as error:
+        return error_response(error)

@@ -1,0 +1,220 @@
+"""Background responses (`background: true`): polled, streamed and resumed, cancelled,
+failed, continued, deleted; per tenant; through the official client where it can."""
+import asyncio
+import json
+import time
+
+import httpx
+import openai
+import pytest
+
+from tests.gateway.conftest import KEYS
+from tests.gateway.test_disconnect import LONG, wait_until
+
+FINAL = ("completed", "incomplete", "failed", "cancelled")
+
+
+@pytest.fixture(scope="module")
+def client(gateway):
+    return openai.OpenAI(base_url=f"{gateway.base_url}/v1", api_key=KEYS["alpha"], max_retries=0)
+
+
+@pytest.fixture
+async def http(gateway):
+    async with httpx.AsyncClient(base_url=gateway.base_url, timeout=60) as http:
+        yield http
+
+
+def poll(client, response_id: str, timeout_s: float = 60.0):
+    deadline_s = time.monotonic() + timeout_s
+    response = client.responses.retrieve(response_id)
+    while response.status not in FINAL and time.monotonic() < deadline_s:
+        time.sleep(0.05)
+        response = client.responses.retrieve(response_id)
+    return response
+
+
+def events_of(text: str) -> list[dict]:
+    return [json.loads(line[len("data: "):]) for line in text.splitlines() if line.startswith("data: ")]
+
+
+def test_a_background_response_answers_queued_and_ends_as_the_same_request_in_the_foreground(client):
+    request = dict(model="tiny", input="Name three colours.", max_output_tokens=12, temperature=0)
+    started = client.responses.create(background=True, **request)
+    assert started.status in ("queued", "in_progress") and started.background is True and started.output == []
+    done = poll(client, started.id)
+    assert done.status in ("completed", "incomplete") and done.background is True
+    foreground = client.responses.create(**request)
+    assert foreground.background is False
+    assert done.output_text == foreground.output_text and done.usage.output_tokens == foreground.usage.output_tokens
+    items = client.responses.input_items.list(started.id)
+    assert [item.content[0].text for item in items.data] == ["Name three colours."]
+    follow_up = client.responses.create(model="tiny", input="And one more?", previous_response_id=started.id,
+                                        max_output_tokens=4)
+    assert follow_up.usage.input_tokens > done.usage.input_tokens  # the conversation was continued
+
+
+def test_a_background_response_must_be_stored(client):
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.responses.create(model="tiny", input="hi", background=True, store=False)
+    assert caught.value.body["param"] == "store"
+
+
+async def test_a_background_stream_can_be_left_and_resumed_from_any_sequence_number(gateway, http):
+    headers = gateway.headers()
+    body = {"model": "tiny", "input": "Count to ten.", "max_output_tokens": 24, "temperature": 0,
+            "background": True, "stream": True}
+    async with http.stream("POST", "/v1/responses", headers=headers, json=body) as response:
+        assert response.status_code == 200
+        lines = response.aiter_lines()
+        first = [json.loads((await anext(lines))[len("data: "):]) for _ in range(3) if await anext(lines)]
+    # the client left after two events; the run goes on
+    assert [event["type"] for event in first[:2]] == ["response.created", "response.queued"]
+    response_id = first[0]["response"]["id"]
+    assert first[0]["response"]["background"] is True
+    whole = await http.get(f"/v1/responses/{response_id}", params={"stream": "true"}, headers=headers)
+    events = events_of(whole.text)
+    assert [event["sequence_number"] for event in events] == list(range(len(events)))
+    assert events[0] == first[0] and events[2]["type"] == "response.in_progress"
+    assert events[-1]["type"] in ("response.completed", "response.incomplete")
+    rest = await http.get(f"/v1/responses/{response_id}", params={"stream": "true", "starting_after": 3},
+                          headers=headers)
+    assert events_of(rest.text) == events[4:]
+    stored = (await http.get(f"/v1/responses/{response_id}", headers=headers)).json()
+    assert stored["output"] == events[-1]["response"]["output"] and stored["status"] == events[-1]["response"]["status"]
+
+
+async def test_a_queued_response_is_cancelled_and_cancelling_again_answers_the_same(gateway, http):
+    headers = gateway.headers("cancel")  # one request at a time: a long stream holds the slot
+    async with http.stream("POST", "/v1/chat/completions", headers=headers, json=dict(LONG, stream=True)) as held:
+        lines = held.aiter_lines()
+        await anext(lines)
+        started = (await http.post("/v1/responses", headers=headers,
+                                   json={"model": "tiny", "input": "hi", "background": True})).json()
+        response_id = started["id"]
+        polled = (await http.get(f"/v1/responses/{response_id}", headers=headers)).json()
+        assert polled["status"] == "queued"
+        items = (await http.get(f"/v1/responses/{response_id}/input_items", headers=headers)).json()
+        assert [item["content"][0]["text"] for item in items["data"]] == ["hi"]
+        continued = await http.post("/v1/responses", headers=headers, json={
+            "model": "tiny", "input": "more", "previous_response_id": response_id})
+        assert continued.status_code == 400 and "still queued" in continued.json()["error"]["message"]
+        cancelled = await http.post(f"/v1/responses/{response_id}/cancel", headers=headers)
+        assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
+        again = await http.post(f"/v1/responses/{response_id}/cancel", headers=headers)
+        assert again.json() == cancelled.json()
+    assert (await http.get(f"/v1/responses/{response_id}", headers=headers)).json()["status"] == "cancelled"
+    limiter = gateway.state.limiters["cancel"]
+    assert await wait_until(lambda: limiter.num_active == 0 and limiter.num_queued == 0, 5.0)
+    continued = await http.post("/v1/responses", headers=headers, json={
+        "model": "tiny", "input": "more", "previous_response_id": response_id})
+    assert continued.status_code == 400 and continued.json()["error"]["param"] == "previous_response_id"
+
+
+async def test_a_running_response_is_cancelled_mid_generation(gateway, http):
+    headers = gateway.headers("beta")
+    started = (await http.post("/v1/responses", headers=headers, json={
+        "model": "fake", "input": "slow", "background": True})).json()
+    response_id = started["id"]
+    deadline_s = time.monotonic() + 10
+    while (await http.get(f"/v1/responses/{response_id}", headers=headers)).json()["status"] == "queued":
+        assert time.monotonic() < deadline_s
+        await asyncio.sleep(0.02)
+    cancelled = (await http.post(f"/v1/responses/{response_id}/cancel", headers=headers)).json()
+    assert cancelled["status"] == "cancelled" and cancelled["error"] is None
+    assert await wait_until(lambda: gateway.state.limiters["beta"].num_active == 0, 5.0)
+
+
+async def test_what_cannot_be_cancelled_or_streamed_is_a_400_and_other_tenants_get_404(gateway, http, client):
+    foreground = client.responses.create(model="tiny", input="hi", max_output_tokens=2)
+    answer = await http.post(f"/v1/responses/{foreground.id}/cancel", headers=gateway.headers())
+    assert answer.status_code == 400 and "background" in answer.json()["error"]["message"]
+    answer = await http.get(f"/v1/responses/{foreground.id}", params={"stream": "true"}, headers=gateway.headers())
+    assert answer.status_code == 400 and answer.json()["error"]["param"] == "stream"
+    done = poll(client, client.responses.create(model="tiny", input="hi", max_output_tokens=2, background=True).id)
+    answer = await http.post(f"/v1/responses/{done.id}/cancel", headers=gateway.headers())
+    assert answer.status_code == 400 and done.status in answer.json()["error"]["message"]
+    for params, param in (({"stream": "yes"}, "stream"), ({"stream": "true", "starting_after": "-1"}, "starting_after"),
+                          ({"stream": "true", "starting_after": "1" * 40}, "starting_after")):
+        answer = await http.get(f"/v1/responses/{done.id}", params=params, headers=gateway.headers())
+        assert answer.status_code == 400 and answer.json()["error"]["param"] == param
+    for method, path, params in (("GET", "", {}), ("GET", "", {"stream": "true"}), ("POST", "/cancel", {}),
+                                 ("GET", "/input_items", {}), ("DELETE", "", {})):
+        answer = await http.request(method, f"/v1/responses/{done.id}{path}", params=params,
+                                    headers=gateway.headers("beta"))
+        assert answer.status_code == 404, (method, path)
+    assert client.responses.retrieve(done.id).status == done.status
+
+
+async def test_a_run_that_cannot_be_admitted_fails_with_the_reason(gateway, http):
+    headers = gateway.headers("conc")  # one running, one queued at most
+    async with http.stream("POST", "/v1/chat/completions", headers=headers, json=dict(LONG, stream=True)) as held:
+        lines = held.aiter_lines()
+        await anext(lines)
+        queued = (await http.post("/v1/responses", headers=headers,
+                                  json={"model": "tiny", "input": "a", "background": True})).json()
+        refused = (await http.post("/v1/responses", headers=headers,
+                                   json={"model": "tiny", "input": "b", "background": True})).json()
+        deadline_s = time.monotonic() + 10
+        while (failed := (await http.get(f"/v1/responses/{refused['id']}", headers=headers)).json())["status"] != "failed":
+            assert time.monotonic() < deadline_s
+            await asyncio.sleep(0.02)
+        assert failed["error"]["code"] and failed["error"]["message"] and failed["output"] == []
+        events = events_of((await http.get(f"/v1/responses/{refused['id']}", params={"stream": "true"},
+                                           headers=headers)).text)
+        assert events[-1]["type"] == "response.failed" and events[-1]["response"]["error"] == failed["error"]
+        await http.post(f"/v1/responses/{queued['id']}/cancel", headers=headers)
+
+
+async def test_deleting_a_running_response_stops_it(gateway, http):
+    headers = gateway.headers("beta")
+    started = (await http.post("/v1/responses", headers=headers, json={
+        "model": "fake", "input": "slow", "background": True})).json()
+    deleted = await http.delete(f"/v1/responses/{started['id']}", headers=headers)
+    assert deleted.status_code == 200 and deleted.json()["deleted"] is True
+    assert (await http.get(f"/v1/responses/{started['id']}", headers=headers)).status_code == 404
+    assert gateway.state.background.get("beta", started["id"]) is None
+    assert await wait_until(lambda: gateway.state.limiters["beta"].num_active == 0, 5.0)
+
+
+def test_stopping_the_gateway_stores_its_running_responses_as_cancelled(fake_upstream, tmp_path):
+    from gateway.app import build_app
+    from gateway.config import key_digest, parse_config
+    from gateway.response_archive import ResponseArchive
+    from tests.gateway.serving import start_server
+
+    database = tmp_path / "responses.sqlite3"
+    config = parse_config({
+        "server": {"responses_db": str(database)},
+        "models": [{"name": "fake", "kind": "upstream", "litellm_model": "openai/fake-model",
+                    "api_base": f"{fake_upstream.base_url}/v1", "api_key_env": "STEPAHEAD_TEST_FAKE_KEY"}],
+        "tenants": [{"name": "alpha", "api_key_sha256": [key_digest(KEYS["alpha"])]}]})
+    server = start_server(build_app(config))
+    try:
+        started = httpx.post(f"{server.base_url}/v1/responses", headers={"Authorization": f"Bearer {KEYS['alpha']}"},
+                             json={"model": "fake", "input": "slow", "background": True}).json()
+        assert started["status"] in ("queued", "in_progress")
+    finally:
+        server.stop()
+    archive = ResponseArchive(database, 16)
+    try:
+        stored = archive.get("alpha", started["id"])
+    finally:
+        archive.close()
+    assert stored is not None and stored.response["status"] == "cancelled" and stored.response["background"] is True
+
+
+def test_the_official_client_streams_a_background_response_and_resumes_it(client):
+    stream = client.responses.create(model="tiny", input="Say something.", max_output_tokens=16, temperature=0,
+                                     background=True, stream=True)
+    seen = []
+    for event in stream:
+        seen.append(event)
+        if len(seen) == 3:
+            break
+    stream.close()
+    assert [event.type for event in seen] == ["response.created", "response.queued", "response.in_progress"]
+    resumed = list(client.responses.retrieve(seen[0].response.id, stream=True, starting_after=2))
+    assert resumed[0].sequence_number == 3 and resumed[-1].type in ("response.completed", "response.incomplete")
+    text = "".join(event.delta for event in resumed if event.type == "response.output_text.delta")
+    assert text == resumed[-1].response.output_text == poll(client, seen[0].response.id).output_text
