@@ -305,3 +305,19 @@ def test_e2e_every_choice_of_an_n3_request_is_traced(served, stream):
     [chat] = _spans_of(served, session)["chat"]
     assert list(chat.attributes["gen_ai.response.finish_reasons"]) == ["length"] * 3
     assert [m["parts"][0]["content"] for m in json.loads(chat.attributes["gen_ai.output.messages"])] == texts
+
+
+def test_e2e_a_background_response_is_traced_like_a_foreground_one(served):
+    """The run outlives its request; its step still ends with the reply it generated."""
+    client = served.client("acme")
+    started = client.responses.create(model="tiny", input="traced in the background", max_output_tokens=5,
+                                      background=True, extra_headers={"x-session-id": "background"})
+    deadline_s = time.monotonic() + 60
+    while (done := client.responses.retrieve(started.id)).status in ("queued", "in_progress"):
+        assert time.monotonic() < deadline_s
+        time.sleep(0.05)
+    served.settle()
+    [step] = served.get("/v1/traces/sessions/background", "acme").json()["steps"]["data"]
+    assert step["error"] is None and step["num_output_tokens"] == done.usage.output_tokens
+    content = served.get("/v1/traces/sessions/background/steps/0/content", "acme").json()
+    assert content["output"]["content"] == done.output_text
