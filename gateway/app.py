@@ -107,6 +107,7 @@ def build_app(config: GatewayConfig | None = None) -> FastAPI:
     # dependency solving would only add ~0.1 ms per request.
     app.add_route("/v1/chat/completions", routes.chat_completions, methods=["POST"])
     app.add_route("/v1/completions", routes.completions, methods=["POST"])
+    app.add_route("/v1/embeddings", routes.embeddings, methods=["POST"])
     app.add_route("/v1/responses", responses_routes.create_response, methods=["POST"])
     app.add_route("/v1/responses/{response_id}", responses_routes.stored_response, methods=["GET", "DELETE"])
     app.add_route("/v1/responses/{response_id}/cancel", responses_routes.cancel_response, methods=["POST"])

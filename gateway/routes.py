@@ -1,5 +1,5 @@
-"""HTTP handlers: /v1/chat/completions, /v1/completions, /v1/models[/{model}], /health,
-/metrics (the Responses API's are in responses_routes.py).
+"""HTTP handlers: /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/models[/{model}],
+/health, /metrics (the Responses API's are in responses_routes.py).
 
 Invariant: each handler authenticates first, then parses, validates and prepares the
 request, and only then admits and runs it (`exchange.respond`); every `ApiError` on the way
@@ -17,7 +17,8 @@ from gateway.chat_checks import check_chat_request
 from gateway.choices import with_choices
 from gateway.errors import ApiError
 from gateway.exchange import respond
-from gateway.http_io import ClientGone, read_json_body
+from gateway.embeddings import EmbeddingsRequest, unsupported_model
+from gateway.http_io import ClientGone, race_disconnect, read_json_body
 from gateway.metrics import Labels, router_gauges, worker_gauges
 from gateway.openai_format import new_id
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, validate
@@ -75,6 +76,45 @@ async def chat_completions(request: Request) -> Response:
 
 async def completions(request: Request) -> Response:
     return await _handle(request, is_chat=False)
+
+
+async def embeddings(request: Request) -> Response:
+    """POST /v1/embeddings: upstream models only (gateway/embeddings.py), admitted by the
+    tenant's limits like any request; a client that leaves cancels the upstream call."""
+    state = _state(request)
+    tenant, model = "unauthenticated", ""
+    try:
+        tenant = state.keys.authenticate(request.headers.get("authorization"))
+        parsed = validate(EmbeddingsRequest, await read_json_body(request, state.config.max_body_bytes))
+        backend = state.backend(parsed.model)
+        model = parsed.model
+        embed = getattr(backend, "embed", None)
+        if embed is None:
+            raise unsupported_model(model)
+        limiter = state.limiters[tenant]
+        num_reserved = parsed.estimated_tokens()
+
+        async def work() -> dict:
+            try:
+                ticket = await limiter.acquire(num_reserved)
+            except ApiError as error:
+                state.metrics.record_rejection(tenant, error.code or "")
+                raise
+            reply = None
+            try:
+                reply = await embed(parsed)
+                return reply
+            finally:
+                limiter.release(ticket, reply["usage"]["total_tokens"] if reply else None)
+        reply = await race_disconnect(work(), request.receive)
+        state.metrics.record_request(tenant, model, "embeddings", 200)
+        return JSONResponse(reply)
+    except ApiError as error:
+        state.metrics.record_request(tenant, model, "embeddings", error.status)
+        return error_response(error)
+    except ClientGone:
+        state.metrics.record_request(tenant, model, "embeddings", CLIENT_CLOSED_STATUS)
+        return Response(status_code=CLIENT_CLOSED_STATUS)
 
 
 def _model_object(state: GatewayState, name: str) -> dict:

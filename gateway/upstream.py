@@ -17,6 +17,7 @@ from typing import Any
 
 from gateway.backend import (ChatEvent, Finished, Prepared, TextDelta, TokenChoice, ToolCallDelta, Usage)
 from gateway.config import UpstreamModelConfig
+from gateway.embeddings import EmbeddingsRequest, reply_body
 from gateway.errors import ApiError, context_length_exceeded, invalid_request
 from gateway.litellm_errors import map_litellm_error
 from gateway.schemas import ChatCompletionRequest, CompletionRequest
@@ -135,6 +136,18 @@ class UpstreamBackend:
         num_prompt_tokens = (len(prompt) if isinstance(prompt, list) and prompt
                              and isinstance(prompt[0], int) else estimate_num_tokens(prompt))
         return self._prepared(request_id, tenant, call, num_prompt_tokens, request.max_tokens)
+
+    async def embed(self, request: EmbeddingsRequest) -> dict:
+        """`POST /v1/embeddings` through `litellm.aembedding`; provider errors OpenAI-shaped."""
+        body = request.model_dump(exclude_unset=True, exclude_none=True, exclude={"encoding_format"})
+        litellm = self._litellm or import_litellm()
+        try:
+            raw = await litellm.aembedding(**self._common_kwargs(body, stream=False))
+        except ApiError:
+            raise
+        except Exception as exc:
+            raise map_litellm_error(exc) from None
+        return reply_body(raw, self.model_id, request.encoding_format)
 
     async def run(self, prepared: Prepared) -> AsyncIterator[ChatEvent]:
         kwargs = choice_kwargs(prepared)

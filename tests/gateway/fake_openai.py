@@ -1,10 +1,12 @@
 """A small OpenAI-compatible upstream for tests, as a raw ASGI app (no network needed).
 
 The last user message picks the behaviour, so one server covers every case:
-"status:NNN" answers that HTTP error, "tool" answers a tool call, "slow" streams slowly,
+"status:NNN" answers that HTTP error, "tool" answers a tool call, "slow" streams slowly
+(0.5 s per chunk; unstreamed, it answers after 3 s),
 "midstream-error" breaks a stream after one chunk; anything else is echoed back (with
 `logprobs` asked, each echoed word comes with made-up log probabilities; a request with a
-`seed` gets " seed N" added to its echo).
+`seed` gets " seed N" added to its echo). `/v1/embeddings` answers each input with
+`embedding_of` it (a first input "status:NNN" answers that error).
 """
 from __future__ import annotations
 
@@ -43,6 +45,26 @@ async def _send_json(send, status: int, body: dict) -> None:
     await send({"type": "http.response.body", "body": json.dumps(body).encode()})
 
 
+def embedding_of(item: str | list[int], dimensions: int = 4) -> list[float]:
+    """A made-up vector that depends on the input: its length, then its first few codes."""
+    codes = [ord(c) for c in item] if isinstance(item, str) else list(item)
+    return ([float(len(codes))] + [float(code) for code in codes[:dimensions - 1]] + [0.0] * dimensions)[:dimensions]
+
+
+async def _embeddings(send, body: dict) -> None:
+    items = body["input"]
+    items = [items] if isinstance(items, str) or (items and isinstance(items[0], int)) else items
+    if isinstance(items[0], str) and items[0].startswith("status:"):
+        status = int(items[0].split(":")[1])
+        await _send_json(send, status, {"error": ERROR_BODIES[status]})
+        return
+    vectors = [embedding_of(item, body.get("dimensions", 4)) for item in items]
+    num_tokens = sum(len(item) for item in items)
+    await _send_json(send, 200, {"object": "list", "model": "fake-embedder", "data": [
+        {"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)],
+        "usage": {"prompt_tokens": num_tokens, "total_tokens": num_tokens}})
+
+
 def _scored(words: list[str]) -> dict:
     """Chat `logprobs` for `words`: the i-th costs -0.5 * (i + 1), with one alternative."""
     return {"content": [{"token": word, "logprob": -0.5 * (i + 1), "bytes": list(word.encode()),
@@ -74,6 +96,9 @@ async def app(scope, receive, send) -> None:
         if not message.get("more_body"):
             break
     body = json.loads(raw or b"{}")
+    if scope["path"].endswith("/embeddings"):
+        await _embeddings(send, body)
+        return
     text = _last_user_text(body)
     if text.startswith("status:"):
         status = int(text.split(":")[1])
@@ -83,6 +108,8 @@ async def app(scope, receive, send) -> None:
                  "function": {"name": "lookup", "arguments": json.dumps({"q": "x"})}}
     reply = f"echo: {text}" + (f" seed {body['seed']}" if "seed" in body else "")
     if not body.get("stream"):
+        if text == "slow":
+            await asyncio.sleep(3.0)
         message = ({"role": "assistant", "content": None, "tool_calls": [tool_call]}
                    if text == "tool" else {"role": "assistant", "content": reply})
         await _send_json(send, 200, {

@@ -1,0 +1,101 @@
+"""`POST /v1/embeddings`: the request as OpenAI defines it, checked before any backend.
+
+Upstream models answer it through `litellm.aembedding` (`UpstreamBackend.embed`). Local
+models are causal chat models without an embedding head: they refuse it with a 400 naming
+`model`, rather than answering with vectors nobody trained for similarity.
+
+The upstream is always asked for float vectors; a client asking for `base64` (the
+official OpenAI client's default) gets them packed here.
+
+Invariants: a request that validated has a non-empty `input` of at most `MAX_INPUTS`
+items, each a non-empty string or a non-empty list of token ids (>= 0); the reply's
+`model` is the gateway's model name, never the provider's.
+"""
+from __future__ import annotations
+
+import base64
+from typing import Any, Literal
+
+import numpy as np
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from gateway.errors import ApiError, invalid_request
+
+MAX_INPUTS = 2048  # OpenAI's limit on inputs per request
+
+
+class EmbeddingsRequest(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+    model: str
+    input: Any
+    encoding_format: Literal["float", "base64"] | None = None
+    dimensions: int | None = Field(default=None, ge=1)
+    user: str | None = None
+
+    @field_validator("input")
+    @classmethod
+    def _check_input(cls, value: Any) -> Any:
+        items = input_items(value)
+        if items is None:
+            raise ValueError("'input' must be a string, a list of strings, a list of token ids, or a list "
+                             "of token-id lists")
+        if not items:
+            raise ValueError("'input' must not be empty")
+        if len(items) > MAX_INPUTS:
+            raise ValueError(f"'input' holds {len(items)} items; at most {MAX_INPUTS} are allowed")
+        for item in items:
+            if len(item) == 0:
+                raise ValueError("'input' must not contain an empty string or an empty token list")
+            if not isinstance(item, str) and min(item) < 0:
+                raise ValueError("token ids in 'input' must be 0 or more")
+        return value
+
+    def estimated_tokens(self) -> int:
+        """What a tenant's token limits reserve up front (4 bytes per token for text);
+        the provider's usage trues it up."""
+        return sum(len(item) if isinstance(item, list) else len(item.encode()) // 4 + 1
+                   for item in input_items(self.input))
+
+
+def _is_token_id(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def input_items(value: Any) -> list[str] | list[list[int]] | None:
+    """`input` as a list of inputs (one string or token list each); None when it has none
+    of OpenAI's four shapes."""
+    if isinstance(value, str):
+        return [value]
+    if not isinstance(value, list):
+        return None
+    if all(isinstance(item, str) for item in value):
+        return value
+    if all(_is_token_id(item) for item in value):
+        return [value] if value else []
+    if all(isinstance(item, list) and all(_is_token_id(token) for token in item) for item in value):
+        return value
+    return None
+
+
+def unsupported_model(model: str) -> ApiError:
+    return invalid_request(f"The model '{model}' does not serve embeddings: it is a local chat model. Use an "
+                           "upstream embedding model configured in the gateway.", param="model",
+                           code="model_not_supported")
+
+
+def reply_body(raw: Any, model: str, encoding_format: str | None = None) -> dict:
+    """The provider's reply (float vectors) as an OpenAI embeddings list, named after the
+    gateway's model; with `encoding_format` "base64" each vector is packed as OpenAI packs
+    it (little-endian float32, base64), which also serves providers that only send floats."""
+    body = raw.model_dump() if hasattr(raw, "model_dump") else dict(raw)
+    data = []
+    for index, item in enumerate(body.get("data") or []):
+        vector = item["embedding"]
+        if encoding_format == "base64" and isinstance(vector, list):
+            vector = base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode("ascii")
+        data.append({"object": "embedding", "index": item.get("index", index), "embedding": vector})
+    usage = body.get("usage") or {}
+    return {"object": "list", "data": data, "model": model,
+            "usage": {"prompt_tokens": usage.get("prompt_tokens") or 0,
+                      "total_tokens": usage.get("total_tokens") or usage.get("prompt_tokens") or 0}}

@@ -1,0 +1,97 @@
+"""`POST /v1/embeddings`: upstream models through litellm (and the passthrough model),
+checked input, per-tenant limits and metrics; local models refuse it."""
+import base64
+import struct
+
+import httpx
+import openai
+import pytest
+
+from gateway.embeddings import MAX_INPUTS, EmbeddingsRequest, reply_body
+from gateway.schemas import validate
+from gateway.errors import ApiError
+from tests.gateway.conftest import KEYS
+from tests.gateway.fake_openai import embedding_of
+
+
+@pytest.fixture(scope="module")
+def client(gateway):
+    return openai.OpenAI(base_url=f"{gateway.base_url}/v1", api_key=KEYS["alpha"], max_retries=0)
+
+
+@pytest.mark.parametrize("model", ["fake", "fake-direct"])
+def test_the_official_client_gets_one_vector_per_input_in_order(client, model):
+    reply = client.embeddings.create(model=model, input=["first text", "second", "third"])
+    assert reply.model == model and reply.object == "list"
+    assert [item.index for item in reply.data] == [0, 1, 2]
+    assert [item.embedding for item in reply.data] == [embedding_of(text) for text in ("first text", "second", "third")]
+    assert reply.usage.prompt_tokens == reply.usage.total_tokens == len("first text") + len("second") + len("third")
+    tokens = client.embeddings.create(model=model, input=[[5, 6, 7], [8]])
+    assert [item.embedding for item in tokens.data] == [embedding_of([5, 6, 7]), embedding_of([8])]
+    # litellm lets `dimensions` through only for models it knows take it (text-embedding-3);
+    # for this one its refusal must still be an OpenAI-shaped 400, not a 500
+    with pytest.raises(openai.BadRequestError, match="dimensions"):
+        client.embeddings.create(model=model, input="solo", dimensions=2)
+
+
+def test_base64_vectors_are_packed_as_openai_packs_them(gateway):
+    """The upstream is asked for floats; the gateway packs them (float32, little-endian)."""
+    reply = httpx.post(f"{gateway.base_url}/v1/embeddings", headers=gateway.headers(),
+                       json={"model": "fake", "input": "abc", "encoding_format": "base64"}).json()
+    packed = base64.b64decode(reply["data"][0]["embedding"])
+    assert list(struct.unpack(f"<{len(packed) // 4}f", packed)) == embedding_of("abc")
+    floats = httpx.post(f"{gateway.base_url}/v1/embeddings", headers=gateway.headers(),
+                        json={"model": "fake", "input": "abc", "encoding_format": "float"}).json()
+    assert floats["data"][0]["embedding"] == embedding_of("abc")
+
+
+@pytest.mark.parametrize("body, param", [
+    ({"model": "fake", "input": ""}, "input"),
+    ({"model": "fake", "input": []}, "input"),
+    ({"model": "fake", "input": ["ok", ""]}, "input"),
+    ({"model": "fake", "input": [[1, -2]]}, "input"),
+    ({"model": "fake", "input": [1.5]}, "input"),
+    ({"model": "fake", "input": ["text", [1, 2]]}, "input"),
+    ({"model": "fake", "input": [True]}, "input"),
+    ({"model": "fake", "input": {"text": "x"}}, "input"),
+    ({"model": "fake", "input": ["x"] * (MAX_INPUTS + 1)}, "input"),
+    ({"model": "fake", "input": "x", "encoding_format": "hex"}, "encoding_format"),
+    ({"model": "fake", "input": "x", "dimensions": 0}, "dimensions"),
+    ({"input": "x"}, "model"),
+    ({"model": "tiny", "input": "x"}, "model"),
+])
+def test_bad_requests_are_400s_naming_the_parameter(gateway, body, param):
+    answer = httpx.post(f"{gateway.base_url}/v1/embeddings", headers=gateway.headers(), json=body)
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["error"]["param"] == param
+
+
+def test_unknown_models_keys_and_upstream_errors_are_openai_shaped(gateway):
+    url = f"{gateway.base_url}/v1/embeddings"
+    unknown = httpx.post(url, headers=gateway.headers(), json={"model": "nope", "input": "x"})
+    assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "model_not_found"
+    assert httpx.post(url, json={"model": "fake", "input": "x"}).status_code == 401
+    for status, expected in ((400, 400), (429, 429), (500, 502)):  # an upstream failure is a bad gateway
+        answer = httpx.post(url, headers=gateway.headers(), json={"model": "fake", "input": f"status:{status}"})
+        assert answer.status_code == expected and answer.json()["error"]["message"]
+
+
+def test_requests_are_counted_per_tenant_and_charged_to_its_budget(gateway):
+    limiter = gateway.state.limiters["budget"]
+    before = limiter.num_spent_tokens
+    reply = httpx.post(f"{gateway.base_url}/v1/embeddings", headers=gateway.headers("budget"),
+                       json={"model": "fake", "input": "x" * 50}).json()
+    assert reply["usage"]["total_tokens"] == 50
+    assert limiter.num_spent_tokens == before + 50 and limiter.num_reserved_tokens == 0
+    metrics = httpx.get(f"{gateway.base_url}/metrics", headers=gateway.headers("budget")).text
+    assert 'endpoint="embeddings"' in metrics and 'tenant="budget"' in metrics
+
+
+def test_the_reply_is_named_after_the_gateway_model():
+    raw = {"object": "list", "model": "provider-name", "data": [{"embedding": [0.5], "index": 0, "object": "embedding"}],
+           "usage": {"prompt_tokens": 3, "total_tokens": 3}}
+    assert reply_body(raw, "mine") == {"object": "list", "model": "mine", "data": [
+        {"object": "embedding", "index": 0, "embedding": [0.5]}], "usage": {"prompt_tokens": 3, "total_tokens": 3}}
+    assert validate(EmbeddingsRequest, {"model": "m", "input": [[1, 2], [3]]}).estimated_tokens() == 3
+    with pytest.raises(ApiError):
+        validate(EmbeddingsRequest, {"model": "m", "input": [[]]})
