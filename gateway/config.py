@@ -140,8 +140,7 @@ class GatewayConfig:
     def __post_init__(self) -> None:
         for name in ("max_body_bytes", "default_completion_reserve_tokens", "queue_timeout_s", "keep_alive_s",
                      "responses_per_tenant"):
-            if not getattr(self, name) > 0:
-                raise ConfigError(f"server.{name} must be > 0, got {getattr(self, name)}")
+            positive(getattr(self, name), f"server.{name}")
         if not 0 <= self.port <= 65535:
             raise ConfigError(f"server.port must be in [0, 65535], got {self.port}")
         for kind, names in (("model", [m.name for m in self.models]),

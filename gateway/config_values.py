@@ -55,6 +55,7 @@ def tables_at(data: dict, key: str) -> list[dict]:
 
 
 def positive(value: float | int | None, what: str) -> Any:
-    if value is not None and value <= 0:
+    """`value` unless it is a number that is not > 0 (NaN included); None passes."""
+    if value is not None and not value > 0:
         raise ConfigError(f"{what} must be > 0, not {value!r}")
     return value
