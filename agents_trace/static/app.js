@@ -192,6 +192,9 @@ function contentRow(step, columns) {
   return row;
 }
 
+const notConfident = "The tenant's model was cold or recently inaccurate when this forecast was made: " +
+  "the cache treated the session as plain LRU.";
+
 function renderSteps(steps) {
   const body = $("steps").tBodies[0];
   body.replaceChildren();
@@ -204,7 +207,8 @@ function renderSteps(steps) {
       el("td", {}, pct(s.num_cached_tokens, s.num_input_tokens)), el("td", {}, fmtMs(s.ttft_s)),
       el("td", {}, s.num_output_tokens), el("td", { class: "text" }, s.worker || "—"),
       el("td", { class: "tools" }, askedFor(s)),
-      el("td", { class: "text" }, f ? `${f.predicted} (${(f.p_predicted * 100).toFixed(0)}%)` : "—"),
+      el("td", { class: "text", title: f && !f.is_confident ? notConfident : "" },
+        f ? `${f.predicted} (${(f.p_predicted * 100).toFixed(0)}%)` + (f.is_confident ? "" : " · not confident") : "—"),
       el("td", { class: f ? (f.is_hit ? "text hit" : "text miss") : "text" },
         f ? `${f.actual} ${f.is_hit ? "✓" : "✗"}` : "—"),
       el("td", {}, f && f.eta_p50_s !== null ? `${fmtS(f.eta_p50_s)} (was ${fmtS(s.gap_s)})` : "—"),

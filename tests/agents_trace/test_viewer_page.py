@@ -5,6 +5,7 @@ import httpx
 import pytest
 
 from agents_trace.api import Viewer
+from cache.forecast import Forecast
 
 from tests.agents_trace.browser import chromium_driver, connect, wait_for
 from tests.agents_trace.helpers import ManualClock, make_tracer, run_scripted_session, viewer_app
@@ -17,6 +18,9 @@ KEYS = {"k-acme": Viewer("acme"), "k-globex": Viewer("globex")}
 def served(tmp_path):
     clock = ManualClock()
     tracer, _ = make_tracer(tmp_path, clock, capture_content=True)
+    # a cold model's forecast, as the gateway's predictor makes it for a new tenant
+    tracer.set_forecaster(lambda tenant, session, now_s: Forecast(
+        tenant, session, now_s, next_step={"END": 0.3, "tool:get_weather": 0.2}, p_end=0.3, confident=False))
     contexts = run_scripted_session(tracer, clock, headers={"x-agent-name": "travel"})
     assert tracer.flush(5.0)
     server = start_server(viewer_app(tracer, KEYS))
@@ -39,6 +43,7 @@ def test_viewer_page_shows_a_session_timeline(served, tmp_path):
         assert len(driver.find_elements(By.CSS_SELECTOR, "#gantt-svg .gantt-row")) == 3
         assert len(driver.find_elements(By.CSS_SELECTOR, "#gantt-svg .tool-bar")) == 2
         assert "get_weather" in driver.find_element(By.ID, "gantt").text
+        assert "END (30%) · not confident" in steps_text  # a cold guess is marked as one
         driver.find_elements(By.CSS_SELECTOR, "button.show-content")[1].click()
         wait_for(driver, lambda d: "result of get_weather" in d.find_element(By.ID, "steps").text)
         driver.save_screenshot(str(tmp_path / "timeline.png"))
