@@ -36,6 +36,7 @@ VALID_BODIES: dict[str, dict] = {
             {"type": "function_call", "call_id": "c1", "name": "get_w", "arguments": "{}"},
             {"type": "function_call_output", "call_id": "c1", "output": "ok"}]},
 }
+EMBEDDINGS_BODY = {"model": "fake", "input": ["first", "second"], "encoding_format": "float", "user": "u"}
 ODD_VALUES: tuple[Any, ...] = (
     None, -1, 0, 1, 2**70, -2**70, 1e308, 0.5, "", "x" * 3000, [], {}, [[]], [None], {"a": None},
     True, False, "NaN", [1] * 500, {"type": "bogus"}, [{"type": "bogus"}], "tiny", 10**6, [{}], {"": ""},

@@ -1,13 +1,13 @@
 """Property: any mutation of a valid body gets a 2xx or an OpenAI-shaped 4xx, never a 5xx, a
-dropped connection or a hang, on all three POST endpoints, for a local model and for an
-upstream one (litellm's mock)."""
+dropped connection or a hang, on all three generating POST endpoints, for a local model and
+for an upstream one (litellm's mock), and on /v1/embeddings (an upstream model)."""
 import json
 import random
 
 import httpx
 import pytest
 
-from tests.gateway.body_mutations import VALID_BODIES, mutate
+from tests.gateway.body_mutations import EMBEDDINGS_BODY, VALID_BODIES, mutate
 
 REQUESTS_PER_ENDPOINT = 60
 
@@ -26,10 +26,7 @@ def test_mutated_bodies_never_get_a_server_error(gateway, path, model):
             body = mutate(valid, rng)
             reply = client.post(path, content=json.dumps(body))
             described = f"{reply.status_code} for {json.dumps(body)[:300]}: {reply.text[:300]}"
-            assert reply.status_code < 500, described
-            if reply.status_code >= 400:
-                error = reply.json()["error"]
-                assert set(error) == {"message", "type", "param", "code"} and error["message"], described
+            if not _served(reply, described):
                 continue
             served += 1
             if body.get("stream") is True:
@@ -42,3 +39,30 @@ def test_mutated_bodies_never_get_a_server_error(gateway, path, model):
             else:
                 assert reply.json()["object"] in ("chat.completion", "text_completion", "response"), described
     assert served >= REQUESTS_PER_ENDPOINT // 10, served   # mutants reach the serving path, not just validation
+
+
+def _served(reply: httpx.Response, described: str) -> bool:
+    """True for a 2xx; for anything else, that it is a 4xx with an OpenAI error body."""
+    assert reply.status_code < 500, described
+    if reply.status_code < 400:
+        return True
+    error = reply.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"} and error["message"], described
+    return False
+
+
+def test_mutated_embeddings_bodies_never_get_a_server_error(gateway):
+    rng = random.Random("/v1/embeddings")
+    with httpx.Client(base_url=gateway.base_url, headers=gateway.headers("alpha"), timeout=60) as client:
+        assert client.post("/v1/embeddings", json=EMBEDDINGS_BODY).status_code == 200
+        served = 0
+        for _ in range(REQUESTS_PER_ENDPOINT):
+            body = mutate(EMBEDDINGS_BODY, rng)
+            reply = client.post("/v1/embeddings", content=json.dumps(body))
+            described = f"{reply.status_code} for {json.dumps(body)[:300]}: {reply.text[:300]}"
+            if _served(reply, described):
+                served += 1
+                data = reply.json()["data"]
+                assert reply.json()["object"] == "list" and [item["index"] for item in data] == \
+                    list(range(len(data))) and data, described
+    assert served >= REQUESTS_PER_ENDPOINT // 10, served
