@@ -22,6 +22,7 @@ from gateway import responses_routes, routes
 from gateway.auth import KeyRing
 from gateway.backend import Backend
 from gateway.config import GatewayConfig, LocalModelConfig, default_config, load_config
+from gateway.embedding_model import EmbeddingModelConfig
 from gateway.errors import ApiError, server_error
 from gateway.fast_paths import CompletionFastPath
 from gateway.forecasting import start_forecasting, stop_forecasting
@@ -42,6 +43,9 @@ def build_backend(model, config: GatewayConfig) -> Backend:
                             default_completion_reserve_tokens=config.default_completion_reserve_tokens,
                             tenant_weights={t.name: t.weight for t in config.tenants},
                             tenant_kv_shares={t.name: t.kv_share for t in config.tenants})
+    if isinstance(model, EmbeddingModelConfig):
+        from gateway.local_embeddings import LocalEmbeddingBackend
+        return LocalEmbeddingBackend(model)
     if model.passthrough:
         from gateway.passthrough import PassthroughBackend
         return PassthroughBackend(

@@ -19,6 +19,7 @@ from typing import Any, Literal
 from agents_trace.config import TraceConfig, TraceConfigError, data_file, parse_trace_config
 
 from gateway.config_values import ConfigError, positive, take, take_list, table_at, tables_at
+from gateway.embedding_model import EmbeddingModelConfig, embedding_model_config
 
 DEFAULT_LOCAL_MODEL = "smollm2"
 BUILTIN_LOCAL_MODELS = ("smollm2", "tiny")
@@ -107,7 +108,7 @@ class UpstreamModelConfig:
         return os.environ.get(self.api_key_env) if self.api_key_env else None
 
 
-ModelConfig = LocalModelConfig | UpstreamModelConfig
+ModelConfig = LocalModelConfig | UpstreamModelConfig | EmbeddingModelConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,7 +245,9 @@ def _model(table: dict, index: int) -> ModelConfig:
                                          f"{where}.max_context_tokens"),
             litellm_params=tuple(sorted(take(table, "litellm_params", dict, where,
                                               {}).items())))
-    raise ConfigError(f"{where}.kind must be 'local' or 'upstream', not {kind!r}")
+    if kind == "embedding":
+        return embedding_model_config(table, name, where)
+    raise ConfigError(f"{where}.kind must be 'local', 'upstream' or 'embedding', not {kind!r}")
 
 
 def parse_config(data: dict) -> GatewayConfig:

@@ -1,8 +1,9 @@
 """`POST /v1/embeddings`: the request as OpenAI defines it, checked before any backend.
 
-Upstream models answer it through `litellm.aembedding` (`UpstreamBackend.embed`). Local
-models are causal chat models without an embedding head: they refuse it with a 400 naming
-`model`, rather than answering with vectors nobody trained for similarity.
+Upstream models answer it through `litellm.aembedding` (`UpstreamBackend.embed`), local
+encoder models (`kind = "embedding"`) in the gateway (`local_embeddings.py`). The local
+chat models have no embedding head: they refuse it with a 400 naming `model`, rather than
+answering with vectors nobody trained for similarity.
 
 The upstream is always asked for float vectors; a client asking for `base64` (the
 official OpenAI client's default) gets them packed here.
@@ -80,8 +81,8 @@ def input_items(value: Any) -> list[str] | list[list[int]] | None:
 
 def unsupported_model(model: str) -> ApiError:
     return invalid_request(f"The model '{model}' does not serve embeddings: it is a local chat model. Use an "
-                           "upstream embedding model configured in the gateway.", param="model",
-                           code="model_not_supported")
+                           "embedding model (an upstream one, or a local one of kind \"embedding\").",
+                           param="model", code="model_not_supported")
 
 
 def reply_body(raw: Any, model: str, encoding_format: str | None = None) -> dict:

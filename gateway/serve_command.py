@@ -60,11 +60,18 @@ def _local_model_problem(config) -> str | None:
     """Why a local model of `config` cannot start here (a bad engine option, missing
     model, unusable device), found before the server binds; None when all can."""
     from gateway.config import LocalModelConfig
+    from gateway.embedding_model import EmbeddingModelConfig
+    from gateway.local_embeddings import EmbeddingModelError, check_embedding_model
     from shards.engine import LocalEngine
     from shards.engine_options import EngineOptionError
     from shards.model_loader import ModelLoadError, check_model
 
     for model in config.models:
+        if isinstance(model, EmbeddingModelConfig):
+            try:
+                check_embedding_model(model.path)
+            except EmbeddingModelError as exc:
+                return f"cannot serve model {model.name!r}: {exc}"
         if not isinstance(model, LocalModelConfig):
             continue
         options = dict(model.engine_options)

@@ -129,6 +129,15 @@ def test_serve_refuses_a_bad_engine_option_before_binding(tmp_path: Path, capsys
     assert f"cannot serve model 'tiny': {message}" in err and "Traceback" not in err
 
 
+def test_serve_refuses_an_embedding_model_directory_that_is_not_there(tmp_path: Path, capsys):
+    config = tmp_path / "embedding.toml"
+    config.write_text(f"[[models]]\nname = 'enc'\nkind = 'embedding'\npath = '{tmp_path / 'missing'}'\n"
+                      "[[tenants]]\nname = 't'\napi_key_sha256 = ['" + "0" * 64 + "']\n")
+    assert main(["serve", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert "cannot serve model 'enc':" in err and "no config.json" in err and "Traceback" not in err
+
+
 def test_serve_hands_uvicorn_the_configured_keep_alive(monkeypatch, tmp_path: Path):
     import uvicorn
     seen = {}

@@ -1,0 +1,123 @@
+"""Local embedding models (`kind = "embedding"`): a tiny BERT built from a config and saved
+to disk, served by a real gateway, checked against transformers run by hand."""
+from __future__ import annotations
+
+import base64
+import math
+
+import httpx
+import numpy as np
+import openai
+import pytest
+import torch
+
+from gateway.app import build_app
+from gateway.config import key_digest, parse_config
+from gateway.config_values import ConfigError
+from tests.gateway.serving import start_server
+
+KEY = "sk-embed"
+TEXTS = ["short", "a somewhat longer input text", "mid length text"]
+
+
+@pytest.fixture(scope="module")
+def encoder_dir(tmp_path_factory):
+    from transformers import BertConfig, BertModel
+
+    from shards.tiny_model import build_tiny_tokenizer
+
+    tokenizer = build_tiny_tokenizer()
+    torch.manual_seed(7)
+    model = BertModel(BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2,
+                                 num_attention_heads=2, intermediate_size=64, max_position_embeddings=64))
+    path = tmp_path_factory.mktemp("encoder")
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def served(encoder_dir):
+    config = parse_config({
+        "models": [{"name": "enc-mean", "kind": "embedding", "path": str(encoder_dir)},
+                   {"name": "enc-cls", "kind": "embedding", "path": str(encoder_dir), "pooling": "cls",
+                    "normalize": False, "max_input_tokens": 30, "batch_size": 2}],
+        "tenants": [{"name": "t", "api_key_sha256": [key_digest(KEY)]}]})
+    server = start_server(build_app(config))
+    yield server
+    server.stop()
+
+
+def by_hand(encoder_dir, text: str, pooling: str, normalize: bool) -> list[float]:
+    """The model run on one input alone, no padding, pooled as configured."""
+    from transformers import AutoModel, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(encoder_dir)
+    model = AutoModel.from_pretrained(encoder_dir).eval()
+    with torch.inference_mode():
+        states = model(**tokenizer(text, return_tensors="pt")).last_hidden_state[0]
+    vector = states.mean(dim=0) if pooling == "mean" else states[0]
+    return (torch.nn.functional.normalize(vector, dim=0) if normalize else vector).tolist()
+
+
+def post(served, body: dict) -> httpx.Response:
+    return httpx.post(f"{served.base_url}/v1/embeddings", json=body, timeout=60,
+                      headers={"Authorization": f"Bearer {KEY}"})
+
+
+def test_vectors_equal_the_model_run_by_hand_whatever_the_batch(served, encoder_dir):
+    client = openai.OpenAI(base_url=f"{served.base_url}/v1", api_key=KEY, max_retries=0)
+    reply = client.embeddings.create(model="enc-mean", input=TEXTS)  # base64 on the wire
+    assert reply.model == "enc-mean" and [item.index for item in reply.data] == [0, 1, 2]
+    for item, text in zip(reply.data, TEXTS):
+        assert np.allclose(item.embedding, by_hand(encoder_dir, text, "mean", True), atol=1e-5)
+        assert math.isclose(np.linalg.norm(item.embedding), 1.0, rel_tol=1e-5)
+    # two per batch, padded to the longer one: padding changes nothing
+    cls = post(served, {"model": "enc-cls", "input": TEXTS, "encoding_format": "float"}).json()
+    for item, text in zip(cls["data"], TEXTS):
+        assert np.allclose(item["embedding"], by_hand(encoder_dir, text, "cls", False), atol=1e-5)
+    assert cls["usage"]["prompt_tokens"] == sum(len(text) for text in TEXTS)  # one token per byte
+
+
+def test_token_ids_dimensions_and_base64(served, encoder_dir):
+    from transformers import AutoTokenizer
+    ids = AutoTokenizer.from_pretrained(encoder_dir)("short")["input_ids"]
+    as_ids = post(served, {"model": "enc-mean", "input": ids, "encoding_format": "float"}).json()
+    assert np.allclose(as_ids["data"][0]["embedding"], by_hand(encoder_dir, "short", "mean", True), atol=1e-5)
+    cut = post(served, {"model": "enc-mean", "input": "short", "dimensions": 8, "encoding_format": "base64"}).json()
+    vector = np.frombuffer(base64.b64decode(cut["data"][0]["embedding"]), dtype="<f4")
+    full = np.array(by_hand(encoder_dir, "short", "mean", False))[:8]
+    assert vector.shape == (8,) and np.allclose(vector, full / np.linalg.norm(full), atol=1e-5)
+
+
+@pytest.mark.parametrize("body, param, code", [
+    ({"model": "enc-cls", "input": "x" * 31}, "input", "context_length_exceeded"),
+    ({"model": "enc-mean", "input": [[1, 10**6]]}, "input", "invalid_value"),
+    ({"model": "enc-mean", "input": "x", "dimensions": 33}, "dimensions", "invalid_value"),
+])
+def test_inputs_the_model_cannot_take_are_400s(served, body, param, code):
+    answer = post(served, body)
+    assert answer.status_code == 400 and answer.json()["error"]["param"] == param
+    assert answer.json()["error"]["code"] == code
+
+
+def test_an_embedding_model_refuses_chat_and_is_listed(served):
+    headers = {"Authorization": f"Bearer {KEY}"}
+    chat = httpx.post(f"{served.base_url}/v1/chat/completions", headers=headers, timeout=30,
+                      json={"model": "enc-mean", "messages": [{"role": "user", "content": "hi"}]})
+    assert chat.status_code == 400 and chat.json()["error"]["param"] == "model"
+    models = httpx.get(f"{served.base_url}/v1/models", headers=headers).json()
+    assert {m["id"] for m in models["data"]} == {"enc-mean", "enc-cls"}
+    assert httpx.get(f"{served.base_url}/health").json()["status"] == "ok"
+
+
+@pytest.mark.parametrize("change, needle", [
+    ({"pooling": "max"}, "pooling must be one of mean, cls, last"),
+    ({"path": ""}, "path is required"),
+    ({"batch_size": 0}, "batch_size must be > 0"),
+    ({"max_input_tokens": -1}, "max_input_tokens must be > 0"),
+])
+def test_bad_embedding_model_configs_name_the_key(change, needle):
+    table = {"name": "e", "kind": "embedding", "path": "/m", **change}
+    with pytest.raises(ConfigError, match=needle):
+        parse_config({"models": [table], "tenants": [{"name": "t", "api_key_sha256": [key_digest(KEY)]}]})
