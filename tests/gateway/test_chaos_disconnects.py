@@ -3,6 +3,7 @@ prompts, the Responses API) leave nothing behind: no request on a worker, no lim
 no KV block still referenced, and the next request is served."""
 import asyncio
 import random
+import re
 
 import httpx
 
@@ -71,3 +72,50 @@ async def test_a_running_request_holds_blocks_until_its_client_leaves(gateway):
             assert await num_referenced_blocks(gateway) > 0
     assert await wait_until(lambda: in_flight(gateway) == 0, 5.0)
     assert await num_referenced_blocks(gateway) == 0
+
+
+async def test_background_runs_left_cancelled_and_deleted_at_random_all_end_and_leave_nothing(gateway):
+    """Background responses whose streams are left, which are cancelled or deleted at random
+    moments, or left alone: every one ends in a final status, and nothing stays held."""
+    rng = random.Random(29)
+    headers = gateway.headers("alpha")
+    final = {"completed", "incomplete", "failed", "cancelled"}
+
+    async def one(client: httpx.AsyncClient) -> tuple[str, str]:
+        body = {"model": "tiny", "max_output_tokens": rng.choice((8, 300)), "background": True,
+                "stream": rng.random() < 0.5, "input": "Describe a storm. " * rng.randint(1, 30)}
+        response_id = None
+        try:
+            async with asyncio.timeout(rng.uniform(0.02, 0.3)):
+                async with client.stream("POST", "/v1/responses", headers=headers, json=body) as response:
+                    async for line in response.aiter_lines():
+                        found = re.search(r'"id":\s*"(resp_\w+)"', line)
+                        response_id = response_id or (found and found.group(1))
+        except TimeoutError:
+            pass
+        if response_id is None:
+            return "", "never answered"
+        action = rng.choice(("cancel", "delete", "leave"))
+        await asyncio.sleep(rng.uniform(0, 0.2))
+        if action == "cancel":
+            await client.post(f"/v1/responses/{response_id}/cancel", headers=headers)
+        elif action == "delete":
+            assert (await client.delete(f"/v1/responses/{response_id}", headers=headers)).status_code == 200
+        return response_id, action
+
+    async with httpx.AsyncClient(base_url=gateway.base_url, timeout=60) as client:
+        outcomes = await asyncio.gather(*(one(client) for _ in range(20)))
+        assert await wait_until(lambda: gateway.state.background.num_running() == 0, 60.0)
+        assert sum(1 for response_id, _ in outcomes if response_id) >= 10  # most got their id out
+        for response_id, action in outcomes:
+            if not response_id:
+                continue
+            answer = await client.get(f"/v1/responses/{response_id}", headers=headers)
+            if action == "delete":
+                assert answer.status_code == 404
+            else:
+                assert answer.status_code == 200 and answer.json()["status"] in final, (action, answer.text)
+        assert await wait_until(lambda: in_flight(gateway) == 0, 10.0)
+        assert gateway.state.limiters["alpha"].num_active == 0 and gateway.state.limiters["alpha"].num_queued == 0
+        assert await workers_idle(gateway)
+        assert await num_referenced_blocks(gateway) == 0
