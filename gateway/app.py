@@ -113,6 +113,7 @@ def build_app(config: GatewayConfig | None = None) -> FastAPI:
     app.add_route("/v1/completions", routes.completions, methods=["POST"])
     app.add_route("/v1/embeddings", routes.embeddings, methods=["POST"])
     app.add_route("/v1/responses", responses_routes.create_response, methods=["POST"])
+    app.add_route("/v1/responses/input_tokens", responses_routes.count_input_tokens, methods=["POST"])
     app.add_route("/v1/responses/{response_id}", responses_routes.stored_response, methods=["GET", "DELETE"])
     app.add_route("/v1/responses/{response_id}/cancel", responses_routes.cancel_response, methods=["POST"])
     app.add_route("/v1/responses/{response_id}/input_items", responses_routes.stored_input_items, methods=["GET"])

@@ -1,5 +1,6 @@
 """HTTP handlers of the Responses API: POST /v1/responses, GET / DELETE
-/v1/responses/{id}, POST /v1/responses/{id}/cancel, GET /v1/responses/{id}/input_items.
+/v1/responses/{id}, POST /v1/responses/{id}/cancel, GET /v1/responses/{id}/input_items,
+POST /v1/responses/input_tokens.
 
 A request runs as a chat completion (responses_format.py). With `background: true` it runs
 detached (background_responses.py): the POST answers at once with the `queued` response
@@ -103,6 +104,36 @@ async def create_response(request: Request) -> Response:
         return error_response(error)
     except ClientGone:
         return Response(status_code=CLIENT_CLOSED_STATUS)
+
+
+async def count_input_tokens(request: Request) -> Response:
+    """POST /v1/responses/input_tokens: the prompt tokens the same create request would
+    send (instructions, `previous_response_id`'s conversation, input, tools; after
+    `truncation: "auto"`), counted by the local model's own tokenizer and chat template.
+    Nothing runs and no limit is charged. Upstream models are a 400: the gateway holds no
+    tokenizer for them, and an estimate would read as a count."""
+    state = _state(request)
+    tenant, model = "unauthenticated", ""
+    try:
+        tenant = state.keys.authenticate(request.headers.get("authorization"))
+        body = await read_json_body(request, state.config.max_body_bytes)
+        if isinstance(body, dict):
+            body = {"input": [], **body}
+        parsed = validate(ResponsesRequest, body)
+        history = () if parsed.previous_response_id is None else await _history(
+            state, tenant, parsed.previous_response_id)
+        backend = state.backend(parsed.model)
+        model = parsed.model
+        if backend.owned_by == "upstream":
+            raise invalid_request(f"Input tokens are counted for local models only; '{model}' is an upstream "
+                                  "model.", param="model", code="model_not_supported")
+        _, prepared = await _prepared_chat(state, backend, parsed, to_chat_body(parsed, history), tenant,
+                                           new_id("count"))
+        state.metrics.record_request(tenant, model, "input_tokens", 200)
+        return JSONResponse({"object": "response.input_tokens", "input_tokens": prepared.num_prompt_tokens})
+    except ApiError as error:
+        state.metrics.record_request(tenant, model, "input_tokens", error.status)
+        return error_response(error)
 
 
 def _start_background(state: GatewayState, job: BackgroundJob, tenant: str, *, stream: bool) -> Response:

@@ -269,3 +269,28 @@ def test_responses_logprobs_whole_and_streamed(client):
     assert [e.token for e in done.logprobs] == [e.token for e in part.logprobs]
     plain = client.responses.create(model="tiny", input="Hi there", max_output_tokens=3)
     assert plain.output[0].content[0].logprobs == [] and plain.top_logprobs is None
+
+
+def test_input_tokens_are_counted_as_the_same_create_request_would_send(client):
+    request = dict(model="tiny", input="Count me in.", instructions="Be terse.")
+    counted = client.responses.input_tokens.count(**request)
+    assert counted.object == "response.input_tokens" and counted.input_tokens > 0
+    created = client.responses.create(max_output_tokens=2, **request)
+    assert counted.input_tokens == created.usage.input_tokens
+    follow_up = dict(model="tiny", input="And then?", previous_response_id=created.id)
+    assert client.responses.input_tokens.count(**follow_up).input_tokens == \
+        client.responses.create(max_output_tokens=2, **follow_up).usage.input_tokens
+    with_tools = client.responses.input_tokens.count(tools=[WEATHER], **request)
+    assert with_tools.input_tokens > counted.input_tokens
+    assert client.responses.input_tokens.count(model="tiny", instructions="Only this.").input_tokens > 0
+
+
+@pytest.mark.parametrize("body, status, param", [
+    ({"model": "mock", "input": "hi"}, 400, "model"),
+    ({"input": "hi"}, 400, "model"),
+    ({"model": "nope", "input": "hi"}, 404, "model"),
+    ({"model": "tiny", "input": "hi", "previous_response_id": "resp_unknown"}, 404, "previous_response_id"),
+])
+def test_input_tokens_refusals_name_the_parameter(gateway, body, status, param):
+    answer = httpx.post(f"{gateway.base_url}/v1/responses/input_tokens", headers=gateway.headers(), json=body)
+    assert answer.status_code == status and answer.json()["error"]["param"] == param
