@@ -187,3 +187,48 @@ def test_store_written_by_version_1_gains_the_new_columns(tmp_path, clock):
     columns = {row[1] for row in sqlite3.connect(path).execute("PRAGMA table_info(steps)")}
     assert "other_choices" in columns
     assert list_steps(path, "acme", "old")["data"][0]["other_choices"] == []
+
+
+def test_export_gives_the_tool_calls_of_the_choice_the_session_went_on_from(tmp_path, clock):
+    """n = 2: choice 0 answers in text, choice 1 calls get_weather; the agent runs choice 1's
+    call, so the exported step asks for get_weather, agreeing with the next step's `after`."""
+    from agents_trace.records import ChoiceOutput, StepResult, ToolCall
+
+    tracer, _ = make_tracer(tmp_path, clock)
+    headers = {"x-session-id": "kept"}
+    user = {"role": "user", "content": "Weather?"}
+    try:
+        ctx = tracer.begin("acme", headers, {"model": "tiny", "n": 2, "messages": [user]})
+        clock.advance(0.5)
+        tracer.end(ctx, StepResult(num_input_tokens=10, num_output_tokens=5, finish_reason="stop",
+                                   output_text="Sunny.", other_choices=(
+                                       ChoiceOutput("tool_calls", (ToolCall("c1", "get_weather", "{}"),)),)))
+        clock.advance(2.0)
+        ctx = tracer.begin("acme", headers, {"model": "tiny", "messages": [
+            user, {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "sunny"}]})
+        clock.advance(0.5)
+        tracer.end(ctx, StepResult(num_input_tokens=20, num_output_tokens=5, finish_reason="stop",
+                                   output_text="It is sunny."))
+        assert tracer.flush(5.0)
+        steps = [json.loads(line) for line in export_lines(tracer.store_path, "acme", "kept")][1:]
+    finally:
+        tracer.stop()
+    assert [s["after"] for s in steps] == ["start", "tool:get_weather"]
+    assert [s["tool_calls"] for s in steps] == [["get_weather"], []]
+
+
+def test_kept_tool_names_known_answers():
+    from agents_trace.export import kept_tool_names
+
+    def call(call_id, name):
+        return {"call_id": call_id, "name": name}
+    step = {"tool_calls": [call("a", "search")], "other_choices": [
+        {"tool_calls": []}, {"tool_calls": [call("b", "book"), call("c", "pay")]}]}
+    assert kept_tool_names(step, {"after_tools": [call("c", "pay")]}) == ["book", "pay"]
+    assert kept_tool_names(step, {"after_tools": []}) == []          # a user turn: the text answer
+    assert kept_tool_names(step, None) == ["search"]                 # the last step: choice 0
+    assert kept_tool_names(step, {"after_tools": [call("z", "x")]}) == ["search"]
+    assert kept_tool_names({"tool_calls": [call("a", "search")], "other_choices": []},
+                           {"after_tools": []}) == ["search"]        # one choice: as recorded
