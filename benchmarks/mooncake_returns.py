@@ -37,6 +37,13 @@ def roc_auc(labels: np.ndarray, scores: np.ndarray) -> float:
     return float((ranks[labels].sum() - positives * (positives + 1) / 2) / (positives * negatives))
 
 
+def correlation(x: np.ndarray, y: np.ndarray) -> float | None:
+    """Pearson's r, rounded; None when either side is constant (r is undefined)."""
+    if len(x) < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return None
+    return round(float(np.corrcoef(x, y)[0, 1]), 3)
+
+
 def analyse(path: Path) -> dict:
     requests = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     first_holder: dict[int, int] = {}
@@ -72,7 +79,7 @@ def analyse(path: Path) -> dict:
         "first_return_gap_s": {f"p{q}": round(float(np.percentile(gaps, q)), 1) for q in (10, 25, 50, 75, 90)},
         "blocks_per_s": round(num_blocks / span_s, 1),
         "auc_continued": {name: round(roc_auc(continued, values), 3) for name, values in features.items()},
-        "corr_log_gap": {name: round(float(np.corrcoef(np.log(gaps), np.log1p(np.maximum(values[with_gap], 0)))[0, 1]), 3)
+        "corr_log_gap": {name: correlation(np.log(gaps), np.log1p(np.maximum(values[with_gap], 0)))
                          for name, values in features.items()},
     }
 

@@ -30,3 +30,5 @@ def test_a_hand_made_trace(tmp_path):
     # continued requests 0 and 2 both wrote 10 tokens; the others 99 and 10: of the four
     # (continued, not) pairs, two lose to 99 and two tie with 10
     assert result["auc_continued"]["output_tokens"] == pytest.approx(0.25)
+    # both continued requests wrote 10 tokens: no correlation is defined, none is made up
+    assert result["corr_log_gap"]["output_tokens"] is None
