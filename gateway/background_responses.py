@@ -24,12 +24,11 @@ from gateway.background_runs import BackgroundRun
 from gateway.backend import Backend, Prepared
 from gateway.choices import run_choices
 from gateway.errors import ApiError, server_error
-from gateway.exchange import Exchange
+from gateway.exchange import CLIENT_CLOSED_STATUS, Exchange
 from gateway.openai_format import Collected, Reply
-from gateway.responses_stream import ResponsesStreamWriter
+from gateway.responses_stream import ResponsesStreamWriter, final_status
 from gateway.state import GatewayState
 
-CANCELLED_STATUS = 499  # the request count of a cancelled run, as for a client that left
 log = logging.getLogger("stepahead.gateway")
 
 
@@ -60,11 +59,11 @@ async def generate(job: BackgroundJob, run: BackgroundRun) -> None:
         while not reply.is_done:
             run.append(writer.event(await exchange.next_event(events)))
         finished = reply.finished
-        job.keep(writer.snapshot(writer.final_status(), finished.usage), reply.first)
+        job.keep(writer.snapshot(final_status(reply.first), finished.usage), reply.first)
         exchange.close(finished, 200)
     except asyncio.CancelledError:
         exchange.error = "cancelled"
-        exchange.close(None, CANCELLED_STATUS)
+        exchange.close(None, CLIENT_CLOSED_STATUS)  # counted as a client that left
         job.keep(writer.snapshot("cancelled"), None)
     except Exception as exc:  # NOTE: an ApiError from admission or the backend, or a bug: the run fails
         if not isinstance(exc, ApiError):

@@ -34,7 +34,17 @@ from gateway.state import GatewayState
 from gateway.tracing import end_step
 
 OVERHEAD_HEADER = "x-stepahead-overhead-ms"
+CLIENT_CLOSED_STATUS = 499  # the request count of a request whose client left (nginx's code)
 log = logging.getLogger("stepahead.gateway")
+
+
+async def admit(state: GatewayState, tenant: str, num_tokens: int) -> Ticket:
+    """A ticket from the tenant's limiter; a refusal (429) is counted by its code and raised."""
+    try:
+        return await state.limiters[tenant].acquire(num_tokens)
+    except ApiError as error:
+        state.metrics.record_rejection(tenant, error.code or "")
+        raise
 
 
 @dataclass(slots=True)
@@ -59,12 +69,8 @@ class Exchange:
 
     async def acquire(self) -> None:
         began_s = time.perf_counter()
-        limiter = self.state.limiters[self.prepared.tenant]
         try:
-            self.ticket = await limiter.acquire(self.prepared.num_reserved_tokens)
-        except ApiError as error:
-            self.state.metrics.record_rejection(self.prepared.tenant, error.code or "")
-            raise
+            self.ticket = await admit(self.state, self.prepared.tenant, self.prepared.num_reserved_tokens)
         finally:
             self.waited_s += time.perf_counter() - began_s
 
@@ -172,7 +178,7 @@ async def _respond_whole(request: Request, exchange: Exchange,
         reply = await race_disconnect(work(), request.receive)
     except BaseException as exc:
         exchange.error = _error_type(exc)
-        exchange.close(None, None if isinstance(exc, ApiError) else 499)
+        exchange.close(None, None if isinstance(exc, ApiError) else CLIENT_CLOSED_STATUS)
         raise
     finished = reply.finished  # every candidate's tokens count, the discarded too
     prepared = exchange.prepared
@@ -199,7 +205,7 @@ async def _respond_stream(request: Request, exchange: Exchange,
     except BaseException as exc:
         await events.aclose()
         exchange.error = _error_type(exc)
-        exchange.close(None, None if isinstance(exc, ApiError) else 499)
+        exchange.close(None, None if isinstance(exc, ApiError) else CLIENT_CLOSED_STATUS)
         raise
     writer = shape.writer()
     outcome: list[Finished] = []
@@ -234,7 +240,7 @@ async def _respond_stream(request: Request, exchange: Exchange,
     def on_close(completed: bool) -> None:
         whole = len(outcome) == exchange.prepared.num_choices
         exchange.close(merged_usage(outcome, exchange.prepared.num_prompts) if whole else None,
-                       200 if completed else 499)
+                       200 if completed else CLIENT_CLOSED_STATUS)
 
     overhead_s = exchange.overhead_s()
     exchange.state.metrics.record_overhead(exchange.prepared.tenant, overhead_s)

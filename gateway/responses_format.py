@@ -231,7 +231,6 @@ def call_item(item_id: str, call_id: str, name: str, arguments: str, status: str
 
 
 ResponseStatus = Literal["queued", "in_progress", "completed", "incomplete", "failed", "cancelled"]
-FINAL_STATUSES = ("completed", "incomplete", "failed", "cancelled")
 
 
 def response_object(response_id: str, request: ResponsesRequest, *, created_at: int | None = None,

@@ -22,7 +22,7 @@ from gateway.background_runs import BackgroundRun
 from gateway.backend import Backend, Prepared
 from gateway.chat_checks import check_chat_request
 from gateway.errors import ApiError, invalid_request, response_not_found
-from gateway.exchange import ReplyShape, respond
+from gateway.exchange import CLIENT_CLOSED_STATUS, ReplyShape, respond
 from gateway.forecasting import bind_session
 from gateway.http_io import ClientGone, EventStreamResponse, read_json_body
 from gateway.list_page import list_page
@@ -31,16 +31,12 @@ from gateway.response_store import StoredResponse
 from gateway.responses_format import (ResponsesRequest, conversation_after, input_items, renamed,
                                       to_chat_body, without_oldest_turn)
 from gateway.responses_stream import ResponsesStreamWriter, whole_response
-from gateway.routes import CLIENT_CLOSED_STATUS, error_response
+from gateway.routes import error_response, gateway_state
 from gateway.schemas import ChatCompletionRequest, validate
 from gateway.state import GatewayState
 from gateway.tracing import begin_step
 
 CONTINUABLE = ("completed", "incomplete")
-
-
-def _state(request: Request) -> GatewayState:
-    return request.app.state.gateway
 
 
 async def _history(state: GatewayState, tenant: str, response_id: str) -> tuple[dict, ...]:
@@ -65,7 +61,7 @@ async def create_response(request: Request) -> Response:
     """POST /v1/responses; with `store` (the default) the response is kept for
     `previous_response_id` and GET."""
     started_s = time.perf_counter()
-    state = _state(request)
+    state = gateway_state(request)
     tenant, model = "unauthenticated", ""
     try:
         tenant = state.keys.authenticate(request.headers.get("authorization"))
@@ -112,7 +108,7 @@ async def count_input_tokens(request: Request) -> Response:
     `truncation: "auto"`), counted by the local model's own tokenizer and chat template.
     Nothing runs and no limit is charged. Upstream models are a 400: the gateway holds no
     tokenizer for them, and an estimate would read as a count."""
-    state = _state(request)
+    state = gateway_state(request)
     tenant, model = "unauthenticated", ""
     try:
         tenant = state.keys.authenticate(request.headers.get("authorization"))
@@ -189,7 +185,7 @@ async def stored_response(request: Request) -> Response:
     (`?stream=true&starting_after=N`: its events after N, then live ones until it ends);
     DELETE forgets it, stopping it first if it still runs. Else (unknown, or another
     tenant's) a 404."""
-    state = _state(request)
+    state = gateway_state(request)
     try:
         tenant = state.keys.authenticate(request.headers.get("authorization"))
         response_id = request.path_params["response_id"]
@@ -224,7 +220,7 @@ async def cancel_response(request: Request) -> Response:
     """POST /v1/responses/{id}/cancel: stops a background response that is queued or in
     progress and answers it `cancelled`; cancelling a cancelled one again answers the
     same. Any other response is a 400 (not a background one, or already finished)."""
-    state = _state(request)
+    state = gateway_state(request)
     try:
         tenant = state.keys.authenticate(request.headers.get("authorization"))
         response_id = request.path_params["response_id"]
@@ -250,7 +246,7 @@ async def stored_input_items(request: Request) -> Response:
     """GET /v1/responses/{id}/input_items: the stored response's own input items, as
     a page of an OpenAI list (`limit` 1-100, default 20; `order` "desc", the default, or
     "asc"; `after` an item id)."""
-    state = _state(request)
+    state = gateway_state(request)
     try:
         tenant = state.keys.authenticate(request.headers.get("authorization"))
         response_id = request.path_params["response_id"]

@@ -117,12 +117,8 @@ class ResponsesStreamWriter:
                                      delta=event.arguments)
         assert isinstance(event, Finished)
         out = self._close()
-        status = self.final_status()
+        status = final_status(self.collected)
         return out + self._event(f"response.{status}", response=self.snapshot(status, event.usage))
-
-    def final_status(self) -> str:
-        """`incomplete` when the reply ran out of tokens, else `completed`."""
-        return "incomplete" if self.collected.finish_reason() == "length" else "completed"
 
     @staticmethod
     def done() -> bytes:
@@ -133,10 +129,15 @@ class ResponsesStreamWriter:
         return self._event("error", code=error.get("code"), message=error.get("message"), param=error.get("param"))
 
 
+def final_status(collected: Collected) -> str:
+    """`incomplete` when the reply ran out of tokens, else `completed`."""
+    return "incomplete" if collected.finish_reason() == "length" else "completed"
+
+
 def whole_response(response_id: str, request: ResponsesRequest, collected: Collected, created_at: int) -> dict:
     """The non-streamed response object."""
     finished = collected.finished
-    status = "incomplete" if collected.finish_reason() == "length" else "completed"
+    status = final_status(collected)
     return response_object(response_id, request, created_at=created_at, status=status,
                            output=output_items(collected, response_id.removeprefix("resp_")),
                            usage=finished.usage if finished else None)

@@ -16,7 +16,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from gateway.chat_checks import check_chat_request
 from gateway.choices import with_choices
 from gateway.errors import ApiError
-from gateway.exchange import respond
+from gateway.exchange import CLIENT_CLOSED_STATUS, admit, respond
 from gateway.embeddings import EmbeddingsRequest, unsupported_model
 from gateway.http_io import ClientGone, race_disconnect, read_json_body
 from gateway.metrics import Labels, router_gauges, worker_gauges
@@ -26,20 +26,19 @@ from gateway.state import GatewayState
 from gateway.forecasting import bind_session
 from gateway.tracing import begin_step
 
-CLIENT_CLOSED_STATUS = 499
 
 
 def error_response(error: ApiError) -> JSONResponse:
     return JSONResponse(error.body(), status_code=error.status, headers=error.headers)
 
 
-def _state(request: Request) -> GatewayState:
+def gateway_state(request: Request) -> GatewayState:
     return request.app.state.gateway
 
 
 async def _handle(request: Request, *, is_chat: bool) -> Response:
     started_s = time.perf_counter()
-    state = _state(request)
+    state = gateway_state(request)
     endpoint = "chat" if is_chat else "completions"
     tenant = "unauthenticated"
     model = ""
@@ -79,9 +78,9 @@ async def completions(request: Request) -> Response:
 
 
 async def embeddings(request: Request) -> Response:
-    """POST /v1/embeddings: upstream models only (gateway/embeddings.py), admitted by the
-    tenant's limits like any request; a client that leaves cancels the upstream call."""
-    state = _state(request)
+    """POST /v1/embeddings: upstream models and local embedding models (gateway/embeddings.py),
+    admitted by the tenant's limits like any request; a client that leaves cancels the wait."""
+    state = gateway_state(request)
     tenant, model = "unauthenticated", ""
     try:
         tenant = state.keys.authenticate(request.headers.get("authorization"))
@@ -91,21 +90,15 @@ async def embeddings(request: Request) -> Response:
         embed = getattr(backend, "embed", None)
         if embed is None:
             raise unsupported_model(model)
-        limiter = state.limiters[tenant]
-        num_reserved = parsed.estimated_tokens()
 
         async def work() -> dict:
-            try:
-                ticket = await limiter.acquire(num_reserved)
-            except ApiError as error:
-                state.metrics.record_rejection(tenant, error.code or "")
-                raise
+            ticket = await admit(state, tenant, parsed.estimated_tokens())
             reply = None
             try:
                 reply = await embed(parsed)
                 return reply
             finally:
-                limiter.release(ticket, reply["usage"]["total_tokens"] if reply else None)
+                state.limiters[tenant].release(ticket, reply["usage"]["total_tokens"] if reply else None)
         reply = await race_disconnect(work(), request.receive)
         state.metrics.record_request(tenant, model, "embeddings", 200)
         return JSONResponse(reply)
@@ -122,7 +115,7 @@ def _model_object(state: GatewayState, name: str) -> dict:
 
 
 async def list_models(request: Request) -> Response:
-    state = _state(request)
+    state = gateway_state(request)
     try:
         state.keys.authenticate(request.headers.get("authorization"))
     except ApiError as error:
@@ -132,7 +125,7 @@ async def list_models(request: Request) -> Response:
 
 async def retrieve_model(request: Request) -> Response:
     """GET /v1/models/{model}: one model object, or a 404 "model_not_found"."""
-    state = _state(request)
+    state = gateway_state(request)
     try:
         state.keys.authenticate(request.headers.get("authorization"))
         return JSONResponse(_model_object(state, request.path_params["model"]))
@@ -144,7 +137,7 @@ async def health(request: Request) -> Response:
     """Readiness for anyone (200 "ok", or 503 "starting"), with each model's `ready`;
     an admin key also sees the workers, their loads and the device. A key that is sent
     must be valid."""
-    state = _state(request)
+    state = gateway_state(request)
     is_admin = False
     authorization = request.headers.get("authorization")
     if authorization:
@@ -163,7 +156,7 @@ async def health(request: Request) -> Response:
 async def metrics(request: Request) -> Response:
     """Prometheus text for an API key: a tenant's key sees only the series labelled with
     its own tenant; an admin key sees everything, the workers' gauges included."""
-    state = _state(request)
+    state = gateway_state(request)
     try:
         tenant = state.keys.authenticate(request.headers.get("authorization"))
     except ApiError as error:
