@@ -7,6 +7,8 @@ that ran, `ASSISTANT_TEXT` for a text answer, ... and `END`. From Steps:
   user's think time, or the tools' duration as the gateway saw it; None when unknown);
 - at a step's end, when its response is a text answer: `ASSISTANT_TEXT` (no gap);
 - when the session ends: `END`, with the idle time since the last response.
+Then the session waits from the step's end on the tools its response asked for
+(`mark_waiting`): the predictor forecasts the first of them next, unless abandoned.
 So the forecast taken right after step k ended predicts step k+1's first symbol, and its
 ETA predicts step k+1's `gap_s`.
 NOTE: the strings equal the predictor's (`agents_trace/predict/vocabulary.py`); they are
@@ -41,6 +43,14 @@ def arrival_symbols(step: Step) -> tuple[str, ...]:
     return (USER_SYMBOL,)
 
 
+def requested_tools(step: Step) -> tuple[str, ...]:
+    """The tools the step's response asked for, in order (empty for a text answer or an
+    error)."""
+    if step.error is not None:
+        return ()
+    return tuple(call.name for call in step.tool_calls)
+
+
 def symbol_events(event: TraceEvent, now_s: float) -> list[SymbolEvent]:
     """The symbols a finished step (or a session end) adds, in order."""
     if isinstance(event, SessionEnded):
@@ -71,13 +81,21 @@ class Observer(Protocol):
     def observe(self, tenant: str, session: str, symbol: str, t_s: float,
                 gap_s: float | None = None) -> None: ...
 
+    def mark_waiting(self, tenant: str, session: str, t_s: float,
+                     tool_calls: tuple[str, ...] = ()) -> None: ...
+
 
 def predictor_subscriber(predictor: Observer,
                          clock: Callable[[], float]) -> Callable[[TraceEvent], None]:
-    """A subscriber that feeds `predictor.observe` with each event's symbols."""
+    """A subscriber that feeds `predictor.observe` with each event's symbols, then marks
+    a finished step's session as waiting from its response's end, on the tools that
+    response asked for (the wait, and so the forecast's clock, starts there)."""
 
     def feed(event: TraceEvent) -> None:
         for item in symbol_events(event, clock()):
             predictor.observe(item.tenant, item.session, item.symbol, item.t_s, item.gap_s)
+        if isinstance(event, Step):
+            predictor.mark_waiting(event.tenant, event.session, event.ended_s,
+                                   requested_tools(event))
 
     return feed

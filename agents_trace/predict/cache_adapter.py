@@ -9,7 +9,8 @@ requests the cache simulator (or a worker) serves into the predictor's step stre
   `USER`;
 - a response without tool calls is a text answer: the silent `ASSISTANT_TEXT` step is
   observed at once (the predictor looks through it to what follows);
-- after each response the session waits (`mark_waiting`), and is forecast.
+- after each response the session waits (`mark_waiting`, with the tools the response
+  asked for), and is forecast.
 
 Sessions never say goodbye in a trace, so one idle for `end_after_s` is ended with
 `END` (and learned) the next time the adapter is called.
@@ -63,7 +64,7 @@ class PredictorForecastSource:
             predictor.observe(request.tenant, request.session, symbol, request.t_s, gap_s if i == 0 else 0.0)
         if not request.tool_calls:
             predictor.observe(request.tenant, request.session, ASSISTANT_TEXT_SYMBOL, request.t_s, None)
-        predictor.mark_waiting(request.tenant, request.session, request.t_s)
+        predictor.mark_waiting(request.tenant, request.session, request.t_s, request.tool_calls)
         self._last_s[key] = request.t_s
         heapq.heappush(self._idle, (request.t_s + self.end_after_s, request.tenant, request.session))
 

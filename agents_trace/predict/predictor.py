@@ -11,7 +11,9 @@ forecast sees either the old model or the new one, never a mix.
 Forecast semantics: `next_step` is the distribution of the session's next step (with
 `END`), conditioned on the time already waited; `p_end` is the probability that the
 session sends no further request (END, or a text answer followed by END);
-`p_return_within` and `eta_quantiles_s` come from returns.py. `confident` is False while
+`p_return_within` and `eta_quantiles_s` come from returns.py. After a response that asked
+for tools (`mark_waiting`), the next step is the first of them unless the session is
+abandoned (pending_tools.py). `confident` is False while
 the tenant is cold (global model) or its recent top-1 accuracy is below `min_top1`.
 """
 from __future__ import annotations
@@ -34,6 +36,7 @@ from .refit_worker import RefitWorker
 from .returns import forecast_returns
 from .step_model import FitReport, StepModel, step_class
 from .tenant import TenantState
+from .vocabulary import OOV_SYMBOL
 
 
 def _single_threaded_blas() -> threadpool_limits:
@@ -122,10 +125,13 @@ class Predictor:
         if symbol == END_SYMBOL:
             self.end_session(tenant, session)
 
-    def mark_waiting(self, tenant: str, session: str, t_s: float) -> None:
+    def mark_waiting(self, tenant: str, session: str, t_s: float,
+                     tool_calls: Sequence[str] = ()) -> None:
         """The session's response finished at `t_s`: its wait for the next step starts
-        here (default: the time of its last observed step)."""
-        self._tenant(tenant).mark_waiting(session, t_s)
+        here (default: the time of its last observed step). `tool_calls`: the tools
+        that response asked for; until the next step, forecasts say the first of them
+        comes next unless the session is abandoned (pending_tools.py)."""
+        self._tenant(tenant).mark_waiting(session, t_s, tool_calls)
 
     def end_session(self, tenant: str, session: str, *, learn: bool = True) -> None:
         """The session is over. With `learn` it becomes training data (recency memory at
@@ -142,8 +148,13 @@ class Predictor:
         returns = forecast_returns(pred.p1, pred.p2, pred.vocab.end_id, pred.silent_id,
                                    inputs.mixture, inputs.elapsed_s, self._horizons_s,
                                    self._quantiles)
+        next_step = dict(zip(pred.vocab.symbols, returns.next_step.tolist()))
+        tool = inputs.pending_tool
+        if tool is not None and not pred.vocab.contains(tool):
+            # The tool asked for is new to the tenant: its mass sits in the OOV bucket.
+            next_step[tool] = next_step.pop(OOV_SYMBOL)
         return Forecast(tenant=tenant, session=session, made_at_s=now_s,
-                        next_step=dict(zip(pred.vocab.symbols, returns.next_step.tolist())),
+                        next_step=next_step,
                         p_end=returns.p_end, p_return_within=returns.p_return_within,
                         eta_quantiles_s=returns.eta_quantiles_s, confident=inputs.confident)
 

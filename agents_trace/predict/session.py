@@ -3,6 +3,9 @@
 Invariants: `state` is the filter state of `history` under `model` (or None when there
 is no model); `history` holds at most `max_history_steps` steps; `prediction` is the
 next-step prediction for exactly this (model, history, tenant version) or None.
+`pending` holds the tools the session's last response asked for, until its next step
+(pending_tools.py); `pending_prediction` caches the forecast they imply, keyed by the
+tenant version and the tenant's abandon counts it was made under.
 A model swap is detected by identity and repaired by re-filtering `history` once
 (O(len * K^2)); every other step is one O(K^2) filter update.
 """
@@ -41,6 +44,8 @@ class SessionState:
     model: StepModel | None = None
     state: StepState | None = None
     prediction: Prediction | None = None
+    pending: tuple[str, ...] = ()
+    pending_prediction: tuple[tuple[int, float], Prediction] | None = None
 
     def sync(self, model: StepModel | None) -> StepState | None:
         """The filter state under `model`, re-filtering the history after a swap."""

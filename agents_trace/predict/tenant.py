@@ -19,6 +19,7 @@ from .accuracy import AccuracyTracker
 from .cold_start import expand, tool_shares
 from .config import PredictorConfig
 from .durations import DurationModel
+from .pending_tools import AbandonCounts, pending_distribution
 from .recency import RecencyMemory, adapt
 from .returns import ReturnMixture, return_mixture
 from .session import Prediction, SessionState
@@ -37,6 +38,7 @@ class ForecastInputs:
     mixture: ReturnMixture
     elapsed_s: float
     confident: bool
+    pending_tool: str | None = None
 
 
 class TenantState:
@@ -54,6 +56,7 @@ class TenantState:
         self.memory = RecencyMemory(config.default_recency_decay, config.max_recent_sessions)
         self.durations = DurationModel(config.durations)
         self.accuracy = AccuracyTracker(config.half_life_steps)
+        self.abandons = AbandonCounts()
         self.tool_counts: dict[str, int] = {}
         self.num_learned = 0
         self.num_learned_at_fit = 0
@@ -132,9 +135,13 @@ class TenantState:
                 self._num_new_sessions += 1
                 if self._num_new_sessions % _SWEEP_EVERY_NEW_SESSIONS == 0:
                     self._drop_idle_locked(t_s)
-            before = self._predict_locked(state, global_model)
+            before = self._current_locked(state, global_model)
             target = before.vocab.encode_one(symbol)
             self.accuracy.record(float(before.p1[target]), int(np.argmax(before.p1)) == target)
+            if state.pending:
+                self.abandons.record(symbol)
+                state.pending = ()
+                state.pending_prediction = None
             if gap_s is not None:
                 self.durations.observe(symbol, gap_s)
             state.advance(symbol, self.config.max_history_steps)
@@ -143,11 +150,13 @@ class TenantState:
             # cheap: the next prediction is computed once, here.
             self._mixture_locked(self._predict_locked(state, global_model))
 
-    def mark_waiting(self, session: str, t_s: float) -> None:
+    def mark_waiting(self, session: str, t_s: float, tool_calls: Sequence[str] = ()) -> None:
         with self.lock:
             state = self.sessions.get(session)
             if state is not None:
                 state.waiting_since_s = max(state.waiting_since_s, t_s)
+                state.pending = tuple(tool_calls)
+                state.pending_prediction = None
 
     def end_session(self, session: str, learn: bool, global_model: StepModel | None
                     ) -> tuple[str, ...] | None:
@@ -213,6 +222,22 @@ class TenantState:
         state.prediction = prediction
         return prediction
 
+    def _current_locked(self, state: SessionState, global_model: StepModel | None
+                        ) -> Prediction:
+        """What the session does next: the step model's prediction, or, while the tools
+        its last response asked for are pending, the first of them unless abandoned."""
+        prediction = self._predict_locked(state, global_model)
+        if not state.pending:
+            return prediction
+        key = (self._version, self.abandons.num_waits)
+        cached = state.pending_prediction
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        p1 = pending_distribution(prediction.vocab, state.pending[0], self.abandons.p_abandon())
+        pending = Prediction(self._version, prediction.vocab, p1, None, None)
+        state.pending_prediction = (key, pending)
+        return pending
+
     def _refresh_start_locked(self, global_model: StepModel | None) -> SessionState:
         """The prediction for a session that has not taken a step yet (the same for
         every new session), recomputed only when the tenant's version or model changed;
@@ -238,11 +263,12 @@ class TenantState:
             state = self.sessions.get(session)
             if state is None:
                 state = self._start_state_locked(now_s, global_model)
-            prediction = self._predict_locked(state, global_model)
+            prediction = self._current_locked(state, global_model)
             confident = (self.model is not None and self.accuracy.is_accurate(
                 self.config.min_top1, self.config.min_accuracy_weight))
             return ForecastInputs(prediction, self._mixture_locked(prediction),
-                                  now_s - state.waiting_since_s, confident)
+                                  now_s - state.waiting_since_s, confident,
+                                  state.pending[0] if state.pending else None)
 
     def _mixture_locked(self, prediction: Prediction) -> ReturnMixture:
         """The time-independent part of the return forecast, cached on the prediction

@@ -146,10 +146,14 @@ def test_tracer_error_step_sets_span_status_and_error_type(tmp_path, clock):
 
 class _Recorder:
     def __init__(self) -> None:
+        self.waits: list = []
         self.symbols: list[tuple[str, str, float]] = []
 
     def observe(self, tenant, session, symbol, t_s, gap_s):
         self.symbols.append((tenant, symbol, gap_s))
+
+    def mark_waiting(self, tenant, session, t_s, tool_calls=()):
+        self.waits.append((session, t_s, tool_calls))
 
 
 def test_tracer_feeds_subscribers_and_checks_forecasts(tmp_path, clock):
@@ -172,6 +176,10 @@ def test_tracer_feeds_subscribers_and_checks_forecasts(tmp_path, clock):
         assert [s for _, s, _ in recorder.symbols] == [
             "USER", "get_weather", "book_table", "ASSISTANT_TEXT", "END"]
         assert [g for _, s, g in recorder.symbols][1:3] == pytest.approx([2.0, 3.0])
+        # Each step's session waits from its response's end, on the tools it asked for.
+        steps = [e for e in events if isinstance(e, Step)]
+        assert recorder.waits == [(step.session, step.ended_s, tools) for step, tools in
+                                  zip(steps, [("get_weather",), ("book_table",), ()])]
         chats = _by_op(exporter.get_finished_spans(), "chat")
         assert "stepahead.forecast.hit" not in chats[0].attributes
         assert chats[1].attributes["stepahead.forecast.next_step"] == "get_weather"

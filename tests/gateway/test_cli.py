@@ -147,7 +147,8 @@ def test_serve_hands_uvicorn_the_configured_keep_alive(monkeypatch, tmp_path: Pa
     config = tmp_path / "gw.toml"
     config.write_text("[server]\nkeep_alive_s = 12\n[[models]]\nname = 'm'\nkind = 'local'\npath = 'tiny'\n"
                       "[[tenants]]\nname = 't'\napi_key_sha256 = ['" + "0" * 64 + "']\n")
-    assert main(["serve", "--config", str(config)]) == 0
+    # --port as well: the default 8000 may be taken on a developer's machine.
+    assert main(["serve", "--config", str(config), "--port", "8765"]) == 0
     assert seen["timeout_keep_alive"] == 12.0
 
 

@@ -5,6 +5,7 @@ import time
 
 from openai import OpenAI
 
+from agents_trace.store_queries import list_steps
 from gateway.forecasting import engine_session_key
 from tests.conftest import TINY_GATEWAY_KEYS
 
@@ -41,6 +42,11 @@ def test_agent_steps_reach_the_predictor_and_forecasts_reach_the_engine(tiny_gat
     # the tracer checks the next step against the forecast the relay forwarded: no second one
     assert relay.num_forecasts == forecasts_before + 2
     assert ("tenant2", "forecast-s1") not in relay._latest
+    # The first response asked for `lookup`: the forecast checked against the second step
+    # named it (the tenant is cold, and `lookup` new to it), and it came.
+    steps = list_steps(tiny_gateway.state.tracer.store_path, "tenant2", "forecast-s1")["data"]
+    assert steps[1]["forecast"]["predicted"] == "lookup"
+    assert steps[1]["forecast"]["is_hit"] is True
     status = relay.predictor.status("tenant2")
     assert status.num_live_sessions >= 1
     forecast = relay.predictor.forecast("tenant2", "forecast-s1", time.time())
