@@ -5,8 +5,8 @@ script starts the gateway (uvicorn on 127.0.0.1, real worker processes, SmolLM2 
 default or the tiny model), replays the same workload with the replay harness (real tool
 gaps scaled by --speed), and stops it. KV memory is set so the working set does not fit
 (--hot-blocks per worker). The predictor starts from models fitted on a *different*
-workload of the same tenants (another seed), as a restarted gateway would restore them,
-fitted on the symbol stream the gateway sees for this replay: with the replay's step
+workload of the same tenants (other sessions, the same tools), as a restarted gateway
+would restore them, fitted on the symbol stream the gateway sees for this replay: with the replay's step
 hints (default) the trace's tool names, with --no-step-hints only USER / ASSISTANT_TEXT
 (token-id completions show no tools). The same trace also goes through `cache.sim` at the same
 total KV memory (the headroom a forecast has, free of timing noise), and each run
@@ -93,7 +93,9 @@ class Gateway:
 
 
 def workload(args, num_tenants: int, seed: int, session_rate_per_s: float):
-    config = WorkloadConfig(num_tenants=num_tenants, num_sessions=args.sessions, seed=seed,
+    """The replayed workload of `seed`; other seeds give other sessions of the same tenants
+    (`tool_seed` is always --seed, so a tool takes as long in both)."""
+    config = WorkloadConfig(num_tenants=num_tenants, num_sessions=args.sessions, seed=seed, tool_seed=args.seed,
                             session_rate_per_s=session_rate_per_s, max_context_tokens=args.max_context,
                             recorded_turns=not args.chain_turns)
     return config, generate_workload(config, load_patterns(None))

@@ -71,7 +71,7 @@ def main() -> None:
 
     def workload(seed: int):
         return generate_workload(WorkloadConfig(
-            num_tenants=args.tenants, num_sessions=args.sessions, seed=seed,
+            num_tenants=args.tenants, num_sessions=args.sessions, seed=seed, tool_seed=args.seed,
             session_rate_per_s=args.session_rate, max_context_tokens=args.max_context),
             load_patterns(None))
 

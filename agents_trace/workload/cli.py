@@ -37,11 +37,14 @@ def add_generate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sessions", type=int, default=defaults.num_sessions, dest="num_sessions",
                         help="sessions per tenant (default: %(default)s)")
     parser.add_argument("--seed", type=int, default=defaults.seed, help="fixes every draw (default: %(default)s)")
+    parser.add_argument("--tool-seed", type=int, default=None, dest="tool_seed",
+                        help="fixes each tool's median duration; workloads with the same tool seed are "
+                             "other sessions of the same tenants; None means --seed (default: %(default)s)")
     parser.add_argument("-o", "--output", required=True, help="trace file to write ('-' for stdout)")
     parser.add_argument("--patterns", nargs="*", default=None,
                         help="tool-sequence JSONL files to learn from (default: the packaged patterns)")
     for field in dataclasses.fields(WorkloadConfig):
-        if field.name in ("num_tenants", "num_sessions", "seed"):
+        if field.name in ("num_tenants", "num_sessions", "seed", "tool_seed"):
             continue
         flag = "--" + field.name.replace("_", "-")
         default = getattr(defaults, field.name)

@@ -29,6 +29,7 @@ class WorkloadConfig:
     num_tenants: int = 4
     num_sessions: int = 40  # per tenant
     seed: int = 0
+    tool_seed: int | None = None  # fixes each tool's median duration; None: `seed`
     block_size: int = 16
     session_rate_per_s: float = 0.5  # arrivals of new sessions, all tenants together
     system_prompt_tokens: tuple[int, int] = (300, 900)  # per tenant, uniform range
@@ -76,9 +77,12 @@ def _stable_unit(text: str) -> float:
 
 
 def tool_median_s(config: WorkloadConfig, tool: str) -> float:
-    """The median duration of a tool: log-uniform in the configured range, fixed by name."""
+    """The median duration of a tool: log-uniform in the configured range, fixed by its
+    name and `tool_seed` (default `seed`). Two workloads with the same `tool_seed` are
+    other sessions of the same tenants: their tools take the same time."""
     low, high = config.tool_median_s_range
-    return math.exp(math.log(low) + _stable_unit(f"{config.seed}:{tool}") * (math.log(high) - math.log(low)))
+    tool_seed = config.seed if config.tool_seed is None else config.tool_seed
+    return math.exp(math.log(low) + _stable_unit(f"{tool_seed}:{tool}") * (math.log(high) - math.log(low)))
 
 
 class _Blocks:

@@ -55,6 +55,19 @@ def test_tool_median_s_lies_in_range_and_differs_by_tool():
     assert len(medians) == 4 and all(0.5 <= m <= 30.0 for m in medians)
 
 
+def test_tool_seed_fixes_tool_durations_across_workloads_of_the_same_tenants():
+    tools = ("ls", "cat", "grep", "mv")
+    seed0, seed7 = WorkloadConfig(seed=0), WorkloadConfig(seed=7)
+    assert [tool_median_s(seed0, t) for t in tools] != [tool_median_s(seed7, t) for t in tools]
+    shared = WorkloadConfig(seed=7, tool_seed=0)
+    assert [tool_median_s(shared, t) for t in tools] == [tool_median_s(seed0, t) for t in tools]
+    # tool_seed only moves durations: the sessions are still seed 7's.
+    a = generate_workload(WorkloadConfig(seed=7, num_sessions=3), packaged_patterns())
+    b = generate_workload(WorkloadConfig(seed=7, tool_seed=0, num_sessions=3), packaged_patterns())
+    assert [(r.session, r.after, r.hash_ids) for r in a][:1] == [(r.session, r.after, r.hash_ids) for r in b][:1]
+    assert [r.t for r in a] != [r.t for r in b]
+
+
 def test_packaged_patterns_equal_patterns_learned_from_shared_data():
     files = default_pattern_files()
     if len(files) < 2:
