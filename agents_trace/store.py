@@ -108,11 +108,13 @@ class TraceStore:
         num_tool_runs = len(step.after.tools)
         has_forecast = 1 if check is not None else 0
         is_hit = 1 if check is not None and check.is_hit else 0
+        is_confident = 1 if check is not None and check.is_confident else 0
         self.db.execute(
             "INSERT INTO sessions (tenant, session, agent, source, started_s, last_s, "
             "num_steps, num_errors, num_tool_runs, num_input_tokens, num_cached_tokens, "
-            "num_output_tokens, num_forecasts, num_forecast_hits, trace_id) "
-            "VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "num_output_tokens, num_forecasts, num_forecast_hits, num_confident_forecasts, "
+            "num_confident_forecast_hits, trace_id) "
+            "VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT (tenant, session) DO UPDATE SET "
             "agent = COALESCE(sessions.agent, excluded.agent), "
             "started_s = MIN(sessions.started_s, excluded.started_s), "
@@ -125,11 +127,14 @@ class TraceStore:
             "num_output_tokens = sessions.num_output_tokens + excluded.num_output_tokens, "
             "num_forecasts = sessions.num_forecasts + excluded.num_forecasts, "
             "num_forecast_hits = sessions.num_forecast_hits + excluded.num_forecast_hits, "
+            "num_confident_forecasts = sessions.num_confident_forecasts + excluded.num_confident_forecasts, "
+            "num_confident_forecast_hits = "
+            "sessions.num_confident_forecast_hits + excluded.num_confident_forecast_hits, "
             "trace_id = COALESCE(sessions.trace_id, excluded.trace_id)",
             (step.tenant, step.session, step.agent, step.session_source, step.arrived_s,
              step.ended_s, is_error, num_tool_runs, step.num_input_tokens,
              step.num_cached_tokens, step.num_output_tokens, has_forecast, is_hit,
-             row.trace_id))
+             is_confident, is_confident * is_hit, row.trace_id))
         self.db.execute(
             "INSERT OR REPLACE INTO steps (tenant, session, idx, request_id, response_id, "
             "operation, model, agent, session_source, arrived_s, ended_s, prev_ended_s, gap_s, "

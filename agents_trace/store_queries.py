@@ -42,6 +42,8 @@ def _reader(path: Path) -> Iterator[sqlite3.Connection | None]:
 
 def _session_dict(row: sqlite3.Row) -> dict:
     out = dict(row)
+    for column in ("num_confident_forecasts", "num_confident_forecast_hits"):
+        out.setdefault(column, 0)  # a store no writer has upgraded yet lacks the column
     out["is_open"] = out.pop("ended_s") is None
     out["duration_s"] = out["last_s"] - out["started_s"]
     return out

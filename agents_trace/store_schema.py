@@ -16,7 +16,9 @@ SCHEMA_VERSION = "2"
 # Columns added since version 1: a store written by an older version gains them when a
 # writer opens it (readers of a store no writer has upgraded yet treat them as empty).
 ADDED_COLUMNS = (("steps", "other_choices", "TEXT NOT NULL DEFAULT '[]'"),
-                 ("step_content", "other_outputs", "TEXT NOT NULL DEFAULT '[]'"))
+                 ("step_content", "other_outputs", "TEXT NOT NULL DEFAULT '[]'"),
+                 ("sessions", "num_confident_forecasts", "INTEGER NOT NULL DEFAULT 0"),
+                 ("sessions", "num_confident_forecast_hits", "INTEGER NOT NULL DEFAULT 0"))
 BUSY_TIMEOUT_MS = 5000
 
 SCHEMA = """
@@ -29,6 +31,8 @@ CREATE TABLE IF NOT EXISTS sessions (
     num_input_tokens INTEGER NOT NULL DEFAULT 0, num_cached_tokens INTEGER NOT NULL DEFAULT 0,
     num_output_tokens INTEGER NOT NULL DEFAULT 0,
     num_forecasts INTEGER NOT NULL DEFAULT 0, num_forecast_hits INTEGER NOT NULL DEFAULT 0,
+    num_confident_forecasts INTEGER NOT NULL DEFAULT 0,
+    num_confident_forecast_hits INTEGER NOT NULL DEFAULT 0,
     trace_id TEXT,
     PRIMARY KEY (tenant, session)
 ) WITHOUT ROWID;

@@ -42,9 +42,13 @@ def steps_after(after: str | None) -> list[str]:
 class PredictorForecastSource:
     """A `ForecastSource` over an `agents_trace.predict.Predictor`."""
 
-    def __init__(self, predictor: Predictor, *, end_after_s: float = 1800.0) -> None:
+    def __init__(self, predictor: Predictor, *, end_after_s: float = 1800.0,
+                 tell_tool_calls: bool = True) -> None:
+        """tell_tool_calls=False keeps from the predictor which tools a response asked
+        for (it then forecasts from the step model alone): a baseline for benchmarks."""
         self.predictor = predictor
         self.end_after_s = end_after_s
+        self.tell_tool_calls = tell_tool_calls
         self._last_s: dict[tuple[str, str], float] = {}
         self._idle: list[tuple[float, str, str]] = []
 
@@ -64,7 +68,8 @@ class PredictorForecastSource:
             predictor.observe(request.tenant, request.session, symbol, request.t_s, gap_s if i == 0 else 0.0)
         if not request.tool_calls:
             predictor.observe(request.tenant, request.session, ASSISTANT_TEXT_SYMBOL, request.t_s, None)
-        predictor.mark_waiting(request.tenant, request.session, request.t_s, request.tool_calls)
+        predictor.mark_waiting(request.tenant, request.session, request.t_s,
+                               request.tool_calls if self.tell_tool_calls else ())
         self._last_s[key] = request.t_s
         heapq.heappush(self._idle, (request.t_s + self.end_after_s, request.tenant, request.session))
 

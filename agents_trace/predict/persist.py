@@ -114,6 +114,8 @@ def tenant_to_parts(tenant: TenantState) -> tuple[dict[str, Any], dict[str, np.n
                          "num_scored": acc.num_scored},
             "num_learned": tenant.num_learned,
             "num_learned_at_fit": tenant.num_learned_at_fit,
+            "abandons": {"abandoned": tenant.abandons.abandoned,
+                         "continued": tenant.abandons.continued},
         }
     arrays: dict[str, np.ndarray] = {"durations_stats": stats}
     if model is not None:
@@ -137,6 +139,9 @@ def tenant_from_parts(meta: dict[str, Any], arrays: dict[str, np.ndarray],
     tenant.accuracy.weight, tenant.accuracy.num_scored = float(acc["weight"]), int(acc["num_scored"])
     tenant.num_learned = int(meta["num_learned"])
     tenant.num_learned_at_fit = int(meta["num_learned_at_fit"])
+    abandons = meta.get("abandons") or {}  # absent in files saved before it was learned
+    tenant.abandons.abandoned = float(abandons.get("abandoned", 0.0))
+    tenant.abandons.continued = float(abandons.get("continued", 0.0))
     if meta["model"] is not None:
         tenant.model = model_from_parts(meta["model"], arrays)
     return tenant

@@ -93,7 +93,7 @@ async function loadSessions(append) {
       el("td", {}, fmtS(s.duration_s)), el("td", {}, s.num_steps), el("td", {}, s.num_tool_runs),
       el("td", {}, s.num_input_tokens), el("td", {}, s.num_cached_tokens),
       el("td", {}, s.num_output_tokens), el("td", {}, s.num_errors),
-      el("td", {}, s.num_forecasts ? `${s.num_forecast_hits}/${s.num_forecasts}` : "—")));
+      el("td", { title: forecastsNote(s) }, s.num_forecasts ? `${s.num_forecast_hits}/${s.num_forecasts}` : "—")));
   }
   view.sessionsOffset += page.data.length;
   $("more-sessions").hidden = !page.has_more;
@@ -195,6 +195,14 @@ function contentRow(step, columns) {
 const notConfident = "The tenant's model was cold or recently inaccurate when this forecast was made: " +
   "the cache treated the session as plain LRU.";
 
+// How many of a session's forecasts were made while its tenant's model was confident
+// (the only ones the cache acted on), and how many of those were right.
+function forecastsNote(s) {
+  if (!s.num_forecasts) return "";
+  if (!s.num_confident_forecasts) return "none made confident";
+  return `${s.num_confident_forecast_hits}/${s.num_confident_forecasts} of those made confident`;
+}
+
 function renderSteps(steps) {
   const body = $("steps").tBodies[0];
   body.replaceChildren();
@@ -234,7 +242,7 @@ function renderSession() {
     `${s.num_tool_runs} tool runs · ${s.num_input_tokens} prompt tokens (${s.num_cached_tokens} cached, ` +
     `${pct(s.num_cached_tokens, s.num_input_tokens)}) · ${s.num_output_tokens} output tokens · ` +
     `${s.num_errors} errors · started ${fmtTime(s.started_s)} · ${s.is_open ? "open" : "ended"}` +
-    (s.num_forecasts ? ` · forecasts right ${s.num_forecast_hits}/${s.num_forecasts}` : "");
+    (s.num_forecasts ? ` · forecasts right ${s.num_forecast_hits}/${s.num_forecasts} (${forecastsNote(s)})` : "");
   $("export-link").onclick = (event) => { event.preventDefault(); downloadExport(); };
   renderGantt(view.steps);
   renderContextChart(view.steps);

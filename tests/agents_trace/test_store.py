@@ -172,21 +172,55 @@ def test_store_written_by_version_1_gains_the_new_columns(tmp_path, clock):
 
     path = tmp_path / "traces.sqlite3"
     old_schema = SCHEMA.replace(", other_choices TEXT NOT NULL DEFAULT '[]'", "").replace(
-        ", other_outputs TEXT NOT NULL DEFAULT '[]'", "")
-    assert "other_" not in old_schema
+        ", other_outputs TEXT NOT NULL DEFAULT '[]'", "").replace(
+        "    num_confident_forecasts INTEGER NOT NULL DEFAULT 0,\n", "").replace(
+        "    num_confident_forecast_hits INTEGER NOT NULL DEFAULT 0,\n", "")
+    assert "other_" not in old_schema and "confident" not in old_schema
     db = sqlite3.connect(path)
     db.executescript(old_schema)
     db.execute("INSERT INTO steps (tenant, session, idx, operation, model, session_source, arrived_s, ended_s, "
                "after_kind, after_label, after_tools, num_messages, is_stream, num_input_tokens, "
                "num_cached_tokens, num_output_tokens, tool_calls) "
                "VALUES ('acme', 'old', 0, 'chat', 'tiny', 'header', 1, 2, 'start', 'start', '[]', 1, 0, 5, 0, 1, '[]')")
+    db.execute("INSERT INTO sessions (tenant, session, source, started_s, last_s, num_steps, num_forecasts) "
+               "VALUES ('acme', 'old', 'header', 1, 2, 1, 1)")
     db.commit()
     db.close()
     assert list_steps(path, "acme", "old")["data"][0]["other_choices"] == []   # not yet upgraded
+    [session] = find_session(path, "old", "acme")
+    assert (session["num_forecasts"], session["num_confident_forecasts"]) == (1, 0)
     connect_writer(path).close()
     columns = {row[1] for row in sqlite3.connect(path).execute("PRAGMA table_info(steps)")}
     assert "other_choices" in columns
     assert list_steps(path, "acme", "old")["data"][0]["other_choices"] == []
+    columns = {row[1] for row in sqlite3.connect(path).execute("PRAGMA table_info(sessions)")}
+    assert {"num_confident_forecasts", "num_confident_forecast_hits"} <= columns
+    assert find_session(path, "old", "acme")[0]["num_confident_forecast_hits"] == 0
+
+
+def test_session_counts_forecasts_made_confident_apart(tmp_path, clock):
+    """Step 1's forecast (confident) is right, step 2's (not confident) is wrong: the
+    session shows 1/2 right, and 1/1 of those made confident."""
+    from cache.forecast import Forecast
+
+    tracer, _ = make_tracer(tmp_path, clock)
+    made = iter([("get_weather", True), ("search", False)])
+
+    def forecaster(tenant, session, now_s):
+        name, confident = next(made)
+        return Forecast(tenant, session, now_s, next_step={name: 0.9, "END": 0.1}, confident=confident)
+
+    tracer.set_forecaster(forecaster)
+    try:
+        run_scripted_session(tracer, clock, headers={"x-session-id": "f"})
+        assert tracer.flush(5.0)
+        [found] = find_session(tracer.store_path, "f", "acme")
+        assert (found["num_forecasts"], found["num_forecast_hits"]) == (2, 1)
+        assert (found["num_confident_forecasts"], found["num_confident_forecast_hits"]) == (1, 1)
+        listed = list_sessions(tracer.store_path, SessionFilter(tenant="acme"))["data"][0]
+        assert listed["num_confident_forecasts"] == 1
+    finally:
+        tracer.stop()
 
 
 def test_export_gives_the_tool_calls_of_the_choice_the_session_went_on_from(tmp_path, clock):

@@ -44,6 +44,8 @@ def test_viewer_page_shows_a_session_timeline(served, tmp_path):
         assert len(driver.find_elements(By.CSS_SELECTOR, "#gantt-svg .tool-bar")) == 2
         assert "get_weather" in driver.find_element(By.ID, "gantt").text
         assert "END (30%) · not confident" in steps_text  # a cold guess is marked as one
+        summary = driver.find_element(By.ID, "session-summary").text
+        assert "forecasts right 0/2 (none made confident)" in summary
         driver.find_elements(By.CSS_SELECTOR, "button.show-content")[1].click()
         wait_for(driver, lambda d: "result of get_weather" in d.find_element(By.ID, "steps").text)
         driver.save_screenshot(str(tmp_path / "timeline.png"))

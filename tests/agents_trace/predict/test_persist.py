@@ -77,3 +77,24 @@ def test_persist_restored_starts_empty_without_directory(tmp_path) -> None:
     build().save(tmp_path / "state")
     again = Predictor.restored(tmp_path / "state")
     assert ODD_TENANT in again.tenants() and again.global_model is not None
+
+
+def test_persist_keeps_the_learned_abandon_odds_and_reads_files_without_them(tmp_path) -> None:
+    original = build()
+    for i in range(3):
+        original.observe(ODD_TENANT, f"s{i}", "USER", 0.0)
+        original.mark_waiting(ODD_TENANT, f"s{i}", 0.5, ("search",))
+        original.observe(ODD_TENANT, f"s{i}", "END" if i else "search", 9.0)
+    original.save(tmp_path)
+    loaded = Predictor.restored(tmp_path, PredictorConfig(background_refits=False, min_sessions=5))
+    counts = loaded._tenant(ODD_TENANT).abandons
+    assert (counts.abandoned, counts.continued) == (2.0, 1.0)
+    # A file written before abandons were learned loads with none counted.
+    path = tmp_path / f"{tenant_stem(ODD_TENANT)}.json"
+    meta = json.loads(path.read_text())
+    del meta["abandons"]
+    path.write_text(json.dumps(meta))
+    again = Predictor.restored(tmp_path, PredictorConfig(background_refits=False, min_sessions=5))
+    assert again._tenant(ODD_TENANT).abandons.num_waits == 0.0
+    for predictor in (original, loaded, again):
+        predictor.close()
