@@ -9,7 +9,9 @@ per wait kind (after a tool call, after a text answer):
 
 - `eta_log_error`: median |log(actual wait / forecast median ETA)|;
 - calibration: mean forecast P(return within H) beside the fraction that returned within
-  H, for H = 5, 15, 45 s;
+  H, for H = 5, 15, 45 s. Only waits that ended in a return are scored (a session's last
+  wait has no next arrival), so the returned fractions are conditional on returning
+  and read as an upper bound for the forecast;
 - the cache: the trace through `cache.sim` with the predictive policy fed by each source,
   beside LRU (block hit rate, LRU ÷ predictive mean simulated TTFT).
 
