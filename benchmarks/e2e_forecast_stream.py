@@ -1,16 +1,17 @@
 """Diagnostic: what the HMM forecasts are worth when fed the stream the gateway sees.
 
-The end-to-end replay sends token-id `/v1/completions` (no messages), so the gateway's
-tracer observes every request as `USER` and every response as a text answer: no tool
-names, no tool calls. This runs the same generated trace through `cache.sim` with the
-predictive policy fed by the HMM predictor (agents_trace.predict.cache_adapter) in three
-ways, beside LRU, the simulator's own gap forecaster and Belady:
+The end-to-end replay sends token-id `/v1/completions` (no messages); without step hints
+(`--no-step-hints`) the gateway's tracer observes every request as `USER` and every
+response as a text answer: no tool names, no tool calls. This runs the same generated
+trace through `cache.sim` with the predictive policy fed by the HMM predictor
+(agents_trace.predict.cache_adapter) in three ways, beside LRU, the simulator's own gap
+forecaster and Belady:
 
-- rich/rich: pretrained on, and fed, the trace's tool names (what a chat-completions
-  agent with real tool messages gives the tracer);
-- rich/gateway: pretrained on tool names, fed the gateway's stream (bench_e2e before
-  it pretrained on the gateway's stream);
-- gateway/gateway: both on the gateway's stream (bench_e2e now).
+- rich/rich: pretrained on, and fed, the trace's tool names and tool calls (what a
+  chat-completions agent with real tool messages gives the tracer, and what bench_e2e's
+  step hints give it: its default);
+- rich/gateway: pretrained on tool names, fed the stream without hints;
+- gateway/gateway: both on the stream without hints (bench_e2e --no-step-hints).
 
     python benchmarks/e2e_forecast_stream.py --tenants 4 --sessions 40 --max-context 3000 --hot-blocks 500
 Prints one JSON line (block hit rate, simulated TTFT mean/p99 per row); seconds.
