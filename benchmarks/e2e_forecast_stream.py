@@ -60,6 +60,18 @@ def pretrained(records, as_seen_by_gateway: bool, speed: float = 1.0) -> Predict
     return predictor
 
 
+def training_and_replayed(args, seed: int) -> tuple[list, list]:
+    """The workload of `seed` (args: tenants, sessions, session_rate, max_context) and the
+    one to pretrain on: other sessions of the same tenants (seed + 1000, the same tools)."""
+    def workload(workload_seed: int):
+        return generate_workload(WorkloadConfig(
+            num_tenants=args.tenants, num_sessions=args.sessions, seed=workload_seed, tool_seed=seed,
+            session_rate_per_s=args.session_rate, max_context_tokens=args.max_context),
+            load_patterns(None))
+
+    return workload(seed + 1000), workload(seed)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tenants", type=int, default=4)
@@ -69,14 +81,7 @@ def main() -> None:
     parser.add_argument("--max-context", type=int, default=3000)
     parser.add_argument("--hot-blocks", type=int, default=500, help="total, 16 tokens each")
     args = parser.parse_args()
-
-    def workload(seed: int):
-        return generate_workload(WorkloadConfig(
-            num_tenants=args.tenants, num_sessions=args.sessions, seed=seed, tool_seed=args.seed,
-            session_rate_per_s=args.session_rate, max_context_tokens=args.max_context),
-            load_patterns(None))
-
-    train, records = workload(args.seed + 1000), workload(args.seed)
+    train, records = training_and_replayed(args, args.seed)
     requests = to_sim_requests(records, 16)
     rows = {"lru": ("lru", None), "belady": ("belady", None), "gap_forecaster": ("predictive", None),
             "hmm_rich_fed_rich": ("predictive", lambda: PredictorForecastSource(pretrained(train, False))),

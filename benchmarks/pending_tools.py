@@ -32,9 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agents_trace.predict.cache_adapter import PredictorForecastSource  # noqa: E402
-from agents_trace.workload.generator import WorkloadConfig, generate_workload  # noqa: E402
-from agents_trace.workload.tool_patterns import load_patterns  # noqa: E402
-from benchmarks.e2e_forecast_stream import pretrained  # noqa: E402
+from benchmarks.e2e_forecast_stream import pretrained, training_and_replayed  # noqa: E402
 from cache.forecast_source import RequestSeen  # noqa: E402
 from cache.sim.cost_model import CostModel  # noqa: E402
 from cache.sim.replay import SimConfig, replay  # noqa: E402
@@ -76,13 +74,8 @@ def forecast_quality(requests: list[SimRequest], source: PredictorForecastSource
 
 
 def run_seed(args, seed: int) -> dict:
-    def workload(workload_seed: int):
-        config = WorkloadConfig(num_tenants=args.tenants, num_sessions=args.sessions, seed=workload_seed,
-                                tool_seed=seed, session_rate_per_s=args.session_rate,
-                                max_context_tokens=args.max_context)
-        return generate_workload(config, load_patterns(None))
-
-    train, requests = workload(seed + 1000), to_sim_requests(workload(seed), 16)
+    train, records = training_and_replayed(args, seed)
+    requests = to_sim_requests(records, 16)
 
     def sim(policy: str, source=None) -> dict:
         config = SimConfig(num_hot_blocks=args.hot_blocks, policy=policy, block_size=16,
