@@ -1,4 +1,9 @@
-"""Cache policies side by side: LRU, predictive and Belady on the same traces, one run.
+"""Cache policies side by side: LRU, predictive, the anchors and Belady on the same traces, one run.
+
+The anchors are the published agent-aware policies we must beat (cache/policies):
+`ttl` (Continuum-style TTL pins across tool calls) and `kvflow` (KVFlow-style
+steps-to-execution eviction with next-step prefetch), both told what those systems are
+told (the tool a response asked for and that tool's past durations, cache/tool_call_source.py).
 
 Traces:
 - the Mooncake conversation trace (512-token blocks, no sessions: they are inferred) at
@@ -17,8 +22,10 @@ distributions (model_oracle.py): the best any forecaster that cannot see the fut
 
 Prints one JSON line per replay, then one summary line with, per trace and capacity,
 `gap_closed` = (predictive - lru) / (belady - lru) in block hit rate, `ttft_ratio` =
-lru / predictive mean simulated TTFT, and `belady_is_bound` (Belady at or above the
-others in block hits, else a note). Draws docs/policies_mooncake.png and
+lru / predictive mean simulated TTFT (the same for every other label),
+`best_anchor_ttft_ratio` = the best anchor's mean simulated TTFT / predictive's (> 1:
+predictive is ahead), and `belady_is_bound` (Belady at or above the others in block
+hits, else a note). Draws docs/policies_mooncake.png and
 docs/policies_agent.png.
 
     python benchmarks/bench_policies.py            # about 3-4 minutes on 2 cores
@@ -48,6 +55,7 @@ from cache.trace_format import read_trace  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 MOONCAKE = Path("/work/shared/data/mooncake_conversation_first_half.jsonl")
 POLICIES = ("lru", "predictive", "belady")
+ANCHORS = ("ttl", "kvflow")
 
 
 def hmm_source_factory(num_tenants: int, seed: int):
@@ -125,6 +133,11 @@ def summarize(rows: list[dict]) -> list[dict]:
             entry[label] = row["block_hit_rate"]
             entry[f"{label}_gap_closed"] = round((row["block_hit_rate"] - lru["block_hit_rate"]) / span, 3) if span > 0 else None
             entry[f"{label}_ttft_ratio"] = round(lru["sim_ttft_mean_s"] / row["sim_ttft_mean_s"], 3)
+        anchors = [by[label] for label in ANCHORS if label in by]
+        if anchors and "predictive" in by:
+            best = min(anchors, key=lambda row: row["sim_ttft_mean_s"])
+            entry["best_anchor"] = best["label"]
+            entry["best_anchor_ttft_ratio"] = round(best["sim_ttft_mean_s"] / by["predictive"]["sim_ttft_mean_s"], 3)
         best_other = max(row["block_hit_rate"] for label, row in by.items() if label != "belady")
         entry["belady_is_bound"] = bel["block_hit_rate"] >= best_other
         if not entry["belady_is_bound"]:
@@ -141,12 +154,13 @@ def plot(rows: list[dict], trace: str, split: str, path: Path, title: str) -> No
     import matplotlib.pyplot as plt
 
     chosen = [row for row in rows if row["trace"] == trace and row["split"] == split and row["host_blocks"] == 0]
-    labels = sorted({row["label"] for row in chosen}, key=lambda name: (name not in POLICIES, name))
+    labels = sorted({row["label"] for row in chosen},
+                    key=lambda name: (name not in POLICIES, name not in ANCHORS, name))
     fig, (hits_ax, ttft_ax) = plt.subplots(1, 2, figsize=(11, 4.2))
     for label in labels:
         points = sorted((row["hot_blocks"], row["block_hit_rate"], row["sim_ttft_mean_s"])
                         for row in chosen if row["label"] == label)
-        style = "-o" if label in POLICIES else ":x"
+        style = "-o" if label in POLICIES else "--s" if label in ANCHORS else ":x"
         hits_ax.plot([p[0] for p in points], [p[1] for p in points], style, label=label)
         ttft_ax.plot([p[0] for p in points], [p[2] for p in points], style, label=label)
     capacities = sorted({row["hot_blocks"] for row in chosen})
@@ -187,7 +201,8 @@ def main() -> None:
     for split, requests, measure_from in splits:
         configs = [(hot, 0) for hot in capacities] + ([] if args.quick else [(1000, 4000)])
         for hot, host in configs:
-            for policy in POLICIES:
+            anchors = ANCHORS if split == "all" else ()  # no tool calls: they match LRU (shown once)
+            for policy in POLICIES + anchors:
                 rows.append(sim(requests, trace="mooncake", split=split, hot=hot, host=host, policy=policy,
                                 block_size=size, measure_from=measure_from))
     if not args.quick:
@@ -203,7 +218,7 @@ def main() -> None:
         requests = agent_requests(seed, num_tenants=4, num_sessions=40)
         hmm = None if args.quick else hmm_source_factory(4, seed)
         for hot, host in [(hot, 0) for hot in hot_sizes] + [(1000, 2000)]:
-            for policy in POLICIES:
+            for policy in POLICIES + ANCHORS:
                 rows.append(sim(requests, trace="agent", split=split, hot=hot, host=host, policy=policy, block_size=16))
             if hmm is not None:
                 rows.append(sim(requests, trace="agent", split=split, hot=hot, host=host, policy="predictive",

@@ -14,6 +14,7 @@ TenantId = NewType("TenantId", str)
 SessionId = NewType("SessionId", str)
 
 END_SYMBOL = "END"
+NON_TOOL_STEPS = frozenset({END_SYMBOL, "USER", "ASSISTANT_TEXT", "user", "start"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +36,10 @@ class Forecast:
     p_return_within: tuple[tuple[float, float], ...] = ()
     eta_quantiles_s: tuple[tuple[float, float], ...] = ()
     confident: bool = False
+
+    def waits_on_tool(self) -> bool:
+        """Whether the session most likely waits on a tool call (not a user, not the end)."""
+        return sum(p for step, p in self.next_step.items() if step not in NON_TOOL_STEPS) >= 0.5
 
     def p_return(self, horizon_s: float) -> float:
         """P(the session sends another request within `horizon_s` of `made_at_s`).

@@ -16,9 +16,9 @@ import secrets
 import socket
 import sys
 
+from cache.policies import POLICY_NAMES as POLICIES
 from gateway.config import DEFAULT_LOCAL_MODEL, ConfigError, default_config, load_config
 
-POLICIES = ("lru", "predictive")
 NO_CONFIG_FLAGS = ("model", "workers", "policy", "hot_blocks", "device", "dtype")  # argparse dests
 
 

@@ -39,7 +39,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from cache.block_meta import BlockMeta
-from cache.forecast import END_SYMBOL, Forecast
+from cache.forecast import Forecast
 from cache.policies.accuracy import TenantAccuracy
 from cache.policies.groups import BlockGroup, GroupIndex
 from cache.policies.pins import PinBook
@@ -52,9 +52,6 @@ from cache.policies.return_curve import ReturnCurve
 from cache.policies.valuation import SessionState, Valuation
 from cache.policy import CacheActions, EvictionPolicy
 from cache.tiers import Tier
-
-NON_TOOL_STEPS = frozenset({END_SYMBOL, "USER", "ASSISTANT_TEXT", "user", "start"})
-
 
 @dataclass(slots=True)
 class _Tenant:
@@ -188,7 +185,7 @@ class PredictivePolicy(PolicyUpkeep, PrefetchPlanning, EvictionPolicy):
                 session.predicted_p = curve.p_by(horizon)
                 session.predicted_until_s = forecast.made_at_s + horizon
                 heapq.heappush(self._resolve, (session.predicted_until_s, name))
-            if self.is_trusted(tenant) and _waits_on_tool(forecast):
+            if self.is_trusted(tenant) and forecast.waits_on_tool():
                 self._pin(name, tenant, forecast, hot_group, now)
         for group in (hot_group, self._index.group(Tier.HOST, tenant, name)):
             if group is not None:
@@ -310,8 +307,3 @@ class PredictivePolicy(PolicyUpkeep, PrefetchPlanning, EvictionPolicy):
     def _value_of(self, tenant: str, sessions: tuple[str, ...], tier: Tier, now_s: float, last_s: float,
                   last_uses: Mapping[str, float] | None = None) -> float:
         return self._valuation.value_of(tenant, sessions, tier, now_s, last_s, last_uses)
-
-def _waits_on_tool(forecast: Forecast) -> bool:
-    """Whether the session most likely waits on a tool call (not a user, not the end)."""
-    p_tool = sum(p for step, p in forecast.next_step.items() if step not in NON_TOOL_STEPS)
-    return p_tool >= 0.5

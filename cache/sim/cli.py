@@ -1,7 +1,7 @@
 """Command line of the simulator: one replay, one JSON line.
 
     python -m cache.sim --trace FILE --hot-blocks N [--host-blocks M]
-        [--policy lru|predictive|belady] [--block-size B] [--measure-from-frac F] --json
+        [--policy lru|predictive|ttl|kvflow|belady] [--block-size B] [--measure-from-frac F] --json
 
 Reads a `stepahead-trace/1` or Mooncake trace (through `cache.trace_format`), replays it
 (replay.py) and prints `{"policy", "hot_blocks", "host_blocks", "requests",

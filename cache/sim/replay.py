@@ -27,6 +27,7 @@ from cache.gap_forecaster import GapForecaster
 from cache.mover import CountingMover
 from cache.policies import make_policy
 from cache.policies.belady import BeladyPolicy
+from cache.lru import LRUPolicy
 from cache.policies.predictive import PredictivePolicy
 from cache.policy import EvictionPolicy
 from cache.session_infer import SessionInferrer
@@ -35,8 +36,9 @@ from cache.sim.oracle import next_uses as oracle_next_uses
 from cache.sim.requests import SimRequest
 from cache.sim.result import SimResult, SimTotals
 from cache.tiers import Tier
+from cache.tool_call_source import ToolCallSource
 
-POLICY_NAMES = ("lru", "predictive", "belady")
+POLICY_NAMES = ("lru", "predictive", "ttl", "kvflow", "belady")
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,15 +81,17 @@ def replay(
     on_request: Callable[[int, BlockManager], None] | None = None,
 ) -> SimResult:
     """Run `requests` through a fresh manager; `source` defaults to a `GapForecaster`
-    for the predictive policy (others get no forecasts). `on_request(i, manager)` runs
-    after each request (tests use it to inspect the manager)."""
+    for the predictive policy and to a `ToolCallSource` (what Continuum and KVFlow are
+    told) for the ttl and kvflow anchors; LRU and Belady get no forecasts.
+    `on_request(i, manager)` runs after each request (tests use it to inspect the
+    manager)."""
     started = time.perf_counter()
     policy = build_policy(config)
     is_predictive = isinstance(policy, PredictivePolicy)
-    if source is None and is_predictive:
-        source = GapForecaster()
-    if not is_predictive:
+    if isinstance(policy, (LRUPolicy, BeladyPolicy)):
         source = None
+    elif source is None:
+        source = GapForecaster() if is_predictive else ToolCallSource()
     next_uses = oracle_next_uses(requests) if isinstance(policy, BeladyPolicy) else None
     clock = SimClock()
     manager = BlockManager(
@@ -152,7 +156,7 @@ def replay(
         totals=totals,
         num_evictions=stats.tiers[Tier.HOT].num_evictions,
     )
-    if is_predictive:
+    if hasattr(policy, "prefetch_counts"):
         counts = policy.prefetch_counts()  # type: ignore[union-attr]
         result.num_prefetched_blocks = counts.num_prefetched
         result.num_prefetch_used_blocks = counts.num_used

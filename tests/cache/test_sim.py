@@ -110,6 +110,19 @@ def test_sim_belady_bounds_lru_and_predictive_on_random_traces() -> None:
         assert rates["belady"] >= max(rates["lru"], rates["predictive"]), rates
 
 
+@pytest.mark.parametrize("anchor", ["ttl", "kvflow"])
+def test_sim_anchors_are_lru_on_traces_without_tool_calls(anchor: str) -> None:
+    """Told nothing but text answers, the anchors evict exactly as LRU does."""
+    for seed in range(2):
+        requests = to_sim_requests(random_records(seed, num_requests=400), block_size=4)
+        results = [replay(requests, SimConfig(num_hot_blocks=20, num_host_blocks=host, policy=policy, block_size=4))
+                   for policy in ("lru", anchor) for host in (0, 10)]
+        lru, lru_host, other, other_host = results
+        assert other.totals.num_hot_hit_blocks == lru.totals.num_hot_hit_blocks
+        assert other.num_evictions == lru.num_evictions
+        assert other_host.totals.num_host_hit_blocks == lru_host.totals.num_host_hit_blocks > 0
+
+
 def test_sim_next_uses_are_request_indices() -> None:
     records = [TraceRecord(t=0.0, input_tokens=8, output_tokens=1, hash_ids=[1, 2]),
                TraceRecord(t=0.0, input_tokens=4, output_tokens=1, hash_ids=[1]),
@@ -164,7 +177,7 @@ def test_sim_cli_prints_one_json_line(tmp_path, capsys, mooncake: bool) -> None:
     else:
         with open(path, "w", encoding="utf-8") as stream:
             write_trace(stream, records, TraceHeader(block_size=512))
-    for policy in ("lru", "predictive", "belady"):
+    for policy in ("lru", "predictive", "ttl", "kvflow", "belady"):
         assert main(["--trace", str(path), "--hot-blocks", "16", "--host-blocks", "8", "--policy", policy, "--json"]) == 0
         lines = capsys.readouterr().out.strip().splitlines()
         assert len(lines) == 1

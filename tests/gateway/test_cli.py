@@ -79,6 +79,9 @@ def test_serve_flags_describe_the_no_config_model():
     assert isinstance(model, LocalModelConfig)
     assert (model.name, model.path, model.num_workers) == ("My-Model", "/models/My-Model", 3)
     assert dict(model.engine_options) == {"policy": "predictive", "num_hot_blocks": 512}
+    for anchor in ("ttl", "kvflow"):
+        [model] = _no_config(build_parser().parse_args(["serve", "--policy", anchor]), "sk-x").models
+        assert dict(model.engine_options) == {"policy": anchor}
     [default] = _no_config(build_parser().parse_args(["serve"]), "sk-x").models
     assert (default.name, default.path, default.num_workers, default.engine_options) == ("smollm2", "smollm2", 2, ())
 

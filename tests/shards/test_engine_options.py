@@ -28,7 +28,7 @@ def test_every_default_option_of_the_engine_passes():
     ({"tenant_homes": 1}, "tenant_homes must be true or false"),
     ({"max_decode_stall_s": -0.5}, "max_decode_stall_s must be a number >= 0"),
     ({"prefill_chunk_tokens": 0}, "prefill_chunk_tokens must be an integer >= 1"),
-    ({"policy": "fifo"}, "policy must be one of lru, predictive, not 'fifo'"),
+    ({"policy": "fifo"}, "policy must be one of lru, predictive, ttl, kvflow, not 'fifo'"),
     ({"transport": "grpc"}, "transport must be one of local, ray"),
     ({"num_workers": 2}, "unknown engine option 'num_workers'"),
 ])

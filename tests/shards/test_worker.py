@@ -16,6 +16,7 @@ from cache.policies import make_policy
 from shards.protocol import (ApplyForecast, CacheEventsReport, CacheSnapshot, CancelRequest, ErrorEvent, FinishEvent,
                              Ping, Pong, SamplingParams, SessionMoved, Shutdown, StatsRequest,
                              TokenEvent, WorkItem)
+from cache.policies.workflow_aware import NEXT
 from tests.cache.test_policies_predictive import lognormal_forecast
 from shards.worker import WorkerConfig, WorkerLoop
 
@@ -99,6 +100,25 @@ def test_worker_loop_session_moved_ends_the_sessions_pin(tiny_loaded):
     assert runner.blocks.policy.is_pinned("s", now + 1.0)
     loop.handle(SessionMoved("t", "s"))
     assert not runner.blocks.policy.is_pinned("s", now + 1.0)
+
+
+@pytest.mark.parametrize("name", ["ttl", "kvflow"])
+def test_worker_loop_runs_the_anchor_policies_on_forecasts(tiny_loaded, name):
+    """The anchors serve real requests and act on the gateway's forecasts: a tool wait
+    pins the session (ttl) or files it one step from execution (kvflow)."""
+    runner = ModelRunner(tiny_loaded, num_hot_blocks=64, block_size=16, policy=make_policy(name))
+    loop = WorkerLoop("w0", WorkerConfig(model="tiny"), runner, tiny_loaded.tokenizer, [].append)
+    item = _item("r1")
+    item.session = "s"
+    loop.handle(item)
+    _run(loop)
+    now = time.time()
+    loop.handle(ApplyForecast(lognormal_forecast("s", now, median_s=30.0, sigma=0.5, p_return=0.9)))
+    policy = runner.blocks.policy
+    if name == "ttl":
+        assert policy.is_pinned("s", now + 1.0)
+    else:
+        assert policy.session_class("s") == NEXT
 
 
 def test_worker_loop_admits_a_quiet_tenant_past_the_soft_limit(tiny_loaded):
