@@ -4,7 +4,9 @@ One run, one generated multi-tenant agent workload, three policies. For each pol
 script starts the gateway (uvicorn on 127.0.0.1, real worker processes, SmolLM2 by
 default or the tiny model), replays the same workload with the replay harness (real tool
 gaps scaled by --speed), and stops it. KV memory is set so the working set does not fit
-(--hot-blocks per worker). The predictor starts from models fitted on a *different*
+(--hot-blocks per worker). `--policies` may add the anchors `ttl` (Continuum-style TTL
+pins) and `kvflow` (KVFlow-style steps-to-execution eviction), which act on the same
+forecasts the gateway sends every worker. The predictor starts from models fitted on a *different*
 workload of the same tenants (other sessions, the same tools), as a restarted gateway
 would restore them, fitted on the symbol stream the gateway sees for this replay: with the replay's step
 hints (default) the trace's tool names, with --no-step-hints only USER / ASSISTANT_TEXT
@@ -292,6 +294,13 @@ def ratios(totals: dict) -> dict:
         out["lru_over_predictive_ttft_mean"] = round(l["ttft_mean_s"] / p["ttft_mean_s"], 3)
         out["lru_over_predictive_ttft_p99"] = round(l["ttft_p99_s"] / p["ttft_p99_s"], 3)
         out["lru_over_predictive_session_e2e_p50"] = round(l["session_e2e_p50_s"] / p["session_e2e_p50_s"], 3)
+    for anchor in ("ttl", "kvflow"):
+        if anchor in totals and "predictive" in totals:
+            a, p = totals[anchor], totals["predictive"]
+            out[f"{anchor}_over_predictive_ttft_mean"] = round(a["ttft_mean_s"] / p["ttft_mean_s"], 3)
+            out[f"{anchor}_over_predictive_ttft_p99"] = round(a["ttft_p99_s"] / p["ttft_p99_s"], 3)
+        if anchor in totals and "lru" in totals:
+            out[f"lru_over_{anchor}_ttft_mean"] = round(totals["lru"]["ttft_mean_s"] / totals[anchor]["ttft_mean_s"], 3)
     if "none" in totals and "lru" in totals:
         out["none_over_lru_ttft_mean"] = round(totals["none"]["ttft_mean_s"] / totals["lru"]["ttft_mean_s"], 3)
     return out

@@ -111,7 +111,7 @@ def _simulate_parts(parts, block_size: int, num_hot_blocks: int) -> dict:
     from cache.sim.replay import SimConfig, replay
 
     out = {}
-    for policy in ("lru", "predictive", "belady"):
+    for policy in ("lru", "predictive", "ttl", "kvflow", "belady"):
         config = SimConfig(num_hot_blocks=num_hot_blocks, policy=policy, block_size=block_size,
                            cost=CostModel.for_block_size(block_size))
         results = [(replay(part, config).to_json(), part) for part in parts]

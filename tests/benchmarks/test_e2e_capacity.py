@@ -65,7 +65,7 @@ def test_simulate_reports_every_policy_on_a_small_trace():
     records = [TraceRecord(float(i), 64, 1, tenant="t", session=f"s{i % 2}",
                            hash_ids=list(range(i % 2 * 10, i % 2 * 10 + 4))) for i in range(6)]
     out = simulate(records, 16, 8)
-    assert set(out) == {"lru", "predictive", "belady"}
+    assert set(out) == {"lru", "predictive", "ttl", "kvflow", "belady"}
     assert all(0.0 <= row["block_hit_rate"] <= 1.0 for row in out.values())
 
 
@@ -83,7 +83,7 @@ def test_simulate_per_worker_splits_memory_and_keeps_tenants_whole():
     assert one["lru"]["block_hit_rate"] == 0.0  # the two sessions evict each other
     split = simulate(records, 16, 8, num_workers=2)
     per_worker = split["per_worker"]
-    assert set(per_worker) == {"lru", "predictive", "belady"}
+    assert set(per_worker) == {"lru", "predictive", "ttl", "kvflow", "belady"}
     assert per_worker["lru"]["block_hit_rate"] == 0.75  # every request but its session's first hits
     assert per_worker["belady"]["block_hit_rate"] >= per_worker["lru"]["block_hit_rate"]
 
