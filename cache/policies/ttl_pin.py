@@ -65,17 +65,19 @@ class TTLPinPolicy(EvictionPolicy):
         self.max_ttl_s = max_ttl_s
         self._lru: dict[Tier, OrderedDict[int, BlockMeta]] = {tier: OrderedDict() for tier in Tier}
         self._pinned: dict[int, BlockMeta] = {}
-        self._owned: dict[str, set[BlockMeta]] = {}
+        self._owned: dict[str, dict[BlockMeta, None]] = {}  # dicts, not sets: a fixed order
         self._owner: dict[BlockMeta, str] = {}
         self._pins: dict[str, float] = {}
         self._deadlines: list[tuple[float, str]] = []
         self.turnover_s = math.inf
+        self._now_s = -math.inf
         self.num_pins = 0
         self.num_declined = 0
 
     # ---- hooks -------------------------------------------------------------------------
 
     def on_insert(self, block: BlockMeta, now_s: float) -> None:
+        self._now_s = max(self._now_s, now_s)
         if block.ref_count == 0:
             self._file(block, now_s)
 
@@ -85,27 +87,29 @@ class TTLPinPolicy(EvictionPolicy):
             self._unpin(session)
 
     def on_release(self, block: BlockMeta, now_s: float) -> None:
+        self._now_s = max(self._now_s, now_s)
         self._file(block, now_s)
 
     def on_remove(self, block: BlockMeta) -> None:
+        if block.tier is Tier.HOT and block.id in self._lru[Tier.HOT]:
+            # an unpinned HOT block leaving: an LRU victim (evicted or demoted)
+            age_s = max(0.0, self._now_s - block.last_access_s)
+            turnover = self.turnover_s
+            self.turnover_s = age_s if math.isinf(turnover) else (
+                (1.0 - VICTIM_AGE_ALPHA) * turnover + VICTIM_AGE_ALPHA * age_s)
         self._unfile(block)
 
     def choose_victim(self, tier: Tier, now_s: float, tenant: str | None = None) -> int | None:
+        self._now_s = max(self._now_s, now_s)
         self._expire(now_s)
         lru = self._lru[tier]
         if lru:
-            victim = next(iter(lru.values()))
-            if tier is Tier.HOT:
-                age_s = max(0.0, now_s - victim.last_access_s)
-                turnover = self.turnover_s
-                self.turnover_s = age_s if math.isinf(turnover) else (
-                    (1.0 - VICTIM_AGE_ALPHA) * turnover + VICTIM_AGE_ALPHA * age_s)
-            return victim.id
+            return next(iter(lru))
         if tier is Tier.HOST or not self._pinned:
             return None
-        for _, session in sorted(self._deadlines):
-            if self._pins.get(session) is None:
-                continue
+        for until_s, session in sorted(self._deadlines):
+            if self._pins.get(session) != until_s:
+                continue  # a stale entry: that pin ended or was renewed
             owned = [b for b in self._owned.get(session, ()) if b.id in self._pinned]
             if owned:
                 return max(owned, key=lambda b: b.position).id
@@ -142,7 +146,7 @@ class TTLPinPolicy(EvictionPolicy):
     def _file(self, block: BlockMeta, now_s: float) -> None:
         owner = next(reversed(block.sessions)) if block.sessions else None
         if block.tier is Tier.HOT and owner is not None:
-            self._owned.setdefault(owner, set()).add(block)
+            self._owned.setdefault(owner, {})[block] = None
             self._owner[block] = owner
             if self.is_pinned(owner, now_s):
                 self._pinned[block.id] = block
@@ -157,7 +161,7 @@ class TTLPinPolicy(EvictionPolicy):
         owner = self._owner.pop(block, None)
         if owner is not None:
             owned = self._owned[owner]
-            owned.discard(block)
+            owned.pop(block, None)
             if not owned:
                 del self._owned[owner]
 

@@ -56,9 +56,9 @@ class WorkflowAwarePolicy(EvictionPolicy):
         self._queues: dict[Tier, tuple[OrderedDict[BlockMeta, None], ...]] = {
             tier: (OrderedDict(), OrderedDict(), OrderedDict()) for tier in Tier}
         self._filed: dict[BlockMeta, tuple[int, tuple[str, ...]]] = {}
-        self._users: dict[str, set[BlockMeta]] = {}
+        self._users: dict[str, dict[BlockMeta, None]] = {}  # dicts, not sets: a fixed order
         self._step: dict[str, int] = {}
-        self._fetch: set[str] = set()
+        self._fetch: dict[str, None] = {}
         self._prefetch = PrefetchTracker()
 
     def prefetch_counts(self) -> PrefetchCounts:
@@ -131,9 +131,9 @@ class WorkflowAwarePolicy(EvictionPolicy):
         self._queues[block.tier][klass][block] = None
         self._filed[block] = (klass, sessions)
         for session in sessions:
-            self._users.setdefault(session, set()).add(block)
+            self._users.setdefault(session, {})[block] = None
         if klass == NEXT and block.tier is Tier.HOST:
-            self._fetch.update(session for session in sessions if self._step.get(session) == NEXT)
+            self._fetch.update((session, None) for session in sessions if self._step.get(session) == NEXT)
 
     def _unfile(self, block: BlockMeta) -> None:
         filed = self._filed.pop(block, None)
@@ -145,7 +145,7 @@ class WorkflowAwarePolicy(EvictionPolicy):
         for session in sessions:
             filed = users.get(session)
             if filed is not None:
-                filed.discard(block)
+                filed.pop(block, None)
                 if not filed:
                     del users[session]
                     self._step.pop(session, None)  # its class no longer ranks anything
@@ -164,9 +164,9 @@ class WorkflowAwarePolicy(EvictionPolicy):
         chain = sorted((b for b in self._users.get(session, ()) if b.tier is Tier.HOST),
                        key=lambda b: b.position)
         if not chain or self._step.get(session) != NEXT:
-            self._fetch.discard(session)
+            self._fetch.pop(session, None)
             return
-        self._fetch.add(session)
+        self._fetch[session] = None
         for block in chain:
             if not block.is_cached or block.tier is not Tier.HOST or block.ref_count:
                 break

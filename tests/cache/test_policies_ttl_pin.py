@@ -94,3 +94,19 @@ def test_ttl_cold_tool_gets_the_cold_ttl_and_options_are_checked() -> None:
     assert policy.is_pinned("A", 1.9) and not policy.is_pinned("A", 2.0)
     with pytest.raises(ValueError, match="ttl"):
         make_policy("ttl", pin_quantile=0.9)
+
+
+def test_ttl_prices_memory_by_the_lru_turnover_it_measures() -> None:
+    """X's four blocks leave HOT 10 s after their last use, so holding a block costs one
+    refill per 10 s: Y's pin then lasts 2 s, as choose_ttl_s says for T_c = 10."""
+    clock = Clock()
+    policy = TTLPinPolicy()
+    mgr = manager(policy, clock, hot=4)
+    serve(mgr, clock, 0.0, "t", "X", prompt(0, 4))
+    assert policy.turnover_s == math.inf
+    serve(mgr, clock, 10.0, "t", "Y", prompt(1, 4))
+    assert policy.turnover_s == pytest.approx(10.0)
+    mgr.apply(tool_wait("Y", 10.0, ((0.5, 2.0), (1.0, 100.0))))
+    assert policy.is_pinned("Y", 11.9) and not policy.is_pinned("Y", 12.0)
+    mgr.apply(tool_wait("Y", 10.0, ((0.5, 20.0), (1.0, 30.0))))  # slow tool: not worth holding
+    assert policy.num_declined == 1
