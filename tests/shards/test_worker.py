@@ -88,8 +88,10 @@ def test_worker_loop_answers_ping_and_snapshots_its_blocks(tiny_loaded):
     assert isinstance(snapshot, CacheSnapshot) and len(snapshot.hot_hashes) == 2
 
 
-def test_worker_loop_session_moved_ends_the_sessions_pin(tiny_loaded):
-    runner = ModelRunner(tiny_loaded, num_hot_blocks=64, block_size=16, policy=make_policy("predictive"))
+def _served_then_waiting_on_a_tool(tiny_loaded, policy_name: str):
+    """A worker with `policy_name` served session "s", whose forecast (just applied) says
+    a tool call comes next; returns the loop, its policy and the forecast's time."""
+    runner = ModelRunner(tiny_loaded, num_hot_blocks=64, block_size=16, policy=make_policy(policy_name))
     loop = WorkerLoop("w0", WorkerConfig(model="tiny"), runner, tiny_loaded.tokenizer, [].append)
     item = _item("r1")
     item.session = "s"
@@ -97,24 +99,21 @@ def test_worker_loop_session_moved_ends_the_sessions_pin(tiny_loaded):
     _run(loop)
     now = time.time()
     loop.handle(ApplyForecast(lognormal_forecast("s", now, median_s=30.0, sigma=0.5, p_return=0.9)))
-    assert runner.blocks.policy.is_pinned("s", now + 1.0)
+    return loop, runner.blocks.policy, now
+
+
+def test_worker_loop_session_moved_ends_the_sessions_pin(tiny_loaded):
+    loop, policy, now = _served_then_waiting_on_a_tool(tiny_loaded, "predictive")
+    assert policy.is_pinned("s", now + 1.0)
     loop.handle(SessionMoved("t", "s"))
-    assert not runner.blocks.policy.is_pinned("s", now + 1.0)
+    assert not policy.is_pinned("s", now + 1.0)
 
 
 @pytest.mark.parametrize("name", ["ttl", "kvflow"])
 def test_worker_loop_runs_the_anchor_policies_on_forecasts(tiny_loaded, name):
     """The anchors serve real requests and act on the gateway's forecasts: a tool wait
     pins the session (ttl) or files it one step from execution (kvflow)."""
-    runner = ModelRunner(tiny_loaded, num_hot_blocks=64, block_size=16, policy=make_policy(name))
-    loop = WorkerLoop("w0", WorkerConfig(model="tiny"), runner, tiny_loaded.tokenizer, [].append)
-    item = _item("r1")
-    item.session = "s"
-    loop.handle(item)
-    _run(loop)
-    now = time.time()
-    loop.handle(ApplyForecast(lognormal_forecast("s", now, median_s=30.0, sigma=0.5, p_return=0.9)))
-    policy = runner.blocks.policy
+    _, policy, now = _served_then_waiting_on_a_tool(tiny_loaded, name)
     if name == "ttl":
         assert policy.is_pinned("s", now + 1.0)
     else:
