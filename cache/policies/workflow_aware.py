@@ -15,7 +15,8 @@ and its forecast says which step comes next:
 
 Eviction takes NEVER blocks first, then LATER, then NEXT, least recently released first
 within a class; a block's class is the nearest of the sessions that used it
-(`BlockMeta.sessions`). When a session becomes NEXT its HOST blocks are copied back to HOT
+(`BlockMeta.sessions`). Blocks whose class changes (a forecast arrived, normally right
+after the session's request) join their new class as its most recent. When a session becomes NEXT its HOST blocks are copied back to HOT
 at once, head first, while HOT has a free slot or a block of a farther class to give up,
 and again at every tick while it stays NEXT with blocks in HOST (no timing: KVFlow
 prefetches for the next step, not for a predicted time). Prefetches are
