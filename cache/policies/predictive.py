@@ -53,6 +53,7 @@ from cache.policies.valuation import SessionState, Valuation
 from cache.policy import CacheActions, EvictionPolicy
 from cache.tiers import Tier
 
+
 @dataclass(slots=True)
 class _Tenant:
     num_hot: int = 0
@@ -90,8 +91,7 @@ class PredictivePolicy(PolicyUpkeep, PrefetchPlanning, EvictionPolicy):
     # ---- read access -----------------------------------------------------------------
 
     def prefetch_counts(self) -> PrefetchCounts:
-        counts = self._prefetch.counts
-        return PrefetchCounts(counts.num_prefetched, counts.num_used, counts.num_wasted)
+        return self._prefetch.snapshot()
 
     def horizon_s(self, tier: Tier) -> float:
         """How far ahead a block of `tier` is valued (valuation.py)."""

@@ -37,6 +37,11 @@ class PrefetchTracker:
         self._in_hot: set[BlockMeta] = set()
         self._seq = 0
 
+    def snapshot(self) -> PrefetchCounts:
+        """A copy of the counts, for readers outside the policy."""
+        counts = self.counts
+        return PrefetchCounts(counts.num_prefetched, counts.num_used, counts.num_wasted)
+
     def schedule(self, session: str, due_s: float) -> None:
         self._seq += 1
         self._scheduled[session] = self._seq

@@ -63,8 +63,7 @@ class WorkflowAwarePolicy(EvictionPolicy):
         self._prefetch = PrefetchTracker()
 
     def prefetch_counts(self) -> PrefetchCounts:
-        counts = self._prefetch.counts
-        return PrefetchCounts(counts.num_prefetched, counts.num_used, counts.num_wasted)
+        return self._prefetch.snapshot()
 
     def session_class(self, session: str) -> int:
         return self._step.get(session, LATER)
@@ -96,13 +95,14 @@ class WorkflowAwarePolicy(EvictionPolicy):
 
     def apply(self, forecast: Forecast, actions: CacheActions) -> None:
         session = forecast.session
+        if session not in self._users:
+            self._step.pop(session, None)
+            return  # nothing of it is cached here: nothing to rank or fetch
         step = step_class(forecast)
-        if step == LATER or session not in self._users:
+        if step == LATER:
             self._step.pop(session, None)
         else:
             self._step[session] = step
-        if session not in self._users:
-            return  # nothing of it is cached here: nothing to rank or fetch
         queues, filed = self._queues, self._filed
         for block in self._users[session]:
             old, sessions = filed[block]

@@ -25,9 +25,10 @@ from cache.block_manager import BlockManager
 from cache.forecast_source import ForecastSource, RequestSeen
 from cache.gap_forecaster import GapForecaster
 from cache.mover import CountingMover
+from cache.lru import LRUPolicy
+from cache.policies import POLICY_NAMES as SERVER_POLICY_NAMES
 from cache.policies import make_policy
 from cache.policies.belady import BeladyPolicy
-from cache.lru import LRUPolicy
 from cache.policies.predictive import PredictivePolicy
 from cache.policy import EvictionPolicy
 from cache.session_infer import SessionInferrer
@@ -38,7 +39,7 @@ from cache.sim.result import SimResult, SimTotals
 from cache.tiers import Tier
 from cache.tool_call_source import ToolCallSource
 
-POLICY_NAMES = ("lru", "predictive", "ttl", "kvflow", "belady")
+POLICY_NAMES = (*SERVER_POLICY_NAMES, "belady")  # the offline oracle runs only here
 
 
 @dataclass(frozen=True, slots=True)
