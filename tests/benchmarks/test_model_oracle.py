@@ -49,3 +49,19 @@ def test_odds_after_a_text_answer_follow_the_recorded_turn_counts(source_class):
         source.observe(RequestSeen("tenant0", "s", 100.0 + 30 * i, "start" if i == 0 else "user", (), 4))
         p_end.append(source.forecast("tenant0", "s", 100.0 + 30 * i).p_end)
     assert p_end == pytest.approx([0.5, 0.5, 1.0])  # 2 of 4 end after turn 1, 1 of 2 after turn 2
+
+
+def test_a_request_after_a_text_answer_is_a_user_turn_only_with_the_chains_odds(source_class):
+    """One text answer in three is followed by a tool, not the user (q = 2/3), so the
+    user turns so far are a posterior and the odds of going on are a mixture."""
+    config = WorkloadConfig(num_tenants=1, num_sessions=1, seed=3)
+    chain = {"START": {"USER": 4}, "USER": {"ASSISTANT_TEXT": 4}, "ls": {"ASSISTANT_TEXT": 4},
+             "ASSISTANT_TEXT": {"END": 1, "USER": 2, "ls": 1}}
+    source = source_class(config, [ToolPatterns("d", chain, {1: 2, 2: 1, 3: 1})], [10, 10, 10])
+    p_end = []
+    for i in range(3):
+        source.observe(RequestSeen("tenant0", "s", 100.0 + 30 * i, "start" if i == 0 else "user", (), 4))
+        p_end.append(source.forecast("tenant0", "s", 100.0 + 30 * i).p_end)
+    # turn 1: 2 of 4 sessions go on; then u = 2 (odds 2/3, N >= 3 w.p. 1/2) or u = 1 with
+    # N >= 2 known (1/3, surely on): 2/3; third answer: 1/2 by the same sums (by hand)
+    assert p_end == pytest.approx([0.5, 1 / 3, 0.5])
