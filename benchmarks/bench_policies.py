@@ -14,7 +14,10 @@ Traces:
 - a multi-tenant agent workload from the workload generator (default knobs, seed 0 =
   train, seed 1 = validation) at several HOT sizes and a HOT+HOST configuration, with the
   built-in gap forecaster and, where `agents_trace.predict` imports, the HMM predictor
-  through its cache adapter (`predictive+hmm`).
+  through its cache adapter (`predictive+hmm`);
+- the same workload four times as long (160 sessions per tenant, trace `agent-long`; not
+  with `--quick`): the 40-session trace spends much of its length ramping up and down,
+  this one mostly in steady state, at 1k-8k HOT blocks.
 Diagnostics: the predictive policy fed oracle forecasts (`who`: whether each session
 comes back; `exact`: when) separates what the policy does with a forecast from how good
 the forecast is; on the agent workload `predictive[model]` is fed the generator's own
@@ -25,10 +28,10 @@ Prints one JSON line per replay, then one summary line with, per trace and capac
 lru / predictive mean simulated TTFT (the same for every other label),
 `best_anchor_ttft_ratio` = the best anchor's mean simulated TTFT / predictive's (> 1:
 predictive is ahead), and `belady_is_bound` (Belady at or above the others in block
-hits, else a note). Draws docs/policies_mooncake.png and
-docs/policies_agent.png.
+hits, else a note). Draws docs/policies_mooncake.png,
+docs/policies_agent.png and docs/policies_agent_long.png.
 
-    python benchmarks/bench_policies.py            # about 3-4 minutes on 2 cores
+    python benchmarks/bench_policies.py            # about 5 minutes on 2 cores
     python benchmarks/bench_policies.py --quick    # fewer capacities, no diagnostics
 """
 from __future__ import annotations
@@ -56,6 +59,7 @@ ROOT = Path(__file__).resolve().parent.parent
 MOONCAKE = Path("/work/shared/data/mooncake_conversation_first_half.jsonl")
 POLICIES = ("lru", "predictive", "belady")
 ANCHORS = ("ttl", "kvflow")
+LONG_SESSIONS = 160  # per tenant, for the steady-state agent workload
 
 
 def hmm_source_factory(num_tenants: int, seed: int):
@@ -236,11 +240,22 @@ def main() -> None:
                     rows.append(sim(requests, trace="agent", split=split, hot=hot, host=0, policy="predictive",
                                     block_size=16, source=source, label=f"predictive[oracle:{mode}]"))
 
+    if not args.quick:
+        for split, seed in (("train", 0), ("validation", 1)):
+            requests = agent_requests(seed, num_tenants=4, num_sessions=LONG_SESSIONS)
+            for hot in (1000, 2000, 4000, 8000):
+                for policy in POLICIES + ANCHORS:
+                    rows.append(sim(requests, trace="agent-long", split=split, hot=hot, host=0, policy=policy,
+                                    block_size=16))
+
     summary = summarize(rows)
     plot(rows, "mooncake", "all", args.out_dir / "policies_mooncake.png",
          "Mooncake conversation trace (512-token blocks, HOT only)")
     plot(rows, "agent", "train", args.out_dir / "policies_agent.png",
          "Agent workload (4 tenants x 40 sessions, seed 0, 16-token blocks, HOT only)")
+    if not args.quick:
+        plot(rows, "agent-long", "train", args.out_dir / "policies_agent_long.png",
+             f"Agent workload, steady state (4 tenants x {LONG_SESSIONS} sessions, seed 0, 16-token blocks)")
     print(json.dumps({"summary": summary, "calibration": args.calibration,
                       "wall_s": round(time.perf_counter() - started, 1)}), flush=True)
 
