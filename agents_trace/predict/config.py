@@ -25,6 +25,10 @@ class PredictorConfig:
         evidence) forecasts say `confident=False`.
     silent_symbols: steps that send no request themselves (looked through, returns.py).
     session_ttl_s: live sessions idle this long are dropped without learning.
+    turn_odds_strength / turn_odds_cap: P(END) after a session's k-th text answer is
+        learned from the tenant's finished sessions, shrunk toward the step model's
+        with this many pseudo-sessions (0: the step model's alone); answers past the
+        cap are pooled (turns.py).
     """
 
     fit: FitConfig = field(default_factory=FitConfig)
@@ -45,3 +49,5 @@ class PredictorConfig:
     default_recency_decay: float = 0.7
     silent_symbols: tuple[str, ...] = (ASSISTANT_TEXT_SYMBOL,)
     session_ttl_s: float = 3600.0
+    turn_odds_strength: float = 10.0
+    turn_odds_cap: int = 8

@@ -133,6 +133,8 @@ def tenant_from_parts(meta: dict[str, Any], arrays: dict[str, np.ndarray],
     for seq in meta["recent_sessions"]:
         tenant.memory.learn(tuple(seq))
     tenant.finished.extend(tuple(s) for s in meta["finished_sessions"])
+    for sequence in tenant.finished:
+        tenant.turn_odds.add(sequence, config.silent_symbols)
     tenant.tool_counts = {str(k): int(v) for k, v in meta["tool_counts"].items()}
     acc = meta["accuracy"]
     tenant.accuracy.top1, tenant.accuracy.logloss = float(acc["top1"]), float(acc["logloss"])

@@ -5,7 +5,9 @@ is no model); `history` holds at most `max_history_steps` steps; `prediction` is
 next-step prediction for exactly this (model, history, tenant version) or None.
 `pending` holds the tools the session's last response asked for, until its next step
 (pending_tools.py); `pending_prediction` caches the forecast they imply, keyed by the
-tenant version and the tenant's abandon counts it was made under.
+tenant version and the tenant's abandon counts it was made under. `num_answers` counts
+the text answers (runs of silent steps) the session has given, all of them, not only
+those `history` still holds.
 A model swap is detected by identity and repaired by re-filtering `history` once
 (O(len * K^2)); every other step is one O(K^2) filter update.
 """
@@ -46,6 +48,7 @@ class SessionState:
     prediction: Prediction | None = None
     pending: tuple[str, ...] = ()
     pending_prediction: tuple[tuple[int, float], Prediction] | None = None
+    num_answers: int = 0
 
     def sync(self, model: StepModel | None) -> StepState | None:
         """The filter state under `model`, re-filtering the history after a swap."""
@@ -55,8 +58,10 @@ class SessionState:
             self.prediction = None
         return self.state
 
-    def advance(self, symbol: str, max_history_steps: int) -> None:
+    def advance(self, symbol: str, max_history_steps: int, silent: tuple[str, ...] = ()) -> None:
         """Append one observed step; O(K^2) under the current model."""
+        if symbol in silent and not (self.history and self.history[-1] in silent):
+            self.num_answers += 1
         self.history.append(symbol)
         if len(self.history) > max_history_steps:
             del self.history[0]

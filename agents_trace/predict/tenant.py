@@ -24,6 +24,7 @@ from .recency import RecencyMemory, adapt
 from .returns import ReturnMixture, return_mixture
 from .session import Prediction, SessionState
 from .step_model import StepModel, StepState
+from .turns import TurnOdds
 from .vocabulary import BASE_SYMBOLS, Vocabulary, with_end
 
 _SWEEP_EVERY_NEW_SESSIONS = 256
@@ -57,6 +58,7 @@ class TenantState:
         self.durations = DurationModel(config.durations)
         self.accuracy = AccuracyTracker(config.half_life_steps)
         self.abandons = AbandonCounts()
+        self.turn_odds = TurnOdds(config.turn_odds_cap)
         self.tool_counts: dict[str, int] = {}
         self.num_learned = 0
         self.num_learned_at_fit = 0
@@ -70,7 +72,11 @@ class TenantState:
 
     # -- learning -------------------------------------------------------------------
     def _learn_locked(self, sequence: tuple[str, ...], remember: bool) -> None:
+        silent = self.config.silent_symbols
+        if len(self.finished) == self.finished.maxlen:
+            self.turn_odds.add(self.finished[0], silent, weight=-1.0)  # about to drop out
         self.finished.append(sequence)
+        self.turn_odds.add(sequence, silent)
         if remember:
             self.memory.learn(sequence)
         for symbol in sequence:
@@ -144,7 +150,7 @@ class TenantState:
                 state.pending_prediction = None
             if gap_s is not None:
                 self.durations.observe(symbol, gap_s)
-            state.advance(symbol, self.config.max_history_steps)
+            state.advance(symbol, self.config.max_history_steps, self.config.silent_symbols)
             state.last_step_s = state.waiting_since_s = t_s
             # Filter forward now, so that the forecasts while the session waits are
             # cheap: the next prediction is computed once, here.
@@ -210,6 +216,8 @@ class TenantState:
         if cached is not None and cached.version == self._version:
             return cached
         vocab, p1 = self._distribution_locked(model, state.history, step_state)
+        if state.history and state.history[-1] in self.config.silent_symbols:
+            p1 = self._after_answer_locked(p1, vocab.end_id, state.num_answers)
         silent_id = next((vocab.index[s] for s in self.config.silent_symbols
                           if s in vocab.index), None)
         p2 = None
@@ -221,6 +229,19 @@ class TenantState:
         prediction = Prediction(self._version, vocab, p1, p2, silent_id)
         state.prediction = prediction
         return prediction
+
+    def _after_answer_locked(self, p1: np.ndarray, end_id: int, answers: int) -> np.ndarray:
+        """`p1` after the session's `answers`-th text answer, with P(END) learned from
+        how many answers the tenant's sessions give (turns.py); the other steps keep
+        their proportions."""
+        p_model = float(p1[end_id])
+        strength = self.config.turn_odds_strength
+        if p_model >= 1.0 or strength <= 0.0:
+            return p1
+        p_end = self.turn_odds.p_end(answers, p_model, strength)
+        adjusted = p1 * ((1.0 - p_end) / (1.0 - p_model))
+        adjusted[end_id] = p_end
+        return adjusted
 
     def _current_locked(self, state: SessionState, global_model: StepModel | None
                         ) -> Prediction:
