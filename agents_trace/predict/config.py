@@ -26,9 +26,9 @@ class PredictorConfig:
     silent_symbols: steps that send no request themselves (looked through, returns.py).
     session_ttl_s: live sessions idle this long are dropped without learning.
     turn_odds_strength / turn_odds_cap: P(END) after a session's k-th text answer is
-        learned from the tenant's finished sessions, shrunk toward the step model's
-        with this many pseudo-sessions (0: the step model's alone); answers past the
-        cap are pooled (turns.py).
+        corrected per k from how often the tenant's finished sessions ended there,
+        shrunk toward the step model's own with this many pseudo-sessions; answers
+        past the cap are pooled; cap 0: no correction (turns.py).
     """
 
     fit: FitConfig = field(default_factory=FitConfig)

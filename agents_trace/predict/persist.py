@@ -25,6 +25,7 @@ from .ngram import NgramTable
 from .recency import RecencyMemory, RecencyParams
 from .step_model import FitReport, StepModel
 from .tenant import TenantState
+from .turns import TurnCalibration, calibrate
 from .vocabulary import Vocabulary
 
 FORMAT = "stepahead-predict/1"
@@ -116,6 +117,7 @@ def tenant_to_parts(tenant: TenantState) -> tuple[dict[str, Any], dict[str, np.n
             "num_learned_at_fit": tenant.num_learned_at_fit,
             "abandons": {"abandoned": tenant.abandons.abandoned,
                          "continued": tenant.abandons.continued},
+            "turn_offsets": list(tenant.turns.offsets),
         }
     arrays: dict[str, np.ndarray] = {"durations_stats": stats}
     if model is not None:
@@ -133,8 +135,6 @@ def tenant_from_parts(meta: dict[str, Any], arrays: dict[str, np.ndarray],
     for seq in meta["recent_sessions"]:
         tenant.memory.learn(tuple(seq))
     tenant.finished.extend(tuple(s) for s in meta["finished_sessions"])
-    for sequence in tenant.finished:
-        tenant.turn_odds.add(sequence, config.silent_symbols)
     tenant.tool_counts = {str(k): int(v) for k, v in meta["tool_counts"].items()}
     acc = meta["accuracy"]
     tenant.accuracy.top1, tenant.accuracy.logloss = float(acc["top1"]), float(acc["logloss"])
@@ -146,4 +146,9 @@ def tenant_from_parts(meta: dict[str, Any], arrays: dict[str, np.ndarray],
     tenant.abandons.continued = float(abandons.get("continued", 0.0))
     if meta["model"] is not None:
         tenant.model = model_from_parts(meta["model"], arrays)
+        if "turn_offsets" in meta:
+            tenant.turns = TurnCalibration(tuple(float(x) for x in meta["turn_offsets"]))
+        elif config.turn_odds_cap:  # saved before turns were calibrated
+            tenant.turns = calibrate(tenant.model, list(tenant.finished), config.silent_symbols,
+                                     config.turn_odds_cap, config.turn_odds_strength)
     return tenant

@@ -36,6 +36,7 @@ from .refit_worker import RefitWorker
 from .returns import forecast_returns
 from .step_model import FitReport, StepModel, step_class
 from .tenant import TenantState
+from .turns import TurnCalibration, calibrate
 from .vocabulary import OOV_SYMBOL
 
 
@@ -202,8 +203,15 @@ class Predictor:
             return None
         with _single_threaded_blas():
             model = fit_step_model(sessions, self.config.fit)
-        state.install(model, num_learned, self._global_model)
+            turns = self._calibrate_turns(model, sessions)
+        state.install(model, num_learned, self._global_model, turns)
         return model
+
+    def _calibrate_turns(self, model: StepModel, sessions: Sequence[Sequence[str]]) -> TurnCalibration:
+        config = self.config
+        if config.turn_odds_cap == 0:
+            return TurnCalibration()
+        return calibrate(model, sessions, config.silent_symbols, config.turn_odds_cap, config.turn_odds_strength)
 
     def refit_global(self) -> StepModel | None:
         """Fit the global class model from all tenants' learned sessions."""

@@ -24,7 +24,7 @@ from .recency import RecencyMemory, adapt
 from .returns import ReturnMixture, return_mixture
 from .session import Prediction, SessionState
 from .step_model import StepModel, StepState
-from .turns import TurnOdds
+from .turns import TurnCalibration
 from .vocabulary import BASE_SYMBOLS, Vocabulary, with_end
 
 _SWEEP_EVERY_NEW_SESSIONS = 256
@@ -58,7 +58,7 @@ class TenantState:
         self.durations = DurationModel(config.durations)
         self.accuracy = AccuracyTracker(config.half_life_steps)
         self.abandons = AbandonCounts()
-        self.turn_odds = TurnOdds(config.turn_odds_cap)
+        self.turns = TurnCalibration()  # belongs to `model` (turns.py)
         self.tool_counts: dict[str, int] = {}
         self.num_learned = 0
         self.num_learned_at_fit = 0
@@ -72,11 +72,7 @@ class TenantState:
 
     # -- learning -------------------------------------------------------------------
     def _learn_locked(self, sequence: tuple[str, ...], remember: bool) -> None:
-        silent = self.config.silent_symbols
-        if len(self.finished) == self.finished.maxlen:
-            self.turn_odds.add(self.finished[0], silent, weight=-1.0)  # about to drop out
         self.finished.append(sequence)
-        self.turn_odds.add(sequence, silent)
         if remember:
             self.memory.learn(sequence)
         for symbol in sequence:
@@ -113,8 +109,10 @@ class TenantState:
             return list(self.finished), self.num_learned
 
     def install(self, model: StepModel, num_learned_at_fit: int,
-                global_model: StepModel | None = None) -> None:
-        """Swap in a freshly fitted model (atomic for readers) and seed its accuracy."""
+                global_model: StepModel | None = None,
+                turns: TurnCalibration | None = None) -> None:
+        """Swap in a freshly fitted model and its turn calibration (atomic for readers)
+        and seed its accuracy."""
         with self.lock:
             if model.recency is not None and model.recency.decay != self.memory.decay:
                 self.memory = self.memory.rebuilt(model.recency.decay)
@@ -123,6 +121,7 @@ class TenantState:
                 self.accuracy.seed(report.val_top1, report.val_logloss,
                                    float(report.num_val_symbols))
             self.model = model
+            self.turns = turns or TurnCalibration()
             self.num_learned_at_fit = num_learned_at_fit
             self._version += 1
             # Prepare what the first forecasts under the new model need (prediction,
@@ -216,7 +215,7 @@ class TenantState:
         if cached is not None and cached.version == self._version:
             return cached
         vocab, p1 = self._distribution_locked(model, state.history, step_state)
-        if state.history and state.history[-1] in self.config.silent_symbols:
+        if model is self.model and state.history and state.history[-1] in self.config.silent_symbols:
             p1 = self._after_answer_locked(p1, vocab.end_id, state.num_answers)
         silent_id = next((vocab.index[s] for s in self.config.silent_symbols
                           if s in vocab.index), None)
@@ -231,14 +230,15 @@ class TenantState:
         return prediction
 
     def _after_answer_locked(self, p1: np.ndarray, end_id: int, answers: int) -> np.ndarray:
-        """`p1` after the session's `answers`-th text answer, with P(END) learned from
+        """`p1` after the session's `answers`-th text answer, with P(END) corrected by
         how many answers the tenant's sessions give (turns.py); the other steps keep
         their proportions."""
         p_model = float(p1[end_id])
-        strength = self.config.turn_odds_strength
-        if p_model >= 1.0 or strength <= 0.0:
+        if p_model >= 1.0:
             return p1
-        p_end = self.turn_odds.p_end(answers, p_model, strength)
+        p_end = self.turns.p_end(answers, p_model)
+        if p_end == p_model:
+            return p1
         adjusted = p1 * ((1.0 - p_end) / (1.0 - p_model))
         adjusted[end_id] = p_end
         return adjusted
