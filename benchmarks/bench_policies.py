@@ -27,9 +27,9 @@ Prints one JSON line per replay, then one summary line with, per trace and capac
 `gap_closed` = (predictive - lru) / (belady - lru) in block hit rate, `ttft_ratio` =
 lru / predictive mean simulated TTFT (the same for every other label),
 `best_anchor_ttft_ratio` = the best anchor's mean simulated TTFT / predictive's (> 1:
-predictive is ahead), and `belady_is_bound` (Belady at or above the others in block
-hits, else a note). Draws docs/policies_mooncake.png,
-docs/policies_agent.png and docs/policies_agent_long.png.
+predictive is ahead; `best_anchor_ttft_ratio_hmm`: / predictive+hmm's), and
+`belady_is_bound` (Belady at or above the others in block hits, else a note). Draws
+docs/policies_mooncake.png, docs/policies_agent.png and docs/policies_agent_long.png.
 
     python benchmarks/bench_policies.py            # about 5 minutes on 2 cores
     python benchmarks/bench_policies.py --quick    # fewer capacities, no diagnostics
@@ -141,7 +141,9 @@ def summarize(rows: list[dict]) -> list[dict]:
         if anchors and "predictive" in by:
             best = min(anchors, key=lambda row: row["sim_ttft_mean_s"])
             entry["best_anchor"] = best["label"]
-            entry["best_anchor_ttft_ratio"] = round(best["sim_ttft_mean_s"] / by["predictive"]["sim_ttft_mean_s"], 3)
+            for label, key in (("predictive", "best_anchor_ttft_ratio"), ("predictive+hmm", "best_anchor_ttft_ratio_hmm")):
+                if label in by:
+                    entry[key] = round(best["sim_ttft_mean_s"] / by[label]["sim_ttft_mean_s"], 3)
         best_other = max(row["block_hit_rate"] for label, row in by.items() if label != "belady")
         entry["belady_is_bound"] = bel["block_hit_rate"] >= best_other
         if not entry["belady_is_bound"]:
