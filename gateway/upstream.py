@@ -140,9 +140,14 @@ class UpstreamBackend:
     async def embed(self, request: EmbeddingsRequest) -> dict:
         """`POST /v1/embeddings` through `litellm.aembedding`; provider errors OpenAI-shaped."""
         body = request.model_dump(exclude_unset=True, exclude_none=True, exclude={"encoding_format"})
+        kwargs = self._common_kwargs(body, stream=False)
+        if "dimensions" in body:
+            # litellm refuses `dimensions` for models it does not know to take it; the
+            # upstream is the judge (its refusal comes back as its own 400)
+            kwargs["allowed_openai_params"] = [*kwargs.get("allowed_openai_params", ()), "dimensions"]
         litellm = self._litellm or import_litellm()
         try:
-            raw = await litellm.aembedding(**self._common_kwargs(body, stream=False))
+            raw = await litellm.aembedding(**kwargs)
         except ApiError:
             raise
         except Exception as exc:
