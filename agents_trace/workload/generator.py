@@ -145,8 +145,23 @@ def generate_workload(config: WorkloadConfig, patterns: list[ToolPatterns]) -> l
         longest = max(prefix.num_tokens for _, _, prefix in prefixes)
         raise ValueError(f"no request fits in max_context_tokens={config.max_context_tokens}: the tenants' "
                          f"system prompts and tool schemas alone take up to {longest} tokens")
+    _refuse_tenants_without_requests(config, prefixes, records)
     records.sort(key=lambda r: r.t)
     return records
+
+
+def _refuse_tenants_without_requests(config, prefixes, records: list[TraceRecord]) -> None:
+    """A tenant asked for but left without a single request (its shared prefix, plus a
+    first turn, does not fit the context cap) would vanish from the workload silently,
+    and every per-tenant figure of a replay would then describe fewer tenants than asked."""
+    seen = {record.tenant for record in records}
+    missing = [(tenant, prefix.num_tokens) for tenant, _, prefix in prefixes if tenant not in seen]
+    if missing:
+        names = ", ".join(f"{tenant}'s takes {num_tokens}" for tenant, num_tokens in missing)
+        raise ValueError(f"no request of {len(missing)} of the {config.num_tenants} tenants fits in "
+                         f"max_context_tokens={config.max_context_tokens}: a request is the tenant's system "
+                         f"prompt and tool schemas ({names} tokens) and at least one turn; raise "
+                         "--max-context-tokens or lower --system-prompt-tokens")
 
 
 def _session_records(config, rng, tenant, session, domain, blocks, start_s) -> list[TraceRecord]:

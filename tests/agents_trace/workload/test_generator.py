@@ -150,6 +150,26 @@ def test_workload_that_fits_no_request_is_an_error_not_an_empty_file(tmp_path, c
     assert not out.exists()
 
 
+def test_a_tenant_left_without_any_request_is_an_error_naming_it():
+    import pytest
+
+    def domain(name: str, num_tools: int) -> ToolPatterns:
+        tools = [f"{name}{i}" for i in range(num_tools)]
+        chain = {"START": {"USER": 1}, "USER": {tools[0]: 1}, **{t: {"ASSISTANT_TEXT": 1} for t in tools},
+                 "ASSISTANT_TEXT": {"END": 1}}
+        return ToolPatterns(name, chain)
+
+    # tenant0: 100 system-prompt tokens + 12 tools x 60 schema tokens = 820; tenant1: 160
+    patterns = [domain("wide", 12), domain("narrow", 1)]
+    config = WorkloadConfig(num_tenants=2, num_sessions=3, system_prompt_tokens=(100, 100),
+                            max_context_tokens=600)
+    with pytest.raises(ValueError, match=r"1 of the 2 tenants .*\(tenant0's takes 820 tokens"):
+        generate_workload(config, patterns)
+    roomy = generate_workload(WorkloadConfig(num_tenants=2, num_sessions=3, system_prompt_tokens=(100, 100),
+                                             max_context_tokens=1200), patterns)
+    assert {r.tenant for r in roomy} == {"tenant0", "tenant1"}
+
+
 def test_recorded_turns_can_be_switched_off_for_the_chains_own_odds(tmp_path):
     chain = {"START": {"USER": 1}, "USER": {"ls": 1}, "ls": {"ASSISTANT_TEXT": 1},
              "ASSISTANT_TEXT": {"END": 1, "USER": 1}}
