@@ -76,11 +76,24 @@ class LocalChannel:
         finally:
             self._process.join(JOIN_AFTER_EOF_S)
             self._reader.close()
+            self._close_inbox()
             self._on_exit(self.worker_id, self.incarnation)
 
+    def _close_inbox(self) -> None:
+        """Close the inbox and let go of it (idempotent). NOTE: a Queue holds three
+        named semaphores, unlinked only when it is collected or at a normal interpreter
+        exit; a gateway stopped by SIGTERM, or a worker restarted many times, would leave
+        them to the resource tracker ("leaked semaphore objects") otherwise."""
+        inbox, self._inbox = self._inbox, None
+        if inbox is not None:
+            inbox.close()
+
     def send(self, message) -> None:
+        inbox = self._inbox
+        if inbox is None:
+            return  # the worker is gone
         try:
-            self._inbox.put(message)
+            inbox.put(message)
         except (ValueError, OSError):
             pass  # the inbox is closed: the worker is gone
 
@@ -101,7 +114,7 @@ class LocalChannel:
             self._process.kill()
             self._process.join(1.0)
         self._thread.join(timeout_s)
-        self._inbox.close()
+        self._close_inbox()
 
 
 class LocalTransport:
