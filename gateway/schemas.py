@@ -245,15 +245,30 @@ def refuse_extras(request: BaseModel, refused: Mapping[str, str]) -> None:
 M = TypeVar("M", bound=BaseModel)
 
 
-def _param_path(loc: tuple) -> str:
-    """('messages', 0, 'role') -> 'messages[0].role', as OpenAI names params."""
+def _param_path(loc: tuple, body: Any) -> str:
+    """('messages', 0, 'role') -> 'messages[0].role', as OpenAI names params. A part of
+    `loc` that is not a key or index of `body` at that depth is pydantic's tag of a union
+    member or validator ('str', 'NamedToolChoice', 'function-after[...]') and is left out;
+    the last part may name a missing key."""
     path = ""
-    for part in loc:
-        if isinstance(part, int):
-            path += f"[{part}]"
-        elif not part.startswith("function-after") and "[" not in part and "|" not in part:
-            path += f".{part}" if path else part
+    value = body
+    for i, part in enumerate(loc):
+        if isinstance(part, int) and isinstance(value, list) and 0 <= part < len(value):
+            path, value = path + f"[{part}]", value[part]
+        elif isinstance(part, str) and isinstance(value, dict) and (part in value or i == len(loc) - 1):
+            path, value = (f"{path}.{part}" if path else part), value.get(part)
     return path
+
+
+def _most_telling(errors: list) -> dict:
+    """Of pydantic's errors, the one to report: among those of the first error's field,
+    the one that got deepest into the value (for a union, the member the input's shape
+    matched: a dict `tool_choice` missing its `function`, not "should be 'auto'"), a
+    failed constraint before a type mismatch ("at most 4 items" for a list `stop`, not
+    "should be a valid string"), else the first."""
+    head = errors[0]["loc"][:1]
+    same_field = [e for e in errors if e["loc"][:1] == head]
+    return max(same_field, key=lambda e: (len(e["loc"]), not e["type"].endswith("_type")))
 
 
 def validate(model_cls: type[M], body: Any) -> M:
@@ -263,8 +278,8 @@ def validate(model_cls: type[M], body: Any) -> M:
     try:
         return model_cls.model_validate(body)
     except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        param = _param_path(tuple(first["loc"])) or None
+        first = _most_telling(exc.errors(include_url=False))
+        param = _param_path(tuple(first["loc"]), body) or None
         message = first["msg"].removeprefix("Value error, ")
         where = f" at '{param}'" if param else ""
         raise ApiError(400, f"Invalid request{where}: {message}", "invalid_request_error",

@@ -75,6 +75,21 @@ def test_chat_wrong_types_are_400_with_param(gateway, body, param):
     assert_error(post(gateway, body), 400, param=param)
 
 
+@pytest.mark.parametrize("extra,param,says", [
+    ({"stop": ["a", "b", "c", "d", "e"]}, "stop", "at most 4 items"),  # not "should be a valid string"
+    ({"stop": 5}, "stop", "valid string"),
+    ({"tools": [TOOL], "tool_choice": {"type": "function"}}, "tool_choice.function", "Field required"),
+    ({"messages": [{"role": "user", "content": 5}]}, "messages[0].content", "valid string"),
+])
+def test_a_bad_union_value_names_the_param_and_what_its_shape_lacks(gateway, extra, param, says):
+    # pydantic reports every member of a union; the error is the member the value's shape
+    # matched, and the param never carries a member's tag ('stop.str', 'tool_choice.NamedToolChoice')
+    response = post(gateway, {"model": "tiny", "messages": USER, **extra})
+    assert_error(response, 400, code="invalid_value" if says != "Field required" else "missing_required_parameter",
+                 param=param)
+    assert says in response.json()["error"]["message"]
+
+
 def test_chat_penalties_and_logit_bias_are_applied_and_a_bias_past_the_vocabulary_is_400(gateway):
     body = {"model": "tiny", "messages": USER, "max_tokens": 2, "frequency_penalty": 0.5,
             "presence_penalty": -1, "logit_bias": {"12": 5}}
