@@ -17,6 +17,9 @@ selective pinning); while nothing has been evicted memory costs nothing and the 
 to the last quantile. A tool without history gets `cold_ttl_s`. Everything is capped at
 `max_ttl_s`.
 
+The turnover is the idle age of the unpinned HOT blocks this policy chose as victims
+when they leave (a block dropped by a cache clear, or named but kept, is not counted).
+
 Invariants: per tier, `_lru` holds exactly the evictable blocks that are not pinned,
 least recently released first; `_pinned` holds the evictable HOT blocks of live pins;
 `_owned[s]` the evictable HOT blocks whose most recent session was `s` when they were
@@ -70,6 +73,7 @@ class TTLPinPolicy(EvictionPolicy):
         self._pins: dict[str, float] = {}
         self._deadlines: list[tuple[float, str]] = []
         self.turnover_s = math.inf
+        self._victim_id: int | None = None  # the HOT block choose_victim last named
         self._now_s = -math.inf
         self.num_pins = 0
         self.num_declined = 0
@@ -91,8 +95,12 @@ class TTLPinPolicy(EvictionPolicy):
         self._file(block, now_s)
 
     def on_remove(self, block: BlockMeta) -> None:
-        if block.tier is Tier.HOT and block.id in self._lru[Tier.HOT]:
-            # an unpinned HOT block leaving: an LRU victim (evicted or demoted)
+        is_victim = block.tier is Tier.HOT and block.id == self._victim_id
+        if is_victim:
+            self._victim_id = None
+        if is_victim and block.id in self._lru[Tier.HOT]:
+            # the unpinned HOT block this policy chose leaving (evicted or demoted); a
+            # block dropped by a cache clear says nothing of the LRU's turnover
             age_s = max(0.0, self._now_s - block.last_access_s)
             turnover = self.turnover_s
             self.turnover_s = age_s if math.isinf(turnover) else (
@@ -104,7 +112,10 @@ class TTLPinPolicy(EvictionPolicy):
         self._expire(now_s)
         lru = self._lru[tier]
         if lru:
-            return next(iter(lru))
+            victim = next(iter(lru))
+            if tier is Tier.HOT:
+                self._victim_id = victim
+            return victim
         if tier is Tier.HOST or not self._pinned:
             return None
         for until_s, session in sorted(self._deadlines):

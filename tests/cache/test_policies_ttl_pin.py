@@ -110,3 +110,16 @@ def test_ttl_prices_memory_by_the_lru_turnover_it_measures() -> None:
     assert policy.is_pinned("Y", 11.9) and not policy.is_pinned("Y", 12.0)
     mgr.apply(tool_wait("Y", 10.0, ((0.5, 20.0), (1.0, 30.0))))  # slow tool: not worth holding
     assert policy.num_declined == 1
+
+
+def test_ttl_turnover_counts_victims_not_blocks_a_cache_clear_drops() -> None:
+    clock = Clock()
+    policy = TTLPinPolicy()
+    mgr = manager(policy, clock, hot=4)
+    serve(mgr, clock, 0.0, "t", "X", prompt(0, 4))
+    clock.now_s = 50.0
+    mgr.clear()  # X's blocks go, 50 s after their last use, but no LRU victim left
+    assert policy.turnover_s == math.inf
+    serve(mgr, clock, 60.0, "t", "Y", prompt(1, 4))
+    serve(mgr, clock, 70.0, "t", "Z", prompt(2, 4))  # evicts Y's blocks, 10 s idle
+    assert policy.turnover_s == pytest.approx(10.0)
