@@ -9,6 +9,10 @@ closed-loop load straight to the upstream (the baseline) and through each gatewa
 Overhead = gateway latency quantile − direct latency quantile at the same concurrency.
 stepahead runs twice: its default upstream path (`litellm.acompletion`) and its
 `passthrough` path for OpenAI-compatible upstreams. Prints one JSON line.
+
+LiteLLM's proxy runs from its own virtual environment (`bash scripts/litellm_proxy_venv.sh`
+makes .venvs/litellm-proxy; `--litellm-cli` names another `litellm` command); without it the
+benchmark stops and says so, unless `--no-litellm-proxy` asks for stepahead alone.
 Each server is its own process; the client is an aiohttp closed loop in this process.
 """
 from __future__ import annotations
@@ -28,6 +32,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+PROXY_VENV_CLI = ROOT / ".venvs" / "litellm-proxy" / "bin" / "litellm"
 # NOTE: LiteLLM's proxy refuses weak master keys; a fixed, strong-looking key suits both.
 API_KEY = "sk-" + hashlib.sha256(b"stepahead-gateway-bench").hexdigest()[:40]
 REPLY = {"id": "chatcmpl-bench", "object": "chat.completion", "created": 1, "model": "fake",
@@ -57,12 +62,15 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def wait_ready(url: str, process: subprocess.Popen, timeout_s: float = 120.0) -> None:
+def wait_ready(url: str, process: subprocess.Popen, timeout_s: float = 120.0, log_path: Path | None = None,
+               hint: str = "") -> None:
     import httpx
     deadline_s = time.monotonic() + timeout_s
     while time.monotonic() < deadline_s:
         if process.poll() is not None:
-            raise RuntimeError(f"{process.args[:3]} exited with {process.returncode}")
+            tail = log_path.read_text(errors="replace").strip().splitlines()[-5:] if log_path else []
+            raise RuntimeError(f"{process.args[:3]} exited with {process.returncode}"
+                               + "".join(f"\n  | {line}" for line in tail) + (f"\n{hint}" if hint else ""))
         try:
             if httpx.get(url, timeout=1.0).status_code < 500:
                 return
@@ -169,7 +177,9 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=640, help="per target and level")
     parser.add_argument("--concurrency", default="1,16,64")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--no-litellm-proxy", action="store_true")
+    parser.add_argument("--no-litellm-proxy", action="store_true", help="measure stepahead alone")
+    parser.add_argument("--litellm-cli", help="LiteLLM's proxy command (default: the one "
+                        "scripts/litellm_proxy_venv.sh installs, else `litellm` on PATH)")
     parser.add_argument("--serve-fake", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     random.seed(args.seed)
@@ -179,6 +189,14 @@ def main() -> int:
                     port=args.serve_fake, log_level="error", access_log=False)
         return 0
 
+    litellm_cli = None
+    if not args.no_litellm_proxy:
+        litellm_cli = args.litellm_cli or (str(PROXY_VENV_CLI) if PROXY_VENV_CLI.exists() else shutil.which("litellm"))
+        if litellm_cli is None or shutil.which(litellm_cli) is None:
+            print("bench_gateway_overhead: LiteLLM's proxy (the anchor) is not installed: "
+                  "`bash scripts/litellm_proxy_venv.sh` installs it, `--no-litellm-proxy` measures "
+                  "stepahead alone", file=sys.stderr)
+            return 2
     env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True", BENCH_UPSTREAM_KEY="sk-upstream",
                PYTHONPATH=str(ROOT))
     workdir = Path(tempfile.mkdtemp(prefix="bench-gateway-"))
@@ -197,8 +215,7 @@ def main() -> int:
                    "stepahead_passthrough": (
                        f"http://127.0.0.1:{gateway_port}/v1/chat/completions",
                        "fake-passthrough")}
-        litellm_cli = shutil.which("litellm")
-        if not args.no_litellm_proxy and litellm_cli:
+        if litellm_cli is not None:
             litellm_proxy_config(workdir / "proxy.yaml", upstream)
             processes.append(spawn([litellm_cli, "--config", str(workdir / "proxy.yaml"),
                                     "--host", "127.0.0.1", "--port", str(proxy_port),
@@ -208,7 +225,9 @@ def main() -> int:
         wait_ready(f"{upstream}/health", processes[0])
         wait_ready(f"http://127.0.0.1:{gateway_port}/health", processes[1])
         if "litellm_proxy" in targets:
-            wait_ready(f"http://127.0.0.1:{proxy_port}/health/liveliness", processes[2], 300)
+            wait_ready(f"http://127.0.0.1:{proxy_port}/health/liveliness", processes[2], 300, workdir / "proxy.log",
+                       "LiteLLM's proxy did not start: `bash scripts/litellm_proxy_venv.sh` installs it with "
+                       "its extras in a virtual environment of its own")
 
         levels = {}
         for concurrency in (int(c) for c in args.concurrency.split(",")):
