@@ -286,29 +286,33 @@ def test_engine_tenant_homes_option_reaches_the_router():
     assert LocalEngine("tiny")._router_config.tenant_homes is True
 
 
-def _inbox_semaphores() -> set[str]:
-    """Named POSIX semaphores of multiprocessing (a worker inbox Queue holds three)."""
-    return {path.name for path in Path("/dev/shm").glob("sem.mp-*")}
+def _inbox_semaphores(eng, worker_id: str = "w0") -> list[Path]:
+    """The named POSIX semaphores of a worker's inbox Queue (its two locks and its counter)."""
+    inbox = eng._channels[worker_id]._inbox
+    return [Path("/dev/shm") / f"sem.{lock._semlock.name.lstrip('/')}"
+            for lock in (inbox._rlock, inbox._wlock, inbox._sem)]
 
 
-@pytest.mark.skipif(not Path("/dev/shm").is_dir(), reason="no /dev/shm to list named semaphores in")
+def _gone(paths: list[Path]) -> bool:
+    return not any(path.exists() for path in paths)
+
+
+@pytest.mark.skipif(not Path("/dev/shm").is_dir(), reason="no /dev/shm to find named semaphores in")
 def test_a_restarted_worker_and_a_stopped_engine_release_their_inbox_semaphores():
     # NOTE: left alive, they outlive a gateway stopped by SIGTERM (no atexit), and the
     # resource tracker warns of "leaked semaphore objects"; a restart left three more
-    before = _inbox_semaphores()
     eng = LocalEngine("tiny", num_workers=1, num_hot_blocks=64, threads_per_worker=1)
     loop = asyncio.new_event_loop()
     try:
         _run(loop, eng.start(), 120)
-        first = _inbox_semaphores() - before
-        assert first  # the inbox's, while its worker serves
+        first = _inbox_semaphores(eng)
+        assert all(path.exists() for path in first)  # while its worker serves
         os.kill(eng.worker_pid("w0"), signal.SIGKILL)
         _run(loop, _until(lambda: eng.health()["workers"]["w0"]["incarnation"] == 1
-                          and eng.health()["workers"]["w0"]["ready"]
-                          and not (_inbox_semaphores() & first)), 90)
-        second = _inbox_semaphores() - before
-        assert second and not (second & first)  # only the new incarnation's inbox
+                          and eng.health()["workers"]["w0"]["ready"] and _gone(first)), 90)
+        second = _inbox_semaphores(eng)
+        assert all(path.exists() for path in second)  # only the new incarnation's inbox
     finally:
         _run(loop, eng.stop(), 60)
-    _run(loop, _until(lambda: not (_inbox_semaphores() - before), 10))
+    _run(loop, _until(lambda: _gone(second), 10))
     loop.close()
