@@ -22,6 +22,10 @@ from gateway.config_values import ConfigError, positive, take, take_list, table_
 from gateway.embedding_model import EmbeddingModelConfig, embedding_model_config
 
 DEFAULT_LOCAL_MODEL = "smollm2"
+# The KV policy of a local model whose [models.engine] names none. NOTE: the engine's own
+# default stays "lru": only the gateway runs the predictor whose forecasts drive this one,
+# and a tenant without a trusted forecast is ranked exactly as LRU ranks it.
+DEFAULT_LOCAL_POLICY = "predictive"
 BUILTIN_LOCAL_MODELS = ("smollm2", "tiny")
 DEFAULT_KEEP_ALIVE_S = 75.0
 RESPONSES_DB_ENV = "STEPAHEAD_RESPONSES_DB"

@@ -9,7 +9,8 @@ Invariants:
   (`tool_forcing.py`) so the reply is always a call;
 - closing `run()` closes the engine stream, which cancels the request on its worker;
 - tenant weights from the config reach the engine's fair queue, and tenants' `kv_share`s
-  the predictive policy's reservations.
+  the predictive policy's reservations;
+- a model whose engine options name no policy runs `DEFAULT_LOCAL_POLICY` (predictive).
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ import sys
 from collections.abc import AsyncIterator
 
 from gateway.backend import ChatEvent, Prepared
-from gateway.config import LocalModelConfig
+from gateway.config import DEFAULT_LOCAL_POLICY, LocalModelConfig
 from gateway.errors import context_length_exceeded, invalid_request
 from gateway.local_generation import ForcedCall, LocalCall, run_forced, run_free, run_structured
 from gateway.local_refusals import refuse_unsupported_chat_params
@@ -43,9 +44,9 @@ def _reserve_kv_shares(options: dict, kv_shares: dict[str, float], model: str) -
     shares = {tenant: share for tenant, share in kv_shares.items() if share > 0.0}
     if not shares:
         return
-    if options.get("policy", "lru") != "predictive":
+    if options["policy"] != "predictive":
         log.warning("model %r: tenants' kv_share is ignored under policy %r (reservations need "
-                    "policy = \"predictive\" in [models.engine])", model, options.get("policy", "lru"))
+                    "policy = \"predictive\" in [models.engine])", model, options["policy"])
         return
     policy_options = dict(options.get("policy_options") or {})
     policy_options.setdefault("static_shares", shares)
@@ -66,6 +67,7 @@ class LocalBackend:
         self.default_completion_reserve_tokens = default_completion_reserve_tokens
         options = dict(config.engine_options)
         LocalEngine.check_options(options)  # a bad [models.engine] option is one clear error
+        options.setdefault("policy", DEFAULT_LOCAL_POLICY)
         if tenant_weights:
             options.setdefault("tenant_weights", tenant_weights)
         _reserve_kv_shares(options, tenant_kv_shares or {}, config.name)

@@ -17,7 +17,7 @@ import socket
 import sys
 
 from cache.policies import POLICY_NAMES as POLICIES
-from gateway.config import DEFAULT_LOCAL_MODEL, ConfigError, default_config, load_config
+from gateway.config import DEFAULT_LOCAL_MODEL, DEFAULT_LOCAL_POLICY, ConfigError, default_config, load_config
 
 NO_CONFIG_FLAGS = ("model", "workers", "policy", "hot_blocks", "device", "dtype")  # argparse dests
 
@@ -33,7 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     local.add_argument("--model", help=f"'{DEFAULT_LOCAL_MODEL}' (default), 'tiny', or a local "
                                        "Hugging Face model directory")
     local.add_argument("--workers", type=int, help="local worker processes (default 2)")
-    local.add_argument("--policy", choices=POLICIES, help="KV cache policy (default lru)")
+    local.add_argument("--policy", choices=POLICIES, help=f"KV cache policy (default {DEFAULT_LOCAL_POLICY})")
     local.add_argument("--hot-blocks", type=int, help="hot KV blocks per worker (default 4096)")
     local.add_argument("--device", help="where workers run the model: 'cpu' (default), 'cuda' or 'cuda:N'")
     local.add_argument("--dtype", help="weights and KV cache: 'auto' (default: bfloat16 where the device "

@@ -114,6 +114,17 @@ def test_kv_shares_become_the_predictive_policys_reservations():
     assert policy.reserved_blocks("b") == 0.0
 
 
+def test_a_local_model_naming_no_policy_runs_the_predictive_one_and_its_kv_shares():
+    # the gateway's default, not the engine's: only the gateway makes the forecasts
+    config = LocalModelConfig(name="m", path="tiny", engine_options=(("num_hot_blocks", 64),))
+    local = LocalBackend(config, tenant_kv_shares={"a": 0.25})
+    assert local.engine.config.policy == "predictive"
+    assert dict(dict(local.engine.config.policy_options)["static_shares"]) == {"a": 0.25}
+    assert "policy predictive" in local.started_line()
+    from shards.engine import LocalEngine
+    assert LocalEngine("tiny", 1).config.policy == "lru"
+
+
 def test_kv_shares_under_lru_are_reported_not_applied(caplog):
     config = LocalModelConfig(name="m", path="tiny", engine_options=(("policy", "lru"),))
     with caplog.at_level("WARNING", logger="stepahead.gateway"):
