@@ -83,7 +83,7 @@ class PredictivePolicy(PolicyUpkeep, PrefetchPlanning, EvictionPolicy):
                                      dict(cfg.static_shares) if cfg.static_shares is not None else None)
         self._prefetch = PrefetchTracker()
         self._resolve: list[tuple[float, str]] = []
-        self._valuation = Valuation(cfg, self._sessions, self.is_trusted)
+        self._valuation = Valuation(cfg, self._sessions, self.is_trusted, self.is_session_trusted)
         self._room = self._valuation.room
         self._replanned_at_s: float | None = None
         self._now_s = 0.0
@@ -98,10 +98,23 @@ class PredictivePolicy(PolicyUpkeep, PrefetchPlanning, EvictionPolicy):
         return self._valuation.horizon_s(tier)
 
     def is_trusted(self, tenant: str) -> bool:
-        """Whether `tenant`'s forecasts drive its blocks (else they are ranked as LRU)."""
+        """Whether `tenant`'s latest forecast was confident and its recent ones not worse
+        than its base rate (for what is the tenant's: the sharing rate, reservations)."""
         state = self._tenants.get(tenant)
-        if state is None or not state.is_confident:
+        return state is not None and state.is_confident and self._is_accurate(state)
+
+    def is_session_trusted(self, session: SessionState) -> bool:
+        """Whether a session's forecast drives its blocks, pin and prefetch (else they are
+        ranked as LRU): the forecast said it is confident, and its tenant's recent
+        forecasts were not worse than the base rate. NOTE: per session, as a tenant's
+        forecasts may differ: a cold tenant's model may trust what a tool wait says
+        (the tool's learned duration) before it can say who comes back after an answer."""
+        if not session.is_confident:
             return False
+        state = self._tenants.get(session.tenant)
+        return state is not None and self._is_accurate(state)
+
+    def _is_accurate(self, state: _Tenant) -> bool:
         cfg = self.config
         return state.accuracy.is_accurate(cfg.accuracy_min_events, cfg.accuracy_margin) is not False
 
@@ -170,6 +183,7 @@ class PredictivePolicy(PolicyUpkeep, PrefetchPlanning, EvictionPolicy):
         if forecast.made_at_s < session.last_use_s - 1e-9:
             return  # made before the session's latest request: stale
         self._tenant(tenant).is_confident = forecast.confident
+        session.is_confident = forecast.confident
         curve = ReturnCurve.from_forecast(forecast)
         session.curve = curve
         self._valuation.forget()
@@ -185,7 +199,7 @@ class PredictivePolicy(PolicyUpkeep, PrefetchPlanning, EvictionPolicy):
                 session.predicted_p = curve.p_by(horizon)
                 session.predicted_until_s = forecast.made_at_s + horizon
                 heapq.heappush(self._resolve, (session.predicted_until_s, name))
-            if self.is_trusted(tenant) and forecast.waits_on_tool():
+            if self.is_session_trusted(session) and forecast.waits_on_tool():
                 self._pin(name, tenant, forecast, hot_group, now)
         for group in (hot_group, self._index.group(Tier.HOST, tenant, name)):
             if group is not None:

@@ -36,7 +36,7 @@ class PrefetchPlanning:
 
     def _schedule_prefetch(self, name: str, session: SessionState, num_blocks: int, now_s: float) -> None:
         if (not self.config.prefetch or session.return_soon_s is None or session.has_prefetched
-                or not self.is_trusted(session.tenant)):
+                or not self.is_session_trusted(session)):
             return
         due_s = session.return_soon_s - num_blocks * self.config.host_to_hot_s_per_block
         self._prefetch.schedule(name, max(due_s, now_s))

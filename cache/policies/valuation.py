@@ -11,7 +11,9 @@ from the forecasts of the sessions using the block:
 - `within`: P(return within H) alone.
 Both condition on the time already waited, so a session overdue by its ETA fades. A
 block several sessions share adds their rates (`within`: 1 - Π(1 - p)). Sessions
-without a trusted forecast decay as `fallback_p` × exp(-idle / H): LRU order.
+without a trusted forecast decay as `fallback_p` × exp(-idle / H): LRU order. Trust is
+per session (its forecast said it is confident, and its tenant's recent forecasts were
+not worse than the base rate); the sharing rate counts for trusted tenants only.
 
 The horizon H is `horizon_factor` × the time new blocks take to fill HOT (for HOT) or
 the whole cache (for HOST): a block's expected lifetime, measured, not configured.
@@ -47,6 +49,7 @@ class SessionState:
     predicted_p: float | None = None
     predicted_until_s: float = 0.0
     moved: bool = False  # served by another cache since its last request here: worth 0
+    is_confident: bool = False  # what its current forecast said of itself
 
 
 @dataclass(slots=True)
@@ -88,11 +91,12 @@ class Valuation:
     """Values of sessions' blocks in each tier, from their forecasts."""
 
     def __init__(self, config: PredictiveConfig, sessions: dict[str, SessionState],
-                 is_trusted: Callable[[str], bool]) -> None:
+                 is_trusted: Callable[[str], bool], is_session_trusted: Callable[[SessionState], bool]) -> None:
         self.config = config
         self.room = TierRoom()
         self._sessions = sessions
         self._is_trusted = is_trusted
+        self._is_session_trusted = is_session_trusted
         self._is_density = config.value == "density"
         self._memo: dict[tuple[str, bool], float] = {}
         self._memo_s = -math.inf
@@ -135,7 +139,7 @@ class Valuation:
                 curve = None if session is None else session.curve
                 if session is not None and session.moved:
                     value = 0.0
-                elif curve is not None and trusted:
+                elif curve is not None and self._is_session_trusted(session):
                     if self._is_density:
                         value = curve.hit_density(now_s, horizon)
                         if long_weight:
@@ -157,13 +161,12 @@ class Valuation:
     def p_needed(self, tenant: str, sessions: tuple[str, ...], now_s: float, last_s: float, horizon_s: float) -> float:
         """P(some session in `sessions` needs its blocks within `horizon_s`), the most
         likely one's (demand for reservations; not memoised)."""
-        trusted = self._is_trusted(tenant)
         best = 0.0
         for name in sessions or ("",):
             session = self._sessions.get(name)
             if session is not None and session.moved:
                 p = 0.0
-            elif session is not None and session.curve is not None and trusted:
+            elif session is not None and session.curve is not None and self._is_session_trusted(session):
                 p = session.curve.p_within(now_s, horizon_s)
             else:
                 idle_s = now_s - (last_s if session is None else session.last_use_s)

@@ -315,3 +315,30 @@ def test_sharing_rate_known_answers() -> None:
     assert sharing_rate({"a": 40.0, "b": 40.0}, 40.0) == 0.0  # no time has passed: no rate yet
     with pytest.raises(ValueError, match="sharing_weight"):
         PredictiveConfig(sharing_weight=-1.0)
+
+
+def test_predictive_trusts_each_sessions_own_forecast_not_the_tenants_latest() -> None:
+    """A tenant's forecasts may differ in confidence (a cold model trusts a tool wait,
+    the tool's learned duration, before it can say who comes back after an answer). A's
+    forecast is confident (back in about 30 s), B's, made later, is not: A is valued by
+    its curve, B ranked as LRU, so pressure at 10 s (every rank refreshed by then) takes
+    B's blocks although A's are older. Before, the tenant's latest forecast decided for
+    both sessions: B's made A LRU-ranked too, and A, the older, went first."""
+    clock = Clock()
+    pol = policy()
+    mgr = manager(pol, clock, hot=8)
+    a, b = prompt(0, 4), prompt(1, 4)
+    serve(mgr, clock, 0.0, "t", "A", a)
+    mgr.apply(lognormal_forecast("A", 0.0, median_s=30.0, sigma=0.3, p_return=0.95, next_step="USER"))
+    serve(mgr, clock, 1.0, "t", "B", b)
+    mgr.apply(lognormal_forecast("B", 1.0, median_s=30.0, sigma=0.3, p_return=0.95, next_step="USER",
+                                 confident=False))
+    assert not pol.is_trusted("t")  # the tenant's latest forecast was not confident
+    serve(mgr, clock, 10.0, "t", "C", prompt(2, 2))
+    assert tiers_of(mgr, "t", a) == [Tier.HOT] * 4
+    assert tiers_of(mgr, "t", b).count(None) == 2
+    clock2 = Clock()
+    pinned = manager(policy(pin_quantile=0.99), clock2, hot=8)
+    serve(pinned, clock2, 0.0, "t", "A", a)
+    pinned.apply(lognormal_forecast("A", 0.0, median_s=3.0, sigma=0.3, p_return=0.95, confident=False))
+    assert not pinned.policy.is_pinned("A", 0.5)  # an unconfident tool wait is not pinned
