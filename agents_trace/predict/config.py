@@ -23,6 +23,11 @@ class PredictorConfig:
     max_history_steps: steps of a live session kept for re-filtering after a model swap.
     min_top1 / min_accuracy_weight: below this recent top-1 (with at least this much
         evidence) forecasts say `confident=False`.
+    min_tool_waits: a cold tenant's forecasts while a tool call is pending say
+        `confident=True` once this many of its tool waits have ended (continued or
+        abandoned), with the top-1 rule above: they rest on the tool's learned duration
+        and the tenant's abandon odds, not on the step model, which needs `min_sessions`
+        finished sessions (and a finished session is known only once it has idled out).
     silent_symbols: steps that send no request themselves (looked through, returns.py).
     session_ttl_s: live sessions idle this long are dropped without learning.
     turn_odds_strength / turn_odds_cap: P(END) after a session's k-th text answer is
@@ -45,6 +50,7 @@ class PredictorConfig:
     quantiles: tuple[float, ...] = (0.1, 0.25, 0.5, 0.75, 0.9)
     half_life_steps: float = 200.0
     min_top1: float = 0.3
+    min_tool_waits: int = 10
     min_accuracy_weight: float = 10.0
     default_recency_decay: float = 0.7
     silent_symbols: tuple[str, ...] = (ASSISTANT_TEXT_SYMBOL,)

@@ -45,7 +45,8 @@ class ForecastInputs:
 class TenantState:
     """Invariants: `_version` changes whenever anything a prediction depends on changes
     (model, recency memory, learned sessions), so cached predictions compare versions;
-    `_tools_version` changes only when `tool_counts` does (cold vocabulary)."""
+    `_tools_version` changes only when `tool_counts` or `live_tools` does (cold
+    vocabulary)."""
 
     def __init__(self, name: str, config: PredictorConfig) -> None:
         self.name = name
@@ -60,6 +61,7 @@ class TenantState:
         self.abandons = AbandonCounts()
         self.turns = TurnCalibration()  # belongs to `model` (turns.py)
         self.tool_counts: dict[str, int] = {}
+        self.live_tools: dict[str, None] = {}  # run in live sessions, not yet learned
         self.num_learned = 0
         self.num_learned_at_fit = 0
         self._version = 0
@@ -147,6 +149,8 @@ class TenantState:
                 self.abandons.record(symbol)
                 state.pending = ()
                 state.pending_prediction = None
+            if symbol not in BASE_SYMBOLS and symbol not in self.tool_counts and symbol not in self.live_tools:
+                self._see_tool_locked(symbol)
             if gap_s is not None:
                 self.durations.observe(symbol, gap_s)
             state.advance(symbol, self.config.max_history_steps, self.config.silent_symbols)
@@ -181,11 +185,21 @@ class TenantState:
             del self.sessions[key]
 
     # -- forecasting ----------------------------------------------------------------
+    def _see_tool_locked(self, symbol: str) -> None:
+        """A tool this tenant never ran before ran in a live session: a cold tenant's
+        vocabulary names it from now on (its own duration, not the unknown tool's),
+        counted once until a finished session teaches its real count."""
+        self.live_tools[symbol] = None
+        self._tools_version += 1
+        if self.model is None:
+            self._version += 1  # cold predictions were made over the old vocabulary
+
     def _cold_vocab_locked(self) -> tuple[Vocabulary, np.ndarray]:
         cached = self._cold_vocab
         if cached is None or cached[0] != self._tools_version:
-            vocab = Vocabulary.from_symbols(self.tool_counts)
-            cached = (self._tools_version, vocab, tool_shares(vocab, self.tool_counts))
+            counts = {**dict.fromkeys(self.live_tools, 1), **self.tool_counts}
+            vocab = Vocabulary.from_symbols(counts)
+            cached = (self._tools_version, vocab, tool_shares(vocab, counts))
             self._cold_vocab = cached
         return cached[1], cached[2]
 
@@ -285,8 +299,10 @@ class TenantState:
             if state is None:
                 state = self._start_state_locked(now_s, global_model)
             prediction = self._current_locked(state, global_model)
-            confident = (self.model is not None and self.accuracy.is_accurate(
-                self.config.min_top1, self.config.min_accuracy_weight))
+            knows_wait = self.model is not None or (
+                bool(state.pending) and self.abandons.num_waits >= self.config.min_tool_waits)
+            confident = knows_wait and self.accuracy.is_accurate(self.config.min_top1,
+                                                                 self.config.min_accuracy_weight)
             return ForecastInputs(prediction, self._mixture_locked(prediction),
                                   now_s - state.waiting_since_s, confident,
                                   state.pending[0] if state.pending else None)

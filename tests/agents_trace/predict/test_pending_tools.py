@@ -144,3 +144,33 @@ def test_the_cache_adapter_passes_the_requests_tool_calls(predictor) -> None:
     source.observe(RequestSeen("a", "s", 30.0, "tool:read", (), 6))
     # A text answer: nothing pending, the session now waits on the user (or ends).
     assert set(top(source.forecast("a", "s", 30.0))[0:1]) <= {"USER", "END"}
+
+
+def test_a_cold_tenant_trusts_its_tool_waits_after_enough_of_them_ended() -> None:
+    # No session has finished, so there is no step model (min_sessions): a forecast after
+    # a text answer stays unconfident, one while a tool is pending becomes confident once
+    # min_tool_waits of the tenant's tool waits ended, returning after the learned 8 s
+    # (the prior's median is 2 s); the top-1 rule has its 10 scored steps after four.
+    predictor = Predictor(PredictorConfig(background_refits=False, min_tool_waits=5))
+    try:
+        t_s = 0.0
+        confident = []
+        for i in range(6):
+            session = f"s{i}"
+            predictor.observe("new", session, "USER", t_s)
+            predictor.mark_waiting("new", session, t_s + 0.5, ("search",))
+            confident.append(predictor.forecast("new", session, t_s + 0.5).confident)
+            predictor.observe("new", session, "search", t_s + 8.5, gap_s=8.0)
+            predictor.observe("new", session, "ASSISTANT_TEXT", t_s + 9.0)
+            t_s += 10.0
+        assert predictor._tenant("new").model is None
+        assert confident == [False, False, False, False, False, True]
+        predictor.mark_waiting("new", "s5", t_s, ())  # waits on its user after the answer
+        assert not predictor.forecast("new", "s5", t_s).confident
+        predictor.observe("new", "s6", "USER", t_s)
+        predictor.mark_waiting("new", "s6", t_s, ("search",))
+        tool_wait = predictor.forecast("new", "s6", t_s)
+        assert tool_wait.confident and tool_wait.waits_on_tool()
+        assert tool_wait.eta_s(0.5) == pytest.approx(8.0, rel=0.25)
+    finally:
+        predictor.close()
