@@ -280,8 +280,10 @@ class PredictivePolicy(PolicyUpkeep, PrefetchPlanning, EvictionPolicy):
             return
         if self._plan.is_active:
             cap = cfg.pin_cap_frac * self._plan.reserved(tenant)
-        else:
-            cap = cfg.pin_cap_frac * (self._room.capacity[0] or math.inf)
+        elif self._room.capacity[0]:
+            cap = cfg.pin_cap_frac * self._room.capacity[0]
+        else:  # HOT has not filled yet: no cap but the one that forbids pins (0 x inf is nan)
+            cap = math.inf if cfg.pin_cap_frac > 0 else 0.0
         floor = self._value_of(tenant, (name,), Tier.HOT, now_s, now_s)
         self._pins.pin(name, tenant, until_s, len(group.blocks), cap, floor)
 

@@ -342,3 +342,14 @@ def test_predictive_trusts_each_sessions_own_forecast_not_the_tenants_latest() -
     serve(pinned, clock2, 0.0, "t", "A", a)
     pinned.apply(lognormal_forecast("A", 0.0, median_s=3.0, sigma=0.3, p_return=0.95, confident=False))
     assert not pinned.policy.is_pinned("A", 0.5)  # an unconfident tool wait is not pinned
+
+
+def test_predictive_pin_cap_zero_forbids_pins_before_hot_has_filled() -> None:
+    # the cap is a fraction of HOT's size, unknown until HOT first fills: 0 x inf was nan,
+    # and no pin was ever refused against nan
+    for frac, pinned in ((0.0, False), (0.5, True)):
+        clock = Clock()
+        mgr = manager(policy(pin_cap_frac=frac), clock, hot=8)
+        serve(mgr, clock, 0.0, "t", "A", prompt(0, 2))
+        mgr.apply(lognormal_forecast("A", 0.0, median_s=2.0, sigma=0.5, p_return=0.9))
+        assert mgr.policy.is_pinned("A", 0.5) is pinned
