@@ -10,7 +10,8 @@ forecasts the gateway sends every worker. The predictor starts from models fitte
 workload of the same tenants (other sessions, the same tools), as a restarted gateway
 would restore them, fitted on the symbol stream the gateway sees for this replay: with the replay's step
 hints (default) the trace's tool names, with --no-step-hints only USER / ASSISTANT_TEXT
-(token-id completions show no tools). The same trace also goes through `cache.sim` at the same
+(token-id completions show no tools); with --cold-start it starts with nothing learned, as
+a new deployment does. The same trace also goes through `cache.sim` at the same
 total KV memory (the headroom a forecast has, free of timing noise), and each run
 records where the CPU went (gateway threads, workers: cpu_probe.py). Every replay runs
 in a fresh process (a second replay in the same process ran measurably slower); with
@@ -203,6 +204,9 @@ def main() -> None:
     parser.add_argument("--sweep-sessions", type=int, default=0,
                         help="sessions per tenant in the sweep (0: --sessions)")
     parser.add_argument("--slo-s", type=float, default=2.0, help="p99 TTFT SLO for the capacity sweep")
+    parser.add_argument("--cold-start", action="store_true",
+                        help="the predictor starts with nothing learned, as a new deployment does "
+                             "(default: fitted on other sessions of the same tenants)")
     parser.add_argument("--no-step-hints", dest="step_hints", action="store_false",
                         help="replay without stepahead_replay hints: the gateway sees no tools")
     parser.add_argument("--no-prefix-transfer", dest="prefix_transfer", action="store_false",
@@ -234,7 +238,8 @@ def main() -> None:
     num_trained = max(args.tenants, args.max_tenants)
     _, train = workload(args, num_trained, args.seed + 1000, args.session_rate)
     seed_dir = Path(tempfile.mkdtemp(prefix="stepahead-bench-predictor-"))
-    pretrain_predictor(train, args.speed, seed_dir, step_hints=args.step_hints)
+    if not args.cold_start:
+        pretrain_predictor(train, args.speed, seed_dir, step_hints=args.step_hints)
     config, records = workload(args, args.tenants, args.seed, args.session_rate)
     header = TraceHeader(block_size=config.block_size)
     out: dict = {"model": args.model, "dtype": choose_dtype(args.dtype, args.model, "cpu"),
@@ -242,6 +247,7 @@ def main() -> None:
                  "sessions_per_tenant": args.sessions, "session_rate_per_s": args.session_rate,
                  "hot_blocks_per_worker": args.hot_blocks, "host_blocks_per_worker": args.host_blocks,
                  "workers": args.workers, "speed": args.speed, "step_hints": args.step_hints,
+                 "cold_start": args.cold_start,
                  "prefix_transfer": args.prefix_transfer, "prefill_order": args.prefill_order,
                  "recorded_turns": not args.chain_turns,
                  "simulator": simulate(records, config.block_size, args.hot_blocks * args.workers, args.workers),

@@ -14,7 +14,9 @@ Traces:
 - a multi-tenant agent workload from the workload generator (default knobs, seed 0 =
   train, seed 1 = validation) at several HOT sizes and a HOT+HOST configuration, with the
   built-in gap forecaster and, where `agents_trace.predict` imports, the HMM predictor
-  through its cache adapter (`predictive+hmm`);
+  through its cache adapter (`predictive+hmm`), and that predictor from nothing
+  (`predictive+hmm-cold`: a new deployment's cold start, sessions ended after the
+  gateway's 15 min idle timeout and each tenant refitted when due);
 - the same workload four times as long (160 sessions per tenant, trace `agent-long`; not
   with `--quick`): the 40-session trace spends much of its length ramping up and down,
   this one mostly in steady state, at 1k-8k HOT blocks.
@@ -27,7 +29,7 @@ Prints one JSON line per replay, then one summary line with, per trace and capac
 `gap_closed` = (predictive - lru) / (belady - lru) in block hit rate, `ttft_ratio` =
 lru / predictive mean simulated TTFT (the same for every other label),
 `best_anchor_ttft_ratio` = the best anchor's mean simulated TTFT / predictive's (> 1:
-predictive is ahead; `best_anchor_ttft_ratio_hmm`: / predictive+hmm's), and
+predictive is ahead; `best_anchor_ttft_ratio_hmm`: / predictive+hmm's, `_hmm_cold`: / predictive+hmm-cold's), and
 `belady_is_bound` (Belady at or above the others in block hits, else a note). Draws
 docs/policies_mooncake.png, docs/policies_agent.png and docs/policies_agent_long.png.
 
@@ -60,6 +62,7 @@ MOONCAKE = Path("/work/shared/data/mooncake_conversation_first_half.jsonl")
 POLICIES = ("lru", "predictive", "belady")
 ANCHORS = ("ttl", "kvflow")
 LONG_SESSIONS = 160  # per tenant, for the steady-state agent workload
+SESSION_IDLE_TIMEOUT_S = 900.0  # the gateway's default ([tracing] session_idle_timeout_s)
 
 
 def hmm_source_factory(num_tenants: int, seed: int):
@@ -83,6 +86,18 @@ def hmm_source_factory(num_tenants: int, seed: int):
         return PredictorForecastSource(predictor)
 
     return make
+
+
+def cold_hmm_source() -> ForecastSource:
+    """The HMM predictor with nothing learned, as a new gateway starts: a session ends
+    (and is learned) once idle for the gateway's timeout, and its tenant is refitted
+    when due, as the gateway's background refits would."""
+    from agents_trace.predict.cache_adapter import PredictorForecastSource
+    from agents_trace.predict.config import PredictorConfig
+    from agents_trace.predict.predictor import Predictor
+
+    return PredictorForecastSource(Predictor(PredictorConfig(background_refits=False)),
+                                   end_after_s=SESSION_IDLE_TIMEOUT_S, refit_when_due=True)
 
 
 def agent_requests(seed: int, num_tenants: int, num_sessions: int) -> list[SimRequest]:
@@ -141,7 +156,8 @@ def summarize(rows: list[dict]) -> list[dict]:
         if anchors and "predictive" in by:
             best = min(anchors, key=lambda row: row["sim_ttft_mean_s"])
             entry["best_anchor"] = best["label"]
-            for label, key in (("predictive", "best_anchor_ttft_ratio"), ("predictive+hmm", "best_anchor_ttft_ratio_hmm")):
+            for label, key in (("predictive", "best_anchor_ttft_ratio"), ("predictive+hmm", "best_anchor_ttft_ratio_hmm"),
+                               ("predictive+hmm-cold", "best_anchor_ttft_ratio_hmm_cold")):
                 if label in by:
                     entry[key] = round(best["sim_ttft_mean_s"] / by[label]["sim_ttft_mean_s"], 3)
         best_other = max(row["block_hit_rate"] for label, row in by.items() if label != "belady")
@@ -229,6 +245,8 @@ def main() -> None:
             if hmm is not None:
                 rows.append(sim(requests, trace="agent", split=split, hot=hot, host=host, policy="predictive",
                                 block_size=16, source=hmm(), label="predictive+hmm"))
+                rows.append(sim(requests, trace="agent", split=split, hot=hot, host=host, policy="predictive",
+                                block_size=16, source=cold_hmm_source(), label="predictive+hmm-cold"))
         if not args.quick:
             for hot in (1000, 2000):
                 source = generator_model_source(seed, requests)
@@ -249,6 +267,8 @@ def main() -> None:
                 for policy in POLICIES + ANCHORS:
                     rows.append(sim(requests, trace="agent-long", split=split, hot=hot, host=0, policy=policy,
                                     block_size=16))
+                rows.append(sim(requests, trace="agent-long", split=split, hot=hot, host=0, policy="predictive",
+                                block_size=16, source=cold_hmm_source(), label="predictive+hmm-cold"))
 
     summary = summarize(rows)
     plot(rows, "mooncake", "all", args.out_dir / "policies_mooncake.png",

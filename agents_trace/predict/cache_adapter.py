@@ -13,7 +13,9 @@ requests the cache simulator (or a worker) serves into the predictor's step stre
   asked for), and is forecast.
 
 Sessions never say goodbye in a trace, so one idle for `end_after_s` is ended with
-`END` (and learned) the next time the adapter is called.
+`END` (and learned) the next time the adapter is called; with `refit_when_due` its tenant
+is then refitted at once when due (a predictor without background refits never learns
+otherwise), so a replay from an empty predictor shows a new tenant's cold start.
 
 Invariant: the adapter holds no model state of its own, only each live session's last
 arrival (for gaps and idling); O(log n) per request beside the predictor's own work.
@@ -43,12 +45,13 @@ class PredictorForecastSource:
     """A `ForecastSource` over an `agents_trace.predict.Predictor`."""
 
     def __init__(self, predictor: Predictor, *, end_after_s: float = 1800.0,
-                 tell_tool_calls: bool = True) -> None:
+                 tell_tool_calls: bool = True, refit_when_due: bool = False) -> None:
         """tell_tool_calls=False keeps from the predictor which tools a response asked
         for (it then forecasts from the step model alone): a baseline for benchmarks."""
         self.predictor = predictor
         self.end_after_s = end_after_s
         self.tell_tool_calls = tell_tool_calls
+        self.refit_when_due = refit_when_due
         self._last_s: dict[tuple[str, str], float] = {}
         self._idle: list[tuple[float, str, str]] = []
 
@@ -81,9 +84,14 @@ class PredictorForecastSource:
 
     def _end_idle(self, now_s: float) -> None:
         idle = self._idle
+        ended: dict[str, None] = {}
         while idle and idle[0][0] <= now_s:
             deadline, tenant, session = heapq.heappop(idle)
             last_s = self._last_s.get((tenant, session))
             if last_s is not None and last_s + self.end_after_s == deadline:
                 del self._last_s[(tenant, session)]
                 self.predictor.observe(tenant, session, END_SYMBOL, now_s, None)
+                ended[tenant] = None
+        if self.refit_when_due:
+            for tenant in ended:
+                self.predictor.refit_if_due(tenant)

@@ -183,6 +183,18 @@ class Predictor:
         return self._due(state.num_learned, state.num_learned_at_fit,
                          state.model is not None, self.config.refit_every_sessions)
 
+    def refit_if_due(self, tenant: str) -> None:
+        """Refit `tenant` and then the global class model now, each only if due
+        (synchronous: for replays without the background worker, so that a tenant learns
+        as a served one does)."""
+        if self.refit_due(tenant):
+            self.refit(tenant)
+        with self._global_lock:
+            global_due = self._due(self._global_learned, self._global_learned_at_fit,
+                                   self._global_model is not None, self.config.global_refit_every_sessions)
+        if global_due:
+            self.refit_global()
+
     def request_refit(self, tenant: str) -> bool:
         """Queue a background refit of `tenant` (never blocks); False if one is already
         queued."""

@@ -13,12 +13,13 @@ def row(label: str, hits: float, ttft_s: float) -> dict:
 
 def test_summary_names_the_best_anchor_and_ratios() -> None:
     rows = [row("lru", 0.4, 2.0), row("predictive", 0.6, 1.25), row("belady", 0.8, 1.0),
-            row("ttl", 0.5, 1.6), row("kvflow", 0.45, 1.8), row("predictive+hmm", 0.65, 1.0)]
+            row("ttl", 0.5, 1.6), row("kvflow", 0.45, 1.8), row("predictive+hmm", 0.65, 1.0),
+            row("predictive+hmm-cold", 0.55, 2.0)]
     (entry,) = summarize(rows)
     assert entry["predictive_gap_closed"] == 0.5 and entry["ttl_gap_closed"] == 0.25
     assert entry["predictive_ttft_ratio"] == 1.6 and entry["kvflow_ttft_ratio"] == pytest.approx(1.111)
     assert (entry["best_anchor"], entry["best_anchor_ttft_ratio"]) == ("ttl", 1.28)
-    assert entry["best_anchor_ttft_ratio_hmm"] == 1.6
+    assert entry["best_anchor_ttft_ratio_hmm"] == 1.6 and entry["best_anchor_ttft_ratio_hmm_cold"] == 0.8
     assert entry["belady_is_bound"]
 
 

@@ -46,3 +46,18 @@ def test_predictor_source_forecasts_tool_returns_in_a_replay() -> None:
     forecast = source.forecast("t", "fresh", 1000.0)
     assert forecast is not None and forecast.next_step.get("ls", 0.0) > 0.5
     assert source.forecast("t", "s0", 1000.0) is None  # idle past end_after_s: ended and learned
+
+
+def test_a_replay_from_an_empty_predictor_learns_when_refits_run_when_due() -> None:
+    """Sessions idle past `end_after_s` end and are learned; without background refits a
+    tenant is fitted only with `refit_when_due` (a new deployment's cold start)."""
+    requests = to_sim_requests(agent_records(), 4)
+    fitted = {}
+    for refit in (False, True):
+        predictor = Predictor(PredictorConfig(background_refits=False, min_sessions=4))
+        source = PredictorForecastSource(predictor, end_after_s=30.0, refit_when_due=refit)
+        replay(requests, SimConfig(num_hot_blocks=64, policy="predictive", block_size=4), source=source)
+        fitted[refit] = predictor._tenant("t").model is not None
+        assert predictor._tenant("t").num_learned >= 8  # sessions s0.. ended 30 s after their last request
+        predictor.close()
+    assert fitted == {False: False, True: True}
