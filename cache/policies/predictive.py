@@ -99,7 +99,8 @@ class PredictivePolicy(PolicyUpkeep, PrefetchPlanning, EvictionPolicy):
 
     def is_trusted(self, tenant: str) -> bool:
         """Whether `tenant`'s latest forecast was confident and its recent ones not worse
-        than its base rate (for what is the tenant's: the sharing rate, reservations)."""
+        than its base rate (for what is the tenant's, not a session's: the sharing rate of
+        blocks several of its sessions used)."""
         state = self._tenants.get(tenant)
         return state is not None and state.is_confident and self._is_accurate(state)
 
