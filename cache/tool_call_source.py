@@ -12,8 +12,9 @@ after a text answer, the next step is the user, with no timing. Every forecast s
 `confident=True`: there is no model to be cold.
 
 Invariants: a tenant's durations come from its own sessions only; a wait is recorded once,
-when the session's next request arrives (`observe`), measured from the previous request's
-time.
+when the session's next request arrives (`observe`, `observe_step`), measured from the end
+of the previous response where that is known (the gateway), else from its arrival (the
+simulator).
 """
 from __future__ import annotations
 
@@ -45,12 +46,23 @@ class ToolCallSource:
         self._last: dict[tuple[str, str], tuple[float, str | None]] = {}
 
     def observe(self, request: RequestSeen) -> None:
-        key = (request.tenant, request.session)
+        self.observe_step(request.tenant, request.session, request.t_s, request.t_s, request.tool_calls)
+
+    def observe_step(self, tenant: str, session: str, arrived_s: float, ended_s: float,
+                     tool_calls: tuple[str, ...]) -> None:
+        """One served request: the wait since the session's last response (when that asked
+        for a tool) is `arrived_s` minus that response's `ended_s`; the simulator, which
+        knows only arrivals, passes the arrival time for both."""
+        key = (tenant, session)
         last = self._last.get(key)
         if last is not None and last[1] is not None:
-            self._record(request.tenant, last[1], max(0.0, request.t_s - last[0]))
-        tool = request.tool_calls[0] if request.tool_calls else None
-        self._last[key] = (request.t_s, tool)
+            self._record(tenant, last[1], max(0.0, arrived_s - last[0]))
+        tool = tool_calls[0] if tool_calls else None
+        self._last[key] = (ended_s, tool)
+
+    def forget(self, tenant: str, session: str) -> None:
+        """The session ended: its last response is no longer awaited (durations are kept)."""
+        self._last.pop((tenant, session), None)
 
     def forecast(self, tenant: str, session: str, now_s: float) -> Forecast | None:
         last = self._last.get((tenant, session))

@@ -6,7 +6,10 @@ forecast — the moment a response ends is when the cache must decide to pin, de
 prefetch — and hands the forecast to the local engine that served the step; the engine
 routes it to the worker holding the session. Nothing here runs on the request path.
 The same forecast is what the tracer checks the session's next step against
-(`ForecastRelay.forecaster`): one forecast per finished step, not two.
+(`ForecastRelay.forecaster`): one forecast per finished step, not two. An engine running
+one of the anchors (`cache.policies.TOLD_TOOL_CALLS`: the Continuum- and KVFlow-style
+policies) gets instead what those systems are told, as the simulator gives it to them: the
+tool the response asked for and that tool's past waits in the tenant (`ToolCallSource`).
 
 Invariant: below the gateway, session keys are namespaced by tenant
 (`engine_session_key`), both in WorkItems and in forecasts, so equal client session ids
@@ -25,6 +28,9 @@ import platformdirs
 
 from agents_trace.records import SessionEnded, Step, StepContext
 from agents_trace.symbols import predictor_subscriber
+from cache.forecast import END_SYMBOL, Forecast
+from cache.policies import TOLD_TOOL_CALLS
+from cache.tool_call_source import ToolCallSource
 
 log = logging.getLogger("stepahead.gateway")
 
@@ -55,7 +61,8 @@ class ForecastRelay:
 
     Invariant: `_latest` holds at most one forecast per session, the one made for its
     last successful step, until the tracer's forecaster takes it (right after the
-    subscribers, on the same writer thread) or the session ends.
+    subscribers, on the same writer thread) or the session ends. `tool_calls` sees the
+    same successful steps as the predictor and forgets a session when it ends.
     """
 
     def __init__(self, predictor, engines: Mapping[str, object], clock: Callable[[], float] = time.time):
@@ -64,6 +71,7 @@ class ForecastRelay:
         self.clock = clock
         self._observe = predictor_subscriber(predictor, clock)
         self._latest: dict[tuple[str, str], object] = {}
+        self.tool_calls = ToolCallSource()
         self.num_forwarded = 0
         self.num_forecasts = 0
 
@@ -82,21 +90,43 @@ class ForecastRelay:
             return
         if isinstance(event, SessionEnded):
             self._latest.pop((event.tenant, event.session), None)
+            self.tool_calls.forget(event.tenant, event.session)
         elif event.error is not None:
             return
-        forecast = self.predictor.forecast(event.tenant, event.session, self.clock())
+        else:
+            self.tool_calls.observe_step(event.tenant, event.session, event.arrived_s, event.ended_s,
+                                         tuple(call.name for call in event.tool_calls))
+        now_s = self.clock()
+        forecast = self.predictor.forecast(event.tenant, event.session, now_s)
         self.num_forecasts += 1
         if isinstance(event, Step):
             self._latest[(event.tenant, event.session)] = forecast
-        keyed = dataclasses.replace(forecast, session=engine_session_key(event.tenant, event.session))
+        key = engine_session_key(event.tenant, event.session)
         model = getattr(event, "model", None)
         targets = [self.engines[model]] if model in self.engines else list(self.engines.values())
+        told = self._told(event, now_s) if any(engine_policy(e) in TOLD_TOOL_CALLS for e in targets) else None
         for engine in targets:
+            sent = told if engine_policy(engine) in TOLD_TOOL_CALLS else forecast
+            if sent is None:
+                continue
             try:
-                engine.apply_forecast(keyed)
+                engine.apply_forecast(dataclasses.replace(sent, session=key))
                 self.num_forwarded += 1
             except Exception:  # a dead worker must not stop the tracer's thread
                 log.exception("could not forward a forecast to the engine")
+
+    def _told(self, event, now_s: float) -> Forecast | None:
+        """What the anchors are told: the session's end as a fact (the gateway ended it),
+        else the tool its response asked for and when that tool usually returns."""
+        if isinstance(event, SessionEnded):
+            return Forecast(event.tenant, event.session, now_s, next_step={END_SYMBOL: 1.0}, p_end=1.0,
+                            confident=True)
+        return self.tool_calls.forecast(event.tenant, event.session, now_s)
+
+
+def engine_policy(engine) -> str | None:
+    """The cache policy an engine's workers run, when it says."""
+    return getattr(getattr(engine, "config", None), "policy", None)
 
 
 def start_forecasting(tracer, backends: Mapping[str, object]) -> ForecastRelay | None:

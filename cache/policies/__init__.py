@@ -17,6 +17,9 @@ from cache.policies.workflow_aware import WorkflowAwarePolicy
 from cache.policy import EvictionPolicy
 
 POLICY_NAMES = ("lru", "predictive", "ttl", "kvflow")
+# The anchors are told what Continuum and KVFlow are told (the tool a response asked for
+# and that tool's past durations: `cache.tool_call_source.ToolCallSource`), not our forecasts.
+TOLD_TOOL_CALLS = frozenset({"ttl", "kvflow"})
 
 
 def make_policy(name: str, **kwargs: object) -> EvictionPolicy:

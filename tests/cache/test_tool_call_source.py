@@ -46,3 +46,15 @@ def test_text_answers_forecast_the_user_and_unknown_sessions_nothing() -> None:
     assert not forecast.waits_on_tool() and forecast.eta_quantiles_s == ()
     source.observe(RequestSeen("t", "A", 50.0))  # a wait after a text answer is no tool's
     assert source.duration_quantiles("t", "USER") == ()
+
+
+def test_a_wait_counts_from_the_response_end_when_the_gateway_knows_it() -> None:
+    source = ToolCallSource(min_samples=1)
+    source.observe_step("t", "A", 10.0, 12.5, ("search",))   # asked for search, answered at 12.5
+    source.observe_step("t", "A", 15.5, 16.0, ())            # the tool's result came at 15.5
+    assert dict(source.duration_quantiles("t", "search"))[0.5] == pytest.approx(3.0)
+    source.observe_step("t", "A", 20.0, 21.0, ("search",))
+    assert source.forecast("t", "A", 21.0).eta_s(0.5) == pytest.approx(3.0)
+    source.forget("t", "A")
+    assert source.forecast("t", "A", 21.0) is None
+    assert source.duration_quantiles("t", "search")      # what was learned stays

@@ -68,3 +68,62 @@ def test_relay_forecaster_makes_a_fresh_forecast_when_none_is_waiting_and_ends_c
         relay._latest[("t", "s")] = forecast
         relay(SessionEnded("t", "s", 1, None, "idle"))
         assert ("t", "s") not in relay._latest
+
+
+def _step(session: str, index: int, arrived_s: float, ended_s: float, tools: tuple[str, ...] = ()):
+    from agents_trace.records import After, Step, ToolCall
+
+    return Step(tenant="t", session=session, index=index, session_source="header",
+                operation="chat", model="m", agent=None, arrived_s=arrived_s, ended_s=ended_s,
+                after=After("start") if index == 0 else After("user"), gap_s=None,
+                prev_ended_s=None, num_messages=1 + 2 * index, is_stream=False,
+                num_input_tokens=10, num_cached_tokens=0, num_output_tokens=2, ttft_s=0.1,
+                worker=None, finish_reason="tool_calls" if tools else "stop",
+                tool_calls=tuple(ToolCall(f"c{i}", name) for i, name in enumerate(tools)))
+
+
+class _Engine:
+    """Records the forecasts a relay hands it; `config.policy` is what it runs."""
+
+    def __init__(self, policy: str) -> None:
+        from types import SimpleNamespace
+
+        self.config = SimpleNamespace(policy=policy)
+        self.forecasts = []
+
+    def apply_forecast(self, forecast) -> None:
+        self.forecasts.append(forecast)
+
+
+def test_anchor_engines_are_told_the_tool_calls_and_predictive_gets_the_predictor():
+    import dataclasses
+
+    from agents_trace.predict.predictor import Predictor
+    from agents_trace.records import SessionEnded
+    from gateway.forecasting import ForecastRelay
+
+    now = [100.0]
+    engines = {"ours": _Engine("predictive"), "kvflow": _Engine("kvflow"), "ttl": _Engine("ttl")}
+    with Predictor() as predictor:
+        relay = ForecastRelay(predictor, engines, clock=lambda: now[0])
+        for i, took_s in enumerate((2.0, 4.0, 6.0)):   # three earlier sessions ran `lookup`
+            relay(_step(f"old{i}", 0, 10.0, 20.0, ("lookup",)))
+            relay(_step(f"old{i}", 1, 20.0 + took_s, 30.0))
+        relay(_step("s", 0, 90.0, 100.0, ("lookup",)))
+        told = engines["kvflow"].forecasts[-1]
+        assert dict(told.next_step) == {"lookup": 1.0} and told.confident and told.session == "t/s"
+        assert told.eta_s(0.5) == 4.0                 # lookup's median wait, from response end
+        assert engines["ttl"].forecasts[-1] == told
+        ours = engines["ours"].forecasts[-1]
+        assert ours == dataclasses.replace(relay._latest[("t", "s")], session="t/s")
+        assert ours.p_end > 0.0                       # the predictor allows an end; the anchors are not told one
+        now[0] = 106.0
+        relay(_step("s", 1, 104.0, 106.0))            # a text answer
+        told = engines["kvflow"].forecasts[-1]
+        assert dict(told.next_step) == {"USER": 1.0} and not told.waits_on_tool()
+        relay(SessionEnded("t", "s", 2, 106.0, "idle"))
+        for name in ("kvflow", "ttl"):
+            ended = engines[name].forecasts[-1]
+            assert ended.p_end == 1.0 and dict(ended.next_step) == {"END": 1.0} and ended.session == "t/s"
+        assert relay.tool_calls.forecast("t", "s", 107.0) is None
+        assert len(engines["ours"].forecasts) == len(engines["kvflow"].forecasts) == 9
