@@ -53,15 +53,17 @@ def response_not_found(response_id: str, *, param: str = "response_id",
 
 
 def context_length_exceeded(num_prompt_tokens: int, num_max_tokens: int | None,
-                            max_context_tokens: int) -> ApiError:
+                            max_context_tokens: int, *, param: str = "messages") -> ApiError:
+    """400 for a prompt plus completion budget over the model's context; `param` names what
+    holds the prompt: "messages" on chat completions, "prompt" on completions."""
     wanted = num_prompt_tokens + (num_max_tokens or 0)
     return ApiError(
         400,
         f"This model's maximum context length is {max_context_tokens} tokens. However, you "
-        f"requested {wanted} tokens ({num_prompt_tokens} in the messages, "
-        f"{num_max_tokens or 0} in the completion). Please reduce the length of the messages "
+        f"requested {wanted} tokens ({num_prompt_tokens} in the {param}, "
+        f"{num_max_tokens or 0} in the completion). Please reduce the length of the {param} "
         "or completion.",
-        "invalid_request_error", "context_length_exceeded", "messages")
+        "invalid_request_error", "context_length_exceeded", param)
 
 
 def unauthorized(message: str = "Invalid API key provided.") -> ApiError:

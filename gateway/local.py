@@ -131,12 +131,15 @@ class LocalBackend:
                               seed=request.seed, stop=tuple(stop), ignore_eos=ignore_eos,
                               logprobs=logprobs)
 
-    def _budget(self, num_prompt_tokens: int, num_max_tokens: int | None) -> int:
-        """The completion budget; raises `context_length_exceeded` when it cannot fit."""
+    def _budget(self, num_prompt_tokens: int, num_max_tokens: int | None, *,
+                param: str = "messages") -> int:
+        """The completion budget; raises `context_length_exceeded` (naming `param`) when it
+        cannot fit."""
         max_context = self.engine.max_context_tokens
         room = max_context - num_prompt_tokens
         if room <= 0 or (num_max_tokens is not None and num_max_tokens > room):
-            raise context_length_exceeded(num_prompt_tokens, num_max_tokens, max_context)
+            raise context_length_exceeded(num_prompt_tokens, num_max_tokens, max_context,
+                                          param=param)
         return num_max_tokens if num_max_tokens is not None else room
 
     def _prepared(self, request_id: str, tenant: str, num_max_tokens: int | None,
@@ -250,7 +253,7 @@ class LocalBackend:
                                       f"(size {vocab_size}).", param="prompt")
         if not prompt_ids:
             raise invalid_request("The prompt is empty.", param="prompt")
-        budget = self._budget(len(prompt_ids), request.max_tokens)
+        budget = self._budget(len(prompt_ids), request.max_tokens, param="prompt")
         return LocalCall(prompt_token_ids=prompt_ids,
                          sampling=dataclasses.replace(
                              self._sampling(request, max_tokens=budget, stop=request.stop_list(),

@@ -110,7 +110,8 @@ class UpstreamBackend:
                   num_max_tokens: int | None) -> Prepared:
         limit = self.config.max_context_tokens
         if limit is not None and num_prompt_tokens + (num_max_tokens or 0) > limit:
-            raise context_length_exceeded(num_prompt_tokens, num_max_tokens, limit)
+            raise context_length_exceeded(num_prompt_tokens, num_max_tokens, limit,
+                                          param="messages" if call.is_chat else "prompt")
         reserve = num_max_tokens or self.default_completion_reserve_tokens
         return Prepared(request_id=request_id, tenant=tenant, model=self.model_id,
                         num_prompt_tokens=num_prompt_tokens,

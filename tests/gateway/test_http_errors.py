@@ -131,15 +131,16 @@ def test_chat_tool_message_with_unknown_call_id_is_400(gateway):
 def test_chat_prompt_over_context_length_is_400(gateway):
     long_text = "x" * 9000   # the tiny model: one token per byte, 8192-token context
     error = assert_error(post(gateway, {"model": "tiny", "messages": [
-        {"role": "user", "content": long_text}]}), 400, "context_length_exceeded")
-    assert "8192" in error["message"]
+        {"role": "user", "content": long_text}]}), 400, "context_length_exceeded", "messages")
+    assert "8192" in error["message"] and "in the messages" in error["message"]
     assert_error(post(gateway, {"model": "tiny", "messages": USER, "max_tokens": 8190}), 400,
                  "context_length_exceeded")
 
 
-def test_completions_token_prompt_over_context_length_is_400(gateway):
-    assert_error(post(gateway, {"model": "tiny", "prompt": [65] * 8200},
-                      path="/v1/completions"), 400, "context_length_exceeded")
+def test_completions_token_prompt_over_context_length_is_400_naming_the_prompt(gateway):
+    error = assert_error(post(gateway, {"model": "tiny", "prompt": [65] * 8200},
+                              path="/v1/completions"), 400, "context_length_exceeded", "prompt")
+    assert "(8200 in the prompt," in error["message"]
 
 
 def test_chat_body_over_size_limit_is_413(gateway):

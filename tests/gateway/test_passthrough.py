@@ -1,10 +1,14 @@
 """Upstream models forwarded without litellm (`passthrough = true`), against the fake server."""
+import asyncio
 import json
 
 import openai
 import pytest
 
-from gateway.config import ConfigError, parse_config, key_digest
+from gateway.config import ConfigError, UpstreamModelConfig, parse_config, key_digest
+from gateway.errors import ApiError
+from gateway.schemas import ChatCompletionRequest, CompletionRequest
+from gateway.upstream import UpstreamBackend
 from tests.gateway.conftest import KEYS
 from tests.gateway.test_http_errors import assert_error, post
 
@@ -97,3 +101,18 @@ def test_n_choices_are_one_upstream_call_each_with_their_own_seed(client):
                                                n=3, seed=40)
         assert [c.message.content for c in reply.choices] == [f"echo: ping seed {s}" for s in (40, 41, 42)]
         assert reply.usage.completion_tokens == 3 * 4  # each upstream reply is 4 words long
+
+
+@pytest.mark.parametrize("request_body, param", [
+    (ChatCompletionRequest(model="m", messages=[{"role": "user", "content": "word " * 400}]),
+     "messages"),
+    (CompletionRequest(model="m", prompt=[7] * 300, max_tokens=16), "prompt")])
+def test_upstream_context_limit_names_what_holds_the_prompt(request_body, param):
+    backend = UpstreamBackend(UpstreamModelConfig(name="m", litellm_model="openai/m",
+                                                  max_context_tokens=256))
+    prepare = (backend.prepare_chat if isinstance(request_body, ChatCompletionRequest)
+               else backend.prepare_completion)
+    with pytest.raises(ApiError) as caught:
+        asyncio.run(prepare(request_body, "t", "req-1"))
+    assert caught.value.code == "context_length_exceeded" and caught.value.param == param
+    assert f"in the {param}," in caught.value.message
