@@ -55,9 +55,11 @@ python - "$work/predictive.json" "$work/lru.json" <<'PY'
 import json, sys
 rows = {name: json.load(open(path))["total"] for name, path in zip(("predictive", "lru"), sys.argv[1:])}
 keys = ("requests", "errors", "ttft_mean_s", "ttft_p50_s", "ttft_p99_s", "session_e2e_p50_s", "cached_token_share")
+def cell(value):
+    return "-" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
 print(f"{'':<20}" + "".join(f"{name:>14}" for name in rows))
 for key in keys:
-    print(f"{key:<20}" + "".join(f"{str(rows[name][key]):>14}" for name in rows))
+    print(f"{key:<20}" + "".join(f"{cell(rows[name][key]):>14}" for name in rows))
 p, l = rows["predictive"], rows["lru"]
 if p["ttft_mean_s"] and l["ttft_mean_s"]:
     print(f"LRU / predictive mean TTFT: {l['ttft_mean_s'] / p['ttft_mean_s']:.2f}x")

@@ -42,6 +42,7 @@ def summarize(results: list[RequestResult]) -> dict:
         "ttft_p99_s": _r(percentile(ttfts, 99)),
         "ttft_mean_s": _r(sum(ttfts) / len(ttfts)) if ttfts else None,
         "itl_p50_s": _r(percentile(gaps, 50)), "itl_p99_s": _r(percentile(gaps, 99)),
+        "request_e2e_p50_s": _r(percentile([r.e2e_s for r in ok if r.e2e_s is not None], 50)),
         "session_e2e_p50_s": _r(percentile(session_e2e, 50)),
         "session_e2e_p99_s": _r(percentile(session_e2e, 99)),
         "prompt_tokens": prompt, "cached_tokens": cached,
@@ -63,19 +64,46 @@ def build_report(results: list[RequestResult], wall_s: float) -> dict:
             "error_samples": errors}
 
 
+_TABLE_COLUMNS = (
+    # (key, heading, width, how a value reads)
+    ("requests", "requests", 10, "{:d}"),
+    ("errors", "errors", 8, "{:d}"),
+    ("ttft_mean_s", "TTFT mean s", 13, "{:.3f}"),
+    ("ttft_p50_s", "p50", 8, "{:.3f}"),
+    ("ttft_p90_s", "p90", 8, "{:.3f}"),
+    ("ttft_p99_s", "p99", 8, "{:.3f}"),
+    ("itl_p50_s", "ITL p50 ms", 11, "ms"),
+    ("request_e2e_p50_s", "request p50 s", 14, "{:.2f}"),
+    ("session_e2e_p50_s", "session p50 s", 14, "{:.2f}"),
+    ("cached_token_share", "cached", 8, "{:.1%}"),
+)
+
+
+def _cell(value, form: str, width: int) -> str:
+    if value is None:
+        text = "-"
+    elif form == "ms":
+        text = f"{value * 1000:.1f}"
+    else:
+        text = form.format(value)
+    return f"{text:>{width}}"
+
+
 def format_table(report: dict) -> str:
-    """A readable table: total, then one row per tenant and per step index."""
-    cols = ("requests", "errors", "ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "itl_p50_s",
-            "session_e2e_p50_s", "cached_token_share")
-    header = f"{'group':<16}" + "".join(f"{c:>19}" for c in cols)
+    """A readable table: total, then one row per tenant and per step index. Seconds to the
+    millisecond, inter-token latency in milliseconds, cached share in percent. A step row's
+    session time is left out: its requests are one step of many sessions, not sessions."""
+    header = f"{'group':<16}" + "".join(f"{h:>{w}}" for _, h, w, _ in _TABLE_COLUMNS)
     lines = [header, "-" * len(header)]
 
-    def row(name: str, stats: dict) -> str:
-        return f"{name:<16}" + "".join(f"{'-' if stats[c] is None else stats[c]!s:>19}" for c in cols)
+    def row(name: str, stats: dict, sessions: bool = True) -> str:
+        return f"{name:<16}" + "".join(
+            _cell(stats[k] if sessions or k != "session_e2e_p50_s" else None, form, w)
+            for k, _, w, form in _TABLE_COLUMNS)
 
     lines.append(row("total", report["total"]))
     lines.extend(row(f"tenant {t}"[:16], s) for t, s in report["per_tenant"].items())
-    lines.extend(row(f"step {i}", s) for i, s in report["per_step"].items())
+    lines.extend(row(f"step {i}", s, sessions=False) for i, s in report["per_step"].items())
     if report["error_samples"]:
         lines.append("errors: " + "; ".join(report["error_samples"]))
     return "\n".join(lines)

@@ -28,7 +28,27 @@ def test_build_report_counts_cached_share_errors_and_sessions():
     assert total["itl_p50_s"] == 0.02
     assert report["per_tenant"]["b"]["errors"] == 1
     assert report["per_step"]["1"]["ttft_p50_s"] == 0.1
-    assert "HTTP 429" in format_table(report)
+    assert total["request_e2e_p50_s"] == 0.75
+    table = format_table(report)
+    assert "HTTP 429" in table
+
+
+def test_format_table_reads_in_units_and_leaves_session_time_out_of_step_rows():
+    results = [
+        RequestResult("a", "s1", 0, 0.0, ttft_s=0.5, e2e_s=1.0, prompt_tokens=100, cached_tokens=0),
+        RequestResult("a", "s1", 1, 3.0, ttft_s=0.1, e2e_s=0.5, prompt_tokens=120, cached_tokens=96,
+                      inter_token_s=[0.01, 0.03]),
+    ]
+    lines = format_table(build_report(results, wall_s=4.0)).splitlines()
+    total = lines[2].split()
+    # total: 2 requests, 0 errors, TTFT mean/p50/p90/p99, ITL p50 in ms, request and
+    # session e2e p50, cached share in percent
+    assert total == ["total", "2", "0", "0.300", "0.300", "0.460", "0.496", "20.0", "0.75",
+                     "3.50", "43.6%"]
+    step1 = next(line for line in lines if line.startswith("step 1")).split()
+    assert step1 == ["step", "1", "1", "0", "0.100", "0.100", "0.100", "0.100", "20.0", "0.50",
+                     "-", "80.0%"]
+    assert len({len(line) for line in lines}) == 1  # columns line up
 
 
 def test_group_sessions_keeps_order_and_splits_sessionless():
