@@ -195,23 +195,31 @@ CHAT_TO_RESPONSES_PARAMS = (("messages", "input"), ("response_format.json_schema
 
 
 def renamed(error: ApiError) -> ApiError:
-    """A chat-path error with its `param` named as the Responses API names it."""
+    """A chat-path error with its `param` named as the Responses API names it, in the
+    `param` field and where the message quotes it."""
+    before = error.param
     for chat, responses in CHAT_TO_RESPONSES_PARAMS:
         if error.param and error.param.startswith(chat):
             error.param = responses + error.param[len(chat):]
             break
     if error.param and error.param.startswith("tools[") and ".function" in error.param:
         error.param = error.param.replace(".function", "", 1)
+    if before and error.param != before:
+        error.message = error.message.replace(f"'{before}'", f"'{error.param}'")
     return error
 
 
 def output_items(collected: Collected, item_id: str) -> list[dict]:
-    """The reply as Responses output items: its text as one message, then its calls."""
+    """The reply as Responses output items: its text as one message, then its calls. When
+    the reply ran out of tokens, the last item (the one it was writing) is `incomplete`, as
+    OpenAI marks it; the others are `completed`."""
     items: list[dict] = []
     if collected.text:
         items.append(message_item(f"msg_{item_id}", collected.text, "completed", collected.logprobs))
     for index, call in sorted(collected.tool_calls.items()):
         items.append(call_item(f"fc_{item_id}_{index}", call.id, call.name, call.arguments, "completed"))
+    if items and collected.finished is not None and collected.finish_reason() == "length":
+        items[-1]["status"] = "incomplete"
     return items
 
 
@@ -221,7 +229,9 @@ def text_part(text: str, logprobs: list[TokenChoice] | None = None) -> dict:
 
 
 def message_item(item_id: str, text: str, status: str, logprobs: list[TokenChoice] | None = None) -> dict:
-    content = [text_part(text, logprobs)] if status == "completed" else []
+    """A message output item; its text part is there once it is done (`completed`, or
+    `incomplete` when the reply ran out of tokens in it), not while `in_progress`."""
+    content = [] if status == "in_progress" else [text_part(text, logprobs)]
     return {"type": "message", "id": item_id, "status": status, "role": "assistant", "content": content}
 
 

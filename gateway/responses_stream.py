@@ -60,7 +60,9 @@ class ResponsesStreamWriter:
         suffix = self.response_id.removeprefix("resp_")
         return f"msg_{suffix}" if kind == "message" else f"fc_{suffix}_{index}"
 
-    def _close(self) -> bytes:
+    def _close(self, status: str = "completed") -> bytes:
+        """Ends the open item with `status`: `incomplete` for the one the reply was writing
+        when it ran out of tokens."""
         if self._open is None:
             return b""
         kind, index = self._open
@@ -69,7 +71,7 @@ class ResponsesStreamWriter:
         item_id = self._item_id(kind, index)
         if kind == "message":
             text = self.collected.text
-            item = message_item(item_id, text, "completed", self.collected.logprobs)
+            item = message_item(item_id, text, status, self.collected.logprobs)
             part = item["content"][0]
             out = (self._event("response.output_text.done", item_id=item_id, output_index=position,
                                content_index=0, text=text, logprobs=part["logprobs"])
@@ -77,7 +79,7 @@ class ResponsesStreamWriter:
                                  content_index=0, part=part))
         else:
             call = self.collected.tool_calls[index]
-            item = call_item(item_id, call.id, call.name, call.arguments, "completed")
+            item = call_item(item_id, call.id, call.name, call.arguments, status)
             out = self._event("response.function_call_arguments.done", item_id=item_id, output_index=position,
                               arguments=call.arguments)
         self._items.append(item)
@@ -116,8 +118,8 @@ class ResponsesStreamWriter:
                                      item_id=self._item_id("call", event.index), output_index=len(self._items),
                                      delta=event.arguments)
         assert isinstance(event, Finished)
-        out = self._close()
         status = final_status(self.collected)
+        out = self._close(status)
         return out + self._event(f"response.{status}", response=self.snapshot(status, event.usage))
 
     @staticmethod

@@ -5,8 +5,10 @@ import httpx
 import openai
 import pytest
 
+from gateway.backend import Finished, TextDelta, ToolCallDelta, Usage
 from gateway.errors import ApiError
 from gateway.responses_format import ResponsesRequest, input_messages, renamed, to_chat_body
+from gateway.responses_stream import ResponsesStreamWriter, whole_response
 from tests.gateway.conftest import KEYS
 
 WEATHER = {"type": "function", "name": "get_weather", "description": "Weather for a city.",
@@ -50,6 +52,30 @@ def test_request_becomes_a_chat_body_after_the_stored_conversation():
     error = renamed(ApiError(400, "x", param="tools[0].function.parameters"))
     assert error.param == "tools[0].parameters"
     assert renamed(ApiError(400, "x", param="messages[2].content")).param == "input[2].content"
+    error = renamed(ApiError(400, "Invalid request at 'messages': List should have at least 1 item",
+                             param="messages"))
+    assert error.param == "input" and error.message.startswith("Invalid request at 'input': ")
+
+
+def _ran_out_of_tokens_in(events, request):
+    """The whole and the streamed response after `events`, which end out of tokens."""
+    writer = ResponsesStreamWriter("resp_x", request, created_at=1)
+    streamed = b"".join(writer.event(e) for e in events)
+    last = json.loads(streamed.rstrip().split(b"\n")[-1].removeprefix(b"data: "))
+    return whole_response("resp_x", request, writer.collected, created_at=1), last
+
+
+def test_the_item_being_written_when_tokens_ran_out_is_incomplete():
+    request = ResponsesRequest(model="m", input="x", max_output_tokens=3)
+    text = [TextDelta("Hello th"), Finished("length", Usage(5, 3))]
+    whole, last = _ran_out_of_tokens_in(text, request)
+    assert whole["status"] == "incomplete" and last["type"] == "response.incomplete"
+    for response in (whole, last["response"]):
+        [item] = response["output"]
+        assert item["status"] == "incomplete" and item["content"][0]["text"] == "Hello th"
+    done = [TextDelta("Hi."), Finished("stop", Usage(5, 2))]
+    whole, last = _ran_out_of_tokens_in(done, request)
+    assert whole["output"][0]["status"] == "completed" == last["response"]["output"][0]["status"]
 
 
 def test_responses_whole_reply_and_retrieval(client, gateway):
