@@ -17,6 +17,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
+from starlette.responses import Response
 
 from gateway import responses_routes, routes
 from gateway.auth import KeyRing
@@ -24,8 +25,10 @@ from gateway.backend import Backend
 from gateway.config import GatewayConfig, LocalModelConfig, default_config, load_config
 from gateway.embedding_model import EmbeddingModelConfig
 from gateway.errors import ApiError, server_error
+from gateway.exchange import CLIENT_CLOSED_STATUS
 from gateway.fast_paths import CompletionFastPath
 from gateway.forecasting import start_forecasting, stop_forecasting
+from gateway.http_io import ClientGone
 from gateway.limits import Limiters
 from gateway.metrics import Registry
 from gateway.response_archive import ResponseArchive
@@ -134,6 +137,10 @@ def build_app(config: GatewayConfig | None = None) -> FastAPI:
         code = {404: "not_found", 405: "method_not_allowed"}.get(error.status_code)
         return routes.error_response(ApiError(error.status_code, str(error.detail),
                                               "invalid_request_error", code))
+
+    @app.exception_handler(ClientGone)
+    async def _client_gone(_request: Request, _error: ClientGone):
+        return Response(status_code=CLIENT_CLOSED_STATUS)  # no one is left to read it
 
     @app.exception_handler(Exception)
     async def _unexpected(_request: Request, error: Exception):

@@ -1,6 +1,8 @@
 """Reading request bodies, noticing a client that left, and streaming SSE.
 
 Invariants:
+- a client that leaves while sending its body raises `ClientGone`, like one that leaves
+  later;
 - a body is never buffered past `max_body_bytes` (413 as soon as it is exceeded, from
   Content-Length or while reading), and one that nests deeper than `MAX_JSON_DEPTH` is a
   400, so everything after may walk it recursively; so is one with a string that has no
@@ -18,7 +20,7 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
@@ -38,11 +40,14 @@ async def read_json_body(request: Request, max_body_bytes: int) -> Any:
         raise body_too_large(max_body_bytes)
     chunks: list[bytes] = []
     num_bytes = 0
-    async for chunk in request.stream():
-        num_bytes += len(chunk)
-        if num_bytes > max_body_bytes:
-            raise body_too_large(max_body_bytes)
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            num_bytes += len(chunk)
+            if num_bytes > max_body_bytes:
+                raise body_too_large(max_body_bytes)
+            chunks.append(chunk)
+    except ClientDisconnect:
+        raise ClientGone() from None  # left while sending the body: no one to answer
     raw = b"".join(chunks)
     if not raw.strip():
         raise invalid_request("The request body is empty; send a JSON object.")

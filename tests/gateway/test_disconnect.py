@@ -80,3 +80,22 @@ async def test_disconnect_mid_stream_from_upstream_frees_the_slot(gateway, clien
         lines = response.aiter_lines()
         await anext(lines)
     assert await wait_until(lambda: gateway.state.limiters["cancel"].num_active == 0, 3.0)
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/responses", "/v1/embeddings",
+                                  "/v1/responses/input_tokens"])
+async def test_client_that_leaves_while_sending_its_body_is_no_server_error(gateway, client,
+                                                                            caplog, path):
+    reader, writer = await asyncio.open_connection("127.0.0.1", gateway.server.port)
+    head = (f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"Authorization: Bearer {gateway.headers('alpha')['Authorization'].split()[-1]}\r\n"
+            "Content-Length: 5000\r\n\r\n")
+    writer.write(head.encode() + b'{"model": "tiny", "messages": [')  # a fraction of the body
+    await writer.drain()
+    await asyncio.sleep(0.2)
+    writer.close()
+    await writer.wait_closed()
+    await asyncio.sleep(0.3)
+    assert not [r for r in caplog.records if r.levelname == "ERROR"], caplog.text
+    reply = await client.get("/v1/models", headers=gateway.headers("alpha"))
+    assert reply.status_code == 200
