@@ -350,7 +350,7 @@ class LocalEngine:
             if worker_id is None:
                 return None
             if eta_s is not None and forecast.p_return(eta_s) >= self.min_p_return:
-                router.reserve(forecast.session, now + eta_s + RESERVATION_SLACK_S)
+                router.reserve(forecast.session, now + eta_s + RESERVATION_SLACK_S, now)
             self._channels[worker_id].send(ApplyForecast(forecast))
             return worker_id
 

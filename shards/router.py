@@ -58,6 +58,9 @@ RoutingPolicy = Literal["prefix", "least_loaded", "round_robin"]
 ROUTING_POLICIES = ("prefix", "least_loaded", "round_robin")
 
 
+RESERVATION_SWEEP_MIN = 1024  # reservations held before expired ones are first swept
+
+
 @dataclass(frozen=True, slots=True)
 class RouterConfig:
     policy: RoutingPolicy = "prefix"
@@ -148,7 +151,8 @@ class Router:
         self._costs: dict[str, WorkerCosts] = {}
         self._charges: dict[str, _Charge] = {}
         self._sessions: OrderedDict[str, str] = OrderedDict()
-        self._reserved: dict[str, tuple[str, float]] = {}
+        self._reserved: dict[str, tuple[str, float]] = {}   # in the order they were made
+        self._reserved_sweep_at = RESERVATION_SWEEP_MIN
         self._homes: dict[str, str] = {}
         self.stats = RouterStats()
 
@@ -217,12 +221,22 @@ class Router:
         return self._sessions.get(session)
 
     # --- forecasts ----------------------------------------------------------------------
-    def reserve(self, session: str, until_s: float) -> str | None:
+    def reserve(self, session: str, until_s: float, now_s: float) -> str | None:
         """Keep `session` on its current worker until `until_s`; the worker, or None
-        when the session has none (then nothing is reserved)."""
+        when the session has none (then nothing is reserved). Reservations that ran out
+        are dropped as new ones come (whenever their number doubles), and there are never
+        more than `max_sessions`: sessions that never return leave nothing behind."""
         worker_id = self._sessions.get(session)
-        if worker_id is not None:
-            self._reserved[session] = (worker_id, until_s)
+        if worker_id is None:
+            return None
+        self._reserved.pop(session, None)
+        self._reserved[session] = (worker_id, until_s)
+        if len(self._reserved) > self._reserved_sweep_at:
+            for old in [s for s, (_, until) in self._reserved.items() if until < now_s]:
+                del self._reserved[old]
+            self._reserved_sweep_at = max(RESERVATION_SWEEP_MIN, 2 * len(self._reserved))
+        while len(self._reserved) > self.config.max_sessions:
+            del self._reserved[next(iter(self._reserved))]   # the least recently made
         return worker_id
 
     def num_reserved(self, now_s: float) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from cache.events import BlockStored
 from cache.hashing import BlockHash
 from cache.tiers import Tier
-from shards.router import Router, RouterConfig, RouteQuery
+from shards.router import RESERVATION_SWEEP_MIN, Router, RouterConfig, RouteQuery
 
 BLOCK = 16
 PREFIX = [BlockHash(100 + i) for i in range(8)]  # a 128-token shared prefix
@@ -135,11 +135,28 @@ def test_router_reservation_holds_the_session_worker_until_it_expires():
     router = _router()
     router.route("r1", _query("s"), ["w0", "w1"], 0.0)
     router.on_done("r1")
-    assert router.reserve("s", until_s=10.0) == "w0"
-    assert router.reserve("unknown", until_s=10.0) is None
+    assert router.reserve("s", until_s=10.0, now_s=0.0) == "w0"
+    assert router.reserve("unknown", until_s=10.0, now_s=0.0) is None
     _store(router, "w1", PREFIX)
     assert router.route("r2", _query("s"), ["w0", "w1"], 5.0).reason == "reserved"
     assert router.num_reserved(11.0) == 0
+
+
+def test_router_reservations_of_sessions_that_never_return_do_not_pile_up():
+    router = _router(max_sessions=3000)
+    for i in range(5000):
+        router.route(f"r{i}", _query(f"s{i}"), ["w0", "w1"], float(i))
+        router.on_done(f"r{i}")
+        router.reserve(f"s{i}", until_s=i + 10.0, now_s=float(i))   # none of them comes back
+    assert len(router._reserved) <= RESERVATION_SWEEP_MIN + 1   # the expired ones were swept
+    assert router.num_reserved(4999.0) == 11   # s4989..s4999 (until 4999 and later)
+    assert router.route("again", _query("s4995"), ["w0", "w1"], 4999.0).reason == "reserved"
+    capped = _router(max_sessions=50)
+    for i in range(200):
+        capped.route(f"r{i}", _query(f"s{i}"), ["w0", "w1"], 0.0)
+        capped.on_done(f"r{i}")
+        capped.reserve(f"s{i}", until_s=1e9, now_s=0.0)   # none expires
+    assert len(capped._reserved) == 50 and capped.num_reserved(1.0) == 50
 
 
 def test_router_charges_move_to_decode_and_are_released_exactly_once():
