@@ -8,6 +8,7 @@ documented default applies (store path). Message content is never captured unles
 """
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
@@ -89,9 +90,11 @@ _STRINGS = {"service_name", "otlp_endpoint", "otlp_protocol", "store_path"}
 def parse_trace_config(table: Mapping[str, Any]) -> TraceConfig:
     """A `TraceConfig` from the `[tracing]` TOML table; unknown keys are an error."""
     known = {f.name for f in fields(TraceConfig)}
-    unknown = set(table) - known
-    if unknown:
-        raise TraceConfigError(f"tracing: unknown key(s) {sorted(unknown)}")
+    for key in table:
+        if key not in known:
+            near = difflib.get_close_matches(str(key), sorted(known), n=1)
+            hint = f"; did you mean {near[0]!r}?" if near else ""
+            raise TraceConfigError(f"tracing: unknown key {key!r}{hint} (known: {', '.join(sorted(known))})")
     values: dict[str, Any] = {}
     for key, value in table.items():
         if key in _BOOLS and not isinstance(value, bool):

@@ -18,7 +18,8 @@ from typing import Any, Literal
 
 from agents_trace.config import TraceConfig, TraceConfigError, data_file, parse_trace_config
 
-from gateway.config_values import ConfigError, positive, take, take_list, table_at, tables_at
+from gateway.config_values import (ConfigError, positive, reject_unknown_keys, take, take_list, table_at,
+                                   tables_at)
 from gateway.embedding_model import EmbeddingModelConfig, embedding_model_config
 
 DEFAULT_LOCAL_MODEL = "smollm2"
@@ -33,6 +34,11 @@ MEMORY_ONLY = ":memory:"
 SERVER_KEYS = ("host", "port", "max_body_bytes", "default_completion_reserve_tokens", "queue_timeout_s",
                "keep_alive_s", "responses_db", "responses_per_tenant")
 PASSTHROUGH_PROVIDERS = ("openai", "hosted_vllm", "openai_like", "custom_openai")
+TOP_LEVEL_KEYS = ("models", "tenants", "server", "tracing")
+TENANT_KEYS = ("name", "api_key_sha256", "api_key_env", "weight", "kv_share", "admin", "limits")
+LOCAL_MODEL_KEYS = ("name", "kind", "path", "num_workers", "engine")
+UPSTREAM_MODEL_KEYS = ("name", "kind", "litellm_model", "passthrough", "api_base", "api_base_env",
+                       "api_key_env", "timeout_s", "max_context_tokens", "litellm_params")
 
 
 def key_digest(api_key: str) -> str:
@@ -178,9 +184,7 @@ def default_config(demo_key: str, *, model: str = DEFAULT_LOCAL_MODEL, num_worke
 
 def _limits(table: dict, where: str) -> LimitsConfig:
     table = table_at(table, where)
-    unknown = set(table) - set(LimitsConfig.__slots__)
-    if unknown:
-        raise ConfigError(f"{where}: unknown limit(s) {sorted(unknown)}")
+    reject_unknown_keys(table, LimitsConfig.__slots__, where, "limit")
     values = {k: take(table, k, int, where) for k in table}
     for key, value in values.items():
         if value is not None and value < 0:
@@ -190,6 +194,7 @@ def _limits(table: dict, where: str) -> LimitsConfig:
 
 def _tenant(table: dict, index: int) -> TenantConfig:
     where = f"tenants[{index}]"
+    reject_unknown_keys(table, TENANT_KEYS, where)
     name = take(table, "name", str, where)
     if not name:
         raise ConfigError(f"{where}.name is required")
@@ -221,6 +226,7 @@ def _model(table: dict, index: int) -> ModelConfig:
     if not name:
         raise ConfigError(f"{where}.name is required")
     if kind == "local":
+        reject_unknown_keys(table, LOCAL_MODEL_KEYS, where)
         num_workers = take(table, "num_workers", int, where, 2)
         if num_workers < 1:
             raise ConfigError(f"{where}.num_workers must be >= 1")
@@ -230,6 +236,7 @@ def _model(table: dict, index: int) -> ModelConfig:
                                 num_workers=num_workers,
                                 engine_options=tuple(sorted(engine.items())))
     if kind == "upstream":
+        reject_unknown_keys(table, UPSTREAM_MODEL_KEYS, where)
         litellm_model = take(table, "litellm_model", str, where)
         if not litellm_model:
             raise ConfigError(f"{where}.litellm_model is required for an upstream model")
@@ -255,6 +262,7 @@ def _model(table: dict, index: int) -> ModelConfig:
 
 
 def parse_config(data: dict) -> GatewayConfig:
+    reject_unknown_keys(data, TOP_LEVEL_KEYS, "the config", "table")
     models = tuple(_model(t, i) for i, t in enumerate(tables_at(data, "models")))
     tenants = tuple(_tenant(t, i) for i, t in enumerate(tables_at(data, "tenants")))
     if not models or not tenants:
@@ -262,9 +270,7 @@ def parse_config(data: dict) -> GatewayConfig:
     if sum(t.kv_share for t in tenants) > 1.0 + 1e-9:
         raise ConfigError("tenants' kv_share values sum to more than 1 (they are fractions of the hot KV blocks)")
     server = table_at(data.get("server", {}), "server")
-    unknown = set(server) - set(SERVER_KEYS)
-    if unknown:
-        raise ConfigError(f"server: unknown key(s) {sorted(unknown)}; known: {', '.join(SERVER_KEYS)}")
+    reject_unknown_keys(server, SERVER_KEYS, "server")
     try:
         tracing = parse_trace_config(table_at(data.get("tracing", {}), "tracing"))
     except TraceConfigError as exc:

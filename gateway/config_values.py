@@ -6,7 +6,9 @@ is finite, a list of strings holds only strings, a table is a dict); anything el
 """
 from __future__ import annotations
 
+import difflib
 import math
+from collections.abc import Collection
 from typing import Any
 
 
@@ -16,6 +18,18 @@ class ConfigError(ValueError):
 
 TYPE_NAMES = {str: "a string", list: "a list", int: "an integer", float: "a number", bool: "true or false",
               dict: "a table"}
+
+
+def reject_unknown_keys(table: dict, known: Collection[str], where: str, what: str = "key") -> None:
+    """A `ConfigError` for the first key of `table` not in `known`, with the nearest known
+    one when it looks like a typo (`num_worker` -> did you mean 'num_workers'?) and the
+    list of known ones: a misspelt setting is never silently ignored."""
+    for key in table:
+        if key in known:
+            continue
+        near = difflib.get_close_matches(str(key), list(known), n=1)
+        hint = f"; did you mean {near[0]!r}?" if near else ""
+        raise ConfigError(f"{where}: unknown {what} {key!r}{hint} (known: {', '.join(sorted(known))})")
 
 
 def take(table: dict, key: str, kinds: type | tuple[type, ...], where: str, default: Any = None):

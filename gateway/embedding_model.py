@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from gateway.config_values import ConfigError, positive, take
+from gateway.config_values import ConfigError, positive, reject_unknown_keys, take
 
 POOLINGS = ("mean", "cls", "last")
 
@@ -33,7 +33,11 @@ class EmbeddingModelConfig:
     kind: Literal["embedding"] = "embedding"
 
 
+EMBEDDING_MODEL_KEYS = ("name", "kind", "path", "pooling", "normalize", "max_input_tokens", "batch_size")
+
+
 def embedding_model_config(table: dict, name: str, where: str) -> EmbeddingModelConfig:
+    reject_unknown_keys(table, EMBEDDING_MODEL_KEYS, where)
     path = take(table, "path", str, where)
     if not path:
         raise ConfigError(f"{where}.path is required for an embedding model (a local model directory)")
