@@ -18,6 +18,8 @@ class PredictorConfig:
         fit)) newly learned sessions, so small tenants (cheap fits) refit after a few
         sessions and big ones at most every `refit_every_sessions`.
     global_refit_every_sessions: the same cap for the global class model.
+    refit_cpu_share: background refits use at most this share of one core (after a fit
+        that took c CPU seconds the next waits c x (1 / share - 1)); 1: no pause.
     max_fit_sessions: newest learned sessions kept per tenant (and globally) for refits.
     max_recent_sessions: sessions in the recency memory.
     max_history_steps: steps of a live session kept for re-filtering after a model swap.
@@ -42,6 +44,7 @@ class PredictorConfig:
     refit_every_sessions: int = 50
     refit_growth: float = 0.5
     global_refit_every_sessions: int = 200
+    refit_cpu_share: float = 0.25
     max_fit_sessions: int = 2000
     max_recent_sessions: int = 64
     max_history_steps: int = 512

@@ -81,7 +81,7 @@ class Predictor:
             maxlen=self.config.max_fit_sessions)
         self._global_learned = 0
         self._global_learned_at_fit = 0
-        self._worker = RefitWorker()
+        self._worker = RefitWorker(cpu_share=self.config.refit_cpu_share)
         self._horizons_s = np.asarray(self.config.horizons_s, dtype=np.float64)
         self._quantiles = np.asarray(self.config.quantiles, dtype=np.float64)
 

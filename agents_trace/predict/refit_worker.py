@@ -4,11 +4,18 @@
 the same key is already queued (a tenant that finishes many sessions during one fit gets
 one more refit, not many). Jobs run one at a time in FIFO order; a failing job is logged
 and does not stop the thread. The thread starts on the first request.
+
+CPU is paced: after a job that used c seconds of CPU, the next one starts no sooner than
+c x (1 / cpu_share - 1) seconds later, so refits take at most `cpu_share` of one core
+however fast sessions finish (a tenant finishing sessions at a high rate would otherwise
+keep a core busy refitting; a later refit learns from more sessions, nothing is lost).
+`close` does not wait out a pause: it runs what is queued at once.
 """
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from typing import Callable
 
@@ -16,8 +23,12 @@ _log = logging.getLogger(__name__)
 
 
 class RefitWorker:
-    def __init__(self, name: str = "stepahead-refit") -> None:
+    def __init__(self, name: str = "stepahead-refit", cpu_share: float = 1.0) -> None:
+        if not 0.0 < cpu_share <= 1.0:
+            raise ValueError(f"cpu_share must be in (0, 1], not {cpu_share!r}")
         self._name = name
+        self.cpu_share = cpu_share
+        self._not_before_s = 0.0   # time.monotonic() before which no job starts
         self._cond = threading.Condition()
         self._queue: deque[tuple[str, Callable[[], object]]] = deque()
         self._pending: set[str] = set()
@@ -45,20 +56,26 @@ class RefitWorker:
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._queue and not self._closed:
-                    self._cond.wait()
-                if self._closed and not self._queue:
-                    return
+                while True:
+                    if self._closed and not self._queue:
+                        return
+                    pause_s = self._not_before_s - time.monotonic()
+                    if self._queue and (self._closed or pause_s <= 0):
+                        break
+                    self._cond.wait(pause_s if self._queue else None)
                 key, job = self._queue.popleft()
                 self._pending.discard(key)
                 self._running_key = key
+            started_cpu_s = time.thread_time()
             try:
                 job()
                 failed = False
             except Exception:
                 _log.exception("background refit %s failed", key)
                 failed = True
+            used_cpu_s = time.thread_time() - started_cpu_s
             with self._cond:
+                self._not_before_s = time.monotonic() + used_cpu_s * (1.0 / self.cpu_share - 1.0)
                 self._running_key = None
                 self.num_done += 1
                 self.num_failed += int(failed)

@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import threading
+import time
+
+import pytest
 
 from agents_trace.predict.refit_worker import RefitWorker
 
@@ -33,3 +36,43 @@ def test_refit_worker_survives_failing_job() -> None:
     assert ran == [1] and worker.num_failed == 1
     worker.close()
     assert not worker.request("z", lambda: None)
+
+
+def _burn_cpu(seconds: float) -> float:
+    """Spin for `seconds` of this thread's CPU time; the CPU time it took."""
+    started = time.thread_time()
+    while time.thread_time() - started < seconds:
+        pass
+    return time.thread_time() - started
+
+
+def test_refit_worker_paces_jobs_to_its_cpu_share() -> None:
+    worker = RefitWorker(cpu_share=0.25)
+    marks: list[tuple[str, float, float]] = []   # (job, started, ended) in monotonic time
+
+    def job(name: str) -> None:
+        started = time.monotonic()
+        _burn_cpu(0.05)
+        marks.append((name, started, time.monotonic()))
+
+    worker.request("a", lambda: job("a"))
+    worker.request("b", lambda: job("b"))
+    assert worker.wait_idle(timeout_s=10.0)
+    (_, _, a_ended), (_, b_started, _) = marks
+    # a used >= 0.05 s of CPU, so b waits >= 0.05 x (1 / 0.25 - 1) = 0.15 s after a ends
+    assert b_started - a_ended >= 0.15
+    worker.close()
+
+
+def test_refit_worker_close_does_not_wait_out_a_pause() -> None:
+    worker = RefitWorker(cpu_share=0.001)   # after 0.02 s of CPU, a pause of about 20 s
+    ran: list[str] = []
+    worker.request("a", lambda: (_burn_cpu(0.02), ran.append("a")))
+    while not ran:
+        time.sleep(0.01)
+    worker.request("b", lambda: ran.append("b"))
+    started = time.monotonic()
+    worker.close(timeout_s=10.0)
+    assert ran == ["a", "b"] and time.monotonic() - started < 5.0
+    with pytest.raises(ValueError):
+        RefitWorker(cpu_share=0.0)
