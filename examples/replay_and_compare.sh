@@ -63,5 +63,8 @@ for key in keys:
 p, l = rows["predictive"], rows["lru"]
 if p["ttft_mean_s"] and l["ttft_mean_s"]:
     print(f"LRU / predictive mean TTFT: {l['ttft_mean_s'] / p['ttft_mean_s']:.2f}x")
+if p["cached_token_share"] is not None and p["cached_token_share"] == l["cached_token_share"]:
+    print("Both kept the same share of prompt tokens cached (memory was not short for this "
+          "workload: raise SESSIONS or lower HOT_BLOCKS); their TTFT differs by noise only.")
 print(json.dumps({"comparison": rows}))
 PY

@@ -26,3 +26,5 @@ def test_replay_and_compare_prints_both_policies(tmp_path):
     for row in rows.values():
         assert row["requests"] > 0 and row["errors"] == 0 and row["cached_token_share"] > 0
     assert "LRU / predictive mean TTFT" in done.stdout
+    same_share = rows["predictive"]["cached_token_share"] == rows["lru"]["cached_token_share"]
+    assert ("their TTFT differs by noise only" in done.stdout) == same_share
