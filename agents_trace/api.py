@@ -42,7 +42,8 @@ def _not_found(session: str) -> HTTPException:
 
 def _number(request: Request, name: str, default: float | None, *, low: float,
             high: float, is_int: bool = False) -> float | None:
-    """A numeric query parameter, or a 400 naming it (never FastAPI's 422 shape)."""
+    """A numeric query parameter, or a 400 naming it (never FastAPI's 422 shape); its
+    detail carries `message`, `param` and `code`, which the gateway's error body keeps."""
     raw = request.query_params.get(name)
     if raw is None or raw == "":
         return default
@@ -51,8 +52,9 @@ def _number(request: Request, name: str, default: float | None, *, low: float,
     except ValueError:
         value = None
     if value is None or not low <= value <= high:
-        raise HTTPException(400, f"Query parameter '{name}' must be a number in "
-                                 f"[{low:g}, {high:g}], not {raw!r}.")
+        raise HTTPException(400, {"message": f"Query parameter '{name}' must be a number in "
+                                             f"[{low:g}, {high:g}], not {raw!r}.",
+                                  "param": name, "code": "invalid_value"})
     return value
 
 

@@ -135,8 +135,10 @@ def build_app(config: GatewayConfig | None = None) -> FastAPI:
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(_request: Request, error: StarletteHTTPException):
         code = {404: "not_found", 405: "method_not_allowed"}.get(error.status_code)
-        return routes.error_response(ApiError(error.status_code, str(error.detail),
-                                              "invalid_request_error", code))
+        detail = error.detail if isinstance(error.detail, dict) else {"message": str(error.detail)}
+        return routes.error_response(ApiError(error.status_code, str(detail.get("message")),
+                                              "invalid_request_error", detail.get("code", code),
+                                              detail.get("param")))
 
     @app.exception_handler(ClientGone)
     async def _client_gone(_request: Request, _error: ClientGone):

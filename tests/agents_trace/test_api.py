@@ -116,7 +116,9 @@ async def test_api_bad_query_parameters_are_400_not_422(traced):
     for path in ("/v1/traces/sessions?limit=0", "/v1/traces/sessions?since=yesterday",
                  f"/v1/traces/sessions/{session}?offset=-1"):
         response = await _get(app, path, "k-acme")
-        assert response.status_code == 400 and "must be a number" in response.json()["detail"]
+        detail = response.json()["detail"]
+        assert response.status_code == 400 and "must be a number" in detail["message"]
+        assert detail["code"] == "invalid_value" and detail["param"] in path
     for index in ("x", "99999999999999999999999", "\u00b2", "-1"):   # not a 64-bit step index: 404, not 500
         assert (await _get(app, f"/v1/traces/sessions/{session}/steps/{index}/content",
                            "k-acme")).status_code == 404

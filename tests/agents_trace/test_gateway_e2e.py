@@ -321,3 +321,11 @@ def test_e2e_a_background_response_is_traced_like_a_foreground_one(served):
     assert step["error"] is None and step["num_output_tokens"] == done.usage.output_tokens
     content = served.get("/v1/traces/sessions/background/steps/0/content", "acme").json()
     assert content["output"]["content"] == done.output_text
+
+
+def test_e2e_bad_trace_query_is_an_openai_shaped_400_naming_the_parameter(served):
+    reply = served.get("/v1/traces/sessions?limit=5000", "acme")
+    assert reply.status_code == 400
+    error = reply.json()["error"]
+    assert error["param"] == "limit" and error["code"] == "invalid_value"
+    assert error["message"] == "Query parameter 'limit' must be a number in [1, 500], not '5000'."
