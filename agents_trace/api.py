@@ -86,8 +86,9 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
         if not matches:
             raise _not_found(session)
         if len(matches) > 1:
-            raise HTTPException(409, f"Session '{session}' exists in {len(matches)} tenants; "
-                                     "name one with ?tenant=.")
+            raise HTTPException(409, {"message": f"Session '{session}' exists in {len(matches)} tenants; "
+                                                 "name one with ?tenant=.",
+                                      "param": "tenant", "code": "ambiguous_session"})
         return matches[0]
 
     @router.get("/v1/traces/me")

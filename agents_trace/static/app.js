@@ -21,7 +21,8 @@ async function api(path) {
     let message = response.statusText;
     try {
       const body = await response.json();
-      message = (body.error && body.error.message) || body.detail || message;
+      const detail = body.detail && (body.detail.message || body.detail);
+      message = (body.error && body.error.message) || detail || message;
     } catch (_) { /* not JSON */ }
     const error = new Error(message);
     error.status = response.status;

@@ -56,7 +56,8 @@ async def test_api_same_id_in_two_tenants_stays_apart(traced):
     for key, tenant in (("k-acme", "acme"), ("k-globex", "globex")):
         detail = (await _get(app, "/v1/traces/sessions/shared", key)).json()
         assert detail["session"]["tenant"] == tenant
-    assert (await _get(app, "/v1/traces/sessions/shared", "k-admin")).status_code == 409
+    ambiguous = await _get(app, "/v1/traces/sessions/shared", "k-admin")
+    assert ambiguous.status_code == 409 and ambiguous.json()["detail"]["param"] == "tenant"
     detail = (await _get(app, "/v1/traces/sessions/shared?tenant=globex", "k-admin")).json()
     assert detail["session"]["tenant"] == "globex"
 
