@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 import os
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -87,14 +87,26 @@ _FLOATS = {"otlp_export_timeout_s", "retention_max_age_s", "retention_interval_s
 _STRINGS = {"service_name", "otlp_endpoint", "otlp_protocol", "store_path"}
 
 
-def parse_trace_config(table: Mapping[str, Any]) -> TraceConfig:
-    """A `TraceConfig` from the `[tracing]` TOML table; unknown keys are an error."""
-    known = {f.name for f in fields(TraceConfig)}
+def unknown_key_problem(table: Mapping[str, Any], known: Collection[str], where: str,
+                        what: str = "key") -> str | None:
+    """What is wrong with the first key of `table` not in `known`, with the nearest known
+    one when it looks like a typo (`num_worker` -> did you mean 'num_workers'?) and the
+    known ones; None when every key is known. Shared by every config table's check, so a
+    misspelt setting is never silently ignored."""
     for key in table:
         if key not in known:
             near = difflib.get_close_matches(str(key), sorted(known), n=1)
             hint = f"; did you mean {near[0]!r}?" if near else ""
-            raise TraceConfigError(f"tracing: unknown key {key!r}{hint} (known: {', '.join(sorted(known))})")
+            return f"{where}: unknown {what} {key!r}{hint} (known: {', '.join(sorted(known))})"
+    return None
+
+
+def parse_trace_config(table: Mapping[str, Any]) -> TraceConfig:
+    """A `TraceConfig` from the `[tracing]` TOML table; unknown keys are an error."""
+    known = {f.name for f in fields(TraceConfig)}
+    problem = unknown_key_problem(table, known, "tracing")
+    if problem:
+        raise TraceConfigError(problem)
     values: dict[str, Any] = {}
     for key, value in table.items():
         if key in _BOOLS and not isinstance(value, bool):

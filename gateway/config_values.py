@@ -6,10 +6,11 @@ is finite, a list of strings holds only strings, a table is a dict); anything el
 """
 from __future__ import annotations
 
-import difflib
 import math
 from collections.abc import Collection
 from typing import Any
+
+from agents_trace.config import unknown_key_problem
 
 
 class ConfigError(ValueError):
@@ -21,15 +22,11 @@ TYPE_NAMES = {str: "a string", list: "a list", int: "an integer", float: "a numb
 
 
 def reject_unknown_keys(table: dict, known: Collection[str], where: str, what: str = "key") -> None:
-    """A `ConfigError` for the first key of `table` not in `known`, with the nearest known
-    one when it looks like a typo (`num_worker` -> did you mean 'num_workers'?) and the
-    list of known ones: a misspelt setting is never silently ignored."""
-    for key in table:
-        if key in known:
-            continue
-        near = difflib.get_close_matches(str(key), list(known), n=1)
-        hint = f"; did you mean {near[0]!r}?" if near else ""
-        raise ConfigError(f"{where}: unknown {what} {key!r}{hint} (known: {', '.join(sorted(known))})")
+    """A `ConfigError` for the first key of `table` not in `known` (`unknown_key_problem`:
+    it names the nearest known key)."""
+    problem = unknown_key_problem(table, known, where, what)
+    if problem:
+        raise ConfigError(problem)
 
 
 def take(table: dict, key: str, kinds: type | tuple[type, ...], where: str, default: Any = None):
