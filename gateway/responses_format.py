@@ -209,6 +209,11 @@ def renamed(error: ApiError) -> ApiError:
     return error
 
 
+def final_status(collected: Collected) -> str:
+    """`incomplete` when the reply ran out of tokens, else `completed`."""
+    return "incomplete" if collected.finish_reason() == "length" else "completed"
+
+
 def output_items(collected: Collected, item_id: str) -> list[dict]:
     """The reply as Responses output items: its text as one message, then its calls. When
     the reply ran out of tokens, the last item (the one it was writing) is `incomplete`, as
@@ -218,8 +223,8 @@ def output_items(collected: Collected, item_id: str) -> list[dict]:
         items.append(message_item(f"msg_{item_id}", collected.text, "completed", collected.logprobs))
     for index, call in sorted(collected.tool_calls.items()):
         items.append(call_item(f"fc_{item_id}_{index}", call.id, call.name, call.arguments, "completed"))
-    if items and collected.finished is not None and collected.finish_reason() == "length":
-        items[-1]["status"] = "incomplete"
+    if items:
+        items[-1]["status"] = final_status(collected)
     return items
 
 

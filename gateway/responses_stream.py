@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from gateway.backend import ChatEvent, Finished, TextDelta, ToolCallDelta
 from gateway.openai_format import Collected, dumps, logprob_entries
-from gateway.responses_format import (ResponsesRequest, call_item, message_item, output_items, response_object,
-                                      text_part)
+from gateway.responses_format import (ResponsesRequest, call_item, final_status, message_item, output_items,
+                                      response_object, text_part)
 
 
 class ResponsesStreamWriter:
@@ -129,11 +129,6 @@ class ResponsesStreamWriter:
     def error(self, body: dict) -> bytes:
         error = body.get("error", {})
         return self._event("error", code=error.get("code"), message=error.get("message"), param=error.get("param"))
-
-
-def final_status(collected: Collected) -> str:
-    """`incomplete` when the reply ran out of tokens, else `completed`."""
-    return "incomplete" if collected.finish_reason() == "length" else "completed"
 
 
 def whole_response(response_id: str, request: ResponsesRequest, collected: Collected, created_at: int) -> dict:
