@@ -274,8 +274,13 @@ def response_object(response_id: str, request: ResponsesRequest, *, created_at: 
 def conversation_after(request: ResponsesRequest, chat_body: dict, collected: Collected) -> tuple[dict, ...]:
     """The chat messages of this turn's conversation, its reply appended: what a later
     `previous_response_id` continues. As in OpenAI's API, `instructions` do not carry
-    over to the next turn."""
-    return (*chat_body["messages"][1 if request.instructions else 0:], chat_message(collected))
+    over to the next turn. An empty reply (no text, no calls) is kept as an assistant turn
+    with empty text: `content: None` alone is not a valid message, and the next turn
+    would be refused for it."""
+    reply = chat_message(collected)
+    if reply["content"] is None and "tool_calls" not in reply:
+        reply["content"] = ""
+    return (*chat_body["messages"][1 if request.instructions else 0:], reply)
 
 
 ITEM_ID_PREFIXES = {"message": "msg", "function_call": "fc", "function_call_output": "fco", "reasoning": "rs"}

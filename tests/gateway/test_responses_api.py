@@ -7,7 +7,9 @@ import pytest
 
 from gateway.backend import Finished, TextDelta, ToolCallDelta, Usage
 from gateway.errors import ApiError
-from gateway.responses_format import ResponsesRequest, input_messages, renamed, to_chat_body
+from gateway.openai_format import Collected
+from gateway.responses_format import ResponsesRequest, conversation_after, input_messages, renamed, to_chat_body
+from gateway.schemas import ChatCompletionRequest, validate
 from gateway.responses_stream import ResponsesStreamWriter, whole_response
 from tests.gateway.conftest import KEYS
 
@@ -55,6 +57,17 @@ def test_request_becomes_a_chat_body_after_the_stored_conversation():
     error = renamed(ApiError(400, "Invalid request at 'messages': List should have at least 1 item",
                              param="messages"))
     assert error.param == "input" and error.message.startswith("Invalid request at 'input': ")
+
+
+def test_an_empty_reply_can_be_continued_with_previous_response_id():
+    first = ResponsesRequest(model="m", input="Say nothing.")
+    empty = Collected()
+    empty.add(Finished("stop", Usage(5, 1)))   # the model ended at once: no text, no calls
+    history = conversation_after(first, to_chat_body(first), empty)
+    assert history[-1] == {"role": "assistant", "content": ""}
+    follow_up = to_chat_body(ResponsesRequest(model="m", input="And now?"), history)
+    parsed = validate(ChatCompletionRequest, follow_up)   # a 400 before: content None alone
+    assert [m.role for m in parsed.messages] == ["user", "assistant", "user"]
 
 
 def _ran_out_of_tokens_in(events, request):
