@@ -1,76 +1,169 @@
-"""`stepahead traces export`: one stored session as `stepahead-trace/1` JSONL.
+"""`stepahead traces list | show | export`: the trace store from a shell, no server needed.
 
-Reads the trace store directly (no server needed): `--db PATH`, else the `[tracing]` table
-of `--config FILE`, else $STEPAHEAD_TRACE_DB or the user data dir. A session id may exist
-in several tenants; `--tenant` picks one (required only then). Writes to `--output`, or
-stdout. Exit codes: 0 written, 1 no such session, 2 bad usage or config.
+`list` prints the sessions (most recently active first; filters as in `/ui`), `show` one
+session's steps (and with `--content` its conversation), `export` writes a session as
+`stepahead-trace/1` JSONL. Each reads the store directly: `--db PATH`, else the
+`[tracing]` table of `--config FILE`, else $STEPAHEAD_TRACE_DB or the user data dir. A
+session id may exist in several tenants; `--tenant` picks one (required only then).
+`--json` prints one JSON line instead of a table. Exit codes: 0 done, 1 no such session
+or no store, 2 bad usage, config or store.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import sqlite3
 import sys
+import time
 import tomllib
 from pathlib import Path
 
 from agents_trace.config import TraceConfig, TraceConfigError, parse_trace_config
 from agents_trace.export import export_lines
-from agents_trace.store_queries import find_session
+from agents_trace.store_queries import MAX_PAGE, SessionFilter, find_session, iter_session_steps, \
+    list_sessions
+from agents_trace.traces_view import parse_since, session_json, session_text, sessions_text
+
+
+class CommandError(Exception):
+    """A message for stderr and the exit code to return."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _store_args(parser: argparse.ArgumentParser) -> None:
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--db", help="the trace store (SQLite file)")
+    source.add_argument("--config", help="gateway TOML config; its [tracing] store is read")
+
+
+def _page_size(text: str) -> int:
+    value = int(text)
+    if not 1 <= value <= MAX_PAGE:
+        raise argparse.ArgumentTypeError(f"must be 1 to {MAX_PAGE}")
+    return value
+
+
+def _offset(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be 0 or more")
+    return value
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("traces", help="agent session traces in the trace store")
     commands = parser.add_subparsers(dest="traces_command", metavar="COMMAND", required=True)
+
+    listing = commands.add_parser("list", help="the sessions, most recently active first")
+    listing.add_argument("--tenant", help="only this tenant's sessions")
+    listing.add_argument("--agent", help="only this agent's sessions")
+    listing.add_argument("--since", help="active since: a duration back (30m, 2h, 7d) or a local date/time")
+    listing.add_argument("--errors", action="store_true", help="only sessions with errors")
+    listing.add_argument("--limit", type=_page_size, default=20, help=f"sessions per page (1-{MAX_PAGE}, default 20)")
+    listing.add_argument("--offset", type=_offset, default=0, help="skip this many (the next page)")
+    listing.add_argument("--json", action="store_true", help="print the page as one JSON line")
+    _store_args(listing)
+    listing.set_defaults(handler=list_command)
+
+    show = commands.add_parser("show", help="one session's steps, tool gaps, cache hits and forecasts")
+    show.add_argument("session", help="the session id")
+    show.add_argument("--tenant", help="the tenant (needed when the id exists in several)")
+    show.add_argument("--content", action="store_true",
+                      help="also print the conversation (when [tracing] capture_content was on)")
+    show.add_argument("--json", action="store_true", help="print the session and its steps as one JSON line")
+    _store_args(show)
+    show.set_defaults(handler=show_command)
+
     export = commands.add_parser("export", help="write a session as stepahead-trace/1 JSONL")
     export.add_argument("--session", required=True, help="the session id")
     export.add_argument("--tenant", help="the tenant (needed when the id exists in several)")
-    source = export.add_mutually_exclusive_group()
-    source.add_argument("--db", help="the trace store (SQLite file)")
-    source.add_argument("--config", help="gateway TOML config; its [tracing] store is read")
+    _store_args(export)
     export.add_argument("--output", "-o", help="output file (default: stdout)")
     export.set_defaults(handler=export_session)
 
 
 def _store_path(args: argparse.Namespace) -> Path:
-    if args.db:
-        return Path(args.db).expanduser()
-    config = TraceConfig()
-    if args.config:
-        with open(args.config, "rb") as f:
-            config = parse_trace_config(tomllib.load(f).get("tracing", {}))
-    return config.resolved_store_path()
+    """The store to read; CommandError when the config is bad or the file is missing."""
+    try:
+        if args.db:
+            path = Path(args.db).expanduser()
+        else:
+            config = TraceConfig()
+            if args.config:
+                with open(args.config, "rb") as f:
+                    config = parse_trace_config(tomllib.load(f).get("tracing", {}))
+            path = config.resolved_store_path()
+    except (OSError, tomllib.TOMLDecodeError, TraceConfigError) as exc:
+        raise CommandError(f"bad config: {exc}", 2) from None
+    if not path.is_file():
+        raise CommandError(f"no trace store at {path}", 1)
+    return path
+
+
+def _the_session(path: Path, session: str, tenant: str | None) -> dict:
+    """The one stored session with this id (within `tenant`), or CommandError."""
+    matches = find_session(path, session, tenant)
+    if not matches:
+        where = f" in tenant {tenant!r}" if tenant else ""
+        raise CommandError(f"no session {session!r}{where} in {path}", 1)
+    if len(matches) > 1:
+        tenants = ", ".join(m["tenant"] for m in matches)
+        raise CommandError(f"session {session!r} exists in several tenants ({tenants}); pass --tenant", 2)
+    return matches[0]
+
+
+def _run(args: argparse.Namespace, body) -> int:
+    """Run `body(path)`, turning known failures into one stderr line and an exit code."""
+    try:
+        path = _store_path(args)
+        try:
+            return body(path)
+        except sqlite3.DatabaseError as exc:
+            raise CommandError(f"cannot read the trace store {path}: {exc}", 2) from None
+    except CommandError as exc:
+        print(f"stepahead: {exc}", file=sys.stderr)
+        return exc.code
+
+
+def list_command(args: argparse.Namespace) -> int:
+    try:
+        since_s = None if args.since is None else parse_since(args.since, time.time())
+    except ValueError as exc:
+        print(f"stepahead: {exc}", file=sys.stderr)
+        return 2
+    where = SessionFilter(tenant=args.tenant, agent=args.agent, since_s=since_s, errors_only=args.errors)
+
+    def body(path: Path) -> int:
+        page = list_sessions(path, where, limit=args.limit, offset=args.offset)
+        print(json.dumps(page, ensure_ascii=False) if args.json else sessions_text(page))
+        return 0
+    return _run(args, body)
+
+
+def show_command(args: argparse.Namespace) -> int:
+    def body(path: Path) -> int:
+        session = _the_session(path, args.session, args.tenant)
+        steps = iter_session_steps(path, session["tenant"], args.session)
+        view = session_json if args.json else session_text
+        print(view(session, steps, with_content=args.content))
+        return 0
+    return _run(args, body)
 
 
 def export_session(args: argparse.Namespace) -> int:
-    try:
-        path = _store_path(args)
-    except (OSError, tomllib.TOMLDecodeError, TraceConfigError) as exc:
-        print(f"stepahead: bad config: {exc}", file=sys.stderr)
-        return 2
-    if not path.is_file():
-        print(f"stepahead: no trace store at {path}", file=sys.stderr)
-        return 1
-    try:
-        matches = find_session(path, args.session, args.tenant)
-    except sqlite3.DatabaseError as exc:
-        print(f"stepahead: cannot read the trace store {path}: {exc}", file=sys.stderr)
-        return 2
-    if not matches:
-        print(f"stepahead: no session {args.session!r} in {path}", file=sys.stderr)
-        return 1
-    if len(matches) > 1:
-        tenants = ", ".join(m["tenant"] for m in matches)
-        print(f"stepahead: session {args.session!r} exists in several tenants ({tenants}); "
-              "pass --tenant", file=sys.stderr)
-        return 2
-    lines = export_lines(path, matches[0]["tenant"], args.session)
-    if args.output:
+    def body(path: Path) -> int:
+        session = _the_session(path, args.session, args.tenant)
+        lines = export_lines(path, session["tenant"], args.session)
+        if not args.output:
+            sys.stdout.writelines(lines)
+            return 0
         try:
             with open(args.output, "w", encoding="utf-8") as out:
                 out.writelines(lines)
         except OSError as exc:
-            print(f"stepahead: cannot write {args.output}: {exc}", file=sys.stderr)
-            return 2
-    else:
-        sys.stdout.writelines(lines)
-    return 0
+            raise CommandError(f"cannot write {args.output}: {exc}", 2) from None
+        return 0
+    return _run(args, body)

@@ -1,8 +1,10 @@
 """Shared fixtures: the tiny offline model, built once per test session."""
 from __future__ import annotations
 
+import atexit
 import gc
 import os
+import shutil
 import sys
 import time
 from dataclasses import dataclass
@@ -14,6 +16,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # Tests never write into the user's data or cache directories.
 _TEST_HOME = tempfile.mkdtemp(prefix="stepahead-tests-")
+atexit.register(shutil.rmtree, _TEST_HOME, ignore_errors=True)
 os.environ.setdefault("STEPAHEAD_TRACE_DB", os.path.join(_TEST_HOME, "traces.sqlite"))
 os.environ.setdefault("STEPAHEAD_PREDICTOR_DIR", os.path.join(_TEST_HOME, "predictor"))
 os.environ.setdefault("STEPAHEAD_RESPONSES_DB", os.path.join(_TEST_HOME, "responses.sqlite"))

@@ -1,12 +1,15 @@
-"""`stepahead traces export` reads the store directly and writes stepahead-trace/1."""
+"""`stepahead traces list | show | export` read the store directly: tables of sessions and
+steps, a session's conversation, and stepahead-trace/1 files."""
 from __future__ import annotations
 
 import argparse
 import json
+import re
 
 import pytest
 
 from agents_trace.traces_command import register
+from cache.forecast import Forecast
 
 from tests.agents_trace.helpers import ManualClock, make_tracer, run_scripted_session
 
@@ -65,3 +68,128 @@ def test_traces_export_bad_store_or_output_is_an_error_line(store, tmp_path, cap
         assert message in capsys.readouterr().err
     assert _run(["traces", "export", "--session", "only", "--db", str(store), "--output", str(tmp_path)]) == 2
     assert "cannot write" in capsys.readouterr().err
+
+
+@pytest.fixture
+def forecast_store(tmp_path):
+    """One session of tenant acme with content captured and a forecast checked at each step."""
+    clock = ManualClock()
+    tracer, _ = make_tracer(tmp_path, clock, capture_content=True)
+    tracer.set_forecaster(lambda tenant, session, now_s: Forecast(
+        tenant, session, now_s, next_step={"get_weather": 0.62, "END": 0.1}, p_end=0.1,
+        confident=False))
+    run_scripted_session(tracer, clock, headers={"x-session-id": "fc", "x-agent-name": "travel"})
+    tracer.stop()
+    return tmp_path / "traces.sqlite3"
+
+
+def _table_rows(text: str, heading: str) -> list[list[str]]:
+    """The table's rows split on its column gaps (two or more spaces), after `heading`."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(heading))
+    rows = []
+    for line in lines[start + 1:]:
+        if not line.strip():
+            break
+        rows.append(re.split(r"\s{2,}", line.strip()))
+    return rows
+
+
+def test_traces_list_prints_the_sessions_most_recent_first(store, capsys):
+    assert _run(["traces", "list", "--db", str(store)]) == 0
+    out = capsys.readouterr().out
+    rows = _table_rows(out, "LAST ACTIVE")
+    assert [(r[1], r[2]) for r in rows] == [("acme", "only"), ("globex", "s1"), ("acme", "s1")]
+    # 3 steps, 2 tool runs, 0 errors, 100+200+300 prompt tokens, 0+80+160 cached, 52 output
+    assert rows[0][3:] == ["-", "6.500", "3", "2", "0", "600", "40%", "52", "-", "ended (shutdown)"]
+    assert out.rstrip().endswith("sessions 1-3")
+
+
+def test_traces_list_filters_and_pages(store, capsys):
+    assert _run(["traces", "list", "--tenant", "acme", "--limit", "1", "--db", str(store)]) == 0
+    out = capsys.readouterr().out
+    assert [r[2] for r in _table_rows(out, "LAST ACTIVE")] == ["only"]
+    assert "more with --offset 1" in out
+    assert _run(["traces", "list", "--tenant", "acme", "--limit", "1", "--offset", "1", "--json",
+                 "--db", str(store)]) == 0
+    page = json.loads(capsys.readouterr().out)
+    assert [s["session"] for s in page["data"]] == ["s1"] and page["has_more"] is False
+    assert _run(["traces", "list", "--since", "2099-01-01", "--db", str(store)]) == 0
+    assert capsys.readouterr().out.strip() == "No sessions match."
+    assert _run(["traces", "list", "--errors", "--db", str(store)]) == 0
+    assert capsys.readouterr().out.strip() == "No sessions match."
+
+
+def test_traces_list_bad_arguments_are_usage_errors(store, capsys):
+    assert _run(["traces", "list", "--since", "yesterday", "--db", str(store)]) == 2
+    assert "give a duration such as 30m" in capsys.readouterr().err
+    for flag, value in (("--limit", "0"), ("--limit", "501"), ("--offset", "-1")):
+        with pytest.raises(SystemExit) as exit_info:
+            _run(["traces", "list", flag, value, "--db", str(store)])
+        assert exit_info.value.code == 2
+
+
+def test_traces_show_prints_each_step_with_its_gap_cache_and_forecast(forecast_store, capsys):
+    assert _run(["traces", "show", "fc", "--db", str(forecast_store)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("session fc   tenant acme   agent travel   ended (shutdown)")
+    assert "3 steps, 2 tool runs, 0 errors; 600 prompt tokens, 240 cached (40%); 52 output tokens; " \
+           "forecasts right 1/2, 0/0 of those made while the tenant's model was confident" in out
+    rows = _table_rows(out, "#")
+    assert rows[0] == ["0", "0.000", "start", "-", "100", "0", "0%", "100.0", "20", "w1", "get_weather",
+                       "-", "-", "-"]
+    # the forecast made after step 0 (get_weather, 62 %) was right; after step 1 it was wrong
+    assert rows[1][:11] == ["1", "2.500", "tool:get_weather", "2.000", "200", "80", "40%", "100.0", "20",
+                            "w1", "book_table"]
+    assert rows[1][11:13] == ["get_weather (62%), not confident", "get_weather (hit)"]
+    assert rows[2][11:13] == ["get_weather (62%), not confident", "book_table (miss)"]
+    assert "conversation" not in out
+
+
+def test_traces_show_content_prints_the_conversation_once(forecast_store, store, capsys):
+    assert _run(["traces", "show", "fc", "--content", "--db", str(forecast_store)]) == 0
+    conversation = capsys.readouterr().out.split("conversation (")[1].splitlines()[1:]
+    assert conversation == [
+        "#0 request:", "  system: You are a travel agent.", "  user: Weather in Paris, then book a table.",
+        "#0 reply:", '  assistant: -> get_weather({"city": "Paris"})',
+        "#1 request:", "  tool call_w1: result of get_weather",
+        "#1 reply:", '  assistant: -> book_table({"where": "Paris"})',
+        "#2 request:", "  tool call_b2: result of book_table",
+        "#2 reply:", "  assistant: Booked. Sunny."]
+    assert _run(["traces", "show", "only", "--content", "--db", str(store)]) == 0
+    assert "#0 not captured (the [tracing] capture_content setting was off)" in capsys.readouterr().out
+
+
+def test_traces_show_json_has_every_step(forecast_store, capsys):
+    assert _run(["traces", "show", "fc", "--json", "--content", "--db", str(forecast_store)]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["session"]["num_steps"] == 3 and [s["index"] for s in shown["steps"]] == [0, 1, 2]
+    assert shown["steps"][2]["forecast"]["is_hit"] is False
+    assert shown["steps"][2]["content"]["output"]["content"] == "Booked. Sunny."
+
+
+def test_traces_show_finds_one_session_or_says_why(store, capsys):
+    assert _run(["traces", "show", "s1", "--db", str(store)]) == 2
+    assert "exists in several tenants (acme, globex); pass --tenant" in capsys.readouterr().err
+    assert _run(["traces", "show", "s1", "--tenant", "globex", "--db", str(store)]) == 0
+    assert "tenant globex" in capsys.readouterr().out
+    assert _run(["traces", "show", "s1", "--tenant", "initech", "--db", str(store)]) == 1
+    assert "no session 's1' in tenant 'initech'" in capsys.readouterr().err
+    assert _run(["traces", "show", "nope", "--db", str(store.parent / "missing.sqlite3")]) == 1
+    assert "no trace store at" in capsys.readouterr().err
+
+
+def test_traces_show_escapes_control_characters_a_client_sent(tmp_path, capsys):
+    clock = ManualClock()
+    tracer, _ = make_tracer(tmp_path, clock)
+    hostile = "evil\x1b[2J\nrow"
+    run_scripted_session(tracer, clock, headers={"x-session-id": hostile, "x-agent-name": "a\rb"})
+    tracer.stop()
+    db = str(tmp_path / "traces.sqlite3")
+    assert _run(["traces", "list", "--db", db]) == 0
+    listed = capsys.readouterr().out
+    assert "\x1b" not in listed and "\r" not in listed and len(listed.splitlines()) == 4
+    assert "evil\\x1b[2J\\nrow" in listed and "a\\rb" in listed
+    assert _run(["traces", "show", hostile, "--db", db]) == 0
+    shown = capsys.readouterr().out
+    assert "\x1b" not in shown and shown.startswith("session evil\\x1b[2J\\nrow   tenant acme   agent a\\rb")

@@ -1,3 +1,4 @@
+import os
 import subprocess
 import sys
 import time
@@ -9,6 +10,10 @@ import pytest
 from gateway.cli import build_parser, main
 from gateway.config import key_digest
 from tests.gateway.serving import free_port
+
+# where the tests' conftest points the gateway's files, so this served gateway keeps out of
+# the user's data directory too
+STORE_ENV = ("STEPAHEAD_TRACE_DB", "STEPAHEAD_PREDICTOR_DIR", "STEPAHEAD_RESPONSES_DB")
 
 
 def test_cli_has_serve_and_hash_key_subcommands():
@@ -41,7 +46,8 @@ api_key_sha256 = ["{key_digest('sk-cli')}"]
         [sys.executable, "-m", "gateway.cli", "serve", "--config", str(config), "--port",
          str(port), "--log-level", "warning"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         text=True, env={"LITELLM_LOCAL_MODEL_COST_MAP": "True", "PATH": "/usr/bin:/bin",
-                        "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+                        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+                        **{name: os.environ[name] for name in STORE_ENV}})
     try:
         first_line = process.stdout.readline()
         assert f"http://127.0.0.1:{port}/v1" in first_line

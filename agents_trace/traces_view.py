@@ -1,0 +1,195 @@
+"""The trace store's sessions and steps as terminal text: what `/ui` shows, for a shell.
+
+`sessions_text` is the sessions list (most recently active first), `session_text` one
+session: its summary, a table of its steps (the gap before each and what came before it,
+prompt and cached tokens, TTFT, what the reply asked for, the forecast made for the step
+against what happened) and, on request, the conversation as captured. Invariants: the
+same fields and counts as `/ui` and the JSON API, every value made printable
+(`text_table`), nothing cut short; times are local.
+"""
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+
+from agents_trace.text_table import NO_VALUE, Column, printable, printable_lines, render_table
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$")
+_UNIT_S = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_since(text: str, now_s: float) -> float:
+    """Unix seconds for `--since`: a duration back from now (`90s`, `30m`, `2h`, `7d`) or a
+    local date or date-time (`2026-12-01`, `2026-12-01T14:30`). ValueError otherwise."""
+    match = _DURATION.match(text)
+    if match:
+        return now_s - float(match.group(1)) * _UNIT_S[match.group(2)]
+    try:
+        return datetime.fromisoformat(text.strip()).timestamp()
+    except ValueError:
+        raise ValueError(f"--since {text!r}: give a duration such as 30m, 2h or 7d, "
+                         "or a date such as 2026-12-01 or 2026-12-01T14:30") from None
+
+
+def local_time(unix_s: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(unix_s))
+
+
+def _seconds(value: float | None) -> str | None:
+    return None if value is None else f"{value:.3f}" if value < 10 else f"{value:.1f}"
+
+
+def _share(part: int, whole: int) -> str | None:
+    return f"{100 * part / whole:.0f}%" if whole > 0 else None
+
+
+def _state(session: Mapping) -> str:
+    if session["is_open"]:
+        return "open"
+    return f"ended ({session['end_reason']})" if session.get("end_reason") else "ended"
+
+
+def _forecasts_right(session: Mapping) -> str | None:
+    if not session["num_forecasts"]:
+        return None
+    return f"{session['num_forecast_hits']}/{session['num_forecasts']}"
+
+
+_SESSION_COLUMNS = (Column("LAST ACTIVE"), Column("TENANT"), Column("SESSION"), Column("AGENT"),
+                    Column("DURATION S", True), Column("STEPS", True), Column("TOOL RUNS", True),
+                    Column("ERRORS", True), Column("PROMPT TOKENS", True), Column("CACHED", True),
+                    Column("OUTPUT TOKENS", True), Column("FORECASTS RIGHT", True), Column("STATE"))
+
+
+def sessions_text(page: Mapping) -> str:
+    """The sessions table of one page of `list_sessions`, and how to get the next page."""
+    sessions = page["data"]
+    if not sessions:
+        return "No sessions match." if not page["offset"] else \
+            f"No sessions past the first {page['offset']}."
+    rows = [(local_time(s["last_s"]), s["tenant"], s["session"], s["agent"], _seconds(s["duration_s"]),
+             s["num_steps"], s["num_tool_runs"], s["num_errors"], s["num_input_tokens"],
+             _share(s["num_cached_tokens"], s["num_input_tokens"]), s["num_output_tokens"],
+             _forecasts_right(s), _state(s)) for s in sessions]
+    first = page["offset"] + 1
+    footer = f"sessions {first}-{page['offset'] + len(sessions)}"
+    if page["has_more"]:
+        footer += f"; more with --offset {page['offset'] + len(sessions)}"
+    return render_table(_SESSION_COLUMNS, rows) + "\n\n" + footer
+
+
+def _choice_asked(choice: Mapping) -> str:
+    return ", ".join(c["name"] for c in choice["tool_calls"]) or "text answer"
+
+
+def asked_for(step: Mapping) -> str:
+    """What the step's reply asked for: its tools, or a text answer; each choice numbered
+    when there were several (`#0 get_weather; #1 text answer`), as `/ui` shows it."""
+    if step["error"]:
+        return "error"
+    choices = [step, *step["other_choices"]]
+    if len(choices) == 1:
+        return _choice_asked(step)
+    return "; ".join(f"#{i} {_choice_asked(c)}" for i, c in enumerate(choices))
+
+
+def _forecast_cells(step: Mapping) -> tuple[str | None, str | None, str | None]:
+    forecast = step["forecast"]
+    if forecast is None:
+        return None, None, None
+    predicted = f"{forecast['predicted']} ({100 * forecast['p_predicted']:.0f}%)"
+    if not forecast["is_confident"]:
+        predicted += ", not confident"
+    actual = f"{forecast['actual']} ({'hit' if forecast['is_hit'] else 'miss'})"
+    eta = forecast.get("eta_p50_s")
+    return predicted, actual, None if eta is None else _seconds(eta)
+
+
+_STEP_COLUMNS = (Column("#", True), Column("AT S", True), Column("AFTER"), Column("GAP S", True),
+                 Column("PROMPT", True), Column("CACHED", True), Column("CACHED %", True),
+                 Column("TTFT MS", True), Column("OUTPUT", True), Column("WORKER"), Column("ASKED FOR"),
+                 Column("FORECAST"), Column("ACTUAL"), Column("ETA P50 S", True), Column("ERROR"))
+
+
+def _step_row(step: Mapping, started_s: float) -> tuple:
+    predicted, actual, eta = _forecast_cells(step)
+    error = f"{step['error']}: {step['error_message'] or ''}".rstrip(": ") if step["error"] else ""
+    return (step["index"], _seconds(step["arrived_s"] - started_s), step["after_label"],
+            _seconds(step["gap_s"]), step["num_input_tokens"], step["num_cached_tokens"],
+            _share(step["num_cached_tokens"], step["num_input_tokens"]),
+            None if step["ttft_s"] is None else f"{step['ttft_s'] * 1000:.1f}",
+            step["num_output_tokens"], step["worker"], asked_for(step), predicted, actual, eta, error)
+
+
+def _summary(session: Mapping) -> list[str]:
+    forecasts = ""
+    if session["num_forecasts"]:
+        forecasts = (f"; forecasts right {session['num_forecast_hits']}/{session['num_forecasts']}, "
+                     f"{session['num_confident_forecast_hits']}/{session['num_confident_forecasts']} "
+                     "of those made while the tenant's model was confident")
+    return [
+        printable(f"session {session['session']}   tenant {session['tenant']}   agent "
+                  f"{session['agent'] or NO_VALUE}   {_state(session)}"),
+        f"started {local_time(session['started_s'])}, last active {local_time(session['last_s'])} "
+        f"({_seconds(session['duration_s'])} s)",
+        f"{session['num_steps']} steps, {session['num_tool_runs']} tool runs, {session['num_errors']} errors; "
+        f"{session['num_input_tokens']} prompt tokens, {session['num_cached_tokens']} cached "
+        f"({_share(session['num_cached_tokens'], session['num_input_tokens']) or NO_VALUE}); "
+        f"{session['num_output_tokens']} output tokens{forecasts}",
+    ]
+
+
+def _message_text(message: Mapping) -> list[str]:
+    """One message as `role: text` lines; tool calls as `name(arguments)`."""
+    role = str(message.get("role", "?"))
+    if role == "tool" and message.get("tool_call_id"):
+        role = f"tool {message['tool_call_id']}"
+    content = message.get("content")
+    if isinstance(content, list):
+        content = "\n".join(str(p.get("text", p)) if isinstance(p, Mapping) else str(p) for p in content)
+    lines = printable_lines(content) if content else []
+    for call in message.get("tool_calls") or ():
+        function = call.get("function", {}) if isinstance(call, Mapping) else {}
+        lines += printable_lines(f"-> {function.get('name')}({function.get('arguments', '')})")
+    if not lines:
+        lines = [NO_VALUE]
+    return [f"  {printable(role)}: {lines[0]}", *(f"  {' ' * len(printable(role))}  {line}" for line in lines[1:])]
+
+
+def _conversation(steps: Sequence[tuple[Mapping, Mapping | None]]) -> list[str]:
+    lines = ["", "conversation (messages new in each step's request, then its reply):"]
+    previous_output = None
+    for step, content in steps:
+        if content is None:
+            lines.append(f"#{step['index']} not captured (the [tracing] capture_content setting was off)")
+            previous_output = None
+            continue
+        lines.append(f"#{step['index']} request:")
+        for message in content["new_messages"]:
+            if message != previous_output:   # the last reply, sent back: already shown
+                lines += _message_text(message)
+        lines.append(f"#{step['index']} reply:")
+        lines += _message_text(content["output"]) if content["output"] else ["  " + NO_VALUE]
+        previous_output = content["output"]
+    return lines
+
+
+def session_text(session: Mapping, steps: Iterable[tuple[Mapping, Mapping | None]],
+                 with_content: bool = False) -> str:
+    """One session: summary, steps table, and the conversation when `with_content`."""
+    steps = list(steps)
+    rows = [_step_row(step, session["started_s"]) for step, _ in steps]
+    lines = [*_summary(session), "", render_table(_STEP_COLUMNS, rows) if rows else "no steps"]
+    if with_content:
+        lines += _conversation(steps)
+    return "\n".join(lines)
+
+
+def session_json(session: Mapping, steps: Iterable[tuple[Mapping, Mapping | None]],
+                 with_content: bool = False) -> str:
+    """The session and all its steps as one JSON line (each step's `content` when asked)."""
+    out_steps = [{**step, "content": content} if with_content else dict(step) for step, content in steps]
+    return json.dumps({"session": dict(session), "steps": out_steps}, ensure_ascii=False)
