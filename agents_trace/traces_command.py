@@ -143,19 +143,22 @@ def list_command(args: argparse.Namespace) -> int:
     return _run(args, body)
 
 
+def _run_on_session(args: argparse.Namespace, body) -> int:
+    """`_run` for a command about one session: `body(path, session)`."""
+    return _run(args, lambda path: body(path, _the_session(path, args.session, args.tenant)))
+
+
 def show_command(args: argparse.Namespace) -> int:
-    def body(path: Path) -> int:
-        session = _the_session(path, args.session, args.tenant)
+    def body(path: Path, session: dict) -> int:
         steps = iter_session_steps(path, session["tenant"], args.session)
         view = session_json if args.json else session_text
         print(view(session, steps, with_content=args.content))
         return 0
-    return _run(args, body)
+    return _run_on_session(args, body)
 
 
 def export_session(args: argparse.Namespace) -> int:
-    def body(path: Path) -> int:
-        session = _the_session(path, args.session, args.tenant)
+    def body(path: Path, session: dict) -> int:
         lines = export_lines(path, session["tenant"], args.session)
         if not args.output:
             sys.stdout.writelines(lines)
@@ -166,4 +169,4 @@ def export_session(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise CommandError(f"cannot write {args.output}: {exc}", 2) from None
         return 0
-    return _run(args, body)
+    return _run_on_session(args, body)
