@@ -19,9 +19,9 @@ from pathlib import Path
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse, Response, StreamingResponse
 
-from agents_trace.export import export_lines
+from agents_trace.export import export_lines, export_sessions_lines, header_line
 from agents_trace.store_queries import SessionFilter, find_session, list_sessions, list_steps, \
-    step_content
+    matching_session_keys, step_content
 
 MAX_PAGE = 500
 STATIC_FILES = {"app.js": "text/javascript; charset=utf-8",
@@ -95,19 +95,39 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
     def me(who: Viewer = Depends(viewer)) -> dict:
         return {"tenant": who.tenant, "is_admin": who.is_admin}
 
+    def session_filter(request: Request, who: Viewer, agent: str | None,
+                       tenant: str | None) -> SessionFilter | None:
+        """The sessions the query selects within the caller's scope; None when another
+        tenant's are asked for (which, to a tenant, are no sessions at all)."""
+        since = _number(request, "since", None, low=0, high=1e12)
+        until = _number(request, "until", None, low=0, high=1e12)
+        errors = request.query_params.get("errors", "").lower() in ("1", "true", "yes")
+        if tenant is not None and not who.is_admin and tenant != who.tenant:
+            return None
+        return SessionFilter(tenant=scope(who, tenant), agent=agent or None, since_s=since,
+                             until_s=until, errors_only=errors)
+
     @router.get("/v1/traces/sessions")
     def sessions(request: Request, who: Viewer = Depends(viewer), agent: str | None = None,
                  tenant: str | None = None) -> dict:
         limit, offset = _page(request, 50)
-        since = _number(request, "since", None, low=0, high=1e12)
-        until = _number(request, "until", None, low=0, high=1e12)
-        errors = request.query_params.get("errors", "").lower() in ("1", "true", "yes")
+        where = session_filter(request, who, agent, tenant)
         path = path_of(request)
-        if path is None or (tenant is not None and not who.is_admin and tenant != who.tenant):
+        if path is None or where is None:
             return {"data": [], "has_more": False, "offset": offset, "limit": limit}
-        where = SessionFilter(tenant=scope(who, tenant), agent=agent or None, since_s=since,
-                              until_s=until, errors_only=errors)
         return list_sessions(path, where, limit=limit, offset=offset)
+
+    @router.get("/v1/traces/export")
+    def export_matching(request: Request, who: Viewer = Depends(viewer), agent: str | None = None,
+                        tenant: str | None = None) -> Response:
+        """Every session the filters of `/v1/traces/sessions` take, merged into one trace."""
+        where = session_filter(request, who, agent, tenant)
+        path = path_of(request)
+        keys = [] if path is None or where is None else matching_session_keys(path, where)
+        note = f"stepahead: {len(keys)} sessions" + ("" if who.is_admin else f" of tenant {who.tenant}")
+        lines = export_sessions_lines(path, keys, note) if keys else iter([header_line(note)])
+        return StreamingResponse(lines, media_type="application/x-ndjson",
+                                 headers={"content-disposition": 'attachment; filename="sessions.jsonl"'})
 
     @router.get("/v1/traces/sessions/{session}")
     def session_detail(session: str, request: Request, who: Viewer = Depends(viewer),

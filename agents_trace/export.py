@@ -1,12 +1,14 @@
-"""A stored session as `stepahead-trace/1` JSON Lines (see TRACE_FORMAT.md).
+"""Stored sessions as `stepahead-trace/1` JSON Lines (see TRACE_FORMAT.md).
 
-One header line, then one line per step in index order: `t` (seconds since the
-session's first request), `tenant`, `session`, `after`, `tool_calls`, `input_tokens`,
-`output_tokens`, and `messages` (the request's whole message list) when the store holds
-content. A step that asked for several choices exports the tool calls of the choice the
-session went on from (the one whose call ids the next step answers; before a user turn,
-a text answer), else choice 0's, so a line's `tool_calls` agree with the next `after`. No `hash_ids`: the replay harness then derives token content from
-(tenant, session, step), as the format allows.
+One session (`export_lines`) or several merged in arrival order (`export_sessions_lines`:
+the recorded traffic of a time window, for the replay harness). One header line, then
+one line per request: `t` (seconds since the first exported request), `tenant`,
+`session`, `after`, `tool_calls`, `input_tokens`, `output_tokens`, and `messages` (the
+request's whole message list) when the store holds content. A step that asked for
+several choices exports the tool calls of the choice the session went on from (the one
+whose call ids the next step answers; before a user turn, a text answer), else choice
+0's, so a line's `tool_calls` agree with the next `after`. No `hash_ids`: the replay
+harness then derives token content from (tenant, session, step), as the format allows.
 Invariant: a request's `messages` are rebuilt exactly (the first `num_prefix_messages`
 of the step it extends, `prefix_step`, then the messages new in it) or left out: never
 a shortened list.
@@ -14,7 +16,9 @@ a shortened list.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import sqlite3
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from agents_trace.store_queries import iter_session_steps
@@ -53,26 +57,66 @@ def kept_tool_names(step: dict, following: dict | None) -> list[str]:
     return [call["name"] for call in kept]
 
 
-def export_lines(path: Path, tenant: str, session: str) -> Iterator[str]:
-    """The session's JSONL lines (header first); nothing but the header if it is unknown."""
-    yield _line({"format": FORMAT, "time_unit": "s",
-                 "note": f"stepahead session {session} of tenant {tenant}"})
+def _session_requests(path: Path, tenant: str, session: str) -> Iterator[tuple[float, dict]]:
+    """Each of the session's request lines (all fields but `t`) with its arrival time."""
     full_messages: dict[int, list] = {}
-    start_s: float | None = None
     pending: tuple[dict, dict] | None = None  # a step's line waits for the next step (its kept choice)
     for step, content in iter_session_steps(path, tenant, session):
         if pending is not None:
-            yield _line({**pending[1], "tool_calls": kept_tool_names(pending[0], step)})
-        if start_s is None:
-            start_s = step["arrived_s"]
-        line = {"t": round(step["arrived_s"] - start_s, 6), "tenant": tenant,
-                "session": session, "after": step["after_label"], "tool_calls": [],
-                "input_tokens": step["num_input_tokens"],
-                "output_tokens": step["num_output_tokens"]}
+            yield pending[0]["arrived_s"], {**pending[1], "tool_calls": kept_tool_names(pending[0], step)}
+        line = {"tenant": tenant, "session": session, "after": step["after_label"], "tool_calls": [],
+                "input_tokens": step["num_input_tokens"], "output_tokens": step["num_output_tokens"]}
         messages = _rebuild(content, full_messages)
         if messages is not None:
             full_messages[step["index"]] = messages
             line["messages"] = messages
         pending = (step, line)
     if pending is not None:
-        yield _line({**pending[1], "tool_calls": kept_tool_names(pending[0], None)})
+        yield pending[0]["arrived_s"], {**pending[1], "tool_calls": kept_tool_names(pending[0], None)}
+
+
+def header_line(note: str) -> str:
+    return _line({"format": FORMAT, "time_unit": "s", "note": note})
+
+
+def _request_line(t_s: float, line: dict) -> str:
+    return _line({"t": round(t_s, 6), **line})
+
+
+def export_lines(path: Path, tenant: str, session: str) -> Iterator[str]:
+    """The session's JSONL lines (header first); nothing but the header if it is unknown."""
+    yield header_line(f"stepahead session {session} of tenant {tenant}")
+    start_s: float | None = None
+    for arrived_s, line in _session_requests(path, tenant, session):
+        if start_s is None:
+            start_s = arrived_s
+        yield _request_line(arrived_s - start_s, line)
+
+
+def export_sessions_lines(path: Path, keys: Iterable[tuple[str, str]], note: str,
+                          on_session: Callable[[], None] | None = None) -> Iterator[str]:
+    """Several sessions as one trace: the header, then every request of every (tenant,
+    session) in `keys`, in arrival order (a session's own steps in index order), `t`
+    counted from the earliest. The requests are sorted on disk, in a temporary SQLite
+    file removed when the lines are done (or abandoned), so memory holds one session at a
+    time. `on_session` is called after each session is read (for a progress bar)."""
+    with tempfile.TemporaryDirectory(prefix="stepahead-export-") as scratch:
+        spool = sqlite3.connect(Path(scratch) / "requests.sqlite3")
+        try:
+            spool.execute("CREATE TABLE requests (arrived_s REAL NOT NULL, seq INTEGER NOT NULL, "
+                          "line TEXT NOT NULL)")
+            num_requests = 0
+            for tenant, session in keys:
+                rows = [(arrived_s, num_requests + i, json.dumps(line, ensure_ascii=False))
+                        for i, (arrived_s, line) in enumerate(_session_requests(path, tenant, session))]
+                spool.executemany("INSERT INTO requests VALUES (?, ?, ?)", rows)
+                num_requests += len(rows)
+                if on_session is not None:
+                    on_session()
+            spool.commit()
+            yield header_line(note)
+            [(start_s,)] = spool.execute("SELECT MIN(arrived_s) FROM requests").fetchall()
+            for arrived_s, text in spool.execute("SELECT arrived_s, line FROM requests ORDER BY arrived_s, seq"):
+                yield _request_line(arrived_s - start_s, json.loads(text))
+        finally:
+            spool.close()

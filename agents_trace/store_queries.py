@@ -49,10 +49,8 @@ def _session_dict(row: sqlite3.Row) -> dict:
     return out
 
 
-def list_sessions(path: Path, where: SessionFilter, *, limit: int = 50,
-                  offset: int = 0) -> dict:
-    """A page of sessions, most recently active first."""
-    limit = max(1, min(limit, MAX_PAGE))
+def _where_sql(where: SessionFilter) -> tuple[str, list]:
+    """The filter as a WHERE clause (empty when it takes everything) and its parameters."""
     clauses, params = [], []
     for clause, value in (("tenant = ?", where.tenant), ("agent = ?", where.agent),
                           ("last_s >= ?", where.since_s), ("started_s <= ?", where.until_s)):
@@ -61,15 +59,31 @@ def list_sessions(path: Path, where: SessionFilter, *, limit: int = 50,
             params.append(value)
     if where.errors_only:
         clauses.append("num_errors > 0")
-    sql = "SELECT * FROM sessions"
-    if clauses:
-        sql += " WHERE " + " AND ".join(clauses)
-    sql += " ORDER BY last_s DESC, tenant, session LIMIT ? OFFSET ?"
+    return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
+
+
+def list_sessions(path: Path, where: SessionFilter, *, limit: int = 50,
+                  offset: int = 0) -> dict:
+    """A page of sessions, most recently active first."""
+    limit = max(1, min(limit, MAX_PAGE))
+    condition, params = _where_sql(where)
+    sql = "SELECT * FROM sessions" + condition + " ORDER BY last_s DESC, tenant, session LIMIT ? OFFSET ?"
     with _reader(path) as db:
         rows = [] if db is None else db.execute(sql, (*params, limit + 1, max(0, offset))
                                                 ).fetchall()
     return {"data": [_session_dict(r) for r in rows[:limit]], "has_more": len(rows) > limit,
             "offset": max(0, offset), "limit": limit}
+
+
+def matching_session_keys(path: Path, where: SessionFilter) -> list[tuple[str, str]]:
+    """Every (tenant, session) the filter takes, in the order they started: all at once,
+    so a writer adding sessions meanwhile cannot shift a page under the caller."""
+    condition, params = _where_sql(where)
+    with _reader(path) as db:
+        rows = [] if db is None else db.execute(
+            "SELECT tenant, session FROM sessions" + condition + " ORDER BY started_s, tenant, session",
+            params).fetchall()
+    return [(row["tenant"], row["session"]) for row in rows]
 
 
 def find_session(path: Path, session: str, tenant: str | None) -> list[dict]:

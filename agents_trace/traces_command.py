@@ -1,27 +1,33 @@
 """`stepahead traces list | show | export`: the trace store from a shell, no server needed.
 
 `list` prints the sessions (most recently active first; filters as in `/ui`), `show` one
-session's steps (and with `--content` its conversation), `export` writes a session as
-`stepahead-trace/1` JSONL. Each reads the store directly: `--db PATH`, else the
-`[tracing]` table of `--config FILE`, else $STEPAHEAD_TRACE_DB or the user data dir. A
-session id may exist in several tenants; `--tenant` picks one (required only then).
-`--json` prints one JSON line instead of a table. Exit codes: 0 done, 1 no such session
-or no store, 2 bad usage, config or store.
+session's steps (and with `--content` its conversation), `export` writes a session
+(`--session`) or every session the filters take (`--all`: the recorded traffic, merged in
+arrival order, for `stepahead replay`) as `stepahead-trace/1` JSONL. Each reads the store
+directly: `--db PATH`, else the `[tracing]` table of `--config FILE`, else
+$STEPAHEAD_TRACE_DB or the user data dir. A session id may exist in several tenants;
+`--tenant` picks one (required only then). `--json` prints one JSON line instead of a
+table. Exit codes: 0 done, 1 no such session, no match or no store, 2 bad usage, config
+or store.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sqlite3
 import sys
 import time
 import tomllib
+from collections.abc import Iterable
 from pathlib import Path
 
+from tqdm import tqdm
+
 from agents_trace.config import TraceConfig, TraceConfigError, parse_trace_config
-from agents_trace.export import export_lines
+from agents_trace.export import export_lines, export_sessions_lines
 from agents_trace.store_queries import MAX_PAGE, SessionFilter, find_session, iter_session_steps, \
-    list_sessions
+    list_sessions, matching_session_keys
 from agents_trace.traces_view import parse_since, session_json, session_text, sessions_text
 
 
@@ -53,15 +59,20 @@ def _offset(text: str) -> int:
     return value
 
 
+def _filter_args(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--agent", help=f"only this agent's {what}")
+    parser.add_argument("--since", help="active since: a duration back (30m, 2h, 7d) or a local date/time")
+    parser.add_argument("--until", help="started by: a duration back or a local date/time, as --since")
+    parser.add_argument("--errors", action="store_true", help=f"only {what} with errors")
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("traces", help="agent session traces in the trace store")
     commands = parser.add_subparsers(dest="traces_command", metavar="COMMAND", required=True)
 
     listing = commands.add_parser("list", help="the sessions, most recently active first")
     listing.add_argument("--tenant", help="only this tenant's sessions")
-    listing.add_argument("--agent", help="only this agent's sessions")
-    listing.add_argument("--since", help="active since: a duration back (30m, 2h, 7d) or a local date/time")
-    listing.add_argument("--errors", action="store_true", help="only sessions with errors")
+    _filter_args(listing, "sessions")
     listing.add_argument("--limit", type=_page_size, default=20, help=f"sessions per page (1-{MAX_PAGE}, default 20)")
     listing.add_argument("--offset", type=_offset, default=0, help="skip this many (the next page)")
     listing.add_argument("--json", action="store_true", help="print the page as one JSON line")
@@ -77,12 +88,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _store_args(show)
     show.set_defaults(handler=show_command)
 
-    export = commands.add_parser("export", help="write a session as stepahead-trace/1 JSONL")
-    export.add_argument("--session", required=True, help="the session id")
-    export.add_argument("--tenant", help="the tenant (needed when the id exists in several)")
+    export = commands.add_parser(
+        "export", help="write a session, or every session that matches, as stepahead-trace/1 JSONL",
+        description="Write one session (--session), or every session the filters take (--all: "
+                    "the recorded traffic, merged in arrival order, to replay), as stepahead-trace/1.")
+    which = export.add_mutually_exclusive_group(required=True)
+    which.add_argument("--session", help="the session id")
+    which.add_argument("--all", action="store_true", help="every session the filters below take, as one trace")
+    export.add_argument("--tenant", help="the tenant (with --session: needed when the id exists in several)")
+    _filter_args(export, "sessions (with --all)")
     _store_args(export)
-    export.add_argument("--output", "-o", help="output file (default: stdout)")
-    export.set_defaults(handler=export_session)
+    export.add_argument("--output", "-o", help="output file (default: stdout); written whole or not at all")
+    export.set_defaults(handler=export_command)
 
 
 def _store_path(args: argparse.Namespace) -> Path:
@@ -128,16 +145,21 @@ def _run(args: argparse.Namespace, body) -> int:
         return exc.code
 
 
-def list_command(args: argparse.Namespace) -> int:
+def _session_filter(args: argparse.Namespace) -> SessionFilter:
+    """The sessions the flags select; CommandError for a time it cannot read."""
+    now_s = time.time()
     try:
-        since_s = None if args.since is None else parse_since(args.since, time.time())
+        since_s = None if args.since is None else parse_since(args.since, now_s)
+        until_s = None if args.until is None else parse_since(args.until, now_s, "--until")
     except ValueError as exc:
-        print(f"stepahead: {exc}", file=sys.stderr)
-        return 2
-    where = SessionFilter(tenant=args.tenant, agent=args.agent, since_s=since_s, errors_only=args.errors)
+        raise CommandError(str(exc), 2) from None
+    return SessionFilter(tenant=args.tenant, agent=args.agent, since_s=since_s, until_s=until_s,
+                         errors_only=args.errors)
 
+
+def list_command(args: argparse.Namespace) -> int:
     def body(path: Path) -> int:
-        page = list_sessions(path, where, limit=args.limit, offset=args.offset)
+        page = list_sessions(path, _session_filter(args), limit=args.limit, offset=args.offset)
         print(json.dumps(page, ensure_ascii=False) if args.json else sessions_text(page))
         return 0
     return _run(args, body)
@@ -157,16 +179,57 @@ def show_command(args: argparse.Namespace) -> int:
     return _run_on_session(args, body)
 
 
-def export_session(args: argparse.Namespace) -> int:
-    def body(path: Path, session: dict) -> int:
-        lines = export_lines(path, session["tenant"], args.session)
-        if not args.output:
-            sys.stdout.writelines(lines)
-            return 0
-        try:
-            with open(args.output, "w", encoding="utf-8") as out:
-                out.writelines(lines)
-        except OSError as exc:
-            raise CommandError(f"cannot write {args.output}: {exc}", 2) from None
-        return 0
-    return _run_on_session(args, body)
+def _write(lines: Iterable[str], output: str | None) -> int:
+    """The lines to stdout, or to `output` whole: written beside it, then renamed over it,
+    so a failure part-way leaves no half file. Returns how many lines."""
+    if not output:
+        count = 0
+        for line in lines:
+            sys.stdout.write(line)
+            count += 1
+        return count
+    target = Path(output)
+    partial = target.with_name(target.name + ".partial")
+    try:
+        with open(partial, "w", encoding="utf-8") as out:
+            count = 0
+            for line in lines:
+                out.write(line)
+                count += 1
+        os.replace(partial, target)
+    except OSError as exc:
+        partial.unlink(missing_ok=True)
+        raise CommandError(f"cannot write {output}: {exc}", 2) from None
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    return count
+
+
+def export_command(args: argparse.Namespace) -> int:
+    if args.all:
+        return _run(args, lambda path: _export_matching(path, args))
+    if args.agent or args.since or args.until or args.errors:
+        print("stepahead: --agent, --since, --until and --errors select sessions for --all; "
+              "with --session, name the tenant only", file=sys.stderr)
+        return 2
+    return _run_on_session(args, lambda path, session: _export_one(path, session, args.output))
+
+
+def _export_one(path: Path, session: dict, output: str | None) -> int:
+    _write(export_lines(path, session["tenant"], session["session"]), output)
+    return 0
+
+
+def _export_matching(path: Path, args: argparse.Namespace) -> int:
+    keys = matching_session_keys(path, _session_filter(args))
+    if not keys:
+        raise CommandError(f"no sessions in {path} match", 1)
+    tenants = sorted({tenant for tenant, _ in keys})
+    note = f"stepahead: {len(keys)} sessions of {len(tenants)} tenant(s) from {path.name}"
+    with tqdm(total=len(keys), unit="session", desc="reading", file=sys.stderr, disable=None) as bar:
+        lines = export_sessions_lines(path, keys, note, on_session=lambda: bar.update(1))
+        num_lines = _write(lines, args.output)
+    print(f"stepahead: {num_lines - 1} requests of {len(keys)} sessions of {len(tenants)} tenant(s)"
+          + (f" written to {args.output}" if args.output else ""), file=sys.stderr)
+    return 0

@@ -250,15 +250,19 @@ function renderSession() {
   renderSteps(view.steps);
 }
 
-async function downloadExport() {
-  const path = `/v1/traces/sessions/${encodeURIComponent(view.session.session)}/export?tenant=` +
-    encodeURIComponent(view.session.tenant);
+async function downloadFile(path, name) {
   const response = await fetch(path, { headers: { Authorization: "Bearer " + apiKey() } });
   if (!response.ok) { setStatus("Export failed: " + response.status); return; }
   const url = URL.createObjectURL(await response.blob());
-  const link = el("a", { href: url, download: view.session.session + ".jsonl" });
+  const link = el("a", { href: url, download: name });
   link.click();
   URL.revokeObjectURL(url);
+}
+
+function downloadExport() {
+  const path = `/v1/traces/sessions/${encodeURIComponent(view.session.session)}/export?tenant=` +
+    encodeURIComponent(view.session.tenant);
+  return downloadFile(path, view.session.session + ".jsonl");
 }
 
 async function loadSession(tenant, session, append) {
@@ -311,6 +315,10 @@ $("key-form").addEventListener("submit", (event) => {
 });
 $("filters").addEventListener("submit", (event) => { event.preventDefault(); route(); });
 $("more-sessions").addEventListener("click", () => loadSessions(true).catch((e) => setStatus(e.message)));
+$("export-all-link").addEventListener("click", (event) => {
+  event.preventDefault();
+  downloadFile("/v1/traces/export?" + filterQuery(), "sessions.jsonl").catch((e) => setStatus(e.message));
+});
 $("more-steps").addEventListener("click", () =>
   loadSession(view.session.tenant, view.session.session, true).catch((e) => setStatus(e.message)));
 window.addEventListener("hashchange", route);

@@ -123,3 +123,24 @@ async def test_api_bad_query_parameters_are_400_not_422(traced):
     for index in ("x", "99999999999999999999999", "\u00b2", "-1"):   # not a 64-bit step index: 404, not 500
         assert (await _get(app, f"/v1/traces/sessions/{session}/steps/{index}/content",
                            "k-acme")).status_code == 404
+
+
+async def test_api_export_of_matching_sessions_is_one_trace_within_the_callers_tenant(traced):
+    tracer, _ = traced
+    app = viewer_app(tracer, KEYS)
+    response = await _get(app, "/v1/traces/export", "k-acme")
+    assert response.status_code == 200 and response.headers["content-type"].startswith("application/x-ndjson")
+    header, *lines = [json.loads(line) for line in response.text.splitlines()]
+    assert header["format"] == "stepahead-trace/1" and header["note"] == "stepahead: 2 sessions of tenant acme"
+    assert {line["tenant"] for line in lines} == {"acme"} and len(lines) == 6
+    assert [line["t"] for line in lines] == sorted(line["t"] for line in lines) and lines[0]["t"] == 0
+    # another tenant's sessions are no sessions at all; an admin sees every tenant's
+    foreign = (await _get(app, "/v1/traces/export?tenant=globex", "k-acme")).text.splitlines()
+    assert len(foreign) == 1 and json.loads(foreign[0])["note"] == "stepahead: 0 sessions of tenant acme"
+    everything = (await _get(app, "/v1/traces/export", "k-admin")).text.splitlines()
+    assert {json.loads(line)["tenant"] for line in everything[1:]} == {"acme", "globex"} and len(everything) == 10
+    # the list's filters, and its 400 for a bad one
+    later = (await _get(app, f"/v1/traces/export?since={1_700_000_000 + 10}", "k-acme")).text.splitlines()
+    assert {json.loads(line)["session"] for line in later[1:]} == {"shared"}
+    bad = await _get(app, "/v1/traces/export?since=soon", "k-acme")
+    assert bad.status_code == 400 and bad.json()["detail"]["param"] == "since"

@@ -8,8 +8,10 @@ import re
 
 import pytest
 
+from agents_trace.records import StepResult
 from agents_trace.traces_command import register
 from cache.forecast import Forecast
+from cache.trace_format import read_trace
 
 from tests.agents_trace.helpers import ManualClock, make_tracer, run_scripted_session
 
@@ -193,3 +195,57 @@ def test_traces_show_escapes_control_characters_a_client_sent(tmp_path, capsys):
     assert _run(["traces", "show", hostile, "--db", db]) == 0
     shown = capsys.readouterr().out
     assert "\x1b" not in shown and shown.startswith("session evil\\x1b[2J\\nrow   tenant acme   agent a\\rb")
+
+
+def test_traces_export_all_writes_every_matching_session_as_one_trace(store, tmp_path, capsys):
+    out = tmp_path / "all.jsonl"
+    assert _run(["traces", "export", "--all", "--db", str(store), "-o", str(out)]) == 0
+    assert "9 requests of 3 sessions of 2 tenant(s) written to" in capsys.readouterr().err
+    header, records = read_trace(out)
+    assert header.note.startswith("stepahead: 3 sessions of 2 tenant(s)")
+    assert [(r.tenant, r.session) for r in records] == \
+        [("acme", "s1")] * 3 + [("globex", "s1")] * 3 + [("acme", "only")] * 3
+    # one clock throughout: each scripted session takes 6.5 s and starts where the last ended
+    assert [r.t for r in records] == [0.0, 2.5, 6.0, 6.5, 9.0, 12.5, 13.0, 15.5, 19.0]
+    assert [r.after for r in records[:3]] == ["start", "tool:get_weather", "tool:book_table"]
+    assert [r.tool_calls for r in records[:3]] == [["get_weather"], ["book_table"], []]
+    assert not list(tmp_path.glob("*.partial"))
+    assert _run(["traces", "export", "--all", "--tenant", "acme", "--db", str(store)]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 1 + 6
+
+
+def test_traces_export_all_merges_sessions_that_overlap_in_arrival_order(tmp_path, capsys):
+    clock = ManualClock()
+    tracer, _ = make_tracer(tmp_path, clock)
+    open_steps = {}
+    for name, step in (("a", 0), ("b", 0), ("a", 1), ("b", 1), ("b", 2), ("a", 2)):
+        messages = [{"role": "user", "content": f"task {name}"}]
+        messages += [{"role": "user", "content": f"more {i}"} for i in range(step)]
+        if name in open_steps:
+            tracer.end(open_steps.pop(name), StepResult(num_input_tokens=10, num_output_tokens=2,
+                                                        finish_reason="stop", output_text="ok"))
+        open_steps[name] = tracer.begin("acme", {"x-session-id": name}, {"model": "m", "messages": messages})
+        clock.advance(1.0)
+    for ctx in open_steps.values():
+        tracer.end(ctx, StepResult(num_input_tokens=10, num_output_tokens=2, finish_reason="stop",
+                                   output_text="ok"))
+    tracer.stop()
+    assert _run(["traces", "export", "--all", "--db", str(tmp_path / "traces.sqlite3")]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()[1:]]
+    assert [(line["session"], line["t"]) for line in lines] == \
+        [("a", 0.0), ("b", 1.0), ("a", 2.0), ("b", 3.0), ("b", 4.0), ("a", 5.0)]
+    assert [line["after"] for line in lines if line["session"] == "b"] == ["start", "user", "user"]
+
+
+def test_traces_export_all_filters_and_says_what_is_wrong(store, tmp_path, capsys):
+    assert _run(["traces", "export", "--all", "--since", "2099-01-01", "--db", str(store)]) == 1
+    assert "no sessions in" in capsys.readouterr().err
+    assert _run(["traces", "export", "--all", "--until", "soon", "--db", str(store)]) == 2
+    assert "--until 'soon': give a duration" in capsys.readouterr().err
+    assert _run(["traces", "export", "--session", "only", "--since", "1h", "--db", str(store)]) == 2
+    assert "select sessions for --all" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        _run(["traces", "export", "--all", "--session", "only", "--db", str(store)])
+    missing_dir = tmp_path / "no" / "such" / "dir" / "out.jsonl"
+    assert _run(["traces", "export", "--all", "--db", str(store), "-o", str(missing_dir)]) == 2
+    assert "cannot write" in capsys.readouterr().err and not missing_dir.parent.exists()

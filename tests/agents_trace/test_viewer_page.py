@@ -56,3 +56,29 @@ def test_viewer_page_shows_a_session_timeline(served, tmp_path):
     response = httpx.get(f"{base_url}/v1/traces/sessions/{session}",
                          headers={"authorization": "Bearer k-globex"}, timeout=10)
     assert response.status_code == 404
+
+
+def test_viewer_exports_the_sessions_that_match_its_filters(served):
+    from selenium.webdriver.common.by import By
+    base_url, session = served
+    with chromium_driver() as driver:
+        connect(driver, base_url, "k-acme")
+        wait_for(driver, lambda d: d.find_elements(By.LINK_TEXT, session))
+        # keep what the page fetches for its download, instead of saving a file
+        driver.execute_script("""
+            window.exported = [];
+            const realFetch = window.fetch;
+            window.fetch = async (path, init) => {
+              const response = await realFetch(path, init);
+              if (String(path).startsWith('/v1/traces/export')) {
+                window.exported.push([String(path), await response.clone().text()]);
+              }
+              return response;
+            };""")
+        driver.find_element(By.ID, "f-agent").send_keys("travel")
+        driver.find_element(By.ID, "export-all-link").click()
+        path, text = wait_for(driver, lambda d: (d.execute_script("return window.exported") or [None])[0])
+    assert path == "/v1/traces/export?agent=travel"
+    header, *requests = text.splitlines()
+    assert header.startswith('{"format":"stepahead-trace/1"')
+    assert len(requests) == 3 and all(f'"session":"{session}"' in line for line in requests)
