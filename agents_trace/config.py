@@ -31,7 +31,9 @@ class TraceConfig:
     `store_path` None means $STEPAHEAD_TRACE_DB, else `traces.sqlite3` in the user's data
     dir (see `resolved_store_path`). Retention drops whole sessions, oldest first, once
     they are older than `retention_max_age_s` or the file holds more than
-    `retention_max_bytes`. `queue_size` bounds the in-memory events between the request
+    `retention_max_bytes`. `record_prompt_blocks` stores each step's prompt as block
+    fingerprints (hashes, no content; see `prompt_blocks`), which exports carry as
+    `hash_ids`. `queue_size` bounds the in-memory events between the request
     path and the writer thread; `otlp_max_queue_size` bounds the spans waiting for the
     OTLP exporter, so an exporter outage drops spans instead of growing memory.
     """
@@ -39,6 +41,7 @@ class TraceConfig:
     enabled: bool = True
     service_name: str = "stepahead"
     capture_content: bool = False
+    record_prompt_blocks: bool = True
     otlp_endpoint: str | None = None
     otlp_protocol: str | None = None
     otlp_max_queue_size: int = 2048
@@ -80,7 +83,7 @@ def data_file(configured: str | None, file_name: str) -> Path:
     return Path(user_data_dir("stepahead", appauthor=False)) / file_name
 
 
-_BOOLS = {"enabled", "capture_content", "store_enabled"}
+_BOOLS = {"enabled", "capture_content", "record_prompt_blocks", "store_enabled"}
 _INTS = {"otlp_max_queue_size", "retention_max_bytes", "max_sessions", "queue_size"}
 _FLOATS = {"otlp_export_timeout_s", "retention_max_age_s", "retention_interval_s",
            "session_idle_timeout_s"}

@@ -7,8 +7,11 @@ one line per request: `t` (seconds since the first exported request), `tenant`,
 request's whole message list) when the store holds content. A step that asked for
 several choices exports the tool calls of the choice the session went on from (the one
 whose call ids the next step answers; before a user turn, a text answer), else choice
-0's, so a line's `tool_calls` agree with the next `after`. No `hash_ids`: the replay
-harness then derives token content from (tenant, session, step), as the format allows.
+0's, so a line's `tool_calls` agree with the next `after`. `hash_ids` are the prompt's
+block fingerprints (`prompt_blocks`; header `block_size`) where the store has them for the
+whole prompt (local models, `record_prompt_blocks` on), so a replay or the simulator
+shares prefixes as the recorded requests did; without them the replay harness derives
+token content from (tenant, session, step), as the format allows.
 Invariant: a request's `messages` are rebuilt exactly (the first `num_prefix_messages`
 of the step it extends, `prefix_step`, then the messages new in it) or left out: never
 a shortened list.
@@ -21,6 +24,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
+from agents_trace.prompt_blocks import RECORD_BLOCK_SIZE, num_blocks
 from agents_trace.store_queries import iter_session_steps
 
 FORMAT = "stepahead-trace/1"
@@ -66,6 +70,9 @@ def _session_requests(path: Path, tenant: str, session: str) -> Iterator[tuple[f
             yield pending[0]["arrived_s"], {**pending[1], "tool_calls": kept_tool_names(pending[0], step)}
         line = {"tenant": tenant, "session": session, "after": step["after_label"], "tool_calls": [],
                 "input_tokens": step["num_input_tokens"], "output_tokens": step["num_output_tokens"]}
+        blocks = step["prompt_blocks"]
+        if blocks is not None and len(blocks) == num_blocks(step["num_input_tokens"]):
+            line["hash_ids"] = blocks
         messages = _rebuild(content, full_messages)
         if messages is not None:
             full_messages[step["index"]] = messages
@@ -76,7 +83,7 @@ def _session_requests(path: Path, tenant: str, session: str) -> Iterator[tuple[f
 
 
 def header_line(note: str) -> str:
-    return _line({"format": FORMAT, "time_unit": "s", "note": note})
+    return _line({"format": FORMAT, "block_size": RECORD_BLOCK_SIZE, "time_unit": "s", "note": note})
 
 
 def _request_line(t_s: float, line: dict) -> str:

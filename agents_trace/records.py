@@ -9,6 +9,7 @@ from one clock, so `gap_s == arrived_s - (previous step).ended_s` whenever it is
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, NewType
 
@@ -134,6 +135,7 @@ class StepResult:
     error: str | None = None
     error_message: str | None = None
     other_choices: tuple[ChoiceOutput, ...] = ()   # choices 1.. (choice 0 is the fields above)
+    prompt_token_ids: Sequence[int] | None = None   # the prompt as the model read it, if known
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +171,7 @@ class Step:
     content: CapturedContent | None = None
     request_params: tuple[tuple[str, float | int], ...] = ()
     other_choices: tuple[ChoiceOutput, ...] = ()   # choices 1.., without their text
+    prompt_token_ids: Sequence[int] | None = None   # for the store's prompt fingerprints
 
     @property
     def is_text_answer(self) -> bool:

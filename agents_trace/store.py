@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from agents_trace.prompt_blocks import prompt_block_ids
 from agents_trace.records import ForecastCheck, SessionEnded, Step
 from agents_trace.store_schema import connect_writer
 
@@ -51,6 +52,14 @@ def _calls_json(calls) -> str:
 def _other_choices_json(choices) -> str:
     """`[[finish_reason, [[call_id, name, arguments], ...]], ...]` for choices 1.."""
     return json.dumps([[c.finish_reason, _call_rows(c.tool_calls)] for c in choices], ensure_ascii=False)
+
+
+def _prompt_blocks_json(step: Step) -> str | None:
+    """The prompt's block fingerprints as a JSON list, or None when the prompt is unknown
+    (an upstream model, several prompts, or recording off)."""
+    if step.prompt_token_ids is None:
+        return None
+    return json.dumps(prompt_block_ids(step.tenant, step.prompt_token_ids), separators=(",", ":"))
 
 
 class TraceStore:
@@ -140,9 +149,10 @@ class TraceStore:
             "operation, model, agent, session_source, arrived_s, ended_s, prev_ended_s, gap_s, "
             "after_kind, after_label, after_tools, num_messages, is_stream, num_input_tokens, "
             "num_cached_tokens, num_output_tokens, ttft_s, worker, finish_reason, tool_calls, "
-            "error, error_message, forecast, forecast_hit, trace_id, span_id, has_content, other_choices) "
+            "error, error_message, forecast, forecast_hit, trace_id, span_id, has_content, other_choices, "
+            "prompt_blocks) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-            "?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (step.tenant, step.session, step.index, step.request_id, step.response_id,
              step.operation, step.model, step.agent, step.session_source, step.arrived_s,
              step.ended_s, step.prev_ended_s, step.gap_s, step.after.kind, step.after.label,
@@ -152,7 +162,7 @@ class TraceStore:
              step.error, step.error_message, _forecast_json(check),
              None if check is None else int(check.is_hit), row.trace_id, row.span_id,
              int(step.content is not None),
-             _other_choices_json(step.other_choices)))
+             _other_choices_json(step.other_choices), _prompt_blocks_json(step)))
         if step.content is not None:
             content = step.content
             self.db.execute(

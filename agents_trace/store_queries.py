@@ -108,6 +108,8 @@ def _step_dict(row: sqlite3.Row) -> dict:
                          for c, n, a in json.loads(out["tool_calls"])]
     out["forecast"] = json.loads(out["forecast"]) if out["forecast"] else None
     out.pop("forecast_hit")
+    blocks = out.pop("prompt_blocks", None)   # a store no writer has upgraded yet lacks the column
+    out["prompt_blocks"] = json.loads(blocks) if blocks else None
     out["other_choices"] = [  # a store no writer has upgraded yet lacks the column
         {"finish_reason": reason, "tool_calls": [{"call_id": c, "name": n, "arguments": a} for c, n, a in calls]}
         for reason, calls in json.loads(out.get("other_choices") or "[]")]
@@ -122,8 +124,10 @@ def list_steps(path: Path, tenant: str, session: str, *, limit: int = 200,
         rows = [] if db is None else db.execute(
             "SELECT * FROM steps WHERE tenant = ? AND session = ? ORDER BY idx LIMIT ? OFFSET ?",
             (tenant, session, limit + 1, max(0, offset))).fetchall()
-    return {"data": [_step_dict(r) for r in rows[:limit]], "has_more": len(rows) > limit,
-            "offset": max(0, offset), "limit": limit}
+    steps = [_step_dict(r) for r in rows[:limit]]
+    for step in steps:
+        del step["prompt_blocks"]   # for exports; a page for the viewer stays small
+    return {"data": steps, "has_more": len(rows) > limit, "offset": max(0, offset), "limit": limit}
 
 
 def step_content(path: Path, tenant: str, session: str, index: int) -> dict | None:

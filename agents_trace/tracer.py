@@ -198,7 +198,8 @@ class AgentTracer:
             response_id=result.response_id, error=result.error,
             error_message=result.error_message, remote_parent=ctx.remote_parent,
             content=self._content(ctx, result), request_params=ctx.request_params,
-            other_choices=tuple(dataclasses.replace(choice, text=None) for choice in result.other_choices)))
+            other_choices=tuple(dataclasses.replace(choice, text=None) for choice in result.other_choices),
+            prompt_token_ids=result.prompt_token_ids if self.config.record_prompt_blocks else None))
 
     def _content(self, ctx: StepContext, result: StepResult) -> CapturedContent | None:
         if not self.config.capture_content:

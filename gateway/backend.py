@@ -10,7 +10,7 @@ A backend turns a validated request into a stream of `ChatEvent`s. Invariants:
 """
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -88,6 +88,8 @@ class Prepared:
     `best_of` (completions' `best_of` > 1): then `num_choices` = max(n, best_of)
     candidates run, the reply keeps the `num_returned` (= n) likeliest per token, and
     their token log probabilities only when `keep_logprobs` (the client asked for them).
+    `prompt_token_ids` is the prompt as the model reads it, when the backend tokenizes it
+    (local models, one prompt); tracing records its block fingerprints, never the ids.
     A completions request with several prompts has `num_prompts` > 1 and a payload per
     prompt: its runs come in one group of `num_choices // num_prompts` per prompt, and
     choice c belongs to prompt c // that, as OpenAI numbers the choices.
@@ -106,6 +108,7 @@ class Prepared:
     num_returned: int = 1
     keep_logprobs: bool = True
     num_prompts: int = 1
+    prompt_token_ids: Sequence[int] | None = None
 
     @property
     def num_per_prompt(self) -> int:

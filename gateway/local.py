@@ -149,7 +149,7 @@ class LocalBackend:
                                         self.default_completion_reserve_tokens)
         return Prepared(request_id=request_id, tenant=tenant, model=self.model_id,
                         num_prompt_tokens=num_prompt, num_reserved_tokens=num_prompt + reserve,
-                        payload=call)
+                        payload=call, prompt_token_ids=call.prompt_token_ids)
 
     async def prepare_chat(self, request: ChatCompletionRequest, tenant: str,
                            request_id: str) -> Prepared:
@@ -231,7 +231,7 @@ class LocalBackend:
         if len(calls) > 1:
             num_prompt = sum(len(call.prompt_token_ids) for call in calls)
             prepared = dataclasses.replace(
-                prepared, payload=calls, num_prompts=len(calls), num_prompt_tokens=num_prompt,
+                prepared, payload=calls, num_prompts=len(calls), num_prompt_tokens=num_prompt, prompt_token_ids=None,
                 num_reserved_tokens=prepared.num_reserved_tokens - prepared.num_prompt_tokens + num_prompt)
         if best_of == 1:
             return prepared

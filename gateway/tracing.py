@@ -83,4 +83,5 @@ def end_step(tracer: AgentTracer, ctx: StepContext, prepared: Prepared,
         finish_reason=(output.finish_reason() if output is not None and finished else
                        finished.finish_reason if finished else None),
         output_text=output.text if output is not None and output.text else None,
-        tool_calls=calls, response_id=prepared.request_id, error=error, other_choices=others))
+        tool_calls=calls, response_id=prepared.request_id, error=error, other_choices=others,
+        prompt_token_ids=prepared.prompt_token_ids))

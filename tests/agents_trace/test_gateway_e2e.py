@@ -329,3 +329,37 @@ def test_e2e_bad_trace_query_is_an_openai_shaped_400_naming_the_parameter(served
     error = reply.json()["error"]
     assert error["param"] == "limit" and error["code"] == "invalid_value"
     assert error["message"] == "Query parameter 'limit' must be a number in [1, 500], not '5000'."
+
+
+def _long_scripted(step: int) -> list[dict]:
+    """`_scripted` behind a system prompt several fingerprint blocks long."""
+    messages = _scripted(step)
+    return [{"role": "system", "content": "You plan evenings for busy people. " * 40}, *messages[1:]]
+
+
+def test_e2e_exported_traffic_carries_prompt_fingerprints_that_replay_its_sharing(served, tmp_path, capsys):
+    from cache.sim.cli import main as sim_main
+    for step in range(3):
+        for tenant in ("acme", "globex"):
+            served.client(tenant).chat.completions.create(
+                model="tiny", messages=_long_scripted(step), max_tokens=4,
+                extra_headers={"x-agent-name": "fingerprinted"})
+    served.settle()
+    response = served.get("/v1/traces/export?agent=fingerprinted", "ops")
+    header, *lines = [json.loads(line) for line in response.text.splitlines()]
+    assert header["block_size"] == 64 and len(lines) == 6
+    by_tenant: dict[str, list[list[int]]] = {}
+    for line in lines:
+        ids = line["hash_ids"]
+        assert len(ids) == -(-line["input_tokens"] // 64) and all(0 <= i < 2 ** 53 for i in ids)
+        by_tenant.setdefault(line["tenant"], []).append(ids)
+    for steps in by_tenant.values():
+        assert len(steps[0]) >= 4
+        for before, after in zip(steps, steps[1:]):   # each step extends the last: its full blocks stay
+            assert len(after) > len(before) and after[:len(before) - 1] == before[:len(before) - 1]
+    assert not set(sum(by_tenant["acme"], [])) & set(sum(by_tenant["globex"], []))   # never shared
+    trace = tmp_path / "recorded.jsonl"
+    trace.write_text(response.text)
+    assert sim_main(["--trace", str(trace), "--hot-blocks", "1000", "--json"]) == 0
+    simulated = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert simulated["requests"] == 6 and simulated["block_hit_rate"] > 0.4
