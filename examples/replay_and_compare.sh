@@ -3,7 +3,9 @@
 # workload against each; print the comparison. Runs on the embedded SmolLM2 by default:
 #   bash examples/replay_and_compare.sh
 #   MODEL=tiny SESSIONS=2 bash examples/replay_and_compare.sh      # a quick look
-# Knobs (environment): MODEL, TENANTS, SESSIONS, SEED, SPEED, HOT_BLOCKS, PORT.
+#   TRACE=recorded.jsonl bash examples/replay_and_compare.sh       # your own traffic, from
+#     stepahead traces export --all -o recorded.jsonl  (its tenants are served as they are named)
+# Knobs (environment): MODEL, TENANTS, SESSIONS, SEED, SPEED, HOT_BLOCKS, PORT, TRACE.
 set -euo pipefail
 MODEL=${MODEL:-smollm2}
 TENANTS=${TENANTS:-3}
@@ -15,22 +17,38 @@ PORT=${PORT:-8765}
 work=$(mktemp -d)
 trap 'kill "${server:-}" 2>/dev/null || true; rm -rf "$work"' EXIT
 
-stepahead workload generate --tenants "$TENANTS" --sessions "$SESSIONS" --seed "$SEED" \
-  --max-context-tokens 3000 -o "$work/workload.jsonl"
-
+if [ -n "${TRACE:-}" ]; then
+  [ -r "$TRACE" ] || { echo "replay_and_compare: cannot read TRACE=$TRACE" >&2; exit 2; }
+  workload=$TRACE
+else
+  workload="$work/workload.jsonl"
+  stepahead workload generate --tenants "$TENANTS" --sessions "$SESSIONS" --seed "$SEED" \
+    --max-context-tokens 3000 -o "$workload"
+fi
+# the trace's tenants, each served with a key of its own (sk-compare-<i>)
+mapfile -t tenants < <(python -c '
+import json, sys
+names = set()
+for line in open(sys.argv[1], encoding="utf-8"):
+    row = json.loads(line) if line.strip() else {}
+    if "format" not in row and row:
+        names.add(row.get("tenant", "default"))
+print("\n".join(sorted(names)))' "$workload")
+[ "${#tenants[@]}" -gt 0 ] || { echo "replay_and_compare: no requests in $workload" >&2; exit 2; }
 keys=()
-for ((i = 0; i < TENANTS; i++)); do keys+=("--tenant-key=tenant$i=sk-compare-tenant$i"); done
+for i in "${!tenants[@]}"; do keys+=("--tenant-key=${tenants[$i]}=sk-compare-$i"); done
 
 write_config() {  # $1 = policy
-  {
-    printf '[tracing]\nstore_path = "%s/traces-%s.sqlite"\n\n' "$work" "$1"
-    printf '[[models]]\nname = "m"\nkind = "local"\npath = "%s"\nnum_workers = 2\n' "$MODEL"
-    printf '[models.engine]\npolicy = "%s"\nnum_hot_blocks = %s\n\n' "$1" "$HOT_BLOCKS"
-    for ((i = 0; i < TENANTS; i++)); do
-      printf '[[tenants]]\nname = "tenant%s"\napi_key_sha256 = ["%s"]\n\n' "$i" \
-        "$(printf 'sk-compare-tenant%s' "$i" | sha256sum | cut -d' ' -f1)"
-    done
-  } > "$work/$1.toml"
+  python - "$1" "$MODEL" "$HOT_BLOCKS" "$work" "${tenants[@]}" > "$work/$1.toml" <<'PY'
+import hashlib, json, sys
+policy, model, hot_blocks, work, *tenants = sys.argv[1:]
+print(f'[tracing]\nstore_path = {json.dumps(f"{work}/traces-{policy}.sqlite")}\n')
+print(f'[[models]]\nname = "m"\nkind = "local"\npath = {json.dumps(model)}\nnum_workers = 2')
+print(f'[models.engine]\npolicy = "{policy}"\nnum_hot_blocks = {int(hot_blocks)}\n')
+for i, name in enumerate(tenants):
+    digest = hashlib.sha256(f"sk-compare-{i}".encode()).hexdigest()
+    print(f'[[tenants]]\nname = {json.dumps(name)}\napi_key_sha256 = ["{digest}"]\n')
+PY
 }
 
 for policy in predictive lru; do
@@ -44,8 +62,8 @@ for policy in predictive lru; do
     kill -0 "$server" 2>/dev/null || { cat "$work/serve-$policy.log" >&2; exit 1; }
     sleep 0.5
   done
-  stepahead replay "$work/workload.jsonl" --base-url "http://127.0.0.1:$PORT" \
-    --api-key sk-compare-tenant0 "${keys[@]}" --speed "$SPEED" --max-output-tokens 8 \
+  stepahead replay "$workload" --base-url "http://127.0.0.1:$PORT" \
+    --api-key sk-compare-0 "${keys[@]}" --speed "$SPEED" --max-output-tokens 8 \
     --no-progress --json > "$work/$policy.json" || true
   kill "$server"; wait "$server" 2>/dev/null || true
   server=
