@@ -55,12 +55,12 @@ from cache.sim.cost_model import CALIBRATIONS, DEFAULT_CALIBRATION, CostModel  #
 from cache.sim.oracle import OracleForecastSource  # noqa: E402
 from cache.sim.replay import SimConfig, replay  # noqa: E402
 from cache.sim.requests import SimRequest, to_sim_requests  # noqa: E402
+from cache.sim.sweep import ANCHORS, REACTIVE_AND_BOUNDS, plot_policies  # noqa: E402
 from cache.trace_format import read_trace  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 MOONCAKE = Path("/work/shared/data/mooncake_conversation_first_half.jsonl")
-POLICIES = ("lru", "predictive", "belady")
-ANCHORS = ("ttl", "kvflow")
+POLICIES = REACTIVE_AND_BOUNDS
 LONG_SESSIONS = 160  # per tenant, for the steady-state agent workload
 SESSION_IDLE_TIMEOUT_S = 900.0  # the gateway's default ([tracing] session_idle_timeout_s)
 
@@ -170,35 +170,8 @@ def summarize(rows: list[dict]) -> list[dict]:
 
 
 def plot(rows: list[dict], trace: str, split: str, path: Path, title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     chosen = [row for row in rows if row["trace"] == trace and row["split"] == split and row["host_blocks"] == 0]
-    labels = sorted({row["label"] for row in chosen},
-                    key=lambda name: (name not in POLICIES, name not in ANCHORS, name))
-    fig, (hits_ax, ttft_ax) = plt.subplots(1, 2, figsize=(11, 4.2))
-    for label in labels:
-        points = sorted((row["hot_blocks"], row["block_hit_rate"], row["sim_ttft_mean_s"])
-                        for row in chosen if row["label"] == label)
-        style = "-o" if label in POLICIES else "--s" if label in ANCHORS else ":x"
-        hits_ax.plot([p[0] for p in points], [p[1] for p in points], style, label=label)
-        ttft_ax.plot([p[0] for p in points], [p[2] for p in points], style, label=label)
-    capacities = sorted({row["hot_blocks"] for row in chosen})
-    for ax, ylabel in ((hits_ax, "block hit rate (leading run)"), (ttft_ax, "mean simulated TTFT (s)")):
-        ax.set_xscale("log")
-        ax.set_xticks(capacities, [f"{c / 1000:g}k" for c in capacities])
-        ax.minorticks_off()
-        ax.set_xlabel("HOT blocks")
-        ax.set_ylabel(ylabel)
-        ax.grid(True, alpha=0.3)
-    hits_ax.legend(fontsize=8)
-    fig.suptitle(title)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    plot_policies(chosen, path, title)
 
 
 def main() -> None:

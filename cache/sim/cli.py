@@ -1,4 +1,4 @@
-"""Command line of the simulator: one replay, one JSON line.
+"""Command line of the simulator: one replay and one JSON line, or a side-by-side sweep.
 
     python -m cache.sim --trace FILE --hot-blocks N [--host-blocks M]
         [--policy lru|predictive|ttl|kvflow|belady] [--block-size B] [--measure-from-frac F] --json
@@ -9,6 +9,13 @@ Reads a `stepahead-trace/1` or Mooncake trace (through `cache.trace_format`), re
 "prefetch_used_frac", "wall_s", ...}`. `wall_s` covers reading the trace and the replay.
 `--calibration` picks the engine dtype the costs were measured in, and every cost
 constant is also a flag of its own (cost_model.py documents the calibrations).
+
+`--policy` and `--hot-blocks` also take comma-separated lists (`--policy all`: every
+policy): each pair then runs on the same trace, and the output is a table comparing them
+at each memory size (LRU's mean TTFT over each policy's, and the share of the LRU ->
+Belady gap closed; sweep.py), or with `--json` one JSON line per run; `--plot PNG` draws
+hit rate and TTFT against HOT blocks. A single policy at a single size prints exactly the
+one JSON line above.
 """
 from __future__ import annotations
 
@@ -16,19 +23,25 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
+
+from tqdm import tqdm
 
 from cache.sim.cost_model import CALIBRATIONS, COPY_BYTES_PER_S, DEFAULT_CALIBRATION, CostModel
 from cache.sim.replay import POLICY_NAMES, SimConfig, replay, split_index
 from cache.sim.requests import to_sim_requests
+from cache.sim.sweep import comparison_rows, comparison_table, plot_policies
 from cache.trace_format import TraceFormatError, read_trace
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m cache.sim", description="replay a trace through a cache policy")
     parser.add_argument("--trace", required=True, help="stepahead-trace/1 or Mooncake JSONL file")
-    parser.add_argument("--hot-blocks", type=int, required=True)
+    parser.add_argument("--hot-blocks", type=_sizes, required=True,
+                        help="HOT tier blocks; several, comma-separated, for a sweep")
     parser.add_argument("--host-blocks", type=int, default=0)
-    parser.add_argument("--policy", choices=POLICY_NAMES, default="lru")
+    parser.add_argument("--policy", type=_policies, default=("lru",),
+                        help=f"one of {', '.join(POLICY_NAMES)}, several comma-separated, or all")
     parser.add_argument("--block-size", type=int, default=None, help="tokens per block (default: the trace header's)")
     parser.add_argument("--measure-from-frac", type=float, default=0.0,
                         help="requests before this fraction only warm up (not counted)")
@@ -42,14 +55,34 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--copy-bytes-per-s", type=float, default=COPY_BYTES_PER_S)
     parser.add_argument("--host-to-hot-s-per-block", type=float, default=None,
                         help="default: block_size * kv_bytes_per_token / copy_bytes_per_s")
-    parser.add_argument("--json", action="store_true", help="print one JSON line (the only output format)")
+    parser.add_argument("--json", action="store_true",
+                        help="print JSON lines (one run: always one JSON line)")
+    parser.add_argument("--plot", help="with several sizes: draw hit rate and TTFT against HOT blocks to this PNG")
     return parser
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    try:
+        sizes = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a block count or a comma-separated list of them: {text!r}") from None
+    if any(size <= 0 for size in sizes):
+        raise argparse.ArgumentTypeError("HOT block counts must be > 0")
+    return tuple(dict.fromkeys(sizes))
+
+
+def _policies(text: str) -> tuple[str, ...]:
+    names = POLICY_NAMES if text == "all" else tuple(dict.fromkeys(part.strip() for part in text.split(",")))
+    unknown = [name for name in names if name not in POLICY_NAMES]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown policy {unknown[0]!r}; choose from {', '.join(POLICY_NAMES)} or all")
+    return names
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     started = time.perf_counter()
-    if args.hot_blocks <= 0 or args.host_blocks < 0 or (args.block_size is not None and args.block_size <= 0):
+    if args.host_blocks < 0 or (args.block_size is not None and args.block_size <= 0):
         print("error: need --hot-blocks > 0, --host-blocks >= 0 and --block-size > 0", file=sys.stderr)
         return 2
     try:
@@ -71,16 +104,31 @@ def main(argv: list[str] | None = None) -> int:
         host_to_hot_s_per_block=args.host_to_hot_s_per_block,
     )
     requests = to_sim_requests(records, block_size)
-    config = SimConfig(
-        num_hot_blocks=args.hot_blocks,
-        num_host_blocks=args.host_blocks,
-        policy=args.policy,
-        block_size=block_size,
-        cost=cost,
-        tick_interval_s=args.tick_interval_s,
-        measure_from=split_index(len(requests), args.measure_from_frac),
-    )
-    result = replay(requests, config)
-    result.wall_s = time.perf_counter() - started
-    print(json.dumps({**result.to_json(), "calibration": args.calibration}))
+
+    def run(policy: str, hot_blocks: int) -> dict:
+        config = SimConfig(num_hot_blocks=hot_blocks, num_host_blocks=args.host_blocks, policy=policy,
+                           block_size=block_size, cost=cost, tick_interval_s=args.tick_interval_s,
+                           measure_from=split_index(len(requests), args.measure_from_frac))
+        return replay(requests, config).to_json()
+
+    pairs = [(policy, hot) for hot in args.hot_blocks for policy in args.policy]
+    if len(pairs) == 1:
+        result = run(*pairs[0])
+        result["wall_s"] = round(time.perf_counter() - started, 3)
+        print(json.dumps({**result, "calibration": args.calibration}))
+        return 0
+    runs = []
+    for policy, hot in tqdm(pairs, desc="simulating", unit="run", file=sys.stderr, disable=None):
+        began = time.perf_counter()
+        result = {**run(policy, hot), "label": policy, "calibration": args.calibration}
+        result["wall_s"] = round(time.perf_counter() - began, 3)
+        runs.append(result)
+        if args.json:
+            print(json.dumps(result), flush=True)
+    if not args.json:
+        print(comparison_table(comparison_rows(runs)))
+    if args.plot:
+        plot_policies(runs, Path(args.plot), f"{Path(args.trace).name}: {len(requests)} requests, "
+                                             f"{block_size}-token blocks, HOST {args.host_blocks}")
+        print(f"plot: {args.plot}", file=sys.stderr)
     return 0
