@@ -22,6 +22,7 @@ from fastapi.responses import HTMLResponse, Response, StreamingResponse
 from agents_trace.export import export_lines, export_sessions_lines, header_line
 from agents_trace.store_queries import SessionFilter, find_session, list_sessions, list_steps, \
     matching_session_keys, step_content
+from agents_trace.store_stats import StatsWindow, tenant_stats
 
 MAX_PAGE = 500
 STATIC_FILES = {"app.js": "text/javascript; charset=utf-8",
@@ -116,6 +117,18 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
         if path is None or where is None:
             return {"data": [], "has_more": False, "offset": offset, "limit": limit}
         return list_sessions(path, where, limit=limit, offset=offset)
+
+    @router.get("/v1/traces/stats")
+    def stats(request: Request, who: Viewer = Depends(viewer), agent: str | None = None,
+              tenant: str | None = None) -> dict:
+        """Per-tenant figures over the steps that arrived in [since, until] (store_stats)."""
+        since = _number(request, "since", None, low=0, high=1e12)
+        until = _number(request, "until", None, low=0, high=1e12)
+        path = path_of(request)
+        if path is None or (tenant is not None and not who.is_admin and tenant != who.tenant):
+            return {"tenants": [], "total": None}
+        return tenant_stats(path, StatsWindow(tenant=scope(who, tenant), agent=agent or None,
+                                              since_s=since, until_s=until))
 
     @router.get("/v1/traces/export")
     def export_matching(request: Request, who: Viewer = Depends(viewer), agent: str | None = None,

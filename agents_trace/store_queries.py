@@ -31,7 +31,8 @@ class SessionFilter:
 
 
 @contextlib.contextmanager
-def _reader(path: Path) -> Iterator[sqlite3.Connection | None]:
+def read_store(path: Path) -> Iterator[sqlite3.Connection | None]:
+    """A short read-only connection for one query (None when the store does not exist yet)."""
     connection = connect_reader(path)
     try:
         yield connection
@@ -68,7 +69,7 @@ def list_sessions(path: Path, where: SessionFilter, *, limit: int = 50,
     limit = max(1, min(limit, MAX_PAGE))
     condition, params = _where_sql(where)
     sql = "SELECT * FROM sessions" + condition + " ORDER BY last_s DESC, tenant, session LIMIT ? OFFSET ?"
-    with _reader(path) as db:
+    with read_store(path) as db:
         rows = [] if db is None else db.execute(sql, (*params, limit + 1, max(0, offset))
                                                 ).fetchall()
     return {"data": [_session_dict(r) for r in rows[:limit]], "has_more": len(rows) > limit,
@@ -79,7 +80,7 @@ def matching_session_keys(path: Path, where: SessionFilter) -> list[tuple[str, s
     """Every (tenant, session) the filter takes, in the order they started: all at once,
     so a writer adding sessions meanwhile cannot shift a page under the caller."""
     condition, params = _where_sql(where)
-    with _reader(path) as db:
+    with read_store(path) as db:
         rows = [] if db is None else db.execute(
             "SELECT tenant, session FROM sessions" + condition + " ORDER BY started_s, tenant, session",
             params).fetchall()
@@ -93,7 +94,7 @@ def find_session(path: Path, session: str, tenant: str | None) -> list[dict]:
     if tenant is not None:
         sql += " AND tenant = ?"
         params = (session, tenant)
-    with _reader(path) as db:
+    with read_store(path) as db:
         rows = [] if db is None else db.execute(sql + " ORDER BY tenant", params).fetchall()
     return [_session_dict(r) for r in rows]
 
@@ -120,7 +121,7 @@ def list_steps(path: Path, tenant: str, session: str, *, limit: int = 200,
                offset: int = 0) -> dict:
     """A page of a session's steps in index order, without message content."""
     limit = max(1, min(limit, MAX_PAGE))
-    with _reader(path) as db:
+    with read_store(path) as db:
         rows = [] if db is None else db.execute(
             "SELECT * FROM steps WHERE tenant = ? AND session = ? ORDER BY idx LIMIT ? OFFSET ?",
             (tenant, session, limit + 1, max(0, offset))).fetchall()
@@ -133,7 +134,7 @@ def list_steps(path: Path, tenant: str, session: str, *, limit: int = 200,
 def step_content(path: Path, tenant: str, session: str, index: int) -> dict | None:
     """One step's captured content: the messages new in its request, its output and, when
     it asked for several choices, the outputs of choices 1.. (`other_outputs`)."""
-    with _reader(path) as db:
+    with read_store(path) as db:
         row = None if db is None else db.execute(
             "SELECT * FROM step_content WHERE tenant = ? AND session = ? AND idx = ?",
             (tenant, session, index)).fetchone()
@@ -147,7 +148,7 @@ def step_content(path: Path, tenant: str, session: str, index: int) -> dict | No
 
 def iter_session_steps(path: Path, tenant: str, session: str) -> Iterator[tuple[dict, dict | None]]:
     """Every step with its content (None when not captured), in index order."""
-    with _reader(path) as db:
+    with read_store(path) as db:
         if db is None:
             return
         cursor = db.execute(

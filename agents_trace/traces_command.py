@@ -1,7 +1,8 @@
 """`stepahead traces list | show | export`: the trace store from a shell, no server needed.
 
 `list` prints the sessions (most recently active first; filters as in `/ui`), `show` one
-session's steps (and with `--content` its conversation), `export` writes a session
+session's steps (and with `--content` its conversation), `stats` per-tenant figures over
+a time window (tokens, cached share, TTFT, tool gaps, forecasts), `export` writes a session
 (`--session`) or every session the filters take (`--all`: the recorded traffic, merged in
 arrival order, for `stepahead replay`) as `stepahead-trace/1` JSONL. Each reads the store
 directly: `--db PATH`, else the `[tracing]` table of `--config FILE`, else
@@ -28,7 +29,8 @@ from agents_trace.config import TraceConfig, TraceConfigError, parse_trace_confi
 from agents_trace.export import export_lines, export_sessions_lines
 from agents_trace.store_queries import MAX_PAGE, SessionFilter, find_session, iter_session_steps, \
     list_sessions, matching_session_keys
-from agents_trace.traces_view import parse_since, session_json, session_text, sessions_text
+from agents_trace.store_stats import StatsWindow, tenant_stats
+from agents_trace.traces_view import parse_since, session_json, session_text, sessions_text, stats_text
 
 
 class CommandError(Exception):
@@ -88,6 +90,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _store_args(show)
     show.set_defaults(handler=show_command)
 
+    stats = commands.add_parser("stats", help="per tenant: sessions, steps, tokens, cache share, TTFT, forecasts")
+    stats.add_argument("--tenant", help="only this tenant")
+    stats.add_argument("--agent", help="only this agent's steps")
+    stats.add_argument("--since", help="steps that arrived since: a duration back (30m, 2h, 7d) or a local date/time")
+    stats.add_argument("--until", help="steps that arrived by: as --since")
+    stats.add_argument("--json", action="store_true", help="print one JSON line")
+    _store_args(stats)
+    stats.set_defaults(handler=stats_command)
+
     export = commands.add_parser(
         "export", help="write a session, or every session that matches, as stepahead-trace/1 JSONL",
         description="Write one session (--session), or every session the filters take (--all: "
@@ -145,16 +156,31 @@ def _run(args: argparse.Namespace, body) -> int:
         return exc.code
 
 
-def _session_filter(args: argparse.Namespace) -> SessionFilter:
-    """The sessions the flags select; CommandError for a time it cannot read."""
+def _time_window(args: argparse.Namespace) -> tuple[float | None, float | None]:
+    """--since and --until as Unix seconds; CommandError for a time it cannot read."""
     now_s = time.time()
     try:
-        since_s = None if args.since is None else parse_since(args.since, now_s)
-        until_s = None if args.until is None else parse_since(args.until, now_s, "--until")
+        return (None if args.since is None else parse_since(args.since, now_s),
+                None if args.until is None else parse_since(args.until, now_s, "--until"))
     except ValueError as exc:
         raise CommandError(str(exc), 2) from None
+
+
+def _session_filter(args: argparse.Namespace) -> SessionFilter:
+    """The sessions the flags select."""
+    since_s, until_s = _time_window(args)
     return SessionFilter(tenant=args.tenant, agent=args.agent, since_s=since_s, until_s=until_s,
                          errors_only=args.errors)
+
+
+def stats_command(args: argparse.Namespace) -> int:
+    def body(path: Path) -> int:
+        since_s, until_s = _time_window(args)
+        stats = tenant_stats(path, StatsWindow(tenant=args.tenant, agent=args.agent, since_s=since_s,
+                                               until_s=until_s))
+        print(json.dumps(stats) if args.json else stats_text(stats))
+        return 0
+    return _run(args, body)
 
 
 def list_command(args: argparse.Namespace) -> int:

@@ -189,6 +189,38 @@ def session_text(session: Mapping, steps: Iterable[tuple[Mapping, Mapping | None
     return "\n".join(lines)
 
 
+_STATS_COLUMNS = (Column("TENANT"), Column("SESSIONS", True), Column("STEPS", True), Column("ERRORS", True),
+                  Column("AFTER TOOLS", True), Column("PROMPT TOKENS", True), Column("CACHED", True),
+                  Column("OUTPUT TOKENS", True), Column("TTFT P50 MS", True), Column("TTFT P99 MS", True),
+                  Column("TOOL GAP P50 S", True), Column("FORECASTS RIGHT", True))
+
+
+def _ms(seconds: float | None) -> str | None:
+    return None if seconds is None else f"{seconds * 1000:.1f}"
+
+
+def _stats_row(name: str, row: Mapping) -> tuple:
+    forecasts = None
+    if row["forecasts"]:
+        forecasts = f"{row['forecast_hits']}/{row['forecasts']} ({100 * row['forecast_hit_rate']:.0f}%)"
+    return (name, row["sessions"], row["steps"], row["errors"], row["steps_after_tools"], row["prompt_tokens"],
+            _share(row["cached_tokens"], row["prompt_tokens"]), row["output_tokens"], _ms(row["ttft_p50_s"]),
+            _ms(row["ttft_p99_s"]), _seconds(row["tool_gap_p50_s"]), forecasts)
+
+
+def stats_text(stats: Mapping) -> str:
+    """`store_stats.tenant_stats` as a table: a row per tenant, then the total, and the
+    window the steps came in."""
+    if stats["total"] is None:
+        return "No steps in this window."
+    rows = [_stats_row(row["tenant"], row) for row in stats["tenants"]]
+    if len(rows) > 1:
+        rows.append(_stats_row("(all)", stats["total"]))
+    total = stats["total"]
+    return (render_table(_STATS_COLUMNS, rows) + f"\n\nsteps from {local_time(total['first_s'])} "
+            f"to {local_time(total['last_s'])}")
+
+
 def session_json(session: Mapping, steps: Iterable[tuple[Mapping, Mapping | None]],
                  with_content: bool = False) -> str:
     """The session and all its steps as one JSON line (each step's `content` when asked)."""

@@ -144,3 +144,18 @@ async def test_api_export_of_matching_sessions_is_one_trace_within_the_callers_t
     assert {json.loads(line)["session"] for line in later[1:]} == {"shared"}
     bad = await _get(app, "/v1/traces/export?since=soon", "k-acme")
     assert bad.status_code == 400 and bad.json()["detail"]["param"] == "since"
+
+
+async def test_api_stats_are_scoped_like_the_sessions(traced):
+    tracer, _ = traced
+    app = viewer_app(tracer, KEYS)
+    mine = (await _get(app, "/v1/traces/stats", "k-acme")).json()
+    assert [row["tenant"] for row in mine["tenants"]] == ["acme"]
+    assert (mine["total"]["sessions"], mine["total"]["steps"]) == (2, 6)
+    assert (await _get(app, "/v1/traces/stats?tenant=globex", "k-acme")).json() == {"tenants": [], "total": None}
+    everyone = (await _get(app, "/v1/traces/stats", "k-admin")).json()
+    assert [row["tenant"] for row in everyone["tenants"]] == ["acme", "globex"] and everyone["total"]["steps"] == 9
+    only_globex = (await _get(app, "/v1/traces/stats?tenant=globex", "k-admin")).json()
+    assert only_globex["total"]["steps"] == 3
+    bad = await _get(app, "/v1/traces/stats?until=-1", "k-acme")
+    assert bad.status_code == 400 and bad.json()["detail"]["param"] == "until"

@@ -249,3 +249,28 @@ def test_traces_export_all_filters_and_says_what_is_wrong(store, tmp_path, capsy
     missing_dir = tmp_path / "no" / "such" / "dir" / "out.jsonl"
     assert _run(["traces", "export", "--all", "--db", str(store), "-o", str(missing_dir)]) == 2
     assert "cannot write" in capsys.readouterr().err and not missing_dir.parent.exists()
+
+
+def test_traces_stats_sums_each_tenant_and_all(store, capsys):
+    assert _run(["traces", "stats", "--db", str(store)]) == 0
+    out = capsys.readouterr().out
+    rows = _table_rows(out, "TENANT")
+    # acme: two scripted sessions (100 + 200 + 300 prompt tokens, 0 + 80 + 160 cached, tool gaps 2 s and 3 s)
+    assert rows[0] == ["acme", "2", "6", "0", "4", "1200", "40%", "104", "100.0", "100.0", "2.500", "-"]
+    assert rows[1][:3] == ["globex", "1", "3"]
+    assert rows[2][:7] == ["(all)", "3", "9", "0", "6", "1800", "40%"]   # "s1" of two tenants is two sessions
+    assert "steps from" in out
+    assert _run(["traces", "stats", "--tenant", "globex", "--json", "--db", str(store)]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert [row["tenant"] for row in stats["tenants"]] == ["globex"] and stats["total"]["steps"] == 3
+    assert (stats["total"]["tool_gap_p50_s"], stats["total"]["ttft_p99_s"]) == (2.5, 0.1)
+    assert _run(["traces", "stats", "--since", "2099-01-01", "--db", str(store)]) == 0
+    assert capsys.readouterr().out.strip() == "No steps in this window."
+
+
+def test_traces_stats_counts_forecasts_right(forecast_store, capsys):
+    assert _run(["traces", "stats", "--json", "--db", str(forecast_store)]) == 0
+    total = json.loads(capsys.readouterr().out)["total"]
+    assert (total["forecasts"], total["forecast_hits"], total["forecast_hit_rate"]) == (2, 1, 0.5)
+    assert _run(["traces", "stats", "--db", str(forecast_store)]) == 0
+    assert _table_rows(capsys.readouterr().out, "TENANT")[0][-1] == "1/2 (50%)"

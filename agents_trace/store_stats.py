@@ -1,0 +1,87 @@
+"""Per-tenant figures over a time window of the trace store: what a platform team asks
+first (who sends how much, how much of it the cache served, how fast, how well the
+forecasts did).
+
+Invariants: a step counts in the window when it arrived in it; the tenant scope is
+explicit (None: every tenant, for an admin); each tenant's row and the total are computed
+from the same steps, percentiles over the steps that have the value (TTFT: steps that
+produced a first token; tool gap: steps after tool results whose gap is known).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from agents_trace.store_queries import read_store
+
+
+@dataclass(frozen=True, slots=True)
+class StatsWindow:
+    """Which steps count: arrival in [since_s, until_s] (None: open), tenant, agent."""
+
+    tenant: str | None = None
+    agent: str | None = None
+    since_s: float | None = None
+    until_s: float | None = None
+
+
+_SUMS = ("COUNT(DISTINCT tenant || char(0) || session) AS sessions, COUNT(*) AS steps, "
+         "SUM(error IS NOT NULL) AS errors, SUM(after_kind = 'tools') AS steps_after_tools, "
+         "SUM(num_input_tokens) AS prompt_tokens, SUM(num_cached_tokens) AS cached_tokens, "
+         "SUM(num_output_tokens) AS output_tokens, SUM(forecast IS NOT NULL) AS forecasts, "
+         "COALESCE(SUM(forecast_hit), 0) AS forecast_hits, MIN(arrived_s) AS first_s, MAX(arrived_s) AS last_s")
+
+
+def _where(window: StatsWindow) -> tuple[str, list]:
+    clauses, params = [], []
+    for clause, value in (("tenant = ?", window.tenant), ("agent = ?", window.agent),
+                          ("arrived_s >= ?", window.since_s), ("arrived_s <= ?", window.until_s)):
+        if value is not None:
+            clauses.append(clause)
+            params.append(value)
+    return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
+
+
+def _percentiles(values: list[float]) -> tuple[float | None, float | None]:
+    if not values:
+        return None, None
+    p50, p99 = np.percentile(np.asarray(values, dtype=np.float64), [50, 99])
+    return round(float(p50), 6), round(float(p99), 6)
+
+
+def _row(sums: dict, ttfts: list[float], gaps: list[float]) -> dict:
+    out = dict(sums)
+    out["cached_share"] = round(out["cached_tokens"] / out["prompt_tokens"], 4) if out["prompt_tokens"] else None
+    out["ttft_p50_s"], out["ttft_p99_s"] = _percentiles(ttfts)
+    out["tool_gap_p50_s"], out["tool_gap_p99_s"] = _percentiles(gaps)
+    out["forecast_hit_rate"] = round(out["forecast_hits"] / out["forecasts"], 4) if out["forecasts"] else None
+    return out
+
+
+def tenant_stats(path: Path, window: StatsWindow) -> dict:
+    """`{"tenants": [row per tenant, by name], "total": row or None}`; a row holds
+    sessions, steps, errors, steps_after_tools, prompt/cached/output tokens, cached_share,
+    TTFT and tool-gap p50/p99 in seconds, forecasts and their hits, first_s / last_s."""
+    condition, params = _where(window)
+    with read_store(path) as db:
+        if db is None:
+            return {"tenants": [], "total": None}
+        per_tenant = {row["tenant"]: dict(row) for row in db.execute(
+            f"SELECT tenant, {_SUMS} FROM steps{condition} GROUP BY tenant ORDER BY tenant", params)}
+        total = dict(db.execute(f"SELECT {_SUMS} FROM steps{condition}", params).fetchone())
+        ttfts: dict[str, list[float]] = {tenant: [] for tenant in per_tenant}
+        gaps: dict[str, list[float]] = {tenant: [] for tenant in per_tenant}
+        for tenant, ttft_s, gap_s in db.execute(
+                f"SELECT tenant, ttft_s, CASE WHEN after_kind = 'tools' THEN gap_s END FROM steps{condition}",
+                params):
+            if ttft_s is not None:
+                ttfts[tenant].append(ttft_s)
+            if gap_s is not None:
+                gaps[tenant].append(gap_s)
+    rows = [_row(sums, ttfts[tenant], gaps[tenant]) for tenant, sums in per_tenant.items()]
+    if not rows:
+        return {"tenants": [], "total": None}
+    total_row = _row(total, [v for vs in ttfts.values() for v in vs], [v for vs in gaps.values() for v in vs])
+    return {"tenants": rows, "total": total_row}
