@@ -79,8 +79,26 @@ function filterQuery() {
   return params;
 }
 
+// One line over the list: the steps that arrived in the filter's window (agent, tenant,
+// since, until; "errors only" does not apply to steps), from /v1/traces/stats.
+async function loadWindowStats() {
+  const params = filterQuery();
+  params.delete("errors");
+  const stats = await api("/v1/traces/stats?" + params);
+  const t = stats.total;
+  $("window-stats").textContent = !t ? "" :
+    `Steps in this window: ${t.steps} in ${t.sessions} sessions · ${t.prompt_tokens} prompt tokens, ` +
+    `${pct(t.cached_tokens, t.prompt_tokens)} cached · TTFT p50 ${fmtMs(t.ttft_p50_s)} ms, ` +
+    `p99 ${fmtMs(t.ttft_p99_s)} ms · ${t.errors} errors` +
+    (t.forecasts ? ` · forecasts right ${t.forecast_hits}/${t.forecasts}` : "");
+}
+
 async function loadSessions(append) {
-  if (!append) { view.sessionsOffset = 0; $("sessions").tBodies[0].replaceChildren(); }
+  if (!append) {
+    view.sessionsOffset = 0;
+    $("sessions").tBodies[0].replaceChildren();
+    loadWindowStats().catch(() => { $("window-stats").textContent = ""; });
+  }
   const params = filterQuery();
   params.set("offset", String(view.sessionsOffset));
   params.set("limit", "50");

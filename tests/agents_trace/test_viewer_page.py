@@ -58,12 +58,16 @@ def test_viewer_page_shows_a_session_timeline(served, tmp_path):
     assert response.status_code == 404
 
 
-def test_viewer_exports_the_sessions_that_match_its_filters(served):
+def test_viewer_sums_the_window_and_exports_the_sessions_that_match_its_filters(served):
     from selenium.webdriver.common.by import By
     base_url, session = served
     with chromium_driver() as driver:
         connect(driver, base_url, "k-acme")
         wait_for(driver, lambda d: d.find_elements(By.LINK_TEXT, session))
+        stats = wait_for(driver, lambda d: d.find_element(By.ID, "window-stats").text)
+        # the scripted session: 100 + 200 + 300 prompt tokens, 0 + 80 + 160 cached, TTFT 100 ms each
+        assert stats.startswith("Steps in this window: 3 in 1 sessions · 600 prompt tokens, 40% cached · "
+                                "TTFT p50 100.0 ms, p99 100.0 ms · 0 errors · forecasts right 0/2")
         # keep what the page fetches for its download, instead of saving a file
         driver.execute_script("""
             window.exported = [];
