@@ -29,3 +29,18 @@ def prompt_block_ids(tenant: str, token_ids: Sequence[int],
 
 def num_blocks(num_tokens: int, block_size: int = RECORD_BLOCK_SIZE) -> int:
     return -(-num_tokens // block_size)
+
+
+def shared_prefix_tokens(before: Sequence[int] | None, after: Sequence[int] | None,
+                         num_tokens: int, block_size: int = RECORD_BLOCK_SIZE) -> int | None:
+    """How many of a prompt's `num_tokens` an earlier prompt already held as its leading
+    blocks (`before`, `after`: their fingerprints): the tokens a prefix cache could have
+    served had it kept the earlier prompt. None when either has no fingerprints."""
+    if before is None or after is None:
+        return None
+    num_equal = 0
+    for earlier, later in zip(before, after):
+        if earlier != later:
+            break
+        num_equal += 1
+    return min(num_equal * block_size, num_tokens)

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from agents_trace.prompt_blocks import shared_prefix_tokens
 from agents_trace.store_schema import connect_reader
 
 MAX_PAGE = 500
@@ -117,18 +118,35 @@ def _step_dict(row: sqlite3.Row) -> dict:
     return out
 
 
+def _add_reuse(steps: list[dict], previous: dict | None) -> None:
+    """Each step's `prefix_from_previous_tokens`: the tokens of its prompt that the
+    session's previous step's prompt already began with (whole fingerprint blocks), None
+    when either prompt has no fingerprints; compare with `num_cached_tokens`."""
+    for step in steps:
+        step["prefix_from_previous_tokens"] = shared_prefix_tokens(
+            None if previous is None else previous["prompt_blocks"], step["prompt_blocks"],
+            step["num_input_tokens"])
+        previous = step
+
+
 def list_steps(path: Path, tenant: str, session: str, *, limit: int = 200,
                offset: int = 0) -> dict:
-    """A page of a session's steps in index order, without message content."""
-    limit = max(1, min(limit, MAX_PAGE))
+    """A page of a session's steps in index order, without message content (nor the
+    prompt fingerprints: the page carries `prefix_from_previous_tokens` instead)."""
+    limit, offset = max(1, min(limit, MAX_PAGE)), max(0, offset)
+    first = max(0, offset - 1)   # the step before the page, for its first step's reuse
     with read_store(path) as db:
         rows = [] if db is None else db.execute(
             "SELECT * FROM steps WHERE tenant = ? AND session = ? ORDER BY idx LIMIT ? OFFSET ?",
-            (tenant, session, limit + 1, max(0, offset))).fetchall()
-    steps = [_step_dict(r) for r in rows[:limit]]
+            (tenant, session, limit + 1 + offset - first, first)).fetchall()
+    steps = [_step_dict(r) for r in rows]
+    previous = steps.pop(0) if offset > 0 and steps else None
+    has_more = len(steps) > limit
+    steps = steps[:limit]
+    _add_reuse(steps, previous)
     for step in steps:
         del step["prompt_blocks"]   # for exports; a page for the viewer stays small
-    return {"data": steps, "has_more": len(rows) > limit, "offset": max(0, offset), "limit": limit}
+    return {"data": steps, "has_more": has_more, "offset": offset, "limit": limit}
 
 
 def step_content(path: Path, tenant: str, session: str, index: int) -> dict | None:
@@ -148,6 +166,7 @@ def step_content(path: Path, tenant: str, session: str, index: int) -> dict | No
 
 def iter_session_steps(path: Path, tenant: str, session: str) -> Iterator[tuple[dict, dict | None]]:
     """Every step with its content (None when not captured), in index order."""
+    previous = None
     with read_store(path) as db:
         if db is None:
             return
@@ -166,4 +185,7 @@ def iter_session_steps(path: Path, tenant: str, session: str) -> Iterator[tuple[
                            "output": json.loads(raw["c_output"]) if raw["c_output"] else None}
             for key in ("c_prefix", "c_prefix_step", "c_new", "c_output"):
                 del raw[key]
-            yield _step_dict(raw), content
+            step = _step_dict(raw)
+            _add_reuse([step], previous)
+            previous = step
+            yield step, content

@@ -2,8 +2,8 @@
 
 `sessions_text` is the sessions list (most recently active first), `session_text` one
 session: its summary, a table of its steps (the gap before each and what came before it,
-prompt and cached tokens, TTFT, what the reply asked for, the forecast made for the step
-against what happened) and, on request, the conversation as captured. Invariants: the
+prompt tokens, how many of them the previous step's prompt began with, cached tokens,
+TTFT, what the reply asked for, the forecast made for the step against what happened) and, on request, the conversation as captured. Invariants: the
 same fields and counts as `/ui` and the JSON API, every value made printable
 (`text_table`), nothing cut short; times are local.
 """
@@ -110,7 +110,7 @@ def _forecast_cells(step: Mapping) -> tuple[str | None, str | None, str | None]:
 
 
 _STEP_COLUMNS = (Column("#", True), Column("AT S", True), Column("AFTER"), Column("GAP S", True),
-                 Column("PROMPT", True), Column("CACHED", True), Column("CACHED %", True),
+                 Column("PROMPT", True), Column("FROM PREV", True), Column("CACHED", True), Column("CACHED %", True),
                  Column("TTFT MS", True), Column("OUTPUT", True), Column("WORKER"), Column("ASKED FOR"),
                  Column("FORECAST"), Column("ACTUAL"), Column("ETA P50 S", True), Column("ERROR"))
 
@@ -119,7 +119,8 @@ def _step_row(step: Mapping, started_s: float) -> tuple:
     predicted, actual, eta = _forecast_cells(step)
     error = f"{step['error']}: {step['error_message'] or ''}".rstrip(": ") if step["error"] else ""
     return (step["index"], _seconds(step["arrived_s"] - started_s), step["after_label"],
-            _seconds(step["gap_s"]), step["num_input_tokens"], step["num_cached_tokens"],
+            _seconds(step["gap_s"]), step["num_input_tokens"], step.get("prefix_from_previous_tokens"),
+            step["num_cached_tokens"],
             _share(step["num_cached_tokens"], step["num_input_tokens"]),
             None if step["ttft_s"] is None else f"{step['ttft_s'] * 1000:.1f}",
             step["num_output_tokens"], step["worker"], asked_for(step), predicted, actual, eta, error)
@@ -178,12 +179,29 @@ def _conversation(steps: Sequence[tuple[Mapping, Mapping | None]]) -> list[str]:
     return lines
 
 
+def _lost_between_steps(steps: Sequence[Mapping]) -> str | None:
+    """A line on the steps that found fewer tokens cached than their previous step's prompt
+    had in common with them (evicted while the session was away), or None."""
+    lost = [(step["index"], step["prefix_from_previous_tokens"] - step["num_cached_tokens"]) for step in steps
+            if step.get("prefix_from_previous_tokens") is not None and step["error"] is None
+            and step["num_cached_tokens"] < step["prefix_from_previous_tokens"]]
+    if not lost:
+        return None
+    return (f"{len(lost)} step(s) found fewer tokens cached than the previous step's prompt shared with them "
+            f"(FROM PREV), {sum(n for _, n in lost)} tokens in all, evicted while the session was away: "
+            + ", ".join(f"#{index} ({n})" for index, n in lost))
+
+
 def session_text(session: Mapping, steps: Iterable[tuple[Mapping, Mapping | None]],
                  with_content: bool = False) -> str:
-    """One session: summary, steps table, and the conversation when `with_content`."""
+    """One session: summary, steps table (and which steps lost their prefix to
+    eviction), and the conversation when `with_content`."""
     steps = list(steps)
     rows = [_step_row(step, session["started_s"]) for step, _ in steps]
     lines = [*_summary(session), "", render_table(_STEP_COLUMNS, rows) if rows else "no steps"]
+    lost = _lost_between_steps([step for step, _ in steps])
+    if lost:
+        lines += ["", lost]
     if with_content:
         lines += _conversation(steps)
     return "\n".join(lines)

@@ -222,6 +222,10 @@ function forecastsNote(s) {
   return `${s.num_confident_forecast_hits}/${s.num_confident_forecasts} of those made confident`;
 }
 
+// Tokens the previous step's prompt shared with this one that were not cached (0: none lost).
+const lostPrefix = (s) => s.error || s.prefix_from_previous_tokens == null ? 0 :
+  Math.max(0, s.prefix_from_previous_tokens - s.num_cached_tokens);
+
 function renderSteps(steps) {
   const body = $("steps").tBodies[0];
   body.replaceChildren();
@@ -230,7 +234,9 @@ function renderSteps(steps) {
     const button = s.has_content ? el("button", { class: "show-content" }, "show") : "not captured";
     const row = el("tr", { class: s.error ? "error step-row" : "step-row", "data-step": s.index },
       el("td", {}, s.index), el("td", { class: "tools" }, s.after_label), el("td", {}, fmtS(s.gap_s)),
-      el("td", {}, s.num_input_tokens), el("td", {}, s.num_cached_tokens),
+      el("td", {}, s.num_input_tokens), el("td", {}, s.prefix_from_previous_tokens ?? "—"),
+      el("td", lostPrefix(s) ? { class: "miss", title: `${lostPrefix(s)} tokens the previous step left were ` +
+        "no longer cached (evicted while the session was away)" } : {}, s.num_cached_tokens),
       el("td", {}, pct(s.num_cached_tokens, s.num_input_tokens)), el("td", {}, fmtMs(s.ttft_s)),
       el("td", {}, s.num_output_tokens), el("td", { class: "text" }, s.worker || "—"),
       el("td", { class: "tools" }, askedFor(s)),

@@ -358,6 +358,12 @@ def test_e2e_exported_traffic_carries_prompt_fingerprints_that_replay_its_sharin
         for before, after in zip(steps, steps[1:]):   # each step extends the last: its full blocks stay
             assert len(after) > len(before) and after[:len(before) - 1] == before[:len(before) - 1]
     assert not set(sum(by_tenant["acme"], [])) & set(sum(by_tenant["globex"], []))   # never shared
+    # memory is ample here: each step finds cached at least what its previous step's prompt shared with it
+    [session] = served.get("/v1/traces/sessions?agent=fingerprinted", "acme").json()["data"]
+    steps = served.get(f"/v1/traces/sessions/{session['session']}", "acme").json()["steps"]["data"]
+    shared = [s["prefix_from_previous_tokens"] for s in steps]
+    assert shared[0] is None and all(n >= 4 * 64 for n in shared[1:])
+    assert all(s["num_cached_tokens"] >= s["prefix_from_previous_tokens"] for s in steps[1:])
     trace = tmp_path / "recorded.jsonl"
     trace.write_text(response.text)
     assert sim_main(["--trace", str(trace), "--hot-blocks", "1000", "--json"]) == 0

@@ -1,12 +1,15 @@
 """Prompt fingerprints: equal leading ids exactly as far as two prompts share whole blocks,
-per tenant; stored per step and exported as `hash_ids` only when they cover the prompt."""
+per tenant; stored per step, exported as `hash_ids` only when they cover the prompt, and
+compared step to step to show what the cache lost while a session was away."""
 import json
 
 import pytest
 
 from agents_trace.export import export_lines
-from agents_trace.prompt_blocks import RECORD_BLOCK_SIZE, prompt_block_ids
+from agents_trace.prompt_blocks import RECORD_BLOCK_SIZE, prompt_block_ids, shared_prefix_tokens
 from agents_trace.records import StepResult
+from agents_trace.store_queries import list_steps
+from gateway.cli import main as cli_main
 
 from tests.agents_trace.helpers import ManualClock, make_tracer
 
@@ -54,3 +57,43 @@ def test_a_step_exports_its_prompt_fingerprints(tmp_path):
 def test_no_fingerprints_unless_they_cover_the_whole_prompt(tmp_path, prompt, num_input_tokens, config):
     line = _export_one_step(tmp_path, prompt, num_input_tokens, **config)
     assert "hash_ids" not in line and line["input_tokens"] == num_input_tokens
+
+
+def test_shared_prefix_counts_whole_equal_leading_blocks():
+    first = prompt_block_ids("acme", list(range(200)))          # 3 full blocks and 8 tokens
+    grown = prompt_block_ids("acme", list(range(300)))
+    assert shared_prefix_tokens(first, grown, 300) == 3 * B
+    assert shared_prefix_tokens(first, first, 200) == 200       # the same prompt: all of it
+    assert shared_prefix_tokens(prompt_block_ids("globex", list(range(200))), grown, 300) == 0
+    assert shared_prefix_tokens(None, grown, 300) is None and shared_prefix_tokens(first, None, 300) is None
+
+
+def _session_with_an_eviction(tmp_path):
+    """Three steps, each prompt growing the last by 100 tokens; step 2 finds nothing cached."""
+    clock = ManualClock()
+    tracer, _ = make_tracer(tmp_path, clock)
+    for step, cached in enumerate((0, 192, 0)):
+        prompt = list(range(200 + 100 * step))
+        ctx = tracer.begin("acme", {"x-session-id": "s"},
+                           {"model": "m", "messages": [{"role": "user", "content": f"x{i}"} for i in range(step + 1)]})
+        clock.advance(0.5)
+        tracer.end(ctx, StepResult(num_input_tokens=len(prompt), num_cached_tokens=cached, num_output_tokens=3,
+                                   finish_reason="stop", output_text="ok", prompt_token_ids=prompt))
+        clock.advance(5.0)
+    tracer.stop()
+    return tmp_path / "traces.sqlite3"
+
+
+def test_steps_say_how_much_of_their_prompt_the_previous_step_had(tmp_path, capsys):
+    store = _session_with_an_eviction(tmp_path)
+    page = list_steps(store, "acme", "s")
+    assert [s["prefix_from_previous_tokens"] for s in page["data"]] == [None, 3 * B, 4 * B]
+    assert "prompt_blocks" not in page["data"][0]
+    later = list_steps(store, "acme", "s", offset=2, limit=1)   # the step before the page still counts
+    assert [(s["index"], s["prefix_from_previous_tokens"]) for s in later["data"]] == [(2, 4 * B)]
+    assert cli_main(["traces", "show", "s", "--db", str(store)]) == 0
+    out = capsys.readouterr().out
+    assert "FROM PREV" in out
+    assert out.rstrip().endswith("1 step(s) found fewer tokens cached than the previous step's prompt shared "
+                                 "with them (FROM PREV), 256 tokens in all, evicted while the session was "
+                                 "away: #2 (256)")

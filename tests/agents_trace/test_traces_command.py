@@ -138,13 +138,14 @@ def test_traces_show_prints_each_step_with_its_gap_cache_and_forecast(forecast_s
     assert "3 steps, 2 tool runs, 0 errors; 600 prompt tokens, 240 cached (40%); 52 output tokens; " \
            "forecasts right 1/2, 0/0 of those made while the tenant's model was confident" in out
     rows = _table_rows(out, "#")
-    assert rows[0] == ["0", "0.000", "start", "-", "100", "0", "0%", "100.0", "20", "w1", "get_weather",
+    # no prompt fingerprints here (the scripted steps carry no token ids): FROM PREV is "-"
+    assert rows[0] == ["0", "0.000", "start", "-", "100", "-", "0", "0%", "100.0", "20", "w1", "get_weather",
                        "-", "-", "-"]
     # the forecast made after step 0 (get_weather, 62 %) was right; after step 1 it was wrong
-    assert rows[1][:11] == ["1", "2.500", "tool:get_weather", "2.000", "200", "80", "40%", "100.0", "20",
+    assert rows[1][:12] == ["1", "2.500", "tool:get_weather", "2.000", "200", "-", "80", "40%", "100.0", "20",
                             "w1", "book_table"]
-    assert rows[1][11:13] == ["get_weather (62%), not confident", "get_weather (hit)"]
-    assert rows[2][11:13] == ["get_weather (62%), not confident", "book_table (miss)"]
+    assert rows[1][12:14] == ["get_weather (62%), not confident", "get_weather (hit)"]
+    assert rows[2][12:14] == ["get_weather (62%), not confident", "book_table (miss)"]
     assert "conversation" not in out
 
 
