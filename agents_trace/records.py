@@ -171,7 +171,7 @@ class Step:
     content: CapturedContent | None = None
     request_params: tuple[tuple[str, float | int], ...] = ()
     other_choices: tuple[ChoiceOutput, ...] = ()   # choices 1.., without their text
-    prompt_token_ids: Sequence[int] | None = None   # for the store's prompt fingerprints
+    prompt_blocks: tuple[int, ...] | None = None   # the prompt's fingerprints (prompt_blocks.py)
 
     @property
     def is_text_answer(self) -> bool:

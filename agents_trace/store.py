@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from agents_trace.prompt_blocks import prompt_block_ids
 from agents_trace.records import ForecastCheck, SessionEnded, Step
 from agents_trace.store_schema import connect_writer
 
@@ -57,9 +56,9 @@ def _other_choices_json(choices) -> str:
 def _prompt_blocks_json(step: Step) -> str | None:
     """The prompt's block fingerprints as a JSON list, or None when the prompt is unknown
     (an upstream model, several prompts, or recording off)."""
-    if step.prompt_token_ids is None:
+    if step.prompt_blocks is None:
         return None
-    return json.dumps(prompt_block_ids(step.tenant, step.prompt_token_ids), separators=(",", ":"))
+    return json.dumps(list(step.prompt_blocks), separators=(",", ":"))
 
 
 class TraceStore:
