@@ -9,11 +9,13 @@ produced a first token; tool gap: steps after tool results whose gap is known).
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from agents_trace.prompt_blocks import shared_prefix_tokens
 from agents_trace.store_queries import read_store
 
 
@@ -63,7 +65,11 @@ def _row(sums: dict, ttfts: list[float], gaps: list[float]) -> dict:
 def tenant_stats(path: Path, window: StatsWindow) -> dict:
     """`{"tenants": [row per tenant, by name], "total": row or None}`; a row holds
     sessions, steps, errors, steps_after_tools, prompt/cached/output tokens, cached_share,
-    TTFT and tool-gap p50/p99 in seconds, forecasts and their hits, first_s / last_s."""
+    TTFT and tool-gap p50/p99 in seconds, forecasts and their hits, first_s / last_s, and
+    from the prompt fingerprints: prefix_from_previous_tokens (what each step's previous
+    step in its session had of its prompt), evicted_prefix_tokens (how much of that was no
+    longer cached) and steps_with_evicted_prefix. A session's first step in the window
+    is compared with nothing, even when an earlier step came before the window."""
     condition, params = _where(window)
     with read_store(path) as db:
         if db is None:
@@ -73,15 +79,37 @@ def tenant_stats(path: Path, window: StatsWindow) -> dict:
         total = dict(db.execute(f"SELECT {_SUMS} FROM steps{condition}", params).fetchone())
         ttfts: dict[str, list[float]] = {tenant: [] for tenant in per_tenant}
         gaps: dict[str, list[float]] = {tenant: [] for tenant in per_tenant}
-        for tenant, ttft_s, gap_s in db.execute(
-                f"SELECT tenant, ttft_s, CASE WHEN after_kind = 'tools' THEN gap_s END FROM steps{condition}",
-                params):
+        reuse = {tenant: dict.fromkeys(_REUSE_KEYS, 0) for tenant in per_tenant}
+        previous: tuple[str, str, list[int] | None] | None = None
+        for tenant, session, ttft_s, gap_s, num_cached, num_input, blocks_json, error in db.execute(
+                "SELECT tenant, session, ttft_s, CASE WHEN after_kind = 'tools' THEN gap_s END, "
+                f"num_cached_tokens, num_input_tokens, prompt_blocks, error FROM steps{condition} "
+                "ORDER BY tenant, session, idx", params):
             if ttft_s is not None:
                 ttfts[tenant].append(ttft_s)
             if gap_s is not None:
                 gaps[tenant].append(gap_s)
-    rows = [_row(sums, ttfts[tenant], gaps[tenant]) for tenant, sums in per_tenant.items()]
+            blocks = json.loads(blocks_json) if blocks_json else None
+            if previous is not None and previous[:2] == (tenant, session) and error is None:
+                _count_reuse(reuse[tenant], shared_prefix_tokens(previous[2], blocks, num_input), num_cached)
+            previous = (tenant, session, blocks)
+    rows = [_row(sums, ttfts[tenant], gaps[tenant]) | reuse[tenant] for tenant, sums in per_tenant.items()]
     if not rows:
         return {"tenants": [], "total": None}
     total_row = _row(total, [v for vs in ttfts.values() for v in vs], [v for vs in gaps.values() for v in vs])
+    total_row |= {key: sum(counts[key] for counts in reuse.values()) for key in _REUSE_KEYS}
     return {"tenants": rows, "total": total_row}
+
+
+_REUSE_KEYS = ("prefix_from_previous_tokens", "evicted_prefix_tokens", "steps_with_evicted_prefix")
+
+
+def _count_reuse(counts: dict[str, int], shared: int | None, num_cached: int) -> None:
+    """Add one step: the tokens its session's previous step's prompt shared with it, and
+    how many of those the cache no longer held (see store_queries' prefix_from_previous)."""
+    if shared is None:
+        return
+    counts["prefix_from_previous_tokens"] += shared
+    if num_cached < shared:
+        counts["evicted_prefix_tokens"] += shared - num_cached
+        counts["steps_with_evicted_prefix"] += 1

@@ -210,7 +210,7 @@ def session_text(session: Mapping, steps: Iterable[tuple[Mapping, Mapping | None
 _STATS_COLUMNS = (Column("TENANT"), Column("SESSIONS", True), Column("STEPS", True), Column("ERRORS", True),
                   Column("AFTER TOOLS", True), Column("PROMPT TOKENS", True), Column("CACHED", True),
                   Column("OUTPUT TOKENS", True), Column("TTFT P50 MS", True), Column("TTFT P99 MS", True),
-                  Column("TOOL GAP P50 S", True), Column("FORECASTS RIGHT", True))
+                  Column("TOOL GAP P50 S", True), Column("EVICTED PREFIX", True), Column("FORECASTS RIGHT", True))
 
 
 def _ms(seconds: float | None) -> str | None:
@@ -221,14 +221,18 @@ def _stats_row(name: str, row: Mapping) -> tuple:
     forecasts = None
     if row["forecasts"]:
         forecasts = f"{row['forecast_hits']}/{row['forecasts']} ({100 * row['forecast_hit_rate']:.0f}%)"
+    evicted = None
+    if row["prefix_from_previous_tokens"]:
+        evicted = f"{row['evicted_prefix_tokens']} ({_share(row['evicted_prefix_tokens'], row['prefix_from_previous_tokens'])})"
     return (name, row["sessions"], row["steps"], row["errors"], row["steps_after_tools"], row["prompt_tokens"],
             _share(row["cached_tokens"], row["prompt_tokens"]), row["output_tokens"], _ms(row["ttft_p50_s"]),
-            _ms(row["ttft_p99_s"]), _seconds(row["tool_gap_p50_s"]), forecasts)
+            _ms(row["ttft_p99_s"]), _seconds(row["tool_gap_p50_s"]), evicted, forecasts)
 
 
 def stats_text(stats: Mapping) -> str:
     """`store_stats.tenant_stats` as a table: a row per tenant, then the total, and the
-    window the steps came in."""
+    window the steps came in. EVICTED PREFIX: tokens a step's previous step left it that
+    were no longer cached, and their share of all such tokens."""
     if stats["total"] is None:
         return "No steps in this window."
     rows = [_stats_row(row["tenant"], row) for row in stats["tenants"]]

@@ -9,6 +9,7 @@ from agents_trace.export import export_lines
 from agents_trace.prompt_blocks import RECORD_BLOCK_SIZE, prompt_block_ids, shared_prefix_tokens
 from agents_trace.records import StepResult
 from agents_trace.store_queries import list_steps
+from agents_trace.store_stats import StatsWindow, tenant_stats
 from gateway.cli import main as cli_main
 
 from tests.agents_trace.helpers import ManualClock, make_tracer
@@ -97,3 +98,8 @@ def test_steps_say_how_much_of_their_prompt_the_previous_step_had(tmp_path, caps
     assert out.rstrip().endswith("1 step(s) found fewer tokens cached than the previous step's prompt shared "
                                  "with them (FROM PREV), 256 tokens in all, evicted while the session was "
                                  "away: #2 (256)")
+    total = tenant_stats(store, StatsWindow())["total"]   # the same, counted per tenant
+    assert (total["prefix_from_previous_tokens"], total["evicted_prefix_tokens"],
+            total["steps_with_evicted_prefix"]) == (3 * B + 4 * B, 4 * B, 1)
+    assert cli_main(["traces", "stats", "--db", str(store)]) == 0
+    assert "256 (57%)" in capsys.readouterr().out   # 256 of the 448 tokens the previous steps left

@@ -257,7 +257,7 @@ def test_traces_stats_sums_each_tenant_and_all(store, capsys):
     out = capsys.readouterr().out
     rows = _table_rows(out, "TENANT")
     # acme: two scripted sessions (100 + 200 + 300 prompt tokens, 0 + 80 + 160 cached, tool gaps 2 s and 3 s)
-    assert rows[0] == ["acme", "2", "6", "0", "4", "1200", "40%", "104", "100.0", "100.0", "2.500", "-"]
+    assert rows[0] == ["acme", "2", "6", "0", "4", "1200", "40%", "104", "100.0", "100.0", "2.500", "-", "-"]
     assert rows[1][:3] == ["globex", "1", "3"]
     assert rows[2][:7] == ["(all)", "3", "9", "0", "6", "1800", "40%"]   # "s1" of two tenants is two sessions
     assert "steps from" in out
