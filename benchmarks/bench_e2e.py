@@ -52,6 +52,7 @@ from benchmarks.cpu_probe import CpuSample, delta  # noqa: E402
 from benchmarks.e2e_capacity import capacity_sweep, plot, simulate, sweep_counts  # noqa: E402
 from benchmarks.e2e_runs import median_run, median_totals, policy_orders, run_isolated  # noqa: E402
 from agents_trace.replay.runner import ReplayOptions, replay  # noqa: E402
+from agents_trace.store_stats import StatsWindow, tenant_stats  # noqa: E402
 from agents_trace.workload.generator import WorkloadConfig, generate_workload  # noqa: E402
 from agents_trace.workload.tool_patterns import load_patterns  # noqa: E402
 from cache.trace_format import TraceHeader  # noqa: E402
@@ -151,7 +152,11 @@ def run_policy(args, policy: str, records, header, predictor_seed_dir: Path) -> 
             cpu = delta(before, CpuSample.take(worker_pids(app)))
             cpu.update(forecast_counters(app))
             routing = app.state.gateway.backends["m"].engine.router_stats()
+        stats = tenant_stats(Path(os.environ["STEPAHEAD_TRACE_DB"]), StatsWindow())["total"] or {}
     report = build_report(results, wall_s)
+    # from the gateway's own traces: tokens a step's previous step left it that were evicted
+    report["evicted_prefix"] = {key: stats.get(key) for key in (
+        "prefix_from_previous_tokens", "evicted_prefix_tokens", "steps_with_evicted_prefix")}
     report["routing"] = {k: routing[k] for k in ("num_routed", "num_transfers", "num_transferred_blocks",
                                                     "num_session_moves")}
     report["policy"] = policy
@@ -263,7 +268,7 @@ def main() -> None:
             reports[policy].append(report)
             totals[policy] = report["total"]
             print(json.dumps({"progress": policy, "repeat": repeat, **report["total"], "cpu": report["cpu"],
-                              "error_samples": report["error_samples"]}),
+                              "evicted_prefix": report["evicted_prefix"], "error_samples": report["error_samples"]}),
                   file=sys.stderr, flush=True)
         out["runs"].append({"order": order, **ratios(totals)})
     for policy, runs in reports.items():
@@ -271,6 +276,7 @@ def main() -> None:
         out["policies"][policy] = {"total": median_totals([r["total"] for r in runs]),
                                    "per_tenant": middle["per_tenant"], "wall_s": middle["wall_s"],
                                    "cpu": middle["cpu"], "routing": middle["routing"],
+                                   "evicted_prefix": median_totals([r["evicted_prefix"] for r in runs]),
                                    "error_samples": sorted({e for r in runs for e in r["error_samples"]})[:10]}
     out.update(ratios({p: v["total"] for p, v in out["policies"].items()}))
     if len(out["runs"]) > 1:  # paired: each repeat's ratio, then the median over repeats
