@@ -1,4 +1,4 @@
-"""`stepahead traces list | show | export`: the trace store from a shell, no server needed.
+"""`stepahead traces list | show | stats | export`: the trace store from a shell, no server needed.
 
 `list` prints the sessions (most recently active first; filters as in `/ui`), `show` one
 session's steps (and with `--content` its conversation), `stats` per-tenant figures over
