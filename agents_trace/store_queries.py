@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,17 +51,23 @@ def _session_dict(row: sqlite3.Row) -> dict:
     return out
 
 
-def _where_sql(where: SessionFilter) -> tuple[str, list]:
-    """The filter as a WHERE clause (empty when it takes everything) and its parameters."""
+def where_sql(conditions: Iterable[tuple[str, object]], *fixed: str) -> tuple[str, list]:
+    """A WHERE clause (empty when nothing applies) from (clause with one `?`, value) pairs,
+    a pair applying when its value is not None, and clauses without parameters; with the
+    parameters in order."""
     clauses, params = [], []
-    for clause, value in (("tenant = ?", where.tenant), ("agent = ?", where.agent),
-                          ("last_s >= ?", where.since_s), ("started_s <= ?", where.until_s)):
+    for clause, value in conditions:
         if value is not None:
             clauses.append(clause)
             params.append(value)
-    if where.errors_only:
-        clauses.append("num_errors > 0")
+    clauses.extend(fixed)
     return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
+
+
+def _where_sql(where: SessionFilter) -> tuple[str, list]:
+    return where_sql((("tenant = ?", where.tenant), ("agent = ?", where.agent),
+                      ("last_s >= ?", where.since_s), ("started_s <= ?", where.until_s)),
+                     *(("num_errors > 0",) if where.errors_only else ()))
 
 
 def list_sessions(path: Path, where: SessionFilter, *, limit: int = 50,

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from agents_trace.prompt_blocks import shared_prefix_tokens
-from agents_trace.store_queries import read_store
+from agents_trace.store_queries import read_store, where_sql
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,13 +37,8 @@ _SUMS = ("COUNT(DISTINCT tenant || char(0) || session) AS sessions, COUNT(*) AS 
 
 
 def _where(window: StatsWindow) -> tuple[str, list]:
-    clauses, params = [], []
-    for clause, value in (("tenant = ?", window.tenant), ("agent = ?", window.agent),
-                          ("arrived_s >= ?", window.since_s), ("arrived_s <= ?", window.until_s)):
-        if value is not None:
-            clauses.append(clause)
-            params.append(value)
-    return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
+    return where_sql((("tenant = ?", window.tenant), ("agent = ?", window.agent),
+                      ("arrived_s >= ?", window.since_s), ("arrived_s <= ?", window.until_s)))
 
 
 def _percentiles(values: list[float]) -> tuple[float | None, float | None]:
