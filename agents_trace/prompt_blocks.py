@@ -35,7 +35,10 @@ def shared_prefix_tokens(before: Sequence[int] | None, after: Sequence[int] | No
                          num_tokens: int, block_size: int = RECORD_BLOCK_SIZE) -> int | None:
     """How many of a prompt's `num_tokens` an earlier prompt already held as its leading
     blocks (`before`, `after`: their fingerprints): the tokens a prefix cache could have
-    served had it kept the earlier prompt. None when either has no fingerprints."""
+    served had it kept the earlier prompt. The block holding the prompt's last token never
+    counts (a prefix cache computes that token again, for its logits), so any engine
+    whose block size divides `block_size` can serve all of it. None when either has no
+    fingerprints."""
     if before is None or after is None:
         return None
     num_equal = 0
@@ -43,4 +46,4 @@ def shared_prefix_tokens(before: Sequence[int] | None, after: Sequence[int] | No
         if earlier != later:
             break
         num_equal += 1
-    return min(num_equal * block_size, num_tokens)
+    return min(num_equal, max(0, num_tokens - 1) // block_size) * block_size

@@ -33,7 +33,7 @@ from agents_trace.config import TraceConfig
 from agents_trace.conversation import after_of, agent_name, assistant_message, \
     explicit_session, extend_digest, prefix_digests
 from agents_trace.otel_setup import build_provider
-from agents_trace.prompt_blocks import prompt_block_ids
+from agents_trace.prompt_blocks import prompt_block_ids, shared_prefix_tokens
 from agents_trace.records import CapturedContent, SessionEnded, Step, StepContext, StepResult
 from agents_trace.replay_hints import hinted_after, hinted_calls, replay_hint
 from agents_trace.sessions import SessionTable
@@ -167,10 +167,13 @@ class AgentTracer:
             ctx.messages = tuple(messages)
         return ctx
 
-    def end(self, ctx: StepContext, result: StepResult) -> None:
-        """Close the step and queue it for the writer. Never waits."""
+    def end(self, ctx: StepContext, result: StepResult) -> int | None:
+        """Close the step and queue it for the writer. Never waits. Returns how many of
+        the prompt's tokens the session's previous successful prompt began with (whole
+        fingerprint blocks), when both prompts' fingerprints are known: what the prefix
+        cache could have kept for this step (compare with its cached tokens); else None."""
         if ctx.is_ended:
-            return
+            return None
         ctx.is_ended = True
         now_s = self.clock()
         if not result.tool_calls and ctx.replay_tool_calls and result.error is None:
@@ -180,12 +183,14 @@ class AgentTracer:
         if is_ok and ctx.conversation_digest is not None:
             response_digest = extend_digest(ctx.conversation_digest, assistant_message(
                 result.output_text, result.tool_calls))
+        prompt_blocks = self._prompt_blocks(ctx.tenant, result)
         with self._lock:
-            self._sessions.close_step(
+            previous_blocks = self._sessions.close_step(
                 ctx.tenant, ctx.session, ctx.index, now_s,
                 request_digest=ctx.conversation_digest if is_ok else None,
                 num_messages=ctx.num_messages, response_digest=response_digest,
-                asked={call.call_id: call.name for call in result.tool_calls})
+                asked={call.call_id: call.name for call in result.tool_calls},
+                prompt_blocks=prompt_blocks if is_ok else None)
         self._events.offer(Step(
             tenant=ctx.tenant, session=ctx.session, index=ctx.index,
             session_source=ctx.session_source, operation=ctx.operation, model=ctx.model,
@@ -200,12 +205,15 @@ class AgentTracer:
             error_message=result.error_message, remote_parent=ctx.remote_parent,
             content=self._content(ctx, result), request_params=ctx.request_params,
             other_choices=tuple(dataclasses.replace(choice, text=None) for choice in result.other_choices),
-            prompt_blocks=self._prompt_blocks(ctx.tenant, result)))
+            prompt_blocks=prompt_blocks))
+        if previous_blocks is None or prompt_blocks is None:
+            return None
+        return shared_prefix_tokens(previous_blocks, prompt_blocks, result.num_input_tokens)
 
     def _prompt_blocks(self, tenant: str, result: StepResult) -> tuple[int, ...] | None:
         """The prompt's fingerprints, made here so a queued step holds ~50 ints, not the
-        prompt's token ids (about 100 us for 3,000 tokens); None when nothing stores them."""
-        if result.prompt_token_ids is None or not (self.config.record_prompt_blocks and self.config.store_enabled):
+        prompt's token ids (about 100 us for 3,000 tokens); None when not recorded."""
+        if result.prompt_token_ids is None or not self.config.record_prompt_blocks:
             return None
         return tuple(prompt_block_ids(tenant, result.prompt_token_ids))
 

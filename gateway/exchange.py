@@ -119,8 +119,11 @@ class Exchange:
         if self.trace is not None:
             ttft_s = (self.first_event_s - self.started_s) if self.first_event_s else None
             error = self.error or (None if status in (None, 200) else "client_closed")
-            end_step(self.state.tracer, self.trace, prepared, finished,
-                     self.output, ttft_s, error)
+            from_previous = end_step(self.state.tracer, self.trace, prepared, finished,
+                                     self.output, ttft_s, error)
+            if from_previous is not None and finished is not None and error is None:
+                metrics.record_prefix_reuse(prepared.tenant, prepared.model, from_previous,
+                                            finished.usage.num_cached_tokens)
 
 
 def _error_type(exc: BaseException) -> str:

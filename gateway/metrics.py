@@ -31,6 +31,10 @@ HELP = {
     "vllm:time_to_first_token_seconds": ("histogram", "Time to first token, as the gateway saw it."),
     "stepahead_gateway_overhead_seconds": ("histogram", "Time spent in the gateway itself."),
     "stepahead_rejected_total": ("counter", "Requests refused by tenant limits, by error code."),
+    "stepahead_prefix_from_previous_tokens_total": (
+        "counter", "Prompt tokens the session's previous prompt began with (traced local steps)."),
+    "stepahead_evicted_prefix_tokens_total": (
+        "counter", "Of those, tokens no longer cached when the step came: evicted while the session was away."),
     "stepahead_tenant_active_requests": ("gauge", "Requests holding a concurrency slot."),
     "stepahead_tenant_queued_requests": ("gauge", "Requests waiting for a concurrency slot."),
     "stepahead_worker_info": ("gauge", "Numeric worker fields from the engine (tiers flattened)."),
@@ -91,6 +95,13 @@ class Registry:
         self.inc("vllm:request_success_total", labels + (("finished_reason", finish_reason),))
         if ttft_s is not None:
             self.observe("vllm:time_to_first_token_seconds", labels, ttft_s)
+
+    def record_prefix_reuse(self, tenant: str, model: str, num_from_previous: int, num_cached: int) -> None:
+        """A step whose prompt began with `num_from_previous` tokens of its session's
+        previous prompt, of which the cache served `num_cached` or more."""
+        labels = (("tenant", tenant), ("model_name", model))
+        self.inc("stepahead_prefix_from_previous_tokens_total", labels, num_from_previous)
+        self.inc("stepahead_evicted_prefix_tokens_total", labels, max(0, num_from_previous - num_cached))
 
     def record_overhead(self, tenant: str, overhead_s: float) -> None:
         self.observe("stepahead_gateway_overhead_seconds", (("tenant", tenant),), overhead_s,

@@ -64,9 +64,10 @@ def _calls(output: Collected) -> tuple[ToolCall, ...]:
 
 def end_step(tracer: AgentTracer, ctx: StepContext, prepared: Prepared,
              finished: Finished | None, reply: Reply | None, ttft_s: float | None,
-             error: str | None) -> None:
+             error: str | None) -> int | None:
     """Close the step with every choice of `reply`: choice 0 in the result's own fields,
-    the others (n > 1, several prompts) in `other_choices`."""
+    the others (n > 1, several prompts) in `other_choices`. Returns the tracer's count of
+    prompt tokens the session's previous prompt began with (None when unknown)."""
     usage = finished.usage if finished is not None else None
     output = reply.first if reply is not None else None
     calls = () if output is None else _calls(output)
@@ -74,7 +75,7 @@ def end_step(tracer: AgentTracer, ctx: StepContext, prepared: Prepared,
         ChoiceOutput(choice.finish_reason(), _calls(choice), choice.text or None) for choice in reply.choices[1:])
     if finished is None and error is None:
         error = "incomplete"
-    tracer.end(ctx, StepResult(
+    return tracer.end(ctx, StepResult(
         num_input_tokens=usage.num_prompt_tokens if usage else prepared.num_prompt_tokens,
         num_cached_tokens=usage.num_cached_tokens if usage else 0,
         num_output_tokens=usage.num_completion_tokens if usage else 0,

@@ -364,6 +364,13 @@ def test_e2e_exported_traffic_carries_prompt_fingerprints_that_replay_its_sharin
     shared = [s["prefix_from_previous_tokens"] for s in steps]
     assert shared[0] is None and all(n >= 4 * 64 for n in shared[1:])
     assert all(s["num_cached_tokens"] >= s["prefix_from_previous_tokens"] for s in steps[1:])
+    # the same, live, in the tenant's metrics (every acme session of this module counts; none lost a prefix)
+    metrics = served.get("/metrics", "acme").text
+    counted = {name: sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
+                         if line.startswith(name + "{") and 'tenant="acme"' in line)
+               for name in ("stepahead_prefix_from_previous_tokens_total", "stepahead_evicted_prefix_tokens_total")}
+    assert counted["stepahead_prefix_from_previous_tokens_total"] >= sum(shared[1:])
+    assert counted["stepahead_evicted_prefix_tokens_total"] == 0
     trace = tmp_path / "recorded.jsonl"
     trace.write_text(response.text)
     assert sim_main(["--trace", str(trace), "--hot-blocks", "1000", "--json"]) == 0

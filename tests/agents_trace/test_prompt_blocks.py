@@ -64,29 +64,41 @@ def test_shared_prefix_counts_whole_equal_leading_blocks():
     first = prompt_block_ids("acme", list(range(200)))          # 3 full blocks and 8 tokens
     grown = prompt_block_ids("acme", list(range(300)))
     assert shared_prefix_tokens(first, grown, 300) == 3 * B
-    assert shared_prefix_tokens(first, first, 200) == 200       # the same prompt: all of it
+    assert shared_prefix_tokens(first, first, 200) == 3 * B     # the same prompt: all but its last token's block
+    exact = prompt_block_ids("acme", list(range(2 * B)))
+    assert shared_prefix_tokens(exact, exact, 2 * B) == B
     assert shared_prefix_tokens(prompt_block_ids("globex", list(range(200))), grown, 300) == 0
     assert shared_prefix_tokens(None, grown, 300) is None and shared_prefix_tokens(first, None, 300) is None
 
 
-def _session_with_an_eviction(tmp_path):
-    """Three steps, each prompt growing the last by 100 tokens; step 2 finds nothing cached."""
+def _session_with_an_eviction(tmp_path, **config):
+    """Three steps, each prompt growing the last by 100 tokens; step 2 finds nothing cached.
+    Returns the store and what `end` said of each step."""
     clock = ManualClock()
-    tracer, _ = make_tracer(tmp_path, clock)
+    tracer, _ = make_tracer(tmp_path, clock, **config)
+    said = []
     for step, cached in enumerate((0, 192, 0)):
         prompt = list(range(200 + 100 * step))
         ctx = tracer.begin("acme", {"x-session-id": "s"},
                            {"model": "m", "messages": [{"role": "user", "content": f"x{i}"} for i in range(step + 1)]})
         clock.advance(0.5)
-        tracer.end(ctx, StepResult(num_input_tokens=len(prompt), num_cached_tokens=cached, num_output_tokens=3,
-                                   finish_reason="stop", output_text="ok", prompt_token_ids=prompt))
+        said.append(tracer.end(ctx, StepResult(num_input_tokens=len(prompt), num_cached_tokens=cached,
+                                               num_output_tokens=3, finish_reason="stop", output_text="ok",
+                                               prompt_token_ids=prompt)))
         clock.advance(5.0)
     tracer.stop()
-    return tmp_path / "traces.sqlite3"
+    return tmp_path / "traces.sqlite3", said
+
+
+def test_the_tracer_says_at_each_steps_end_what_its_previous_prompt_left_it(tmp_path):
+    _, said = _session_with_an_eviction(tmp_path)
+    assert said == [None, 3 * B, 4 * B]   # the same figures the store gives (below)
+    _, said = _session_with_an_eviction(tmp_path / "off", record_prompt_blocks=False)
+    assert said == [None, None, None]
 
 
 def test_steps_say_how_much_of_their_prompt_the_previous_step_had(tmp_path, capsys):
-    store = _session_with_an_eviction(tmp_path)
+    store, _ = _session_with_an_eviction(tmp_path)
     page = list_steps(store, "acme", "s")
     assert [s["prefix_from_previous_tokens"] for s in page["data"]] == [None, 3 * B, 4 * B]
     assert "prompt_blocks" not in page["data"][0]

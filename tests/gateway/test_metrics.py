@@ -66,3 +66,14 @@ def test_render_for_a_tenant_keeps_only_its_series():
     everything = registry.render(gauges)
     assert all(f'tenant="{t}"' in everything for t in ("a", "ab", "unauthenticated"))
     assert "stepahead_worker_info" in everything and "stepahead_worker_info" not in mine
+
+
+def test_prefix_reuse_counts_what_the_previous_prompt_left_and_what_was_evicted():
+    registry = Registry()
+    registry.record_prefix_reuse("a", "m", num_from_previous=256, num_cached=320)   # kept, plus shared tokens
+    registry.record_prefix_reuse("a", "m", num_from_previous=512, num_cached=128)   # 384 evicted
+    registry.record_prefix_reuse("b", "m", num_from_previous=64, num_cached=0)
+    text = registry.render(tenant="a")
+    assert 'stepahead_prefix_from_previous_tokens_total{tenant="a",model_name="m"} 768' in text
+    assert 'stepahead_evicted_prefix_tokens_total{tenant="a",model_name="m"} 384' in text
+    assert 'tenant="b"' not in text and "# TYPE stepahead_evicted_prefix_tokens counter" in text
