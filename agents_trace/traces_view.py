@@ -117,7 +117,9 @@ _STEP_COLUMNS = (Column("#", True), Column("AT S", True), Column("AFTER"), Colum
 
 def _step_row(step: Mapping, started_s: float) -> tuple:
     predicted, actual, eta = _forecast_cells(step)
-    error = f"{step['error']}: {step['error_message'] or ''}".rstrip(": ") if step["error"] else ""
+    error = step["error"] or ""
+    if step["error"] and step["error_message"]:
+        error = f"{step['error']}: {step['error_message']}"
     return (step["index"], _seconds(step["arrived_s"] - started_s), step["after_label"],
             _seconds(step["gap_s"]), step["num_input_tokens"], step.get("prefix_from_previous_tokens"),
             step["num_cached_tokens"],
