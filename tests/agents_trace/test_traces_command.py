@@ -275,3 +275,23 @@ def test_traces_stats_counts_forecasts_right(forecast_store, capsys):
     assert (total["forecasts"], total["forecast_hits"], total["forecast_hit_rate"]) == (2, 1, 0.5)
     assert _run(["traces", "stats", "--db", str(forecast_store)]) == 0
     assert _table_rows(capsys.readouterr().out, "TENANT")[0][-1] == "1/2 (50%)"
+
+
+def test_traces_show_and_stats_count_a_failed_step(tmp_path, capsys):
+    clock = ManualClock()
+    tracer, _ = make_tracer(tmp_path, clock)
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    for error, message in (("rate_limit_exceeded", "Too many requests: wait 2 s"), ("client_closed", None)):
+        ctx = tracer.begin("acme", {"x-session-id": "bad"}, body)
+        clock.advance(0.5)
+        tracer.end(ctx, StepResult(num_input_tokens=10, error=error, error_message=message))
+    tracer.stop()
+    db = str(tmp_path / "traces.sqlite3")
+    assert _run(["traces", "show", "bad", "--db", db]) == 0
+    rows = _table_rows(capsys.readouterr().out, "#")
+    assert [(row[11], row[-1]) for row in rows] == [("error", "rate_limit_exceeded: Too many requests: wait 2 s"),
+                                                   ("error", "client_closed")]
+    assert _run(["traces", "list", "--errors", "--db", db]) == 0
+    assert [row[2] for row in _table_rows(capsys.readouterr().out, "LAST ACTIVE")] == ["bad"]
+    assert _run(["traces", "stats", "--json", "--db", db]) == 0
+    assert json.loads(capsys.readouterr().out)["total"]["errors"] == 2
