@@ -12,6 +12,7 @@ RECORD_BLOCK_SIZE)`.
 """
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 
 from cache.hashing import hash_blocks, tenant_salt
@@ -47,3 +48,30 @@ def shared_prefix_tokens(before: Sequence[int] | None, after: Sequence[int] | No
             break
         num_equal += 1
     return min(num_equal, max(0, num_tokens - 1) // block_size) * block_size
+
+
+def evicted_prefix_tokens(shared: int | None, num_cached: int) -> int:
+    """Of the `shared` tokens a step's previous prompt left it, those the cache no longer
+    served (`num_cached` counts the step's cached tokens); 0 when `shared` is unknown."""
+    return 0 if shared is None else max(0, shared - num_cached)
+
+
+class PreviousPrompt:
+    """One session's steps, walked in order: what each one's previous *successful* prompt
+    left it (`shared_prefix_tokens`). A failed step's prompt may never have reached the
+    cache, so the step after it is compared with the last prompt that did. The
+    fingerprints kept are packed, 8 bytes a block (the tracer keeps one per live
+    session). The same rule serves the live count, the store's steps and its stats."""
+
+    __slots__ = ("blocks",)
+
+    def __init__(self, blocks: Sequence[int] | None = None) -> None:
+        self.blocks: array | None = None if blocks is None else array("q", blocks)
+
+    def shared_with(self, blocks: Sequence[int] | None, num_tokens: int, is_ok: bool) -> int | None:
+        """The tokens of this step's prompt (`blocks`, `num_tokens`) the previous
+        successful prompt began with, or None; a successful step then becomes that prompt."""
+        shared = shared_prefix_tokens(self.blocks, blocks, num_tokens)
+        if is_ok and blocks is not None:
+            self.blocks = array("q", blocks)
+        return shared

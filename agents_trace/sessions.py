@@ -22,13 +22,13 @@ Invariants:
 from __future__ import annotations
 
 import secrets
-from array import array
 from collections import OrderedDict, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from agents_trace.conversation import is_assistant
+from agents_trace.prompt_blocks import PreviousPrompt
 from agents_trace.records import EndReason, SessionEnded, SessionId, SessionSource
 
 SessionKey = tuple[str, str]
@@ -58,7 +58,7 @@ class SessionState:
     last_asked: dict[str, str] = field(default_factory=dict)
     last_request: tuple[bytes, int] | None = None
     keys: deque = field(default_factory=deque)
-    last_prompt_blocks: array | None = None   # the last successful step's fingerprints, 8 bytes each
+    previous_prompt: PreviousPrompt = field(default_factory=PreviousPrompt)
 
 
 @dataclass(slots=True)
@@ -135,11 +135,11 @@ class SessionTable:
     def close_step(self, tenant: str, session: str, index: int, ended_s: float, *,
                    request_digest: bytes | None, num_messages: int,
                    response_digest: bytes | None, asked: Mapping[str, str],
-                   prompt_blocks: Sequence[int] | None = None) -> array | None:
+                   prompt_blocks: Sequence[int] | None = None, num_prompt_tokens: int = 0) -> int | None:
         """A step ended; a successful one becomes a place later requests may continue.
-        Returns the fingerprints of the session's previous successful prompt when this
-        step brings its own (`prompt_blocks`, given for successful steps only), and keeps
-        this step's in their place; None otherwise (or for a step older than the head)."""
+        Returns how many of its prompt's tokens (`prompt_blocks`, given for successful
+        steps only) the session's previous successful prompt began with
+        (`PreviousPrompt`); None when unknown or for a step older than the head."""
         state = self._live.get((tenant, session))
         if state is None:
             return None
@@ -148,9 +148,7 @@ class SessionTable:
         self._live.move_to_end((tenant, session))
         if state.head_index is not None and index < state.head_index:
             return None
-        previous = None
-        if prompt_blocks is not None:
-            previous, state.last_prompt_blocks = state.last_prompt_blocks, array("q", prompt_blocks)
+        shared = state.previous_prompt.shared_with(prompt_blocks, num_prompt_tokens, is_ok=True)
         state.head_index = index
         state.last_ended_s = ended_s
         state.last_asked = dict(asked)
@@ -159,7 +157,7 @@ class SessionTable:
             self._add_key(state, self._by_response, response_digest, ref)
         if request_digest is not None:
             self._add_key(state, self._by_request, request_digest, ref)
-        return previous
+        return shared
 
     # --- expiry ----------------------------------------------------------------------
     def expire(self, now_s: float) -> list[SessionEnded]:

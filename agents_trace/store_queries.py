@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from agents_trace.prompt_blocks import shared_prefix_tokens
+from agents_trace.prompt_blocks import PreviousPrompt
 from agents_trace.store_schema import connect_reader
 
 MAX_PAGE = 500
@@ -124,15 +124,13 @@ def _step_dict(row: sqlite3.Row) -> dict:
     return out
 
 
-def _add_reuse(steps: list[dict], previous: dict | None) -> None:
-    """Each step's `prefix_from_previous_tokens`: the tokens of its prompt that the
-    session's previous step's prompt already began with (whole fingerprint blocks), None
-    when either prompt has no fingerprints; compare with `num_cached_tokens`."""
-    for step in steps:
-        step["prefix_from_previous_tokens"] = shared_prefix_tokens(
-            None if previous is None else previous["prompt_blocks"], step["prompt_blocks"],
-            step["num_input_tokens"])
-        previous = step
+def _add_reuse(step: dict, previous: PreviousPrompt) -> None:
+    """The step's `prefix_from_previous_tokens`: the tokens of its prompt that the
+    session's previous successful step's prompt already began with (whole fingerprint
+    blocks), None when either prompt has no fingerprints; compare with
+    `num_cached_tokens`."""
+    step["prefix_from_previous_tokens"] = previous.shared_with(
+        step["prompt_blocks"], step["num_input_tokens"], step["error"] is None)
 
 
 def list_steps(path: Path, tenant: str, session: str, *, limit: int = 200,
@@ -140,19 +138,22 @@ def list_steps(path: Path, tenant: str, session: str, *, limit: int = 200,
     """A page of a session's steps in index order, without message content (nor the
     prompt fingerprints: the page carries `prefix_from_previous_tokens` instead)."""
     limit, offset = max(1, min(limit, MAX_PAGE)), max(0, offset)
-    first = max(0, offset - 1)   # the step before the page, for its first step's reuse
     with read_store(path) as db:
         rows = [] if db is None else db.execute(
             "SELECT * FROM steps WHERE tenant = ? AND session = ? ORDER BY idx LIMIT ? OFFSET ?",
-            (tenant, session, limit + 1 + offset - first, first)).fetchall()
-    steps = [_step_dict(r) for r in rows]
-    previous = steps.pop(0) if offset > 0 and steps else None
-    has_more = len(steps) > limit
-    steps = steps[:limit]
-    _add_reuse(steps, previous)
+            (tenant, session, limit + 1, offset)).fetchall()
+        before = None   # the last successful step before the page, for its first step's reuse
+        if db is not None and offset > 0:
+            before = db.execute(
+                "SELECT prompt_blocks FROM (SELECT prompt_blocks, error, idx FROM steps WHERE tenant = ? "
+                "AND session = ? ORDER BY idx LIMIT ?) WHERE error IS NULL ORDER BY idx DESC LIMIT 1",
+                (tenant, session, offset)).fetchone()
+    previous = PreviousPrompt(json.loads(before["prompt_blocks"]) if before and before["prompt_blocks"] else None)
+    steps = [_step_dict(r) for r in rows[:limit]]
     for step in steps:
+        _add_reuse(step, previous)
         del step["prompt_blocks"]   # for exports; a page for the viewer stays small
-    return {"data": steps, "has_more": has_more, "offset": offset, "limit": limit}
+    return {"data": steps, "has_more": len(rows) > limit, "offset": offset, "limit": limit}
 
 
 def step_content(path: Path, tenant: str, session: str, index: int) -> dict | None:
@@ -172,7 +173,7 @@ def step_content(path: Path, tenant: str, session: str, index: int) -> dict | No
 
 def iter_session_steps(path: Path, tenant: str, session: str) -> Iterator[tuple[dict, dict | None]]:
     """Every step with its content (None when not captured), in index order."""
-    previous = None
+    previous = PreviousPrompt()
     with read_store(path) as db:
         if db is None:
             return
@@ -192,6 +193,5 @@ def iter_session_steps(path: Path, tenant: str, session: str) -> Iterator[tuple[
             for key in ("c_prefix", "c_prefix_step", "c_new", "c_output"):
                 del raw[key]
             step = _step_dict(raw)
-            _add_reuse([step], previous)
-            previous = step
+            _add_reuse(step, previous)
             yield step, content

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from agents_trace.prompt_blocks import shared_prefix_tokens
+from agents_trace.prompt_blocks import PreviousPrompt, evicted_prefix_tokens
 from agents_trace.store_queries import read_store, where_sql
 
 
@@ -62,7 +62,7 @@ def tenant_stats(path: Path, window: StatsWindow) -> dict:
     sessions, steps, errors, steps_after_tools, prompt/cached/output tokens, cached_share,
     TTFT and tool-gap p50/p99 in seconds, forecasts and their hits, first_s / last_s, and
     from the prompt fingerprints: prefix_from_previous_tokens (what each step's previous
-    step in its session had of its prompt), evicted_prefix_tokens (how much of that was no
+    successful step in its session had of its prompt), evicted_prefix_tokens (how much of that was no
     longer cached) and steps_with_evicted_prefix. A session's first step in the window
     is compared with nothing, even when an earlier step came before the window."""
     condition, params = _where(window)
@@ -75,7 +75,8 @@ def tenant_stats(path: Path, window: StatsWindow) -> dict:
         ttfts: dict[str, list[float]] = {tenant: [] for tenant in per_tenant}
         gaps: dict[str, list[float]] = {tenant: [] for tenant in per_tenant}
         reuse = {tenant: dict.fromkeys(_REUSE_KEYS, 0) for tenant in per_tenant}
-        previous: tuple[str, str, list[int] | None] | None = None
+        walking: tuple[str, str] | None = None
+        previous = PreviousPrompt()
         for tenant, session, ttft_s, gap_s, num_cached, num_input, blocks_json, error in db.execute(
                 "SELECT tenant, session, ttft_s, CASE WHEN after_kind = 'tools' THEN gap_s END, "
                 f"num_cached_tokens, num_input_tokens, prompt_blocks, error FROM steps{condition} "
@@ -84,10 +85,12 @@ def tenant_stats(path: Path, window: StatsWindow) -> dict:
                 ttfts[tenant].append(ttft_s)
             if gap_s is not None:
                 gaps[tenant].append(gap_s)
-            blocks = json.loads(blocks_json) if blocks_json else None
-            if previous is not None and previous[:2] == (tenant, session) and error is None:
-                _count_reuse(reuse[tenant], shared_prefix_tokens(previous[2], blocks, num_input), num_cached)
-            previous = (tenant, session, blocks)
+            if walking != (tenant, session):
+                walking, previous = (tenant, session), PreviousPrompt()
+            shared = previous.shared_with(json.loads(blocks_json) if blocks_json else None, num_input,
+                                          error is None)
+            if error is None:
+                _count_reuse(reuse[tenant], shared, num_cached)
     rows = [_row(sums, ttfts[tenant], gaps[tenant]) | reuse[tenant] for tenant, sums in per_tenant.items()]
     if not rows:
         return {"tenants": [], "total": None}
@@ -105,6 +108,7 @@ def _count_reuse(counts: dict[str, int], shared: int | None, num_cached: int) ->
     if shared is None:
         return
     counts["prefix_from_previous_tokens"] += shared
-    if num_cached < shared:
-        counts["evicted_prefix_tokens"] += shared - num_cached
+    evicted = evicted_prefix_tokens(shared, num_cached)
+    if evicted:
+        counts["evicted_prefix_tokens"] += evicted
         counts["steps_with_evicted_prefix"] += 1

@@ -33,7 +33,7 @@ from agents_trace.config import TraceConfig
 from agents_trace.conversation import after_of, agent_name, assistant_message, \
     explicit_session, extend_digest, prefix_digests
 from agents_trace.otel_setup import build_provider
-from agents_trace.prompt_blocks import prompt_block_ids, shared_prefix_tokens
+from agents_trace.prompt_blocks import prompt_block_ids
 from agents_trace.records import CapturedContent, SessionEnded, Step, StepContext, StepResult
 from agents_trace.replay_hints import hinted_after, hinted_calls, replay_hint
 from agents_trace.sessions import SessionTable
@@ -185,12 +185,12 @@ class AgentTracer:
                 result.output_text, result.tool_calls))
         prompt_blocks = self._prompt_blocks(ctx.tenant, result)
         with self._lock:
-            previous_blocks = self._sessions.close_step(
+            from_previous = self._sessions.close_step(
                 ctx.tenant, ctx.session, ctx.index, now_s,
                 request_digest=ctx.conversation_digest if is_ok else None,
                 num_messages=ctx.num_messages, response_digest=response_digest,
                 asked={call.call_id: call.name for call in result.tool_calls},
-                prompt_blocks=prompt_blocks if is_ok else None)
+                prompt_blocks=prompt_blocks if is_ok else None, num_prompt_tokens=result.num_input_tokens)
         self._events.offer(Step(
             tenant=ctx.tenant, session=ctx.session, index=ctx.index,
             session_source=ctx.session_source, operation=ctx.operation, model=ctx.model,
@@ -206,9 +206,7 @@ class AgentTracer:
             content=self._content(ctx, result), request_params=ctx.request_params,
             other_choices=tuple(dataclasses.replace(choice, text=None) for choice in result.other_choices),
             prompt_blocks=prompt_blocks))
-        if previous_blocks is None or prompt_blocks is None:
-            return None
-        return shared_prefix_tokens(previous_blocks, prompt_blocks, result.num_input_tokens)
+        return from_previous
 
     def _prompt_blocks(self, tenant: str, result: StepResult) -> tuple[int, ...] | None:
         """The prompt's fingerprints, made here so a queued step holds ~50 ints, not the

@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 
+from agents_trace.prompt_blocks import evicted_prefix_tokens
 from agents_trace.text_table import NO_VALUE, Column, printable, printable_lines, render_table
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$")
@@ -184,9 +185,11 @@ def _conversation(steps: Sequence[tuple[Mapping, Mapping | None]]) -> list[str]:
 def _lost_between_steps(steps: Sequence[Mapping]) -> str | None:
     """A line on the steps that found fewer tokens cached than their previous step's prompt
     had in common with them (evicted while the session was away), or None."""
-    lost = [(step["index"], step["prefix_from_previous_tokens"] - step["num_cached_tokens"]) for step in steps
-            if step.get("prefix_from_previous_tokens") is not None and step["error"] is None
-            and step["num_cached_tokens"] < step["prefix_from_previous_tokens"]]
+    lost = []
+    for step in steps:
+        evicted = evicted_prefix_tokens(step.get("prefix_from_previous_tokens"), step["num_cached_tokens"])
+        if evicted and step["error"] is None:
+            lost.append((step["index"], evicted))
     if not lost:
         return None
     return (f"{len(lost)} step(s) found fewer tokens cached than the previous step's prompt shared with them "

@@ -15,6 +15,8 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field
 
+from agents_trace.prompt_blocks import evicted_prefix_tokens
+
 Labels = tuple[tuple[str, str], ...]
 
 TTFT_BUCKETS_S = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
@@ -101,7 +103,7 @@ class Registry:
         previous prompt, of which the cache served `num_cached` or more."""
         labels = (("tenant", tenant), ("model_name", model))
         self.inc("stepahead_prefix_from_previous_tokens_total", labels, num_from_previous)
-        self.inc("stepahead_evicted_prefix_tokens_total", labels, max(0, num_from_previous - num_cached))
+        self.inc("stepahead_evicted_prefix_tokens_total", labels, evicted_prefix_tokens(num_from_previous, num_cached))
 
     def record_overhead(self, tenant: str, overhead_s: float) -> None:
         self.observe("stepahead_gateway_overhead_seconds", (("tenant", tenant),), overhead_s,

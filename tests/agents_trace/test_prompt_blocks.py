@@ -115,3 +115,23 @@ def test_steps_say_how_much_of_their_prompt_the_previous_step_had(tmp_path, caps
             total["steps_with_evicted_prefix"]) == (3 * B + 4 * B, 4 * B, 1)
     assert cli_main(["traces", "stats", "--db", str(store)]) == 0
     assert "256 (57%)" in capsys.readouterr().out   # 256 of the 448 tokens the previous steps left
+
+
+def test_a_failed_step_is_skipped_as_the_previous_prompt_live_and_in_the_store(tmp_path):
+    """A rate-limited step's prompt never reached the cache; its retry is compared with the
+    last prompt that did, so retrying is not counted as an eviction (live or stored)."""
+    clock = ManualClock()
+    tracer, _ = make_tracer(tmp_path, clock)
+    said = []
+    for prompt_len, cached, error in ((200, 0, None), (300, 0, "rate_limit_exceeded"), (300, 192, None)):
+        ctx = tracer.begin("acme", {"x-session-id": "s"}, {"model": "m", "messages": [{"role": "user", "content": "x"}]})
+        clock.advance(0.5)
+        said.append(tracer.end(ctx, StepResult(num_input_tokens=prompt_len, num_cached_tokens=cached, error=error,
+                                               prompt_token_ids=list(range(prompt_len)))))
+    tracer.stop()
+    store = tmp_path / "traces.sqlite3"
+    assert said == [None, None, 3 * B]
+    assert [s["prefix_from_previous_tokens"] for s in list_steps(store, "acme", "s")["data"]] == [None, 3 * B, 3 * B]
+    assert list_steps(store, "acme", "s", offset=2)["data"][0]["prefix_from_previous_tokens"] == 3 * B
+    total = tenant_stats(store, StatsWindow())["total"]
+    assert (total["prefix_from_previous_tokens"], total["evicted_prefix_tokens"]) == (3 * B, 0)
