@@ -21,7 +21,7 @@ from shards.protocol import ErrorEvent, FinishEvent, TokenEvent, TokenLogprob, W
 from gateway.backend import ChatEvent, Finished, Prepared, TextDelta, TokenChoice, ToolCallDelta, Usage
 from gateway.errors import (ApiError, invalid_request, rate_limited, server_error,
                             unavailable)
-from gateway.openai_format import new_tool_call_id
+from gateway.openai_format import new_tool_call_id, reply_finish_reason
 from gateway.token_text import token_choices
 from gateway.tool_calls import CallPiece, ToolCallStreamParser
 from gateway.tool_forcing import (CALL_OPEN, call_head, choose_tool_name, forced_arguments, forced_json,
@@ -93,7 +93,8 @@ def _finished(event: FinishEvent, finish_reason: str | None = None) -> Finished:
 
 
 async def run_free(engine, prepared: Prepared, call: LocalCall) -> AsyncIterator[ChatEvent]:
-    """The model's reply as it streams; it finishes as "tool_calls" when it made any."""
+    """The model's reply as it streams; it finishes as "tool_calls" when it made any and
+    did not run out of tokens (`reply_finish_reason`)."""
     item = WorkItem(prepared.request_id, prepared.tenant, call.prompt_token_ids, call.sampling,
                     call.session)
     parser = ToolCallStreamParser(call.tool_names) if call.tool_names is not None else None
@@ -135,7 +136,7 @@ async def run_free(engine, prepared: Prepared, call: LocalCall) -> AsyncIterator
                     yield out
                 if scored and parser is None:
                     yield TextDelta("", scored)
-                yield _finished(event, "tool_calls" if num_calls else None)
+                yield _finished(event, reply_finish_reason(event.finish_reason, num_calls > 0))
 
 
 def prompt_choices(tokenizer, prompt_ids: list[int], scores: list[TokenLogprob] | None) -> list[TokenChoice] | None:

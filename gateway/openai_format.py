@@ -2,7 +2,7 @@
 
 Invariants: a response names the model id the client asked for; `usage` always carries
 `prompt_tokens_details.cached_tokens`; a reply with tool calls has finish_reason
-"tool_calls"; stream chunks of one response share `id`, `created` and `model`. With
+"tool_calls" unless it ran out of tokens ("length", as OpenAI sends it); stream chunks of one response share `id`, `created` and `model`. With
 `include_usage`, every chunk has `"usage": null` and one last chunk with empty `choices`
 carries the usage, as OpenAI sends it.
 """
@@ -30,6 +30,15 @@ def new_id(prefix: str) -> str:
 
 def new_tool_call_id() -> str:
     return "call_" + "".join(random.choices(ID_ALPHABET, k=24))
+
+
+def reply_finish_reason(generation_reason: str, has_tool_calls: bool) -> str:
+    """A reply's finish reason: "length" when its generation ran out of tokens, even with
+    tool calls (their arguments may be cut, and OpenAI says "length" then too); else
+    "tool_calls" when it made any; else the generation's own reason."""
+    if generation_reason == "length" or not has_tool_calls:
+        return generation_reason
+    return "tool_calls"
 
 
 def dumps(value: object) -> bytes:
@@ -68,9 +77,8 @@ class Collected:
             self.finished = event
 
     def finish_reason(self) -> str:
-        if self.tool_calls:
-            return "tool_calls"
-        return self.finished.finish_reason if self.finished else "stop"
+        return reply_finish_reason(self.finished.finish_reason if self.finished else "stop",
+                                   bool(self.tool_calls))
 
 
 @dataclass(slots=True)
@@ -261,7 +269,7 @@ class ChunkWriter:
             else:
                 call["function"] = {"arguments": event.arguments}
             return self._chunk(self._choice(index, {"tool_calls": [call]}))
-        finish_reason = "tool_calls" if seen_ids else event.finish_reason
+        finish_reason = reply_finish_reason(event.finish_reason, bool(seen_ids))
         closing = self._chunk(self._choice(index, {}, finish_reason))
         self._finishes.append(event)
         if self.include_usage and len(self._finishes) == len(self._choices):

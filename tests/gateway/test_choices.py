@@ -5,7 +5,7 @@ import pytest
 
 import dataclasses
 
-from gateway.backend import Finished, Prepared, TextDelta, TokenChoice, Usage
+from gateway.backend import Finished, Prepared, TextDelta, TokenChoice, ToolCallDelta, Usage
 from gateway.choices import merged_usage, run_choices, with_choices
 from gateway.errors import ApiError, server_error
 from gateway.openai_format import ChunkWriter, Reply, ResponseHeader, chat_completion
@@ -170,6 +170,22 @@ def test_stream_writer_indexes_choices_and_sends_usage_after_the_last_finish():
     assert b'"finish_reason":"stop"' in first_finish and b'"total_tokens"' not in first_finish
     last_finish = writer.event(Finished("length", Usage(5, 2, 0), choice=0))
     assert b'"total_tokens":8' in last_finish
+
+
+def test_a_reply_cut_by_its_token_limit_finishes_as_length_even_with_tool_calls():
+    cut = [ToolCallDelta(0, "call_1", "get_weather", ""), ToolCallDelta(0, None, None, '{"city": "Pa'),
+           Finished("length", Usage(5, 9, 0))]
+    whole = [*cut[:2], ToolCallDelta(0, None, None, 'ris"}'), Finished("stop", Usage(5, 12, 0))]
+    for events, expected in ((cut, "length"), (whole, "tool_calls")):
+        reply = Reply.of(1)
+        writer = ChunkWriter(ResponseHeader("id", "m"), is_chat=True, include_usage=False)
+        streamed = b"".join(writer.event(event) for event in events)
+        for event in events:
+            reply.add(event)
+        body = chat_completion(ResponseHeader("id", "m"), reply, events[-1].usage)
+        assert body["choices"][0]["finish_reason"] == expected
+        assert body["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "get_weather"
+        assert f'"finish_reason":"{expected}"'.encode() in streamed
 
 
 def test_whole_chat_completion_lists_every_choice():

@@ -91,6 +91,19 @@ def test_the_item_being_written_when_tokens_ran_out_is_incomplete():
     assert whole["output"][0]["status"] == "completed" == last["response"]["output"][0]["status"]
 
 
+def test_a_call_being_written_when_tokens_ran_out_is_incomplete():
+    request = ResponsesRequest(model="m", input="x", tools=[WEATHER], max_output_tokens=9)
+    events = [TextDelta("Let me look."), ToolCallDelta(0, "call_1", "get_weather", ""),
+              ToolCallDelta(0, None, None, '{"city": "Pa'), Finished("length", Usage(5, 9))]
+    whole, last = _ran_out_of_tokens_in(events, request)
+    assert whole["status"] == "incomplete" and last["type"] == "response.incomplete"
+    for response in (whole, last["response"]):
+        message, call = response["output"]
+        assert message["status"] == "completed" and call["type"] == "function_call"
+        assert call["status"] == "incomplete" and call["arguments"] == '{"city": "Pa'
+        assert response["incomplete_details"] == {"reason": "max_output_tokens"}
+
+
 def test_responses_whole_reply_and_retrieval(client, gateway):
     reply = client.responses.create(model="tiny", input="Hi there", instructions="Be terse.",
                                     max_output_tokens=8, temperature=0)
