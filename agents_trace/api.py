@@ -19,7 +19,7 @@ from pathlib import Path
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse, Response, StreamingResponse
 
-from agents_trace.export import export_lines, export_sessions_lines, header_line
+from agents_trace.export import export_lines, export_sessions_lines, header_line, in_chunks
 from agents_trace.store_queries import SessionFilter, find_session, list_sessions, list_steps, \
     matching_session_keys, step_content
 from agents_trace.store_stats import StatsWindow, tenant_stats
@@ -139,7 +139,7 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
         keys = [] if path is None or where is None else matching_session_keys(path, where)
         note = f"stepahead: {len(keys)} sessions" + ("" if who.is_admin else f" of tenant {who.tenant}")
         lines = export_sessions_lines(path, keys, note) if keys else iter([header_line(note)])
-        return StreamingResponse(lines, media_type="application/x-ndjson",
+        return StreamingResponse(in_chunks(lines), media_type="application/x-ndjson",
                                  headers={"content-disposition": 'attachment; filename="sessions.jsonl"'})
 
     @router.get("/v1/traces/sessions/{session}")
@@ -171,7 +171,7 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
         found = resolve(path, who, session, tenant)
         safe_name = "".join(c if c.isalnum() or c in "-_." else "_" for c in session)
         return StreamingResponse(
-            export_lines(path, found["tenant"], session), media_type="application/x-ndjson",
+            in_chunks(export_lines(path, found["tenant"], session)), media_type="application/x-ndjson",
             headers={"content-disposition": f'attachment; filename="{safe_name}.jsonl"'})
 
     @router.get("/ui", response_class=HTMLResponse)

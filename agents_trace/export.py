@@ -82,6 +82,21 @@ def _session_requests(path: Path, tenant: str, session: str) -> Iterator[tuple[f
         yield pending[0]["arrived_s"], {**pending[1], "tool_calls": kept_tool_names(pending[0], None)}
 
 
+def in_chunks(lines: Iterable[str], size: int = 1 << 16) -> Iterator[str]:
+    """`lines` joined into pieces of about `size` characters (a line is never split), so a
+    server streaming them from a thread pool hops there once a piece, not once a line."""
+    pending: list[str] = []
+    length = 0
+    for line in lines:
+        pending.append(line)
+        length += len(line)
+        if length >= size:
+            yield "".join(pending)
+            pending, length = [], 0
+    if pending:
+        yield "".join(pending)
+
+
 def header_line(note: str) -> str:
     return _line({"format": FORMAT, "block_size": RECORD_BLOCK_SIZE, "time_unit": "s", "note": note})
 

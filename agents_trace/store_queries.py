@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from agents_trace.prompt_blocks import PreviousPrompt
+from agents_trace.prompt_blocks import PreviousPrompt, evicted_prefix_tokens
 from agents_trace.store_schema import connect_reader
 
 MAX_PAGE = 500
@@ -127,10 +127,14 @@ def _step_dict(row: sqlite3.Row) -> dict:
 def _add_reuse(step: dict, previous: PreviousPrompt) -> None:
     """The step's `prefix_from_previous_tokens`: the tokens of its prompt that the
     session's previous successful step's prompt already began with (whole fingerprint
-    blocks), None when either prompt has no fingerprints; compare with
-    `num_cached_tokens`."""
-    step["prefix_from_previous_tokens"] = previous.shared_with(
-        step["prompt_blocks"], step["num_input_tokens"], step["error"] is None)
+    blocks), None when either prompt has no fingerprints; and `evicted_prefix_tokens`,
+    those of them the cache no longer served (None when that is unknown or the step
+    failed)."""
+    is_ok = step["error"] is None
+    shared = previous.shared_with(step["prompt_blocks"], step["num_input_tokens"], is_ok)
+    step["prefix_from_previous_tokens"] = shared
+    step["evicted_prefix_tokens"] = (evicted_prefix_tokens(shared, step["num_cached_tokens"])
+                                     if shared is not None and is_ok else None)
 
 
 def list_steps(path: Path, tenant: str, session: str, *, limit: int = 200,

@@ -15,7 +15,6 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 
-from agents_trace.prompt_blocks import evicted_prefix_tokens
 from agents_trace.text_table import NO_VALUE, Column, printable, printable_lines, render_table
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$")
@@ -187,8 +186,8 @@ def _lost_between_steps(steps: Sequence[Mapping]) -> str | None:
     had in common with them (evicted while the session was away), or None."""
     lost = []
     for step in steps:
-        evicted = evicted_prefix_tokens(step.get("prefix_from_previous_tokens"), step["num_cached_tokens"])
-        if evicted and step["error"] is None:
+        evicted = step.get("evicted_prefix_tokens")
+        if evicted:
             lost.append((step["index"], evicted))
     if not lost:
         return None

@@ -222,9 +222,9 @@ function forecastsNote(s) {
   return `${s.num_confident_forecast_hits}/${s.num_confident_forecasts} of those made confident`;
 }
 
-// Tokens the previous step's prompt shared with this one that were not cached (0: none lost).
-const lostPrefix = (s) => s.error || s.prefix_from_previous_tokens == null ? 0 :
-  Math.max(0, s.prefix_from_previous_tokens - s.num_cached_tokens);
+// Tokens the previous step's prompt shared with this one that were not cached (0: none
+// lost); the server counts them (`evicted_prefix_tokens`, one rule for every view).
+const lostPrefix = (s) => s.evicted_prefix_tokens || 0;
 
 function renderSteps(steps) {
   const body = $("steps").tBodies[0];

@@ -77,7 +77,29 @@ def run_scripted_session(tracer: AgentTracer, clock: ManualClock, tenant: str = 
     return contexts
 
 
-def viewer_app(tracer: AgentTracer, keys: dict[str, Viewer]) -> FastAPI:
+def session_with_an_eviction(tmp_path: Path, **config) -> tuple[Path, list]:
+    """Session "s" of tenant acme: three steps, each prompt growing the last by 100 tokens
+    (fingerprinted); step 2 finds nothing cached. Returns the store and what `end` said of
+    each step."""
+    clock = ManualClock()
+    tracer, _ = make_tracer(tmp_path, clock, **config)
+    said = []
+    for step, cached in enumerate((0, 192, 0)):
+        prompt = list(range(200 + 100 * step))
+        ctx = tracer.begin("acme", {"x-session-id": "s"},
+                           {"model": "m", "messages": [{"role": "user", "content": f"x{i}"} for i in range(step + 1)]})
+        clock.advance(0.5)
+        said.append(tracer.end(ctx, StepResult(num_input_tokens=len(prompt), num_cached_tokens=cached,
+                                               num_output_tokens=3, finish_reason="stop", output_text="ok",
+                                               prompt_token_ids=prompt)))
+        clock.advance(5.0)
+    tracer.stop()
+    return tmp_path / "traces.sqlite3", said
+
+
+def viewer_app(tracer: AgentTracer | Path, keys: dict[str, Viewer]) -> FastAPI:
+    """The trace API and /ui over `tracer`'s store (or a store file), with `keys`."""
+    store_path = tracer if isinstance(tracer, Path) else None
     def viewer(request: Request) -> Viewer:
         scheme, _, key = (request.headers.get("authorization") or "").partition(" ")
         found = keys.get(key.strip()) if scheme.lower() == "bearer" else None
@@ -86,5 +108,5 @@ def viewer_app(tracer: AgentTracer, keys: dict[str, Viewer]) -> FastAPI:
         return found
 
     app = FastAPI()
-    app.include_router(build_trace_router(viewer=viewer, store_path=lambda _r: tracer.store_path))
+    app.include_router(build_trace_router(viewer=viewer, store_path=lambda _r: store_path or tracer.store_path))
     return app

@@ -12,7 +12,7 @@ from agents_trace.store_queries import list_steps
 from agents_trace.store_stats import StatsWindow, tenant_stats
 from gateway.cli import main as cli_main
 
-from tests.agents_trace.helpers import ManualClock, make_tracer
+from tests.agents_trace.helpers import ManualClock, make_tracer, session_with_an_eviction
 
 B = RECORD_BLOCK_SIZE
 
@@ -71,36 +71,18 @@ def test_shared_prefix_counts_whole_equal_leading_blocks():
     assert shared_prefix_tokens(None, grown, 300) is None and shared_prefix_tokens(first, None, 300) is None
 
 
-def _session_with_an_eviction(tmp_path, **config):
-    """Three steps, each prompt growing the last by 100 tokens; step 2 finds nothing cached.
-    Returns the store and what `end` said of each step."""
-    clock = ManualClock()
-    tracer, _ = make_tracer(tmp_path, clock, **config)
-    said = []
-    for step, cached in enumerate((0, 192, 0)):
-        prompt = list(range(200 + 100 * step))
-        ctx = tracer.begin("acme", {"x-session-id": "s"},
-                           {"model": "m", "messages": [{"role": "user", "content": f"x{i}"} for i in range(step + 1)]})
-        clock.advance(0.5)
-        said.append(tracer.end(ctx, StepResult(num_input_tokens=len(prompt), num_cached_tokens=cached,
-                                               num_output_tokens=3, finish_reason="stop", output_text="ok",
-                                               prompt_token_ids=prompt)))
-        clock.advance(5.0)
-    tracer.stop()
-    return tmp_path / "traces.sqlite3", said
-
-
 def test_the_tracer_says_at_each_steps_end_what_its_previous_prompt_left_it(tmp_path):
-    _, said = _session_with_an_eviction(tmp_path)
+    _, said = session_with_an_eviction(tmp_path)
     assert said == [None, 3 * B, 4 * B]   # the same figures the store gives (below)
-    _, said = _session_with_an_eviction(tmp_path / "off", record_prompt_blocks=False)
+    _, said = session_with_an_eviction(tmp_path / "off", record_prompt_blocks=False)
     assert said == [None, None, None]
 
 
 def test_steps_say_how_much_of_their_prompt_the_previous_step_had(tmp_path, capsys):
-    store, _ = _session_with_an_eviction(tmp_path)
+    store, _ = session_with_an_eviction(tmp_path)
     page = list_steps(store, "acme", "s")
     assert [s["prefix_from_previous_tokens"] for s in page["data"]] == [None, 3 * B, 4 * B]
+    assert [s["evicted_prefix_tokens"] for s in page["data"]] == [None, 0, 4 * B]   # what /ui marks red
     assert "prompt_blocks" not in page["data"][0]
     later = list_steps(store, "acme", "s", offset=2, limit=1)   # the step before the page still counts
     assert [(s["index"], s["prefix_from_previous_tokens"]) for s in later["data"]] == [(2, 4 * B)]
@@ -131,7 +113,9 @@ def test_a_failed_step_is_skipped_as_the_previous_prompt_live_and_in_the_store(t
     tracer.stop()
     store = tmp_path / "traces.sqlite3"
     assert said == [None, None, 3 * B]
-    assert [s["prefix_from_previous_tokens"] for s in list_steps(store, "acme", "s")["data"]] == [None, 3 * B, 3 * B]
+    steps = list_steps(store, "acme", "s")["data"]
+    assert [s["prefix_from_previous_tokens"] for s in steps] == [None, 3 * B, 3 * B]
+    assert [s["evicted_prefix_tokens"] for s in steps] == [None, None, 0]   # the failed step lost nothing
     assert list_steps(store, "acme", "s", offset=2)["data"][0]["prefix_from_previous_tokens"] == 3 * B
     total = tenant_stats(store, StatsWindow())["total"]
     assert (total["prefix_from_previous_tokens"], total["evicted_prefix_tokens"]) == (3 * B, 0)

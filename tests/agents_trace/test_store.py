@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from agents_trace.export import FORMAT, export_lines
+from agents_trace.export import FORMAT, export_lines, in_chunks
 from agents_trace.store import TraceStore
 from agents_trace.store_queries import SessionFilter, find_session, list_sessions, list_steps, \
     step_content
@@ -266,3 +266,12 @@ def test_kept_tool_names_known_answers():
     assert kept_tool_names(step, {"after_tools": [call("z", "x")]}) == ["search"]
     assert kept_tool_names({"tool_calls": [call("a", "search")], "other_choices": []},
                            {"after_tools": []}) == ["search"]        # one choice: as recorded
+
+
+def test_export_pieces_hold_whole_lines_and_lose_none():
+    lines = [f'{{"n":{n}}}\n' for n in range(1000)]
+    pieces = list(in_chunks(lines, size=100))
+    assert "".join(pieces) == "".join(lines)
+    assert all(piece.endswith("\n") and len(piece) < 100 + 12 for piece in pieces)
+    assert all(len(piece) >= 100 for piece in pieces[:-1])   # one hop per ~100 characters, not per line
+    assert list(in_chunks([])) == [] and list(in_chunks(["a\n"])) == ["a\n"]

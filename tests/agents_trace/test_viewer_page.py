@@ -8,7 +8,8 @@ from agents_trace.api import Viewer
 from cache.forecast import Forecast
 
 from tests.agents_trace.browser import chromium_driver, connect, wait_for
-from tests.agents_trace.helpers import ManualClock, make_tracer, run_scripted_session, viewer_app
+from tests.agents_trace.helpers import (ManualClock, make_tracer, run_scripted_session, session_with_an_eviction,
+                                        viewer_app)
 from tests.gateway.serving import start_server
 
 KEYS = {"k-acme": Viewer("acme"), "k-globex": Viewer("globex")}
@@ -86,3 +87,22 @@ def test_viewer_sums_the_window_and_exports_the_sessions_that_match_its_filters(
     header, *requests = text.splitlines()
     assert header.startswith('{"format":"stepahead-trace/1"')
     assert len(requests) == 3 and all(f'"session":"{session}"' in line for line in requests)
+
+
+def test_viewer_marks_the_step_whose_prefix_was_evicted_as_the_api_counts_it(tmp_path):
+    from selenium.webdriver.common.by import By
+    store, _ = session_with_an_eviction(tmp_path)
+    server = start_server(viewer_app(store, KEYS))
+    try:
+        steps = httpx.get(f"{server.base_url}/v1/traces/sessions/s", headers={"authorization": "Bearer k-acme"},
+                          timeout=10).json()["steps"]["data"]
+        assert [s["evicted_prefix_tokens"] for s in steps] == [None, 0, 256]
+        with chromium_driver() as driver:
+            connect(driver, server.base_url, "k-acme")
+            driver.get(f"{server.base_url}/ui#/session/acme/s")
+            wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#steps tr.step-row")) == 3)
+            marked = driver.find_elements(By.CSS_SELECTOR, "#steps td[title*='no longer cached']")
+            assert [(cell.text, cell.get_attribute("class")) for cell in marked] == [("0", "miss")]
+            assert marked[0].get_attribute("title").startswith("256 tokens the previous step left")
+    finally:
+        server.stop()
