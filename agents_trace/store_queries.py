@@ -137,6 +137,15 @@ def _add_reuse(step: dict, previous: PreviousPrompt) -> None:
                                      if shared is not None and is_ok else None)
 
 
+def previous_prompt_before(db: sqlite3.Connection, tenant: str, session: str, index: int) -> PreviousPrompt:
+    """The session's last successful prompt before its step `index` (none: empty), so a
+    page or a time window that starts mid-session compares its first step as the whole
+    session would."""
+    row = db.execute("SELECT prompt_blocks FROM steps WHERE tenant = ? AND session = ? AND idx < ? "
+                     "AND error IS NULL ORDER BY idx DESC LIMIT 1", (tenant, session, index)).fetchone()
+    return PreviousPrompt(json.loads(row[0]) if row is not None and row[0] else None)
+
+
 def list_steps(path: Path, tenant: str, session: str, *, limit: int = 200,
                offset: int = 0) -> dict:
     """A page of a session's steps in index order, without message content (nor the
@@ -146,13 +155,8 @@ def list_steps(path: Path, tenant: str, session: str, *, limit: int = 200,
         rows = [] if db is None else db.execute(
             "SELECT * FROM steps WHERE tenant = ? AND session = ? ORDER BY idx LIMIT ? OFFSET ?",
             (tenant, session, limit + 1, offset)).fetchall()
-        before = None   # the last successful step before the page, for its first step's reuse
-        if db is not None and offset > 0:
-            before = db.execute(
-                "SELECT prompt_blocks FROM (SELECT prompt_blocks, error, idx FROM steps WHERE tenant = ? "
-                "AND session = ? ORDER BY idx LIMIT ?) WHERE error IS NULL ORDER BY idx DESC LIMIT 1",
-                (tenant, session, offset)).fetchone()
-    previous = PreviousPrompt(json.loads(before["prompt_blocks"]) if before and before["prompt_blocks"] else None)
+        previous = (previous_prompt_before(db, tenant, session, rows[0]["idx"])   # for the page's first step
+                    if db is not None and rows and offset > 0 else PreviousPrompt())
     steps = [_step_dict(r) for r in rows[:limit]]
     for step in steps:
         _add_reuse(step, previous)

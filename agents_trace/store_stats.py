@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from agents_trace.prompt_blocks import PreviousPrompt, evicted_prefix_tokens
-from agents_trace.store_queries import read_store, where_sql
+from agents_trace.store_queries import previous_prompt_before, read_store, where_sql
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +64,7 @@ def tenant_stats(path: Path, window: StatsWindow) -> dict:
     from the prompt fingerprints: prefix_from_previous_tokens (what each step's previous
     successful step in its session had of its prompt), evicted_prefix_tokens (how much of that was no
     longer cached) and steps_with_evicted_prefix. A session's first step in the window
-    is compared with nothing, even when an earlier step came before the window."""
+    is compared with the session's last successful step before it, in the window or not."""
     condition, params = _where(window)
     with read_store(path) as db:
         if db is None:
@@ -77,8 +77,8 @@ def tenant_stats(path: Path, window: StatsWindow) -> dict:
         reuse = {tenant: dict.fromkeys(_REUSE_KEYS, 0) for tenant in per_tenant}
         walking: tuple[str, str] | None = None
         previous = PreviousPrompt()
-        for tenant, session, ttft_s, gap_s, num_cached, num_input, blocks_json, error in db.execute(
-                "SELECT tenant, session, ttft_s, CASE WHEN after_kind = 'tools' THEN gap_s END, "
+        for tenant, session, index, ttft_s, gap_s, num_cached, num_input, blocks_json, error in db.execute(
+                "SELECT tenant, session, idx, ttft_s, CASE WHEN after_kind = 'tools' THEN gap_s END, "
                 f"num_cached_tokens, num_input_tokens, prompt_blocks, error FROM steps{condition} "
                 "ORDER BY tenant, session, idx", params):
             if ttft_s is not None:
@@ -86,7 +86,8 @@ def tenant_stats(path: Path, window: StatsWindow) -> dict:
             if gap_s is not None:
                 gaps[tenant].append(gap_s)
             if walking != (tenant, session):
-                walking, previous = (tenant, session), PreviousPrompt()
+                walking = (tenant, session)
+                previous = previous_prompt_before(db, tenant, session, index) if index > 0 else PreviousPrompt()
             shared = previous.shared_with(json.loads(blocks_json) if blocks_json else None, num_input,
                                           error is None)
             if error is None:

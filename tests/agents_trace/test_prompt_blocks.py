@@ -119,3 +119,12 @@ def test_a_failed_step_is_skipped_as_the_previous_prompt_live_and_in_the_store(t
     assert list_steps(store, "acme", "s", offset=2)["data"][0]["prefix_from_previous_tokens"] == 3 * B
     total = tenant_stats(store, StatsWindow())["total"]
     assert (total["prefix_from_previous_tokens"], total["evicted_prefix_tokens"]) == (3 * B, 0)
+
+
+def test_a_window_that_starts_mid_session_compares_its_first_step_with_the_step_before_it(tmp_path):
+    store, _ = session_with_an_eviction(tmp_path)
+    last = list_steps(store, "acme", "s")["data"][2]
+    window = tenant_stats(store, StatsWindow(since_s=last["arrived_s"]))["total"]
+    assert window["steps"] == 1
+    assert (window["prefix_from_previous_tokens"], window["evicted_prefix_tokens"],
+            window["steps_with_evicted_prefix"]) == (4 * B, 4 * B, 1)   # as in the whole session's figures
