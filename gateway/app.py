@@ -28,6 +28,7 @@ from gateway.errors import ApiError, server_error
 from gateway.exchange import CLIENT_CLOSED_STATUS
 from gateway.fast_paths import CompletionFastPath
 from gateway.forecasting import start_forecasting, stop_forecasting
+from gateway.heap import freeze_startup_heap, thaw_heap
 from gateway.http_io import ClientGone
 from gateway.limits import Limiters
 from gateway.metrics import Registry
@@ -88,6 +89,7 @@ def build_app(config: GatewayConfig | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_app: FastAPI):
         started: list[Backend] = []
+        heap = None
         try:
             state.tracer = build_tracer(config)
             if state.tracer is not None:
@@ -96,10 +98,13 @@ def build_app(config: GatewayConfig | None = None) -> FastAPI:
                 await backend.start()
                 started.append(backend)
             state.forecasts = start_forecasting(state.tracer, state.backends)
+            heap = freeze_startup_heap()
             state.is_ready = True
             yield
         finally:
             state.is_ready = False
+            if heap is not None:
+                thaw_heap(heap)
             await state.background.cancel_all()  # stored as cancelled before the store closes
             for backend in reversed(started):
                 await backend.stop()
