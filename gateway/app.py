@@ -98,11 +98,14 @@ def build_app(config: GatewayConfig | None = None) -> FastAPI:
                 await backend.start()
                 started.append(backend)
             state.forecasts = start_forecasting(state.tracer, state.backends)
-            heap = freeze_startup_heap()
+            if config.freeze_startup_heap:
+                heap = freeze_startup_heap()
+            state.gc_pauses.install()
             state.is_ready = True
             yield
         finally:
             state.is_ready = False
+            state.gc_pauses.remove()
             if heap is not None:
                 thaw_heap(heap)
             await state.background.cancel_all()  # stored as cancelled before the store closes

@@ -32,7 +32,7 @@ DEFAULT_KEEP_ALIVE_S = 75.0
 RESPONSES_DB_ENV = "STEPAHEAD_RESPONSES_DB"
 MEMORY_ONLY = ":memory:"
 SERVER_KEYS = ("host", "port", "max_body_bytes", "default_completion_reserve_tokens", "queue_timeout_s",
-               "keep_alive_s", "responses_db", "responses_per_tenant")
+               "keep_alive_s", "responses_db", "responses_per_tenant", "freeze_startup_heap")
 PASSTHROUGH_PROVIDERS = ("openai", "hosted_vllm", "openai_like", "custom_openai")
 TOP_LEVEL_KEYS = ("models", "tenants", "server", "tracing")
 TENANT_KEYS = ("name", "api_key_sha256", "api_key_env", "weight", "kv_share", "admin", "limits")
@@ -140,6 +140,8 @@ class GatewayConfig:
     # each tenant keeps.
     responses_db: str | None = None
     responses_per_tenant: int = 1024
+    # Freeze what start-up made so full garbage collections skip it (gateway/heap.py).
+    freeze_startup_heap: bool = True
 
     def resolved_responses_db(self, environ: Mapping[str, str] = os.environ) -> Path | None:
         """Where stored Responses live: config, then $STEPAHEAD_RESPONSES_DB, then the
@@ -286,7 +288,8 @@ def parse_config(data: dict) -> GatewayConfig:
         port=take(server, "port", int, "server", 8000),
         keep_alive_s=float(take(server, "keep_alive_s", (int, float), "server", DEFAULT_KEEP_ALIVE_S)),
         responses_db=take(server, "responses_db", str, "server", None),
-        responses_per_tenant=take(server, "responses_per_tenant", int, "server", 1024))
+        responses_per_tenant=take(server, "responses_per_tenant", int, "server", 1024),
+        freeze_startup_heap=take(server, "freeze_startup_heap", bool, "server", True))
 
 
 def load_config(path: str | Path) -> GatewayConfig:

@@ -8,11 +8,16 @@ collection walks only what came later (23-36 ms in the same load), and raises th
 generation's threshold so fewer short-lived request objects live long enough to be
 promoted (none came in six rounds of 1,600 requests). Objects are still freed by reference
 counting as before; only cycles among the frozen ones wait for `thaw_heap`.
+`[server] freeze_startup_heap = false` keeps CPython's defaults.
+
+`GcPauses` counts the collections while the gateway serves, and how long they paused it
+(every thread waits for a collection), for `/metrics` (admins).
 """
 from __future__ import annotations
 
 import gc
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 
 YOUNG_THRESHOLD = 10_000   # allocations between young collections (CPython's default: 700)
 
@@ -37,3 +42,51 @@ def thaw_heap(settings: HeapSettings) -> None:
     """Undo `freeze_startup_heap` (an app stopping in a process that goes on: tests)."""
     gc.unfreeze()
     gc.set_threshold(*settings.thresholds)
+
+
+@dataclass(slots=True)
+class GenerationPauses:
+    num_collections: int = 0
+    total_s: float = 0.0
+    max_s: float = 0.0
+
+
+@dataclass(slots=True)
+class GcPauses:
+    """Collections by generation (0, 1, 2) and their pauses, from `install` to `remove`.
+    The callback runs in whichever thread collects; it only adds to three numbers."""
+
+    generations: tuple[GenerationPauses, ...] = field(
+        default_factory=lambda: tuple(GenerationPauses() for _ in range(3)))
+    _started_s: float | None = None
+
+    def _on_gc(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._started_s = time.perf_counter()
+            return
+        if self._started_s is None:
+            return
+        pause_s = time.perf_counter() - self._started_s
+        self._started_s = None
+        counts = self.generations[min(info.get("generation", 2), 2)]
+        counts.num_collections += 1
+        counts.total_s += pause_s
+        counts.max_s = max(counts.max_s, pause_s)
+
+    def install(self) -> None:
+        if self._on_gc not in gc.callbacks:
+            gc.callbacks.append(self._on_gc)
+
+    def remove(self) -> None:
+        if self._on_gc in gc.callbacks:
+            gc.callbacks.remove(self._on_gc)
+
+    def series(self) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        """The counts as metric series, labelled by generation, and the objects frozen."""
+        out: dict = {("stepahead_gc_frozen_objects", ()): float(gc.get_freeze_count())}
+        for generation, counts in enumerate(self.generations):
+            labels = (("generation", str(generation)),)
+            out[("stepahead_gc_collections_total", labels)] = float(counts.num_collections)
+            out[("stepahead_gc_pause_seconds_total", labels)] = counts.total_s
+            out[("stepahead_gc_pause_max_seconds", labels)] = counts.max_s
+        return out

@@ -42,6 +42,11 @@ HELP = {
     "stepahead_worker_info": ("gauge", "Numeric worker fields from the engine (tiers flattened)."),
     "stepahead_worker_tenant_info": ("gauge", "Per-tenant numeric fields of each worker's cache."),
     "stepahead_router_info": ("gauge", "The engine's routing and dispatch counts since it started."),
+    "stepahead_gc_collections_total": ("counter", "The gateway's garbage collections while serving, by generation."),
+    "stepahead_gc_pause_seconds_total": (
+        "counter", "Time those collections paused the gateway (every thread waits), by generation."),
+    "stepahead_gc_pause_max_seconds": ("gauge", "The longest of those pauses, by generation."),
+    "stepahead_gc_frozen_objects": ("gauge", "Objects frozen at start-up, which full collections skip."),
 }
 
 

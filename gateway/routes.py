@@ -167,6 +167,7 @@ async def metrics(request: Request) -> Response:
         gauges[("stepahead_tenant_queued_requests", (("tenant", name),))] = limiter.num_queued
     is_admin = state.config.is_admin(tenant)
     if is_admin:
+        gauges.update(state.gc_pauses.series())
         for name, backend in state.backends.items():
             gauges.update(worker_gauges(name, backend.worker_metrics()))
             gauges.update(router_gauges(name, backend.router_metrics()))

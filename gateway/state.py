@@ -16,6 +16,7 @@ from gateway.backend import Backend
 from gateway.background_runs import BackgroundRuns
 from gateway.config import GatewayConfig
 from gateway.errors import model_not_found
+from gateway.heap import GcPauses
 from gateway.limits import Limiters
 from gateway.metrics import Registry
 from gateway.response_store import ResponseStore
@@ -36,6 +37,7 @@ class GatewayState:
     created_s: int = field(default_factory=lambda: int(time.time()))  # the models' `created`
     schemas: SchemaChecker = field(default_factory=SchemaChecker)  # tool schemas that passed their check
     background: BackgroundRuns = field(default_factory=BackgroundRuns)  # background responses in flight
+    gc_pauses: GcPauses = field(default_factory=GcPauses)  # the collector's pauses while serving
 
     def backend(self, model: str) -> Backend:
         backend = self.backends.get(model)

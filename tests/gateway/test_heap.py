@@ -4,8 +4,11 @@ import gc
 from fastapi.testclient import TestClient
 
 from gateway.app import build_app
-from gateway.config import parse_config
-from gateway.heap import YOUNG_THRESHOLD, freeze_startup_heap, thaw_heap
+from gateway.config import key_digest, parse_config
+import pytest
+
+from gateway.config_values import ConfigError
+from gateway.heap import YOUNG_THRESHOLD, GcPauses, freeze_startup_heap, thaw_heap
 
 
 def test_freeze_hides_the_startup_heap_from_collections_and_thaw_puts_it_back():
@@ -24,12 +27,52 @@ def test_freeze_hides_the_startup_heap_from_collections_and_thaw_puts_it_back():
     assert all(id(o) in walked for o in kept)
 
 
-def test_a_served_app_is_frozen_while_it_runs():
-    config = parse_config({"models": [{"name": "mock", "kind": "upstream", "litellm_model": "openai/gpt-4o-mini",
-                                       "litellm_params": {"mock_response": "hi"}}],
-                           "tenants": [{"name": "a", "api_key_sha256": ["0" * 64]}], "tracing": {"enabled": False}})
+def test_pauses_are_counted_by_generation_while_installed():
+    pauses = GcPauses()
+    pauses.install()
+    try:
+        gc.collect(0)
+        gc.collect(2)
+        gc.collect(2)
+    finally:
+        pauses.remove()
+    gc.collect(2)   # after remove: not counted
+    young, _, full = pauses.generations
+    assert (young.num_collections, full.num_collections) == (1, 2)
+    assert 0 < full.max_s <= full.total_s and young.total_s > 0
+    series = pauses.series()
+    assert series[("stepahead_gc_collections_total", (("generation", "2"),))] == 2.0
+    assert series[("stepahead_gc_pause_max_seconds", (("generation", "2"),))] == full.max_s
+
+
+def _config(**server):
+    return parse_config({"models": [{"name": "mock", "kind": "upstream", "litellm_model": "openai/gpt-4o-mini",
+                                     "litellm_params": {"mock_response": "hi"}}],
+                         "tenants": [{"name": "ops", "api_key_sha256": [key_digest("k-ops")], "admin": True},
+                                     {"name": "a", "api_key_sha256": [key_digest("k-a")]}],
+                         "tracing": {"enabled": False}, "server": server})
+
+
+def test_a_served_app_is_frozen_while_it_runs_and_admins_see_its_pauses():
     before = gc.get_threshold()
-    with TestClient(build_app(config)) as client:
+    with TestClient(build_app(_config())) as client:
         assert client.get("/health").status_code == 200
         assert gc.get_freeze_count() > 0 and gc.get_threshold()[0] == YOUNG_THRESHOLD
+        gc.collect()
+        admin = client.get("/metrics", headers={"authorization": "Bearer k-ops"}).text
+        tenant = client.get("/metrics", headers={"authorization": "Bearer k-a"}).text
     assert gc.get_freeze_count() == 0 and gc.get_threshold() == before
+    assert "# TYPE stepahead_gc_collections counter" in admin
+    full = [line for line in admin.splitlines() if line.startswith('stepahead_gc_collections_total{generation="2"}')]
+    assert len(full) == 1 and float(full[0].split()[-1]) >= 1
+    assert "stepahead_gc_" not in tenant   # the process's own figures are for admins
+
+
+def test_freezing_can_be_turned_off():
+    assert _config().freeze_startup_heap is True
+    frozen_before = gc.get_freeze_count()
+    with TestClient(build_app(_config(freeze_startup_heap=False))) as client:
+        assert client.get("/health").status_code == 200
+        assert gc.get_freeze_count() == frozen_before
+    with pytest.raises(ConfigError, match="server.freeze_startup_heap must be"):
+        _config(freeze_startup_heap="yes")
