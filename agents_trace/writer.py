@@ -20,6 +20,7 @@ import queue
 import sqlite3
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -137,7 +138,7 @@ class TraceWriter:
         self.batch_linger_s = batch_linger_s
         self.subscribers: tuple[Subscriber, ...] = ()
         self.forecaster: Forecaster | None = None
-        self._open: dict[tuple[str, str], _OpenSession] = {}
+        self._open: OrderedDict[tuple[str, str], _OpenSession] = OrderedDict()  # least recently seen first
         self._thread: threading.Thread | None = None
 
     # --- lifecycle (called from the owner's thread) ----------------------------------
@@ -217,6 +218,7 @@ class TraceWriter:
         else:
             step = _shifted(step, session.index_offset)
             session.last_seen_s = self.clock()
+            self._open.move_to_end(key)   # keeps `_open` ordered by last_seen_s
         check = check_forecast(session.forecast, step) if session.forecast is not None else None
         session.forecast = None
         session.num_steps += 1
@@ -253,8 +255,10 @@ class TraceWriter:
         expired = {(e.tenant, e.session) for e in ended}
         # NOTE: a backstop for sessions whose end event was dropped on a full queue.
         stale_s = now_s - 2 * self.idle_timeout_s - 60.0
-        for (tenant, session), state in list(self._open.items()):
-            if state.last_seen_s < stale_s and (tenant, session) not in expired:
+        for (tenant, session), state in self._open.items():   # oldest first: stops at the first fresh one
+            if state.last_seen_s >= stale_s:
+                break
+            if (tenant, session) not in expired:
                 ended.append(SessionEnded(tenant, session, state.num_steps, None, "idle"))
         return ended
 

@@ -2,8 +2,8 @@
 import threading
 import time
 
-from agents_trace.records import SessionEnded
-from agents_trace.writer import EventQueue, WriterStats, _Flush
+from agents_trace.records import After, SessionEnded, SessionId, Step
+from agents_trace.writer import EventQueue, TraceWriter, WriterStats, _Flush
 
 
 def _ended(number: int) -> SessionEnded:
@@ -32,3 +32,27 @@ def test_a_flush_is_taken_at_once_without_lingering():
     assert events.take(timeout_s=1.0, linger_s=5.0) == [marker]
     assert time.monotonic() - began_s < 1.0
     assert events.take(timeout_s=0.01, linger_s=5.0) == []   # nothing queued: no wait past the timeout
+
+
+def _step(session: str, index: int, at_s: float) -> Step:
+    return Step("alpha", SessionId(session), index, "header", "chat", "m", None, at_s, at_s + 0.1, After("start"),
+                None, None, 1, False, 10, 0, 2, 0.05, "w0", "stop", ())
+
+
+def test_the_backstop_ends_only_sessions_unseen_for_long_oldest_first():
+    """Sessions whose end event was lost (a full queue) end from the writer's own sweep once
+    unseen for 2 x idle + 60 s; it walks the oldest first and stops at the first fresh one."""
+    now = [0.0]
+    writer = TraceWriter(events=EventQueue(10, WriterStats()), stats=WriterStats(), otel=None, store=None,
+                         expire=lambda _now_s: [], clock=lambda: now[0], idle_timeout_s=10.0,
+                         retention_interval_s=60.0)
+    for session, at_s in (("a", 0.0), ("b", 50.0), ("c", 100.0)):
+        now[0] = at_s
+        writer._on_step(_step(session, 0, at_s))
+    now[0] = 110.0
+    writer._on_step(_step("a", 1, 110.0))   # seen again: now the freshest
+    now[0] = 131.0   # stale before 131 - 80 = 51: only b (50)
+    assert [(e.session, e.reason) for e in writer._sweep()] == [("b", "idle")]
+    assert list(writer._open) == [("alpha", "b"), ("alpha", "c"), ("alpha", "a")]   # least recently seen first
+    now[0] = 500.0
+    assert [e.session for e in writer._sweep()] == ["b", "c", "a"]
