@@ -4,7 +4,7 @@ A request *continues* an earlier one when its leading blocks (two or more) were 
 before; the earlier request is the one that first held the last of them. For every
 request this prints whether it was continued and after how long, and how well the
 features a cache could know when the request finishes (input length, output length,
-blocks it already found cached, uncached input) separate continued from not (ROC AUC)
+blocks it already found cached, uncached input, its turn in the conversation) separate continued from not (ROC AUC)
 and predict the wait (correlation with the log gap). Prints one JSON object.
 
     python benchmarks/mooncake_returns.py [--trace ../shared/data/mooncake_conversation_first_half.jsonl]
@@ -47,14 +47,16 @@ def correlation(x: np.ndarray, y: np.ndarray) -> float | None:
 def analyse(path: Path) -> dict:
     requests = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     first_holder: dict[int, int] = {}
-    leads, parents = [], []
+    leads, parents, turns = [], [], []
     for index, request in enumerate(requests):
         blocks = request["hash_ids"]
         lead = 0
         while lead < len(blocks) and blocks[lead] in first_holder:
             lead += 1
         leads.append(lead)
-        parents.append(first_holder[blocks[lead - 1]] if lead > 1 else None)
+        parent = first_holder[blocks[lead - 1]] if lead > 1 else None
+        parents.append(parent)
+        turns.append(1 + (turns[parent] if parent is not None else 0))
         for block in blocks:
             first_holder.setdefault(block, index)
     first_gap: dict[int, float] = {}
@@ -68,6 +70,7 @@ def analyse(path: Path) -> dict:
         "output_tokens": np.array([r["output_length"] for r in requests], dtype=float),
         "cached_blocks": np.array(leads, dtype=float),
         "uncached_tokens": np.array([r["input_length"] - 512 * lead for r, lead in zip(requests, leads)], dtype=float),
+        "turn": np.array(turns, dtype=float),   # 1 + the turn of the request it continues
     }
     gaps = np.array([first_gap[i] for i in sorted(first_gap)])
     with_gap = sorted(first_gap)

@@ -32,3 +32,6 @@ def test_a_hand_made_trace(tmp_path):
     assert result["auc_continued"]["output_tokens"] == pytest.approx(0.25)
     # both continued requests wrote 10 tokens: no correlation is defined, none is made up
     assert result["corr_log_gap"]["output_tokens"] is None
+    # turns 1, 1, 2, 3: continued have turns 1 and 2, the others 1 and 3; of the four
+    # pairs one wins (2 > 1), one ties (1 = 1), two lose (< 3)
+    assert result["auc_continued"]["turn"] == pytest.approx(0.375)
