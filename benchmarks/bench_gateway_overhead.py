@@ -171,6 +171,29 @@ def spawn(args: list[str], env: dict, log_path: Path) -> subprocess.Popen:
     return subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
 
 
+def server_env() -> dict:
+    """The servers' environment: litellm's bundled cost map (no network), the fake upstream's key."""
+    return dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True", BENCH_UPSTREAM_KEY="sk-upstream",
+                PYTHONPATH=str(ROOT))
+
+
+def spawn_fake_upstream(port: int, latency_ms: float, env: dict, workdir: Path) -> subprocess.Popen:
+    return spawn([sys.executable, str(Path(__file__).resolve()), "--serve-fake", str(port),
+                  "--latency-ms", str(latency_ms)], env, workdir / "fake.log")
+
+
+def stop_all(processes: list[subprocess.Popen], workdir: Path) -> None:
+    """Terminate the servers (killed if one is still up 20 s later), remove their files."""
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--latency-ms", type=float, default=20.0)
@@ -197,15 +220,13 @@ def main() -> int:
                   "`bash scripts/litellm_proxy_venv.sh` installs it, `--no-litellm-proxy` measures "
                   "stepahead alone", file=sys.stderr)
             return 2
-    env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True", BENCH_UPSTREAM_KEY="sk-upstream",
-               PYTHONPATH=str(ROOT))
+    env = server_env()
     workdir = Path(tempfile.mkdtemp(prefix="bench-gateway-"))
     processes: list[subprocess.Popen] = []
     try:
         fake_port, gateway_port, proxy_port = free_port(), free_port(), free_port()
         upstream = f"http://127.0.0.1:{fake_port}"
-        processes.append(spawn([sys.executable, __file__, "--serve-fake", str(fake_port),
-                                "--latency-ms", str(args.latency_ms)], env, workdir / "fake.log"))
+        processes.append(spawn_fake_upstream(fake_port, args.latency_ms, env, workdir))
         stepahead_config(workdir / "stepahead.toml", upstream)
         processes.append(spawn([sys.executable, "-m", "gateway.cli", "serve", "--config",
                                 str(workdir / "stepahead.toml"), "--port", str(gateway_port),
@@ -269,14 +290,7 @@ def main() -> int:
                           "seed": args.seed, "cpus": os.cpu_count(), "summary": summary,
                           "levels": levels}))
     finally:
-        for process in processes:
-            process.terminate()
-        for process in processes:
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-        shutil.rmtree(workdir, ignore_errors=True)
+        stop_all(processes, workdir)
     return 0
 
 

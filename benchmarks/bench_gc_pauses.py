@@ -21,7 +21,6 @@ import asyncio
 import hashlib
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -33,8 +32,8 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.bench_gateway_overhead import (API_KEY, ROOT, free_port, run_load, spawn,  # noqa: E402
-                                               wait_ready)
+from benchmarks.bench_gateway_overhead import (API_KEY, free_port, run_load, server_env, spawn,  # noqa: E402
+                                               spawn_fake_upstream, stop_all, wait_ready)
 
 SETTINGS = {"frozen": True, "defaults": False}   # gateway name -> freeze_startup_heap
 
@@ -85,17 +84,14 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--latency-ms", type=float, default=20.0)
     args = parser.parse_args()
-    env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True", BENCH_UPSTREAM_KEY="sk-upstream",
-               PYTHONPATH=str(ROOT))
+    env = server_env()
     workdir = Path(tempfile.mkdtemp(prefix="bench-gc-"))
     processes: list[subprocess.Popen] = []
     began_s = time.monotonic()
     try:
         fake_port = free_port()
         upstream = f"http://127.0.0.1:{fake_port}"
-        processes.append(spawn([sys.executable, str(ROOT / "benchmarks" / "bench_gateway_overhead.py"),
-                                "--serve-fake", str(fake_port), "--latency-ms", str(args.latency_ms)],
-                               env, workdir / "fake.log"))
+        processes.append(spawn_fake_upstream(fake_port, args.latency_ms, env, workdir))
         urls = {}
         for name, freeze in SETTINGS.items():
             port = free_port()
@@ -147,14 +143,7 @@ def main() -> int:
                           "rounds": args.rounds, "latency_ms": args.latency_ms, "cpus": os.cpu_count(),
                           "wall_s": round(time.monotonic() - began_s, 1), "ratios": ratios, **summary}))
     finally:
-        for process in processes:
-            process.terminate()
-        for process in processes:
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-        shutil.rmtree(workdir, ignore_errors=True)
+        stop_all(processes, workdir)
     return 0
 
 
