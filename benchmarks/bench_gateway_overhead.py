@@ -80,28 +80,33 @@ def wait_ready(url: str, process: subprocess.Popen, timeout_s: float = 120.0, lo
     raise RuntimeError(f"{url} did not come up")
 
 
-def stepahead_config(path: Path, upstream_url: str) -> None:
+def fake_model_toml(name: str, upstream_url: str, passthrough: bool) -> str:
+    """A `[[models]]` table for the fake upstream (through litellm, or passed through)."""
+    return f"""
+[[models]]
+name = "{name}"
+kind = "upstream"
+litellm_model = "openai/fake"
+api_base = "{upstream_url}/v1"
+api_key_env = "BENCH_UPSTREAM_KEY"
+passthrough = {str(passthrough).lower()}
+"""
+
+
+def bench_tenant_toml(admin: bool = False) -> str:
+    """The `[[tenants]]` table of the tenant whose key is API_KEY."""
     digest = hashlib.sha256(API_KEY.encode()).hexdigest()
-    path.write_text(f"""
-[[models]]
-name = "fake"
-kind = "upstream"
-litellm_model = "openai/fake"
-api_base = "{upstream_url}/v1"
-api_key_env = "BENCH_UPSTREAM_KEY"
-
-[[models]]
-name = "fake-passthrough"
-kind = "upstream"
-litellm_model = "openai/fake"
-api_base = "{upstream_url}/v1"
-api_key_env = "BENCH_UPSTREAM_KEY"
-passthrough = true
-
+    return f"""
 [[tenants]]
 name = "bench"
 api_key_sha256 = ["{digest}"]
-""")
+admin = {str(admin).lower()}
+"""
+
+
+def stepahead_config(path: Path, upstream_url: str) -> None:
+    path.write_text(fake_model_toml("fake", upstream_url, False)
+                    + fake_model_toml("fake-passthrough", upstream_url, True) + bench_tenant_toml())
 
 
 def litellm_proxy_config(path: Path, upstream_url: str) -> None:

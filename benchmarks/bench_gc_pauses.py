@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import hashlib
 import json
 import os
 import statistics
@@ -32,14 +31,14 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.bench_gateway_overhead import (API_KEY, free_port, run_load, server_env, spawn,  # noqa: E402
-                                               spawn_fake_upstream, stop_all, wait_ready)
+from benchmarks.bench_gateway_overhead import (API_KEY, bench_tenant_toml, fake_model_toml, free_port,  # noqa: E402
+                                               run_load, server_env, spawn, spawn_fake_upstream, stop_all,
+                                               wait_ready)
 
 SETTINGS = {"frozen": True, "defaults": False}   # gateway name -> freeze_startup_heap
 
 
 def gateway_config(path: Path, upstream_url: str, freeze: bool, store: Path) -> None:
-    digest = hashlib.sha256(API_KEY.encode()).hexdigest()
     path.write_text(f"""
 [server]
 freeze_startup_heap = {str(freeze).lower()}
@@ -47,20 +46,7 @@ responses_db = ":memory:"
 
 [tracing]
 store_path = "{store}"
-
-[[models]]
-name = "fake"
-kind = "upstream"
-litellm_model = "openai/fake"
-api_base = "{upstream_url}/v1"
-api_key_env = "BENCH_UPSTREAM_KEY"
-passthrough = true
-
-[[tenants]]
-name = "bench"
-api_key_sha256 = ["{digest}"]
-admin = true
-""")
+""" + fake_model_toml("fake", upstream_url, True) + bench_tenant_toml(admin=True))
 
 
 def full_collections(base_url: str) -> dict[str, float]:
