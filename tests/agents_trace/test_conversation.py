@@ -56,5 +56,6 @@ def test_after_of_names_tool_results_by_call_id():
     assert after.kind == "tools" and after.label == "tool:ls,tool:cat"
     assert [c.call_id for c in after.tools] == ["c1", "c2"]
     assert after_of(history, False, {"c1": "grep"}).tool_names == ("grep", "cat")
+    assert after_of(history, False, {"c1": "grep", "c2": "head"}).tool_names == ("grep", "head")   # what was asked wins
     assert after_of(MESSAGES, True, {}).label == "start"
     assert after_of(MESSAGES, False, {}).label == "user"
