@@ -93,6 +93,9 @@ class SessionTable:
     def num_live(self) -> int:
         return len(self._live)
 
+    def num_steps_in_flight(self) -> int:
+        return sum(state.num_in_flight for state in self._live.values())
+
     def get(self, tenant: str, session: str) -> SessionState | None:
         return self._live.get((tenant, session))
 

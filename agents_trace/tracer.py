@@ -126,6 +126,12 @@ class AgentTracer:
         with self._lock:
             return self._sessions.num_live
 
+    def num_steps_in_flight(self) -> int:
+        """Steps begun and not yet ended. NOTE: walks every live session: for tests and
+        diagnostics, never the request path."""
+        with self._lock:
+            return self._sessions.num_steps_in_flight()
+
     def _expire(self, now_s: float) -> list[SessionEnded]:
         with self._lock:
             return self._sessions.expire(now_s)

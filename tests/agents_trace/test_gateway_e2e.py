@@ -54,6 +54,12 @@ class Served:
                          headers={"authorization": f"Bearer {KEYS[tenant]}"})
 
     def settle(self) -> None:
+        """Every step the client has seen the end of is in the store. A streamed step ends in
+        the gateway just after its last chunk is sent, so wait for that before flushing."""
+        deadline_s = time.monotonic() + 10.0
+        while self.tracer.num_steps_in_flight() and time.monotonic() < deadline_s:
+            time.sleep(0.01)
+        assert self.tracer.num_steps_in_flight() == 0
         assert self.tracer.flush(10.0)
 
 

@@ -243,3 +243,16 @@ def test_tracer_continues_a_session_from_any_choice_of_an_n2_step(tmp_path, cloc
         tracer.end(second, StepResult(finish_reason="stop", output_text="ok"))
     finally:
         tracer.stop()
+
+
+def test_tracer_counts_the_steps_begun_and_not_ended(tmp_path, clock):
+    tracer, _ = make_tracer(tmp_path, clock)
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    first = tracer.begin("acme", {"x-session-id": "a"}, body)
+    second = tracer.begin("acme", {"x-session-id": "b"}, body)
+    assert tracer.num_steps_in_flight() == 2
+    tracer.end(first, StepResult(num_input_tokens=3, num_output_tokens=1, finish_reason="stop"))
+    assert tracer.num_steps_in_flight() == 1
+    tracer.end(second, StepResult(num_input_tokens=3, error="server_error"))   # a failed step ends too
+    assert tracer.num_steps_in_flight() == 0
+    tracer.stop()
