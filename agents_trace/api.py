@@ -96,17 +96,26 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
     def me(who: Viewer = Depends(viewer)) -> dict:
         return {"tenant": who.tenant, "is_admin": who.is_admin}
 
-    def session_filter(request: Request, who: Viewer, agent: str | None,
-                       tenant: str | None) -> SessionFilter | None:
-        """The sessions the query selects within the caller's scope; None when another
-        tenant's are asked for (which, to a tenant, are no sessions at all)."""
+    def query_window(request: Request, who: Viewer, agent: str | None,
+                     tenant: str | None) -> StatsWindow | None:
+        """The tenant, agent and [since, until] the query asks for, within the caller's
+        scope; None when another tenant's are asked for (which, to a tenant, are none)."""
         since = _number(request, "since", None, low=0, high=1e12)
         until = _number(request, "until", None, low=0, high=1e12)
-        errors = request.query_params.get("errors", "").lower() in ("1", "true", "yes")
         if tenant is not None and not who.is_admin and tenant != who.tenant:
             return None
-        return SessionFilter(tenant=scope(who, tenant), agent=agent or None, since_s=since,
-                             until_s=until, errors_only=errors)
+        return StatsWindow(tenant=scope(who, tenant), agent=agent or None, since_s=since, until_s=until)
+
+    def session_filter(request: Request, who: Viewer, agent: str | None,
+                       tenant: str | None) -> SessionFilter | None:
+        """The sessions the query selects (`query_window`, and `errors` for sessions with
+        an error); None when another tenant's are asked for."""
+        window = query_window(request, who, agent, tenant)
+        if window is None:
+            return None
+        errors = request.query_params.get("errors", "").lower() in ("1", "true", "yes")
+        return SessionFilter(tenant=window.tenant, agent=window.agent, since_s=window.since_s,
+                             until_s=window.until_s, errors_only=errors)
 
     @router.get("/v1/traces/sessions")
     def sessions(request: Request, who: Viewer = Depends(viewer), agent: str | None = None,
@@ -122,13 +131,11 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
     def stats(request: Request, who: Viewer = Depends(viewer), agent: str | None = None,
               tenant: str | None = None) -> dict:
         """Per-tenant figures over the steps that arrived in [since, until] (store_stats)."""
-        since = _number(request, "since", None, low=0, high=1e12)
-        until = _number(request, "until", None, low=0, high=1e12)
+        window = query_window(request, who, agent, tenant)
         path = path_of(request)
-        if path is None or (tenant is not None and not who.is_admin and tenant != who.tenant):
+        if path is None or window is None:
             return {"tenants": [], "total": None}
-        return tenant_stats(path, StatsWindow(tenant=scope(who, tenant), agent=agent or None,
-                                              since_s=since, until_s=until))
+        return tenant_stats(path, window)
 
     @router.get("/v1/traces/export")
     def export_matching(request: Request, who: Viewer = Depends(viewer), agent: str | None = None,

@@ -22,6 +22,7 @@ import time
 import tomllib
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TextIO
 
 from tqdm import tqdm
 
@@ -205,23 +206,24 @@ def show_command(args: argparse.Namespace) -> int:
     return _run_on_session(args, body)
 
 
+def _write_to(stream: TextIO, lines: Iterable[str]) -> int:
+    count = 0
+    for line in lines:
+        stream.write(line)
+        count += 1
+    return count
+
+
 def _write(lines: Iterable[str], output: str | None) -> int:
     """The lines to stdout, or to `output` whole: written beside it, then renamed over it,
     so a failure part-way leaves no half file. Returns how many lines."""
     if not output:
-        count = 0
-        for line in lines:
-            sys.stdout.write(line)
-            count += 1
-        return count
+        return _write_to(sys.stdout, lines)
     target = Path(output)
     partial = target.with_name(target.name + ".partial")
     try:
         with open(partial, "w", encoding="utf-8") as out:
-            count = 0
-            for line in lines:
-                out.write(line)
-                count += 1
+            count = _write_to(out, lines)
         os.replace(partial, target)
     except OSError as exc:
         partial.unlink(missing_ok=True)

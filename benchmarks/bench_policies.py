@@ -55,7 +55,7 @@ from cache.sim.cost_model import CALIBRATIONS, DEFAULT_CALIBRATION, CostModel  #
 from cache.sim.oracle import OracleForecastSource  # noqa: E402
 from cache.sim.replay import SimConfig, replay  # noqa: E402
 from cache.sim.requests import SimRequest, to_sim_requests  # noqa: E402
-from cache.sim.sweep import ANCHORS, REACTIVE_AND_BOUNDS, plot_policies  # noqa: E402
+from cache.sim.sweep import ANCHORS, REACTIVE_AND_BOUNDS, gap_closed, lru_ttft_ratio, plot_policies  # noqa: E402
 from cache.trace_format import read_trace  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -145,13 +145,12 @@ def summarize(rows: list[dict]) -> list[dict]:
         lru, bel = by["lru"], by["belady"]
         entry = {"trace": trace, "split": split, "hot_blocks": hot, "host_blocks": host,
                  "lru": lru["block_hit_rate"], "belady": bel["block_hit_rate"]}
-        span = bel["block_hit_rate"] - lru["block_hit_rate"]
         for label, row in by.items():
             if label in ("lru", "belady"):
                 continue
             entry[label] = row["block_hit_rate"]
-            entry[f"{label}_gap_closed"] = round((row["block_hit_rate"] - lru["block_hit_rate"]) / span, 3) if span > 0 else None
-            entry[f"{label}_ttft_ratio"] = round(lru["sim_ttft_mean_s"] / row["sim_ttft_mean_s"], 3)
+            entry[f"{label}_gap_closed"] = gap_closed(row, lru, bel)
+            entry[f"{label}_ttft_ratio"] = lru_ttft_ratio(row, lru)
         anchors = [by[label] for label in ANCHORS if label in by]
         if anchors and "predictive" in by:
             best = min(anchors, key=lambda row: row["sim_ttft_mean_s"])

@@ -22,6 +22,17 @@ def _label_order(label: str) -> tuple:
             REACTIVE_AND_BOUNDS.index(label) if label in REACTIVE_AND_BOUNDS else 0, label)
 
 
+def gap_closed(run: dict, lru: dict, belady: dict) -> float | None:
+    """The share of the LRU -> Belady block-hit gap `run` closed; None when there is no gap."""
+    span = belady["block_hit_rate"] - lru["block_hit_rate"]
+    return round((run["block_hit_rate"] - lru["block_hit_rate"]) / span, 3) if span > 0 else None
+
+
+def lru_ttft_ratio(run: dict, lru: dict) -> float | None:
+    """LRU's mean simulated TTFT over `run`'s; None when `run`'s is zero."""
+    return round(lru["sim_ttft_mean_s"] / run["sim_ttft_mean_s"], 3) if run["sim_ttft_mean_s"] > 0 else None
+
+
 def comparison_rows(runs: Sequence[dict]) -> list[dict]:
     """One row per run, grouped by memory (HOT, HOST), labels in a fixed order."""
     groups: dict[tuple[int, int], dict[str, dict]] = {}
@@ -36,12 +47,10 @@ def comparison_rows(runs: Sequence[dict]) -> list[dict]:
                    "block_hit_rate": run["block_hit_rate"], "token_hit_rate": run["token_hit_rate"],
                    "sim_ttft_mean_s": run["sim_ttft_mean_s"], "sim_ttft_p99_s": run["sim_ttft_p99_s"],
                    "lru_ttft_ratio": None, "gap_closed": None}
-            if lru is not None and run["sim_ttft_mean_s"] > 0:
-                row["lru_ttft_ratio"] = round(lru["sim_ttft_mean_s"] / run["sim_ttft_mean_s"], 3)
-            if lru is not None and belady is not None:
-                span = belady["block_hit_rate"] - lru["block_hit_rate"]
-                if span > 0:
-                    row["gap_closed"] = round((run["block_hit_rate"] - lru["block_hit_rate"]) / span, 3)
+            if lru is not None:
+                row["lru_ttft_ratio"] = lru_ttft_ratio(run, lru)
+                if belady is not None:
+                    row["gap_closed"] = gap_closed(run, lru, belady)
             rows.append(row)
     return rows
 
