@@ -176,10 +176,20 @@ def spawn(args: list[str], env: dict, log_path: Path) -> subprocess.Popen:
     return subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
 
 
-def server_env() -> dict:
-    """The servers' environment: litellm's bundled cost map (no network), the fake upstream's key."""
+def gateway_state_env(workdir: Path) -> dict[str, str]:
+    """Where a benchmark's gateway keeps its traces, forecasts and stored responses: under
+    `workdir`, never in the user's own data directory (whose trace store and predictor a
+    benchmark would otherwise fill with its sessions, and whose size it would measure)."""
+    return {"STEPAHEAD_TRACE_DB": str(workdir / "traces.sqlite3"),
+            "STEPAHEAD_PREDICTOR_DIR": str(workdir / "predictor"),
+            "STEPAHEAD_RESPONSES_DB": str(workdir / "responses.sqlite3")}
+
+
+def server_env(workdir: Path) -> dict:
+    """The servers' environment: litellm's bundled cost map (no network), the fake upstream's
+    key, and the gateway's state under `workdir`."""
     return dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True", BENCH_UPSTREAM_KEY="sk-upstream",
-                PYTHONPATH=str(ROOT))
+                PYTHONPATH=str(ROOT), **gateway_state_env(workdir))
 
 
 def spawn_fake_upstream(port: int, latency_ms: float, env: dict, workdir: Path) -> subprocess.Popen:
@@ -225,8 +235,8 @@ def main() -> int:
                   "`bash scripts/litellm_proxy_venv.sh` installs it, `--no-litellm-proxy` measures "
                   "stepahead alone", file=sys.stderr)
             return 2
-    env = server_env()
     workdir = Path(tempfile.mkdtemp(prefix="bench-gateway-"))
+    env = server_env(workdir)
     processes: list[subprocess.Popen] = []
     try:
         fake_port, gateway_port, proxy_port = free_port(), free_port(), free_port()

@@ -70,8 +70,8 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--latency-ms", type=float, default=20.0)
     args = parser.parse_args()
-    env = server_env()
     workdir = Path(tempfile.mkdtemp(prefix="bench-gc-"))
+    env = server_env(workdir)
     processes: list[subprocess.Popen] = []
     began_s = time.monotonic()
     try:

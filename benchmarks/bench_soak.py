@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import hashlib
 import json
+import os
 import random
 import subprocess
 import sys
@@ -27,7 +28,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.bench_gateway_overhead import free_port, wait_ready  # noqa: E402
+from benchmarks.bench_gateway_overhead import free_port, gateway_state_env, wait_ready  # noqa: E402
 
 KEYS = ("sk-soak-tenant-a", "sk-soak-tenant-b")
 TOOLS = [{"type": "function", "function": {
@@ -132,7 +133,8 @@ def soak(args: argparse.Namespace, tracing: bool, work: Path) -> dict:
     write_config(config, args.model, port, tracing, args.idle_timeout_s, work / f"traces-{tracing}.sqlite3")
     with open(log, "w") as out:
         server = subprocess.Popen([sys.executable, "-m", "gateway.cli", "serve", "--config", str(config)],
-                                  stdout=out, stderr=subprocess.STDOUT)
+                                  stdout=out, stderr=subprocess.STDOUT,
+                                  env=dict(os.environ, **gateway_state_env(work / f"state-{tracing}")))
     try:
         base_url = f"http://127.0.0.1:{port}"
         wait_ready(f"{base_url}/health", server, log_path=log)
