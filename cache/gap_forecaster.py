@@ -20,9 +20,9 @@ conditions on the time already waited. `confident` once the tenant has
 (`censored_p_return`), re-estimated every `recount_every` requests in one pass over
 the waiting sessions, level by level from the top.
 
-Invariants: O(1) amortised work per request plus one O(waiting sessions x levels) pass
-per `recount_every` requests; at most `max_sessions` waiting sessions are remembered
-(oldest dropped); nothing does I/O.
+Invariants: O(1) amortised work per request plus, per `recount_every` requests, one pass
+over the waiting sessions and one vectorized EM per level; at most `max_sessions` waiting
+sessions are remembered (oldest dropped; `forget` drops an ended one); nothing does I/O.
 """
 from __future__ import annotations
 
@@ -30,6 +30,8 @@ import heapq
 import math
 from dataclasses import dataclass, field
 from statistics import NormalDist
+
+import numpy as np
 
 from cache.forecast import END_SYMBOL, Forecast
 from cache.forecast_source import RequestSeen
@@ -147,22 +149,35 @@ class GapForecaster:
         if self._num_since_recount >= self.config.recount_every:
             self._recount(now)
 
-    def _recount(self, now_s: float) -> None:
-        """Re-estimate P(return) at every level, pending waits counted as censored."""
-        self._num_since_recount = 0
-        pending: dict[tuple, list[float]] = {}
-        gaps: dict[tuple, LogNormalGap] = {}
-        for (tenant, _), waiting in self._waiting.items():
-            if waiting.is_ended:
-                continue
-            key = (tenant, waiting.step, waiting.context)
-            gap = gaps.get(key)
-            if gap is None:
-                gap = gaps[key] = self.gap_distribution(tenant, waiting.step, waiting.context)
-            elapsed = now_s - waiting.t_s
-            done = _NORMAL.cdf((math.log(elapsed) - gap.mu) / gap.sigma) if elapsed > 0 else 0.0
+    def forget(self, tenant: str, session: str) -> None:
+        """The session is over (whoever drives this source knows it, as the gateway does
+        after its idle timeout): stop remembering it; a wait still pending counts as ended.
+        Keeps the waiting sessions, and each recount, to the live ones."""
+        waiting = self._waiting.pop((tenant, session), None)
+        if waiting is not None and not waiting.is_ended:
             for level in self._levels(tenant, waiting.step, waiting.context):
-                pending.setdefault(level, []).append(done)
+                self._return_counts(level).num_ended += 1.0
+
+    def _recount(self, now_s: float) -> None:
+        """Re-estimate P(return) at every level, pending waits counted as censored.
+
+        The pending waits are grouped by their deepest level first (one gap distribution
+        each), so the per-wait work is one CDF; each level's EM then runs over the
+        arrays of the groups below it (`censored_p_return`, vectorized)."""
+        self._num_since_recount = 0
+        elapsed_by_key: dict[tuple, list[float]] = {}
+        for (tenant, _), waiting in self._waiting.items():
+            if not waiting.is_ended:
+                elapsed_by_key.setdefault((tenant, waiting.step, waiting.context), []).append(now_s - waiting.t_s)
+        pending_parts: dict[tuple, list[np.ndarray]] = {}
+        for (tenant, step, context), elapsed in elapsed_by_key.items():
+            gap = self.gap_distribution(tenant, step, context)
+            done = np.fromiter((_NORMAL.cdf((math.log(e) - gap.mu) / gap.sigma) if e > 0 else 0.0
+                                for e in elapsed), dtype=np.float64, count=len(elapsed))
+            for level in self._levels(tenant, step, context):
+                pending_parts.setdefault(level, []).append(done)
+        pending = {level: parts[0] if len(parts) == 1 else np.concatenate(parts)
+                   for level, parts in pending_parts.items()}
         estimates: dict[tuple, float] = {}
         strength = self.config.return_strength
         for level in sorted(set(self._returns) | set(pending), key=len):

@@ -11,8 +11,11 @@ probabilities stay in [0, 1].
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
+
+import numpy as np
 
 MIN_GAP_S = 1e-3
 MIN_SIGMA = 0.1
@@ -87,7 +90,7 @@ class ReturnCounts:
         return (self.num_returned + strength * parent_p) / (self.num_resolved + strength)
 
 
-def censored_p_return(counts: ReturnCounts, pending_done: list[float], parent_p: float,
+def censored_p_return(counts: ReturnCounts, pending_done: Sequence[float] | np.ndarray, parent_p: float,
                       strength: float, num_iter: int = 6) -> float:
     """P(a wait ends in a return), counting still-pending waits as censored.
 
@@ -96,16 +99,18 @@ def censored_p_return(counts: ReturnCounts, pending_done: list[float], parent_p:
     estimate) the likelihood p^R (1-p)^E prod(1 - p F(e_i)), with `strength` pseudo-waits
     at `parent_p`. Without the pending term, early in a trace every quick return counts
     while no wait has lasted long enough to count as an end, and P(return) drifts to 1,
-    which keeps dead sessions' blocks forever.
+    which keeps dead sessions' blocks forever. Each EM step is one numpy pass over the
+    pending waits (a gateway may have tens of thousands of them).
     """
     p = counts.shrunk(parent_p, strength)
-    total = counts.num_resolved + len(pending_done) + strength
+    done = np.asarray(pending_done, dtype=np.float64)
+    total = counts.num_resolved + len(done) + strength
     base = counts.num_returned + strength * parent_p
+    if len(done) == 0:
+        return min(1.0, max(0.0, (base + 0.0) / total))
     for _ in range(num_iter):
-        still = 0.0
-        for done in pending_done:
-            alive = 1.0 - p * done
-            if alive > 1e-12:
-                still += p * (1.0 - done) / alive
+        alive = 1.0 - p * done
+        counted = alive > 1e-12
+        still = float(np.sum(p * (1.0 - done[counted]) / alive[counted]))
         p = (base + still) / total
     return min(1.0, max(0.0, p))

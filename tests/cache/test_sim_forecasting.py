@@ -120,3 +120,43 @@ def test_gap_forecaster_learns_that_sessions_end_after_their_last_turn(labelled:
     else:  # an unlabelled trace has no turns to count: the feature stays out
         assert p_end["with", 3] == pytest.approx(p_end["without", 3])
         assert p_end["with", 4] == pytest.approx(p_end["without", 4])
+
+
+def _censored_p_return_by_loop(counts: ReturnCounts, pending_done: list[float], parent_p: float,
+                               strength: float, num_iter: int = 6) -> float:
+    """The EM written out one wait at a time: the reference for the vectorized one."""
+    p = counts.shrunk(parent_p, strength)
+    total = counts.num_resolved + len(pending_done) + strength
+    base = counts.num_returned + strength * parent_p
+    for _ in range(num_iter):
+        still = sum(p * (1.0 - done) / (1.0 - p * done) for done in pending_done if 1.0 - p * done > 1e-12)
+        p = (base + still) / total
+    return min(1.0, max(0.0, p))
+
+
+def test_censored_p_return_matches_the_one_wait_at_a_time_em() -> None:
+    rng = random.Random(4)
+    for _ in range(50):
+        counts = ReturnCounts(num_returned=rng.randint(0, 30), num_ended=rng.randint(0, 30))
+        pending = [rng.choice([0.0, 1.0, rng.random()]) for _ in range(rng.randint(0, 40))]
+        parent_p, strength = rng.random(), rng.choice([1.0, 10.0])
+        assert censored_p_return(counts, pending, parent_p, strength) == pytest.approx(
+            _censored_p_return_by_loop(counts, pending, parent_p, strength), abs=1e-12)
+    # every returner would be back by now, p = 1: no wait is counted, none divides by zero
+    assert censored_p_return(ReturnCounts(5, 0), [1.0] * 3, 1.0, 0.0) == pytest.approx(5 / 8)
+
+
+def test_forget_counts_a_pending_wait_as_ended_and_starts_the_session_afresh() -> None:
+    forecaster = GapForecaster(GapForecasterConfig(recount_every=1))
+    forecaster.observe(RequestSeen("t", "s", 0.0, after="start", num_blocks=4))
+    forecaster.observe(RequestSeen("t", "s", 5.0, after="user", num_blocks=4))
+    before = forecaster._returns[("t",)]
+    assert (before.num_returned, before.num_ended) == (1.0, 0.0)
+    forecaster.forget("t", "s")
+    assert forecaster._returns[("t",)].num_ended == 1.0 and forecaster.forecast("t", "s", 6.0) is None
+    forecaster.forget("t", "s")   # twice, or an unknown session: nothing more
+    forecaster.forget("t", "never")
+    assert forecaster._returns[("t",)].num_ended == 1.0
+    forecaster.observe(RequestSeen("t", "s", 600.0, after="user", num_blocks=4))
+    assert forecaster._waiting[("t", "s")].depth == 0   # a new start, not a return
+    assert forecaster._returns[("t",)].num_returned == 1.0
