@@ -48,7 +48,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from cache.forecast_source import ForecastSource  # noqa: E402
+from cache.forecast_source import FallbackSource, ForecastSource  # noqa: E402
 from cache.gap_forecaster import GapForecaster  # noqa: E402
 from cache.session_infer import SessionInferrer  # noqa: E402
 from cache.sim.cost_model import CALIBRATIONS, DEFAULT_CALIBRATION, CostModel  # noqa: E402
@@ -67,7 +67,9 @@ SESSION_IDLE_TIMEOUT_S = 900.0  # the gateway's default ([tracing] session_idle_
 
 def hmm_source_factory(num_tenants: int, seed: int):
     """A factory of predictor-backed sources warmed on each tenant's own history (sessions
-    sampled from its domain's patterns with another seed), or None without the package."""
+    sampled from its domain's patterns with another seed), or None without the package.
+    As in the gateway, the gap forecaster speaks where the predictor is not confident
+    (with 200 sessions a tenant, never on these traces)."""
     try:
         from agents_trace.predict.cache_adapter import PredictorForecastSource
         from agents_trace.predict.config import PredictorConfig
@@ -83,7 +85,7 @@ def hmm_source_factory(num_tenants: int, seed: int):
         for i in range(num_tenants):
             history = [patterns[i % len(patterns)].sample_session(rng) for _ in range(200)]
             predictor.fit_sequences(f"tenant{i}", history)
-        return PredictorForecastSource(predictor)
+        return FallbackSource(PredictorForecastSource(predictor), GapForecaster())
 
     return make
 
@@ -91,13 +93,15 @@ def hmm_source_factory(num_tenants: int, seed: int):
 def cold_hmm_source() -> ForecastSource:
     """The HMM predictor with nothing learned, as a new gateway starts: a session ends
     (and is learned) once idle for the gateway's timeout, and its tenant is refitted
-    when due, as the gateway's background refits would."""
+    when due, as the gateway's background refits would; until a forecast of it is
+    confident, the gap forecaster's is used where that one is (gateway/forecasting.py)."""
     from agents_trace.predict.cache_adapter import PredictorForecastSource
     from agents_trace.predict.config import PredictorConfig
     from agents_trace.predict.predictor import Predictor
 
-    return PredictorForecastSource(Predictor(PredictorConfig(background_refits=False)),
-                                   end_after_s=SESSION_IDLE_TIMEOUT_S, refit_when_due=True)
+    return FallbackSource(PredictorForecastSource(Predictor(PredictorConfig(background_refits=False)),
+                                                  end_after_s=SESSION_IDLE_TIMEOUT_S, refit_when_due=True),
+                          GapForecaster())
 
 
 def agent_requests(seed: int, num_tenants: int, num_sessions: int) -> list[SimRequest]:

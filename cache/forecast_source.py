@@ -9,6 +9,7 @@ Keeping the interface here is what lets `cache/` stay free of `agents_trace` imp
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -44,3 +45,32 @@ class ForecastSource(Protocol):
     def observe(self, request: RequestSeen) -> None: ...
 
     def forecast(self, tenant: str, session: str, now_s: float) -> Forecast | None: ...
+
+
+def first_confident(primary: Forecast | None, fallback: Callable[[], Forecast | None]) -> Forecast | None:
+    """`primary` where it is confident; else the fallback's forecast (asked only then) where
+    that one is; else `primary` (None stays None: the cache ranks the session as LRU)."""
+    if primary is not None and primary.confident:
+        return primary
+    other = fallback()
+    return other if other is not None and other.confident else primary
+
+
+class FallbackSource:
+    """A `ForecastSource` that forecasts with `primary` where it is confident, else with
+    `fallback` where that one is (`first_confident`). Both observe every request, so the
+    fallback has learned the same traffic when it is asked; this is how the gateway pairs
+    its HMM predictor with the gap forecaster (gateway/forecasting.py), here for the
+    simulator."""
+
+    def __init__(self, primary: ForecastSource, fallback: ForecastSource) -> None:
+        self.primary = primary
+        self.fallback = fallback
+
+    def observe(self, request: RequestSeen) -> None:
+        self.primary.observe(request)
+        self.fallback.observe(request)
+
+    def forecast(self, tenant: str, session: str, now_s: float) -> Forecast | None:
+        return first_confident(self.primary.forecast(tenant, session, now_s),
+                               lambda: self.fallback.forecast(tenant, session, now_s))

@@ -6,7 +6,13 @@ forecast — the moment a response ends is when the cache must decide to pin, de
 prefetch — and hands the forecast to the local engine that served the step; the engine
 routes it to the worker holding the session. Nothing here runs on the request path.
 The same forecast is what the tracer checks the session's next step against
-(`ForecastRelay.forecaster`): one forecast per finished step, not two. An engine running
+(`ForecastRelay.forecaster`): one forecast per finished step, not two. Where the predictor
+is not confident (a tenant whose model is not fitted yet: that needs 8 of its sessions
+ended, and a session ends only after `session_idle_timeout_s` idle), the relay sends the
+forecast of a gap forecaster (`cache.gap_forecaster`, the simulator's built-in source, fed
+every successful step) when that one is confident: it learns each tenant's return gaps
+and odds from arrival times within minutes. It lives in memory only; the predictor is
+what a restart keeps. An engine running
 one of the anchors (`cache.policies.TOLD_TOOL_CALLS`: the Continuum- and KVFlow-style
 policies) gets instead what those systems are told, as the simulator gives it to them: the
 tool the response asked for and that tool's past waits in the tenant (`ToolCallSource`).
@@ -29,6 +35,8 @@ import platformdirs
 from agents_trace.records import SessionEnded, Step, StepContext
 from agents_trace.symbols import predictor_subscriber
 from cache.forecast import END_SYMBOL, Forecast
+from cache.forecast_source import RequestSeen, first_confident
+from cache.gap_forecaster import GapForecaster
 from cache.policies import TOLD_TOOL_CALLS
 from cache.tool_call_source import ToolCallSource
 
@@ -61,8 +69,8 @@ class ForecastRelay:
 
     Invariant: `_latest` holds at most one forecast per session, the one made for its
     last successful step, until the tracer's forecaster takes it (right after the
-    subscribers, on the same writer thread) or the session ends. `tool_calls` sees the
-    same successful steps as the predictor and forgets a session when it ends.
+    subscribers, on the same writer thread) or the session ends. `tool_calls` and `gaps`
+    see the same successful steps as the predictor and forget a session when it ends.
     """
 
     def __init__(self, predictor, engines: Mapping[str, object], clock: Callable[[], float] = time.time):
@@ -72,8 +80,23 @@ class ForecastRelay:
         self._observe = predictor_subscriber(predictor, clock)
         self._latest: dict[tuple[str, str], object] = {}
         self.tool_calls = ToolCallSource()
+        self.gaps = GapForecaster()
         self.num_forwarded = 0
         self.num_forecasts = 0
+        self.num_gap_forecasts = 0   # forecasts sent from `gaps`, the predictor not confident
+
+    def _forecast(self, tenant: str, session: str, now_s: float) -> Forecast:
+        """The predictor's forecast where confident, else the gap forecaster's where that
+        one is, else the predictor's."""
+        forecast = self.predictor.forecast(tenant, session, now_s)
+        chosen = first_confident(forecast, lambda: self.gaps.forecast(tenant, session, now_s))
+        self.num_gap_forecasts += chosen is not forecast
+        return chosen
+
+    def _block_size(self, model: str | None) -> int:
+        engine = self.engines.get(model) if model is not None else None
+        engine = engine if engine is not None else next(iter(self.engines.values()), None)
+        return max(1, getattr(getattr(engine, "config", None), "block_size", 16))
 
     def forecaster(self, tenant: str, session: str, now_s: float):
         """The tracer's forecaster: the forecast this relay just made for the session's
@@ -82,7 +105,7 @@ class ForecastRelay:
         if forecast is not None:
             return forecast
         self.num_forecasts += 1
-        return self.predictor.forecast(tenant, session, now_s)
+        return self._forecast(tenant, session, now_s)
 
     def __call__(self, event) -> None:
         self._observe(event)
@@ -91,13 +114,20 @@ class ForecastRelay:
         if isinstance(event, SessionEnded):
             self._latest.pop((event.tenant, event.session), None)
             self.tool_calls.forget(event.tenant, event.session)
+            self.gaps.forget(event.tenant, event.session)
         elif event.error is not None:
             return
         else:
-            self.tool_calls.observe_step(event.tenant, event.session, event.arrived_s, event.ended_s,
-                                         tuple(call.name for call in event.tool_calls))
+            names = tuple(call.name for call in event.tool_calls)
+            self.tool_calls.observe_step(event.tenant, event.session, event.arrived_s, event.ended_s, names)
+            block_size = self._block_size(event.model)
+            self.gaps.observe(RequestSeen(event.tenant, event.session, event.arrived_s, event.after.label, names,
+                                          -(-event.num_input_tokens // block_size)))
         now_s = self.clock()
-        forecast = self.predictor.forecast(event.tenant, event.session, now_s)
+        if isinstance(event, Step):
+            forecast = self._forecast(event.tenant, event.session, now_s)
+        else:   # the session is over: the predictor's END, never a gap forecast
+            forecast = self.predictor.forecast(event.tenant, event.session, now_s)
         self.num_forecasts += 1
         if isinstance(event, Step):
             self._latest[(event.tenant, event.session)] = forecast

@@ -127,3 +127,45 @@ def test_anchor_engines_are_told_the_tool_calls_and_predictive_gets_the_predicto
             assert ended.p_end == 1.0 and dict(ended.next_step) == {"END": 1.0} and ended.session == "t/s"
         assert relay.tool_calls.forecast("t", "s", 107.0) is None
         assert len(engines["ours"].forecasts) == len(engines["kvflow"].forecasts) == 9
+
+
+def test_a_cold_tenant_gets_the_gap_forecasters_forecast_once_that_one_is_confident():
+    """The predictor is not confident after a text answer until the tenant's model is fitted
+    (sessions must end first); the gap forecaster, fed the same steps, is once 20 of the
+    tenant's waits have resolved. The relay then sends its forecast (made at the step's
+    arrival, USER vs END), the tracer checks that same one, and a session's end is still
+    the predictor's. Here every session is two text answers, its user back 5 s after the
+    first: the gap forecaster learns both that and that nobody comes back after the second."""
+    import dataclasses
+
+    from agents_trace.predict.predictor import Predictor
+    from agents_trace.records import SessionEnded
+    from gateway.forecasting import ForecastRelay
+
+    now = [0.0]
+    engine = _Engine("predictive")
+    with Predictor() as predictor:
+        relay = ForecastRelay(predictor, {"m": engine}, clock=lambda: now[0])
+        relay(_step("s0", 0, 0.0, 1.0))
+        assert not engine.forecasts[-1].confident and relay.num_gap_forecasts == 0
+        for i in range(25):
+            start = 10.0 * (i + 1)
+            now[0] = start + 1.0
+            relay(_step(f"u{i}", 0, start, start + 1.0))
+            after_first = engine.forecasts[-1]
+            now[0] = start + 6.0
+            relay(_step(f"u{i}", 1, start + 5.0, start + 6.0))
+        assert relay.num_gap_forecasts > 0
+        assert after_first.confident and set(after_first.next_step) == {"USER", "END"}
+        assert after_first.next_step["USER"] > 0.9 and after_first.session == "t/u24"
+        assert after_first.made_at_s == 250.0                  # the step's arrival
+        assert 3.0 < after_first.eta_s(0.5) < 8.0              # the learned 5 s gap
+        after_second = engine.forecasts[-1]
+        assert after_second.confident and after_second.next_step["USER"] < 0.1
+        assert relay.forecaster("t", "u24", now[0]) == relay.gaps.forecast("t", "u24", now[0])
+        assert not predictor.forecast("t", "u24", now[0]).confident   # the predictor alone is not
+        count = relay.num_gap_forecasts
+        relay(SessionEnded("t", "u24", 2, 256.0, "idle"))
+        ended = predictor.forecast("t", "u24", now[0])
+        assert relay.num_gap_forecasts == count and engine.forecasts[-1] == dataclasses.replace(ended, session="t/u24")
+        assert relay.gaps.forecast("t", "u24", now[0]) is None   # forgotten with the session
