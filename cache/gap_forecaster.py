@@ -38,6 +38,7 @@ from cache.forecast_source import RequestSeen
 from cache.gap_stats import LogGapStats, LogNormalGap, ReturnCounts, censored_p_return
 
 USER_STEP = "user"
+OTHER_STEP = "tool:<oov>"   # a tenant's waits past `max_steps_per_tenant` distinct ones
 _NORMAL = NormalDist()
 
 
@@ -49,7 +50,9 @@ class GapForecasterConfig:
     level borrows from its parent, for gaps, return odds and a session's own gaps.
     Return odds shrink harder: split by depth and prompt size they are informative on
     conversation traces, noise where sessions end at random. `answers_cap` 0 leaves
-    the number of text answers out.
+    the number of text answers out. `max_steps_per_tenant` bounds the distinct waits
+    (tool-call combinations) a tenant's statistics are kept for, whatever tool names its
+    clients send; later new ones pool as `OTHER_STEP`.
     """
 
     prior_median_s: float = 10.0
@@ -64,6 +67,7 @@ class GapForecasterConfig:
     min_outcomes: int = 20
     recount_every: int = 128
     max_sessions: int = 200_000
+    max_steps_per_tenant: int = 256
     quantiles: tuple[float, ...] = (0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99)
 
 
@@ -106,6 +110,7 @@ class GapForecaster:
         self._deadlines: list[tuple[float, int, tuple[str, str]]] = []
         self._seq = 0
         self._num_since_recount = 0
+        self._steps: dict[str, set[str]] = {}
 
     # ---- learning -----------------------------------------------------------------
 
@@ -138,7 +143,13 @@ class GapForecaster:
         labelled = request.after is not None  # else every response looks like a text answer
         context = (_bucket(depth, 4), min(answers, self.config.answers_cap) if labelled else None,
                    _bucket(request.num_blocks, 12))
-        waiting = _Waiting(now, step_of(request.tool_calls), depth, answers, context, self._seq, own=own)
+        step = step_of(request.tool_calls)
+        known = self._steps.setdefault(request.tenant, set())
+        if step not in known:
+            if len(known) >= self.config.max_steps_per_tenant:
+                step = OTHER_STEP
+            known.add(step)
+        waiting = _Waiting(now, step, depth, answers, context, self._seq, own=own)
         self._waiting[key] = waiting
         while len(self._waiting) > self.config.max_sessions:
             del self._waiting[next(iter(self._waiting))]

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from cache.forecast_source import RequestSeen
-from cache.gap_forecaster import GapForecaster, GapForecasterConfig, step_of
+from cache.gap_forecaster import OTHER_STEP, GapForecaster, GapForecasterConfig, step_of
 from cache.gap_stats import LogGapStats, LogNormalGap, ReturnCounts, censored_p_return
 from cache.hashing import BlockHash
 from cache.session_infer import SessionInferrer
@@ -160,3 +160,14 @@ def test_forget_counts_a_pending_wait_as_ended_and_starts_the_session_afresh() -
     forecaster.observe(RequestSeen("t", "s", 600.0, after="user", num_blocks=4))
     assert forecaster._waiting[("t", "s")].depth == 0   # a new start, not a return
     assert forecaster._returns[("t",)].num_returned == 1.0
+
+
+def test_a_tenants_distinct_waits_are_bounded_and_the_rest_pool() -> None:
+    forecaster = GapForecaster(GapForecasterConfig(max_steps_per_tenant=3))
+    for i, tools in enumerate([(), ("a",), ("b",), ("c",), ("d",), ("a",)]):
+        forecaster.observe(RequestSeen("t", f"s{i}", float(i), after="start", tool_calls=tools))
+    steps = [forecaster._waiting[("t", f"s{i}")].step for i in range(6)]
+    assert steps == ["user", "tool:a", "tool:b", OTHER_STEP, OTHER_STEP, "tool:a"]
+    assert set(forecaster.forecast("t", "s4", 5.0).next_step) == {"<oov>", "END"}
+    forecaster.observe(RequestSeen("u", "s0", 6.0, after="start", tool_calls=("d",)))
+    assert forecaster._waiting[("u", "s0")].step == "tool:d"   # another tenant's own bound
