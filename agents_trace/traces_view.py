@@ -133,7 +133,7 @@ def _summary(session: Mapping) -> list[str]:
     if session["num_forecasts"]:
         forecasts = (f"; forecasts right {session['num_forecast_hits']}/{session['num_forecasts']}, "
                      f"{session['num_confident_forecast_hits']}/{session['num_confident_forecasts']} "
-                     "of those made while the tenant's model was confident")
+                     "of those made confident (the ones the cache acted on)")
     return [
         printable(f"session {session['session']}   tenant {session['tenant']}   agent "
                   f"{session['agent'] or NO_VALUE}   {_state(session)}"),

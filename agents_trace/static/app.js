@@ -211,11 +211,11 @@ function contentRow(step, columns) {
   return row;
 }
 
-const notConfident = "The tenant's model was cold or recently inaccurate when this forecast was made: " +
-  "the cache treated the session as plain LRU.";
+const notConfident = "This forecast was not confident (the tenant's model cold or recently inaccurate, and " +
+  "too few of its waits seen yet): the cache treated the session as plain LRU.";
 
-// How many of a session's forecasts were made while its tenant's model was confident
-// (the only ones the cache acted on), and how many of those were right.
+// How many of a session's forecasts were confident (the only ones the cache acted on),
+// and how many of those were right.
 function forecastsNote(s) {
   if (!s.num_forecasts) return "";
   if (!s.num_confident_forecasts) return "none made confident";

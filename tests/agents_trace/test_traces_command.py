@@ -136,7 +136,7 @@ def test_traces_show_prints_each_step_with_its_gap_cache_and_forecast(forecast_s
     out = capsys.readouterr().out
     assert out.startswith("session fc   tenant acme   agent travel   ended (shutdown)")
     assert "3 steps, 2 tool runs, 0 errors; 600 prompt tokens, 240 cached (40%); 52 output tokens; " \
-           "forecasts right 1/2, 0/0 of those made while the tenant's model was confident" in out
+           "forecasts right 1/2, 0/0 of those made confident (the ones the cache acted on)" in out
     rows = _table_rows(out, "#")
     # no prompt fingerprints here (the scripted steps carry no token ids): FROM PREV is "-"
     assert rows[0] == ["0", "0.000", "start", "-", "100", "-", "0", "0%", "100.0", "20", "w1", "get_weather",
