@@ -39,9 +39,12 @@ class _TenantDurations:
 class ToolCallSource:
     """A `ForecastSource` from tool calls and per-tool duration history only."""
 
-    def __init__(self, *, min_samples: int = 3, max_samples: int = 256) -> None:
+    def __init__(self, *, min_samples: int = 3, max_samples: int = 256, max_tools: int = 256) -> None:
+        """`max_tools` bounds the tools a tenant's durations are kept for by name, whatever
+        names its clients send; a later new tool's waits join only the tenant's pool."""
         self.min_samples = min_samples
         self.max_samples = max_samples
+        self.max_tools = max_tools
         self._tenants: dict[str, _TenantDurations] = {}
         self._last: dict[tuple[str, str], tuple[float, str | None]] = {}
 
@@ -95,7 +98,8 @@ class ToolCallSource:
         if durations is None:
             durations = self._tenants[tenant] = _TenantDurations()
         samples = durations.by_tool.get(tool)
-        if samples is None:
+        if samples is None and len(durations.by_tool) < self.max_tools:
             samples = durations.by_tool[tool] = deque(maxlen=self.max_samples)
-        samples.append(wait_s)
+        if samples is not None:
+            samples.append(wait_s)
         durations.pooled.append(wait_s)

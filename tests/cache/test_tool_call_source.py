@@ -58,3 +58,14 @@ def test_a_wait_counts_from_the_response_end_when_the_gateway_knows_it() -> None
     source.forget("t", "A")
     assert source.forecast("t", "A", 21.0) is None
     assert source.duration_quantiles("t", "search")      # what was learned stays
+
+
+def test_tools_kept_by_name_are_bounded_per_tenant_and_the_rest_pool() -> None:
+    source = ToolCallSource(min_samples=1, max_tools=2)
+    for i, (tool, duration_s) in enumerate((("a", 1.0), ("b", 2.0), ("c", 30.0), ("c", 30.0))):
+        wait(source, "t", f"s{i}", tool, 100.0 * i, duration_s)
+    durations = source._tenants["t"]
+    assert set(durations.by_tool) == {"a", "b"} and len(durations.pooled) == 4
+    assert dict(source.duration_quantiles("t", "c"))[0.5] == pytest.approx(16.0)   # pooled: 1, 2, 30, 30
+    wait(source, "u", "s0", "c", 0.0, 5.0)
+    assert dict(source.duration_quantiles("u", "c"))[0.5] == pytest.approx(5.0)     # another tenant's own bound
