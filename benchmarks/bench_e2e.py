@@ -177,7 +177,7 @@ def forecast_counters(app) -> dict:
         return {}
     worker = relay.predictor._worker  # NOTE: a benchmark may read the counters
     return {"forecasts_forwarded": relay.num_forwarded, "forecasts_made": relay.num_forecasts,
-            "refits_done": worker.num_done}
+            "gap_forecasts_sent": relay.num_gap_forecasts, "refits_done": worker.num_done}
 
 
 def main() -> None:
