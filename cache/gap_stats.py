@@ -107,7 +107,7 @@ def censored_p_return(counts: ReturnCounts, pending_done: Sequence[float] | np.n
     total = counts.num_resolved + len(done) + strength
     base = counts.num_returned + strength * parent_p
     if len(done) == 0:
-        return min(1.0, max(0.0, (base + 0.0) / total))
+        return min(1.0, max(0.0, base / total))
     for _ in range(num_iter):
         alive = 1.0 - p * done
         counted = alive > 1e-12
