@@ -32,8 +32,10 @@ def test_soak_config_is_a_valid_gateway_config(tmp_path):
 
 
 def test_memory_of_a_process_and_its_children_is_read_from_proc():
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    child = subprocess.Popen([sys.executable, "-c", "import time; print('up', flush=True); time.sleep(30)"],
+                             stdout=subprocess.PIPE, text=True)
     try:
+        assert child.stdout.readline() == "up\n"   # the interpreter is loaded, not just exec'd
         assert child.pid in descendants(os.getpid())
         assert rss_mib(child.pid) > 1.0 and rss_mib(os.getpid()) > rss_mib(child.pid)
     finally:
