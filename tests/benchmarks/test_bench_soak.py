@@ -41,4 +41,5 @@ def test_memory_of_a_process_and_its_children_is_read_from_proc():
     finally:
         child.kill()
         child.wait()
+        child.stdout.close()
     assert rss_mib(child.pid) == 0.0
