@@ -66,14 +66,22 @@ def symbol_events(event: TraceEvent, now_s: float) -> list[SymbolEvent]:
 
 
 def check_forecast(forecast: Forecast, step: Step) -> ForecastCheck:
-    """Compare the forecast made when the previous response ended with `step`."""
+    """Compare the forecast made when the previous response ended with `step`.
+
+    The median ETA is told in seconds after the previous response's end, as the step's
+    `gap_s` is, whenever that end is known: a forecast's ETA counts from its own
+    `made_at_s`, which is a little after that end for the predictor's (the trace writer's
+    clock) and at the previous request's arrival for the gap forecaster's."""
     actual = arrival_symbols(step)[0]
     if forecast.next_step:
         predicted, p_predicted = max(forecast.next_step.items(), key=lambda kv: (kv[1], kv[0]))
     else:
         predicted, p_predicted = END_SYMBOL, forecast.p_end
+    eta_s = forecast.eta_s(0.5)
+    if eta_s is not None and step.prev_ended_s is not None:
+        eta_s = max(0.0, forecast.made_at_s + eta_s - step.prev_ended_s)
     return ForecastCheck(predicted=predicted, p_predicted=float(p_predicted), actual=actual,
-                         is_hit=predicted == actual, eta_p50_s=forecast.eta_s(0.5),
+                         is_hit=predicted == actual, eta_p50_s=eta_s,
                          p_end=float(forecast.p_end), is_confident=forecast.confident)
 
 

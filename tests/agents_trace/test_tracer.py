@@ -164,7 +164,10 @@ def test_tracer_feeds_subscribers_and_checks_forecasts(tmp_path, clock):
     tracer.subscribe(predictor_subscriber(recorder, clock))
     guesses = iter(["get_weather", "search", "book_table"])
 
+    made_at: list[float] = []
+
     def forecaster(tenant, session, now_s):
+        made_at.append(now_s)
         return Forecast(tenant, session, now_s, next_step={next(guesses): 0.7, "END": 0.3},
                         eta_quantiles_s=((0.5, 2.5),))
 
@@ -186,7 +189,11 @@ def test_tracer_feeds_subscribers_and_checks_forecasts(tmp_path, clock):
         assert chats[1].attributes["stepahead.forecast.hit"] is True
         assert chats[2].attributes["stepahead.forecast.actual"] == "book_table"
         assert chats[2].attributes["stepahead.forecast.hit"] is False
-        assert chats[2].attributes["stepahead.forecast.eta_p50_s"] == 2.5
+        # the ETA (2.5 s after the forecast was made) is told from the previous response's
+        # end, as the gap is: the writer's clock had moved on when it asked
+        assert made_at[1] >= steps[1].ended_s
+        assert chats[2].attributes["stepahead.forecast.eta_p50_s"] == pytest.approx(
+            made_at[1] + 2.5 - steps[1].ended_s)
     finally:
         tracer.stop()
 
