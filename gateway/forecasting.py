@@ -125,12 +125,10 @@ class ForecastRelay:
                                           -(-event.num_input_tokens // block_size)))
         now_s = self.clock()
         if isinstance(event, Step):
-            forecast = self._forecast(event.tenant, event.session, now_s)
+            forecast = self._latest[(event.tenant, event.session)] = self._forecast(event.tenant, event.session, now_s)
         else:   # the session is over: the predictor's END, never a gap forecast
             forecast = self.predictor.forecast(event.tenant, event.session, now_s)
         self.num_forecasts += 1
-        if isinstance(event, Step):
-            self._latest[(event.tenant, event.session)] = forecast
         key = engine_session_key(event.tenant, event.session)
         model = getattr(event, "model", None)
         targets = [self.engines[model]] if model in self.engines else list(self.engines.values())
