@@ -35,6 +35,7 @@ import numpy as np
 
 from cache.forecast import END_SYMBOL, Forecast
 from cache.forecast_source import RequestSeen
+from cache.gap_memory import LearnedGaps
 from cache.gap_stats import LogGapStats, LogNormalGap, ReturnCounts, censored_p_return
 
 USER_STEP = "user"
@@ -168,6 +169,24 @@ class GapForecaster:
         if waiting is not None and not waiting.is_ended:
             for level in self._levels(tenant, waiting.step, waiting.context):
                 self._return_counts(level).num_ended += 1.0
+
+    def learned(self) -> LearnedGaps:
+        """Every level's statistics (copies), without the waiting sessions: what a restart
+        keeps (`cache.gap_memory.write_gaps`)."""
+        return LearnedGaps(self._return_features,
+                           {k: LogGapStats(s.num_gaps, s.sum_log, s.sum_log_sq) for k, s in self._gaps.items()},
+                           {k: ReturnCounts(c.num_returned, c.num_ended) for k, c in self._returns.items()},
+                           dict(self._p_estimates), {t: set(steps) for t, steps in self._steps.items()})
+
+    def adopt(self, learned: LearnedGaps) -> None:
+        """Resume from `learned` (replacing every statistic; waiting sessions are kept).
+        ValueError if it was split by other context features than this configuration's."""
+        if tuple(learned.return_features) != self._return_features:
+            raise ValueError(f"learned with return features {learned.return_features}, "
+                             f"configured for {self._return_features}")
+        self._gaps, self._returns = dict(learned.gaps), dict(learned.returns)
+        self._p_estimates = dict(learned.p_estimates)
+        self._steps = {t: set(steps) for t, steps in learned.steps.items()}
 
     def _recount(self, now_s: float) -> None:
         """Re-estimate P(return) at every level, pending waits counted as censored.

@@ -11,8 +11,10 @@ is not confident (a tenant whose model is not fitted yet: that needs 8 of its se
 ended, and a session ends only after `session_idle_timeout_s` idle), the relay sends the
 forecast of a gap forecaster (`cache.gap_forecaster`, the simulator's built-in source, fed
 every successful step) when that one is confident: it learns each tenant's return gaps
-and odds from arrival times within minutes. It lives in memory only; the predictor is
-what a restart keeps. An engine running
+and odds from arrival times within minutes. Both keep what they learned across restarts
+(`predictor_dir()`: the predictor's files and `GAPS_FILE`), saved at shutdown and every
+`CHECKPOINT_EVERY_S` (`gateway.checkpoints`), so a killed gateway loses minutes of
+learning at most. An engine running
 one of the anchors (`cache.policies.TOLD_TOOL_CALLS`: the Continuum- and KVFlow-style
 policies) gets instead what those systems are told, as the simulator gives it to them: the
 tool the response asked for and that tool's past waits in the tenant (`ToolCallSource`).
@@ -26,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -34,15 +37,19 @@ import platformdirs
 
 from agents_trace.records import SessionEnded, Step, StepContext
 from agents_trace.symbols import predictor_subscriber
+from gateway.checkpoints import Checkpoints
 from cache.forecast import END_SYMBOL, Forecast
 from cache.forecast_source import RequestSeen, first_confident
 from cache.gap_forecaster import GapForecaster
+from cache.gap_memory import read_gaps, write_gaps
 from cache.policies import TOLD_TOOL_CALLS
 from cache.tool_call_source import ToolCallSource
 
 log = logging.getLogger("stepahead.gateway")
 
 PREDICTOR_DIR_ENV = "STEPAHEAD_PREDICTOR_DIR"
+GAPS_FILE = "_gaps.json"      # the gap forecaster's statistics, beside the predictor's files
+CHECKPOINT_EVERY_S = 300.0
 
 
 def engine_session_key(tenant: str, session: str) -> str:
@@ -71,6 +78,7 @@ class ForecastRelay:
     last successful step, until the tracer's forecaster takes it (right after the
     subscribers, on the same writer thread) or the session ends. `tool_calls` and `gaps`
     see the same successful steps as the predictor and forget a session when it ends.
+    `gaps` is touched only under `_gaps_lock` (the writer thread learns, a checkpoint copies).
     """
 
     def __init__(self, predictor, engines: Mapping[str, object], clock: Callable[[], float] = time.time):
@@ -84,12 +92,35 @@ class ForecastRelay:
         self.num_forwarded = 0
         self.num_forecasts = 0
         self.num_gap_forecasts = 0   # forecasts sent from `gaps`, the predictor not confident
+        self._gaps_lock = threading.Lock()
+        self.checkpoints: Checkpoints | None = None
+
+    def save(self, directory: str | Path) -> None:
+        """Write what both forecasters learned under `directory` (from any thread)."""
+        self.predictor.save(directory)
+        with self._gaps_lock:
+            learned = self.gaps.learned()
+        write_gaps(learned, Path(directory) / GAPS_FILE)
+
+    def restore_gaps(self, directory: str | Path) -> bool:
+        """Resume the gap forecaster from `directory`, if it holds a `GAPS_FILE`."""
+        path = Path(directory) / GAPS_FILE
+        if not path.exists():
+            return False
+        learned = read_gaps(path)
+        with self._gaps_lock:
+            self.gaps.adopt(learned)
+        return True
+
+    def _gap_forecast(self, tenant: str, session: str, now_s: float) -> Forecast | None:
+        with self._gaps_lock:
+            return self.gaps.forecast(tenant, session, now_s)
 
     def _forecast(self, tenant: str, session: str, now_s: float) -> Forecast:
         """The predictor's forecast where confident, else the gap forecaster's where that
         one is, else the predictor's."""
         forecast = self.predictor.forecast(tenant, session, now_s)
-        chosen = first_confident(forecast, lambda: self.gaps.forecast(tenant, session, now_s))
+        chosen = first_confident(forecast, lambda: self._gap_forecast(tenant, session, now_s))
         self.num_gap_forecasts += chosen is not forecast
         return chosen
 
@@ -114,15 +145,17 @@ class ForecastRelay:
         if isinstance(event, SessionEnded):
             self._latest.pop((event.tenant, event.session), None)
             self.tool_calls.forget(event.tenant, event.session)
-            self.gaps.forget(event.tenant, event.session)
+            with self._gaps_lock:
+                self.gaps.forget(event.tenant, event.session)
         elif event.error is not None:
             return
         else:
             names = tuple(call.name for call in event.tool_calls)
             self.tool_calls.observe_step(event.tenant, event.session, event.arrived_s, event.ended_s, names)
-            block_size = self._block_size(event.model)
-            self.gaps.observe(RequestSeen(event.tenant, event.session, event.arrived_s, event.after.label, names,
-                                          -(-event.num_input_tokens // block_size)))
+            seen = RequestSeen(event.tenant, event.session, event.arrived_s, event.after.label, names,
+                               -(-event.num_input_tokens // self._block_size(event.model)))
+            with self._gaps_lock:
+                self.gaps.observe(seen)
         now_s = self.clock()
         if isinstance(event, Step):
             forecast = self._latest[(event.tenant, event.session)] = self._forecast(event.tenant, event.session, now_s)
@@ -157,9 +190,11 @@ def engine_policy(engine) -> str | None:
     return getattr(getattr(engine, "config", None), "policy", None)
 
 
-def start_forecasting(tracer, backends: Mapping[str, object]) -> ForecastRelay | None:
-    """Build the predictor (restored from disk) and subscribe a relay to the tracer;
-    None when there is no tracer or no local engine to serve."""
+def start_forecasting(tracer, backends: Mapping[str, object],
+                      checkpoint_every_s: float = CHECKPOINT_EVERY_S) -> ForecastRelay | None:
+    """Build the predictor and the gap forecaster (both restored from disk), subscribe a
+    relay to the tracer and start its checkpoints; None when there is no tracer or no
+    local engine to serve."""
     engines = {name: b.engine for name, b in backends.items()
                if hasattr(getattr(b, "engine", None), "apply_forecast")}
     if tracer is None or not engines:
@@ -173,17 +208,20 @@ def start_forecasting(tracer, backends: Mapping[str, object]) -> ForecastRelay |
         log.exception("could not restore the predictor from %s; starting cold", directory)
         predictor = Predictor()
     relay = ForecastRelay(predictor, engines)
+    try:
+        relay.restore_gaps(directory)
+    except Exception:
+        log.exception("could not restore the gap forecaster from %s; starting it cold", directory)
     tracer.subscribe(relay)
     tracer.set_forecaster(relay.forecaster)
+    relay.checkpoints = Checkpoints(lambda: relay.save(directory), checkpoint_every_s).start()
     return relay
 
 
 def stop_forecasting(relay: ForecastRelay | None) -> None:
+    """Save both forecasters once more (the checkpoints' last save) and stop the predictor."""
     if relay is None:
         return
-    predictor = relay.predictor
-    try:
-        predictor.save(predictor_dir())
-    except Exception:
-        log.exception("could not save the predictor's models")
-    predictor.close()
+    if relay.checkpoints is not None:
+        relay.checkpoints.stop()
+    relay.predictor.close()

@@ -1,6 +1,7 @@
 """Forecasts flow from finished agent steps through the predictor to the engine."""
 from __future__ import annotations
 
+import json
 import time
 
 from openai import OpenAI
@@ -169,3 +170,71 @@ def test_a_cold_tenant_gets_the_gap_forecasters_forecast_once_that_one_is_confid
         ended = predictor.forecast("t", "u24", now[0])
         assert relay.num_gap_forecasts == count and engine.forecasts[-1] == dataclasses.replace(ended, session="t/u24")
         assert relay.gaps.forecast("t", "u24", now[0]) is None   # forgotten with the session
+
+
+class _Tracer:
+    """What start_forecasting needs of a tracer."""
+
+    def __init__(self) -> None:
+        self.subscribers = []
+        self.forecaster = None
+
+    def subscribe(self, subscriber) -> None:
+        self.subscribers.append(subscriber)
+
+    def set_forecaster(self, forecaster) -> None:
+        self.forecaster = forecaster
+
+
+def test_a_restarted_gateway_resumes_the_gap_forecasts_from_its_last_checkpoint(tmp_path, monkeypatch):
+    """Learning is checkpointed while the gateway runs: a gateway killed without its
+    shutdown save restarts from the last checkpoint, and its gap forecaster is confident
+    for the tenant at once (a cold one needs 20 resolved waits first)."""
+    from types import SimpleNamespace
+
+    from agents_trace.predict.predictor import Predictor
+    from gateway.forecasting import (GAPS_FILE, PREDICTOR_DIR_ENV, ForecastRelay, start_forecasting,
+                                     stop_forecasting)
+
+    monkeypatch.setenv(PREDICTOR_DIR_ENV, str(tmp_path))
+    backends = {"m": SimpleNamespace(engine=_Engine("predictive"))}
+    first = start_forecasting(_Tracer(), backends, checkpoint_every_s=0.05)
+    for i in range(25):
+        first(_step(f"u{i}", 0, 10.0 * i, 10.0 * i + 1.0))
+        first(_step(f"u{i}", 1, 10.0 * i + 5.0, 10.0 * i + 6.0))
+    saved = first.checkpoints.num_saved
+    deadline = time.monotonic() + 10
+    while first.checkpoints.num_saved < saved + 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert first.checkpoints.num_saved >= saved + 2 and (tmp_path / GAPS_FILE).exists()
+    # `first` is not stopped: as if killed after its last checkpoint
+    tracer = _Tracer()
+    second = start_forecasting(tracer, backends, checkpoint_every_s=60.0)
+    assert tracer.subscribers == [second] and tracer.forecaster == second.forecaster
+    step = _step("new", 0, 300.0, 301.0)
+    for relay in (first, second):
+        relay(step)
+    resumed = second.gaps.forecast("t", "new", 301.0)
+    assert resumed.confident and resumed == first.gaps.forecast("t", "new", 301.0)
+    with Predictor() as predictor:
+        cold = ForecastRelay(predictor, {"m": backends["m"].engine})
+        cold(step)
+        assert not cold.gaps.forecast("t", "new", 301.0).confident
+    stop_forecasting(first)
+    stop_forecasting(second)
+    assert second.checkpoints.num_saved == 1   # its final save
+
+
+def test_an_unreadable_gaps_file_starts_the_gap_forecaster_cold(tmp_path, monkeypatch, caplog):
+    from types import SimpleNamespace
+
+    from gateway.forecasting import GAPS_FILE, PREDICTOR_DIR_ENV, start_forecasting, stop_forecasting
+
+    monkeypatch.setenv(PREDICTOR_DIR_ENV, str(tmp_path))
+    (tmp_path / GAPS_FILE).write_text("{truncated")
+    relay = start_forecasting(_Tracer(), {"m": SimpleNamespace(engine=_Engine("predictive"))})
+    assert relay is not None and relay.gaps.learned().gaps == {}
+    assert "could not restore the gap forecaster" in caplog.text
+    stop_forecasting(relay)   # and the next start finds a good file again
+    assert json.loads((tmp_path / GAPS_FILE).read_text())["format"] == "stepahead-gaps/1"
+

@@ -1,0 +1,55 @@
+"""Saving learned state now and then, so a crash loses minutes of learning, not hours.
+
+The gateway saves its forecasters' models when it shuts down; a process that is killed
+never gets there. `Checkpoints` calls the same save every `every_s` seconds on its own
+thread, and once more when stopped.
+
+Invariants: at most one save runs at a time (they all run on this one thread, the last
+one after the thread has stopped); a save that raises is logged and the next tick tries
+again; `stop` returns only after the final save has ended.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+log = logging.getLogger("stepahead.gateway")
+
+
+class Checkpoints:
+    def __init__(self, save: Callable[[], None], every_s: float, name: str = "stepahead-checkpoints") -> None:
+        if every_s <= 0:
+            raise ValueError(f"every_s must be positive, got {every_s}")
+        self._save = save
+        self.every_s = every_s
+        self.num_saved = 0
+        self.num_failed = 0
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def start(self) -> "Checkpoints":
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stopping.wait(self.every_s):
+            self.save_now()
+
+    def save_now(self) -> bool:
+        """One save; False (and logged) if it raised."""
+        try:
+            self._save()
+        except Exception:
+            self.num_failed += 1
+            log.exception("could not checkpoint the forecasters' state")
+            return False
+        self.num_saved += 1
+        return True
+
+    def stop(self) -> bool:
+        """Stop the ticks, then save once more; whether that final save worked."""
+        self._stopping.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        return self.save_now()
