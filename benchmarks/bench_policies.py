@@ -85,7 +85,8 @@ def hmm_source_factory(num_tenants: int, seed: int):
         for i in range(num_tenants):
             history = [patterns[i % len(patterns)].sample_session(rng) for _ in range(200)]
             predictor.fit_sequences(f"tenant{i}", history)
-        return FallbackSource(PredictorForecastSource(predictor), GapForecaster())
+        gaps = GapForecaster()
+        return FallbackSource(PredictorForecastSource(predictor, on_end=gaps.forget), gaps)
 
     return make
 
@@ -99,9 +100,11 @@ def cold_hmm_source() -> ForecastSource:
     from agents_trace.predict.config import PredictorConfig
     from agents_trace.predict.predictor import Predictor
 
+    gaps = GapForecaster()
     return FallbackSource(PredictorForecastSource(Predictor(PredictorConfig(background_refits=False)),
-                                                  end_after_s=SESSION_IDLE_TIMEOUT_S, refit_when_due=True),
-                          GapForecaster())
+                                                  end_after_s=SESSION_IDLE_TIMEOUT_S, refit_when_due=True,
+                                                  on_end=gaps.forget),
+                          gaps)
 
 
 def agent_requests(seed: int, num_tenants: int, num_sessions: int) -> list[SimRequest]:

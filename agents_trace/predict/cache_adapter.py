@@ -13,7 +13,9 @@ requests the cache simulator (or a worker) serves into the predictor's step stre
   asked for), and is forecast.
 
 Sessions never say goodbye in a trace, so one idle for `end_after_s` is ended with
-`END` (and learned) the next time the adapter is called; with `refit_when_due` its tenant
+`END` (and learned) the next time the adapter is called, and `on_end(tenant, session)` is
+told (the gateway's relay likewise makes its gap forecaster forget a session the tracer
+ended: `cache.gap_forecaster.GapForecaster.forget`); with `refit_when_due` its tenant
 is then refitted at once when due (a predictor without background refits never learns
 otherwise), so a replay from an empty predictor shows a new tenant's cold start.
 
@@ -23,6 +25,7 @@ arrival (for gaps and idling); O(log n) per request beside the predictor's own w
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 
 from cache.forecast import END_SYMBOL, Forecast
 from cache.forecast_source import RequestSeen
@@ -45,13 +48,15 @@ class PredictorForecastSource:
     """A `ForecastSource` over an `agents_trace.predict.Predictor`."""
 
     def __init__(self, predictor: Predictor, *, end_after_s: float = 1800.0,
-                 tell_tool_calls: bool = True, refit_when_due: bool = False) -> None:
+                 tell_tool_calls: bool = True, refit_when_due: bool = False,
+                 on_end: Callable[[str, str], None] | None = None) -> None:
         """tell_tool_calls=False keeps from the predictor which tools a response asked
         for (it then forecasts from the step model alone): a baseline for benchmarks."""
         self.predictor = predictor
         self.end_after_s = end_after_s
         self.tell_tool_calls = tell_tool_calls
         self.refit_when_due = refit_when_due
+        self.on_end = on_end
         self._last_s: dict[tuple[str, str], float] = {}
         self._idle: list[tuple[float, str, str]] = []
 
@@ -91,6 +96,8 @@ class PredictorForecastSource:
             if last_s is not None and last_s + self.end_after_s == deadline:
                 del self._last_s[(tenant, session)]
                 self.predictor.observe(tenant, session, END_SYMBOL, now_s, None)
+                if self.on_end is not None:
+                    self.on_end(tenant, session)
                 ended[tenant] = None
         if self.refit_when_due:
             for tenant in ended:

@@ -61,3 +61,29 @@ def test_a_replay_from_an_empty_predictor_learns_when_refits_run_when_due() -> N
         assert predictor._tenant("t").num_learned >= 8  # sessions s0.. ended 30 s after their last request
         predictor.close()
     assert fitted == {False: False, True: True}
+
+
+def test_a_session_ended_idle_is_told_to_on_end_once_and_the_gap_forecaster_forgets_it() -> None:
+    """Paired as the gateway pairs them (`FallbackSource`), the gap forecaster forgets a
+    session as soon as the predictor's adapter ends it, as the relay does at SessionEnded."""
+    from cache.forecast_source import FallbackSource
+    from cache.gap_forecaster import GapForecaster
+
+    gaps = GapForecaster()
+    ended = []
+
+    def on_end(tenant: str, session: str) -> None:
+        ended.append((tenant, session))
+        gaps.forget(tenant, session)
+
+    with Predictor(PredictorConfig(background_refits=False)) as predictor:
+        source = FallbackSource(PredictorForecastSource(predictor, end_after_s=10.0, on_end=on_end), gaps)
+        source.observe(RequestSeen("t", "a", 0.0, after="start", num_blocks=2))
+        source.observe(RequestSeen("t", "b", 5.0, after="start", num_blocks=2))
+        source.observe(RequestSeen("t", "a", 8.0, after="user", num_blocks=2))   # a's idle clock restarts
+        assert gaps.forecast("t", "b", 14.0) is not None and ended == []
+        source.observe(RequestSeen("t", "c", 16.0, after="start", num_blocks=2))
+        assert ended == [("t", "b")] and gaps.forecast("t", "b", 16.0) is None
+        assert gaps.forecast("t", "a", 16.0) is not None
+        assert source.forecast("t", "a", 19.0) is None   # ended at 18 s: neither source forecasts it
+        assert ended == [("t", "b"), ("t", "a")]
