@@ -112,6 +112,18 @@ class ForecastRelay:
             self.gaps.adopt(learned)
         return True
 
+    def series(self) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        """Its counts as metric series (gateway.metrics names them), for admins only:
+        they mix every tenant's traffic."""
+        out = {("stepahead_forecasts_total", (("source", "predictor"),)):
+               float(self.num_forecasts - self.num_gap_forecasts),
+               ("stepahead_forecasts_total", (("source", "gaps"),)): float(self.num_gap_forecasts),
+               ("stepahead_forecasts_forwarded_total", ()): float(self.num_forwarded)}
+        if self.checkpoints is not None:
+            out[("stepahead_forecaster_checkpoints_total", (("outcome", "saved"),))] = float(self.checkpoints.num_saved)
+            out[("stepahead_forecaster_checkpoints_total", (("outcome", "failed"),))] = float(self.checkpoints.num_failed)
+        return out
+
     def _gap_forecast(self, tenant: str, session: str, now_s: float) -> Forecast | None:
         with self._gaps_lock:
             return self.gaps.forecast(tenant, session, now_s)

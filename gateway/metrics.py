@@ -47,6 +47,11 @@ HELP = {
         "counter", "Time those collections paused the gateway (every thread waits), by generation."),
     "stepahead_gc_pause_max_seconds": ("gauge", "The longest of those pauses, by generation."),
     "stepahead_gc_frozen_objects": ("gauge", "Objects frozen at start-up, which full collections skip."),
+    "stepahead_forecasts_total": (
+        "counter", "Forecasts made for finished agent steps, by source (predictor, or gaps where it was not confident)."),
+    "stepahead_forecasts_forwarded_total": ("counter", "Forecasts handed to the local engines' KV caches."),
+    "stepahead_forecaster_checkpoints_total": (
+        "counter", "Saves of the forecasters' learned state to disk, by outcome (saved, failed)."),
 }
 
 

@@ -168,6 +168,8 @@ async def metrics(request: Request) -> Response:
     is_admin = state.config.is_admin(tenant)
     if is_admin:
         gauges.update(state.gc_pauses.series())
+        if state.forecasts is not None:
+            gauges.update(state.forecasts.series())
         for name, backend in state.backends.items():
             gauges.update(worker_gauges(name, backend.worker_metrics()))
             gauges.update(router_gauges(name, backend.router_metrics()))

@@ -170,6 +170,10 @@ def test_a_cold_tenant_gets_the_gap_forecasters_forecast_once_that_one_is_confid
         ended = predictor.forecast("t", "u24", now[0])
         assert relay.num_gap_forecasts == count and engine.forecasts[-1] == dataclasses.replace(ended, session="t/u24")
         assert relay.gaps.forecast("t", "u24", now[0]) is None   # forgotten with the session
+        series = relay.series()
+        assert series[("stepahead_forecasts_total", (("source", "gaps"),))] == count > 0
+        assert series[("stepahead_forecasts_total", (("source", "predictor"),))] == relay.num_forecasts - count
+        assert series[("stepahead_forecasts_forwarded_total", ())] == relay.num_forwarded
 
 
 class _Tracer:

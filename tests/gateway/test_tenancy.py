@@ -96,6 +96,10 @@ async def test_metrics_endpoint_reports_per_tenant_and_worker(gateway):
     routed = re.findall(r'stepahead_router_info\{model_name="tiny",field="num_routed_\w+"\} (\d+)', text)
     assert sum(int(n) for n in routed) >= 2
     assert 'stepahead_router_info{model_name="tiny",field="num_session_moves"}' in text
+    assert gateway.state.tracer.flush(15)
+    predicted = re.search(r'stepahead_forecasts_total\{source="predictor"\} (\d+)', text)
+    assert predicted and int(predicted.group(1)) >= 1   # the traced chat steps were forecast
+    assert 'stepahead_forecaster_checkpoints_total{outcome="failed"} 0' in text
 
 
 async def test_metrics_show_a_tenant_only_its_own_series(gateway):
