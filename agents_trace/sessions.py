@@ -21,13 +21,13 @@ Invariants:
 """
 from __future__ import annotations
 
-import random
 from collections import OrderedDict, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from agents_trace.conversation import is_assistant
+from agents_trace.ordered_ids import time_ordered_hex
 from agents_trace.prompt_blocks import PreviousPrompt
 from agents_trace.records import EndReason, SessionEnded, SessionId, SessionSource
 
@@ -178,16 +178,11 @@ class SessionTable:
 
     # --- internals -------------------------------------------------------------------
     def _new_id(self, tenant: str, now_s: float) -> SessionId:
-        """`sess_` + the creation time in microseconds (13 hex digits) + 24 random bits.
-
-        Ids sort by creation time, so the trace store's (tenant, session) keys grow at the
-        right edge of its B-trees instead of landing on a random page each: writes to a
-        store of 200,000 sessions cost 2.6x less (benchmarks/bench_trace_store.py). NOTE:
-        ids need uniqueness, not secrecy (every read is scoped to its tenant), so the bits
-        come from `random`, as response ids do: an os.urandom call costs ~40 µs here."""
-        micros = max(0, int(now_s * 1e6))
+        """`sess_` + the creation time in microseconds (13 hex digits) + 24 random bits
+        (`time_ordered_hex`): the trace store's (tenant, session) keys grow at the right
+        edge of its B-trees."""
         while True:
-            candidate = SessionId(f"sess_{micros:013x}{random.getrandbits(24):06x}")
+            candidate = SessionId(f"sess_{time_ordered_hex(now_s, 24)}")
             if (tenant, candidate) not in self._live:
                 return candidate
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from gateway.response_store import StoredResponse
@@ -28,14 +29,20 @@ CREATE TABLE IF NOT EXISTS responses (
 );
 CREATE INDEX IF NOT EXISTS responses_by_use ON responses (tenant, used_s);
 """
+# The tenant's least recently used rows beyond `capacity`, oldest first: only the excess
+# is visited (a put into a full archive deletes one row), not every row kept.
+TRIM = ("DELETE FROM responses WHERE rowid IN (SELECT rowid FROM responses WHERE tenant = ? "
+        "ORDER BY used_s, rowid LIMIT max(0, (SELECT count(*) FROM responses WHERE tenant = ?) - ?))")
 
 
 class ResponseArchive:
-    __slots__ = ("path", "capacity", "_db")
+    __slots__ = ("path", "capacity", "clock", "_db")
+    trim_sql = TRIM   # parameters: tenant, tenant, capacity
 
-    def __init__(self, path: Path, capacity: int) -> None:
+    def __init__(self, path: Path, capacity: int, clock: Callable[[], float] = time.time) -> None:
         self.path = path
         self.capacity = capacity
+        self.clock = clock
         self._db: sqlite3.Connection | None = None
 
     @property
@@ -61,13 +68,11 @@ class ResponseArchive:
         try:
             db.execute("INSERT OR REPLACE INTO responses (tenant, id, used_s, response, messages, input_items) "
                        "VALUES (?, ?, ?, ?, ?, ?)",
-                       (tenant, stored.response["id"], time.time(),
+                       (tenant, stored.response["id"], self.clock(),
                         json.dumps(stored.response, ensure_ascii=False),
                         json.dumps(stored.messages, ensure_ascii=False),
                         json.dumps(stored.input_items, ensure_ascii=False)))
-            db.execute("DELETE FROM responses WHERE tenant = ? AND id NOT IN "
-                       "(SELECT id FROM responses WHERE tenant = ? ORDER BY used_s DESC, rowid DESC LIMIT ?)",
-                       (tenant, tenant, self.capacity))
+            db.execute(self.trim_sql, (tenant, tenant, self.capacity))
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
@@ -83,7 +88,7 @@ class ResponseArchive:
         except (ValueError, TypeError):
             return None
         self.db.execute("UPDATE responses SET used_s = ? WHERE tenant = ? AND id = ?",
-                        (time.time(), tenant, response_id))
+                        (self.clock(), tenant, response_id))
         return stored
 
     def delete(self, tenant: str, response_id: str) -> bool:

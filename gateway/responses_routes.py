@@ -17,6 +17,7 @@ import time
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from agents_trace.ordered_ids import time_ordered_hex
 from gateway.background_responses import BackgroundJob, generate
 from gateway.background_runs import BackgroundRun
 from gateway.backend import Backend, Prepared
@@ -74,7 +75,7 @@ async def create_response(request: Request) -> Response:
             state, tenant, parsed.previous_response_id)
         backend = state.backend(parsed.model)  # an unknown model is a 404 before its name is a metric label
         model = parsed.model
-        response_id = new_id("resp").replace("-", "_")
+        response_id = f"resp_{time_ordered_hex(time.time(), 44)}"   # the archive's key: in time order
         chat_body, prepared = await _prepared_chat(state, backend, parsed, to_chat_body(parsed, history),
                                                    tenant, response_id)
         created_at = int(time.time())

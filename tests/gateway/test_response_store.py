@@ -92,3 +92,38 @@ def test_archive_rows_are_json(tmp_path):
     archive.close()
     row = sqlite3.connect(path).execute("SELECT tenant, id, response FROM responses").fetchone()
     assert row[:2] == ("a", "r1") and '"ü r1"' in row[2]
+
+
+def test_the_archive_keeps_what_a_reference_lru_keeps_per_tenant(tmp_path):
+    """Random puts, reads, replacements and deletes over three tenants: after every
+    operation each tenant's archive holds exactly the `capacity` most recently used ids
+    that a plain ordered-dict LRU holds."""
+    import itertools
+    import random
+    from collections import OrderedDict
+
+    ticks = itertools.count()
+    archive = ResponseArchive(tmp_path / "r.sqlite3", 5, clock=lambda: float(next(ticks)))
+    reference = {tenant: OrderedDict() for tenant in "abc"}
+    rng = random.Random(7)
+    for _ in range(400):
+        tenant, response_id = rng.choice("abc"), f"r{rng.randrange(12)}"
+        kept = reference[tenant]
+        action = rng.random()
+        if action < 0.5:
+            archive.put(tenant, _stored(response_id))
+            kept[response_id] = None
+            kept.move_to_end(response_id)
+            while len(kept) > 5:
+                kept.popitem(last=False)
+        elif action < 0.85:
+            assert (archive.get(tenant, response_id) is not None) == (response_id in kept)
+            if response_id in kept:
+                kept.move_to_end(response_id)
+        else:
+            assert archive.delete(tenant, response_id) == (response_id in kept)
+            kept.pop(response_id, None)
+        rows = archive.db.execute("SELECT tenant, id FROM responses ORDER BY used_s").fetchall()
+        assert {t: [i for row_tenant, i in rows if row_tenant == t] for t in "abc"} == \
+            {t: list(ids) for t, ids in reference.items()}
+    archive.close()

@@ -346,3 +346,10 @@ def test_input_tokens_are_counted_as_the_same_create_request_would_send(client):
 def test_input_tokens_refusals_name_the_parameter(gateway, body, status, param):
     answer = httpx.post(f"{gateway.base_url}/v1/responses/input_tokens", headers=gateway.headers(), json=body)
     assert answer.status_code == status and answer.json()["error"]["param"] == param
+
+
+def test_response_ids_sort_in_the_order_the_responses_were_made(client):
+    """The archive's primary key grows at its right edge (agents_trace.ordered_ids)."""
+    made = [client.responses.create(model="tiny", input=f"order {i}", max_output_tokens=1).id for i in range(3)]
+    assert sorted(made) == made and len(set(made)) == 3
+    assert all(len(i) == len("resp_") + 24 and int(i.removeprefix("resp_"), 16) >= 0 for i in made)
