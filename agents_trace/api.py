@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse, Response, StreamingResponse
@@ -70,7 +71,11 @@ def _static(name: str) -> str:
 
 
 def build_trace_router(*, viewer: Callable[..., Viewer],
-                       store_path: Callable[[Request], Path | None]) -> APIRouter:
+                       store_path: Callable[[Request], Path | None],
+                       forecasters: Callable[[Request], Any] | None = None) -> APIRouter:
+    """`forecasters(request)`: the live forecasters (with `tenants()` and
+    `tenant_status(tenant)`, as gateway.forecasting.ForecastRelay has), or None when
+    nothing forecasts."""
     router = APIRouter()
 
     def path_of(request: Request) -> Path | None:
@@ -136,6 +141,19 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
         if path is None or window is None:
             return {"tenants": [], "total": None}
         return tenant_stats(path, window)
+
+    @router.get("/v1/traces/forecasters")
+    def forecaster_status(request: Request, who: Viewer = Depends(viewer), tenant: str | None = None) -> dict:
+        """Where each tenant's forecasts stand: its step model and its return gaps. A
+        tenant sees its own (learned or not yet); an admin every tenant's, or one."""
+        live = forecasters(request) if forecasters is not None else None
+        if live is None:
+            return {"forecasting": False, "data": []}
+        if tenant is not None and not who.is_admin and tenant != who.tenant:
+            return {"forecasting": True, "data": []}
+        scoped = scope(who, tenant)
+        names = [scoped] if scoped is not None else live.tenants()
+        return {"forecasting": True, "data": [live.tenant_status(name) for name in names]}
 
     @router.get("/v1/traces/export")
     def export_matching(request: Request, who: Viewer = Depends(viewer), agent: str | None = None,

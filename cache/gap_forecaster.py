@@ -240,8 +240,7 @@ class GapForecaster:
         etas = gap.eta_quantiles(self.config.quantiles)
         step = waiting.step
         next_name = step.split(",")[0][len("tool:"):] if step.startswith("tool:") else "USER"
-        tenant_counts = self._returns.get((tenant,))
-        confident = tenant_counts is not None and tenant_counts.num_resolved >= self.config.min_outcomes
+        confident = self.num_resolved(tenant) >= self.config.min_outcomes
         return Forecast(
             tenant=tenant,
             session=session,
@@ -252,6 +251,15 @@ class GapForecaster:
             eta_quantiles_s=etas,
             confident=confident,
         )
+
+    def learned_tenants(self) -> list[str]:
+        return [key[0] for key in self._returns if len(key) == 1]
+
+    def num_resolved(self, tenant: str) -> float:
+        """The tenant's waits that ended in a return or were given up as ends: its
+        forecasts are `confident` from `config.min_outcomes` on."""
+        counts = self._returns.get((tenant,))
+        return 0.0 if counts is None else counts.num_resolved
 
     def gap_distribution(self, tenant: str, step: str, context: tuple[int, ...] = (0,)) -> LogNormalGap:
         """The shrunk gap estimate for a step in a context (without any session's own

@@ -112,6 +112,35 @@ class ForecastRelay:
             self.gaps.adopt(learned)
         return True
 
+    def tenants(self) -> list[str]:
+        """Every tenant either forecaster has learned anything of."""
+        with self._gaps_lock:
+            gap_tenants = set(self.gaps.learned_tenants())
+        return sorted(set(self.predictor.tenants()) | gap_tenants)
+
+    def tenant_status(self, tenant: str) -> dict:
+        """Where a tenant's forecasts stand, for the trace viewer: its step model (fitted
+        on how many finished sessions, how its recent forecasts did) and its return gaps
+        (how many waits resolved; confident from `min_outcomes`)."""
+        predictor = self.predictor
+        step_model = {"fitted": False, "sessions_learned": 0, "sessions_to_fit": predictor.config.min_sessions,
+                      "live_sessions": 0, "recent_top1": None, "recent_log_loss": None, "fit": None}
+        if tenant in predictor.tenants():
+            status = predictor.status(tenant)
+            fit = status.fit
+            step_model.update(
+                fitted=status.is_warm, sessions_learned=status.num_learned, live_sessions=status.num_live_sessions,
+                recent_top1=_finite(status.recent_top1), recent_log_loss=_finite(status.recent_logloss),
+                fit=None if fit is None else {"sessions": fit.num_sessions, "states": fit.num_states,
+                                              "val_top1": fit.val_top1, "val_log_loss": fit.val_logloss,
+                                              "fit_s": fit.fit_s})
+        with self._gaps_lock:
+            resolved = self.gaps.num_resolved(tenant)
+        needed = self.gaps.config.min_outcomes
+        return {"tenant": tenant, "step_model": step_model,
+                "return_gaps": {"resolved_waits": int(resolved), "waits_to_confident": needed,
+                                "confident": resolved >= needed}}
+
     def series(self) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
         """Its counts as metric series (gateway.metrics names them), for admins only:
         they mix every tenant's traffic."""
@@ -195,6 +224,10 @@ class ForecastRelay:
             return Forecast(event.tenant, event.session, now_s, next_step={END_SYMBOL: 1.0}, p_end=1.0,
                             confident=True)
         return self.tool_calls.forecast(event.tenant, event.session, now_s)
+
+
+def _finite(value: float | None) -> float | None:
+    return None if value is None or value != value or value in (float("inf"), float("-inf")) else round(value, 4)
 
 
 def engine_policy(engine) -> str | None:

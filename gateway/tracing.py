@@ -41,8 +41,12 @@ def _store_path(request: Request):
     return tracing.resolved_store_path() if tracing.store_enabled else None
 
 
+def _forecasters(request: Request):
+    return request.app.state.gateway.forecasts
+
+
 def trace_router() -> APIRouter:
-    return build_trace_router(viewer=trace_viewer, store_path=_store_path)
+    return build_trace_router(viewer=trace_viewer, store_path=_store_path, forecasters=_forecasters)
 
 
 def begin_step(tracer: AgentTracer | None, request: Request, body: Any, prepared: Prepared,

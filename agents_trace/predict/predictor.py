@@ -59,8 +59,8 @@ class TenantStatus:
     is_warm: bool
     num_learned: int
     num_live_sessions: int
-    recent_top1: float
-    recent_logloss: float
+    recent_top1: float | None     # None: no step scored yet
+    recent_logloss: float | None
     fit: FitReport | None
 
 
@@ -112,9 +112,11 @@ class Predictor:
         state = self._tenant(tenant)
         with state.lock:
             model = state.model
+            accuracy = state.accuracy
+            scored = accuracy.weight > 0
             return TenantStatus(tenant, model is not None, state.num_learned,
-                                len(state.sessions), state.accuracy.top1,
-                                state.accuracy.logloss, None if model is None else model.report)
+                                len(state.sessions), accuracy.top1 if scored else None,
+                                accuracy.logloss if scored else None, None if model is None else model.report)
 
     # -- hot path ---------------------------------------------------------------------
     def observe(self, tenant: str, session: str, symbol: str, t_s: float,

@@ -93,11 +93,40 @@ async function loadWindowStats() {
     (t.forecasts ? ` · forecasts right ${t.forecast_hits}/${t.forecasts}` : "");
 }
 
+// Where a tenant's forecasts stand: its step model (fitted or not yet, how its recent
+// forecasts did) and its return gaps, from /v1/traces/forecasters.
+function forecasterLine(t) {
+  const m = t.step_model, g = t.return_gaps, fit = m.fit;
+  const model = !m.fitted
+    ? `step model not fitted yet: ${m.sessions_learned} of ${m.sessions_to_fit} sessions finished`
+    : `step model fitted on ${fit ? fit.sessions : m.sessions_learned} sessions` +
+      (fit ? ` (${fit.states} states` + (fit.val_top1 != null ? `, validation top-1 ${fit.val_top1.toFixed(2)}` : "") + ")" : "");
+  const recent = m.recent_top1 != null ? `, recent top-1 ${m.recent_top1.toFixed(2)}` : "";
+  const gaps = g.confident ? `return gaps confident (${g.resolved_waits} waits resolved)`
+    : `return gaps learning: ${g.resolved_waits} of ${g.waits_to_confident} waits resolved`;
+  return `Forecasts for ${t.tenant}: ${model}${recent} · ${gaps}`;
+}
+
+const MAX_FORECASTER_LINES = 20;
+
+async function loadForecasters() {
+  const params = new URLSearchParams();
+  const tenant = $("f-tenant").value.trim();
+  if (tenant && view.me && view.me.is_admin) params.set("tenant", tenant);
+  const status = await api("/v1/traces/forecasters?" + params);
+  const lines = status.data.slice(0, MAX_FORECASTER_LINES).map((t) => el("li", {}, forecasterLine(t)));
+  if (status.data.length > MAX_FORECASTER_LINES) {
+    lines.push(el("li", {}, `and ${status.data.length - MAX_FORECASTER_LINES} more tenants: filter by tenant to see one`));
+  }
+  $("forecasters").replaceChildren(...lines);
+}
+
 async function loadSessions(append) {
   if (!append) {
     view.sessionsOffset = 0;
     $("sessions").tBodies[0].replaceChildren();
     loadWindowStats().catch(() => { $("window-stats").textContent = ""; });
+    loadForecasters().catch(() => { $("forecasters").replaceChildren(); });
   }
   const params = filterQuery();
   params.set("offset", String(view.sessionsOffset));

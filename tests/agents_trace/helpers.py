@@ -97,8 +97,9 @@ def session_with_an_eviction(tmp_path: Path, **config) -> tuple[Path, list]:
     return tmp_path / "traces.sqlite3", said
 
 
-def viewer_app(tracer: AgentTracer | Path, keys: dict[str, Viewer]) -> FastAPI:
-    """The trace API and /ui over `tracer`'s store (or a store file), with `keys`."""
+def viewer_app(tracer: AgentTracer | Path, keys: dict[str, Viewer], forecasters=None) -> FastAPI:
+    """The trace API and /ui over `tracer`'s store (or a store file), with `keys`, and
+    `forecasters` (a ForecastRelay or look-alike) behind /v1/traces/forecasters."""
     store_path = tracer if isinstance(tracer, Path) else None
     def viewer(request: Request) -> Viewer:
         scheme, _, key = (request.headers.get("authorization") or "").partition(" ")
@@ -108,5 +109,6 @@ def viewer_app(tracer: AgentTracer | Path, keys: dict[str, Viewer]) -> FastAPI:
         return found
 
     app = FastAPI()
-    app.include_router(build_trace_router(viewer=viewer, store_path=lambda _r: store_path or tracer.store_path))
+    app.include_router(build_trace_router(viewer=viewer, store_path=lambda _r: store_path or tracer.store_path,
+                                          forecasters=None if forecasters is None else lambda _r: forecasters))
     return app

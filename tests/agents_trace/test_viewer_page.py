@@ -1,6 +1,8 @@
 """The /ui page in headless Chromium against a traced session (library-level app)."""
 from __future__ import annotations
 
+import dataclasses
+
 import httpx
 import pytest
 
@@ -106,3 +108,61 @@ def test_viewer_marks_the_step_whose_prefix_was_evicted_as_the_api_counts_it(tmp
             assert marked[0].get_attribute("title").startswith("256 tokens the previous step left")
     finally:
         server.stop()
+
+
+@pytest.fixture
+def served_with_forecasters(tmp_path):
+    """The scripted session's store, and live forecasters that learned acme's return gaps
+    (25 sessions of two text answers) and have a fitted step model for globex."""
+    from agents_trace.predict.config import PredictorConfig
+    from agents_trace.predict.predictor import Predictor
+    from gateway.forecasting import ForecastRelay
+    from tests.gateway.test_forecasting import _step
+
+    clock = ManualClock()
+    tracer, _ = make_tracer(tmp_path, clock)
+    run_scripted_session(tracer, clock)
+    assert tracer.flush(5.0)
+    with Predictor(PredictorConfig(background_refits=False)) as predictor:
+        relay = ForecastRelay(predictor, {})
+        for i in range(25):
+            for step in (_step(f"u{i}", 0, 10.0 * i, 10.0 * i + 1.0), _step(f"u{i}", 1, 10.0 * i + 5.0, 10.0 * i + 6.0)):
+                relay(dataclasses.replace(step, tenant="acme"))
+        predictor.fit_sequences("globex", [["USER", "ASSISTANT_TEXT"]] * 12)
+        keys = {**KEYS, "k-admin": Viewer("ops", is_admin=True)}
+        server = start_server(viewer_app(tracer, keys, forecasters=relay))
+        yield server.base_url
+        server.stop()
+    tracer.stop()
+
+
+def test_forecaster_status_is_scoped_to_the_tenant_and_shown_over_the_list(served_with_forecasters):
+    from selenium.webdriver.common.by import By
+    base_url = served_with_forecasters
+
+    def status(key: str, query: str = "") -> dict:
+        response = httpx.get(f"{base_url}/v1/traces/forecasters{query}",
+                             headers={"authorization": f"Bearer {key}"}, timeout=10)
+        assert response.status_code == 200
+        return response.json()
+
+    acme = status("k-acme")
+    assert acme["forecasting"] is True and [t["tenant"] for t in acme["data"]] == ["acme"]
+    assert acme["data"][0]["return_gaps"]["confident"] is True
+    assert status("k-acme", "?tenant=globex")["data"] == []          # another tenant's: none
+    assert [t["tenant"] for t in status("k-admin")["data"]] == ["acme", "globex"]
+    globex = status("k-admin", "?tenant=globex")["data"]
+    assert globex[0]["step_model"]["fitted"] is True and globex[0]["step_model"]["fit"]["sessions"] == 12
+    assert httpx.get(f"{base_url}/v1/traces/forecasters", timeout=10).status_code == 401
+    with chromium_driver() as driver:
+        connect(driver, base_url, "k-acme")
+        line = wait_for(driver, lambda d: d.find_element(By.ID, "forecasters").text)
+        assert line.startswith("Forecasts for acme: step model not fitted yet: 0 of 8 sessions finished")
+        assert "· return gaps confident (" in line and "globex" not in line
+
+
+def test_without_forecasters_the_status_says_so(served):
+    base_url, _ = served
+    response = httpx.get(f"{base_url}/v1/traces/forecasters", headers={"authorization": "Bearer k-acme"},
+                         timeout=10)
+    assert response.json() == {"forecasting": False, "data": []}

@@ -242,3 +242,39 @@ def test_an_unreadable_gaps_file_starts_the_gap_forecaster_cold(tmp_path, monkey
     stop_forecasting(relay)   # and the next start finds a good file again
     assert json.loads((tmp_path / GAPS_FILE).read_text())["format"] == "stepahead-gaps/1"
 
+
+
+def test_a_tenants_forecaster_status_says_what_is_fitted_and_what_is_still_learning():
+    from agents_trace.predict.config import PredictorConfig
+    from agents_trace.predict.predictor import Predictor
+    from gateway.forecasting import ForecastRelay
+
+    with Predictor(PredictorConfig(background_refits=False)) as predictor:
+        relay = ForecastRelay(predictor, {})
+        assert relay.tenants() == []
+        cold = relay.tenant_status("nobody")
+        assert cold == {"tenant": "nobody",
+                        "step_model": {"fitted": False, "sessions_learned": 0, "sessions_to_fit": 8,
+                                       "live_sessions": 0, "recent_top1": None, "recent_log_loss": None,
+                                       "fit": None},
+                        "return_gaps": {"resolved_waits": 0, "waits_to_confident": 20, "confident": False}}
+        assert relay.tenants() == []   # asking does not create a tenant
+        for i in range(6):             # 6 sessions of two text answers each, 5 s apart
+            relay(_step(f"u{i}", 0, 10.0 * i, 10.0 * i + 1.0))
+            relay(_step(f"u{i}", 1, 10.0 * i + 5.0, 10.0 * i + 6.0))
+        learning = relay.tenant_status("t")
+        # 6 returns, and at most 6 waits after a second answer given up as ends
+        assert 6 <= learning["return_gaps"]["resolved_waits"] <= 12
+        assert learning["return_gaps"]["confident"] is False
+        assert learning["step_model"]["fitted"] is False and learning["step_model"]["live_sessions"] == 6
+        predictor.fit_sequences("t", [["USER", "ASSISTANT_TEXT", "USER", "ASSISTANT_TEXT"]] * 20)
+        for i in range(6, 22):
+            relay(_step(f"u{i}", 0, 10.0 * i, 10.0 * i + 1.0))
+            relay(_step(f"u{i}", 1, 10.0 * i + 5.0, 10.0 * i + 6.0))
+        fitted = relay.tenant_status("t")
+        assert relay.tenants() == ["t"]
+        assert fitted["return_gaps"]["resolved_waits"] >= 22 and fitted["return_gaps"]["confident"] is True
+        model = fitted["step_model"]
+        assert model["fitted"] is True and model["fit"]["sessions"] == 20 and model["fit"]["states"] >= 1
+        assert model["recent_top1"] is not None and 0.0 <= model["recent_top1"] <= 1.0
+        json.dumps(fitted, allow_nan=False)   # plain JSON for the viewer
