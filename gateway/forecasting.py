@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -260,7 +261,18 @@ def start_forecasting(tracer, backends: Mapping[str, object],
     tracer.subscribe(relay)
     tracer.set_forecaster(relay.forecaster)
     relay.checkpoints = Checkpoints(lambda: relay.save(directory), checkpoint_every_s).start()
+    print(f"stepahead: {started_line(relay, directory)}", file=sys.stderr, flush=True)  # stdout may be JSON
     return relay
+
+
+def started_line(relay: ForecastRelay, directory: Path) -> str:
+    """What the operator is told at start: what the forecasters resumed, and where they save."""
+    tenants = relay.tenants()
+    num_fitted = sum(relay.predictor.model_of(tenant) is not None for tenant in tenants)
+    every = f"every {relay.checkpoints.every_s:g} s" if relay.checkpoints is not None else "at shutdown"
+    resumed = (f"resumed {len(tenants)} tenant(s), {num_fitted} with a fitted step model," if tenants
+               else "starting cold,")
+    return f"forecasts: {resumed} saving to {directory} {every} and at shutdown"
 
 
 def stop_forecasting(relay: ForecastRelay | None) -> None:

@@ -190,7 +190,7 @@ class _Tracer:
         self.forecaster = forecaster
 
 
-def test_a_restarted_gateway_resumes_the_gap_forecasts_from_its_last_checkpoint(tmp_path, monkeypatch):
+def test_a_restarted_gateway_resumes_the_gap_forecasts_from_its_last_checkpoint(tmp_path, monkeypatch, capsys):
     """Learning is checkpointed while the gateway runs: a gateway killed without its
     shutdown save restarts from the last checkpoint, and its gap forecaster is confident
     for the tenant at once (a cold one needs 20 resolved waits first)."""
@@ -203,6 +203,7 @@ def test_a_restarted_gateway_resumes_the_gap_forecasts_from_its_last_checkpoint(
     monkeypatch.setenv(PREDICTOR_DIR_ENV, str(tmp_path))
     backends = {"m": SimpleNamespace(engine=_Engine("predictive"))}
     first = start_forecasting(_Tracer(), backends, checkpoint_every_s=0.05)
+    assert f"stepahead: forecasts: starting cold, saving to {tmp_path} every 0.05 s" in capsys.readouterr().err
     for i in range(25):
         first(_step(f"u{i}", 0, 10.0 * i, 10.0 * i + 1.0))
         first(_step(f"u{i}", 1, 10.0 * i + 5.0, 10.0 * i + 6.0))
@@ -214,6 +215,7 @@ def test_a_restarted_gateway_resumes_the_gap_forecasts_from_its_last_checkpoint(
     # `first` is not stopped: as if killed after its last checkpoint
     tracer = _Tracer()
     second = start_forecasting(tracer, backends, checkpoint_every_s=60.0)
+    assert "forecasts: resumed 1 tenant(s), 0 with a fitted step model, saving to" in capsys.readouterr().err
     assert tracer.subscribers == [second] and tracer.forecaster == second.forecaster
     step = _step("new", 0, 300.0, 301.0)
     for relay in (first, second):
