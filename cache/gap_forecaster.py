@@ -253,7 +253,8 @@ class GapForecaster:
         )
 
     def learned_tenants(self) -> list[str]:
-        return [key[0] for key in self._returns if len(key) == 1]
+        """Every tenant seen (a first request is enough)."""
+        return list(self._steps)
 
     def num_resolved(self, tenant: str) -> float:
         """The tenant's waits that ended in a return or were given up as ends: its

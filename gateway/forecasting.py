@@ -38,13 +38,13 @@ import platformdirs
 
 from agents_trace.records import SessionEnded, Step, StepContext
 from agents_trace.symbols import predictor_subscriber
-from gateway.checkpoints import Checkpoints
 from cache.forecast import END_SYMBOL, Forecast
 from cache.forecast_source import RequestSeen, first_confident
 from cache.gap_forecaster import GapForecaster
 from cache.gap_memory import read_gaps, write_gaps
 from cache.policies import TOLD_TOOL_CALLS
 from cache.tool_call_source import ToolCallSource
+from gateway.checkpoints import Checkpoints
 
 log = logging.getLogger("stepahead.gateway")
 
@@ -269,10 +269,10 @@ def started_line(relay: ForecastRelay, directory: Path) -> str:
     """What the operator is told at start: what the forecasters resumed, and where they save."""
     tenants = relay.tenants()
     num_fitted = sum(relay.predictor.model_of(tenant) is not None for tenant in tenants)
-    every = f"every {relay.checkpoints.every_s:g} s" if relay.checkpoints is not None else "at shutdown"
+    every = f"every {relay.checkpoints.every_s:g} s and " if relay.checkpoints is not None else ""
     resumed = (f"resumed {len(tenants)} tenant(s), {num_fitted} with a fitted step model," if tenants
                else "starting cold,")
-    return f"forecasts: {resumed} saving to {directory} {every} and at shutdown"
+    return f"forecasts: {resumed} saving to {directory} {every}at shutdown"
 
 
 def stop_forecasting(relay: ForecastRelay | None) -> None:
