@@ -14,6 +14,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import queue
+import signal
 import threading
 
 from shards.transport import OnExit, OnMessage
@@ -23,8 +24,15 @@ JOIN_AFTER_EOF_S = 2.0
 
 
 def _process_main(worker_id: str, config: WorkerConfig, inbox, outbox) -> None:
-    """The worker process: serve until Shutdown, or until the engine process is gone."""
+    """The worker process: serve until Shutdown, or until the engine process is gone.
+
+    NOTE: Ctrl+C in a terminal sends SIGINT to the whole process group, workers included.
+    A worker ignores it: the engine process is the one that shuts down, gracefully, and
+    sends Shutdown once the requests in flight have ended (else every worker died at once
+    with a KeyboardInterrupt traceback, failing those requests)."""
     from shards.worker_service import serve
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     parent = os.getppid()
 

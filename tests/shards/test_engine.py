@@ -316,3 +316,22 @@ def test_a_restarted_worker_and_a_stopped_engine_release_their_inbox_semaphores(
         _run(loop, eng.stop(), 60)
     _run(loop, _until(lambda: _gone(second), 10))
     loop.close()
+
+
+def test_a_worker_ignores_ctrl_c_the_engine_shuts_it_down(engine):
+    """Ctrl+C reaches every process of the terminal's group: a worker keeps serving
+    through SIGINT (the engine process is the one that stops, and then stops it)."""
+    eng, loop = engine
+    before = eng.health()["workers"]
+    pids = {worker_id: eng.worker_pid(worker_id) for worker_id in before}
+    for pid in pids.values():
+        os.kill(pid, signal.SIGINT)
+    time.sleep(1.0)
+    after = eng.health()["workers"]
+    for worker_id, pid in pids.items():
+        assert after[worker_id]["alive"] and eng.worker_pid(worker_id) == pid
+        assert after[worker_id]["num_restarts"] == before[worker_id]["num_restarts"]
+    item = WorkItem("sigint1", "t", _prompt(eng, "still here " * 4),
+                    SamplingParams(max_tokens=3, temperature=0.0, ignore_eos=True))
+    events = loop.run_until_complete(asyncio.wait_for(_collect(eng, item), 30))
+    assert isinstance(events[-1], FinishEvent) and events[-1].num_output_tokens == 3
