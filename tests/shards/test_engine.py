@@ -323,10 +323,15 @@ def test_a_worker_ignores_ctrl_c_the_engine_shuts_it_down(engine):
     through SIGINT (the engine process is the one that stops, and then stops it)."""
     eng, loop = engine
     before = eng.health()["workers"]
-    pids = {worker_id: eng.worker_pid(worker_id) for worker_id in before}
+    # the workers alive now (an earlier test of this module kills one, which stays fenced)
+    pids = {worker_id: eng.worker_pid(worker_id) for worker_id, w in before.items() if w["alive"] and w["ready"]}
+    assert pids
     for pid in pids.values():
         os.kill(pid, signal.SIGINT)
-    time.sleep(1.0)
+    deadline = time.monotonic() + 5.0   # a worker SIGINT killed exits within about a second
+    while time.monotonic() < deadline:
+        assert all(_is_running(pid) for pid in pids.values())
+        time.sleep(0.1)
     after = eng.health()["workers"]
     for worker_id, pid in pids.items():
         assert after[worker_id]["alive"] and eng.worker_pid(worker_id) == pid
@@ -335,3 +340,12 @@ def test_a_worker_ignores_ctrl_c_the_engine_shuts_it_down(engine):
                     SamplingParams(max_tokens=3, temperature=0.0, ignore_eos=True))
     events = loop.run_until_complete(asyncio.wait_for(_collect(eng, item), 30))
     assert isinstance(events[-1], FinishEvent) and events[-1].num_output_tokens == 3
+
+
+def _is_running(pid: int) -> bool:
+    """The process exists and has not exited (a zombie waiting to be reaped has)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
