@@ -81,12 +81,16 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
     def path_of(request: Request) -> Path | None:
         return store_path(request)
 
+    def asks_for_another(who: Viewer, tenant: str | None) -> bool:
+        """A tenant asking for another tenant's data (to whom it is none)."""
+        return tenant is not None and not who.is_admin and tenant != who.tenant
+
     def scope(who: Viewer, tenant: str | None) -> str | None:
         """The tenant a query is limited to (None: all, for an admin only)."""
         return tenant if who.is_admin else who.tenant
 
     def resolve(path: Path | None, who: Viewer, session: str, tenant: str | None) -> dict:
-        if path is None or (tenant is not None and not who.is_admin and tenant != who.tenant):
+        if path is None or asks_for_another(who, tenant):
             raise _not_found(session)
         matches = find_session(path, session, scope(who, tenant))
         if not matches:
@@ -107,7 +111,7 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
         scope; None when another tenant's are asked for (which, to a tenant, are none)."""
         since = _number(request, "since", None, low=0, high=1e12)
         until = _number(request, "until", None, low=0, high=1e12)
-        if tenant is not None and not who.is_admin and tenant != who.tenant:
+        if asks_for_another(who, tenant):
             return None
         return StatsWindow(tenant=scope(who, tenant), agent=agent or None, since_s=since, until_s=until)
 
@@ -149,7 +153,7 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
         live = forecasters(request) if forecasters is not None else None
         if live is None:
             return {"forecasting": False, "data": []}
-        if tenant is not None and not who.is_admin and tenant != who.tenant:
+        if asks_for_another(who, tenant):
             return {"forecasting": True, "data": []}
         scoped = scope(who, tenant)
         names = [scoped] if scoped is not None else live.tenants()

@@ -103,15 +103,13 @@ class ForecastRelay:
             learned = self.gaps.learned()
         write_gaps(learned, Path(directory) / GAPS_FILE)
 
-    def restore_gaps(self, directory: str | Path) -> bool:
+    def restore_gaps(self, directory: str | Path) -> None:
         """Resume the gap forecaster from `directory`, if it holds a `GAPS_FILE`."""
         path = Path(directory) / GAPS_FILE
-        if not path.exists():
-            return False
-        learned = read_gaps(path)
-        with self._gaps_lock:
-            self.gaps.adopt(learned)
-        return True
+        if path.exists():
+            learned = read_gaps(path)
+            with self._gaps_lock:
+                self.gaps.adopt(learned)
 
     def tenants(self) -> list[str]:
         """Every tenant either forecaster has learned anything of."""
@@ -126,12 +124,12 @@ class ForecastRelay:
         predictor = self.predictor
         step_model = {"fitted": False, "sessions_learned": 0, "sessions_to_fit": predictor.config.min_sessions,
                       "live_sessions": 0, "recent_top1": None, "recent_log_loss": None, "fit": None}
-        if tenant in predictor.tenants():
-            status = predictor.status(tenant)
+        status = predictor.status(tenant)
+        if status is not None:
             fit = status.fit
             step_model.update(
                 fitted=status.is_warm, sessions_learned=status.num_learned, live_sessions=status.num_live_sessions,
-                recent_top1=_finite(status.recent_top1), recent_log_loss=_finite(status.recent_logloss),
+                recent_top1=_rounded(status.recent_top1), recent_log_loss=_rounded(status.recent_logloss),
                 fit=None if fit is None else {"sessions": fit.num_sessions, "states": fit.num_states,
                                               "val_top1": fit.val_top1, "val_log_loss": fit.val_logloss,
                                               "fit_s": fit.fit_s})
@@ -227,8 +225,8 @@ class ForecastRelay:
         return self.tool_calls.forecast(event.tenant, event.session, now_s)
 
 
-def _finite(value: float | None) -> float | None:
-    return None if value is None or value != value or value in (float("inf"), float("-inf")) else round(value, 4)
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
 
 
 def engine_policy(engine) -> str | None:

@@ -108,8 +108,11 @@ class Predictor:
     def global_model(self) -> StepModel | None:
         return self._global_model
 
-    def status(self, tenant: str) -> TenantStatus:
-        state = self._tenant(tenant)
+    def status(self, tenant: str) -> TenantStatus | None:
+        """The tenant's status; None for a tenant never seen (asking creates nothing)."""
+        state = self._tenants.get(tenant)
+        if state is None:
+            return None
         with state.lock:
             model = state.model
             accuracy = state.accuracy

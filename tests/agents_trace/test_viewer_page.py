@@ -1,8 +1,6 @@
 """The /ui page in headless Chromium against a traced session (library-level app)."""
 from __future__ import annotations
 
-import dataclasses
-
 import httpx
 import pytest
 
@@ -117,7 +115,7 @@ def served_with_forecasters(tmp_path):
     from agents_trace.predict.config import PredictorConfig
     from agents_trace.predict.predictor import Predictor
     from gateway.forecasting import ForecastRelay
-    from tests.gateway.test_forecasting import _step
+    from tests.gateway.test_forecasting import feed_two_answer_sessions
 
     clock = ManualClock()
     tracer, _ = make_tracer(tmp_path, clock)
@@ -125,9 +123,7 @@ def served_with_forecasters(tmp_path):
     assert tracer.flush(5.0)
     with Predictor(PredictorConfig(background_refits=False)) as predictor:
         relay = ForecastRelay(predictor, {})
-        for i in range(25):
-            for step in (_step(f"u{i}", 0, 10.0 * i, 10.0 * i + 1.0), _step(f"u{i}", 1, 10.0 * i + 5.0, 10.0 * i + 6.0)):
-                relay(dataclasses.replace(step, tenant="acme"))
+        feed_two_answer_sessions(relay, range(25), tenant="acme")
         predictor.fit_sequences("globex", [["USER", "ASSISTANT_TEXT"]] * 12)
         keys = {**KEYS, "k-admin": Viewer("ops", is_admin=True)}
         server = start_server(viewer_app(tracer, keys, forecasters=relay))

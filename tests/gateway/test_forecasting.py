@@ -1,6 +1,7 @@
 """Forecasts flow from finished agent steps through the predictor to the engine."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 
@@ -83,6 +84,14 @@ def _step(session: str, index: int, arrived_s: float, ended_s: float, tools: tup
                 tool_calls=tuple(ToolCall(f"c{i}", name) for i, name in enumerate(tools)))
 
 
+def feed_two_answer_sessions(relay, indices, tenant: str = "t") -> None:
+    """Session `u{i}` of `tenant` starts at 10 i s and answers in text twice, its user back
+    5 s after the first answer (and never after the second)."""
+    for i in indices:
+        for step in (_step(f"u{i}", 0, 10.0 * i, 10.0 * i + 1.0), _step(f"u{i}", 1, 10.0 * i + 5.0, 10.0 * i + 6.0)):
+            relay(dataclasses.replace(step, tenant=tenant))
+
+
 class _Engine:
     """Records the forecasts a relay hands it; `config.policy` is what it runs."""
 
@@ -97,8 +106,6 @@ class _Engine:
 
 
 def test_anchor_engines_are_told_the_tool_calls_and_predictive_gets_the_predictor():
-    import dataclasses
-
     from agents_trace.predict.predictor import Predictor
     from agents_trace.records import SessionEnded
     from gateway.forecasting import ForecastRelay
@@ -137,8 +144,6 @@ def test_a_cold_tenant_gets_the_gap_forecasters_forecast_once_that_one_is_confid
     arrival, USER vs END), the tracer checks that same one, and a session's end is still
     the predictor's. Here every session is two text answers, its user back 5 s after the
     first: the gap forecaster learns both that and that nobody comes back after the second."""
-    import dataclasses
-
     from agents_trace.predict.predictor import Predictor
     from agents_trace.records import SessionEnded
     from gateway.forecasting import ForecastRelay
@@ -204,9 +209,7 @@ def test_a_restarted_gateway_resumes_the_gap_forecasts_from_its_last_checkpoint(
     backends = {"m": SimpleNamespace(engine=_Engine("predictive"))}
     first = start_forecasting(_Tracer(), backends, checkpoint_every_s=0.05)
     assert f"stepahead: forecasts: starting cold, saving to {tmp_path} every 0.05 s" in capsys.readouterr().err
-    for i in range(25):
-        first(_step(f"u{i}", 0, 10.0 * i, 10.0 * i + 1.0))
-        first(_step(f"u{i}", 1, 10.0 * i + 5.0, 10.0 * i + 6.0))
+    feed_two_answer_sessions(first, range(25))
     saved = first.checkpoints.num_saved
     deadline = time.monotonic() + 10
     while first.checkpoints.num_saved < saved + 2 and time.monotonic() < deadline:
@@ -245,7 +248,6 @@ def test_an_unreadable_gaps_file_starts_the_gap_forecaster_cold(tmp_path, monkey
     assert json.loads((tmp_path / GAPS_FILE).read_text())["format"] == "stepahead-gaps/1"
 
 
-
 def test_a_tenants_forecaster_status_says_what_is_fitted_and_what_is_still_learning():
     from agents_trace.predict.config import PredictorConfig
     from agents_trace.predict.predictor import Predictor
@@ -261,18 +263,14 @@ def test_a_tenants_forecaster_status_says_what_is_fitted_and_what_is_still_learn
                                        "fit": None},
                         "return_gaps": {"resolved_waits": 0, "waits_to_confident": 20, "confident": False}}
         assert relay.tenants() == []   # asking does not create a tenant
-        for i in range(6):             # 6 sessions of two text answers each, 5 s apart
-            relay(_step(f"u{i}", 0, 10.0 * i, 10.0 * i + 1.0))
-            relay(_step(f"u{i}", 1, 10.0 * i + 5.0, 10.0 * i + 6.0))
+        feed_two_answer_sessions(relay, range(6))
         learning = relay.tenant_status("t")
         # 6 returns, and at most 6 waits after a second answer given up as ends
         assert 6 <= learning["return_gaps"]["resolved_waits"] <= 12
         assert learning["return_gaps"]["confident"] is False
         assert learning["step_model"]["fitted"] is False and learning["step_model"]["live_sessions"] == 6
         predictor.fit_sequences("t", [["USER", "ASSISTANT_TEXT", "USER", "ASSISTANT_TEXT"]] * 20)
-        for i in range(6, 22):
-            relay(_step(f"u{i}", 0, 10.0 * i, 10.0 * i + 1.0))
-            relay(_step(f"u{i}", 1, 10.0 * i + 5.0, 10.0 * i + 6.0))
+        feed_two_answer_sessions(relay, range(6, 22))
         fitted = relay.tenant_status("t")
         assert relay.tenants() == ["t"]
         assert fitted["return_gaps"]["resolved_waits"] >= 22 and fitted["return_gaps"]["confident"] is True

@@ -81,6 +81,7 @@ async def test_metrics_endpoint_reports_per_tenant_and_worker(gateway):
     body = {"model": "tiny", "max_tokens": 2, "messages": [{"role": "user", "content": "m" * 64}]}
     await fire(gateway, "beta", [body])
     await fire(gateway, "beta", [body])   # one after the other: the second hits the cache
+    assert gateway.state.tracer.flush(15)   # the steps reached the forecasters
     async with httpx.AsyncClient(base_url=gateway.base_url) as client:
         text = (await client.get("/metrics", headers=gateway.headers("ops"))).text
     assert re.search(r'stepahead_requests_total\{tenant="beta",model_name="tiny",'
@@ -96,7 +97,6 @@ async def test_metrics_endpoint_reports_per_tenant_and_worker(gateway):
     routed = re.findall(r'stepahead_router_info\{model_name="tiny",field="num_routed_\w+"\} (\d+)', text)
     assert sum(int(n) for n in routed) >= 2
     assert 'stepahead_router_info{model_name="tiny",field="num_session_moves"}' in text
-    assert gateway.state.tracer.flush(15)
     predicted = re.search(r'stepahead_forecasts_total\{source="predictor"\} (\d+)', text)
     assert predicted and int(predicted.group(1)) >= 1   # the traced chat steps were forecast
     assert 'stepahead_forecaster_checkpoints_total{outcome="failed"} 0' in text

@@ -193,3 +193,9 @@ def test_predictor_waiting_raises_p_end(predictor) -> None:
     check_forecast(soon)
     check_forecast(late)
     assert late.p_end > soon.p_end
+
+
+def test_status_of_a_tenant_never_seen_is_none_and_creates_nothing():
+    with Predictor(PredictorConfig(background_refits=False)) as predictor:
+        assert predictor.status("never") is None
+        assert predictor.tenants() == []
