@@ -85,6 +85,23 @@ def _local_model_problem(config) -> str | None:
     return None
 
 
+def needs_fork_server(config) -> bool:
+    """Whether some local model of `config` forks its workers from the fork server (on
+    the CPU, unless its `transport_options.start_method` says "spawn")."""
+    from gateway.config import LocalModelConfig
+    from shards.local_transport import forks_from_server
+
+    for model in config.models:
+        if not isinstance(model, LocalModelConfig):
+            continue
+        options = dict(model.engine_options)
+        start_method = dict(options.get("transport_options") or {}).get("start_method", "auto")
+        if options.get("transport", "local") == "local" and \
+                forks_from_server(str(options.get("device", "cpu")), str(start_method)):
+            return True
+    return False
+
+
 def _address_problem(host: str, port: int) -> str | None:
     """Why the server could not listen on (host, port) — taken, not an address of this
     machine — or None. Binds as uvicorn does (SO_REUSEADDR), then lets go at once."""
@@ -118,6 +135,10 @@ def serve(args: argparse.Namespace) -> int:
     except (ConfigError, OSError) as exc:
         print(f"stepahead: bad config: {exc}", file=sys.stderr)
         return 2
+    if needs_fork_server(config):   # it imports torch and the workers' code while this process loads
+        from shards.local_transport import start_fork_server
+
+        start_fork_server()
     problem = _local_model_problem(config)
     if problem:
         print(f"stepahead: {problem}", file=sys.stderr)

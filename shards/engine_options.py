@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 
 from cache.policies import POLICY_NAMES
+from shards.local_transport import START_METHODS
 from shards.prefill_order import PREFILL_ORDERS
 from shards.router import ROUTING_POLICIES
 from shards.transport import TRANSPORTS
@@ -25,6 +26,9 @@ NUMBER_OPTIONS = {"max_queue_wait_s": 0.0, "imbalance_threshold_tokens": 0.0,
 BOOLEAN_OPTIONS = ("prefix_transfer", "tenant_homes", "prefix_caching", "decodes_ride_chunks")
 CHOICE_OPTIONS = {"policy": POLICY_NAMES, "routing": ROUTING_POLICIES, "transport": TRANSPORTS,
                   "prefill_order": PREFILL_ORDERS}
+
+
+LOCAL_TRANSPORT_CHOICES = {"start_method": START_METHODS}   # transport_options of the local transport
 
 
 class EngineOptionError(ValueError):
@@ -55,3 +59,17 @@ def check_engine_options(options: Mapping[str, object], known: Collection[str]) 
         elif name in CHOICE_OPTIONS and value not in CHOICE_OPTIONS[name]:
             raise EngineOptionError(
                 f"engine option {name} must be one of {', '.join(CHOICE_OPTIONS[name])}, not {value!r}")
+    if options.get("transport") in (None, "local"):
+        _check_local_transport_options(options.get("transport_options") or {})
+
+
+def _check_local_transport_options(options: Mapping[str, object]) -> None:
+    """The local transport's options: each known, each one of its choices (Ray's
+    options are checked by Ray)."""
+    for name, value in dict(options).items():
+        if name not in LOCAL_TRANSPORT_CHOICES:
+            raise EngineOptionError(f"unknown local transport option {name!r}; known: "
+                                    f"{', '.join(LOCAL_TRANSPORT_CHOICES)}")
+        if value not in LOCAL_TRANSPORT_CHOICES[name]:
+            raise EngineOptionError(f"transport option {name} must be one of "
+                                    f"{', '.join(LOCAL_TRANSPORT_CHOICES[name])}, not {value!r}")

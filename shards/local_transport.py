@@ -1,4 +1,4 @@
-"""Workers as local processes (multiprocessing "spawn").
+"""Workers as local processes: forked from a preloaded fork server on CPU, spawned on GPU.
 
 Each worker has its own channels: an inbox `multiprocessing.Queue` (the engine writes
 through the queue's feeder thread, so `send` never blocks) and an outbox one-way pipe
@@ -8,6 +8,15 @@ reports the exit), never a lock or a stream shared with healthy workers.
 
 NOTE: the engine closes its copy of the pipe's write end right after the start, so the
 worker's death is seen as EOF at once, without polling.
+
+NOTE: CPU workers are forked from multiprocessing's fork server, which imports torch,
+transformers and the worker code once (`FORK_SERVER_PRELOAD`): a worker then starts in
+a fraction of a second instead of re-importing them for seconds, which is what a restart
+after a crash waits for, and exits without tearing an interpreter down. The server is a
+fresh interpreter (never a fork of the gateway) that only imports, so no thread or CUDA
+state is forked. A worker on a GPU is still spawned, so CUDA is initialised only in
+a process of its own. A forked worker takes the gateway's environment as it is at the
+spawn (`environ`), as a spawned one would, not the server's from when it started.
 """
 from __future__ import annotations
 
@@ -16,31 +25,65 @@ import os
 import queue
 import signal
 import threading
+from typing import TYPE_CHECKING
 
-from shards.transport import OnExit, OnMessage
-from shards.worker import WorkerConfig
+if TYPE_CHECKING:   # NOTE: nothing heavy at import, so the gateway can start the fork server first
+    from shards.transport import OnExit, OnMessage
+    from shards.worker import WorkerConfig
 
 JOIN_AFTER_EOF_S = 2.0
+START_METHODS = ("auto", "forkserver", "spawn")
+FORK_SERVER_PRELOAD = ["__main__", "shards.worker_service", "shards.model_loader", "shards.model_runner",
+                       "shards.kv_transfer", "shards.tiny_model", "cache.policies"]
 
 
-def _process_main(worker_id: str, config: WorkerConfig, inbox, outbox) -> None:
+def fork_server_context():
+    """multiprocessing's fork server context, set to preload `FORK_SERVER_PRELOAD`."""
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(FORK_SERVER_PRELOAD)
+    return ctx
+
+
+def forks_from_server(device: str, start_method: str = "auto") -> bool:
+    """Whether a worker on `device` started with `start_method` is forked from the server
+    ("auto": on the CPU) rather than spawned."""
+    return start_method == "forkserver" or (start_method == "auto" and device == "cpu")
+
+
+def start_fork_server() -> None:
+    """Start the fork server now, if it is not running: it imports in a process of its
+    own while the caller goes on (the gateway loads its own modules meanwhile)."""
+    from multiprocessing import forkserver
+
+    fork_server_context()
+    forkserver.ensure_running()
+
+
+def adopt_environment(environ: dict[str, str]) -> None:
+    """Make this process's environment exactly `environ` (the gateway's at the spawn)."""
+    if os.environ != environ:
+        os.environ.clear()
+        os.environ.update(environ)
+
+
+def _process_main(worker_id: str, config: WorkerConfig, inbox, outbox, environ: dict[str, str]) -> None:
     """The worker process: serve until Shutdown, or until the engine process is gone.
 
     NOTE: Ctrl+C in a terminal sends SIGINT to the whole process group, workers included.
     A worker ignores it: the engine process is the one that shuts down, gracefully, and
     sends Shutdown once the requests in flight have ended (else every worker died at once
     with a KeyboardInterrupt traceback, failing those requests)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    adopt_environment(environ)
     from shards.worker_service import serve
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-    parent = os.getppid()
+    gateway = mp.parent_process()  # NOTE: the engine's process, also when forked by the server
 
     def receive(timeout_s: float):
         try:
             return inbox.get(timeout=timeout_s) if timeout_s > 0 else inbox.get_nowait()
         except queue.Empty:
-            if os.getppid() != parent:
+            if not gateway.is_alive():
                 from shards.protocol import Shutdown
 
                 return Shutdown()
@@ -65,7 +108,7 @@ class LocalChannel:
         self._inbox.cancel_join_thread()  # NOTE: never block engine exit on a dead worker
         reader, writer = ctx.Pipe(duplex=False)
         self._reader = reader
-        self._process = ctx.Process(target=_process_main, args=(worker_id, config, self._inbox, writer),
+        self._process = ctx.Process(target=_process_main, args=(worker_id, config, self._inbox, writer, dict(os.environ)),
                                     name=f"stepahead-{worker_id}.{incarnation}", daemon=True)
         self._process.start()
         writer.close()
@@ -126,15 +169,27 @@ class LocalChannel:
 
 
 class LocalTransport:
+    """`start_method`: "auto" (forked from the fork server on the CPU, spawned on a GPU),
+    or "forkserver" / "spawn" for every worker."""
     name = "local"
     can_share_memory = True
 
-    def __init__(self) -> None:
-        self._ctx = mp.get_context("spawn")
+    def __init__(self, start_method: str = "auto") -> None:
+        if start_method not in START_METHODS:
+            raise ValueError(f"start_method must be one of {', '.join(START_METHODS)}, not {start_method!r}")
+        self._start_method = start_method
+        self._spawn_context = mp.get_context("spawn")
+        self._fork_server_context = fork_server_context()
+
+    def start_method(self, config: WorkerConfig) -> str:
+        """How a worker with `config` starts: "forkserver" or "spawn"."""
+        return "forkserver" if forks_from_server(config.device, self._start_method) else "spawn"
 
     def spawn(self, worker_id: str, incarnation: int, config: WorkerConfig,
               on_message: OnMessage, on_exit: OnExit) -> LocalChannel:
-        return LocalChannel(self._ctx, worker_id, incarnation, config, on_message, on_exit)
+        forked = self.start_method(config) == "forkserver"
+        ctx = self._fork_server_context if forked else self._spawn_context
+        return LocalChannel(ctx, worker_id, incarnation, config, on_message, on_exit)
 
     def close(self) -> None:
         pass

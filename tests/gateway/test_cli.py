@@ -127,6 +127,8 @@ def test_serve_refuses_an_unusable_device_or_model_before_binding(monkeypatch, c
     ("prefix_caching = 'no'", "engine option prefix_caching must be true or false"),
     ("routing = 'random'", "engine option routing must be one of prefix, least_loaded, round_robin"),
     ("decode_bath = 4", "unknown engine option 'decode_bath'; known: block_size, decode_batch,"),
+    ("transport_options = { start_method = 'fork' }",
+     "transport option start_method must be one of auto, forkserver, spawn, not 'fork'"),
 ])
 def test_serve_refuses_a_bad_engine_option_before_binding(tmp_path: Path, capsys, line, message):
     config = tmp_path / "engine.toml"
@@ -136,6 +138,24 @@ def test_serve_refuses_a_bad_engine_option_before_binding(tmp_path: Path, capsys
     assert main(["serve", "--config", str(config)]) == 2
     err = capsys.readouterr().err
     assert f"cannot serve model 'tiny': {message}" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("engine, needs", [
+    ("", True),                                                    # CPU workers fork by default
+    ("transport_options = { start_method = 'spawn' }", False),
+    ("device = 'cuda'", False),                                    # GPU workers are spawned
+    ("device = 'cuda'\ntransport_options = { start_method = 'forkserver' }", True),
+    ("transport = 'ray'", False),
+])
+def test_serve_starts_the_fork_server_early_only_for_workers_forked_from_it(tmp_path: Path, engine, needs):
+    from gateway.config import load_config
+    from gateway.serve_command import needs_fork_server
+
+    config = tmp_path / "gw.toml"
+    config.write_text("[[models]]\nname = 'up'\nkind = 'upstream'\nlitellm_model = 'openai/x'\n"
+                      f"[[models]]\nname = 'm'\nkind = 'local'\npath = 'tiny'\n[models.engine]\n{engine}\n"
+                      "[[tenants]]\nname = 't'\napi_key_sha256 = ['" + "0" * 64 + "']\n")
+    assert needs_fork_server(load_config(config)) is needs
 
 
 def test_serve_refuses_an_embedding_model_directory_that_is_not_there(tmp_path: Path, capsys):

@@ -16,6 +16,8 @@ def test_every_default_option_of_the_engine_passes():
     LocalEngine.check_options({"num_host_blocks": 0, "min_p_return": 1, "max_queue_wait_s": 2.5,
                                "policy": "predictive", "transport": "ray", "threads_per_worker": None,
                                "max_decode_stall_s": 0.25})
+    LocalEngine.check_options({"transport_options": {"start_method": "spawn"}})
+    LocalEngine.check_options({"transport": "ray", "transport_options": {"address": "auto"}})
 
 
 @pytest.mark.parametrize("options, message", [
@@ -31,6 +33,9 @@ def test_every_default_option_of_the_engine_passes():
     ({"policy": "fifo"}, "policy must be one of lru, predictive, ttl, kvflow, not 'fifo'"),
     ({"transport": "grpc"}, "transport must be one of local, ray"),
     ({"num_workers": 2}, "unknown engine option 'num_workers'"),
+    ({"transport_options": {"address": "auto"}}, "unknown local transport option 'address'; known: start_method"),
+    ({"transport": "local", "transport_options": {"start_method": "fork"}},
+     "start_method must be one of auto, forkserver, spawn, not 'fork'"),
 ])
 def test_bad_options_name_the_option(options, message):
     with pytest.raises(EngineOptionError, match=message):

@@ -1,0 +1,98 @@
+"""Local worker processes: forked from the preloaded fork server on the CPU, spawned on a
+GPU; a forked worker takes the gateway's environment of the moment; workers never
+outlive a gateway killed outright."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from shards.local_transport import LocalTransport, adopt_environment, fork_server_context
+from shards.worker import WorkerConfig
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_cpu_workers_fork_from_the_server_and_gpu_workers_spawn_unless_told():
+    auto, spawned = LocalTransport(), LocalTransport(start_method="spawn")
+    assert auto.start_method(WorkerConfig(model="tiny", device="cpu")) == "forkserver"
+    assert spawned.start_method(WorkerConfig(model="tiny", device="cpu")) == "spawn"
+    for device in ("cuda", "cuda:1"):
+        assert auto.start_method(WorkerConfig(model="tiny", device=device)) == "spawn"
+        assert LocalTransport("forkserver").start_method(WorkerConfig(model="tiny", device=device)) == "forkserver"
+    with pytest.raises(ValueError, match="start_method must be one of auto, forkserver, spawn"):
+        LocalTransport(start_method="fork")
+
+
+def _report_environment(environ, out) -> None:
+    adopt_environment(environ)
+    out.send(dict(os.environ))
+    out.close()
+
+
+def test_a_forked_process_takes_the_environment_it_is_given_not_the_servers(monkeypatch):
+    ctx = fork_server_context()
+    warm = ctx.Process(target=os.getpid)    # the server runs from here on, with today's environment
+    warm.start()
+    warm.join(120)
+    monkeypatch.setenv("STEPAHEAD_TEST_SET_AFTER_THE_SERVER", "yes")
+    monkeypatch.delenv("HOME", raising=False)
+    reader, writer = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_report_environment, args=(dict(os.environ), writer))
+    child.start()
+    writer.close()
+    seen = reader.recv()
+    child.join(30)
+    assert seen == dict(os.environ)
+    assert seen["STEPAHEAD_TEST_SET_AFTER_THE_SERVER"] == "yes" and "HOME" not in seen
+
+
+def _parent_of(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads processes from /proc")
+def test_workers_exit_when_the_gateway_process_is_killed_outright():
+    script = textwrap.dedent("""
+        import asyncio, sys
+        from shards.engine import LocalEngine
+
+        async def main():
+            eng = LocalEngine("tiny", num_workers=2, num_hot_blocks=64, threads_per_worker=1)
+            await eng.start()
+            print(" ".join(str(eng.worker_pid(w)) for w in ("w0", "w1")), flush=True)
+            await asyncio.sleep(600)
+
+        if __name__ == "__main__":
+            asyncio.run(main())
+    """)
+    gateway = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, stdout=subprocess.PIPE, text=True,
+                               env=dict(os.environ, PYTHONPATH=str(REPO)))
+    try:
+        workers = [int(pid) for pid in gateway.stdout.readline().split()]
+        assert len(workers) == 2 and all(_running(pid) for pid in workers)
+        server = _parent_of(workers[0])
+        assert server != gateway.pid and _parent_of(workers[1]) == server  # both from one fork server
+        gateway.send_signal(signal.SIGKILL)
+        gateway.wait(30)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and any(_running(pid) for pid in [server, *workers]):
+            time.sleep(0.1)
+        assert not any(_running(pid) for pid in [server, *workers])
+    finally:
+        if gateway.poll() is None:
+            gateway.kill()
+        gateway.stdout.close()
