@@ -109,3 +109,32 @@ def test_prefix_caching_off_never_reuses(tiny_loaded):
     runner.prompt_logits("t", prompt)
     _, cached = runner.prompt_logits("t", prompt)
     assert cached == 0 and runner.blocks.num_used_hot_blocks == 0
+
+
+def test_kv_slots_never_written_are_never_read(tiny_loaded):
+    """The arenas start uninitialised on the CPU (kv_arena): poisoned with NaN here, every
+    answer still equals a recompute — cold, reused mid-block, back from the host tier,
+    and generated token by token."""
+    rng = random.Random(21)
+    prompt = _tokens(rng, 66)
+    reference, _ = _runner(tiny_loaded).prompt_logits("t", prompt)
+    runner = _runner(tiny_loaded, num_hot_blocks=8, num_host_blocks=16)
+    runner.hot.data.fill_(float("nan"))
+    runner.host.data.fill_(float("nan"))
+    cold, cached = runner.prompt_logits("t", prompt)
+    assert cached == 0
+    torch.testing.assert_close(cold, reference, atol=1e-4, rtol=0)
+    runner.prompt_logits("t", _tokens(rng, 100))   # pushes `prompt`'s blocks down to the host tier
+    logits, cached = runner.prompt_logits("t", prompt)
+    assert cached == 64
+    torch.testing.assert_close(logits, reference[cached:], atol=1e-4, rtol=0)
+    params = SamplingParams(max_tokens=10, temperature=0.0, ignore_eos=True)
+    outputs = []
+    for each in (_runner(tiny_loaded), runner):
+        seq, _ = each.start(WorkItem("g", "t", prompt[:37], params), tiny_loaded.tokenizer)
+        each.commit_prompt(seq)
+        for _ in range(params.max_tokens - 1):
+            each.step(seq)
+        each.finish(seq)
+        outputs.append(seq.output_ids)
+    assert outputs[0] == outputs[1] and len(outputs[0]) == 10
