@@ -31,7 +31,7 @@ from typing import AsyncIterator
 from cache.hashing import chain_hashes, tenant_salt
 from shards.chat_template import supports_tools
 from shards.dispatcher import DispatchConfig, Dispatcher, Outbound
-from shards.protocol import (ApplyForecast, EngineEvent, ErrorEvent, FinishEvent, Ping, Pong,
+from shards.protocol import (ApplyForecast, CostProfile, EngineEvent, ErrorEvent, FinishEvent, Ping, Pong,
                              Shutdown, StatsRequest, WorkerFailed, WorkerReady, WorkerStats, WorkItem)
 from shards.router import Router, RouterConfig
 from shards.engine_options import check_engine_options
@@ -151,6 +151,7 @@ class LocalEngine:
         self._channels: dict[str, object] = {}
         self._stats: dict[str, WorkerStats] = {}
         self._placements: dict[str, tuple[str, str]] = {}  # worker id -> (device, dtype) as loaded
+        self._probed_costs: dict[str, CostProfile] = {}  # worker id -> its first incarnation's probe
         self._streams: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Queue]] = {}
         self._salts: dict[str, bytes] = {}
         self._nonces = itertools.count()
@@ -192,8 +193,12 @@ class LocalEngine:
             previous = self._channels.get(worker_id)
             incarnation = previous.incarnation + 1 if previous is not None else 0
             self._supervisor.on_spawned(worker_id, incarnation, time.monotonic())
+            # a restart reuses the costs its worker probed at the start: the probe takes
+            # seconds of CPU the workers still serving would otherwise lose
+            config = (dataclasses.replace(self.config, measure_costs=False) if worker_id in self._probed_costs
+                      else self.config)
             self._channels[worker_id] = self._transport.spawn(
-                worker_id, incarnation, self.config, self._on_message, self._on_exit)
+                worker_id, incarnation, config, self._on_message, self._on_exit)
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + WORKER_START_TIMEOUT_S
@@ -233,7 +238,9 @@ class LocalEngine:
                     self.max_context_tokens = message.max_context_tokens
                     self._placements[worker_id] = (message.device, message.dtype)
                     self.model_id = message.model_id
-                    out = self._dispatcher.add_worker(worker_id, message.costs, now)
+                    if message.costs is not None:
+                        self._probed_costs[worker_id] = message.costs
+                    out = self._dispatcher.add_worker(worker_id, self._probed_costs.get(worker_id), now)
                     self._ready.notify_all()
             elif isinstance(message, WorkerFailed):
                 self._start_error = f"worker {worker_id} failed to start: {message.message}"

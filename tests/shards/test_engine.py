@@ -224,6 +224,7 @@ def test_worker_killed_while_holding_a_hot_prefix_is_fenced_purged_and_restarted
         first = await _first_event(gen)
         victim = eng.worker_of("k2")
         indexed = eng.health()["workers"][victim]["num_cached_blocks_indexed"]
+        probed.append(eng._probed_costs[victim])
         os.kill(eng.worker_pid(victim), signal.SIGKILL)
         rest = [e async for e in gen]
         health = eng.health()["workers"][victim]
@@ -231,6 +232,7 @@ def test_worker_killed_while_holding_a_hot_prefix_is_fenced_purged_and_restarted
         await _until(lambda: eng.health()["workers"][victim]["ready"])
         return victim, indexed, first, rest, health, after
 
+    probed = []
     victim, indexed, first, rest, health, after = _run(loop, run(), 90)
     assert indexed >= 100  # it held the hot shared prefix
     assert isinstance(first, TokenEvent)
@@ -239,6 +241,9 @@ def test_worker_killed_while_holding_a_hot_prefix_is_fenced_purged_and_restarted
     assert after.worker_id != victim  # nothing routes to the dead worker
     restarted = eng.health()["workers"][victim]
     assert restarted["incarnation"] == 1 and restarted["num_cached_blocks_indexed"] == 0
+    # the restart did not probe its costs again (seconds of CPU): it has the first probe's
+    assert eng._dispatcher.router.costs(victim).prefill_s_per_token == probed[0].prefill_s_per_token
+    assert eng._probed_costs[victim] is probed[0]
 
 
 def test_unresponsive_worker_is_fenced_and_its_tokenless_request_retried(cluster):
