@@ -32,8 +32,12 @@ def serve(worker_id: str, config: WorkerConfig, receive: Callable[[float], objec
     """Run a worker until it receives Shutdown. Never raises: a start failure is
     reported as WorkerFailed."""
     import torch
+    from transformers.utils import logging as transformers_logging
 
     torch.set_num_threads(max(1, config.num_threads))
+    # NOTE: no "Loading weights" bars from every worker interleaved on the gateway's
+    # terminal; tqdm's lock is also a named semaphore a killed worker would leak
+    transformers_logging.disable_progress_bar()
     try:
         from shards.kv_transfer import measure_costs
         from shards.model_loader import load_model, worker_device
