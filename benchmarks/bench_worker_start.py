@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import signal
 import statistics
 import sys
@@ -99,6 +100,19 @@ def ratio(numerator: float, denominator: float) -> float | None:
     return round(numerator / denominator, 2) if denominator > 0 else None
 
 
+def summarize(gateways: dict[str, list[dict]], restarts: dict[str, list[float]]) -> dict:
+    """Per method the medians and every figure, and spawn / forkserver of each median."""
+    summary = {method: {"gateway_start_s_median": statistics.median(g["start_s"] for g in gateways[method]),
+                        "gateway_stop_s_median": statistics.median(g["stop_s"] for g in gateways[method]),
+                        "worker_restart_s_median": statistics.median(restarts[method]),
+                        "gateways": gateways[method], "worker_restarts_s": restarts[method]}
+               for method in METHODS}
+    forked, spawned = summary["forkserver"], summary["spawn"]
+    return {"ratios": {f"spawn_over_forkserver_{key}": ratio(spawned[f"{key}_median"], forked[f"{key}_median"])
+                       for key in ("gateway_start_s", "gateway_stop_s", "worker_restart_s")},
+            **summary}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="smollm2", help="tiny, smollm2, or a model directory")
@@ -109,25 +123,20 @@ def main() -> int:
     workdir = Path(tempfile.mkdtemp(prefix="bench-worker-start-"))
     began = time.monotonic()
     gateways: dict[str, list[dict]] = {method: [] for method in METHODS}
-    for attempt in range(args.repeats):
-        for method in (METHODS if attempt % 2 == 0 else METHODS[::-1]):
-            gateways[method].append(time_gateway(workdir, args.model, args.workers, method, attempt))
-            print(json.dumps({"progress": "gateway", "method": method, **gateways[method][-1]}),
-                  file=sys.stderr, flush=True)
+    try:
+        for attempt in range(args.repeats):
+            for method in (METHODS if attempt % 2 == 0 else METHODS[::-1]):
+                gateways[method].append(time_gateway(workdir, args.model, args.workers, method, attempt))
+                print(json.dumps({"progress": "gateway", "method": method, **gateways[method][-1]}),
+                      file=sys.stderr, flush=True)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
     restarts = {method: asyncio.run(time_restarts(args.model, args.workers, method, args.restarts))
                 for method in METHODS}
-    summary = {method: {"gateway_start_s_median": statistics.median(g["start_s"] for g in gateways[method]),
-                        "gateway_stop_s_median": statistics.median(g["stop_s"] for g in gateways[method]),
-                        "worker_restart_s_median": statistics.median(restarts[method]),
-                        "gateways": gateways[method], "worker_restarts_s": restarts[method]}
-               for method in METHODS}
-    forked, spawned = summary["forkserver"], summary["spawn"]
     print(json.dumps({
         "benchmark": "worker_start", "model": args.model, "workers": args.workers, "repeats": args.repeats,
         "restarts": args.restarts, "cpus": os.cpu_count(), "wall_s": round(time.monotonic() - began, 1),
-        "ratios": {f"spawn_over_forkserver_{key}": ratio(spawned[f"{key}_median"], forked[f"{key}_median"])
-                   for key in ("gateway_start_s", "gateway_stop_s", "worker_restart_s")},
-        **summary}))
+        **summarize(gateways, restarts)}))
     return 0
 
 

@@ -81,6 +81,9 @@ class Predictor:
             maxlen=self.config.max_fit_sessions)
         self._global_learned = 0
         self._global_learned_at_fit = 0
+        self._global_changes = 0   # grows with every change of what `save` writes of the global model
+        # directory -> ("tenant", name) -> (state, its num_changes) or ("global",) -> changes, as written there
+        self._written: dict[str, dict[tuple, object]] = {}
         self._worker = RefitWorker(cpu_share=self.config.refit_cpu_share)
         self._horizons_s = np.asarray(self.config.horizons_s, dtype=np.float64)
         self._quantiles = np.asarray(self.config.quantiles, dtype=np.float64)
@@ -172,6 +175,7 @@ class Predictor:
             for seq in sequences:
                 self._global_sessions.append(tuple(step_class(s) for s in seq))
             self._global_learned += len(sequences)
+            self._global_changes += 1
             global_due = self._due(self._global_learned, self._global_learned_at_fit,
                                    self._global_model is not None,
                                    self.config.global_refit_every_sessions)
@@ -244,6 +248,7 @@ class Predictor:
         with self._global_lock:
             self._global_model = model
             self._global_learned_at_fit = num_learned
+            self._global_changes += 1
         return model
 
     def fit_sequences(self, tenant: str, sequences: Sequence[Sequence[str]],
@@ -259,6 +264,7 @@ class Predictor:
         with self._global_lock:
             self._global_sessions.extend(tuple(step_class(s) for s in seq) for seq in learned)
             self._global_learned += len(learned)
+            self._global_changes += 1
         return self.refit(tenant)
 
     def remember(self, tenant: str, sequence: Sequence[str]) -> None:
@@ -279,19 +285,31 @@ class Predictor:
 
     # -- persistence ----------------------------------------------------------------------
     def save(self, directory: str | Path) -> None:
-        """Write every tenant (and the global model) as npz + json under `directory`."""
+        """Write every tenant changed since it was last written to `directory` (and the
+        global model, if changed) as npz + json; unchanged tenants whose files are there
+        are not written again (for thousands of idle tenants a checkpoint is a file check each)."""
         directory = Path(directory)
+        written = self._written.setdefault(str(directory.resolve()), {})
         for name in self.tenants():
-            meta, arrays = persist.tenant_to_parts(self._tenants[name])
-            persist.write(directory, persist.tenant_stem(name), meta, arrays)
+            state = self._tenants[name]
+            mark = (state, state.num_changes)   # read before the parts: a later change is written next time
+            stem = persist.tenant_stem(name)
+            if written.get(("tenant", name)) != mark or not (directory / f"{stem}.json").exists():
+                meta, arrays = persist.tenant_to_parts(state)
+                persist.write(directory, stem, meta, arrays)
+                written[("tenant", name)] = mark
         with self._global_lock:
             model = self._global_model
+            mark = self._global_changes
+            if written.get(("global",)) == mark and (directory / f"{persist.GLOBAL_STEM}.json").exists():
+                return
             meta = {"sessions": [list(s) for s in self._global_sessions],
                     "num_learned": self._global_learned, "model": None}
         arrays: dict[str, np.ndarray] = {}
         if model is not None:
             meta["model"], arrays = persist.model_to_parts(model)
         persist.write(directory, persist.GLOBAL_STEM, meta, arrays)
+        written[("global",)] = mark
 
     @classmethod
     def restored(cls, directory: str | Path, config: PredictorConfig | None = None
@@ -321,5 +339,6 @@ class Predictor:
                 self._global_sessions.clear()
                 self._global_sessions.extend(tuple(s) for s in meta["sessions"])
                 self._global_learned = self._global_learned_at_fit = int(meta["num_learned"])
+                self._global_changes += 1
                 self._global_model = (None if meta["model"] is None
                                       else persist.model_from_parts(meta["model"], arrays))

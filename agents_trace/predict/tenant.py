@@ -46,7 +46,9 @@ class TenantState:
     """Invariants: `_version` changes whenever anything a prediction depends on changes
     (model, recency memory, learned sessions), so cached predictions compare versions;
     `_tools_version` changes only when `tool_counts` or `live_tools` does (cold
-    vocabulary)."""
+    vocabulary); `num_changes` grows with every change of what a checkpoint saves
+    (`persist.tenant_to_parts`: all but the live sessions), so an unchanged tenant is not
+    written again."""
 
     def __init__(self, name: str, config: PredictorConfig) -> None:
         self.name = name
@@ -66,6 +68,7 @@ class TenantState:
         self.num_learned_at_fit = 0
         self._version = 0
         self._tools_version = 0
+        self.num_changes = 0
         self._num_new_sessions = 0
         self._cold_vocab: tuple[int, Vocabulary, np.ndarray] | None = None
         self._start_template: SessionState | None = None
@@ -83,6 +86,7 @@ class TenantState:
         self.num_learned += 1
         self._version += 1
         self._tools_version += 1
+        self.num_changes += 1
 
     def learn_sequences(self, sequences: Sequence[Sequence[str]],
                         gaps: Sequence[Sequence[float | None]] | None,
@@ -104,6 +108,7 @@ class TenantState:
         with self.lock:
             self.memory.learn(tuple(with_end(sequence)))
             self._version += 1
+            self.num_changes += 1
             self._refresh_start_locked(global_model)
 
     def snapshot(self) -> tuple[list[tuple[str, ...]], int]:
@@ -126,6 +131,7 @@ class TenantState:
             self.turns = turns or TurnCalibration()
             self.num_learned_at_fit = num_learned_at_fit
             self._version += 1
+            self.num_changes += 1
             # Prepare what the first forecasts under the new model need (prediction,
             # duration table), here on the refit thread rather than on the request path.
             self._refresh_start_locked(global_model)
@@ -142,6 +148,7 @@ class TenantState:
                 self._num_new_sessions += 1
                 if self._num_new_sessions % _SWEEP_EVERY_NEW_SESSIONS == 0:
                     self._drop_idle_locked(t_s)
+            self.num_changes += 1   # accuracy, durations, abandons
             before = self._current_locked(state, global_model)
             target = before.vocab.encode_one(symbol)
             self.accuracy.record(float(before.p1[target]), int(np.argmax(before.p1)) == target)

@@ -98,3 +98,73 @@ def test_persist_keeps_the_learned_abandon_odds_and_reads_files_without_them(tmp
     assert again._tenant(ODD_TENANT).abandons.num_waits == 0.0
     for predictor in (original, loaded, again):
         predictor.close()
+
+
+def _counting_writes(monkeypatch) -> list[str]:
+    from agents_trace.predict import persist
+
+    stems: list[str] = []
+    real = persist.write
+
+    def write(directory, stem, meta, arrays):
+        stems.append(stem)
+        real(directory, stem, meta, arrays)
+
+    monkeypatch.setattr(persist, "write", write)
+    return stems
+
+
+def test_a_save_writes_only_what_changed_since_the_last_one(tmp_path, monkeypatch) -> None:
+    from agents_trace.predict.persist import GLOBAL_STEM
+
+    predictor = build()
+    stems = _counting_writes(monkeypatch)
+    predictor.save(tmp_path)
+    assert sorted(stems) == sorted([tenant_stem(ODD_TENANT), tenant_stem("cold"), GLOBAL_STEM])
+    stems.clear()
+    forecasts(predictor)                    # forecasts change nothing a checkpoint keeps...
+    predictor.status("cold")
+    predictor.save(tmp_path)
+    assert stems == [tenant_stem("never_seen")]   # ...but the tenant a forecast met is new
+    stems.clear()
+    predictor.observe("cold", "s1", "q", 10.0, gap_s=1.5)   # accuracy and durations move
+    predictor.save(tmp_path)
+    assert stems == [tenant_stem("cold")]
+    stems.clear()
+    predictor.save(tmp_path / "elsewhere")   # another directory has none of them yet
+    assert len(stems) == 4
+    stems.clear()
+    predictor.observe("cold", "s1", "END", 11.0)   # the session ends and is learned: global too
+    (tmp_path / f"{tenant_stem(ODD_TENANT)}.json").unlink()   # a file gone is written again
+    predictor.save(tmp_path)
+    assert sorted(stems) == sorted([tenant_stem("cold"), tenant_stem(ODD_TENANT), GLOBAL_STEM])
+    loaded = Predictor(PredictorConfig(background_refits=False, min_sessions=5))
+    loaded.load(tmp_path)
+    assert loaded.status("cold").num_learned == predictor.status("cold").num_learned == 3
+    assert loaded.status(ODD_TENANT).num_learned == 30
+    stems.clear()
+    loaded.save(tmp_path)                    # loaded states were never written by this predictor
+    assert len(stems) == 4
+    predictor.close()
+    loaded.close()
+
+
+def test_every_change_a_checkpoint_keeps_counts_and_a_forecast_does_not() -> None:
+    predictor = Predictor(PredictorConfig(background_refits=False, min_sessions=5))
+    state = predictor._tenant("t")
+    changes = [state.num_changes]
+    predictor.fit_sequences("t", agent_sessions(6))          # learned sessions, then a refit
+    changes.append(state.num_changes)
+    predictor.observe("t", "s", "search", 1.0, gap_s=0.4)
+    changes.append(state.num_changes)
+    predictor.mark_waiting("t", "s", 1.5)
+    predictor.forecast("t", "s", 2.0)
+    changes.append(state.num_changes)
+    predictor.end_session("t", "s")
+    changes.append(state.num_changes)
+    predictor.remember("t", ["search", "END"])
+    changes.append(state.num_changes)
+    assert changes[1] >= changes[0] + 7        # 6 sessions learned + the model installed
+    assert changes[2] == changes[1] + 1 and changes[3] == changes[2]
+    assert changes[4] == changes[3] + 1 and changes[5] == changes[4] + 1
+    predictor.close()
