@@ -33,14 +33,14 @@ if TYPE_CHECKING:   # NOTE: nothing heavy at import, so the gateway can start th
 
 JOIN_AFTER_EOF_S = 2.0
 START_METHODS = ("auto", "forkserver", "spawn")
-FORK_SERVER_PRELOAD = ["__main__", "shards.worker_service", "shards.model_loader", "shards.model_runner",
-                       "shards.kv_transfer", "shards.tiny_model", "cache.policies"]
+FORK_SERVER_PRELOAD = ("__main__", "shards.worker_service", "shards.model_loader", "shards.model_runner",
+                       "shards.kv_transfer", "shards.tiny_model", "cache.policies")
 
 
 def fork_server_context():
     """multiprocessing's fork server context, set to preload `FORK_SERVER_PRELOAD`."""
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(FORK_SERVER_PRELOAD)
+    ctx.set_forkserver_preload(list(FORK_SERVER_PRELOAD))
     return ctx
 
 
@@ -108,7 +108,8 @@ class LocalChannel:
         self._inbox.cancel_join_thread()  # NOTE: never block engine exit on a dead worker
         reader, writer = ctx.Pipe(duplex=False)
         self._reader = reader
-        self._process = ctx.Process(target=_process_main, args=(worker_id, config, self._inbox, writer, dict(os.environ)),
+        self._process = ctx.Process(target=_process_main,
+                                    args=(worker_id, config, self._inbox, writer, dict(os.environ)),
                                     name=f"stepahead-{worker_id}.{incarnation}", daemon=True)
         self._process.start()
         writer.close()
