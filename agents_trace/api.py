@@ -149,15 +149,18 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
     @router.get("/v1/traces/forecasters")
     def forecaster_status(request: Request, who: Viewer = Depends(viewer), tenant: str | None = None) -> dict:
         """Where each tenant's forecasts stand: its step model and its return gaps. A
-        tenant sees its own (learned or not yet); an admin every tenant's, or one."""
+        tenant sees its own (learned or not yet); an admin every tenant's, by name, a
+        page at a time (`limit`, `offset`; `num_tenants` counts them all), or one."""
+        limit, offset = _page(request, 50)
         live = forecasters(request) if forecasters is not None else None
         if live is None:
             return {"forecasting": False, "data": []}
-        if asks_for_another(who, tenant):
-            return {"forecasting": True, "data": []}
         scoped = scope(who, tenant)
-        names = [scoped] if scoped is not None else live.tenants()
-        return {"forecasting": True, "data": [live.tenant_status(name) for name in names]}
+        names = [] if asks_for_another(who, tenant) else [scoped] if scoped is not None else live.tenants()
+        page = names[offset:offset + limit]
+        return {"forecasting": True, "data": [live.tenant_status(name) for name in page],
+                "num_tenants": len(names), "has_more": offset + len(page) < len(names),
+                "offset": offset, "limit": limit}
 
     @router.get("/v1/traces/export")
     def export_matching(request: Request, who: Viewer = Depends(viewer), agent: str | None = None,

@@ -113,11 +113,11 @@ async function loadForecasters() {
   const params = new URLSearchParams();
   const tenant = $("f-tenant").value.trim();
   if (tenant && view.me && view.me.is_admin) params.set("tenant", tenant);
+  params.set("limit", MAX_FORECASTER_LINES);
   const status = await api("/v1/traces/forecasters?" + params);
-  const lines = status.data.slice(0, MAX_FORECASTER_LINES).map((t) => el("li", {}, forecasterLine(t)));
-  if (status.data.length > MAX_FORECASTER_LINES) {
-    lines.push(el("li", {}, `and ${status.data.length - MAX_FORECASTER_LINES} more tenants: filter by tenant to see one`));
-  }
+  const lines = status.data.map((t) => el("li", {}, forecasterLine(t)));
+  const more = (status.num_tenants || 0) - status.data.length;
+  if (more > 0) lines.push(el("li", {}, `and ${more} more tenants: filter by tenant to see one`));
   $("forecasters").replaceChildren(...lines);
 }
 
