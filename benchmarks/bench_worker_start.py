@@ -3,7 +3,9 @@ spawned (`transport_options = { start_method = "spawn" }`), in one run.
 
 Per start method:
 - gateway: a fresh `stepahead serve` from launch until `/health` answers 200 (every
-  worker ready), then from SIGINT until the gateway has exited;
+  worker ready), then from SIGINT until the gateway has exited; and the proportional set
+  size of its processes once ready (the fork server's pages shared by its workers count
+  once, split among them);
 - restart: in one engine (what a gateway runs), a worker killed with SIGKILL until its
   next incarnation is ready — what requests wait for after a worker crash — --restarts
   times.
@@ -47,8 +49,34 @@ transport_options = {{ start_method = "{method}" }}
 """ + bench_tenant_toml(admin=True))
 
 
+def process_tree(pid: int) -> list[int]:
+    """`pid` and its descendants (Linux /proc; threads are not processes)."""
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        for task in Path(f"/proc/{current}/task").glob("*"):
+            children = (task / "children").read_text().split() if (task / "children").exists() else []
+            todo.extend(int(child) for child in children)
+    return found
+
+
+def tree_pss_mib(pid: int) -> float | None:
+    """Proportional set size of `pid`'s process tree (shared pages split among their
+    users), in MiB; None where /proc does not tell."""
+    total_kib = 0
+    try:
+        for member in process_tree(pid):
+            rollup = Path(f"/proc/{member}/smaps_rollup").read_text()
+            total_kib += next(int(line.split()[1]) for line in rollup.splitlines() if line.startswith("Pss:"))
+    except (OSError, StopIteration):
+        return None
+    return round(total_kib / 1024, 1)
+
+
 def time_gateway(workdir: Path, model: str, num_workers: int, method: str, attempt: int) -> dict:
-    """One gateway's start (launch -> /health 200) and stop (SIGINT -> exited), in seconds."""
+    """One gateway's start (launch -> /health 200) and stop (SIGINT -> exited), in seconds,
+    and the memory its processes hold once ready."""
     config, port = workdir / f"{method}-{attempt}.toml", free_port()
     gateway_config(config, model, num_workers, method)
     log = workdir / f"{method}-{attempt}.log"
@@ -62,9 +90,12 @@ def time_gateway(workdir: Path, model: str, num_workers: int, method: str, attem
 
         health = httpx.get(f"http://127.0.0.1:{port}/health", timeout=10).json()
         assert health.get("status") == "ok", health
+        pss_mib = tree_pss_mib(process.pid)
+        stopping = time.monotonic()
         process.send_signal(signal.SIGINT)
         process.wait(120)
-        return {"start_s": round(ready - began, 3), "stop_s": round(time.monotonic() - ready, 3)}
+        return {"start_s": round(ready - began, 3), "stop_s": round(time.monotonic() - stopping, 3),
+                "pss_mib": pss_mib}
     finally:
         if process.poll() is None:
             process.kill()
@@ -100,10 +131,16 @@ def ratio(numerator: float, denominator: float) -> float | None:
     return round(numerator / denominator, 2) if denominator > 0 else None
 
 
+def _median_or_none(values: list) -> float | None:
+    known = [value for value in values if value is not None]
+    return statistics.median(known) if known else None
+
+
 def summarize(gateways: dict[str, list[dict]], restarts: dict[str, list[float]]) -> dict:
     """Per method the medians and every figure, and spawn / forkserver of each median."""
     summary = {method: {"gateway_start_s_median": statistics.median(g["start_s"] for g in gateways[method]),
                         "gateway_stop_s_median": statistics.median(g["stop_s"] for g in gateways[method]),
+                        "gateway_pss_mib_median": _median_or_none([g["pss_mib"] for g in gateways[method]]),
                         "worker_restart_s_median": statistics.median(restarts[method]),
                         "gateways": gateways[method], "worker_restarts_s": restarts[method]}
                for method in METHODS}
