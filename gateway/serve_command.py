@@ -56,6 +56,14 @@ def _no_config_flags_given(args: argparse.Namespace) -> list[str]:
     return [f"--{dest.replace('_', '-')}" for dest in NO_CONFIG_FLAGS if getattr(args, dest) is not None]
 
 
+def _process_device(engine_options: dict) -> str | None:
+    """The device a local model's workers run on when they are processes of this
+    machine (the engine's defaults: local transport, CPU); None when they are Ray actors."""
+    if engine_options.get("transport", "local") != "local":
+        return None
+    return str(engine_options.get("device", "cpu"))
+
+
 def _local_model_problem(config) -> str | None:
     """Why a local model of `config` cannot start here (a bad engine option, missing
     model, unusable device), found before the server binds; None when all can."""
@@ -75,11 +83,9 @@ def _local_model_problem(config) -> str | None:
         if not isinstance(model, LocalModelConfig):
             continue
         options = dict(model.engine_options)
-        local = options.get("transport", "local") == "local"
         try:
             LocalEngine.check_options(options)
-            check_model(model.path, str(options.get("device", "cpu")) if local else None,
-                        str(options.get("dtype", "auto")))
+            check_model(model.path, _process_device(options), str(options.get("dtype", "auto")))
         except (EngineOptionError, ModelLoadError) as exc:
             return f"cannot serve model {model.name!r}: {exc}"
     return None
@@ -95,9 +101,9 @@ def needs_fork_server(config) -> bool:
         if not isinstance(model, LocalModelConfig):
             continue
         options = dict(model.engine_options)
+        device = _process_device(options)
         start_method = dict(options.get("transport_options") or {}).get("start_method", "auto")
-        if options.get("transport", "local") == "local" and \
-                forks_from_server(str(options.get("device", "cpu")), str(start_method)):
+        if device is not None and forks_from_server(device, str(start_method)):
             return True
     return False
 
