@@ -1,14 +1,19 @@
 """Forecaster checkpoints with many tenants: writing every tenant (what each checkpoint
 did before, and what a save into a new directory still does) against writing only the
-tenants that changed since the last save (`Predictor.save`).
+tenants that changed since the last save (`Predictor.save`; for the gap forecaster
+`cache.gap_files.GapFiles`, against the one `_gaps.json` every checkpoint rewrote before).
 
     python benchmarks/bench_checkpoints.py [--tenants 1000] [--fitted-share 0.1] [--changed-share 0.01]
 
 Builds a predictor of --tenants tenants, --fitted-share of them with a fitted step model
 (12 learned sessions) and the rest with 3 sessions, then per repeat: a full save into a
 fresh directory (every tenant written), then --changed-share of the tenants take a step,
-then a save into the same directory. Prints one JSON line: median seconds of each, the
-tenants each wrote, and full ÷ incremental.
+then a save into the same directory. The same for a gap forecaster fed 4 sessions of
+each tenant: per repeat the one-file save (its copy of every statistic is what held the
+relay's lock), then --changed-share of the tenants' sessions return, then the
+per-tenant save (copy of the changed tenants under the lock, file checks and writes
+outside it). Prints one JSON line: median seconds of each, the tenants each wrote, the
+seconds the copy held the lock, and full ÷ incremental.
 """
 from __future__ import annotations
 
@@ -25,6 +30,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agents_trace.predict import persist  # noqa: E402
+from cache.forecast_source import RequestSeen  # noqa: E402
+from cache.gap_files import GapFiles  # noqa: E402
+from cache.gap_forecaster import GapForecaster  # noqa: E402
+from cache.gap_memory import write_gaps  # noqa: E402
 from agents_trace.predict.config import PredictorConfig  # noqa: E402
 from agents_trace.predict.predictor import Predictor  # noqa: E402
 
@@ -60,6 +69,67 @@ def timed_save(predictor: Predictor, directory: Path) -> tuple[float, int]:
         persist.write = real
 
 
+def build_gaps(num_tenants: int, seed: int) -> tuple[GapForecaster, float]:
+    """A gap forecaster that saw 4 sessions of each tenant (tools, then text answers);
+    and the time of its last request."""
+    rng = random.Random(seed)
+    events = []
+    for i in range(num_tenants):
+        for s in range(4):
+            t = rng.uniform(0.0, 3600.0)
+            for _ in range(rng.randint(2, 5)):
+                tools = (rng.choice(TOOLS),) if rng.random() < 0.7 else ()
+                events.append((t, f"tenant-{i}", f"s{s}", tools))
+                t += rng.lognormvariate(1.5 if tools else 3.0, 0.8)
+    gaps = GapForecaster()
+    for t, tenant, session, tools in sorted(events):
+        gaps.observe(RequestSeen(tenant, session, t, tool_calls=tools, num_blocks=rng.randint(1, 300)))
+    return gaps, max(e[0] for e in events)
+
+
+def timed_gap_saves(gaps: GapForecaster, directory: Path, files: GapFiles | None) -> tuple[float, float, int]:
+    """(seconds of the whole save, seconds of the copy the relay makes under its lock,
+    tenants written): one `_gaps.json` of everything when `files` is None."""
+    began = time.perf_counter()
+    if files is None:
+        learned = gaps.learned()
+        copied_s = time.perf_counter() - began
+        write_gaps(learned, directory / "_gaps.json")
+        return time.perf_counter() - began, copied_s, len(learned.steps)
+    marks = gaps.change_marks()
+    stale = files.stale(marks)
+    copy_began = time.perf_counter()
+    learned = gaps.learned(stale)
+    copied_s = time.perf_counter() - copy_began
+    written = files.write(learned, {t: marks[t] for t in stale})
+    return time.perf_counter() - began, copied_s, written
+
+
+def bench_gaps(num_tenants: int, changed_share: float, repeats: int, seed: int, root: Path) -> dict:
+    gaps, now_s = build_gaps(num_tenants, seed)
+    rng = random.Random(seed + 2)
+    files = GapFiles(root / "gaps")
+    timed_gap_saves(gaps, root, files)   # the first save into a directory writes every tenant
+    one_file, per_tenant = [], []
+    for repeat in range(repeats):
+        one_file.append(timed_gap_saves(gaps, root, None))
+        now_s += 60.0
+        for i in rng.sample(range(num_tenants), max(1, round(num_tenants * changed_share))):
+            for dt in (0.0, 2.0):   # a session's step and its return
+                gaps.observe(RequestSeen(f"tenant-{i}", f"r{repeat}", now_s + dt, tool_calls=("search",), num_blocks=8))
+        per_tenant.append(timed_gap_saves(gaps, root, files))
+    size = (root / "_gaps.json").stat().st_size
+    result = {}
+    for name, runs in (("one_file", one_file), ("per_tenant", per_tenant)):
+        result[name] = {"save_s_median": round(statistics.median(r[0] for r in runs), 4),
+                        "lock_s_median": round(statistics.median(r[1] for r in runs), 4),
+                        "tenants_written": runs[0][2]}
+    result["one_file"]["bytes"] = size
+    result["ratios"] = {key: round(result["one_file"][f"{key}_median"] / result["per_tenant"][f"{key}_median"], 1)
+                        for key in ("save_s", "lock_s") if result["per_tenant"][f"{key}_median"] > 0}
+    return result
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tenants", type=int, default=1000)
@@ -81,6 +151,8 @@ def main() -> int:
                 predictor.observe(f"tenant-{i}", f"s{repeat}", rng.choice(TOOLS), 100.0 + repeat, gap_s=1.0)
             incremental.append(timed_save(predictor, directory))
     predictor.close()
+    with tempfile.TemporaryDirectory(prefix="bench-gap-checkpoints-") as root:
+        gap_result = bench_gaps(args.tenants, args.changed_share, args.repeats, args.seed, Path(root))
     full_s = statistics.median(s for s, _ in full)
     incremental_s = statistics.median(s for s, _ in incremental)
     print(json.dumps({
@@ -89,7 +161,8 @@ def main() -> int:
         "wall_s": round(time.monotonic() - began, 1),
         "full": {"save_s_median": round(full_s, 4), "files_written": full[0][1]},
         "incremental": {"save_s_median": round(incremental_s, 4), "files_written": incremental[0][1]},
-        "ratios": {"full_over_incremental_save_s": round(full_s / incremental_s, 1) if incremental_s > 0 else None}}))
+        "ratios": {"full_over_incremental_save_s": round(full_s / incremental_s, 1) if incremental_s > 0 else None},
+        "gap_forecaster": gap_result}))
     return 0
 
 

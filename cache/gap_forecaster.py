@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from statistics import NormalDist
 
@@ -112,6 +113,8 @@ class GapForecaster:
         self._seq = 0
         self._num_since_recount = 0
         self._steps: dict[str, set[str]] = {}
+        self._levels_of: dict[str, dict[tuple, None]] = {}   # tenant -> its level keys (ordered set)
+        self._changes: dict[str, int] = {}   # tenant -> how often its statistics changed
 
     # ---- learning -----------------------------------------------------------------
 
@@ -119,6 +122,7 @@ class GapForecaster:
         now = request.t_s
         self._expire(now)
         key = (request.tenant, request.session)
+        self._changed(request.tenant)
         waiting = self._waiting.pop(key, None)
         if waiting is not None:
             gap_s = max(0.0, now - waiting.t_s)
@@ -167,16 +171,37 @@ class GapForecaster:
         Keeps the waiting sessions, and each recount, to the live ones."""
         waiting = self._waiting.pop((tenant, session), None)
         if waiting is not None and not waiting.is_ended:
+            self._changed(tenant)
             for level in self._levels(tenant, waiting.step, waiting.context):
                 self._return_counts(level).num_ended += 1.0
 
-    def learned(self) -> LearnedGaps:
+    def learned(self, tenants: Iterable[str] | None = None) -> LearnedGaps:
         """Every level's statistics (copies), without the waiting sessions: what a restart
-        keeps (`cache.gap_memory.write_gaps`)."""
-        return LearnedGaps(self._return_features,
-                           {k: LogGapStats(s.num_gaps, s.sum_log, s.sum_log_sq) for k, s in self._gaps.items()},
-                           {k: ReturnCounts(c.num_returned, c.num_ended) for k, c in self._returns.items()},
-                           dict(self._p_estimates), {t: set(steps) for t, steps in self._steps.items()})
+        keeps (`cache.gap_memory`). With `tenants`, only theirs and the all-tenant level
+        (work in proportion to their levels, not to every tenant's)."""
+        if tenants is None:
+            keys: Iterable[tuple] = dict.fromkeys((*self._gaps, *self._returns, *self._p_estimates))
+            tenants = list(self._steps)
+        else:
+            tenants = [t for t in tenants if t in self._steps]
+            keys = [(), *(level for t in tenants for level in self._levels_of.get(t, ()))]
+        learned = LearnedGaps(self._return_features,
+                              steps={t: set(self._steps[t]) for t in tenants})
+        for key in keys:
+            stats, counts, p = self._gaps.get(key), self._returns.get(key), self._p_estimates.get(key)
+            if stats is not None:
+                learned.gaps[key] = LogGapStats(stats.num_gaps, stats.sum_log, stats.sum_log_sq)
+            if counts is not None:
+                learned.returns[key] = ReturnCounts(counts.num_returned, counts.num_ended)
+            if p is not None:
+                learned.p_estimates[key] = p
+        return learned
+
+    def change_marks(self) -> dict[str, int]:
+        """Per tenant, a count that grows whenever its gaps, return counts or waits change
+        (a recount's new P(return) estimates alone do not count): a tenant whose mark is
+        the one it had when last saved need not be saved again."""
+        return dict(self._changes)
 
     def adopt(self, learned: LearnedGaps) -> None:
         """Resume from `learned` (replacing every statistic; waiting sessions are kept).
@@ -187,6 +212,12 @@ class GapForecaster:
         self._gaps, self._returns = dict(learned.gaps), dict(learned.returns)
         self._p_estimates = dict(learned.p_estimates)
         self._steps = {t: set(steps) for t, steps in learned.steps.items()}
+        self._levels_of = {}
+        for key in (*self._gaps, *self._returns, *self._p_estimates):
+            if key:
+                self._levels_of.setdefault(key[0], {})[key] = None
+        for tenant in self._steps:
+            self._changed(tenant)
 
     def _recount(self, now_s: float) -> None:
         """Re-estimate P(return) at every level, pending waits counted as censored.
@@ -205,7 +236,12 @@ class GapForecaster:
             done = np.fromiter((_NORMAL.cdf((math.log(e) - gap.mu) / gap.sigma) if e > 0 else 0.0
                                 for e in elapsed), dtype=np.float64, count=len(elapsed))
             for level in self._levels(tenant, step, context):
-                pending_parts.setdefault(level, []).append(done)
+                parts = pending_parts.get(level)
+                if parts is None:
+                    parts = pending_parts[level] = []
+                    if level and level not in self._returns:   # its estimate is the tenant's too
+                        self._levels_of.setdefault(tenant, {})[level] = None
+                parts.append(done)
         pending = {level: parts[0] if len(parts) == 1 else np.concatenate(parts)
                    for level, parts in pending_parts.items()}
         estimates: dict[tuple, float] = {}
@@ -224,6 +260,7 @@ class GapForecaster:
             if waiting is None or waiting.seq != seq or waiting.is_ended:
                 continue
             waiting.is_ended = True
+            self._changed(key[0])
             for level in self._levels(key[0], waiting.step, waiting.context):
                 self._return_counts(level).num_ended += 1.0
 
@@ -315,10 +352,17 @@ class GapForecaster:
         stats = self._gaps.get(level)
         if stats is None:
             stats = self._gaps[level] = LogGapStats()
+            if level:
+                self._levels_of.setdefault(level[0], {})[level] = None
         return stats
 
     def _return_counts(self, level: tuple) -> ReturnCounts:
         counts = self._returns.get(level)
         if counts is None:
             counts = self._returns[level] = ReturnCounts()
+            if level:
+                self._levels_of.setdefault(level[0], {})[level] = None
         return counts
+
+    def _changed(self, tenant: str) -> None:
+        self._changes[tenant] = self._changes.get(tenant, 0) + 1

@@ -12,9 +12,9 @@ ended, and a session ends only after `session_idle_timeout_s` idle), the relay s
 forecast of a gap forecaster (`cache.gap_forecaster`, the simulator's built-in source, fed
 every successful step) when that one is confident: it learns each tenant's return gaps
 and odds from arrival times within minutes. Both keep what they learned across restarts
-(`predictor_dir()`: the predictor's files and `GAPS_FILE`), saved at shutdown and every
-`CHECKPOINT_EVERY_S` (`gateway.checkpoints`), so a killed gateway loses minutes of
-learning at most. An engine running
+(`predictor_dir()`: the predictor's files and `GAPS_DIR`, a file per tenant), saved at
+shutdown and every `CHECKPOINT_EVERY_S` (`gateway.checkpoints`), each tenant only when it
+changed, so a killed gateway loses minutes of learning at most. An engine running
 one of the anchors (`cache.policies.TOLD_TOOL_CALLS`: the Continuum- and KVFlow-style
 policies) gets instead what those systems are told, as the simulator gives it to them: the
 tool the response asked for and that tool's past waits in the tenant (`ToolCallSource`).
@@ -41,7 +41,8 @@ from agents_trace.symbols import predictor_subscriber
 from cache.forecast import END_SYMBOL, Forecast
 from cache.forecast_source import RequestSeen, first_confident
 from cache.gap_forecaster import GapForecaster
-from cache.gap_memory import read_gaps, write_gaps
+from cache.gap_files import GapFiles
+from cache.gap_memory import read_gaps
 from cache.policies import TOLD_TOOL_CALLS
 from cache.tool_call_source import ToolCallSource
 from gateway.checkpoints import Checkpoints
@@ -49,7 +50,8 @@ from gateway.checkpoints import Checkpoints
 log = logging.getLogger("stepahead.gateway")
 
 PREDICTOR_DIR_ENV = "STEPAHEAD_PREDICTOR_DIR"
-GAPS_FILE = "_gaps.json"      # the gap forecaster's statistics, beside the predictor's files
+GAPS_DIR = "_gaps"            # the gap forecaster's statistics, beside the predictor's files
+LEGACY_GAPS_FILE = "_gaps.json"   # all of them in one file, as saved before GAPS_DIR; read once
 CHECKPOINT_EVERY_S = 300.0
 
 
@@ -79,7 +81,8 @@ class ForecastRelay:
     last successful step, until the tracer's forecaster takes it (right after the
     subscribers, on the same writer thread) or the session ends. `tool_calls` and `gaps`
     see the same successful steps as the predictor and forget a session when it ends.
-    `gaps` is touched only under `_gaps_lock` (the writer thread learns, a checkpoint copies).
+    `gaps` is touched only under `_gaps_lock` (the writer thread learns, a checkpoint copies
+    the changed tenants: the lock is held in proportion to them, not to every tenant).
     """
 
     def __init__(self, predictor, engines: Mapping[str, object], clock: Callable[[], float] = time.time):
@@ -94,22 +97,47 @@ class ForecastRelay:
         self.num_forecasts = 0
         self.num_gap_forecasts = 0   # forecasts sent from `gaps`, the predictor not confident
         self._gaps_lock = threading.Lock()
+        self._gap_files: dict[str, GapFiles] = {}   # resolved directory -> what was written there
         self.checkpoints: Checkpoints | None = None
 
     def save(self, directory: str | Path) -> None:
-        """Write what both forecasters learned under `directory` (from any thread)."""
+        """Write what both forecasters learned under `directory` (from any thread; one
+        save at a time), each tenant only if it changed since it was written there."""
         self.predictor.save(directory)
+        files = self._files_in(directory)
         with self._gaps_lock:
-            learned = self.gaps.learned()
-        write_gaps(learned, Path(directory) / GAPS_FILE)
+            marks = self.gaps.change_marks()
+        stale = files.stale(marks)   # a file check each: outside the lock
+        with self._gaps_lock:
+            learned = self.gaps.learned(stale)
+        files.write(learned, {tenant: marks[tenant] for tenant in stale})
+        (Path(directory) / LEGACY_GAPS_FILE).unlink(missing_ok=True)   # superseded by the files
 
     def restore_gaps(self, directory: str | Path) -> None:
-        """Resume the gap forecaster from `directory`, if it holds a `GAPS_FILE`."""
-        path = Path(directory) / GAPS_FILE
-        if path.exists():
-            learned = read_gaps(path)
-            with self._gaps_lock:
-                self.gaps.adopt(learned)
+        """Resume the gap forecaster from `directory`: its `GAPS_DIR` (a damaged tenant
+        file is skipped with a warning), else a `LEGACY_GAPS_FILE`, else nothing."""
+        files = self._files_in(directory)
+        legacy = Path(directory) / LEGACY_GAPS_FILE
+        if files.exists():
+            learned, problems = files.read()
+            for problem in problems:
+                log.warning("skipped a gap statistics file it could not read: %s", problem)
+        elif legacy.exists():
+            learned = read_gaps(legacy)
+        else:
+            return
+        with self._gaps_lock:
+            self.gaps.adopt(learned)
+            marks = self.gaps.change_marks()
+        if files.exists():   # the files hold what was adopted: the first save skips them
+            files.mark_written(marks)
+
+    def _files_in(self, directory: str | Path) -> GapFiles:
+        key = str(Path(directory).resolve())
+        files = self._gap_files.get(key)
+        if files is None:
+            files = self._gap_files[key] = GapFiles(Path(directory) / GAPS_DIR)
+        return files
 
     def tenants(self) -> list[str]:
         """Every tenant either forecaster has learned anything of."""

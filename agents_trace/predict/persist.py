@@ -9,14 +9,14 @@ renamed, so a crash never leaves a half-written model. Loading uses
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from cache.tenant_files import tenant_file_stem
 
 from .config import PredictorConfig
 from .durations import DurationModel
@@ -33,8 +33,7 @@ GLOBAL_STEM = "_global"
 
 
 def tenant_stem(tenant: str) -> str:
-    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", tenant)[:40]
-    return f"t-{safe}-{hashlib.sha256(tenant.encode()).hexdigest()[:12]}"
+    return tenant_file_stem(tenant)
 
 
 def model_to_parts(model: StepModel) -> tuple[dict[str, Any], dict[str, np.ndarray]]:

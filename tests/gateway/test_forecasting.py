@@ -202,7 +202,7 @@ def test_a_restarted_gateway_resumes_the_gap_forecasts_from_its_last_checkpoint(
     from types import SimpleNamespace
 
     from agents_trace.predict.predictor import Predictor
-    from gateway.forecasting import (GAPS_FILE, PREDICTOR_DIR_ENV, ForecastRelay, start_forecasting,
+    from gateway.forecasting import (GAPS_DIR, PREDICTOR_DIR_ENV, ForecastRelay, start_forecasting,
                                      stop_forecasting)
 
     monkeypatch.setenv(PREDICTOR_DIR_ENV, str(tmp_path))
@@ -214,7 +214,7 @@ def test_a_restarted_gateway_resumes_the_gap_forecasts_from_its_last_checkpoint(
     deadline = time.monotonic() + 10
     while first.checkpoints.num_saved < saved + 2 and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert first.checkpoints.num_saved >= saved + 2 and (tmp_path / GAPS_FILE).exists()
+    assert first.checkpoints.num_saved >= saved + 2 and (tmp_path / GAPS_DIR / "_global.json").exists()
     # `first` is not stopped: as if killed after its last checkpoint
     tracer = _Tracer()
     second = start_forecasting(tracer, backends, checkpoint_every_s=60.0)
@@ -237,15 +237,64 @@ def test_a_restarted_gateway_resumes_the_gap_forecasts_from_its_last_checkpoint(
 def test_an_unreadable_gaps_file_starts_the_gap_forecaster_cold(tmp_path, monkeypatch, caplog):
     from types import SimpleNamespace
 
-    from gateway.forecasting import GAPS_FILE, PREDICTOR_DIR_ENV, start_forecasting, stop_forecasting
+    from gateway.forecasting import GAPS_DIR, LEGACY_GAPS_FILE, PREDICTOR_DIR_ENV, start_forecasting, stop_forecasting
 
     monkeypatch.setenv(PREDICTOR_DIR_ENV, str(tmp_path))
-    (tmp_path / GAPS_FILE).write_text("{truncated")
+    (tmp_path / LEGACY_GAPS_FILE).write_text("{truncated")
     relay = start_forecasting(_Tracer(), {"m": SimpleNamespace(engine=_Engine("predictive"))})
     assert relay is not None and relay.gaps.learned().gaps == {}
     assert "could not restore the gap forecaster" in caplog.text
-    stop_forecasting(relay)   # and the next start finds a good file again
-    assert json.loads((tmp_path / GAPS_FILE).read_text())["format"] == "stepahead-gaps/1"
+    stop_forecasting(relay)   # and the next start finds good files again
+    assert json.loads((tmp_path / GAPS_DIR / "_global.json").read_text())["format"] == "stepahead-gaps/1"
+    assert not (tmp_path / LEGACY_GAPS_FILE).exists()
+
+
+def test_gaps_saved_in_one_file_move_to_a_file_per_tenant(tmp_path):
+    """A predictor directory saved before the per-tenant files (one `_gaps.json`) is read
+    once; the next save writes every tenant's file and removes the old one, and a relay
+    restored from the files writes no tenant at its first save (nothing changed)."""
+    from agents_trace.predict.config import PredictorConfig
+    from agents_trace.predict.predictor import Predictor
+    from cache.gap_memory import write_gaps
+    from cache.tenant_files import tenant_file_stem
+    from gateway.forecasting import GAPS_DIR, LEGACY_GAPS_FILE, ForecastRelay
+
+    with Predictor(PredictorConfig(background_refits=False)) as predictor:
+        old = ForecastRelay(predictor, {})
+        feed_two_answer_sessions(old, range(25))
+        write_gaps(old.gaps.learned(), tmp_path / LEGACY_GAPS_FILE)
+        migrated = ForecastRelay(predictor, {})
+        migrated.restore_gaps(tmp_path)
+        assert migrated.gaps.learned() == old.gaps.learned()
+        migrated.save(tmp_path)
+        tenant_file = tmp_path / GAPS_DIR / f"{tenant_file_stem('t')}.json"
+        assert tenant_file.exists() and not (tmp_path / LEGACY_GAPS_FILE).exists()
+        inode = tenant_file.stat().st_ino
+        resumed = ForecastRelay(predictor, {})
+        resumed.restore_gaps(tmp_path)
+        assert resumed.gaps.learned() == old.gaps.learned()
+        resumed.save(tmp_path)
+        assert tenant_file.stat().st_ino == inode   # not written again
+        resumed(_step("later", 0, 900.0, 901.0))
+        resumed.save(tmp_path)
+        assert tenant_file.stat().st_ino != inode
+
+
+def test_a_damaged_tenant_gaps_file_is_skipped_with_a_warning(tmp_path, caplog):
+    from agents_trace.predict.config import PredictorConfig
+    from agents_trace.predict.predictor import Predictor
+    from cache.tenant_files import tenant_file_stem
+    from gateway.forecasting import GAPS_DIR, ForecastRelay
+
+    with Predictor(PredictorConfig(background_refits=False)) as predictor:
+        relay = ForecastRelay(predictor, {})
+        feed_two_answer_sessions(relay, range(3))
+        relay.save(tmp_path)
+        (tmp_path / GAPS_DIR / f"{tenant_file_stem('t')}.json").write_text("[]")
+        restored = ForecastRelay(predictor, {})
+        restored.restore_gaps(tmp_path)
+        assert restored.gaps.learned_tenants() == [] and "skipped a gap statistics file" in caplog.text
+        restored.save(tmp_path)   # the tenant's file is not marked as written: nothing to write, and no crash
 
 
 def test_a_tenants_forecaster_status_says_what_is_fitted_and_what_is_still_learning():
