@@ -9,7 +9,7 @@ Builds a predictor of --tenants tenants, --fitted-share of them with a fitted st
 (12 learned sessions) and the rest with 3 sessions, then per repeat: a full save into a
 fresh directory (every tenant written), then --changed-share of the tenants take a step,
 then a save into the same directory. The same for a gap forecaster fed 4 sessions of
-each tenant: per repeat the one-file save (its copy of every statistic is what held the
+each tenant (`bench_gap_recount.built`): per repeat the one-file save (its copy of every statistic is what held the
 relay's lock), then --changed-share of the tenants' sessions return, then the
 per-tenant save (copy of the changed tenants under the lock, file checks and writes
 outside it). Prints one JSON line: median seconds of each, the tenants each wrote, the
@@ -30,6 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agents_trace.predict import persist  # noqa: E402
+from bench_gap_recount import TOOLS, built as build_gaps  # noqa: E402
 from cache.forecast_source import RequestSeen  # noqa: E402
 from cache.gap_files import GapFiles  # noqa: E402
 from cache.gap_forecaster import GapForecaster  # noqa: E402
@@ -37,7 +38,6 @@ from cache.gap_memory import write_gaps  # noqa: E402
 from agents_trace.predict.config import PredictorConfig  # noqa: E402
 from agents_trace.predict.predictor import Predictor  # noqa: E402
 
-TOOLS = ("search", "read_file", "write_file", "run_tests", "browse")
 
 
 def build(num_tenants: int, fitted_share: float, seed: int) -> Predictor:
@@ -67,24 +67,6 @@ def timed_save(predictor: Predictor, directory: Path) -> tuple[float, int]:
         return time.perf_counter() - began, len(written)
     finally:
         persist.write = real
-
-
-def build_gaps(num_tenants: int, seed: int) -> tuple[GapForecaster, float]:
-    """A gap forecaster that saw 4 sessions of each tenant (tools, then text answers);
-    and the time of its last request."""
-    rng = random.Random(seed)
-    events = []
-    for i in range(num_tenants):
-        for s in range(4):
-            t = rng.uniform(0.0, 3600.0)
-            for _ in range(rng.randint(2, 5)):
-                tools = (rng.choice(TOOLS),) if rng.random() < 0.7 else ()
-                events.append((t, f"tenant-{i}", f"s{s}", tools))
-                t += rng.lognormvariate(1.5 if tools else 3.0, 0.8)
-    gaps = GapForecaster()
-    for t, tenant, session, tools in sorted(events):
-        gaps.observe(RequestSeen(tenant, session, t, tool_calls=tools, num_blocks=rng.randint(1, 300)))
-    return gaps, max(e[0] for e in events)
 
 
 def timed_gap_saves(gaps: GapForecaster, directory: Path, files: GapFiles | None) -> tuple[float, float, int]:

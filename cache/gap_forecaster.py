@@ -18,10 +18,13 @@ P(return within h) = p_return * F(h) at log-normal quantile points; the policy
 conditions on the time already waited. `confident` once the tenant has
 `min_outcomes` resolved waits. P(return) treats waits still pending as censored
 (`censored_p_return`), re-estimated every `recount_every` requests in one pass over
-the waiting sessions, level by level from the top.
+the waiting sessions, level by level from the top, for the tenants with waits pending or
+changed since the last recount (an idle tenant's estimates stand).
 
 Invariants: O(1) amortised work per request plus, per `recount_every` requests, one pass
-over the waiting sessions and one vectorized EM per level; at most `max_sessions` waiting
+over the waiting sessions and one vectorized EM per level of the all-tenant level and of
+the tenants with waits pending or changed (`cache.gap_levels`), never of every tenant's
+levels; at most `max_sessions` waiting
 sessions are remembered (oldest dropped; `forget` drops an ended one); nothing does I/O.
 """
 from __future__ import annotations
@@ -36,6 +39,7 @@ import numpy as np
 
 from cache.forecast import END_SYMBOL, Forecast
 from cache.forecast_source import RequestSeen
+from cache.gap_levels import GapLevels
 from cache.gap_memory import LearnedGaps
 from cache.gap_stats import LogGapStats, LogNormalGap, ReturnCounts, censored_p_return
 
@@ -105,16 +109,11 @@ class GapForecaster:
         self._return_features = (0,) + ((1,) if self.config.answers_cap else ()) + (
             (2,) if self.config.use_prompt_size else ())
         self._prior = LogNormalGap(math.log(self.config.prior_median_s), self.config.prior_sigma)
-        self._gaps: dict[tuple, LogGapStats] = {}
-        self._returns: dict[tuple, ReturnCounts] = {}
-        self._p_estimates: dict[tuple, float] = {}
+        self._stats = GapLevels()
         self._waiting: dict[tuple[str, str], _Waiting] = {}
         self._deadlines: list[tuple[float, int, tuple[str, str]]] = []
         self._seq = 0
         self._num_since_recount = 0
-        self._steps: dict[str, set[str]] = {}
-        self._levels_of: dict[str, dict[tuple, None]] = {}   # tenant -> its level keys (ordered set)
-        self._changes: dict[str, int] = {}   # tenant -> how often its statistics changed
 
     # ---- learning -----------------------------------------------------------------
 
@@ -122,14 +121,14 @@ class GapForecaster:
         now = request.t_s
         self._expire(now)
         key = (request.tenant, request.session)
-        self._changed(request.tenant)
+        self._stats.changed(request.tenant)
         waiting = self._waiting.pop(key, None)
         if waiting is not None:
             gap_s = max(0.0, now - waiting.t_s)
             for level in self._gap_levels(request.tenant, waiting.step, waiting.context):
-                self._gap_stats(level).add(gap_s)
+                self._stats.gap_stats(level).add(gap_s)
             for level in self._levels(request.tenant, waiting.step, waiting.context):
-                counts = self._return_counts(level)
+                counts = self._stats.return_counts(level)
                 counts.num_returned += 1.0
                 if waiting.is_ended:
                     counts.num_ended -= 1.0
@@ -149,7 +148,7 @@ class GapForecaster:
         context = (_bucket(depth, 4), min(answers, self.config.answers_cap) if labelled else None,
                    _bucket(request.num_blocks, 12))
         step = step_of(request.tool_calls)
-        known = self._steps.setdefault(request.tenant, set())
+        known = self._stats.steps.setdefault(request.tenant, set())
         if step not in known:
             if len(known) >= self.config.max_steps_per_tenant:
                 step = OTHER_STEP
@@ -157,7 +156,9 @@ class GapForecaster:
         waiting = _Waiting(now, step, depth, answers, context, self._seq, own=own)
         self._waiting[key] = waiting
         while len(self._waiting) > self.config.max_sessions:
-            del self._waiting[next(iter(self._waiting))]
+            oldest = next(iter(self._waiting))
+            del self._waiting[oldest]
+            self._stats.unsettle(oldest[0])
         gap = self._gap(request.tenant, waiting)
         deadline = now + gap.quantile_s(self.config.expire_quantile)
         heapq.heappush(self._deadlines, (deadline, waiting.seq, key))
@@ -171,37 +172,20 @@ class GapForecaster:
         Keeps the waiting sessions, and each recount, to the live ones."""
         waiting = self._waiting.pop((tenant, session), None)
         if waiting is not None and not waiting.is_ended:
-            self._changed(tenant)
+            self._stats.changed(tenant)
             for level in self._levels(tenant, waiting.step, waiting.context):
-                self._return_counts(level).num_ended += 1.0
+                self._stats.return_counts(level).num_ended += 1.0
 
     def learned(self, tenants: Iterable[str] | None = None) -> LearnedGaps:
         """Every level's statistics (copies), without the waiting sessions: what a restart
-        keeps (`cache.gap_memory`). With `tenants`, only theirs and the all-tenant level
+        keeps (`cache.gap_files`). With `tenants`, only theirs and the all-tenant level
         (work in proportion to their levels, not to every tenant's)."""
-        if tenants is None:
-            keys: Iterable[tuple] = dict.fromkeys((*self._gaps, *self._returns, *self._p_estimates))
-            tenants = list(self._steps)
-        else:
-            tenants = [t for t in tenants if t in self._steps]
-            keys = [(), *(level for t in tenants for level in self._levels_of.get(t, ()))]
-        learned = LearnedGaps(self._return_features,
-                              steps={t: set(self._steps[t]) for t in tenants})
-        for key in keys:
-            stats, counts, p = self._gaps.get(key), self._returns.get(key), self._p_estimates.get(key)
-            if stats is not None:
-                learned.gaps[key] = LogGapStats(stats.num_gaps, stats.sum_log, stats.sum_log_sq)
-            if counts is not None:
-                learned.returns[key] = ReturnCounts(counts.num_returned, counts.num_ended)
-            if p is not None:
-                learned.p_estimates[key] = p
-        return learned
+        return self._stats.learned(self._return_features, tenants)
 
     def change_marks(self) -> dict[str, int]:
         """Per tenant, a count that grows whenever its gaps, return counts or waits change
-        (a recount's new P(return) estimates alone do not count): a tenant whose mark is
-        the one it had when last saved need not be saved again."""
-        return dict(self._changes)
+        (a recount's new P(return) estimates alone do not count)."""
+        return self._stats.change_marks()
 
     def adopt(self, learned: LearnedGaps) -> None:
         """Resume from `learned` (replacing every statistic; waiting sessions are kept).
@@ -209,18 +193,14 @@ class GapForecaster:
         if tuple(learned.return_features) != self._return_features:
             raise ValueError(f"learned with return features {learned.return_features}, "
                              f"configured for {self._return_features}")
-        self._gaps, self._returns = dict(learned.gaps), dict(learned.returns)
-        self._p_estimates = dict(learned.p_estimates)
-        self._steps = {t: set(steps) for t, steps in learned.steps.items()}
-        self._levels_of = {}
-        for key in (*self._gaps, *self._returns, *self._p_estimates):
-            if key:
-                self._levels_of.setdefault(key[0], {})[key] = None
-        for tenant in self._steps:
-            self._changed(tenant)
+        self._stats.adopt(learned)
 
     def _recount(self, now_s: float) -> None:
-        """Re-estimate P(return) at every level, pending waits counted as censored.
+        """Re-estimate P(return), pending waits counted as censored, at the all-tenant
+        level and every level of each tenant that has waits pending or changed since the
+        last recount; the others' counts are as they were and none of their waits are
+        pending, so their estimates stand (against the all-tenant estimate of when they
+        were last redone: work per recount follows the active tenants, not all of them).
 
         The pending waits are grouped by their deepest level first (one gap distribution
         each), so the per-wait work is one CDF; each level's EM then runs over the
@@ -239,18 +219,22 @@ class GapForecaster:
                 parts = pending_parts.get(level)
                 if parts is None:
                     parts = pending_parts[level] = []
-                    if level and level not in self._returns:   # its estimate is the tenant's too
-                        self._levels_of.setdefault(tenant, {})[level] = None
+                    if level not in self._stats.returns:   # its estimate is the tenant's too
+                        self._stats.index(level)
                 parts.append(done)
         pending = {level: parts[0] if len(parts) == 1 else np.concatenate(parts)
                    for level, parts in pending_parts.items()}
-        estimates: dict[tuple, float] = {}
-        strength = self.config.return_strength
-        for level in sorted(set(self._returns) | set(pending), key=len):
-            parent_p = estimates.get(level[:-1], self.config.prior_p_return) if level else self.config.prior_p_return
-            counts = self._returns.get(level) or ReturnCounts()
-            estimates[level] = censored_p_return(counts, pending.get(level, []), parent_p, strength)
-        self._p_estimates = estimates
+        tenants = self._stats.take_unsettled() | {tenant for tenant, _, _ in elapsed_by_key}
+        estimates, returns = self._stats.p_estimates, self._stats.returns
+        strength, prior_p = self.config.return_strength, self.config.prior_p_return
+        for level in [(), *sorted((level for t in tenants for level in self._stats.levels_of(t)), key=len)]:
+            counts, waits = returns.get(level), pending.get(level)
+            if counts is None and waits is None:
+                estimates.pop(level, None)   # waits that were pending here were dropped
+                continue
+            parent_p = estimates.get(level[:-1], prior_p) if level else prior_p
+            estimates[level] = censored_p_return(counts or ReturnCounts(), [] if waits is None else waits,
+                                                 parent_p, strength)
 
     def _expire(self, now_s: float) -> None:
         deadlines = self._deadlines
@@ -260,9 +244,9 @@ class GapForecaster:
             if waiting is None or waiting.seq != seq or waiting.is_ended:
                 continue
             waiting.is_ended = True
-            self._changed(key[0])
+            self._stats.changed(key[0])
             for level in self._levels(key[0], waiting.step, waiting.context):
-                self._return_counts(level).num_ended += 1.0
+                self._stats.return_counts(level).num_ended += 1.0
 
     # ---- forecasting --------------------------------------------------------------
 
@@ -291,12 +275,12 @@ class GapForecaster:
 
     def learned_tenants(self) -> list[str]:
         """Every tenant seen (a first request is enough)."""
-        return list(self._steps)
+        return list(self._stats.steps)
 
     def num_resolved(self, tenant: str) -> float:
         """The tenant's waits that ended in a return or were given up as ends: its
         forecasts are `confident` from `config.min_outcomes` on."""
-        counts = self._returns.get((tenant,))
+        counts = self._stats.returns.get((tenant,))
         return 0.0 if counts is None else counts.num_resolved
 
     def gap_distribution(self, tenant: str, step: str, context: tuple[int, ...] = (0,)) -> LogNormalGap:
@@ -304,7 +288,7 @@ class GapForecaster:
         history)."""
         gap = self._prior
         for level in self._gap_levels(tenant, step, context):
-            stats = self._gaps.get(level)
+            stats = self._stats.gaps.get(level)
             if stats is not None:
                 gap = stats.shrunk(gap, self.config.strength)
         return gap
@@ -320,14 +304,14 @@ class GapForecaster:
     def _p_return(self, tenant: str, waiting: _Waiting) -> float:
         levels = self._levels(tenant, waiting.step, waiting.context)
         for i in range(len(levels) - 1, -1, -1):
-            found = self._p_estimates.get(levels[i])
+            found = self._stats.p_estimates.get(levels[i])
             if found is not None:
                 p = found
                 break
         else:
             p, i = self.config.prior_p_return, -1
         for level in levels[i + 1:]:
-            counts = self._returns.get(level)
+            counts = self._stats.returns.get(level)
             if counts is not None:
                 p = counts.shrunk(p, self.config.return_strength)
         return min(1.0, max(0.0, p))
@@ -347,22 +331,3 @@ class GapForecaster:
         """Levels of the gap distribution: all, tenant, step, step at this depth (the
         prompt size would only split the data: a tool runs as long at any size)."""
         return ((), (tenant,), (tenant, step), (tenant, step, context[0]))
-
-    def _gap_stats(self, level: tuple) -> LogGapStats:
-        stats = self._gaps.get(level)
-        if stats is None:
-            stats = self._gaps[level] = LogGapStats()
-            if level:
-                self._levels_of.setdefault(level[0], {})[level] = None
-        return stats
-
-    def _return_counts(self, level: tuple) -> ReturnCounts:
-        counts = self._returns.get(level)
-        if counts is None:
-            counts = self._returns[level] = ReturnCounts()
-            if level:
-                self._levels_of.setdefault(level[0], {})[level] = None
-        return counts
-
-    def _changed(self, tenant: str) -> None:
-        self._changes[tenant] = self._changes.get(tenant, 0) + 1

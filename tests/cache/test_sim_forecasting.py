@@ -150,16 +150,16 @@ def test_forget_counts_a_pending_wait_as_ended_and_starts_the_session_afresh() -
     forecaster = GapForecaster(GapForecasterConfig(recount_every=1))
     forecaster.observe(RequestSeen("t", "s", 0.0, after="start", num_blocks=4))
     forecaster.observe(RequestSeen("t", "s", 5.0, after="user", num_blocks=4))
-    before = forecaster._returns[("t",)]
+    before = forecaster.learned().returns[("t",)]
     assert (before.num_returned, before.num_ended) == (1.0, 0.0)
     forecaster.forget("t", "s")
-    assert forecaster._returns[("t",)].num_ended == 1.0 and forecaster.forecast("t", "s", 6.0) is None
+    assert forecaster.learned().returns[("t",)].num_ended == 1.0 and forecaster.forecast("t", "s", 6.0) is None
     forecaster.forget("t", "s")   # twice, or an unknown session: nothing more
     forecaster.forget("t", "never")
-    assert forecaster._returns[("t",)].num_ended == 1.0
+    assert forecaster.learned().returns[("t",)].num_ended == 1.0
     forecaster.observe(RequestSeen("t", "s", 600.0, after="user", num_blocks=4))
     assert forecaster._waiting[("t", "s")].depth == 0   # a new start, not a return
-    assert forecaster._returns[("t",)].num_returned == 1.0
+    assert forecaster.learned().returns[("t",)].num_returned == 1.0
 
 
 def test_a_tenants_distinct_waits_are_bounded_and_the_rest_pool() -> None:
