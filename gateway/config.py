@@ -161,9 +161,12 @@ class GatewayConfig:
             duplicates = {n for n in names if names.count(n) > 1}
             if duplicates:
                 raise ConfigError(f"duplicate {kind} name(s): {sorted(duplicates)}")
-        digests = [d for t in self.tenants for d in t.key_digests]
-        if len(digests) != len(set(digests)):
-            raise ConfigError("the same API key is given to more than one tenant")
+        owners: dict[str, str] = {}
+        for tenant in self.tenants:
+            for digest in tenant.key_digests:
+                owner = owners.setdefault(digest.lower(), tenant.name)
+                if owner != tenant.name:
+                    raise ConfigError(f"the same API key is given to tenants {owner!r} and {tenant.name!r}")
 
     def is_admin(self, tenant: str) -> bool:
         """Whether `tenant`'s keys see every tenant's traces and metrics."""

@@ -23,4 +23,19 @@ def test_keyring_rejects_missing_malformed_and_unknown(header):
 
 
 def test_keyring_stores_only_digests():
-    assert all(len(digest) == 32 for digest, _ in RING._entries)
+    assert all(len(digest) == 32 for digest in RING._tenant_by_digest)
+
+
+def test_a_key_listed_twice_for_one_tenant_is_one_key_and_a_key_of_two_tenants_is_refused():
+    ring = KeyRing((TenantConfig("a", (key_digest("ka"), key_digest("ka").upper())),))
+    assert ring.tenant_for_key("ka") == "a" and ring.tenant_for_key("kb") is None
+    with pytest.raises(ValueError, match="tenants 'a' and 'b'"):
+        KeyRing((TenantConfig("a", (key_digest("ka"),)), TenantConfig("b", (key_digest("ka"),))))
+
+
+def test_a_config_may_list_a_key_twice_for_one_tenant():
+    from gateway.config import GatewayConfig, UpstreamModelConfig
+
+    config = GatewayConfig(models=(UpstreamModelConfig(name="m", litellm_model="openai/x"),),
+                           tenants=(TenantConfig("a", (key_digest("ka"), key_digest("ka"))),))
+    assert KeyRing(config.tenants).authenticate("Bearer ka") == "a"
