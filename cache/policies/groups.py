@@ -13,12 +13,16 @@ Invariants:
   and the group is still registered: re-ranking gives the group a new (globally unique)
   version instead of searching the heap for the old entry.
 - Inside a group the deepest chain position leaves first (a prefix outlives its tail).
-Every operation is O(log n); nothing here computes a value.
+- Every ranking is pushed to its (tier, tenant) heap and to its tier's heap, so the
+  cheapest group of one tenant and of the whole tier are each found without a pass over
+  the tenants (a worker may hold blocks of thousands).
+Every operation is O(log n) amortised (`lowest_accepted`: plus the groups it skips, at
+most `max_skips`); nothing here computes a value.
 """
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from cache.block_meta import BlockMeta
@@ -64,12 +68,13 @@ def group_key(block: BlockMeta) -> tuple[GroupKey, tuple[str, ...]]:
 class GroupIndex:
     """The evictable blocks of every tier, by group, with per-(tier, tenant) value heaps."""
 
-    __slots__ = ("_groups", "_group_of", "_heaps", "_due", "_seq")
+    __slots__ = ("_groups", "_group_of", "_heaps", "_tier_heaps", "_due", "_seq")
 
     def __init__(self) -> None:
         self._groups: dict[GroupKey, BlockGroup] = {}
         self._group_of: dict[BlockMeta, BlockGroup] = {}
         self._heaps: dict[tuple[bool, str], list[tuple[float, int, BlockGroup]]] = {}
+        self._tier_heaps: dict[bool, list[tuple[float, int, BlockGroup]]] = {False: [], True: []}
         self._due: list[tuple[float, int, BlockGroup]] = []
         self._seq = 0
 
@@ -126,10 +131,12 @@ class GroupIndex:
         heap = self._heaps.get(heap_key)
         if heap is None:
             heap = self._heaps[heap_key] = []
-        heapq.heappush(heap, (value, group.version, group))
-        if len(heap) > 4 * len(self._groups) + 64:
-            heap[:] = [entry for entry in heap if entry[1] == entry[2].version and self._live(entry[2])]
-            heapq.heapify(heap)
+        entry = (value, group.version, group)
+        for heap in (heap, self._tier_heaps[group.key[0]]):
+            heapq.heappush(heap, entry)
+            if len(heap) > 4 * len(self._groups) + 64:
+                heap[:] = [entry for entry in heap if entry[1] == entry[2].version and self._live(entry[2])]
+                heapq.heapify(heap)
         heapq.heappush(self._due, (due_s, group.version, group))
 
     def _live(self, group: BlockGroup) -> bool:
@@ -144,6 +151,35 @@ class GroupIndex:
                 return value, group
             heapq.heappop(heap)
         return None
+
+    def lowest(self, tier: Tier) -> tuple[float, BlockGroup] | None:
+        """The lowest-valued group in `tier`: (value, group)."""
+        return self.lowest_accepted(tier, lambda tenant: True, 0)[1]
+
+    def lowest_accepted(self, tier: Tier, accept: Callable[[str], bool], max_skips: int
+                        ) -> tuple[bool, tuple[float, BlockGroup] | None]:
+        """The lowest-valued group in `tier` of a tenant `accept` takes, looked for past
+        at most `max_skips` cheaper groups of others: (True, (value, group) or None), or
+        (False, None) if it gave up (ask `tenants` one by one then). Skipped groups stay
+        ranked."""
+        heap = self._tier_heaps[tier is Tier.HOST]
+        skipped = []
+        try:
+            while heap:
+                entry = heap[0]
+                value, version, group = entry
+                if version != group.version or not self._live(group):
+                    heapq.heappop(heap)
+                elif accept(group.tenant):
+                    return True, (value, group)
+                elif len(skipped) >= max_skips:
+                    return False, None
+                else:
+                    skipped.append(heapq.heappop(heap))
+            return True, None
+        finally:
+            for entry in skipped:
+                heapq.heappush(heap, entry)
 
     def tenants(self, tier: Tier) -> list[str]:
         """Tenants that may have evictable blocks in `tier`."""

@@ -11,7 +11,9 @@ block manager.
   HOT's horizon), plus one block for a tenant holding any); sessions idle longer than
   `session_idle_forget_s` are forgotten.
 - `_lowest`: the group to take from: in HOT with reservations active, the cheapest group
-  of the tenants above their share, else the requester's own cheapest, else anyone's.
+  of the tenants above their share, else the requester's own cheapest, else anyone's;
+  found in the tier's ranking (`GroupIndex.lowest_accepted`), not by asking every tenant,
+  unless more than `MAX_SKIPS` cheaper groups of tenants within their share come first.
 """
 from __future__ import annotations
 
@@ -27,6 +29,9 @@ if TYPE_CHECKING:
     from cache.policies.predictive_config import PredictiveConfig
     from cache.policies.reservations import ReservationPlan
     from cache.policies.valuation import SessionState, Valuation
+
+
+MAX_SKIPS = 32   # cheaper groups of tenants within their share passed over before asking each tenant
 
 
 class PolicyUpkeep:
@@ -85,23 +90,21 @@ class PolicyUpkeep:
     def _lowest(self, tier: Tier, requester: str | None) -> tuple[float, BlockGroup] | None:
         """The lowest-valued group to take from, honouring HOT reservations."""
         index = self._index
-        tenants = index.tenants(tier)
         if tier is Tier.HOT and self._plan.is_active:
-            best = None
-            for tenant in tenants:
-                if self._plan.is_over(tenant, self._tenants[tenant].num_hot):
-                    top = index.top(tier, tenant)
-                    if top is not None and (best is None or top[0] < best[0]):
-                        best = top
+            plan, tenants = self._plan, self._tenants
+
+            def is_over(tenant: str) -> bool:
+                return plan.is_over(tenant, tenants[tenant].num_hot)
+
+            settled, best = index.lowest_accepted(tier, is_over, MAX_SKIPS)
+            if not settled:   # many cheaper groups of tenants within their share: ask the others
+                tops = (index.top(tier, tenant) for tenant in index.tenants(tier) if is_over(tenant))
+                best = min((top for top in tops if top is not None), key=lambda top: (top[0], top[1].version),
+                           default=None)
             if best is not None:
                 return best
             if requester is not None:
                 own = index.top(tier, requester)
                 if own is not None:
                     return own
-        best = None
-        for tenant in tenants:
-            top = index.top(tier, tenant)
-            if top is not None and (best is None or top[0] < best[0]):
-                best = top
-        return best
+        return index.lowest(tier)

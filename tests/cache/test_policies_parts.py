@@ -73,6 +73,31 @@ def test_group_index_ranks_groups_and_takes_the_deepest_block_first() -> None:
     assert index.top(Tier.HOT, "t") is None and len(index) == 0
 
 
+def test_group_index_finds_the_cheapest_group_of_the_tier_and_of_the_tenants_accepted() -> None:
+    index = GroupIndex()
+    values = {"a": (3.0, 7.0), "b": (1.0, 2.0, 4.0), "c": (5.0,)}
+    uid = 0
+    for tenant, tenant_values in values.items():
+        for i, value in enumerate(tenant_values):
+            uid += 1
+            group, _ = index.add(block(uid, 0, (f"{tenant}{i}",), tenant=tenant), 0.0)
+            index.rank(group, value, due_s=10.0)
+    host, _ = index.add(block(99, 0, ("h",), Tier.HOST, tenant="c"), 0.0)
+    index.rank(host, 0.5, due_s=10.0)
+    value, group = index.lowest(Tier.HOT)
+    assert (value, group.tenant) == (1.0, "b") and index.lowest(Tier.HOST)[1] is host
+    assert index.lowest_accepted(Tier.HOT, lambda t: t != "b", 5)[1][0] == 3.0   # past b's 1 and 2
+    assert index.lowest_accepted(Tier.HOT, lambda t: t == "c", 5)[1][0] == 5.0
+    assert index.lowest_accepted(Tier.HOT, lambda t: t == "c", 3) == (False, None)   # 4 cheaper: gave up
+    assert index.lowest_accepted(Tier.HOT, lambda t: False, 10) == (True, None)
+    assert index.lowest(Tier.HOT)[0] == 1.0   # groups passed over are still ranked
+    index.rank(group, 8.0, due_s=10.0)   # re-ranked: its old entry is dead
+    assert index.lowest(Tier.HOT)[0] == 2.0 and sorted(index.tenants(Tier.HOT)) == ["a", "b", "c"]
+    for meta in list(group.blocks):
+        index.remove(meta)
+    assert [index.lowest(Tier.HOT)[0], index.top(Tier.HOT, "b")[0]] == [2.0, 2.0]
+
+
 def test_pin_book_caps_and_expires() -> None:
     pins = PinBook()
     assert pins.pin("a", "t", until_s=5.0, num_blocks=3, cap=4, floor=0.1)

@@ -227,6 +227,27 @@ def test_predictive_reservations_hold_under_a_noisy_tenant() -> None:
     assert run(LRUPolicy()) == [None] * 6
 
 
+def test_reservations_find_the_same_victims_asking_each_tenant_or_the_tiers_ranking(monkeypatch) -> None:
+    """Many tenants, a few of them noisy: whether the policy finds the cheapest group of
+    the tenants over their share in the tier's ranking or (past MAX_SKIPS cheaper groups
+    of the others) by asking each tenant, every block ends where it ends the other way."""
+    import cache.policies.predictive_upkeep as upkeep
+
+    def run(max_skips: int) -> list[list[Tier | None]]:
+        monkeypatch.setattr(upkeep, "MAX_SKIPS", max_skips)
+        clock = Clock()
+        mgr = manager(policy(reserve_frac=0.5, replan_interval_s=5.0), clock, hot=40)
+        prompts = []
+        for i in range(120):
+            tenant = f"noisy{i % 2}" if i % 3 else f"quiet{i % 9}"
+            prompts.append((tenant, prompt(i, 1 + i % 4)))
+            serve(mgr, clock, float(i), tenant, f"s{i}", prompts[-1][1])
+        return [tiers_of(mgr, tenant, tokens) for tenant, tokens in prompts]
+
+    scanned, asked = run(10**9), run(0)
+    assert scanned == asked and sum(t is Tier.HOT for tiers in scanned for t in tiers) == 40
+
+
 def test_predictive_reservations_follow_forecast_demand() -> None:
     clock = Clock()
     pol = policy(reserve_frac=0.5, equal_frac=0.0)
