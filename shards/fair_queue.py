@@ -14,7 +14,10 @@ Invariants:
 - within one tenant, entries leave in arrival order;
 - `len(queue)` never exceeds `max_total`, nor a tenant's count `max_per_tenant`:
   `push` refuses instead (the caller answers 429/503);
-- removing an entry (a cancel) never reorders the others.
+- removing an entry (a cancel) never reorders the others;
+- only tenants with queued entries have a FIFO here (an emptied one is dropped), so the
+  scheduling passes that run before every decode step cost what is queued, not every
+  tenant ever served.
 
 NOTE: `may_admit` is the companion rule for *slots* (running requests): a tenant below
 its weighted share of the slots may be admitted past the soft limit, so a burst from one
@@ -91,7 +94,7 @@ class FairQueue(Generic[T]):
 
     def tenants(self) -> list[str]:
         """Tenants with at least one queued entry."""
-        return [t for t, q in self._queues.items() if q]
+        return list(self._queues)
 
     def can_push(self, tenant: str) -> PushResult:
         if self._max_total is not None and len(self._by_key) >= self._max_total:
@@ -125,7 +128,7 @@ class FairQueue(Generic[T]):
         self._by_key[key] = entry
 
     def _heads(self) -> list[_Entry[T]]:
-        heads = [q[0] for q in self._queues.values() if q]
+        heads = [q[0] for q in self._queues.values()]
         heads.sort(key=lambda e: (e.start_tag, e.finish_tag, e.seq))
         return heads
 
@@ -143,7 +146,7 @@ class FairQueue(Generic[T]):
 
     def heads(self) -> dict[str, T]:
         """The next item of each tenant with queued entries."""
-        return {tenant: queue[0].item for tenant, queue in self._queues.items() if queue}
+        return {tenant: queue[0].item for tenant, queue in self._queues.items()}
 
     def peek_tenants(self) -> list[str]:
         """Tenants with queued entries, in the order their heads would be served."""
@@ -154,11 +157,17 @@ class FairQueue(Generic[T]):
         entry = self._by_key.pop(key, None)
         if entry is None:
             return None
-        self._queues[entry.tenant].remove(entry)
+        queue = self._queues[entry.tenant]
+        queue.remove(entry)
+        if not queue:
+            del self._queues[entry.tenant]
         return entry.item
 
     def _take(self, entry: _Entry[T]) -> None:
-        self._queues[entry.tenant].popleft()
+        queue = self._queues[entry.tenant]
+        queue.popleft()
+        if not queue:
+            del self._queues[entry.tenant]
         del self._by_key[entry.key]
         self._virtual_time = max(self._virtual_time, entry.start_tag)
 
