@@ -5,14 +5,18 @@
   stored digest, against one dict lookup by digest (`gateway.auth.KeyRing` now);
 - a fair queue's admission pass (before every decode step while anything waits, in each
   worker; and in the engine's dispatcher): scanning a FIFO for every tenant ever served,
-  against keeping FIFOs only for tenants with something queued (`shards.fair_queue` now).
+  against keeping FIFOs only for tenants with something queued (`shards.fair_queue` now);
+- the dispatcher's `can_take` (for each worker, before each send): summing a count per
+  worker for every tenant ever served, zeros included, against counts only for tenants
+  with requests out (`shards.dispatcher` now; the baseline is the same dispatcher with
+  the zeros it used to keep put back).
 
     python benchmarks/bench_many_tenants.py [--tenants 10,1000,10000] [--lookups 2000]
 
 For each tenant count (one key each; each tenant served once, then 4 waiting): the
-median over 5 rounds of microseconds per lookup (half known keys, half unknown) and per
-admission pass (`tenants`, `heads`, `pop_first` as `WorkerLoop.admit_ready` calls them),
-each way. Prints one JSON line.
+median over 5 rounds of microseconds per lookup (half known keys, half unknown), per
+admission pass (`tenants`, `heads`, `pop_first` as `WorkerLoop.admit_ready` calls them)
+and per `can_take`, each way. Prints one JSON line.
 """
 from __future__ import annotations
 
@@ -30,7 +34,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gateway.auth import KeyRing  # noqa: E402
+from shards.dispatcher import DispatchConfig, Dispatcher  # noqa: E402
 from shards.fair_queue import FairQueue  # noqa: E402
+from shards.protocol import FinishEvent, SamplingParams, WorkItem  # noqa: E402
+from shards.router import Router, RouterConfig  # noqa: E402
 from gateway.config import TenantConfig, key_digest  # noqa: E402
 
 
@@ -81,6 +88,27 @@ def admission_pass_us(queue_class, num_tenants: int, num_passes: int) -> float:
     return (time.perf_counter() - began) / num_passes * 1e6
 
 
+def can_take_us(num_tenants: int, keep_zeros: bool, num_calls: int) -> float:
+    """Microseconds per `Dispatcher.can_take` after each tenant had one request served
+    and 4 have one out now (`keep_zeros`: with the zero counts it used to keep)."""
+    dispatcher = Dispatcher(Router(RouterConfig(block_size=16)), DispatchConfig())
+    dispatcher.add_worker("w0", None, 0.0)
+    for i in range(num_tenants):
+        item = WorkItem(f"r{i}", f"tenant-{i}", [1] * 32, SamplingParams(max_tokens=4))
+        dispatcher.submit(item, [], float(i))
+        dispatcher.on_worker_message("w0", FinishEvent(f"r{i}", "length", 32, 0, 4, 0.01, "w0"), i + 0.5)
+    for j in range(4):
+        dispatcher.submit(WorkItem(f"live{j}", f"tenant-{j}", [1] * 32, SamplingParams(max_tokens=4)), [], 1e6)
+    if keep_zeros:
+        counts = dispatcher._outstanding["w0"]
+        for i in range(num_tenants):
+            counts.setdefault(f"tenant-{i}", 0)
+    began = time.perf_counter()
+    for k in range(num_calls):
+        dispatcher.can_take("w0", f"tenant-{k % 8}")
+    return (time.perf_counter() - began) / num_calls * 1e6
+
+
 def per_lookup_us(lookup, keys: list[str]) -> float:
     began = time.perf_counter()
     for key in keys:
@@ -108,11 +136,15 @@ def main() -> int:
         every_us, one_us = statistics.median(every), statistics.median(one)
         kept = statistics.median(admission_pass_us(KeepsEmptyFifos, num_tenants, 500) for _ in range(5))
         dropped = statistics.median(admission_pass_us(FairQueue, num_tenants, 500) for _ in range(5))
+        zeros = statistics.median(can_take_us(num_tenants, True, 500) for _ in range(5))
+        out_only = statistics.median(can_take_us(num_tenants, False, 500) for _ in range(5))
         results.append({"tenants": num_tenants,
                         "auth": {"every_digest_us": round(every_us, 2), "dict_lookup_us": round(one_us, 2),
                                  "ratio": round(every_us / one_us, 1)},
                         "fair_queue": {"every_tenant_fifo_us": round(kept, 2), "queued_fifos_only_us": round(dropped, 2),
-                                       "ratio": round(kept / dropped, 1)}})
+                                       "ratio": round(kept / dropped, 1)},
+                        "can_take": {"zeros_kept_us": round(zeros, 2), "tenants_out_only_us": round(out_only, 2),
+                                     "ratio": round(zeros / out_only, 1)}})
     print(json.dumps({"benchmark": "many_tenants", "lookups": args.lookups, "cpus": os.cpu_count(),
                       "results": results}))
     return 0

@@ -306,8 +306,11 @@ class Dispatcher:
     def _release(self, request: Request) -> None:
         self.router.on_done(request.item.request_id)
         counts = self._outstanding.get(request.worker_id)
-        if counts is not None and counts.get(request.item.tenant, 0) > 0:
-            counts[request.item.tenant] -= 1
+        tenant = request.item.tenant
+        if counts is not None and counts.get(tenant, 0) > 0:
+            counts[tenant] -= 1
+            if not counts[tenant]:   # only tenants with requests out: `can_take` sums them
+                del counts[tenant]
 
     def _observe_cost(self, worker_id: str, name: str, elapsed_s: float, num_units: int) -> None:
         """Fold a measured cost (seconds per block or per token) into the router's model."""

@@ -96,6 +96,19 @@ def test_dispatcher_serves_a_quiet_tenant_before_a_noisy_backlog():
     assert _sent_items(out) == [("w0", "q0")]
 
 
+def test_dispatcher_counts_only_the_tenants_with_requests_out():
+    """A thousand tenants served one request each leave no count behind: what `can_take`
+    sums before each send is the tenants with requests out, not every tenant ever served."""
+    dispatcher = _dispatcher(workers=("w0",))
+    for i in range(1000):
+        dispatcher.submit(_item(f"r{i}", f"t{i}"), [], float(i))
+        dispatcher.on_worker_message("w0", _finish(f"r{i}", "w0"), float(i) + 0.5)
+    dispatcher.submit(_item("live", "t7"), [], 2000.0)
+    assert dispatcher._outstanding == {"w0": {"t7": 1}}
+    dispatcher.cancel("live")
+    assert dispatcher._outstanding == {"w0": {}}
+
+
 def test_dispatcher_expires_requests_queued_too_long():
     dispatcher = _dispatcher(workers=(), max_queue_wait_s=5.0)
     dispatcher.submit(_item("r1"), [], 0.0)
