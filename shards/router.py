@@ -154,6 +154,7 @@ class Router:
         self._reserved: dict[str, tuple[str, float]] = {}   # in the order they were made
         self._reserved_sweep_at = RESERVATION_SWEEP_MIN
         self._homes: dict[str, str] = {}
+        self._num_homed: dict[str, int] = {}   # worker -> tenants whose home it is
         self.stats = RouterStats()
 
     # --- workers ----------------------------------------------------------------------
@@ -173,6 +174,7 @@ class Router:
             del self._reserved[session]
         for tenant in [t for t, w in self._homes.items() if w == worker_id]:
             del self._homes[tenant]
+        self._num_homed.pop(worker_id, None)
         self.index.purge(worker_id)
 
     def workers(self) -> list[str]:
@@ -209,12 +211,10 @@ class Router:
         homed tenants (then the lower load, then the lower id). Needs a worker."""
         home = self._homes.get(tenant)
         if home is None or home not in self._loads:
-            counts = {w: 0 for w in self._loads}
-            for worker_id in self._homes.values():
-                if worker_id in counts:
-                    counts[worker_id] += 1
-            home = min(counts, key=lambda w: (counts[w], self.load_tokens(w), w))
+            counts = self._num_homed   # kept as homes are handed out: no pass over the tenants
+            home = min(self._loads, key=lambda w: (counts.get(w, 0), self.load_tokens(w), w))
             self._homes[tenant] = home
+            counts[home] = counts.get(home, 0) + 1
         return home
 
     def session_worker(self, session: str) -> str | None:

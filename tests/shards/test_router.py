@@ -83,6 +83,18 @@ def test_router_home_moves_when_its_worker_is_removed():
     assert router.home("t") == "w1"
 
 
+def test_router_homes_stay_balanced_across_a_worker_restart():
+    """Homes are handed out by a running count per worker: a worker removed and added
+    back (a restart keeps its id) starts again from none, and the next tenants go there."""
+    router = _router()
+    assert [router.home(f"t{i}") for i in range(6)] == ["w0", "w1"] * 3
+    router.remove_worker("w1")
+    assert [router.home(f"t{i}") for i in (1, 3)] == ["w0", "w0"]   # moved
+    router.add_worker("w1")
+    # w0 is home to t0-t4 now: w1 takes the next five, then they alternate again
+    assert [router.home(f"n{i}") for i in range(7)] == ["w1"] * 5 + ["w0", "w1"]
+
+
 def test_router_imbalance_gate_falls_back_to_the_least_loaded_worker():
     router = _router(imbalance_threshold_tokens=50.0)
     _store(router, "w0", PREFIX)
