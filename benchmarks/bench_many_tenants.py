@@ -9,7 +9,16 @@
 - the dispatcher's `can_take` (for each worker, before each send): summing a count per
   worker for every tenant ever served, zeros included, against counts only for tenants
   with requests out (`shards.dispatcher` now; the baseline is the same dispatcher with
-  the zeros it used to keep put back).
+  the zeros it used to keep put back);
+- and, once per start, loading a config file with that many tenants (`load_config`;
+  no baseline: the figure to expect).
+
+With `--gateway N`, also the whole gateway: two `stepahead serve` processes in front of
+one fake upstream (`bench_gateway_overhead`'s, 20 ms), one with the benchmark's tenant
+alone and one with N more, each given the same closed-loop passthrough load (16
+concurrent, --gateway-requests requests after a warm-up, the order alternating over 3
+rounds); per gateway the median over rounds of p50 / p99 latency and of its CPU time per
+request (from /proc).
 
     python benchmarks/bench_many_tenants.py [--tenants 10,1000,10000] [--lookups 2000]
 
@@ -28,6 +37,7 @@ import os
 import secrets
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -38,7 +48,7 @@ from shards.dispatcher import DispatchConfig, Dispatcher  # noqa: E402
 from shards.fair_queue import FairQueue  # noqa: E402
 from shards.protocol import FinishEvent, SamplingParams, WorkItem  # noqa: E402
 from shards.router import Router, RouterConfig  # noqa: E402
-from gateway.config import TenantConfig, key_digest  # noqa: E402
+from gateway.config import TenantConfig, key_digest, load_config  # noqa: E402
 
 
 def compare_every_digest(entries: tuple[tuple[bytes, str], ...], api_key: str) -> str | None:
@@ -109,6 +119,68 @@ def can_take_us(num_tenants: int, keep_zeros: bool, num_calls: int) -> float:
     return (time.perf_counter() - began) / num_calls * 1e6
 
 
+def config_load_s(num_tenants: int) -> float:
+    """Seconds `load_config` takes for a file of one upstream model and `num_tenants` tenants."""
+    tenants = "".join(f'[[tenants]]\nname = "tenant-{i}"\napi_key_sha256 = ["{key_digest(f"key-{i}")}"]\n'
+                      for i in range(num_tenants))
+    with tempfile.TemporaryDirectory(prefix="bench-many-tenants-") as root:
+        path = Path(root) / "stepahead.toml"
+        path.write_text('[[models]]\nname = "m"\nkind = "upstream"\nlitellm_model = "openai/x"\n' + tenants)
+        began = time.perf_counter()
+        load_config(path)
+        return time.perf_counter() - began
+
+
+def gateway_cost(extra_tenants: int, num_requests: int, num_rounds: int = 3) -> dict:
+    """p50 / p99 ms and CPU µs per request of a gateway with 1 tenant and one with
+    1 + `extra_tenants`, under the same passthrough load (medians over rounds)."""
+    import asyncio
+
+    import bench_gateway_overhead as overhead
+
+    workdir = Path(tempfile.mkdtemp(prefix="bench-many-tenants-gw-"))
+    env = overhead.server_env(workdir)
+    processes = []
+    try:
+        upstream_port = overhead.free_port()
+        upstream = f"http://127.0.0.1:{upstream_port}"
+        processes.append(overhead.spawn_fake_upstream(upstream_port, 20.0, env, workdir))
+        overhead.wait_ready(f"{upstream}/health", processes[0])
+        urls = {}
+        for name, count in (("one_tenant", 0), (f"{1 + extra_tenants}_tenants", extra_tenants)):
+            extra = "".join(f'[[tenants]]\nname = "tenant-{i}"\napi_key_sha256 = ["{key_digest(f"key-{i}")}"]\n'
+                            for i in range(count))
+            (workdir / f"{name}.toml").write_text(overhead.fake_model_toml("fake-passthrough", upstream, True)
+                                                  + overhead.bench_tenant_toml() + extra)
+            port = overhead.free_port()
+            process = overhead.spawn([sys.executable, "-m", "gateway.cli", "serve", "--config",
+                                      str(workdir / f"{name}.toml"), "--port", str(port), "--log-level", "error"],
+                                     dict(env, STEPAHEAD_TRACE_DB=str(workdir / f"{name}-traces.sqlite3"),
+                                          STEPAHEAD_RESPONSES_DB=str(workdir / f"{name}-responses.sqlite3")),
+                                     workdir / f"{name}.log")
+            processes.append(process)
+            overhead.wait_ready(f"http://127.0.0.1:{port}/health", process)
+            urls[name] = (f"http://127.0.0.1:{port}/v1/chat/completions", process.pid)
+        runs: dict[str, list[dict]] = {name: [] for name in urls}
+        for round_index in range(num_rounds):
+            for name in (list(urls) if round_index % 2 == 0 else list(reversed(urls))):
+                url, pid = urls[name]
+                began_cpu = _cpu_s(pid)
+                result = asyncio.run(overhead.run_load(url, "fake-passthrough", 16, num_requests, 64))
+                result["cpu_us_per_request"] = (_cpu_s(pid) - began_cpu) / result["num_requests"] * 1e6
+                runs[name].append(result)
+        return {name: {key: round(statistics.median(r[key] for r in results), 2)
+                       for key in ("p50_ms", "p99_ms", "cpu_us_per_request")} for name, results in runs.items()}
+    finally:
+        overhead.stop_all(processes, workdir)   # and removes workdir
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process `pid` so far (warm-up requests included)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def per_lookup_us(lookup, keys: list[str]) -> float:
     began = time.perf_counter()
     for key in keys:
@@ -120,6 +192,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tenants", default="10,1000,10000")
     parser.add_argument("--lookups", type=int, default=2000)
+    parser.add_argument("--gateway", type=int, default=0, metavar="N",
+                        help="also compare whole gateways with 1 and 1 + N tenants")
+    parser.add_argument("--gateway-requests", type=int, default=2400)
     args = parser.parse_args()
     results = []
     for num_tenants in (int(n) for n in args.tenants.split(",")):
@@ -144,9 +219,12 @@ def main() -> int:
                         "fair_queue": {"every_tenant_fifo_us": round(kept, 2), "queued_fifos_only_us": round(dropped, 2),
                                        "ratio": round(kept / dropped, 1)},
                         "can_take": {"zeros_kept_us": round(zeros, 2), "tenants_out_only_us": round(out_only, 2),
-                                     "ratio": round(zeros / out_only, 1)}})
-    print(json.dumps({"benchmark": "many_tenants", "lookups": args.lookups, "cpus": os.cpu_count(),
-                      "results": results}))
+                                     "ratio": round(zeros / out_only, 1)},
+                        "config_load_s": round(config_load_s(num_tenants), 3)})
+    report = {"benchmark": "many_tenants", "lookups": args.lookups, "cpus": os.cpu_count(), "results": results}
+    if args.gateway:
+        report["gateway"] = gateway_cost(args.gateway, args.gateway_requests)
+    print(json.dumps(report))
     return 0
 
 

@@ -13,6 +13,7 @@ import os
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -158,7 +159,7 @@ class GatewayConfig:
             raise ConfigError(f"server.port must be in [0, 65535], got {self.port}")
         for kind, names in (("model", [m.name for m in self.models]),
                             ("tenant", [t.name for t in self.tenants])):
-            duplicates = {n for n in names if names.count(n) > 1}
+            duplicates = {n for n, count in Counter(names).items() if count > 1}
             if duplicates:
                 raise ConfigError(f"duplicate {kind} name(s): {sorted(duplicates)}")
         owners: dict[str, str] = {}
