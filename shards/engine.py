@@ -35,10 +35,9 @@ from shards.protocol import (ApplyForecast, CostProfile, EngineEvent, ErrorEvent
                              Shutdown, StatsRequest, WorkerFailed, WorkerReady, WorkerStats, WorkItem)
 from shards.router import Router, RouterConfig
 from shards.engine_options import check_engine_options
-from shards.prefill import DEFAULT_CHUNK_TOKENS
 from shards.supervisor import Supervisor, SupervisorConfig
 from shards.transport import make_transport
-from shards.worker import WorkerConfig
+from shards.worker_config import DEFAULT_CHUNK_TOKENS, WorkerConfig
 
 WORKER_START_TIMEOUT_S = 300.0
 SUPERVISE_INTERVAL_S = 0.1

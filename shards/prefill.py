@@ -22,8 +22,7 @@ from shards.detokenizer import Detokenizer
 from shards.model_runner import RunningSequence
 from shards.protocol import WorkItem
 from shards.sampling import make_generator, token_logprob
-
-DEFAULT_CHUNK_TOKENS = 128
+from shards.worker_config import DEFAULT_CHUNK_TOKENS
 
 
 @dataclass(slots=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from shards.worker import WorkerConfig
+from shards.worker_config import WorkerConfig
 
 OnMessage = Callable[[str, int, object], None]
 OnExit = Callable[[str, int], None]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from shards.prefill import DEFAULT_CHUNK_TOKENS
+DEFAULT_CHUNK_TOKENS = 128   # prompt tokens per prefill forward pass (shards.prefill)
 
 
 @dataclass(frozen=True, slots=True)

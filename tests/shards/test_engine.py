@@ -354,3 +354,17 @@ def _is_running(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_the_engine_imports_no_model_code_into_the_gateway_process():
+    """The gateway's process routes and dispatches; only workers run the model. Importing
+    the engine, its options and its transports leaves torch's compiler and transformers'
+    model code (about 90 MB of the gateway's memory, seconds of its start) to the workers."""
+    import subprocess
+    import sys
+
+    probe = ("import sys, shards.engine, shards.engine_options, shards.transport, shards.worker_config; "
+             "print(sorted(m for m in ('torch', 'transformers', 'shards.model_runner', 'shards.prefill', "
+             "'shards.worker') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.strip() == "[]"
