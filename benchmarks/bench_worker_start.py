@@ -5,7 +5,7 @@ Per start method:
 - gateway: a fresh `stepahead serve` from launch until `/health` answers 200 (every
   worker ready), then from SIGINT until the gateway has exited; and the proportional set
   size of its processes once ready (the fork server's pages shared by its workers count
-  once, split among them);
+  once, split among them), and of the gateway's own process alone;
 - restart: in one engine (what a gateway runs), a worker killed with SIGKILL until its
   next incarnation is ready — what requests wait for after a worker crash — --restarts
   times.
@@ -61,12 +61,12 @@ def process_tree(pid: int) -> list[int]:
     return found
 
 
-def tree_pss_mib(pid: int) -> float | None:
+def tree_pss_mib(pid: int, tree: bool = True) -> float | None:
     """Proportional set size of `pid`'s process tree (shared pages split among their
-    users), in MiB; None where /proc does not tell."""
+    users), or of `pid` alone, in MiB; None where /proc does not tell."""
     total_kib = 0
     try:
-        for member in process_tree(pid):
+        for member in process_tree(pid) if tree else [pid]:
             rollup = Path(f"/proc/{member}/smaps_rollup").read_text()
             total_kib += next(int(line.split()[1]) for line in rollup.splitlines() if line.startswith("Pss:"))
     except (OSError, StopIteration):
@@ -90,12 +90,12 @@ def time_gateway(workdir: Path, model: str, num_workers: int, method: str, attem
 
         health = httpx.get(f"http://127.0.0.1:{port}/health", timeout=10).json()
         assert health.get("status") == "ok", health
-        pss_mib = tree_pss_mib(process.pid)
+        pss_mib, main_pss_mib = tree_pss_mib(process.pid), tree_pss_mib(process.pid, tree=False)
         stopping = time.monotonic()
         process.send_signal(signal.SIGINT)
         process.wait(120)
         return {"start_s": round(ready - began, 3), "stop_s": round(time.monotonic() - stopping, 3),
-                "pss_mib": pss_mib}
+                "pss_mib": pss_mib, "main_pss_mib": main_pss_mib}
     finally:
         if process.poll() is None:
             process.kill()
@@ -141,6 +141,7 @@ def summarize(gateways: dict[str, list[dict]], restarts: dict[str, list[float]])
     summary = {method: {"gateway_start_s_median": statistics.median(g["start_s"] for g in gateways[method]),
                         "gateway_stop_s_median": statistics.median(g["stop_s"] for g in gateways[method]),
                         "gateway_pss_mib_median": _median_or_none([g["pss_mib"] for g in gateways[method]]),
+                        "gateway_main_pss_mib_median": _median_or_none([g["main_pss_mib"] for g in gateways[method]]),
                         "worker_restart_s_median": statistics.median(restarts[method]),
                         "gateways": gateways[method], "worker_restarts_s": restarts[method]}
                for method in METHODS}

@@ -31,6 +31,7 @@ def test_the_memory_of_a_process_tree_counts_its_children():
         assert child.pid in process_tree(os.getpid())
         alone = tree_pss_mib(child.pid)
         assert alone is not None and 0 < alone < tree_pss_mib(os.getpid())
+        assert 0 < tree_pss_mib(os.getpid(), tree=False) < tree_pss_mib(os.getpid())
     finally:
         child.kill()
         child.wait()
@@ -42,17 +43,18 @@ def test_restarts_are_timed_from_the_kill_until_the_next_incarnation_serves():
 
 
 def test_the_summary_takes_medians_and_divides_spawn_by_the_fork_server():
-    gateways = {"forkserver": [{"start_s": 8.0, "stop_s": 2.0, "pss_mib": 900.0},
-                               {"start_s": 10.0, "stop_s": 2.0, "pss_mib": None},
-                               {"start_s": 9.0, "stop_s": 1.0, "pss_mib": 1000.0}],
-                "spawn": [{"start_s": 12.0, "stop_s": 3.0, "pss_mib": None},
-                          {"start_s": 13.5, "stop_s": 4.0, "pss_mib": None},
-                          {"start_s": 12.5, "stop_s": 3.0, "pss_mib": None}]}
+    gateways = {"forkserver": [{"start_s": 8.0, "stop_s": 2.0, "pss_mib": 900.0, "main_pss_mib": 300.0},
+                               {"start_s": 10.0, "stop_s": 2.0, "pss_mib": None, "main_pss_mib": None},
+                               {"start_s": 9.0, "stop_s": 1.0, "pss_mib": 1000.0, "main_pss_mib": 320.0}],
+                "spawn": [{"start_s": 12.0, "stop_s": 3.0, "pss_mib": None, "main_pss_mib": None},
+                          {"start_s": 13.5, "stop_s": 4.0, "pss_mib": None, "main_pss_mib": None},
+                          {"start_s": 12.5, "stop_s": 3.0, "pss_mib": None, "main_pss_mib": None}]}
     summary = summarize(gateways, {"forkserver": [0.5, 0.4, 0.6], "spawn": [5.0, 6.0, 7.0]})
     assert summary["forkserver"]["gateway_start_s_median"] == 9.0
     assert summary["spawn"]["worker_restart_s_median"] == 6.0
     assert summary["forkserver"]["gateway_pss_mib_median"] == 950.0   # of the known ones
     assert summary["spawn"]["gateway_pss_mib_median"] is None
+    assert summary["forkserver"]["gateway_main_pss_mib_median"] == 310.0
     assert summary["ratios"] == {"spawn_over_forkserver_gateway_start_s": 1.39,
                                  "spawn_over_forkserver_gateway_stop_s": 1.5,
                                  "spawn_over_forkserver_worker_restart_s": 12.0}
