@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from collections import Counter
 from collections.abc import Mapping
@@ -143,6 +143,9 @@ class GatewayConfig:
     responses_per_tenant: int = 1024
     # Freeze what start-up made so full garbage collections skip it (gateway/heap.py).
     freeze_startup_heap: bool = True
+    # The admin tenants' names, from `tenants` (a set: asked on every metrics scrape and
+    # trace-viewer request, whatever the number of tenants).
+    admins: frozenset[str] = field(init=False, repr=False, compare=False, default=frozenset())
 
     def resolved_responses_db(self, environ: Mapping[str, str] = os.environ) -> Path | None:
         """Where stored Responses live: config, then $STEPAHEAD_RESPONSES_DB, then the
@@ -162,6 +165,7 @@ class GatewayConfig:
             duplicates = {n for n, count in Counter(names).items() if count > 1}
             if duplicates:
                 raise ConfigError(f"duplicate {kind} name(s): {sorted(duplicates)}")
+        object.__setattr__(self, "admins", frozenset(t.name for t in self.tenants if t.admin))
         owners: dict[str, str] = {}
         for tenant in self.tenants:
             for digest in tenant.key_digests:
@@ -171,7 +175,7 @@ class GatewayConfig:
 
     def is_admin(self, tenant: str) -> bool:
         """Whether `tenant`'s keys see every tenant's traces and metrics."""
-        return any(t.name == tenant and t.admin for t in self.tenants)
+        return tenant in self.admins
 
 
 def default_config(demo_key: str, *, model: str = DEFAULT_LOCAL_MODEL, num_workers: int = 2,

@@ -72,14 +72,23 @@ class Histogram:
 
 @dataclass(slots=True)
 class Registry:
-    """All series of one app. `counters`/`gauges` map (name, labels) → value."""
+    """All series of one app. `counters`/`gauges` map (name, labels) → value.
+
+    Invariant: `_keys_of_tenant` lists every counter and histogram key labelled with a
+    tenant under that tenant, so a tenant's own scrape reads its series, not every
+    tenant's."""
 
     counters: dict[tuple[str, Labels], float] = field(default_factory=dict)
     histograms: dict[tuple[str, Labels], Histogram] = field(default_factory=dict)
+    _keys_of_tenant: dict[str, list[tuple[str, Labels]]] = field(default_factory=dict)
 
     def inc(self, name: str, labels: Labels, amount: float = 1.0) -> None:
         key = (name, labels)
-        self.counters[key] = self.counters.get(key, 0.0) + amount
+        value = self.counters.get(key)
+        if value is None:
+            value = 0.0
+            self._index(key)
+        self.counters[key] = value + amount
 
     def observe(self, name: str, labels: Labels, value: float,
                 buckets: tuple[float, ...] = TTFT_BUCKETS_S) -> None:
@@ -87,7 +96,13 @@ class Registry:
         histogram = self.histograms.get(key)
         if histogram is None:
             histogram = self.histograms[key] = Histogram(buckets, [0] * len(buckets))
+            self._index(key)
         histogram.observe(value)
+
+    def _index(self, key: tuple[str, Labels]) -> None:
+        for label, value in key[1]:
+            if label == "tenant":
+                self._keys_of_tenant.setdefault(value, []).append(key)
 
     def record_request(self, tenant: str, model: str, endpoint: str, status: int) -> None:
         self.inc("stepahead_requests_total", (("tenant", tenant), ("model_name", model),
@@ -123,15 +138,22 @@ class Registry:
                tenant: str | None = None) -> str:
         """Prometheus text exposition (format 0.0.4). `gauges` are computed at scrape time.
         With `tenant`, only the series labelled with that tenant (a tenant's own view)."""
-        def visible(series: dict) -> list:
+        own = self._keys_of_tenant.get(tenant, []) if tenant is not None else None
+
+        def visible(series: dict, indexed: bool = True) -> list:
             """`series` items sorted by key, only `tenant`'s when one is given."""
-            return sorted((item for item in series.items()
-                           if tenant is None or ("tenant", tenant) in item[0][1]), key=lambda item: item[0])
+            if tenant is None:
+                items = series.items()
+            elif indexed:
+                items = ((key, series[key]) for key in own if key in series)
+            else:
+                items = (item for item in series.items() if ("tenant", tenant) in item[0][1])
+            return sorted(items, key=lambda item: item[0])
 
         by_name: dict[str, list[str]] = {}
         for (name, labels), value in visible(self.counters):
             by_name.setdefault(name, []).append(f"{name}{_labels(labels)} {_number(value)}")
-        for (name, labels), value in visible(gauges or {}):
+        for (name, labels), value in visible(gauges or {}, indexed=False):
             by_name.setdefault(name, []).append(f"{name}{_labels(labels)} {_number(value)}")
         for (name, labels), histogram in visible(self.histograms):
             lines = by_name.setdefault(name, [])

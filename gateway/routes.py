@@ -162,10 +162,10 @@ async def metrics(request: Request) -> Response:
     except ApiError as error:
         return error_response(error)
     gauges: dict[tuple[str, Labels], float] = {}
-    for name, limiter in state.limiters.items():
+    is_admin = state.config.is_admin(tenant)
+    for name, limiter in state.limiters.items() if is_admin else [(tenant, state.limiters[tenant])]:
         gauges[("stepahead_tenant_active_requests", (("tenant", name),))] = limiter.num_active
         gauges[("stepahead_tenant_queued_requests", (("tenant", name),))] = limiter.num_queued
-    is_admin = state.config.is_admin(tenant)
     if is_admin:
         gauges.update(state.gc_pauses.series())
         if state.forecasts is not None:

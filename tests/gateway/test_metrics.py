@@ -77,3 +77,20 @@ def test_prefix_reuse_counts_what_the_previous_prompt_left_and_what_was_evicted(
     assert 'stepahead_prefix_from_previous_tokens_total{tenant="a",model_name="m"} 768' in text
     assert 'stepahead_evicted_prefix_tokens_total{tenant="a",model_name="m"} 384' in text
     assert 'tenant="b"' not in text and "# TYPE stepahead_evicted_prefix_tokens counter" in text
+
+
+def test_a_tenants_view_is_every_series_labelled_with_it_and_no_other():
+    """Read from the registry's index by tenant: the same lines, in the same order, as
+    filtering the admin's view by the tenant's label."""
+    registry = Registry()
+    for i in range(300):
+        tenant = f"t{i % 30}"
+        registry.record_request(tenant, "m", "chat", 200 if i % 7 else 429)
+        registry.record_finish(tenant=tenant, model="m", worker=f"w{i % 2}", finish_reason="stop",
+                               num_prompt_tokens=10, num_cached_tokens=i % 10, num_output_tokens=1, ttft_s=0.01 * i)
+        registry.record_overhead(tenant, 0.001)
+    for tenant in ("t3", "t29", "nobody"):
+        lines = [line for line in registry.render({}, tenant=tenant).splitlines() if line and not line.startswith("#")]
+        everything = [line for line in registry.render({}).splitlines() if not line.startswith("#")]
+        assert lines == [line for line in everything if f'tenant="{tenant}"' in line]
+    assert registry.render({}, tenant="nobody") == "\n"
