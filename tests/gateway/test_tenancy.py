@@ -81,6 +81,8 @@ async def test_metrics_endpoint_reports_per_tenant_and_worker(gateway):
     body = {"model": "tiny", "max_tokens": 2, "messages": [{"role": "user", "content": "m" * 64}]}
     await fire(gateway, "beta", [body])
     await fire(gateway, "beta", [body])   # one after the other: the second hits the cache
+    rejected = await fire(gateway, "rpm", [dict(body, max_tokens=1)] * 4)   # over 3 a minute
+    assert any(r.status_code == 429 for r in rejected)
     assert gateway.state.tracer.flush(15)   # the steps reached the forecasters
     async with httpx.AsyncClient(base_url=gateway.base_url) as client:
         text = (await client.get("/metrics", headers=gateway.headers("ops"))).text
