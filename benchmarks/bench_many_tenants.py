@@ -47,7 +47,8 @@ from gateway.auth import KeyRing  # noqa: E402
 from shards.dispatcher import DispatchConfig, Dispatcher  # noqa: E402
 from shards.fair_queue import FairQueue  # noqa: E402
 from shards.protocol import FinishEvent, SamplingParams, WorkItem  # noqa: E402
-from shards.router import Router, RouterConfig  # noqa: E402
+from shards.route_records import RouterConfig  # noqa: E402
+from shards.router import Router  # noqa: E402
 from gateway.config import TenantConfig, key_digest, load_config  # noqa: E402
 
 

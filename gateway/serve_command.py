@@ -72,7 +72,7 @@ def _local_model_problem(config) -> str | None:
     from gateway.local_embeddings import EmbeddingModelError, check_embedding_model
     from shards.engine import LocalEngine
     from shards.engine_options import EngineOptionError
-    from shards.model_loader import ModelLoadError, check_model
+    from shards.model_files import ModelLoadError, check_model
 
     for model in config.models:
         if isinstance(model, EmbeddingModelConfig):

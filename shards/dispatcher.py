@@ -27,7 +27,8 @@ from shards.fair_queue import FairQueue, PushResult, may_admit, work_cost
 from shards.protocol import (CacheEventsReport, CacheSnapshot, CancelRequest, CostProfile, EngineEvent,
                              ErrorEvent, ExportPrefix, FinishEvent, ImportPrefix, PrefixExported,
                              PrefixImported, SessionMoved, TokenEvent, WorkItem)
-from shards.router import Router, RouteQuery
+from shards.route_records import RouteQuery
+from shards.router import Router
 
 COST_EWMA = 0.3
 MIN_MEASURED_PREFILL_TOKENS = 64

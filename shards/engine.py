@@ -33,7 +33,8 @@ from shards.chat_template import supports_tools
 from shards.dispatcher import DispatchConfig, Dispatcher, Outbound
 from shards.protocol import (ApplyForecast, CostProfile, EngineEvent, ErrorEvent, FinishEvent, Ping, Pong,
                              Shutdown, StatsRequest, WorkerFailed, WorkerReady, WorkerStats, WorkItem)
-from shards.router import Router, RouterConfig
+from shards.route_records import RouterConfig
+from shards.router import Router
 from shards.engine_options import check_engine_options
 from shards.supervisor import Supervisor, SupervisorConfig
 from shards.transport import make_transport
@@ -160,17 +161,22 @@ class LocalEngine:
 
     # --- lifecycle -----------------------------------------------------------------
     async def start(self) -> None:
-        from shards.model_loader import choose_dtype, load_model_files, load_tokenizer
+        from shards.model_files import AUTO_DTYPE, TINY_DTYPE, check_model, load_tokenizer, needs_torch_to_prepare
 
         # a bad model, dtype or (local) device fails here, not in every worker; a Ray
-        # worker's device is on its own node. The GGUF is converted once, before spawning.
+        # worker's device is on its own node. The GGUF is converted once, before spawning,
+        # and "auto" settled, in a child process when that takes torch (this one never
+        # imports it for a CPU model)
         device = self.config.device if self.transport_name == "local" else None
-        await asyncio.to_thread(load_model_files, self.config.model, device, self.config.dtype)
+        await asyncio.to_thread(check_model, self.config.model, device, self.config.dtype)
+        transport = await asyncio.to_thread(make_transport, self.transport_name, self._transport_options)
+        if needs_torch_to_prepare(self.config.model, device, self.config.dtype):
+            dtype = await asyncio.to_thread(transport.prepare_model, self.config.model, device, self.config.dtype)
+        else:   # a named dtype, or "auto" for 'tiny' (always TINY_DTYPE) or for Ray workers (device None)
+            dtype = TINY_DTYPE if self.config.dtype == AUTO_DTYPE else self.config.dtype
         if device is not None:
-            self.config = dataclasses.replace(
-                self.config, dtype=choose_dtype(self.config.dtype, self.config.model, device))
-        self._transport = await asyncio.to_thread(make_transport, self.transport_name,
-                                                  self._transport_options)
+            self.config = dataclasses.replace(self.config, dtype=dtype)
+        self._transport = transport
         if not self._prefix_transfer:
             self._dispatcher.router.config = dataclasses.replace(self._router_config, can_transfer=False)
         elif not self._transport.can_share_memory:  # copies travel as bytes with the messages

@@ -13,7 +13,7 @@ from collections.abc import Collection, Mapping
 from cache.policies import POLICY_NAMES
 from shards.local_transport import START_METHODS
 from shards.prefill_order import PREFILL_ORDERS
-from shards.router import ROUTING_POLICIES
+from shards.route_records import ROUTING_POLICIES
 from shards.transport import TRANSPORTS
 
 # option -> smallest allowed value

@@ -20,6 +20,7 @@ spawn (`environ`), as a spawned one would, not the server's from when it started
 """
 from __future__ import annotations
 
+import importlib
 import multiprocessing as mp
 import os
 import queue
@@ -57,6 +58,13 @@ def start_fork_server() -> None:
 
     fork_server_context()
     forkserver.ensure_running()
+
+
+def call_by_name(environ: dict[str, str], module: str, function: str, args: tuple):
+    """`module.function(*args)` with the caller's environment, importing `module` here:
+    the caller sends names, so it need not import the module (and what it imports)."""
+    adopt_environment(environ)
+    return getattr(importlib.import_module(module), function)(*args)
 
 
 def adopt_environment(environ: dict[str, str]) -> None:
@@ -191,6 +199,30 @@ class LocalTransport:
         forked = self.start_method(config) == "forkserver"
         ctx = self._fork_server_context if forked else self._spawn_context
         return LocalChannel(ctx, worker_id, incarnation, config, on_message, on_exit)
+
+    def call_in_child(self, device: str, module: str, function: str, args: tuple):
+        """`module.function(*args)` in a child process started as the workers on `device`
+        are (forked from the fork server, which has torch imported already, or spawned),
+        with this process's environment; what it returns or raises comes back here. This
+        process imports neither `module` nor what it imports."""
+        from concurrent.futures import ProcessPoolExecutor
+
+        forked = forks_from_server(device, self._start_method)
+        ctx = self._fork_server_context if forked else self._spawn_context
+        with ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
+            return pool.submit(call_by_name, dict(os.environ), module, function, args).result()
+
+    def prepare_model(self, model: str, device: str, dtype: str) -> str:
+        """`shards.model_loader.prepare_model` (convert the embedded GGUF once, settle
+        "auto") in a child process: the engine's own process never imports torch for it."""
+        from concurrent.futures.process import BrokenProcessPool
+
+        from shards.model_files import ModelLoadError
+
+        try:
+            return self.call_in_child(device, "shards.model_loader", "prepare_model", (model, device, dtype))
+        except BrokenProcessPool as exc:
+            raise ModelLoadError(f"preparing model {model!r} failed: the process doing it exited") from exc
 
     def close(self) -> None:
         pass

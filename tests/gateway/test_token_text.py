@@ -1,5 +1,5 @@
 """Token text and exact bytes for logprobs, on the real byte-level tokenizer of the tiny model."""
-from shards.model_loader import load_tokenizer
+from shards.model_files import load_tokenizer
 from shards.protocol import TokenLogprob
 
 from gateway.token_text import BYTE_OF_CHAR, is_byte_level, token_bytes, token_choices

@@ -16,8 +16,8 @@ import torch
 from cache.tiers import Tier
 from shards.engine import LocalEngine
 from shards.kv_transfer import export_prefix, import_prefix, measure_costs
-from shards.model_loader import (ModelLoadError, check_model, choose_dtype, has_fast_bfloat16, load_model,
-                                 resolve_device, resolve_dtype)
+from shards.model_files import ModelLoadError, check_model
+from shards.model_loader import choose_dtype, has_fast_bfloat16, load_model, resolve_device, resolve_dtype
 from shards.model_runner import ModelRunner
 from shards.protocol import FinishEvent, SamplingParams, TokenEvent, WorkItem
 from shards.sampling import make_generator, sample_next
@@ -144,6 +144,26 @@ def test_a_local_engine_settles_auto_at_start_and_reports_what_its_workers_use()
 
     assert asyncio.run(started_dtype()) == "float32"
     assert eng.config.dtype == "float32"
+
+
+def test_a_model_directory_settles_auto_in_a_child_process_and_its_workers_load_it(tmp_path):
+    from shards.tiny_model import build_tiny_model
+
+    model, tokenizer = build_tiny_model()
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    eng = LocalEngine(str(tmp_path), num_workers=1, num_hot_blocks=16)
+
+    async def started() -> dict:
+        await eng.start()
+        try:
+            return eng.health()
+        finally:
+            await eng.stop()
+
+    health = asyncio.run(started())
+    assert health["dtype"] == choose_dtype("auto", str(tmp_path), "cpu") == eng.config.dtype
+    assert health["workers"]["w0"]["ready"]
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,8 @@ from shards.dispatcher import DispatchConfig, Dispatcher
 from shards.protocol import (CacheEventsReport, CancelRequest, CostProfile, ErrorEvent, ExportPrefix,
                              FinishEvent, ImportPrefix, PrefixExported, SamplingParams, SessionMoved,
                              TokenEvent, WorkItem)
-from shards.router import Router, RouterConfig
+from shards.route_records import RouterConfig
+from shards.router import Router
 
 BLOCK = 16
 COSTS = CostProfile(prefill_s_per_token=20e-6, export_s_per_block=10e-6, import_s_per_block=10e-6)

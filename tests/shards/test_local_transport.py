@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from shards.local_transport import LocalTransport, adopt_environment, fork_server_context
+from shards.model_files import ModelLoadError
+from shards.model_loader import choose_dtype
 from shards.worker import WorkerConfig
 
 REPO = Path(__file__).resolve().parents[2]
@@ -51,6 +53,22 @@ def test_a_forked_process_takes_the_environment_it_is_given_not_the_servers(monk
     child.join(30)
     assert seen == dict(os.environ)
     assert seen["STEPAHEAD_TEST_SET_AFTER_THE_SERVER"] == "yes" and "HOME" not in seen
+
+
+def test_a_call_in_a_child_runs_in_another_process_with_the_callers_environment(monkeypatch):
+    transport = LocalTransport()
+    monkeypatch.setenv("STEPAHEAD_TEST_CHILD_CALL", "from the parent")
+    assert transport.call_in_child("cpu", "os", "getenv", ("STEPAHEAD_TEST_CHILD_CALL",)) == "from the parent"
+    assert transport.call_in_child("cpu", "os", "getpid", ()) != os.getpid()
+
+
+def test_preparing_a_model_in_a_child_settles_auto_as_this_process_would_and_raises_its_errors(tmp_path):
+    transport = LocalTransport()
+    assert transport.prepare_model(str(tmp_path), "cpu", "auto") == choose_dtype("auto", str(tmp_path), "cpu")
+    assert transport.prepare_model("tiny", "cpu", "auto") == "float32"
+    assert transport.prepare_model(str(tmp_path), "cpu", "float16") == "float16"
+    with pytest.raises(ModelLoadError, match="neither 'smollm2', 'tiny'"):
+        transport.prepare_model(str(tmp_path / "missing"), "cpu", "auto")
 
 
 def _parent_of(pid: int) -> int:

@@ -4,7 +4,8 @@ from __future__ import annotations
 from cache.events import BlockStored
 from cache.hashing import BlockHash
 from cache.tiers import Tier
-from shards.router import RESERVATION_SWEEP_MIN, Router, RouterConfig, RouteQuery
+from shards.route_records import RouterConfig, RouteQuery
+from shards.router import RESERVATION_SWEEP_MIN, Router
 
 BLOCK = 16
 PREFIX = [BlockHash(100 + i) for i in range(8)]  # a 128-token shared prefix

