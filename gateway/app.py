@@ -9,6 +9,7 @@ from $STEPAHEAD_CONFIG, or the default one with the demo key from $STEPAHEAD_DEM
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import secrets
@@ -75,6 +76,19 @@ def config_from_environment() -> GatewayConfig:
     return default_config(demo_key)
 
 
+async def start_all(backends, started: list[Backend]) -> None:
+    """Start every backend at once; each one started is appended to `started` (so the
+    caller stops exactly those), and the first failure is raised once all have settled."""
+    async def start(backend: Backend) -> None:
+        await backend.start()
+        started.append(backend)
+
+    outcomes = await asyncio.gather(*(start(backend) for backend in backends), return_exceptions=True)
+    failures = [outcome for outcome in outcomes if isinstance(outcome, BaseException)]
+    if failures:
+        raise failures[0]
+
+
 def build_app(config: GatewayConfig | None = None) -> FastAPI:
     config = config if config is not None else config_from_environment()
     state = GatewayState(
@@ -94,10 +108,13 @@ def build_app(config: GatewayConfig | None = None) -> FastAPI:
             state.tracer = build_tracer(config)
             if state.tracer is not None:
                 state.tracer.start()
-            for backend in state.backends.values():
-                await backend.start()
-                started.append(backend)
-            state.forecasts = start_forecasting(state.tracer, state.backends)
+            # the forecasters load (hmmlearn's import, the saved models) while the
+            # models start, and the models start side by side: none needs another
+            forecasting = asyncio.ensure_future(asyncio.to_thread(start_forecasting, state.tracer, state.backends))
+            try:
+                await start_all(state.backends.values(), started)
+            finally:
+                state.forecasts = await forecasting
             if config.freeze_startup_heap:
                 heap = freeze_startup_heap()
             state.gc_pauses.install()

@@ -184,7 +184,9 @@ class LocalEngine:
             self._dispatcher.config = dataclasses.replace(self._dispatch_config, inline_transfers=True)
         for i in range(self.num_workers):
             await asyncio.to_thread(self._spawn, f"w{i}")
-        self.tokenizer = await asyncio.to_thread(load_tokenizer, self.config.model)
+        # NOTE: on the event loop's thread, not in a worker thread: transformers resolves
+        # its names lazily, which two threads at once can break (models start side by side)
+        self.tokenizer = load_tokenizer(self.config.model)
         self.supports_tools = supports_tools(self.tokenizer)
         await asyncio.to_thread(self._wait_ready)
         self._supervise_task = asyncio.create_task(self._supervise())
