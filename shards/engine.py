@@ -31,6 +31,7 @@ from typing import AsyncIterator
 from cache.hashing import chain_hashes, tenant_salt
 from shards.chat_template import supports_tools
 from shards.dispatcher import DispatchConfig, Dispatcher, Outbound
+from shards.probed_costs import ProbedCosts, ProbeKey
 from shards.protocol import (ApplyForecast, CostProfile, EngineEvent, ErrorEvent, FinishEvent, Ping, Pong,
                              Shutdown, StatsRequest, WorkerFailed, WorkerReady, WorkerStats, WorkItem)
 from shards.route_records import RouterConfig
@@ -112,7 +113,7 @@ class LocalEngine:
                  policy_options: Mapping | None = None, prefix_caching: bool = True,
                  device: str = "cpu", dtype: str = "auto", max_decode_stall_s: float | None = None,
                  prefill_chunk_tokens: int = DEFAULT_CHUNK_TOKENS, decodes_ride_chunks: bool = True,
-                 prefill_order: str = "deadline"):
+                 prefill_order: str = "deadline", reuse_probed_costs: bool = True):
         threads = threads_per_worker or max(1, (os.cpu_count() or 2) // max(1, num_workers))
         weights = tuple(sorted((tenant_weights or {}).items()))
         self.config = WorkerConfig(model=model, device=device, dtype=dtype, num_hot_blocks=num_hot_blocks,
@@ -152,6 +153,8 @@ class LocalEngine:
         self._stats: dict[str, WorkerStats] = {}
         self._placements: dict[str, tuple[str, str]] = {}  # worker id -> (device, dtype) as loaded
         self._probed_costs: dict[str, CostProfile] = {}  # worker id -> its first incarnation's probe
+        self._reuse_probed_costs = reuse_probed_costs
+        self.cost_probe = "pending"   # "probed" at this start, or "reused" from an earlier one
         self._streams: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Queue]] = {}
         self._salts: dict[str, bytes] = {}
         self._nonces = itertools.count()
@@ -182,6 +185,12 @@ class LocalEngine:
         elif not self._transport.can_share_memory:  # copies travel as bytes with the messages
             self.config = dataclasses.replace(self.config, inline_transfers=True)
             self._dispatcher.config = dataclasses.replace(self._dispatch_config, inline_transfers=True)
+        # costs probed at an earlier start on this machine spare the workers their probe
+        probe_key = (ProbeKey.of(self.config, self.num_workers)
+                     if self._reuse_probed_costs and self.transport_name == "local" else None)
+        stored = ProbedCosts().get(probe_key, time.time()) if probe_key is not None else None
+        if stored is not None:
+            self._probed_costs.update(stored)   # so no worker probes (see _spawn)
         for i in range(self.num_workers):
             await asyncio.to_thread(self._spawn, f"w{i}")
         # NOTE: on the event loop's thread, not in a worker thread: transformers resolves
@@ -189,6 +198,11 @@ class LocalEngine:
         self.tokenizer = load_tokenizer(self.config.model)
         self.supports_tools = supports_tools(self.tokenizer)
         await asyncio.to_thread(self._wait_ready)
+        self.cost_probe = "reused" if stored is not None else "probed"
+        if probe_key is not None and stored is None:
+            with self._lock:
+                probed = dict(self._probed_costs)
+            await asyncio.to_thread(ProbedCosts().put, probe_key, probed, time.time())
         self._supervise_task = asyncio.create_task(self._supervise())
 
     def _spawn(self, worker_id: str) -> None:
@@ -394,7 +408,8 @@ class LocalEngine:
                     "num_cached_blocks_indexed": router.index.num_blocks(health.worker_id),
                     **dict(zip(("device", "dtype"), self._placements.get(health.worker_id, ("", ""))))}
             return {"workers": workers, "transport": self.transport_name, "device": self.config.device,
-                    "dtype": self._settled_dtype(), "num_queued": len(self._dispatcher.queue)}
+                    "dtype": self._settled_dtype(), "num_queued": len(self._dispatcher.queue),
+                    "cost_probe": self.cost_probe}
 
     def _settled_dtype(self) -> str:
         """The dtype the workers loaded, once any reported it ("auto" settled on a Ray
