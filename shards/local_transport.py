@@ -214,7 +214,13 @@ class LocalTransport:
 
     def prepare_model(self, model: str, device: str, dtype: str) -> str:
         """`shards.model_loader.prepare_model` (convert the embedded GGUF once, settle
-        "auto") in a child process: the engine's own process never imports torch for it."""
+        "auto"): where workers fork from the fork server, in a child forked from it, so
+        the engine's own process never imports torch for it; else (spawned workers, a GPU,
+        whose presence the engine's process has checked with torch already) right here."""
+        if not forks_from_server(device, self._start_method):
+            from shards.model_loader import prepare_model
+
+            return prepare_model(model, device, dtype)
         from concurrent.futures.process import BrokenProcessPool
 
         from shards.model_files import ModelLoadError

@@ -62,13 +62,21 @@ def test_a_call_in_a_child_runs_in_another_process_with_the_callers_environment(
     assert transport.call_in_child("cpu", "os", "getpid", ()) != os.getpid()
 
 
-def test_preparing_a_model_in_a_child_settles_auto_as_this_process_would_and_raises_its_errors(tmp_path):
+def test_preparing_a_model_in_a_child_settles_auto_as_this_process_would_and_raises_its_errors(tmp_path, monkeypatch):
     transport = LocalTransport()
     assert transport.prepare_model(str(tmp_path), "cpu", "auto") == choose_dtype("auto", str(tmp_path), "cpu")
     assert transport.prepare_model("tiny", "cpu", "auto") == "float32"
     assert transport.prepare_model(str(tmp_path), "cpu", "float16") == "float16"
     with pytest.raises(ModelLoadError, match="neither 'smollm2', 'tiny'"):
         transport.prepare_model(str(tmp_path / "missing"), "cpu", "auto")
+    def no_child(*args):
+        raise AssertionError("a child process was started")
+
+    monkeypatch.setattr(LocalTransport, "call_in_child", no_child)
+    spawned = LocalTransport(start_method="spawn")   # prepared in this process, as its workers spawn
+    assert spawned.prepare_model(str(tmp_path), "cpu", "auto") == choose_dtype("auto", str(tmp_path), "cpu")
+    with pytest.raises(ModelLoadError, match="neither 'smollm2', 'tiny'"):
+        spawned.prepare_model(str(tmp_path / "missing"), "cpu", "auto")
 
 
 def _parent_of(pid: int) -> int:
