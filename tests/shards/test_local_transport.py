@@ -55,8 +55,9 @@ def test_a_forked_process_takes_the_environment_it_is_given_not_the_servers(monk
     assert seen["STEPAHEAD_TEST_SET_AFTER_THE_SERVER"] == "yes" and "HOME" not in seen
 
 
-def test_a_call_in_a_child_runs_in_another_process_with_the_callers_environment(monkeypatch):
-    transport = LocalTransport()
+@pytest.mark.parametrize("start_method", ["auto", "spawn"])
+def test_a_call_in_a_child_runs_in_another_process_with_the_callers_environment(monkeypatch, start_method):
+    transport = LocalTransport(start_method)
     monkeypatch.setenv("STEPAHEAD_TEST_CHILD_CALL", "from the parent")
     assert transport.call_in_child("cpu", "os", "getenv", ("STEPAHEAD_TEST_CHILD_CALL",)) == "from the parent"
     assert transport.call_in_child("cpu", "os", "getpid", ()) != os.getpid()
@@ -73,7 +74,7 @@ def test_preparing_a_model_in_a_child_settles_auto_as_this_process_would_and_rai
         raise AssertionError("a child process was started")
 
     monkeypatch.setattr(LocalTransport, "call_in_child", no_child)
-    spawned = LocalTransport(start_method="spawn")   # prepared in this process, as its workers spawn
+    spawned = LocalTransport(start_method="spawn")   # workers spawn and this process has torch: prepared here
     assert spawned.prepare_model(str(tmp_path), "cpu", "auto") == choose_dtype("auto", str(tmp_path), "cpu")
     with pytest.raises(ModelLoadError, match="neither 'smollm2', 'tiny'"):
         spawned.prepare_model(str(tmp_path / "missing"), "cpu", "auto")
