@@ -83,6 +83,8 @@ class LocalEngine:
     - `min_p_return`: a forecast reserves its session's worker from this probability;
     - `policy` / `policy_options`: the workers' cache policy (`cache.policies.make_policy`);
     - `prefix_caching=False`: nothing is reused or stored (the no-caching baseline);
+    - `reuse_probed_costs`: local workers skip their cost probe when an earlier start on
+      this machine with the same settings stored one within a day (shards/probed_costs.py);
     - `device`: where each worker keeps the weights and the hot KV tier ("cpu";
       "cuda": the workers spread over the visible GPUs in turn; "cuda:N": all on GPU N);
       the host tier stays in CPU memory. `dtype`: of the weights and the KV cache
