@@ -76,9 +76,22 @@ class LocalBackend:
         self._stats_task: asyncio.Task | None = None
 
     async def start(self) -> None:
+        notice = self.conversion_notice()
+        if notice:
+            print(f"stepahead: {notice}", file=sys.stderr, flush=True)
         await self.engine.start()
         print(f"stepahead: {self.started_line()}", file=sys.stderr, flush=True)  # stdout may be JSON
         self._stats_task = asyncio.create_task(self._refresh_stats())
+
+    def conversion_notice(self) -> str | None:
+        """What the operator is told before a start that first converts the embedded
+        model (the wait is long and would otherwise pass in silence); None otherwise."""
+        from shards.model_files import EMBEDDED_MODEL, converted_smollm2, model_dir
+
+        if self.engine.config.model != EMBEDDED_MODEL or converted_smollm2() is not None:
+            return None
+        return (f"first start: converting the embedded SmolLM2 GGUF into {model_dir(EMBEDDED_MODEL)} "
+                "(once; about a minute on a small machine)")
 
     def started_line(self) -> str:
         """What the operator is told once the workers are up: where and how they run."""

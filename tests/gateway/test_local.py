@@ -141,6 +141,19 @@ def test_the_started_line_says_where_and_in_what_dtype_the_workers_run():
                     "64 hot KV blocks of 16 tokens each")
 
 
+def test_a_first_start_of_the_embedded_model_says_it_converts_and_where(tmp_path, monkeypatch):
+    monkeypatch.setenv("STEPAHEAD_CACHE_DIR", str(tmp_path))   # nothing converted there yet
+    notice = LocalBackend(LocalModelConfig(name="m", path="smollm2")).conversion_notice()
+    assert notice.startswith("first start: converting the embedded SmolLM2 GGUF into ")
+    assert str(tmp_path / "models" / "smollm2-135m-instruct") in notice
+    converted = tmp_path / "models" / "smollm2-135m-instruct"
+    converted.mkdir(parents=True)
+    (converted / "model.safetensors").write_bytes(b"")
+    (converted / "tokenizer.json").write_text("{}")
+    assert LocalBackend(LocalModelConfig(name="m", path="smollm2")).conversion_notice() is None
+    assert LocalBackend(LocalModelConfig(name="m", path="tiny")).conversion_notice() is None
+
+
 async def test_n_choices_prefill_the_prompt_once():
     from gateway.backend import Finished
     from gateway.choices import run_choices, with_choices
