@@ -35,8 +35,8 @@ if TYPE_CHECKING:   # NOTE: nothing heavy at import, so the gateway can start th
 
 JOIN_AFTER_EOF_S = 2.0
 START_METHODS = ("auto", "forkserver", "spawn")
-FORK_SERVER_PRELOAD = ("__main__", "shards.worker_service", "shards.model_loader", "shards.model_runner",
-                       "shards.kv_transfer", "shards.tiny_model", "cache.policies")
+FORK_SERVER_PRELOAD = ("shards.fork_server_signals", "__main__", "shards.worker_service", "shards.model_loader",
+                       "shards.model_runner", "shards.kv_transfer", "shards.tiny_model", "cache.policies")
 
 
 def fork_server_context():

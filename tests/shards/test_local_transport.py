@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from shards.local_transport import LocalTransport, adopt_environment, fork_server_context
+from shards.local_transport import FORK_SERVER_PRELOAD, LocalTransport, adopt_environment, fork_server_context
 from shards.model_files import ModelLoadError
 from shards.model_loader import choose_dtype
 from shards.worker import WorkerConfig
@@ -78,6 +78,28 @@ def test_preparing_a_model_in_a_child_settles_auto_as_this_process_would_and_rai
     assert spawned.prepare_model(str(tmp_path), "cpu", "auto") == choose_dtype("auto", str(tmp_path), "cpu")
     with pytest.raises(ModelLoadError, match="neither 'smollm2', 'tiny'"):
         spawned.prepare_model(str(tmp_path / "missing"), "cpu", "auto")
+
+
+def _ignores_sigint(pid: int | str) -> bool:
+    mask = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("SigIgn:"))
+    return bool(int(mask.split()[1], 16) & (1 << (signal.SIGINT - 1)))
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads signal dispositions from /proc")
+def test_the_fork_server_and_what_it_forks_ignore_ctrl_c_from_its_first_import_on():
+    from multiprocessing import forkserver
+
+    assert FORK_SERVER_PRELOAD[0] == "shards.fork_server_signals"
+    transport = LocalTransport()
+    child_pid, child_ignores = transport.call_in_child("cpu", "tests.shards.test_local_transport",
+                                                       "_own_pid_and_sigint_ignored", ())
+    assert child_pid != os.getpid() and child_ignores
+    assert _ignores_sigint(forkserver._forkserver._forkserver_pid)
+    assert not _ignores_sigint("self")   # this process keeps its own Ctrl+C
+
+
+def _own_pid_and_sigint_ignored() -> tuple[int, bool]:
+    return os.getpid(), _ignores_sigint("self")
 
 
 def _parent_of(pid: int) -> int:

@@ -1,0 +1,15 @@
+"""Imported first by the fork server (`shards.local_transport.FORK_SERVER_PRELOAD`): from
+here on the server ignores SIGINT, and so does every process it forks.
+
+Ctrl+C in a terminal sends SIGINT to the whole process group. multiprocessing's fork
+server ignores it too, but only once its preload is done: a Ctrl+C during the seconds it
+spends importing torch and transformers killed it with a traceback, and the gateway's
+start then failed on its dead socket with another. The gateway itself handles Ctrl+C
+(it finishes starting, then stops everything in order); its workers and the child that
+prepares the model must not die under it meanwhile.
+
+NOTE: the import's side effect is the point of this module; nothing else imports it.
+"""
+import signal
+
+signal.signal(signal.SIGINT, signal.SIG_IGN)
