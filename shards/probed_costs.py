@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from shards.model_files import model_cache_dir
+from shards.model_files import TINY_MODEL, model_cache_dir, model_dir
 from shards.protocol import CostProfile
 from shards.worker_config import WorkerConfig
 
@@ -40,10 +40,12 @@ def probed_costs_path() -> Path:
 
 @dataclass(frozen=True, slots=True)
 class ProbeKey:
-    """Everything a probe's answer depends on: the workers' model and how they run it,
-    how many probe at once (they share the cores), and the machine and torch."""
+    """Everything a probe's answer depends on: the workers' model (its name, and when its
+    files last changed) and how they run it, how many probe at once (they share the
+    cores), and the machine and torch."""
 
     model: str
+    model_files_changed_ns: int
     device: str
     dtype: str
     num_workers: int
@@ -58,7 +60,8 @@ class ProbeKey:
     def of(cls, config: WorkerConfig, num_workers: int) -> ProbeKey:
         """The key of `num_workers` workers started with `config` (its dtype settled)."""
         processor, torch_version = this_machine()
-        return cls(model=config.model, device=config.device, dtype=config.dtype, num_workers=num_workers,
+        return cls(model=config.model, model_files_changed_ns=model_files_changed_ns(config.model),
+                   device=config.device, dtype=config.dtype, num_workers=num_workers,
                    num_threads=config.num_threads, block_size=config.block_size,
                    prefill_chunk_tokens=config.prefill_chunk_tokens, inline_transfers=config.inline_transfers,
                    processor=processor, torch_version=torch_version)
@@ -68,6 +71,18 @@ class ProbeKey:
 
     def worker_ids(self) -> set[str]:
         return {f"w{i}" for i in range(self.num_workers)}
+
+
+def model_files_changed_ns(model: str) -> int:
+    """When the files of `model`'s directory last changed (the newest modification time
+    of its top-level files, in ns): another model put at the same path is another key.
+    0 for 'tiny' (built from code) and for a directory not there (yet)."""
+    if model == TINY_MODEL:
+        return 0
+    try:
+        return max((entry.stat().st_mtime_ns for entry in model_dir(model).iterdir() if entry.is_file()), default=0)
+    except OSError:
+        return 0
 
 
 def this_machine() -> tuple[str, str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import os
 
 from shards.engine import LocalEngine
 from shards.local_transport import LocalTransport
@@ -28,6 +29,20 @@ def test_a_stored_probe_is_found_under_its_key_within_its_age(tmp_path):
     assert store.get(key(), now_s=1000.0 + MAX_AGE_S + 1) is None        # too old
     assert store.get(key(), now_s=999.0) is None                         # stored "in the future"
     assert store.get(key(num_workers=1), now_s=1001.0) is None           # stored for 2 workers, not 1
+
+
+def test_another_model_at_the_same_path_is_another_key(tmp_path):
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    os.utime(model / "config.json", ns=(1_000_000_000, 1_000_000_000))
+    first = ProbeKey.of(WorkerConfig(model=str(model), dtype="float32"), 1)
+    assert first.model_files_changed_ns == 1_000_000_000
+    assert ProbeKey.of(WorkerConfig(model=str(model), dtype="float32"), 1) == first
+    (model / "model.safetensors").write_bytes(b"new weights")
+    assert ProbeKey.of(WorkerConfig(model=str(model), dtype="float32"), 1) != first
+    assert ProbeKey.of(WorkerConfig(model=str(tmp_path / "missing"), dtype="float32"), 1).model_files_changed_ns == 0
+    assert ProbeKey.of(WorkerConfig(model="tiny", dtype="float32"), 1).model_files_changed_ns == 0
 
 
 def test_a_probe_of_fewer_workers_is_not_taken_for_more(tmp_path):
