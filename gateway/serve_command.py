@@ -13,6 +13,7 @@ import argparse
 import dataclasses
 import os
 import secrets
+import signal
 import socket
 import sys
 
@@ -122,6 +123,27 @@ def _address_problem(host: str, port: int) -> str | None:
     return None
 
 
+STARTUP_FAILURE = 3   # uvicorn's exit status when the application did not start
+
+
+def start_aware_server_class():
+    """uvicorn's Server, saying what Ctrl+C (SIGINT) or SIGTERM does while the gateway is
+    still starting (a first start converts the embedded model for about a minute):
+    uvicorn stops the gateway as soon as the start is done, which otherwise passes in
+    silence. (Stopping at once instead would leave the fork server and the child
+    preparing the model behind, so that is not offered.)"""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig, frame) -> None:
+            if not self.started:
+                print("stepahead: stopping as soon as the start in progress is done",
+                      file=sys.stderr, flush=True)
+            super().handle_exit(sig, frame)
+
+    return Server
+
+
 def serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -158,6 +180,15 @@ def serve(args: argparse.Namespace) -> int:
     print(f"stepahead: serving on http://{config.host}:{config.port}/v1", flush=True)
     if demo_key is not None:
         print(f"stepahead: demo tenant API key: {demo_key}", flush=True)
-    uvicorn.run(build_app(config), host=config.host, port=config.port, log_level=args.log_level,
-                timeout_keep_alive=config.keep_alive_s)
-    return 0
+    try:
+        server = start_aware_server_class()(uvicorn.Config(build_app(config), host=config.host, port=config.port,
+                                                           log_level=args.log_level,
+                                                           timeout_keep_alive=config.keep_alive_s))
+    except KeyboardInterrupt:   # Ctrl+C before the server runs: nothing has started yet
+        print("stepahead: stopped", file=sys.stderr, flush=True)
+        return 128 + signal.SIGINT
+    try:
+        server.run()
+    except KeyboardInterrupt:   # uvicorn raises the signal it stopped for again once stopped
+        pass
+    return 0 if server.started else STARTUP_FAILURE

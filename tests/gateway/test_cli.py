@@ -1,4 +1,5 @@
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -170,7 +171,12 @@ def test_serve_refuses_an_embedding_model_directory_that_is_not_there(tmp_path: 
 def test_serve_hands_uvicorn_the_configured_keep_alive(monkeypatch, tmp_path: Path):
     import uvicorn
     seen = {}
-    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: seen.update(kwargs))
+
+    def run(server, sockets=None) -> None:
+        seen.update(timeout_keep_alive=server.config.timeout_keep_alive, port=server.config.port)
+        server.started = True
+
+    monkeypatch.setattr(uvicorn.Server, "run", run)
     assert main(["serve", "--model", "tiny", "--port", "8765"]) == 0
     assert seen["timeout_keep_alive"] == 75.0 and seen["port"] == 8765
     config = tmp_path / "gw.toml"
@@ -191,3 +197,26 @@ def test_serve_refuses_an_address_it_cannot_listen_on_before_loading_anything(ca
         assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in capsys.readouterr().err
     assert main(["serve", "--model", "tiny", "--host", "192.0.2.1"]) == 2   # TEST-NET-1: not this machine's
     assert "cannot listen on 192.0.2.1:8000: Cannot assign requested address" in capsys.readouterr().err
+
+
+def test_ctrl_c_while_the_gateway_starts_says_it_stops_once_started_and_it_does(tmp_path: Path):
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gateway.cli", "serve", "--model", "tiny", "--workers", "1", "--port", str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={"LITELLM_LOCAL_MODEL_COST_MAP": "True", "PATH": "/usr/bin:/bin",
+             "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+             **{name: os.environ[name] for name in (*STORE_ENV, "STEPAHEAD_CACHE_DIR")}})
+    try:
+        seen = []
+        while not seen or "Waiting for application startup" not in seen[-1]:   # the start is under way
+            seen.append(process.stderr.readline())
+            assert seen[-1], "".join(seen)
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert "stepahead: stopping as soon as the start in progress is done" in err
+    assert "model 'tiny' (tiny): 1 worker(s)" in err   # it finished starting, then stopped in order
+    assert process.returncode == 0 and "Traceback" not in err
