@@ -10,6 +10,7 @@ refused next to `--config` (the file says all of that).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import os
 import secrets
@@ -136,10 +137,13 @@ def start_aware_server_class():
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig, frame) -> None:
-            if not self.started:
-                print("stepahead: stopping as soon as the start in progress is done",
-                      file=sys.stderr, flush=True)
+            starting = not self.started
             super().handle_exit(sig, frame)
+            if starting:
+                # NOTE: a signal handler: no print(), which raises when the signal lands
+                # in the middle of another write to stderr (and lost the stop, once)
+                with contextlib.suppress(OSError):
+                    os.write(2, b"stepahead: stopping as soon as the start in progress is done\n")
 
     return Server
 
