@@ -86,9 +86,9 @@ class LocalBackend:
     def conversion_notice(self) -> str | None:
         """What the operator is told before a start that first converts the embedded
         model (the wait is long and would otherwise pass in silence); None otherwise."""
-        from shards.model_files import EMBEDDED_MODEL, converted_smollm2, model_dir
+        from shards.model_files import EMBEDDED_MODEL, model_dir, needs_conversion
 
-        if self.engine.config.model != EMBEDDED_MODEL or converted_smollm2() is not None:
+        if not needs_conversion(self.engine.config.model):
             return None
         return (f"first start: converting the embedded SmolLM2 GGUF into {model_dir(EMBEDDED_MODEL)} "
                 "(once; about a minute on a small machine)")

@@ -166,7 +166,7 @@ class LocalEngine:
 
     # --- lifecycle -----------------------------------------------------------------
     async def start(self) -> None:
-        from shards.model_files import AUTO_DTYPE, TINY_DTYPE, check_model, load_tokenizer, needs_torch_to_prepare
+        from shards.model_files import check_model, dtype_without_probe, load_tokenizer, needs_torch_to_prepare
 
         # a bad model, dtype or (local) device fails here, not in every worker; a Ray
         # worker's device is on its own node. The GGUF is converted once, before spawning,
@@ -177,8 +177,8 @@ class LocalEngine:
         transport = await asyncio.to_thread(make_transport, self.transport_name, self._transport_options)
         if needs_torch_to_prepare(self.config.model, device, self.config.dtype):
             dtype = await asyncio.to_thread(transport.prepare_model, self.config.model, device, self.config.dtype)
-        else:   # a named dtype, or "auto" for 'tiny' (always TINY_DTYPE) or for Ray workers (device None)
-            dtype = TINY_DTYPE if self.config.dtype == AUTO_DTYPE else self.config.dtype
+        else:   # settled without asking the device (or left to Ray workers: device None)
+            dtype = dtype_without_probe(self.config.dtype, self.config.model)
         if device is not None:
             self.config = dataclasses.replace(self.config, dtype=dtype)
         self._transport = transport
@@ -190,7 +190,8 @@ class LocalEngine:
         # costs probed at an earlier start on this machine spare the workers their probe
         probe_key = (ProbeKey.of(self.config, self.num_workers)
                      if self._reuse_probed_costs and self.transport_name == "local" else None)
-        stored = ProbedCosts().get(probe_key, time.time()) if probe_key is not None else None
+        probes = ProbedCosts()
+        stored = probes.get(probe_key, time.time()) if probe_key is not None else None
         if stored is not None:
             self._probed_costs.update(stored)   # so no worker probes (see _spawn)
         for i in range(self.num_workers):
@@ -204,7 +205,7 @@ class LocalEngine:
         if probe_key is not None and stored is None:
             with self._lock:
                 probed = dict(self._probed_costs)
-            await asyncio.to_thread(ProbedCosts().put, probe_key, probed, time.time())
+            await asyncio.to_thread(probes.put, probe_key, probed, time.time())
         self._supervise_task = asyncio.create_task(self._supervise())
 
     def _spawn(self, worker_id: str) -> None:

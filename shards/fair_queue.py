@@ -164,11 +164,7 @@ class FairQueue(Generic[T]):
         return entry.item
 
     def _take(self, entry: _Entry[T]) -> None:
-        queue = self._queues[entry.tenant]
-        queue.popleft()
-        if not queue:
-            del self._queues[entry.tenant]
-        del self._by_key[entry.key]
+        self.remove(entry.key)   # a head: found first
         self._virtual_time = max(self._virtual_time, entry.start_tag)
 
 

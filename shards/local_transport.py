@@ -197,9 +197,11 @@ class LocalTransport:
 
     def spawn(self, worker_id: str, incarnation: int, config: WorkerConfig,
               on_message: OnMessage, on_exit: OnExit) -> LocalChannel:
-        forked = self.start_method(config) == "forkserver"
-        ctx = self._fork_server_context if forked else self._spawn_context
-        return LocalChannel(ctx, worker_id, incarnation, config, on_message, on_exit)
+        return LocalChannel(self._context(config.device), worker_id, incarnation, config, on_message, on_exit)
+
+    def _context(self, device: str):
+        """The multiprocessing context a process for `device` starts from."""
+        return self._fork_server_context if forks_from_server(device, self._start_method) else self._spawn_context
 
     def call_in_child(self, device: str, module: str, function: str, args: tuple):
         """`module.function(*args)` in a child process started as the workers on `device`
@@ -208,9 +210,7 @@ class LocalTransport:
         process imports neither `module` nor what it imports."""
         from concurrent.futures import ProcessPoolExecutor
 
-        forked = forks_from_server(device, self._start_method)
-        ctx = self._fork_server_context if forked else self._spawn_context
-        with ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
+        with ProcessPoolExecutor(max_workers=1, mp_context=self._context(device)) as pool:
             return pool.submit(call_by_name, dict(os.environ), module, function, args).result()
 
     def prepare_model(self, model: str, device: str, dtype: str) -> str:
@@ -223,8 +223,7 @@ class LocalTransport:
         NOTE: measured (SmolLM2, spawned CPU workers): start to ready 22.3 s with torch
         imported here, 18.3 s with a spawned child, whose import runs beside this
         process's own start instead of under its GIL."""
-        forked = forks_from_server(device, self._start_method)
-        if not forked and "torch" in sys.modules:
+        if not forks_from_server(device, self._start_method) and "torch" in sys.modules:
             from shards.model_loader import prepare_model
 
             return prepare_model(model, device, dtype)

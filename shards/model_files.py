@@ -96,13 +96,24 @@ def check_model(name: str, device: str | None = None, dtype: str = AUTO_DTYPE) -
         raise ModelLoadError(f"model {name!r} is neither 'smollm2', 'tiny' nor a local model directory")
 
 
+def needs_conversion(name: str) -> bool:
+    """Whether `name` is the embedded model and its GGUF is not converted yet."""
+    return name == EMBEDDED_MODEL and converted_smollm2() is None
+
+
+def dtype_without_probe(dtype: str, name: str) -> str | None:
+    """`dtype` where no device need be asked: a named one as given, "auto" for 'tiny' as
+    TINY_DTYPE; None when only the device can tell (`model_loader.choose_dtype`)."""
+    if dtype != AUTO_DTYPE:
+        return dtype
+    return TINY_DTYPE if name == TINY_MODEL else None
+
+
 def needs_torch_to_prepare(name: str, device: str | None, dtype: str) -> bool:
     """Whether making `name` ready for workers on `device` takes torch: the embedded
-    GGUF is not converted yet, or "auto" must ask the device what it computes fast (never
-    for 'tiny', always float32). `device` None: the workers settle the dtype themselves."""
-    if name == EMBEDDED_MODEL and converted_smollm2() is None:
-        return True
-    return device is not None and dtype == AUTO_DTYPE and name != TINY_MODEL
+    GGUF is not converted yet, or "auto" must ask the device what it computes fast.
+    `device` None: the workers settle the dtype themselves."""
+    return needs_conversion(name) or (device is not None and dtype_without_probe(dtype, name) is None)
 
 
 def model_dir(name: str) -> Path:

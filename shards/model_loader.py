@@ -11,9 +11,9 @@ from pathlib import Path
 
 import torch
 
-from shards.model_files import (AUTO_DTYPE, DTYPE_NAMES, EMBEDDED_MODEL, SMOLLM2_MODEL_ID, TINY_DTYPE, TINY_MODEL,
-                                ModelLoadError, check_model, converted_smollm2, find_smollm2_gguf, load_tokenizer,
-                                model_dir, unsupported_dtype)
+from shards.model_files import (AUTO_DTYPE, DTYPE_NAMES, EMBEDDED_MODEL, SMOLLM2_MODEL_ID, TINY_MODEL,
+                                ModelLoadError, check_model, converted_smollm2, dtype_without_probe,
+                                find_smollm2_gguf, load_tokenizer, model_dir, needs_conversion, unsupported_dtype)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,13 +102,10 @@ def choose_dtype(dtype: str, model: str, device: str) -> str:
     """`dtype` itself, or for "auto": "bfloat16" where `device` computes it natively
     (`has_fast_bfloat16`), else "float32"; the test model 'tiny' is always "float32"
     (its matrices are too small to gain, and its tests compare float32 results)."""
-    if dtype != AUTO_DTYPE:
-        return dtype
-    if model == TINY_MODEL:
-        return TINY_DTYPE
-    if not has_fast_bfloat16(device):
-        return "float32"
-    return "bfloat16"
+    settled = dtype_without_probe(dtype, model)
+    if settled is not None:
+        return settled
+    return "bfloat16" if has_fast_bfloat16(device) else "float32"
 
 
 def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
@@ -160,7 +157,7 @@ def load_model_files(name: str, device: str | None = None, dtype: str = AUTO_DTY
     once), after `check_model`. Call in the parent before starting workers, so they
     never race to convert."""
     check_model(name, device, dtype)
-    if name == EMBEDDED_MODEL and converted_smollm2() is None:
+    if needs_conversion(name):
         load_smollm2()
 
 
