@@ -122,6 +122,10 @@ class Backend(Protocol):
 
     async def start(self) -> None: ...
 
+    def cancel_start(self) -> None:
+        """Make a `start` in progress end soon with shards.transport.StartCancelled,
+        having stopped what it began; nothing once started (or when it cannot stop)."""
+
     async def stop(self) -> None: ...
 
     async def prepare_chat(self, request: ChatCompletionRequest, tenant: str,

@@ -83,6 +83,9 @@ class LocalBackend:
         print(f"stepahead: {self.started_line()}", file=sys.stderr, flush=True)  # stdout may be JSON
         self._stats_task = asyncio.create_task(self._refresh_stats())
 
+    def cancel_start(self) -> None:
+        self.engine.cancel_start()
+
     def conversion_notice(self) -> str | None:
         """What the operator is told before a start that first converts the embedded
         model (the wait is long and would otherwise pass in silence); None otherwise."""

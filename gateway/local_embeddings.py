@@ -61,6 +61,9 @@ class LocalEmbeddingBackend:
         self._max_tokens = min(limit for limit in limits if limit) if any(limits) else None
         self._tokenizer, self._model = tokenizer, model
 
+    def cancel_start(self) -> None:
+        """Nothing to stop: the model loads in one call, seconds at most."""
+
     async def stop(self) -> None:
         self._executor.shutdown(wait=True)
 

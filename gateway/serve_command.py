@@ -10,13 +10,16 @@ refused next to `--config` (the file says all of that).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import dataclasses
+import logging
 import os
 import secrets
 import signal
 import socket
 import sys
+from collections.abc import Callable
 
 from cache.policies import POLICY_NAMES as POLICIES
 from gateway.config import DEFAULT_LOCAL_MODEL, DEFAULT_LOCAL_POLICY, ConfigError, default_config, load_config
@@ -127,28 +130,90 @@ def _address_problem(host: str, port: int) -> str | None:
 STARTUP_FAILURE = 3   # uvicorn's exit status when the application did not start
 
 
-def start_aware_server_class():
-    """uvicorn's Server, saying what Ctrl+C (SIGINT) or SIGTERM does while the gateway is
-    still starting (a first start converts the embedded model for about a minute):
-    uvicorn stops the gateway as soon as the start is done, which otherwise passes in
-    silence. (Stopping at once instead would leave the fork server and the child
-    preparing the model behind, so that is not offered.)"""
+def start_aware_server_class(cancel_start: Callable[[], None]):
+    """uvicorn's Server, stopping the gateway's start at once on Ctrl+C (SIGINT) or
+    SIGTERM: uvicorn itself would wait until the start is done (a first start converts
+    the embedded model for about a minute) and stop then. `cancel_start` (called on the
+    event loop) makes the start fail with shards.transport.StartCancelled, having stopped
+    what it began (workers, the child converting the model); the server then returns
+    without listening, `start_cancelled_by` naming the signal, and uvicorn's report of
+    that failure is not logged (it is no failure)."""
     import uvicorn
 
     class Server(uvicorn.Server):
+        start_cancelled_by: int | None = None
+        _loop: asyncio.AbstractEventLoop | None = None
+
+        async def serve(self, sockets=None) -> None:
+            self._loop = asyncio.get_running_loop()
+            quiet = _CancelledStartReports(self)
+            logging.getLogger("uvicorn.error").addFilter(quiet)
+            try:
+                await super().serve(sockets)
+            finally:
+                logging.getLogger("uvicorn.error").removeFilter(quiet)
+
+        async def startup(self, sockets=None) -> None:
+            try:
+                await super().startup(sockets)
+            except SystemExit:   # uvicorn's exit when the application did not start
+                if self.start_cancelled_by is None:
+                    raise
+
         def handle_exit(self, sig, frame) -> None:
             starting = not self.started
             super().handle_exit(sig, frame)
-            if starting:
+            if starting and self.start_cancelled_by is None and self._loop is not None:
+                self.start_cancelled_by = sig
+                self._loop.call_soon_threadsafe(cancel_start)
                 # NOTE: a signal handler: no print(), which raises when the signal lands
                 # in the middle of another write to stderr (and lost the stop, once)
                 with contextlib.suppress(OSError):
-                    os.write(2, b"stepahead: stopping as soon as the start in progress is done\n")
+                    os.write(2, b"stepahead: stopping the start in progress\n")
 
     return Server
 
 
+class _CancelledStartReports(logging.Filter):
+    """Drops uvicorn's "startup failed" lines (and the exception's text) once the start
+    was cancelled on purpose: the operator asked for the stop and is told it happened."""
+
+    def __init__(self, server) -> None:
+        super().__init__()
+        self._server = server
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self._server.start_cancelled_by is None:
+            return True
+        message = record.getMessage()
+        return not (message == "Application startup failed. Exiting." or "StartCancelled" in message)
+
+
 def serve(args: argparse.Namespace) -> int:
+    """Serve until stopped; the exit status: 0 once served, 2 for a bad config or
+    address, 3 when the start failed, 128 + the signal when Ctrl+C (or SIGTERM) stopped
+    the start. Ctrl+C at any point ends with a line, never a traceback."""
+    try:
+        server = _server_or_exit_status(args)
+    except KeyboardInterrupt:   # Ctrl+C before the server runs: nothing has started yet
+        print("stepahead: stopped", file=sys.stderr, flush=True)
+        return 128 + signal.SIGINT
+    if isinstance(server, int):
+        return server
+    try:
+        server.run()
+    except KeyboardInterrupt:   # uvicorn raises the signal it stopped for again once stopped
+        pass
+    if server.started:
+        return 0
+    if server.start_cancelled_by is not None:
+        print("stepahead: stopped", file=sys.stderr, flush=True)
+        return 128 + server.start_cancelled_by
+    return STARTUP_FAILURE
+
+
+def _server_or_exit_status(args: argparse.Namespace):
+    """The server for `args`, ready to run, or the exit status of why there is none."""
     import uvicorn
 
     from gateway.app import build_app
@@ -184,15 +249,7 @@ def serve(args: argparse.Namespace) -> int:
     print(f"stepahead: serving on http://{config.host}:{config.port}/v1", flush=True)
     if demo_key is not None:
         print(f"stepahead: demo tenant API key: {demo_key}", flush=True)
-    try:
-        server = start_aware_server_class()(uvicorn.Config(build_app(config), host=config.host, port=config.port,
-                                                           log_level=args.log_level,
-                                                           timeout_keep_alive=config.keep_alive_s))
-    except KeyboardInterrupt:   # Ctrl+C before the server runs: nothing has started yet
-        print("stepahead: stopped", file=sys.stderr, flush=True)
-        return 128 + signal.SIGINT
-    try:
-        server.run()
-    except KeyboardInterrupt:   # uvicorn raises the signal it stopped for again once stopped
-        pass
-    return 0 if server.started else STARTUP_FAILURE
+    app = build_app(config)
+    return start_aware_server_class(app.state.gateway.cancel_start)(
+        uvicorn.Config(app, host=config.host, port=config.port, log_level=args.log_level,
+                       timeout_keep_alive=config.keep_alive_s))

@@ -39,6 +39,11 @@ class GatewayState:
     background: BackgroundRuns = field(default_factory=BackgroundRuns)  # background responses in flight
     gc_pauses: GcPauses = field(default_factory=GcPauses)  # the collector's pauses while serving
 
+    def cancel_start(self) -> None:
+        """Stop the backends' starts in progress (Ctrl+C while the gateway starts)."""
+        for backend in self.backends.values():
+            backend.cancel_start()
+
     def backend(self, model: str) -> Backend:
         backend = self.backends.get(model)
         if backend is None:

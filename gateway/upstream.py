@@ -79,6 +79,9 @@ class UpstreamBackend:
     async def start(self) -> None:
         self._litellm = import_litellm()
 
+    def cancel_start(self) -> None:
+        """Nothing to stop: the start only imports litellm (or opens a session)."""
+
     async def stop(self) -> None:
         return None
 

@@ -38,12 +38,13 @@ from shards.route_records import RouterConfig
 from shards.router import Router
 from shards.engine_options import check_engine_options
 from shards.supervisor import Supervisor, SupervisorConfig
-from shards.transport import make_transport
+from shards.transport import StartCancelled, make_transport
 from shards.worker_config import DEFAULT_CHUNK_TOKENS, WorkerConfig
 
 WORKER_START_TIMEOUT_S = 300.0
 SUPERVISE_INTERVAL_S = 0.1
 STOP_TIMEOUT_S = 5.0
+ABANDON_JOIN_S = 2.0   # a killed worker's exit, seen by its reader thread
 RESERVATION_QUANTILE = 0.9
 RESERVATION_SLACK_S = 2.0
 
@@ -162,10 +163,37 @@ class LocalEngine:
         self._nonces = itertools.count()
         self._supervise_task: asyncio.Task | None = None
         self._start_error: str | None = None
+        self._start_cancelled = threading.Event()
         self._stopping = False
 
     # --- lifecycle -----------------------------------------------------------------
     async def start(self) -> None:
+        """Prepare the model, start the workers, wait until all are ready. On failure, or
+        StartCancelled after `cancel_start`, what the start had begun is killed before
+        the exception leaves (no worker or child outlives a failed start)."""
+        try:
+            await self._start()
+        except BaseException as exc:
+            self._abandon_start()
+            if self._start_cancelled.is_set() and not isinstance(exc, StartCancelled):   # e.g. a fork failed for it
+                raise StartCancelled("the start was stopped before the workers were ready") from exc
+            raise
+
+    def cancel_start(self) -> None:
+        """From any thread: stop a start in progress as soon as it can be; `start` then
+        raises StartCancelled. A model's preparation in a child stops at once, the
+        workers' spawns once the fork server answers (it may be importing torch still).
+        Nothing happens once the start is done."""
+        # NOTE: takes no lock: a spawn holds the engine's lock while the fork server
+        # answers, and this runs on the event loop
+        if self._supervise_task is not None:
+            return
+        self._start_cancelled.set()
+        transport = self._transport
+        if transport is not None:
+            transport.cancel_start()
+
+    async def _start(self) -> None:
         from shards.model_files import check_model, dtype_without_probe, load_tokenizer, needs_torch_to_prepare
 
         # a bad model, dtype or (local) device fails here, not in every worker; a Ray
@@ -175,13 +203,14 @@ class LocalEngine:
         device = self.config.device if self.transport_name == "local" else None
         await asyncio.to_thread(check_model, self.config.model, device, self.config.dtype)
         transport = await asyncio.to_thread(make_transport, self.transport_name, self._transport_options)
+        self._transport = transport
+        self._raise_if_cancelled()   # after: so cancel_start either finds the transport or is seen here
         if needs_torch_to_prepare(self.config.model, device, self.config.dtype):
             dtype = await asyncio.to_thread(transport.prepare_model, self.config.model, device, self.config.dtype)
         else:   # settled without asking the device (or left to Ray workers: device None)
             dtype = dtype_without_probe(self.config.dtype, self.config.model)
         if device is not None:
             self.config = dataclasses.replace(self.config, dtype=dtype)
-        self._transport = transport
         if not self._prefix_transfer:
             self._dispatcher.router.config = dataclasses.replace(self._router_config, can_transfer=False)
         elif not self._transport.can_share_memory:  # copies travel as bytes with the messages
@@ -206,13 +235,31 @@ class LocalEngine:
             with self._lock:
                 probed = dict(self._probed_costs)
             await asyncio.to_thread(probes.put, probe_key, probed, time.time())
+        self._raise_if_cancelled()
         self._supervise_task = asyncio.create_task(self._supervise())
+
+    def _raise_if_cancelled(self) -> None:
+        if self._start_cancelled.is_set():
+            raise StartCancelled("the start was stopped before the workers were ready")
+
+    def _abandon_start(self) -> None:
+        """Kill what a failed start spawned (workers still loading would not read a
+        Shutdown for seconds) and close the transport."""
+        with self._lock:
+            self._stopping = True
+            channels = list(self._channels.values())
+        for channel in channels:
+            channel.kill()
+        for channel in channels:
+            channel.stop(ABANDON_JOIN_S)
+        if self._transport is not None:
+            self._transport.close()
 
     def _spawn(self, worker_id: str) -> None:
         """Start the next incarnation of `worker_id`. Under the lock, so no message of
         the new incarnation is handled before its channel is registered."""
         with self._lock:
-            if self._stopping:
+            if self._stopping or self._start_cancelled.is_set():
                 return
             previous = self._channels.get(worker_id)
             incarnation = previous.incarnation + 1 if previous is not None else 0
@@ -229,6 +276,7 @@ class LocalEngine:
         with self._ready:
             while len(self._supervisor.ready_workers()) < self.num_workers:
                 fenced = [h for h in self._supervisor.workers() if h.state == "fenced"]
+                self._raise_if_cancelled()
                 if fenced or self._start_error:
                     raise EngineStartError(self._start_error or
                                            f"worker {fenced[0].worker_id} exited at start")

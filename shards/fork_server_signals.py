@@ -5,8 +5,8 @@ Ctrl+C in a terminal sends SIGINT to the whole process group. multiprocessing's 
 server ignores it too, but only once its preload is done: a Ctrl+C during the seconds it
 spends importing torch and transformers killed it with a traceback, and the gateway's
 start then failed on its dead socket with another. The gateway itself handles Ctrl+C
-(it finishes starting, then stops everything in order); its workers and the child that
-prepares the model must not die under it meanwhile.
+(during its start it kills what the start began, else it stops everything in order); its
+workers and the child that prepares the model must not die under it meanwhile.
 
 NOTE: the import's side effect is the point of this module; nothing else imports it.
 """

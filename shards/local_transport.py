@@ -20,7 +20,6 @@ spawn (`environ`), as a spawned one would, not the server's from when it started
 """
 from __future__ import annotations
 
-import importlib
 import multiprocessing as mp
 import os
 import queue
@@ -28,6 +27,8 @@ import signal
 import sys
 import threading
 from typing import TYPE_CHECKING
+
+from shards.child_call import adopt_environment, call_in_child
 
 if TYPE_CHECKING:   # NOTE: nothing heavy at import, so the gateway can start the fork server first
     from shards.transport import OnExit, OnMessage
@@ -59,20 +60,6 @@ def start_fork_server() -> None:
 
     fork_server_context()
     forkserver.ensure_running()
-
-
-def call_by_name(environ: dict[str, str], module: str, function: str, args: tuple):
-    """`module.function(*args)` with the caller's environment, importing `module` here:
-    the caller sends names, so it need not import the module (and what it imports)."""
-    adopt_environment(environ)
-    return getattr(importlib.import_module(module), function)(*args)
-
-
-def adopt_environment(environ: dict[str, str]) -> None:
-    """Make this process's environment exactly `environ` (the gateway's at the spawn)."""
-    if os.environ != environ:
-        os.environ.clear()
-        os.environ.update(environ)
 
 
 def _process_main(worker_id: str, config: WorkerConfig, inbox, outbox, environ: dict[str, str]) -> None:
@@ -190,6 +177,7 @@ class LocalTransport:
         self._start_method = start_method
         self._spawn_context = mp.get_context("spawn")
         self._fork_server_context = fork_server_context()
+        self._start_cancelled = threading.Event()
 
     def start_method(self, config: WorkerConfig) -> str:
         """How a worker with `config` starts: "forkserver" or "spawn"."""
@@ -207,18 +195,21 @@ class LocalTransport:
         """`module.function(*args)` in a child process started as the workers on `device`
         are (forked from the fork server, which has torch imported already, or spawned),
         with this process's environment; what it returns or raises comes back here. This
-        process imports neither `module` nor what it imports."""
-        from concurrent.futures import ProcessPoolExecutor
+        process imports neither `module` nor what it imports. Raises StartCancelled (the
+        child killed) once `cancel_start` is called."""
+        return call_in_child(self._context(device), module, function, args, self._start_cancelled)
 
-        with ProcessPoolExecutor(max_workers=1, mp_context=self._context(device)) as pool:
-            return pool.submit(call_by_name, dict(os.environ), module, function, args).result()
+    def cancel_start(self) -> None:
+        """Stop what a start runs in a child now (`prepare_model`), and any later call."""
+        self._start_cancelled.set()
 
     def prepare_model(self, model: str, device: str, dtype: str) -> str:
         """`shards.model_loader.prepare_model` (convert the embedded GGUF once, settle
         "auto") in a child process, so that the engine's own process does not import torch
-        for it: forked from the fork server where the workers fork from it, else spawned.
-        Right here instead when this process has torch imported already (a GPU's presence
-        was checked with it): a spawned child would import it again.
+        for it, and a Ctrl+C can stop a first conversion at once (`cancel_start`): forked
+        from the fork server where the workers fork from it, else spawned. Right here
+        instead when this process has torch imported already (a GPU's presence was
+        checked with it): a spawned child would import it again.
 
         NOTE: measured (SmolLM2, spawned CPU workers): start to ready 22.3 s with torch
         imported here, 18.3 s with a spawned child, whose import runs beside this
@@ -227,14 +218,16 @@ class LocalTransport:
             from shards.model_loader import prepare_model
 
             return prepare_model(model, device, dtype)
-        from concurrent.futures.process import BrokenProcessPool
-
-        from shards.model_files import ModelLoadError
+        from shards.model_files import ModelLoadError, remove_abandoned_conversions
+        from shards.transport import StartCancelled
 
         try:
             return self.call_in_child(device, "shards.model_loader", "prepare_model", (model, device, dtype))
-        except BrokenProcessPool as exc:
-            raise ModelLoadError(f"preparing model {model!r} failed: the process doing it exited") from exc
+        except ChildProcessError as exc:
+            raise ModelLoadError(f"preparing model {model!r} failed: {exc}") from exc
+        except StartCancelled:
+            remove_abandoned_conversions()   # the child is gone: what it was writing goes too
+            raise
 
     def close(self) -> None:
         pass

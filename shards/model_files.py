@@ -20,6 +20,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 from pathlib import Path
 
 import platformdirs
@@ -69,6 +70,44 @@ def converted_smollm2() -> Path | None:
     if (converted / "model.safetensors").is_file() and (converted / "tokenizer.json").is_file():
         return converted
     return None
+
+
+def conversion_dir(pid: int) -> Path:
+    """Where process `pid` writes the embedded model's conversion before it renames it
+    into place (a half-written copy is never at `model_dir`)."""
+    target = model_dir(EMBEDDED_MODEL)
+    return target.with_name(f"{target.name}.tmp{pid}")
+
+
+def remove_abandoned_conversions() -> list[Path]:
+    """Remove the conversion directories of processes that no longer run (a conversion
+    stopped by Ctrl+C or killed leaves ~0.5 GiB behind); the ones removed."""
+    target = model_dir(EMBEDDED_MODEL)
+    removed = []
+    for path in target.parent.glob(f"{target.name}.tmp*"):
+        pid = path.name.rsplit(".tmp", 1)[1]
+        if pid.isdigit() and not _process_runs(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
+def _process_runs(pid: int) -> bool:
+    """Whether process `pid` exists and has not exited (a zombie not yet reaped has:
+    a killed child whose parent is gone may stay one)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        if Path("/proc/self/stat").exists():
+            return False
+        try:   # no /proc here
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:   # it runs, as another user
+            return True
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def unsupported_dtype(dtype) -> ModelLoadError:

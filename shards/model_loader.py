@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from shards.model_files import (AUTO_DTYPE, DTYPE_NAMES, EMBEDDED_MODEL, SMOLLM2_MODEL_ID, TINY_MODEL,
-                                ModelLoadError, check_model, converted_smollm2, dtype_without_probe,
-                                find_smollm2_gguf, load_tokenizer, model_dir, needs_conversion, unsupported_dtype)
+                                ModelLoadError, check_model, conversion_dir, converted_smollm2,
+                                dtype_without_probe, find_smollm2_gguf, load_tokenizer, model_dir,
+                                needs_conversion, remove_abandoned_conversions, unsupported_dtype)
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,8 +39,13 @@ def load_smollm2(dtype: torch.dtype = torch.float32):
     converted = converted_smollm2()
     if converted is not None:
         return _load_dir(converted, dtype)
+    from tqdm import tqdm
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    # NOTE: progress bars under a thread lock, not tqdm's default multiprocessing one: a
+    # conversion stopped by Ctrl+C (its process killed) left that lock's semaphore to the
+    # resource tracker, which warned of it at the gateway's exit
+    tqdm.set_lock(threading.RLock())
     gguf = find_smollm2_gguf()
     model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
@@ -48,7 +55,8 @@ def load_smollm2(dtype: torch.dtype = torch.float32):
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     target = model_dir(EMBEDDED_MODEL)
-    tmp = target.with_name(target.name + f".tmp{os.getpid()}")
+    remove_abandoned_conversions()
+    tmp = conversion_dir(os.getpid())
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
     if target.exists():

@@ -180,6 +180,10 @@ class RayTransport:
 
         return prepare_model(model, device, dtype)
 
+    def cancel_start(self) -> None:
+        """Nothing to stop: the model is prepared in this process (and each node's worker
+        settles its own dtype)."""
+
     def close(self) -> None:
         if self._owns_ray:
             import ray

@@ -23,6 +23,10 @@ OnExit = Callable[[str, int], None]
 TRANSPORTS = ("local", "ray")
 
 
+class StartCancelled(Exception):
+    """The start was stopped (Ctrl+C) before it finished; what it had started is gone."""
+
+
 class WorkerChannel(Protocol):
     worker_id: str
     incarnation: int
@@ -48,6 +52,9 @@ class Transport(Protocol):
     def prepare_model(self, model: str, device: str | None, dtype: str) -> str:
         """Make `model` ready for workers (see `shards.model_loader.prepare_model`);
         the dtype they load in."""
+
+    def cancel_start(self) -> None:
+        """From any thread: stop what `prepare_model` runs now, if it can be stopped."""
 
     def close(self) -> None: ...
 

@@ -199,24 +199,43 @@ def test_serve_refuses_an_address_it_cannot_listen_on_before_loading_anything(ca
     assert "cannot listen on 192.0.2.1:8000: Cannot assign requested address" in capsys.readouterr().err
 
 
-def test_ctrl_c_while_the_gateway_starts_says_it_stops_once_started_and_it_does(tmp_path: Path):
-    port = free_port()
+def _processes_with(marker: str) -> list[int]:
+    """The running processes whose environment holds `marker` (this test's own tree)."""
+    found = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if marker.encode() in environ.read_bytes():
+                found.append(int(environ.parent.name))
+        except OSError:   # gone meanwhile, or not ours to read
+            continue
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds the gateway's processes through /proc")
+def test_ctrl_c_while_the_gateway_starts_stops_the_start_at_once_and_leaves_nothing_running(tmp_path: Path):
+    port, marker = free_port(), f"STEPAHEAD_TEST_RUN={os.getpid()}-{time.monotonic_ns()}"
     process = subprocess.Popen(
-        [sys.executable, "-m", "gateway.cli", "serve", "--model", "tiny", "--workers", "1", "--port", str(port)],
+        [sys.executable, "-m", "gateway.cli", "serve", "--model", "tiny", "--workers", "2", "--port", str(port)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={"LITELLM_LOCAL_MODEL_COST_MAP": "True", "PATH": "/usr/bin:/bin",
-             "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+             "PYTHONPATH": str(Path(__file__).resolve().parents[2]), marker.split("=")[0]: marker.split("=")[1],
              **{name: os.environ[name] for name in (*STORE_ENV, "STEPAHEAD_CACHE_DIR")}})
     try:
         seen = []
         while not seen or "Waiting for application startup" not in seen[-1]:   # the start is under way
             seen.append(process.stderr.readline())
             assert seen[-1], "".join(seen)
+        assert process.pid in _processes_with(marker)   # the check below finds what runs
         process.send_signal(signal.SIGINT)
         _, err = process.communicate(timeout=120)
     finally:
         if process.poll() is None:
             process.kill()
-    assert "stepahead: stopping as soon as the start in progress is done" in err
-    assert "model 'tiny' (tiny): 1 worker(s)" in err   # it finished starting, then stopped in order
-    assert process.returncode == 0 and "Traceback" not in err
+    assert "stepahead: stopping the start in progress" in err and err.rstrip().endswith("stepahead: stopped")
+    assert "model 'tiny' (tiny): 2 worker(s)" not in err   # the start did not finish first
+    assert process.returncode == 128 + signal.SIGINT
+    assert "Traceback" not in err and "startup failed" not in err, err
+    deadline = time.monotonic() + 10   # the fork server and the workers, killed, are gone
+    while _processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _processes_with(marker) == []

@@ -3,6 +3,7 @@ needs of a model, tested against transformers' AutoTokenizer and in a fresh inte
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -11,8 +12,8 @@ from pathlib import Path
 import pytest
 from transformers import AutoTokenizer
 
-from shards.model_files import (ModelLoadError, check_dtype_name, load_tokenizer, model_dir,
-                                needs_torch_to_prepare)
+from shards.model_files import (ModelLoadError, check_dtype_name, conversion_dir, load_tokenizer, model_dir,
+                                needs_torch_to_prepare, remove_abandoned_conversions)
 from shards.tiny_model import build_tiny_tokenizer
 
 REPO = Path(__file__).resolve().parents[2]
@@ -60,6 +61,21 @@ def test_torch_is_needed_only_to_convert_the_gguf_or_to_ask_a_device_about_auto(
     check_dtype_name("auto")
     with pytest.raises(ModelLoadError, match="dtype 'int4' is not supported: use 'auto' or one of"):
         check_dtype_name("int4")
+
+
+def test_only_the_conversions_of_processes_gone_are_removed(tmp_path, monkeypatch):
+    monkeypatch.setenv("STEPAHEAD_CACHE_DIR", str(tmp_path))
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True)
+    abandoned, running = conversion_dir(int(gone.stdout)), conversion_dir(os.getpid())
+    assert abandoned.name == f"smollm2-135m-instruct.tmp{int(gone.stdout)}"
+    for directory in (abandoned, running, model_dir("smollm2")):
+        directory.mkdir(parents=True)
+        (directory / "model.safetensors").write_bytes(b"half written")
+    assert remove_abandoned_conversions() == [abandoned]
+    assert not abandoned.exists()
+    assert (running / "model.safetensors").is_file()   # a conversion under way is left to finish
+    assert (model_dir("smollm2") / "model.safetensors").is_file()
 
 
 def test_the_gateway_process_checks_a_model_and_loads_its_tokenizer_without_torch():

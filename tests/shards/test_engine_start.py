@@ -1,0 +1,106 @@
+"""The engine's start: cancelled (Ctrl+C) or failed, it leaves no worker behind."""
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+
+import shards.engine
+from shards.engine import EngineStartError, LocalEngine
+from shards.protocol import FinishEvent, SamplingParams, WorkerReady, WorkItem
+from shards.transport import StartCancelled
+
+pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc")
+
+
+def _is_running(pid: int) -> bool:
+    """The process exists and has not exited (a zombie waiting to be reaped has)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _engine(num_workers: int = 2) -> LocalEngine:
+    return LocalEngine("tiny", num_workers=num_workers, num_hot_blocks=64, threads_per_worker=1)
+
+
+def _holding_back_ready(engine: LocalEngine) -> None:
+    """Workers of `engine` look as if they were still loading: their WorkerReady never
+    reaches it (a real load takes from a second for 'tiny' to a minute)."""
+    on_message = engine._on_message
+
+    def held(worker_id, incarnation, message):
+        if not isinstance(message, WorkerReady):
+            on_message(worker_id, incarnation, message)
+
+    engine._on_message = held
+
+
+def test_a_start_cancelled_while_its_workers_load_kills_them_and_raises_start_cancelled():
+    engine = _engine()
+    _holding_back_ready(engine)
+
+    async def start_then_cancel():
+        start = asyncio.ensure_future(engine.start())
+        deadline = time.monotonic() + 120
+        while not all(engine.worker_pid(f"w{i}") for i in range(2)):   # both spawned, not ready
+            assert not start.done() and time.monotonic() < deadline
+            await asyncio.sleep(0.02)
+        pids = [engine.worker_pid(f"w{i}") for i in range(2)]
+        await asyncio.sleep(1.0)   # long enough for 'tiny' to load in earnest
+        assert not start.done()
+        engine.cancel_start()
+        with pytest.raises(StartCancelled):
+            await asyncio.wait_for(start, 30)
+        return pids
+
+    pids = asyncio.run(start_then_cancel())
+    assert not any(_is_running(pid) for pid in pids)
+
+
+def test_a_start_cancelled_before_it_began_spawns_nothing():
+    engine = _engine()
+    engine.cancel_start()
+    with pytest.raises(StartCancelled):
+        asyncio.run(engine.start())
+    assert engine.worker_pid("w0") is None
+
+
+def test_a_start_that_fails_kills_the_workers_it_spawned(monkeypatch):
+    monkeypatch.setattr(shards.engine, "WORKER_START_TIMEOUT_S", 0.0)   # no worker can be ready in time
+    engine = _engine(num_workers=1)
+    spawned = []
+
+    async def start():
+        waiting = asyncio.ensure_future(engine.start())
+        while not waiting.done():
+            spawned.append(engine.worker_pid("w0"))
+            await asyncio.sleep(0.01)
+        await waiting
+
+    with pytest.raises(EngineStartError, match="did not become ready in time"):
+        asyncio.run(start())
+    pids = {pid for pid in spawned if pid}
+    assert pids and not any(_is_running(pid) for pid in pids)
+
+
+def test_cancel_start_after_the_start_changes_nothing():
+    engine = _engine(num_workers=1)
+
+    async def run():
+        await engine.start()
+        try:
+            engine.cancel_start()
+            item = WorkItem("r1", "t", list(range(40, 80)), SamplingParams(max_tokens=3, ignore_eos=True))
+            events = [event async for event in engine.generate(item)]
+            return events[-1], engine.health()["workers"]["w0"]
+        finally:
+            await engine.stop()
+
+    last, worker = asyncio.run(run())
+    assert isinstance(last, FinishEvent) and last.num_output_tokens == 3
+    assert worker["ready"] and worker["num_restarts"] == 0
