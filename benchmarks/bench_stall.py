@@ -68,7 +68,6 @@ async def _run_once(setting: dict, repeat: int, args) -> dict:
                     raise RuntimeError(f"request {request_id} failed: {event}")
 
         async def stream(i: int) -> None:
-            nonlocal num_streaming
             times: list[float] = []
             stream_times.append(times)
 

@@ -5,7 +5,9 @@ EngineEvents. Behind it: a router (prefix index + load + affinity), tenant-fair
 admission queues, shared-prefix transfer between workers, and a supervisor that
 health-checks, fences and restarts workers. The decision logic lives in pure objects
 (`Dispatcher`, `Router`, `Supervisor`); this class only wires them to the transport,
-the reader threads and the asyncio streams, all under one lock.
+the reader threads and the asyncio streams, all under one lock. Two parts live in files
+of their own, as base classes: the start and its cancellation (`shards.engine_start`),
+and what the engine reports (`shards.engine_reports`).
 
 Invariants:
 - every request ends with exactly one terminal event (FinishEvent or ErrorEvent): a
@@ -19,7 +21,6 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import inspect
 import itertools
 import os
@@ -29,31 +30,26 @@ from collections.abc import Mapping
 from typing import AsyncIterator
 
 from cache.hashing import chain_hashes, tenant_salt
-from shards.chat_template import supports_tools
 from shards.dispatcher import DispatchConfig, Dispatcher, Outbound
-from shards.probed_costs import ProbedCosts, ProbeKey
+from shards.engine_options import check_engine_options
+from shards.engine_reports import EngineReports
+from shards.engine_start import WORKER_START_TIMEOUT_S, EngineStart, EngineStartError
 from shards.protocol import (ApplyForecast, CostProfile, EngineEvent, ErrorEvent, FinishEvent, Ping, Pong,
-                             Shutdown, StatsRequest, WorkerFailed, WorkerReady, WorkerStats, WorkItem)
+                             Shutdown, WorkerFailed, WorkerReady, WorkerStats, WorkItem)
 from shards.route_records import RouterConfig
 from shards.router import Router
-from shards.engine_options import check_engine_options
 from shards.supervisor import Supervisor, SupervisorConfig
-from shards.transport import StartCancelled, make_transport
 from shards.worker_config import DEFAULT_CHUNK_TOKENS, WorkerConfig
 
-WORKER_START_TIMEOUT_S = 300.0
+__all__ = ["EngineStartError", "LocalEngine"]
+
 SUPERVISE_INTERVAL_S = 0.1
 STOP_TIMEOUT_S = 5.0
-ABANDON_JOIN_S = 2.0   # a killed worker's exit, seen by its reader thread
 RESERVATION_QUANTILE = 0.9
 RESERVATION_SLACK_S = 2.0
 
 
-class EngineStartError(RuntimeError):
-    pass
-
-
-class LocalEngine:
+class LocalEngine(EngineStart, EngineReports):
     """One model on `num_workers` workers. Besides the model and cache sizes:
 
     - `transport`: "local" (processes, default) or "ray" (actors; `transport_options`
@@ -167,122 +163,6 @@ class LocalEngine:
         self._stopping = False
 
     # --- lifecycle -----------------------------------------------------------------
-    async def start(self) -> None:
-        """Prepare the model, start the workers, wait until all are ready. On failure, or
-        StartCancelled after `cancel_start`, what the start had begun is killed before
-        the exception leaves (no worker or child outlives a failed start)."""
-        try:
-            await self._start()
-        except BaseException as exc:
-            self._abandon_start()
-            if self._start_cancelled.is_set() and not isinstance(exc, StartCancelled):   # e.g. a fork failed for it
-                raise StartCancelled("the start was stopped before the workers were ready") from exc
-            raise
-
-    def cancel_start(self) -> None:
-        """From any thread: stop a start in progress as soon as it can be; `start` then
-        raises StartCancelled. A model's preparation in a child stops at once, the
-        workers' spawns once the fork server answers (it may be importing torch still).
-        Nothing happens once the start is done."""
-        # NOTE: takes no lock: a spawn holds the engine's lock while the fork server
-        # answers, and this runs on the event loop
-        if self._supervise_task is not None:
-            return
-        self._start_cancelled.set()
-        transport = self._transport
-        if transport is not None:
-            transport.cancel_start()
-
-    async def _start(self) -> None:
-        from shards.model_files import check_model, dtype_without_probe, load_tokenizer, needs_torch_to_prepare
-
-        # a bad model, dtype or (local) device fails here, not in every worker; a Ray
-        # worker's device is on its own node. The GGUF is converted once, before spawning,
-        # and "auto" settled, in a child process when that takes torch (this one never
-        # imports it for a CPU model)
-        device = self.config.device if self.transport_name == "local" else None
-        await asyncio.to_thread(check_model, self.config.model, device, self.config.dtype)
-        transport = await asyncio.to_thread(make_transport, self.transport_name, self._transport_options)
-        self._transport = transport
-        self._raise_if_cancelled()   # after: so cancel_start either finds the transport or is seen here
-        if needs_torch_to_prepare(self.config.model, device, self.config.dtype):
-            dtype = await asyncio.to_thread(transport.prepare_model, self.config.model, device, self.config.dtype)
-        else:   # settled without asking the device (or left to Ray workers: device None)
-            dtype = dtype_without_probe(self.config.dtype, self.config.model)
-        if device is not None:
-            self.config = dataclasses.replace(self.config, dtype=dtype)
-        if not self._prefix_transfer:
-            self._dispatcher.router.config = dataclasses.replace(self._router_config, can_transfer=False)
-        elif not self._transport.can_share_memory:  # copies travel as bytes with the messages
-            self.config = dataclasses.replace(self.config, inline_transfers=True)
-            self._dispatcher.config = dataclasses.replace(self._dispatch_config, inline_transfers=True)
-        # costs probed at an earlier start on this machine spare the workers their probe
-        probe_key = (ProbeKey.of(self.config, self.num_workers)
-                     if self._reuse_probed_costs and self.transport_name == "local" else None)
-        probes = ProbedCosts()
-        stored = probes.get(probe_key, time.time()) if probe_key is not None else None
-        if stored is not None:
-            self._probed_costs.update(stored)   # so no worker probes (see _spawn)
-        for i in range(self.num_workers):
-            await asyncio.to_thread(self._spawn, f"w{i}")
-        # NOTE: on the event loop's thread, not in a worker thread: transformers resolves
-        # its names lazily, which two threads at once can break (models start side by side)
-        self.tokenizer = load_tokenizer(self.config.model)
-        self.supports_tools = supports_tools(self.tokenizer)
-        await asyncio.to_thread(self._wait_ready)
-        self.cost_probe = "reused" if stored is not None else "probed"
-        if probe_key is not None and stored is None:
-            with self._lock:
-                probed = dict(self._probed_costs)
-            await asyncio.to_thread(probes.put, probe_key, probed, time.time())
-        self._raise_if_cancelled()
-        self._supervise_task = asyncio.create_task(self._supervise())
-
-    def _raise_if_cancelled(self) -> None:
-        if self._start_cancelled.is_set():
-            raise StartCancelled("the start was stopped before the workers were ready")
-
-    def _abandon_start(self) -> None:
-        """Kill what a failed start spawned (workers still loading would not read a
-        Shutdown for seconds) and close the transport."""
-        with self._lock:
-            self._stopping = True
-            channels = list(self._channels.values())
-        for channel in channels:
-            channel.kill()
-        for channel in channels:
-            channel.stop(ABANDON_JOIN_S)
-        if self._transport is not None:
-            self._transport.close()
-
-    def _spawn(self, worker_id: str) -> None:
-        """Start the next incarnation of `worker_id`. Under the lock, so no message of
-        the new incarnation is handled before its channel is registered."""
-        with self._lock:
-            if self._stopping or self._start_cancelled.is_set():
-                return
-            previous = self._channels.get(worker_id)
-            incarnation = previous.incarnation + 1 if previous is not None else 0
-            self._supervisor.on_spawned(worker_id, incarnation, time.monotonic())
-            # a restart reuses the costs its worker probed at the start: the probe takes
-            # seconds of CPU the workers still serving would otherwise lose
-            config = (dataclasses.replace(self.config, measure_costs=False) if worker_id in self._probed_costs
-                      else self.config)
-            self._channels[worker_id] = self._transport.spawn(
-                worker_id, incarnation, config, self._on_message, self._on_exit)
-
-    def _wait_ready(self) -> None:
-        deadline = time.monotonic() + WORKER_START_TIMEOUT_S
-        with self._ready:
-            while len(self._supervisor.ready_workers()) < self.num_workers:
-                fenced = [h for h in self._supervisor.workers() if h.state == "fenced"]
-                self._raise_if_cancelled()
-                if fenced or self._start_error:
-                    raise EngineStartError(self._start_error or
-                                           f"worker {fenced[0].worker_id} exited at start")
-                if time.monotonic() > deadline:
-                    raise EngineStartError("workers did not become ready in time")
-                self._ready.wait(0.2)
 
     async def stop(self) -> None:
         with self._lock:
@@ -432,78 +312,6 @@ class LocalEngine:
                 router.reserve(forecast.session, now + eta_s + RESERVATION_SLACK_S, now)
             self._channels[worker_id].send(ApplyForecast(forecast))
             return worker_id
-
-    # --- observability ---------------------------------------------------------------------
-    def worker_of(self, request_id: str) -> str | None:
-        with self._lock:
-            request = self._dispatcher.requests.get(request_id)
-            return request.worker_id if request is not None else None
-
-    def worker_pid(self, worker_id: str) -> int | None:
-        with self._lock:
-            channel = self._channels.get(worker_id)
-            return channel.pid() if channel is not None else None
-
-    def health(self) -> dict:
-        with self._lock:
-            router = self._dispatcher.router
-            workers = {}
-            for health in self._supervisor.workers():
-                channel = self._channels.get(health.worker_id)
-                ready = health.state == "ready"
-                workers[health.worker_id] = {
-                    "alive": bool(channel is not None and channel.is_alive()), "ready": ready,
-                    "state": health.state, "incarnation": health.incarnation,
-                    "num_restarts": health.num_restarts, "fence_reason": health.fence_reason,
-                    "in_flight": router.load(health.worker_id).num_outstanding if ready else 0,
-                    "num_cached_blocks_indexed": router.index.num_blocks(health.worker_id),
-                    **dict(zip(("device", "dtype"), self._placements.get(health.worker_id, ("", ""))))}
-            return {"workers": workers, "transport": self.transport_name, "device": self.config.device,
-                    "dtype": self._settled_dtype(), "num_queued": len(self._dispatcher.queue),
-                    "cost_probe": self.cost_probe}
-
-    def _settled_dtype(self) -> str:
-        """The dtype the workers loaded, once any reported it ("auto" settled on a Ray
-        node; several names joined by "," if nodes settled differently), else the
-        configured one. Caller holds the lock."""
-        reported = sorted({dtype for _, dtype in self._placements.values() if dtype})
-        return ",".join(reported) if reported else self.config.dtype
-
-    def tenant_home(self, tenant: str) -> str:
-        """The worker `tenant`'s new sessions are placed on (shards.router, rule 3)."""
-        with self._lock:
-            return self._dispatcher.router.home(tenant)
-
-    def router_stats(self) -> dict:
-        with self._lock:
-            stats = self._dispatcher.stats
-            router = self._dispatcher.router
-            return {"num_routed": dict(router.stats.num_routed),
-                    "num_transfers": router.stats.num_transfers,
-                    "num_session_moves": router.stats.num_session_moves,
-                    "num_transfers_done": stats.num_transfers_done,
-                    "num_transferred_blocks": stats.num_transferred_blocks,
-                    "num_retried": stats.num_retried, "num_expired": stats.num_expired,
-                    "num_failed_worker_died": stats.num_failed_worker_died,
-                    "num_rejected": dict(stats.num_rejected)}
-
-    async def refresh_stats(self, timeout_s: float = 1.0) -> None:
-        with self._lock:
-            for worker_id in self._supervisor.ready_workers():
-                self._channels[worker_id].send(StatsRequest())
-        await asyncio.sleep(min(timeout_s, 0.2))
-
-    def metrics(self) -> list[dict]:
-        rows = []
-        health = self.health()["workers"]
-        for worker_id, state in health.items():
-            stats = self._stats.get(worker_id)
-            rows.append({"worker": worker_id, **(stats.stats if stats else {}),
-                         "num_running": stats.num_running if stats else 0,
-                         "num_waiting": stats.num_waiting if stats else 0,
-                         "ready": int(state["ready"]), "num_restarts": state["num_restarts"],
-                         "in_flight": state["in_flight"]})
-        return rows
 
 
 def _frozen(options: Mapping) -> dict:

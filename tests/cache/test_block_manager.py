@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from cache.block_manager import BlockManager, Match
-from cache.events import AllCleared, BlockRemoved, BlockStored, CacheEvent
+from cache.events import BlockRemoved, BlockStored, CacheEvent
 from cache.hashing import BlockHash
 from cache.lru import LRUPolicy
 from cache.tiers import Tier

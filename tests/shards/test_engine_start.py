@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-import shards.engine
+import shards.engine_start
 from shards.engine import EngineStartError, LocalEngine
 from shards.protocol import FinishEvent, SamplingParams, WorkerReady, WorkItem
 from shards.transport import StartCancelled
@@ -71,7 +71,7 @@ def test_a_start_cancelled_before_it_began_spawns_nothing():
 
 
 def test_a_start_that_fails_kills_the_workers_it_spawned(monkeypatch):
-    monkeypatch.setattr(shards.engine, "WORKER_START_TIMEOUT_S", 0.0)   # no worker can be ready in time
+    monkeypatch.setattr(shards.engine_start, "WORKER_START_TIMEOUT_S", 0.0)   # no worker can be ready in time
     engine = _engine(num_workers=1)
     spawned = []
 
