@@ -26,6 +26,7 @@ from gateway.config import DEFAULT_LOCAL_POLICY, LocalModelConfig
 from gateway.errors import context_length_exceeded, invalid_request
 from gateway.local_generation import ForcedCall, LocalCall, run_forced, run_free, run_structured
 from gateway.local_refusals import refuse_unsupported_chat_params
+from gateway.prompt_token_cache import PromptTokenCache
 from gateway.reply_format import reply_schema
 from gateway.schema_checks import SchemaChecker
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, NamedToolChoice
@@ -55,7 +56,7 @@ def _reserve_kv_shares(options: dict, kv_shares: dict[str, float], model: str) -
 
 class LocalBackend:
     __slots__ = ("config", "model_id", "owned_by", "engine", "default_completion_reserve_tokens",
-                 "schemas", "_stats_task")
+                 "schemas", "prompt_tokens", "_stats_task")
 
     def __init__(self, config: LocalModelConfig, *, default_completion_reserve_tokens: int = 256,
                  tenant_weights: dict[str, float] | None = None,
@@ -73,6 +74,7 @@ class LocalBackend:
         _reserve_kv_shares(options, tenant_kv_shares or {}, config.name)
         self.engine = LocalEngine(config.path, config.num_workers, **options)
         self.schemas = SchemaChecker()   # response_format schemas that passed, per tenant
+        self.prompt_tokens: PromptTokenCache | None = None   # once started (it needs the tokenizer)
         self._stats_task: asyncio.Task | None = None
 
     async def start(self) -> None:
@@ -80,6 +82,7 @@ class LocalBackend:
         if notice:
             print(f"stepahead: {notice}", file=sys.stderr, flush=True)
         await self.engine.start()
+        self.prompt_tokens = PromptTokenCache(self.engine.tokenizer)
         print(f"stepahead: {self.started_line()}", file=sys.stderr, flush=True)  # stdout may be JSON
         self._stats_task = asyncio.create_task(self._refresh_stats())
 
@@ -120,8 +123,9 @@ class LocalBackend:
         health = self.engine.health()
         workers = health.get("workers", {})
         ready = bool(workers) and any(w.get("alive") and w.get("ready") for w in workers.values())
+        prompt_tokens = dataclasses.asdict(self.prompt_tokens.stats) if self.prompt_tokens is not None else None
         return {"model": self.model_id, "kind": "local", "engine_model": self.engine.model_id,
-                "ready": ready, **health}
+                "ready": ready, **health, "prompt_tokens": prompt_tokens}
 
     def worker_metrics(self) -> list[dict]:
         return self.engine.metrics()
@@ -169,7 +173,7 @@ class LocalBackend:
 
     async def prepare_chat(self, request: ChatCompletionRequest, tenant: str,
                            request_id: str) -> Prepared:
-        from shards.chat_template import render_chat
+        from shards.chat_template import render_chat_text
         if request.top_logprobs is not None and not request.logprobs:
             raise invalid_request("top_logprobs needs logprobs to be true.", param="top_logprobs")
         refuse_unsupported_chat_params(request)
@@ -198,11 +202,20 @@ class LocalBackend:
                                   param="logprobs", code="unsupported_parameter")
         tools = [t.model_dump(exclude_none=True) for t in request.tools] if use_tools else None
         tokenizer = self.engine.tokenizer
-        try:
-            prompt_ids = await asyncio.to_thread(render_chat, tokenizer, messages, tools)
-        except Exception as exc:   # template errors are about the messages sent
+
+        def render_and_encode() -> tuple[list[int] | None, Exception | None]:
+            try:
+                prompt = render_chat_text(tokenizer, messages, tools)
+            except Exception as exc:   # template errors are about the messages sent
+                return None, exc
+            # an agent's step repeats the last one's prompt: its ids are reused up to the
+            # last special token the two share (gateway/prompt_token_cache.py)
+            return self.prompt_tokens.encode(tenant, prompt), None
+
+        prompt_ids, render_error = await asyncio.to_thread(render_and_encode)
+        if render_error is not None:
             raise invalid_request(f"The messages cannot be rendered with this model's chat "
-                                  f"template: {exc}", param="messages") from None
+                                  f"template: {render_error}", param="messages")
         budget = self._budget(len(prompt_ids), request.completion_limit())
         keep_one_call = use_tools and request.parallel_tool_calls is False
         # NOTE: with parallel_tool_calls=false, stopping at the first call's end saves work.

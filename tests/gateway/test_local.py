@@ -171,3 +171,25 @@ async def test_n_choices_prefill_the_prompt_once():
     full_blocks = finishes[0].num_prompt_tokens // block_size * block_size
     assert finishes[1].num_cached_tokens >= full_blocks - block_size  # found choice 0's prompt
     assert finishes[2].num_cached_tokens >= full_blocks - block_size
+
+
+async def test_an_agents_next_step_reuses_the_ids_of_its_last_prompt_and_they_are_the_same():
+    from gateway.prompt_token_cache import PromptTokenCache
+    from shards.chat_template import render_chat
+    from shards.tiny_model import build_tiny_tokenizer
+
+    local = backend(True)
+    tokenizer = build_tiny_tokenizer()
+    local.engine = EngineFacts(True, max_context_tokens=4096, tokenizer=tokenizer)
+    local.prompt_tokens = PromptTokenCache(tokenizer)
+    step = [{"role": "system", "content": "You fix bugs."}, {"role": "user", "content": "Fix x.py"}]
+    first = await local.prepare_chat(_chat(messages=step, tools=TOOLS), "t", "r1")
+    step += [{"role": "assistant", "content": "Reading it.", "tool_calls": [
+                 {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+             {"role": "tool", "tool_call_id": "c1", "content": "def f(x): return x * 2"}]
+    second = await local.prepare_chat(_chat(messages=step, tools=TOOLS), "t", "r2")
+    for prepared, messages in ((first, step[:2]), (second, step)):
+        assert list(prepared.prompt_token_ids) == render_chat(tokenizer, messages, TOOLS)
+    stats = local.prompt_tokens.stats
+    assert stats.num_encoded == 2 and stats.num_spliced == 1
+    assert 0 < stats.num_reused_ids < len(second.prompt_token_ids)

@@ -1,0 +1,186 @@
+"""Prompt token ids that reuse the ids of a tenant's earlier prompt sharing a prefix.
+
+An agent's every step sends the whole conversation again: the rendered prompt is the
+last one plus a reply and a tool result. Tokenizing it whole costs ~4 µs a token here
+(about 35 ms at 8,600 tokens, on every step). Fast tokenizers split the text at added
+tokens (`<|im_start|>`, `<|im_end|>`, ...) before anything else, so the ids of the
+text up to the end of such a token do not depend on what follows it: the ids of an
+earlier prompt up to its last added token inside the shared prefix are kept, and only
+the rest is tokenized.
+
+Invariants:
+- `encode(tenant, text)` equals `tokenizer.encode(text, add_special_tokens=False)`;
+  the splice is only used for tokenizers whose added tokens strip nothing around them
+  and are matched on the raw text, and every `check_every`-th splice (the first few
+  always) is compared with a whole encode: one difference turns the cache off for good;
+- a tenant's prompts are spliced only from that tenant's earlier prompts;
+- at most `max_entries` prompts are kept (least recently used go first), at most
+  `entries_per_tenant` of one tenant.
+
+NOTE: thread-safe (the gateway tokenizes in worker threads): the lookup and the insert
+hold a lock; tokenizing does not.
+"""
+from __future__ import annotations
+
+import bisect
+import logging
+import threading
+from array import array
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+logger = logging.getLogger(__name__)
+
+ALWAYS_CHECKED = 4   # the first splices are compared with a whole encode
+
+
+@dataclass(slots=True)
+class _Tokenized:
+    """A prompt, its ids, and where it may be cut: `cut_chars[i]` is the offset just
+    after an added token, `cut_ids[i]` the number of ids up to there (both ascending)."""
+    text: str
+    ids: array
+    cut_chars: list[int]
+    cut_ids: list[int]
+
+
+@dataclass(slots=True)
+class PromptTokenStats:
+    num_encoded: int = 0          # prompts asked for
+    num_spliced: int = 0          # ... that reused an earlier prompt's ids
+    num_reused_ids: int = 0       # ids taken from earlier prompts, not tokenized again
+    num_checked: int = 0          # splices compared with a whole encode
+    disabled: str | None = None   # why the splice is off, if it is
+
+
+@dataclass(slots=True)
+class PromptTokenCache:
+    tokenizer: object
+    entries_per_tenant: int = 16
+    max_entries: int = 256
+    check_every: int = 32
+    stats: PromptTokenStats = field(default_factory=PromptTokenStats)
+    _entries: OrderedDict = field(default_factory=OrderedDict)   # (tenant, seq) -> _Tokenized, oldest first
+    _per_tenant: dict = field(default_factory=dict)              # tenant -> number of entries
+    _cut_token_ids: frozenset = frozenset()
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _seq: int = 0
+
+    def __post_init__(self) -> None:
+        self._cut_token_ids, reason = _cut_tokens(self.tokenizer)
+        self.stats.disabled = reason
+
+    def encode(self, tenant: str, text: str) -> list[int]:
+        """The ids of `text` (no special tokens added), as `tokenizer.encode` gives them."""
+        if self.stats.disabled is not None:
+            return list(self.tokenizer.encode(text, add_special_tokens=False))
+        with self._lock:
+            self.stats.num_encoded += 1
+            base, cut = self._longest_cut(tenant, text)
+        if base is None:
+            tokenized = self._tokenize(text, None, 0)
+        else:
+            tokenized = self._tokenize(text, base, cut)
+            if not self._splice_checks_out(tokenized, cut):
+                return list(self.tokenizer.encode(text, add_special_tokens=False))
+        with self._lock:
+            self._remember(tenant, tokenized)
+        return tokenized.ids.tolist()
+
+    def _longest_cut(self, tenant: str, text: str) -> tuple[_Tokenized | None, int]:
+        """The tenant's prompt sharing the longest cuttable prefix with `text`, and the
+        index of that cut in it (caller holds the lock)."""
+        best, best_cut, best_chars = None, -1, 0
+        for (owner, _), entry in reversed(self._entries.items()):
+            if owner != tenant:
+                continue
+            shared = _shared_prefix_length(entry.text, text)
+            cut = bisect.bisect_right(entry.cut_chars, shared) - 1
+            if cut >= 0 and entry.cut_chars[cut] > best_chars:
+                best, best_cut, best_chars = entry, cut, entry.cut_chars[cut]
+        return best, best_cut
+
+    def _tokenize(self, text: str, base: _Tokenized | None, cut: int) -> _Tokenized:
+        """`text` tokenized from `base`'s cut `cut` on (all of it when `base` is None)."""
+        start_chars = base.cut_chars[cut] if base is not None else 0
+        start_ids = base.cut_ids[cut] if base is not None else 0
+        encoding = self.tokenizer.backend_tokenizer.encode(text[start_chars:], add_special_tokens=False)
+        ids = array("l", base.ids[:start_ids]) if base is not None else array("l")
+        cut_chars = base.cut_chars[:cut + 1] if base is not None else []
+        cut_ids = base.cut_ids[:cut + 1] if base is not None else []
+        cut_tokens = self._cut_token_ids
+        for index, token_id in enumerate(encoding.ids):
+            if token_id in cut_tokens:
+                cut_chars.append(start_chars + encoding.offsets[index][1])
+                cut_ids.append(start_ids + index + 1)
+        ids.extend(encoding.ids)
+        if base is not None:
+            with self._lock:
+                self.stats.num_spliced += 1
+                self.stats.num_reused_ids += start_ids
+        return _Tokenized(text, ids, cut_chars, cut_ids)
+
+    def _splice_checks_out(self, tokenized: _Tokenized, cut: int) -> bool:
+        """Compare some splices with a whole encode; a difference turns splicing off."""
+        with self._lock:
+            if self.stats.num_spliced > ALWAYS_CHECKED and self.stats.num_spliced % self.check_every:
+                return True
+            self.stats.num_checked += 1
+        whole = self.tokenizer.encode(tokenized.text, add_special_tokens=False)
+        if list(whole) == tokenized.ids.tolist():
+            return True
+        with self._lock:
+            self.stats.disabled = "a spliced prompt differed from its whole encode"
+            self._entries.clear()
+            self._per_tenant.clear()
+        logger.warning("prompt token cache off: a spliced prompt differed from its whole encode "
+                       "(cut %d of %d characters)", tokenized.cut_chars[cut], len(tokenized.text))
+        return False
+
+    def _remember(self, tenant: str, tokenized: _Tokenized) -> None:
+        """Keep `tokenized` as the tenant's newest prompt (caller holds the lock)."""
+        if self.stats.disabled is not None or not tokenized.cut_chars:
+            return
+        if self._per_tenant.get(tenant, 0) >= self.entries_per_tenant:
+            oldest = next(key for key in self._entries if key[0] == tenant)
+            self._forget(oldest)
+        while len(self._entries) >= self.max_entries:
+            self._forget(next(iter(self._entries)))
+        self._seq += 1
+        self._entries[(tenant, self._seq)] = tokenized
+        self._per_tenant[tenant] = self._per_tenant.get(tenant, 0) + 1
+
+    def _forget(self, key: tuple[str, int]) -> None:
+        del self._entries[key]
+        left = self._per_tenant[key[0]] - 1
+        if left:
+            self._per_tenant[key[0]] = left
+        else:
+            del self._per_tenant[key[0]]
+
+
+def _cut_tokens(tokenizer) -> tuple[frozenset, str | None]:
+    """The ids of added tokens a prompt may be cut after, or why none may be."""
+    if getattr(tokenizer, "backend_tokenizer", None) is None:
+        return frozenset(), "the tokenizer is not a fast (Rust) tokenizer"
+    added = getattr(tokenizer, "added_tokens_decoder", None) or {}
+    cuttable = frozenset(token_id for token_id, token in added.items()
+                         if not (token.lstrip or token.rstrip or token.single_word or token.normalized))
+    if not cuttable:
+        return frozenset(), "the tokenizer has no added token that splits the text cleanly"
+    return cuttable, None
+
+
+def _shared_prefix_length(a: str, b: str) -> int:
+    """The length of the longest common prefix of `a` and `b` (binary search on slices:
+    each comparison runs in C)."""
+    low, high = 0, min(len(a), len(b))
+    if a[:high] == b[:high]:
+        return high
+    while low < high:   # a[:low] == b[:low] and a[:high] != b[:high]
+        middle = (low + high + 1) // 2
+        if a[:middle] == b[:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low

@@ -1,0 +1,124 @@
+"""Prompt ids spliced from a tenant's earlier prompt equal a whole encode, always."""
+from __future__ import annotations
+
+import random
+
+import pytest
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import PreTrainedTokenizerFast
+
+from gateway.prompt_token_cache import PromptTokenCache, _shared_prefix_length
+from shards.tiny_model import build_tiny_tokenizer
+
+SPECIALS = ["<|im_start|>", "<|im_end|>", "<|endoftext|>"]
+WORDS = ["def", "return", "self", "path", "file", " the", " agent", "tool_call", "résumé", "naïve", "日本語",
+         "🙂", "x*2", "    ", "\n", "{\"path\": \"src/x.py\"}", "error:", "  # comment", "Traceback", "ok"]
+
+
+@pytest.fixture(scope="module")
+def bpe_tokenizer():
+    """A byte-level BPE trained here (merges across spaces, code and non-ASCII text), with
+    chat special tokens: what splices could get wrong, unlike a byte tokenizer."""
+    rng = random.Random(0)
+    corpus = ["".join(rng.choice(WORDS) + rng.choice([" ", "", "\n"]) for _ in range(60)) for _ in range(400)]
+    backend = Tokenizer(models.BPE())
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    backend.train_from_iterator(corpus, trainers.BpeTrainer(
+        vocab_size=600, special_tokens=SPECIALS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    return PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="<|im_end|>",
+                                   additional_special_tokens=SPECIALS)
+
+
+def _turn(role: str, text: str) -> str:
+    return f"<|im_start|>{role}\n{text}<|im_end|>\n"
+
+
+def _conversation(rng: random.Random, num_steps: int) -> list[str]:
+    """The prompts of one agent session: each is the last one plus a reply and a tool result."""
+    history = _turn("system", "You are an agent. " + " ".join(rng.choice(WORDS) for _ in range(30)))
+    history += _turn("user", " ".join(rng.choice(WORDS) for _ in range(20)))
+    prompts = []
+    for _ in range(num_steps):
+        prompts.append(history + "<|im_start|>assistant\n")
+        history += _turn("assistant", "<tool_call>" + rng.choice(WORDS) + "</tool_call>")
+        history += _turn("tool", "".join(rng.choice(WORDS) for _ in range(rng.randint(0, 40))))
+    return prompts
+
+
+@pytest.mark.parametrize("which", ["bpe", "tiny"])
+def test_agent_steps_reuse_the_last_steps_ids_and_equal_a_whole_encode(bpe_tokenizer, which):
+    tokenizer = bpe_tokenizer if which == "bpe" else build_tiny_tokenizer()
+    cache = PromptTokenCache(tokenizer, check_every=1_000_000)   # only the first splices checked
+    rng = random.Random(1)
+    sessions = {tenant: _conversation(rng, 12) for tenant in ("a", "b")}
+    for step in range(12):
+        for tenant, prompts in sessions.items():
+            assert cache.encode(tenant, prompts[step]) == tokenizer.encode(prompts[step], add_special_tokens=False)
+    assert cache.stats.disabled is None
+    assert cache.stats.num_encoded == 24 and cache.stats.num_spliced == 22   # all but each tenant's first
+    whole = sum(len(tokenizer.encode(p, add_special_tokens=False)) for prompts in sessions.values() for p in prompts)
+    assert cache.stats.num_reused_ids > whole // 2
+
+
+def test_random_edits_and_orders_never_change_the_ids(bpe_tokenizer):
+    tokenizer, rng = bpe_tokenizer, random.Random(2)
+    cache = PromptTokenCache(tokenizer, entries_per_tenant=4, check_every=1_000_000)
+    prompts = _conversation(rng, 8) + _conversation(rng, 8)
+    for _ in range(150):
+        text = rng.choice(prompts)
+        if rng.random() < 0.5:   # an edit anywhere: inside a token, a word, a special token
+            at = rng.randrange(len(text))
+            text = text[:at] + rng.choice(WORDS + SPECIALS + ["<|im_", "|>"]) + text[at + rng.randint(0, 3):]
+        assert cache.encode("t", text) == tokenizer.encode(text, add_special_tokens=False)
+    assert cache.stats.num_spliced > 50 and cache.stats.disabled is None
+
+
+def test_a_tenant_never_splices_from_another_tenants_prompt(bpe_tokenizer):
+    cache = PromptTokenCache(bpe_tokenizer)
+    prompt = _conversation(random.Random(3), 2)[1]
+    cache.encode("a", prompt)
+    assert cache.encode("b", prompt) == bpe_tokenizer.encode(prompt, add_special_tokens=False)
+    assert cache.stats.num_spliced == 0
+    cache.encode("a", prompt)
+    assert cache.stats.num_spliced == 1
+
+
+def test_the_cache_keeps_at_most_its_bounds(bpe_tokenizer):
+    cache = PromptTokenCache(bpe_tokenizer, entries_per_tenant=3, max_entries=5)
+    for tenant in ("a", "b", "c"):
+        for prompt in _conversation(random.Random(tenant), 4):
+            cache.encode(tenant, prompt)
+    kept = [tenant for tenant, _ in cache._entries]
+    assert kept == ["b", "b", "c", "c", "c"]   # oldest first; per tenant at most 3
+    assert cache._per_tenant == {"b": 2, "c": 3}
+
+
+def test_a_splice_that_differs_from_a_whole_encode_turns_the_cache_off(bpe_tokenizer, monkeypatch):
+    cache = PromptTokenCache(bpe_tokenizer)
+    first, second = _conversation(random.Random(4), 2)
+    cache.encode("t", first)
+    real_encode = bpe_tokenizer.encode
+    monkeypatch.setattr(bpe_tokenizer, "encode", lambda text, **kw: real_encode(text, **kw)[:-1] + [0])
+    assert cache.encode("t", second) == bpe_tokenizer.encode(second, add_special_tokens=False)   # the reference's answer
+    assert cache.stats.disabled == "a spliced prompt differed from its whole encode" and not cache._entries
+
+
+def test_added_tokens_that_strip_spaces_turn_splicing_off(bpe_tokenizer):
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=Tokenizer.from_str(bpe_tokenizer.backend_tokenizer.to_str()))
+    from tokenizers import AddedToken
+    tokenizer.add_special_tokens({"additional_special_tokens": [AddedToken("<|im_end|>", rstrip=True, lstrip=True)]})
+    cache = PromptTokenCache(tokenizer)
+    assert cache.stats.disabled is None   # the other added tokens still cut cleanly
+    assert tokenizer.convert_tokens_to_ids("<|im_end|>") not in cache._cut_token_ids
+    for prompt in _conversation(random.Random(5), 4):
+        assert cache.encode("t", prompt) == tokenizer.encode(prompt, add_special_tokens=False)
+
+
+def test_the_shared_prefix_length_is_exact():
+    rng = random.Random(6)
+    for _ in range(300):
+        a = "".join(rng.choice("ab🙂") for _ in range(rng.randint(0, 12)))
+        b = a[:rng.randint(0, len(a))] + "".join(rng.choice("ab🙂") for _ in range(rng.randint(0, 5)))
+        expected = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+        assert _shared_prefix_length(a, b) == expected
