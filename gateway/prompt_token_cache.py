@@ -14,8 +14,8 @@ Invariants:
   and are matched on the raw text, and every `check_every`-th splice (the first few
   always) is compared with a whole encode: one difference turns the cache off for good;
 - a tenant's prompts are spliced only from that tenant's earlier prompts;
-- at most `max_entries` prompts are kept (least recently used go first), at most
-  `entries_per_tenant` of one tenant.
+- at most `max_entries` prompts, holding at most about `max_bytes` of text and ids, are
+  kept (the oldest go first), at most `entries_per_tenant` of one tenant.
 
 NOTE: thread-safe (the gateway tokenizes in worker threads): the lookup and the insert
 hold a lock; tokenizing does not.
@@ -55,9 +55,11 @@ class PromptTokenStats:
 
 @dataclass(slots=True)
 class PromptTokenCache:
+    """Prompt ids for one tokenizer (one per local model); see the module docstring."""
     tokenizer: object
     entries_per_tenant: int = 16
     max_entries: int = 256
+    max_bytes: int = 64 << 20
     check_every: int = 32
     stats: PromptTokenStats = field(default_factory=PromptTokenStats)
     _entries: OrderedDict = field(default_factory=OrderedDict)   # (tenant, seq) -> _Tokenized, oldest first
@@ -65,6 +67,7 @@ class PromptTokenCache:
     _cut_token_ids: frozenset = frozenset()
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _seq: int = 0
+    _num_bytes: int = 0
 
     def __post_init__(self) -> None:
         self._cut_token_ids, reason = _cut_tokens(self.tokenizer)
@@ -105,7 +108,7 @@ class PromptTokenCache:
         start_chars = base.cut_chars[cut] if base is not None else 0
         start_ids = base.cut_ids[cut] if base is not None else 0
         encoding = self.tokenizer.backend_tokenizer.encode(text[start_chars:], add_special_tokens=False)
-        ids = array("l", base.ids[:start_ids]) if base is not None else array("l")
+        ids = array("i", base.ids[:start_ids]) if base is not None else array("i")
         cut_chars = base.cut_chars[:cut + 1] if base is not None else []
         cut_ids = base.cut_ids[:cut + 1] if base is not None else []
         cut_tokens = self._cut_token_ids
@@ -133,6 +136,7 @@ class PromptTokenCache:
             self.stats.disabled = "a spliced prompt differed from its whole encode"
             self._entries.clear()
             self._per_tenant.clear()
+            self._num_bytes = 0
         logger.warning("prompt token cache off: a spliced prompt differed from its whole encode "
                        "(cut %d of %d characters)", tokenized.cut_chars[cut], len(tokenized.text))
         return False
@@ -144,19 +148,29 @@ class PromptTokenCache:
         if self._per_tenant.get(tenant, 0) >= self.entries_per_tenant:
             oldest = next(key for key in self._entries if key[0] == tenant)
             self._forget(oldest)
-        while len(self._entries) >= self.max_entries:
+        size = _size(tokenized)
+        if size > self.max_bytes:
+            return
+        while len(self._entries) >= self.max_entries or self._num_bytes + size > self.max_bytes:
             self._forget(next(iter(self._entries)))
         self._seq += 1
         self._entries[(tenant, self._seq)] = tokenized
         self._per_tenant[tenant] = self._per_tenant.get(tenant, 0) + 1
+        self._num_bytes += size
 
     def _forget(self, key: tuple[str, int]) -> None:
-        del self._entries[key]
+        self._num_bytes -= _size(self._entries.pop(key))
         left = self._per_tenant[key[0]] - 1
         if left:
             self._per_tenant[key[0]] = left
         else:
             del self._per_tenant[key[0]]
+
+
+def _size(tokenized: _Tokenized) -> int:
+    """About what `tokenized` holds in memory, in bytes (its text taken as 1 byte a
+    character, as an ASCII str is)."""
+    return len(tokenized.text) + tokenized.ids.itemsize * len(tokenized.ids) + 16 * len(tokenized.cut_chars)
 
 
 def _cut_tokens(tokenizer) -> tuple[frozenset, str | None]:

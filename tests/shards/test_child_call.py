@@ -12,6 +12,7 @@ import pytest
 
 from shards.child_call import call_in_child
 from shards.local_transport import fork_server_context
+from shards.process_state import process_runs
 from shards.transport import StartCancelled
 
 
@@ -35,14 +36,6 @@ def _write_pid_and_sleep(path: str, seconds: float):
     Path(path).write_text(str(os.getpid()))
     time.sleep(seconds)
     return "slept"
-
-
-def _is_running(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 @pytest.mark.parametrize("context", sorted(CONTEXTS))
@@ -82,14 +75,14 @@ def test_a_cancel_kills_the_child_at_once_and_raises_start_cancelled(tmp_path):
         assert time.monotonic() < deadline, "the child never ran"
         time.sleep(0.05)
     pid = int(pid_file.read_text())
-    assert _is_running(pid)
+    assert process_runs(pid)
     cancelled_at = time.monotonic()
     cancelled.set()
     caller.join(30)
     assert not caller.is_alive()
     assert isinstance(outcome.get("error"), StartCancelled), outcome
     assert time.monotonic() - cancelled_at < 10   # not the 120 s the call would have taken
-    assert not _is_running(pid)
+    assert not process_runs(pid)
 
 
 def test_a_call_made_after_the_cancel_never_runs(tmp_path):

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from shards.engine import LocalEngine
+from shards.process_state import process_runs
 from shards.protocol import ErrorEvent, FinishEvent, SamplingParams, TokenEvent, WorkItem
 
 
@@ -335,7 +336,7 @@ def test_a_worker_ignores_ctrl_c_the_engine_shuts_it_down(engine):
         os.kill(pid, signal.SIGINT)
     deadline = time.monotonic() + 5.0   # a worker SIGINT killed exits within about a second
     while time.monotonic() < deadline:
-        assert all(_is_running(pid) for pid in pids.values())
+        assert all(process_runs(pid) for pid in pids.values())
         time.sleep(0.1)
     after = eng.health()["workers"]
     for worker_id, pid in pids.items():
@@ -345,15 +346,6 @@ def test_a_worker_ignores_ctrl_c_the_engine_shuts_it_down(engine):
                     SamplingParams(max_tokens=3, temperature=0.0, ignore_eos=True))
     events = loop.run_until_complete(asyncio.wait_for(_collect(eng, item), 30))
     assert isinstance(events[-1], FinishEvent) and events[-1].num_output_tokens == 3
-
-
-def _is_running(pid: int) -> bool:
-    """The process exists and has not exited (a zombie waiting to be reaped has)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def test_the_engine_imports_no_model_code_into_the_gateway_process():

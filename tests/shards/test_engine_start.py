@@ -9,19 +9,11 @@ import pytest
 
 import shards.engine_start
 from shards.engine import EngineStartError, LocalEngine
+from shards.process_state import process_runs
 from shards.protocol import FinishEvent, SamplingParams, WorkerReady, WorkItem
 from shards.transport import StartCancelled
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc")
-
-
-def _is_running(pid: int) -> bool:
-    """The process exists and has not exited (a zombie waiting to be reaped has)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def _engine(num_workers: int = 2) -> LocalEngine:
@@ -59,7 +51,7 @@ def test_a_start_cancelled_while_its_workers_load_kills_them_and_raises_start_ca
         return pids
 
     pids = asyncio.run(start_then_cancel())
-    assert not any(_is_running(pid) for pid in pids)
+    assert not any(process_runs(pid) for pid in pids)
 
 
 def test_a_start_cancelled_before_it_began_spawns_nothing():
@@ -85,7 +77,7 @@ def test_a_start_that_fails_kills_the_workers_it_spawned(monkeypatch):
     with pytest.raises(EngineStartError, match="did not become ready in time"):
         asyncio.run(start())
     pids = {pid for pid in spawned if pid}
-    assert pids and not any(_is_running(pid) for pid in pids)
+    assert pids and not any(process_runs(pid) for pid in pids)
 
 
 def test_cancel_start_after_the_start_changes_nothing():
