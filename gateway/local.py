@@ -97,7 +97,7 @@ class LocalBackend:
         if not needs_conversion(self.engine.config.model):
             return None
         return (f"first start: converting the embedded SmolLM2 GGUF into {model_dir(EMBEDDED_MODEL)} "
-                "(once; about a minute on a small machine)")
+                "(once; about 20 s on a small machine)")
 
     def started_line(self) -> str:
         """What the operator is told once the workers are up: where and how they run."""

@@ -133,7 +133,7 @@ STARTUP_FAILURE = 3   # uvicorn's exit status when the application did not start
 def start_aware_server_class(cancel_start: Callable[[], None]):
     """uvicorn's Server, stopping the gateway's start at once on Ctrl+C (SIGINT) or
     SIGTERM: uvicorn itself would wait until the start is done (a first start converts
-    the embedded model for about a minute) and stop then. `cancel_start` (called on the
+    the embedded model, 10–20 s) and stop then. `cancel_start` (called on the
     event loop) makes the start fail with shards.transport.StartCancelled, having stopped
     what it began (workers, the child converting the model); the server then returns
     without listening, `start_cancelled_by` naming the signal, and uvicorn's report of

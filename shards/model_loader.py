@@ -12,6 +12,7 @@ from pathlib import Path
 
 import torch
 
+from shards.gguf_read_once import gguf_read_once
 from shards.model_files import (AUTO_DTYPE, DTYPE_NAMES, EMBEDDED_MODEL, SMOLLM2_MODEL_ID, TINY_MODEL,
                                 ModelLoadError, check_model, conversion_dir, converted_smollm2,
                                 dtype_without_probe, find_smollm2_gguf, load_tokenizer, model_dir,
@@ -47,8 +48,9 @@ def load_smollm2(dtype: torch.dtype = torch.float32):
     # resource tracker, which warned of it at the gateway's exit
     tqdm.set_lock(threading.RLock())
     gguf = find_smollm2_gguf()
-    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    with gguf_read_once():   # a third of the time transformers takes otherwise
+        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     # NOTE: the model is fully dequantized to float32 already; drop the GGUF marker so
     # it saves as plain safetensors.
     model.hf_quantizer = None
