@@ -232,7 +232,8 @@ def _server_or_exit_status(args: argparse.Namespace):
     except (ConfigError, OSError) as exc:
         print(f"stepahead: bad config: {exc}", file=sys.stderr)
         return 2
-    if needs_fork_server(config):   # it imports torch and the workers' code while this process loads
+    fork_server_started = needs_fork_server(config)
+    if fork_server_started:   # it imports torch and the workers' code while this process loads
         from shards.local_transport import start_fork_server
 
         start_fork_server()
@@ -250,6 +251,14 @@ def _server_or_exit_status(args: argparse.Namespace):
     if demo_key is not None:
         print(f"stepahead: demo tenant API key: {demo_key}", flush=True)
     app = build_app(config)
-    return start_aware_server_class(app.state.gateway.cancel_start)(
+
+    def cancel_start() -> None:
+        app.state.gateway.cancel_start()
+        if fork_server_started:   # still importing, every fork waits on it: it goes with the start
+            from shards.local_transport import stop_fork_server_if_idle
+
+            stop_fork_server_if_idle()
+
+    return start_aware_server_class(cancel_start)(
         uvicorn.Config(app, host=config.host, port=config.port, log_level=args.log_level,
                        timeout_keep_alive=config.keep_alive_s))

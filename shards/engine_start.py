@@ -11,7 +11,8 @@ Invariants:
   having killed every worker and child it began (none outlives a failed start);
 - after `cancel_start`, `start` raises StartCancelled: at once while the model is
   prepared in a child, else when the step under way returns (a spawn waits for the fork
-  server, which may still be importing torch);
+  server, which may still be importing torch: `stepahead serve` then kills it,
+  `shards.local_transport.stop_fork_server_if_idle`, and the spawn fails at once);
 - `cancel_start` takes no lock (a spawn holds the engine's lock while the fork server
   answers, and it is called on the event loop) and does nothing once started.
 """
@@ -51,8 +52,8 @@ class EngineStart:
     def cancel_start(self) -> None:
         """From any thread: stop a start in progress as soon as it can be; `start` then
         raises StartCancelled. A model's preparation in a child stops at once, the
-        workers' spawns once the fork server answers (it may be importing torch still).
-        Nothing happens once the start is done."""
+        workers' spawns once the fork server answers (or is killed). Nothing happens once
+        the start is done."""
         # NOTE: takes no lock: a spawn holds the engine's lock while the fork server
         # answers, and this runs on the event loop
         if self._supervise_task is not None:

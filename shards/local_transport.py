@@ -62,6 +62,27 @@ def start_fork_server() -> None:
     forkserver.ensure_running()
 
 
+def stop_fork_server_if_idle() -> bool:
+    """Kill the fork server when nothing was forked from it (or started otherwise) by this
+    process yet; whether it was killed. A start given up while the server still imports
+    torch need not wait for it: a fork asked of it meanwhile fails at once. Once it has
+    forked, it is left alone: multiprocessing tracks those children through it.
+
+    NOTE: a fork the server makes in the very moment it is killed outlives it; such a
+    child finds this process gone and exits (a worker once loaded, the conversion once
+    done, which it then leaves complete)."""
+    from multiprocessing import forkserver
+
+    pid = getattr(forkserver._forkserver, "_forkserver_pid", None)   # multiprocessing's own record
+    if not pid or mp.active_children():
+        return False
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 def _process_main(worker_id: str, config: WorkerConfig, inbox, outbox, environ: dict[str, str]) -> None:
     """The worker process: serve until Shutdown, or until the engine process is gone.
 

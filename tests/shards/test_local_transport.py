@@ -145,3 +145,34 @@ def test_workers_exit_when_the_gateway_process_is_killed_outright():
         if gateway.poll() is None:
             gateway.kill()
         gateway.stdout.close()
+
+
+STOP_IDLE_FORK_SERVER = """
+import os, time
+from multiprocessing import forkserver
+from shards.local_transport import fork_server_context, start_fork_server, stop_fork_server_if_idle
+from shards.process_state import process_runs
+
+start_fork_server()
+first = forkserver._forkserver._forkserver_pid
+assert stop_fork_server_if_idle()   # nothing forked yet: killed
+deadline = time.monotonic() + 10
+while process_runs(first) and time.monotonic() < deadline:
+    time.sleep(0.05)
+assert not process_runs(first)
+child = fork_server_context().Process(target=time.sleep, args=(30,))
+child.start()   # a fresh server forks it
+assert forkserver._forkserver._forkserver_pid not in (None, first)
+assert not stop_fork_server_if_idle()   # a child of it runs: left alone
+assert process_runs(forkserver._forkserver._forkserver_pid) and child.is_alive()
+child.kill()
+child.join()
+print("ok")
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc")
+def test_an_idle_fork_server_is_killed_for_a_cancelled_start_and_a_busy_one_is_not():
+    done = subprocess.run([sys.executable, "-c", STOP_IDLE_FORK_SERVER], capture_output=True, text=True,
+                          timeout=240, cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
