@@ -255,7 +255,12 @@ class LocalBackend:
         if len(prompts) * per_prompt > MAX_RUNS:
             raise invalid_request(f"{len(prompts)} prompts x {per_prompt} choices each is more than "
                                   f"{MAX_RUNS} completions in one request.", param="prompt")
-        calls = [self._completion_call(request, prompt, best_of) for prompt in prompts]
+        if any(isinstance(prompt, str) and prompt for prompt in prompts):   # NOTE: off the event loop
+            texts_ids = await asyncio.to_thread(self._text_prompt_ids, tenant, prompts)
+        else:
+            texts_ids = [None] * len(prompts)
+        calls = [self._completion_call(request, prompt, text_ids, best_of)
+                 for prompt, text_ids in zip(prompts, texts_ids)]
         prepared = self._prepared(request_id, tenant, request.max_tokens, calls[0])
         if len(calls) > 1:
             num_prompt = sum(len(call.prompt_token_ids) for call in calls)
@@ -266,13 +271,21 @@ class LocalBackend:
             return prepared
         return dataclasses.replace(prepared, best_of=best_of, keep_logprobs=request.logprobs is not None)
 
-    def _completion_call(self, request: CompletionRequest, prompt: str | list[int], best_of: int) -> LocalCall:
-        """One prompt of a completions request, tokenized and checked."""
+    def _text_prompt_ids(self, tenant: str, prompts: list) -> list[list[int] | None]:
+        """The ids of each non-empty text prompt (None for the others), as the tokenizer's
+        `encode` gives them, through the prompt token cache (an agent's next prompt repeats
+        its last one)."""
+        return [self.prompt_tokens.encode(tenant, prompt, add_special_tokens=True)
+                if isinstance(prompt, str) and prompt else None for prompt in prompts]
+
+    def _completion_call(self, request: CompletionRequest, prompt: str | list[int], text_ids: list[int] | None,
+                         best_of: int) -> LocalCall:
+        """One prompt of a completions request, checked; `text_ids` are a text prompt's ids."""
         tokenizer = self.engine.tokenizer
         if isinstance(prompt, str):
             if not prompt:
                 raise invalid_request("The prompt is empty.", param="prompt")
-            prompt_ids = list(tokenizer.encode(prompt))
+            prompt_ids = text_ids
         else:
             prompt_ids = list(prompt)
             vocab_size = len(tokenizer)

@@ -65,6 +65,7 @@ class PromptTokenCache:
     _entries: OrderedDict = field(default_factory=OrderedDict)   # (tenant, seq) -> _Tokenized, oldest first
     _per_tenant: dict = field(default_factory=dict)              # tenant -> number of entries
     _cut_token_ids: frozenset = frozenset()
+    _adds_special_tokens: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _seq: int = 0
     _num_bytes: int = 0
@@ -72,9 +73,15 @@ class PromptTokenCache:
     def __post_init__(self) -> None:
         self._cut_token_ids, reason = _cut_tokens(self.tokenizer)
         self.stats.disabled = reason
+        sample = "a"
+        self._adds_special_tokens = (list(self.tokenizer.encode(sample))
+                                     != list(self.tokenizer.encode(sample, add_special_tokens=False)))
 
-    def encode(self, tenant: str, text: str) -> list[int]:
-        """The ids of `text` (no special tokens added), as `tokenizer.encode` gives them."""
+    def encode(self, tenant: str, text: str, add_special_tokens: bool = False) -> list[int]:
+        """The ids of `text`, as `tokenizer.encode(text, add_special_tokens=...)` gives
+        them (a tokenizer that adds tokens around every text, a BOS, is asked whole)."""
+        if add_special_tokens and self._adds_special_tokens:
+            return list(self.tokenizer.encode(text))
         if self.stats.disabled is not None:
             return list(self.tokenizer.encode(text, add_special_tokens=False))
         with self._lock:

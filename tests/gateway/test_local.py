@@ -193,3 +193,27 @@ async def test_an_agents_next_step_reuses_the_ids_of_its_last_prompt_and_they_ar
     stats = local.prompt_tokens.stats
     assert stats.num_encoded == 2 and stats.num_spliced == 1
     assert 0 < stats.num_reused_ids < len(second.prompt_token_ids)
+
+
+async def test_a_text_completion_prompt_is_tokenized_off_the_loop_through_the_prompt_token_cache():
+    from gateway.prompt_token_cache import PromptTokenCache
+    from gateway.schemas import CompletionRequest
+    from shards.tiny_model import build_tiny_tokenizer
+
+    local = backend(False)
+    tokenizer = build_tiny_tokenizer()
+    local.engine = EngineFacts(False, max_context_tokens=4096, tokenizer=tokenizer)
+    local.prompt_tokens = PromptTokenCache(tokenizer)
+    first = "<|im_start|>user\nList the files.<|im_end|>\n<|im_start|>assistant\n"
+    second = first + "ls<|im_end|>\n<|im_start|>tool\na.py b.py<|im_end|>\n<|im_start|>assistant\n"
+    for text in (first, second):
+        request = validate(CompletionRequest, {"model": "plain", "prompt": text, "max_tokens": 4})
+        prepared = await local.prepare_completion(request, "t", "r")
+        assert list(prepared.prompt_token_ids) == tokenizer.encode(text)
+    assert local.prompt_tokens.stats.num_spliced == 1
+    batch = validate(CompletionRequest, {"model": "plain", "prompt": [second, first], "max_tokens": 4})
+    prepared = await local.prepare_completion(batch, "t", "r")
+    assert [list(call.prompt_token_ids) for call in prepared.payload] == [tokenizer.encode(second),
+                                                                          tokenizer.encode(first)]
+    ids = validate(CompletionRequest, {"model": "plain", "prompt": [65, 66], "max_tokens": 4})
+    assert list((await local.prepare_completion(ids, "t", "r")).prompt_token_ids) == [65, 66]

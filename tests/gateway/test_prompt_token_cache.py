@@ -135,3 +135,24 @@ def test_the_shared_prefix_length_is_exact():
         b = a[:rng.randint(0, len(a))] + "".join(rng.choice("ab🙂") for _ in range(rng.randint(0, 5)))
         expected = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
         assert _shared_prefix_length(a, b) == expected
+
+
+def test_with_special_tokens_it_answers_as_encode_does_and_a_bos_adding_tokenizer_is_asked_whole(bpe_tokenizer):
+    from tokenizers import processors
+
+    prompts = _conversation(random.Random(8), 3)
+    plain = PromptTokenCache(bpe_tokenizer)
+    for prompt in prompts:   # this tokenizer adds nothing: the splice serves here too
+        assert plain.encode("t", prompt, add_special_tokens=True) == bpe_tokenizer.encode(prompt)
+    assert plain.stats.num_spliced == 2
+    backend = Tokenizer.from_str(bpe_tokenizer.backend_tokenizer.to_str())
+    bos = backend.token_to_id("<|endoftext|>")
+    backend.post_processor = processors.TemplateProcessing(single="<|endoftext|> $A",
+                                                            special_tokens=[("<|endoftext|>", bos)])
+    with_bos = PreTrainedTokenizerFast(tokenizer_object=backend)
+    cache = PromptTokenCache(with_bos)
+    for prompt in prompts:
+        ids = cache.encode("t", prompt, add_special_tokens=True)
+        assert ids == with_bos.encode(prompt) and ids[0] == bos
+        assert cache.encode("t", prompt) == with_bos.encode(prompt, add_special_tokens=False)
+    assert cache.stats.num_encoded == 3   # only the calls without special tokens went through it

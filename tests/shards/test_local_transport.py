@@ -148,25 +148,23 @@ def test_workers_exit_when_the_gateway_process_is_killed_outright():
 
 
 STOP_IDLE_FORK_SERVER = """
-import os, time
+import time
 from multiprocessing import forkserver
-from shards.local_transport import fork_server_context, start_fork_server, stop_fork_server_if_idle
+from shards.local_transport import fork_server_context, stop_fork_server_if_idle
 from shards.process_state import process_runs
 
-start_fork_server()
-first = forkserver._forkserver._forkserver_pid
-assert stop_fork_server_if_idle()   # nothing forked yet: killed
-deadline = time.monotonic() + 10
-while process_runs(first) and time.monotonic() < deadline:
-    time.sleep(0.05)
-assert not process_runs(first)
 child = fork_server_context().Process(target=time.sleep, args=(30,))
-child.start()   # a fresh server forks it
-assert forkserver._forkserver._forkserver_pid not in (None, first)
+child.start()
+server = forkserver._forkserver._forkserver_pid
 assert not stop_fork_server_if_idle()   # a child of it runs: left alone
-assert process_runs(forkserver._forkserver._forkserver_pid) and child.is_alive()
+assert process_runs(server) and child.is_alive()
 child.kill()
 child.join()
+assert stop_fork_server_if_idle()   # nothing of this process runs from it now: killed
+deadline = time.monotonic() + 10
+while process_runs(server) and time.monotonic() < deadline:
+    time.sleep(0.05)
+assert not process_runs(server)
 print("ok")
 """
 
