@@ -118,12 +118,13 @@ class PromptTokenCache:
         ids = array("i", base.ids[:start_ids]) if base is not None else array("i")
         cut_chars = base.cut_chars[:cut + 1] if base is not None else []
         cut_ids = base.cut_ids[:cut + 1] if base is not None else []
-        cut_tokens = self._cut_token_ids
-        for index, token_id in enumerate(encoding.ids):
-            if token_id in cut_tokens:
-                cut_chars.append(start_chars + encoding.offsets[index][1])
-                cut_ids.append(start_ids + index + 1)
-        ids.extend(encoding.ids)
+        cut_tokens, new_ids = self._cut_token_ids, encoding.ids
+        cut_at = [index for index, token_id in enumerate(new_ids) if token_id in cut_tokens]
+        if cut_at:
+            offsets = encoding.offsets   # NOTE: a property that builds the whole list: once
+            cut_chars.extend(start_chars + offsets[index][1] for index in cut_at)
+            cut_ids.extend(start_ids + index + 1 for index in cut_at)
+        ids.extend(new_ids)
         if base is not None:
             with self._lock:
                 self.stats.num_spliced += 1
