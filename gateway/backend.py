@@ -141,3 +141,6 @@ class Backend(Protocol):
     def worker_metrics(self) -> list[dict]: ...
 
     def router_metrics(self) -> dict: ...
+
+    def prompt_token_metrics(self) -> dict:
+        """The prompt token cache's counts (gateway/prompt_token_cache.py); {} without one."""

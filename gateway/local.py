@@ -133,6 +133,13 @@ class LocalBackend:
     def router_metrics(self) -> dict:
         return self.engine.router_stats()
 
+    def prompt_token_metrics(self) -> dict:
+        if self.prompt_tokens is None:
+            return {}
+        stats = dataclasses.asdict(self.prompt_tokens.stats)
+        stats["off"] = int(stats.pop("disabled") is not None)
+        return stats
+
     # --- preparation ---------------------------------------------------------------
     def _sampling(self, request: ChatCompletionRequest | CompletionRequest, *, max_tokens: int,
                   stop: list[str], logprobs: int | None = None):

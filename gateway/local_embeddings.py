@@ -76,6 +76,9 @@ class LocalEmbeddingBackend:
     def router_metrics(self) -> dict:
         return {}
 
+    def prompt_token_metrics(self) -> dict:
+        return {}
+
     async def prepare_chat(self, request, tenant: str, request_id: str) -> Prepared:
         raise embeddings_only(self.model_id)
 

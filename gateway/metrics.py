@@ -42,6 +42,8 @@ HELP = {
     "stepahead_worker_info": ("gauge", "Numeric worker fields from the engine (tiers flattened)."),
     "stepahead_worker_tenant_info": ("gauge", "Per-tenant numeric fields of each worker's cache."),
     "stepahead_router_info": ("gauge", "The engine's routing and dispatch counts since it started."),
+    "stepahead_prompt_token_cache_info": ("gauge", "Prompts tokenized from a tenant's earlier prompt's ids "
+                                          "(num_spliced, num_reused_ids) since the start; off=1 once it turned off."),
     "stepahead_gc_collections_total": ("counter", "The gateway's garbage collections while serving, by generation."),
     "stepahead_gc_pause_seconds_total": (
         "counter", "Time those collections paused the gateway (every thread waits), by generation."),
@@ -207,16 +209,17 @@ def worker_gauges(model: str, rows: list[dict]) -> dict[tuple[str, Labels], floa
     return gauges
 
 
-def router_gauges(model: str, stats: dict) -> dict[tuple[str, Labels], float]:
-    """Gauges from the engine's router stats: numbers as they are, and one level of
-    counts by name (`num_routed.reserved` → field "num_routed_reserved")."""
+def router_gauges(model: str, stats: dict, family: str = "stepahead_router_info") -> dict[tuple[str, Labels], float]:
+    """Gauges from the engine's router stats (or another flat table of a model's counts,
+    `family` naming them): numbers as they are, and one level of counts by name
+    (`num_routed.reserved` → field "num_routed_reserved")."""
     gauges: dict[tuple[str, Labels], float] = {}
     for key, value in stats.items():
         items = value.items() if isinstance(value, dict) else [("", value)]
         for inner, number in items:
             if _is_number(number):
                 field_name = f"{key}_{inner}" if inner else key
-                gauges[("stepahead_router_info", (("model_name", model), ("field", field_name)))] = float(number)
+                gauges[(family, (("model_name", model), ("field", field_name)))] = float(number)
     return gauges
 
 

@@ -173,5 +173,6 @@ async def metrics(request: Request) -> Response:
         for name, backend in state.backends.items():
             gauges.update(worker_gauges(name, backend.worker_metrics()))
             gauges.update(router_gauges(name, backend.router_metrics()))
+            gauges.update(router_gauges(name, backend.prompt_token_metrics(), "stepahead_prompt_token_cache_info"))
     return PlainTextResponse(state.metrics.render(gauges, tenant=None if is_admin else tenant),
                              media_type="text/plain; version=0.0.4; charset=utf-8")

@@ -94,6 +94,9 @@ class UpstreamBackend:
     def router_metrics(self) -> dict:
         return {}
 
+    def prompt_token_metrics(self) -> dict:
+        return {}
+
     def _common_kwargs(self, body: dict, stream: bool) -> dict:
         kwargs = {k: v for k, v in body.items() if k not in OWNED_FIELDS and v is not None}
         kwargs.update(dict(self.config.litellm_params))

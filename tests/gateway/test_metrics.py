@@ -49,6 +49,14 @@ def test_router_gauges_name_each_count_by_its_key():
         ("stepahead_router_info", (("model_name", "m"), ("field", "num_transfers"))): 0.0}
 
 
+def test_a_models_other_counts_go_under_the_family_they_name():
+    stats = {"num_encoded": 3, "num_spliced": 2, "off": 0}
+    assert router_gauges("m", stats, "stepahead_prompt_token_cache_info") == {
+        ("stepahead_prompt_token_cache_info", (("model_name", "m"), ("field", "num_encoded"))): 3.0,
+        ("stepahead_prompt_token_cache_info", (("model_name", "m"), ("field", "num_spliced"))): 2.0,
+        ("stepahead_prompt_token_cache_info", (("model_name", "m"), ("field", "off"))): 0.0}
+
+
 def test_render_for_a_tenant_keeps_only_its_series():
     registry = Registry()
     for tenant in ("a", "ab"):
