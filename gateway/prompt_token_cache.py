@@ -15,7 +15,9 @@ Invariants:
   always) is compared with a whole encode: one difference turns the cache off for good;
 - a tenant's prompts are spliced only from that tenant's earlier prompts;
 - at most `max_entries` prompts, holding at most about `max_bytes` of text and ids, are
-  kept (the oldest go first), at most `entries_per_tenant` of one tenant.
+  kept (the oldest go first), at most `entries_per_tenant` of one tenant; a prompt that
+  continues a kept one (the same agent's next step) takes its place, so a tenant keeps
+  about one prompt per session in flight.
 
 NOTE: thread-safe (the gateway tokenizes in worker threads): the lookup and the insert
 hold a lock; tokenizing does not.
@@ -32,6 +34,7 @@ from dataclasses import dataclass, field
 logger = logging.getLogger(__name__)
 
 ALWAYS_CHECKED = 4   # the first splices are compared with a whole encode
+GALLOP_START_CHARS = 1024
 
 
 @dataclass(slots=True)
@@ -57,13 +60,13 @@ class PromptTokenStats:
 class PromptTokenCache:
     """Prompt ids for one tokenizer (one per local model); see the module docstring."""
     tokenizer: object
-    entries_per_tenant: int = 16
-    max_entries: int = 256
+    entries_per_tenant: int = 64
+    max_entries: int = 1024
     max_bytes: int = 64 << 20
     check_every: int = 32
     stats: PromptTokenStats = field(default_factory=PromptTokenStats)
     _entries: OrderedDict = field(default_factory=OrderedDict)   # (tenant, seq) -> _Tokenized, oldest first
-    _per_tenant: dict = field(default_factory=dict)              # tenant -> number of entries
+    _per_tenant: dict = field(default_factory=dict)              # tenant -> {its keys: None}, oldest first
     _cut_token_ids: frozenset = frozenset()
     _adds_special_tokens: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -86,7 +89,7 @@ class PromptTokenCache:
             return list(self.tokenizer.encode(text, add_special_tokens=False))
         with self._lock:
             self.stats.num_encoded += 1
-            base, cut = self._longest_cut(tenant, text)
+            base_key, base, cut, continues = self._longest_cut(tenant, text)
         if base is None:
             tokenized = self._tokenize(text, None, 0)
         else:
@@ -94,21 +97,25 @@ class PromptTokenCache:
             if not self._splice_checks_out(tokenized, cut):
                 return list(self.tokenizer.encode(text, add_special_tokens=False))
         with self._lock:
-            self._remember(tenant, tokenized)
+            self._remember(tenant, tokenized, base_key if continues else None)
         return tokenized.ids.tolist()
 
-    def _longest_cut(self, tenant: str, text: str) -> tuple[_Tokenized | None, int]:
-        """The tenant's prompt sharing the longest cuttable prefix with `text`, and the
-        index of that cut in it (caller holds the lock)."""
-        best, best_cut, best_chars = None, -1, 0
-        for (owner, _), entry in reversed(self._entries.items()):
-            if owner != tenant:
-                continue
-            shared = _shared_prefix_length(entry.text, text)
+    def _longest_cut(self, tenant: str, text: str) -> tuple[tuple | None, _Tokenized | None, int, bool]:
+        """The tenant's kept prompt sharing the longest cuttable prefix with `text`: its
+        key, itself, the index of that cut in it, and whether `text` continues it whole
+        (caller holds the lock). Newest first; the first one `text` continues ends the
+        search (an agent's last step)."""
+        best_key, best, best_cut, best_chars, continues = None, None, -1, 0, False
+        for key in reversed(self._per_tenant.get(tenant, {})):
+            entry = self._entries[key]
+            whole = len(entry.text) <= len(text) and text.startswith(entry.text)
+            shared = len(entry.text) if whole else _shared_prefix_length(entry.text, text)
             cut = bisect.bisect_right(entry.cut_chars, shared) - 1
             if cut >= 0 and entry.cut_chars[cut] > best_chars:
-                best, best_cut, best_chars = entry, cut, entry.cut_chars[cut]
-        return best, best_cut
+                best_key, best, best_cut, best_chars, continues = key, entry, cut, entry.cut_chars[cut], whole
+            if whole:
+                break
+        return best_key, best, best_cut, continues
 
     def _tokenize(self, text: str, base: _Tokenized | None, cut: int) -> _Tokenized:
         """`text` tokenized from `base`'s cut `cut` on (all of it when `base` is None)."""
@@ -149,29 +156,32 @@ class PromptTokenCache:
                        "(cut %d of %d characters)", tokenized.cut_chars[cut], len(tokenized.text))
         return False
 
-    def _remember(self, tenant: str, tokenized: _Tokenized) -> None:
-        """Keep `tokenized` as the tenant's newest prompt (caller holds the lock)."""
+    def _remember(self, tenant: str, tokenized: _Tokenized, continued: tuple | None) -> None:
+        """Keep `tokenized` as the tenant's newest prompt, in place of the kept prompt it
+        continues (`continued`, its key, if still kept); caller holds the lock."""
         if self.stats.disabled is not None or not tokenized.cut_chars:
             return
-        if self._per_tenant.get(tenant, 0) >= self.entries_per_tenant:
-            oldest = next(key for key in self._entries if key[0] == tenant)
-            self._forget(oldest)
+        if continued is not None and continued in self._entries:
+            self._forget(continued)
+        own = self._per_tenant.get(tenant)
+        if own is not None and len(own) >= self.entries_per_tenant:
+            self._forget(next(iter(own)))
         size = _size(tokenized)
         if size > self.max_bytes:
             return
         while len(self._entries) >= self.max_entries or self._num_bytes + size > self.max_bytes:
             self._forget(next(iter(self._entries)))
         self._seq += 1
-        self._entries[(tenant, self._seq)] = tokenized
-        self._per_tenant[tenant] = self._per_tenant.get(tenant, 0) + 1
+        key = (tenant, self._seq)
+        self._entries[key] = tokenized
+        self._per_tenant.setdefault(tenant, {})[key] = None
         self._num_bytes += size
 
     def _forget(self, key: tuple[str, int]) -> None:
         self._num_bytes -= _size(self._entries.pop(key))
-        left = self._per_tenant[key[0]] - 1
-        if left:
-            self._per_tenant[key[0]] = left
-        else:
+        own = self._per_tenant[key[0]]
+        del own[key]
+        if not own:
             del self._per_tenant[key[0]]
 
 
@@ -194,15 +204,23 @@ def _cut_tokens(tokenizer) -> tuple[frozenset, str | None]:
 
 
 def _shared_prefix_length(a: str, b: str) -> int:
-    """The length of the longest common prefix of `a` and `b` (binary search on slices:
-    each comparison runs in C)."""
-    low, high = 0, min(len(a), len(b))
-    if a[:high] == b[:high]:
-        return high
-    while low < high:   # a[:low] == b[:low] and a[:high] != b[:high]
-        middle = (low + high + 1) // 2
-        if a[:middle] == b[:middle]:
+    """The length of the longest common prefix of `a` and `b`: windows that double in
+    size until one differs, then halving that window (each comparison runs in C, and
+    the cost follows the shared length, not the strings': most kept prompts of a tenant
+    part from a new one right after its system prompt)."""
+    end = min(len(a), len(b))
+    low, size = 0, GALLOP_START_CHARS
+    while True:   # a[:low] == b[:low]
+        high = min(end, low + size)
+        if a[low:high] != b[low:high]:
+            break
+        if high == end:
+            return end
+        low, size = high, size * 2
+    while high - low > 1:   # a[:low] == b[:low], and a[low:high] != b[low:high]
+        middle = (low + high) // 2
+        if a[low:middle] == b[low:middle]:
             low = middle
         else:
-            high = middle - 1
+            high = middle
     return low

@@ -87,11 +87,21 @@ def test_a_tenant_never_splices_from_another_tenants_prompt(bpe_tokenizer):
 def test_the_cache_keeps_at_most_its_bounds(bpe_tokenizer):
     cache = PromptTokenCache(bpe_tokenizer, entries_per_tenant=3, max_entries=5)
     for tenant in ("a", "b", "c"):
-        for prompt in _conversation(random.Random(tenant), 4):
-            cache.encode(tenant, prompt)
+        for session in range(4):   # each session's first prompt: none continues another
+            cache.encode(tenant, _conversation(random.Random(f"{tenant}{session}"), 1)[0])
     kept = [tenant for tenant, _ in cache._entries]
     assert kept == ["b", "b", "c", "c", "c"]   # oldest first; per tenant at most 3
-    assert cache._per_tenant == {"b": 2, "c": 3}
+    assert {tenant: len(keys) for tenant, keys in cache._per_tenant.items()} == {"b": 2, "c": 3}
+
+
+def test_an_agents_next_prompt_takes_the_place_of_the_one_it_continues(bpe_tokenizer):
+    cache = PromptTokenCache(bpe_tokenizer)
+    sessions = [_conversation(random.Random(session), 6) for session in range(3)]
+    for step in range(6):
+        for prompts in sessions:
+            assert cache.encode("t", prompts[step]) == bpe_tokenizer.encode(prompts[step], add_special_tokens=False)
+    assert [entry.text for entry in cache._entries.values()] == [prompts[-1] for prompts in sessions]
+    assert cache.stats.num_spliced == 3 * 6 - 1   # the sessions share their tenant's system prompt
 
 
 def test_the_cache_keeps_at_most_its_byte_budget(bpe_tokenizer):
@@ -130,8 +140,9 @@ def test_added_tokens_that_strip_spaces_turn_splicing_off(bpe_tokenizer):
 
 def test_the_shared_prefix_length_is_exact():
     rng = random.Random(6)
-    for _ in range(300):
-        a = "".join(rng.choice("ab🙂") for _ in range(rng.randint(0, 12)))
+    for _ in range(600):
+        size = rng.choice((12, 3000, 20000))   # within the first window, and across several
+        a = "".join(rng.choice("ab🙂") for _ in range(rng.randint(0, size)))
         b = a[:rng.randint(0, len(a))] + "".join(rng.choice("ab🙂") for _ in range(rng.randint(0, 5)))
         expected = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
         assert _shared_prefix_length(a, b) == expected
