@@ -83,10 +83,8 @@ class PromptTokenCache:
     def encode(self, tenant: str, text: str, add_special_tokens: bool = False) -> list[int]:
         """The ids of `text`, as `tokenizer.encode(text, add_special_tokens=...)` gives
         them (a tokenizer that adds tokens around every text, a BOS, is asked whole)."""
-        if add_special_tokens and self._adds_special_tokens:
-            return list(self.tokenizer.encode(text))
-        if self.stats.disabled is not None:
-            return list(self.tokenizer.encode(text, add_special_tokens=False))
+        if (add_special_tokens and self._adds_special_tokens) or self.stats.disabled is not None:
+            return list(self.tokenizer.encode(text, add_special_tokens=add_special_tokens))
         with self._lock:
             self.stats.num_encoded += 1
             base_key, base, cut, continues = self._longest_cut(tenant, text)
@@ -94,8 +92,9 @@ class PromptTokenCache:
             tokenized = self._tokenize(text, None, 0)
         else:
             tokenized = self._tokenize(text, base, cut)
-            if not self._splice_checks_out(tokenized, cut):
-                return list(self.tokenizer.encode(text, add_special_tokens=False))
+            whole = self._whole_if_the_splice_differs(tokenized, cut)
+            if whole is not None:
+                return whole
         with self._lock:
             self._remember(tenant, tokenized, base_key if continues else None)
         return tokenized.ids.tolist()
@@ -138,15 +137,16 @@ class PromptTokenCache:
                 self.stats.num_reused_ids += start_ids
         return _Tokenized(text, ids, cut_chars, cut_ids)
 
-    def _splice_checks_out(self, tokenized: _Tokenized, cut: int) -> bool:
-        """Compare some splices with a whole encode; a difference turns splicing off."""
+    def _whole_if_the_splice_differs(self, tokenized: _Tokenized, cut: int) -> list[int] | None:
+        """Compare some splices with a whole encode: None when not compared or equal, else
+        the whole encode's ids (the answer), and splicing is turned off."""
         with self._lock:
             if self.stats.num_spliced > ALWAYS_CHECKED and self.stats.num_spliced % self.check_every:
-                return True
+                return None
             self.stats.num_checked += 1
-        whole = self.tokenizer.encode(tokenized.text, add_special_tokens=False)
-        if list(whole) == tokenized.ids.tolist():
-            return True
+        whole = list(self.tokenizer.encode(tokenized.text, add_special_tokens=False))
+        if whole == tokenized.ids.tolist():
+            return None
         with self._lock:
             self.stats.disabled = "a spliced prompt differed from its whole encode"
             self._entries.clear()
@@ -154,7 +154,7 @@ class PromptTokenCache:
             self._num_bytes = 0
         logger.warning("prompt token cache off: a spliced prompt differed from its whole encode "
                        "(cut %d of %d characters)", tokenized.cut_chars[cut], len(tokenized.text))
-        return False
+        return whole
 
     def _remember(self, tenant: str, tokenized: _Tokenized, continued: tuple | None) -> None:
         """Keep `tokenized` as the tenant's newest prompt, in place of the kept prompt it

@@ -1,9 +1,9 @@
 """One function call in a child process, which the caller can stop from another thread.
 
-The engine's start prepares the model (the embedded GGUF's first conversion takes about
-a minute) in a child, so that the gateway's own process never imports torch. Ctrl+C
-during that minute must stop the start at once, not once the conversion is done: the
-caller sets `cancelled`, and the child is killed within `POLL_S`.
+The engine's start prepares the model (the embedded GGUF's first conversion takes 10–20 s
+here) in a child, so that the gateway's own process never imports torch. Ctrl+C during
+the conversion must stop the start at once, not once it is done: the caller sets
+`cancelled`, and the child is killed within `POLL_S`.
 
 Invariants: when `call_in_child` returns or raises, the child has exited (killed if it
 had to be) and the pipe is closed; the child's exception comes back as itself (or as a
