@@ -13,6 +13,7 @@ Invariants:
   prepared in a child, else when the step under way returns (a spawn waits for the fork
   server, which may still be importing torch: `stepahead serve` then kills it,
   `shards.local_transport.stop_fork_server_if_idle`, and the spawn fails at once);
+- a start that fails, or whose task is cancelled, leaves no thread behind in it either;
 - `cancel_start` takes no lock (a spawn holds the engine's lock while the fork server
   answers, and it is called on the event loop) and does nothing once started.
 """
@@ -44,9 +45,14 @@ class EngineStart:
         try:
             await self._start()
         except BaseException as exc:
+            was_cancelled = self._start_cancelled.is_set()
+            # a step still running in a thread (the wait for the workers, the model's
+            # preparation) stops too: the task's own cancellation (a timeout around
+            # `start`) does not reach a thread
+            self.cancel_start()
             self._abandon_start()
-            if self._start_cancelled.is_set() and not isinstance(exc, StartCancelled):   # e.g. a fork failed for it
-                raise StartCancelled("the start was stopped before the workers were ready") from exc
+            if was_cancelled and not isinstance(exc, (StartCancelled, asyncio.CancelledError)):
+                raise StartCancelled("the start was stopped before the workers were ready") from exc   # e.g. a fork failed for it
             raise
 
     def cancel_start(self) -> None:

@@ -54,6 +54,43 @@ def test_a_start_cancelled_while_its_workers_load_kills_them_and_raises_start_ca
     assert not any(process_runs(pid) for pid in pids)
 
 
+def _threads_in(function_name: str) -> list[int]:
+    import sys
+
+    found = []
+    for thread_id, frame in sys._current_frames().items():
+        while frame is not None:
+            if frame.f_code.co_name == function_name:
+                found.append(thread_id)
+                break
+            frame = frame.f_back
+    return found
+
+
+def test_a_start_whose_task_is_cancelled_leaves_no_thread_waiting_and_no_worker(monkeypatch):
+    """A timeout around `start` (asyncio's cancellation, which does not reach threads):
+    the thread waiting for the workers stops too, instead of waiting out its deadline."""
+    monkeypatch.setattr(shards.engine_start, "WORKER_START_TIMEOUT_S", 60.0)
+    engine = _engine()
+    _holding_back_ready(engine)
+
+    async def start_with_a_timeout():
+        start = asyncio.ensure_future(engine.start())
+        deadline = time.monotonic() + 120
+        while not _threads_in("_wait_ready"):   # spawned, now waiting for them to be ready
+            assert not start.done() and time.monotonic() < deadline
+            await asyncio.sleep(0.02)
+        pids = [engine.worker_pid(f"w{i}") for i in range(2)]
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(start, 0.5)
+        return pids, time.monotonic()
+
+    pids, timed_out = asyncio.run(start_with_a_timeout())
+    assert time.monotonic() - timed_out < 20   # asyncio.run waited for its threads: not the 60 s
+    assert not _threads_in("_wait_ready")
+    assert pids and all(pids) and not any(process_runs(pid) for pid in pids)
+
+
 def test_a_start_cancelled_before_it_began_spawns_nothing():
     engine = _engine()
     engine.cancel_start()
