@@ -148,7 +148,10 @@ def run_policy(args, policy: str, records, header, predictor_seed_dir: Path) -> 
                 max_output_tokens=args.max_output_tokens, vocab_size=args.vocab_size,
                 progress=sys.stderr.isatty(), step_hints=args.step_hints)
             before = CpuSample.take(worker_pids(app))
-            results, wall_s = asyncio.run(replay(records, header, options))
+            outcome = asyncio.run(replay(records, header, options))
+            if outcome.interrupted:
+                raise KeyboardInterrupt  # a benchmark's partial run is not a result
+            results, wall_s = outcome.results, outcome.wall_s
             cpu = delta(before, CpuSample.take(worker_pids(app)))
             cpu.update(forecast_counters(app))
             routing = app.state.gateway.backends["m"].engine.router_stats()

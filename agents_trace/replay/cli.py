@@ -63,16 +63,27 @@ def run_replay(args: argparse.Namespace) -> int:
         vocab_size=args.vocab_size, progress=not args.no_progress and sys.stderr.isatty(),
         step_hints=not args.no_step_hints)
     try:
-        results, wall_s = asyncio.run(replay(records, header, options))
+        outcome = asyncio.run(replay(records, header, options))
     except (aiohttp.ClientError, asyncio.TimeoutError, NoModelListed) as exc:
         print(f"error: cannot list the models of {options.base_url} (is the gateway up, and the key "
               f"right? or pass --model): {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
-    report = build_report(results, wall_s)
+    except KeyboardInterrupt:  # a second Ctrl+C while the first one's aborts ran
+        print("stepahead replay: stopped", file=sys.stderr)
+        return 130
+    if outcome.interrupted:
+        print(f"stepahead replay: stopped after {len(outcome.results)} of {outcome.num_planned} requests"
+              " (requests in flight were aborted)", file=sys.stderr)
+        if not outcome.results:
+            return 130
+    report = build_report(outcome.results, outcome.wall_s,
+                          num_planned=outcome.num_planned if outcome.interrupted else None)
     if args.json:
         print(json.dumps(report, separators=(",", ":")))
     else:
         print(format_table(report))
+    if outcome.interrupted:
+        return 130
     return 0 if report["total"]["errors"] == 0 else 1
 
 

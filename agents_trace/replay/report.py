@@ -51,17 +51,22 @@ def summarize(results: list[RequestResult]) -> dict:
     }
 
 
-def build_report(results: list[RequestResult], wall_s: float) -> dict:
+def build_report(results: list[RequestResult], wall_s: float, num_planned: int | None = None) -> dict:
+    """The report of a replay. `num_planned` is given for an interrupted one: the
+    report then says so, with the count of requests left out (aborted or never sent)."""
     by_tenant: dict[str, list[RequestResult]] = defaultdict(list)
     by_step: dict[int, list[RequestResult]] = defaultdict(list)
     for r in results:
         by_tenant[r.tenant].append(r)
         by_step[r.step_index].append(r)
     errors = sorted({r.error for r in results if r.error})[:10]
-    return {"total": summarize(results), "wall_s": round(wall_s, 3),
-            "per_tenant": {t: summarize(rs) for t, rs in sorted(by_tenant.items())},
-            "per_step": {str(i): summarize(rs) for i, rs in sorted(by_step.items())},
-            "error_samples": errors}
+    report = {"total": summarize(results), "wall_s": round(wall_s, 3),
+              "per_tenant": {t: summarize(rs) for t, rs in sorted(by_tenant.items())},
+              "per_step": {str(i): summarize(rs) for i, rs in sorted(by_step.items())},
+              "error_samples": errors}
+    if num_planned is not None:
+        report["interrupted"] = {"requests_left_out": max(0, num_planned - len(results))}
+    return report
 
 
 _TABLE_COLUMNS = (
@@ -106,4 +111,7 @@ def format_table(report: dict) -> str:
     lines.extend(row(f"step {i}", s, sessions=False) for i, s in report["per_step"].items())
     if report["error_samples"]:
         lines.append("errors: " + "; ".join(report["error_samples"]))
+    if "interrupted" in report:
+        lines.append(f"interrupted: {report['interrupted']['requests_left_out']} requests left out "
+                     "(aborted in flight or never sent)")
     return "\n".join(lines)

@@ -98,8 +98,21 @@ def _body(record: TraceRecord, prompts: PromptBuilder, options: ReplayOptions, m
     return "/v1/completions", dict(common, prompt=prompts.prompt(record), ignore_eos=True)
 
 
-async def replay(records: list[TraceRecord], header: TraceHeader, options: ReplayOptions) -> tuple[list[RequestResult], float]:
-    """Run the whole trace; returns every request's result and the wall time."""
+@dataclass(slots=True)
+class ReplayOutcome:
+    """What a replay did: the results of the requests that ended (in the order they
+    ended), the wall time, and whether it was interrupted (then requests in flight were
+    aborted and are left out, as are those never sent: `len(results) < num_planned`)."""
+
+    results: list[RequestResult]
+    wall_s: float
+    interrupted: bool
+    num_planned: int
+
+
+async def replay(records: list[TraceRecord], header: TraceHeader, options: ReplayOptions) -> ReplayOutcome:
+    """Run the whole trace. Cancelling the task (Ctrl+C under `asyncio.run`) stops it:
+    requests in flight are aborted and the outcome holds the requests that ended."""
     prompts = PromptBuilder(header.block_size, options.vocab_size, options.max_input_tokens)
     groups = group_sessions(records)
     # idle connections close after 4 s, before the server closes them: uvicorn's default
@@ -114,32 +127,45 @@ async def replay(records: list[TraceRecord], header: TraceHeader, options: Repla
 
         progress = tqdm(total=len(records), unit="req", desc="replay", leave=False)
     base_url = options.base_url.rstrip("/")
-    async with aiohttp.ClientSession(timeout=timeout, connector=connector) as client:
-        model = options.model or await resolve_model(client, base_url, options.api_key)
-        gate = asyncio.Semaphore(max(1, options.concurrency))
-        origin = time.perf_counter()
+    origin = time.perf_counter()
+    interrupted = False
+    try:
+        async with aiohttp.ClientSession(timeout=timeout, connector=connector) as client:
+            model = options.model or await resolve_model(client, base_url, options.api_key)
+            origin = time.perf_counter()
+            await _run_groups(client, groups, model, prompts, options, base_url, origin, results, progress)
+    except asyncio.CancelledError:
+        interrupted = True
+        asyncio.current_task().uncancel()  # handled here: the caller gets the outcome
+    finally:
+        if progress is not None:
+            progress.close()
+    return ReplayOutcome(results, time.perf_counter() - origin, interrupted, len(records))
 
-        async def run_group(group: list[TraceRecord]) -> None:
-            first_t = group[0].t
-            await asyncio.sleep(max(0.0, first_t / options.speed - (time.perf_counter() - origin)))
-            previous: TraceRecord | None = None
-            for step_index, record in enumerate(group):
-                if previous is not None:
-                    await asyncio.sleep(max(0.0, (record.t - previous.t) / options.speed))
-                path, body = _body(record, prompts, options, model)
-                headers = {"Authorization": f"Bearer {options.key_for(record.tenant)}"}
-                if record.session is not None:
-                    headers["x-session-id"] = record.session
-                async with gate:
-                    started = time.perf_counter()
-                    result = RequestResult(record.tenant, record.session, step_index, started - origin)
-                    results.append(await stream_request(client, base_url + path, body, headers, result, started))
-                if progress is not None:
-                    progress.update(1)
-                previous = record
 
-        await asyncio.gather(*(run_group(g) for g in groups))
-        wall_s = time.perf_counter() - origin
-    if progress is not None:
-        progress.close()
-    return results, wall_s
+async def _run_groups(client: aiohttp.ClientSession, groups: list[list[TraceRecord]], model: str,
+                      prompts: PromptBuilder, options: ReplayOptions, base_url: str, origin: float,
+                      results: list[RequestResult], progress) -> None:
+    """Every group's requests, each session's steps in order; appends to `results`."""
+    gate = asyncio.Semaphore(max(1, options.concurrency))
+
+    async def run_group(group: list[TraceRecord]) -> None:
+        first_t = group[0].t
+        await asyncio.sleep(max(0.0, first_t / options.speed - (time.perf_counter() - origin)))
+        previous: TraceRecord | None = None
+        for step_index, record in enumerate(group):
+            if previous is not None:
+                await asyncio.sleep(max(0.0, (record.t - previous.t) / options.speed))
+            path, body = _body(record, prompts, options, model)
+            headers = {"Authorization": f"Bearer {options.key_for(record.tenant)}"}
+            if record.session is not None:
+                headers["x-session-id"] = record.session
+            async with gate:
+                started = time.perf_counter()
+                result = RequestResult(record.tenant, record.session, step_index, started - origin)
+                results.append(await stream_request(client, base_url + path, body, headers, result, started))
+            if progress is not None:
+                progress.update(1)
+            previous = record
+
+    await asyncio.gather(*(run_group(g) for g in groups))

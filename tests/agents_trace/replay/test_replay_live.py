@@ -91,3 +91,42 @@ def test_replayed_tool_steps_reach_the_gateways_traces(tiny_gateway, tmp_path):
     assert len(steps) == len(records), reply.text[-1000:]
     assert [s.get("tool_calls", []) for s in steps] == [r.tool_calls for r in records]
     assert [s.get("after") for s in steps[1:]] == [r.after for r in records[1:]]
+
+
+def test_ctrl_c_stops_a_replay_and_reports_the_requests_that_ended(tiny_gateway, tmp_path):
+    """SIGINT while a session waits out a long tool gap: the replay stops at once (not
+    after the gap), prints the report of the step that ended, says what was left out,
+    and exits 130 without a traceback."""
+    import signal
+    import time
+    import uuid
+
+    import httpx
+
+    session = f"interrupted-{uuid.uuid4().hex[:8]}"
+    path = tmp_path / "gap.jsonl"
+    path.write_text("".join(
+        json.dumps({"t": t, "input_tokens": 40, "output_tokens": 2, "tenant": "tenant0", "session": session}) + "\n"
+        for t in (0, 600)))  # the second step would wait ten minutes
+    replay = subprocess.Popen(
+        [sys.executable, "-m", "agents_trace.replay", str(path), "--base-url", tiny_gateway.base_url,
+         "--api-key", TINY_GATEWAY_KEYS["tenant0"], "--model", "tiny", "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        url = f"{tiny_gateway.base_url}/v1/traces/sessions/{session}/export"
+        headers = {"Authorization": f"Bearer {TINY_GATEWAY_KEYS['tenant0']}"}
+        deadline = time.monotonic() + 120
+        while httpx.get(url, headers=headers, timeout=10).status_code != 200:  # the first step ended
+            assert time.monotonic() < deadline and replay.poll() is None, replay.poll()
+            time.sleep(0.2)
+        sent = time.monotonic()
+        replay.send_signal(signal.SIGINT)
+        stdout, stderr = replay.communicate(timeout=30)
+    finally:
+        replay.kill()
+    assert time.monotonic() - sent < 30
+    assert replay.returncode == 130, stderr[-2000:]
+    assert "stopped after 1 of 2 requests" in stderr and "Traceback" not in stderr, stderr[-2000:]
+    report = json.loads(stdout.strip().splitlines()[-1])
+    assert report["total"]["requests"] == 1 and report["total"]["errors"] == 0
+    assert report["interrupted"] == {"requests_left_out": 1}

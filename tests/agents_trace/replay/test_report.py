@@ -51,6 +51,15 @@ def test_format_table_reads_in_units_and_leaves_session_time_out_of_step_rows():
     assert len({len(line) for line in lines}) == 1  # columns line up
 
 
+def test_an_interrupted_report_counts_what_was_left_out_and_says_so():
+    results = [RequestResult("a", "s1", 0, 0.0, ttft_s=0.5, e2e_s=1.0, prompt_tokens=100)]
+    assert "interrupted" not in build_report(results, wall_s=2.0)
+    report = build_report(results, wall_s=2.0, num_planned=5)
+    assert report["interrupted"] == {"requests_left_out": 4} and report["total"]["requests"] == 1
+    assert format_table(report).splitlines()[-1] == \
+        "interrupted: 4 requests left out (aborted in flight or never sent)"
+
+
 def test_group_sessions_keeps_order_and_splits_sessionless():
     records = [TraceRecord(0, 1, 1, tenant="a", session="x"), TraceRecord(1, 1, 1),
                TraceRecord(2, 1, 1, tenant="a", session="x"), TraceRecord(3, 1, 1, tenant="b", session="x")]
