@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sqlite3
 import sys
 import time
@@ -32,6 +31,7 @@ from agents_trace.store_queries import MAX_PAGE, SessionFilter, find_session, it
     list_sessions, matching_session_keys
 from agents_trace.store_stats import StatsWindow, tenant_stats
 from agents_trace.traces_view import parse_since, session_json, session_text, sessions_text, stats_text
+from cache.atomic_file import replacing
 
 
 class CommandError(Exception):
@@ -219,19 +219,11 @@ def _write(lines: Iterable[str], output: str | None) -> int:
     so a failure part-way leaves no half file. Returns how many lines."""
     if not output:
         return _write_to(sys.stdout, lines)
-    target = Path(output)
-    partial = target.with_name(target.name + ".partial")
     try:
-        with open(partial, "w", encoding="utf-8") as out:
-            count = _write_to(out, lines)
-        os.replace(partial, target)
+        with replacing(output) as out:
+            return _write_to(out, lines)
     except OSError as exc:
-        partial.unlink(missing_ok=True)
         raise CommandError(f"cannot write {output}: {exc}", 2) from None
-    except BaseException:
-        partial.unlink(missing_ok=True)
-        raise
-    return count
 
 
 def export_command(args: argparse.Namespace) -> int:

@@ -14,10 +14,10 @@ whole); `read_gaps` accepts only `FORMAT` and raises ValueError on anything else
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cache.atomic_file import replacing
 from cache.gap_stats import LogGapStats, ReturnCounts
 
 FORMAT = "stepahead-gaps/1"
@@ -71,9 +71,8 @@ def write_gaps(learned: LearnedGaps, path: str | Path) -> None:
     """Write `learned` to `path` atomically (a temporary file renamed over it)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.tmp")
-    partial.write_text(json.dumps(gaps_to_json(learned), separators=(",", ":")))
-    os.replace(partial, path)
+    with replacing(path) as stream:
+        stream.write(json.dumps(gaps_to_json(learned), separators=(",", ":")))
 
 
 def read_gaps(path: str | Path) -> LearnedGaps:

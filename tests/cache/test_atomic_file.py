@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+import pytest
+
+from cache.atomic_file import replacing
+
+
+def test_the_new_content_appears_only_when_the_block_ends(tmp_path):
+    path = tmp_path / "trace.jsonl"
+    path.write_text("old\n")
+    with replacing(path) as stream:
+        stream.write("new\n")
+        assert path.read_text() == "old\n"   # not yet
+    assert path.read_text() == "new\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["trace.jsonl"]
+
+
+@pytest.mark.parametrize("interruption", [KeyboardInterrupt, OSError])
+def test_an_interrupted_write_keeps_the_old_file_and_leaves_no_partial(tmp_path, interruption):
+    path = tmp_path / "trace.jsonl"
+    path.write_text("old\n")
+    with pytest.raises(interruption):
+        with replacing(path) as stream:
+            stream.write("half")
+            raise interruption()
+    assert path.read_text() == "old\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["trace.jsonl"]
+
+
+def test_an_interrupted_first_write_leaves_nothing(tmp_path):
+    with pytest.raises(KeyboardInterrupt):
+        with replacing(tmp_path / "new.jsonl") as stream:
+            stream.write("half")
+            raise KeyboardInterrupt
+    assert list(tmp_path.iterdir()) == []
