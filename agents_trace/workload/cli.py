@@ -5,8 +5,11 @@ import argparse
 import dataclasses
 import sys
 
+from tqdm import tqdm
+
 from agents_trace.workload.generator import WorkloadConfig, generate_workload
 from agents_trace.workload.tool_patterns import load_patterns
+from cache.atomic_file import replacing
 from cache.trace_format import TraceHeader, write_trace
 
 
@@ -62,24 +65,29 @@ def add_generate_arguments(parser: argparse.ArgumentParser) -> None:
 def run_generate(args: argparse.Namespace) -> int:
     values = {f.name: getattr(args, f.name) for f in dataclasses.fields(WorkloadConfig)}
     values = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
+    show_progress = sys.stderr.isatty()
     try:
         config = WorkloadConfig(**values)
-        records = generate_workload(config, load_patterns(args.patterns))
+        patterns = load_patterns(args.patterns)
+        with tqdm(total=config.num_tenants * config.num_sessions, unit="session", desc="generate",
+                  leave=False, disable=not show_progress) as bar:
+            records = generate_workload(config, patterns, on_session=bar.update)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     header = TraceHeader(block_size=config.block_size, note=f"stepahead workload generate {values}")
+    writing = tqdm(records, unit="req", desc="write", leave=False, disable=not show_progress)
     if args.output == "-":
-        count = write_trace(sys.stdout, records, header)
+        count = write_trace(sys.stdout, writing, header)
     else:
         try:
-            with open(args.output, "w", encoding="utf-8") as stream:
-                count = write_trace(stream, records, header)
+            with replacing(args.output) as stream:   # a Ctrl+C leaves no half trace
+                count = write_trace(stream, writing, header)
         except OSError as exc:
             print(f"error: cannot write {args.output}: {exc}", file=sys.stderr)
             return 2
     sessions = len({(r.tenant, r.session) for r in records})
-    print(f"wrote {count} requests in {sessions} sessions of {config.num_tenants} tenants "
+    print(f"wrote {count} requests in {sessions} sessions of {config.num_tenants} tenant(s) "
           f"to {args.output}", file=sys.stderr)
     return 0
 

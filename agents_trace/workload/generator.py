@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import math
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from agents_trace.workload.tool_patterns import TEXT_ANSWERS, USER, ToolPatterns
@@ -113,8 +114,10 @@ class _Blocks:
             self.ids.append(self._new_id())
 
 
-def generate_workload(config: WorkloadConfig, patterns: list[ToolPatterns]) -> list[TraceRecord]:
-    """The records of the whole workload, sorted by arrival time."""
+def generate_workload(config: WorkloadConfig, patterns: list[ToolPatterns],
+                      on_session: Callable[[], None] | None = None) -> list[TraceRecord]:
+    """The records of the whole workload, sorted by arrival time. `on_session` (a
+    progress bar's) is called once per session made; it does not change the records."""
     if not patterns:
         raise ValueError("no tool patterns to learn sessions from")
     rng = random.Random(config.seed)
@@ -141,6 +144,8 @@ def generate_workload(config: WorkloadConfig, patterns: list[ToolPatterns]) -> l
         session = f"{tenant}-s{session_counts[tenant_index]}"
         session_counts[tenant_index] += 1
         records.extend(_session_records(config, rng, tenant, session, domain, prefix.fork(), start))
+        if on_session is not None:
+            on_session()
     if total_sessions and not records:
         longest = max(prefix.num_tokens for _, _, prefix in prefixes)
         raise ValueError(f"no request fits in max_context_tokens={config.max_context_tokens}: the tenants' "

@@ -239,3 +239,41 @@ def test_ctrl_c_while_the_gateway_starts_stops_the_start_at_once_and_leaves_noth
     while _processes_with(marker) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert _processes_with(marker) == []
+
+
+def test_the_command_line_module_imports_no_subcommand_until_main_runs():
+    """So a Ctrl+C during those imports reaches `main`'s handler (see the next test)."""
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import sys, gateway.cli; print(sorted(m for m in sys.modules if m in "
+         "('gateway.serve_command', 'agents_trace.replay.cli', 'agents_trace.traces_command', 'aiohttp')))"],
+        capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parents[2])
+    assert loaded.returncode == 0 and loaded.stdout.strip() == "[]", loaded.stderr[-2000:]
+
+
+def test_ctrl_c_during_the_imports_or_a_command_stops_it_quietly(monkeypatch, capsys):
+    def interrupted():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("gateway.cli.commands", interrupted)
+    assert main(["traces", "list"]) == 130
+    assert capsys.readouterr().err == "stepahead: stopped\n"
+
+
+def test_ctrl_c_while_a_workload_is_generated_keeps_the_old_file_and_leaves_no_partial(tmp_path: Path):
+    output = tmp_path / "workload.jsonl"
+    output.write_text("the previous trace\n")
+    process = subprocess.Popen(   # about 15 s of work: the signal lands in the imports, the generation or the write
+        [sys.executable, "-m", "gateway.cli", "workload", "generate", "--tenants", "1", "--sessions", "20000",
+         "--seed", "3", "-o", str(output)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=Path(__file__).resolve().parents[2])
+    try:
+        time.sleep(1.5)
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130 and err.endswith("stepahead: stopped\n"), err[-2000:]
+    assert "Traceback" not in err
+    assert output.read_text() == "the previous trace\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["workload.jsonl"]

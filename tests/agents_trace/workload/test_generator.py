@@ -49,6 +49,14 @@ def test_generate_workload_is_deterministic_by_seed():
     assert [r.to_json() for r in a] == [r.to_json() for r in b]
 
 
+def test_the_progress_callback_counts_sessions_and_changes_nothing():
+    config = WorkloadConfig(seed=5, num_tenants=3, num_sessions=4)
+    calls = []
+    watched = generate_workload(config, packaged_patterns(), on_session=lambda: calls.append(1))
+    assert len(calls) == 12
+    assert [r.to_json() for r in watched] == [r.to_json() for r in generate_workload(config, packaged_patterns())]
+
+
 def test_tool_median_s_lies_in_range_and_differs_by_tool():
     config = WorkloadConfig()
     medians = {tool_median_s(config, t) for t in ("ls", "cat", "grep", "mv")}
