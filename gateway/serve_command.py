@@ -153,6 +153,13 @@ def start_aware_server_class(cancel_start: Callable[[], None]):
             finally:
                 logging.getLogger("uvicorn.error").removeFilter(quiet)
 
+        @contextlib.contextmanager
+        def capture_signals(self):
+            with super().capture_signals():
+                yield
+                if self.start_cancelled_by is not None:   # handled: `serve` says so and exits 128 + it
+                    self._captured_signals.clear()   # uvicorn would raise it again (SIGTERM: killed, unsaid)
+
         async def startup(self, sockets=None) -> None:
             try:
                 await super().startup(sockets)

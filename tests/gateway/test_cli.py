@@ -212,7 +212,9 @@ def _processes_with(marker: str) -> list[int]:
 
 
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds the gateway's processes through /proc")
-def test_ctrl_c_while_the_gateway_starts_stops_the_start_at_once_and_leaves_nothing_running(tmp_path: Path):
+@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_while_the_gateway_starts_stops_the_start_at_once_and_leaves_nothing_running(tmp_path: Path,
+                                                                                            stop_signal):
     port, marker = free_port(), f"STEPAHEAD_TEST_RUN={os.getpid()}-{time.monotonic_ns()}"
     process = subprocess.Popen(
         [sys.executable, "-m", "gateway.cli", "serve", "--model", "tiny", "--workers", "2", "--port", str(port)],
@@ -226,14 +228,14 @@ def test_ctrl_c_while_the_gateway_starts_stops_the_start_at_once_and_leaves_noth
             seen.append(process.stderr.readline())
             assert seen[-1], "".join(seen)
         assert process.pid in _processes_with(marker)   # the check below finds what runs
-        process.send_signal(signal.SIGINT)
+        process.send_signal(stop_signal)
         _, err = process.communicate(timeout=120)
     finally:
         if process.poll() is None:
             process.kill()
     assert "stepahead: stopping the start in progress" in err and err.rstrip().endswith("stepahead: stopped")
     assert "model 'tiny' (tiny): 2 worker(s)" not in err   # the start did not finish first
-    assert process.returncode == 128 + signal.SIGINT
+    assert process.returncode == 128 + stop_signal
     assert "Traceback" not in err and "startup failed" not in err, err
     deadline = time.monotonic() + 10   # the fork server and the workers, killed, are gone
     while _processes_with(marker) and time.monotonic() < deadline:
