@@ -76,16 +76,16 @@ def run_generate(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     header = TraceHeader(block_size=config.block_size, note=f"stepahead workload generate {values}")
-    writing = tqdm(records, unit="req", desc="write", leave=False, disable=not show_progress)
-    if args.output == "-":
-        count = write_trace(sys.stdout, writing, header)
-    else:
-        try:
-            with replacing(args.output) as stream:   # a Ctrl+C leaves no half trace
-                count = write_trace(stream, writing, header)
-        except OSError as exc:
-            print(f"error: cannot write {args.output}: {exc}", file=sys.stderr)
-            return 2
+    with tqdm(records, unit="req", desc="write", leave=False, disable=not show_progress) as writing:
+        if args.output == "-":
+            count = write_trace(sys.stdout, writing, header)
+        else:
+            try:
+                with replacing(args.output) as stream:   # a Ctrl+C leaves no half trace
+                    count = write_trace(stream, writing, header)
+            except OSError as exc:
+                print(f"error: cannot write {args.output}: {exc}", file=sys.stderr)
+                return 2
     sessions = len({(r.tenant, r.session) for r in records})
     print(f"wrote {count} requests in {sessions} sessions of {config.num_tenants} tenant(s) "
           f"to {args.output}", file=sys.stderr)
