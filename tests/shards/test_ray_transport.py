@@ -97,6 +97,11 @@ def test_ray_transport_copies_a_shared_prefix_between_actors_as_bytes(ray_engine
             while eng.health()["workers"][holder]["num_cached_blocks_indexed"] < 100:
                 assert time.monotonic() < deadline, "the holder's blocks never reached the index"
                 await asyncio.sleep(0.05)
+            # the copy path is the subject, not the cost model (tested in test_router): a
+            # measured round trip under a loaded machine could make recomputing look cheaper
+            with eng._lock:
+                for worker in ("w0", "w1"):
+                    eng._dispatcher.router.costs(worker).prefill_s_per_token = 1.0
             result = (await asyncio.wait_for(_collect(eng, WorkItem("p", "t", prefix + [10, 11], short)), 60))[-1]
             await hog.aclose()
             return holder, result, eng.router_stats()
