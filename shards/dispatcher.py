@@ -43,6 +43,9 @@ class DispatchConfig:
     max_outstanding_hard: int = 32
     max_attempts: int = 2
     max_queue_wait_s: float = 120.0
+    # a copy is waited for as long as the recompute it spares would take, and at least this
+    # long: waiting longer than that costs more than recomputing would have (one slow copy
+    # then costs at most twice the recompute), abandoning sooner throws away a copy worth more
     transfer_timeout_s: float = 1.0
     retry_after_s: float = 1.0
     inline_transfers: bool = False  # workers share no memory: prefix copies travel as bytes
@@ -63,7 +66,7 @@ class Transfer:
     request_id: str
     src: str
     dst: str
-    started_s: float
+    deadline_s: float  # then the request goes on without it (see DispatchConfig.transfer_timeout_s)
 
 
 @dataclass(slots=True)
@@ -212,8 +215,9 @@ class Dispatcher:
                 out.sends.append((decision.worker_id, item))
             else:
                 transfer_id = f"xfer-{next(self._transfer_ids)}"
+                waited_s = max(self.config.transfer_timeout_s, decision.transfer_saves_s)
                 self.transfers[transfer_id] = Transfer(item.request_id, decision.transfer_from,
-                                                       decision.worker_id, now_s)
+                                                       decision.worker_id, now_s + waited_s)
                 num_tokens = decision.num_transfer_blocks * self.router.config.block_size
                 out.sends.append((decision.transfer_from, ExportPrefix(
                     transfer_id, item.tenant, tuple(item.prompt_token_ids[:num_tokens]),
@@ -236,7 +240,7 @@ class Dispatcher:
                 request.item.request_id, "no worker could take the request in time", "overloaded",
                 retryable=True, retry_after_s=self.config.retry_after_s))
         for transfer_id, transfer in list(self.transfers.items()):
-            if now_s - transfer.started_s > self.config.transfer_timeout_s:
+            if now_s > transfer.deadline_s:
                 del self.transfers[transfer_id]
                 self.stats.num_transfers_abandoned += 1
                 request = self.requests.get(transfer.request_id)

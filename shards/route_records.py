@@ -73,6 +73,7 @@ class Decision:
     num_prefill_tokens: int
     transfer_from: str | None = None
     num_transfer_blocks: int = 0
+    transfer_saves_s: float = 0.0  # the recompute the copy spares the worker, as estimated
     moved_from: str | None = None  # the session's previous worker, when it leaves one
 
 

@@ -258,7 +258,7 @@ class Router:
         run = PrefixRun(runs[holder].num_hot_blocks, 0)
         expected = self._saved_tokens(run, query.num_prompt_tokens)
         return Decision(chosen, reason, expected, query.num_prompt_tokens - expected,
-                        transfer_from=holder, num_transfer_blocks=run.num_hot_blocks)
+                        transfer_from=holder, num_transfer_blocks=run.num_hot_blocks, transfer_saves_s=recompute_s)
 
     def _charge(self, request_id: str, decision: Decision, tenant: str, session: str | None) -> None:
         load = self._loads[decision.worker_id]

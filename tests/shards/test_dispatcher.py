@@ -132,8 +132,8 @@ def test_dispatcher_applies_cache_events_to_the_index():
     assert dispatcher.router.index.workers_holding(BlockHash(7)) == {"w1": Tier.HOT}
 
 
-def _transfer_setup(**config):
-    dispatcher = _dispatcher(costs=COSTS, **config)
+def _transfer_setup(costs=COSTS, **config):
+    dispatcher = _dispatcher(costs=costs, **config)
     hashes = [BlockHash(100 + i) for i in range(4)]
     dispatcher.on_worker_message("w1", CacheEventsReport("w1", [BlockStored(tuple(hashes), Tier.HOT, "t")]), 0.0)
     for worker in ("w0", "w1"):
@@ -200,6 +200,18 @@ def test_dispatcher_unlinks_a_late_export_after_cancel_and_sends_on_after_timeou
     dispatcher, out = _transfer_setup()
     timed_out = dispatcher.expire(5.0)
     assert _sent_items(timed_out) == [("w0", "r1")]
+
+
+def test_a_copy_is_waited_for_as_long_as_the_recompute_it_spares_and_at_least_the_timeout():
+    dispatcher, _ = _transfer_setup()   # 4 blocks of 16 tokens at 20 us a token: 1.3 ms to recompute
+    assert _sent_items(dispatcher.expire(0.99)) == []
+    assert _sent_items(dispatcher.expire(1.01)) == [("w0", "r1")]   # the 1 s floor
+    slow = CostProfile(prefill_s_per_token=0.05, export_s_per_block=0.01, import_s_per_block=0.01)
+    dispatcher, out = _transfer_setup(costs=slow)
+    assert isinstance(out.sends[0][1], ExportPrefix)   # 3.2 s of recompute spared by a copy
+    assert _sent_items(dispatcher.expire(3.1)) == []
+    assert _sent_items(dispatcher.expire(3.3)) == [("w0", "r1")]
+    assert dispatcher.stats.num_transfers_abandoned == 1
 
 
 def test_dispatcher_source_death_mid_transfer_sends_the_request_without_it():
