@@ -12,6 +12,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from agents_trace.sqlite_file import connect_setting_aside_damaged
+
 SCHEMA_VERSION = "2"
 # Columns added since version 1: a store written by an older version gains them when a
 # writer opens it (readers of a store no writer has upgraded yet treat them as empty).
@@ -66,8 +68,9 @@ CREATE TABLE IF NOT EXISTS step_content (
 def connect_writer(path: Path) -> sqlite3.Connection:
     """Open (creating if needed) the store for writing; only the writer thread uses it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    is_new = not path.exists() or path.stat().st_size == 0
-    connection = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+    connection = connect_setting_aside_damaged(path, "the trace store", isolation_level=None,
+                                               check_same_thread=False)
+    is_new = connection.execute("PRAGMA page_count").fetchone()[0] == 0
     connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     if is_new:
         connection.execute("PRAGMA auto_vacuum = INCREMENTAL")

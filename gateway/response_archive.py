@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from agents_trace.sqlite_file import connect_setting_aside_damaged
 from gateway.response_store import StoredResponse
 
 SCHEMA = """
@@ -49,7 +50,8 @@ class ResponseArchive:
     def db(self) -> sqlite3.Connection:
         if self._db is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
+            db = connect_setting_aside_damaged(self.path, "the response archive", isolation_level=None,
+                                               check_same_thread=False)
             db.execute("PRAGMA busy_timeout = 5000")  # another gateway on the same file
             db.execute("PRAGMA journal_mode = WAL")
             db.execute("PRAGMA synchronous = NORMAL")

@@ -75,14 +75,27 @@ def test_a_response_evicted_from_memory_is_read_back_from_disk(tmp_path):
 
 
 def test_a_broken_archive_degrades_to_memory(tmp_path, caplog):
-    bad = tmp_path / "not-a-db.sqlite3"
-    bad.write_bytes(b"this is not a sqlite file" * 100)
+    bad = tmp_path / "a directory, not a file"
+    bad.mkdir()
     store = ResponseStore(capacity=4, archive=ResponseArchive(bad, 4))
     store.put("a", _stored("r1"))  # the disk write fails and is logged
     assert _get(store, "a", "r1") == _stored("r1")  # memory still answers
     assert _get(store, "a", "other") is None
     store.close()
     assert "response archive failed" in caplog.text
+
+
+def test_an_archive_file_that_is_not_a_database_is_set_aside_and_a_new_one_kept(tmp_path):
+    path = tmp_path / "responses.sqlite3"
+    path.write_bytes(b"this is not a sqlite file" * 100)
+    store = ResponseStore(capacity=4, archive=ResponseArchive(path, 4))
+    store.put("a", _stored("r1"))
+    store.close()
+    reopened = ResponseStore(capacity=4, archive=ResponseArchive(path, 4))
+    assert _get(reopened, "a", "r1") == _stored("r1")   # from the new file, after a restart
+    reopened.close()
+    [aside] = tmp_path.glob("responses.sqlite3.damaged-*")
+    assert aside.read_bytes() == b"this is not a sqlite file" * 100
 
 
 def test_archive_rows_are_json(tmp_path):

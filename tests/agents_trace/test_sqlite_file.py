@@ -1,0 +1,64 @@
+"""A store file that is not a database is set aside, never deleted, and a new one opened."""
+from __future__ import annotations
+
+import logging
+import sqlite3
+
+import pytest
+
+from agents_trace.sqlite_file import connect_setting_aside_damaged
+from agents_trace.store import TraceStore
+
+
+def _damaged(tmp_path, name="traces.sqlite"):
+    path = tmp_path / name
+    path.write_bytes(b"not a database, but someone's bytes")
+    (tmp_path / f"{name}-wal").write_bytes(b"its log")
+    return path
+
+
+def test_a_file_that_is_not_a_database_is_moved_aside_with_its_log_and_a_new_one_opened(tmp_path, caplog):
+    path = _damaged(tmp_path)
+    with caplog.at_level(logging.WARNING, logger="stepahead"):
+        connection = connect_setting_aside_damaged(path, "the trace store")
+    connection.execute("CREATE TABLE t (x)")
+    connection.execute("INSERT INTO t VALUES (1)")
+    connection.commit()
+    [aside] = tmp_path.glob("traces.sqlite.damaged-*[0-9]Z")
+    assert aside.read_bytes() == b"not a database, but someone's bytes"
+    assert (tmp_path / f"{aside.name}-wal").read_bytes() == b"its log"
+    assert not (tmp_path / "traces.sqlite-wal").exists()
+    assert sqlite3.connect(path).execute("SELECT x FROM t").fetchall() == [(1,)]
+    assert f"the trace store {path} is not a SQLite database; moved it to {aside}" in caplog.text
+
+
+def test_a_database_and_a_missing_file_are_opened_as_they_are(tmp_path, caplog):
+    path = tmp_path / "kept.sqlite"
+    with sqlite3.connect(path) as first:
+        first.execute("CREATE TABLE t (x)")
+        first.execute("INSERT INTO t VALUES (7)")
+    with caplog.at_level(logging.WARNING, logger="stepahead"):
+        assert connect_setting_aside_damaged(path, "x").execute("SELECT x FROM t").fetchall() == [(7,)]
+        connect_setting_aside_damaged(tmp_path / "new.sqlite", "x").execute("CREATE TABLE t (x)")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.sqlite", "new.sqlite"]
+    assert caplog.text == ""
+
+
+def test_other_errors_are_raised_and_nothing_is_moved(tmp_path):
+    directory = tmp_path / "a directory"
+    directory.mkdir()
+    with pytest.raises(sqlite3.OperationalError):
+        connect_setting_aside_damaged(directory, "x")
+    assert directory.is_dir() and list(tmp_path.iterdir()) == [directory]
+
+
+def test_the_trace_store_opens_over_a_damaged_file(tmp_path):
+    path = _damaged(tmp_path)
+    store = TraceStore(path, max_age_s=3600, max_bytes=1 << 20)
+    store.open()
+    try:
+        assert store.db.execute("PRAGMA auto_vacuum").fetchone() == (2,)   # set up as a new store
+        assert store.index_offset("acme", "s1", 0) == 0
+    finally:
+        store.close()
+    assert len(list(tmp_path.glob("traces.sqlite.damaged-*"))) == 2   # the file and its log
