@@ -12,7 +12,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from agents_trace.sqlite_file import connect_setting_aside_damaged
+from cache.damaged_files import connect_setting_aside_damaged
 
 SCHEMA_VERSION = "2"
 # Columns added since version 1: a store written by an older version gains them when a

@@ -88,13 +88,17 @@ class GapFiles:
         """Note that the files here already hold these tenants as of `marks` (just read)."""
         self._written.update(marks)
 
-    def exists(self) -> bool:
-        return (self.directory / GLOBAL_FILE).exists()
+    @property
+    def global_path(self) -> Path:
+        return self.directory / GLOBAL_FILE
 
-    def read(self) -> tuple[LearnedGaps, list[str]]:
-        """Everything written here, and a line for each tenant file skipped as unreadable.
+    def exists(self) -> bool:
+        return self.global_path.exists()
+
+    def read(self) -> tuple[LearnedGaps, list[tuple[Path, str]]]:
+        """Everything written here, and each tenant file skipped as unreadable with why.
         ValueError (or OSError) if the global file itself cannot be read."""
-        shared = read_gaps(self.directory / GLOBAL_FILE)
+        shared = read_gaps(self.global_path)
         parts, problems = [shared], []
         for path in sorted(self.directory.glob(f"{TENANT_FILE_PREFIX}*.json")):
             try:
@@ -103,7 +107,7 @@ class GapFiles:
                     raise ValueError(f"split by return features {part.return_features}, "
                                      f"the global file by {shared.return_features}")
             except (ValueError, OSError) as exc:
-                problems.append(f"{path}: {exc}")
+                problems.append((path, str(exc)))
                 continue
             parts.append(part)
         return merged(shared.return_features, parts), problems

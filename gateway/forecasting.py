@@ -38,6 +38,7 @@ import platformdirs
 
 from agents_trace.records import SessionEnded, Step, StepContext
 from agents_trace.symbols import predictor_subscriber
+from cache.damaged_files import set_aside
 from cache.forecast import END_SYMBOL, Forecast
 from cache.forecast_source import RequestSeen, first_confident
 from cache.gap_forecaster import GapForecaster
@@ -114,14 +115,20 @@ class ForecastRelay:
         (Path(directory) / LEGACY_GAPS_FILE).unlink(missing_ok=True)   # superseded by the files
 
     def restore_gaps(self, directory: str | Path) -> None:
-        """Resume the gap forecaster from `directory`: its `GAPS_DIR` (a damaged tenant
-        file is skipped with a warning), else a `LEGACY_GAPS_FILE`, else nothing."""
+        """Resume the gap forecaster from `directory`: its `GAPS_DIR`, else a
+        `LEGACY_GAPS_FILE`, else nothing. A tenant file that cannot be read is set aside
+        (cache.damaged_files) and that tenant learned anew; an unreadable global file is
+        set aside and the forecaster starts cold."""
         files = self._files_in(directory)
         legacy = Path(directory) / LEGACY_GAPS_FILE
         if files.exists():
-            learned, problems = files.read()
-            for problem in problems:
-                log.warning("skipped a gap statistics file it could not read: %s", problem)
+            try:
+                learned, problems = files.read()
+            except ValueError as exc:
+                set_aside(files.global_path, "the gap statistics", f"could not be read ({exc})")
+                return
+            for path, problem in problems:
+                set_aside(path, "the gap statistics", f"could not be read ({problem})")
         elif legacy.exists():
             learned = read_gaps(legacy)
         else:

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from agents_trace.sqlite_file import connect_setting_aside_damaged
+from cache.damaged_files import connect_setting_aside_damaged
 from gateway.response_store import StoredResponse
 
 SCHEMA = """

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from cache.damaged_files import set_aside
 from cache.tenant_files import tenant_file_stem
 
 from .config import PredictorConfig
@@ -84,6 +85,12 @@ def write(directory: Path, stem: str, meta: dict[str, Any],
     json_tmp = directory / f".{stem}.json.tmp"
     json_tmp.write_text(json.dumps(meta))
     os.replace(json_tmp, directory / f"{stem}.json")
+
+
+def set_aside_damaged(json_path: Path, error: Exception) -> None:
+    """A saved file that could not be read, and its arrays, renamed aside (never deleted)."""
+    set_aside(json_path, "the predictor's saved state", f"could not be read ({type(error).__name__}: {error})",
+              companions=[json_path.with_suffix(".npz")])
 
 
 def read(json_path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -318,27 +319,41 @@ class Predictor:
         when the directory does not exist yet: what the gateway calls on start."""
         predictor = cls(config)
         if Path(directory).is_dir():
-            predictor.load(directory)
+            predictor.load(directory, on_damaged=persist.set_aside_damaged)
         return predictor
 
-    def load(self, directory: str | Path) -> None:
+    def load(self, directory: str | Path,
+             on_damaged: Callable[[Path, Exception], None] | None = None) -> None:
         """Replace this predictor's tenants and global model with those saved in
-        `directory` (as written by `save`)."""
+        `directory` (as written by `save`). A file that cannot be read raises; or, with
+        `on_damaged`, is handed to it with the error and left out (its tenant starts
+        anew), the other files loaded."""
         directory = Path(directory)
         tenants: dict[str, TenantState] = {}
-        for path in sorted(directory.glob("t-*.json")):
-            meta, arrays = persist.read(path)
-            state = persist.tenant_from_parts(meta, arrays, self.config)
-            tenants[state.name] = state
         global_path = directory / f"{persist.GLOBAL_STEM}.json"
+        saved_global = None
+        for path in [*sorted(directory.glob("t-*.json")), global_path]:
+            if not path.exists():
+                continue
+            try:
+                meta, arrays = persist.read(path)
+                if path == global_path:
+                    saved_global = (tuple(tuple(s) for s in meta["sessions"]), int(meta["num_learned"]),
+                                    None if meta["model"] is None else persist.model_from_parts(meta["model"], arrays))
+                else:
+                    state = persist.tenant_from_parts(meta, arrays, self.config)
+                    tenants[state.name] = state
+            except Exception as exc:   # any of json, numpy and our checks: the file is not usable
+                if on_damaged is None:
+                    raise
+                on_damaged(path, exc)
         with self._tenants_lock:
             self._tenants = tenants
-        if global_path.exists():
-            meta, arrays = persist.read(global_path)
+        if saved_global is not None:
+            sessions, num_learned, model = saved_global
             with self._global_lock:
                 self._global_sessions.clear()
-                self._global_sessions.extend(tuple(s) for s in meta["sessions"])
-                self._global_learned = self._global_learned_at_fit = int(meta["num_learned"])
+                self._global_sessions.extend(sessions)
+                self._global_learned = self._global_learned_at_fit = num_learned
                 self._global_changes += 1
-                self._global_model = (None if meta["model"] is None
-                                      else persist.model_from_parts(meta["model"], arrays))
+                self._global_model = model

@@ -126,7 +126,7 @@ def test_a_damaged_tenant_file_loses_that_tenant_only(tmp_path) -> None:
     damaged = tmp_path / f"{tenant_file_stem('beta')}.json"
     damaged.write_text("{truncated")
     learned, problems = GapFiles(tmp_path).read()
-    assert len(problems) == 1 and str(damaged) in problems[0]
+    assert len(problems) == 1 and problems[0][0] == damaged
     assert set(learned.steps) == set(TENANTS) - {"beta"}
     assert not any(key and key[0] == "beta" for key in (*learned.gaps, *learned.returns, *learned.p_estimates))
 
@@ -138,7 +138,7 @@ def test_a_tenant_file_split_by_other_features_is_skipped(tmp_path) -> None:
     save(other, GapFiles(tmp_path / "other"))
     (tmp_path / "other" / f"{tenant_file_stem('zeta')}.json").rename(tmp_path / f"{tenant_file_stem('zeta')}.json")
     learned, problems = GapFiles(tmp_path).read()
-    assert "zeta" not in learned.steps and len(problems) == 1 and "return features" in problems[0]
+    assert "zeta" not in learned.steps and len(problems) == 1 and "return features" in problems[0][1]
 
 
 def test_no_global_file_is_an_error_not_an_empty_forecaster(tmp_path) -> None:

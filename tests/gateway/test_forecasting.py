@@ -280,7 +280,7 @@ def test_gaps_saved_in_one_file_move_to_a_file_per_tenant(tmp_path):
         assert tenant_file.stat().st_ino != inode
 
 
-def test_a_damaged_tenant_gaps_file_is_skipped_with_a_warning(tmp_path, caplog):
+def test_a_damaged_tenant_gaps_file_is_set_aside_with_a_warning(tmp_path, caplog):
     from agents_trace.predict.config import PredictorConfig
     from agents_trace.predict.predictor import Predictor
     from cache.tenant_files import tenant_file_stem
@@ -290,11 +290,35 @@ def test_a_damaged_tenant_gaps_file_is_skipped_with_a_warning(tmp_path, caplog):
         relay = ForecastRelay(predictor, {})
         feed_two_answer_sessions(relay, range(3))
         relay.save(tmp_path)
-        (tmp_path / GAPS_DIR / f"{tenant_file_stem('t')}.json").write_text("[]")
+        damaged = tmp_path / GAPS_DIR / f"{tenant_file_stem('t')}.json"
+        damaged.write_text("[]")
         restored = ForecastRelay(predictor, {})
         restored.restore_gaps(tmp_path)
-        assert restored.gaps.learned_tenants() == [] and "skipped a gap statistics file" in caplog.text
+        assert restored.gaps.learned_tenants() == [] and "the gap statistics" in caplog.text
+        assert not damaged.exists() and [p.read_text() for p in damaged.parent.glob(f"{damaged.name}.damaged-*")] == ["[]"]
         restored.save(tmp_path)   # the tenant's file is not marked as written: nothing to write, and no crash
+
+
+def test_a_damaged_global_gaps_file_is_set_aside_and_the_forecaster_starts_cold(tmp_path, caplog):
+    from agents_trace.predict.config import PredictorConfig
+    from agents_trace.predict.predictor import Predictor
+    from cache.gap_files import GLOBAL_FILE
+    from gateway.forecasting import GAPS_DIR, ForecastRelay
+
+    with Predictor(PredictorConfig(background_refits=False)) as predictor:
+        relay = ForecastRelay(predictor, {})
+        feed_two_answer_sessions(relay, range(3))
+        relay.save(tmp_path)
+        (tmp_path / GAPS_DIR / GLOBAL_FILE).write_text("{cut sho")
+        restored = ForecastRelay(predictor, {})
+        restored.restore_gaps(tmp_path)
+        assert restored.gaps.learned_tenants() == [] and "could not be read" in caplog.text
+        assert len(list((tmp_path / GAPS_DIR).glob(f"{GLOBAL_FILE}.damaged-*"))) == 1
+        feed_two_answer_sessions(restored, range(3))
+        restored.save(tmp_path)   # a new global file
+        again = ForecastRelay(predictor, {})
+        again.restore_gaps(tmp_path)
+        assert again.gaps.learned_tenants() == ["t"]
 
 
 def test_a_tenants_forecaster_status_says_what_is_fitted_and_what_is_still_learning():

@@ -168,3 +168,28 @@ def test_every_change_a_checkpoint_keeps_counts_and_a_forecast_does_not() -> Non
     assert changes[2] == changes[1] + 1 and changes[3] == changes[2]
     assert changes[4] == changes[3] + 1 and changes[5] == changes[4] + 1
     predictor.close()
+
+
+def test_restored_sets_a_damaged_file_aside_and_keeps_the_other_tenants(tmp_path, caplog) -> None:
+    """One unreadable file must not make every tenant start cold for good (the save
+    writes only what changed, so the damaged file would stay and fail every start)."""
+    build().save(tmp_path)
+    stem = tenant_stem("cold")
+    (tmp_path / f"{stem}.json").write_text('{"format": "stepahead-pre')   # cut short
+    restored = Predictor.restored(tmp_path)
+    assert restored.tenants() == [ODD_TENANT] and restored.global_model is not None
+    assert restored.status(ODD_TENANT).num_learned == 30
+    assert not (tmp_path / f"{stem}.json").exists() and not (tmp_path / f"{stem}.npz").exists()
+    assert len(list(tmp_path.glob(f"{stem}.json.damaged-*"))) == 1
+    assert len(list(tmp_path.glob(f"{stem}.npz.damaged-*"))) == 1
+    assert "the predictor's saved state" in caplog.text and "JSONDecodeError" in caplog.text
+    restored.close()
+
+
+def test_restored_sets_aside_a_damaged_global_model_and_keeps_the_tenants(tmp_path) -> None:
+    build().save(tmp_path)
+    (tmp_path / "_global.npz").write_bytes(b"PK\x03\x04 not a zip")
+    restored = Predictor.restored(tmp_path)
+    assert set(restored.tenants()) == {ODD_TENANT, "cold"} and restored.global_model is None
+    assert len(list(tmp_path.glob("_global.json.damaged-*"))) == 1
+    restored.close()

@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from agents_trace.sqlite_file import connect_setting_aside_damaged
+from cache.damaged_files import connect_setting_aside_damaged
 from agents_trace.store import TraceStore
 
 

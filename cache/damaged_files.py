@@ -1,0 +1,63 @@
+"""Files the gateway keeps (the trace store, the response archive, the predictor's
+state) that it cannot read: set aside, never deleted.
+
+Invariant: `set_aside` renames a file, and the companion files that belong to it,
+beside it to `<name>.damaged-<UTC time>` and warns with both paths; the caller then
+starts afresh (a new database, a tenant learned anew) and the gateway keeps running.
+A SQLite file is set aside when it does not start with SQLite's header (damaged, or
+some other kind of file); any other error opening it (a locked file, no permission) is
+raised as it is.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+log = logging.getLogger("stepahead")
+
+SQLITE_SIDE_FILES = ("-wal", "-shm")
+SQLITE_HEADER = b"SQLite format 3\x00"   # the first 16 bytes of every database file
+
+
+def set_aside(path: Path, what: str, why: str, side_suffixes: Iterable[str] = (),
+              companions: Iterable[Path] = ()) -> Path:
+    """Rename `path` to `<name>.damaged-<UTC time>` beside it, and what belongs to it
+    (each that exists): its side files (`<name><suffix>`, which keep their suffix after
+    the new name, so SQLite still pairs them) and its `companions` (each renamed the same
+    way as `path`). Warn naming `what` and `why`. Returns the new path."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    aside = path.with_name(f"{path.name}.damaged-{stamp}")
+    os.replace(path, aside)
+    for suffix in side_suffixes:
+        side = path.with_name(path.name + suffix)
+        if side.exists():
+            os.replace(side, aside.with_name(aside.name + suffix))
+    for companion in companions:
+        if companion.exists():
+            os.replace(companion, companion.with_name(f"{companion.name}.damaged-{stamp}"))
+    log.warning("stepahead: %s %s %s; moved it to %s and started afresh", what, path, why, aside)
+    return aside
+
+
+def connect_setting_aside_damaged(path: Path, what: str, **connect_args) -> sqlite3.Connection:
+    """`sqlite3.connect(path, **connect_args)`, once a file there that is not a database
+    is set aside; `what` names the file in the warning ("the trace store")."""
+    if not _is_database_or_empty(path):
+        # NOTE: before SQLite opens it: closing a connection deletes a -wal file it cannot use
+        set_aside(path, what, "is not a SQLite database", side_suffixes=SQLITE_SIDE_FILES)
+    return sqlite3.connect(str(path), **connect_args)
+
+
+def _is_database_or_empty(path: Path) -> bool:
+    """Whether SQLite can open the file at `path` as a database: none there, an empty one
+    (SQLite writes a new database into it), or one that starts with SQLite's header."""
+    try:
+        with open(path, "rb") as stream:
+            head = stream.read(len(SQLITE_HEADER))
+    except (FileNotFoundError, IsADirectoryError):
+        return True   # nothing to set aside; a directory fails in sqlite3.connect, as it should
+    return head in (b"", SQLITE_HEADER)
