@@ -96,7 +96,11 @@ class LocalBackend:
 
         if not needs_conversion(self.engine.config.model):
             return None
-        return (f"first start: converting the embedded SmolLM2 GGUF into {model_dir(EMBEDDED_MODEL)} "
+        target = model_dir(EMBEDDED_MODEL)
+        if target.exists():   # converted before, since damaged or cut short
+            return (f"the converted copy of the embedded model in {target} is incomplete: converting "
+                    "the SmolLM2 GGUF again (about 20 s on a small machine)")
+        return (f"first start: converting the embedded SmolLM2 GGUF into {target} "
                 "(once; about 20 s on a small machine)")
 
     def started_line(self) -> str:

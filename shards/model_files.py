@@ -67,11 +67,32 @@ def find_smollm2_gguf() -> Path:
 
 
 def converted_smollm2() -> Path | None:
-    """The converted copy of the embedded default, when it is complete."""
+    """The converted copy of the embedded default, when it is complete (a copy whose
+    weights were cut short afterwards, by a full disk or a damaged file system, is not:
+    it is converted again)."""
     converted = model_cache_dir() / SMOLLM2_MODEL_ID
-    if (converted / "model.safetensors").is_file() and (converted / "tokenizer.json").is_file():
+    if safetensors_complete(converted / "model.safetensors") and (converted / "tokenizer.json").is_file():
         return converted
     return None
+
+
+MAX_SAFETENSORS_HEADER_BYTES = 100 << 20   # the format's own limit
+
+
+def safetensors_complete(path: Path) -> bool:
+    """Whether the safetensors file at `path` holds every byte its header says it does:
+    8 bytes giving the header's length, the JSON header, then the tensors' bytes, which
+    end at the largest `data_offsets` end. Reads the header only (a few milliseconds)."""
+    try:
+        with open(path, "rb") as stream:
+            length = int.from_bytes(stream.read(8), "little")
+            if not 0 < length <= MAX_SAFETENSORS_HEADER_BYTES:
+                return False
+            header = json.loads(stream.read(length))
+        ends = [int(tensor["data_offsets"][1]) for name, tensor in header.items() if name != "__metadata__"]
+        return path.stat().st_size == 8 + length + max(ends, default=0)
+    except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
+        return False
 
 
 def conversion_dir(pid: int) -> Path:

@@ -142,13 +142,19 @@ def test_the_started_line_says_where_and_in_what_dtype_the_workers_run():
 
 
 def test_a_first_start_of_the_embedded_model_says_it_converts_and_where(tmp_path, monkeypatch):
+    import numpy as np
+    from safetensors.numpy import save_file
+
     monkeypatch.setenv("STEPAHEAD_CACHE_DIR", str(tmp_path))   # nothing converted there yet
     notice = LocalBackend(LocalModelConfig(name="m", path="smollm2")).conversion_notice()
     assert notice.startswith("first start: converting the embedded SmolLM2 GGUF into ")
     assert str(tmp_path / "models" / "smollm2-135m-instruct") in notice
     converted = tmp_path / "models" / "smollm2-135m-instruct"
     converted.mkdir(parents=True)
-    (converted / "model.safetensors").write_bytes(b"")
+    save_file({"w": np.zeros(3, dtype=np.float32)}, str(converted / "model.safetensors"))
+    assert LocalBackend(LocalModelConfig(name="m", path="smollm2")).conversion_notice() == (
+        f"the converted copy of the embedded model in {converted} is incomplete: converting the SmolLM2 GGUF "
+        "again (about 20 s on a small machine)")   # no tokenizer yet
     (converted / "tokenizer.json").write_text("{}")
     assert LocalBackend(LocalModelConfig(name="m", path="smollm2")).conversion_notice() is None
     assert LocalBackend(LocalModelConfig(name="m", path="tiny")).conversion_notice() is None

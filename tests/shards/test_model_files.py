@@ -91,3 +91,42 @@ def test_the_gateway_process_checks_a_model_and_loads_its_tokenizer_without_torc
     done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_safetensors_complete_known_answers(tmp_path):
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    from shards.model_files import safetensors_complete
+
+    whole = tmp_path / "whole.safetensors"
+    save_file({"a": np.arange(6, dtype=np.float32), "b": np.ones((2, 3), dtype=np.float16)}, str(whole))
+    assert safetensors_complete(whole)
+    data = whole.read_bytes()
+    for name, content in (("short", data[:-1]), ("longer", data + b"\0"), ("header only", data[:40]),
+                          ("empty", b""), ("text", b"not a safetensors file at all")):
+        path = tmp_path / name
+        path.write_bytes(content)
+        assert not safetensors_complete(path), name
+    assert not safetensors_complete(tmp_path / "missing")
+    empty_model = tmp_path / "no tensors.safetensors"
+    save_file({}, str(empty_model))
+    assert safetensors_complete(empty_model)
+
+
+def test_a_converted_copy_cut_short_counts_as_not_converted(tmp_path, monkeypatch):
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    from shards.model_files import converted_smollm2, needs_conversion
+
+    monkeypatch.setenv("STEPAHEAD_CACHE_DIR", str(tmp_path))
+    converted = model_dir("smollm2")
+    converted.mkdir(parents=True)
+    weights = converted / "model.safetensors"
+    save_file({"w": np.zeros(1000, dtype=np.float32)}, str(weights))
+    (converted / "tokenizer.json").write_text("{}")
+    assert converted_smollm2() == converted and not needs_conversion("smollm2")
+    with open(weights, "r+b") as stream:
+        stream.truncate(weights.stat().st_size - 100)
+    assert converted_smollm2() is None and needs_conversion("smollm2")
