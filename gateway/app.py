@@ -35,6 +35,7 @@ from gateway.limits import Limiters
 from gateway.metrics import Registry
 from gateway.response_archive import ResponseArchive
 from gateway.response_store import ResponseStore
+from gateway.start_failure import stated_start_failures
 from gateway.state import GatewayState
 from gateway.tracing import build_tracer, trace_router
 
@@ -80,7 +81,8 @@ async def start_all(backends, started: list[Backend]) -> None:
     """Start every backend at once; each one started is appended to `started` (so the
     caller stops exactly those), and the first failure is raised once all have settled."""
     async def start(backend: Backend) -> None:
-        await backend.start()
+        with stated_start_failures(f"model {backend.model_id!r}"):
+            await backend.start()
         started.append(backend)
 
     outcomes = await asyncio.gather(*(start(backend) for backend in backends), return_exceptions=True)
@@ -107,7 +109,8 @@ def build_app(config: GatewayConfig | None = None) -> FastAPI:
         try:
             state.tracer = build_tracer(config)
             if state.tracer is not None:
-                state.tracer.start()
+                with stated_start_failures("the trace store"):
+                    state.tracer.start()
             # the forecasters load (hmmlearn's import, the saved models) while the
             # models start, and the models start side by side: none needs another
             forecasting = asyncio.ensure_future(asyncio.to_thread(start_forecasting, state.tracer, state.backends))

@@ -23,6 +23,7 @@ from collections.abc import Callable
 
 from cache.policies import POLICY_NAMES as POLICIES
 from gateway.config import DEFAULT_LOCAL_MODEL, DEFAULT_LOCAL_POLICY, ConfigError, default_config, load_config
+from gateway.start_failure import start_failure_line
 
 NO_CONFIG_FLAGS = ("model", "workers", "policy", "hot_blocks", "device", "dtype")  # argparse dests
 
@@ -146,7 +147,7 @@ def start_aware_server_class(cancel_start: Callable[[], None]):
 
         async def serve(self, sockets=None) -> None:
             self._loop = asyncio.get_running_loop()
-            quiet = _CancelledStartReports(self)
+            quiet = _StartReports(self)
             logging.getLogger("uvicorn.error").addFilter(quiet)
             try:
                 await super().serve(sockets)
@@ -181,19 +182,24 @@ def start_aware_server_class(cancel_start: Callable[[], None]):
     return Server
 
 
-class _CancelledStartReports(logging.Filter):
-    """Drops uvicorn's "startup failed" lines (and the exception's text) once the start
-    was cancelled on purpose: the operator asked for the stop and is told it happened."""
+class _StartReports(logging.Filter):
+    """uvicorn's reports of a start that did not finish. Once the start was cancelled on
+    purpose, none: the operator asked for the stop and is told it happened. For a start
+    that failed with a stated reason (gateway.start_failure.StartFailed), that reason in
+    one line instead of the traceback."""
 
     def __init__(self, server) -> None:
         super().__init__()
         self._server = server
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if self._server.start_cancelled_by is None:
-            return True
         message = record.getMessage()
-        return not (message == "Application startup failed. Exiting." or "StartCancelled" in message)
+        if self._server.start_cancelled_by is not None:
+            return not (message == "Application startup failed. Exiting." or "StartCancelled" in message)
+        reason = start_failure_line(message)
+        if reason is not None:
+            record.msg, record.args, record.exc_info = f"stepahead: the start failed: {reason}", (), None
+        return True
 
 
 def serve(args: argparse.Namespace) -> int:

@@ -37,6 +37,7 @@ AUTO_DTYPE = "auto"
 TINY_DTYPE = "float32"   # what "auto" means for 'tiny': its matrices are too small to gain from less
 # tokenizer classes that are transformers' generic fast tokenizer itself: a directory
 # naming one loads the same tokenizer through that class as through AutoTokenizer
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "tokenizer_config.json")
 GENERIC_TOKENIZER_CLASSES = frozenset({"TokenizersBackend", "PreTrainedTokenizerFast"})
 
 
@@ -136,8 +137,15 @@ def check_model(name: str, device: str | None = None, dtype: str = AUTO_DTYPE) -
     if name == EMBEDDED_MODEL:
         if converted_smollm2() is None:
             find_smollm2_gguf()
-    elif name != TINY_MODEL and not Path(name).expanduser().is_dir():
-        raise ModelLoadError(f"model {name!r} is neither 'smollm2', 'tiny' nor a local model directory")
+    elif name != TINY_MODEL:
+        path = Path(name).expanduser()
+        if not path.is_dir():
+            raise ModelLoadError(f"model {name!r} is neither 'smollm2', 'tiny' nor a local model directory")
+        missing = [] if (path / "config.json").is_file() else ["config.json"]
+        if not any((path / file).is_file() for file in TOKENIZER_FILES):
+            missing.append(f"a tokenizer file ({', '.join(TOKENIZER_FILES[:-1])} or {TOKENIZER_FILES[-1]})")
+        if missing:
+            raise ModelLoadError(f"{path} is not a Hugging Face model directory: it lacks {' and '.join(missing)}")
 
 
 def needs_conversion(name: str) -> bool:
@@ -174,13 +182,17 @@ def load_tokenizer(name: str):
 
         return build_tiny_tokenizer()
     path = model_dir(name)
-    if _tokenizer_class(path) in GENERIC_TOKENIZER_CLASSES and (path / "tokenizer.json").is_file():
-        from transformers import PreTrainedTokenizerFast
+    try:
+        if _tokenizer_class(path) in GENERIC_TOKENIZER_CLASSES and (path / "tokenizer.json").is_file():
+            from transformers import PreTrainedTokenizerFast
 
-        return PreTrainedTokenizerFast.from_pretrained(path)
-    from transformers import AutoTokenizer
+            return PreTrainedTokenizerFast.from_pretrained(path)
+        from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(path)
+        return AutoTokenizer.from_pretrained(path)
+    except Exception as exc:   # what transformers raises for files it cannot use varies; its words are the reason
+        raise ModelLoadError(f"the tokenizer in {path} could not be loaded: "
+                             f"{type(exc).__name__}: {' '.join(str(exc).split())}") from exc
 
 
 def _tokenizer_class(path: Path) -> str | None:

@@ -12,19 +12,20 @@ from pathlib import Path
 import pytest
 
 from gateway.app import start_all
+from gateway.start_failure import StartFailed
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 class SlowBackend:
     def __init__(self, name: str, log: list[str], fail: bool = False) -> None:
-        self.name, self.log, self.fail = name, log, fail
+        self.name, self.model_id, self.log, self.fail = name, name, log, fail
 
     async def start(self) -> None:
         self.log.append(f"{self.name} begins")
         await asyncio.sleep(0.05)
         if self.fail:
-            raise RuntimeError(f"{self.name} cannot start")
+            raise OSError(f"{self.name} cannot start")
         self.log.append(f"{self.name} ready")
 
 
@@ -41,7 +42,7 @@ def test_a_model_that_fails_leaves_the_others_started_for_the_caller_to_stop_and
     log: list[str] = []
     backends = [SlowBackend("a", log), SlowBackend("b", log, fail=True), SlowBackend("c", log)]
     started: list = []
-    with pytest.raises(RuntimeError, match="b cannot start"):
+    with pytest.raises(StartFailed, match="^model 'b': OSError: b cannot start$"):   # named, in one line
         asyncio.run(start_all(backends, started))
     assert sorted(b.name for b in started) == ["a", "c"]   # all settled before the raise
 

@@ -57,6 +57,13 @@ def test_resolve_device_cuda_index_past_the_gpus_says_how_many(monkeypatch):
 
 def test_check_model_names_the_model_and_the_device(monkeypatch, tmp_path):
     check_model("tiny", "cpu")
+    with pytest.raises(ModelLoadError, match=f"{tmp_path} is not a Hugging Face model directory: it lacks "
+                                             r"config.json and a tokenizer file \(tokenizer.json, "):
+        check_model(str(tmp_path), "cpu")   # an empty directory: found before any worker loads it
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(ModelLoadError, match="it lacks a tokenizer file"):
+        check_model(str(tmp_path), "cpu")
+    (tmp_path / "tokenizer.json").write_text("{}")
     check_model(str(tmp_path), "cpu")  # a local directory is accepted as a model
     with pytest.raises(ModelLoadError, match="neither 'smollm2', 'tiny'"):
         check_model(str(tmp_path / "missing"))
