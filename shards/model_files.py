@@ -35,9 +35,10 @@ SMOLLM2_MODEL_ID = "smollm2-135m-instruct"
 DTYPE_NAMES = ("float32", "bfloat16", "float16")
 AUTO_DTYPE = "auto"
 TINY_DTYPE = "float32"   # what "auto" means for 'tiny': its matrices are too small to gain from less
+# a model directory holds at least one of these (what transformers builds a tokenizer from)
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "tokenizer_config.json")
 # tokenizer classes that are transformers' generic fast tokenizer itself: a directory
 # naming one loads the same tokenizer through that class as through AutoTokenizer
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "tokenizer_config.json")
 GENERIC_TOKENIZER_CLASSES = frozenset({"TokenizersBackend", "PreTrainedTokenizerFast"})
 
 
