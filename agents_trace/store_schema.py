@@ -70,7 +70,7 @@ def connect_writer(path: Path) -> sqlite3.Connection:
     path.parent.mkdir(parents=True, exist_ok=True)
     connection = connect_setting_aside_damaged(path, "the trace store", isolation_level=None,
                                                check_same_thread=False)
-    is_new = connection.execute("PRAGMA page_count").fetchone()[0] == 0
+    is_new = not path.exists() or path.stat().st_size == 0
     connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     if is_new:
         connection.execute("PRAGMA auto_vacuum = INCREMENTAL")

@@ -4,8 +4,8 @@ state) that it cannot read: set aside, never deleted.
 Invariant: `set_aside` renames a file, and the companion files that belong to it,
 beside it to `<name>.damaged-<UTC time>` and warns with both paths; the caller then
 starts afresh (a new database, a tenant learned anew) and the gateway keeps running.
-A SQLite file is set aside when it does not start with SQLite's header (damaged, or
-some other kind of file); any other error opening it (a locked file, no permission) is
+A SQLite file is set aside when SQLite reads it as not a database (damaged, or some
+other kind of file); any other error opening it (a locked file, no permission) is
 raised as it is.
 """
 from __future__ import annotations
@@ -20,7 +20,6 @@ from pathlib import Path
 log = logging.getLogger("stepahead")
 
 SQLITE_SIDE_FILES = ("-wal", "-shm")
-SQLITE_HEADER = b"SQLite format 3\x00"   # the first 16 bytes of every database file
 
 
 def set_aside(path: Path, what: str, why: str, side_suffixes: Iterable[str] = (),
@@ -46,18 +45,28 @@ def set_aside(path: Path, what: str, why: str, side_suffixes: Iterable[str] = ()
 def connect_setting_aside_damaged(path: Path, what: str, **connect_args) -> sqlite3.Connection:
     """`sqlite3.connect(path, **connect_args)`, once a file there that is not a database
     is set aside; `what` names the file in the warning ("the trace store")."""
-    if not _is_database_or_empty(path):
-        # NOTE: before SQLite opens it: closing a connection deletes a -wal file it cannot use
+    if not _is_database(path):
         set_aside(path, what, "is not a SQLite database", side_suffixes=SQLITE_SIDE_FILES)
     return sqlite3.connect(str(path), **connect_args)
 
 
-def _is_database_or_empty(path: Path) -> bool:
-    """Whether SQLite can open the file at `path` as a database: none there, an empty one
-    (SQLite writes a new database into it), or one that starts with SQLite's header."""
+def _is_database(path: Path) -> bool:
+    """False only for a file SQLite reads as not a database (SQLITE_NOTADB); True for
+    none, an empty one, a database, and anything else SQLite reports (a locked file is
+    left for the caller's connection to report).
+
+    NOTE: asked through SQLite, read-only, not by reading the header with open():
+    closing any descriptor of a file drops every POSIX lock this process holds on it,
+    those of other connections to the same database included (SQLite's own descriptors
+    are closed with care for that), which broke concurrent connections (disk I/O
+    errors); read-only, so SQLite deletes no -wal file it cannot use."""
+    if not path.is_file():
+        return True
+    probe = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
     try:
-        with open(path, "rb") as stream:
-            head = stream.read(len(SQLITE_HEADER))
-    except (FileNotFoundError, IsADirectoryError):
-        return True   # nothing to set aside; a directory fails in sqlite3.connect, as it should
-    return head in (b"", SQLITE_HEADER)
+        probe.execute("PRAGMA schema_version").fetchone()
+        return True
+    except sqlite3.DatabaseError as exc:
+        return getattr(exc, "sqlite_errorname", None) != "SQLITE_NOTADB"
+    finally:
+        probe.close()

@@ -61,4 +61,26 @@ def test_the_trace_store_opens_over_a_damaged_file(tmp_path):
         assert store.index_offset("acme", "s1", 0) == 0
     finally:
         store.close()
-    assert len(list(tmp_path.glob("traces.sqlite.damaged-*"))) == 2   # the file and its log
+    [aside] = tmp_path.glob("traces.sqlite.damaged-*[0-9]Z")
+    assert (tmp_path / f"{aside.name}-wal").read_bytes() == b"its log"   # the file and its log
+
+
+def test_the_check_keeps_this_process_s_locks_on_the_database(tmp_path):
+    """Closing any descriptor of a file drops every POSIX lock this process holds on it:
+    a check that read the header with open() let another process write while a
+    connection here held the write lock (the shared test gateways' trace store then
+    failed with disk I/O errors)."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "traces.sqlite"
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("CREATE TABLE t (x)")
+    holder.execute("BEGIN EXCLUSIVE")   # the write lock, held
+    connect_setting_aside_damaged(path, "the trace store").close()
+    other = subprocess.run(
+        [sys.executable, "-c", "import sqlite3, sys; c = sqlite3.connect(sys.argv[1], timeout=0); "
+         "c.execute('INSERT INTO t VALUES (2)'); c.commit()", str(path)],
+        capture_output=True, text=True, timeout=60)
+    assert other.returncode != 0 and "database is locked" in other.stderr, other.stderr[-500:]
+    holder.execute("COMMIT")
