@@ -64,6 +64,8 @@ def test_a_call_in_a_child_runs_in_another_process_with_the_callers_environment(
 
 
 def test_preparing_a_model_in_a_child_settles_auto_as_this_process_would_and_raises_its_errors(tmp_path, monkeypatch):
+    (tmp_path / "config.json").write_text("{}")   # what check_model looks for in a model directory
+    (tmp_path / "tokenizer.json").write_text("{}")
     transport = LocalTransport()
     assert transport.prepare_model(str(tmp_path), "cpu", "auto") == choose_dtype("auto", str(tmp_path), "cpu")
     assert transport.prepare_model("tiny", "cpu", "auto") == "float32"
