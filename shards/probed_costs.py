@@ -16,12 +16,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import os
 import platform
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+from cache.atomic_file import replacing
 from shards.model_files import TINY_MODEL, model_cache_dir, model_dir
 from shards.protocol import CostProfile
 from shards.worker_config import WorkerConfig
@@ -130,9 +130,8 @@ class ProbedCosts:
         newest = sorted(entries.items(), key=lambda item: _stamp(item[1]))[-MAX_ENTRIES:]
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_name(f"{self.path.name}.tmp{os.getpid()}")
-            tmp.write_text(json.dumps(dict(newest), indent=1))
-            tmp.replace(self.path)
+            with replacing(self.path) as stream:
+                stream.write(json.dumps(dict(newest), indent=1))
         except OSError as exc:
             log.warning("could not store the probed worker costs in %s: %s", self.path, exc)
 

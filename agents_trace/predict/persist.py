@@ -10,12 +10,12 @@ renamed, so a crash never leaves a half-written model. Loading uses
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from cache.atomic_file import replacing
 from cache.damaged_files import set_aside
 from cache.tenant_files import tenant_file_stem
 
@@ -78,13 +78,10 @@ def write(directory: Path, stem: str, meta: dict[str, Any],
     """Atomically write `<stem>.npz` then `<stem>.json` (the JSON marks completeness)."""
     directory.mkdir(parents=True, exist_ok=True)
     meta = {"format": FORMAT, **meta}
-    npz_tmp = directory / f".{stem}.npz.tmp"
-    with open(npz_tmp, "wb") as f:
-        np.savez(f, **arrays)
-    os.replace(npz_tmp, directory / f"{stem}.npz")
-    json_tmp = directory / f".{stem}.json.tmp"
-    json_tmp.write_text(json.dumps(meta))
-    os.replace(json_tmp, directory / f"{stem}.json")
+    with replacing(directory / f"{stem}.npz", binary=True) as stream:
+        np.savez(stream, **arrays)
+    with replacing(directory / f"{stem}.json") as stream:
+        stream.write(json.dumps(meta))
 
 
 def set_aside_damaged(json_path: Path, error: Exception) -> None:

@@ -33,3 +33,11 @@ def test_an_interrupted_first_write_leaves_nothing(tmp_path):
             stream.write("half")
             raise KeyboardInterrupt
     assert list(tmp_path.iterdir()) == []
+
+
+def test_bytes_are_written_the_same_way(tmp_path):
+    path = tmp_path / "arrays.npz"
+    with replacing(path, binary=True) as stream:
+        stream.write(b"\x00\x01")
+        assert not path.exists()
+    assert path.read_bytes() == b"\x00\x01" and [p.name for p in tmp_path.iterdir()] == ["arrays.npz"]
