@@ -329,24 +329,28 @@ class Predictor:
         `on_damaged`, is handed to it with the error and left out (its tenant starts
         anew), the other files loaded."""
         directory = Path(directory)
-        tenants: dict[str, TenantState] = {}
-        global_path = directory / f"{persist.GLOBAL_STEM}.json"
-        saved_global = None
-        for path in [*sorted(directory.glob("t-*.json")), global_path]:
-            if not path.exists():
-                continue
+
+        def parsed(path: Path, parse: Callable[[dict, dict], object]):
+            """`parse` of the file's parts; None once a file that cannot be read went to `on_damaged`."""
             try:
-                meta, arrays = persist.read(path)
-                if path == global_path:
-                    saved_global = (tuple(tuple(s) for s in meta["sessions"]), int(meta["num_learned"]),
-                                    None if meta["model"] is None else persist.model_from_parts(meta["model"], arrays))
-                else:
-                    state = persist.tenant_from_parts(meta, arrays, self.config)
-                    tenants[state.name] = state
+                return parse(*persist.read(path))
             except Exception as exc:   # any of json, numpy and our checks: the file is not usable
                 if on_damaged is None:
                     raise
                 on_damaged(path, exc)
+                return None
+
+        def tenant_state(meta: dict, arrays: dict) -> TenantState:
+            return persist.tenant_from_parts(meta, arrays, self.config)
+
+        def global_parts(meta: dict, arrays: dict) -> tuple:
+            return (tuple(tuple(s) for s in meta["sessions"]), int(meta["num_learned"]),
+                    None if meta["model"] is None else persist.model_from_parts(meta["model"], arrays))
+
+        states = [parsed(path, tenant_state) for path in sorted(directory.glob("t-*.json"))]
+        tenants = {state.name: state for state in states if state is not None}
+        global_path = directory / f"{persist.GLOBAL_STEM}.json"
+        saved_global = parsed(global_path, global_parts) if global_path.exists() else None
         with self._tenants_lock:
             self._tenants = tenants
         if saved_global is not None:
