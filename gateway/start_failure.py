@@ -28,7 +28,8 @@ def stated_start_failures(what: str) -> Iterator[None]:
     try:
         yield
     except STATED_START_FAILURES as exc:
-        raise StartFailed(f"{what}: {type(exc).__name__}: {exc}") from exc
+        # one line: the report is read back from the last line of uvicorn's traceback
+        raise StartFailed(f"{what}: {type(exc).__name__}: {' '.join(str(exc).split())}") from exc
 
 
 def start_failure_line(report: str) -> str | None:

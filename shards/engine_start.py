@@ -99,12 +99,14 @@ class EngineStart:
         stored = probes.get(probe_key, time.time()) if probe_key is not None else None
         if stored is not None:
             self._probed_costs.update(stored)   # so no worker probes (see _spawn)
-        for i in range(self.num_workers):
-            await asyncio.to_thread(self._spawn, f"w{i}")
-        # NOTE: on the event loop's thread, not in a worker thread: transformers resolves
-        # its names lazily, which two threads at once can break (models start side by side)
+        # before the spawns: a tokenizer that cannot load fails the start at once, not
+        # after the fork server has imported torch. NOTE: on the event loop's thread, not
+        # in a worker thread: transformers resolves its names lazily, which two threads at
+        # once can break (models start side by side)
         self.tokenizer = load_tokenizer(self.config.model)
         self.supports_tools = supports_tools(self.tokenizer)
+        for i in range(self.num_workers):
+            await asyncio.to_thread(self._spawn, f"w{i}")
         await asyncio.to_thread(self._wait_ready)
         self.cost_probe = "reused" if stored is not None else "probed"
         if probe_key is not None and stored is None:

@@ -147,6 +147,18 @@ def check_model(name: str, device: str | None = None, dtype: str = AUTO_DTYPE) -
             missing.append(f"a tokenizer file ({', '.join(TOKENIZER_FILES[:-1])} or {TOKENIZER_FILES[-1]})")
         if missing:
             raise ModelLoadError(f"{path} is not a Hugging Face model directory: it lacks {' and '.join(missing)}")
+        _check_config_file(path / "config.json")
+
+
+def _check_config_file(path: Path) -> None:
+    """Raise ModelLoadError when `path` is not a JSON object (transformers would fail on
+    it in every worker, after torch is imported)."""
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ModelLoadError(f"{path} cannot be read as JSON: {exc}") from exc
+    if not isinstance(config, dict):
+        raise ModelLoadError(f"{path} holds a JSON {type(config).__name__}, not an object of settings")
 
 
 def needs_conversion(name: str) -> bool:

@@ -30,7 +30,11 @@ class LoadedModel:
 def _load_dir(path: Path, dtype: torch.dtype):
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+    except Exception as exc:   # what transformers raises for files it cannot use varies; its words are the reason
+        raise ModelLoadError(f"the model in {path} could not be loaded: "
+                             f"{type(exc).__name__}: {' '.join(str(exc).split())}") from exc
     return model, load_tokenizer(str(path))
 
 

@@ -11,6 +11,7 @@ import os
 import traceback
 from collections.abc import Callable
 
+from shards.model_files import ModelLoadError
 from shards.protocol import WorkerFailed, WorkerReady
 from shards.worker import WorkerConfig, WorkerLoop
 
@@ -53,7 +54,8 @@ def serve(worker_id: str, config: WorkerConfig, receive: Callable[[float], objec
         costs = (measure_costs(runner, config.prefill_chunk_tokens, inline=config.inline_transfers)
                  if config.measure_costs else None)
     except Exception as exc:
-        traceback.print_exc()
+        if not isinstance(exc, ModelLoadError):   # a stated reason needs no traceback; a bug does
+            traceback.print_exc()
         emit(WorkerFailed(worker_id, f"{type(exc).__name__}: {exc}"))
         return
     loop = WorkerLoop(worker_id, config, runner, loaded.tokenizer, emit)

@@ -26,6 +26,9 @@ def test_stated_errors_become_start_failed_and_others_keep_their_traceback():
     with pytest.raises(StartFailed, match=r"^the trace store: PermissionError: denied$"):
         with stated_start_failures("the trace store"):
             raise PermissionError("denied")
+    with pytest.raises(StartFailed, match=r"^model 'm': ModelLoadError: validation error: ValueError: bad size$"):
+        with stated_start_failures("model 'm'"):   # one line: the report is read back by lines
+            raise ModelLoadError("validation error:\n    ValueError: bad size\n")
     with pytest.raises(KeyError):   # a bug: its traceback is the report
         with stated_start_failures("model 'm'"):
             raise KeyError("x")
@@ -45,10 +48,11 @@ def test_the_reason_is_found_in_the_report_of_a_chained_failure():
 def test_serve_reports_a_model_that_fails_to_load_in_one_line(tmp_path: Path):
     from tests.gateway.test_cli import STORE_ENV
 
+    from shards.tiny_model import build_tiny_tokenizer
+
     model = tmp_path / "broken-model"
-    model.mkdir()
-    (model / "config.json").write_text("{}")      # passes the cheap checks, fails to load
-    (model / "tokenizer.json").write_text("{}")
+    build_tiny_tokenizer().save_pretrained(model)   # loads in the gateway; the weights fail in the worker
+    (model / "config.json").write_text('{"model_type": "llama", "hidden_size": -3}')
     done = subprocess.run(
         [sys.executable, "-m", "gateway.cli", "serve", "--model", str(model), "--workers", "1",
          "--port", str(free_port())], capture_output=True, text=True, timeout=180,
@@ -57,8 +61,10 @@ def test_serve_reports_a_model_that_fails_to_load_in_one_line(tmp_path: Path):
         cwd=Path(__file__).resolve().parents[2])
     assert done.returncode == 3, done.stderr[-3000:]
     [line] = [line for line in done.stderr.splitlines() if "the start failed" in line]
-    assert "stepahead: the start failed: model 'broken-model': " in line
-    assert "gateway/app.py" not in done.stderr   # the gateway's traceback is not shown
+    assert ("stepahead: the start failed: model 'broken-model': EngineStartError: worker w0 failed to start: "
+            f"ModelLoadError: the model in {model} could not be loaded: ") in line
+    assert "hidden size (-3)" in line
+    assert "Traceback" not in done.stderr   # neither the gateway's nor the worker's
 
 
 def test_the_filter_rewrites_only_reports_of_a_stated_failure():

@@ -65,11 +65,24 @@ def test_check_model_names_the_model_and_the_device(monkeypatch, tmp_path):
         check_model(str(tmp_path), "cpu")
     (tmp_path / "tokenizer.json").write_text("{}")
     check_model(str(tmp_path), "cpu")  # a local directory is accepted as a model
+    for text, says in (("{model_type: llama", "cannot be read as JSON"), ('["llama"]', "holds a JSON list")):
+        (tmp_path / "config.json").write_text(text)
+        with pytest.raises(ModelLoadError, match=f"{tmp_path / 'config.json'} {says}"):
+            check_model(str(tmp_path), "cpu")   # not in every worker, after torch
+    (tmp_path / "config.json").write_text("{}")
     with pytest.raises(ModelLoadError, match="neither 'smollm2', 'tiny'"):
         check_model(str(tmp_path / "missing"))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(ModelLoadError, match="no CUDA GPU"):
         check_model("tiny", "cuda")
+
+
+def test_a_model_transformers_cannot_load_raises_model_load_error_with_its_words(tmp_path):
+    (tmp_path / "config.json").write_text('{"model_type": "no-such-architecture"}')
+    (tmp_path / "tokenizer.json").write_text("{}")
+    with pytest.raises(ModelLoadError, match=f"the model in {tmp_path} could not be loaded: "
+                                             r"ValueError: .*no-such-architecture"):
+        load_model(str(tmp_path))
 
 
 def test_cpu_runner_keeps_weights_and_both_tiers_on_the_cpu(tiny_loaded):

@@ -117,6 +117,19 @@ def test_a_start_that_fails_kills_the_workers_it_spawned(monkeypatch):
     assert pids and not any(process_runs(pid) for pid in pids)
 
 
+def test_a_tokenizer_that_cannot_load_fails_the_start_before_any_worker_is_spawned(tmp_path):
+    from shards.model_files import ModelLoadError
+
+    (tmp_path / "config.json").write_text('{"model_type": "llama"}')
+    (tmp_path / "tokenizer.json").write_text("{}")
+    engine = LocalEngine(str(tmp_path), num_workers=1, num_hot_blocks=64, threads_per_worker=1)
+    spawned = []
+    engine._spawn = spawned.append
+    with pytest.raises(ModelLoadError, match=f"the tokenizer in {tmp_path} could not be loaded"):
+        asyncio.run(engine.start())
+    assert spawned == []   # not after the fork server imported torch and a worker tried
+
+
 def test_cancel_start_after_the_start_changes_nothing():
     engine = _engine(num_workers=1)
 
