@@ -15,9 +15,14 @@ Invariants:
   always) is compared with a whole encode: one difference turns the cache off for good;
 - a tenant's prompts are spliced only from that tenant's earlier prompts;
 - at most `max_entries` prompts, holding at most about `max_bytes` of text and ids, are
-  kept (the oldest go first), at most `entries_per_tenant` of one tenant; a prompt that
-  continues a kept one (the same agent's next step) takes its place, so a tenant keeps
-  about one prompt per session in flight.
+  kept (the oldest go first); one tenant keeps at most its share of `max_entries` among
+  the tenants kept, and never fewer than `entries_per_tenant`; a prompt that continues a
+  kept one (the same agent's next step) takes its place, so a tenant keeps about one
+  prompt per session in flight;
+- finding the kept prompt a new one continues costs about the same however many the
+  tenant keeps: kept prompts are indexed by where their last added token ends, and
+  only the new prompt's last added tokens are looked up there (`PROBED_CUTS`); when none
+  is continued, the `SCANNED_ENTRIES` newest are searched for the longest shared cut.
 
 NOTE: thread-safe (the gateway tokenizes in worker threads): the lookup and the insert
 hold a lock; tokenizing does not.
@@ -25,6 +30,7 @@ hold a lock; tokenizing does not.
 from __future__ import annotations
 
 import bisect
+import itertools
 import logging
 import threading
 from array import array
@@ -35,6 +41,8 @@ logger = logging.getLogger(__name__)
 
 ALWAYS_CHECKED = 4   # the first splices are compared with a whole encode
 GALLOP_START_CHARS = 1024
+PROBED_CUTS = 64       # a new prompt's last added tokens looked up for the prompt it continues
+SCANNED_ENTRIES = 16   # a tenant's newest prompts searched when it continues none
 
 
 @dataclass(slots=True)
@@ -61,12 +69,14 @@ class PromptTokenCache:
     """Prompt ids for one tokenizer (one per local model); see the module docstring."""
     tokenizer: object
     entries_per_tenant: int = 64
-    max_entries: int = 1024
+    max_entries: int = 4096
     max_bytes: int = 64 << 20
     check_every: int = 32
     stats: PromptTokenStats = field(default_factory=PromptTokenStats)
     _entries: OrderedDict = field(default_factory=OrderedDict)   # (tenant, seq) -> _Tokenized, oldest first
     _per_tenant: dict = field(default_factory=dict)              # tenant -> {its keys: None}, oldest first
+    _by_last_cut: dict = field(default_factory=dict)             # (tenant, last cut_chars) -> [keys]
+    _cut_texts: dict = field(default_factory=dict)               # added token id -> its text, of those seen at cuts
     _cut_token_ids: frozenset = frozenset()
     _adds_special_tokens: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -87,7 +97,10 @@ class PromptTokenCache:
             return list(self.tokenizer.encode(text, add_special_tokens=add_special_tokens))
         with self._lock:
             self.stats.num_encoded += 1
-            base_key, base, cut, continues = self._longest_cut(tenant, text)
+            cut_texts = tuple(self._cut_texts.values())
+        last_cuts = _last_cuts(text, cut_texts, PROBED_CUTS)   # outside the lock: scans the text
+        with self._lock:
+            base_key, base, cut, continues = self._longest_cut(tenant, text, last_cuts)
         if base is None:
             tokenized = self._tokenize(text, None, 0)
         else:
@@ -99,13 +112,21 @@ class PromptTokenCache:
             self._remember(tenant, tokenized, base_key if continues else None)
         return tokenized.ids.tolist()
 
-    def _longest_cut(self, tenant: str, text: str) -> tuple[tuple | None, _Tokenized | None, int, bool]:
+    def _longest_cut(self, tenant: str, text: str,
+                     last_cuts: list[int]) -> tuple[tuple | None, _Tokenized | None, int, bool]:
         """The tenant's kept prompt sharing the longest cuttable prefix with `text`: its
         key, itself, the index of that cut in it, and whether `text` continues it whole
-        (caller holds the lock). Newest first; the first one `text` continues ends the
-        search (an agent's last step)."""
+        (caller holds the lock). First the kept prompts whose last cut is at one of
+        `last_cuts` (where `text`'s last added tokens end, descending): the first that
+        `text` continues whole is the answer (an agent's last step). Else the newest
+        `SCANNED_ENTRIES`, newest first, for the longest shared cut."""
+        for chars in last_cuts:
+            for key in self._by_last_cut.get((tenant, chars), ()):
+                entry = self._entries[key]
+                if len(entry.text) <= len(text) and text.startswith(entry.text):
+                    return key, entry, len(entry.cut_chars) - 1, True
         best_key, best, best_cut, best_chars, continues = None, None, -1, 0, False
-        for key in reversed(self._per_tenant.get(tenant, {})):
+        for key in itertools.islice(reversed(self._per_tenant.get(tenant, {})), SCANNED_ENTRIES):
             entry = self._entries[key]
             whole = len(entry.text) <= len(text) and text.startswith(entry.text)
             shared = len(entry.text) if whole else _shared_prefix_length(entry.text, text)
@@ -131,8 +152,12 @@ class PromptTokenCache:
             cut_chars.extend(start_chars + offsets[index][1] for index in cut_at)
             cut_ids.extend(start_ids + index + 1 for index in cut_at)
         ids.extend(new_ids)
-        if base is not None:
-            with self._lock:
+        with self._lock:
+            for index in cut_at:   # the added tokens prompts are cut at, to find them in the next
+                token_id = new_ids[index]
+                if token_id not in self._cut_texts:
+                    self._cut_texts[token_id] = self.tokenizer.added_tokens_decoder[token_id].content
+            if base is not None:
                 self.stats.num_spliced += 1
                 self.stats.num_reused_ids += start_ids
         return _Tokenized(text, ids, cut_chars, cut_ids)
@@ -151,6 +176,7 @@ class PromptTokenCache:
             self.stats.disabled = "a spliced prompt differed from its whole encode"
             self._entries.clear()
             self._per_tenant.clear()
+            self._by_last_cut.clear()
             self._num_bytes = 0
         logger.warning("prompt token cache off: a spliced prompt differed from its whole encode "
                        "(cut %d of %d characters)", tokenized.cut_chars[cut], len(tokenized.text))
@@ -164,7 +190,7 @@ class PromptTokenCache:
         if continued is not None and continued in self._entries:
             self._forget(continued)
         own = self._per_tenant.get(tenant)
-        if own is not None and len(own) >= self.entries_per_tenant:
+        if own is not None and len(own) >= self._tenant_share(tenant):
             self._forget(next(iter(own)))
         size = _size(tokenized)
         if size > self.max_bytes:
@@ -175,14 +201,27 @@ class PromptTokenCache:
         key = (tenant, self._seq)
         self._entries[key] = tokenized
         self._per_tenant.setdefault(tenant, {})[key] = None
+        self._by_last_cut.setdefault((tenant, tokenized.cut_chars[-1]), []).append(key)
         self._num_bytes += size
 
+    def _tenant_share(self, tenant: str) -> int:
+        """How many prompts `tenant` may keep: its share of `max_entries` among the
+        tenants kept (itself counted), at least `entries_per_tenant`."""
+        num_tenants = len(self._per_tenant) + (tenant not in self._per_tenant)
+        return max(self.entries_per_tenant, self.max_entries // num_tenants)
+
     def _forget(self, key: tuple[str, int]) -> None:
-        self._num_bytes -= _size(self._entries.pop(key))
+        entry = self._entries.pop(key)
+        self._num_bytes -= _size(entry)
         own = self._per_tenant[key[0]]
         del own[key]
         if not own:
             del self._per_tenant[key[0]]
+        index_key = (key[0], entry.cut_chars[-1])
+        same_end = self._by_last_cut[index_key]
+        same_end.remove(key)
+        if not same_end:
+            del self._by_last_cut[index_key]
 
 
 def _size(tokenized: _Tokenized) -> int:
@@ -201,6 +240,21 @@ def _cut_tokens(tokenizer) -> tuple[frozenset, str | None]:
     if not cuttable:
         return frozenset(), "the tokenizer has no added token that splits the text cleanly"
     return cuttable, None
+
+
+def _last_cuts(text: str, cut_texts: tuple[str, ...], limit: int) -> list[int]:
+    """Where the last `limit` occurrences of the `cut_texts` in `text` end, descending
+    (each text's occurrences found from the end, so the cost follows what is probed)."""
+    ends: list[int] = []
+    for cut_text in cut_texts:
+        at = len(text)
+        for _ in range(limit):
+            at = text.rfind(cut_text, 0, at)
+            if at < 0:
+                break
+            ends.append(at + len(cut_text))
+    ends.sort(reverse=True)
+    return ends[:limit]
 
 
 def _shared_prefix_length(a: str, b: str) -> int:

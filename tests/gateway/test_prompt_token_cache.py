@@ -104,6 +104,32 @@ def test_an_agents_next_prompt_takes_the_place_of_the_one_it_continues(bpe_token
     assert cache.stats.num_spliced == 3 * 6 - 1   # the sessions share their tenant's system prompt
 
 
+def test_a_tenant_alone_keeps_a_prompt_per_session_and_finds_the_one_each_step_continues(bpe_tokenizer):
+    cache = PromptTokenCache(bpe_tokenizer, entries_per_tenant=4, max_entries=64)
+    sessions = [_conversation(random.Random(session), 3) for session in range(40)]   # more than SCANNED_ENTRIES
+    for step in range(3):
+        for prompts in sessions:   # round robin: the prompt a step continues is the tenant's oldest
+            assert cache.encode("t", prompts[step]) == bpe_tokenizer.encode(prompts[step], add_special_tokens=False)
+    assert [entry.text for entry in cache._entries.values()] == [prompts[-1] for prompts in sessions]
+    assert sum(len(keys) for keys in cache._by_last_cut.values()) == 40
+
+
+def test_tenants_share_the_entries_and_none_keeps_fewer_than_the_floor(bpe_tokenizer):
+    cache = PromptTokenCache(bpe_tokenizer, entries_per_tenant=2, max_entries=12)
+    first_prompts = {tenant: [_conversation(random.Random(f"{tenant}{n}"), 1)[0] for n in range(12)]
+                     for tenant in "abcdefgh"}
+    for prompt in first_prompts["a"]:
+        cache.encode("a", prompt)
+    assert len(cache._per_tenant["a"]) == 12   # alone: all of max_entries
+    for prompt in first_prompts["b"]:
+        cache.encode("b", prompt)
+    assert {tenant: len(keys) for tenant, keys in cache._per_tenant.items()} == {"a": 6, "b": 6}
+    for tenant in "cdefgh":
+        for prompt in first_prompts[tenant][:3]:
+            cache.encode(tenant, prompt)
+    assert len(cache._entries) == 12 and len(cache._per_tenant["h"]) == 2   # the share is 12 // 8 = 1: the floor
+
+
 def test_the_cache_keeps_at_most_its_byte_budget(bpe_tokenizer):
     prompts = _conversation(random.Random(7), 6)
     budget = 3 * len(prompts[2]) * 2   # room for a few short prompts, not for the long ones
