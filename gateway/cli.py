@@ -27,10 +27,22 @@ def commands() -> tuple[Callable[[argparse._SubParsersAction], None], ...]:
             replay_command.register, workload_command.register)
 
 
+def installed_version() -> str:
+    """The installed distribution's version (pyproject.toml's), or "unknown" when the
+    package is run from a checkout that was never installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("stepahead")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="stepahead",
         description="OpenAI-compatible inference gateway for AI agents.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {installed_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for register in commands():
         register(subparsers)

@@ -23,6 +23,25 @@ def test_cli_has_serve_and_hash_key_subcommands():
     assert main([]) == 2
 
 
+def test_cli_version_is_the_installed_distributions(capsys, monkeypatch):
+    import importlib.metadata
+    import tomllib
+
+    from gateway.cli import installed_version
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    declared = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())["project"]["version"]
+    assert capsys.readouterr().out.strip() == f"stepahead {declared}"
+
+    def not_installed(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", not_installed)   # run from a checkout never installed
+    assert installed_version() == "unknown"
+
+
 def test_cli_hash_key_reads_stdin(monkeypatch, capsys):
     monkeypatch.setattr(sys, "stdin", __import__("io").StringIO("sk-abc\n"))
     assert main(["hash-key"]) == 0
