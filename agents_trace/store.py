@@ -7,18 +7,25 @@ Only the trace writer thread calls this class (never the request path). Invarian
   by `index_offset`, which the writer asks for once per session it opens;
 - retention removes whole sessions, oldest last activity first: every session older
   than `max_age_s`, then more until the live data fits in `max_bytes`; freed pages go
-  back to the file system (incremental vacuum).
+  back to the file system (incremental vacuum);
+- a store SQLite finds damaged is set aside, never deleted (`cache.damaged_files`), and
+  a new one started at the same path: `surviving_damage` then runs the failed call once
+  more on it, so the steps being written are kept.
 """
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from agents_trace.records import ForecastCheck, SessionEnded, Step
 from agents_trace.store_schema import connect_writer
+from cache.damaged_files import SQLITE_SIDE_FILES, is_damaged_database, set_aside, surviving_damage
+
+T = TypeVar("T")
 
 RETENTION_BATCH_SESSIONS = 64
 
@@ -62,22 +69,55 @@ def _prompt_blocks_json(step: Step) -> str | None:
 
 
 class TraceStore:
-    __slots__ = ("path", "max_age_s", "max_bytes", "_db")
+    __slots__ = ("path", "max_age_s", "max_bytes", "num_set_aside", "_db")
 
     def __init__(self, path: Path, *, max_age_s: float, max_bytes: int) -> None:
         self.path = path
         self.max_age_s = max_age_s
         self.max_bytes = max_bytes
+        self.num_set_aside = 0
         self._db: sqlite3.Connection | None = None
 
     def open(self) -> None:
-        if self._db is None:
-            self._db = connect_writer(self.path)
+        if self._db is None:   # a file whose schema SQLite finds damaged is set aside here
+            self._db = surviving_damage(lambda: connect_writer(self.path), self._move_aside)
 
     def close(self) -> None:
         if self._db is not None:
             self._db.close()
             self._db = None
+
+    # --- damage ----------------------------------------------------------------------
+    def surviving_damage(self, operation: Callable[[], T]) -> T:
+        """`operation()`; when SQLite finds the file damaged, the store is set aside, a
+        new one started, and `operation` run once more on it."""
+        return surviving_damage(operation, self.set_aside_damaged)
+
+    def check_for_damage(self) -> bool:
+        """Set the store aside when SQLite's quick check (every page, O(size)) finds it
+        damaged; True when it did."""
+        try:
+            verdict = self.db.execute("PRAGMA quick_check(1)").fetchone()[0]
+        except sqlite3.DatabaseError as exc:
+            if not is_damaged_database(exc):
+                raise
+            verdict = str(exc)
+        if verdict == "ok":
+            return False
+        self.set_aside_damaged(f"is damaged ({' '.join(verdict.split())})")
+        return True
+
+    def set_aside_damaged(self, why: str) -> None:
+        """Move the file (with its -wal and -shm) aside and start a new store there.
+        NOTE: the connection is closed before the rename: closed after it, SQLite would
+        remove the -wal file by its name, which then is the new store's."""
+        self.close()
+        self._move_aside(why)
+        self.open()
+
+    def _move_aside(self, why: str) -> None:
+        set_aside(self.path, "the trace store", why, side_suffixes=SQLITE_SIDE_FILES)
+        self.num_set_aside += 1
 
     @property
     def db(self) -> sqlite3.Connection:

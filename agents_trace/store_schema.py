@@ -71,18 +71,22 @@ def connect_writer(path: Path) -> sqlite3.Connection:
     connection = connect_setting_aside_damaged(path, "the trace store", isolation_level=None,
                                                check_same_thread=False)
     is_new = not path.exists() or path.stat().st_size == 0
-    connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-    if is_new:
-        connection.execute("PRAGMA auto_vacuum = INCREMENTAL")
-    connection.execute("PRAGMA journal_mode = WAL")
-    connection.execute("PRAGMA synchronous = NORMAL")
-    connection.executescript(SCHEMA)
-    for table, column, declaration in ADDED_COLUMNS:
-        existing = {row[1] for row in connection.execute(f"PRAGMA table_info({table})")}
-        if column not in existing:
-            connection.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
-    connection.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('schema', ?)",
-                       (SCHEMA_VERSION,))
+    try:
+        connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        if is_new:
+            connection.execute("PRAGMA auto_vacuum = INCREMENTAL")
+        connection.execute("PRAGMA journal_mode = WAL")
+        connection.execute("PRAGMA synchronous = NORMAL")
+        connection.executescript(SCHEMA)
+        for table, column, declaration in ADDED_COLUMNS:
+            existing = {row[1] for row in connection.execute(f"PRAGMA table_info({table})")}
+            if column not in existing:
+                connection.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
+        connection.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('schema', ?)",
+                           (SCHEMA_VERSION,))
+    except BaseException:
+        connection.close()   # now, not when collected: a file set aside meanwhile keeps its -wal
+        raise
     return connection
 
 

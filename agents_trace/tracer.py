@@ -96,6 +96,11 @@ class AgentTracer:
         is_written = self._writer.flush(timeout_s)
         return self.provider.force_flush(int(timeout_s * 1000)) and is_written
 
+    def report_store_damage(self) -> None:
+        """A reader of the store found it damaged: the writer checks it and, when it is,
+        sets it aside and starts a new one (at most once a minute; never blocks)."""
+        self._writer.report_store_damage()
+
     def end_all_sessions(self) -> int:
         """End every live session now (spans closed, subscribers told); returns how many."""
         with self._lock:

@@ -9,8 +9,11 @@ Every `sweep_interval_s` it asks the session table for idle sessions, and every
 Invariants: the request path only ever calls `EventQueue.offer`, which never blocks: a
 full queue drops the event and counts it. Control messages (flush, stop, ending all
 sessions) may wait for room, since they never come from a request. A failing subscriber,
-forecaster or store write is counted and logged, and never stops the thread. Only this
-thread touches the writer connection, the open `invoke_agent` spans and the forecasts.
+forecaster or store write is counted and logged, and never stops the thread; a store
+SQLite finds damaged is set aside and the call made again on a new one (store.py), and
+one a reader found damaged (`report_store_damage`) is checked, at most once a minute.
+Only this thread touches the writer connection, the open `invoke_agent` spans and the
+forecasts.
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from cache.forecast import Forecast
 from opentelemetry import trace
@@ -41,13 +45,20 @@ MAX_BATCH = 256
 # SQLite transaction and one wake-up serve many steps: under load (600 steps/s) this cut
 # the writer's CPU per step by a third (190 -> 128 us); a trace shows up <= 20 ms later.
 BATCH_LINGER_S = 0.02
+DAMAGE_CHECK_INTERVAL_S = 60.0   # a reported damage is checked (O(store size)) at most this often
 Forecaster = Callable[[str, str, float], Forecast | None]
 Subscriber = Callable[[TraceEvent], None]
+T = TypeVar("T")
 
 
 @dataclass(slots=True)
 class _Flush:
     done: threading.Event
+
+
+@dataclass(slots=True)
+class _CheckStore:
+    pass
 
 
 @dataclass(slots=True)
@@ -140,6 +151,7 @@ class TraceWriter:
         self.forecaster: Forecaster | None = None
         self._open: OrderedDict[tuple[str, str], _OpenSession] = OrderedDict()  # least recently seen first
         self._thread: threading.Thread | None = None
+        self._next_damage_check_s = 0.0
 
     # --- lifecycle (called from the owner's thread) ----------------------------------
     def start(self) -> None:
@@ -158,6 +170,10 @@ class TraceWriter:
         if not self.events.put_control(marker, timeout_s):
             return False
         return marker.done.wait(max(0.0, timeout_s - (time.monotonic() - began_s)))
+
+    def report_store_damage(self) -> None:
+        """A reader found the store damaged: the thread checks it (never blocks)."""
+        self.events.put_control(_CheckStore(), 0.0)
 
     def stop(self, timeout_s: float) -> None:
         if self._thread is not None and self._thread.is_alive():
@@ -186,6 +202,8 @@ class TraceWriter:
                     flushes.append(item)
                 elif isinstance(item, _Stop):
                     is_stopping = True
+                elif isinstance(item, _CheckStore):
+                    self._check_store()
             if time.monotonic() >= next_sweep_s:
                 next_sweep_s = time.monotonic() + self.sweep_interval_s
                 ended.extend(self._on_end(e) for e in self._sweep())
@@ -265,28 +283,32 @@ class TraceWriter:
     def _index_offset(self, step: Step) -> int:
         if self.store is None or step.session_source == "new":
             return 0   # NOTE: an id the gateway just minted (64 random bits) names no stored session
-        try:
-            return self.store.index_offset(step.tenant, step.session, step.index)
-        except sqlite3.Error:
-            self.stats.num_store_errors += 1
-            log.exception("reading the trace store failed")
-            return 0
+        return self._on_store("reading the trace store",
+                              lambda store: store.index_offset(step.tenant, step.session, step.index), 0)
 
     def _write(self, rows: list[StepRow], ended: list[SessionEnded]) -> None:
-        if self.store is None:
-            return
-        try:
-            self.store.write(rows, ended)
-        except sqlite3.Error:
-            self.stats.num_store_errors += 1
-            log.exception("writing %d step(s) to the trace store failed", len(rows))
+        if self.store is not None:
+            self._on_store(f"writing {len(rows)} step(s) to the trace store", lambda store: store.write(rows, ended), None)
 
     def _retain(self) -> None:
+        self.stats.num_retention_removed += self._on_store(
+            "trace store retention", lambda store: store.apply_retention(self.clock()), 0)
+
+    def _check_store(self) -> None:
+        if self.store is not None and time.monotonic() >= self._next_damage_check_s:
+            self._next_damage_check_s = time.monotonic() + DAMAGE_CHECK_INTERVAL_S
+            self._on_store("checking the trace store", lambda store: store.check_for_damage(), False)
+
+    def _on_store(self, what: str, call: Callable[[TraceStore], T], default: T) -> T:
+        """`call(store)`, surviving a damaged store (store.py); any other error is counted
+        and logged, and gives `default`."""
+        store = self.store
         try:
-            self.stats.num_retention_removed += self.store.apply_retention(self.clock())
-        except sqlite3.Error:
+            return store.surviving_damage(lambda: call(store))
+        except (sqlite3.Error, OSError):
             self.stats.num_store_errors += 1
-            log.exception("trace store retention failed")
+            log.exception("%s failed", what)
+            return default
 
 
 def _shifted(step: Step, offset: int) -> Step:

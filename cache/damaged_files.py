@@ -5,7 +5,8 @@ Invariant: `set_aside` renames a file, and the companion files that belong to it
 beside it to `<name>.damaged-<UTC time>` and warns with both paths; the caller then
 starts afresh (a new database, a tenant learned anew) and the gateway keeps running.
 A SQLite file is set aside when SQLite reads it as not a database (damaged, or some
-other kind of file); any other error opening it (a locked file, no permission) is
+other kind of file), and, by the owners that handle it, when SQLite later finds its pages
+damaged (`is_damaged_database`); any other error (a locked file, no permission) is
 raised as it is.
 """
 from __future__ import annotations
@@ -14,12 +15,14 @@ import logging
 import os
 import sqlite3
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TypeVar
 
 log = logging.getLogger("stepahead")
 
 SQLITE_SIDE_FILES = ("-wal", "-shm")
+T = TypeVar("T")
 
 
 def set_aside(path: Path, what: str, why: str, side_suffixes: Iterable[str] = (),
@@ -40,6 +43,25 @@ def set_aside(path: Path, what: str, why: str, side_suffixes: Iterable[str] = ()
             os.replace(companion, companion.with_name(f"{companion.name}.damaged-{stamp}"))
     log.warning("stepahead: %s %s %s; moved it to %s and started afresh", what, path, why, aside)
     return aside
+
+
+def is_damaged_database(exc: BaseException) -> bool:
+    """Whether an SQLite error says the database file itself is damaged (its pages are
+    corrupt, or it is not a database), not that it is busy, locked or out of room."""
+    name = getattr(exc, "sqlite_errorname", None) or ""
+    return isinstance(exc, sqlite3.DatabaseError) and (name.startswith("SQLITE_CORRUPT") or name == "SQLITE_NOTADB")
+
+
+def surviving_damage(operation: Callable[[], T], set_aside_database: Callable[[str], None]) -> T:
+    """`operation()`; when SQLite finds the database damaged, `set_aside_database(why)`
+    (which must leave a new, empty database in its place) and `operation()` once more."""
+    try:
+        return operation()
+    except sqlite3.DatabaseError as exc:
+        if not is_damaged_database(exc):
+            raise
+        set_aside_database(f"is damaged ({' '.join(str(exc).split())})")
+    return operation()
 
 
 def connect_setting_aside_damaged(path: Path, what: str, **connect_args) -> sqlite3.Connection:

@@ -13,6 +13,7 @@ import asyncio
 import logging
 import os
 import secrets
+import sqlite3
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
@@ -20,7 +21,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway import responses_routes, routes
+from gateway import responses_routes, routes, tracing
 from gateway.auth import KeyRing
 from gateway.backend import Backend
 from gateway.config import GatewayConfig, LocalModelConfig, default_config, load_config
@@ -167,6 +168,10 @@ def build_app(config: GatewayConfig | None = None) -> FastAPI:
         return routes.error_response(ApiError(error.status_code, str(detail.get("message")),
                                               "invalid_request_error", detail.get("code", code),
                                               detail.get("param")))
+
+    @app.exception_handler(sqlite3.Error)
+    async def _store_error(request: Request, error: sqlite3.Error):   # only the trace routes read SQLite here
+        return routes.error_response(tracing.trace_store_unavailable(request, error))
 
     @app.exception_handler(ClientGone)
     async def _client_gone(_request: Request, _error: ClientGone):

@@ -5,7 +5,9 @@ Invariants:
 - each tenant keeps at most `capacity` rows; the least recently used (stored or read)
   leave first;
 - a row is found only by the tenant that stored it;
-- a row that cannot be read back (a damaged or foreign file) is treated as absent.
+- a row that cannot be read back (a damaged or foreign file) is treated as absent;
+- a file SQLite finds damaged is set aside, never deleted (`cache.damaged_files`), and
+  the call made again on a new archive: a put is kept, a get finds nothing.
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from cache.damaged_files import connect_setting_aside_damaged
+from cache.damaged_files import SQLITE_SIDE_FILES, connect_setting_aside_damaged, set_aside, surviving_damage
 from gateway.response_store import StoredResponse
 
 SCHEMA = """
@@ -64,7 +66,22 @@ class ResponseArchive:
             self._db.close()
             self._db = None
 
+    def set_aside_damaged(self, why: str) -> None:
+        """Move the file (with its -wal and -shm) aside; the next call starts a new one.
+        Closed first: SQLite removes a closed database's -wal by its name."""
+        self.close()
+        set_aside(self.path, "the response archive", why, side_suffixes=SQLITE_SIDE_FILES)
+
     def put(self, tenant: str, stored: StoredResponse) -> None:
+        surviving_damage(lambda: self._put(tenant, stored), self.set_aside_damaged)
+
+    def get(self, tenant: str, response_id: str) -> StoredResponse | None:
+        return surviving_damage(lambda: self._get(tenant, response_id), self.set_aside_damaged)
+
+    def delete(self, tenant: str, response_id: str) -> bool:
+        return surviving_damage(lambda: self._delete(tenant, response_id), self.set_aside_damaged)
+
+    def _put(self, tenant: str, stored: StoredResponse) -> None:
         db = self.db
         db.execute("BEGIN")
         try:
@@ -80,7 +97,7 @@ class ResponseArchive:
             db.execute("ROLLBACK")
             raise
 
-    def get(self, tenant: str, response_id: str) -> StoredResponse | None:
+    def _get(self, tenant: str, response_id: str) -> StoredResponse | None:
         row = self.db.execute("SELECT response, messages, input_items FROM responses WHERE tenant = ? AND id = ?",
                               (tenant, response_id)).fetchone()
         if row is None:
@@ -93,6 +110,6 @@ class ResponseArchive:
                         (self.clock(), tenant, response_id))
         return stored
 
-    def delete(self, tenant: str, response_id: str) -> bool:
+    def _delete(self, tenant: str, response_id: str) -> bool:
         cursor = self.db.execute("DELETE FROM responses WHERE tenant = ? AND id = ?", (tenant, response_id))
         return cursor.rowcount > 0

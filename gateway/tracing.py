@@ -8,6 +8,7 @@ tenant marked `admin = true` sees every tenant's.
 from __future__ import annotations
 
 import logging
+import sqlite3
 from typing import Any
 
 from agents_trace.api import Viewer, build_trace_router
@@ -17,7 +18,9 @@ from fastapi import APIRouter
 from starlette.requests import Request
 
 from gateway.backend import Finished, Prepared
+from cache.damaged_files import is_damaged_database
 from gateway.config import GatewayConfig
+from gateway.errors import ApiError, unavailable
 from gateway.openai_format import Collected, Reply
 
 log = logging.getLogger("stepahead.gateway")
@@ -43,6 +46,17 @@ def _store_path(request: Request):
 
 def _forecasters(request: Request):
     return request.app.state.gateway.forecasts
+
+
+def trace_store_unavailable(request: Request, error: sqlite3.Error) -> ApiError:
+    """The answer to a trace query the store could not serve: a 503 saying why. A store
+    found damaged is reported to the tracer, which sets it aside and starts a new one."""
+    state = request.app.state.gateway
+    if is_damaged_database(error) and state.tracer is not None:
+        state.tracer.report_store_damage()
+    log.warning("reading the trace store failed: %s", error)
+    return unavailable(f"The trace store could not be read ({error}); try again shortly.",
+                       code="trace_store_unavailable")
 
 
 def trace_router() -> APIRouter:

@@ -275,3 +275,56 @@ def test_export_pieces_hold_whole_lines_and_lose_none():
     assert all(piece.endswith("\n") and len(piece) < 100 + 12 for piece in pieces)
     assert all(len(piece) >= 100 for piece in pieces[:-1])   # one hop per ~100 characters, not per line
     assert list(in_chunks([])) == [] and list(in_chunks(["a\n"])) == ["a\n"]
+
+
+def _stored_then_damaged(tmp_path, clock, table: str | None = None):
+    """A store holding one scripted session, closed, then damaged past its header (or
+    only `table`'s first page)."""
+    from tests.cache.test_damaged_files import damage_pages
+
+    tracer, _ = make_tracer(tmp_path, clock)
+    run_scripted_session(tracer, clock, user_text="before the damage")
+    tracer.stop()
+    damage_pages(tracer.store_path, table)
+    return tracer.store_path
+
+
+def test_a_store_found_damaged_is_set_aside_and_the_steps_go_to_a_new_one(tmp_path, clock, caplog):
+    path = _stored_then_damaged(tmp_path, clock)
+    damaged_bytes = path.read_bytes()
+    tracer, _ = make_tracer(tmp_path, clock)   # the header is whole: it opens
+    try:
+        with caplog.at_level("WARNING", logger="stepahead"):
+            contexts = run_scripted_session(tracer, clock, user_text="after the damage")
+            assert tracer.flush(5.0)
+        [found] = find_session(path, contexts[0].session, "acme")
+        assert found["num_steps"] == 3   # every step kept, none lost to the damage
+        assert tracer.stats.num_store_errors == 0
+    finally:
+        tracer.stop()
+    [aside] = tmp_path.glob("traces.sqlite3.damaged-*[0-9]Z")
+    assert aside.read_bytes() == damaged_bytes   # set aside as it was, never deleted
+    assert f"the trace store {path} is damaged (database disk image is malformed); moved it to {aside}" \
+        in caplog.text
+
+
+def test_damage_a_reader_reports_is_checked_by_the_writer_and_the_store_set_aside(tmp_path, clock):
+    import sqlite3
+
+    import agents_trace.writer
+
+    path = _stored_then_damaged(tmp_path, clock, table="sessions")
+    tracer, _ = make_tracer(tmp_path, clock)
+    try:
+        assert tracer.flush(5.0) and list(tmp_path.glob("*.damaged-*")) == []   # opened; nothing written yet
+        with pytest.raises(sqlite3.DatabaseError, match="malformed"):
+            list_sessions(path, SessionFilter(tenant="acme"))
+        tracer.report_store_damage()
+        assert tracer.flush(5.0)
+        assert len(list(tmp_path.glob("traces.sqlite3.damaged-*[0-9]Z"))) == 1
+        assert list_sessions(path, SessionFilter(tenant="acme"))["data"] == []   # a new, whole store
+        tracer.report_store_damage()   # again within the minute: not checked again
+        assert tracer.flush(5.0)
+        assert tracer._writer._next_damage_check_s > agents_trace.writer.time.monotonic() + 50
+    finally:
+        tracer.stop()

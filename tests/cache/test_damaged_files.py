@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from cache.damaged_files import connect_setting_aside_damaged
+from cache.damaged_files import connect_setting_aside_damaged, is_damaged_database, surviving_damage
 from agents_trace.store import TraceStore
 
 
@@ -84,3 +84,64 @@ def test_the_check_keeps_this_process_s_locks_on_the_database(tmp_path):
         capture_output=True, text=True, timeout=60)
     assert other.returncode != 0 and "database is locked" in other.stderr, other.stderr[-500:]
     holder.execute("COMMIT")
+
+
+def damage_pages(path, table: str | None = None) -> None:
+    """Overwrite every page of the SQLite file at `path` but the first (its header and
+    schema), or only `table`'s first page, with bytes no page can hold: it opens, and
+    SQLite finds it damaged once it reads there. The file must be closed (its log
+    checkpointed) by every connection."""
+    data = bytearray(path.read_bytes())
+    page_size = int.from_bytes(data[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    assert len(data) > page_size, "a one-page database has nothing to damage"
+    if table is None:
+        data[page_size:] = b"\xff" * (len(data) - page_size)
+    else:
+        with sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True) as db:
+            [(root,)] = db.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (table,)).fetchall()
+        assert root > 1
+        data[(root - 1) * page_size:root * page_size] = b"\xff" * page_size
+    path.write_bytes(bytes(data))
+
+
+def test_damage_is_told_from_a_busy_or_missing_database(tmp_path):
+    path = tmp_path / "d.sqlite"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE t (x)")
+        db.executemany("INSERT INTO t VALUES (?)", [("x" * 500,)] * 50)
+    damage_pages(path)
+    with pytest.raises(sqlite3.DatabaseError) as damaged:
+        sqlite3.connect(path).execute("SELECT count(*) FROM t").fetchone()
+    assert is_damaged_database(damaged.value)
+    holder = sqlite3.connect(tmp_path / "busy.sqlite", isolation_level=None)
+    holder.execute("CREATE TABLE t (x)")
+    holder.execute("BEGIN EXCLUSIVE")
+    with pytest.raises(sqlite3.OperationalError) as busy:
+        sqlite3.connect(tmp_path / "busy.sqlite", timeout=0).execute("SELECT * FROM t").fetchall()
+    assert "locked" in str(busy.value) and not is_damaged_database(busy.value)
+    assert not is_damaged_database(ValueError("database disk image is malformed"))
+
+
+def test_surviving_damage_sets_aside_once_and_runs_the_call_again():
+    calls, set_aside_for = [], []
+
+    def operation():
+        calls.append(1)
+        if len(calls) == 1:
+            error = sqlite3.DatabaseError("database disk image is malformed")
+            error.sqlite_errorname = "SQLITE_CORRUPT"
+            raise error
+        return "written"
+
+    assert surviving_damage(operation, set_aside_for.append) == "written"
+    assert len(calls) == 2 and set_aside_for == ["is damaged (database disk image is malformed)"]
+    locked = sqlite3.OperationalError("database is locked")
+    locked.sqlite_errorname = "SQLITE_BUSY"
+
+    def busy():
+        raise locked
+
+    with pytest.raises(sqlite3.OperationalError):   # not damage: raised, nothing set aside
+        surviving_damage(busy, set_aside_for.append)
+    assert len(set_aside_for) == 1

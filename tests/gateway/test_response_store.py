@@ -98,6 +98,28 @@ def test_an_archive_file_that_is_not_a_database_is_set_aside_and_a_new_one_kept(
     assert aside.read_bytes() == b"this is not a sqlite file" * 100
 
 
+def test_an_archive_found_damaged_is_set_aside_and_what_is_stored_next_is_kept(tmp_path, caplog):
+    from tests.cache.test_damaged_files import damage_pages
+
+    path = tmp_path / "responses.sqlite3"
+    archive = ResponseArchive(path, 64)
+    for n in range(40):   # rows past the first page
+        archive.put("a", _stored(f"old{n}"))
+    archive.close()
+    damage_pages(path, table="responses")
+    damaged_bytes = path.read_bytes()
+    archive = ResponseArchive(path, 64)
+    with caplog.at_level("WARNING", logger="stepahead"):
+        assert archive.get("a", "old1") is None   # found damaged: set aside, not in the new one
+        archive.put("a", _stored("new"))
+    assert archive.get("a", "new") == _stored("new")
+    archive.close()
+    [aside] = tmp_path.glob("responses.sqlite3.damaged-*[0-9]Z")
+    assert aside.read_bytes() == damaged_bytes
+    assert "the response archive" in caplog.text and "is damaged (database disk image is malformed)" in caplog.text
+    assert "Traceback" not in caplog.text
+
+
 def test_archive_rows_are_json(tmp_path):
     path = tmp_path / "r.sqlite3"
     archive = ResponseArchive(path, 3)
