@@ -35,6 +35,7 @@ from gateway.http_io import ClientGone
 from gateway.limits import Limiters
 from gateway.metrics import Registry
 from gateway.response_archive import ResponseArchive
+from gateway.reload import reload_on_hangup
 from gateway.response_store import ResponseStore
 from gateway.start_failure import stated_start_failures
 from gateway.state import GatewayState
@@ -92,8 +93,12 @@ async def start_all(backends, started: list[Backend]) -> None:
         raise failures[0]
 
 
-def build_app(config: GatewayConfig | None = None) -> FastAPI:
-    config = config if config is not None else config_from_environment()
+def build_app(config: GatewayConfig | None = None, *, config_path: str | None = None) -> FastAPI:
+    """`config_path`: the file `config` was read from; SIGHUP reloads its tenants
+    (gateway/reload.py). Without `config`, $STEPAHEAD_CONFIG's file, if set, is both."""
+    if config is None:
+        config_path = os.environ.get("STEPAHEAD_CONFIG") or None
+        config = config_from_environment()
     state = GatewayState(
         config=config,
         keys=KeyRing(config.tenants),
@@ -106,7 +111,7 @@ def build_app(config: GatewayConfig | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_app: FastAPI):
         started: list[Backend] = []
-        heap = None
+        heap = reloads = None
         try:
             state.tracer = build_tracer(config)
             if state.tracer is not None:
@@ -122,9 +127,12 @@ def build_app(config: GatewayConfig | None = None) -> FastAPI:
             if config.freeze_startup_heap:
                 heap = freeze_startup_heap()
             state.gc_pauses.install()
+            reloads = reload_on_hangup(state, config_path)
             state.is_ready = True
             yield
         finally:
+            if reloads is not None:
+                reloads.remove()
             state.is_ready = False
             state.gc_pauses.remove()
             if heap is not None:

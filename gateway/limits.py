@@ -183,6 +183,24 @@ class TenantLimiter:
             ticket.holds_slot = False
             self._hand_over_slot()
 
+    def retune(self, limits: LimitsConfig) -> None:
+        """Apply new `limits` (a config reload), keeping what is running, queued and
+        spent: the per-minute buckets start full at their new sizes, and waiters a raised
+        `max_concurrent` makes room for are admitted."""
+        if limits == self.limits:
+            return
+        now_s = self._clock()
+        self.limits = limits
+        self._requests = (TokenBucket.per_minute(limits.requests_per_minute, now_s)
+                          if limits.requests_per_minute is not None else None)
+        self._tokens = (TokenBucket.per_minute(limits.tokens_per_minute, now_s)
+                        if limits.tokens_per_minute is not None else None)
+        while self._waiters and (limits.max_concurrent is None or self.num_active < limits.max_concurrent):
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                self.num_active += 1
+                waiter.set_result(None)
+
     def _hand_over_slot(self) -> None:
         while self._waiters:
             waiter = self._waiters.popleft()
@@ -193,19 +211,42 @@ class TenantLimiter:
 
 
 class Limiters:
-    """One `TenantLimiter` per configured tenant."""
+    """One `TenantLimiter` per configured tenant. A tenant a reload removed keeps its
+    limiter for the requests it still has running (they release into it), but is no
+    longer listed by `items`."""
 
-    __slots__ = ("_by_tenant",)
+    __slots__ = ("_by_tenant", "_removed", "_queue_timeout_s", "_clock")
 
     def __init__(self, limits_by_tenant: dict[str, LimitsConfig], *,
                  queue_timeout_s: float = 30.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        self._by_tenant = {tenant: TenantLimiter(tenant, limits, queue_timeout_s=queue_timeout_s,
-                                                 clock=clock)
-                           for tenant, limits in limits_by_tenant.items()}
+        self._queue_timeout_s = queue_timeout_s
+        self._clock = clock
+        self._by_tenant = {tenant: self._new(tenant, limits) for tenant, limits in limits_by_tenant.items()}
+        self._removed: dict[str, TenantLimiter] = {}
+
+    def _new(self, tenant: str, limits: LimitsConfig) -> TenantLimiter:
+        return TenantLimiter(tenant, limits, queue_timeout_s=self._queue_timeout_s, clock=self._clock)
 
     def __getitem__(self, tenant: str) -> TenantLimiter:
-        return self._by_tenant[tenant]
+        limiter = self._by_tenant.get(tenant)
+        return limiter if limiter is not None else self._removed[tenant]
+
+    def update(self, limits_by_tenant: dict[str, LimitsConfig]) -> None:
+        """The tenants and limits of a reloaded config: a kept tenant's limiter is
+        retuned (its running and queued requests and spent budget stay), a new one made,
+        and a removed one kept aside for the requests it still has running."""
+        by_tenant = {}
+        for tenant, limits in limits_by_tenant.items():
+            limiter = self._by_tenant.get(tenant) or self._removed.pop(tenant, None)
+            if limiter is None:
+                limiter = self._new(tenant, limits)
+            limiter.retune(limits)
+            by_tenant[tenant] = limiter
+        for tenant, limiter in self._by_tenant.items():
+            if tenant not in by_tenant:
+                self._removed[tenant] = limiter
+        self._by_tenant = by_tenant
 
     def items(self):
         return self._by_tenant.items()

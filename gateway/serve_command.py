@@ -263,7 +263,7 @@ def _server_or_exit_status(args: argparse.Namespace):
     print(f"stepahead: serving on http://{config.host}:{config.port}/v1", flush=True)
     if demo_key is not None:
         print(f"stepahead: demo tenant API key: {demo_key}", flush=True)
-    app = build_app(config)
+    app = build_app(config, config_path=args.config)
 
     def cancel_start() -> None:
         app.state.gateway.cancel_start()

@@ -1,0 +1,130 @@
+"""Reloading the tenants of a running gateway from its config file (SIGHUP).
+
+Adding a tenant, rotating a key or changing a limit must not cost a restart: a restart
+drops every worker's KV cache, the very thing the gateway keeps hot. `stepahead serve
+--config FILE` reloads FILE on SIGHUP:
+
+Invariants:
+- a file that does not load or parse changes nothing (the error is logged, the running
+  tenants keep serving);
+- tenants' keys, `admin` and `limits` take effect at once: a removed tenant's keys stop
+  working, its requests still running finish; a tenant's running and queued requests and
+  spent token budget carry over (`Limiters.update`);
+- what the workers were started with (`weight`, `kv_share`) and the `[[models]]`,
+  `[server]` and `[tracing]` sections take effect at the next start; the log line says
+  which of them changed.
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import signal
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from gateway.auth import KeyRing
+from gateway.config import ConfigError, GatewayConfig, TenantConfig, load_config
+from gateway.state import GatewayState
+
+log = logging.getLogger("stepahead")
+
+SECTIONS_AT_NEXT_START = ("models", "tracing", "max_body_bytes", "default_completion_reserve_tokens",
+                          "queue_timeout_s", "keep_alive_s", "responses_db", "responses_per_tenant",
+                          "freeze_startup_heap")   # host and port: the flags may override them
+SECTION_NAMES = {"models": "[[models]]", "tracing": "[tracing]"}
+
+
+@dataclass(frozen=True, slots=True)
+class ReloadReport:
+    """What a reload changed, and what waits for the next start."""
+    added: tuple[str, ...]
+    removed: tuple[str, ...]
+    changed: tuple[str, ...]
+    at_next_start: tuple[str, ...]
+
+    def line(self, path: Path) -> str:
+        names = lambda tenants: f" ({', '.join(tenants)})" if tenants else ""   # noqa: E731
+        line = (f"stepahead: reloaded the tenants from {path}: {len(self.added)} added{names(self.added)}, "
+                f"{len(self.removed)} removed{names(self.removed)}, {len(self.changed)} changed{names(self.changed)}")
+        if self.at_next_start:
+            line += f"; at the next start: {', '.join(self.at_next_start)}"
+        return line
+
+
+def apply_tenants(state: GatewayState, new: GatewayConfig) -> ReloadReport:
+    """Make `new`'s tenants the running ones (keys, admins, limits); on the event loop."""
+    running = state.config
+    old_by_name = {tenant.name: tenant for tenant in running.tenants}
+    new_by_name = {tenant.name: tenant for tenant in new.tenants}
+    at_next_start = [SECTION_NAMES.get(name, f"[server] {name}")
+                     for name in SECTIONS_AT_NEXT_START if getattr(new, name) != getattr(running, name)]
+    absent = TenantConfig(name="", key_digests=())   # the weight and kv_share of a tenant not there
+    for name in sorted(set(old_by_name) | set(new_by_name)):
+        old, now = old_by_name.get(name, absent), new_by_name.get(name, absent)
+        at_next_start += [f"the {field} of {name!r}" for field in ("weight", "kv_share")
+                          if getattr(old, field) != getattr(now, field)]
+    keys = KeyRing(new.tenants)   # raises before anything changes
+    state.keys = keys
+    state.limiters.update({tenant.name: tenant.limits for tenant in new.tenants})
+    state.config = dataclasses.replace(running, tenants=new.tenants)
+    return ReloadReport(
+        added=tuple(sorted(set(new_by_name) - set(old_by_name))),
+        removed=tuple(sorted(set(old_by_name) - set(new_by_name))),
+        changed=tuple(sorted(name for name in set(new_by_name) & set(old_by_name)
+                             if new_by_name[name] != old_by_name[name])),
+        at_next_start=tuple(at_next_start))
+
+
+async def reload_tenants(state: GatewayState, path: Path) -> ReloadReport | None:
+    """Read `path` (off the event loop) and apply its tenants; None, with the reason
+    logged, when it cannot be loaded."""
+    try:
+        new = await asyncio.to_thread(load_config, path)
+        report = apply_tenants(state, new)
+    except (ConfigError, OSError, ValueError) as exc:
+        log.error("stepahead: the tenants were not reloaded from %s: %s", path,
+                  str(exc).removeprefix(f"{path}: "))   # a TOML error names the file already
+        return None
+    print(report.line(path), file=sys.stderr, flush=True)   # stdout may be JSON
+    return report
+
+
+class ReloadOnHangup:
+    """SIGHUP, while installed, reloads the tenants from the config file (one reload at a
+    time; a signal during one is served after it)."""
+
+    def __init__(self, state: GatewayState, path: Path, loop: asyncio.AbstractEventLoop) -> None:
+        self.state, self.path, self.loop = state, path, loop
+        self._pending: asyncio.Task | None = None
+        self._again = False
+        loop.add_signal_handler(signal.SIGHUP, self._on_hangup)
+
+    def _on_hangup(self) -> None:
+        if self._pending is not None and not self._pending.done():
+            self._again = True
+            return
+        self._pending = self.loop.create_task(self._reload())
+
+    async def _reload(self) -> None:
+        self._again = True
+        while self._again:
+            self._again = False
+            await reload_tenants(self.state, self.path)
+
+    def remove(self) -> None:
+        self.loop.remove_signal_handler(signal.SIGHUP)
+        if self._pending is not None:
+            self._pending.cancel()
+
+
+def reload_on_hangup(state: GatewayState, config_path: str | None) -> ReloadOnHangup | None:
+    """Install the SIGHUP reload for a gateway started from `config_path`; None without a
+    file, or where signals cannot be caught (not the main thread: tests, embedders)."""
+    if config_path is None:
+        return None
+    try:
+        return ReloadOnHangup(state, Path(config_path), asyncio.get_running_loop())
+    except (ValueError, RuntimeError, NotImplementedError):
+        return None
