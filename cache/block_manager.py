@@ -20,13 +20,13 @@ Invariants:
 Slots, the hash index, tier moves and events live in `Residency`; this class adds the
 request protocol: lineage checks, references, sessions and per-tenant hit counters. The
 moves policies and operators ask for (demote, promote, drop, clear) are its base class
-`BlockMoves` (cache/block_moves.py).
+`BlockMoves` (cache/block_moves.py); sizes, read access and the counters' snapshot,
+`BlockCounts` (cache/block_counts.py).
 
 NOTE: not thread-safe; one owner (a worker loop, the simulator) drives it.
 """
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
 
@@ -36,18 +36,19 @@ from cache.forecast import Forecast
 from cache.hashing import BlockHash, hash_blocks, split_blocks, tenant_salt
 from cache.lineage import continues, verified_run
 from cache.lru import LRUPolicy
+from cache.block_counts import BlockCounts
 from cache.block_moves import BlockMoves
 from cache.match import Match
 from cache.mover import BlockMover
 from cache.policy import EvictionPolicy
 from cache.residency import Residency
-from cache.stats import CacheStats, TenantStats, TierStats
+from cache.stats import TenantStats
 from cache.tiers import Tier
 
 __all__ = ["BlockManager", "BlockMover", "Match"]
 
 
-class BlockManager(BlockMoves):
+class BlockManager(BlockCounts, BlockMoves):
     """Prefix-cached KV block slots over a HOT and an optional HOST tier.
 
     `prefix_groups` gives a tenant's configured prefix group (tenants of one group share
@@ -102,58 +103,7 @@ class BlockManager(BlockMoves):
         self._num_collisions = 0
         self._num_referenced = 0  # blocks with ref_count > 0: held by requests still running
 
-    # ---- sizes and read access -------------------------------------------------------
-
-    @property
-    def block_size(self) -> int:
-        return self._block_size
-
-    @property
-    def bytes_per_block(self) -> int:
-        return self._bytes_per_block
-
-    @property
-    def policy(self) -> EvictionPolicy:
-        return self._policy
-
-    @property
-    def num_hot_blocks(self) -> int:
-        return self._hot.num_blocks
-
-    @property
-    def num_free_hot_blocks(self) -> int:
-        return self._hot.num_free_blocks
-
-    @property
-    def num_used_hot_blocks(self) -> int:
-        return self._hot.num_used_blocks
-
-    @property
-    def num_host_blocks(self) -> int:
-        return self._host.num_blocks
-
-    @property
-    def num_free_host_blocks(self) -> int:
-        return self._host.num_free_blocks
-
-    @property
-    def num_used_host_blocks(self) -> int:
-        return self._host.num_used_blocks
-
-    def num_free_blocks(self, tier: Tier) -> int:
-        return self._residency.pool(tier).num_free_blocks
-
-    def block(self, tier: Tier, block_id: int) -> BlockMeta | None:
-        """The block in slot `block_id` of `tier`; None for a free slot."""
-        return self._residency.pool(tier).get(block_id)
-
-    def blocks(self, tier: Tier) -> list[BlockMeta]:
-        """Every block held in `tier` (a snapshot), by slot id."""
-        return list(self._residency.pool(tier).blocks())
-
-    def find(self, block_hash: BlockHash) -> BlockMeta | None:
-        """The matchable block registered under `block_hash`, in any tier."""
-        return self._residency.find(block_hash)
+    # ---- the request path -----------------------------------------------------------
 
     def salt_for(self, tenant: str) -> bytes:
         """The salt this manager scopes `tenant`'s first blocks with (its prefix group's)."""
@@ -168,7 +118,6 @@ class BlockManager(BlockMoves):
         blocks = split_blocks(token_ids, self._block_size)
         return hash_blocks(blocks, self.salt_for(tenant)), blocks
 
-    # ---- the request path -----------------------------------------------------------
 
     def match(
         self, tenant: str, hashes: Sequence[BlockHash], token_blocks: Sequence[Sequence[int]] | None = None
@@ -307,7 +256,7 @@ class BlockManager(BlockMoves):
                 raise ValueError(f"hot block {block_id} holds no reference")
             self._unref(block, now)
 
-    # ---- policy, events, stats -------------------------------------------------------
+    # ---- policy and events -----------------------------------------------------------
 
     def apply(self, forecast: Forecast) -> None:
         """Hand a session's forecast to the policy (LRU ignores it)."""
@@ -324,37 +273,6 @@ class BlockManager(BlockMoves):
     def take_events(self) -> list[CacheEvent]:
         """Drain the event queue, oldest first."""
         return self._residency.take_events()
-
-    def stats(self) -> CacheStats:
-        """A snapshot of all counters (a copy: safe to keep and change)."""
-        residency = self._residency
-        tiers = {
-            tier: TierStats(
-                num_blocks=pool.num_blocks,
-                num_used_blocks=pool.num_used_blocks,
-                num_free_blocks=pool.num_free_blocks,
-                num_cached_blocks=residency.num_cached[tier],
-                bytes_per_block=self._bytes_per_block,
-                num_evictions=residency.num_evictions[tier],
-            )
-            for tier, pool in ((Tier.HOT, self._hot), (Tier.HOST, self._host))
-        }
-        tenants: dict[str, TenantStats] = {}
-        for name in set(self._tenants) | residency.tenants():
-            stats = dataclasses.replace(self._tenants.get(name) or TenantStats())
-            stats.num_hot_blocks = residency.num_tenant_blocks(Tier.HOT, name)
-            stats.num_host_blocks = residency.num_tenant_blocks(Tier.HOST, name)
-            tenants[name] = stats
-        return CacheStats(
-            tenants=tenants,
-            tiers=tiers,
-            num_demotions=residency.num_demotions,
-            num_promotions=residency.num_promotions,
-            num_drops=residency.num_drops,
-            num_collisions=self._num_collisions,
-            num_dropped_events=residency.num_dropped_events,
-            num_referenced_blocks=self._num_referenced,
-        )
 
     # ---- internals -------------------------------------------------------------------
 
