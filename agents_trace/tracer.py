@@ -38,7 +38,8 @@ from agents_trace.records import CapturedContent, SessionEnded, Step, StepContex
 from agents_trace.replay_hints import hinted_after, hinted_calls, replay_hint
 from agents_trace.sessions import SessionTable
 from agents_trace.store import TraceStore
-from agents_trace.writer import EventQueue, Forecaster, Subscriber, TraceWriter, WriterStats
+from agents_trace.event_queue import EventQueue
+from agents_trace.writer import Forecaster, Subscriber, TraceWriter, WriterStats
 
 INSTRUMENTATION_NAME = "stepahead.agents_trace"
 CONTROL_TIMEOUT_S = 10.0

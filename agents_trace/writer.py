@@ -6,9 +6,8 @@ store row; for each SessionEnded: the `invoke_agent` span's end and the subscrib
 Every `sweep_interval_s` it asks the session table for idle sessions, and every
 `retention_interval_s` it applies the store's retention.
 
-Invariants: the request path only ever calls `EventQueue.offer`, which never blocks: a
-full queue drops the event and counts it. Control messages (flush, stop, ending all
-sessions) may wait for room, since they never come from a request. A failing subscriber,
+Invariants: the request path only ever calls `EventQueue.offer`, which never blocks
+(event_queue.py: a full queue drops the event and counts it). A failing subscriber,
 forecaster or store write is counted and logged, and never stops the thread; a store
 SQLite finds damaged is set aside and the call made again on a new one (store.py), and
 one a reader found damaged (`report_store_damage`) is checked, at most once a minute.
@@ -19,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import queue
 import sqlite3
 import threading
 import time
@@ -32,6 +30,7 @@ from cache.forecast import Forecast
 from opentelemetry import trace
 from opentelemetry.trace import Span
 
+from agents_trace.event_queue import EventQueue
 from agents_trace.records import SessionEnded, Step, TraceEvent
 from agents_trace.spans import end_session_span, record_chat_span, record_tool_spans, \
     start_session_span
@@ -40,7 +39,6 @@ from agents_trace.symbols import check_forecast
 
 log = logging.getLogger("stepahead.agents_trace")
 
-MAX_BATCH = 256
 # NOTE: after a step arrives the thread waits this long for more before writing, so one
 # SQLite transaction and one wake-up serve many steps: under load (600 steps/s) this cut
 # the writer's CPU per step by a third (190 -> 128 us); a trace shows up <= 20 ms later.
@@ -75,48 +73,6 @@ class WriterStats:
     num_forecaster_errors: int = 0
     num_store_errors: int = 0
     num_retention_removed: int = 0
-
-
-class EventQueue:
-    """A bounded FIFO between the request path and the writer thread."""
-
-    __slots__ = ("_queue", "stats")
-
-    def __init__(self, max_size: int, stats: WriterStats) -> None:
-        self._queue: queue.Queue = queue.Queue(maxsize=max_size)
-        self.stats = stats
-
-    def offer(self, event: TraceEvent) -> bool:
-        """Enqueue without waiting; False (and counted) when the queue is full."""
-        try:
-            self._queue.put_nowait(event)
-            return True
-        except queue.Full:
-            self.stats.num_dropped += 1
-            return False
-
-    def put_control(self, item: object, timeout_s: float) -> bool:
-        try:
-            self._queue.put(item, timeout=timeout_s)
-            return True
-        except queue.Full:
-            return False
-
-    def take(self, timeout_s: float, linger_s: float = 0.0) -> list:
-        """Up to MAX_BATCH items, waiting at most `timeout_s` for the first and, when the
-        first is a trace event (not a flush or stop), `linger_s` more for others."""
-        try:
-            items = [self._queue.get(timeout=max(0.0, timeout_s))]
-        except queue.Empty:
-            return []
-        if linger_s > 0 and isinstance(items[0], (Step, SessionEnded)):
-            time.sleep(linger_s)
-        while len(items) < MAX_BATCH:
-            try:
-                items.append(self._queue.get_nowait())
-            except queue.Empty:
-                break
-        return items
 
 
 @dataclass(slots=True)

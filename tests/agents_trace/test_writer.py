@@ -3,7 +3,8 @@ import threading
 import time
 
 from agents_trace.records import After, SessionEnded, SessionId, Step
-from agents_trace.writer import EventQueue, TraceWriter, WriterStats, _Flush
+from agents_trace.event_queue import EventQueue
+from agents_trace.writer import TraceWriter, WriterStats, _Flush
 
 
 def _ended(number: int) -> SessionEnded:
