@@ -66,6 +66,9 @@ def main() -> None:
     cold(lengths[0])  # warm-up
     points = [(length, statistics.median(cold(length) for _ in range(args.repeats))) for length in lengths]
     overhead_s, per_token_s = (float(f"{value:.4g}") for value in fit_line(points))
+    if per_token_s <= 0:   # noise larger than the lengths' difference: no usable cost model
+        sys.exit(f"calibrate_sim: the prefill times {[[n, round(s, 5)] for n, s in points]} do not grow "
+                 "with the prompt length (a busy machine?); rerun with more --repeats or lengths further apart")
     kv_bytes = runner.layout.bytes_per_block // runner.layout.block_size
     worst = max(abs(overhead_s + per_token_s * n - s) / s for n, s in points)
     print(json.dumps({

@@ -22,10 +22,12 @@ def test_fit_line_known_answers():
 
 
 def test_calibrate_sim_prints_flags_the_simulator_accepts(tmp_path):
-    out = subprocess.run([sys.executable, str(SCRIPT), "--model", "tiny", "--lengths", "64,256",
-                          "--repeats", "1"], check=True, capture_output=True, text=True, timeout=120).stdout
+    # lengths far apart and medians of 3: a busy machine's noise (ms on the tiny model) must
+    # not make the longer prompt look cheaper (one repeat of 64 and 256 tokens once did)
+    out = subprocess.run([sys.executable, str(SCRIPT), "--model", "tiny", "--lengths", "64,1024",
+                          "--repeats", "3"], check=True, capture_output=True, text=True, timeout=120).stdout
     row = json.loads(out.strip().splitlines()[-1])
-    assert row["dtype"] == "float32" and [n for n, _ in row["points"]] == [64, 256]
+    assert row["dtype"] == "float32" and [n for n, _ in row["points"]] == [64, 1024]
     assert row["prefill_s_per_token"] > 0 and row["request_overhead_s"] >= 0
     assert row["kv_bytes_per_token"] > 0 and row["kv_bytes_per_token"] % 4 == 0  # float32 elements
     from cache.sim.cli import build_parser
