@@ -2,7 +2,7 @@
 
 Adding a tenant, rotating a key or changing a limit must not cost a restart: a restart
 drops every worker's KV cache, the very thing the gateway keeps hot. `stepahead serve
---config FILE` reloads FILE on SIGHUP:
+--config FILE` (or `$STEPAHEAD_CONFIG` under `uvicorn --factory`) reloads FILE on SIGHUP.
 
 Invariants:
 - a file that does not load or parse changes nothing (the error is logged, the running
@@ -45,9 +45,10 @@ class ReloadReport:
     at_next_start: tuple[str, ...]
 
     def line(self, path: Path) -> str:
-        names = lambda tenants: f" ({', '.join(tenants)})" if tenants else ""   # noqa: E731
-        line = (f"stepahead: reloaded the tenants from {path}: {len(self.added)} added{names(self.added)}, "
-                f"{len(self.removed)} removed{names(self.removed)}, {len(self.changed)} changed{names(self.changed)}")
+        counts = ", ".join(f"{len(tenants)} {what}" + (f" ({', '.join(tenants)})" if tenants else "")
+                           for what, tenants in (("added", self.added), ("removed", self.removed),
+                                                 ("changed", self.changed)))
+        line = f"stepahead: reloaded the tenants from {path}: {counts}"
         if self.at_next_start:
             line += f"; at the next start: {', '.join(self.at_next_start)}"
         return line
