@@ -8,7 +8,8 @@ Every `sweep_interval_s` it asks the session table for idle sessions, and every
 
 Invariants: the request path only ever calls `EventQueue.offer`, which never blocks
 (event_queue.py: a full queue drops the event and counts it). A failing subscriber,
-forecaster or store write is counted and logged, and never stops the thread; a store
+forecaster or store write is counted and logged (repeats of a kind at most once a
+minute, `cache.repeated_failures`), and never stops the thread; a store
 SQLite finds damaged is set aside and the call made again on a new one (store.py), and
 one a reader found damaged (`report_store_damage`) is checked, at most once a minute.
 Only this thread touches the writer connection, the open `invoke_agent` spans and the
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from cache.forecast import Forecast
+from cache.repeated_failures import RepeatedFailures
 from opentelemetry import trace
 from opentelemetry.trace import Span
 
@@ -108,6 +110,7 @@ class TraceWriter:
         self._open: OrderedDict[tuple[str, str], _OpenSession] = OrderedDict()  # least recently seen first
         self._thread: threading.Thread | None = None
         self._next_damage_check_s = 0.0
+        self._failures = RepeatedFailures(log)   # a full disk fails every write: not a traceback each
 
     # --- lifecycle (called from the owner's thread) ----------------------------------
     def start(self) -> None:
@@ -178,7 +181,7 @@ class TraceWriter:
                 subscriber(event)
             except Exception:
                 self.stats.num_subscriber_errors += 1
-                log.exception("a trace subscriber failed")
+                self._failures.log("subscriber", "a trace subscriber failed")
 
     def _on_step(self, step: Step) -> StepRow:
         self.stats.num_steps += 1
@@ -211,7 +214,7 @@ class TraceWriter:
                 session.forecast = self.forecaster(step.tenant, step.session, self.clock())
             except Exception:
                 self.stats.num_forecaster_errors += 1
-                log.exception("the forecaster failed")
+                self._failures.log("forecaster", "the forecaster failed")
         return StepRow(step, check, trace_id, span_id)
 
     def _on_end(self, ended: SessionEnded) -> SessionEnded:
@@ -263,7 +266,7 @@ class TraceWriter:
             return store.surviving_damage(lambda: call(store))
         except (sqlite3.Error, OSError):
             self.stats.num_store_errors += 1
-            log.exception("%s failed", what)
+            self._failures.log(what.split(" ", 1)[0], "%s failed", what)   # of a kind: reading, writing, ...
             return default
 
 

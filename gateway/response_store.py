@@ -9,6 +9,8 @@ Invariants:
   it, in order, on one background thread: the request path never waits on a disk write,
   a response evicted from memory is read back from disk, and after a restart the
   archive answers for the responses stored before it; `close()` waits for pending writes;
+  an archive that fails (a full disk) leaves memory serving, its failures logged at most
+  once a minute per operation;
 - nothing is stored for `store: false` (the caller does not put it).
 """
 from __future__ import annotations
@@ -19,6 +21,8 @@ from collections import OrderedDict, defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from cache.repeated_failures import RepeatedFailures
 
 if TYPE_CHECKING:
     from gateway.response_archive import ResponseArchive
@@ -44,6 +48,7 @@ class ResponseStore:
         self.archive = archive
         self._by_tenant: defaultdict[str, OrderedDict[str, StoredResponse]] = defaultdict(OrderedDict)
         self._archivist: ThreadPoolExecutor | None = None
+        self._failures = RepeatedFailures(log)   # used on the archive thread only
         if archive is not None:
             self._archivist = ThreadPoolExecutor(max_workers=1, thread_name_prefix="stepahead-responses")
 
@@ -89,7 +94,7 @@ class ResponseStore:
         try:
             return getattr(self.archive, operation)(*args)
         except Exception:  # NOTE: sqlite3 errors, a full disk, a read-only directory
-            log.exception("the response archive failed to %s", operation)
+            self._failures.log(operation, "the response archive failed to %s", operation)
             return None
 
     def close(self) -> None:

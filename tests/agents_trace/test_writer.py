@@ -57,3 +57,25 @@ def test_the_backstop_ends_only_sessions_unseen_for_long_oldest_first():
     assert list(writer._open) == [("alpha", "b"), ("alpha", "c"), ("alpha", "a")]   # least recently seen first
     now[0] = 500.0
     assert [e.session for e in writer._sweep()] == ["b", "c", "a"]
+
+
+def test_a_store_failing_every_write_is_logged_once_a_minute_and_every_failure_counted(caplog):
+    import sqlite3
+
+    class FullDisk:
+        def surviving_damage(self, operation):
+            return operation()
+
+        def write(self, rows, ended):
+            raise sqlite3.OperationalError("database or disk is full")
+
+    stats = WriterStats()
+    writer = TraceWriter(events=EventQueue(10, stats), stats=stats, otel=None, store=FullDisk(),
+                         expire=lambda _now_s: [], clock=time.time, idle_timeout_s=10.0,
+                         retention_interval_s=60.0)
+    with caplog.at_level("ERROR", logger="stepahead.agents_trace"):
+        for _ in range(50):   # a batch every 20 ms under load: a second of it
+            writer._write([], [_ended(0)])
+    assert stats.num_store_errors == 50
+    assert [record.getMessage() for record in caplog.records] == ["writing 0 step(s) to the trace store failed"]
+    assert "database or disk is full" in caplog.text   # with its traceback

@@ -162,3 +162,16 @@ def test_the_archive_keeps_what_a_reference_lru_keeps_per_tenant(tmp_path):
         assert {t: [i for row_tenant, i in rows if row_tenant == t] for t in "abc"} == \
             {t: list(ids) for t, ids in reference.items()}
     archive.close()
+
+
+def test_an_archive_failing_every_put_is_logged_once_and_memory_still_serves(tmp_path, caplog):
+    blocker = tmp_path / "a file, not a directory"
+    blocker.write_text("")
+    store = ResponseStore(capacity=64, archive=ResponseArchive(blocker / "responses.sqlite3", 64))
+    with caplog.at_level("ERROR", logger="stepahead.gateway"):
+        for n in range(20):
+            store.put("a", _stored(f"r{n}"))
+        store.close()   # waits for the archive thread's puts
+    assert [record.getMessage() for record in caplog.records] == ["the response archive failed to put"]
+    assert "FileExistsError" in caplog.text   # the directory it would make is a file
+    assert _get(store, "a", "r19") == _stored("r19")

@@ -1,0 +1,51 @@
+"""Failures that repeat, logged without flooding the log.
+
+A full disk fails every trace write (one every 20 ms under load) and every stored
+response: a traceback for each would fill the log, and the disk, faster than the
+failures themselves. `RepeatedFailures.log` logs the first failure of a kind with its
+traceback, only counts the ones that follow within `interval_s`, and logs the first one
+after that (with its traceback) saying how many were not logged.
+
+Invariant: of each kind, at most one line per `interval_s`, and every failure is either
+logged or counted in the next line logged. NOTE: not thread-safe; one per owning thread.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+DEFAULT_INTERVAL_S = 60.0
+
+
+@dataclass(slots=True)
+class _Kind:
+    next_log_s: float
+    num_unlogged: int = 0
+
+
+class RepeatedFailures:
+    """Rate-limited `logger.exception` per kind of failure (the module docstring)."""
+
+    __slots__ = ("logger", "interval_s", "clock", "_kinds")
+
+    def __init__(self, logger: logging.Logger, interval_s: float = DEFAULT_INTERVAL_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.logger = logger
+        self.interval_s = interval_s
+        self.clock = clock
+        self._kinds: dict[str, _Kind] = {}
+
+    def log(self, kind: str, message: str, *args: object) -> None:
+        """Log the exception being handled (call in an `except` block) as `message`, or
+        count it when one of `kind` was logged less than `interval_s` ago."""
+        now_s = self.clock()
+        state = self._kinds.get(kind)
+        if state is not None and now_s < state.next_log_s:
+            state.num_unlogged += 1
+            return
+        if state is not None and state.num_unlogged:
+            message += f" (also {state.num_unlogged} more time(s) since the last report, not logged)"
+        self._kinds[kind] = _Kind(now_s + self.interval_s)
+        self.logger.exception(message, *args)

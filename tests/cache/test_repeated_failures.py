@@ -1,0 +1,34 @@
+"""Repeated failures: the first of a kind logged with its traceback, the rest counted."""
+from __future__ import annotations
+
+import logging
+
+from cache.repeated_failures import RepeatedFailures
+
+
+def test_one_line_per_kind_per_interval_and_none_lost(caplog):
+    now = [0.0]
+    failures = RepeatedFailures(logging.getLogger("stepahead.test"), interval_s=60.0, clock=lambda: now[0])
+
+    def fail(kind: str, at_s: float) -> None:
+        now[0] = at_s
+        try:
+            raise OSError(28, "No space left on device")
+        except OSError:
+            failures.log(kind, "%s the trace store failed", kind)
+
+    with caplog.at_level(logging.ERROR, logger="stepahead.test"):
+        for at_s in (0.0, 1.0, 2.0, 59.9):
+            fail("writing", at_s)
+        fail("reading", 30.0)   # another kind: its own first line
+        fail("writing", 60.0)
+        fail("writing", 61.0)
+        fail("writing", 200.0)
+    lines = [(record.getMessage(), record.exc_info is not None) for record in caplog.records]
+    assert lines == [
+        ("writing the trace store failed", True),
+        ("reading the trace store failed", True),
+        ("writing the trace store failed (also 3 more time(s) since the last report, not logged)", True),
+        ("writing the trace store failed (also 1 more time(s) since the last report, not logged)", True),
+    ]
+    assert caplog.records[1].exc_info[1].strerror == "No space left on device"
