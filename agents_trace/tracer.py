@@ -97,6 +97,12 @@ class AgentTracer:
         is_written = self._writer.flush(timeout_s)
         return self.provider.force_flush(int(timeout_s * 1000)) and is_written
 
+    @property
+    def num_stores_set_aside(self) -> int:
+        """How many times the store was found damaged and a new one started."""
+        store = self._writer.store
+        return store.num_set_aside if store is not None else 0
+
     def report_store_damage(self) -> None:
         """A reader of the store found it damaged: the writer checks it and, when it is,
         sets it aside and starts a new one (at most once a minute; never blocks)."""

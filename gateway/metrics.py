@@ -52,6 +52,13 @@ HELP = {
     "stepahead_forecasts_total": (
         "counter", "Forecasts made for finished agent steps, by source (predictor, or gaps where it was not confident)."),
     "stepahead_forecasts_forwarded_total": ("counter", "Forecasts handed to the local engines' KV caches."),
+    "stepahead_trace_steps_total": ("counter", "Agent steps the trace writer handled."),
+    "stepahead_trace_dropped_events_total": (
+        "counter", "Trace events dropped because the writer's queue was full (their steps are not stored)."),
+    "stepahead_trace_errors_total": (
+        "counter", "Trace writer failures by kind: store (a step or batch not written), subscriber, forecaster."),
+    "stepahead_trace_stores_set_aside_total": (
+        "counter", "Trace stores found damaged, set aside and started anew."),
     "stepahead_forecaster_checkpoints_total": (
         "counter", "Saves of the forecasters' learned state to disk, by outcome (saved, failed)."),
 }

@@ -23,6 +23,7 @@ from gateway.metrics import Labels, router_gauges, worker_gauges
 from gateway.openai_format import new_id
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, validate
 from gateway.state import GatewayState
+from gateway.tracing import tracer_series
 from gateway.forecasting import bind_session
 from gateway.tracing import begin_step
 
@@ -170,6 +171,8 @@ async def metrics(request: Request) -> Response:
         gauges.update(state.gc_pauses.series())
         if state.forecasts is not None:
             gauges.update(state.forecasts.series())
+        if state.tracer is not None:
+            gauges.update(tracer_series(state.tracer))
         for name, backend in state.backends.items():
             gauges.update(worker_gauges(name, backend.worker_metrics()))
             gauges.update(router_gauges(name, backend.router_metrics()))

@@ -59,6 +59,18 @@ def trace_store_unavailable(request: Request, error: sqlite3.Error) -> ApiError:
                        code="trace_store_unavailable")
 
 
+def tracer_series(tracer: AgentTracer) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """The trace writer's counts as metric series (gateway.metrics names them), for admins
+    only: they mix every tenant's traffic."""
+    stats = tracer.stats
+    return {("stepahead_trace_steps_total", ()): float(stats.num_steps),
+            ("stepahead_trace_dropped_events_total", ()): float(stats.num_dropped),
+            ("stepahead_trace_errors_total", (("kind", "store"),)): float(stats.num_store_errors),
+            ("stepahead_trace_errors_total", (("kind", "subscriber"),)): float(stats.num_subscriber_errors),
+            ("stepahead_trace_errors_total", (("kind", "forecaster"),)): float(stats.num_forecaster_errors),
+            ("stepahead_trace_stores_set_aside_total", ()): float(tracer.num_stores_set_aside)}
+
+
 def trace_router() -> APIRouter:
     return build_trace_router(viewer=trace_viewer, store_path=_store_path, forecasters=_forecasters)
 

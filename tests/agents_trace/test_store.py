@@ -299,7 +299,7 @@ def test_a_store_found_damaged_is_set_aside_and_the_steps_go_to_a_new_one(tmp_pa
             assert tracer.flush(5.0)
         [found] = find_session(path, contexts[0].session, "acme")
         assert found["num_steps"] == 3   # every step kept, none lost to the damage
-        assert tracer.stats.num_store_errors == 0
+        assert tracer.stats.num_store_errors == 0 and tracer.num_stores_set_aside == 1
     finally:
         tracer.stop()
     [aside] = tmp_path.glob("traces.sqlite3.damaged-*[0-9]Z")

@@ -102,6 +102,9 @@ async def test_metrics_endpoint_reports_per_tenant_and_worker(gateway):
     predicted = re.search(r'stepahead_forecasts_total\{source="predictor"\} (\d+)', text)
     assert predicted and int(predicted.group(1)) >= 1   # the traced chat steps were forecast
     assert 'stepahead_forecaster_checkpoints_total{outcome="failed"} 0' in text
+    steps = re.search(r'^stepahead_trace_steps_total (\d+)$', text, re.MULTILINE)
+    assert steps and int(steps.group(1)) >= 1   # the trace writer's counts, for admins
+    assert 'stepahead_trace_errors_total{kind="store"} 0' in text and "# TYPE stepahead_trace_dropped_events counter" in text
 
 
 async def test_metrics_show_a_tenant_only_its_own_series(gateway):
@@ -115,6 +118,7 @@ async def test_metrics_show_a_tenant_only_its_own_series(gateway):
     assert series and all('tenant="beta"' in line for line in series)
     assert 'vllm:prompt_tokens_total{tenant="beta"' in text
     assert "alpha" not in text and "stepahead_worker_info" not in text and "stepahead_router_info" not in text
+    assert "stepahead_trace_" not in text   # the writer's counts mix every tenant's traffic
     assert anonymous.status_code == 401 and anonymous.json()["error"]["code"] == "invalid_api_key"
 
 

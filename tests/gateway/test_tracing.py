@@ -24,7 +24,7 @@ def test_a_damaged_trace_store_is_a_503_then_set_aside_and_served_anew(tmp_path)
     config = parse_config({
         "models": [{"name": "mock", "kind": "upstream", "litellm_model": "openai/gpt-4o-mini",
                     "litellm_params": {"mock_response": "hi"}}],
-        "tenants": [{"name": "acme", "api_key_sha256": [key_digest(KEY)]}],
+        "tenants": [{"name": "acme", "api_key_sha256": [key_digest(KEY)], "admin": True}],
         "tracing": {"store_path": str(tracer.store_path)},
     })
     server = start_server(build_app(config))
@@ -44,5 +44,7 @@ def test_a_damaged_trace_store_is_a_503_then_set_aside_and_served_anew(tmp_path)
         listed = httpx.get(f"{server.base_url}/v1/traces/sessions", headers=headers, timeout=30)
         assert listed.status_code == 200 and listed.json()["data"] == []
         assert len(list(tmp_path.glob("traces.sqlite3.damaged-*[0-9]Z"))) == 1
+        metrics = httpx.get(f"{server.base_url}/metrics", headers=headers, timeout=30).text
+        assert "\nstepahead_trace_stores_set_aside_total 1\n" in metrics
     finally:
         server.stop()
