@@ -59,6 +59,8 @@ HELP = {
         "counter", "Trace writer failures by kind: store (a step or batch not written), subscriber, forecaster."),
     "stepahead_trace_stores_set_aside_total": (
         "counter", "Trace stores found damaged, set aside and started anew."),
+    "stepahead_response_archive_errors_total": (
+        "counter", "Stored-response archive reads and writes that failed (memory served instead)."),
     "stepahead_forecaster_checkpoints_total": (
         "counter", "Saves of the forecasters' learned state to disk, by outcome (saved, failed)."),
 }

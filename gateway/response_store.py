@@ -49,6 +49,7 @@ class ResponseStore:
         self._by_tenant: defaultdict[str, OrderedDict[str, StoredResponse]] = defaultdict(OrderedDict)
         self._archivist: ThreadPoolExecutor | None = None
         self._failures = RepeatedFailures(log)   # used on the archive thread only
+        self.num_archive_failures = 0   # archive calls that failed (memory served instead)
         if archive is not None:
             self._archivist = ThreadPoolExecutor(max_workers=1, thread_name_prefix="stepahead-responses")
 
@@ -94,6 +95,7 @@ class ResponseStore:
         try:
             return getattr(self.archive, operation)(*args)
         except Exception:  # NOTE: sqlite3 errors, a full disk, a read-only directory
+            self.num_archive_failures += 1
             self._failures.log(operation, "the response archive failed to %s", operation)
             return None
 

@@ -173,6 +173,7 @@ async def metrics(request: Request) -> Response:
             gauges.update(state.forecasts.series())
         if state.tracer is not None:
             gauges.update(tracer_series(state.tracer))
+        gauges[("stepahead_response_archive_errors_total", ())] = float(state.responses.num_archive_failures)
         for name, backend in state.backends.items():
             gauges.update(worker_gauges(name, backend.worker_metrics()))
             gauges.update(router_gauges(name, backend.router_metrics()))

@@ -105,6 +105,7 @@ async def test_metrics_endpoint_reports_per_tenant_and_worker(gateway):
     steps = re.search(r'^stepahead_trace_steps_total (\d+)$', text, re.MULTILINE)
     assert steps and int(steps.group(1)) >= 1   # the trace writer's counts, for admins
     assert 'stepahead_trace_errors_total{kind="store"} 0' in text and "# TYPE stepahead_trace_dropped_events counter" in text
+    assert "\nstepahead_response_archive_errors_total 0\n" in text
 
 
 async def test_metrics_show_a_tenant_only_its_own_series(gateway):
