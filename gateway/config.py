@@ -33,7 +33,7 @@ DEFAULT_KEEP_ALIVE_S = 75.0
 RESPONSES_DB_ENV = "STEPAHEAD_RESPONSES_DB"
 MEMORY_ONLY = ":memory:"
 SERVER_KEYS = ("host", "port", "max_body_bytes", "default_completion_reserve_tokens", "queue_timeout_s",
-               "keep_alive_s", "responses_db", "responses_per_tenant", "freeze_startup_heap")
+               "keep_alive_s", "responses_db", "responses_per_tenant", "freeze_startup_heap", "shutdown_timeout_s")
 PASSTHROUGH_PROVIDERS = ("openai", "hosted_vllm", "openai_like", "custom_openai")
 TOP_LEVEL_KEYS = ("models", "tenants", "server", "tracing")
 TENANT_KEYS = ("name", "api_key_sha256", "api_key_env", "weight", "kv_share", "admin", "limits")
@@ -136,6 +136,9 @@ class GatewayConfig:
     # (httpx 5 s, aiohttp 15 s), so a client never sends on a connection the server is
     # closing at that moment ("Server disconnected"); uvicorn's own default is 5 s.
     keep_alive_s: float = DEFAULT_KEEP_ALIVE_S
+    # On SIGTERM or Ctrl+C, how long requests in flight may run on before they are cut
+    # (uvicorn's graceful-shutdown timeout); None waits for every one to finish.
+    shutdown_timeout_s: float | None = None
     # Stored Responses: the SQLite file that keeps them across restarts (None: the
     # default place, see `resolved_responses_db`; ":memory:": memory only), and how many
     # each tenant keeps.
@@ -158,6 +161,8 @@ class GatewayConfig:
         for name in ("max_body_bytes", "default_completion_reserve_tokens", "queue_timeout_s", "keep_alive_s",
                      "responses_per_tenant"):
             positive(getattr(self, name), f"server.{name}")
+        if self.shutdown_timeout_s is not None and not self.shutdown_timeout_s >= 0:
+            raise ConfigError(f"server.shutdown_timeout_s must be >= 0, got {self.shutdown_timeout_s}")
         if not 0 <= self.port <= 65535:
             raise ConfigError(f"server.port must be in [0, 65535], got {self.port}")
         for kind, names in (("model", [m.name for m in self.models]),
@@ -297,7 +302,12 @@ def parse_config(data: dict) -> GatewayConfig:
         keep_alive_s=float(take(server, "keep_alive_s", (int, float), "server", DEFAULT_KEEP_ALIVE_S)),
         responses_db=take(server, "responses_db", str, "server", None),
         responses_per_tenant=take(server, "responses_per_tenant", int, "server", 1024),
-        freeze_startup_heap=take(server, "freeze_startup_heap", bool, "server", True))
+        freeze_startup_heap=take(server, "freeze_startup_heap", bool, "server", True),
+        shutdown_timeout_s=_optional_float(take(server, "shutdown_timeout_s", (int, float), "server", None)))
+
+
+def _optional_float(value: int | float | None) -> float | None:
+    return None if value is None else float(value)
 
 
 def load_config(path: str | Path) -> GatewayConfig:

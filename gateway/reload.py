@@ -32,7 +32,7 @@ log = logging.getLogger("stepahead")
 
 SECTIONS_AT_NEXT_START = ("models", "tracing", "max_body_bytes", "default_completion_reserve_tokens",
                           "queue_timeout_s", "keep_alive_s", "responses_db", "responses_per_tenant",
-                          "freeze_startup_heap")   # host and port: the flags may override them
+                          "freeze_startup_heap", "shutdown_timeout_s")   # host and port: the flags may override them
 SECTION_NAMES = {"models": "[[models]]", "tracing": "[tracing]"}
 
 

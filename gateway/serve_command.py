@@ -147,12 +147,15 @@ def start_aware_server_class(cancel_start: Callable[[], None]):
 
         async def serve(self, sockets=None) -> None:
             self._loop = asyncio.get_running_loop()
-            quiet = _StartReports(self)
-            logging.getLogger("uvicorn.error").addFilter(quiet)
+            reports = logging.getLogger("uvicorn.error")
+            filters = (_StartReports(self), _CutRequests())
+            for each in filters:
+                reports.addFilter(each)
             try:
                 await super().serve(sockets)
             finally:
-                logging.getLogger("uvicorn.error").removeFilter(quiet)
+                for each in filters:
+                    reports.removeFilter(each)
 
         @contextlib.contextmanager
         def capture_signals(self):
@@ -199,6 +202,18 @@ class _StartReports(logging.Filter):
         reason = start_failure_line(message)
         if reason is not None:
             record.msg, record.args, record.exc_info = f"stepahead: the start failed: {reason}", (), None
+        return True
+
+
+class _CutRequests(logging.Filter):
+    """uvicorn's report of a request in flight that the shutdown timeout (`[server]
+    shutdown_timeout_s`) cut: one line, not the traceback of its task's cancellation."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        cut = record.exc_info[1] if record.exc_info else None
+        if isinstance(cut, asyncio.CancelledError) and "graceful shutdown" in str(cut):
+            record.msg, record.args, record.exc_info = (
+                "stepahead: a request in flight was cut: the shutdown timeout passed", (), None)
         return True
 
 
@@ -274,4 +289,5 @@ def _server_or_exit_status(args: argparse.Namespace):
 
     return start_aware_server_class(cancel_start)(
         uvicorn.Config(app, host=config.host, port=config.port, log_level=args.log_level,
-                       timeout_keep_alive=config.keep_alive_s))
+                       timeout_keep_alive=config.keep_alive_s,
+                       timeout_graceful_shutdown=config.shutdown_timeout_s))

@@ -187,23 +187,25 @@ def test_serve_refuses_an_embedding_model_directory_that_is_not_there(tmp_path: 
     assert "cannot serve model 'enc':" in err and "no config.json" in err and "Traceback" not in err
 
 
-def test_serve_hands_uvicorn_the_configured_keep_alive(monkeypatch, tmp_path: Path):
+def test_serve_hands_uvicorn_the_configured_keep_alive_and_shutdown_timeout(monkeypatch, tmp_path: Path):
     import uvicorn
     seen = {}
 
     def run(server, sockets=None) -> None:
-        seen.update(timeout_keep_alive=server.config.timeout_keep_alive, port=server.config.port)
+        seen.update(timeout_keep_alive=server.config.timeout_keep_alive, port=server.config.port,
+                    timeout_graceful_shutdown=server.config.timeout_graceful_shutdown)
         server.started = True
 
     monkeypatch.setattr(uvicorn.Server, "run", run)
     assert main(["serve", "--model", "tiny", "--port", "8765"]) == 0
     assert seen["timeout_keep_alive"] == 75.0 and seen["port"] == 8765
+    assert seen["timeout_graceful_shutdown"] is None   # by default every request in flight may finish
     config = tmp_path / "gw.toml"
-    config.write_text("[server]\nkeep_alive_s = 12\n[[models]]\nname = 'm'\nkind = 'local'\npath = 'tiny'\n"
+    config.write_text("[server]\nkeep_alive_s = 12\nshutdown_timeout_s = 25\n[[models]]\nname = 'm'\nkind = 'local'\npath = 'tiny'\n"
                       "[[tenants]]\nname = 't'\napi_key_sha256 = ['" + "0" * 64 + "']\n")
     # --port as well: the default 8000 may be taken on a developer's machine.
     assert main(["serve", "--config", str(config), "--port", "8765"]) == 0
-    assert seen["timeout_keep_alive"] == 12.0
+    assert seen["timeout_keep_alive"] == 12.0 and seen["timeout_graceful_shutdown"] == 25.0
 
 
 def test_serve_refuses_an_address_it_cannot_listen_on_before_loading_anything(capsys):
@@ -298,3 +300,21 @@ def test_ctrl_c_while_a_workload_is_generated_keeps_the_old_file_and_leaves_no_p
     assert "Traceback" not in err
     assert output.read_text() == "the previous trace\n"
     assert [p.name for p in tmp_path.iterdir()] == ["workload.jsonl"]
+
+
+def test_a_request_cut_by_the_shutdown_timeout_is_reported_in_one_line():
+    import asyncio
+    import logging
+
+    from gateway.serve_command import _CutRequests
+
+    def report(exc: BaseException) -> logging.LogRecord:
+        return logging.LogRecord("uvicorn.error", logging.ERROR, __file__, 1, "Exception in ASGI application\n",
+                                 (), (type(exc), exc, None))
+
+    cut = report(asyncio.CancelledError("Task cancelled, timeout graceful shutdown exceeded"))
+    assert _CutRequests().filter(cut) and cut.exc_info is None
+    assert cut.getMessage() == "stepahead: a request in flight was cut: the shutdown timeout passed"
+    for other in (asyncio.CancelledError(), RuntimeError("graceful shutdown")):   # left as they are
+        record = report(other)
+        assert _CutRequests().filter(record) and record.exc_info[1] is other

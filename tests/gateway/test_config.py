@@ -52,6 +52,8 @@ def _base(**tenant) -> dict:
      "kv_share"),
     (lambda d: d.setdefault("server", {}).update(keep_alive_s=0), "keep_alive_s must be > 0"),
     (lambda d: d.setdefault("server", {}).update(keep_alive_s="long"), "keep_alive_s"),
+    (lambda d: d.setdefault("server", {}).update(shutdown_timeout_s=-1), "shutdown_timeout_s must be >= 0"),
+    (lambda d: d.setdefault("server", {}).update(shutdown_timeout_s="soon"), "shutdown_timeout_s"),
     (lambda d: d.setdefault("server", {}).update(respones_db="x"),
      r"server: unknown key 'respones_db'; did you mean 'responses_db'\?"),
     (lambda d: d["models"].__setitem__(0, {"name": "m", "path": "tiny", "num_worker": 4}),
@@ -107,6 +109,13 @@ def test_idle_connections_outlive_the_clients_keepalive_by_default():
     data = _base()
     data["server"] = {"keep_alive_s": 20}
     assert parse_config(data).keep_alive_s == 20.0
+
+
+def test_a_shutdown_waits_for_every_request_in_flight_unless_a_timeout_is_set():
+    assert parse_config(_base()).shutdown_timeout_s is None
+    data = _base()
+    data["server"] = {"shutdown_timeout_s": 25}
+    assert parse_config(data).shutdown_timeout_s == 25.0
 
 
 def test_stored_responses_go_to_the_configured_file_the_variable_or_the_data_dir(tmp_path):
