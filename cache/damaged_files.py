@@ -54,7 +54,7 @@ def is_damaged_database(exc: BaseException) -> bool:
 
 def surviving_damage(operation: Callable[[], T], set_aside_database: Callable[[str], None]) -> T:
     """`operation()`; when SQLite finds the database damaged, `set_aside_database(why)`
-    (which must leave a new, empty database in its place) and `operation()` once more."""
+    (after which `operation` must find a new, empty database) and `operation()` once more."""
     try:
         return operation()
     except sqlite3.DatabaseError as exc:

@@ -27,18 +27,9 @@ def commands() -> tuple[Callable[[argparse._SubParsersAction], None], ...]:
             replay_command.register, workload_command.register)
 
 
-def installed_version() -> str:
-    """The installed distribution's version (pyproject.toml's), or "unknown" when the
-    package is run from a checkout that was never installed."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("stepahead")
-    except PackageNotFoundError:
-        return "unknown"
-
-
 def build_parser() -> argparse.ArgumentParser:
+    from gateway.version import installed_version
+
     parser = argparse.ArgumentParser(
         prog="stepahead",
         description="OpenAI-compatible inference gateway for AI agents.")

@@ -54,10 +54,14 @@ class ResponseArchive:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             db = connect_setting_aside_damaged(self.path, "the response archive", isolation_level=None,
                                                check_same_thread=False)
-            db.execute("PRAGMA busy_timeout = 5000")  # another gateway on the same file
-            db.execute("PRAGMA journal_mode = WAL")
-            db.execute("PRAGMA synchronous = NORMAL")
-            db.executescript(SCHEMA)
+            try:
+                db.execute("PRAGMA busy_timeout = 5000")  # another gateway on the same file
+                db.execute("PRAGMA journal_mode = WAL")
+                db.execute("PRAGMA synchronous = NORMAL")
+                db.executescript(SCHEMA)
+            except BaseException:
+                db.close()   # now, not when collected: a file set aside meanwhile keeps its -wal
+                raise
             self._db = db
         return self._db
 

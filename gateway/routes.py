@@ -24,6 +24,7 @@ from gateway.openai_format import new_id
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, validate
 from gateway.state import GatewayState
 from gateway.tracing import tracer_series
+from gateway.version import installed_version
 from gateway.forecasting import bind_session
 from gateway.tracing import begin_step
 
@@ -136,8 +137,8 @@ async def retrieve_model(request: Request) -> Response:
 
 async def health(request: Request) -> Response:
     """Readiness for anyone (200 "ok", or 503 "starting"), with each model's `ready`;
-    an admin key also sees the workers, their loads and the device. A key that is sent
-    must be valid."""
+    an admin key also sees the workers, their loads and the device, and the version
+    running. A key that is sent must be valid."""
     state = gateway_state(request)
     is_admin = False
     authorization = request.headers.get("authorization")
@@ -148,10 +149,12 @@ async def health(request: Request) -> Response:
             return error_response(error)
     models = {name: backend.health() for name, backend in state.backends.items()}
     ready = state.is_ready and all(m.get("ready", True) for m in models.values())
-    if not is_admin:
-        models = {name: {"ready": bool(m.get("ready", True))} for name, m in models.items()}
-    return JSONResponse({"status": "ok" if ready else "starting", "models": models},
-                        status_code=200 if ready else 503)
+    body: dict = {"status": "ok" if ready else "starting", "models": models}
+    if is_admin:
+        body["version"] = installed_version()
+    else:
+        body["models"] = {name: {"ready": bool(m.get("ready", True))} for name, m in models.items()}
+    return JSONResponse(body, status_code=200 if ready else 503)
 
 
 async def metrics(request: Request) -> Response:

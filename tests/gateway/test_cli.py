@@ -27,7 +27,7 @@ def test_cli_version_is_the_installed_distributions(capsys, monkeypatch):
     import importlib.metadata
     import tomllib
 
-    from gateway.cli import installed_version
+    from gateway.version import installed_version
 
     with pytest.raises(SystemExit) as done:
         main(["--version"])

@@ -131,9 +131,11 @@ async def test_health_shows_workers_to_an_admin_and_readiness_to_anyone(gateway)
         bad_key = await client.get("/health", headers={"authorization": "Bearer nope"})
     assert admin["status"] == "ok"
     assert set(admin["models"]["tiny"]["workers"]) == {"w0", "w1"}
+    from gateway.version import installed_version
+    assert admin["version"] == installed_version() != "unknown"
     for response in (tenant, anonymous):
         body = response.json()
-        assert response.status_code == 200 and body["status"] == "ok"
+        assert response.status_code == 200 and body["status"] == "ok" and "version" not in body
         assert body["models"].keys() == admin["models"].keys()
         assert all(model == {"ready": True} for model in body["models"].values())
     assert bad_key.status_code == 401 and bad_key.json()["error"]["code"] == "invalid_api_key"
