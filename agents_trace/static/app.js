@@ -149,6 +149,12 @@ async function loadSessions(append) {
 }
 
 // --- one session ---------------------------------------------------------------------
+// The round tick spacing (1, 2 or 5 times a power of ten) nearest above `rough` seconds.
+function niceStep(rough) {
+  const power = 10 ** Math.floor(Math.log10(rough));
+  return [1, 2, 5, 10].map((m) => m * power).find((step) => step >= rough * (1 - 1e-9));
+}
+
 function renderGantt(steps) {
   const box = $("gantt");
   box.replaceChildren();
@@ -160,10 +166,13 @@ function renderGantt(steps) {
   const x = (t) => labelW + (t - start) / span * plotW;
   const height = top + steps.length * rowH + 8;
   const root = svg("svg", { width: labelW + plotW + textW, height, id: "gantt-svg" });
-  for (let i = 0; i <= 5; i++) {
-    const t = start + span * i / 5;
+  const step = niceStep(span / 6);   // 4 to 7 ticks
+  const decimals = Math.max(0, -Math.floor(Math.log10(step) + 1e-9));
+  for (let offset = 0; offset <= span + 1e-9; offset += step) {
+    const t = start + offset;
     root.append(svg("line", { x1: x(t), x2: x(t), y1: top - 4, y2: height, stroke: "#e3e7eb" }));
-    root.append(svg("text", { x: x(t), y: 14, "text-anchor": "middle" }, fmtS(t - start) + " s"));
+    root.append(svg("text", { x: x(t), y: 14, "text-anchor": "middle", class: "gantt-tick" },
+      offset.toFixed(decimals) + " s"));
   }
   steps.forEach((s, row) => {
     const y = top + row * rowH;
@@ -188,7 +197,7 @@ function renderGantt(steps) {
         width: Math.min(llmW, Math.max(1, s.ttft_s / span * plotW)) }));
     }
     const label = (tools ? `${tools} ${fmtS(s.gap_s)} s → ` : "") +
-      `chat ${s.num_input_tokens}/${s.num_cached_tokens} cached → ${askedFor(s)}`;
+      `chat ${s.num_cached_tokens}/${s.num_input_tokens} tok cached → ${askedFor(s)}`;
     group.append(svg("text", { x: labelW + plotW + 6, y: y + 14 }, label));
     root.append(group);
   });

@@ -44,6 +44,11 @@ def test_viewer_page_shows_a_session_timeline(served, tmp_path):
         assert len(driver.find_elements(By.CSS_SELECTOR, "#gantt-svg .gantt-row")) == 3
         assert len(driver.find_elements(By.CSS_SELECTOR, "#gantt-svg .tool-bar")) == 2
         assert "get_weather" in driver.find_element(By.ID, "gantt").text
+        ticks = [t.text for t in driver.find_elements(By.CSS_SELECTOR, "#gantt-svg .gantt-tick")]
+        assert ticks and ticks[0] == "0 s" and all(t.endswith(" s") for t in ticks)
+        steps = [float(t.removesuffix(" s")) for t in ticks]
+        spacing = {round(b - a, 6) for a, b in zip(steps, steps[1:])}
+        assert len(spacing) == 1 and spacing.pop() in (1, 2, 5, 10)   # round ticks for a ~7 s session
         assert "END (30%) · not confident" in steps_text  # a cold guess is marked as one
         summary = driver.find_element(By.ID, "session-summary").text
         assert "forecasts right 0/2 (none made confident)" in summary
