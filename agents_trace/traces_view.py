@@ -139,7 +139,8 @@ def _summary(session: Mapping) -> list[str]:
                   f"{session['agent'] or NO_VALUE}   {_state(session)}"),
         f"started {local_time(session['started_s'])}, last active {local_time(session['last_s'])} "
         f"({_seconds(session['duration_s'])} s)",
-        f"{session['num_steps']} steps, {session['num_tool_runs']} tool runs, {session['num_errors']} errors; "
+        f"{_count(session['num_steps'], 'step')}, {_count(session['num_tool_runs'], 'tool run')}, "
+        f"{_count(session['num_errors'], 'error')}; "
         f"{session['num_input_tokens']} prompt tokens, {session['num_cached_tokens']} cached "
         f"({_share(session['num_cached_tokens'], session['num_input_tokens']) or NO_VALUE}); "
         f"{session['num_output_tokens']} output tokens{forecasts}",
@@ -252,3 +253,8 @@ def session_json(session: Mapping, steps: Iterable[tuple[Mapping, Mapping | None
     """The session and all its steps as one JSON line (each step's `content` when asked)."""
     out_steps = [{**step, "content": content} if with_content else dict(step) for step, content in steps]
     return json.dumps({"session": dict(session), "steps": out_steps}, ensure_ascii=False)
+
+
+def _count(number: int, noun: str) -> str:
+    """`number` and `noun`, plural unless one: "1 tool run", "2 tool runs", "0 errors"."""
+    return f"{number} {noun}{'' if number == 1 else 's'}"

@@ -52,6 +52,7 @@ function svg(tag, attrs, text) {
 const fmtTime = (s) => new Date(s * 1000).toLocaleString();
 const fmtS = (s) => (s === null || s === undefined) ? "—" : s.toFixed(s < 10 ? 3 : 1);
 const fmtMs = (s) => (s === null || s === undefined) ? "—" : (s * 1000).toFixed(1);
+const count = (n, noun) => `${n} ${noun}${n === 1 ? "" : "s"}`;
 const pct = (a, b) => b > 0 ? (100 * a / b).toFixed(0) + "%" : "—";
 const choiceAsked = (choice) =>
   choice.tool_calls.length ? choice.tool_calls.map((c) => c.name).join(", ") : "text answer";
@@ -301,10 +302,10 @@ function renderSteps(steps) {
 function renderSession() {
   const s = view.session;
   $("session-title").textContent = `Session ${s.session}` + (view.me.is_admin ? ` (tenant ${s.tenant})` : "");
-  $("session-summary").textContent = `agent ${s.agent || "—"} · ${s.num_steps} steps · ` +
-    `${s.num_tool_runs} tool runs · ${s.num_input_tokens} prompt tokens (${s.num_cached_tokens} cached, ` +
+  $("session-summary").textContent = `agent ${s.agent || "—"} · ${count(s.num_steps, "step")} · ` +
+    `${count(s.num_tool_runs, "tool run")} · ${s.num_input_tokens} prompt tokens (${s.num_cached_tokens} cached, ` +
     `${pct(s.num_cached_tokens, s.num_input_tokens)}) · ${s.num_output_tokens} output tokens · ` +
-    `${s.num_errors} errors · started ${fmtTime(s.started_s)} · ${s.is_open ? "open" : "ended"}` +
+    `${count(s.num_errors, "error")} · started ${fmtTime(s.started_s)} · ${s.is_open ? "open" : "ended"}` +
     (s.num_forecasts ? ` · forecasts right ${s.num_forecast_hits}/${s.num_forecasts} (${forecastsNote(s)})` : "");
   $("export-link").onclick = (event) => { event.preventDefault(); downloadExport(); };
   renderGantt(view.steps);

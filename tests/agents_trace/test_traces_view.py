@@ -35,3 +35,9 @@ def test_asked_for_names_tools_text_answers_and_numbered_choices():
     assert asked_for(_step()) == "text answer"
     assert asked_for(_step(("search",), other=((), ("fetch",)))) == "#0 search; #1 text answer; #2 fetch"
     assert asked_for(_step(("search",), error="timeout")) == "error"
+
+
+def test_counts_in_the_session_summary_agree_with_their_number():
+    from agents_trace.traces_view import _count
+
+    assert [_count(n, "tool run") for n in (0, 1, 2)] == ["0 tool runs", "1 tool run", "2 tool runs"]
