@@ -30,7 +30,8 @@ NO_CONFIG_FLAGS = ("model", "workers", "policy", "hot_blocks", "device", "dtype"
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("serve", help="run the OpenAI-compatible HTTP gateway")
-    parser.add_argument("--config", help="TOML config file (models, tenants, limits, tracing)")
+    parser.add_argument("--config", help="TOML config file (models, tenants, limits, tracing); SIGHUP "
+                        "reloads its tenants while serving")
     parser.add_argument("--host", help="bind address (default 127.0.0.1)")
     parser.add_argument("--port", type=int, help="port (default 8000)")
     parser.add_argument("--log-level", default="info",
