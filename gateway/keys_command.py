@@ -1,11 +1,16 @@
 """`stepahead hash-key`: the sha256 digest to put in a tenant's `api_key_sha256`.
 
 Reads the key from stdin (so it stays out of shell history and process lists) or, with
-`--generate`, makes a new random key and prints both it and its digest.
+`--generate`, makes a new random key and prints both it and its digest. With `--tenant
+NAME`, stdout is a `[[tenants]]` table to append to the config (the key, if generated,
+goes to stderr), which SIGHUP then loads into a running gateway:
+
+    stepahead hash-key --generate --tenant team-a >> gw.toml && kill -HUP <gateway pid>
 """
 from __future__ import annotations
 
 import argparse
+import json
 import secrets
 import sys
 
@@ -15,18 +20,32 @@ from gateway.config import key_digest
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("hash-key", help="print the sha256 digest of an API key")
     parser.add_argument("--generate", action="store_true", help="make a new random key")
+    parser.add_argument("--tenant", metavar="NAME",
+                        help="print a [[tenants]] table for NAME with the digest (a generated key goes to stderr)")
     parser.set_defaults(handler=hash_key)
 
 
 def hash_key(args: argparse.Namespace) -> int:
     if args.generate:
         api_key = f"sk-{secrets.token_urlsafe(24)}"
-        print(f"key:    {api_key}")
-        print(f"sha256: {key_digest(api_key)}")
-        return 0
-    api_key = sys.stdin.readline().strip()
-    if not api_key:
-        print("stepahead: give the key on stdin", file=sys.stderr)
-        return 2
-    print(key_digest(api_key))
+        if args.tenant is None:
+            print(f"key:    {api_key}")
+            print(f"sha256: {key_digest(api_key)}")
+            return 0
+        print(f"stepahead: the key for tenant {args.tenant!r}: {api_key}", file=sys.stderr)
+    else:
+        api_key = sys.stdin.readline().strip()
+        if not api_key:
+            print("stepahead: give the key on stdin", file=sys.stderr)
+            return 2
+        if args.tenant is None:
+            print(key_digest(api_key))
+            return 0
+    print(tenant_table(args.tenant, key_digest(api_key)), end="")
     return 0
+
+
+def tenant_table(name: str, digest: str) -> str:
+    """A `[[tenants]]` TOML table for `name` with one key digest (the name quoted as TOML
+    needs: JSON's string escapes are valid TOML basic strings)."""
+    return f"\n[[tenants]]\nname = {json.dumps(name, ensure_ascii=False)}\napi_key_sha256 = [\"{digest}\"]\n"

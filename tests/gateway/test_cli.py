@@ -42,6 +42,24 @@ def test_cli_version_is_the_installed_distributions(capsys, monkeypatch):
     assert installed_version() == "unknown"
 
 
+def test_hash_key_for_a_tenant_prints_a_table_the_config_loads(monkeypatch, capsys, tmp_path: Path):
+    from gateway.auth import KeyRing
+    from gateway.config import load_config
+
+    config = tmp_path / "gw.toml"
+    config.write_text("[[models]]\nname = 'm'\nkind = 'local'\npath = 'tiny'\n")
+    assert main(["hash-key", "--generate", "--tenant", 'team "a"']) == 0
+    out, err = capsys.readouterr()
+    generated = err.strip().rsplit(": ", 1)[1]
+    monkeypatch.setattr(sys, "stdin", __import__("io").StringIO("sk-given\n"))
+    assert main(["hash-key", "--tenant", "b"]) == 0
+    config.write_text(config.read_text() + out + capsys.readouterr().out)   # appended as the docs say
+    loaded = load_config(config)
+    assert [tenant.name for tenant in loaded.tenants] == ['team "a"', "b"]
+    keys = KeyRing(loaded.tenants)
+    assert keys.tenant_for_key(generated) == 'team "a"' and keys.tenant_for_key("sk-given") == "b"
+
+
 def test_cli_hash_key_reads_stdin(monkeypatch, capsys):
     monkeypatch.setattr(sys, "stdin", __import__("io").StringIO("sk-abc\n"))
     assert main(["hash-key"]) == 0
