@@ -6,8 +6,9 @@ keys as the API) and returns a `Viewer`; `store_path(request)` says where the st
 Invariants: a tenant sees only its own sessions: another tenant's session is a 404, the
 same answer as a session that does not exist, so ids cannot be probed; an admin sees
 every tenant's and names the tenant when an id exists in several (else 409). Lists are
-pages (`has_more`); message content comes from its own endpoint, whole. The page and its
-assets hold no data and need no key; every data request sends one.
+pages (`has_more`); message content comes from its own endpoint, whole. A caller may
+delete a session it can see (`DELETE /v1/traces/sessions/{id}`), never another's. The
+page and its assets hold no data and need no key; every data request sends one.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse, Response, StreamingResponse
 
 from agents_trace.export import export_lines, export_sessions_lines, header_line, in_chunks
+from agents_trace.store import delete_sessions
 from agents_trace.store_queries import SessionFilter, find_session, list_sessions, list_steps, \
     matching_session_keys, step_content
 from agents_trace.store_stats import StatsWindow, tenant_stats
@@ -182,6 +184,16 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
         found = resolve(path, who, session, tenant)
         return {"session": found, "steps": list_steps(path, found["tenant"], session,
                                                       limit=limit, offset=offset)}
+
+    @router.delete("/v1/traces/sessions/{session}")
+    def delete_session(session: str, request: Request, who: Viewer = Depends(viewer),
+                       tenant: str | None = None) -> dict:
+        """Delete a session the caller can see, with its steps and captured content."""
+        path = path_of(request)
+        found = resolve(path, who, session, tenant)
+        num_steps = delete_sessions(path, [(found["tenant"], session)])
+        return {"id": session, "object": "trace.session.deleted", "deleted": True,
+                "tenant": found["tenant"], "num_steps": num_steps}
 
     @router.get("/v1/traces/sessions/{session}/steps/{index}/content")
     def content(session: str, index: str, request: Request, who: Viewer = Depends(viewer),

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from agents_trace.records import ForecastCheck, SessionEnded, Step
-from agents_trace.store_schema import connect_writer
+from agents_trace.store_schema import BUSY_TIMEOUT_MS, connect_writer
 from cache.damaged_files import SQLITE_SIDE_FILES, is_damaged_database, set_aside, surviving_damage
 
 T = TypeVar("T")
@@ -223,15 +223,7 @@ class TraceStore:
         return (num_pages - num_free) * page_size
 
     def _delete_sessions(self, keys: Sequence[tuple[str, str]]) -> None:
-        db = self.db
-        db.execute("BEGIN")
-        try:
-            for table in ("step_content", "steps", "sessions"):
-                db.executemany(f"DELETE FROM {table} WHERE tenant = ? AND session = ?", keys)
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
+        _delete_in_one_transaction(self.db, keys)
 
     def apply_retention(self, now_s: float) -> int:
         """Drop sessions past the age limit, then the oldest until the data fits."""
@@ -254,3 +246,34 @@ class TraceStore:
         if num_removed:
             self.db.execute("PRAGMA incremental_vacuum")
         return num_removed
+
+
+def _delete_in_one_transaction(db: sqlite3.Connection, keys: Sequence[tuple[str, str]],
+                               begin: str = "BEGIN") -> int:
+    """Delete the sessions `keys` ((tenant, session) pairs), their steps and content, all
+    or none; the number of steps deleted."""
+    db.execute(begin)
+    try:
+        num_steps = 0
+        for table in ("step_content", "steps", "sessions"):
+            deleted = db.executemany(f"DELETE FROM {table} WHERE tenant = ? AND session = ?", keys).rowcount
+            num_steps = deleted if table == "steps" else num_steps
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    return num_steps
+
+
+def delete_sessions(path: Path, keys: Sequence[tuple[str, str]]) -> int:
+    """Delete the sessions `keys` from the store at `path`, with their steps and content,
+    through a connection of its own (from any thread or process: SQLite orders it with the
+    writer's transactions), and give their pages back to the file system; the number of
+    steps deleted. A step of such a session still arriving is stored as a new session."""
+    db = sqlite3.connect(str(path), isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False)
+    try:
+        num_steps = _delete_in_one_transaction(db, keys, "BEGIN IMMEDIATE")
+        db.execute("PRAGMA incremental_vacuum").fetchall()   # stepped to the end: every free page
+        return num_steps
+    finally:
+        db.close()

@@ -1,10 +1,11 @@
-"""`stepahead traces list | show | stats | export`: the trace store from a shell, no server needed.
+"""`stepahead traces list | show | stats | export | delete`: the trace store from a shell, no server needed.
 
 `list` prints the sessions (most recently active first; filters as in `/ui`), `show` one
 session's steps (and with `--content` its conversation), `stats` per-tenant figures over
 a time window (tokens, cached share, TTFT, tool gaps, forecasts), `export` writes a session
 (`--session`) or every session the filters take (`--all`: the recorded traffic, merged in
-arrival order, for `stepahead replay`) as `stepahead-trace/1` JSONL. Each reads the store
+arrival order, for `stepahead replay`) as `stepahead-trace/1` JSONL, `delete` removes a
+session or every session the filters take (asking first, or `--yes`). Each reads the store
 directly: `--db PATH`, else the `[tracing]` table of `--config FILE`, else
 $STEPAHEAD_TRACE_DB or the user data dir. A session id may exist in several tenants;
 `--tenant` picks one (required only then). `--json` prints one JSON line instead of a
@@ -27,6 +28,7 @@ from tqdm import tqdm
 
 from agents_trace.config import TraceConfig, TraceConfigError, parse_trace_config
 from agents_trace.export import export_lines, export_sessions_lines
+from agents_trace.store import delete_sessions
 from agents_trace.store_queries import MAX_PAGE, SessionFilter, find_session, iter_session_steps, \
     list_sessions, matching_session_keys
 from agents_trace.store_stats import StatsWindow, tenant_stats
@@ -112,6 +114,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _store_args(export)
     export.add_argument("--output", "-o", help="output file (default: stdout); written whole or not at all")
     export.set_defaults(handler=export_command)
+
+    delete = commands.add_parser(
+        "delete", help="delete a session, or every session that matches, with its steps and content",
+        description="Delete one session (--session), or every session the filters take (--all), with "
+                    "their steps and captured content. Asks first on a terminal; elsewhere needs --yes.")
+    which = delete.add_mutually_exclusive_group(required=True)
+    which.add_argument("--session", help="the session id")
+    which.add_argument("--all", action="store_true", help="every session the filters below take")
+    delete.add_argument("--tenant", help="the tenant (with --session: needed when the id exists in several)")
+    _filter_args(delete, "sessions (with --all)")
+    delete.add_argument("--yes", action="store_true", help="delete without asking")
+    _store_args(delete)
+    delete.set_defaults(handler=delete_command)
 
 
 def _store_path(args: argparse.Namespace) -> Path:
@@ -229,11 +244,19 @@ def _write(lines: Iterable[str], output: str | None) -> int:
 def export_command(args: argparse.Namespace) -> int:
     if args.all:
         return _run(args, lambda path: _export_matching(path, args))
-    if args.agent or args.since or args.until or args.errors:
-        print("stepahead: --agent, --since, --until and --errors select sessions for --all; "
-              "with --session, name the tenant only", file=sys.stderr)
+    if _filters_without_all(args):
         return 2
     return _run_on_session(args, lambda path, session: _export_one(path, session, args.output))
+
+
+def _filters_without_all(args: argparse.Namespace) -> bool:
+    """Whether session filters were given with --session (they select for --all only),
+    said on stderr."""
+    if args.all or not (args.agent or args.since or args.until or args.errors):
+        return False
+    print("stepahead: --agent, --since, --until and --errors select sessions for --all; "
+          "with --session, name the tenant only", file=sys.stderr)
+    return True
 
 
 def _export_one(path: Path, session: dict, output: str | None) -> int:
@@ -253,3 +276,29 @@ def _export_matching(path: Path, args: argparse.Namespace) -> int:
     print(f"stepahead: {num_lines - 1} requests of {len(keys)} sessions of {len(tenants)} tenant(s)"
           + (f" written to {args.output}" if args.output else ""), file=sys.stderr)
     return 0
+
+
+def delete_command(args: argparse.Namespace) -> int:
+    def body(path: Path) -> int:
+        if args.all:
+            keys = matching_session_keys(path, _session_filter(args))
+            if not keys:
+                raise CommandError(f"no sessions in {path} match", 1)
+        else:
+            session = _the_session(path, args.session, args.tenant)
+            keys = [(session["tenant"], session["session"])]
+        what = (f"session {keys[0][1]!r} of tenant {keys[0][0]!r}" if len(keys) == 1 else
+                f"{len(keys)} sessions of {len({tenant for tenant, _ in keys})} tenant(s)")
+        if not args.yes and not _confirmed(f"delete {what} from {path}, with their steps and content?"):
+            raise CommandError("nothing deleted (pass --yes to delete without asking)", 2)
+        num_steps = delete_sessions(path, keys)
+        print(f"stepahead: deleted {what} ({num_steps} steps)", file=sys.stderr)
+        return 0
+    return 2 if _filters_without_all(args) else _run(args, body)
+
+
+def _confirmed(question: str) -> bool:
+    """A "y" typed on a terminal; False without one (a script must say --yes)."""
+    if not sys.stdin.isatty():
+        return False
+    return input(f"stepahead: {question} [y/N] ").strip().lower() in ("y", "yes")

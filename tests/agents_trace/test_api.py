@@ -159,3 +159,27 @@ async def test_api_stats_are_scoped_like_the_sessions(traced):
     assert only_globex["total"]["steps"] == 3
     bad = await _get(app, "/v1/traces/stats?until=-1", "k-acme")
     assert bad.status_code == 400 and bad.json()["detail"]["param"] == "until"
+
+
+async def test_api_a_tenant_deletes_its_own_session_never_anothers(traced):
+    tracer, session = traced
+    app = viewer_app(tracer, KEYS)
+    transport = httpx.ASGITransport(app=app)
+
+    async def delete(path: str, key: str) -> httpx.Response:
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            return await client.delete(path, headers={"authorization": f"Bearer {key}"})
+
+    from agents_trace.store_queries import step_content
+
+    assert step_content(tracer.store_path, "acme", session, 0) is not None   # captured, to be deleted too
+    assert (await delete(f"/v1/traces/sessions/{session}", "k-globex")).status_code == 404   # not its own
+    assert (await _get(app, f"/v1/traces/sessions/{session}", "k-acme")).status_code == 200
+    deleted = await delete(f"/v1/traces/sessions/{session}", "k-acme")
+    assert deleted.status_code == 200 and deleted.json() == {
+        "id": session, "object": "trace.session.deleted", "deleted": True, "tenant": "acme", "num_steps": 3}
+    assert (await _get(app, f"/v1/traces/sessions/{session}", "k-acme")).status_code == 404
+    assert step_content(tracer.store_path, "acme", session, 0) is None
+    assert (await delete("/v1/traces/sessions/shared", "k-admin")).status_code == 409   # in two tenants: name one
+    assert (await delete("/v1/traces/sessions/shared?tenant=globex", "k-admin")).json()["tenant"] == "globex"
+    assert (await _get(app, "/v1/traces/sessions/shared", "k-acme")).json()["session"]["tenant"] == "acme"

@@ -295,3 +295,36 @@ def test_traces_show_and_stats_count_a_failed_step(tmp_path, capsys):
     assert [row[2] for row in _table_rows(capsys.readouterr().out, "LAST ACTIVE")] == ["bad"]
     assert _run(["traces", "stats", "--json", "--db", db]) == 0
     assert json.loads(capsys.readouterr().out)["total"]["errors"] == 2
+
+
+def _stored_sessions(store) -> list[tuple[str, str, int]]:
+    import sqlite3
+
+    with sqlite3.connect(store) as db:
+        return db.execute("SELECT s.tenant, s.session, (SELECT count(*) FROM steps t WHERE t.tenant = s.tenant "
+                          "AND t.session = s.session) FROM sessions s ORDER BY s.tenant, s.session").fetchall()
+
+
+def test_traces_delete_removes_one_session_with_its_steps_and_only_it(store, capsys, monkeypatch):
+    monkeypatch.setattr("sys.stdin.isatty", lambda: False)
+    assert _run(["traces", "delete", "--session", "s1", "--tenant", "globex", "--db", str(store)]) == 2
+    assert "nothing deleted (pass --yes" in capsys.readouterr().err   # not asked: no terminal
+    assert len(_stored_sessions(store)) == 3
+    assert _run(["traces", "delete", "--session", "s1", "--db", str(store), "--yes"]) == 2   # two tenants have it
+    assert _run(["traces", "delete", "--session", "s1", "--tenant", "globex", "--db", str(store), "--yes"]) == 0
+    assert "deleted session 's1' of tenant 'globex' (3 steps)" in capsys.readouterr().err
+    assert _stored_sessions(store) == [("acme", "only", 3), ("acme", "s1", 3)]
+    assert _run(["traces", "delete", "--session", "s1", "--tenant", "globex", "--db", str(store), "--yes"]) == 1
+
+
+def test_traces_delete_all_takes_the_filters_and_asks_on_a_terminal(store, capsys, monkeypatch):
+    monkeypatch.setattr("sys.stdin.isatty", lambda: True)
+    monkeypatch.setattr("builtins.input", lambda question: "n")
+    assert _run(["traces", "delete", "--all", "--tenant", "acme", "--db", str(store)]) == 2
+    assert len(_stored_sessions(store)) == 3
+    monkeypatch.setattr("builtins.input", lambda question: "y")
+    assert _run(["traces", "delete", "--all", "--tenant", "acme", "--db", str(store)]) == 0
+    assert "deleted 2 sessions of 1 tenant(s) (6 steps)" in capsys.readouterr().err
+    assert _stored_sessions(store) == [("globex", "s1", 3)]
+    assert _run(["traces", "delete", "--session", "s1", "--agent", "x", "--db", str(store), "--yes"]) == 2
+    assert _run(["traces", "delete", "--all", "--tenant", "nobody", "--db", str(store), "--yes"]) == 1
