@@ -269,7 +269,7 @@ def delete_sessions(path: Path, keys: Sequence[tuple[str, str]]) -> int:
     """Delete the sessions `keys` from the store at `path`, with their steps and content,
     through a connection of its own (from any thread or process: SQLite orders it with the
     writer's transactions), and give their pages back to the file system; the number of
-    steps deleted. A step of such a session still arriving is stored as a new session."""
+    steps deleted. A step of such a session still arriving is stored under its id again."""
     db = sqlite3.connect(str(path), isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False)
     try:
         num_steps = _delete_in_one_transaction(db, keys, "BEGIN IMMEDIATE")
