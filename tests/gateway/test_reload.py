@@ -6,12 +6,8 @@ import asyncio
 import logging
 import os
 import signal
-import subprocess
-import sys
 import time
-from pathlib import Path
 
-import httpx
 import pytest
 
 from gateway.app import build_app
@@ -72,42 +68,46 @@ def test_a_file_that_does_not_load_changes_nothing(tmp_path, caplog, broken):
     assert f"stepahead: the tenants were not reloaded from {path}: " in caplog.text
 
 
-def test_sighup_reloads_the_tenants_of_a_served_config(tmp_path):
-    from tests.gateway.test_cli import STORE_ENV
+def test_sighup_reloads_the_tenants_of_a_running_app(tmp_path):
+    """The handler the app's lifespan installs (in the main thread, as uvicorn runs it)."""
+    from gateway.reload import reload_on_hangup
 
     path = tmp_path / "gw.toml"
     path.write_text(MODEL + _tenant("a", "sk-a"))
-    port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "gateway.cli", "serve", "--config", str(path), "--port", str(port)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-             **{name: str(tmp_path / name) for name in STORE_ENV}},
-        cwd=Path(__file__).resolve().parents[2])
-    try:
-        url = f"http://127.0.0.1:{port}/v1/models"
+    app = build_app(load_config(path), config_path=str(path))
+    state = app.state.gateway
+    path.write_text(MODEL + _tenant("b", "sk-b"))
 
-        def status(key: str) -> int:
-            return httpx.get(url, headers={"authorization": f"Bearer {key}"}, timeout=10).status_code
+    async def serve_a_hangup() -> None:
+        async with app.router.lifespan_context(app):
+            os.kill(os.getpid(), signal.SIGHUP)
+            deadline_s = time.monotonic() + 30
+            while state.keys.tenant_for_key("sk-b") is None:
+                assert time.monotonic() < deadline_s, "SIGHUP did not reload"
+                await asyncio.sleep(0.01)
 
-        deadline_s = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert server.poll() is None and time.monotonic() < deadline_s, "the gateway did not start"
-            time.sleep(0.2)
-        assert (status("sk-a"), status("sk-b")) == (200, 401)
-        path.write_text(MODEL + _tenant("b", "sk-b"))
-        server.send_signal(signal.SIGHUP)
-        deadline_s = time.monotonic() + 30
-        while status("sk-b") != 200:
-            assert server.poll() is None and time.monotonic() < deadline_s, "SIGHUP did not reload"
-            time.sleep(0.1)
-        assert status("sk-a") == 401   # its key was taken away with it
-    finally:
-        server.send_signal(signal.SIGINT)
-        _, err = server.communicate(timeout=60)
-    assert "reloaded the tenants from" in err and "1 added (b), 1 removed (a)" in err
+    asyncio.run(serve_a_hangup())
+    assert state.keys.tenant_for_key("sk-a") is None   # its key was taken away with it
+    assert signal.getsignal(signal.SIGHUP) == signal.SIG_DFL   # removed when the app stopped
+    assert reload_on_hangup(state, None) is None   # no file: nothing to reload
+
+
+def test_serve_hands_the_config_file_to_the_app(monkeypatch, tmp_path):
+    import uvicorn
+
+    import gateway.app
+    from gateway.cli import main
+
+    path = tmp_path / "gw.toml"
+    path.write_text(MODEL + _tenant("a", "sk-a"))
+    built = {}
+    real_build_app = gateway.app.build_app
+
+    def spy(config, *, config_path=None):
+        built["config_path"] = config_path
+        return real_build_app(config, config_path=config_path)
+
+    monkeypatch.setattr(gateway.app, "build_app", spy)
+    monkeypatch.setattr(uvicorn.Server, "run", lambda server, sockets=None: setattr(server, "started", True))
+    assert main(["serve", "--config", str(path), "--port", str(free_port())]) == 0
+    assert built["config_path"] == str(path)
