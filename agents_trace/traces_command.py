@@ -71,6 +71,17 @@ def _filter_args(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument("--errors", action="store_true", help=f"only {what} with errors")
 
 
+def _which_sessions_args(parser: argparse.ArgumentParser, all_help: str) -> None:
+    """One session (--session, --tenant) or every session the filters take (--all), and
+    the store: what `export` and `delete` act on."""
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--session", help="the session id")
+    which.add_argument("--all", action="store_true", help=all_help)
+    parser.add_argument("--tenant", help="the tenant (with --session: needed when the id exists in several)")
+    _filter_args(parser, "sessions (with --all)")
+    _store_args(parser)
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("traces", help="agent session traces in the trace store")
     commands = parser.add_subparsers(dest="traces_command", metavar="COMMAND", required=True)
@@ -106,12 +117,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "export", help="write a session, or every session that matches, as stepahead-trace/1 JSONL",
         description="Write one session (--session), or every session the filters take (--all: "
                     "the recorded traffic, merged in arrival order, to replay), as stepahead-trace/1.")
-    which = export.add_mutually_exclusive_group(required=True)
-    which.add_argument("--session", help="the session id")
-    which.add_argument("--all", action="store_true", help="every session the filters below take, as one trace")
-    export.add_argument("--tenant", help="the tenant (with --session: needed when the id exists in several)")
-    _filter_args(export, "sessions (with --all)")
-    _store_args(export)
+    _which_sessions_args(export, "every session the filters below take, as one trace")
     export.add_argument("--output", "-o", help="output file (default: stdout); written whole or not at all")
     export.set_defaults(handler=export_command)
 
@@ -119,13 +125,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "delete", help="delete a session, or every session that matches, with its steps and content",
         description="Delete one session (--session), or every session the filters take (--all), with "
                     "their steps and captured content. Asks first on a terminal; elsewhere needs --yes.")
-    which = delete.add_mutually_exclusive_group(required=True)
-    which.add_argument("--session", help="the session id")
-    which.add_argument("--all", action="store_true", help="every session the filters below take")
-    delete.add_argument("--tenant", help="the tenant (with --session: needed when the id exists in several)")
-    _filter_args(delete, "sessions (with --all)")
+    _which_sessions_args(delete, "every session the filters below take")
     delete.add_argument("--yes", action="store_true", help="delete without asking")
-    _store_args(delete)
     delete.set_defaults(handler=delete_command)
 
 
