@@ -111,7 +111,8 @@ def build_app(config: GatewayConfig | None = None, *, config_path: str | None = 
     @asynccontextmanager
     async def lifespan(_app: FastAPI):
         started: list[Backend] = []
-        heap = reloads = None
+        heap = None
+        reloads = reload_on_hangup(state, config_path)   # from the start on: a SIGHUP then never ends it
         try:
             state.tracer = build_tracer(config)
             if state.tracer is not None:
@@ -127,7 +128,6 @@ def build_app(config: GatewayConfig | None = None, *, config_path: str | None = 
             if config.freeze_startup_heap:
                 heap = freeze_startup_heap()
             state.gc_pauses.install()
-            reloads = reload_on_hangup(state, config_path)
             state.is_ready = True
             yield
         finally:

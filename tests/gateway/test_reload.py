@@ -68,7 +68,7 @@ def test_a_file_that_does_not_load_changes_nothing(tmp_path, caplog, broken):
     assert f"stepahead: the tenants were not reloaded from {path}: " in caplog.text
 
 
-def test_sighup_reloads_the_tenants_of_a_running_app(tmp_path):
+def test_sighup_reloads_the_tenants_of_a_running_app(tmp_path, monkeypatch):
     """The handler the app's lifespan installs (in the main thread, as uvicorn runs it)."""
     from gateway.reload import reload_on_hangup
 
@@ -77,6 +77,14 @@ def test_sighup_reloads_the_tenants_of_a_running_app(tmp_path):
     app = build_app(load_config(path), config_path=str(path))
     state = app.state.gateway
     path.write_text(MODEL + _tenant("b", "sk-b"))
+    backend_class, while_starting = type(state.backends["mock"]), []
+    start = backend_class.start
+
+    async def start_seeing_the_handler(backend) -> None:
+        while_starting.append(signal.getsignal(signal.SIGHUP) != signal.SIG_DFL)
+        await start(backend)
+
+    monkeypatch.setattr(backend_class, "start", start_seeing_the_handler)
 
     async def serve_a_hangup() -> None:
         async with app.router.lifespan_context(app):
@@ -87,6 +95,7 @@ def test_sighup_reloads_the_tenants_of_a_running_app(tmp_path):
                 await asyncio.sleep(0.01)
 
     asyncio.run(serve_a_hangup())
+    assert while_starting == [True]   # installed before the models start: a SIGHUP then never ends it
     assert state.keys.tenant_for_key("sk-a") is None   # its key was taken away with it
     assert signal.getsignal(signal.SIGHUP) == signal.SIG_DFL   # removed when the app stopped
     assert reload_on_hangup(state, None) is None   # no file: nothing to reload
