@@ -23,7 +23,7 @@ from typing import TypeVar
 
 from agents_trace.records import ForecastCheck, SessionEnded, Step
 from agents_trace.store_schema import BUSY_TIMEOUT_MS, connect_writer
-from cache.damaged_files import SQLITE_SIDE_FILES, is_damaged_database, set_aside, surviving_damage
+from cache.damaged_files import is_damaged_database, set_aside_database, surviving_damage
 
 T = TypeVar("T")
 
@@ -108,15 +108,14 @@ class TraceStore:
         return True
 
     def set_aside_damaged(self, why: str) -> None:
-        """Move the file (with its -wal and -shm) aside and start a new store there.
-        NOTE: the connection is closed before the rename: closed after it, SQLite would
-        remove the -wal file by its name, which then is the new store's."""
+        """Move the file (with its -wal and -shm) aside, once closed, and start a new
+        store there."""
         self.close()
         self._move_aside(why)
         self.open()
 
     def _move_aside(self, why: str) -> None:
-        set_aside(self.path, "the trace store", why, side_suffixes=SQLITE_SIDE_FILES)
+        set_aside_database(self.path, "the trace store", why)
         self.num_set_aside += 1
 
     @property

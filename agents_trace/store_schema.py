@@ -68,10 +68,9 @@ CREATE TABLE IF NOT EXISTS step_content (
 def connect_writer(path: Path) -> sqlite3.Connection:
     """Open (creating if needed) the store for writing; only the writer thread uses it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    connection = connect_setting_aside_damaged(path, "the trace store", isolation_level=None,
-                                               check_same_thread=False)
-    is_new = not path.exists() or path.stat().st_size == 0
-    try:
+
+    def set_up(connection: sqlite3.Connection) -> None:
+        is_new = not path.exists() or path.stat().st_size == 0
         connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         if is_new:
             connection.execute("PRAGMA auto_vacuum = INCREMENTAL")
@@ -84,10 +83,9 @@ def connect_writer(path: Path) -> sqlite3.Connection:
                 connection.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
         connection.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('schema', ?)",
                            (SCHEMA_VERSION,))
-    except BaseException:
-        connection.close()   # now, not when collected: a file set aside meanwhile keeps its -wal
-        raise
-    return connection
+
+    return connect_setting_aside_damaged(path, "the trace store", set_up, isolation_level=None,
+                                         check_same_thread=False)
 
 
 def connect_reader(path: Path) -> sqlite3.Connection | None:

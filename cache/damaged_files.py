@@ -64,12 +64,32 @@ def surviving_damage(operation: Callable[[], T], set_aside_database: Callable[[s
     return operation()
 
 
-def connect_setting_aside_damaged(path: Path, what: str, **connect_args) -> sqlite3.Connection:
+def set_aside_database(path: Path, what: str, why: str) -> Path:
+    """`set_aside` for a SQLite file, with its -wal and -shm. Close every connection to it
+    first: SQLite removes a closed database's -wal by its name, which by then may be a new
+    database's."""
+    return set_aside(path, what, why, side_suffixes=SQLITE_SIDE_FILES)
+
+
+def connect_setting_aside_damaged(path: Path, what: str,
+                                  set_up: Callable[[sqlite3.Connection], None] | None = None,
+                                  **connect_args) -> sqlite3.Connection:
     """`sqlite3.connect(path, **connect_args)`, once a file there that is not a database
-    is set aside; `what` names the file in the warning ("the trace store")."""
+    is set aside (`what` names it in the warning: "the trace store"), then `set_up` on
+    the connection (pragmas, schema). When `set_up` fails, the connection is closed at
+    once, not when collected (so a file set aside meanwhile keeps its -wal), and the
+    error raised."""
     if not _is_database(path):
-        set_aside(path, what, "is not a SQLite database", side_suffixes=SQLITE_SIDE_FILES)
-    return sqlite3.connect(str(path), **connect_args)
+        set_aside_database(path, what, "is not a SQLite database")
+    connection = sqlite3.connect(str(path), **connect_args)
+    if set_up is None:
+        return connection
+    try:
+        set_up(connection)
+    except BaseException:
+        connection.close()
+        raise
+    return connection
 
 
 def _is_database(path: Path) -> bool:

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from cache.damaged_files import SQLITE_SIDE_FILES, connect_setting_aside_damaged, set_aside, surviving_damage
+from cache.damaged_files import connect_setting_aside_damaged, set_aside_database, surviving_damage
 from gateway.response_store import StoredResponse
 
 SCHEMA = """
@@ -38,6 +38,13 @@ TRIM = ("DELETE FROM responses WHERE rowid IN (SELECT rowid FROM responses WHERE
         "ORDER BY used_s, rowid LIMIT max(0, (SELECT count(*) FROM responses WHERE tenant = ?) - ?))")
 
 
+def _set_up(db: sqlite3.Connection) -> None:
+    db.execute("PRAGMA busy_timeout = 5000")  # another gateway on the same file
+    db.execute("PRAGMA journal_mode = WAL")
+    db.execute("PRAGMA synchronous = NORMAL")
+    db.executescript(SCHEMA)
+
+
 class ResponseArchive:
     __slots__ = ("path", "capacity", "clock", "_db")
     trim_sql = TRIM   # parameters: tenant, tenant, capacity
@@ -52,17 +59,8 @@ class ResponseArchive:
     def db(self) -> sqlite3.Connection:
         if self._db is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            db = connect_setting_aside_damaged(self.path, "the response archive", isolation_level=None,
-                                               check_same_thread=False)
-            try:
-                db.execute("PRAGMA busy_timeout = 5000")  # another gateway on the same file
-                db.execute("PRAGMA journal_mode = WAL")
-                db.execute("PRAGMA synchronous = NORMAL")
-                db.executescript(SCHEMA)
-            except BaseException:
-                db.close()   # now, not when collected: a file set aside meanwhile keeps its -wal
-                raise
-            self._db = db
+            self._db = connect_setting_aside_damaged(self.path, "the response archive", _set_up,
+                                                     isolation_level=None, check_same_thread=False)
         return self._db
 
     def close(self) -> None:
@@ -71,10 +69,10 @@ class ResponseArchive:
             self._db = None
 
     def set_aside_damaged(self, why: str) -> None:
-        """Move the file (with its -wal and -shm) aside; the next call starts a new one.
-        Closed first: SQLite removes a closed database's -wal by its name."""
+        """Move the file (with its -wal and -shm) aside, once closed; the next call starts
+        a new one."""
         self.close()
-        set_aside(self.path, "the response archive", why, side_suffixes=SQLITE_SIDE_FILES)
+        set_aside_database(self.path, "the response archive", why)
 
     def put(self, tenant: str, stored: StoredResponse) -> None:
         surviving_damage(lambda: self._put(tenant, stored), self.set_aside_damaged)

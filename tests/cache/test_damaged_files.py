@@ -145,3 +145,16 @@ def test_surviving_damage_sets_aside_once_and_runs_the_call_again():
     with pytest.raises(sqlite3.OperationalError):   # not damage: raised, nothing set aside
         surviving_damage(busy, set_aside_for.append)
     assert len(set_aside_for) == 1
+
+
+def test_a_connection_whose_set_up_fails_is_closed_at_once(tmp_path):
+    opened = []
+
+    def set_up(connection):
+        opened.append(connection)
+        raise sqlite3.OperationalError("database or disk is full")
+
+    with pytest.raises(sqlite3.OperationalError, match="disk is full"):
+        connect_setting_aside_damaged(tmp_path / "s.sqlite", "x", set_up)
+    with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+        opened[0].execute("SELECT 1")
