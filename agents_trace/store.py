@@ -24,6 +24,7 @@ from typing import TypeVar
 from agents_trace.records import ForecastCheck, SessionEnded, Step
 from agents_trace.store_schema import BUSY_TIMEOUT_MS, connect_writer
 from cache.damaged_files import is_damaged_database, set_aside_database, surviving_damage
+from cache.sqlite_transaction import transaction
 
 T = TypeVar("T")
 
@@ -135,19 +136,13 @@ class TraceStore:
     def write(self, rows: Sequence[StepRow], ended: Sequence[SessionEnded]) -> None:
         if not rows and not ended:
             return
-        db = self.db
-        db.execute("BEGIN")
-        try:
+        with transaction(self.db) as db:
             for row in rows:
                 self._write_step(row)
             for end in ended:
                 db.execute("UPDATE sessions SET ended_s = COALESCE(?, last_s), end_reason = ? "
                            "WHERE tenant = ? AND session = ?",
                            (end.last_ended_s, end.reason, end.tenant, end.session))
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
 
     def _write_step(self, row: StepRow) -> None:
         step, check = row.step, row.check
@@ -251,17 +246,10 @@ def _delete_in_one_transaction(db: sqlite3.Connection, keys: Sequence[tuple[str,
                                begin: str = "BEGIN") -> int:
     """Delete the sessions `keys` ((tenant, session) pairs), their steps and content, all
     or none; the number of steps deleted."""
-    db.execute(begin)
-    try:
-        num_steps = 0
-        for table in ("step_content", "steps", "sessions"):
-            deleted = db.executemany(f"DELETE FROM {table} WHERE tenant = ? AND session = ?", keys).rowcount
-            num_steps = deleted if table == "steps" else num_steps
-        db.execute("COMMIT")
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
-    return num_steps
+    with transaction(db, begin):
+        deleted = {table: db.executemany(f"DELETE FROM {table} WHERE tenant = ? AND session = ?", keys).rowcount
+                   for table in ("step_content", "steps", "sessions")}
+    return deleted["steps"]
 
 
 def delete_sessions(path: Path, keys: Sequence[tuple[str, str]]) -> int:

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from cache.damaged_files import connect_setting_aside_damaged, set_aside_database, surviving_damage
+from cache.sqlite_transaction import transaction
 from gateway.response_store import StoredResponse
 
 SCHEMA = """
@@ -84,9 +85,7 @@ class ResponseArchive:
         return surviving_damage(lambda: self._delete(tenant, response_id), self.set_aside_damaged)
 
     def _put(self, tenant: str, stored: StoredResponse) -> None:
-        db = self.db
-        db.execute("BEGIN")
-        try:
+        with transaction(self.db) as db:
             db.execute("INSERT OR REPLACE INTO responses (tenant, id, used_s, response, messages, input_items) "
                        "VALUES (?, ?, ?, ?, ?, ?)",
                        (tenant, stored.response["id"], self.clock(),
@@ -94,10 +93,6 @@ class ResponseArchive:
                         json.dumps(stored.messages, ensure_ascii=False),
                         json.dumps(stored.input_items, ensure_ascii=False)))
             db.execute(self.trim_sql, (tenant, tenant, self.capacity))
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
 
     def _get(self, tenant: str, response_id: str) -> StoredResponse | None:
         row = self.db.execute("SELECT response, messages, input_items FROM responses WHERE tenant = ? AND id = ?",
