@@ -67,19 +67,26 @@ class TenantLimiter:
 
     def __init__(self, tenant: str, limits: LimitsConfig, *, queue_timeout_s: float = 30.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        now_s = clock()
         self.tenant = tenant
-        self.limits = limits
         self.queue_timeout_s = queue_timeout_s
         self._clock = clock
-        self._requests = (TokenBucket.per_minute(limits.requests_per_minute, now_s)
-                          if limits.requests_per_minute is not None else None)
-        self._tokens = (TokenBucket.per_minute(limits.tokens_per_minute, now_s)
-                        if limits.tokens_per_minute is not None else None)
+        self._set_limits(limits)
         self.num_active = 0
         self._waiters: deque[asyncio.Future] = deque()
         self.num_spent_tokens = 0
         self.num_reserved_tokens = 0
+
+    def _set_limits(self, limits: LimitsConfig) -> None:
+        """`limits`, with per-minute buckets full at their sizes."""
+        now_s = self._clock()
+        self.limits = limits
+        self._requests = (TokenBucket.per_minute(limits.requests_per_minute, now_s)
+                          if limits.requests_per_minute is not None else None)
+        self._tokens = (TokenBucket.per_minute(limits.tokens_per_minute, now_s)
+                        if limits.tokens_per_minute is not None else None)
+
+    def _has_free_slot(self) -> bool:
+        return self.limits.max_concurrent is None or self.num_active < self.limits.max_concurrent
 
     @property
     def num_queued(self) -> int:
@@ -118,8 +125,7 @@ class TenantLimiter:
                 return rate_limited(
                     f"Rate limit reached for tenant '{self.tenant}': "
                     f"{limits.tokens_per_minute} tokens per minute.", math.ceil(wait_s))
-        if (limits.max_concurrent is not None and self.num_active >= limits.max_concurrent
-                and len(self._waiters) >= limits.max_queued):
+        if not self._has_free_slot() and len(self._waiters) >= limits.max_queued:
             return rate_limited(
                 f"Too many concurrent requests for tenant '{self.tenant}' "
                 f"(max {limits.max_concurrent} running, {limits.max_queued} queued).", 1)
@@ -139,8 +145,7 @@ class TenantLimiter:
             self._tokens.level -= num_tokens
         self.num_reserved_tokens += num_tokens
         ticket = Ticket(self.tenant, num_tokens)
-        max_concurrent = self.limits.max_concurrent
-        if max_concurrent is None or self.num_active < max_concurrent:
+        if self._has_free_slot():
             self.num_active += 1
             ticket.holds_slot = True
             return ticket
@@ -189,13 +194,8 @@ class TenantLimiter:
         `max_concurrent` makes room for are admitted."""
         if limits == self.limits:
             return
-        now_s = self._clock()
-        self.limits = limits
-        self._requests = (TokenBucket.per_minute(limits.requests_per_minute, now_s)
-                          if limits.requests_per_minute is not None else None)
-        self._tokens = (TokenBucket.per_minute(limits.tokens_per_minute, now_s)
-                        if limits.tokens_per_minute is not None else None)
-        while self._waiters and (limits.max_concurrent is None or self.num_active < limits.max_concurrent):
+        self._set_limits(limits)
+        while self._waiters and self._has_free_slot():
             waiter = self._waiters.popleft()
             if not waiter.done():
                 self.num_active += 1
