@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from shards.engine_start import EngineStartError
-from shards.model_files import ModelLoadError
+from shards.model_files import ModelLoadError, one_line_error
 
 STATED_START_FAILURES = (EngineStartError, ModelLoadError, OSError, sqlite3.Error)
 
@@ -29,7 +29,7 @@ def stated_start_failures(what: str) -> Iterator[None]:
         yield
     except STATED_START_FAILURES as exc:
         # one line: the report is read back from the last line of uvicorn's traceback
-        raise StartFailed(f"{what}: {type(exc).__name__}: {' '.join(str(exc).split())}") from exc
+        raise StartFailed(f"{what}: {one_line_error(exc)}") from exc
 
 
 def start_failure_line(report: str) -> str | None:

@@ -117,6 +117,12 @@ def remove_abandoned_conversions() -> list[Path]:
     return removed
 
 
+def one_line_error(exc: BaseException) -> str:
+    """`<Error>: <message>` on one line (a message's line breaks and runs of spaces become
+    single spaces): a reason a one-line report can carry."""
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+
+
 def unsupported_dtype(dtype) -> ModelLoadError:
     return ModelLoadError(f"dtype {dtype!r} is not supported: use {AUTO_DTYPE!r} or one of {', '.join(DTYPE_NAMES)}")
 
@@ -204,8 +210,7 @@ def load_tokenizer(name: str):
 
         return AutoTokenizer.from_pretrained(path)
     except Exception as exc:   # what transformers raises for files it cannot use varies; its words are the reason
-        raise ModelLoadError(f"the tokenizer in {path} could not be loaded: "
-                             f"{type(exc).__name__}: {' '.join(str(exc).split())}") from exc
+        raise ModelLoadError(f"the tokenizer in {path} could not be loaded: {one_line_error(exc)}") from exc
 
 
 def _tokenizer_class(path: Path) -> str | None:

@@ -16,7 +16,8 @@ from shards.gguf_read_once import gguf_read_once
 from shards.model_files import (AUTO_DTYPE, DTYPE_NAMES, EMBEDDED_MODEL, SMOLLM2_MODEL_ID, TINY_MODEL,
                                 ModelLoadError, check_model, conversion_dir, converted_smollm2,
                                 dtype_without_probe, find_smollm2_gguf, load_tokenizer, model_dir,
-                                needs_conversion, remove_abandoned_conversions, unsupported_dtype)
+                                needs_conversion, one_line_error, remove_abandoned_conversions,
+                                unsupported_dtype)
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,8 +34,7 @@ def _load_dir(path: Path, dtype: torch.dtype):
     try:
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
     except Exception as exc:   # what transformers raises for files it cannot use varies; its words are the reason
-        raise ModelLoadError(f"the model in {path} could not be loaded: "
-                             f"{type(exc).__name__}: {' '.join(str(exc).split())}") from exc
+        raise ModelLoadError(f"the model in {path} could not be loaded: {one_line_error(exc)}") from exc
     return model, load_tokenizer(str(path))
 
 
