@@ -247,7 +247,8 @@ class TraceWriter:
 
     def _write(self, rows: list[StepRow], ended: list[SessionEnded]) -> None:
         if self.store is not None:
-            self._on_store(f"writing {len(rows)} step(s) to the trace store", lambda store: store.write(rows, ended), None)
+            self._on_store("writing %d step(s) to the trace store", lambda store: store.write(rows, ended), None,
+                           len(rows))
 
     def _retain(self) -> None:
         self.stats.num_retention_removed += self._on_store(
@@ -258,15 +259,16 @@ class TraceWriter:
             self._next_damage_check_s = time.monotonic() + DAMAGE_CHECK_INTERVAL_S
             self._on_store("checking the trace store", lambda store: store.check_for_damage(), False)
 
-    def _on_store(self, what: str, call: Callable[[TraceStore], T], default: T) -> T:
+    def _on_store(self, what: str, call: Callable[[TraceStore], T], default: T, *what_args: object) -> T:
         """`call(store)`, surviving a damaged store (store.py); any other error is counted
-        and logged, and gives `default`."""
+        and logged (`what`, a %-template of `what_args`, is also its kind of failure),
+        and gives `default`."""
         store = self.store
         try:
             return store.surviving_damage(lambda: call(store))
         except (sqlite3.Error, OSError):
             self.stats.num_store_errors += 1
-            self._failures.log(what.split(" ", 1)[0], "%s failed", what)   # of a kind: reading, writing, ...
+            self._failures.log(what, f"{what} failed", *what_args)
             return default
 
 
