@@ -25,14 +25,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gateway.auth import KeyRing
-from gateway.config import ConfigError, GatewayConfig, TenantConfig, load_config
+from gateway.config import SERVER_KEYS, ConfigError, GatewayConfig, TenantConfig, load_config
 from gateway.state import GatewayState
 
 log = logging.getLogger("stepahead")
 
-SECTIONS_AT_NEXT_START = ("models", "tracing", "max_body_bytes", "default_completion_reserve_tokens",
-                          "queue_timeout_s", "keep_alive_s", "responses_db", "responses_per_tenant",
-                          "freeze_startup_heap", "shutdown_timeout_s")   # host and port: the flags may override them
+# host and port are left out: the command line's flags may override them
+SECTIONS_AT_NEXT_START = ("models", "tracing", *(key for key in SERVER_KEYS if key not in ("host", "port")))
 SECTION_NAMES = {"models": "[[models]]", "tracing": "[tracing]"}
 
 
