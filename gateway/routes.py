@@ -24,7 +24,6 @@ from gateway.openai_format import new_id
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, validate
 from gateway.state import GatewayState
 from gateway.tracing import tracer_series
-from gateway.version import installed_version
 from gateway.forecasting import bind_session
 from gateway.tracing import begin_step
 
@@ -151,7 +150,7 @@ async def health(request: Request) -> Response:
     ready = state.is_ready and all(m.get("ready", True) for m in models.values())
     body: dict = {"status": "ok" if ready else "starting", "models": models}
     if is_admin:
-        body["version"] = installed_version()
+        body["version"] = state.version
     else:
         body["models"] = {name: {"ready": bool(m.get("ready", True))} for name, m in models.items()}
     return JSONResponse(body, status_code=200 if ready else 503)

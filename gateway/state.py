@@ -21,6 +21,7 @@ from gateway.limits import Limiters
 from gateway.metrics import Registry
 from gateway.response_store import ResponseStore
 from gateway.schema_checks import SchemaChecker
+from gateway.version import installed_version
 
 
 @dataclass(slots=True)
@@ -38,6 +39,7 @@ class GatewayState:
     schemas: SchemaChecker = field(default_factory=SchemaChecker)  # tool schemas that passed their check
     background: BackgroundRuns = field(default_factory=BackgroundRuns)  # background responses in flight
     gc_pauses: GcPauses = field(default_factory=GcPauses)  # the collector's pauses while serving
+    version: str = field(default_factory=installed_version)  # read once: it reads package metadata files
 
     def cancel_start(self) -> None:
         """Stop the backends' starts in progress (Ctrl+C while the gateway starts)."""
