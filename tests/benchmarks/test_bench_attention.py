@@ -2,17 +2,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_attention.py"
+from tests.benchmarks.in_process import run_benchmark
 
 
 def test_bench_attention_prints_decode_and_suffix_lines_with_matching_logits():
-    out = subprocess.run([sys.executable, str(SCRIPT), "--model", "tiny", "--contexts", "30,200",
-                          "--batch-sizes", "1,3", "--suffix-tokens", "7", "--steps", "2", "--repeats", "2"],
-                         check=True, capture_output=True, text=True, timeout=120).stdout
+    out = run_benchmark("bench_attention", "--model", "tiny", "--contexts", "30,200", "--batch-sizes", "1,3",
+                        "--suffix-tokens", "7", "--steps", "2", "--repeats", "2")
     rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     assert [(row["level"], row["context_tokens"], row.get("requests", row.get("suffix_tokens"))) for row in rows] == [
         ("decode", 30, 1), ("decode", 30, 3), ("suffix", 30, 7), ("decode", 200, 1), ("decode", 200, 3),

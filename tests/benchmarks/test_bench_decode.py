@@ -2,17 +2,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_decode.py"
+from tests.benchmarks.in_process import run_benchmark
 
 
 def test_bench_decode_prints_one_line_per_batch_size_with_the_same_tokens():
-    out = subprocess.run([sys.executable, str(SCRIPT), "--model", "tiny", "--batch-sizes", "1,3",
-                          "--prompt-tokens", "40", "--steps", "3", "--repeats", "2"],
-                         check=True, capture_output=True, text=True, timeout=120).stdout
+    out = run_benchmark("bench_decode", "--model", "tiny", "--batch-sizes", "1,3", "--prompt-tokens", "40",
+                        "--steps", "3", "--repeats", "2")
     rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     assert [row["requests"] for row in rows] == [1, 3]
     for row in rows:

@@ -2,18 +2,14 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_prefill_order.py"
+from tests.benchmarks.in_process import run_benchmark
 
 
 def test_bench_prefill_order_reports_both_orders_and_the_ratios():
-    out = subprocess.run([sys.executable, str(SCRIPT), "--model", "tiny", "--steps", "8", "--rate", "20",
-                          "--cold-share", "0.5", "--cold-tokens", "400", "--sessions", "2",
-                          "--warm-prefix-tokens", "200", "--warm-new-tokens", "32", "--repeats", "1"],
-                         check=True, capture_output=True, text=True, timeout=240).stdout
+    out = run_benchmark("bench_prefill_order", "--model", "tiny", "--steps", "8", "--rate", "20",
+                        "--cold-share", "0.5", "--cold-tokens", "400", "--sessions", "2",
+                        "--warm-prefix-tokens", "200", "--warm-new-tokens", "32", "--repeats", "1")
     (row,) = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     for order in ("deadline", "arrival"):
         figures = row[order]

@@ -4,23 +4,16 @@ has a band for each context length reached."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+from tests.benchmarks.in_process import run_benchmark
 
 
-def _run(script: str, *args: str) -> dict:
-    done = subprocess.run([sys.executable, str(BENCHMARKS / script), "--model", "tiny", *args],
-                          capture_output=True, text=True, timeout=240, env=dict(os.environ))
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+def _run(module: str, *args: str) -> dict:
+    return json.loads(run_benchmark(module, "--model", "tiny", *args).strip().splitlines()[-1])
 
 
 def test_tokenizing_whole_and_spliced_agree_and_are_both_timed():
-    result = _run("bench_prompt_tokens.py", "--tenants", "2", "--sessions", "2", "--steps", "6")
+    result = _run("bench_prompt_tokens", "--tenants", "2", "--sessions", "2", "--steps", "6")
     assert result["steps"] == 24 and result["cache"]["disabled"] is None
     # all but each tenant's first prompt: a tenant's sessions share its system prompt
     assert result["cache"]["num_spliced"] == 24 - 2
@@ -31,7 +24,7 @@ def test_tokenizing_whole_and_spliced_agree_and_are_both_timed():
 
 
 def test_the_ttft_run_sends_each_step_as_both_tenants():
-    result = _run("bench_prompt_tokens_ttft.py", "--steps", "3", "--repeats", "1")
+    result = _run("bench_prompt_tokens_ttft", "--steps", "3", "--repeats", "1")
     assert [row["step"] for row in result["per_step"]] == [0, 1, 2]
     assert all(row["spliced"] > 0 and row["whole"] > 0 for row in result["per_step"])
     assert result["cache"]["num_spliced"] == 2 and result["all"]["ttft_ratio"] > 0

@@ -2,18 +2,14 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_stall.py"
+from tests.benchmarks.in_process import run_benchmark
 
 
 def test_bench_stall_reports_every_setting_and_the_ratios():
-    out = subprocess.run([sys.executable, str(SCRIPT), "--model", "tiny", "--streams", "2", "--stream-tokens", "120",
-                          "--newcomers", "2", "--prompt-tokens", "300", "--gap-s", "0.05", "--repeats", "1",
-                          "--stall-s", "0"],
-                         check=True, capture_output=True, text=True, timeout=240).stdout
+    out = run_benchmark("bench_stall", "--model", "tiny", "--streams", "2", "--stream-tokens", "120",
+                        "--newcomers", "2", "--prompt-tokens", "300", "--gap-s", "0.05", "--repeats", "1",
+                        "--stall-s", "0")
     (row,) = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     first = row["prefill_first"]
     for name in ("prefill_first", "bound_rides", "bound_passes"):

@@ -2,15 +2,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from benchmarks.calibrate_sim import fit_line
-
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "calibrate_sim.py"
+from tests.benchmarks.in_process import run_benchmark
 
 
 def test_fit_line_known_answers():
@@ -24,8 +20,7 @@ def test_fit_line_known_answers():
 def test_calibrate_sim_prints_flags_the_simulator_accepts(tmp_path):
     # lengths far apart and medians of 3: a busy machine's noise (ms on the tiny model) must
     # not make the longer prompt look cheaper (one repeat of 64 and 256 tokens once did)
-    out = subprocess.run([sys.executable, str(SCRIPT), "--model", "tiny", "--lengths", "64,1024",
-                          "--repeats", "3"], check=True, capture_output=True, text=True, timeout=120).stdout
+    out = run_benchmark("calibrate_sim", "--model", "tiny", "--lengths", "64,1024", "--repeats", "3")
     row = json.loads(out.strip().splitlines()[-1])
     assert row["dtype"] == "float32" and [n for n, _ in row["points"]] == [64, 1024]
     assert row["prefill_s_per_token"] > 0 and row["request_overhead_s"] >= 0
