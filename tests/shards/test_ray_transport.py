@@ -20,7 +20,9 @@ LONG = SamplingParams(max_tokens=100000, temperature=0.0, ignore_eos=True)
 @pytest.fixture(scope="module")
 def ray_engine():
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    eng = LocalEngine("tiny", num_workers=2, transport="ray", num_hot_blocks=256, threads_per_worker=1,
+    # one engine for the module: each actor imports torch and transformers for seconds
+    eng = LocalEngine("tiny", num_workers=2, transport="ray", num_hot_blocks=512, threads_per_worker=1,
+                      max_running=2, max_outstanding_per_worker=2, imbalance_threshold_tokens=16,
                       health_timeout_s=3.0, ping_interval_s=0.2)
     loop = asyncio.new_event_loop()
     try:
@@ -77,36 +79,30 @@ def test_ray_transport_actor_killed_midstream_fails_request_and_restarts(ray_eng
 
 def test_ray_transport_copies_a_shared_prefix_between_actors_as_bytes(ray_engine):
     """Actors share no memory: the busy holder's prefix reaches the idle actor inside
-    the messages, and the request is served from the copy, not recomputed."""
+    the messages, and the request is served from the copy, not recomputed. (Last of the
+    tests on the shared engine: it sets the router's costs.)"""
     import random
 
-    _, loop = ray_engine  # the running Ray instance; its two actors hold its CPUs
+    eng, loop = ray_engine
     prefix = [random.Random(5).randrange(250) for _ in range(1600)]
     short = SamplingParams(max_tokens=2, temperature=0.0, ignore_eos=True)
-    eng = LocalEngine("tiny", num_workers=2, transport="ray", transport_options={"num_cpus_per_worker": 0},
-                      num_hot_blocks=512, threads_per_worker=1, max_running=2, max_outstanding_per_worker=2,
-                      imbalance_threshold_tokens=16, health_timeout_s=3.0, ping_interval_s=0.2)
 
     async def run():
-        await asyncio.wait_for(eng.start(), 120)
-        try:
-            hog = eng.generate(WorkItem("hog", "t", prefix + [2], LONG))
-            await asyncio.wait_for(hog.__anext__(), 30)
-            holder = eng.worker_of("hog")
-            deadline = time.monotonic() + 30  # the holder's cache events reach the index
-            while eng.health()["workers"][holder]["num_cached_blocks_indexed"] < 100:
-                assert time.monotonic() < deadline, "the holder's blocks never reached the index"
-                await asyncio.sleep(0.05)
-            # the copy path is the subject, not the cost model (tested in test_router): a
-            # measured round trip under a loaded machine could make recomputing look cheaper
-            with eng._lock:
-                for worker in ("w0", "w1"):
-                    eng._dispatcher.router.costs(worker).prefill_s_per_token = 1.0
-            result = (await asyncio.wait_for(_collect(eng, WorkItem("p", "t", prefix + [10, 11], short)), 60))[-1]
-            await hog.aclose()
-            return holder, result, eng.router_stats()
-        finally:
-            await asyncio.wait_for(eng.stop(), 60)
+        hog = eng.generate(WorkItem("hog", "t", prefix + [2], LONG))
+        await asyncio.wait_for(hog.__anext__(), 30)
+        holder = eng.worker_of("hog")
+        deadline = time.monotonic() + 30  # the holder's cache events reach the index
+        while eng.health()["workers"][holder]["num_cached_blocks_indexed"] < 100:
+            assert time.monotonic() < deadline, "the holder's blocks never reached the index"
+            await asyncio.sleep(0.05)
+        # the copy path is the subject, not the cost model (tested in test_router): a
+        # measured round trip under a loaded machine could make recomputing look cheaper
+        with eng._lock:
+            for worker in ("w0", "w1"):
+                eng._dispatcher.router.costs(worker).prefill_s_per_token = 1.0
+        result = (await asyncio.wait_for(_collect(eng, WorkItem("p", "t", prefix + [10, 11], short)), 60))[-1]
+        await hog.aclose()
+        return holder, result, eng.router_stats()
 
     holder, result, stats = loop.run_until_complete(run())
     assert isinstance(result, FinishEvent) and result.worker_id != holder, (result, stats)
