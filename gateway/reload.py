@@ -91,15 +91,47 @@ async def reload_tenants(state: GatewayState, path: Path) -> ReloadReport | None
     return report
 
 
+class HangupsBeforeStart:
+    """SIGHUP's handler while no reload can run: `stepahead serve --config` reading its
+    file and loading its code before the app starts, and the app stopping. It counts the
+    signals instead of letting the default action end the gateway (a deploy's `kill -HUP`
+    right after a restart would otherwise kill the start). The app's reload, once
+    installed, serves one reload for those counted: the file may have changed after it
+    was read."""
+
+    def __init__(self) -> None:
+        self.num_seen = 0
+
+    def __call__(self, signum, frame) -> None:
+        self.num_seen += 1
+
+    @classmethod
+    def install(cls) -> HangupsBeforeStart | None:
+        """Make a new one SIGHUP's handler; None where signals cannot be caught here
+        (not the main thread, no SIGHUP)."""
+        catcher = cls()
+        try:
+            signal.signal(signal.SIGHUP, catcher)
+        except (ValueError, AttributeError, OSError):
+            return None
+        return catcher
+
+
 class ReloadOnHangup:
     """SIGHUP, while installed, reloads the tenants from the config file (one reload at a
-    time; a signal during one is served after it)."""
+    time; a signal during one is served after it). Installed over a `HangupsBeforeStart`,
+    it reloads at once if that saw a signal, and puts it back when removed."""
 
     def __init__(self, state: GatewayState, path: Path, loop: asyncio.AbstractEventLoop) -> None:
         self.state, self.path, self.loop = state, path, loop
         self._pending: asyncio.Task | None = None
         self._again = False
+        before = signal.getsignal(signal.SIGHUP)
+        self._before = before if isinstance(before, HangupsBeforeStart) else None
         loop.add_signal_handler(signal.SIGHUP, self._on_hangup)
+        if self._before is not None and self._before.num_seen:
+            self._before.num_seen = 0
+            self._on_hangup()
 
     def _on_hangup(self) -> None:
         if self._pending is not None and not self._pending.done():
@@ -115,6 +147,8 @@ class ReloadOnHangup:
 
     def remove(self) -> None:
         self.loop.remove_signal_handler(signal.SIGHUP)
+        if self._before is not None:   # a SIGHUP while the app stops is counted, not fatal
+            signal.signal(signal.SIGHUP, self._before)
         if self._pending is not None:
             self._pending.cancel()
 

@@ -221,7 +221,22 @@ class _CutRequests(logging.Filter):
 def serve(args: argparse.Namespace) -> int:
     """Serve until stopped; the exit status: 0 once served, 2 for a bad config or
     address, 3 when the start failed, 128 + the signal when Ctrl+C (or SIGTERM) stopped
-    the start. Ctrl+C at any point ends with a line, never a traceback."""
+    the start. Ctrl+C at any point ends with a line, never a traceback. With --config,
+    a SIGHUP before the app can reload (or while it stops) is counted, never fatal."""
+    if args.config is None:
+        return _serve(args)
+    from gateway.reload import HangupsBeforeStart
+
+    before = signal.getsignal(signal.SIGHUP)
+    if HangupsBeforeStart.install() is None:
+        return _serve(args)
+    try:
+        return _serve(args)
+    finally:
+        signal.signal(signal.SIGHUP, before)
+
+
+def _serve(args: argparse.Namespace) -> int:
     try:
         server = _server_or_exit_status(args)
     except KeyboardInterrupt:   # Ctrl+C before the server runs: nothing has started yet

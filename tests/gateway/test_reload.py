@@ -120,3 +120,46 @@ def test_serve_hands_the_config_file_to_the_app(monkeypatch, tmp_path):
     monkeypatch.setattr(uvicorn.Server, "run", lambda server, sockets=None: setattr(server, "started", True))
     assert main(["serve", "--config", str(path), "--port", str(free_port())]) == 0
     assert built["config_path"] == str(path)
+
+
+def test_a_sighup_before_the_app_starts_is_served_once_it_runs_and_one_while_it_stops_is_ignored(
+        monkeypatch, tmp_path):
+    """`serve --config` counts a SIGHUP from its first step on (the default action would
+    end the gateway); the app's reload, once installed, serves it."""
+    import uvicorn
+
+    import gateway.app
+    from gateway.cli import main
+    from gateway.reload import HangupsBeforeStart
+
+    path = tmp_path / "gw.toml"
+    path.write_text(MODEL + _tenant("a", "sk-a"))
+    real_build_app = gateway.app.build_app
+    seen = {}
+
+    def build_app_then_hang_up(config, *, config_path=None):
+        path.write_text(MODEL + _tenant("b", "sk-b"))   # changed after it was read
+        os.kill(os.getpid(), signal.SIGHUP)
+        seen["counted"] = signal.getsignal(signal.SIGHUP).num_seen
+        return real_build_app(config, config_path=config_path)
+
+    async def serve_until_reloaded(app) -> None:
+        state = app.state.gateway
+        async with app.router.lifespan_context(app):
+            deadline_s = time.monotonic() + 30
+            while state.keys.tenant_for_key("sk-b") is None:
+                assert time.monotonic() < deadline_s, "the SIGHUP seen before the start was not served"
+                await asyncio.sleep(0.01)
+        seen["after_stop"] = signal.getsignal(signal.SIGHUP)
+        os.kill(os.getpid(), signal.SIGHUP)   # while the app stops: counted, not the end
+
+    def run(server, sockets=None) -> None:
+        asyncio.run(serve_until_reloaded(server.config.app))
+        server.started = True
+
+    monkeypatch.setattr(gateway.app, "build_app", build_app_then_hang_up)
+    monkeypatch.setattr(uvicorn.Server, "run", run)
+    assert main(["serve", "--config", str(path), "--port", str(free_port())]) == 0
+    assert seen["counted"] == 1
+    assert isinstance(seen["after_stop"], HangupsBeforeStart) and seen["after_stop"].num_seen == 1
+    assert signal.getsignal(signal.SIGHUP) == signal.SIG_DFL   # serve leaves the handler it found
