@@ -25,7 +25,7 @@ from agents_trace.records import StepContext
 
 from gateway.backend import Backend, ChatEvent, Finished, Prepared, TextDelta, Usage
 from gateway.choices import merged_usage, run_choices
-from gateway.errors import ApiError, server_error
+from gateway.errors import ApiError, server_error, unavailable
 from gateway.http_io import EventStreamResponse, race_disconnect
 from gateway.limits import Ticket
 from gateway.openai_format import (ChunkWriter, Collected, ResponseHeader, Reply, chat_completion,
@@ -240,12 +240,21 @@ async def _respond_stream(request: Request, exchange: Exchange,
         finally:
             await events.aclose()
 
+    cut: list[ApiError] = []
+
+    def on_cut() -> bytes:
+        error = unavailable("The gateway is shutting down and cut this stream before it finished; "
+                            "retry the request.", code="server_shutting_down")
+        cut.append(error)
+        exchange.error = _error_type(error)
+        return writer.error(error.body())
+
     def on_close(completed: bool) -> None:
         whole = len(outcome) == exchange.prepared.num_choices
-        exchange.close(merged_usage(outcome, exchange.prepared.num_prompts) if whole else None,
-                       200 if completed else CLIENT_CLOSED_STATUS)
+        status = 200 if completed else cut[0].status if cut else CLIENT_CLOSED_STATUS
+        exchange.close(merged_usage(outcome, exchange.prepared.num_prompts) if whole else None, status)
 
     overhead_s = exchange.overhead_s()
     exchange.state.metrics.record_overhead(exchange.prepared.tenant, overhead_s)
     return EventStreamResponse(chunks(), headers={OVERHEAD_HEADER: f"{overhead_s * 1000:.3f}"},
-                               on_close=on_close)
+                               on_close=on_close, on_cut=on_cut)

@@ -11,7 +11,9 @@ Invariants:
   case the work is cancelled (its `finally` blocks run, so backends free their resources)
   and `ClientGone` is raised;
 - `EventStreamResponse` stops pulling from its chunk iterator and closes it as soon as the
-  client disconnects, even when no chunk is due (a listener watches `receive`).
+  client disconnects, even when no chunk is due (a listener watches `receive`); a stream
+  the server's shutdown timeout cuts ends with its `on_cut` event and a whole body, so the
+  client reads why instead of a connection closed mid-body.
 """
 from __future__ import annotations
 
@@ -110,26 +112,44 @@ class EventStreamResponse(Response):
     """`text/event-stream` response fed by an async iterator of ready-made SSE bytes.
 
     `on_close(completed)` runs exactly once when the stream ends, with completed=False when
-    the client left first.
+    the client left first or the server cut the stream. `on_cut()`, if given, is the last
+    event to send when the server's shutdown cancels the stream midway (uvicorn's
+    `timeout_graceful_shutdown`).
+
+    NOTE: uvicorn writes a chunk whole or not at all (it awaits flow control before it
+    writes), so after a cut between chunks the body can still be ended cleanly.
     """
 
     media_type = "text/event-stream"
 
     def __init__(self, chunks: AsyncIterator[bytes], *, headers: dict[str, str],
-                 on_close: Callable[[bool], None]) -> None:
+                 on_close: Callable[[bool], None], on_cut: Callable[[], bytes] | None = None) -> None:
         super().__init__(content=b"", status_code=200, headers=headers)
         self.raw_headers = [(k, v) for k, v in self.raw_headers if k != b"content-length"]
         self.raw_headers.append((b"cache-control", b"no-cache"))
         self.raw_headers.append((b"x-accel-buffering", b"no"))
         self._chunks = chunks
         self._on_close = on_close
+        self._on_cut = on_cut
+        self._started = self._ended = False
 
     async def _pump(self, send: Send) -> None:
         await send({"type": "http.response.start", "status": self.status_code,
                     "headers": self.raw_headers})
+        self._started = True
         async for chunk in self._chunks:
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+        self._ended = True
+
+    async def _end_cut_stream(self, send: Send) -> None:
+        if not self._started or self._ended or self._on_cut is None:
+            return
+        try:
+            await send({"type": "http.response.body", "body": self._on_cut(), "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except Exception:   # the connection went meanwhile: nothing left to tell
+            pass
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         completed = False
@@ -138,6 +158,9 @@ class EventStreamResponse(Response):
             completed = True
         except (ClientGone, OSError):
             pass
+        except asyncio.CancelledError:   # the server's shutdown cut the stream
+            await self._end_cut_stream(send)
+            raise
         finally:
             aclose = getattr(self._chunks, "aclose", None)
             if aclose is not None:

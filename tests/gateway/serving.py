@@ -36,10 +36,10 @@ class RunningServer:
         self.thread.join(timeout=30)
 
 
-def start_server(app, *, startup_timeout_s: float = 120.0) -> RunningServer:
+def start_server(app, *, startup_timeout_s: float = 120.0, shutdown_timeout_s: float = 5.0) -> RunningServer:
     port = free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
-                            lifespan="on", timeout_graceful_shutdown=5, timeout_keep_alive=DEFAULT_KEEP_ALIVE_S)
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on",
+                            timeout_graceful_shutdown=shutdown_timeout_s, timeout_keep_alive=DEFAULT_KEEP_ALIVE_S)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
