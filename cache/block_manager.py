@@ -266,6 +266,20 @@ class BlockManager(BlockCounts, BlockMoves):
         """Tell the policy `session` is now served elsewhere (LRU ignores it)."""
         self._policy.on_session_moved(session, self._clock())
 
+    def set_static_shares(self, shares: Mapping[str, float] | None) -> bool:
+        """Fix the tenants' HOT reservations (fractions of the tier; None: from demand);
+        whether the policy has reservations to fix (only the predictive one)."""
+        setter = getattr(self._policy, "set_static_shares", None)
+        if setter is None:
+            return False
+        setter(shares)
+        return True
+
+    def reservations(self) -> dict[str, float]:
+        """Each tenant's guaranteed HOT blocks under the policy's last plan (none: {})."""
+        reservations = getattr(self._policy, "reservations", None)
+        return reservations() if reservations is not None else {}
+
     def tick(self, now: float | None = None) -> None:
         """Let the policy act on time passing (TTL expiries, due prefetches)."""
         self._policy.tick(self._clock() if now is None else now, self)

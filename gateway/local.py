@@ -56,7 +56,7 @@ def _reserve_kv_shares(options: dict, kv_shares: dict[str, float], model: str) -
 
 class LocalBackend:
     __slots__ = ("config", "model_id", "owned_by", "engine", "default_completion_reserve_tokens",
-                 "schemas", "prompt_tokens", "_stats_task")
+                 "schemas", "prompt_tokens", "_stats_task", "_fixed_by_engine_options")
 
     def __init__(self, config: LocalModelConfig, *, default_completion_reserve_tokens: int = 256,
                  tenant_weights: dict[str, float] | None = None,
@@ -69,6 +69,9 @@ class LocalBackend:
         options = dict(config.engine_options)
         LocalEngine.check_options(options)  # a bad [models.engine] option is one clear error
         options.setdefault("policy", DEFAULT_LOCAL_POLICY)
+        self._fixed_by_engine_options = {   # what [models.engine] sets in place of the tenants' values
+            "weight": "tenant_weights" in options,
+            "kv_share": "static_shares" in (options.get("policy_options") or {})}
         if tenant_weights:
             options.setdefault("tenant_weights", tenant_weights)
         _reserve_kv_shares(options, tenant_kv_shares or {}, config.name)
@@ -88,6 +91,33 @@ class LocalBackend:
 
     def cancel_start(self) -> None:
         self.engine.cancel_start()
+
+    def set_tenant_shares(self, weights: dict[str, float], kv_shares: dict[str, float],
+                          changed: tuple[str, ...] = ("weight", "kv_share")) -> list[str]:
+        """Put the tenants' (reloaded) `weight`s and `kv_share`s in force on the running
+        engine, as a start would have: where [models.engine] fixes either, it stays; under
+        a policy without reservations, shares are ignored. What of the `changed` fields
+        was not applied, as log lines."""
+        current_weights, current_static = self.engine.tenant_shares()
+        fixed, notes = self._fixed_by_engine_options, []
+        if fixed["weight"]:
+            weights = current_weights
+            if "weight" in changed:
+                notes.append(f"model {self.model_id!r}: tenants' weight is ignored ([models.engine] sets "
+                             "tenant_weights)")
+        shares = {tenant: share for tenant, share in kv_shares.items() if share > 0.0}
+        static = current_static
+        if fixed["kv_share"]:
+            if "kv_share" in changed:
+                notes.append(f"model {self.model_id!r}: tenants' kv_share is ignored ([models.engine] "
+                             "policy_options sets static_shares)")
+        elif self.engine.config.policy == "predictive":
+            static = shares or None
+        elif shares and "kv_share" in changed:
+            notes.append(f"model {self.model_id!r}: tenants' kv_share is ignored under policy "
+                         f"{self.engine.config.policy!r} (reservations need policy = \"predictive\")")
+        self.engine.set_tenant_shares(weights, static)
+        return notes
 
     def conversion_notice(self) -> str | None:
         """What the operator is told before a start that first converts the embedded

@@ -10,9 +10,11 @@ Invariants:
 - tenants' keys, `admin` and `limits` take effect at once: a removed tenant's keys stop
   working, its requests still running finish; a tenant's running and queued requests and
   spent token budget carry over (`Limiters.update`);
-- what the workers were started with (`weight`, `kv_share`) and the `[[models]]`,
-  `[server]` and `[tracing]` sections take effect at the next start; the log line says
-  which of them changed.
+- tenants' `weight` and `kv_share` take effect at once on every local model's engine and
+  workers (and on a worker restarted later), as a start would have applied them
+  (`LocalBackend.set_tenant_shares`): the workers' KV cache stays;
+- the `[[models]]`, `[server]` and `[tracing]` sections take effect at the next start; the
+  log line says which of them changed.
 """
 from __future__ import annotations
 
@@ -42,39 +44,52 @@ class ReloadReport:
     removed: tuple[str, ...]
     changed: tuple[str, ...]
     at_next_start: tuple[str, ...]
+    shares_applied_to: tuple[str, ...] = ()   # the models whose engines took new weights / kv_shares
 
     def line(self, path: Path) -> str:
         counts = ", ".join(f"{len(tenants)} {what}" + (f" ({', '.join(tenants)})" if tenants else "")
                            for what, tenants in (("added", self.added), ("removed", self.removed),
                                                  ("changed", self.changed)))
         line = f"stepahead: reloaded the tenants from {path}: {counts}"
+        if self.shares_applied_to:
+            line += f"; weights and kv_shares in force on {', '.join(repr(m) for m in self.shares_applied_to)}"
         if self.at_next_start:
             line += f"; at the next start: {', '.join(self.at_next_start)}"
         return line
 
 
 def apply_tenants(state: GatewayState, new: GatewayConfig) -> ReloadReport:
-    """Make `new`'s tenants the running ones (keys, admins, limits); on the event loop."""
+    """Make `new`'s tenants the running ones (keys, admins, limits, and the local models'
+    weights and kv_shares); on the event loop."""
     running = state.config
     old_by_name = {tenant.name: tenant for tenant in running.tenants}
     new_by_name = {tenant.name: tenant for tenant in new.tenants}
     at_next_start = [SECTION_NAMES.get(name, f"[server] {name}")
                      for name in SECTIONS_AT_NEXT_START if getattr(new, name) != getattr(running, name)]
     absent = TenantConfig(name="", key_digests=())   # the weight and kv_share of a tenant not there
-    for name in sorted(set(old_by_name) | set(new_by_name)):
-        old, now = old_by_name.get(name, absent), new_by_name.get(name, absent)
-        at_next_start += [f"the {field} of {name!r}" for field in ("weight", "kv_share")
-                          if getattr(old, field) != getattr(now, field)]
+    shares_changed = tuple(field for field in ("weight", "kv_share") if any(
+        getattr(old_by_name.get(name, absent), field) != getattr(new_by_name.get(name, absent), field)
+        for name in set(old_by_name) | set(new_by_name)))
     keys = KeyRing(new.tenants)   # raises before anything changes
     state.keys = keys
     state.limiters.update({tenant.name: tenant.limits for tenant in new.tenants})
     state.config = dataclasses.replace(running, tenants=new.tenants)
+    applied_to = []
+    if shares_changed:
+        weights = {tenant.name: tenant.weight for tenant in new.tenants}
+        kv_shares = {tenant.name: tenant.kv_share for tenant in new.tenants}
+        for name, backend in state.backends.items():
+            set_tenant_shares = getattr(backend, "set_tenant_shares", None)   # local models only
+            if set_tenant_shares is not None:
+                for note in set_tenant_shares(weights, kv_shares, shares_changed):
+                    log.warning("stepahead: %s", note)
+                applied_to.append(name)
     return ReloadReport(
         added=tuple(sorted(set(new_by_name) - set(old_by_name))),
         removed=tuple(sorted(set(old_by_name) - set(new_by_name))),
         changed=tuple(sorted(name for name in set(new_by_name) & set(old_by_name)
                              if new_by_name[name] != old_by_name[name])),
-        at_next_start=tuple(at_next_start))
+        at_next_start=tuple(at_next_start), shares_applied_to=tuple(applied_to))
 
 
 async def reload_tenants(state: GatewayState, path: Path) -> ReloadReport | None:

@@ -20,6 +20,7 @@ Invariants:
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from cache.hashing import BlockHash
@@ -107,6 +108,12 @@ class Dispatcher:
         self._outstanding: dict[str, dict[str, int]] = {}  # worker -> tenant -> count
         self._transfer_ids = itertools.count()
         self.stats = DispatchStats()
+
+    def set_weights(self, weights: Mapping[str, float]) -> None:
+        """Tenants' weights, from now on, in the queue, the router and the per-worker caps."""
+        self.queue.set_weights(weights)
+        self.router.set_weights(weights)
+        self.weights = dict(weights)
 
     # --- workers ------------------------------------------------------------------------
     def add_worker(self, worker_id: str, costs: CostProfile | None, now_s: float) -> Outbound:

@@ -34,6 +34,7 @@ from shards.dispatcher import DispatchConfig, Dispatcher, Outbound
 from shards.engine_options import check_engine_options
 from shards.engine_reports import EngineReports
 from shards.engine_start import WORKER_START_TIMEOUT_S, EngineStart, EngineStartError
+from shards.engine_tenants import EngineTenants
 from shards.protocol import (ApplyForecast, CostProfile, EngineEvent, ErrorEvent, FinishEvent, Ping, Pong,
                              Shutdown, WorkerFailed, WorkerReady, WorkerStats, WorkItem)
 from shards.route_records import RouterConfig
@@ -49,7 +50,7 @@ RESERVATION_QUANTILE = 0.9
 RESERVATION_SLACK_S = 2.0
 
 
-class LocalEngine(EngineStart, EngineReports):
+class LocalEngine(EngineStart, EngineReports, EngineTenants):
     """One model on `num_workers` workers. Besides the model and cache sizes:
 
     - `transport`: "local" (processes, default) or "ray" (actors; `transport_options`

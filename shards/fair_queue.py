@@ -78,6 +78,12 @@ class FairQueue(Generic[T]):
     def weight(self, tenant: str) -> float:
         return self._weights.get(tenant, self._default_weight)
 
+    def set_weights(self, weights: Mapping[str, float]) -> None:
+        """New weights for the entries pushed from now on (those queued keep their tags)."""
+        if any(w <= 0 for w in weights.values()):
+            raise ValueError("tenant weights must be positive")
+        self._weights = dict(weights)
+
     def __len__(self) -> int:
         return len(self._by_key)
 

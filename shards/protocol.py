@@ -251,6 +251,15 @@ class PrefixImported:
 
 
 @dataclass(frozen=True, slots=True)
+class TenantShares:
+    """The tenants' weights (fair queueing) and fixed HOT reservations (fractions of the
+    tier; None: planned from demand) from now on: a config reload's."""
+
+    weights: tuple[tuple[str, float], ...]
+    static_shares: tuple[tuple[str, float], ...] | None
+
+
+@dataclass(frozen=True, slots=True)
 class ApplyForecast:
     """A forecast for a waiting session: the worker's cache policy may pin or prefetch."""
 

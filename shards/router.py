@@ -46,7 +46,7 @@ against: they ignore prefixes, sessions and transfers (loads are still tracked).
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from shards.prefix_index import PrefixIndex, PrefixRun
@@ -83,6 +83,10 @@ class Router:
         self.stats = RouterStats()
 
     # --- workers ----------------------------------------------------------------------
+    def set_weights(self, weights: Mapping[str, float]) -> None:
+        """Tenants' weights for the shares computed from now on."""
+        self._weights = dict(weights)
+
     def add_worker(self, worker_id: str) -> None:
         self._loads.setdefault(worker_id, WorkerLoad())
         self._costs.setdefault(worker_id, WorkerCosts())

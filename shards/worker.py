@@ -38,7 +38,8 @@ from shards.prefill import ChunkedPrefill, PrefillTask
 from shards.prefill_order import PrefillOrder
 from shards.protocol import (ApplyForecast, CacheEventsReport, CacheSnapshot, CancelRequest,
                              ErrorEvent, ExportPrefix, FinishEvent, ImportPrefix, Ping, Pong,
-                             SessionMoved, Shutdown, StatsRequest, TokenEvent, WorkerStats, WorkItem)
+                             SessionMoved, Shutdown, StatsRequest, TenantShares, TokenEvent, WorkerStats,
+                             WorkItem)
 from shards.stall_bound import StallBound
 from shards.worker_config import WorkerConfig, stats_as_dict
 from shards.worker_prefill import PrefillScheduling
@@ -91,14 +92,27 @@ class WorkerLoop(PrefillScheduling):
             self.runner.blocks.apply(message.forecast)
         elif isinstance(message, SessionMoved):
             self.runner.blocks.session_moved(message.session)
+        elif isinstance(message, TenantShares):
+            self._set_tenant_shares(message)
         elif isinstance(message, StatsRequest):
             stats = stats_as_dict(self.runner.blocks.stats())
             stats["num_decode_passes"] = self.runner.num_decode_passes
             stats["num_decoded_tokens"] = self.runner.num_decoded_tokens
+            for tenant, num_reserved in self.runner.blocks.reservations().items():   # the predictive policy's
+                stats["tenants"].setdefault(tenant, {})["num_reserved_blocks"] = num_reserved
             self.emit(WorkerStats(self.worker_id, stats, self.num_active, len(self.waiting)))
         elif isinstance(message, Shutdown):
             self.alive = False
         return self.alive
+
+    def _set_tenant_shares(self, message: TenantShares) -> None:
+        """New weights for the queue and the running caps (the dict they read, updated in
+        place), and the policy's fixed reservations, re-planned at its next tick."""
+        self.waiting.set_weights(dict(message.weights))
+        self.weights.clear()
+        self.weights.update(message.weights)
+        self.runner.blocks.set_static_shares(dict(message.static_shares) if message.static_shares is not None
+                                             else None)
 
     def _export(self, message: ExportPrefix) -> None:
         self.emit(export_prefix_for(self.runner, self.worker_id, message))

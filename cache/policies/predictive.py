@@ -125,6 +125,16 @@ class PredictivePolicy(PolicyUpkeep, PrefetchPlanning, EvictionPolicy):
     def reserved_blocks(self, tenant: str) -> float:
         return self._plan.reserved(tenant)
 
+    def reservations(self) -> dict[str, float]:
+        return self._plan.reservations
+
+    def set_static_shares(self, shares: Mapping[str, float] | None) -> None:
+        """Fix (or, with None, free) the tenants' HOT reservations; re-planned at the next
+        tick, without waiting for `replan_interval_s`. (`config.static_shares` stays what
+        the policy was built with.)"""
+        self._plan.set_static_shares(shares)
+        self._replanned_at_s = None
+
     # ---- hooks -------------------------------------------------------------------------
 
     def on_insert(self, block: BlockMeta, now_s: float) -> None:

@@ -22,14 +22,25 @@ class ReservationPlan:
     def __init__(self, reserve_frac: float, equal_frac: float, static_shares: Mapping[str, float] | None = None) -> None:
         if not (0.0 <= reserve_frac <= 1.0 and 0.0 <= equal_frac <= 1.0):
             raise ValueError("reserve_frac and equal_frac must lie in [0, 1]")
+        self.reserve_frac = reserve_frac
+        self.equal_frac = equal_frac
+        self._static: dict[str, float] | None = None
+        self.set_static_shares(static_shares)
+        self._reserved: dict[str, float] = {}
+        self.planned_at_s: float | None = None
+
+    def set_static_shares(self, static_shares: Mapping[str, float] | None) -> None:
+        """Fix the reservations to these fractions of the tier (None: plan them from
+        demand); the next `plan` applies them."""
         if static_shares is not None and (min(static_shares.values(), default=0.0) < 0
                                           or sum(static_shares.values()) > 1.0 + 1e-9):
             raise ValueError("static shares must be non-negative and sum to at most 1")
-        self.reserve_frac = reserve_frac
-        self.equal_frac = equal_frac
         self._static = dict(static_shares) if static_shares is not None else None
-        self._reserved: dict[str, float] = {}
-        self.planned_at_s: float | None = None
+
+    @property
+    def reservations(self) -> dict[str, float]:
+        """Each tenant's guaranteed HOT blocks as last planned."""
+        return dict(self._reserved)
 
     @property
     def is_active(self) -> bool:

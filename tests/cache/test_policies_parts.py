@@ -118,6 +118,16 @@ def test_reservation_plan_splits_by_demand_and_honours_static_shares() -> None:
     assert static.reserved("a") == pytest.approx(60.0) and static.reserved("b") == 0.0
     with pytest.raises(ValueError):
         ReservationPlan(0.5, 0.5, {"a": 0.7, "b": 0.7})
+    static.set_static_shares({"b": 0.25})   # a reload: in force at the next plan
+    assert static.reservations == {"a": 60.0}
+    static.plan(100, {"b": 5.0}, now_s=1.0)
+    assert static.reservations == {"b": 25.0}
+    static.set_static_shares(None)   # from demand again
+    static.plan(100, {"b": 5.0}, now_s=2.0)
+    assert static.reservations == {"b": pytest.approx(50.0)}
+    with pytest.raises(ValueError):
+        static.set_static_shares({"a": -0.1})
+    assert static.reservations == {"b": pytest.approx(50.0)}
 
 
 def test_tenant_accuracy_flags_forecasts_worse_than_the_base_rate() -> None:

@@ -39,7 +39,7 @@ def test_a_reload_applies_keys_admins_and_limits_and_names_what_waits_for_the_ne
                     + _tenant("b", "sk-b", "weight = 2.0"))
     report = asyncio.run(reload_tenants(state, path))
     assert (report.added, report.removed, report.changed) == (("b",), ("gone",), ("a",))
-    assert report.at_next_start == ("[[models]]", "the weight of 'b'", "the kv_share of 'gone'")
+    assert report.at_next_start == ("[[models]]",)   # weights and kv_shares: at once (no local model here)
     assert state.keys.authenticate("Bearer sk-b") == "b" and state.keys.authenticate("Bearer sk-a") == "a"
     with pytest.raises(ApiError) as refused:
         state.keys.authenticate("Bearer sk-gone")
@@ -49,7 +49,45 @@ def test_a_reload_applies_keys_admins_and_limits_and_names_what_waits_for_the_ne
     assert state.config.models[0].litellm_params == (("mock_response", "hi"),)   # models: at the next start
     assert capsys.readouterr().err.strip() == (
         f"stepahead: reloaded the tenants from {path}: 1 added (b), 1 removed (gone), 1 changed (a); "
-        "at the next start: [[models]], the weight of 'b', the kv_share of 'gone'")
+        "at the next start: [[models]]")
+
+
+LOCAL = '[[models]]\nname = "tiny"\nkind = "local"\npath = "tiny"\nnum_workers = 1\n[models.engine]\n'
+
+
+def test_a_reload_puts_new_weights_and_kv_shares_in_force_on_the_local_engines(tmp_path, capsys):
+    path = tmp_path / "gw.toml"
+    path.write_text(LOCAL + 'policy = "predictive"\n' + _tenant("a", "sk-a") + _tenant("b", "sk-b", "kv_share = 0.2"))
+    state = build_app(load_config(path), config_path=str(path)).state.gateway
+    engine = state.backends["tiny"].engine
+    assert engine.tenant_shares() == ({"a": 1.0, "b": 1.0}, {"b": 0.2})
+    path.write_text(LOCAL + 'policy = "predictive"\n' + _tenant("a", "sk-a", "weight = 3.0\nkv_share = 0.5")
+                    + _tenant("b", "sk-b"))
+    report = asyncio.run(reload_tenants(state, path))
+    assert report.shares_applied_to == ("tiny",) and report.at_next_start == ()
+    assert engine.tenant_shares() == ({"a": 3.0, "b": 1.0}, {"a": 0.5})
+    assert capsys.readouterr().err.strip().endswith(": 0 added, 0 removed, 2 changed (a, b); weights and kv_shares "
+                                                    "in force on 'tiny'")
+    path.write_text(LOCAL + 'policy = "predictive"\n' + _tenant("a", "sk-a", "weight = 3.0"))
+    asyncio.run(reload_tenants(state, path))
+    assert engine.tenant_shares() == ({"a": 3.0}, None)   # no shares left: planned from demand again
+
+
+def test_a_reload_leaves_what_the_models_engine_table_fixes_and_says_so(tmp_path, caplog):
+    path = tmp_path / "gw.toml"
+    fixed = LOCAL + 'policy = "lru"\ntenant_weights = { a = 5.0 }\n'
+    path.write_text(fixed + _tenant("a", "sk-a"))
+    state = build_app(load_config(path), config_path=str(path)).state.gateway
+    engine = state.backends["tiny"].engine
+    path.write_text(fixed + _tenant("a", "sk-a", "weight = 2.0\nkv_share = 0.5"))
+    with caplog.at_level(logging.WARNING, logger="stepahead"):
+        report = asyncio.run(reload_tenants(state, path))
+    assert report.shares_applied_to == ("tiny",)
+    assert engine.tenant_shares() == ({"a": 5.0}, None)
+    assert [record.getMessage() for record in caplog.records] == [
+        "stepahead: model 'tiny': tenants' weight is ignored ([models.engine] sets tenant_weights)",
+        "stepahead: model 'tiny': tenants' kv_share is ignored under policy 'lru' (reservations need "
+        'policy = "predictive")']
 
 
 @pytest.mark.parametrize("broken", ["[[tenants]]\nname = ", MODEL, None])

@@ -1,6 +1,8 @@
 """Weighted fair queueing: known-answer orders, bounds, and the slot-sharing rule."""
 from __future__ import annotations
 
+import pytest
+
 from shards.fair_queue import FairQueue, PushResult, fair_share, may_admit, work_cost
 
 
@@ -16,6 +18,18 @@ def test_fair_queue_serves_backlogged_tenants_in_weight_proportion():
     served = [queue.pop() for _ in range(30)]
     assert sum(s.startswith("a") for s in served) == 20
     assert sum(s.startswith("b") for s in served) == 10
+
+
+def test_fair_queue_new_weights_apply_to_what_is_pushed_after_them():
+    queue = FairQueue({"a": 1.0, "b": 1.0})
+    queue.set_weights({"a": 3.0})   # b: the default weight, 1
+    _fill(queue, "a", 40)
+    _fill(queue, "b", 40)
+    served = [queue.pop() for _ in range(40)]
+    assert sum(s.startswith("a") for s in served) == 30
+    with pytest.raises(ValueError):
+        queue.set_weights({"a": 0.0})
+    assert queue.weight("a") == 3.0
 
 
 def test_fair_queue_keeps_arrival_order_within_a_tenant():
