@@ -9,7 +9,7 @@ Invariants:
   (`tool_forcing.py`) so the reply is always a call;
 - closing `run()` closes the engine stream, which cancels the request on its worker;
 - tenant weights from the config reach the engine's fair queue, and tenants' `kv_share`s
-  the predictive policy's reservations;
+  the predictive policy's reservations, at the start and at a reload (`tenant_shares.py`);
 - a model whose engine options name no policy runs `DEFAULT_LOCAL_POLICY` (predictive).
 """
 from __future__ import annotations
@@ -30,28 +30,13 @@ from gateway.prompt_token_cache import PromptTokenCache
 from gateway.reply_format import reply_schema
 from gateway.schema_checks import SchemaChecker
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, NamedToolChoice
+from gateway.tenant_shares import apply_tenant_shares, with_tenant_shares
 
 log = logging.getLogger("stepahead.gateway")
 
 STATS_REFRESH_INTERVAL_S = 2.0
 TEXT_PART_TYPES = ("text", "input_text", "output_text")
 MAX_RUNS = 128  # completions generated for one request: prompts x max(n, best_of)
-
-
-def _reserve_kv_shares(options: dict, kv_shares: dict[str, float], model: str) -> None:
-    """Tenants' `kv_share`s become the predictive policy's fixed reservations
-    (`static_shares`, fractions of each worker's hot blocks) unless the engine options
-    already set them; LRU has no reservations, so shares under it are reported once."""
-    shares = {tenant: share for tenant, share in kv_shares.items() if share > 0.0}
-    if not shares:
-        return
-    if options["policy"] != "predictive":
-        log.warning("model %r: tenants' kv_share is ignored under policy %r (reservations need "
-                    "policy = \"predictive\" in [models.engine])", model, options["policy"])
-        return
-    policy_options = dict(options.get("policy_options") or {})
-    policy_options.setdefault("static_shares", shares)
-    options["policy_options"] = policy_options
 
 
 class LocalBackend:
@@ -69,12 +54,10 @@ class LocalBackend:
         options = dict(config.engine_options)
         LocalEngine.check_options(options)  # a bad [models.engine] option is one clear error
         options.setdefault("policy", DEFAULT_LOCAL_POLICY)
-        self._fixed_by_engine_options = {   # what [models.engine] sets in place of the tenants' values
-            "weight": "tenant_weights" in options,
-            "kv_share": "static_shares" in (options.get("policy_options") or {})}
-        if tenant_weights:
-            options.setdefault("tenant_weights", tenant_weights)
-        _reserve_kv_shares(options, tenant_kv_shares or {}, config.name)
+        self._fixed_by_engine_options, notes = with_tenant_shares(options, tenant_weights or {},
+                                                                  tenant_kv_shares or {}, config.name)
+        for note in notes:
+            log.warning("%s", note)
         self.engine = LocalEngine(config.path, config.num_workers, **options)
         self.schemas = SchemaChecker()   # response_format schemas that passed, per tenant
         self.prompt_tokens: PromptTokenCache | None = None   # once started (it needs the tokenizer)
@@ -94,30 +77,10 @@ class LocalBackend:
 
     def set_tenant_shares(self, weights: dict[str, float], kv_shares: dict[str, float],
                           changed: tuple[str, ...] = ("weight", "kv_share")) -> list[str]:
-        """Put the tenants' (reloaded) `weight`s and `kv_share`s in force on the running
-        engine, as a start would have: where [models.engine] fixes either, it stays; under
-        a policy without reservations, shares are ignored. What of the `changed` fields
-        was not applied, as log lines."""
-        current_weights, current_static = self.engine.tenant_shares()
-        fixed, notes = self._fixed_by_engine_options, []
-        if fixed["weight"]:
-            weights = current_weights
-            if "weight" in changed:
-                notes.append(f"model {self.model_id!r}: tenants' weight is ignored ([models.engine] sets "
-                             "tenant_weights)")
-        shares = {tenant: share for tenant, share in kv_shares.items() if share > 0.0}
-        static = current_static
-        if fixed["kv_share"]:
-            if "kv_share" in changed:
-                notes.append(f"model {self.model_id!r}: tenants' kv_share is ignored ([models.engine] "
-                             "policy_options sets static_shares)")
-        elif self.engine.config.policy == "predictive":
-            static = shares or None
-        elif shares and "kv_share" in changed:
-            notes.append(f"model {self.model_id!r}: tenants' kv_share is ignored under policy "
-                         f"{self.engine.config.policy!r} (reservations need policy = \"predictive\")")
-        self.engine.set_tenant_shares(weights, static)
-        return notes
+        """Put reloaded tenants' `weight`s and `kv_share`s in force (gateway/tenant_shares.py);
+        the lines to log about what was not applied."""
+        return apply_tenant_shares(self.engine, self.model_id, self._fixed_by_engine_options, weights,
+                                   kv_shares, changed)
 
     def conversion_notice(self) -> str | None:
         """What the operator is told before a start that first converts the embedded

@@ -87,7 +87,7 @@ def test_a_reload_leaves_what_the_models_engine_table_fixes_and_says_so(tmp_path
     assert [record.getMessage() for record in caplog.records] == [
         "stepahead: model 'tiny': tenants' weight is ignored ([models.engine] sets tenant_weights)",
         "stepahead: model 'tiny': tenants' kv_share is ignored under policy 'lru' (reservations need "
-        'policy = "predictive")']
+        'policy = "predictive" in [models.engine])']
 
 
 @pytest.mark.parametrize("broken", ["[[tenants]]\nname = ", MODEL, None])
