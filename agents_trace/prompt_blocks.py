@@ -15,7 +15,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Sequence
 
-from cache.hashing import hash_blocks, tenant_salt
+from cache.hashing import chain_hashes, hash_block, tenant_salt
 
 RECORD_BLOCK_SIZE = 64
 _DROP_BITS = 64 - 53
@@ -23,9 +23,14 @@ _DROP_BITS = 64 - 53
 
 def prompt_block_ids(tenant: str, token_ids: Sequence[int],
                      block_size: int = RECORD_BLOCK_SIZE) -> list[int]:
-    """One fingerprint per block of the prompt, in order."""
-    blocks = [token_ids[start:start + block_size] for start in range(0, len(token_ids), block_size)]
-    return [block_hash >> _DROP_BITS for block_hash in hash_blocks(blocks, tenant_salt(tenant))]
+    """One fingerprint per block of the prompt, in order (the full blocks hashed as the
+    engine hashes them, the partial last one chained after them)."""
+    salt = tenant_salt(tenant)
+    hashes = chain_hashes(token_ids, block_size, salt)
+    num_hashed = len(hashes) * block_size
+    if num_hashed < len(token_ids):
+        hashes.append(hash_block(hashes[-1] if hashes else None, token_ids[num_hashed:], salt))
+    return [block_hash >> _DROP_BITS for block_hash in hashes]
 
 
 def num_blocks(num_tokens: int, block_size: int = RECORD_BLOCK_SIZE) -> int:

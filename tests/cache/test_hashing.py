@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -29,6 +30,19 @@ def test_hash_block_known_answer() -> None:
 def test_chain_hashes_known_answer_skips_partial_tail() -> None:
     hashes = chain_hashes(list(range(1, 11)), 4, tenant_salt("acme"))
     assert hashes == [0xA58558AC13ED1305, 0xB51A78EF6A89DD5E]
+
+
+def test_chain_hashes_equals_hashing_block_by_block() -> None:
+    """`chain_hashes` encodes the prompt at once; the values are `hash_blocks`' exactly."""
+    rng = random.Random(7)
+    for _ in range(200):
+        block_size = rng.choice([1, 3, 16, 64])
+        token_ids = [rng.choice([rng.randrange(50_000), rng.randrange(-2**63, 2**63)])
+                     for _ in range(rng.randrange(0, 300))]
+        salt = rng.choice([b"", tenant_salt("acme"), tenant_salt("acme", "shared")])
+        assert chain_hashes(token_ids, block_size, salt) == hash_blocks(split_blocks(token_ids, block_size), salt)
+    with pytest.raises(ValueError):
+        chain_hashes([1, 2], 0, b"")
 
 
 def test_hash_block_is_unsigned_64_bit() -> None:
