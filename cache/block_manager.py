@@ -21,7 +21,8 @@ Slots, the hash index, tier moves and events live in `Residency`; this class add
 request protocol: lineage checks, references, sessions and per-tenant hit counters. The
 moves policies and operators ask for (demote, promote, drop, clear) are its base class
 `BlockMoves` (cache/block_moves.py); sizes, read access and the counters' snapshot,
-`BlockCounts` (cache/block_counts.py).
+`BlockCounts` (cache/block_counts.py); what it hands to its policy and the event queue,
+`PolicyCalls` (cache/block_policy_calls.py).
 
 NOTE: not thread-safe; one owner (a worker loop, the simulator) drives it.
 """
@@ -31,13 +32,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from cache.block_meta import BlockMeta, LineageId
-from cache.events import CacheEvent
-from cache.forecast import Forecast
 from cache.hashing import BlockHash, hash_blocks, split_blocks, tenant_salt
 from cache.lineage import continues, verified_run
 from cache.lru import LRUPolicy
 from cache.block_counts import BlockCounts
 from cache.block_moves import BlockMoves
+from cache.block_policy_calls import PolicyCalls
 from cache.match import Match
 from cache.mover import BlockMover
 from cache.policy import EvictionPolicy
@@ -48,7 +48,7 @@ from cache.tiers import Tier
 __all__ = ["BlockManager", "BlockMover", "Match"]
 
 
-class BlockManager(BlockCounts, BlockMoves):
+class BlockManager(BlockCounts, BlockMoves, PolicyCalls):
     """Prefix-cached KV block slots over a HOT and an optional HOST tier.
 
     `prefix_groups` gives a tenant's configured prefix group (tenants of one group share
@@ -255,38 +255,6 @@ class BlockManager(BlockCounts, BlockMoves):
             if block is None or block.ref_count <= 0:
                 raise ValueError(f"hot block {block_id} holds no reference")
             self._unref(block, now)
-
-    # ---- policy and events -----------------------------------------------------------
-
-    def apply(self, forecast: Forecast) -> None:
-        """Hand a session's forecast to the policy (LRU ignores it)."""
-        self._policy.apply(forecast, self)
-
-    def session_moved(self, session: str) -> None:
-        """Tell the policy `session` is now served elsewhere (LRU ignores it)."""
-        self._policy.on_session_moved(session, self._clock())
-
-    def set_static_shares(self, shares: Mapping[str, float] | None) -> bool:
-        """Fix the tenants' HOT reservations (fractions of the tier; None: from demand);
-        whether the policy has reservations to fix (only the predictive one)."""
-        setter = getattr(self._policy, "set_static_shares", None)
-        if setter is None:
-            return False
-        setter(shares)
-        return True
-
-    def reservations(self) -> dict[str, float]:
-        """Each tenant's guaranteed HOT blocks under the policy's last plan (none: {})."""
-        reservations = getattr(self._policy, "reservations", None)
-        return reservations() if reservations is not None else {}
-
-    def tick(self, now: float | None = None) -> None:
-        """Let the policy act on time passing (TTL expiries, due prefetches)."""
-        self._policy.tick(self._clock() if now is None else now, self)
-
-    def take_events(self) -> list[CacheEvent]:
-        """Drain the event queue, oldest first."""
-        return self._residency.take_events()
 
     # ---- internals -------------------------------------------------------------------
 

@@ -227,6 +227,21 @@ def test_predictive_reservations_hold_under_a_noisy_tenant() -> None:
     assert run(LRUPolicy()) == [None] * 6
 
 
+def test_reservations_fixed_while_running_hold_from_the_next_tick() -> None:
+    """The noisy-tenant run above with the shares set on the running manager (a config
+    reload) instead of at construction: `quiet` keeps its blocks all the same."""
+    assert manager(LRUPolicy(), Clock(), hot=4).set_static_shares({"quiet": 0.5}) is False   # nothing to fix
+    quiet = prompt(0, 6)
+    clock = Clock()
+    mgr = manager(policy(), clock, hot=20)   # without the shares, `quiet` loses all 6 (above)
+    serve(mgr, clock, 0.0, "quiet", "q", quiet)
+    assert mgr.set_static_shares({"quiet": 0.4, "noisy": 0.4}) is True
+    for i in range(1, 30):
+        serve(mgr, clock, float(i), "noisy", f"n{i}", prompt(i, 3))
+    assert tiers_of(mgr, "quiet", quiet) == [Tier.HOT] * 6
+    assert mgr.reservations() == {"quiet": pytest.approx(8.0), "noisy": pytest.approx(8.0)}
+
+
 def test_reservations_find_the_same_victims_asking_each_tenant_or_the_tiers_ranking(monkeypatch) -> None:
     """Many tenants, a few of them noisy: whether the policy finds the cheapest group of
     the tenants over their share in the tier's ranking or (past MAX_SKIPS cheaper groups
