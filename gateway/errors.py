@@ -100,3 +100,10 @@ def server_error(message: str = "The server had an error while processing your r
 
 def unavailable(message: str, *, code: str = "service_unavailable") -> ApiError:
     return ApiError(503, message, "server_error", code, None, {"Retry-After": "1"})
+
+
+def stream_cut_at_shutdown(
+        message: str = "The gateway is shutting down and cut this stream before it finished; retry the request.",
+) -> ApiError:
+    """What a stream still running when the shutdown timeout passes ends with."""
+    return unavailable(message, code="server_shutting_down")

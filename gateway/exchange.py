@@ -25,7 +25,7 @@ from agents_trace.records import StepContext
 
 from gateway.backend import Backend, ChatEvent, Finished, Prepared, TextDelta, Usage
 from gateway.choices import merged_usage, run_choices
-from gateway.errors import ApiError, server_error, unavailable
+from gateway.errors import ApiError, server_error, stream_cut_at_shutdown
 from gateway.http_io import EventStreamResponse, race_disconnect
 from gateway.limits import Ticket
 from gateway.openai_format import (ChunkWriter, Collected, ResponseHeader, Reply, chat_completion,
@@ -243,8 +243,7 @@ async def _respond_stream(request: Request, exchange: Exchange,
     cut: list[ApiError] = []
 
     def on_cut() -> bytes:
-        error = unavailable("The gateway is shutting down and cut this stream before it finished; "
-                            "retry the request.", code="server_shutting_down")
+        error = stream_cut_at_shutdown()
         cut.append(error)
         exchange.error = _error_type(error)
         return writer.error(error.body())

@@ -22,7 +22,7 @@ from gateway.background_responses import BackgroundJob, generate
 from gateway.background_runs import BackgroundRun
 from gateway.backend import Backend, Prepared
 from gateway.chat_checks import check_chat_request
-from gateway.errors import ApiError, invalid_request, response_not_found
+from gateway.errors import ApiError, invalid_request, response_not_found, stream_cut_at_shutdown
 from gateway.exchange import CLIENT_CLOSED_STATUS, ReplyShape, respond
 from gateway.forecasting import bind_session
 from gateway.http_io import ClientGone, EventStreamResponse, read_json_body
@@ -31,7 +31,7 @@ from gateway.openai_format import Collected, new_id
 from gateway.response_store import StoredResponse
 from gateway.responses_format import (ResponsesRequest, conversation_after, input_items, renamed,
                                       to_chat_body, without_oldest_turn)
-from gateway.responses_stream import ResponsesStreamWriter, whole_response
+from gateway.responses_stream import ResponsesStreamWriter, sse_event, whole_response
 from gateway.routes import error_response, gateway_state
 from gateway.schemas import ChatCompletionRequest, validate
 from gateway.state import GatewayState
@@ -144,8 +144,16 @@ def _start_background(state: GatewayState, job: BackgroundJob, tenant: str, *, s
 
 
 def _event_stream(run: BackgroundRun, starting_after: int) -> Response:
-    """The run's events after `starting_after`; the reader leaving does not stop the run."""
-    return EventStreamResponse(run.follow(starting_after), headers={}, on_close=lambda _completed: None)
+    """The run's events after `starting_after`; the reader leaving does not stop the run.
+    A reader the shutdown timeout cuts gets an `error` event numbered as the run's next."""
+    def on_cut() -> bytes:
+        error = stream_cut_at_shutdown(
+            "The gateway is shutting down and cut this stream; the background response is cancelled with it "
+            f"(GET /v1/responses/{run.response_id} shows how far it got).")
+        return sse_event("error", len(run.events), code=error.code, message=error.message, param=None)
+
+    return EventStreamResponse(run.follow(starting_after), headers={}, on_close=lambda _completed: None,
+                               on_cut=on_cut)
 
 
 async def _prepared_chat(state: GatewayState, backend: Backend, parsed: ResponsesRequest, chat_body: dict,

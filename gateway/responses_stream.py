@@ -19,6 +19,12 @@ from gateway.responses_format import (ResponsesRequest, call_item, final_status,
                                       response_object, text_part)
 
 
+def sse_event(kind: str, sequence_number: int, **fields) -> bytes:
+    """One event of a Responses stream, as sent."""
+    data = {"type": kind, "sequence_number": sequence_number, **fields}
+    return f"event: {kind}\n".encode() + b"data: " + dumps(data) + b"\n\n"
+
+
 class ResponsesStreamWriter:
     """The ChunkWriter of the Responses API (same interface: opening, event, done, error)."""
 
@@ -30,9 +36,9 @@ class ResponsesStreamWriter:
         self._items: list[dict] = []  # output items closed so far
 
     def _event(self, kind: str, **fields) -> bytes:
-        data = {"type": kind, "sequence_number": self._sequence, **fields}
+        event = sse_event(kind, self._sequence, **fields)
         self._sequence += 1
-        return f"event: {kind}\n".encode() + b"data: " + dumps(data) + b"\n\n"
+        return event
 
     def snapshot(self, status: str, usage=None, error: dict | None = None) -> dict:
         """The response object as it stands: the output items closed so far."""

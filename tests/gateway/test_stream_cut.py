@@ -13,10 +13,7 @@ from gateway.config import key_digest, parse_config
 from tests.gateway.serving import start_server
 
 
-@pytest.mark.parametrize("passthrough", [False, True])
-def test_a_stream_cut_by_the_shutdown_timeout_ends_with_an_error_event_and_a_whole_body(
-        fake_upstream, monkeypatch, tmp_path, passthrough):
-    monkeypatch.setenv("STEPAHEAD_TEST_FAKE_KEY", "sk-upstream-secret")
+def _gateway(fake_upstream, tmp_path, passthrough: bool = False):
     config = parse_config({
         "tracing": {"store_path": str(tmp_path / "traces.sqlite")},
         "models": [{"name": "fake", "kind": "upstream", "litellm_model": "openai/fake-model",
@@ -24,21 +21,33 @@ def test_a_stream_cut_by_the_shutdown_timeout_ends_with_an_error_event_and_a_who
                     "passthrough": passthrough}],
         "tenants": [{"name": "t", "api_key_sha256": [key_digest("sk-t")]}]})
     app = build_app(config)
-    server = start_server(app, shutdown_timeout_s=0.3)
+    return app, start_server(app, shutdown_timeout_s=0.3)
+
+
+def _lines_until_the_cut(server, path: str, body: dict) -> list[str]:
+    """The stream's lines; the server is told to stop once the first one is out."""
     lines = []
     try:
-        with httpx.stream("POST", f"{server.base_url}/v1/chat/completions", timeout=30,
-                          headers={"Authorization": "Bearer sk-t"},
-                          json={"model": "fake", "stream": True,
-                                "messages": [{"role": "user", "content": "slow"}]}) as reply:
+        with httpx.stream("POST", f"{server.base_url}{path}", timeout=30, json=body,
+                          headers={"Authorization": "Bearer sk-t"}) as reply:
             assert reply.status_code == 200
             for line in reply.iter_lines():   # a whole body: httpx raises on one closed midway
                 lines.append(line)
-                if len(lines) == 1:   # the first event is out: stop the server meanwhile
+                if len(lines) == 1:
                     server.server.should_exit = True
     finally:
         server.server.should_exit = True
         server.thread.join(30)
+    return lines
+
+
+@pytest.mark.parametrize("passthrough", [False, True])
+def test_a_stream_cut_by_the_shutdown_timeout_ends_with_an_error_event_and_a_whole_body(
+        fake_upstream, monkeypatch, tmp_path, passthrough):
+    monkeypatch.setenv("STEPAHEAD_TEST_FAKE_KEY", "sk-upstream-secret")
+    app, server = _gateway(fake_upstream, tmp_path, passthrough)
+    lines = _lines_until_the_cut(server, "/v1/chat/completions", {
+        "model": "fake", "stream": True, "messages": [{"role": "user", "content": "slow"}]})
     events = [json.loads(line.removeprefix("data: ")) for line in lines if line.startswith("data: {")]
     assert events[0]["choices"][0]["delta"]["role"] == "assistant"
     assert events[-1] == {"error": {"message": "The gateway is shutting down and cut this stream before it "
@@ -46,3 +55,18 @@ def test_a_stream_cut_by_the_shutdown_timeout_ends_with_an_error_event_and_a_who
                                     "param": None, "code": "server_shutting_down"}}
     assert "data: [DONE]" not in lines
     assert 'status="503"' in app.state.gateway.metrics.render()   # counted as the gateway's refusal
+
+
+def test_a_background_responses_reader_cut_at_shutdown_reads_an_error_event_numbered_as_the_runs_next(
+        fake_upstream, monkeypatch, tmp_path):
+    monkeypatch.setenv("STEPAHEAD_TEST_FAKE_KEY", "sk-upstream-secret")
+    _, server = _gateway(fake_upstream, tmp_path)
+    lines = _lines_until_the_cut(server, "/v1/responses", {"model": "fake", "stream": True, "background": True,
+                                                           "input": "slow"})
+    events = [json.loads(line.removeprefix("data: ")) for line in lines if line.startswith("data: ")]
+    assert events[0]["type"] == "response.created"
+    assert [event["sequence_number"] for event in events] == list(range(len(events)))
+    last = events[-1]
+    assert (last["type"], last["code"]) == ("error", "server_shutting_down")
+    assert last["message"].startswith("The gateway is shutting down and cut this stream; the background "
+                                      "response is cancelled with it (GET /v1/responses/resp_")
