@@ -41,7 +41,9 @@ class EngineReports:
                     **dict(zip(("device", "dtype"), self._placements.get(health.worker_id, ("", ""))))}
             return {"workers": workers, "transport": self.transport_name, "device": self.config.device,
                     "dtype": self._settled_dtype(), "num_queued": len(self._dispatcher.queue),
-                    "cost_probe": self.cost_probe}
+                    "cost_probe": self.cost_probe, "policy": self.config.policy,
+                    "tenant_weights": dict(self.config.tenant_weights),
+                    "kv_shares": dict(dict(self.config.policy_options).get("static_shares") or ())}
 
     def _settled_dtype(self) -> str:
         """The dtype the workers loaded, once any reported it ("auto" settled on a Ray

@@ -42,6 +42,9 @@ def test_new_shares_reach_the_queue_the_router_and_the_workers_and_a_restart_sta
     tenants = asyncio.run(run())
     assert tenants["a"]["num_reserved_blocks"] == pytest.approx(16.0)   # half of the 32 HOT blocks
     assert eng.tenant_shares() == ({"a": 3.0, "b": 1.0}, {"a": 0.5})
+    health = eng.health()   # what an admin's /health shows of the model
+    assert (health["policy"], health["tenant_weights"], health["kv_shares"]) == (
+        "predictive", {"a": 3.0, "b": 1.0}, {"a": 0.5})
     assert (eng._dispatcher.queue.weight("a"), eng._dispatcher.router._weights) == (3.0, {"a": 3.0, "b": 1.0})
     assert eng.config.tenant_weights == (("a", 3.0), ("b", 1.0))   # what a restarted worker is spawned with
     assert dict(eng.config.policy_options)["static_shares"] == (("a", 0.5),)
