@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from cache.block_meta import BlockMeta, LineageId
-from cache.hashing import BlockHash, hash_blocks, split_blocks, tenant_salt
+from cache.hashing import BlockHash, chain_hashes, split_blocks, tenant_salt
 from cache.lineage import continues, verified_run
 from cache.lru import LRUPolicy
 from cache.block_counts import BlockCounts
@@ -115,8 +115,8 @@ class BlockManager(BlockCounts, BlockMoves, PolicyCalls):
 
     def hash_prompt(self, tenant: str, token_ids: Sequence[int]) -> tuple[list[BlockHash], list[tuple[int, ...]]]:
         """The chained hashes and token tuples of the full blocks of a prompt."""
-        blocks = split_blocks(token_ids, self._block_size)
-        return hash_blocks(blocks, self.salt_for(tenant)), blocks
+        return (chain_hashes(token_ids, self._block_size, self.salt_for(tenant)),
+                split_blocks(token_ids, self._block_size))
 
 
     def match(
