@@ -1,8 +1,8 @@
 """Changing a running engine's tenant weights and fixed HOT reservations (a config reload).
 
 `EngineTenants` is a part of `shards.engine.LocalEngine` (a base class), kept apart so
-that each file holds one concept. It uses the engine's `_lock`, `_dispatcher`, `_channels`
-and `config`.
+that each file holds one concept. It uses the engine's `_lock`, `_dispatcher`, `_channels`,
+`config`, `_router_config` and `_dispatch_config`.
 
 Invariant: after `set_tenant_shares` returns, the engine's queue and router use the new
 weights, every running worker has been sent them (and the reservations), and a worker
@@ -48,5 +48,11 @@ class EngineTenants:
             self.config = dataclasses.replace(self.config, tenant_weights=frozen_weights,
                                               policy_options=tuple(sorted(options.items())))
             self._dispatcher.set_weights(weights)
+            # the configs say what is in force (the queue and router read their own copies)
+            self._router_config = dataclasses.replace(self._router_config, tenant_weights=frozen_weights)
+            self._dispatch_config = dataclasses.replace(self._dispatch_config, tenant_weights=frozen_weights)
+            router = self._dispatcher.router
+            router.config = dataclasses.replace(router.config, tenant_weights=frozen_weights)
+            self._dispatcher.config = dataclasses.replace(self._dispatcher.config, tenant_weights=frozen_weights)
             for channel in self._channels.values():
                 channel.send(message)

@@ -47,6 +47,8 @@ def test_new_shares_reach_the_queue_the_router_and_the_workers_and_a_restart_sta
         "predictive", {"a": 3.0, "b": 1.0}, {"a": 0.5})
     assert (eng._dispatcher.queue.weight("a"), eng._dispatcher.router._weights) == (3.0, {"a": 3.0, "b": 1.0})
     assert eng.config.tenant_weights == (("a", 3.0), ("b", 1.0))   # what a restarted worker is spawned with
+    assert eng._dispatcher.config.tenant_weights == eng._dispatcher.router.config.tenant_weights == (
+        ("a", 3.0), ("b", 1.0))
     assert dict(eng.config.policy_options)["static_shares"] == (("a", 0.5),)
     eng.set_tenant_shares({"a": 1.0}, None)   # back to reservations planned from demand
     assert "static_shares" not in dict(eng.config.policy_options) and eng.tenant_shares() == ({"a": 1.0}, None)
