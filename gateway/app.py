@@ -35,7 +35,7 @@ from gateway.http_io import ClientGone
 from gateway.limits import Limiters
 from gateway.metrics import Registry
 from gateway.response_archive import ResponseArchive
-from gateway.reload import reload_on_hangup
+from gateway.reload import HangupsBeforeStart, reload_on_hangup
 from gateway.response_store import ResponseStore
 from gateway.start_failure import stated_start_failures
 from gateway.state import GatewayState
@@ -95,9 +95,13 @@ async def start_all(backends, started: list[Backend]) -> None:
 
 def build_app(config: GatewayConfig | None = None, *, config_path: str | None = None) -> FastAPI:
     """`config_path`: the file `config` was read from; SIGHUP reloads its tenants
-    (gateway/reload.py). Without `config`, $STEPAHEAD_CONFIG's file, if set, is both."""
+    (gateway/reload.py). Without `config`, $STEPAHEAD_CONFIG's file, if set, is both, and
+    (as `uvicorn --factory` calls this before the app starts) a SIGHUP from here on is
+    counted until the app's reload serves it, as `stepahead serve --config` does."""
     if config is None:
         config_path = os.environ.get("STEPAHEAD_CONFIG") or None
+        if config_path is not None:
+            HangupsBeforeStart.install()   # None off the main thread: nothing to catch there
         config = config_from_environment()
     state = GatewayState(
         config=config,

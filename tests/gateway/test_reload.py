@@ -201,3 +201,31 @@ def test_a_sighup_before_the_app_starts_is_served_once_it_runs_and_one_while_it_
     assert seen["counted"] == 1
     assert isinstance(seen["after_stop"], HangupsBeforeStart) and seen["after_stop"].num_seen == 1
     assert signal.getsignal(signal.SIGHUP) == signal.SIG_DFL   # serve leaves the handler it found
+
+
+def test_the_factory_path_counts_a_sighup_before_the_start_and_serves_it_once_the_app_runs(monkeypatch, tmp_path):
+    """`uvicorn --factory gateway.app:build_app` with $STEPAHEAD_CONFIG: the factory runs
+    before the app starts, in the main thread."""
+    from gateway.reload import HangupsBeforeStart
+
+    path = tmp_path / "gw.toml"
+    path.write_text(MODEL + _tenant("a", "sk-a"))
+    monkeypatch.setenv("STEPAHEAD_CONFIG", str(path))
+    try:
+        app = build_app()
+        assert isinstance(signal.getsignal(signal.SIGHUP), HangupsBeforeStart)
+        path.write_text(MODEL + _tenant("b", "sk-b"))
+        os.kill(os.getpid(), signal.SIGHUP)   # counted, not the end
+        state = app.state.gateway
+
+        async def serve() -> None:
+            async with app.router.lifespan_context(app):
+                deadline_s = time.monotonic() + 30
+                while state.keys.tenant_for_key("sk-b") is None:
+                    assert time.monotonic() < deadline_s, "the SIGHUP counted before the start was not served"
+                    await asyncio.sleep(0.01)
+
+        asyncio.run(serve())
+        assert isinstance(signal.getsignal(signal.SIGHUP), HangupsBeforeStart)   # put back as the app stopped
+    finally:
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
