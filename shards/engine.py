@@ -5,9 +5,10 @@ EngineEvents. Behind it: a router (prefix index + load + affinity), tenant-fair
 admission queues, shared-prefix transfer between workers, and a supervisor that
 health-checks, fences and restarts workers. The decision logic lives in pure objects
 (`Dispatcher`, `Router`, `Supervisor`); this class only wires them to the transport,
-the reader threads and the asyncio streams, all under one lock. Two parts live in files
-of their own, as base classes: the start and its cancellation (`shards.engine_start`),
-and what the engine reports (`shards.engine_reports`).
+the reader threads and the asyncio streams, all under one lock. Parts live in files of
+their own, as base classes: the start and its cancellation (`shards.engine_start`), what
+the engine reports (`shards.engine_reports`), what it does with each worker's messages and
+exit (`shards.engine_messages`), and changing the tenants' shares (`shards.engine_tenants`).
 
 Invariants:
 - every request ends with exactly one terminal event (FinishEvent or ErrorEvent): a
@@ -33,10 +34,11 @@ from cache.hashing import chain_hashes, tenant_salt
 from shards.dispatcher import DispatchConfig, Dispatcher, Outbound
 from shards.engine_options import check_engine_options
 from shards.engine_reports import EngineReports
+from shards.engine_messages import EngineMessages, unlink_segments
 from shards.engine_start import WORKER_START_TIMEOUT_S, EngineStart, EngineStartError
 from shards.engine_tenants import EngineTenants
-from shards.protocol import (ApplyForecast, CostProfile, EngineEvent, ErrorEvent, FinishEvent, Ping, Pong,
-                             Shutdown, WorkerFailed, WorkerReady, WorkerStats, WorkItem)
+from shards.protocol import (ApplyForecast, CostProfile, EngineEvent, ErrorEvent, FinishEvent, Ping, Shutdown,
+                             WorkerStats, WorkItem)
 from shards.route_records import RouterConfig
 from shards.router import Router
 from shards.supervisor import Supervisor, SupervisorConfig
@@ -50,7 +52,7 @@ RESERVATION_QUANTILE = 0.9
 RESERVATION_SLACK_S = 2.0
 
 
-class LocalEngine(EngineStart, EngineReports, EngineTenants):
+class LocalEngine(EngineStart, EngineReports, EngineTenants, EngineMessages):
     """One model on `num_workers` workers. Besides the model and cache sizes:
 
     - `transport`: "local" (processes, default) or "ray" (actors; `transport_options`
@@ -180,48 +182,6 @@ class LocalEngine(EngineStart, EngineReports, EngineTenants):
         if self._transport is not None:
             await asyncio.to_thread(self._transport.close)
 
-    # --- worker -> engine ----------------------------------------------------------------
-    def _on_message(self, worker_id: str, incarnation: int, message) -> None:
-        now = time.monotonic()
-        with self._lock:
-            supervisor = self._supervisor
-            out = Outbound()
-            if isinstance(message, WorkerReady):
-                if supervisor.on_ready(worker_id, incarnation, now):
-                    self.max_context_tokens = message.max_context_tokens
-                    self._placements[worker_id] = (message.device, message.dtype)
-                    self.model_id = message.model_id
-                    if message.costs is not None:
-                        self._probed_costs[worker_id] = message.costs
-                    out = self._dispatcher.add_worker(worker_id, self._probed_costs.get(worker_id), now)
-                    self._ready.notify_all()
-            elif isinstance(message, WorkerFailed):
-                self._start_error = f"worker {worker_id} failed to start: {message.message}"
-                self._ready.notify_all()
-            elif supervisor.is_current(worker_id, incarnation):
-                supervisor.on_heard(worker_id, incarnation, now,
-                                    message.sent_s if isinstance(message, Pong) else None)
-                if isinstance(message, Pong):
-                    self._dispatcher.set_round_trip(worker_id, supervisor.health(worker_id).round_trip_s)
-                elif isinstance(message, WorkerStats):
-                    self._stats[worker_id] = message
-                else:
-                    out = self._dispatcher.on_worker_message(worker_id, message, now)
-            self._perform(out)
-        _unlink(out.unlink)
-
-    def _on_exit(self, worker_id: str, incarnation: int) -> None:
-        with self._lock:
-            if self._stopping:
-                return
-            now = time.monotonic()
-            out = Outbound()
-            if self._supervisor.on_exit(worker_id, incarnation, now):
-                out = self._dispatcher.remove_worker(worker_id, now)
-                self._ready.notify_all()
-            self._perform(out)
-        _unlink(out.unlink)
-
     def _perform(self, out: Outbound) -> None:
         """Send and deliver (under the lock, so per-worker and per-request order hold)."""
         for worker_id, message in out.sends:
@@ -253,7 +213,7 @@ class LocalEngine(EngineStart, EngineReports, EngineTenants):
                 for worker_id in plan.ping:
                     self._channels[worker_id].send(Ping(next(self._nonces), now))
                 self._perform(out)
-            _unlink(out.unlink)
+            unlink_segments(out.unlink)
             for worker_id in plan.restart:
                 await asyncio.to_thread(self._spawn, worker_id)
 
@@ -326,18 +286,3 @@ def _frozen(options: Mapping) -> dict:
             value = tuple(value)
         frozen[key] = value
     return frozen
-
-
-def _unlink(names: list[str]) -> None:
-    """Remove shared-memory segments that no worker will import (best effort)."""
-    if not names:
-        return
-    from multiprocessing import shared_memory
-
-    for name in names:
-        try:
-            segment = shared_memory.SharedMemory(name=name)
-        except FileNotFoundError:
-            continue
-        segment.close()
-        segment.unlink()

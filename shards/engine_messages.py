@@ -1,0 +1,77 @@
+"""What a `LocalEngine` does with each message from a worker, and with a worker's exit.
+
+`EngineMessages` is a part of `shards.engine.LocalEngine` (a base class), kept apart so
+that each file holds one concept. Both handlers run on a transport's reader thread and
+take the engine's `_lock`; they use its `_supervisor`, `_dispatcher`, `_perform`,
+`_ready`, `_placements`, `_probed_costs` and `_stats`.
+
+Invariants: a fenced incarnation's messages are ignored (`Supervisor.is_current`); a
+worker is routable only once its `WorkerReady` is accepted, and not after its exit; the
+shared-memory segments a decision leaves unused are unlinked after the lock is released.
+"""
+from __future__ import annotations
+
+import time
+
+from shards.dispatcher import Outbound
+from shards.protocol import Pong, WorkerFailed, WorkerReady, WorkerStats
+
+
+class EngineMessages:
+    """The worker -> engine side of a `LocalEngine`."""
+
+    def _on_message(self, worker_id: str, incarnation: int, message) -> None:
+        now = time.monotonic()
+        with self._lock:
+            supervisor = self._supervisor
+            out = Outbound()
+            if isinstance(message, WorkerReady):
+                if supervisor.on_ready(worker_id, incarnation, now):
+                    self.max_context_tokens = message.max_context_tokens
+                    self._placements[worker_id] = (message.device, message.dtype)
+                    self.model_id = message.model_id
+                    if message.costs is not None:
+                        self._probed_costs[worker_id] = message.costs
+                    out = self._dispatcher.add_worker(worker_id, self._probed_costs.get(worker_id), now)
+                    self._ready.notify_all()
+            elif isinstance(message, WorkerFailed):
+                self._start_error = f"worker {worker_id} failed to start: {message.message}"
+                self._ready.notify_all()
+            elif supervisor.is_current(worker_id, incarnation):
+                supervisor.on_heard(worker_id, incarnation, now,
+                                    message.sent_s if isinstance(message, Pong) else None)
+                if isinstance(message, Pong):
+                    self._dispatcher.set_round_trip(worker_id, supervisor.health(worker_id).round_trip_s)
+                elif isinstance(message, WorkerStats):
+                    self._stats[worker_id] = message
+                else:
+                    out = self._dispatcher.on_worker_message(worker_id, message, now)
+            self._perform(out)
+        unlink_segments(out.unlink)
+
+    def _on_exit(self, worker_id: str, incarnation: int) -> None:
+        with self._lock:
+            if self._stopping:
+                return
+            now = time.monotonic()
+            out = Outbound()
+            if self._supervisor.on_exit(worker_id, incarnation, now):
+                out = self._dispatcher.remove_worker(worker_id, now)
+                self._ready.notify_all()
+            self._perform(out)
+        unlink_segments(out.unlink)
+
+
+def unlink_segments(names: list[str]) -> None:
+    """Remove shared-memory segments that no worker will import (best effort)."""
+    if not names:
+        return
+    from multiprocessing import shared_memory
+
+    for name in names:
+        try:
+            segment = shared_memory.SharedMemory(name=name)
+        except FileNotFoundError:
+            continue
+        segment.close()
+        segment.unlink()
