@@ -1,13 +1,19 @@
 """What hashing a prompt's blocks costs the gateway's event loop, per prompt length.
 
-The engine hashes every prompt into chained, tenant-salted block hashes
-(`cache.hashing.chain_hashes`) on the gateway's event loop before it routes the request,
-so the time is added to every request's latency and blocks every other request meanwhile.
-Baseline: block by block as `hash_blocks(split_blocks(...))` does (a tuple, a `struct`
-encoding and a new blake2b object per block); contender: `chain_hashes`, which encodes the
-prompt once and copies one prepared blake2b object per block. Both give the same values
-(checked here on every prompt). In alternating rounds; prints one JSON line per prompt
-length: medians over rounds of the median µs per prompt, and baseline / contender.
+The engine hashes every prompt into chained, tenant-salted block hashes on the gateway's
+event loop before it routes the request, so the time is added to every request's latency
+and blocks every other request meanwhile. Two comparisons, each in alternating rounds,
+medians over rounds of the median µs per prompt; one JSON line per prompt length:
+- `us_per_prompt` on independent random prompts: baseline block by block as
+  `hash_blocks(split_blocks(...))` does (a tuple, a `struct` encoding and a new blake2b
+  object per block); contender `chain_hashes` (the prompt encoded at once, one prepared
+  blake2b object copied per block);
+- `agent_session`: one session's steps growing from half the length to the length by
+  `--step-tokens` (each step re-sends the last; each a list of its own ints, as the
+  gateway's prompt token cache hands them out): baseline `chain_hashes` on every step;
+  contender `SessionHashes` (what the engine runs), which compares the prompt with the
+  last one and hashes only the new blocks.
+All ways give the same values (checked here).
 
     python benchmarks/bench_block_hashing.py [--lengths 1024,8192,32768] [--block-size 16] [--rounds 5]
 """
@@ -19,11 +25,13 @@ import random
 import statistics
 import sys
 import time
+from array import array
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from cache.hashing import chain_hashes, hash_blocks, split_blocks, tenant_salt  # noqa: E402
+from cache.session_hashes import SessionHashes  # noqa: E402
 
 
 def block_by_block(token_ids: list[int], block_size: int, salt: bytes) -> list[int]:
@@ -42,12 +50,44 @@ def time_per_prompt(way, prompts: list[list[int]], block_size: int, salt: bytes)
     return statistics.median(took)
 
 
+def time_session_steps(way: str, steps: list[list[int]], block_size: int, salt: bytes) -> float:
+    """Median µs per step of one session (a fresh memo: its first step is hashed whole)."""
+    memo, took = SessionHashes(block_size), []
+    for step in steps:
+        started = time.perf_counter()
+        if way == "session_hashes":
+            memo.hashes("bench", "session", step, salt)
+        else:
+            chain_hashes(step, block_size, salt)
+        took.append(time.perf_counter() - started)
+    return statistics.median(took) * 1e6
+
+
+def agent_session(length: int, block_size: int, step_tokens: int, rounds: int, rng, salt: bytes) -> dict:
+    whole = array("i", [rng.randrange(49152) for _ in range(length)])
+    # each step a list of its own ints, as the prompt token cache's `tolist()` gives them
+    steps = [whole[:end].tolist() for end in range(length // 2, length + 1, step_tokens)]
+    memo = SessionHashes(block_size)
+    if any(memo.hashes("bench", "check", step, salt) != chain_hashes(step, block_size, salt) for step in steps):
+        raise SystemExit(f"SessionHashes disagrees with chain_hashes in a session of {length} tokens")
+    per_round: dict[str, list[float]] = {"chain_hashes": [], "session_hashes": []}
+    for round_index in range(rounds):
+        for way in (list(per_round) if round_index % 2 == 0 else list(reversed(per_round))):
+            per_round[way].append(time_session_steps(way, steps, block_size, salt))
+    medians = {way: statistics.median(values) for way, values in per_round.items()}
+    return {"steps": len(steps), "step_tokens": step_tokens,
+            "us_per_step": {way: round(value, 2) for way, value in medians.items()},
+            "us_per_step_rounds": {way: [round(v, 2) for v in values] for way, values in per_round.items()},
+            "baseline_over_contender": round(medians["chain_hashes"] / medians["session_hashes"], 2)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lengths", default="1024,8192,32768", help="prompt lengths in tokens")
     parser.add_argument("--block-size", type=int, default=16)
     parser.add_argument("--prompts", type=int, default=20, help="prompts timed per round and way")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--step-tokens", type=int, default=512, help="what each agent step adds")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     rng, salt = random.Random(args.seed), tenant_salt("bench")
@@ -65,7 +105,9 @@ def main() -> None:
                           "us_per_prompt": {name: round(value, 2) for name, value in medians.items()},
                           "us_per_prompt_rounds": {name: [round(v, 2) for v in values]
                                                    for name, values in rounds.items()},
-                          "baseline_over_contender": round(medians["block_by_block"] / medians["chain_hashes"], 2)}),
+                          "baseline_over_contender": round(medians["block_by_block"] / medians["chain_hashes"], 2),
+                          "agent_session": agent_session(length, args.block_size, args.step_tokens, args.rounds, rng,
+                                                         salt)}),
               flush=True)
 
 

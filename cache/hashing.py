@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import struct
-import sys
-from array import array
 from typing import NewType, Sequence
 
 BlockHash = NewType("BlockHash", int)
@@ -83,23 +81,31 @@ def chain_hashes(token_ids: Sequence[int], block_size: int, salt: bytes) -> list
     values of `hash_blocks(split_blocks(...))`, computed with less Python per block (the
     gateway hashes every prompt on its event loop): the ids are encoded once for the whole
     prompt, and each block's digest starts as a copy of one keyed with the personalisation."""
+    return chain_encoded(encode_full_blocks(token_ids, block_size), block_size, salt)
+
+
+def encode_full_blocks(token_ids: Sequence[int], block_size: int) -> bytes:
+    """The ids of the full blocks of `token_ids` as the hashes encode them (little-endian
+    signed 64-bit each; `struct.error` past that range)."""
     if block_size <= 0:
         raise ValueError(f"block_size must be positive, got {block_size}")
-    num_full = len(token_ids) // block_size
-    if num_full == 0:
-        return []
-    ids = array("q", token_ids[:num_full * block_size])   # OverflowError past 64 bits, as struct's
-    if sys.byteorder != "little":
-        ids.byteswap()
-    encoded, step = ids.tobytes(), 8 * block_size
+    num_ids = len(token_ids) // block_size * block_size
+    return struct.pack(f"<{num_ids}q", *token_ids[:num_ids])   # faster here than array("q", ...)
+
+
+def chain_encoded(encoded: bytes, block_size: int, salt: bytes, parent: BlockHash | None = None) -> list[BlockHash]:
+    """The chained hashes of encoded full blocks (`encode_full_blocks`), continuing the
+    chain after `parent` (None: these blocks start the prompt)."""
+    step = 8 * block_size
     length = struct.pack("<I", block_size)
     new_digest = hashlib.blake2b(digest_size=8, person=_HASH_PERSON).copy
-    head = _ROOT_TAG + struct.pack("<I", len(salt)) + salt
+    head = (_ROOT_TAG + struct.pack("<I", len(salt)) + salt if parent is None
+            else _CHILD_TAG + struct.pack("<Q", parent))
     digests = []
-    for start in range(0, num_full * step, step):
+    for start in range(0, len(encoded) - step + 1, step):
         digest = new_digest()
         digest.update(head + length + encoded[start:start + step])
-        parent = digest.digest()
-        digests.append(parent)
-        head = _CHILD_TAG + parent   # the parent's little-endian bytes are its digest
-    return [BlockHash(int.from_bytes(parent, "little")) for parent in digests]
+        last = digest.digest()
+        digests.append(last)
+        head = _CHILD_TAG + last   # the parent's little-endian bytes are its digest
+    return [BlockHash(int.from_bytes(last, "little")) for last in digests]

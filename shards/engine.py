@@ -30,7 +30,8 @@ import time
 from collections.abc import Mapping
 from typing import AsyncIterator
 
-from cache.hashing import chain_hashes, tenant_salt
+from cache.hashing import tenant_salt
+from cache.session_hashes import SessionHashes
 from shards.dispatcher import DispatchConfig, Dispatcher, Outbound
 from shards.engine_options import check_engine_options
 from shards.engine_reports import EngineReports
@@ -159,6 +160,7 @@ class LocalEngine(EngineStart, EngineReports, EngineTenants, EngineMessages):
         self.cost_probe = "pending"   # "probed" at this start, or "reused" from an earlier one
         self._streams: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Queue]] = {}
         self._salts: dict[str, bytes] = {}
+        self._session_hashes = SessionHashes(block_size)
         self._nonces = itertools.count()
         self._supervise_task: asyncio.Task | None = None
         self._start_error: str | None = None
@@ -219,10 +221,12 @@ class LocalEngine(EngineStart, EngineReports, EngineTenants, EngineMessages):
 
     # --- requests ----------------------------------------------------------------------------
     def _hashes(self, item: WorkItem) -> list:
+        """The prompt's block hashes (on the event loop: a session's next step hashes only
+        the blocks its last prompt did not have, cache/session_hashes.py)."""
         salt = self._salts.get(item.tenant)
         if salt is None:
             salt = self._salts[item.tenant] = tenant_salt(item.tenant)
-        return chain_hashes(item.prompt_token_ids, self.config.block_size, salt)
+        return self._session_hashes.hashes(item.tenant, item.session, item.prompt_token_ids, salt)
 
     async def generate(self, item: WorkItem) -> AsyncIterator[EngineEvent]:
         stream: asyncio.Queue = asyncio.Queue()

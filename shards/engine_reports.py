@@ -68,7 +68,10 @@ class EngineReports:
                     "num_transferred_blocks": stats.num_transferred_blocks,
                     "num_retried": stats.num_retried, "num_expired": stats.num_expired,
                     "num_failed_worker_died": stats.num_failed_worker_died,
-                    "num_rejected": dict(stats.num_rejected)}
+                    "num_rejected": dict(stats.num_rejected),
+                    # blocks of prompts hashed on the event loop, and those reused from the session's last prompt
+                    "num_hashed_blocks": self._session_hashes.num_hashed_blocks,
+                    "num_hash_reused_blocks": self._session_hashes.num_reused_blocks}
 
     async def refresh_stats(self, timeout_s: float = 1.0) -> None:
         with self._lock:

@@ -66,6 +66,20 @@ def test_generate_second_request_reuses_prefix_on_same_worker(engine):
     assert second.num_cached_tokens == len(prompt) // 16 * 16
 
 
+def test_a_sessions_next_step_reuses_its_block_hashes_and_finds_the_same_cache(engine):
+    eng, loop = engine
+    prompt = _prompt(eng, "a session that grows step by step, " * 8)
+    params = SamplingParams(max_tokens=2, temperature=0.0, ignore_eos=True)
+    before = eng.router_stats()
+    first = loop.run_until_complete(_collect(eng, WorkItem("h1", "t", prompt, params, "t/sess-h")))[-1]
+    second = loop.run_until_complete(_collect(eng, WorkItem("h2", "t", prompt + [70] * 20, params, "t/sess-h")))[-1]
+    after = eng.router_stats()
+    num_blocks = len(prompt) // 16
+    assert after["num_hash_reused_blocks"] - before["num_hash_reused_blocks"] == num_blocks
+    assert after["num_hashed_blocks"] - before["num_hashed_blocks"] == num_blocks + (len(prompt) + 20) // 16 - num_blocks
+    assert second.worker_id == first.worker_id and second.num_cached_tokens == num_blocks * 16   # the same hashes
+
+
 def test_generate_concurrent_requests_all_finish(engine):
     eng, loop = engine
     params = SamplingParams(max_tokens=8, temperature=0.7, seed=3)
