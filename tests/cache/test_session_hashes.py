@@ -11,13 +11,13 @@ from cache.session_hashes import SessionHashes, num_equal_blocks
 
 
 def test_num_equal_blocks_known_answers():
-    a = list(range(40))
-    assert num_equal_blocks(a, a + [7, 8], 4) == 10
-    assert num_equal_blocks(a, a[:13], 4) == 3   # only full blocks count
-    changed = a[:21] + [-1] + a[22:]
-    assert num_equal_blocks(a, changed, 4) == 5   # id 21 sits in block 5
-    assert num_equal_blocks(a, [-1] + a[1:], 4) == 0
-    assert num_equal_blocks([], a, 4) == 0
+    a = bytes(range(40))
+    assert num_equal_blocks(a, a + b"\x07\x08", 4) == 10
+    assert num_equal_blocks(a, a[:13], 4) == 3   # only whole blocks count
+    changed = a[:21] + b"\xff" + a[22:]
+    assert num_equal_blocks(a, changed, 4) == 5   # byte 21 sits in block 5
+    assert num_equal_blocks(a, b"\xff" + a[1:], 4) == 0
+    assert num_equal_blocks(b"", a, 4) == 0
 
 
 def test_a_growing_session_hashes_only_its_new_blocks():
