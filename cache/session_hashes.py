@@ -31,7 +31,7 @@ ID_BYTES = 8   # per id, as cache.hashing encodes them
 class _Entry:
     salt: bytes
     encoded: bytes   # the last prompt's full blocks, as `encode_full_blocks` gives them
-    hashes: list[BlockHash]
+    hashes: tuple[BlockHash, ...]   # a tuple: the caller may change the list it was given
 
 
 def num_equal_blocks(a: bytes, b: bytes, block_bytes: int) -> int:
@@ -71,13 +71,13 @@ class SessionHashes:
             last = self._entries.get((tenant, session)) if session is not None else None
         reused = num_equal_blocks(last.encoded, encoded, block_bytes) if last is not None and last.salt == salt else 0
         parent = last.hashes[reused - 1] if reused else None
-        hashes = (last.hashes[:reused] if reused else []) + chain_encoded(
-            encoded[reused * block_bytes:], self.block_size, salt, parent)
+        hashes = list(last.hashes[:reused]) if reused else []
+        hashes += chain_encoded(encoded[reused * block_bytes:], self.block_size, salt, parent)
         with self._lock:
             self.num_reused_blocks += reused
             self.num_hashed_blocks += len(hashes) - reused
             if session is not None:
-                self._remember((tenant, session), _Entry(salt, encoded, hashes))
+                self._remember((tenant, session), _Entry(salt, encoded, tuple(hashes)))
         return hashes
 
     def __len__(self) -> int:
