@@ -52,6 +52,9 @@ def num_equal_blocks(a: bytes, b: bytes, block_bytes: int) -> int:
 
 
 class SessionHashes:
+    """Each (tenant, session)'s last prompt and its hashes (the module docstring says what
+    holds); `num_hashed_blocks` / `num_reused_blocks` count the blocks of all prompts."""
+
     def __init__(self, block_size: int, max_tokens: int = MAX_TOKENS) -> None:
         if block_size <= 0:
             raise ValueError(f"block_size must be positive, got {block_size}")
