@@ -33,22 +33,19 @@ import traceback
 from collections.abc import Callable
 
 from cache.tiers import Tier
-from shards.fair_queue import FairQueue, may_admit, may_pin, work_cost
+from shards.fair_queue import FairQueue, may_admit, may_pin
 from shards.prefill import ChunkedPrefill, PrefillTask
 from shards.prefill_order import PrefillOrder
-from shards.protocol import (ApplyForecast, CacheEventsReport, CacheSnapshot, CancelRequest,
-                             ErrorEvent, ExportPrefix, FinishEvent, ImportPrefix, Ping, Pong,
-                             SessionMoved, Shutdown, StatsRequest, TenantShares, TokenEvent, WorkerStats,
-                             WorkItem)
+from shards.protocol import CacheEventsReport, CacheSnapshot, ErrorEvent, FinishEvent, TokenEvent, WorkItem
 from shards.stall_bound import StallBound
 from shards.worker_config import WorkerConfig, stats_as_dict
+from shards.worker_inbox import WorkerInbox
 from shards.worker_prefill import PrefillScheduling
-from shards.worker_transfers import export_prefix_for, import_prefix_for
 
 __all__ = ["WorkerConfig", "WorkerLoop", "stats_as_dict"]
 
 
-class WorkerLoop(PrefillScheduling):
+class WorkerLoop(WorkerInbox, PrefillScheduling):
     """The scheduling loop, separate from process plumbing so tests can drive it."""
 
     def __init__(self, worker_id: str, config: WorkerConfig, runner, tokenizer, emit,
@@ -72,71 +69,6 @@ class WorkerLoop(PrefillScheduling):
         self.alive = True
         self._last_events_s = 0.0
         self._last_snapshot_s = clock()
-
-    # --- inbox -------------------------------------------------------------------
-    def handle(self, message) -> bool:
-        """Apply one inbox message; False means shut down."""
-        if isinstance(message, WorkItem):
-            self.waiting.push(message.tenant, message.request_id, message,
-                              work_cost(len(message.prompt_token_ids), message.sampling.max_tokens))
-        elif isinstance(message, CancelRequest):
-            self._cancel(message.request_id)
-        elif isinstance(message, Ping):
-            self.emit(Pong(self.worker_id, message.nonce, message.sent_s, self.num_active,
-                           len(self.waiting)))
-        elif isinstance(message, ImportPrefix):
-            self._import(message)
-        elif isinstance(message, ExportPrefix):
-            self._export(message)
-        elif isinstance(message, ApplyForecast):
-            self.runner.blocks.apply(message.forecast)
-        elif isinstance(message, SessionMoved):
-            self.runner.blocks.session_moved(message.session)
-        elif isinstance(message, TenantShares):
-            self._set_tenant_shares(message)
-        elif isinstance(message, StatsRequest):
-            stats = stats_as_dict(self.runner.blocks.stats())
-            stats["num_decode_passes"] = self.runner.num_decode_passes
-            stats["num_decoded_tokens"] = self.runner.num_decoded_tokens
-            for tenant, num_reserved in self.runner.blocks.reservations().items():   # the predictive policy's
-                stats["tenants"].setdefault(tenant, {})["num_reserved_blocks"] = num_reserved
-            self.emit(WorkerStats(self.worker_id, stats, self.num_active, len(self.waiting)))
-        elif isinstance(message, Shutdown):
-            self.alive = False
-        return self.alive
-
-    def _set_tenant_shares(self, message: TenantShares) -> None:
-        """New weights for the queue and the running caps (the dict they read, updated in
-        place), and the policy's fixed reservations, re-planned at its next tick."""
-        self.waiting.set_weights(dict(message.weights))
-        self.weights.clear()
-        self.weights.update(message.weights)
-        self.runner.blocks.set_static_shares(dict(message.static_shares) if message.static_shares is not None
-                                             else None)
-
-    def _export(self, message: ExportPrefix) -> None:
-        self.emit(export_prefix_for(self.runner, self.worker_id, message))
-
-    def _import(self, message: ImportPrefix) -> None:
-        answer = import_prefix_for(self.runner, self.worker_id, message)
-        self.flush_cache_events()
-        self.emit(answer)
-
-    def _cancel(self, request_id: str) -> None:
-        item = self.waiting.remove(request_id)
-        if item is not None:
-            self.emit(FinishEvent(request_id, "cancelled", len(item.prompt_token_ids), 0, 0, 0.0,
-                                  self.worker_id))
-            return
-        task = self.prefilling.pop(request_id, None)
-        if task is not None:
-            self.prefill.abort(task)
-            self._finish_event(task.seq, "cancelled")
-            return
-        seq = self.running.pop(request_id, None)
-        if seq is not None:
-            self.runner.release(seq)
-            self._finish_event(seq, "cancelled")
 
     def _finish_event(self, seq, reason: str) -> None:
         self.flush_cache_events()

@@ -1,0 +1,84 @@
+"""What a worker does with each message in its inbox (`WorkerLoop.handle`).
+
+`WorkerInbox` is a part of `shards.worker.WorkerLoop` (a base class), kept apart so that
+each file holds one concept; it uses the loop's `waiting`, `prefilling`, `running`,
+`weights`, `runner`, `prefill`, `emit`, `_finish_event` and `flush_cache_events`.
+Invariants: messages are applied in the order they came (one ordered inbox per worker);
+a cancelled request gets its one terminal event and its blocks back wherever it was
+(queued, prefilling, running).
+"""
+from __future__ import annotations
+
+from shards.fair_queue import work_cost
+from shards.protocol import (ApplyForecast, CancelRequest, ExportPrefix, FinishEvent, ImportPrefix, Ping, Pong,
+                             SessionMoved, Shutdown, StatsRequest, TenantShares, WorkerStats, WorkItem)
+from shards.worker_config import stats_as_dict
+from shards.worker_transfers import export_prefix_for, import_prefix_for
+
+
+class WorkerInbox:
+    """The inbox side of a `WorkerLoop`."""
+
+    def handle(self, message) -> bool:
+        """Apply one inbox message; False means shut down."""
+        if isinstance(message, WorkItem):
+            self.waiting.push(message.tenant, message.request_id, message,
+                              work_cost(len(message.prompt_token_ids), message.sampling.max_tokens))
+        elif isinstance(message, CancelRequest):
+            self._cancel(message.request_id)
+        elif isinstance(message, Ping):
+            self.emit(Pong(self.worker_id, message.nonce, message.sent_s, self.num_active,
+                           len(self.waiting)))
+        elif isinstance(message, ImportPrefix):
+            self._import(message)
+        elif isinstance(message, ExportPrefix):
+            self._export(message)
+        elif isinstance(message, ApplyForecast):
+            self.runner.blocks.apply(message.forecast)
+        elif isinstance(message, SessionMoved):
+            self.runner.blocks.session_moved(message.session)
+        elif isinstance(message, TenantShares):
+            self._set_tenant_shares(message)
+        elif isinstance(message, StatsRequest):
+            stats = stats_as_dict(self.runner.blocks.stats())
+            stats["num_decode_passes"] = self.runner.num_decode_passes
+            stats["num_decoded_tokens"] = self.runner.num_decoded_tokens
+            for tenant, num_reserved in self.runner.blocks.reservations().items():   # the predictive policy's
+                stats["tenants"].setdefault(tenant, {})["num_reserved_blocks"] = num_reserved
+            self.emit(WorkerStats(self.worker_id, stats, self.num_active, len(self.waiting)))
+        elif isinstance(message, Shutdown):
+            self.alive = False
+        return self.alive
+
+    def _set_tenant_shares(self, message: TenantShares) -> None:
+        """New weights for the queue and the running caps (the dict they read, updated in
+        place), and the policy's fixed reservations, re-planned at its next tick."""
+        self.waiting.set_weights(dict(message.weights))
+        self.weights.clear()
+        self.weights.update(message.weights)
+        self.runner.blocks.set_static_shares(dict(message.static_shares) if message.static_shares is not None
+                                             else None)
+
+    def _export(self, message: ExportPrefix) -> None:
+        self.emit(export_prefix_for(self.runner, self.worker_id, message))
+
+    def _import(self, message: ImportPrefix) -> None:
+        answer = import_prefix_for(self.runner, self.worker_id, message)
+        self.flush_cache_events()
+        self.emit(answer)
+
+    def _cancel(self, request_id: str) -> None:
+        item = self.waiting.remove(request_id)
+        if item is not None:
+            self.emit(FinishEvent(request_id, "cancelled", len(item.prompt_token_ids), 0, 0, 0.0,
+                                  self.worker_id))
+            return
+        task = self.prefilling.pop(request_id, None)
+        if task is not None:
+            self.prefill.abort(task)
+            self._finish_event(task.seq, "cancelled")
+            return
+        seq = self.running.pop(request_id, None)
+        if seq is not None:
+            self.runner.release(seq)
+            self._finish_event(seq, "cancelled")
