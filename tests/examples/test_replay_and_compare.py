@@ -1,5 +1,6 @@
-"""examples/replay_and_compare.sh end to end on the tiny model (two gateway starts), and
-its early stop when the model does not load."""
+"""examples/replay_and_compare.sh end to end on the tiny model (two gateway starts per run):
+on a generated workload and on a recorded trace, and its early stop when the model does
+not load."""
 from __future__ import annotations
 
 import json
@@ -44,6 +45,16 @@ def test_replay_and_compare_replays_a_recorded_trace_under_both_policies_with_it
     assert "LRU / predictive mean TTFT" in done.stdout
     same_share = compared["predictive"]["cached_token_share"] == compared["lru"]["cached_token_share"]
     assert ("their TTFT differs by noise only" in done.stdout) == same_share
+
+
+def test_replay_and_compare_replays_a_generated_workload_under_both_policies(tmp_path):
+    done = _run_script(tmp_path, MODEL="tiny", TENANTS="2", SESSIONS="1", SPEED="200")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    rows = json.loads(done.stdout.strip().splitlines()[-1])["comparison"]
+    assert set(rows) == {"predictive", "lru"}
+    for row in rows.values():
+        assert row["requests"] > 0 and row["errors"] == 0 and row["cached_token_share"] > 0
+    assert rows["predictive"]["requests"] == rows["lru"]["requests"]   # the same workload
 
 
 def test_replay_and_compare_generates_a_workload_and_stops_with_the_servers_reason_when_the_model_fails(tmp_path):
