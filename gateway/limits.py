@@ -195,19 +195,21 @@ class TenantLimiter:
         if limits == self.limits:
             return
         self._set_limits(limits)
+        self._admit_waiters()
+
+    def _hand_over_slot(self) -> None:
+        """A slot was freed: the next waiter takes it, unless a reload lowered
+        `max_concurrent` below what is running."""
+        self.num_active -= 1
+        self._admit_waiters()
+
+    def _admit_waiters(self) -> None:
+        """Give free slots to the waiters, oldest first (one that gave up is skipped)."""
         while self._waiters and self._has_free_slot():
             waiter = self._waiters.popleft()
             if not waiter.done():
                 self.num_active += 1
                 waiter.set_result(None)
-
-    def _hand_over_slot(self) -> None:
-        while self._waiters:
-            waiter = self._waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(None)   # num_active stays: the slot changes hands
-                return
-        self.num_active -= 1
 
 
 class Limiters:

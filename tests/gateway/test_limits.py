@@ -164,3 +164,21 @@ async def test_retuned_limits_keep_running_queued_and_spent_and_admit_waiters_a_
     assert sorted(name for name, _ in limiters.items()) == ["gone", "t"]   # "new" left: not listed
     with pytest.raises(KeyError):
         limiters["never configured"]
+
+
+async def test_a_lowered_max_concurrent_holds_waiters_back_until_the_running_fall_below_it():
+    from gateway.limits import Limiters
+
+    limiters = Limiters({"t": LimitsConfig(max_concurrent=3, max_queued=4)})
+    limiter = limiters["t"]
+    running = [await limiter.acquire(1) for _ in range(3)]
+    waiting = asyncio.create_task(limiter.acquire(1))
+    await asyncio.sleep(0)
+    limiters.update({"t": LimitsConfig(max_concurrent=1, max_queued=4)})
+    limiter.release(running[0], 1)
+    limiter.release(running[1], 1)
+    await asyncio.sleep(0)
+    assert (limiter.num_active, limiter.num_queued, waiting.done()) == (1, 1, False)   # 1 running: the cap
+    limiter.release(running[2], 1)
+    ticket = await asyncio.wait_for(waiting, 1)
+    assert ticket.holds_slot and limiter.num_active == 1
