@@ -43,7 +43,7 @@ class EngineReports:
                     "dtype": self._settled_dtype(), "num_queued": len(self._dispatcher.queue),
                     "cost_probe": self.cost_probe, "policy": self.config.policy,
                     "tenant_weights": dict(self.config.tenant_weights),
-                    "kv_shares": dict(dict(self.config.policy_options).get("static_shares") or ())}
+                    "kv_shares": self._static_shares() or {}}
 
     def _settled_dtype(self) -> str:
         """The dtype the workers loaded, once any reported it ("auto" settled on a Ray

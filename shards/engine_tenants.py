@@ -14,6 +14,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
+from cache.policies.reservations import check_static_shares
+from shards.fair_queue import checked_weights
 from shards.protocol import TenantShares
 
 
@@ -23,20 +25,22 @@ class EngineTenants:
     def tenant_shares(self) -> tuple[dict[str, float], dict[str, float] | None]:
         """The weights and the fixed reservations (None: planned from demand) in force."""
         with self._lock:
-            static = dict(self.config.policy_options).get("static_shares")
-            return dict(self.config.tenant_weights), dict(static) if static is not None else None
+            return dict(self.config.tenant_weights), self._static_shares()
+
+    def _static_shares(self) -> dict[str, float] | None:
+        """The fixed reservations in force (None: planned from demand); caller holds the lock."""
+        static = dict(self.config.policy_options).get("static_shares")
+        return dict(static) if static is not None else None
 
     def set_tenant_shares(self, weights: Mapping[str, float], static_shares: Mapping[str, float] | None) -> None:
         """Make `weights` (fair queueing, > 0) and `static_shares` (fractions of each
         worker's HOT blocks, summing to at most 1; only the predictive policy has
         reservations) the engine's from now on."""
-        if any(not weight > 0 for weight in weights.values()):
-            raise ValueError("tenant weights must be positive")
-        if static_shares is not None and self.config.policy != "predictive":
-            raise ValueError(f"policy {self.config.policy!r} has no reservations (only \"predictive\")")
-        if static_shares is not None and (any(not share >= 0 for share in static_shares.values())
-                                          or sum(static_shares.values()) > 1.0 + 1e-9):
-            raise ValueError("static shares must be non-negative and sum to at most 1")
+        checked_weights(weights)   # before anything changes: the workers would refuse them alone
+        if static_shares is not None:
+            if self.config.policy != "predictive":
+                raise ValueError(f"policy {self.config.policy!r} has no reservations (only \"predictive\")")
+            check_static_shares(static_shares)
         frozen_weights = tuple(sorted(weights.items()))
         frozen_shares = tuple(sorted(static_shares.items())) if static_shares is not None else None
         message = TenantShares(frozen_weights, frozen_shares)

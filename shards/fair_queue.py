@@ -54,6 +54,13 @@ class _Entry(Generic[T]):
     seq: int
 
 
+def checked_weights(weights: Mapping[str, float]) -> dict[str, float]:
+    """`weights` as a dict of its own; ValueError unless every weight is > 0."""
+    if any(not weight > 0 for weight in weights.values()):
+        raise ValueError("tenant weights must be positive")
+    return dict(weights)
+
+
 class FairQueue(Generic[T]):
     """Per-tenant FIFOs served by weighted start-time fair queueing.
 
@@ -63,9 +70,9 @@ class FairQueue(Generic[T]):
 
     def __init__(self, weights: Mapping[str, float] | None = None, *, default_weight: float = 1.0,
                  max_per_tenant: int | None = None, max_total: int | None = None) -> None:
-        if default_weight <= 0 or any(w <= 0 for w in (weights or {}).values()):
+        if not default_weight > 0:
             raise ValueError("tenant weights must be positive")
-        self._weights = dict(weights or {})
+        self._weights = checked_weights(weights or {})
         self._default_weight = default_weight
         self._max_per_tenant = max_per_tenant
         self._max_total = max_total
@@ -80,9 +87,7 @@ class FairQueue(Generic[T]):
 
     def set_weights(self, weights: Mapping[str, float]) -> None:
         """New weights for the entries pushed from now on (those queued keep their tags)."""
-        if any(w <= 0 for w in weights.values()):
-            raise ValueError("tenant weights must be positive")
-        self._weights = dict(weights)
+        self._weights = checked_weights(weights)
 
     def __len__(self) -> int:
         return len(self._by_key)

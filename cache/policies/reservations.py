@@ -16,6 +16,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 
+def check_static_shares(shares: Mapping[str, float]) -> None:
+    """ValueError unless the fractions are non-negative and sum to at most 1."""
+    if any(not share >= 0 for share in shares.values()) or sum(shares.values()) > 1.0 + 1e-9:
+        raise ValueError("static shares must be non-negative and sum to at most 1")
+
+
 class ReservationPlan:
     __slots__ = ("reserve_frac", "equal_frac", "_static", "_reserved", "planned_at_s")
 
@@ -32,9 +38,8 @@ class ReservationPlan:
     def set_static_shares(self, static_shares: Mapping[str, float] | None) -> None:
         """Fix the reservations to these fractions of the tier (None: plan them from
         demand); the next `plan` applies them."""
-        if static_shares is not None and (min(static_shares.values(), default=0.0) < 0
-                                          or sum(static_shares.values()) > 1.0 + 1e-9):
-            raise ValueError("static shares must be non-negative and sum to at most 1")
+        if static_shares is not None:
+            check_static_shares(static_shares)
         self._static = dict(static_shares) if static_shares is not None else None
 
     @property
