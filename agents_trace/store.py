@@ -23,7 +23,7 @@ from typing import TypeVar
 
 from agents_trace.records import ForecastCheck, SessionEnded, Step
 from agents_trace.store_schema import BUSY_TIMEOUT_MS, connect_writer
-from cache.damaged_files import is_damaged_database, set_aside_database, surviving_damage
+from cache.damaged_files import damaged_because, is_damaged_database, set_aside_database, surviving_damage
 from cache.sqlite_transaction import transaction
 
 T = TypeVar("T")
@@ -105,7 +105,7 @@ class TraceStore:
             verdict = str(exc)
         if verdict == "ok":
             return False
-        self.set_aside_damaged(f"is damaged ({' '.join(verdict.split())})")
+        self.set_aside_damaged(damaged_because(verdict))
         return True
 
     def set_aside_damaged(self, why: str) -> None:

@@ -52,6 +52,11 @@ def is_damaged_database(exc: BaseException) -> bool:
     return isinstance(exc, sqlite3.DatabaseError) and (name.startswith("SQLITE_CORRUPT") or name == "SQLITE_NOTADB")
 
 
+def damaged_because(report: str) -> str:
+    """The `why` of a file set aside for what SQLite reported, on one line."""
+    return f"is damaged ({' '.join(report.split())})"
+
+
 def surviving_damage(operation: Callable[[], T], set_aside_database: Callable[[str], None]) -> T:
     """`operation()`; when SQLite finds the database damaged, `set_aside_database(why)`
     (after which `operation` must find a new, empty database) and `operation()` once more."""
@@ -60,7 +65,7 @@ def surviving_damage(operation: Callable[[], T], set_aside_database: Callable[[s
     except sqlite3.DatabaseError as exc:
         if not is_damaged_database(exc):
             raise
-        set_aside_database(f"is damaged ({' '.join(str(exc).split())})")
+        set_aside_database(damaged_because(str(exc)))
     return operation()
 
 
