@@ -35,7 +35,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--host", help="bind address (default 127.0.0.1)")
     parser.add_argument("--port", type=int, help="port (default 8000)")
     parser.add_argument("--log-level", default="info",
-                        choices=("critical", "error", "warning", "info", "debug"))
+                        choices=("critical", "error", "warning", "info", "debug"),
+                        help="least severe log lines printed (default info)")
     local = parser.add_argument_group("without --config")
     local.add_argument("--model", help=f"'{DEFAULT_LOCAL_MODEL}' (default), 'tiny', or a local "
                                        "Hugging Face model directory")

@@ -27,7 +27,7 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--vocab-size", type=int, default=256, help="token ids are drawn below this")
     parser.add_argument("--limit", type=int, default=None, help="replay only the first N requests")
     parser.add_argument("--json", action="store_true", help="print one JSON line at the end")
-    parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     parser.add_argument("--no-step-hints", action="store_true",
                         help="do not tell the gateway the recorded tool steps (stepahead_replay)")
 

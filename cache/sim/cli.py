@@ -39,20 +39,23 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--trace", required=True, help="stepahead-trace/1 or Mooncake JSONL file")
     parser.add_argument("--hot-blocks", type=_sizes, required=True,
                         help="HOT tier blocks; several, comma-separated, for a sweep")
-    parser.add_argument("--host-blocks", type=int, default=0)
+    parser.add_argument("--host-blocks", type=int, default=0,
+                        help="host tier blocks, where HOT demotes to and prefetches from (default 0: none)")
     parser.add_argument("--policy", type=_policies, default=("lru",),
                         help=f"one of {', '.join(POLICY_NAMES)}, several comma-separated, or all")
     parser.add_argument("--block-size", type=int, default=None, help="tokens per block (default: the trace header's)")
     parser.add_argument("--measure-from-frac", type=float, default=0.0,
                         help="requests before this fraction only warm up (not counted)")
-    parser.add_argument("--tick-interval-s", type=float, default=0.25)
+    parser.add_argument("--tick-interval-s", type=float, default=0.25,
+                        help="trace seconds between the policy's ticks (re-plans, prefetches; default %(default)s)")
     parser.add_argument("--calibration", choices=list(CALIBRATIONS), default=DEFAULT_CALIBRATION,
                         help="the engine dtype whose measured costs set the three constants below "
                              "(cost_model.py; default: %(default)s)")
     parser.add_argument("--prefill-s-per-token", type=float, default=None, help="default: the calibration's")
     parser.add_argument("--request-overhead-s", type=float, default=None, help="default: the calibration's")
     parser.add_argument("--kv-bytes-per-token", type=int, default=None, help="default: the calibration's")
-    parser.add_argument("--copy-bytes-per-s", type=float, default=COPY_BYTES_PER_S)
+    parser.add_argument("--copy-bytes-per-s", type=float, default=COPY_BYTES_PER_S,
+                        help="host to HOT copy bandwidth, bytes/s (default %(default)g)")
     parser.add_argument("--host-to-hot-s-per-block", type=float, default=None,
                         help="default: block_size * kv_bytes_per_token / copy_bytes_per_s")
     parser.add_argument("--json", action="store_true",
