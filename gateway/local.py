@@ -59,6 +59,7 @@ class LocalBackend:
         for note in notes:
             log.warning("%s", note)
         self.engine = LocalEngine(config.path, config.num_workers, **options)
+        self.engine.on_worker_event = self._worker_event
         self.schemas = SchemaChecker()   # response_format schemas that passed, per tenant
         self.prompt_tokens: PromptTokenCache | None = None   # once started (it needs the tokenizer)
         self._stats_task: asyncio.Task | None = None
@@ -74,6 +75,11 @@ class LocalBackend:
 
     def cancel_start(self) -> None:
         self.engine.cancel_start()
+
+    def _worker_event(self, line: str) -> None:
+        """A worker lost or back after the start (shards/worker_events.py), in the log
+        under the model's name in this gateway."""
+        log.warning("stepahead: model %r: %s", self.model_id, line)
 
     def set_tenant_shares(self, weights: dict[str, float], kv_shares: dict[str, float],
                           changed: tuple[str, ...] = ("weight", "kv_share")) -> list[str]:

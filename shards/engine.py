@@ -27,7 +27,7 @@ import itertools
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import AsyncIterator
 
 from cache.hashing import tenant_salt
@@ -43,6 +43,7 @@ from shards.protocol import (ApplyForecast, CostProfile, EngineEvent, ErrorEvent
 from shards.route_records import RouterConfig
 from shards.router import Router
 from shards.supervisor import Supervisor, SupervisorConfig
+from shards.worker_events import fence_words
 from shards.worker_config import DEFAULT_CHUNK_TOKENS, WorkerConfig
 
 __all__ = ["EngineStartError", "LocalEngine"]
@@ -163,6 +164,8 @@ class LocalEngine(EngineStart, EngineReports, EngineTenants, EngineMessages):
         self._session_hashes = SessionHashes(block_size)
         self._nonces = itertools.count()
         self._supervise_task: asyncio.Task | None = None
+        self._down_since: dict[str, float] = {}   # worker id -> when it stopped, until it serves again
+        self.on_worker_event: Callable[[str], None] | None = None   # shards/worker_events.py's lines
         self._start_error: str | None = None
         self._start_cancelled = threading.Event()
         self._stopping = False
@@ -205,17 +208,23 @@ class LocalEngine(EngineStart, EngineReports, EngineTenants, EngineMessages):
         while not self._stopping:
             await asyncio.sleep(SUPERVISE_INTERVAL_S)
             now = time.monotonic()
+            lines = []
             with self._lock:
                 plan = self._supervisor.plan(now)
                 out = self._dispatcher.expire(now)
                 for worker_id, reason in plan.fence:
                     self._supervisor.fence(worker_id, now, reason)
-                    out.extend(self._dispatcher.remove_worker(worker_id, now))
+                    removed, line = self._remove_fenced(
+                        worker_id, fence_words(reason, self._supervisor.config.health_timeout_s), now)
+                    out.extend(removed)
+                    lines.append(line)
                     self._channels[worker_id].kill()
                 for worker_id in plan.ping:
                     self._channels[worker_id].send(Ping(next(self._nonces), now))
                 self._perform(out)
             unlink_segments(out.unlink)
+            for line in lines:
+                self._tell_operator(line)
             for worker_id in plan.restart:
                 await asyncio.to_thread(self._spawn, worker_id)
 

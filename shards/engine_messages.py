@@ -7,14 +7,19 @@ take the engine's `_lock`; they use its `_supervisor`, `_dispatcher`, `_perform`
 
 Invariants: a fenced incarnation's messages are ignored (`Supervisor.is_current`); a
 worker is routable only once its `WorkerReady` is accepted, and not after its exit; the
-shared-memory segments a decision leaves unused are unlinked after the lock is released.
+shared-memory segments a decision leaves unused are unlinked, and the operator told of a
+worker lost or back after the start (shards/worker_events.py), after the lock is released.
 """
 from __future__ import annotations
 
+import logging
 import time
 
 from shards.dispatcher import Outbound
-from shards.protocol import Pong, WorkerFailed, WorkerReady, WorkerStats
+from shards.protocol import ErrorEvent, Pong, WorkerFailed, WorkerReady, WorkerStats
+from shards.worker_events import worker_back_line, worker_down_line
+
+log = logging.getLogger("stepahead.shards")
 
 
 class EngineMessages:
@@ -22,11 +27,15 @@ class EngineMessages:
 
     def _on_message(self, worker_id: str, incarnation: int, message) -> None:
         now = time.monotonic()
+        line = None
         with self._lock:
             supervisor = self._supervisor
             out = Outbound()
             if isinstance(message, WorkerReady):
                 if supervisor.on_ready(worker_id, incarnation, now):
+                    down_s = self._down_since.pop(worker_id, None)
+                    if down_s is not None:
+                        line = worker_back_line(worker_id, supervisor.health(worker_id).num_restarts, now - down_s)
                     self.max_context_tokens = message.max_context_tokens
                     self._placements[worker_id] = (message.device, message.dtype)
                     self.model_id = message.model_id
@@ -48,18 +57,48 @@ class EngineMessages:
                     out = self._dispatcher.on_worker_message(worker_id, message, now)
             self._perform(out)
         unlink_segments(out.unlink)
+        self._tell_operator(line)
 
-    def _on_exit(self, worker_id: str, incarnation: int) -> None:
+    def _on_exit(self, worker_id: str, incarnation: int, reason: str = "exited") -> None:
+        line = None
         with self._lock:
             if self._stopping:
                 return
             now = time.monotonic()
             out = Outbound()
-            if self._supervisor.on_exit(worker_id, incarnation, now):
-                out = self._dispatcher.remove_worker(worker_id, now)
+            if self._supervisor.on_exit(worker_id, incarnation, now, reason):
+                out, line = self._remove_fenced(worker_id, reason, now)
                 self._ready.notify_all()
             self._perform(out)
         unlink_segments(out.unlink)
+        self._tell_operator(line)
+
+    def _remove_fenced(self, worker_id: str, reason: str, now: float) -> tuple[Outbound, str | None]:
+        """Take a worker the supervisor just fenced out of the dispatcher (caller holds
+        the lock): what to send and deliver, and the operator's line about it (None
+        during the start, which fails with its own error)."""
+        num_retried = self._dispatcher.stats.num_retried
+        out = self._dispatcher.remove_worker(worker_id, now)
+        if self._supervise_task is None:
+            return out, None
+        self._down_since.setdefault(worker_id, now)   # a failed restart keeps the first stop
+        num_failed = sum(1 for event in out.deliveries
+                         if isinstance(event, ErrorEvent) and event.code == "worker_died")
+        line = worker_down_line(worker_id, reason, num_failed=num_failed,
+                                num_retried=self._dispatcher.stats.num_retried - num_retried,
+                                restart_in_s=self._supervisor.restart_delay_s(worker_id),
+                                while_starting=self._supervisor.health(worker_id).num_failed_starts > 0)
+        return out, line
+
+    def _tell_operator(self, line: str | None) -> None:
+        """Hand a worker event's line to `on_worker_event` (the gateway prints it with
+        its model's name), else to the log."""
+        if line is None:
+            return
+        if self.on_worker_event is not None:
+            self.on_worker_event(line)
+        else:
+            log.warning("stepahead: model %r: %s", self.model_id, line)
 
 
 def unlink_segments(names: list[str]) -> None:

@@ -29,6 +29,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from shards.child_call import adopt_environment, call_in_child
+from shards.worker_events import exit_reason
 
 if TYPE_CHECKING:   # NOTE: nothing heavy at import, so the gateway can start the fork server first
     from shards.transport import OnExit, OnMessage
@@ -146,7 +147,7 @@ class LocalChannel:
             self._process.join(JOIN_AFTER_EOF_S)
             self._reader.close()
             self._close_inbox()
-            self._on_exit(self.worker_id, self.incarnation)
+            self._on_exit(self.worker_id, self.incarnation, exit_reason(self._process.exitcode))
 
     def _close_inbox(self) -> None:
         """Close the inbox and let go of it (idempotent). NOTE: a Queue holds three

@@ -94,6 +94,7 @@ class RayChannel:
     def _read(self) -> None:
         import ray
 
+        reason = "ended its serve loop"
         try:
             self._pid = ray.get(self._actor.pid.remote())
             while not self._stopping:
@@ -102,11 +103,11 @@ class RayChannel:
                     self._on_message(self.worker_id, self.incarnation, message)
                 if not messages and not ray.get(self._actor.is_serving.remote()):
                     break  # the serve loop ended (Shutdown, or a failed start)
-        except Exception:  # RayActorError and friends: the actor is gone
-            pass
+        except Exception as exc:  # RayActorError and friends: the actor is gone
+            reason = f"lost its Ray actor ({type(exc).__name__})"
         finally:
             self._alive = False
-            self._on_exit(self.worker_id, self.incarnation)
+            self._on_exit(self.worker_id, self.incarnation, reason)
 
     def send(self, message) -> None:
         if not self._alive:

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 WorkerState = Literal["starting", "ready", "fenced"]
+START_TIMEOUT_REASON = "did not start in time"
+UNRESPONSIVE_REASON = "unresponsive"
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,13 +138,13 @@ class Supervisor:
         for health in self.workers():
             if health.state == "ready":
                 if now_s - health.last_heard_s > config.health_timeout_s:
-                    plan.fence.append((health.worker_id, "unresponsive"))
+                    plan.fence.append((health.worker_id, UNRESPONSIVE_REASON))
                 elif now_s - health.last_ping_s >= config.ping_interval_s:
                     health.last_ping_s = now_s
                     plan.ping.append(health.worker_id)
             elif health.state == "starting":
                 if now_s - health.spawned_s > config.start_timeout_s:
-                    plan.fence.append((health.worker_id, "start timeout"))
+                    plan.fence.append((health.worker_id, START_TIMEOUT_REASON))
             elif now_s - (health.fenced_s or now_s) >= self.restart_delay_s(health.worker_id):
                 plan.restart.append(health.worker_id)
         return plan

@@ -4,8 +4,9 @@ The engine code is the same for both. A `Transport` spawns one `WorkerChannel` p
 worker incarnation; the channel carries engine -> worker messages (`send`, in order)
 and calls `on_message(worker_id, incarnation, message)` for every worker -> engine
 message, from a thread it owns, in the order the worker emitted them. When the worker
-is gone (exited, killed, actor died) the channel calls `on_exit(worker_id, incarnation)`
-exactly once, after its last `on_message`.
+is gone (exited, killed, actor died) the channel calls `on_exit(worker_id, incarnation,
+reason)` exactly once, after its last `on_message`; `reason` says how it ended, in words
+("killed by SIGKILL", "exited with status 1").
 
 Invariants: `send` never blocks on a slow or dead worker (a dead channel drops
 messages); `kill` is immediate (SIGKILL / ray.kill) and is how a worker is fenced.
@@ -18,7 +19,7 @@ from typing import Protocol
 from shards.worker_config import WorkerConfig
 
 OnMessage = Callable[[str, int, object], None]
-OnExit = Callable[[str, int], None]
+OnExit = Callable[[str, int, str], None]
 
 TRANSPORTS = ("local", "ray")
 

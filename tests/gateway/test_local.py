@@ -225,3 +225,10 @@ async def test_a_text_completion_prompt_is_tokenized_off_the_loop_through_the_pr
                                                                           tokenizer.encode(first)]
     ids = validate(CompletionRequest, {"model": "plain", "prompt": [65, 66], "max_tokens": 4})
     assert list((await local.prepare_completion(ids, "t", "r")).prompt_token_ids) == [65, 66]
+
+
+def test_a_worker_lost_or_back_is_logged_under_the_models_name(caplog):
+    local = LocalBackend(LocalModelConfig(name="m", path="tiny"))
+    with caplog.at_level("WARNING", logger="stepahead.gateway"):
+        local.engine.on_worker_event("worker w0 killed by SIGKILL; restarting it in 0.2 s")
+    assert caplog.messages == ["stepahead: model 'm': worker w0 killed by SIGKILL; restarting it in 0.2 s"]

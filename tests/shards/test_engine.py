@@ -244,11 +244,15 @@ def test_worker_killed_while_holding_a_hot_prefix_is_fenced_purged_and_restarted
         rest = [e async for e in gen]
         health = eng.health()["workers"][victim]
         after = (await _collect(eng, WorkItem("k3", "t", PREFIX + [13], SHORT)))[-1]
-        await _until(lambda: eng.health()["workers"][victim]["ready"])
+        await _until(lambda: eng.health()["workers"][victim]["ready"] and len(told) == 2)   # told after
         return victim, indexed, first, rest, health, after
 
-    probed = []
-    victim, indexed, first, rest, health, after = _run(loop, run(), 90)
+    probed, told = [], []
+    eng.on_worker_event = told.append
+    try:
+        victim, indexed, first, rest, health, after = _run(loop, run(), 90)
+    finally:
+        eng.on_worker_event = None
     assert indexed >= 100  # it held the hot shared prefix
     assert isinstance(first, TokenEvent)
     assert isinstance(rest[-1], ErrorEvent) and rest[-1].code == "worker_died" and not rest[-1].retryable
@@ -259,6 +263,10 @@ def test_worker_killed_while_holding_a_hot_prefix_is_fenced_purged_and_restarted
     # the restart did not probe its costs again (seconds of CPU): it has the first probe's
     assert eng._dispatcher.router.costs(victim).prefill_s_per_token == probed[0].prefill_s_per_token
     assert eng._probed_costs[victim] is probed[0]
+    # the operator was told: the kill, the stream it failed, and the worker back
+    assert told[0] == (f"worker {victim} killed by SIGKILL: 1 request(s) it was running failed; "
+                       "restarting it in 0.2 s")
+    assert told[1].startswith(f"worker {victim} serves again (restart 1, ") and len(told) == 2
 
 
 def test_unresponsive_worker_is_fenced_and_its_tokenless_request_retried(cluster):
@@ -275,8 +283,15 @@ def test_unresponsive_worker_is_fenced_and_its_tokenless_request_retried(cluster
                 os.kill(pid, signal.SIGKILL)
         return events
 
-    events = _run(loop, run(), 30)
+    told = []
+    eng.on_worker_event = told.append
+    try:
+        events = _run(loop, run(), 30)
+    finally:
+        eng.on_worker_event = None
     assert isinstance(events[-1], FinishEvent) and events[-1].worker_id != victim
+    assert told[0] == (f"worker {victim} unresponsive for 1.5 s, killed: 1 not yet answered went to "
+                       "another worker; restarting it in 0.2 s")
     health = eng.health()["workers"][victim]
     assert health["fence_reason"] == "unresponsive" and not health["ready"]
     assert eng.router_stats()["num_retried"] >= 1

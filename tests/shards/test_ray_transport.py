@@ -65,12 +65,19 @@ def test_ray_transport_actor_killed_midstream_fails_request_and_restarts(ray_eng
         rest = [event async for event in gen]
         after = await _collect(eng, WorkItem("k2", "t", list(range(50)), GREEDY))
         deadline = time.monotonic() + 60
-        while not eng.health()["workers"][victim]["ready"]:
+        while not (eng.health()["workers"][victim]["ready"] and len(told) == 2):
             assert time.monotonic() < deadline, "the actor was not restarted in time"
             await asyncio.sleep(0.1)
         return victim, first, rest, after
 
-    victim, first, rest, after = loop.run_until_complete(asyncio.wait_for(run(), 90))
+    told = []
+    eng.on_worker_event = told.append
+    try:
+        victim, first, rest, after = loop.run_until_complete(asyncio.wait_for(run(), 90))
+    finally:
+        eng.on_worker_event = None
+    assert told[0].startswith(f"worker {victim} lost its Ray actor (") and "1 request(s) it was running failed" in told[0]
+    assert told[1].startswith(f"worker {victim} serves again (restart 1, ")
     assert isinstance(first, TokenEvent)
     assert isinstance(rest[-1], ErrorEvent) and rest[-1].code == "worker_died"
     assert after[-1].worker_id != victim

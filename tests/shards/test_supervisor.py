@@ -60,4 +60,4 @@ def test_supervisor_fences_a_worker_that_never_becomes_ready():
     supervisor = Supervisor(SupervisorConfig(start_timeout_s=5.0))
     supervisor.on_spawned("w0", 0, 0.0)
     assert supervisor.plan(4.0).fence == []
-    assert supervisor.plan(6.0).fence == [("w0", "start timeout")]
+    assert supervisor.plan(6.0).fence == [("w0", "did not start in time")]

@@ -1,0 +1,56 @@
+"""What the operator is told when a worker stops and when it serves again.
+
+A worker that crashed, was killed (the kernel's OOM killer, a stray `kill -9`) or went
+silent is fenced and restarted by the engine without anyone asking; these lines are how
+that shows in the gateway's log instead of only in `/health`'s `num_restarts`. Pure
+formatting: the engine decides when (after its start: a worker lost during the start
+fails the start with its own error) and hands the lines to `LocalEngine.on_worker_event`.
+"""
+from __future__ import annotations
+
+import signal
+
+from shards.supervisor import START_TIMEOUT_REASON, UNRESPONSIVE_REASON
+
+
+def exit_reason(exitcode: int | None) -> str:
+    """How a worker process ended, from its exit code (None: still running, its pipe closed)."""
+    if exitcode is None:
+        return "closed its pipe"
+    if exitcode < 0:
+        try:
+            return f"killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"killed by signal {-exitcode}"
+    return "exited" if exitcode == 0 else f"exited with status {exitcode}"
+
+
+def fence_words(reason: str, health_timeout_s: float) -> str:
+    """A reason the supervisor fenced a worker for, as the operator reads it (the engine
+    kills what it fences)."""
+    if reason == UNRESPONSIVE_REASON:
+        return f"unresponsive for {health_timeout_s:g} s, killed"
+    if reason == START_TIMEOUT_REASON:
+        return f"{reason}, killed"
+    return reason
+
+
+def worker_down_line(worker_id: str, reason: str, *, num_failed: int, num_retried: int,
+                     restart_in_s: float, while_starting: bool) -> str:
+    """One line for a worker fenced after the start: why, what became of its requests,
+    and when it is restarted."""
+    when = " while starting" if while_starting and START_TIMEOUT_REASON not in reason else ""
+    line = f"worker {worker_id} {reason}{when}"
+    outcomes = []
+    if num_failed:
+        outcomes.append(f"{num_failed} request(s) it was running failed")
+    if num_retried:
+        outcomes.append(f"{num_retried} not yet answered went to another worker")
+    if outcomes:
+        line += ": " + ", ".join(outcomes)
+    return f"{line}; restarting it in {restart_in_s:.1f} s"
+
+
+def worker_back_line(worker_id: str, num_restarts: int, down_s: float) -> str:
+    """One line for a restarted worker that is ready again."""
+    return f"worker {worker_id} serves again (restart {num_restarts}, {down_s:.1f} s after it stopped)"

@@ -1,0 +1,38 @@
+"""The operator's lines for a worker lost or back (known answers)."""
+import signal
+
+from shards.supervisor import START_TIMEOUT_REASON, UNRESPONSIVE_REASON
+from shards.worker_events import exit_reason, fence_words, worker_back_line, worker_down_line
+
+
+def test_exit_reason_names_the_signal_or_the_status():
+    assert exit_reason(-signal.SIGKILL) == "killed by SIGKILL"
+    assert exit_reason(-signal.SIGSEGV) == "killed by SIGSEGV"
+    assert exit_reason(-200) == "killed by signal 200"   # no such signal: its number
+    assert exit_reason(1) == "exited with status 1"
+    assert exit_reason(0) == "exited"
+    assert exit_reason(None) == "closed its pipe"
+
+
+def test_fence_words_say_the_worker_was_killed_and_after_how_long_unresponsive():
+    assert fence_words(UNRESPONSIVE_REASON, 30.0) == "unresponsive for 30 s, killed"
+    assert fence_words(UNRESPONSIVE_REASON, 1.5) == "unresponsive for 1.5 s, killed"
+    assert fence_words(START_TIMEOUT_REASON, 30.0) == "did not start in time, killed"
+    assert fence_words("killed by SIGKILL", 30.0) == "killed by SIGKILL"
+
+
+def test_the_down_line_says_what_became_of_the_requests_and_when_it_restarts():
+    assert worker_down_line("w0", "killed by SIGKILL", num_failed=2, num_retried=1, restart_in_s=0.2,
+                            while_starting=False) == (
+        "worker w0 killed by SIGKILL: 2 request(s) it was running failed, 1 not yet answered went to "
+        "another worker; restarting it in 0.2 s")
+    assert worker_down_line("w1", "exited with status 1", num_failed=0, num_retried=0, restart_in_s=0.8,
+                            while_starting=True) == (
+        "worker w1 exited with status 1 while starting; restarting it in 0.8 s")
+    assert worker_down_line("w1", fence_words(START_TIMEOUT_REASON, 1.0), num_failed=0, num_retried=0,
+                            restart_in_s=1.6, while_starting=True) == (
+        "worker w1 did not start in time, killed; restarting it in 1.6 s")
+
+
+def test_the_back_line_counts_restarts_and_the_time_down():
+    assert worker_back_line("w0", 3, 1.234) == "worker w0 serves again (restart 3, 1.2 s after it stopped)"
