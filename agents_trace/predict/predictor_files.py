@@ -1,0 +1,101 @@
+"""A `Predictor`'s files: what it learned, written per tenant and read back on start.
+
+`PredictorFiles` is a part of `agents_trace.predict.predictor.Predictor` (a base class),
+kept apart so that each file holds one concept. It uses the predictor's `_tenants`,
+`_tenants_lock`, the global model's fields under `_global_lock`, and `_written`.
+
+Invariants: a tenant is written again only when it changed since it was last written to
+that directory (or its file is gone); files are plain npz + json (persist.py), never
+pickle; a file that cannot be read either raises or, with `on_damaged`, is left out and
+only its tenant starts anew.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from . import persist
+from .config import PredictorConfig
+from .tenant import TenantState
+
+
+class PredictorFiles:
+    """The save / load side of a `Predictor`."""
+
+    def save(self, directory: str | Path) -> None:
+        """Write every tenant changed since it was last written to `directory` (and the
+        global model, if changed) as npz + json; unchanged tenants whose files are there
+        are not written again (for thousands of idle tenants a checkpoint is a file check each)."""
+        directory = Path(directory)
+        written = self._written.setdefault(str(directory.resolve()), {})
+        for name in self.tenants():
+            state = self._tenants[name]
+            mark = (state, state.num_changes)   # read before the parts: a later change is written next time
+            stem = persist.tenant_stem(name)
+            if written.get(("tenant", name)) != mark or not (directory / f"{stem}.json").exists():
+                meta, arrays = persist.tenant_to_parts(state)
+                persist.write(directory, stem, meta, arrays)
+                written[("tenant", name)] = mark
+        with self._global_lock:
+            model = self._global_model
+            mark = self._global_changes
+            if written.get(("global",)) == mark and (directory / f"{persist.GLOBAL_STEM}.json").exists():
+                return
+            meta = {"sessions": [list(s) for s in self._global_sessions],
+                    "num_learned": self._global_learned, "model": None}
+        arrays: dict[str, np.ndarray] = {}
+        if model is not None:
+            meta["model"], arrays = persist.model_to_parts(model)
+        persist.write(directory, persist.GLOBAL_STEM, meta, arrays)
+        written[("global",)] = mark
+
+    @classmethod
+    def restored(cls, directory: str | Path, config: PredictorConfig | None = None):
+        """A predictor resumed from `directory` (as written by `save`), or an empty one
+        when the directory does not exist yet: what the gateway calls on start."""
+        predictor = cls(config)
+        if Path(directory).is_dir():
+            predictor.load(directory, on_damaged=persist.set_aside_damaged)
+        return predictor
+
+    def load(self, directory: str | Path,
+             on_damaged: Callable[[Path, Exception], None] | None = None) -> None:
+        """Replace this predictor's tenants and global model with those saved in
+        `directory` (as written by `save`). A file that cannot be read raises; or, with
+        `on_damaged`, is handed to it with the error and left out (its tenant starts
+        anew), the other files loaded."""
+        directory = Path(directory)
+
+        def parsed(path: Path, parse: Callable[[dict, dict], object]):
+            """`parse` of the file's parts; None once a file that cannot be read went to `on_damaged`."""
+            try:
+                return parse(*persist.read(path))
+            except Exception as exc:   # any of json, numpy and our checks: the file is not usable
+                if on_damaged is None:
+                    raise
+                on_damaged(path, exc)
+                return None
+
+        def tenant_state(meta: dict, arrays: dict) -> TenantState:
+            return persist.tenant_from_parts(meta, arrays, self.config)
+
+        def global_parts(meta: dict, arrays: dict) -> tuple:
+            return (tuple(tuple(s) for s in meta["sessions"]), int(meta["num_learned"]),
+                    None if meta["model"] is None else persist.model_from_parts(meta["model"], arrays))
+
+        states = [parsed(path, tenant_state) for path in sorted(directory.glob("t-*.json"))]
+        tenants = {state.name: state for state in states if state is not None}
+        global_path = directory / f"{persist.GLOBAL_STEM}.json"
+        saved_global = parsed(global_path, global_parts) if global_path.exists() else None
+        with self._tenants_lock:
+            self._tenants = tenants
+        if saved_global is not None:
+            sessions, num_learned, model = saved_global
+            with self._global_lock:
+                self._global_sessions.clear()
+                self._global_sessions.extend(sessions)
+                self._global_learned = self._global_learned_at_fit = num_learned
+                self._global_changes += 1
+                self._global_model = model
