@@ -23,9 +23,10 @@ from collections.abc import AsyncIterator
 
 from gateway.backend import ChatEvent, Prepared
 from gateway.config import DEFAULT_LOCAL_POLICY, LocalModelConfig
-from gateway.errors import context_length_exceeded, invalid_request
+from gateway.errors import invalid_request
 from gateway.local_generation import ForcedCall, LocalCall, run_forced, run_free, run_structured
 from gateway.local_refusals import refuse_unsupported_chat_params
+from gateway.local_sampling import completion_budget, sampling_params
 from gateway.prompt_token_cache import PromptTokenCache
 from gateway.reply_format import reply_schema
 from gateway.schema_checks import SchemaChecker
@@ -144,34 +145,6 @@ class LocalBackend:
         return stats
 
     # --- preparation ---------------------------------------------------------------
-    def _sampling(self, request: ChatCompletionRequest | CompletionRequest, *, max_tokens: int,
-                  stop: list[str], logprobs: int | None = None):
-        """NOTE: `ignore_eos` is vLLM's extension field (benchmarks and replay use it)."""
-        from shards.protocol import SamplingParams
-        ignore_eos = (request.model_extra or {}).get("ignore_eos", False)
-        if not isinstance(ignore_eos, bool):
-            raise invalid_request("'ignore_eos' must be a boolean.", param="ignore_eos")
-        return SamplingParams(max_tokens=max_tokens,
-                              presence_penalty=request.presence_penalty or 0.0,
-                              frequency_penalty=request.frequency_penalty or 0.0,
-                              logit_bias=_logit_bias(request, self.engine.tokenizer),
-                              temperature=1.0 if request.temperature is None
-                              else request.temperature,
-                              top_p=1.0 if request.top_p is None else request.top_p,
-                              seed=request.seed, stop=tuple(stop), ignore_eos=ignore_eos,
-                              logprobs=logprobs)
-
-    def _budget(self, num_prompt_tokens: int, num_max_tokens: int | None, *,
-                param: str = "messages") -> int:
-        """The completion budget; raises `context_length_exceeded` (naming `param`) when it
-        cannot fit."""
-        max_context = self.engine.max_context_tokens
-        room = max_context - num_prompt_tokens
-        if room <= 0 or (num_max_tokens is not None and num_max_tokens > room):
-            raise context_length_exceeded(num_prompt_tokens, num_max_tokens, max_context,
-                                          param=param)
-        return num_max_tokens if num_max_tokens is not None else room
-
     def _prepared(self, request_id: str, tenant: str, num_max_tokens: int | None,
                   call: LocalCall) -> Prepared:
         num_prompt = len(call.prompt_token_ids)
@@ -226,7 +199,7 @@ class LocalBackend:
         if render_error is not None:
             raise invalid_request(f"The messages cannot be rendered with this model's chat "
                                   f"template: {render_error}", param="messages")
-        budget = self._budget(len(prompt_ids), request.completion_limit())
+        budget = completion_budget(len(prompt_ids), request.completion_limit(), self.engine.max_context_tokens)
         keep_one_call = use_tools and request.parallel_tool_calls is False
         # NOTE: with parallel_tool_calls=false, stopping at the first call's end saves work.
         stop = request.stop_list() + (["</tool_call>"] if keep_one_call else [])
@@ -240,7 +213,7 @@ class LocalBackend:
         metadata = request.metadata or {}
         call = LocalCall(
             prompt_token_ids=prompt_ids,
-            sampling=self._sampling(request, max_tokens=budget, stop=stop,
+            sampling=sampling_params(request, self.engine.tokenizer, max_tokens=budget, stop=stop,
                                     logprobs=(request.top_logprobs or 0) if request.logprobs else None),
             session=metadata.get("session_id") or metadata.get("session"),
             tool_names=frozenset(t.function.name for t in request.tools) if use_tools else None,
@@ -305,10 +278,11 @@ class LocalBackend:
                                       f"(size {vocab_size}).", param="prompt")
         if not prompt_ids:
             raise invalid_request("The prompt is empty.", param="prompt")
-        budget = self._budget(len(prompt_ids), request.max_tokens, param="prompt")
+        budget = completion_budget(len(prompt_ids), request.max_tokens, self.engine.max_context_tokens,
+                                   param="prompt")
         return LocalCall(prompt_token_ids=prompt_ids,
                          sampling=dataclasses.replace(
-                             self._sampling(request, max_tokens=budget, stop=request.stop_list(),
+                             sampling_params(request, self.engine.tokenizer, max_tokens=budget, stop=request.stop_list(),
                                             logprobs=request.logprobs if best_of == 1 else request.logprobs or 0),
                              prompt_logprobs=request.logprobs if request.echo else None),
                          session=None, tool_names=None, forced=None, keep_one_call=False,
@@ -335,13 +309,3 @@ class LocalBackend:
             async for event in events:
                 yield event
 
-
-def _logit_bias(request: ChatCompletionRequest | CompletionRequest, tokenizer) -> tuple:
-    """`logit_bias` as (token id, bias) pairs; a token id past the vocabulary is a 400."""
-    pairs = tuple(sorted((int(token), bias) for token, bias in (request.logit_bias or {}).items()))
-    vocab_size = len(tokenizer) if pairs else 0
-    bad = next((token for token, _ in pairs if token >= vocab_size), None)
-    if bad is not None:
-        raise invalid_request(f"Token id {bad} in logit_bias is outside the vocabulary (size {vocab_size}).",
-                              param="logit_bias")
-    return pairs

@@ -12,6 +12,7 @@ from gateway.config import LocalModelConfig
 from gateway.errors import ApiError
 from gateway.local import LocalBackend
 from gateway.local_generation import error_from_event
+from gateway.local_sampling import completion_budget
 from gateway.reply_format import reply_schema
 from gateway.schema_checks import SchemaChecker
 from gateway.schemas import ChatCompletionRequest, validate
@@ -78,13 +79,12 @@ def test_reply_schema_refuses_what_cannot_be_honoured(messages, response_format,
 
 
 def test_budget_fits_prompt_and_completion_in_the_context():
-    local = backend(True)
-    assert local._budget(60, None) == 40
-    assert local._budget(60, 40) == 40
+    assert completion_budget(60, None, 100) == 40
+    assert completion_budget(60, 40, 100) == 40
     for num_prompt, num_max in ((60, 41), (100, None), (120, 1)):
         with pytest.raises(ApiError) as caught:
-            local._budget(num_prompt, num_max)
-        assert caught.value.code == "context_length_exceeded"
+            completion_budget(num_prompt, num_max, 100, param="prompt")
+        assert caught.value.code == "context_length_exceeded" and caught.value.param == "prompt"
 
 
 @pytest.mark.parametrize("event,status,code,retry_after", [
