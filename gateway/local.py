@@ -61,6 +61,7 @@ class LocalBackend:
             log.warning("%s", note)
         self.engine = LocalEngine(config.path, config.num_workers, **options)
         self.engine.on_worker_event = self._worker_event
+        self.engine.on_start_progress = self._start_progress
         self.schemas = SchemaChecker()   # response_format schemas that passed, per tenant
         self.prompt_tokens: PromptTokenCache | None = None   # once started (it needs the tokenizer)
         self._stats_task: asyncio.Task | None = None
@@ -76,6 +77,10 @@ class LocalBackend:
 
     def cancel_start(self) -> None:
         self.engine.cancel_start()
+
+    def _start_progress(self, line: str) -> None:
+        """What the start is doing (shards/worker_events.py), under the model's name."""
+        print(f"stepahead: model {self.model_id!r}: {line}", file=sys.stderr, flush=True)   # stdout may be JSON
 
     def _worker_event(self, line: str) -> None:
         """A worker lost or back after the start (shards/worker_events.py), in the log

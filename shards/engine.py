@@ -166,6 +166,7 @@ class LocalEngine(EngineStart, EngineReports, EngineTenants, EngineMessages):
         self._supervise_task: asyncio.Task | None = None
         self._down_since: dict[str, float] = {}   # worker id -> when it stopped, until it serves again
         self.on_worker_event: Callable[[str], None] | None = None   # shards/worker_events.py's lines
+        self.on_start_progress: Callable[[str], None] | None = None   # ... and its start's
         self._start_error: str | None = None
         self._start_cancelled = threading.Event()
         self._stopping = False

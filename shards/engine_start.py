@@ -26,6 +26,7 @@ import time
 from shards.chat_template import supports_tools
 from shards.probed_costs import ProbedCosts, ProbeKey
 from shards.transport import StartCancelled, make_transport
+from shards.worker_events import workers_starting_line
 
 WORKER_START_TIMEOUT_S = 300.0
 ABANDON_JOIN_S = 2.0   # a killed worker's exit, seen by its reader thread
@@ -105,6 +106,8 @@ class EngineStart:
         # once can break (models start side by side)
         self.tokenizer = load_tokenizer(self.config.model)
         self.supports_tools = supports_tools(self.tokenizer)
+        if self.on_start_progress is not None:
+            self.on_start_progress(workers_starting_line(self.num_workers, probing=stored is None))
         for i in range(self.num_workers):
             await asyncio.to_thread(self._spawn, f"w{i}")
         await asyncio.to_thread(self._wait_ready)

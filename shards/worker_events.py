@@ -1,4 +1,4 @@
-"""What the operator is told when a worker stops and when it serves again.
+"""What the operator is told when workers start, when one stops and when it serves again.
 
 A worker that crashed, was killed (the kernel's OOM killer, a stray `kill -9`) or went
 silent is fenced and restarted by the engine without anyone asking; these lines are how
@@ -49,6 +49,17 @@ def worker_down_line(worker_id: str, reason: str, *, num_failed: int, num_retrie
     if outcomes:
         line += ": " + ", ".join(outcomes)
     return f"{line}; restarting it in {restart_in_s:.1f} s"
+
+
+def workers_starting_line(num_workers: int, *, probing: bool) -> str:
+    """One line as the workers of a start are spawned: they load the model, and at a first
+    start on this machine with these settings (or with the reuse turned off) each also
+    times its prefill and decode, seconds more."""
+    line = f"starting {num_workers} worker(s): loading the model"
+    if probing:
+        line += (", then timing each one's prefill and decode (no timing of this machine with these "
+                 "settings from the last 24 h)")
+    return line
 
 
 def worker_back_line(worker_id: str, num_restarts: int, down_s: float) -> str:

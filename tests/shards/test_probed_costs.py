@@ -11,6 +11,7 @@ from shards.local_transport import LocalTransport
 from shards.probed_costs import MAX_AGE_S, MAX_ENTRIES, ProbedCosts, ProbeKey
 from shards.protocol import CostProfile
 from shards.worker_config import WorkerConfig
+from shards.worker_events import workers_starting_line
 
 COSTS = {"w0": CostProfile(1e-3, 2e-4, 3e-4), "w1": CostProfile(1.1e-3, 2.2e-4, 3.3e-4)}
 
@@ -84,8 +85,11 @@ def test_an_engine_probes_at_its_first_start_and_reuses_the_probe_at_the_next(tm
 
     monkeypatch.setattr(LocalTransport, "spawn", recording_spawn)
 
+    told: list[str] = []
+
     def start_and_stop(**options) -> tuple[str, dict]:
         eng = LocalEngine("tiny", num_workers=1, num_hot_blocks=32, threads_per_worker=1, **options)
+        eng.on_start_progress = told.append
 
         async def run():
             await eng.start()
@@ -101,3 +105,6 @@ def test_an_engine_probes_at_its_first_start_and_reuses_the_probe_at_the_next(tm
     again, reused = start_and_stop()
     assert (again, asked_to_probe[1:]) == ("reused", [False]) and reused == probed
     assert start_and_stop(reuse_probed_costs=False)[0] == "probed" and asked_to_probe[2:] == [True]
+    # each start said what its workers do first, the timing where they do it
+    assert told == [workers_starting_line(1, probing=True), workers_starting_line(1, probing=False),
+                    workers_starting_line(1, probing=True)]

@@ -2,7 +2,8 @@
 import signal
 
 from shards.supervisor import START_TIMEOUT_REASON, UNRESPONSIVE_REASON
-from shards.worker_events import exit_reason, fence_words, worker_back_line, worker_down_line
+from shards.worker_events import (exit_reason, fence_words, worker_back_line, worker_down_line,
+                                  workers_starting_line)
 
 
 def test_exit_reason_names_the_signal_or_the_status():
@@ -36,3 +37,10 @@ def test_the_down_line_says_what_became_of_the_requests_and_when_it_restarts():
 
 def test_the_back_line_counts_restarts_and_the_time_down():
     assert worker_back_line("w0", 3, 1.234) == "worker w0 serves again (restart 3, 1.2 s after it stopped)"
+
+
+def test_the_starting_line_says_when_the_workers_time_themselves_too():
+    assert workers_starting_line(2, probing=False) == "starting 2 worker(s): loading the model"
+    assert workers_starting_line(1, probing=True) == (
+        "starting 1 worker(s): loading the model, then timing each one's prefill and decode (no timing of "
+        "this machine with these settings from the last 24 h)")
