@@ -2,9 +2,10 @@
 
 Invariants: a `TraceConfig` is frozen and already validated (positive sizes and timeouts,
 a known OTLP protocol); a None field means "not set here", and then the standard
-`OTEL_*` environment variables decide (OTLP endpoint, protocol, headers) or the
-documented default applies (store path). Message content is never captured unless
-`capture_content` is true.
+`OTEL_*` environment variables decide (OTLP endpoint, protocol, headers, whether message
+content is captured) or the documented default applies (store path). Message content is
+never captured unless `capture_content` is true, or unset with
+$OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT asking for it.
 """
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from typing import Any
 OTLP_PROTOCOLS = ("http/protobuf", "grpc")
 STORE_PATH_ENV = "STEPAHEAD_TRACE_DB"
 STORE_FILE_NAME = "traces.sqlite3"
+CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+CAPTURE_CONTENT_ON = ("true", "span_only", "event_only", "span_and_event")   # the variable's values that ask for it
 
 
 class TraceConfigError(ValueError):
@@ -33,14 +36,15 @@ class TraceConfig:
     they are older than `retention_max_age_s` or the file holds more than
     `retention_max_bytes`. `record_prompt_blocks` stores each step's prompt as block
     fingerprints (hashes, no content; see `prompt_blocks`), which exports carry as
-    `hash_ids`. `queue_size` bounds the in-memory events between the request
+    `hash_ids`. `capture_content` None means the OpenTelemetry GenAI instrumentations'
+    switch decides (`resolved_capture_content`). `queue_size` bounds the in-memory events between the request
     path and the writer thread; `otlp_max_queue_size` bounds the spans waiting for the
     OTLP exporter, so an exporter outage drops spans instead of growing memory.
     """
 
     enabled: bool = True
     service_name: str = "stepahead"
-    capture_content: bool = False
+    capture_content: bool | None = None
     record_prompt_blocks: bool = True
     otlp_endpoint: str | None = None
     otlp_protocol: str | None = None
@@ -67,6 +71,14 @@ class TraceConfig:
         if self.otlp_protocol is not None and self.otlp_protocol not in OTLP_PROTOCOLS:
             raise TraceConfigError(f"tracing.otlp_protocol must be one of {OTLP_PROTOCOLS}, "
                                    f"not {self.otlp_protocol!r}")
+
+    def resolved_capture_content(self, environ: Mapping[str, str] = os.environ) -> bool:
+        """Whether prompts and replies are kept: the config's `capture_content` when set,
+        else $OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT (`true`, or the newer
+        `SPAN_ONLY` / `EVENT_ONLY` / `SPAN_AND_EVENT`; anything else, or unset, is off)."""
+        if self.capture_content is not None:
+            return self.capture_content
+        return environ.get(CAPTURE_CONTENT_ENV, "").strip().lower() in CAPTURE_CONTENT_ON
 
     def resolved_store_path(self, environ: Mapping[str, str] = os.environ) -> Path:
         """Where the SQLite store lives: config, then $STEPAHEAD_TRACE_DB, then the

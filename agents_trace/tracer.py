@@ -67,6 +67,7 @@ class AgentTracer:
         self.stats = WriterStats()
         self.provider = build_provider(config, span_processors, environ)
         self.store_path = config.resolved_store_path(environ) if config.store_enabled else None
+        self.captures_content = config.resolved_capture_content(environ)
         self._lock = threading.Lock()
         self._sessions = SessionTable(idle_timeout_s=config.session_idle_timeout_s,
                                       max_sessions=config.max_sessions)
@@ -181,7 +182,7 @@ class AgentTracer:
         span = trace.get_current_span(self._propagator.extract(headers))
         if span.get_span_context().is_valid:
             ctx.remote_parent = span.get_span_context()
-        if self.config.capture_content:
+        if self.captures_content:
             ctx.messages = tuple(messages)
         return ctx
 
@@ -234,7 +235,7 @@ class AgentTracer:
         return tuple(prompt_block_ids(tenant, result.prompt_token_ids))
 
     def _content(self, ctx: StepContext, result: StepResult) -> CapturedContent | None:
-        if not self.config.capture_content:
+        if not self.captures_content:
             return None
         output = None if result.error is not None else assistant_message(
             result.output_text, result.tool_calls)

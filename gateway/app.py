@@ -14,6 +14,7 @@ import logging
 import os
 import secrets
 import sqlite3
+import sys
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
@@ -122,6 +123,9 @@ def build_app(config: GatewayConfig | None = None, *, config_path: str | None = 
             if state.tracer is not None:
                 with stated_start_failures("the trace store"):
                     state.tracer.start()
+                if state.tracer.captures_content:   # prompts and replies are stored: say so once
+                    print("stepahead: traces keep prompts and replies (capture_content); each tenant's keys "
+                          "see its own in /ui", file=sys.stderr, flush=True)
             # the forecasters load (hmmlearn's import, the saved models) while the
             # models start, and the models start side by side: none needs another
             forecasting = asyncio.ensure_future(asyncio.to_thread(start_forecasting, state.tracer, state.backends))

@@ -4,8 +4,9 @@ With no `--config`, serves one local model (`--model`: the embedded default, the
 test model or a local Hugging Face directory) on `--workers` workers with the `--policy`
 KV policy for one demo tenant, and prints the base URL and the demo key (from
 $STEPAHEAD_DEMO_KEY, or a fresh random one). Command-line `--host`/`--port` win over the
-file's [server] table; the model flags describe the no-config model only, so they are
-refused next to `--config` (the file says all of that).
+file's [server] table, and `--capture-content` over its [tracing] table; the model flags
+describe the no-config model only, so they are refused next to `--config` (the file says
+all of that).
 """
 from __future__ import annotations
 
@@ -37,6 +38,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--log-level", default="info",
                         choices=("critical", "error", "warning", "info", "debug"),
                         help="least severe log lines printed (default info)")
+    parser.add_argument("--capture-content", action="store_true", default=None,
+                        help="keep prompts and replies in the traces (/ui, `stepahead traces show "
+                             "--content`, OTLP spans); off unless [tracing] capture_content or "
+                             "$OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT says so")
     local = parser.add_argument_group("without --config")
     local.add_argument("--model", help=f"'{DEFAULT_LOCAL_MODEL}' (default), 'tiny', or a local "
                                        "Hugging Face model directory")
@@ -97,6 +102,15 @@ def _local_model_problem(config) -> str | None:
         except (EngineOptionError, ModelLoadError) as exc:
             return f"cannot serve model {model.name!r}: {exc}"
     return None
+
+
+def with_command_line_overrides(config, args: argparse.Namespace):
+    """`config` with what the command line sets over any file: `--host`, `--port`,
+    `--capture-content`."""
+    overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
+    if args.capture_content:
+        overrides["tracing"] = dataclasses.replace(config.tracing, capture_content=True)
+    return dataclasses.replace(config, **overrides)
 
 
 def needs_fork_server(config) -> bool:
@@ -286,8 +300,7 @@ def _server_or_exit_status(args: argparse.Namespace):
     if problem:
         print(f"stepahead: {problem}", file=sys.stderr)
         return 2
-    overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
-    config = dataclasses.replace(config, **overrides)
+    config = with_command_line_overrides(config, args)
     problem = _address_problem(config.host, config.port)
     if problem:   # found before the workers load the model, not after
         print(f"stepahead: {problem}", file=sys.stderr)

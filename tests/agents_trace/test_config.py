@@ -28,3 +28,24 @@ def test_trace_config_store_path_from_env_then_user_data_dir():
     assert TraceConfig().resolved_store_path({"STEPAHEAD_TRACE_DB": "/d/t.db"}) == Path("/d/t.db")
     default = TraceConfig().resolved_store_path({})
     assert default.name == "traces.sqlite3" and "stepahead" in str(default)
+
+
+@pytest.mark.parametrize("value,captured", [("true", True), ("True", True), ("SPAN_ONLY", True),
+                                            ("span_and_event", True), ("EVENT_ONLY", True), ("false", False),
+                                            ("NO_CONTENT", False), ("", False), ("1", False)])
+def test_unset_capture_content_follows_the_opentelemetry_genai_switch(value, captured):
+    environ = {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": value}
+    assert TraceConfig().resolved_capture_content(environ) is captured
+    assert TraceConfig().resolved_capture_content({}) is False   # unset everywhere: off
+    # the file's setting, either way, wins over the variable
+    assert parse_trace_config({"capture_content": False}).resolved_capture_content(environ) is False
+    assert parse_trace_config({"capture_content": True}).resolved_capture_content({}) is True
+
+
+def test_the_tracer_keeps_content_as_the_switch_says(tmp_path):
+    from agents_trace.tracer import AgentTracer
+
+    switch = {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true", "OTEL_TRACES_EXPORTER": "none"}
+    assert AgentTracer(TraceConfig(store_enabled=False), environ=switch).captures_content
+    assert not AgentTracer(TraceConfig(store_enabled=False), environ={"OTEL_TRACES_EXPORTER": "none"}).captures_content
+    assert not AgentTracer(TraceConfig(store_enabled=False, capture_content=False), environ=switch).captures_content

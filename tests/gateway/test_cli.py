@@ -336,3 +336,17 @@ def test_a_request_cut_by_the_shutdown_timeout_is_reported_in_one_line():
     for other in (asyncio.CancelledError(), RuntimeError("graceful shutdown")):   # left as they are
         record = report(other)
         assert _CutRequests().filter(record) and record.exc_info[1] is other
+
+
+def test_host_port_and_capture_content_on_the_command_line_win_over_the_file():
+    from gateway.config import parse_config
+    from gateway.serve_command import with_command_line_overrides
+
+    config = parse_config({"server": {"host": "0.0.0.0", "port": 8000}, "tracing": {"capture_content": False},
+                           "models": [{"name": "m", "kind": "local", "path": "tiny"}],
+                           "tenants": [{"name": "t", "api_key_sha256": ["0" * 64]}]})
+    args = build_parser().parse_args(["serve", "--config", "x.toml", "--port", "9", "--capture-content"])
+    overridden = with_command_line_overrides(config, args)
+    assert (overridden.host, overridden.port, overridden.tracing.capture_content) == ("0.0.0.0", 9, True)
+    unchanged = with_command_line_overrides(config, build_parser().parse_args(["serve", "--config", "x.toml"]))
+    assert unchanged == config   # nothing given: the file's values stand, capture_content False included
