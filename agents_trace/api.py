@@ -205,7 +205,8 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
         captured = step_content(path, found["tenant"], session, int(index))
         if captured is None:
             raise HTTPException(404, f"Step {index} of session '{session}' has no captured "
-                                     "content (tracing.capture_content was off).")
+                                     "content (tracing.capture_content was off: `stepahead serve --capture-content` "
+                                     "or [tracing] capture_content = true keeps it).")
         return captured
 
     @router.get("/v1/traces/sessions/{session}/export")

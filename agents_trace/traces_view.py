@@ -169,7 +169,8 @@ def _conversation(steps: Sequence[tuple[Mapping, Mapping | None]]) -> list[str]:
     previous_output = None
     for step, content in steps:
         if content is None:
-            lines.append(f"#{step['index']} not captured (the [tracing] capture_content setting was off)")
+            lines.append(f"#{step['index']} not captured (capture_content was off: `stepahead serve "
+                         "--capture-content` or [tracing] capture_content = true keeps it)")
             previous_output = None
             continue
         lines.append(f"#{step['index']} request:")

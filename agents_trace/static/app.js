@@ -270,7 +270,9 @@ function renderSteps(steps) {
   body.replaceChildren();
   for (const s of steps) {
     const f = s.forecast;
-    const button = s.has_content ? el("button", { class: "show-content" }, "show") : "not captured";
+    const button = s.has_content ? el("button", { class: "show-content" }, "show")
+      : el("span", { title: "messages are kept only with capture_content on: stepahead serve " +
+        "--capture-content, or [tracing] capture_content = true" }, "not captured");
     const row = el("tr", { class: s.error ? "error step-row" : "step-row", "data-step": s.index },
       el("td", {}, s.index), el("td", { class: "tools" }, s.after_label), el("td", {}, fmtS(s.gap_s)),
       el("td", {}, s.num_input_tokens), el("td", {}, s.prefix_from_previous_tokens ?? "—"),

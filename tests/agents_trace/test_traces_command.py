@@ -160,7 +160,8 @@ def test_traces_show_content_prints_the_conversation_once(forecast_store, store,
         "#2 request:", "  tool call_b2: result of book_table",
         "#2 reply:", "  assistant: Booked. Sunny."]
     assert _run(["traces", "show", "only", "--content", "--db", str(store)]) == 0
-    assert "#0 not captured (the [tracing] capture_content setting was off)" in capsys.readouterr().out
+    assert ("#0 not captured (capture_content was off: `stepahead serve --capture-content` or [tracing] "
+            "capture_content = true keeps it)") in capsys.readouterr().out
 
 
 def test_traces_show_json_has_every_step(forecast_store, capsys):
