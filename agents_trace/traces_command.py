@@ -1,7 +1,8 @@
 """`stepahead traces list | show | stats | export | delete`: the trace store from a shell, no server needed.
 
 `list` prints the sessions (most recently active first; filters as in `/ui`), `show` one
-session's steps (and with `--content` its conversation), `stats` per-tenant figures over
+session's steps (and with `--content` its conversation; `--follow` then its new steps as
+they arrive, traces_follow.py), `stats` per-tenant figures over
 a time window (tokens, cached share, TTFT, tool gaps, forecasts), `export` writes a session
 (`--session`) or every session the filters take (`--all`: the recorded traffic, merged in
 arrival order, for `stepahead replay`) as `stepahead-trace/1` JSONL, `delete` removes a
@@ -32,6 +33,7 @@ from agents_trace.store import delete_sessions
 from agents_trace.store_queries import MAX_PAGE, SessionFilter, find_session, iter_session_steps, \
     list_sessions, matching_session_keys
 from agents_trace.store_stats import StatsWindow, tenant_stats
+from agents_trace.traces_follow import AmbiguousSession, follow_session
 from agents_trace.traces_view import parse_since, session_json, session_text, sessions_text, stats_text
 from cache.atomic_file import replacing
 
@@ -100,7 +102,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     show.add_argument("--tenant", help="the tenant (needed when the id exists in several)")
     show.add_argument("--content", action="store_true",
                       help="also print the conversation (when [tracing] capture_content was on)")
-    show.add_argument("--json", action="store_true", help="print the session and its steps as one JSON line")
+    shape = show.add_mutually_exclusive_group()
+    shape.add_argument("--json", action="store_true", help="print the session and its steps as one JSON line")
+    shape.add_argument("--follow", "-f", action="store_true",
+                       help="then print its new steps as they arrive, until it ends (waits for a session "
+                            "not stored yet; Ctrl+C stops)")
     _store_args(show)
     show.set_defaults(handler=show_command)
 
@@ -214,12 +220,22 @@ def _run_on_session(args: argparse.Namespace, body) -> int:
 
 
 def show_command(args: argparse.Namespace) -> int:
+    if args.follow:
+        return _run(args, lambda path: _follow(path, args))
+
     def body(path: Path, session: dict) -> int:
         steps = iter_session_steps(path, session["tenant"], args.session)
         view = session_json if args.json else session_text
         print(view(session, steps, with_content=args.content))
         return 0
     return _run_on_session(args, body)
+
+
+def _follow(path: Path, args: argparse.Namespace) -> int:
+    try:
+        return follow_session(path, args.session, args.tenant, with_content=args.content)
+    except AmbiguousSession as exc:
+        raise CommandError(f"session {args.session!r} exists in several tenants ({exc}); pass --tenant", 2) from None
 
 
 def _write_to(stream: TextIO, lines: Iterable[str]) -> int:

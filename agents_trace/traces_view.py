@@ -47,7 +47,8 @@ def _share(part: int, whole: int) -> str | None:
     return f"{100 * part / whole:.0f}%" if whole > 0 else None
 
 
-def _state(session: Mapping) -> str:
+def state_of(session: Mapping) -> str:
+    """`open`, or `ended (why)`."""
     if session["is_open"]:
         return "open"
     return f"ended ({session['end_reason']})" if session.get("end_reason") else "ended"
@@ -74,7 +75,7 @@ def sessions_text(page: Mapping) -> str:
     rows = [(local_time(s["last_s"]), s["tenant"], s["session"], s["agent"], _seconds(s["duration_s"]),
              s["num_steps"], s["num_tool_runs"], s["num_errors"], s["num_input_tokens"],
              _share(s["num_cached_tokens"], s["num_input_tokens"]), s["num_output_tokens"],
-             _forecasts_right(s), _state(s)) for s in sessions]
+             _forecasts_right(s), state_of(s)) for s in sessions]
     first = page["offset"] + 1
     footer = f"sessions {first}-{page['offset'] + len(sessions)}"
     if page["has_more"]:
@@ -136,7 +137,7 @@ def _summary(session: Mapping) -> list[str]:
                      "of those made confident (the ones the cache acted on)")
     return [
         printable(f"session {session['session']}   tenant {session['tenant']}   agent "
-                  f"{session['agent'] or NO_VALUE}   {_state(session)}"),
+                  f"{session['agent'] or NO_VALUE}   {state_of(session)}"),
         f"started {local_time(session['started_s'])}, last active {local_time(session['last_s'])} "
         f"({_seconds(session['duration_s'])} s)",
         f"{_count(session['num_steps'], 'step')}, {_count(session['num_tool_runs'], 'tool run')}, "
@@ -164,23 +165,49 @@ def _message_text(message: Mapping) -> list[str]:
     return [f"  {printable(role)}: {lines[0]}", *(f"  {' ' * len(printable(role))}  {line}" for line in lines[1:])]
 
 
+CONVERSATION_HEADING = "conversation (messages new in each step's request, then its reply):"
+
+
+def step_conversation(step: Mapping, content: Mapping | None,
+                      previous_output: Mapping | None) -> tuple[list[str], Mapping | None]:
+    """One step's new messages and reply (the previous step's reply, sent back, left
+    out), and its reply for the next step's call."""
+    if content is None:
+        return [f"#{step['index']} not captured (capture_content was off: `stepahead serve "
+                "--capture-content` or [tracing] capture_content = true keeps it)"], None
+    lines = [f"#{step['index']} request:"]
+    for message in content["new_messages"]:
+        if message != previous_output:   # the last reply, sent back: already shown
+            lines += _message_text(message)
+    lines.append(f"#{step['index']} reply:")
+    lines += _message_text(content["output"]) if content["output"] else ["  " + NO_VALUE]
+    return lines, content["output"]
+
+
 def _conversation(steps: Sequence[tuple[Mapping, Mapping | None]]) -> list[str]:
-    lines = ["", "conversation (messages new in each step's request, then its reply):"]
+    lines = ["", CONVERSATION_HEADING]
     previous_output = None
     for step, content in steps:
-        if content is None:
-            lines.append(f"#{step['index']} not captured (capture_content was off: `stepahead serve "
-                         "--capture-content` or [tracing] capture_content = true keeps it)")
-            previous_output = None
-            continue
-        lines.append(f"#{step['index']} request:")
-        for message in content["new_messages"]:
-            if message != previous_output:   # the last reply, sent back: already shown
-                lines += _message_text(message)
-        lines.append(f"#{step['index']} reply:")
-        lines += _message_text(content["output"]) if content["output"] else ["  " + NO_VALUE]
-        previous_output = content["output"]
+        step_lines, previous_output = step_conversation(step, content, previous_output)
+        lines += step_lines
     return lines
+
+
+def step_line(step: Mapping, started_s: float) -> str:
+    """One step as a line of its own (`traces show --follow`: no table to align with)."""
+    (index, at_s, after, gap_s, prompt, from_previous, cached, share, ttft_ms, output, worker, asked,
+     predicted, actual, eta, error) = _step_row(step, started_s)
+    parts = [f"#{index}", f"at {at_s} s", f"after {after}" + (f" ({gap_s} s)" if gap_s is not None else ""),
+             f"prompt {prompt}" + (f", from prev {from_previous}" if from_previous is not None else "")
+             + f", cached {cached} ({share or NO_VALUE})",
+             f"TTFT {ttft_ms or NO_VALUE} ms", f"{output} out", worker or NO_VALUE, f"asked for {asked}"]
+    if predicted is not None:
+        parts.append(f"forecast {predicted} -> {actual}" + (f", ETA p50 {eta} s" if eta is not None else ""))
+    if step.get("evicted_prefix_tokens"):
+        parts.append(f"{step['evicted_prefix_tokens']} prefix tokens evicted while away")
+    if error:
+        parts.append(f"ERROR {error}")
+    return printable("  ".join(str(part) for part in parts))
 
 
 def _lost_between_steps(steps: Sequence[Mapping]) -> str | None:

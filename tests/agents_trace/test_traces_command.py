@@ -329,3 +329,62 @@ def test_traces_delete_all_takes_the_filters_and_asks_on_a_terminal(store, capsy
     assert _stored_sessions(store) == [("globex", "s1", 3)]
     assert _run(["traces", "delete", "--session", "s1", "--agent", "x", "--db", str(store), "--yes"]) == 2
     assert _run(["traces", "delete", "--all", "--tenant", "nobody", "--db", str(store), "--yes"]) == 1
+
+
+def test_show_follow_prints_the_session_then_each_new_step_once_until_it_ends(tmp_path):
+    import io
+
+    from agents_trace.traces_follow import follow_session
+    from tests.agents_trace.helpers import tool_call_message
+    from agents_trace.records import ToolCall
+
+    clock = ManualClock()
+    tracer, _ = make_tracer(tmp_path, clock, capture_content=True)
+    path = tmp_path / "traces.sqlite3"
+    messages = [{"role": "user", "content": "weather?"}]
+
+    def step(index: int, call: str | None) -> None:
+        ctx = tracer.begin("acme", {"x-session-id": "live"}, {"model": "tiny", "messages": list(messages)})
+        clock.advance(0.5)
+        tracer.end(ctx, StepResult(num_input_tokens=50 * (index + 1), num_cached_tokens=40 * index,
+                                   num_output_tokens=5, ttft_s=0.2, worker="w0",
+                                   finish_reason="tool_calls" if call else "stop",
+                                   tool_calls=(ToolCall(f"c{index}", call, "{}"),) if call else (),
+                                   output_text="" if call else "Sunny."))
+        if call:
+            messages.extend([tool_call_message(f"c{index}", call), {"role": "tool", "tool_call_id": f"c{index}",
+                                                                    "content": "18 C"}])
+        clock.advance(1.0)
+        assert tracer.flush()
+
+    waits = []
+
+    def sleep(seconds: float) -> None:   # what the agent and the gateway do meanwhile
+        waits.append(seconds)
+        if len(waits) == 1:
+            step(0, "get_weather")       # the session appears
+        elif len(waits) == 3:
+            step(1, None)                # a second step, shown once
+        elif len(waits) == 5:
+            tracer.stop()                # the gateway stops: the session ends
+
+    out, note = io.StringIO(), io.StringIO()
+    assert follow_session(path, "live", None, with_content=True, out=out, note=note, poll_s=0.25,
+                          sleep=sleep) == 0
+    text = out.getvalue()
+    assert waits == [0.25] * 5
+    assert "waiting for session 'live'" in note.getvalue() and "following 'live'" in note.getvalue()
+    assert text.count("#0 request:") == 1 and text.count("#1 request:") == 1   # every step once
+    assert re.search(r"^#1  at \d\.\d+ s  after tool:get_weather \(1\.000 s\)  prompt 100, cached 40 \(40%\)"
+                     r"  TTFT 200\.0 ms  5 out  w0  asked for text answer", text, re.M), text
+    assert "  assistant: Sunny." in text and text.rstrip().endswith("session 'live' ended (shutdown)")
+
+
+def test_show_follow_refuses_json_and_asks_for_the_tenant_of_an_ambiguous_id(store, capsys):
+    with pytest.raises(SystemExit):
+        _run(["traces", "show", "s1", "--follow", "--json", "--db", str(store)])
+    assert _run(["traces", "show", "s1", "--follow", "--db", str(store)]) == 2
+    assert "--tenant" in capsys.readouterr().err
+    # an ended session: shown, then said to have ended, at once
+    assert _run(["traces", "show", "only", "--follow", "--db", str(store)]) == 0
+    assert capsys.readouterr().out.rstrip().endswith("session 'only' ended (shutdown)")

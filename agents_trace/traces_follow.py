@@ -1,0 +1,75 @@
+"""`stepahead traces show ID --follow`: a session's new steps as they arrive, as `tail -f`.
+
+For the person watching an agent run: the session as `show` prints it, then each step the
+gateway stores afterwards as one line (with its messages, `--content`), until the
+session ends (its idle timeout, the gateway stopping) or is deleted, or Ctrl+C. A session
+not stored yet is waited for, so the command can start before the agent does.
+
+Invariants: every step is printed once, in index order; the store is only read, once per
+`poll_s` (the writer batches steps every few milliseconds, so a step shows within about a
+poll of its reply); the output is the same text `show` prints, line by line.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TextIO
+
+from agents_trace.store_queries import find_session, iter_session_steps
+from agents_trace.traces_view import (CONVERSATION_HEADING, session_text, step_conversation, step_line,
+                                      state_of)
+
+POLL_S = 1.0
+
+
+class AmbiguousSession(Exception):
+    """The id names sessions of several tenants: the caller asks for `--tenant`."""
+
+
+def _found(path: Path, session: str, tenant: str | None) -> dict | None:
+    matches = find_session(path, session, tenant)
+    if len(matches) > 1:
+        raise AmbiguousSession(", ".join(m["tenant"] for m in matches))
+    return matches[0] if matches else None
+
+
+def follow_session(path: Path, session: str, tenant: str | None, *, with_content: bool,
+                   out: TextIO | None = None, note: TextIO | None = None, poll_s: float = POLL_S,
+                   sleep: Callable[[float], None] = time.sleep) -> int:
+    """Print the session, then its new steps as they come (to `out`, stdout by default;
+    what it waits for to `note`, stderr); 0 once it has ended or is gone."""
+    out = sys.stdout if out is None else out
+    note = sys.stderr if note is None else note
+    found = _found(path, session, tenant)
+    if found is None:
+        print(f"stepahead: waiting for session {session!r} (Ctrl+C stops)", file=note, flush=True)
+        while found is None:
+            sleep(poll_s)
+            found = _found(path, session, tenant)
+    steps = list(iter_session_steps(path, found["tenant"], session))
+    print(session_text(found, steps, with_content=with_content), file=out, flush=True)
+    printed = {step["index"] for step, _ in steps}   # a set: concurrent steps of a session end out of order
+    previous_output = steps[-1][1]["output"] if steps and steps[-1][1] else None
+    if found["is_open"]:
+        print(f"stepahead: following {session!r}: its new steps as they arrive (Ctrl+C stops)",
+              file=note, flush=True)
+        if with_content and not steps:
+            print(f"\n{CONVERSATION_HEADING}", file=out, flush=True)
+    while found["is_open"]:
+        sleep(poll_s)
+        found = _found(path, session, found["tenant"])
+        if found is None:
+            print(f"session {session!r} was deleted", file=out, flush=True)
+            return 0
+        for step, content in iter_session_steps(path, found["tenant"], session):
+            if step["index"] in printed:
+                continue
+            print(step_line(step, found["started_s"]), file=out, flush=True)
+            if with_content:
+                lines, previous_output = step_conversation(step, content, previous_output)
+                print("\n".join(lines), file=out, flush=True)
+            printed.add(step["index"])
+    print(f"session {session!r} {state_of(found)}", file=out, flush=True)
+    return 0
