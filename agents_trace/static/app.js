@@ -9,7 +9,10 @@ const KEY_STORAGE = "stepahead.key";
 const SVG_NS = "http://www.w3.org/2000/svg";
 const $ = (id) => document.getElementById(id);
 
-const view = { me: null, sessionsOffset: 0, steps: [], stepsOffset: 0, session: null };
+const LIVE_INTERVAL_MS = 2000;
+// `openContent`: the steps whose messages are shown, kept open when live steps re-render
+const view = { me: null, sessionsOffset: 0, steps: [], stepsOffset: 0, session: null, openContent: new Set(),
+               liveTimer: null };
 
 function setStatus(text) { $("status").textContent = text || ""; }
 
@@ -288,16 +291,17 @@ function renderSteps(steps) {
       el("td", {}, f && f.eta_p50_s !== null ? `${fmtS(f.eta_p50_s)} (was ${fmtS(s.gap_s)})` : "—"),
       el("td", { class: "tools" }, s.error ? `${s.error}: ${s.error_message || ""}` : ""),
       el("td", { class: "text" }, button));
+    body.append(row);
     if (s.has_content) {
       let shown = null;
+      const open = () => { shown = contentRow(s, row.children.length); row.after(shown); button.textContent = "hide"; };
       button.addEventListener("click", () => {
-        if (shown) { shown.remove(); shown = null; button.textContent = "show"; return; }
-        shown = contentRow(s, row.children.length);
-        row.after(shown);
-        button.textContent = "hide";
+        if (!shown) { open(); view.openContent.add(s.index); return; }
+        shown.remove(); shown = null; button.textContent = "show";
+        view.openContent.delete(s.index);
       });
+      if (view.openContent.has(s.index)) open();
     }
-    body.append(row);
   }
 }
 
@@ -331,7 +335,11 @@ function downloadExport() {
 }
 
 async function loadSession(tenant, session, append) {
-  if (!append) { view.steps = []; view.stepsOffset = 0; }
+  if (!append) {
+    const same = view.session && view.session.tenant === tenant && view.session.session === session;
+    if (!same) view.openContent = new Set();
+    view.steps = []; view.stepsOffset = 0;
+  }
   const query = new URLSearchParams({ offset: String(view.stepsOffset), limit: "200" });
   if (view.me.is_admin) query.set("tenant", tenant);
   const detail = await api(`/v1/traces/sessions/${encodeURIComponent(session)}?` + query);
@@ -340,12 +348,43 @@ async function loadSession(tenant, session, append) {
   view.stepsOffset = view.steps.length;
   $("more-steps").hidden = !detail.steps.has_more;
   renderSession();
+  $("live-label").hidden = !view.session.is_open;
+  if (!view.session.is_open) $("live").checked = false;
+  setLive();
 }
 
+// Live: while the box is ticked, the session open and the tab visible, ask every
+// LIVE_INTERVAL_MS for the steps after those shown; a step that arrived out of order (a
+// session's concurrent calls) or a session that ended reloads it whole.
+function setLive() {
+  if (view.liveTimer) { clearInterval(view.liveTimer); view.liveTimer = null; }
+  if ($("live").checked && view.session && view.session.is_open && !$("session-view").hidden) {
+    view.liveTimer = setInterval(() => refreshLive().catch((e) => setStatus(e.message)), LIVE_INTERVAL_MS);
+  }
+}
+
+async function refreshLive() {
+  if (document.hidden || $("more-steps").hidden === false) return;   // all steps shown first
+  const s = view.session;
+  const query = new URLSearchParams({ offset: String(view.steps.length), limit: "200" });
+  if (view.me.is_admin) query.set("tenant", s.tenant);
+  const detail = await api(`/v1/traces/sessions/${encodeURIComponent(s.session)}?` + query);
+  const added = detail.steps.data;
+  if (detail.session.num_steps === view.steps.length + added.length && detail.session.is_open) {
+    if (!added.length) return;
+    view.session = detail.session;
+    view.steps = view.steps.concat(added);
+    view.stepsOffset = view.steps.length;
+    renderSession();
+    return;
+  }
+  await loadSession(s.tenant, s.session, false);
+}
 // --- routing -------------------------------------------------------------------------
 async function route() {
   $("sessions-view").hidden = true;
   $("session-view").hidden = true;
+  setLive();   // off while another view shows
   if (!apiKey()) { setStatus("Enter an API key to see your agent sessions."); return; }
   try {
     if (!view.me) {
@@ -384,6 +423,7 @@ $("export-all-link").addEventListener("click", (event) => {
   event.preventDefault();
   downloadFile("/v1/traces/export?" + filterQuery(), "sessions.jsonl").catch((e) => setStatus(e.message));
 });
+$("live").addEventListener("change", setLive);
 $("more-steps").addEventListener("click", () =>
   loadSession(view.session.tenant, view.session.session, true).catch((e) => setStatus(e.message)));
 window.addEventListener("hashchange", route);

@@ -186,3 +186,44 @@ def test_without_forecasters_the_status_says_so(served):
     response = httpx.get(f"{base_url}/v1/traces/forecasters", headers={"authorization": "Bearer k-acme"},
                          timeout=10)
     assert response.json() == {"forecasting": False, "data": []}
+
+
+def test_a_live_session_page_shows_new_steps_as_they_arrive_and_keeps_open_messages_open(tmp_path):
+    from selenium.webdriver.common.by import By
+
+    from agents_trace.records import StepResult
+
+    clock = ManualClock()
+    tracer, _ = make_tracer(tmp_path, clock, capture_content=True)
+    messages = [{"role": "user", "content": "first question"}]
+
+    def step(answer: str) -> None:
+        ctx = tracer.begin("acme", {"x-session-id": "live"}, {"model": "tiny", "messages": list(messages)})
+        clock.advance(0.5)
+        tracer.end(ctx, StepResult(num_input_tokens=20 * len(messages), num_cached_tokens=0, num_output_tokens=2,
+                                   ttft_s=0.1, worker="w0", finish_reason="stop", output_text=answer))
+        messages.extend([{"role": "assistant", "content": answer}, {"role": "user", "content": "and then?"}])
+        clock.advance(2.0)
+        assert tracer.flush(5.0)
+
+    step("first answer")
+    server = start_server(viewer_app(tracer, KEYS))
+    try:
+        with chromium_driver() as driver:
+            connect(driver, server.base_url, "k-acme")
+            driver.get(f"{server.base_url}/ui#/session/acme/live")
+            wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#steps tr.step-row")) == 1)
+            assert driver.find_element(By.ID, "live-label").is_displayed()   # open: it can go live
+            driver.find_element(By.ID, "live").click()
+            driver.find_element(By.CSS_SELECTOR, "button.show-content").click()
+            wait_for(driver, lambda d: "first answer" in d.find_element(By.ID, "steps").text)
+            step("second answer")   # the agent's next step, stored while the page is open
+            wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#steps tr.step-row")) == 2)
+            assert "first answer" in driver.find_element(By.ID, "steps").text   # still open
+            assert "2 steps" in driver.find_element(By.ID, "session-summary").text
+            tracer.stop()           # the gateway stops: the session ends, the page says so
+            wait_for(driver, lambda d: d.find_element(By.ID, "session-summary").text.endswith("ended"))
+            assert not driver.find_element(By.ID, "live-label").is_displayed()
+    finally:
+        server.stop()
+        tracer.stop()
