@@ -135,9 +135,10 @@ async def retrieve_model(request: Request) -> Response:
 
 
 async def health(request: Request) -> Response:
-    """Readiness for anyone (200 "ok", or 503 "starting"), with each model's `ready`;
-    an admin key also sees the workers, their loads and the device, and the version
-    running. A key that is sent must be valid."""
+    """Readiness for anyone, with each model's `ready`: 200 "ok", or 503 "starting" (the
+    gateway has not finished its start) or "unavailable" (started, but a model has no
+    worker ready: all of them restarting, say); an admin key also sees the workers, their
+    loads and the device, and the version running. A key that is sent must be valid."""
     state = gateway_state(request)
     is_admin = False
     authorization = request.headers.get("authorization")
@@ -148,7 +149,8 @@ async def health(request: Request) -> Response:
             return error_response(error)
     models = {name: backend.health() for name, backend in state.backends.items()}
     ready = state.is_ready and all(m.get("ready", True) for m in models.values())
-    body: dict = {"status": "ok" if ready else "starting", "models": models}
+    status = "ok" if ready else "starting" if not state.is_ready else "unavailable"
+    body: dict = {"status": status, "models": models}
     if is_admin:
         body["version"] = state.version
     else:

@@ -139,3 +139,15 @@ async def test_health_shows_workers_to_an_admin_and_readiness_to_anyone(gateway)
         assert body["models"].keys() == admin["models"].keys()
         assert all(model == {"ready": True} for model in body["models"].values())
     assert bad_key.status_code == 401 and bad_key.json()["error"]["code"] == "invalid_api_key"
+
+
+async def test_health_is_503_unavailable_while_a_started_models_workers_are_all_down(gateway, monkeypatch):
+    backend = gateway.app.state.gateway.backends["tiny"]
+    down = {**backend.health(), "ready": False}   # as when every worker is fenced and restarting
+    monkeypatch.setattr(type(backend), "health", lambda self: down)   # slotted: patched on its class
+    async with httpx.AsyncClient(base_url=gateway.base_url) as client:
+        anonymous = await client.get("/health")
+    assert anonymous.status_code == 503
+    assert anonymous.json() == {"status": "unavailable",
+                                "models": {"tiny": {"ready": False}, "mock": {"ready": True},
+                                           "fake": {"ready": True}, "fake-direct": {"ready": True}}}
