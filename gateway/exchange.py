@@ -64,6 +64,13 @@ class Exchange:
     output: Reply | None = None  # the reply so far: for a whole reply, the trace and ReplyShape.on_finished
     error: str | None = None
 
+    def reply_headers(self, overhead_s: float) -> dict[str, str]:
+        """The headers of the reply: the gateway's overhead, and the tenant's rate limits
+        as they stand (OpenAI's `x-ratelimit-*`)."""
+        headers = {OVERHEAD_HEADER: f"{overhead_s * 1000:.3f}"}
+        headers.update(self.state.limiters[self.prepared.tenant].rate_limit_headers())
+        return headers
+
     def overhead_s(self) -> float:
         return max(0.0, time.perf_counter() - self.started_s - self.waited_s)
 
@@ -193,8 +200,7 @@ async def _respond_whole(request: Request, exchange: Exchange,
     exchange.close(finished, 200)
     overhead_s = exchange.overhead_s()
     exchange.state.metrics.record_overhead(exchange.prepared.tenant, overhead_s)
-    return Response(dumps(body), media_type="application/json",
-                    headers={OVERHEAD_HEADER: f"{overhead_s * 1000:.3f}"})
+    return Response(dumps(body), media_type="application/json", headers=exchange.reply_headers(overhead_s))
 
 
 async def _respond_stream(request: Request, exchange: Exchange,
@@ -255,5 +261,5 @@ async def _respond_stream(request: Request, exchange: Exchange,
 
     overhead_s = exchange.overhead_s()
     exchange.state.metrics.record_overhead(exchange.prepared.tenant, overhead_s)
-    return EventStreamResponse(chunks(), headers={OVERHEAD_HEADER: f"{overhead_s * 1000:.3f}"},
-                               on_close=on_close, on_cut=on_cut)
+    return EventStreamResponse(chunks(), headers=exchange.reply_headers(overhead_s), on_close=on_close,
+                               on_cut=on_cut)

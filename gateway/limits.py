@@ -7,6 +7,8 @@ Invariants:
 - Tokens are reserved up front (prompt + completion allowance) and trued up on release
   with the real usage, so the tokens/minute bucket and the budget are never overspent by
   requests in flight; a request that used more than it reserved leaves the bucket in debt.
+- `rate_limit_headers` reports the per-minute buckets as OpenAI's `x-ratelimit-*` headers
+  (on every admitted response and on a refusal), so clients can pace themselves.
 - At most `max_concurrent` tickets are active; waiters are served FIFO and a freed slot is
   handed straight to the next waiter, so no newcomer can jump the queue.
 """
@@ -49,6 +51,17 @@ class TokenBucket:
         return max(0.0, (amount - self.level) / self.refill_per_s)
 
 
+def duration_text(seconds: float) -> str:
+    """A wait as OpenAI writes it in `x-ratelimit-reset-*`: `0s`, `20ms`, `1.5s`, `6m0s`, `1h2m3s`."""
+    millis = max(0, round(seconds * 1000))
+    if 0 < millis < 1000:
+        return f"{millis}ms"
+    hours, millis = divmod(millis, 3_600_000)
+    minutes, millis = divmod(millis, 60_000)
+    secs = f"{millis / 1000:.3f}".rstrip("0").rstrip(".")
+    return (f"{hours}h" if hours else "") + (f"{minutes}m" if hours or minutes else "") + f"{secs}s"
+
+
 @dataclass(slots=True)
 class Ticket:
     """One admitted request. `release()` must be called exactly once (it is idempotent)."""
@@ -84,6 +97,23 @@ class TenantLimiter:
                           if limits.requests_per_minute is not None else None)
         self._tokens = (TokenBucket.per_minute(limits.tokens_per_minute, now_s)
                         if limits.tokens_per_minute is not None else None)
+
+    def rate_limit_headers(self) -> dict[str, str]:
+        """OpenAI's `x-ratelimit-{limit,remaining,reset}-{requests,tokens}` for the tenant's
+        per-minute limits as they stand now (none for a limit it does not have): the
+        bucket's size, the whole units left in it (0 while in debt), and how long until it
+        is full again."""
+        headers: dict[str, str] = {}
+        now_s = self._clock()
+        for kind, bucket in (("requests", self._requests), ("tokens", self._tokens)):
+            if bucket is None:
+                continue
+            bucket.refill(now_s)
+            headers[f"x-ratelimit-limit-{kind}"] = str(int(bucket.capacity))
+            headers[f"x-ratelimit-remaining-{kind}"] = str(max(0, math.floor(bucket.level)))
+            until_full_s = (bucket.capacity - bucket.level) / bucket.refill_per_s
+            headers[f"x-ratelimit-reset-{kind}"] = duration_text(until_full_s)
+        return headers
 
     def _has_free_slot(self) -> bool:
         return self.limits.max_concurrent is None or self.num_active < self.limits.max_concurrent
@@ -138,6 +168,7 @@ class TenantLimiter:
         """
         error = self._check(num_tokens)
         if error is not None:
+            error.headers.update(self.rate_limit_headers())
             raise error
         if self._requests is not None:
             self._requests.level -= 1

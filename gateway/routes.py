@@ -102,7 +102,7 @@ async def embeddings(request: Request) -> Response:
                 state.limiters[tenant].release(ticket, reply["usage"]["total_tokens"] if reply else None)
         reply = await race_disconnect(work(), request.receive)
         state.metrics.record_request(tenant, model, "embeddings", 200)
-        return JSONResponse(reply)
+        return JSONResponse(reply, headers=state.limiters[tenant].rate_limit_headers())
     except ApiError as error:
         state.metrics.record_request(tenant, model, "embeddings", error.status)
         return error_response(error)

@@ -24,12 +24,13 @@ from tests.gateway.serving import RunningServer, start_server  # noqa: E402
 
 KEYS = {"alpha": "sk-test-alpha", "beta": "sk-test-beta", "rpm": "sk-test-rpm",
         "conc": "sk-test-conc", "budget": "sk-test-budget", "tpm": "sk-test-tpm",
-        "cancel": "sk-test-cancel", "ops": "sk-test-ops"}
+        "cancel": "sk-test-cancel", "ops": "sk-test-ops", "paced": "sk-test-paced"}
 LIMITS = {"rpm": {"requests_per_minute": 3},
           "conc": {"max_concurrent": 1, "max_queued": 1},
           "budget": {"token_budget": 400},
           "tpm": {"tokens_per_minute": 600},
-          "cancel": {"max_concurrent": 1, "max_queued": 4}}
+          "cancel": {"max_concurrent": 1, "max_queued": 4},
+          "paced": {"requests_per_minute": 1000, "tokens_per_minute": 100000}}
 MAX_BODY_BYTES = 256 * 1024
 
 

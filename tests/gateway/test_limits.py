@@ -4,7 +4,7 @@ import pytest
 
 from gateway.config import LimitsConfig
 from gateway.errors import ApiError
-from gateway.limits import TenantLimiter, TokenBucket
+from gateway.limits import TenantLimiter, TokenBucket, duration_text
 
 
 class Clock:
@@ -37,6 +37,32 @@ async def test_limiter_requests_per_minute_then_retry_after():
     assert 1 <= int(caught.value.headers["Retry-After"]) <= 60
     clock.now_s += 30.0
     limiter.release(await limiter.acquire(10), 10)
+
+
+@pytest.mark.parametrize("seconds,text", [(0, "0s"), (0.0004, "0s"), (0.02, "20ms"), (0.999, "999ms"), (1, "1s"),
+                                          (1.5, "1.5s"), (90, "1m30s"), (360, "6m0s"), (3723.5, "1h2m3.5s")])
+def test_waits_are_written_as_openai_writes_its_resets(seconds, text):
+    assert duration_text(seconds) == text
+
+
+async def test_rate_limit_headers_report_each_per_minute_bucket_as_it_stands():
+    clock = Clock()
+    limiter = TenantLimiter("t", LimitsConfig(requests_per_minute=60, tokens_per_minute=600), clock=clock)
+    assert limiter.rate_limit_headers() == {
+        "x-ratelimit-limit-requests": "60", "x-ratelimit-remaining-requests": "60", "x-ratelimit-reset-requests": "0s",
+        "x-ratelimit-limit-tokens": "600", "x-ratelimit-remaining-tokens": "600", "x-ratelimit-reset-tokens": "0s"}
+    ticket = await limiter.acquire(300)   # one request, 300 tokens reserved
+    headers = limiter.rate_limit_headers()
+    assert (headers["x-ratelimit-remaining-requests"], headers["x-ratelimit-reset-requests"]) == ("59", "1s")
+    assert (headers["x-ratelimit-remaining-tokens"], headers["x-ratelimit-reset-tokens"]) == ("300", "30s")
+    limiter.release(ticket, 100)           # used 100: 200 come back
+    clock.now_s += 0.5
+    headers = limiter.rate_limit_headers()
+    assert (headers["x-ratelimit-remaining-tokens"], headers["x-ratelimit-reset-tokens"]) == ("505", "9.5s")
+    assert TenantLimiter("u", LimitsConfig(max_concurrent=2)).rate_limit_headers() == {}   # no per-minute limit
+    with pytest.raises(ApiError) as caught:
+        await limiter.acquire(700)         # refused: the 429 carries them too
+    assert caught.value.headers["x-ratelimit-remaining-tokens"] == "505"
 
 
 async def test_limiter_tokens_reserved_then_trued_up():

@@ -36,6 +36,22 @@ async def test_requests_per_minute_limit_is_exact_under_concurrency(gateway):
     assert codes(responses) == [(200, "")] * 3 + [(429, "rate_limit_exceeded")] * 5
     retry_after = [int(r.headers["Retry-After"]) for r in responses if r.status_code == 429]
     assert all(1 <= s <= 60 for s in retry_after)
+    # every answer says where the tenant's requests-per-minute bucket stands, as OpenAI's do
+    assert {r.headers["x-ratelimit-limit-requests"] for r in responses} == {"3"}
+    assert {r.headers["x-ratelimit-remaining-requests"] for r in responses if r.status_code == 429} == {"0"}
+    assert all(r.headers["x-ratelimit-reset-requests"].endswith("s") for r in responses)
+    assert not any("x-ratelimit-limit-tokens" in r.headers for r in responses)   # no tokens-per-minute limit
+    async with httpx.AsyncClient(base_url=gateway.base_url, timeout=120) as client:   # streamed, embedded, none
+        async with client.stream("POST", "/v1/chat/completions", headers=gateway.headers("paced"),
+                                 json={"model": "mock", "messages": USER, "stream": True}) as streamed:
+            assert streamed.status_code == 200 and streamed.headers["x-ratelimit-limit-tokens"] == "100000"
+            assert 998 <= int(streamed.headers["x-ratelimit-remaining-requests"]) <= 1000   # refills 16.7/s
+        embedded = await client.post("/v1/embeddings", headers=gateway.headers("paced"),
+                                     json={"model": "fake", "input": "caches"})
+        unlimited = await client.post("/v1/chat/completions", headers=gateway.headers("alpha"),
+                                      json={"model": "mock", "messages": USER})
+    assert unlimited.status_code == 200 and not any(h.startswith("x-ratelimit") for h in unlimited.headers)
+    assert embedded.status_code == 200 and embedded.headers["x-ratelimit-limit-requests"] == "1000"
 
 
 async def test_tokens_per_minute_reserves_max_tokens(gateway):
