@@ -177,12 +177,14 @@ def spawn(args: list[str], env: dict, log_path: Path) -> subprocess.Popen:
 
 
 def gateway_state_env(workdir: Path) -> dict[str, str]:
-    """Where a benchmark's gateway keeps its traces, forecasts and stored responses: under
-    `workdir`, never in the user's own data directory (whose trace store and predictor a
-    benchmark would otherwise fill with its sessions, and whose size it would measure)."""
+    """Where a benchmark's gateway keeps its traces, forecasts, stored responses and spent
+    tokens: under `workdir`, never in the user's own data directory (whose trace store and
+    predictor a benchmark would otherwise fill with its sessions, and whose size it would
+    measure)."""
     return {"STEPAHEAD_TRACE_DB": str(workdir / "traces.sqlite3"),
             "STEPAHEAD_PREDICTOR_DIR": str(workdir / "predictor"),
-            "STEPAHEAD_RESPONSES_DB": str(workdir / "responses.sqlite3")}
+            "STEPAHEAD_RESPONSES_DB": str(workdir / "responses.sqlite3"),
+            "STEPAHEAD_SPENT_TOKENS": str(workdir / "spent_tokens.json")}
 
 
 def server_env(workdir: Path) -> dict:

@@ -38,6 +38,7 @@ from gateway.metrics import Registry
 from gateway.response_archive import ResponseArchive
 from gateway.reload import HangupsBeforeStart, reload_on_hangup
 from gateway.response_store import ResponseStore
+from gateway.spent_tokens import start_spent_tokens
 from gateway.start_failure import stated_start_failures
 from gateway.state import GatewayState
 from gateway.tracing import build_tracer, trace_router
@@ -116,7 +117,7 @@ def build_app(config: GatewayConfig | None = None, *, config_path: str | None = 
     @asynccontextmanager
     async def lifespan(_app: FastAPI):
         started: list[Backend] = []
-        heap = None
+        heap = spent_saves = None
         reloads = reload_on_hangup(state, config_path)   # from the start on: a SIGHUP then never ends it
         try:
             state.tracer = build_tracer(config)
@@ -126,6 +127,7 @@ def build_app(config: GatewayConfig | None = None, *, config_path: str | None = 
                 if state.tracer.captures_content:   # prompts and replies are stored: say so once
                     print("stepahead: traces keep prompts and replies (capture_content); each tenant's keys "
                           "see its own in /ui", file=sys.stderr, flush=True)
+            spent_saves = await asyncio.to_thread(start_spent_tokens, state.limiters)
             # the forecasters load (hmmlearn's import, the saved models) while the
             # models start, and the models start side by side: none needs another
             forecasting = asyncio.ensure_future(asyncio.to_thread(start_forecasting, state.tracer, state.backends))
@@ -148,6 +150,8 @@ def build_app(config: GatewayConfig | None = None, *, config_path: str | None = 
             await state.background.cancel_all()  # stored as cancelled before the store closes
             for backend in reversed(started):
                 await backend.stop()
+            if spent_saves is not None:   # after the last request: its tokens are counted
+                await asyncio.to_thread(spent_saves.stop)
             if state.tracer is not None:
                 state.tracer.stop()
             stop_forecasting(state.forecasts)

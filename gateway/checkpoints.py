@@ -1,8 +1,9 @@
-"""Saving learned state now and then, so a crash loses minutes of learning, not hours.
+"""Saving state now and then, so a crash loses minutes of learning (or seconds of
+spending), not hours.
 
-The gateway saves its forecasters' models when it shuts down; a process that is killed
-never gets there. `Checkpoints` calls the same save every `every_s` seconds on its own
-thread, and once more when stopped.
+The gateway saves its forecasters' models and its tenants' spent tokens when it shuts
+down; a process that is killed never gets there. `Checkpoints` calls the same save every
+`every_s` seconds on its own thread, and once more when stopped.
 
 Invariants: at most one save runs at a time (they all run on this one thread, the last
 one after the thread has stopped); a save that raises is logged and the next tick tries
@@ -18,10 +19,12 @@ log = logging.getLogger("stepahead.gateway")
 
 
 class Checkpoints:
-    def __init__(self, save: Callable[[], None], every_s: float, name: str = "stepahead-checkpoints") -> None:
+    def __init__(self, save: Callable[[], object], every_s: float, name: str = "stepahead-checkpoints",
+                 what: str = "the forecasters' state") -> None:
         if every_s <= 0:
             raise ValueError(f"every_s must be positive, got {every_s}")
         self._save = save
+        self._what = what
         self.every_s = every_s
         self.num_saved = 0
         self.num_failed = 0
@@ -42,7 +45,7 @@ class Checkpoints:
             self._save()
         except Exception:
             self.num_failed += 1
-            log.exception("could not checkpoint the forecasters' state")
+            log.exception("could not checkpoint %s", self._what)
             return False
         self.num_saved += 1
         return True

@@ -49,9 +49,10 @@ def key_digest(api_key: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class LimitsConfig:
-    """Per-tenant limits. None = unlimited. `token_budget` is a total over the process
-    lifetime (a spent budget is a distinct, non-retryable error); `max_queued` requests may
-    wait for a concurrency slot, the rest get 429 at once."""
+    """Per-tenant limits. None = unlimited. `token_budget` is a total over the gateway's
+    life, restarts included (gateway/spent_tokens.py; a spent budget is a distinct,
+    non-retryable error); `max_queued` requests may wait for a concurrency slot, the rest
+    get 429 at once."""
 
     requests_per_minute: int | None = None
     tokens_per_minute: int | None = None

@@ -18,7 +18,7 @@ import asyncio
 import math
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from gateway.config import LimitsConfig
@@ -248,18 +248,35 @@ class Limiters:
     limiter for the requests it still has running (they release into it), but is no
     longer listed by `items`."""
 
-    __slots__ = ("_by_tenant", "_removed", "_queue_timeout_s", "_clock")
+    __slots__ = ("_by_tenant", "_removed", "_queue_timeout_s", "_clock", "_spent_at_start")
 
     def __init__(self, limits_by_tenant: dict[str, LimitsConfig], *,
                  queue_timeout_s: float = 30.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._queue_timeout_s = queue_timeout_s
         self._clock = clock
+        self._spent_at_start: dict[str, int] = {}
         self._by_tenant = {tenant: self._new(tenant, limits) for tenant, limits in limits_by_tenant.items()}
         self._removed: dict[str, TenantLimiter] = {}
 
     def _new(self, tenant: str, limits: LimitsConfig) -> TenantLimiter:
-        return TenantLimiter(tenant, limits, queue_timeout_s=self._queue_timeout_s, clock=self._clock)
+        limiter = TenantLimiter(tenant, limits, queue_timeout_s=self._queue_timeout_s, clock=self._clock)
+        limiter.num_spent_tokens = self._spent_at_start.get(tenant, 0)
+        return limiter
+
+    def restore_spent(self, spent_by_tenant: Mapping[str, int]) -> None:
+        """Resume the tokens tenants spent before this process (gateway/spent_tokens.py),
+        for the tenants configured now and those a reload adds later."""
+        self._spent_at_start = dict(spent_by_tenant)
+        for tenant, limiter in self._by_tenant.items():
+            limiter.num_spent_tokens = max(limiter.num_spent_tokens, self._spent_at_start.get(tenant, 0))
+
+    def spent_by_budgeted_tenant(self) -> dict[str, int]:
+        """The tokens spent by each tenant that has a `token_budget`, running or removed by
+        a reload (read from another thread: dicts copied before they are walked)."""
+        limiters = list(self._by_tenant.items()) + list(self._removed.items())
+        return {tenant: limiter.num_spent_tokens for tenant, limiter in limiters
+                if limiter.limits.token_budget is not None}
 
     def __getitem__(self, tenant: str) -> TenantLimiter:
         limiter = self._by_tenant.get(tenant)

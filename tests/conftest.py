@@ -20,6 +20,7 @@ atexit.register(shutil.rmtree, _TEST_HOME, ignore_errors=True)
 os.environ.setdefault("STEPAHEAD_TRACE_DB", os.path.join(_TEST_HOME, "traces.sqlite"))
 os.environ.setdefault("STEPAHEAD_PREDICTOR_DIR", os.path.join(_TEST_HOME, "predictor"))
 os.environ.setdefault("STEPAHEAD_RESPONSES_DB", os.path.join(_TEST_HOME, "responses.sqlite"))
+os.environ.setdefault("STEPAHEAD_SPENT_TOKENS", os.path.join(_TEST_HOME, "spent_tokens.json"))
 os.environ.setdefault("STEPAHEAD_CACHE_DIR", os.path.join(_TEST_HOME, "cache"))   # probed worker costs
 
 

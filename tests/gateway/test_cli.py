@@ -14,7 +14,7 @@ from tests.gateway.serving import free_port
 
 # where the tests' conftest points the gateway's files, so this served gateway keeps out of
 # the user's data directory too
-STORE_ENV = ("STEPAHEAD_TRACE_DB", "STEPAHEAD_PREDICTOR_DIR", "STEPAHEAD_RESPONSES_DB")
+STORE_ENV = ("STEPAHEAD_TRACE_DB", "STEPAHEAD_PREDICTOR_DIR", "STEPAHEAD_RESPONSES_DB", "STEPAHEAD_SPENT_TOKENS")
 
 
 def test_cli_has_serve_and_hash_key_subcommands():
