@@ -39,6 +39,9 @@ HELP = {
         "counter", "Of those, tokens no longer cached when the step came: evicted while the session was away."),
     "stepahead_tenant_active_requests": ("gauge", "Requests holding a concurrency slot."),
     "stepahead_tenant_queued_requests": ("gauge", "Requests waiting for a concurrency slot."),
+    "stepahead_tenant_token_budget": ("gauge", "The tenant's token_budget (tenants with one)."),
+    "stepahead_tenant_spent_tokens": (
+        "gauge", "Tokens the tenant has spent against its budget, across restarts (tenants with one)."),
     "stepahead_worker_info": ("gauge", "Numeric worker fields from the engine (tiers flattened)."),
     "stepahead_worker_tenant_info": ("gauge", "Per-tenant numeric fields of each worker's cache."),
     "stepahead_router_info": ("gauge", "The engine's routing and dispatch counts since it started."),

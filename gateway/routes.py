@@ -171,6 +171,9 @@ async def metrics(request: Request) -> Response:
     for name, limiter in state.limiters.items() if is_admin else [(tenant, state.limiters[tenant])]:
         gauges[("stepahead_tenant_active_requests", (("tenant", name),))] = limiter.num_active
         gauges[("stepahead_tenant_queued_requests", (("tenant", name),))] = limiter.num_queued
+        if limiter.limits.token_budget is not None:
+            gauges[("stepahead_tenant_token_budget", (("tenant", name),))] = limiter.limits.token_budget
+            gauges[("stepahead_tenant_spent_tokens", (("tenant", name),))] = limiter.num_spent_tokens
     if is_admin:
         gauges.update(state.gc_pauses.series())
         if state.forecasts is not None:

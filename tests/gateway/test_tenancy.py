@@ -80,6 +80,12 @@ async def test_spent_budget_is_insufficient_quota(gateway):
     assert response.headers["x-should-retry"] == "false"
     limiter = gateway.state.limiters["budget"]
     assert limiter.num_spent_tokens <= limiter.limits.token_budget
+    async with httpx.AsyncClient(base_url=gateway.base_url) as client:   # the tenant can watch it
+        own = (await client.get("/metrics", headers=gateway.headers("budget"))).text
+        other = (await client.get("/metrics", headers=gateway.headers("beta"))).text
+    assert 'stepahead_tenant_token_budget{tenant="budget"} 400' in own
+    assert f'stepahead_tenant_spent_tokens{{tenant="budget"}} {limiter.num_spent_tokens}' in own
+    assert "stepahead_tenant_spent_tokens" not in other   # beta has no budget, and sees only itself
 
 
 async def test_tenant_salts_cache_and_client_cache_salt_is_ignored(gateway):
