@@ -17,10 +17,12 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from urllib.parse import quote
 
 from starlette.requests import Request
 from starlette.responses import Response
 
+from agents_trace.conversation import SESSION_HEADER
 from agents_trace.records import StepContext
 
 from gateway.backend import Backend, ChatEvent, Finished, Prepared, TextDelta, Usage
@@ -34,6 +36,7 @@ from gateway.state import GatewayState
 from gateway.tracing import end_step
 
 OVERHEAD_HEADER = "x-stepahead-overhead-ms"
+HEADER_SAFE = "".join(chr(c) for c in range(0x20, 0x7F) if chr(c) != "%")   # left as they are in a header
 CLIENT_CLOSED_STATUS = 499  # the request count of a request whose client left (nginx's code)
 log = logging.getLogger("stepahead.gateway")
 
@@ -65,9 +68,13 @@ class Exchange:
     error: str | None = None
 
     def reply_headers(self, overhead_s: float) -> dict[str, str]:
-        """The headers of the reply: the gateway's overhead, and the tenant's rate limits
-        as they stand (OpenAI's `x-ratelimit-*`)."""
-        headers = {OVERHEAD_HEADER: f"{overhead_s * 1000:.3f}"}
+        """The headers of the reply: the request's id (`x-request-id`, as OpenAI's, and the
+        id of its step in the traces), the agent session it was traced under (`x-session-id`:
+        the client's, or the one the gateway stitched or opened), the gateway's overhead, and
+        the tenant's rate limits as they stand (OpenAI's `x-ratelimit-*`)."""
+        headers = {"x-request-id": self.prepared.request_id, OVERHEAD_HEADER: f"{overhead_s * 1000:.3f}"}
+        if self.trace is not None:   # a client's id may hold anything: percent-encoded past printable ASCII
+            headers[SESSION_HEADER] = quote(self.trace.session, safe=HEADER_SAFE)
         headers.update(self.state.limiters[self.prepared.tenant].rate_limit_headers())
         return headers
 

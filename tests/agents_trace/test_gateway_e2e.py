@@ -53,6 +53,10 @@ class Served:
         return httpx.get(f"{self.server.base_url}{path}", timeout=30,
                          headers={"authorization": f"Bearer {KEYS[tenant]}"})
 
+    def post(self, path: str, tenant: str, body: dict, headers: dict | None = None) -> httpx.Response:
+        return httpx.post(f"{self.server.base_url}{path}", json=body, timeout=60,
+                          headers={"authorization": f"Bearer {KEYS[tenant]}", **(headers or {})})
+
     def settle(self) -> None:
         """Every step the client has seen the end of is in the store. A streamed step ends in
         the gateway just after its last chunk is sent, so wait for that before flushing."""
@@ -186,6 +190,26 @@ def test_e2e_session_without_header_is_stitched_by_prefix(served):
     assert all(s["is_stream"] for s in steps)
     for step, expected_s in zip(steps[1:], TOOL_S.values()):
         assert abs(step["gap_s"] - expected_s) < GAP_TOLERANCE_S
+
+
+def test_e2e_each_answer_names_its_request_and_the_session_it_was_traced_under(served):
+    """So a developer can open the session the gateway stitched or opened for an agent that
+    named none (`stepahead traces show ID --follow`, /ui), and find a request's step."""
+    body = {"model": "tiny", "messages": [{"role": "user", "content": "Where is Lyon?"}], "max_tokens": 2}
+    opened = served.post("/v1/chat/completions", "acme", body)
+    named = served.post("/v1/chat/completions", "acme", {**body, "metadata": {"session_id": "trip 42/ü"}})
+    with httpx.stream("POST", f"{served.server.base_url}/v1/chat/completions", json={**body, "stream": True},
+                      headers={"Authorization": f"Bearer {KEYS['acme']}", "x-session-id": "streamed"},
+                      timeout=60) as streamed:
+        streamed.read()
+    served.settle()
+    assert opened.headers["x-request-id"] == opened.json()["id"]
+    session = opened.headers["x-session-id"]
+    assert session.startswith("sess_")
+    [step] = served.get(f"/v1/traces/sessions/{session}", "acme").json()["steps"]["data"]
+    assert step["request_id"] == opened.json()["id"]
+    assert named.headers["x-session-id"] == "trip 42/%C3%BC"   # past printable ASCII: percent-encoded
+    assert streamed.headers["x-session-id"] == "streamed" and streamed.headers["x-request-id"].startswith("chatcmpl-")
 
 
 def _scripted(step: int) -> list[dict]:
