@@ -119,14 +119,16 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
 
     def session_filter(request: Request, who: Viewer, agent: str | None,
                        tenant: str | None) -> SessionFilter | None:
-        """The sessions the query selects (`query_window`, and `errors` for sessions with
-        an error); None when another tenant's are asked for."""
+        """The sessions the query selects (`query_window`, `errors` for sessions with an
+        error, `id_contains` for those whose id holds that text); None when another
+        tenant's are asked for."""
         window = query_window(request, who, agent, tenant)
         if window is None:
             return None
         errors = request.query_params.get("errors", "").lower() in ("1", "true", "yes")
         return SessionFilter(tenant=window.tenant, agent=window.agent, since_s=window.since_s,
-                             until_s=window.until_s, errors_only=errors)
+                             until_s=window.until_s, errors_only=errors,
+                             id_contains=request.query_params.get("id_contains") or None)
 
     @router.get("/v1/traces/sessions")
     def sessions(request: Request, who: Viewer = Depends(viewer), agent: str | None = None,

@@ -29,6 +29,7 @@ class SessionFilter:
     since_s: float | None = None
     until_s: float | None = None
     errors_only: bool = False
+    id_contains: str | None = None   # sessions whose id holds this text (case kept)
 
 
 @contextlib.contextmanager
@@ -66,7 +67,8 @@ def where_sql(conditions: Iterable[tuple[str, object]], *fixed: str) -> tuple[st
 
 def _where_sql(where: SessionFilter) -> tuple[str, list]:
     return where_sql((("tenant = ?", where.tenant), ("agent = ?", where.agent),
-                      ("last_s >= ?", where.since_s), ("started_s <= ?", where.until_s)),
+                      ("last_s >= ?", where.since_s), ("started_s <= ?", where.until_s),
+                      ("instr(session, ?) > 0", where.id_contains)),
                      *(("num_errors > 0",) if where.errors_only else ()))
 
 

@@ -71,6 +71,7 @@ def _filter_args(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument("--since", help="active since: a duration back (30m, 2h, 7d) or a local date/time")
     parser.add_argument("--until", help="started by: a duration back or a local date/time, as --since")
     parser.add_argument("--errors", action="store_true", help=f"only {what} with errors")
+    parser.add_argument("--id-contains", metavar="TEXT", help=f"only {what} whose id holds TEXT")
 
 
 def _which_sessions_args(parser: argparse.ArgumentParser, all_help: str) -> None:
@@ -193,7 +194,7 @@ def _session_filter(args: argparse.Namespace) -> SessionFilter:
     """The sessions the flags select."""
     since_s, until_s = _time_window(args)
     return SessionFilter(tenant=args.tenant, agent=args.agent, since_s=since_s, until_s=until_s,
-                         errors_only=args.errors)
+                         errors_only=args.errors, id_contains=args.id_contains or None)
 
 
 def stats_command(args: argparse.Namespace) -> int:

@@ -80,6 +80,8 @@ function filterQuery() {
   if ($("f-since").value) params.set("since", String(new Date($("f-since").value).getTime() / 1000));
   if ($("f-until").value) params.set("until", String(new Date($("f-until").value).getTime() / 1000));
   if ($("f-errors").checked) params.set("errors", "true");
+  const id = $("f-id").value.trim();
+  if (id) params.set("id_contains", id);
   return params;
 }
 
@@ -88,6 +90,7 @@ function filterQuery() {
 async function loadWindowStats() {
   const params = filterQuery();
   params.delete("errors");
+  params.delete("id_contains");   // the window's steps: every session's
   const stats = await api("/v1/traces/stats?" + params);
   const t = stats.total;
   $("window-stats").textContent = !t ? "" :

@@ -183,3 +183,18 @@ async def test_api_a_tenant_deletes_its_own_session_never_anothers(traced):
     assert (await delete("/v1/traces/sessions/shared", "k-admin")).status_code == 409   # in two tenants: name one
     assert (await delete("/v1/traces/sessions/shared?tenant=globex", "k-admin")).json()["tenant"] == "globex"
     assert (await _get(app, "/v1/traces/sessions/shared", "k-acme")).json()["session"]["tenant"] == "acme"
+
+
+async def test_api_finds_sessions_by_part_of_their_id_within_the_callers_tenant(traced):
+    tracer, session = traced
+    app = viewer_app(tracer, KEYS)
+
+    async def found(query: str, key: str) -> list[tuple[str, str]]:
+        page = (await _get(app, f"/v1/traces/sessions?{query}", key)).json()
+        return sorted((s["tenant"], s["session"]) for s in page["data"])
+
+    assert await found("id_contains=har", "k-acme") == [("acme", "shared")]   # acme's only
+    assert await found("id_contains=har", "k-admin") == [("acme", "shared"), ("globex", "shared")]
+    assert await found(f"id_contains={session[-6:]}", "k-acme") == [("acme", session)]
+    assert await found("id_contains=%25", "k-admin") == []                      # literal text, no wildcard
+    assert await found("id_contains=SHARED", "k-admin") == []                   # case kept

@@ -120,6 +120,8 @@ def test_traces_list_filters_and_pages(store, capsys):
     assert capsys.readouterr().out.strip() == "No sessions match."
     assert _run(["traces", "list", "--errors", "--db", str(store)]) == 0
     assert capsys.readouterr().out.strip() == "No sessions match."
+    assert _run(["traces", "list", "--id-contains", "nl", "--json", "--db", str(store)]) == 0
+    assert [s["session"] for s in json.loads(capsys.readouterr().out)["data"]] == ["only"]
 
 
 def test_traces_list_bad_arguments_are_usage_errors(store, capsys):

@@ -64,6 +64,21 @@ def test_viewer_page_shows_a_session_timeline(served, tmp_path):
     assert response.status_code == 404
 
 
+def test_viewer_finds_a_session_by_part_of_its_id(served):
+    from selenium.webdriver.common.by import By
+    base_url, session = served
+    with chromium_driver() as driver:
+        connect(driver, base_url, "k-acme")
+        wait_for(driver, lambda d: d.find_elements(By.LINK_TEXT, session))
+        driver.find_element(By.ID, "f-id").send_keys("no-such-session")
+        driver.find_element(By.CSS_SELECTOR, "#filters button[type=submit]").click()
+        wait_for(driver, lambda d: "No sessions match." in d.find_element(By.ID, "status").text)
+        driver.find_element(By.ID, "f-id").clear()
+        driver.find_element(By.ID, "f-id").send_keys(session[-5:])
+        driver.find_element(By.CSS_SELECTOR, "#filters button[type=submit]").click()
+        wait_for(driver, lambda d: d.find_elements(By.LINK_TEXT, session))
+
+
 def test_viewer_sums_the_window_and_exports_the_sessions_that_match_its_filters(served):
     from selenium.webdriver.common.by import By
     base_url, session = served
