@@ -8,6 +8,9 @@ Invariants:
   stream closes;
 - a client that leaves (while queued, before the first token, mid-stream, or while a
   non-streamed reply is being generated) cancels the backend work;
+- a reply answered whole, none of which has been sent, runs again from the start once
+  when its worker died under it (`worker_died`: the engine only re-queues requests that
+  had no token yet); a stream that has begun cannot be taken back, and ends with the error;
 - `x-stepahead-overhead-ms` is wall time in the handler minus time spent waiting on the
   backend (and in the tenant queue), i.e. the gateway's own cost.
 """
@@ -36,6 +39,7 @@ from gateway.state import GatewayState
 from gateway.tracing import end_step
 
 OVERHEAD_HEADER = "x-stepahead-overhead-ms"
+WHOLE_REPLY_ATTEMPTS = 2   # a non-streamed reply's runs when its worker dies under it
 HEADER_SAFE = "".join(chr(c) for c in range(0x20, 0x7F) if chr(c) != "%")   # left as they are in a header
 CLIENT_CLOSED_STATUS = 499  # the request count of a request whose client left (nginx's code)
 log = logging.getLogger("stepahead.gateway")
@@ -77,6 +81,13 @@ class Exchange:
             headers[SESSION_HEADER] = quote(self.trace.session, safe=HEADER_SAFE)
         headers.update(self.state.limiters[self.prepared.tenant].rate_limit_headers())
         return headers
+
+    def restart(self) -> None:
+        """Forget what a run that failed had produced, before the reply runs again."""
+        if self.output is not None:
+            self.output = Reply.of(self.prepared.num_choices, self.prepared.num_prompts)
+        self.num_deltas = 0
+        self.first_event_s = None
 
     def overhead_s(self) -> float:
         return max(0.0, time.perf_counter() - self.started_s - self.waited_s)
@@ -173,23 +184,31 @@ async def respond(request: Request, state: GatewayState, backend: Backend, prepa
     keep_output = not stream or trace is not None or shape.on_finished is not None
     exchange = Exchange(state, prepared, shape.endpoint, started_s,
                         trace=trace, output=Reply.of(prepared.num_choices, prepared.num_prompts) if keep_output else None)
-    events = run_choices(backend, prepared)
     if not stream:
-        return await _respond_whole(request, exchange, events, shape)
-    return await _respond_stream(request, exchange, events, shape)
+        return await _respond_whole(request, exchange, lambda: run_choices(backend, prepared), shape)
+    return await _respond_stream(request, exchange, run_choices(backend, prepared), shape)
 
 
 async def _respond_whole(request: Request, exchange: Exchange,
-                         events: AsyncIterator[ChatEvent], shape: ReplyShape) -> Response:
+                         new_events: Callable[[], AsyncIterator[ChatEvent]], shape: ReplyShape) -> Response:
     async def work() -> Reply:
         await exchange.acquire()
-        reply = exchange.output  # `next_event` collects into it
-        try:
-            while not reply.is_done:
-                await exchange.next_event(events)
-        finally:
-            await events.aclose()
-        return reply
+        attempt = 1
+        while True:
+            events = new_events()
+            reply = exchange.output  # `next_event` collects into it
+            try:
+                while not reply.is_done:
+                    await exchange.next_event(events)
+                return reply
+            except ApiError as error:
+                if error.code != "worker_died" or attempt == WHOLE_REPLY_ATTEMPTS:
+                    raise
+                log.warning("stepahead: request %s runs again: %s", exchange.prepared.request_id, error.message)
+                exchange.restart()
+                attempt += 1
+            finally:
+                await events.aclose()
 
     try:
         reply = await race_disconnect(work(), request.receive)
