@@ -8,9 +8,10 @@ Invariants:
   stream closes;
 - a client that leaves (while queued, before the first token, mid-stream, or while a
   non-streamed reply is being generated) cancels the backend work;
-- a reply answered whole, none of which has been sent, runs again from the start once
-  when its worker died under it (`worker_died`: the engine only re-queues requests that
-  had no token yet); a stream that has begun cannot be taken back, and ends with the error;
+- a reply none of which has been sent (answered whole, or a stream before its first
+  event) runs again from the start, once, when its worker died under it (`worker_died`:
+  the engine itself re-queues only requests that had no token yet); a stream that has
+  begun cannot be taken back, and ends with the error;
 - `x-stepahead-overhead-ms` is wall time in the handler minus time spent waiting on the
   backend (and in the tenant queue), i.e. the gateway's own cost.
 """
@@ -18,8 +19,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from typing import TypeVar
 from urllib.parse import quote
 
 from starlette.requests import Request
@@ -39,7 +41,8 @@ from gateway.state import GatewayState
 from gateway.tracing import end_step
 
 OVERHEAD_HEADER = "x-stepahead-overhead-ms"
-WHOLE_REPLY_ATTEMPTS = 2   # a non-streamed reply's runs when its worker dies under it
+UNSENT_REPLY_ATTEMPTS = 2   # runs of a reply not begun yet, when its worker dies under it
+T = TypeVar("T")
 HEADER_SAFE = "".join(chr(c) for c in range(0x20, 0x7F) if chr(c) != "%")   # left as they are in a header
 CLIENT_CLOSED_STATUS = 499  # the request count of a request whose client left (nginx's code)
 log = logging.getLogger("stepahead.gateway")
@@ -186,29 +189,46 @@ async def respond(request: Request, state: GatewayState, backend: Backend, prepa
                         trace=trace, output=Reply.of(prepared.num_choices, prepared.num_prompts) if keep_output else None)
     if not stream:
         return await _respond_whole(request, exchange, lambda: run_choices(backend, prepared), shape)
-    return await _respond_stream(request, exchange, run_choices(backend, prepared), shape)
+    return await _respond_stream(request, exchange, lambda: run_choices(backend, prepared), shape)
+
+
+async def _run_again_if_its_worker_died(exchange: Exchange, new_events: Callable[[], AsyncIterator[ChatEvent]],
+                                        consume: Callable[[AsyncIterator[ChatEvent]], Awaitable[T]]
+                                        ) -> tuple[AsyncIterator[ChatEvent], T]:
+    """`consume` a run of the backend's events, before anything of the reply is sent; a
+    run whose worker died under it is dropped and run again from the start, up to
+    `UNSENT_REPLY_ATTEMPTS` runs. Returns the run's events, still open, and what `consume`
+    gave; a run that fails (or is cancelled) is closed before the error leaves."""
+    attempt = 1
+    while True:
+        events = new_events()
+        try:
+            return events, await consume(events)
+        except ApiError as error:
+            await events.aclose()
+            if error.code != "worker_died" or attempt == UNSENT_REPLY_ATTEMPTS:
+                raise
+            log.warning("stepahead: request %s runs again: %s", exchange.prepared.request_id, error.message)
+            exchange.restart()
+            attempt += 1
+        except BaseException:
+            await events.aclose()
+            raise
 
 
 async def _respond_whole(request: Request, exchange: Exchange,
                          new_events: Callable[[], AsyncIterator[ChatEvent]], shape: ReplyShape) -> Response:
+    async def whole_reply(events: AsyncIterator[ChatEvent]) -> Reply:
+        reply = exchange.output  # `next_event` collects into it
+        while not reply.is_done:
+            await exchange.next_event(events)
+        return reply
+
     async def work() -> Reply:
         await exchange.acquire()
-        attempt = 1
-        while True:
-            events = new_events()
-            reply = exchange.output  # `next_event` collects into it
-            try:
-                while not reply.is_done:
-                    await exchange.next_event(events)
-                return reply
-            except ApiError as error:
-                if error.code != "worker_died" or attempt == WHOLE_REPLY_ATTEMPTS:
-                    raise
-                log.warning("stepahead: request %s runs again: %s", exchange.prepared.request_id, error.message)
-                exchange.restart()
-                attempt += 1
-            finally:
-                await events.aclose()
+        events, reply = await _run_again_if_its_worker_died(exchange, new_events, whole_reply)
+        await events.aclose()
+        return reply
 
     try:
         reply = await race_disconnect(work(), request.receive)
@@ -230,15 +250,14 @@ async def _respond_whole(request: Request, exchange: Exchange,
 
 
 async def _respond_stream(request: Request, exchange: Exchange,
-                          events: AsyncIterator[ChatEvent], shape: ReplyShape) -> Response:
-    async def work() -> ChatEvent:
+                          new_events: Callable[[], AsyncIterator[ChatEvent]], shape: ReplyShape) -> Response:
+    async def work() -> tuple[AsyncIterator[ChatEvent], ChatEvent]:
         await exchange.acquire()
-        return await exchange.next_event(events)
+        return await _run_again_if_its_worker_died(exchange, new_events, exchange.next_event)
 
     try:
-        first = await race_disconnect(work(), request.receive)
-    except BaseException as exc:
-        await events.aclose()
+        events, first = await race_disconnect(work(), request.receive)
+    except BaseException as exc:   # its run is closed already
         exchange.error = _error_type(exc)
         exchange.close(None, None if isinstance(exc, ApiError) else CLIENT_CLOSED_STATUS)
         raise

@@ -1,4 +1,4 @@
-"""A non-streamed reply whose worker dies under it runs again, once; a stream cannot."""
+"""A reply none of which was sent runs again, once, when its worker dies under it; a begun stream cannot."""
 from __future__ import annotations
 
 import httpx
@@ -14,16 +14,19 @@ BODY = {"model": "tiny", "messages": [{"role": "user", "content": "Say something
 
 @pytest.fixture
 def dying_workers(monkeypatch):
-    """LocalBackend.run, whose first `failures` runs yield a piece of text and then fail as
-    a worker that died mid-reply does; the runs after them are the real ones."""
+    """LocalBackend.run, whose first `failures` runs yield a piece of text (none with
+    `before_first`: the worker's tokens were all held back, say by a stop string that might
+    follow) and then fail as a worker that died mid-reply does; the runs after them are
+    the real ones."""
     real_run = LocalBackend.run
-    state = {"failures": 0, "runs": 0}
+    state = {"failures": 0, "runs": 0, "before_first": False}
 
     async def run(self, prepared):
         state["runs"] += 1
         if state["failures"] > 0:
             state["failures"] -= 1
-            yield TextDelta("LOST TEXT ")
+            if not state["before_first"]:
+                yield TextDelta("LOST TEXT ")
             raise server_error("The model worker failed: worker w0 died", code="worker_died")
         async for event in real_run(self, prepared):
             yield event
@@ -52,11 +55,19 @@ async def test_a_whole_reply_runs_again_once_when_its_worker_dies(gateway, dying
     assert dying_workers["runs"] == 2
 
 
-async def test_a_stream_that_has_begun_ends_with_the_error(gateway, dying_workers):
-    dying_workers["failures"] = 1
+async def _stream(gateway) -> tuple[int, str]:
     async with httpx.AsyncClient(base_url=gateway.base_url, timeout=120) as client:
         async with client.stream("POST", "/v1/chat/completions", json={**BODY, "stream": True},
                                  headers=gateway.headers("alpha")) as streamed:
-            text = (await streamed.aread()).decode()
-    assert streamed.status_code == 200 and "LOST TEXT" in text and '"code":"worker_died"' in text
+            return streamed.status_code, (await streamed.aread()).decode()
+
+
+async def test_a_stream_runs_again_before_its_first_event_and_ends_with_the_error_after(gateway, dying_workers):
+    dying_workers.update(failures=1, before_first=True)   # nothing sent yet: it runs again
+    status, text = await _stream(gateway)
+    assert status == 200 and text.rstrip().endswith("data: [DONE]") and "worker_died" not in text
+    assert dying_workers["runs"] == 2
+    dying_workers.update(failures=1, before_first=False, runs=0)   # begun: it cannot be taken back
+    status, text = await _stream(gateway)
+    assert status == 200 and "LOST TEXT" in text and '"code":"worker_died"' in text
     assert dying_workers["runs"] == 1
