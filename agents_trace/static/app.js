@@ -130,19 +130,18 @@ async function loadForecasters() {
 
 async function loadSessions(append) {
   if (!append) {
-    view.sessionsOffset = 0;
-    $("sessions").tBodies[0].replaceChildren();
     loadWindowStats().catch(() => { $("window-stats").textContent = ""; });
     loadForecasters().catch(() => { $("forecasters").replaceChildren(); });
   }
+  const offset = append ? view.sessionsOffset : 0;
   const params = filterQuery();
-  params.set("offset", String(view.sessionsOffset));
+  params.set("offset", String(offset));
   params.set("limit", "50");
   const page = await api("/v1/traces/sessions?" + params);
-  const body = $("sessions").tBodies[0];
+  const rows = [];
   for (const s of page.data) {
     const link = el("a", { href: sessionHash(s.tenant, s.session) }, s.session);
-    body.append(el("tr", { class: s.num_errors ? "error" : "" },
+    rows.push(el("tr", { class: s.num_errors ? "error" : "" },
       el("td", { class: "text" }, link), el("td", { class: "text admin-only" }, s.tenant),
       el("td", { class: "text" }, s.agent || "—"), el("td", { class: "text" }, fmtTime(s.last_s)),
       el("td", {}, fmtS(s.duration_s)), el("td", {}, s.num_steps), el("td", {}, s.num_tool_runs),
@@ -150,9 +149,12 @@ async function loadSessions(append) {
       el("td", {}, s.num_output_tokens), el("td", {}, s.num_errors),
       el("td", { title: forecastsNote(s) }, s.num_forecasts ? `${s.num_forecast_hits}/${s.num_forecasts}` : "—")));
   }
-  view.sessionsOffset += page.data.length;
+  const body = $("sessions").tBodies[0];
+  if (append) body.append(...rows); else body.replaceChildren(...rows);   // replaced whole: no flicker
+  view.sessionsOffset = offset + page.data.length;
   $("more-sessions").hidden = !page.has_more;
   setStatus(view.sessionsOffset ? "" : "No sessions match.");
+  if (!append) setLive();
 }
 
 // --- one session ---------------------------------------------------------------------
@@ -356,14 +358,22 @@ async function loadSession(tenant, session, append) {
   setLive();
 }
 
-// Live: while the box is ticked, the session open and the tab visible, ask every
-// LIVE_INTERVAL_MS for the steps after those shown; a step that arrived out of order (a
-// session's concurrent calls) or a session that ended reloads it whole.
+// Live: while a view's box is ticked and the tab visible, ask every LIVE_INTERVAL_MS.
+// A session (while open): the steps after those shown; a step that arrived out of order
+// (a session's concurrent calls) or a session that ended reloads it whole. The list: its
+// first page again (not once "load more" has shown more).
 function setLive() {
   if (view.liveTimer) { clearInterval(view.liveTimer); view.liveTimer = null; }
   if ($("live").checked && view.session && view.session.is_open && !$("session-view").hidden) {
     view.liveTimer = setInterval(() => refreshLive().catch((e) => setStatus(e.message)), LIVE_INTERVAL_MS);
+  } else if ($("f-live").checked && !$("sessions-view").hidden) {
+    view.liveTimer = setInterval(() => refreshList().catch((e) => setStatus(e.message)), LIVE_INTERVAL_MS);
   }
+}
+
+async function refreshList() {
+  if (document.hidden || view.sessionsOffset > 50) return;
+  await loadSessions(false);
 }
 
 async function refreshLive() {
@@ -427,6 +437,7 @@ $("export-all-link").addEventListener("click", (event) => {
   downloadFile("/v1/traces/export?" + filterQuery(), "sessions.jsonl").catch((e) => setStatus(e.message));
 });
 $("live").addEventListener("change", setLive);
+$("f-live").addEventListener("change", setLive);
 $("more-steps").addEventListener("click", () =>
   loadSession(view.session.tenant, view.session.session, true).catch((e) => setStatus(e.message)));
 window.addEventListener("hashchange", route);

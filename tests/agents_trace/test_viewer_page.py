@@ -242,3 +242,25 @@ def test_a_live_session_page_shows_new_steps_as_they_arrive_and_keeps_open_messa
     finally:
         server.stop()
         tracer.stop()
+
+
+def test_a_live_sessions_list_shows_a_new_session_without_a_reload(tmp_path):
+    from selenium.webdriver.common.by import By
+
+    clock = ManualClock()
+    tracer, _ = make_tracer(tmp_path, clock)
+    run_scripted_session(tracer, clock, headers={"x-session-id": "first"})
+    assert tracer.flush(5.0)
+    server = start_server(viewer_app(tracer, KEYS))
+    try:
+        with chromium_driver() as driver:
+            connect(driver, server.base_url, "k-acme")
+            wait_for(driver, lambda d: d.find_elements(By.LINK_TEXT, "first"))
+            driver.find_element(By.ID, "f-live").click()
+            run_scripted_session(tracer, clock, headers={"x-session-id": "second"})   # an agent starts
+            assert tracer.flush(5.0)
+            wait_for(driver, lambda d: d.find_elements(By.LINK_TEXT, "second"))
+            assert len(driver.find_elements(By.CSS_SELECTOR, "#sessions tbody tr")) == 2   # replaced, not added
+    finally:
+        server.stop()
+        tracer.stop()
