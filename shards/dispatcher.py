@@ -19,6 +19,7 @@ Invariants:
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Mapping
 
@@ -53,10 +54,12 @@ class Dispatcher:
         self.stats = DispatchStats()
 
     def set_weights(self, weights: Mapping[str, float]) -> None:
-        """Tenants' weights, from now on, in the queue, the router and the per-worker caps."""
+        """Tenants' weights, from now on, in the queue, the router and the per-worker caps
+        (and in its config and the router's)."""
         self.queue.set_weights(weights)
         self.router.set_weights(weights)
         self.weights = dict(weights)
+        self.config = dataclasses.replace(self.config, tenant_weights=self.router.config.tenant_weights)
 
     # --- workers ------------------------------------------------------------------------
     def add_worker(self, worker_id: str, costs: CostProfile | None, now_s: float) -> Outbound:

@@ -51,12 +51,9 @@ class EngineTenants:
                 options["static_shares"] = frozen_shares
             self.config = dataclasses.replace(self.config, tenant_weights=frozen_weights,
                                               policy_options=tuple(sorted(options.items())))
-            self._dispatcher.set_weights(weights)
-            # the configs say what is in force (the queue and router read their own copies)
+            self._dispatcher.set_weights(weights)   # its queue, router and both their configs
+            # the configs the engine starts them from again say what is in force
             self._router_config = dataclasses.replace(self._router_config, tenant_weights=frozen_weights)
             self._dispatch_config = dataclasses.replace(self._dispatch_config, tenant_weights=frozen_weights)
-            router = self._dispatcher.router
-            router.config = dataclasses.replace(router.config, tenant_weights=frozen_weights)
-            self._dispatcher.config = dataclasses.replace(self._dispatcher.config, tenant_weights=frozen_weights)
             for channel in self._channels.values():
                 channel.send(message)

@@ -45,6 +45,7 @@ against: they ignore prefixes, sessions and transfers (loads are still tracked).
 """
 from __future__ import annotations
 
+import dataclasses
 from collections import OrderedDict
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
@@ -84,8 +85,9 @@ class Router:
 
     # --- workers ----------------------------------------------------------------------
     def set_weights(self, weights: Mapping[str, float]) -> None:
-        """Tenants' weights for the shares computed from now on."""
+        """Tenants' weights for the shares computed from now on (its config says them too)."""
         self._weights = dict(weights)
+        self.config = dataclasses.replace(self.config, tenant_weights=tuple(sorted(self._weights.items())))
 
     def add_worker(self, worker_id: str) -> None:
         self._loads.setdefault(worker_id, WorkerLoad())
