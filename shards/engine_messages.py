@@ -57,7 +57,8 @@ class EngineMessages:
                     out = self._dispatcher.on_worker_message(worker_id, message, now)
             self._perform(out)
         unlink_segments(out.unlink)
-        self._tell_operator(line)
+        if line is not None:   # the hot path (every token's message) makes no call for nothing
+            self._tell_operator(line)
 
     def _on_exit(self, worker_id: str, incarnation: int, reason: str = "exited") -> None:
         line = None
