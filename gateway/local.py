@@ -219,7 +219,7 @@ class LocalBackend:
         call = LocalCall(
             prompt_token_ids=prompt_ids,
             sampling=sampling_params(request, self.engine.tokenizer, max_tokens=budget, stop=stop,
-                                    logprobs=(request.top_logprobs or 0) if request.logprobs else None),
+                                     logprobs=(request.top_logprobs or 0) if request.logprobs else None),
             session=metadata.get("session_id") or metadata.get("session"),
             tool_names=frozenset(t.function.name for t in request.tools) if use_tools else None,
             forced=forced, keep_one_call=keep_one_call, response_schema=response_schema)
@@ -287,8 +287,9 @@ class LocalBackend:
                                    param="prompt")
         return LocalCall(prompt_token_ids=prompt_ids,
                          sampling=dataclasses.replace(
-                             sampling_params(request, self.engine.tokenizer, max_tokens=budget, stop=request.stop_list(),
-                                            logprobs=request.logprobs if best_of == 1 else request.logprobs or 0),
+                             sampling_params(request, self.engine.tokenizer, max_tokens=budget,
+                                             stop=request.stop_list(),
+                                             logprobs=request.logprobs if best_of == 1 else request.logprobs or 0),
                              prompt_logprobs=request.logprobs if request.echo else None),
                          session=None, tool_names=None, forced=None, keep_one_call=False,
                          echo_text=(prompt if isinstance(prompt, str) else tokenizer.decode(prompt_ids))
