@@ -120,8 +120,8 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
     def session_filter(request: Request, who: Viewer, agent: str | None,
                        tenant: str | None) -> SessionFilter | None:
         """The sessions the query selects (`query_window`, `errors` for sessions with an
-        error, `id_contains` for those whose id holds that text); None when another
-        tenant's are asked for."""
+        error, `id_contains` for those whose id holds that text or with a step whose request
+        id, a reply's `x-request-id`, is that text); None when another tenant's are asked for."""
         window = query_window(request, who, agent, tenant)
         if window is None:
             return None

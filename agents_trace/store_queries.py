@@ -18,6 +18,10 @@ from agents_trace.prompt_blocks import PreviousPrompt, evicted_prefix_tokens
 from agents_trace.store_schema import connect_reader
 
 MAX_PAGE = 500
+# a session whose id holds the text, or one of whose steps is the request with that id
+# (found through the index on steps.response_id)
+ID_OR_REQUEST_ID_SQL = ("(instr(session, ?) > 0 OR (tenant, session) IN "
+                        "(SELECT tenant, session FROM steps WHERE response_id = ?))")
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +33,9 @@ class SessionFilter:
     since_s: float | None = None
     until_s: float | None = None
     errors_only: bool = False
-    id_contains: str | None = None   # sessions whose id holds this text (case kept)
+    # sessions whose id holds this text (case kept), or that hold a step whose request id
+    # (a reply's `x-request-id`: its chatcmpl-, cmpl- or resp_ id) is this text
+    id_contains: str | None = None
 
 
 @contextlib.contextmanager
@@ -54,13 +60,13 @@ def _session_dict(row: sqlite3.Row) -> dict:
 
 def where_sql(conditions: Iterable[tuple[str, object]], *fixed: str) -> tuple[str, list]:
     """A WHERE clause (empty when nothing applies) from (clause with one `?`, value) pairs,
-    a pair applying when its value is not None, and clauses without parameters; with the
-    parameters in order."""
+    a pair applying when its value is not None (a tuple value fills a clause with as many
+    `?`s), and clauses without parameters; with the parameters in order."""
     clauses, params = [], []
     for clause, value in conditions:
         if value is not None:
             clauses.append(clause)
-            params.append(value)
+            params.extend(value if isinstance(value, tuple) else (value,))
     clauses.extend(fixed)
     return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
 
@@ -68,7 +74,8 @@ def where_sql(conditions: Iterable[tuple[str, object]], *fixed: str) -> tuple[st
 def _where_sql(where: SessionFilter) -> tuple[str, list]:
     return where_sql((("tenant = ?", where.tenant), ("agent = ?", where.agent),
                       ("last_s >= ?", where.since_s), ("started_s <= ?", where.until_s),
-                      ("instr(session, ?) > 0", where.id_contains)),
+                      (ID_OR_REQUEST_ID_SQL, None if where.id_contains is None
+                       else (where.id_contains, where.id_contains))),
                      *(("num_errors > 0",) if where.errors_only else ()))
 
 
@@ -106,6 +113,24 @@ def find_session(path: Path, session: str, tenant: str | None) -> list[dict]:
     with read_store(path) as db:
         rows = [] if db is None else db.execute(sql + " ORDER BY tenant", params).fetchall()
     return [_session_dict(r) for r in rows]
+
+
+def find_request(path: Path, request_id: str, tenant: str | None) -> list[tuple[dict, int]]:
+    """The sessions (within `tenant`, or every tenant's for an admin) holding the step
+    whose request id (a reply's `x-request-id`) is `request_id`, each with that step's index."""
+    sql = ("SELECT sessions.*, steps.idx AS request_step FROM steps JOIN sessions USING (tenant, session) "
+           "WHERE steps.response_id = ?")
+    params: tuple = (request_id,)
+    if tenant is not None:
+        sql += " AND steps.tenant = ?"
+        params = (request_id, tenant)
+    with read_store(path) as db:
+        rows = [] if db is None else db.execute(sql + " ORDER BY tenant, session", params).fetchall()
+    found = []
+    for row in rows:
+        session = _session_dict(row)
+        found.append((session, session.pop("request_step")))
+    return found
 
 
 def _step_dict(row: sqlite3.Row) -> dict:

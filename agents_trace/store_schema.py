@@ -56,6 +56,7 @@ CREATE TABLE IF NOT EXISTS steps (
     prompt_blocks TEXT,
     PRIMARY KEY (tenant, session, idx)
 );
+CREATE INDEX IF NOT EXISTS steps_by_response_id ON steps (response_id);
 CREATE TABLE IF NOT EXISTS step_content (
     tenant TEXT NOT NULL, session TEXT NOT NULL, idx INTEGER NOT NULL,
     num_prefix_messages INTEGER NOT NULL, prefix_step INTEGER,

@@ -1,7 +1,8 @@
 """`stepahead traces list | show | stats | export | delete`: the trace store from a shell, no server needed.
 
 `list` prints the sessions (most recently active first; filters as in `/ui`), `show` one
-session's steps (and with `--content` its conversation; `--follow` then its new steps as
+session's steps (named by its id, or by a request id of one of its steps: a reply's
+`x-request-id`) (and with `--content` its conversation; `--follow` then its new steps as
 they arrive, traces_follow.py), `stats` per-tenant figures over
 a time window (tokens, cached share, TTFT, tool gaps, forecasts), `export` writes a session
 (`--session`) or every session the filters take (`--all`: the recorded traffic, merged in
@@ -30,7 +31,7 @@ from tqdm import tqdm
 from agents_trace.config import TraceConfig, TraceConfigError, parse_trace_config
 from agents_trace.export import export_lines, export_sessions_lines
 from agents_trace.store import delete_sessions
-from agents_trace.store_queries import MAX_PAGE, SessionFilter, find_session, iter_session_steps, \
+from agents_trace.store_queries import MAX_PAGE, SessionFilter, find_request, find_session, iter_session_steps, \
     list_sessions, matching_session_keys
 from agents_trace.store_stats import StatsWindow, tenant_stats
 from agents_trace.traces_follow import AmbiguousSession, follow_session
@@ -71,7 +72,9 @@ def _filter_args(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument("--since", help="active since: a duration back (30m, 2h, 7d) or a local date/time")
     parser.add_argument("--until", help="started by: a duration back or a local date/time, as --since")
     parser.add_argument("--errors", action="store_true", help=f"only {what} with errors")
-    parser.add_argument("--id-contains", metavar="TEXT", help=f"only {what} whose id holds TEXT")
+    parser.add_argument("--id-contains", metavar="TEXT",
+                        help=f"only {what} whose id holds TEXT, or with a step whose request id (a reply's "
+                        "x-request-id) is TEXT")
 
 
 def _which_sessions_args(parser: argparse.ArgumentParser, all_help: str) -> None:
@@ -99,7 +102,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     listing.set_defaults(handler=list_command)
 
     show = commands.add_parser("show", help="one session's steps, tool gaps, cache hits and forecasts")
-    show.add_argument("session", help="the session id")
+    show.add_argument("session", help="the session id, or the request id (a reply's x-request-id) of one "
+                      "of its steps")
     show.add_argument("--tenant", help="the tenant (needed when the id exists in several)")
     show.add_argument("--content", action="store_true",
                       help="also print the conversation (when [tracing] capture_content was on)")
@@ -215,6 +219,23 @@ def list_command(args: argparse.Namespace) -> int:
     return _run(args, body)
 
 
+def _the_session_or_request(path: Path, session_or_request: str, tenant: str | None) -> dict:
+    """`_the_session`, or when no session has this id, the one holding the step whose
+    request id it is (said on stderr)."""
+    if find_session(path, session_or_request, tenant):
+        return _the_session(path, session_or_request, tenant)
+    found = find_request(path, session_or_request, tenant)
+    if len(found) == 1:
+        session, index = found[0]
+        print(f"stepahead: request {session_or_request!r} is step #{index} of session {session['session']!r}"
+              f" (tenant {session['tenant']!r})", file=sys.stderr)
+        return session
+    if len(found) > 1:
+        tenants = ", ".join(session["tenant"] for session, _ in found)
+        raise CommandError(f"request {session_or_request!r} exists in several tenants ({tenants}); pass --tenant", 2)
+    return _the_session(path, session_or_request, tenant)   # says that nothing has this id
+
+
 def _run_on_session(args: argparse.Namespace, body) -> int:
     """`_run` for a command about one session: `body(path, session)`."""
     return _run(args, lambda path: body(path, _the_session(path, args.session, args.tenant)))
@@ -224,19 +245,24 @@ def show_command(args: argparse.Namespace) -> int:
     if args.follow:
         return _run(args, lambda path: _follow(path, args))
 
-    def body(path: Path, session: dict) -> int:
-        steps = iter_session_steps(path, session["tenant"], args.session)
+    def body(path: Path) -> int:
+        session = _the_session_or_request(path, args.session, args.tenant)
+        steps = iter_session_steps(path, session["tenant"], session["session"])
         view = session_json if args.json else session_text
         print(view(session, steps, with_content=args.content))
         return 0
-    return _run_on_session(args, body)
+    return _run(args, body)
 
 
 def _follow(path: Path, args: argparse.Namespace) -> int:
+    session, tenant = args.session, args.tenant
+    if not find_session(path, session, tenant) and find_request(path, session, tenant):   # a request's id
+        found = _the_session_or_request(path, session, tenant)
+        session, tenant = found["session"], found["tenant"]
     try:
-        return follow_session(path, args.session, args.tenant, with_content=args.content)
+        return follow_session(path, session, tenant, with_content=args.content)
     except AmbiguousSession as exc:
-        raise CommandError(f"session {args.session!r} exists in several tenants ({exc}); pass --tenant", 2) from None
+        raise CommandError(f"session {session!r} exists in several tenants ({exc}); pass --tenant", 2) from None
 
 
 def _write_to(stream: TextIO, lines: Iterable[str]) -> int:

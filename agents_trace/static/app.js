@@ -199,7 +199,8 @@ function renderGantt(steps) {
       fill: s.error ? "#c62828" : "#3b7dd8", class: "llm-bar" });
     llm.append(svg("title", {}, `chat ${s.model} (step ${s.index})\nprompt ${s.num_input_tokens}` +
       ` tok, cached ${s.num_cached_tokens}, output ${s.num_output_tokens}\nTTFT ${fmtMs(s.ttft_s)}` +
-      ` ms, worker ${s.worker || "—"}\nasked for: ${askedFor(s)}`));
+      ` ms, worker ${s.worker || "—"}\nasked for: ${askedFor(s)}` +
+      (s.response_id ? `\nrequest ${s.response_id}` : "")));
     group.append(llm);
     if (s.ttft_s !== null && !s.error) {
       group.append(svg("rect", { x: x(s.arrived_s), y: y + 3, height: rowH - 6, fill: "#1f4f99",
@@ -281,8 +282,12 @@ function renderSteps(steps) {
     const button = s.has_content ? el("button", { class: "show-content" }, "show")
       : el("span", { title: "messages are kept only with capture_content on: stepahead serve " +
         "--capture-content, or [tracing] capture_content = true" }, "not captured");
-    const row = el("tr", { class: s.error ? "error step-row" : "step-row", "data-step": s.index },
-      el("td", {}, s.index), el("td", { class: "tools" }, s.after_label), el("td", {}, fmtS(s.gap_s)),
+    // the step the filter named by its request id (a reply's x-request-id) is marked
+    const found = s.response_id && s.response_id === $("f-id").value.trim();
+    const row = el("tr", { class: (s.error ? "error step-row" : "step-row") + (found ? " found" : ""),
+      "data-step": s.index },
+      el("td", s.response_id ? { title: "request " + s.response_id } : {}, s.index),
+      el("td", { class: "tools" }, s.after_label), el("td", {}, fmtS(s.gap_s)),
       el("td", {}, s.num_input_tokens), el("td", {}, s.prefix_from_previous_tokens ?? "—"),
       el("td", lostPrefix(s) ? { class: "miss", title: `${lostPrefix(s)} tokens the previous step left were ` +
         "no longer cached (evicted while the session was away)" } : {}, s.num_cached_tokens),

@@ -3,6 +3,7 @@ span exporter and a temporary store, a scripted agent session, and a small FastA
 that mounts the trace router behind a key -> Viewer table."""
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,7 +52,8 @@ def run_scripted_session(tracer: AgentTracer, clock: ManualClock, tenant: str = 
                          llm_s: float = 0.5, user_text: str | None = None) -> list:
     """tool call -> result -> tool call -> result -> answer, with a manual clock.
 
-    Returns the three StepContexts."""
+    Returns the three StepContexts. Each step has a request id of its own (`chatcmpl-<hex>`,
+    stored as its `response_id`, as the gateway's reply's x-request-id)."""
     headers = headers or {}
     user = dict(USER, content=user_text) if user_text else USER
     messages = [SYSTEM, user]
@@ -59,17 +61,18 @@ def run_scripted_session(tracer: AgentTracer, clock: ManualClock, tenant: str = 
     plan = [("call_w1", "get_weather", '{"city": "Paris"}'),
             ("call_b2", "book_table", '{"where": "Paris"}'), None]
     for step, call in enumerate(plan):
-        ctx = tracer.begin(tenant, headers, {"model": "tiny", "messages": list(messages)})
+        request_id = f"chatcmpl-{uuid.uuid4().hex}"
+        ctx = tracer.begin(tenant, headers, {"model": "tiny", "messages": list(messages)}, request_id=request_id)
         contexts.append(ctx)
         clock.advance(llm_s)
         if call is None:
             tracer.end(ctx, StepResult(num_input_tokens=100 * (step + 1), num_cached_tokens=80 * step,
                                        num_output_tokens=12, ttft_s=0.1, worker="w0",
-                                       finish_reason="stop", output_text="Booked. Sunny."))
+                                       finish_reason="stop", output_text="Booked. Sunny.", response_id=request_id))
             break
         tracer.end(ctx, StepResult(num_input_tokens=100 * (step + 1), num_cached_tokens=80 * step,
                                    num_output_tokens=20, ttft_s=0.1, worker="w1",
-                                   finish_reason="tool_calls",
+                                   finish_reason="tool_calls", response_id=request_id,
                                    tool_calls=(ToolCall(*call),)))
         clock.advance(tool_s[step])
         messages += [tool_call_message(*call), {"role": "tool", "tool_call_id": call[0],

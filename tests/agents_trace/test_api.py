@@ -198,3 +198,8 @@ async def test_api_finds_sessions_by_part_of_their_id_within_the_callers_tenant(
     assert await found(f"id_contains={session[-6:]}", "k-acme") == [("acme", session)]
     assert await found("id_contains=%25", "k-admin") == []                      # literal text, no wildcard
     assert await found("id_contains=SHARED", "k-admin") == []                   # case kept
+    steps = (await _get(app, f"/v1/traces/sessions/{session}", "k-acme")).json()["steps"]["data"]
+    request_id = steps[1]["response_id"]   # the x-request-id of the session's second step
+    assert await found(f"id_contains={request_id}", "k-acme") == [("acme", session)]
+    assert await found(f"id_contains={request_id}", "k-admin") == [("acme", session)]
+    assert await found(f"id_contains={request_id}", "k-globex") == []   # not its request

@@ -210,6 +210,11 @@ def test_e2e_each_answer_names_its_request_and_the_session_it_was_traced_under(s
     assert step["request_id"] == opened.json()["id"]
     assert named.headers["x-session-id"] == "trip 42/%C3%BC"   # past printable ASCII: percent-encoded
     assert streamed.headers["x-session-id"] == "streamed" and streamed.headers["x-request-id"].startswith("chatcmpl-")
+    # each request id finds its session in the list's filter (as /ui's), its own tenant's only
+    for answer, session_id in ((opened, session), (named, "trip 42/ü"), (streamed, "streamed")):
+        query = f"/v1/traces/sessions?id_contains={answer.headers['x-request-id']}"
+        assert [s["session"] for s in served.get(query, "acme").json()["data"]] == [session_id]
+        assert served.get(query, "globex").json()["data"] == []
 
 
 def _scripted(step: int) -> list[dict]:

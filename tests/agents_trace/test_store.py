@@ -7,7 +7,7 @@ import pytest
 
 from agents_trace.export import FORMAT, export_lines, in_chunks
 from agents_trace.store import TraceStore
-from agents_trace.store_queries import SessionFilter, find_session, list_sessions, list_steps, \
+from agents_trace.store_queries import SessionFilter, find_request, find_session, list_sessions, list_steps, \
     step_content
 
 from tests.agents_trace.helpers import ManualClock, make_tracer, run_scripted_session
@@ -160,6 +160,34 @@ def test_store_keeps_every_choice_of_a_step_and_their_text_only_when_captured(tm
         assert messages[1]["parts"][0] == {"type": "tool_call", "id": "c1", "name": "get_weather",
                                            "arguments": {"city": "Oslo"}}
         assert messages[2]["parts"] == [{"type": "text", "content": "Probably sun"}]
+    finally:
+        tracer.stop()
+
+
+def test_a_session_is_found_by_the_request_id_of_any_of_its_steps_within_its_tenant(tmp_path, clock):
+    tracer, _ = make_tracer(tmp_path, clock)
+    try:
+        run_scripted_session(tracer, clock, headers={"x-session-id": "trip"})
+        run_scripted_session(tracer, clock, tenant="globex", headers={"x-session-id": "other"})
+        assert tracer.flush(5.0)
+        path = tracer.store_path
+        ids = [step["response_id"] for step in list_steps(path, "acme", "trip")["data"]]
+        assert len(set(ids)) == 3 and all(i.startswith("chatcmpl-") for i in ids)
+        for index, request_id in enumerate(ids):
+            [(session, step)] = find_request(path, request_id, "acme")
+            assert (session["session"], session["tenant"], step) == ("trip", "acme", index)
+            assert session["num_steps"] == 3 and "request_step" not in session
+            assert find_request(path, request_id, "globex") == []   # another tenant's request: none
+            listed = list_sessions(path, SessionFilter(id_contains=request_id))["data"]
+            assert [s["session"] for s in listed] == ["trip"]
+            assert list_sessions(path, SessionFilter(tenant="globex", id_contains=request_id))["data"] == []
+        assert find_request(path, ids[0][:-1], None) == []   # a request id is matched whole
+        assert list_sessions(path, SessionFilter(id_contains=ids[0][:-1]))["data"] == []
+        assert [s["session"] for s in list_sessions(path, SessionFilter(id_contains="ri"))["data"]] == ["trip"]
+        import sqlite3
+        plan = " ".join(str(row[-1]) for row in sqlite3.connect(path).execute(
+            "EXPLAIN QUERY PLAN SELECT tenant, session FROM steps WHERE response_id = ?", (ids[0],)))
+        assert "steps_by_response_id" in plan   # a lookup, not a scan of every step
     finally:
         tracer.stop()
 

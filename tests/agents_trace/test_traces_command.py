@@ -185,6 +185,25 @@ def test_traces_show_finds_one_session_or_says_why(store, capsys):
     assert "no trace store at" in capsys.readouterr().err
 
 
+def test_traces_show_finds_a_session_by_the_request_id_of_one_of_its_steps(store, capsys):
+    from agents_trace.store_queries import list_steps
+
+    request_id = list_steps(store, "globex", "s1")["data"][2]["response_id"]   # a reply's x-request-id
+    assert _run(["traces", "show", request_id, "--db", str(store)]) == 0
+    captured = capsys.readouterr()
+    assert f"request '{request_id}' is step #2 of session 's1' (tenant 'globex')" in captured.err
+    assert captured.out.startswith("session s1   tenant globex") and "3 steps" in captured.out
+    assert _run(["traces", "show", request_id, "--json", "--db", str(store)]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert (shown["session"]["session"], shown["session"]["tenant"], len(shown["steps"])) == ("s1", "globex", 3)
+    assert _run(["traces", "show", request_id, "--tenant", "acme", "--db", str(store)]) == 1   # not acme's
+    assert f"no session '{request_id}' in tenant 'acme'" in capsys.readouterr().err
+    assert _run(["traces", "show", request_id, "--follow", "--db", str(store)]) == 0   # ended: shown at once
+    assert capsys.readouterr().out.rstrip().endswith("session 's1' ended (shutdown)")
+    assert _run(["traces", "list", "--id-contains", request_id, "--json", "--db", str(store)]) == 0
+    assert [(s["tenant"], s["session"]) for s in json.loads(capsys.readouterr().out)["data"]] == [("globex", "s1")]
+
+
 def test_traces_show_escapes_control_characters_a_client_sent(tmp_path, capsys):
     clock = ManualClock()
     tracer, _ = make_tracer(tmp_path, clock)

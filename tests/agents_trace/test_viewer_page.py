@@ -64,7 +64,7 @@ def test_viewer_page_shows_a_session_timeline(served, tmp_path):
     assert response.status_code == 404
 
 
-def test_viewer_finds_a_session_by_part_of_its_id(served):
+def test_viewer_finds_a_session_by_part_of_its_id_or_by_a_request_id(served):
     from selenium.webdriver.common.by import By
     base_url, session = served
     with chromium_driver() as driver:
@@ -77,6 +77,19 @@ def test_viewer_finds_a_session_by_part_of_its_id(served):
         driver.find_element(By.ID, "f-id").send_keys(session[-5:])
         driver.find_element(By.CSS_SELECTOR, "#filters button[type=submit]").click()
         wait_for(driver, lambda d: d.find_elements(By.LINK_TEXT, session))
+        # by a request id (a reply's x-request-id): its session, and in it the step marked
+        steps = httpx.get(f"{base_url}/v1/traces/sessions/{session}", headers={"authorization": "Bearer k-acme"},
+                          timeout=10).json()["steps"]["data"]
+        driver.find_element(By.ID, "f-id").clear()
+        driver.find_element(By.ID, "f-id").send_keys(steps[1]["response_id"])
+        driver.find_element(By.CSS_SELECTOR, "#filters button[type=submit]").click()
+        wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#sessions tbody tr")) == 1)
+        driver.find_element(By.LINK_TEXT, session).click()
+        wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#steps tr.step-row")) == 3)
+        [found] = driver.find_elements(By.CSS_SELECTOR, "#steps tr.step-row.found")
+        assert found.get_attribute("data-step") == "1"
+        cell = found.find_element(By.TAG_NAME, "td")
+        assert cell.get_attribute("title") == "request " + steps[1]["response_id"]
 
 
 def test_viewer_sums_the_window_and_exports_the_sessions_that_match_its_filters(served):
