@@ -127,7 +127,7 @@ def build_app(config: GatewayConfig | None = None, *, config_path: str | None = 
                 if state.tracer.captures_content:   # prompts and replies are stored: say so once
                     print("stepahead: traces keep prompts and replies (capture_content); each tenant's keys "
                           "see its own in /ui", file=sys.stderr, flush=True)
-            spent_saves = await asyncio.to_thread(start_spent_tokens, state.limiters)
+            spent_saves = await asyncio.to_thread(start_spent_tokens, state.limiters, asyncio.get_running_loop())
             # the forecasters load (hmmlearn's import, the saved models) while the
             # models start, and the models start side by side: none needs another
             forecasting = asyncio.ensure_future(asyncio.to_thread(start_forecasting, state.tracer, state.backends))

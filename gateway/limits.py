@@ -271,12 +271,27 @@ class Limiters:
         for tenant, limiter in self._by_tenant.items():
             limiter.num_spent_tokens = max(limiter.num_spent_tokens, self._spent_at_start.get(tenant, 0))
 
-    def spent_by_budgeted_tenant(self) -> dict[str, int]:
-        """The tokens spent by each tenant that has a `token_budget`, running or removed by
-        a reload (read from another thread: dicts copied before they are walked)."""
+    def spent_by_tenant(self) -> dict[str, int]:
+        """The tokens spent by each tenant, running or removed by a reload (read from
+        another thread: dicts copied before they are walked)."""
         limiters = list(self._by_tenant.items()) + list(self._removed.items())
-        return {tenant: limiter.num_spent_tokens for tenant, limiter in limiters
-                if limiter.limits.token_budget is not None}
+        return {tenant: limiter.num_spent_tokens for tenant, limiter in limiters}
+
+    def budgeted_tenants(self) -> set[str]:
+        """The tenants, running or removed by a reload, that have a `token_budget`."""
+        limiters = list(self._by_tenant.items()) + list(self._removed.items())
+        return {tenant for tenant, limiter in limiters if limiter.limits.token_budget is not None}
+
+    def add_spent(self, spent_elsewhere: Mapping[str, int], spent_on_file: Mapping[str, int]) -> None:
+        """Count tokens spent elsewhere (other gateways sharing the spent-tokens file;
+        negative: given back by an edit of it) into the tenants' counts, never below
+        zero; `spent_on_file` is what a tenant a reload adds from now on starts from. On
+        the event loop's thread, as every other change to the counts."""
+        for tenant, num_tokens in spent_elsewhere.items():
+            limiter = self._by_tenant.get(tenant) or self._removed.get(tenant)
+            if limiter is not None:
+                limiter.num_spent_tokens = max(0, limiter.num_spent_tokens + num_tokens)
+        self._spent_at_start = dict(spent_on_file)
 
     def __getitem__(self, tenant: str) -> TenantLimiter:
         limiter = self._by_tenant.get(tenant)
