@@ -17,9 +17,11 @@ most the last `SAVE_EVERY_S` seconds of spending are lost to a crash.
 Gateways that share the file share the budgets: each save (`SpentTokens.sync`, under an
 exclusive lock on `<name>.lock` beside it) adds what this process spent since its last
 save to the counts on file, not its own total over them, and hands back what the others
-added meanwhile, which this process then counts as spent too (within `SAVE_EVERY_S`).
-So does an edit: lowering or deleting a tenant's entry, running or stopped, gives it
-that many tokens back within `SAVE_EVERY_S` (the file deleted: every tenant's).
+added meanwhile, which this process then counts as spent too: one gateway's spending
+reaches another within two saves, so together they may overshoot a budget by what they
+spend in that time. So does an edit: lowering or deleting a tenant's entry, running or
+stopped, gives it that many tokens back at the next save (the file deleted: every
+tenant's).
 """
 from __future__ import annotations
 
