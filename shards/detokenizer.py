@@ -21,6 +21,13 @@ class Detokenizer:
     _text: str = ""
     _decoded: str = ""  # the last decode of all of `token_ids`, an incomplete character included
 
+    def resume(self, token_ids: list[int], num_emitted_chars: int) -> None:
+        """Go on after `token_ids` whose first `num_emitted_chars` characters of text were
+        emitted (by another worker): text held back then comes out when safe, as here."""
+        self.token_ids.extend(token_ids)
+        self._text = self._decoded = self.tokenizer.decode(self.token_ids, skip_special_tokens=True)
+        self.num_emitted_chars = num_emitted_chars
+
     def push(self, token_id: int) -> str:
         """Add one token; returns the text delta safe to emit now ('' while held back).
         After a stop string is seen, `stopped` is True and the text ends before it."""

@@ -35,6 +35,8 @@ class Request:
     worker_id: str | None = None
     token_sent: bool = False
     num_attempts: int = 0
+    sent_token_ids: list[int] = field(default_factory=list)   # its output delivered so far
+    num_sent_chars: int = 0                                    # and that output's text
 
 
 @dataclass(slots=True)
@@ -62,6 +64,7 @@ class DispatchStats:
     num_submitted: int = 0
     num_rejected: dict[str, int] = field(default_factory=dict)
     num_retried: int = 0
+    num_resumed: int = 0   # streams a worker's death cut, gone on from their last token elsewhere
     num_failed_worker_died: int = 0
     num_expired: int = 0
     num_transfers_done: int = 0

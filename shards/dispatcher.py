@@ -10,9 +10,11 @@ per-worker message order (ImportPrefix before the WorkItem that needs it) holds.
 
 Invariants:
 - every submitted request gets exactly one terminal delivery (FinishEvent/ErrorEvent),
-  unless the caller cancelled it first: a worker's death either requeues a request
-  that has sent no token yet (at most `max_attempts` tries in all) or fails it with
-  "worker_died"; a request queued past `max_queue_wait_s` fails with "overloaded";
+  unless the caller cancelled it first: a worker's death requeues its requests (at most
+  `max_attempts` tries in all) — one that has sent tokens resumed from its last one
+  (`WorkItem.resumed`: the stream goes on, nothing sent twice) unless it asked for log
+  probabilities — and fails the others with "worker_died"; a request queued past
+  `max_queue_wait_s` fails with "overloaded";
 - a worker is sent new requests only while `can_take` holds (its outstanding count
   below the soft limit, or below the hard limit for a tenant under its weighted share);
 - a shared-memory segment named in a PrefixExported is imported or unlinked, never lost.
@@ -81,7 +83,8 @@ class Dispatcher:
 
     def remove_worker(self, worker_id: str, now_s: float) -> Outbound:
         """Fence: nothing routes to the worker any more; its requests are retried
-        elsewhere (no token sent yet) or failed; transfers through it are abandoned."""
+        elsewhere (resumed, those that sent tokens) or failed; transfers through it are
+        abandoned."""
         out = Outbound()
         self._ready.discard(worker_id)
         self._outstanding.pop(worker_id, None)
@@ -98,8 +101,13 @@ class Dispatcher:
                 self.stats.num_transfers_abandoned += 1
         for request in [r for r in self.requests.values() if r.worker_id == worker_id]:
             request.worker_id = None
-            if not request.token_sent and request.num_attempts < self.config.max_attempts:
-                self.stats.num_retried += 1
+            if request.num_attempts < self.config.max_attempts and not (
+                    request.token_sent and request.item.sampling.logprobs is not None):   # kept by the dead worker
+                if request.token_sent:
+                    request.item = request.item.resumed(request.sent_token_ids, request.num_sent_chars)
+                    self.stats.num_resumed += 1
+                else:
+                    self.stats.num_retried += 1
                 self.queue.push_front(request.item.tenant, request.item.request_id, request)
                 continue
             del self.requests[request.item.request_id]
@@ -227,6 +235,8 @@ class Dispatcher:
             return Outbound()  # cancelled, or a stale incarnation's event
         out = Outbound(deliveries=[event])
         if isinstance(event, TokenEvent):
+            request.sent_token_ids.extend(event.token_ids)
+            request.num_sent_chars += len(event.text)
             if not request.token_sent:
                 request.token_sent = True
                 self.router.on_first_token(event.request_id)

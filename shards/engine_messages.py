@@ -78,7 +78,7 @@ class EngineMessages:
         """Take a worker the supervisor just fenced out of the dispatcher (caller holds
         the lock): what to send and deliver, and the operator's line about it (None
         during the start, which fails with its own error)."""
-        num_retried = self._dispatcher.stats.num_retried
+        num_retried, num_resumed = self._dispatcher.stats.num_retried, self._dispatcher.stats.num_resumed
         out = self._dispatcher.remove_worker(worker_id, now)
         if self._supervise_task is None:
             return out, None
@@ -87,6 +87,7 @@ class EngineMessages:
                          if isinstance(event, ErrorEvent) and event.code == "worker_died")
         line = worker_down_line(worker_id, reason, num_failed=num_failed,
                                 num_retried=self._dispatcher.stats.num_retried - num_retried,
+                                num_resumed=self._dispatcher.stats.num_resumed - num_resumed,
                                 restart_in_s=self._supervisor.restart_delay_s(worker_id),
                                 while_starting=self._supervisor.health(worker_id).num_failed_starts > 0)
         return out, line

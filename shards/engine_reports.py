@@ -66,7 +66,8 @@ class EngineReports:
                     "num_session_moves": router.stats.num_session_moves,
                     "num_transfers_done": stats.num_transfers_done,
                     "num_transferred_blocks": stats.num_transferred_blocks,
-                    "num_retried": stats.num_retried, "num_expired": stats.num_expired,
+                    "num_retried": stats.num_retried, "num_resumed": stats.num_resumed,
+                    "num_expired": stats.num_expired,
                     "num_failed_worker_died": stats.num_failed_worker_died,
                     "num_rejected": dict(stats.num_rejected),
                     # blocks of prompts hashed on the event loop, and those reused from the session's last prompt

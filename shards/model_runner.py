@@ -46,6 +46,20 @@ class RunningSequence:
     prompt_logprobs: list[TokenLogprob] | None = None  # prompt tokens 1.., while not yet sent
     released: bool = False
 
+    def __post_init__(self) -> None:
+        """A resumed request (`WorkItem.resumed`) starts with the output another worker sent."""
+        num_resumed = self.item.num_resumed_tokens
+        if num_resumed:
+            sent = self.item.prompt_token_ids[-num_resumed:]
+            self.output_ids.extend(sent)
+            self.detokenizer.resume(sent, self.item.num_resumed_chars)
+
+    @property
+    def token_ids(self) -> list[int]:
+        """The prompt and the output: the tokens whose KV the sequence's cache holds (its
+        last sampled token's once decoded)."""
+        return self.item.prompt_token_ids[:self.item.num_prompt_tokens] + self.output_ids
+
     @property
     def num_kv_tokens(self) -> int:
         return self.cache.get_seq_length()
@@ -243,7 +257,7 @@ class ModelRunner:
         """Commit the generated tokens' full blocks, then release every reference."""
         try:
             if not seq.released and seq.cache is not None:
-                tokens = seq.item.prompt_token_ids + seq.output_ids
+                tokens = seq.token_ids
                 self.commit(seq.item.tenant, seq.item.session, tokens, seq.cache, seq.block_ids)
         finally:
             self.release(seq)

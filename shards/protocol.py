@@ -7,6 +7,7 @@ either `FinishEvent` or `ErrorEvent`.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Literal, Union
 
@@ -42,6 +43,26 @@ class WorkItem:
     sampling: SamplingParams = field(default_factory=SamplingParams)
     session: str | None = None
     enqueued_at_s: float = 0.0
+    # A request resumed after its worker died mid-stream (`resumed`): the last
+    # `num_resumed_tokens` of `prompt_token_ids` are output that worker had already sent,
+    # `num_resumed_chars` characters of text; this worker goes on from there as if it had
+    # generated them (counted as output, under the penalties, their text not sent again).
+    num_resumed_tokens: int = 0
+    num_resumed_chars: int = 0
+
+    @property
+    def num_prompt_tokens(self) -> int:
+        """The request's own prompt, without output resumed from another worker."""
+        return len(self.prompt_token_ids) - self.num_resumed_tokens
+
+    def resumed(self, sent_token_ids: list[int], num_sent_chars: int) -> "WorkItem":
+        """This request, to go on after `sent_token_ids` (all its output sent so far, from
+        every worker it ran on) and their `num_sent_chars` characters of text. Prompt log
+        probabilities, sent with the first token, are not asked again."""
+        prompt = self.prompt_token_ids[:self.num_prompt_tokens]
+        return dataclasses.replace(self, prompt_token_ids=prompt + list(sent_token_ids),
+                                   sampling=dataclasses.replace(self.sampling, prompt_logprobs=None),
+                                   num_resumed_tokens=len(sent_token_ids), num_resumed_chars=num_sent_chars)
 
 
 @dataclass(frozen=True, slots=True)

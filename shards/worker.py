@@ -73,9 +73,9 @@ class WorkerLoop(WorkerInbox, PrefillScheduling):
     def _finish_event(self, seq, reason: str) -> None:
         self.flush_cache_events()
         self.emit(FinishEvent(
-            seq.item.request_id, reason, len(seq.item.prompt_token_ids), seq.num_cached_tokens,
-            len(seq.output_ids), max(0.0, seq.first_token_s - seq.started_s), self.worker_id,
-            self._prefill_s.pop(seq.item.request_id, 0.0)))
+            seq.item.request_id, reason, seq.item.num_prompt_tokens,
+            min(seq.num_cached_tokens, seq.item.num_prompt_tokens), len(seq.output_ids),
+            max(0.0, seq.first_token_s - seq.started_s), self.worker_id, self._prefill_s.pop(seq.item.request_id, 0.0)))
 
     def _error(self, event: ErrorEvent) -> None:
         self.flush_cache_events()

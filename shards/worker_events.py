@@ -36,7 +36,7 @@ def fence_words(reason: str, health_timeout_s: float) -> str:
 
 
 def worker_down_line(worker_id: str, reason: str, *, num_failed: int, num_retried: int,
-                     restart_in_s: float, while_starting: bool) -> str:
+                     restart_in_s: float, while_starting: bool, num_resumed: int = 0) -> str:
     """One line for a worker fenced after the start: why, what became of its requests,
     and when it is restarted."""
     when = " while starting" if while_starting and START_TIMEOUT_REASON not in reason else ""
@@ -46,6 +46,8 @@ def worker_down_line(worker_id: str, reason: str, *, num_failed: int, num_retrie
         outcomes.append(f"{num_failed} request(s) it was running failed")
     if num_retried:
         outcomes.append(f"{num_retried} not yet answered went to another worker")
+    if num_resumed:
+        outcomes.append(f"{num_resumed} request(s) cut mid-reply go on from their last token on another worker")
     if outcomes:
         line += ": " + ", ".join(outcomes)
     return f"{line}; restarting it in {restart_in_s:.1f} s"

@@ -70,7 +70,7 @@ class WorkerInbox:
     def _cancel(self, request_id: str) -> None:
         item = self.waiting.remove(request_id)
         if item is not None:
-            self.emit(FinishEvent(request_id, "cancelled", len(item.prompt_token_ids), 0, 0, 0.0,
+            self.emit(FinishEvent(request_id, "cancelled", item.num_prompt_tokens, 0, item.num_resumed_tokens, 0.0,
                                   self.worker_id))
             return
         task = self.prefilling.pop(request_id, None)

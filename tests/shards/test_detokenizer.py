@@ -59,3 +59,28 @@ def test_detokenizer_flush_ends_a_cut_character_as_replacement(tokenizer):
     deltas = [detok.push(token) for token in ids[:-1]]
     assert "".join(deltas) == "ab"
     assert detok.flush() == whole[2:] and detok.text == whole and not detok.stopped
+
+
+@pytest.mark.parametrize("text,stop,cut_after", [
+    ("say </en then </end> more", ("</end>",), 7),   # cut while "</en" is held back
+    ("héllo wörld ✓ done", ("zz",), 14),              # cut inside ✓'s three bytes
+    ("plain words only", ("zz",), 5),
+])
+def test_a_resumed_detokenizer_goes_on_as_if_never_cut(tokenizer, text, stop, cut_after):
+    """What a worker sent before it died, then what the next worker sends after resuming
+    from the same tokens, is exactly what one uninterrupted worker sends."""
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    whole = Detokenizer(tokenizer, stop)
+    expected = "".join(whole.push(t) for t in ids) + ("" if whole.stopped else whole.flush())
+    first = Detokenizer(tokenizer, stop)
+    sent = "".join(first.push(t) for t in ids[:cut_after])
+    resumed = Detokenizer(tokenizer, stop)
+    resumed.resume(ids[:cut_after], len(sent))
+    rest = ""
+    for token in ids[cut_after:]:
+        rest += resumed.push(token)
+        if resumed.stopped:
+            break
+    if not resumed.stopped:
+        rest += resumed.flush()
+    assert sent + rest == expected and resumed.stopped == whole.stopped

@@ -52,9 +52,43 @@ def test_dispatcher_requeues_a_tokenless_request_of_a_dead_worker_elsewhere():
     assert out.deliveries[0].retryable
 
 
-def test_dispatcher_fails_a_streaming_request_of_a_dead_worker():
+def test_dispatcher_resumes_a_streaming_request_of_a_dead_worker_from_its_last_token():
     dispatcher = _dispatcher()
     dispatcher.submit(_item("r1"), [], 0.0)
+    dispatcher.on_worker_message("w0", TokenEvent("r1", [5], "x"), 0.1)
+    dispatcher.on_worker_message("w0", TokenEvent("r1", [6, 7], "yz"), 0.2)
+    out = dispatcher.remove_worker("w0", 1.0)
+    assert out.deliveries == [] and dispatcher.stats.num_resumed == 1
+    [(worker, item)] = [(w, m) for w, m in out.sends if isinstance(m, WorkItem)]
+    assert worker == "w1" and item.request_id == "r1"
+    assert item.prompt_token_ids == list(range(40)) + [5, 6, 7]   # the prompt, then what was sent
+    assert (item.num_resumed_tokens, item.num_resumed_chars, item.num_prompt_tokens) == (3, 3, 40)
+    assert item.sampling.max_tokens == 4   # counted from the start: the resumed tokens are output
+    dispatcher.on_worker_message("w1", TokenEvent("r1", [8], "!"), 1.1)
+    dispatcher.add_worker("w0", None, 1.2)
+    out = dispatcher.remove_worker("w1", 2.0)   # a second death: no attempts left
+    (event,) = out.deliveries
+    assert event.code == "worker_died" and not event.retryable
+    assert "r1" not in dispatcher.requests
+
+
+def test_dispatcher_resumes_a_request_twice_from_all_it_sent():
+    dispatcher = _dispatcher(max_attempts=3)
+    dispatcher.submit(_item("r1"), [], 0.0)
+    dispatcher.on_worker_message("w0", TokenEvent("r1", [5], "x"), 0.1)
+    dispatcher.remove_worker("w0", 1.0)
+    dispatcher.on_worker_message("w1", TokenEvent("r1", [6], "y"), 1.1)
+    dispatcher.add_worker("w0", None, 1.2)
+    out = dispatcher.remove_worker("w1", 2.0)
+    [item] = [m for _, m in out.sends if isinstance(m, WorkItem)]
+    assert item.prompt_token_ids == list(range(40)) + [5, 6] and item.num_resumed_tokens == 2
+
+
+def test_dispatcher_fails_a_streaming_request_with_log_probabilities_of_a_dead_worker():
+    """Its sent tokens' log probabilities died with the worker: it is not resumed."""
+    dispatcher = _dispatcher()
+    item = _item("r1")
+    dispatcher.submit(WorkItem("r1", "t", item.prompt_token_ids, SamplingParams(max_tokens=4, logprobs=2)), [], 0.0)
     dispatcher.on_worker_message("w0", TokenEvent("r1", [5], "x"), 0.1)
     out = dispatcher.remove_worker("w0", 1.0)
     (event,) = out.deliveries

@@ -33,6 +33,10 @@ def test_the_down_line_says_what_became_of_the_requests_and_when_it_restarts():
     assert worker_down_line("w1", fence_words(START_TIMEOUT_REASON, 1.0), num_failed=0, num_retried=0,
                             restart_in_s=1.6, while_starting=True) == (
         "worker w1 did not start in time, killed; restarting it in 1.6 s")
+    assert worker_down_line("w0", "killed by SIGKILL", num_failed=1, num_retried=0, restart_in_s=0.2,
+                            while_starting=False, num_resumed=2) == (
+        "worker w0 killed by SIGKILL: 1 request(s) it was running failed, 2 request(s) cut mid-reply go on "
+        "from their last token on another worker; restarting it in 0.2 s")
 
 
 def test_the_back_line_counts_restarts_and_the_time_down():
