@@ -23,10 +23,14 @@ class Detokenizer:
 
     def resume(self, token_ids: list[int], num_emitted_chars: int) -> None:
         """Go on after `token_ids` whose first `num_emitted_chars` characters of text were
-        emitted (by another worker): text held back then comes out when safe, as here."""
+        emitted (by another worker): text held back then comes out when safe, as here;
+        `stopped` if their text already reached a stop string (nothing more is emitted)."""
         self.token_ids.extend(token_ids)
         self._text = self._decoded = self.tokenizer.decode(self.token_ids, skip_special_tokens=True)
         self.num_emitted_chars = num_emitted_chars
+        if not self._decoded.endswith(REPLACEMENT_CHAR):   # `stopped` when the text holds a stop string
+            safe_now = self._accept(self._decoded, is_final=False)
+            self.num_emitted_chars -= len(safe_now)   # emitted by the next push or flush
 
     def push(self, token_id: int) -> str:
         """Add one token; returns the text delta safe to emit now ('' while held back).

@@ -33,6 +33,7 @@ import traceback
 from collections.abc import Callable
 
 from cache.tiers import Tier
+from shards.detokenizer import Detokenizer
 from shards.fair_queue import FairQueue, may_admit, may_pin
 from shards.prefill import ChunkedPrefill, PrefillTask
 from shards.prefill_order import PrefillOrder
@@ -199,6 +200,8 @@ class WorkerLoop(WorkerInbox, PrefillScheduling):
         if not item.prompt_token_ids:
             self._error(ErrorEvent(item.request_id, "the prompt is empty", "invalid_prompt"))
             return
+        if item.num_resumed_tokens and self._ended_before_it_was_cut(item):
+            return
         if len(item.prompt_token_ids) >= self.max_context:
             self._error(ErrorEvent(
                 item.request_id, f"the prompt has {len(item.prompt_token_ids)} tokens; this model's "
@@ -212,6 +215,25 @@ class WorkerLoop(WorkerInbox, PrefillScheduling):
             traceback.print_exc()
             self._error(ErrorEvent(item.request_id, f"prefill failed: {exc}", "internal_error",
                                    retryable=True))
+
+    def _ended_before_it_was_cut(self, item: WorkItem) -> bool:
+        """A resumed stream whose worker died after its last token but before its end:
+        it ends here as it would have there ("stop" after a stop string, "length" at
+        `max_tokens` or the context's end), with the text held back till then; whether so."""
+        detokenizer = Detokenizer(self.tokenizer, tuple(item.sampling.stop))
+        detokenizer.resume(item.prompt_token_ids[item.num_prompt_tokens:], item.num_resumed_chars)
+        if detokenizer.stopped:
+            reason = "stop"
+        elif item.num_resumed_tokens >= item.sampling.max_tokens or len(item.prompt_token_ids) >= self.max_context:
+            reason = "length"
+        else:
+            return False
+        rest = detokenizer.flush()
+        if rest:
+            self.emit(TokenEvent(item.request_id, [], rest))
+        self.emit(FinishEvent(item.request_id, reason, item.num_prompt_tokens, 0, item.num_resumed_tokens,
+                              0.0, self.worker_id))
+        return True
 
     def _after_token(self, seq, token: int) -> None:
         seq.last_token_s = self.clock()
