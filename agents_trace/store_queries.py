@@ -103,29 +103,28 @@ def matching_session_keys(path: Path, where: SessionFilter) -> list[tuple[str, s
     return [(row["tenant"], row["session"]) for row in rows]
 
 
+def _rows_within(path: Path, select: str, value: str, tenant_column: str, tenant: str | None,
+                 order: str) -> list[sqlite3.Row]:
+    """The rows of `select` (ending in a WHERE with one `?`, for `value`), within `tenant`
+    (every tenant's when None), in `order`."""
+    params = (value,) if tenant is None else (value, tenant)
+    sql = select + ("" if tenant is None else f" AND {tenant_column} = ?") + f" ORDER BY {order}"
+    with read_store(path) as db:
+        return [] if db is None else db.execute(sql, params).fetchall()
+
+
 def find_session(path: Path, session: str, tenant: str | None) -> list[dict]:
     """The sessions with this id, within `tenant` (or in every tenant, for an admin)."""
-    sql = "SELECT * FROM sessions WHERE session = ?"
-    params: tuple = (session,)
-    if tenant is not None:
-        sql += " AND tenant = ?"
-        params = (session, tenant)
-    with read_store(path) as db:
-        rows = [] if db is None else db.execute(sql + " ORDER BY tenant", params).fetchall()
+    rows = _rows_within(path, "SELECT * FROM sessions WHERE session = ?", session, "tenant", tenant, "tenant")
     return [_session_dict(r) for r in rows]
 
 
 def find_request(path: Path, request_id: str, tenant: str | None) -> list[tuple[dict, int]]:
     """The sessions (within `tenant`, or every tenant's for an admin) holding the step
     whose request id (a reply's `x-request-id`) is `request_id`, each with that step's index."""
-    sql = ("SELECT sessions.*, steps.idx AS request_step FROM steps JOIN sessions USING (tenant, session) "
-           "WHERE steps.response_id = ?")
-    params: tuple = (request_id,)
-    if tenant is not None:
-        sql += " AND steps.tenant = ?"
-        params = (request_id, tenant)
-    with read_store(path) as db:
-        rows = [] if db is None else db.execute(sql + " ORDER BY tenant, session", params).fetchall()
+    rows = _rows_within(path, "SELECT sessions.*, steps.idx AS request_step FROM steps JOIN sessions "
+                        "USING (tenant, session) WHERE steps.response_id = ?", request_id, "steps.tenant",
+                        tenant, "tenant, session")
     found = []
     for row in rows:
         session = _session_dict(row)
