@@ -24,7 +24,7 @@ from shards.detokenizer import Detokenizer
 from shards.kv_cache import make_cache
 from shards.model_loader import LoadedModel
 from shards.protocol import SamplingParams, TokenLogprob, WorkItem
-from shards.sampling import adjusted_logits, make_generator, sample_next, token_logprob
+from shards.sampling import adjusted_logits, make_generator, sample_next, seed_for_position, token_logprob
 
 
 @dataclass(slots=True)
@@ -69,6 +69,8 @@ class RunningSequence:
         and bias) and append it, and, when the request asked, its log probability under
         the model: `output_logprobs` stays parallel to `output_ids`."""
         params = self.item.sampling
+        if self.generator is not None:   # each position's draw its own: the same when resumed elsewhere
+            self.generator.manual_seed(seed_for_position(params.seed, len(self.output_ids)))
         token = sample_next(adjusted_logits(logits, params, self.output_ids), params, self.generator)
         if params.logprobs is not None:
             self.output_logprobs.append(token_logprob(logits, token, params.logprobs))

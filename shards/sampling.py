@@ -8,9 +8,23 @@ import torch
 from shards.protocol import SamplingParams, TokenLogprob
 
 
+MASK_64 = 0xFFFF_FFFF_FFFF_FFFF
+
+
+def seed_for_position(seed: int, position: int) -> int:
+    """The RNG seed of a seeded request's output token at `position` (0 first): its
+    `seed` and the position mixed (splitmix64's finalizer), so that a request resumed at
+    any position on another worker (`WorkItem.resumed`) draws what it would have uncut."""
+    z = (int(seed) + (position + 1) * 0x9E37_79B9_7F4A_7C15) & MASK_64
+    z = ((z ^ (z >> 30)) * 0xBF58_476D_1CE4_E5B9) & MASK_64
+    z = ((z ^ (z >> 27)) * 0x94D0_49BB_1331_11EB) & MASK_64
+    return z ^ (z >> 31)
+
+
 def make_generator(params: SamplingParams, device: torch.device | str = "cpu") -> torch.Generator | None:
     """A private RNG for one request when it asked for a seed (repeatable output), on
-    the device the logits are sampled on."""
+    the device the logits are sampled on; seeded again for each token
+    (`seed_for_position`)."""
     if params.seed is None:
         return None
     generator = torch.Generator(device=device)

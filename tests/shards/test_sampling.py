@@ -51,3 +51,12 @@ def test_adjusted_logits_apply_openai_penalties_and_bias():
     assert adjusted_logits(logits, SamplingParams(), [1, 2]) is logits  # nothing set: no copy
     banned = SamplingParams(temperature=0.0, logit_bias=((1, -100.0),))
     assert sample_next(adjusted_logits(torch.tensor([0.1, 3.0, 2.0]), banned, []), banned, None) == 2
+
+
+def test_seed_for_position_is_splitmix64_of_the_seed_and_the_position():
+    from shards.sampling import seed_for_position
+
+    assert seed_for_position(0, 0) == 0xE220A8397B1DCDAF   # splitmix64's first output from state 0
+    seeds = [seed_for_position(42, position) for position in range(1000)]
+    assert len(set(seeds)) == 1000 and all(0 <= v < 2 ** 64 for v in seeds)
+    assert seed_for_position(43, 0) != seeds[0]

@@ -553,18 +553,24 @@ def _tokens_and_text(events) -> tuple[list[int], str]:
     return [i for e in tokens for i in e.token_ids], "".join(e.text for e in tokens)
 
 
-def test_a_resumed_request_goes_on_as_its_uncut_run_would_have(tiny_loaded):
+@pytest.mark.parametrize("sampling", ["greedy", "seeded"])
+def test_a_resumed_request_goes_on_as_its_uncut_run_would_have(tiny_loaded, sampling):
     """Known answer: the tokens a worker sent before it died, then what another worker
-    sends for the request resumed from them, are the uncut run's, with the same counts."""
+    sends for the request resumed from them, are the uncut run's, with the same counts
+    (sampled with a seed too: each position draws from its own seeding)."""
+    request = _item("r1", max_tokens=20)
+    if sampling == "seeded":
+        request = dataclasses.replace(request, sampling=SamplingParams(
+            max_tokens=20, temperature=1.5, seed=7, ignore_eos=True, frequency_penalty=0.5))
     loop, out = _loop(tiny_loaded)
-    loop.handle(_item("r1", max_tokens=20))
+    loop.handle(request)
     _run(loop)
     whole_ids, whole_text = _tokens_and_text(out)
     finish = out[-1]
     assert isinstance(finish, FinishEvent) and len(whole_ids) == 20
     sent = [e for e in out if isinstance(e, TokenEvent)][:8]   # what reached the client before the death
     sent_ids, sent_text = _tokens_and_text(sent)
-    resumed = _item("r1", max_tokens=20).resumed(sent_ids, len(sent_text))
+    resumed = request.resumed(sent_ids, len(sent_text))
     loop, out = _loop(tiny_loaded)
     loop.handle(resumed)
     _run(loop)
