@@ -243,7 +243,8 @@ class Dispatcher:
             return out
         del self.requests[event.request_id]
         self._release(request)
-        if isinstance(event, FinishEvent) and event.prefill_s > 0:
+        if isinstance(event, FinishEvent) and event.prefill_s > 0 and not request.item.num_resumed_tokens:
+            # (a resumed request's prefill also computed the output it resumed from: not a prompt's cost)
             num_computed = event.num_prompt_tokens - event.num_cached_tokens
             if num_computed >= MIN_MEASURED_PREFILL_TOKENS:
                 self._observe_cost(worker_id, "prefill_s_per_token", event.prefill_s, num_computed)

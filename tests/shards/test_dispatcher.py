@@ -72,6 +72,20 @@ def test_dispatcher_resumes_a_streaming_request_of_a_dead_worker_from_its_last_t
     assert "r1" not in dispatcher.requests
 
 
+def test_a_resumed_requests_prefill_time_is_not_taken_for_its_workers_prompt_cost():
+    dispatcher = _dispatcher(costs=COSTS)
+    dispatcher.submit(_item("r1", num_tokens=200), [], 0.0)
+    dispatcher.on_worker_message("w0", TokenEvent("r1", [5], "x"), 0.1)
+    dispatcher.remove_worker("w0", 1.0)
+    before = dispatcher.router.costs("w1").prefill_s_per_token
+    dispatcher.on_worker_message("w1", FinishEvent("r1", "length", 200, 0, 4, 0.5, "w1", prefill_s=2.0), 1.5)
+    assert "r1" not in dispatcher.requests
+    assert dispatcher.router.costs("w1").prefill_s_per_token == before
+    dispatcher.submit(_item("r2", num_tokens=200), [], 2.0)   # a request's own prefill counts
+    dispatcher.on_worker_message("w1", FinishEvent("r2", "length", 200, 0, 4, 0.5, "w1", prefill_s=2.0), 2.5)
+    assert dispatcher.router.costs("w1").prefill_s_per_token > before
+
+
 def test_dispatcher_resumes_a_request_twice_from_all_it_sent():
     dispatcher = _dispatcher(max_attempts=3)
     dispatcher.submit(_item("r1"), [], 0.0)
