@@ -1,15 +1,14 @@
 """`stepahead traces list | show | stats | export | delete`: the trace store from a shell, no server needed.
 
 `list` prints the sessions (most recently active first; filters as in `/ui`), `show` one
-session's steps (named by its id, or by a request id of one of its steps: a reply's
-`x-request-id`) (and with `--content` its conversation; `--follow` then its new steps as
-they arrive, traces_follow.py), `stats` per-tenant figures over
-a time window (tokens, cached share, TTFT, tool gaps, forecasts), `export` writes a session
+session's steps (named by its id, or by the request id of one of its steps, a reply's
+`x-request-id`; with `--content` its conversation; `--follow` then its new steps as
+they arrive, traces_follow.py), `stats` per-tenant figures over a time window (tokens, cached share, TTFT, tool gaps, forecasts), `export` writes a session
 (`--session`) or every session the filters take (`--all`: the recorded traffic, merged in
 arrival order, for `stepahead replay`) as `stepahead-trace/1` JSONL, `delete` removes a
 session or every session the filters take (asking first, or `--yes`). Each reads the store
 directly: `--db PATH`, else the `[tracing]` table of `--config FILE`, else
-$STEPAHEAD_TRACE_DB or the user data dir. A session id may exist in several tenants;
+$STEPAHEAD_TRACE_DB or the user data dir (traces_lookup.py). A session id may exist in several tenants;
 `--tenant` picks one (required only then). `--json` prints one JSON line instead of a
 table. Exit codes: 0 done, 1 no such session, no match or no store, 2 bad usage, config
 or store.
@@ -21,30 +20,21 @@ import json
 import sqlite3
 import sys
 import time
-import tomllib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TextIO
 
 from tqdm import tqdm
 
-from agents_trace.config import TraceConfig, TraceConfigError, parse_trace_config
 from agents_trace.export import export_lines, export_sessions_lines
 from agents_trace.store import delete_sessions
 from agents_trace.store_queries import MAX_PAGE, SessionFilter, find_request, find_session, iter_session_steps, \
     list_sessions, matching_session_keys
 from agents_trace.store_stats import StatsWindow, tenant_stats
 from agents_trace.traces_follow import AmbiguousSession, follow_session
+from agents_trace.traces_lookup import CommandError, store_path, the_session, the_session_or_request
 from agents_trace.traces_view import parse_since, session_json, session_text, sessions_text, stats_text
 from cache.atomic_file import replacing
-
-
-class CommandError(Exception):
-    """A message for stderr and the exit code to return."""
-
-    def __init__(self, message: str, code: int) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 def _store_args(parser: argparse.ArgumentParser) -> None:
@@ -141,40 +131,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     delete.set_defaults(handler=delete_command)
 
 
-def _store_path(args: argparse.Namespace) -> Path:
-    """The store to read; CommandError when the config is bad or the file is missing."""
-    try:
-        if args.db:
-            path = Path(args.db).expanduser()
-        else:
-            config = TraceConfig()
-            if args.config:
-                with open(args.config, "rb") as f:
-                    config = parse_trace_config(tomllib.load(f).get("tracing", {}))
-            path = config.resolved_store_path()
-    except (OSError, tomllib.TOMLDecodeError, TraceConfigError) as exc:
-        raise CommandError(f"bad config: {exc}", 2) from None
-    if not path.is_file():
-        raise CommandError(f"no trace store at {path}", 1)
-    return path
-
-
-def _the_session(path: Path, session: str, tenant: str | None) -> dict:
-    """The one stored session with this id (within `tenant`), or CommandError."""
-    matches = find_session(path, session, tenant)
-    if not matches:
-        where = f" in tenant {tenant!r}" if tenant else ""
-        raise CommandError(f"no session {session!r}{where} in {path}", 1)
-    if len(matches) > 1:
-        tenants = ", ".join(m["tenant"] for m in matches)
-        raise CommandError(f"session {session!r} exists in several tenants ({tenants}); pass --tenant", 2)
-    return matches[0]
-
-
 def _run(args: argparse.Namespace, body) -> int:
     """Run `body(path)`, turning known failures into one stderr line and an exit code."""
     try:
-        path = _store_path(args)
+        path = store_path(args)
         try:
             return body(path)
         except sqlite3.DatabaseError as exc:
@@ -219,26 +179,9 @@ def list_command(args: argparse.Namespace) -> int:
     return _run(args, body)
 
 
-def _the_session_or_request(path: Path, session_or_request: str, tenant: str | None) -> dict:
-    """`_the_session`, or when no session has this id, the one holding the step whose
-    request id it is (said on stderr)."""
-    if find_session(path, session_or_request, tenant):
-        return _the_session(path, session_or_request, tenant)
-    found = find_request(path, session_or_request, tenant)
-    if len(found) == 1:
-        session, index = found[0]
-        print(f"stepahead: request {session_or_request!r} is step #{index} of session {session['session']!r}"
-              f" (tenant {session['tenant']!r})", file=sys.stderr)
-        return session
-    if len(found) > 1:
-        tenants = ", ".join(session["tenant"] for session, _ in found)
-        raise CommandError(f"request {session_or_request!r} exists in several tenants ({tenants}); pass --tenant", 2)
-    return _the_session(path, session_or_request, tenant)   # says that nothing has this id
-
-
 def _run_on_session(args: argparse.Namespace, body) -> int:
     """`_run` for a command about one session: `body(path, session)`."""
-    return _run(args, lambda path: body(path, _the_session(path, args.session, args.tenant)))
+    return _run(args, lambda path: body(path, the_session(path, args.session, args.tenant)))
 
 
 def show_command(args: argparse.Namespace) -> int:
@@ -246,7 +189,7 @@ def show_command(args: argparse.Namespace) -> int:
         return _run(args, lambda path: _follow(path, args))
 
     def body(path: Path) -> int:
-        session = _the_session_or_request(path, args.session, args.tenant)
+        session = the_session_or_request(path, args.session, args.tenant)
         steps = iter_session_steps(path, session["tenant"], session["session"])
         view = session_json if args.json else session_text
         print(view(session, steps, with_content=args.content))
@@ -257,7 +200,7 @@ def show_command(args: argparse.Namespace) -> int:
 def _follow(path: Path, args: argparse.Namespace) -> int:
     session, tenant = args.session, args.tenant
     if not find_session(path, session, tenant) and find_request(path, session, tenant):   # a request's id
-        found = _the_session_or_request(path, session, tenant)
+        found = the_session_or_request(path, session, tenant)
         session, tenant = found["session"], found["tenant"]
     try:
         return follow_session(path, session, tenant, with_content=args.content)
@@ -329,7 +272,7 @@ def delete_command(args: argparse.Namespace) -> int:
             if not keys:
                 raise CommandError(f"no sessions in {path} match", 1)
         else:
-            session = _the_session(path, args.session, args.tenant)
+            session = the_session(path, args.session, args.tenant)
             keys = [(session["tenant"], session["session"])]
         what = (f"session {keys[0][1]!r} of tenant {keys[0][0]!r}" if len(keys) == 1 else
                 f"{len(keys)} sessions of {len({tenant for tenant, _ in keys})} tenant(s)")

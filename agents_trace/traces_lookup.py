@@ -1,0 +1,69 @@
+"""Where a `stepahead traces` command finds what it is about: the store (`--db`, the
+config's `[tracing]`, $STEPAHEAD_TRACE_DB or the user data dir) and the one session an id
+names (a session id, or the request id of one of its steps). Each failure is a
+`CommandError`: a line for stderr and the exit code (1 nothing found, 2 bad usage or config).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import tomllib
+from pathlib import Path
+
+from agents_trace.config import TraceConfig, TraceConfigError, parse_trace_config
+from agents_trace.store_queries import find_request, find_session
+
+
+class CommandError(Exception):
+    """A message for stderr and the exit code to return."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def store_path(args: argparse.Namespace) -> Path:
+    """The store to read; CommandError when the config is bad or the file is missing."""
+    try:
+        if args.db:
+            path = Path(args.db).expanduser()
+        else:
+            config = TraceConfig()
+            if args.config:
+                with open(args.config, "rb") as f:
+                    config = parse_trace_config(tomllib.load(f).get("tracing", {}))
+            path = config.resolved_store_path()
+    except (OSError, tomllib.TOMLDecodeError, TraceConfigError) as exc:
+        raise CommandError(f"bad config: {exc}", 2) from None
+    if not path.is_file():
+        raise CommandError(f"no trace store at {path}", 1)
+    return path
+
+
+def the_session(path: Path, session: str, tenant: str | None) -> dict:
+    """The one stored session with this id (within `tenant`), or CommandError."""
+    matches = find_session(path, session, tenant)
+    if not matches:
+        where = f" in tenant {tenant!r}" if tenant else ""
+        raise CommandError(f"no session {session!r}{where} in {path}", 1)
+    if len(matches) > 1:
+        tenants = ", ".join(m["tenant"] for m in matches)
+        raise CommandError(f"session {session!r} exists in several tenants ({tenants}); pass --tenant", 2)
+    return matches[0]
+
+
+def the_session_or_request(path: Path, session_or_request: str, tenant: str | None) -> dict:
+    """`the_session`, or when no session has this id, the one holding the step whose
+    request id it is (said on stderr)."""
+    if find_session(path, session_or_request, tenant):
+        return the_session(path, session_or_request, tenant)
+    found = find_request(path, session_or_request, tenant)
+    if len(found) == 1:
+        session, index = found[0]
+        print(f"stepahead: request {session_or_request!r} is step #{index} of session {session['session']!r}"
+              f" (tenant {session['tenant']!r})", file=sys.stderr)
+        return session
+    if len(found) > 1:
+        tenants = ", ".join(session["tenant"] for session, _ in found)
+        raise CommandError(f"request {session_or_request!r} exists in several tenants ({tenants}); pass --tenant", 2)
+    return the_session(path, session_or_request, tenant)   # says that nothing has this id
