@@ -3,8 +3,9 @@
 `list` prints the sessions (most recently active first; filters as in `/ui`), `show` one
 session's steps (named by its id, or by the request id of one of its steps, a reply's
 `x-request-id`; with `--content` its conversation; `--follow` then its new steps as
-they arrive, traces_follow.py), `stats` per-tenant figures over a time window (tokens, cached share, TTFT, tool gaps, forecasts), `export` writes a session
-(`--session`) or every session the filters take (`--all`: the recorded traffic, merged in
+they arrive, traces_follow.py), `stats` per-tenant figures over a time window (tokens,
+cached share, TTFT, tool gaps, forecasts), `export` writes a session (`--session`) or
+every session the filters take (`--all`: the recorded traffic, merged in
 arrival order, for `stepahead replay`) as `stepahead-trace/1` JSONL, `delete` removes a
 session or every session the filters take (asking first, or `--yes`). Each reads the store
 directly: `--db PATH`, else the `[tracing]` table of `--config FILE`, else
