@@ -29,11 +29,12 @@ from tqdm import tqdm
 
 from agents_trace.export import export_lines, export_sessions_lines
 from agents_trace.store import delete_sessions
-from agents_trace.store_queries import MAX_PAGE, SessionFilter, find_request, find_session, iter_session_steps, \
+from agents_trace.store_queries import MAX_PAGE, SessionFilter, find_session, iter_session_steps, \
     list_sessions, matching_session_keys
 from agents_trace.store_stats import StatsWindow, tenant_stats
 from agents_trace.traces_follow import AmbiguousSession, follow_session
-from agents_trace.traces_lookup import CommandError, store_path, the_session, the_session_or_request
+from agents_trace.traces_lookup import CommandError, session_of_request, store_path, the_session, \
+    the_session_or_request
 from agents_trace.traces_view import parse_since, session_json, session_text, sessions_text, stats_text
 from cache.atomic_file import replacing
 
@@ -200,9 +201,10 @@ def show_command(args: argparse.Namespace) -> int:
 
 def _follow(path: Path, args: argparse.Namespace) -> int:
     session, tenant = args.session, args.tenant
-    if not find_session(path, session, tenant) and find_request(path, session, tenant):   # a request's id
-        found = the_session_or_request(path, session, tenant)
-        session, tenant = found["session"], found["tenant"]
+    if not find_session(path, session, tenant):   # a request's id, or a session still to come
+        found = session_of_request(path, session, tenant)
+        if found is not None:
+            session, tenant = found["session"], found["tenant"]
     try:
         return follow_session(path, session, tenant, with_content=args.content)
     except AmbiguousSession as exc:

@@ -54,16 +54,25 @@ def the_session(path: Path, session: str, tenant: str | None) -> dict:
 
 def the_session_or_request(path: Path, session_or_request: str, tenant: str | None) -> dict:
     """`the_session`, or when no session has this id, the one holding the step whose
-    request id it is (said on stderr)."""
-    if find_session(path, session_or_request, tenant):
-        return the_session(path, session_or_request, tenant)
-    found = find_request(path, session_or_request, tenant)
-    if len(found) == 1:
-        session, index = found[0]
-        print(f"stepahead: request {session_or_request!r} is step #{index} of session {session['session']!r}"
-              f" (tenant {session['tenant']!r})", file=sys.stderr)
-        return session
+    request id it is (`session_of_request`)."""
+    if not find_session(path, session_or_request, tenant):
+        found = session_of_request(path, session_or_request, tenant)
+        if found is not None:
+            return found
+    return the_session(path, session_or_request, tenant)   # the session, or why none
+
+
+def session_of_request(path: Path, request_id: str, tenant: str | None) -> dict | None:
+    """The one session holding the step whose request id (a reply's `x-request-id`) this
+    is, said on stderr with the step; None when no step has it; CommandError when steps of
+    several tenants do."""
+    found = find_request(path, request_id, tenant)
     if len(found) > 1:
         tenants = ", ".join(session["tenant"] for session, _ in found)
-        raise CommandError(f"request {session_or_request!r} exists in several tenants ({tenants}); pass --tenant", 2)
-    return the_session(path, session_or_request, tenant)   # says that nothing has this id
+        raise CommandError(f"request {request_id!r} exists in several tenants ({tenants}); pass --tenant", 2)
+    if not found:
+        return None
+    session, index = found[0]
+    print(f"stepahead: request {request_id!r} is step #{index} of session {session['session']!r}"
+          f" (tenant {session['tenant']!r})", file=sys.stderr)
+    return session
