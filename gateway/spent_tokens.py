@@ -133,11 +133,10 @@ def start_spent_tokens(limiters, loop: asyncio.AbstractEventLoop) -> Checkpoints
     limiters.restore_spent(spent.counts)
     lock = threading.Lock()
     not_counted_yet: dict[str, int] = {}
-    on_file: dict[str, int] = dict(spent.counts)
 
     def count_in() -> None:
-        with lock:
-            limiters.add_spent(not_counted_yet, on_file)
+        with lock:   # `spent.counts` is replaced whole by each sync, never changed in place
+            limiters.add_spent(not_counted_yet, spent.counts)
             not_counted_yet.clear()
 
     def save() -> None:
@@ -147,8 +146,6 @@ def start_spent_tokens(limiters, loop: asyncio.AbstractEventLoop) -> Checkpoints
         with lock:
             for tenant, num_tokens in others.items():
                 not_counted_yet[tenant] = not_counted_yet.get(tenant, 0) + num_tokens
-            on_file.clear()
-            on_file.update(spent.counts)
         if others and not loop.is_closed():
             loop.call_soon_threadsafe(count_in)
 
