@@ -271,16 +271,18 @@ class Limiters:
         for tenant, limiter in self._by_tenant.items():
             limiter.num_spent_tokens = max(limiter.num_spent_tokens, self._spent_at_start.get(tenant, 0))
 
+    def _every_limiter(self) -> list[tuple[str, TenantLimiter]]:
+        """Each tenant's limiter, running or removed by a reload (safe from another
+        thread: the dicts are copied before they are walked)."""
+        return list(self._by_tenant.items()) + list(self._removed.items())
+
     def spent_by_tenant(self) -> dict[str, int]:
-        """The tokens spent by each tenant, running or removed by a reload (read from
-        another thread: dicts copied before they are walked)."""
-        limiters = list(self._by_tenant.items()) + list(self._removed.items())
-        return {tenant: limiter.num_spent_tokens for tenant, limiter in limiters}
+        """The tokens spent by each tenant, running or removed by a reload."""
+        return {tenant: limiter.num_spent_tokens for tenant, limiter in self._every_limiter()}
 
     def budgeted_tenants(self) -> set[str]:
         """The tenants, running or removed by a reload, that have a `token_budget`."""
-        limiters = list(self._by_tenant.items()) + list(self._removed.items())
-        return {tenant for tenant, limiter in limiters if limiter.limits.token_budget is not None}
+        return {tenant for tenant, limiter in self._every_limiter() if limiter.limits.token_budget is not None}
 
     def add_spent(self, spent_elsewhere: Mapping[str, int], spent_on_file: Mapping[str, int]) -> None:
         """Count tokens spent elsewhere (other gateways sharing the spent-tokens file;
