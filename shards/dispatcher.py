@@ -101,8 +101,9 @@ class Dispatcher:
                 self.stats.num_transfers_abandoned += 1
         for request in [r for r in self.requests.values() if r.worker_id == worker_id]:
             request.worker_id = None
-            if request.num_attempts < self.config.max_attempts and not (
-                    request.token_sent and request.item.sampling.logprobs is not None):   # kept by the dead worker
+            # a stream's sent tokens' log probabilities died with the worker: it cannot go on
+            can_go_on = not request.token_sent or request.item.sampling.logprobs is None
+            if request.num_attempts < self.config.max_attempts and can_go_on:
                 if request.token_sent:
                     request.item = request.item.resumed(request.sent_token_ids, request.num_sent_chars)
                     self.stats.num_resumed += 1
