@@ -12,8 +12,9 @@ Invariants:
 - every submitted request gets exactly one terminal delivery (FinishEvent/ErrorEvent),
   unless the caller cancelled it first: a worker's death requeues its requests (at most
   `max_attempts` tries in all) — one that has sent tokens resumed from its last one
-  (`WorkItem.resumed`: the stream goes on, nothing sent twice) unless it asked for log
-  probabilities — and fails the others with "worker_died"; a request queued past
+  (`WorkItem.resumed`: the stream goes on, nothing sent twice; the log probabilities
+  asked for came with each sent token) — and fails the others with "worker_died"; a
+  request queued past
   `max_queue_wait_s` fails with "overloaded";
 - a worker is sent new requests only while `can_take` holds (its outstanding count
   below the soft limit, or below the hard limit for a tenant under its weighted share);
@@ -101,9 +102,7 @@ class Dispatcher:
                 self.stats.num_transfers_abandoned += 1
         for request in [r for r in self.requests.values() if r.worker_id == worker_id]:
             request.worker_id = None
-            # a stream's sent tokens' log probabilities died with the worker: it cannot go on
-            can_go_on = not request.token_sent or request.item.sampling.logprobs is None
-            if request.num_attempts < self.config.max_attempts and can_go_on:
+            if request.num_attempts < self.config.max_attempts:
                 if request.token_sent:
                     request.item = request.item.resumed(request.sent_token_ids, request.num_sent_chars)
                     self.stats.num_resumed += 1

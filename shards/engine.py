@@ -13,9 +13,8 @@ exit (`shards.engine_messages`), and changing the tenants' shares (`shards.engin
 Invariants:
 - every request ends with exactly one terminal event (FinishEvent or ErrorEvent): a
   dead or fenced worker's requests go on elsewhere (from their last token sent, or
-  from the start; `max_attempts` runs in all), else fail with "worker_died" (also a
-  stream that asked for log probabilities); a request that waits too long fails with
-  "overloaded"; `stop()` fails whatever is left — so no caller waits forever;
+  from the start; `max_attempts` runs in all), else fail with "worker_died"; a request
+  that waits too long fails with "overloaded"; `stop()` fails whatever is left — so no caller waits forever;
 - closing the generator early (client gone) cancels the request on its worker, which
   releases its blocks;
 - messages from a fenced worker incarnation are ignored, and nothing is sent to it.

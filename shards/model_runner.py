@@ -67,7 +67,8 @@ class RunningSequence:
     def sample(self, logits: torch.Tensor) -> int:
         """Sample the next token from its `[vocab]` logits (after the request's penalties
         and bias) and append it, and, when the request asked, its log probability under
-        the model: `output_logprobs` stays parallel to `output_ids`."""
+        the model: `output_logprobs` stays parallel to the output this worker sampled (the
+        tail of `output_ids`; a resumed request's sent tokens came with theirs)."""
         params = self.item.sampling
         if self.generator is not None:   # each position's draw its own: the same when resumed elsewhere
             self.generator.manual_seed(seed_for_position(params.seed, len(self.output_ids)))

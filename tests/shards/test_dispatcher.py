@@ -98,16 +98,19 @@ def test_dispatcher_resumes_a_request_twice_from_all_it_sent():
     assert item.prompt_token_ids == list(range(40)) + [5, 6] and item.num_resumed_tokens == 2
 
 
-def test_dispatcher_fails_a_streaming_request_with_log_probabilities_of_a_dead_worker():
-    """Its sent tokens' log probabilities died with the worker: it is not resumed."""
+def test_dispatcher_resumes_a_streaming_request_with_log_probabilities_too():
+    """Each sent token's log probabilities went out with it: the resumed request asks the
+    next worker for those of the tokens still to come, not again for the prompt's."""
     dispatcher = _dispatcher()
     item = _item("r1")
-    dispatcher.submit(WorkItem("r1", "t", item.prompt_token_ids, SamplingParams(max_tokens=4, logprobs=2)), [], 0.0)
+    sampling = SamplingParams(max_tokens=4, logprobs=2, prompt_logprobs=2)
+    dispatcher.submit(WorkItem("r1", "t", item.prompt_token_ids, sampling), [], 0.0)
     dispatcher.on_worker_message("w0", TokenEvent("r1", [5], "x"), 0.1)
     out = dispatcher.remove_worker("w0", 1.0)
-    (event,) = out.deliveries
-    assert event.code == "worker_died" and not event.retryable
-    assert "r1" not in dispatcher.requests and dispatcher.router.workers() == ["w1"]
+    assert out.deliveries == [] and dispatcher.stats.num_resumed == 1
+    [(worker, resumed)] = [(w, m) for w, m in out.sends if isinstance(m, WorkItem)]
+    assert worker == "w1" and resumed.num_resumed_tokens == 1
+    assert (resumed.sampling.logprobs, resumed.sampling.prompt_logprobs) == (2, None)
 
 
 def test_dispatcher_ignores_events_from_a_worker_not_serving_the_request():

@@ -118,9 +118,10 @@ def test_generate_prompt_over_context_is_an_error(engine):
 
 def test_a_stream_whose_worker_is_killed_midway_goes_on_from_its_last_token_elsewhere(engine):
     """Known answer: greedy output is the same, token for token and character for
-    character, as the same request's uninterrupted run; nothing is sent twice or lost."""
+    character, with the same log probabilities, as the same request's uninterrupted run;
+    nothing is sent twice or lost."""
     eng, loop = engine
-    params = SamplingParams(max_tokens=400, temperature=0.0, ignore_eos=True, stop=("zzz",))
+    params = SamplingParams(max_tokens=400, temperature=0.0, ignore_eos=True, stop=("zzz",), logprobs=2)
     prompt = _prompt(eng, "long running ")
     whole = loop.run_until_complete(_collect(eng, WorkItem("k0", "t", prompt, params)))
 
@@ -145,6 +146,14 @@ def test_a_stream_whose_worker_is_killed_midway_goes_on_from_its_last_token_else
 
     assert ids_and_text(cut) == ids_and_text(whole)
     assert len(ids_and_text(cut)[0]) == 400
+
+    def scores(events):
+        return [s for e in events if isinstance(e, TokenEvent) for s in e.logprobs or []]
+
+    assert len(scores(cut)) == 400 == len(scores(whole))
+    for got, want in zip(scores(cut), scores(whole)):   # the resumed prefill's sums, not the decode's
+        assert got.token_id == want.token_id and got.logprob == pytest.approx(want.logprob, abs=1e-3)
+        assert [t for t, _ in got.top] == [t for t, _ in want.top]
     assert eng.router_stats()["num_resumed"] == num_resumed + 1
 
 
@@ -252,16 +261,17 @@ def test_worker_killed_while_holding_a_hot_prefix_is_fenced_purged_and_restarted
     eng, loop = cluster
 
     async def run():
-        # with log probabilities, which die with the worker: the stream is not resumed, it fails
-        gen = eng.generate(WorkItem("k2", "t", PREFIX + [12], dataclasses.replace(LONG, logprobs=1)))
+        # the stream goes on on the other worker, log probabilities and all
+        gen = eng.generate(WorkItem("k2", "t", PREFIX + [12], dataclasses.replace(LONG, max_tokens=500, logprobs=1)))
         first = await _first_event(gen)
         victim = eng.worker_of("k2")
         indexed = eng.health()["workers"][victim]["num_cached_blocks_indexed"]
         probed.append(eng._probed_costs[victim])
         os.kill(eng.worker_pid(victim), signal.SIGKILL)
-        rest = [e async for e in gen]
+        await _until(lambda: told)   # fenced
         health = eng.health()["workers"][victim]
         after = (await _collect(eng, WorkItem("k3", "t", PREFIX + [13], SHORT)))[-1]
+        rest = [e async for e in gen]
         await _until(lambda: eng.health()["workers"][victim]["ready"] and len(told) == 2)   # told after
         return victim, indexed, first, rest, health, after
 
@@ -273,7 +283,10 @@ def test_worker_killed_while_holding_a_hot_prefix_is_fenced_purged_and_restarted
         eng.on_worker_event = None
     assert indexed >= 100  # it held the hot shared prefix
     assert isinstance(first, TokenEvent)
-    assert isinstance(rest[-1], ErrorEvent) and rest[-1].code == "worker_died" and not rest[-1].retryable
+    assert isinstance(rest[-1], FinishEvent) and rest[-1].worker_id != victim
+    tokens = [e for e in [first, *rest] if isinstance(e, TokenEvent) and e.token_ids]
+    assert sum(len(e.token_ids) for e in tokens) == rest[-1].num_output_tokens == 500
+    assert all(len(e.logprobs) == len(e.token_ids) for e in tokens)
     assert not health["ready"] and health["num_cached_blocks_indexed"] == 0
     assert after.worker_id != victim  # nothing routes to the dead worker
     restarted = eng.health()["workers"][victim]
@@ -281,9 +294,9 @@ def test_worker_killed_while_holding_a_hot_prefix_is_fenced_purged_and_restarted
     # the restart did not probe its costs again (seconds of CPU): it has the first probe's
     assert eng._dispatcher.router.costs(victim).prefill_s_per_token == probed[0].prefill_s_per_token
     assert eng._probed_costs[victim] is probed[0]
-    # the operator was told: the kill, the stream it failed, and the worker back
-    assert told[0] == (f"worker {victim} killed by SIGKILL: 1 request(s) it was running failed; "
-                       "restarting it in 0.2 s")
+    # the operator was told: the kill, the stream that goes on, and the worker back
+    assert told[0] == (f"worker {victim} killed by SIGKILL: 1 request(s) cut mid-reply go on from their "
+                       "last token on another worker; restarting it in 0.2 s")
     assert told[1].startswith(f"worker {victim} serves again (restart 1, ") and len(told) == 2
 
 
