@@ -30,7 +30,7 @@ from gateway.embedding_model import EmbeddingModelConfig
 from gateway.errors import ApiError, server_error
 from gateway.exchange import CLIENT_CLOSED_STATUS
 from gateway.fast_paths import CompletionFastPath
-from gateway.forecasting import start_forecasting, stop_forecasting
+from gateway.forecasting_start import start_forecasting, stop_forecasting
 from gateway.heap import freeze_startup_heap, thaw_heap
 from gateway.http_io import ClientGone
 from gateway.limits import Limiters

@@ -12,8 +12,9 @@ ended, and a session ends only after `session_idle_timeout_s` idle), the relay s
 forecast of a gap forecaster (`cache.gap_forecaster`, the simulator's built-in source, fed
 every successful step) when that one is confident: it learns each tenant's return gaps
 and odds from arrival times within minutes. Both keep what they learned across restarts
-(`predictor_dir()`: the predictor's files and `GAPS_DIR`, a file per tenant), saved at
-shutdown and every `CHECKPOINT_EVERY_S` (`gateway.checkpoints`), each tenant only when it
+(`gateway.forecasting_start.predictor_dir()`: the predictor's files and `GAPS_DIR`, a
+file per tenant), saved at shutdown and every `CHECKPOINT_EVERY_S`
+(`gateway.checkpoints`, started by `gateway.forecasting_start`), each tenant only when it
 changed, so a killed gateway loses minutes of learning at most. An engine running
 one of the anchors (`cache.policies.TOLD_TOOL_CALLS`: the Continuum- and KVFlow-style
 policies) gets instead what those systems are told, as the simulator gives it to them: the
@@ -27,14 +28,10 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
-import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-
-import platformdirs
 
 from agents_trace.records import SessionEnded, Step, StepContext
 from agents_trace.symbols import predictor_subscriber
@@ -47,23 +44,16 @@ from cache.gap_memory import read_gaps
 from cache.policies import TOLD_TOOL_CALLS
 from cache.tool_call_source import ToolCallSource
 from gateway.checkpoints import Checkpoints
+from gateway.directory_claim import DirectoryClaim
 
 log = logging.getLogger("stepahead.gateway")
 
-PREDICTOR_DIR_ENV = "STEPAHEAD_PREDICTOR_DIR"
 GAPS_DIR = "_gaps"            # the gap forecaster's statistics, beside the predictor's files
 LEGACY_GAPS_FILE = "_gaps.json"   # all of them in one file, as saved before GAPS_DIR; read once
-CHECKPOINT_EVERY_S = 300.0
 
 
 def engine_session_key(tenant: str, session: str) -> str:
     return f"{tenant}/{session}"
-
-
-def predictor_dir() -> Path:
-    """Where per-tenant models persist: $STEPAHEAD_PREDICTOR_DIR, else the user data dir."""
-    configured = os.environ.get(PREDICTOR_DIR_ENV)
-    return Path(configured) if configured else Path(platformdirs.user_data_dir("stepahead")) / "predictor"
 
 
 def bind_session(prepared, trace: StepContext | None) -> None:
@@ -100,6 +90,7 @@ class ForecastRelay:
         self._gaps_lock = threading.Lock()
         self._gap_files: dict[str, GapFiles] = {}   # resolved directory -> what was written there
         self.checkpoints: Checkpoints | None = None
+        self.claim: DirectoryClaim | None = None   # of the directory it saves to, when started
 
     def save(self, directory: str | Path) -> None:
         """Write what both forecasters learned under `directory` (from any thread; one
@@ -267,51 +258,3 @@ def _rounded(value: float | None) -> float | None:
 def engine_policy(engine) -> str | None:
     """The cache policy an engine's workers run, when it says."""
     return getattr(getattr(engine, "config", None), "policy", None)
-
-
-def start_forecasting(tracer, backends: Mapping[str, object],
-                      checkpoint_every_s: float = CHECKPOINT_EVERY_S) -> ForecastRelay | None:
-    """Build the predictor and the gap forecaster (both restored from disk), subscribe a
-    relay to the tracer and start its checkpoints; None when there is no tracer or no
-    local engine to serve."""
-    engines = {name: b.engine for name, b in backends.items()
-               if hasattr(getattr(b, "engine", None), "apply_forecast")}
-    if tracer is None or not engines:
-        return None
-    from agents_trace.predict.predictor import Predictor
-
-    directory = predictor_dir()
-    try:
-        predictor = Predictor.restored(directory) if directory.exists() else Predictor()
-    except Exception:
-        log.exception("could not restore the predictor from %s; starting cold", directory)
-        predictor = Predictor()
-    relay = ForecastRelay(predictor, engines)
-    try:
-        relay.restore_gaps(directory)
-    except Exception:
-        log.exception("could not restore the gap forecaster from %s; starting it cold", directory)
-    tracer.subscribe(relay)
-    tracer.set_forecaster(relay.forecaster)
-    relay.checkpoints = Checkpoints(lambda: relay.save(directory), checkpoint_every_s).start()
-    print(f"stepahead: {started_line(relay, directory)}", file=sys.stderr, flush=True)  # stdout may be JSON
-    return relay
-
-
-def started_line(relay: ForecastRelay, directory: Path) -> str:
-    """What the operator is told at start: what the forecasters resumed, and where they save."""
-    tenants = relay.tenants()
-    num_fitted = sum(relay.predictor.model_of(tenant) is not None for tenant in tenants)
-    every = f"every {relay.checkpoints.every_s:g} s and " if relay.checkpoints is not None else ""
-    resumed = (f"resumed {len(tenants)} tenant(s), {num_fitted} with a fitted step model," if tenants
-               else "starting cold,")
-    return f"forecasts: {resumed} saving to {directory} {every}at shutdown"
-
-
-def stop_forecasting(relay: ForecastRelay | None) -> None:
-    """Save both forecasters once more (the checkpoints' last save) and stop the predictor."""
-    if relay is None:
-        return
-    if relay.checkpoints is not None:
-        relay.checkpoints.stop()
-    relay.predictor.close()

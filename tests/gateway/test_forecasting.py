@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import time
 
 from openai import OpenAI
@@ -202,8 +203,8 @@ def test_a_restarted_gateway_resumes_the_gap_forecasts_from_its_last_checkpoint(
     from types import SimpleNamespace
 
     from agents_trace.predict.predictor import Predictor
-    from gateway.forecasting import (GAPS_DIR, PREDICTOR_DIR_ENV, ForecastRelay, start_forecasting,
-                                     stop_forecasting)
+    from gateway.forecasting import GAPS_DIR, ForecastRelay
+    from gateway.forecasting_start import PREDICTOR_DIR_ENV, start_forecasting, stop_forecasting
 
     monkeypatch.setenv(PREDICTOR_DIR_ENV, str(tmp_path))
     backends = {"m": SimpleNamespace(engine=_Engine("predictive"))}
@@ -218,7 +219,12 @@ def test_a_restarted_gateway_resumes_the_gap_forecasts_from_its_last_checkpoint(
     # `first` is not stopped: as if killed after its last checkpoint
     tracer = _Tracer()
     second = start_forecasting(tracer, backends, checkpoint_every_s=60.0)
-    assert "forecasts: resumed 1 tenant(s), 0 with a fitted step model, saving to" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "forecasts: resumed 1 tenant(s), 0 with a fitted step model, saving to" in err
+    # `first` still holds the directory (a killed one would not): the operator is told
+    assert (f"stepahead: warning: another gateway (pid {os.getpid()}) saves its forecasts to {tmp_path} "
+            "too: each one's saves overwrite what the other learned of the same tenants; give each "
+            "gateway its own STEPAHEAD_PREDICTOR_DIR") in err
     assert tracer.subscribers == [second] and tracer.forecaster == second.forecaster
     step = _step("new", 0, 300.0, 301.0)
     for relay in (first, second):
@@ -232,12 +238,16 @@ def test_a_restarted_gateway_resumes_the_gap_forecasts_from_its_last_checkpoint(
     stop_forecasting(first)
     stop_forecasting(second)
     assert second.checkpoints.num_saved == 1   # its final save
+    third = start_forecasting(_Tracer(), backends, checkpoint_every_s=60.0)   # the directory is free again
+    assert third.claim.held and "warning" not in capsys.readouterr().err
+    stop_forecasting(third)
 
 
 def test_an_unreadable_gaps_file_starts_the_gap_forecaster_cold(tmp_path, monkeypatch, caplog):
     from types import SimpleNamespace
 
-    from gateway.forecasting import GAPS_DIR, LEGACY_GAPS_FILE, PREDICTOR_DIR_ENV, start_forecasting, stop_forecasting
+    from gateway.forecasting import GAPS_DIR, LEGACY_GAPS_FILE
+    from gateway.forecasting_start import PREDICTOR_DIR_ENV, start_forecasting, stop_forecasting
 
     monkeypatch.setenv(PREDICTOR_DIR_ENV, str(tmp_path))
     (tmp_path / LEGACY_GAPS_FILE).write_text("{truncated")

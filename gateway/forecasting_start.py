@@ -1,0 +1,94 @@
+"""Forecasting's start and stop in a gateway: where the forecasters persist, what they
+resume from there, the directory's claim and the checkpoints that save them
+(the relay itself: gateway/forecasting.py).
+
+Invariant: a started relay holds a `DirectoryClaim` on its directory until it is stopped;
+when another gateway holds it already, the operator is told at the start (both still
+save: the last to save a tenant wins).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+import platformdirs
+
+from gateway.checkpoints import Checkpoints
+from gateway.directory_claim import DirectoryClaim, claim_directory
+from gateway.forecasting import ForecastRelay
+
+log = logging.getLogger("stepahead.gateway")
+
+PREDICTOR_DIR_ENV = "STEPAHEAD_PREDICTOR_DIR"
+CHECKPOINT_EVERY_S = 300.0
+
+
+def predictor_dir() -> Path:
+    """Where per-tenant models persist: $STEPAHEAD_PREDICTOR_DIR, else the user data dir."""
+    configured = os.environ.get(PREDICTOR_DIR_ENV)
+    return Path(configured) if configured else Path(platformdirs.user_data_dir("stepahead")) / "predictor"
+
+
+def start_forecasting(tracer, backends: Mapping[str, object],
+                      checkpoint_every_s: float = CHECKPOINT_EVERY_S) -> ForecastRelay | None:
+    """Build the predictor and the gap forecaster (both restored from disk), subscribe a
+    relay to the tracer and start its checkpoints; None when there is no tracer or no
+    local engine to serve."""
+    engines = {name: b.engine for name, b in backends.items()
+               if hasattr(getattr(b, "engine", None), "apply_forecast")}
+    if tracer is None or not engines:
+        return None
+    from agents_trace.predict.predictor import Predictor
+
+    directory = predictor_dir()
+    try:
+        predictor = Predictor.restored(directory) if directory.exists() else Predictor()
+    except Exception:
+        log.exception("could not restore the predictor from %s; starting cold", directory)
+        predictor = Predictor()
+    relay = ForecastRelay(predictor, engines)
+    try:
+        relay.restore_gaps(directory)
+    except Exception:
+        log.exception("could not restore the gap forecaster from %s; starting it cold", directory)
+    tracer.subscribe(relay)
+    tracer.set_forecaster(relay.forecaster)
+    relay.claim = claim_directory(directory)
+    relay.checkpoints = Checkpoints(lambda: relay.save(directory), checkpoint_every_s).start()
+    print(f"stepahead: {started_line(relay, directory)}", file=sys.stderr, flush=True)  # stdout may be JSON
+    if not relay.claim.held:
+        print(f"stepahead: warning: {shared_directory_line(relay.claim)}", file=sys.stderr, flush=True)
+    return relay
+
+
+def started_line(relay: ForecastRelay, directory: Path) -> str:
+    """What the operator is told at start: what the forecasters resumed, and where they save."""
+    tenants = relay.tenants()
+    num_fitted = sum(relay.predictor.model_of(tenant) is not None for tenant in tenants)
+    every = f"every {relay.checkpoints.every_s:g} s and " if relay.checkpoints is not None else ""
+    resumed = (f"resumed {len(tenants)} tenant(s), {num_fitted} with a fitted step model," if tenants
+               else "starting cold,")
+    return f"forecasts: {resumed} saving to {directory} {every}at shutdown"
+
+
+def shared_directory_line(claim: DirectoryClaim) -> str:
+    """What the operator is told when another gateway saves its forecasts to the same
+    directory: each save overwrites what the other learned of the same tenants."""
+    who = f"another gateway (pid {claim.holder_pid})" if claim.holder_pid else "another gateway"
+    return (f"{who} saves its forecasts to {claim.directory} too: each one's saves overwrite "
+            f"what the other learned of the same tenants; give each gateway its own "
+            f"{PREDICTOR_DIR_ENV}")
+
+
+def stop_forecasting(relay: ForecastRelay | None) -> None:
+    """Save both forecasters once more (the checkpoints' last save) and stop the predictor."""
+    if relay is None:
+        return
+    if relay.checkpoints is not None:
+        relay.checkpoints.stop()
+    if relay.claim is not None:
+        relay.claim.release()
+    relay.predictor.close()
