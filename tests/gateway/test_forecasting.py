@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import time
 
 from openai import OpenAI
@@ -73,7 +72,7 @@ def test_relay_forecaster_makes_a_fresh_forecast_when_none_is_waiting_and_ends_c
         assert ("t", "s") not in relay._latest
 
 
-def _step(session: str, index: int, arrived_s: float, ended_s: float, tools: tuple[str, ...] = ()):
+def make_step(session: str, index: int, arrived_s: float, ended_s: float, tools: tuple[str, ...] = ()):
     from agents_trace.records import After, Step, ToolCall
 
     return Step(tenant="t", session=session, index=index, session_source="header",
@@ -89,11 +88,11 @@ def feed_two_answer_sessions(relay, indices, tenant: str = "t") -> None:
     """Session `u{i}` of `tenant` starts at 10 i s and answers in text twice, its user back
     5 s after the first answer (and never after the second)."""
     for i in indices:
-        for step in (_step(f"u{i}", 0, 10.0 * i, 10.0 * i + 1.0), _step(f"u{i}", 1, 10.0 * i + 5.0, 10.0 * i + 6.0)):
+        for step in (make_step(f"u{i}", 0, 10.0 * i, 10.0 * i + 1.0), make_step(f"u{i}", 1, 10.0 * i + 5.0, 10.0 * i + 6.0)):
             relay(dataclasses.replace(step, tenant=tenant))
 
 
-class _Engine:
+class RecordingEngine:
     """Records the forecasts a relay hands it; `config.policy` is what it runs."""
 
     def __init__(self, policy: str) -> None:
@@ -112,13 +111,13 @@ def test_anchor_engines_are_told_the_tool_calls_and_predictive_gets_the_predicto
     from gateway.forecasting import ForecastRelay
 
     now = [100.0]
-    engines = {"ours": _Engine("predictive"), "kvflow": _Engine("kvflow"), "ttl": _Engine("ttl")}
+    engines = {"ours": RecordingEngine("predictive"), "kvflow": RecordingEngine("kvflow"), "ttl": RecordingEngine("ttl")}
     with Predictor() as predictor:
         relay = ForecastRelay(predictor, engines, clock=lambda: now[0])
         for i, took_s in enumerate((2.0, 4.0, 6.0)):   # three earlier sessions ran `lookup`
-            relay(_step(f"old{i}", 0, 10.0, 20.0, ("lookup",)))
-            relay(_step(f"old{i}", 1, 20.0 + took_s, 30.0))
-        relay(_step("s", 0, 90.0, 100.0, ("lookup",)))
+            relay(make_step(f"old{i}", 0, 10.0, 20.0, ("lookup",)))
+            relay(make_step(f"old{i}", 1, 20.0 + took_s, 30.0))
+        relay(make_step("s", 0, 90.0, 100.0, ("lookup",)))
         told = engines["kvflow"].forecasts[-1]
         assert dict(told.next_step) == {"lookup": 1.0} and told.confident and told.session == "t/s"
         assert told.eta_s(0.5) == 4.0                 # lookup's median wait, from response end
@@ -127,7 +126,7 @@ def test_anchor_engines_are_told_the_tool_calls_and_predictive_gets_the_predicto
         assert ours == dataclasses.replace(relay._latest[("t", "s")], session="t/s")
         assert ours.p_end > 0.0                       # the predictor allows an end; the anchors are not told one
         now[0] = 106.0
-        relay(_step("s", 1, 104.0, 106.0))            # a text answer
+        relay(make_step("s", 1, 104.0, 106.0))            # a text answer
         told = engines["kvflow"].forecasts[-1]
         assert dict(told.next_step) == {"USER": 1.0} and not told.waits_on_tool()
         relay(SessionEnded("t", "s", 2, 106.0, "idle"))
@@ -150,18 +149,18 @@ def test_a_cold_tenant_gets_the_gap_forecasters_forecast_once_that_one_is_confid
     from gateway.forecasting import ForecastRelay
 
     now = [0.0]
-    engine = _Engine("predictive")
+    engine = RecordingEngine("predictive")
     with Predictor() as predictor:
         relay = ForecastRelay(predictor, {"m": engine}, clock=lambda: now[0])
-        relay(_step("s0", 0, 0.0, 1.0))
+        relay(make_step("s0", 0, 0.0, 1.0))
         assert not engine.forecasts[-1].confident and relay.num_gap_forecasts == 0
         for i in range(25):
             start = 10.0 * (i + 1)
             now[0] = start + 1.0
-            relay(_step(f"u{i}", 0, start, start + 1.0))
+            relay(make_step(f"u{i}", 0, start, start + 1.0))
             after_first = engine.forecasts[-1]
             now[0] = start + 6.0
-            relay(_step(f"u{i}", 1, start + 5.0, start + 6.0))
+            relay(make_step(f"u{i}", 1, start + 5.0, start + 6.0))
         assert relay.num_gap_forecasts > 0
         assert after_first.confident and set(after_first.next_step) == {"USER", "END"}
         assert after_first.next_step["USER"] > 0.9 and after_first.session == "t/u24"
@@ -180,83 +179,6 @@ def test_a_cold_tenant_gets_the_gap_forecasters_forecast_once_that_one_is_confid
         assert series[("stepahead_forecasts_total", (("source", "gaps"),))] == count > 0
         assert series[("stepahead_forecasts_total", (("source", "predictor"),))] == relay.num_forecasts - count
         assert series[("stepahead_forecasts_forwarded_total", ())] == relay.num_forwarded
-
-
-class _Tracer:
-    """What start_forecasting needs of a tracer."""
-
-    def __init__(self) -> None:
-        self.subscribers = []
-        self.forecaster = None
-
-    def subscribe(self, subscriber) -> None:
-        self.subscribers.append(subscriber)
-
-    def set_forecaster(self, forecaster) -> None:
-        self.forecaster = forecaster
-
-
-def test_a_restarted_gateway_resumes_the_gap_forecasts_from_its_last_checkpoint(tmp_path, monkeypatch, capsys):
-    """Learning is checkpointed while the gateway runs: a gateway killed without its
-    shutdown save restarts from the last checkpoint, and its gap forecaster is confident
-    for the tenant at once (a cold one needs 20 resolved waits first)."""
-    from types import SimpleNamespace
-
-    from agents_trace.predict.predictor import Predictor
-    from gateway.forecasting import GAPS_DIR, ForecastRelay
-    from gateway.forecasting_start import PREDICTOR_DIR_ENV, start_forecasting, stop_forecasting
-
-    monkeypatch.setenv(PREDICTOR_DIR_ENV, str(tmp_path))
-    backends = {"m": SimpleNamespace(engine=_Engine("predictive"))}
-    first = start_forecasting(_Tracer(), backends, checkpoint_every_s=0.05)
-    assert f"stepahead: forecasts: starting cold, saving to {tmp_path} every 0.05 s" in capsys.readouterr().err
-    feed_two_answer_sessions(first, range(25))
-    saved = first.checkpoints.num_saved
-    deadline = time.monotonic() + 10
-    while first.checkpoints.num_saved < saved + 2 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert first.checkpoints.num_saved >= saved + 2 and (tmp_path / GAPS_DIR / "_global.json").exists()
-    # `first` is not stopped: as if killed after its last checkpoint
-    tracer = _Tracer()
-    second = start_forecasting(tracer, backends, checkpoint_every_s=60.0)
-    err = capsys.readouterr().err
-    assert "forecasts: resumed 1 tenant(s), 0 with a fitted step model, saving to" in err
-    # `first` still holds the directory (a killed one would not): the operator is told
-    assert (f"stepahead: warning: another gateway (pid {os.getpid()}) saves its forecasts to {tmp_path} "
-            "too: each one's saves overwrite what the other learned of the same tenants; give each "
-            "gateway its own STEPAHEAD_PREDICTOR_DIR") in err
-    assert tracer.subscribers == [second] and tracer.forecaster == second.forecaster
-    step = _step("new", 0, 300.0, 301.0)
-    for relay in (first, second):
-        relay(step)
-    resumed = second.gaps.forecast("t", "new", 301.0)
-    assert resumed.confident and resumed == first.gaps.forecast("t", "new", 301.0)
-    with Predictor() as predictor:
-        cold = ForecastRelay(predictor, {"m": backends["m"].engine})
-        cold(step)
-        assert not cold.gaps.forecast("t", "new", 301.0).confident
-    stop_forecasting(first)
-    stop_forecasting(second)
-    assert second.checkpoints.num_saved == 1   # its final save
-    third = start_forecasting(_Tracer(), backends, checkpoint_every_s=60.0)   # the directory is free again
-    assert third.claim.held and "warning" not in capsys.readouterr().err
-    stop_forecasting(third)
-
-
-def test_an_unreadable_gaps_file_starts_the_gap_forecaster_cold(tmp_path, monkeypatch, caplog):
-    from types import SimpleNamespace
-
-    from gateway.forecasting import GAPS_DIR, LEGACY_GAPS_FILE
-    from gateway.forecasting_start import PREDICTOR_DIR_ENV, start_forecasting, stop_forecasting
-
-    monkeypatch.setenv(PREDICTOR_DIR_ENV, str(tmp_path))
-    (tmp_path / LEGACY_GAPS_FILE).write_text("{truncated")
-    relay = start_forecasting(_Tracer(), {"m": SimpleNamespace(engine=_Engine("predictive"))})
-    assert relay is not None and relay.gaps.learned().gaps == {}
-    assert "could not restore the gap forecaster" in caplog.text
-    stop_forecasting(relay)   # and the next start finds good files again
-    assert json.loads((tmp_path / GAPS_DIR / "_global.json").read_text())["format"] == "stepahead-gaps/1"
-    assert not (tmp_path / LEGACY_GAPS_FILE).exists()
 
 
 def test_gaps_saved_in_one_file_move_to_a_file_per_tenant(tmp_path):
@@ -285,7 +207,7 @@ def test_gaps_saved_in_one_file_move_to_a_file_per_tenant(tmp_path):
         assert resumed.gaps.learned() == old.gaps.learned()
         resumed.save(tmp_path)
         assert tenant_file.stat().st_ino == inode   # not written again
-        resumed(_step("later", 0, 900.0, 901.0))
+        resumed(make_step("later", 0, 900.0, 901.0))
         resumed.save(tmp_path)
         assert tenant_file.stat().st_ino != inode
 
