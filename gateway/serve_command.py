@@ -11,20 +11,16 @@ all of that).
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
 import dataclasses
-import logging
 import os
 import secrets
 import signal
 import socket
 import sys
-from collections.abc import Callable
 
 from cache.policies import POLICY_NAMES as POLICIES
 from gateway.config import DEFAULT_LOCAL_MODEL, DEFAULT_LOCAL_POLICY, ConfigError, default_config, load_config
-from gateway.start_failure import start_failure_line
+from gateway.uvicorn_server import start_aware_server_class
 
 NO_CONFIG_FLAGS = ("model", "workers", "policy", "hot_blocks", "device", "dtype")  # argparse dests
 
@@ -145,92 +141,6 @@ def _address_problem(host: str, port: int) -> str | None:
 
 
 STARTUP_FAILURE = 3   # uvicorn's exit status when the application did not start
-
-
-def start_aware_server_class(cancel_start: Callable[[], None]):
-    """uvicorn's Server, stopping the gateway's start at once on Ctrl+C (SIGINT) or
-    SIGTERM: uvicorn itself would wait until the start is done (a first start converts
-    the embedded model, 10–20 s) and stop then. `cancel_start` (called on the
-    event loop) makes the start fail with shards.transport.StartCancelled, having stopped
-    what it began (workers, the child converting the model); the server then returns
-    without listening, `start_cancelled_by` naming the signal, and uvicorn's report of
-    that failure is not logged (it is no failure)."""
-    import uvicorn
-
-    class Server(uvicorn.Server):
-        start_cancelled_by: int | None = None
-        _loop: asyncio.AbstractEventLoop | None = None
-
-        async def serve(self, sockets=None) -> None:
-            self._loop = asyncio.get_running_loop()
-            reports = logging.getLogger("uvicorn.error")
-            filters = (_StartReports(self), _CutRequests())
-            for each in filters:
-                reports.addFilter(each)
-            try:
-                await super().serve(sockets)
-            finally:
-                for each in filters:
-                    reports.removeFilter(each)
-
-        @contextlib.contextmanager
-        def capture_signals(self):
-            with super().capture_signals():
-                yield
-                if self.start_cancelled_by is not None:   # handled: `serve` says so and exits 128 + it
-                    self._captured_signals.clear()   # uvicorn would raise it again (SIGTERM: killed, unsaid)
-
-        async def startup(self, sockets=None) -> None:
-            try:
-                await super().startup(sockets)
-            except SystemExit:   # uvicorn's exit when the application did not start
-                if self.start_cancelled_by is None:
-                    raise
-
-        def handle_exit(self, sig, frame) -> None:
-            starting = not self.started
-            super().handle_exit(sig, frame)
-            if starting and self.start_cancelled_by is None and self._loop is not None:
-                self.start_cancelled_by = sig
-                self._loop.call_soon_threadsafe(cancel_start)
-                # NOTE: a signal handler: no print(), which raises when the signal lands
-                # in the middle of another write to stderr (and lost the stop, once)
-                with contextlib.suppress(OSError):
-                    os.write(2, b"stepahead: stopping the start in progress\n")
-
-    return Server
-
-
-class _StartReports(logging.Filter):
-    """uvicorn's reports of a start that did not finish. Once the start was cancelled on
-    purpose, none: the operator asked for the stop and is told it happened. For a start
-    that failed with a stated reason (gateway.start_failure.StartFailed), that reason in
-    one line instead of the traceback."""
-
-    def __init__(self, server) -> None:
-        super().__init__()
-        self._server = server
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        if self._server.start_cancelled_by is not None:
-            return not (message == "Application startup failed. Exiting." or "StartCancelled" in message)
-        reason = start_failure_line(message)
-        if reason is not None:
-            record.msg, record.args, record.exc_info = f"stepahead: the start failed: {reason}", (), None
-        return True
-
-
-class _CutRequests(logging.Filter):
-    """uvicorn's report of a request in flight that the shutdown timeout (`[server]
-    shutdown_timeout_s`) cut: one line, not the traceback of its task's cancellation."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        cut = record.exc_info[1] if record.exc_info else None
-        if isinstance(cut, asyncio.CancelledError) and "graceful shutdown" in str(cut):
-            record.msg, record.args, record.exc_info = (
-                "stepahead: a request in flight was cut: the shutdown timeout passed", (), None)
-        return True
 
 
 def serve(args: argparse.Namespace) -> int:

@@ -324,18 +324,18 @@ def test_a_request_cut_by_the_shutdown_timeout_is_reported_in_one_line():
     import asyncio
     import logging
 
-    from gateway.serve_command import _CutRequests
+    from gateway.uvicorn_server import CutRequests
 
     def report(exc: BaseException) -> logging.LogRecord:
         return logging.LogRecord("uvicorn.error", logging.ERROR, __file__, 1, "Exception in ASGI application\n",
                                  (), (type(exc), exc, None))
 
     cut = report(asyncio.CancelledError("Task cancelled, timeout graceful shutdown exceeded"))
-    assert _CutRequests().filter(cut) and cut.exc_info is None
+    assert CutRequests().filter(cut) and cut.exc_info is None
     assert cut.getMessage() == "stepahead: a request in flight was cut: the shutdown timeout passed"
     for other in (asyncio.CancelledError(), RuntimeError("graceful shutdown")):   # left as they are
         record = report(other)
-        assert _CutRequests().filter(record) and record.exc_info[1] is other
+        assert CutRequests().filter(record) and record.exc_info[1] is other
 
 
 def test_host_port_and_capture_content_on_the_command_line_win_over_the_file():

@@ -68,7 +68,7 @@ def test_serve_reports_a_model_that_fails_to_load_in_one_line(tmp_path: Path):
 
 
 def test_the_filter_rewrites_only_reports_of_a_stated_failure():
-    from gateway.serve_command import _StartReports
+    from gateway.uvicorn_server import StartReports
 
     class Server:
         start_cancelled_by = None
@@ -78,7 +78,7 @@ def test_the_filter_rewrites_only_reports_of_a_stated_failure():
             raise ModelLoadError("gone")
     except StartFailed as exc:
         report = _report_of(exc)
-    reports = _StartReports(Server())
+    reports = StartReports(Server())
     record = logging.LogRecord("uvicorn.error", logging.ERROR, __file__, 1, report, (), None)
     assert reports.filter(record) and record.getMessage() == "stepahead: the start failed: model 'm': ModelLoadError: gone"
     other = logging.LogRecord("uvicorn.error", logging.ERROR, __file__, 1, _report_of(KeyError("x")), (), None)
