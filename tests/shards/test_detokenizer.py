@@ -84,3 +84,49 @@ def test_a_resumed_detokenizer_goes_on_as_if_never_cut(tokenizer, text, stop, cu
     if not resumed.stopped:
         rest += resumed.flush()
     assert sent + rest == expected and resumed.stopped == whole.stopped
+
+
+class _CountingTokenizer:
+    """The tiny tokenizer, recording how many ids each decode was given."""
+
+    def __init__(self, tokenizer) -> None:
+        self.tokenizer = tokenizer
+        self.decoded_lengths: list[int] = []
+
+    def decode(self, ids, **options) -> str:
+        self.decoded_lengths.append(len(ids))
+        return self.tokenizer.decode(ids, **options)
+
+
+def test_detokenizer_decodes_a_window_not_the_whole_output(tokenizer):
+    """Known answer over a long output (multi-byte characters included): the deltas make
+    the whole output's decode, and no decode is given more than a few tokens, so a
+    token costs the same at the end of a long reply as at its start."""
+    text = "".join(f"step {i}: héllo wörld ✓ — ok\n" for i in range(120))
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    assert len(ids) > 3000
+    counting = _CountingTokenizer(tokenizer)
+    detok = Detokenizer(counting, ("zz",))
+    deltas = [detok.push(token) for token in ids] + [detok.flush()]
+    assert "".join(deltas) == tokenizer.decode(ids, skip_special_tokens=True) == text
+    assert max(counting.decoded_lengths) <= 4   # ✓ is three byte tokens: the longest wait
+    assert len(counting.decoded_lengths) <= 2 * len(ids) + 2
+
+
+def test_detokenizer_keeps_the_spaces_a_tokenizer_strips_at_a_decodes_start():
+    """A SentencePiece-style decoder drops the leading space of the first token it
+    decodes ("▁world" alone is "world"): a window starting a token back keeps it."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    words = ["<unk>", "</s>", "▁Hello", "▁world", "▁foo", "▁", "!"]
+    spm = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+    spm.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
+    spm.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
+    fast = PreTrainedTokenizerFast(tokenizer_object=spm, unk_token="<unk>", eos_token="</s>")
+    ids = [2, 3, 1, 4, 6]   # "▁Hello", "▁world", "</s>" (skipped), "▁foo", "!"
+    assert fast.decode(ids[1:2]) == "world"
+    detok = Detokenizer(fast, ())
+    deltas = [detok.push(token) for token in ids] + [detok.flush()]
+    assert deltas == ["Hello", " world", "", " foo", "!", ""]
+    assert "".join(deltas) == fast.decode(ids, skip_special_tokens=True) == "Hello world foo!"
