@@ -24,7 +24,7 @@ from shards.detokenizer import Detokenizer
 from shards.kv_cache import make_cache
 from shards.model_loader import LoadedModel
 from shards.protocol import SamplingParams, TokenLogprob, WorkItem
-from shards.sampling import adjusted_logits, make_generator, sample_next, seed_for_position, token_logprob
+from shards.sampling import OutputPenalties, adjusted_logits, make_generator, sample_next, seed_for_position, token_logprob
 
 
 @dataclass(slots=True)
@@ -43,6 +43,7 @@ class RunningSequence:
     last_token_s: float = 0.0  # on the worker loop's clock, when it last emitted a token
     output_ids: list[int] = field(default_factory=list)
     output_logprobs: list[TokenLogprob] = field(default_factory=list)  # when the request asks
+    output_penalties: OutputPenalties = field(default_factory=OutputPenalties)  # of `output_ids`
     prompt_logprobs: list[TokenLogprob] | None = None  # prompt tokens 1.., while not yet sent
     released: bool = False
 
@@ -72,7 +73,7 @@ class RunningSequence:
         params = self.item.sampling
         if self.generator is not None:   # each position's draw its own: the same when resumed elsewhere
             self.generator.manual_seed(seed_for_position(params.seed, len(self.output_ids)))
-        token = sample_next(adjusted_logits(logits, params, self.output_ids), params, self.generator)
+        token = sample_next(adjusted_logits(logits, params, self.output_ids, self.output_penalties), params, self.generator)
         if params.logprobs is not None:
             self.output_logprobs.append(token_logprob(logits, token, params.logprobs))
         self.output_ids.append(token)

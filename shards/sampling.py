@@ -3,6 +3,8 @@ temperature, nucleus (top_p), seeded; and, when asked, its log probability with 
 likeliest alternatives."""
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import torch
 
 from shards.protocol import SamplingParams, TokenLogprob
@@ -32,16 +34,50 @@ def make_generator(params: SamplingParams, device: torch.device | str = "cpu") -
     return generator
 
 
-def adjusted_logits(logits: torch.Tensor, params: SamplingParams, output_ids: list[int]) -> torch.Tensor:
+@dataclass(slots=True)
+class OutputPenalties:
+    """A sequence's frequency and presence penalties, as a `[vocab]` float tensor kept up
+    to date a token at a time: they are read at every token, and counting all the
+    output's ids anew cost ~0.5 ms a token at 4,000 tokens here.
+    Invariant: `penalty[i]` is `frequency_penalty × n + presence_penalty` for a token `i`
+    that occurs `n > 0` times in the first `num_counted` output ids (those it was last
+    given), else 0; `counts` holds those `n`."""
+
+    penalty: torch.Tensor | None = None
+    counts: dict[int, int] = field(default_factory=dict)
+    num_counted: int = 0
+
+    def of(self, output_ids: list[int], params: SamplingParams, vocab_size: int,
+           device: torch.device) -> torch.Tensor:
+        """The penalties of `output_ids` (the same list, grown since the last call; the
+        same `params`)."""
+        if self.penalty is None:
+            self.penalty = torch.zeros(vocab_size, dtype=torch.float32, device=device)
+        new = output_ids[self.num_counted:]
+        if new:
+            for token in new:
+                self.counts[token] = self.counts.get(token, 0) + 1
+            touched = sorted(set(new))
+            values = [params.frequency_penalty * self.counts[t] + params.presence_penalty for t in touched]
+            self.penalty[touched] = torch.tensor(values, dtype=torch.float32, device=device)
+            self.num_counted = len(output_ids)
+        return self.penalty
+
+
+def adjusted_logits(logits: torch.Tensor, params: SamplingParams, output_ids: list[int],
+                    penalties: OutputPenalties | None = None) -> torch.Tensor:
     """The `[vocab]` logits after OpenAI's penalties and bias: each token generated so far
     loses `presence_penalty` once and `frequency_penalty` per time; `logit_bias` adds to
-    its tokens (ids past the vocabulary are ignored). The same tensor when none is set."""
+    its tokens (ids past the vocabulary are ignored). The same tensor when none is set.
+    `penalties`, the sequence's own, is kept up to date with `output_ids` (else they are
+    counted anew)."""
     if not (params.presence_penalty or params.frequency_penalty or params.logit_bias):
         return logits
-    adjusted = logits.float().clone()
     if output_ids and (params.presence_penalty or params.frequency_penalty):
-        ids, counts = torch.unique(torch.tensor(output_ids, device=logits.device), return_counts=True)
-        adjusted[ids] -= params.frequency_penalty * counts + params.presence_penalty
+        table = (penalties or OutputPenalties()).of(output_ids, params, logits.shape[-1], logits.device)
+        adjusted = logits.float() - table   # a new tensor: the model's logits stay as they were
+    else:
+        adjusted = logits.float().clone()
     biased = [(token, bias) for token, bias in params.logit_bias if 0 <= token < adjusted.shape[-1]]
     if biased:
         ids = torch.tensor([token for token, _ in biased], device=logits.device)

@@ -1,11 +1,12 @@
 from __future__ import annotations
 
 import math
+import random
 
 import torch
 
 from shards.protocol import SamplingParams
-from shards.sampling import adjusted_logits, make_generator, sample_next, token_logprob
+from shards.sampling import OutputPenalties, adjusted_logits, make_generator, sample_next, token_logprob
 
 
 def test_sample_next_greedy_is_argmax():
@@ -51,6 +52,23 @@ def test_adjusted_logits_apply_openai_penalties_and_bias():
     assert adjusted_logits(logits, SamplingParams(), [1, 2]) is logits  # nothing set: no copy
     banned = SamplingParams(temperature=0.0, logit_bias=((1, -100.0),))
     assert sample_next(adjusted_logits(torch.tensor([0.1, 3.0, 2.0]), banned, []), banned, None) == 2
+
+
+def test_output_penalties_kept_a_token_at_a_time_equal_those_counted_anew():
+    """Invariant: the sequence's penalties, grown by one token, or by many at once (a
+    resumed request's sent output), are those of the output counted anew."""
+    rng = random.Random(3)
+    output = [rng.randrange(50) for _ in range(40)]   # a resumed request's sent tokens
+    kept = OutputPenalties()
+    params = SamplingParams(presence_penalty=0.3, frequency_penalty=0.7)
+    logits = torch.randn(64, generator=torch.Generator().manual_seed(1))
+    for _ in range(200):
+        counted = torch.tensor([float(output.count(i)) for i in range(64)])
+        expected = logits - (0.7 * counted + 0.3 * (counted > 0))
+        assert torch.allclose(adjusted_logits(logits, params, output, kept), expected, atol=1e-5)
+        output.append(rng.randrange(64))
+    assert kept.counts == {i: output[:-1].count(i) for i in set(output[:-1])}
+    assert kept.num_counted == len(output) - 1
 
 
 def test_seed_for_position_is_splitmix64_of_the_seed_and_the_position():
