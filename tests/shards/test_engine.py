@@ -262,9 +262,11 @@ def test_worker_killed_while_holding_a_hot_prefix_is_fenced_purged_and_restarted
 
     async def run():
         # the stream goes on on the other worker, log probabilities and all
-        gen = eng.generate(WorkItem("k2", "t", PREFIX + [12], dataclasses.replace(LONG, max_tokens=500, logprobs=1)))
+        gen = eng.generate(WorkItem("k2", "t", PREFIX + [12], dataclasses.replace(LONG, max_tokens=800, logprobs=1)))
         first = await _first_event(gen)
         victim = eng.worker_of("k2")
+        # its prefix's blocks reach the router's index with the worker's next cache report
+        await _until(lambda: eng.health()["workers"][victim]["num_cached_blocks_indexed"] >= 100, 10)
         indexed = eng.health()["workers"][victim]["num_cached_blocks_indexed"]
         probed.append(eng._probed_costs[victim])
         os.kill(eng.worker_pid(victim), signal.SIGKILL)
@@ -285,7 +287,7 @@ def test_worker_killed_while_holding_a_hot_prefix_is_fenced_purged_and_restarted
     assert isinstance(first, TokenEvent)
     assert isinstance(rest[-1], FinishEvent) and rest[-1].worker_id != victim
     tokens = [e for e in [first, *rest] if isinstance(e, TokenEvent) and e.token_ids]
-    assert sum(len(e.token_ids) for e in tokens) == rest[-1].num_output_tokens == 500
+    assert sum(len(e.token_ids) for e in tokens) == rest[-1].num_output_tokens == 800
     assert all(len(e.logprobs) == len(e.token_ids) for e in tokens)
     assert not health["ready"] and health["num_cached_blocks_indexed"] == 0
     assert after.worker_id != victim  # nothing routes to the dead worker
