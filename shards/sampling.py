@@ -87,19 +87,47 @@ def adjusted_logits(logits: torch.Tensor, params: SamplingParams, output_ids: li
 
 def sample_next(logits: torch.Tensor, params: SamplingParams,
                 generator: torch.Generator | None) -> int:
-    """Next token id from a `[vocab]` logits row. temperature <= 0 is greedy."""
+    """Next token id from a `[vocab]` logits row. temperature <= 0 is greedy; else a
+    draw from the tempered softmax, within the nucleus when `top_p` < 1."""
     if params.temperature <= 0.0:
         return int(torch.argmax(logits).item())
     probs = torch.softmax(logits.float() / params.temperature, dim=-1)
     if params.top_p < 1.0:
-        sorted_probs, order = torch.sort(probs, descending=True)
-        cumulative = torch.cumsum(sorted_probs, dim=-1)
-        # keep the smallest set whose mass reaches top_p (always at least one token)
-        keep = (cumulative - sorted_probs) < params.top_p
-        sorted_probs = torch.where(keep, sorted_probs, torch.zeros_like(sorted_probs))
-        choice = torch.multinomial(sorted_probs / sorted_probs.sum(), 1, generator=generator)
-        return int(order[choice].item())
-    return int(torch.multinomial(probs, 1, generator=generator).item())
+        weights, ids = nucleus(probs, params.top_p)
+        return int(ids[draw_index(weights, generator)].item())
+    return draw_index(probs, generator)
+
+
+NUCLEUS_TRIES = (64, 1024)   # how many likeliest tokens are looked at for `top_p` before sorting all
+
+
+def nucleus(probs: torch.Tensor, top_p: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """The smallest set of likeliest tokens whose mass reaches `top_p` (always at least
+    one): (the likeliest tokens' probabilities, zero past the set; their ids), likeliest
+    first. A model's distribution mostly holds `top_p` in a few dozen tokens, so the top
+    `NUCLEUS_TRIES` tokens are tried before sorting the whole vocabulary (4 ms here at
+    49,152 tokens): when they hold `top_p`, the set is among them."""
+    for k in NUCLEUS_TRIES:
+        if k < probs.shape[-1]:
+            top, ids = torch.topk(probs, k)
+            if float(top.sum()) >= top_p:
+                break
+    else:
+        top, ids = torch.sort(probs, descending=True)
+    keep = (torch.cumsum(top, dim=-1) - top) < top_p
+    return torch.where(keep, top, torch.zeros_like(top)), ids
+
+
+def draw_index(weights: torch.Tensor, generator: torch.Generator | None) -> int:
+    """An index drawn with probability proportional to `weights` (not negative, not all
+    zero): where one uniform draw falls in their cumulative sum. One random number, where
+    `torch.multinomial` draws one per token (1.2 ms here at 49,152 tokens)."""
+    cumulative = torch.cumsum(weights, dim=-1, dtype=torch.float64)
+    point = torch.rand(1, generator=generator, dtype=torch.float64, device=weights.device) * cumulative[-1]
+    index = int(torch.searchsorted(cumulative, point, right=True).item())
+    if index == weights.shape[-1]:   # the draw rounded up to the total: the last token with weight
+        index = int(torch.searchsorted(cumulative, cumulative[-1:]).item())
+    return index
 
 
 def token_logprob(logits: torch.Tensor, token: int, num_top: int) -> TokenLogprob:
