@@ -32,7 +32,7 @@ from typing import AsyncIterator
 
 from cache.hashing import tenant_salt
 from cache.session_hashes import SessionHashes
-from shards.dispatcher import DispatchConfig, Dispatcher, Outbound
+from shards.dispatcher import DispatchConfig, Dispatcher
 from shards.engine_options import check_engine_options
 from shards.engine_reports import EngineReports
 from shards.engine_messages import EngineMessages, unlink_segments
@@ -188,21 +188,6 @@ class LocalEngine(EngineStart, EngineReports, EngineTenants, EngineMessages):
         if self._transport is not None:
             await asyncio.to_thread(self._transport.close)
 
-    def _perform(self, out: Outbound) -> None:
-        """Send and deliver (under the lock, so per-worker and per-request order hold)."""
-        for worker_id, message in out.sends:
-            channel = self._channels.get(worker_id)
-            if channel is not None:
-                channel.send(message)
-        for event in out.deliveries:
-            self._deliver(event)
-
-    def _deliver(self, event: EngineEvent) -> None:
-        target = self._streams.get(event.request_id)
-        if target is not None:
-            loop, stream = target
-            loop.call_soon_threadsafe(stream.put_nowait, event)
-
     # --- supervision -----------------------------------------------------------------------
     async def _supervise(self) -> None:
         """Ping, fence the silent, restart the fenced, expire what waited too long."""
@@ -300,3 +285,4 @@ def _frozen(options: Mapping) -> dict:
             value = tuple(value)
         frozen[key] = value
     return frozen
+

@@ -1,9 +1,11 @@
-"""What a `LocalEngine` does with each message from a worker, and with a worker's exit.
+"""What a `LocalEngine` does with each message from a worker, and with a worker's exit,
+and how it performs the dispatcher's decisions (`_perform`: messages to workers, events
+to the request streams).
 
 `EngineMessages` is a part of `shards.engine.LocalEngine` (a base class), kept apart so
 that each file holds one concept. Both handlers run on a transport's reader thread and
-take the engine's `_lock`; they use its `_supervisor`, `_dispatcher`, `_perform`,
-`_ready`, `_placements`, `_probed_costs` and `_stats`.
+take the engine's `_lock`; they use its `_supervisor`, `_dispatcher`, `_channels`,
+`_streams`, `_ready`, `_placements`, `_probed_costs` and `_stats`.
 
 Invariants: a fenced incarnation's messages are ignored (`Supervisor.is_current`); a
 worker is routable only once its `WorkerReady` is accepted, and not after its exit; the
@@ -12,11 +14,12 @@ worker lost or back after the start (shards/worker_events.py), after the lock is
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 
 from shards.dispatcher import Outbound
-from shards.protocol import ErrorEvent, Pong, WorkerFailed, WorkerReady, WorkerStats
+from shards.protocol import EngineEvent, ErrorEvent, EventBatch, Pong, WorkerFailed, WorkerReady, WorkerStats
 from shards.worker_events import worker_back_line, worker_down_line
 
 log = logging.getLogger("stepahead.shards")
@@ -24,6 +27,29 @@ log = logging.getLogger("stepahead.shards")
 
 class EngineMessages:
     """The worker -> engine side of a `LocalEngine`."""
+
+    def _perform(self, out: Outbound) -> None:
+        """Send and deliver (under the lock, so per-worker and per-request order hold)."""
+        for worker_id, message in out.sends:
+            channel = self._channels.get(worker_id)
+            if channel is not None:
+                channel.send(message)
+        if len(out.deliveries) == 1:
+            self._deliver(out.deliveries[0])
+        elif out.deliveries:   # a decode pass's: one wake-up per event loop, not one per event
+            by_loop: dict[asyncio.AbstractEventLoop, list] = {}
+            for event in out.deliveries:
+                target = self._streams.get(event.request_id)
+                if target is not None:
+                    by_loop.setdefault(target[0], []).append((target[1], event))
+            for loop, streamed in by_loop.items():
+                loop.call_soon_threadsafe(_put_each, streamed)
+
+    def _deliver(self, event: EngineEvent) -> None:
+        target = self._streams.get(event.request_id)
+        if target is not None:
+            loop, stream = target
+            loop.call_soon_threadsafe(stream.put_nowait, event)
 
     def _on_message(self, worker_id: str, incarnation: int, message) -> None:
         now = time.monotonic()
@@ -53,6 +79,9 @@ class EngineMessages:
                     self._dispatcher.set_round_trip(worker_id, supervisor.health(worker_id).round_trip_s)
                 elif isinstance(message, WorkerStats):
                     self._stats[worker_id] = message
+                elif isinstance(message, EventBatch):   # one decode pass's messages, in order
+                    for each in message.messages:
+                        out.extend(self._dispatcher.on_worker_message(worker_id, each, now))
                 else:
                     out = self._dispatcher.on_worker_message(worker_id, message, now)
             self._perform(out)
@@ -116,3 +145,9 @@ def unlink_segments(names: list[str]) -> None:
             continue
         segment.close()
         segment.unlink()
+
+
+def _put_each(streamed: list) -> None:
+    """On a stream's event loop: each (stream, event) in order."""
+    for stream, event in streamed:
+        stream.put_nowait(event)

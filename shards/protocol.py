@@ -124,6 +124,15 @@ class ErrorEvent:
 EngineEvent = Union[TokenEvent, FinishEvent, ErrorEvent]
 
 
+@dataclass(slots=True)
+class EventBatch:
+    """A worker's messages from one decode pass (its requests' tokens and ends, and the
+    cache reports between them), in order, sent as one: one write on the worker's side
+    and one wake-up on the engine's, not one per request."""
+
+    messages: list
+
+
 # --- control messages between an engine and its worker processes -------------------
 
 @dataclass(frozen=True, slots=True)

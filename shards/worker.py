@@ -37,7 +37,8 @@ from shards.detokenizer import Detokenizer
 from shards.fair_queue import FairQueue, may_admit, may_pin
 from shards.prefill import ChunkedPrefill, PrefillTask
 from shards.prefill_order import PrefillOrder
-from shards.protocol import CacheEventsReport, CacheSnapshot, ErrorEvent, FinishEvent, TokenEvent, WorkItem
+from shards.protocol import (CacheEventsReport, CacheSnapshot, ErrorEvent, EventBatch, FinishEvent, TokenEvent,
+                             WorkItem)
 from shards.stall_bound import StallBound
 from shards.worker_config import WorkerConfig, stats_as_dict
 from shards.worker_inbox import WorkerInbox
@@ -50,12 +51,16 @@ class WorkerLoop(WorkerInbox, PrefillScheduling):
     """The scheduling loop, separate from process plumbing so tests can drive it."""
 
     def __init__(self, worker_id: str, config: WorkerConfig, runner, tokenizer, emit,
-                 clock: Callable[[], float] = time.monotonic, prefill=None):
+                 clock: Callable[[], float] = time.monotonic, prefill=None, batched: bool = False):
+        """`emit` sends one message to the engine; with `batched` (and the config's
+        `event_batches`), a decode pass's messages go to it as one `EventBatch`."""
         self.worker_id = worker_id
         self.config = config
         self.runner = runner
         self.tokenizer = tokenizer
-        self.emit = emit
+        self._send = emit
+        self._outbox: list | None = None   # a pass's messages, while they are gathered
+        self._batches = batched and config.event_batches
         self.clock = clock
         self.weights = dict(config.tenant_weights)
         self.waiting: FairQueue[WorkItem] = FairQueue(self.weights)
@@ -70,6 +75,12 @@ class WorkerLoop(WorkerInbox, PrefillScheduling):
         self.alive = True
         self._last_events_s = 0.0
         self._last_snapshot_s = clock()
+
+    def emit(self, message) -> None:
+        if self._outbox is None:
+            self._send(message)
+        else:
+            self._outbox.append(message)
 
     def _finish_event(self, seq, reason: str) -> None:
         self.flush_cache_events()
@@ -182,12 +193,19 @@ class WorkerLoop(WorkerInbox, PrefillScheduling):
         self._deliver(batch, results)
 
     def _deliver(self, seqs: list, results: list) -> None:
-        """Each sequence's new token, or the end of it when its step failed alone."""
-        for seq, result in zip(seqs, results):
-            if isinstance(result, Exception):
-                self._fail_running(seq, result)
-            else:
-                self._after_token(seq, result)
+        """Each sequence's new token, or the end of it when its step failed alone (the
+        messages sent as one batch, when batched)."""
+        self._outbox = [] if self._batches and len(seqs) > 1 else None
+        try:
+            for seq, result in zip(seqs, results):
+                if isinstance(result, Exception):
+                    self._fail_running(seq, result)
+                else:
+                    self._after_token(seq, result)
+        finally:
+            outbox, self._outbox = self._outbox, None
+            if outbox:
+                self._send(outbox[0] if len(outbox) == 1 else EventBatch(outbox))
 
     def _fail_running(self, seq, exc: Exception) -> None:
         """End a running request whose generation failed: release it, report the error."""

@@ -35,6 +35,7 @@ class WorkerConfig:
     measure_costs: bool = True
     prefix_caching: bool = True
     inline_transfers: bool = False  # prefix copies travel as bytes (no shared memory)
+    event_batches: bool = True  # a decode pass's messages go as one EventBatch (else one by one)
 
 
 def stats_as_dict(stats) -> dict:

@@ -58,7 +58,7 @@ def serve(worker_id: str, config: WorkerConfig, receive: Callable[[float], objec
             traceback.print_exc()
         emit(WorkerFailed(worker_id, f"{type(exc).__name__}: {exc}"))
         return
-    loop = WorkerLoop(worker_id, config, runner, loaded.tokenizer, emit)
+    loop = WorkerLoop(worker_id, config, runner, loaded.tokenizer, emit, batched=True)
     emit(WorkerReady(worker_id, loaded.model_id, loaded.max_context_tokens, os.getpid(), costs,
                      device=str(runner.device), dtype=str(runner.layout.dtype).removeprefix("torch.")))
 
