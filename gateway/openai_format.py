@@ -215,7 +215,7 @@ class ChunkWriter:
     """Turns events into SSE `data:` lines for one chat or completion stream of
     `num_choices` choices; the usage chunk follows the last choice's finish."""
 
-    __slots__ = ("header", "is_chat", "include_usage", "_choices", "_finishes", "_num_prompts")
+    __slots__ = ("header", "is_chat", "include_usage", "_choices", "_finishes", "_num_prompts", "_text_frames")
 
     def __init__(self, header: ResponseHeader, *, is_chat: bool, include_usage: bool,
                  num_choices: int = 1, num_prompts: int = 1) -> None:
@@ -225,6 +225,7 @@ class ChunkWriter:
         self.include_usage = include_usage
         self._choices = [_ChoiceStream() for _ in range(num_choices)]
         self._finishes: list[Finished] = []
+        self._text_frames: dict[int, tuple[bytes, bytes]] = {}   # choice -> a chat text chunk's bytes around its text
 
     def _chunk(self, choice: dict | None, usage: dict | None = None) -> bytes:
         chunk = {"id": self.header.id,
@@ -248,6 +249,17 @@ class ChunkWriter:
         stream.text_offset += len(text)
         return choice
 
+    def _text_chunk(self, index: int, text: str) -> bytes:
+        """`_chunk` of a chat text delta without logprobs, byte for byte: the bytes around
+        the text are encoded once per choice, then each chunk encodes only its text."""
+        frame = self._text_frames.get(index)
+        if frame is None:
+            marker = "\x00text\x00"
+            whole = self._chunk(self._choice(index, {"content": marker}))
+            before, _, after = whole.partition(dumps(marker))
+            frame = self._text_frames[index] = (before, after)
+        return frame[0] + dumps(text) + frame[1]
+
     def opening(self) -> bytes:
         if not self.is_chat:
             return b""
@@ -257,6 +269,8 @@ class ChunkWriter:
     def event(self, event: ChatEvent) -> bytes:
         index = event.choice
         if isinstance(event, TextDelta):
+            if self.is_chat and event.logprobs is None:   # most chunks of a stream: only the text differs
+                return self._text_chunk(index, event.text)
             return self._chunk(self._choice(index, {"content": event.text}, logprobs=event.logprobs))
         seen_ids = self._choices[index].seen_ids
         if isinstance(event, ToolCallDelta):

@@ -1,0 +1,32 @@
+"""OpenAI's wire format for streamed chunks (gateway/openai_format.py)."""
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from gateway.backend import TextDelta
+from gateway.openai_format import ChunkWriter, ResponseHeader
+
+TEXTS = ["", "Hello", ' "quoted" \\ back', "line\nbreak\ttab", "\x00\x1f control", "héllo wörld ✓ 🚀",
+         "\u2028\u2029 separators", "</s> <|im_end|>", "\ud7ff\ue000"]
+
+
+@pytest.mark.parametrize("include_usage", [False, True])
+def test_a_chat_text_chunk_is_the_whole_chunk_encoded_byte_for_byte(include_usage):
+    """The text chunk's shortcut (its frame encoded once) against the chunk built and
+    encoded whole, for texts JSON must escape, and for each choice of a stream."""
+    rng = random.Random(5)
+    texts = TEXTS + ["".join(chr(rng.choice([rng.randrange(32, 127), rng.randrange(0x80, 0x3000)]))
+                             for _ in range(rng.randrange(1, 12))) for _ in range(200)]
+    writer = ChunkWriter(ResponseHeader("chatcmpl-1", 'model "x"/y', 1700000000), is_chat=True,
+                         include_usage=include_usage, num_choices=3)
+    for i, text in enumerate(texts):
+        index = i % 3
+        chunk = writer.event(TextDelta(text, choice=index))
+        assert chunk == writer._chunk(writer._choice(index, {"content": text}))
+        body = json.loads(chunk.removeprefix(b"data: ").removesuffix(b"\n\n"))
+        assert body["choices"] == [{"index": index, "delta": {"content": text}, "logprobs": None,
+                                    "finish_reason": None}]
+        assert ("usage" in body) is include_usage and body["model"] == 'model "x"/y'
