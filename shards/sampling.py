@@ -115,6 +115,7 @@ def nucleus(probs: torch.Tensor, top_p: float) -> tuple[torch.Tensor, torch.Tens
     else:
         top, ids = torch.sort(probs, descending=True)
     keep = (torch.cumsum(top, dim=-1) - top) < top_p
+    keep[0] = True   # top_p 0: the likeliest token alone
     return torch.where(keep, top, torch.zeros_like(top)), ids
 
 

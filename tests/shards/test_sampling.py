@@ -32,6 +32,9 @@ def test_sample_next_top_p_keeps_only_the_nucleus():
     params = SamplingParams(temperature=1.0, top_p=0.8, seed=1)
     generator = make_generator(params)
     assert {sample_next(logits, params, generator) for _ in range(300)} == {0, 1}
+    params = SamplingParams(temperature=1.0, top_p=0.0, seed=1)   # the smallest set: one token
+    generator = make_generator(params)
+    assert {sample_next(logits, params, generator) for _ in range(50)} == {0}
 
 
 def test_draw_index_draws_in_proportion_to_the_weights():
