@@ -33,7 +33,7 @@ from gateway.fast_paths import CompletionFastPath
 from gateway.forecasting_start import start_forecasting, stop_forecasting
 from gateway.heap import freeze_startup_heap, thaw_heap
 from gateway.http_io import ClientGone
-from gateway.limits import Limiters
+from gateway.limiters import Limiters
 from gateway.metrics import Registry
 from gateway.response_archive import ResponseArchive
 from gateway.reload import HangupsBeforeStart, reload_on_hangup

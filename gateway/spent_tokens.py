@@ -124,7 +124,7 @@ def _locked(path: Path) -> Iterator[None]:
 
 
 def start_spent_tokens(limiters, loop: asyncio.AbstractEventLoop) -> Checkpoints:
-    """Resume the tenants' spent tokens into `limiters` (gateway/limits.py) and save the
+    """Resume the tenants' spent tokens into `limiters` (gateway/limiters.py) and save the
     budgeted ones every `SAVE_EVERY_S` s from now on; `stop()` the result for the last
     save. What the others added to the file is counted into `limiters` on `loop`'s
     thread; until it is, the saves count it as this process's (so none is lost or

@@ -17,7 +17,7 @@ from gateway.background_runs import BackgroundRuns
 from gateway.config import GatewayConfig
 from gateway.errors import model_not_found
 from gateway.heap import GcPauses
-from gateway.limits import Limiters
+from gateway.limiters import Limiters
 from gateway.metrics import Registry
 from gateway.response_store import ResponseStore
 from gateway.schema_checks import SchemaChecker

@@ -7,7 +7,7 @@ import httpx
 import pytest
 
 from gateway.config import LimitsConfig, key_digest, parse_config
-from gateway.limits import Limiters
+from gateway.limiters import Limiters
 from gateway.spent_tokens import FORMAT, SpentTokens
 
 from tests.gateway.conftest import KEYS

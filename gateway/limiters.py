@@ -1,0 +1,91 @@
+"""Every tenant's limiter (gateway/limits.py), across reloads of the tenants, with the
+tokens each spent restored at the start and shared with other gateways
+(gateway/spent_tokens.py).
+
+Invariants: a tenant a reload removed keeps its limiter for the requests it still has
+running (they release into it) but is no longer listed by `items`; a tenant a reload
+adds starts from the tokens on file for it; spent counts never go below zero.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+
+from gateway.config import LimitsConfig
+from gateway.limits import TenantLimiter
+
+
+class Limiters:
+    """One `TenantLimiter` per configured tenant. A tenant a reload removed keeps its
+    limiter for the requests it still has running (they release into it), but is no
+    longer listed by `items`."""
+
+    __slots__ = ("_by_tenant", "_removed", "_queue_timeout_s", "_clock", "_spent_at_start")
+
+    def __init__(self, limits_by_tenant: dict[str, LimitsConfig], *,
+                 queue_timeout_s: float = 30.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._queue_timeout_s = queue_timeout_s
+        self._clock = clock
+        self._spent_at_start: dict[str, int] = {}
+        self._by_tenant = {tenant: self._new(tenant, limits) for tenant, limits in limits_by_tenant.items()}
+        self._removed: dict[str, TenantLimiter] = {}
+
+    def _new(self, tenant: str, limits: LimitsConfig) -> TenantLimiter:
+        limiter = TenantLimiter(tenant, limits, queue_timeout_s=self._queue_timeout_s, clock=self._clock)
+        limiter.num_spent_tokens = self._spent_at_start.get(tenant, 0)
+        return limiter
+
+    def restore_spent(self, spent_by_tenant: Mapping[str, int]) -> None:
+        """Resume the tokens tenants spent before this process (gateway/spent_tokens.py),
+        for the tenants configured now and those a reload adds later."""
+        self._spent_at_start = dict(spent_by_tenant)
+        for tenant, limiter in self._by_tenant.items():
+            limiter.num_spent_tokens = max(limiter.num_spent_tokens, self._spent_at_start.get(tenant, 0))
+
+    def _every_limiter(self) -> list[tuple[str, TenantLimiter]]:
+        """Each tenant's limiter, running or removed by a reload (safe from another
+        thread: the dicts are copied before they are walked)."""
+        return list(self._by_tenant.items()) + list(self._removed.items())
+
+    def spent_by_tenant(self) -> dict[str, int]:
+        """The tokens spent by each tenant, running or removed by a reload."""
+        return {tenant: limiter.num_spent_tokens for tenant, limiter in self._every_limiter()}
+
+    def budgeted_tenants(self) -> set[str]:
+        """The tenants, running or removed by a reload, that have a `token_budget`."""
+        return {tenant for tenant, limiter in self._every_limiter() if limiter.limits.token_budget is not None}
+
+    def add_spent(self, spent_elsewhere: Mapping[str, int], spent_on_file: Mapping[str, int]) -> None:
+        """Count tokens spent elsewhere (other gateways sharing the spent-tokens file;
+        negative: given back by an edit of it) into the tenants' counts, never below
+        zero; `spent_on_file` is what a tenant a reload adds from now on starts from. On
+        the event loop's thread, as every other change to the counts."""
+        for tenant, num_tokens in spent_elsewhere.items():
+            limiter = self._by_tenant.get(tenant) or self._removed.get(tenant)
+            if limiter is not None:
+                limiter.num_spent_tokens = max(0, limiter.num_spent_tokens + num_tokens)
+        self._spent_at_start = dict(spent_on_file)
+
+    def __getitem__(self, tenant: str) -> TenantLimiter:
+        limiter = self._by_tenant.get(tenant)
+        return limiter if limiter is not None else self._removed[tenant]
+
+    def update(self, limits_by_tenant: dict[str, LimitsConfig]) -> None:
+        """The tenants and limits of a reloaded config: a kept tenant's limiter is
+        retuned (its running and queued requests and spent budget stay), a new one made,
+        and a removed one kept aside for the requests it still has running."""
+        by_tenant = {}
+        for tenant, limits in limits_by_tenant.items():
+            limiter = self._by_tenant.get(tenant) or self._removed.pop(tenant, None)
+            if limiter is None:
+                limiter = self._new(tenant, limits)
+            limiter.retune(limits)
+            by_tenant[tenant] = limiter
+        for tenant, limiter in self._by_tenant.items():
+            if tenant not in by_tenant:
+                self._removed[tenant] = limiter
+        self._by_tenant = by_tenant
+
+    def items(self):
+        return self._by_tenant.items()
