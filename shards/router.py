@@ -32,9 +32,8 @@ Invariants:
 - `remove_worker` drops every charge, affinity, reservation and tenant home naming the
   worker and purges its blocks from the index, so nothing routes to it afterwards.
 
-A shared-prefix transfer is proposed when the chosen worker lacks HOT blocks a peer
-holds and the measured cost of copying them (export + import per block, plus one round
-trip) is below the measured cost of prefilling them.
+A shared-prefix transfer is proposed when it is cheaper than the prefill it saves
+(shards/transfer_decision.py).
 
 A session that leaves the worker it was last routed to is reported in the decision
 (`moved_from`), so that worker's cache policy can stop keeping the session's KV for a
@@ -50,9 +49,10 @@ from collections import OrderedDict
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
-from shards.prefix_index import PrefixIndex, PrefixRun
+from shards.prefix_index import PrefixIndex
 from shards.route_records import (ROUTING_POLICIES, Decision, RouteQuery, RouteReason, RouterConfig, RouterStats,
                                   TenantLoad, WorkerCosts, WorkerLoad)
+from shards.transfer_decision import decide_transfer, saved_tokens
 
 RESERVATION_SWEEP_MIN = 1024  # reservations held before expired ones are first swept
 
@@ -187,7 +187,7 @@ class Router:
         min_load = min(loads.values())
         threshold = self.config.imbalance_threshold_tokens
 
-        saved = {w: self._saved_tokens(runs[w], query.num_prompt_tokens) for w in live}
+        saved = {w: saved_tokens(self.config, runs[w], query.num_prompt_tokens) for w in live}
         scores = {w: loads[w] - saved[w] for w in live}
         best = min(live, key=lambda w: (scores[w], loads[w], w))
 
@@ -218,7 +218,7 @@ class Router:
             if loads[chosen] - min_load > threshold:
                 chosen = min(live, key=lambda w: (loads[w], w))
                 reason = "imbalance"
-        decision = self._decide_transfer(chosen, reason, runs, query)
+        decision = decide_transfer(self.config, self._costs, chosen, reason, runs, query)
         if own is not None and own != chosen and own in self._loads:
             decision.moved_from = own
             self.stats.num_session_moves += 1
@@ -236,35 +236,6 @@ class Router:
         decision = Decision(chosen, reason, 0, query.num_prompt_tokens)
         self._charge(request_id, decision, query.tenant, None)
         return decision
-
-    def _saved_tokens(self, run: PrefixRun, num_prompt_tokens: int) -> int:
-        size = self.config.block_size
-        saved = run.num_hot_blocks * size + self.config.host_hit_weight * run.num_host_blocks * size
-        return int(min(saved, max(0, num_prompt_tokens - 1)))
-
-    def _decide_transfer(self, chosen: str, reason: RouteReason, runs: dict[str, PrefixRun],
-                         query: RouteQuery) -> Decision:
-        own = runs[chosen]
-        expected = self._saved_tokens(own, query.num_prompt_tokens)
-        decision = Decision(chosen, reason, expected, query.num_prompt_tokens - expected)
-        if not self.config.can_transfer:
-            return decision
-        holder = max(runs, key=lambda w: (runs[w].num_hot_blocks, w == chosen))
-        num_missing = runs[holder].num_hot_blocks - own.num_blocks
-        if holder == chosen or num_missing < self.config.min_transfer_blocks:
-            return decision
-        src, dst = self._costs[holder], self._costs[chosen]
-        if None in (src.export_s_per_block, dst.import_s_per_block, dst.prefill_s_per_token):
-            return decision
-        recompute_s = num_missing * self.config.block_size * dst.prefill_s_per_token
-        # NOTE: only the export adds a hop; the import travels just ahead of the request
-        transfer_s = num_missing * (src.export_s_per_block + dst.import_s_per_block) + src.round_trip_s
-        if transfer_s >= recompute_s:
-            return decision
-        run = PrefixRun(runs[holder].num_hot_blocks, 0)
-        expected = self._saved_tokens(run, query.num_prompt_tokens)
-        return Decision(chosen, reason, expected, query.num_prompt_tokens - expected,
-                        transfer_from=holder, num_transfer_blocks=run.num_hot_blocks, transfer_saves_s=recompute_s)
 
     def _charge(self, request_id: str, decision: Decision, tenant: str, session: str | None) -> None:
         load = self._loads[decision.worker_id]
