@@ -18,11 +18,12 @@ Invariants:
 - The event queue, replayed in order, gives exactly the matchable (hash, tier) pairs.
 
 Slots, the hash index, tier moves and events live in `Residency`; this class adds the
-request protocol: lineage checks, references, sessions and per-tenant hit counters. The
-moves policies and operators ask for (demote, promote, drop, clear) are its base class
-`BlockMoves` (cache/block_moves.py); sizes, read access and the counters' snapshot,
-`BlockCounts` (cache/block_counts.py); what it hands to its policy and the event queue,
-`PolicyCalls` (cache/block_policy_calls.py).
+request protocol: lineage checks and per-tenant hit counters. The moves policies and
+operators ask for (demote, promote, drop, clear) are its base class `BlockMoves`
+(cache/block_moves.py); sizes, read access and the counters' snapshot, `BlockCounts`
+(cache/block_counts.py); what it hands to its policy and the event queue, `PolicyCalls`
+(cache/block_policy_calls.py); new blocks, references and each block's sessions,
+`BlockReferences` (cache/block_references.py).
 
 NOTE: not thread-safe; one owner (a worker loop, the simulator) drives it.
 """
@@ -31,13 +32,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from cache.block_meta import BlockMeta, LineageId
 from cache.hashing import BlockHash, chain_hashes, split_blocks, tenant_salt
 from cache.lineage import continues, verified_run
 from cache.lru import LRUPolicy
 from cache.block_counts import BlockCounts
 from cache.block_moves import BlockMoves
 from cache.block_policy_calls import PolicyCalls
+from cache.block_references import BlockReferences
 from cache.match import Match
 from cache.mover import BlockMover
 from cache.policy import EvictionPolicy
@@ -48,7 +49,7 @@ from cache.tiers import Tier
 __all__ = ["BlockManager", "BlockMover", "Match"]
 
 
-class BlockManager(BlockCounts, BlockMoves, PolicyCalls):
+class BlockManager(BlockCounts, BlockMoves, PolicyCalls, BlockReferences):
     """Prefix-cached KV block slots over a HOT and an optional HOST tier.
 
     `prefix_groups` gives a tenant's configured prefix group (tenants of one group share
@@ -257,77 +258,6 @@ class BlockManager(BlockCounts, BlockMoves, PolicyCalls):
             self._unref(block, now)
 
     # ---- internals -------------------------------------------------------------------
-
-    def _new_block(
-        self,
-        tenant: str,
-        session: str | None,
-        salt: bytes,
-        hashes: Sequence[BlockHash],
-        position: int,
-        tokens: tuple[int, ...],
-        parent_uid: LineageId | None,
-        is_cached: bool,
-        now: float,
-    ) -> BlockMeta:
-        """Create a referenced block in a free HOT slot (the caller made room)."""
-        block_id = self._hot.take()
-        if block_id is None:
-            raise RuntimeError("no free HOT slot after making room")
-        block = BlockMeta(
-            id=block_id,
-            tier=Tier.HOT,
-            uid=LineageId(self._next_uid),
-            hash=hashes[position],
-            tokens=tokens,
-            tenant=tenant,
-            salt=salt,
-            parent_hash=hashes[position - 1] if position > 0 else None,
-            parent_uid=parent_uid,
-            position=position,
-            ref_count=1,
-            created_s=now,
-            last_access_s=now,
-            is_cached=is_cached,
-        )
-        self._next_uid += 1
-        self._num_referenced += 1
-        self._note_session(block, session, now)
-        self._residency.add(block, now)
-        return block
-
-    def _ref(self, block: BlockMeta, session: str | None, now: float) -> None:
-        if block.ref_count == 0:
-            self._num_referenced += 1
-        block.ref_count += 1
-        block.num_hits += 1
-        block.last_access_s = now
-        self._note_session(block, session, now)
-        if block.is_cached:
-            self._policy.on_access(block, session, now)
-
-    def _unref(self, block: BlockMeta, now: float) -> None:
-        block.ref_count -= 1
-        if block.ref_count:
-            return
-        self._num_referenced -= 1
-        block.last_access_s = now
-        if block.is_cached:
-            self._policy.on_release(block, now)
-        else:
-            self._residency.free_private(block)
-
-    def _note_session(self, block: BlockMeta, session: str | None, now: float) -> None:
-        """Record `session` as the block's most recent user, keeping at most
-        `max_sessions_per_block` sessions (the oldest leaves first)."""
-        if session is None:
-            return
-        sessions = block.sessions
-        if session in sessions:
-            del sessions[session]
-        elif len(sessions) >= self._max_sessions:
-            del sessions[next(iter(sessions))]
-        sessions[session] = now
 
     def _tenant(self, tenant: str) -> TenantStats:
         stats = self._tenants.get(tenant)
