@@ -1,8 +1,12 @@
 """Everything the predictor knows about one tenant, and nothing about any other.
 
-Lock discipline: every method takes `lock` for its whole (short, fit-free) body. The
-fitted `model` is immutable and replaced whole by `install`, so a refit computed outside
-the lock swaps in atomically. Isolation: a tenant's model, memory, durations and
+`TenantState` holds the tenant's learned model, its sessions and what it learns and
+observes in them; what it predicts from them is its base class `TenantForecasts`
+(tenant_forecasts.py).
+
+Lock discipline: every public method takes `lock` for its whole (short, fit-free) body.
+The fitted `model` is immutable and replaced whole by `install`, so a refit computed
+outside the lock swaps in atomically. Isolation: a tenant's model, memory, durations and
 accuracy are built from its own sessions only; the only shared input is the read-only
 global class model used while the tenant is cold (cold_start.py).
 """
@@ -10,39 +14,25 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
 from .accuracy import AccuracyTracker
-from .cold_start import expand, tool_shares
 from .config import PredictorConfig
 from .durations import DurationModel
-from .pending_tools import AbandonCounts, pending_distribution
-from .recency import RecencyMemory, adapt
-from .returns import ReturnMixture, return_mixture
-from .session import Prediction, SessionState
-from .step_model import StepModel, StepState
+from .pending_tools import AbandonCounts
+from .recency import RecencyMemory
+from .session import SessionState
+from .step_model import StepModel
+from .tenant_forecasts import TenantForecasts
 from .turns import TurnCalibration
 from .vocabulary import BASE_SYMBOLS, Vocabulary, with_end
 
 _SWEEP_EVERY_NEW_SESSIONS = 256
-_NEGLIGIBLE_SILENT = 1e-6
 
 
-@dataclass(frozen=True, slots=True)
-class ForecastInputs:
-    """A consistent snapshot for one forecast, taken under the tenant lock."""
-
-    prediction: Prediction
-    mixture: ReturnMixture
-    elapsed_s: float
-    confident: bool
-    pending_tool: str | None = None
-
-
-class TenantState:
+class TenantState(TenantForecasts):
     """Invariants: `_version` changes whenever anything a prediction depends on changes
     (model, recency memory, learned sessions), so cached predictions compare versions;
     `_tools_version` changes only when `tool_counts` or `live_tools` does (cold
@@ -191,7 +181,6 @@ class TenantState:
         for key in [k for k, s in self.sessions.items() if s.last_step_s < cutoff]:
             del self.sessions[key]
 
-    # -- forecasting ----------------------------------------------------------------
     def _see_tool_locked(self, symbol: str) -> None:
         """A tool this tenant never ran before ran in a live session: a cold tenant's
         vocabulary names it from now on (its own duration, not the unknown tool's),
@@ -200,128 +189,3 @@ class TenantState:
         self._tools_version += 1
         if self.model is None:
             self._version += 1  # cold predictions were made over the old vocabulary
-
-    def _cold_vocab_locked(self) -> tuple[Vocabulary, np.ndarray]:
-        cached = self._cold_vocab
-        if cached is None or cached[0] != self._tools_version:
-            counts = {**dict.fromkeys(self.live_tools, 1), **self.tool_counts}
-            vocab = Vocabulary.from_symbols(counts)
-            cached = (self._tools_version, vocab, tool_shares(vocab, counts))
-            self._cold_vocab = cached
-        return cached[1], cached[2]
-
-    def _distribution_locked(self, model: StepModel | None, history: list[str],
-                             state_after: StepState | None
-                             ) -> tuple[Vocabulary, np.ndarray]:
-        """Next-step distribution over the tenant's vocabulary: its own model with
-        recency when warm, the expanded global class model when cold, uniform when
-        there is no model at all."""
-        if self.model is not None and model is self.model and state_after is not None:
-            p = model.static_next(state_after)
-            if model.recency is not None:
-                p = adapt(p, self.memory, model.recency, history, model.vocab)
-            return model.vocab, p / p.sum()
-        vocab, shares = self._cold_vocab_locked()
-        if model is None or state_after is None:
-            return vocab, np.full(vocab.size, 1.0 / vocab.size)
-        return vocab, expand(model.static_next(state_after), model.vocab, vocab, shares)
-
-    def _predict_locked(self, state: SessionState, global_model: StepModel | None
-                        ) -> Prediction:
-        """The session's next-step distribution (and the one after a silent step),
-        cached in the session until it advances or the tenant's model/memory changes."""
-        model = self.model if self.model is not None else global_model
-        step_state = state.sync(model)
-        cached = state.prediction
-        if cached is not None and cached.version == self._version:
-            return cached
-        vocab, p1 = self._distribution_locked(model, state.history, step_state)
-        if model is self.model and state.history and state.history[-1] in self.config.silent_symbols:
-            p1 = self._after_answer_locked(p1, vocab.end_id, state.num_answers)
-        silent_id = next((vocab.index[s] for s in self.config.silent_symbols
-                          if s in vocab.index), None)
-        p2 = None
-        if silent_id is not None and p1[silent_id] > _NEGLIGIBLE_SILENT:
-            silent = vocab.symbols[silent_id]
-            after = None if model is None or step_state is None else model.advance(
-                step_state, model.encode(silent))
-            _, p2 = self._distribution_locked(model, state.history + [silent], after)
-        prediction = Prediction(self._version, vocab, p1, p2, silent_id)
-        state.prediction = prediction
-        return prediction
-
-    def _after_answer_locked(self, p1: np.ndarray, end_id: int, answers: int) -> np.ndarray:
-        """`p1` after the session's `answers`-th text answer, with P(END) corrected by
-        how many answers the tenant's sessions give (turns.py); the other steps keep
-        their proportions."""
-        p_model = float(p1[end_id])
-        if p_model >= 1.0:
-            return p1
-        p_end = self.turns.p_end(answers, p_model)
-        if p_end == p_model:
-            return p1
-        adjusted = p1 * ((1.0 - p_end) / (1.0 - p_model))
-        adjusted[end_id] = p_end
-        return adjusted
-
-    def _current_locked(self, state: SessionState, global_model: StepModel | None
-                        ) -> Prediction:
-        """What the session does next: the step model's prediction, or, while the tools
-        its last response asked for are pending, the first of them unless abandoned."""
-        prediction = self._predict_locked(state, global_model)
-        if not state.pending:
-            return prediction
-        key = (self._version, self.abandons.num_waits)
-        cached = state.pending_prediction
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        p1 = pending_distribution(prediction.vocab, state.pending[0], self.abandons.p_abandon())
-        pending = Prediction(self._version, prediction.vocab, p1, None, None)
-        state.pending_prediction = (key, pending)
-        return pending
-
-    def _refresh_start_locked(self, global_model: StepModel | None) -> SessionState:
-        """The prediction for a session that has not taken a step yet (the same for
-        every new session), recomputed only when the tenant's version or model changed;
-        learning calls this eagerly so that forecasts for new sessions stay cheap."""
-        template = self._start_template
-        model = self.model if self.model is not None else global_model
-        if template is None or template.model is not model:
-            template = SessionState(0.0, 0.0, 0.0)
-            self._start_template = template
-        self._mixture_locked(self._predict_locked(template, global_model))
-        return template
-
-    def _start_state_locked(self, now_s: float, global_model: StepModel | None
-                            ) -> SessionState:
-        """A not-yet-seen session, waiting since `now_s`."""
-        template = self._refresh_start_locked(global_model)
-        return SessionState(now_s, now_s, now_s, model=template.model,
-                            state=template.state, prediction=template.prediction)
-
-    def forecast_inputs(self, session: str, now_s: float,
-                        global_model: StepModel | None) -> ForecastInputs:
-        with self.lock:
-            state = self.sessions.get(session)
-            if state is None:
-                state = self._start_state_locked(now_s, global_model)
-            prediction = self._current_locked(state, global_model)
-            knows_wait = self.model is not None or (
-                bool(state.pending) and self.abandons.num_waits >= self.config.min_tool_waits)
-            confident = knows_wait and self.accuracy.is_accurate(self.config.min_top1,
-                                                                 self.config.min_accuracy_weight)
-            return ForecastInputs(prediction, self._mixture_locked(prediction),
-                                  now_s - state.waiting_since_s, confident,
-                                  state.pending[0] if state.pending else None)
-
-    def _mixture_locked(self, prediction: Prediction) -> ReturnMixture:
-        """The time-independent part of the return forecast, cached on the prediction
-        until the duration table is rebuilt."""
-        table = self.durations.table(prediction.vocab.symbols)
-        mixture = prediction.mixture
-        if mixture is None or mixture.table is not table:
-            mixture = return_mixture(prediction.p1, prediction.p2, prediction.vocab.end_id,
-                                     prediction.silent_id, table, self.horizons_s,
-                                     self.quantiles)
-            prediction.mixture = mixture
-        return mixture
