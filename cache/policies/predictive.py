@@ -12,11 +12,11 @@ holding more than their reservation are taken from first (reservations.py; re-pl
 every `replan_interval_s` from each tenant's forecast demand), then the tenant asking
 for room, then anyone.
 
-Pins (pins.py). A forecast whose next step is a tool call pins the session's HOT blocks
-until the `pin_quantile` of its return time: until then they keep at least their value
-at the start of the call, so they outlast lower-valued blocks (LRU-handled ones, ended
-sessions) even when the tool runs late, yet yield to higher-valued ones; a tenant's
-pinned blocks are capped.
+Pins (pins.py, predictive_waits.py). A forecast whose next step is a tool call pins the
+session's HOT blocks until the `pin_quantile` of its return time: until then they keep
+at least their value at the start of the call, so they outlast lower-valued blocks
+(LRU-handled ones, ended sessions) even when the tool runs late, yet yield to
+higher-valued ones; a tenant's pinned blocks are capped.
 
 Tiers. A HOT victim moves to a full HOST only when its value there beats HOST's
 cheapest block (else it is dropped); a session with blocks in HOST is prefetched back
@@ -34,7 +34,6 @@ recomputed lazily (at most once per `refresh_fraction` of a forecast's age); `ap
 from __future__ import annotations
 
 import heapq
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -46,6 +45,7 @@ from cache.policies.pins import PinBook
 from cache.policies.predictive_config import PredictiveConfig
 from cache.policies.predictive_prefetch import PrefetchPlanning
 from cache.policies.predictive_upkeep import PolicyUpkeep
+from cache.policies.predictive_waits import SessionWaits
 from cache.policies.prefetch import PrefetchCounts, PrefetchTracker
 from cache.policies.reservations import ReservationPlan
 from cache.policies.return_curve import ReturnCurve
@@ -61,10 +61,11 @@ class _Tenant:
     accuracy: TenantAccuracy = field(default_factory=TenantAccuracy)
 
 
-class PredictivePolicy(PolicyUpkeep, PrefetchPlanning, EvictionPolicy):
+class PredictivePolicy(PolicyUpkeep, PrefetchPlanning, SessionWaits, EvictionPolicy):
     """Forecast-driven eviction and placement (see the module docstring). Its upkeep
     over time and choice of victim group live in predictive_upkeep.py, its prefetch in
-    predictive_prefetch.py (mixins over this class's state).
+    predictive_prefetch.py, its pins and the end of a session's wait in
+    predictive_waits.py (mixins over this class's state).
 
     Invariants: the group index holds exactly the evictable blocks the manager showed
     it; `_tenants[t].num_hot` counts `t`'s cached HOT blocks; a session's `curve` is
@@ -253,50 +254,6 @@ class PredictivePolicy(PolicyUpkeep, PrefetchPlanning, EvictionPolicy):
         if session is None:
             session = self._sessions[name] = SessionState(tenant, now_s)
         return session
-
-    def _returned(self, name: str, tenant: str, now_s: float) -> None:
-        """A request of session `name` arrived: its wait (and pin, prefetch) is over."""
-        session = self._sessions.get(name)
-        if session is None:
-            self._sessions[name] = SessionState(tenant, now_s)
-            return
-        if session.last_use_s == now_s and session.curve is None and not session.moved:
-            return
-        session.moved = False
-        if session.predicted_p is not None:
-            returned = now_s <= session.predicted_until_s
-            self._tenant(tenant).accuracy.add(session.predicted_p, returned, self.config.accuracy_alpha)
-            session.predicted_p = None
-        session.last_use_s = now_s
-        self._end_wait(name, session)
-
-    def _end_wait(self, name: str, session: SessionState) -> None:
-        """The session no longer waits here to come back: its forecast, pin and
-        prefetch go."""
-        session.curve = None
-        self._valuation.forget()
-        session.return_soon_s = None
-        session.return_late_s = None
-        session.has_prefetched = False
-        self._pins.unpin(name)
-        self._prefetch.cancel(name)
-
-    def _pin(self, name: str, tenant: str, forecast: Forecast, group: BlockGroup | None, now_s: float) -> None:
-        cfg = self.config
-        ttl_s = forecast.eta_s(cfg.pin_quantile)
-        if ttl_s is None or group is None:
-            return
-        until_s = forecast.made_at_s + min(ttl_s, cfg.max_pin_s)
-        if until_s <= now_s:
-            return
-        if self._plan.is_active:
-            cap = cfg.pin_cap_frac * self._plan.reserved(tenant)
-        elif self._room.capacity[0]:
-            cap = cfg.pin_cap_frac * self._room.capacity[0]
-        else:  # HOT has not filled yet: no cap but the one that forbids pins (0 x inf is nan)
-            cap = math.inf if cfg.pin_cap_frac > 0 else 0.0
-        floor = self._value_of(tenant, (name,), Tier.HOT, now_s, now_s)
-        self._pins.pin(name, tenant, until_s, len(group.blocks), cap, floor)
 
     # ---- internals: ranking ------------------------------------------------------------
 
