@@ -28,9 +28,9 @@ from collections.abc import Mapping
 
 from cache.hashing import BlockHash
 from shards.fair_queue import FairQueue, PushResult, may_admit, work_cost
-from shards.protocol import (CacheEventsReport, CacheSnapshot, CancelRequest, CostProfile, EngineEvent,
-                             ErrorEvent, ExportPrefix, FinishEvent, ImportPrefix, PrefixExported,
-                             PrefixImported, SessionMoved, TokenEvent, WorkItem)
+from shards.protocol import (CacheEventsReport, CacheSnapshot, CancelRequest, CostProfile, EngineEvent, ErrorEvent,
+                             FinishEvent, SessionMoved, TokenEvent, WorkItem)
+from shards.transfer_messages import ExportPrefix, ImportPrefix, PrefixExported, PrefixImported
 from shards.dispatch_records import DispatchConfig, DispatchStats, Outbound, Request, Transfer
 from shards.route_records import RouteQuery
 from shards.router import Router

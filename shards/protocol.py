@@ -179,7 +179,7 @@ class WorkerFailed:
     message: str
 
 
-# --- health, cache reports, costs, shared-prefix transfer ---------------------------
+# --- health, cache reports, costs (shared-prefix transfers: shards/transfer_messages.py)
 
 @dataclass(frozen=True, slots=True)
 class Ping:
@@ -225,59 +225,6 @@ class CostProfile:
     prefill_s_per_token: float
     export_s_per_block: float
     import_s_per_block: float
-
-
-@dataclass(frozen=True, slots=True)
-class ExportPrefix:
-    """Copy the HOT cached leading blocks of `token_ids` (at most `max_blocks`) into a
-    new shared-memory segment — or, `inline`, into bytes carried by the answer (workers
-    on other machines) — and answer with PrefixExported."""
-
-    transfer_id: str
-    tenant: str
-    token_ids: tuple[int, ...]
-    max_blocks: int
-    inline: bool = False
-
-
-@dataclass(slots=True)
-class PrefixExported:
-    """`shm_name` (or `payload`, inline) holds `num_blocks` blocks (None / 0: nothing was
-    cached any more)."""
-
-    worker_id: str
-    transfer_id: str
-    shm_name: str | None
-    num_blocks: int
-    elapsed_s: float
-    payload: bytes | None = None
-
-    @property
-    def has_blocks(self) -> bool:
-        return self.num_blocks > 0 and (self.shm_name is not None or self.payload is not None)
-
-
-@dataclass(frozen=True, slots=True)
-class ImportPrefix:
-    """Store the `num_blocks` blocks in `shm_name` (then unlink the segment), or in
-    `payload` when they came inline, as the cached prefix of `token_ids`. Sent just
-    before the request that needs them."""
-
-    transfer_id: str
-    tenant: str
-    session: str | None
-    token_ids: tuple[int, ...]
-    shm_name: str | None
-    num_blocks: int
-    payload: bytes | None = None
-
-
-@dataclass(slots=True)
-class PrefixImported:
-    worker_id: str
-    transfer_id: str
-    num_blocks: int
-    elapsed_s: float
 
 
 @dataclass(frozen=True, slots=True)

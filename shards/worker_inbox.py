@@ -10,8 +10,9 @@ a cancelled request gets its one terminal event and its blocks back wherever it 
 from __future__ import annotations
 
 from shards.fair_queue import work_cost
-from shards.protocol import (ApplyForecast, CancelRequest, ExportPrefix, FinishEvent, ImportPrefix, Ping, Pong,
-                             SessionMoved, Shutdown, StatsRequest, TenantShares, WorkerStats, WorkItem)
+from shards.protocol import (ApplyForecast, CancelRequest, FinishEvent, Ping, Pong, SessionMoved, Shutdown,
+                             StatsRequest, TenantShares, WorkerStats, WorkItem)
+from shards.transfer_messages import ExportPrefix, ImportPrefix
 from shards.worker_config import stats_as_dict
 from shards.worker_transfers import export_prefix_for, import_prefix_for
 

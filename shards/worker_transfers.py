@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 import traceback
 
-from shards.protocol import ExportPrefix, ImportPrefix, PrefixExported, PrefixImported
+from shards.transfer_messages import ExportPrefix, ImportPrefix, PrefixExported, PrefixImported
 
 
 def export_prefix_for(runner, worker_id: str, message: ExportPrefix) -> PrefixExported:

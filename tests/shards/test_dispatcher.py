@@ -5,9 +5,9 @@ from cache.events import BlockStored
 from cache.hashing import BlockHash
 from cache.tiers import Tier
 from shards.dispatcher import DispatchConfig, Dispatcher
-from shards.protocol import (CacheEventsReport, CancelRequest, CostProfile, ErrorEvent, ExportPrefix,
-                             FinishEvent, ImportPrefix, PrefixExported, SamplingParams, SessionMoved,
-                             TokenEvent, WorkItem)
+from shards.protocol import (CacheEventsReport, CancelRequest, CostProfile, ErrorEvent, FinishEvent, SamplingParams,
+                             SessionMoved, TokenEvent, WorkItem)
+from shards.transfer_messages import ExportPrefix, ImportPrefix, PrefixExported
 from shards.route_records import RouterConfig
 from shards.router import Router
 
