@@ -23,7 +23,8 @@ from gateway.background_runs import BackgroundRun
 from gateway.backend import Backend, Prepared
 from gateway.chat_checks import check_chat_request
 from gateway.errors import ApiError, invalid_request, response_not_found, stream_cut_at_shutdown
-from gateway.exchange import CLIENT_CLOSED_STATUS, ReplyShape, respond
+from gateway.exchange import CLIENT_CLOSED_STATUS
+from gateway.respond import ReplyShape, respond
 from gateway.forecasting import bind_session
 from gateway.http_io import ClientGone, EventStreamResponse, read_json_body
 from gateway.list_page import list_page

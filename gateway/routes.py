@@ -16,7 +16,8 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from gateway.chat_checks import check_chat_request
 from gateway.choices import with_choices
 from gateway.errors import ApiError
-from gateway.exchange import CLIENT_CLOSED_STATUS, admit, respond
+from gateway.exchange import CLIENT_CLOSED_STATUS, admit
+from gateway.respond import respond
 from gateway.embeddings import EmbeddingsRequest, unsupported_model
 from gateway.http_io import ClientGone, race_disconnect, read_json_body
 from gateway.metrics import Labels, router_gauges, worker_gauges

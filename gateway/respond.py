@@ -1,0 +1,194 @@
+"""Answering one prepared request over HTTP: the backend's events as a whole reply or
+as a stream of server-sent events (the request's bookkeeping: gateway/exchange.py).
+
+Invariants:
+- nothing is sent before the first event (or error) arrives, so failures before the first
+  token are ordinary HTTP errors; after that, an error becomes one SSE error event and the
+  stream closes;
+- a client that leaves (while queued, before the first token, mid-stream, or while a
+  non-streamed reply is being generated) cancels the backend work;
+- a reply none of which has been sent (answered whole, or a stream before its first
+  event) runs again from the start, once, when its worker died under it (`worker_died`:
+  the engine itself re-queues requests that had no token yet, and resumes those that had);
+  a stream that has begun cannot be taken back, and ends with the error.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from agents_trace.records import StepContext
+
+from gateway.backend import Backend, ChatEvent, Finished, Prepared, Usage
+from gateway.choices import merged_usage, run_choices
+from gateway.errors import ApiError, server_error, stream_cut_at_shutdown
+from gateway.exchange import CLIENT_CLOSED_STATUS, Exchange
+from gateway.http_io import EventStreamResponse, race_disconnect
+from gateway.openai_format import (ChunkWriter, Collected, ResponseHeader, Reply, chat_completion,
+                                   dumps, text_completion)
+from gateway.state import GatewayState
+
+UNSENT_REPLY_ATTEMPTS = 2   # runs of a reply not begun yet, when its worker dies under it
+T = TypeVar("T")
+log = logging.getLogger("stepahead.gateway")
+
+
+def _error_type(exc: BaseException) -> str:
+    if isinstance(exc, ApiError):
+        return exc.code or exc.type
+    return "client_closed"
+
+
+@dataclass(slots=True)
+class ReplyShape:
+    """How a reply is written: the endpoint's name (metrics), the whole body from the
+    collected events, a stream writer (opening, event, done, error), and what to do
+    with the collected reply once it finished (e.g. store it)."""
+
+    endpoint: str
+    whole: Callable[[Reply, Usage], dict]
+    writer: Callable[[], object]
+    on_finished: Callable[[Collected], None] | None = None
+
+
+def chat_shape(prepared: Prepared, *, is_chat: bool, include_usage: bool) -> ReplyShape:
+    header = ResponseHeader(prepared.request_id, prepared.model)
+    render = chat_completion if is_chat else text_completion
+    return ReplyShape("chat" if is_chat else "completions", lambda reply, usage: render(header, reply, usage),
+                      lambda: ChunkWriter(header, is_chat=is_chat, include_usage=include_usage,
+                                          num_choices=prepared.num_choices, num_prompts=prepared.num_prompts))
+
+
+async def respond(request: Request, state: GatewayState, backend: Backend, prepared: Prepared,
+                  *, is_chat: bool, stream: bool, include_usage: bool,
+                  started_s: float, trace: StepContext | None = None, shape: ReplyShape | None = None) -> Response:
+    shape = shape or chat_shape(prepared, is_chat=is_chat, include_usage=include_usage)
+    keep_output = not stream or trace is not None or shape.on_finished is not None
+    exchange = Exchange(state, prepared, shape.endpoint, started_s,
+                        trace=trace, output=Reply.of(prepared.num_choices, prepared.num_prompts) if keep_output else None)
+    if not stream:
+        return await _respond_whole(request, exchange, lambda: run_choices(backend, prepared), shape)
+    return await _respond_stream(request, exchange, lambda: run_choices(backend, prepared), shape)
+
+
+async def _run_again_if_its_worker_died(exchange: Exchange, new_events: Callable[[], AsyncIterator[ChatEvent]],
+                                        consume: Callable[[AsyncIterator[ChatEvent]], Awaitable[T]]
+                                        ) -> tuple[AsyncIterator[ChatEvent], T]:
+    """`consume` a run of the backend's events, before anything of the reply is sent; a
+    run whose worker died under it is dropped and run again from the start, up to
+    `UNSENT_REPLY_ATTEMPTS` runs. Returns the run's events, still open, and what `consume`
+    gave; a run that fails (or is cancelled) is closed before the error leaves."""
+    attempt = 1
+    while True:
+        events = new_events()
+        try:
+            return events, await consume(events)
+        except ApiError as error:
+            await events.aclose()
+            if error.code != "worker_died" or attempt == UNSENT_REPLY_ATTEMPTS:
+                raise
+            log.warning("stepahead: request %s runs again: %s", exchange.prepared.request_id, error.message)
+            exchange.restart()
+            attempt += 1
+        except BaseException:
+            await events.aclose()
+            raise
+
+
+async def _respond_whole(request: Request, exchange: Exchange,
+                         new_events: Callable[[], AsyncIterator[ChatEvent]], shape: ReplyShape) -> Response:
+    async def whole_reply(events: AsyncIterator[ChatEvent]) -> Reply:
+        reply = exchange.output  # `next_event` collects into it
+        while not reply.is_done:
+            await exchange.next_event(events)
+        return reply
+
+    async def work() -> Reply:
+        await exchange.acquire()
+        events, reply = await _run_again_if_its_worker_died(exchange, new_events, whole_reply)
+        await events.aclose()
+        return reply
+
+    try:
+        reply = await race_disconnect(work(), request.receive)
+    except BaseException as exc:
+        exchange.error = _error_type(exc)
+        exchange.close(None, None if isinstance(exc, ApiError) else CLIENT_CLOSED_STATUS)
+        raise
+    finished = reply.finished  # every candidate's tokens count, the discarded too
+    prepared = exchange.prepared
+    if prepared.best_of > 1:
+        reply = exchange.output = reply.best(prepared.num_returned, keep_logprobs=prepared.keep_logprobs)
+    body = shape.whole(reply, finished.usage if finished else Usage())
+    if shape.on_finished is not None and finished is not None:
+        shape.on_finished(reply.first)
+    exchange.close(finished, 200)
+    overhead_s = exchange.overhead_s()
+    exchange.state.metrics.record_overhead(exchange.prepared.tenant, overhead_s)
+    return Response(dumps(body), media_type="application/json", headers=exchange.reply_headers(overhead_s))
+
+
+async def _respond_stream(request: Request, exchange: Exchange,
+                          new_events: Callable[[], AsyncIterator[ChatEvent]], shape: ReplyShape) -> Response:
+    async def work() -> tuple[AsyncIterator[ChatEvent], ChatEvent]:
+        await exchange.acquire()
+        return await _run_again_if_its_worker_died(exchange, new_events, exchange.next_event)
+
+    try:
+        events, first = await race_disconnect(work(), request.receive)
+    except BaseException as exc:   # its run is closed already
+        exchange.error = _error_type(exc)
+        exchange.close(None, None if isinstance(exc, ApiError) else CLIENT_CLOSED_STATUS)
+        raise
+    writer = shape.writer()
+    outcome: list[Finished] = []
+
+    async def chunks() -> AsyncIterator[bytes]:
+        event = first
+        try:
+            opening = writer.opening()
+            while True:
+                data = writer.event(event)
+                if opening:
+                    data, opening = opening + data, b""
+                yield data
+                if isinstance(event, Finished):
+                    outcome.append(event)
+                    if len(outcome) == exchange.prepared.num_choices:
+                        if shape.on_finished is not None:
+                            shape.on_finished(exchange.output.first)
+                        break
+                event = await exchange.next_event(events)
+            yield writer.done()
+        except ApiError as error:
+            exchange.error = _error_type(error)
+            yield writer.error(error.body())
+        except Exception:   # NOTE: a bug mid-stream still ends as an SSE error event
+            log.exception("unexpected error while streaming %s", exchange.prepared.request_id)
+            exchange.error = "internal_error"
+            yield writer.error(server_error().body())
+        finally:
+            await events.aclose()
+
+    cut: list[ApiError] = []
+
+    def on_cut() -> bytes:
+        error = stream_cut_at_shutdown()
+        cut.append(error)
+        exchange.error = _error_type(error)
+        return writer.error(error.body())
+
+    def on_close(completed: bool) -> None:
+        whole = len(outcome) == exchange.prepared.num_choices
+        status = 200 if completed else cut[0].status if cut else CLIENT_CLOSED_STATUS
+        exchange.close(merged_usage(outcome, exchange.prepared.num_prompts) if whole else None, status)
+
+    overhead_s = exchange.overhead_s()
+    exchange.state.metrics.record_overhead(exchange.prepared.tenant, overhead_s)
+    return EventStreamResponse(chunks(), headers=exchange.reply_headers(overhead_s), on_close=on_close,
+                               on_cut=on_cut)
