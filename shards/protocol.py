@@ -3,7 +3,8 @@
 These records cross a process boundary (multiprocessing queues, later Ray), so they are
 plain slots dataclasses of builtins: picklable, no tensors, no callables.
 A request's event stream is: zero or more `TokenEvent`, then exactly one terminal event,
-either `FinishEvent` or `ErrorEvent`.
+either `FinishEvent` or `ErrorEvent`. A worker sends a decode pass's messages as one
+`EventBatch`, which the engine unpacks in order.
 """
 from __future__ import annotations
 
