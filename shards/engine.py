@@ -14,7 +14,10 @@ Invariants:
 - every request ends with exactly one terminal event (FinishEvent or ErrorEvent): a
   dead or fenced worker's requests go on elsewhere (from their last token sent, or
   from the start; `max_attempts` runs in all), else fail with "worker_died"; a request
-  that waits too long fails with "overloaded"; `stop()` fails whatever is left — so no caller waits forever;
+  that waits too long fails with "overloaded"; `stop()` fails whatever is left — so no
+  caller waits forever;
+- a sampled request without a seed is given a random one (`WorkItem.seeded`), so a
+  stream resumed on another worker draws what its uncut run would have drawn;
 - closing the generator early (client gone) cancels the request on its worker, which
   releases its blocks;
 - messages from a fenced worker incarnation are ignored, and nothing is sent to it.
@@ -25,6 +28,7 @@ import asyncio
 import inspect
 import itertools
 import os
+import random
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -225,6 +229,7 @@ class LocalEngine(EngineStart, EngineReports, EngineTenants, EngineMessages):
 
     async def generate(self, item: WorkItem) -> AsyncIterator[EngineEvent]:
         stream: asyncio.Queue = asyncio.Queue()
+        item = item.seeded(random.getrandbits(63))   # a sampled stream resumed elsewhere goes on as it would have
         item.enqueued_at_s = time.time()
         hashes = self._hashes(item)
         refusal = None

@@ -56,6 +56,14 @@ class WorkItem:
         """The request's own prompt, without output resumed from another worker."""
         return len(self.prompt_token_ids) - self.num_resumed_tokens
 
+    def seeded(self, seed: int) -> "WorkItem":
+        """This request with `seed` when it samples without a seed of its own: each of its
+        draws is then a function of the seed and its position (`seed_for_position`), so it
+        goes on unchanged when resumed on another worker. Greedy or seeded: as it is."""
+        if self.sampling.seed is not None or self.sampling.temperature <= 0.0:
+            return self
+        return dataclasses.replace(self, sampling=dataclasses.replace(self.sampling, seed=seed))
+
     def resumed(self, sent_token_ids: list[int], num_sent_chars: int) -> "WorkItem":
         """This request, to go on after `sent_token_ids` (all its output sent so far, from
         every worker it ran on) and their `num_sent_chars` characters of text. Prompt log

@@ -157,6 +157,30 @@ def test_a_stream_whose_worker_is_killed_midway_goes_on_from_its_last_token_else
     assert eng.router_stats()["num_resumed"] == num_resumed + 1
 
 
+def test_an_unseeded_sampled_stream_cut_midway_goes_on_as_its_uncut_run_would_have(engine):
+    """Known answer: a sampled request without a seed is given one (`WorkItem.seeded`), so
+    its stream, its worker killed, goes on with the tokens the same request with that seed
+    draws uncut, not with another random continuation."""
+    eng, loop = engine
+    params = SamplingParams(max_tokens=400, temperature=0.9, top_p=0.95, ignore_eos=True)
+    prompt = _prompt(eng, "sampled story ")
+
+    async def run():
+        gen = eng.generate(WorkItem("u1", "t", prompt, params))
+        first = await gen.__anext__()
+        with eng._lock:
+            seed = eng._dispatcher.requests["u1"].item.sampling.seed   # the one the engine gave it
+        os.kill(eng.worker_pid(eng.worker_of("u1")), signal.SIGKILL)
+        rest = [e async for e in gen]
+        return seed, [first, *rest]
+
+    seed, cut = loop.run_until_complete(asyncio.wait_for(run(), 60))
+    assert seed is not None and isinstance(cut[-1], FinishEvent) and cut[-1].num_output_tokens == 400
+    whole = loop.run_until_complete(_collect(eng, WorkItem("u2", "t", prompt, dataclasses.replace(params, seed=seed))))
+    tokens = [[i for e in events if isinstance(e, TokenEvent) for i in e.token_ids] for events in (cut, whole)]
+    assert tokens[0] == tokens[1] and len(tokens[0]) == 400
+
+
 # --- routing, transfer, bounds and faults on a second engine --------------------------------
 
 PREFIX = [random.Random(5).randrange(250) for _ in range(1600)]

@@ -112,3 +112,13 @@ def test_seed_for_position_is_splitmix64_of_the_seed_and_the_position():
     seeds = [seed_for_position(42, position) for position in range(1000)]
     assert len(set(seeds)) == 1000 and all(0 <= v < 2 ** 64 for v in seeds)
     assert seed_for_position(43, 0) != seeds[0]
+
+
+def test_a_work_item_that_samples_without_a_seed_is_given_the_one_offered():
+    from shards.protocol import WorkItem
+
+    sampled = WorkItem("r", "t", [1, 2], SamplingParams(temperature=0.8))
+    assert sampled.seeded(12345).sampling.seed == 12345 and sampled.sampling.seed is None
+    seeded = WorkItem("r", "t", [1, 2], SamplingParams(temperature=0.8, seed=7))
+    greedy = WorkItem("r", "t", [1, 2], SamplingParams(temperature=0.0))
+    assert seeded.seeded(12345) is seeded and greedy.seeded(12345) is greedy
