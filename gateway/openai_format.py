@@ -64,8 +64,9 @@ class Collected:
     def add(self, event: ChatEvent) -> None:
         if isinstance(event, TextDelta):
             self.text += event.text
-            if event.logprobs is not None:
-                self.logprobs = (self.logprobs or []) + event.logprobs
+            if event.logprobs is not None:   # grown in place, not copied at each token
+                self.logprobs = self.logprobs if self.logprobs is not None else []
+                self.logprobs.extend(event.logprobs)
         elif isinstance(event, ToolCallDelta):
             call = self.tool_calls.get(event.index)
             if call is None:
