@@ -2,7 +2,8 @@
 resume from there, the directory's claim and the checkpoints that save them
 (the relay itself: gateway/forecasting.py).
 
-Invariant: a started relay holds a `DirectoryClaim` on its directory until it is stopped;
+Invariant: a started relay holds a `DirectoryClaim` on its directory until it is stopped
+(none when the directory cannot be made or written: a warning, and the gateway serves);
 when another gateway holds it already, the operator is told at the start (both still
 save: the last to save a tenant wins).
 """
@@ -56,10 +57,13 @@ def start_forecasting(tracer, backends: Mapping[str, object],
         log.exception("could not restore the gap forecaster from %s; starting it cold", directory)
     tracer.subscribe(relay)
     tracer.set_forecaster(relay.forecaster)
-    relay.claim = claim_directory(directory)
+    try:
+        relay.claim = claim_directory(directory)
+    except OSError as exc:   # a directory it cannot write: its saves will say so too; it still serves
+        log.warning("could not claim %s for this gateway's forecasts: %s", directory, exc)
     relay.checkpoints = Checkpoints(lambda: relay.save(directory), checkpoint_every_s).start()
     print(f"stepahead: {started_line(relay, directory)}", file=sys.stderr, flush=True)  # stdout may be JSON
-    if not relay.claim.held:
+    if relay.claim is not None and not relay.claim.held:
         print(f"stepahead: warning: {shared_directory_line(relay.claim)}", file=sys.stderr, flush=True)
     return relay
 

@@ -84,3 +84,17 @@ def test_an_unreadable_gaps_file_starts_the_gap_forecaster_cold(tmp_path, monkey
     stop_forecasting(relay)   # and the next start finds good files again
     assert json.loads((tmp_path / GAPS_DIR / "_global.json").read_text())["format"] == "stepahead-gaps/1"
     assert not (tmp_path / LEGACY_GAPS_FILE).exists()
+
+
+def test_a_predictor_directory_that_cannot_be_made_is_a_warning_not_a_failed_start(tmp_path, monkeypatch, caplog):
+    from types import SimpleNamespace
+
+    from gateway.forecasting_start import PREDICTOR_DIR_ENV, start_forecasting, stop_forecasting
+
+    (tmp_path / "a-file").write_text("not a directory")
+    monkeypatch.setenv(PREDICTOR_DIR_ENV, str(tmp_path / "a-file" / "predictor"))
+    relay = start_forecasting(_Tracer(), {"m": SimpleNamespace(engine=RecordingEngine("predictive"))},
+                              checkpoint_every_s=60.0)
+    assert relay is not None and relay.claim is None
+    assert "could not claim" in caplog.text and "a-file" in caplog.text
+    stop_forecasting(relay)   # its last save fails with a logged error, not a crash
