@@ -37,6 +37,7 @@ class Request:
     num_attempts: int = 0
     sent_token_ids: list[int] = field(default_factory=list)   # its output delivered so far
     num_sent_chars: int = 0                                    # and that output's text
+    num_cached_tokens: int | None = None   # of its prompt, as its first worker found them
 
 
 @dataclass(slots=True)

@@ -237,12 +237,17 @@ class Dispatcher:
         if isinstance(event, TokenEvent):
             request.sent_token_ids.extend(event.token_ids)
             request.num_sent_chars += len(event.text)
+            if request.num_cached_tokens is None:
+                request.num_cached_tokens = event.num_cached_tokens
             if not request.token_sent:
                 request.token_sent = True
                 self.router.on_first_token(event.request_id)
             return out
         del self.requests[event.request_id]
         self._release(request)
+        if (isinstance(event, FinishEvent) and request.item.num_resumed_tokens
+                and request.num_cached_tokens is not None):   # the usage of the prompt the client waited on
+            out.deliveries[0] = dataclasses.replace(event, num_cached_tokens=request.num_cached_tokens)
         if isinstance(event, FinishEvent) and event.prefill_s > 0 and not request.item.num_resumed_tokens:
             # (a resumed request's prefill also computed the output it resumed from: not a prompt's cost)
             num_computed = event.num_prompt_tokens - event.num_cached_tokens

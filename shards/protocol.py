@@ -89,13 +89,16 @@ class TokenEvent:
     """New tokens for a request and the text they completed (may be empty while a
     multi-byte character is still incomplete); `logprobs`, one per token id, when the
     request asked for them; `prompt_logprobs`, once, in the first event, for prompt
-    tokens 1.. (the first event then may carry no token: the first one was a stop)."""
+    tokens 1.. (the first event then may carry no token: the first one was a stop);
+    `num_cached_tokens`, in a worker's first event of the request: the prompt tokens it
+    found cached (what the request's usage reports, should another worker finish it)."""
 
     request_id: str
     token_ids: list[int]
     text: str
     logprobs: list[TokenLogprob] | None = None
     prompt_logprobs: list[TokenLogprob] | None = None  # in the request's first event, when asked
+    num_cached_tokens: int | None = None
 
 
 FinishReason = Literal["stop", "length", "cancelled"]

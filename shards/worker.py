@@ -271,7 +271,9 @@ class WorkerLoop(WorkerInbox, PrefillScheduling):
         prompt_scores, seq.prompt_logprobs = seq.prompt_logprobs, None
         if ids or delta or prompt_scores is not None:
             scored = seq.output_logprobs[-1:] if ids and seq.output_logprobs else None
-            self.emit(TokenEvent(seq.item.request_id, ids, delta, scored, prompt_scores))
+            first_here = len(seq.output_ids) == seq.item.num_resumed_tokens + 1
+            cached = min(seq.num_cached_tokens, seq.item.num_prompt_tokens) if first_here else None
+            self.emit(TokenEvent(seq.item.request_id, ids, delta, scored, prompt_scores, cached))
         if done_reason is not None:
             if stop_token:
                 seq.output_ids.pop()

@@ -86,6 +86,24 @@ def test_a_resumed_requests_prefill_time_is_not_taken_for_its_workers_prompt_cos
     assert dispatcher.router.costs("w1").prefill_s_per_token > before
 
 
+def test_a_resumed_requests_finish_reports_the_cached_prompt_tokens_its_first_worker_found():
+    """The client waited on the first worker's prefill: usage's cached tokens are that
+    worker's, not those of the worker that prefilled prompt and output to go on."""
+    dispatcher = _dispatcher()
+    dispatcher.submit(_item("r1"), [], 0.0)
+    dispatcher.on_worker_message("w0", TokenEvent("r1", [5], "x", num_cached_tokens=32), 0.1)
+    dispatcher.on_worker_message("w0", TokenEvent("r1", [6], "y"), 0.2)
+    dispatcher.remove_worker("w0", 1.0)
+    dispatcher.on_worker_message("w1", TokenEvent("r1", [7], "z", num_cached_tokens=0), 1.1)
+    out = dispatcher.on_worker_message("w1", FinishEvent("r1", "length", 40, 0, 4, 0.5, "w1"), 1.2)
+    (finish,) = out.deliveries
+    assert finish.num_cached_tokens == 32 and finish.worker_id == "w1" and finish.num_output_tokens == 4
+    dispatcher.submit(_item("r2"), [], 2.0)   # not resumed: its own worker's finish as it is
+    dispatcher.on_worker_message("w1", TokenEvent("r2", [5], "x", num_cached_tokens=16), 2.1)
+    (finish,) = dispatcher.on_worker_message("w1", FinishEvent("r2", "length", 40, 16, 4, 0.5, "w1"), 2.2).deliveries
+    assert finish.num_cached_tokens == 16
+
+
 def test_dispatcher_resumes_a_request_twice_from_all_it_sent():
     dispatcher = _dispatcher(max_attempts=3)
     dispatcher.submit(_item("r1"), [], 0.0)
