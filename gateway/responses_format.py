@@ -8,7 +8,8 @@ the chat's nested ones, `text.format` the `response_format`, `max_output_tokens`
 chat's `logprobs` and `top_logprobs`. The chat request then runs like any other (the same
 backends, prefix cache, traces and limits), and its reply is rendered as a response
 object: one `message` item for the text (its `output_text` part with the tokens' log
-probabilities when asked, else an empty list), one `function_call` item per tool call.
+probabilities when asked, else an empty list), one `function_call` item per tool call
+(gateway/responses_objects.py).
 
 Invariant: only what chat completions can express is accepted; anything else (built-in
 tools, image or file inputs for text models are checked later by the chat path) is a
@@ -16,14 +17,12 @@ tools, image or file inputs for text models are checked later by the chat path) 
 """
 from __future__ import annotations
 
-import time
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gateway.backend import TokenChoice, Usage
 from gateway.errors import ApiError, invalid_request
-from gateway.openai_format import Collected, chat_message, logprob_entries
+from gateway.openai_format import Collected, chat_message
 from gateway.schemas import refuse_extras
 
 ROLES = ("user", "assistant", "system", "developer")
@@ -209,68 +208,6 @@ def renamed(error: ApiError) -> ApiError:
     return error
 
 
-def final_status(collected: Collected) -> str:
-    """`incomplete` when the reply ran out of tokens, else `completed`."""
-    return "incomplete" if collected.finish_reason() == "length" else "completed"
-
-
-def output_items(collected: Collected, item_id: str) -> list[dict]:
-    """The reply as Responses output items: its text as one message, then its calls. When
-    the reply ran out of tokens, the last item (the one it was writing) is `incomplete`, as
-    OpenAI marks it; the others are `completed`."""
-    items: list[dict] = []
-    if collected.text:
-        items.append(message_item(f"msg_{item_id}", collected.text, "completed", collected.logprobs))
-    for index, call in sorted(collected.tool_calls.items()):
-        items.append(call_item(f"fc_{item_id}_{index}", call.id, call.name, call.arguments, "completed"))
-    if items:
-        items[-1]["status"] = final_status(collected)
-    return items
-
-
-def text_part(text: str, logprobs: list[TokenChoice] | None = None) -> dict:
-    """An `output_text` content part; `logprobs` is always a list, empty unless asked."""
-    return {"type": "output_text", "text": text, "annotations": [], "logprobs": logprob_entries(logprobs or [])}
-
-
-def message_item(item_id: str, text: str, status: str, logprobs: list[TokenChoice] | None = None) -> dict:
-    """A message output item; its text part is there once it is done (`completed`, or
-    `incomplete` when the reply ran out of tokens in it), not while `in_progress`."""
-    content = [] if status == "in_progress" else [text_part(text, logprobs)]
-    return {"type": "message", "id": item_id, "status": status, "role": "assistant", "content": content}
-
-
-def call_item(item_id: str, call_id: str, name: str, arguments: str, status: str) -> dict:
-    return {"type": "function_call", "id": item_id, "call_id": call_id, "name": name,
-            "arguments": arguments, "status": status}
-
-
-ResponseStatus = Literal["queued", "in_progress", "completed", "incomplete", "failed", "cancelled"]
-
-
-def response_object(response_id: str, request: ResponsesRequest, *, created_at: int | None = None,
-                    status: ResponseStatus = "completed", output: list[dict] | None = None,
-                    usage: Usage | None = None, error: dict | None = None) -> dict:
-    """A response object; `incomplete` when the reply ran out of `max_output_tokens`;
-    `error` ({"code", "message"}) only when it `failed`."""
-    return {
-        "id": response_id, "object": "response", "created_at": created_at or int(time.time()),
-        "status": status, "background": request.background, "model": request.model, "output": output or [],
-        "error": error, "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
-        "instructions": request.instructions, "max_output_tokens": request.max_output_tokens,
-        "parallel_tool_calls": request.parallel_tool_calls is not False,
-        "previous_response_id": request.previous_response_id, "store": request.store,
-        "temperature": request.temperature, "top_p": request.top_p, "tool_choice": request.tool_choice or "auto",
-        "tools": request.tools or [], "text": request.text or {"format": {"type": "text"}},
-        "metadata": request.metadata or {}, "user": request.user,
-        "truncation": request.truncation or "disabled", "top_logprobs": request.top_logprobs,
-        "usage": None if usage is None else {
-            "input_tokens": usage.num_prompt_tokens,
-            "input_tokens_details": {"cached_tokens": usage.num_cached_tokens},
-            "output_tokens": usage.num_completion_tokens, "output_tokens_details": {"reasoning_tokens": 0},
-            "total_tokens": usage.num_total_tokens}}
-
-
 def conversation_after(request: ResponsesRequest, chat_body: dict, collected: Collected) -> tuple[dict, ...]:
     """The chat messages of this turn's conversation, its reply appended: what a later
     `previous_response_id` continues. As in OpenAI's API, `instructions` do not carry
@@ -281,25 +218,3 @@ def conversation_after(request: ResponsesRequest, chat_body: dict, collected: Co
     if reply["content"] is None and "tool_calls" not in reply:
         reply["content"] = ""
     return (*chat_body["messages"][1 if request.instructions else 0:], reply)
-
-
-ITEM_ID_PREFIXES = {"message": "msg", "function_call": "fc", "function_call_output": "fco", "reasoning": "rs"}
-
-
-def input_items(request: ResponsesRequest, response_id: str) -> tuple[dict, ...]:
-    """`input` as `GET /v1/responses/{id}/input_items` lists it: a string is one user
-    message; message content is a list of parts (`input_text`, or `output_text` for the
-    assistant); every item has a `type` and an `id` (the client's, else one derived from
-    the response id and its position)."""
-    items = request.input if isinstance(request.input, list) else [
-        {"type": "message", "role": "user", "content": request.input}]
-    suffix = response_id.removeprefix("resp_")
-    listed = []
-    for index, raw in enumerate(items):
-        item = {"type": "message", **raw}
-        if item["type"] == "message" and isinstance(item.get("content"), str):
-            part = "output_text" if item.get("role") == "assistant" else "input_text"
-            item["content"] = [{"type": part, "text": item["content"]}]
-        item.setdefault("id", f"{ITEM_ID_PREFIXES.get(item['type'], 'item')}_{suffix}_{index}")
-        listed.append(item)
-    return tuple(listed)

@@ -30,8 +30,8 @@ from gateway.http_io import ClientGone, EventStreamResponse, read_json_body
 from gateway.list_page import list_page
 from gateway.openai_format import Collected, new_id
 from gateway.response_store import StoredResponse
-from gateway.responses_format import (ResponsesRequest, conversation_after, input_items, renamed,
-                                      to_chat_body, without_oldest_turn)
+from gateway.responses_format import ResponsesRequest, conversation_after, renamed, to_chat_body, without_oldest_turn
+from gateway.responses_objects import input_items
 from gateway.responses_stream import ResponsesStreamWriter, sse_event, whole_response
 from gateway.routes import error_response, gateway_state
 from gateway.schemas import ChatCompletionRequest, validate

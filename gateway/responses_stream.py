@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from gateway.backend import ChatEvent, Finished, TextDelta, ToolCallDelta
 from gateway.openai_format import Collected, dumps, logprob_entries
-from gateway.responses_format import (ResponsesRequest, call_item, final_status, message_item, output_items,
-                                      response_object, text_part)
+from gateway.responses_format import ResponsesRequest
+from gateway.responses_objects import call_item, final_status, message_item, output_items, response_object, text_part
 
 
 def sse_event(kind: str, sequence_number: int, **fields) -> bytes:

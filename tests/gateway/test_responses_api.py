@@ -268,7 +268,7 @@ def test_truncation_auto_drops_the_oldest_turns_until_the_input_fits(client):
 
 
 def test_input_items_are_listed_with_ids_and_parts():
-    from gateway.responses_format import input_items
+    from gateway.responses_objects import input_items
     as_text = input_items(ResponsesRequest(model="m", input="Hi"), "resp_abc")
     assert as_text == ({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Hi"}],
                         "id": "msg_abc_0"},)
