@@ -39,6 +39,7 @@ import numpy as np
 
 from cache.forecast import END_SYMBOL, Forecast
 from cache.forecast_source import RequestSeen
+from cache.gap_estimates import GapEstimates
 from cache.gap_levels import GapLevels
 from cache.gap_memory import LearnedGaps
 from cache.gap_forecaster_config import GapForecasterConfig
@@ -73,7 +74,7 @@ def _bucket(count: int, top: int) -> int:
     return min(count.bit_length(), top)
 
 
-class GapForecaster:
+class GapForecaster(GapEstimates):
     """A `ForecastSource` over per-(tenant, step) log-normal return gaps."""
 
     def __init__(self, config: GapForecasterConfig | None = None) -> None:
@@ -254,52 +255,3 @@ class GapForecaster:
         forecasts are `confident` from `config.min_outcomes` on."""
         counts = self._stats.returns.get((tenant,))
         return 0.0 if counts is None else counts.num_resolved
-
-    def gap_distribution(self, tenant: str, step: str, context: tuple[int, ...] = (0,)) -> LogNormalGap:
-        """The shrunk gap estimate for a step in a context (without any session's own
-        history)."""
-        gap = self._prior
-        for level in self._gap_levels(tenant, step, context):
-            stats = self._stats.gaps.get(level)
-            if stats is not None:
-                gap = stats.shrunk(gap, self.config.strength)
-        return gap
-
-    def _gap(self, tenant: str, waiting: _Waiting) -> LogNormalGap:
-        gap = self.gap_distribution(tenant, waiting.step, waiting.context)
-        own = waiting.own.get(waiting.step)
-        if own is not None:
-            strength = self.config.session_strength
-            gap = LogNormalGap((own.sum_log + strength * gap.mu) / (own.num_gaps + strength), gap.sigma)
-        return gap
-
-    def _p_return(self, tenant: str, waiting: _Waiting) -> float:
-        levels = self._levels(tenant, waiting.step, waiting.context)
-        for i in range(len(levels) - 1, -1, -1):
-            found = self._stats.p_estimates.get(levels[i])
-            if found is not None:
-                p = found
-                break
-        else:
-            p, i = self.config.prior_p_return, -1
-        for level in levels[i + 1:]:
-            counts = self._stats.returns.get(level)
-            if counts is not None:
-                p = counts.shrunk(p, self.config.return_strength)
-        return min(1.0, max(0.0, p))
-
-    def _levels(self, tenant: str, step: str, context: tuple[int, ...]) -> tuple[tuple, ...]:
-        """Levels of P(return): all, tenant, step, then one more per context feature."""
-        levels = [(), (tenant,), (tenant, step)]
-        chosen: tuple = ()
-        for i in self._return_features:
-            if context[i] is not None:
-                chosen += (context[i],)
-                levels.append((tenant, step, *chosen))
-        return tuple(levels)
-
-    @staticmethod
-    def _gap_levels(tenant: str, step: str, context: tuple[int, ...]) -> tuple[tuple, ...]:
-        """Levels of the gap distribution: all, tenant, step, step at this depth (the
-        prompt size would only split the data: a tool runs as long at any size)."""
-        return ((), (tenant,), (tenant, step), (tenant, step, context[0]))
