@@ -19,7 +19,7 @@ from typing import IO
 CLAIM_FILE = ".writer.lock"
 
 
-@dataclass
+@dataclass(slots=True)
 class DirectoryClaim:
     """The outcome of `claim_directory`: `held` by this process (then `release()` it), or
     held by another process, `holder_pid` when it wrote its id."""

@@ -181,9 +181,8 @@ class LocalEngine(EngineStart, EngineReports, EngineTenants, EngineMessages):
         with self._lock:
             self._stopping = True
             channels = list(self._channels.values())
-            for request_id in list(self._streams):
-                self._deliver(ErrorEvent(request_id, "the engine is shutting down", "shutting_down",
-                                         retryable=True))
+            self._deliver([ErrorEvent(request_id, "the engine is shutting down", "shutting_down", retryable=True)
+                           for request_id in self._streams])
         if self._supervise_task is not None:
             self._supervise_task.cancel()
         for channel in channels:
@@ -290,4 +289,3 @@ def _frozen(options: Mapping) -> dict:
             value = tuple(value)
         frozen[key] = value
     return frozen
-

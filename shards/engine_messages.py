@@ -34,22 +34,18 @@ class EngineMessages:
             channel = self._channels.get(worker_id)
             if channel is not None:
                 channel.send(message)
-        if len(out.deliveries) == 1:
-            self._deliver(out.deliveries[0])
-        elif out.deliveries:   # a decode pass's: one wake-up per event loop, not one per event
-            by_loop: dict[asyncio.AbstractEventLoop, list] = {}
-            for event in out.deliveries:
-                target = self._streams.get(event.request_id)
-                if target is not None:
-                    by_loop.setdefault(target[0], []).append((target[1], event))
-            for loop, streamed in by_loop.items():
-                loop.call_soon_threadsafe(_put_each, streamed)
+        self._deliver(out.deliveries)
 
-    def _deliver(self, event: EngineEvent) -> None:
-        target = self._streams.get(event.request_id)
-        if target is not None:
-            loop, stream = target
-            loop.call_soon_threadsafe(stream.put_nowait, event)
+    def _deliver(self, events: list[EngineEvent]) -> None:
+        """Hand each event to its request's stream, in order: one wake-up per event loop
+        for all of them (a decode pass's events come together)."""
+        by_loop: dict[asyncio.AbstractEventLoop, list] = {}
+        for event in events:
+            target = self._streams.get(event.request_id)
+            if target is not None:
+                by_loop.setdefault(target[0], []).append((target[1], event))
+        for loop, streamed in by_loop.items():
+            loop.call_soon_threadsafe(_put_each, streamed)
 
     def _on_message(self, worker_id: str, incarnation: int, message) -> None:
         now = time.monotonic()

@@ -24,7 +24,8 @@ from shards.detokenizer import Detokenizer
 from shards.kv_cache import make_cache
 from shards.model_loader import LoadedModel
 from shards.protocol import SamplingParams, TokenLogprob, WorkItem
-from shards.sampling import OutputPenalties, adjusted_logits, make_generator, sample_next, seed_for_position, token_logprob
+from shards.sampling import (OutputPenalties, adjusted_logits, make_generator, sample_next, seed_for_position,
+                             token_logprob)
 
 
 @dataclass(slots=True)
@@ -73,7 +74,8 @@ class RunningSequence:
         params = self.item.sampling
         if self.generator is not None:   # each position's draw its own: the same when resumed elsewhere
             self.generator.manual_seed(seed_for_position(params.seed, len(self.output_ids)))
-        token = sample_next(adjusted_logits(logits, params, self.output_ids, self.output_penalties), params, self.generator)
+        adjusted = adjusted_logits(logits, params, self.output_ids, self.output_penalties)
+        token = sample_next(adjusted, params, self.generator)
         if params.logprobs is not None:
             self.output_logprobs.append(token_logprob(logits, token, params.logprobs))
         self.output_ids.append(token)
