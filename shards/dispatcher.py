@@ -14,8 +14,7 @@ Invariants:
   `max_attempts` tries in all) — one that has sent tokens resumed from its last one
   (`WorkItem.resumed`: the stream goes on, nothing sent twice; the log probabilities
   asked for came with each sent token) — and fails the others with "worker_died"; a
-  request queued past
-  `max_queue_wait_s` fails with "overloaded";
+  request queued past `max_queue_wait_s` fails with "overloaded";
 - a worker is sent new requests only while `can_take` holds (its outstanding count
   below the soft limit, or below the hard limit for a tenant under its weighted share);
 - a shared-memory segment named in a PrefixExported is imported or unlinked, never lost.
