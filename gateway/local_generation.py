@@ -164,29 +164,32 @@ class Continuations:
         self._num_runs = 0
 
     async def __call__(self, suffix: str, max_tokens: int, stop: tuple[str, ...]) -> str:
+        return "".join([text async for text in self.stream(suffix, max_tokens, stop)])
+
+    async def stream(self, suffix: str, max_tokens: int, stop: tuple[str, ...]) -> AsyncIterator[str]:
+        """The continuation's text as it is generated (`tool_forcing.GenerateStream`);
+        its usage counts once it finishes."""
         call = self.call
         ids = call.prompt_token_ids + list(self.engine.tokenizer.encode(suffix, add_special_tokens=False))
         room = min(self.max_total - self.usage.num_completion_tokens,
                    self.engine.max_context_tokens - len(ids), max_tokens)
         if room <= 0:
-            return ""
+            return
         sampling = dataclasses.replace(call.sampling, max_tokens=room, stop=stop)
         self._num_runs += 1
         item = WorkItem(f"{self.prepared.request_id}-{self._num_runs}", self.prepared.tenant, ids,
                         sampling, call.session)
-        text = ""
         async with contextlib.aclosing(engine_events(self.engine, item)) as events:
             async for event in events:
                 if isinstance(event, TokenEvent):
-                    text += event.text
-                else:
-                    self.usage.num_completion_tokens += event.num_output_tokens
-                    if not self._has_first:
-                        self._has_first = True
-                        self.worker, self.ttft_s = event.worker_id or "local", event.ttft_s
-                        self.usage.num_cached_tokens = min(event.num_cached_tokens,
-                                                           self.usage.num_prompt_tokens)
-        return text
+                    if event.text:
+                        yield event.text
+                    continue
+                self.usage.num_completion_tokens += event.num_output_tokens
+                if not self._has_first:
+                    self._has_first = True
+                    self.worker, self.ttft_s = event.worker_id or "local", event.ttft_s
+                    self.usage.num_cached_tokens = min(event.num_cached_tokens, self.usage.num_prompt_tokens)
 
     def follow(self, before: Finished) -> None:
         """Go on after a generation already finished as `before` (its usage counts)."""
@@ -209,18 +212,19 @@ async def run_forced(engine, prepared: Prepared, call: LocalCall) -> AsyncIterat
     else:
         name = choose_tool_name(await generate(CALL_OPEN, MAX_NAME_TOKENS, ('"',)), names)
     yield ToolCallDelta(0, new_tool_call_id(), name, "")
-    arguments = await forced_arguments(forced.schemas.get(name), generate, call_head(name),
-                                       generate.max_total)
-    yield ToolCallDelta(0, None, None, arguments)
+    async for arguments in forced_arguments(forced.schemas.get(name), generate, call_head(name),
+                                            generate.max_total, generate.stream):
+        yield ToolCallDelta(0, None, None, arguments)
     yield generate.finished("tool_calls")
 
 
 async def run_structured(engine, prepared: Prepared, call: LocalCall) -> AsyncIterator[ChatEvent]:
     """The reply's text is one JSON object that validates against `call.response_schema`
-    (`response_format` json_object / json_schema), sent whole once it does. With tools
-    offered the model may call them instead: its free reply is kept when it is a tool call
-    or already valid JSON; otherwise the object is built per `tool_forcing.forced_json`,
-    with what is left of the token budget, and usage counts both. A JSON reply finishes
+    (`response_format` json_object / json_schema), sent as it is decided (`tool_forcing`).
+    With tools offered the model may call them instead: its free reply is kept (sent
+    whole) when it is a tool call or already valid JSON; otherwise the object is built per
+    `tool_forcing.forced_json`, with what is left of the token budget, and usage counts
+    both. A JSON reply finishes
     "stop": it is whole and valid even where the budget ran out (leaves the model had no
     tokens left for take their schema's fallback values), so clients may parse it."""
     schema = call.response_schema
@@ -241,6 +245,7 @@ async def run_structured(engine, prepared: Prepared, call: LocalCall) -> AsyncIt
             yield dataclasses.replace(finished, finish_reason="stop")
             return
         generate.follow(finished)
-    text = await forced_json(schema, generate, generate.max_total - generate.usage.num_completion_tokens)
-    yield TextDelta(text)
+    budget = generate.max_total - generate.usage.num_completion_tokens
+    async for text in forced_json(schema, generate, budget, generate.stream):
+        yield TextDelta(text)
     yield generate.finished("stop")

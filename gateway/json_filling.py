@@ -1,0 +1,194 @@
+"""Leaf filling: the gateway writes a JSON object's structure and asks the model for each
+value, continuing the text so far (each ask is a prefix-cache hit on the prompt).
+
+The filler writes into a `JsonText` and yields each piece as it writes it, so a streamed
+reply sends keys and values as they are decided. It fills a whole object from nothing
+(`root`), or completes one the model began (`complete`, from the frames `json_prefix`
+read up to its last committed character): it finishes an open string, gives a pending
+key its value, adds the required properties not yet written (all of them when none are
+marked), takes array items while the model goes on, and closes every open bracket.
+
+Values: strings end at the model's `"`; numbers and booleans come from a short budget,
+read leniently; enums are matched by prefix; arrays get their `minItems`, then another
+item while the model continues with a `,` (up to `maxItems`, at most MAX_ARRAY_ITEMS);
+`anyOf`/`oneOf` take their first branch that is not null. A value the model cannot
+produce is its schema's default, const, first enum member, or its type's zero value.
+
+Invariant: what the filler writes after a committed prefix closes it into one JSON
+object, valid whenever the schema uses only what `json_schemas.is_steerable` allows.
+"""
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.json_prefix import ArrayFrame, Frame, ObjectFrame, StringFrame
+from gateway.json_schemas import SchemaRoot
+
+# Continue the prompt text `suffix` (appended after the rendered prompt) and return the
+# generated text; the callback owns sampling, usage accounting and cancellation.
+Generate = Callable[[str, int, tuple[str, ...]], Awaitable[str]]
+
+NUMBER = re.compile(r"\s*(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)")
+MAX_STRING_TOKENS = 48
+MAX_DEPTH = 4
+MAX_ARRAY_ITEMS = 8  # items a filled array gets at most (fewer when the model closes it)
+
+
+@dataclass(slots=True)
+class JsonText:
+    """The text the JSON follows in the model's context (`head`), and the JSON so far."""
+
+    head: str
+    json: str = ""
+
+    @property
+    def text(self) -> str:
+        return self.head + self.json
+
+
+def zero_value(schema: dict) -> Any:
+    """A schema-valid placeholder: default, const, first enum member, or the type's zero."""
+    if "default" in schema:
+        return schema["default"]
+    if "const" in schema:
+        return schema["const"]
+    if schema.get("enum"):
+        return schema["enum"][0]
+    return {"string": "", "integer": 0, "number": 0, "boolean": False, "array": [],
+            "object": {}, "null": None}.get(value_kind(schema), None)
+
+
+def value_kind(schema: dict) -> str:
+    """The one JSON type the filler writes for `schema` (the first that is not null)."""
+    kind = schema.get("type")
+    if kind is None:
+        return "object" if "properties" in schema else "array" if "items" in schema else "string"
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    return kind
+
+
+class LeafFiller:
+    def __init__(self, schema: dict, generate: Generate, out: JsonText) -> None:
+        self.schema, self.root = schema, SchemaRoot(schema)
+        self.generate, self.out = generate, out
+
+    def _write(self, piece: str) -> str:
+        self.out.json += piece
+        return piece
+
+    def _pick(self, schema: dict) -> dict:
+        """`schema` resolved, an `anyOf`/`oneOf` narrowed to its first non-null branch."""
+        schema = self.root.resolve(schema)
+        branches = self.root.branches(schema)
+        if branches and "default" not in schema:
+            schema = next((b for b in branches if value_kind(b) != "null"), branches[0])
+        return schema
+
+    async def root_object(self) -> AsyncIterator[str]:
+        """The whole reply object, from nothing."""
+        yield self._write("{")
+        async for piece in self.members(self.root.resolve(self.schema), 1, []):
+            yield piece
+
+    async def complete(self, frames: list[Frame]) -> AsyncIterator[str]:
+        """Close the value the frames (root first) describe, innermost first."""
+        if not frames:
+            async for piece in self.root_object():
+                yield piece
+            return
+        child_done = False   # whether the frame just above was a value now closed
+        for depth in range(len(frames), 0, -1):
+            frame = frames[depth - 1]
+            if isinstance(frame, StringFrame):
+                rest = await self.generate(self.out.text, MAX_STRING_TOKENS, ('"',))
+                yield self._write(json.dumps(rest, ensure_ascii=False)[1:])
+            elif isinstance(frame, ObjectFrame):
+                seen = list(frame.seen)
+                if frame.phase == "value":
+                    if not child_done:
+                        async for piece in self.value(self.root.member_schema(frame.schema, frame.key), depth):
+                            yield piece
+                    seen.append(frame.key)
+                async for piece in self.members(frame.schema, depth, seen):
+                    yield piece
+            elif isinstance(frame, ArrayFrame):
+                count = frame.count
+                if frame.phase == "value":
+                    if not child_done:
+                        async for piece in self.value(self.root.item_schema(frame.schema), depth):
+                            yield piece
+                    count += 1
+                async for piece in self.items(frame.schema, depth, count):
+                    yield piece
+            child_done = True
+
+    async def members(self, schema: dict, depth: int, seen: list[str]) -> AsyncIterator[str]:
+        """The required properties not in `seen` (all properties when none are marked
+        required), then `}`."""
+        properties: dict = schema.get("properties", {})
+        for name in schema.get("required") or list(properties):
+            if name in seen:
+                continue
+            yield self._write(("" if not seen else ", ") + json.dumps(name) + ": ")
+            async for piece in self.value(self.root.member_schema(schema, name), depth):
+                yield piece
+            seen.append(name)
+        yield self._write("}")
+
+    async def items(self, schema: dict, depth: int, count: int) -> AsyncIterator[str]:
+        """Items after the `count` already written: up to `minItems` always, then another
+        while the model continues the list and `maxItems` (at most MAX_ARRAY_ITEMS)
+        allows; then `]`."""
+        item_schema = self.root.item_schema(schema)
+        least = max(0, int(schema.get("minItems", 0)))
+        most = max(least, min(int(schema.get("maxItems", MAX_ARRAY_ITEMS)), MAX_ARRAY_ITEMS))
+        while count < most:
+            if count >= least:
+                after = (await self.generate(self.out.text, 2, ("]",))).lstrip()
+                if not after or (count and not after.startswith(",")):
+                    break
+            if count:
+                yield self._write(", ")
+            async for piece in self.value(item_schema, depth):
+                yield piece
+            count += 1
+        yield self._write("]")
+
+    async def value(self, schema: dict, depth: int) -> AsyncIterator[str]:
+        """One value for `schema`, continuing the text so far."""
+        schema = self._pick(schema)
+        kind = value_kind(schema)
+        if "const" not in schema and not schema.get("enum") and depth < MAX_DEPTH and kind in ("object", "array"):
+            yield self._write("{" if kind == "object" else "[")
+            pieces = self.members(schema, depth + 1, []) if kind == "object" else self.items(schema, depth + 1, 0)
+            async for piece in pieces:
+                yield piece
+            return
+        yield self._write(json.dumps(await self.leaf(schema, kind), ensure_ascii=False))
+
+    async def leaf(self, schema: dict, kind: str) -> Any:
+        if "const" in schema:
+            return schema["const"]
+        prefix = self.out.text
+        if schema.get("enum"):
+            text = (await self.generate(prefix, 16, (",", "}", "\n"))).strip()
+            options = [(json.dumps(option, ensure_ascii=False), option) for option in schema["enum"]]
+            return next((option for dumped, option in options if text and dumped.startswith(text[:len(dumped)])),
+                        schema["enum"][0])
+        if kind == "string":
+            return await self.generate(prefix + '"', MAX_STRING_TOKENS, ('"',))
+        if kind in ("integer", "number"):
+            match = NUMBER.match(await self.generate(prefix, 8, (",", "}", "\n")))
+            if match is None:
+                return zero_value(schema)
+            number = float(match.group(1))
+            return int(number) if kind == "integer" else number
+        if kind == "boolean":
+            text = (await self.generate(prefix, 2, (",", "}"))).strip().lower()
+            return True if text.startswith("t") else False if text.startswith("f") else zero_value(schema)
+        return zero_value(schema)

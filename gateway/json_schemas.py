@@ -1,0 +1,146 @@
+"""What a reply's JSON schema allows, as the reader (`json_prefix`) and the filler
+(`json_filling`) ask it: local `$ref`s resolved, the `anyOf`/`oneOf` branch a value's
+first character picks, enum and const values serialized, member and item schemas.
+
+`is_steerable(schema)` says whether every constraint in the schema is one the reader
+decides exactly as the text streams; only then is a reply streamed as it is written.
+"""
+from __future__ import annotations
+
+import json
+
+ALL_KINDS = frozenset({"object", "array", "string", "number", "integer", "boolean", "null"})
+FIRST_CHARS = {"object": "{", "array": "[", "string": '"', "number": "-0123456789",
+               "integer": "-0123456789", "boolean": "tf", "null": "n"}
+# Validation keywords the reader does not decide (the rest are steered, or annotations).
+UNSTEERED = frozenset({
+    "pattern", "minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum",
+    "exclusiveMaximum", "multipleOf", "allOf", "not", "if", "then", "else", "patternProperties",
+    "propertyNames", "dependentRequired", "dependentSchemas", "dependencies", "minProperties",
+    "maxProperties", "uniqueItems", "contains", "minContains", "maxContains", "prefixItems",
+    "additionalItems", "unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef"})
+MAX_ITEMS = 1 << 30
+
+
+def kinds_of(schema: dict) -> frozenset[str]:
+    """The JSON types a (resolved) schema allows; a schema without `type` allows what its
+    keywords imply (`properties`: object, `items`: array), else any."""
+    kind = schema.get("type")
+    if isinstance(kind, str):
+        kinds = frozenset({kind})
+    elif isinstance(kind, list):
+        kinds = frozenset(kind)
+    elif "properties" in schema:
+        kinds = frozenset({"object"})
+    elif "items" in schema:
+        kinds = frozenset({"array"})
+    else:
+        return ALL_KINDS
+    return kinds
+
+
+class SchemaRoot:
+    """A schema document: `$ref`s resolve against it."""
+
+    def __init__(self, document: dict) -> None:
+        self.document = document
+
+    def resolve(self, schema: dict, depth: int = 0) -> dict:
+        ref = schema.get("$ref")
+        if not isinstance(ref, str) or depth > 16:
+            return schema
+        target = self._lookup(ref)
+        if target is None:
+            return schema
+        rest = {k: v for k, v in schema.items() if k != "$ref"}
+        return self.resolve({**target, **rest} if rest else target, depth + 1)
+
+    def _lookup(self, ref: str) -> dict | None:
+        if not ref.startswith("#"):
+            return None
+        node: object = self.document
+        for part in [p for p in ref[1:].split("/") if p]:
+            part = part.replace("~1", "/").replace("~0", "~")
+            if not isinstance(node, dict) or part not in node:
+                return None
+            node = node[part]
+        return node if isinstance(node, dict) else None
+
+    def branches(self, schema: dict) -> list[dict] | None:
+        options = schema.get("anyOf", schema.get("oneOf"))
+        if not isinstance(options, list):
+            return None
+        return [self.resolve(option) for option in options if isinstance(option, dict)]
+
+    def branch(self, schema: dict, char: str) -> dict | None:
+        """The schema a value starting with `char` is read under (an `anyOf`/`oneOf`
+        branch chosen by it), or None when no branch starts so."""
+        schema = self.resolve(schema)
+        branches = self.branches(schema)
+        if branches is None:
+            return schema
+        return next((b for b in branches if char in self.first_chars(b)), None)
+
+    def first_chars(self, schema: dict) -> str:
+        options = self.options(schema)
+        if options is not None:
+            return "".join(option[:1] for option in options)
+        branches = self.branches(schema)
+        if branches is not None:
+            return "".join(self.first_chars(b) for b in branches)
+        return "".join(FIRST_CHARS[kind] for kind in kinds_of(schema) if kind in FIRST_CHARS)
+
+    def options(self, schema: dict) -> tuple[str, ...] | None:
+        """`const` or `enum` values as JSON text, or None when the schema has neither."""
+        if "const" in schema:
+            values = [schema["const"]]
+        elif isinstance(schema.get("enum"), list):
+            values = schema["enum"]
+        else:
+            return None
+        return tuple(json.dumps(value, ensure_ascii=False) for value in values)
+
+    def member_schema(self, schema: dict, key: str) -> dict:
+        return self.resolve(schema.get("properties", {}).get(key, {}))
+
+    def item_schema(self, schema: dict) -> dict:
+        items = schema.get("items")
+        return self.resolve(items) if isinstance(items, dict) else {}
+
+    def max_items(self, schema: dict) -> int:
+        value = schema.get("maxItems")
+        return int(value) if isinstance(value, int) else MAX_ITEMS
+
+
+def is_steerable(schema: dict) -> bool:
+    """Whether the reader decides every constraint of `schema` as the text streams."""
+    root = SchemaRoot(schema)
+    seen: set[int] = set()
+
+    def check(node: dict) -> bool:
+        node = root.resolve(node)
+        if id(node) in seen:
+            return True
+        seen.add(id(node))
+        if UNSTEERED & node.keys() or isinstance(node.get("items"), list):
+            return False
+        if not isinstance(node.get("additionalProperties", True), bool):
+            return False
+        if isinstance(node.get("$ref"), str):   # a reference that does not resolve here
+            return False
+        kinds = node.get("type")
+        if kinds is not None and not set([kinds] if isinstance(kinds, str) else kinds) <= ALL_KINDS:
+            return False
+        branches = root.branches(node)
+        if branches is not None:
+            firsts = [set(root.first_chars(b)) for b in branches]
+            if any(a & b for i, a in enumerate(firsts) for b in firsts[i + 1:]):
+                return False
+            if not all(check(b) for b in branches):
+                return False
+        children = list(node.get("properties", {}).values())
+        if isinstance(node.get("items"), dict):
+            children.append(node["items"])
+        return all(isinstance(child, dict) and check(child) for child in children)
+
+    return isinstance(schema, dict) and check(schema)

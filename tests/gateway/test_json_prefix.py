@@ -1,0 +1,90 @@
+"""The JSON reader: known answers for what is final (committed) and where text strays."""
+import pytest
+
+from gateway.json_prefix import ArrayFrame, JsonPrefix, ObjectFrame, StringFrame
+
+SCHEMA = {"type": "object", "additionalProperties": False,
+          "properties": {"city": {"type": "string"}, "days": {"type": "integer"},
+                         "temp": {"type": "number"},
+                         "unit": {"enum": ["c", "cc", "f"]}, "ok": {"type": "boolean"},
+                         "tags": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 2},
+                         "note": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+                         "where": {"$ref": "#/$defs/Where"}},
+          "required": ["city"],
+          "$defs": {"Where": {"type": "object", "properties": {"lat": {"type": "number"}}, "required": ["lat"]}}}
+
+
+def committed(text: str, schema: dict = SCHEMA) -> str:
+    reply = JsonPrefix(schema).feed(text)
+    assert not reply.has_deviated, text
+    return reply.text[:reply.num_committed]
+
+
+@pytest.mark.parametrize("text,final", [
+    ("", ""),
+    ("  {", "{"),                                   # leading whitespace is not part of the reply
+    ('{"ci', "{"),                                  # a partial key is held back
+    ('{"city"', "{"),
+    ('{"city": ', '{"city": '),                     # after the colon: the filler can give the value
+    ('{"city": "Par', '{"city": "Par'),             # inside a plain string: sent as it comes
+    ('{"city": "Pa\\', '{"city": "Pa'),             # but not half an escape
+    ('{"city": "Paris", "days": 1', '{"city": "Paris", "days": '),   # a number is held until it ends
+    ('{"city": "Paris", "days": 12,', '{"city": "Paris", "days": 12'),
+    ('{"city": "P", "unit": "c', '{"city": "P", "unit": '),          # an enum value until whole
+    ('{"city": "P", "unit": "c"', '{"city": "P", "unit": "c"'),
+    ('{"city": "P", "ok": tr', '{"city": "P", "ok": '),
+    ('{"city": "P", "ok": true', '{"city": "P", "ok": true'),
+    ('{"city": "P", "tags": ["a", "b"', '{"city": "P", "tags": ["a", "b"'),
+    ('{"city": "P", "where": {"lat": 4.5', '{"city": "P", "where": {"lat": '),
+    ('{"city": "P", "note": nu', '{"city": "P", "note": '),
+    ('{"city": "P", "note": "x', '{"city": "P", "note": "x'),
+])
+def test_json_prefix_commits_only_what_the_filler_can_complete(text, final):
+    assert committed(text) == final
+
+
+@pytest.mark.parametrize("text", [
+    '{"town"',                         # a key the closed schema lacks
+    '{"city": "P", "city"',            # a key twice
+    '{"days": 3}',                     # `}` before the required city
+    '{"city": 3',                      # a number where a string belongs
+    '{"city": "a\nb"',                 # a raw newline inside a string
+    '{"city": "P", "days": 1.5',       # a fraction in an integer
+    '{"city": "P", "unit": "x',        # not an enum member
+    '{"city": "P", "tags": []',        # fewer than minItems
+    '{"city": "P", "tags": ["a", "b", "c"',   # more than maxItems
+    '{"city": "P", "note": 5',         # no anyOf branch starts so
+    '{"city": "P", "where": {}',       # the referenced schema's required lat
+    '[1]',                             # the root is an object
+])
+def test_json_prefix_stops_where_the_text_strays(text):
+    reply = JsonPrefix(SCHEMA).feed(text)
+    assert reply.has_deviated and not reply.is_complete
+    assert len(reply.text) < len(text)
+    assert reply.feed('"more"').text == reply.text   # later text is ignored
+
+
+def test_json_prefix_completes_at_the_closing_brace_and_ignores_what_follows():
+    reply = JsonPrefix(SCHEMA)
+    for piece in ['{"city"', ': "Oslo", "tem', 'p": -1.5e', '2, "unit": "cc"', "}\n</tool_call>"]:
+        reply.feed(piece)
+    assert reply.is_complete and not reply.has_deviated
+    assert reply.text == reply.text[:reply.num_committed] == '{"city": "Oslo", "temp": -1.5e2, "unit": "cc"}'
+
+
+def test_json_prefix_decodes_string_escapes():
+    reply = JsonPrefix(SCHEMA).feed('{"city": "a\\"b\\u00e9\\n')
+    assert reply.frames[-1] == StringFrame({"type": "string"}, 'a"bé\n')
+
+
+def test_json_prefix_frames_describe_the_open_values():
+    reply = JsonPrefix(SCHEMA).feed('{"city": "P", "tags": ["a", ')
+    outer, tags = reply.frames
+    assert isinstance(outer, ObjectFrame) and outer.phase == "value" and outer.key == "tags"
+    assert outer.seen == ["city"]
+    assert isinstance(tags, ArrayFrame) and tags.count == 1 and tags.phase == "value"
+
+
+def test_json_prefix_of_an_open_schema_takes_any_json():
+    reply = JsonPrefix({"type": "object"}).feed('{"a": [1, {"b": null}], "c": "d", "e": false}')
+    assert reply.is_complete
