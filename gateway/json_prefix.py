@@ -6,6 +6,9 @@ a document valid against the schema; the first character that cannot (a key the 
 does not have, a `}` before a required key, a string where a number belongs, a raw
 newline inside a string) ends the reading: `has_deviated`, and later text is ignored.
 
+Keys a schema does not name are taken only where it names none, or allows them with
+`additionalProperties: true` (`is_closed`).
+
 `num_committed` is the length of the longest prefix the leaf filler (`json_filling`) can
 complete from: between an object's members, after a key's colon, between an array's
 items, inside a plain string value. Text up to there is final and may be sent to a
@@ -74,6 +77,16 @@ class ScalarFrame:
 
 
 Frame = ObjectFrame | ArrayFrame | StringFrame | ScalarFrame
+
+
+def is_closed(schema: dict) -> bool:
+    """Whether an object takes only the keys its schema names. NOTE: stricter than JSON
+    Schema, where unnamed keys are allowed unless `additionalProperties` is false: a schema
+    that names properties takes others only with `additionalProperties: true` (a small
+    model otherwise fills a tool's arguments with keys like "type" and "properties",
+    copied from the schema in its prompt); one that names none takes any."""
+    extra = schema.get("additionalProperties")
+    return extra is False or (extra is not True and "properties" in schema)
 
 
 class JsonPrefix:
@@ -170,7 +183,7 @@ class JsonPrefix:
     def _object_char(self, frame: ObjectFrame, char: str) -> bool:
         schema = frame.schema
         properties: dict = schema.get("properties", {})
-        closed = schema.get("additionalProperties") is False
+        closed = is_closed(schema)
         if frame.phase == "in_key":
             if char == '"':
                 if frame.key in frame.seen or (closed and frame.key not in properties):

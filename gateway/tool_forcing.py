@@ -132,9 +132,7 @@ async def forced_object(schema: dict | None, generate: Generate, head: str, max_
             yield piece
         return
     reply = JsonPrefix(schema).feed(opener)
-    if reply.num_committed:
-        yield reply.text[:reply.num_committed]
-    num_sent = reply.num_committed
+    num_sent = 0   # the forced opener goes with the model's first text, so TTFT stays the model's
     async for text in stream(head + opener, free_budget(max_tokens), stop):
         if reply.is_settled:
             continue   # the rest of the free try is read (its usage counts), not used

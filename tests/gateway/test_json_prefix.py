@@ -88,3 +88,14 @@ def test_json_prefix_frames_describe_the_open_values():
 def test_json_prefix_of_an_open_schema_takes_any_json():
     reply = JsonPrefix({"type": "object"}).feed('{"a": [1, {"b": null}], "c": "d", "e": false}')
     assert reply.is_complete
+
+
+@pytest.mark.parametrize("schema,takes_other_keys", [
+    ({"type": "object", "properties": {"a": {}}}, False),       # names properties: only those
+    ({"type": "object", "properties": {"a": {}}, "additionalProperties": True}, True),
+    ({"type": "object", "properties": {"a": {}}, "additionalProperties": False}, False),
+    ({"type": "object"}, True),                                 # names none: any
+])
+def test_json_prefix_takes_unnamed_keys_only_where_the_schema_allows_them_explicitly(schema, takes_other_keys):
+    reply = JsonPrefix(schema).feed('{"type": "object"}')
+    assert reply.is_complete is takes_other_keys and reply.has_deviated is not takes_other_keys

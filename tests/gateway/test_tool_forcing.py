@@ -167,7 +167,7 @@ async def test_forced_json_streams_what_is_decided_as_the_model_writes():
     generate, calls = scripted({})
     async for piece in forced_json(SCHEMA, generate, 100, streamed(good, log)):
         log.append(f"sent:{piece}")
-    assert log == ["sent:{", 'model:"city": "Os', 'sent:"city": "Os', 'model:lo", "days"', 'sent:lo"',
+    assert log == ['model:"city": "Os', 'sent:{"city": "Os', 'model:lo", "days"', 'sent:lo"',
                    'model:: 2, "unit": "celsius", ', 'sent:, "days": 2, "unit": "celsius"',
                    'model:"exact": true, "where": {"lat": 1}}', 'sent:, "exact": true, "where": {"lat": 1}}',
                    "model: chatter"]   # the rest of the try is read (its usage counts), not sent
@@ -228,3 +228,12 @@ async def test_forced_json_is_valid_whatever_the_model_writes(seed):
             pieces = [p async for p in forced_json(schema, generate, 100, streamed(list(free), []))]
             value = json.loads("".join(pieces))
             assert isinstance(value, dict) and is_valid(value, schema), (free, pieces)
+
+
+async def test_forced_arguments_drop_a_schema_the_model_copies_from_its_prompt():
+    weather = {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+               "required": ["city", "days"]}
+    generate, _ = scripted({'"city": "': "Paris", '"days": ': "3"})
+    echo = '{"type": "object", "properties": {"city": {"type": "string"}}}'
+    arguments = await joined(forced_arguments(weather, generate, call_head("w"), 100, streamed([echo], [])))
+    assert json.loads(arguments) == {"city": "Paris", "days": 3}
