@@ -3,8 +3,8 @@
 Invariants: every engine stream is closed when we stop reading it (so the worker cancels
 the request and frees its blocks); an `ErrorEvent` becomes an `ApiError` (429/503 for the
 engine's admission refusals, 503 for retryable failures, 500 otherwise); usage
-counts every token the workers generated for the request, across the several short
-generations of a forced tool call; a forced call never exceeds the request's
+counts every token the workers sent for the request, across the several short
+generations of a forced tool call (one stopped early counts what it sent); a forced call never exceeds the request's
 `max_tokens` in total.
 """
 from __future__ import annotations
@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import json
 import math
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -167,8 +168,9 @@ class Continuations:
         return "".join([text async for text in self.stream(suffix, max_tokens, stop)])
 
     async def stream(self, suffix: str, max_tokens: int, stop: tuple[str, ...]) -> AsyncIterator[str]:
-        """The continuation's text as it is generated (`tool_forcing.GenerateStream`);
-        its usage counts once it finishes."""
+        """The continuation's text as it is generated (`tool_forcing.GenerateStream`). Its
+        tokens count in the usage even when the caller stops reading early (closing the
+        stream cancels the rest); the first continuation names the worker and TTFT."""
         call = self.call
         ids = call.prompt_token_ids + list(self.engine.tokenizer.encode(suffix, add_special_tokens=False))
         room = min(self.max_total - self.usage.num_completion_tokens,
@@ -179,17 +181,27 @@ class Continuations:
         self._num_runs += 1
         item = WorkItem(f"{self.prepared.request_id}-{self._num_runs}", self.prepared.tenant, ids,
                         sampling, call.session)
-        async with contextlib.aclosing(engine_events(self.engine, item)) as events:
-            async for event in events:
-                if isinstance(event, TokenEvent):
-                    if event.text:
-                        yield event.text
-                    continue
-                self.usage.num_completion_tokens += event.num_output_tokens
-                if not self._has_first:
-                    self._has_first = True
-                    self.worker, self.ttft_s = event.worker_id or "local", event.ttft_s
-                    self.usage.num_cached_tokens = min(event.num_cached_tokens, self.usage.num_prompt_tokens)
+        num_tokens, started_s = 0, time.perf_counter()
+        try:
+            async with contextlib.aclosing(engine_events(self.engine, item)) as events:
+                async for event in events:
+                    if isinstance(event, TokenEvent):
+                        num_tokens += len(event.token_ids)
+                        if event.worker_id is not None:
+                            self._first(event.worker_id, time.perf_counter() - started_s, event.num_cached_tokens)
+                        if event.text:
+                            yield event.text
+                    else:
+                        num_tokens = event.num_output_tokens
+                        self._first(event.worker_id, event.ttft_s, event.num_cached_tokens)
+        finally:
+            self.usage.num_completion_tokens += num_tokens
+
+    def _first(self, worker_id: str, ttft_s: float, num_cached_tokens: int | None) -> None:
+        if not self._has_first:
+            self._has_first = True
+            self.worker, self.ttft_s = worker_id or "local", ttft_s
+            self.usage.num_cached_tokens = min(num_cached_tokens or 0, self.usage.num_prompt_tokens)
 
     def follow(self, before: Finished) -> None:
         """Go on after a generation already finished as `before` (its usage counts)."""

@@ -14,8 +14,8 @@ each one is a prefix-cache hit):
    whole `{"name": "NAME", "arguments": ` head;
 2. the model writes the arguments freely (with part of the token budget; a JSON reply's
    opening `{` is forced), read against the schema as they stream (`json_prefix`): what
-   can still become a valid object is sent on at once; the reply ends where the object
-   closes;
+   can still become a valid object is sent on at once; the free try is stopped where the
+   object closes or strays;
 3. where the free text strays from the schema (or stops short), the object is completed
    from the last point that was sure (`json_filling`): the gateway writes keys, quotes,
    commas and brackets and asks the model for each missing value.
@@ -31,6 +31,7 @@ counts.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -133,13 +134,14 @@ async def forced_object(schema: dict | None, generate: Generate, head: str, max_
         return
     reply = JsonPrefix(schema).feed(opener)
     num_sent = 0   # the forced opener goes with the model's first text, so TTFT stays the model's
-    async for text in stream(head + opener, free_budget(max_tokens), stop):
-        if reply.is_settled:
-            continue   # the rest of the free try is read (its usage counts), not used
-        reply.feed(text)
-        if reply.num_committed > num_sent:
-            yield reply.text[num_sent:reply.num_committed]
-            num_sent = reply.num_committed
+    async with contextlib.aclosing(stream(head + opener, free_budget(max_tokens), stop)) as pieces:
+        async for text in pieces:
+            reply.feed(text)
+            if reply.num_committed > num_sent:
+                yield reply.text[num_sent:reply.num_committed]
+                num_sent = reply.num_committed
+            if reply.is_settled:
+                break   # closing the stream stops the free try: nothing after this is used
     if reply.is_complete:
         return
     out.json = reply.text[:num_sent]

@@ -90,8 +90,9 @@ class TokenEvent:
     multi-byte character is still incomplete); `logprobs`, one per token id, when the
     request asked for them; `prompt_logprobs`, once, in the first event, for prompt
     tokens 1.. (the first event then may carry no token: the first one was a stop);
-    `num_cached_tokens`, in a worker's first event of the request: the prompt tokens it
-    found cached (what the request's usage reports, should another worker finish it)."""
+    `num_cached_tokens` and `worker_id`, in a worker's first event of the request: the
+    prompt tokens it found cached (what the request's usage reports, should another worker
+    finish it), and which worker it is (for a caller that stops reading before the finish)."""
 
     request_id: str
     token_ids: list[int]
@@ -99,6 +100,7 @@ class TokenEvent:
     logprobs: list[TokenLogprob] | None = None
     prompt_logprobs: list[TokenLogprob] | None = None  # in the request's first event, when asked
     num_cached_tokens: int | None = None
+    worker_id: str | None = None
 
 
 FinishReason = Literal["stop", "length", "cancelled"]

@@ -273,7 +273,8 @@ class WorkerLoop(WorkerInbox, PrefillScheduling):
             scored = seq.output_logprobs[-1:] if ids and seq.output_logprobs else None
             first_here = len(seq.output_ids) == seq.item.num_resumed_tokens + 1
             cached = min(seq.num_cached_tokens, seq.item.num_prompt_tokens) if first_here else None
-            self.emit(TokenEvent(seq.item.request_id, ids, delta, scored, prompt_scores, cached))
+            self.emit(TokenEvent(seq.item.request_id, ids, delta, scored, prompt_scores, cached,
+                                 self.worker_id if first_here else None))
         if done_reason is not None:
             if stop_token:
                 seq.output_ids.pop()

@@ -42,10 +42,12 @@ def test_a_resumed_request_goes_on_as_its_uncut_run_would_have(tiny_loaded, samp
     end = out[-1]
     assert (end.finish_reason, end.num_prompt_tokens, end.num_output_tokens) == ("length", 40, 20)
     assert end.num_prompt_tokens == finish.num_prompt_tokens
-    # each worker's first event says what of the prompt it found cached; later ones nothing
+    # each worker's first event says what of the prompt it found cached, and which worker
+    # it is; later ones nothing
     for events in (sent, [e for e in out if isinstance(e, TokenEvent)]):
         assert events[0].num_cached_tokens is not None and 0 <= events[0].num_cached_tokens <= 40
-        assert all(e.num_cached_tokens is None for e in events[1:])
+        assert events[0].worker_id == finish.worker_id and events[0].worker_id
+        assert all(e.num_cached_tokens is None and e.worker_id is None for e in events[1:])
 
 
 @pytest.mark.parametrize("case", ["max_tokens", "context", "stop"])

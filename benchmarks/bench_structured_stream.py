@@ -1,0 +1,147 @@
+"""Streamed structured replies: read as the model writes them, or whole once it is done.
+
+Starts `stepahead serve` (SmolLM2 by default, `--model tiny` for the test model; one
+worker) and sends the same streamed `response_format` json_schema requests two ways,
+alternating, greedy so both see the same model text:
+
+- `checked` (the contender, what the gateway does): the model's free try is read against
+  the schema as it streams; what is sure goes out at once; where the model strays, the
+  object is completed leaf by leaf from there;
+- `whole` (the baseline, the gateway before session 35): the free try is taken whole, kept
+  when it validates, else the object is built leaf by leaf from nothing. The baseline is
+  the same gateway given the same schema plus `"minProperties": 0`, a constraint every
+  object meets but which the streaming reader does not decide, so the gateway takes the
+  whole-reply path for it.
+
+Prints one JSON line: per way, medians of the time to the first content delta and to the
+last, completion tokens, and the share of replies that validate; and the ratios
+whole ÷ checked.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+from jsonschema import Draft202012Validator
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.bench_gateway_overhead import free_port, gateway_state_env, spawn, stop_all, wait_ready  # noqa: E402
+
+API_KEY = "sk-bench-structured"
+TASKS = [
+    ("Report the weather in Paris as JSON: the city, the temperature in celsius and a one-sentence summary.",
+     {"type": "object", "additionalProperties": False, "required": ["city", "celsius", "summary"],
+      "properties": {"city": {"type": "string"}, "celsius": {"type": "number"}, "summary": {"type": "string"}}}),
+    ("Extract the contact as JSON: Ada Lovelace, ada@example.org, works at Analytical Engines Ltd in London.",
+     {"type": "object", "additionalProperties": False, "required": ["name", "email", "company"],
+      "properties": {"name": {"type": "string"}, "email": {"type": "string"},
+                     "company": {"type": "object", "required": ["name", "city"], "additionalProperties": False,
+                                 "properties": {"name": {"type": "string"}, "city": {"type": "string"}}}}}),
+    ("List three things to pack for a weekend hike, as JSON, with the trip's difficulty.",
+     {"type": "object", "additionalProperties": False, "required": ["items", "difficulty"],
+      "properties": {"items": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 5},
+                     "difficulty": {"enum": ["easy", "moderate", "hard"]}}}),
+    ("Plan a team meeting as JSON: a title, how many minutes, whether it is remote, and an optional note.",
+     {"type": "object", "additionalProperties": False, "required": ["title", "minutes", "remote", "note"],
+      "properties": {"title": {"type": "string"}, "minutes": {"type": "integer"}, "remote": {"type": "boolean"},
+                     "note": {"anyOf": [{"type": "string"}, {"type": "null"}]}}}),
+]
+
+
+def whole_schema(schema: dict) -> dict:
+    """`schema` with a constraint every object meets that the streaming reader does not
+    decide: the gateway then takes its whole-reply path (the baseline)."""
+    return {**schema, "minProperties": 0}
+
+
+def one_reply(client: httpx.Client, model: str, prompt: str, schema: dict, max_tokens: int) -> dict:
+    body = {"model": model, "stream": True, "max_tokens": max_tokens, "temperature": 0,
+            "stream_options": {"include_usage": True},
+            "messages": [{"role": "user", "content": prompt}],
+            "response_format": {"type": "json_schema", "json_schema": {"name": "reply", "schema": schema}}}
+    started_s = time.perf_counter()
+    first_s, pieces, usage = None, [], {}
+    with client.stream("POST", "/chat/completions", json=body) as response:
+        if response.status_code != 200:
+            raise RuntimeError(f"HTTP {response.status_code}: {response.read()[:300]!r}")
+        for line in response.iter_lines():
+            if not line.startswith("data: {"):
+                continue
+            chunk = json.loads(line[6:])
+            usage = chunk.get("usage") or usage
+            for choice in chunk.get("choices", []):
+                if choice["delta"].get("content"):
+                    first_s = first_s if first_s is not None else time.perf_counter() - started_s
+                    pieces.append(choice["delta"]["content"])
+    text = "".join(pieces)
+    try:
+        is_valid = Draft202012Validator(schema).is_valid(json.loads(text))
+    except json.JSONDecodeError:
+        is_valid = False
+    return {"first_s": first_s, "last_s": time.perf_counter() - started_s, "num_deltas": len(pieces),
+            "completion_tokens": usage.get("completion_tokens", 0), "is_valid": is_valid, "text": text}
+
+
+def measure(base_url: str, api_key: str, model: str, rounds: int, max_tokens: int) -> dict:
+    """Every task `rounds` times each way (alternating, the order swapped every round)."""
+    runs: dict[str, list[dict]] = {"checked": [], "whole": []}
+    with httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {api_key}"}, timeout=300) as client:
+        for prompt, schema in TASKS:   # warm-up: the prompts' prefixes cached for both ways
+            one_reply(client, model, prompt, schema, 4)
+        for index in range(rounds):
+            for prompt, schema in TASKS:
+                ways = ["checked", "whole"] if index % 2 == 0 else ["whole", "checked"]
+                for way in ways:
+                    sent = schema if way == "checked" else whole_schema(schema)
+                    run = one_reply(client, model, prompt, sent, max_tokens)
+                    run["is_valid"] = run["is_valid"] and Draft202012Validator(schema).is_valid(json.loads(run["text"]))
+                    runs[way].append(run)
+    summary = {way: {"first_delta_s_p50": statistics.median(r["first_s"] for r in got),
+                     "last_delta_s_p50": statistics.median(r["last_s"] for r in got),
+                     "deltas_p50": statistics.median(r["num_deltas"] for r in got),
+                     "completion_tokens_p50": statistics.median(r["completion_tokens"] for r in got),
+                     "valid_share": sum(r["is_valid"] for r in got) / len(got), "num_replies": len(got)}
+               for way, got in runs.items()}
+    checked, whole = summary["checked"], summary["whole"]
+    summary["first_delta_ratio"] = whole["first_delta_s_p50"] / max(checked["first_delta_s_p50"], 1e-9)
+    summary["last_delta_ratio"] = whole["last_delta_s_p50"] / max(checked["last_delta_s_p50"], 1e-9)
+    summary["completion_tokens_ratio"] = whole["completion_tokens_p50"] / max(checked["completion_tokens_p50"], 1)
+    summary["examples"] = {way: got[0]["text"] for way, got in runs.items()}
+    return summary
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="smollm2", help="'smollm2' (default) or 'tiny'")
+    parser.add_argument("--rounds", type=int, default=3, help="times each task is sent each way")
+    parser.add_argument("--max-tokens", type=int, default=160)
+    args = parser.parse_args()
+    workdir = Path(tempfile.mkdtemp(prefix="bench-structured-"))
+    env = dict(os.environ, PYTHONPATH=str(ROOT), STEPAHEAD_DEMO_KEY=API_KEY, **gateway_state_env(workdir))
+    port = free_port()
+    process = spawn([sys.executable, "-m", "gateway.cli", "serve", "--model", args.model, "--workers", "1",
+                     "--port", str(port), "--log-level", "error"], env, workdir / "gateway.log")
+    try:
+        base_url = f"http://127.0.0.1:{port}"
+        wait_ready(f"{base_url}/health", process, timeout_s=300, log_path=workdir / "gateway.log")
+        while httpx.get(f"{base_url}/health").json()["models"][args.model]["ready"] is not True:
+            time.sleep(0.5)
+        result = measure(f"{base_url}/v1", API_KEY, args.model, args.rounds, args.max_tokens)
+    finally:
+        stop_all([process], workdir)
+    print(json.dumps({"benchmark": "structured_stream", "model": args.model, "rounds": args.rounds,
+                      "max_tokens": args.max_tokens, **result}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

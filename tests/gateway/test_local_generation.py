@@ -1,0 +1,58 @@
+"""Continuations and structured replies on the tiny model's real engine."""
+import json
+
+from jsonschema import Draft202012Validator
+
+from gateway.backend import Finished, TextDelta
+from gateway.config import LocalModelConfig
+from gateway.local import LocalBackend
+from gateway.local_generation import Continuations, run_structured
+from gateway.schemas import ChatCompletionRequest, validate
+
+SCHEMA = {"type": "object", "additionalProperties": False, "required": ["city", "days", "tags"],
+          "properties": {"city": {"type": "string"}, "days": {"type": "integer"},
+                         "tags": {"type": "array", "items": {"enum": ["sun", "rain"]}, "maxItems": 2}}}
+
+
+def _request(max_tokens: int) -> ChatCompletionRequest:
+    return validate(ChatCompletionRequest, {
+        "model": "m", "max_tokens": max_tokens, "temperature": 0,
+        "messages": [{"role": "user", "content": "The weather, as JSON."}],
+        "response_format": {"type": "json_schema", "json_schema": {"name": "w", "schema": SCHEMA}}})
+
+
+async def test_a_continuation_cut_short_counts_its_tokens_and_names_its_worker():
+    local = LocalBackend(LocalModelConfig(name="m", path="tiny"))
+    await local.start()
+    try:
+        prepared = await local.prepare_chat(_request(64), "t", "req")
+        generate = Continuations(local.engine, prepared, prepared.payload)
+        pieces = generate.stream("{", 40, ())
+        read = [await anext(pieces) for _ in range(3)]   # then stop reading
+        await pieces.aclose()
+        assert len(read) == 3
+        assert 3 <= generate.usage.num_completion_tokens < 40
+        assert generate.worker in ("w0", "w1") and generate.ttft_s is not None and generate.ttft_s > 0
+        assert not local.engine._streams   # the cut generation left no stream behind
+        before = generate.usage.num_completion_tokens
+        await generate("{", 5, ())   # one read to its end adds its finish's count
+        assert 1 <= generate.usage.num_completion_tokens - before <= 5
+    finally:
+        await local.stop()
+
+
+async def test_a_structured_reply_streams_in_pieces_that_make_a_valid_object_within_its_budget():
+    local = LocalBackend(LocalModelConfig(name="m", path="tiny"))
+    await local.start()
+    try:
+        prepared = await local.prepare_chat(_request(48), "t", "req")
+        events = [event async for event in run_structured(local.engine, prepared, prepared.payload)]
+    finally:
+        await local.stop()
+    pieces = [event.text for event in events if isinstance(event, TextDelta)]
+    finished = events[-1]
+    assert isinstance(finished, Finished) and finished.finish_reason == "stop"
+    assert Draft202012Validator(SCHEMA).is_valid(json.loads("".join(pieces)))
+    assert len(pieces) > 1 and all(pieces)
+    assert 0 < finished.usage.num_completion_tokens <= 48
+    assert finished.worker in ("w0", "w1")
