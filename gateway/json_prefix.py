@@ -15,18 +15,14 @@ items, inside a plain string value. Text up to there is final and may be sent to
 streaming client; a partial key, number, literal or enum value is held back until it is
 whole.
 
-Only `steerable` schemas are read this way (the subset whose every constraint the reader
-decides exactly: types, properties, required, `additionalProperties: false`, enums,
-consts, `items`, item counts, local `$ref`s, and `anyOf`/`oneOf` whose branches start
-with different characters); anything else (patterns, lengths, bounds, `allOf`, …) is
-validated whole instead (`tool_forcing`).
+Only schemas `json_schemas.is_steerable` accepts are read this way; others are validated
+whole (`tool_forcing`).
 
 Invariant: for a steerable schema, a committed prefix is the prefix of at least one valid
 document, and reading it again gives a state the filler completes into one.
 """
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 
@@ -60,10 +56,9 @@ class ArrayFrame:
 
 @dataclass(slots=True)
 class StringFrame:
-    """A plain string value; `chars` its decoded content so far."""
+    """A plain string value (its content is not kept: the filler only continues it)."""
 
     schema: dict
-    chars: str = ""
     escape: str | None = None   # "\\" just after a backslash, "u…" inside a \u escape
 
 
@@ -94,10 +89,18 @@ class JsonPrefix:
         self.root = root or SchemaRoot(schema)
         self.schema = self.root.resolve(schema)
         self.frames: list[Frame] = []
-        self.text = ""
+        self._chars: list[str] = []   # the text read, one string per character
         self.num_committed = 0
         self.is_complete = False
         self.has_deviated = False
+
+    @property
+    def text(self) -> str:
+        return "".join(self._chars)
+
+    def committed(self, start: int = 0) -> str:
+        """The committed text from `start` on."""
+        return "".join(self._chars[start:self.num_committed])
 
     @property
     def is_settled(self) -> bool:
@@ -107,19 +110,19 @@ class JsonPrefix:
         for char in text:
             if self.is_settled:
                 break
-            if not self.frames and not self.text and char in WHITESPACE:
+            if not self.frames and not self._chars and char in WHITESPACE:
                 continue   # leading whitespace is not part of the reply
             if not self._step(char):
                 self.has_deviated = True
                 break
-            self.text += char
+            self._chars.append(char)
             if self.is_complete or self._is_resumable():
-                self.num_committed = len(self.text)
+                self.num_committed = len(self._chars)
         return self
 
     def _is_resumable(self) -> bool:
         if not self.frames:
-            return not self.text
+            return not self._chars
         top = self.frames[-1]
         if isinstance(top, ObjectFrame):
             return top.phase in ("first", "value", "next")
@@ -247,8 +250,6 @@ class JsonPrefix:
                 frame.escape = "\\"
             elif ord(char) < 0x20:
                 return False
-            else:
-                frame.chars += char
             return True
         if frame.escape == "\\":
             if char == "u":
@@ -256,14 +257,12 @@ class JsonPrefix:
                 return True
             if char not in '"\\/bfnrt':
                 return False
-            frame.chars += json.loads(f'"\\{char}"')
             frame.escape = None
             return True
         if char not in "0123456789abcdefABCDEF":
             return False
         frame.escape += char
         if len(frame.escape) == 5:
-            frame.chars += chr(int(frame.escape[1:], 16))
             frame.escape = None
         return True
 
@@ -286,7 +285,7 @@ class JsonPrefix:
             return False
         self._value_done()   # the number or option ended at `char`: the parent reads it
         if self._is_resumable():
-            self.num_committed = len(self.text)   # the value is whole before `char`
+            self.num_committed = len(self._chars)   # the value is whole before `char`
         return self._step(char)
 
     def _scalar_settles(self) -> bool:

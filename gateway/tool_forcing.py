@@ -138,13 +138,13 @@ async def forced_object(schema: dict | None, generate: Generate, head: str, max_
         async for text in pieces:
             reply.feed(text)
             if reply.num_committed > num_sent:
-                yield reply.text[num_sent:reply.num_committed]
+                yield reply.committed(num_sent)
                 num_sent = reply.num_committed
             if reply.is_settled:
                 break   # closing the stream stops the free try: nothing after this is used
     if reply.is_complete:
         return
-    out.json = reply.text[:num_sent]
+    out.json = reply.committed()[:num_sent]
     frames = JsonPrefix(schema).feed(out.json).frames
     async for piece in LeafFiller(schema, generate, out).complete(frames):
         yield piece

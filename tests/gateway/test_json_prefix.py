@@ -72,9 +72,13 @@ def test_json_prefix_completes_at_the_closing_brace_and_ignores_what_follows():
     assert reply.text == reply.text[:reply.num_committed] == '{"city": "Oslo", "temp": -1.5e2, "unit": "cc"}'
 
 
-def test_json_prefix_decodes_string_escapes():
-    reply = JsonPrefix(SCHEMA).feed('{"city": "a\\"b\\u00e9\\n')
-    assert reply.frames[-1] == StringFrame({"type": "string"}, 'a"bé\n')
+@pytest.mark.parametrize("text,strays", [('"a\\"b\\u00e9\\n\\/', False), ('"a\\x', True), ('"\\u00g', True)])
+def test_json_prefix_reads_string_escapes(text, strays):
+    reply = JsonPrefix(SCHEMA).feed('{"city": ' + text)
+    assert reply.has_deviated is strays
+    if not strays:
+        assert isinstance(reply.frames[-1], StringFrame) and reply.frames[-1].escape is None
+        assert reply.committed() == '{"city": ' + text
 
 
 def test_json_prefix_frames_describe_the_open_values():
