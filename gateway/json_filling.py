@@ -177,7 +177,7 @@ class LeafFiller:
         prefix = self.out.text
         if schema.get("enum"):
             text = (await self.generate(prefix, 16, (",", "}", "\n"))).strip()
-            options = [(json.dumps(option, ensure_ascii=False), option) for option in schema["enum"]]
+            options = zip(self.root.options(schema), schema["enum"])   # as the reader serializes them
             return next((option for dumped, option in options if text and dumped.startswith(text[:len(dumped)])),
                         schema["enum"][0])
         if kind == "string":

@@ -124,9 +124,7 @@ class JsonPrefix:
         if not self.frames:
             return not self._chars
         top = self.frames[-1]
-        if isinstance(top, ObjectFrame):
-            return top.phase in ("first", "value", "next")
-        if isinstance(top, ArrayFrame):
+        if isinstance(top, (ObjectFrame, ArrayFrame)):
             return top.phase in ("first", "value", "next")
         return isinstance(top, StringFrame) and top.escape is None
 
@@ -276,9 +274,7 @@ class JsonPrefix:
         elif frame.text[0] in LITERALS:   # literals settle when whole
             frame.text += char
             return LITERALS[frame.text[0]][0].startswith(frame.text) and self._scalar_settles()
-        elif NUMBER_PREFIX.fullmatch(frame.text + char) and not (
-                "integer" in kinds_of(frame.schema) and "number" not in kinds_of(frame.schema)
-                and char in ".eE"):
+        elif NUMBER_PREFIX.fullmatch(frame.text + char) and not (char in ".eE" and _is_integer_only(frame.schema)):
             frame.text += char
             return True
         elif NUMBER.fullmatch(frame.text) is None:
@@ -299,3 +295,8 @@ class JsonPrefix:
         elif frame.text == LITERALS[frame.text[0]][0]:
             self._value_done()
         return True
+
+
+def _is_integer_only(schema: dict) -> bool:
+    kinds = kinds_of(schema)
+    return "integer" in kinds and "number" not in kinds

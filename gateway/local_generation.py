@@ -2,10 +2,10 @@
 
 Invariants: every engine stream is closed when we stop reading it (so the worker cancels
 the request and frees its blocks); an `ErrorEvent` becomes an `ApiError` (429/503 for the
-engine's admission refusals, 503 for retryable failures, 500 otherwise); usage
-counts every token the workers sent for the request, across the several short
-generations of a forced tool call (one stopped early counts what it sent); a forced call never exceeds the request's
-`max_tokens` in total.
+engine's admission refusals, 503 for retryable failures, 500 otherwise); usage counts
+every token the workers sent for the request, across the several short generations of a
+forced tool call (one stopped early counts what it sent); a forced call never exceeds the
+request's `max_tokens` in total.
 """
 from __future__ import annotations
 
@@ -236,9 +236,9 @@ async def run_structured(engine, prepared: Prepared, call: LocalCall) -> AsyncIt
     With tools offered the model may call them instead: its free reply is kept (sent
     whole) when it is a tool call or already valid JSON; otherwise the object is built per
     `tool_forcing.forced_json`, with what is left of the token budget, and usage counts
-    both. A JSON reply finishes
-    "stop": it is whole and valid even where the budget ran out (leaves the model had no
-    tokens left for take their schema's fallback values), so clients may parse it."""
+    both. A JSON reply finishes "stop": it is whole and valid even where the budget ran
+    out (leaves the model had no tokens left for take their schema's fallback values), so
+    clients may parse it."""
     schema = call.response_schema
     generate = Continuations(engine, prepared, call)
     if call.tool_names is not None:
