@@ -26,8 +26,10 @@ def test_the_memory_of_a_process_tree_counts_its_children():
 
     from benchmarks.bench_worker_start import process_tree, tree_pss_mib
 
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    child = subprocess.Popen([sys.executable, "-c", "import time; print('up', flush=True); time.sleep(30)"],
+                             stdout=subprocess.PIPE, text=True)
     try:
+        assert child.stdout.readline() == "up\n"   # measured once it runs: just forked, it may hold no pages yet
         assert child.pid in process_tree(os.getpid())
         alone = tree_pss_mib(child.pid)
         assert alone is not None and 0 < alone < tree_pss_mib(os.getpid())
@@ -35,6 +37,7 @@ def test_the_memory_of_a_process_tree_counts_its_children():
     finally:
         child.kill()
         child.wait()
+        child.stdout.close()
 
 
 def test_restarts_are_timed_from_the_kill_until_the_next_incarnation_serves():
