@@ -78,7 +78,7 @@ async def _engine_run(model: str, decode_batch: int, num: int, args) -> tuple[fl
     engine = LocalEngine(model, 1, num_hot_blocks=num * (args.prompt_tokens + args.max_tokens) // 16 + 64,
                          max_running=max(8, num), decode_batch=decode_batch,
                          threads_per_worker=args.threads or None, prefix_caching=False,
-                         device=args.device)
+                         device=args.device, dtype=args.dtype)
     await engine.start()
     try:
         vocab = min(args.vocab, len(engine.tokenizer))
@@ -129,12 +129,14 @@ def main() -> None:
     parser.add_argument("--vocab", type=int, default=1000, help="prompt token ids are drawn below this")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16", "auto"),
+                        help="weights and KV dtype, the same at both levels")
     parser.add_argument("--engine", action="store_true", help="also time the engine level")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     sizes = [int(n) for n in args.batch_sizes.split(",")]
-    loaded = load_model(args.model, device=args.device)
+    loaded = load_model(args.model, device=args.device, dtype=args.dtype)
     args.vocab = min(args.vocab, len(loaded.tokenizer))
     for num in sizes:
         print(json.dumps({"model": loaded.model_id, **runner_level(loaded, num, args)}), flush=True)

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The engine's GPU check in one run (about 2.5 minutes on one H200, model load included):
+# The engine's GPU check in one run (about 5 minutes on one H200, model load included):
 # the CUDA tests (reused-prefix logits equal a CPU recompute, host tier, seeded sampling,
 # prefix export/import, a LocalEngine request on the GPU, batched decode), then the engine
-# benchmark on the GPU in float32 and bfloat16, batched decode on the GPU, and the engine
+# benchmark on the GPU in float32 and bfloat16, batched decode on the GPU in both (runner
+# and a one-worker LocalEngine), and the engine
 # benchmark on the machine's CPUs for comparison.
 #
 #   bash benchmarks/gpu_check.sh [OUT_DIR]        # results: OUT_DIR (default ./gpu-check)
@@ -37,7 +38,8 @@ fi
 for args in "--model $model --dtype float32" "--model $model --dtype bfloat16" "--model tiny"; do
   timeout 150 python3 benchmarks/bench_prefix_reuse.py $args --device cuda --repeats 7
 done | tee "$out/bench_cuda.jsonl"
-timeout 120 python3 benchmarks/bench_decode.py --model "$model" --device cuda --batch-sizes 1,4,16 \
-  | tee "$out/bench_decode_cuda.jsonl"
+for dtype in float32 bfloat16; do
+  timeout 240 python3 benchmarks/bench_decode.py --model "$model" --device cuda --dtype $dtype --batch-sizes 1,4,16 --engine
+done | tee "$out/bench_decode_cuda.jsonl"
 timeout 150 python3 benchmarks/bench_prefix_reuse.py --model "$model" --device cpu --threads "$(nproc)" \
   --repeats 3 | tee "$out/bench_cpu.jsonl"

@@ -17,7 +17,8 @@ from cache.tiers import Tier
 from shards.engine import LocalEngine
 from shards.kv_transfer import export_prefix, import_prefix, measure_costs
 from shards.model_files import ModelLoadError, check_model
-from shards.model_loader import choose_dtype, has_fast_bfloat16, load_model, resolve_device, resolve_dtype
+from shards.model_loader import (avoid_per_length_attention_plans, choose_dtype, has_fast_bfloat16, load_model,
+                                 resolve_device, resolve_dtype)
 from shards.model_runner import ModelRunner
 from shards.protocol import FinishEvent, SamplingParams, TokenEvent, WorkItem
 from shards.sampling import make_generator, sample_next
@@ -134,6 +135,22 @@ def test_a_cpu_has_fast_bfloat16_with_amx_tiles_or_avx512_bf16(monkeypatch):
     assert has_fast_bfloat16("cuda:0") is False
 
 
+@pytest.fixture
+def cudnn_attention_flag():
+    """torch's process-wide cuDNN-attention switch, put back as it was after the test."""
+    before = torch.backends.cuda.cudnn_sdp_enabled()
+    torch.backends.cuda.enable_cudnn_sdp(True)
+    yield
+    torch.backends.cuda.enable_cudnn_sdp(before)
+
+
+def test_cudnn_attention_is_turned_off_for_cuda_devices_only(cudnn_attention_flag):
+    avoid_per_length_attention_plans(torch.device("cpu"))
+    assert torch.backends.cuda.cudnn_sdp_enabled() is True
+    avoid_per_length_attention_plans(torch.device("cuda", 0))
+    assert torch.backends.cuda.cudnn_sdp_enabled() is False
+
+
 def test_auto_dtype_is_bfloat16_only_where_the_device_computes_it_and_never_for_tiny(monkeypatch):
     _cpu_bfloat16(monkeypatch, amx=True, avx512_bf16=False)
     assert choose_dtype("auto", "smollm2", "cpu") == "bfloat16"
@@ -227,6 +244,12 @@ def cuda_loaded():
     if not torch.cuda.is_available():
         pytest.skip("no CUDA GPU on this machine")
     return load_model("tiny", device="cuda")
+
+
+@needs_cuda
+def test_loading_onto_a_gpu_turns_cudnn_attention_off(cudnn_attention_flag):
+    load_model("tiny", device="cuda")   # cuDNN builds an attention plan per sequence length
+    assert torch.backends.cuda.cudnn_sdp_enabled() is False
 
 
 @needs_cuda
