@@ -13,9 +13,14 @@ alternating, greedy so both see the same model text:
   object meets but which the streaming reader does not decide, so the gateway takes the
   whole-reply path for it.
 
-Prints one JSON line: per way, medians of the time to the first content delta and to the
-last, completion tokens, and the share of replies that validate; and the ratios
-whole ÷ checked.
+With `--tools` each request also offers a tool (`search_web`), as the OpenAI Agents SDK
+does for an agent with tools and an output type: the model may call it instead, and the
+reply is decided as it streams (`gateway.json_or_calls`); before session 37 such a reply
+was always sent whole.
+
+Prints one JSON line: per way, medians of the time to the first delta (content or tool
+call) and to the last, completion tokens, the share of replies that validate (a call's
+arguments must be a JSON object) and that are calls; and the ratios whole ÷ checked.
 """
 from __future__ import annotations
 
@@ -57,19 +62,27 @@ TASKS = [
 ]
 
 
+SEARCH_TOOL = {"type": "function", "function": {
+    "name": "search_web", "description": "Search the web for current information.",
+    "parameters": {"type": "object", "required": ["query"], "properties": {"query": {"type": "string"}}}}}
+
+
 def whole_schema(schema: dict) -> dict:
     """`schema` with a constraint every object meets that the streaming reader does not
     decide: the gateway then takes its whole-reply path (the baseline)."""
     return {**schema, "minProperties": 0}
 
 
-def one_reply(client: httpx.Client, model: str, prompt: str, schema: dict, max_tokens: int) -> dict:
+def one_reply(client: httpx.Client, model: str, prompt: str, schema: dict, max_tokens: int,
+              tools: bool = False) -> dict:
     body = {"model": model, "stream": True, "max_tokens": max_tokens, "temperature": 0,
             "stream_options": {"include_usage": True},
             "messages": [{"role": "user", "content": prompt}],
             "response_format": {"type": "json_schema", "json_schema": {"name": "reply", "schema": schema}}}
+    if tools:
+        body["tools"] = [SEARCH_TOOL]
     started_s = time.perf_counter()
-    first_s, pieces, usage = None, [], {}
+    first_s, pieces, usage, arguments = None, [], {}, []
     with client.stream("POST", "/chat/completions", json=body) as response:
         if response.status_code != 200:
             raise RuntimeError(f"HTTP {response.status_code}: {response.read()[:300]!r}")
@@ -79,37 +92,44 @@ def one_reply(client: httpx.Client, model: str, prompt: str, schema: dict, max_t
             chunk = json.loads(line[6:])
             usage = chunk.get("usage") or usage
             for choice in chunk.get("choices", []):
-                if choice["delta"].get("content"):
+                calls = choice["delta"].get("tool_calls") or []
+                if choice["delta"].get("content") or calls:
                     first_s = first_s if first_s is not None else time.perf_counter() - started_s
+                if choice["delta"].get("content"):
                     pieces.append(choice["delta"]["content"])
+                arguments += [call["function"].get("arguments") or "" for call in calls]
     text = "".join(pieces)
     try:
-        is_valid = Draft202012Validator(schema).is_valid(json.loads(text))
+        value = json.loads("".join(arguments) if arguments else text)
+        is_valid = isinstance(value, dict) if arguments else Draft202012Validator(schema).is_valid(value)
     except json.JSONDecodeError:
         is_valid = False
-    return {"first_s": first_s, "last_s": time.perf_counter() - started_s, "num_deltas": len(pieces),
-            "completion_tokens": usage.get("completion_tokens", 0), "is_valid": is_valid, "text": text}
+    return {"first_s": first_s, "last_s": time.perf_counter() - started_s,
+            "num_deltas": len(pieces) + len(arguments), "completion_tokens": usage.get("completion_tokens", 0),
+            "is_valid": is_valid, "is_call": bool(arguments), "text": text or "".join(arguments)}
 
 
-def measure(base_url: str, api_key: str, model: str, rounds: int, max_tokens: int) -> dict:
+def measure(base_url: str, api_key: str, model: str, rounds: int, max_tokens: int, tools: bool = False) -> dict:
     """Every task `rounds` times each way (alternating, the order swapped every round)."""
     runs: dict[str, list[dict]] = {"checked": [], "whole": []}
     with httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {api_key}"}, timeout=300) as client:
         for prompt, schema in TASKS:   # warm-up: the prompts' prefixes cached for both ways
-            one_reply(client, model, prompt, schema, 4)
+            one_reply(client, model, prompt, schema, 4, tools)
         for index in range(rounds):
             for prompt, schema in TASKS:
                 ways = ["checked", "whole"] if index % 2 == 0 else ["whole", "checked"]
                 for way in ways:
                     sent = schema if way == "checked" else whole_schema(schema)
-                    run = one_reply(client, model, prompt, sent, max_tokens)
-                    run["is_valid"] = run["is_valid"] and Draft202012Validator(schema).is_valid(json.loads(run["text"]))
+                    run = one_reply(client, model, prompt, sent, max_tokens, tools)
+                    run["is_valid"] = run["is_valid"] and (
+                        run["is_call"] or Draft202012Validator(schema).is_valid(json.loads(run["text"])))
                     runs[way].append(run)
     summary = {way: {"first_delta_s_p50": statistics.median(r["first_s"] for r in got),
                      "last_delta_s_p50": statistics.median(r["last_s"] for r in got),
                      "deltas_p50": statistics.median(r["num_deltas"] for r in got),
                      "completion_tokens_p50": statistics.median(r["completion_tokens"] for r in got),
-                     "valid_share": sum(r["is_valid"] for r in got) / len(got), "num_replies": len(got)}
+                     "valid_share": sum(r["is_valid"] for r in got) / len(got),
+                     "call_share": sum(r["is_call"] for r in got) / len(got), "num_replies": len(got)}
                for way, got in runs.items()}
     checked, whole = summary["checked"], summary["whole"]
     summary["first_delta_ratio"] = whole["first_delta_s_p50"] / max(checked["first_delta_s_p50"], 1e-9)
@@ -124,6 +144,7 @@ def main() -> int:
     parser.add_argument("--model", default="smollm2", help="'smollm2' (default) or 'tiny'")
     parser.add_argument("--rounds", type=int, default=3, help="times each task is sent each way")
     parser.add_argument("--max-tokens", type=int, default=160)
+    parser.add_argument("--tools", action="store_true", help="offer a tool with each request")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="bench-structured-"))
     env = dict(os.environ, PYTHONPATH=str(ROOT), STEPAHEAD_DEMO_KEY=API_KEY, **gateway_state_env(workdir))
@@ -135,10 +156,10 @@ def main() -> int:
         wait_ready(f"{base_url}/health", process, timeout_s=300, log_path=workdir / "gateway.log")
         while httpx.get(f"{base_url}/health").json()["models"][args.model]["ready"] is not True:
             time.sleep(0.5)
-        result = measure(f"{base_url}/v1", API_KEY, args.model, args.rounds, args.max_tokens)
+        result = measure(f"{base_url}/v1", API_KEY, args.model, args.rounds, args.max_tokens, args.tools)
     finally:
         stop_all([process], workdir)
-    print(json.dumps({"benchmark": "structured_stream", "model": args.model, "rounds": args.rounds,
+    print(json.dumps({"benchmark": "structured_stream", "model": args.model, "tools": args.tools, "rounds": args.rounds,
                       "max_tokens": args.max_tokens, **result}))
     return 0
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import math
 import time
 from collections.abc import AsyncIterator
@@ -25,8 +24,8 @@ from gateway.errors import (ApiError, invalid_request, rate_limited, server_erro
 from gateway.openai_format import new_tool_call_id, reply_finish_reason
 from gateway.token_text import token_choices
 from gateway.tool_calls import CallPiece, ToolCallStreamParser
-from gateway.tool_forcing import (CALL_OPEN, call_head, choose_tool_name, forced_arguments, forced_json,
-                                  free_budget, is_valid, json_object_in)
+from gateway.json_or_calls import json_or_tool_calls
+from gateway.tool_forcing import CALL_OPEN, call_head, choose_tool_name, forced_arguments, forced_json
 
 MAX_NAME_TOKENS = 16
 
@@ -162,6 +161,7 @@ class Continuations:
         self.worker, self.ttft_s = "local", None  # where the first generation ran, its TTFT
         self._has_first = False
         self.max_total = call.sampling.max_tokens
+        self.last_finish_reason: str | None = None   # the last generation read to its end
         self._num_runs = 0
 
     async def __call__(self, suffix: str, max_tokens: int, stop: tuple[str, ...]) -> str:
@@ -193,6 +193,7 @@ class Continuations:
                             yield event.text
                     else:
                         num_tokens = event.num_output_tokens
+                        self.last_finish_reason = event.finish_reason
                         self._first(event.worker_id, event.ttft_s, event.num_cached_tokens)
         finally:
             self.usage.num_completion_tokens += num_tokens
@@ -232,32 +233,16 @@ async def run_forced(engine, prepared: Prepared, call: LocalCall) -> AsyncIterat
 
 async def run_structured(engine, prepared: Prepared, call: LocalCall) -> AsyncIterator[ChatEvent]:
     """The reply's text is one JSON object that validates against `call.response_schema`
-    (`response_format` json_object / json_schema), sent as it is decided (`tool_forcing`).
-    With tools offered the model may call them instead: its free reply is kept (sent
-    whole) when it is a tool call or already valid JSON; otherwise the object is built per
-    `tool_forcing.forced_json`, with what is left of the token budget, and usage counts
-    both. A JSON reply finishes "stop": it is whole and valid even where the budget ran
-    out (leaves the model had no tokens left for take their schema's fallback values), so
-    clients may parse it."""
-    schema = call.response_schema
+    (`response_format` json_object / json_schema), sent as it is decided (`tool_forcing`);
+    with tools offered, the model may call them instead (`json_or_calls`). A JSON reply
+    finishes "stop": it is whole and valid even where the budget ran out (leaves the model
+    had no tokens left for take their schema's fallback values), so clients may parse it."""
     generate = Continuations(engine, prepared, call)
     if call.tool_names is not None:
-        budget = free_budget(call.sampling.max_tokens)  # the rest is kept for building JSON
-        free = dataclasses.replace(call, sampling=dataclasses.replace(call.sampling, max_tokens=budget))
-        events = [event async for event in run_free(engine, prepared, free)]
-        finished: Finished = events[-1]
-        if any(isinstance(event, ToolCallDelta) for event in events):
-            for event in events:
-                yield event
-            return
-        text = "".join(event.text for event in events if isinstance(event, TextDelta))
-        value = json_object_in(text)
-        if value is not None and is_valid(value, schema):
-            yield TextDelta(json.dumps(value, ensure_ascii=False))
-            yield dataclasses.replace(finished, finish_reason="stop")
-            return
-        generate.follow(finished)
-    budget = generate.max_total - generate.usage.num_completion_tokens
-    async for text in forced_json(schema, generate, budget, generate.stream):
+        async for event in json_or_tool_calls(call.response_schema, call.tool_names, call.keep_one_call,
+                                              call.sampling.stop, generate):
+            yield event
+        return
+    async for text in forced_json(call.response_schema, generate, generate.max_total, generate.stream):
         yield TextDelta(text)
     yield generate.finished("stop")

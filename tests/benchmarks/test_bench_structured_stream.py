@@ -16,3 +16,10 @@ def test_measure_compares_checked_and_whole_replies_on_the_tiny_model(tiny_gatew
         assert result[way]["num_replies"] == len(TASKS) and result[way]["valid_share"] == 1.0
         assert 0 < result[way]["first_delta_s_p50"] <= result[way]["last_delta_s_p50"]
     assert result["whole"]["deltas_p50"] >= 1 and result["first_delta_ratio"] > 0
+
+
+def test_measure_with_a_tool_offered_gets_a_call_or_a_valid_object_every_time(tiny_gateway):
+    result = measure(f"{tiny_gateway.base_url}/v1", TINY_GATEWAY_KEYS["tenant0"], "tiny", 1, 32, tools=True)
+    for way in ("checked", "whole"):
+        assert result[way]["num_replies"] == len(TASKS) and result[way]["valid_share"] == 1.0
+        assert 0.0 <= result[way]["call_share"] <= 1.0 and result[way]["first_delta_s_p50"] > 0

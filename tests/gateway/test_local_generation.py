@@ -3,7 +3,7 @@ import json
 
 from jsonschema import Draft202012Validator
 
-from gateway.backend import Finished, TextDelta
+from gateway.backend import Finished, TextDelta, ToolCallDelta
 from gateway.config import LocalModelConfig
 from gateway.local import LocalBackend
 from gateway.local_generation import Continuations, run_structured
@@ -14,11 +14,15 @@ SCHEMA = {"type": "object", "additionalProperties": False, "required": ["city", 
                          "tags": {"type": "array", "items": {"enum": ["sun", "rain"]}, "maxItems": 2}}}
 
 
-def _request(max_tokens: int) -> ChatCompletionRequest:
+TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+
+
+def _request(max_tokens: int, **more) -> ChatCompletionRequest:
     return validate(ChatCompletionRequest, {
         "model": "m", "max_tokens": max_tokens, "temperature": 0,
         "messages": [{"role": "user", "content": "The weather, as JSON."}],
-        "response_format": {"type": "json_schema", "json_schema": {"name": "w", "schema": SCHEMA}}})
+        "response_format": {"type": "json_schema", "json_schema": {"name": "w", "schema": SCHEMA}}, **more})
 
 
 async def test_a_continuation_cut_short_counts_its_tokens_and_names_its_worker():
@@ -56,3 +60,24 @@ async def test_a_structured_reply_streams_in_pieces_that_make_a_valid_object_wit
     assert len(pieces) > 1 and all(pieces)
     assert 0 < finished.usage.num_completion_tokens <= 48
     assert finished.worker in ("w0", "w1")
+
+
+async def test_a_structured_reply_with_a_tool_offered_is_a_call_or_a_valid_object_and_leaves_no_stream():
+    local = LocalBackend(LocalModelConfig(name="m", path="tiny"))
+    await local.start()
+    try:
+        for seed in range(3):
+            prepared = await local.prepare_chat(_request(48, tools=[TOOL], seed=seed, temperature=1.0), "t", "req")
+            events = [event async for event in run_structured(local.engine, prepared, prepared.payload)]
+            finished = events[-1]
+            calls = [event for event in events if isinstance(event, ToolCallDelta)]
+            if calls:
+                assert finished.finish_reason in ("tool_calls", "length") and calls[0].name == "get_weather"
+            else:
+                assert finished.finish_reason == "stop"
+                assert Draft202012Validator(SCHEMA).is_valid(json.loads(
+                    "".join(event.text for event in events if isinstance(event, TextDelta))))
+            assert 0 < finished.usage.num_completion_tokens <= 48
+            assert not local.engine._streams
+    finally:
+        await local.stop()

@@ -1,0 +1,178 @@
+"""A local reply that may be tool calls or the `response_format` JSON object (tools offered
+with a JSON response format, as the OpenAI Agents SDK sends for an agent that has tools
+and an output type): the model's free reply, read as it streams, sent once it is decided.
+
+- It opens an object (after a JSON code fence, if any) that cannot be a bare call (its
+  first key is not `name`, `arguments` or `parameters`, or its `name` is not a tool's,
+  or it has no key), or it opens with prose and then an object with a key (a bare call
+  is the whole reply, so that object cannot be one): that object is the JSON reply,
+  streamed from its brace (the prose before it is dropped) and completed as
+  `tool_forcing.forced_object` reads and fills it; the free try stops where the object
+  closes or strays, before any closing fence.
+- Anything else (a `<tool_call>` tag, what may be a bare call or a list of them, another
+  fence, prose with no object) is read whole: its calls when it makes any
+  (`tool_calls.parse_tool_calls`), else the first JSON object in it when it validates,
+  else an object built per `tool_forcing.forced_json` with what is left of the budget.
+
+Invariant: the reply is either tool calls (finish "tool_calls", or "length" when the free
+reply ran out of tokens) or one JSON object (finish "stop", valid as `tool_forcing`
+promises); usage counts every generation (`generate` keeps it).
+"""
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator
+
+from gateway.backend import ChatEvent, TextDelta, ToolCallDelta
+from gateway.openai_format import new_tool_call_id, reply_finish_reason
+from gateway.tool_calls import OPEN_TAG, parse_tool_calls
+from gateway.tool_forcing import forced_json, forced_object, free_budget, is_valid, json_object_in
+
+CALL_KEYS = frozenset({"name", "arguments", "parameters"})
+NOT_JSON = -1   # `json_reply_start`: the reply may be anything else; read it whole
+MAX_PROSE_BRACES = 8   # braces looked at after prose (as `tool_forcing.json_object_in`)
+FENCE = "```"
+MAX_FENCE_LINE = 16   # "```json" and some spaces: a longer first line without its newline is no JSON fence
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+
+
+def json_reply_start(text: str, tool_names: frozenset[str]) -> int | None:
+    """Where the JSON reply's object starts in a free reply that begins with `text`;
+    `NOT_JSON` when the reply may be anything else, a call included (read it whole);
+    None while too little is written to tell."""
+    at = len(text) - len(text.lstrip())
+    head = text[at:]
+    if not head:
+        return None
+    if head[0] == "`":   # a code fence (small models often fence their JSON): what follows it
+        after = _after_fence(head)
+        if after is None or after == NOT_JSON:
+            return after
+        at += after + len(head[after:]) - len(head[after:].lstrip())
+        head = text[at:]
+        if not head:
+            return None
+    if head[0] == "{":
+        return _at(_opens_reply_object(head, tool_names, strays_count=True), at)
+    if head[0] in "[<" or OPEN_TAG in text:
+        return NOT_JSON
+    # prose first: a bare call must be the whole reply, so any object after it is the reply
+    # (the first one that opens with a key; a tool-call tag before it keeps the reply whole)
+    brace = text.find("{", at)
+    for _ in range(MAX_PROSE_BRACES):
+        if brace < 0:
+            return None
+        opening = _opens_reply_object(text[brace:], tool_names, strays_count=False)
+        if opening is None or opening:
+            return _at(opening, brace)
+        brace = text.find("{", brace + 1)
+    return NOT_JSON
+
+
+def _at(opening: bool | None, at: int) -> int | None:
+    return None if opening is None else at if opening else NOT_JSON
+
+
+def _after_fence(head: str) -> int | None:
+    """Where the text after a JSON code fence's first line starts in `head` (which starts
+    with a backtick); `NOT_JSON` when it is no JSON fence; None while unsure."""
+    if len(head) < len(FENCE) and FENCE.startswith(head):
+        return None
+    line_end = head.find("\n")
+    if not head.startswith(FENCE) or line_end < 0 and len(head) > MAX_FENCE_LINE:
+        return NOT_JSON
+    if line_end < 0:
+        return None
+    return line_end + 1 if head[len(FENCE):line_end].strip().lower() in ("", "json") else NOT_JSON
+
+
+def _opens_reply_object(text: str, tool_names: frozenset[str], strays_count: bool) -> bool | None:
+    """For `text` starting with "{": whether it opens an object that cannot be a bare call
+    (True), or may be one (False); None while unsure. An object with no key first (`{}`,
+    or a stray) counts as the reply when `strays_count`, else as False."""
+    body = text[1:].lstrip()
+    if not body:
+        return None
+    if body[0] != '"':
+        return strays_count   # `{}`, or a stray the reader will meet: no call either way
+    key = _STRING.match(body)
+    if key is None:
+        return None
+    name = _decoded(key.group())
+    if name != "name":
+        return name not in CALL_KEYS
+    after = body[key.end():].lstrip()
+    if not after:
+        return None
+    if after[0] != ":":
+        return strays_count   # a stray the reader will meet
+    rest = after[1:].lstrip()
+    if not rest:
+        return None
+    if rest[0] != '"':
+        return True   # a call's name is a string
+    value = _STRING.match(rest)
+    if value is not None:   # a call's name counts stripped (`tool_calls.call_from_json`)
+        return (_decoded(value.group()) or "").strip() not in tool_names
+    written = rest[1:].lstrip()   # the name so far, still open: True once no tool's name starts so
+    return None if any(tool.startswith(written) for tool in tool_names) or "\\" in written else True
+
+
+def _decoded(string: str) -> str | None:
+    """A JSON string literal's value; None for a bad escape (a stray: neither a key nor a name)."""
+    try:
+        return json.loads(string)
+    except ValueError:
+        return None
+
+
+async def _going_on(lead: str, rest: AsyncIterator[str]) -> AsyncIterator[str]:
+    """`lead`, then what `rest` still yields; closing this closes `rest` (the generation stops)."""
+    try:
+        yield lead
+        async for text in rest:
+            yield text
+    finally:
+        await rest.aclose()
+
+
+async def json_or_tool_calls(schema: dict, tool_names: frozenset[str], keep_one_call: bool,
+                             stop: tuple[str, ...], generate) -> AsyncIterator[ChatEvent]:
+    """The reply as events, the last one `Finished`. `generate` is a
+    `local_generation.Continuations` (stream, call, `max_total`, `usage`,
+    `last_finish_reason`, `finished`)."""
+    free = generate.stream("", free_budget(generate.max_total), stop)
+    lead, start = "", None
+    try:
+        async for text in free:
+            lead += text
+            start = json_reply_start(lead, tool_names)
+            if start is not None:
+                break
+        if start is not None and start != NOT_JSON:
+            rest = _going_on(lead[start:], free)   # from the object's brace, past any prose or fence
+            async for piece in forced_object(schema, generate, "", generate.max_total, stream=lambda *_: rest):
+                yield TextDelta(piece)
+            yield generate.finished("stop")
+            return
+        text = lead + "".join([text async for text in free])
+    finally:
+        await free.aclose()
+    parsed = parse_tool_calls(text, tool_names)
+    if parsed.tool_calls:
+        if parsed.content:
+            yield TextDelta(parsed.content)
+        for index, call in enumerate(parsed.tool_calls[:1] if keep_one_call else parsed.tool_calls):
+            yield ToolCallDelta(index, new_tool_call_id(), call.name, "")
+            yield ToolCallDelta(index, None, None, call.arguments)
+        yield generate.finished(reply_finish_reason(generate.last_finish_reason or "stop", True))
+        return
+    value = json_object_in(text)
+    if value is not None and is_valid(value, schema):
+        yield TextDelta(json.dumps(value, ensure_ascii=False))
+    else:
+        budget = generate.max_total - generate.usage.num_completion_tokens
+        async for piece in forced_json(schema, generate, budget, generate.stream):
+            yield TextDelta(piece)
+    yield generate.finished("stop")
