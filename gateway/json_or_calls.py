@@ -10,7 +10,8 @@ and an output type): the model's free reply, read as it streams, sent once it is
   `tool_forcing.forced_object` reads and fills it; the free try stops where the object
   closes or strays, before any closing fence.
 - Anything else (a `<tool_call>` tag, what may be a bare call or a list of them, another
-  fence, prose with no object) is read whole: its calls when it makes any
+  fence, prose with no object) is read whole (prose with neither an object nor a tag
+  only up to `MAX_PROSE_CHARS`): its calls when it makes any
   (`tool_calls.parse_tool_calls`), else the first JSON object in it when it validates,
   else an object built per `tool_forcing.forced_json` with what is left of the budget.
 
@@ -32,6 +33,11 @@ from gateway.tool_forcing import forced_json, forced_object, free_budget, is_val
 CALL_KEYS = frozenset({"name", "arguments", "parameters"})
 NOT_JSON = -1   # `json_reply_start`: the reply may be anything else; read it whole
 MAX_PROSE_BRACES = 8   # braces looked at after prose (as `tool_forcing.json_object_in`)
+# `json_reply_start`: this much prose with no object and no tag yet: a call is unlikely to
+# follow, so stop the free reply and build the object (without it, up to half of a large
+# `max_tokens` could go to prose no one is sent)
+PROSE_ONLY = -2
+MAX_PROSE_CHARS = 512
 FENCE = "```"
 MAX_FENCE_LINE = 16   # "```json" and some spaces: a longer first line without its newline is no JSON fence
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
@@ -40,7 +46,8 @@ _STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 def json_reply_start(text: str, tool_names: frozenset[str]) -> int | None:
     """Where the JSON reply's object starts in a free reply that begins with `text`;
     `NOT_JSON` when the reply may be anything else, a call included (read it whole);
-    None while too little is written to tell."""
+    `PROSE_ONLY` when it is long prose with neither (stop reading it); None while too
+    little is written to tell."""
     at = len(text) - len(text.lstrip())
     head = text[at:]
     if not head:
@@ -62,7 +69,8 @@ def json_reply_start(text: str, tool_names: frozenset[str]) -> int | None:
     brace = text.find("{", at)
     for _ in range(MAX_PROSE_BRACES):
         if brace < 0:
-            return None
+            tag_begun = any(text.endswith(OPEN_TAG[:size]) for size in range(1, len(OPEN_TAG)))
+            return PROSE_ONLY if len(text) - at > MAX_PROSE_CHARS and not tag_begun else None
         opening = _opens_reply_object(text[brace:], tool_names, strays_count=False)
         if opening is None or opening:
             return _at(opening, brace)
@@ -150,13 +158,13 @@ async def json_or_tool_calls(schema: dict, tool_names: frozenset[str], keep_one_
             start = json_reply_start(lead, tool_names)
             if start is not None:
                 break
-        if start is not None and start != NOT_JSON:
+        if start is not None and start >= 0:
             rest = _going_on(lead[start:], free)   # from the object's brace, past any prose or fence
             async for piece in forced_object(schema, generate, "", generate.max_total, stream=lambda *_: rest):
                 yield TextDelta(piece)
             yield generate.finished("stop")
             return
-        text = lead + "".join([text async for text in free])
+        text = lead if start == PROSE_ONLY else lead + "".join([text async for text in free])
     finally:
         await free.aclose()
     parsed = parse_tool_calls(text, tool_names)

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from gateway.backend import Finished, TextDelta, ToolCallDelta, Usage
-from gateway.json_or_calls import NOT_JSON, json_or_tool_calls, json_reply_start
+from gateway.json_or_calls import MAX_PROSE_CHARS, NOT_JSON, PROSE_ONLY, json_or_tool_calls, json_reply_start
 from gateway.tool_forcing import is_valid
 
 TOOLS = frozenset({"get_weather", "search"})
@@ -79,7 +79,10 @@ J, N = 0, NOT_JSON   # the reply's object starts at the text's first non-space; 
     ('```\n {"name": "search"', N), ("```python\n", N), ("`x", N), ("```json and then a long line", N),
     ("Sure, ", None), ("Here it is:\n\n", None), ('Here:\n```json\n{"ci', None), ('Here:\n```json\n{"city"', 14),
     ('Use {braces} or {} then {"city"', 24), ('Done: {"name": "search"} and {"days"', 29),
-    ('Let me look.<tool_call>{"name"', N), ("x {a" * 9, N)])
+    ('Let me look.<tool_call>{"name"', N), ("x {a" * 9, N), ("w" * MAX_PROSE_CHARS, None),
+    ("w" * (MAX_PROSE_CHARS + 1), PROSE_ONLY), ("w" * MAX_PROSE_CHARS + "<tool_c", None),
+    ("w" * MAX_PROSE_CHARS + "<b", PROSE_ONLY),
+    ("x{w}" + "w" * MAX_PROSE_CHARS, PROSE_ONLY)])
 def test_json_reply_start_decides_as_early_as_the_text_allows(text, expected):
     assert json_reply_start(text, TOOLS) == (expected if expected != J else len(text) - len(text.lstrip()))
 
@@ -163,3 +166,11 @@ async def test_prose_with_no_object_is_followed_by_one_built_with_what_is_left_o
     value = json.loads(text_of(events))
     assert value == {"city": "Oslo", "days": 4} and is_valid(value, SCHEMA)
     assert events[-1].usage.num_completion_tokens <= 40 and events[-1].finish_reason == "stop"
+
+
+async def test_long_prose_with_no_object_or_tag_stops_the_free_reply_and_the_object_is_built():
+    generate = ScriptedContinuations(["Well, " + "it depends. " * 10] * 20,
+                                     answers={'"city": "': 'Oslo"', '"days": ': "4}"})
+    events = await reply(generate)
+    assert json.loads(text_of(events)) == {"city": "Oslo", "days": 4}
+    assert generate.free_stopped_early and generate.num_free_read == 5   # 5 x 126 characters > 512
