@@ -5,7 +5,8 @@ the request and frees its blocks); an `ErrorEvent` becomes an `ApiError` (429/50
 engine's admission refusals, 503 for retryable failures, 500 otherwise); usage counts
 every token the workers sent for the request, across the several short generations of a
 forced tool call (one stopped early counts what it sent); a forced call never exceeds the
-request's `max_tokens` in total.
+request's `max_tokens` in total; a forced or structured reply abandoned midway (its
+client gone) stops every generation it was reading (`Continuations.close`).
 """
 from __future__ import annotations
 
@@ -163,6 +164,7 @@ class Continuations:
         self.max_total = call.sampling.max_tokens
         self.last_finish_reason: str | None = None   # the last generation read to its end
         self._num_runs = 0
+        self._reading: set = set()   # the engine streams being read, for `close`
 
     async def __call__(self, suffix: str, max_tokens: int, stop: tuple[str, ...]) -> str:
         return "".join([text async for text in self.stream(suffix, max_tokens, stop)])
@@ -182,8 +184,10 @@ class Continuations:
         item = WorkItem(f"{self.prepared.request_id}-{self._num_runs}", self.prepared.tenant, ids,
                         sampling, call.session)
         num_tokens, started_s = 0, time.perf_counter()
+        events = engine_events(self.engine, item)
+        self._reading.add(events)
         try:
-            async with contextlib.aclosing(engine_events(self.engine, item)) as events:
+            async with contextlib.aclosing(events):
                 async for event in events:
                     if isinstance(event, TokenEvent):
                         num_tokens += len(event.token_ids)
@@ -196,7 +200,14 @@ class Continuations:
                         self.last_finish_reason = event.finish_reason
                         self._first(event.worker_id, event.ttft_s, event.num_cached_tokens)
         finally:
+            self._reading.discard(events)
             self.usage.num_completion_tokens += num_tokens
+
+    async def close(self) -> None:
+        """Stop every generation still being read: the reply was abandoned (its client
+        went away) while generators between it and the engine streams were suspended."""
+        for events in list(self._reading):
+            await events.aclose()
 
     def _first(self, worker_id: str, ttft_s: float, num_cached_tokens: int | None) -> None:
         if not self._has_first:
@@ -218,17 +229,20 @@ async def run_forced(engine, prepared: Prepared, call: LocalCall) -> AsyncIterat
     forced = call.forced
     generate = Continuations(engine, prepared, call)
     names = list(forced.schemas)
-    if forced.name is not None:
-        name = forced.name
-    elif len(names) == 1:
-        name = names[0]
-    else:
-        name = choose_tool_name(await generate(CALL_OPEN, MAX_NAME_TOKENS, ('"',)), names)
-    yield ToolCallDelta(0, new_tool_call_id(), name, "")
-    async for arguments in forced_arguments(forced.schemas.get(name), generate, call_head(name),
-                                            generate.max_total, generate.stream):
-        yield ToolCallDelta(0, None, None, arguments)
-    yield generate.finished("tool_calls")
+    try:
+        if forced.name is not None:
+            name = forced.name
+        elif len(names) == 1:
+            name = names[0]
+        else:
+            name = choose_tool_name(await generate(CALL_OPEN, MAX_NAME_TOKENS, ('"',)), names)
+        yield ToolCallDelta(0, new_tool_call_id(), name, "")
+        async for arguments in forced_arguments(forced.schemas.get(name), generate, call_head(name),
+                                                generate.max_total, generate.stream):
+            yield ToolCallDelta(0, None, None, arguments)
+        yield generate.finished("tool_calls")
+    finally:
+        await generate.close()
 
 
 async def run_structured(engine, prepared: Prepared, call: LocalCall) -> AsyncIterator[ChatEvent]:
@@ -238,11 +252,14 @@ async def run_structured(engine, prepared: Prepared, call: LocalCall) -> AsyncIt
     finishes "stop": it is whole and valid even where the budget ran out (leaves the model
     had no tokens left for take their schema's fallback values), so clients may parse it."""
     generate = Continuations(engine, prepared, call)
-    if call.tool_names is not None:
-        async for event in json_or_tool_calls(call.response_schema, call.tool_names, call.keep_one_call,
-                                              call.sampling.stop, generate):
-            yield event
-        return
-    async for text in forced_json(call.response_schema, generate, generate.max_total, generate.stream):
-        yield TextDelta(text)
-    yield generate.finished("stop")
+    try:
+        if call.tool_names is not None:
+            async for event in json_or_tool_calls(call.response_schema, call.tool_names, call.keep_one_call,
+                                                  call.sampling.stop, generate):
+                yield event
+            return
+        async for text in forced_json(call.response_schema, generate, generate.max_total, generate.stream):
+            yield TextDelta(text)
+        yield generate.finished("stop")
+    finally:
+        await generate.close()

@@ -6,7 +6,7 @@ from jsonschema import Draft202012Validator
 from gateway.backend import Finished, TextDelta, ToolCallDelta
 from gateway.config import LocalModelConfig
 from gateway.local import LocalBackend
-from gateway.local_generation import Continuations, run_structured
+from gateway.local_generation import Continuations, run_forced, run_structured
 from gateway.schemas import ChatCompletionRequest, validate
 
 SCHEMA = {"type": "object", "additionalProperties": False, "required": ["city", "days", "tags"],
@@ -79,5 +79,27 @@ async def test_a_structured_reply_with_a_tool_offered_is_a_call_or_a_valid_objec
                     "".join(event.text for event in events if isinstance(event, TextDelta))))
             assert 0 < finished.usage.num_completion_tokens <= 48
             assert not local.engine._streams
+    finally:
+        await local.stop()
+
+
+async def test_a_structured_or_forced_reply_abandoned_midway_stops_its_generations_at_once():
+    """A client gone mid-reply: closing the reply closes every engine stream under it,
+    also those read by generators suspended between the two."""
+    local = LocalBackend(LocalModelConfig(name="m", path="tiny"))
+    await local.start()
+    try:
+        asks = [{}, {"tools": [TOOL]}, {"tools": [TOOL], "tool_choice": "required", "response_format": None}]
+        runs = set()
+        for extra in asks:
+            for cut_after in (1, 2, 3, 5):
+                prepared = await local.prepare_chat(_request(64, **extra), "t", "req")
+                run = run_forced if prepared.payload.forced is not None else run_structured
+                runs.add(run)
+                reply = run(local.engine, prepared, prepared.payload)
+                events = [await anext(reply) for _ in range(cut_after)]
+                await reply.aclose()
+                assert events and not local.engine._streams, (extra, cut_after)
+        assert runs == {run_forced, run_structured}
     finally:
         await local.stop()
