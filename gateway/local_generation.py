@@ -215,11 +215,6 @@ class Continuations:
             self.worker, self.ttft_s = worker_id or "local", ttft_s
             self.usage.num_cached_tokens = min(num_cached_tokens or 0, self.usage.num_prompt_tokens)
 
-    def follow(self, before: Finished) -> None:
-        """Go on after a generation already finished as `before` (its usage counts)."""
-        self.usage = dataclasses.replace(before.usage)
-        self.worker, self.ttft_s, self._has_first = before.worker, before.ttft_s, True
-
     def finished(self, finish_reason: str) -> Finished:
         return Finished(finish_reason, self.usage, worker=self.worker, ttft_s=self.ttft_s)
 
