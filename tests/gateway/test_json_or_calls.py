@@ -174,3 +174,11 @@ async def test_long_prose_with_no_object_or_tag_stops_the_free_reply_and_the_obj
     events = await reply(generate)
     assert json.loads(text_of(events)) == {"city": "Oslo", "days": 4}
     assert generate.free_stopped_early and generate.num_free_read == 5   # 5 x 126 characters > 512
+
+
+async def test_a_json_reply_for_a_schema_the_reader_cannot_decide_is_taken_whole_when_valid():
+    schema = {**SCHEMA, "properties": {**SCHEMA["properties"], "city": {"type": "string", "minLength": 2}}}
+    generate = ScriptedContinuations(['{"city": "Oslo",', ' "days": 3}'])
+    events = await reply(generate, schema)
+    assert [e.text for e in events if isinstance(e, TextDelta)] == ['{"city": "Oslo", "days": 3}']
+    assert generate.free_stopped_early is False and events[-1].finish_reason == "stop"
