@@ -167,6 +167,7 @@ class LocalEngine(EngineStart, EngineReports, EngineTenants, EngineMessages):
         self._salts: dict[str, bytes] = {}
         self._session_hashes = SessionHashes(block_size)
         self._nonces = itertools.count()
+        self._seeds = random.Random()   # its own: a caller's `random.seed` must not repeat our draws
         self._supervise_task: asyncio.Task | None = None
         self._down_since: dict[str, float] = {}   # worker id -> when it stopped, until it serves again
         self.on_worker_event: Callable[[str], None] | None = None   # shards/worker_events.py's lines
@@ -228,7 +229,7 @@ class LocalEngine(EngineStart, EngineReports, EngineTenants, EngineMessages):
 
     async def generate(self, item: WorkItem) -> AsyncIterator[EngineEvent]:
         stream: asyncio.Queue = asyncio.Queue()
-        item = item.seeded(random.getrandbits(63))   # a sampled stream resumed elsewhere goes on as it would have
+        item = item.seeded(self._seeds.getrandbits(63))   # a sampled stream resumed elsewhere goes on as it would have
         item.enqueued_at_s = time.time()
         hashes = self._hashes(item)
         refusal = None

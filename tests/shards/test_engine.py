@@ -181,6 +181,20 @@ def test_an_unseeded_sampled_stream_cut_midway_goes_on_as_its_uncut_run_would_ha
     assert tokens[0] == tokens[1] and len(tokens[0]) == 400
 
 
+def test_unseeded_sampled_requests_differ_even_when_the_caller_seeds_pythons_random(engine):
+    """The engine draws the seeds it gives from its own generator: a caller's
+    `random.seed` (a benchmark's, say) must not make two unseeded requests one."""
+    eng, loop = engine
+    params = SamplingParams(max_tokens=24, temperature=1.0, ignore_eos=True)
+    prompt = _prompt(eng, "two draws ")
+    runs = []
+    for name in ("s1", "s2"):
+        random.seed(0)
+        events = loop.run_until_complete(_collect(eng, WorkItem(name, "t", prompt, params)))
+        runs.append([i for e in events if isinstance(e, TokenEvent) for i in e.token_ids])
+    assert len(runs[0]) == len(runs[1]) == 24 and runs[0] != runs[1]
+
+
 # --- routing, transfer, bounds and faults on a second engine --------------------------------
 
 PREFIX = [random.Random(5).randrange(250) for _ in range(1600)]
