@@ -187,11 +187,14 @@ def test_unseeded_sampled_requests_differ_even_when_the_caller_seeds_pythons_ran
     eng, loop = engine
     params = SamplingParams(max_tokens=24, temperature=1.0, ignore_eos=True)
     prompt = _prompt(eng, "two draws ")
-    runs = []
-    for name in ("s1", "s2"):
-        random.seed(0)
-        events = loop.run_until_complete(_collect(eng, WorkItem(name, "t", prompt, params)))
-        runs.append([i for e in events if isinstance(e, TokenEvent) for i in e.token_ids])
+    runs, state = [], random.getstate()
+    try:
+        for name in ("s1", "s2"):
+            random.seed(0)
+            events = loop.run_until_complete(_collect(eng, WorkItem(name, "t", prompt, params)))
+            runs.append([i for e in events if isinstance(e, TokenEvent) for i in e.token_ids])
+    finally:
+        random.setstate(state)
     assert len(runs[0]) == len(runs[1]) == 24 and runs[0] != runs[1]
 
 
