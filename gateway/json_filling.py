@@ -13,9 +13,12 @@ read leniently; enums are matched by prefix; arrays get their `minItems`, then a
 item while the model continues with a `,` (up to `maxItems`, at most MAX_ARRAY_ITEMS);
 `anyOf`/`oneOf` take their first branch that is not null. A value the model cannot
 produce is its schema's default, const, first enum member, or its type's zero value.
+Numbers and strings are moved into their bounds and lengths (`json_bounds`).
 
 Invariant: what the filler writes after a committed prefix closes it into one JSON
-object, valid whenever the schema uses only what `json_schemas.is_steerable` allows.
+object, valid whenever the schema uses only what `json_schemas.is_steerable` allows; an
+object filled from nothing (`root_object`) is valid also with number bounds and string
+lengths (`multipleOf` where one lies within the bounds).
 """
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from gateway.json_bounds import number_in_bounds, string_in_bounds
 from gateway.json_prefix import ArrayFrame, Frame, ObjectFrame, StringFrame
 from gateway.json_schemas import SchemaRoot
 
@@ -51,15 +55,20 @@ class JsonText:
 
 
 def zero_value(schema: dict) -> Any:
-    """A schema-valid placeholder: default, const, first enum member, or the type's zero."""
+    """A schema-valid placeholder: default, const, first enum member, or the type's zero
+    (a number or string moved into the schema's bounds and lengths, `json_bounds`)."""
     if "default" in schema:
         return schema["default"]
     if "const" in schema:
         return schema["const"]
     if schema.get("enum"):
         return schema["enum"][0]
-    return {"string": "", "integer": 0, "number": 0, "boolean": False, "array": [],
-            "object": {}, "null": None}.get(value_kind(schema), None)
+    kind = value_kind(schema)
+    if kind in ("integer", "number"):
+        return number_in_bounds(0, schema, integer=kind == "integer")
+    if kind == "string":
+        return string_in_bounds("", schema)
+    return {"boolean": False, "array": [], "object": {}, "null": None}.get(kind, None)
 
 
 def value_kind(schema: dict) -> str:
@@ -181,13 +190,13 @@ class LeafFiller:
             return next((option for dumped, option in options if text and dumped.startswith(text[:len(dumped)])),
                         schema["enum"][0])
         if kind == "string":
-            return await self.generate(prefix + '"', MAX_STRING_TOKENS, ('"',))
+            return string_in_bounds(await self.generate(prefix + '"', MAX_STRING_TOKENS, ('"',)), schema)
         if kind in ("integer", "number"):
             match = NUMBER.match(await self.generate(prefix, 8, (",", "}", "\n")))
             if match is None:
                 return zero_value(schema)
             number = float(match.group(1))
-            return int(number) if kind == "integer" else number
+            return number_in_bounds(int(number) if kind == "integer" else number, schema, integer=kind == "integer")
         if kind == "boolean":
             text = (await self.generate(prefix, 2, (",", "}"))).strip().lower()
             return True if text.startswith("t") else False if text.startswith("f") else zero_value(schema)

@@ -1,0 +1,86 @@
+"""A leaf value made to meet its schema's bounds and lengths: what pydantic writes for
+`Field(ge=, gt=, le=, lt=, multiple_of=, min_length=, max_length=)`.
+
+The filler (`json_filling`) asks the model for each value; a number outside its bounds is
+clamped into them, a string too long is cut and one too short padded, and a fallback value
+is picked inside the bounds rather than at zero. Invariant: `number_in_bounds` returns a
+number that validates against the schema's `minimum`, `maximum`, `exclusiveMinimum`,
+`exclusiveMaximum` (both the number form and draft 4's boolean form) and, where one
+exists in range, `multipleOf`, whenever the bounds leave room for one; `string_in_bounds`
+returns a string within `minLength`/`maxLength` (counted in code points, as JSON Schema
+counts).
+"""
+from __future__ import annotations
+
+import math
+
+PAD = "-"   # what pads a string the model left shorter than `minLength`
+
+
+def _bound(schema: dict, inclusive_key: str, exclusive_key: str) -> tuple[float | None, bool]:
+    """(the bound, whether it is exclusive); (None, False) when there is none."""
+    inclusive, exclusive = schema.get(inclusive_key), schema.get(exclusive_key)
+    numbers = (int, float)
+    if isinstance(exclusive, numbers) and not isinstance(exclusive, bool):
+        if isinstance(inclusive, numbers) and not isinstance(inclusive, bool):
+            tighter = exclusive >= inclusive if inclusive_key == "minimum" else exclusive <= inclusive
+            return (exclusive, True) if tighter else (inclusive, False)
+        return exclusive, True
+    if isinstance(inclusive, numbers) and not isinstance(inclusive, bool):
+        return inclusive, exclusive is True   # draft 4: `exclusiveMinimum: true` beside `minimum`
+    return None, False
+
+
+def _is_multiple(value: float, step: float) -> bool:
+    """jsonschema's own test, so what passes here validates there."""
+    if isinstance(step, float) or isinstance(value, float):
+        quotient = value / step
+        try:
+            return int(quotient) == quotient
+        except OverflowError:
+            return False
+    return value % step == 0
+
+
+def number_in_bounds(value: float, schema: dict, integer: bool) -> int | float:
+    """`value` moved into the schema's bounds (the nearest value inside), then to a
+    nearby `multipleOf` inside them when one is found; an integer when `integer`."""
+    low, low_open = _bound(schema, "minimum", "exclusiveMinimum")
+    high, high_open = _bound(schema, "maximum", "exclusiveMaximum")
+    if integer:
+        low = None if low is None else math.floor(low) + 1 if low_open else math.ceil(low)
+        high = None if high is None else math.ceil(high) - 1 if high_open else math.floor(high)
+        low_open = high_open = False
+        value = round(value)
+    if low is not None and (value < low or low_open and value <= low):
+        value = low if not low_open else low + 1 if high is None or low + 1 < high else (low + high) / 2
+    if high is not None and (value > high or high_open and value >= high):
+        value = high if not high_open else high - 1 if low is None or high - 1 > low else (low + high) / 2
+
+    def inside(candidate: float) -> bool:
+        return ((low is None or candidate > low or not low_open and candidate == low)
+                and (high is None or candidate < high or not high_open and candidate == high))
+
+    step = schema.get("multipleOf")
+    if isinstance(step, (int, float)) and not isinstance(step, bool) and step > 0 and not _is_multiple(value, step):
+        nearest = round(value / step)
+        for k in sorted(range(nearest - 2, nearest + 3), key=lambda k: abs(k * step - value)):
+            candidate = k * step
+            if integer:
+                candidate = int(round(candidate))
+            elif isinstance(step, float):
+                candidate = round(candidate, 12)
+            if inside(candidate) and _is_multiple(candidate, step):
+                value = candidate
+                break
+    return int(value) if integer else value
+
+
+def string_in_bounds(text: str, schema: dict) -> str:
+    """`text` cut to `maxLength`, then padded to `minLength`."""
+    longest, shortest = schema.get("maxLength"), schema.get("minLength")
+    if isinstance(longest, int) and not isinstance(longest, bool) and len(text) > longest >= 0:
+        text = text[:longest]
+    if isinstance(shortest, int) and not isinstance(shortest, bool) and len(text) < shortest:
+        text += PAD * (shortest - len(text))
+    return text
