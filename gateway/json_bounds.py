@@ -1,14 +1,16 @@
 """A leaf value made to meet its schema's bounds and lengths: what pydantic writes for
 `Field(ge=, gt=, le=, lt=, multiple_of=, min_length=, max_length=)`.
 
-The filler (`json_filling`) asks the model for each value; a number outside its bounds is
-clamped into them, a string too long is cut and one too short padded, and a fallback value
-is picked inside the bounds rather than at zero. Invariant: `number_in_bounds` returns a
+The reader (`json_prefix`) checks each number where it ends and each string's length as
+it streams (`number_fits`, `string_lengths`); the filler (`json_filling`) asks the model
+for each value it writes: a number outside its bounds is clamped into them, a string too
+long is cut and one too short padded, and a fallback value is picked inside the bounds
+rather than at zero. Invariant: `number_in_bounds` returns a
 number that validates against the schema's `minimum`, `maximum`, `exclusiveMinimum`,
 `exclusiveMaximum` (both the number form and draft 4's boolean form) and, where one
 exists in range, `multipleOf`, whenever the bounds leave room for one; `string_in_bounds`
 returns a string within `minLength`/`maxLength` (counted in code points, as JSON Schema
-counts).
+counts); `number_fits` is jsonschema's own verdict on the bounds and `multipleOf`.
 """
 from __future__ import annotations
 
@@ -76,11 +78,31 @@ def number_in_bounds(value: float, schema: dict, integer: bool) -> int | float:
     return int(value) if integer else value
 
 
-def string_in_bounds(text: str, schema: dict) -> str:
-    """`text` cut to `maxLength`, then padded to `minLength`."""
-    longest, shortest = schema.get("maxLength"), schema.get("minLength")
-    if isinstance(longest, int) and not isinstance(longest, bool) and len(text) > longest >= 0:
-        text = text[:longest]
-    if isinstance(shortest, int) and not isinstance(shortest, bool) and len(text) < shortest:
-        text += PAD * (shortest - len(text))
+def number_fits(value: int | float, schema: dict) -> bool:
+    """Whether `value` meets the schema's bounds and `multipleOf` (as jsonschema checks)."""
+    low, low_open = _bound(schema, "minimum", "exclusiveMinimum")
+    high, high_open = _bound(schema, "maximum", "exclusiveMaximum")
+    if low is not None and (value < low or low_open and value == low):
+        return False
+    if high is not None and (value > high or high_open and value == high):
+        return False
+    step = schema.get("multipleOf")
+    return not (isinstance(step, (int, float)) and not isinstance(step, bool) and step > 0) or _is_multiple(value, step)
+
+
+def string_lengths(schema: dict) -> tuple[int, int | None]:
+    """(`minLength`, `maxLength`) of a string schema: (0, None) where it sets neither."""
+    shortest, longest = schema.get("minLength"), schema.get("maxLength")
+    return (shortest if isinstance(shortest, int) and not isinstance(shortest, bool) else 0,
+            longest if isinstance(longest, int) and not isinstance(longest, bool) else None)
+
+
+def string_in_bounds(text: str, schema: dict, written: int = 0) -> str:
+    """`text` cut to `maxLength`, then padded to `minLength`, after `written` characters
+    of the same string already sent."""
+    shortest, longest = string_lengths(schema)
+    if longest is not None and written + len(text) > longest:
+        text = text[:max(0, longest - written)]
+    if written + len(text) < shortest:
+        text += PAD * (shortest - written - len(text))
     return text

@@ -16,9 +16,8 @@ produce is its schema's default, const, first enum member, or its type's zero va
 Numbers and strings are moved into their bounds and lengths (`json_bounds`).
 
 Invariant: what the filler writes after a committed prefix closes it into one JSON
-object, valid whenever the schema uses only what `json_schemas.is_steerable` allows; an
-object filled from nothing (`root_object`) is valid also with number bounds and string
-lengths (`multipleOf` where one lies within the bounds).
+object, valid whenever the schema uses only what `json_schemas.is_steerable` allows
+(number bounds among them: `multipleOf` where one lies within the bounds).
 """
 from __future__ import annotations
 
@@ -115,6 +114,7 @@ class LeafFiller:
             frame = frames[depth - 1]
             if isinstance(frame, StringFrame):
                 rest = await self.generate(self.out.text, MAX_STRING_TOKENS, ('"',))
+                rest = string_in_bounds(rest, frame.schema, written=frame.length)
                 yield self._write(json.dumps(rest, ensure_ascii=False)[1:])
             elif isinstance(frame, ObjectFrame):
                 seen = list(frame.seen)

@@ -4,10 +4,12 @@
 stack of frames. After each character it knows whether the text so far can still become
 a document valid against the schema; the first character that cannot (a key the schema
 does not have, a `}` before a required key, a string where a number belongs, a raw
-newline inside a string) ends the reading: `has_deviated`, and later text is ignored.
+newline inside a string, a number out of its bounds, a string past its `maxLength` or
+closed short of its `minLength`) ends the reading: `has_deviated`, and later text is
+ignored.
 
 Keys a schema does not name are taken only where it names none, or allows them with
-`additionalProperties: true` (`is_closed`).
+`additionalProperties: true` (`json_schemas.is_closed`).
 
 `num_committed` is the length of the longest prefix the leaf filler (`json_filling`) can
 complete from: between an object's members, after a key's colon, between an array's
@@ -23,10 +25,12 @@ document, and reading it again gives a state the filler completes into one.
 """
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 
-from gateway.json_schemas import SchemaRoot, kinds_of
+from gateway.json_bounds import number_fits, string_lengths
+from gateway.json_schemas import SchemaRoot, is_closed, is_integer_only, kinds_of
 
 WHITESPACE = " \t\n\r"
 NUMBER_PREFIX = re.compile(r"-?(?:0|[1-9][0-9]*)?(?:\.[0-9]*)?(?:[eE][-+]?[0-9]*)?")
@@ -60,6 +64,7 @@ class StringFrame:
 
     schema: dict
     escape: str | None = None   # "\\" just after a backslash, "u…" inside a \u escape
+    length: int = 0   # characters of content so far (an escape counts as one)
 
 
 @dataclass(slots=True)
@@ -72,16 +77,6 @@ class ScalarFrame:
 
 
 Frame = ObjectFrame | ArrayFrame | StringFrame | ScalarFrame
-
-
-def is_closed(schema: dict) -> bool:
-    """Whether an object takes only the keys its schema names. NOTE: stricter than JSON
-    Schema, where unnamed keys are allowed unless `additionalProperties` is false: a schema
-    that names properties takes others only with `additionalProperties: true` (a small
-    model otherwise fills a tool's arguments with keys like "type" and "properties",
-    copied from the schema in its prompt); one that names none takes any."""
-    extra = schema.get("additionalProperties")
-    return extra is False or (extra is not True and "properties" in schema)
 
 
 class JsonPrefix:
@@ -241,27 +236,34 @@ class JsonPrefix:
         return True
 
     def _string_char(self, frame: StringFrame, char: str) -> bool:
+        """A string's content is read against its `minLength`/`maxLength` (`json_bounds`)."""
+        shortest, longest = string_lengths(frame.schema)
         if frame.escape is None:
             if char == '"':
+                if frame.length < shortest:
+                    return False
                 self._value_done()
-            elif char == "\\":
+                return True
+            if char == "\\":
                 frame.escape = "\\"
-            elif ord(char) < 0x20:
+                return longest is None or frame.length < longest
+            if ord(char) < 0x20:
                 return False
-            return True
+            frame.length += 1
+            return longest is None or frame.length <= longest
         if frame.escape == "\\":
             if char == "u":
                 frame.escape = "u"
                 return True
             if char not in '"\\/bfnrt':
                 return False
-            frame.escape = None
+            frame.escape, frame.length = None, frame.length + 1
             return True
         if char not in "0123456789abcdefABCDEF":
             return False
         frame.escape += char
         if len(frame.escape) == 5:
-            frame.escape = None
+            frame.escape, frame.length = None, frame.length + 1
         return True
 
     def _scalar_char(self, frame: ScalarFrame, char: str) -> bool:
@@ -274,10 +276,10 @@ class JsonPrefix:
         elif frame.text[0] in LITERALS:   # literals settle when whole
             frame.text += char
             return LITERALS[frame.text[0]][0].startswith(frame.text) and self._scalar_settles()
-        elif NUMBER_PREFIX.fullmatch(frame.text + char) and not (char in ".eE" and _is_integer_only(frame.schema)):
+        elif NUMBER_PREFIX.fullmatch(frame.text + char) and not (char in ".eE" and is_integer_only(frame.schema)):
             frame.text += char
             return True
-        elif NUMBER.fullmatch(frame.text) is None:
+        elif NUMBER.fullmatch(frame.text) is None or not number_fits(json.loads(frame.text), frame.schema):
             return False
         self._value_done()   # the number or option ended at `char`: the parent reads it
         if self._is_resumable():
@@ -295,8 +297,3 @@ class JsonPrefix:
         elif frame.text == LITERALS[frame.text[0]][0]:
             self._value_done()
         return True
-
-
-def _is_integer_only(schema: dict) -> bool:
-    kinds = kinds_of(schema)
-    return "integer" in kinds and "number" not in kinds

@@ -14,8 +14,7 @@ FIRST_CHARS = {"object": "{", "array": "[", "string": '"', "number": "-012345678
                "integer": "-0123456789", "boolean": "tf", "null": "n"}
 # Validation keywords the reader does not decide (the rest are steered, or annotations).
 UNSTEERED = frozenset({
-    "pattern", "minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum",
-    "exclusiveMaximum", "multipleOf", "allOf", "not", "if", "then", "else", "patternProperties",
+    "pattern", "allOf", "not", "if", "then", "else", "patternProperties",
     "propertyNames", "dependentRequired", "dependentSchemas", "dependencies", "minProperties",
     "maxProperties", "uniqueItems", "contains", "minContains", "maxContains", "prefixItems",
     "additionalItems", "unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef"})
@@ -110,6 +109,22 @@ class SchemaRoot:
     def max_items(self, schema: dict) -> int:
         value = schema.get("maxItems")
         return int(value) if isinstance(value, int) else MAX_ITEMS
+
+
+def is_closed(schema: dict) -> bool:
+    """Whether an object takes only the keys its schema names. NOTE: stricter than JSON
+    Schema, where unnamed keys are allowed unless `additionalProperties` is false: a schema
+    that names properties takes others only with `additionalProperties: true` (a small
+    model otherwise fills a tool's arguments with keys like "type" and "properties",
+    copied from the schema in its prompt); one that names none takes any."""
+    extra = schema.get("additionalProperties")
+    return extra is False or (extra is not True and "properties" in schema)
+
+
+def is_integer_only(schema: dict) -> bool:
+    """Whether a value of `schema` must be an integer (no fraction or exponent is read)."""
+    kinds = kinds_of(schema)
+    return "integer" in kinds and "number" not in kinds
 
 
 def is_steerable(schema: dict) -> bool:

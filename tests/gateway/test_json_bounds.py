@@ -91,3 +91,21 @@ async def test_a_pydantic_style_reply_from_a_model_that_writes_nothing_usable_va
     value = json.loads("".join([piece async for piece in forced_json(schema, generate, 100)]))
     assert value == {"title": "Hi-", "rating": 5, "weight": 1, "code": "ABCD", "step": 40}
     assert Draft202012Validator(schema).is_valid(value) and len(calls) > 1
+
+
+async def test_a_streamed_reply_is_cut_where_it_leaves_its_bounds_and_the_rest_kept_inside():
+    """Bounds and lengths are steered as the text streams: the string is sent up to its
+    `maxLength`, then closed; the number past `maximum` is not sent, and asked again."""
+    from tests.gateway.test_tool_forcing import streamed
+
+    schema = {"type": "object", "required": ["code", "stars"], "additionalProperties": False,
+              "properties": {"code": {"type": "string", "maxLength": 3},
+                             "stars": {"type": "integer", "minimum": 1, "maximum": 5}}}
+    answers = {'"code": "OSL': 'O and more', '"stars": ': " 9"}
+
+    async def generate(suffix: str, max_tokens: int, stop: tuple[str, ...]) -> str:
+        return next((a for k, a in answers.items() if suffix.endswith(k)), "\x00")
+
+    pieces = [p async for p in forced_json(schema, generate, 100, streamed(['"code": "OS', 'LO", "stars": 9}'], []))]
+    assert "".join(pieces) == '{"code": "OSL", "stars": 5}'
+    assert pieces[0] == '{"code": "OS'   # sent before the model wrote past the limit

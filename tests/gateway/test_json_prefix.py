@@ -103,3 +103,24 @@ def test_json_prefix_of_an_open_schema_takes_any_json():
 def test_json_prefix_takes_unnamed_keys_only_where_the_schema_allows_them_explicitly(schema, takes_other_keys):
     reply = JsonPrefix(schema).feed('{"type": "object"}')
     assert reply.is_complete is takes_other_keys and reply.has_deviated is not takes_other_keys
+
+
+BOUNDED = {"type": "object", "properties": {
+    "n": {"type": "integer", "minimum": 1, "maximum": 5}, "w": {"type": "number", "exclusiveMinimum": 0, "multipleOf": 0.5},
+    "s": {"type": "string", "minLength": 2, "maxLength": 4}}}
+
+
+@pytest.mark.parametrize("text,strays,final", [
+    ('{"n": 5,', False, '{"n": 5'), ('{"n": 7,', True, '{"n": '), ('{"n": 0}', True, '{"n": '),
+    ('{"w": 1.5}', False, '{"w": 1.5}'), ('{"w": 0,', True, '{"w": '), ('{"w": 1.2}', True, '{"w": '),
+    ('{"s": "ab"}', False, '{"s": "ab"}'), ('{"s": "abcd', False, '{"s": "abcd'),
+    ('{"s": "abcde', True, '{"s": "abcd'), ('{"s": "a"', True, '{"s": "a'),
+    ('{"s": "\\u00e9\\n\\"x"}', False, '{"s": "\\u00e9\\n\\"x"}'),   # an escape counts as one character
+    ('{"s": "abc\\n"', False, '{"s": "abc\\n"'), ('{"s": "abcd\\n', True, '{"s": "abcd'),
+    ('{"s": "ab\\', False, '{"s": "ab'),
+])
+def test_bounds_and_lengths_are_read_as_values_end(text, strays, final):
+    """A number out of its bounds strays where it ends (before it is sent); a string strays
+    at the character past its `maxLength`, or at a quote short of its `minLength`."""
+    reply = JsonPrefix(BOUNDED).feed(text)
+    assert reply.has_deviated is strays and reply.text[:reply.num_committed] == final

@@ -21,16 +21,26 @@ class Report(BaseModel):
 
 
 class Bounded(BaseModel):
-    name: str = Field(max_length=8)
+    name: str = Field(min_length=2, max_length=8)
+    stars: int = Field(ge=1, le=5)
+    weight: float = Field(gt=0, multiple_of=0.5)
+
+
+class Patterned(BaseModel):
+    code: str = Field(pattern="^[A-Z]{3}$")
 
 
 def test_is_steerable_takes_what_pydantic_writes_for_plain_models():
     assert is_steerable(Report.model_json_schema())   # $defs/$ref, enum, Optional as anyOf with null
 
 
+def test_is_steerable_takes_bounds_and_lengths():
+    assert is_steerable(Bounded.model_json_schema())   # the reader checks them as values end
+
+
 @pytest.mark.parametrize("schema", [
-    Bounded.model_json_schema(),                                       # maxLength
-    {"type": "object", "properties": {"n": {"type": "integer", "minimum": 1}}},
+    Patterned.model_json_schema(),                                     # pattern
+    {"type": "object", "properties": {"n": {"type": "string", "format": "date", "pattern": "^2"}}},
     {"type": "object", "properties": {"n": {"anyOf": [{"type": "integer"}, {"type": "number"}]}}},  # same first chars
     {"type": "object", "additionalProperties": {"type": "string"}},
     {"type": "object", "properties": {"t": {"type": "array", "items": [{"type": "string"}]}}},

@@ -201,10 +201,16 @@ SCHEMAS = [SCHEMA, TAGS, {"type": "object"},
                            "b": {"anyOf": [{"type": "integer"}, {"type": "null"}]},
                            "c": {"const": "k"}},
             "$defs": {"P": {"type": "object", "properties": {"x": {"type": "number"}, "y": {"enum": [1, 10]}},
-                            "required": ["x", "y"]}}}]
+                            "required": ["x", "y"]}}},
+           {"type": "object", "required": ["n", "s", "m", "e"],
+            "properties": {"n": {"type": "integer", "minimum": 2, "maximum": 9},
+                           "s": {"type": "string", "minLength": 2, "maxLength": 5},
+                           "m": {"type": "number", "exclusiveMinimum": 0, "multipleOf": 0.5},
+                           "e": {"type": "array", "items": {"type": "string", "maxLength": 1}}}}]
 VALID = [{"city": "Oslo", "days": 2, "unit": "celsius", "exact": True, "where": {"lat": 1.5}},
          {"tags": ["r", "g"]}, {"k": [1, {"z": None}]},
-         {"a": [{"x": 1.5, "y": 10}, {"x": -2, "y": 1}], "b": None, "c": "k"}]
+         {"a": [{"x": 1.5, "y": 10}, {"x": -2, "y": 1}], "b": None, "c": "k"},
+         {"n": 5, "s": "a\\\"c", "m": 1.5, "e": ["x", "\u00e9"]}]
 NOISE = ['"', "}", "]", ",", ":", "\n", "x", "1", "null", "{", "[", '\\', " "]
 
 
