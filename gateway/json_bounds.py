@@ -14,6 +14,7 @@ counts); `number_fits` is jsonschema's own verdict on the bounds and `multipleOf
 """
 from __future__ import annotations
 
+import json
 import math
 
 PAD = "-"   # what pads a string the model left shorter than `minLength`
@@ -88,6 +89,20 @@ def number_fits(value: int | float, schema: dict) -> bool:
         return False
     step = schema.get("multipleOf")
     return not (isinstance(step, (int, float)) and not isinstance(step, bool) and step > 0) or _is_multiple(value, step)
+
+
+NUMBER_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
+
+
+def number_text_fits(text: str, schema: dict) -> bool:
+    """`number_fits` for a whole JSON number as written; False for one Python will not
+    read (over 4,300 digits)."""
+    if not any(key in schema for key in NUMBER_BOUNDS):
+        return True
+    try:
+        return number_fits(json.loads(text), schema)
+    except ValueError:
+        return False
 
 
 def string_lengths(schema: dict) -> tuple[int, int | None]:

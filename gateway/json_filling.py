@@ -22,6 +22,7 @@ object, valid whenever the schema uses only what `json_schemas.is_steerable` all
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -193,9 +194,9 @@ class LeafFiller:
             return string_in_bounds(await self.generate(prefix + '"', MAX_STRING_TOKENS, ('"',)), schema)
         if kind in ("integer", "number"):
             match = NUMBER.match(await self.generate(prefix, 8, (",", "}", "\n")))
-            if match is None:
+            number = float(match.group(1)) if match is not None else math.nan
+            if not math.isfinite(number):   # none, or past a float ("1e999"): JSON has no Infinity
                 return zero_value(schema)
-            number = float(match.group(1))
             return number_in_bounds(int(number) if kind == "integer" else number, schema, integer=kind == "integer")
         if kind == "boolean":
             text = (await self.generate(prefix, 2, (",", "}"))).strip().lower()

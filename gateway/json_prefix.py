@@ -25,11 +25,10 @@ document, and reading it again gives a state the filler completes into one.
 """
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 
-from gateway.json_bounds import number_fits, string_lengths
+from gateway.json_bounds import number_text_fits, string_lengths
 from gateway.json_schemas import SchemaRoot, is_closed, is_integer_only, kinds_of
 
 WHITESPACE = " \t\n\r"
@@ -279,7 +278,7 @@ class JsonPrefix:
         elif NUMBER_PREFIX.fullmatch(frame.text + char) and not (char in ".eE" and is_integer_only(frame.schema)):
             frame.text += char
             return True
-        elif NUMBER.fullmatch(frame.text) is None or not number_fits(json.loads(frame.text), frame.schema):
+        elif NUMBER.fullmatch(frame.text) is None or not number_text_fits(frame.text, frame.schema):
             return False
         self._value_done()   # the number or option ended at `char`: the parent reads it
         if self._is_resumable():

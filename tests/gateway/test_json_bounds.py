@@ -109,3 +109,23 @@ async def test_a_streamed_reply_is_cut_where_it_leaves_its_bounds_and_the_rest_k
     pieces = [p async for p in forced_json(schema, generate, 100, streamed(['"code": "OS', 'LO", "stars": 9}'], []))]
     assert "".join(pieces) == '{"code": "OSL", "stars": 5}'
     assert pieces[0] == '{"code": "OS'   # sent before the model wrote past the limit
+
+
+def test_a_number_too_long_to_read_strays_instead_of_failing():
+    from gateway.json_prefix import JsonPrefix
+
+    schema = {"type": "object", "properties": {"n": {"type": "integer", "maximum": 5}, "m": {"type": "integer"}}}
+    reply = JsonPrefix(schema).feed('{"n": ' + "1" * 5000 + ",")
+    assert reply.has_deviated and reply.committed() == '{"n": '
+    assert not JsonPrefix(schema).feed('{"m": ' + "1" * 5000 + ",").has_deviated   # no bounds: not read
+
+
+@pytest.mark.parametrize("kind", ["integer", "number"])
+async def test_a_number_past_a_float_is_replaced_by_a_valid_one(kind):
+    schema = {"type": "object", "required": ["n"], "properties": {"n": {"type": kind, "minimum": 2}}}
+
+    async def generate(suffix: str, max_tokens: int, stop: tuple[str, ...]) -> str:
+        return " 1e999" if suffix.endswith('"n": ') else "\x00"
+
+    text = "".join([piece async for piece in forced_json(schema, generate, 100)])
+    assert json.loads(text) == {"n": 2}
