@@ -13,7 +13,9 @@ read leniently; enums are matched by prefix; arrays get their `minItems`, then a
 item while the model continues with a `,` (up to `maxItems`, at most MAX_ARRAY_ITEMS);
 `anyOf`/`oneOf` take their first branch that is not null. A value the model cannot
 produce is its schema's default, const, first enum member, or its type's zero value.
-Numbers and strings are moved into their bounds and lengths (`json_bounds`).
+Numbers and strings are moved into their bounds and lengths (`json_bounds`); a string held
+to a format (`json_formats`: a date, a UUID, …) that does not fit it takes the format's
+placeholder.
 
 Invariant: what the filler writes after a committed prefix closes it into one JSON
 object, valid whenever the schema uses only what `json_schemas.is_steerable` allows
@@ -29,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.json_bounds import number_in_bounds, string_in_bounds
+from gateway.json_formats import PLACEHOLDERS, checked_format, fits_format
 from gateway.json_prefix import ArrayFrame, Frame, ObjectFrame, StringFrame
 from gateway.json_schemas import SchemaRoot
 
@@ -67,7 +70,8 @@ def zero_value(schema: dict) -> Any:
     if kind in ("integer", "number"):
         return number_in_bounds(0, schema, integer=kind == "integer")
     if kind == "string":
-        return string_in_bounds("", schema)
+        fmt = checked_format(schema)
+        return PLACEHOLDERS[fmt] if fmt is not None else string_in_bounds("", schema)
     return {"boolean": False, "array": [], "object": {}, "null": None}.get(kind, None)
 
 
@@ -191,7 +195,10 @@ class LeafFiller:
             return next((option for dumped, option in options if text and dumped.startswith(text[:len(dumped)])),
                         schema["enum"][0])
         if kind == "string":
-            return string_in_bounds(await self.generate(prefix + '"', MAX_STRING_TOKENS, ('"',)), schema)
+            text, fmt = await self.generate(prefix + '"', MAX_STRING_TOKENS, ('"',)), checked_format(schema)
+            if fmt is not None:
+                return text.strip() if fits_format(text.strip(), fmt) else zero_value(schema)
+            return string_in_bounds(text, schema)
         if kind in ("integer", "number"):
             match = NUMBER.match(await self.generate(prefix, 8, (",", "}", "\n")))
             number = float(match.group(1)) if match is not None else math.nan

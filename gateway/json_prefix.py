@@ -5,7 +5,7 @@ stack of frames. After each character it knows whether the text so far can still
 a document valid against the schema; the first character that cannot (a key the schema
 does not have, a `}` before a required key, a string where a number belongs, a raw
 newline inside a string, a number out of its bounds, a string past its `maxLength` or
-closed short of its `minLength`) ends the reading: `has_deviated`, and later text is
+closed short of its `minLength` or not of its format) ends the reading: `has_deviated`, and later text is
 ignored.
 
 Keys a schema does not name are taken only where it names none, or allows them with
@@ -14,8 +14,8 @@ Keys a schema does not name are taken only where it names none, or allows them w
 `num_committed` is the length of the longest prefix the leaf filler (`json_filling`) can
 complete from: between an object's members, after a key's colon, between an array's
 items, inside a plain string value. Text up to there is final and may be sent to a
-streaming client; a partial key, number, literal or enum value is held back until it is
-whole.
+streaming client; a partial key, number, literal, enum value or string held to a format
+(`json_formats`: a date, a UUID, …) is held back until it is whole.
 
 Only schemas `json_schemas.is_steerable` accepts are read this way; others are validated
 whole (`tool_forcing`).
@@ -25,10 +25,12 @@ document, and reading it again gives a state the filler completes into one.
 """
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 
 from gateway.json_bounds import number_text_fits, string_lengths
+from gateway.json_formats import checked_format, fits_format
 from gateway.json_schemas import SchemaRoot, is_closed, is_integer_only, kinds_of
 
 WHITESPACE = " \t\n\r"
@@ -59,11 +61,12 @@ class ArrayFrame:
 
 @dataclass(slots=True)
 class StringFrame:
-    """A plain string value (its content is not kept: the filler only continues it)."""
+    """A string value (its content is kept only when held: the filler only continues it)."""
 
     schema: dict
     escape: str | None = None   # "\\" just after a backslash, "u…" inside a \u escape
     length: int = 0   # characters of content so far (an escape counts as one)
+    held: str | None = None   # the content as written, for a string held to a format till whole
 
 
 @dataclass(slots=True)
@@ -120,7 +123,7 @@ class JsonPrefix:
         top = self.frames[-1]
         if isinstance(top, (ObjectFrame, ArrayFrame)):
             return top.phase in ("first", "value", "next")
-        return isinstance(top, StringFrame) and top.escape is None
+        return isinstance(top, StringFrame) and top.escape is None and top.held is None
 
     def _step(self, char: str) -> bool:
         if not self.frames:
@@ -165,7 +168,7 @@ class JsonPrefix:
         elif char == "[" and "array" in kinds:
             self.frames.append(ArrayFrame(schema))
         elif char == '"' and "string" in kinds:
-            self.frames.append(StringFrame(schema))
+            self.frames.append(StringFrame(schema, held="" if checked_format(schema) else None))
         elif (char == "-" or char.isdigit()) and kinds & {"number", "integer"}:
             self.frames.append(ScalarFrame(schema, char))
         elif char in LITERALS and LITERALS[char][1] in kinds:
@@ -235,14 +238,18 @@ class JsonPrefix:
         return True
 
     def _string_char(self, frame: StringFrame, char: str) -> bool:
-        """A string's content is read against its `minLength`/`maxLength` (`json_bounds`)."""
+        """A string's content is read against its `minLength`/`maxLength` (`json_bounds`),
+        and a held one against its format at its end (`json_formats`)."""
         shortest, longest = string_lengths(frame.schema)
+        if frame.escape is None and char == '"':
+            if frame.length < shortest or frame.held is not None and not fits_format(
+                    json.loads(f'"{frame.held}"'), checked_format(frame.schema)):
+                return False
+            self._value_done()
+            return True
+        if frame.held is not None:
+            frame.held += char
         if frame.escape is None:
-            if char == '"':
-                if frame.length < shortest:
-                    return False
-                self._value_done()
-                return True
             if char == "\\":
                 frame.escape = "\\"
                 return longest is None or frame.length < longest

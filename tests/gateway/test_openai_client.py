@@ -1,7 +1,9 @@
 """The official `openai` client against a real stepahead server (tiny local model)."""
+import datetime
 import json
 import math
 import typing
+import uuid
 
 import httpx
 import openai
@@ -125,6 +127,23 @@ def test_client_parse_gives_a_reply_valid_against_the_pydantic_schema(client):
     assert isinstance(choice.message.parsed, Forecast) and choice.finish_reason in ("stop", "length")
     assert json.loads(choice.message.content) == choice.message.parsed.model_dump()
     assert 0 < reply.usage.completion_tokens <= 80
+
+
+class Visit(pydantic.BaseModel):
+    place: str = pydantic.Field(min_length=2, max_length=30)
+    day: datetime.date
+    ticket: uuid.UUID
+    guests: int = pydantic.Field(ge=1, le=8)
+
+
+def test_client_parse_gives_typed_and_bounded_fields_their_values(client):
+    """Dates, UUIDs, bounds and lengths: the tiny model's text fits none of them, so each
+    is asked for and then takes a value inside its format or bounds; the SDK parses it."""
+    ask = [{"role": "user", "content": "Plan a museum visit."}]
+    reply = client.chat.completions.parse(model="tiny", messages=ask, response_format=Visit, max_tokens=80,
+                                          temperature=0)
+    visit = reply.choices[0].message.parsed
+    assert isinstance(visit, Visit) and 1 <= visit.guests <= 8 and 2 <= len(visit.place) <= 30
 
 
 def test_client_json_object_reply_streams_one_json_object(client):

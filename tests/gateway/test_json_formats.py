@@ -1,0 +1,99 @@
+"""Strings held to a format: known answers, the placeholders, the reader holding such a
+string back until it closes, and whole replies a pydantic client parses into typed values."""
+import datetime
+import ipaddress
+import json
+import uuid
+
+import pytest
+from pydantic import BaseModel
+
+from gateway.json_formats import PLACEHOLDERS, checked_format, fits_format
+from gateway.json_prefix import JsonPrefix
+from gateway.tool_forcing import forced_json
+
+
+@pytest.mark.parametrize("fmt,text,fits", [
+    ("date", "2024-02-29", True), ("date", "2023-02-29", False), ("date", "2024-1-5", False), ("date", "tomorrow", False),
+    ("date-time", "2024-01-05T10:30:00Z", True), ("date-time", "2024-01-05T10:30:00.25+02:00", True),
+    ("date-time", "2024-01-05T25:00:00Z", False), ("date-time", "2024-01-05 10:30", False),
+    ("time", "23:59:59", True), ("time", "24:00:00", False), ("uuid", "123e4567-e89b-12d3-a456-426614174000", True),
+    ("uuid", "123e4567e89b12d3a456426614174000", False), ("email", "ada@example.org", True), ("email", "ada@", False),
+    ("ipv4", "10.0.0.1", True), ("ipv4", "300.1.1.1", False)])
+def test_fits_format_known_answers(fmt, text, fits):
+    assert fits_format(text, fmt) is fits
+
+
+def test_every_placeholder_fits_its_format_and_other_formats_stay_annotations():
+    assert all(fits_format(text, fmt) for fmt, text in PLACEHOLDERS.items())
+    assert checked_format({"type": "string", "format": "uri"}) is None and checked_format({"type": "string"}) is None
+
+
+WHEN = {"type": "object", "properties": {"when": {"type": "string", "format": "date"}, "note": {"type": "string"}}}
+
+
+@pytest.mark.parametrize("text,strays,final", [
+    ('{"when": "2024-0', False, '{"when": '),              # held back until whole
+    ('{"when": "2024-01-05"', False, '{"when": "2024-01-05"'),
+    ('{"when": "tomorrow"', True, '{"when": '),             # strays at its end, before anything of it is sent
+    ('{"note": "tomor', False, '{"note": "tomor'),         # a plain string is sent as it comes
+])
+def test_a_string_held_to_a_format_is_sent_only_whole_and_valid(text, strays, final):
+    reply = JsonPrefix(WHEN).feed(text)
+    assert reply.has_deviated is strays and reply.committed() == final
+
+
+class Meeting(BaseModel):
+    title: str
+    day: datetime.date
+    starts: datetime.datetime
+    at: datetime.time
+    id: uuid.UUID
+    host: ipaddress.IPv4Address
+
+
+@pytest.mark.parametrize("free,answers,expected", [
+    ('"title": "Sync", "day": "next monday", "starts": "2024-01-05T10:00:00Z"}',
+     {'"day": "': "2024-01-08", '"starts": "': "soon", '"at": "': "09:30:00", '"id": "': "x", '"host": "': "10.1.2.3"},
+     {"day": "2024-01-08", "starts": "1970-01-01T00:00:00Z", "at": "09:30:00",
+      "id": PLACEHOLDERS["uuid"], "host": "10.1.2.3"}),
+    ('"title": "Sync", "day": "2024-02-01", "starts": "2024-02-01T09:00:00Z", "at": "09:00:00", '
+     '"id": "123e4567-e89b-12d3-a456-426614174000", "host": "127.0.0.1"}', {},
+     {"day": "2024-02-01", "starts": "2024-02-01T09:00:00Z", "at": "09:00:00",
+      "id": "123e4567-e89b-12d3-a456-426614174000", "host": "127.0.0.1"}),
+])
+async def test_a_reply_with_typed_fields_parses_in_the_client(free, answers, expected):
+    """What pydantic's `parse` needs: a date the model wrote as words is asked again, and
+    what still does not fit takes the format's placeholder."""
+    from tests.gateway.test_tool_forcing import streamed
+
+    async def generate(suffix: str, max_tokens: int, stop: tuple[str, ...]) -> str:
+        return next((a for k, a in answers.items() if suffix.endswith(k)), "\x00")
+
+    text = "".join([p async for p in forced_json(Meeting.model_json_schema(), generate, 100, streamed([free], []))])
+    meeting = Meeting.model_validate_json(text)
+    value = json.loads(text)
+    assert meeting.title == "Sync" and {k: value[k] for k in expected} == expected
+
+
+@pytest.mark.parametrize("seed", range(3))
+async def test_a_typed_reply_parses_whatever_the_model_writes(seed):
+    """Invariant: cut and garble a valid reply anywhere, answer leaves with noise: the
+    client still parses the reply into the typed model."""
+    import random
+
+    from tests.gateway.test_tool_forcing import NOISE, streamed
+
+    rng = random.Random(seed)
+    valid = json.dumps({"title": "Sync", "day": "2024-02-01", "starts": "2024-02-01T09:00:00Z", "at": "09:00:00",
+                        "id": "123e4567-e89b-12d3-a456-426614174000", "host": "127.0.0.1"})[1:]
+    for _ in range(80):
+        cut = rng.randrange(len(valid) + 1)
+        free = valid[:cut] + "".join(rng.choice(NOISE) for _ in range(rng.randrange(3)))
+
+        async def generate(suffix: str, max_tokens: int, stop: tuple[str, ...]) -> str:
+            text = "".join(rng.choice(NOISE + ["2024-01-0", "1", ":00", "x"]) for _ in range(rng.randrange(4)))
+            return min((text.split(s)[0] for s in stop), key=len, default=text)
+
+        text = "".join([p async for p in forced_json(Meeting.model_json_schema(), generate, 100, streamed(list(free), []))])
+        Meeting.model_validate_json(text)
