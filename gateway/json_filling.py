@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.json_bounds import number_in_bounds, string_in_bounds
-from gateway.json_formats import PLACEHOLDERS, checked_format, fits_format
+from gateway.json_formats import PLACEHOLDERS, checked_format, normalized
 from gateway.json_prefix import ArrayFrame, Frame, ObjectFrame, StringFrame
 from gateway.json_schemas import SchemaRoot
 
@@ -197,7 +197,7 @@ class LeafFiller:
         if kind == "string":
             text, fmt = await self.generate(prefix + '"', MAX_STRING_TOKENS, ('"',)), checked_format(schema)
             if fmt is not None:
-                return text.strip() if fits_format(text.strip(), fmt) else zero_value(schema)
+                return normalized(text, fmt) or zero_value(schema)
             return string_in_bounds(text, schema)
         if kind in ("integer", "number"):
             match = NUMBER.match(await self.generate(prefix, 8, (",", "}", "\n")))

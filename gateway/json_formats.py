@@ -8,7 +8,8 @@ the filler (`json_filling`) checks what the model gives and falls back to a plac
 the format. Other formats (uri, hostname, duration, …) stay annotations, as before.
 
 Invariant: `fits_format(PLACEHOLDERS[f], f)` for every checked format `f`; a string that
-fits is one `datetime`/`date`/`time.fromisoformat`, `uuid.UUID` and `ipaddress` read.
+fits is one `datetime`/`date`/`time.fromisoformat`, `uuid.UUID` and `ipaddress` read;
+`normalized` returns only strings that fit.
 """
 from __future__ import annotations
 
@@ -38,6 +39,60 @@ _READERS = {
 PLACEHOLDERS = {"date-time": "1970-01-01T00:00:00Z", "date": "1970-01-01", "time": "00:00:00Z",
                 "uuid": "00000000-0000-0000-0000-000000000000", "email": "user@example.com",
                 "ipv4": "127.0.0.1"}
+
+
+_ORDINAL = re.compile(r"(?<=\d)(st|nd|rd|th)\b", re.IGNORECASE)
+_DATE_FORMS = ("%m/%d/%Y", "%Y/%m/%d", "%d.%m.%Y", "%B %d %Y", "%b %d %Y", "%d %B %Y", "%d %b %Y",
+               "%A %B %d %Y", "%A %d %B %Y")
+_CLOCK = re.compile(r"(\d{1,2})(?::(\d{2}))?(?::(\d{2}))?\s*([ap])\.?m\.?", re.IGNORECASE)
+
+
+def _date(text: str) -> datetime.date:
+    try:
+        return datetime.date.fromisoformat(text[:10])
+    except ValueError:
+        pass
+    plain = " ".join(_ORDINAL.sub("", text).replace(",", " ").split())
+    for form in _DATE_FORMS:
+        try:
+            return datetime.datetime.strptime(plain, form).date()
+        except ValueError:
+            continue
+    raise ValueError(text)
+
+
+def _time(text: str) -> datetime.time:
+    clock = _CLOCK.fullmatch(text)
+    if clock is not None:   # "10am", "3:30 p.m."
+        hour, minute, second, half = int(clock[1]), int(clock[2] or 0), int(clock[3] or 0), clock[4].lower()
+        if not 1 <= hour <= 12:
+            raise ValueError(text)
+        return datetime.time(hour % 12 + (12 if half == "p" else 0), minute, second)
+    if "T" in text:   # a date-time: its time
+        text = text.split("T", 1)[1]
+    return datetime.time.fromisoformat(text.replace("Z", "+00:00"))
+
+
+_NORMALIZERS = {
+    "date-time": lambda text: datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).isoformat(),
+    "date": lambda text: _date(text).isoformat(),
+    "time": lambda text: _time(text).isoformat(),
+    "uuid": lambda text: str(uuid.UUID(text)),
+    "email": lambda text: text,
+    "ipv4": lambda text: text,
+}
+
+
+def normalized(text: str, fmt: str) -> str | None:
+    """`text` as a value of the checked format `fmt` in its strict form, read leniently
+    where the meaning is plain ("3/20/2025", "March 3rd, 2025", "10:00", "10am", a UUID
+    without dashes); None when it is not one."""
+    text = text.strip()
+    try:
+        value = _NORMALIZERS[fmt](text)
+    except (ValueError, OverflowError):
+        return None
+    return value if fits_format(value, fmt) else None
 
 
 def checked_format(schema: dict) -> str | None:

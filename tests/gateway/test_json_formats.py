@@ -8,7 +8,7 @@ import uuid
 import pytest
 from pydantic import BaseModel
 
-from gateway.json_formats import PLACEHOLDERS, checked_format, fits_format
+from gateway.json_formats import PLACEHOLDERS, checked_format, fits_format, normalized
 from gateway.json_prefix import JsonPrefix
 from gateway.tool_forcing import forced_json
 
@@ -22,6 +22,20 @@ from gateway.tool_forcing import forced_json
     ("ipv4", "10.0.0.1", True), ("ipv4", "300.1.1.1", False)])
 def test_fits_format_known_answers(fmt, text, fits):
     assert fits_format(text, fmt) is fits
+
+
+@pytest.mark.parametrize("fmt,text,strict", [
+    ("date", "3/20/2025", "2025-03-20"), ("date", "March 3rd, 2025", "2025-03-03"), ("date", " 2025-07-14 ", "2025-07-14"),
+    ("date", "Monday, March 3rd 2025", "2025-03-03"), ("date", "2025-07-14T10:00:00Z", "2025-07-14"),
+    ("date", "tomorrow", None), ("date", "13/45/2025", None),
+    ("time", "10:00", "10:00:00"), ("time", "10am", "10:00:00"), ("time", "3:30 p.m.", "15:30:00"),
+    ("time", "12am", "00:00:00"), ("time", "13pm", None), ("time", "25:00", None),
+    ("date-time", "2025-03-03 10:00", "2025-03-03T10:00:00"), ("date-time", "2025-03-03T10:00:00Z", "2025-03-03T10:00:00+00:00"),
+    ("date-time", "soon", None), ("uuid", "123E4567E89B12D3A456426614174000", "123e4567-e89b-12d3-a456-426614174000"),
+    ("uuid", "x", None), ("email", "nobody", None), ("ipv4", "1.2.3.400", None)])
+def test_normalized_reads_plain_forms_into_the_strict_one(fmt, text, strict):
+    got = normalized(text, fmt)
+    assert got == strict and (got is None or fits_format(got, fmt))
 
 
 def test_every_placeholder_fits_its_format_and_other_formats_stay_annotations():
@@ -54,7 +68,7 @@ class Meeting(BaseModel):
 
 @pytest.mark.parametrize("free,answers,expected", [
     ('"title": "Sync", "day": "next monday", "starts": "2024-01-05T10:00:00Z"}',
-     {'"day": "': "2024-01-08", '"starts": "': "soon", '"at": "': "09:30:00", '"id": "': "x", '"host": "': "10.1.2.3"},
+     {'"day": "': "January 8th, 2024", '"starts": "': "soon", '"at": "': "9:30am", '"id": "': "x", '"host": "': "10.1.2.3"},
      {"day": "2024-01-08", "starts": "1970-01-01T00:00:00Z", "at": "09:30:00",
       "id": PLACEHOLDERS["uuid"], "host": "10.1.2.3"}),
     ('"title": "Sync", "day": "2024-02-01", "starts": "2024-02-01T09:00:00Z", "at": "09:00:00", '
@@ -63,8 +77,8 @@ class Meeting(BaseModel):
       "id": "123e4567-e89b-12d3-a456-426614174000", "host": "127.0.0.1"}),
 ])
 async def test_a_reply_with_typed_fields_parses_in_the_client(free, answers, expected):
-    """What pydantic's `parse` needs: a date the model wrote as words is asked again, and
-    what still does not fit takes the format's placeholder."""
+    """What pydantic's `parse` needs: a date the model wrote as words is asked again and
+    read in its plain meaning; what still does not fit takes the format's placeholder."""
     from tests.gateway.test_tool_forcing import streamed
 
     async def generate(suffix: str, max_tokens: int, stop: tuple[str, ...]) -> str:
