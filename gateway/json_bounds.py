@@ -88,7 +88,8 @@ def number_fits(value: int | float, schema: dict) -> bool:
     if high is not None and (value > high or high_open and value == high):
         return False
     step = schema.get("multipleOf")
-    return not (isinstance(step, (int, float)) and not isinstance(step, bool) and step > 0) or _is_multiple(value, step)
+    has_step = isinstance(step, (int, float)) and not isinstance(step, bool) and step > 0
+    return not has_step or _is_multiple(value, step)
 
 
 NUMBER_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")

@@ -4,9 +4,9 @@
 stack of frames. After each character it knows whether the text so far can still become
 a document valid against the schema; the first character that cannot (a key the schema
 does not have, a `}` before a required key, a string where a number belongs, a raw
-newline inside a string, a number out of its bounds, a string past its `maxLength` or
-closed short of its `minLength` or not of its format) ends the reading: `has_deviated`, and later text is
-ignored.
+newline inside a string, a number out of its bounds, a string past its `maxLength`, or
+closed short of its `minLength` or not of its format) ends the reading: `has_deviated`,
+and later text is ignored.
 
 Keys a schema does not name are taken only where it names none, or allows them with
 `additionalProperties: true` (`json_schemas.is_closed`).
