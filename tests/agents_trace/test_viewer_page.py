@@ -66,6 +66,7 @@ def test_viewer_page_shows_a_session_timeline(served, tmp_path):
 
 def test_viewer_finds_a_session_by_part_of_its_id_or_by_a_request_id(served):
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.expected_conditions import staleness_of
     base_url, session = served
     with chromium_driver() as driver:
         connect(driver, base_url, "k-acme")
@@ -82,7 +83,9 @@ def test_viewer_finds_a_session_by_part_of_its_id_or_by_a_request_id(served):
                           timeout=10).json()["steps"]["data"]
         driver.find_element(By.ID, "f-id").clear()
         driver.find_element(By.ID, "f-id").send_keys(steps[1]["response_id"])
+        shown = driver.find_element(By.CSS_SELECTOR, "#sessions tbody tr")   # the last search's one row
         driver.find_element(By.CSS_SELECTOR, "#filters button[type=submit]").click()
+        wait_for(driver, staleness_of(shown))   # not that row: this search's (its link went stale once)
         wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#sessions tbody tr")) == 1)
         driver.find_element(By.LINK_TEXT, session).click()
         wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#steps tr.step-row")) == 3)
