@@ -18,6 +18,10 @@ does for an agent with tools and an output type: the model may call it instead, 
 reply is decided as it streams (`gateway.json_or_calls`); before session 37 such a reply
 was always sent whole.
 
+With `--typed` the tasks' schemas carry what pydantic writes for bounded and typed fields
+(number bounds, string lengths, date, time, date-time, email and IPv4 formats), steered as
+they stream since session 37 (before, such schemas took the whole-reply path).
+
 Prints one JSON line: per way, medians of the time to the first delta (content or tool
 call) and to the last, completion tokens, the share of replies that validate (a call's
 arguments must be a JSON object) and that are calls; and the ratios whole ÷ checked.
@@ -62,6 +66,30 @@ TASKS = [
 ]
 
 
+# `--typed`: what pydantic writes for Field(ge=, le=, gt=, multiple_of=, min_length=, max_length=)
+# and for date, time, date-time, email and IPv4 fields (steered as they stream since session 37)
+TYPED_TASKS = [
+    ("Review the restaurant 'Chez Nous' in Paris as JSON: a title, stars from 1 to 5, and the price of a meal.",
+     {"type": "object", "additionalProperties": False, "required": ["title", "stars", "price_eur"],
+      "properties": {"title": {"type": "string", "minLength": 3, "maxLength": 40},
+                     "stars": {"type": "integer", "minimum": 1, "maximum": 5},
+                     "price_eur": {"type": "number", "exclusiveMinimum": 0, "multipleOf": 0.5}}}),
+    ("Schedule a team sync on 2025-03-03 at 10:00 for 5 people, as JSON.",
+     {"type": "object", "additionalProperties": False, "required": ["title", "day", "starts_at", "attendees"],
+      "properties": {"title": {"type": "string"}, "day": {"type": "string", "format": "date"},
+                     "starts_at": {"type": "string", "format": "time"},
+                     "attendees": {"type": "integer", "minimum": 1, "maximum": 20}}}),
+    ("Register a new user as JSON: a username of 3 to 12 characters, an email address, and an age.",
+     {"type": "object", "additionalProperties": False, "required": ["username", "email", "age"],
+      "properties": {"username": {"type": "string", "minLength": 3, "maxLength": 12},
+                     "email": {"type": "string", "format": "email"},
+                     "age": {"type": "integer", "minimum": 13, "maximum": 120}}}),
+    ("Log a server incident as JSON: the host's IPv4 address, when it started, and a severity from 1 to 3.",
+     {"type": "object", "additionalProperties": False, "required": ["host", "started", "severity"],
+      "properties": {"host": {"type": "string", "format": "ipv4"}, "started": {"type": "string", "format": "date-time"},
+                     "severity": {"type": "integer", "minimum": 1, "maximum": 3}}}),
+]
+
 SEARCH_TOOL = {"type": "function", "function": {
     "name": "search_web", "description": "Search the web for current information.",
     "parameters": {"type": "object", "required": ["query"], "properties": {"query": {"type": "string"}}}}}
@@ -101,7 +129,7 @@ def one_reply(client: httpx.Client, model: str, prompt: str, schema: dict, max_t
     text = "".join(pieces)
     try:
         value = json.loads("".join(arguments) if arguments else text)
-        is_valid = isinstance(value, dict) if arguments else Draft202012Validator(schema).is_valid(value)
+        is_valid = isinstance(value, dict) if arguments else validator(schema).is_valid(value)
     except json.JSONDecodeError:
         is_valid = False
     return {"first_s": first_s, "last_s": time.perf_counter() - started_s,
@@ -109,20 +137,26 @@ def one_reply(client: httpx.Client, model: str, prompt: str, schema: dict, max_t
             "is_valid": is_valid, "is_call": bool(arguments), "text": text or "".join(arguments)}
 
 
-def measure(base_url: str, api_key: str, model: str, rounds: int, max_tokens: int, tools: bool = False) -> dict:
+def validator(schema: dict) -> Draft202012Validator:
+    """The schema's validator, checking the formats jsonschema can check here too."""
+    return Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+
+
+def measure(base_url: str, api_key: str, model: str, rounds: int, max_tokens: int, tools: bool = False,
+            tasks: list = TASKS) -> dict:
     """Every task `rounds` times each way (alternating, the order swapped every round)."""
     runs: dict[str, list[dict]] = {"checked": [], "whole": []}
     with httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {api_key}"}, timeout=300) as client:
-        for prompt, schema in TASKS:   # warm-up: the prompts' prefixes cached for both ways
+        for prompt, schema in tasks:   # warm-up: the prompts' prefixes cached for both ways
             one_reply(client, model, prompt, schema, 4, tools)
         for index in range(rounds):
-            for prompt, schema in TASKS:
+            for prompt, schema in tasks:
                 ways = ["checked", "whole"] if index % 2 == 0 else ["whole", "checked"]
                 for way in ways:
                     sent = schema if way == "checked" else whole_schema(schema)
                     run = one_reply(client, model, prompt, sent, max_tokens, tools)
                     run["is_valid"] = run["is_valid"] and (
-                        run["is_call"] or Draft202012Validator(schema).is_valid(json.loads(run["text"])))
+                        run["is_call"] or validator(schema).is_valid(json.loads(run["text"])))
                     runs[way].append(run)
     summary = {way: {"first_delta_s_p50": statistics.median(r["first_s"] for r in got),
                      "last_delta_s_p50": statistics.median(r["last_s"] for r in got),
@@ -145,6 +179,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3, help="times each task is sent each way")
     parser.add_argument("--max-tokens", type=int, default=160)
     parser.add_argument("--tools", action="store_true", help="offer a tool with each request")
+    parser.add_argument("--typed", action="store_true", help="tasks with bounds, lengths and typed formats")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="bench-structured-"))
     env = dict(os.environ, PYTHONPATH=str(ROOT), STEPAHEAD_DEMO_KEY=API_KEY, **gateway_state_env(workdir))
@@ -156,10 +191,12 @@ def main() -> int:
         wait_ready(f"{base_url}/health", process, timeout_s=300, log_path=workdir / "gateway.log")
         while httpx.get(f"{base_url}/health").json()["models"][args.model]["ready"] is not True:
             time.sleep(0.5)
-        result = measure(f"{base_url}/v1", API_KEY, args.model, args.rounds, args.max_tokens, args.tools)
+        result = measure(f"{base_url}/v1", API_KEY, args.model, args.rounds, args.max_tokens, args.tools,
+                         TYPED_TASKS if args.typed else TASKS)
     finally:
         stop_all([process], workdir)
-    print(json.dumps({"benchmark": "structured_stream", "model": args.model, "tools": args.tools, "rounds": args.rounds,
+    print(json.dumps({"benchmark": "structured_stream", "model": args.model, "tools": args.tools,
+                      "typed": args.typed, "rounds": args.rounds,
                       "max_tokens": args.max_tokens, **result}))
     return 0
 

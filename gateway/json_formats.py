@@ -18,6 +18,8 @@ import ipaddress
 import re
 import uuid
 
+from jsonschema import FormatChecker
+
 # Strict shapes (RFC 3339 for dates and times): accepting less than a client would is
 # safe (the model is asked again, or the placeholder is used), accepting more is not.
 _SHAPES = {
@@ -110,3 +112,12 @@ def fits_format(text: str, fmt: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def format_checker() -> FormatChecker:
+    """A jsonschema format checker that holds strings to the checked formats as the
+    reader and filler do (`fits_format`), and leaves other formats annotations."""
+    checker = FormatChecker(formats=())
+    for fmt in _SHAPES:
+        checker.checks(fmt)(lambda value, fmt=fmt: not isinstance(value, str) or fits_format(value, fmt))
+    return checker

@@ -40,6 +40,7 @@ from jsonschema import ValidationError
 from jsonschema.validators import validator_for
 
 from gateway.json_filling import Generate, JsonText, LeafFiller
+from gateway.json_formats import format_checker
 from gateway.json_prefix import JsonPrefix
 from gateway.json_schemas import is_steerable
 
@@ -79,8 +80,9 @@ def leading_json_object(text: str) -> dict | None:
 
 
 def is_valid(value: Any, schema: dict) -> bool:
+    """Whether `value` validates, its strings held to the formats `json_formats` checks."""
     try:
-        validator_for(schema)(schema).validate(value)
+        validator_for(schema)(schema, format_checker=format_checker()).validate(value)
     except ValidationError:
         return False
     return True

@@ -23,3 +23,12 @@ def test_measure_with_a_tool_offered_gets_a_call_or_a_valid_object_every_time(ti
     for way in ("checked", "whole"):
         assert result[way]["num_replies"] == len(TASKS) and result[way]["valid_share"] == 1.0
         assert 0.0 <= result[way]["call_share"] <= 1.0 and result[way]["first_delta_s_p50"] > 0
+
+
+def test_measure_typed_tasks_gives_objects_valid_with_their_formats(tiny_gateway):
+    from benchmarks.bench_structured_stream import TYPED_TASKS
+
+    assert all(is_steerable(schema) and not is_steerable(whole_schema(schema)) for _, schema in TYPED_TASKS)
+    result = measure(f"{tiny_gateway.base_url}/v1", TINY_GATEWAY_KEYS["tenant0"], "tiny", 1, 32, tasks=TYPED_TASKS)
+    for way in ("checked", "whole"):
+        assert result[way]["num_replies"] == len(TYPED_TASKS) and result[way]["valid_share"] == 1.0

@@ -111,3 +111,22 @@ async def test_a_typed_reply_parses_whatever_the_model_writes(seed):
 
         text = "".join([p async for p in forced_json(Meeting.model_json_schema(), generate, 100, streamed(list(free), []))])
         Meeting.model_validate_json(text)
+
+
+async def test_a_whole_reply_is_kept_only_when_its_typed_strings_fit_their_formats():
+    """A schema the reader cannot steer (a pattern) is validated whole: a date written as
+    words fails it there too, and the object is built (its date asked for again)."""
+    from tests.gateway.test_tool_forcing import streamed
+
+    schema = {"type": "object", "required": ["code", "day"],
+              "properties": {"code": {"type": "string", "pattern": "^[A-Z]+$"}, "day": {"type": "string", "format": "date"}}}
+
+    answers = {'"code": "': "OSL", '"day": "': "2024-01-08"}
+
+    async def generate(suffix: str, max_tokens: int, stop: tuple[str, ...]) -> str:
+        return next((a for k, a in answers.items() if suffix.endswith(k)), "\x00")
+
+    kept = [p async for p in forced_json(schema, generate, 100, streamed(['"code": "OSL", "day": "2024-02-01"}'], []))]
+    assert kept == ['{"code": "OSL", "day": "2024-02-01"}']
+    built = "".join([p async for p in forced_json(schema, generate, 100, streamed(['"code": "OSL", "day": "March 3"}'], []))])
+    assert json.loads(built) == {"code": "OSL", "day": "2024-01-08"}
