@@ -20,12 +20,13 @@ import uuid
 
 from jsonschema import FormatChecker
 
-# Strict shapes (RFC 3339 for dates and times): accepting less than a client would is
-# safe (the model is asked again, or the placeholder is used), accepting more is not.
+# Strict shapes (RFC 3339, as JSON Schema defines these formats: a time carries its
+# offset): accepting less than a client would is safe (the model is asked again, or the
+# placeholder is used), accepting more is not.
 _SHAPES = {
-    "date-time": re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}:\d{2})?"),
+    "date-time": re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}:\d{2})"),
     "date": re.compile(r"\d{4}-\d{2}-\d{2}"),
-    "time": re.compile(r"\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}:\d{2})?"),
+    "time": re.compile(r"\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}:\d{2})"),
     "uuid": re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"),
     "email": re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}"),
     "ipv4": re.compile(r"\d{1,3}(\.\d{1,3}){3}"),
@@ -75,10 +76,15 @@ def _time(text: str) -> datetime.time:
     return datetime.time.fromisoformat(text.replace("Z", "+00:00"))
 
 
+def _with_offset(value: datetime.datetime | datetime.time) -> str:
+    """ISO text with the value's offset, "Z" (UTC) for a value written without one."""
+    return value.isoformat() + ("Z" if value.utcoffset() is None else "")
+
+
 _NORMALIZERS = {
-    "date-time": lambda text: datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).isoformat(),
+    "date-time": lambda text: _with_offset(datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))),
     "date": lambda text: _date(text).isoformat(),
-    "time": lambda text: _time(text).isoformat(),
+    "time": lambda text: _with_offset(_time(text)),
     "uuid": lambda text: str(uuid.UUID(text)),
     "email": lambda text: text,
     "ipv4": lambda text: text,
@@ -88,7 +94,8 @@ _NORMALIZERS = {
 def normalized(text: str, fmt: str) -> str | None:
     """`text` as a value of the checked format `fmt` in its strict form, read leniently
     where the meaning is plain ("3/20/2025", "March 3rd, 2025", "10:00", "10am", a UUID
-    without dashes); None when it is not one."""
+    without dashes; a time or date-time without an offset is taken as UTC); None when it
+    is not one."""
     text = text.strip()
     try:
         value = _NORMALIZERS[fmt](text)

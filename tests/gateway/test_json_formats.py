@@ -6,6 +6,7 @@ import json
 import uuid
 
 import pytest
+from jsonschema import Draft202012Validator
 from pydantic import BaseModel
 
 from gateway.json_formats import PLACEHOLDERS, checked_format, fits_format, normalized
@@ -13,11 +14,15 @@ from gateway.json_prefix import JsonPrefix
 from gateway.tool_forcing import forced_json
 
 
+JSONSCHEMA_FORMATS = Draft202012Validator.FORMAT_CHECKER   # jsonschema's own, RFC 3339 for times
+
+
 @pytest.mark.parametrize("fmt,text,fits", [
     ("date", "2024-02-29", True), ("date", "2023-02-29", False), ("date", "2024-1-5", False), ("date", "tomorrow", False),
     ("date-time", "2024-01-05T10:30:00Z", True), ("date-time", "2024-01-05T10:30:00.25+02:00", True),
     ("date-time", "2024-01-05T25:00:00Z", False), ("date-time", "2024-01-05 10:30", False),
-    ("time", "23:59:59", True), ("time", "24:00:00", False), ("uuid", "123e4567-e89b-12d3-a456-426614174000", True),
+    ("date-time", "2024-01-05T10:30:00", False),
+    ("time", "23:59:59Z", True), ("time", "23:59:59", False), ("time", "24:00:00Z", False), ("uuid", "123e4567-e89b-12d3-a456-426614174000", True),
     ("uuid", "123e4567e89b12d3a456426614174000", False), ("email", "ada@example.org", True), ("email", "ada@", False),
     ("ipv4", "10.0.0.1", True), ("ipv4", "300.1.1.1", False)])
 def test_fits_format_known_answers(fmt, text, fits):
@@ -28,18 +33,18 @@ def test_fits_format_known_answers(fmt, text, fits):
     ("date", "3/20/2025", "2025-03-20"), ("date", "March 3rd, 2025", "2025-03-03"), ("date", " 2025-07-14 ", "2025-07-14"),
     ("date", "Monday, March 3rd 2025", "2025-03-03"), ("date", "2025-07-14T10:00:00Z", "2025-07-14"),
     ("date", "tomorrow", None), ("date", "13/45/2025", None),
-    ("time", "10:00", "10:00:00"), ("time", "10am", "10:00:00"), ("time", "3:30 p.m.", "15:30:00"),
-    ("time", "12am", "00:00:00"), ("time", "13pm", None), ("time", "25:00", None),
-    ("date-time", "2025-03-03 10:00", "2025-03-03T10:00:00"), ("date-time", "2025-03-03T10:00:00Z", "2025-03-03T10:00:00+00:00"),
+    ("time", "10:00", "10:00:00Z"), ("time", "10am", "10:00:00Z"), ("time", "3:30 p.m.", "15:30:00Z"),
+    ("time", "12am", "00:00:00Z"), ("time", "10:00+02:00", "10:00:00+02:00"), ("time", "13pm", None), ("time", "25:00", None),
+    ("date-time", "2025-03-03 10:00", "2025-03-03T10:00:00Z"), ("date-time", "2025-03-03T10:00:00Z", "2025-03-03T10:00:00+00:00"),
     ("date-time", "soon", None), ("uuid", "123E4567E89B12D3A456426614174000", "123e4567-e89b-12d3-a456-426614174000"),
     ("uuid", "x", None), ("email", "nobody", None), ("ipv4", "1.2.3.400", None)])
 def test_normalized_reads_plain_forms_into_the_strict_one(fmt, text, strict):
     got = normalized(text, fmt)
-    assert got == strict and (got is None or fits_format(got, fmt))
+    assert got == strict and (got is None or fits_format(got, fmt) and JSONSCHEMA_FORMATS.conforms(got, fmt))
 
 
 def test_every_placeholder_fits_its_format_and_other_formats_stay_annotations():
-    assert all(fits_format(text, fmt) for fmt, text in PLACEHOLDERS.items())
+    assert all(fits_format(text, fmt) and JSONSCHEMA_FORMATS.conforms(text, fmt) for fmt, text in PLACEHOLDERS.items())
     assert checked_format({"type": "string", "format": "uri"}) is None and checked_format({"type": "string"}) is None
 
 
@@ -69,11 +74,11 @@ class Meeting(BaseModel):
 @pytest.mark.parametrize("free,answers,expected", [
     ('"title": "Sync", "day": "next monday", "starts": "2024-01-05T10:00:00Z"}',
      {'"day": "': "January 8th, 2024", '"starts": "': "soon", '"at": "': "9:30am", '"id": "': "x", '"host": "': "10.1.2.3"},
-     {"day": "2024-01-08", "starts": "1970-01-01T00:00:00Z", "at": "09:30:00",
+     {"day": "2024-01-08", "starts": "1970-01-01T00:00:00Z", "at": "09:30:00Z",
       "id": PLACEHOLDERS["uuid"], "host": "10.1.2.3"}),
-    ('"title": "Sync", "day": "2024-02-01", "starts": "2024-02-01T09:00:00Z", "at": "09:00:00", '
+    ('"title": "Sync", "day": "2024-02-01", "starts": "2024-02-01T09:00:00Z", "at": "09:00:00Z", '
      '"id": "123e4567-e89b-12d3-a456-426614174000", "host": "127.0.0.1"}', {},
-     {"day": "2024-02-01", "starts": "2024-02-01T09:00:00Z", "at": "09:00:00",
+     {"day": "2024-02-01", "starts": "2024-02-01T09:00:00Z", "at": "09:00:00Z",
       "id": "123e4567-e89b-12d3-a456-426614174000", "host": "127.0.0.1"}),
 ])
 async def test_a_reply_with_typed_fields_parses_in_the_client(free, answers, expected):
@@ -99,7 +104,7 @@ async def test_a_typed_reply_parses_whatever_the_model_writes(seed):
     from tests.gateway.test_tool_forcing import NOISE, streamed
 
     rng = random.Random(seed)
-    valid = json.dumps({"title": "Sync", "day": "2024-02-01", "starts": "2024-02-01T09:00:00Z", "at": "09:00:00",
+    valid = json.dumps({"title": "Sync", "day": "2024-02-01", "starts": "2024-02-01T09:00:00Z", "at": "09:00:00Z",
                         "id": "123e4567-e89b-12d3-a456-426614174000", "host": "127.0.0.1"})[1:]
     for _ in range(80):
         cut = rng.randrange(len(valid) + 1)
