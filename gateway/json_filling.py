@@ -15,7 +15,8 @@ item while the model continues with a `,` (up to `maxItems`, at most MAX_ARRAY_I
 produce is its schema's default, const, first enum member, or its type's zero value.
 Numbers and strings are moved into their bounds and lengths (`json_bounds`); a string held
 to a format (`json_formats`: a date, a UUID, …) that does not fit it takes the format's
-placeholder.
+placeholder, one held to a `pattern` that does not match it the shortest string the
+pattern spells (`json_patterns`).
 
 Invariant: what the filler writes after a committed prefix closes it into one JSON
 object, valid whenever the schema uses only what `json_schemas.is_steerable` allows
@@ -32,6 +33,7 @@ from typing import Any
 
 from gateway.json_bounds import number_in_bounds, string_in_bounds
 from gateway.json_formats import PLACEHOLDERS, checked_format, normalized
+from gateway.json_patterns import shortest_match, usable_pattern
 from gateway.json_prefix import ArrayFrame, Frame, ObjectFrame, StringFrame
 from gateway.json_schemas import SchemaRoot
 
@@ -70,8 +72,10 @@ def zero_value(schema: dict) -> Any:
     if kind in ("integer", "number"):
         return number_in_bounds(0, schema, integer=kind == "integer")
     if kind == "string":
-        fmt = checked_format(schema)
-        return PLACEHOLDERS[fmt] if fmt is not None else string_in_bounds("", schema)
+        fmt, pattern = checked_format(schema), usable_pattern(schema)
+        if fmt is not None:
+            return PLACEHOLDERS[fmt]
+        return shortest_match(pattern) if pattern is not None else string_in_bounds("", schema)
     return {"boolean": False, "array": [], "object": {}, "null": None}.get(kind, None)
 
 
@@ -198,6 +202,9 @@ class LeafFiller:
             text, fmt = await self.generate(prefix + '"', MAX_STRING_TOKENS, ('"',)), checked_format(schema)
             if fmt is not None:
                 return normalized(text, fmt) or zero_value(schema)
+            pattern = usable_pattern(schema)
+            if pattern is not None:
+                return text if pattern.search(text) is not None else zero_value(schema)
             return string_in_bounds(text, schema)
         if kind in ("integer", "number"):
             match = NUMBER.match(await self.generate(prefix, 8, (",", "}", "\n")))

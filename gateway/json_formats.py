@@ -20,6 +20,8 @@ import uuid
 
 from jsonschema import FormatChecker
 
+from gateway.json_patterns import usable_pattern
+
 # Strict shapes (RFC 3339, as JSON Schema defines these formats: a time carries its
 # offset): accepting less than a client would is safe (the model is asked again, or the
 # placeholder is used), accepting more is not.
@@ -128,3 +130,12 @@ def format_checker() -> FormatChecker:
     for fmt in _SHAPES:
         checker.checks(fmt)(lambda value, fmt=fmt: not isinstance(value, str) or fits_format(value, fmt))
     return checker
+
+
+def whole_string_check(schema: dict):
+    """How a string of `schema` is checked once whole (its typed format, its `pattern`,
+    `json_patterns`), as a predicate; None for a string sent as it streams."""
+    fmt, pattern = checked_format(schema), usable_pattern(schema)
+    if fmt is None and pattern is None:
+        return None
+    return lambda text: (fmt is None or fits_format(text, fmt)) and (pattern is None or pattern.search(text) is not None)

@@ -5,7 +5,7 @@ stack of frames. After each character it knows whether the text so far can still
 a document valid against the schema; the first character that cannot (a key the schema
 does not have, a `}` before a required key, a string where a number belongs, a raw
 newline inside a string, a number out of its bounds, a string past its `maxLength`, or
-closed short of its `minLength` or not of its format) ends the reading: `has_deviated`,
+closed short of its `minLength` or not of its format or pattern) ends the reading: `has_deviated`,
 and later text is ignored.
 
 Keys a schema does not name are taken only where it names none, or allows them with
@@ -15,7 +15,7 @@ Keys a schema does not name are taken only where it names none, or allows them w
 complete from: between an object's members, after a key's colon, between an array's
 items, inside a plain string value. Text up to there is final and may be sent to a
 streaming client; a partial key, number, literal, enum value or string held to a format
-(`json_formats`: a date, a UUID, …) is held back until it is whole.
+or a pattern (`json_formats`: a date, a UUID, …) is held back until it is whole.
 
 Only schemas `json_schemas.is_steerable` accepts are read this way; others are validated
 whole (`tool_forcing`).
@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass, field
 
 from gateway.json_bounds import number_text_fits, string_lengths
-from gateway.json_formats import checked_format, fits_format
+from gateway.json_formats import whole_string_check
 from gateway.json_schemas import SchemaRoot, is_closed, is_integer_only, kinds_of
 
 WHITESPACE = " \t\n\r"
@@ -168,7 +168,7 @@ class JsonPrefix:
         elif char == "[" and "array" in kinds:
             self.frames.append(ArrayFrame(schema))
         elif char == '"' and "string" in kinds:
-            self.frames.append(StringFrame(schema, held="" if checked_format(schema) else None))
+            self.frames.append(StringFrame(schema, held="" if whole_string_check(schema) else None))
         elif (char == "-" or char.isdigit()) and kinds & {"number", "integer"}:
             self.frames.append(ScalarFrame(schema, char))
         elif char in LITERALS and LITERALS[char][1] in kinds:
@@ -239,11 +239,11 @@ class JsonPrefix:
 
     def _string_char(self, frame: StringFrame, char: str) -> bool:
         """A string's content is read against its `minLength`/`maxLength` (`json_bounds`),
-        and a held one against its format at its end (`json_formats`)."""
+        and a held one against its format and pattern at its end (`json_formats`)."""
         shortest, longest = string_lengths(frame.schema)
         if frame.escape is None and char == '"':
-            if frame.length < shortest or frame.held is not None and not fits_format(
-                    json.loads(f'"{frame.held}"'), checked_format(frame.schema)):
+            if frame.length < shortest or frame.held is not None and not whole_string_check(frame.schema)(
+                    json.loads(f'"{frame.held}"')):
                 return False
             self._value_done()
             return True

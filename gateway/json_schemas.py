@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 
+from gateway.json_patterns import usable_pattern
+
 ALL_KINDS = frozenset({"object", "array", "string", "number", "integer", "boolean", "null"})
 FIRST_CHARS = {"object": "{", "array": "[", "string": '"', "number": "-0123456789",
                "integer": "-0123456789", "boolean": "tf", "null": "n"}
 # Validation keywords the reader does not decide (the rest are steered, or annotations).
 UNSTEERED = frozenset({
-    "pattern", "allOf", "not", "if", "then", "else", "patternProperties",
+    "allOf", "not", "if", "then", "else", "patternProperties",
     "propertyNames", "dependentRequired", "dependentSchemas", "dependencies", "minProperties",
     "maxProperties", "uniqueItems", "contains", "minContains", "maxContains", "prefixItems",
     "additionalItems", "unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef"})
@@ -138,6 +140,8 @@ def is_steerable(schema: dict) -> bool:
             return True
         seen.add(id(node))
         if UNSTEERED & node.keys() or isinstance(node.get("items"), list):
+            return False
+        if "pattern" in node and usable_pattern(node) is None:   # one the reader cannot hold strings to
             return False
         if not isinstance(node.get("additionalProperties", True), bool):
             return False

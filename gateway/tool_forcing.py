@@ -20,14 +20,14 @@ each one is a prefix-cache hit):
    from the last point that was sure (`json_filling`): the gateway writes keys, quotes,
    commas and brackets and asks the model for each missing value.
 
-A schema with constraints the reader cannot decide as text streams (patterns, `allOf`,
-…; `json_schemas.is_steerable`) is not streamed: the free try is kept whole when it
-parses and validates, else the object is filled from nothing.
+A schema with constraints the reader cannot decide as text streams (`allOf`, patterns
+with look-arounds, …; `json_schemas.is_steerable`) is not streamed: the free try is kept
+whole when it parses and validates, else the object is filled from nothing.
 
 Invariant: the arguments are always one JSON object, sent as they are decided; they
 validate against the schema whenever it uses only types, enums, required properties,
 nesting, local references, distinguishable `anyOf` branches, arrays with their item
-counts, number bounds and string lengths.
+counts, number bounds, string lengths and the patterns `json_patterns` spells.
 """
 from __future__ import annotations
 
