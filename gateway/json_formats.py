@@ -23,15 +23,15 @@ from jsonschema import FormatChecker
 from gateway.json_patterns import usable_pattern
 
 # Strict shapes (RFC 3339, as JSON Schema defines these formats: a time carries its
-# offset): accepting less than a client would is safe (the model is asked again, or the
+# offset; ASCII digits only): accepting less than a client would is safe (the model is asked again, or the
 # placeholder is used), accepting more is not.
 _SHAPES = {
-    "date-time": re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}:\d{2})"),
-    "date": re.compile(r"\d{4}-\d{2}-\d{2}"),
-    "time": re.compile(r"\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}:\d{2})"),
+    "date-time": re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}:\d{2})", re.ASCII),
+    "date": re.compile(r"\d{4}-\d{2}-\d{2}", re.ASCII),
+    "time": re.compile(r"\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}:\d{2})", re.ASCII),
     "uuid": re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"),
     "email": re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}"),
-    "ipv4": re.compile(r"\d{1,3}(\.\d{1,3}){3}"),
+    "ipv4": re.compile(r"\d{1,3}(\.\d{1,3}){3}", re.ASCII),
 }
 _READERS = {
     "date-time": lambda text: datetime.datetime.fromisoformat(text.replace("Z", "+00:00")),

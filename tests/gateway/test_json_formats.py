@@ -24,7 +24,7 @@ JSONSCHEMA_FORMATS = Draft202012Validator.FORMAT_CHECKER   # jsonschema's own, R
     ("date-time", "2024-01-05T10:30:00", False),
     ("time", "23:59:59Z", True), ("time", "23:59:59", False), ("time", "24:00:00Z", False), ("uuid", "123e4567-e89b-12d3-a456-426614174000", True),
     ("uuid", "123e4567e89b12d3a456426614174000", False), ("email", "ada@example.org", True), ("email", "ada@", False),
-    ("ipv4", "10.0.0.1", True), ("ipv4", "300.1.1.1", False)])
+    ("ipv4", "10.0.0.1", True), ("ipv4", "300.1.1.1", False), ("date", "\u0662\u0660\u0662\u0664-01-01", False)])
 def test_fits_format_known_answers(fmt, text, fits):
     assert fits_format(text, fmt) is fits
 
