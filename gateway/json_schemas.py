@@ -129,6 +129,23 @@ def is_integer_only(schema: dict) -> bool:
     return "integer" in kinds and "number" not in kinds
 
 
+def unresolvable_ref(schema: dict) -> str | None:
+    """The first `$ref` in `schema` that does not resolve within it (a remote one, or a
+    pointer to nowhere), or None: local models check their replies against the schema
+    alone."""
+    root, nodes = SchemaRoot(schema), [schema]
+    while nodes:
+        node = nodes.pop()
+        if isinstance(node, list):
+            nodes.extend(node)
+        elif isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and (not ref.startswith("#") or root._lookup(ref) is None):
+                return ref
+            nodes.extend(node.values())
+    return None
+
+
 def is_steerable(schema: dict) -> bool:
     """Whether the reader decides every constraint of `schema` as the text streams."""
     root = SchemaRoot(schema)

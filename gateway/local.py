@@ -26,7 +26,7 @@ from gateway.config import DEFAULT_LOCAL_POLICY, LocalModelConfig
 from gateway.errors import invalid_request
 from gateway.local_completions import LocalCompletions
 from gateway.local_generation import ForcedCall, LocalCall, run_forced, run_free, run_structured
-from gateway.local_refusals import refuse_unsupported_chat_params
+from gateway.local_refusals import refuse_unresolvable_refs, refuse_unsupported_chat_params
 from gateway.local_sampling import completion_budget, sampling_params
 from gateway.prompt_token_cache import PromptTokenCache
 from gateway.reply_format import reply_schema
@@ -189,6 +189,7 @@ class LocalBackend(LocalCompletions):
                                   "local models: the gateway writes part of such replies itself.",
                                   param="logprobs", code="unsupported_parameter")
         tools = [t.model_dump(exclude_none=True) for t in request.tools] if use_tools else None
+        refuse_unresolvable_refs(response_schema, request.tools if use_tools else [])
         tokenizer = self.engine.tokenizer
 
         def render_and_encode() -> tuple[list[int] | None, Exception | None]:
@@ -222,7 +223,9 @@ class LocalBackend(LocalCompletions):
                                      logprobs=(request.top_logprobs or 0) if request.logprobs else None),
             session=metadata.get("session_id") or metadata.get("session"),
             tool_names=frozenset(t.function.name for t in request.tools) if use_tools else None,
-            forced=forced, keep_one_call=keep_one_call, response_schema=response_schema)
+            forced=forced, keep_one_call=keep_one_call, response_schema=response_schema,
+            tool_schemas={t.function.name: t.function.parameters or {"type": "object"} for t in request.tools}
+            if use_tools else None)
         return self._prepared(request_id, tenant, request.completion_limit(), call)
 
     # --- running -----------------------------------------------------------------

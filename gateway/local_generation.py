@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import math
 import time
 from collections.abc import AsyncIterator
@@ -26,7 +27,8 @@ from gateway.openai_format import new_tool_call_id, reply_finish_reason
 from gateway.token_text import token_choices
 from gateway.tool_calls import CallPiece, ToolCallStreamParser
 from gateway.json_or_calls import json_or_tool_calls
-from gateway.tool_forcing import CALL_OPEN, call_head, choose_tool_name, forced_arguments, forced_json
+from gateway.tool_forcing import (CALL_OPEN, call_head, choose_tool_name, forced_arguments, forced_json, is_valid,
+                                  repaired_arguments)
 
 MAX_NAME_TOKENS = 16
 
@@ -53,6 +55,7 @@ class LocalCall:
     forced: ForcedCall | None
     keep_one_call: bool
     response_schema: dict | None = None  # the reply's text must be JSON valid against it
+    tool_schemas: dict[str, dict] | None = None  # each offered tool's parameters: free calls are held to them
     echo_text: str | None = None  # completions' `echo`: the prompt, sent before the completion
 
 
@@ -95,49 +98,71 @@ def _finished(event: FinishEvent, finish_reason: str | None = None) -> Finished:
 
 async def run_free(engine, prepared: Prepared, call: LocalCall) -> AsyncIterator[ChatEvent]:
     """The model's reply as it streams; it finishes as "tool_calls" when it made any and
-    did not run out of tokens (`reply_finish_reason`)."""
+    did not run out of tokens (`reply_finish_reason`). A call whose arguments fail its
+    tool's schema is repaired (`tool_forcing.repaired_arguments`), within what is left of
+    `max_tokens`; usage counts those generations too."""
     item = WorkItem(prepared.request_id, prepared.tenant, call.prompt_token_ids, call.sampling,
                     call.session)
     parser = ToolCallStreamParser(call.tool_names) if call.tool_names is not None else None
-    num_calls = 0
+    num_calls, num_tokens = 0, 0
+    repairs: Continuations | None = None
 
-    def convert(pieces) -> list[ChatEvent]:
+    async def held_to_schema(name: str, arguments: str) -> str:
+        nonlocal repairs
+        schema = (call.tool_schemas or {}).get(name)
+        if schema is None or is_valid(json.loads(arguments), schema):
+            return arguments
+        if repairs is None:
+            repairs = Continuations(engine, prepared, call)
+        repairs.max_total = max(1, call.sampling.max_tokens - num_tokens - repairs.usage.num_completion_tokens)
+        return await repaired_arguments(schema, arguments, name, repairs, repairs.max_total)
+
+    async def convert(pieces) -> list[ChatEvent]:
         nonlocal num_calls
         out: list[ChatEvent] = []
         for piece in pieces:
             if not isinstance(piece, CallPiece):
                 out.append(TextDelta(piece.text))
             elif not (call.keep_one_call and num_calls >= 1):
+                arguments = await held_to_schema(piece.call.name, piece.call.arguments)
                 out.append(ToolCallDelta(num_calls, new_tool_call_id(), piece.call.name, ""))
-                out.append(ToolCallDelta(num_calls, None, None, piece.call.arguments))
+                out.append(ToolCallDelta(num_calls, None, None, arguments))
                 num_calls += 1
         return out
 
     scored: list[TokenChoice] = []  # log probabilities of tokens whose text is still held back
     echo_text = call.echo_text
-    async with contextlib.aclosing(engine_events(engine, item)) as events:
-        async for event in events:
-            if echo_text is not None:  # with the first real event, so TTFT stays true
-                prompt_scores = event.prompt_logprobs if isinstance(event, TokenEvent) else None
-                yield TextDelta(echo_text, prompt_choices(engine.tokenizer, call.prompt_token_ids, prompt_scores))
-                echo_text = None
-            if isinstance(event, TokenEvent):
-                if event.logprobs:
-                    scored.extend(token_choices(engine.tokenizer, event.logprobs))
-                if not event.text:
-                    continue
-                if parser is None:
-                    yield TextDelta(event.text, scored or None)
-                    scored = []
-                    continue
-                for out in convert(parser.feed(event.text)):
-                    yield out
-            else:
-                for out in convert(parser.finish() if parser is not None else []):
-                    yield out
-                if scored and parser is None:
-                    yield TextDelta("", scored)
-                yield _finished(event, reply_finish_reason(event.finish_reason, num_calls > 0))
+    try:
+        async with contextlib.aclosing(engine_events(engine, item)) as events:
+            async for event in events:
+                if echo_text is not None:  # with the first real event, so TTFT stays true
+                    prompt_scores = event.prompt_logprobs if isinstance(event, TokenEvent) else None
+                    yield TextDelta(echo_text, prompt_choices(engine.tokenizer, call.prompt_token_ids, prompt_scores))
+                    echo_text = None
+                if isinstance(event, TokenEvent):
+                    num_tokens += len(event.token_ids)
+                    if event.logprobs:
+                        scored.extend(token_choices(engine.tokenizer, event.logprobs))
+                    if not event.text:
+                        continue
+                    if parser is None:
+                        yield TextDelta(event.text, scored or None)
+                        scored = []
+                        continue
+                    for out in await convert(parser.feed(event.text)):
+                        yield out
+                else:
+                    for out in await convert(parser.finish() if parser is not None else []):
+                        yield out
+                    if scored and parser is None:
+                        yield TextDelta("", scored)
+                    finished = _finished(event, reply_finish_reason(event.finish_reason, num_calls > 0))
+                    if repairs is not None:
+                        finished.usage.num_completion_tokens += repairs.usage.num_completion_tokens
+                    yield finished
+    finally:
+        if repairs is not None:
+            await repairs.close()
 
 
 def prompt_choices(tokenizer, prompt_ids: list[int], scores: list[TokenLogprob] | None) -> list[TokenChoice] | None:

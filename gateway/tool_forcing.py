@@ -37,6 +37,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from jsonschema import ValidationError
+from referencing.exceptions import Unresolvable as ReferencingError
 from jsonschema.validators import validator_for
 
 from gateway.json_filling import Generate, JsonText, LeafFiller
@@ -80,10 +81,11 @@ def leading_json_object(text: str) -> dict | None:
 
 
 def is_valid(value: Any, schema: dict) -> bool:
-    """Whether `value` validates, its strings held to the formats `json_formats` checks."""
+    """Whether `value` validates, its strings held to the formats `json_formats` checks; a
+    schema that cannot be checked (a `$ref` the request checks did not catch) counts no."""
     try:
         validator_for(schema)(schema, format_checker=format_checker()).validate(value)
-    except ValidationError:
+    except (ValidationError, ReferencingError):
         return False
     return True
 
@@ -163,3 +165,15 @@ def forced_json(schema: dict, generate: Generate, max_tokens: int,
     """The whole reply as a JSON object for `schema` (`response_format`); its opening
     brace is forced, or a small model starts with prose or a code fence."""
     return forced_object(schema, generate, "", max_tokens, opener="{", stream=stream)
+
+
+async def repaired_arguments(schema: dict, arguments: str, name: str, generate: Generate,
+                             max_tokens: int) -> str:
+    """A free call's `arguments` (a JSON object's text) that fail `schema`, made valid: read
+    against it as if the model were writing them now, kept up to where they stray, and
+    completed from there (`forced_object`)."""
+    async def as_written(suffix: str, max_tokens: int, stop: tuple[str, ...]) -> AsyncIterator[str]:
+        yield arguments
+
+    return "".join([piece async for piece in forced_object(schema, generate, call_head(name), max_tokens,
+                                                             ("</tool_call>",), stream=as_written)])
