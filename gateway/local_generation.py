@@ -99,8 +99,9 @@ def _finished(event: FinishEvent, finish_reason: str | None = None) -> Finished:
 async def run_free(engine, prepared: Prepared, call: LocalCall) -> AsyncIterator[ChatEvent]:
     """The model's reply as it streams; it finishes as "tool_calls" when it made any and
     did not run out of tokens (`reply_finish_reason`). A call whose arguments fail its
-    tool's schema is repaired (`tool_forcing.repaired_arguments`), within what is left of
-    `max_tokens`; usage counts those generations too."""
+    tool's schema is repaired (`tool_forcing.repaired_arguments`) within what is left of
+    `max_tokens` when the call is read (the reply may go on after it, so the total can pass
+    `max_tokens` by what follows); usage counts those generations too."""
     item = WorkItem(prepared.request_id, prepared.tenant, call.prompt_token_ids, call.sampling,
                     call.session)
     parser = ToolCallStreamParser(call.tool_names) if call.tool_names is not None else None
@@ -114,7 +115,7 @@ async def run_free(engine, prepared: Prepared, call: LocalCall) -> AsyncIterator
             return arguments
         if repairs is None:
             repairs = Continuations(engine, prepared, call)
-        repairs.max_total = max(1, call.sampling.max_tokens - num_tokens - repairs.usage.num_completion_tokens)
+        repairs.max_total = max(0, call.sampling.max_tokens - num_tokens)   # it takes off its own usage
         return await repaired_arguments(schema, arguments, name, repairs, repairs.max_total)
 
     async def convert(pieces) -> list[ChatEvent]:

@@ -88,3 +88,11 @@ async def test_repairs_stay_within_what_is_left_of_max_tokens():
     engine, events = await reply(free, {'"city": "': "B" * 500}, max_tokens=len(free) + 10)
     assert is_valid(arguments_of(events), WEATHER)
     assert events[-1].usage.num_completion_tokens <= len(free) + 10
+
+
+async def test_two_repaired_calls_share_what_is_left_of_max_tokens():
+    call = '<tool_call>{"name": "get_weather", "arguments": {"days": 2}}</tool_call>'
+    free = call + call
+    engine, events = await reply(free, {'"city": "': "C" * 30}, max_tokens=len(free) + 40)
+    names = [e for e in events if isinstance(e, ToolCallDelta) and e.name]
+    assert len(names) == 2 and events[-1].usage.num_completion_tokens == len(free) + 40 == sum(engine.num_sent)
