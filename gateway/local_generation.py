@@ -276,7 +276,7 @@ async def run_structured(engine, prepared: Prepared, call: LocalCall) -> AsyncIt
     try:
         if call.tool_names is not None:
             async for event in json_or_tool_calls(call.response_schema, call.tool_names, call.keep_one_call,
-                                                  call.sampling.stop, generate):
+                                                  call.sampling.stop, generate, call.tool_schemas):
                 yield event
             return
         async for text in forced_json(call.response_schema, generate, generate.max_total, generate.stream):

@@ -182,3 +182,14 @@ async def test_a_json_reply_for_a_schema_the_reader_cannot_decide_is_taken_whole
     events = await reply(generate, schema)
     assert [e.text for e in events if isinstance(e, TextDelta)] == ['{"city": "Oslo", "days": 3}']
     assert generate.free_stopped_early is False and events[-1].finish_reason == "stop"
+
+
+async def test_a_call_that_fails_its_tools_schema_is_repaired():
+    params = {"type": "object", "required": ["city", "days"], "additionalProperties": False,
+              "properties": {"city": {"type": "string"}, "days": {"type": "integer", "maximum": 7}}}
+    generate = ScriptedContinuations(['<tool_call>{"name": "get_weather", "arguments": {"days": 30}}</tool_call>'],
+                                     answers={'"city": "': 'Oslo"', '"days": ': " 9}"})
+    events = [event async for event in json_or_tool_calls(SCHEMA, TOOLS, False, (), generate, {"get_weather": params})]
+    calls = [e for e in events if isinstance(e, ToolCallDelta)]
+    assert json.loads("".join(c.arguments for c in calls)) == {"days": 7, "city": "Oslo"}
+    assert events[-1].finish_reason == "tool_calls"
