@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import string
+import warnings
 from re import _constants as sre   # the parse tree's opcodes (stable since Python 3.11)
 from re import _parser as sre_parse
 
@@ -30,8 +31,10 @@ def usable_pattern(schema: dict) -> re.Pattern | None:
     if not isinstance(pattern, str):
         return None
     try:
-        compiled = re.compile(pattern)
-    except (re.error, RecursionError):
+        with warnings.catch_warnings():   # "possible nested set" and the like: Python's, not the client's
+            warnings.simplefilter("ignore")
+            compiled = re.compile(pattern)
+    except (re.error, RecursionError, OverflowError, ValueError):   # e.g. a repeat count past C's int
         return None
     return compiled if shortest_match(compiled) is not None else None
 
@@ -41,7 +44,7 @@ def shortest_match(pattern: re.Pattern) -> str | None:
     branch at its first choice that works), or None when it cannot be spelled so."""
     try:
         spelled = _spell(sre_parse.parse(pattern.pattern, pattern.flags))
-    except (_Unspellable, RecursionError, re.error):
+    except (_Unspellable, RecursionError, re.error, OverflowError, ValueError):
         return None
     return spelled if pattern.search(spelled) is not None else None
 

@@ -3,8 +3,9 @@
 An agent sends the same tools with every step, and checking one schema against Draft
 2020-12's metaschema costs about half a millisecond: with ten tools, more than everything
 else the gateway does for a request. Invariants: `check` raises `SchemaError` exactly
-when `validator_for(schema).check_schema(schema)` would; only schemas that passed are
-remembered, per tenant (one tenant's timing never tells whether another sent a schema),
+when `validator_for(schema).check_schema(schema)` would, or would raise anything else (a
+`pattern` with a repeat count past C's int raised OverflowError: a 500); only schemas
+that passed are remembered, per tenant (one tenant's timing never tells whether another sent a schema),
 by canonical JSON text, at most `capacity` of them, least recently used dropped first.
 """
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 
+from jsonschema.exceptions import SchemaError
 from jsonschema.validators import validator_for
 
 DEFAULT_CAPACITY = 2048
@@ -30,7 +32,10 @@ class SchemaChecker:
         if key in self._passed:
             self._passed.move_to_end(key)
             return
-        validator_for(schema).check_schema(schema)
+        try:
+            validator_for(schema).check_schema(schema)
+        except (OverflowError, RecursionError, ValueError) as exc:   # from compiling its patterns
+            raise SchemaError(f"the schema cannot be checked: {exc}") from None
         self._passed[key] = None
         if len(self._passed) > self.capacity:
             self._passed.popitem(last=False)

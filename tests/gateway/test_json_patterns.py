@@ -27,7 +27,8 @@ def test_shortest_match_known_answers(pattern, spelled):
     assert shortest_match(re.compile(pattern)) == spelled
 
 
-@pytest.mark.parametrize("pattern", [r"(?=x)y", r"(a)\1", r"x{100}", r"[\u4e00-\u9fff]", "(", 7])
+@pytest.mark.parametrize("pattern", [r"(?=x)y", r"(a)\1", r"x{100}", r"[\u4e00-\u9fff]", "(", 7,
+                                     "a{99999999999999999999}", "(" * 500 + ")" * 500])
 def test_patterns_that_cannot_be_spelled_or_compiled_are_not_held(pattern):
     assert usable_pattern({"type": "string", "pattern": pattern}) is None
 

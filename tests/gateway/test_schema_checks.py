@@ -17,6 +17,12 @@ def test_invalid_schemas_raise_every_time_and_are_not_remembered():
     assert len(checker) == 0
 
 
+def test_a_pattern_python_cannot_compile_is_a_schema_error_not_a_crash():
+    schema = {"type": "object", "properties": {"a": {"type": "string", "pattern": "a{99999999999999999999}"}}}
+    with pytest.raises(SchemaError, match="cannot be checked"):
+        SchemaChecker().check("acme", schema)
+
+
 def test_a_passed_schema_is_checked_once_per_tenant(monkeypatch):
     calls = []
     real = schema_checks.validator_for
