@@ -41,8 +41,16 @@ def reply_finish_reason(generation_reason: str, has_tool_calls: bool) -> str:
     return "tool_calls"
 
 
+# Line breaks to Python's `str.splitlines` (so to httpx's `iter_lines`) that JSON leaves raw
+# inside strings; the others (\x0b, \x0c, \x1c-\x1e) it escapes already.
+_RAW_LINE_BREAKS = str.maketrans({"\u2028": "\\u2028", "\u2029": "\\u2029", "\x85": "\\u0085"})
+
+
 def dumps(value: object) -> bytes:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+    """Compact JSON, with the line breaks JSON keeps raw escaped: a model's U+2028 in a
+    streamed delta split one `data:` line in two for line-splitting SSE readers."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return (text if text.isascii() else text.translate(_RAW_LINE_BREAKS)).encode()
 
 
 @dataclass(slots=True)

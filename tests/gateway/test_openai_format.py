@@ -30,3 +30,18 @@ def test_a_chat_text_chunk_is_the_whole_chunk_encoded_byte_for_byte(include_usag
         assert body["choices"] == [{"index": index, "delta": {"content": text}, "logprobs": None,
                                     "finish_reason": None}]
         assert ("usage" in body) is include_usage and body["model"] == 'model "x"/y'
+
+
+def test_streamed_text_with_unicode_line_breaks_stays_one_sse_line():
+    """A model's U+2028 / U+2029 / NEL inside a delta: JSON keeps them raw, but Python's
+    splitlines (httpx's iter_lines) breaks lines there; the chunk escapes them."""
+    from gateway.openai_format import dumps
+
+    text = "a\u2028b\u2029c\x85d\x0be\x1cé"
+    for is_chat in (True, False):
+        writer = ChunkWriter(ResponseHeader("chatcmpl-1", "m", 1700000000), is_chat=is_chat, include_usage=False)
+        line = writer.event(TextDelta(text)).decode()
+        assert line.endswith("\n\n") and len(line.strip().splitlines()) == 1
+        choice = json.loads(line.strip().removeprefix("data: "))["choices"][0]
+        assert (choice["delta"]["content"] if is_chat else choice["text"]) == text
+    assert json.loads(dumps({"t": text})) == {"t": text} and dumps({"t": "plain"}) == b'{"t":"plain"}'
