@@ -102,17 +102,15 @@ def test_a_start_cancelled_before_it_began_spawns_nothing():
 def test_a_start_that_fails_kills_the_workers_it_spawned(monkeypatch):
     monkeypatch.setattr(shards.engine_start, "WORKER_START_TIMEOUT_S", 0.0)   # no worker can be ready in time
     engine = _engine(num_workers=1)
-    spawned = []
+    spawned, spawn = [], engine._spawn
 
-    async def start():
-        waiting = asyncio.ensure_future(engine.start())
-        while not waiting.done():
-            spawned.append(engine.worker_pid("w0"))
-            await asyncio.sleep(0.01)
-        await waiting
+    def spawn_and_note(worker_id: str) -> None:   # each pid as it is spawned (polling missed a fast failure)
+        spawn(worker_id)
+        spawned.append(engine.worker_pid(worker_id))
 
+    engine._spawn = spawn_and_note
     with pytest.raises(EngineStartError, match="did not become ready in time"):
-        asyncio.run(start())
+        asyncio.run(engine.start())
     pids = {pid for pid in spawned if pid}
     assert pids and not any(process_runs(pid) for pid in pids)
 
