@@ -5,12 +5,14 @@ The reader (`json_prefix`) checks each number where it ends and each string's le
 it streams (`number_fits`, `string_lengths`); the filler (`json_filling`) asks the model
 for each value it writes: a number outside its bounds is clamped into them, a string too
 long is cut and one too short padded, and a fallback value is picked inside the bounds
-rather than at zero. Invariant: `number_in_bounds` returns a
-number that validates against the schema's `minimum`, `maximum`, `exclusiveMinimum`,
-`exclusiveMaximum` (both the number form and draft 4's boolean form) and, where one
-exists in range, `multipleOf`, whenever the bounds leave room for one; `string_in_bounds`
-returns a string within `minLength`/`maxLength` (counted in code points, as JSON Schema
-counts); `number_fits` is jsonschema's own verdict on the bounds and `multipleOf`.
+rather than at zero.
+
+Invariant: `number_in_bounds` returns a number that validates against the schema's
+`minimum`, `maximum`, `exclusiveMinimum`, `exclusiveMaximum` (both the number form and
+draft 4's boolean form) and, where one exists in range, `multipleOf`, whenever the
+bounds leave room for one; `string_in_bounds` returns a string within
+`minLength`/`maxLength` (counted in code points, as JSON Schema counts); `number_fits` is
+jsonschema's own verdict on the bounds and `multipleOf`.
 """
 from __future__ import annotations
 
@@ -20,18 +22,27 @@ import math
 PAD = "-"   # what pads a string the model left shorter than `minLength`
 
 
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def _bound(schema: dict, inclusive_key: str, exclusive_key: str) -> tuple[float | None, bool]:
     """(the bound, whether it is exclusive); (None, False) when there is none."""
     inclusive, exclusive = schema.get(inclusive_key), schema.get(exclusive_key)
-    numbers = (int, float)
-    if isinstance(exclusive, numbers) and not isinstance(exclusive, bool):
-        if isinstance(inclusive, numbers) and not isinstance(inclusive, bool):
+    if _is_number(exclusive):
+        if _is_number(inclusive):
             tighter = exclusive >= inclusive if inclusive_key == "minimum" else exclusive <= inclusive
             return (exclusive, True) if tighter else (inclusive, False)
         return exclusive, True
-    if isinstance(inclusive, numbers) and not isinstance(inclusive, bool):
+    if _is_number(inclusive):
         return inclusive, exclusive is True   # draft 4: `exclusiveMinimum: true` beside `minimum`
     return None, False
+
+
+def _step(schema: dict) -> float | None:
+    """The schema's `multipleOf`, when it sets a usable one."""
+    step = schema.get("multipleOf")
+    return step if _is_number(step) and step > 0 else None
 
 
 def _is_multiple(value: float, step: float) -> bool:
@@ -59,13 +70,8 @@ def number_in_bounds(value: float, schema: dict, integer: bool) -> int | float:
         value = low if not low_open else low + 1 if high is None or low + 1 < high else (low + high) / 2
     if high is not None and (value > high or high_open and value >= high):
         value = high if not high_open else high - 1 if low is None or high - 1 > low else (low + high) / 2
-
-    def inside(candidate: float) -> bool:
-        return ((low is None or candidate > low or not low_open and candidate == low)
-                and (high is None or candidate < high or not high_open and candidate == high))
-
-    step = schema.get("multipleOf")
-    if isinstance(step, (int, float)) and not isinstance(step, bool) and step > 0 and not _is_multiple(value, step):
+    step = _step(schema)
+    if step is not None and not _is_multiple(value, step):
         nearest = round(value / step)
         for k in sorted(range(nearest - 2, nearest + 3), key=lambda k: abs(k * step - value)):
             candidate = k * step
@@ -73,7 +79,7 @@ def number_in_bounds(value: float, schema: dict, integer: bool) -> int | float:
                 candidate = int(round(candidate))
             elif isinstance(step, float):
                 candidate = round(candidate, 12)
-            if inside(candidate) and _is_multiple(candidate, step):
+            if number_fits(candidate, schema):
                 value = candidate
                 break
     return int(value) if integer else value
@@ -87,9 +93,8 @@ def number_fits(value: int | float, schema: dict) -> bool:
         return False
     if high is not None and (value > high or high_open and value == high):
         return False
-    step = schema.get("multipleOf")
-    has_step = isinstance(step, (int, float)) and not isinstance(step, bool) and step > 0
-    return not has_step or _is_multiple(value, step)
+    step = _step(schema)
+    return step is None or _is_multiple(value, step)
 
 
 NUMBER_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
@@ -109,8 +114,8 @@ def number_text_fits(text: str, schema: dict) -> bool:
 def string_lengths(schema: dict) -> tuple[int, int | None]:
     """(`minLength`, `maxLength`) of a string schema: (0, None) where it sets neither."""
     shortest, longest = schema.get("minLength"), schema.get("maxLength")
-    return (shortest if isinstance(shortest, int) and not isinstance(shortest, bool) else 0,
-            longest if isinstance(longest, int) and not isinstance(longest, bool) else None)
+    return (shortest if _is_number(shortest) and isinstance(shortest, int) else 0,
+            longest if _is_number(longest) and isinstance(longest, int) else None)
 
 
 def string_in_bounds(text: str, schema: dict, written: int = 0) -> str:
