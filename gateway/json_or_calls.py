@@ -11,10 +11,10 @@ and an output type): the model's free reply, read as it streams, sent once it is
   closes or strays, before any closing fence.
 - Anything else (a `<tool_call>` tag, what may be a bare call or a list of them, another
   fence, prose with no object) is read whole (prose with neither an object nor a tag
-  only up to `MAX_PROSE_CHARS`): its calls when it makes any (held to their tools'
-  schemas)
-  (`tool_calls.parse_tool_calls`), else the first JSON object in it when it validates,
-  else an object built per `tool_forcing.forced_json` with what is left of the budget.
+  only up to `MAX_PROSE_CHARS`): its calls when it makes any
+  (`tool_calls.parse_tool_calls`, each held to its tool's schema), else the first JSON
+  object in it when it validates, else an object built per `tool_forcing.forced_json`
+  with what is left of the budget.
 
 Invariant: the reply is either tool calls (finish "tool_calls", or "length" when the free
 reply ran out of tokens) or one JSON object (finish "stop", valid as `tool_forcing`
@@ -29,8 +29,8 @@ from collections.abc import AsyncIterator
 from gateway.backend import ChatEvent, TextDelta, ToolCallDelta
 from gateway.openai_format import new_tool_call_id, reply_finish_reason
 from gateway.tool_calls import OPEN_TAG, parse_tool_calls
-from gateway.tool_forcing import (forced_json, forced_object, free_budget, is_valid, json_object_in,
-                                  repaired_arguments)
+from gateway.tool_forcing import (forced_json, forced_object, free_budget, held_to_schema, is_valid,
+                                  json_object_in)
 
 CALL_KEYS = frozenset({"name", "arguments", "parameters"})
 NOT_JSON = -1   # `json_reply_start`: the reply may be anything else; read it whole
@@ -149,11 +149,11 @@ async def _going_on(lead: str, rest: AsyncIterator[str]) -> AsyncIterator[str]:
 
 async def json_or_tool_calls(schema: dict, tool_names: frozenset[str], keep_one_call: bool,
                              stop: tuple[str, ...], generate,
-                             tool_schemas: dict[str, dict] | None = None) -> AsyncIterator[ChatEvent]:
+                             tool_schemas: dict[str, dict | None] | None = None) -> AsyncIterator[ChatEvent]:
     """The reply as events, the last one `Finished`. `generate` is a
     `local_generation.Continuations` (stream, call, `max_total`, `usage`,
     `last_finish_reason`, `finished`). A call whose arguments fail its tool's schema (in
-    `tool_schemas`) is repaired (`tool_forcing.repaired_arguments`)."""
+    `tool_schemas`) is repaired (`tool_forcing.held_to_schema`)."""
     free = generate.stream("", free_budget(generate.max_total), stop)
     lead, start = "", None
     try:
@@ -176,9 +176,8 @@ async def json_or_tool_calls(schema: dict, tool_names: frozenset[str], keep_one_
         if parsed.content:
             yield TextDelta(parsed.content)
         for index, call in enumerate(parsed.tool_calls[:1] if keep_one_call else parsed.tool_calls):
-            arguments, params = call.arguments, (tool_schemas or {}).get(call.name)
-            if params is not None and not is_valid(json.loads(arguments), params):
-                arguments = await repaired_arguments(params, arguments, call.name, generate, generate.max_total)
+            arguments = await held_to_schema((tool_schemas or {}).get(call.name), call.arguments, call.name,
+                                             generate, generate.max_total)
             yield ToolCallDelta(index, new_tool_call_id(), call.name, "")
             yield ToolCallDelta(index, None, None, arguments)
         yield generate.finished(reply_finish_reason(generate.last_finish_reason or "stop", True))

@@ -210,12 +210,12 @@ class LocalBackend(LocalCompletions):
         # NOTE: with parallel_tool_calls=false, stopping at the first call's end saves work.
         stop = request.stop_list() + (["</tool_call>"] if keep_one_call else [])
         forced = None
+        tool_schemas = {t.function.name: t.function.parameters for t in request.tools} if use_tools else None
         if use_tools and (request.tool_choice == "required"
                           or isinstance(request.tool_choice, NamedToolChoice)):
-            schemas = {t.function.name: t.function.parameters for t in request.tools}
             named = (request.tool_choice.function.name
                      if isinstance(request.tool_choice, NamedToolChoice) else None)
-            forced = ForcedCall(schemas=schemas, name=named)
+            forced = ForcedCall(schemas=tool_schemas, name=named)
         metadata = request.metadata or {}
         call = LocalCall(
             prompt_token_ids=prompt_ids,
@@ -224,8 +224,7 @@ class LocalBackend(LocalCompletions):
             session=metadata.get("session_id") or metadata.get("session"),
             tool_names=frozenset(t.function.name for t in request.tools) if use_tools else None,
             forced=forced, keep_one_call=keep_one_call, response_schema=response_schema,
-            tool_schemas={t.function.name: t.function.parameters or {"type": "object"} for t in request.tools}
-            if use_tools else None)
+            tool_schemas=tool_schemas)
         return self._prepared(request_id, tenant, request.completion_limit(), call)
 
     # --- running -----------------------------------------------------------------

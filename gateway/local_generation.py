@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import math
 import time
 from collections.abc import AsyncIterator
@@ -27,8 +26,8 @@ from gateway.openai_format import new_tool_call_id, reply_finish_reason
 from gateway.token_text import token_choices
 from gateway.tool_calls import CallPiece, ToolCallStreamParser
 from gateway.json_or_calls import json_or_tool_calls
-from gateway.tool_forcing import (CALL_OPEN, call_head, choose_tool_name, forced_arguments, forced_json, is_valid,
-                                  repaired_arguments)
+from gateway.tool_forcing import (CALL_OPEN, call_head, choose_tool_name, forced_arguments, forced_json,
+                                  held_to_schema)
 
 MAX_NAME_TOKENS = 16
 
@@ -55,7 +54,7 @@ class LocalCall:
     forced: ForcedCall | None
     keep_one_call: bool
     response_schema: dict | None = None  # the reply's text must be JSON valid against it
-    tool_schemas: dict[str, dict] | None = None  # each offered tool's parameters: free calls are held to them
+    tool_schemas: dict[str, dict | None] | None = None  # each offered tool's parameters (None: any object)
     echo_text: str | None = None  # completions' `echo`: the prompt, sent before the completion
 
 
@@ -99,7 +98,7 @@ def _finished(event: FinishEvent, finish_reason: str | None = None) -> Finished:
 async def run_free(engine, prepared: Prepared, call: LocalCall) -> AsyncIterator[ChatEvent]:
     """The model's reply as it streams; it finishes as "tool_calls" when it made any and
     did not run out of tokens (`reply_finish_reason`). A call whose arguments fail its
-    tool's schema is repaired (`tool_forcing.repaired_arguments`) within what is left of
+    tool's schema is repaired (`tool_forcing.held_to_schema`) within what is left of
     `max_tokens` when the call is read (the reply may go on after it, so the total can pass
     `max_tokens` by what follows); usage counts those generations too."""
     item = WorkItem(prepared.request_id, prepared.tenant, call.prompt_token_ids, call.sampling,
@@ -108,15 +107,13 @@ async def run_free(engine, prepared: Prepared, call: LocalCall) -> AsyncIterator
     num_calls, num_tokens = 0, 0
     repairs: Continuations | None = None
 
-    async def held_to_schema(name: str, arguments: str) -> str:
+    async def checked(name: str, arguments: str) -> str:
         nonlocal repairs
-        schema = (call.tool_schemas or {}).get(name)
-        if schema is None or is_valid(json.loads(arguments), schema):
-            return arguments
         if repairs is None:
             repairs = Continuations(engine, prepared, call)
         repairs.max_total = max(0, call.sampling.max_tokens - num_tokens)   # it takes off its own usage
-        return await repaired_arguments(schema, arguments, name, repairs, repairs.max_total)
+        return await held_to_schema((call.tool_schemas or {}).get(name), arguments, name, repairs,
+                                    repairs.max_total)
 
     async def convert(pieces) -> list[ChatEvent]:
         nonlocal num_calls
@@ -125,7 +122,7 @@ async def run_free(engine, prepared: Prepared, call: LocalCall) -> AsyncIterator
             if not isinstance(piece, CallPiece):
                 out.append(TextDelta(piece.text))
             elif not (call.keep_one_call and num_calls >= 1):
-                arguments = await held_to_schema(piece.call.name, piece.call.arguments)
+                arguments = await checked(piece.call.name, piece.call.arguments)
                 out.append(ToolCallDelta(num_calls, new_tool_call_id(), piece.call.name, ""))
                 out.append(ToolCallDelta(num_calls, None, None, arguments))
                 num_calls += 1

@@ -37,8 +37,8 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from jsonschema import ValidationError
-from referencing.exceptions import Unresolvable as ReferencingError
 from jsonschema.validators import validator_for
+from referencing.exceptions import Unresolvable as ReferencingError
 
 from gateway.json_filling import Generate, JsonText, LeafFiller
 from gateway.json_formats import format_checker
@@ -167,11 +167,15 @@ def forced_json(schema: dict, generate: Generate, max_tokens: int,
     return forced_object(schema, generate, "", max_tokens, opener="{", stream=stream)
 
 
-async def repaired_arguments(schema: dict, arguments: str, name: str, generate: Generate,
-                             max_tokens: int) -> str:
-    """A free call's `arguments` (a JSON object's text) that fail `schema`, made valid: read
-    against it as if the model were writing them now, kept up to where they stray, and
-    completed from there (`forced_object`)."""
+async def held_to_schema(schema: dict | None, arguments: str, name: str, generate: Generate,
+                         max_tokens: int) -> str:
+    """A free call's `arguments` (a JSON object's text) as they are when they validate
+    against `schema` (or it is None), else made valid: read against it as if the model
+    were writing them now, kept up to where they stray, and completed from there
+    (`forced_object`)."""
+    if schema is None or is_valid(json.loads(arguments), schema):
+        return arguments
+
     async def as_written(suffix: str, max_tokens: int, stop: tuple[str, ...]) -> AsyncIterator[str]:
         yield arguments
 
