@@ -17,6 +17,7 @@ import datetime
 import ipaddress
 import re
 import uuid
+from collections.abc import Callable
 
 from jsonschema import FormatChecker
 
@@ -132,10 +133,11 @@ def format_checker() -> FormatChecker:
     return checker
 
 
-def whole_string_check(schema: dict):
+def whole_string_check(schema: dict) -> Callable[[str], bool] | None:
     """How a string of `schema` is checked once whole (its typed format, its `pattern`,
     `json_patterns`), as a predicate; None for a string sent as it streams."""
     fmt, pattern = checked_format(schema), usable_pattern(schema)
     if fmt is None and pattern is None:
         return None
-    return lambda text: (fmt is None or fits_format(text, fmt)) and (pattern is None or pattern.search(text) is not None)
+    return lambda text: ((fmt is None or fits_format(text, fmt))
+                         and (pattern is None or pattern.search(text) is not None))

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gateway.json_bounds import number_text_fits, string_lengths
@@ -66,7 +67,8 @@ class StringFrame:
     schema: dict
     escape: str | None = None   # "\\" just after a backslash, "u…" inside a \u escape
     length: int = 0   # characters of content so far (an escape counts as one)
-    held: str | None = None   # the content as written, for a string held to a format till whole
+    check: Callable[[str], bool] | None = None   # for a string held till whole: its format and pattern
+    held: str = ""   # the content as written, kept while `check` is set
 
 
 @dataclass(slots=True)
@@ -123,7 +125,7 @@ class JsonPrefix:
         top = self.frames[-1]
         if isinstance(top, (ObjectFrame, ArrayFrame)):
             return top.phase in ("first", "value", "next")
-        return isinstance(top, StringFrame) and top.escape is None and top.held is None
+        return isinstance(top, StringFrame) and top.escape is None and top.check is None
 
     def _step(self, char: str) -> bool:
         if not self.frames:
@@ -168,7 +170,7 @@ class JsonPrefix:
         elif char == "[" and "array" in kinds:
             self.frames.append(ArrayFrame(schema))
         elif char == '"' and "string" in kinds:
-            self.frames.append(StringFrame(schema, held="" if whole_string_check(schema) else None))
+            self.frames.append(StringFrame(schema, check=whole_string_check(schema)))
         elif (char == "-" or char.isdigit()) and kinds & {"number", "integer"}:
             self.frames.append(ScalarFrame(schema, char))
         elif char in LITERALS and LITERALS[char][1] in kinds:
@@ -242,12 +244,12 @@ class JsonPrefix:
         and a held one against its format and pattern at its end (`json_formats`)."""
         shortest, longest = string_lengths(frame.schema)
         if frame.escape is None and char == '"':
-            if frame.length < shortest or frame.held is not None and not whole_string_check(frame.schema)(
-                    json.loads(f'"{frame.held}"')):
+            whole = frame.check is None or frame.check(json.loads(f'"{frame.held}"'))
+            if frame.length < shortest or not whole:
                 return False
             self._value_done()
             return True
-        if frame.held is not None:
+        if frame.check is not None:
             frame.held += char
         if frame.escape is None:
             if char == "\\":
