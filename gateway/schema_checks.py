@@ -5,8 +5,9 @@ An agent sends the same tools with every step, and checking one schema against D
 else the gateway does for a request. Invariants: `check` raises `SchemaError` exactly
 when `validator_for(schema).check_schema(schema)` would, or would raise anything else (a
 `pattern` with a repeat count past C's int raised OverflowError: a 500); only schemas
-that passed are remembered, per tenant (one tenant's timing never tells whether another sent a schema),
-by canonical JSON text, at most `capacity` of them, least recently used dropped first.
+that passed are remembered, per tenant (one tenant's timing never tells whether another
+sent a schema), by canonical JSON text, at most `capacity` of them, least recently used
+dropped first.
 """
 from __future__ import annotations
 
