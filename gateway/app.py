@@ -22,7 +22,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway import responses_routes, routes, tracing
+from gateway import conversations_routes, responses_routes, routes, tracing
 from gateway.auth import KeyRing
 from gateway.backend import Backend
 from gateway.config import GatewayConfig, LocalModelConfig, default_config, load_config
@@ -35,6 +35,8 @@ from gateway.heap import freeze_startup_heap, thaw_heap
 from gateway.http_io import ClientGone
 from gateway.limiters import Limiters
 from gateway.metrics import Registry
+from gateway.conversation_archive import ConversationArchive
+from gateway.conversation_store import ConversationStore
 from gateway.response_archive import ResponseArchive
 from gateway.reload import HangupsBeforeStart, reload_on_hangup
 from gateway.response_store import ResponseStore
@@ -69,6 +71,10 @@ def response_store(config: GatewayConfig) -> ResponseStore:
     path = config.resolved_responses_db()
     archive = ResponseArchive(path, config.responses_per_tenant) if path is not None else None
     return ResponseStore(config.responses_per_tenant, archive)
+
+
+def conversation_store(config: GatewayConfig) -> ConversationStore:
+    return ConversationStore(ConversationArchive(config.resolved_conversations_db(), config.conversations_per_tenant))
 
 
 def config_from_environment() -> GatewayConfig:
@@ -112,7 +118,8 @@ def build_app(config: GatewayConfig | None = None, *, config_path: str | None = 
                           queue_timeout_s=config.queue_timeout_s),
         metrics=Registry(),
         backends={m.name: build_backend(m, config) for m in config.models},
-        responses=response_store(config))
+        responses=response_store(config),
+        conversations=conversation_store(config))
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI):
@@ -156,6 +163,7 @@ def build_app(config: GatewayConfig | None = None, *, config_path: str | None = 
                 state.tracer.stop()
             stop_forecasting(state.forecasts)
             state.responses.close()
+            state.conversations.close()
 
     app = FastAPI(title="stepahead", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.gateway = state
@@ -169,6 +177,13 @@ def build_app(config: GatewayConfig | None = None, *, config_path: str | None = 
     app.add_route("/v1/responses/{response_id}", responses_routes.stored_response, methods=["GET", "DELETE"])
     app.add_route("/v1/responses/{response_id}/cancel", responses_routes.cancel_response, methods=["POST"])
     app.add_route("/v1/responses/{response_id}/input_items", responses_routes.stored_input_items, methods=["GET"])
+    app.add_route("/v1/conversations", conversations_routes.create_conversation, methods=["POST"])
+    app.add_route("/v1/conversations/{conversation_id}", conversations_routes.conversation,
+                  methods=["GET", "POST", "DELETE"])
+    app.add_route("/v1/conversations/{conversation_id}/items", conversations_routes.conversation_items,
+                  methods=["GET", "POST"])
+    app.add_route("/v1/conversations/{conversation_id}/items/{item_id}", conversations_routes.conversation_item,
+                  methods=["GET", "DELETE"])
     app.add_route("/v1/models", routes.list_models, methods=["GET"])
     app.add_route("/v1/models/{model:path}", routes.retrieve_model, methods=["GET"])
     app.add_route("/health", routes.health, methods=["GET"])

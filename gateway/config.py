@@ -33,7 +33,8 @@ DEFAULT_KEEP_ALIVE_S = 75.0
 RESPONSES_DB_ENV = "STEPAHEAD_RESPONSES_DB"
 MEMORY_ONLY = ":memory:"
 SERVER_KEYS = ("host", "port", "max_body_bytes", "default_completion_reserve_tokens", "queue_timeout_s",
-               "keep_alive_s", "responses_db", "responses_per_tenant", "freeze_startup_heap", "shutdown_timeout_s")
+               "keep_alive_s", "responses_db", "responses_per_tenant", "conversations_per_tenant", "freeze_startup_heap",
+               "shutdown_timeout_s")
 TOP_LEVEL_KEYS = ("models", "tenants", "server", "tracing")
 TENANT_KEYS = ("name", "api_key_sha256", "api_key_env", "weight", "kv_share", "admin", "limits")
 
@@ -92,6 +93,9 @@ class GatewayConfig:
     # each tenant keeps.
     responses_db: str | None = None
     responses_per_tenant: int = 1024
+    # The Conversations API's conversations each tenant keeps (its least recently used
+    # leave first), in `conversations.sqlite3` beside the responses' file.
+    conversations_per_tenant: int = 10_000
     # Freeze what start-up made so full garbage collections skip it (gateway/heap.py).
     freeze_startup_heap: bool = True
     # The admin tenants' names, from `tenants` (a set: asked on every metrics scrape and
@@ -105,9 +109,15 @@ class GatewayConfig:
         configured = self.responses_db or environ.get(RESPONSES_DB_ENV)
         return None if configured == MEMORY_ONLY else data_file(configured, "responses.sqlite3")
 
+    def resolved_conversations_db(self, environ: Mapping[str, str] = os.environ) -> Path | None:
+        """Where the Conversations API keeps conversations: `conversations.sqlite3` in the
+        directory of the responses' file; None (memory only) when that is ":memory:"."""
+        responses = self.resolved_responses_db(environ)
+        return None if responses is None else responses.with_name("conversations.sqlite3")
+
     def __post_init__(self) -> None:
         for name in ("max_body_bytes", "default_completion_reserve_tokens", "queue_timeout_s", "keep_alive_s",
-                     "responses_per_tenant"):
+                     "responses_per_tenant", "conversations_per_tenant"):
             positive(getattr(self, name), f"server.{name}")
         if self.shutdown_timeout_s is not None and not self.shutdown_timeout_s >= 0:
             raise ConfigError(f"server.shutdown_timeout_s must be >= 0, got {self.shutdown_timeout_s}")
@@ -208,6 +218,7 @@ def parse_config(data: dict) -> GatewayConfig:
         keep_alive_s=float(take(server, "keep_alive_s", (int, float), "server", DEFAULT_KEEP_ALIVE_S)),
         responses_db=take(server, "responses_db", str, "server", None),
         responses_per_tenant=take(server, "responses_per_tenant", int, "server", 1024),
+        conversations_per_tenant=take(server, "conversations_per_tenant", int, "server", 10_000),
         freeze_startup_heap=take(server, "freeze_startup_heap", bool, "server", True),
         shutdown_timeout_s=_optional_float(take(server, "shutdown_timeout_s", (int, float), "server", None)))
 

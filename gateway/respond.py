@@ -156,13 +156,14 @@ async def _respond_stream(request: Request, exchange: Exchange,
                 data = writer.event(event)
                 if opening:
                     data, opening = opening + data, b""
-                yield data
                 if isinstance(event, Finished):
                     outcome.append(event)
                     if len(outcome) == exchange.prepared.num_choices:
-                        if shape.on_finished is not None:
+                        if shape.on_finished is not None:   # before the client reads the end
                             shape.on_finished(exchange.output.first)
+                        yield data
                         break
+                yield data
                 event = await exchange.next_event(events)
             yield writer.done()
         except ApiError as error:

@@ -53,6 +53,7 @@ class ResponsesRequest(BaseModel):
     store: bool = True
     background: bool = False
     previous_response_id: str | None = None
+    conversation: str | dict[str, Any] | None = None
     metadata: dict[str, str] | None = None
     user: str | None = None
     truncation: Literal["auto", "disabled"] | None = None
@@ -63,6 +64,23 @@ class ResponsesRequest(BaseModel):
         """Whether the text comes back with its tokens' log probabilities: when `include`
         asks for them, or `top_logprobs` is set."""
         return LOGPROBS_INCLUDE in (self.include or ()) or self.top_logprobs is not None
+
+    def conversation_id(self) -> str | None:
+        """The conversation this response is part of (`conversation`: its id, or an object
+        with its `id`); a 400 when given with `previous_response_id`, which names another
+        conversation."""
+        raw = self.conversation
+        if raw is None:
+            return None
+        if self.previous_response_id is not None:
+            raise invalid_request("Mutually exclusive parameters: 'previous_response_id' and 'conversation' "
+                                  "cannot both be given.", param="conversation", code="mutually_exclusive_parameters")
+        conversation_id = raw.get("id") if isinstance(raw, dict) else raw
+        if not isinstance(conversation_id, str) or not conversation_id:
+            raise invalid_request("'conversation' must be a conversation id, or an object with its 'id'.",
+                                  param="conversation.id" if isinstance(raw, dict) else "conversation",
+                                  code="invalid_value")
+        return conversation_id
 
 
 def _text_of(content: Any, param: str) -> str | list[dict]:
@@ -145,8 +163,6 @@ def _check_include(include: list[str] | None) -> None:
 # Responses parameters that would change what the model reads, which stepahead does not
 # keep: ignoring them would answer a different question, so they are a 400.
 UNSUPPORTED = {
-    "conversation": "'conversation' is not supported. Conversations are not stored here; chain responses "
-                    "with previous_response_id.",
     "prompt": "'prompt' is not supported. Stored prompt templates are not available here; send the "
               "instructions and input."}
 

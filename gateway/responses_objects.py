@@ -69,6 +69,7 @@ def response_object(response_id: str, request: ResponsesRequest, *, created_at: 
         "instructions": request.instructions, "max_output_tokens": request.max_output_tokens,
         "parallel_tool_calls": request.parallel_tool_calls is not False,
         "previous_response_id": request.previous_response_id, "store": request.store,
+        "conversation": {"id": request.conversation_id()} if request.conversation is not None else None,
         "temperature": request.temperature, "top_p": request.top_p, "tool_choice": request.tool_choice or "auto",
         "tools": request.tools or [], "text": request.text or {"format": {"type": "text"}},
         "metadata": request.metadata or {}, "user": request.user,
@@ -91,12 +92,17 @@ def input_items(request: ResponsesRequest, response_id: str) -> tuple[dict, ...]
     items = request.input if isinstance(request.input, list) else [
         {"type": "message", "role": "user", "content": request.input}]
     suffix = response_id.removeprefix("resp_")
-    listed = []
-    for index, raw in enumerate(items):
-        item = {"type": "message", **raw}
-        if item["type"] == "message" and isinstance(item.get("content"), str):
-            part = "output_text" if item.get("role") == "assistant" else "input_text"
-            item["content"] = [{"type": part, "text": item["content"]}]
-        item.setdefault("id", f"{ITEM_ID_PREFIXES.get(item['type'], 'item')}_{suffix}_{index}")
-        listed.append(item)
-    return tuple(listed)
+    return tuple(listed_item(raw, f"{ITEM_ID_PREFIXES.get(raw.get('type', 'message'), 'item')}_{suffix}_{index}")
+                 for index, raw in enumerate(items))
+
+
+def listed_item(raw: dict, default_id: str) -> dict:
+    """An input item as OpenAI lists it: with a `type` ("message" when it has none), an `id`
+    (its own, else `default_id`), and a message's text content as a list of parts
+    (`input_text`, or `output_text` for the assistant)."""
+    item = {"type": "message", **raw}
+    if item["type"] == "message" and isinstance(item.get("content"), str):
+        part = "output_text" if item.get("role") == "assistant" else "input_text"
+        item["content"] = [{"type": part, "text": item["content"]}]
+    item.setdefault("id", default_id)
+    return item

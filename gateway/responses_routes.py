@@ -2,6 +2,10 @@
 /v1/responses/{id}, POST /v1/responses/{id}/cancel, GET /v1/responses/{id}/input_items,
 POST /v1/responses/input_tokens.
 
+A request continues a conversation from `previous_response_id` (the stored response's)
+or `conversation` (the Conversations API's items; its input and output are added to it
+once the response is done, `completed` or `incomplete`).
+
 A request runs as a chat completion (responses_format.py). With `background: true` it runs
 detached (background_responses.py): the POST answers at once with the `queued` response
 (or streams its events), GET polls it, `?stream=true&starting_after=N` replays and follows
@@ -30,7 +34,9 @@ from gateway.http_io import ClientGone, EventStreamResponse, read_json_body
 from gateway.list_page import list_page
 from gateway.openai_format import Collected, new_id
 from gateway.response_store import StoredResponse
-from gateway.responses_format import ResponsesRequest, conversation_after, renamed, to_chat_body, without_oldest_turn
+from gateway.conversation_items import traced_in_conversation, turn_items
+from gateway.responses_format import (ResponsesRequest, conversation_after, input_messages, renamed, to_chat_body,
+                                      without_oldest_turn)
 from gateway.responses_objects import input_items
 from gateway.responses_stream import ResponsesStreamWriter, sse_event, whole_response
 from gateway.routes import error_response, gateway_state
@@ -41,7 +47,24 @@ from gateway.tracing import begin_step
 CONTINUABLE = ("completed", "incomplete")
 
 
-async def _history(state: GatewayState, tenant: str, response_id: str) -> tuple[dict, ...]:
+async def _history(state: GatewayState, tenant: str, parsed: ResponsesRequest) -> tuple[dict, ...]:
+    """The chat messages before this request's input: the conversation it names, or the
+    one its `previous_response_id` ended, or none."""
+    conversation_id = parsed.conversation_id()
+    if conversation_id is not None:
+        try:
+            items = await state.conversations.call("items", tenant, conversation_id)
+        except ApiError as error:
+            if error.status == 404:
+                error.param = "conversation"
+            raise
+        return tuple(input_messages(items))
+    if parsed.previous_response_id is None:
+        return ()
+    return await _previous_conversation(state, tenant, parsed.previous_response_id)
+
+
+async def _previous_conversation(state: GatewayState, tenant: str, response_id: str) -> tuple[dict, ...]:
     """The conversation `previous_response_id` continues: a finished response's."""
     run = state.background.get(tenant, response_id)
     if run is not None and not run.is_done:
@@ -72,19 +95,21 @@ async def create_response(request: Request) -> Response:
         if parsed.background and not parsed.store:
             raise invalid_request("A background response is stored: `background: true` needs `store: true`.",
                                   param="store", code="invalid_value")
-        history = () if parsed.previous_response_id is None else await _history(
-            state, tenant, parsed.previous_response_id)
+        history = await _history(state, tenant, parsed)
         backend = state.backend(parsed.model)  # an unknown model is a 404 before its name is a metric label
         model = parsed.model
         response_id = f"resp_{time_ordered_hex(time.time(), 44)}"   # the archive's key: in time order
-        chat_body, prepared = await _prepared_chat(state, backend, parsed, to_chat_body(parsed, history),
-                                                   tenant, response_id)
+        chat_body, prepared = await _prepared_chat(state, backend, parsed, traced_in_conversation(
+            to_chat_body(parsed, history), parsed), tenant, response_id)
         created_at = int(time.time())
 
         def keep(response: dict, collected: Collected | None) -> None:
             if parsed.store:
                 messages = () if collected is None else conversation_after(parsed, chat_body, collected)
                 state.responses.put(tenant, StoredResponse(response, messages, input_items(parsed, response_id)))
+            if parsed.conversation is not None and collected is not None:
+                state.conversations.append(tenant, parsed.conversation_id(),
+                                           turn_items(input_items(parsed, response_id), response["output"]))
         trace = begin_step(state.tracer, request, chat_body, prepared, is_chat=True)
         bind_session(prepared, trace)
         if parsed.background:
@@ -118,8 +143,7 @@ async def count_input_tokens(request: Request) -> Response:
         if isinstance(body, dict):
             body = {"input": [], **body}
         parsed = validate(ResponsesRequest, body)
-        history = () if parsed.previous_response_id is None else await _history(
-            state, tenant, parsed.previous_response_id)
+        history = await _history(state, tenant, parsed)
         backend = state.backend(parsed.model)
         model = parsed.model
         if backend.owned_by == "upstream":

@@ -15,6 +15,8 @@ from gateway.auth import KeyRing
 from gateway.backend import Backend
 from gateway.background_runs import BackgroundRuns
 from gateway.config import GatewayConfig
+from gateway.conversation_archive import ConversationArchive
+from gateway.conversation_store import ConversationStore
 from gateway.errors import model_not_found
 from gateway.heap import GcPauses
 from gateway.limiters import Limiters
@@ -35,6 +37,9 @@ class GatewayState:
     forecasts: object | None = None  # gateway.forecasting.ForecastRelay when forecasting runs
     is_ready: bool = False
     responses: ResponseStore = field(default_factory=ResponseStore)  # the Responses API's stored replies
+    # the Conversations API's conversations (in memory unless build_app names a file)
+    conversations: ConversationStore = field(
+        default_factory=lambda: ConversationStore(ConversationArchive(None, capacity=10_000)))
     created_s: int = field(default_factory=lambda: int(time.time()))  # the models' `created`
     schemas: SchemaChecker = field(default_factory=SchemaChecker)  # tool schemas that passed their check
     background: BackgroundRuns = field(default_factory=BackgroundRuns)  # background responses in flight

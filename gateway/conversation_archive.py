@@ -1,0 +1,241 @@
+"""Conversations (the Conversations API) in SQLite: each tenant's conversations and their
+items, in order, across restarts.
+
+Only the conversation store's one thread calls this class, never the event loop.
+Invariants:
+- a conversation and its items are found only by the tenant that made them (another
+  tenant's ids read as unknown);
+- a conversation's items keep the order they were added in (`seq`, rising); item ids are
+  unique within a conversation: an added item whose id is taken gets a new one;
+- each tenant keeps at most `capacity` conversations; past it, the least recently used
+  (made, read or added to) leave first, with their items;
+- a file SQLite finds damaged is set aside, never deleted (`cache.damaged_files`), and
+  the call made again on a new, empty file; `path` None keeps everything in memory.
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from cache.damaged_files import connect_setting_aside_damaged, set_aside_database, surviving_damage
+from cache.sqlite_transaction import transaction
+from gateway.conversation_items import new_item_id
+from gateway.list_page import ListPage
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS conversations (
+    tenant TEXT NOT NULL,
+    id TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    metadata TEXT NOT NULL,
+    used_s REAL NOT NULL,
+    PRIMARY KEY (tenant, id)
+);
+CREATE INDEX IF NOT EXISTS conversations_by_use ON conversations (tenant, used_s);
+CREATE TABLE IF NOT EXISTS conversation_items (
+    tenant TEXT NOT NULL,
+    conversation TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    id TEXT NOT NULL,
+    item TEXT NOT NULL,
+    PRIMARY KEY (tenant, conversation, seq)
+);
+CREATE UNIQUE INDEX IF NOT EXISTS conversation_items_by_id ON conversation_items (tenant, conversation, id);
+"""
+# The tenant's least recently used conversations beyond `capacity`.
+EXCESS = ("SELECT id FROM conversations WHERE tenant = ? ORDER BY used_s, rowid "
+          "LIMIT max(0, (SELECT count(*) FROM conversations WHERE tenant = ?) - ?)")
+WHAT = "the conversation archive"
+
+
+class Missing(LookupError):
+    """The conversation (`what` "conversation") or item ("item") a call names is not there."""
+
+    def __init__(self, what: str, name: str) -> None:
+        super().__init__(what, name)
+        self.what, self.name = what, name
+
+
+@dataclass(frozen=True, slots=True)
+class Conversation:
+    id: str
+    created_at: int
+    metadata: dict[str, str]
+
+    def as_object(self) -> dict:
+        return {"id": self.id, "object": "conversation", "created_at": self.created_at, "metadata": self.metadata}
+
+
+def _set_up(db: sqlite3.Connection) -> None:
+    db.execute("PRAGMA busy_timeout = 5000")  # another gateway on the same file
+    db.execute("PRAGMA journal_mode = WAL")
+    db.execute("PRAGMA synchronous = NORMAL")
+    db.executescript(SCHEMA)
+
+
+class ConversationArchive:
+    __slots__ = ("path", "capacity", "clock", "_db")
+
+    def __init__(self, path: Path | None, capacity: int, clock: Callable[[], float] = time.time) -> None:
+        self.path = path
+        self.capacity = capacity
+        self.clock = clock
+        self._db: sqlite3.Connection | None = None
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        if self._db is None:
+            if self.path is None:
+                self._db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+                self._db.executescript(SCHEMA)
+            else:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._db = connect_setting_aside_damaged(self.path, WHAT, _set_up, isolation_level=None,
+                                                         check_same_thread=False)
+        return self._db
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    def _set_aside_damaged(self, why: str) -> None:
+        self.close()
+        if self.path is not None:
+            set_aside_database(self.path, WHAT, why)
+
+    def _surviving(self, operation: Callable[[], object]):
+        return surviving_damage(operation, self._set_aside_damaged)
+
+    # --- conversations -------------------------------------------------------------
+
+    def create(self, tenant: str, conversation: Conversation, items: list[dict]) -> list[dict]:
+        """Keep a new conversation with its first items; returns the items as kept."""
+        def create() -> list[dict]:
+            with transaction(self.db) as db:
+                db.execute("INSERT INTO conversations (tenant, id, created_at, metadata, used_s) VALUES (?, ?, ?, ?, ?)",
+                           (tenant, conversation.id, conversation.created_at, json.dumps(conversation.metadata),
+                            self.clock()))
+                kept = self._insert_items(db, tenant, conversation.id, items)
+                for (excess,) in db.execute(EXCESS, (tenant, tenant, self.capacity)).fetchall():
+                    self._delete(db, tenant, excess)
+                return kept
+        return self._surviving(create)
+
+    def get(self, tenant: str, conversation_id: str) -> Conversation:
+        return self._surviving(lambda: self._touch(self.db, tenant, conversation_id))
+
+    def set_metadata(self, tenant: str, conversation_id: str, metadata: dict[str, str]) -> Conversation:
+        def set_metadata() -> Conversation:
+            with transaction(self.db) as db:
+                self._touch(db, tenant, conversation_id)
+                db.execute("UPDATE conversations SET metadata = ? WHERE tenant = ? AND id = ?",
+                           (json.dumps(metadata), tenant, conversation_id))
+                return self._touch(db, tenant, conversation_id)
+        return self._surviving(set_metadata)
+
+    def delete(self, tenant: str, conversation_id: str) -> None:
+        def delete() -> None:
+            with transaction(self.db) as db:
+                if not self._delete(db, tenant, conversation_id):
+                    raise Missing("conversation", conversation_id)
+        self._surviving(delete)
+
+    # --- items ---------------------------------------------------------------------
+
+    def add_items(self, tenant: str, conversation_id: str, items: list[dict]) -> list[dict]:
+        """Append `items`; returns them as kept (an id already taken replaced)."""
+        def add() -> list[dict]:
+            with transaction(self.db) as db:
+                self._touch(db, tenant, conversation_id)
+                return self._insert_items(db, tenant, conversation_id, items)
+        return self._surviving(add)
+
+    def items(self, tenant: str, conversation_id: str) -> list[dict]:
+        """Every item, oldest first."""
+        def items() -> list[dict]:
+            self._touch(self.db, tenant, conversation_id)
+            rows = self.db.execute("SELECT item FROM conversation_items WHERE tenant = ? AND conversation = ? "
+                                   "ORDER BY seq", (tenant, conversation_id))
+            return [json.loads(item) for (item,) in rows]
+        return self._surviving(items)
+
+    def page(self, tenant: str, conversation_id: str, page: ListPage) -> tuple[list[dict], bool]:
+        """(the items of one page of the list, whether more follow it)."""
+        def list_page() -> tuple[list[dict], bool]:
+            db = self.db
+            self._touch(db, tenant, conversation_id)
+            where, args = "tenant = ? AND conversation = ?", [tenant, conversation_id]
+            if page.after is not None:
+                where += f" AND seq {'>' if page.order == 'asc' else '<'} ?"
+                args.append(self._seq_of(db, tenant, conversation_id, page.after))
+            rows = db.execute(f"SELECT item FROM conversation_items WHERE {where} ORDER BY seq "
+                              f"{'ASC' if page.order == 'asc' else 'DESC'} LIMIT ?",
+                              (*args, page.limit + 1)).fetchall()
+            return [json.loads(item) for (item,) in rows[:page.limit]], len(rows) > page.limit
+        return self._surviving(list_page)
+
+    def get_item(self, tenant: str, conversation_id: str, item_id: str) -> dict:
+        def get_item() -> dict:
+            self._touch(self.db, tenant, conversation_id)
+            row = self.db.execute("SELECT item FROM conversation_items WHERE tenant = ? AND conversation = ? "
+                                  "AND id = ?", (tenant, conversation_id, item_id)).fetchone()
+            if row is None:
+                raise Missing("item", item_id)
+            return json.loads(row[0])
+        return self._surviving(get_item)
+
+    def delete_item(self, tenant: str, conversation_id: str, item_id: str) -> Conversation:
+        def delete_item() -> Conversation:
+            with transaction(self.db) as db:
+                conversation = self._touch(db, tenant, conversation_id)
+                if db.execute("DELETE FROM conversation_items WHERE tenant = ? AND conversation = ? AND id = ?",
+                              (tenant, conversation_id, item_id)).rowcount == 0:
+                    raise Missing("item", item_id)
+                return conversation
+        return self._surviving(delete_item)
+
+    # --- within a call --------------------------------------------------------------
+
+    def _touch(self, db: sqlite3.Connection, tenant: str, conversation_id: str) -> Conversation:
+        """The conversation, marked as used now; Missing when this tenant has none by that id."""
+        row = db.execute("SELECT created_at, metadata FROM conversations WHERE tenant = ? AND id = ?",
+                         (tenant, conversation_id)).fetchone()
+        if row is None:
+            raise Missing("conversation", conversation_id)
+        db.execute("UPDATE conversations SET used_s = ? WHERE tenant = ? AND id = ?",
+                   (self.clock(), tenant, conversation_id))
+        return Conversation(conversation_id, row[0], json.loads(row[1]))
+
+    @staticmethod
+    def _seq_of(db: sqlite3.Connection, tenant: str, conversation_id: str, item_id: str) -> int:
+        row = db.execute("SELECT seq FROM conversation_items WHERE tenant = ? AND conversation = ? AND id = ?",
+                         (tenant, conversation_id, item_id)).fetchone()
+        if row is None:
+            raise Missing("item", item_id)
+        return row[0]
+
+    @staticmethod
+    def _insert_items(db: sqlite3.Connection, tenant: str, conversation_id: str, items: list[dict]) -> list[dict]:
+        (last,) = db.execute("SELECT coalesce(max(seq), -1) FROM conversation_items WHERE tenant = ? AND "
+                             "conversation = ?", (tenant, conversation_id)).fetchone()
+        kept = []
+        for seq, item in enumerate(items, start=last + 1):
+            taken = db.execute("SELECT 1 FROM conversation_items WHERE tenant = ? AND conversation = ? AND id = ?",
+                               (tenant, conversation_id, item["id"])).fetchone()
+            if taken is not None:
+                item = {**item, "id": new_item_id(item.get("type", "message"))}
+            db.execute("INSERT INTO conversation_items (tenant, conversation, seq, id, item) VALUES (?, ?, ?, ?, ?)",
+                       (tenant, conversation_id, seq, item["id"], json.dumps(item, ensure_ascii=False)))
+            kept.append(item)
+        return kept
+
+    @staticmethod
+    def _delete(db: sqlite3.Connection, tenant: str, conversation_id: str) -> bool:
+        db.execute("DELETE FROM conversation_items WHERE tenant = ? AND conversation = ?", (tenant, conversation_id))
+        return db.execute("DELETE FROM conversations WHERE tenant = ? AND id = ?",
+                          (tenant, conversation_id)).rowcount > 0

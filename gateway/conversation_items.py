@@ -1,0 +1,117 @@
+"""What the Conversations API keeps: items and metadata, checked and written as OpenAI
+lists them.
+
+Invariants:
+- an item kept is one a Responses `input` takes (a message, a function call, a function
+  call's output, a reasoning item), in its listed form: a `type`, an `id` (the client's,
+  else a new one), a message's text as a list of parts, a `status` ("completed" unless
+  the client gave one); its chat reading (`input_messages`) cannot fail later;
+- a bad item is a 400 naming `items[i]` (or `input[i]`) before any item of its request
+  is kept; at most 20 items are added per request, as at OpenAI;
+- metadata is at most 16 string pairs, keys up to 64 characters, values up to 512.
+"""
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from gateway.errors import ApiError, invalid_request
+from gateway.responses_format import ResponsesRequest, input_messages
+from gateway.responses_objects import ITEM_ID_PREFIXES, listed_item
+
+MAX_ITEMS_PER_REQUEST = 20
+MAX_METADATA_PAIRS = 16
+MAX_METADATA_KEY_CHARS = 64
+MAX_METADATA_VALUE_CHARS = 512
+MAX_ID_CHARS = 256
+# The string fields each item type needs for its chat reading (a call without its id or
+# name would be a prompt no later turn can send).
+REQUIRED_TEXT = {"function_call": ("call_id", "name", "arguments"), "function_call_output": ("call_id",)}
+
+
+def _random_hex(num_chars: int) -> str:
+    """NOTE: ids need uniqueness, not secrecy; `random` is seeded from the OS once."""
+    return f"{random.getrandbits(num_chars * 4):0{num_chars}x}"
+
+
+def new_conversation_id() -> str:
+    return f"conv_{_random_hex(48)}"
+
+
+def new_item_id(kind: str) -> str:
+    return f"{ITEM_ID_PREFIXES.get(kind, 'item')}_{_random_hex(48)}"
+
+
+def _checked_item(raw: Any, where: str) -> dict:
+    if not isinstance(raw, dict):
+        raise invalid_request(f"'{where}' must be an object (an input item).", param=where)
+    try:
+        input_messages([raw])
+    except ApiError as error:
+        error.message = error.message.replace("input[0]", where)
+        error.param = error.param.replace("input[0]", where, 1) if error.param else where
+        raise
+    kind = raw.get("type", "message")
+    for field in REQUIRED_TEXT.get(kind, ()):
+        if not isinstance(raw.get(field), str):
+            raise invalid_request(f"A {kind} item needs '{field}' as a string.", param=f"{where}.{field}")
+    if kind == "function_call_output" and not isinstance(raw.get("output"), (str, list)):
+        raise invalid_request("A function_call_output item needs 'output' as a string or a list of parts.",
+                              param=f"{where}.output")
+    own_id = raw.get("id")
+    if own_id is not None and not (isinstance(own_id, str) and 0 < len(own_id) <= MAX_ID_CHARS):
+        raise invalid_request(f"An item's 'id' must be a string of 1 to {MAX_ID_CHARS} characters.",
+                              param=f"{where}.id")
+    item = listed_item(raw, new_item_id(kind))
+    if kind != "reasoning":
+        item.setdefault("status", "completed")
+    return item
+
+
+def checked_items(raw: Any, param: str = "items") -> list[dict]:
+    """The items of a create or add request, listed; None is no items."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise invalid_request(f"'{param}' must be a list of input items.", param=param)
+    if len(raw) > MAX_ITEMS_PER_REQUEST:
+        raise invalid_request(f"'{param}' holds {len(raw)} items; at most {MAX_ITEMS_PER_REQUEST} are added "
+                              "per request.", param=param, code="invalid_value")
+    return [_checked_item(item, f"{param}[{index}]") for index, item in enumerate(raw)]
+
+
+def checked_metadata(raw: Any, param: str = "metadata") -> dict[str, str]:
+    """A conversation's metadata; None is none."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise invalid_request(f"'{param}' must be an object of string keys and string values.", param=param)
+    if len(raw) > MAX_METADATA_PAIRS:
+        raise invalid_request(f"'{param}' holds {len(raw)} pairs; at most {MAX_METADATA_PAIRS} are kept.",
+                              param=param, code="invalid_value")
+    for key, value in raw.items():
+        if len(key) > MAX_METADATA_KEY_CHARS:
+            raise invalid_request(f"A '{param}' key is {len(key)} characters long; at most "
+                                  f"{MAX_METADATA_KEY_CHARS}.", param=param, code="invalid_value")
+        if not isinstance(value, str) or len(value) > MAX_METADATA_VALUE_CHARS:
+            raise invalid_request(f"'{param}.{key}' must be a string of at most {MAX_METADATA_VALUE_CHARS} "
+                                  "characters.", param=f"{param}.{key}", code="invalid_value")
+    return dict(raw)
+
+
+def turn_items(inputs: tuple[dict, ...], outputs: list[dict]) -> list[dict]:
+    """What a finished response adds to its conversation: its input items as listed
+    (`responses_objects.input_items`), then its output items, each with a `status`."""
+    return [item if item.get("type") == "reasoning" else {"status": "completed", **item}
+            for item in (*inputs, *outputs)]
+
+
+def traced_in_conversation(chat_body: dict, request: ResponsesRequest) -> dict:
+    """The chat body of a request in a conversation, traced as the agent session named by
+    the conversation's id unless the client names one (`metadata.session_id`; `metadata`
+    is the gateway's own, never sent upstream)."""
+    conversation_id = request.conversation_id()
+    metadata = chat_body.get("metadata") or {}
+    if conversation_id is None or "session_id" in metadata:
+        return chat_body
+    return {**chat_body, "metadata": {**metadata, "session_id": conversation_id}}

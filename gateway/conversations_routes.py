@@ -1,0 +1,127 @@
+"""HTTP handlers of the Conversations API: POST /v1/conversations; GET, POST (metadata)
+and DELETE /v1/conversations/{id}; GET and POST /v1/conversations/{id}/items; GET and
+DELETE /v1/conversations/{id}/items/{item_id}. A Responses request names one with
+`conversation` (responses_routes.py): its items come before the request's input, and the
+input and output are added to it once the response is done.
+
+Invariants: as for every handler, authentication first and errors OpenAI-shaped; a
+tenant never reaches another tenant's conversations (their ids answer 404); a body field
+these endpoints do not know is a 400 naming it (a misspelt `metadata` is not dropped).
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from gateway.conversation_archive import Conversation
+from gateway.conversation_items import checked_items, checked_metadata, new_conversation_id
+from gateway.errors import ApiError, invalid_request
+from gateway.http_io import read_json_body
+from gateway.list_page import list_page
+from gateway.responses_format import INCLUDABLE
+from gateway.routes import error_response, gateway_state
+
+
+def _body(body: Any, known: tuple[str, ...], required: tuple[str, ...] = ()) -> dict:
+    if not isinstance(body, dict):
+        raise invalid_request("The request body must be a JSON object.", code="invalid_json")
+    for key in body:
+        if key not in known:
+            raise invalid_request(f"Unrecognized request argument supplied: {key}", param=key,
+                                  code="unknown_parameter")
+    for key in required:
+        if key not in body:
+            raise invalid_request(f"Missing required parameter: '{key}'.", param=key, code="missing_required_parameter")
+    return body
+
+
+def _check_include(request: Request) -> None:
+    for value in request.query_params.getlist("include"):
+        if value not in INCLUDABLE:
+            raise invalid_request(f"Invalid value: {value!r}. Supported values are: "
+                                  + ", ".join(repr(v) for v in INCLUDABLE) + ".", param="include",
+                                  code="invalid_value")
+
+
+def _item_list(items: list[dict], has_more: bool = False) -> dict:
+    return {"object": "list", "data": items, "first_id": items[0]["id"] if items else None,
+            "last_id": items[-1]["id"] if items else None, "has_more": has_more}
+
+
+async def create_conversation(request: Request) -> Response:
+    """POST /v1/conversations: a new conversation, with up to 20 first `items` and its
+    `metadata`."""
+    state = gateway_state(request)
+    try:
+        tenant = state.keys.authenticate(request.headers.get("authorization"))
+        body = _body(await read_json_body(request, state.config.max_body_bytes), ("items", "metadata"))
+        items = checked_items(body.get("items"))
+        conversation = Conversation(new_conversation_id(), int(time.time()), checked_metadata(body.get("metadata")))
+        await state.conversations.call("create", tenant, conversation, items)
+        return JSONResponse(conversation.as_object())
+    except ApiError as error:
+        return error_response(error)
+
+
+async def conversation(request: Request) -> Response:
+    """GET /v1/conversations/{id}; POST sets its `metadata` (replacing it); DELETE forgets
+    it and its items."""
+    state = gateway_state(request)
+    try:
+        tenant = state.keys.authenticate(request.headers.get("authorization"))
+        conversation_id = request.path_params["conversation_id"]
+        if request.method == "DELETE":
+            await state.conversations.call("delete", tenant, conversation_id)
+            return JSONResponse({"id": conversation_id, "object": "conversation.deleted", "deleted": True})
+        if request.method == "POST":
+            body = _body(await read_json_body(request, state.config.max_body_bytes), ("metadata",), ("metadata",))
+            found = await state.conversations.call("set_metadata", tenant, conversation_id,
+                                                   checked_metadata(body["metadata"]))
+        else:
+            found = await state.conversations.call("get", tenant, conversation_id)
+        return JSONResponse(found.as_object())
+    except ApiError as error:
+        return error_response(error)
+
+
+async def conversation_items(request: Request) -> Response:
+    """GET /v1/conversations/{id}/items: a page of its items (`limit` 1-100, default 20;
+    `order` "desc", the default, or "asc"; `after` an item id). POST adds up to 20
+    `items` at its end and lists them as kept."""
+    state = gateway_state(request)
+    try:
+        tenant = state.keys.authenticate(request.headers.get("authorization"))
+        conversation_id = request.path_params["conversation_id"]
+        _check_include(request)
+        if request.method == "POST":
+            body = _body(await read_json_body(request, state.config.max_body_bytes), ("items",), ("items",))
+            items = checked_items(body["items"])
+            return JSONResponse(_item_list(await state.conversations.call("add_items", tenant, conversation_id,
+                                                                          items)))
+        page = list_page(request.query_params)
+        items, has_more = await state.conversations.call("page", tenant, conversation_id, page)
+        return JSONResponse(_item_list(items, has_more))
+    except ApiError as error:
+        if error.param == "item_id":   # `after` names no item of the conversation
+            error = invalid_request(f"No item with id '{request.query_params.get('after')}' to list after.",
+                                    param="after")
+        return error_response(error)
+
+
+async def conversation_item(request: Request) -> Response:
+    """GET /v1/conversations/{id}/items/{item_id}: the item; DELETE removes it and answers
+    the conversation."""
+    state = gateway_state(request)
+    try:
+        tenant = state.keys.authenticate(request.headers.get("authorization"))
+        conversation_id, item_id = request.path_params["conversation_id"], request.path_params["item_id"]
+        if request.method == "DELETE":
+            found = await state.conversations.call("delete_item", tenant, conversation_id, item_id)
+            return JSONResponse(found.as_object())
+        _check_include(request)
+        return JSONResponse(await state.conversations.call("get_item", tenant, conversation_id, item_id))
+    except ApiError as error:
+        return error_response(error)
