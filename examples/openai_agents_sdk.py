@@ -4,6 +4,11 @@ final output, through the Responses API (the SDK's default) or Chat Completions.
     stepahead serve                       # prints the base URL and a demo key
     python examples/openai_agents_sdk.py --api-key sk-... "What's the weather in Paris?"
     python examples/openai_agents_sdk.py --api-key sk-... --api chat_completions
+    python examples/openai_agents_sdk.py --api-key sk-... --conversation
+
+With `--conversation` the gateway keeps the run's turns in a conversation of the
+Conversations API (`conversation_id`): each turn sends only its new items, and the
+conversation lists the whole run afterwards.
 
 The SDK runs the loop. Each turn re-sends the conversation with the tools and the output
 schema (`text.format` / `response_format` json_schema), so stepahead serves the repeated
@@ -51,12 +56,18 @@ async def run(args: argparse.Namespace) -> dict:
                   model=MODEL_CLASSES[args.api](model=args.model, openai_client=client),
                   # the first turn must consult the tool; the SDK then resets the choice to "auto"
                   model_settings=ModelSettings(max_tokens=96, temperature=0.0, tool_choice="required"))
-    result = await Runner.run(agent, args.question, max_turns=args.max_turns)
+    conversation = await client.conversations.create() if args.conversation else None
+    result = await Runner.run(agent, args.question, max_turns=args.max_turns,
+                              conversation_id=conversation.id if conversation else None)
     usage = result.context_wrapper.usage
+    out = {"report": result.final_output.model_dump(), "requests": usage.requests,
+           "input_tokens": usage.input_tokens, "cached_tokens": usage.input_tokens_details.cached_tokens,
+           "tools_called": [item.raw_item.name for item in result.new_items if item.type == "tool_call_item"]}
+    if conversation is not None:
+        out["conversation_items"] = [item.type async for item in client.conversations.items.list(
+            conversation.id, order="asc")]
     await client.close()
-    return {"report": result.final_output.model_dump(), "requests": usage.requests,
-            "input_tokens": usage.input_tokens, "cached_tokens": usage.input_tokens_details.cached_tokens,
-            "tools_called": [item.raw_item.name for item in result.new_items if item.type == "tool_call_item"]}
+    return out
 
 
 def main() -> int:
@@ -67,7 +78,11 @@ def main() -> int:
     parser.add_argument("--model", default="smollm2")
     parser.add_argument("--max-turns", type=int, default=4)
     parser.add_argument("--api", choices=list(MODEL_CLASSES), default="responses")
+    parser.add_argument("--conversation", action="store_true",
+                        help="keep the run in a conversation on the gateway (Responses API only)")
     args = parser.parse_args()
+    if args.conversation and args.api != "responses":
+        parser.error("--conversation needs --api responses")
     out = asyncio.run(run(args))
     print(f"report: {out['report']}")
     print(json.dumps(out))

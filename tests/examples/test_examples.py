@@ -45,3 +45,13 @@ def test_openai_agents_sdk_agent_gets_a_typed_report(tiny_gateway, api):
     assert set(out["report"]) == {"city", "forecast", "celsius"}  # the SDK parsed the final output
     assert out["tools_called"][0] == "get_weather" and out["requests"] >= 2  # a tool turn, then the report
     assert out["cached_tokens"] > 0  # later turns re-send the first one: served from the prefix cache
+
+
+def test_openai_agents_sdk_run_kept_in_a_conversation(tiny_gateway):
+    pytest.importorskip("agents", reason="openai-agents is not installed")
+    out = _run([str(EXAMPLES / "openai_agents_sdk.py"), "--base-url", f"{tiny_gateway.base_url}/v1",
+                "--api-key", TINY_GATEWAY_KEYS["tenant2"], "--model", "tiny", "--conversation"])
+    assert set(out["report"]) == {"city", "forecast", "celsius"} and out["tools_called"][0] == "get_weather"
+    # the gateway kept the whole run: the question, the call, its result, the report
+    assert out["conversation_items"][:3] == ["message", "function_call", "function_call_output"]
+    assert out["conversation_items"][-1] == "message" and out["cached_tokens"] > 0
