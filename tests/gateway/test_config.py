@@ -127,3 +127,18 @@ def test_stored_responses_go_to_the_configured_file_the_variable_or_the_data_dir
     assert default.resolved_responses_db({}).name == "responses.sqlite3"
     data["server"] = {"responses_db": ":memory:"}
     assert parse_config(data).resolved_responses_db({}) is None
+
+
+def test_conversations_live_beside_the_responses_and_are_bounded_per_tenant(tmp_path):
+    data = _base()
+    data["server"] = {"responses_db": str(tmp_path / "r.sqlite3"), "conversations_per_tenant": 7}
+    config = parse_config(data)
+    assert config.resolved_conversations_db({}) == tmp_path / "conversations.sqlite3"
+    assert config.conversations_per_tenant == 7
+    assert parse_config(_base()).resolved_conversations_db({"STEPAHEAD_RESPONSES_DB": "/x/y.db"}) == \
+        Path("/x/conversations.sqlite3")
+    data["server"] = {"responses_db": ":memory:"}
+    assert parse_config(data).resolved_conversations_db({}) is None
+    data["server"] = {"conversations_per_tenant": 0}
+    with pytest.raises(ConfigError, match="conversations_per_tenant"):
+        parse_config(data)

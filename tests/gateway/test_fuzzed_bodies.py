@@ -66,3 +66,35 @@ def test_mutated_embeddings_bodies_never_get_a_server_error(gateway):
                 assert reply.json()["object"] == "list" and [item["index"] for item in data] == \
                     list(range(len(data))) and data, described
     assert served >= REQUESTS_PER_ENDPOINT // 10, served
+
+
+CONVERSATION_ITEMS = [
+    {"role": "user", "content": [{"type": "input_text", "text": "hi"}]},
+    {"type": "message", "role": "assistant", "content": "hello", "id": "msg_a"},
+    {"type": "function_call", "call_id": "c1", "name": "get_w", "arguments": "{}"},
+    {"type": "function_call_output", "call_id": "c1", "output": "ok"}]
+
+
+def test_mutated_conversation_items_never_get_a_server_error_nor_break_the_next_turn(gateway):
+    """Mutated create and add bodies of the Conversations API get a 2xx or a 4xx, and so
+    does a Responses turn in whatever a conversation accepted (a 400 when its items do not
+    make a conversation, e.g. a tool output whose call was removed, as at OpenAI)."""
+    rng = random.Random("/v1/conversations")
+    valid = {"metadata": {"k": "v"}, "items": CONVERSATION_ITEMS}
+    with httpx.Client(base_url=gateway.base_url, headers=gateway.headers("alpha"), timeout=60) as client:
+        served = 0
+        for _ in range(REQUESTS_PER_ENDPOINT):
+            body = {k: v for k, v in mutate(valid, rng).items() if k != "stream"}
+            reply = client.post("/v1/conversations", content=json.dumps(body))
+            described = f"{reply.status_code} for {json.dumps(body)[:300]}: {reply.text[:300]}"
+            if not _served(reply, described):
+                continue
+            conversation_id = reply.json()["id"]
+            added = client.post(f"/v1/conversations/{conversation_id}/items",
+                                content=json.dumps({"items": mutate({"items": CONVERSATION_ITEMS}, rng)
+                                                    .get("items", [])}))
+            _served(added, f"{added.status_code} adding: {added.text[:300]}")
+            turn = client.post("/v1/responses", json={"model": "tiny", "input": "next", "max_output_tokens": 2,
+                                                      "conversation": conversation_id})
+            served += _served(turn, f"{described}; then {added.text[:300]}; then {turn.text[:300]}")
+    assert served >= REQUESTS_PER_ENDPOINT // 10, served
