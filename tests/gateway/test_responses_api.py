@@ -169,7 +169,9 @@ def test_responses_json_schema_text_format(client):
      "text.format.name"),
     ({"input": "x", "text": {"format": ["json_schema"]}}, 400, "text.format"),
     ({"input": "x", "text": {"format": 1.5}}, 400, "text.format"),
-    ({"input": "x", "conversation": "conv_123"}, 400, "conversation"),
+    ({"input": "x", "conversation": "conv_123"}, 404, "conversation"),
+    ({"input": "x", "conversation": {"id": 5}}, 400, "conversation.id"),
+    ({"input": "x", "conversation": 5}, 400, "conversation"),
     ({"input": "x", "prompt": {"id": "pmpt_1"}}, 400, "prompt"),
 ])
 def test_responses_bad_requests_are_openai_shaped_errors(gateway, body, status, param):
