@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from cache.damaged_files import connect_setting_aside_damaged, set_aside_database, surviving_damage
+from cache.sqlite_file import SqliteFile
 from cache.sqlite_transaction import transaction
 from gateway.conversation_items import new_item_id
 from gateway.list_page import ListPage
@@ -49,7 +49,6 @@ CREATE UNIQUE INDEX IF NOT EXISTS conversation_items_by_id ON conversation_items
 # The tenant's least recently used conversations beyond `capacity`.
 EXCESS = ("SELECT id FROM conversations WHERE tenant = ? ORDER BY used_s, rowid "
           "LIMIT max(0, (SELECT count(*) FROM conversations WHERE tenant = ?) - ?)")
-WHAT = "the conversation archive"
 
 
 class Missing(LookupError):
@@ -70,46 +69,24 @@ class Conversation:
         return {"id": self.id, "object": "conversation", "created_at": self.created_at, "metadata": self.metadata}
 
 
-def _set_up(db: sqlite3.Connection) -> None:
-    db.execute("PRAGMA busy_timeout = 5000")  # another gateway on the same file
-    db.execute("PRAGMA journal_mode = WAL")
-    db.execute("PRAGMA synchronous = NORMAL")
-    db.executescript(SCHEMA)
-
-
 class ConversationArchive:
-    __slots__ = ("path", "capacity", "clock", "_db")
+    __slots__ = ("path", "capacity", "clock", "_file")
 
     def __init__(self, path: Path | None, capacity: int, clock: Callable[[], float] = time.time) -> None:
         self.path = path
         self.capacity = capacity
         self.clock = clock
-        self._db: sqlite3.Connection | None = None
+        self._file = SqliteFile(path, "the conversation archive", SCHEMA)
 
     @property
     def db(self) -> sqlite3.Connection:
-        if self._db is None:
-            if self.path is None:
-                self._db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-                self._db.executescript(SCHEMA)
-            else:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                self._db = connect_setting_aside_damaged(self.path, WHAT, _set_up, isolation_level=None,
-                                                         check_same_thread=False)
-        return self._db
+        return self._file.db
 
     def close(self) -> None:
-        if self._db is not None:
-            self._db.close()
-            self._db = None
-
-    def _set_aside_damaged(self, why: str) -> None:
-        self.close()
-        if self.path is not None:
-            set_aside_database(self.path, WHAT, why)
+        self._file.close()
 
     def _surviving(self, operation: Callable[[], object]):
-        return surviving_damage(operation, self._set_aside_damaged)
+        return self._file.surviving(operation)
 
     # --- conversations -------------------------------------------------------------
 

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from cache.damaged_files import connect_setting_aside_damaged, set_aside_database, surviving_damage
+from cache.sqlite_file import SqliteFile
 from cache.sqlite_transaction import transaction
 from gateway.response_store import StoredResponse
 
@@ -39,50 +39,31 @@ TRIM = ("DELETE FROM responses WHERE rowid IN (SELECT rowid FROM responses WHERE
         "ORDER BY used_s, rowid LIMIT max(0, (SELECT count(*) FROM responses WHERE tenant = ?) - ?))")
 
 
-def _set_up(db: sqlite3.Connection) -> None:
-    db.execute("PRAGMA busy_timeout = 5000")  # another gateway on the same file
-    db.execute("PRAGMA journal_mode = WAL")
-    db.execute("PRAGMA synchronous = NORMAL")
-    db.executescript(SCHEMA)
-
-
 class ResponseArchive:
-    __slots__ = ("path", "capacity", "clock", "_db")
+    __slots__ = ("path", "capacity", "clock", "_file")
     trim_sql = TRIM   # parameters: tenant, tenant, capacity
 
     def __init__(self, path: Path, capacity: int, clock: Callable[[], float] = time.time) -> None:
         self.path = path
         self.capacity = capacity
         self.clock = clock
-        self._db: sqlite3.Connection | None = None
+        self._file = SqliteFile(path, "the response archive", SCHEMA)
 
     @property
     def db(self) -> sqlite3.Connection:
-        if self._db is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = connect_setting_aside_damaged(self.path, "the response archive", _set_up,
-                                                     isolation_level=None, check_same_thread=False)
-        return self._db
+        return self._file.db
 
     def close(self) -> None:
-        if self._db is not None:
-            self._db.close()
-            self._db = None
-
-    def set_aside_damaged(self, why: str) -> None:
-        """Move the file (with its -wal and -shm) aside, once closed; the next call starts
-        a new one."""
-        self.close()
-        set_aside_database(self.path, "the response archive", why)
+        self._file.close()
 
     def put(self, tenant: str, stored: StoredResponse) -> None:
-        surviving_damage(lambda: self._put(tenant, stored), self.set_aside_damaged)
+        self._file.surviving(lambda: self._put(tenant, stored))
 
     def get(self, tenant: str, response_id: str) -> StoredResponse | None:
-        return surviving_damage(lambda: self._get(tenant, response_id), self.set_aside_damaged)
+        return self._file.surviving(lambda: self._get(tenant, response_id))
 
     def delete(self, tenant: str, response_id: str) -> bool:
-        return surviving_damage(lambda: self._delete(tenant, response_id), self.set_aside_damaged)
+        return self._file.surviving(lambda: self._delete(tenant, response_id))
 
     def _put(self, tenant: str, stored: StoredResponse) -> None:
         with transaction(self.db) as db:

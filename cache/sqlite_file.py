@@ -1,0 +1,62 @@
+"""One SQLite file a gateway keeps (the response and conversation archives): opened on
+first use, set aside when SQLite finds it damaged.
+
+Invariants: one connection, opened lazily by the one thread that uses it (WAL, a 5 s
+busy timeout for another gateway on the same file, the schema created); `path` None is a
+database in memory; `surviving(operation)` makes a call that finds the file damaged again
+on a new, empty file, the damaged one set aside, never deleted (`cache.damaged_files`).
+"""
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from cache.damaged_files import connect_setting_aside_damaged, set_aside_database, surviving_damage
+
+T = TypeVar("T")
+
+
+class SqliteFile:
+    __slots__ = ("path", "what", "schema", "_db")
+
+    def __init__(self, path: Path | None, what: str, schema: str) -> None:
+        self.path = path
+        self.what = what   # names it in warnings: "the response archive"
+        self.schema = schema
+        self._db: sqlite3.Connection | None = None
+
+    def _set_up(self, db: sqlite3.Connection) -> None:
+        db.execute("PRAGMA busy_timeout = 5000")  # another gateway on the same file
+        db.execute("PRAGMA journal_mode = WAL")
+        db.execute("PRAGMA synchronous = NORMAL")
+        db.executescript(self.schema)
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        """The connection (autocommit: `cache.sqlite_transaction` groups statements)."""
+        if self._db is None:
+            if self.path is None:
+                self._db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+                self._db.executescript(self.schema)
+            else:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._db = connect_setting_aside_damaged(self.path, self.what, self._set_up,
+                                                         isolation_level=None, check_same_thread=False)
+        return self._db
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    def set_aside_damaged(self, why: str) -> None:
+        """Move the file (with its -wal and -shm) aside, once closed; the next call starts
+        a new one."""
+        self.close()
+        if self.path is not None:
+            set_aside_database(self.path, self.what, why)
+
+    def surviving(self, operation: Callable[[], T]) -> T:
+        return surviving_damage(operation, self.set_aside_damaged)

@@ -1,0 +1,28 @@
+"""A SQLite file a gateway keeps: opened on first use, in memory without a path, set
+aside and started afresh when damaged."""
+from cache.sqlite_file import SqliteFile
+from tests.cache.test_damaged_files import damage_pages
+
+SCHEMA = "CREATE TABLE IF NOT EXISTS t (x TEXT);"
+
+
+def test_without_a_path_the_database_is_in_memory_with_its_schema(tmp_path):
+    file = SqliteFile(None, "the test file", SCHEMA)
+    file.db.execute("INSERT INTO t VALUES ('a')")
+    assert file.db.execute("SELECT x FROM t").fetchall() == [("a",)]
+    file.close()
+    assert file.db.execute("SELECT count(*) FROM t").fetchone() == (0,)   # a new memory database
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_file_is_made_in_wal_mode_and_a_damaged_one_set_aside(tmp_path, caplog):
+    path = tmp_path / "sub" / "f.sqlite3"
+    file = SqliteFile(path, "the test file", SCHEMA)
+    assert file.db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    file.db.executemany("INSERT INTO t VALUES (?)", [("x" * 500,)] * 50)
+    file.close()
+    damage_pages(path, table="t")
+    count = file.surviving(lambda: file.db.execute("SELECT count(*) FROM t WHERE x != ''").fetchone())
+    assert count == (0,)   # asked again on a new, empty file
+    assert len(list(path.parent.glob("f.sqlite3.damaged-*[0-9]Z"))) == 1 and "the test file" in caplog.text
+    file.close()
