@@ -121,24 +121,40 @@ def _held_prefix_len(text: str, tag: str) -> int:
 
 class ToolCallStreamParser:
     """Incremental `parse_tool_calls`: feed text deltas, get content pieces and whole calls.
+    Linear in the reply: the text of an open call or a bare JSON reply is kept as parts,
+    joined once, and each delta is searched only with the few characters before it that
+    could begin a closing tag.
 
     NOTE: whitespace around calls is kept in streamed content (it was already sent) while
     `parse_tool_calls` strips it; the calls themselves are identical.
     """
 
-    __slots__ = ("_tool_names", "_buffer", "_in_call", "_bare", "_seen_text")
+    __slots__ = ("_tool_names", "_buffer", "_in_call", "_bare", "_seen_text", "_parts", "_tail")
 
     def __init__(self, tool_names: frozenset[str] | None = None) -> None:
         self._tool_names = tool_names
-        self._buffer = ""
+        self._buffer = ""     # text not yet decided (outside a call: at most a tag's prefix)
         self._in_call = False
         self._bare = False
         self._seen_text = False
+        self._parts: list[str] = []   # an open call's text after `_buffer`, or a bare reply's
+        self._tail = ""       # the last characters of `_parts` that could begin CLOSE_TAG
 
     def feed(self, delta: str) -> list[StreamPiece]:
-        self._buffer += delta
         if self._bare:
+            self._parts.append(delta)
             return []
+        if self._in_call and self._parts:
+            window = self._tail + delta
+            if CLOSE_TAG not in window:
+                self._parts.append(delta)
+                self._tail = window[-(len(CLOSE_TAG) - 1):]
+                return []
+            self._parts.append(delta)
+            self._buffer += "".join(self._parts)
+            self._parts, self._tail = [], ""
+        else:
+            self._buffer += delta
         if not self._seen_text:
             head = self._buffer.lstrip()
             if not head:
@@ -146,10 +162,13 @@ class ToolCallStreamParser:
             self._seen_text = True
             if head[0] in "{[":
                 self._bare = True
+                self._parts, self._buffer = [self._buffer], ""
                 return []
         return self._drain(final=False)
 
     def finish(self) -> list[StreamPiece]:
+        self._buffer += "".join(self._parts)
+        self._parts, self._tail = [], ""
         if self._bare:
             calls = parse_bare_json(self._buffer, self._tool_names)
             text, self._buffer = self._buffer, ""
@@ -172,6 +191,9 @@ class ToolCallStreamParser:
             if self._in_call:
                 body, closed, rest = self._buffer.partition(CLOSE_TAG)
                 if not closed:
+                    if not final:   # later deltas are searched from here on
+                        self._parts, self._tail = [self._buffer], self._buffer[-(len(CLOSE_TAG) - 1):]
+                        self._buffer = ""
                     return pieces
                 call = call_from_json(_decode(body), self._tool_names)
                 pieces.append(CallPiece(call) if call

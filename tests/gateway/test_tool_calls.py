@@ -82,3 +82,37 @@ def test_stream_parser_bare_json_decided_at_end():
     parser = ToolCallStreamParser(NAMES)
     parser.feed('{"not": "a call"}')
     assert parser.finish() == [ContentPiece('{"not": "a call"}')]
+
+
+def test_stream_parser_matches_whole_text_parse_for_random_splits_of_long_calls():
+    import random
+
+    rng = random.Random(5)
+    call = '<tool_call>{"name": "search", "arguments": {"q": "' + "</tool_cal " * 300 + '"}}</tool_call>'
+    for _ in range(60):
+        text = "".join(rng.choice(["text ", call, "<tool_call>broken</tool_call>", "<tool_", "\n"])
+                       for _ in range(rng.randrange(1, 6)))
+        whole = parse_tool_calls(text, NAMES)
+        parser, pieces, at = ToolCallStreamParser(NAMES), [], 0
+        while at < len(text):
+            size = rng.choice((1, 2, 3, 11, 12, 40))
+            pieces += parser.feed(text[at:at + size])
+            at += size
+        pieces += parser.finish()
+        assert [(p.call.name, p.call.arguments) for p in pieces if isinstance(p, CallPiece)] == \
+            [(c.name, c.arguments) for c in whole.tool_calls], text
+        content = "".join(p.text for p in pieces if isinstance(p, ContentPiece))
+        assert content.split() == (whole.content or "").split(), text
+
+
+def test_stream_parser_is_linear_in_a_long_call():
+    """Each delta of an open call is searched with the few characters before it only:
+    the parser's buffer never holds the call's text between deltas."""
+    parser = ToolCallStreamParser(NAMES)
+    parser.feed('<tool_call>{"name": "search", "arguments": {"q": "')
+    for _ in range(2000):
+        assert parser.feed("word ") == []
+        assert parser._buffer == "" and len(parser._tail) < len("</tool_call>")
+    assert parser.feed('"}}</tool_') == []
+    [piece] = parser.feed("call>")   # a closing tag split between deltas ends the call at once
+    assert isinstance(piece, CallPiece) and len(piece.call.arguments) > 10000
