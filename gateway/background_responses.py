@@ -25,7 +25,7 @@ from gateway.backend import Backend, Prepared
 from gateway.choices import run_choices
 from gateway.errors import ApiError, server_error
 from gateway.exchange import CLIENT_CLOSED_STATUS, Exchange
-from gateway.openai_format import Collected, Reply
+from gateway.collected import Collected, Reply
 from gateway.responses_objects import final_status
 from gateway.responses_stream import ResponsesStreamWriter
 from gateway.state import GatewayState

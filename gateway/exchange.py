@@ -21,7 +21,7 @@ from agents_trace.records import StepContext
 from gateway.backend import ChatEvent, Finished, Prepared, TextDelta
 from gateway.errors import ApiError, server_error
 from gateway.limits import Ticket
-from gateway.openai_format import Reply
+from gateway.collected import Reply
 from gateway.state import GatewayState
 from gateway.tracing import end_step
 

@@ -29,8 +29,8 @@ from gateway.choices import merged_usage, run_choices
 from gateway.errors import ApiError, server_error, stream_cut_at_shutdown
 from gateway.exchange import CLIENT_CLOSED_STATUS, Exchange
 from gateway.http_io import EventStreamResponse, race_disconnect
-from gateway.openai_format import (ChunkWriter, Collected, ResponseHeader, Reply, chat_completion,
-                                   dumps, text_completion)
+from gateway.collected import Collected, Reply
+from gateway.openai_format import ChunkWriter, ResponseHeader, chat_completion, dumps, text_completion
 from gateway.state import GatewayState
 
 UNSENT_REPLY_ATTEMPTS = 2   # runs of a reply not begun yet, when its worker dies under it

@@ -22,7 +22,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from gateway.errors import ApiError, invalid_request
-from gateway.openai_format import Collected, chat_message
+from gateway.collected import Collected
+from gateway.openai_format import chat_message
 from gateway.schemas import refuse_extras
 
 ROLES = ("user", "assistant", "system", "developer")

@@ -14,7 +14,8 @@ import time
 from typing import Literal
 
 from gateway.backend import TokenChoice, Usage
-from gateway.openai_format import Collected, logprob_entries
+from gateway.collected import Collected
+from gateway.openai_format import logprob_entries
 from gateway.responses_format import ResponsesRequest
 
 

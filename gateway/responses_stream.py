@@ -14,7 +14,8 @@ an item is closed before the next one opens, so every item's events are contiguo
 from __future__ import annotations
 
 from gateway.backend import ChatEvent, Finished, TextDelta, ToolCallDelta
-from gateway.openai_format import Collected, dumps, logprob_entries
+from gateway.collected import Collected
+from gateway.openai_format import dumps, logprob_entries
 from gateway.responses_format import ResponsesRequest
 from gateway.responses_objects import call_item, final_status, message_item, output_items, response_object, text_part
 

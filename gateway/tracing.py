@@ -21,7 +21,7 @@ from gateway.backend import Finished, Prepared
 from cache.damaged_files import is_damaged_database
 from gateway.config import GatewayConfig
 from gateway.errors import ApiError, unavailable
-from gateway.openai_format import Collected, Reply
+from gateway.collected import Collected, Reply
 
 log = logging.getLogger("stepahead.gateway")
 

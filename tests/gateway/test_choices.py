@@ -8,7 +8,8 @@ import dataclasses
 from gateway.backend import Finished, Prepared, TextDelta, TokenChoice, ToolCallDelta, Usage
 from gateway.choices import merged_usage, run_choices, with_choices
 from gateway.errors import ApiError, server_error
-from gateway.openai_format import ChunkWriter, Reply, ResponseHeader, chat_completion
+from gateway.collected import Reply
+from gateway.openai_format import ChunkWriter, ResponseHeader, chat_completion
 
 
 class ScriptedBackend:
