@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agents_trace.ordered_ids import time_ordered_hex  # noqa: E402
-from gateway.collected import new_id  # noqa: E402
+from gateway.ids import new_id  # noqa: E402
 from gateway.response_archive import ResponseArchive  # noqa: E402
 from gateway.response_store import StoredResponse  # noqa: E402
 

@@ -10,23 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import random
 from dataclasses import dataclass, field
 
 from gateway.backend import ChatEvent, Finished, TextDelta, TokenChoice, ToolCallDelta
 from gateway.choices import merged_usage
-
-ID_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
-
-
-def new_id(prefix: str) -> str:
-    """A unique response id. NOTE: ids need uniqueness, not secrecy: `random` (seeded from
-    the OS once) is used because an `os.urandom` call costs ~40 µs on small VMs."""
-    return f"{prefix}-{random.getrandbits(96):024x}"
-
-
-def new_tool_call_id() -> str:
-    return "call_" + "".join(random.choices(ID_ALPHABET, k=24))
+from gateway.ids import new_tool_call_id
 
 
 def reply_finish_reason(generation_reason: str, has_tool_calls: bool) -> str:

@@ -12,10 +12,10 @@ Invariants:
 """
 from __future__ import annotations
 
-import random
 from typing import Any
 
 from gateway.errors import ApiError, invalid_request
+from gateway.ids import random_hex
 from gateway.responses_format import ResponsesRequest, input_messages
 from gateway.responses_objects import ITEM_ID_PREFIXES, listed_item
 
@@ -29,17 +29,12 @@ MAX_ID_CHARS = 256
 REQUIRED_TEXT = {"function_call": ("call_id", "name", "arguments"), "function_call_output": ("call_id",)}
 
 
-def _random_hex(num_chars: int) -> str:
-    """NOTE: ids need uniqueness, not secrecy; `random` is seeded from the OS once."""
-    return f"{random.getrandbits(num_chars * 4):0{num_chars}x}"
-
-
 def new_conversation_id() -> str:
-    return f"conv_{_random_hex(48)}"
+    return f"conv_{random_hex(48)}"
 
 
 def new_item_id(kind: str) -> str:
-    return f"{ITEM_ID_PREFIXES.get(kind, 'item')}_{_random_hex(48)}"
+    return f"{ITEM_ID_PREFIXES.get(kind, 'item')}_{random_hex(48)}"
 
 
 def _checked_item(raw: Any, where: str) -> dict:

@@ -27,7 +27,8 @@ import re
 from collections.abc import AsyncIterator
 
 from gateway.backend import ChatEvent, TextDelta, ToolCallDelta
-from gateway.collected import new_tool_call_id, reply_finish_reason
+from gateway.collected import reply_finish_reason
+from gateway.ids import new_tool_call_id
 from gateway.tool_calls import OPEN_TAG, parse_tool_calls
 from gateway.tool_forcing import (forced_json, forced_object, free_budget, held_to_schema, is_valid,
                                   json_object_in)

@@ -22,7 +22,8 @@ from shards.protocol import ErrorEvent, FinishEvent, TokenEvent, TokenLogprob, W
 from gateway.backend import ChatEvent, Finished, Prepared, TextDelta, TokenChoice, ToolCallDelta, Usage
 from gateway.errors import (ApiError, invalid_request, rate_limited, server_error,
                             unavailable)
-from gateway.collected import new_tool_call_id, reply_finish_reason
+from gateway.collected import reply_finish_reason
+from gateway.ids import new_tool_call_id
 from gateway.token_text import token_choices
 from gateway.tool_calls import CallPiece, ToolCallStreamParser
 from gateway.json_or_calls import json_or_tool_calls

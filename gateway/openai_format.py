@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 
 from gateway.backend import ChatEvent, Finished, TextDelta, TokenChoice, ToolCallDelta, Usage
 from gateway.choices import merged_usage
-from gateway.collected import Collected, Reply, new_tool_call_id, reply_finish_reason
+from gateway.collected import Collected, Reply, reply_finish_reason
+from gateway.ids import new_tool_call_id
 
 
 # Line breaks to Python's `str.splitlines` (so to httpx's `iter_lines`) that JSON leaves raw

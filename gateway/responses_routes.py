@@ -32,7 +32,8 @@ from gateway.respond import ReplyShape, respond
 from gateway.forecasting import bind_session
 from gateway.http_io import ClientGone, EventStreamResponse, read_json_body
 from gateway.list_page import list_page
-from gateway.collected import Collected, new_id
+from gateway.collected import Collected
+from gateway.ids import new_id
 from gateway.response_store import StoredResponse
 from gateway.conversation_items import traced_in_conversation, turn_items
 from gateway.responses_format import (ResponsesRequest, conversation_after, input_messages, renamed, to_chat_body,

@@ -21,7 +21,7 @@ from gateway.respond import respond
 from gateway.embeddings import EmbeddingsRequest, unsupported_model
 from gateway.http_io import ClientGone, race_disconnect, read_json_body
 from gateway.metrics import Labels, router_gauges, worker_gauges
-from gateway.collected import new_id
+from gateway.ids import new_id
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, validate
 from gateway.state import GatewayState
 from gateway.tracing import tracer_series
