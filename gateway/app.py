@@ -22,7 +22,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway import conversations_routes, responses_routes, routes, tracing
+from gateway import batches_routes, conversations_routes, files_routes, responses_routes, routes, tracing
 from gateway.auth import KeyRing
 from gateway.backend import Backend
 from gateway.config import GatewayConfig, LocalModelConfig, default_config, load_config
@@ -37,12 +37,13 @@ from gateway.limiters import Limiters
 from gateway.metrics import Registry
 from gateway.conversation_archive import ConversationArchive
 from gateway.conversation_store import ConversationStore
+from gateway.file_store import FileStore
 from gateway.response_archive import ResponseArchive
 from gateway.reload import HangupsBeforeStart, reload_on_hangup
 from gateway.response_store import ResponseStore
 from gateway.spent_tokens import start_spent_tokens
 from gateway.start_failure import stated_start_failures
-from gateway.state import GatewayState
+from gateway.state import GatewayState, batch_runner
 from gateway.tracing import build_tracer, trace_router
 
 log = logging.getLogger("stepahead.gateway")
@@ -119,7 +120,9 @@ def build_app(config: GatewayConfig | None = None, *, config_path: str | None = 
         metrics=Registry(),
         backends={m.name: build_backend(m, config) for m in config.models},
         responses=response_store(config),
-        conversations=conversation_store(config))
+        conversations=conversation_store(config),
+        files=FileStore(config.resolved_files_dir()))
+    state.batches = batch_runner(state, config.resolved_files_dir(), config.batch_concurrency)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI):
@@ -146,6 +149,7 @@ def build_app(config: GatewayConfig | None = None, *, config_path: str | None = 
                 heap = freeze_startup_heap()
             state.gc_pauses.install()
             state.is_ready = True
+            await state.batches.start(_app)   # batches a stopped gateway left go on
             yield
         finally:
             if reloads is not None:
@@ -155,6 +159,7 @@ def build_app(config: GatewayConfig | None = None, *, config_path: str | None = 
             if heap is not None:
                 thaw_heap(heap)
             await state.background.cancel_all()  # stored as cancelled before the store closes
+            await state.batches.stop()   # where they are: they go on at the next start
             for backend in reversed(started):
                 await backend.stop()
             if spent_saves is not None:   # after the last request: its tokens are counted
@@ -164,6 +169,8 @@ def build_app(config: GatewayConfig | None = None, *, config_path: str | None = 
             stop_forecasting(state.forecasts)
             state.responses.close()
             state.conversations.close()
+            state.batches.store.close()
+            state.files.close()
 
     app = FastAPI(title="stepahead", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.gateway = state
@@ -184,6 +191,14 @@ def build_app(config: GatewayConfig | None = None, *, config_path: str | None = 
                   methods=["GET", "POST"])
     app.add_route("/v1/conversations/{conversation_id}/items/{item_id}", conversations_routes.conversation_item,
                   methods=["GET", "DELETE"])
+    app.add_route("/v1/files", files_routes.upload_file, methods=["POST"])
+    app.add_route("/v1/files", files_routes.list_files, methods=["GET"])
+    app.add_route("/v1/files/{file_id}", files_routes.file, methods=["GET", "DELETE"])
+    app.add_route("/v1/files/{file_id}/content", files_routes.file_content, methods=["GET"])
+    app.add_route("/v1/batches", batches_routes.create_batch, methods=["POST"])
+    app.add_route("/v1/batches", batches_routes.list_batches, methods=["GET"])
+    app.add_route("/v1/batches/{batch_id}", batches_routes.batch, methods=["GET"])
+    app.add_route("/v1/batches/{batch_id}/cancel", batches_routes.cancel_batch, methods=["POST"])
     app.add_route("/v1/models", routes.list_models, methods=["GET"])
     app.add_route("/v1/models/{model:path}", routes.retrieve_model, methods=["GET"])
     app.add_route("/health", routes.health, methods=["GET"])

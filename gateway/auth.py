@@ -5,10 +5,14 @@ hashed and its digest looked up (one dict lookup whatever the number of tenants:
 runs on every request). What the lookup's timing could tell about stored digests is
 worthless to a caller: a digest is the SHA-256 of a key, so nearing one by trial says
 nothing of the key behind it. The key never reaches a log line or an error message.
+Internal keys (`internal`, shared across reloads: the Batch API's requests, sent to the
+app in this process) are random, never written anywhere, and name a tenant only while
+that tenant is configured.
 """
 from __future__ import annotations
 
 import hashlib
+import secrets
 
 from gateway.config import TenantConfig
 from gateway.errors import unauthorized
@@ -17,10 +21,12 @@ from gateway.errors import unauthorized
 class KeyRing:
     """Maps API keys (by digest) to tenant names."""
 
-    __slots__ = ("_tenant_by_digest",)
+    __slots__ = ("_tenant_by_digest", "_tenants", "internal")
 
-    def __init__(self, tenants: tuple[TenantConfig, ...]) -> None:
+    def __init__(self, tenants: tuple[TenantConfig, ...], internal: dict[bytes, str] | None = None) -> None:
         self._tenant_by_digest: dict[bytes, str] = {}
+        self._tenants = frozenset(tenant.name for tenant in tenants)
+        self.internal: dict[bytes, str] = {} if internal is None else internal
         for tenant in tenants:
             for digest in tenant.key_digests:
                 owner = self._tenant_by_digest.setdefault(bytes.fromhex(digest), tenant.name)
@@ -28,7 +34,26 @@ class KeyRing:
                     raise ValueError(f"one API key is given to tenants {owner!r} and {tenant.name!r}")
 
     def tenant_for_key(self, api_key: str) -> str | None:
-        return self._tenant_by_digest.get(hashlib.sha256(api_key.encode()).digest())
+        digest = hashlib.sha256(api_key.encode()).digest()
+        tenant = self._tenant_by_digest.get(digest)
+        if tenant is None and self.internal:
+            tenant = self.internal.get(digest)
+            return tenant if tenant in self._tenants else None
+        return tenant
+
+    def new_internal_key(self, tenant: str) -> str:
+        """A key for `tenant` that only this process knows, until `drop_internal_key`."""
+        key = "sk-internal-" + secrets.token_urlsafe(32)
+        self.internal[hashlib.sha256(key.encode()).digest()] = tenant
+        return key
+
+    def drop_internal_key(self, key: str) -> None:
+        self.internal.pop(hashlib.sha256(key.encode()).digest(), None)
+
+    def is_internal(self, authorization: str | None) -> bool:
+        """Whether the header carries an internal key (the request comes from this process)."""
+        scheme, _, api_key = (authorization or "").partition(" ")
+        return bool(self.internal) and hashlib.sha256(api_key.strip().encode()).digest() in self.internal
 
     def authenticate(self, authorization: str | None) -> str:
         """The tenant for an `Authorization: Bearer KEY` header, or a 401 `ApiError`."""

@@ -34,7 +34,7 @@ RESPONSES_DB_ENV = "STEPAHEAD_RESPONSES_DB"
 MEMORY_ONLY = ":memory:"
 SERVER_KEYS = ("host", "port", "max_body_bytes", "default_completion_reserve_tokens", "queue_timeout_s",
                "keep_alive_s", "responses_db", "responses_per_tenant", "conversations_per_tenant", "freeze_startup_heap",
-               "shutdown_timeout_s")
+               "shutdown_timeout_s", "max_file_bytes", "batch_concurrency")
 TOP_LEVEL_KEYS = ("models", "tenants", "server", "tracing")
 TENANT_KEYS = ("name", "api_key_sha256", "api_key_env", "weight", "kv_share", "admin", "limits")
 
@@ -96,6 +96,9 @@ class GatewayConfig:
     # The Conversations API's conversations each tenant keeps (its least recently used
     # leave first), in `conversations.sqlite3` beside the responses' file.
     conversations_per_tenant: int = 10_000
+    # The Files API's largest upload, and how many requests of one batch run at a time.
+    max_file_bytes: int = 200 * 1024 * 1024
+    batch_concurrency: int = 2
     # Freeze what start-up made so full garbage collections skip it (gateway/heap.py).
     freeze_startup_heap: bool = True
     # The admin tenants' names, from `tenants` (a set: asked on every metrics scrape and
@@ -115,9 +118,15 @@ class GatewayConfig:
         responses = self.resolved_responses_db(environ)
         return None if responses is None else responses.with_name("conversations.sqlite3")
 
+    def resolved_files_dir(self, environ: Mapping[str, str] = os.environ) -> Path | None:
+        """Where the Files and Batch APIs keep files and batches: `files/` in the directory
+        of the responses' file; None (a temporary directory) when that is ":memory:"."""
+        responses = self.resolved_responses_db(environ)
+        return None if responses is None else responses.parent / "files"
+
     def __post_init__(self) -> None:
         for name in ("max_body_bytes", "default_completion_reserve_tokens", "queue_timeout_s", "keep_alive_s",
-                     "responses_per_tenant", "conversations_per_tenant"):
+                     "responses_per_tenant", "conversations_per_tenant", "max_file_bytes", "batch_concurrency"):
             positive(getattr(self, name), f"server.{name}")
         if self.shutdown_timeout_s is not None and not self.shutdown_timeout_s >= 0:
             raise ConfigError(f"server.shutdown_timeout_s must be >= 0, got {self.shutdown_timeout_s}")
@@ -219,6 +228,8 @@ def parse_config(data: dict) -> GatewayConfig:
         responses_db=take(server, "responses_db", str, "server", None),
         responses_per_tenant=take(server, "responses_per_tenant", int, "server", 1024),
         conversations_per_tenant=take(server, "conversations_per_tenant", int, "server", 10_000),
+        max_file_bytes=take(server, "max_file_bytes", int, "server", 200 * 1024 * 1024),
+        batch_concurrency=take(server, "batch_concurrency", int, "server", 2),
         freeze_startup_heap=take(server, "freeze_startup_heap", bool, "server", True),
         shutdown_timeout_s=_optional_float(take(server, "shutdown_timeout_s", (int, float), "server", None)))
 

@@ -11,31 +11,16 @@ these endpoints do not know is a 400 naming it (a misspelt `metadata` is not dro
 from __future__ import annotations
 
 import time
-from typing import Any
-
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from gateway.conversation_archive import Conversation
 from gateway.conversation_items import checked_items, checked_metadata, new_conversation_id
 from gateway.errors import ApiError, invalid_request
-from gateway.http_io import read_json_body
+from gateway.http_io import fields_of, read_json_body
 from gateway.list_page import list_page
 from gateway.responses_format import INCLUDABLE
 from gateway.routes import error_response, gateway_state
-
-
-def _body(body: Any, known: tuple[str, ...], required: tuple[str, ...] = ()) -> dict:
-    if not isinstance(body, dict):
-        raise invalid_request("The request body must be a JSON object.", code="invalid_json")
-    for key in body:
-        if key not in known:
-            raise invalid_request(f"Unrecognized request argument supplied: {key}", param=key,
-                                  code="unknown_parameter")
-    for key in required:
-        if key not in body:
-            raise invalid_request(f"Missing required parameter: '{key}'.", param=key, code="missing_required_parameter")
-    return body
 
 
 def _check_include(request: Request) -> None:
@@ -57,7 +42,7 @@ async def create_conversation(request: Request) -> Response:
     state = gateway_state(request)
     try:
         tenant = state.keys.authenticate(request.headers.get("authorization"))
-        body = _body(await read_json_body(request, state.config.max_body_bytes), ("items", "metadata"))
+        body = fields_of(await read_json_body(request, state.config.max_body_bytes), ("items", "metadata"))
         items = checked_items(body.get("items"))
         conversation = Conversation(new_conversation_id(), int(time.time()), checked_metadata(body.get("metadata")))
         await state.conversations.call("create", tenant, conversation, items)
@@ -77,7 +62,7 @@ async def conversation(request: Request) -> Response:
             await state.conversations.call("delete", tenant, conversation_id)
             return JSONResponse({"id": conversation_id, "object": "conversation.deleted", "deleted": True})
         if request.method == "POST":
-            body = _body(await read_json_body(request, state.config.max_body_bytes), ("metadata",), ("metadata",))
+            body = fields_of(await read_json_body(request, state.config.max_body_bytes), ("metadata",), ("metadata",))
             found = await state.conversations.call("set_metadata", tenant, conversation_id,
                                                    checked_metadata(body["metadata"]))
         else:
@@ -97,7 +82,7 @@ async def conversation_items(request: Request) -> Response:
         conversation_id = request.path_params["conversation_id"]
         _check_include(request)
         if request.method == "POST":
-            body = _body(await read_json_body(request, state.config.max_body_bytes), ("items",), ("items",))
+            body = fields_of(await read_json_body(request, state.config.max_body_bytes), ("items",), ("items",))
             items = checked_items(body["items"])
             return JSONResponse(_item_list(await state.conversations.call("add_items", tenant, conversation_id,
                                                                           items)))

@@ -166,3 +166,18 @@ class EventStreamResponse(Response):
             if aclose is not None:
                 await aclose()
             self._on_close(completed)
+
+
+def fields_of(body: Any, known: tuple[str, ...], required: tuple[str, ...] = ()) -> dict:
+    """`body` as an object of `known` fields with the `required` ones: else a 400 naming the
+    field (an unknown one is not dropped: a misspelt field would be a silent default)."""
+    if not isinstance(body, dict):
+        raise invalid_request("The request body must be a JSON object.", code="invalid_json")
+    for key in body:
+        if key not in known:
+            raise invalid_request(f"Unrecognized request argument supplied: {key}", param=key,
+                                  code="unknown_parameter")
+    for key in required:
+        if key not in body:
+            raise invalid_request(f"Missing required parameter: '{key}'.", param=key, code="missing_required_parameter")
+    return body

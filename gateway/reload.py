@@ -70,7 +70,7 @@ def apply_tenants(state: GatewayState, new: GatewayConfig) -> ReloadReport:
     shares_changed = tuple(field for field in ("weight", "kv_share") if any(
         getattr(old_by_name.get(name, absent), field) != getattr(new_by_name.get(name, absent), field)
         for name in set(old_by_name) | set(new_by_name)))
-    keys = KeyRing(new.tenants)   # raises before anything changes
+    keys = KeyRing(new.tenants, state.keys.internal)   # raises before anything changes
     state.keys = keys
     state.limiters.update({tenant.name: tenant.limits for tenant in new.tenants})
     state.config = dataclasses.replace(running, tenants=new.tenants)

@@ -12,12 +12,15 @@ from dataclasses import dataclass, field
 from agents_trace.tracer import AgentTracer
 
 from gateway.auth import KeyRing
+from gateway.batch_runner import BatchRunner
+from gateway.batch_store import BatchStore
 from gateway.backend import Backend
 from gateway.background_runs import BackgroundRuns
 from gateway.config import GatewayConfig
 from gateway.conversation_archive import ConversationArchive
 from gateway.conversation_store import ConversationStore
 from gateway.errors import model_not_found
+from gateway.file_store import FileStore
 from gateway.heap import GcPauses
 from gateway.limiters import Limiters
 from gateway.metrics import Registry
@@ -40,6 +43,10 @@ class GatewayState:
     # the Conversations API's conversations (in memory unless build_app names a file)
     conversations: ConversationStore = field(
         default_factory=lambda: ConversationStore(ConversationArchive(None, capacity=10_000)))
+    # the Files API's files and the Batch API's batches (in a temporary directory unless
+    # build_app names one)
+    files: FileStore = field(default_factory=lambda: FileStore(None))
+    batches: BatchRunner | None = None
     created_s: int = field(default_factory=lambda: int(time.time()))  # the models' `created`
     schemas: SchemaChecker = field(default_factory=SchemaChecker)  # tool schemas that passed their check
     background: BackgroundRuns = field(default_factory=BackgroundRuns)  # background responses in flight
@@ -56,3 +63,8 @@ class GatewayState:
         if backend is None:
             raise model_not_found(model)
         return backend
+
+
+def batch_runner(state: GatewayState, root, concurrency: int) -> BatchRunner:
+    """The state's batch runner, its batches beside its files (`root`; None: temporary)."""
+    return BatchRunner(BatchStore(root), state.files, lambda: state.keys, concurrency)

@@ -39,3 +39,18 @@ def test_a_config_may_list_a_key_twice_for_one_tenant():
     config = GatewayConfig(models=(UpstreamModelConfig(name="m", litellm_model="openai/x"),),
                            tenants=(TenantConfig("a", (key_digest("ka"), key_digest("ka"))),))
     assert KeyRing(config.tenants).authenticate("Bearer ka") == "a"
+
+
+def test_an_internal_key_names_its_tenant_while_it_is_configured_and_outlives_a_reload():
+    ring = KeyRing((TenantConfig("a", (key_digest("ka"),)),))
+    key = ring.new_internal_key("a")
+    assert ring.authenticate(f"Bearer {key}") == "a" and ring.is_internal(f"Bearer {key}")
+    assert not ring.is_internal("Bearer ka")
+    reloaded = KeyRing((TenantConfig("a", (key_digest("kb"),)),), ring.internal)
+    assert reloaded.authenticate(f"Bearer {key}") == "a"
+    without_a = KeyRing((TenantConfig("b", (key_digest("kb"),)),), ring.internal)
+    with pytest.raises(ApiError):
+        without_a.authenticate(f"Bearer {key}")   # a removed tenant's batch stops being served
+    ring.drop_internal_key(key)
+    with pytest.raises(ApiError):
+        reloaded.authenticate(f"Bearer {key}")

@@ -142,3 +142,18 @@ def test_conversations_live_beside_the_responses_and_are_bounded_per_tenant(tmp_
     data["server"] = {"conversations_per_tenant": 0}
     with pytest.raises(ConfigError, match="conversations_per_tenant"):
         parse_config(data)
+
+
+def test_files_and_batches_live_beside_the_responses_with_their_limits(tmp_path):
+    data = _base()
+    data["server"] = {"responses_db": str(tmp_path / "r.sqlite3"), "max_file_bytes": 1000, "batch_concurrency": 3}
+    config = parse_config(data)
+    assert config.resolved_files_dir({}) == tmp_path / "files"
+    assert (config.max_file_bytes, config.batch_concurrency) == (1000, 3)
+    assert parse_config(_base()).batch_concurrency == 2
+    data["server"] = {"responses_db": ":memory:"}
+    assert parse_config(data).resolved_files_dir({}) is None
+    for key in ("max_file_bytes", "batch_concurrency"):
+        data["server"] = {key: 0}
+        with pytest.raises(ConfigError, match=key):
+            parse_config(data)

@@ -1,0 +1,80 @@
+"""A Batch API input file read into its requests, checked as OpenAI checks it.
+
+Invariants: a file with any bad line gives no requests, only errors (the batch fails
+whole, before anything runs); each error names its line (from 1) and what is wrong, at
+most `MAX_ERRORS` of them; every request kept has a unique non-empty `custom_id`, method
+POST, the batch's endpoint as `url`, a JSON object `body` that does not ask to stream.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+BATCH_HEADER = "x-stepahead-batch"   # on a batch's request to the app: the batch it belongs to
+ENDPOINTS = ("/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/embeddings")
+MAX_REQUESTS = 50_000
+MAX_ERRORS = 100
+
+
+@dataclass(frozen=True, slots=True)
+class BatchRequest:
+    custom_id: str
+    body: dict
+
+
+def _error(code: str, message: str, line: int | None = None, param: str | None = None) -> dict:
+    return {"code": code, "message": message, "param": param, "line": line}
+
+
+def _line_error(raw: bytes, number: int, endpoint: str, seen: set[str]) -> tuple[dict | None, BatchRequest | None]:
+    try:
+        request = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return _error("invalid_json_line", "This line is not a JSON object.", number), None
+    if not isinstance(request, dict):
+        return _error("invalid_json_line", "This line is not a JSON object.", number), None
+    custom_id = request.get("custom_id")
+    if not isinstance(custom_id, str) or not custom_id:
+        return _error("missing_required_parameter", "Each request needs a 'custom_id' string.", number,
+                      "custom_id"), None
+    if custom_id in seen:
+        return _error("duplicate_custom_id", f"The custom_id '{custom_id}' is used by an earlier line; each "
+                      "request needs its own.", number, "custom_id"), None
+    if request.get("method") != "POST":
+        return _error("invalid_method", "Each request's 'method' must be 'POST'.", number, "method"), None
+    if request.get("url") != endpoint:
+        return _error("mismatched_endpoint", f"The request's url {request.get('url')!r} is not the batch's endpoint "
+                      f"{endpoint!r}.", number, "url"), None
+    body = request.get("body")
+    if not isinstance(body, dict):
+        return _error("missing_required_parameter", "Each request needs a 'body' object.", number, "body"), None
+    if body.get("stream") is True:
+        return _error("invalid_value", "Batch requests cannot stream: leave 'stream' out or false.", number,
+                      "body.stream"), None
+    if not isinstance(body.get("model"), str):
+        return _error("missing_required_parameter", "Each request's body needs a 'model'.", number,
+                      "body.model"), None
+    return None, BatchRequest(custom_id, body)
+
+
+def batch_requests(data: bytes, endpoint: str) -> tuple[list[BatchRequest], list[dict]]:
+    """(the requests, []) for a good file; ([], errors as OpenAI lists them) otherwise."""
+    requests: list[BatchRequest] = []
+    errors: list[dict] = []
+    seen: set[str] = set()
+    for number, raw in enumerate(data.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        error, request = _line_error(raw, number, endpoint, seen)
+        if error is not None:
+            errors.append(error)
+            if len(errors) >= MAX_ERRORS:
+                break
+            continue
+        seen.add(request.custom_id)
+        requests.append(request)
+        if len(requests) > MAX_REQUESTS:
+            return [], [_error("too_many_requests", f"A batch holds at most {MAX_REQUESTS:,} requests.")]
+    if not errors and not requests:
+        errors.append(_error("empty_file", "The input file holds no requests."))
+    return ([], errors) if errors else (requests, [])

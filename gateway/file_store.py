@@ -1,0 +1,156 @@
+"""Files of the Files API (`/v1/files`): each tenant's uploads and the Batch API's output
+files, their bytes on disk, their records in SQLite.
+
+Invariants:
+- a file is found only by the tenant that owns it (another tenant's ids read as unknown);
+- a file's bytes are in `root/<id>` once its record exists: a record is written after
+  its bytes, and removed before them; a file's bytes never change;
+- the event loop never touches the disk: every call runs on the store's one thread;
+- `root` None keeps the files in a temporary directory (made on first use), removed at
+  `close()`.
+"""
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from cache.sqlite_file import SqliteFile
+from gateway.errors import ApiError
+from gateway.ids import random_hex
+from gateway.list_page import ListPage
+from gateway.store_thread import StoreThread, TemporaryRoot
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS files (
+    tenant TEXT NOT NULL,
+    id TEXT NOT NULL,
+    bytes INTEGER NOT NULL,
+    created_at INTEGER NOT NULL,
+    filename TEXT NOT NULL,
+    purpose TEXT NOT NULL,
+    PRIMARY KEY (tenant, id)
+);
+CREATE INDEX IF NOT EXISTS files_by_time ON files (tenant, created_at);
+"""
+PURPOSES = ("batch", "batch_output", "user_data", "assistants", "assistants_output", "fine-tune", "vision", "evals")
+
+
+def file_not_found(file_id: str, param: str = "file_id") -> ApiError:
+    return ApiError(404, f"No such File object: {file_id}", "invalid_request_error", "not_found", param)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredFile:
+    id: str
+    bytes: int
+    created_at: int
+    filename: str
+    purpose: str
+
+    def as_object(self) -> dict:
+        return {"id": self.id, "object": "file", "bytes": self.bytes, "created_at": self.created_at,
+                "filename": self.filename, "purpose": self.purpose, "status": "processed", "expires_at": None,
+                "status_details": None}
+
+
+class FileStore:
+    def __init__(self, root: Path | None, clock: Callable[[], float] = time.time) -> None:
+        self._root = root
+        self._temporary = TemporaryRoot("stepahead-files-") if root is None else None
+        self.clock = clock
+        self._file = SqliteFile(None if root is None else root / "files.sqlite3", "the file index", SCHEMA)
+        self._thread = StoreThread("stepahead-files", "the file store")
+
+    @property
+    def root(self) -> Path:
+        return self._root if self._temporary is None else self._temporary.path
+
+    # --- on the store's thread ---------------------------------------------------------
+
+    def _add(self, tenant: str, filename: str, purpose: str, write: Callable[[IO[bytes]], None]) -> StoredFile:
+        self.root.mkdir(parents=True, exist_ok=True)
+        file_id = f"file-{random_hex(24)}"
+        path = self.root / file_id
+        try:
+            with open(path, "wb") as out:
+                write(out)
+                num_bytes = out.tell()
+            stored = StoredFile(file_id, num_bytes, int(self.clock()), filename, purpose)
+            self._file.surviving(lambda: self._file.db.execute(
+                "INSERT INTO files (tenant, id, bytes, created_at, filename, purpose) VALUES (?, ?, ?, ?, ?, ?)",
+                (tenant, file_id, num_bytes, stored.created_at, filename, purpose)))
+        except BaseException:
+            path.unlink(missing_ok=True)
+            raise
+        return stored
+
+    def _get(self, tenant: str, file_id: str) -> StoredFile:
+        row = self._file.surviving(lambda: self._file.db.execute(
+            "SELECT id, bytes, created_at, filename, purpose FROM files WHERE tenant = ? AND id = ?",
+            (tenant, file_id)).fetchone())
+        if row is None:
+            raise file_not_found(file_id)
+        return StoredFile(*row)
+
+    def _delete(self, tenant: str, file_id: str) -> None:
+        cursor = self._file.surviving(lambda: self._file.db.execute(
+            "DELETE FROM files WHERE tenant = ? AND id = ?", (tenant, file_id)))
+        if cursor.rowcount == 0:
+            raise file_not_found(file_id)
+        (self.root / file_id).unlink(missing_ok=True)
+
+    def _list(self, tenant: str, purpose: str | None, page: ListPage) -> tuple[list[StoredFile], bool]:
+        where, args = "tenant = ?", [tenant]
+        if purpose is not None:
+            where, args = where + " AND purpose = ?", [*args, purpose]
+        order = "ASC" if page.order == "asc" else "DESC"
+        if page.after is not None:
+            after = self._get(tenant, page.after)
+            where += f" AND (created_at, id) {'>' if order == 'ASC' else '<'} (?, ?)"
+            args += [after.created_at, after.id]
+        rows = self._file.surviving(lambda: self._file.db.execute(
+            f"SELECT id, bytes, created_at, filename, purpose FROM files WHERE {where} "
+            f"ORDER BY created_at {order}, id {order} LIMIT ?", (*args, page.limit + 1)).fetchall())
+        return [StoredFile(*row) for row in rows[:page.limit]], len(rows) > page.limit
+
+    # --- from the event loop -------------------------------------------------------------
+
+    async def add(self, tenant: str, filename: str, purpose: str, source: IO[bytes]) -> StoredFile:
+        """Keep a copy of `source` (read from its start) as a new file."""
+        def write(out: IO[bytes]) -> None:
+            source.seek(0)
+            shutil.copyfileobj(source, out, 1 << 20)
+        return await self._thread.call(self._add, tenant, filename, purpose, write)
+
+    async def add_bytes(self, tenant: str, filename: str, purpose: str, data: bytes) -> StoredFile:
+        return await self._thread.call(self._add, tenant, filename, purpose, lambda out: out.write(data))
+
+    async def get(self, tenant: str, file_id: str) -> StoredFile:
+        """The tenant's file, else a 404."""
+        return await self._thread.call(self._get, tenant, file_id)
+
+    async def read(self, tenant: str, file_id: str) -> bytes:
+        def read() -> bytes:
+            self._get(tenant, file_id)
+            return (self.root / file_id).read_bytes()
+        return await self._thread.call(read)
+
+    def path_of(self, stored: StoredFile) -> Path:
+        return self.root / stored.id
+
+    async def delete(self, tenant: str, file_id: str) -> None:
+        await self._thread.call(self._delete, tenant, file_id)
+
+    async def list(self, tenant: str, purpose: str | None, page: ListPage) -> tuple[list[StoredFile], bool]:
+        return await self._thread.call(self._list, tenant, purpose, page)
+
+    def close(self) -> None:
+        """Finish pending calls; remove a temporary directory."""
+        self._thread.close(self._file.close)
+        if self._temporary is not None:
+            self._temporary.remove()
+

@@ -1,0 +1,42 @@
+"""A Batch API input file read into its requests, or failed whole with its errors."""
+import json
+
+from gateway.batch_lines import MAX_ERRORS, BatchRequest, batch_requests
+
+URL = "/v1/chat/completions"
+
+
+def _line(custom_id="r1", **changes) -> dict:
+    return {"custom_id": custom_id, "method": "POST", "url": URL,
+            "body": {"model": "m", "messages": [{"role": "user", "content": "hi"}]}, **changes}
+
+
+def _file(*lines) -> bytes:
+    return "\n".join(line if isinstance(line, str) else json.dumps(line) for line in lines).encode()
+
+
+def test_a_good_file_gives_its_requests_in_order_and_skips_blank_lines():
+    requests, errors = batch_requests(_file(_line("a"), "", "  ", _line("b")) + b"\r\n", URL)
+    assert errors == [] and [r.custom_id for r in requests] == ["a", "b"]
+    assert requests[0] == BatchRequest("a", _line()["body"])
+
+
+def test_each_bad_line_is_named_and_the_file_gives_no_requests():
+    data = _file(_line("a"), "not json", [1], _line(""), _line("a"), _line("c", method="GET"),
+                 _line("d", url="/v1/embeddings"), _line("e", body="x"), _line("f", body={"stream": True, "model": "m"}),
+                 _line("g", body={"messages": []}))
+    requests, errors = batch_requests(data, URL)
+    assert requests == []
+    assert [(e["line"], e["code"], e["param"]) for e in errors] == [
+        (2, "invalid_json_line", None), (3, "invalid_json_line", None), (4, "missing_required_parameter", "custom_id"),
+        (5, "duplicate_custom_id", "custom_id"), (6, "invalid_method", "method"), (7, "mismatched_endpoint", "url"),
+        (8, "missing_required_parameter", "body"), (9, "invalid_value", "body.stream"),
+        (10, "missing_required_parameter", "body.model")]
+    assert all(e["message"] for e in errors)
+
+
+def test_an_empty_file_fails_and_errors_are_capped():
+    assert batch_requests(b"\n\n", URL) == ([], [{"code": "empty_file", "message": "The input file holds no requests.",
+                                                   "param": None, "line": None}])
+    _, errors = batch_requests(b"x\n" * (MAX_ERRORS + 50), URL)
+    assert len(errors) == MAX_ERRORS

@@ -1,0 +1,188 @@
+"""The Files and Batch APIs through the official client, on the tiny model: a batch runs
+its requests through the gateway's own endpoints and ends with its output and error
+files; it goes on after a restart; tenants never see each other's files or batches."""
+import json
+import sqlite3
+import time
+
+import httpx
+import openai
+import pytest
+
+from gateway.app import build_app
+from gateway.config import key_digest, parse_config
+from tests.gateway.conftest import KEYS
+from tests.gateway.serving import start_server
+
+
+@pytest.fixture(scope="module")
+def client(gateway):
+    return openai.OpenAI(base_url=f"{gateway.base_url}/v1", api_key=KEYS["alpha"], max_retries=0)
+
+
+def _jsonl(lines: list[dict]) -> bytes:
+    return "\n".join(json.dumps(line) for line in lines).encode()
+
+
+def _chat_line(custom_id: str, content: str = "hi", **body) -> dict:
+    return {"custom_id": custom_id, "method": "POST", "url": "/v1/chat/completions",
+            "body": {"model": "tiny", "max_tokens": 4, "messages": [{"role": "user", "content": content}], **body}}
+
+
+def _finished(client, batch_id: str, timeout_s: float = 120):
+    deadline_s = time.monotonic() + timeout_s
+    while (batch := client.batches.retrieve(batch_id)).status not in ("completed", "failed", "cancelled", "expired"):
+        assert time.monotonic() < deadline_s, batch
+        time.sleep(0.1)
+    return batch
+
+
+def _results(client, file_id: str) -> dict[str, dict]:
+    return {line["custom_id"]: line for line in map(json.loads, client.files.content(file_id).text.splitlines())}
+
+
+def test_a_batch_runs_its_requests_and_ends_with_its_output_and_error_files(client, gateway, monkeypatch):
+    tracer = gateway.app.state.gateway.tracer
+    traced: list[str] = []
+    begin = tracer.begin
+    monkeypatch.setattr(tracer, "begin", lambda tenant, headers, body, **kw: (
+        traced.append(json.dumps(body)), begin(tenant, headers, body, **kw))[1])
+    lines = [_chat_line(f"r{n}", f"Say {n}.", seed=n) for n in range(5)]
+    lines.append(_chat_line("unknown-model", model="no-such-model"))
+    upload = client.files.create(file=("requests.jsonl", _jsonl(lines)), purpose="batch")
+    assert (upload.purpose, upload.filename, upload.bytes) == ("batch", "requests.jsonl", len(_jsonl(lines)))
+    batch = client.batches.create(input_file_id=upload.id, endpoint="/v1/chat/completions",
+                                  completion_window="24h", metadata={"job": "nightly"})
+    assert batch.status == "in_progress" and batch.request_counts.total == 6 and batch.metadata == {"job": "nightly"}
+    done = _finished(client, batch.id)
+    assert done.status == "completed" and (done.request_counts.completed, done.request_counts.failed) == (5, 1)
+    assert done.completed_at >= done.in_progress_at and done.model == "tiny"
+    output = _results(client, done.output_file_id)
+    assert sorted(output) == [f"r{n}" for n in range(5)]
+    reply = output["r3"]["response"]
+    assert reply["status_code"] == 200 and reply["body"]["object"] == "chat.completion"
+    assert reply["request_id"] == reply["body"]["id"] and output["r3"]["id"].startswith("batch_req_")
+    # batch requests are not agent steps: none was traced (a client's own request is)
+    assert not any("Say 3." in body for body in traced)
+    # a seeded request answers as it does when a client sends it
+    direct = client.chat.completions.create(**lines[3]["body"])
+    assert reply["body"]["choices"][0]["message"]["content"] == direct.choices[0].message.content
+    assert any("Say 3." in body for body in traced)
+    assert done.usage.input_tokens == sum(r["response"]["body"]["usage"]["prompt_tokens"] for r in output.values())
+    errors = _results(client, done.error_file_id)
+    assert errors["unknown-model"]["response"]["status_code"] == 404
+    assert errors["unknown-model"]["response"]["body"]["error"]["param"] == "model"
+    assert client.files.retrieve(done.output_file_id).purpose == "batch_output"
+    assert done.id in [b.id for b in client.batches.list(limit=100)]
+
+
+def test_a_batch_of_responses_and_of_completions(client):
+    for endpoint, body in (("/v1/responses", {"model": "tiny", "input": "Hello", "max_output_tokens": 3}),
+                           ("/v1/completions", {"model": "tiny", "prompt": "Hello", "max_tokens": 3})):
+        upload = client.files.create(file=("in.jsonl", _jsonl([{"custom_id": "only", "method": "POST",
+                                                                 "url": endpoint, "body": body}])), purpose="batch")
+        done = _finished(client, client.batches.create(input_file_id=upload.id, endpoint=endpoint,
+                                                       completion_window="24h").id)
+        [line] = _results(client, done.output_file_id).values()
+        assert line["response"]["body"]["object"] in ("response", "text_completion")
+        assert done.usage.output_tokens > 0
+
+
+def test_a_bad_input_file_fails_the_batch_before_anything_runs(client):
+    upload = client.files.create(file=("bad.jsonl", _jsonl([_chat_line("a"), _chat_line("a"),
+                                                             {**_chat_line("b"), "url": "/v1/embeddings"}])),
+                                 purpose="batch")
+    batch = client.batches.create(input_file_id=upload.id, endpoint="/v1/chat/completions", completion_window="24h")
+    assert batch.status == "failed" and batch.failed_at and batch.output_file_id is None
+    assert [(e.line, e.code) for e in batch.errors.data] == [(2, "duplicate_custom_id"), (3, "mismatched_endpoint")]
+
+
+def test_a_cancelled_batch_stops_sending_and_keeps_what_finished(client):
+    upload = client.files.create(file=("many.jsonl", _jsonl([_chat_line(f"r{n}", max_tokens=32) for n in range(40)])),
+                                 purpose="batch")
+    batch = client.batches.create(input_file_id=upload.id, endpoint="/v1/chat/completions", completion_window="24h")
+    cancelling = client.batches.cancel(batch.id)
+    assert cancelling.status in ("cancelling", "cancelled")
+    done = _finished(client, batch.id)
+    assert done.status == "cancelled" and done.cancelled_at
+    finished = done.request_counts.completed + done.request_counts.failed
+    assert finished < 40 and finished == (len(_results(client, done.output_file_id)) if done.output_file_id else 0)
+    with pytest.raises(openai.BadRequestError):
+        client.batches.cancel(_finished(client, client.batches.create(
+            input_file_id=client.files.create(file=("one.jsonl", _jsonl([_chat_line("x")])), purpose="batch").id,
+            endpoint="/v1/chat/completions", completion_window="24h").id).id)   # a completed one
+
+
+def test_bad_requests_and_other_tenants_get_openai_shaped_errors(client, gateway):
+    upload = client.files.create(file=("mine.jsonl", _jsonl([_chat_line("a")])), purpose="batch")
+    batch = client.batches.create(input_file_id=upload.id, endpoint="/v1/chat/completions", completion_window="24h")
+    beta = openai.OpenAI(base_url=f"{gateway.base_url}/v1", api_key=KEYS["beta"], max_retries=0)
+    for call in (lambda: beta.files.retrieve(upload.id), lambda: beta.files.content(upload.id),
+                 lambda: beta.files.delete(upload.id), lambda: beta.batches.retrieve(batch.id),
+                 lambda: beta.batches.cancel(batch.id),
+                 lambda: beta.batches.create(input_file_id=upload.id, endpoint="/v1/chat/completions",
+                                             completion_window="24h")):
+        with pytest.raises(openai.NotFoundError):
+            call()
+    assert upload.id not in [f.id for f in beta.files.list()]
+    for kwargs, param in ((dict(input_file_id=upload.id, endpoint="/v1/images", completion_window="24h"), "endpoint"),
+                          (dict(input_file_id=upload.id, endpoint="/v1/chat/completions", completion_window="1h"),
+                           "completion_window"),
+                          (dict(input_file_id="file-none", endpoint="/v1/chat/completions", completion_window="24h"),
+                           "input_file_id")):
+        with pytest.raises(openai.APIStatusError) as refused:
+            client.batches.create(**kwargs)
+        assert refused.value.status_code in (400, 404) and refused.value.body["param"] == param
+    other = client.files.create(file=("notes.txt", b"notes"), purpose="user_data")
+    with pytest.raises(openai.BadRequestError) as wrong_purpose:
+        client.batches.create(input_file_id=other.id, endpoint="/v1/chat/completions", completion_window="24h")
+    assert wrong_purpose.value.body["param"] == "input_file_id"
+    with pytest.raises(openai.BadRequestError) as bad_purpose:
+        client.files.create(file=("x.jsonl", b"{}"), purpose="batch_output")
+    assert bad_purpose.value.body["param"] == "purpose"
+    no_file = httpx.post(f"{gateway.base_url}/v1/files", headers=gateway.headers("alpha"), data={"purpose": "batch"},
+                         files={"other": ("x", b"x")})
+    assert no_file.status_code == 400 and no_file.json()["error"]["param"] == "file"
+    assert client.files.delete(other.id).deleted
+    with pytest.raises(openai.NotFoundError):
+        client.files.retrieve(other.id)
+    _finished(client, batch.id)
+
+
+def test_a_batch_goes_on_after_a_restart_without_running_a_request_twice(tmp_path):
+    config = parse_config({
+        "server": {"responses_db": str(tmp_path / "responses.sqlite3"), "batch_concurrency": 1,
+                   "max_file_bytes": 16384},
+        "models": [{"name": "tiny", "kind": "local", "path": "tiny", "num_workers": 1}],
+        "tenants": [{"name": "a", "api_key_sha256": [key_digest("sk-a")]}]})
+    server = start_server(build_app(config), startup_timeout_s=300)
+    try:
+        client = openai.OpenAI(base_url=f"{server.base_url}/v1", api_key="sk-a", max_retries=0)
+        with pytest.raises(openai.APIStatusError) as too_large:
+            client.files.create(file=("big.jsonl", b"x" * 20000), purpose="batch")
+        assert too_large.value.status_code == 413
+        upload = client.files.create(file=("in.jsonl", _jsonl([_chat_line(f"r{n}", max_tokens=64, ignore_eos=True)
+                                                               for n in range(24)])), purpose="batch")
+        batch = client.batches.create(input_file_id=upload.id, endpoint="/v1/chat/completions",
+                                      completion_window="24h")
+        deadline_s = time.monotonic() + 60
+        while client.batches.retrieve(batch.id).request_counts.completed < 3:
+            assert time.monotonic() < deadline_s
+            time.sleep(0.05)
+    finally:
+        server.stop()
+    with sqlite3.connect(tmp_path / "files" / "batches.sqlite3") as db:
+        [(record,)] = db.execute("SELECT record FROM batches").fetchall()
+    results = (tmp_path / "files" / "batch_results" / f"{batch.id}.jsonl").read_text().splitlines()
+    assert json.loads(record)["status"] == "in_progress" and 3 <= len(results) < 24   # stopped midway
+    server = start_server(build_app(config), startup_timeout_s=300)
+    try:
+        client = openai.OpenAI(base_url=f"{server.base_url}/v1", api_key="sk-a", max_retries=0)
+        done = _finished(client, batch.id)
+        assert done.status == "completed" and done.request_counts.completed == 24, (
+            done, done.error_file_id and client.files.content(done.error_file_id).text[:2000])
+        ids = [json.loads(line)["custom_id"] for line in client.files.content(done.output_file_id).text.splitlines()]
+        assert sorted(ids) == sorted(f"r{n}" for n in range(24))   # each once
+    finally:
+        server.stop()
+    assert not list((tmp_path / "files" / "batch_results").glob("*.jsonl"))
