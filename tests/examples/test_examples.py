@@ -55,3 +55,10 @@ def test_openai_agents_sdk_run_kept_in_a_conversation(tiny_gateway):
     # the gateway kept the whole run: the question, the call, its result, the report
     assert out["conversation_items"][:3] == ["message", "function_call", "function_call_output"]
     assert out["conversation_items"][-1] == "message" and out["cached_tokens"] > 0
+
+
+def test_batch_requests_runs_a_file_of_requests(tiny_gateway):
+    out = _run([str(EXAMPLES / "batch_requests.py"), "--base-url", f"{tiny_gateway.base_url}/v1",
+                "--api-key", TINY_GATEWAY_KEYS["tenant1"], "--model", "tiny", "--count", "6"])
+    assert out["status"] == "completed" and (out["completed"], out["failed"]) == (6, 0)
+    assert out["cached_tokens"] > 0   # the shared system prompt was prefilled once

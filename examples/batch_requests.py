@@ -1,0 +1,66 @@
+"""The Batch API against stepahead: a file of chat requests run in the background on the
+gateway's workers, followed with a progress bar, its answers read back by custom_id.
+
+    stepahead serve                       # prints the base URL and a demo key
+    python examples/batch_requests.py --api-key sk-... --count 16
+
+The requests go through the same endpoint, limits and prefix cache as a client's (the
+shared system prompt of the file is prefilled once); a gateway stopped midway goes on
+with the batch at its next start.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from openai import OpenAI
+from tqdm import tqdm
+
+QUESTIONS = ("Name a color.", "Name a fruit.", "Name an animal.", "Name a city.", "Name a planet.",
+             "Name a metal.", "Name a tree.", "Name a river.")
+
+
+def requests_file(model: str, count: int, max_tokens: int) -> bytes:
+    lines = [{"custom_id": f"q{n}", "method": "POST", "url": "/v1/chat/completions", "body": {
+        "model": model, "max_tokens": max_tokens, "temperature": 0.0,
+        "messages": [{"role": "system", "content": "Answer with one word."},
+                     {"role": "user", "content": QUESTIONS[n % len(QUESTIONS)]}]}} for n in range(count)]
+    return "\n".join(json.dumps(line) for line in lines).encode()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base-url", default="http://127.0.0.1:8000/v1")
+    parser.add_argument("--api-key", required=True)
+    parser.add_argument("--model", default="smollm2")
+    parser.add_argument("--count", type=int, default=16)
+    parser.add_argument("--max-tokens", type=int, default=8)
+    args = parser.parse_args()
+    client = OpenAI(base_url=args.base_url, api_key=args.api_key)
+    upload = client.files.create(file=("questions.jsonl", requests_file(args.model, args.count, args.max_tokens)),
+                                 purpose="batch")
+    batch = client.batches.create(input_file_id=upload.id, endpoint="/v1/chat/completions", completion_window="24h",
+                                  metadata={"example": "batch_requests"})
+    started_s = time.monotonic()
+    with tqdm(total=batch.request_counts.total, desc=batch.id[:18], unit="request") as bar:
+        while batch.status in ("validating", "in_progress", "finalizing", "cancelling"):
+            time.sleep(0.5)
+            batch = client.batches.retrieve(batch.id)
+            bar.update(batch.request_counts.completed + batch.request_counts.failed - bar.n)
+    answers = {}
+    if batch.output_file_id:
+        for line in client.files.content(batch.output_file_id).text.splitlines():
+            result = json.loads(line)
+            answers[result["custom_id"]] = result["response"]["body"]["choices"][0]["message"]["content"]
+    for custom_id in sorted(answers, key=lambda c: int(c[1:]))[:8]:
+        print(f"{custom_id}: {answers[custom_id]!r}")
+    print(json.dumps({"batch": batch.id, "status": batch.status, "completed": batch.request_counts.completed,
+                      "failed": batch.request_counts.failed, "seconds": round(time.monotonic() - started_s, 2),
+                      "cached_tokens": batch.usage.input_tokens_details.cached_tokens if batch.usage else 0,
+                      "input_tokens": batch.usage.input_tokens if batch.usage else 0}))
+    return 0 if batch.status == "completed" else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
