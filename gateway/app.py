@@ -122,7 +122,8 @@ def build_app(config: GatewayConfig | None = None, *, config_path: str | None = 
         responses=response_store(config),
         conversations=conversation_store(config),
         files=FileStore(config.resolved_files_dir()))
-    state.batches = batch_runner(state, config.resolved_files_dir(), config.batch_concurrency)
+    state.batches = batch_runner(state, config.resolved_files_dir(), config.batch_concurrency,
+                                 yields=config.batch_yield)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI):

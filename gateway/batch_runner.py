@@ -10,7 +10,11 @@ Invariants:
   `expired` (those are in the error file, `batch_expired`); then its output file holds the
   2xx results and its error file the others, each as OpenAI writes them;
 - a gateway stopped mid-batch goes on at its next start with the requests that have no
-  result yet; batch requests are not agent steps, so they are not traced.
+  result yet; batch requests are not agent steps, so they are not traced;
+- with `yields`, while other requests are in flight (`load()` counts every request
+  holding a slot, the batches' own included) at most one batch request runs at a time,
+  whatever the number of batches: interactive agents keep the workers, and a batch still
+  moves under constant traffic.
 """
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ import httpx
 
 from gateway.batch_lines import BATCH_HEADER, BatchRequest, batch_requests
 from gateway.batch_store import Batch, BatchStore
+from gateway.errors import ApiError
 from gateway.file_store import FileStore
 from gateway.ids import random_hex
 
@@ -33,6 +38,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("stepahead.gateway")
 MAX_RETRY_WAIT_S = 30.0
+YIELD_POLL_S = 0.02
 
 
 def _result(custom_id: str, status: int | None, body: object, request_id: str, error: dict | None) -> dict:
@@ -69,8 +75,10 @@ def _jsonl(results: list[dict]) -> bytes:
 
 class BatchRunner:
     def __init__(self, store: BatchStore, files: FileStore, keys: Callable[[], "KeyRing"], concurrency: int,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, *, load: Callable[[], int] | None = None) -> None:
         self.store, self.files, self.keys, self.concurrency, self.clock = store, files, keys, concurrency, clock
+        self.load = load   # requests in flight gateway-wide; None: batches never yield
+        self.num_in_flight = 0   # batch requests being sent, all batches together
         self._app = None
         self._tasks: dict[str, asyncio.Task] = {}
         self._running: dict[str, Batch] = {}   # the batches being run here: their records, kept current
@@ -135,7 +143,14 @@ class BatchRunner:
     async def _run(self, batch: Batch, requests: list[BatchRequest] | None) -> None:
         try:
             if requests is None:
-                data = await self.files.read(batch.tenant, batch.input_file_id)
+                try:
+                    data = await self.files.read(batch.tenant, batch.input_file_id)
+                except ApiError as error:
+                    if error.status != 404:
+                        raise
+                    await self._fail(batch, "input_file_missing", f"The input file {batch.input_file_id} was deleted "
+                                     "before the batch finished; its requests without a result cannot run.")
+                    return
                 requests, _ = await asyncio.to_thread(batch_requests, data, batch.endpoint)
             batch.total = len(requests)
             while True:   # until every request has a result, or the batch is cancelled or expired
@@ -164,7 +179,12 @@ class BatchRunner:
                                          timeout=None) as client:
                 async def one(request: BatchRequest) -> None:
                     try:
-                        result = await self._send(client, key, batch, request)
+                        await self._yield_to_others()
+                        self.num_in_flight += 1
+                        try:
+                            result = await self._send(client, key, batch, request)
+                        finally:
+                            self.num_in_flight -= 1
                     finally:
                         slots.release()
                     await self.store.append_results(batch.id, [result])
@@ -188,6 +208,11 @@ class BatchRunner:
                 task.cancel()
             keys.drop_internal_key(key)
 
+    async def _yield_to_others(self) -> None:
+        """Wait while other requests are in flight and a batch request runs already."""
+        while self.load is not None and self.num_in_flight > 0 and self.load() > self.num_in_flight:
+            await asyncio.sleep(YIELD_POLL_S)
+
     async def _send(self, client: httpx.AsyncClient, key: str, batch: Batch, request: BatchRequest) -> dict:
         headers = {"authorization": f"Bearer {key}", BATCH_HEADER: batch.id}
         while True:
@@ -206,6 +231,13 @@ class BatchRunner:
                 await asyncio.sleep(min(wait_s, MAX_RETRY_WAIT_S))
                 continue
             return _result(request.custom_id, reply.status_code, body, reply.headers.get("x-request-id", ""), None)
+
+    async def _fail(self, batch: Batch, code: str, message: str) -> None:
+        batch.errors = [{"code": code, "message": message, "param": None, "line": None}]
+        batch.moved_to("failed", self.clock())
+        await self.store.put(batch)
+        await self.store.drop_results(batch.id)
+        log.warning("batch %s failed: %s", batch.id, message)
 
     async def _finish(self, batch: Batch, requests: list[BatchRequest]) -> None:
         """Write the output and error files and end the batch."""

@@ -34,7 +34,7 @@ RESPONSES_DB_ENV = "STEPAHEAD_RESPONSES_DB"
 MEMORY_ONLY = ":memory:"
 SERVER_KEYS = ("host", "port", "max_body_bytes", "default_completion_reserve_tokens", "queue_timeout_s",
                "keep_alive_s", "responses_db", "responses_per_tenant", "conversations_per_tenant", "freeze_startup_heap",
-               "shutdown_timeout_s", "max_file_bytes", "batch_concurrency")
+               "shutdown_timeout_s", "max_file_bytes", "batch_concurrency", "batch_yield")
 TOP_LEVEL_KEYS = ("models", "tenants", "server", "tracing")
 TENANT_KEYS = ("name", "api_key_sha256", "api_key_env", "weight", "kv_share", "admin", "limits")
 
@@ -99,6 +99,7 @@ class GatewayConfig:
     # The Files API's largest upload, and how many requests of one batch run at a time.
     max_file_bytes: int = 200 * 1024 * 1024
     batch_concurrency: int = 2
+    batch_yield: bool = True   # while other requests are in flight, one batch request at a time
     # Freeze what start-up made so full garbage collections skip it (gateway/heap.py).
     freeze_startup_heap: bool = True
     # The admin tenants' names, from `tenants` (a set: asked on every metrics scrape and
@@ -230,6 +231,7 @@ def parse_config(data: dict) -> GatewayConfig:
         conversations_per_tenant=take(server, "conversations_per_tenant", int, "server", 10_000),
         max_file_bytes=take(server, "max_file_bytes", int, "server", 200 * 1024 * 1024),
         batch_concurrency=take(server, "batch_concurrency", int, "server", 2),
+        batch_yield=take(server, "batch_yield", bool, "server", True),
         freeze_startup_heap=take(server, "freeze_startup_heap", bool, "server", True),
         shutdown_timeout_s=_optional_float(take(server, "shutdown_timeout_s", (int, float), "server", None)))
 

@@ -65,6 +65,9 @@ class GatewayState:
         return backend
 
 
-def batch_runner(state: GatewayState, root, concurrency: int) -> BatchRunner:
-    """The state's batch runner, its batches beside its files (`root`; None: temporary)."""
-    return BatchRunner(BatchStore(root), state.files, lambda: state.keys, concurrency)
+def batch_runner(state: GatewayState, root, concurrency: int, *, yields: bool) -> BatchRunner:
+    """The state's batch runner, its batches beside its files (`root`; None: temporary);
+    with `yields`, batches give way to the other requests in flight."""
+    def load() -> int:
+        return sum(limiter.num_active for _, limiter in state.limiters.items())
+    return BatchRunner(BatchStore(root), state.files, lambda: state.keys, concurrency, load=load if yields else None)

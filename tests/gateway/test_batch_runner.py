@@ -80,3 +80,53 @@ def test_a_batch_past_its_window_expires_with_its_unsent_requests_in_the_error_f
     assert {line["error"]["code"] for line in errors.values()} == {"batch_expired"}
     assert all(line["response"] is None for line in errors.values())
     assert (batch.completed, batch.failed) == (len(output), len(errors))
+
+
+def test_while_others_are_in_flight_one_batch_request_runs_at_a_time():
+    """`load` says two other requests are in flight for the first 0.3 s: until then the
+    batch's requests go one at a time, then `concurrency` (3) at a time."""
+    async def main():
+        keys = KeyRing((TenantConfig("a", ()),))
+        files = FileStore(None)
+        started_s = asyncio.get_running_loop().time()
+        runner = BatchRunner(BatchStore(None), files, lambda: keys, concurrency=3,
+                             load=lambda: runner.num_in_flight + (2 if busy() else 0))
+        most: dict[bool, int] = {True: 0, False: 0}
+
+        def busy() -> bool:
+            return asyncio.get_running_loop().time() - started_s < 0.3
+
+        async def chat(request: Request):
+            most[busy()] = max(most[busy()], runner.num_in_flight)
+            await asyncio.sleep(0.03)
+            return JSONResponse({"object": "chat.completion"})
+        await runner.start(Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])]))
+        upload = await files.add_bytes("a", "in.jsonl", "batch", _lines(40))
+        batch = await runner.create(Batch("batch_2", "a", "/v1/chat/completions", upload.id, "24h", 0, 10**10))
+        while runner.current(batch).status != "completed":
+            await asyncio.sleep(0.01)
+        runner.store.close()
+        files.close()
+        return most, runner.current(batch)
+
+    most, batch = asyncio.run(main())
+    assert most == {True: 1, False: 3} and batch.completed == 40
+
+
+def test_a_batch_whose_input_file_was_deleted_fails_when_it_would_go_on():
+    async def main():
+        keys = KeyRing((TenantConfig("a", ()),))
+        files, store = FileStore(None), BatchStore(None)
+        await store.put(Batch("batch_3", "a", "/v1/chat/completions", "file-gone", "24h", 0, 10**10,
+                              status="in_progress"))
+        runner = BatchRunner(store, files, lambda: keys, concurrency=2)
+        await runner.start(Starlette())
+        while runner.current(await store.get("a", "batch_3")).status == "in_progress":
+            await asyncio.sleep(0.01)
+        found = await store.get("a", "batch_3")
+        store.close()
+        files.close()
+        return found
+
+    found = asyncio.run(main())
+    assert found.status == "failed" and found.errors[0]["code"] == "input_file_missing"

@@ -1,0 +1,140 @@
+"""Interactive agent steps while a batch runs: does the Batch API slow them down, and does
+`[server] batch_yield` (one batch request at a time while others are in flight) help?
+
+    python benchmarks/bench_batch_interference.py [--model smollm2|tiny] [--rounds 1]
+
+One run starts `stepahead serve` three times (fresh processes, the same config but for
+the batch settings) and, in each, sends the same interactive steps one after another
+(streamed chat completions, each with its own prompt, a pause between them as an agent's
+tool runs): alone; while a batch of requests runs with `batch_yield = false`; and with
+`batch_yield = true`. Prints one JSON line: each mode's interactive TTFT (p50, p90,
+mean) and the batch's wall time, and the ratios against running alone.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_gateway_overhead import (API_KEY, bench_tenant_toml, free_port, server_env, spawn,  # noqa: E402
+                                    stop_all, wait_ready)
+
+MODES = {"alone": None, "batch_no_yield": False, "batch_yield": True}
+
+
+def config_toml(model: str, batch_yield: bool, concurrency: int) -> str:
+    return f"""
+[server]
+batch_concurrency = {concurrency}
+batch_yield = {str(batch_yield).lower()}
+
+[[models]]
+name = "{model}"
+kind = "local"
+path = "{model}"
+num_workers = 2
+""" + bench_tenant_toml()
+
+
+def prompt(tag: str, num_words: int) -> str:
+    return f"Task {tag}. " + " ".join(f"note{tag}-{n}" for n in range(num_words)) + "\nSummarize the notes."
+
+
+def batch_file(model: str, count: int, max_tokens: int, num_words: int) -> bytes:
+    return "\n".join(json.dumps({"custom_id": f"b{n}", "method": "POST", "url": "/v1/chat/completions", "body": {
+        "model": model, "max_tokens": max_tokens, "ignore_eos": True,
+        "messages": [{"role": "user", "content": prompt(f"batch{n}", num_words)}]}}) for n in range(count)).encode()
+
+
+async def interactive_steps(client: httpx.AsyncClient, model: str, tag: str, args) -> list[float]:
+    ttfts = []
+    for n in range(args.steps):
+        body = {"model": model, "max_tokens": args.step_tokens, "stream": True, "ignore_eos": True,
+                "messages": [{"role": "user", "content": prompt(f"{tag}-{n}", args.prompt_words)}]}
+        started_s = time.perf_counter()
+        first_s = None
+        async with client.stream("POST", "/v1/chat/completions", json=body) as reply:
+            async for line in reply.aiter_lines():
+                if first_s is None and line.startswith("data: {") and '"content"' in line:
+                    first_s = time.perf_counter()
+        ttfts.append((first_s or time.perf_counter()) - started_s)
+        await asyncio.sleep(args.think_s)
+    return ttfts
+
+
+async def one_mode(base_url: str, model: str, mode: str, tag: str, args) -> dict:
+    headers = {"Authorization": f"Bearer {API_KEY}"}
+    async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=600) as client:
+        batch_id = None
+        if MODES[mode] is not None:
+            upload = (await client.post("/v1/files", data={"purpose": "batch"}, files={"file": (
+                "b.jsonl", batch_file(model, args.batch_requests, args.batch_tokens, args.prompt_words))})).json()
+            batch_started_s = time.perf_counter()
+            batch_id = (await client.post("/v1/batches", json={
+                "input_file_id": upload["id"], "endpoint": "/v1/chat/completions",
+                "completion_window": "24h"})).json()["id"]
+            await asyncio.sleep(args.think_s)
+        ttfts = await interactive_steps(client, model, tag, args)
+        result = {"ttft_p50_s": statistics.median(ttfts), "ttft_p90_s": sorted(ttfts)[int(0.9 * len(ttfts))],
+                  "ttft_mean_s": statistics.fmean(ttfts)}
+        if batch_id is not None:
+            while (batch := (await client.get(f"/v1/batches/{batch_id}")).json())["status"] not in (
+                    "completed", "failed", "cancelled", "expired"):
+                await asyncio.sleep(0.2)
+            result["batch_s"] = time.perf_counter() - batch_started_s
+            result["batch_completed"] = batch["request_counts"]["completed"]
+    return {k: round(v, 4) if isinstance(v, float) else v for k, v in result.items()}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="smollm2", choices=("smollm2", "tiny"))
+    parser.add_argument("--rounds", type=int, default=1, help="each mode this many times, alternating")
+    parser.add_argument("--steps", type=int, default=12, help="interactive steps per mode")
+    parser.add_argument("--step-tokens", type=int, default=16)
+    parser.add_argument("--prompt-words", type=int, default=120)
+    parser.add_argument("--think-s", type=float, default=0.3)
+    parser.add_argument("--batch-requests", type=int, default=24)
+    parser.add_argument("--batch-tokens", type=int, default=48)
+    parser.add_argument("--batch-concurrency", type=int, default=2)
+    args = parser.parse_args()
+    runs: dict[str, list[dict]] = {mode: [] for mode in MODES}
+    for round_index in range(args.rounds):
+        for mode, batch_yield in MODES.items():
+            workdir = Path(tempfile.mkdtemp(prefix="bench-batch-"))
+            (workdir / "stepahead.toml").write_text(config_toml(args.model, bool(batch_yield),
+                                                                args.batch_concurrency))
+            port = free_port()
+            process = spawn([sys.executable, "-m", "gateway.cli", "serve", "--config", str(workdir / "stepahead.toml"),
+                             "--port", str(port), "--log-level", "error"], server_env(workdir), workdir / "log")
+            try:
+                wait_ready(f"http://127.0.0.1:{port}/health", process, timeout_s=600)
+                runs[mode].append(asyncio.run(one_mode(f"http://127.0.0.1:{port}", args.model, mode,
+                                                       f"r{round_index}{mode}", args)))
+                print(f"round {round_index + 1}/{args.rounds} {mode}: {runs[mode][-1]}", file=sys.stderr)
+            finally:
+                stop_all([process], workdir)
+
+    def median(mode: str, key: str) -> float:
+        return statistics.median(run[key] for run in runs[mode])
+    summary = {mode: {key: median(mode, key) for key in runs[mode][0]} for mode in MODES}
+    alone = summary["alone"]["ttft_mean_s"]
+    summary["ttft_mean_over_alone"] = {mode: round(summary[mode]["ttft_mean_s"] / alone, 3)
+                                       for mode in ("batch_no_yield", "batch_yield")}
+    summary["batch_s_yield_over_no_yield"] = round(summary["batch_yield"]["batch_s"]
+                                                   / summary["batch_no_yield"]["batch_s"], 3)
+    print(json.dumps({"benchmark": "batch_interference", "model": args.model, "args": vars(args),
+                      "summary": summary, "runs": runs}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
