@@ -11,7 +11,6 @@ Invariants:
 """
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ from pathlib import Path
 from typing import IO
 
 from cache.sqlite_file import SqliteFile
-from gateway.errors import ApiError
+from gateway.errors import ApiError, body_too_large
 from gateway.ids import random_hex
 from gateway.list_page import ListPage
 from gateway.store_thread import StoreThread, TemporaryRoot
@@ -119,11 +118,16 @@ class FileStore:
 
     # --- from the event loop -------------------------------------------------------------
 
-    async def add(self, tenant: str, filename: str, purpose: str, source: IO[bytes]) -> StoredFile:
-        """Keep a copy of `source` (read from its start) as a new file."""
+    async def add(self, tenant: str, filename: str, purpose: str, source: IO[bytes],
+                  max_bytes: int | None = None) -> StoredFile:
+        """Keep a copy of `source` (read from its start) as a new file; one past
+        `max_bytes` is a 413 and nothing of it is kept."""
         def write(out: IO[bytes]) -> None:
             source.seek(0)
-            shutil.copyfileobj(source, out, 1 << 20)
+            while chunk := source.read(1 << 20):
+                out.write(chunk)
+                if max_bytes is not None and out.tell() > max_bytes:
+                    raise body_too_large(max_bytes)
         return await self._thread.call(self._add, tenant, filename, purpose, write)
 
     async def add_bytes(self, tenant: str, filename: str, purpose: str, data: bytes) -> StoredFile:

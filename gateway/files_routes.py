@@ -51,7 +51,7 @@ async def upload_file(request: Request) -> Response:
                                       param="purpose", code="invalid_value")
             if upload.size is not None and upload.size > limit:
                 raise body_too_large(limit)
-            stored = await state.files.add(tenant, upload.filename or "upload", purpose, upload.file)
+            stored = await state.files.add(tenant, upload.filename or "upload", purpose, upload.file, limit)
         finally:
             await form.close()
         return JSONResponse(stored.as_object())

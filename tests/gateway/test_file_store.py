@@ -50,3 +50,19 @@ def test_without_a_directory_files_live_in_a_temporary_one_removed_at_close():
     assert (root / stored.id).read_bytes() == b"x"
     store.close()
     assert not root.exists()
+
+
+def test_a_copy_past_its_limit_is_a_413_and_leaves_nothing():
+    from gateway.errors import ApiError
+
+    store = _store()
+
+    async def main():
+        with pytest.raises(ApiError) as too_large:
+            await store.add("a", "big.bin", "user_data", io.BytesIO(b"x" * (3 << 20)), max_bytes=2 << 20)
+        assert too_large.value.status == 413
+        assert list(store.root.iterdir()) == [] and (await store.list("a", None, ListPage()))[0] == []
+        assert (await store.add("a", "ok.bin", "user_data", io.BytesIO(b"x" * 10), max_bytes=10)).bytes == 10
+
+    asyncio.run(main())
+    store.close()
