@@ -34,7 +34,7 @@ from typing import Any
 from gateway.json_bounds import number_in_bounds, string_in_bounds
 from gateway.json_formats import PLACEHOLDERS, checked_format, normalized
 from gateway.json_patterns import shortest_match, usable_pattern
-from gateway.json_prefix import ArrayFrame, Frame, ObjectFrame, StringFrame
+from gateway.json_frames import ArrayFrame, Frame, ObjectFrame, StringFrame
 from gateway.json_schemas import SchemaRoot
 
 # Continue the prompt text `suffix` (appended after the rendered prompt) and return the

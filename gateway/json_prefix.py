@@ -27,10 +27,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from gateway.json_bounds import number_text_fits, string_lengths
+from gateway.json_frames import ArrayFrame, Frame, ObjectFrame, ScalarFrame, StringFrame
 from gateway.json_formats import whole_string_check
 from gateway.json_schemas import SchemaRoot, is_closed, is_integer_only, kinds_of
 
@@ -38,49 +37,6 @@ WHITESPACE = " \t\n\r"
 NUMBER_PREFIX = re.compile(r"-?(?:0|[1-9][0-9]*)?(?:\.[0-9]*)?(?:[eE][-+]?[0-9]*)?")
 NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?")
 LITERALS = {"t": ("true", "boolean"), "f": ("false", "boolean"), "n": ("null", "null")}
-
-
-@dataclass(slots=True)
-class ObjectFrame:
-    """Phases: first (after `{`), key (after `,`), in_key, colon, value (after `:`),
-    next (after a member)."""
-
-    schema: dict
-    seen: list[str] = field(default_factory=list)
-    phase: str = "first"
-    key: str = ""
-
-
-@dataclass(slots=True)
-class ArrayFrame:
-    """Phases: first (after `[`), value (after `,`), next (after an item)."""
-
-    schema: dict
-    count: int = 0
-    phase: str = "first"
-
-
-@dataclass(slots=True)
-class StringFrame:
-    """A string value (its content is kept only when held: the filler only continues it)."""
-
-    schema: dict
-    escape: str | None = None   # "\\" just after a backslash, "u…" inside a \u escape
-    length: int = 0   # characters of content so far (an escape counts as one)
-    check: Callable[[str], bool] | None = None   # for a string held till whole: its format and pattern
-    held: str = ""   # the content as written, kept while `check` is set
-
-
-@dataclass(slots=True)
-class ScalarFrame:
-    """A number, a literal, or an enum/const value: held until whole."""
-
-    schema: dict
-    text: str
-    options: tuple[str, ...] = ()   # the serialized enum/const values, when it is one
-
-
-Frame = ObjectFrame | ArrayFrame | StringFrame | ScalarFrame
 
 
 class JsonPrefix:

@@ -1,7 +1,8 @@
 """The JSON reader: known answers for what is final (committed) and where text strays."""
 import pytest
 
-from gateway.json_prefix import ArrayFrame, JsonPrefix, ObjectFrame, StringFrame
+from gateway.json_frames import ArrayFrame, ObjectFrame, StringFrame
+from gateway.json_prefix import JsonPrefix
 
 SCHEMA = {"type": "object", "additionalProperties": False,
           "properties": {"city": {"type": "string"}, "days": {"type": "integer"},
