@@ -24,8 +24,8 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_gateway_overhead import (API_KEY, bench_tenant_toml, free_port, server_env, spawn,  # noqa: E402
-                                    stop_all, wait_ready)
+from bench_servers import (API_KEY, bench_tenant_toml, free_port, server_env, spawn,  # noqa: E402
+                           stop_all, wait_ready)
 
 MODES = {"alone": None, "batch_no_yield": False, "batch_yield": True}
 

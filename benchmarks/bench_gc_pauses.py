@@ -31,9 +31,9 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.bench_gateway_overhead import (API_KEY, bench_tenant_toml, fake_model_toml, free_port,  # noqa: E402
-                                               run_load, server_env, spawn, spawn_fake_upstream, stop_all,
-                                               wait_ready)
+from benchmarks.bench_gateway_overhead import run_load  # noqa: E402
+from benchmarks.bench_servers import (API_KEY, bench_tenant_toml, fake_model_toml, free_port,  # noqa: E402
+                                      server_env, spawn, spawn_fake_upstream, stop_all, wait_ready)
 
 SETTINGS = {"frozen": True, "defaults": False}   # gateway name -> freeze_startup_heap
 

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.bench_gateway_overhead import free_port, gateway_state_env, wait_ready  # noqa: E402
+from benchmarks.bench_servers import free_port, gateway_state_env, wait_ready  # noqa: E402
 
 KEYS = ("sk-soak-tenant-a", "sk-soak-tenant-b")
 TOOLS = [{"type": "function", "function": {

@@ -43,7 +43,7 @@ from jsonschema import Draft202012Validator
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.bench_gateway_overhead import free_port, gateway_state_env, spawn, stop_all, wait_ready  # noqa: E402
+from benchmarks.bench_servers import free_port, gateway_state_env, spawn, stop_all, wait_ready  # noqa: E402
 
 API_KEY = "sk-bench-structured"
 TASKS = [

@@ -31,8 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.bench_gateway_overhead import (bench_tenant_toml, free_port, server_env, spawn,  # noqa: E402
-                                               wait_ready)
+from benchmarks.bench_servers import bench_tenant_toml, free_port, server_env, spawn, wait_ready  # noqa: E402
 
 METHODS = ("forkserver", "spawn")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from agents_trace.config import STORE_PATH_ENV, TraceConfig
-from benchmarks.bench_gateway_overhead import gateway_state_env, server_env
+from benchmarks.bench_servers import gateway_state_env, server_env
 from gateway.config import RESPONSES_DB_ENV
 from gateway.forecasting_start import PREDICTOR_DIR_ENV
 from gateway.spent_tokens import PATH_ENV as SPENT_TOKENS_ENV

@@ -1,0 +1,148 @@
+"""The servers a benchmark starts: a fake OpenAI upstream, `stepahead serve` in its own
+process with its state in the benchmark's scratch directory, and the config tables and
+helpers around them (ports, readiness, stopping).
+
+    python benchmarks/bench_servers.py --serve-fake PORT [--latency-ms 20]
+
+serves the fake upstream (what `spawn_fake_upstream` runs). Invariant: a benchmark's
+gateway never reads or writes the user's own data directory (`gateway_state_env`).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+# NOTE: LiteLLM's proxy refuses weak master keys; a fixed, strong-looking key suits both.
+API_KEY = "sk-" + hashlib.sha256(b"stepahead-gateway-bench").hexdigest()[:40]
+REPLY = {"id": "chatcmpl-bench", "object": "chat.completion", "created": 1, "model": "fake",
+         "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok " * 16},
+                      "finish_reason": "stop"}],
+         "usage": {"prompt_tokens": 50, "completion_tokens": 16, "total_tokens": 66}}
+
+
+def fake_upstream_app(latency_s: float):
+    body = json.dumps(REPLY).encode()
+
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return
+        while (await receive()).get("more_body"):
+            pass
+        await asyncio.sleep(latency_s)
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": body})
+    return app
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_ready(url: str, process: subprocess.Popen, timeout_s: float = 120.0, log_path: Path | None = None,
+               hint: str = "") -> None:
+    import httpx
+    deadline_s = time.monotonic() + timeout_s
+    while time.monotonic() < deadline_s:
+        if process.poll() is not None:
+            tail = log_path.read_text(errors="replace").strip().splitlines()[-5:] if log_path else []
+            raise RuntimeError(f"{process.args[:3]} exited with {process.returncode}"
+                               + "".join(f"\n  | {line}" for line in tail) + (f"\n{hint}" if hint else ""))
+        try:
+            if httpx.get(url, timeout=1.0).status_code < 500:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.25)
+    raise RuntimeError(f"{url} did not come up")
+
+
+def fake_model_toml(name: str, upstream_url: str, passthrough: bool) -> str:
+    """A `[[models]]` table for the fake upstream (through litellm, or passed through)."""
+    return f"""
+[[models]]
+name = "{name}"
+kind = "upstream"
+litellm_model = "openai/fake"
+api_base = "{upstream_url}/v1"
+api_key_env = "BENCH_UPSTREAM_KEY"
+passthrough = {str(passthrough).lower()}
+"""
+
+
+def bench_tenant_toml(admin: bool = False) -> str:
+    """The `[[tenants]]` table of the tenant whose key is API_KEY."""
+    digest = hashlib.sha256(API_KEY.encode()).hexdigest()
+    return f"""
+[[tenants]]
+name = "bench"
+api_key_sha256 = ["{digest}"]
+admin = {str(admin).lower()}
+"""
+
+
+def spawn(args: list[str], env: dict, log_path: Path) -> subprocess.Popen:
+    log = open(log_path, "wb")
+    return subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+
+
+def gateway_state_env(workdir: Path) -> dict[str, str]:
+    """Where a benchmark's gateway keeps its traces, forecasts, stored responses and spent
+    tokens: under `workdir`, never in the user's own data directory (whose trace store and
+    predictor a benchmark would otherwise fill with its sessions, and whose size it would
+    measure)."""
+    return {"STEPAHEAD_TRACE_DB": str(workdir / "traces.sqlite3"),
+            "STEPAHEAD_PREDICTOR_DIR": str(workdir / "predictor"),
+            "STEPAHEAD_RESPONSES_DB": str(workdir / "responses.sqlite3"),
+            "STEPAHEAD_SPENT_TOKENS": str(workdir / "spent_tokens.json")}
+
+
+def server_env(workdir: Path) -> dict:
+    """The servers' environment: litellm's bundled cost map (no network), the fake upstream's
+    key, and the gateway's state under `workdir`."""
+    return dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True", BENCH_UPSTREAM_KEY="sk-upstream",
+                PYTHONPATH=str(ROOT), **gateway_state_env(workdir))
+
+
+def spawn_fake_upstream(port: int, latency_ms: float, env: dict, workdir: Path) -> subprocess.Popen:
+    return spawn([sys.executable, str(Path(__file__).resolve()), "--serve-fake", str(port),
+                  "--latency-ms", str(latency_ms)], env, workdir / "fake.log")
+
+
+def stop_all(processes: list[subprocess.Popen], workdir: Path) -> None:
+    """Terminate the servers (killed if one is still up 20 s later), remove their files."""
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="The fake OpenAI upstream of the benchmarks.")
+    parser.add_argument("--serve-fake", type=int, required=True, help="the port")
+    parser.add_argument("--latency-ms", type=float, default=20.0)
+    args = parser.parse_args()
+    import uvicorn
+    uvicorn.run(fake_upstream_app(args.latency_ms / 1e3), host="127.0.0.1", port=args.serve_fake,
+                log_level="error", access_log=False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
