@@ -34,20 +34,17 @@ import asyncio
 import json
 import os
 import shutil
-import socket
 import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-import uvicorn  # noqa: E402
 
 from agents_trace.replay.report import build_report  # noqa: E402
+from benchmarks.bench_servers import InProcessGateway  # noqa: E402
 from benchmarks.cpu_probe import CpuSample, delta  # noqa: E402
 from benchmarks.e2e_capacity import capacity_sweep, plot, simulate, sweep_counts  # noqa: E402
 from benchmarks.e2e_runs import median_run, median_totals, policy_orders, run_isolated  # noqa: E402
@@ -56,44 +53,9 @@ from agents_trace.store_stats import StatsWindow, tenant_stats  # noqa: E402
 from agents_trace.workload.generator import WorkloadConfig, generate_workload  # noqa: E402
 from agents_trace.workload.tool_patterns import load_patterns  # noqa: E402
 from cache.trace_format import TraceHeader  # noqa: E402
-from gateway.config import DEFAULT_KEEP_ALIVE_S  # noqa: E402
 from shards.model_loader import choose_dtype  # noqa: E402
 
 POLICIES = ("predictive", "lru", "none")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class Gateway:
-    """A gateway in this process on a free port (uvicorn in a thread)."""
-
-    def __init__(self, app):
-        self.port = _free_port()
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port,
-                                                    log_level="warning", lifespan="on",
-                                                    timeout_keep_alive=DEFAULT_KEEP_ALIVE_S))
-        self.thread = threading.Thread(target=self.server.run, name="gateway-uvicorn", daemon=True)
-
-    def __enter__(self) -> "Gateway":
-        self.thread.start()
-        deadline = time.monotonic() + 600
-        while not self.server.started:
-            if not self.thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the gateway did not start")
-            time.sleep(0.05)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=60)
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
 
 
 def workload(args, num_tenants: int, seed: int, session_rate_per_s: float):
@@ -140,7 +102,7 @@ def run_policy(args, policy: str, records, header, predictor_seed_dir: Path) -> 
         os.environ["STEPAHEAD_TRACE_DB"] = str(Path(scratch) / "traces.sqlite")
         shutil.copytree(predictor_seed_dir, os.environ["STEPAHEAD_PREDICTOR_DIR"])
         app = build_app(gateway_config(args, policy, tenants))
-        with Gateway(app) as gateway:
+        with InProcessGateway(app) as gateway:
             options = ReplayOptions(
                 base_url=gateway.base_url, api_key=f"sk-bench-{tenants[0]}",
                 tenant_keys={t: f"sk-bench-{t}" for t in tenants}, model="m", speed=args.speed,

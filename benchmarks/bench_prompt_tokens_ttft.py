@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import httpx  # noqa: E402
 
-from benchmarks.bench_e2e import Gateway  # noqa: E402
+from benchmarks.bench_servers import InProcessGateway  # noqa: E402
 from benchmarks.bench_prompt_tokens import BANDS, tool_result  # noqa: E402
 from shards.chat_template import render_chat  # noqa: E402
 
@@ -67,7 +67,7 @@ def run(args) -> dict:
     app = gateway_app(args)
     rng = random.Random(args.seed)
     rows = []   # (step, prompt tokens, {tenant: seconds})
-    with Gateway(app) as gateway:
+    with InProcessGateway(app) as gateway:
         backend = app.state.gateway.backends["m"]
         backend.prompt_tokens = WholeForOneTenant(backend.prompt_tokens, backend.engine.tokenizer, "whole")
         clients = {t: httpx.Client(base_url=gateway.base_url, timeout=600,

@@ -1,6 +1,7 @@
 """The servers a benchmark starts: a fake OpenAI upstream, `stepahead serve` in its own
-process with its state in the benchmark's scratch directory, and the config tables and
-helpers around them (ports, readiness, stopping).
+process with its state in the benchmark's scratch directory, a gateway app in this
+process (`InProcessGateway`), and the config tables and helpers around them (ports,
+readiness, stopping).
 
     python benchmarks/bench_servers.py --serve-fake PORT [--latency-ms 20]
 
@@ -18,6 +19,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -131,6 +133,37 @@ def stop_all(processes: list[subprocess.Popen], workdir: Path) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
     shutil.rmtree(workdir, ignore_errors=True)
+
+
+class InProcessGateway:
+    """A gateway in this process on a free port (uvicorn in a thread)."""
+
+    def __init__(self, app):
+        import uvicorn
+        from gateway.config import DEFAULT_KEEP_ALIVE_S
+
+        self.port = free_port()
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port,
+                                                    log_level="warning", lifespan="on",
+                                                    timeout_keep_alive=DEFAULT_KEEP_ALIVE_S))
+        self.thread = threading.Thread(target=self.server.run, name="gateway-uvicorn", daemon=True)
+
+    def __enter__(self) -> "InProcessGateway":
+        self.thread.start()
+        deadline = time.monotonic() + 600
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the gateway did not start")
+            time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=60)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
 
 
 def main() -> int:
