@@ -76,16 +76,18 @@ def test_a_batch_runs_its_requests_and_ends_with_its_output_and_error_files(clie
     assert done.id in [b.id for b in client.batches.list(limit=100)]
 
 
-def test_a_batch_of_responses_and_of_completions(client):
+def test_a_batch_of_responses_completions_embeddings_and_upstream_chats(client):
     for endpoint, body in (("/v1/responses", {"model": "tiny", "input": "Hello", "max_output_tokens": 3}),
-                           ("/v1/completions", {"model": "tiny", "prompt": "Hello", "max_tokens": 3})):
+                           ("/v1/completions", {"model": "tiny", "prompt": "Hello", "max_tokens": 3}),
+                           ("/v1/embeddings", {"model": "fake", "input": ["one", "two"]}),
+                           ("/v1/chat/completions", {"model": "mock", "messages": [{"role": "user", "content": "hi"}]})):
         upload = client.files.create(file=("in.jsonl", _jsonl([{"custom_id": "only", "method": "POST",
                                                                  "url": endpoint, "body": body}])), purpose="batch")
         done = _finished(client, client.batches.create(input_file_id=upload.id, endpoint=endpoint,
                                                        completion_window="24h").id)
         [line] = _results(client, done.output_file_id).values()
-        assert line["response"]["body"]["object"] in ("response", "text_completion")
-        assert done.usage.output_tokens > 0
+        assert line["response"]["body"]["object"] in ("response", "text_completion", "list", "chat.completion")
+        assert done.usage.input_tokens > 0 and done.request_counts.completed == 1
 
 
 def test_a_bad_input_file_fails_the_batch_before_anything_runs(client):
