@@ -180,6 +180,8 @@ class BatchRunner:
                 async def one(request: BatchRequest) -> None:
                     try:
                         await self._yield_to_others()
+                        if batch.id in self._cancelled:   # cancelled while it waited: not sent
+                            return
                         self.num_in_flight += 1
                         try:
                             result = await self._send(client, key, batch, request)
