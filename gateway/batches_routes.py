@@ -34,10 +34,11 @@ async def create_batch(request: Request) -> Response:
         body = fields_of(await read_json_body(request, state.config.max_body_bytes),
                      ("input_file_id", "endpoint", "completion_window", "metadata", "output_expires_after"),
                      ("input_file_id", "endpoint", "completion_window"))
-        if body["endpoint"] not in ENDPOINTS:
+        if not isinstance(body["endpoint"], str) or body["endpoint"] not in ENDPOINTS:
             raise invalid_request(f"'endpoint' must be one of {', '.join(ENDPOINTS)}.", param="endpoint",
                                   code="invalid_value")
-        window_s = COMPLETION_WINDOWS.get(body["completion_window"])
+        window = body["completion_window"]
+        window_s = COMPLETION_WINDOWS.get(window) if isinstance(window, str) else None
         if window_s is None:
             raise invalid_request("'completion_window' must be '24h'.", param="completion_window",
                                   code="invalid_value")

@@ -135,6 +135,11 @@ def test_bad_requests_and_other_tenants_get_openai_shaped_errors(client, gateway
         with pytest.raises(openai.APIStatusError) as refused:
             client.batches.create(**kwargs)
         assert refused.value.status_code in (400, 404) and refused.value.body["param"] == param
+    for field in ("endpoint", "completion_window", "input_file_id"):   # not a string: a 400, never a 500
+        body = {"input_file_id": upload.id, "endpoint": "/v1/chat/completions", "completion_window": "24h",
+                field: {"a": [1]}}
+        answer = httpx.post(f"{gateway.base_url}/v1/batches", headers=gateway.headers("alpha"), json=body)
+        assert answer.status_code == 400 and answer.json()["error"]["param"] == field
     other = client.files.create(file=("notes.txt", b"notes"), purpose="user_data")
     with pytest.raises(openai.BadRequestError) as wrong_purpose:
         client.batches.create(input_file_id=other.id, endpoint="/v1/chat/completions", completion_window="24h")
