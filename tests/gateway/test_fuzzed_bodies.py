@@ -98,3 +98,36 @@ def test_mutated_conversation_items_never_get_a_server_error_nor_break_the_next_
                                                       "conversation": conversation_id})
             served += _served(turn, f"{described}; then {added.text[:300]}; then {turn.text[:300]}")
     assert served >= REQUESTS_PER_ENDPOINT // 10, served
+
+
+def test_mutated_files_and_batches_requests_never_get_a_server_error(gateway):
+    """Mutated batch bodies, input files with mutated lines, uploads with odd parts and
+    garbage multipart bodies, odd ids in paths: a 2xx or an OpenAI-shaped 4xx each."""
+    rng = random.Random("/v1/batches")
+    line = {"custom_id": "a", "method": "POST", "url": "/v1/chat/completions",
+            "body": {"model": "tiny", "max_tokens": 2, "messages": [{"role": "user", "content": "x"}]}}
+    with httpx.Client(base_url=gateway.base_url, headers=gateway.headers("alpha"), timeout=60) as client:
+        upload = client.post("/v1/files", data={"purpose": "batch"},
+                             files={"file": ("in.jsonl", json.dumps(line).encode())}).json()
+        valid = {"input_file_id": upload["id"], "endpoint": "/v1/chat/completions", "completion_window": "24h",
+                 "metadata": {"k": "v"}}
+        for _ in range(REQUESTS_PER_ENDPOINT):
+            kind = rng.randrange(4)
+            if kind == 0:
+                body = {k: v for k, v in mutate(valid, rng).items() if k != "stream"}
+                reply = client.post("/v1/batches", content=json.dumps(body))
+            elif kind == 1:
+                lines = [json.dumps(mutate(line, rng)) for _ in range(3)]
+                mutated = client.post("/v1/files", data={"purpose": "batch"},
+                                      files={"file": ("f.jsonl", "\n".join(lines).encode())}).json()
+                reply = client.post("/v1/batches", json={**valid, "input_file_id": mutated["id"]})
+            elif kind == 2:
+                garbage = bytes(rng.randrange(256) for _ in range(rng.randrange(300)))
+                reply = client.post("/v1/files", content=garbage, headers={"content-type": rng.choice(
+                    ["multipart/form-data; boundary=zz", "multipart/form-data", "text/plain"])})
+            else:
+                odd = rng.choice(["%2F..%2Fx", "é" * 300, "file-" + "0" * 24, "batch_%00", "x" * 2000])
+                reply = client.request(rng.choice(["GET", "POST", "DELETE"]), rng.choice(
+                    ["/v1/files/{}", "/v1/files/{}/content", "/v1/batches/{}", "/v1/batches/{}/cancel"]).format(odd))
+            if reply.status_code != 405:
+                _served(reply, f"{kind}: {reply.status_code} {reply.text[:300]}")
