@@ -11,6 +11,7 @@ these endpoints do not know is a 400 naming it (a misspelt `metadata` is not dro
 from __future__ import annotations
 
 import time
+
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
