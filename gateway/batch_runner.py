@@ -84,6 +84,18 @@ class BatchRunner:
         self._running: dict[str, Batch] = {}   # the batches being run here: their records, kept current
         self._cancelled: set[str] = set()
 
+    def tenant_series(self, tenants) -> dict[tuple[str, tuple], float]:
+        """/metrics gauges of `tenants`: their batches running here, and those batches'
+        requests still without a result."""
+        gauges: dict[tuple[str, tuple], float] = {}
+        for tenant in tenants:
+            running = [batch for batch in self._running.values() if batch.tenant == tenant]
+            labels = (("tenant", tenant),)
+            gauges[("stepahead_tenant_batches_running", labels)] = float(len(running))
+            gauges[("stepahead_tenant_batch_requests_pending", labels)] = float(sum(
+                max(0, batch.total - batch.completed - batch.failed) for batch in running))
+        return gauges
+
     def current(self, batch: Batch) -> Batch:
         """The batch as it stands now: the running record when it runs here."""
         return self._running.get(batch.id, batch)

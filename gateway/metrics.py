@@ -40,6 +40,8 @@ HELP = {
     "stepahead_tenant_active_requests": ("gauge", "Requests holding a concurrency slot."),
     "stepahead_tenant_queued_requests": ("gauge", "Requests waiting for a concurrency slot."),
     "stepahead_tenant_token_budget": ("gauge", "The tenant's token_budget (tenants with one)."),
+    "stepahead_tenant_batches_running": ("gauge", "The tenant's batches (Batch API) running."),
+    "stepahead_tenant_batch_requests_pending": ("gauge", "Requests of the tenant's running batches without a result."),
     "stepahead_tenant_spent_tokens": (
         "gauge", "Tokens the tenant has spent against its budget, across restarts (tenants with one)."),
     "stepahead_worker_info": ("gauge", "Numeric worker fields from the engine (tiers flattened)."),

@@ -175,6 +175,9 @@ async def metrics(request: Request) -> Response:
         if limiter.limits.token_budget is not None:
             gauges[("stepahead_tenant_token_budget", (("tenant", name),))] = limiter.limits.token_budget
             gauges[("stepahead_tenant_spent_tokens", (("tenant", name),))] = limiter.num_spent_tokens
+    if state.batches is not None:
+        gauges.update(state.batches.tenant_series([name for name, _ in state.limiters.items()] if is_admin
+                                                  else [tenant]))
     if is_admin:
         gauges.update(state.gc_pauses.series())
         if state.forecasts is not None:

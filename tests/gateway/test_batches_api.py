@@ -103,6 +103,10 @@ def test_a_cancelled_batch_stops_sending_and_keeps_what_finished(client):
     upload = client.files.create(file=("many.jsonl", _jsonl([_chat_line(f"r{n}", max_tokens=32) for n in range(40)])),
                                  purpose="batch")
     batch = client.batches.create(input_file_id=upload.id, endpoint="/v1/chat/completions", completion_window="24h")
+    scrape = httpx.get(f"{client.base_url}".removesuffix("/v1/") + "/metrics",
+                       headers={"Authorization": f"Bearer {KEYS['alpha']}"}).text
+    pending = [line for line in scrape.splitlines() if line.startswith("stepahead_tenant_batch_requests_pending")]
+    assert pending and float(pending[0].split()[-1]) > 0 and 'tenant="alpha"' in pending[0]
     cancelling = client.batches.cancel(batch.id)
     assert cancelling.status in ("cancelling", "cancelled")
     done = _finished(client, batch.id)
