@@ -12,14 +12,12 @@ Invariants:
 """
 from __future__ import annotations
 
-import asyncio
 import logging
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from cache.repeated_failures import RepeatedFailures
 from gateway.conversation_archive import ConversationArchive, Missing
-from gateway.errors import ApiError, server_error
+from gateway.errors import ApiError
+from gateway.store_thread import StoreThread
 
 log = logging.getLogger("stepahead.gateway")
 
@@ -33,49 +31,31 @@ def not_found(missing: Missing) -> ApiError:
 class ConversationStore:
     def __init__(self, archive: ConversationArchive) -> None:
         self.archive = archive
-        self._thread: ThreadPoolExecutor | None = ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix="stepahead-conversations")
-        self._failures = RepeatedFailures(log)   # used on the store's thread only
+        self._thread = StoreThread("stepahead-conversations", "the conversation store")
 
     def _run(self, operation: str, *args: Any) -> Any:
-        """On the store's thread: one archive call; Missing passes, other errors are logged."""
+        """On the store's thread: `archive.<operation>(*args)`; Missing is a 404."""
         try:
             return getattr(self.archive, operation)(*args)
-        except Missing:
-            raise
-        except Exception:  # NOTE: sqlite3 errors, a full disk, a read-only directory
-            self._failures.log(operation, "the conversation archive failed to %s", operation)
-            raise
-
-    async def call(self, operation: str, *args: Any) -> Any:
-        """`archive.<operation>(*args)` on the store's thread; Missing is a 404, other
-        failures a 500."""
-        if self._thread is None:
-            raise server_error("The conversation store is closed: the gateway is stopping.")
-        try:
-            return await asyncio.wrap_future(self._thread.submit(self._run, operation, *args))
         except Missing as missing:
             raise not_found(missing) from None
-        except Exception as exc:
-            raise server_error(f"The conversation store could not {operation.replace('_', ' ')}: "
-                               f"{type(exc).__name__}: {exc}") from None
+
+    async def call(self, operation: str, *args: Any) -> Any:
+        """`archive.<operation>(*args)` on the store's thread; what is not there is a 404,
+        a failing file a 500."""
+        return await self._thread.call(self._run, operation, *args, named=operation.replace("_", " "))
 
     def append(self, tenant: str, conversation_id: str, items: list[dict]) -> None:
         """Add a finished response's items, without waiting (see the invariants)."""
-        if self._thread is not None and items:
-            self._thread.submit(self._append_quietly, tenant, conversation_id, items)
+        if items:
+            self._thread.submit(self._append, tenant, conversation_id, items)
 
-    def _append_quietly(self, tenant: str, conversation_id: str, items: list[dict]) -> None:
+    def _append(self, tenant: str, conversation_id: str, items: list[dict]) -> None:
         try:
             self._run("add_items", tenant, conversation_id, items)
-        except Missing:
+        except ApiError:   # deleted meanwhile
             log.info("conversation %s was deleted before its response's items were added", conversation_id)
-        except Exception:
-            pass   # logged by _run
 
     def close(self) -> None:
         """Finish pending calls and close the file."""
-        if self._thread is not None:
-            self._thread.submit(self.archive.close)
-            self._thread.shutdown(wait=True)
-            self._thread = None
+        self._thread.close(self.archive.close)
