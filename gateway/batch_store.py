@@ -66,11 +66,8 @@ class Batch:
 
     def moved_to(self, status: str, now_s: float) -> None:
         self.status = status
-        stamp = {"in_progress": "in_progress_at", "finalizing": "finalizing_at", "completed": "completed_at",
-                 "failed": "failed_at", "expired": "expired_at", "cancelling": "cancelling_at",
-                 "cancelled": "cancelled_at"}.get(status)
-        if stamp is not None:
-            self.times[stamp] = int(now_s)
+        if f"{status}_at" in TIMES:   # every status but "validating" has its time
+            self.times[f"{status}_at"] = int(now_s)
 
     def as_object(self) -> dict:
         return {"id": self.id, "object": "batch", "endpoint": self.endpoint,
@@ -110,7 +107,10 @@ class BatchStore:
     def _list(self, tenant: str, page: ListPage) -> tuple[list[Batch], bool]:
         where, args = "tenant = ?", [tenant]
         if page.after is not None:
-            after = self._get(tenant, page.after)
+            try:
+                after = self._get(tenant, page.after)
+            except ApiError:
+                raise page.unknown_after("batch") from None
             where += " AND (created_at, id) < (?, ?)"
             args += [after.created_at, after.id]
         rows = self._file.surviving(lambda: self._file.db.execute(

@@ -19,7 +19,7 @@ from gateway.conversation_items import checked_metadata
 from gateway.errors import ApiError, invalid_request
 from gateway.http_io import fields_of, read_json_body
 from gateway.ids import random_hex
-from gateway.list_page import list_page
+from gateway.list_page import list_page, listed
 from gateway.routes import error_response, gateway_state
 
 COMPLETION_WINDOWS = {"24h": 24 * 3600}
@@ -69,13 +69,8 @@ async def list_batches(request: Request) -> Response:
         tenant = state.keys.authenticate(request.headers.get("authorization"))
         page = list_page(request.query_params)
         batches, has_more = await state.batches.store.list(tenant, page)
-        data = [state.batches.current(batch).as_object() for batch in batches]
-        return JSONResponse({"object": "list", "data": data, "first_id": data[0]["id"] if data else None,
-                             "last_id": data[-1]["id"] if data else None, "has_more": has_more})
+        return JSONResponse(listed([state.batches.current(batch).as_object() for batch in batches], has_more))
     except ApiError as error:
-        if error.param == "batch_id":
-            error = invalid_request(f"No batch with id '{request.query_params.get('after')}' to list after.",
-                                    param="after")
         return error_response(error)
 
 

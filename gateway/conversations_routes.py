@@ -17,24 +17,11 @@ from starlette.responses import JSONResponse, Response
 
 from gateway.conversation_archive import Conversation
 from gateway.conversation_items import checked_items, checked_metadata, new_conversation_id
-from gateway.errors import ApiError, invalid_request
+from gateway.errors import ApiError
 from gateway.http_io import fields_of, read_json_body
-from gateway.list_page import list_page
-from gateway.responses_format import INCLUDABLE
+from gateway.list_page import list_page, listed
+from gateway.responses_format import check_include
 from gateway.routes import error_response, gateway_state
-
-
-def _check_include(request: Request) -> None:
-    for value in request.query_params.getlist("include"):
-        if value not in INCLUDABLE:
-            raise invalid_request(f"Invalid value: {value!r}. Supported values are: "
-                                  + ", ".join(repr(v) for v in INCLUDABLE) + ".", param="include",
-                                  code="invalid_value")
-
-
-def _item_list(items: list[dict], has_more: bool = False) -> dict:
-    return {"object": "list", "data": items, "first_id": items[0]["id"] if items else None,
-            "last_id": items[-1]["id"] if items else None, "has_more": has_more}
 
 
 async def create_conversation(request: Request) -> Response:
@@ -81,19 +68,21 @@ async def conversation_items(request: Request) -> Response:
     try:
         tenant = state.keys.authenticate(request.headers.get("authorization"))
         conversation_id = request.path_params["conversation_id"]
-        _check_include(request)
+        check_include(request.query_params.getlist("include"), "include")
         if request.method == "POST":
             body = fields_of(await read_json_body(request, state.config.max_body_bytes), ("items",), ("items",))
             items = checked_items(body["items"])
-            return JSONResponse(_item_list(await state.conversations.call("add_items", tenant, conversation_id,
-                                                                          items)))
+            return JSONResponse(listed(await state.conversations.call("add_items", tenant, conversation_id, items),
+                                       has_more=False))
         page = list_page(request.query_params)
-        items, has_more = await state.conversations.call("page", tenant, conversation_id, page)
-        return JSONResponse(_item_list(items, has_more))
+        try:
+            items, has_more = await state.conversations.call("page", tenant, conversation_id, page)
+        except ApiError as error:
+            if error.param == "item_id":   # `after` names no item of the conversation
+                raise page.unknown_after() from None
+            raise
+        return JSONResponse(listed(items, has_more))
     except ApiError as error:
-        if error.param == "item_id":   # `after` names no item of the conversation
-            error = invalid_request(f"No item with id '{request.query_params.get('after')}' to list after.",
-                                    param="after")
         return error_response(error)
 
 
@@ -107,7 +96,7 @@ async def conversation_item(request: Request) -> Response:
         if request.method == "DELETE":
             found = await state.conversations.call("delete_item", tenant, conversation_id, item_id)
             return JSONResponse(found.as_object())
-        _check_include(request)
+        check_include(request.query_params.getlist("include"), "include")
         return JSONResponse(await state.conversations.call("get_item", tenant, conversation_id, item_id))
     except ApiError as error:
         return error_response(error)

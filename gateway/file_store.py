@@ -108,7 +108,10 @@ class FileStore:
             where, args = where + " AND purpose = ?", [*args, purpose]
         order = "ASC" if page.order == "asc" else "DESC"
         if page.after is not None:
-            after = self._get(tenant, page.after)
+            try:
+                after = self._get(tenant, page.after)
+            except ApiError:
+                raise page.unknown_after("file") from None
             where += f" AND (created_at, id) {'>' if order == 'ASC' else '<'} (?, ?)"
             args += [after.created_at, after.id]
         rows = self._file.surviving(lambda: self._file.db.execute(

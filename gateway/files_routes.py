@@ -13,16 +13,10 @@ from starlette.responses import FileResponse, JSONResponse, Response
 
 from gateway.errors import ApiError, body_too_large, invalid_request
 from gateway.file_store import PURPOSES
-from gateway.list_page import list_page
+from gateway.list_page import list_page, listed
 from gateway.routes import error_response, gateway_state
 
 MULTIPART_SLACK_BYTES = 64 * 1024   # the form's own bytes around the file
-
-
-def _listed(files: list, has_more: bool) -> dict:
-    return {"object": "list", "data": [file.as_object() for file in files],
-            "first_id": files[0].id if files else None, "last_id": files[-1].id if files else None,
-            "has_more": has_more}
 
 
 async def upload_file(request: Request) -> Response:
@@ -66,13 +60,9 @@ async def list_files(request: Request) -> Response:
     try:
         tenant = state.keys.authenticate(request.headers.get("authorization"))
         query = request.query_params
-        page = list_page({"limit": "20", **query})
-        files, has_more = await state.files.list(tenant, query.get("purpose"), page)
-        return JSONResponse(_listed(files, has_more))
+        files, has_more = await state.files.list(tenant, query.get("purpose"), list_page(query))
+        return JSONResponse(listed([file.as_object() for file in files], has_more))
     except ApiError as error:
-        if error.param == "file_id":
-            error = invalid_request(f"No file with id '{request.query_params.get('after')}' to list after.",
-                                    param="after")
         return error_response(error)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from gateway.errors import invalid_request
+from gateway.errors import ApiError, invalid_request
 
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 100
@@ -28,12 +28,19 @@ class ListPage:
         if self.after is not None:
             ids = [item.get("id") for item in ordered]
             if self.after not in ids:
-                raise invalid_request(f"No item with id '{self.after}' to list after.", param="after")
+                raise self.unknown_after()
             start = ids.index(self.after) + 1
-        data = ordered[start:start + self.limit]
-        return {"object": "list", "data": data,
-                "first_id": data[0]["id"] if data else None, "last_id": data[-1]["id"] if data else None,
-                "has_more": start + self.limit < len(ordered)}
+        return listed(ordered[start:start + self.limit], start + self.limit < len(ordered))
+
+    def unknown_after(self, what: str = "item") -> ApiError:
+        """The 400 for an `after` that names no `what` of the list."""
+        return invalid_request(f"No {what} with id '{self.after}' to list after.", param="after")
+
+
+def listed(data: list[dict], has_more: bool) -> dict:
+    """A page as OpenAI's list endpoints answer it."""
+    return {"object": "list", "data": data, "first_id": data[0]["id"] if data else None,
+            "last_id": data[-1]["id"] if data else None, "has_more": has_more}
 
 
 def list_page(query: Mapping[str, str]) -> ListPage:

@@ -153,12 +153,14 @@ def _response_format(text: dict | None) -> dict | None:
     return {"type": "json_schema", "json_schema": schema}
 
 
-def _check_include(include: list[str] | None) -> None:
+def check_include(include: list[str] | None, param: str | None = None) -> None:
+    """A 400 for a value OpenAI's `include` does not know, naming `include[i]` (or `param`:
+    a query string's repeated `include`)."""
     for index, value in enumerate(include or ()):
         if value not in INCLUDABLE:
             raise invalid_request(f"Invalid value: {value!r}. Supported values are: "
                                   + ", ".join(repr(v) for v in INCLUDABLE) + ".",
-                                  param=f"include[{index}]", code="invalid_value")
+                                  param=param or f"include[{index}]", code="invalid_value")
 
 
 # Responses parameters that would change what the model reads, which stepahead does not
@@ -172,7 +174,7 @@ def to_chat_body(request: ResponsesRequest, history: tuple[dict, ...] = ()) -> d
     """The chat completions body this request runs as (after `history`, the stored
     conversation of `previous_response_id`)."""
     refuse_extras(request, UNSUPPORTED)
-    _check_include(request.include)
+    check_include(request.include)
     messages = ([{"role": "system", "content": request.instructions}] if request.instructions else [])
     messages += [dict(m) for m in history]
     messages += input_messages(request.input)

@@ -144,6 +144,9 @@ def test_bad_requests_and_other_tenants_get_openai_shaped_errors(client, gateway
                 field: {"a": [1]}}
         answer = httpx.post(f"{gateway.base_url}/v1/batches", headers=gateway.headers("alpha"), json=body)
         assert answer.status_code == 400 and answer.json()["error"]["param"] == field
+    for path in ("/v1/files", "/v1/batches"):
+        answer = httpx.get(f"{gateway.base_url}{path}", headers=gateway.headers("alpha"), params={"after": "x-1"})
+        assert answer.status_code == 400 and answer.json()["error"]["param"] == "after"
     other = client.files.create(file=("notes.txt", b"notes"), purpose="user_data")
     with pytest.raises(openai.BadRequestError) as wrong_purpose:
         client.batches.create(input_file_id=other.id, endpoint="/v1/chat/completions", completion_window="24h")
