@@ -47,6 +47,12 @@ def _result(custom_id: str, status: int | None, body: object, request_id: str, e
             "error": error}
 
 
+def _is_quota_refusal(body: object) -> bool:
+    """A 429 that waiting does not cure: the tenant's token budget is spent."""
+    return isinstance(body, dict) and isinstance(body.get("error"), dict) \
+        and body["error"].get("code") == "insufficient_quota"
+
+
 def _succeeded(result: dict) -> bool:
     return result["response"] is not None and 200 <= result["response"]["status_code"] < 300
 
@@ -174,7 +180,7 @@ class BatchRunner:
                 if not pending or batch.id in self._cancelled or self.clock() >= batch.expires_at:
                     break
                 await self._send_all(batch, pending)
-            await self._finish(batch, requests)
+            await self._finish(batch, results, pending)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -241,7 +247,7 @@ class BatchRunner:
             except ValueError:
                 wait_s = 1.0
             if reply.status_code in (429, 503) and self.clock() + wait_s < batch.expires_at \
-                    and batch.id not in self._cancelled and (body.get("error") or {}).get("code") != "insufficient_quota":
+                    and batch.id not in self._cancelled and not _is_quota_refusal(body):
                 await asyncio.sleep(min(wait_s, MAX_RETRY_WAIT_S))
                 continue
             return _result(request.custom_id, reply.status_code, body, reply.headers.get("x-request-id", ""), None)
@@ -253,15 +259,13 @@ class BatchRunner:
         await self.store.drop_results(batch.id)
         log.warning("batch %s failed: %s", batch.id, message)
 
-    async def _finish(self, batch: Batch, requests: list[BatchRequest]) -> None:
-        """Write the output and error files and end the batch."""
-        results = await self.store.results(batch.id)
-        answered = {result["custom_id"] for result in results}
+    async def _finish(self, batch: Batch, results: list[dict], unsent: list[BatchRequest]) -> None:
+        """Write the output and error files of `results` and end the batch; `unsent` are
+        its requests without a result."""
         final = "cancelled" if batch.id in self._cancelled else "completed"
-        unsent = [request for request in requests if request.custom_id not in answered]
         if unsent and final == "completed":   # `_run` sends every request unless the window passed
             final = "expired"
-            log.warning("batch %s expired with %d of its %d requests not sent", batch.id, len(unsent), len(requests))
+            log.warning("batch %s expired with %d of its %d requests not sent", batch.id, len(unsent), batch.total)
             results += [_result(request.custom_id, None, None, "", {
                 "code": "batch_expired", "message": "This request could not be executed before the completion window "
                 "expired."}) for request in unsent]
