@@ -26,18 +26,18 @@ from gateway import batches_routes, conversations_routes, files_routes, response
 from gateway.auth import KeyRing
 from gateway.backend import Backend
 from gateway.config import GatewayConfig, LocalModelConfig, default_config, load_config
+from gateway.conversation_archive import ConversationArchive
+from gateway.conversation_store import ConversationStore
 from gateway.embedding_model import EmbeddingModelConfig
 from gateway.errors import ApiError, server_error
 from gateway.exchange import CLIENT_CLOSED_STATUS
 from gateway.fast_paths import CompletionFastPath
+from gateway.file_store import FileStore
 from gateway.forecasting_start import start_forecasting, stop_forecasting
 from gateway.heap import freeze_startup_heap, thaw_heap
 from gateway.http_io import ClientGone
 from gateway.limiters import Limiters
 from gateway.metrics import Registry
-from gateway.conversation_archive import ConversationArchive
-from gateway.conversation_store import ConversationStore
-from gateway.file_store import FileStore
 from gateway.response_archive import ResponseArchive
 from gateway.reload import HangupsBeforeStart, reload_on_hangup
 from gateway.response_store import ResponseStore
@@ -112,6 +112,7 @@ def build_app(config: GatewayConfig | None = None, *, config_path: str | None = 
         if config_path is not None:
             HangupsBeforeStart.install()   # None off the main thread: nothing to catch there
         config = config_from_environment()
+    files_dir = config.resolved_files_dir()
     state = GatewayState(
         config=config,
         keys=KeyRing(config.tenants),
@@ -121,9 +122,8 @@ def build_app(config: GatewayConfig | None = None, *, config_path: str | None = 
         backends={m.name: build_backend(m, config) for m in config.models},
         responses=response_store(config),
         conversations=conversation_store(config),
-        files=FileStore(config.resolved_files_dir()))
-    state.batches = batch_runner(state, config.resolved_files_dir(), config.batch_concurrency,
-                                 yields=config.batch_yield)
+        files=FileStore(files_dir))
+    state.batches = batch_runner(state, files_dir, config.batch_concurrency, yields=config.batch_yield)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI):

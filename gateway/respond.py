@@ -158,12 +158,12 @@ async def _respond_stream(request: Request, exchange: Exchange,
                     data, opening = opening + data, b""
                 if isinstance(event, Finished):
                     outcome.append(event)
-                    if len(outcome) == exchange.prepared.num_choices:
-                        if shape.on_finished is not None:   # before the client reads the end
-                            shape.on_finished(exchange.output.first)
-                        yield data
-                        break
+                is_last = len(outcome) == exchange.prepared.num_choices
+                if is_last and shape.on_finished is not None:   # before the client reads the end
+                    shape.on_finished(exchange.output.first)
                 yield data
+                if is_last:
+                    break
                 event = await exchange.next_event(events)
             yield writer.done()
         except ApiError as error:
