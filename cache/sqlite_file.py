@@ -9,7 +9,7 @@ on a new, empty file, the damaged one set aside, never deleted (`cache.damaged_f
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -60,3 +60,11 @@ class SqliteFile:
 
     def surviving(self, operation: Callable[[], T]) -> T:
         return surviving_damage(operation, self.set_aside_damaged)
+
+    def rows(self, sql: str, args: Sequence[object] = ()) -> list[tuple]:
+        """Every row of one statement, read while surviving damage."""
+        return self.surviving(lambda: self.db.execute(sql, args).fetchall())
+
+    def change(self, sql: str, args: Sequence[object] = ()) -> int:
+        """Run one statement that writes, surviving damage; the rows it changed."""
+        return self.surviving(lambda: self.db.execute(sql, args).rowcount)

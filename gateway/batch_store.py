@@ -93,16 +93,14 @@ class BatchStore:
         return (self._root if self._temporary is None else self._temporary.path) / "batch_results"
 
     def _put(self, batch: Batch) -> None:
-        self._file.surviving(lambda: self._file.db.execute(
-            "INSERT OR REPLACE INTO batches (tenant, id, created_at, record) VALUES (?, ?, ?, ?)",
-            (batch.tenant, batch.id, batch.created_at, json.dumps(asdict(batch), ensure_ascii=False))))
+        self._file.change("INSERT OR REPLACE INTO batches (tenant, id, created_at, record) VALUES (?, ?, ?, ?)",
+                          (batch.tenant, batch.id, batch.created_at, json.dumps(asdict(batch), ensure_ascii=False)))
 
     def _get(self, tenant: str, batch_id: str) -> Batch:
-        row = self._file.surviving(lambda: self._file.db.execute(
-            "SELECT record FROM batches WHERE tenant = ? AND id = ?", (tenant, batch_id)).fetchone())
-        if row is None:
+        rows = self._file.rows("SELECT record FROM batches WHERE tenant = ? AND id = ?", (tenant, batch_id))
+        if not rows:
             raise batch_not_found(batch_id)
-        return Batch(**json.loads(row[0]))
+        return Batch(**json.loads(rows[0][0]))
 
     def _list(self, tenant: str, page: ListPage) -> tuple[list[Batch], bool]:
         where, args = "tenant = ?", [tenant]
@@ -113,14 +111,12 @@ class BatchStore:
                 raise page.unknown_after("batch") from None
             where += " AND (created_at, id) < (?, ?)"
             args += [after.created_at, after.id]
-        rows = self._file.surviving(lambda: self._file.db.execute(
-            f"SELECT record FROM batches WHERE {where} ORDER BY created_at DESC, id DESC LIMIT ?",
-            (*args, page.limit + 1)).fetchall())
+        rows = self._file.rows(f"SELECT record FROM batches WHERE {where} ORDER BY created_at DESC, id DESC LIMIT ?",
+                               (*args, page.limit + 1))
         return [Batch(**json.loads(row[0])) for row in rows[:page.limit]], len(rows) > page.limit
 
     def _unfinished(self) -> list[Batch]:
-        rows = self._file.surviving(lambda: self._file.db.execute(
-            "SELECT record FROM batches ORDER BY created_at").fetchall())
+        rows = self._file.rows("SELECT record FROM batches ORDER BY created_at")
         return [batch for batch in (Batch(**json.loads(row[0])) for row in rows) if batch.status in UNFINISHED]
 
     def _append_results(self, batch_id: str, results: list[dict]) -> None:

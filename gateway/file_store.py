@@ -79,26 +79,23 @@ class FileStore:
                 write(out)
                 num_bytes = out.tell()
             stored = StoredFile(file_id, num_bytes, int(self.clock()), filename, purpose)
-            self._file.surviving(lambda: self._file.db.execute(
-                "INSERT INTO files (tenant, id, bytes, created_at, filename, purpose) VALUES (?, ?, ?, ?, ?, ?)",
-                (tenant, file_id, num_bytes, stored.created_at, filename, purpose)))
+            self._file.change("INSERT INTO files (tenant, id, bytes, created_at, filename, purpose) "
+                              "VALUES (?, ?, ?, ?, ?, ?)", (tenant, file_id, num_bytes, stored.created_at, filename,
+                                                             purpose))
         except BaseException:
             path.unlink(missing_ok=True)
             raise
         return stored
 
     def _get(self, tenant: str, file_id: str) -> StoredFile:
-        row = self._file.surviving(lambda: self._file.db.execute(
-            "SELECT id, bytes, created_at, filename, purpose FROM files WHERE tenant = ? AND id = ?",
-            (tenant, file_id)).fetchone())
-        if row is None:
+        rows = self._file.rows("SELECT id, bytes, created_at, filename, purpose FROM files WHERE tenant = ? AND id = ?",
+                               (tenant, file_id))
+        if not rows:
             raise file_not_found(file_id)
-        return StoredFile(*row)
+        return StoredFile(*rows[0])
 
     def _delete(self, tenant: str, file_id: str) -> None:
-        cursor = self._file.surviving(lambda: self._file.db.execute(
-            "DELETE FROM files WHERE tenant = ? AND id = ?", (tenant, file_id)))
-        if cursor.rowcount == 0:
+        if self._file.change("DELETE FROM files WHERE tenant = ? AND id = ?", (tenant, file_id)) == 0:
             raise file_not_found(file_id)
         (self.root / file_id).unlink(missing_ok=True)
 
@@ -114,9 +111,8 @@ class FileStore:
                 raise page.unknown_after("file") from None
             where += f" AND (created_at, id) {'>' if order == 'ASC' else '<'} (?, ?)"
             args += [after.created_at, after.id]
-        rows = self._file.surviving(lambda: self._file.db.execute(
-            f"SELECT id, bytes, created_at, filename, purpose FROM files WHERE {where} "
-            f"ORDER BY created_at {order}, id {order} LIMIT ?", (*args, page.limit + 1)).fetchall())
+        rows = self._file.rows(f"SELECT id, bytes, created_at, filename, purpose FROM files WHERE {where} "
+                               f"ORDER BY created_at {order}, id {order} LIMIT ?", (*args, page.limit + 1))
         return [StoredFile(*row) for row in rows[:page.limit]], len(rows) > page.limit
 
     # --- from the event loop -------------------------------------------------------------

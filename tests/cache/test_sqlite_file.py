@@ -26,3 +26,10 @@ def test_a_file_is_made_in_wal_mode_and_a_damaged_one_set_aside(tmp_path, caplog
     assert count == (0,)   # asked again on a new, empty file
     assert len(list(path.parent.glob("f.sqlite3.damaged-*[0-9]Z"))) == 1 and "the test file" in caplog.text
     file.close()
+
+
+def test_rows_and_change_read_and_write_one_statement():
+    file = SqliteFile(None, "the test file", SCHEMA)
+    assert file.change("INSERT INTO t VALUES (?), (?)", ("a", "b")) == 2
+    assert file.rows("SELECT x FROM t ORDER BY x") == [("a",), ("b",)]
+    assert file.change("DELETE FROM t WHERE x = ?", ("z",)) == 0 and file.rows("SELECT x FROM t WHERE x = 'z'") == []
