@@ -1,14 +1,17 @@
-"""Interactive agent steps while a batch runs: does the Batch API slow them down, and does
-`[server] batch_yield` (one batch request at a time while others are in flight) help?
+"""Interactive agent steps while a batch runs: does the Batch API slow them down, and do
+`[server] batch_yield` (one batch request at a time while others are in flight) and the
+flex tier (batch requests served after interactive ones in the engine) help?
 
     python benchmarks/bench_batch_interference.py [--model smollm2|tiny] [--rounds 1]
 
-One run starts `stepahead serve` three times (fresh processes, the same config but for
+One run starts `stepahead serve` four times (fresh processes, the same config but for
 the batch settings) and, in each, sends the same interactive steps one after another
 (streamed chat completions, each with its own prompt, a pause between them as an agent's
-tool runs): alone; while a batch of requests runs with `batch_yield = false`; and with
-`batch_yield = true`. Prints one JSON line: each mode's interactive TTFT (p50, p90,
-mean) and the batch's wall time, and the ratios against running alone.
+tool runs): alone; while a batch of requests runs with `batch_yield = false` and its
+lines asking for `service_tier: "default"` (so the engine treats them as interactive);
+the same with `batch_yield = true`; and with `batch_yield = true` and lines naming no
+tier, so they run as "flex" (the defaults). Prints one JSON line: each mode's interactive
+TTFT (p50, p90, mean) and the batch's wall time, and the ratios against running alone.
 """
 from __future__ import annotations
 
@@ -27,7 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_servers import (API_KEY, bench_tenant_toml, free_port, server_env, spawn,  # noqa: E402
                            stop_all, wait_ready)
 
-MODES = {"alone": None, "batch_no_yield": False, "batch_yield": True}
+MODES = {"alone": None, "batch_no_yield": (False, "default"), "batch_yield": (True, "default"),
+         "batch_flex": (True, None)}   # mode -> (batch_yield, the lines' service_tier)
 
 
 def config_toml(model: str, batch_yield: bool, concurrency: int) -> str:
@@ -48,9 +52,10 @@ def prompt(tag: str, num_words: int) -> str:
     return f"Task {tag}. " + " ".join(f"note{tag}-{n}" for n in range(num_words)) + "\nSummarize the notes."
 
 
-def batch_file(model: str, count: int, max_tokens: int, num_words: int) -> bytes:
+def batch_file(model: str, count: int, max_tokens: int, num_words: int, service_tier: str | None) -> bytes:
+    tier = {} if service_tier is None else {"service_tier": service_tier}
     return "\n".join(json.dumps({"custom_id": f"b{n}", "method": "POST", "url": "/v1/chat/completions", "body": {
-        "model": model, "max_tokens": max_tokens, "ignore_eos": True,
+        "model": model, "max_tokens": max_tokens, "ignore_eos": True, **tier,
         "messages": [{"role": "user", "content": prompt(f"batch{n}", num_words)}]}}) for n in range(count)).encode()
 
 
@@ -76,7 +81,8 @@ async def one_mode(base_url: str, model: str, mode: str, tag: str, args) -> dict
         batch_id = None
         if MODES[mode] is not None:
             upload = (await client.post("/v1/files", data={"purpose": "batch"}, files={"file": (
-                "b.jsonl", batch_file(model, args.batch_requests, args.batch_tokens, args.prompt_words))})).json()
+                "b.jsonl", batch_file(model, args.batch_requests, args.batch_tokens, args.prompt_words,
+                                      MODES[mode][1]))})).json()
             batch_started_s = time.perf_counter()
             batch_id = (await client.post("/v1/batches", json={
                 "input_file_id": upload["id"], "endpoint": "/v1/chat/completions",
@@ -108,9 +114,9 @@ def main() -> int:
     args = parser.parse_args()
     runs: dict[str, list[dict]] = {mode: [] for mode in MODES}
     for round_index in range(args.rounds):
-        for mode, batch_yield in MODES.items():
+        for mode, batch_settings in MODES.items():
             workdir = Path(tempfile.mkdtemp(prefix="bench-batch-"))
-            (workdir / "stepahead.toml").write_text(config_toml(args.model, bool(batch_yield),
+            (workdir / "stepahead.toml").write_text(config_toml(args.model, bool(batch_settings and batch_settings[0]),
                                                                 args.batch_concurrency))
             port = free_port()
             process = spawn([sys.executable, "-m", "gateway.cli", "serve", "--config", str(workdir / "stepahead.toml"),
@@ -127,10 +133,10 @@ def main() -> int:
         return statistics.median(run[key] for run in runs[mode])
     summary = {mode: {key: median(mode, key) for key in runs[mode][0]} for mode in MODES}
     alone = summary["alone"]["ttft_mean_s"]
-    summary["ttft_mean_over_alone"] = {mode: round(summary[mode]["ttft_mean_s"] / alone, 3)
-                                       for mode in ("batch_no_yield", "batch_yield")}
-    summary["batch_s_yield_over_no_yield"] = round(summary["batch_yield"]["batch_s"]
-                                                   / summary["batch_no_yield"]["batch_s"], 3)
+    batch_modes = [mode for mode in MODES if MODES[mode] is not None]
+    summary["ttft_mean_over_alone"] = {mode: round(summary[mode]["ttft_mean_s"] / alone, 3) for mode in batch_modes}
+    summary["batch_s_over_no_yield"] = {mode: round(summary[mode]["batch_s"] / summary["batch_no_yield"]["batch_s"], 3)
+                                        for mode in batch_modes}
     print(json.dumps({"benchmark": "batch_interference", "model": args.model, "args": vars(args),
                       "summary": summary, "runs": runs}))
     return 0

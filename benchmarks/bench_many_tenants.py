@@ -24,7 +24,7 @@ request (from /proc).
 
 For each tenant count (one key each; each tenant served once, then 4 waiting): the
 median over 5 rounds of microseconds per lookup (half known keys, half unknown), per
-admission pass (`tenants`, `heads`, `pop_first` as `WorkerLoop.admit_ready` calls them)
+admission pass (`tenants` and `pop_first` as `WorkerLoop.admit_ready` calls them)
 and per `can_take`, each way. Prints one JSON line.
 """
 from __future__ import annotations
@@ -94,8 +94,7 @@ def admission_pass_us(queue_class, num_tenants: int, num_passes: int) -> float:
     began = time.perf_counter()
     for _ in range(num_passes):
         waiting = set(queue.tenants())
-        heads = queue.heads()
-        queue.pop_first(lambda tenant: tenant in waiting and heads[tenant] is None)
+        queue.pop_first(lambda tenant, item: tenant in waiting and item is None)
     return (time.perf_counter() - began) / num_passes * 1e6
 
 

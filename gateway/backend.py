@@ -109,6 +109,7 @@ class Prepared:
     keep_logprobs: bool = True
     num_prompts: int = 1
     prompt_token_ids: Sequence[int] | None = None
+    service_tier: str | None = None   # the tier a local model serves it in, as the reply names it
 
     @property
     def num_per_prompt(self) -> int:

@@ -157,7 +157,8 @@ class LocalBackend(LocalCompletions):
                                         self.default_completion_reserve_tokens)
         return Prepared(request_id=request_id, tenant=tenant, model=self.model_id,
                         num_prompt_tokens=num_prompt, num_reserved_tokens=num_prompt + reserve,
-                        payload=call, prompt_token_ids=call.prompt_token_ids)
+                        payload=call, prompt_token_ids=call.prompt_token_ids,
+                        service_tier="flex" if call.flex else "default")
 
     async def prepare_chat(self, request: ChatCompletionRequest, tenant: str,
                            request_id: str) -> Prepared:
@@ -224,7 +225,7 @@ class LocalBackend(LocalCompletions):
             session=metadata.get("session_id") or metadata.get("session"),
             tool_names=frozenset(t.function.name for t in request.tools) if use_tools else None,
             forced=forced, keep_one_call=keep_one_call, response_schema=response_schema,
-            tool_schemas=tool_schemas)
+            tool_schemas=tool_schemas, flex=request.service_tier == "flex")
         return self._prepared(request_id, tenant, request.completion_limit(), call)
 
     # --- running -----------------------------------------------------------------

@@ -92,5 +92,6 @@ class LocalCompletions:
                                              logprobs=request.logprobs if best_of == 1 else request.logprobs or 0),
                              prompt_logprobs=request.logprobs if request.echo else None),
                          session=None, tool_names=None, forced=None, keep_one_call=False,
+                         flex=request.service_tier == "flex",
                          echo_text=(prompt if isinstance(prompt, str) else tokenizer.decode(prompt_ids))
                          if request.echo else None)

@@ -57,6 +57,7 @@ class LocalCall:
     response_schema: dict | None = None  # the reply's text must be JSON valid against it
     tool_schemas: dict[str, dict | None] | None = None  # each offered tool's parameters (None: any object)
     echo_text: str | None = None  # completions' `echo`: the prompt, sent before the completion
+    flex: bool = False  # `service_tier: "flex"`: the engine serves it after the default tier (`WorkItem.flex`)
 
 
 def error_from_event(event: ErrorEvent) -> ApiError:
@@ -103,7 +104,7 @@ async def run_free(engine, prepared: Prepared, call: LocalCall) -> AsyncIterator
     `max_tokens` when the call is read (the reply may go on after it, so the total can pass
     `max_tokens` by what follows); usage counts those generations too."""
     item = WorkItem(prepared.request_id, prepared.tenant, call.prompt_token_ids, call.sampling,
-                    call.session)
+                    call.session, flex=call.flex)
     parser = ToolCallStreamParser(call.tool_names) if call.tool_names is not None else None
     num_calls, num_tokens = 0, 0
     repairs: Continuations | None = None
@@ -206,7 +207,7 @@ class Continuations:
         sampling = dataclasses.replace(call.sampling, max_tokens=room, stop=stop)
         self._num_runs += 1
         item = WorkItem(f"{self.prepared.request_id}-{self._num_runs}", self.prepared.tenant, ids,
-                        sampling, call.session)
+                        sampling, call.session, flex=call.flex)
         num_tokens, started_s = 0, time.perf_counter()
         events = engine_events(self.engine, item)
         self._reading.add(events)

@@ -37,6 +37,7 @@ class ResponseHeader:
     id: str
     model: str
     created: int = field(default_factory=lambda: int(time.time()))
+    service_tier: str | None = None   # a chat completion's, when the backend names it
 
 
 def _token(text: str, token_bytes: bytes, logprob: float) -> dict:
@@ -84,13 +85,16 @@ def chat_message(collected: Collected) -> dict:
 
 
 def chat_completion(header: ResponseHeader, reply: Reply, usage: Usage) -> dict:
-    return {"id": header.id, "object": "chat.completion", "created": header.created,
-            "model": header.model,
-            "choices": [{"index": index, "message": chat_message(collected),
-                         "logprobs": chat_logprobs(collected.logprobs),
-                         "finish_reason": collected.finish_reason()}
-                        for index, collected in enumerate(reply.choices)],
-            "usage": usage.to_openai()}
+    completion = {"id": header.id, "object": "chat.completion", "created": header.created,
+                  "model": header.model,
+                  "choices": [{"index": index, "message": chat_message(collected),
+                               "logprobs": chat_logprobs(collected.logprobs),
+                               "finish_reason": collected.finish_reason()}
+                              for index, collected in enumerate(reply.choices)],
+                  "usage": usage.to_openai()}
+    if header.service_tier is not None:
+        completion["service_tier"] = header.service_tier
+    return completion
 
 
 def text_completion(header: ResponseHeader, reply: Reply, usage: Usage) -> dict:
@@ -133,6 +137,8 @@ class ChunkWriter:
                  "object": "chat.completion.chunk" if self.is_chat else "text_completion",
                  "created": self.header.created, "model": self.header.model,
                  "choices": [choice] if choice is not None else []}
+        if self.header.service_tier is not None:
+            chunk["service_tier"] = self.header.service_tier
         if self.include_usage:
             chunk["usage"] = usage
         return b"data: " + dumps(chunk) + b"\n\n"

@@ -57,7 +57,8 @@ class ReplyShape:
 
 
 def chat_shape(prepared: Prepared, *, is_chat: bool, include_usage: bool) -> ReplyShape:
-    header = ResponseHeader(prepared.request_id, prepared.model)
+    header = ResponseHeader(prepared.request_id, prepared.model,
+                            service_tier=prepared.service_tier if is_chat else None)
     render = chat_completion if is_chat else text_completion
     return ReplyShape("chat" if is_chat else "completions", lambda reply, usage: render(header, reply, usage),
                       lambda: ChunkWriter(header, is_chat=is_chat, include_usage=include_usage,

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from gateway.errors import ApiError, invalid_request
 from gateway.collected import Collected
 from gateway.openai_format import chat_message
-from gateway.schemas import refuse_extras
+from gateway.schemas import ServiceTier, refuse_extras
 
 ROLES = ("user", "assistant", "system", "developer")
 TEXT_PARTS = ("input_text", "output_text", "text")
@@ -60,6 +60,7 @@ class ResponsesRequest(BaseModel):
     truncation: Literal["auto", "disabled"] | None = None
     include: list[str] | None = None
     top_logprobs: int | None = Field(default=None, ge=0, le=20)
+    service_tier: ServiceTier = None
 
     def wants_logprobs(self) -> bool:
         """Whether the text comes back with its tokens' log probabilities: when `include`
@@ -188,7 +189,8 @@ def to_chat_body(request: ResponsesRequest, history: tuple[dict, ...] = ()) -> d
                 "response_format": _response_format(request.text),
                 "max_completion_tokens": request.max_output_tokens, "temperature": request.temperature,
                 "top_p": request.top_p, "metadata": request.metadata, "user": request.user,
-                "logprobs": True if request.wants_logprobs() else None, "top_logprobs": request.top_logprobs}
+                "logprobs": True if request.wants_logprobs() else None, "top_logprobs": request.top_logprobs,
+                "service_tier": request.service_tier}
     body.update({k: v for k, v in optional.items() if v is not None})
     return body
 

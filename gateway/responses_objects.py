@@ -17,6 +17,7 @@ from gateway.backend import TokenChoice, Usage
 from gateway.collected import Collected
 from gateway.openai_format import logprob_entries
 from gateway.responses_format import ResponsesRequest
+from gateway.schemas import served_tier
 
 
 def final_status(collected: Collected) -> str:
@@ -75,6 +76,7 @@ def response_object(response_id: str, request: ResponsesRequest, *, created_at: 
         "tools": request.tools or [], "text": request.text or {"format": {"type": "text"}},
         "metadata": request.metadata or {}, "user": request.user,
         "truncation": request.truncation or "disabled", "top_logprobs": request.top_logprobs,
+        "service_tier": served_tier(request.service_tier),
         "usage": None if usage is None else {
             "input_tokens": usage.num_prompt_tokens,
             "input_tokens_details": {"cached_tokens": usage.num_cached_tokens},

@@ -98,6 +98,9 @@ PositiveInt = Annotated[int, Field(ge=1)] | None
 
 
 Penalty = Annotated[float, Field(ge=-2.0, le=2.0)] | None
+# OpenAI's tiers; a local model serves "flex" after every other tier's work
+# (`shards.tiered_queue`) and the others as "default"
+ServiceTier = Literal["auto", "default", "flex", "scale", "priority"] | None
 LogitBias = dict[Annotated[str, Field(pattern=r"^[0-9]{1,12}$")], Annotated[float, Field(ge=-100.0, le=100.0)]] | None
 
 
@@ -166,6 +169,7 @@ class _GenerationRequest(BaseModel):
     frequency_penalty: Penalty = None
     presence_penalty: Penalty = None
     logit_bias: LogitBias = None
+    service_tier: ServiceTier = None
     stepahead_replay: ReplayStep | None = None
 
     @field_validator("stream_options")
@@ -226,6 +230,11 @@ class CompletionRequest(_GenerationRequest):
             return value
         raise ValueError("'prompt' must be a string, a list of token ids (integers >= 0), or a non-empty "
                          "list of strings or of token-id lists")
+
+
+def served_tier(service_tier: str | None) -> str:
+    """"flex" for a flex request, else "default" (a local model has no faster tier)."""
+    return "flex" if service_tier == "flex" else "default"
 
 
 def _is_token_ids(value: Any) -> bool:

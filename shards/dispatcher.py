@@ -1,7 +1,8 @@
 """The engine's request bookkeeping: admission, fair dispatch, retries, transfers. No I/O.
 
 A request is, from `submit` until its terminal event, in exactly one place:
-- queued at the router (a weighted fair queue across tenants, bounded);
+- queued at the router (a weighted fair queue across tenants, bounded; flex requests
+  after the default tier's, `shards.tiered_queue`);
 - waiting for a shared-prefix transfer to its chosen worker (bounded in time);
 - on a worker (sent; the router holds its load charge).
 Every method returns an `Outbound`: messages to send to workers, in order, and events
@@ -26,13 +27,14 @@ import itertools
 from collections.abc import Mapping
 
 from cache.hashing import BlockHash
-from shards.fair_queue import FairQueue, PushResult, may_admit, work_cost
+from shards.fair_queue import PushResult, may_admit, work_cost
 from shards.protocol import (CacheEventsReport, CacheSnapshot, CancelRequest, CostProfile, EngineEvent, ErrorEvent,
                              FinishEvent, SessionMoved, TokenEvent, WorkItem)
 from shards.transfer_messages import ExportPrefix, ImportPrefix, PrefixExported, PrefixImported
 from shards.dispatch_records import DispatchConfig, DispatchStats, Outbound, Request, Transfer
 from shards.route_records import RouteQuery
 from shards.router import Router
+from shards.tiered_queue import TieredQueue
 
 __all__ = ["DispatchConfig", "DispatchStats", "Dispatcher", "Outbound", "Request", "Transfer"]
 
@@ -45,7 +47,7 @@ class Dispatcher:
         self.router = router
         self.config = config or DispatchConfig()
         self.weights = dict(self.config.tenant_weights)
-        self.queue: FairQueue[Request] = FairQueue(
+        self.queue: TieredQueue[Request] = TieredQueue(
             self.weights, max_per_tenant=self.config.max_queued_per_tenant,
             max_total=self.config.max_queued_requests)
         self.requests: dict[str, Request] = {}
@@ -107,7 +109,7 @@ class Dispatcher:
                     self.stats.num_resumed += 1
                 else:
                     self.stats.num_retried += 1
-                self.queue.push_front(request.item.tenant, request.item.request_id, request)
+                self.queue.push_front(request.item.tenant, request.item.request_id, request, flex=request.item.flex)
                 continue
             del self.requests[request.item.request_id]
             self.stats.num_failed_worker_died += 1
@@ -130,7 +132,7 @@ class Dispatcher:
         self.stats.num_submitted += 1
         request = Request(item, hashes, now_s)
         verdict = self.queue.push(item.tenant, item.request_id, request,
-                                  work_cost(len(item.prompt_token_ids), item.sampling.max_tokens))
+                                  work_cost(len(item.prompt_token_ids), item.sampling.max_tokens), flex=item.flex)
         if verdict is not PushResult.ADMITTED:
             code = "rate_limit_exceeded" if verdict is PushResult.TENANT_FULL else "overloaded"
             self.stats.num_rejected[code] = self.stats.num_rejected.get(code, 0) + 1
@@ -160,12 +162,12 @@ class Dispatcher:
         out = Outbound()
         while len(self.queue) and self._ready:
             request = self.queue.pop_first(
-                lambda tenant: any(self.can_take(w, tenant) for w in self._ready))
+                lambda tenant, _: any(self.can_take(w, tenant) for w in self._ready))
             if request is None:
                 break
             item = request.item
             candidates = [w for w in self._ready if self.can_take(w, item.tenant)]
-            query = RouteQuery(item.tenant, item.session, request.hashes, len(item.prompt_token_ids))
+            query = RouteQuery(item.tenant, item.session, request.hashes, len(item.prompt_token_ids), item.flex)
             decision = self.router.route(item.request_id, query, candidates, now_s)
             request.worker_id = decision.worker_id
             request.num_attempts += 1

@@ -145,12 +145,12 @@ class FairQueue(Generic[T]):
 
     def pop(self) -> T | None:
         """The next item in fair order; None when empty."""
-        return self.pop_first(lambda tenant: True)
+        return self.pop_first(lambda tenant, item: True)
 
-    def pop_first(self, can_serve: Callable[[str], bool]) -> T | None:
-        """The first tenant head, in fair order, whose tenant `can_serve`; None if none."""
+    def pop_first(self, can_serve: Callable[[str, T], bool]) -> T | None:
+        """The first tenant head, in fair order, that `can_serve(tenant, item)`; None if none."""
         for head in self._heads():
-            if can_serve(head.tenant):
+            if can_serve(head.tenant, head.item):
                 self._take(head)
                 return head.item
         return None

@@ -9,7 +9,7 @@ from typing import Literal
 
 from cache.hashing import BlockHash
 
-RouteReason = Literal["reserved", "affinity", "tenant", "prefix", "least_loaded", "imbalance", "round_robin"]
+RouteReason = Literal["reserved", "affinity", "tenant", "prefix", "least_loaded", "imbalance", "round_robin", "flex"]
 RoutingPolicy = Literal["prefix", "least_loaded", "round_robin"]
 ROUTING_POLICIES = ("prefix", "least_loaded", "round_robin")
 
@@ -49,12 +49,15 @@ class TenantLoad:
 
 @dataclass(slots=True)
 class WorkerLoad:
-    """Totals over the worker, and per tenant (the totals are the sums)."""
+    """Totals over the worker, and per tenant (the totals are the sums), of default-tier
+    requests' prefill; flex requests' prefill (`WorkItem.flex`, done after theirs) is
+    counted apart; decodes and outstanding requests are of both tiers."""
 
     num_queued_prefill_tokens: int = 0
     num_active_decodes: int = 0
     num_outstanding: int = 0
     by_tenant: dict[str, TenantLoad] = field(default_factory=dict)
+    num_flex_prefill_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +66,7 @@ class RouteQuery:
     session: str | None
     hashes: Sequence[BlockHash]
     num_prompt_tokens: int
+    flex: bool = False
 
 
 @dataclass(slots=True)

@@ -22,6 +22,10 @@ Rules, in order:
    no longer has); a busy tenant still spills over through the gate;
 4. the best score wins, unless its load exceeds the least-loaded candidate's by more
    than `imbalance_threshold_tokens`: then the least-loaded worker wins (the gate).
+A flex request (`RouteQuery.flex`: batch work, done after the default tier's wherever it
+waits) skips rules 1-3 and is charged apart: it goes by score against each worker's whole
+load, and a default-tier request's load does not count flex prefill (it goes first), so
+batch work spreads over the workers without pulling the agents' sessions after it.
 Ties go to the lower load, then the lower worker id (deterministic). "Gone" means not
 a candidate (fenced, dead, or at its dispatch limit).
 
@@ -63,6 +67,7 @@ class _Charge:
     tenant: str
     num_prefill_tokens: int
     is_decoding: bool = False
+    flex: bool = False
 
 
 class Router:
@@ -122,7 +127,8 @@ class Router:
         decode = config.decode_cost_tokens * load.num_active_decodes
         num_waiting_for_slot = max(0, load.num_outstanding + (tenant is not None) - config.slots_per_worker)
         if tenant is None:
-            return load.num_queued_prefill_tokens + decode + config.slot_wait_tokens * num_waiting_for_slot
+            return (load.num_queued_prefill_tokens + load.num_flex_prefill_tokens + decode
+                    + config.slot_wait_tokens * num_waiting_for_slot)
         weights = self._weights
         mine = load.by_tenant.get(tenant)
         num_mine = (mine.num_outstanding if mine is not None else 0) + 1
@@ -183,7 +189,7 @@ class Router:
         if self.config.policy != "prefix":
             return self._route_baseline(request_id, query, live)
         runs = self.index.runs(query.hashes, self._loads)
-        loads = {w: self.load_tokens(w, query.tenant) for w in live}
+        loads = {w: self.load_tokens(w, None if query.flex else query.tenant) for w in live}
         min_load = min(loads.values())
         threshold = self.config.imbalance_threshold_tokens
 
@@ -196,8 +202,8 @@ class Router:
 
         chosen: str | None = None
         reason: RouteReason = "prefix"
-        own = None if query.session is None else self._sessions.get(query.session)
-        if query.session is not None:
+        own = None if query.session is None or query.flex else self._sessions.get(query.session)
+        if query.session is not None and not query.flex:
             reserved = self._reserved.get(query.session)
             if reserved is not None and reserved[1] < now_s:
                 del self._reserved[query.session]
@@ -206,14 +212,16 @@ class Router:
                 chosen, reason = reserved[0], "reserved"
             elif fits(own) and own != best and scores[own] <= scores[best] + self.config.affinity_slack_tokens:
                 chosen, reason = own, "affinity"
-        if chosen is None and self.config.tenant_homes and own is None:
+        if chosen is None and self.config.tenant_homes and own is None and not query.flex:
             home = self.home(query.tenant)
             if (home != best and fits(home)
                     and saved[best] <= saved[home] + self.config.affinity_slack_tokens):
                 chosen, reason = home, "tenant"
         if chosen is None:
             chosen = best
-            if saved[chosen] == 0:
+            if query.flex:
+                reason = "flex"
+            elif saved[chosen] == 0:
                 reason = "least_loaded"
             if loads[chosen] - min_load > threshold:
                 chosen = min(live, key=lambda w: (loads[w], w))
@@ -222,7 +230,7 @@ class Router:
         if own is not None and own != chosen and own in self._loads:
             decision.moved_from = own
             self.stats.num_session_moves += 1
-        self._charge(request_id, decision, query.tenant, query.session)
+        self._charge(request_id, decision, query.tenant, None if query.flex else query.session, query.flex)
         return decision
 
     def _route_baseline(self, request_id: str, query: RouteQuery, live: list[str]) -> Decision:
@@ -234,17 +242,21 @@ class Router:
             chosen = min(live, key=lambda w: (self.load_tokens(w), w))
             reason = "least_loaded"
         decision = Decision(chosen, reason, 0, query.num_prompt_tokens)
-        self._charge(request_id, decision, query.tenant, None)
+        self._charge(request_id, decision, query.tenant, None, query.flex)
         return decision
 
-    def _charge(self, request_id: str, decision: Decision, tenant: str, session: str | None) -> None:
+    def _charge(self, request_id: str, decision: Decision, tenant: str, session: str | None,
+                flex: bool = False) -> None:
         load = self._loads[decision.worker_id]
-        load.num_queued_prefill_tokens += decision.num_prefill_tokens
         load.num_outstanding += 1
-        mine = load.by_tenant.setdefault(tenant, TenantLoad())
-        mine.num_queued_prefill_tokens += decision.num_prefill_tokens
-        mine.num_outstanding += 1
-        self._charges[request_id] = _Charge(decision.worker_id, tenant, decision.num_prefill_tokens)
+        if flex:
+            load.num_flex_prefill_tokens += decision.num_prefill_tokens
+        else:
+            load.num_queued_prefill_tokens += decision.num_prefill_tokens
+            mine = load.by_tenant.setdefault(tenant, TenantLoad())
+            mine.num_queued_prefill_tokens += decision.num_prefill_tokens
+            mine.num_outstanding += 1
+        self._charges[request_id] = _Charge(decision.worker_id, tenant, decision.num_prefill_tokens, flex=flex)
         stats = self.stats
         stats.num_routed[decision.reason] = stats.num_routed.get(decision.reason, 0) + 1
         stats.num_expected_cached_tokens += decision.num_expected_cached_tokens
@@ -261,11 +273,17 @@ class Router:
         charge = self._charges.get(request_id)
         if charge is None or charge.is_decoding:
             return
-        load = self._loads[charge.worker_id]
-        load.num_queued_prefill_tokens -= charge.num_prefill_tokens
-        load.by_tenant[charge.tenant].num_queued_prefill_tokens -= charge.num_prefill_tokens
-        load.num_active_decodes += 1
+        self._release_prefill(charge)
+        self._loads[charge.worker_id].num_active_decodes += 1
         charge.is_decoding = True
+
+    def _release_prefill(self, charge: _Charge) -> None:
+        load = self._loads[charge.worker_id]
+        if charge.flex:
+            load.num_flex_prefill_tokens -= charge.num_prefill_tokens
+        else:
+            load.num_queued_prefill_tokens -= charge.num_prefill_tokens
+            load.by_tenant[charge.tenant].num_queued_prefill_tokens -= charge.num_prefill_tokens
 
     def on_done(self, request_id: str) -> None:
         """The request ended (finished, failed, cancelled): release its charge."""
@@ -273,16 +291,16 @@ class Router:
         if charge is None:
             return
         load = self._loads[charge.worker_id]
-        mine = load.by_tenant[charge.tenant]
         if charge.is_decoding:
             load.num_active_decodes -= 1
         else:
-            load.num_queued_prefill_tokens -= charge.num_prefill_tokens
-            mine.num_queued_prefill_tokens -= charge.num_prefill_tokens
+            self._release_prefill(charge)
         load.num_outstanding -= 1
-        mine.num_outstanding -= 1
-        if mine.num_outstanding == 0:
-            del load.by_tenant[charge.tenant]
+        if not charge.flex:
+            mine = load.by_tenant[charge.tenant]
+            mine.num_outstanding -= 1
+            if mine.num_outstanding == 0:
+                del load.by_tenant[charge.tenant]
 
     def worker_of(self, request_id: str) -> str | None:
         charge = self._charges.get(request_id)

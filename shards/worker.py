@@ -1,6 +1,8 @@
 """A model worker's scheduling loop: one model, one tokenizer, one prefix cache.
 
-Waiting requests sit in a weighted fair queue across tenants; a request is admitted
+Waiting requests sit in a weighted fair queue across tenants, flex requests
+(`WorkItem.flex`) in a tier of their own served after the default tier's
+(`shards.tiered_queue`); a request is admitted
 while slots are free, or past `max_running` (up to `max_running_hard`) when its tenant
 holds less than its weighted share of the slots, so one tenant's burst cannot hold
 every slot against the others. An admitted request is prefilled in chunks
@@ -34,12 +36,13 @@ from collections.abc import Callable
 
 from cache.tiers import Tier
 from shards.detokenizer import Detokenizer
-from shards.fair_queue import FairQueue, may_admit, may_pin
+from shards.fair_queue import may_admit, may_pin
 from shards.prefill import ChunkedPrefill, PrefillTask
 from shards.prefill_order import PrefillOrder
 from shards.protocol import (CacheEventsReport, CacheSnapshot, ErrorEvent, EventBatch, FinishEvent, TokenEvent,
                              WorkItem)
 from shards.stall_bound import StallBound
+from shards.tiered_queue import TieredQueue
 from shards.worker_config import WorkerConfig, stats_as_dict
 from shards.worker_inbox import WorkerInbox
 from shards.worker_prefill import PrefillScheduling
@@ -63,7 +66,7 @@ class WorkerLoop(WorkerInbox, PrefillScheduling):
         self._batches = batched and config.event_batches
         self.clock = clock
         self.weights = dict(config.tenant_weights)
-        self.waiting: FairQueue[WorkItem] = FairQueue(self.weights)
+        self.waiting: TieredQueue[WorkItem] = TieredQueue(self.weights)
         self.running: dict[str, object] = {}
         self.prefilling: dict[str, PrefillTask] = {}
         self._prefill_s: dict[str, float] = {}  # running request -> its prefill compute time
@@ -140,17 +143,17 @@ class WorkerLoop(WorkerInbox, PrefillScheduling):
         return len(item.prompt_token_ids) // self.config.block_size + 1
 
     def admit_ready(self) -> None:
-        """Admit waiting requests, in fair order, while the slot rule (`may_admit`) and
-        the KV rule (`may_pin`, on the head of each tenant's queue) allow."""
+        """Admit waiting requests, the default tier's before the flex tier's, each in fair
+        order, while the slot rule (`may_admit`) and the KV rule (`may_pin`, on the head
+        of each tenant's queue) allow."""
         capacity = self.config.num_hot_blocks
         while len(self.waiting):
             counts = self._slots_by_tenant()
             pinned = self._pinned_by_tenant()
             waiting = set(self.waiting.tenants())
-            heads = self.waiting.heads()
-            item = self.waiting.pop_first(lambda tenant: may_admit(
+            item = self.waiting.pop_first(lambda tenant, head: may_admit(
                 tenant, counts, waiting, self.weights, self.config.max_running, self.max_running_hard)
-                and may_pin(tenant, self._num_blocks(heads[tenant]), pinned, waiting, self.weights, capacity))
+                and may_pin(tenant, self._num_blocks(head), pinned, waiting, self.weights, capacity))
             if item is None:
                 return
             self._admit(item)

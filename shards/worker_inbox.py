@@ -24,7 +24,8 @@ class WorkerInbox:
         """Apply one inbox message; False means shut down."""
         if isinstance(message, WorkItem):
             self.waiting.push(message.tenant, message.request_id, message,
-                              work_cost(len(message.prompt_token_ids), message.sampling.max_tokens))
+                              work_cost(len(message.prompt_token_ids), message.sampling.max_tokens),
+                              flex=message.flex)
         elif isinstance(message, CancelRequest):
             self._cancel(message.request_id)
         elif isinstance(message, Ping):

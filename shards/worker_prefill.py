@@ -2,8 +2,8 @@
 
 Part of `WorkerLoop` (shards/worker.py, whose docstring gives the whole schedule): the
 prefills of tenants within their weighted share of the slots run back to back (time to
-first token first), at most one chunk of a tenant past its share runs between decode
-passes, and with `max_decode_stall_s` set the due running requests decode in a chunk's
+first token first), at most one chunk of a tenant past its share, or of a flex request
+(after every default-tier prefill), runs between decode passes, and with `max_decode_stall_s` set the due running requests decode in a chunk's
 own forward pass, or the chunks yield to a decode pass (`shards.stall_bound`).
 
 Invariants: a prefill that fails ends its request with one retryable error and frees
@@ -57,26 +57,31 @@ class PrefillScheduling:
         return self.stall.riders(self.running.values(), self.clock(), self.config.decode_batch)
 
     def _prefill_chunk(self, within_share_only: bool) -> bool:
-        """One chunk of the prefill that comes first in `prefill_order`
-        (`shards.prefill_order`); a finished prefill starts decoding. False when no chunk
-        ran, or, with `within_share_only`, when the first one's tenant is past its share."""
+        """One chunk of the prefill that comes first: the default tier's before flex
+        requests' (`WorkItem.flex`), then in `prefill_order` (`shards.prefill_order`); a
+        finished prefill starts decoding. False when no chunk ran, or, with
+        `within_share_only`, when the first one is flex or its tenant past its share (so
+        it interleaves with decode passes, one chunk at a time)."""
         if not self.prefilling:
             return False
         counts = self._slots_by_tenant()
         active = {t for t, n in counts.items() if n > 0} | set(self.waiting.tenants())
         past_share = {t: counts[t] > fair_share(t, active, self.weights, self.max_running_hard) for t in counts}
 
+        def interleaved(task: PrefillTask) -> bool:
+            return task.item.flex or past_share[task.item.tenant]
+
         def key(item: tuple[int, str]) -> tuple:
             index, request_id = item
             task = self.prefilling[request_id]
             tenant = task.item.tenant
-            return self.prefill_order.key(
-                past_share=past_share[tenant], slots_per_weight=counts[tenant] / self.waiting.weight(tenant),
-                admitted_s=task.admitted_s, num_remaining_tokens=task.num_remaining_tokens, arrival_index=index)
+            return (task.item.flex, *self.prefill_order.key(
+                past_share=interleaved(task), slots_per_weight=counts[tenant] / self.waiting.weight(tenant),
+                admitted_s=task.admitted_s, num_remaining_tokens=task.num_remaining_tokens, arrival_index=index))
 
         _, request_id = min(enumerate(self.prefilling), key=key)
         task = self.prefilling[request_id]
-        if within_share_only and past_share[task.item.tenant]:
+        if within_share_only and interleaved(task):
             return False
         try:
             token = self._advance(task)

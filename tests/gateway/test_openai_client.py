@@ -2,6 +2,7 @@
 import datetime
 import json
 import math
+import re
 import typing
 import uuid
 
@@ -405,3 +406,26 @@ def test_client_completions_and_upstream_models_take_n(client):
     assert completion.choices[0].text == completion.choices[1].text  # greedy: the same text twice
     upstream = client.chat.completions.create(model="fake", messages=ASK, n=2)
     assert [c.index for c in upstream.choices] == [0, 1] and all(c.message.content for c in upstream.choices)
+
+
+def test_client_service_tier_flex_is_served_in_the_flex_tier_and_named_in_the_reply(client, gateway):
+    def num_routed_flex() -> int:
+        text = httpx.get(f"{gateway.base_url}/metrics", headers=gateway.headers("ops")).text
+        found = re.search(r'stepahead_router_info\{model_name="tiny",field="num_routed_flex"\} (\d+)', text)
+        return int(found.group(1)) if found else 0
+
+    before = num_routed_flex()
+    plain = client.chat.completions.create(model="tiny", messages=ASK, max_tokens=4, service_tier="auto")
+    assert plain.service_tier == "default" and num_routed_flex() == before
+    flex = client.chat.completions.create(model="tiny", messages=ASK, max_tokens=4, service_tier="flex")
+    assert flex.service_tier == "flex"
+    chunks = list(client.chat.completions.create(model="tiny", messages=ASK, max_tokens=4, stream=True,
+                                                 service_tier="flex"))
+    assert {chunk.service_tier for chunk in chunks} == {"flex"}
+    response = client.responses.create(model="tiny", input="Hi", max_output_tokens=4, service_tier="flex")
+    assert response.service_tier == "flex"
+    client.completions.create(model="tiny", prompt="Once", max_tokens=2, extra_body={"service_tier": "flex"})
+    assert num_routed_flex() == before + 4   # the engine's router took each as flex work
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(model="tiny", messages=ASK, service_tier="turbo")
+    assert caught.value.param == "service_tier"

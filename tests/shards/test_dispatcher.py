@@ -1,6 +1,8 @@
 """Request bookkeeping without processes: admission, retries, fairness, transfers."""
 from __future__ import annotations
 
+import dataclasses
+
 from cache.events import BlockStored
 from cache.hashing import BlockHash
 from cache.tiers import Tier
@@ -287,3 +289,15 @@ def test_dispatcher_source_death_mid_transfer_sends_the_request_without_it():
     dispatcher, out = _transfer_setup()
     out = dispatcher.remove_worker("w1", 0.2)
     assert ("w0", "r1") in _sent_items(out)
+
+
+def test_dispatcher_sends_a_held_default_request_before_flex_ones_queued_earlier():
+    dispatcher = _dispatcher(workers=("w0",), max_outstanding_per_worker=1, max_outstanding_hard=1)
+    assert _sent_items(dispatcher.submit(_item("r1"), [], 0.0)) == [("w0", "r1")]
+    for i in range(2):
+        dispatcher.submit(dataclasses.replace(_item(f"batch{i}", "batch"), flex=True), [], 0.0)
+    dispatcher.submit(_item("agent", "agent"), [], 0.1)
+    sent = []
+    for finished in ("r1", "agent", "batch0"):
+        sent += _sent_items(dispatcher.on_worker_message("w0", _finish(finished, "w0"), 0.2))
+    assert sent == [("w0", "agent"), ("w0", "batch0"), ("w0", "batch1")]

@@ -78,8 +78,8 @@ def test_fair_queue_pop_first_skips_tenants_that_cannot_be_served():
     queue = FairQueue()
     _fill(queue, "a", 2)
     _fill(queue, "b", 2)
-    assert queue.pop_first(lambda tenant: tenant == "b") == "b0"
-    assert queue.pop_first(lambda tenant: False) is None
+    assert queue.pop_first(lambda tenant, item: tenant == "b") == "b0"
+    assert queue.pop_first(lambda tenant, item: False) is None
 
 
 def test_fair_queue_keeps_no_fifo_for_tenants_with_nothing_queued():

@@ -248,3 +248,41 @@ def test_router_another_tenants_backlog_does_not_push_a_session_off_its_kv():
     decision = router.route("r1", _query("s"), ["w0", "w1"], 0.0)
     assert decision.worker_id == "w0" and decision.num_expected_cached_tokens == 128
     assert router.load_tokens("w0", "noisy") > 10_000
+
+
+def _flex_query(session=None, num_tokens=200, tenant="t"):
+    return RouteQuery(tenant, session, [], num_tokens, flex=True)
+
+
+def test_router_flex_requests_skip_the_tenant_home_and_spread_by_load():
+    """A tenant's batch work does not pile onto its home worker (where its agents'
+    sessions go): each flex request goes to the least loaded worker."""
+    router = _router()
+    assert router.route("agent", _query(session="s1", num_blocks=0), ["w0", "w1"], 0.0).worker_id == "w0"
+    chosen = [router.route(f"f{i}", _flex_query(), ["w0", "w1"], 0.0) for i in range(3)]
+    assert [d.worker_id for d in chosen] == ["w1", "w0", "w1"] and {d.reason for d in chosen} == {"flex"}
+    home = router.route("agent2", _query(session="s2", num_blocks=0), ["w0", "w1"], 0.0)
+    assert (home.worker_id, home.reason) == ("w0", "tenant")   # the agents' sessions stay home
+    assert router.stats.num_routed == {"least_loaded": 1, "flex": 3, "tenant": 1}
+
+
+def test_router_flex_prefill_is_not_load_to_a_default_request_but_is_to_the_totals():
+    router = _router(tenant_homes=False, decode_cost_tokens=10.0)
+    router.route("f1", _flex_query(num_tokens=1000), ["w0"], 0.0)
+    assert router.load_tokens("w0", "t") == 0 and router.load_tokens("w0") == 1000
+    assert router.route("d1", _query(num_blocks=0), ["w0", "w1"], 0.0).worker_id == "w0"   # w0 first: a tie
+    router.on_first_token("f1")   # its decodes are load to everyone
+    assert router.load_tokens("w0", "t") == 210 and router.load_tokens("w1", "t") == 0
+
+
+def test_router_flex_request_leaves_no_session_behind_and_its_charge_is_released_exactly_once():
+    router = _router(decode_cost_tokens=10.0)
+    router.route("f1", _flex_query(session="s-batch"), ["w0"], 0.0)
+    assert router.session_worker("s-batch") is None and router.load("w0").by_tenant == {}
+    router.on_first_token("f1")
+    router.on_first_token("f1")
+    router.on_done("f1")
+    router.on_done("f1")
+    load = router.load("w0")
+    assert (load.num_queued_prefill_tokens, load.num_flex_prefill_tokens, load.num_active_decodes,
+            load.num_outstanding) == (0, 0, 0, 0)

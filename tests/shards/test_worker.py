@@ -546,3 +546,40 @@ def test_worker_loop_prefills_the_shortest_remaining_prompt_first_by_default(tin
     first_tokens = [m.request_id for m in out if isinstance(m, TokenEvent)]
     assert first_tokens[0] == first
     assert {m.request_id for m in out if isinstance(m, FinishEvent)} == {"long", "short"}
+
+
+def _flex(item):
+    return dataclasses.replace(item, flex=True)
+
+
+def test_worker_loop_admits_and_prefills_the_default_tier_before_flex_requests(tiny_loaded):
+    """A short flex prompt queued first, then a long default one: by deadline alone the
+    short one would go first; the default request is admitted first and gets its first
+    token first, and with one slot the flex request waits for it."""
+    loop, out = _loop(tiny_loaded, prefill_chunk_tokens=16)
+    loop.handle(_flex(_item("batch", num_tokens=20, max_tokens=2, seed=2)))
+    loop.handle(_item("agent", num_tokens=160, max_tokens=2, seed=1))
+    _run(loop)
+    first_tokens = [m.request_id for m in out if isinstance(m, TokenEvent)]
+    assert first_tokens[0] == "agent"
+    assert {m.request_id for m in out if isinstance(m, FinishEvent)} == {"agent", "batch"}
+    one_slot, _ = _loop(tiny_loaded, max_running=1)
+    one_slot.handle(_flex(_item("batch", seed=2)))
+    one_slot.handle(_item("agent", seed=1))
+    one_slot.admit_ready()
+    assert list(one_slot.prefilling) == ["agent"] and len(one_slot.waiting) == 1
+
+
+def test_worker_loop_a_flex_prefill_runs_one_chunk_between_decode_passes(tiny_loaded):
+    """A 96-token flex newcomer (6 chunks of 16) while "a" streams: "a" gets a token
+    between the newcomer's chunks, where a default newcomer's prefill runs first
+    (`test_worker_loop_stall_bound_lets_decodes_between_a_newcomers_chunks`)."""
+    loop, out = _loop(tiny_loaded, prefill_chunk_tokens=16)
+    loop.handle(_item("a", max_tokens=60))
+    loop.step()
+    loop.handle(_flex(_item("b", num_tokens=96, max_tokens=1, seed=1)))
+    start = len(out)
+    while not any(isinstance(m, TokenEvent) and m.request_id == "b" for m in out[start:]):
+        loop.step()
+    sent = [m.request_id for m in out[start:] if isinstance(m, TokenEvent)]
+    assert sent[:sent.index("b")].count("a") >= 5
