@@ -2,8 +2,9 @@
 first use, set aside when SQLite finds it damaged.
 
 Invariants: one connection, opened lazily by the one thread that uses it (WAL, a 5 s
-busy timeout for another gateway on the same file, the schema created); `path` None is a
-database in memory; `surviving(operation)` makes a call that finds the file damaged again
+busy timeout for another gateway on the same file, the schema created, and each of
+`added_columns` added to a table made before it existed); `path` None is a database in
+memory; `surviving(operation)` makes a call that finds the file damaged again
 on a new, empty file, the damaged one set aside, never deleted (`cache.damaged_files`).
 """
 from __future__ import annotations
@@ -19,19 +20,29 @@ T = TypeVar("T")
 
 
 class SqliteFile:
-    __slots__ = ("path", "what", "schema", "_db")
+    __slots__ = ("path", "what", "schema", "added_columns", "_db")
 
-    def __init__(self, path: Path | None, what: str, schema: str) -> None:
+    def __init__(self, path: Path | None, what: str, schema: str,
+                 added_columns: Sequence[tuple[str, str, str]] = ()) -> None:
+        """`added_columns`: (table, column, declaration) that a later version added to a
+        table of `schema` (which has them too): a file made before gets them, NULL in its rows."""
         self.path = path
         self.what = what   # names it in warnings: "the response archive"
         self.schema = schema
+        self.added_columns = tuple(added_columns)
         self._db: sqlite3.Connection | None = None
 
     def _set_up(self, db: sqlite3.Connection) -> None:
         db.execute("PRAGMA busy_timeout = 5000")  # another gateway on the same file
         db.execute("PRAGMA journal_mode = WAL")
         db.execute("PRAGMA synchronous = NORMAL")
+        self._create(db)
+
+    def _create(self, db: sqlite3.Connection) -> None:
         db.executescript(self.schema)
+        for table, column, declaration in self.added_columns:
+            if column not in {row[1] for row in db.execute(f"PRAGMA table_info({table})")}:
+                db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
 
     @property
     def db(self) -> sqlite3.Connection:
@@ -39,7 +50,7 @@ class SqliteFile:
         if self._db is None:
             if self.path is None:
                 self._db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-                self._db.executescript(self.schema)
+                self._create(self._db)
             else:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 self._db = connect_setting_aside_damaged(self.path, self.what, self._set_up,

@@ -285,10 +285,12 @@ class BatchRunner:
         failed = [result for result in results if not _succeeded(result)]
         if succeeded:
             batch.output_file_id = (await self.files.add_bytes(
-                batch.tenant, f"{batch.id}_output.jsonl", "batch_output", _jsonl(succeeded))).id
+                batch.tenant, f"{batch.id}_output.jsonl", "batch_output", _jsonl(succeeded),
+                batch.output_expires_after_s)).id
         if failed:
             batch.error_file_id = (await self.files.add_bytes(
-                batch.tenant, f"{batch.id}_error.jsonl", "batch_output", _jsonl(failed))).id
+                batch.tenant, f"{batch.id}_error.jsonl", "batch_output", _jsonl(failed),
+                batch.output_expires_after_s)).id
         batch.completed, batch.failed = len(succeeded), len(failed)
         batch.usage = summed_usage(succeeded)
         batch.moved_to(final, self.clock())

@@ -63,6 +63,7 @@ class Batch:
     times: dict[str, int] = field(default_factory=dict)   # TIMES reached so far
     model: str | None = None   # the model its requests name (the first request's)
     usage: dict | None = None   # its requests' token usage, summed once it ends
+    output_expires_after_s: int | None = None   # its output and error files', from their making
 
     def moved_to(self, status: str, now_s: float) -> None:
         self.status = status

@@ -17,6 +17,7 @@ from gateway.batch_lines import ENDPOINTS
 from gateway.batch_store import Batch
 from gateway.conversation_items import checked_metadata
 from gateway.errors import ApiError, invalid_request
+from gateway.file_store import checked_expires_after
 from gateway.http_io import fields_of, read_json_body
 from gateway.ids import random_hex
 from gateway.list_page import list_page, listed
@@ -45,6 +46,8 @@ async def create_batch(request: Request) -> Response:
         if not isinstance(body["input_file_id"], str):
             raise invalid_request("'input_file_id' must be a file id.", param="input_file_id")
         metadata = checked_metadata(body.get("metadata"))
+        expiry = body.get("output_expires_after")
+        output_expires_after_s = None if expiry is None else checked_expires_after(expiry, "output_expires_after")
         try:
             stored = await state.files.get(tenant, body["input_file_id"])
         except ApiError as error:
@@ -55,7 +58,7 @@ async def create_batch(request: Request) -> Response:
                                   "with purpose 'batch'.", param="input_file_id", code="invalid_value")
         now = int(time.time())
         batch = Batch(f"batch_{random_hex(32)}", tenant, body["endpoint"], stored.id, body["completion_window"],
-                      now, now + window_s, metadata)
+                      now, now + window_s, metadata, output_expires_after_s=output_expires_after_s)
         return JSONResponse((await state.batches.create(batch)).as_object())
     except ApiError as error:
         return error_response(error)

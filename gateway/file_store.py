@@ -3,6 +3,8 @@ files, their bytes on disk, their records in SQLite.
 
 Invariants:
 - a file is found only by the tenant that owns it (another tenant's ids read as unknown);
+- a file past its `expires_at` is never found or listed again; its record and bytes are
+  removed by the next upload or listing of any tenant (`_remove_expired`);
 - a file's bytes are in `root/<id>` once its record exists: a record is written after
   its bytes, and removed before them; a file's bytes never change;
 - the event loop never touches the disk: every call runs on the store's one thread;
@@ -18,7 +20,7 @@ from pathlib import Path
 from typing import IO
 
 from cache.sqlite_file import SqliteFile
-from gateway.errors import ApiError, body_too_large
+from gateway.errors import ApiError, body_too_large, invalid_request
 from gateway.ids import random_hex
 from gateway.list_page import ListPage
 from gateway.store_thread import StoreThread, TemporaryRoot
@@ -31,11 +33,17 @@ CREATE TABLE IF NOT EXISTS files (
     created_at INTEGER NOT NULL,
     filename TEXT NOT NULL,
     purpose TEXT NOT NULL,
+    expires_at INTEGER,
     PRIMARY KEY (tenant, id)
 );
 CREATE INDEX IF NOT EXISTS files_by_time ON files (tenant, created_at);
 """
+ADDED_COLUMNS = (("files", "expires_at", "INTEGER"),)   # not in the first version's files
+COLUMNS = "id, bytes, created_at, filename, purpose, expires_at"
 PURPOSES = ("batch", "batch_output", "user_data", "assistants", "assistants_output", "fine-tune", "vision", "evals")
+MIN_EXPIRY_S, MAX_EXPIRY_S = 3600, 30 * 24 * 3600
+BATCH_INPUT_EXPIRY_S = MAX_EXPIRY_S   # as at OpenAI, an upload for the Batch API expires after 30 days
+REMOVED_PER_SWEEP = 256
 
 
 def file_not_found(file_id: str, param: str = "file_id") -> ApiError:
@@ -49,11 +57,23 @@ class StoredFile:
     created_at: int
     filename: str
     purpose: str
+    expires_at: int | None = None
 
     def as_object(self) -> dict:
         return {"id": self.id, "object": "file", "bytes": self.bytes, "created_at": self.created_at,
-                "filename": self.filename, "purpose": self.purpose, "status": "processed", "expires_at": None,
-                "status_details": None}
+                "filename": self.filename, "purpose": self.purpose, "status": "processed",
+                "expires_at": self.expires_at, "status_details": None}
+
+
+def checked_expires_after(value: object, param: str) -> int:
+    """The seconds of an `expires_after` policy ({"anchor": "created_at", "seconds": N},
+    N from an hour to 30 days), else a 400 naming `param`."""
+    seconds = value.get("seconds") if isinstance(value, dict) else None
+    if (not isinstance(value, dict) or value.get("anchor") != "created_at" or set(value) != {"anchor", "seconds"}
+            or type(seconds) is not int or not MIN_EXPIRY_S <= seconds <= MAX_EXPIRY_S):
+        raise invalid_request(f"'{param}' must be {{\"anchor\": \"created_at\", \"seconds\": N}} with N from "
+                              f"{MIN_EXPIRY_S} to {MAX_EXPIRY_S}.", param=param, code="invalid_value")
+    return seconds
 
 
 class FileStore:
@@ -61,7 +81,8 @@ class FileStore:
         self._root = root
         self._temporary = TemporaryRoot("stepahead-files-") if root is None else None
         self.clock = clock
-        self._file = SqliteFile(None if root is None else root / "files.sqlite3", "the file index", SCHEMA)
+        self._file = SqliteFile(None if root is None else root / "files.sqlite3", "the file index", SCHEMA,
+                                ADDED_COLUMNS)
         self._thread = StoreThread("stepahead-files", "the file store")
 
     @property
@@ -70,7 +91,9 @@ class FileStore:
 
     # --- on the store's thread ---------------------------------------------------------
 
-    def _add(self, tenant: str, filename: str, purpose: str, write: Callable[[IO[bytes]], None]) -> StoredFile:
+    def _add(self, tenant: str, filename: str, purpose: str, write: Callable[[IO[bytes]], None],
+             expires_after_s: int | None) -> StoredFile:
+        self._remove_expired()
         self.root.mkdir(parents=True, exist_ok=True)
         file_id = f"file-{random_hex(24)}"
         path = self.root / file_id
@@ -78,18 +101,32 @@ class FileStore:
             with open(path, "wb") as out:
                 write(out)
                 num_bytes = out.tell()
-            stored = StoredFile(file_id, num_bytes, int(self.clock()), filename, purpose)
-            self._file.change("INSERT INTO files (tenant, id, bytes, created_at, filename, purpose) "
-                              "VALUES (?, ?, ?, ?, ?, ?)", (tenant, file_id, num_bytes, stored.created_at, filename,
-                                                             purpose))
+            now = int(self.clock())
+            stored = StoredFile(file_id, num_bytes, now, filename, purpose,
+                                None if expires_after_s is None else now + expires_after_s)
+            self._file.change(f"INSERT INTO files (tenant, {COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                              (tenant, file_id, num_bytes, now, filename, purpose, stored.expires_at))
         except BaseException:
             path.unlink(missing_ok=True)
             raise
         return stored
 
+    def _remove_expired(self) -> None:
+        """Remove up to REMOVED_PER_SWEEP expired files, records first, then bytes."""
+        expired = self._file.rows("SELECT tenant, id FROM files WHERE expires_at <= ? LIMIT ?",
+                                  (int(self.clock()), REMOVED_PER_SWEEP))
+        for tenant, file_id in expired:
+            self._file.change("DELETE FROM files WHERE tenant = ? AND id = ?", (tenant, file_id))
+            (self.root / file_id).unlink(missing_ok=True)
+
+    def _live(self) -> tuple[str, int]:
+        """The condition and argument that leave out expired files."""
+        return "(expires_at IS NULL OR expires_at > ?)", int(self.clock())
+
     def _get(self, tenant: str, file_id: str) -> StoredFile:
-        rows = self._file.rows("SELECT id, bytes, created_at, filename, purpose FROM files WHERE tenant = ? AND id = ?",
-                               (tenant, file_id))
+        live, now = self._live()
+        rows = self._file.rows(f"SELECT {COLUMNS} FROM files WHERE tenant = ? AND id = ? AND {live}",
+                               (tenant, file_id, now))
         if not rows:
             raise file_not_found(file_id)
         return StoredFile(*rows[0])
@@ -100,7 +137,9 @@ class FileStore:
         (self.root / file_id).unlink(missing_ok=True)
 
     def _list(self, tenant: str, purpose: str | None, page: ListPage) -> tuple[list[StoredFile], bool]:
-        where, args = "tenant = ?", [tenant]
+        self._remove_expired()
+        live, now = self._live()
+        where, args = f"tenant = ? AND {live}", [tenant, now]
         if purpose is not None:
             where, args = where + " AND purpose = ?", [*args, purpose]
         order = "ASC" if page.order == "asc" else "DESC"
@@ -111,26 +150,29 @@ class FileStore:
                 raise page.unknown_after("file") from None
             where += f" AND (created_at, id) {'>' if order == 'ASC' else '<'} (?, ?)"
             args += [after.created_at, after.id]
-        rows = self._file.rows(f"SELECT id, bytes, created_at, filename, purpose FROM files WHERE {where} "
+        rows = self._file.rows(f"SELECT {COLUMNS} FROM files WHERE {where} "
                                f"ORDER BY created_at {order}, id {order} LIMIT ?", (*args, page.limit + 1))
         return [StoredFile(*row) for row in rows[:page.limit]], len(rows) > page.limit
 
     # --- from the event loop -------------------------------------------------------------
 
     async def add(self, tenant: str, filename: str, purpose: str, source: IO[bytes],
-                  max_bytes: int | None = None) -> StoredFile:
-        """Keep a copy of `source` (read from its start) as a new file; one past
-        `max_bytes` is a 413 and nothing of it is kept."""
+                  max_bytes: int | None = None, expires_after_s: int | None = None) -> StoredFile:
+        """Keep a copy of `source` (read from its start) as a new file, for
+        `expires_after_s` from now (None: until deleted); one past `max_bytes` is a 413
+        and nothing of it is kept."""
         def write(out: IO[bytes]) -> None:
             source.seek(0)
             while chunk := source.read(1 << 20):
                 out.write(chunk)
                 if max_bytes is not None and out.tell() > max_bytes:
                     raise body_too_large(max_bytes)
-        return await self._thread.call(self._add, tenant, filename, purpose, write)
+        return await self._thread.call(self._add, tenant, filename, purpose, write, expires_after_s)
 
-    async def add_bytes(self, tenant: str, filename: str, purpose: str, data: bytes) -> StoredFile:
-        return await self._thread.call(self._add, tenant, filename, purpose, lambda out: out.write(data))
+    async def add_bytes(self, tenant: str, filename: str, purpose: str, data: bytes,
+                        expires_after_s: int | None = None) -> StoredFile:
+        return await self._thread.call(self._add, tenant, filename, purpose, lambda out: out.write(data),
+                                       expires_after_s)
 
     async def get(self, tenant: str, file_id: str) -> StoredFile:
         """The tenant's file, else a 404."""

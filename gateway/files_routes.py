@@ -1,5 +1,5 @@
-"""HTTP handlers of the Files API: POST /v1/files (a multipart upload: `file`, `purpose`),
-GET /v1/files, GET and DELETE /v1/files/{id}, GET /v1/files/{id}/content.
+"""HTTP handlers of the Files API: POST /v1/files (a multipart upload: `file`, `purpose`,
+`expires_after`), GET /v1/files, GET and DELETE /v1/files/{id}, GET /v1/files/{id}/content.
 
 Invariants: as for every handler, authentication first and errors OpenAI-shaped; a
 tenant never reaches another tenant's files (their ids answer 404); an upload past
@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 
 from gateway.errors import ApiError, body_too_large, invalid_request
-from gateway.file_store import PURPOSES
+from gateway.file_store import BATCH_INPUT_EXPIRY_S, PURPOSES, checked_expires_after
 from gateway.list_page import list_page, listed
 from gateway.routes import error_response, gateway_state
 
@@ -45,12 +45,25 @@ async def upload_file(request: Request) -> Response:
                                       param="purpose", code="invalid_value")
             if upload.size is not None and upload.size > limit:
                 raise body_too_large(limit)
-            stored = await state.files.add(tenant, upload.filename or "upload", purpose, upload.file, limit)
+            stored = await state.files.add(tenant, upload.filename or "upload", purpose, upload.file, limit,
+                                           _expires_after_s(form, purpose))
         finally:
             await form.close()
         return JSONResponse(stored.as_object())
     except ApiError as error:
         return error_response(error)
+
+
+def _expires_after_s(form, purpose: str) -> int | None:
+    """The upload's `expires_after` (the form fields `expires_after[anchor]` and
+    `expires_after[seconds]`, as OpenAI's clients send it), in seconds; without it a
+    "batch" file expires after 30 days, as at OpenAI, and the others never."""
+    anchor, seconds = form.get("expires_after[anchor]"), form.get("expires_after[seconds]")
+    if anchor is None and seconds is None:
+        return BATCH_INPUT_EXPIRY_S if purpose == "batch" else None
+    if isinstance(seconds, str) and seconds.isdigit():
+        seconds = int(seconds)
+    return checked_expires_after({"anchor": anchor, "seconds": seconds}, "expires_after")
 
 
 async def list_files(request: Request) -> Response:

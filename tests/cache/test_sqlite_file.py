@@ -33,3 +33,20 @@ def test_rows_and_change_read_and_write_one_statement():
     assert file.change("INSERT INTO t VALUES (?), (?)", ("a", "b")) == 2
     assert file.rows("SELECT x FROM t ORDER BY x") == [("a",), ("b",)]
     assert file.change("DELETE FROM t WHERE x = ?", ("z",)) == 0 and file.rows("SELECT x FROM t WHERE x = 'z'") == []
+
+
+def test_a_file_made_before_a_column_was_added_gets_it_and_keeps_its_rows(tmp_path):
+    path = tmp_path / "f.sqlite3"
+    old = SqliteFile(path, "the test file", SCHEMA)
+    old.change("INSERT INTO t VALUES ('kept')")
+    old.close()
+    newer_schema = "CREATE TABLE IF NOT EXISTS t (x TEXT, y INTEGER);"
+    newer = SqliteFile(path, "the test file", newer_schema, added_columns=[("t", "y", "INTEGER")])
+    newer.change("INSERT INTO t VALUES ('new', 7)")
+    assert newer.rows("SELECT x, y FROM t ORDER BY x") == [("kept", None), ("new", 7)]
+    newer.close()
+    again = SqliteFile(path, "the test file", newer_schema, added_columns=[("t", "y", "INTEGER")])
+    assert again.rows("SELECT count(*) FROM t WHERE y IS NULL") == [(1,)]   # added once, not twice
+    again.close()
+    fresh = SqliteFile(None, "the test file", newer_schema, added_columns=[("t", "y", "INTEGER")])
+    assert fresh.change("INSERT INTO t VALUES ('m', 1)") == 1

@@ -200,3 +200,25 @@ def test_a_batch_goes_on_after_a_restart_without_running_a_request_twice(tmp_pat
     finally:
         server.stop()
     assert not list((tmp_path / "files" / "batch_results").glob("*.jsonl"))
+
+
+def test_files_expire_as_asked_batch_uploads_after_30_days_and_a_batch_names_its_outputs_expiry(client):
+    brief = client.files.create(file=("notes.txt", b"n"), purpose="user_data",
+                                expires_after={"anchor": "created_at", "seconds": 3600})
+    assert brief.expires_at == brief.created_at + 3600
+    assert client.files.create(file=("notes.txt", b"n"), purpose="user_data").expires_at is None
+    upload = client.files.create(file=("in.jsonl", _jsonl([_chat_line("a")])), purpose="batch")
+    assert upload.expires_at == upload.created_at + 30 * 24 * 3600
+    batch = client.batches.create(input_file_id=upload.id, endpoint="/v1/chat/completions", completion_window="24h",
+                                  output_expires_after={"anchor": "created_at", "seconds": 7200})
+    output = client.files.retrieve(_finished(client, batch.id).output_file_id)
+    assert output.expires_at == output.created_at + 7200
+    for bad in ({"anchor": "created_at", "seconds": 60}, {"anchor": "last_active_at", "seconds": 3600},
+                {"anchor": "created_at", "seconds": "soon"}):
+        with pytest.raises(openai.BadRequestError) as caught:
+            client.files.create(file=("notes.txt", b"n"), purpose="user_data", expires_after=bad)
+        assert caught.value.param == "expires_after"
+        with pytest.raises(openai.BadRequestError) as caught:
+            client.batches.create(input_file_id=upload.id, endpoint="/v1/chat/completions", completion_window="24h",
+                                  output_expires_after=bad)
+        assert caught.value.param == "output_expires_after"

@@ -66,3 +66,51 @@ def test_a_copy_past_its_limit_is_a_413_and_leaves_nothing():
 
     asyncio.run(main())
     store.close()
+
+
+def test_a_file_past_its_expiry_is_gone_and_the_next_upload_removes_its_bytes(tmp_path):
+    now = [1000.0]
+    store = FileStore(tmp_path / "files", clock=lambda: now[0])
+
+    async def main():
+        brief = await store.add_bytes("a", "brief.txt", "user_data", b"soon gone", expires_after_s=3600)
+        kept = await store.add_bytes("a", "kept.txt", "user_data", b"stays")
+        assert (brief.expires_at, kept.expires_at) == (4600, None)
+        assert brief.as_object()["expires_at"] == 4600
+        now[0] = 4599.0
+        assert (await store.get("a", brief.id)).expires_at == 4600
+        now[0] = 4600.0
+        for call in (store.get("a", brief.id), store.read("a", brief.id)):
+            with pytest.raises(ApiError) as gone:
+                await call
+            assert gone.value.status == 404
+        assert store.path_of(brief).exists()   # until the next upload or listing
+        listed, _ = await store.list("a", None, ListPage())
+        assert [f.id for f in listed] == [kept.id] and not store.path_of(brief).exists()
+        assert await store.read("a", kept.id) == b"stays"
+
+    asyncio.run(main())
+    store.close()
+
+
+def test_a_file_index_of_the_first_version_gets_the_expiry_column_and_keeps_its_files(tmp_path):
+    import sqlite3
+    root = tmp_path / "files"
+    root.mkdir()
+    db = sqlite3.connect(root / "files.sqlite3")
+    db.executescript("""CREATE TABLE files (tenant TEXT NOT NULL, id TEXT NOT NULL, bytes INTEGER NOT NULL,
+        created_at INTEGER NOT NULL, filename TEXT NOT NULL, purpose TEXT NOT NULL, PRIMARY KEY (tenant, id));""")
+    db.execute("INSERT INTO files VALUES ('a', 'file-old', 3, 5, 'old.txt', 'user_data')")
+    db.commit()
+    db.close()
+    (root / "file-old").write_bytes(b"old")
+    store = _store(root)
+
+    async def main():
+        old = await store.get("a", "file-old")
+        assert (old.filename, old.expires_at) == ("old.txt", None)
+        assert await store.read("a", "file-old") == b"old"
+        assert (await store.add_bytes("a", "new.txt", "user_data", b"n", expires_after_s=3600)).expires_at > 3600
+
+    asyncio.run(main())
+    store.close()
