@@ -21,84 +21,69 @@ from gateway.file_store import checked_expires_after
 from gateway.http_io import fields_of, read_json_body
 from gateway.ids import random_hex
 from gateway.list_page import list_page, listed
-from gateway.routes import error_response, gateway_state
+from gateway.routes import tenant_endpoint
+from gateway.state import GatewayState
 
 COMPLETION_WINDOWS = {"24h": 24 * 3600}
 
 
-async def create_batch(request: Request) -> Response:
+@tenant_endpoint
+async def create_batch(request: Request, state: GatewayState, tenant: str) -> Response:
     """POST /v1/batches: run the requests of `input_file_id` (a "batch" file) on
     `endpoint` within `completion_window` ("24h")."""
-    state = gateway_state(request)
+    body = fields_of(await read_json_body(request, state.config.max_body_bytes),
+                 ("input_file_id", "endpoint", "completion_window", "metadata", "output_expires_after"),
+                 ("input_file_id", "endpoint", "completion_window"))
+    if not isinstance(body["endpoint"], str) or body["endpoint"] not in ENDPOINTS:
+        raise invalid_request(f"'endpoint' must be one of {', '.join(ENDPOINTS)}.", param="endpoint",
+                              code="invalid_value")
+    window = body["completion_window"]
+    window_s = COMPLETION_WINDOWS.get(window) if isinstance(window, str) else None
+    if window_s is None:
+        raise invalid_request("'completion_window' must be '24h'.", param="completion_window",
+                              code="invalid_value")
+    if not isinstance(body["input_file_id"], str):
+        raise invalid_request("'input_file_id' must be a file id.", param="input_file_id")
+    metadata = checked_metadata(body.get("metadata"))
+    expiry = body.get("output_expires_after")
+    output_expires_after_s = None if expiry is None else checked_expires_after(expiry, "output_expires_after")
     try:
-        tenant = state.keys.authenticate(request.headers.get("authorization"))
-        body = fields_of(await read_json_body(request, state.config.max_body_bytes),
-                     ("input_file_id", "endpoint", "completion_window", "metadata", "output_expires_after"),
-                     ("input_file_id", "endpoint", "completion_window"))
-        if not isinstance(body["endpoint"], str) or body["endpoint"] not in ENDPOINTS:
-            raise invalid_request(f"'endpoint' must be one of {', '.join(ENDPOINTS)}.", param="endpoint",
-                                  code="invalid_value")
-        window = body["completion_window"]
-        window_s = COMPLETION_WINDOWS.get(window) if isinstance(window, str) else None
-        if window_s is None:
-            raise invalid_request("'completion_window' must be '24h'.", param="completion_window",
-                                  code="invalid_value")
-        if not isinstance(body["input_file_id"], str):
-            raise invalid_request("'input_file_id' must be a file id.", param="input_file_id")
-        metadata = checked_metadata(body.get("metadata"))
-        expiry = body.get("output_expires_after")
-        output_expires_after_s = None if expiry is None else checked_expires_after(expiry, "output_expires_after")
-        try:
-            stored = await state.files.get(tenant, body["input_file_id"])
-        except ApiError as error:
-            error.param = "input_file_id"
-            raise
-        if stored.purpose != "batch":
-            raise invalid_request(f"File '{stored.id}' has purpose '{stored.purpose}'; a batch reads a file uploaded "
-                                  "with purpose 'batch'.", param="input_file_id", code="invalid_value")
-        now = int(time.time())
-        batch = Batch(f"batch_{random_hex(32)}", tenant, body["endpoint"], stored.id, body["completion_window"],
-                      now, now + window_s, metadata, output_expires_after_s=output_expires_after_s)
-        return JSONResponse((await state.batches.create(batch)).as_object())
+        stored = await state.files.get(tenant, body["input_file_id"])
     except ApiError as error:
-        return error_response(error)
+        error.param = "input_file_id"
+        raise
+    if stored.purpose != "batch":
+        raise invalid_request(f"File '{stored.id}' has purpose '{stored.purpose}'; a batch reads a file uploaded "
+                              "with purpose 'batch'.", param="input_file_id", code="invalid_value")
+    now = int(time.time())
+    batch = Batch(f"batch_{random_hex(32)}", tenant, body["endpoint"], stored.id, body["completion_window"],
+                  now, now + window_s, metadata, output_expires_after_s=output_expires_after_s)
+    return JSONResponse((await state.batches.create(batch)).as_object())
 
 
-async def list_batches(request: Request) -> Response:
+@tenant_endpoint
+async def list_batches(request: Request, state: GatewayState, tenant: str) -> Response:
     """GET /v1/batches: the tenant's batches, newest first (`limit` 1-100, default 20;
     `after` a batch id)."""
-    state = gateway_state(request)
-    try:
-        tenant = state.keys.authenticate(request.headers.get("authorization"))
-        page = list_page(request.query_params)
-        batches, has_more = await state.batches.store.list(tenant, page)
-        return JSONResponse(listed([state.batches.current(batch).as_object() for batch in batches], has_more))
-    except ApiError as error:
-        return error_response(error)
+    page = list_page(request.query_params)
+    batches, has_more = await state.batches.store.list(tenant, page)
+    return JSONResponse(listed([state.batches.current(batch).as_object() for batch in batches], has_more))
 
 
-async def batch(request: Request) -> Response:
+@tenant_endpoint
+async def batch(request: Request, state: GatewayState, tenant: str) -> Response:
     """GET /v1/batches/{id}: the batch as it stands."""
-    state = gateway_state(request)
-    try:
-        tenant = state.keys.authenticate(request.headers.get("authorization"))
-        found = await state.batches.store.get(tenant, request.path_params["batch_id"])
-        return JSONResponse(state.batches.current(found).as_object())
-    except ApiError as error:
-        return error_response(error)
+    found = await state.batches.store.get(tenant, request.path_params["batch_id"])
+    return JSONResponse(state.batches.current(found).as_object())
 
 
-async def cancel_batch(request: Request) -> Response:
+@tenant_endpoint
+async def cancel_batch(request: Request, state: GatewayState, tenant: str) -> Response:
     """POST /v1/batches/{id}/cancel: stop sending its requests; it is `cancelling` until
     those under way finish, then `cancelled`. A batch already finished is a 400."""
-    state = gateway_state(request)
-    try:
-        tenant = state.keys.authenticate(request.headers.get("authorization"))
-        found = await state.batches.store.get(tenant, request.path_params["batch_id"])
-        cancelled = await state.batches.cancel(found)
-        if cancelled.status not in ("cancelling", "cancelled"):
-            raise invalid_request(f"Batch '{found.id}' cannot be cancelled: it is already {cancelled.status}.",
-                                  param="batch_id", code="invalid_value")
-        return JSONResponse(cancelled.as_object())
-    except ApiError as error:
-        return error_response(error)
+    found = await state.batches.store.get(tenant, request.path_params["batch_id"])
+    cancelled = await state.batches.cancel(found)
+    if cancelled.status not in ("cancelling", "cancelled"):
+        raise invalid_request(f"Batch '{found.id}' cannot be cancelled: it is already {cancelled.status}.",
+                              param="batch_id", code="invalid_value")
+    return JSONResponse(cancelled.as_object())

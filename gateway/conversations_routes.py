@@ -21,82 +21,67 @@ from gateway.errors import ApiError
 from gateway.http_io import fields_of, read_json_body
 from gateway.list_page import list_page, listed
 from gateway.responses_format import check_include
-from gateway.routes import error_response, gateway_state
+from gateway.routes import tenant_endpoint
+from gateway.state import GatewayState
 
 
-async def create_conversation(request: Request) -> Response:
+@tenant_endpoint
+async def create_conversation(request: Request, state: GatewayState, tenant: str) -> Response:
     """POST /v1/conversations: a new conversation, with up to 20 first `items` and its
     `metadata`."""
-    state = gateway_state(request)
-    try:
-        tenant = state.keys.authenticate(request.headers.get("authorization"))
-        body = fields_of(await read_json_body(request, state.config.max_body_bytes), ("items", "metadata"))
-        items = checked_items(body.get("items"))
-        conversation = Conversation(new_conversation_id(), int(time.time()), checked_metadata(body.get("metadata")))
-        await state.conversations.call("create", tenant, conversation, items)
-        return JSONResponse(conversation.as_object())
-    except ApiError as error:
-        return error_response(error)
+    body = fields_of(await read_json_body(request, state.config.max_body_bytes), ("items", "metadata"))
+    items = checked_items(body.get("items"))
+    conversation = Conversation(new_conversation_id(), int(time.time()), checked_metadata(body.get("metadata")))
+    await state.conversations.call("create", tenant, conversation, items)
+    return JSONResponse(conversation.as_object())
 
 
-async def conversation(request: Request) -> Response:
+@tenant_endpoint
+async def conversation(request: Request, state: GatewayState, tenant: str) -> Response:
     """GET /v1/conversations/{id}; POST sets its `metadata` (replacing it); DELETE forgets
     it and its items."""
-    state = gateway_state(request)
-    try:
-        tenant = state.keys.authenticate(request.headers.get("authorization"))
-        conversation_id = request.path_params["conversation_id"]
-        if request.method == "DELETE":
-            await state.conversations.call("delete", tenant, conversation_id)
-            return JSONResponse({"id": conversation_id, "object": "conversation.deleted", "deleted": True})
-        if request.method == "POST":
-            body = fields_of(await read_json_body(request, state.config.max_body_bytes), ("metadata",), ("metadata",))
-            found = await state.conversations.call("set_metadata", tenant, conversation_id,
-                                                   checked_metadata(body["metadata"]))
-        else:
-            found = await state.conversations.call("get", tenant, conversation_id)
-        return JSONResponse(found.as_object())
-    except ApiError as error:
-        return error_response(error)
+    conversation_id = request.path_params["conversation_id"]
+    if request.method == "DELETE":
+        await state.conversations.call("delete", tenant, conversation_id)
+        return JSONResponse({"id": conversation_id, "object": "conversation.deleted", "deleted": True})
+    if request.method == "POST":
+        body = fields_of(await read_json_body(request, state.config.max_body_bytes), ("metadata",), ("metadata",))
+        found = await state.conversations.call("set_metadata", tenant, conversation_id,
+                                               checked_metadata(body["metadata"]))
+    else:
+        found = await state.conversations.call("get", tenant, conversation_id)
+    return JSONResponse(found.as_object())
 
 
-async def conversation_items(request: Request) -> Response:
+@tenant_endpoint
+async def conversation_items(request: Request, state: GatewayState, tenant: str) -> Response:
     """GET /v1/conversations/{id}/items: a page of its items (`limit` 1-100, default 20;
     `order` "desc", the default, or "asc"; `after` an item id). POST adds up to 20
     `items` at its end and lists them as kept."""
-    state = gateway_state(request)
+    conversation_id = request.path_params["conversation_id"]
+    check_include(request.query_params.getlist("include"), "include")
+    if request.method == "POST":
+        body = fields_of(await read_json_body(request, state.config.max_body_bytes), ("items",), ("items",))
+        items = checked_items(body["items"])
+        return JSONResponse(listed(await state.conversations.call("add_items", tenant, conversation_id, items),
+                                   has_more=False))
+    page = list_page(request.query_params)
     try:
-        tenant = state.keys.authenticate(request.headers.get("authorization"))
-        conversation_id = request.path_params["conversation_id"]
-        check_include(request.query_params.getlist("include"), "include")
-        if request.method == "POST":
-            body = fields_of(await read_json_body(request, state.config.max_body_bytes), ("items",), ("items",))
-            items = checked_items(body["items"])
-            return JSONResponse(listed(await state.conversations.call("add_items", tenant, conversation_id, items),
-                                       has_more=False))
-        page = list_page(request.query_params)
-        try:
-            items, has_more = await state.conversations.call("page", tenant, conversation_id, page)
-        except ApiError as error:
-            if error.param == "item_id":   # `after` names no item of the conversation
-                raise page.unknown_after() from None
-            raise
-        return JSONResponse(listed(items, has_more))
+        items, has_more = await state.conversations.call("page", tenant, conversation_id, page)
     except ApiError as error:
-        return error_response(error)
+        if error.param == "item_id":   # `after` names no item of the conversation
+            raise page.unknown_after() from None
+        raise
+    return JSONResponse(listed(items, has_more))
 
 
-async def conversation_item(request: Request) -> Response:
+@tenant_endpoint
+async def conversation_item(request: Request, state: GatewayState, tenant: str) -> Response:
     """GET /v1/conversations/{id}/items/{item_id}: the item; DELETE removes it and answers
     the conversation."""
-    state = gateway_state(request)
-    try:
-        tenant = state.keys.authenticate(request.headers.get("authorization"))
-        conversation_id, item_id = request.path_params["conversation_id"], request.path_params["item_id"]
-        if request.method == "DELETE":
-            found = await state.conversations.call("delete_item", tenant, conversation_id, item_id)
-            return JSONResponse(found.as_object())
-        check_include(request.query_params.getlist("include"), "include")
-        return JSONResponse(await state.conversations.call("get_item", tenant, conversation_id, item_id))
-    except ApiError as error:
-        return error_response(error)
+    conversation_id, item_id = request.path_params["conversation_id"], request.path_params["item_id"]
+    if request.method == "DELETE":
+        found = await state.conversations.call("delete_item", tenant, conversation_id, item_id)
+        return JSONResponse(found.as_object())
+    check_include(request.query_params.getlist("include"), "include")
+    return JSONResponse(await state.conversations.call("get_item", tenant, conversation_id, item_id))

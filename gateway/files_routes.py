@@ -11,47 +11,44 @@ from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 
-from gateway.errors import ApiError, body_too_large, invalid_request
+from gateway.errors import body_too_large, invalid_request
 from gateway.file_store import BATCH_INPUT_EXPIRY_S, PURPOSES, checked_expires_after
 from gateway.list_page import list_page, listed
-from gateway.routes import error_response, gateway_state
+from gateway.routes import tenant_endpoint
+from gateway.state import GatewayState
 
 MULTIPART_SLACK_BYTES = 64 * 1024   # the form's own bytes around the file
 
 
-async def upload_file(request: Request) -> Response:
+@tenant_endpoint
+async def upload_file(request: Request, state: GatewayState, tenant: str) -> Response:
     """POST /v1/files: keep the uploaded `file` for `purpose` ("batch" for the Batch API)."""
-    state = gateway_state(request)
+    limit = state.config.max_file_bytes
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit + MULTIPART_SLACK_BYTES:
+        raise body_too_large(limit)
+    if not request.headers.get("content-type", "").startswith("multipart/form-data"):
+        raise invalid_request("Upload a file as multipart/form-data with the fields 'file' and 'purpose'.",
+                              param="file")
     try:
-        tenant = state.keys.authenticate(request.headers.get("authorization"))
-        limit = state.config.max_file_bytes
-        declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > limit + MULTIPART_SLACK_BYTES:
+        form = await request.form(max_files=1, max_fields=8)
+    except Exception as exc:   # NOTE: starlette's MultiPartException and its parser's errors
+        raise invalid_request(f"The multipart body could not be read: {exc}", param="file") from None
+    try:
+        upload, purpose = form.get("file"), form.get("purpose")
+        if not isinstance(upload, UploadFile):
+            raise invalid_request("Missing required parameter: 'file' (a file part).", param="file",
+                                  code="missing_required_parameter")
+        if purpose not in PURPOSES or purpose == "batch_output":
+            raise invalid_request(f"'purpose' must be one of {', '.join(p for p in PURPOSES if p != 'batch_output')}.",
+                                  param="purpose", code="invalid_value")
+        if upload.size is not None and upload.size > limit:
             raise body_too_large(limit)
-        if not request.headers.get("content-type", "").startswith("multipart/form-data"):
-            raise invalid_request("Upload a file as multipart/form-data with the fields 'file' and 'purpose'.",
-                                  param="file")
-        try:
-            form = await request.form(max_files=1, max_fields=8)
-        except Exception as exc:   # NOTE: starlette's MultiPartException and its parser's errors
-            raise invalid_request(f"The multipart body could not be read: {exc}", param="file") from None
-        try:
-            upload, purpose = form.get("file"), form.get("purpose")
-            if not isinstance(upload, UploadFile):
-                raise invalid_request("Missing required parameter: 'file' (a file part).", param="file",
-                                      code="missing_required_parameter")
-            if purpose not in PURPOSES or purpose == "batch_output":
-                raise invalid_request(f"'purpose' must be one of {', '.join(p for p in PURPOSES if p != 'batch_output')}.",
-                                      param="purpose", code="invalid_value")
-            if upload.size is not None and upload.size > limit:
-                raise body_too_large(limit)
-            stored = await state.files.add(tenant, upload.filename or "upload", purpose, upload.file, limit,
-                                           _expires_after_s(form, purpose))
-        finally:
-            await form.close()
-        return JSONResponse(stored.as_object())
-    except ApiError as error:
-        return error_response(error)
+        stored = await state.files.add(tenant, upload.filename or "upload", purpose, upload.file, limit,
+                                       _expires_after_s(form, purpose))
+    finally:
+        await form.close()
+    return JSONResponse(stored.as_object())
 
 
 def _expires_after_s(form, purpose: str) -> int | None:
@@ -66,40 +63,28 @@ def _expires_after_s(form, purpose: str) -> int | None:
     return checked_expires_after({"anchor": anchor, "seconds": seconds}, "expires_after")
 
 
-async def list_files(request: Request) -> Response:
+@tenant_endpoint
+async def list_files(request: Request, state: GatewayState, tenant: str) -> Response:
     """GET /v1/files: the tenant's files (`purpose`, `limit` 1-100 (default 20), `order`
     "desc" (default) or "asc" by creation, `after` a file id)."""
-    state = gateway_state(request)
-    try:
-        tenant = state.keys.authenticate(request.headers.get("authorization"))
-        query = request.query_params
-        files, has_more = await state.files.list(tenant, query.get("purpose"), list_page(query))
-        return JSONResponse(listed([file.as_object() for file in files], has_more))
-    except ApiError as error:
-        return error_response(error)
+    query = request.query_params
+    files, has_more = await state.files.list(tenant, query.get("purpose"), list_page(query))
+    return JSONResponse(listed([file.as_object() for file in files], has_more))
 
 
-async def file(request: Request) -> Response:
+@tenant_endpoint
+async def file(request: Request, state: GatewayState, tenant: str) -> Response:
     """GET /v1/files/{id}: the file object; DELETE removes the file."""
-    state = gateway_state(request)
-    try:
-        tenant = state.keys.authenticate(request.headers.get("authorization"))
-        file_id = request.path_params["file_id"]
-        if request.method == "DELETE":
-            await state.files.delete(tenant, file_id)
-            return JSONResponse({"id": file_id, "object": "file", "deleted": True})
-        return JSONResponse((await state.files.get(tenant, file_id)).as_object())
-    except ApiError as error:
-        return error_response(error)
+    file_id = request.path_params["file_id"]
+    if request.method == "DELETE":
+        await state.files.delete(tenant, file_id)
+        return JSONResponse({"id": file_id, "object": "file", "deleted": True})
+    return JSONResponse((await state.files.get(tenant, file_id)).as_object())
 
 
-async def file_content(request: Request) -> Response:
+@tenant_endpoint
+async def file_content(request: Request, state: GatewayState, tenant: str) -> Response:
     """GET /v1/files/{id}/content: the file's bytes."""
-    state = gateway_state(request)
-    try:
-        tenant = state.keys.authenticate(request.headers.get("authorization"))
-        stored = await state.files.get(tenant, request.path_params["file_id"])
-        media_type = "application/jsonl" if stored.filename.endswith(".jsonl") else "application/octet-stream"
-        return FileResponse(state.files.path_of(stored), media_type=media_type, filename=stored.filename)
-    except ApiError as error:
-        return error_response(error)
+    stored = await state.files.get(tenant, request.path_params["file_id"])
+    media_type = "application/jsonl" if stored.filename.endswith(".jsonl") else "application/octet-stream"
+    return FileResponse(state.files.path_of(stored), media_type=media_type, filename=stored.filename)

@@ -40,7 +40,7 @@ from gateway.responses_format import (ResponsesRequest, conversation_after, inpu
                                       without_oldest_turn)
 from gateway.responses_objects import input_items
 from gateway.responses_stream import ResponsesStreamWriter, sse_event, whole_response
-from gateway.routes import error_response, gateway_state
+from gateway.routes import error_response, gateway_state, tenant_endpoint
 from gateway.schemas import ChatCompletionRequest, validate
 from gateway.state import GatewayState
 from gateway.tracing import begin_step
@@ -215,83 +215,71 @@ def _stream_query(request: Request) -> tuple[bool, int]:
     return stream == "true", int(raw)
 
 
-async def stored_response(request: Request) -> Response:
+@tenant_endpoint
+async def stored_response(request: Request, state: GatewayState, tenant: str) -> Response:
     """GET /v1/responses/{id}: the caller's own response, a background one as it stands
     (`?stream=true&starting_after=N`: its events after N, then live ones until it ends);
     DELETE forgets it, stopping it first if it still runs. Else (unknown, or another
     tenant's) a 404."""
-    state = gateway_state(request)
-    try:
-        tenant = state.keys.authenticate(request.headers.get("authorization"))
-        response_id = request.path_params["response_id"]
-        run = state.background.get(tenant, response_id)
-        if request.method == "DELETE":
-            if run is not None:
-                await state.background.cancel(run)
-                state.background.discard(tenant, response_id)
-            if not await state.responses.delete(tenant, response_id):
-                raise response_not_found(response_id)
-            return JSONResponse({"id": response_id, "object": "response.deleted", "deleted": True})
-        stream, starting_after = _stream_query(request)
-        if stream and run is not None:
-            return _event_stream(run, starting_after)
-        if run is not None and not run.is_done:
-            return JSONResponse(run.response())
-        stored = await state.responses.get(tenant, response_id)
-        if stored is None:
+    response_id = request.path_params["response_id"]
+    run = state.background.get(tenant, response_id)
+    if request.method == "DELETE":
+        if run is not None:
+            await state.background.cancel(run)
+            state.background.discard(tenant, response_id)
+        if not await state.responses.delete(tenant, response_id):
             raise response_not_found(response_id)
-        if stream:
-            kept = ("its events are no longer kept (the last 64 finished per tenant, not across a restart); "
-                    "GET it without `stream` for the final response" if stored.response.get("background")
-                    else "only a background response's events can be streamed")
-            raise invalid_request(f"Response '{response_id}' cannot be streamed: {kept}.", param="stream",
-                                  code="invalid_value")
-        return JSONResponse(stored.response)
-    except ApiError as error:
-        return error_response(error)
+        return JSONResponse({"id": response_id, "object": "response.deleted", "deleted": True})
+    stream, starting_after = _stream_query(request)
+    if stream and run is not None:
+        return _event_stream(run, starting_after)
+    if run is not None and not run.is_done:
+        return JSONResponse(run.response())
+    stored = await state.responses.get(tenant, response_id)
+    if stored is None:
+        raise response_not_found(response_id)
+    if stream:
+        kept = ("its events are no longer kept (the last 64 finished per tenant, not across a restart); "
+                "GET it without `stream` for the final response" if stored.response.get("background")
+                else "only a background response's events can be streamed")
+        raise invalid_request(f"Response '{response_id}' cannot be streamed: {kept}.", param="stream",
+                              code="invalid_value")
+    return JSONResponse(stored.response)
 
 
-async def cancel_response(request: Request) -> Response:
+@tenant_endpoint
+async def cancel_response(request: Request, state: GatewayState, tenant: str) -> Response:
     """POST /v1/responses/{id}/cancel: stops a background response that is queued or in
     progress and answers it `cancelled`; cancelling a cancelled one again answers the
     same. Any other response is a 400 (not a background one, or already finished)."""
-    state = gateway_state(request)
-    try:
-        tenant = state.keys.authenticate(request.headers.get("authorization"))
-        response_id = request.path_params["response_id"]
-        run = state.background.get(tenant, response_id)
-        if run is not None:
-            await state.background.cancel(run)
-        stored = await state.responses.get(tenant, response_id)
-        if stored is None:
-            raise response_not_found(response_id)
-        status = stored.response.get("status")
-        if not stored.response.get("background"):
-            raise invalid_request("Only responses created with `background: true` can be cancelled.",
-                                  param="response_id", code="invalid_value")
-        if status != "cancelled":
-            raise invalid_request(f"Response '{response_id}' cannot be cancelled: its status is already '{status}'.",
-                                  param="response_id", code="invalid_value")
-        return JSONResponse(stored.response)
-    except ApiError as error:
-        return error_response(error)
+    response_id = request.path_params["response_id"]
+    run = state.background.get(tenant, response_id)
+    if run is not None:
+        await state.background.cancel(run)
+    stored = await state.responses.get(tenant, response_id)
+    if stored is None:
+        raise response_not_found(response_id)
+    status = stored.response.get("status")
+    if not stored.response.get("background"):
+        raise invalid_request("Only responses created with `background: true` can be cancelled.",
+                              param="response_id", code="invalid_value")
+    if status != "cancelled":
+        raise invalid_request(f"Response '{response_id}' cannot be cancelled: its status is already '{status}'.",
+                              param="response_id", code="invalid_value")
+    return JSONResponse(stored.response)
 
 
-async def stored_input_items(request: Request) -> Response:
+@tenant_endpoint
+async def stored_input_items(request: Request, state: GatewayState, tenant: str) -> Response:
     """GET /v1/responses/{id}/input_items: the stored response's own input items, as
     a page of an OpenAI list (`limit` 1-100, default 20; `order` "desc", the default, or
     "asc"; `after` an item id)."""
-    state = gateway_state(request)
-    try:
-        tenant = state.keys.authenticate(request.headers.get("authorization"))
-        response_id = request.path_params["response_id"]
-        page = list_page(request.query_params)
-        run = state.background.get(tenant, response_id)
-        if run is not None and not run.is_done:
-            return JSONResponse(page.of(run.input_items))
-        stored = await state.responses.get(tenant, response_id)
-        if stored is None:
-            raise response_not_found(response_id)
-        return JSONResponse(page.of(stored.input_items))
-    except ApiError as error:
-        return error_response(error)
+    response_id = request.path_params["response_id"]
+    page = list_page(request.query_params)
+    run = state.background.get(tenant, response_id)
+    if run is not None and not run.is_done:
+        return JSONResponse(page.of(run.input_items))
+    stored = await state.responses.get(tenant, response_id)
+    if stored is None:
+        raise response_not_found(response_id)
+    return JSONResponse(page.of(stored.input_items))

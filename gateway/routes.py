@@ -8,7 +8,9 @@ Metric labels only ever carry configured model and tenant names, never client st
 """
 from __future__ import annotations
 
+import functools
 import time
+from collections.abc import Awaitable, Callable
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
@@ -36,6 +38,22 @@ def error_response(error: ApiError) -> JSONResponse:
 
 def gateway_state(request: Request) -> GatewayState:
     return request.app.state.gateway
+
+
+def tenant_endpoint(handler: Callable[[Request, GatewayState, str], Awaitable[Response]]
+                    ) -> Callable[[Request], Awaitable[Response]]:
+    """A handler of the caller's own objects, called with the gateway's state and the
+    caller's tenant once its key is authenticated; every `ApiError` it raises (the failed
+    authentication's too) is answered OpenAI-shaped. It counts no request metrics."""
+    @functools.wraps(handler)
+    async def endpoint(request: Request) -> Response:
+        state = gateway_state(request)
+        try:
+            tenant = state.keys.authenticate(request.headers.get("authorization"))
+            return await handler(request, state, tenant)
+        except ApiError as error:
+            return error_response(error)
+    return endpoint
 
 
 async def _handle(request: Request, *, is_chat: bool) -> Response:
@@ -116,23 +134,16 @@ def _model_object(state: GatewayState, name: str) -> dict:
     return {"id": name, "object": "model", "created": state.created_s, "owned_by": state.backend(name).owned_by}
 
 
-async def list_models(request: Request) -> Response:
-    state = gateway_state(request)
-    try:
-        state.keys.authenticate(request.headers.get("authorization"))
-    except ApiError as error:
-        return error_response(error)
+@tenant_endpoint
+async def list_models(request: Request, state: GatewayState, tenant: str) -> Response:
+    """GET /v1/models: every model this gateway serves."""
     return JSONResponse({"object": "list", "data": [_model_object(state, name) for name in state.backends]})
 
 
-async def retrieve_model(request: Request) -> Response:
+@tenant_endpoint
+async def retrieve_model(request: Request, state: GatewayState, tenant: str) -> Response:
     """GET /v1/models/{model}: one model object, or a 404 "model_not_found"."""
-    state = gateway_state(request)
-    try:
-        state.keys.authenticate(request.headers.get("authorization"))
-        return JSONResponse(_model_object(state, request.path_params["model"]))
-    except ApiError as error:
-        return error_response(error)
+    return JSONResponse(_model_object(state, request.path_params["model"]))
 
 
 async def health(request: Request) -> Response:
