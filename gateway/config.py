@@ -36,7 +36,8 @@ SERVER_KEYS = ("host", "port", "max_body_bytes", "default_completion_reserve_tok
                "keep_alive_s", "responses_db", "responses_per_tenant", "conversations_per_tenant", "freeze_startup_heap",
                "shutdown_timeout_s", "max_file_bytes", "batch_concurrency", "batch_yield")
 TOP_LEVEL_KEYS = ("models", "tenants", "server", "tracing")
-TENANT_KEYS = ("name", "api_key_sha256", "api_key_env", "weight", "kv_share", "admin", "limits")
+TENANT_KEYS = ("name", "api_key_sha256", "api_key_env", "weight", "kv_share", "admin", "limits", "service_tier")
+TENANT_TIERS = ("default", "flex")
 
 
 def key_digest(api_key: str) -> str:
@@ -61,7 +62,9 @@ class LimitsConfig:
 @dataclass(frozen=True, slots=True)
 class TenantConfig:
     """`weight` is the tenant's share in fair scheduling; `kv_share` the fraction of hot KV
-    blocks reserved for it (0 = none reserved); `admin` keys see every tenant's traces and metrics."""
+    blocks reserved for it (0 = none reserved); `admin` keys see every tenant's traces and
+    metrics; `service_tier` "flex" serves every request of the tenant in the flex tier,
+    whatever the request asks (an offline or evaluation tenant that must not slow the agents)."""
 
     name: str
     key_digests: tuple[str, ...]
@@ -69,6 +72,7 @@ class TenantConfig:
     weight: float = 1.0
     kv_share: float = 0.0
     admin: bool = False
+    service_tier: str = "default"
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +109,7 @@ class GatewayConfig:
     # The admin tenants' names, from `tenants` (a set: asked on every metrics scrape and
     # trace-viewer request, whatever the number of tenants).
     admins: frozenset[str] = field(init=False, repr=False, compare=False, default=frozenset())
+    flex_tenants: frozenset[str] = field(init=False, repr=False, compare=False, default=frozenset())
 
     def resolved_responses_db(self, environ: Mapping[str, str] = os.environ) -> Path | None:
         """Where stored Responses live: config, then $STEPAHEAD_RESPONSES_DB, then the
@@ -139,6 +144,7 @@ class GatewayConfig:
             if duplicates:
                 raise ConfigError(f"duplicate {kind} name(s): {sorted(duplicates)}")
         object.__setattr__(self, "admins", frozenset(t.name for t in self.tenants if t.admin))
+        object.__setattr__(self, "flex_tenants", frozenset(t.name for t in self.tenants if t.service_tier == "flex"))
         owners: dict[str, str] = {}
         for tenant in self.tenants:
             for digest in tenant.key_digests:
@@ -149,6 +155,11 @@ class GatewayConfig:
     def is_admin(self, tenant: str) -> bool:
         """Whether `tenant`'s keys see every tenant's traces and metrics."""
         return tenant in self.admins
+
+    def service_tier(self, tenant: str, asked: str | None) -> str | None:
+        """The `service_tier` a request of `tenant` runs with: "flex" for a flex tenant,
+        else what the request `asked`."""
+        return "flex" if tenant in self.flex_tenants else asked
 
 
 def default_config(demo_key: str, *, model: str = DEFAULT_LOCAL_MODEL, num_workers: int = 2,
@@ -196,10 +207,13 @@ def _tenant(table: dict, index: int) -> TenantConfig:
     kv_share = float(take(table, "kv_share", (int, float), where, 0.0))
     if weight <= 0 or not 0.0 <= kv_share <= 1.0:
         raise ConfigError(f"{where}: weight must be > 0 and kv_share in [0, 1]")
+    tier = take(table, "service_tier", str, where, "default")
+    if tier not in TENANT_TIERS:
+        raise ConfigError(f"{where}.service_tier must be one of {', '.join(TENANT_TIERS)}, not {tier!r}")
     return TenantConfig(name=name, key_digests=tuple(d.lower() for d in digests),
                         limits=_limits(table.get("limits", {}), f"{where}.limits"),
                         weight=weight, kv_share=kv_share,
-                        admin=bool(take(table, "admin", bool, where, False)))
+                        admin=bool(take(table, "admin", bool, where, False)), service_tier=tier)
 
 
 def parse_config(data: dict) -> GatewayConfig:

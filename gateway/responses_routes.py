@@ -93,6 +93,7 @@ async def create_response(request: Request) -> Response:
         tenant = state.keys.authenticate(request.headers.get("authorization"))
         body = await read_json_body(request, state.config.max_body_bytes)
         parsed = validate(ResponsesRequest, body)
+        parsed.service_tier = state.config.service_tier(tenant, parsed.service_tier)
         if parsed.background and not parsed.store:
             raise invalid_request("A background response is stored: `background: true` needs `store: true`.",
                                   param="store", code="invalid_value")

@@ -70,6 +70,7 @@ async def _handle(request: Request, *, is_chat: bool) -> Response:
             check_chat_request(parsed, tenant, state.schemas)
         else:
             parsed = validate(CompletionRequest, body)
+        parsed.service_tier = state.config.service_tier(tenant, parsed.service_tier)
         backend = state.backend(parsed.model)
         model = parsed.model
         if is_chat:

@@ -5,7 +5,7 @@ upstream model answered by litellm's `mock_response` ("mock"), and an upstream m
 behind a fake OpenAI-compatible server reached through `api_base`, via litellm ("fake")
 and forwarded directly ("fake-direct", `passthrough = true`). Tenants
 with different limits keep the tests that exhaust limits away from the rest; "ops" is the
-admin (sees every tenant's metrics and traces).
+admin (sees every tenant's metrics and traces); "offline" is served in the flex tier.
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from tests.gateway.serving import RunningServer, start_server  # noqa: E402
 
 KEYS = {"alpha": "sk-test-alpha", "beta": "sk-test-beta", "rpm": "sk-test-rpm",
         "conc": "sk-test-conc", "budget": "sk-test-budget", "tpm": "sk-test-tpm",
-        "cancel": "sk-test-cancel", "ops": "sk-test-ops", "paced": "sk-test-paced"}
+        "cancel": "sk-test-cancel", "ops": "sk-test-ops", "paced": "sk-test-paced", "offline": "sk-test-offline"}
 LIMITS = {"rpm": {"requests_per_minute": 3},
           "conc": {"max_concurrent": 1, "max_queued": 1},
           "budget": {"token_budget": 400},
@@ -54,7 +54,8 @@ def gateway_config(fake_base_url: str):
              "passthrough": True},
         ],
         "tenants": [{"name": name, "api_key_sha256": [key_digest(key)],
-                     "limits": LIMITS.get(name, {}), "admin": name == "ops"} for name, key in KEYS.items()],
+                     "limits": LIMITS.get(name, {}), "admin": name == "ops",
+                     "service_tier": "flex" if name == "offline" else "default"} for name, key in KEYS.items()],
     })
 
 

@@ -29,6 +29,14 @@ def test_default_config_serves_embedded_model_for_demo_tenant():
     assert config.tenants[0].key_digests == (key_digest("sk-demo"),)
 
 
+def test_a_flex_tenants_requests_run_flex_whatever_they_ask():
+    config = parse_config({**_base(service_tier="flex"), "tenants": [
+        {"name": "t", "api_key_sha256": [key_digest("k")], "service_tier": "flex"},
+        {"name": "u", "api_key_sha256": [key_digest("u")]}]})
+    assert [config.service_tier("t", asked) for asked in (None, "default", "flex")] == ["flex"] * 3
+    assert [config.service_tier("u", asked) for asked in (None, "default", "flex")] == [None, "default", "flex"]
+
+
 def _base(**tenant) -> dict:
     return {"models": [{"name": "m", "kind": "upstream", "litellm_model": "openai/x"}],
             "tenants": [{"name": "t", "api_key_sha256": [key_digest("k")], **tenant}]}
@@ -60,6 +68,8 @@ def _base(**tenant) -> dict:
      r"models\[0\]: unknown key 'num_worker'; did you mean 'num_workers'\?"),
     (lambda d: d["tenants"][0].update(kv_shares=0.2),
      r"tenants\[0\]: unknown key 'kv_shares'; did you mean 'kv_share'\?"),
+    (lambda d: d["tenants"][0].update(service_tier="priority"),
+     r"tenants\[0\].service_tier must be one of default, flex, not 'priority'"),
     (lambda d: d.update(tracin={}), r"unknown table 'tracin'; did you mean 'tracing'\?"),
     (lambda d: d["models"][0].update(kind="upstream", litellm_model="openai/x", path=None),
      r"models\[0\]: unknown key 'path' \(known: api_base, "),

@@ -429,3 +429,10 @@ def test_client_service_tier_flex_is_served_in_the_flex_tier_and_named_in_the_re
     with pytest.raises(openai.BadRequestError) as caught:
         client.chat.completions.create(model="tiny", messages=ASK, service_tier="turbo")
     assert caught.value.param == "service_tier"
+
+
+def test_a_flex_tenant_is_served_in_the_flex_tier_whatever_it_asks(gateway):
+    offline = openai.OpenAI(base_url=f"{gateway.base_url}/v1", api_key=KEYS["offline"], max_retries=0)
+    chat = offline.chat.completions.create(model="tiny", messages=ASK, max_tokens=2, service_tier="default")
+    response = offline.responses.create(model="tiny", input="Hi", max_output_tokens=2)
+    assert (chat.service_tier, response.service_tier) == ("flex", "flex")

@@ -35,7 +35,7 @@ def test_a_reload_applies_keys_admins_and_limits_and_names_what_waits_for_the_ne
     state = build_app(load_config(path), config_path=str(path)).state.gateway
     kept_limiter = state.limiters["a"]
     path.write_text(MODEL.replace('"hi"', '"hello"')
-                    + _tenant("a", "sk-a", "limits = { max_concurrent = 4 }\nadmin = true")
+                    + _tenant("a", "sk-a", "limits = { max_concurrent = 4 }\nadmin = true\nservice_tier = \"flex\"")
                     + _tenant("b", "sk-b", "weight = 2.0"))
     report = asyncio.run(reload_tenants(state, path))
     assert (report.added, report.removed, report.changed) == (("b",), ("gone",), ("a",))
@@ -45,6 +45,7 @@ def test_a_reload_applies_keys_admins_and_limits_and_names_what_waits_for_the_ne
         state.keys.authenticate("Bearer sk-gone")
     assert refused.value.status == 401
     assert state.config.is_admin("a") and [t.name for t in state.config.tenants] == ["a", "b"]
+    assert state.config.service_tier("a", "default") == "flex"
     assert state.limiters["a"] is kept_limiter and kept_limiter.limits.max_concurrent == 4
     assert state.config.models[0].litellm_params == (("mock_response", "hi"),)   # models: at the next start
     assert capsys.readouterr().err.strip() == (
