@@ -137,29 +137,30 @@ def gateway_cost(extra_tenants: int, num_requests: int, num_rounds: int = 3) -> 
     import asyncio
 
     import bench_gateway_overhead as overhead
+    import bench_servers as servers
 
     workdir = Path(tempfile.mkdtemp(prefix="bench-many-tenants-gw-"))
-    env = overhead.server_env(workdir)
+    env = servers.server_env(workdir)
     processes = []
     try:
-        upstream_port = overhead.free_port()
+        upstream_port = servers.free_port()
         upstream = f"http://127.0.0.1:{upstream_port}"
-        processes.append(overhead.spawn_fake_upstream(upstream_port, 20.0, env, workdir))
-        overhead.wait_ready(f"{upstream}/health", processes[0])
+        processes.append(servers.spawn_fake_upstream(upstream_port, 20.0, env, workdir))
+        servers.wait_ready(f"{upstream}/health", processes[0])
         urls = {}
         for name, count in (("one_tenant", 0), (f"{1 + extra_tenants}_tenants", extra_tenants)):
             extra = "".join(f'[[tenants]]\nname = "tenant-{i}"\napi_key_sha256 = ["{key_digest(f"key-{i}")}"]\n'
                             for i in range(count))
-            (workdir / f"{name}.toml").write_text(overhead.fake_model_toml("fake-passthrough", upstream, True)
-                                                  + overhead.bench_tenant_toml() + extra)
-            port = overhead.free_port()
-            process = overhead.spawn([sys.executable, "-m", "gateway.cli", "serve", "--config",
+            (workdir / f"{name}.toml").write_text(servers.fake_model_toml("fake-passthrough", upstream, True)
+                                                  + servers.bench_tenant_toml() + extra)
+            port = servers.free_port()
+            process = servers.spawn([sys.executable, "-m", "gateway.cli", "serve", "--config",
                                       str(workdir / f"{name}.toml"), "--port", str(port), "--log-level", "error"],
                                      dict(env, STEPAHEAD_TRACE_DB=str(workdir / f"{name}-traces.sqlite3"),
                                           STEPAHEAD_RESPONSES_DB=str(workdir / f"{name}-responses.sqlite3")),
                                      workdir / f"{name}.log")
             processes.append(process)
-            overhead.wait_ready(f"http://127.0.0.1:{port}/health", process)
+            servers.wait_ready(f"http://127.0.0.1:{port}/health", process)
             urls[name] = (f"http://127.0.0.1:{port}/v1/chat/completions", process.pid)
         runs: dict[str, list[dict]] = {name: [] for name in urls}
         for round_index in range(num_rounds):
@@ -172,7 +173,7 @@ def gateway_cost(extra_tenants: int, num_requests: int, num_rounds: int = 3) -> 
         return {name: {key: round(statistics.median(r[key] for r in results), 2)
                        for key in ("p50_ms", "p99_ms", "cpu_us_per_request")} for name, results in runs.items()}
     finally:
-        overhead.stop_all(processes, workdir)   # and removes workdir
+        servers.stop_all(processes, workdir)   # and removes workdir
 
 
 def _cpu_s(pid: int) -> float:

@@ -3,7 +3,8 @@
 Invariants: a file with any bad line gives no requests, only errors (the batch fails
 whole, before anything runs); each error names its line (from 1) and what is wrong, at
 most `MAX_ERRORS` of them; every request kept has a unique non-empty `custom_id`, method
-POST, the batch's endpoint as `url`, a JSON object `body` that does not ask to stream.
+POST, the batch's endpoint as `url`, a JSON object `body` that does not ask to stream or
+to run in the background (its result would be the queued response, not the answer).
 """
 from __future__ import annotations
 
@@ -51,6 +52,9 @@ def _line_error(raw: bytes, number: int, endpoint: str, seen: set[str]) -> tuple
     if body.get("stream") is True:
         return _error("invalid_value", "Batch requests cannot stream: leave 'stream' out or false.", number,
                       "body.stream"), None
+    if body.get("background") is True:
+        return _error("invalid_value", "Batch requests run in the background already: leave 'background' out "
+                      "or false.", number, "body.background"), None
     if not isinstance(body.get("model"), str):
         return _error("missing_required_parameter", "Each request's body needs a 'model'.", number,
                       "body.model"), None

@@ -24,14 +24,14 @@ def test_a_good_file_gives_its_requests_in_order_and_skips_blank_lines():
 def test_each_bad_line_is_named_and_the_file_gives_no_requests():
     data = _file(_line("a"), "not json", [1], _line(""), _line("a"), _line("c", method="GET"),
                  _line("d", url="/v1/embeddings"), _line("e", body="x"), _line("f", body={"stream": True, "model": "m"}),
-                 _line("g", body={"messages": []}))
+                 _line("g", body={"messages": []}), _line("h", body={"background": True, "model": "m"}))
     requests, errors = batch_requests(data, URL)
     assert requests == []
     assert [(e["line"], e["code"], e["param"]) for e in errors] == [
         (2, "invalid_json_line", None), (3, "invalid_json_line", None), (4, "missing_required_parameter", "custom_id"),
         (5, "duplicate_custom_id", "custom_id"), (6, "invalid_method", "method"), (7, "mismatched_endpoint", "url"),
         (8, "missing_required_parameter", "body"), (9, "invalid_value", "body.stream"),
-        (10, "missing_required_parameter", "body.model")]
+        (10, "missing_required_parameter", "body.model"), (11, "invalid_value", "body.background")]
     assert all(e["message"] for e in errors)
 
 
