@@ -113,6 +113,9 @@ def build_app(config: GatewayConfig | None = None, *, config_path: str | None = 
             HangupsBeforeStart.install()   # None off the main thread: nothing to catch there
         config = config_from_environment()
     files_dir = config.resolved_files_dir()
+    # the multipart parser logs each malformed upload as a warning before raising the error
+    # the client is answered with (a 400): a client's bad upload is not the server's to log
+    logging.getLogger("python_multipart.multipart").setLevel(logging.ERROR)
     state = GatewayState(
         config=config,
         keys=KeyRing(config.tenants),

@@ -163,6 +163,15 @@ def test_bad_requests_and_other_tenants_get_openai_shaped_errors(client, gateway
     _finished(client, batch.id)
 
 
+def test_a_malformed_upload_is_a_400_the_server_does_not_log(gateway, caplog):
+    caplog.set_level("INFO")
+    headers = {**gateway.headers("alpha"), "content-type": "multipart/form-data; boundary=XYZ"}
+    answer = httpx.post(f"{gateway.base_url}/v1/files", headers=headers,
+                        content=b"--XQZ\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\nbatch\r\n--XYZ--")
+    assert answer.status_code == 400 and "multipart" in answer.json()["error"]["message"]
+    assert not [r for r in caplog.records if r.name.startswith("python_multipart")]
+
+
 def test_a_batch_goes_on_after_a_restart_without_running_a_request_twice(tmp_path):
     config = parse_config({
         "server": {"responses_db": str(tmp_path / "responses.sqlite3"), "batch_concurrency": 1,
