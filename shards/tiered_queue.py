@@ -11,7 +11,9 @@ Invariants:
 - `pop_first` returns a flex item only when no default-tier head may be served;
 - within a tier, one tenant's entries leave in arrival order;
 - the bounds (`max_per_tenant`, `max_total`) count both tiers together: `push` refuses
-  past them, `push_front` (a retry of an admitted request) ignores them;
+  past them, `push_front` (a retry of an admitted request) ignores them; flex entries
+  fill at most half of each bound (rounded up), so a flood of batch work never leaves a
+  default request without room;
 - a key is in at most one tier.
 """
 from __future__ import annotations
@@ -60,10 +62,13 @@ class TieredQueue(Generic[T]):
         """Tenants with at least one entry queued, in either tier."""
         return list(dict.fromkeys([*self.default.tenants(), *self.flex.tenants()]))
 
-    def can_push(self, tenant: str) -> PushResult:
-        if self._max_total is not None and len(self) >= self._max_total:
+    def can_push(self, tenant: str, *, flex: bool = False) -> PushResult:
+        if self._max_total is not None and (len(self) >= self._max_total
+                                            or flex and len(self.flex) >= _half(self._max_total)):
             return PushResult.QUEUE_FULL
-        if self._max_per_tenant is not None and self.num_queued(tenant) >= self._max_per_tenant:
+        if self._max_per_tenant is not None and (
+                self.num_queued(tenant) >= self._max_per_tenant
+                or flex and self.flex.num_queued(tenant) >= _half(self._max_per_tenant)):
             return PushResult.TENANT_FULL
         return PushResult.ADMITTED
 
@@ -71,7 +76,7 @@ class TieredQueue(Generic[T]):
         """Queue `item` under unique `key` in its tier, or refuse it (nothing changes then)."""
         if key in self:
             raise ValueError(f"key {key!r} is already queued")
-        verdict = self.can_push(tenant)
+        verdict = self.can_push(tenant, flex=flex)
         if verdict is PushResult.ADMITTED:
             (self.flex if flex else self.default).push(tenant, key, item, cost)
         return verdict
@@ -95,3 +100,7 @@ class TieredQueue(Generic[T]):
     def remove(self, key: str) -> T | None:
         """Take out the entry `key` from whichever tier holds it; None if absent."""
         return (self.default if key in self.default else self.flex).remove(key)
+
+
+def _half(bound: int) -> int:
+    return (bound + 1) // 2

@@ -71,3 +71,16 @@ def test_tiered_queue_within_each_tier_shares_by_weight_and_keeps_each_tenants_o
         assert [k for k in served if k.startswith(f"{'f' if flex else 'd'}-{tenant}-")] == keys
     first_default = served[:30]
     assert sum(k.startswith("d-a") for k in first_default) == pytest.approx(20, abs=1)
+
+
+def test_tiered_queue_flex_fills_at_most_half_of_each_bound_so_default_always_finds_room():
+    queue = TieredQueue(max_per_tenant=4, max_total=6)
+    verdicts = [queue.push("batch", f"f{i}", i, 1.0, flex=True) for i in range(3)]
+    assert verdicts == [PushResult.ADMITTED, PushResult.ADMITTED, PushResult.TENANT_FULL]
+    assert queue.push("other", "g0", 0, 1.0, flex=True) is PushResult.ADMITTED
+    assert queue.push("other", "g1", 1, 1.0, flex=True) is PushResult.QUEUE_FULL   # 3 of 6 are flex
+    assert queue.push("batch", "d0", 0, 1.0) is PushResult.ADMITTED   # the tenant's own default request too
+    assert queue.push("batch", "d1", 1, 1.0) is PushResult.ADMITTED
+    assert queue.push("batch", "d2", 2, 1.0) is PushResult.TENANT_FULL   # 4 of its 4
+    assert queue.push("agent", "a0", 0, 1.0) is PushResult.ADMITTED
+    assert queue.push("agent", "a1", 1, 1.0) is PushResult.QUEUE_FULL   # 6 of 6
