@@ -32,8 +32,8 @@ async def create_batch(request: Request, state: GatewayState, tenant: str) -> Re
     """POST /v1/batches: run the requests of `input_file_id` (a "batch" file) on
     `endpoint` within `completion_window` ("24h")."""
     body = fields_of(await read_json_body(request, state.config.max_body_bytes),
-                 ("input_file_id", "endpoint", "completion_window", "metadata", "output_expires_after"),
-                 ("input_file_id", "endpoint", "completion_window"))
+                     ("input_file_id", "endpoint", "completion_window", "metadata", "output_expires_after"),
+                     ("input_file_id", "endpoint", "completion_window"))
     if not isinstance(body["endpoint"], str) or body["endpoint"] not in ENDPOINTS:
         raise invalid_request(f"'endpoint' must be one of {', '.join(ENDPOINTS)}.", param="endpoint",
                               code="invalid_value")

@@ -125,7 +125,8 @@ class Exchange:
                 finish_reason=finished.finish_reason,
                 num_prompt_tokens=usage.num_prompt_tokens,
                 num_cached_tokens=usage.num_cached_tokens,
-                num_output_tokens=usage.num_completion_tokens, ttft_s=ttft_s)
+                num_output_tokens=usage.num_completion_tokens, ttft_s=ttft_s,
+                service_tier=prepared.service_tier or "default")
         if self.trace is not None:
             ttft_s = (self.first_event_s - self.started_s) if self.first_event_s else None
             error = self.error or (None if status in (None, 200) else "client_closed")

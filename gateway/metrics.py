@@ -129,7 +129,10 @@ class Registry:
 
     def record_finish(self, *, tenant: str, model: str, worker: str, finish_reason: str,
                       num_prompt_tokens: int, num_cached_tokens: int,
-                      num_output_tokens: int, ttft_s: float | None) -> None:
+                      num_output_tokens: int, ttft_s: float | None, service_tier: str = "default") -> None:
+        """A finished request; its time to first token is kept per `service_tier`, so a
+        tenant's batch (flex) requests, which wait behind its agents, do not read as its
+        agents' latency."""
         labels = (("tenant", tenant), ("model_name", model), ("worker", worker))
         self.inc("vllm:prompt_tokens_total", labels, num_prompt_tokens)
         self.inc("vllm:generation_tokens_total", labels, num_output_tokens)
@@ -137,7 +140,7 @@ class Registry:
         self.inc("vllm:prefix_cache_hits_total", labels, num_cached_tokens)
         self.inc("vllm:request_success_total", labels + (("finished_reason", finish_reason),))
         if ttft_s is not None:
-            self.observe("vllm:time_to_first_token_seconds", labels, ttft_s)
+            self.observe("vllm:time_to_first_token_seconds", labels + (("service_tier", service_tier),), ttft_s)
 
     def record_prefix_reuse(self, tenant: str, model: str, num_from_previous: int, num_cached: int) -> None:
         """A step whose prompt began with `num_from_previous` tokens of its session's

@@ -49,9 +49,10 @@ class TenantLoad:
 
 @dataclass(slots=True)
 class WorkerLoad:
-    """Totals over the worker, and per tenant (the totals are the sums), of default-tier
-    requests' prefill; flex requests' prefill (`WorkItem.flex`, done after theirs) is
-    counted apart; decodes and outstanding requests are of both tiers."""
+    """A worker's load. Per tenant (`by_tenant`): its default-tier requests, and
+    `num_queued_prefill_tokens` is their sum over the tenants; flex requests'
+    (`WorkItem.flex`, prefilled after the others) prefill is `num_flex_prefill_tokens`;
+    `num_active_decodes` and `num_outstanding` count the requests of both tiers."""
 
     num_queued_prefill_tokens: int = 0
     num_active_decodes: int = 0

@@ -14,9 +14,16 @@ def test_registry_renders_vllm_names_per_tenant_and_worker():
     assert f"vllm:prefix_cache_queries_total{{{labels}}} 110" in text
     assert f"vllm:prefix_cache_hits_total{{{labels}}} 64" in text
     assert f"vllm:prompt_tokens_total{{{labels}}} 110" in text
-    assert f'vllm:time_to_first_token_seconds_bucket{{{labels},le="0.04"}} 1' in text
-    assert f'vllm:time_to_first_token_seconds_bucket{{{labels},le="+Inf"}} 2' in text
-    assert f"vllm:time_to_first_token_seconds_count{{{labels}}} 2" in text
+    tiered = labels + ',service_tier="default"'
+    assert f'vllm:time_to_first_token_seconds_bucket{{{tiered},le="0.04"}} 1' in text
+    assert f'vllm:time_to_first_token_seconds_bucket{{{tiered},le="+Inf"}} 2' in text
+    assert f"vllm:time_to_first_token_seconds_count{{{tiered}}} 2" in text
+    registry.record_finish(tenant="a", model="m", worker="w0", finish_reason="stop", num_prompt_tokens=10,
+                           num_cached_tokens=0, num_output_tokens=1, ttft_s=9.0, service_tier="flex")
+    text = registry.render()
+    assert f"vllm:time_to_first_token_seconds_count{{{tiered}}} 2" in text   # a batch request's wait kept apart
+    assert f'vllm:time_to_first_token_seconds_count{{{labels},service_tier="flex"}} 1' in text
+    assert f"vllm:prompt_tokens_total{{{labels}}} 120" in text
     assert "# TYPE vllm:prefix_cache_hits counter" in text
 
 
@@ -70,7 +77,8 @@ def test_render_for_a_tenant_keeps_only_its_series():
     mine = registry.render(gauges, tenant="a")
     series = [line for line in mine.splitlines() if not line.startswith("#")]
     assert series and all('tenant="a"' in line for line in series)
-    assert 'vllm:time_to_first_token_seconds_count{tenant="a",model_name="m",worker="w0"} 1' in mine
+    assert 'vllm:time_to_first_token_seconds_count{tenant="a",model_name="m",worker="w0",service_tier="default"} 1' \
+        in mine
     everything = registry.render(gauges)
     assert all(f'tenant="{t}"' in everything for t in ("a", "ab", "unauthenticated"))
     assert "stepahead_worker_info" in everything and "stepahead_worker_info" not in mine
