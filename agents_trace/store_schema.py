@@ -13,6 +13,7 @@ import sqlite3
 from pathlib import Path
 
 from cache.damaged_files import connect_setting_aside_damaged
+from cache.sqlite_file import add_missing_columns
 
 SCHEMA_VERSION = "2"
 # Columns added since version 1: a store written by an older version gains them when a
@@ -78,10 +79,7 @@ def connect_writer(path: Path) -> sqlite3.Connection:
         connection.execute("PRAGMA journal_mode = WAL")
         connection.execute("PRAGMA synchronous = NORMAL")
         connection.executescript(SCHEMA)
-        for table, column, declaration in ADDED_COLUMNS:
-            existing = {row[1] for row in connection.execute(f"PRAGMA table_info({table})")}
-            if column not in existing:
-                connection.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
+        add_missing_columns(connection, ADDED_COLUMNS)
         connection.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('schema', ?)",
                            (SCHEMA_VERSION,))
 

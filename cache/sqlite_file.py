@@ -19,6 +19,14 @@ from cache.damaged_files import connect_setting_aside_damaged, set_aside_databas
 T = TypeVar("T")
 
 
+def add_missing_columns(db: sqlite3.Connection, added_columns: Sequence[tuple[str, str, str]]) -> None:
+    """Each (table, column, declaration) a later version added to a table, added where the
+    file's table lacks it (its rows get the declaration's default, else NULL)."""
+    for table, column, declaration in added_columns:
+        if column not in {row[1] for row in db.execute(f"PRAGMA table_info({table})")}:
+            db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
+
+
 class SqliteFile:
     __slots__ = ("path", "what", "schema", "added_columns", "_db")
 
@@ -40,9 +48,7 @@ class SqliteFile:
 
     def _create(self, db: sqlite3.Connection) -> None:
         db.executescript(self.schema)
-        for table, column, declaration in self.added_columns:
-            if column not in {row[1] for row in db.execute(f"PRAGMA table_info({table})")}:
-                db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
+        add_missing_columns(db, self.added_columns)
 
     @property
     def db(self) -> sqlite3.Connection:
