@@ -105,6 +105,7 @@ class StepContext:
     request_params: tuple[tuple[str, float | int], ...] = ()
     replay_tool_calls: tuple[ToolCall, ...] = ()
     is_ended: bool = False
+    service_tier: str | None = None   # "flex" when served after the default tier
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +173,7 @@ class Step:
     request_params: tuple[tuple[str, float | int], ...] = ()
     other_choices: tuple[ChoiceOutput, ...] = ()   # choices 1.., without their text
     prompt_blocks: tuple[int, ...] | None = None   # the prompt's fingerprints (prompt_blocks.py)
+    service_tier: str | None = None   # the tier it was served in ("default", "flex"), when known
 
     @property
     def is_text_answer(self) -> bool:

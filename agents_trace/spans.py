@@ -84,7 +84,7 @@ def _chat_attributes(step: Step, check: ForecastCheck | None) -> dict:
     optional = {sc.AGENT_NAME: step.agent, sc.RESPONSE_ID: step.response_id,
                 sc.WORKER: step.worker, sc.STEP_GAP_S: step.gap_s,
                 sc.RESPONSE_TIME_TO_FIRST_CHUNK: step.ttft_s, sc.TTFT_S: step.ttft_s,
-                sc.ERROR_TYPE: step.error}
+                sc.ERROR_TYPE: step.error, sc.REQUEST_SERVICE_TIER: step.service_tier}
     attributes.update({k: v for k, v in optional.items() if v is not None})
     if step.finish_reason:
         attributes[sc.RESPONSE_FINISH_REASONS] = [step.finish_reason] + [

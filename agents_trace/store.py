@@ -183,9 +183,9 @@ class TraceStore:
             "after_kind, after_label, after_tools, num_messages, is_stream, num_input_tokens, "
             "num_cached_tokens, num_output_tokens, ttft_s, worker, finish_reason, tool_calls, "
             "error, error_message, forecast, forecast_hit, trace_id, span_id, has_content, other_choices, "
-            "prompt_blocks) "
+            "prompt_blocks, service_tier) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-            "?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (step.tenant, step.session, step.index, step.request_id, step.response_id,
              step.operation, step.model, step.agent, step.session_source, step.arrived_s,
              step.ended_s, step.prev_ended_s, step.gap_s, step.after.kind, step.after.label,
@@ -195,7 +195,7 @@ class TraceStore:
              step.error, step.error_message, _forecast_json(check),
              None if check is None else int(check.is_hit), row.trace_id, row.span_id,
              int(step.content is not None),
-             _other_choices_json(step.other_choices), _prompt_blocks_json(step)))
+             _other_choices_json(step.other_choices), _prompt_blocks_json(step), step.service_tier))
         if step.content is not None:
             content = step.content
             self.db.execute(

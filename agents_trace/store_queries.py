@@ -144,6 +144,7 @@ def _step_dict(row: sqlite3.Row) -> dict:
     out.pop("forecast_hit")
     blocks = out.pop("prompt_blocks", None)   # a store no writer has upgraded yet lacks the column
     out["prompt_blocks"] = json.loads(blocks) if blocks else None
+    out.setdefault("service_tier", None)   # ... nor this one
     out["other_choices"] = [  # a store no writer has upgraded yet lacks the column
         {"finish_reason": reason, "tool_calls": [{"call_id": c, "name": n, "arguments": a} for c, n, a in calls]}
         for reason, calls in json.loads(out.get("other_choices") or "[]")]

@@ -22,7 +22,8 @@ ADDED_COLUMNS = (("steps", "other_choices", "TEXT NOT NULL DEFAULT '[]'"),
                  ("step_content", "other_outputs", "TEXT NOT NULL DEFAULT '[]'"),
                  ("sessions", "num_confident_forecasts", "INTEGER NOT NULL DEFAULT 0"),
                  ("sessions", "num_confident_forecast_hits", "INTEGER NOT NULL DEFAULT 0"),
-                 ("steps", "prompt_blocks", "TEXT"))
+                 ("steps", "prompt_blocks", "TEXT"),
+                 ("steps", "service_tier", "TEXT"))
 BUSY_TIMEOUT_MS = 5000
 
 SCHEMA = """
@@ -54,7 +55,7 @@ CREATE TABLE IF NOT EXISTS steps (
     tool_calls TEXT NOT NULL, error TEXT, error_message TEXT,
     forecast TEXT, forecast_hit INTEGER, trace_id TEXT, span_id TEXT,
     has_content INTEGER NOT NULL DEFAULT 0, other_choices TEXT NOT NULL DEFAULT '[]',
-    prompt_blocks TEXT,
+    prompt_blocks TEXT, service_tier TEXT,
     PRIMARY KEY (tenant, session, idx)
 );
 CREATE INDEX IF NOT EXISTS steps_by_response_id ON steps (response_id);

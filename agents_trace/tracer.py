@@ -151,8 +151,10 @@ class AgentTracer:
 
     # --- the request path ------------------------------------------------------------
     def begin(self, tenant: str, headers: Mapping[str, str], body: Mapping[str, Any], *,
-              operation: str = "chat", request_id: str | None = None) -> StepContext:
-        """Resolve the session and open the request's step. Cheap; no I/O."""
+              operation: str = "chat", request_id: str | None = None,
+              service_tier: str | None = None) -> StepContext:
+        """Resolve the session and open the request's step (served in `service_tier`, when
+        known). Cheap; no I/O."""
         now_s = self.clock()
         raw = body.get("messages")
         messages = raw if isinstance(raw, list) else []
@@ -178,7 +180,7 @@ class AgentTracer:
             request_id=request_id, conversation_digest=digests[-1] if digests else None,
             num_prefix_messages=opened.num_prefix_messages, prefix_step=opened.prefix_step,
             request_params=_request_params(body),
-            replay_tool_calls=hinted_calls(hint.tool_calls, opened.index))
+            replay_tool_calls=hinted_calls(hint.tool_calls, opened.index), service_tier=service_tier)
         span = trace.get_current_span(self._propagator.extract(headers))
         if span.get_span_context().is_valid:
             ctx.remote_parent = span.get_span_context()
@@ -224,7 +226,7 @@ class AgentTracer:
             error_message=result.error_message, remote_parent=ctx.remote_parent,
             content=self._content(ctx, result), request_params=ctx.request_params,
             other_choices=tuple(dataclasses.replace(choice, text=None) for choice in result.other_choices),
-            prompt_blocks=prompt_blocks))
+            prompt_blocks=prompt_blocks, service_tier=ctx.service_tier))
         return from_previous
 
     def _prompt_blocks(self, tenant: str, result: StepResult) -> tuple[int, ...] | None:

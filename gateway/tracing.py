@@ -88,9 +88,11 @@ def begin_step(tracer: AgentTracer | None, request: Request, body: Any, prepared
     if tracer is None or not isinstance(body, dict) or _is_batch_request(request):
         return None
     try:
+        asked = body.get("service_tier")
         return tracer.begin(prepared.tenant, request.headers, body,
                             operation="chat" if is_chat else "text_completion",
-                            request_id=prepared.request_id)
+                            request_id=prepared.request_id,
+                            service_tier=prepared.service_tier or (asked if isinstance(asked, str) else None))
     except Exception:
         log.exception("tracing could not open a step; the request runs untraced")
         return None

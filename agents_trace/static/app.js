@@ -199,7 +199,7 @@ function renderGantt(steps) {
       fill: s.error ? "#c62828" : "#3b7dd8", class: "llm-bar" });
     llm.append(svg("title", {}, `chat ${s.model} (step ${s.index})\nprompt ${s.num_input_tokens}` +
       ` tok, cached ${s.num_cached_tokens}, output ${s.num_output_tokens}\nTTFT ${fmtMs(s.ttft_s)}` +
-      ` ms, worker ${s.worker || "—"}\nasked for: ${askedFor(s)}` +
+      ` ms, worker ${s.worker || "—"}${s.service_tier === "flex" ? " (flex tier)" : ""}\nasked for: ${askedFor(s)}` +
       (s.response_id ? `\nrequest ${s.response_id}` : "")));
     group.append(llm);
     if (s.ttft_s !== null && !s.error) {
@@ -292,7 +292,9 @@ function renderSteps(steps) {
       el("td", lostPrefix(s) ? { class: "miss", title: `${lostPrefix(s)} tokens the previous step left were ` +
         "no longer cached (evicted while the session was away)" } : {}, s.num_cached_tokens),
       el("td", {}, pct(s.num_cached_tokens, s.num_input_tokens)), el("td", {}, fmtMs(s.ttft_s)),
-      el("td", {}, s.num_output_tokens), el("td", { class: "text" }, s.worker || "—"),
+      el("td", {}, s.num_output_tokens),
+      el("td", { class: "text", title: s.service_tier === "flex" ? "served in the flex tier, after other requests" : "" },
+        (s.worker || "—") + (s.service_tier === "flex" ? " · flex" : "")),
       el("td", { class: "tools" }, askedFor(s)),
       el("td", { class: "text", title: f && !f.is_confident ? notConfident : "" },
         f ? `${f.predicted} (${(f.p_predicted * 100).toFixed(0)}%)` + (f.is_confident ? "" : " · not confident") : "—"),

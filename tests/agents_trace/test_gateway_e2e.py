@@ -358,6 +358,20 @@ def test_e2e_a_background_response_is_traced_like_a_foreground_one(served):
     assert content["output"]["content"] == done.output_text
 
 
+def test_e2e_a_steps_service_tier_is_traced_in_its_span_and_the_store(served):
+    client = served.client("acme")
+    for tier in ("flex", None):
+        client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "tiered"}], max_tokens=2,
+                                       extra_headers={"x-session-id": "tiers"},
+                                       **({"service_tier": tier} if tier else {}))
+    served.settle()
+    steps = served.get("/v1/traces/sessions/tiers", "acme").json()["steps"]["data"]
+    assert [step["service_tier"] for step in steps] == ["flex", "default"]
+    _end_sessions(served)
+    chats = [s for s in _spans_of(served, "tiers")["chat"]]
+    assert sorted(s.attributes["openai.request.service_tier"] for s in chats) == ["default", "flex"]
+
+
 def test_e2e_bad_trace_query_is_an_openai_shaped_400_naming_the_parameter(served):
     reply = served.get("/v1/traces/sessions?limit=5000", "acme")
     assert reply.status_code == 400
