@@ -24,8 +24,9 @@ Rules, in order:
    than `imbalance_threshold_tokens`: then the least-loaded worker wins (the gate).
 A flex request (`RouteQuery.flex`: batch work, done after the default tier's wherever it
 waits) skips rules 1-3 and is charged apart: it goes by score against each worker's whole
-load, and a default-tier request's load does not count flex prefill (it goes first), so
-batch work spreads over the workers without pulling the agents' sessions after it.
+load (a tie to the worker fewer tenants call home, away from where their agents' new
+sessions go), and a default-tier request's load does not count flex prefill (it goes
+first), so batch work spreads over the workers without pulling the agents' sessions after it.
 Ties go to the lower load, then the lower worker id (deterministic). "Gone" means not
 a candidate (fenced, dead, or at its dispatch limit).
 
@@ -195,7 +196,8 @@ class Router:
 
         saved = {w: saved_tokens(self.config, runs[w], query.num_prompt_tokens) for w in live}
         scores = {w: loads[w] - saved[w] for w in live}
-        best = min(live, key=lambda w: (scores[w], loads[w], w))
+        homed = self._num_homed if query.flex else {}   # a flex tie goes where fewer agents live
+        best = min(live, key=lambda w: (scores[w], loads[w], homed.get(w, 0), w))
 
         def fits(worker_id: str | None) -> bool:
             return worker_id in loads and loads[worker_id] - min_load <= threshold

@@ -259,11 +259,15 @@ def test_router_flex_requests_skip_the_tenant_home_and_spread_by_load():
     sessions go): each flex request goes to the least loaded worker."""
     router = _router()
     assert router.route("agent", _query(session="s1", num_blocks=0), ["w0", "w1"], 0.0).worker_id == "w0"
+    router.on_done("agent")   # both workers idle again: a tie, which goes away from the tenant's home
     chosen = [router.route(f"f{i}", _flex_query(), ["w0", "w1"], 0.0) for i in range(3)]
     assert [d.worker_id for d in chosen] == ["w1", "w0", "w1"] and {d.reason for d in chosen} == {"flex"}
+    router.on_first_token("f0")   # w1 decodes a flex request: load to the agents' requests
     home = router.route("agent2", _query(session="s2", num_blocks=0), ["w0", "w1"], 0.0)
-    assert (home.worker_id, home.reason) == ("w0", "tenant")   # the agents' sessions stay home
-    assert router.stats.num_routed == {"least_loaded": 1, "flex": 3, "tenant": 1}
+    assert (home.worker_id, home.reason) == ("w0", "least_loaded")   # the agents' sessions stay home
+    router.route("agent3", _query(session="s3", num_blocks=0), ["w0", "w1"], 0.0)
+    assert router.session_worker("s3") == "w0"   # home, though w0 now has more to do
+    assert router.stats.num_routed == {"least_loaded": 2, "flex": 3, "tenant": 1}
 
 
 def test_router_flex_prefill_is_not_load_to_a_default_request_but_is_to_the_totals():
