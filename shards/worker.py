@@ -44,13 +44,14 @@ from shards.protocol import (CacheEventsReport, CacheSnapshot, ErrorEvent, Event
 from shards.stall_bound import StallBound
 from shards.tiered_queue import TieredQueue
 from shards.worker_config import WorkerConfig, stats_as_dict
+from shards.worker_flex import FlexHolding
 from shards.worker_inbox import WorkerInbox
 from shards.worker_prefill import PrefillScheduling
 
 __all__ = ["WorkerConfig", "WorkerLoop", "stats_as_dict"]
 
 
-class WorkerLoop(WorkerInbox, PrefillScheduling):
+class WorkerLoop(WorkerInbox, PrefillScheduling, FlexHolding):
     """The scheduling loop, separate from process plumbing so tests can drive it."""
 
     def __init__(self, worker_id: str, config: WorkerConfig, runner, tokenizer, emit,
@@ -120,9 +121,6 @@ class WorkerLoop(WorkerInbox, PrefillScheduling):
                 [b.hash for b in blocks.blocks(Tier.HOST) if b.is_cached]))
 
     # --- scheduling -----------------------------------------------------------------
-    def has_work(self) -> bool:
-        return bool(len(self.waiting) or self.running or self.prefilling)
-
     @property
     def num_active(self) -> int:
         return len(self.running) + len(self.prefilling)
@@ -164,7 +162,7 @@ class WorkerLoop(WorkerInbox, PrefillScheduling):
         run and prefill (`_prefill`)."""
         self.admit_ready()
         self._prefill(poll)
-        pending = list(self.running)
+        pending = [seq.item.request_id for seq in self.runnable(self.running.values())]
         size = max(1, self.config.decode_batch)
         while pending:
             if poll is not None:
@@ -175,7 +173,7 @@ class WorkerLoop(WorkerInbox, PrefillScheduling):
                 self._prefill(poll)
             if not self.alive:
                 return
-            batch = [self.running[r] for r in pending[:size] if r in self.running]
+            batch = self.runnable(self.running[r] for r in pending[:size] if r in self.running)
             del pending[:size]
             if batch:
                 self._decode(batch)
