@@ -10,8 +10,7 @@ the batch settings) and, in each, sends the same interactive steps one after ano
 tool runs): alone; while a batch of requests runs with `batch_yield = false` and its
 lines asking for `service_tier: "default"` (so the engine treats them as interactive);
 the same with `batch_yield = true`; with `batch_yield = true` and lines naming no tier,
-so they run as "flex" (the defaults); flex without yielding; and flex with the engine's
-`flex_hold = false` (flex work not paused while an agent's request prefills). `--modes` picks some
+so they run as "flex" (the defaults); and flex without yielding. `--modes` picks some
 ("alone" always runs). Prints one JSON line: each mode's interactive TTFT (p50, p90,
 mean) and the batch's wall time; the TTFT ratios against running alone, and each batch's
 time against the first batch mode's.
@@ -33,13 +32,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_servers import (API_KEY, bench_tenant_toml, free_port, server_env, spawn,  # noqa: E402
                            stop_all, wait_ready)
 
-# mode -> (batch_yield, the lines' service_tier, the engine's flex_hold); "alone": no batch
-MODES = {"alone": None, "batch_no_yield": (False, "default", True), "batch_yield": (True, "default", True),
-         "batch_flex": (True, None, True), "batch_flex_no_yield": (False, None, True),
-         "batch_flex_no_hold": (True, None, False)}
+MODES = {"alone": None, "batch_no_yield": (False, "default"), "batch_yield": (True, "default"),
+         "batch_flex": (True, None), "batch_flex_no_yield": (False, None)}   # mode -> (batch_yield, the lines' tier)
 
 
-def config_toml(model: str, batch_yield: bool, concurrency: int, flex_hold: bool = True) -> str:
+def config_toml(model: str, batch_yield: bool, concurrency: int) -> str:
     return f"""
 [server]
 batch_concurrency = {concurrency}
@@ -50,9 +47,6 @@ name = "{model}"
 kind = "local"
 path = "{model}"
 num_workers = 2
-
-[models.engine]
-flex_hold = {str(flex_hold).lower()}
 """ + bench_tenant_toml()
 
 
@@ -127,9 +121,8 @@ def main() -> int:
         for mode in modes:
             batch_settings = MODES[mode]
             workdir = Path(tempfile.mkdtemp(prefix="bench-batch-"))
-            batch_yield, _, flex_hold = batch_settings or (False, None, True)
-            (workdir / "stepahead.toml").write_text(config_toml(args.model, batch_yield, args.batch_concurrency,
-                                                                flex_hold))
+            (workdir / "stepahead.toml").write_text(config_toml(args.model, bool(batch_settings and batch_settings[0]),
+                                                                args.batch_concurrency))
             port = free_port()
             process = spawn([sys.executable, "-m", "gateway.cli", "serve", "--config", str(workdir / "stepahead.toml"),
                              "--port", str(port), "--log-level", "error"], server_env(workdir), workdir / "log")

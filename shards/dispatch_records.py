@@ -25,7 +25,6 @@ class DispatchConfig:
     transfer_timeout_s: float = 1.0
     retry_after_s: float = 1.0
     inline_transfers: bool = False  # workers share no memory: prefix copies travel as bytes
-    flex_hold: bool = True  # workers pause flex work while a default request prefills (shards/flex_hold.py)
 
 
 @dataclass(slots=True)

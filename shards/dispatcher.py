@@ -28,7 +28,6 @@ from collections.abc import Mapping
 
 from cache.hashing import BlockHash
 from shards.fair_queue import PushResult, may_admit, work_cost
-from shards.flex_hold import FlexHoldSwitch
 from shards.protocol import (CacheEventsReport, CacheSnapshot, CancelRequest, CostProfile, EngineEvent, ErrorEvent,
                              FinishEvent, SessionMoved, TokenEvent, WorkItem)
 from shards.transfer_messages import ExportPrefix, ImportPrefix, PrefixExported, PrefixImported
@@ -51,7 +50,6 @@ class Dispatcher:
         self.queue: TieredQueue[Request] = TieredQueue(
             self.weights, max_per_tenant=self.config.max_queued_per_tenant,
             max_total=self.config.max_queued_requests)
-        self.flex_hold = FlexHoldSwitch(self.config.flex_hold)
         self.requests: dict[str, Request] = {}
         self.transfers: dict[str, Transfer] = {}
         self._ready: set[str] = set()
@@ -79,7 +77,6 @@ class Dispatcher:
             c.import_s_per_block = costs.import_s_per_block
         self._ready.add(worker_id)
         self._outstanding[worker_id] = {}
-        self.flex_hold.forget(worker_id)
         return self.pump(now_s)
 
     def set_round_trip(self, worker_id: str, round_trip_s: float) -> None:
@@ -93,7 +90,6 @@ class Dispatcher:
         out = Outbound()
         self._ready.discard(worker_id)
         self._outstanding.pop(worker_id, None)
-        self.flex_hold.forget(worker_id)
         self.router.remove_worker(worker_id)
         for transfer_id, transfer in list(self.transfers.items()):
             if transfer.src == worker_id and transfer.dst != worker_id:
@@ -125,10 +121,6 @@ class Dispatcher:
 
     def ready_workers(self) -> list[str]:
         return sorted(self._ready)
-
-    def flex_hold_sends(self) -> list[tuple[str, object]]:
-        """The `HoldFlex` messages the ready workers need now (after any change)."""
-        return self.flex_hold.sends(self.router.num_default_prefills, sorted(self._ready))
 
     def can_take(self, worker_id: str, tenant: str) -> bool:
         config = self.config

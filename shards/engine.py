@@ -79,8 +79,7 @@ class LocalEngine(EngineStart, EngineReports, EngineTenants, EngineMessages):
       `prefill_chunk_tokens`: prompt tokens per prefill chunk (default 128), the
       granularity of both and of tenant-fair prefill; `prefill_order`: which admitted
       prefill runs next, "deadline" (default: shortest remaining first, with aging) or
-      "arrival" (shards/prefill_order.py); `flex_hold`: every worker pauses its flex
-      requests while a default-tier request prefills anywhere (shards/flex_hold.py);
+      "arrival" (shards/prefill_order.py);
     - `imbalance_threshold_tokens`, `routing` ("prefix", or the "round_robin" /
       "least_loaded" baselines), `prefix_transfer` (copy shared prefixes between
       workers when measured cheaper: shared memory locally, bytes in the messages
@@ -122,7 +121,7 @@ class LocalEngine(EngineStart, EngineReports, EngineTenants, EngineMessages):
                  policy_options: Mapping | None = None, prefix_caching: bool = True,
                  device: str = "cpu", dtype: str = "auto", max_decode_stall_s: float | None = None,
                  prefill_chunk_tokens: int = DEFAULT_CHUNK_TOKENS, decodes_ride_chunks: bool = True,
-                 prefill_order: str = "deadline", reuse_probed_costs: bool = True, flex_hold: bool = True):
+                 prefill_order: str = "deadline", reuse_probed_costs: bool = True):
         threads = threads_per_worker or max(1, (os.cpu_count() or 2) // max(1, num_workers))
         weights = tuple(sorted((tenant_weights or {}).items()))
         self.config = WorkerConfig(model=model, device=device, dtype=dtype, num_hot_blocks=num_hot_blocks,
@@ -151,7 +150,7 @@ class LocalEngine(EngineStart, EngineReports, EngineTenants, EngineMessages):
         self._dispatch_config = DispatchConfig(
             tenant_weights=weights, max_queued_per_tenant=max_queued_per_tenant,
             max_queued_requests=max_queued_requests, max_outstanding_per_worker=outstanding,
-            max_outstanding_hard=2 * outstanding, max_queue_wait_s=max_queue_wait_s, flex_hold=flex_hold)
+            max_outstanding_hard=2 * outstanding, max_queue_wait_s=max_queue_wait_s)
         self._dispatcher = Dispatcher(Router(self._router_config), self._dispatch_config)
         self._supervisor = Supervisor(SupervisorConfig(ping_interval_s=ping_interval_s,
                                                        health_timeout_s=health_timeout_s,

@@ -29,9 +29,8 @@ class EngineMessages:
     """The worker -> engine side of a `LocalEngine`."""
 
     def _perform(self, out: Outbound) -> None:
-        """Send and deliver (under the lock, so per-worker and per-request order hold),
-        then tell the workers of any change in the flex hold."""
-        for worker_id, message in [*out.sends, *self._dispatcher.flex_hold_sends()]:
+        """Send and deliver (under the lock, so per-worker and per-request order hold)."""
+        for worker_id, message in out.sends:
             channel = self._channels.get(worker_id)
             if channel is not None:
                 channel.send(message)

@@ -268,12 +268,3 @@ class SessionMoved:
 
     tenant: str
     session: str
-
-
-@dataclass(frozen=True, slots=True)
-class HoldFlex:
-    """While `held`, the worker runs none of its flex requests' (`WorkItem.flex`) prefill
-    chunks or decodes: a default-tier request is being prefilled somewhere, and flex work
-    on any worker would take the machine's cores from it (`shards.flex_hold`)."""
-
-    held: bool

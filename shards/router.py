@@ -87,7 +87,6 @@ class Router:
         self._reserved_sweep_at = RESERVATION_SWEEP_MIN
         self._homes: dict[str, str] = {}
         self._num_homed: dict[str, int] = {}   # worker -> tenants whose home it is
-        self.num_default_prefills = 0   # default-tier requests routed and not yet at their first token
         self.stats = RouterStats()
 
     # --- workers ----------------------------------------------------------------------
@@ -105,8 +104,7 @@ class Router:
         self._loads.pop(worker_id, None)
         self._costs.pop(worker_id, None)
         for request_id in [r for r, c in self._charges.items() if c.worker_id == worker_id]:
-            charge = self._charges.pop(request_id)
-            self.num_default_prefills -= not (charge.flex or charge.is_decoding)
+            del self._charges[request_id]
         for session in [s for s, w in self._sessions.items() if w == worker_id]:
             del self._sessions[session]
         for session in [s for s, (w, _) in self._reserved.items() if w == worker_id]:
@@ -256,7 +254,6 @@ class Router:
         if flex:
             load.num_flex_prefill_tokens += decision.num_prefill_tokens
         else:
-            self.num_default_prefills += 1
             load.num_queued_prefill_tokens += decision.num_prefill_tokens
             mine = load.by_tenant.setdefault(tenant, TenantLoad())
             mine.num_queued_prefill_tokens += decision.num_prefill_tokens
@@ -287,7 +284,6 @@ class Router:
         if charge.flex:
             load.num_flex_prefill_tokens -= charge.num_prefill_tokens
         else:
-            self.num_default_prefills -= 1
             load.num_queued_prefill_tokens -= charge.num_prefill_tokens
             load.by_tenant[charge.tenant].num_queued_prefill_tokens -= charge.num_prefill_tokens
 

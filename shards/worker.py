@@ -44,14 +44,13 @@ from shards.protocol import (CacheEventsReport, CacheSnapshot, ErrorEvent, Event
 from shards.stall_bound import StallBound
 from shards.tiered_queue import TieredQueue
 from shards.worker_config import WorkerConfig, stats_as_dict
-from shards.worker_flex import FlexHolding
 from shards.worker_inbox import WorkerInbox
 from shards.worker_prefill import PrefillScheduling
 
 __all__ = ["WorkerConfig", "WorkerLoop", "stats_as_dict"]
 
 
-class WorkerLoop(WorkerInbox, PrefillScheduling, FlexHolding):
+class WorkerLoop(WorkerInbox, PrefillScheduling):
     """The scheduling loop, separate from process plumbing so tests can drive it."""
 
     def __init__(self, worker_id: str, config: WorkerConfig, runner, tokenizer, emit,
@@ -121,6 +120,9 @@ class WorkerLoop(WorkerInbox, PrefillScheduling, FlexHolding):
                 [b.hash for b in blocks.blocks(Tier.HOST) if b.is_cached]))
 
     # --- scheduling -----------------------------------------------------------------
+    def has_work(self) -> bool:
+        return bool(len(self.waiting) or self.running or self.prefilling)
+
     @property
     def num_active(self) -> int:
         return len(self.running) + len(self.prefilling)
@@ -162,7 +164,7 @@ class WorkerLoop(WorkerInbox, PrefillScheduling, FlexHolding):
         run and prefill (`_prefill`)."""
         self.admit_ready()
         self._prefill(poll)
-        pending = [seq.item.request_id for seq in self.runnable(self.running.values())]
+        pending = list(self.running)
         size = max(1, self.config.decode_batch)
         while pending:
             if poll is not None:
@@ -173,7 +175,7 @@ class WorkerLoop(WorkerInbox, PrefillScheduling, FlexHolding):
                 self._prefill(poll)
             if not self.alive:
                 return
-            batch = self.runnable(self.running[r] for r in pending[:size] if r in self.running)
+            batch = [self.running[r] for r in pending[:size] if r in self.running]
             del pending[:size]
             if batch:
                 self._decode(batch)

@@ -10,7 +10,7 @@ a cancelled request gets its one terminal event and its blocks back wherever it 
 from __future__ import annotations
 
 from shards.fair_queue import work_cost
-from shards.protocol import (ApplyForecast, CancelRequest, FinishEvent, HoldFlex, Ping, Pong, SessionMoved, Shutdown,
+from shards.protocol import (ApplyForecast, CancelRequest, FinishEvent, Ping, Pong, SessionMoved, Shutdown,
                              StatsRequest, TenantShares, WorkerStats, WorkItem)
 from shards.transfer_messages import ExportPrefix, ImportPrefix
 from shards.worker_config import stats_as_dict
@@ -37,8 +37,6 @@ class WorkerInbox:
             self._export(message)
         elif isinstance(message, ApplyForecast):
             self.runner.blocks.apply(message.forecast)
-        elif isinstance(message, HoldFlex):
-            self.flex_held = message.held
         elif isinstance(message, SessionMoved):
             self.runner.blocks.session_moved(message.session)
         elif isinstance(message, TenantShares):

@@ -22,8 +22,8 @@ from shards.protocol import ErrorEvent
 
 class PrefillScheduling:
     """The prefill half of `WorkerLoop`'s schedule (a mixin: it uses the loop's
-    `prefilling`, `running`, `waiting`, `stall`, `prefill`, `prefill_order`, `runner`, its
-    flex hold and its event methods)."""
+    `prefilling`, `running`, `waiting`, `stall`, `prefill`, `prefill_order`, `runner` and
+    its event methods)."""
 
     def _prefill(self, poll: Callable[[], None] | None) -> None:
         """Chunks back to back while the next task's tenant is within its share (time to
@@ -54,7 +54,7 @@ class PrefillScheduling:
         """The running requests that decode in the next chunk's pass (`StallBound.riders`)."""
         if not self._rides_chunks():
             return []
-        return self.stall.riders(self.runnable(self.running.values()), self.clock(), self.config.decode_batch)
+        return self.stall.riders(self.running.values(), self.clock(), self.config.decode_batch)
 
     def _prefill_chunk(self, within_share_only: bool) -> bool:
         """One chunk of the prefill that comes first: the default tier's before flex
@@ -79,11 +79,7 @@ class PrefillScheduling:
                 past_share=interleaved(task), slots_per_weight=counts[tenant] / self.waiting.weight(tenant),
                 admitted_s=task.admitted_s, num_remaining_tokens=task.num_remaining_tokens, arrival_index=index))
 
-        held = self.holds_flex()   # a held flex prefill waits (shards/worker_flex.py)
-        candidates = [(i, r) for i, r in enumerate(self.prefilling) if not (held and self.prefilling[r].item.flex)]
-        if not candidates:
-            return False
-        _, request_id = min(candidates, key=key)
+        _, request_id = min(enumerate(self.prefilling), key=key)
         task = self.prefilling[request_id]
         if within_share_only and interleaved(task):
             return False

@@ -14,7 +14,7 @@ from cache.tiers import Tier
 from shards.model_runner import ModelRunner
 from cache.policies import make_policy
 from shards.protocol import (ApplyForecast, CacheEventsReport, CacheSnapshot, CancelRequest, ErrorEvent, FinishEvent,
-                             HoldFlex, Ping, Pong, SamplingParams, SessionMoved, Shutdown, StatsRequest,
+                             Ping, Pong, SamplingParams, SessionMoved, Shutdown, StatsRequest,
                              TokenEvent, WorkItem)
 from cache.policies.workflow_aware import NEXT
 from tests.cache.test_policies_predictive import lognormal_forecast
@@ -583,35 +583,3 @@ def test_worker_loop_a_flex_prefill_runs_one_chunk_between_decode_passes(tiny_lo
         loop.step()
     sent = [m.request_id for m in out[start:] if isinstance(m, TokenEvent)]
     assert sent[:sent.index("b")].count("a") >= 5
-
-
-def test_worker_loop_held_flex_work_waits_and_goes_on_when_released(tiny_loaded):
-    """Held, a flex request neither prefills nor decodes, and a worker with only that has
-    no work; a default request runs meanwhile; released, the flex request goes on."""
-    loop, out = _loop(tiny_loaded, prefill_chunk_tokens=16)
-    loop.handle(_flex(_item("batch", num_tokens=40, max_tokens=4, seed=2)))
-    loop.step()   # admitted, one chunk of three
-    loop.handle(HoldFlex(True))
-    done_before = loop.prefilling["batch"].num_done_tokens
-    assert not loop.has_work()
-    loop.handle(_item("agent", num_tokens=40, max_tokens=2, seed=1))
-    _run(loop)
-    assert {m.request_id for m in out if isinstance(m, FinishEvent)} == {"agent"}
-    assert loop.prefilling["batch"].num_done_tokens == done_before and not loop.has_work()
-    loop.handle(HoldFlex(False))
-    _run(loop)
-    assert {m.request_id for m in out if isinstance(m, FinishEvent)} == {"agent", "batch"}
-
-
-def test_worker_loop_ignores_the_hold_while_a_default_request_waits_for_room(tiny_loaded):
-    """One slot, held by a flex request: a default request waiting for it would wait for
-    ever behind the hold, so the flex request goes on, ends, and the default one runs."""
-    loop, out = _loop(tiny_loaded, max_running=1, max_running_hard=1)
-    loop.handle(_flex(_item("batch", max_tokens=3, seed=2)))
-    loop.step()
-    loop.handle(HoldFlex(True))
-    loop.handle(_item("agent", max_tokens=2, seed=1))
-    assert loop.has_work() and not loop.holds_flex()
-    _run(loop)
-    finished = [m.request_id for m in out if isinstance(m, FinishEvent)]
-    assert finished == ["batch", "agent"]
