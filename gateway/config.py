@@ -63,8 +63,9 @@ class LimitsConfig:
 class TenantConfig:
     """`weight` is the tenant's share in fair scheduling; `kv_share` the fraction of hot KV
     blocks reserved for it (0 = none reserved); `admin` keys see every tenant's traces and
-    metrics; `service_tier` "flex" serves every request of the tenant in the flex tier,
-    whatever the request asks (an offline or evaluation tenant that must not slow the agents)."""
+    metrics; `service_tier` "flex" serves every request of the tenant to a local model in
+    the flex tier, whatever the request asks (an offline or evaluation tenant that must not
+    slow the agents)."""
 
     name: str
     key_digests: tuple[str, ...]
@@ -156,10 +157,11 @@ class GatewayConfig:
         """Whether `tenant`'s keys see every tenant's traces and metrics."""
         return tenant in self.admins
 
-    def service_tier(self, tenant: str, asked: str | None) -> str | None:
-        """The `service_tier` a request of `tenant` runs with: "flex" for a flex tenant,
-        else what the request `asked`."""
-        return "flex" if tenant in self.flex_tenants else asked
+    def service_tier(self, tenant: str, asked: str | None, *, local: bool = True) -> str | None:
+        """The `service_tier` a request of `tenant` runs with: "flex" for a flex tenant on
+        a `local` model, else what the request `asked` (an upstream model gets the tier the
+        client sent: not every upstream model offers "flex")."""
+        return "flex" if local and tenant in self.flex_tenants else asked
 
 
 def default_config(demo_key: str, *, model: str = DEFAULT_LOCAL_MODEL, num_workers: int = 2,

@@ -93,13 +93,14 @@ async def create_response(request: Request) -> Response:
         tenant = state.keys.authenticate(request.headers.get("authorization"))
         body = await read_json_body(request, state.config.max_body_bytes)
         parsed = validate(ResponsesRequest, body)
-        parsed.service_tier = state.config.service_tier(tenant, parsed.service_tier)
         if parsed.background and not parsed.store:
             raise invalid_request("A background response is stored: `background: true` needs `store: true`.",
                                   param="store", code="invalid_value")
         history = await _history(state, tenant, parsed)
         backend = state.backend(parsed.model)  # an unknown model is a 404 before its name is a metric label
         model = parsed.model
+        parsed.service_tier = state.config.service_tier(tenant, parsed.service_tier,
+                                                        local=backend.owned_by == "stepahead")
         response_id = f"resp_{time_ordered_hex(time.time(), 44)}"   # the archive's key: in time order
         chat_body, prepared = await _prepared_chat(state, backend, parsed, traced_in_conversation(
             to_chat_body(parsed, history), parsed), tenant, response_id)

@@ -70,8 +70,9 @@ async def _handle(request: Request, *, is_chat: bool) -> Response:
             check_chat_request(parsed, tenant, state.schemas)
         else:
             parsed = validate(CompletionRequest, body)
-        parsed.service_tier = state.config.service_tier(tenant, parsed.service_tier)
         backend = state.backend(parsed.model)
+        parsed.service_tier = state.config.service_tier(tenant, parsed.service_tier,
+                                                        local=backend.owned_by == "stepahead")
         model = parsed.model
         if is_chat:
             prepared = await backend.prepare_chat(parsed, tenant, new_id("chatcmpl"))

@@ -436,3 +436,5 @@ def test_a_flex_tenant_is_served_in_the_flex_tier_whatever_it_asks(gateway):
     chat = offline.chat.completions.create(model="tiny", messages=ASK, max_tokens=2, service_tier="default")
     response = offline.responses.create(model="tiny", input="Hi", max_output_tokens=2)
     assert (chat.service_tier, response.service_tier) == ("flex", "flex")
+    upstream = offline.responses.create(model="mock", input="Hi", service_tier="default")
+    assert upstream.service_tier == "default"   # an upstream model gets the tier the client sent
