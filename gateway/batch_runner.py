@@ -15,9 +15,9 @@ Invariants:
   holding a slot, the batches' own included) at most one batch request runs at a time,
   whatever the number of batches: interactive agents keep the workers, and a batch still
   moves under constant traffic;
-- a generation request whose body names no `service_tier` is sent as "flex": local
-  models serve it after every interactive request wherever it waits (its queue, its
-  prefill, its worker; `shards.tiered_queue`). A body's own tier is kept.
+- a request whose body names no `service_tier` runs as "flex" on a local model
+  (gateway/service_tiers.py): served after every interactive request wherever it waits
+  (its queue, its prefill, its worker; `shards.tiered_queue`). A body's own tier is kept.
 """
 from __future__ import annotations
 
@@ -48,13 +48,6 @@ def _result(custom_id: str, status: int | None, body: object, request_id: str, e
     return {"id": f"batch_req_{random_hex(32)}", "custom_id": custom_id,
             "response": None if status is None else {"status_code": status, "request_id": request_id, "body": body},
             "error": error}
-
-
-def _in_tier(endpoint: str, body: dict) -> dict:
-    """A generation request's body, sent in the flex tier unless it names its own tier."""
-    if endpoint == "/v1/embeddings" or "service_tier" in body:
-        return body
-    return {**body, "service_tier": "flex"}
 
 
 def _is_quota_refusal(body: object) -> bool:
@@ -247,7 +240,7 @@ class BatchRunner:
         headers = {"authorization": f"Bearer {key}", BATCH_HEADER: batch.id}
         while True:
             try:
-                reply = await client.post(batch.endpoint, json=_in_tier(batch.endpoint, request.body), headers=headers)
+                reply = await client.post(batch.endpoint, json=request.body, headers=headers)
                 body = reply.json()
             except Exception as exc:   # NOTE: the app answers JSON; anything else is a bug to report per request
                 return _result(request.custom_id, None, None, "", {"code": "internal_error",

@@ -157,11 +157,10 @@ class GatewayConfig:
         """Whether `tenant`'s keys see every tenant's traces and metrics."""
         return tenant in self.admins
 
-    def service_tier(self, tenant: str, asked: str | None, *, local: bool = True) -> str | None:
-        """The `service_tier` a request of `tenant` runs with: "flex" for a flex tenant on
-        a `local` model, else what the request `asked` (an upstream model gets the tier the
-        client sent: not every upstream model offers "flex")."""
-        return "flex" if local and tenant in self.flex_tenants else asked
+    def service_tier(self, tenant: str, asked: str | None) -> str | None:
+        """The `service_tier` a request of `tenant` to a local model runs with: "flex" for a
+        flex tenant, else what the request `asked` (gateway/service_tiers.py)."""
+        return "flex" if tenant in self.flex_tenants else asked
 
 
 def default_config(demo_key: str, *, model: str = DEFAULT_LOCAL_MODEL, num_workers: int = 2,

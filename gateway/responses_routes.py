@@ -42,6 +42,7 @@ from gateway.responses_objects import input_items
 from gateway.responses_stream import ResponsesStreamWriter, sse_event, whole_response
 from gateway.routes import error_response, gateway_state, tenant_endpoint
 from gateway.schemas import ChatCompletionRequest, validate
+from gateway.service_tiers import request_tier
 from gateway.state import GatewayState
 from gateway.tracing import begin_step
 
@@ -99,8 +100,7 @@ async def create_response(request: Request) -> Response:
         history = await _history(state, tenant, parsed)
         backend = state.backend(parsed.model)  # an unknown model is a 404 before its name is a metric label
         model = parsed.model
-        parsed.service_tier = state.config.service_tier(tenant, parsed.service_tier,
-                                                        local=backend.owned_by == "stepahead")
+        parsed.service_tier = request_tier(request, tenant, parsed.service_tier, backend)
         response_id = f"resp_{time_ordered_hex(time.time(), 44)}"   # the archive's key: in time order
         chat_body, prepared = await _prepared_chat(state, backend, parsed, traced_in_conversation(
             to_chat_body(parsed, history), parsed), tenant, response_id)

@@ -25,6 +25,7 @@ from gateway.http_io import ClientGone, race_disconnect, read_json_body
 from gateway.metrics import Labels, router_gauges, worker_gauges
 from gateway.ids import new_id
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, validate
+from gateway.service_tiers import request_tier
 from gateway.state import GatewayState
 from gateway.tracing import tracer_series
 from gateway.forecasting import bind_session
@@ -71,8 +72,7 @@ async def _handle(request: Request, *, is_chat: bool) -> Response:
         else:
             parsed = validate(CompletionRequest, body)
         backend = state.backend(parsed.model)
-        parsed.service_tier = state.config.service_tier(tenant, parsed.service_tier,
-                                                        local=backend.owned_by == "stepahead")
+        parsed.service_tier = request_tier(request, tenant, parsed.service_tier, backend)
         model = parsed.model
         if is_chat:
             prepared = await backend.prepare_chat(parsed, tenant, new_id("chatcmpl"))

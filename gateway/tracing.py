@@ -18,7 +18,7 @@ from fastapi import APIRouter
 from starlette.requests import Request
 
 from gateway.backend import Finished, Prepared
-from gateway.batch_lines import BATCH_HEADER
+from gateway.service_tiers import is_batch_request
 from cache.damaged_files import is_damaged_database
 from gateway.config import GatewayConfig
 from gateway.errors import ApiError, unavailable
@@ -76,16 +76,9 @@ def trace_router() -> APIRouter:
     return build_trace_router(viewer=trace_viewer, store_path=_store_path, forecasters=_forecasters)
 
 
-def _is_batch_request(request: Request) -> bool:
-    """A Batch API request (sent by the gateway itself with an internal key): not an agent
-    step, so not traced."""
-    return BATCH_HEADER in request.headers and request.app.state.gateway.keys.is_internal(
-        request.headers.get("authorization"))
-
-
 def begin_step(tracer: AgentTracer | None, request: Request, body: Any, prepared: Prepared,
                *, is_chat: bool) -> StepContext | None:
-    if tracer is None or not isinstance(body, dict) or _is_batch_request(request):
+    if tracer is None or not isinstance(body, dict) or is_batch_request(request):   # not an agent step
         return None
     try:
         asked = body.get("service_tier")

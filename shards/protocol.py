@@ -50,7 +50,7 @@ class WorkItem:
     # generated them (counted as output, under the penalties, their text not sent again).
     num_resumed_tokens: int = 0
     num_resumed_chars: int = 0
-    # OpenAI's `service_tier: "flex"` (and every Batch API request): served after the
+    # OpenAI's `service_tier: "flex"` (gateway/service_tiers.py says when): served after the
     # default tier wherever it waits (`shards.tiered_queue`), its prefill after theirs
     # (`shards.worker_prefill`), routed by load alone (`shards.router`)
     flex: bool = False

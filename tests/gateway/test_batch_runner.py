@@ -29,27 +29,23 @@ def _app(seen: list[tuple[str, str]], keys: KeyRing, busy_first: bool):
                                 headers={"retry-after": "0"})
         assert request.headers[BATCH_HEADER].startswith("batch_")
         return JSONResponse({"id": f"chatcmpl-{body['messages'][0]['content']}", "object": "chat.completion",
-                             "service_tier": body.get("service_tier"),
                              "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}},
                             headers={"x-request-id": f"chatcmpl-{body['messages'][0]['content']}"})
     return Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])])
 
 
-def _lines(count: int, tiers: dict[int, str] | None = None) -> bytes:
-    """`count` chat lines; line n names `service_tier` `tiers[n]` where given."""
+def _lines(count: int) -> bytes:
     return "\n".join(json.dumps({"custom_id": f"r{n}", "method": "POST", "url": "/v1/chat/completions", "body": {
-        "model": "m", "messages": [{"role": "user", "content": f"c{n}"}],
-        **({"service_tier": tiers[n]} if n in (tiers or {}) else {})}}) for n in range(count)).encode()
+        "model": "m", "messages": [{"role": "user", "content": f"c{n}"}]}}) for n in range(count)).encode()
 
 
-async def _run(count: int, *, busy_first: bool = False, clock=None,
-               tiers: dict[int, str] | None = None) -> tuple[Batch, dict, dict, list, KeyRing]:
+async def _run(count: int, *, busy_first: bool = False, clock=None) -> tuple[Batch, dict, dict, list, KeyRing]:
     keys = KeyRing((TenantConfig("a", ()),))
     seen: list[tuple[str, str]] = []
     files = FileStore(None)
     runner = BatchRunner(BatchStore(None), files, lambda: keys, concurrency=2, **({"clock": clock} if clock else {}))
     await runner.start(_app(seen, keys, busy_first))
-    upload = await files.add_bytes("a", "in.jsonl", "batch", _lines(count, tiers))
+    upload = await files.add_bytes("a", "in.jsonl", "batch", _lines(count))
     batch = await runner.create(Batch("batch_1", "a", "/v1/chat/completions", upload.id, "24h", 0, 100))
     while batch.status not in ("completed", "expired", "cancelled"):
         await asyncio.sleep(0.01)
@@ -72,13 +68,6 @@ def test_requests_turned_away_for_now_go_again_and_each_gets_one_result():
     assert batch.usage == {"input_tokens": 21, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 14,
                            "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 35}
     assert keys.internal == {}   # the batch's key was dropped when it ended
-
-
-def test_batch_requests_run_in_the_flex_tier_unless_their_line_names_a_tier():
-    batch, output, _, _, _ = asyncio.run(_run(3, clock=lambda: 10.0, tiers={1: "default", 2: "flex"}))
-    assert batch.status == "completed"
-    assert {custom_id: line["response"]["body"]["service_tier"] for custom_id, line in output.items()} == {
-        "r0": "flex", "r1": "default", "r2": "flex"}
 
 
 def test_a_batch_past_its_window_expires_with_its_unsent_requests_in_the_error_file():

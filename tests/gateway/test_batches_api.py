@@ -231,3 +231,18 @@ def test_files_expire_as_asked_batch_uploads_after_30_days_and_a_batch_names_its
             client.batches.create(input_file_id=upload.id, endpoint="/v1/chat/completions", completion_window="24h",
                                   output_expires_after=bad)
         assert caught.value.param == "output_expires_after"
+
+
+def test_batch_requests_run_flex_on_local_models_unless_their_line_names_a_tier(client, gateway):
+    lines = [_chat_line("plain"), _chat_line("named", service_tier="default"),
+             {**_chat_line("upstream"), "body": {**_chat_line("upstream")["body"], "model": "mock"}}]
+    upload = client.files.create(file=("tiers.jsonl", _jsonl(lines)), purpose="batch")
+    done = _finished(client, client.batches.create(input_file_id=upload.id, endpoint="/v1/chat/completions",
+                                                   completion_window="24h").id)
+    tiers = {custom_id: line["response"]["body"].get("service_tier")
+             for custom_id, line in _results(client, done.output_file_id).items()}
+    assert tiers == {"plain": "flex", "named": "default", "upstream": None}
+    # a client cannot pass for the batch runner: the header alone changes nothing
+    answer = httpx.post(f"{gateway.base_url}/v1/chat/completions", json=lines[0]["body"],
+                        headers={**gateway.headers("alpha"), "x-stepahead-batch": "batch_x"})
+    assert answer.json()["service_tier"] == "default"

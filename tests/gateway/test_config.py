@@ -35,7 +35,6 @@ def test_a_flex_tenants_requests_run_flex_whatever_they_ask():
         {"name": "u", "api_key_sha256": [key_digest("u")]}]})
     assert [config.service_tier("t", asked) for asked in (None, "default", "flex")] == ["flex"] * 3
     assert [config.service_tier("u", asked) for asked in (None, "default", "flex")] == [None, "default", "flex"]
-    assert config.service_tier("t", "default", local=False) == "default"   # upstream: as the client sent it
 
 
 def _base(**tenant) -> dict:
