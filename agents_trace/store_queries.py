@@ -167,9 +167,14 @@ def _add_reuse(step: dict, previous: PreviousPrompt) -> None:
 def previous_prompt_before(db: sqlite3.Connection, tenant: str, session: str, index: int) -> PreviousPrompt:
     """The session's last successful prompt before its step `index` (none: empty), so a
     page or a time window that starts mid-session compares its first step as the whole
-    session would."""
-    row = db.execute("SELECT prompt_blocks FROM steps WHERE tenant = ? AND session = ? AND idx < ? "
-                     "AND error IS NULL ORDER BY idx DESC LIMIT 1", (tenant, session, index)).fetchone()
+    session would. A store no writer has upgraded yet has no fingerprints: none."""
+    try:
+        row = db.execute("SELECT prompt_blocks FROM steps WHERE tenant = ? AND session = ? AND idx < ? "
+                         "AND error IS NULL ORDER BY idx DESC LIMIT 1", (tenant, session, index)).fetchone()
+    except sqlite3.OperationalError as error:   # written before fingerprints were kept
+        if "no such column" not in str(error):
+            raise
+        return PreviousPrompt()
     return PreviousPrompt(json.loads(row[0]) if row is not None and row[0] else None)
 
 

@@ -210,13 +210,16 @@ def test_store_written_by_version_1_gains_the_new_columns(tmp_path, clock):
     db.execute("INSERT INTO steps (tenant, session, idx, operation, model, session_source, arrived_s, ended_s, "
                "after_kind, after_label, after_tools, num_messages, is_stream, num_input_tokens, "
                "num_cached_tokens, num_output_tokens, tool_calls) "
-               "VALUES ('acme', 'old', 0, 'chat', 'tiny', 'header', 1, 2, 'start', 'start', '[]', 1, 0, 5, 0, 1, '[]')")
+               "VALUES ('acme', 'old', 0, 'chat', 'tiny', 'header', 1, 2, 'start', 'start', '[]', 1, 0, 5, 0, 1, '[]'), "
+               "('acme', 'old', 1, 'chat', 'tiny', 'header', 3, 4, 'user', 'user', '[]', 3, 0, 9, 0, 1, '[]')")
     db.execute("INSERT INTO sessions (tenant, session, source, started_s, last_s, num_steps, num_forecasts) "
                "VALUES ('acme', 'old', 'header', 1, 2, 1, 1)")
     db.commit()
     db.close()
     old = list_steps(path, "acme", "old")["data"][0]   # not yet upgraded
     assert (old["other_choices"], old["prefix_from_previous_tokens"], old["service_tier"]) == ([], None, None)
+    [second] = list_steps(path, "acme", "old", offset=1)["data"]   # a page after the first: no fingerprints to compare
+    assert (second["index"], second["prefix_from_previous_tokens"]) == (1, None)
     [session] = find_session(path, "old", "acme")
     assert (session["num_forecasts"], session["num_confident_forecasts"]) == (1, 0)
     connect_writer(path).close()
