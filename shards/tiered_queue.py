@@ -34,14 +34,11 @@ class TieredQueue(Generic[T]):
         self._max_per_tenant = max_per_tenant
         self._max_total = max_total
 
-    def _tiers(self) -> tuple[FairQueue[T], FairQueue[T]]:
-        return self.default, self.flex
-
     def weight(self, tenant: str) -> float:
         return self.default.weight(tenant)
 
     def set_weights(self, weights: Mapping[str, float]) -> None:
-        for tier in self._tiers():
+        for tier in (self.default, self.flex):
             tier.set_weights(weights)
 
     def __len__(self) -> int:

@@ -3,8 +3,9 @@
 Part of `WorkerLoop` (shards/worker.py, whose docstring gives the whole schedule): the
 prefills of tenants within their weighted share of the slots run back to back (time to
 first token first), at most one chunk of a tenant past its share, or of a flex request
-(after every default-tier prefill), runs between decode passes, and with `max_decode_stall_s` set the due running requests decode in a chunk's
-own forward pass, or the chunks yield to a decode pass (`shards.stall_bound`).
+(after every default-tier prefill), runs between decode passes, and with
+`max_decode_stall_s` set the due running requests decode in a chunk's own forward pass,
+or the chunks yield to a decode pass (`shards.stall_bound`).
 
 Invariants: a prefill that fails ends its request with one retryable error and frees
 what it held; a request whose prefill finished is running before its first token is
