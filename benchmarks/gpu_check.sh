@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The engine's GPU check in one run (about 5 minutes on one H200, model load included):
+# The engine's GPU check in one run (about 12 minutes on one H200 in session 40, more than one
+# 10-minute device call: split it there; the CUDA tests alone take 40 s):
 # the CUDA tests (reused-prefix logits equal a CPU recompute, host tier, seeded sampling,
 # prefix export/import, a LocalEngine request on the GPU, batched decode), then the engine
 # benchmark on the GPU in float32 and bfloat16, batched decode on the GPU in both (runner
