@@ -82,6 +82,7 @@ class BlockCounts:
                 num_cached_blocks=residency.num_cached[tier],
                 bytes_per_block=self._bytes_per_block,
                 num_evictions=residency.num_evictions[tier],
+                num_background_evictions=residency.num_background_evictions[tier],
             )
             for tier, pool in ((Tier.HOT, self._hot), (Tier.HOST, self._host))
         }

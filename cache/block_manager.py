@@ -57,7 +57,8 @@ class BlockManager(BlockCounts, BlockMoves, PolicyCalls, BlockReferences):
     agree with the salt the caller hashes with (use `salt_for`/`hash_prompt`), and is
     read once per tenant. `max_sessions_per_block` bounds `BlockMeta.sessions`;
     `max_pending_events` bounds the event queue (oldest dropped and counted when nobody
-    drains it; None for unbounded).
+    drains it; None for unbounded). `evict_background_first`: a tier needing room loses the
+    blocks only flex requests used before the policy is asked (`cache.background_blocks`).
     """
 
     def __init__(
@@ -73,6 +74,7 @@ class BlockManager(BlockCounts, BlockMoves, PolicyCalls, BlockReferences):
         prefix_groups: Mapping[str, str] | Callable[[str], str | None] | None = None,
         max_sessions_per_block: int = 32,
         max_pending_events: int | None = 1_000_000,
+        evict_background_first: bool = True,
     ) -> None:
         if num_hot_blocks <= 0 or num_host_blocks < 0:
             raise ValueError(
@@ -87,6 +89,7 @@ class BlockManager(BlockCounts, BlockMoves, PolicyCalls, BlockReferences):
             policy=self._policy,
             mover=mover,
             max_pending_events=max_pending_events,
+            evict_background_first=evict_background_first,
         )
         self._hot = self._residency.hot
         self._host = self._residency.host
@@ -146,8 +149,10 @@ class BlockManager(BlockCounts, BlockMoves, PolicyCalls, BlockReferences):
         size = self._block_size
         return Match(hot_ids, host_ids, len(hot_ids) * size, len(host_ids) * size, [block.uid for block in run])
 
-    def acquire(self, tenant: str, session: str | None, match: Match, num_prompt_tokens: int) -> list[int]:
-        """Take a reference on every block of `match`, promoting its HOST part to HOT.
+    def acquire(self, tenant: str, session: str | None, match: Match, num_prompt_tokens: int, *,
+                background: bool = False) -> list[int]:
+        """Take a reference on every block of `match`, promoting its HOST part to HOT
+        (`background`: for a flex request, `cache.background_blocks`).
 
         Returns the HOT ids of the usable run, in order: shorter than the match when a
         block changed since `match` (its slot was reused) or when no HOT room could be
@@ -163,11 +168,11 @@ class BlockManager(BlockCounts, BlockMoves, PolicyCalls, BlockReferences):
             block = self._hot.get(block_id)
             if block is None or not block.is_cached or (uids is not None and block.uid != uids[i]):
                 break
-            self._ref(block, session, now)
+            self._ref(block, session, now, background)
             run.append(block_id)
         num_hot = len(run)
         if num_hot == len(match.hot_block_ids) and match.host_block_ids:
-            run.extend(self._promote_run(tenant, session, match, uids, now))
+            run.extend(self._promote_run(tenant, session, match, uids, now, background))
         stats = self._tenant(tenant)
         stats.num_requests += 1
         stats.num_query_tokens += num_prompt_tokens
@@ -185,8 +190,12 @@ class BlockManager(BlockCounts, BlockMoves, PolicyCalls, BlockReferences):
         hashes: Sequence[BlockHash],
         token_blocks: Sequence[Sequence[int]],
         start: int,
+        *,
+        background: bool = False,
     ) -> list[tuple[int, bool]]:
-        """Put the blocks `hashes[start:]` in HOT, in order, each with one reference.
+        """Put the blocks `hashes[start:]` in HOT, in order, each with one reference
+        (`background`: for a flex request; its new blocks are evicted first, see
+        `cache.background_blocks`).
 
         `hashes[:start]` must be the prefix the caller holds (from `acquire`, or an
         earlier `commit`). `token_blocks` has one entry per hash, or one per hash from
@@ -222,7 +231,7 @@ class BlockManager(BlockCounts, BlockMoves, PolicyCalls, BlockReferences):
                 found = residency.find(block_hash)
                 if found is not None:
                     if continues(found, parent_uid, salt) and found.tokens == tokens:
-                        if not self._reuse(found, tenant, session, now):
+                        if not self._reuse(found, tenant, session, now, background):
                             break
                         residency.emit_stored(stored, tenant)
                         results.append((found.id, False))
@@ -235,7 +244,7 @@ class BlockManager(BlockCounts, BlockMoves, PolicyCalls, BlockReferences):
                         self._num_collisions += 1
             if not residency.make_room(Tier.HOT, now, tenant):
                 break
-            block = self._new_block(tenant, session, salt, hashes, i, tokens, parent_uid, can_share, now)
+            block = self._new_block(tenant, session, salt, hashes, i, tokens, parent_uid, can_share, now, background)
             if can_share:
                 stored.append(block_hash)
             results.append((block.id, True))

@@ -27,6 +27,8 @@ class BlockMeta:
     a block outside it is private to the requests holding it and is freed at its last
     release. `sessions` maps the most recent sessions that used it (at most the
     manager's `max_sessions_per_block`) to their last use, oldest first.
+    `is_background` is True while only flex requests have used the block
+    (`cache.background_blocks`: such blocks are evicted first).
 
     `eq=False`: records compare and hash by identity, so policies can keep them in sets.
     """
@@ -47,3 +49,4 @@ class BlockMeta:
     num_hits: int = 0
     is_cached: bool = True
     sessions: dict[str, float] = field(default_factory=dict)
+    is_background: bool = False

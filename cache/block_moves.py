@@ -42,7 +42,7 @@ class BlockMoves:
         residency = self._residency
         if not residency.can_make_room(Tier.HOT, now, block.tenant):
             return None
-        self._policy.on_remove(block)  # NOTE: first, so making room never picks it as the HOST victim
+        residency.hide(block)  # NOTE: first, so making room never picks it as the HOST victim
         if not residency.make_room(Tier.HOT, now, block.tenant):
             raise RuntimeError("the policy offered a HOT victim, then none")
         residency.move(block, Tier.HOT, now, announce_remove=False)
@@ -62,7 +62,8 @@ class BlockMoves:
         self._residency.clear()
 
     def _promote_run(
-        self, tenant: str, session: str | None, match: Match, uids: list[LineageId] | None, now: float
+        self, tenant: str, session: str | None, match: Match, uids: list[LineageId] | None, now: float,
+        background: bool = False,
     ) -> list[int]:
         """Reference the HOST part of `match` and move it to HOT, in order; new HOT ids."""
         num_hot = len(match.hot_block_ids)
@@ -71,7 +72,7 @@ class BlockMoves:
             block = self._host.get(host_id)
             if block is None or not block.is_cached or (uids is not None and block.uid != uids[num_hot + i]):
                 break
-            self._ref(block, session, now)  # NOTE: referenced, so no eviction picks it meanwhile
+            self._ref(block, session, now, background)  # NOTE: referenced, so no eviction picks it meanwhile
             pending.append(block)
         promoted: list[int] = []
         for j, block in enumerate(pending):
@@ -84,9 +85,9 @@ class BlockMoves:
             promoted.append(block.id)
         return promoted
 
-    def _reuse(self, block: BlockMeta, tenant: str, session: str | None, now: float) -> bool:
+    def _reuse(self, block: BlockMeta, tenant: str, session: str | None, now: float, background: bool = False) -> bool:
         """Reference a cached block for a commit, promoting it if in HOST; False if no room."""
-        self._ref(block, session, now)
+        self._ref(block, session, now, background)
         if block.tier is Tier.HOT:
             return True
         if not self._residency.make_room(Tier.HOT, now, tenant):

@@ -37,8 +37,10 @@ class BlockReferences:
         parent_uid: LineageId | None,
         is_cached: bool,
         now: float,
+        background: bool = False,
     ) -> BlockMeta:
-        """Create a referenced block in a free HOT slot (the caller made room)."""
+        """Create a referenced block in a free HOT slot (the caller made room);
+        `background` for a flex request's (`cache.background_blocks`)."""
         block_id = self._hot.take()
         if block_id is None:
             raise RuntimeError("no free HOT slot after making room")
@@ -57,6 +59,7 @@ class BlockReferences:
             created_s=now,
             last_access_s=now,
             is_cached=is_cached,
+            is_background=background,
         )
         self._next_uid += 1
         self._num_referenced += 1
@@ -64,7 +67,12 @@ class BlockReferences:
         self._residency.add(block, now)
         return block
 
-    def _ref(self, block: BlockMeta, session: str | None, now: float) -> None:
+    def _ref(self, block: BlockMeta, session: str | None, now: float, background: bool = False) -> None:
+        """Take a reference for a request (`background`: a flex one, which leaves the
+        block's background mark as it is; any other request clears it)."""
+        if block.is_background:   # only background blocks are in the index
+            self._residency.background.taken(block)
+            block.is_background = background
         if block.ref_count == 0:
             self._num_referenced += 1
         block.ref_count += 1
@@ -82,6 +90,8 @@ class BlockReferences:
         block.last_access_s = now
         if block.is_cached:
             self._policy.on_release(block, now)
+            if block.is_background:
+                self._residency.background.evictable(block)
         else:
             self._residency.free_private(block)
 

@@ -7,7 +7,10 @@ between and leave tiers, asking the policy for victims when a tier is full.
 
 Invariants:
 - A block is in the hash index (`is_cached`) iff the policy has been told it is in its
-  tier (`on_insert` ... `on_remove`), and at most one block is indexed per hash.
+  tier (`on_insert` ... `on_remove`), and at most one block is indexed per hash; the
+  background index (`cache.background_blocks`) is told at the same points.
+- With `evict_background_first`, a tier needing room loses its oldest evictable
+  background block before the policy is asked for a victim.
 - Only unreferenced cached blocks are evicted, moved or dropped.
 - The event queue, replayed in order, gives exactly the indexed (hash, tier) pairs;
   `AllCleared` empties the replayed set.
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 from collections import deque
 
+from cache.background_blocks import BackgroundBlocks
 from cache.block_meta import BlockMeta
 from cache.events import AllCleared, BlockRemoved, BlockStored, CacheEvent
 from cache.hashing import BlockHash
@@ -36,10 +40,14 @@ class Residency:
         policy: EvictionPolicy,
         mover: BlockMover | None,
         max_pending_events: int | None,
+        evict_background_first: bool = True,
     ) -> None:
         self.hot = TierPool(Tier.HOT, num_hot_blocks)
         self.host = TierPool(Tier.HOST, num_host_blocks)
         self.policy = policy
+        self.background = BackgroundBlocks()
+        self.evict_background_first = evict_background_first
+        self.num_background_evictions = {tier: 0 for tier in Tier}
         self._pools = {Tier.HOT: self.hot, Tier.HOST: self.host}
         self._mover = mover
         self._by_hash: dict[BlockHash, BlockMeta] = {}
@@ -74,7 +82,7 @@ class Residency:
         if block.is_cached:
             self._by_hash[block.hash] = block
             self.num_cached[block.tier] += 1
-            self.policy.on_insert(block, now)
+            self.show(block, now)
 
     def free_private(self, block: BlockMeta) -> None:
         """Free the slot of a private block (its last holder released it)."""
@@ -93,7 +101,7 @@ class Residency:
 
     def unindex(self, block: BlockMeta) -> None:
         """Make a cached block private: unmatchable and unknown to the policy."""
-        self.policy.on_remove(block)
+        self.hide(block)
         del self._by_hash[block.hash]
         self.num_cached[block.tier] -= 1
         block.is_cached = False
@@ -118,31 +126,38 @@ class Residency:
         pool = self._pools[tier]
         if pool.num_free_blocks:
             return True
-        return pool.num_blocks > 0 and self.policy.choose_victim(tier, now, tenant) is not None
+        return pool.num_blocks > 0 and (self._background_victim(tier) is not None
+                                        or self.policy.choose_victim(tier, now, tenant) is not None)
 
     def make_room(self, tier: Tier, now: float, tenant: str | None) -> bool:
-        """Ensure a free slot in `tier`, evicting the policy's victim if needed.
+        """Ensure a free slot in `tier`, evicting a victim if needed: the oldest
+        background block (`cache.background_blocks`), else the policy's.
 
         A HOT victim is demoted when HOST has a free slot, or when the policy finds it
-        worth pushing HOST's own victim out (`should_demote`) and HOST can make room;
-        else it is dropped. A HOST victim is dropped. False when the tier has no
-        evictable block.
+        worth pushing HOST's own victim out (`should_demote`, never for a background
+        block) and HOST can make room; else it is dropped. A HOST victim is dropped.
+        False when the tier has no evictable block.
         """
         pool = self._pools[tier]
         if pool.num_free_blocks:
             return True
         if pool.num_blocks == 0:
             return False
-        victim_id = self.policy.choose_victim(tier, now, tenant)
-        if victim_id is None:
-            return False
-        victim = pool.get(victim_id)
-        if victim is None or victim.ref_count or not victim.is_cached:
-            raise RuntimeError(f"policy chose {tier.value} block {victim_id}, which is not evictable")
+        victim = self._background_victim(tier)
+        is_background = victim is not None
+        if victim is None:
+            victim_id = self.policy.choose_victim(tier, now, tenant)
+            if victim_id is None:
+                return False
+            victim = pool.get(victim_id)
+            if victim is None or victim.ref_count or not victim.is_cached:
+                raise RuntimeError(f"policy chose {tier.value} block {victim_id}, which is not evictable")
+        else:
+            self.num_background_evictions[tier] += 1
         self.num_evictions[tier] += 1
         host = self.host
         if (tier is Tier.HOT and host.num_blocks > 0
-                and (host.num_free_blocks > 0 or self.policy.should_demote(victim, now))
+                and (host.num_free_blocks > 0 or not is_background and self.policy.should_demote(victim, now))
                 and self.make_room(Tier.HOST, now, victim.tenant)):
             self.move(victim, Tier.HOST, now)
             self.num_demotions += 1
@@ -162,7 +177,7 @@ class Residency:
         if dst_id is None:
             raise RuntimeError(f"no free {dst_tier.value} slot for a move")
         if announce_remove:
-            self.policy.on_remove(block)
+            self.hide(block)
         if self._mover is not None:
             self._mover.copy_block(src.tier, block.id, dst_tier, dst_id)
         src.remove(block)
@@ -175,7 +190,23 @@ class Residency:
         self.num_cached[dst_tier] += 1
         self.emit(BlockRemoved((block.hash,), src.tier))
         self.emit(BlockStored((block.hash,), dst_tier, block.tenant, block.parent_hash))
+        self.show(block, now)
+
+    def show(self, block: BlockMeta, now: float) -> None:
+        """Tell the policy and the background index a cached block entered its tier."""
         self.policy.on_insert(block, now)
+        if block.is_background:
+            self.background.evictable(block)
+
+    def hide(self, block: BlockMeta) -> None:
+        """Tell the policy and the background index a cached block leaves its tier (from
+        now on no victim)."""
+        self.policy.on_remove(block)
+        if block.is_background:
+            self.background.taken(block)
+
+    def _background_victim(self, tier: Tier) -> BlockMeta | None:
+        return self.background.oldest(tier) if self.evict_background_first else None
 
     # ---- events --------------------------------------------------------------------
 

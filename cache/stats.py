@@ -47,7 +47,8 @@ class TierStats:
 
     Invariant: `num_used_blocks + num_free_blocks == num_blocks`; `num_cached_blocks`
     (matchable) is at most `num_used_blocks`. `num_evictions` counts blocks pushed out of
-    this tier to make room (demoted from HOT, or dropped).
+    this tier to make room (demoted from HOT, or dropped), `num_background_evictions` those
+    of them only flex requests had used (`cache.background_blocks`).
     """
 
     num_blocks: int
@@ -56,6 +57,7 @@ class TierStats:
     num_cached_blocks: int
     bytes_per_block: int
     num_evictions: int = 0
+    num_background_evictions: int = 0
 
     @property
     def used_bytes(self) -> int:

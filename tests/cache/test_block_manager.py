@@ -28,13 +28,16 @@ class ShadowArena:
         self.slots[(dst_tier, dst_id)] = self.slots[(src_tier, src_id)]
 
 
-def _serve(manager: BlockManager, arena: ShadowArena | None, tenant: str, tokens: list[int]) -> list[int]:
-    """match -> acquire -> commit, checking every reused slot's KV; returns held HOT ids."""
+def _serve(manager: BlockManager, arena: ShadowArena | None, tenant: str, tokens: list[int],
+           background: bool = False) -> list[int]:
+    """match -> acquire -> commit (for a flex request when `background`), checking every
+    reused slot's KV; returns held HOT ids."""
     size = manager.block_size
     salt = manager.salt_for(tenant)
     hashes, blocks = manager.hash_prompt(tenant, tokens)
-    held = manager.acquire(tenant, f"{tenant}-session", manager.match(tenant, hashes, blocks), len(tokens))
-    committed = manager.commit(tenant, f"{tenant}-session", hashes, blocks, len(held))
+    held = manager.acquire(tenant, f"{tenant}-session", manager.match(tenant, hashes, blocks), len(tokens),
+                           background=background)
+    committed = manager.commit(tenant, f"{tenant}-session", hashes, blocks, len(held), background=background)
     if arena is not None:
         for position, block_id in enumerate(held):
             assert arena.slots[(Tier.HOT, block_id)] == (salt, tuple(tokens[: (position + 1) * size]))
@@ -81,6 +84,11 @@ def _check_invariants(manager: BlockManager, held: list[list[int]], index: set[t
     assert overall.num_hot_blocks == stats.tiers[Tier.HOT].num_used_blocks
     assert overall.num_host_blocks == stats.tiers[Tier.HOST].num_used_blocks
     assert stats.num_referenced_blocks == len(refs)
+    background = manager._residency.background
+    for tier in Tier:   # the background index holds exactly the evictable background blocks
+        evictable = [b for b in manager.blocks(tier) if b.is_background and b.is_cached and b.ref_count == 0]
+        assert background.num_blocks(tier) == len(evictable)
+        assert background.oldest(tier) in (evictable or [None])
 
 
 def test_block_manager_invariants_under_random_operations() -> None:
@@ -98,7 +106,7 @@ def test_block_manager_invariants_under_random_operations() -> None:
             manager.release(held.pop(rng.randrange(len(held))))
         elif op < 0.45 or not held:
             tokens = rng.choice(conversations)[: rng.randrange(1, 17)]
-            held.append(_serve(manager, arena, rng.choice("abc"), tokens))
+            held.append(_serve(manager, arena, rng.choice("abc"), tokens, background=rng.random() < 0.3))
         elif op < 0.75:
             manager.release(held.pop(rng.randrange(len(held))))
         elif op < 0.85:
@@ -120,6 +128,7 @@ def test_block_manager_invariants_under_random_operations() -> None:
     stats = manager.stats()
     assert stats.num_demotions > 50 and stats.num_promotions > 50 and stats.num_drops > 50
     assert stats.overall().num_host_hit_tokens > 0
+    assert 0 < stats.tiers[Tier.HOT].num_background_evictions < stats.tiers[Tier.HOT].num_evictions
 
 
 def test_block_manager_referenced_block_is_never_evicted() -> None:
