@@ -89,6 +89,8 @@ class LocalEngine(EngineStart, EngineReports, EngineTenants, EngineMessages):
     - `min_p_return`: a forecast reserves its session's worker from this probability;
     - `policy` / `policy_options`: the workers' cache policy (`cache.policies.make_policy`);
     - `prefix_caching=False`: nothing is reused or stored (the no-caching baseline);
+    - `flex_blocks_evicted_first`: blocks only flex requests used leave a full tier before
+      any other, whatever the policy (`cache.background_blocks`); False: like any block;
     - `reuse_probed_costs`: local workers skip their cost probe when an earlier start on
       this machine with the same settings stored one within a day (shards/probed_costs.py);
     - `device`: where each worker keeps the weights and the hot KV tier ("cpu";
@@ -121,7 +123,8 @@ class LocalEngine(EngineStart, EngineReports, EngineTenants, EngineMessages):
                  policy_options: Mapping | None = None, prefix_caching: bool = True,
                  device: str = "cpu", dtype: str = "auto", max_decode_stall_s: float | None = None,
                  prefill_chunk_tokens: int = DEFAULT_CHUNK_TOKENS, decodes_ride_chunks: bool = True,
-                 prefill_order: str = "deadline", reuse_probed_costs: bool = True):
+                 prefill_order: str = "deadline", reuse_probed_costs: bool = True,
+                 flex_blocks_evicted_first: bool = True):
         threads = threads_per_worker or max(1, (os.cpu_count() or 2) // max(1, num_workers))
         weights = tuple(sorted((tenant_weights or {}).items()))
         self.config = WorkerConfig(model=model, device=device, dtype=dtype, num_hot_blocks=num_hot_blocks,
@@ -131,6 +134,7 @@ class LocalEngine(EngineStart, EngineReports, EngineTenants, EngineMessages):
                                    prefill_chunk_tokens=prefill_chunk_tokens,
                                    decodes_ride_chunks=decodes_ride_chunks, prefill_order=prefill_order,
                                    tenant_weights=weights, prefix_caching=prefix_caching,
+                                   flex_blocks_evicted_first=flex_blocks_evicted_first,
                                    policy_options=tuple(sorted(_frozen(policy_options or {}).items())))
         self.num_workers = num_workers
         self.model_id = model

@@ -24,7 +24,7 @@ NUMBER_OPTIONS = {"max_queue_wait_s": 0.0, "imbalance_threshold_tokens": 0.0,
                   "health_timeout_s": 0.0, "ping_interval_s": 0.0, "min_p_return": 0.0,
                   "max_decode_stall_s": 0.0}
 BOOLEAN_OPTIONS = ("prefix_transfer", "tenant_homes", "prefix_caching", "decodes_ride_chunks",
-                   "reuse_probed_costs")
+                   "reuse_probed_costs", "flex_blocks_evicted_first")
 CHOICE_OPTIONS = {"policy": POLICY_NAMES, "routing": ROUTING_POLICIES, "transport": TRANSPORTS,
                   "prefill_order": PREFILL_ORDERS}
 

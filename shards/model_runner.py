@@ -95,7 +95,7 @@ class ModelRunner:
 
     def __init__(self, loaded: LoadedModel, *, num_hot_blocks: int, num_host_blocks: int = 0,
                  block_size: int = 16, policy=None, prefix_group_of=None,
-                 prefix_caching: bool = True):
+                 prefix_caching: bool = True, evict_background_first: bool = True):
         self.loaded = loaded
         self.prefix_caching = prefix_caching
         self.model = loaded.model
@@ -114,7 +114,7 @@ class ModelRunner:
             policy=policy, mover=ArenaMover(self.hot, self.host), prefix_groups=prefix_group_of,
             # NOTE: the wall clock, because forecasts made in the gateway process carry
             # wall-clock times that the policy compares with its own clock.
-            clock=time.time)
+            clock=time.time, evict_background_first=evict_background_first)
         self._prefix_group_of = prefix_group_of or (lambda tenant: None)
         eos = getattr(self.model.generation_config, "eos_token_id", None)
         if eos is None:
@@ -130,14 +130,16 @@ class ModelRunner:
         salt = tenant_salt(tenant, self._prefix_group_of(tenant))
         return chain_hashes(token_ids, self.block_size, salt), split_blocks(token_ids, self.block_size)
 
-    def reuse_prefix(self, tenant: str, session: str | None, token_ids: list[int]) -> PrefixHit:
+    def reuse_prefix(self, tenant: str, session: str | None, token_ids: list[int], *,
+                     background: bool = False) -> PrefixHit:
         """Take references on the longest cached prefix of `token_ids` and build the
-        model cache for it. At least one prompt token is always left to compute."""
+        model cache for it (`background`: for a flex request, see
+        `cache.background_blocks`). At least one prompt token is always left to compute."""
         if not self.prefix_caching:
             return PrefixHit([], 0, None)
         hashes, blocks = self._keys(tenant, token_ids)
         match = self.blocks.match(tenant, hashes, blocks)
-        block_ids = self.blocks.acquire(tenant, session, match, len(token_ids))
+        block_ids = self.blocks.acquire(tenant, session, match, len(token_ids), background=background)
         num_cached = min(len(block_ids) * self.block_size, len(token_ids) - 1)
         if num_cached <= 0:
             return PrefixHit(block_ids, 0, None)
@@ -145,15 +147,16 @@ class ModelRunner:
         return PrefixHit(block_ids, num_cached, make_cache(self.model.config, kv))
 
     def commit(self, tenant: str, session: str | None, token_ids: list[int],
-               cache: DynamicCache, held: list[int]) -> None:
+               cache: DynamicCache, held: list[int], *, background: bool = False) -> None:
         """Store the full blocks of `token_ids` (whose KV is in `cache`) beyond the
-        `held` prefix; the new block ids are appended to `held`."""
+        `held` prefix (`background`: a flex request's); the new block ids are appended
+        to `held`."""
         num_full = min(len(token_ids), cache.get_seq_length()) // self.block_size
         start = len(held)
         if num_full <= start or not self.prefix_caching:
             return
         hashes, blocks = self._keys(tenant, token_ids[: num_full * self.block_size])
-        placed = self.blocks.commit(tenant, session, hashes, blocks, start)
+        placed = self.blocks.commit(tenant, session, hashes, blocks, start, background=background)
         layer_kvs = [(layer.keys, layer.values) for layer in cache.layers]
         for offset, (block_id, needs_write) in enumerate(placed):
             if needs_write:
@@ -199,7 +202,7 @@ class ModelRunner:
         blocks are committed by `commit_prompt`, after the first token is sent."""
         started = time.perf_counter()
         prompt = item.prompt_token_ids
-        hit = self.reuse_prefix(item.tenant, item.session, prompt)
+        hit = self.reuse_prefix(item.tenant, item.session, prompt, background=item.flex)
         seq = RunningSequence(
             item=item, detokenizer=Detokenizer(tokenizer, tuple(item.sampling.stop)),
             generator=make_generator(item.sampling, self.device), cache=hit.cache, block_ids=list(hit.block_ids),
@@ -217,7 +220,7 @@ class ModelRunner:
     def commit_prompt(self, seq: RunningSequence) -> None:
         if not seq.released:
             self.commit(seq.item.tenant, seq.item.session, seq.item.prompt_token_ids, seq.cache,
-                        seq.block_ids)
+                        seq.block_ids, background=seq.item.flex)
 
     def step(self, seq: RunningSequence) -> int:
         """Feed the last sampled token, sample the next."""
@@ -264,7 +267,8 @@ class ModelRunner:
         try:
             if not seq.released and seq.cache is not None:
                 tokens = seq.token_ids
-                self.commit(seq.item.tenant, seq.item.session, tokens, seq.cache, seq.block_ids)
+                self.commit(seq.item.tenant, seq.item.session, tokens, seq.cache, seq.block_ids,
+                            background=seq.item.flex)
         finally:
             self.release(seq)
 

@@ -56,7 +56,7 @@ class ChunkedPrefill:
         if scores_prompt:
             cache, block_ids, num_cached = None, [], 0
         else:
-            hit = self.runner.reuse_prefix(item.tenant, item.session, item.prompt_token_ids)
+            hit = self.runner.reuse_prefix(item.tenant, item.session, item.prompt_token_ids, background=item.flex)
             cache, block_ids, num_cached = hit.cache, list(hit.block_ids), hit.num_cached_tokens
         seq = RunningSequence(
             item=item, detokenizer=Detokenizer(self.tokenizer, tuple(item.sampling.stop)),

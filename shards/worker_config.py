@@ -34,6 +34,7 @@ class WorkerConfig:
     snapshot_interval_s: float = 5.0
     measure_costs: bool = True
     prefix_caching: bool = True
+    flex_blocks_evicted_first: bool = True  # cache.background_blocks
     inline_transfers: bool = False  # prefix copies travel as bytes (no shared memory)
     event_batches: bool = True  # a decode pass's messages go as one EventBatch (else one by one)
 

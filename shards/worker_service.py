@@ -50,7 +50,8 @@ def serve(worker_id: str, config: WorkerConfig, receive: Callable[[float], objec
         runner = ModelRunner(loaded, num_hot_blocks=config.num_hot_blocks,
                              num_host_blocks=config.num_host_blocks, block_size=config.block_size,
                              policy=make_policy(config.policy, config.policy_options),
-                             prefix_caching=config.prefix_caching)
+                             prefix_caching=config.prefix_caching,
+                             evict_background_first=config.flex_blocks_evicted_first)
         costs = (measure_costs(runner, config.prefill_chunk_tokens, inline=config.inline_transfers)
                  if config.measure_costs else None)
     except Exception as exc:

@@ -80,3 +80,19 @@ def test_prompt_logprobs_are_each_prompt_tokens_under_a_full_recompute(tiny_load
         assert score.logprob == pytest.approx(float(expected[position, prompt[position + 1]]), abs=1e-3)
         assert [t for t, _ in score.top] == expected[position].topk(2).indices.tolist()
     prefill.runner.release(task.seq)
+
+
+def test_a_flex_requests_blocks_are_background_until_a_default_request_uses_them(tiny_loaded):
+    """The worker's path (chunked prefill, prompt commit, finish) marks a flex request's
+    blocks for eviction first (cache.background_blocks) and a default request's use unmarks them."""
+    rng = random.Random(3)
+    prompt = [rng.randrange(250) for _ in range(70)]
+    params = SamplingParams(max_tokens=20, temperature=0.0, ignore_eos=True)
+    runner = ModelRunner(tiny_loaded, num_hot_blocks=32)
+    _generate_chunked(runner, tiny_loaded.tokenizer, WorkItem("r1", "t", prompt, params, flex=True), 32)
+    blocks = runner.blocks.blocks(Tier.HOT)
+    assert len(blocks) == (70 + 19) // 16 and all(b.is_background for b in blocks)   # prompt and reply
+    again, _ = _generate_chunked(runner, tiny_loaded.tokenizer, WorkItem("r2", "t", prompt, params), 32)
+    assert again.num_cached_tokens == 64
+    # greedy, so the same reply: the reply's block is the default request's too
+    assert not any(b.is_background for b in runner.blocks.blocks(Tier.HOT))
