@@ -3,8 +3,12 @@
 A block's value comes from the forecasts of the sessions that use it, so blocks used by
 the same sessions share one value: they form a `BlockGroup` (per tier and tenant). A
 session's private chain is one group; a prefix several sessions share (a tenant's system
-prompt and tool schemas) is a group of its own, valued by all of them. Values change
-with time, so the policy re-ranks a group when it asks for it (`due`), not every block.
+prompt and tool schemas) is a group of its own, valued by all of them. Blocks no request
+named a session for (batch lines, untraced requests) are valued by their last use alone,
+so they are grouped by when they were filed, one group per `SESSIONLESS_SPAN_S`: one group
+for all of a tenant's would look as fresh as its newest block, and outrank every
+session's context however long ago the rest were used. Values change with time, so the
+policy re-ranks a group when it asks for it (`due`), not every block.
 
 Invariants:
 - `_group_of` maps exactly the evictable (cached, unreferenced) blocks the policy was told
@@ -29,6 +33,7 @@ from cache.block_meta import BlockMeta
 from cache.tiers import Tier
 
 GroupKey = tuple[bool, str, object]
+SESSIONLESS_SPAN_S = 1.0   # blocks without sessions filed within one span share a group
 
 
 @dataclass(slots=True, eq=False)
@@ -48,8 +53,8 @@ class BlockGroup:
     value: float = 0.0
 
 
-def group_key(block: BlockMeta) -> tuple[GroupKey, tuple[str, ...]]:
-    """The group a block belongs to now, and its sessions.
+def group_key(block: BlockMeta, now_s: float) -> tuple[GroupKey, tuple[str, ...]]:
+    """The group a block filed at `now_s` belongs to, and its sessions.
 
     NOTE: keys hold `is_host` (a bool), not the `Tier`: hashing an Enum member runs
     Python code, and keys are hashed on every hook.
@@ -59,8 +64,8 @@ def group_key(block: BlockMeta) -> tuple[GroupKey, tuple[str, ...]]:
     if len(sessions) == 1:
         name = next(iter(sessions))
         return (is_host, block.tenant, name), (name,)
-    if not sessions:
-        return (is_host, block.tenant, None), ()
+    if not sessions:   # an int third: never a session's name (a str) nor a set of them
+        return (is_host, block.tenant, int(now_s // SESSIONLESS_SPAN_S)), ()
     names = tuple(sessions)
     return (is_host, block.tenant, frozenset(names)), names
 
@@ -83,7 +88,7 @@ class GroupIndex:
 
     def add(self, block: BlockMeta, now_s: float) -> tuple[BlockGroup, bool]:
         """File an evictable block; returns its group and whether the group is new."""
-        key, sessions = group_key(block)
+        key, sessions = group_key(block, now_s)
         group = self._groups.get(key)
         is_new = group is None
         if group is None:

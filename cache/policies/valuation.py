@@ -11,7 +11,8 @@ from the forecasts of the sessions using the block:
 - `within`: P(return within H) alone.
 Both condition on the time already waited, so a session overdue by its ETA fades. A
 block several sessions share adds their rates (`within`: 1 - Π(1 - p)). Sessions
-without a trusted forecast decay as `fallback_p` × exp(-idle / H): LRU order. Trust is
+without a trusted forecast decay as `fallback_p` × exp(-idle / H), idle since the later of
+their last request and their blocks' release: LRU order. Trust is
 per session (its forecast said it is confident, and its tenant's recent forecasts were
 not worse than the base rate); the sharing rate counts for trusted tenants only.
 
@@ -147,8 +148,8 @@ class Valuation:
                     else:
                         value = curve.p_within(now_s, horizon)
                     memo[(name, is_host)] = value
-                else:
-                    idle_s = now_s - (last_s if session is None else session.last_use_s)
+                else:   # idle since the later of its last request and the blocks' release (LRU)
+                    idle_s = now_s - (last_s if session is None else max(last_s, session.last_use_s))
                     value = self.fallback(idle_s, horizon)
             total += value
             miss *= 1.0 - min(value, 1.0)
@@ -169,7 +170,7 @@ class Valuation:
             elif session is not None and session.curve is not None and self._is_session_trusted(session):
                 p = session.curve.p_within(now_s, horizon_s)
             else:
-                idle_s = now_s - (last_s if session is None else session.last_use_s)
+                idle_s = now_s - (last_s if session is None else max(last_s, session.last_use_s))
                 p = self.config.fallback_p * math.exp(-max(0.0, idle_s) / horizon_s)
             best = max(best, p)
         return best

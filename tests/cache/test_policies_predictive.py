@@ -389,3 +389,35 @@ def test_predictive_pin_cap_zero_forbids_pins_before_hot_has_filled() -> None:
         serve(mgr, clock, 0.0, "t", "A", prompt(0, 2))
         mgr.apply(lognormal_forecast("A", 0.0, median_s=2.0, sigma=0.5, p_return=0.9))
         assert mgr.policy.is_pinned("A", 0.5) is pinned
+
+
+def test_predictive_blocks_without_sessions_go_in_the_order_they_were_released() -> None:
+    """Blocks no request named a session for (batch lines, untraced requests) are valued
+    by when they were released, not by the newest such block of their tenant: released
+    before a session's, they go first; after, they stay. (One group for all of them
+    looked as fresh as the newest and sent the session's blocks first.)"""
+    clock = Clock()
+    mgr = manager(policy(), clock, hot=6)
+    serve(mgr, clock, 0.0, "t", None, prompt(0, 2))
+    serve(mgr, clock, 5.0, "t", "s", prompt(1, 2))
+    serve(mgr, clock, 10.0, "t", None, prompt(2, 2))
+    serve(mgr, clock, 12.0, "t", None, prompt(3, 2))
+    assert tiers_of(mgr, "t", prompt(0, 2)) == [None, None]
+    assert tiers_of(mgr, "t", prompt(1, 2)) == [Tier.HOT, Tier.HOT]
+    assert tiers_of(mgr, "t", prompt(2, 2)) == [Tier.HOT, Tier.HOT]
+
+
+def test_predictive_fallback_counts_a_sessions_idle_time_from_its_blocks_release() -> None:
+    """A session without a trusted forecast is idle since its blocks were released, not
+    since its request arrived: a request that ran 8 s keeps its blocks over ones released
+    while it ran."""
+    clock = Clock()
+    mgr = manager(policy(), clock, hot=4)
+    hashes, blocks = mgr.hash_prompt("t", prompt(0, 2))
+    held = [block_id for block_id, _ in mgr.commit("t", "long", hashes, blocks, 0)]
+    serve(mgr, clock, 5.0, "t", None, prompt(1, 2))
+    clock.now_s = 8.0
+    mgr.release(held)
+    serve(mgr, clock, 9.0, "t", None, prompt(2, 2))
+    assert tiers_of(mgr, "t", prompt(0, 2)) == [Tier.HOT, Tier.HOT]
+    assert tiers_of(mgr, "t", prompt(1, 2)) == [None, None]
