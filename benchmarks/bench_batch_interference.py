@@ -29,8 +29,8 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_servers import (API_KEY, bench_tenant_toml, free_port, server_env, spawn,  # noqa: E402
-                           stop_all, wait_ready)
+from bench_servers import (API_KEY, bench_tenant_toml, batch_outcome, free_port, server_env,  # noqa: E402
+                           spawn, start_batch, stop_all, wait_ready)
 
 MODES = {"alone": None, "batch_no_yield": (False, "default"), "batch_yield": (True, "default"),
          "batch_flex": (True, None), "batch_flex_no_yield": (False, None)}   # mode -> (batch_yield, the lines' tier)
@@ -82,23 +82,15 @@ async def one_mode(base_url: str, model: str, mode: str, tag: str, args) -> dict
     async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=600) as client:
         batch_id = None
         if MODES[mode] is not None:
-            upload = (await client.post("/v1/files", data={"purpose": "batch"}, files={"file": (
-                "b.jsonl", batch_file(model, args.batch_requests, args.batch_tokens, args.prompt_words,
-                                      MODES[mode][1]))})).json()
+            lines = batch_file(model, args.batch_requests, args.batch_tokens, args.prompt_words, MODES[mode][1])
             batch_started_s = time.perf_counter()
-            batch_id = (await client.post("/v1/batches", json={
-                "input_file_id": upload["id"], "endpoint": "/v1/chat/completions",
-                "completion_window": "24h"})).json()["id"]
+            batch_id = await start_batch(client, lines)
             await asyncio.sleep(args.think_s)
         ttfts = await interactive_steps(client, model, tag, args)
         result = {"ttft_p50_s": statistics.median(ttfts), "ttft_p90_s": sorted(ttfts)[int(0.9 * len(ttfts))],
                   "ttft_mean_s": statistics.fmean(ttfts)}
         if batch_id is not None:
-            while (batch := (await client.get(f"/v1/batches/{batch_id}")).json())["status"] not in (
-                    "completed", "failed", "cancelled", "expired"):
-                await asyncio.sleep(0.2)
-            result["batch_s"] = time.perf_counter() - batch_started_s
-            result["batch_completed"] = batch["request_counts"]["completed"]
+            result.update(await batch_outcome(client, batch_id, batch_started_s))
     return {k: round(v, 4) if isinstance(v, float) else v for k, v in result.items()}
 
 

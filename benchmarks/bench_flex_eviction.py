@@ -28,8 +28,8 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_servers import (API_KEY, bench_tenant_toml, free_port, server_env, spawn,  # noqa: E402
-                           stop_all, wait_ready)
+from bench_servers import (API_KEY, bench_tenant_toml, batch_outcome, free_port, server_env,  # noqa: E402
+                           spawn, start_batch, stop_all, wait_ready)
 
 MODES = {"alone": None, "flex_first": True, "lru_order": False}   # mode -> flex_blocks_evicted_first
 
@@ -104,12 +104,8 @@ async def one_mode(base_url: str, model: str, mode: str, args) -> dict:
                                  timeout=900) as client:
         batch_id = None
         if MODES[mode] is not None:
-            upload = (await client.post("/v1/files", data={"purpose": "batch"},
-                                        files={"file": ("b.jsonl", batch_file(model, args))})).json()
             batch_started_s = time.perf_counter()
-            batch_id = (await client.post("/v1/batches", json={
-                "input_file_id": upload["id"], "endpoint": "/v1/chat/completions",
-                "completion_window": "24h"})).json()["id"]
+            batch_id = await start_batch(client, batch_file(model, args))
         sessions = await asyncio.gather(*(agent_session(client, model, f"a{s}", args)
                                           for s in range(args.sessions)))
         later = [step for steps in sessions for step in steps[1:]]   # the first step has nothing cached
@@ -118,11 +114,7 @@ async def one_mode(base_url: str, model: str, mode: str, args) -> dict:
                   "cached_share": sum(c for _, _, c in later) / max(1, sum(p for _, p, _ in later)),
                   "prompt_tokens_last_step": max(steps[-1][1] for steps in sessions)}
         if batch_id is not None:
-            while (batch := (await client.get(f"/v1/batches/{batch_id}")).json())["status"] not in (
-                    "completed", "failed", "cancelled", "expired"):
-                await asyncio.sleep(0.2)
-            result["batch_s"] = time.perf_counter() - batch_started_s
-            result["batch_completed"] = batch["request_counts"]["completed"]
+            result.update(await batch_outcome(client, batch_id, batch_started_s))
     return {k: round(v, 4) if isinstance(v, float) else v for k, v in result.items()}
 
 

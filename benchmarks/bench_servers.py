@@ -135,6 +135,23 @@ def stop_all(processes: list[subprocess.Popen], workdir: Path) -> None:
     shutil.rmtree(workdir, ignore_errors=True)
 
 
+async def start_batch(client, jsonl: bytes) -> str:
+    """Upload `jsonl` (Batch API lines for chat completions) through `client` (an
+    httpx.AsyncClient on a gateway) and start a batch of it; the batch's id."""
+    upload = (await client.post("/v1/files", data={"purpose": "batch"}, files={"file": ("b.jsonl", jsonl)})).json()
+    body = {"input_file_id": upload["id"], "endpoint": "/v1/chat/completions", "completion_window": "24h"}
+    return (await client.post("/v1/batches", json=body)).json()["id"]
+
+
+async def batch_outcome(client, batch_id: str, started_s: float) -> dict:
+    """Once the batch has ended (completed, failed, cancelled or expired): its wall time
+    since `started_s` (a `time.perf_counter()`) and its completed requests."""
+    while (batch := (await client.get(f"/v1/batches/{batch_id}")).json())["status"] not in (
+            "completed", "failed", "cancelled", "expired"):
+        await asyncio.sleep(0.2)
+    return {"batch_s": time.perf_counter() - started_s, "batch_completed": batch["request_counts"]["completed"]}
+
+
 class InProcessGateway:
     """A gateway in this process on a free port (uvicorn in a thread)."""
 
