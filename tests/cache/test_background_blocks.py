@@ -30,7 +30,7 @@ def _run(manager: BlockManager, tokens: list[int], *, background: bool = False, 
     hashes, blocks = manager.hash_prompt("t", tokens)
     held = manager.acquire("t", session, manager.match("t", hashes, blocks), len(tokens), background=background)
     held += [block_id for block_id, _ in manager.commit("t", session, hashes, blocks, len(held),
-                                                         background=background)]
+                                                        background=background)]
     manager.release(held)
 
 
