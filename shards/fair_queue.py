@@ -155,14 +155,6 @@ class FairQueue(Generic[T]):
                 return head.item
         return None
 
-    def heads(self) -> dict[str, T]:
-        """The next item of each tenant with queued entries."""
-        return {tenant: queue[0].item for tenant, queue in self._queues.items()}
-
-    def peek_tenants(self) -> list[str]:
-        """Tenants with queued entries, in the order their heads would be served."""
-        return [head.tenant for head in self._heads()]
-
     def remove(self, key: str) -> T | None:
         """Take out the entry `key` (cancelled while queued); None if absent."""
         entry = self._by_key.pop(key, None)
