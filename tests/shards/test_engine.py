@@ -463,3 +463,32 @@ def test_the_engine_imports_no_model_code_into_the_gateway_process():
              "'shards.worker') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
     assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("flex_first", [True, False])
+def test_flex_requests_blocks_leave_a_full_worker_cache_before_an_agents(flex_first):
+    """`WorkItem.flex` reaches the worker's cache: three flex requests through a 16-block
+    cache push out each other's blocks, not the default request's before them (with
+    `flex_blocks_evicted_first = false`, LRU takes the older, the default request's)."""
+    eng = LocalEngine("tiny", num_workers=1, num_hot_blocks=16, threads_per_worker=1,
+                      flex_blocks_evicted_first=flex_first)
+    loop = asyncio.new_event_loop()
+    params = SamplingParams(max_tokens=2, temperature=0.0, ignore_eos=True)
+
+    def run(request_id: str, prompt: list[int], flex: bool = False) -> FinishEvent:
+        events = loop.run_until_complete(asyncio.wait_for(
+            _collect(eng, WorkItem(request_id, "t", prompt, params, flex=flex)), 60))
+        assert isinstance(events[-1], FinishEvent)
+        return events[-1]
+
+    try:
+        loop.run_until_complete(asyncio.wait_for(eng.start(), 120))
+        agent = [random.Random(0).randrange(3, 250) for _ in range(96)]   # 6 blocks
+        run("agent", agent)
+        for n in range(3):   # 6 blocks each: 24 in all, beyond the 16
+            run(f"batch{n}", [random.Random(n + 1).randrange(3, 250) for _ in range(96)], flex=True)
+        again = run("agent-again", agent).num_cached_tokens
+        assert again == 95 if flex_first else again < 95
+    finally:
+        loop.run_until_complete(eng.stop())
+        loop.close()
