@@ -7,13 +7,17 @@ prompt is an agent's too), and never comes back while the block is cached. When 
 needs room, the block manager evicts its oldest evictable background block first and asks
 the policy only when there is none, whatever the policy (LRU, predictive, the anchors):
 batch work can never push an agent's context out while its own blocks could go instead.
-Among themselves, background blocks leave in the order they were released (LRU).
+Among themselves, background blocks leave in the order they were released (LRU), except
+that a tenant the policy protects (within its guaranteed share, `EvictionPolicy.protects`)
+keeps its own unless it is the one asking for room.
 
 Invariant: `_by_tier[tier]` holds exactly the cached, unreferenced, background blocks of
 `tier`, oldest release first; `Residency` and the manager's reference counting tell this
 index of each change at the same points they tell the policy.
 """
 from __future__ import annotations
+
+from itertools import islice
 
 from cache.block_meta import BlockMeta, LineageId
 from cache.tiers import Tier
@@ -40,9 +44,9 @@ class BackgroundBlocks:
         if self._num_blocks and self._by_tier[block.tier].pop(block.uid, None) is not None:
             self._num_blocks -= 1
 
-    def oldest(self, tier: Tier) -> BlockMeta | None:
-        """The background block of `tier` released longest ago; None when there is none."""
-        return next(iter(self._by_tier[tier].values()), None) if self._num_blocks else None
+    def oldest(self, tier: Tier, count: int = 1) -> list[BlockMeta]:
+        """Up to `count` background blocks of `tier`, released longest ago first."""
+        return list(islice(self._by_tier[tier].values(), count)) if self._num_blocks else []
 
     def num_blocks(self, tier: Tier) -> int:
         return len(self._by_tier[tier])

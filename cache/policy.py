@@ -97,6 +97,16 @@ class EvictionPolicy(ABC):
         """
         return True
 
+    def on_full(self, tier: Tier, now_s: float) -> None:
+        """`tier` had no free slot and the manager is taking a victim without asking
+        (`cache.background_blocks`): what a policy learns from being asked, it learns here."""
+
+    def protects(self, tenant: str, tier: Tier) -> bool:
+        """Whether `tenant` holds no more of `tier` than its guaranteed share, so that
+        room for another tenant should come from elsewhere first (a pure query). The
+        default guarantees nothing."""
+        return False
+
     def apply(self, forecast: Forecast, actions: CacheActions) -> None:
         """A new forecast for one waiting session arrived."""
 

@@ -29,6 +29,9 @@ from cache.pool import TierPool
 from cache.tiers import Tier
 
 
+MAX_BACKGROUND_SKIPS = 8   # protected tenants' background blocks passed over before the policy decides
+
+
 class Residency:
     """The slots of the HOT and HOST tiers and the hash index over them."""
 
@@ -126,7 +129,7 @@ class Residency:
         pool = self._pools[tier]
         if pool.num_free_blocks:
             return True
-        return pool.num_blocks > 0 and (self._background_victim(tier) is not None
+        return pool.num_blocks > 0 and (self._background_victim(tier, tenant) is not None
                                         or self.policy.choose_victim(tier, now, tenant) is not None)
 
     def make_room(self, tier: Tier, now: float, tenant: str | None) -> bool:
@@ -143,7 +146,9 @@ class Residency:
             return True
         if pool.num_blocks == 0:
             return False
-        victim = self._background_victim(tier)
+        if self.evict_background_first and self.background.num_blocks(tier):
+            self.policy.on_full(tier, now)   # it learns the tier is full, as a policy asked would
+        victim = self._background_victim(tier, tenant)
         is_background = victim is not None
         if victim is None:
             victim_id = self.policy.choose_victim(tier, now, tenant)
@@ -205,8 +210,15 @@ class Residency:
         if block.is_background:
             self.background.taken(block)
 
-    def _background_victim(self, tier: Tier) -> BlockMeta | None:
-        return self.background.oldest(tier) if self.evict_background_first else None
+    def _background_victim(self, tier: Tier, tenant: str | None) -> BlockMeta | None:
+        """The oldest background block of `tier` among the first few whose tenant is the
+        one asking or holds more than its guaranteed share; None: ask the policy."""
+        if not self.evict_background_first:
+            return None
+        for block in self.background.oldest(tier, MAX_BACKGROUND_SKIPS + 1):
+            if block.tenant == tenant or not self.policy.protects(block.tenant, tier):
+                return block
+        return None
 
     # ---- events --------------------------------------------------------------------
 

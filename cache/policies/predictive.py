@@ -129,6 +129,11 @@ class PredictivePolicy(PolicyUpkeep, PrefetchPlanning, SessionWaits, EvictionPol
     def reservations(self) -> dict[str, float]:
         return self._plan.reservations
 
+    def protects(self, tenant: str, tier: Tier) -> bool:
+        state = self._tenants.get(tenant)
+        return (tier is Tier.HOT and self._plan.is_active and state is not None
+                and not self._plan.is_over(tenant, state.num_hot))
+
     def set_static_shares(self, shares: Mapping[str, float] | None) -> None:
         """Fix (or, with None, free) the tenants' HOT reservations; re-planned at the next
         tick, without waiting for `replan_interval_s`. (`config.static_shares` stays what
@@ -171,9 +176,12 @@ class PredictivePolicy(PolicyUpkeep, PrefetchPlanning, SessionWaits, EvictionPol
             self._tenants[block.tenant].num_hot -= 1
             self._prefetch.on_hot_remove(block)
 
-    def choose_victim(self, tier: Tier, now_s: float, tenant: str | None = None) -> int | None:
-        self._room.learn_capacity(tier)
+    def on_full(self, tier: Tier, now_s: float) -> None:
+        self._room.learn_capacity(tier)   # the tier's size, for horizons and reservations
         self._maintain(now_s)
+
+    def choose_victim(self, tier: Tier, now_s: float, tenant: str | None = None) -> int | None:
+        self.on_full(tier, now_s)
         found = self._lowest(tier, tenant)
         return None if found is None else GroupIndex.victim(found[1]).id
 

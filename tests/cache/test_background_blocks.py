@@ -2,6 +2,8 @@
 request's use takes the mark away; without `evict_background_first` the policy decides."""
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 
 from cache.block_manager import BlockManager
@@ -134,3 +136,31 @@ def test_a_promoted_flex_block_is_not_its_own_victim() -> None:
     _run(manager, BATCH, background=True)   # promoted back: the agent's blocks make room
     assert _cached_tokens(manager, BATCH) == 4
     assert {block.hash for block in manager.blocks(Tier.HOT)} == set(manager.hash_prompt("t", BATCH)[0])
+
+
+@pytest.mark.parametrize("reserved", [True, False])
+def test_a_tenant_within_its_guaranteed_share_keeps_its_flex_blocks(reserved: bool) -> None:
+    """`quiet` runs a batch (flex) within its reserved share of HOT while `noisy`'s agents
+    need room: with reservations, noisy's own older blocks go instead; without, the
+    batch's blocks go first, as everywhere."""
+    policy = make_policy("predictive", static_shares=(("quiet", 0.5), ("noisy", 0.5)) if reserved else None,
+                         reserve_frac=0.8 if reserved else 0.0)
+    manager = BlockManager(num_hot_blocks=6, block_size=SIZE, policy=policy, clock=Clock())
+    manager.tick()
+
+    def run(tenant: str, tokens: list[int], background: bool = False) -> None:
+        hashes, blocks = manager.hash_prompt(tenant, tokens)
+        held = [block_id for block_id, _ in manager.commit(tenant, tenant, hashes, blocks, 0, background=background)]
+        manager.release(held)
+
+    def cached(tenant: str, tokens: list[int]) -> int:
+        hashes, blocks = manager.hash_prompt(tenant, tokens)
+        return manager.match(tenant, hashes, blocks).num_hot_tokens
+
+    run("quiet", BATCH, background=True)
+    run("noisy", AGENT)
+    run("noisy", NEWCOMER)
+    run("noisy", [13, 14, 15, 16])   # HOT is full: two blocks must go
+    assert cached("quiet", BATCH) == (4 if reserved else 0)
+    held = Counter(block.tenant for block in manager.blocks(Tier.HOT))
+    assert held == ({"quiet": 2, "noisy": 4} if reserved else {"noisy": 6})
