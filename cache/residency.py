@@ -10,7 +10,9 @@ Invariants:
   tier (`on_insert` ... `on_remove`), and at most one block is indexed per hash; the
   background index (`cache.background_blocks`) is told at the same points.
 - With `evict_background_first`, a tier needing room loses its oldest evictable
-  background block before the policy is asked for a victim.
+  background block before the policy is asked for a victim (passing over those of
+  tenants the policy `protects`, unless they ask).
+- A policy learns of every full tier: asked for a victim, or told (`on_full`).
 - Only unreferenced cached blocks are evicted, moved or dropped.
 - The event queue, replayed in order, gives exactly the indexed (hash, tier) pairs;
   `AllCleared` empties the replayed set.
@@ -129,7 +131,7 @@ class Residency:
         pool = self._pools[tier]
         if pool.num_free_blocks:
             return True
-        return pool.num_blocks > 0 and (self._background_victim(tier, tenant) is not None
+        return pool.num_blocks > 0 and (self._background_victim(tier, now, tenant) is not None
                                         or self.policy.choose_victim(tier, now, tenant) is not None)
 
     def make_room(self, tier: Tier, now: float, tenant: str | None) -> bool:
@@ -146,9 +148,7 @@ class Residency:
             return True
         if pool.num_blocks == 0:
             return False
-        if self.evict_background_first and self.background.num_blocks(tier):
-            self.policy.on_full(tier, now)   # it learns the tier is full, as a policy asked would
-        victim = self._background_victim(tier, tenant)
+        victim = self._background_victim(tier, now, tenant)
         is_background = victim is not None
         if victim is None:
             victim_id = self.policy.choose_victim(tier, now, tenant)
@@ -210,12 +210,14 @@ class Residency:
         if block.is_background:
             self.background.taken(block)
 
-    def _background_victim(self, tier: Tier, tenant: str | None) -> BlockMeta | None:
+    def _background_victim(self, tier: Tier, now: float, tenant: str | None) -> BlockMeta | None:
         """The oldest background block of `tier` among the first few whose tenant is the
         one asking or holds more than its guaranteed share; None: ask the policy."""
-        if not self.evict_background_first:
+        candidates = self.background.oldest(tier, MAX_BACKGROUND_SKIPS + 1) if self.evict_background_first else []
+        if not candidates:
             return None
-        for block in self.background.oldest(tier, MAX_BACKGROUND_SKIPS + 1):
+        self.policy.on_full(tier, now)   # it learns the tier is full, as a policy asked would
+        for block in candidates:
             if block.tenant == tenant or not self.policy.protects(block.tenant, tier):
                 return block
         return None
