@@ -3,8 +3,9 @@
 One session (`export_lines`) or several merged in arrival order (`export_sessions_lines`:
 the recorded traffic of a time window, for the replay harness). One header line, then
 one line per request: `t` (seconds since the first exported request), `tenant`,
-`session`, `after`, `tool_calls`, `input_tokens`, `output_tokens`, and `messages` (the
-request's whole message list) when the store holds content. A step that asked for
+`session`, `after`, `tool_calls`, `input_tokens`, `output_tokens`, `service_tier` for a
+step served in the flex tier, and `messages` (the request's whole message list) when the
+store holds content. A step that asked for
 several choices exports the tool calls of the choice the session went on from (the one
 whose call ids the next step answers; before a user turn, a text answer), else choice
 0's, so a line's `tool_calls` agree with the next `after`. `hash_ids` are the prompt's
@@ -70,6 +71,8 @@ def _session_requests(path: Path, tenant: str, session: str) -> Iterator[tuple[f
             yield pending[0]["arrived_s"], {**pending[1], "tool_calls": kept_tool_names(pending[0], step)}
         line = {"tenant": tenant, "session": session, "after": step["after_label"], "tool_calls": [],
                 "input_tokens": step["num_input_tokens"], "output_tokens": step["num_output_tokens"]}
+        if step.get("service_tier") == "flex":
+            line["service_tier"] = "flex"
         blocks = step["prompt_blocks"]
         if blocks is not None and len(blocks) == num_blocks(step["num_input_tokens"]):
             line["hash_ids"] = blocks

@@ -52,6 +52,7 @@ class TraceRecord:
     tool_calls: list[str] = field(default_factory=list)
     hash_ids: list[int] | None = None
     messages: list | None = None
+    service_tier: str | None = None   # "flex": served after interactive work (an extension)
 
     def to_json(self) -> dict:
         row: dict = {"t": round(self.t, 6), "tenant": self.tenant}
@@ -67,6 +68,8 @@ class TraceRecord:
             row["hash_ids"] = list(self.hash_ids)
         if self.messages is not None:
             row["messages"] = self.messages
+        if self.service_tier is not None:
+            row["service_tier"] = self.service_tier
         return row
 
 
@@ -93,7 +96,9 @@ def parse_record(row: dict, line_no: int, block_size: int) -> TraceRecord:
         output_tokens=_require_int(row, "output_tokens", line_no),
         tenant=str(row.get("tenant", DEFAULT_TENANT)), session=row.get("session"),
         after=row.get("after"), tool_calls=list(row.get("tool_calls") or []),
-        hash_ids=row.get("hash_ids"), messages=row.get("messages"))
+        hash_ids=row.get("hash_ids"), messages=row.get("messages"), service_tier=row.get("service_tier"))
+    if record.service_tier is not None and not isinstance(record.service_tier, str):
+        raise TraceFormatError(f"line {line_no}: 'service_tier' must be a string")
     if record.hash_ids is not None:
         expected = math.ceil(record.input_tokens / block_size)
         if len(record.hash_ids) != expected:

@@ -93,6 +93,8 @@ def _body(record: TraceRecord, prompts: PromptBuilder, options: ReplayOptions, m
     hint = step_hint(record) if options.step_hints else None
     if hint:
         common["stepahead_replay"] = hint
+    if record.service_tier is not None:
+        common["service_tier"] = record.service_tier
     if record.messages:
         return "/v1/chat/completions", dict(common, messages=record.messages)
     return "/v1/completions", dict(common, prompt=prompts.prompt(record), ignore_eos=True)

@@ -8,7 +8,12 @@ Reads a `stepahead-trace/1` or Mooncake trace (through `cache.trace_format`), re
 "block_hit_rate", "token_hit_rate", "host_hit_rate", "sim_ttft_p50_s", "sim_ttft_p99_s",
 "prefetch_used_frac", "wall_s", ...}`. `wall_s` covers reading the trace and the replay.
 `--calibration` picks the engine dtype the costs were measured in, and every cost
-constant is also a flag of its own (cost_model.py documents the calibrations).
+constant is also a flag of its own (cost_model.py documents the calibrations). Requests
+marked `"service_tier": "flex"` (an extension of the format; the trace store exports it)
+are served as the server serves flex requests: their blocks leave a full tier first
+(`--no-flex-first`: not), and one without a session is a batch line (no session, no
+forecasts); the line then adds `flex_requests`, `flex_evictions` and the other requests'
+own `interactive_block_hit_rate`, `interactive_ttft_p50_s` and `interactive_ttft_mean_s`.
 
 `--policy` and `--hot-blocks` also take comma-separated lists (`--policy all`: every
 policy): each pair then runs on the same trace, and the output is a table comparing them
@@ -58,6 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="host to HOT copy bandwidth, bytes/s (default %(default)g)")
     parser.add_argument("--host-to-hot-s-per-block", type=float, default=None,
                         help="default: block_size * kv_bytes_per_token / copy_bytes_per_s")
+    parser.add_argument("--no-flex-first", dest="flex_first", action="store_false",
+                        help="let blocks of requests marked service_tier \"flex\" compete like any (the server's "
+                             "flex_blocks_evicted_first = false); by default they go first")
     parser.add_argument("--json", action="store_true",
                         help="print JSON lines (one run: always one JSON line)")
     parser.add_argument("--plot", help="with several sizes: draw hit rate and TTFT against HOT blocks to this PNG")
@@ -111,7 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     def run(policy: str, hot_blocks: int) -> dict:
         config = SimConfig(num_hot_blocks=hot_blocks, num_host_blocks=args.host_blocks, policy=policy,
                            block_size=block_size, cost=cost, tick_interval_s=args.tick_interval_s,
-                           measure_from=split_index(len(requests), args.measure_from_frac))
+                           measure_from=split_index(len(requests), args.measure_from_frac),
+                           flex_first=args.flex_first)
         return replay(requests, config).to_json()
 
     pairs = [(policy, hot) for hot in args.hot_blocks for policy in args.policy]

@@ -52,6 +52,7 @@ class SimConfig:
     tick_interval_s: float = 0.25
     measure_from: int = 0
     policy_options: tuple[tuple[str, object], ...] = ()
+    flex_first: bool = True   # flex requests' blocks go first (cache.background_blocks); not for belady
 
 
 class SimClock:
@@ -103,9 +104,11 @@ def replay(
         mover=CountingMover(),
         clock=clock,
         max_pending_events=0,
+        evict_background_first=config.flex_first and next_uses is None,   # the oracle bounds every order
     )
     inferrer = SessionInferrer()
     totals = SimTotals()
+    interactive = SimTotals() if any(request.flex for request in requests) else None
     cost = config.cost
     size = config.block_size
     interval = config.tick_interval_s
@@ -121,28 +124,29 @@ def replay(
         clock.now_s = now
         tenant = request.tenant
         hashes = request.hashes
-        session = request.session or inferrer.session_of(tenant, hashes)
+        flex = request.flex
+        # a flex request without a session is a batch line: no session, no forecasts (as the gateway)
+        session = request.session or (None if flex else inferrer.session_of(tenant, hashes))
         if next_uses is not None:
             note = policy.note_next_use  # type: ignore[union-attr]
             for block_hash, next_use in zip(hashes, next_uses[i]):
                 note(block_hash, next_use)
         match = manager.match(tenant, hashes)
-        held = manager.acquire(tenant, session, match, request.num_prompt_tokens)
+        held = manager.acquire(tenant, session, match, request.num_prompt_tokens, background=flex)
         num_hits = len(held)
         num_hot_hits = min(num_hits, len(match.hot_block_ids))
-        committed = manager.commit(tenant, session, hashes, [no_tokens] * (len(hashes) - num_hits), num_hits)
+        committed = manager.commit(tenant, session, hashes, [no_tokens] * (len(hashes) - num_hits), num_hits,
+                                   background=flex)
         manager.release(held + [block_id for block_id, _ in committed])
         if i >= config.measure_from:
             num_host_hits = num_hits - num_hot_hits
             num_hit_tokens = min(num_hits * size, request.num_prompt_tokens)
-            totals.num_requests += 1
-            totals.num_blocks += request.num_blocks
-            totals.num_hot_hit_blocks += num_hot_hits
-            totals.num_host_hit_blocks += num_host_hits
-            totals.num_prompt_tokens += request.num_prompt_tokens
-            totals.num_hit_tokens += num_hit_tokens
-            totals.ttfts_s.append(cost.ttft_s(request.num_prompt_tokens - num_hit_tokens, num_host_hits))
-        if source is not None:
+            counted = (request.num_blocks, num_hot_hits, num_host_hits, request.num_prompt_tokens, num_hit_tokens,
+                       cost.ttft_s(request.num_prompt_tokens - num_hit_tokens, num_host_hits))
+            totals.count(*counted)
+            if interactive is not None and not flex:
+                interactive.count(*counted)
+        if source is not None and session is not None:
             source.observe(RequestSeen(tenant, session, now, request.after, request.tool_calls, request.num_blocks))
             forecast = source.forecast(tenant, session, now)
             if forecast is not None:
@@ -156,6 +160,8 @@ def replay(
         host_blocks=config.num_host_blocks,
         totals=totals,
         num_evictions=stats.tiers[Tier.HOT].num_evictions,
+        interactive=interactive,
+        num_flex_evictions=stats.tiers[Tier.HOT].num_background_evictions,
     )
     if hasattr(policy, "prefetch_counts"):
         counts = policy.prefetch_counts()  # type: ignore[union-attr]

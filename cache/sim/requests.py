@@ -35,6 +35,7 @@ class SimRequest:
     num_output_tokens: int
     num_blocks: int
     hashes: list[BlockHash]
+    flex: bool = False   # `service_tier: "flex"`: its blocks go first (cache.background_blocks)
 
 
 class BlockInterner:
@@ -84,5 +85,6 @@ def to_sim_requests(records: Sequence[TraceRecord], block_size: int) -> list[Sim
             num_output_tokens=record.output_tokens,
             num_blocks=num_blocks,
             hashes=[hash_of(tenant, block_id) for block_id in block_ids],
+            flex=record.service_tier == "flex",
         ))
     return requests

@@ -32,6 +32,17 @@ class SimTotals:
     num_hit_tokens: int = 0
     ttfts_s: list[float] = field(default_factory=list)
 
+    def count(self, num_blocks: int, num_hot_hits: int, num_host_hits: int, num_prompt_tokens: int,
+              num_hit_tokens: int, ttft_s: float) -> None:
+        """Add one measured request."""
+        self.num_requests += 1
+        self.num_blocks += num_blocks
+        self.num_hot_hit_blocks += num_hot_hits
+        self.num_host_hit_blocks += num_host_hits
+        self.num_prompt_tokens += num_prompt_tokens
+        self.num_hit_tokens += num_hit_tokens
+        self.ttfts_s.append(ttft_s)
+
 
 @dataclass(slots=True)
 class SimResult:
@@ -44,6 +55,8 @@ class SimResult:
     num_prefetch_wasted_blocks: int = 0
     num_evictions: int = 0
     wall_s: float = 0.0
+    interactive: SimTotals | None = None   # the default-tier requests alone, when some were flex
+    num_flex_evictions: int = 0
 
     def to_json(self) -> dict:
         totals = self.totals
@@ -69,4 +82,18 @@ class SimResult:
             "prefetched_blocks": self.num_prefetched_blocks,
             "evictions": self.num_evictions,
             "wall_s": round(self.wall_s, 3),
+            **self._interactive_json(rounded),
         }
+
+    def _interactive_json(self, rounded) -> dict:
+        """For a trace with flex requests: the default-tier requests' own hit rate and TTFT."""
+        interactive = self.interactive
+        if interactive is None:
+            return {}
+        ttfts = sorted(interactive.ttfts_s)
+        return {"flex_requests": self.totals.num_requests - interactive.num_requests,
+                "flex_evictions": self.num_flex_evictions,
+                "interactive_block_hit_rate": round((interactive.num_hot_hit_blocks + interactive.num_host_hit_blocks)
+                                                    / max(interactive.num_blocks, 1), 6),
+                "interactive_ttft_p50_s": rounded(quantile(ttfts, 0.5)),
+                "interactive_ttft_mean_s": rounded(sum(ttfts) / len(ttfts) if ttfts else None)}

@@ -367,6 +367,8 @@ def test_e2e_a_steps_service_tier_is_traced_in_its_span_and_the_store(served):
     served.settle()
     steps = served.get("/v1/traces/sessions/tiers", "acme").json()["steps"]["data"]
     assert [step["service_tier"] for step in steps] == ["flex", "default"]
+    exported = served.get("/v1/traces/sessions/tiers/export", "acme").text.splitlines()[1:]
+    assert [json.loads(line).get("service_tier") for line in exported] == ["flex", None]   # the simulator reads it
     _end_sessions(served)
     chats = [s for s in _spans_of(served, "tiers")["chat"]]
     assert sorted(s.attributes["openai.request.service_tier"] for s in chats) == ["default", "flex"]

@@ -233,3 +233,47 @@ def test_sim_cli_bad_input_is_an_error_line_not_a_traceback(tmp_path, capsys) ->
         assert main(["--trace", *args, "--hot-blocks", "16", "--json"]) == 2
         captured = capsys.readouterr()
         assert message in captured.err and captured.out == ""
+
+
+def _agent_and_batch_trace() -> list[TraceRecord]:
+    """An agent session of 4 blocks coming back every 10 s, and a flex batch line of 4
+    fresh blocks every 2 s between (no session: the Batch API's)."""
+    records = []
+    for step in range(5):
+        records.append(TraceRecord(t=10.0 * step, input_tokens=16 * (4 + step), output_tokens=1, tenant="t",
+                                   session="agent", hash_ids=list(range(1, 5 + step))))
+        for n in range(1, 5):
+            base = 1000 + 100 * (4 * step + n)
+            records.append(TraceRecord(t=10.0 * step + 2.0 * n, input_tokens=64, output_tokens=1, tenant="t",
+                                       hash_ids=list(range(base, base + 4)), service_tier="flex"))
+    return records
+
+
+@pytest.mark.parametrize("policy", ["lru", "predictive"])
+def test_sim_flex_requests_blocks_go_first_and_the_agents_are_counted_apart(policy: str) -> None:
+    requests = to_sim_requests(_agent_and_batch_trace(), 16)
+    assert sum(request.flex for request in requests) == 20
+
+    def run(flex_first: bool) -> dict:
+        return replay(requests, SimConfig(num_hot_blocks=12, policy=policy, block_size=16,
+                                          flex_first=flex_first)).to_json()
+    first, mixed = run(True), run(False)
+    assert first["flex_requests"] == mixed["flex_requests"] == 20
+    # the agent's 4..8 blocks survive each tool wait with flex first: every later step hits its prefix
+    assert first["interactive_block_hit_rate"] == pytest.approx((4 + 5 + 6 + 7) / (4 + 5 + 6 + 7 + 8))
+    assert mixed["interactive_block_hit_rate"] < first["interactive_block_hit_rate"]
+    assert first["interactive_ttft_mean_s"] < mixed["interactive_ttft_mean_s"]
+    assert first["flex_evictions"] > 0 and mixed["flex_evictions"] == 0
+    belady = replay(requests, SimConfig(num_hot_blocks=12, policy="belady", block_size=16)).to_json()
+    assert belady["flex_evictions"] == 0   # the oracle bounds every order: flex first does not apply to it
+
+
+def test_sim_cli_no_flex_first_lets_flex_blocks_compete(tmp_path, capsys) -> None:
+    path = tmp_path / "mix.jsonl"
+    with path.open("w") as stream:
+        write_trace(stream, _agent_and_batch_trace(), TraceHeader(block_size=16))
+    rates = []
+    for extra in ([], ["--no-flex-first"]):
+        assert main(["--trace", str(path), "--hot-blocks", "12", "--json", *extra]) == 0
+        rates.append(json.loads(capsys.readouterr().out)["interactive_block_hit_rate"])
+    assert rates[0] > rates[1]

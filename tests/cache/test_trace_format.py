@@ -10,13 +10,18 @@ from cache.trace_format import (TraceFormatError, TraceHeader, TraceRecord, afte
 
 def test_trace_round_trip_keeps_every_field():
     records = [TraceRecord(0.0, 40, 5, tenant="a", session="s1", after="start", tool_calls=["ls"],
-                           hash_ids=[1, 2, 3]),
+                           hash_ids=[1, 2, 3], service_tier="flex"),
                TraceRecord(1.5, 50, 2, tenant="a", session="s1", after="tool:ls", hash_ids=[1, 2, 3, 4])]
     buffer = io.StringIO()
     assert write_trace(buffer, records, TraceHeader(block_size=16, note="x")) == 2
     header, parsed = iter_trace(io.StringIO(buffer.getvalue()))
     assert header.block_size == 16 and header.note == "x"
     assert [r.to_json() for r in parsed] == [r.to_json() for r in records]
+
+
+def test_trace_rejects_a_service_tier_that_is_not_a_string():
+    with pytest.raises(TraceFormatError, match="line 1: 'service_tier' must be a string"):
+        list(iter_trace(io.StringIO('{"t": 0, "input_tokens": 4, "output_tokens": 1, "service_tier": 1}\n'))[1])
 
 
 def test_trace_reads_mooncake_lines_as_is(tmp_path):
