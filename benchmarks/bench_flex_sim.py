@@ -4,9 +4,10 @@ flex-first eviction (`flex_blocks_evicted_first`, `cache.background_blocks`) sav
     python benchmarks/bench_flex_sim.py [--seed 0] [--hot-blocks 1000,2000]
 
 The generated multi-tenant agent workload (`stepahead workload generate`'s defaults: 4
-tenants, 40 sessions each), plus a Batch API job per tenant: one flex line of
-`--batch-tokens` fresh prompt tokens every `1 / --batch-per-s` seconds across the
-workload's span (no session, as batch lines reach the workers). Each policy at each HOT
+tenants, 40 sessions each), and the same with the tenants' Batch API jobs
+(`--batch-lines-per-s`: one flex line of `--batch-tokens` fresh prompt tokens every
+`1 / --batch-per-s` seconds across the workload's span, no session, as batch lines reach
+the workers). Each policy at each HOT
 size replays the agents alone, then with the batch and flex first (the default), then
 with the batch competing like any request (`--no-flex-first`), through the same
 `cache/` code the server runs. Deterministic: no timing noise. Prints one JSON line per
@@ -16,6 +17,7 @@ simulated TTFT in each case, and the old order's TTFT over flex first's.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -26,24 +28,6 @@ from agents_trace.workload.generator import WorkloadConfig, generate_workload  #
 from agents_trace.workload.tool_patterns import load_patterns  # noqa: E402
 from cache.sim.replay import SimConfig, replay  # noqa: E402
 from cache.sim.requests import to_sim_requests  # noqa: E402
-from cache.trace_format import TraceRecord  # noqa: E402
-
-FIRST_BATCH_BLOCK = 10_000_000   # batch lines' hash ids start here: never an agent's
-
-
-def batch_records(agents: list[TraceRecord], tenants: list[str], per_s: float, num_tokens: int,
-                  block_size: int) -> list[TraceRecord]:
-    """Flex lines without sessions, `per_s` a second over the agents' span, each tenant in
-    turn, each with fresh blocks."""
-    span_s = agents[-1].t if agents else 0.0
-    num_blocks = -(-num_tokens // block_size)
-    lines = []
-    for n in range(int(span_s * per_s)):
-        first = FIRST_BATCH_BLOCK + n * num_blocks
-        lines.append(TraceRecord(t=n / per_s, input_tokens=num_tokens, output_tokens=64, tenant=tenants[n % len(tenants)],
-                                 hash_ids=list(range(first, first + num_blocks)), service_tier="flex"))
-    return lines
-
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -55,11 +39,11 @@ def main() -> int:
     parser.add_argument("--hot-blocks", default="1000,2000")
     parser.add_argument("--policies", default="lru,predictive")
     args = parser.parse_args()
-    config = WorkloadConfig(num_tenants=args.tenants, num_sessions=args.sessions, seed=args.seed)
-    agents = generate_workload(config, load_patterns())
-    tenants = sorted({record.tenant for record in agents})
-    mixed = sorted(agents + batch_records(agents, tenants, args.batch_per_s, args.batch_tokens, config.block_size),
-                   key=lambda record: record.t)
+    config = WorkloadConfig(num_tenants=args.tenants, num_sessions=args.sessions, seed=args.seed,
+                            batch_lines_per_s=args.batch_per_s, batch_prompt_tokens=args.batch_tokens)
+    patterns = load_patterns()
+    mixed = generate_workload(config, patterns)   # the same sessions as alone, and the batch lines
+    agents = generate_workload(dataclasses.replace(config, batch_lines_per_s=0.0), patterns)
     traces = {"alone": to_sim_requests(agents, config.block_size), "batch": to_sim_requests(mixed, config.block_size)}
     summary = []
     for policy in args.policies.split(","):

@@ -28,6 +28,10 @@ KNOB_HELP = {
     "think_time_median_s": "median user think time before a new turn, s (log-normal)",
     "think_time_sigma": "log-normal sigma of the think time",
     "max_context_tokens": "a session ends when its prompt would pass this",
+    "batch_lines_per_s": "Batch API lines a second, all tenants together, each a fresh prompt in the flex "
+                         "tier without a session (0: none)",
+    "batch_prompt_tokens": "prompt tokens of a batch line",
+    "batch_output_tokens": "output tokens of a batch line",
     "recorded_turns": "each session has as many user turns as a recorded one (--no-recorded-turns: "
                       "the tool chain alone ends it after a text answer, with the same odds every turn)",
 }

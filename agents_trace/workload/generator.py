@@ -5,7 +5,11 @@ session of the tenant starts with) and one domain's tool-transition patterns. Se
 arrive as a Poisson process; within a session every step is one LLM call whose prompt is
 the previous prompt plus the previous response plus what happened since (a tool result,
 or a user turn). Between calls: a tool runs for a log-normal time whose median belongs to
-the tool (some tools seconds, some tens of seconds), or the user thinks.
+the tool (some tools seconds, some tens of seconds), or the user thinks. With
+`batch_lines_per_s`, the tenants also run Batch API jobs: evenly spaced lines of fresh
+prompt blocks, `service_tier` "flex", no session, over the sessions' span, each tenant in
+turn; they draw nothing from the random stream, so the sessions are the same with or
+without them.
 
 Invariants: records are sorted by arrival time `t`; a session's prompts extend each
 other block by block (its full blocks keep their ids; a partial last block gets a new id
@@ -46,18 +50,21 @@ class WorkloadConfig:
     think_time_sigma: float = 0.7
     max_context_tokens: int = 8000
     recorded_turns: bool = True  # sessions as many user turns long as recorded ones; False: the chain's odds
+    batch_lines_per_s: float = 0.0  # flex Batch API lines (no session), all tenants together; 0: none
+    batch_prompt_tokens: int = 2048
+    batch_output_tokens: int = 64
 
     def __post_init__(self) -> None:
         """Refuse knobs no workload can have, naming the flag (ValueError)."""
         at_least_one = ("num_tenants", "num_sessions", "block_size", "tool_schema_tokens_per_tool",
-                        "max_context_tokens")
+                        "max_context_tokens", "batch_prompt_tokens", "batch_output_tokens")
         for name in at_least_one:
             if getattr(self, name) < 1:
                 raise ValueError(f"--{_flag(name)} must be at least 1, not {getattr(self, name)}")
         for name in ("session_rate_per_s", "tool_result_tokens_median", "think_time_median_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"--{_flag(name)} must be positive, not {getattr(self, name)}")
-        for name in ("tool_result_tokens_sigma", "tool_sigma", "think_time_sigma"):
+        for name in ("tool_result_tokens_sigma", "tool_sigma", "think_time_sigma", "batch_lines_per_s"):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"--{_flag(name)} must not be negative, not {getattr(self, name)}")
         for name in ("system_prompt_tokens", "user_turn_tokens", "tool_call_output_tokens",
@@ -65,6 +72,9 @@ class WorkloadConfig:
             low, high = getattr(self, name)
             if not 0 < low <= high:
                 raise ValueError(f"--{_flag(name)} takes LOW HIGH with 0 < LOW <= HIGH, not {low} {high}")
+        if self.batch_lines_per_s and self.batch_prompt_tokens + self.batch_output_tokens > self.max_context_tokens:
+            raise ValueError(f"--batch-prompt-tokens plus --batch-output-tokens must fit --max-context-tokens "
+                             f"({self.max_context_tokens}), not {self.batch_prompt_tokens + self.batch_output_tokens}")
 
 
 def _flag(field_name: str) -> str:
@@ -98,6 +108,10 @@ class _Blocks:
     def _new_id(self) -> int:
         self._counter[0] += 1
         return self._counter[0]
+
+    def fresh(self) -> "_Blocks":
+        """An empty prompt drawing ids from the same tenant's counter."""
+        return _Blocks(self.block_size, self._counter)
 
     def fork(self) -> "_Blocks":
         child = _Blocks(self.block_size, self._counter)
@@ -151,8 +165,25 @@ def generate_workload(config: WorkloadConfig, patterns: list[ToolPatterns],
         raise ValueError(f"no request fits in max_context_tokens={config.max_context_tokens}: the tenants' "
                          f"system prompts and tool schemas alone take up to {longest} tokens")
     _refuse_tenants_without_requests(config, prefixes, records)
+    records.extend(_batch_records(config, [(tenant, prefix) for tenant, _, prefix in prefixes],
+                                  max((r.t for r in records), default=0.0)))
     records.sort(key=lambda r: r.t)
     return records
+
+
+def _batch_records(config: WorkloadConfig, tenants: list[tuple[str, _Blocks]], span_s: float) -> list[TraceRecord]:
+    """`batch_lines_per_s` flex lines a second over `span_s`, each tenant in turn, each
+    of fresh blocks (no session: how Batch API lines reach the workers)."""
+    rate = config.batch_lines_per_s
+    lines = []
+    for n in range(int(span_s * rate)):
+        tenant, prefix = tenants[n % len(tenants)]
+        blocks = prefix.fresh()
+        blocks.grow(config.batch_prompt_tokens)
+        lines.append(TraceRecord(t=n / rate, input_tokens=config.batch_prompt_tokens,
+                                 output_tokens=config.batch_output_tokens, tenant=tenant, hash_ids=blocks.ids,
+                                 service_tier="flex"))
+    return lines
 
 
 def _refuse_tenants_without_requests(config, prefixes, records: list[TraceRecord]) -> None:

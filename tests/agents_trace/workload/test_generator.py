@@ -207,7 +207,10 @@ def test_impossible_knobs_are_errors_naming_the_flag(tmp_path, capsys):
                            (["--sessions", "-3"], "--sessions must be at least 1"),
                            (["--session-rate-per-s", "0"], "--session-rate-per-s must be positive"),
                            (["--think-time-sigma", "-1"], "--think-time-sigma must not be negative"),
-                           (["--user-turn-tokens", "50", "10"], "--user-turn-tokens takes LOW HIGH")):
+                           (["--user-turn-tokens", "50", "10"], "--user-turn-tokens takes LOW HIGH"),
+                           (["--batch-lines-per-s", "-1"], "--batch-lines-per-s must not be negative"),
+                           (["--batch-lines-per-s", "1", "--batch-prompt-tokens", "9000"],
+                            "--batch-prompt-tokens plus --batch-output-tokens must fit --max-context-tokens")):
         assert main(["workload", "generate", *flags, "-o", str(out)]) == 2
         assert f"error: {message}" in capsys.readouterr().err
         assert not out.exists()
@@ -215,3 +218,25 @@ def test_impossible_knobs_are_errors_naming_the_flag(tmp_path, capsys):
         WorkloadConfig(num_tenants=0)
     assert main(["workload", "generate", "--tenants", "1", "--sessions", "1", "-o", str(tmp_path)]) == 2
     assert "error: cannot write" in capsys.readouterr().err
+
+
+def test_batch_lines_are_flex_fresh_and_leave_the_sessions_as_they_were():
+    """Batch API lines: evenly spaced over the sessions' span, each tenant in turn, in the
+    flex tier, without a session, each of blocks no other request has; the sessions are
+    the same as in the workload without them."""
+    plain = WorkloadConfig(num_tenants=2, num_sessions=4, seed=3)
+    with_batch = WorkloadConfig(num_tenants=2, num_sessions=4, seed=3, batch_lines_per_s=0.5,
+                                batch_prompt_tokens=100, batch_output_tokens=7)
+    sessions = generate_workload(plain, PATTERNS)
+    records = generate_workload(with_batch, PATTERNS)
+    batch = [r for r in records if r.service_tier == "flex"]
+    assert [r.to_json() for r in records if r.service_tier is None] == [r.to_json() for r in sessions]
+    assert len(batch) == int(max(r.t for r in sessions) * 0.5) > 0
+    assert [r.t for r in batch] == [n / 0.5 for n in range(len(batch))]
+    assert [r.tenant for r in batch[:4]] == ["tenant0", "tenant1", "tenant0", "tenant1"]
+    assert all(r.session is None and r.input_tokens == 100 and r.output_tokens == 7
+               and len(r.hash_ids) == math.ceil(100 / with_batch.block_size) for r in batch)
+    for tenant in ("tenant0", "tenant1"):
+        batch_ids = [i for r in batch if r.tenant == tenant for i in r.hash_ids]
+        session_ids = {i for r in sessions if r.tenant == tenant for i in r.hash_ids}
+        assert len(set(batch_ids)) == len(batch_ids) and not set(batch_ids) & session_ids
