@@ -26,6 +26,7 @@ class RequestResult:
     cached_tokens: int = 0
     completion_tokens: int = 0
     error: str | None = None
+    service_tier: str | None = None   # the trace line's ("flex" for a batch line), None: the default
 
 
 def _usage_into(result: RequestResult, usage: dict | None) -> None:

@@ -64,6 +64,11 @@ def build_report(results: list[RequestResult], wall_s: float, num_planned: int |
               "per_tenant": {t: summarize(rs) for t, rs in sorted(by_tenant.items())},
               "per_step": {str(i): summarize(rs) for i, rs in sorted(by_step.items())},
               "error_samples": errors}
+    if any(r.service_tier for r in results):   # agents' requests apart from a batch's
+        by_tier: dict[str, list[RequestResult]] = defaultdict(list)
+        for r in results:
+            by_tier[r.service_tier or "default"].append(r)
+        report["per_tier"] = {tier: summarize(rs) for tier, rs in sorted(by_tier.items())}
     if num_planned is not None:
         report["interrupted"] = {"requests_left_out": max(0, num_planned - len(results))}
     return report
@@ -95,7 +100,8 @@ def _cell(value, form: str, width: int) -> str:
 
 
 def format_table(report: dict) -> str:
-    """A readable table: total, then one row per tenant and per step index. Seconds to the
+    """A readable table: total, then one row per tenant, per service tier (when some lines
+    were flex) and per step index. Seconds to the
     millisecond, inter-token latency in milliseconds, cached share in percent. A step row's
     session time is left out: its requests are one step of many sessions, not sessions."""
     header = f"{'group':<16}" + "".join(f"{h:>{w}}" for _, h, w, _ in _TABLE_COLUMNS)
@@ -108,6 +114,7 @@ def format_table(report: dict) -> str:
 
     lines.append(row("total", report["total"]))
     lines.extend(row(f"tenant {t}"[:16], s) for t, s in report["per_tenant"].items())
+    lines.extend(row(f"tier {t}"[:16], s) for t, s in report.get("per_tier", {}).items())
     lines.extend(row(f"step {i}", s, sessions=False) for i, s in report["per_step"].items())
     if report["error_samples"]:
         lines.append("errors: " + "; ".join(report["error_samples"]))

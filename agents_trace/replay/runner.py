@@ -164,7 +164,8 @@ async def _run_groups(client: aiohttp.ClientSession, groups: list[list[TraceReco
                 headers["x-session-id"] = record.session
             async with gate:
                 started = time.perf_counter()
-                result = RequestResult(record.tenant, record.session, step_index, started - origin)
+                result = RequestResult(record.tenant, record.session, step_index, started - origin,
+                                       service_tier=record.service_tier)
                 results.append(await stream_request(client, base_url + path, body, headers, result, started))
             if progress is not None:
                 progress.update(1)

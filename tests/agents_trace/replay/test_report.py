@@ -31,6 +31,19 @@ def test_build_report_counts_cached_share_errors_and_sessions():
     assert total["request_e2e_p50_s"] == 0.75
     table = format_table(report)
     assert "HTTP 429" in table
+    assert "per_tier" not in report and "tier " not in table   # no flex line: no tier rows
+
+
+def test_a_replay_with_flex_lines_reports_each_tier_apart():
+    results = [RequestResult("a", "s1", 0, 0.0, ttft_s=0.2, e2e_s=0.3, prompt_tokens=100, cached_tokens=50),
+               RequestResult("a", None, 0, 0.5, ttft_s=1.0, e2e_s=2.0, prompt_tokens=300, service_tier="flex"),
+               RequestResult("a", None, 0, 1.5, ttft_s=3.0, e2e_s=4.0, prompt_tokens=300, service_tier="flex")]
+    report = build_report(results, wall_s=5.0)
+    assert {tier: stats["requests"] for tier, stats in report["per_tier"].items()} == {"default": 1, "flex": 2}
+    assert report["per_tier"]["default"]["ttft_mean_s"] == 0.2 and report["per_tier"]["flex"]["ttft_mean_s"] == 2.0
+    assert report["per_tier"]["default"]["cached_token_share"] == 0.5
+    rows = [line.split()[:3] for line in format_table(report).splitlines() if line.startswith("tier ")]
+    assert rows == [["tier", "default", "1"], ["tier", "flex", "2"]]
 
 
 def test_format_table_reads_in_units_and_leaves_session_time_out_of_step_rows():
