@@ -29,6 +29,7 @@ from agents_trace.workload.tool_patterns import load_patterns  # noqa: E402
 from cache.sim.replay import SimConfig, replay  # noqa: E402
 from cache.sim.requests import to_sim_requests  # noqa: E402
 
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=0)
