@@ -151,15 +151,21 @@ def main() -> int:
                 print(f"round {round_index + 1}/{args.rounds} {mode}: {runs[mode][-1]}", file=sys.stderr)
             finally:
                 stop_all([process], workdir)
-    summary = {mode: {key: statistics.median(run[key] for run in runs[mode]) for key in runs[mode][0]}
-               for mode in modes}
+    print(json.dumps({"benchmark": "flex_eviction", "model": args.model, "args": vars(args),
+                      "summary": summarize(runs), "runs": runs}))
+    return 0
+
+
+def summarize(runs: dict[str, list[dict]]) -> dict:
+    """Each mode's medians over its rounds and, with both orders, the old order's over
+    flex first's."""
+    summary: dict = {mode: {key: statistics.median(run[key] for run in mode_runs) for key in mode_runs[0]}
+                     for mode, mode_runs in runs.items()}
     if "flex_first" in summary and "lru_order" in summary:
         first, lru = summary["flex_first"], summary["lru_order"]
         summary["lru_order_over_flex_first"] = {key: round(lru[key] / first[key], 3) if first[key] else None
                                                 for key in ("ttft_mean_s", "ttft_p50_s", "cached_share", "batch_s")}
-    print(json.dumps({"benchmark": "flex_eviction", "model": args.model, "args": vars(args),
-                      "summary": summary, "runs": runs}))
-    return 0
+    return summary
 
 
 if __name__ == "__main__":
