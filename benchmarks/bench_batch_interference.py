@@ -22,15 +22,14 @@ import asyncio
 import json
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_servers import (API_KEY, bench_tenant_toml, batch_outcome, free_port, server_env,  # noqa: E402
-                           spawn, start_batch, stop_all, wait_ready)
+from bench_servers import (API_KEY, batch_outcome, bench_tenant_toml, fresh_gateway, medians,  # noqa: E402
+                           rounded, start_batch)
 
 MODES = {"alone": None, "batch_no_yield": (False, "default"), "batch_yield": (True, "default"),
          "batch_flex": (True, None), "batch_flex_no_yield": (False, None)}   # mode -> (batch_yield, the lines' tier)
@@ -91,7 +90,7 @@ async def one_mode(base_url: str, model: str, mode: str, tag: str, args) -> dict
                   "ttft_mean_s": statistics.fmean(ttfts)}
         if batch_id is not None:
             result.update(await batch_outcome(client, batch_id, batch_started_s))
-    return {k: round(v, 4) if isinstance(v, float) else v for k, v in result.items()}
+    return rounded(result)
 
 
 def main() -> int:
@@ -112,23 +111,11 @@ def main() -> int:
     for round_index in range(args.rounds):
         for mode in modes:
             batch_settings = MODES[mode]
-            workdir = Path(tempfile.mkdtemp(prefix="bench-batch-"))
-            (workdir / "stepahead.toml").write_text(config_toml(args.model, bool(batch_settings and batch_settings[0]),
-                                                                args.batch_concurrency))
-            port = free_port()
-            process = spawn([sys.executable, "-m", "gateway.cli", "serve", "--config", str(workdir / "stepahead.toml"),
-                             "--port", str(port), "--log-level", "error"], server_env(workdir), workdir / "log")
-            try:
-                wait_ready(f"http://127.0.0.1:{port}/health", process, timeout_s=600)
-                runs[mode].append(asyncio.run(one_mode(f"http://127.0.0.1:{port}", args.model, mode,
-                                                       f"r{round_index}{mode}", args)))
-                print(f"round {round_index + 1}/{args.rounds} {mode}: {runs[mode][-1]}", file=sys.stderr)
-            finally:
-                stop_all([process], workdir)
-
-    def median(mode: str, key: str) -> float:
-        return statistics.median(run[key] for run in runs[mode])
-    summary = {mode: {key: median(mode, key) for key in runs[mode][0]} for mode in modes}
+            config = config_toml(args.model, bool(batch_settings and batch_settings[0]), args.batch_concurrency)
+            with fresh_gateway(config, "bench-batch-") as base_url:
+                runs[mode].append(asyncio.run(one_mode(base_url, args.model, mode, f"r{round_index}{mode}", args)))
+            print(f"round {round_index + 1}/{args.rounds} {mode}: {runs[mode][-1]}", file=sys.stderr)
+    summary = medians(runs)
     alone = summary["alone"]["ttft_mean_s"]
     batch_modes = [mode for mode in modes if MODES[mode] is not None]
     summary["ttft_mean_over_alone"] = {mode: round(summary[mode]["ttft_mean_s"] / alone, 3) for mode in batch_modes}

@@ -21,15 +21,14 @@ import json
 import random
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_servers import (API_KEY, bench_tenant_toml, batch_outcome, free_port, server_env,  # noqa: E402
-                           spawn, start_batch, stop_all, wait_ready)
+from bench_servers import (API_KEY, batch_outcome, bench_tenant_toml, fresh_gateway, medians,  # noqa: E402
+                           rounded, start_batch)
 
 MODES = {"alone": None, "flex_first": True, "lru_order": False}   # mode -> flex_blocks_evicted_first
 
@@ -115,7 +114,7 @@ async def one_mode(base_url: str, model: str, mode: str, args) -> dict:
                   "prompt_tokens_last_step": max(steps[-1][1] for steps in sessions)}
         if batch_id is not None:
             result.update(await batch_outcome(client, batch_id, batch_started_s))
-    return {k: round(v, 4) if isinstance(v, float) else v for k, v in result.items()}
+    return rounded(result)
 
 
 def main() -> int:
@@ -139,18 +138,10 @@ def main() -> int:
     runs: dict[str, list[dict]] = {mode: [] for mode in modes}
     for round_index in range(args.rounds):
         for mode in modes:
-            workdir = Path(tempfile.mkdtemp(prefix="bench-flex-"))
-            (workdir / "stepahead.toml").write_text(
-                config_toml(args.model, args.hot_blocks, args.policy, MODES[mode] is not False))
-            port = free_port()
-            process = spawn([sys.executable, "-m", "gateway.cli", "serve", "--config", str(workdir / "stepahead.toml"),
-                             "--port", str(port), "--log-level", "error"], server_env(workdir), workdir / "log")
-            try:
-                wait_ready(f"http://127.0.0.1:{port}/health", process, timeout_s=600)
-                runs[mode].append(asyncio.run(one_mode(f"http://127.0.0.1:{port}", args.model, mode, args)))
-                print(f"round {round_index + 1}/{args.rounds} {mode}: {runs[mode][-1]}", file=sys.stderr)
-            finally:
-                stop_all([process], workdir)
+            config = config_toml(args.model, args.hot_blocks, args.policy, MODES[mode] is not False)
+            with fresh_gateway(config, "bench-flex-") as base_url:
+                runs[mode].append(asyncio.run(one_mode(base_url, args.model, mode, args)))
+            print(f"round {round_index + 1}/{args.rounds} {mode}: {runs[mode][-1]}", file=sys.stderr)
     print(json.dumps({"benchmark": "flex_eviction", "model": args.model, "args": vars(args),
                       "summary": summarize(runs), "runs": runs}))
     return 0
@@ -159,8 +150,7 @@ def main() -> int:
 def summarize(runs: dict[str, list[dict]]) -> dict:
     """Each mode's medians over its rounds and, with both orders, the old order's over
     flex first's."""
-    summary: dict = {mode: {key: statistics.median(run[key] for run in mode_runs) for key in mode_runs[0]}
-                     for mode, mode_runs in runs.items()}
+    summary: dict = medians(runs)
     if "flex_first" in summary and "lru_order" in summary:
         first, lru = summary["flex_first"], summary["lru_order"]
         summary["lru_order_over_flex_first"] = {key: round(lru[key] / first[key], 3) if first[key] else None

@@ -17,10 +17,14 @@ import json
 import os
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -133,6 +137,34 @@ def stop_all(processes: list[subprocess.Popen], workdir: Path) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
     shutil.rmtree(workdir, ignore_errors=True)
+
+
+@contextmanager
+def fresh_gateway(config_toml: str, prefix: str) -> Iterator[str]:
+    """`stepahead serve` on `config_toml` in a scratch directory of its own (its state there
+    too, `server_env`), once ready: yields its base URL, then stops it and removes the
+    directory."""
+    workdir = Path(tempfile.mkdtemp(prefix=prefix))
+    (workdir / "stepahead.toml").write_text(config_toml)
+    port = free_port()
+    process = spawn([sys.executable, "-m", "gateway.cli", "serve", "--config", str(workdir / "stepahead.toml"),
+                     "--port", str(port), "--log-level", "error"], server_env(workdir), workdir / "log")
+    try:
+        wait_ready(f"http://127.0.0.1:{port}/health", process, timeout_s=600)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop_all([process], workdir)
+
+
+def rounded(result: dict) -> dict:
+    """A result's floats to 4 decimals, for printing."""
+    return {key: round(value, 4) if isinstance(value, float) else value for key, value in result.items()}
+
+
+def medians(runs: dict[str, list[dict]]) -> dict[str, dict]:
+    """Per mode, the median of each number over its rounds (the keys of its first round)."""
+    return {mode: {key: statistics.median(run[key] for run in mode_runs) for key in mode_runs[0]}
+            for mode, mode_runs in runs.items()}
 
 
 async def start_batch(client, jsonl: bytes) -> str:
