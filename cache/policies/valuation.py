@@ -122,7 +122,7 @@ class Valuation:
         sharing rate)."""
         horizon = self.horizon_s(tier)
         if not sessions:
-            return self.fallback(now_s - last_s, horizon)
+            return self.fallback(None, now_s, last_s, horizon)
         if now_s != self._memo_s:
             self._memo.clear()
             self._memo_s = now_s
@@ -148,9 +148,8 @@ class Valuation:
                     else:
                         value = curve.p_within(now_s, horizon)
                     memo[(name, is_host)] = value
-                else:   # idle since the later of its last request and the blocks' release (LRU)
-                    idle_s = now_s - (last_s if session is None else max(last_s, session.last_use_s))
-                    value = self.fallback(idle_s, horizon)
+                else:
+                    value = self.fallback(session, now_s, last_s, horizon)
             total += value
             miss *= 1.0 - min(value, 1.0)
         if last_uses is not None and len(last_uses) > 1 and trusted and self.config.sharing_weight:
@@ -170,14 +169,21 @@ class Valuation:
             elif session is not None and session.curve is not None and self._is_session_trusted(session):
                 p = session.curve.p_within(now_s, horizon_s)
             else:
-                idle_s = now_s - (last_s if session is None else max(last_s, session.last_use_s))
-                p = self.config.fallback_p * math.exp(-max(0.0, idle_s) / horizon_s)
+                p = self.fallback_p(session, now_s, last_s, horizon_s)
             best = max(best, p)
         return best
 
-    def fallback(self, idle_s: float, horizon_s: float) -> float:
-        """The value of a block without a trusted forecast, idle for `idle_s`."""
-        p = self.config.fallback_p * math.exp(-max(0.0, idle_s) / horizon_s)
+    def fallback_p(self, session: SessionState | None, now_s: float, last_s: float, horizon_s: float) -> float:
+        """P(needed within `horizon_s`) of blocks without a trusted forecast: `fallback_p`
+        decayed over the time idle since the later of the session's last request and the
+        blocks' last use `last_s` (LRU order)."""
+        idle_s = now_s - (last_s if session is None else max(last_s, session.last_use_s))
+        return self.config.fallback_p * math.exp(-max(0.0, idle_s) / horizon_s)
+
+    def fallback(self, session: SessionState | None, now_s: float, last_s: float, horizon_s: float) -> float:
+        """The value of blocks without a trusted forecast (`fallback_p`, per second held
+        for `density`)."""
+        p = self.fallback_p(session, now_s, last_s, horizon_s)
         return p / horizon_s if self._is_density else p
 
 

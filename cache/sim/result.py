@@ -43,6 +43,18 @@ class SimTotals:
         self.num_hit_tokens += num_hit_tokens
         self.ttfts_s.append(ttft_s)
 
+    def block_hit_rate(self) -> float:
+        """Blocks served from either tier over all blocks."""
+        return (self.num_hot_hit_blocks + self.num_host_hit_blocks) / max(self.num_blocks, 1)
+
+    def ttft_mean_s(self) -> float | None:
+        """The mean TTFT, summed in ascending order (the figure the CLI has always printed)."""
+        return sum(sorted(self.ttfts_s)) / len(self.ttfts_s) if self.ttfts_s else None
+
+
+def _rounded(value: float | None, digits: int = 6) -> float | None:
+    return None if value is None else round(value, digits)
+
 
 @dataclass(slots=True)
 class SimResult:
@@ -63,37 +75,31 @@ class SimResult:
         blocks = max(totals.num_blocks, 1)
         ttfts = sorted(totals.ttfts_s)
         resolved = self.num_prefetch_used_blocks + self.num_prefetch_wasted_blocks
-
-        def rounded(value: float | None, digits: int = 6) -> float | None:
-            return None if value is None else round(value, digits)
-
         return {
             "policy": self.policy,
             "hot_blocks": self.hot_blocks,
             "host_blocks": self.host_blocks,
             "requests": totals.num_requests,
-            "block_hit_rate": round((totals.num_hot_hit_blocks + totals.num_host_hit_blocks) / blocks, 6),
+            "block_hit_rate": round(totals.block_hit_rate(), 6),
             "token_hit_rate": round(totals.num_hit_tokens / max(totals.num_prompt_tokens, 1), 6),
             "host_hit_rate": round(totals.num_host_hit_blocks / blocks, 6),
-            "sim_ttft_p50_s": rounded(quantile(ttfts, 0.5)),
-            "sim_ttft_p99_s": rounded(quantile(ttfts, 0.99)),
-            "sim_ttft_mean_s": rounded(sum(ttfts) / len(ttfts) if ttfts else None),
-            "prefetch_used_frac": rounded(self.num_prefetch_used_blocks / resolved if resolved else None, 4),
+            "sim_ttft_p50_s": _rounded(quantile(ttfts, 0.5)),
+            "sim_ttft_p99_s": _rounded(quantile(ttfts, 0.99)),
+            "sim_ttft_mean_s": _rounded(totals.ttft_mean_s()),
+            "prefetch_used_frac": _rounded(self.num_prefetch_used_blocks / resolved if resolved else None, 4),
             "prefetched_blocks": self.num_prefetched_blocks,
             "evictions": self.num_evictions,
             "wall_s": round(self.wall_s, 3),
-            **self._interactive_json(rounded),
+            **self._interactive_json(),
         }
 
-    def _interactive_json(self, rounded) -> dict:
+    def _interactive_json(self) -> dict:
         """For a trace with flex requests: the default-tier requests' own hit rate and TTFT."""
         interactive = self.interactive
         if interactive is None:
             return {}
-        ttfts = sorted(interactive.ttfts_s)
         return {"flex_requests": self.totals.num_requests - interactive.num_requests,
                 "flex_evictions": self.num_flex_evictions,
-                "interactive_block_hit_rate": round((interactive.num_hot_hit_blocks + interactive.num_host_hit_blocks)
-                                                    / max(interactive.num_blocks, 1), 6),
-                "interactive_ttft_p50_s": rounded(quantile(ttfts, 0.5)),
-                "interactive_ttft_mean_s": rounded(sum(ttfts) / len(ttfts) if ttfts else None)}
+                "interactive_block_hit_rate": round(interactive.block_hit_rate(), 6),
+                "interactive_ttft_p50_s": _rounded(quantile(sorted(interactive.ttfts_s), 0.5)),
+                "interactive_ttft_mean_s": _rounded(interactive.ttft_mean_s())}
