@@ -47,6 +47,3 @@ class BackgroundBlocks:
     def oldest(self, tier: Tier, count: int = 1) -> list[BlockMeta]:
         """Up to `count` background blocks of `tier`, released longest ago first."""
         return list(islice(self._by_tier[tier].values(), count)) if self._num_blocks else []
-
-    def num_blocks(self, tier: Tier) -> int:
-        return len(self._by_tier[tier])
