@@ -17,7 +17,6 @@ simulated TTFT in each case, and the old order's TTFT over flex first's.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -42,9 +41,8 @@ def main() -> int:
     args = parser.parse_args()
     config = WorkloadConfig(num_tenants=args.tenants, num_sessions=args.sessions, seed=args.seed,
                             batch_lines_per_s=args.batch_per_s, batch_prompt_tokens=args.batch_tokens)
-    patterns = load_patterns()
-    mixed = generate_workload(config, patterns)   # the same sessions as alone, and the batch lines
-    agents = generate_workload(dataclasses.replace(config, batch_lines_per_s=0.0), patterns)
+    mixed = generate_workload(config, load_patterns())
+    agents = [record for record in mixed if record.service_tier != "flex"]   # the sessions, as generated alone
     traces = {"alone": to_sim_requests(agents, config.block_size), "batch": to_sim_requests(mixed, config.block_size)}
     summary = []
     for policy in args.policies.split(","):
