@@ -4,8 +4,10 @@
 step. Their handlers take the raw `Request` and render every error themselves, so the
 router, exception, exit-stack and body-limit layers add nothing but time (~0.1 ms per
 request); this ASGI middleware calls the handlers directly. Every other path goes through
-the full app. Invariant: the same handlers run either way, and anything unexpected still
-leaves as an OpenAI-shaped 500, never an HTML page.
+the full app. Invariant: the same handlers run either way, and anything unexpected before
+a response starts leaves as an OpenAI-shaped 500, never an HTML page, on any path; it is
+logged here and goes no further, so the server keeps the client's connection open (an
+error that reaches uvicorn closes it, and the client's next request on it fails).
 """
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ class CompletionFastPath:
         handler = (self.handlers.get(scope["path"])
                    if scope["type"] == "http" and scope["method"] == "POST" else None)
         if handler is None:
-            await self.app(scope, receive, send)
+            await self._contained(scope, receive, send)
             return
         try:
             response = await handler(Request(scope, receive))
@@ -43,3 +45,20 @@ class CompletionFastPath:
             log.exception("unhandled error in a completion handler")
             response = self.error_response(server_error())
         await response(scope, receive, send)
+
+    async def _contained(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The full app; an error before its response starts is answered with a 500 here."""
+        started = False
+
+        async def watched(message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watched)
+        except Exception:
+            if started or scope["type"] != "http":
+                raise
+            log.exception("unhandled error in a request handler")
+            await self.error_response(server_error())(scope, receive, send)

@@ -55,7 +55,7 @@ async def read_json_body(request: Request, max_body_bytes: int) -> Any:
         raise invalid_request("The request body is empty; send a JSON object.")
     try:
         body = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except ValueError as exc:   # not JSON, not UTF-8, or an integer past Python's 4,300 digits
         raise ApiError(400, f"We could not parse the JSON body of your request: {exc}",
                        "invalid_request_error", "invalid_json") from None
     except RecursionError:

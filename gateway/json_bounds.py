@@ -39,6 +39,12 @@ def _bound(schema: dict, inclusive_key: str, exclusive_key: str) -> tuple[float 
     return None, False
 
 
+def number_range(schema: dict) -> tuple[float | None, bool, float | None, bool]:
+    """(lower bound, whether exclusive, upper bound, whether exclusive) of a number
+    schema; a bound it does not set is (None, False)."""
+    return (*_bound(schema, "minimum", "exclusiveMinimum"), *_bound(schema, "maximum", "exclusiveMaximum"))
+
+
 def _step(schema: dict) -> float | None:
     """The schema's `multipleOf`, when it sets a usable one."""
     step = schema.get("multipleOf")
@@ -59,8 +65,7 @@ def _is_multiple(value: float, step: float) -> bool:
 def number_in_bounds(value: float, schema: dict, integer: bool) -> int | float:
     """`value` moved into the schema's bounds (the nearest value inside), then to a
     nearby `multipleOf` inside them when one is found; an integer when `integer`."""
-    low, low_open = _bound(schema, "minimum", "exclusiveMinimum")
-    high, high_open = _bound(schema, "maximum", "exclusiveMaximum")
+    low, low_open, high, high_open = number_range(schema)
     if integer:
         low = None if low is None else math.floor(low) + 1 if low_open else math.ceil(low)
         high = None if high is None else math.ceil(high) - 1 if high_open else math.floor(high)
@@ -87,8 +92,7 @@ def number_in_bounds(value: float, schema: dict, integer: bool) -> int | float:
 
 def number_fits(value: int | float, schema: dict) -> bool:
     """Whether `value` meets the schema's bounds and `multipleOf` (as jsonschema checks)."""
-    low, low_open = _bound(schema, "minimum", "exclusiveMinimum")
-    high, high_open = _bound(schema, "maximum", "exclusiveMaximum")
+    low, low_open, high, high_open = number_range(schema)
     if low is not None and (value < low or low_open and value == low):
         return False
     if high is not None and (value > high or high_open and value == high):

@@ -12,7 +12,9 @@ Values: strings end at the model's `"`; numbers and booleans come from a short b
 read leniently; enums are matched by prefix; arrays get their `minItems`, then another
 item while the model continues with a `,` (up to `maxItems`, at most MAX_ARRAY_ITEMS);
 `anyOf`/`oneOf` take their first branch that is not null. A value the model cannot
-produce is its schema's default, const, first enum member, or its type's zero value.
+produce is its schema's default, const, first enum member, or its type's zero value;
+objects and arrays nested deeper than MAX_DEPTH are written without the model, with
+their required properties and `minItems` items (`minimal`).
 Numbers and strings are moved into their bounds and lengths (`json_bounds`); a string held
 to a format (`json_formats`: a date, a UUID, …) that does not fit it takes the format's
 placeholder, one held to a `pattern` that does not match it the shortest string the
@@ -43,7 +45,8 @@ Generate = Callable[[str, int, tuple[str, ...]], Awaitable[str]]
 
 NUMBER = re.compile(r"\s*(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)")
 MAX_STRING_TOKENS = 48
-MAX_DEPTH = 4
+MAX_DEPTH = 4   # levels the model is asked to fill; deeper values are written without it (`minimal`)
+MAX_MINIMAL_DEPTH = 64   # a `minimal` value deeper than this (a required property's schema refers to itself) is {}
 MAX_ARRAY_ITEMS = 8  # items a filled array gets at most (fewer when the model closes it)
 
 
@@ -215,4 +218,18 @@ class LeafFiller:
         if kind == "boolean":
             text = (await self.generate(prefix, 2, (",", "}"))).strip().lower()
             return True if text.startswith("t") else False if text.startswith("f") else zero_value(schema)
-        return zero_value(schema)
+        return self.minimal(schema)
+
+    def minimal(self, schema: dict, depth: int = 0) -> Any:
+        """A value for `schema` written without the model: `zero_value`, or for an object
+        its required properties and for an array its `minItems` items, each minimal."""
+        schema = self._pick(schema)
+        kind = value_kind(schema)
+        if (kind not in ("object", "array") or "default" in schema or "const" in schema or schema.get("enum")
+                or depth >= MAX_MINIMAL_DEPTH):
+            return zero_value(schema)
+        if kind == "object":
+            return {name: self.minimal(self.root.member_schema(schema, name), depth + 1)
+                    for name in schema.get("required", ())}
+        item_schema = self.root.item_schema(schema)
+        return [self.minimal(item_schema, depth + 1) for _ in range(max(0, int(schema.get("minItems", 0))))]

@@ -26,7 +26,8 @@ from gateway.config import DEFAULT_LOCAL_POLICY, LocalModelConfig
 from gateway.errors import invalid_request
 from gateway.local_completions import LocalCompletions
 from gateway.local_generation import ForcedCall, LocalCall, run_forced, run_free, run_structured
-from gateway.local_refusals import refuse_unresolvable_refs, refuse_unsupported_chat_params
+from gateway.local_refusals import refuse_unsupported_chat_params
+from gateway.local_schemas import local_schema
 from gateway.local_sampling import completion_budget, sampling_params
 from gateway.prompt_token_cache import PromptTokenCache
 from gateway.reply_format import reply_schema
@@ -190,7 +191,8 @@ class LocalBackend(LocalCompletions):
                                   "local models: the gateway writes part of such replies itself.",
                                   param="logprobs", code="unsupported_parameter")
         tools = [t.model_dump(exclude_none=True) for t in request.tools] if use_tools else None
-        refuse_unresolvable_refs(response_schema, request.tools if use_tools else [])
+        if response_schema is not None:
+            response_schema = local_schema(response_schema, "response_format.json_schema.schema")
         tokenizer = self.engine.tokenizer
 
         def render_and_encode() -> tuple[list[int] | None, Exception | None]:
@@ -211,7 +213,9 @@ class LocalBackend(LocalCompletions):
         # NOTE: with parallel_tool_calls=false, stopping at the first call's end saves work.
         stop = request.stop_list() + (["</tool_call>"] if keep_one_call else [])
         forced = None
-        tool_schemas = {t.function.name: t.function.parameters for t in request.tools} if use_tools else None
+        tool_schemas = {tool.function.name: None if tool.function.parameters is None else local_schema(
+            tool.function.parameters, f"tools[{index}].function.parameters", "invalid_function_parameters")
+            for index, tool in enumerate(request.tools)} if use_tools else None
         if use_tools and (request.tool_choice == "required"
                           or isinstance(request.tool_choice, NamedToolChoice)):
             named = (request.tool_choice.function.name

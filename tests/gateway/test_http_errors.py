@@ -328,3 +328,48 @@ def test_chat_hints_a_local_model_may_ignore_are_accepted(gateway):
             "store": True, "reasoning_effort": "low", "prompt_cache_key": "k", "prediction": {
                 "type": "content", "content": "x"}}
     assert post(gateway, body).status_code == 200
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/embeddings",
+                                  "/v1/conversations"])
+def test_an_integer_past_pythons_digit_limit_is_400_invalid_json(gateway, path):
+    raw = b'{"model": "tiny", "messages": [], "input": "x", "prompt": "x", "seed": ' + b"9" * 5000 + b"}"
+    error = assert_error(post(gateway, None, path=path, raw=raw), 400, "invalid_json")
+    assert "4300" in error["message"]
+
+
+@pytest.mark.parametrize("parameters", [
+    {"type": "object", "properties": {"a": {"type": "integer", "minimum": 10, "maximum": 1}}, "required": ["a"]},
+    {"type": "object", "properties": {"a": False}, "required": ["a"]},
+    {"type": "object", "properties": {"a": {"type": "array", "minItems": 5, "maxItems": 2}}},
+])
+def test_a_tool_schema_no_value_meets_is_400_naming_the_tool(gateway, parameters):
+    tool = {"type": "function", "function": {"name": "f", "parameters": parameters}}
+    error = assert_error(post(gateway, {"model": "tiny", "messages": USER, "tools": [tool], "tool_choice": "required",
+                                        "max_tokens": 8}),
+                         400, "invalid_function_parameters", "tools[0].function.parameters")
+    assert "no value can meet it" in error["message"]
+    body = {"model": "tiny", "messages": [{"role": "user", "content": "json"}], "max_tokens": 8,
+            "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": parameters}}}
+    assert_error(post(gateway, body), 400, param="response_format.json_schema.schema")
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_boolean_subschemas_are_served_and_the_reply_keeps_them(gateway, stream):
+    from jsonschema import Draft202012Validator
+    parameters = {"type": "object", "properties": {"a": True, "b": False, "c": {"type": "integer"}},
+                  "required": ["a", "c"]}
+    tool = {"type": "function", "function": {"name": "f", "parameters": parameters}}
+    body = {"model": "tiny", "messages": USER, "tools": [tool], "tool_choice": "required", "max_tokens": 24,
+            "seed": 3, "stream": stream}
+    response = post(gateway, body)
+    assert response.status_code == 200, response.text
+    if stream:
+        events = [json.loads(line[6:]) for line in response.text.splitlines()
+                  if line.startswith("data: {")]
+        assert response.text.rstrip().endswith("data: [DONE]")
+        arguments = "".join(call["function"].get("arguments") or "" for event in events
+                            for choice in event["choices"] for call in choice["delta"].get("tool_calls") or [])
+    else:
+        arguments = response.json()["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"]
+    assert Draft202012Validator(parameters).is_valid(json.loads(arguments)), arguments

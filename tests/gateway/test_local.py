@@ -232,22 +232,3 @@ def test_a_worker_lost_or_back_is_logged_under_the_models_name(caplog):
     with caplog.at_level("WARNING", logger="stepahead.gateway"):
         local.engine.on_worker_event("worker w0 killed by SIGKILL; restarting it in 0.2 s")
     assert caplog.messages == ["stepahead: model 'm': worker w0 killed by SIGKILL; restarting it in 0.2 s"]
-
-
-@pytest.mark.parametrize("ref", ["#/$defs/Missing", "https://example.com/schema.json"])
-def test_a_schema_whose_reference_does_not_resolve_is_refused_by_name(ref):
-    from gateway.json_schemas import unresolvable_ref
-    from gateway.local_refusals import refuse_unresolvable_refs
-    from gateway.errors import ApiError
-
-    schema = {"type": "object", "properties": {"a": {"$ref": ref}}, "$defs": {"Here": {"type": "string"}}}
-    assert unresolvable_ref(schema) == ref
-    assert unresolvable_ref({"type": "object", "properties": {"a": {"$ref": "#/$defs/Here"}},
-                             "$defs": {"Here": {"type": "string"}}}) is None
-    tool = validate(ChatCompletionRequest, {"model": "m", "messages": [{"role": "user", "content": "hi"}], "tools": [
-        {"type": "function", "function": {"name": "f", "parameters": schema}}]}).tools[0]
-    for response_schema, tools, param in ((schema, [], "response_format.json_schema.schema"),
-                                          (None, [tool], "tools[0].function.parameters")):
-        with pytest.raises(ApiError) as caught:
-            refuse_unresolvable_refs(response_schema, tools)
-        assert caught.value.status == 400 and caught.value.param == param

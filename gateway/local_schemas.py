@@ -1,0 +1,178 @@
+"""A client's JSON Schemas (a reply's `response_format`, each tool's parameters) as local
+models write to them, checked before any work is queued.
+
+JSON Schema allows a boolean wherever a schema goes: `true` takes any value, `false` none.
+The reader (`json_prefix`) and the filler (`json_filling`) walk objects, so each boolean
+subschema is rewritten: `true` as `{}`; a `false` property is dropped from `properties`
+(so the key is never written; where the object takes unnamed keys, `propertyNames` then
+keeps it out); `false` items as `maxItems: 0`; a `false` `anyOf`/`oneOf` branch is
+dropped; elsewhere `false` is `{"not": {}}` (a keyword the reader does not steer, so the
+reply is checked by jsonschema whole). The rewrite takes exactly the values the original
+takes.
+
+A schema some part of which no value can meet is a 400 naming its parameter and the
+place: a required property whose schema is `false`, an empty `enum`, or a subschema
+whose every allowed type is ruled out by its own bounds (`minimum` above `maximum`, no
+integer between exclusive bounds, `minLength` above `maxLength`, `minItems` above
+`maxItems`, `minProperties` above `maxProperties`). Without it the model would be asked
+for the impossible and the reply would break the schema without a word. So is a `$ref`
+that does not resolve within the schema (`json_schemas.unresolvable_ref`).
+
+Invariant: `local_schema` returns `schema` itself when it holds no boolean subschema
+(agents send the same tools every step: nothing is copied for them), else a rewritten
+copy; the client's object is never changed.
+"""
+from __future__ import annotations
+
+import copy
+import math
+
+from gateway.errors import ApiError, invalid_request
+from gateway.json_bounds import number_range, string_lengths
+from gateway.json_schemas import kinds_of, unresolvable_ref
+
+# keywords whose value is one subschema, a list of them, or a mapping of names to them
+ONE_SCHEMA = ("additionalProperties", "items", "contains", "not", "if", "then", "else", "propertyNames",
+              "additionalItems", "unevaluatedItems", "unevaluatedProperties")
+SCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
+SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+KEEPS_BOOLEAN = frozenset({"additionalProperties", "additionalItems", "unevaluatedItems", "unevaluatedProperties"})
+NOTHING = {"not": {}}   # the schema no value meets, as an object
+
+
+def local_schema(schema: dict, param: str, code: str | None = "invalid_request") -> dict:
+    """`schema` as the reader and filler take it (see the module docstring); a 400 naming
+    `param` (with `code`) when part of it cannot be met or a `$ref` does not resolve."""
+    has_boolean = _check(schema, "", param, code)
+    usable = _rewritten(copy.deepcopy(schema)) if has_boolean else schema
+    ref = unresolvable_ref(usable)
+    if ref is not None:
+        raise invalid_request(f"The JSON Schema's reference '{ref}' does not resolve within it: local "
+                              "models support only local references ('#/$defs/...').", param=param,
+                              code="unsupported_parameter")
+    return usable
+
+
+def _subschemas(node: dict):
+    """(keyword, key or index or None, subschema) for each subschema directly in `node`."""
+    for keyword in ONE_SCHEMA:
+        if keyword in node and not isinstance(node[keyword], list):
+            yield keyword, None, node[keyword]
+    for keyword in SCHEMA_LISTS + (("items",) if isinstance(node.get("items"), list) else ()):
+        if isinstance(node.get(keyword), list):
+            for index, child in enumerate(node[keyword]):
+                yield keyword, index, child
+    for keyword in SCHEMA_MAPS:
+        if isinstance(node.get(keyword), dict):
+            for name, child in node[keyword].items():
+                yield keyword, name, child
+
+
+def _check(node: object, where: str, param: str, code: str | None) -> bool:
+    """Raise the 400 for the first part of `node` no value meets; whether it holds a
+    boolean subschema (where the rewrite has work)."""
+    if isinstance(node, bool):
+        return True
+    if not isinstance(node, dict):
+        return False
+    reason = _why_nothing_fits(node)
+    if reason is not None:
+        raise _unmet(param, code, where, reason)
+    has_boolean = False
+    for keyword, key, child in _subschemas(node):
+        place = f"{where}.{keyword}" + ("" if key is None else f"[{key}]" if isinstance(key, int) else f".{key}")
+        if keyword not in KEEPS_BOOLEAN or not isinstance(child, bool):
+            has_boolean = _check(child, place, param, code) or has_boolean
+    return has_boolean
+
+
+def _why_nothing_fits(node: dict) -> str | None:
+    """Why no value meets `node` by its own keywords, or None when some may."""
+    if node.get("enum") == []:
+        return "'enum' is empty"
+    properties = node.get("properties")
+    required = node.get("required")
+    if isinstance(properties, dict) and isinstance(required, list):
+        forbidden = next((name for name in required if properties.get(name) is False), None)
+        if forbidden is not None:
+            return f"the required property '{forbidden}' has the schema false"
+    reasons = [_why_kind_empty(node, kind) for kind in sorted(kinds_of(node))]
+    if reasons and all(reasons):
+        return "; ".join(dict.fromkeys(reasons))
+    return None
+
+
+def _why_kind_empty(node: dict, kind: str) -> str | None:
+    if kind in ("number", "integer"):
+        if kind == "integer" and "number" in kinds_of(node):
+            return None   # the number range decides
+        return _empty_range(node, integer=kind == "integer")
+    if kind == "string":
+        return _above(node, "minLength", "maxLength", string_lengths(node))
+    if kind == "array":
+        return _above(node, "minItems", "maxItems", _counts(node, "minItems", "maxItems"))
+    if kind == "object":
+        return _above(node, "minProperties", "maxProperties", _counts(node, "minProperties", "maxProperties"))
+    return None
+
+
+def _counts(node: dict, least_key: str, most_key: str) -> tuple[int, int | None]:
+    least, most = node.get(least_key), node.get(most_key)
+    return (least if isinstance(least, int) and not isinstance(least, bool) else 0,
+            most if isinstance(most, int) and not isinstance(most, bool) else None)
+
+
+def _above(node: dict, least_key: str, most_key: str, counts: tuple[int, int | None]) -> str | None:
+    least, most = counts
+    return None if most is None or least <= most else f"'{least_key}' ({least}) is above '{most_key}' ({most})"
+
+
+def _empty_range(node: dict, integer: bool) -> str | None:
+    low, low_open, high, high_open = number_range(node)
+    if low is None or high is None:
+        return None
+    if integer:
+        least = math.floor(low) + 1 if low_open else math.ceil(low)
+        if least > (math.ceil(high) - 1 if high_open else math.floor(high)):
+            return f"no integer lies between the bounds {low} and {high}"
+        return None
+    if low > high or low == high and (low_open or high_open):
+        return f"the lower bound {low} is not below the upper bound {high}"
+    return None
+
+
+def _unmet(param: str, code: str | None, where: str, reason: str) -> ApiError:
+    place = f"at '{where[1:]}'" if where else "at its root"
+    return invalid_request(f"Invalid JSON Schema: no value can meet it {place}: {reason}.", param=param, code=code)
+
+
+def _rewritten(node: object) -> object:
+    """`node` (a copy, changed in place) with its boolean subschemas rewritten."""
+    if node is True:
+        return {}
+    if node is False:
+        return dict(NOTHING)
+    if not isinstance(node, dict):
+        return node
+    properties = node.get("properties")
+    if isinstance(properties, dict):
+        dropped = [name for name, child in properties.items() if child is False]
+        for name in dropped:
+            del properties[name]
+        if dropped and node.get("additionalProperties", True) is not False:
+            kept_out = {"propertyNames": {"not": {"enum": dropped}}}
+            node.setdefault("allOf", []).append(kept_out)
+    if node.get("items") is False:
+        del node["items"]
+        node["maxItems"] = 0
+    for keyword in ("anyOf", "oneOf"):
+        if isinstance(node.get(keyword), list):
+            node[keyword] = [branch for branch in node[keyword] if branch is not False] or [dict(NOTHING)]
+    for keyword, key, child in list(_subschemas(node)):
+        if keyword in KEEPS_BOOLEAN and isinstance(child, bool):
+            continue
+        if key is None:
+            node[keyword] = _rewritten(child)
+        else:
+            node[keyword][key] = _rewritten(child)
+    return node
