@@ -182,7 +182,9 @@ class _GenerationRequest(BaseModel):
         return options
 
     def stop_list(self) -> list[str]:
-        return [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
+        """The stop strings a local model stops at: an empty one stops nowhere (it would end
+        the reply at once, before text it had sampled), so it is left out."""
+        return [stop for stop in ([self.stop] if isinstance(self.stop, str) else self.stop or []) if stop]
 
     def wants_stream_usage(self) -> bool:
         return bool(self.stream and self.stream_options and self.stream_options.include_usage)

@@ -120,6 +120,9 @@ class ModelRunner:
         if eos is None:
             eos = loaded.tokenizer.eos_token_id
         self.eos_token_ids = frozenset([eos] if isinstance(eos, int) else (eos or []))
+        # a model's output layer may be padded past its tokenizer (the tiny model's to a
+        # multiple of 64): those rows are no tokens, so no logits leave here with them
+        self.num_token_ids = len(loaded.tokenizer)
         # several running requests decode in one forward (shards.batched_decode)
         self.batches_decode = enable_row_batching(self.model)
         self.num_decode_passes = 0  # forward passes of decode steps
@@ -184,7 +187,11 @@ class ModelRunner:
         out = self.model(input_ids=ids, cache=cache if cache is not None else make_cache(
             self.model.config), position_ids=positions, use_cache=True,
             logits_to_keep=logits_to_keep)
-        return out.logits, out.cache
+        return self._tokens_only(out.logits), out.cache
+
+    def _tokens_only(self, logits: torch.Tensor) -> torch.Tensor:
+        """`logits` without the columns of ids past the tokenizer's (a view, no copy)."""
+        return logits[..., :self.num_token_ids] if logits.shape[-1] > self.num_token_ids else logits
 
     def prompt_logits(self, tenant: str, token_ids: list[int]) -> tuple[torch.Tensor, int]:
         """Logits of the uncached suffix of `token_ids` (rows for positions
@@ -237,8 +244,8 @@ class ModelRunner:
         the batched pass failed, with every cache as it was."""
         if len(seqs) == 1 or not self.batches_decode:
             return _each(self.step, seqs)
-        logits = decode_rows(self.model, [seq.output_ids[-1] for seq in seqs],
-                             [seq.cache for seq in seqs], self.device)
+        logits = self._tokens_only(decode_rows(self.model, [seq.output_ids[-1] for seq in seqs],
+                                               [seq.cache for seq in seqs], self.device))
         self.num_decode_passes += 1
         self.num_decoded_tokens += len(seqs)
         return _each(self._sample, seqs, logits)
@@ -252,8 +259,8 @@ class ModelRunner:
         every cache as it was. Needs `batches_decode`."""
         if cache is None:
             cache = make_cache(self.model.config)
-        logits = prefill_chunk_with_decodes(self.model, chunk, cache, [seq.output_ids[-1] for seq in seqs],
-                                            [seq.cache for seq in seqs], self.device)
+        logits = self._tokens_only(prefill_chunk_with_decodes(
+            self.model, chunk, cache, [seq.output_ids[-1] for seq in seqs], [seq.cache for seq in seqs], self.device))
         self.num_decode_passes += 1
         self.num_decoded_tokens += len(seqs)
         return logits[0], cache, _each(self._sample, seqs, logits[1:])

@@ -373,3 +373,13 @@ def test_boolean_subschemas_are_served_and_the_reply_keeps_them(gateway, stream)
     else:
         arguments = response.json()["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"]
     assert Draft202012Validator(parameters).is_valid(json.loads(arguments)), arguments
+
+
+@pytest.mark.parametrize("stop", ["", [""], ["", "never-seen-stop"]])
+def test_an_empty_stop_string_stops_nowhere(gateway, stop):
+    body = {"model": "tiny", "messages": USER, "max_tokens": 6, "seed": 4, "logprobs": True}
+    plain = post(gateway, body).json()["choices"][0]
+    stopped = post(gateway, {**body, "stop": stop}).json()["choices"][0]
+    assert stopped["finish_reason"] == plain["finish_reason"] == "length"
+    assert stopped["message"]["content"] == plain["message"]["content"]
+    assert len(stopped["logprobs"]["content"]) == 6

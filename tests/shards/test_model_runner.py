@@ -138,3 +138,24 @@ def test_kv_slots_never_written_are_never_read(tiny_loaded):
         each.finish(seq)
         outputs.append(seq.output_ids)
     assert outputs[0] == outputs[1] and len(outputs[0]) == 10
+
+
+def test_ids_past_the_tokenizer_are_never_sampled_nor_scored(tiny_loaded):
+    """The tiny model's output layer is padded past its tokenizer: a bias of -100 on every
+    real token but one leaves that one, never a padding id (which decodes to nothing)."""
+    num_tokens = len(tiny_loaded.tokenizer)
+    assert tiny_loaded.model.config.vocab_size > num_tokens   # the case under test
+    runner = _runner(tiny_loaded)
+    bias = tuple((token, -100.0) for token in range(num_tokens) if token != 70)
+    for seed in range(4):
+        params = SamplingParams(max_tokens=4, temperature=1.0, seed=seed, ignore_eos=True, logit_bias=bias,
+                                logprobs=5)
+        seq, _ = runner.start(WorkItem(f"r{seed}", "t", _tokens(random.Random(seed), 20), params),
+                              tiny_loaded.tokenizer)
+        runner.commit_prompt(seq)
+        for _ in range(params.max_tokens - 1):
+            runner.step(seq)
+        runner.finish(seq)
+        assert seq.output_ids == [70] * params.max_tokens
+        assert seq.output_logprobs and all(token < num_tokens for scored in seq.output_logprobs
+                                           for token, _ in scored.top)
