@@ -8,6 +8,7 @@ carries the usage, as OpenAI sends it.
 """
 from __future__ import annotations
 
+import codecs
 import json
 import time
 from dataclasses import dataclass, field
@@ -61,13 +62,17 @@ def chat_logprobs(choices: list[TokenChoice] | None) -> dict | None:
 def completion_logprobs(choices: list[TokenChoice] | None, text_offset: int = 0) -> dict | None:
     """A completion choice's legacy `logprobs`: parallel lists of tokens, their log
     probabilities, the likeliest tokens as {text: log probability}, and each token's
-    character offset in the completion (from `text_offset`)."""
+    character offset in the completion (from `text_offset`): the index in the text of the
+    first character its bytes belong to, so a token that ends a character another began
+    (byte-level tokens split multi-byte characters; each shows alone as U+FFFD) shares
+    that character's offset."""
     if choices is None:
         return None
     offsets = []
+    characters = codecs.getincrementaldecoder("utf-8")("replace")   # as the text decodes them
     for choice in choices:
         offsets.append(text_offset)
-        text_offset += len(choice.token)
+        text_offset += len(characters.decode(choice.token_bytes))
     return {"tokens": [c.token for c in choices], "token_logprobs": [c.logprob for c in choices],
             "top_logprobs": [None if c.logprob is None else {text: logprob for text, _, logprob in c.top}
                              for c in choices],

@@ -45,3 +45,18 @@ def test_streamed_text_with_unicode_line_breaks_stays_one_sse_line():
         choice = json.loads(line.strip().removeprefix("data: "))["choices"][0]
         assert (choice["delta"]["content"] if is_chat else choice["text"]) == text
     assert json.loads(dumps({"t": text})) == {"t": text} and dumps({"t": "plain"}) == b'{"t":"plain"}'
+
+
+def test_a_tokens_text_offset_is_the_character_its_bytes_begin_in():
+    """"é!" then half of "€" as byte-level tokens: each byte of a split character shows as
+    U+FFFD alone, yet the offsets count the text's characters."""
+    from gateway.backend import TokenChoice
+    from gateway.openai_format import completion_logprobs
+
+    pieces = [b"\xc3", b"\xa9", b"!", b"\xe2\x82", b"\xac", b"<|im_end|>"]
+    choices = [TokenChoice(piece.decode("utf-8", "replace"), piece, -1.0) for piece in pieces]
+    text = b"".join(pieces).decode()
+    offsets = completion_logprobs(choices)["text_offset"]
+    assert text == "é!€<|im_end|>" and offsets == [0, 0, 1, 2, 2, 3]
+    assert completion_logprobs(choices[2:], text_offset=1)["text_offset"] == offsets[2:]
+    assert all(0 <= offset < len(text) for offset in offsets)
