@@ -17,6 +17,8 @@ tools, image or file inputs for text models are checked later by the chat path) 
 """
 from __future__ import annotations
 
+import re
+
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -102,14 +104,17 @@ def _text_of(content: Any, param: str) -> str | list[dict]:
     return parts
 
 
-def input_messages(items: str | list[dict[str, Any]]) -> list[dict]:
+def input_messages(items: str | list[dict[str, Any]], sources: list[str] | None = None) -> list[dict]:
     """Chat messages for `input`: consecutive function calls become one assistant
-    message with several tool calls; reasoning items are dropped."""
-    if isinstance(items, str):
-        return [{"role": "user", "content": items}]
+    message with several tool calls; reasoning items are dropped. `sources`, when given,
+    gets each message's item as the request names it (`input[i]`: its first item)."""
+    whole = isinstance(items, str)
+    if whole:
+        items = [{"role": "user", "content": items}]
     messages: list[dict] = []
     for index, item in enumerate(items):
-        param = f"input[{index}]"
+        param = "input" if whole else f"input[{index}]"
+        num_before = len(messages)
         kind = item.get("type", "message")
         if kind == "message":
             if item.get("role") not in ROLES:
@@ -129,6 +134,8 @@ def input_messages(items: str | list[dict[str, Any]]) -> list[dict]:
                              "content": output if isinstance(output, str) else _text_of(output, f"{param}.output")})
         elif kind != "reasoning":
             raise invalid_request(f"Input item type {kind!r} is not supported.", param=param)
+        if sources is not None and len(messages) > num_before:
+            sources.append(param)
     return messages
 
 
@@ -171,14 +178,18 @@ UNSUPPORTED = {
               "instructions and input."}
 
 
-def to_chat_body(request: ResponsesRequest, history: tuple[dict, ...] = ()) -> dict:
+def to_chat_body(request: ResponsesRequest, history: tuple[dict, ...] = (), sources: list[str] | None = None) -> dict:
     """The chat completions body this request runs as (after `history`, the stored
-    conversation of `previous_response_id`)."""
+    conversation of `previous_response_id` or `conversation`). `sources`, when given, gets
+    per chat message the request's parameter it came from (`renamed` names it)."""
     refuse_extras(request, UNSUPPORTED)
     check_include(request.include)
     messages = ([{"role": "system", "content": request.instructions}] if request.instructions else [])
     messages += [dict(m) for m in history]
-    messages += input_messages(request.input)
+    if sources is not None:
+        sources += ["instructions"] * len(messages[:1] if request.instructions else [])
+        sources += ["conversation" if request.conversation is not None else "previous_response_id"] * len(history)
+    messages += input_messages(request.input, sources)
     body: dict[str, Any] = {"model": request.model, "messages": messages, "stream": request.stream}
     if request.tools:
         body["tools"] = _chat_tools(request.tools)
@@ -195,18 +206,19 @@ def to_chat_body(request: ResponsesRequest, history: tuple[dict, ...] = ()) -> d
     return body
 
 
-def without_oldest_turn(chat_body: dict) -> dict | None:
-    """`truncation: "auto"`: the body with its oldest turn dropped — the first message
-    after the leading system messages, through the message before the next user message —
-    so a tool call never loses its result; None when only the last turn is left."""
-    messages = chat_body["messages"]
+def oldest_turn(messages: list[dict]) -> slice | None:
+    """`truncation: "auto"`: the messages of the oldest turn — the first message after the
+    leading system messages, through the message before the next user message — so a
+    tool call never loses its result; None when only the last turn is left."""
     first = next((i for i, m in enumerate(messages) if m.get("role") not in ("system", "developer")), None)
     if first is None:
         return None
     following = next((i for i in range(first + 1, len(messages)) if messages[i].get("role") == "user"), None)
-    if following is None:
-        return None
-    return {**chat_body, "messages": messages[:first] + messages[following:]}
+    return None if following is None else slice(first, following)
+
+
+def without(items: list, cut: slice) -> list:
+    return items[:cut.start] + items[cut.stop:]
 
 
 CHAT_TO_RESPONSES_PARAMS = (("messages", "input"), ("response_format.json_schema", "text.format"),
@@ -214,9 +226,25 @@ CHAT_TO_RESPONSES_PARAMS = (("messages", "input"), ("response_format.json_schema
                             ("logprobs", "include"))
 
 
-def renamed(error: ApiError) -> ApiError:
+# a chat message's words, as the Responses API says them for a function call's output
+RESPONSES_WORDS = (("the tool message at", "the function_call_output at"), ("tool_call_id", "call_id"),
+                   ("no earlier assistant message made", "no earlier function_call made"),
+                   ("'image_url'", "'input_image'"))
+MESSAGE_PARAM = re.compile(r"messages\[(\d+)\]")
+
+
+def renamed(error: ApiError, sources: list[str] | None = None) -> ApiError:
     """A chat-path error with its `param` named as the Responses API names it, in the
-    `param` field and where the message quotes it."""
+    `param` field and where the message quotes it; an error about chat message k names
+    `sources[k]` (`to_chat_body`), the item or parameter that message came from."""
+    at = MESSAGE_PARAM.match(error.param or "")
+    if at is not None and sources is not None and int(at.group(1)) < len(sources):
+        source, rest = sources[int(at.group(1))], error.param[at.end():]
+        error.param = source + rest if source.startswith("input") else source
+        error.message = error.message.replace(at.group(), source)
+        for chat, responses in RESPONSES_WORDS:
+            error.param, error.message = error.param.replace(chat, responses), error.message.replace(chat, responses)
+        return error
     before = error.param
     for chat, responses in CHAT_TO_RESPONSES_PARAMS:
         if error.param and error.param.startswith(chat):

@@ -36,8 +36,8 @@ from gateway.collected import Collected
 from gateway.ids import new_id
 from gateway.response_store import StoredResponse
 from gateway.conversation_items import traced_in_conversation, turn_items
-from gateway.responses_format import (ResponsesRequest, conversation_after, input_messages, renamed, to_chat_body,
-                                      without_oldest_turn)
+from gateway.responses_format import (ResponsesRequest, conversation_after, input_messages, oldest_turn, renamed,
+                                      to_chat_body, without)
 from gateway.responses_objects import input_items
 from gateway.responses_stream import ResponsesStreamWriter, sse_event, whole_response
 from gateway.routes import error_response, gateway_state, tenant_endpoint
@@ -102,8 +102,9 @@ async def create_response(request: Request) -> Response:
         model = parsed.model
         parsed.service_tier = request_tier(request, tenant, parsed.service_tier, backend)
         response_id = f"resp_{time_ordered_hex(time.time(), 44)}"   # the archive's key: in time order
+        sources: list[str] = []
         chat_body, prepared = await _prepared_chat(state, backend, parsed, traced_in_conversation(
-            to_chat_body(parsed, history), parsed), tenant, response_id)
+            to_chat_body(parsed, history, sources), parsed), sources, tenant, response_id)
         created_at = int(time.time())
 
         def keep(response: dict, collected: Collected | None) -> None:
@@ -152,8 +153,9 @@ async def count_input_tokens(request: Request) -> Response:
         if backend.owned_by == "upstream":
             raise invalid_request(f"Input tokens are counted for local models only; '{model}' is an upstream "
                                   "model.", param="model", code="model_not_supported")
-        _, prepared = await _prepared_chat(state, backend, parsed, to_chat_body(parsed, history), tenant,
-                                           new_id("count"))
+        sources: list[str] = []
+        _, prepared = await _prepared_chat(state, backend, parsed, to_chat_body(parsed, history, sources), sources,
+                                           tenant, new_id("count"))
         state.metrics.record_request(tenant, model, "input_tokens", 200)
         return JSONResponse({"object": "response.input_tokens", "input_tokens": prepared.num_prompt_tokens})
     except ApiError as error:
@@ -185,21 +187,23 @@ def _event_stream(run: BackgroundRun, starting_after: int) -> Response:
 
 
 async def _prepared_chat(state: GatewayState, backend: Backend, parsed: ResponsesRequest, chat_body: dict,
-                         tenant: str, response_id: str) -> tuple[dict, Prepared]:
+                         sources: list[str], tenant: str, response_id: str) -> tuple[dict, Prepared]:
     """(the chat body, the prepared request) a Responses request runs as on `backend`;
     with `truncation: "auto"` its oldest turns are dropped until the prompt fits the
-    model's context. Errors name the Responses API's parameters."""
+    model's context. Errors name the Responses API's parameters (`sources`: per chat
+    message, where it came from)."""
     while True:
         try:
             chat = validate(ChatCompletionRequest, chat_body)
             check_chat_request(chat, tenant, state.schemas)
             return chat_body, await backend.prepare_chat(chat, tenant, response_id)
         except ApiError as error:
-            shorter = (without_oldest_turn(chat_body) if parsed.truncation == "auto"
-                       and error.code == "context_length_exceeded" else None)
-            if shorter is None:
-                raise renamed(error) from None
-            chat_body = shorter
+            cut = (oldest_turn(chat_body["messages"]) if parsed.truncation == "auto"
+                   and error.code == "context_length_exceeded" else None)
+            if cut is None:
+                raise renamed(error, sources) from None
+            chat_body = {**chat_body, "messages": without(chat_body["messages"], cut)}
+            sources = without(sources, cut)
 
 
 def _stream_query(request: Request) -> tuple[bool, int]:

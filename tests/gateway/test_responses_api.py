@@ -173,11 +173,36 @@ def test_responses_json_schema_text_format(client):
     ({"input": "x", "conversation": {"id": 5}}, 400, "conversation.id"),
     ({"input": "x", "conversation": 5}, 400, "conversation"),
     ({"input": "x", "prompt": {"id": "pmpt_1"}}, 400, "prompt"),
+    ({"instructions": "sys", "input": [{"role": "user", "content": "x"},
+                                       {"type": "function_call_output", "call_id": "zz", "output": "r"}]},
+     400, "input[1].call_id"),
+    ({"input": [{"type": "reasoning", "summary": []}, {"role": "user", "content": "x"},
+                {"type": "function_call_output", "call_id": "zz", "output": "r"}]}, 400, "input[2].call_id"),
+    ({"instructions": "sys", "input": [{"role": "user", "content": "x"}, {"role": "user", "content": [
+        {"type": "input_image", "image_url": "http://x/y.png"}]}]}, 400, "input[1].content"),
+    ({"instructions": "sys", "input": [
+        {"type": "function_call", "call_id": "a", "name": "f", "arguments": "{}"},
+        {"type": "function_call", "call_id": "b", "name": "f", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "a", "output": "r"},
+        {"type": "function_call_output", "call_id": "c", "output": "r"}]}, 400, "input[3].call_id"),
 ])
 def test_responses_bad_requests_are_openai_shaped_errors(gateway, body, status, param):
     reply = httpx.post(f"{gateway.base_url}/v1/responses", headers=gateway.headers("alpha"),
                        json={"model": "tiny", **body})
     assert reply.status_code == status and reply.json()["error"]["param"] == param
+    assert "messages[" not in reply.json()["error"]["message"]
+    assert "tool_call_id" not in reply.json()["error"]["message"] + param
+
+
+def test_an_error_in_a_conversations_items_names_the_conversation(gateway):
+    headers = gateway.headers("alpha")
+    conversation = httpx.post(f"{gateway.base_url}/v1/conversations", headers=headers, json={"items": [
+        {"role": "user", "content": [{"type": "input_image", "image_url": "http://x/y.png"}]}]}).json()
+    reply = httpx.post(f"{gateway.base_url}/v1/responses", headers=headers,
+                       json={"model": "tiny", "input": "hi", "conversation": conversation["id"]})
+    error = reply.json()["error"]
+    assert reply.status_code == 400 and error["param"] == "conversation"
+    assert "'input_image'" in error["message"]
 
 
 def test_responses_store_false_keeps_nothing_and_tenants_do_not_share(client, gateway):
@@ -241,18 +266,22 @@ def test_stored_responses_survive_a_gateway_restart(tmp_path):
         server.stop()
 
 
-def test_without_oldest_turn_drops_whole_turns_after_the_system_messages():
-    from gateway.responses_format import without_oldest_turn
+def test_the_oldest_turn_is_whole_turns_after_the_system_messages():
+    from gateway.responses_format import oldest_turn, without
+
+    def without_oldest_turn(messages):
+        cut = oldest_turn(messages)
+        return None if cut is None else without(messages, cut)
     call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
     messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "u1"},
                 {"role": "assistant", "content": None, "tool_calls": [call]},
                 {"role": "tool", "tool_call_id": "c1", "content": "r"}, {"role": "assistant", "content": "a1"},
                 {"role": "user", "content": "u2"}, {"role": "assistant", "content": "a2"},
                 {"role": "user", "content": "u3"}]
-    once = without_oldest_turn({"model": "m", "messages": messages})
-    assert [m["content"] for m in once["messages"]] == ["s", "u2", "a2", "u3"] and once["model"] == "m"
+    once = without_oldest_turn(messages)
+    assert [m["content"] for m in once] == ["s", "u2", "a2", "u3"]
     twice = without_oldest_turn(once)
-    assert [m["content"] for m in twice["messages"]] == ["s", "u3"]
+    assert [m["content"] for m in twice] == ["s", "u3"]
     assert without_oldest_turn(twice) is None  # the last turn is never dropped
 
 
