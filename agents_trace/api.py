@@ -7,8 +7,10 @@ Invariants: a tenant sees only its own sessions: another tenant's session is a 4
 same answer as a session that does not exist, so ids cannot be probed; an admin sees
 every tenant's and names the tenant when an id exists in several (else 409). Lists are
 pages (`has_more`); message content comes from its own endpoint, whole. A caller may
-delete a session it can see (`DELETE /v1/traces/sessions/{id}`), never another's. The
-page and its assets hold no data and need no key; every data request sends one.
+delete a session it can see (`DELETE /v1/traces/sessions/{id}`), never another's. Every
+id the gateway accepts has a URL: `/`, `%`, `?`, `#` in it are sent percent-encoded (the
+`/` may also go plain), and session_path says which session and resource a path names.
+The page and its assets hold no data and need no key; every data request sends one.
 """
 from __future__ import annotations
 
@@ -19,9 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Request
-from fastapi.responses import HTMLResponse, Response, StreamingResponse
+from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 
 from agents_trace.export import export_lines, export_sessions_lines, header_line, in_chunks
+from agents_trace.session_path import SessionPath, parse_session_path
 from agents_trace.store import delete_sessions
 from agents_trace.store_queries import SessionFilter, find_session, list_sessions, list_steps, \
     matching_session_keys, step_content
@@ -178,28 +181,14 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
         return StreamingResponse(in_chunks(lines), media_type="application/x-ndjson",
                                  headers={"content-disposition": 'attachment; filename="sessions.jsonl"'})
 
-    @router.get("/v1/traces/sessions/{session}")
-    def session_detail(session: str, request: Request, who: Viewer = Depends(viewer),
-                       tenant: str | None = None) -> dict:
+    def session_detail(session: str, request: Request, who: Viewer, tenant: str | None) -> dict:
         limit, offset = _page(request, 200)
         path = path_of(request)
         found = resolve(path, who, session, tenant)
         return {"session": found, "steps": list_steps(path, found["tenant"], session,
                                                       limit=limit, offset=offset)}
 
-    @router.delete("/v1/traces/sessions/{session}")
-    def delete_session(session: str, request: Request, who: Viewer = Depends(viewer),
-                       tenant: str | None = None) -> dict:
-        """Delete a session the caller can see, with its steps and captured content."""
-        path = path_of(request)
-        found = resolve(path, who, session, tenant)
-        num_steps = delete_sessions(path, [(found["tenant"], session)])
-        return {"id": session, "object": "trace.session.deleted", "deleted": True,
-                "tenant": found["tenant"], "num_steps": num_steps}
-
-    @router.get("/v1/traces/sessions/{session}/steps/{index}/content")
-    def content(session: str, index: str, request: Request, who: Viewer = Depends(viewer),
-                tenant: str | None = None) -> dict:
+    def content(session: str, index: str, request: Request, who: Viewer, tenant: str | None) -> dict:
         if not (index.isascii() and index.isdigit() and len(index) <= 18):   # SQLite integers are 64-bit
             raise HTTPException(404, f"No step '{index}' in session '{session}'.")
         path = path_of(request)
@@ -211,15 +200,48 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
                                      "or [tracing] capture_content = true keeps it).")
         return captured
 
-    @router.get("/v1/traces/sessions/{session}/export")
-    def export(session: str, request: Request, who: Viewer = Depends(viewer),
-               tenant: str | None = None) -> Response:
+    def export(session: str, request: Request, who: Viewer, tenant: str | None) -> Response:
         path = path_of(request)
         found = resolve(path, who, session, tenant)
-        safe_name = "".join(c if c.isalnum() or c in "-_." else "_" for c in session)
+        # NOTE: ASCII only: headers are Latin-1, which cannot carry every id
+        safe_name = "".join(c if c.isascii() and (c.isalnum() or c in "-_.") else "_" for c in session)
         return StreamingResponse(
             in_chunks(export_lines(path, found["tenant"], session)), media_type="application/x-ndjson",
             headers={"content-disposition": f'attachment; filename="{safe_name}.jsonl"'})
+
+    def named(tail: str, request: Request) -> SessionPath | None:
+        """What the path names (session_path: an id may hold `/`, sent as `%2F` or plain);
+        None for no id at all (`/v1/traces/sessions/`)."""
+        return parse_session_path(tail, request.scope.get("raw_path")) if tail else None
+
+    # NOTE: one route per method for a session and its resources: `{tail:path}` takes ids
+    # with `/` in them, which `{session}` did not, and session_path splits the tail.
+    @router.get("/v1/traces/sessions/{tail:path}", response_model=None)
+    def session_get(tail: str, request: Request, who: Viewer = Depends(viewer),
+                    tenant: str | None = None) -> dict | Response:
+        """`{id}`: the session and a page of its steps; `{id}/steps/{n}/content`: a step's
+        messages; `{id}/export`: the session as stepahead-trace/1 JSONL."""
+        target = named(tail, request)
+        if target is None:
+            return RedirectResponse(request.url.replace(path=request.url.path.rstrip("/")), 307)
+        if target.resource == "export":
+            return export(target.session, request, who, tenant)
+        if target.resource == "content":
+            return content(target.session, target.step, request, who, tenant)
+        return session_detail(target.session, request, who, tenant)
+
+    @router.delete("/v1/traces/sessions/{tail:path}")
+    def delete_session(tail: str, request: Request, who: Viewer = Depends(viewer),
+                       tenant: str | None = None) -> dict:
+        """Delete a session the caller can see, with its steps and captured content."""
+        target = named(tail, request)
+        if target is None or target.resource != "session":
+            raise HTTPException(405, "Method Not Allowed", headers={"allow": "GET"})
+        path = path_of(request)
+        found = resolve(path, who, target.session, tenant)
+        num_steps = delete_sessions(path, [(found["tenant"], target.session)])
+        return {"id": target.session, "object": "trace.session.deleted", "deleted": True,
+                "tenant": found["tenant"], "num_steps": num_steps}
 
     @router.get("/ui", response_class=HTMLResponse)
     def page() -> HTMLResponse:

@@ -12,7 +12,7 @@ directly: `--db PATH`, else the `[tracing]` table of `--config FILE`, else
 $STEPAHEAD_TRACE_DB or the user data dir (traces_lookup.py). A session id may exist in several tenants;
 `--tenant` picks one (required only then). `--json` prints one JSON line instead of a
 table. Exit codes: 0 done, 1 no such session, no match or no store, 2 bad usage, config
-or store.
+or store, 141 the reader of stdout went away (`| head`), quietly.
 """
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ from typing import TextIO
 from tqdm import tqdm
 
 from agents_trace.export import export_lines, export_sessions_lines
+from agents_trace.stdout_reader import quiet_when_reader_leaves
 from agents_trace.store import delete_sessions
 from agents_trace.store_queries import MAX_PAGE, SessionFilter, find_session, iter_session_steps, \
     list_sessions, matching_session_keys
@@ -134,16 +135,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace, body) -> int:
-    """Run `body(path)`, turning known failures into one stderr line and an exit code."""
-    try:
-        path = store_path(args)
+    """Run `body(path)`, turning known failures into one stderr line and an exit code, and
+    a reader of stdout that goes away (`| head`) into a quiet exit (stdout_reader)."""
+    def command() -> int:
         try:
-            return body(path)
-        except sqlite3.DatabaseError as exc:
-            raise CommandError(f"cannot read the trace store {path}: {exc}", 2) from None
-    except CommandError as exc:
-        print(f"stepahead: {exc}", file=sys.stderr)
-        return exc.code
+            path = store_path(args)
+            try:
+                return body(path)
+            except sqlite3.DatabaseError as exc:
+                raise CommandError(f"cannot read the trace store {path}: {exc}", 2) from None
+        except CommandError as exc:
+            print(f"stepahead: {exc}", file=sys.stderr)
+            return exc.code
+    return quiet_when_reader_leaves(command)
 
 
 def _time_window(args: argparse.Namespace) -> tuple[float | None, float | None]:
@@ -223,7 +227,9 @@ def _write(lines: Iterable[str], output: str | None) -> int:
     """The lines to stdout, or to `output` whole: written beside it, then renamed over it,
     so a failure part-way leaves no half file. Returns how many lines."""
     if not output:
-        return _write_to(sys.stdout, lines)
+        count = _write_to(sys.stdout, lines)
+        sys.stdout.flush()   # a reader gone fails here, before anything says they were written
+        return count
     try:
         with replacing(output) as out:
             return _write_to(out, lines)

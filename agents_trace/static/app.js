@@ -66,6 +66,12 @@ const askedFor = (step) => {
   return choices.length === 1 ? choiceAsked(step) : choices.map((c, i) => `#${i} ${choiceAsked(c)}`).join(" · ");
 };
 
+// A session's API path: its id as one encoded segment (`/` as %2F), whatever it holds
+// (`/`, `%`, `?`, `#`, spaces, unicode); the server splits only at literal slashes.
+function sessionPath(session, resource) {
+  return "/v1/traces/sessions/" + encodeURIComponent(session) + (resource ? "/" + resource : "");
+}
+
 function sessionHash(tenant, session) {
   return "#/session/" + encodeURIComponent(tenant) + "/" + encodeURIComponent(session);
 }
@@ -253,7 +259,7 @@ function contentRow(step, columns) {
   const cell = el("td", { colspan: String(columns), class: "text" }, "loading…");
   const row = el("tr", { class: "content-row" }, cell);
   const query = "?tenant=" + encodeURIComponent(view.session.tenant);
-  api(`/v1/traces/sessions/${encodeURIComponent(view.session.session)}/steps/${step.index}/content` + query)
+  api(sessionPath(view.session.session, `steps/${step.index}/content`) + query)
     .then((c) => cell.replaceChildren(el("pre", { class: "content" }, JSON.stringify(c, null, 2))))
     .catch((e) => { cell.textContent = "Could not load content: " + e.message; });
   return row;
@@ -341,8 +347,7 @@ async function downloadFile(path, name) {
 }
 
 function downloadExport() {
-  const path = `/v1/traces/sessions/${encodeURIComponent(view.session.session)}/export?tenant=` +
-    encodeURIComponent(view.session.tenant);
+  const path = sessionPath(view.session.session, "export") + "?tenant=" + encodeURIComponent(view.session.tenant);
   return downloadFile(path, view.session.session + ".jsonl");
 }
 
@@ -354,7 +359,7 @@ async function loadSession(tenant, session, append) {
   }
   const query = new URLSearchParams({ offset: String(view.stepsOffset), limit: "200" });
   if (view.me.is_admin) query.set("tenant", tenant);
-  const detail = await api(`/v1/traces/sessions/${encodeURIComponent(session)}?` + query);
+  const detail = await api(sessionPath(session) + "?" + query);
   view.session = detail.session;
   view.steps = view.steps.concat(detail.steps.data);
   view.stepsOffset = view.steps.length;
@@ -388,7 +393,7 @@ async function refreshLive() {
   const s = view.session;
   const query = new URLSearchParams({ offset: String(view.steps.length), limit: "200" });
   if (view.me.is_admin) query.set("tenant", s.tenant);
-  const detail = await api(`/v1/traces/sessions/${encodeURIComponent(s.session)}?` + query);
+  const detail = await api(sessionPath(s.session) + "?" + query);
   const added = detail.steps.data;
   if (detail.session.num_steps === view.steps.length + added.length && detail.session.is_open) {
     if (!added.length) return;

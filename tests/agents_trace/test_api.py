@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from agents_trace.api import Viewer
 
 from tests.agents_trace.helpers import ManualClock, make_tracer, run_scripted_session, viewer_app
+from tests.gateway.serving import start_server
 
 KEYS = {"k-acme": Viewer("acme"), "k-globex": Viewer("globex"),
         "k-admin": Viewer("ops", is_admin=True)}
@@ -203,3 +205,96 @@ async def test_api_finds_sessions_by_part_of_their_id_within_the_callers_tenant(
     assert await found(f"id_contains={request_id}", "k-acme") == [("acme", session)]
     assert await found(f"id_contains={request_id}", "k-admin") == [("acme", session)]
     assert await found(f"id_contains={request_id}", "k-globex") == []   # not its request
+
+
+# ids a client may name its session by; "x" beside "x/export", whose plain URL is x's export
+ODD_IDS = ("proj/run-1", "x", "x/export", "a/steps/1/content", "export", "with space", "100%", "what?",
+           "#tag", "über/日本 ✓", "a//b/", "/lead", "a/../b")
+
+
+@pytest.fixture
+def odd_ids(tmp_path):
+    clock = ManualClock()
+    tracer, _ = make_tracer(tmp_path, clock, capture_content=True)
+    for session in ODD_IDS:
+        run_scripted_session(tracer, clock, tenant="acme", headers={"x-session-id": session})
+    assert tracer.flush(5.0)
+    yield tracer
+    tracer.stop()
+
+
+def _encoded(session: str) -> str:
+    """The viewer's URL of a session (encodeURIComponent)."""
+    return "/v1/traces/sessions/" + quote(session, safe="-_.!~*'()")
+
+
+async def _delete(app, path, key):
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+        return await client.delete(path, headers={"authorization": f"Bearer {key}"})
+
+
+def _exported_sessions(response: httpx.Response) -> set[str]:
+    header, *lines = [json.loads(line) for line in response.text.splitlines()]
+    assert header["format"] == "stepahead-trace/1" and len(lines) == 3
+    return {line["session"] for line in lines}
+
+
+async def test_api_any_session_id_is_read_exported_and_deleted_in_its_encoded_form(odd_ids):
+    app = viewer_app(odd_ids, KEYS)
+    for session in ODD_IDS:
+        path = _encoded(session)
+        detail = await _get(app, path, "k-acme")
+        assert detail.status_code == 200, session
+        assert detail.json()["session"]["session"] == session and len(detail.json()["steps"]["data"]) == 3
+        content = await _get(app, path + "/steps/1/content", "k-acme")
+        assert content.status_code == 200 and content.json()["num_prefix_messages"] == 2, session
+        export = await _get(app, path + "/export", "k-acme")
+        assert export.status_code == 200 and _exported_sessions(export) == {session}
+        assert (await _get(app, path, "k-globex")).status_code == 404   # still another tenant's
+    for session in ODD_IDS:
+        deleted = await _delete(app, _encoded(session), "k-acme")
+        assert deleted.status_code == 200 and deleted.json()["id"] == session
+        assert (await _get(app, _encoded(session), "k-acme")).status_code == 404
+    assert (await _get(app, "/v1/traces/sessions", "k-acme")).json()["data"] == []
+
+
+async def test_api_a_slash_in_a_session_id_may_also_go_plain(odd_ids):
+    app = viewer_app(odd_ids, KEYS)
+    plain = await _get(app, "/v1/traces/sessions/proj/run-1", "k-acme")
+    assert plain.status_code == 200 and plain.json()["session"]["session"] == "proj/run-1"
+    assert _exported_sessions(await _get(app, "/v1/traces/sessions/proj/run-1/export", "k-acme")) \
+        == {"proj/run-1"}
+    # a tail /export is the export: plain `x/export` is x's; the id `x/export` is sent encoded
+    assert _exported_sessions(await _get(app, "/v1/traces/sessions/x/export", "k-acme")) == {"x"}
+    assert (await _get(app, "/v1/traces/sessions/x%2Fexport", "k-acme")).json()["session"]["session"] \
+        == "x/export"
+    content = await _get(app, "/v1/traces/sessions/a%2Fsteps%2F1%2Fcontent/steps/1/content", "k-acme")
+    assert content.status_code == 200 and content.json()["num_prefix_messages"] == 2
+    assert (await _delete(app, "/v1/traces/sessions/x%2Fexport/export", "k-acme")).status_code == 405
+    deleted = await _delete(app, "/v1/traces/sessions/proj/run-1", "k-acme")
+    assert deleted.status_code == 200 and deleted.json()["id"] == "proj/run-1"
+    assert (await _get(app, "/v1/traces/sessions/proj%2Frun-1", "k-acme")).status_code == 404
+    listed = await _get(app, "/v1/traces/sessions/", "k-acme")   # no id: the list, as before
+    assert listed.status_code == 307 and listed.headers["location"].endswith("/v1/traces/sessions")
+
+
+def test_api_session_ids_with_odd_characters_over_a_real_server(odd_ids):
+    """uvicorn decodes `%2F` into the path it routes on; the raw path keeps it."""
+    server = start_server(viewer_app(odd_ids, KEYS))
+    try:
+        with httpx.Client(base_url=server.base_url, timeout=30,
+                          headers={"authorization": "Bearer k-acme"}) as client:
+            for session in ODD_IDS:
+                detail = client.get(_encoded(session))
+                assert detail.status_code == 200 and detail.json()["session"]["session"] == session
+                assert _exported_sessions(client.get(_encoded(session) + "/export")) == {session}
+            assert client.get("/v1/traces/sessions/proj/run-1").json()["session"]["session"] == "proj/run-1"
+            assert _exported_sessions(client.get("/v1/traces/sessions/x/export")) == {"x"}
+            assert client.get("/v1/traces/sessions/proj%2Frun-1/steps/2/content").status_code == 200
+            assert client.delete("/v1/traces/sessions/proj%2Frun-1").json()["deleted"] is True
+            assert client.get("/v1/traces/sessions/proj%2Frun-1").status_code == 404
+            assert client.get("/v1/traces/sessions/x%2Fexport",
+                              headers={"authorization": "Bearer k-globex"}).status_code == 404
+    finally:
+        server.stop()

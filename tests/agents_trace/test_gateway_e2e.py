@@ -217,6 +217,26 @@ def test_e2e_each_answer_names_its_request_and_the_session_it_was_traced_under(s
         assert served.get(query, "globex").json()["data"] == []
 
 
+def test_e2e_a_session_id_with_a_slash_is_read_exported_and_deleted_over_http(served):
+    """The id a client names (`proj/run-1`) opens as /ui sends it (`%2F`) and typed plain."""
+    body = {"model": "tiny", "messages": [{"role": "user", "content": "Slashes?"}], "max_tokens": 2}
+    answer = served.post("/v1/chat/completions", "acme", body, headers={"x-session-id": "proj/run-1"})
+    assert answer.headers["x-session-id"] == "proj/run-1"
+    served.settle()
+    for path in ("/v1/traces/sessions/proj%2Frun-1", "/v1/traces/sessions/proj/run-1"):
+        detail = served.get(path, "acme")
+        assert detail.status_code == 200 and detail.json()["session"]["session"] == "proj/run-1"
+        assert served.get(path + "/steps/0/content", "acme").json()["output"] is not None
+        exported = served.get(path + "/export", "acme").text.splitlines()
+        assert len(exported) == 2 and json.loads(exported[1])["session"] == "proj/run-1"
+    hidden = served.get("/v1/traces/sessions/proj%2Frun-1", "globex")
+    assert hidden.status_code == 404 and hidden.json()["error"]["code"] == "not_found"
+    deleted = httpx.delete(f"{served.server.base_url}/v1/traces/sessions/proj%2Frun-1", timeout=30,
+                           headers={"authorization": f"Bearer {KEYS['acme']}"})
+    assert deleted.status_code == 200 and deleted.json()["id"] == "proj/run-1"
+    assert served.get("/v1/traces/sessions/proj/run-1", "acme").status_code == 404
+
+
 def _scripted(step: int) -> list[dict]:
     """An identical, fully scripted conversation prefix (fixed tool-call ids)."""
     messages = [{"role": "system", "content": "Same prompt for everyone."},

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -409,3 +412,50 @@ def test_show_follow_refuses_json_and_asks_for_the_tenant_of_an_ambiguous_id(sto
     # an ended session: shown, then said to have ended, at once
     assert _run(["traces", "show", "only", "--follow", "--db", str(store)]) == 0
     assert capsys.readouterr().out.rstrip().endswith("session 'only' ended (shutdown)")
+
+
+PIPED_COMMANDS = (["stats", "--json"], ["list"], ["list", "--json"], ["show", "only"], ["show", "only", "--json"],
+                  ["show", "only", "--follow"],
+                  ["export", "--session", "only"], ["export", "--all"])
+
+
+def _cli(argv: list[str]) -> list[str]:
+    """The command line of `stepahead` in a process of its own."""
+    return [sys.executable, "-m", "gateway.cli", *argv]
+
+
+def _env(*, buffered: bool) -> dict[str, str]:
+    """This environment, with stdout block-buffered (as by default) or not."""
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONUNBUFFERED"}
+    return env if buffered else {**env, "PYTHONUNBUFFERED": "1"}
+
+
+@pytest.mark.parametrize("buffered", [False, True], ids=["unbuffered", "buffered"])
+@pytest.mark.parametrize("command", PIPED_COMMANDS, ids=" ".join)
+def test_traces_command_into_a_closed_pipe_exits_141_without_a_traceback(store, command, buffered):
+    """`... | head` where head has gone: no BrokenPipeError traceback, and (buffered) no
+    "Exception ignored" at exit either."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)   # the reader is gone before the first write
+    try:
+        done = subprocess.run(_cli(["traces", *command, "--db", str(store)]), stdout=write_end,
+                              stderr=subprocess.PIPE, text=True, timeout=120, env=_env(buffered=buffered))
+    finally:
+        os.close(write_end)
+    assert (done.returncode, done.stderr) == (141, "")
+
+
+def test_traces_export_read_in_part_then_closed_exits_quietly(tmp_path):
+    """`stepahead traces export ... | head -c 300`: the reader closes mid-stream."""
+    clock = ManualClock()
+    tracer, _ = make_tracer(tmp_path, clock, capture_content=True)
+    run_scripted_session(tracer, clock, headers={"x-session-id": "big"}, user_text="x" * 200_000)
+    tracer.stop()
+    with subprocess.Popen(_cli(["traces", "export", "--session", "big", "--db", str(tmp_path / "traces.sqlite3")]),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(buffered=True)) as process:
+        head = process.stdout.read(300)   # far less than the ~600 kB it writes, past any pipe buffer
+        process.stdout.close()
+        stderr = process.stderr.read()
+        assert process.wait(timeout=120) == 141
+    assert head.startswith(b'{"format":"stepahead-trace/1"') and len(head) == 300
+    assert stderr == b""

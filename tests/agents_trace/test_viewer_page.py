@@ -280,3 +280,41 @@ def test_a_live_sessions_list_shows_a_new_session_without_a_reload(tmp_path):
     finally:
         server.stop()
         tracer.stop()
+
+
+def test_viewer_opens_and_exports_a_session_whose_id_holds_a_slash_and_odd_characters(tmp_path):
+    from selenium.webdriver.common.by import By
+    session = "proj/run 1?#%ü"
+    clock = ManualClock()
+    tracer, _ = make_tracer(tmp_path, clock, capture_content=True)
+    run_scripted_session(tracer, clock, headers={"x-session-id": session})
+    assert tracer.flush(5.0)
+    server = start_server(viewer_app(tracer, KEYS))
+    try:
+        with chromium_driver() as driver:
+            connect(driver, server.base_url, "k-acme")
+            wait_for(driver, lambda d: d.find_element(By.LINK_TEXT, session)).click()
+            wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#steps tr.step-row")) == 3)
+            driver.find_elements(By.CSS_SELECTOR, "button.show-content")[1].click()
+            wait_for(driver, lambda d: "result of get_weather" in d.find_element(By.ID, "steps").text)
+            driver.execute_script("""
+                window.exported = [];
+                const realFetch = window.fetch;
+                window.fetch = async (path, init) => {
+                  const response = await realFetch(path, init);
+                  if (String(path).includes('/export')) {
+                    window.exported.push([String(path), response.status, await response.clone().text()]);
+                  }
+                  return response;
+                };""")
+            driver.find_element(By.ID, "export-link").click()
+            path, status, text = wait_for(driver, lambda d: (d.execute_script("return window.exported") or [None])[0])
+            driver.refresh()   # the page's own URL (#/session/acme/...) opens it again
+            wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#steps tr.step-row")) == 3)
+            assert "not found" not in driver.find_element(By.ID, "status").text
+    finally:
+        server.stop()
+        tracer.stop()
+    assert path == "/v1/traces/sessions/proj%2Frun%201%3F%23%25%C3%BC/export?tenant=acme" and status == 200
+    header, *requests = text.splitlines()
+    assert header.startswith('{"format":"stepahead-trace/1"') and len(requests) == 3
