@@ -17,6 +17,8 @@ import secrets
 from gateway.config import TenantConfig
 from gateway.errors import unauthorized
 
+UNAUTHENTICATED = "unauthenticated"   # the tenant a request's metrics name before its key is checked
+
 
 class KeyRing:
     """Maps API keys (by digest) to tenant names."""

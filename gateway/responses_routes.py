@@ -22,6 +22,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from agents_trace.ordered_ids import time_ordered_hex
+from gateway.auth import UNAUTHENTICATED
 from gateway.background_responses import BackgroundJob, generate
 from gateway.background_runs import BackgroundRun
 from gateway.backend import Backend, Prepared
@@ -40,7 +41,7 @@ from gateway.responses_format import (ResponsesRequest, conversation_after, inpu
                                       to_chat_body, without)
 from gateway.responses_objects import input_items
 from gateway.responses_stream import ResponsesStreamWriter, sse_event, whole_response
-from gateway.routes import error_response, gateway_state, tenant_endpoint
+from gateway.routes import error_response, gateway_state, refusal, tenant_endpoint
 from gateway.schemas import ChatCompletionRequest, validate
 from gateway.service_tiers import request_tier
 from gateway.state import GatewayState
@@ -89,7 +90,7 @@ async def create_response(request: Request) -> Response:
     `previous_response_id` and GET."""
     started_s = time.perf_counter()
     state = gateway_state(request)
-    tenant, model = "unauthenticated", ""
+    tenant, model, request_id = UNAUTHENTICATED, "", None
     try:
         tenant = state.keys.authenticate(request.headers.get("authorization"))
         body = await read_json_body(request, state.config.max_body_bytes)
@@ -106,6 +107,7 @@ async def create_response(request: Request) -> Response:
         chat_body, prepared = await _prepared_chat(state, backend, parsed, traced_in_conversation(
             to_chat_body(parsed, history, sources), parsed), sources, tenant, response_id)
         created_at = int(time.time())
+        request_id = prepared.request_id
 
         def keep(response: dict, collected: Collected | None) -> None:
             if parsed.store:
@@ -128,7 +130,7 @@ async def create_response(request: Request) -> Response:
                              include_usage=False, started_s=started_s, trace=trace, shape=shape)
     except ApiError as error:
         state.metrics.record_request(tenant, model, "responses", error.status)
-        return error_response(error)
+        return refusal(state, error, tenant, request_id)
     except ClientGone:
         return Response(status_code=CLIENT_CLOSED_STATUS)
 
@@ -140,7 +142,7 @@ async def count_input_tokens(request: Request) -> Response:
     Nothing runs and no limit is charged. Upstream models are a 400: the gateway holds no
     tokenizer for them, and an estimate would read as a count."""
     state = gateway_state(request)
-    tenant, model = "unauthenticated", ""
+    tenant, model = UNAUTHENTICATED, ""
     try:
         tenant = state.keys.authenticate(request.headers.get("authorization"))
         body = await read_json_body(request, state.config.max_body_bytes)
@@ -170,7 +172,8 @@ def _start_background(state: GatewayState, job: BackgroundJob, tenant: str, *, s
     state.background.start(run, lambda started: generate(job, started))
     if stream:
         return _event_stream(run, -1)
-    return JSONResponse(run.response())
+    return JSONResponse(run.response(), headers={"x-request-id": writer.response_id,
+                                                 **state.limiters[tenant].rate_limit_headers()})
 
 
 def _event_stream(run: BackgroundRun, starting_after: int) -> Response:

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
+from gateway.auth import UNAUTHENTICATED
 from gateway.chat_checks import check_chat_request
 from gateway.choices import with_choices
 from gateway.errors import ApiError
@@ -35,6 +36,18 @@ from gateway.tracing import begin_step
 
 def error_response(error: ApiError) -> JSONResponse:
     return JSONResponse(error.body(), status_code=error.status, headers=error.headers)
+
+
+def refusal(state: GatewayState, error: ApiError, tenant: str, request_id: str | None) -> JSONResponse:
+    """A generation endpoint's error answer, with `x-request-id` as a reply has it (the
+    traced step's id once the request was prepared, else a new one) and, for an
+    authenticated tenant, its rate limits as they stand."""
+    response = error_response(error)
+    response.headers["x-request-id"] = request_id or new_id("req")
+    if tenant != UNAUTHENTICATED:
+        for name, value in state.limiters[tenant].rate_limit_headers().items():
+            response.headers.setdefault(name, value)
+    return response
 
 
 def gateway_state(request: Request) -> GatewayState:
@@ -61,8 +74,9 @@ async def _handle(request: Request, *, is_chat: bool) -> Response:
     started_s = time.perf_counter()
     state = gateway_state(request)
     endpoint = "chat" if is_chat else "completions"
-    tenant = "unauthenticated"
+    tenant = UNAUTHENTICATED
     model = ""
+    request_id = None
     try:
         tenant = state.keys.authenticate(request.headers.get("authorization"))
         body = await read_json_body(request, state.config.max_body_bytes)
@@ -79,6 +93,7 @@ async def _handle(request: Request, *, is_chat: bool) -> Response:
         else:
             prepared = await backend.prepare_completion(parsed, tenant, new_id("cmpl"))
         prepared = with_choices(prepared, parsed.n)
+        request_id = prepared.request_id
         trace = begin_step(state.tracer, request, body, prepared, is_chat=is_chat)
         bind_session(prepared, trace)
         return await respond(request, state, backend, prepared, is_chat=is_chat,
@@ -86,7 +101,7 @@ async def _handle(request: Request, *, is_chat: bool) -> Response:
                              started_s=started_s, trace=trace)
     except ApiError as error:
         state.metrics.record_request(tenant, model, endpoint, error.status)
-        return error_response(error)
+        return refusal(state, error, tenant, request_id)
     except ClientGone:
         return Response(status_code=CLIENT_CLOSED_STATUS)
 
@@ -103,7 +118,7 @@ async def embeddings(request: Request) -> Response:
     """POST /v1/embeddings: upstream models and local embedding models (gateway/embeddings.py),
     admitted by the tenant's limits like any request; a client that leaves cancels the wait."""
     state = gateway_state(request)
-    tenant, model = "unauthenticated", ""
+    tenant, model = UNAUTHENTICATED, ""
     try:
         tenant = state.keys.authenticate(request.headers.get("authorization"))
         parsed = validate(EmbeddingsRequest, await read_json_body(request, state.config.max_body_bytes))
@@ -126,7 +141,7 @@ async def embeddings(request: Request) -> Response:
         return JSONResponse(reply, headers=state.limiters[tenant].rate_limit_headers())
     except ApiError as error:
         state.metrics.record_request(tenant, model, "embeddings", error.status)
-        return error_response(error)
+        return refusal(state, error, tenant, None)
     except ClientGone:
         state.metrics.record_request(tenant, model, "embeddings", CLIENT_CLOSED_STATUS)
         return Response(status_code=CLIENT_CLOSED_STATUS)

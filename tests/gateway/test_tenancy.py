@@ -66,6 +66,31 @@ async def test_tokens_per_minute_reserves_max_tokens(gateway):
         "rate_limit_exceeded"}
 
 
+async def test_error_answers_carry_a_request_id_and_the_tenants_rate_limits(gateway):
+    """A refused request is found by its id (the traced step's once it was prepared), and
+    a limited tenant learns where its buckets stand from every answer, errors included."""
+    async with httpx.AsyncClient(base_url=gateway.base_url, timeout=120) as client:
+        bad = await client.post("/v1/chat/completions", headers=gateway.headers("paced"),
+                                json={"model": "tiny", "messages": USER, "temperature": 9})
+        bad_embedding = await client.post("/v1/embeddings", headers=gateway.headers("paced"), json={"model": "fake"})
+        bad_response = await client.post("/v1/responses", headers=gateway.headers("paced"),
+                                          json={"model": "tiny", "input": "x", "max_output_tokens": 0})
+        queued = await client.post("/v1/responses", headers=gateway.headers("paced"),
+                                   json={"model": "mock", "input": "x", "background": True})
+        unknown_key = await client.post("/v1/chat/completions", headers={"Authorization": "Bearer sk-nobody"},
+                                        json={"model": "tiny", "messages": USER})
+    too_big = (await fire(gateway, "tpm", [{"model": "tiny", "messages": USER, "max_tokens": 700}]))[0]
+    for answer in (bad, bad_embedding, bad_response):
+        assert answer.status_code == 400 and answer.headers["x-request-id"].startswith("req")
+        assert answer.headers["x-ratelimit-limit-requests"] == "1000"
+    assert queued.status_code == 200 and queued.headers["x-request-id"] == queued.json()["id"]
+    assert queued.headers["x-ratelimit-limit-tokens"] == "100000"
+    assert unknown_key.status_code == 401 and unknown_key.headers["x-request-id"].startswith("req")
+    assert not any(name.startswith("x-ratelimit") for name in unknown_key.headers)
+    assert too_big.status_code == 429 and too_big.headers["x-request-id"].startswith("chatcmpl")   # prepared
+    assert too_big.headers["x-ratelimit-limit-tokens"] == "600"
+
+
 async def test_spent_budget_is_insufficient_quota(gateway):
     body = {"model": "tiny", "messages": USER, "max_tokens": 60}
     statuses = []
