@@ -28,7 +28,6 @@ from typing import TextIO
 from tqdm import tqdm
 
 from agents_trace.export import export_lines, export_sessions_lines
-from agents_trace.stdout_reader import quiet_when_reader_leaves
 from agents_trace.store import delete_sessions
 from agents_trace.store_queries import MAX_PAGE, SessionFilter, find_session, iter_session_steps, \
     list_sessions, matching_session_keys
@@ -135,19 +134,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace, body) -> int:
-    """Run `body(path)`, turning known failures into one stderr line and an exit code, and
-    a reader of stdout that goes away (`| head`) into a quiet exit (stdout_reader)."""
-    def command() -> int:
+    """Run `body(path)`, turning known failures into one stderr line and an exit code (a
+    reader of stdout that goes away, `| head`, is a quiet exit: `gateway.cli.main`)."""
+    try:
+        path = store_path(args)
         try:
-            path = store_path(args)
-            try:
-                return body(path)
-            except sqlite3.DatabaseError as exc:
-                raise CommandError(f"cannot read the trace store {path}: {exc}", 2) from None
-        except CommandError as exc:
-            print(f"stepahead: {exc}", file=sys.stderr)
-            return exc.code
-    return quiet_when_reader_leaves(command)
+            return body(path)
+        except sqlite3.DatabaseError as exc:
+            raise CommandError(f"cannot read the trace store {path}: {exc}", 2) from None
+    except CommandError as exc:
+        print(f"stepahead: {exc}", file=sys.stderr)
+        return exc.code
 
 
 def _time_window(args: argparse.Namespace) -> tuple[float | None, float | None]:

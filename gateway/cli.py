@@ -15,6 +15,8 @@ import argparse
 import sys
 from collections.abc import Callable
 
+from agents_trace.stdout_reader import quiet_when_reader_leaves
+
 
 def commands() -> tuple[Callable[[argparse._SubParsersAction], None], ...]:
     """Every subcommand's `register`, in the order `--help` lists them."""
@@ -48,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         if handler is None:
             parser.print_help(sys.stderr)
             return 2
-        return handler(args)
+        return quiet_when_reader_leaves(lambda: handler(args))   # `stepahead ... | head`: no traceback
     except KeyboardInterrupt:   # a command that stops on Ctrl+C by itself says more and returns
         print("stepahead: stopped", file=sys.stderr)
         return 130
