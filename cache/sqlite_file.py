@@ -28,16 +28,20 @@ def add_missing_columns(db: sqlite3.Connection, added_columns: Sequence[tuple[st
 
 
 class SqliteFile:
-    __slots__ = ("path", "what", "schema", "added_columns", "_db")
+    __slots__ = ("path", "what", "schema", "added_columns", "migrate", "_db")
 
     def __init__(self, path: Path | None, what: str, schema: str,
-                 added_columns: Sequence[tuple[str, str, str]] = ()) -> None:
+                 added_columns: Sequence[tuple[str, str, str]] = (),
+                 migrate: Callable[[sqlite3.Connection], None] | None = None) -> None:
         """`added_columns`: (table, column, declaration) that a later version added to a
-        table of `schema` (which has them too): a file made before gets them, NULL in its rows."""
+        table of `schema` (which has them too): a file made before gets them, NULL in its
+        rows. `migrate`, when given, then brings an older file's rows up to date (it must
+        be idempotent: it runs at every opening)."""
         self.path = path
         self.what = what   # names it in warnings: "the response archive"
         self.schema = schema
         self.added_columns = tuple(added_columns)
+        self.migrate = migrate
         self._db: sqlite3.Connection | None = None
 
     def _set_up(self, db: sqlite3.Connection) -> None:
@@ -49,6 +53,8 @@ class SqliteFile:
     def _create(self, db: sqlite3.Connection) -> None:
         db.executescript(self.schema)
         add_missing_columns(db, self.added_columns)
+        if self.migrate is not None:
+            self.migrate(db)
 
     @property
     def db(self) -> sqlite3.Connection:

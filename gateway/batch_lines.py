@@ -4,12 +4,18 @@ Invariants: a file with any bad line gives no requests, only errors (the batch f
 whole, before anything runs); each error names its line (from 1) and what is wrong, at
 most `MAX_ERRORS` of them; every request kept has a unique non-empty `custom_id`, method
 POST, the batch's endpoint as `url`, a JSON object `body` that does not ask to stream or
-to run in the background (its result would be the queued response, not the answer).
+to run in the background (its result would be the queued response, not the answer);
+a line meets the JSON checks of a direct request's body (gateway/http_io.py): its body
+nests at most `MAX_JSON_DEPTH` deep (so it can be walked and re-encoded recursively) and
+no string in it holds an unpaired UTF-16 surrogate (so every string has a UTF-8 form, and
+its result can be written).
 """
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+
+from agents_trace.json_text import MAX_JSON_DEPTH, has_lone_surrogate, json_depth
 
 BATCH_HEADER = "x-stepahead-batch"   # on a batch's request to the app: the batch it belongs to
 ENDPOINTS = ("/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/embeddings")
@@ -27,13 +33,25 @@ def _error(code: str, message: str, line: int | None = None, param: str | None =
     return {"code": code, "message": message, "param": param, "line": line}
 
 
+def _too_deep(number: int) -> dict:
+    return _error("invalid_json_line", f"This line's body nests arrays or objects more than {MAX_JSON_DEPTH} "
+                  "levels deep, past what a request may.", number)
+
+
 def _line_error(raw: bytes, number: int, endpoint: str, seen: set[str]) -> tuple[dict | None, BatchRequest | None]:
     try:
         request = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+    except ValueError:   # not JSON, not UTF-8, or an integer past Python's 4,300 digits
         return _error("invalid_json_line", "This line is not a JSON object.", number), None
+    except RecursionError:   # nested past the parser's stack
+        return _too_deep(number), None
     if not isinstance(request, dict):
         return _error("invalid_json_line", "This line is not a JSON object.", number), None
+    if json_depth(request, MAX_JSON_DEPTH + 1) > MAX_JSON_DEPTH + 1:   # the line's object, then its body's limit
+        return _too_deep(number), None
+    if has_lone_surrogate(request):
+        return _error("invalid_json_line", "A string in this line holds an unpaired UTF-16 surrogate (U+D800 to "
+                      "U+DFFF), which is not a Unicode character.", number), None
     custom_id = request.get("custom_id")
     if not isinstance(custom_id, str) or not custom_id:
         return _error("missing_required_parameter", "Each request needs a 'custom_id' string.", number,

@@ -5,10 +5,16 @@ errors and metrics as a client's; at most `concurrency` requests of a batch at a
 Invariants:
 - every request of a batch gets one result line (its status code and body, or an error),
   appended as it finishes; a request turned away for the moment (429, 503) waits as
-  `Retry-After` says and goes again, until the batch expires;
-- a batch ends `completed`, `cancelled` (its requests not yet sent are dropped) or
-  `expired` (those are in the error file, `batch_expired`); then its output file holds the
-  2xx results and its error file the others, each as OpenAI writes them;
+  `Retry-After` says and goes again, until the batch expires or is cancelled (which ends
+  the wait at once); one the answer says never to retry (`x-should-retry: false`, or
+  `insufficient_quota`) has that answer as its result at once;
+- a request's body is sent as a client sends JSON, so it answers as the same body sent
+  directly does (NaN and Infinity included, which Python's JSON reads);
+- a batch ends `completed`, `cancelled` (its requests not yet sent are dropped),
+  `expired` (those are in the error file, `batch_expired`) or `failed` (its input file
+  was deleted, or fails a check added since, before it could go on); then its output file
+  holds the 2xx results and its error file the others, each as OpenAI writes them: the
+  results of a batch are never dropped before they are in its files;
 - a gateway stopped mid-batch goes on at its next start with the requests that have no
   result yet; batch requests are not agent steps, so they are not traced;
 - with `yields`, while other requests are in flight (`load()` counts every request
@@ -31,10 +37,9 @@ from typing import TYPE_CHECKING
 import httpx
 
 from gateway.batch_lines import BATCH_HEADER, BatchRequest, batch_requests
-from gateway.batch_store import Batch, BatchStore
+from gateway.batch_store import Batch, BatchStore, request_result, succeeded, summed_usage, written_form
 from gateway.errors import ApiError
 from gateway.file_store import FileStore
-from gateway.ids import random_hex
 
 if TYPE_CHECKING:
     from gateway.auth import KeyRing
@@ -44,42 +49,13 @@ MAX_RETRY_WAIT_S = 30.0
 YIELD_POLL_S = 0.02
 
 
-def _result(custom_id: str, status: int | None, body: object, request_id: str, error: dict | None) -> dict:
-    return {"id": f"batch_req_{random_hex(32)}", "custom_id": custom_id,
-            "response": None if status is None else {"status_code": status, "request_id": request_id, "body": body},
-            "error": error}
-
-
-def _is_quota_refusal(body: object) -> bool:
-    """A 429 that waiting does not cure: the tenant's token budget is spent."""
+def _is_final_refusal(headers: httpx.Headers, body: object) -> bool:
+    """A 429 or 503 that waiting does not cure: the answer says not to retry (a request
+    past the tenant's tokens per minute), or the tenant's token budget is spent."""
+    if headers.get("x-should-retry", "").strip().lower() == "false":
+        return True
     return isinstance(body, dict) and isinstance(body.get("error"), dict) \
         and body["error"].get("code") == "insufficient_quota"
-
-
-def _succeeded(result: dict) -> bool:
-    return result["response"] is not None and 200 <= result["response"]["status_code"] < 300
-
-
-def summed_usage(results: list[dict]) -> dict:
-    """The token usage of `results` as the Batch API reports it, from each body's own
-    (`prompt_tokens` / `completion_tokens`, or the Responses API's `input_tokens` /
-    `output_tokens`)."""
-    total = {"input": 0, "output": 0, "cached": 0}
-    for result in results:
-        usage = result["response"]["body"].get("usage") if isinstance(result["response"]["body"], dict) else None
-        if not isinstance(usage, dict):
-            continue
-        total["input"] += usage.get("prompt_tokens", usage.get("input_tokens", 0)) or 0
-        total["output"] += usage.get("completion_tokens", usage.get("output_tokens", 0)) or 0
-        details = usage.get("prompt_tokens_details") or usage.get("input_tokens_details") or {}
-        total["cached"] += details.get("cached_tokens", 0) or 0
-    return {"input_tokens": total["input"], "input_tokens_details": {"cached_tokens": total["cached"]},
-            "output_tokens": total["output"], "output_tokens_details": {"reasoning_tokens": 0},
-            "total_tokens": total["input"] + total["output"]}
-
-
-def _jsonl(results: list[dict]) -> bytes:
-    return "".join(json.dumps(result, ensure_ascii=False) + "\n" for result in results).encode()
 
 
 class BatchRunner:
@@ -92,6 +68,7 @@ class BatchRunner:
         self._tasks: dict[str, asyncio.Task] = {}
         self._running: dict[str, Batch] = {}   # the batches being run here: their records, kept current
         self._cancelled: set[str] = set()
+        self._wakers: dict[str, asyncio.Event] = {}   # set when a running batch is cancelled: ends its waits
 
     def tenant_series(self, tenants) -> dict[tuple[str, tuple], float]:
         """/metrics gauges of `tenants`: their batches running here, and those batches'
@@ -143,6 +120,8 @@ class BatchRunner:
             batch.moved_to("cancelling", self.clock())
             await self.store.put(batch)
             self._cancelled.add(batch.id)
+            if batch.id in self._wakers:
+                self._wakers[batch.id].set()
             if batch.id not in self._tasks:   # not running here: finish it now
                 self._launch(batch)
         return batch
@@ -155,28 +134,25 @@ class BatchRunner:
         task = asyncio.get_running_loop().create_task(self._run(batch, requests))
         self._tasks[batch.id] = task
         self._running[batch.id] = batch
+        self._wakers[batch.id] = asyncio.Event()
+        if batch.id in self._cancelled:
+            self._wakers[batch.id].set()
 
         def forget(_: asyncio.Task) -> None:
             self._tasks.pop(batch.id, None)
             self._running.pop(batch.id, None)
+            self._wakers.pop(batch.id, None)
         task.add_done_callback(forget)
 
     async def _run(self, batch: Batch, requests: list[BatchRequest] | None) -> None:
         try:
             if requests is None:
-                try:
-                    data = await self.files.read(batch.tenant, batch.input_file_id)
-                except ApiError as error:
-                    if error.status != 404:
-                        raise
-                    await self._fail(batch, "input_file_missing", f"The input file {batch.input_file_id} was deleted "
-                                     "before the batch finished; its requests without a result cannot run.")
+                requests = await self._requests_to_go_on(batch)
+                if requests is None:   # it failed, keeping what finished
                     return
-                requests, _ = await asyncio.to_thread(batch_requests, data, batch.endpoint)
-            batch.total = len(requests)
             while True:   # until every request has a result, or the batch is cancelled or expired
                 results = await self.store.results(batch.id)
-                batch.completed = sum(_succeeded(result) for result in results)
+                batch.completed = sum(succeeded(result) for result in results)
                 batch.failed = len(results) - batch.completed
                 done = {result["custom_id"] for result in results}
                 pending = [request for request in requests if request.custom_id not in done]
@@ -210,8 +186,8 @@ class BatchRunner:
                             self.num_in_flight -= 1
                     finally:
                         slots.release()
-                    await self.store.append_results(batch.id, [result])
-                    if _succeeded(result):
+                    [result] = await self.store.append_results(batch.id, [result])
+                    if succeeded(result):
                         batch.completed += 1
                     else:
                         batch.failed += 1
@@ -237,56 +213,95 @@ class BatchRunner:
             await asyncio.sleep(YIELD_POLL_S)
 
     async def _send(self, client: httpx.AsyncClient, key: str, batch: Batch, request: BatchRequest) -> dict:
-        headers = {"authorization": f"Bearer {key}", BATCH_HEADER: batch.id}
+        headers = {"authorization": f"Bearer {key}", "content-type": "application/json", BATCH_HEADER: batch.id}
         while True:
             try:
-                reply = await client.post(batch.endpoint, json=request.body, headers=headers)
+                # NOTE: not httpx's `json=`, which refuses NaN: the text a client's JSON encoder sends,
+                # compact and in UTF-8 (escapes could take a body near the size limit past it)
+                content = json.dumps(request.body, ensure_ascii=False, separators=(",", ":")).encode()
+                reply = await client.post(batch.endpoint, content=content, headers=headers)
                 body = reply.json()
             except Exception as exc:   # NOTE: the app answers JSON; anything else is a bug to report per request
-                return _result(request.custom_id, None, None, "", {"code": "internal_error",
-                                                                   "message": f"{type(exc).__name__}: {exc}"})
+                return request_result(request.custom_id, None, None, "", {
+                    "code": "internal_error", "message": f"{type(exc).__name__}: {exc}"})
+            result = request_result(request.custom_id, reply.status_code, body, reply.headers.get("x-request-id", ""),
+                                    None)
+            if reply.status_code not in (429, 503) or _is_final_refusal(reply.headers, body):
+                return result
             try:
                 wait_s = max(0.1, float(reply.headers.get("retry-after", "1")))
             except ValueError:
                 wait_s = 1.0
-            if reply.status_code in (429, 503) and self.clock() + wait_s < batch.expires_at \
-                    and batch.id not in self._cancelled and not _is_quota_refusal(body):
-                await asyncio.sleep(min(wait_s, MAX_RETRY_WAIT_S))
-                continue
-            return _result(request.custom_id, reply.status_code, body, reply.headers.get("x-request-id", ""), None)
+            if batch.id in self._cancelled or self.clock() + wait_s >= batch.expires_at:
+                return result
+            await self._wait_unless_cancelled(batch.id, min(wait_s, MAX_RETRY_WAIT_S))
+            if batch.id in self._cancelled:   # cancelled while it waited: its last answer is its result
+                return result
 
-    async def _fail(self, batch: Batch, code: str, message: str) -> None:
-        batch.errors = [{"code": code, "message": message, "param": None, "line": None}]
-        batch.moved_to("failed", self.clock())
-        await self.store.put(batch)
-        await self.store.drop_results(batch.id)
-        log.warning("batch %s failed: %s", batch.id, message)
+    async def _wait_unless_cancelled(self, batch_id: str, wait_s: float) -> None:
+        try:
+            await asyncio.wait_for(self._wakers[batch_id].wait(), wait_s)
+        except asyncio.TimeoutError:
+            pass
 
-    async def _finish(self, batch: Batch, results: list[dict], unsent: list[BatchRequest]) -> None:
-        """Write the output and error files of `results` and end the batch; `unsent` are
-        its requests without a result."""
-        final = "cancelled" if batch.id in self._cancelled else "completed"
+    async def _requests_to_go_on(self, batch: Batch) -> list[BatchRequest] | None:
+        """The requests of a batch that goes on here (after a restart, or cancelled while
+        not running); None when it cannot and has ended `failed`, with the files of what
+        finished. A cancelled one needs none: it ends with what finished."""
+        try:
+            data = await self.files.read(batch.tenant, batch.input_file_id)
+        except ApiError as error:
+            if error.status != 404:
+                raise
+            if batch.id in self._cancelled:
+                return []
+            await self._fail(batch, [{"code": "input_file_missing", "message": f"The input file "
+                                      f"{batch.input_file_id} was deleted before the batch finished; its requests "
+                                      "without a result cannot run.", "param": None, "line": None}])
+            return None
+        requests, errors = await asyncio.to_thread(batch_requests, data, batch.endpoint)
+        if errors and batch.id not in self._cancelled:   # a check added since the batch began refuses its file
+            await self._fail(batch, errors)
+            return None
+        return requests
+
+    async def _fail(self, batch: Batch, errors: list[dict]) -> None:
+        """End the batch `failed` with `errors`, and the output and error files of the
+        results it has."""
+        log.warning("batch %s failed: %s", batch.id, errors[0]["message"])
+        await self._finish(batch, await self.store.results(batch.id), [], errors)
+
+    async def _finish(self, batch: Batch, results: list[dict], unsent: list[BatchRequest],
+                      errors: list[dict] | None = None) -> None:
+        """Write the output and error files of `results` and end the batch (`failed` with
+        `errors` when given); `unsent` are its requests without a result."""
+        final = "failed" if errors is not None else "cancelled" if batch.id in self._cancelled else "completed"
         if unsent and final == "completed":   # `_run` sends every request unless the window passed
             final = "expired"
             log.warning("batch %s expired with %d of its %d requests not sent", batch.id, len(unsent), batch.total)
-            results += [_result(request.custom_id, None, None, "", {
+            results += [request_result(request.custom_id, None, None, "", {
                 "code": "batch_expired", "message": "This request could not be executed before the completion window "
                 "expired."}) for request in unsent]
         batch.moved_to("finalizing", self.clock())
         await self.store.put(batch)
-        succeeded = [result for result in results if _succeeded(result)]
-        failed = [result for result in results if not _succeeded(result)]
-        if succeeded:
-            batch.output_file_id = (await self.files.add_bytes(
-                batch.tenant, f"{batch.id}_output.jsonl", "batch_output", _jsonl(succeeded),
-                batch.output_expires_after_s)).id
-        if failed:
-            batch.error_file_id = (await self.files.add_bytes(
-                batch.tenant, f"{batch.id}_error.jsonl", "batch_output", _jsonl(failed),
-                batch.output_expires_after_s)).id
-        batch.completed, batch.failed = len(succeeded), len(failed)
-        batch.usage = summed_usage(succeeded)
+        written = [written_form(result) for result in results]   # as in the results file, or its error
+        answered = [result for result, _ in written if succeeded(result)]
+        batch.output_file_id = await self._results_file(batch, "output", [
+            line for result, line in written if succeeded(result)])
+        batch.error_file_id = await self._results_file(batch, "error", [
+            line for result, line in written if not succeeded(result)])
+        if errors is not None:
+            batch.errors = errors
+        batch.completed, batch.failed = len(answered), len(written) - len(answered)
+        batch.usage = summed_usage(answered)
         batch.moved_to(final, self.clock())
         await self.store.put(batch)
         await self.store.drop_results(batch.id)
         self._cancelled.discard(batch.id)
+
+    async def _results_file(self, batch: Batch, kind: str, lines: list[bytes]) -> str | None:
+        """The id of a new `batch_output` file of `lines`; None (no file) without lines."""
+        if not lines:
+            return None
+        return (await self.files.add_bytes(batch.tenant, f"{batch.id}_{kind}.jsonl", "batch_output", b"".join(lines),
+                                           batch.output_expires_after_s)).id

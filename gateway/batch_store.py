@@ -4,7 +4,13 @@ JSON-lines file each, as they finish, so a restarted gateway goes on where it st
 Invariants:
 - a batch is found only by the tenant that made it (another tenant's ids read as unknown);
 - a request's result is appended once it is known, and read back whole: after a restart
-  the requests with a result are not sent again;
+  the requests with a result are not sent again; a line cut short (the process died
+  while writing it) reads as no result, and the next result still starts a line of its own;
+- every result written is one line of JSON in UTF-8 (`written_form`): a result that has
+  no such form is written as that request's error result, so no one request's result can
+  stop its batch;
+- a tenant's batches are listed in the order they were made (`seq`, rising per tenant,
+  kept when a batch's record is rewritten), newest first by default;
 - the event loop never touches the disk: every call runs on the store's one thread, in
   the order made; with `root` None everything is kept in memory and a temporary
   directory (made on first use, removed at `close()`), lost at a restart.
@@ -12,6 +18,7 @@ Invariants:
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -19,6 +26,8 @@ from pathlib import Path
 
 from cache.sqlite_file import SqliteFile
 from gateway.errors import ApiError
+from gateway.file_store import next_seq, number_unnumbered
+from gateway.ids import random_hex
 from gateway.list_page import ListPage
 from gateway.store_thread import StoreThread, TemporaryRoot
 
@@ -28,10 +37,12 @@ CREATE TABLE IF NOT EXISTS batches (
     id TEXT NOT NULL,
     created_at INTEGER NOT NULL,
     record TEXT NOT NULL,
+    seq INTEGER,
     PRIMARY KEY (tenant, id)
 );
 CREATE INDEX IF NOT EXISTS batches_by_time ON batches (tenant, created_at);
 """
+ADDED_COLUMNS = (("batches", "seq", "INTEGER"),)   # not in the first version's batches
 UNFINISHED = ("validating", "in_progress", "finalizing", "cancelling")
 TIMES = ("in_progress_at", "finalizing_at", "completed_at", "failed_at", "expired_at", "cancelling_at",
          "cancelled_at")
@@ -39,6 +50,55 @@ TIMES = ("in_progress_at", "finalizing_at", "completed_at", "failed_at", "expire
 
 def batch_not_found(batch_id: str) -> ApiError:
     return ApiError(404, f"No batch found with id '{batch_id}'.", "invalid_request_error", "not_found", "batch_id")
+
+
+def request_result(custom_id: str, status: int | None, body: object, request_id: str, error: dict | None) -> dict:
+    """One request's line of a batch's output or error file, as OpenAI writes it."""
+    return {"id": f"batch_req_{random_hex(32)}", "custom_id": custom_id,
+            "response": None if status is None else {"status_code": status, "request_id": request_id, "body": body},
+            "error": error}
+
+
+def written_form(result: dict) -> tuple[dict, bytes]:
+    """`result` as written: itself and its JSON line in UTF-8, or, when it has none (a
+    string with an unpaired surrogate, a number past what JSON holds), that request's
+    `unwritable_result` error and its line (ASCII: any `custom_id` can be escaped)."""
+    try:
+        return result, (json.dumps(result, ensure_ascii=False) + "\n").encode()
+    except (ValueError, TypeError, RecursionError) as exc:   # UnicodeEncodeError is a ValueError
+        error = request_result(result.get("custom_id"), None, None, "", {
+            "code": "unwritable_result", "message": f"This request's result could not be written as JSON in UTF-8 "
+            f"({type(exc).__name__}); it is not kept."})
+        return error, (json.dumps(error) + "\n").encode()
+
+
+def succeeded(result: dict) -> bool:
+    """Whether a request's result is a 2xx answer (its line goes to the output file)."""
+    return result["response"] is not None and 200 <= result["response"]["status_code"] < 300
+
+
+def _count(value: object) -> int:
+    """A token count as an answer gives it; anything but a whole number (an upstream's
+    null, string or float) counts 0, so no one answer can stop its batch's finish."""
+    return value if type(value) is int and value >= 0 else 0
+
+
+def summed_usage(results: list[dict]) -> dict:
+    """The token usage of `results` as the Batch API reports it, from each body's own
+    (`prompt_tokens` / `completion_tokens`, or the Responses API's `input_tokens` /
+    `output_tokens`)."""
+    total = {"input": 0, "output": 0, "cached": 0}
+    for result in results:
+        usage = result["response"]["body"].get("usage") if isinstance(result["response"]["body"], dict) else None
+        if not isinstance(usage, dict):
+            continue
+        total["input"] += _count(usage.get("prompt_tokens", usage.get("input_tokens")))
+        total["output"] += _count(usage.get("completion_tokens", usage.get("output_tokens")))
+        details = usage.get("prompt_tokens_details") or usage.get("input_tokens_details")
+        total["cached"] += _count(details.get("cached_tokens")) if isinstance(details, dict) else 0
+    return {"input_tokens": total["input"], "input_tokens_details": {"cached_tokens": total["cached"]},
+            "output_tokens": total["output"], "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": total["input"] + total["output"]}
 
 
 @dataclass(slots=True)
@@ -86,7 +146,10 @@ class BatchStore:
         self._root = root
         self._temporary = TemporaryRoot("stepahead-batches-") if root is None else None
         self.clock = clock
-        self._file = SqliteFile(None if root is None else root / "batches.sqlite3", "the batch index", SCHEMA)
+        # NOTE: rows of the first version were rewritten with INSERT OR REPLACE (a new rowid
+        # each time): `created_at, id` is their best guess of creation order
+        self._file = SqliteFile(None if root is None else root / "batches.sqlite3", "the batch index", SCHEMA,
+                                ADDED_COLUMNS, migrate=lambda db: number_unnumbered(db, "batches", "created_at, id"))
         self._thread = StoreThread("stepahead-batches", "the batch store")
 
     @property
@@ -94,49 +157,64 @@ class BatchStore:
         return (self._root if self._temporary is None else self._temporary.path) / "batch_results"
 
     def _put(self, batch: Batch) -> None:
-        self._file.change("INSERT OR REPLACE INTO batches (tenant, id, created_at, record) VALUES (?, ?, ?, ?)",
-                          (batch.tenant, batch.id, batch.created_at, json.dumps(asdict(batch), ensure_ascii=False)))
+        self._file.change("INSERT INTO batches (tenant, id, created_at, record, seq) VALUES (?, ?, ?, ?, "
+                          f"{next_seq('batches')}) ON CONFLICT (tenant, id) DO UPDATE SET record = excluded.record",
+                          (batch.tenant, batch.id, batch.created_at, json.dumps(asdict(batch), ensure_ascii=False),
+                           batch.tenant))
 
-    def _get(self, tenant: str, batch_id: str) -> Batch:
-        rows = self._file.rows("SELECT record FROM batches WHERE tenant = ? AND id = ?", (tenant, batch_id))
+    def _row(self, tenant: str, batch_id: str) -> tuple[int, Batch]:
+        rows = self._file.rows("SELECT seq, record FROM batches WHERE tenant = ? AND id = ?", (tenant, batch_id))
         if not rows:
             raise batch_not_found(batch_id)
-        return Batch(**json.loads(rows[0][0]))
+        return rows[0][0], Batch(**json.loads(rows[0][1]))
+
+    def _get(self, tenant: str, batch_id: str) -> Batch:
+        return self._row(tenant, batch_id)[1]
 
     def _list(self, tenant: str, page: ListPage) -> tuple[list[Batch], bool]:
         where, args = "tenant = ?", [tenant]
+        order = "ASC" if page.order == "asc" else "DESC"
         if page.after is not None:
             try:
-                after = self._get(tenant, page.after)
+                after_seq = self._row(tenant, page.after)[0]
             except ApiError:
                 raise page.unknown_after("batch") from None
-            where += " AND (created_at, id) < (?, ?)"
-            args += [after.created_at, after.id]
-        rows = self._file.rows(f"SELECT record FROM batches WHERE {where} ORDER BY created_at DESC, id DESC LIMIT ?",
+            where += f" AND seq {'>' if order == 'ASC' else '<'} ?"
+            args.append(after_seq)
+        rows = self._file.rows(f"SELECT record FROM batches WHERE {where} ORDER BY seq {order} LIMIT ?",
                                (*args, page.limit + 1))
         return [Batch(**json.loads(row[0])) for row in rows[:page.limit]], len(rows) > page.limit
 
     def _unfinished(self) -> list[Batch]:
-        rows = self._file.rows("SELECT record FROM batches ORDER BY created_at")
+        rows = self._file.rows("SELECT record FROM batches ORDER BY created_at, seq")
         return [batch for batch in (Batch(**json.loads(row[0])) for row in rows) if batch.status in UNFINISHED]
 
-    def _append_results(self, batch_id: str, results: list[dict]) -> None:
+    def _append_results(self, batch_id: str, results: list[dict]) -> list[dict]:
+        kept, lines = zip(*map(written_form, results)) if results else ((), ())
         self.results_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.results_dir / f"{batch_id}.jsonl", "a", encoding="utf-8") as out:
-            out.write("".join(json.dumps(result, ensure_ascii=False) + "\n" for result in results))
+        with open(self.results_dir / f"{batch_id}.jsonl", "a+b") as out:
+            if out.seek(0, os.SEEK_END) > 0:
+                out.seek(-1, os.SEEK_END)
+                if out.read(1) != b"\n":   # a line cut short: ended here, so the next line stays whole
+                    out.write(b"\n")
+            out.write(b"".join(lines))
+        return list(kept)
 
     def _results(self, batch_id: str) -> list[dict]:
-        """The results appended so far; a last line cut short (the process died while
-        writing it) is left out: its request runs again."""
+        """The results appended so far; a line cut short (the process died while writing
+        it) is left out, even mid-character: its request runs again. NOTE: split at "\n"
+        alone: JSON leaves U+2028 and U+0085 unescaped, and str.splitlines splits at them."""
         path = self.results_dir / f"{batch_id}.jsonl"
         if not path.exists():
             return []
         results = []
-        for line in path.read_text(encoding="utf-8").splitlines():
+        for line in path.read_bytes().splitlines():
             try:
-                results.append(json.loads(line))
-            except ValueError:
+                result = json.loads(line)
+            except ValueError:   # UnicodeDecodeError too
                 continue
+            if isinstance(result, dict) and "custom_id" in result:
+                results.append(result)
         return results
 
     def _drop_results(self, batch_id: str) -> None:
@@ -154,8 +232,9 @@ class BatchStore:
     async def unfinished(self) -> list[Batch]:
         return await self._thread.call(self._unfinished)
 
-    async def append_results(self, batch_id: str, results: list[dict]) -> None:
-        await self._thread.call(self._append_results, batch_id, results)
+    async def append_results(self, batch_id: str, results: list[dict]) -> list[dict]:
+        """Append `results`; returns them as written (`written_form`)."""
+        return await self._thread.call(self._append_results, batch_id, results)
 
     async def results(self, batch_id: str) -> list[dict]:
         return await self._thread.call(self._results, batch_id)

@@ -63,8 +63,8 @@ async def create_batch(request: Request, state: GatewayState, tenant: str) -> Re
 
 @tenant_endpoint
 async def list_batches(request: Request, state: GatewayState, tenant: str) -> Response:
-    """GET /v1/batches: the tenant's batches, newest first (`limit` 1-100, default 20;
-    `after` a batch id)."""
+    """GET /v1/batches: the tenant's batches in the order they were made (`order` "desc",
+    newest first, the default, or "asc"; `limit` 1-100, default 20; `after` a batch id)."""
     page = list_page(request.query_params)
     batches, has_more = await state.batches.store.list(tenant, page)
     return JSONResponse(listed([state.batches.current(batch).as_object() for batch in batches], has_more))

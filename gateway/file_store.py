@@ -9,10 +9,13 @@ Invariants:
   its bytes, and removed before them; a file's bytes never change;
 - the event loop never touches the disk: every call runs on the store's one thread;
 - `root` None keeps the files in a temporary directory (made on first use), removed at
-  `close()`.
+  `close()`;
+- a tenant's files are listed in the order they were made (`seq`, rising per tenant):
+  whole-second `created_at` and random ids cannot order files made in one second.
 """
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,6 +23,7 @@ from pathlib import Path
 from typing import IO
 
 from cache.sqlite_file import SqliteFile
+from cache.sqlite_transaction import transaction
 from gateway.errors import ApiError, body_too_large, invalid_request
 from gateway.ids import random_hex
 from gateway.list_page import ListPage
@@ -34,11 +38,12 @@ CREATE TABLE IF NOT EXISTS files (
     filename TEXT NOT NULL,
     purpose TEXT NOT NULL,
     expires_at INTEGER,
+    seq INTEGER,
     PRIMARY KEY (tenant, id)
 );
 CREATE INDEX IF NOT EXISTS files_by_time ON files (tenant, created_at);
 """
-ADDED_COLUMNS = (("files", "expires_at", "INTEGER"),)   # not in the first version's files
+ADDED_COLUMNS = (("files", "expires_at", "INTEGER"), ("files", "seq", "INTEGER"))   # not in the first version's files
 COLUMNS = "id, bytes, created_at, filename, purpose, expires_at"
 PURPOSES = ("batch", "batch_output", "user_data", "assistants", "assistants_output", "fine-tune", "vision", "evals")
 MIN_EXPIRY_S, MAX_EXPIRY_S = 3600, 30 * 24 * 3600
@@ -76,13 +81,33 @@ def checked_expires_after(value: object, param: str) -> int:
     return seconds
 
 
+def next_seq(table: str) -> str:
+    """SQL for the `seq` of a row `table` gets now: one past its tenant's (the argument's)
+    last. NOTE: one statement, so two gateways on one file never give the same number."""
+    return f"(SELECT COALESCE(MAX(seq), 0) + 1 FROM {table} WHERE tenant = ?)"
+
+
+def number_unnumbered(db: sqlite3.Connection, table: str, old_order: str) -> None:
+    """Give each row of `table` that has no `seq` (made before the column existed) one, in
+    `old_order`, after its tenant's numbered rows; then index (tenant, seq). Idempotent."""
+    with transaction(db, "BEGIN IMMEDIATE"):
+        rows = db.execute(f"SELECT rowid, tenant FROM {table} WHERE seq IS NULL ORDER BY {old_order}").fetchall()
+        if rows:
+            last = dict(db.execute(f"SELECT tenant, COALESCE(MAX(seq), 0) FROM {table} GROUP BY tenant"))
+            for rowid, tenant in rows:
+                last[tenant] += 1
+                db.execute(f"UPDATE {table} SET seq = ? WHERE rowid = ?", (last[tenant], rowid))
+        db.execute(f"CREATE INDEX IF NOT EXISTS {table}_by_seq ON {table} (tenant, seq)")
+
+
 class FileStore:
     def __init__(self, root: Path | None, clock: Callable[[], float] = time.time) -> None:
         self._root = root
         self._temporary = TemporaryRoot("stepahead-files-") if root is None else None
         self.clock = clock
+        # NOTE: a file's row is never replaced, so rowid is the order old rows were made in
         self._file = SqliteFile(None if root is None else root / "files.sqlite3", "the file index", SCHEMA,
-                                ADDED_COLUMNS)
+                                ADDED_COLUMNS, migrate=lambda db: number_unnumbered(db, "files", "rowid"))
         self._thread = StoreThread("stepahead-files", "the file store")
 
     @property
@@ -104,8 +129,9 @@ class FileStore:
             now = int(self.clock())
             stored = StoredFile(file_id, num_bytes, now, filename, purpose,
                                 None if expires_after_s is None else now + expires_after_s)
-            self._file.change(f"INSERT INTO files (tenant, {COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                              (tenant, file_id, num_bytes, now, filename, purpose, stored.expires_at))
+            self._file.change(f"INSERT INTO files (tenant, {COLUMNS}, seq) VALUES (?, ?, ?, ?, ?, ?, ?, "
+                              f"{next_seq('files')})",
+                              (tenant, file_id, num_bytes, now, filename, purpose, stored.expires_at, tenant))
         except BaseException:
             path.unlink(missing_ok=True)
             raise
@@ -124,12 +150,16 @@ class FileStore:
         return "(expires_at IS NULL OR expires_at > ?)", int(self.clock())
 
     def _get(self, tenant: str, file_id: str) -> StoredFile:
+        return StoredFile(*self._row(tenant, file_id)[1:])
+
+    def _row(self, tenant: str, file_id: str) -> tuple:
+        """(seq, *the StoredFile's fields) of the tenant's live file, else a 404."""
         live, now = self._live()
-        rows = self._file.rows(f"SELECT {COLUMNS} FROM files WHERE tenant = ? AND id = ? AND {live}",
+        rows = self._file.rows(f"SELECT seq, {COLUMNS} FROM files WHERE tenant = ? AND id = ? AND {live}",
                                (tenant, file_id, now))
         if not rows:
             raise file_not_found(file_id)
-        return StoredFile(*rows[0])
+        return rows[0]
 
     def _delete(self, tenant: str, file_id: str) -> None:
         if self._file.change("DELETE FROM files WHERE tenant = ? AND id = ?", (tenant, file_id)) == 0:
@@ -145,13 +175,13 @@ class FileStore:
         order = "ASC" if page.order == "asc" else "DESC"
         if page.after is not None:
             try:
-                after = self._get(tenant, page.after)
+                after_seq = self._row(tenant, page.after)[0]
             except ApiError:
                 raise page.unknown_after("file") from None
-            where += f" AND (created_at, id) {'>' if order == 'ASC' else '<'} (?, ?)"
-            args += [after.created_at, after.id]
-        rows = self._file.rows(f"SELECT {COLUMNS} FROM files WHERE {where} "
-                               f"ORDER BY created_at {order}, id {order} LIMIT ?", (*args, page.limit + 1))
+            where += f" AND seq {'>' if order == 'ASC' else '<'} ?"
+            args.append(after_seq)
+        rows = self._file.rows(f"SELECT {COLUMNS} FROM files WHERE {where} ORDER BY seq {order} LIMIT ?",
+                               (*args, page.limit + 1))
         return [StoredFile(*row) for row in rows[:page.limit]], len(rows) > page.limit
 
     # --- from the event loop -------------------------------------------------------------

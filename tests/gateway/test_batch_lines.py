@@ -40,3 +40,39 @@ def test_an_empty_file_fails_and_errors_are_capped():
                                                    "param": None, "line": None}])
     _, errors = batch_requests(b"x\n" * (MAX_ERRORS + 50), URL)
     assert len(errors) == MAX_ERRORS
+
+
+def _nested(depth: int) -> object:
+    """A value `depth` arrays deep (json_depth counts it `depth`)."""
+    value: object = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+def test_a_line_past_the_json_checks_of_a_direct_body_is_a_bad_line_not_a_crash():
+    """Known answer: a body nested exactly as deep as a direct request may (MAX_JSON_DEPTH)
+    passes; one level more, a line nested 100,000 deep (past Python's parser), and a lone
+    surrogate anywhere (an escape, or the raw bytes of one) are each `invalid_json_line`."""
+    from agents_trace.json_text import MAX_JSON_DEPTH, json_depth
+
+    deepest_ok = _line("ok", body={"model": "m", "x": _nested(MAX_JSON_DEPTH - 1)})
+    assert json_depth(deepest_ok["body"]) == MAX_JSON_DEPTH
+    requests, errors = batch_requests(_file(deepest_ok), URL)
+    assert errors == [] and [r.custom_id for r in requests] == ["ok"]
+    too_deep = _line("deep", body={"model": "m", "x": _nested(MAX_JSON_DEPTH)})
+    far_too_deep = '{"custom_id": "far", "method": "POST", "url": "%s", "body": {"model": "m", "x": %s%s}}' % (
+        URL, "[" * 100_000, "]" * 100_000)
+    lone_id = json.dumps(_line("bad\ud800id"))   # json.dumps writes the escape "\ud800"
+    lone_body = json.dumps(_line("s", body={"model": "m", "messages": [{"role": "user", "content": "\udfff"}]}))
+    raw_surrogate = b'{"custom_id": "raw\xed\xa0\x80", "method": "POST", "url": "%s", "body": {"model": "m"}}' % (
+        URL.encode())
+    data = _file(deepest_ok, too_deep, far_too_deep, lone_id, lone_body) + b"\n" + raw_surrogate
+    requests, errors = batch_requests(data, URL)
+    assert requests == []
+    assert [(e["line"], e["code"], e["param"]) for e in errors] == [
+        (2, "invalid_json_line", None), (3, "invalid_json_line", None), (4, "invalid_json_line", None),
+        (5, "invalid_json_line", None), (6, "invalid_json_line", None)]
+    assert str(MAX_JSON_DEPTH) in errors[0]["message"] and errors[0]["message"] == errors[1]["message"]
+    assert all("surrogate" in e["message"] for e in errors[2:])
+    assert json.dumps(errors, ensure_ascii=False).encode()   # every message has a UTF-8 form

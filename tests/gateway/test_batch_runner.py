@@ -1,12 +1,14 @@
-"""The batch runner against a stand-in app: requests turned away for now go again, a
-batch past its window expires with the rest in its error file, every request gets one
-result line, and the internal key names the batch's tenant only while it runs."""
+"""The batch runner against a stand-in app: requests turned away for now go again (not
+those the answer says never to retry; a cancel ends the wait), a batch past its window
+expires with the rest in its error file, every request gets one result line (one that
+cannot be written is its error), a batch that cannot go on fails keeping what finished,
+and the internal key names the batch's tenant only while it runs."""
 import asyncio
 import json
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from gateway.auth import KeyRing
@@ -130,3 +132,178 @@ def test_a_batch_whose_input_file_was_deleted_fails_when_it_would_go_on():
 
     found = asyncio.run(main())
     assert found.status == "failed" and found.errors[0]["code"] == "input_file_missing"
+
+
+ENDED = ("completed", "expired", "cancelled", "failed")
+
+
+async def _ended(runner: BatchRunner, batch_id: str, timeout_s: float = 10.0) -> Batch:
+    """The batch once it has ended; fails the test when it has not within `timeout_s`."""
+    deadline_s = asyncio.get_running_loop().time() + timeout_s
+    while (batch := runner.current(await runner.store.get("a", batch_id))).status not in ENDED:
+        assert asyncio.get_running_loop().time() < deadline_s, batch
+        await asyncio.sleep(0.01)
+    return batch
+
+
+async def _lines_of(files: FileStore, file_id: str | None) -> dict[str, dict]:
+    if file_id is None:
+        return {}
+    return {line["custom_id"]: line for line in map(json.loads, (await files.read("a", file_id)).splitlines())}
+
+
+async def _batch_on(chat, data: bytes, concurrency: int = 2, root=None):
+    """A runner on a stand-in app answering chat completions with `chat`, running `data`:
+    (runner, files, batch)."""
+    keys = KeyRing((TenantConfig("a", ()),))
+    files = FileStore(None if root is None else root / "files")
+    runner = BatchRunner(BatchStore(root), files, lambda: keys, concurrency=concurrency)
+    await runner.start(Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])]))
+    upload = await files.add_bytes("a", "in.jsonl", "batch", data)
+    batch = await runner.create(Batch("batch_9", "a", "/v1/chat/completions", upload.id, "24h", 0, 10**10))
+    return runner, files, batch
+
+
+def _close(runner: BatchRunner, files: FileStore) -> None:
+    runner.store.close()
+    files.close()
+
+
+def test_a_429_that_says_never_retry_is_its_requests_result_at_once():
+    """Known answer: c1 is larger than the tenant's tokens per minute (429, `x-should-retry:
+    false`, Retry-After 60): sent once, its 429 in the error file; the others complete."""
+    tries: list[str] = []
+
+    async def chat(request: Request):
+        content = (await request.json())["messages"][0]["content"]
+        tries.append(content)
+        if content == "c1":
+            return JSONResponse({"error": {"message": "Request too large for tenant 'a': it may use 9000 tokens, "
+                                           "above the limit of 600 tokens per minute.", "type": "requests",
+                                           "param": None, "code": "rate_limit_exceeded"}}, status_code=429,
+                                headers={"retry-after": "60", "x-should-retry": "false"})
+        return JSONResponse({"object": "chat.completion"})
+
+    async def main():
+        runner, files, batch = await _batch_on(chat, _lines(3))
+        done = await _ended(runner, batch.id, timeout_s=5)
+        errors = await _lines_of(files, done.error_file_id)
+        _close(runner, files)
+        return done, errors
+
+    done, errors = asyncio.run(main())
+    assert done.status == "completed" and (done.completed, done.failed) == (2, 1)
+    assert sorted(tries) == ["c0", "c1", "c2"]
+    assert errors["r1"]["response"]["status_code"] == 429 and "tokens per minute" in \
+        errors["r1"]["response"]["body"]["error"]["message"]
+
+
+def test_a_cancel_ends_the_wait_before_a_retry_at_once():
+    """Every try is a 429 asking for 30 s: a cancel ends the batch at once, each request's
+    last answer (the 429) its result, none sent again."""
+    tries: list[str] = []
+
+    async def chat(request: Request):
+        tries.append((await request.json())["messages"][0]["content"])
+        return JSONResponse({"error": {"message": "busy", "type": "requests", "param": None,
+                                       "code": "rate_limit_exceeded"}}, status_code=429, headers={"retry-after": "30"})
+
+    async def main():
+        runner, files, batch = await _batch_on(chat, _lines(4))
+        while len(tries) < 2:
+            await asyncio.sleep(0.01)
+        loop = asyncio.get_running_loop()
+        cancelled_s = loop.time()
+        await runner.cancel(batch)
+        done = await _ended(runner, batch.id, timeout_s=5)
+        waited_s = loop.time() - cancelled_s
+        errors = await _lines_of(files, done.error_file_id)
+        _close(runner, files)
+        return done, errors, waited_s
+
+    done, errors, waited_s = asyncio.run(main())
+    assert done.status == "cancelled" and waited_s < 2
+    assert sorted(tries) == ["c0", "c1"] and sorted(errors) == ["r0", "r1"]
+    assert {line["response"]["status_code"] for line in errors.values()} == {429}
+
+
+def test_a_body_with_nan_is_sent_as_a_client_sends_it():
+    """Python's JSON reads NaN and Infinity in a line as in a direct body: the app gets the
+    same values, and its answer is the line's result (not a client-side encoding error)."""
+    line = {"custom_id": "nan", "method": "POST", "url": "/v1/chat/completions",
+            "body": {"model": "m", "temperature": float("nan"), "top_p": float("inf"),
+                     "messages": [{"role": "user", "content": "hi"}]}}
+
+    async def chat(request: Request):
+        body = json.loads(await request.body())
+        assert request.headers["content-type"] == "application/json"
+        return JSONResponse({"object": "chat.completion", "got": [repr(body["temperature"]), repr(body["top_p"])]})
+
+    async def main():
+        runner, files, batch = await _batch_on(chat, json.dumps(line).encode())
+        done = await _ended(runner, batch.id)
+        output = await _lines_of(files, done.output_file_id)
+        _close(runner, files)
+        return done, output
+
+    done, output = asyncio.run(main())
+    assert done.status == "completed" and output["nan"]["response"]["body"]["got"] == ["nan", "inf"]
+
+
+def test_an_answer_that_cannot_be_written_is_its_requests_error_and_the_batch_goes_on():
+    """c1's answer holds an unpaired surrogate (no UTF-8 form): its result is the
+    `unwritable_result` error, and the batch completes with every other result."""
+    async def chat(request: Request):
+        content = (await request.json())["messages"][0]["content"]
+        text = b'"\\ud800"' if content == "c1" else b'"fine"'
+        return Response(b'{"object": "chat.completion", "text": %s}' % text, media_type="application/json")
+
+    async def main():
+        runner, files, batch = await _batch_on(chat, _lines(4))
+        done = await _ended(runner, batch.id)
+        output, errors = await _lines_of(files, done.output_file_id), await _lines_of(files, done.error_file_id)
+        _close(runner, files)
+        return done, output, errors
+
+    done, output, errors = asyncio.run(main())
+    assert done.status == "completed" and (done.completed, done.failed) == (3, 1)
+    assert sorted(output) == ["r0", "r2", "r3"] and errors["r1"]["error"]["code"] == "unwritable_result"
+
+
+def test_a_batch_that_cannot_go_on_fails_with_the_files_of_what_finished(tmp_path):
+    """After a restart, batch_3's input file is gone and batch_4's fails a check added since
+    (a lone-surrogate custom_id): each ends `failed` with its error, and the results it
+    had (one 200, one 404) are in its output and error files, not dropped."""
+    async def main():
+        keys = KeyRing((TenantConfig("a", ()),))
+        files, store = FileStore(tmp_path / "files"), BatchStore(tmp_path)
+        bad = (await files.add_bytes("a", "in.jsonl", "batch", _lines(2) + b"\n" + json.dumps(
+            {"custom_id": "x\ud800", "method": "POST", "url": "/v1/chat/completions", "body": {"model": "m"}}
+        ).encode())).id
+        for batch_id, file_id in (("batch_3", "file-gone"), ("batch_4", bad)):
+            await store.put(Batch(batch_id, "a", "/v1/chat/completions", file_id, "24h", 0, 10**10,
+                                  status="in_progress", total=3, completed=1, failed=1))
+            await store.append_results(batch_id, [
+                {"id": "batch_req_1", "custom_id": "r0", "error": None,
+                 "response": {"status_code": 200, "request_id": "q0", "body": {"object": "chat.completion"}}},
+                {"id": "batch_req_2", "custom_id": "r1", "error": None,
+                 "response": {"status_code": 404, "request_id": "q1", "body": {"error": {"code": "not_found"}}}}])
+        runner = BatchRunner(store, files, lambda: keys, concurrency=2)
+        await runner.start(Starlette())
+        found = {}
+        for batch_id in ("batch_3", "batch_4"):
+            done = await _ended(runner, batch_id)
+            found[batch_id] = (done, await _lines_of(files, done.output_file_id),
+                               await _lines_of(files, done.error_file_id))
+        left = sorted(p.name for p in store.results_dir.iterdir())
+        store.close()
+        files.close()
+        return found, left
+
+    found, left = asyncio.run(main())
+    for batch_id, code in (("batch_3", "input_file_missing"), ("batch_4", "invalid_json_line")):
+        done, output, errors = found[batch_id]
+        assert done.status == "failed" and done.errors[0]["code"] == code and done.times["failed_at"]
+        assert (done.total, done.completed, done.failed) == (3, 1, 1)
+        assert list(output) == ["r0"] and list(errors) == ["r1"]
+    assert left == []   # the results are in the files now

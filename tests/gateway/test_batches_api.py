@@ -246,3 +246,59 @@ def test_batch_requests_run_flex_on_local_models_unless_their_line_names_a_tier(
     answer = httpx.post(f"{gateway.base_url}/v1/chat/completions", json=lines[0]["body"],
                         headers={**gateway.headers("alpha"), "x-stepahead-batch": "batch_x"})
     assert answer.json()["service_tier"] == "default"
+
+
+def test_a_line_nested_too_deep_or_holding_a_lone_surrogate_fails_its_batch_not_the_gateway(client):
+    deep = (b'{"custom_id": "deep", "method": "POST", "url": "/v1/chat/completions", "body": {"model": "tiny", "x": '
+            + b"[" * 100_000 + b"]" * 100_000 + b"}}")
+    lone = json.dumps(_chat_line("bad\ud800id")).encode()   # the escape "\ud800"
+    upload = client.files.create(file=("odd.jsonl", b"\n".join([deep, _jsonl([_chat_line("fine")]), lone])),
+                                 purpose="batch")
+    batch = client.batches.create(input_file_id=upload.id, endpoint="/v1/chat/completions", completion_window="24h")
+    assert batch.status == "failed" and batch.output_file_id is None
+    assert [(e.line, e.code) for e in batch.errors.data] == [(1, "invalid_json_line"), (3, "invalid_json_line")]
+    assert client.batches.retrieve(batch.id).status == "failed"
+
+
+def test_a_batch_line_with_nan_answers_as_the_same_body_sent_directly(client, gateway):
+    body = {**_chat_line("nan")["body"], "temperature": float("nan")}
+    direct = httpx.post(f"{gateway.base_url}/v1/chat/completions", content=json.dumps(body),
+                        headers={**gateway.headers("alpha"), "content-type": "application/json"})
+    upload = client.files.create(file=("nan.jsonl", json.dumps({**_chat_line("nan"), "body": body}).encode()),
+                                 purpose="batch")
+    done = _finished(client, client.batches.create(input_file_id=upload.id, endpoint="/v1/chat/completions",
+                                                   completion_window="24h").id)
+    [line] = _results(client, done.error_file_id or done.output_file_id).values()
+    assert line["error"] is None and line["response"]["status_code"] == direct.status_code == 400
+    assert line["response"]["body"]["error"]["param"] == direct.json()["error"]["param"] == "temperature"
+
+
+def test_a_request_past_the_tenants_tokens_per_minute_is_its_result_at_once(gateway):
+    """It can never be admitted (429, `x-should-retry: false`): not retried until the window ends."""
+    tpm = openai.OpenAI(base_url=f"{gateway.base_url}/v1", api_key=KEYS["tpm"], max_retries=0)
+    upload = tpm.files.create(file=("big.jsonl", _jsonl([_chat_line("big", max_tokens=700)])), purpose="batch")
+    done = _finished(tpm, tpm.batches.create(input_file_id=upload.id, endpoint="/v1/chat/completions",
+                                             completion_window="24h").id, timeout_s=20)
+    assert done.status == "completed" and (done.request_counts.completed, done.request_counts.failed) == (0, 1)
+    [line] = _results(tpm, done.error_file_id).values()
+    assert line["response"]["status_code"] == 429
+    assert "tokens per minute" in line["response"]["body"]["error"]["message"]
+
+
+def test_files_and_batches_list_in_the_order_made_within_a_second_both_ways(client, gateway):
+    made = [client.files.create(file=(f"f{n}.jsonl", _jsonl([_chat_line("a"), _chat_line("a")])), purpose="batch").id
+            for n in range(4)]
+    assert [f.id for f in client.files.list(limit=4).data] == made[::-1]   # .data: iterating pages on
+    assert [client.files.list(limit=1).data[0].id] == made[-1:]
+    assert [f.id for f in client.files.list(limit=3, order="asc", after=made[0]).data] == made[1:]
+    batches = [client.batches.create(input_file_id=file_id, endpoint="/v1/chat/completions",
+                                     completion_window="24h").id for file_id in made]   # each fails at once
+    assert [b.id for b in client.batches.list(limit=4).data] == batches[::-1]
+    page = client.batches.list(limit=2, after=batches[-1])
+    assert [b.id for b in page.data] == batches[1:3][::-1] and page.has_more
+    listed = httpx.get(f"{gateway.base_url}/v1/batches", headers=gateway.headers("alpha"),
+                       params={"order": "asc", "after": batches[0], "limit": 3}).json()
+    assert [b["id"] for b in listed["data"]] == batches[1:]
+    sideways = httpx.get(f"{gateway.base_url}/v1/batches", headers=gateway.headers("alpha"),
+                         params={"order": "sideways"})
+    assert sideways.status_code == 400 and sideways.json()["error"]["param"] == "order"

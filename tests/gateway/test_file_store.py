@@ -1,4 +1,4 @@
-"""The Files API's store: bytes on disk, records per tenant, pages by creation."""
+"""The Files API's store: bytes on disk, records per tenant, pages in the order made."""
 import asyncio
 import io
 import itertools
@@ -114,3 +114,57 @@ def test_a_file_index_of_the_first_version_gets_the_expiry_column_and_keeps_its_
 
     asyncio.run(main())
     store.close()
+
+
+def test_files_made_in_one_second_list_in_the_order_made_and_pages_agree():
+    """Known answer: six files at the same created_at list newest first exactly (random ids
+    cannot order them), oldest first with `order=asc`, and pages of two walk the same list."""
+    store = FileStore(None, clock=lambda: 1000.0)
+
+    async def main():
+        made = [(await store.add_bytes("a", f"f{n}.txt", "user_data", b"x")).id for n in range(6)]
+        await store.add_bytes("b", "theirs.txt", "user_data", b"x")
+        newest = [f.id for f in (await store.list("a", None, ListPage(limit=100)))[0]]
+        oldest = [f.id for f in (await store.list("a", None, ListPage(limit=100, order="asc")))[0]]
+        pages = {}
+        for order in ("desc", "asc"):
+            walked, after = [], None
+            while True:
+                page, more = await store.list("a", None, ListPage(limit=2, order=order, after=after))
+                walked += [f.id for f in page]
+                if not more:
+                    break
+                after = page[-1].id
+            pages[order] = walked
+        await store.delete("a", made[-1])
+        later = (await store.add_bytes("a", "later.txt", "user_data", b"x")).id
+        [first], _ = await store.list("a", None, ListPage(limit=1))
+        return made, newest, oldest, pages, later, first.id
+
+    made, newest, oldest, pages, later, first = asyncio.run(main())
+    store.close()
+    assert newest == pages["desc"] == made[::-1] and oldest == pages["asc"] == made
+    assert first == later   # made after the newest was deleted: still listed first
+
+
+def test_a_file_index_without_numbers_numbers_its_files_in_the_order_they_were_made(tmp_path):
+    import sqlite3
+    root = tmp_path / "files"
+    root.mkdir()
+    db = sqlite3.connect(root / "files.sqlite3")
+    db.executescript("""CREATE TABLE files (tenant TEXT NOT NULL, id TEXT NOT NULL, bytes INTEGER NOT NULL,
+        created_at INTEGER NOT NULL, filename TEXT NOT NULL, purpose TEXT NOT NULL, expires_at INTEGER,
+        PRIMARY KEY (tenant, id));""")
+    for file_id in ("file-c", "file-a", "file-b"):   # made in this order, in one second
+        db.execute("INSERT INTO files VALUES ('a', ?, 1, 5, 'x.txt', 'user_data', NULL)", (file_id,))
+    db.commit()
+    db.close()
+    store = FileStore(root, clock=lambda: 5.0)
+
+    async def main():
+        new = await store.add_bytes("a", "new.txt", "user_data", b"n")
+        return new.id, [f.id for f in (await store.list("a", None, ListPage()))[0]]
+
+    new_id, listed = asyncio.run(main())
+    store.close()
+    assert listed == [new_id, "file-b", "file-a", "file-c"]
