@@ -97,17 +97,28 @@ def _finished(event: FinishEvent, finish_reason: str | None = None) -> Finished:
                     worker=event.worker_id or "local", ttft_s=event.ttft_s)
 
 
+def _cut_short(call: LocalCall, num_completion_tokens: int,
+               first: tuple[str, int | None, float] | None) -> Finished:
+    """How a reply stopped before its engine request finished ends: "length", with the
+    worker, cached tokens and TTFT of the request's first event."""
+    worker, num_cached, ttft_s = first or ("local", 0, None)
+    num_prompt = len(call.prompt_token_ids)
+    return Finished("length", Usage(num_prompt, num_completion_tokens, min(num_cached or 0, num_prompt)),
+                    worker=worker, ttft_s=ttft_s)
+
+
 async def run_free(engine, prepared: Prepared, call: LocalCall) -> AsyncIterator[ChatEvent]:
     """The model's reply as it streams; it finishes as "tool_calls" when it made any and
     did not run out of tokens (`reply_finish_reason`). A call whose arguments fail its
     tool's schema is repaired (`tool_forcing.held_to_schema`) within what is left of
-    `max_tokens` when the call is read (the reply may go on after it, so the total can pass
-    `max_tokens` by what follows); usage counts those generations too."""
+    `max_tokens` when the call is read; usage counts those generations too, and once the
+    reply and its repairs have used `max_tokens` the reply stops there ("length")."""
     item = WorkItem(prepared.request_id, prepared.tenant, call.prompt_token_ids, call.sampling,
                     call.session, flex=call.flex)
     parser = ToolCallStreamParser(call.tool_names) if call.tool_names is not None else None
     num_calls, num_tokens = 0, 0
     repairs: Continuations | None = None
+    started_s, first = time.perf_counter(), None   # the first event's (worker, cached tokens, TTFT)
 
     async def checked(name: str, arguments: str) -> str:
         nonlocal repairs
@@ -141,6 +152,8 @@ async def run_free(engine, prepared: Prepared, call: LocalCall) -> AsyncIterator
                     echo_text = None
                 if isinstance(event, TokenEvent):
                     num_tokens += len(event.token_ids)
+                    if first is None and event.worker_id is not None:
+                        first = (event.worker_id, event.num_cached_tokens, time.perf_counter() - started_s)
                     if event.logprobs:
                         scored.extend(token_choices(engine.tokenizer, event.logprobs))
                     if not event.text:
@@ -151,6 +164,12 @@ async def run_free(engine, prepared: Prepared, call: LocalCall) -> AsyncIterator
                         continue
                     for out in await convert(parser.feed(event.text)):
                         yield out
+                    spent = num_tokens + (repairs.usage.num_completion_tokens if repairs is not None else 0)
+                    if repairs is not None and spent >= call.sampling.max_tokens:
+                        for out in await convert(parser.finish()):   # the budget is spent: the reply ends here
+                            yield out
+                        yield _cut_short(call, spent, first)
+                        return
                 else:
                     for out in await convert(parser.finish() if parser is not None else []):
                         yield out

@@ -41,8 +41,9 @@ class ScriptedEngine:
             text = text[:min(ends)] if ends else text
         text = text[:item.sampling.max_tokens]
         self.num_sent.append(len(text))
-        for char in text:
-            yield TokenEvent(item.request_id, [ord(char)], char)
+        for index, char in enumerate(text):   # the first event names the worker, as a worker's does
+            yield TokenEvent(item.request_id, [ord(char)], char, worker_id="w0" if index == 0 else None,
+                             num_cached_tokens=len(PROMPT) if index == 0 else None)
         yield FinishEvent(item.request_id, "stop", len(item.prompt_token_ids), 0, len(text), 0.01, "w0")
 
 
@@ -96,3 +97,21 @@ async def test_two_repaired_calls_share_what_is_left_of_max_tokens():
     engine, events = await reply(free, {'"city": "': "C" * 30}, max_tokens=len(free) + 40)
     names = [e for e in events if isinstance(e, ToolCallDelta) and e.name]
     assert len(names) == 2 and events[-1].usage.num_completion_tokens == len(free) + 40 == sum(engine.num_sent)
+
+
+async def test_a_reply_going_on_after_a_repaired_call_stops_where_max_tokens_is_spent():
+    """The repair takes 19 tokens of the budget (its closing quote is a stop); the prose
+    after the call would take the rest and more: the reply stops once the two have used
+    max_tokens."""
+    call = '<tool_call>{"name": "get_weather", "arguments": {"days": 2}}</tool_call>'
+    free = call + " and then some words" * 10
+    max_tokens = len(call) + 40
+    engine, events = await reply(free, {'"city": "': "C" * 19 + '"'}, max_tokens=max_tokens)
+    finished = events[-1]
+    assert isinstance(finished, Finished) and finished.finish_reason == "length"
+    assert finished.usage.num_completion_tokens == max_tokens
+    assert arguments_of(events) == {"city": "C" * 19, "days": 2}
+    text = "".join(e.text for e in events if isinstance(e, TextDelta))
+    assert text == free[len(call):max_tokens - 19]   # what the free reply wrote before the budget ran out
+    assert finished.worker == "w0" and finished.ttft_s is not None
+    assert finished.usage.num_cached_tokens == len(PROMPT)
