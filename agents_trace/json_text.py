@@ -45,6 +45,14 @@ def loads_bounded(text: str, limit: int = MAX_JSON_DEPTH) -> Any:
     return value
 
 
+def may_hold_surrogates(raw: bytes) -> bool:
+    """False only when no string parsed from `raw` can hold a surrogate: they come from
+    `\\udXXX` escapes, from UTF-8 lead byte 0xED (json.loads decodes with surrogatepass),
+    or from a UTF-16/32 body (NUL bytes). Most bodies have none of these and skip the walk
+    of `has_lone_surrogate`."""
+    return b"\\ud" in raw or b"\\uD" in raw or b"\xed" in raw or b"\x00" in raw
+
+
 def has_lone_surrogate(value: Any) -> bool:
     """Whether any string or key in `value` holds a UTF-16 surrogate that JSON's `\\ud800`
     escapes let through unpaired: such a string has no UTF-8 form, so tokenizers, error

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from agents_trace.json_text import MAX_JSON_DEPTH, has_lone_surrogate, json_depth
+from agents_trace.json_text import MAX_JSON_DEPTH, has_lone_surrogate, json_depth, may_hold_surrogates
 
 BATCH_HEADER = "x-stepahead-batch"   # on a batch's request to the app: the batch it belongs to
 ENDPOINTS = ("/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/embeddings")
@@ -49,7 +49,7 @@ def _line_error(raw: bytes, number: int, endpoint: str, seen: set[str]) -> tuple
         return _error("invalid_json_line", "This line is not a JSON object.", number), None
     if json_depth(request, MAX_JSON_DEPTH + 1) > MAX_JSON_DEPTH + 1:   # the line's object, then its body's limit
         return _too_deep(number), None
-    if has_lone_surrogate(request):
+    if may_hold_surrogates(raw) and has_lone_surrogate(request):
         return _error("invalid_json_line", "A string in this line holds an unpaired UTF-16 surrogate (U+D800 to "
                       "U+DFFF), which is not a Unicode character.", number), None
     custom_id = request.get("custom_id")

@@ -26,7 +26,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from agents_trace.json_text import MAX_JSON_DEPTH, has_lone_surrogate, json_depth
+from agents_trace.json_text import MAX_JSON_DEPTH, has_lone_surrogate, json_depth, may_hold_surrogates
 from gateway.errors import ApiError, body_too_large, invalid_request
 
 T = TypeVar("T")
@@ -62,18 +62,11 @@ async def read_json_body(request: Request, max_body_bytes: int) -> Any:
         raise _nested_too_deep() from None
     if json_depth(body) > MAX_JSON_DEPTH:
         raise _nested_too_deep()
-    if _may_hold_surrogates(raw) and has_lone_surrogate(body):
+    if may_hold_surrogates(raw) and has_lone_surrogate(body):
         raise ApiError(400, "We could not parse the JSON body of your request: a string in it holds an unpaired "
                        "UTF-16 surrogate (U+D800 to U+DFFF), which is not a Unicode character.",
                        "invalid_request_error", "invalid_json")
     return body
-
-
-def _may_hold_surrogates(raw: bytes) -> bool:
-    """False only when no string parsed from `raw` can hold a surrogate: they come from
-    `\\udXXX` escapes, from UTF-8 lead byte 0xED (json.loads decodes with surrogatepass),
-    or from a UTF-16/32 body (NUL bytes). Most bodies have none of these and skip the walk."""
-    return b"\\ud" in raw or b"\\uD" in raw or b"\xed" in raw or b"\x00" in raw
 
 
 def _nested_too_deep() -> ApiError:
