@@ -188,9 +188,10 @@ class Registry:
         out: list[str] = []
         for name, lines in by_name.items():
             kind, text = HELP.get(name, ("untyped", name))
-            family = name.removesuffix("_total") if kind == "counter" else name
-            out.append(f"# HELP {family} {text}")
-            out.append(f"# TYPE {family} {kind}")
+            # NOTE: text format 0.0.4 names a counter's family as its samples (`x_total`);
+            # OpenMetrics would drop the suffix, but this is not served as OpenMetrics
+            out.append(f"# HELP {name} {text}")
+            out.append(f"# TYPE {name} {kind}")
             out.extend(lines)
         return "\n".join(out) + "\n"
 

@@ -62,7 +62,7 @@ def test_a_served_app_is_frozen_while_it_runs_and_admins_see_its_pauses():
         admin = client.get("/metrics", headers={"authorization": "Bearer k-ops"}).text
         tenant = client.get("/metrics", headers={"authorization": "Bearer k-a"}).text
     assert gc.get_freeze_count() == 0 and gc.get_threshold() == before
-    assert "# TYPE stepahead_gc_collections counter" in admin
+    assert "# TYPE stepahead_gc_collections_total counter" in admin
     full = [line for line in admin.splitlines() if line.startswith('stepahead_gc_collections_total{generation="2"}')]
     assert len(full) == 1 and float(full[0].split()[-1]) >= 1
     assert "stepahead_gc_" not in tenant   # the process's own figures are for admins

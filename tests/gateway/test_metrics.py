@@ -24,7 +24,7 @@ def test_registry_renders_vllm_names_per_tenant_and_worker():
     assert f"vllm:time_to_first_token_seconds_count{{{tiered}}} 2" in text   # a batch request's wait kept apart
     assert f'vllm:time_to_first_token_seconds_count{{{labels},service_tier="flex"}} 1' in text
     assert f"vllm:prompt_tokens_total{{{labels}}} 120" in text
-    assert "# TYPE vllm:prefix_cache_hits counter" in text
+    assert "# TYPE vllm:prefix_cache_hits_total counter" in text
 
 
 def test_registry_escapes_label_values():
@@ -92,7 +92,7 @@ def test_prefix_reuse_counts_what_the_previous_prompt_left_and_what_was_evicted(
     text = registry.render(tenant="a")
     assert 'stepahead_prefix_from_previous_tokens_total{tenant="a",model_name="m"} 768' in text
     assert 'stepahead_evicted_prefix_tokens_total{tenant="a",model_name="m"} 384' in text
-    assert 'tenant="b"' not in text and "# TYPE stepahead_evicted_prefix_tokens counter" in text
+    assert 'tenant="b"' not in text and "# TYPE stepahead_evicted_prefix_tokens_total counter" in text
 
 
 def test_a_tenants_view_is_every_series_labelled_with_it_and_no_other():

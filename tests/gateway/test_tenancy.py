@@ -3,6 +3,7 @@ import asyncio
 import re
 
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 USER = [{"role": "user", "content": "Tell me a long story about caches."}]
 
@@ -151,8 +152,12 @@ async def test_metrics_endpoint_reports_per_tenant_and_worker(gateway):
     assert 'stepahead_forecaster_checkpoints_total{outcome="failed"} 0' in text
     steps = re.search(r'^stepahead_trace_steps_total (\d+)$', text, re.MULTILINE)
     assert steps and int(steps.group(1)) >= 1   # the trace writer's counts, for admins
-    assert 'stepahead_trace_errors_total{kind="store"} 0' in text and "# TYPE stepahead_trace_dropped_events counter" in text
+    assert 'stepahead_trace_errors_total{kind="store"} 0' in text and "# TYPE stepahead_trace_dropped_events_total counter" in text
     assert "\nstepahead_response_archive_errors_total 0\n" in text
+    families = list(text_string_to_metric_families(text))   # as Prometheus' text format 0.0.4 reads it
+    untyped = [family.name for family in families if family.type == "unknown" or not family.samples]
+    assert families and not untyped, untyped
+    assert {f.name: f.type for f in families}["stepahead_requests"] == "counter"
 
 
 async def test_metrics_show_a_tenant_only_its_own_series(gateway):
