@@ -27,7 +27,7 @@ from __future__ import annotations
 import copy
 import math
 
-from gateway.errors import ApiError, invalid_request
+from gateway.errors import invalid_request
 from gateway.json_bounds import number_range, string_lengths
 from gateway.json_schemas import kinds_of, unresolvable_ref
 
@@ -43,7 +43,12 @@ NOTHING = {"not": {}}   # the schema no value meets, as an object
 def local_schema(schema: dict, param: str, code: str | None = "invalid_request") -> dict:
     """`schema` as the reader and filler take it (see the module docstring); a 400 naming
     `param` (with `code`) when part of it cannot be met or a `$ref` does not resolve."""
-    has_boolean = _check(schema, "", param, code)
+    try:
+        has_boolean = _check(schema)
+    except _Unmet as unmet:
+        place = f"at '{'.'.join(reversed(unmet.place))}'" if unmet.place else "at its root"
+        raise invalid_request(f"Invalid JSON Schema: no value can meet it {place}: {unmet.reason}.", param=param,
+                              code=code) from None
     usable = _rewritten(copy.deepcopy(schema)) if has_boolean else schema
     ref = unresolvable_ref(usable)
     if ref is not None:
@@ -53,23 +58,39 @@ def local_schema(schema: dict, param: str, code: str | None = "invalid_request")
     return usable
 
 
+SUBSCHEMA_KEYWORDS = frozenset(ONE_SCHEMA + SCHEMA_LISTS + SCHEMA_MAPS)
+# keywords `_why_kind_empty` reads: a node with none of them allows some value of each type
+BOUND_KEYWORDS = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength",
+                            "maxLength", "minItems", "maxItems", "minProperties", "maxProperties"})
+
+
 def _subschemas(node: dict):
     """(keyword, key or index or None, subschema) for each subschema directly in `node`."""
-    for keyword in ONE_SCHEMA:
-        if keyword in node and not isinstance(node[keyword], list):
-            yield keyword, None, node[keyword]
-    for keyword in SCHEMA_LISTS + (("items",) if isinstance(node.get("items"), list) else ()):
-        if isinstance(node.get(keyword), list):
-            for index, child in enumerate(node[keyword]):
-                yield keyword, index, child
-    for keyword in SCHEMA_MAPS:
-        if isinstance(node.get(keyword), dict):
-            for name, child in node[keyword].items():
-                yield keyword, name, child
+    for keyword, value in node.items():
+        if keyword not in SUBSCHEMA_KEYWORDS:
+            continue
+        if keyword in SCHEMA_MAPS:
+            if isinstance(value, dict):
+                for name, child in value.items():
+                    yield keyword, name, child
+        elif isinstance(value, list):
+            if keyword in SCHEMA_LISTS or keyword == "items":
+                for index, child in enumerate(value):
+                    yield keyword, index, child
+        elif keyword in ONE_SCHEMA:
+            yield keyword, None, value
 
 
-def _check(node: object, where: str, param: str, code: str | None) -> bool:
-    """Raise the 400 for the first part of `node` no value meets; whether it holds a
+class _Unmet(Exception):
+    """No value meets a part of the schema: why, and where (its keywords, innermost first)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason, self.place = reason, []
+
+
+def _check(node: object) -> bool:
+    """Raise `_Unmet` for the first part of `node` no value meets; whether it holds a
     boolean subschema (where the rewrite has work)."""
     if isinstance(node, bool):
         return True
@@ -77,12 +98,16 @@ def _check(node: object, where: str, param: str, code: str | None) -> bool:
         return False
     reason = _why_nothing_fits(node)
     if reason is not None:
-        raise _unmet(param, code, where, reason)
+        raise _Unmet(reason)
     has_boolean = False
     for keyword, key, child in _subschemas(node):
-        place = f"{where}.{keyword}" + ("" if key is None else f"[{key}]" if isinstance(key, int) else f".{key}")
-        if keyword not in KEEPS_BOOLEAN or not isinstance(child, bool):
-            has_boolean = _check(child, place, param, code) or has_boolean
+        if keyword in KEEPS_BOOLEAN and isinstance(child, bool):
+            continue
+        try:
+            has_boolean = _check(child) or has_boolean
+        except _Unmet as unmet:   # the place is spelled out only for the error
+            unmet.place.append(keyword + ("" if key is None else f"[{key}]" if isinstance(key, int) else f".{key}"))
+            raise
     return has_boolean
 
 
@@ -96,6 +121,8 @@ def _why_nothing_fits(node: dict) -> str | None:
         forbidden = next((name for name in required if properties.get(name) is False), None)
         if forbidden is not None:
             return f"the required property '{forbidden}' has the schema false"
+    if BOUND_KEYWORDS.isdisjoint(node):
+        return None
     reasons = [_why_kind_empty(node, kind) for kind in sorted(kinds_of(node))]
     if reasons and all(reasons):
         return "; ".join(dict.fromkeys(reasons))
@@ -139,11 +166,6 @@ def _empty_range(node: dict, integer: bool) -> str | None:
     if low > high or low == high and (low_open or high_open):
         return f"the lower bound {low} is not below the upper bound {high}"
     return None
-
-
-def _unmet(param: str, code: str | None, where: str, reason: str) -> ApiError:
-    place = f"at '{where[1:]}'" if where else "at its root"
-    return invalid_request(f"Invalid JSON Schema: no value can meet it {place}: {reason}.", param=param, code=code)
 
 
 def _rewritten(node: object) -> object:
