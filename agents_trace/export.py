@@ -105,7 +105,9 @@ def header_line(note: str) -> str:
 
 
 def _request_line(t_s: float, line: dict) -> str:
-    return _line({"t": round(t_s, 6), **line})
+    """A request's line; `t` is never negative (a trace's times are, and a wall clock
+    stepped back between two steps would make one so)."""
+    return _line({"t": round(max(0.0, t_s), 6), **line})
 
 
 def export_lines(path: Path, tenant: str, session: str) -> Iterator[str]:

@@ -80,32 +80,82 @@ def _require_int(row: dict, key: str, line_no: int) -> int:
     return value
 
 
+def _require_time(row: dict, key: str, unit: str, line_no: int) -> float:
+    """A finite, non-negative number (not a boolean): the arrival time."""
+    value = row.get(key)
+    try:
+        number = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+    except OverflowError:   # an integer past float's range
+        number = math.inf
+    if not math.isfinite(number) or number < 0:
+        raise TraceFormatError(f"line {line_no}: {key!r} must be a non-negative number of {unit}")
+    return number
+
+
+def _optional_str(row: dict, key: str, line_no: int) -> str | None:
+    """A string, or None when the field is absent or null."""
+    value = row.get(key)
+    if value is not None and not isinstance(value, str):
+        raise TraceFormatError(f"line {line_no}: {key!r} must be a string")
+    return value
+
+
+def _optional_list(row: dict, key: str, item_type: type, line_no: int) -> list | None:
+    """A list whose items are all `item_type` (never a boolean), or None when absent or null."""
+    value = row.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(item, item_type) and not isinstance(item, bool)
+                                              for item in value):
+        what = "integers" if item_type is int else "strings"
+        raise TraceFormatError(f"line {line_no}: {key!r} must be a list of {what}")
+    return value
+
+
 def parse_record(row: dict, line_no: int, block_size: int) -> TraceRecord:
-    """One JSON object (stepahead-trace/1 or Mooncake) as a TraceRecord."""
+    """One JSON object (stepahead-trace/1 or Mooncake) as a TraceRecord. Every field
+    has its documented type (TRACE_FORMAT.md), else TraceFormatError naming the line:
+    times are finite and non-negative, token counts non-negative integers, `hash_ids`
+    a list of integers; an optional field may be absent or null."""
     if "timestamp" in row and "t" not in row:  # Mooncake: ms, input_length, output_length
         return TraceRecord(
-            t=float(row["timestamp"]) / 1000.0,
+            t=_require_time(row, "timestamp", "milliseconds", line_no) / 1000.0,
             input_tokens=_require_int(row, "input_length", line_no),
             output_tokens=_require_int(row, "output_length", line_no),
-            hash_ids=list(row.get("hash_ids") or []) or None)
-    t = row.get("t")
-    if not isinstance(t, (int, float)) or isinstance(t, bool) or not math.isfinite(t):
-        raise TraceFormatError(f"line {line_no}: 't' must be a number of seconds")
+            hash_ids=_optional_list(row, "hash_ids", int, line_no) or None)
+    tenant = _optional_str(row, "tenant", line_no)
+    messages = row.get("messages")
+    if messages is not None and not isinstance(messages, list):
+        raise TraceFormatError(f"line {line_no}: 'messages' must be a list")
     record = TraceRecord(
-        t=float(t), input_tokens=_require_int(row, "input_tokens", line_no),
+        t=_require_time(row, "t", "seconds", line_no), input_tokens=_require_int(row, "input_tokens", line_no),
         output_tokens=_require_int(row, "output_tokens", line_no),
-        tenant=str(row.get("tenant", DEFAULT_TENANT)), session=row.get("session"),
-        after=row.get("after"), tool_calls=list(row.get("tool_calls") or []),
-        hash_ids=row.get("hash_ids"), messages=row.get("messages"), service_tier=row.get("service_tier"))
-    if record.service_tier is not None and not isinstance(record.service_tier, str):
-        raise TraceFormatError(f"line {line_no}: 'service_tier' must be a string")
+        tenant=DEFAULT_TENANT if tenant is None else tenant, session=_optional_str(row, "session", line_no),
+        after=_optional_str(row, "after", line_no),
+        tool_calls=list(_optional_list(row, "tool_calls", str, line_no) or []),
+        hash_ids=_optional_list(row, "hash_ids", int, line_no), messages=messages,
+        service_tier=_optional_str(row, "service_tier", line_no))
     if record.hash_ids is not None:
-        expected = math.ceil(record.input_tokens / block_size)
+        expected = -(-record.input_tokens // block_size)
         if len(record.hash_ids) != expected:
             raise TraceFormatError(
                 f"line {line_no}: {len(record.hash_ids)} hash_ids for {record.input_tokens} "
                 f"tokens; expected {expected} blocks of {block_size}")
     return record
+
+
+def _header(row: dict, line_no: int) -> TraceHeader:
+    """The header line's fields: a known format, a positive integer block size, and times
+    in seconds (the only unit the readers apply)."""
+    if row.get("format") != FORMAT_NAME:
+        raise TraceFormatError(f"line {line_no}: unknown trace format {row.get('format')!r}")
+    block_size = row.get("block_size", MOONCAKE_BLOCK_SIZE)
+    if not isinstance(block_size, int) or isinstance(block_size, bool) or block_size <= 0:
+        raise TraceFormatError(f"line {line_no}: 'block_size' must be a positive integer")
+    if row.get("time_unit", "s") != "s":
+        raise TraceFormatError(f"line {line_no}: 'time_unit' must be \"s\" (seconds), "
+                               f"got {row.get('time_unit')!r}")
+    return TraceHeader(block_size, "s", str(row.get("note", "")))
 
 
 def iter_trace(stream: IO[str]) -> tuple[TraceHeader, Iterator[TraceRecord]]:
@@ -118,10 +168,7 @@ def iter_trace(stream: IO[str]) -> tuple[TraceHeader, Iterator[TraceRecord]]:
             continue
         row = _load(line, line_no)
         if "format" in row:
-            if row.get("format") != FORMAT_NAME:
-                raise TraceFormatError(f"line {line_no}: unknown trace format {row.get('format')!r}")
-            header = TraceHeader(int(row.get("block_size", MOONCAKE_BLOCK_SIZE)),
-                                 str(row.get("time_unit", "s")), str(row.get("note", "")))
+            header = _header(row, line_no)
         else:
             first = (line_no, row)
         break

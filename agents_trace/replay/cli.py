@@ -1,16 +1,26 @@
-"""`stepahead replay TRACE --base-url URL --api-key KEY [...]`."""
+"""`stepahead replay TRACE --base-url URL --api-key KEY [...]`.
+
+Every bad flag and an unreadable trace is one `error: ...` line and exit status 2,
+before anything connects. A `--tenant-key` for a tenant the trace does not have is a
+one-line warning naming the trace's tenants, not an error: one set of keys can then
+serve several traces, and a misspelt tenant still shows before the replay starts.
+"""
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
+import math
 import sys
 
 import aiohttp
 
 from agents_trace.replay.report import build_report, format_table
+from agents_trace.replay.prompts import DEFAULT_FIRST_TOKEN_ID, MIN_VOCAB_SIZE
 from agents_trace.replay.runner import NoModelListed, ReplayOptions, replay
-from cache.trace_format import TraceFormatError, read_trace
+from cache.trace_format import TraceFormatError, TraceRecord, read_trace
+
+MAX_TENANTS_NAMED = 10   # a warning names at most this many of the trace's tenants
 
 
 def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
@@ -24,7 +34,8 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--concurrency", type=int, default=16, help="max requests in flight")
     parser.add_argument("--max-input-tokens", type=int, default=None, help="cut longer prompts")
     parser.add_argument("--max-output-tokens", type=int, default=None, help="cap generated tokens")
-    parser.add_argument("--vocab-size", type=int, default=256, help="token ids are drawn below this")
+    parser.add_argument("--vocab-size", type=int, default=256,
+                        help=f"token ids are drawn below this (at least {MIN_VOCAB_SIZE})")
     parser.add_argument("--limit", type=int, default=None, help="replay only the first N requests")
     parser.add_argument("--json", action="store_true", help="print one JSON line at the end")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
@@ -32,12 +43,38 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
                         help="do not tell the gateway the recorded tool steps (stepahead_replay)")
 
 
-def run_replay(args: argparse.Namespace) -> int:
-    if args.speed <= 0:
-        print("error: --speed must be positive", file=sys.stderr)
-        return 2
+def flag_error(args: argparse.Namespace) -> str | None:
+    """What is wrong with the numeric flags (None: nothing)."""
+    if not math.isfinite(args.speed) or args.speed <= 0:
+        return f"--speed must be positive and finite, got {args.speed}"
     if args.concurrency < 1 or (args.limit is not None and args.limit < 1):
-        print("error: --concurrency and --limit must be at least 1", file=sys.stderr)
+        return "--concurrency and --limit must be at least 1"
+    for flag, value in (("--max-input-tokens", args.max_input_tokens),
+                        ("--max-output-tokens", args.max_output_tokens)):
+        if value is not None and value < 1:
+            return f"{flag} must be at least 1, got {value}"
+    if args.vocab_size < MIN_VOCAB_SIZE:
+        return f"--vocab-size must be at least {MIN_VOCAB_SIZE} (token ids are drawn from " \
+               f"{DEFAULT_FIRST_TOKEN_ID} up to below it), got {args.vocab_size}"
+    return None
+
+
+def unknown_tenants_warning(tenant_keys: dict[str, str], records: list[TraceRecord]) -> str | None:
+    """A warning line for --tenant-key tenants the trace does not have (None: all known)."""
+    tenants = sorted({record.tenant for record in records})
+    unknown = [tenant for tenant in tenant_keys if tenant not in tenants]
+    if not unknown:
+        return None
+    shown = ", ".join(repr(t) for t in tenants[:MAX_TENANTS_NAMED])
+    more = f" and {len(tenants) - MAX_TENANTS_NAMED} more" if len(tenants) > MAX_TENANTS_NAMED else ""
+    return (f"warning: --tenant-key for {', '.join(repr(t) for t in unknown)}: the trace has no such tenant, "
+            f"so the key goes unused (its tenants: {shown}{more})")
+
+
+def run_replay(args: argparse.Namespace) -> int:
+    problem = flag_error(args)
+    if problem is not None:
+        print(f"error: {problem}", file=sys.stderr)
         return 2
     tenant_keys = {}
     for item in args.tenant_key:
@@ -51,6 +88,9 @@ def run_replay(args: argparse.Namespace) -> int:
     except (OSError, TraceFormatError) as exc:
         print(f"error: cannot read {args.trace}: {exc}", file=sys.stderr)
         return 2
+    warning = unknown_tenants_warning(tenant_keys, records)
+    if warning is not None:
+        print(warning, file=sys.stderr)
     if args.limit is not None:
         records = records[: args.limit]
     if not records:

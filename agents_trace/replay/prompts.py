@@ -15,6 +15,7 @@ import random
 from cache.trace_format import TraceRecord
 
 DEFAULT_FIRST_TOKEN_ID = 3  # skip the lowest ids, often special tokens
+MIN_VOCAB_SIZE = DEFAULT_FIRST_TOKEN_ID + 2   # at least two ids to draw from
 
 
 def _seed(*parts: object) -> int:

@@ -71,22 +71,60 @@ class ToolPatterns:
         return steps
 
 
+class PatternFileError(ValueError):
+    """A tool-sequence file cannot be read, or a line of it is not a trajectory; the
+    message reads `cannot read FILE: line N: what is wrong` (no line for a file that
+    cannot be opened), ready for the command line to print as it is."""
+
+
+def _trajectory(line: str, line_no: int) -> tuple[str, list[str]]:
+    """(domain, steps) of one `{"id", "domain", "steps": [...]}` line; ValueError naming
+    the line when it is not one."""
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"line {line_no}: not JSON ({exc.msg})") from None
+    if not isinstance(row, dict):
+        raise ValueError(f"line {line_no}: expected a JSON object with 'steps'")
+    steps = row.get("steps")
+    if not isinstance(steps, list) or not all(isinstance(step, str) for step in steps):
+        raise ValueError(f"line {line_no}: 'steps' must be a list of step names (strings)")
+    domain = row.get("domain", "default")
+    if not isinstance(domain, str):
+        raise ValueError(f"line {line_no}: 'domain' must be a string")
+    return domain, steps
+
+
+def _read_trajectories(path: str | Path) -> list[tuple[str, list[str]]]:
+    """Every trajectory of one file; PatternFileError naming the file (and the line)."""
+    trajectories = []
+    try:
+        with open(path, encoding="utf-8") as stream:
+            for line_no, line in enumerate(stream, start=1):
+                if line.strip():
+                    trajectories.append(_trajectory(line, line_no))
+    except OSError as exc:
+        raise PatternFileError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise PatternFileError(f"cannot read {path}: not UTF-8 text ({exc.reason})") from None
+    except ValueError as exc:
+        raise PatternFileError(f"cannot read {path}: {exc}") from None
+    return trajectories
+
+
 def learn_patterns(paths: list[str | Path]) -> list[ToolPatterns]:
-    """One ToolPatterns per domain found in the trajectory files, sorted by domain."""
+    """One ToolPatterns per domain found in the trajectory files, sorted by domain.
+    A file that cannot be read or holds a line that is not a trajectory is a
+    PatternFileError (a ValueError) naming the file and the line; nothing is learned."""
     counts: dict[str, dict[str, Counter]] = defaultdict(lambda: defaultdict(Counter))
     turns: dict[str, Counter] = defaultdict(Counter)
     for path in paths:
-        with open(path, encoding="utf-8") as stream:
-            for line in stream:
-                if not line.strip():
-                    continue
-                row = json.loads(line)
-                steps = [START] + list(row["steps"]) + [END]
-                name = str(row.get("domain", "default"))
-                domain = counts[name]
-                for a, b in zip(steps, steps[1:]):
-                    domain[a][b] += 1
-                turns[name][max(1, steps.count(USER))] += 1
+        for name, recorded in _read_trajectories(path):
+            steps = [START] + recorded + [END]
+            domain = counts[name]
+            for a, b in zip(steps, steps[1:]):
+                domain[a][b] += 1
+            turns[name][max(1, steps.count(USER))] += 1
     return [ToolPatterns(d, {a: dict(c) for a, c in counts[d].items()}, dict(sorted(turns[d].items())))
             for d in sorted(counts)]
 

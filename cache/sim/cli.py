@@ -21,12 +21,20 @@ at each memory size (LRU's mean TTFT over each policy's, and the share of the LR
 Belady gap closed; sweep.py), or with `--json` one JSON line per run; `--plot PNG` draws
 hit rate and TTFT against HOT blocks. A single policy at a single size prints exactly the
 one JSON line above.
+
+Every flag is checked before the trace is read, as argparse does (one line, exit 2):
+times and costs are finite and >= 0, `--copy-bytes-per-s` > 0, `--measure-from-frac` in
+[0, 1), each tier at most MAX_BLOCKS blocks (its slots are allocated up front), and a
+`--plot` that cannot be written is refused before the runs, not after them.
 """
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
+import math
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -38,30 +46,39 @@ from cache.sim.requests import to_sim_requests
 from cache.sim.sweep import comparison_rows, comparison_table, plot_policies
 from cache.trace_format import TraceFormatError, read_trace
 
+MAX_BLOCKS = 10_000_000   # per tier: a pool's slots take ~50 bytes each (0.5 GB), more than any real cache
+
+
+class SimulatedTimesOverflow(ArithmeticError):
+    """A run's simulated times are not finite (cost flags too large): its JSON would hold
+    NaN or Infinity, which JSON does not have."""
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m cache.sim", description="replay a trace through a cache policy")
     parser.add_argument("--trace", required=True, help="stepahead-trace/1 or Mooncake JSONL file")
     parser.add_argument("--hot-blocks", type=_sizes, required=True,
-                        help="HOT tier blocks; several, comma-separated, for a sweep")
-    parser.add_argument("--host-blocks", type=int, default=0,
-                        help="host tier blocks, where HOT demotes to and prefetches from (default 0: none)")
+                        help=f"HOT tier blocks (at most {MAX_BLOCKS:,}); several, comma-separated, for a sweep")
+    parser.add_argument("--host-blocks", type=_host_blocks, default=0,
+                        help="host tier blocks, where HOT demotes to and prefetches from (default 0: none; "
+                             f"at most {MAX_BLOCKS:,})")
     parser.add_argument("--policy", type=_policies, default=("lru",),
                         help=f"one of {', '.join(POLICY_NAMES)}, several comma-separated, or all")
     parser.add_argument("--block-size", type=int, default=None, help="tokens per block (default: the trace header's)")
-    parser.add_argument("--measure-from-frac", type=float, default=0.0,
-                        help="requests before this fraction only warm up (not counted)")
-    parser.add_argument("--tick-interval-s", type=float, default=0.25,
-                        help="trace seconds between the policy's ticks (re-plans, prefetches; default %(default)s)")
+    parser.add_argument("--measure-from-frac", type=_fraction, default=0.0,
+                        help="requests before this fraction, in [0, 1), only warm up (not counted)")
+    parser.add_argument("--tick-interval-s", type=_at_least_zero, default=0.25,
+                        help="trace seconds between the policy's ticks (re-plans, prefetches; 0: none; "
+                             "default %(default)s)")
     parser.add_argument("--calibration", choices=list(CALIBRATIONS), default=DEFAULT_CALIBRATION,
                         help="the engine dtype whose measured costs set the three constants below "
                              "(cost_model.py; default: %(default)s)")
-    parser.add_argument("--prefill-s-per-token", type=float, default=None, help="default: the calibration's")
-    parser.add_argument("--request-overhead-s", type=float, default=None, help="default: the calibration's")
-    parser.add_argument("--kv-bytes-per-token", type=int, default=None, help="default: the calibration's")
-    parser.add_argument("--copy-bytes-per-s", type=float, default=COPY_BYTES_PER_S,
+    parser.add_argument("--prefill-s-per-token", type=_at_least_zero, default=None, help="default: the calibration's")
+    parser.add_argument("--request-overhead-s", type=_at_least_zero, default=None, help="default: the calibration's")
+    parser.add_argument("--kv-bytes-per-token", type=_count, default=None, help="default: the calibration's")
+    parser.add_argument("--copy-bytes-per-s", type=_above_zero, default=COPY_BYTES_PER_S,
                         help="host to HOT copy bandwidth, bytes/s (default %(default)g)")
-    parser.add_argument("--host-to-hot-s-per-block", type=float, default=None,
+    parser.add_argument("--host-to-hot-s-per-block", type=_at_least_zero, default=None,
                         help="default: block_size * kv_bytes_per_token / copy_bytes_per_s")
     parser.add_argument("--no-flex-first", dest="flex_first", action="store_false",
                         help="let blocks of requests marked service_tier \"flex\" compete like any (the server's "
@@ -79,7 +96,80 @@ def _sizes(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"not a block count or a comma-separated list of them: {text!r}") from None
     if any(size <= 0 for size in sizes):
         raise argparse.ArgumentTypeError("HOT block counts must be > 0")
+    if any(size > MAX_BLOCKS for size in sizes):
+        raise argparse.ArgumentTypeError(f"HOT block counts must be at most {MAX_BLOCKS:,} (each block's "
+                                         f"slot costs memory, about 50 bytes)")
     return tuple(dict.fromkeys(sizes))
+
+
+def _host_blocks(text: str) -> int:
+    size = _count(text)
+    if size > MAX_BLOCKS:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_BLOCKS:,} (each block's slot costs memory, "
+                                         f"about 50 bytes)")
+    return size
+
+
+def _count(text: str) -> int:
+    """An integer >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text!r}")
+    return value
+
+
+def _finite(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    return value
+
+
+def _at_least_zero(text: str) -> float:
+    value = _finite(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text!r}")
+    return value
+
+
+def _above_zero(text: str) -> float:
+    value = _finite(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
+    return value
+
+
+def _fraction(text: str) -> float:
+    value = _finite(text)
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"must lie in [0, 1), got {text!r}")
+    return value
+
+
+def _plot_problem(path: Path) -> str | None:
+    """Why a PNG cannot be written at `path` (None: it can), found before the runs by
+    creating its folder (as the plot does) and a scratch file in it."""
+    if importlib.util.find_spec("matplotlib") is None:
+        return "drawing it needs matplotlib (pip install matplotlib)"
+    if path.is_dir():
+        return "is a directory"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists():
+            with open(path, "r+b"):
+                pass
+        else:
+            with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".plot-", suffix=".png"):
+                pass
+    except OSError as exc:
+        return f"cannot write there: {exc.strerror or exc}"
+    return None
 
 
 def _policies(text: str) -> tuple[str, ...]:
@@ -91,10 +181,15 @@ def _policies(text: str) -> tuple[str, ...]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     started = time.perf_counter()
-    if args.host_blocks < 0 or (args.block_size is not None and args.block_size <= 0):
-        print("error: need --hot-blocks > 0, --host-blocks >= 0 and --block-size > 0", file=sys.stderr)
+    if args.plot and len(args.hot_blocks) * len(args.policy) > 1:
+        problem = _plot_problem(Path(args.plot))
+        if problem is not None:
+            parser.error(f"argument --plot: {args.plot}: {problem}")
+    if args.block_size is not None and args.block_size <= 0:
+        print("error: need --block-size > 0", file=sys.stderr)
         return 2
     try:
         header, records = read_trace(args.trace)
@@ -121,26 +216,37 @@ def main(argv: list[str] | None = None) -> int:
                            block_size=block_size, cost=cost, tick_interval_s=args.tick_interval_s,
                            measure_from=split_index(len(requests), args.measure_from_frac),
                            flex_first=args.flex_first)
-        return replay(requests, config).to_json()
+        result = replay(requests, config).to_json()
+        if not all(math.isfinite(value) for value in result.values() if isinstance(value, float)):
+            raise SimulatedTimesOverflow("the simulated times overflow to infinity: lower the cost flags")
+        return result
 
     pairs = [(policy, hot) for hot in args.hot_blocks for policy in args.policy]
-    if len(pairs) == 1:
-        result = run(*pairs[0])
-        result["wall_s"] = round(time.perf_counter() - started, 3)
-        print(json.dumps({**result, "calibration": args.calibration}))
-        return 0
-    runs = []
-    for policy, hot in tqdm(pairs, desc="simulating", unit="run", file=sys.stderr, disable=None):
-        began = time.perf_counter()
-        result = {**run(policy, hot), "label": policy, "calibration": args.calibration}
-        result["wall_s"] = round(time.perf_counter() - began, 3)
-        runs.append(result)
-        if args.json:
-            print(json.dumps(result), flush=True)
+    try:
+        if len(pairs) == 1:
+            result = run(*pairs[0])
+            result["wall_s"] = round(time.perf_counter() - started, 3)
+            print(json.dumps({**result, "calibration": args.calibration}))
+            return 0
+        runs = []
+        for policy, hot in tqdm(pairs, desc="simulating", unit="run", file=sys.stderr, disable=None):
+            began = time.perf_counter()
+            result = {**run(policy, hot), "label": policy, "calibration": args.calibration}
+            result["wall_s"] = round(time.perf_counter() - began, 3)
+            runs.append(result)
+            if args.json:
+                print(json.dumps(result), flush=True)
+    except SimulatedTimesOverflow as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if not args.json:
         print(comparison_table(comparison_rows(runs)))
     if args.plot:
-        plot_policies(runs, Path(args.plot), f"{Path(args.trace).name}: {len(requests)} requests, "
-                                             f"{block_size}-token blocks, HOST {args.host_blocks}")
+        try:
+            plot_policies(runs, Path(args.plot), f"{Path(args.trace).name}: {len(requests)} requests, "
+                                                 f"{block_size}-token blocks, HOST {args.host_blocks}")
+        except OSError as exc:
+            print(f"error: cannot write the plot to {args.plot}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
         print(f"plot: {args.plot}", file=sys.stderr)
     return 0

@@ -277,3 +277,64 @@ def test_sim_cli_no_flex_first_lets_flex_blocks_compete(tmp_path, capsys) -> Non
         assert main(["--trace", str(path), "--hot-blocks", "12", "--json", *extra]) == 0
         rates.append(json.loads(capsys.readouterr().out)["interactive_block_hit_rate"])
     assert rates[0] > rates[1]
+
+
+def _small_trace(tmp_path) -> str:
+    path = tmp_path / "trace.jsonl"
+    with open(path, "w", encoding="utf-8") as stream:
+        write_trace(stream, random_records(seed=5, num_requests=20, block_size=16), TraceHeader(block_size=16))
+    return str(path)
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--measure-from-frac", "1.5"], "argument --measure-from-frac: must lie in [0, 1), got '1.5'"),
+    (["--measure-from-frac", "-1"], "argument --measure-from-frac: must lie in [0, 1), got '-1'"),
+    (["--measure-from-frac", "1"], "argument --measure-from-frac: must lie in [0, 1), got '1'"),
+    (["--prefill-s-per-token", "-1"], "argument --prefill-s-per-token: must be >= 0, got '-1'"),
+    (["--prefill-s-per-token", "nan"], "argument --prefill-s-per-token: must be a finite number, got 'nan'"),
+    (["--request-overhead-s", "inf"], "argument --request-overhead-s: must be a finite number, got 'inf'"),
+    (["--host-to-hot-s-per-block", "-0.5"], "argument --host-to-hot-s-per-block: must be >= 0, got '-0.5'"),
+    (["--kv-bytes-per-token", "-3"], "argument --kv-bytes-per-token: must be >= 0, got '-3'"),
+    (["--host-blocks", "50", "--copy-bytes-per-s", "0"], "argument --copy-bytes-per-s: must be > 0, got '0'"),
+    (["--tick-interval-s", "nan"], "argument --tick-interval-s: must be a finite number, got 'nan'"),
+    (["--hot-blocks", "1000000000000"], "argument --hot-blocks: HOT block counts must be at most 10,000,000"),
+    (["--host-blocks", "1000000000000"], "argument --host-blocks: must be at most 10,000,000"),
+    (["--host-blocks", "-1"], "argument --host-blocks: must be >= 0, got '-1'"),
+])
+def test_sim_cli_out_of_range_flags_are_one_usage_error(tmp_path, capsys, flags, message) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--trace", _small_trace(tmp_path), "--hot-blocks", "16", *flags, "--json"])
+    captured = capsys.readouterr()
+    assert exit_info.value.code == 2 and captured.out == ""
+    assert captured.err.splitlines()[-1].startswith(f"python -m cache.sim: error: {message}")
+
+
+@pytest.mark.parametrize("plot, message", [("/proc/stepahead-no/x.png", "cannot write there"),
+                                           (None, "is a directory")])
+def test_sim_cli_unwritable_plot_is_refused_before_the_runs(tmp_path, capsys, plot, message) -> None:
+    plot = plot or str(tmp_path)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--trace", _small_trace(tmp_path), "--hot-blocks", "8,16", "--plot", plot])
+    captured = capsys.readouterr()
+    assert exit_info.value.code == 2 and captured.out == ""   # no table: nothing ran
+    assert captured.err.splitlines()[-1].startswith(f"python -m cache.sim: error: argument --plot: {plot}: {message}")
+
+
+def test_sim_cli_costs_that_overflow_are_an_error_not_a_nan_line(tmp_path, capsys) -> None:
+    assert main(["--trace", _small_trace(tmp_path), "--hot-blocks", "8", "--prefill-s-per-token", "1e308",
+                 "--json"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == "error: the simulated times overflow to infinity: lower the cost flags\n"
+
+
+def test_sim_cli_mooncake_line_with_a_bad_field_is_an_error_naming_the_line(tmp_path, capsys) -> None:
+    path = tmp_path / "m.jsonl"
+    for line, message in [('{"timestamp": "x", "input_length": 5, "output_length": 8, "hash_ids": [1]}',
+                           "line 2: 'timestamp' must be a non-negative number of milliseconds"),
+                          ('{"timestamp": 9, "input_length": 5, "output_length": 8, "hash_ids": "abc"}',
+                           "line 2: 'hash_ids' must be a list of integers")]:
+        path.write_text('{"timestamp": 0, "input_length": 5, "output_length": 8, "hash_ids": [1]}\n' + line + "\n")
+        assert main(["--trace", str(path), "--hot-blocks", "100", "--json"]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == "" and captured.err == f"error: cannot read {path}: {message}\n"

@@ -60,3 +60,72 @@ def test_after_tool_names_known_answers():
     assert after_tool_names("tool:ls, cd") == ["ls", "cd"]
     assert after_tool_names("tool:") == []
     assert after_tool_names("user") == [] and after_tool_names("start") == [] and after_tool_names(None) == []
+
+
+MOONCAKE = {"timestamp": 1500, "input_length": 5, "output_length": 8, "hash_ids": [1]}
+STEPAHEAD = {"t": 0.5, "input_tokens": 5, "output_tokens": 8, "hash_ids": [1]}
+
+
+@pytest.mark.parametrize("base, key, value, message", [
+    (MOONCAKE, "timestamp", "x", "'timestamp' must be a non-negative number of milliseconds"),
+    (MOONCAKE, "timestamp", True, "'timestamp' must be a non-negative number of milliseconds"),
+    (MOONCAKE, "timestamp", -1, "'timestamp' must be a non-negative number of milliseconds"),
+    (MOONCAKE, "timestamp", float("nan"), "'timestamp' must be a non-negative number of milliseconds"),
+    pytest.param(MOONCAKE, "timestamp", 10 ** 400, "'timestamp' must be a non-negative number of milliseconds",
+                 id="timestamp-past-float-range"),
+    (MOONCAKE, "timestamp", None, "'timestamp' must be a non-negative number of milliseconds"),
+    (MOONCAKE, "input_length", 5.5, "'input_length' must be a non-negative integer"),
+    (MOONCAKE, "output_length", False, "'output_length' must be a non-negative integer"),
+    (MOONCAKE, "hash_ids", "abc", "'hash_ids' must be a list of integers"),
+    (MOONCAKE, "hash_ids", [1.0], "'hash_ids' must be a list of integers"),
+    (MOONCAKE, "hash_ids", [True], "'hash_ids' must be a list of integers"),
+    (MOONCAKE, "hash_ids", {"1": 1}, "'hash_ids' must be a list of integers"),
+    (STEPAHEAD, "t", "0", "'t' must be a non-negative number of seconds"),
+    (STEPAHEAD, "t", False, "'t' must be a non-negative number of seconds"),
+    (STEPAHEAD, "t", -0.5, "'t' must be a non-negative number of seconds"),
+    (STEPAHEAD, "t", float("inf"), "'t' must be a non-negative number of seconds"),
+    (STEPAHEAD, "input_tokens", -1, "'input_tokens' must be a non-negative integer"),
+    (STEPAHEAD, "output_tokens", "8", "'output_tokens' must be a non-negative integer"),
+    (STEPAHEAD, "hash_ids", "a", "'hash_ids' must be a list of integers"),
+    (STEPAHEAD, "hash_ids", ["1"], "'hash_ids' must be a list of integers"),
+    (STEPAHEAD, "tenant", 7, "'tenant' must be a string"),
+    (STEPAHEAD, "session", ["s"], "'session' must be a string"),
+    (STEPAHEAD, "after", 1, "'after' must be a string"),
+    (STEPAHEAD, "tool_calls", "ls", "'tool_calls' must be a list of strings"),
+    (STEPAHEAD, "tool_calls", [None], "'tool_calls' must be a list of strings"),
+    (STEPAHEAD, "messages", "hi", "'messages' must be a list"),
+    (STEPAHEAD, "service_tier", True, "'service_tier' must be a string"),
+])
+def test_trace_rejects_a_field_of_the_wrong_type_naming_line_and_field(base, key, value, message):
+    import json
+
+    text = json.dumps({**STEPAHEAD, "tenant": "a"}) + "\n" + json.dumps({**base, key: value}) + "\n"
+    with pytest.raises(TraceFormatError) as error:
+        list(iter_trace(io.StringIO(text))[1])
+    assert str(error.value) == f"line 2: {message}"
+
+
+@pytest.mark.parametrize("header, message", [
+    ({"block_size": 0}, "'block_size' must be a positive integer"),
+    ({"block_size": "16"}, "'block_size' must be a positive integer"),
+    ({"block_size": True}, "'block_size' must be a positive integer"),
+    ({"time_unit": "ms"}, "'time_unit' must be \"s\" (seconds), got 'ms'"),
+])
+def test_trace_rejects_a_bad_header_naming_the_field(header, message):
+    import json
+
+    text = json.dumps({"format": "stepahead-trace/1", **header}) + "\n" + json.dumps(STEPAHEAD) + "\n"
+    with pytest.raises(TraceFormatError) as error:
+        iter_trace(io.StringIO(text))
+    assert str(error.value) == f"line 1: {message}"
+
+
+def test_trace_optional_fields_may_be_null_and_mean_absent():
+    import json
+
+    row = {**STEPAHEAD, "tenant": None, "session": None, "after": None, "tool_calls": None,
+           "hash_ids": None, "messages": None, "service_tier": None}
+    [record] = iter_trace(io.StringIO(json.dumps(row) + "\n"))[1]
+    assert record == TraceRecord(0.5, 5, 8)
+    [mooncake] = iter_trace(io.StringIO(json.dumps({**MOONCAKE, "hash_ids": []}) + "\n"))[1]
+    assert mooncake == TraceRecord(1.5, 5, 8)
