@@ -39,11 +39,12 @@ from gateway.http_io import ClientGone
 from gateway.limiters import Limiters
 from gateway.metrics import Registry
 from gateway.response_archive import ResponseArchive
-from gateway.reload import HangupsBeforeStart, reload_on_hangup
+from gateway.reload import HangupsBeforeStart, Overrides, reload_on_hangup
 from gateway.response_store import ResponseStore
 from gateway.spent_tokens import start_spent_tokens
 from gateway.start_failure import stated_start_failures
 from gateway.state import GatewayState, batch_runner
+from gateway.store_places import check_store_places
 from gateway.tracing import build_tracer, trace_router
 
 log = logging.getLogger("stepahead.gateway")
@@ -102,15 +103,17 @@ async def start_all(backends, started: list[Backend]) -> None:
         raise failures[0]
 
 
-def build_app(config: GatewayConfig | None = None, *, config_path: str | None = None) -> FastAPI:
+def build_app(config: GatewayConfig | None = None, *, config_path: str | None = None,
+              overrides: Overrides | None = None) -> FastAPI:
     """`config_path`: the file `config` was read from; SIGHUP reloads its tenants
-    (gateway/reload.py). Without `config`, $STEPAHEAD_CONFIG's file, if set, is both, and
-    (as `uvicorn --factory` calls this before the app starts) a SIGHUP from here on is
-    counted until the app's reload serves it, as `stepahead serve --config` does."""
+    (gateway/reload.py), with `overrides` (what the command line set over the file)
+    applied to the file reloaded; with no file a SIGHUP is logged and ignored. Without
+    `config`, $STEPAHEAD_CONFIG's file, if set, is both, and (as `uvicorn --factory` calls
+    this before the app starts) a SIGHUP from here on is counted until the app's handler
+    serves it, as `stepahead serve` does."""
     if config is None:
         config_path = os.environ.get("STEPAHEAD_CONFIG") or None
-        if config_path is not None:
-            HangupsBeforeStart.install()   # None off the main thread: nothing to catch there
+        HangupsBeforeStart.install()   # None off the main thread: nothing to catch there
         config = config_from_environment()
     files_dir = config.resolved_files_dir()
     # the multipart parser logs each malformed upload as a warning before raising the error
@@ -132,7 +135,7 @@ def build_app(config: GatewayConfig | None = None, *, config_path: str | None = 
     async def lifespan(_app: FastAPI):
         started: list[Backend] = []
         heap = spent_saves = None
-        reloads = reload_on_hangup(state, config_path)   # from the start on: a SIGHUP then never ends it
+        reloads = reload_on_hangup(state, config_path, overrides)   # from the start on: a SIGHUP never ends it
         try:
             state.tracer = build_tracer(config)
             if state.tracer is not None:
@@ -141,6 +144,8 @@ def build_app(config: GatewayConfig | None = None, *, config_path: str | None = 
                 if state.tracer.captures_content:   # prompts and replies are stored: say so once
                     print("stepahead: traces keep prompts and replies (capture_content); each tenant's keys "
                           "see its own in /ui", file=sys.stderr, flush=True)
+            # before the models load: a place the stores cannot write fails the start now, in one line
+            await asyncio.to_thread(check_store_places, config)
             spent_saves = await asyncio.to_thread(start_spent_tokens, state.limiters, asyncio.get_running_loop())
             # the forecasters load (hmmlearn's import, the saved models) while the
             # models start, and the models start side by side: none needs another

@@ -230,14 +230,14 @@ class BatchStore:
         return await self._thread.call(self._list, tenant, page)
 
     async def unfinished(self) -> list[Batch]:
-        return await self._thread.call(self._unfinished)
+        return await self._thread.call(self._unfinished, named="read the unfinished batches")
 
     async def append_results(self, batch_id: str, results: list[dict]) -> list[dict]:
         """Append `results`; returns them as written (`written_form`)."""
         return await self._thread.call(self._append_results, batch_id, results)
 
     async def results(self, batch_id: str) -> list[dict]:
-        return await self._thread.call(self._results, batch_id)
+        return await self._thread.call(self._results, batch_id, named="read a batch's results")
 
     async def drop_results(self, batch_id: str) -> None:
         await self._thread.call(self._drop_results, batch_id)

@@ -7,13 +7,18 @@ down; a process that is killed never gets there. `Checkpoints` calls the same sa
 
 Invariants: at most one save runs at a time (they all run on this one thread, the last
 one after the thread has stopped); a save that raises is logged and the next tick tries
-again; `stop` returns only after the final save has ended.
+again; `stop` returns only after the final save has ended. A save the disk refuses (an
+`OSError`: a directory that cannot be made or written, a full disk) is one warning line,
+not a traceback (the reason is the operator's to fix, not a bug), and the same reason
+again is counted, not logged, until a save works; any other error keeps its traceback.
 """
 from __future__ import annotations
 
 import logging
 import threading
 from collections.abc import Callable
+
+from shards.model_files import one_line_error
 
 log = logging.getLogger("stepahead.gateway")
 
@@ -28,6 +33,7 @@ class Checkpoints:
         self.every_s = every_s
         self.num_saved = 0
         self.num_failed = 0
+        self._last_refusal: str | None = None   # the disk's reason last logged, until a save works
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
@@ -43,11 +49,19 @@ class Checkpoints:
         """One save; False (and logged) if it raised."""
         try:
             self._save()
+        except OSError as exc:
+            self.num_failed += 1
+            reason = one_line_error(exc)
+            if reason != self._last_refusal:
+                self._last_refusal = reason
+                log.warning("stepahead: warning: could not save %s: %s", self._what, reason)
+            return False
         except Exception:
             self.num_failed += 1
             log.exception("could not checkpoint %s", self._what)
             return False
         self.num_saved += 1
+        self._last_refusal = None
         return True
 
     def stop(self) -> bool:

@@ -22,6 +22,10 @@ from gateway.store_thread import StoreThread
 log = logging.getLogger("stepahead.gateway")
 
 
+# the archive's operations whose names say no verb, as a failure's message says them
+SAID = {"page": "list items", "items": "read the items", "get": "read the conversation"}
+
+
 def not_found(missing: Missing) -> ApiError:
     what = "Conversation" if missing.what == "conversation" else "Item"
     param = "conversation_id" if missing.what == "conversation" else "item_id"
@@ -43,7 +47,8 @@ class ConversationStore:
     async def call(self, operation: str, *args: Any) -> Any:
         """`archive.<operation>(*args)` on the store's thread; what is not there is a 404,
         a failing file a 500."""
-        return await self._thread.call(self._run, operation, *args, named=operation.replace("_", " "))
+        return await self._thread.call(self._run, operation, *args,
+                                       named=SAID.get(operation, operation.replace("_", " ")))
 
     def append(self, tenant: str, conversation_id: str, items: list[dict]) -> None:
         """Add a finished response's items, without waiting (see the invariants)."""

@@ -14,7 +14,12 @@ Invariants:
   workers (and on a worker restarted later), as a start would have applied them
   (`LocalBackend.set_tenant_shares`): the workers' KV cache stays;
 - the `[[models]]`, `[server]` and `[tracing]` sections take effect at the next start; the
-  log line says which of them changed.
+  log line says which of them changed, compared as the command line would make them at a
+  start (`overrides`): what a flag fixes (`--port`, `--host`, `--capture-content`) is never
+  reported as changed;
+- a SIGHUP never ends the gateway: without a config file it logs that there is nothing
+  to reload; names in the log line are escaped, so a tenant named with a newline cannot
+  split it.
 """
 from __future__ import annotations
 
@@ -23,6 +28,7 @@ import dataclasses
 import logging
 import signal
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,9 +38,20 @@ from gateway.state import GatewayState
 
 log = logging.getLogger("stepahead")
 
-# host and port are left out: the command line's flags may override them
-SECTIONS_AT_NEXT_START = ("models", "tracing", *(key for key in SERVER_KEYS if key not in ("host", "port")))
+SECTIONS_AT_NEXT_START = ("models", "tracing", *SERVER_KEYS)
 SECTION_NAMES = {"models": "[[models]]", "tracing": "[tracing]"}
+NOTHING_TO_RELOAD = "stepahead: nothing to reload: started without --config (SIGHUP ignored)"
+
+# What the command line sets over a config file (gateway/serve_command.py), applied to a
+# reloaded file as at a start.
+Overrides = Callable[[GatewayConfig], GatewayConfig]
+
+
+def shown(name: object) -> str:
+    """`name` as it can stand in a one-line log message: as it is when every character
+    prints, else its Python repr (a newline as `\\n`, quoted), so it cannot split the line."""
+    text = str(name)
+    return text if text.isprintable() else repr(text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,10 +64,10 @@ class ReloadReport:
     shares_applied_to: tuple[str, ...] = ()   # the models whose engines took new weights / kv_shares
 
     def line(self, path: Path) -> str:
-        counts = ", ".join(f"{len(tenants)} {what}" + (f" ({', '.join(tenants)})" if tenants else "")
+        counts = ", ".join(f"{len(tenants)} {what}" + (f" ({', '.join(map(shown, tenants))})" if tenants else "")
                            for what, tenants in (("added", self.added), ("removed", self.removed),
                                                  ("changed", self.changed)))
-        line = f"stepahead: reloaded the tenants from {path}: {counts}"
+        line = f"stepahead: reloaded the tenants from {shown(path)}: {counts}"
         if self.shares_applied_to:
             line += f"; weights and kv_shares in force on {', '.join(repr(m) for m in self.shares_applied_to)}"
         if self.at_next_start:
@@ -92,27 +109,29 @@ def apply_tenants(state: GatewayState, new: GatewayConfig) -> ReloadReport:
         at_next_start=tuple(at_next_start), shares_applied_to=tuple(applied_to))
 
 
-async def reload_tenants(state: GatewayState, path: Path) -> ReloadReport | None:
-    """Read `path` (off the event loop) and apply its tenants; None, with the reason
-    logged, when it cannot be loaded."""
+async def reload_tenants(state: GatewayState, path: Path, overrides: Overrides | None = None) -> ReloadReport | None:
+    """Read `path` (off the event loop), with `overrides` (the command line's) applied, and
+    apply its tenants; None, with the reason logged, when it cannot be loaded."""
     try:
         new = await asyncio.to_thread(load_config, path)
+        if overrides is not None:
+            new = overrides(new)
         report = apply_tenants(state, new)
     except (ConfigError, OSError, ValueError) as exc:
-        log.error("stepahead: the tenants were not reloaded from %s: %s", path,
-                  str(exc).removeprefix(f"{path}: "))   # a TOML error names the file already
+        log.error("stepahead: the tenants were not reloaded from %s: %s", shown(path),
+                  shown(str(exc).removeprefix(f"{path}: ")))   # a TOML error names the file already
         return None
     print(report.line(path), file=sys.stderr, flush=True)   # stdout may be JSON
     return report
 
 
 class HangupsBeforeStart:
-    """SIGHUP's handler while no reload can run: `stepahead serve --config` reading its
-    file and loading its code before the app starts, and the app stopping. It counts the
-    signals instead of letting the default action end the gateway (a deploy's `kill -HUP`
-    right after a restart would otherwise kill the start). The app's reload, once
-    installed, serves one reload for those counted: the file may have changed after it
-    was read."""
+    """SIGHUP's handler while no reload can run: `stepahead serve` reading its config and
+    loading its code before the app starts, and the app stopping. It counts the signals
+    instead of letting the default action end the gateway (a deploy's `kill -HUP` right
+    after a restart, or a terminal's hang-up, would otherwise kill it). The app's
+    handler, once installed, serves one reload for those counted: the file may have
+    changed after it was read."""
 
     def __init__(self) -> None:
         self.num_seen = 0
@@ -134,11 +153,13 @@ class HangupsBeforeStart:
 
 class ReloadOnHangup:
     """SIGHUP, while installed, reloads the tenants from the config file (one reload at a
-    time; a signal during one is served after it). Installed over a `HangupsBeforeStart`,
-    it reloads at once if that saw a signal, and puts it back when removed."""
+    time; a signal during one is served after it); with no file (`path` None), it logs
+    that there is nothing to reload. Installed over a `HangupsBeforeStart`, it serves at
+    once what that saw, and puts it back when removed."""
 
-    def __init__(self, state: GatewayState, path: Path, loop: asyncio.AbstractEventLoop) -> None:
-        self.state, self.path, self.loop = state, path, loop
+    def __init__(self, state: GatewayState, path: Path | None, loop: asyncio.AbstractEventLoop,
+                 overrides: Overrides | None = None) -> None:
+        self.state, self.path, self.loop, self.overrides = state, path, loop, overrides
         self._pending: asyncio.Task | None = None
         self._again = False
         before = signal.getsignal(signal.SIGHUP)
@@ -149,6 +170,9 @@ class ReloadOnHangup:
             self._on_hangup()
 
     def _on_hangup(self) -> None:
+        if self.path is None:
+            log.warning(NOTHING_TO_RELOAD)
+            return
         if self._pending is not None and not self._pending.done():
             self._again = True
             return
@@ -158,7 +182,7 @@ class ReloadOnHangup:
         self._again = True
         while self._again:
             self._again = False
-            await reload_tenants(self.state, self.path)
+            await reload_tenants(self.state, self.path, self.overrides)
 
     def remove(self) -> None:
         self.loop.remove_signal_handler(signal.SIGHUP)
@@ -168,12 +192,13 @@ class ReloadOnHangup:
             self._pending.cancel()
 
 
-def reload_on_hangup(state: GatewayState, config_path: str | None) -> ReloadOnHangup | None:
-    """Install the SIGHUP reload for a gateway started from `config_path`; None without a
-    file, or where signals cannot be caught (not the main thread: tests, embedders)."""
-    if config_path is None:
-        return None
+def reload_on_hangup(state: GatewayState, config_path: str | None,
+                     overrides: Overrides | None = None) -> ReloadOnHangup | None:
+    """Install the SIGHUP handler of a gateway started from `config_path` (None: from no
+    file, a SIGHUP is logged and ignored); None where signals cannot be caught (not the
+    main thread: tests, embedders)."""
     try:
-        return ReloadOnHangup(state, Path(config_path), asyncio.get_running_loop())
+        return ReloadOnHangup(state, None if config_path is None else Path(config_path),
+                              asyncio.get_running_loop(), overrides)
     except (ValueError, RuntimeError, NotImplementedError):
         return None

@@ -140,16 +140,21 @@ def _address_problem(host: str, port: int) -> str | None:
     return None
 
 
+def base_url(host: str, port: int) -> str:
+    """The OpenAI base URL of a gateway listening on (host, port); an IPv6 host in brackets."""
+    return f"http://[{host}]:{port}/v1" if ":" in host else f"http://{host}:{port}/v1"
+
+
 STARTUP_FAILURE = 3   # uvicorn's exit status when the application did not start
 
 
 def serve(args: argparse.Namespace) -> int:
-    """Serve until stopped; the exit status: 0 once served, 2 for a bad config or
-    address, 3 when the start failed, 128 + the signal when Ctrl+C (or SIGTERM) stopped
-    the start. Ctrl+C at any point ends with a line, never a traceback. With --config,
-    a SIGHUP before the app can reload (or while it stops) is counted, never fatal."""
-    if args.config is None:
-        return _serve(args)
+    """Serve until stopped; the exit status: 0 once served (then stopped by Ctrl+C or
+    SIGTERM), 2 for a bad config, flag or address, 3 when the start failed, 128 + the
+    signal when Ctrl+C (or SIGTERM) stopped the start. Ctrl+C at any point ends with a
+    line, never a traceback. A SIGHUP never ends it: before the app can serve it (or
+    while it stops) it is counted; the app reloads the tenants of --config's file, or,
+    without one, says there is nothing to reload."""
     from gateway.reload import HangupsBeforeStart
 
     before = signal.getsignal(signal.SIGHUP)
@@ -198,6 +203,7 @@ def _server_or_exit_status(args: argparse.Namespace):
         else:
             demo_key = os.environ.get("STEPAHEAD_DEMO_KEY") or f"sk-demo-{secrets.token_urlsafe(18)}"
             config = _no_config(args, demo_key)
+        config = with_command_line_overrides(config, args)   # checked too: `--port 70000` is a bad config
     except (ConfigError, OSError) as exc:
         print(f"stepahead: bad config: {exc}", file=sys.stderr)
         return 2
@@ -210,15 +216,17 @@ def _server_or_exit_status(args: argparse.Namespace):
     if problem:
         print(f"stepahead: {problem}", file=sys.stderr)
         return 2
-    config = with_command_line_overrides(config, args)
     problem = _address_problem(config.host, config.port)
     if problem:   # found before the workers load the model, not after
         print(f"stepahead: {problem}", file=sys.stderr)
         return 2
-    print(f"stepahead: serving on http://{config.host}:{config.port}/v1", flush=True)
-    if demo_key is not None:
-        print(f"stepahead: demo tenant API key: {demo_key}", flush=True)
-    app = build_app(config, config_path=args.config)
+    app = build_app(config, config_path=args.config,
+                    overrides=lambda reloaded: with_command_line_overrides(reloaded, args))
+
+    def announce(port: int) -> None:   # listening, the start done: the port bound, `--port 0`'s too
+        print(f"stepahead: serving on {base_url(config.host, port)}", flush=True)
+        if demo_key is not None:
+            print(f"stepahead: demo tenant API key: {demo_key}", flush=True)
 
     def cancel_start() -> None:
         app.state.gateway.cancel_start()
@@ -227,7 +235,7 @@ def _server_or_exit_status(args: argparse.Namespace):
 
             stop_fork_server_if_idle()
 
-    return start_aware_server_class(cancel_start)(
+    return start_aware_server_class(cancel_start, announce)(
         uvicorn.Config(app, host=config.host, port=config.port, log_level=args.log_level,
                        timeout_keep_alive=config.keep_alive_s,
                        timeout_graceful_shutdown=config.shutdown_timeout_s))

@@ -1,6 +1,9 @@
-"""The gateway's uvicorn `Server`: a start that Ctrl+C or SIGTERM stops at once, and
-uvicorn's reports of a failed start or of a request cut at shutdown in one line each
-instead of a traceback (used by `stepahead serve`, gateway/serve_command.py).
+"""The gateway's uvicorn `Server`: a start that Ctrl+C or SIGTERM stops at once, the
+address announced once it listens, a stop by either signal that returns (uvicorn raises
+the signal again once stopped: SIGTERM's default action would end the process by the
+signal, a clean stop reading as a failure), and uvicorn's reports of a failed start or
+of a request cut at shutdown in one line each instead of a traceback (used by
+`stepahead serve`, gateway/serve_command.py).
 """
 from __future__ import annotations
 
@@ -13,14 +16,17 @@ from collections.abc import Callable
 from gateway.start_failure import start_failure_line
 
 
-def start_aware_server_class(cancel_start: Callable[[], None]):
+def start_aware_server_class(cancel_start: Callable[[], None], announce: Callable[[int], None] | None = None):
     """uvicorn's Server, stopping the gateway's start at once on Ctrl+C (SIGINT) or
     SIGTERM: uvicorn itself would wait until the start is done (a first start converts
     the embedded model, 10–20 s) and stop then. `cancel_start` (called on the
     event loop) makes the start fail with shards.transport.StartCancelled, having stopped
     what it began (workers, the child converting the model); the server then returns
     without listening, `start_cancelled_by` naming the signal, and uvicorn's report of
-    that failure is not logged (it is no failure)."""
+    that failure is not logged (it is no failure). `announce(port)` is called once the
+    start is done and the server listens, with the port bound (`port = 0`: the one the
+    system gave). Once it served, `run` returns when a signal stopped it, never raising
+    that signal again."""
     import uvicorn
 
     class Server(uvicorn.Server):
@@ -43,7 +49,7 @@ def start_aware_server_class(cancel_start: Callable[[], None]):
         def capture_signals(self):
             with super().capture_signals():
                 yield
-                if self.start_cancelled_by is not None:   # handled: `serve` says so and exits 128 + it
+                if self.start_cancelled_by is not None or self.started:   # handled: `serve` says what it was
                     self._captured_signals.clear()   # uvicorn would raise it again (SIGTERM: killed, unsaid)
 
         async def startup(self, sockets=None) -> None:
@@ -52,6 +58,9 @@ def start_aware_server_class(cancel_start: Callable[[], None]):
             except SystemExit:   # uvicorn's exit when the application did not start
                 if self.start_cancelled_by is None:
                     raise
+                return
+            if self.started and announce is not None:
+                announce(self.servers[0].sockets[0].getsockname()[1])
 
         def handle_exit(self, sig, frame) -> None:
             starting = not self.started

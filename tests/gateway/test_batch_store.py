@@ -174,3 +174,20 @@ def test_a_result_holding_unicode_line_breaks_reads_back_whole(tmp_path):
 
     result, read = asyncio.run(main())
     assert read == [result, {"custom_id": "r2"}]
+
+
+def test_a_store_it_cannot_open_says_what_it_could_not_do_in_words(tmp_path):
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a directory")
+    store = BatchStore(blocked / "batches")
+
+    async def main():
+        with pytest.raises(ApiError) as failed:
+            await store.unfinished()
+        return failed.value.message
+
+    try:
+        message = asyncio.run(main())
+    finally:
+        store.close()
+    assert message.startswith("The batch store could not read the unfinished batches: ")

@@ -48,3 +48,36 @@ def test_stop_without_start_still_saves_and_a_silly_interval_is_refused() -> Non
     for every_s in (0.0, -1.0):
         with pytest.raises(ValueError):
             Checkpoints(lambda: None, every_s)
+
+
+def test_a_save_the_disk_refuses_is_one_warning_line_said_once_until_a_save_works(caplog) -> None:
+    failures = iter([FileNotFoundError(2, "No such file or directory", "/proc/x")] * 2 + [None]
+                    + [PermissionError(13, "Permission denied", "/ro")])
+
+    def save() -> None:
+        failure = next(failures, None)
+        if failure is not None:
+            try:
+                raise OSError("while making the directory") from failure   # chained, as mkdir's are
+            except OSError:
+                raise failure from None
+
+    checkpoints = Checkpoints(save, 60.0, what="the tenants' spent tokens")
+    with caplog.at_level("WARNING", logger="stepahead.gateway"):
+        assert [checkpoints.save_now() for _ in range(4)] == [False, False, True, False]
+    assert [(record.getMessage(), record.exc_info) for record in caplog.records] == [
+        ("stepahead: warning: could not save the tenants' spent tokens: FileNotFoundError: [Errno 2] "
+         "No such file or directory: '/proc/x'", None),   # said once, no traceback
+        ("stepahead: warning: could not save the tenants' spent tokens: PermissionError: [Errno 13] "
+         "Permission denied: '/ro'", None)]
+    assert checkpoints.num_failed == 3 and checkpoints.num_saved == 1
+
+
+def test_a_save_that_fails_for_a_bug_keeps_its_traceback(caplog) -> None:
+    def save() -> None:
+        raise KeyError("tenant")
+
+    with caplog.at_level("ERROR", logger="stepahead.gateway"):
+        assert Checkpoints(save, 60.0).save_now() is False
+    [record] = caplog.records
+    assert record.exc_info is not None and "could not checkpoint the forecasters' state" in record.getMessage()

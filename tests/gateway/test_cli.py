@@ -350,3 +350,44 @@ def test_host_port_and_capture_content_on_the_command_line_win_over_the_file():
     assert (overridden.host, overridden.port, overridden.tracing.capture_content) == ("0.0.0.0", 9, True)
     unchanged = with_command_line_overrides(config, build_parser().parse_args(["serve", "--config", "x.toml"]))
     assert unchanged == config   # nothing given: the file's values stand, capture_content False included
+
+
+@pytest.mark.parametrize("flags", [["--port", "70000"], ["--port", "-1"], ["--config", "FILE", "--port", "70000"]])
+def test_serve_refuses_a_port_out_of_range_on_the_command_line_as_a_bad_config(tmp_path: Path, capsys, flags):
+    config = tmp_path / "gw.toml"
+    config.write_text("[[models]]\nname = 'm'\nkind = 'local'\npath = 'tiny'\n"
+                      "[[tenants]]\nname = 't'\napi_key_sha256 = ['" + "0" * 64 + "']\n")
+    flags = [str(config) if flag == "FILE" else flag for flag in flags]
+    extra = [] if "--config" in flags else ["--model", "tiny"]
+    assert main(["serve", *extra, *flags]) == 2
+    port = flags[flags.index("--port") + 1]
+    assert capsys.readouterr().err == f"stepahead: bad config: server.port must be in [0, 65535], got {port}\n"
+
+
+def test_serve_announces_the_port_it_listens_on_once_started_and_a_sigterm_stop_exits_0(tmp_path: Path):
+    """`--port 0`: the port the system gave, not 0, printed once the gateway answers; a
+    clean stop by SIGTERM is a success, as one by Ctrl+C is (uvicorn raises the signal
+    again once stopped, and SIGTERM's default action would end the process by it)."""
+    config = tmp_path / "gw.toml"
+    config.write_text("[[models]]\nname = 'mock'\nkind = 'upstream'\nlitellm_model = 'openai/gpt-4o-mini'\n"
+                      "litellm_params = { mock_response = 'hi' }\n"
+                      f"[[tenants]]\nname = 't'\napi_key_sha256 = ['{key_digest('sk-t')}']\n")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gateway.cli", "serve", "--config", str(config), "--port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={"LITELLM_LOCAL_MODEL_COST_MAP": "True", "PATH": "/usr/bin:/bin",
+             "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+             **{name: str(tmp_path / name) for name in STORE_ENV}})
+    try:
+        first_line = process.stdout.readline()
+        assert first_line.startswith("stepahead: serving on http://127.0.0.1:"), first_line
+        url = first_line.split()[-1]
+        assert not url.endswith(":0/v1")
+        assert httpx.get(url.removesuffix("/v1") + "/health", timeout=10).status_code == 200   # ready once said
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, err[-3000:]
+    assert "Application shutdown complete" in err and "Traceback" not in err

@@ -137,7 +137,7 @@ def test_sighup_reloads_the_tenants_of_a_running_app(tmp_path, monkeypatch):
     assert while_starting == [True]   # installed before the models start: a SIGHUP then never ends it
     assert state.keys.tenant_for_key("sk-a") is None   # its key was taken away with it
     assert signal.getsignal(signal.SIGHUP) == signal.SIG_DFL   # removed when the app stopped
-    assert reload_on_hangup(state, None) is None   # no file: nothing to reload
+    assert reload_on_hangup(state, None) is None   # no event loop running: nothing to install
 
 
 def test_serve_hands_the_config_file_to_the_app(monkeypatch, tmp_path):
@@ -151,9 +151,9 @@ def test_serve_hands_the_config_file_to_the_app(monkeypatch, tmp_path):
     built = {}
     real_build_app = gateway.app.build_app
 
-    def spy(config, *, config_path=None):
+    def spy(config, *, config_path=None, **others):
         built["config_path"] = config_path
-        return real_build_app(config, config_path=config_path)
+        return real_build_app(config, config_path=config_path, **others)
 
     monkeypatch.setattr(gateway.app, "build_app", spy)
     monkeypatch.setattr(uvicorn.Server, "run", lambda server, sockets=None: setattr(server, "started", True))
@@ -176,11 +176,11 @@ def test_a_sighup_before_the_app_starts_is_served_once_it_runs_and_one_while_it_
     real_build_app = gateway.app.build_app
     seen = {}
 
-    def build_app_then_hang_up(config, *, config_path=None):
+    def build_app_then_hang_up(config, *, config_path=None, **others):
         path.write_text(MODEL + _tenant("b", "sk-b"))   # changed after it was read
         os.kill(os.getpid(), signal.SIGHUP)
         seen["counted"] = signal.getsignal(signal.SIGHUP).num_seen
-        return real_build_app(config, config_path=config_path)
+        return real_build_app(config, config_path=config_path, **others)
 
     async def serve_until_reloaded(app) -> None:
         state = app.state.gateway
@@ -230,3 +230,86 @@ def test_the_factory_path_counts_a_sighup_before_the_start_and_serves_it_once_th
         assert isinstance(signal.getsignal(signal.SIGHUP), HangupsBeforeStart)   # put back as the app stopped
     finally:
         signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
+def test_a_reload_names_a_changed_host_or_port_unless_the_command_line_fixes_them(tmp_path, capsys):
+    path = tmp_path / "gw.toml"
+    path.write_text('[server]\nhost = "127.0.0.1"\nport = 8433\n' + MODEL + _tenant("a", "sk-a"))
+    state = build_app(load_config(path), config_path=str(path)).state.gateway
+    path.write_text('[server]\nhost = "0.0.0.0"\nport = 8434\n' + MODEL + _tenant("a", "sk-a"))
+    report = asyncio.run(reload_tenants(state, path))
+    assert report.at_next_start == ("[server] host", "[server] port")
+    assert state.config.port == 8433   # still listening where it started
+    assert capsys.readouterr().err.strip().endswith("; at the next start: [server] host, [server] port")
+
+    # `serve --config FILE --port 9000 --capture-content`: what the flags fix is no change of the file's
+    from gateway.cli import build_parser
+    from gateway.serve_command import with_command_line_overrides
+
+    args = build_parser().parse_args(["serve", "--config", str(path), "--port", "9000", "--capture-content"])
+    path.write_text('[server]\nport = 8433\n' + MODEL + _tenant("a", "sk-a"))
+    state = build_app(with_command_line_overrides(load_config(path), args), config_path=str(path)).state.gateway
+    path.write_text('[server]\nport = 8434\n' + MODEL + _tenant("a", "sk-a"))
+    report = asyncio.run(reload_tenants(state, path, lambda reloaded: with_command_line_overrides(reloaded, args)))
+    assert report.at_next_start == ()   # neither the port nor capture_content
+    assert asyncio.run(reload_tenants(state, path)).at_next_start == ("[tracing]", "[server] port")   # unfixed
+
+
+def test_names_with_control_characters_are_escaped_in_the_reload_line(tmp_path, capsys):
+    path = tmp_path / "gw.toml"
+    path.write_text(MODEL + _tenant("a", "sk-a"))
+    state = build_app(load_config(path), config_path=str(path)).state.gateway
+    path.write_text(MODEL + _tenant("a", "sk-a") + _tenant('we\\"ird\\ten\\nant', "sk-w") + _tenant("ünï", "sk-u"))
+    report = asyncio.run(reload_tenants(state, path))
+    assert report.added == ('we"ird\ten\nant', "ünï")
+    [line] = capsys.readouterr().err.splitlines()   # one line, whatever the names
+    assert line.endswith(": 2 added ('we\"ird\\ten\\nant', ünï), 0 removed, 0 changed")
+
+
+def test_a_sighup_to_a_gateway_started_without_a_config_file_is_logged_and_never_ends_it(caplog):
+    from gateway.config import parse_config
+    from gateway.reload import NOTHING_TO_RELOAD, HangupsBeforeStart
+
+    config = parse_config({"models": [{"name": "mock", "kind": "upstream", "litellm_model": "openai/gpt-4o-mini",
+                                       "litellm_params": {"mock_response": "hi"}}],
+                           "tenants": [{"name": "a", "api_key_sha256": [key_digest("sk-a")]}]})
+    app = build_app(config)   # no config_path
+    guard = HangupsBeforeStart.install()   # as `stepahead serve` installs (and a failing test survives)
+    try:
+        async def serve_a_hangup() -> None:
+            async with app.router.lifespan_context(app):
+                os.kill(os.getpid(), signal.SIGHUP)
+                deadline_s = time.monotonic() + 5
+                while NOTHING_TO_RELOAD not in caplog.text:
+                    assert time.monotonic() < deadline_s, "the SIGHUP was not answered"
+                    await asyncio.sleep(0.01)
+                assert app.state.gateway.is_ready   # still serving
+
+        with caplog.at_level(logging.WARNING, logger="stepahead"):
+            asyncio.run(serve_a_hangup())
+        assert guard.num_seen == 0   # the app's handler took it, not the guard
+        assert caplog.text.count(NOTHING_TO_RELOAD) == 1
+    finally:
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
+def test_serve_without_a_config_file_counts_a_sighup_from_its_first_step(monkeypatch, tmp_path):
+    import uvicorn
+
+    import gateway.app
+    from gateway.cli import main
+    from gateway.reload import HangupsBeforeStart
+
+    seen = {}
+    real_build_app = gateway.app.build_app
+
+    def build_app_seeing_the_handler(config, **options):
+        seen["handler"] = signal.getsignal(signal.SIGHUP)
+        return real_build_app(config, **options)
+
+    monkeypatch.setattr(gateway.app, "build_app", build_app_seeing_the_handler)
+    monkeypatch.setattr(uvicorn.Server, "run", lambda server, sockets=None: setattr(server, "started", True))
+    monkeypatch.setattr("gateway.serve_command.needs_fork_server", lambda config: False)   # nothing runs here
+    assert main(["serve", "--model", "tiny", "--port", str(free_port())]) == 0
+    assert isinstance(seen["handler"], HangupsBeforeStart)   # a SIGHUP then is counted, not the end
+    assert signal.getsignal(signal.SIGHUP) == signal.SIG_DFL   # serve leaves the handler it found

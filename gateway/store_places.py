@@ -1,0 +1,79 @@
+"""The places the gateway's stores write, tried at its start, before the models load.
+
+Stored responses, conversations, files and batches live in the responses' file, the
+`conversations.sqlite3` and `files/` beside it (`[server] responses_db`,
+$STEPAHEAD_RESPONSES_DB); budgeted tenants' spent tokens in their own file
+($STEPAHEAD_SPENT_TOKENS). Each is opened on first use, so a place that cannot be written
+showed only late: the batch runner's first read, once every model had loaded, failed the
+start with tracebacks; a spent-tokens file that cannot be written failed only its saves,
+and a restart then handed every budget out again. `check_store_places` tries them first.
+
+Invariant: it returns having made the directories the stores make and opened (then
+closed) each SQLite file as its store opens it (schema made; a damaged file set aside,
+as its store would), and, when some tenant has a `token_budget`, having written a file
+beside the spent-tokens file (then removed it); or it raises `StartFailed` naming the
+first place that cannot be used, and why, in one line. Nothing is checked for responses
+kept in memory (":memory:"), nor for the spent tokens when no tenant has a budget.
+"""
+from __future__ import annotations
+
+import os
+import sqlite3
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+from gateway.config import GatewayConfig
+from gateway.conversation_archive import ConversationArchive
+from gateway.response_archive import ResponseArchive
+from gateway.spent_tokens import PATH_ENV as SPENT_TOKENS_ENV
+from gateway.spent_tokens import spent_tokens_path
+from gateway.start_failure import StartFailed
+from shards.model_files import one_line_error
+
+STORE_FAILURES = (OSError, sqlite3.Error)
+RESPONSES_SETTING = "[server] responses_db or $STEPAHEAD_RESPONSES_DB"
+
+
+def check_store_places(config: GatewayConfig, environ: Mapping[str, str] = os.environ) -> None:
+    """Raise StartFailed when a place `config`'s stores write cannot be used (the module
+    docstring); blocking: call it off the event loop."""
+    responses = config.resolved_responses_db(environ)
+    if responses is not None:
+        for what, archive in (
+                ("the stored responses' file", lambda: ResponseArchive(responses, config.responses_per_tenant)),
+                ("the conversations' file", lambda: ConversationArchive(
+                    config.resolved_conversations_db(environ), config.conversations_per_tenant))):
+            opened = archive()
+            try:
+                opened.db   # noqa: B018  (opening is the check)
+            except STORE_FAILURES as exc:
+                raise StartFailed(f"{what} {opened.path}: {one_line_error(exc)} (set {RESPONSES_SETTING} "
+                                  "to a place it can write)") from exc
+            finally:
+                opened.close()
+        files = config.resolved_files_dir(environ)
+        try:
+            write_beside(files / "files.sqlite3")
+        except OSError as exc:
+            raise StartFailed(f"the Files and Batch APIs' directory {files}: {one_line_error(exc)} "
+                              f"(set {RESPONSES_SETTING} to a place it can write)") from exc
+    budgeted = sorted(tenant.name for tenant in config.tenants if tenant.limits.token_budget is not None)
+    if budgeted:
+        spent = spent_tokens_path(environ)
+        try:
+            write_beside(spent)
+        except OSError as exc:
+            names = ", ".join(repr(name) for name in budgeted)
+            raise StartFailed(f"the tenants' spent tokens file {spent}: {one_line_error(exc)}: the token budgets "
+                              f"of {names} would not hold across a restart (set ${SPENT_TOKENS_ENV} to a "
+                              "file it can write)") from exc
+
+
+def write_beside(path: Path) -> None:
+    """Make `path`'s directory, as its store would, and write (then remove) a file there:
+    an OSError when that cannot be done (a read-only disk, a path under a file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", suffix=".check") as probe:
+        probe.write(b"x")
+        probe.flush()

@@ -1,0 +1,118 @@
+"""The places the stores write are tried at the start, before the models load: one that
+cannot be used fails the start in one line naming it."""
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gateway.config import key_digest, parse_config
+from gateway.start_failure import StartFailed
+from gateway.store_places import check_store_places
+
+REPO = Path(__file__).resolve().parents[2]
+UPSTREAM = {"name": "mock", "kind": "upstream", "litellm_model": "openai/gpt-4o-mini",
+            "litellm_params": {"mock_response": "hi"}}
+
+
+def _config(budget: int | None = None):
+    limits = {} if budget is None else {"token_budget": budget}
+    return parse_config({"models": [UPSTREAM],
+                         "tenants": [{"name": "a", "api_key_sha256": [key_digest("sk-a")], "limits": limits},
+                                     {"name": "b", "api_key_sha256": [key_digest("sk-b")]}]})
+
+
+def _environ(tmp_path: Path, **places: Path) -> dict[str, str]:
+    return {"STEPAHEAD_RESPONSES_DB": str(places.get("responses", tmp_path / "data" / "responses.sqlite3")),
+            "STEPAHEAD_SPENT_TOKENS": str(places.get("spent", tmp_path / "data" / "spent.json"))}
+
+
+def test_usable_places_are_made_as_the_stores_make_them_and_nothing_else_is_left(tmp_path):
+    check_store_places(_config(budget=100), _environ(tmp_path))
+    data = tmp_path / "data"
+    assert sorted(p.name for p in data.iterdir()) == ["conversations.sqlite3", "files", "responses.sqlite3"]
+    assert list((data / "files").iterdir()) == []   # the probe written there is gone
+    check_store_places(_config(budget=100), _environ(tmp_path))   # again: the files made are used as they are
+
+
+def test_a_responses_file_that_cannot_be_made_fails_naming_it(tmp_path):
+    (tmp_path / "a-file").write_text("")
+    responses = tmp_path / "a-file" / "responses.sqlite3"   # under a file: no directory can be made there
+    with pytest.raises(StartFailed) as failed:
+        check_store_places(_config(), _environ(tmp_path, responses=responses))
+    message = str(failed.value)
+    assert message.startswith(f"the stored responses' file {responses}: ")
+    assert "set [server] responses_db or $STEPAHEAD_RESPONSES_DB to a place it can write" in message
+    assert "\n" not in message
+
+
+def test_a_files_directory_that_cannot_be_written_fails_naming_it(tmp_path):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "files").write_text("")   # a file where the Files API's directory goes
+    with pytest.raises(StartFailed, match=f"^the Files and Batch APIs' directory {tmp_path / 'data' / 'files'}: "):
+        check_store_places(_config(), _environ(tmp_path))
+
+
+def test_an_unwritable_spent_tokens_file_fails_only_when_a_tenant_has_a_budget(tmp_path):
+    (tmp_path / "a-file").write_text("")
+    spent = tmp_path / "a-file" / "spent.json"
+    check_store_places(_config(), _environ(tmp_path, spent=spent))   # no budget: nothing to keep
+    with pytest.raises(StartFailed) as failed:
+        check_store_places(_config(budget=100), _environ(tmp_path, spent=spent))
+    message = str(failed.value)
+    assert message.startswith(f"the tenants' spent tokens file {spent}: ")
+    assert "the token budgets of 'a' would not hold across a restart (set $STEPAHEAD_SPENT_TOKENS" in message
+
+
+def test_responses_in_memory_check_no_place(tmp_path):
+    (tmp_path / "a-file").write_text("")
+    check_store_places(_config(), {"STEPAHEAD_RESPONSES_DB": ":memory:",
+                                   "STEPAHEAD_SPENT_TOKENS": str(tmp_path / "a-file" / "spent.json")})
+
+
+def test_the_app_checks_the_places_before_any_model_starts(tmp_path, monkeypatch):
+    from gateway.app import build_app
+
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("STEPAHEAD_RESPONSES_DB", str(tmp_path / "a-file" / "responses.sqlite3"))
+    monkeypatch.setenv("STEPAHEAD_TRACE_DB", str(tmp_path / "traces.sqlite3"))
+    app = build_app(_config())
+    started = []
+
+    async def start(backend) -> None:
+        started.append(backend.model_id)
+
+    monkeypatch.setattr(type(app.state.gateway.backends["mock"]), "start", start)
+
+    async def serve() -> None:
+        async with app.router.lifespan_context(app):
+            pass
+
+    with pytest.raises(StartFailed, match="^the stored responses' file "):
+        asyncio.run(serve())
+    assert started == []
+
+
+def test_serve_with_a_responses_file_it_cannot_write_fails_its_start_in_one_line(tmp_path):
+    (tmp_path / "a-file").write_text("")
+    config = tmp_path / "gw.toml"
+    config.write_text("[[models]]\nname = 'mock'\nkind = 'upstream'\nlitellm_model = 'openai/gpt-4o-mini'\n"
+                      f"[[tenants]]\nname = 't'\napi_key_sha256 = ['{key_digest('sk-t')}']\n")
+    from tests.gateway.serving import free_port
+
+    done = subprocess.run(
+        [sys.executable, "-m", "gateway.cli", "serve", "--config", str(config), "--port", str(free_port())],
+        capture_output=True, text=True, timeout=120, cwd=REPO,
+        env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+             "STEPAHEAD_TRACE_DB": str(tmp_path / "traces.sqlite3"),
+             "STEPAHEAD_PREDICTOR_DIR": str(tmp_path / "predictor"),
+             "STEPAHEAD_SPENT_TOKENS": str(tmp_path / "spent.json"),
+             "STEPAHEAD_RESPONSES_DB": str(tmp_path / "a-file" / "r.sqlite3")})
+    assert done.returncode == 3, done.stderr[-3000:]
+    [line] = [line for line in done.stderr.splitlines() if "the start failed" in line]
+    assert f"stepahead: the start failed: the stored responses' file {tmp_path / 'a-file' / 'r.sqlite3'}: " in line
+    assert "Traceback" not in done.stderr and "could not" not in done.stderr
