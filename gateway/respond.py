@@ -28,7 +28,7 @@ from gateway.backend import Backend, ChatEvent, Finished, Prepared, Usage
 from gateway.choices import merged_usage, run_choices
 from gateway.errors import ApiError, server_error, stream_cut_at_shutdown
 from gateway.exchange import CLIENT_CLOSED_STATUS, Exchange
-from gateway.http_io import EventStreamResponse, race_disconnect
+from gateway.http_io import ClientGone, EventStreamResponse, race_disconnect
 from gateway.collected import Collected, Reply
 from gateway.openai_format import ChunkWriter, ResponseHeader, chat_completion, dumps, text_completion
 from gateway.state import GatewayState
@@ -42,6 +42,21 @@ def _error_type(exc: BaseException) -> str:
     if isinstance(exc, ApiError):
         return exc.code or exc.type
     return "client_closed"
+
+
+def _failed(exchange: Exchange, exc: BaseException) -> BaseException:
+    """Close `exchange`, whose reply failed before a byte was sent, and return what to
+    raise: `exc` itself (an `ApiError`, counted where it is answered; the client gone, or
+    the server cancelling), or, for anything else (a bug, an upstream's answer no check
+    caught), a 500 `ApiError`, logged here with its traceback, so the answer is
+    OpenAI-shaped, carries the request's id and counts as a 500, never as a client that
+    left. Every path releases the tenant's slot."""
+    if isinstance(exc, Exception) and not isinstance(exc, (ApiError, ClientGone)):
+        log.error("unexpected error answering %s", exchange.prepared.request_id, exc_info=exc)
+        exc = server_error()
+    exchange.error = _error_type(exc)
+    exchange.close(None, None if isinstance(exc, ApiError) else CLIENT_CLOSED_STATUS)
+    return exc
 
 
 @dataclass(slots=True)
@@ -117,17 +132,18 @@ async def _respond_whole(request: Request, exchange: Exchange,
 
     try:
         reply = await race_disconnect(work(), request.receive)
+        finished = reply.finished  # every candidate's tokens count, the discarded too
+        prepared = exchange.prepared
+        if prepared.best_of > 1:
+            reply = exchange.output = reply.best(prepared.num_returned, keep_logprobs=prepared.keep_logprobs)
+        body = shape.whole(reply, finished.usage if finished else Usage())
+        if shape.on_finished is not None and finished is not None:
+            shape.on_finished(reply.first)
     except BaseException as exc:
-        exchange.error = _error_type(exc)
-        exchange.close(None, None if isinstance(exc, ApiError) else CLIENT_CLOSED_STATUS)
-        raise
-    finished = reply.finished  # every candidate's tokens count, the discarded too
-    prepared = exchange.prepared
-    if prepared.best_of > 1:
-        reply = exchange.output = reply.best(prepared.num_returned, keep_logprobs=prepared.keep_logprobs)
-    body = shape.whole(reply, finished.usage if finished else Usage())
-    if shape.on_finished is not None and finished is not None:
-        shape.on_finished(reply.first)
+        failure = _failed(exchange, exc)
+        if failure is exc:
+            raise
+        raise failure from exc
     exchange.close(finished, 200)
     overhead_s = exchange.overhead_s()
     exchange.state.metrics.record_overhead(exchange.prepared.tenant, overhead_s)
@@ -143,9 +159,10 @@ async def _respond_stream(request: Request, exchange: Exchange,
     try:
         events, first = await race_disconnect(work(), request.receive)
     except BaseException as exc:   # its run is closed already
-        exchange.error = _error_type(exc)
-        exchange.close(None, None if isinstance(exc, ApiError) else CLIENT_CLOSED_STATUS)
-        raise
+        failure = _failed(exchange, exc)
+        if failure is exc:
+            raise
+        raise failure from exc
     writer = shape.writer()
     outcome: list[Finished] = []
 
@@ -188,7 +205,12 @@ async def _respond_stream(request: Request, exchange: Exchange,
     def on_close(completed: bool) -> None:
         whole = len(outcome) == exchange.prepared.num_choices
         status = 200 if completed else cut[0].status if cut else CLIENT_CLOSED_STATUS
-        exchange.close(merged_usage(outcome, exchange.prepared.num_prompts) if whole else None, status)
+        try:
+            finished = merged_usage(outcome, exchange.prepared.num_prompts) if whole else None
+        except Exception:   # NOTE: a bug in the reply's usage must not keep the tenant's slot
+            log.exception("could not sum the usage of %s", exchange.prepared.request_id)
+            finished = None
+        exchange.close(finished, status)
 
     overhead_s = exchange.overhead_s()
     exchange.state.metrics.record_overhead(exchange.prepared.tenant, overhead_s)
