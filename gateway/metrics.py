@@ -132,13 +132,14 @@ class Registry:
                       num_output_tokens: int, ttft_s: float | None, service_tier: str = "default") -> None:
         """A finished request; its time to first token is kept per `service_tier`, so a
         tenant's batch (flex) requests, which wait behind its agents, do not read as its
-        agents' latency."""
-        labels = (("tenant", tenant), ("model_name", model), ("worker", worker))
+        agents' latency. Label values are strings whatever a backend reported (an
+        upstream's `finish_reason` may be anything): series sort, and render, by them."""
+        labels = (("tenant", tenant), ("model_name", model), ("worker", str(worker)))
         self.inc("vllm:prompt_tokens_total", labels, num_prompt_tokens)
         self.inc("vllm:generation_tokens_total", labels, num_output_tokens)
         self.inc("vllm:prefix_cache_queries_total", labels, num_prompt_tokens)
         self.inc("vllm:prefix_cache_hits_total", labels, num_cached_tokens)
-        self.inc("vllm:request_success_total", labels + (("finished_reason", finish_reason),))
+        self.inc("vllm:request_success_total", labels + (("finished_reason", str(finish_reason)),))
         if ttft_s is not None:
             self.observe("vllm:time_to_first_token_seconds", labels + (("service_tier", service_tier),), ttft_s)
 

@@ -110,3 +110,16 @@ def test_a_tenants_view_is_every_series_labelled_with_it_and_no_other():
         everything = [line for line in registry.render({}).splitlines() if not line.startswith("#")]
         assert lines == [line for line in everything if f'tenant="{tenant}"' in line]
     assert registry.render({}, tenant="nobody") == "\n"
+
+
+def test_a_finish_reason_or_worker_of_another_type_is_a_string_label_and_the_page_still_renders():
+    """An upstream may report `finish_reason: 5` or null: one such reply must not break /metrics."""
+    registry = Registry()
+    for reason in ("stop", 5, None, "length"):
+        registry.record_finish(tenant="a", model="m", worker="w0", finish_reason=reason, num_prompt_tokens=1,
+                               num_cached_tokens=0, num_output_tokens=1, ttft_s=None)
+    registry.record_finish(tenant="a", model="m", worker=None, finish_reason="stop", num_prompt_tokens=1,
+                           num_cached_tokens=0, num_output_tokens=1, ttft_s=None)
+    text = registry.render()
+    assert 'finished_reason="5"' in text and 'finished_reason="None"' in text
+    assert registry.render(tenant="a") == text
