@@ -156,14 +156,20 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
     @router.get("/v1/traces/forecasters")
     def forecaster_status(request: Request, who: Viewer = Depends(viewer), tenant: str | None = None) -> dict:
         """Where each tenant's forecasts stand: its step model and its return gaps. A
-        tenant sees its own (learned or not yet); an admin every tenant's, by name, a
-        page at a time (`limit`, `offset`; `num_tenants` counts them all), or one."""
+        tenant sees its own (learned or not yet); an admin every tenant's the forecasters
+        learned anything of, by name, a page at a time (`limit`, `offset`; `num_tenants`
+        counts them all), or one of them (`?tenant=`; none for a name they never saw)."""
         limit, offset = _page(request, 50)
         live = forecasters(request) if forecasters is not None else None
         if live is None:
             return {"forecasting": False, "data": []}
         scoped = scope(who, tenant)
-        names = [] if asks_for_another(who, tenant) else [scoped] if scoped is not None else live.tenants()
+        if asks_for_another(who, tenant):
+            names = []
+        elif scoped is None:
+            names = live.tenants()
+        else:
+            names = [scoped] if not who.is_admin or scoped in live.tenants() else []
         page = names[offset:offset + limit]
         return {"forecasting": True, "data": [live.tenant_status(name) for name in page],
                 "num_tenants": len(names), "has_more": offset + len(page) < len(names),

@@ -198,6 +198,8 @@ def test_forecaster_status_is_scoped_to_the_tenant_and_shown_over_the_list(serve
     assert bad.status_code == 400 and bad.json()["detail"]["param"] == "limit"   # OpenAI-shaped in the gateway
     globex = status("k-admin", "?tenant=globex")["data"]
     assert globex[0]["step_model"]["fitted"] is True and globex[0]["step_model"]["fit"]["sessions"] == 12
+    nobody = status("k-admin", "?tenant=nobody")   # a name the forecasters never saw: nothing made up
+    assert (nobody["data"], nobody["num_tenants"]) == ([], 0)
     assert httpx.get(f"{base_url}/v1/traces/forecasters", timeout=10).status_code == 401
     with chromium_driver() as driver:
         connect(driver, base_url, "k-acme")
