@@ -47,6 +47,7 @@ from cache.sim.sweep import comparison_rows, comparison_table, plot_policies
 from cache.trace_format import TraceFormatError, read_trace
 
 MAX_BLOCKS = 10_000_000   # per tier: a pool's slots take ~50 bytes each (0.5 GB), more than any real cache
+AT_MOST_BLOCKS = f"at most {MAX_BLOCKS:,} (each block's slot costs memory, about 50 bytes)"
 
 
 class SimulatedTimesOverflow(ArithmeticError):
@@ -97,16 +98,14 @@ def _sizes(text: str) -> tuple[int, ...]:
     if any(size <= 0 for size in sizes):
         raise argparse.ArgumentTypeError("HOT block counts must be > 0")
     if any(size > MAX_BLOCKS for size in sizes):
-        raise argparse.ArgumentTypeError(f"HOT block counts must be at most {MAX_BLOCKS:,} (each block's "
-                                         f"slot costs memory, about 50 bytes)")
+        raise argparse.ArgumentTypeError(f"HOT block counts must be {AT_MOST_BLOCKS}")
     return tuple(dict.fromkeys(sizes))
 
 
 def _host_blocks(text: str) -> int:
     size = _count(text)
     if size > MAX_BLOCKS:
-        raise argparse.ArgumentTypeError(f"must be at most {MAX_BLOCKS:,} (each block's slot costs memory, "
-                                         f"about 50 bytes)")
+        raise argparse.ArgumentTypeError(f"must be {AT_MOST_BLOCKS}")
     return size
 
 
