@@ -1,36 +1,114 @@
 """litellm / provider exceptions and upstream HTTP errors → OpenAI-shaped `ApiError`.
 
-Invariant: the client's own mistakes keep their status (400, 404, 413, 422, 429); a
+Invariants: the client's own mistakes keep their status (400, 404, 413, 422, 429); a
 failure between the gateway and the provider (bad upstream credentials, connection,
-provider 5xx) is the gateway's problem and leaves as 502/503/504 with a `server_error`
-type, so a client never mistakes a misconfigured upstream key for its own bad key.
+timeout, provider 5xx, a reply that is not the OpenAI protocol) is the gateway's problem
+and leaves as 502/503/504 with a `server_error` type, so a client never mistakes a
+misconfigured upstream key for its own bad key. A message is one short line (the
+exception's class and first line): never a traceback, never a file path of this host.
+An upstream's `Retry-After` (seconds) is passed on; "1" when it sent none.
 """
 from __future__ import annotations
+
+import re
 
 from gateway.errors import ApiError
 
 CLIENT_STATUSES = {400: "invalid_request_error", 404: "invalid_request_error",
                    413: "invalid_request_error", 422: "invalid_request_error",
                    429: "rate_limit_error"}
+MAX_MESSAGE_CHARS = 240
+TIMEOUT_NAMES = ("Timeout", "APITimeoutError", "TimeoutError", "ServerTimeoutError",
+                 "ConnectionTimeoutError", "SocketTimeoutError", "ReadTimeout", "ConnectTimeout")
+CONNECT_NAMES = ("APIConnectionError", "ConnectError", "ConnectionRefusedError",
+                 "ClientConnectorError", "ServerDisconnectedError")
+# a file path of two or more parts, not inside a word (a model name like "org/family/model" is no path)
+_PATH = re.compile(r"""(?<![\w.\-])(?:[A-Za-z]:)?(?:[\\/][^\s\\/'"<>:,;()]+){2,}[\\/]?""")
+_TRACEBACK = re.compile(r"Traceback \(most recent call last\)|\n\s*File \"")
+_LITELLM_PREFIX = re.compile(r"^(?:litellm\.\w+:\s*)+")
 
 
-def map_litellm_error(exc: Exception) -> ApiError:
+def one_line(text: str) -> str:
+    """`text` cut to its first line, before any traceback, with file paths taken out,
+    whitespace collapsed and at most MAX_MESSAGE_CHARS long."""
+    text = _TRACEBACK.split(str(text), 1)[0]
+    line = next((part for part in text.splitlines() if part.strip()), "")
+    line = " ".join(_PATH.sub("<path>", _LITELLM_PREFIX.sub("", line.strip())).split())
+    return line if len(line) <= MAX_MESSAGE_CHARS else line[:MAX_MESSAGE_CHARS - 1] + "…"
+
+
+def short_message(exc: BaseException) -> str:
+    """The exception's class name and the first line of its message (`one_line`)."""
+    name = type(exc).__name__
+    text = one_line(str(getattr(exc, "message", None) or exc))
+    return text if text.startswith(name) else (f"{name}: {text}" if text else name)
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    while exc is not None and exc not in seen and len(seen) < 8:
+        seen.append(exc)
+        exc = exc.__cause__ or exc.__context__ or getattr(exc, "original_exception", None)
+    return seen
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    return isinstance(exc, TimeoutError) or type(exc).__name__ in TIMEOUT_NAMES
+
+
+def _is_connect_failure(exc: BaseException) -> bool:
+    # litellm wraps openai's APIConnectionError ("Connection error.") in InternalServerError
+    return (type(exc).__name__ in CONNECT_NAMES or isinstance(exc, ConnectionError)
+            or (type(exc).__name__ == "InternalServerError"
+                and str(exc).rstrip().endswith("Connection error.")))
+
+
+def retry_after_of(exc: BaseException) -> str | None:
+    """The `Retry-After` header of the upstream reply behind a litellm exception, if any."""
+    for headers in (getattr(getattr(exc, "response", None), "headers", None),
+                    getattr(exc, "litellm_response_headers", None)):
+        try:
+            value = headers.get("retry-after") if headers is not None else None
+        except Exception:   # NOTE: a provider's odd header object is no reason to fail
+            value = None
+        if value is not None:
+            return str(value)
+    return None
+
+
+def clean_retry_after(value: str | None) -> str:
+    """`value` when it is a whole number of seconds (0 to a day), else "1"."""
+    text = (value or "").strip()
+    return text if text.isdigit() and int(text) <= 86400 else "1"
+
+
+def map_litellm_error(exc: BaseException) -> ApiError:
     status = getattr(exc, "status_code", None)
     name = type(exc).__name__
-    message = str(getattr(exc, "message", None) or exc) or name
+    message = short_message(exc)
     if name == "ContextWindowExceededError":
         return ApiError(400, message, "invalid_request_error", "context_length_exceeded",
                         "messages")
-    if name in ("Timeout", "APITimeoutError"):
+    chain = _chain(exc)
+    if any(_is_timeout(link) for link in chain):
         return ApiError(504, f"Upstream timed out: {message}", "server_error", "upstream_timeout")
-    if name == "APIConnectionError" or "Connect" in name:
+    if any(_is_connect_failure(link) for link in chain) or "Connect" in name:
         return ApiError(502, f"Upstream unreachable: {message}", "server_error",
                         "upstream_unavailable")
-    return map_upstream_status(status, message)
+    return map_upstream_status(status, message, retry_after=retry_after_of(exc))
 
 
-def map_upstream_status(status: int | None, message: str, code: str | None = None) -> ApiError:
-    """An upstream HTTP error status (with its message and OpenAI code, if any)."""
+def upstream_garbage(what: str) -> ApiError:
+    """A 200 reply that is not the OpenAI protocol: the upstream's fault, a 502."""
+    return ApiError(502, f"Upstream error: the upstream's reply is malformed ({one_line(what)}).",
+                    "server_error", "upstream_error")
+
+
+def map_upstream_status(status: int | None, message: str, code: str | None = None, *,
+                        retry_after: str | None = None) -> ApiError:
+    """An upstream HTTP error status (with its message, OpenAI code and `Retry-After`,
+    if any)."""
+    message = one_line(message) or f"HTTP {status}"
     if code == "context_length_exceeded":
         return ApiError(400, message, "invalid_request_error", code, "messages")
     if status in (408, 504):
@@ -43,9 +121,9 @@ def map_upstream_status(status: int | None, message: str, code: str | None = Non
             "model_not_found" if status == 404 else "upstream_rejected")
         error = ApiError(status, message, CLIENT_STATUSES[status], code)
         if status == 429:
-            error.headers["Retry-After"] = "1"
+            error.headers["Retry-After"] = clean_retry_after(retry_after)
         return error
     if status == 503:
         return ApiError(503, f"Upstream unavailable: {message}", "server_error",
-                        "upstream_unavailable", None, {"Retry-After": "1"})
+                        "upstream_unavailable", None, {"Retry-After": clean_retry_after(retry_after)})
     return ApiError(502, f"Upstream error: {message}", "server_error", "upstream_error")

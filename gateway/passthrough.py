@@ -6,8 +6,12 @@ the request itself over a pooled aiohttp session. Same preparation and event sha
 `UpstreamBackend` (it reuses them); only the transport differs.
 Invariants: the forwarded body is the client's, minus the fields the gateway owns, with
 the upstream's model name and, for streams, `include_usage` on; upstream HTTP errors are
-mapped like litellm's (`map_upstream_status`); closing `run()` closes the connection, so
-the upstream sees the client leave.
+mapped like litellm's (`map_upstream_status`, the upstream's `Retry-After` passed on, a
+non-JSON error body never copied); closing `run()` closes the connection, so the upstream
+sees the client leave. `timeout_s` bounds the connect and each wait for the upstream's next
+bytes, not the whole reply, so a long healthy stream is never cut. A stream request
+answered with something other than SSE, or an SSE stream that ends before a finish reason,
+is a 502 (an error event once streaming began), never an empty or truncated success.
 """
 from __future__ import annotations
 
@@ -20,14 +24,18 @@ import aiohttp
 from gateway.backend import ChatEvent, Prepared, Usage
 from gateway.config import UpstreamModelConfig
 from gateway.errors import ApiError
-from gateway.litellm_errors import map_litellm_error, map_upstream_status
-from gateway.upstream import UpstreamBackend, choice_kwargs, events_from_response, events_from_stream
+from gateway.litellm_errors import map_litellm_error, map_upstream_status, upstream_garbage
+from gateway.upstream import UpstreamBackend, choice_kwargs
+from gateway.upstream_replies import events_from_response, events_from_stream
 
-TRANSPORT_FIELDS = ("timeout", "api_base", "api_key")
+TRANSPORT_FIELDS = ("timeout", "api_base", "api_key", "num_retries", "max_retries")
 
 
 async def sse_json(response: aiohttp.ClientResponse) -> AsyncIterator[dict]:
-    """The JSON payloads of an SSE stream's `data:` lines, up to `[DONE]`."""
+    """The JSON payloads of an SSE stream's `data:` lines, up to `[DONE]`; a reply that is
+    not `text/event-stream` is a 502 before anything is read from it."""
+    if response.content_type != "text/event-stream":
+        raise upstream_garbage(f"a stream was asked for, the reply is {response.content_type}")
     async for raw_line in response.content:
         line = raw_line.strip()
         if not line.startswith(b"data:"):
@@ -39,7 +47,7 @@ async def sse_json(response: aiohttp.ClientResponse) -> AsyncIterator[dict]:
         if isinstance(chunk, dict) and "error" in chunk:
             error = chunk["error"] if isinstance(chunk["error"], dict) else {}
             raise map_upstream_status(502, str(error.get("message", chunk["error"])),
-                                      error.get("code"))
+                                      error.get("code") if isinstance(error.get("code"), str) else None)
         yield chunk
 
 
@@ -54,7 +62,8 @@ class PassthroughBackend(UpstreamBackend):
     async def start(self) -> None:
         self._session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
-            timeout=aiohttp.ClientTimeout(total=self.config.timeout_s))
+            timeout=aiohttp.ClientTimeout(total=None, connect=self.config.timeout_s,
+                                          sock_read=self.config.timeout_s))
 
     async def stop(self) -> None:
         if self._session is not None:
@@ -98,12 +107,17 @@ class PassthroughBackend(UpstreamBackend):
 
 
 async def _status_error(response: aiohttp.ClientResponse) -> ApiError:
-    text = await response.text()
+    """The upstream's error status as an `ApiError`: its JSON error message (one line) and
+    `Retry-After`; a body that is not an OpenAI error is named by its status only."""
     try:
+        text = await response.text(errors="replace")
         error = json.loads(text).get("error") or {}
-    except (ValueError, AttributeError):
+    except Exception:   # NOTE: not JSON, not an object, or the body could not be read
         error = {}
     if not isinstance(error, dict):
         error = {"message": str(error)}
-    return map_upstream_status(response.status, str(error.get("message") or text[:500]),
-                               error.get("code"))
+    code = error.get("code")
+    return map_upstream_status(response.status,
+                               str(error.get("message") or f"HTTP {response.status}"),
+                               code if isinstance(code, str) else None,
+                               retry_after=response.headers.get("Retry-After"))

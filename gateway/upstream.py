@@ -4,7 +4,10 @@ Invariants: the client's request is forwarded as sent (unknown fields included) 
 the fields the gateway owns (`model`, `stream_options`, `n`, `metadata`, `cache_salt`);
 upstream usage is always requested so the tenant is charged real tokens; every
 provider exception leaves as an OpenAI-shaped `ApiError` (`litellm_errors.py`); closing
-the event iterator closes the upstream stream.
+the event iterator closes the upstream stream. `timeout_s` bounds the call: no hidden SDK
+retries (an upstream 429 comes back at once, with its `Retry-After`). A reply that is not
+the OpenAI protocol is a 502 `upstream_error` before any of it reaches the client
+(`upstream_replies.py` reads and checks it).
 """
 from __future__ import annotations
 
@@ -15,14 +18,17 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.backend import (ChatEvent, Finished, Prepared, TextDelta, TokenChoice, ToolCallDelta, Usage)
+from gateway.backend import ChatEvent, Prepared, Usage
 from gateway.config import UpstreamModelConfig
 from gateway.embeddings import EmbeddingsRequest, reply_body
 from gateway.errors import ApiError, context_length_exceeded, invalid_request
-from gateway.litellm_errors import map_litellm_error
+from gateway.litellm_errors import map_litellm_error, upstream_garbage
 from gateway.schemas import ChatCompletionRequest, CompletionRequest
+from gateway.upstream_replies import events_from_response, events_from_stream, require_sse
 
-OWNED_FIELDS = ("model", "stream_options", "n", "metadata", "cache_salt")
+OWNED_FIELDS = ("model", "stream_options", "n", "metadata", "cache_salt", "num_retries",
+                "max_retries")
+NO_RETRIES = {"num_retries": 0, "max_retries": 0}   # litellm's and the OpenAI SDK's
 
 
 def import_litellm():
@@ -37,21 +43,6 @@ def estimate_num_tokens(value: Any) -> int:
     the real usage from the provider trues it up afterwards."""
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     return len(text.encode()) // 4 + 8
-
-
-def _field(obj: Any, name: str, default: Any = None) -> Any:
-    if isinstance(obj, dict):
-        return obj.get(name, default)
-    return getattr(obj, name, default)
-
-
-def usage_from(raw: Any, fallback: Usage) -> Usage:
-    if raw is None:
-        return fallback
-    details = _field(raw, "prompt_tokens_details")
-    return Usage(num_prompt_tokens=_field(raw, "prompt_tokens", 0) or 0,
-                 num_completion_tokens=_field(raw, "completion_tokens", 0) or 0,
-                 num_cached_tokens=(_field(details, "cached_tokens", 0) or 0) if details else 0)
 
 
 @dataclass(slots=True)
@@ -99,6 +90,7 @@ class UpstreamBackend:
 
     def _common_kwargs(self, body: dict, stream: bool) -> dict:
         kwargs = {k: v for k, v in body.items() if k not in OWNED_FIELDS and v is not None}
+        kwargs.update(NO_RETRIES)   # an operator may still opt in through litellm_params
         kwargs.update(dict(self.config.litellm_params))
         kwargs["model"] = self.config.litellm_model
         kwargs["timeout"] = self.config.timeout_s
@@ -159,7 +151,12 @@ class UpstreamBackend:
             raise
         except Exception as exc:
             raise map_litellm_error(exc) from None
-        return reply_body(raw, self.model_id, request.encoding_format)
+        try:
+            return reply_body(raw, self.model_id, request.encoding_format)
+        except ApiError:
+            raise
+        except Exception as exc:   # NOTE: an embeddings reply of the wrong shape
+            raise upstream_garbage(f"embeddings: {type(exc).__name__}: {exc}") from None
 
     async def run(self, prepared: Prepared) -> AsyncIterator[ChatEvent]:
         kwargs = choice_kwargs(prepared)
@@ -179,6 +176,7 @@ class UpstreamBackend:
                 yield event
             return
         try:
+            require_sse(response)
             async for event in events_from_stream(response, is_chat, fallback, started_s):
                 yield event
         finally:
@@ -192,80 +190,6 @@ def choice_kwargs(prepared: Prepared) -> dict:
     if prepared.choice and kwargs.get("seed") is not None:
         kwargs = {**kwargs, "seed": kwargs["seed"] + prepared.choice}
     return kwargs
-
-
-def logprobs_from(choice: Any, is_chat: bool) -> list[TokenChoice] | None:
-    """The upstream choice's `logprobs` (chat's per-token entries, or the completions
-    API's parallel lists), or None when it sent none."""
-    logprobs = _field(choice, "logprobs")
-    if not logprobs:
-        return None
-    if is_chat:
-        def entry(raw: Any) -> tuple[str, bytes, float]:
-            token, token_bytes = _field(raw, "token") or "", _field(raw, "bytes")
-            return (token, bytes(token_bytes) if token_bytes is not None else token.encode("utf-8"),
-                    float(_field(raw, "logprob") or 0.0))
-        return [TokenChoice(*entry(raw), top=tuple(entry(alt) for alt in _field(raw, "top_logprobs") or []))
-                for raw in _field(logprobs, "content") or []]
-    tokens = _field(logprobs, "tokens") or []
-    values = _field(logprobs, "token_logprobs") or [0.0] * len(tokens)
-    tops = _field(logprobs, "top_logprobs") or [None] * len(tokens)
-    return [TokenChoice(token, token.encode("utf-8"), float(value or 0.0),
-                        top=tuple((text, text.encode("utf-8"), float(v)) for text, v in (top or {}).items()))
-            for token, value, top in zip(tokens, values, tops)]
-
-
-def events_from_response(response: Any, is_chat: bool, fallback: Usage):
-    """Events of a whole (non-streamed) reply, a litellm object or plain JSON."""
-    choice = _field(response, "choices")[0]
-    if is_chat:
-        message = _field(choice, "message")
-        content = _field(message, "content")
-        if content:
-            yield TextDelta(content, logprobs_from(choice, is_chat))
-        for index, call in enumerate(_field(message, "tool_calls") or []):
-            function = _field(call, "function")
-            yield ToolCallDelta(index, _field(call, "id"), _field(function, "name"),
-                                _field(function, "arguments") or "")
-    else:
-        text = _field(choice, "text", "")
-        if text:
-            yield TextDelta(text, logprobs_from(choice, is_chat))
-    yield Finished(_field(choice, "finish_reason") or "stop",
-                   usage_from(_field(response, "usage"), fallback))
-
-
-async def events_from_stream(response: Any, is_chat: bool, fallback: Usage,
-                             started_s: float) -> AsyncIterator[ChatEvent]:
-    """Events of a streamed reply: an async iterator of litellm chunks or plain JSON."""
-    finish_reason = "stop"
-    usage = None
-    ttft_s = None
-    num_chunks = 0
-    try:
-        async for chunk in response:
-            usage = _field(chunk, "usage") or usage
-            for choice in _field(chunk, "choices") or []:
-                finish_reason = _field(choice, "finish_reason") or finish_reason
-                delta = _field(choice, "delta") if is_chat else choice
-                text = _field(delta, "content" if is_chat else "text")
-                if text:
-                    ttft_s = ttft_s if ttft_s is not None else time.perf_counter() - started_s
-                    num_chunks += 1
-                    yield TextDelta(text, logprobs_from(choice, is_chat))
-                for call in (_field(delta, "tool_calls") or []) if is_chat else []:
-                    function = _field(call, "function")
-                    ttft_s = ttft_s if ttft_s is not None else time.perf_counter() - started_s
-                    yield ToolCallDelta(_field(call, "index", 0) or 0, _field(call, "id"),
-                                        _field(function, "name"),
-                                        _field(function, "arguments") or "")
-    except ApiError:
-        raise
-    except Exception as exc:
-        raise map_litellm_error(exc) from None
-    if usage is None:
-        fallback.num_completion_tokens = num_chunks
-    yield Finished(finish_reason, usage_from(usage, fallback), ttft_s=ttft_s)
 
 
 async def _close_quietly(response: Any) -> None:

@@ -6,7 +6,10 @@ The last user message picks the behaviour, so one server covers every case:
 "midstream-error" breaks a stream after one chunk; anything else is echoed back (with
 `logprobs` asked, each echoed word comes with made-up log probabilities; a request with a
 `seed` gets " seed N" added to its echo). `/v1/embeddings` answers each input with
-`embedding_of` it (a first input "status:NNN" answers that error).
+`embedding_of` it (a first input "status:NNN" answers that error; "wrongshape" answers
+`{"data": "nope"}`). Misbehaving upstreams (`FAULTS`): a 200 whose body is the named
+garbage, "nodone" (a stream cut cleanly before its finish reason), "hang" (no answer for
+60 s), "trickle" (a healthy stream, one chunk per 0.4 s); a 429 says `Retry-After: 30`.
 """
 from __future__ import annotations
 
@@ -22,6 +25,32 @@ ERROR_BODIES = {
           "code": "rate_limit_exceeded"},
     500: {"message": "The server had an error.", "type": "server_error", "param": None,
           "code": None},
+    503: {"message": "Overloaded.", "type": "server_error", "param": None, "code": None},
+}
+
+
+def _whole(content=None, finish="stop", usage=None, tool_args=None) -> dict:
+    message = {"role": "assistant", "content": content}
+    if tool_args is not None:
+        message["tool_calls"] = [{"id": "c1", "type": "function",
+                                  "function": {"name": "f", "arguments": tool_args}}]
+    return {"id": "x", "object": "chat.completion", "created": 1, "model": "fake",
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": usage or {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10}}
+
+
+FAULTS = {  # the 200 reply (streamed or not) for each misbehaviour's name
+    "emptychoices": {"id": "x", "object": "chat.completion", "choices": [],
+                     "usage": {"prompt_tokens": 7, "completion_tokens": 3}},
+    "error200": {"error": {"message": "hidden error with 200", "type": "server_error"}},
+    "listbody": [1, 2, 3],
+    "contentnum": _whole(12345),
+    "contentobj": _whole({"a": 1}),
+    "argsobj": _whole(None, "tool_calls", tool_args={"city": "Paris"}),
+    "finishnum": _whole("hi", 5),
+    "usagefloat": _whole("hi", usage={"prompt_tokens": 7.5, "completion_tokens": -3}),
+    "usagetext": _whole("hi", usage={"prompt_tokens": "abc", "completion_tokens": None}),
+    "nostream": _whole("a whole reply to a stream request"),
 }
 
 
@@ -52,6 +81,9 @@ def embedding_of(item: str | list[int], dimensions: int = 4) -> list[float]:
 
 
 async def _embeddings(send, body: dict) -> None:
+    if body["input"] == "wrongshape":
+        await _send_json(send, 200, {"data": "nope"})
+        return
     items = body["input"]
     items = [items] if isinstance(items, str) or (items and isinstance(items[0], int)) else items
     if isinstance(items[0], str) and items[0].startswith("status:"):
@@ -102,8 +134,21 @@ async def app(scope, receive, send) -> None:
     text = _last_user_text(body)
     if text.startswith("status:"):
         status = int(text.split(":")[1])
-        await _send_json(send, status, {"error": ERROR_BODIES[status]})
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", b"application/json")]
+                    + ([(b"retry-after", b"30")] if status == 429 else [])})
+        await send({"type": "http.response.body", "body": json.dumps({"error": ERROR_BODIES[status]}).encode()})
         return
+    if text in FAULTS:
+        await _send_json(send, 200, FAULTS[text])
+        return
+    if text == "html":
+        await send({"type": "http.response.start", "status": 500 if not body.get("stream") else 200,
+                    "headers": [(b"content-type", b"text/html")]})
+        await send({"type": "http.response.body", "body": b"<html>Error at /srv/secret/app.py</html>"})
+        return
+    if text == "hang":
+        await asyncio.sleep(60)
     tool_call = {"id": "call_fake1", "type": "function",
                  "function": {"name": "lookup", "arguments": json.dumps({"q": "x"})}}
     reply = f"echo: {text}" + (f" seed {body['seed']}" if "seed" in body else "")
@@ -133,7 +178,14 @@ async def app(scope, receive, send) -> None:
                          logprobs=_scored([word + " "]) if body.get("logprobs") else None)
                   for word in reply.split()]
         parts.append(_chunk({}, "stop"))
+    if text == "nodone":
+        parts = parts[:-1]
     for index, part in enumerate(parts):
+        if text == "nodone" and index == len(parts) - 1:
+            await send({"type": "http.response.body", "body": part, "more_body": False})
+            return
+        if text == "trickle":
+            await asyncio.sleep(0.4)
         if text == "midstream-error" and index == 2:
             await send({"type": "http.response.body", "body": b"data: {not json\n\n",
                         "more_body": True})

@@ -1,0 +1,182 @@
+"""Reading an upstream provider's reply (a litellm object or plain JSON, whole or
+streamed) as the gateway's events: the OpenAI protocol checked as it is read.
+
+Invariant: a reply that is not the OpenAI protocol (no choice, an error body with 200,
+non-string text, tool-call fields or finish reason, usage counts that are not
+non-negative integers, a stream with no finish reason or not SSE at all) raises a 502
+`upstream_error` (`litellm_errors.upstream_garbage`) before any of it reaches the
+client, its trace or its tenant's spent tokens; nothing else leaves these readers.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from gateway.backend import ChatEvent, Finished, TextDelta, TokenChoice, ToolCallDelta, Usage
+from gateway.errors import ApiError
+from gateway.litellm_errors import map_litellm_error, upstream_garbage
+
+
+def _field(obj: Any, name: str, default: Any = None) -> Any:
+    if isinstance(obj, dict):
+        return obj.get(name, default)
+    if isinstance(obj, (str, bytes, int, float, list, tuple)):
+        return default
+    return getattr(obj, name, default)
+
+
+def _is_record(value: Any) -> bool:
+    """A JSON object or a litellm object (not a scalar, list or null)."""
+    return value is not None and not isinstance(value, (str, bytes, int, float, list, tuple))
+
+
+def _text(value: Any, what: str) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise upstream_garbage(f"{what} is a {type(value).__name__}, not a string")
+
+
+def _count(value: Any, what: str) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise upstream_garbage(f"usage.{what} is {value!r:.40}, not a non-negative integer")
+    return value
+
+
+def usage_from(raw: Any, fallback: Usage) -> Usage:
+    """The upstream's usage; `fallback` when it sent none. Counts must be non-negative
+    integers (else a 502), so garbage never reaches traces or spent tokens."""
+    if raw is None:
+        return fallback
+    if not _is_record(raw):
+        raise upstream_garbage("usage is not an object")
+    details = _field(raw, "prompt_tokens_details")
+    return Usage(num_prompt_tokens=_count(_field(raw, "prompt_tokens"), "prompt_tokens"),
+                 num_completion_tokens=_count(_field(raw, "completion_tokens"), "completion_tokens"),
+                 num_cached_tokens=_count(_field(details, "cached_tokens"),
+                                          "prompt_tokens_details.cached_tokens") if details else 0)
+
+
+def logprobs_from(choice: Any, is_chat: bool) -> list[TokenChoice] | None:
+    """The upstream choice's `logprobs` (chat's per-token entries, or the completions
+    API's parallel lists), or None when it sent none."""
+    logprobs = _field(choice, "logprobs")
+    if not logprobs:
+        return None
+    if is_chat:
+        def entry(raw: Any) -> tuple[str, bytes, float]:
+            token, token_bytes = _field(raw, "token") or "", _field(raw, "bytes")
+            return (token, bytes(token_bytes) if token_bytes is not None else token.encode("utf-8"),
+                    float(_field(raw, "logprob") or 0.0))
+        return [TokenChoice(*entry(raw), top=tuple(entry(alt) for alt in _field(raw, "top_logprobs") or []))
+                for raw in _field(logprobs, "content") or []]
+    tokens = _field(logprobs, "tokens") or []
+    values = _field(logprobs, "token_logprobs") or [0.0] * len(tokens)
+    tops = _field(logprobs, "top_logprobs") or [None] * len(tokens)
+    return [TokenChoice(token, token.encode("utf-8"), float(value or 0.0),
+                        top=tuple((text, text.encode("utf-8"), float(v)) for text, v in (top or {}).items()))
+            for token, value, top in zip(tokens, values, tops)]
+
+
+def events_from_response(response: Any, is_chat: bool, fallback: Usage) -> list[ChatEvent]:
+    """Events of a whole (non-streamed) reply, a litellm object or plain JSON; checked
+    whole first, so a malformed reply is a 502 (`upstream_garbage`) and nothing else."""
+    try:
+        return list(_whole_events(response, is_chat, fallback))
+    except ApiError:
+        raise
+    except Exception as exc:   # NOTE: any other shape fault in the upstream's reply
+        raise upstream_garbage(f"{type(exc).__name__}: {exc}") from None
+
+
+def _whole_events(response: Any, is_chat: bool, fallback: Usage):
+    error = _field(response, "error")
+    if error is not None:
+        message = _field(error, "message") if _is_record(error) else error
+        raise upstream_garbage(f"an error with status 200: {message}")
+    choices = _field(response, "choices")
+    if not isinstance(choices, list) or not choices or not _is_record(choices[0]):
+        raise upstream_garbage("no choices" if _is_record(response) else "not a JSON object")
+    choice = choices[0]
+    if is_chat:
+        message = _field(choice, "message")
+        if not _is_record(message):
+            raise upstream_garbage("choices[0].message is not an object")
+        content = _text(_field(message, "content"), "message.content")
+        if content:
+            yield TextDelta(content, logprobs_from(choice, is_chat))
+        yield from _tool_call_deltas(_field(message, "tool_calls"), whole=True)
+    else:
+        text = _text(_field(choice, "text"), "choices[0].text")
+        if text:
+            yield TextDelta(text, logprobs_from(choice, is_chat))
+    yield Finished(_text(_field(choice, "finish_reason"), "finish_reason") or "stop",
+                   usage_from(_field(response, "usage"), fallback))
+
+
+def _tool_call_deltas(calls: Any, whole: bool):
+    if calls is None:
+        return
+    if not isinstance(calls, list):
+        raise upstream_garbage("tool_calls is not a list")
+    for position, call in enumerate(calls):
+        function = _field(call, "function")
+        if not _is_record(call) or (function is not None and not _is_record(function)):
+            raise upstream_garbage("a tool call is not an object")
+        index = position if whole else _field(call, "index", 0) or 0
+        if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+            raise upstream_garbage("a tool call's index is not a non-negative integer")
+        yield ToolCallDelta(index, _text(_field(call, "id"), "tool call id"),
+                            _text(_field(function, "name"), "tool call name"),
+                            _text(_field(function, "arguments"), "tool call arguments") or "")
+
+
+def require_sse(response: Any) -> None:
+    """A litellm stream whose upstream answered 200 with something other than SSE (a
+    whole JSON reply, a JSON error, HTML) is a 502, not an empty reply."""
+    hidden = getattr(response, "_hidden_params", None)
+    headers = (hidden.get("additional_headers") if isinstance(hidden, dict) else None) or {}
+    content_type = str(headers.get("llm_provider-content-type") or "")
+    if content_type and not content_type.lower().startswith("text/event-stream"):
+        raise upstream_garbage(f"a stream was asked for, the reply is {content_type.split(';')[0]}")
+
+
+async def events_from_stream(response: Any, is_chat: bool, fallback: Usage,
+                             started_s: float) -> AsyncIterator[ChatEvent]:
+    """Events of a streamed reply: an async iterator of litellm chunks or plain JSON.
+    A stream that ends before a finish reason is an upstream error, not a whole reply."""
+    finish_reason = None
+    usage = None
+    ttft_s = None
+    num_chunks = 0
+    try:
+        async for chunk in response:
+            if not _is_record(chunk):
+                raise upstream_garbage("a stream chunk is not an object")
+            usage = _field(chunk, "usage") or usage
+            choices = _field(chunk, "choices") or []
+            if not isinstance(choices, list):
+                raise upstream_garbage("a stream chunk's choices is not a list")
+            for choice in choices:
+                finish_reason = _text(_field(choice, "finish_reason"), "finish_reason") or finish_reason
+                delta = _field(choice, "delta") if is_chat else choice
+                text = _text(_field(delta, "content" if is_chat else "text"), "delta content")
+                if text:
+                    ttft_s = ttft_s if ttft_s is not None else time.perf_counter() - started_s
+                    num_chunks += 1
+                    yield TextDelta(text, logprobs_from(choice, is_chat))
+                for delta_call in _tool_call_deltas(_field(delta, "tool_calls") if is_chat else None,
+                                                    whole=False):
+                    ttft_s = ttft_s if ttft_s is not None else time.perf_counter() - started_s
+                    yield delta_call
+    except ApiError:
+        raise
+    except Exception as exc:
+        raise map_litellm_error(exc) from None
+    if finish_reason is None:
+        raise upstream_garbage("the stream ended before a finish_reason")
+    if usage is None:
+        fallback.num_completion_tokens = num_chunks
+    yield Finished(finish_reason, usage_from(usage, fallback), ttft_s=ttft_s)
