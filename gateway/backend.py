@@ -110,6 +110,7 @@ class Prepared:
     num_prompts: int = 1
     prompt_token_ids: Sequence[int] | None = None
     service_tier: str | None = None   # the tier a local model serves it in, as the reply names it
+    prompt_is_counted: bool = True   # `num_prompt_tokens` is the model's count, not an estimate (upstream)
 
     @property
     def num_per_prompt(self) -> int:

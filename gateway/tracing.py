@@ -100,7 +100,9 @@ def end_step(tracer: AgentTracer, ctx: StepContext, prepared: Prepared,
              error: str | None) -> int | None:
     """Close the step with every choice of `reply`: choice 0 in the result's own fields,
     the others (n > 1, several prompts) in `other_choices`. Returns the tracer's count of
-    prompt tokens the session's previous prompt began with (None when unknown)."""
+    prompt tokens the session's previous prompt began with (None when unknown). A step
+    that failed before the model counted its prompt records the gateway's own count, or
+    none (0) where that is only an estimate (an upstream model's)."""
     usage = finished.usage if finished is not None else None
     output = reply.first if reply is not None else None
     calls = () if output is None else _calls(output)
@@ -109,7 +111,8 @@ def end_step(tracer: AgentTracer, ctx: StepContext, prepared: Prepared,
     if finished is None and error is None:
         error = "incomplete"
     return tracer.end(ctx, StepResult(
-        num_input_tokens=usage.num_prompt_tokens if usage else prepared.num_prompt_tokens,
+        num_input_tokens=(usage.num_prompt_tokens if usage else
+                          prepared.num_prompt_tokens if prepared.prompt_is_counted else 0),
         num_cached_tokens=usage.num_cached_tokens if usage else 0,
         num_output_tokens=usage.num_completion_tokens if usage else 0,
         ttft_s=ttft_s if ttft_s is not None else (finished.ttft_s if finished else None),

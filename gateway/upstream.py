@@ -113,7 +113,7 @@ class UpstreamBackend:
         reserve = num_max_tokens or self.default_completion_reserve_tokens
         return Prepared(request_id=request_id, tenant=tenant, model=self.model_id,
                         num_prompt_tokens=num_prompt_tokens,
-                        num_reserved_tokens=num_prompt_tokens + reserve, payload=call)
+                        num_reserved_tokens=num_prompt_tokens + reserve, payload=call, prompt_is_counted=False)
 
     async def prepare_chat(self, request: ChatCompletionRequest, tenant: str,
                            request_id: str) -> Prepared:

@@ -116,3 +116,18 @@ def test_upstream_context_limit_names_what_holds_the_prompt(request_body, param)
         asyncio.run(prepare(request_body, "t", "req-1"))
     assert caught.value.code == "context_length_exceeded" and caught.value.param == param
     assert f"in the {param}," in caught.value.message
+
+
+@pytest.mark.parametrize("model", ["fake", "fake-direct"])
+def test_a_failed_upstream_step_records_no_made_up_prompt_tokens(gateway, model):
+    """An upstream model's prompt is not tokenized here: a step that failed before the
+    upstream counted it records none, not the gateway's estimate."""
+    from agents_trace.store_queries import list_steps
+
+    session = f"failed-upstream-{model}"
+    response = post(gateway, {"model": model, "messages": [{"role": "user", "content": "status:500"}]},
+                    headers={**gateway.headers(), "x-session-id": session})
+    assert response.status_code == 502
+    assert gateway.state.tracer.flush(15)
+    [step] = list_steps(gateway.state.tracer.store_path, "alpha", session)["data"]
+    assert step["error"] and step["num_input_tokens"] == 0
