@@ -24,7 +24,8 @@ from tests.gateway.serving import RunningServer, start_server  # noqa: E402
 
 KEYS = {"alpha": "sk-test-alpha", "beta": "sk-test-beta", "rpm": "sk-test-rpm",
         "conc": "sk-test-conc", "budget": "sk-test-budget", "tpm": "sk-test-tpm",
-        "cancel": "sk-test-cancel", "ops": "sk-test-ops", "paced": "sk-test-paced", "offline": "sk-test-offline"}
+        "cancel": "sk-test-cancel", "ops": "sk-test-ops", "paced": "sk-test-paced", "offline": "sk-test-offline",
+        "faults": "sk-test-faults"}
 LIMITS = {"rpm": {"requests_per_minute": 3},
           "conc": {"max_concurrent": 1, "max_queued": 1},
           "budget": {"token_budget": 400},
