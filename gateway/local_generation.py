@@ -264,7 +264,9 @@ class Continuations:
 
 
 async def run_forced(engine, prepared: Prepared, call: LocalCall) -> AsyncIterator[ChatEvent]:
-    """The reply is one call: name forced or picked, arguments per `tool_forcing`."""
+    """The reply is one call: name forced or picked, arguments per `tool_forcing`. The
+    call's head goes out with the first arguments the model decided, not before: a name
+    the gateway knows without the model is no first token (TTFT stays the model's)."""
     forced = call.forced
     generate = Continuations(engine, prepared, call)
     names = list(forced.schemas)
@@ -275,10 +277,15 @@ async def run_forced(engine, prepared: Prepared, call: LocalCall) -> AsyncIterat
             name = names[0]
         else:
             name = choose_tool_name(await generate(CALL_OPEN, MAX_NAME_TOKENS, ('"',)), names)
-        yield ToolCallDelta(0, new_tool_call_id(), name, "")
+        head: ToolCallDelta | None = ToolCallDelta(0, new_tool_call_id(), name, "")
         async for arguments in forced_arguments(forced.schemas.get(name), generate, call_head(name),
                                                 generate.max_total, generate.stream):
+            if head is not None:
+                yield head
+                head = None
             yield ToolCallDelta(0, None, None, arguments)
+        if head is not None:
+            yield head
         yield generate.finished("tool_calls")
     finally:
         await generate.close()

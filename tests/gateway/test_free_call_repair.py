@@ -115,3 +115,23 @@ async def test_a_reply_going_on_after_a_repaired_call_stops_where_max_tokens_is_
     assert text == free[len(call):max_tokens - 19]   # what the free reply wrote before the budget ran out
     assert finished.worker == "w0" and finished.ttft_s is not None
     assert finished.usage.num_cached_tokens == len(PROMPT)
+
+
+@pytest.mark.parametrize("named", [True, False])
+async def test_a_forced_calls_head_waits_for_the_models_first_arguments(named):
+    """The gateway knows a forced call's name without the model (named, or the only tool):
+    its head is no first token, so it goes out with the first arguments the model wrote."""
+    from gateway.local_generation import ForcedCall, run_forced
+
+    engine = ScriptedEngine('{"city": "Oslo", "days": 2}', {})
+    call = LocalCall(PROMPT, SamplingParams(max_tokens=100), None, frozenset({"get_weather"}),
+                     ForcedCall({"get_weather": WEATHER}, "get_weather" if named else None), False,
+                     tool_schemas={"get_weather": WEATHER})
+    prepared = Prepared("req", "t", "m", len(PROMPT), len(PROMPT) + 100, call, PROMPT)
+    events = []
+    async for event in run_forced(engine, prepared, call):
+        if not events:
+            assert engine.num_sent, "the call's head came before the model wrote anything"
+        events.append(event)
+    assert events[0].name == "get_weather" and arguments_of(events) == {"city": "Oslo", "days": 2}
+    assert isinstance(events[-1], Finished) and events[-1].finish_reason == "tool_calls"
