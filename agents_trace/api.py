@@ -26,7 +26,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response, Streamin
 from agents_trace.export import export_lines, export_sessions_lines, header_line, in_chunks
 from agents_trace.session_path import SessionPath, parse_session_path
 from agents_trace.store import delete_sessions
-from agents_trace.store_queries import SessionFilter, find_session, list_sessions, list_steps, \
+from agents_trace.store_queries import SessionFilter, find_session, has_step, list_sessions, list_steps, \
     matching_session_keys, step_content
 from agents_trace.store_stats import StatsWindow, tenant_stats
 
@@ -200,6 +200,8 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
         path = path_of(request)
         found = resolve(path, who, session, tenant)
         captured = step_content(path, found["tenant"], session, int(index))
+        if captured is None and not has_step(path, found["tenant"], session, int(index)):
+            raise HTTPException(404, f"No step '{index}' in session '{session}'.")
         if captured is None:
             raise HTTPException(404, f"Step {index} of session '{session}' has no captured "
                                      "content (tracing.capture_content was off: `stepahead serve --capture-content` "

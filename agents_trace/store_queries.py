@@ -196,6 +196,14 @@ def list_steps(path: Path, tenant: str, session: str, *, limit: int = 200,
     return {"data": steps, "has_more": len(rows) > limit, "offset": offset, "limit": limit}
 
 
+def has_step(path: Path, tenant: str, session: str, index: int) -> bool:
+    """Whether the session has a step `index` (with or without captured content)."""
+    with read_store(path) as db:
+        return db is not None and db.execute(
+            "SELECT 1 FROM steps WHERE tenant = ? AND session = ? AND idx = ?", (tenant, session, index)).fetchone() \
+            is not None
+
+
 def step_content(path: Path, tenant: str, session: str, index: int) -> dict | None:
     """One step's captured content: the messages new in its request, its output and, when
     it asked for several choices, the outputs of choices 1.. (`other_outputs`)."""

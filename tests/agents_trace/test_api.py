@@ -122,9 +122,10 @@ async def test_api_bad_query_parameters_are_400_not_422(traced):
         detail = response.json()["detail"]
         assert response.status_code == 400 and "must be a number" in detail["message"]
         assert detail["code"] == "invalid_value" and detail["param"] in path
-    for index in ("x", "99999999999999999999999", "\u00b2", "-1"):   # not a 64-bit step index: 404, not 500
-        assert (await _get(app, f"/v1/traces/sessions/{session}/steps/{index}/content",
-                           "k-acme")).status_code == 404
+    for index in ("x", "99999999999999999999999", "\u00b2", "-1", "999"):   # no such step: 404, not 500
+        missing = await _get(app, f"/v1/traces/sessions/{session}/steps/{index}/content", "k-acme")
+        assert missing.status_code == 404
+        assert missing.json()["detail"].startswith(f"No step '{index}'")   # not "no captured content"
 
 
 async def test_api_export_of_matching_sessions_is_one_trace_within_the_callers_tenant(traced):
