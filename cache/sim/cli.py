@@ -47,6 +47,7 @@ from cache.sim.sweep import comparison_rows, comparison_table, plot_policies
 from cache.trace_format import TraceFormatError, read_trace
 
 MAX_BLOCKS = 10_000_000   # per tier: a pool's slots take ~50 bytes each (0.5 GB), more than any real cache
+MAX_TICKS = 10_000_000   # policy ticks over a trace: each is a pass of the policy's upkeep
 AT_MOST_BLOCKS = f"at most {MAX_BLOCKS:,} (each block's slot costs memory, about 50 bytes)"
 
 
@@ -209,6 +210,10 @@ def main(argv: list[str] | None = None) -> int:
         host_to_hot_s_per_block=args.host_to_hot_s_per_block,
     )
     requests = to_sim_requests(records, block_size)
+    span_s = max(request.t_s for request in requests) - min(request.t_s for request in requests)
+    if args.tick_interval_s > 0 and span_s / args.tick_interval_s > MAX_TICKS:
+        parser.error(f"argument --tick-interval-s: {args.tick_interval_s:g} s makes over {MAX_TICKS:,} ticks "
+                     f"over this trace's {span_s:,.0f} s (at least {span_s / MAX_TICKS:.3g} s, or 0 for none)")
 
     def run(policy: str, hot_blocks: int) -> dict:
         config = SimConfig(num_hot_blocks=hot_blocks, num_host_blocks=args.host_blocks, policy=policy,

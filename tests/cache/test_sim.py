@@ -300,6 +300,7 @@ def _small_trace(tmp_path) -> str:
     (["--hot-blocks", "1000000000000"], "argument --hot-blocks: HOT block counts must be at most 10,000,000"),
     (["--host-blocks", "1000000000000"], "argument --host-blocks: must be at most 10,000,000"),
     (["--host-blocks", "-1"], "argument --host-blocks: must be >= 0, got '-1'"),
+    (["--tick-interval-s", "1e-12"], "argument --tick-interval-s: 1e-12 s makes over 10,000,000 ticks"),
 ])
 def test_sim_cli_out_of_range_flags_are_one_usage_error(tmp_path, capsys, flags, message) -> None:
     with pytest.raises(SystemExit) as exit_info:
