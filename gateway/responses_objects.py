@@ -26,12 +26,13 @@ def final_status(collected: Collected) -> str:
 
 
 def output_items(collected: Collected, item_id: str) -> list[dict]:
-    """The reply as Responses output items: its text as one message, then its calls. When
-    the reply ran out of tokens, the last item (the one it was writing) is `incomplete`, as
-    OpenAI marks it; the others are `completed`."""
+    """The reply as Responses output items: its text as one message, then its calls; a
+    reply with neither is one empty message (a turn the conversation keeps, as a stream
+    announces it). When the reply ran out of tokens, the last item (the one it was
+    writing) is `incomplete`, as OpenAI marks it; the others are `completed`."""
     items: list[dict] = []
-    if collected.text:
-        items.append(message_item(f"msg_{item_id}", collected.text, "completed", collected.logprobs))
+    if collected.text or not collected.tool_calls:
+        items.append(message_item(f"msg_{item_id}", collected.text or "", "completed", collected.logprobs))
     for index, call in sorted(collected.tool_calls.items()):
         items.append(call_item(f"fc_{item_id}_{index}", call.id, call.name, call.arguments, "completed"))
     if items:

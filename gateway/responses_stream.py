@@ -125,8 +125,10 @@ class ResponsesStreamWriter:
                                      item_id=self._item_id("call", event.index), output_index=len(self._items),
                                      delta=event.arguments)
         assert isinstance(event, Finished)
+        # a reply with no text and no call is still one (empty) message, as the whole response lists it
+        out = self.event(TextDelta("")) if self._open is None and not self._items else b""
         status = final_status(self.collected)
-        out = self._close(status)
+        out += self._close(status)
         return out + self._event(f"response.{status}", response=self.snapshot(status, event.usage))
 
     @staticmethod

@@ -384,3 +384,25 @@ def test_response_ids_sort_in_the_order_the_responses_were_made(client):
     made = [client.responses.create(model="tiny", input=f"order {i}", max_output_tokens=1).id for i in range(3)]
     assert sorted(made) == made and len(set(made)) == 3
     assert all(len(i) == len("resp_") + 24 and int(i.removeprefix("resp_"), 16) >= 0 for i in made)
+
+
+def test_an_empty_reply_is_one_empty_message_whole_streamed_and_in_its_conversation(gateway, client, monkeypatch):
+    """A model that stops at once (no text, no call) still answered: one empty message,
+    the same in a whole response, a stream's events and the conversation's items."""
+    from gateway.backend import Finished, Usage
+    from gateway.local import LocalBackend
+
+    async def run(self, prepared):
+        yield Finished("stop", Usage(5, 1, 0), worker="w0", ttft_s=0.01)
+
+    monkeypatch.setattr(LocalBackend, "run", run)
+    conversation = client.conversations.create()
+    whole = client.responses.create(model="tiny", input="hi", conversation=conversation.id)
+    assert [(item.type, item.content[0].text) for item in whole.output] == [("message", "")]
+    events = list(client.responses.create(model="tiny", input="again", conversation=conversation.id, stream=True))
+    kinds = [event.type for event in events]
+    assert kinds.count("response.output_item.added") == kinds.count("response.output_item.done") == 1
+    assert [item.type for item in events[-1].response.output] == ["message"]
+    items = list(client.conversations.items.list(conversation.id, order="asc"))
+    assert [(item.role, item.content[0].text) for item in items] == [
+        ("user", "hi"), ("assistant", ""), ("user", "again"), ("assistant", "")]
