@@ -152,7 +152,7 @@ async def json_or_tool_calls(schema: dict, tool_names: frozenset[str], keep_one_
                              stop: tuple[str, ...], generate,
                              tool_schemas: dict[str, dict | None] | None = None) -> AsyncIterator[ChatEvent]:
     """The reply as events, the last one `Finished`. `generate` is a
-    `local_generation.Continuations` (stream, call, `max_total`, `usage`,
+    `engine_streams.Continuations` (stream, call, `max_total`, `usage`,
     `last_finish_reason`, `finished`). A call whose arguments fail its tool's schema (in
     `tool_schemas`) is repaired (`tool_forcing.held_to_schema`)."""
     free = generate.stream("", free_budget(generate.max_total), stop)

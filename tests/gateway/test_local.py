@@ -11,7 +11,7 @@ from shards.protocol import ErrorEvent
 from gateway.config import LocalModelConfig
 from gateway.errors import ApiError
 from gateway.local import LocalBackend
-from gateway.local_generation import error_from_event
+from gateway.engine_streams import error_from_event
 from gateway.local_sampling import completion_budget
 from gateway.reply_format import reply_schema
 from gateway.schema_checks import SchemaChecker

@@ -6,7 +6,8 @@ from jsonschema import Draft202012Validator
 from gateway.backend import Finished, TextDelta, ToolCallDelta
 from gateway.config import LocalModelConfig
 from gateway.local import LocalBackend
-from gateway.local_generation import Continuations, run_forced, run_structured
+from gateway.engine_streams import Continuations
+from gateway.local_generation import run_forced, run_structured
 from gateway.schemas import ChatCompletionRequest, validate
 
 SCHEMA = {"type": "object", "additionalProperties": False, "required": ["city", "days", "tags"],

@@ -1,0 +1,125 @@
+"""One local engine request as the gateway reads it: its events with the engine's errors
+as HTTP errors (`engine_events`), and the short continuations a forced or structured
+reply is written with (`Continuations`).
+
+Invariants: every engine stream is closed when its reader stops (so the worker cancels
+the request and frees its blocks); an `ErrorEvent` becomes an `ApiError` (429/503 for the
+engine's admission refusals, 503 for retryable failures, 500 otherwise); continuations
+count every token the workers sent (one stopped early counts what it sent) and together
+never exceed the request's `max_tokens`.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import time
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+from shards.protocol import ErrorEvent, FinishEvent, TokenEvent, WorkItem
+
+from gateway.backend import Finished, Prepared, Usage
+from gateway.errors import ApiError, invalid_request, rate_limited, server_error, unavailable
+
+if TYPE_CHECKING:
+    from gateway.local_generation import LocalCall
+
+
+def error_from_event(event: ErrorEvent) -> ApiError:
+    """The engine's error codes as HTTP: its admission refusals keep their meaning (429 for
+    a full tenant queue, 503 when every queue is full), with the engine's Retry-After."""
+    retry_after_s = math.ceil(getattr(event, "retry_after_s", None) or 1)
+    if event.code == "rate_limit_exceeded":
+        return rate_limited(f"The model's queue for this tenant is full: {event.message}",
+                            retry_after_s)
+    if event.code in ("overloaded", "shutting_down") or event.retryable:
+        error = unavailable(f"The model is unavailable: {event.message}", code=event.code)
+        error.headers["Retry-After"] = str(max(1, min(60, retry_after_s)))
+        return error
+    if event.code == "invalid_request":
+        return invalid_request(f"The model rejected the request: {event.message}")
+    return server_error(f"The model worker failed: {event.message}", code=event.code)
+
+
+async def engine_events(engine, item: WorkItem) -> AsyncIterator[TokenEvent | FinishEvent]:
+    """`engine.generate(item)` with errors raised as `ApiError`.
+
+    NOTE: no retry here: the engine's dispatcher already re-queues a request whose worker
+    died before its first token.
+    """
+    async with contextlib.aclosing(engine.generate(item)) as events:
+        async for event in events:
+            if isinstance(event, ErrorEvent):
+                raise error_from_event(event)
+            yield event
+            if isinstance(event, FinishEvent):
+                return
+
+
+class Continuations:
+    """Short generations that each continue the request's prompt with a text suffix (a
+    prefix-cache hit on the prompt); usage sums them all, and together they never exceed
+    the request's `max_tokens`. Called as `tool_forcing.Generate`."""
+
+    def __init__(self, engine, prepared: Prepared, call: LocalCall):
+        self.engine, self.prepared, self.call = engine, prepared, call
+        self.usage = Usage(num_prompt_tokens=len(call.prompt_token_ids))
+        self.worker, self.ttft_s = "local", None  # where the first generation ran, its TTFT
+        self._has_first = False
+        self.max_total = call.sampling.max_tokens
+        self.last_finish_reason: str | None = None   # the last generation read to its end
+        self._num_runs = 0
+        self._reading: set = set()   # the engine streams being read, for `close`
+
+    async def __call__(self, suffix: str, max_tokens: int, stop: tuple[str, ...]) -> str:
+        return "".join([text async for text in self.stream(suffix, max_tokens, stop)])
+
+    async def stream(self, suffix: str, max_tokens: int, stop: tuple[str, ...]) -> AsyncIterator[str]:
+        """The continuation's text as it is generated (`tool_forcing.GenerateStream`). Its
+        tokens count in the usage even when the caller stops reading early (closing the
+        stream cancels the rest); the first continuation names the worker and TTFT."""
+        call = self.call
+        ids = call.prompt_token_ids + list(self.engine.tokenizer.encode(suffix, add_special_tokens=False))
+        room = min(self.max_total - self.usage.num_completion_tokens,
+                   self.engine.max_context_tokens - len(ids), max_tokens)
+        if room <= 0:
+            return
+        sampling = dataclasses.replace(call.sampling, max_tokens=room, stop=stop)
+        self._num_runs += 1
+        item = WorkItem(f"{self.prepared.request_id}-{self._num_runs}", self.prepared.tenant, ids,
+                        sampling, call.session, flex=call.flex)
+        num_tokens, started_s = 0, time.perf_counter()
+        events = engine_events(self.engine, item)
+        self._reading.add(events)
+        try:
+            async with contextlib.aclosing(events):
+                async for event in events:
+                    if isinstance(event, TokenEvent):
+                        num_tokens += len(event.token_ids)
+                        if event.worker_id is not None:
+                            self._first(event.worker_id, time.perf_counter() - started_s, event.num_cached_tokens)
+                        if event.text:
+                            yield event.text
+                    else:
+                        num_tokens = event.num_output_tokens
+                        self.last_finish_reason = event.finish_reason
+                        self._first(event.worker_id, event.ttft_s, event.num_cached_tokens)
+        finally:
+            self._reading.discard(events)
+            self.usage.num_completion_tokens += num_tokens
+
+    async def close(self) -> None:
+        """Stop every generation still being read: the reply was abandoned (its client
+        went away) while generators between it and the engine streams were suspended."""
+        for events in list(self._reading):
+            await events.aclose()
+
+    def _first(self, worker_id: str, ttft_s: float, num_cached_tokens: int | None) -> None:
+        if not self._has_first:
+            self._has_first = True
+            self.worker, self.ttft_s = worker_id or "local", ttft_s
+            self.usage.num_cached_tokens = min(num_cached_tokens or 0, self.usage.num_prompt_tokens)
+
+    def finished(self, finish_reason: str) -> Finished:
+        return Finished(finish_reason, self.usage, worker=self.worker, ttft_s=self.ttft_s)
