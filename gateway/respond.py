@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import NoReturn, TypeVar
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -44,19 +44,22 @@ def _error_type(exc: BaseException) -> str:
     return "client_closed"
 
 
-def _failed(exchange: Exchange, exc: BaseException) -> BaseException:
-    """Close `exchange`, whose reply failed before a byte was sent, and return what to
-    raise: `exc` itself (an `ApiError`, counted where it is answered; the client gone, or
-    the server cancelling), or, for anything else (a bug, an upstream's answer no check
+def _raise_failed(exchange: Exchange, exc: BaseException) -> NoReturn:
+    """Close `exchange`, whose reply failed with `exc` before a byte was sent, and raise:
+    `exc` itself (an `ApiError`, counted where it is answered; the client gone, or the
+    server cancelling), or, for anything else (a bug, an upstream's answer no check
     caught), a 500 `ApiError`, logged here with its traceback, so the answer is
     OpenAI-shaped, carries the request's id and counts as a 500, never as a client that
     left. Every path releases the tenant's slot."""
+    failure = exc
     if isinstance(exc, Exception) and not isinstance(exc, (ApiError, ClientGone)):
         log.error("unexpected error answering %s", exchange.prepared.request_id, exc_info=exc)
-        exc = server_error()
-    exchange.error = _error_type(exc)
-    exchange.close(None, None if isinstance(exc, ApiError) else CLIENT_CLOSED_STATUS)
-    return exc
+        failure = server_error()
+    exchange.error = _error_type(failure)
+    exchange.close(None, None if isinstance(failure, ApiError) else CLIENT_CLOSED_STATUS)
+    if failure is exc:
+        raise exc
+    raise failure from exc
 
 
 @dataclass(slots=True)
@@ -140,10 +143,7 @@ async def _respond_whole(request: Request, exchange: Exchange,
         if shape.on_finished is not None and finished is not None:
             shape.on_finished(reply.first)
     except BaseException as exc:
-        failure = _failed(exchange, exc)
-        if failure is exc:
-            raise
-        raise failure from exc
+        _raise_failed(exchange, exc)
     exchange.close(finished, 200)
     overhead_s = exchange.overhead_s()
     exchange.state.metrics.record_overhead(exchange.prepared.tenant, overhead_s)
@@ -159,10 +159,7 @@ async def _respond_stream(request: Request, exchange: Exchange,
     try:
         events, first = await race_disconnect(work(), request.receive)
     except BaseException as exc:   # its run is closed already
-        failure = _failed(exchange, exc)
-        if failure is exc:
-            raise
-        raise failure from exc
+        _raise_failed(exchange, exc)
     writer = shape.writer()
     outcome: list[Finished] = []
 
