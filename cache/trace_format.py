@@ -16,6 +16,9 @@ from typing import IO, Iterable, Iterator
 FORMAT_NAME = "stepahead-trace/1"
 MOONCAKE_BLOCK_SIZE = 512
 DEFAULT_TENANT = "default"
+# More tokens than any model's context by far: a count past it is a broken line, which
+# the simulator and replay would otherwise try to build (blocks, token ids) until memory ran out.
+MAX_TOKENS_PER_CALL = 10_000_000
 
 
 def after_tool_names(after: str | None) -> list[str]:
@@ -73,10 +76,14 @@ class TraceRecord:
         return row
 
 
-def _require_int(row: dict, key: str, line_no: int) -> int:
+def _require_tokens(row: dict, key: str, line_no: int) -> int:
+    """A token count: an integer from 0 to MAX_TOKENS_PER_CALL (not a boolean)."""
     value = row.get(key)
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise TraceFormatError(f"line {line_no}: {key!r} must be a non-negative integer")
+    if value > MAX_TOKENS_PER_CALL:
+        raise TraceFormatError(f"line {line_no}: {key!r} is {value}, more than the {MAX_TOKENS_PER_CALL:,} "
+                               "tokens a call may have")
     return value
 
 
@@ -115,26 +122,33 @@ def _optional_list(row: dict, key: str, item_type: type, line_no: int) -> list |
 def parse_record(row: dict, line_no: int, block_size: int) -> TraceRecord:
     """One JSON object (stepahead-trace/1 or Mooncake) as a TraceRecord. Every field
     has its documented type (TRACE_FORMAT.md), else TraceFormatError naming the line:
-    times are finite and non-negative, token counts non-negative integers, `hash_ids`
-    a list of integers; an optional field may be absent or null."""
+    times are finite and non-negative, token counts integers from 0 to MAX_TOKENS_PER_CALL,
+    `hash_ids` a list of integers, one per block of the input (Mooncake lines too, with
+    their blocks of 512); an optional field may be absent or null."""
     if "timestamp" in row and "t" not in row:  # Mooncake: ms, input_length, output_length
-        return TraceRecord(
+        record = TraceRecord(
             t=_require_time(row, "timestamp", "milliseconds", line_no) / 1000.0,
-            input_tokens=_require_int(row, "input_length", line_no),
-            output_tokens=_require_int(row, "output_length", line_no),
+            input_tokens=_require_tokens(row, "input_length", line_no),
+            output_tokens=_require_tokens(row, "output_length", line_no),
             hash_ids=_optional_list(row, "hash_ids", int, line_no) or None)
+        return _with_block_count(record, line_no, block_size)
     tenant = _optional_str(row, "tenant", line_no)
     messages = row.get("messages")
     if messages is not None and not isinstance(messages, list):
         raise TraceFormatError(f"line {line_no}: 'messages' must be a list")
     record = TraceRecord(
-        t=_require_time(row, "t", "seconds", line_no), input_tokens=_require_int(row, "input_tokens", line_no),
-        output_tokens=_require_int(row, "output_tokens", line_no),
+        t=_require_time(row, "t", "seconds", line_no), input_tokens=_require_tokens(row, "input_tokens", line_no),
+        output_tokens=_require_tokens(row, "output_tokens", line_no),
         tenant=DEFAULT_TENANT if tenant is None else tenant, session=_optional_str(row, "session", line_no),
         after=_optional_str(row, "after", line_no),
         tool_calls=list(_optional_list(row, "tool_calls", str, line_no) or []),
         hash_ids=_optional_list(row, "hash_ids", int, line_no), messages=messages,
         service_tier=_optional_str(row, "service_tier", line_no))
+    return _with_block_count(record, line_no, block_size)
+
+
+def _with_block_count(record: TraceRecord, line_no: int, block_size: int) -> TraceRecord:
+    """`record`, whose `hash_ids` (when given) name one block per `block_size` input tokens."""
     if record.hash_ids is not None:
         expected = -(-record.input_tokens // block_size)
         if len(record.hash_ids) != expected:
