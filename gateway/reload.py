@@ -6,7 +6,8 @@ drops every worker's KV cache, the very thing the gateway keeps hot. `stepahead 
 
 Invariants:
 - a file that does not load or parse changes nothing (the error is logged, the running
-  tenants keep serving);
+  tenants keep serving); nor does one giving a tenant a `token_budget` it had not while
+  the spent tokens file cannot be written (as a start refuses it: gateway/store_places.py);
 - tenants' keys, `admin` and `limits` take effect at once: a removed tenant's keys stop
   working, its requests still running finish; a tenant's running and queued requests and
   spent token budget carry over (`Limiters.update`);
@@ -34,7 +35,9 @@ from pathlib import Path
 
 from gateway.auth import KeyRing
 from gateway.config import SERVER_KEYS, ConfigError, GatewayConfig, TenantConfig, load_config
+from gateway.start_failure import StartFailed
 from gateway.state import GatewayState
+from gateway.store_places import budgeted_tenants, check_spent_tokens_place
 
 log = logging.getLogger("stepahead")
 
@@ -116,8 +119,10 @@ async def reload_tenants(state: GatewayState, path: Path, overrides: Overrides |
         new = await asyncio.to_thread(load_config, path)
         if overrides is not None:
             new = overrides(new)
+        newly_budgeted = sorted(set(budgeted_tenants(new)) - set(budgeted_tenants(state.config)))
+        await asyncio.to_thread(check_spent_tokens_place, newly_budgeted)
         report = apply_tenants(state, new)
-    except (ConfigError, OSError, ValueError) as exc:
+    except (ConfigError, OSError, ValueError, StartFailed) as exc:
         log.error("stepahead: the tenants were not reloaded from %s: %s", shown(path),
                   shown(str(exc).removeprefix(f"{path}: ")))   # a TOML error names the file already
         return None

@@ -58,16 +58,27 @@ def check_store_places(config: GatewayConfig, environ: Mapping[str, str] = os.en
         except OSError as exc:
             raise StartFailed(f"the Files and Batch APIs' directory {files}: {one_line_error(exc)} "
                               f"(set {RESPONSES_SETTING} to a place it can write)") from exc
-    budgeted = sorted(tenant.name for tenant in config.tenants if tenant.limits.token_budget is not None)
-    if budgeted:
-        spent = spent_tokens_path(environ)
-        try:
-            write_beside(spent)
-        except OSError as exc:
-            names = ", ".join(repr(name) for name in budgeted)
-            raise StartFailed(f"the tenants' spent tokens file {spent}: {one_line_error(exc)}: the token budgets "
-                              f"of {names} would not hold across a restart (set ${SPENT_TOKENS_ENV} to a "
-                              "file it can write)") from exc
+    check_spent_tokens_place(budgeted_tenants(config), environ)
+
+
+def budgeted_tenants(config: GatewayConfig) -> list[str]:
+    """The names of `config`'s tenants that have a `token_budget`, sorted."""
+    return sorted(tenant.name for tenant in config.tenants if tenant.limits.token_budget is not None)
+
+
+def check_spent_tokens_place(budgeted: list[str], environ: Mapping[str, str] = os.environ) -> None:
+    """Raise StartFailed, naming the tenants `budgeted`, when the spent tokens file cannot
+    be written beside; nothing is tried without budgeted tenants. Blocking."""
+    if not budgeted:
+        return
+    spent = spent_tokens_path(environ)
+    try:
+        write_beside(spent)
+    except OSError as exc:
+        names = ", ".join(repr(name) for name in budgeted)
+        raise StartFailed(f"the tenants' spent tokens file {spent}: {one_line_error(exc)}: the token budgets "
+                          f"of {names} would not hold across a restart (set ${SPENT_TOKENS_ENV} to a "
+                          "file it can write)") from exc
 
 
 def write_beside(path: Path) -> None:

@@ -107,6 +107,29 @@ def test_a_file_that_does_not_load_changes_nothing(tmp_path, caplog, broken):
     assert f"stepahead: the tenants were not reloaded from {path}: " in caplog.text
 
 
+def test_a_reload_giving_a_tenant_a_budget_is_refused_while_the_spent_tokens_file_cannot_be_written(
+        tmp_path, caplog, monkeypatch):
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("STEPAHEAD_SPENT_TOKENS", str(tmp_path / "a-file" / "spent.json"))   # under a file
+    path = tmp_path / "gw.toml"
+    path.write_text(MODEL + _tenant("a", "sk-a", "limits = { token_budget = 100 }") + _tenant("b", "sk-b"))
+    state = build_app(load_config(path), config_path=str(path)).state.gateway
+    running = state.config
+    path.write_text(MODEL + _tenant("a", "sk-a", "limits = { token_budget = 100 }")
+                    + _tenant("b", "sk-b", "limits = { token_budget = 50 }") + _tenant("c", "sk-c"))
+    with caplog.at_level(logging.ERROR, logger="stepahead"):
+        assert asyncio.run(reload_tenants(state, path)) is None
+    assert state.config is running
+    with pytest.raises(ApiError):
+        state.keys.authenticate("Bearer sk-c")
+    assert f"stepahead: the tenants were not reloaded from {path}: the tenants' spent tokens file " in caplog.text
+    assert "the token budgets of 'b' would not hold across a restart" in caplog.text
+    # a budget the running tenants had already is no reason to refuse (it was accepted at the start)
+    path.write_text(MODEL + _tenant("a", "sk-a", "limits = { token_budget = 200 }") + _tenant("c", "sk-c"))
+    report = asyncio.run(reload_tenants(state, path))
+    assert (report.added, report.removed, report.changed) == (("c",), ("b",), ("a",))
+
+
 def test_sighup_reloads_the_tenants_of_a_running_app(tmp_path, monkeypatch):
     """The handler the app's lifespan installs (in the main thread, as uvicorn runs it)."""
     from gateway.reload import reload_on_hangup
