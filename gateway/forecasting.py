@@ -53,7 +53,11 @@ LEGACY_GAPS_FILE = "_gaps.json"   # all of them in one file, as saved before GAP
 
 
 def engine_session_key(tenant: str, session: str) -> str:
-    return f"{tenant}/{session}"
+    """The session's name below the gateway: the tenant's name, its length first, then the
+    client's id. Distinct (tenant, session) pairs never give the same key, whatever either
+    holds (with "tenant/session", tenant "t" session "x/s" and tenant "t/x" session "s"
+    were one session to the router and the cache policies)."""
+    return f"{len(tenant)}:{tenant}/{session}"
 
 
 def bind_session(prepared, trace: StepContext | None) -> None:

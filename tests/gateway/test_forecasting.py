@@ -19,6 +19,12 @@ def test_engine_session_key_namespaces_by_tenant():
     assert engine_session_key("a", "s1") != engine_session_key("b", "s1")
 
 
+def test_engine_session_keys_of_distinct_tenant_and_session_pairs_never_meet():
+    pairs = [(tenant, session) for tenant in ("t", "t/x", "t/", "", "1:t", "2:t/", "t/x/s") for session in
+             ("x/s", "s", "/s", "", "x/s/", "t/x/s", ":t/x")]
+    assert len({engine_session_key(tenant, session) for tenant, session in pairs}) == len(pairs)
+
+
 def test_agent_steps_reach_the_predictor_and_forecasts_reach_the_engine(tiny_gateway):
     relay = tiny_gateway.state.forecasts
     assert relay is not None
