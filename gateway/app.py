@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import secrets
 import sqlite3
 import sys
 from contextlib import asynccontextmanager
@@ -25,7 +24,7 @@ from starlette.responses import Response
 from gateway import batches_routes, conversations_routes, files_routes, responses_routes, routes, tracing
 from gateway.auth import KeyRing
 from gateway.backend import Backend
-from gateway.config import GatewayConfig, LocalModelConfig, default_config, load_config
+from gateway.config import GatewayConfig, LocalModelConfig, default_config, demo_key_from, load_config
 from gateway.conversation_archive import ConversationArchive
 from gateway.conversation_store import ConversationStore
 from gateway.embedding_model import EmbeddingModelConfig
@@ -83,8 +82,8 @@ def config_from_environment() -> GatewayConfig:
     path = os.environ.get("STEPAHEAD_CONFIG")
     if path:
         return load_config(path)
-    demo_key = os.environ.get("STEPAHEAD_DEMO_KEY") or f"sk-demo-{secrets.token_urlsafe(18)}"
-    if "STEPAHEAD_DEMO_KEY" not in os.environ:
+    demo_key = demo_key_from(os.environ)
+    if not os.environ.get("STEPAHEAD_DEMO_KEY", "").strip():   # a made-up key: say which
         print(f"stepahead demo API key: {demo_key}", flush=True)
     return default_config(demo_key)
 

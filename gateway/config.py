@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import secrets
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,8 +42,15 @@ TENANT_TIERS = ("default", "flex")
 
 
 def key_digest(api_key: str) -> str:
-    """The only form in which the gateway keeps an API key."""
-    return hashlib.sha256(api_key.encode()).hexdigest()
+    """The only form in which the gateway keeps an API key. Whitespace around a key is no
+    part of it (a client's header cannot carry it; `authenticate` strips it too), so a key
+    given as " sk-x\n" is the key "sk-x"."""
+    return hashlib.sha256(api_key.strip().encode()).hexdigest()
+
+
+def demo_key_from(environ: Mapping[str, str]) -> str:
+    """The demo tenant's key: $STEPAHEAD_DEMO_KEY without surrounding whitespace, else a fresh one."""
+    return environ.get("STEPAHEAD_DEMO_KEY", "").strip() or f"sk-demo-{secrets.token_urlsafe(18)}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,8 +203,9 @@ def _tenant(table: dict, index: int) -> TenantConfig:
         raise ConfigError(f"{where}.name is required")
     digests = take_list(table, "api_key_sha256", where)
     for env_name in take_list(table, "api_key_env", where):
-        if not os.environ.get(env_name):
-            raise ConfigError(f"{where}: environment variable {env_name} is not set")
+        if not os.environ.get(env_name, "").strip():
+            raise ConfigError(f"{where}: environment variable {env_name} is not set"
+                              + (" (it holds only whitespace)" if os.environ.get(env_name) else ""))
         digests.append(key_digest(os.environ[env_name]))
     for digest in digests:
         if not (isinstance(digest, str) and len(digest) == 64

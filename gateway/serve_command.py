@@ -13,13 +13,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import secrets
 import signal
 import socket
 import sys
 
 from cache.policies import POLICY_NAMES as POLICIES
-from gateway.config import DEFAULT_LOCAL_MODEL, DEFAULT_LOCAL_POLICY, ConfigError, default_config, load_config
+from gateway.config import (DEFAULT_LOCAL_MODEL, DEFAULT_LOCAL_POLICY, ConfigError, default_config, demo_key_from,
+                            load_config)
 from gateway.uvicorn_server import start_aware_server_class
 
 NO_CONFIG_FLAGS = ("model", "workers", "policy", "hot_blocks", "device", "dtype")  # argparse dests
@@ -201,7 +201,7 @@ def _server_or_exit_status(args: argparse.Namespace):
                                   "the file's [[models]] / [models.engine] tables")
             config = load_config(args.config)
         else:
-            demo_key = os.environ.get("STEPAHEAD_DEMO_KEY") or f"sk-demo-{secrets.token_urlsafe(18)}"
+            demo_key = demo_key_from(os.environ)
             config = _no_config(args, demo_key)
         config = with_command_line_overrides(config, args)   # checked too: `--port 70000` is a bad config
     except (ConfigError, OSError) as exc:

@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from gateway.config import (ConfigError, LocalModelConfig, UpstreamModelConfig, default_config,
-                            key_digest, load_config, parse_config)
+                            demo_key_from, key_digest, load_config, parse_config)
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "stepahead.toml"
 
@@ -102,6 +102,24 @@ def test_one_key_digest_or_variable_may_be_a_string(monkeypatch):
     data = _base(api_key_sha256=key_digest("k"), api_key_env="STEPAHEAD_TEST_ONE_KEY")
     (tenant,) = parse_config(data).tenants
     assert tenant.key_digests == (key_digest("k"), key_digest("sk-one"))
+
+
+def test_a_key_from_a_variable_is_the_key_without_surrounding_whitespace(monkeypatch):
+    from gateway.auth import KeyRing
+
+    monkeypatch.setenv("STEPAHEAD_TEST_SPACED_KEY", "sk-env-key-123 \n")
+    (tenant,) = parse_config(_base(api_key_env="STEPAHEAD_TEST_SPACED_KEY")).tenants
+    assert tenant.key_digests == (key_digest("k"), key_digest("sk-env-key-123"))
+    assert KeyRing((tenant,)).authenticate("Bearer sk-env-key-123") == tenant.name
+    monkeypatch.setenv("STEPAHEAD_TEST_SPACED_KEY", " \t")
+    with pytest.raises(ConfigError, match="STEPAHEAD_TEST_SPACED_KEY is not set \\(it holds only whitespace\\)"):
+        parse_config(_base(api_key_env="STEPAHEAD_TEST_SPACED_KEY"))
+
+
+def test_the_demo_key_from_the_environment_is_stripped_and_a_blank_one_is_made_up():
+    assert demo_key_from({"STEPAHEAD_DEMO_KEY": " sk-demo-x\n"}) == "sk-demo-x"
+    made_up = {demo_key_from({"STEPAHEAD_DEMO_KEY": "  "}), demo_key_from({})}
+    assert len(made_up) == 2 and all(key.startswith("sk-demo-") and len(key) > 20 for key in made_up)
 
 
 def test_load_config_reports_toml_syntax(tmp_path):
