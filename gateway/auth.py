@@ -43,6 +43,10 @@ class KeyRing:
             return tenant if tenant in self._tenants else None
         return tenant
 
+    def has_tenant(self, tenant: str) -> bool:
+        """Whether `tenant` is configured (its internal keys work)."""
+        return tenant in self._tenants
+
     def new_internal_key(self, tenant: str) -> str:
         """A key for `tenant` that only this process knows, until `drop_internal_key`."""
         key = "sk-internal-" + secrets.token_urlsafe(32)

@@ -11,12 +11,13 @@ Invariants:
 - a request's body is sent as a client sends JSON, so it answers as the same body sent
   directly does (NaN and Infinity included, which Python's JSON reads);
 - a batch ends `completed`, `cancelled` (its requests not yet sent are dropped),
-  `expired` (those are in the error file, `batch_expired`) or `failed` (its input file
-  was deleted, or fails a check added since, before it could go on); then its output file
-  holds the 2xx results and its error file the others, each as OpenAI writes them: the
-  results of a batch are never dropped before they are in its files;
+  `expired` or `failed` (its input file was deleted, or fails a check added since, before
+  it could go on), its results in its files first (gateway/batch_finish.py);
 - a gateway stopped mid-batch goes on at its next start with the requests that have no
   result yet; batch requests are not agent steps, so they are not traced;
+- while the batch's tenant is not configured (a reload removed it, or the gateway started
+  without it) its requests wait unsent (one refused meanwhile for that goes again), and go
+  on when the tenant is back, until the batch expires or is cancelled;
 - with `yields`, while other requests are in flight (`load()` counts every request
   holding a slot, the batches' own included) at most one batch request runs at a time,
   whatever the number of batches: interactive agents keep the workers, and a batch still
@@ -37,7 +38,8 @@ from typing import TYPE_CHECKING
 import httpx
 
 from gateway.batch_lines import BATCH_HEADER, BatchRequest, batch_requests
-from gateway.batch_store import Batch, BatchStore, request_result, succeeded, summed_usage, written_form
+from gateway.batch_finish import finish_batch
+from gateway.batch_store import Batch, BatchStore, request_result, succeeded
 from gateway.errors import ApiError
 from gateway.file_store import FileStore
 
@@ -46,6 +48,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("stepahead.gateway")
 MAX_RETRY_WAIT_S = 30.0
+TENANT_POLL_S = 1.0   # how often a batch whose tenant is not configured looks again
 YIELD_POLL_S = 0.02
 
 
@@ -186,6 +189,8 @@ class BatchRunner:
                             self.num_in_flight -= 1
                     finally:
                         slots.release()
+                    if result is None:   # its tenant was removed meanwhile: it goes again once the tenant is back
+                        return
                     [result] = await self.store.append_results(batch.id, [result])
                     if succeeded(result):
                         batch.completed += 1
@@ -195,7 +200,8 @@ class BatchRunner:
 
                 for request in pending:
                     await slots.acquire()
-                    if batch.id in self._cancelled or self.clock() >= batch.expires_at:
+                    if not await self._tenant_present(batch) or batch.id in self._cancelled \
+                            or self.clock() >= batch.expires_at:
                         slots.release()
                         break
                     task = asyncio.get_running_loop().create_task(one(request))
@@ -212,7 +218,24 @@ class BatchRunner:
         while self.load is not None and self.num_in_flight > 0 and self.load() > self.num_in_flight:
             await asyncio.sleep(YIELD_POLL_S)
 
-    async def _send(self, client: httpx.AsyncClient, key: str, batch: Batch, request: BatchRequest) -> dict:
+    async def _tenant_present(self, batch: Batch) -> bool:
+        """True once the batch's tenant is configured, waiting while it is not (a reload
+        removed it, or the gateway started without it); False when the batch is cancelled
+        or expires meanwhile. Its requests are not sent meanwhile, so none is lost to a 401."""
+        if self.keys().has_tenant(batch.tenant):
+            return True
+        log.warning("batch %s waits: its tenant %r is not in the config; it goes on when the tenant is back "
+                    "(or ends when it expires or is cancelled)", batch.id, batch.tenant)
+        while not self.keys().has_tenant(batch.tenant):
+            if batch.id in self._cancelled or self.clock() >= batch.expires_at:
+                return False
+            await self._wait_unless_cancelled(batch.id, min(TENANT_POLL_S, max(0.0, batch.expires_at - self.clock())))
+        log.info("batch %s goes on: its tenant %r is back", batch.id, batch.tenant)
+        return True
+
+    async def _send(self, client: httpx.AsyncClient, key: str, batch: Batch, request: BatchRequest) -> dict | None:
+        """The request's result; None when it was refused because its tenant was removed
+        while it ran (it goes again once the tenant is back)."""
         headers = {"authorization": f"Bearer {key}", "content-type": "application/json", BATCH_HEADER: batch.id}
         while True:
             try:
@@ -224,6 +247,8 @@ class BatchRunner:
             except Exception as exc:   # NOTE: the app answers JSON; anything else is a bug to report per request
                 return request_result(request.custom_id, None, None, "", {
                     "code": "internal_error", "message": f"{type(exc).__name__}: {exc}"})
+            if reply.status_code == 401 and not self.keys().has_tenant(batch.tenant):
+                return None
             result = request_result(request.custom_id, reply.status_code, body, reply.headers.get("x-request-id", ""),
                                     None)
             if reply.status_code not in (429, 503) or _is_final_refusal(reply.headers, body):
@@ -273,35 +298,8 @@ class BatchRunner:
 
     async def _finish(self, batch: Batch, results: list[dict], unsent: list[BatchRequest],
                       errors: list[dict] | None = None) -> None:
-        """Write the output and error files of `results` and end the batch (`failed` with
-        `errors` when given); `unsent` are its requests without a result."""
+        """End the batch with the files of `results` (`failed` with `errors` when given);
+        `unsent` are its requests without a result."""
         final = "failed" if errors is not None else "cancelled" if batch.id in self._cancelled else "completed"
-        if unsent and final == "completed":   # `_run` sends every request unless the window passed
-            final = "expired"
-            log.warning("batch %s expired with %d of its %d requests not sent", batch.id, len(unsent), batch.total)
-            results += [request_result(request.custom_id, None, None, "", {
-                "code": "batch_expired", "message": "This request could not be executed before the completion window "
-                "expired."}) for request in unsent]
-        batch.moved_to("finalizing", self.clock())
-        await self.store.put(batch)
-        written = [written_form(result) for result in results]   # as in the results file, or its error
-        answered = [result for result, _ in written if succeeded(result)]
-        batch.output_file_id = await self._results_file(batch, "output", [
-            line for result, line in written if succeeded(result)])
-        batch.error_file_id = await self._results_file(batch, "error", [
-            line for result, line in written if not succeeded(result)])
-        if errors is not None:
-            batch.errors = errors
-        batch.completed, batch.failed = len(answered), len(written) - len(answered)
-        batch.usage = summed_usage(answered)
-        batch.moved_to(final, self.clock())
-        await self.store.put(batch)
-        await self.store.drop_results(batch.id)
+        await finish_batch(self.store, self.files, batch, results, unsent, final, errors, self.clock)
         self._cancelled.discard(batch.id)
-
-    async def _results_file(self, batch: Batch, kind: str, lines: list[bytes]) -> str | None:
-        """The id of a new `batch_output` file of `lines`; None (no file) without lines."""
-        if not lines:
-            return None
-        return (await self.files.add_bytes(batch.tenant, f"{batch.id}_{kind}.jsonl", "batch_output", b"".join(lines),
-                                           batch.output_expires_after_s)).id
