@@ -10,11 +10,17 @@ Only the trace writer thread calls this class (never the request path). Invarian
   back to the file system (incremental vacuum);
 - a store SQLite finds damaged is set aside, never deleted (`cache.damaged_files`), and
   a new one started at the same path: `surviving_damage` then runs the failed call once
-  more on it, so the steps being written are kept.
+  more on it, so the steps being written are kept;
+- a store file deleted or replaced while open (its directory too) is noticed at the next
+  write (`reopen_if_gone`, one stat): a new store is started at the path, with a warning,
+  instead of writing on into a file no reader can open; a store that cannot be opened is
+  tried again at the next call.
 """
 from __future__ import annotations
 
 import json
+import logging
+import os
 import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -28,7 +34,17 @@ from cache.sqlite_transaction import transaction
 
 T = TypeVar("T")
 
+log = logging.getLogger("stepahead.agents_trace")
 RETENTION_BATCH_SESSIONS = 64
+
+
+def _file_identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of the file at `path`; None when there is none (or no directory)."""
+    try:
+        status = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return status.st_dev, status.st_ino
 
 
 @dataclass(slots=True)
@@ -70,18 +86,33 @@ def _prompt_blocks_json(step: Step) -> str | None:
 
 
 class TraceStore:
-    __slots__ = ("path", "max_age_s", "max_bytes", "num_set_aside", "_db")
+    __slots__ = ("path", "max_age_s", "max_bytes", "num_set_aside", "num_reopened", "_db", "_identity")
 
     def __init__(self, path: Path, *, max_age_s: float, max_bytes: int) -> None:
         self.path = path
         self.max_age_s = max_age_s
         self.max_bytes = max_bytes
         self.num_set_aside = 0
+        self.num_reopened = 0   # times the file was gone or replaced under an open store
         self._db: sqlite3.Connection | None = None
+        self._identity: tuple[int, int] | None = None
 
     def open(self) -> None:
         if self._db is None:   # a file whose schema SQLite finds damaged is set aside here
             self._db = surviving_damage(lambda: connect_writer(self.path), self._move_aside)
+            self._identity = _file_identity(self.path)
+
+    def reopen_if_gone(self) -> bool:
+        """Start a new store at `path` when the file open here is no longer the one there
+        (deleted or replaced while serving); True when it did."""
+        if self._db is None or _file_identity(self.path) == self._identity:
+            return False
+        log.warning("the trace store %s was deleted or replaced while open; a new one is started there "
+                    "(steps written to the old file since are in it, if it was kept)", self.path)
+        self.close()
+        self.num_reopened += 1
+        self.open()
+        return True
 
     def close(self) -> None:
         if self._db is not None:
@@ -121,8 +152,10 @@ class TraceStore:
 
     @property
     def db(self) -> sqlite3.Connection:
+        """The writer connection, opened again when an earlier opening failed (raises its
+        sqlite3.Error or OSError while it cannot be)."""
         if self._db is None:
-            raise RuntimeError("the trace store is not open")
+            self.open()
         return self._db
 
     def index_offset(self, tenant: str, session: str, first_index: int) -> int:

@@ -110,7 +110,8 @@ class TraceWriter:
         self._open: OrderedDict[tuple[str, str], _OpenSession] = OrderedDict()  # least recently seen first
         self._thread: threading.Thread | None = None
         self._next_damage_check_s = 0.0
-        self._failures = RepeatedFailures(log)   # a full disk fails every write: not a traceback each
+        # a full disk fails every write: not a traceback each
+        self._failures = RepeatedFailures(log, expected=(sqlite3.Error, OSError))
 
     # --- lifecycle (called from the owner's thread) ----------------------------------
     def start(self) -> None:
@@ -246,7 +247,8 @@ class TraceWriter:
                               lambda store: store.index_offset(step.tenant, step.session, step.index), 0)
 
     def _write(self, rows: list[StepRow], ended: list[SessionEnded]) -> None:
-        if self.store is not None:
+        if self.store is not None and (rows or ended):
+            self._on_store("reopening the trace store", lambda store: store.reopen_if_gone(), False)
             self._on_store("writing %d step(s) to the trace store", lambda store: store.write(rows, ended), None,
                            len(rows))
 

@@ -6,15 +6,22 @@ failures themselves. `RepeatedFailures.log` logs the first failure of a kind wit
 traceback, only counts the ones that follow within `interval_s`, and logs the first one
 after that (with its traceback) saying how many were not logged.
 
+A failure of one of the `expected` types (a full disk, a file that cannot be written: the
+reason is the whole story) is one line, `<message>: <Error>: <reason>`; any other, a bug,
+keeps its traceback.
+
 Invariant: of each kind, at most one line per `interval_s`, and every failure is either
 logged or counted in the next line logged. NOTE: not thread-safe; one per owning thread.
 """
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from cache.error_text import one_line_error
 
 DEFAULT_INTERVAL_S = 60.0
 
@@ -28,13 +35,15 @@ class _Kind:
 class RepeatedFailures:
     """Rate-limited `logger.exception` per kind of failure (the module docstring)."""
 
-    __slots__ = ("logger", "interval_s", "clock", "_kinds")
+    __slots__ = ("logger", "interval_s", "clock", "expected", "_kinds")
 
     def __init__(self, logger: logging.Logger, interval_s: float = DEFAULT_INTERVAL_S,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 expected: tuple[type[BaseException], ...] = ()) -> None:
         self.logger = logger
         self.interval_s = interval_s
         self.clock = clock
+        self.expected = expected   # failures of these types are logged in one line, without a traceback
         self._kinds: dict[str, _Kind] = {}
 
     def log(self, kind: str, message: str, *args: object) -> None:
@@ -48,4 +57,8 @@ class RepeatedFailures:
         if state is not None and state.num_unlogged:
             message += f" (also {state.num_unlogged} more time(s) since the last report, not logged)"
         self._kinds[kind] = _Kind(now_s + self.interval_s)
-        self.logger.exception(message, *args)
+        failure = sys.exc_info()[1]
+        if failure is not None and isinstance(failure, self.expected):
+            self.logger.error(f"{message}: %s", *args, one_line_error(failure))
+        else:
+            self.logger.exception(message, *args)

@@ -138,7 +138,8 @@ def build_app(config: GatewayConfig | None = None, *, config_path: str | None = 
         try:
             state.tracer = build_tracer(config)
             if state.tracer is not None:
-                with stated_start_failures("the trace store"):
+                with stated_start_failures(f"the trace store {state.tracer.store_path} (set [tracing] store_path or "
+                                           "$STEPAHEAD_TRACE_DB to a place it can write)"):
                     state.tracer.start()
                 if state.tracer.captures_content:   # prompts and replies are stored: say so once
                     print("stepahead: traces keep prompts and replies (capture_content); each tenant's keys "

@@ -18,7 +18,7 @@ import logging
 import threading
 from collections.abc import Callable
 
-from shards.model_files import one_line_error
+from cache.error_text import one_line_error
 
 log = logging.getLogger("stepahead.gateway")
 

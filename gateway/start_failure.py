@@ -12,8 +12,9 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from cache.error_text import one_line_error
 from shards.engine_start import EngineStartError
-from shards.model_files import ModelLoadError, one_line_error
+from shards.model_files import ModelLoadError
 
 STATED_START_FAILURES = (EngineStartError, ModelLoadError, OSError, sqlite3.Error)
 

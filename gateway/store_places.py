@@ -23,13 +23,13 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
+from cache.error_text import one_line_error
 from gateway.config import GatewayConfig
 from gateway.conversation_archive import ConversationArchive
 from gateway.response_archive import ResponseArchive
 from gateway.spent_tokens import PATH_ENV as SPENT_TOKENS_ENV
 from gateway.spent_tokens import spent_tokens_path
 from gateway.start_failure import StartFailed
-from shards.model_files import one_line_error
 
 STORE_FAILURES = (OSError, sqlite3.Error)
 RESPONSES_SETTING = "[server] responses_db or $STEPAHEAD_RESPONSES_DB"

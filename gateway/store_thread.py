@@ -39,7 +39,7 @@ class StoreThread:
     def __init__(self, name: str, what: str) -> None:
         self.what = what   # names the store in errors: "the file store"
         self._thread: ThreadPoolExecutor | None = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
-        self._failures = RepeatedFailures(log)   # used on the thread only
+        self._failures = RepeatedFailures(log, expected=STORE_FAILURES)   # used on the thread only
 
     def _logged(self, operation: str, function: Callable[..., Any], *args: Any) -> Any:
         try:

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import platformdirs
 
+from cache.error_text import one_line_error
 from shards.process_state import process_runs
 
 EMBEDDED_MODEL = "smollm2"
@@ -115,12 +116,6 @@ def remove_abandoned_conversions() -> list[Path]:
             shutil.rmtree(path, ignore_errors=True)
             removed.append(path)
     return removed
-
-
-def one_line_error(exc: BaseException) -> str:
-    """`<Error>: <message>` on one line (a message's line breaks and runs of spaces become
-    single spaces): a reason a one-line report can carry."""
-    return f"{type(exc).__name__}: {' '.join(str(exc).split())}"
 
 
 def unsupported_dtype(dtype) -> ModelLoadError:

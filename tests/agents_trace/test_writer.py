@@ -66,6 +66,9 @@ def test_a_store_failing_every_write_is_logged_once_a_minute_and_every_failure_c
         def surviving_damage(self, operation):
             return operation()
 
+        def reopen_if_gone(self):
+            return False
+
         def write(self, rows, ended):
             raise sqlite3.OperationalError("database or disk is full")
 
@@ -77,5 +80,28 @@ def test_a_store_failing_every_write_is_logged_once_a_minute_and_every_failure_c
         for _ in range(50):   # a batch every 20 ms under load: a second of it
             writer._write([], [_ended(0)])
     assert stats.num_store_errors == 50
-    assert [record.getMessage() for record in caplog.records] == ["writing 0 step(s) to the trace store failed"]
-    assert "database or disk is full" in caplog.text   # with its traceback
+    assert [(record.getMessage(), record.exc_info) for record in caplog.records] == [
+        ("writing 0 step(s) to the trace store failed: OperationalError: database or disk is full", None)]
+
+
+def test_a_store_deleted_while_open_is_started_anew_at_its_path_and_keeps_the_later_steps(tmp_path, caplog):
+    from agents_trace.store import TraceStore
+    from agents_trace.store_queries import SessionFilter, list_sessions
+
+    path = tmp_path / "traces" / "t.sqlite3"
+    store = TraceStore(path, max_age_s=1e9, max_bytes=10**9)
+    writer = TraceWriter(events=EventQueue(10, WriterStats()), stats=WriterStats(), otel=None, store=store,
+                         expire=lambda _now_s: [], clock=time.time, idle_timeout_s=10.0, retention_interval_s=60.0)
+    store.open()
+    writer._write([writer._on_step(_step("before", 0, 1.0))], [])
+    for name in ("t.sqlite3", "t.sqlite3-wal", "t.sqlite3-shm"):
+        (path.parent / name).unlink(missing_ok=True)
+    path.parent.rmdir()   # its directory too
+    with caplog.at_level("WARNING", logger="stepahead.agents_trace"):
+        writer._write([writer._on_step(_step("after", 0, 2.0))], [])
+        writer._write([writer._on_step(_step("after", 1, 3.0))], [])
+    sessions = list_sessions(path, SessionFilter())["data"]
+    assert [(s["session"], s["num_steps"]) for s in sessions] == [("after", 2)]
+    assert store.num_reopened == 1 and writer.stats.num_store_errors == 0
+    assert caplog.text.count(f"the trace store {path} was deleted or replaced while open") == 1
+    store.close()

@@ -1,4 +1,5 @@
-"""Repeated failures: the first of a kind logged with its traceback, the rest counted."""
+"""Repeated failures: the first of a kind logged (an expected kind in one line, any
+other with its traceback), the rest counted."""
 from __future__ import annotations
 
 import logging
@@ -32,3 +33,20 @@ def test_one_line_per_kind_per_interval_and_none_lost(caplog):
         ("writing the trace store failed (also 1 more time(s) since the last report, not logged)", True),
     ]
     assert caplog.records[1].exc_info[1].strerror == "No space left on device"
+
+
+def test_an_expected_failure_is_one_line_with_its_reason_and_a_bug_keeps_its_traceback(caplog):
+    import sqlite3
+
+    failures = RepeatedFailures(logging.getLogger("stepahead.test"), expected=(sqlite3.Error, OSError))
+    with caplog.at_level(logging.ERROR, logger="stepahead.test"):
+        for kind, error in (("disk", sqlite3.OperationalError("database or disk is full")),
+                            ("io", OSError(5, "Input/output\nerror")), ("bug", KeyError("x"))):
+            try:
+                raise error
+            except Exception:
+                failures.log(kind, "writing %d step(s) to the trace store failed", 3)
+    assert [(record.getMessage(), record.exc_info is not None) for record in caplog.records] == [
+        ("writing 3 step(s) to the trace store failed: OperationalError: database or disk is full", False),
+        ("writing 3 step(s) to the trace store failed: OSError: [Errno 5] Input/output error", False),
+        ("writing 3 step(s) to the trace store failed", True)]

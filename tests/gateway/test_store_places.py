@@ -97,6 +97,25 @@ def test_the_app_checks_the_places_before_any_model_starts(tmp_path, monkeypatch
     assert started == []
 
 
+def test_a_trace_store_the_app_cannot_open_fails_the_start_naming_it_and_the_setting(tmp_path, monkeypatch):
+    from gateway.app import build_app
+
+    (tmp_path / "a-file").write_text("")
+    place = tmp_path / "a-file" / "traces.sqlite3"
+    monkeypatch.setenv("STEPAHEAD_TRACE_DB", str(place))
+    app = build_app(_config())
+
+    async def serve() -> None:
+        async with app.router.lifespan_context(app):
+            pass
+
+    with pytest.raises(StartFailed) as failed:
+        asyncio.run(serve())
+    assert str(failed.value) == (
+        f"the trace store {place} (set [tracing] store_path or $STEPAHEAD_TRACE_DB to a place it can write): "
+        f"FileExistsError: [Errno 17] File exists: '{tmp_path / 'a-file'}'")
+
+
 def test_serve_with_a_responses_file_it_cannot_write_fails_its_start_in_one_line(tmp_path):
     (tmp_path / "a-file").write_text("")
     config = tmp_path / "gw.toml"
