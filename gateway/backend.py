@@ -77,6 +77,14 @@ ChatEvent = TextDelta | ToolCallDelta | Finished
 
 
 @dataclass(slots=True)
+class GeneratedTokens:
+    """The tokens a request's local runs generated, added as each run ends, its cut ones
+    too: what a reply cut short (its client left), which has no usage, generated. One
+    object for the copies of a request's `Prepared` (its choices' runs)."""
+    num: int = 0
+
+
+@dataclass(slots=True)
 class Prepared:
     """A request that passed every input check and is ready to run.
 
@@ -111,6 +119,7 @@ class Prepared:
     prompt_token_ids: Sequence[int] | None = None
     service_tier: str | None = None   # the tier a local model serves it in, as the reply names it
     prompt_is_counted: bool = True   # `num_prompt_tokens` is the model's count, not an estimate (upstream)
+    generated: GeneratedTokens = field(default_factory=GeneratedTokens)   # shared by its runs' copies
 
     @property
     def num_per_prompt(self) -> int:

@@ -147,6 +147,7 @@ async def run_free(engine, prepared: Prepared, call: LocalCall) -> AsyncIterator
     finally:
         if repairs is not None:
             await repairs.close()
+        prepared.generated.num += num_tokens + (repairs.usage.num_completion_tokens if repairs is not None else 0)
 
 
 def prompt_choices(tokenizer, prompt_ids: list[int], scores: list[TokenLogprob] | None) -> list[TokenChoice] | None:
@@ -186,6 +187,7 @@ async def run_forced(engine, prepared: Prepared, call: LocalCall) -> AsyncIterat
         yield generate.finished("tool_calls")
     finally:
         await generate.close()
+        prepared.generated.num += generate.usage.num_completion_tokens
 
 
 async def run_structured(engine, prepared: Prepared, call: LocalCall) -> AsyncIterator[ChatEvent]:
@@ -206,3 +208,4 @@ async def run_structured(engine, prepared: Prepared, call: LocalCall) -> AsyncIt
         yield generate.finished("stop")
     finally:
         await generate.close()
+        prepared.generated.num += generate.usage.num_completion_tokens

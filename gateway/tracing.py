@@ -102,7 +102,8 @@ def end_step(tracer: AgentTracer, ctx: StepContext, prepared: Prepared,
     the others (n > 1, several prompts) in `other_choices`. Returns the tracer's count of
     prompt tokens the session's previous prompt began with (None when unknown). A step
     that failed before the model counted its prompt records the gateway's own count, or
-    none (0) where that is only an estimate (an upstream model's)."""
+    none (0) where that is only an estimate (an upstream model's); one cut short (its
+    client left) the tokens its local runs generated until then."""
     usage = finished.usage if finished is not None else None
     output = reply.first if reply is not None else None
     calls = () if output is None else _calls(output)
@@ -114,7 +115,7 @@ def end_step(tracer: AgentTracer, ctx: StepContext, prepared: Prepared,
         num_input_tokens=(usage.num_prompt_tokens if usage else
                           prepared.num_prompt_tokens if prepared.prompt_is_counted else 0),
         num_cached_tokens=usage.num_cached_tokens if usage else 0,
-        num_output_tokens=usage.num_completion_tokens if usage else 0,
+        num_output_tokens=usage.num_completion_tokens if usage else prepared.generated.num,
         ttft_s=ttft_s if ttft_s is not None else (finished.ttft_s if finished else None),
         worker=finished.worker if finished else None,
         finish_reason=(output.finish_reason() if output is not None and finished else

@@ -99,3 +99,28 @@ async def test_client_that_leaves_while_sending_its_body_is_no_server_error(gate
     assert not [r for r in caplog.records if r.levelname == "ERROR"], caplog.text
     reply = await client.get("/v1/models", headers=gateway.headers("alpha"))
     assert reply.status_code == 200
+
+
+async def test_a_stream_its_client_cut_is_traced_with_the_tokens_generated_until_then(tiny_gateway):
+    from agents_trace.store_queries import list_steps
+    from tests.conftest import TINY_GATEWAY_KEYS
+
+    headers = {"authorization": f"Bearer {TINY_GATEWAY_KEYS['tenant1']}", "x-session-id": "cut-counted"}
+    async with httpx.AsyncClient(base_url=tiny_gateway.base_url, timeout=60) as client:
+        async with client.stream("POST", "/v1/chat/completions", headers=headers,
+                                 json=dict(LONG, stream=True)) as response:
+            assert response.status_code == 200
+            lines = response.aiter_lines()
+            received = 0
+            while received < 12:
+                line = await anext(lines)
+                received += line.startswith("data: {")
+    tracer = tiny_gateway.state.tracer
+    deadline_s = time.monotonic() + 15
+    while not (steps := list_steps(tracer.store_path, "tenant1", "cut-counted")["data"]):
+        assert time.monotonic() < deadline_s, "the cut step was not traced"
+        tracer.flush(1)
+        await asyncio.sleep(0.05)
+    (step,) = steps
+    assert step["error"] == "client_closed"
+    assert 11 <= step["num_output_tokens"] < 4000   # the chunks it read (after the role chunk) at least
