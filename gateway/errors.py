@@ -102,6 +102,13 @@ def unavailable(message: str, *, code: str = "service_unavailable") -> ApiError:
     return ApiError(503, message, "server_error", code, None, {"Retry-After": "1"})
 
 
+def request_cut_at_shutdown() -> ApiError:
+    """What a request the shutdown timeout cuts before its answer began gets (uvicorn's
+    own answer would be a plain-text 500)."""
+    return unavailable("The gateway is shutting down and cut this request before it was answered; retry the "
+                       "request.", code="server_shutting_down")
+
+
 def stream_cut_at_shutdown(
         message: str = "The gateway is shutting down and cut this stream before it finished; retry the request.",
 ) -> ApiError:

@@ -7,10 +7,15 @@ request); this ASGI middleware calls the handlers directly. Every other path goe
 the full app. Invariant: the same handlers run either way, and anything unexpected before
 a response starts leaves as an OpenAI-shaped 500, never an HTML page, on any path; it is
 logged here and goes no further, so the server keeps the client's connection open (an
-error that reaches uvicorn closes it, and the client's next request on it fails).
+error that reaches uvicorn closes it, and the client's next request on it fails). A
+request the server's shutdown cancels (`[server] shutdown_timeout_s` passed) before its
+response began is answered a 503 `server_shutting_down` here (uvicorn's would be a
+plain-text 500); the cancellation goes on to uvicorn, which logs it in one line
+(gateway/uvicorn_server.py).
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -18,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from gateway.errors import server_error
+from gateway.errors import request_cut_at_shutdown, server_error
 
 Handler = Callable[[Request], Awaitable[Response]]
 log = logging.getLogger("stepahead.gateway")
@@ -41,13 +46,17 @@ class CompletionFastPath:
             return
         try:
             response = await handler(Request(scope, receive))
+        except asyncio.CancelledError:
+            await self.error_response(request_cut_at_shutdown())(scope, receive, send)
+            raise
         except Exception:
             log.exception("unhandled error in a completion handler")
             response = self.error_response(server_error())
         await response(scope, receive, send)
 
     async def _contained(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """The full app; an error before its response starts is answered with a 500 here."""
+        """The full app; an error before its response starts is answered with a 500 here,
+        a cut at shutdown with a 503."""
         started = False
 
         async def watched(message) -> None:
@@ -57,6 +66,10 @@ class CompletionFastPath:
 
         try:
             await self.app(scope, receive, watched)
+        except asyncio.CancelledError:
+            if not started and scope["type"] == "http":
+                await self.error_response(request_cut_at_shutdown())(scope, receive, send)
+            raise
         except Exception:
             if started or scope["type"] != "http":
                 raise

@@ -14,6 +14,7 @@ Invariants:
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from agents_trace.records import StepContext
 
 from gateway.backend import Backend, ChatEvent, Finished, Prepared, Usage
 from gateway.choices import merged_usage, run_choices
-from gateway.errors import ApiError, server_error, stream_cut_at_shutdown
+from gateway.errors import ApiError, request_cut_at_shutdown, server_error, stream_cut_at_shutdown
 from gateway.exchange import CLIENT_CLOSED_STATUS, Exchange
 from gateway.http_io import ClientGone, EventStreamResponse, race_disconnect
 from gateway.collected import Collected, Reply
@@ -46,12 +47,17 @@ def _error_type(exc: BaseException) -> str:
 
 def _raise_failed(exchange: Exchange, exc: BaseException) -> NoReturn:
     """Close `exchange`, whose reply failed with `exc` before a byte was sent, and raise:
-    `exc` itself (an `ApiError`, counted where it is answered; the client gone, or the
-    server cancelling), or, for anything else (a bug, an upstream's answer no check
+    `exc` itself (an `ApiError`, counted where it is answered; the client gone; the
+    server's shutdown cancelling it, counted as the 503 the app answers it with), or, for anything else (a bug, an upstream's answer no check
     caught), a 500 `ApiError`, logged here with its traceback, so the answer is
     OpenAI-shaped, carries the request's id and counts as a 500, never as a client that
     left. Every path releases the tenant's slot."""
     failure = exc
+    if isinstance(exc, asyncio.CancelledError):   # the shutdown timeout: answered by gateway/fast_paths.py
+        failure = request_cut_at_shutdown()
+        exchange.error = _error_type(failure)
+        exchange.close(None, failure.status)
+        raise exc
     if isinstance(exc, Exception) and not isinstance(exc, (ApiError, ClientGone)):
         log.error("unexpected error answering %s", exchange.prepared.request_id, exc_info=exc)
         failure = server_error()

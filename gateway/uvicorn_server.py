@@ -33,17 +33,22 @@ def start_aware_server_class(cancel_start: Callable[[], None], announce: Callabl
         start_cancelled_by: int | None = None
         _loop: asyncio.AbstractEventLoop | None = None
 
-        async def serve(self, sockets=None) -> None:
-            self._loop = asyncio.get_running_loop()
+        def run(self, sockets=None) -> None:
+            # NOTE: around the whole event loop, not `serve`: a forced stop (a second Ctrl+C)
+            # cancels the requests and the lifespan once `serve` has returned
             reports = logging.getLogger("uvicorn.error")
             filters = (StartReports(self), CutRequests())
             for each in filters:
                 reports.addFilter(each)
             try:
-                await super().serve(sockets)
+                super().run(sockets)
             finally:
                 for each in filters:
                     reports.removeFilter(each)
+
+        async def serve(self, sockets=None) -> None:
+            self._loop = asyncio.get_running_loop()
+            await super().serve(sockets)
 
         @contextlib.contextmanager
         def capture_signals(self):
@@ -97,12 +102,17 @@ class StartReports(logging.Filter):
 
 
 class CutRequests(logging.Filter):
-    """uvicorn's report of a request in flight that the shutdown timeout (`[server]
-    shutdown_timeout_s`) cut: one line, not the traceback of its task's cancellation."""
+    """uvicorn's reports of what a stop cut: a request in flight that the shutdown timeout
+    (`[server] shutdown_timeout_s`) or a forced stop (a second Ctrl+C) cancelled, one line
+    each instead of the traceback of its task's cancellation; and the app's shutdown that
+    a forced stop cancelled (starlette reports it as a traceback), one line."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         cut = record.exc_info[1] if record.exc_info else None
-        if isinstance(cut, asyncio.CancelledError) and "graceful shutdown" in str(cut):
-            record.msg, record.args, record.exc_info = (
-                "stepahead: a request in flight was cut: the shutdown timeout passed", (), None)
+        if isinstance(cut, asyncio.CancelledError):
+            why = "the shutdown timeout passed" if "graceful shutdown" in str(cut) else "the stop was forced"
+            record.msg, record.args, record.exc_info = f"stepahead: a request in flight was cut: {why}", (), None
+        elif record.exc_info is None and isinstance(record.msg, str) and record.msg.startswith("Traceback") \
+                and record.msg.rstrip().endswith("CancelledError"):
+            record.msg, record.args = "stepahead: the stop was forced: the shutdown did not wait for what was running", ()
         return True

@@ -333,9 +333,65 @@ def test_a_request_cut_by_the_shutdown_timeout_is_reported_in_one_line():
     cut = report(asyncio.CancelledError("Task cancelled, timeout graceful shutdown exceeded"))
     assert CutRequests().filter(cut) and cut.exc_info is None
     assert cut.getMessage() == "stepahead: a request in flight was cut: the shutdown timeout passed"
-    for other in (asyncio.CancelledError(), RuntimeError("graceful shutdown")):   # left as they are
+    forced = report(asyncio.CancelledError())   # a second Ctrl+C: the loop's end cancels what runs
+    assert CutRequests().filter(forced) and forced.exc_info is None
+    assert forced.getMessage() == "stepahead: a request in flight was cut: the stop was forced"
+    lifespan = logging.LogRecord("uvicorn.error", logging.ERROR, __file__, 1, "Traceback (most recent call last):\n"
+                                 '  File "x.py", line 1, in lifespan\nasyncio.exceptions.CancelledError\n', (), None)
+    assert CutRequests().filter(lifespan)
+    assert lifespan.getMessage() == "stepahead: the stop was forced: the shutdown did not wait for what was running"
+    for other in (RuntimeError("graceful shutdown"),):   # left as they are
         record = report(other)
         assert CutRequests().filter(record) and record.exc_info[1] is other
+    failed = logging.LogRecord("uvicorn.error", logging.ERROR, __file__, 1, "Traceback (most recent call last):\n"
+                               "KeyError: 'x'\n", (), None)
+    assert CutRequests().filter(failed) and failed.getMessage().endswith("KeyError: 'x'\n")
+
+
+def test_a_forced_stop_with_requests_in_flight_logs_one_line_each_and_no_traceback(tmp_path: Path, fake_upstream):
+    """A second Ctrl+C stops the gateway at once: the requests still running (one
+    streamed, one not, both waiting on a silent upstream) are cut, each reported in one
+    line, and so is the shutdown it cut short, instead of a traceback each."""
+    import threading
+
+    config = tmp_path / "gw.toml"
+    config.write_text(f"[[models]]\nname = 'fake'\nkind = 'upstream'\nlitellm_model = 'openai/fake-model'\n"
+                      f"api_base = '{fake_upstream.base_url}/v1'\napi_key_env = 'STEPAHEAD_TEST_FAKE_KEY'\n"
+                      f"[[tenants]]\nname = 't'\napi_key_sha256 = ['{key_digest('sk-t')}']\n")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gateway.cli", "serve", "--config", str(config), "--port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={"LITELLM_LOCAL_MODEL_COST_MAP": "True", "PATH": "/usr/bin:/bin", "STEPAHEAD_TEST_FAKE_KEY": "sk-x",
+             "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+             **{name: str(tmp_path / name) for name in STORE_ENV}})
+    answers: list[object] = []
+
+    def hanging(stream: bool) -> None:
+        try:
+            answers.append(httpx.post(f"{url}/chat/completions", headers={"authorization": "Bearer sk-t"}, timeout=30,
+                                      json={"model": "fake", "stream": stream,
+                                            "messages": [{"role": "user", "content": "hang"}]}).status_code)
+        except httpx.HTTPError as error:
+            answers.append(type(error).__name__)
+    try:
+        url = process.stdout.readline().split()[-1]
+        clients = [threading.Thread(target=hanging, args=(stream,)) for stream in (True, False)]
+        for client in clients:
+            client.start()
+        time.sleep(1.0)
+        process.send_signal(signal.SIGINT)
+        time.sleep(0.5)
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=60)
+        for client in clients:
+            client.join(30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    assert err.count("stepahead: a request in flight was cut: the stop was forced") == 2, err[-3000:]
+    assert len(answers) == 2
 
 
 def test_host_port_and_capture_content_on_the_command_line_win_over_the_file():

@@ -70,3 +70,29 @@ def test_a_background_responses_reader_cut_at_shutdown_reads_an_error_event_numb
     assert (last["type"], last["code"]) == ("error", "server_shutting_down")
     assert last["message"].startswith("The gateway is shutting down and cut this stream; the background "
                                       "response is cancelled with it (GET /v1/responses/resp_")
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/v1/chat/completions", {"model": "fake", "messages": [{"role": "user", "content": "slow"}]}),
+    ("/v1/chat/completions", {"model": "fake", "stream": True, "messages": [{"role": "user", "content": "hang"}]}),
+    ("/v1/responses", {"model": "fake", "input": "slow"}),   # through the full app, not the fast path
+])
+def test_a_request_cut_by_the_shutdown_timeout_before_its_answer_began_gets_an_openai_shaped_503(
+        fake_upstream, monkeypatch, tmp_path, path, body):
+    import threading
+
+    monkeypatch.setenv("STEPAHEAD_TEST_FAKE_KEY", "sk-upstream-secret")
+    app, server = _gateway(fake_upstream, tmp_path)
+    threading.Timer(0.5, lambda: setattr(server.server, "should_exit", True)).start()
+    try:
+        reply = httpx.post(f"{server.base_url}{path}", timeout=30, json=body, headers={"Authorization": "Bearer sk-t"})
+    finally:
+        server.server.should_exit = True
+        server.thread.join(30)
+    assert reply.status_code == 503, reply.text
+    assert reply.headers["content-type"] == "application/json" and reply.headers["retry-after"] == "1"
+    assert reply.json() == {"error": {"message": "The gateway is shutting down and cut this request before it was "
+                                                 "answered; retry the request.", "type": "server_error",
+                                      "param": None, "code": "server_shutting_down"}}
+    if path == "/v1/chat/completions":
+        assert 'status="503"' in app.state.gateway.metrics.render()   # counted as the gateway's refusal
