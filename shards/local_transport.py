@@ -131,6 +131,7 @@ class LocalChannel:
                                     name=f"stepahead-{worker_id}.{incarnation}", daemon=True)
         self._process.start()
         writer.close()
+        self._ended = threading.Event()   # the worker's end of the outbox closed: the process is gone
         self._thread = threading.Thread(target=self._read, name=f"reader-{worker_id}.{incarnation}",
                                         daemon=True)
         self._thread.start()
@@ -144,6 +145,7 @@ class LocalChannel:
                     break
                 self._on_message(self.worker_id, self.incarnation, message)
         finally:
+            self._ended.set()
             self._process.join(JOIN_AFTER_EOF_S)
             self._reader.close()
             self._close_inbox()
@@ -168,21 +170,29 @@ class LocalChannel:
             pass  # the inbox is closed: the worker is gone
 
     def is_alive(self) -> bool:
-        return self._process.is_alive()
+        """Whether the worker process runs: its end of the outbox, which it holds until it
+        exits, is open. NOTE: not `Process.is_alive()`, which for a worker forked from the
+        fork server asks the server: once the server is gone (killed), it says that every
+        worker it forked exited (status 255) while they serve on."""
+        return not self._ended.is_set()
 
     def pid(self) -> int | None:
         return self._process.pid
 
     def kill(self) -> None:
-        if self._process.is_alive():
-            self._process.kill()
+        """SIGKILL the worker while it runs (NOTE: not `Process.kill()`, a no-op once the
+        fork server it came from is gone: see `is_alive`)."""
+        if self.is_alive() and self._process.pid is not None:
+            try:
+                os.kill(self._process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
     def stop(self, timeout_s: float) -> None:
         """Shut down gracefully (the caller sent Shutdown); kill past `timeout_s`."""
-        self._process.join(timeout_s)
-        if self._process.is_alive():
-            self._process.kill()
-            self._process.join(1.0)
+        if not self._ended.wait(timeout_s):
+            self.kill()
+            self._ended.wait(1.0)
         self._thread.join(timeout_s)
         self._close_inbox()
 
