@@ -56,12 +56,16 @@ def context_length_exceeded(num_prompt_tokens: int, num_max_tokens: int | None,
                             max_context_tokens: int, *, param: str = "messages") -> ApiError:
     """400 for a prompt plus completion budget over the model's context; `param` names what
     holds the prompt: "messages" on chat completions, "prompt" on completions."""
-    wanted = num_prompt_tokens + (num_max_tokens or 0)
+    if num_max_tokens is None:   # no completion asked for: the prompt leaves it no room
+        return ApiError(
+            400, f"This model's maximum context length is {max_context_tokens} tokens. However, your {param} "
+            f"resulted in {num_prompt_tokens} tokens, which leaves no room for a completion. Please reduce the "
+            f"length of the {param}.", "invalid_request_error", "context_length_exceeded", param)
     return ApiError(
         400,
         f"This model's maximum context length is {max_context_tokens} tokens. However, you "
-        f"requested {wanted} tokens ({num_prompt_tokens} in the {param}, "
-        f"{num_max_tokens or 0} in the completion). Please reduce the length of the {param} "
+        f"requested {num_prompt_tokens + num_max_tokens} tokens ({num_prompt_tokens} in the {param}, "
+        f"{num_max_tokens} in the completion). Please reduce the length of the {param} "
         "or completion.",
         "invalid_request_error", "context_length_exceeded", param)
 

@@ -87,6 +87,19 @@ def test_budget_fits_prompt_and_completion_in_the_context():
         assert caught.value.code == "context_length_exceeded" and caught.value.param == "prompt"
 
 
+def test_a_context_length_error_says_what_did_not_fit():
+    with pytest.raises(ApiError) as asked:
+        completion_budget(60, 41, 100, param="prompt")
+    assert asked.value.message == (
+        "This model's maximum context length is 100 tokens. However, you requested 101 tokens (60 in the prompt, "
+        "41 in the completion). Please reduce the length of the prompt or completion.")
+    with pytest.raises(ApiError) as full:   # no max_tokens: a prompt that fills the context leaves no room
+        completion_budget(100, None, 100)
+    assert full.value.message == (
+        "This model's maximum context length is 100 tokens. However, your messages resulted in 100 tokens, which "
+        "leaves no room for a completion. Please reduce the length of the messages.")
+
+
 @pytest.mark.parametrize("event,status,code,retry_after", [
     (ErrorEvent("r", "queue full", "rate_limit_exceeded", True, 2.5), 429,
      "rate_limit_exceeded", "3"),
