@@ -6,7 +6,8 @@ keys as the API) and returns a `Viewer`; `store_path(request)` says where the st
 Invariants: a tenant sees only its own sessions: another tenant's session is a 404, the
 same answer as a session that does not exist, so ids cannot be probed; an admin sees
 every tenant's and names the tenant when an id exists in several (else 409). Lists are
-pages (`has_more`); message content comes from its own endpoint, whole. A caller may
+pages (`has_more`), and a session's page can be the one holding the step a request id
+names, wherever it lies; message content comes from its own endpoint, whole. A caller may
 delete a session it can see (`DELETE /v1/traces/sessions/{id}`), never another's. Every
 id the gateway accepts has a URL: `/`, `%`, `?`, `#` in it are sent percent-encoded (the
 `/` may also go plain), and session_path says which session and resource a path names.
@@ -24,13 +25,13 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 
 from agents_trace.export import export_lines, export_sessions_lines, header_line, in_chunks
+from agents_trace.query_params import query_flag, query_number, query_page
 from agents_trace.session_path import SessionPath, parse_session_path
 from agents_trace.store import delete_sessions
 from agents_trace.store_queries import SessionFilter, find_session, has_step, list_sessions, list_steps, \
-    matching_session_keys, step_content
+    matching_session_keys, request_step, step_content
 from agents_trace.store_stats import StatsWindow, tenant_stats
 
-MAX_PAGE = 500
 STATIC_FILES = {"app.js": "text/javascript; charset=utf-8",
                 "app.css": "text/css; charset=utf-8"}
 
@@ -45,30 +46,6 @@ class Viewer:
 
 def _not_found(session: str) -> HTTPException:
     return HTTPException(404, f"No session '{session}' is visible to this API key.")
-
-
-def _number(request: Request, name: str, default: float | None, *, low: float,
-            high: float, is_int: bool = False) -> float | None:
-    """A numeric query parameter, or a 400 naming it (never FastAPI's 422 shape); its
-    detail carries `message`, `param` and `code`, which the gateway's error body keeps."""
-    raw = request.query_params.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw) if is_int else float(raw)
-    except ValueError:
-        value = None
-    if value is None or not low <= value <= high:
-        raise HTTPException(400, {"message": f"Query parameter '{name}' must be a number in "
-                                             f"[{low:g}, {high:g}], not {raw!r}.",
-                                  "param": name, "code": "invalid_value"})
-    return value
-
-
-def _page(request: Request, default_limit: int) -> tuple[int, int]:
-    limit = _number(request, "limit", default_limit, low=1, high=MAX_PAGE, is_int=True)
-    offset = _number(request, "offset", 0, low=0, high=2**62, is_int=True)
-    return int(limit), int(offset)
 
 
 def _static(name: str) -> str:
@@ -114,8 +91,8 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
                      tenant: str | None) -> StatsWindow | None:
         """The tenant, agent and [since, until] the query asks for, within the caller's
         scope; None when another tenant's are asked for (which, to a tenant, are none)."""
-        since = _number(request, "since", None, low=0, high=1e12)
-        until = _number(request, "until", None, low=0, high=1e12)
+        since = query_number(request, "since", None, low=0, high=1e12)
+        until = query_number(request, "until", None, low=0, high=1e12)
         if asks_for_another(who, tenant):
             return None
         return StatsWindow(tenant=scope(who, tenant), agent=agent or None, since_s=since, until_s=until)
@@ -125,18 +102,18 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
         """The sessions the query selects (`query_window`, `errors` for sessions with an
         error, `id_contains` for those whose id holds that text or with a step whose request
         id, a reply's `x-request-id`, is that text); None when another tenant's are asked for."""
+        errors_only = query_flag(request, "errors")
         window = query_window(request, who, agent, tenant)
         if window is None:
             return None
-        errors = request.query_params.get("errors", "").lower() in ("1", "true", "yes")
         return SessionFilter(tenant=window.tenant, agent=window.agent, since_s=window.since_s,
-                             until_s=window.until_s, errors_only=errors,
+                             until_s=window.until_s, errors_only=errors_only,
                              id_contains=request.query_params.get("id_contains") or None)
 
     @router.get("/v1/traces/sessions")
     def sessions(request: Request, who: Viewer = Depends(viewer), agent: str | None = None,
                  tenant: str | None = None) -> dict:
-        limit, offset = _page(request, 50)
+        limit, offset = query_page(request, 50)
         where = session_filter(request, who, agent, tenant)
         path = path_of(request)
         if path is None or where is None:
@@ -159,7 +136,7 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
         tenant sees its own (learned or not yet); an admin every tenant's the forecasters
         learned anything of, by name, a page at a time (`limit`, `offset`; `num_tenants`
         counts them all), or one of them (`?tenant=`; none for a name they never saw)."""
-        limit, offset = _page(request, 50)
+        limit, offset = query_page(request, 50)
         live = forecasters(request) if forecasters is not None else None
         if live is None:
             return {"forecasting": False, "data": []}
@@ -188,11 +165,17 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
                                  headers={"content-disposition": 'attachment; filename="sessions.jsonl"'})
 
     def session_detail(session: str, request: Request, who: Viewer, tenant: str | None) -> dict:
-        limit, offset = _page(request, 200)
+        """The session and a page of its steps: from `offset`, or, when `request_id` names
+        one of its steps, the page holding that step (`request_step` says where it is)."""
+        limit, offset = query_page(request, 200)
         path = path_of(request)
         found = resolve(path, who, session, tenant)
-        return {"session": found, "steps": list_steps(path, found["tenant"], session,
-                                                      limit=limit, offset=offset)}
+        request_id = request.query_params.get("request_id") or None
+        step = None if request_id is None else request_step(path, found["tenant"], session, request_id)
+        if step is not None:
+            offset = step["offset"] - step["offset"] % limit   # the pages `offset` walks, one of them
+        return {"session": found, "request_step": step,
+                "steps": list_steps(path, found["tenant"], session, limit=limit, offset=offset)}
 
     def content(session: str, index: str, request: Request, who: Viewer, tenant: str | None) -> dict:
         if not (index.isascii() and index.isdigit() and len(index) <= 18):   # SQLite integers are 64-bit
@@ -227,7 +210,8 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
     @router.get("/v1/traces/sessions/{tail:path}", response_model=None)
     def session_get(tail: str, request: Request, who: Viewer = Depends(viewer),
                     tenant: str | None = None) -> dict | Response:
-        """`{id}`: the session and a page of its steps; `{id}/steps/{n}/content`: a step's
+        """`{id}`: the session and a page of its steps (`?request_id=`: the page holding
+        that request's step); `{id}/steps/{n}/content`: a step's
         messages; `{id}/export`: the session as stepahead-trace/1 JSONL."""
         target = named(tail, request)
         if target is None:

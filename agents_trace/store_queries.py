@@ -243,3 +243,16 @@ def iter_session_steps(path: Path, tenant: str, session: str) -> Iterator[tuple[
             step = _step_dict(raw)
             _add_reuse(step, previous)
             yield step, content
+
+
+def request_step(path: Path, tenant: str, session: str, request_id: str) -> dict | None:
+    """The session's step with this request id (a reply's `x-request-id`): its `index`
+    and `offset`, how many of the session's steps come before it (the two differ where a
+    failing store lost a step); None when it has none. Two index look-ups, as fast at step
+    10,000 as at 1 (`+`: by response_id, not by reading every step of the session)."""
+    sql = ("SELECT named.idx, (SELECT COUNT(*) FROM steps AS earlier WHERE earlier.tenant = named.tenant "
+           "AND earlier.session = named.session AND earlier.idx < named.idx) FROM steps AS named "
+           "WHERE named.response_id = ? AND +named.tenant = ? AND +named.session = ? ORDER BY named.idx LIMIT 1")
+    with read_store(path) as db:
+        row = None if db is None else db.execute(sql, (request_id, tenant, session)).fetchone()
+    return None if row is None else {"index": row[0], "offset": row[1]}

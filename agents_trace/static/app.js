@@ -10,9 +10,13 @@ const SVG_NS = "http://www.w3.org/2000/svg";
 const $ = (id) => document.getElementById(id);
 
 const LIVE_INTERVAL_MS = 2000;
-// `openContent`: the steps whose messages are shown, kept open when live steps re-render
-const view = { me: null, sessionsOffset: 0, steps: [], stepsOffset: 0, session: null, openContent: new Set(),
-               liveTimer: null };
+const STEPS_PAGE = 200;
+// `steps`: the session's steps at offsets [stepsStart, stepsEnd) of its index order, one
+// run without holes ("load earlier" and "load more" widen it); `requestId`: the request id
+// the filter named when the session opened, whose step is outlined; `openContent`: the
+// steps whose messages are shown, kept open when live steps re-render
+const view = { me: null, sessionsOffset: 0, steps: [], stepsStart: 0, stepsEnd: 0, session: null,
+               requestId: "", openContent: new Set(), liveTimer: null };
 
 function setStatus(text) { $("status").textContent = text || ""; }
 
@@ -289,7 +293,7 @@ function renderSteps(steps) {
       : el("span", { title: "messages are kept only with capture_content on: stepahead serve " +
         "--capture-content, or [tracing] capture_content = true" }, "not captured");
     // the step the filter named by its request id (a reply's x-request-id) is marked
-    const found = s.response_id && s.response_id === $("f-id").value.trim();
+    const found = s.response_id && s.response_id === view.requestId;
     const row = el("tr", { class: (s.error ? "error step-row" : "step-row") + (found ? " found" : ""),
       "data-step": s.index },
       el("td", s.response_id ? { title: "request " + s.response_id } : {}, s.index),
@@ -351,20 +355,57 @@ function downloadExport() {
   return downloadFile(path, view.session.session + ".jsonl");
 }
 
-async function loadSession(tenant, session, append) {
-  if (!append) {
+// Which of the session's steps are shown, when not all of them.
+function renderStepsShown() {
+  const total = view.session.num_steps;
+  const whole = view.stepsStart === 0 && view.stepsEnd >= total;
+  $("steps-shown").textContent = whole || !view.steps.length ? "" :
+    `Showing steps ${view.stepsStart + 1} to ${view.stepsEnd} of ${total} (in index order).`;
+  $("earlier-steps").hidden = view.stepsStart === 0;
+}
+
+function stepsQuery(tenant, offset, limit) {
+  const query = new URLSearchParams({ offset: String(offset), limit: String(limit) });
+  if (view.me.is_admin) query.set("tenant", tenant);
+  return query;
+}
+
+// `how`: "open" (the first page, or the page holding the step of the request id the
+// filter names, wherever it lies: the API finds it, so a step 9,000 steps in costs one
+// page, and the page scrolls to it), "reload" (the same, for the request id it opened
+// with, without scrolling), "more" (the page after those shown) or "earlier" (the page
+// before them).
+async function loadSession(tenant, session, how) {
+  if (how === "open") {
     const same = view.session && view.session.tenant === tenant && view.session.session === session;
     if (!same) view.openContent = new Set();
-    view.steps = []; view.stepsOffset = 0;
+    view.requestId = $("f-id").value.trim();
   }
-  const query = new URLSearchParams({ offset: String(view.stepsOffset), limit: "200" });
-  if (view.me.is_admin) query.set("tenant", tenant);
+  const start = how === "earlier" ? Math.max(0, view.stepsStart - STEPS_PAGE) : how === "more" ? view.stepsEnd : 0;
+  const query = stepsQuery(tenant, start, how === "earlier" ? view.stepsStart - start : STEPS_PAGE);
+  const fresh = how === "open" || how === "reload";
+  if (fresh && view.requestId) query.set("request_id", view.requestId);   // its page, not the first
   const detail = await api(sessionPath(session) + "?" + query);
+  const page = detail.steps.data;
   view.session = detail.session;
-  view.steps = view.steps.concat(detail.steps.data);
-  view.stepsOffset = view.steps.length;
-  $("more-steps").hidden = !detail.steps.has_more;
+  if (how === "more") {
+    view.steps = view.steps.concat(page);
+    view.stepsEnd += page.length;
+  } else if (how === "earlier") {
+    view.steps = page.concat(view.steps);
+    view.stepsStart = start;
+  } else {
+    view.steps = page;
+    view.stepsStart = detail.steps.offset;   // the page the API chose
+    view.stepsEnd = view.stepsStart + page.length;
+  }
+  if (how !== "earlier") $("more-steps").hidden = !detail.steps.has_more;
   renderSession();
+  renderStepsShown();
+  if (how === "open" && detail.request_step) {
+    const row = $("steps").querySelector("tr.step-row.found");
+    if (row) row.scrollIntoView({ block: "center" });
+  }
   $("live-label").hidden = !view.session.is_open;
   if (!view.session.is_open) $("live").checked = false;
   setLive();
@@ -372,8 +413,9 @@ async function loadSession(tenant, session, append) {
 
 // Live: while a view's box is ticked and the tab visible, ask every LIVE_INTERVAL_MS.
 // A session (while open): the steps after those shown; a step that arrived out of order
-// (a session's concurrent calls) or a session that ended reloads it whole. The list: its
-// first page again (not once "load more" has shown more).
+// (a session's concurrent calls) or a session that ended reloads it (its first page, or
+// the one holding the outlined step). The list: its first page again (not once "load
+// more" has shown more).
 function setLive() {
   if (view.liveTimer) { clearInterval(view.liveTimer); view.liveTimer = null; }
   if ($("live").checked && view.session && view.session.is_open && !$("session-view").hidden) {
@@ -389,21 +431,20 @@ async function refreshList() {
 }
 
 async function refreshLive() {
-  if (document.hidden || $("more-steps").hidden === false) return;   // all steps shown first
+  if (document.hidden || $("more-steps").hidden === false) return;   // the last steps shown first
   const s = view.session;
-  const query = new URLSearchParams({ offset: String(view.steps.length), limit: "200" });
-  if (view.me.is_admin) query.set("tenant", s.tenant);
-  const detail = await api(sessionPath(s.session) + "?" + query);
+  const detail = await api(sessionPath(s.session) + "?" + stepsQuery(s.tenant, view.stepsEnd, STEPS_PAGE));
   const added = detail.steps.data;
-  if (detail.session.num_steps === view.steps.length + added.length && detail.session.is_open) {
+  if (detail.session.num_steps === view.stepsEnd + added.length && detail.session.is_open) {
     if (!added.length) return;
     view.session = detail.session;
     view.steps = view.steps.concat(added);
-    view.stepsOffset = view.steps.length;
+    view.stepsEnd += added.length;
     renderSession();
+    renderStepsShown();
     return;
   }
-  await loadSession(s.tenant, s.session, false);
+  await loadSession(s.tenant, s.session, "reload");
 }
 // --- routing -------------------------------------------------------------------------
 async function route() {
@@ -422,7 +463,7 @@ async function route() {
     setStatus("loading…");
     if (match) {
       $("session-view").hidden = false;
-      await loadSession(decodeURIComponent(match[1]), decodeURIComponent(match[2]), false);
+      await loadSession(decodeURIComponent(match[1]), decodeURIComponent(match[2]), "open");
       setStatus("");
     } else {
       $("sessions-view").hidden = false;
@@ -451,6 +492,8 @@ $("export-all-link").addEventListener("click", (event) => {
 $("live").addEventListener("change", setLive);
 $("f-live").addEventListener("change", setLive);
 $("more-steps").addEventListener("click", () =>
-  loadSession(view.session.tenant, view.session.session, true).catch((e) => setStatus(e.message)));
+  loadSession(view.session.tenant, view.session.session, "more").catch((e) => setStatus(e.message)));
+$("earlier-steps").addEventListener("click", () =>
+  loadSession(view.session.tenant, view.session.session, "earlier").catch((e) => setStatus(e.message)));
 window.addEventListener("hashchange", route);
 route();

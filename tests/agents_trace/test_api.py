@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from urllib.parse import quote
 
 import httpx
@@ -10,6 +11,7 @@ import pytest
 from agents_trace.api import Viewer
 
 from tests.agents_trace.helpers import ManualClock, make_tracer, run_scripted_session, viewer_app
+from tests.agents_trace.long_sessions import add_user_turns
 from tests.gateway.serving import start_server
 
 KEYS = {"k-acme": Viewer("acme"), "k-globex": Viewer("globex"),
@@ -299,3 +301,94 @@ def test_api_session_ids_with_odd_characters_over_a_real_server(odd_ids):
                               headers={"authorization": "Bearer k-globex"}).status_code == 404
     finally:
         server.stop()
+
+
+@pytest.fixture
+def seven_steps(tmp_path):
+    """Session "long" of acme, steps 0..6, step 2 then lost (as a failing store loses one):
+    the stored indexes 0 1 3 4 5 6 are at offsets 0 1 2 3 4 5."""
+    clock = ManualClock()
+    tracer, _ = make_tracer(tmp_path, clock)
+    request_ids = add_user_turns(tracer, clock, 7)
+    run_scripted_session(tracer, clock, tenant="acme", headers={"x-session-id": "other"})
+    assert tracer.flush(5.0)
+    with sqlite3.connect(tracer.store_path) as db:
+        db.execute("DELETE FROM steps WHERE session = 'long' AND idx = 2")
+    yield tracer, request_ids
+    tracer.stop()
+
+
+async def test_api_session_detail_pages_to_the_step_a_request_id_names(seven_steps):
+    tracer, request_ids = seven_steps
+    app = viewer_app(tracer, KEYS)
+
+    async def detail(query: str, key: str = "k-acme") -> dict:
+        response = await _get(app, f"/v1/traces/sessions/long?{query}", key)
+        assert response.status_code == 200
+        return response.json()
+
+    def indexes(page: dict) -> list[int]:
+        return [step["index"] for step in page["steps"]["data"]]
+
+    # step 5 is the 5th stored (offset 4): the page of 3 from offset 3 holds it, whatever `offset` said
+    named = await detail(f"limit=3&offset=0&request_id={request_ids[5]}")
+    assert named["request_step"] == {"index": 5, "offset": 4}
+    assert indexes(named) == [4, 5, 6] and named["steps"]["offset"] == 3 and named["steps"]["has_more"] is False
+    first = await detail(f"limit=3&request_id={request_ids[1]}")
+    assert first["request_step"] == {"index": 1, "offset": 1} and indexes(first) == [0, 1, 3]
+    assert first["steps"]["has_more"] is True
+    whole = await detail(f"request_id={request_ids[6]}")   # the default page of 200: all six
+    assert whole["request_step"] == {"index": 6, "offset": 5} and indexes(whole) == [0, 1, 3, 4, 5, 6]
+    # no such step in this session (lost, another session's, not a request id): the page at `offset`
+    scripted = (await _get(app, "/v1/traces/sessions/other", "k-acme")).json()["steps"]["data"]
+    for missing in (request_ids[2], scripted[1]["response_id"], "long", request_ids[5][:-1]):
+        page = await detail(f"limit=3&offset=3&request_id={missing}")
+        assert page["request_step"] is None and indexes(page) == [4, 5, 6], missing
+    assert (await detail("limit=3"))["request_step"] is None   # not asked
+    # another tenant's key sees no session at all, request id or not
+    assert (await _get(app, f"/v1/traces/sessions/long?request_id={request_ids[5]}", "k-globex")).status_code == 404
+
+
+async def test_api_errors_parameter_takes_the_usual_booleans_and_400s_anything_else(traced):
+    tracer, session = traced
+    app = viewer_app(tracer, KEYS)
+    with sqlite3.connect(tracer.store_path) as db:   # acme's `session` has an error now
+        db.execute("UPDATE sessions SET num_errors = 1 WHERE tenant = 'acme' AND session = ?", (session,))
+
+    async def listed(value: str) -> list[str]:
+        response = await _get(app, f"/v1/traces/sessions?errors={value}", "k-acme")
+        assert response.status_code == 200, value
+        return sorted(s["session"] for s in response.json()["data"])
+
+    everything = sorted([session, "shared"])
+    for value in ("1", "true", "TRUE", "True", "yes", "YES", "on", "On", "%20on%20"):
+        assert await listed(value) == [session], value
+    for value in ("0", "false", "FALSE", "no", "No", "off", "OFF", ""):
+        assert await listed(value) == everything, value
+    for path in ("/v1/traces/sessions", "/v1/traces/export"):
+        for value in ("maybe", "2", "-1", "t", "y", "enabled", "onn", "true1"):
+            response = await _get(app, f"{path}?errors={value}", "k-acme")
+            assert response.status_code == 400, (path, value)
+            assert response.json()["detail"] == {
+                "message": f"Query parameter 'errors' must be true or false (also 1/0, yes/no, on/off), "
+                           f"not '{value}'.", "param": "errors", "code": "invalid_value"}
+    # checked for a tenant asking for another's sessions too, before it gets none
+    assert (await _get(app, "/v1/traces/sessions?tenant=globex&errors=maybe", "k-acme")).status_code == 400
+
+
+async def test_api_bad_number_messages_write_their_range_in_whole_numbers(traced):
+    tracer, session = traced
+    app = viewer_app(tracer, KEYS)
+    expected = {
+        f"/v1/traces/sessions/{session}?offset=-1":
+            "Query parameter 'offset' must be a number in [0, 4611686018427387904], not '-1'.",
+        "/v1/traces/sessions?offset=4611686018427387905":
+            "Query parameter 'offset' must be a number in [0, 4611686018427387904], not '4611686018427387905'.",
+        "/v1/traces/sessions?limit=501": "Query parameter 'limit' must be a number in [1, 500], not '501'.",
+        "/v1/traces/stats?since=-1": "Query parameter 'since' must be a number in [0, 1000000000000], not '-1'.",
+        "/v1/traces/sessions?until=soon":
+            "Query parameter 'until' must be a number in [0, 1000000000000], not 'soon'.",
+    }
+    for path, message in expected.items():
+        response = await _get(app, path, "k-acme")
+        assert response.status_code == 400 and response.json()["detail"]["message"] == message, path

@@ -10,6 +10,7 @@ from cache.forecast import Forecast
 from tests.agents_trace.browser import chromium_driver, connect, wait_for
 from tests.agents_trace.helpers import (ManualClock, make_tracer, run_scripted_session, session_with_an_eviction,
                                         viewer_app)
+from tests.agents_trace.long_sessions import add_user_turns
 from tests.gateway.serving import start_server
 
 KEYS = {"k-acme": Viewer("acme"), "k-globex": Viewer("globex")}
@@ -94,6 +95,63 @@ def test_viewer_finds_a_session_by_part_of_its_id_or_by_a_request_id(served):
         cell = found.find_element(By.TAG_NAME, "td")
         assert cell.get_attribute("title") == "request " + steps[1]["response_id"]
 
+
+def _open_by_request_id(driver, request_id: str, session: str) -> None:
+    """Filter the list by `request_id` the way a person would, and open its one session."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.expected_conditions import staleness_of
+    shown = wait_for(driver, lambda d: d.find_element(By.CSS_SELECTOR, "#sessions tbody tr"))
+    driver.find_element(By.ID, "f-id").clear()
+    driver.find_element(By.ID, "f-id").send_keys(request_id)
+    driver.find_element(By.CSS_SELECTOR, "#filters button[type=submit]").click()
+    wait_for(driver, staleness_of(shown))   # this search's row, not the last one's
+    wait_for(driver, lambda d: d.find_element(By.LINK_TEXT, session)).click()
+
+
+def test_viewer_outlines_the_step_a_request_id_names_wherever_it_lies(tmp_path):
+    """300 steps, 200 to a page: step 250 is on the second page, which the page opens on."""
+    from selenium.webdriver.common.by import By
+
+    def shown(d, rows: str = "tr.step-row") -> list[str]:
+        """The steps of those rows, read at once (a render may replace them between reads)."""
+        return d.execute_script(f"return [...document.querySelectorAll('#steps {rows}')].map(r => r.dataset.step)")
+
+    def outlined(d) -> list[str]:
+        return shown(d, "tr.found")
+
+    clock = ManualClock()
+    tracer, _ = make_tracer(tmp_path, clock)
+    request_ids = add_user_turns(tracer, clock, 300)
+    server = start_server(viewer_app(tracer, KEYS))
+    in_view = "const r = arguments[0].getBoundingClientRect(); return r.top >= 0 && r.bottom <= innerHeight;"
+    try:
+        with chromium_driver() as driver:
+            connect(driver, server.base_url, "k-acme")
+            _open_by_request_id(driver, request_ids[250], "long")
+            wait_for(driver, lambda d: outlined(d) == ["250"])
+            assert shown(driver) == [str(i) for i in range(200, 300)]
+            [found] = driver.find_elements(By.CSS_SELECTOR, "#steps tr.found")
+            assert driver.execute_script(in_view, found)   # scrolled to it
+            assert found.find_element(By.TAG_NAME, "td").get_attribute("title") == "request " + request_ids[250]
+            assert driver.find_element(By.ID, "steps-shown").text == "Showing steps 201 to 300 of 300 (in index order)."
+            assert not driver.find_element(By.ID, "more-steps").is_displayed()
+            driver.find_element(By.ID, "earlier-steps").click()   # the steps before it, in front
+            wait_for(driver, lambda d: len(shown(d)) == 300)
+            assert shown(driver) == [str(i) for i in range(300)]
+            assert outlined(driver) == ["250"] and driver.find_element(By.ID, "steps-shown").text == ""
+            assert not driver.find_element(By.ID, "earlier-steps").is_displayed()
+            assert len(driver.find_elements(By.CSS_SELECTOR, "#gantt-svg .gantt-row")) == 300
+            driver.find_element(By.CSS_SELECTOR, "header .brand").click()   # back to the list
+            _open_by_request_id(driver, request_ids[50], "long")   # on the first page, as before
+            wait_for(driver, lambda d: outlined(d) == ["50"])
+            assert len(shown(driver)) == 200 and driver.find_element(By.ID, "more-steps").is_displayed()
+            assert not driver.find_element(By.ID, "earlier-steps").is_displayed()
+            driver.find_element(By.ID, "more-steps").click()
+            wait_for(driver, lambda d: len(shown(d)) == 300)
+            assert outlined(driver) == ["50"]
+    finally:
+        server.stop()
+        tracer.stop()
 
 def test_viewer_sums_the_window_and_exports_the_sessions_that_match_its_filters(served):
     from selenium.webdriver.common.by import By

@@ -1,0 +1,60 @@
+"""The trace API's query parameters: numbers in a range, booleans, pages.
+
+Invariant: a value that is not what its parameter takes is a 400 naming the parameter
+(`param`, `code: "invalid_value"`, carried into OpenAI's error shape by the gateway),
+never FastAPI's 422 and never silently read as a default; an absent or empty one is the
+default.
+"""
+from __future__ import annotations
+
+from fastapi import HTTPException, Request
+
+from agents_trace.store_queries import MAX_PAGE
+TRUE_WORDS = frozenset({"true", "1", "yes", "on"})
+FALSE_WORDS = frozenset({"false", "0", "no", "off"})
+
+
+def _bad_value(name: str, expected: str, raw: str) -> HTTPException:
+    """The 400 for a query parameter (never FastAPI's 422 shape); its detail carries
+    `message`, `param` and `code`, which the gateway's error body keeps (OpenAI's shape)."""
+    return HTTPException(400, {"message": f"Query parameter '{name}' must be {expected}, not {raw!r}.",
+                               "param": name, "code": "invalid_value"})
+
+
+def _bound(value: float) -> str:
+    """A range's end as written: a whole number in full (`4611686018427387904`, never
+    `4.61169e+18`), any other in the shortest form."""
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+def query_number(request: Request, name: str, default: float | None, *, low: float,
+                 high: float, is_int: bool = False) -> float | None:
+    """A numeric query parameter in [low, high], `default` when absent or empty, or a 400
+    naming it."""
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw) if is_int else float(raw)
+    except ValueError:
+        value = None
+    if value is None or not low <= value <= high:
+        raise _bad_value(name, f"a number in [{_bound(low)}, {_bound(high)}]", raw)
+    return value
+
+
+def query_flag(request: Request, name: str) -> bool:
+    """A boolean query parameter: true/1/yes/on or false/0/no/off in any case, False when
+    absent or empty, or a 400 naming it (anything else was once silently false)."""
+    raw = request.query_params.get(name)
+    word = (raw or "").strip().lower()
+    if word in TRUE_WORDS or word in FALSE_WORDS or not word:
+        return word in TRUE_WORDS
+    raise _bad_value(name, "true or false (also 1/0, yes/no, on/off)", raw)
+
+
+def query_page(request: Request, default_limit: int) -> tuple[int, int]:
+    """(limit, offset) of a page: `limit` from 1 to MAX_PAGE (else `default_limit`), `offset` from 0."""
+    limit = query_number(request, "limit", default_limit, low=1, high=MAX_PAGE, is_int=True)
+    offset = query_number(request, "offset", 0, low=0, high=2**62, is_int=True)
+    return int(limit), int(offset)
