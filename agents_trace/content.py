@@ -1,11 +1,23 @@
-"""Message content in the GenAI conventions' shape, for opt-in span attributes.
+"""Captured content: the request's entries for the store, and the GenAI conventions'
+shape for opt-in span attributes.
 
 `gen_ai.input.messages` / `gen_ai.output.messages` are JSON arrays of
 `{"role", "parts": [...]}` where a part is `{"type": "text", "content"}`,
 `{"type": "tool_call", "id", "name", "arguments"}` or
-`{"type": "tool_call_response", "id", "response"}`. Pure functions; nothing here is
-called unless the config captures content. Invariant: nothing is dropped or shortened:
-a part we do not know is kept as it came, under its own type.
+`{"type": "tool_call_response", "id", "response"}`.
+
+A step's stored `new_messages` are its request's messages, then the parts of the request
+that are not messages but shape the prompt, as entries whose `role` no message can have
+(the gateway accepts only system, developer, user, assistant and tool), so nothing reads
+them as a chat:
+- `{"role": "tools", "tools": [...], "tool_choice": ...}`: a chat request's tools and
+  tool_choice (each only when the request had it), last;
+- `{"role": "prompt", "content": TEXT}` or `{"role": "prompt", "token_ids": [...],
+  "content": "N token ids"}`: a completions request's prompt, one entry per prompt.
+Their `content` is text for a reader of messages (`traces show --content`); the data is in
+the other fields. Pure functions; nothing here is called unless the config captures
+content. Invariant: nothing is dropped or shortened: a part we do not know is kept as it
+came, under its own type.
 """
 from __future__ import annotations
 
@@ -15,6 +27,9 @@ from typing import Any
 
 from agents_trace.json_text import loads_bounded
 from agents_trace.records import ChoiceOutput, ToolCall
+
+PROMPT_ROLE = "prompt"
+TOOLS_ROLE = "tools"
 
 
 def _arguments(text: Any) -> Any:
@@ -83,3 +98,66 @@ def output_messages_json(text: str | None, tool_calls: Sequence[ToolCall], finis
         messages.append(_output_message(content if isinstance(content, str) else None, choice.tool_calls,
                                         choice.finish_reason))
     return json.dumps(messages, ensure_ascii=False, default=str)
+
+
+def _is_token_ids(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(
+        isinstance(token, int) and not isinstance(token, bool) for token in value)
+
+
+def _prompt_entry(prompt: Any) -> dict:
+    if _is_token_ids(prompt):
+        return {"role": PROMPT_ROLE, "token_ids": prompt, "content": f"{len(prompt)} token ids"}
+    return {"role": PROMPT_ROLE, "content": prompt}
+
+
+def prompt_entries(prompt: Any) -> tuple[dict, ...]:
+    """A completions request's `prompt` as entries, one per prompt in order (a string or
+    a token-id list is one prompt; a list of either, several). Anything else (the gateway
+    checks prompts first, so only a direct caller's) is one entry holding it as it came."""
+    if prompt is None:
+        return ()
+    several = isinstance(prompt, list) and bool(prompt) and not _is_token_ids(prompt) and all(
+        isinstance(one, str) or _is_token_ids(one) for one in prompt)
+    return tuple(_prompt_entry(one) for one in (prompt if several else [prompt]))
+
+
+def _tool_name(tool: Any) -> str:
+    function = tool.get("function") if isinstance(tool, Mapping) else None
+    name = function.get("name") if isinstance(function, Mapping) else None
+    return name if isinstance(name, str) else "?"
+
+
+def tools_entry(tools: Any, tool_choice: Any) -> dict | None:
+    """A chat request's `tools` and `tool_choice` as one entry (None when it had neither);
+    its `content` names the tools offered and the choice."""
+    if tools is None and tool_choice is None:
+        return None
+    entry: dict = {"role": TOOLS_ROLE}
+    words = []
+    if tools is not None:
+        entry["tools"] = tools
+        names = [_tool_name(tool) for tool in tools] if isinstance(tools, list) else ["?"]
+        words.append(", ".join(names) if names else "no tools")
+    if tool_choice is not None:
+        entry["tool_choice"] = tool_choice
+        named = _tool_name(tool_choice) if isinstance(tool_choice, Mapping) else str(tool_choice)
+        words.append(f"(tool_choice: {named})")
+    entry["content"] = " ".join(words)
+    return entry
+
+
+def request_entries(body: Mapping[str, Any]) -> tuple[dict, ...]:
+    """The entries (see above) of a request body: its prompts when it has no `messages`
+    list (a completions request), else its tools entry, if any."""
+    if not isinstance(body.get("messages"), list):
+        return prompt_entries(body.get("prompt"))
+    entry = tools_entry(body.get("tools"), body.get("tool_choice"))
+    return () if entry is None else (entry,)
+
+
+def split_tools_entry(new_messages: Sequence[Any]) -> tuple[list, Mapping[str, Any] | None]:
+    """Stored `new_messages` as (the messages, the tools entry or None)."""
+    if new_messages and isinstance(new_messages[-1], Mapping) and new_messages[-1].get("role") == TOOLS_ROLE:
+        return list(new_messages[:-1]), new_messages[-1]
+    return list(new_messages), None

@@ -4,11 +4,14 @@ One session (`export_lines`) or several merged in arrival order (`export_session
 the recorded traffic of a time window, for the replay harness). One header line, then
 one line per request: `t` (seconds since the first exported request), `tenant`,
 `session`, `after`, `tool_calls`, `input_tokens`, `output_tokens`, `service_tier` for a
-step served in the flex tier, and `messages` (the request's whole message list) when the
-store holds content. A step that asked for
-several choices exports the tool calls of the choice the session went on from (the one
-whose call ids the next step answers; before a user turn, a text answer), else choice
-0's, so a line's `tool_calls` agree with the next `after`. `hash_ids` are the prompt's
+step served in the flex tier, and, when the store holds content, `messages` (the
+request's whole message list) with the request's `tools` and `tool_choice` (extension
+fields; each only when the request had it), so a replay over chat sends the prompt the
+model read. A completions step never carries `messages` (its prompt was no chat): it is
+replayed from its `hash_ids`, or token ids derived as below, with its recorded length.
+A step that asked for several choices exports the tool calls of the choice the session
+went on from (the one whose call ids the next step answers; before a user turn, a text
+answer), else choice 0's, so a line's `tool_calls` agree with the next `after`. `hash_ids` are the prompt's
 block fingerprints (`prompt_blocks`; header `block_size`) where the store has them for the
 whole prompt (local models, `record_prompt_blocks` on), so a replay or the simulator
 shares prefixes as the recorded requests did; without them the replay harness derives
@@ -25,7 +28,9 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
+from agents_trace.content import split_tools_entry
 from agents_trace.prompt_blocks import RECORD_BLOCK_SIZE, num_blocks
+from agents_trace.semconv import OP_TEXT_COMPLETION
 from agents_trace.store_queries import iter_session_steps
 
 FORMAT = "stepahead-trace/1"
@@ -35,18 +40,33 @@ def _line(value: dict) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":")) + "\n"
 
 
-def _rebuild(content: dict | None, earlier: dict[int, list]) -> list | None:
+def _rebuild(content: dict, new_messages: list, earlier: dict[int, list]) -> list | None:
     """The request's whole message list, or None when it cannot be rebuilt exactly
-    (no content, or the step it extends has none)."""
-    if content is None:
-        return None
+    (the step it extends has no content)."""
     num_prefix = content["num_prefix_messages"]
     if num_prefix == 0:
-        return list(content["new_messages"])
+        return new_messages
     prefix = earlier.get(content["prefix_step"])
     if prefix is None or len(prefix) < num_prefix:
         return None
-    return prefix[:num_prefix] + content["new_messages"]
+    return prefix[:num_prefix] + new_messages
+
+
+def _add_content(line: dict, step: dict, content: dict | None, earlier: dict[int, list]) -> None:
+    """`messages`, `tools` and `tool_choice` of a chat step with content into `line`, and
+    its whole message list into `earlier` for the steps that extend it."""
+    if content is None or step.get("operation") == OP_TEXT_COMPLETION:
+        return
+    new_messages, tools = split_tools_entry(content["new_messages"])
+    messages = _rebuild(content, new_messages, earlier)
+    if messages is not None:
+        earlier[step["index"]] = messages
+        line["messages"] = messages
+    if tools is not None:
+        if isinstance(tools.get("tools"), list) and all(isinstance(tool, dict) for tool in tools["tools"]):
+            line["tools"] = tools["tools"]
+        if isinstance(tools.get("tool_choice"), (str, dict)):
+            line["tool_choice"] = tools["tool_choice"]
 
 
 def kept_tool_names(step: dict, following: dict | None) -> list[str]:
@@ -76,10 +96,7 @@ def _session_requests(path: Path, tenant: str, session: str) -> Iterator[tuple[f
         blocks = step["prompt_blocks"]
         if blocks is not None and len(blocks) == num_blocks(step["num_input_tokens"]):
             line["hash_ids"] = blocks
-        messages = _rebuild(content, full_messages)
-        if messages is not None:
-            full_messages[step["index"]] = messages
-            line["messages"] = messages
+        _add_content(line, step, content, full_messages)
         pending = (step, line)
     if pending is not None:
         yield pending[0]["arrived_s"], {**pending[1], "tool_calls": kept_tool_names(pending[0], None)}

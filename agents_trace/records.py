@@ -65,7 +65,9 @@ class CapturedContent:
 
     `new_messages` are the request's messages after the first `num_prefix_messages`,
     which are the same as those of step `prefix_step` of the same session (None: the
-    request is whole in `new_messages`); `output` is the response's assistant message
+    request is whole in `new_messages`), then the request's parts that are not messages
+    (content.py: its tools, or a completions request's prompts, as entries no message can
+    be mistaken for); `output` is the response's assistant message
     (None after an error; `other_outputs` those of choices 1.. when the request asked for
     several); `all_messages` is the whole request, for span attributes.
     NOTE: these are the request's own objects, serialised on the writer thread.
@@ -102,6 +104,7 @@ class StepContext:
     num_prefix_messages: int = 0
     prefix_step: int | None = None
     messages: tuple = ()
+    request_entries: tuple[dict, ...] = ()   # captured parts besides messages (content.py)
     request_params: tuple[tuple[str, float | int], ...] = ()
     replay_tool_calls: tuple[ToolCall, ...] = ()
     is_ended: bool = False

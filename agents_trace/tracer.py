@@ -14,7 +14,8 @@ Invariants: `begin` and `end` do no I/O, never wait (one short lock around in-me
 session bookkeeping) and never raise on odd input (`begin` reads the body defensively);
 `end` counts once per context, so calling it again (e.g. from an error path after a
 success) is harmless. The tenant always comes from the caller (the authenticated key),
-never from the body. Message content is kept only when `capture_content` is on.
+never from the body. Message content is kept only when `capture_content` is on: a chat
+request's messages with its tools and tool_choice, a completions request's prompts.
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from opentelemetry.sdk.trace import SpanProcessor
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from agents_trace.config import TraceConfig
+from agents_trace.content import request_entries
 from agents_trace.conversation import after_of, agent_name, assistant_message, \
     explicit_session, extend_digest, prefix_digests
 from agents_trace.otel_setup import build_provider
@@ -186,6 +188,7 @@ class AgentTracer:
             ctx.remote_parent = span.get_span_context()
         if self.captures_content:
             ctx.messages = tuple(messages)
+            ctx.request_entries = request_entries(body)
         return ctx
 
     def end(self, ctx: StepContext, result: StepResult) -> int | None:
@@ -243,7 +246,7 @@ class AgentTracer:
             result.output_text, result.tool_calls)
         others = () if output is None else tuple(
             assistant_message(choice.text, choice.tool_calls) for choice in result.other_choices)
-        return CapturedContent(new_messages=ctx.messages[ctx.num_prefix_messages:],
+        return CapturedContent(new_messages=ctx.messages[ctx.num_prefix_messages:] + ctx.request_entries,
                                num_prefix_messages=ctx.num_prefix_messages,
                                prefix_step=ctx.prefix_step, output=output,
                                all_messages=ctx.messages, other_outputs=others)

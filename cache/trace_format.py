@@ -56,6 +56,9 @@ class TraceRecord:
     hash_ids: list[int] | None = None
     messages: list | None = None
     service_tier: str | None = None   # "flex": served after interactive work (an extension)
+    # the request's OpenAI `tools` and `tool_choice`, sent with `messages` (extensions)
+    tools: list[dict] | None = None
+    tool_choice: str | dict | None = None
 
     def to_json(self) -> dict:
         row: dict = {"t": round(self.t, 6), "tenant": self.tenant}
@@ -73,6 +76,10 @@ class TraceRecord:
             row["messages"] = self.messages
         if self.service_tier is not None:
             row["service_tier"] = self.service_tier
+        if self.tools is not None:
+            row["tools"] = self.tools
+        if self.tool_choice is not None:
+            row["tool_choice"] = self.tool_choice
         return row
 
 
@@ -119,12 +126,23 @@ def _optional_list(row: dict, key: str, item_type: type, line_no: int) -> list |
     return value
 
 
+def _optional_tools(row: dict, line_no: int) -> tuple[list[dict] | None, str | dict | None]:
+    """`tools`, a list of objects, and `tool_choice`, a string or an object; None when absent or null."""
+    tools, tool_choice = row.get("tools"), row.get("tool_choice")
+    if tools is not None and not (isinstance(tools, list) and all(isinstance(tool, dict) for tool in tools)):
+        raise TraceFormatError(f"line {line_no}: 'tools' must be a list of objects")
+    if tool_choice is not None and not isinstance(tool_choice, (str, dict)):
+        raise TraceFormatError(f"line {line_no}: 'tool_choice' must be a string or an object")
+    return tools, tool_choice
+
+
 def parse_record(row: dict, line_no: int, block_size: int) -> TraceRecord:
     """One JSON object (stepahead-trace/1 or Mooncake) as a TraceRecord. Every field
     has its documented type (TRACE_FORMAT.md), else TraceFormatError naming the line:
     times are finite and non-negative, token counts integers from 0 to MAX_TOKENS_PER_CALL,
     `hash_ids` a list of integers, one per block of the input (Mooncake lines too, with
-    their blocks of 512); an optional field may be absent or null."""
+    their blocks of 512), `tools` a list of objects, `tool_choice` a string or an object;
+    an optional field may be absent or null."""
     if "timestamp" in row and "t" not in row:  # Mooncake: ms, input_length, output_length
         record = TraceRecord(
             t=_require_time(row, "timestamp", "milliseconds", line_no) / 1000.0,
@@ -136,6 +154,7 @@ def parse_record(row: dict, line_no: int, block_size: int) -> TraceRecord:
     messages = row.get("messages")
     if messages is not None and not isinstance(messages, list):
         raise TraceFormatError(f"line {line_no}: 'messages' must be a list")
+    tools, tool_choice = _optional_tools(row, line_no)
     record = TraceRecord(
         t=_require_time(row, "t", "seconds", line_no), input_tokens=_require_tokens(row, "input_tokens", line_no),
         output_tokens=_require_tokens(row, "output_tokens", line_no),
@@ -143,7 +162,7 @@ def parse_record(row: dict, line_no: int, block_size: int) -> TraceRecord:
         after=_optional_str(row, "after", line_no),
         tool_calls=list(_optional_list(row, "tool_calls", str, line_no) or []),
         hash_ids=_optional_list(row, "hash_ids", int, line_no), messages=messages,
-        service_tier=_optional_str(row, "service_tier", line_no))
+        service_tier=_optional_str(row, "service_tier", line_no), tools=tools, tool_choice=tool_choice)
     return _with_block_count(record, line_no, block_size)
 
 

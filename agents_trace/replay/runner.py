@@ -86,6 +86,9 @@ def step_hint(record: TraceRecord) -> dict | None:
 
 
 def _body(record: TraceRecord, prompts: PromptBuilder, options: ReplayOptions, model: str) -> tuple[str, dict]:
+    """The request a line becomes: its `messages` over chat, with its `tools` and
+    `tool_choice` (they are part of the prompt the model read), else a token-id prompt of
+    its length over completions."""
     max_tokens = max(1, record.output_tokens)
     if options.max_output_tokens is not None:
         max_tokens = min(max_tokens, options.max_output_tokens)
@@ -96,7 +99,12 @@ def _body(record: TraceRecord, prompts: PromptBuilder, options: ReplayOptions, m
     if record.service_tier is not None:
         common["service_tier"] = record.service_tier
     if record.messages:
-        return "/v1/chat/completions", dict(common, messages=record.messages)
+        chat = dict(common, messages=record.messages)
+        if record.tools is not None:
+            chat["tools"] = record.tools
+        if record.tool_choice is not None:
+            chat["tool_choice"] = record.tool_choice
+        return "/v1/chat/completions", chat
     return "/v1/completions", dict(common, prompt=prompts.prompt(record), ignore_eos=True)
 
 

@@ -19,6 +19,21 @@ def test_trace_round_trip_keeps_every_field():
     assert [r.to_json() for r in parsed] == [r.to_json() for r in records]
 
 
+def test_trace_round_trip_keeps_a_lines_tools_and_tool_choice():
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+    records = [TraceRecord(0.0, 40, 5, session="s", messages=[{"role": "user", "content": "hi"}], tools=tools,
+                           tool_choice={"type": "function", "function": {"name": "get_weather"}}),
+               TraceRecord(1.0, 50, 2, session="s", messages=[{"role": "user", "content": "hi"}], tools=tools,
+                           tool_choice="none"),
+               TraceRecord(2.0, 60, 2, session="s")]
+    buffer = io.StringIO()
+    write_trace(buffer, records)
+    assert [("tools" in line, "tool_choice" in line) for line in buffer.getvalue().splitlines()[1:]] == [
+        (True, True), (True, True), (False, False)]
+    _, parsed = iter_trace(io.StringIO(buffer.getvalue()))
+    assert list(parsed) == records
+
+
 def test_trace_rejects_a_service_tier_that_is_not_a_string():
     with pytest.raises(TraceFormatError, match="line 1: 'service_tier' must be a string"):
         list(iter_trace(io.StringIO('{"t": 0, "input_tokens": 4, "output_tokens": 1, "service_tier": 1}\n'))[1])
@@ -100,6 +115,10 @@ STEPAHEAD = {"t": 0.5, "input_tokens": 5, "output_tokens": 8, "hash_ids": [1]}
     (STEPAHEAD, "tool_calls", [None], "'tool_calls' must be a list of strings"),
     (STEPAHEAD, "messages", "hi", "'messages' must be a list"),
     (STEPAHEAD, "service_tier", True, "'service_tier' must be a string"),
+    (STEPAHEAD, "tools", {"type": "function"}, "'tools' must be a list of objects"),
+    (STEPAHEAD, "tools", ["get_weather"], "'tools' must be a list of objects"),
+    (STEPAHEAD, "tool_choice", 1, "'tool_choice' must be a string or an object"),
+    (STEPAHEAD, "tool_choice", ["auto"], "'tool_choice' must be a string or an object"),
 ])
 def test_trace_rejects_a_field_of_the_wrong_type_naming_line_and_field(base, key, value, message):
     import json
@@ -129,7 +148,7 @@ def test_trace_optional_fields_may_be_null_and_mean_absent():
     import json
 
     row = {**STEPAHEAD, "tenant": None, "session": None, "after": None, "tool_calls": None,
-           "hash_ids": None, "messages": None, "service_tier": None}
+           "hash_ids": None, "messages": None, "service_tier": None, "tools": None, "tool_choice": None}
     [record] = iter_trace(io.StringIO(json.dumps(row) + "\n"))[1]
     assert record == TraceRecord(0.5, 5, 8)
     [mooncake] = iter_trace(io.StringIO(json.dumps({**MOONCAKE, "hash_ids": []}) + "\n"))[1]

@@ -14,3 +14,19 @@ def test_a_flex_line_is_replayed_in_the_flex_tier_and_others_name_no_tier():
     assert path == "/v1/completions" and body["service_tier"] == "flex" and len(body["prompt"]) == 8
     _, body = _body(TraceRecord(0.0, 8, 2, session="s", hash_ids=[1, 2]), prompts, options, "tiny")
     assert "service_tier" not in body
+
+
+def test_a_line_with_messages_is_replayed_with_its_tools_and_tool_choice():
+    prompts = PromptBuilder(block_size=4, vocab_size=256)
+    options = ReplayOptions(base_url="http://x", api_key="k")
+    messages = [{"role": "user", "content": "Weather in Paris?"}]
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+    choice = {"type": "function", "function": {"name": "get_weather"}}
+    path, body = _body(TraceRecord(0.0, 8, 2, session="s", messages=messages, tools=tools, tool_choice=choice),
+                       prompts, options, "tiny")
+    assert path == "/v1/chat/completions"
+    assert (body["messages"], body["tools"], body["tool_choice"]) == (messages, tools, choice)
+    _, body = _body(TraceRecord(0.0, 8, 2, session="s", messages=messages), prompts, options, "tiny")
+    assert "tools" not in body and "tool_choice" not in body   # none recorded: none sent
+    path, body = _body(TraceRecord(0.0, 8, 2, session="s", hash_ids=[1, 2], tools=tools), prompts, options, "tiny")
+    assert path == "/v1/completions" and "tools" not in body   # a token-id prompt already has the recorded length

@@ -1,0 +1,74 @@
+"""What the tracer captures of a request besides its messages: a completions request's
+prompt, a chat request's tools and tool_choice (content on), and nothing when off."""
+from __future__ import annotations
+
+import pytest
+
+from agents_trace.records import StepResult
+from agents_trace.store_queries import step_content
+
+from tests.agents_trace.helpers import SYSTEM, USER, ManualClock, make_tracer
+
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+CHOICE = {"type": "function", "function": {"name": "get_weather"}}
+
+
+def _one_step(tracer, clock, session: str, body: dict, operation: str = "chat") -> None:
+    ctx = tracer.begin("acme", {"x-session-id": session}, body, operation=operation)
+    clock.advance(0.5)
+    tracer.end(ctx, StepResult(num_input_tokens=10, num_output_tokens=2, finish_reason="stop", output_text="ok"))
+
+
+@pytest.mark.parametrize("prompt, expected", [
+    ("Once upon a time", [{"role": "prompt", "content": "Once upon a time"}]),
+    ([11, 12, 13], [{"role": "prompt", "token_ids": [11, 12, 13], "content": "3 token ids"}]),
+    (["a", "b"], [{"role": "prompt", "content": "a"}, {"role": "prompt", "content": "b"}]),
+])
+def test_tracer_captures_a_completions_prompt(tmp_path, prompt, expected):
+    clock = ManualClock()
+    tracer, _ = make_tracer(tmp_path, clock, capture_content=True)
+    try:
+        _one_step(tracer, clock, "c", {"model": "tiny", "prompt": prompt}, operation="text_completion")
+        assert tracer.flush(5.0)
+        content = step_content(tracer.store_path, "acme", "c", 0)
+        assert content["new_messages"] == expected and content["num_prefix_messages"] == 0
+    finally:
+        tracer.stop()
+
+
+def test_tracer_captures_a_chat_requests_tools_after_its_messages_and_not_in_spans(tmp_path):
+    clock = ManualClock()
+    tracer, exporter = make_tracer(tmp_path, clock, capture_content=True)
+    try:
+        _one_step(tracer, clock, "t", {"model": "tiny", "messages": [SYSTEM, USER], "tools": TOOLS,
+                                       "tool_choice": CHOICE})
+        _one_step(tracer, clock, "plain", {"model": "tiny", "messages": [SYSTEM, USER]})
+        _one_step(tracer, clock, "odd", {"model": "tiny", "messages": [USER], "tools": [1, None], "tool_choice": 5})
+        assert tracer.flush(5.0)
+        content = step_content(tracer.store_path, "acme", "t", 0)
+        assert content["new_messages"] == [SYSTEM, USER, {"role": "tools", "tools": TOOLS, "tool_choice": CHOICE,
+                                                          "content": "get_weather (tool_choice: get_weather)"}]
+        assert step_content(tracer.store_path, "acme", "plain", 0)["new_messages"] == [SYSTEM, USER]
+        assert step_content(tracer.store_path, "acme", "odd", 0)["new_messages"] == [   # kept as it came, never raised
+            USER, {"role": "tools", "tools": [1, None], "tool_choice": 5, "content": "?, ? (tool_choice: 5)"}]
+        [span, *_] = [s for s in exporter.get_finished_spans() if s.name == "chat tiny"]
+        assert '"tools"' not in span.attributes["gen_ai.input.messages"]   # messages only
+    finally:
+        tracer.stop()
+
+
+def test_tracer_keeps_the_prompt_and_tools_only_with_content_on(tmp_path):
+    for capture in (True, False):
+        clock = ManualClock()
+        tracer, _ = make_tracer(tmp_path / str(capture), clock, capture_content=capture)
+        try:
+            _one_step(tracer, clock, "c", {"model": "tiny", "prompt": "secret"}, operation="text_completion")
+            _one_step(tracer, clock, "t", {"model": "tiny", "messages": [USER], "tools": TOOLS})
+            assert tracer.flush(5.0)
+            kept = [step_content(tracer.store_path, "acme", session, 0) for session in ("c", "t")]
+            if capture:
+                assert [len(content["new_messages"]) for content in kept] == [1, 2]
+            else:
+                assert kept == [None, None]
+        finally:
+            tracer.stop()
