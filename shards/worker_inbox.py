@@ -46,7 +46,9 @@ class WorkerInbox:
             stats["num_decode_passes"] = self.runner.num_decode_passes
             stats["num_decoded_tokens"] = self.runner.num_decoded_tokens
             for tenant, num_reserved in self.runner.blocks.reservations().items():   # the predictive policy's
-                stats["tenants"].setdefault(tenant, {})["num_reserved_blocks"] = num_reserved
+                # whole blocks: a tenant under its (fractional) share keeps its blocks, so it is
+                # guaranteed the share's whole part (25.6 of 256 at kv_share 0.1: 25)
+                stats["tenants"].setdefault(tenant, {})["num_reserved_blocks"] = int(num_reserved)
             self.emit(WorkerStats(self.worker_id, stats, self.num_active, len(self.waiting)))
         elif isinstance(message, Shutdown):
             self.alive = False
