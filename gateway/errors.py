@@ -57,10 +57,11 @@ def context_length_exceeded(num_prompt_tokens: int, num_max_tokens: int | None,
     """400 for a prompt plus completion budget over the model's context; `param` names what
     holds the prompt: "messages" on chat completions, "prompt" on completions."""
     if num_max_tokens is None:   # no completion asked for: the prompt leaves it no room
+        no_room = ", which leaves no room for a completion" if num_prompt_tokens == max_context_tokens else ""
         return ApiError(
             400, f"This model's maximum context length is {max_context_tokens} tokens. However, your {param} "
-            f"resulted in {num_prompt_tokens} tokens, which leaves no room for a completion. Please reduce the "
-            f"length of the {param}.", "invalid_request_error", "context_length_exceeded", param)
+            f"resulted in {num_prompt_tokens} tokens{no_room}. Please reduce the length of the {param}.",
+            "invalid_request_error", "context_length_exceeded", param)
     return ApiError(
         400,
         f"This model's maximum context length is {max_context_tokens} tokens. However, you "

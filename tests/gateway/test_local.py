@@ -98,6 +98,10 @@ def test_a_context_length_error_says_what_did_not_fit():
     assert full.value.message == (
         "This model's maximum context length is 100 tokens. However, your messages resulted in 100 tokens, which "
         "leaves no room for a completion. Please reduce the length of the messages.")
+    with pytest.raises(ApiError) as over:
+        completion_budget(120, None, 100)
+    assert over.value.message == ("This model's maximum context length is 100 tokens. However, your messages "
+                                  "resulted in 120 tokens. Please reduce the length of the messages.")
 
 
 @pytest.mark.parametrize("event,status,code,retry_after", [
