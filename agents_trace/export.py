@@ -128,13 +128,18 @@ def _request_line(t_s: float, line: dict) -> str:
 
 
 def export_lines(path: Path, tenant: str, session: str) -> Iterator[str]:
-    """The session's JSONL lines (header first); nothing but the header if it is unknown."""
+    """The session's JSONL lines (header first); nothing but the header if it is unknown.
+    Lines are in index order with `t` never going back (a trace is in arrival order: a
+    step that began a moment before the one indexed ahead of it, or a wall clock stepped
+    back, takes the time of the line before it)."""
     yield header_line(f"stepahead session {session} of tenant {tenant}")
     start_s: float | None = None
+    last_s = 0.0
     for arrived_s, line in _session_requests(path, tenant, session):
         if start_s is None:
             start_s = arrived_s
-        yield _request_line(arrived_s - start_s, line)
+        last_s = max(last_s, arrived_s - start_s)
+        yield _request_line(last_s, line)
 
 
 def export_sessions_lines(path: Path, keys: Iterable[tuple[str, str]], note: str,

@@ -4,6 +4,12 @@ One record per LLM call, in arrival order (see shared/TRACE_FORMAT.md). The cach
 simulator, the replay harness, the benchmarks, the workload generator and the trace
 store's export all go through this module, so the format has exactly one reader and one
 writer.
+
+The reader refuses a line whose time goes back (equal times are fine): every reader
+replays lines in file order, so an unsorted trace would be simulated or replayed in an
+order that never happened, with other hit rates and no word of it. Every writer writes
+in arrival order (the workload generator sorts, the trace store's export merges by
+arrival time, Mooncake files are sorted).
 """
 from __future__ import annotations
 
@@ -32,6 +38,12 @@ def after_tool_names(after: str | None) -> list[str]:
 
 class TraceFormatError(ValueError):
     """A trace line is not valid; the message names the line."""
+
+
+class BlockSizeConflict(TraceFormatError):
+    """The trace's header names another block size than the one the reader was asked to
+    read it with: its hash ids stand for blocks of the header's size, and reading them
+    as blocks of another would make up (or hide) shared prefixes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,10 +203,13 @@ def _header(row: dict, line_no: int) -> TraceHeader:
     return TraceHeader(block_size, "s", str(row.get("note", "")))
 
 
-def iter_trace(stream: IO[str]) -> tuple[TraceHeader, Iterator[TraceRecord]]:
-    """Header (defaulted if absent) and the records of a trace stream."""
+def iter_trace(stream: IO[str], block_size: int | None = None) -> tuple[TraceHeader, Iterator[TraceRecord]]:
+    """Header and the records of a trace stream. `block_size` is the block size of a
+    trace without a header (None: Mooncake's 512); a header that names another is a
+    BlockSizeConflict, raised here, before any record is read. The records' times never
+    go back (TraceFormatError naming the line)."""
     lines = enumerate(stream, start=1)
-    header = TraceHeader()
+    header = TraceHeader(block_size=MOONCAKE_BLOCK_SIZE if block_size is None else block_size)
     first: tuple[int, dict] | None = None
     for line_no, line in lines:
         if not line.strip():
@@ -202,18 +217,37 @@ def iter_trace(stream: IO[str]) -> tuple[TraceHeader, Iterator[TraceRecord]]:
         row = _load(line, line_no)
         if "format" in row:
             header = _header(row, line_no)
+            if block_size is not None and header.block_size != block_size:
+                raise BlockSizeConflict(f"line {line_no}: the header says its hash_ids name blocks of "
+                                        f"{header.block_size} tokens, not {block_size}")
         else:
             first = (line_no, row)
         break
 
-    def records() -> Iterator[TraceRecord]:
+    def rows() -> Iterator[tuple[int, dict]]:
         if first is not None:
-            yield parse_record(first[1], first[0], header.block_size)
+            yield first
         for line_no, line in lines:
             if line.strip():
-                yield parse_record(_load(line, line_no), line_no, header.block_size)
+                yield line_no, _load(line, line_no)
+
+    def records() -> Iterator[TraceRecord]:
+        previous: tuple[int, float] | None = None   # (line, time) of the last record
+        for line_no, row in rows():
+            record = parse_record(row, line_no, header.block_size)
+            if previous is not None and record.t < previous[1]:
+                raise TraceFormatError(_time_goes_back(row, line_no, record.t, *previous))
+            previous = (line_no, record.t)
+            yield record
 
     return header, records()
+
+
+def _time_goes_back(row: dict, line_no: int, t_s: float, previous_line_no: int, previous_t_s: float) -> str:
+    """The error for a line that arrives before the line above it, in the line's own field and unit."""
+    key, scale, unit = ("timestamp", 1000.0, "ms") if "timestamp" in row and "t" not in row else ("t", 1.0, "s")
+    return (f"line {line_no}: {key!r} is {t_s * scale:g} {unit}, before line {previous_line_no}'s "
+            f"{previous_t_s * scale:g} {unit}: a trace's lines are in arrival order (sort it by {key!r})")
 
 
 def _load(line: str, line_no: int) -> dict:
@@ -226,12 +260,13 @@ def _load(line: str, line_no: int) -> dict:
     return row
 
 
-def read_trace(path: str | Path) -> tuple[TraceHeader, list[TraceRecord]]:
-    """The header and every record of a trace file; TraceFormatError (a ValueError) when its
-    content is not a trace, OSError when it cannot be read."""
+def read_trace(path: str | Path, block_size: int | None = None) -> tuple[TraceHeader, list[TraceRecord]]:
+    """The header and every record of a trace file (`block_size`: as in `iter_trace`);
+    TraceFormatError (a ValueError) when its content is not a trace, OSError when it
+    cannot be read."""
     with open(path, encoding="utf-8") as stream:
         try:
-            header, records = iter_trace(stream)
+            header, records = iter_trace(stream, block_size)
             return header, list(records)
         except UnicodeDecodeError as exc:
             raise TraceFormatError(f"not UTF-8 text ({exc.reason})") from None

@@ -1,4 +1,4 @@
-"""Command line of the workload generator: every WorkloadConfig knob is a flag."""
+"""Command line of the workload generator: every WorkloadConfig knob is a flag, each with its range (limits.py)."""
 from __future__ import annotations
 
 import argparse
@@ -8,9 +8,12 @@ import sys
 from tqdm import tqdm
 
 from agents_trace.workload.generator import WorkloadConfig, generate_workload
+from agents_trace.workload.limits import (MAX_BATCH_LINES_PER_S, MAX_BLOCK_IDS, MAX_DURATION_S, MAX_REQUESTS,
+                                          MAX_SESSION_RATE_PER_S, MAX_SESSIONS, MAX_SIGMA, MAX_TOKENS,
+                                          MIN_SESSION_RATE_PER_S)
 from agents_trace.workload.tool_patterns import load_patterns
 from cache.atomic_file import replacing
-from cache.trace_format import TraceHeader, write_trace
+from cache.trace_format import TraceHeader, TraceRecord, write_trace
 
 
 KNOB_HELP = {
@@ -37,8 +40,17 @@ KNOB_HELP = {
 }
 
 
+RANGES = (f"Ranges (a flag outside its range is one error line, exit status 2): token counts and --block-size "
+          f"1 to {MAX_TOKENS:,}; --tenants times --sessions at most {MAX_SESSIONS:,}; --session-rate-per-s "
+          f"{MIN_SESSION_RATE_PER_S:g} to {MAX_SESSION_RATE_PER_S:,.0f}; durations (tool medians, think time) at "
+          f"most {MAX_DURATION_S:,.0f} s; sigmas 0 to {MAX_SIGMA:g}; --batch-lines-per-s at most "
+          f"{MAX_BATCH_LINES_PER_S:,.0f}. The whole workload holds at most {MAX_REQUESTS:,} requests and "
+          f"{MAX_BLOCK_IDS:,} block ids (a trace of about {MAX_BLOCK_IDS * 8 / 1e6:,.0f} MB).")
+
+
 def add_generate_arguments(parser: argparse.ArgumentParser) -> None:
     defaults = WorkloadConfig()
+    parser.epilog = RANGES
     parser.add_argument("--tenants", type=int, default=defaults.num_tenants, dest="num_tenants",
                         help="tenants, each with its own system prompt, tools and patterns (default: %(default)s)")
     parser.add_argument("--sessions", type=int, default=defaults.num_sessions, dest="num_sessions",
@@ -82,18 +94,27 @@ def run_generate(args: argparse.Namespace) -> int:
     header = TraceHeader(block_size=config.block_size, note=f"stepahead workload generate {values}")
     with tqdm(records, unit="req", desc="write", leave=False, disable=not show_progress) as writing:
         if args.output == "-":
-            count = write_trace(sys.stdout, writing, header)
+            write_trace(sys.stdout, writing, header)
         else:
             try:
                 with replacing(args.output) as stream:   # a Ctrl+C leaves no half trace
-                    count = write_trace(stream, writing, header)
+                    write_trace(stream, writing, header)
             except OSError as exc:
                 print(f"error: cannot write {args.output}: {exc}", file=sys.stderr)
                 return 2
-    sessions = len({(r.tenant, r.session) for r in records})
-    print(f"wrote {count} requests in {sessions} sessions of {config.num_tenants} tenant(s) "
-          f"to {args.output}", file=sys.stderr)
+    print(f"wrote {summary(records, config.num_tenants)} to {args.output}", file=sys.stderr)
     return 0
+
+
+def summary(records: list[TraceRecord], num_tenants: int) -> str:
+    """"N requests in S sessions of T tenant(s)", and the batch lines apart: they have no
+    session (counting each tenant's as one would add a session per tenant)."""
+    sessions = {(r.tenant, r.session) for r in records if r.session is not None}
+    num_batch = sum(1 for r in records if r.session is None)
+    if not num_batch:
+        return f"{len(records)} requests in {len(sessions)} sessions of {num_tenants} tenant(s)"
+    return (f"{len(records)} requests ({len(records) - num_batch} in {len(sessions)} sessions of {num_tenants} "
+            f"tenant(s), and {num_batch} batch lines without a session)")
 
 
 def main(argv: list[str] | None = None) -> int:

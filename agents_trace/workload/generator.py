@@ -13,7 +13,9 @@ without them.
 
 Invariants: records are sorted by arrival time `t`; a session's prompts extend each
 other block by block (its full blocks keep their ids; a partial last block gets a new id
-once it is extended, since its content changed); hash ids are unique per tenant.
+once it is extended, since its content changed); hash ids are unique per tenant. Every
+knob has a range, and the workload's size a cap (limits.py), so what is generated fits in
+memory and every line is one the trace readers accept.
 """
 from __future__ import annotations
 
@@ -23,6 +25,9 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from agents_trace.workload.limits import (MAX_BATCH_LINES_PER_S, MAX_DURATION_S, MAX_SESSION_RATE_PER_S,
+                                          MAX_SESSIONS, MAX_SIGMA, MAX_TOKENS, MIN_SESSION_RATE_PER_S,
+                                          WorkloadBudget, WorkloadLimits)
 from agents_trace.workload.tool_patterns import TEXT_ANSWERS, USER, ToolPatterns
 from cache.trace_format import TraceRecord
 
@@ -55,26 +60,56 @@ class WorkloadConfig:
     batch_output_tokens: int = 64
 
     def __post_init__(self) -> None:
-        """Refuse knobs no workload can have, naming the flag (ValueError)."""
-        at_least_one = ("num_tenants", "num_sessions", "block_size", "tool_schema_tokens_per_tool",
-                        "max_context_tokens", "batch_prompt_tokens", "batch_output_tokens")
-        for name in at_least_one:
+        """Refuse knobs no workload can have, and knobs past the ranges of limits.py (a
+        machine could not hold the workload, or a number would not be finite), naming
+        the flag (ValueError)."""
+        token_counts = ("block_size", "tool_schema_tokens_per_tool", "max_context_tokens", "batch_prompt_tokens",
+                        "batch_output_tokens")
+        for name in ("num_tenants", "num_sessions", *token_counts):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{_flag(name)} must be at least 1, not {getattr(self, name)}")
-        for name in ("session_rate_per_s", "tool_result_tokens_median", "think_time_median_s"):
+        for name in token_counts:
+            _at_most(name, getattr(self, name), MAX_TOKENS, " tokens")
+        if self.num_tenants * self.num_sessions > MAX_SESSIONS:
+            raise ValueError(f"--tenants times --sessions must be at most {MAX_SESSIONS:,}, not "
+                             f"{self.num_tenants * self.num_sessions:,}")
+        for name, high, unit in (("session_rate_per_s", MAX_SESSION_RATE_PER_S, " a second"),
+                                 ("tool_result_tokens_median", MAX_TOKENS, " tokens"),
+                                 ("think_time_median_s", MAX_DURATION_S, " s")):
             if not getattr(self, name) > 0:
                 raise ValueError(f"--{_flag(name)} must be positive, not {getattr(self, name)}")
-        for name in ("tool_result_tokens_sigma", "tool_sigma", "think_time_sigma", "batch_lines_per_s"):
+            _at_most(name, getattr(self, name), high, unit)
+        if self.session_rate_per_s < MIN_SESSION_RATE_PER_S:
+            raise ValueError(f"--session-rate-per-s must be at least {MIN_SESSION_RATE_PER_S:g} (a session every "
+                             f"{1 / MIN_SESSION_RATE_PER_S / 86400:.1f} days), not {self.session_rate_per_s}")
+        for name, high in (("tool_result_tokens_sigma", MAX_SIGMA), ("tool_sigma", MAX_SIGMA),
+                           ("think_time_sigma", MAX_SIGMA), ("batch_lines_per_s", MAX_BATCH_LINES_PER_S)):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"--{_flag(name)} must not be negative, not {getattr(self, name)}")
-        for name in ("system_prompt_tokens", "user_turn_tokens", "tool_call_output_tokens",
-                     "text_answer_output_tokens", "tool_median_s_range"):
-            low, high = getattr(self, name)
-            if not 0 < low <= high:
-                raise ValueError(f"--{_flag(name)} takes LOW HIGH with 0 < LOW <= HIGH, not {low} {high}")
+            _at_most(name, getattr(self, name), high, "")
+        for name, high, unit in (("system_prompt_tokens", MAX_TOKENS, " tokens"),
+                                 ("user_turn_tokens", MAX_TOKENS, " tokens"),
+                                 ("tool_call_output_tokens", MAX_TOKENS, " tokens"),
+                                 ("text_answer_output_tokens", MAX_TOKENS, " tokens"),
+                                 ("tool_median_s_range", MAX_DURATION_S, " s")):
+            low, high_value = getattr(self, name)
+            if not 0 < low <= high_value <= high:
+                raise ValueError(f"--{_flag(name)} takes LOW HIGH with 0 < LOW <= HIGH <= {_number(high)}{unit}, "
+                                 f"not {low} {high_value}")
         if self.batch_lines_per_s and self.batch_prompt_tokens + self.batch_output_tokens > self.max_context_tokens:
             raise ValueError(f"--batch-prompt-tokens plus --batch-output-tokens must fit --max-context-tokens "
                              f"({self.max_context_tokens}), not {self.batch_prompt_tokens + self.batch_output_tokens}")
+
+
+def _at_most(name: str, value: float, high: float, unit: str) -> None:
+    """ValueError naming the flag of WorkloadConfig field `name` when `value` passes `high` (inf does)."""
+    if value > high:
+        raise ValueError(f"--{_flag(name)} must be at most {_number(high)}{unit}, not {value}")
+
+
+def _number(value: float) -> str:
+    """1,000,000 for a whole number, else as %g."""
+    return f"{value:,.0f}" if value == int(value) else f"{value:g}"
 
 
 def _flag(field_name: str) -> str:
@@ -97,10 +132,16 @@ def tool_median_s(config: WorkloadConfig, tool: str) -> float:
 
 
 class _Blocks:
-    """Hands out a tenant's hash ids and tracks one prompt's block ids as it grows."""
+    """Hands out a tenant's hash ids and tracks one prompt's block ids as it grows.
 
-    def __init__(self, block_size: int, counter: list[int]):
+    NOTE: a prompt of `limit` tokens or more (the context cap) is never sent, so it gets
+    no ids: only its token count grows, and the tenant's counter moves on as if they were
+    made (later prompts keep the ids they would have had). A tool result of a billion
+    tokens then ends its session at no cost in memory."""
+
+    def __init__(self, block_size: int, counter: list[int], limit: int):
         self.block_size = block_size
+        self.limit = limit
         self._counter = counter
         self.ids: list[int] = []
         self.num_tokens = 0
@@ -111,29 +152,37 @@ class _Blocks:
 
     def fresh(self) -> "_Blocks":
         """An empty prompt drawing ids from the same tenant's counter."""
-        return _Blocks(self.block_size, self._counter)
+        return _Blocks(self.block_size, self._counter, self.limit)
 
     def fork(self) -> "_Blocks":
-        child = _Blocks(self.block_size, self._counter)
+        child = _Blocks(self.block_size, self._counter, self.limit)
         child.ids, child.num_tokens = list(self.ids), self.num_tokens
         return child
 
     def grow(self, num_tokens: int) -> None:
         if num_tokens <= 0:
             return
-        if self.num_tokens % self.block_size:  # the partial tail changes content
-            self.ids.pop()
+        before = self.num_tokens
         self.num_tokens += num_tokens
-        while len(self.ids) < math.ceil(self.num_tokens / self.block_size):
+        num_blocks = -(-self.num_tokens // self.block_size)
+        if self.num_tokens >= self.limit:   # never sent: count the ids it would take, make none
+            self._counter[0] += num_blocks - before // self.block_size
+            return
+        if before % self.block_size:  # the partial tail changes content
+            self.ids.pop()
+        while len(self.ids) < num_blocks:
             self.ids.append(self._new_id())
 
 
 def generate_workload(config: WorkloadConfig, patterns: list[ToolPatterns],
-                      on_session: Callable[[], None] | None = None) -> list[TraceRecord]:
+                      on_session: Callable[[], None] | None = None,
+                      limits: WorkloadLimits = WorkloadLimits()) -> list[TraceRecord]:
     """The records of the whole workload, sorted by arrival time. `on_session` (a
-    progress bar's) is called once per session made; it does not change the records."""
+    progress bar's) is called once per session made; it does not change the records.
+    A workload past `limits` is a ValueError, raised as soon as it passes them."""
     if not patterns:
         raise ValueError("no tool patterns to learn sessions from")
+    budget = WorkloadBudget(limits)
     rng = random.Random(config.seed)
     records: list[TraceRecord] = []
     total_sessions = config.num_tenants * config.num_sessions
@@ -148,16 +197,17 @@ def generate_workload(config: WorkloadConfig, patterns: list[ToolPatterns],
     for tenant_index in range(config.num_tenants):
         domain = patterns[tenant_index % len(patterns)]
         counter = [0]
-        prefix = _Blocks(config.block_size, counter)
+        prefix = _Blocks(config.block_size, counter, config.max_context_tokens)
         schema = config.tool_schema_tokens_per_tool * min(len(domain.tools), 12)
         prefix.grow(rng.randint(*config.system_prompt_tokens) + schema)
+        budget.spend(0, len(prefix.ids))
         prefixes.append((f"tenant{tenant_index}", domain, prefix))
     session_counts = [0] * config.num_tenants
     for start, tenant_index in zip(arrivals, order):
         tenant, domain, prefix = prefixes[tenant_index]
         session = f"{tenant}-s{session_counts[tenant_index]}"
         session_counts[tenant_index] += 1
-        records.extend(_session_records(config, rng, tenant, session, domain, prefix.fork(), start))
+        records.extend(_session_records(config, rng, tenant, session, domain, prefix.fork(), start, budget))
         if on_session is not None:
             on_session()
     if total_sessions and not records:
@@ -166,17 +216,24 @@ def generate_workload(config: WorkloadConfig, patterns: list[ToolPatterns],
                          f"system prompts and tool schemas alone take up to {longest} tokens")
     _refuse_tenants_without_requests(config, prefixes, records)
     records.extend(_batch_records(config, [(tenant, prefix) for tenant, _, prefix in prefixes],
-                                  max((r.t for r in records), default=0.0)))
+                                  max((r.t for r in records), default=0.0), budget))
     records.sort(key=lambda r: r.t)
     return records
 
 
-def _batch_records(config: WorkloadConfig, tenants: list[tuple[str, _Blocks]], span_s: float) -> list[TraceRecord]:
+def _batch_records(config: WorkloadConfig, tenants: list[tuple[str, _Blocks]], span_s: float,
+                   budget: WorkloadBudget) -> list[TraceRecord]:
     """`batch_lines_per_s` flex lines a second over `span_s`, each tenant in turn, each
-    of fresh blocks (no session: how Batch API lines reach the workers)."""
+    of fresh blocks (no session: how Batch API lines reach the workers); counted against
+    `budget` before any is made."""
     rate = config.batch_lines_per_s
+    if not rate:
+        return []
+    num_lines = int(span_s * rate)
+    budget.spend(num_lines, num_lines * -(-config.batch_prompt_tokens // config.block_size),
+                 cause=f"--batch-lines-per-s {rate:g} ({num_lines:,} lines over the sessions' {span_s:,.0f} s)")
     lines = []
-    for n in range(int(span_s * rate)):
+    for n in range(num_lines):
         tenant, prefix = tenants[n % len(tenants)]
         blocks = prefix.fresh()
         blocks.grow(config.batch_prompt_tokens)
@@ -200,7 +257,7 @@ def _refuse_tenants_without_requests(config, prefixes, records: list[TraceRecord
                          "--max-context-tokens or lower --system-prompt-tokens")
 
 
-def _session_records(config, rng, tenant, session, domain, blocks, start_s) -> list[TraceRecord]:
+def _session_records(config, rng, tenant, session, domain, blocks, start_s, budget) -> list[TraceRecord]:
     steps = domain.sample_session(rng, use_turn_counts=config.recorded_turns)
     out: list[TraceRecord] = []
     now = start_s
@@ -218,6 +275,7 @@ def _session_records(config, rng, tenant, session, domain, blocks, start_s) -> l
         response = steps[i + 1] if i + 1 < len(steps) else "ASSISTANT_TEXT"
         asks_tool = response not in TEXT_ANSWERS and response != USER
         output = rng.randint(*(config.tool_call_output_tokens if asks_tool else config.text_answer_output_tokens))
+        budget.spend(1, len(blocks.ids))
         out.append(TraceRecord(
             t=now, tenant=tenant, session=session, after=after,
             tool_calls=[response] if asks_tool else [], input_tokens=blocks.num_tokens,

@@ -18,14 +18,21 @@ own `interactive_block_hit_rate`, `interactive_ttft_p50_s` and `interactive_ttft
 `--policy` and `--hot-blocks` also take comma-separated lists (`--policy all`: every
 policy): each pair then runs on the same trace, and the output is a table comparing them
 at each memory size (LRU's mean TTFT over each policy's, and the share of the LRU ->
-Belady gap closed; sweep.py), or with `--json` one JSON line per run; `--plot PNG` draws
+Belady gap closed; sweep.py), or with `--json` one JSON line per run; `--plot IMAGE` draws
 hit rate and TTFT against HOT blocks. A single policy at a single size prints exactly the
-one JSON line above.
+one JSON line above. Every figure of the line, counts too (`evictions`, `flex_evictions`,
+`prefetched_blocks`, `prefetch_used_frac`), covers the measured requests alone
+(`--measure-from-frac`).
+
+`--block-size` is the block size of a trace without a header (default: Mooncake's 512):
+a header names the size its `hash_ids` stand for, so a trace whose header names another
+is refused (one line, exit 2), never read as blocks of the wrong size.
 
 Every flag is checked before the trace is read, as argparse does (one line, exit 2):
 times and costs are finite and >= 0, `--copy-bytes-per-s` > 0, `--measure-from-frac` in
 [0, 1), each tier at most MAX_BLOCKS blocks (its slots are allocated up front), and a
-`--plot` that cannot be written is refused before the runs, not after them.
+`--plot` that cannot be written, or in a format matplotlib does not write, is refused
+before the runs, not after them.
 """
 from __future__ import annotations
 
@@ -43,8 +50,8 @@ from tqdm import tqdm
 from cache.sim.cost_model import CALIBRATIONS, COPY_BYTES_PER_S, DEFAULT_CALIBRATION, CostModel
 from cache.sim.replay import POLICY_NAMES, SimConfig, replay, split_index
 from cache.sim.requests import to_sim_requests
-from cache.sim.sweep import comparison_rows, comparison_table, plot_policies
-from cache.trace_format import TraceFormatError, read_trace
+from cache.sim.sweep import comparison_rows, comparison_table, plot_format, plot_policies
+from cache.trace_format import MAX_TOKENS_PER_CALL, BlockSizeConflict, TraceFormatError, read_trace
 
 MAX_BLOCKS = 10_000_000   # per tier: a pool's slots take ~50 bytes each (0.5 GB), more than any real cache
 MAX_TICKS = 10_000_000   # policy ticks over a trace: each is a pass of the policy's upkeep
@@ -66,7 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
                              f"at most {MAX_BLOCKS:,})")
     parser.add_argument("--policy", type=_policies, default=("lru",),
                         help=f"one of {', '.join(POLICY_NAMES)}, several comma-separated, or all")
-    parser.add_argument("--block-size", type=int, default=None, help="tokens per block (default: the trace header's)")
+    parser.add_argument("--block-size", type=_block_size, default=None,
+                        help="tokens per block of a trace without a header (default: 512, Mooncake's); a trace "
+                             "whose header names another block size is refused")
     parser.add_argument("--measure-from-frac", type=_fraction, default=0.0,
                         help="requests before this fraction, in [0, 1), only warm up (not counted)")
     parser.add_argument("--tick-interval-s", type=_at_least_zero, default=0.25,
@@ -87,7 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "flex_blocks_evicted_first = false); by default they go first")
     parser.add_argument("--json", action="store_true",
                         help="print JSON lines (one run: always one JSON line)")
-    parser.add_argument("--plot", help="with several sizes: draw hit rate and TTFT against HOT blocks to this PNG")
+    parser.add_argument("--plot", help="with several runs: draw hit rate and TTFT against HOT blocks to this "
+                                       "image (PNG, or another format matplotlib writes, by its suffix)")
     return parser
 
 
@@ -108,6 +118,17 @@ def _host_blocks(text: str) -> int:
     if size > MAX_BLOCKS:
         raise argparse.ArgumentTypeError(f"must be {AT_MOST_BLOCKS}")
     return size
+
+
+def _block_size(text: str) -> int:
+    """Tokens per block: from 1 to the most tokens a call may have."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if not 1 <= value <= MAX_TOKENS_PER_CALL:
+        raise argparse.ArgumentTypeError(f"must be from 1 to {MAX_TOKENS_PER_CALL:,}, got {text!r}")
+    return value
 
 
 def _count(text: str) -> int:
@@ -153,12 +174,19 @@ def _fraction(text: str) -> float:
 
 
 def _plot_problem(path: Path) -> str | None:
-    """Why a PNG cannot be written at `path` (None: it can), found before the runs by
-    creating its folder (as the plot does) and a scratch file in it."""
+    """Why the plot cannot be written at `path` (None: it can), found before the runs:
+    a suffix matplotlib has no writer for (none: PNG), or a place where creating its
+    folder (as the plot does) and a scratch file in it fails."""
     if importlib.util.find_spec("matplotlib") is None:
         return "drawing it needs matplotlib (pip install matplotlib)"
     if path.is_dir():
         return "is a directory"
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    formats = FigureCanvasBase.get_supported_filetypes()
+    if plot_format(path) not in formats:
+        return (f"matplotlib cannot draw to a {path.suffix!r} file; name it .png or one of "
+                f"{', '.join('.' + name for name in sorted(formats) if name != 'png')}")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         if path.exists():
@@ -188,18 +216,19 @@ def main(argv: list[str] | None = None) -> int:
         problem = _plot_problem(Path(args.plot))
         if problem is not None:
             parser.error(f"argument --plot: {args.plot}: {problem}")
-    if args.block_size is not None and args.block_size <= 0:
-        print("error: need --block-size > 0", file=sys.stderr)
-        return 2
     try:
-        header, records = read_trace(args.trace)
+        header, records = read_trace(args.trace, args.block_size)
+    except BlockSizeConflict as exc:
+        print(f"error: --block-size {args.block_size} does not fit {args.trace}: {exc} (leave the flag out)",
+              file=sys.stderr)
+        return 2
     except (OSError, TraceFormatError) as exc:
         print(f"error: cannot read {args.trace}: {exc}", file=sys.stderr)
         return 2
     if not records:
         print(f"error: {args.trace} holds no requests to replay", file=sys.stderr)
         return 2
-    block_size = args.block_size or header.block_size
+    block_size = header.block_size
     cost = CostModel.for_block_size(
         block_size,
         calibration=args.calibration,
@@ -251,6 +280,9 @@ def main(argv: list[str] | None = None) -> int:
                                                  f"{block_size}-token blocks, HOST {args.host_blocks}")
         except OSError as exc:
             print(f"error: cannot write the plot to {args.plot}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
+        except (RuntimeError, ValueError) as exc:   # a format whose writer needs what is missing (pgf: LaTeX)
+            print(f"error: cannot draw the plot to {args.plot}: {exc}".splitlines()[0], file=sys.stderr)
             return 2
         print(f"plot: {args.plot}", file=sys.stderr)
     return 0

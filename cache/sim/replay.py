@@ -8,8 +8,10 @@ and hand the session's new forecast to the manager (`apply`). The same `BlockMan
 and policy classes run in the server; only the clock and the mover are simulated.
 
 Invariants: requests before `measure_from` warm the cache and the learners but are not
-counted; a request's hits are the leading run `acquire` returned (HOT first, then
-HOST), so `block_hit_rate` is exactly "blocks served from cache as the leading run".
+counted, in any figure: the eviction and prefetch counts too are those made from the
+first measured request on (the counters' difference between then and the end); a
+request's hits are the leading run `acquire` returned (HOT first, then HOST), so
+`block_hit_rate` is exactly "blocks served from cache as the leading run".
 
 NOTE: a request holds its blocks only while it is served (instantaneous here), so the
 replay has no concurrency: every policy sees the same sequence of demands.
@@ -29,6 +31,7 @@ from cache.lru import LRUPolicy
 from cache.policies import POLICY_NAMES as SERVER_POLICY_NAMES
 from cache.policies import make_policy
 from cache.policies.belady import BeladyPolicy
+from cache.policies.prefetch import PrefetchCounts
 from cache.policies.predictive import PredictivePolicy
 from cache.policy import EvictionPolicy
 from cache.session_infer import SessionInferrer
@@ -114,7 +117,10 @@ def replay(
     interval = config.tick_interval_s
     next_tick = requests[0].t_s if requests else 0.0
     no_tokens: tuple[int, ...] = ()
+    warm_up = _Counters.of(manager, policy)
     for i, request in enumerate(requests):
+        if i == config.measure_from and i > 0:
+            warm_up = _Counters.of(manager, policy)   # what the warm-up did is not counted
         now = request.t_s
         if interval > 0 and source is not None:
             while next_tick <= now:
@@ -153,23 +159,48 @@ def replay(
                 manager.apply(forecast)
         if on_request is not None:
             on_request(i, manager)
-    stats = manager.stats()
+    measured = _Counters.of(manager, policy).minus(warm_up)
     result = SimResult(
         policy=config.policy,
         hot_blocks=config.num_hot_blocks,
         host_blocks=config.num_host_blocks,
         totals=totals,
-        num_evictions=stats.tiers[Tier.HOT].num_evictions,
+        num_evictions=measured.num_evictions,
         interactive=interactive,
-        num_flex_evictions=stats.tiers[Tier.HOT].num_background_evictions,
+        num_flex_evictions=measured.num_flex_evictions,
     )
-    if hasattr(policy, "prefetch_counts"):
-        counts = policy.prefetch_counts()  # type: ignore[union-attr]
-        result.num_prefetched_blocks = counts.num_prefetched
-        result.num_prefetch_used_blocks = counts.num_used
-        result.num_prefetch_wasted_blocks = counts.num_wasted
+    if measured.prefetch is not None:
+        result.num_prefetched_blocks = measured.prefetch.num_prefetched
+        result.num_prefetch_used_blocks = measured.prefetch.num_used
+        result.num_prefetch_wasted_blocks = measured.prefetch.num_wasted
     result.wall_s = time.perf_counter() - started
     return result
+
+
+@dataclass(frozen=True, slots=True)
+class _Counters:
+    """The manager's and the policy's running counts at one moment of a replay; the
+    difference of two covers what happened between them."""
+
+    num_evictions: int
+    num_flex_evictions: int
+    prefetch: PrefetchCounts | None   # None: the policy does not prefetch
+
+    @classmethod
+    def of(cls, manager: BlockManager, policy: EvictionPolicy) -> "_Counters":
+        hot = manager.stats().tiers[Tier.HOT]
+        counts = getattr(policy, "prefetch_counts", None)   # the policies that prefetch have it
+        prefetch = counts() if counts is not None else None
+        return cls(hot.num_evictions, hot.num_background_evictions, prefetch)
+
+    def minus(self, earlier: "_Counters") -> "_Counters":
+        prefetch = None
+        if self.prefetch is not None and earlier.prefetch is not None:
+            prefetch = PrefetchCounts(self.prefetch.num_prefetched - earlier.prefetch.num_prefetched,
+                                      self.prefetch.num_used - earlier.prefetch.num_used,
+                                      self.prefetch.num_wasted - earlier.prefetch.num_wasted)
+        return _Counters(self.num_evictions - earlier.num_evictions,
+                         self.num_flex_evictions - earlier.num_flex_evictions, prefetch)
 
 
 def split_index(num_requests: int, measure_from_frac: float) -> int:

@@ -58,6 +58,10 @@ def _rounded(value: float | None, digits: int = 6) -> float | None:
 
 @dataclass(slots=True)
 class SimResult:
+    """A replay's figures. Like `totals`, the counts (evictions, flex evictions, blocks
+    prefetched, prefetches used or wasted) cover the measured requests alone: what the
+    warm-up did is left out (replay.py)."""
+
     policy: str
     hot_blocks: int
     host_blocks: int

@@ -73,9 +73,16 @@ def comparison_table(rows: Sequence[dict]) -> str:
     return "\n".join(lines)
 
 
+def plot_format(path: Path) -> str:
+    """The image format `path` names by its suffix; a path without one is a PNG, written
+    at `path` as it is (matplotlib would otherwise add ".png")."""
+    return path.suffix[1:].lower() or "png"
+
+
 def plot_policies(runs: Sequence[dict], path: Path, title: str) -> None:
     """Block hit rate and mean simulated TTFT against HOT blocks (log axis), one line per
-    label, to a PNG at `path` (its folder is created)."""
+    label, to an image at `path` in the format its suffix names (`plot_format`; its
+    folder is created)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -101,5 +108,5 @@ def plot_policies(runs: Sequence[dict], path: Path, title: str) -> None:
     fig.suptitle(title)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, format=plot_format(path))
     plt.close(fig)

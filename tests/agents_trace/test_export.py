@@ -78,3 +78,18 @@ def test_export_of_completions_steps_claims_no_messages(tmp_path):
     assert all("messages" in line for line in lines if line["session"] == "trip")
     _, records = iter_trace(io.StringIO(text))
     assert [r.messages for r in records if r.session == "c"] == [None] * 3
+
+
+def test_a_session_whose_clock_stepped_back_exports_times_that_never_go_back(tmp_path):
+    clock = ManualClock()
+    tracer, _ = make_tracer(tmp_path, clock)
+    for step, then in enumerate((0.0, -5.0, 2.0)):   # the wall clock steps back 5 s after the first step
+        clock.advance(then)
+        ctx = tracer.begin("acme", {"x-session-id": "back"}, {"model": "tiny", "messages": [USER]})
+        clock.advance(0.5)
+        tracer.end(ctx, StepResult(num_input_tokens=10 + step, num_output_tokens=1, finish_reason="stop",
+                                   output_text="x"))
+    tracer.stop()
+    text = "".join(export_lines(tracer.store_path, "acme", "back"))
+    _, records = iter_trace(io.StringIO(text))   # the reader refuses times that go back
+    assert [(r.t, r.input_tokens) for r in records] == [(0.0, 10), (0.0, 11), (0.0, 12)]

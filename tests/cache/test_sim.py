@@ -1,10 +1,12 @@
 """The trace simulator: LRU against a reference model, Belady as the bound, the CLI line."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import random
 from collections import OrderedDict
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +15,7 @@ from cache.sim.cost_model import DEFAULT_CALIBRATION, CostModel
 from cache.sim.oracle import next_uses
 from cache.sim.replay import SimConfig, replay, split_index
 from cache.sim.requests import SimRequest, to_sim_requests
+from cache.tiers import Tier
 from cache.trace_format import TraceHeader, TraceRecord, write_trace
 
 REQUIRED_KEYS = {"policy", "hot_blocks", "host_blocks", "requests", "block_hit_rate", "token_hit_rate",
@@ -227,8 +230,7 @@ def test_sim_cli_bad_input_is_an_error_line_not_a_traceback(tmp_path, capsys) ->
     with open(good, "w", encoding="utf-8") as stream:
         write_trace(stream, random_records(seed=3, num_requests=5, block_size=16), TraceHeader(block_size=16))
     cases = [([str(tmp_path / "missing.jsonl")], "cannot read"), ([str(tmp_path)], "cannot read"),
-             ([str(bad)], "cannot read"), ([str(empty)], "holds no requests"),
-             ([str(good), "--block-size", "0"], "--block-size > 0")]
+             ([str(bad)], "cannot read"), ([str(empty)], "holds no requests")]
     for args, message in cases:
         assert main(["--trace", *args, "--hot-blocks", "16", "--json"]) == 2
         captured = capsys.readouterr()
@@ -301,6 +303,8 @@ def _small_trace(tmp_path) -> str:
     (["--host-blocks", "1000000000000"], "argument --host-blocks: must be at most 10,000,000"),
     (["--host-blocks", "-1"], "argument --host-blocks: must be >= 0, got '-1'"),
     (["--tick-interval-s", "1e-12"], "argument --tick-interval-s: 1e-12 s makes over 10,000,000 ticks"),
+    (["--block-size", "0"], "argument --block-size: must be from 1 to 10,000,000, got '0'"),
+    (["--block-size", "100000000"], "argument --block-size: must be from 1 to 10,000,000, got '100000000'"),
 ])
 def test_sim_cli_out_of_range_flags_are_one_usage_error(tmp_path, capsys, flags, message) -> None:
     with pytest.raises(SystemExit) as exit_info:
@@ -339,3 +343,103 @@ def test_sim_cli_mooncake_line_with_a_bad_field_is_an_error_naming_the_line(tmp_
         assert main(["--trace", str(path), "--hot-blocks", "100", "--json"]) == 2
         captured = capsys.readouterr()
         assert captured.out == "" and captured.err == f"error: cannot read {path}: {message}\n"
+
+
+def test_sim_cli_block_size_reads_a_headerless_trace_and_refuses_another_than_the_headers(tmp_path, capsys) -> None:
+    """--block-size is the block size of a trace without a header; one whose header names
+    another is refused: its hash ids stand for the header's blocks (reading them as larger
+    ones made the hit rate climb with the flag)."""
+    with_header = _small_trace(tmp_path)   # blocks of 16
+    assert main(["--trace", with_header, "--hot-blocks", "16", "--json"]) == 0
+    expected = json.loads(capsys.readouterr().out)
+    assert main(["--trace", with_header, "--hot-blocks", "16", "--block-size", "16", "--json"]) == 0
+    assert _figures(json.loads(capsys.readouterr().out)) == _figures(expected)
+    for size in ("32", "64", "8"):
+        assert main(["--trace", with_header, "--hot-blocks", "16", "--block-size", size, "--json"]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == "" and captured.err == (
+            f"error: --block-size {size} does not fit {with_header}: line 1: the header says its hash_ids name "
+            f"blocks of 16 tokens, not {size} (leave the flag out)\n")
+    headerless = tmp_path / "headerless.jsonl"
+    headerless.write_text("".join(Path(with_header).read_text().splitlines(keepends=True)[1:]))
+    assert main(["--trace", str(headerless), "--hot-blocks", "16", "--block-size", "16", "--json"]) == 0
+    assert _figures(json.loads(capsys.readouterr().out)) == _figures(expected)
+    assert main(["--trace", str(headerless), "--hot-blocks", "16", "--json"]) == 2   # read as Mooncake's 512
+    assert "blocks of 512" in capsys.readouterr().err
+
+
+def _figures(result: dict) -> dict:
+    return {key: value for key, value in result.items() if key != "wall_s"}
+
+
+def test_sim_cli_refuses_a_trace_whose_time_goes_back(tmp_path, capsys) -> None:
+    records = random_records(seed=5, num_requests=20, block_size=16)
+    records[7], records[8] = records[8], records[7]
+    path = tmp_path / "unsorted.jsonl"
+    with open(path, "w", encoding="utf-8") as stream:
+        write_trace(stream, records, TraceHeader(block_size=16))
+    assert main(["--trace", str(path), "--hot-blocks", "16", "--json"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith(f"error: cannot read {path}: line 10: 't' is {round(records[8].t, 6):g} s, "
+                                   f"before line 9's {round(records[7].t, 6):g} s")   # line 1: the header
+
+
+@pytest.mark.parametrize("name", ["sweep.txt", "sweep.PNGX"])
+def test_sim_cli_plot_in_a_format_matplotlib_cannot_draw_is_refused_before_the_runs(tmp_path, capsys, name) -> None:
+    plot = tmp_path / "out" / name
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--trace", _small_trace(tmp_path), "--hot-blocks", "8,16", "--plot", str(plot)])
+    captured = capsys.readouterr()
+    assert exit_info.value.code == 2 and captured.out == ""   # no table: nothing ran
+    assert captured.err.splitlines()[-1].startswith(
+        f"python -m cache.sim: error: argument --plot: {plot}: matplotlib cannot draw to a "
+        f"'{Path(name).suffix}' file; name it .png or one of ")
+    assert not plot.exists()
+
+
+def test_sim_cli_plot_without_a_suffix_is_a_png_at_that_path(tmp_path, capsys) -> None:
+    plot = tmp_path / "sweep"
+    assert main(["--trace", _small_trace(tmp_path), "--hot-blocks", "8,16", "--plot", str(plot)]) == 0
+    assert plot.read_bytes().startswith(b"\x89PNG") and not (tmp_path / "sweep.png").exists()
+
+
+@pytest.mark.parametrize("policy", ["lru", "predictive", "kvflow"])
+def test_sim_measure_from_counts_only_the_measured_parts_evictions_and_prefetches(policy: str) -> None:
+    """Every count of the result covers the measured requests, as the hit rates do: the
+    evictions are those after the warm-up's last request, and so are the prefetches."""
+    from agents_trace.workload.generator import WorkloadConfig, generate_workload
+    from agents_trace.workload.tool_patterns import packaged_patterns
+
+    records = generate_workload(WorkloadConfig(num_tenants=2, num_sessions=10, seed=0), packaged_patterns())
+    requests = to_sim_requests(records, block_size=16)
+    start = split_index(len(requests), 0.6)
+    config = SimConfig(num_hot_blocks=300, num_host_blocks=3000, policy=policy, block_size=16)
+    at_start = {}
+
+    def watch(i: int, manager) -> None:
+        if i == start - 1:
+            at_start["evictions"] = manager.stats().tiers[Tier.HOT].num_evictions
+
+    whole = replay(requests, config, on_request=watch)
+    measured = replay(requests, dataclasses.replace(config, measure_from=start))
+    assert measured.totals.num_requests == len(requests) - start
+    assert 0 < measured.num_evictions == whole.num_evictions - at_start["evictions"] < whole.num_evictions
+    assert measured.num_prefetch_used_blocks <= whole.num_prefetch_used_blocks
+    assert measured.num_prefetch_wasted_blocks <= whole.num_prefetch_wasted_blocks
+    if policy == "lru":
+        assert whole.num_prefetched_blocks == measured.num_prefetched_blocks == 0
+    else:
+        assert 0 < measured.num_prefetched_blocks < whole.num_prefetched_blocks
+
+
+def test_sim_cli_measure_from_frac_counts_evictions_over_the_measured_part(tmp_path, capsys) -> None:
+    path = _small_trace(tmp_path)
+    counts = []
+    for frac in ("0", "0.9"):
+        assert main(["--trace", path, "--hot-blocks", "8", "--measure-from-frac", frac, "--json"]) == 0
+        data = json.loads(capsys.readouterr().out)
+        counts.append((data["requests"], data["evictions"]))
+    (all_requests, all_evictions), (some_requests, some_evictions) = counts
+    assert (all_requests, some_requests) == (20, 2)
+    assert some_evictions < all_evictions

@@ -4,7 +4,7 @@ import io
 
 import pytest
 
-from cache.trace_format import (TraceFormatError, TraceHeader, TraceRecord, after_tool_names,
+from cache.trace_format import (BlockSizeConflict, TraceFormatError, TraceHeader, TraceRecord, after_tool_names,
                                 iter_trace, read_trace, write_trace)
 
 
@@ -153,3 +153,39 @@ def test_trace_optional_fields_may_be_null_and_mean_absent():
     assert record == TraceRecord(0.5, 5, 8)
     [mooncake] = iter_trace(io.StringIO(json.dumps({**MOONCAKE, "hash_ids": []}) + "\n"))[1]
     assert mooncake == TraceRecord(1.5, 5, 8)
+
+
+@pytest.mark.parametrize("lines, message", [
+    (['{"t": 0, "input_tokens": 4, "output_tokens": 1}', '{"t": 2.5, "input_tokens": 4, "output_tokens": 1}',
+      '{"t": 1, "input_tokens": 4, "output_tokens": 1}'],
+     "line 3: 't' is 1 s, before line 2's 2.5 s: a trace's lines are in arrival order"),
+    (['{"format": "stepahead-trace/1", "block_size": 16}', '',
+      '{"t": 7, "input_tokens": 4, "output_tokens": 1}', '{"t": 6.999, "input_tokens": 4, "output_tokens": 1}'],
+     "line 4: 't' is 6.999 s, before line 3's 7 s"),
+    (['{"timestamp": 2000, "input_length": 5, "output_length": 8, "hash_ids": [1]}',
+      '{"timestamp": 1500, "input_length": 5, "output_length": 8, "hash_ids": [1]}'],
+     "line 2: 'timestamp' is 1500 ms, before line 1's 2000 ms"),
+])
+def test_trace_refuses_a_time_that_goes_back_naming_the_line(lines, message):
+    header, records = iter_trace(io.StringIO("\n".join(lines) + "\n"))
+    with pytest.raises(TraceFormatError) as error:
+        list(records)
+    assert str(error.value).startswith(message)
+
+
+def test_trace_takes_equal_times():
+    text = "".join(f'{{"t": {t}, "input_tokens": 4, "output_tokens": 1}}\n' for t in (0, 1, 1, 1, 3))
+    assert [r.t for r in iter_trace(io.StringIO(text))[1]] == [0, 1, 1, 1, 3]
+
+
+def test_trace_block_size_is_a_headerless_traces_and_must_agree_with_a_header():
+    line = '{"t": 0, "input_tokens": 40, "output_tokens": 1, "hash_ids": [1, 2, 3]}\n'
+    header, records = iter_trace(io.StringIO(line), block_size=16)
+    assert header.block_size == 16 and list(records)[0].hash_ids == [1, 2, 3]
+    with pytest.raises(TraceFormatError, match="expected 1 blocks of 512"):
+        list(iter_trace(io.StringIO(line))[1])          # no header, no block size given: Mooncake's 512
+    with_header = '{"format": "stepahead-trace/1", "block_size": 16}\n' + line
+    assert iter_trace(io.StringIO(with_header), block_size=16)[0].block_size == 16
+    with pytest.raises(BlockSizeConflict,
+                       match="^line 1: the header says its hash_ids name blocks of 16 tokens, not 32$"):
+        iter_trace(io.StringIO(with_header), block_size=32)   # refused before any record is read

@@ -33,6 +33,7 @@ def test_replay_and_compare_replays_a_recorded_trace_under_both_policies_with_it
                          else "tool:search", "tool_calls": ["search"] if step == 0 else [],
                          "input_tokens": 64 * (2 + step), "output_tokens": 4,
                          "hash_ids": list(range(first_id, first_id + 2 + step))})
+    rows[1:] = sorted(rows[1:], key=lambda row: row["t"])   # a trace's lines are in arrival order
     trace.write_text("".join(json.dumps(row) + "\n" for row in rows))
     done = _run_script(tmp_path, MODEL="tiny", SPEED="10", TRACE=str(trace))
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]

@@ -63,3 +63,12 @@ def test_replay_warns_once_about_a_tenant_key_the_trace_lacks(tmp_path, capsys):
     warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
     assert warnings == ["warning: --tenant-key for 'nosuchtenant': the trace has no such tenant, so the key "
                         "goes unused (its tenants: 'acme')"]
+
+
+def test_replay_refuses_a_trace_whose_time_goes_back_before_it_connects(tmp_path, capsys):
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("".join(f'{{"t": {t}, "input_tokens": 16, "output_tokens": 1}}\n' for t in (0, 5, 4)))
+    assert main(["replay", str(trace), "--base-url", "http://127.0.0.1:9", "--api-key", "k", "--model", "m",
+                 "--no-progress"]) == 2
+    assert capsys.readouterr().err == (f"error: cannot read {trace}: line 3: 't' is 4 s, before line 2's 5 s: a "
+                                       "trace's lines are in arrival order (sort it by 't')\n")
