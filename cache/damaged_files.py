@@ -4,6 +4,9 @@ state) that it cannot read: set aside, never deleted.
 Invariant: `set_aside` renames a file, and the companion files that belong to it,
 beside it to `<name>.damaged-<UTC time>` and warns with both paths; the caller then
 starts afresh (a new database, a tenant learned anew) and the gateway keeps running.
+`set_aside_or_leave` is the same for state that can start afresh in memory alone (a
+tenant's forecaster files): a rename the directory refuses is one warning line, not an
+error, and the file stays where it is for its owner never to write over.
 A SQLite file is set aside when SQLite reads it as not a database (damaged, or some
 other kind of file), and, by the owners that handle it, when SQLite later finds its pages
 damaged (`is_damaged_database`); any other error (a locked file, no permission) is
@@ -19,6 +22,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TypeVar
 
+from cache.error_text import one_line_error
+
 log = logging.getLogger("stepahead")
 
 SQLITE_SIDE_FILES = ("-wal", "-shm")
@@ -31,8 +36,8 @@ def set_aside(path: Path, what: str, why: str, side_suffixes: Iterable[str] = ()
     (each that exists): its side files (`<name><suffix>`, which keep their suffix after
     the new name, so SQLite still pairs them) and its `companions` (each renamed the same
     way as `path`). Warn naming `what` and `why`. Returns the new path."""
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    aside = path.with_name(f"{path.name}.damaged-{stamp}")
+    stamp = _stamp()
+    aside = _aside(path, stamp)
     os.replace(path, aside)
     for suffix in side_suffixes:
         side = path.with_name(path.name + suffix)
@@ -40,9 +45,42 @@ def set_aside(path: Path, what: str, why: str, side_suffixes: Iterable[str] = ()
             os.replace(side, aside.with_name(aside.name + suffix))
     for companion in companions:
         if companion.exists():
-            os.replace(companion, companion.with_name(f"{companion.name}.damaged-{stamp}"))
+            os.replace(companion, _aside(companion, stamp))
     log.warning("stepahead: %s %s %s; moved it to %s and started afresh", what, path, why, aside)
     return aside
+
+
+def set_aside_or_leave(path: Path, what: str, why: str, companions: Iterable[Path] = ()) -> Path | None:
+    """`set_aside` (without side files), or, when the file cannot be renamed (a read-only
+    directory), one warning line saying so and None: the file is left as it is, and the
+    caller starts afresh without it and must never write over it (what it holds may
+    still be recovered by hand). A companion that cannot be renamed once `path` was is
+    named in the same line, and left."""
+    stamp = _stamp()
+    aside = _aside(path, stamp)
+    try:
+        os.replace(path, aside)
+    except OSError as exc:
+        log.warning("stepahead: %s %s %s, and could not be set aside either (%s); left it as it is, "
+                    "not to be written over, and started afresh", what, path, why, one_line_error(exc))
+        return None
+    left = []
+    for companion in companions:
+        try:
+            if companion.exists():
+                os.replace(companion, _aside(companion, stamp))
+        except OSError as exc:
+            left.append(f"; left {companion.name} where it is ({one_line_error(exc)})")
+    log.warning("stepahead: %s %s %s; moved it to %s and started afresh%s", what, path, why, aside, "".join(left))
+    return aside
+
+
+def _stamp() -> str:
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+
+
+def _aside(path: Path, stamp: str) -> Path:
+    return path.with_name(f"{path.name}.damaged-{stamp}")
 
 
 def is_damaged_database(exc: BaseException) -> bool:

@@ -11,18 +11,36 @@ Invariants: a tenant's levels (keys starting with its name) live in its file onl
 crash between files leaves each file whole, some tenants as of this checkpoint and some as
 of the one before (their statistics are independent; the global level is a prior); a
 tenant's P(return) estimates are those of its last write (a recount moves them for idle
-tenants too, and the first recount after a restart recomputes them all); `read` skips a
-file it cannot read and says which, so one damaged file loses one tenant, not all.
+tenants too, and the first recount after a restart recomputes them all).
+
+Damage: `read` leaves out, and names, each file it cannot use: unreadable, split by other
+return features than the forecaster's configuration, or holding other levels than its
+name says (another tenant's, copied under this name: it must not replace that tenant).
+Every file is checked against the configuration, not against another file, so one
+damaged file loses what is in it only: a tenant, or, for the global file, the all-tenant
+level (a prior, learned again). `set_aside` renames those files beside them; one it
+cannot rename (a read-only directory) is left as it is and never written over from here.
 """
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
+from cache.damaged_files import set_aside_or_leave
+from cache.error_text import one_line_error
 from cache.gap_memory import LearnedGaps, read_gaps, write_gaps
 from cache.tenant_files import TENANT_FILE_PREFIX, tenant_file_stem
 
 GLOBAL_FILE = "_global.json"
+
+
+@dataclass(frozen=True, slots=True)
+class UnusableFile:
+    """A file `GapFiles.read` left out, and why (a phrase: "could not be read (…)")."""
+
+    path: Path
+    why: str
 
 
 def split_by_tenant(learned: LearnedGaps) -> tuple[LearnedGaps, dict[str, LearnedGaps]]:
@@ -67,22 +85,30 @@ class GapFiles:
     def __init__(self, directory: str | Path) -> None:
         self.directory = Path(directory)
         self._written: dict[str, int] = {}   # tenant -> its change mark when last written here
+        self._left: set[Path] = set()   # unusable files that could not be set aside: never written over
 
     def stale(self, marks: Mapping[str, int]) -> list[str]:
-        """The tenants a save must write: changed since written here, or their file gone."""
+        """The tenants a save must write: changed since written here, or their file gone
+        (never one whose damaged file had to be left in place)."""
         return [tenant for tenant, mark in marks.items()
-                if self._written.get(tenant) != mark or not self._path(tenant).exists()]
+                if (self._written.get(tenant) != mark or not self._path(tenant).exists())
+                and self._path(tenant) not in self._left]
 
     def write(self, learned: LearnedGaps, marks: Mapping[str, int]) -> int:
         """Write the tenants in `learned` (with the `marks` they had when it was copied)
         and the global file; the number of tenant files written."""
         shared, parts = split_by_tenant(learned)
+        num_written = 0
         for tenant, part in parts.items():
+            if self._path(tenant) in self._left:
+                continue
             write_gaps(part, self._path(tenant))
+            num_written += 1
             if tenant in marks:
                 self._written[tenant] = marks[tenant]
-        write_gaps(shared, self.directory / GLOBAL_FILE)
-        return len(parts)
+        if self.global_path not in self._left:
+            write_gaps(shared, self.global_path)
+        return num_written
 
     def mark_written(self, marks: Mapping[str, int]) -> None:
         """Note that the files here already hold these tenants as of `marks` (just read)."""
@@ -93,24 +119,63 @@ class GapFiles:
         return self.directory / GLOBAL_FILE
 
     def exists(self) -> bool:
-        return self.global_path.exists()
+        """Whether anything was written here (the global file, or a tenant's)."""
+        return self.global_path.exists() or any(self._tenant_paths())
 
-    def read(self) -> tuple[LearnedGaps, list[tuple[Path, str]]]:
-        """Everything written here, and each tenant file skipped as unreadable with why.
-        ValueError (or OSError) if the global file itself cannot be read."""
-        shared = read_gaps(self.global_path)
-        parts, problems = [shared], []
-        for path in sorted(self.directory.glob(f"{TENANT_FILE_PREFIX}*.json")):
+    def read(self, return_features: tuple[int, ...]) -> tuple[LearnedGaps, list[UnusableFile]]:
+        """Everything usable written here by a forecaster split by `return_features` (its
+        configuration), and each file left out with why. A global file left out (or
+        missing) leaves the all-tenant level empty; the tenants' files are read all the same."""
+        return_features = tuple(return_features)
+        parts, unusable = [], []
+        for path in [self.global_path, *self._tenant_paths()]:
+            if path == self.global_path and not path.exists():
+                continue
             try:
                 part = read_gaps(path)
-                if part.return_features != shared.return_features:
-                    raise ValueError(f"split by return features {part.return_features}, "
-                                     f"the global file by {shared.return_features}")
-            except (ValueError, OSError) as exc:
-                problems.append((path, str(exc)))
+            except ValueError as exc:
+                unusable.append(UnusableFile(path, f"could not be read ({' '.join(str(exc).split())})"))
+                continue
+            except OSError as exc:
+                unusable.append(UnusableFile(path, f"could not be read ({one_line_error(exc)})"))
+                continue
+            why = _misfit(path, part, return_features, is_global=path == self.global_path)
+            if why is not None:
+                unusable.append(UnusableFile(path, why))
                 continue
             parts.append(part)
-        return merged(shared.return_features, parts), problems
+        return merged(return_features, parts), unusable
+
+    def set_aside(self, unusable: Iterable[UnusableFile]) -> None:
+        """Rename each file `read` left out beside it (one warning line each); one that
+        cannot be renamed is left where it is, and this never writes over it."""
+        for file in unusable:
+            if set_aside_or_leave(file.path, "the gap statistics", file.why) is None:
+                self._left.add(file.path)
+
+    def _tenant_paths(self) -> list[Path]:
+        return sorted(self.directory.glob(f"{TENANT_FILE_PREFIX}*.json"))
 
     def _path(self, tenant: str) -> Path:
         return self.directory / f"{tenant_file_stem(tenant)}.json"
+
+
+def _misfit(path: Path, part: LearnedGaps, return_features: tuple[int, ...], is_global: bool) -> str | None:
+    """Why a file that was read cannot be used, or None: split by other return features,
+    or holding other levels than its name says (the global file: the all-tenant level
+    only; a tenant's: that tenant's only, so a copy of another tenant's file is not
+    taken for that tenant)."""
+    if tuple(part.return_features) != return_features:
+        return f"is split by return features {tuple(part.return_features)}, configured for {return_features}"
+    keys = (*part.gaps, *part.returns, *part.p_estimates)
+    if is_global:
+        return "holds levels of tenants, not only the all-tenant one" if part.steps or any(keys) else None
+    if not all(keys):
+        return "holds the all-tenant level, which belongs in the global file"
+    tenants = set(part.steps) | {key[0] for key in keys}
+    if len(tenants) > 1:
+        return f"holds the levels of {len(tenants)} tenants, not of one"
+    tenant = next(iter(tenants), None)
+    if tenant is not None and (not isinstance(tenant, str) or f"{tenant_file_stem(tenant)}.json" != path.name):
+        return f"holds tenant {tenant!r}, not the one its name is for"
+    return None

@@ -160,6 +160,12 @@ class GapForecaster(GapEstimates):
         (a recount's new P(return) estimates alone do not count)."""
         return self._stats.change_marks()
 
+    @property
+    def return_features(self) -> tuple[int, ...]:
+        """The context features its return levels are split by (what `learned` says and
+        `adopt` requires)."""
+        return self._return_features
+
     def adopt(self, learned: LearnedGaps) -> None:
         """Resume from `learned` (replacing every statistic; waiting sessions are kept).
         ValueError if it was split by other context features than this configuration's."""

@@ -35,7 +35,6 @@ from pathlib import Path
 
 from agents_trace.records import SessionEnded, Step, StepContext
 from agents_trace.symbols import predictor_subscriber
-from cache.damaged_files import set_aside
 from cache.forecast import END_SYMBOL, Forecast
 from cache.forecast_source import RequestSeen, first_confident
 from cache.gap_forecaster import GapForecaster
@@ -111,19 +110,15 @@ class ForecastRelay:
 
     def restore_gaps(self, directory: str | Path) -> None:
         """Resume the gap forecaster from `directory`: its `GAPS_DIR`, else a
-        `LEGACY_GAPS_FILE`, else nothing. A tenant file that cannot be read is set aside
-        (cache.damaged_files) and that tenant learned anew; an unreadable global file is
-        set aside and the forecaster starts cold."""
+        `LEGACY_GAPS_FILE`, else nothing. A file in `GAPS_DIR` that cannot be used is set
+        aside (`GapFiles.set_aside`, one warning line each) and only what it held starts
+        anew: a tenant, or the all-tenant level of the global file (a prior); the others
+        are adopted, and marked as written (the first save leaves them as they are)."""
         files = self._files_in(directory)
         legacy = Path(directory) / LEGACY_GAPS_FILE
         if files.exists():
-            try:
-                learned, problems = files.read()
-            except ValueError as exc:
-                set_aside(files.global_path, "the gap statistics", f"could not be read ({exc})")
-                return
-            for path, problem in problems:
-                set_aside(path, "the gap statistics", f"could not be read ({problem})")
+            learned, unusable = files.read(self.gaps.return_features)
+            files.set_aside(unusable)
         elif legacy.exists():
             learned = read_gaps(legacy)
         else:

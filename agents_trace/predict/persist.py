@@ -5,7 +5,8 @@ Layout of a directory: per tenant `<slug>.json` (names, lists, scalars) and `<sl
 is a filesystem-safe prefix of the tenant name plus a hash, and the JSON carries the
 exact name, so any tenant string round-trips. Files are written to a temporary name and
 renamed, so a crash never leaves a half-written model. Loading uses
-`allow_pickle=False`.
+`allow_pickle=False`; a file that is not what `write` wrote raises `UnusableFileError`,
+naming which of the pair is at fault (never with numpy's advice to unpickle it).
 """
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from cache.atomic_file import replacing
-from cache.damaged_files import set_aside
+from cache.damaged_files import set_aside_or_leave
+from cache.error_text import one_line_error
 from cache.tenant_files import tenant_file_stem
 
 from .config import PredictorConfig
@@ -31,6 +33,10 @@ from .vocabulary import Vocabulary
 
 FORMAT = "stepahead-predict/1"
 GLOBAL_STEM = "_global"
+# The keys of a tenant's JSON as `write` saves `tenant_to_parts` now (`is_current`).
+TENANT_KEYS = frozenset({"format", "tenant", "model", "durations_symbols", "recency_decay", "recent_sessions",
+                          "finished_sessions", "tool_counts", "accuracy", "num_learned", "num_learned_at_fit",
+                          "abandons", "turn_offsets"})
 
 
 def tenant_stem(tenant: str) -> str:
@@ -84,18 +90,46 @@ def write(directory: Path, stem: str, meta: dict[str, Any],
         stream.write(json.dumps(meta))
 
 
-def set_aside_damaged(json_path: Path, error: Exception) -> None:
-    """A saved file that could not be read, and its arrays, renamed aside (never deleted)."""
-    set_aside(json_path, "the predictor's saved state", f"could not be read ({type(error).__name__}: {error})",
-              companions=[json_path.with_suffix(".npz")])
+class UnusableFileError(ValueError):
+    """A saved file that cannot be used: `path` is the one of the json + npz pair at
+    fault, `why` a phrase saying how ("could not be read (…)")."""
+
+    def __init__(self, path: Path, why: str) -> None:
+        super().__init__(f"{path} {why}")
+        self.path = path
+        self.why = why
+
+
+def set_aside_damaged(json_path: Path, error: Exception) -> bool:
+    """A saved pair that could not be used renamed aside, the file at fault named in the
+    warning (never deleted); whether it was: False when the directory refused (one
+    warning line too), and then nothing may be written over the pair."""
+    if isinstance(error, UnusableFileError) and error.path.exists():
+        bad, why = error.path, error.why
+    else:
+        bad = json_path
+        why = error.why if isinstance(error, UnusableFileError) else f"could not be read ({one_line_error(error)})"
+    pair = [json_path, json_path.with_suffix(".npz")]
+    return set_aside_or_leave(bad, "the predictor's saved state", why,
+                              companions=[p for p in pair if p != bad]) is not None
 
 
 def read(json_path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The parts of a saved pair; UnusableFileError (or an error of json) if it is not what
+    `write` wrote."""
     meta = json.loads(json_path.read_text())
-    if meta.get("format") != FORMAT:
-        raise ValueError(f"{json_path}: not a {FORMAT} file")
-    with np.load(json_path.with_suffix(".npz"), allow_pickle=False) as data:
-        arrays = {k: np.array(data[k]) for k in data.files}
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise UnusableFileError(json_path, f"is not a {FORMAT} file")
+    npz_path = json_path.with_suffix(".npz")
+    try:
+        with np.load(npz_path, allow_pickle=False) as data:
+            arrays = {k: np.array(data[k]) for k in data.files}
+    except FileNotFoundError as exc:
+        raise UnusableFileError(json_path, f"has no arrays ({one_line_error(exc)})") from exc
+    except Exception as exc:   # numpy, zipfile and OS errors alike: the arrays are not usable
+        reason = ("it holds pickled objects, which are never loaded" if "pickle" in str(exc)
+                  else one_line_error(exc))
+        raise UnusableFileError(npz_path, f"could not be read (not an npz file of plain arrays: {reason})") from exc
     return meta, arrays
 
 
@@ -127,6 +161,12 @@ def tenant_to_parts(tenant: TenantState) -> tuple[dict[str, Any], dict[str, np.n
         meta["model"], model_arrays = model_to_parts(model)
         arrays.update(model_arrays)
     return meta, arrays
+
+
+def is_current(meta: dict[str, Any]) -> bool:
+    """Whether a tenant's saved JSON has everything `tenant_to_parts` writes now (one saved
+    before a part was kept is written again, with it, at the next save)."""
+    return TENANT_KEYS <= meta.keys()
 
 
 def tenant_from_parts(meta: dict[str, Any], arrays: dict[str, np.ndarray],

@@ -5,9 +5,13 @@ kept apart so that each file holds one concept. It uses the predictor's `_tenant
 `_tenants_lock`, the global model's fields under `_global_lock`, and `_written`.
 
 Invariants: a tenant is written again only when it changed since it was last written to
-that directory (or its file is gone); files are plain npz + json (persist.py), never
-pickle; a file that cannot be read either raises or, with `on_damaged`, is left out and
-only its tenant starts anew.
+that directory or read from it (or its file is gone), so a restart rewrites nothing it
+did not change; files are plain npz + json (persist.py), never pickle; a file that cannot
+be used either raises or, with `on_damaged`, is left out and only its tenant starts anew.
+A tenant's file is used only for the tenant its name is for (`persist.tenant_stem`): a
+copy of another tenant's file under that name must not replace that tenant's state (nor
+be saved over its good file later). A damaged file that `on_damaged` could not set aside
+is never written over from here.
 """
 from __future__ import annotations
 
@@ -34,10 +38,14 @@ class PredictorFiles:
             state = self._tenants[name]
             mark = (state, state.num_changes)   # read before the parts: a later change is written next time
             stem = persist.tenant_stem(name)
+            if ("left", stem) in written:
+                continue
             if written.get(("tenant", name)) != mark or not (directory / f"{stem}.json").exists():
                 meta, arrays = persist.tenant_to_parts(state)
                 persist.write(directory, stem, meta, arrays)
                 written[("tenant", name)] = mark
+        if ("left", persist.GLOBAL_STEM) in written:
+            return
         with self._global_lock:
             model = self._global_model
             mark = self._global_changes
@@ -61,34 +69,45 @@ class PredictorFiles:
         return predictor
 
     def load(self, directory: str | Path,
-             on_damaged: Callable[[Path, Exception], None] | None = None) -> None:
+             on_damaged: Callable[[Path, Exception], bool] | None = None) -> None:
         """Replace this predictor's tenants and global model with those saved in
-        `directory` (as written by `save`). A file that cannot be read raises; or, with
-        `on_damaged`, is handed to it with the error and left out (its tenant starts
-        anew), the other files loaded."""
+        `directory` (as written by `save`); what was read counts as written there. A file
+        that cannot be used raises; or, with `on_damaged`, is handed to it with the error
+        and left out (its tenant starts anew), the other files loaded. `on_damaged` says
+        whether it moved the file away; when it did not, `save` never writes over it."""
         directory = Path(directory)
+        left: list[str] = []
 
         def parsed(path: Path, parse: Callable[[dict, dict], object]):
-            """`parse` of the file's parts; None once a file that cannot be read went to `on_damaged`."""
+            """`parse` of the file's parts; None once a file that cannot be used went to `on_damaged`."""
             try:
                 return parse(*persist.read(path))
             except Exception as exc:   # any of json, numpy and our checks: the file is not usable
                 if on_damaged is None:
                     raise
-                on_damaged(path, exc)
+                if not on_damaged(path, exc):
+                    left.append(path.stem)
                 return None
 
-        def tenant_state(meta: dict, arrays: dict) -> TenantState:
-            return persist.tenant_from_parts(meta, arrays, self.config)
+        def tenant_state(path: Path) -> Callable[[dict, dict], tuple[TenantState, bool]]:
+            def parse(meta: dict, arrays: dict) -> tuple[TenantState, bool]:
+                name = meta.get("tenant")
+                if not isinstance(name, str) or persist.tenant_stem(name) != path.stem:
+                    raise persist.UnusableFileError(path, f"holds tenant {name!r}, not the one its name is for")
+                return persist.tenant_from_parts(meta, arrays, self.config), persist.is_current(meta)
+            return parse
 
         def global_parts(meta: dict, arrays: dict) -> tuple:
             return (tuple(tuple(s) for s in meta["sessions"]), int(meta["num_learned"]),
                     None if meta["model"] is None else persist.model_from_parts(meta["model"], arrays))
 
-        states = [parsed(path, tenant_state) for path in sorted(directory.glob("t-*.json"))]
-        tenants = {state.name: state for state in states if state is not None}
+        loaded = [parsed(path, tenant_state(path)) for path in sorted(directory.glob("t-*.json"))]
+        tenants = {state.name: state for state, _ in filter(None, loaded)}
         global_path = directory / f"{persist.GLOBAL_STEM}.json"
         saved_global = parsed(global_path, global_parts) if global_path.exists() else None
+        written: dict[tuple, object] = {("left", stem): True for stem in left}
+        written.update({("tenant", state.name): (state, state.num_changes)
+                        for state, is_current in filter(None, loaded) if is_current})
         with self._tenants_lock:
             self._tenants = tenants
         if saved_global is not None:
@@ -99,3 +118,5 @@ class PredictorFiles:
                 self._global_learned = self._global_learned_at_fit = num_learned
                 self._global_changes += 1
                 self._global_model = model
+                written[("global",)] = self._global_changes
+        self._written[str(directory.resolve())] = written

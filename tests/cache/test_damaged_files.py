@@ -158,3 +158,38 @@ def test_a_connection_whose_set_up_fails_is_closed_at_once(tmp_path):
         connect_setting_aside_damaged(tmp_path / "s.sqlite", "x", set_up)
     with pytest.raises(sqlite3.ProgrammingError, match="closed"):
         opened[0].execute("SELECT 1")
+
+
+def test_set_aside_or_leave_moves_a_file_and_its_companions(tmp_path, caplog):
+    from cache.damaged_files import set_aside_or_leave
+
+    path, companion = tmp_path / "t-a.npz", tmp_path / "t-a.json"
+    path.write_bytes(b"garbage")
+    companion.write_text("{}")
+    with caplog.at_level(logging.WARNING, logger="stepahead"):
+        aside = set_aside_or_leave(path, "the state", "could not be read (bad)", companions=[companion])
+    assert aside is not None and aside.read_bytes() == b"garbage" and not path.exists()
+    assert [p.read_text() for p in tmp_path.glob("t-a.json.damaged-*")] == ["{}"]
+    assert f"the state {path} could not be read (bad); moved it to {aside} and started afresh" in caplog.text
+
+
+def test_set_aside_or_leave_says_in_one_line_that_a_file_it_cannot_move_is_left(tmp_path, caplog, monkeypatch):
+    """A read-only directory: the rename is refused. That is a warning, not an error (the
+    caller starts that file's state afresh, in memory), and the file stays untouched."""
+    from types import SimpleNamespace
+
+    from cache import damaged_files
+
+    def refuse(source, target):
+        raise PermissionError(1, "Operation not permitted", str(source), None, str(target))
+
+    monkeypatch.setattr(damaged_files, "os", SimpleNamespace(replace=refuse))
+    path = tmp_path / "t-a.json"
+    path.write_text("{cut")
+    with caplog.at_level(logging.WARNING, logger="stepahead"):
+        assert damaged_files.set_aside_or_leave(path, "the state", "could not be read (bad)") is None
+    assert path.read_text() == "{cut" and list(tmp_path.iterdir()) == [path]
+    [record] = caplog.records
+    assert record.exc_info is None and "\n" not in record.getMessage()
+    assert (f"the state {path} could not be read (bad), and could not be set aside either (PermissionError: "
+            in record.getMessage() and "left it as it is, not to be written over" in record.getMessage())

@@ -15,6 +15,7 @@ from cache.gap_memory import FORMAT
 from cache.tenant_files import tenant_file_stem
 
 TENANTS = ("alpha", "beta", "odd/tenant name", "delta")
+FEATURES = GapForecaster().return_features   # what `trained()` is configured with
 
 
 def feed_tenants(forecaster: GapForecaster, rng: random.Random, num_sessions: int, t0: float = 0.0,
@@ -73,7 +74,7 @@ def test_a_forecaster_restored_from_the_files_forecasts_as_the_original(tmp_path
     names = sorted(p.name for p in (tmp_path / "gaps").iterdir())
     assert names == sorted([GLOBAL_FILE, *(f"{tenant_file_stem(t)}.json" for t in TENANTS)])  # no temporaries
     assert all(json.loads((tmp_path / "gaps" / n).read_text())["format"] == FORMAT for n in names)
-    learned, problems = GapFiles(tmp_path / "gaps").read()
+    learned, problems = GapFiles(tmp_path / "gaps").read(FEATURES)
     assert problems == [] and learned == original.learned()
     restored = GapForecaster(GapForecasterConfig(recount_every=16))
     restored.adopt(learned)
@@ -104,7 +105,7 @@ def test_a_save_writes_only_the_tenants_that_changed_since_the_last_one(tmp_path
     assert (tmp_path / f"{tenant_file_stem('beta')}.json").read_text() != beta_before
     (tmp_path / f"{tenant_file_stem('alpha')}.json").unlink()   # a file gone is written again
     assert save(forecaster, files) == ["alpha"]
-    learned, _ = GapFiles(tmp_path).read()
+    learned, _ = GapFiles(tmp_path).read(FEATURES)
     assert learned.returns == forecaster.learned().returns and learned.gaps == forecaster.learned().gaps
 
 
@@ -125,8 +126,8 @@ def test_a_damaged_tenant_file_loses_that_tenant_only(tmp_path) -> None:
     save(forecaster, GapFiles(tmp_path))
     damaged = tmp_path / f"{tenant_file_stem('beta')}.json"
     damaged.write_text("{truncated")
-    learned, problems = GapFiles(tmp_path).read()
-    assert len(problems) == 1 and problems[0][0] == damaged
+    learned, problems = GapFiles(tmp_path).read(FEATURES)
+    assert len(problems) == 1 and problems[0].path == damaged and "could not be read" in problems[0].why
     assert set(learned.steps) == set(TENANTS) - {"beta"}
     assert not any(key and key[0] == "beta" for key in (*learned.gaps, *learned.returns, *learned.p_estimates))
 
@@ -137,13 +138,87 @@ def test_a_tenant_file_split_by_other_features_is_skipped(tmp_path) -> None:
     feed_tenants(other, random.Random(1), 5, tenants=("zeta",))
     save(other, GapFiles(tmp_path / "other"))
     (tmp_path / "other" / f"{tenant_file_stem('zeta')}.json").rename(tmp_path / f"{tenant_file_stem('zeta')}.json")
-    learned, problems = GapFiles(tmp_path).read()
-    assert "zeta" not in learned.steps and len(problems) == 1 and "return features" in problems[0][1]
+    learned, problems = GapFiles(tmp_path).read(FEATURES)
+    assert "zeta" not in learned.steps and len(problems) == 1 and "return features" in problems[0].why
 
 
-def test_no_global_file_is_an_error_not_an_empty_forecaster(tmp_path) -> None:
-    save(trained(), GapFiles(tmp_path))
+def test_a_missing_global_file_loses_the_all_tenant_level_only(tmp_path) -> None:
+    forecaster = trained()
+    save(forecaster, GapFiles(tmp_path))
     (tmp_path / GLOBAL_FILE).unlink()
-    assert not GapFiles(tmp_path).exists()
-    with pytest.raises(OSError):
-        GapFiles(tmp_path).read()
+    assert GapFiles(tmp_path).exists() and not GapFiles(tmp_path / "empty").exists()
+    learned, problems = GapFiles(tmp_path).read(FEATURES)
+    assert problems == [] and set(learned.steps) == set(TENANTS) and () not in learned.gaps
+    assert learned.returns == {k: v for k, v in forecaster.learned().returns.items() if k}
+
+
+def _global_made_unusable(directory, how: str) -> None:
+    path = directory / GLOBAL_FILE
+    if how == "garbage":
+        path.write_text("garbage\n")
+    elif how == "other features":
+        data = json.loads(path.read_text())
+        data["return_features"] = [0]
+        path.write_text(json.dumps(data))
+    else:
+        path.unlink()
+        path.mkdir()
+
+
+@pytest.mark.parametrize("how", ["garbage", "other features", "a directory"])
+def test_an_unusable_global_file_loses_the_all_tenant_level_only(tmp_path, how) -> None:
+    """The global file is a prior: damaged, it must not take every tenant's good file
+    with it (they were not read at all, or all judged by its return features)."""
+    forecaster = trained()
+    save(forecaster, GapFiles(tmp_path))
+    _global_made_unusable(tmp_path, how)
+    learned, problems = GapFiles(tmp_path).read(FEATURES)
+    assert [p.path for p in problems] == [tmp_path / GLOBAL_FILE]
+    assert set(learned.steps) == set(TENANTS) and () not in learned.gaps and () not in learned.returns
+    whole = forecaster.learned()
+    assert learned.returns == {k: v for k, v in whole.returns.items() if k}
+    assert learned.gaps == {k: v for k, v in whole.gaps.items() if k}
+
+
+def test_a_tenant_file_holding_another_tenant_is_left_out(tmp_path) -> None:
+    """An older copy of alpha's file under beta's name must neither replace alpha's levels
+    nor pass for beta's."""
+    old = GapForecaster(GapForecasterConfig(recount_every=16))
+    feed_tenants(old, random.Random(5), 3, tenants=("alpha",))
+    save(old, GapFiles(tmp_path / "old"))
+    forecaster = trained()
+    save(forecaster, GapFiles(tmp_path))
+    beta = tmp_path / f"{tenant_file_stem('beta')}.json"
+    beta.write_text((tmp_path / "old" / f"{tenant_file_stem('alpha')}.json").read_text())
+    learned, problems = GapFiles(tmp_path).read(FEATURES)
+    assert [(p.path, p.why) for p in problems] == [(beta, "holds tenant 'alpha', not the one its name is for")]
+    assert set(learned.steps) == set(TENANTS) - {"beta"}
+    assert learned.returns[("alpha",)] == forecaster.learned().returns[("alpha",)]
+
+
+def test_a_file_that_cannot_be_set_aside_is_never_written_over(tmp_path, monkeypatch, caplog) -> None:
+    """A read-only directory: the damaged file stays; its tenant learns anew in memory,
+    but no save puts that smaller state in place of the file."""
+    from types import SimpleNamespace
+
+    from cache import damaged_files
+
+    forecaster = trained()
+    save(forecaster, GapFiles(tmp_path))
+    beta = tmp_path / f"{tenant_file_stem('beta')}.json"
+    beta.write_text("{cut")
+
+    def refuse(source, target):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(damaged_files, "os", SimpleNamespace(replace=refuse))
+    files = GapFiles(tmp_path)
+    learned, problems = files.read(FEATURES)
+    files.set_aside(problems)
+    assert "could not be set aside either" in caplog.text and beta.read_text() == "{cut"
+    resumed = GapForecaster(GapForecasterConfig(recount_every=16))
+    resumed.adopt(learned)
+    files.mark_written(resumed.change_marks())
+    feed_tenants(resumed, random.Random(9), 3, t0=1e5, tenants=("alpha", "beta"))
+    assert save(resumed, files) == ["alpha"]
+    assert beta.read_text() == "{cut"

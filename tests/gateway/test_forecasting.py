@@ -125,11 +125,12 @@ def test_anchor_engines_are_told_the_tool_calls_and_predictive_gets_the_predicto
             relay(make_step(f"old{i}", 1, 20.0 + took_s, 30.0))
         relay(make_step("s", 0, 90.0, 100.0, ("lookup",)))
         told = engines["kvflow"].forecasts[-1]
-        assert dict(told.next_step) == {"lookup": 1.0} and told.confident and told.session == "t/s"
+        key = engine_session_key("t", "s")
+        assert dict(told.next_step) == {"lookup": 1.0} and told.confident and told.session == key
         assert told.eta_s(0.5) == 4.0                 # lookup's median wait, from response end
         assert engines["ttl"].forecasts[-1] == told
         ours = engines["ours"].forecasts[-1]
-        assert ours == dataclasses.replace(relay._latest[("t", "s")], session="t/s")
+        assert ours == dataclasses.replace(relay._latest[("t", "s")], session=key)
         assert ours.p_end > 0.0                       # the predictor allows an end; the anchors are not told one
         now[0] = 106.0
         relay(make_step("s", 1, 104.0, 106.0))            # a text answer
@@ -138,7 +139,7 @@ def test_anchor_engines_are_told_the_tool_calls_and_predictive_gets_the_predicto
         relay(SessionEnded("t", "s", 2, 106.0, "idle"))
         for name in ("kvflow", "ttl"):
             ended = engines[name].forecasts[-1]
-            assert ended.p_end == 1.0 and dict(ended.next_step) == {"END": 1.0} and ended.session == "t/s"
+            assert ended.p_end == 1.0 and dict(ended.next_step) == {"END": 1.0} and ended.session == key
         assert relay.tool_calls.forecast("t", "s", 107.0) is None
         assert len(engines["ours"].forecasts) == len(engines["kvflow"].forecasts) == 9
 
@@ -169,7 +170,7 @@ def test_a_cold_tenant_gets_the_gap_forecasters_forecast_once_that_one_is_confid
             relay(make_step(f"u{i}", 1, start + 5.0, start + 6.0))
         assert relay.num_gap_forecasts > 0
         assert after_first.confident and set(after_first.next_step) == {"USER", "END"}
-        assert after_first.next_step["USER"] > 0.9 and after_first.session == "t/u24"
+        assert after_first.next_step["USER"] > 0.9 and after_first.session == engine_session_key("t", "u24")
         assert after_first.made_at_s == 250.0                  # the step's arrival
         assert 3.0 < after_first.eta_s(0.5) < 8.0              # the learned 5 s gap
         after_second = engine.forecasts[-1]
@@ -179,7 +180,8 @@ def test_a_cold_tenant_gets_the_gap_forecasters_forecast_once_that_one_is_confid
         count = relay.num_gap_forecasts
         relay(SessionEnded("t", "u24", 2, 256.0, "idle"))
         ended = predictor.forecast("t", "u24", now[0])
-        assert relay.num_gap_forecasts == count and engine.forecasts[-1] == dataclasses.replace(ended, session="t/u24")
+        assert relay.num_gap_forecasts == count
+        assert engine.forecasts[-1] == dataclasses.replace(ended, session=engine_session_key("t", "u24"))
         assert relay.gaps.forecast("t", "u24", now[0]) is None   # forgotten with the session
         series = relay.series()
         assert series[("stepahead_forecasts_total", (("source", "gaps"),))] == count > 0
@@ -235,28 +237,6 @@ def test_a_damaged_tenant_gaps_file_is_set_aside_with_a_warning(tmp_path, caplog
         assert restored.gaps.learned_tenants() == [] and "the gap statistics" in caplog.text
         assert not damaged.exists() and [p.read_text() for p in damaged.parent.glob(f"{damaged.name}.damaged-*")] == ["[]"]
         restored.save(tmp_path)   # the tenant's file is not marked as written: nothing to write, and no crash
-
-
-def test_a_damaged_global_gaps_file_is_set_aside_and_the_forecaster_starts_cold(tmp_path, caplog):
-    from agents_trace.predict.config import PredictorConfig
-    from agents_trace.predict.predictor import Predictor
-    from cache.gap_files import GLOBAL_FILE
-    from gateway.forecasting import GAPS_DIR, ForecastRelay
-
-    with Predictor(PredictorConfig(background_refits=False)) as predictor:
-        relay = ForecastRelay(predictor, {})
-        feed_two_answer_sessions(relay, range(3))
-        relay.save(tmp_path)
-        (tmp_path / GAPS_DIR / GLOBAL_FILE).write_text("{cut sho")
-        restored = ForecastRelay(predictor, {})
-        restored.restore_gaps(tmp_path)
-        assert restored.gaps.learned_tenants() == [] and "could not be read" in caplog.text
-        assert len(list((tmp_path / GAPS_DIR).glob(f"{GLOBAL_FILE}.damaged-*"))) == 1
-        feed_two_answer_sessions(restored, range(3))
-        restored.save(tmp_path)   # a new global file
-        again = ForecastRelay(predictor, {})
-        again.restore_gaps(tmp_path)
-        assert again.gaps.learned_tenants() == ["t"]
 
 
 def test_a_tenants_forecaster_status_says_what_is_fitted_and_what_is_still_learning():

@@ -98,3 +98,50 @@ def test_a_predictor_directory_that_cannot_be_made_is_a_warning_not_a_failed_sta
     assert relay is not None and relay.claim is None
     assert "could not claim" in caplog.text and "a-file" in caplog.text
     stop_forecasting(relay)   # its last save fails with a logged error, not a crash
+
+
+def test_a_start_over_damaged_files_it_cannot_set_aside_resumes_every_other_tenant(tmp_path, monkeypatch, caplog,
+                                                                                  capsys):
+    """A read-only predictor directory with a damaged tenant file and a global gaps file
+    made a directory: each is one warning line (no traceback), only what it held starts
+    anew, and no save writes over either."""
+    from types import SimpleNamespace
+
+    from agents_trace.predict.persist import tenant_stem
+    from agents_trace.predict.predictor import Predictor
+    from cache import damaged_files
+    from cache.gap_files import GLOBAL_FILE
+    from gateway.forecasting import GAPS_DIR, ForecastRelay
+    from gateway.forecasting_start import PREDICTOR_DIR_ENV, start_forecasting, stop_forecasting
+    from tests.agents_trace.predict.synthetic import agent_sessions
+
+    with Predictor() as predictor:
+        predictor.fit_sequences("alpha", agent_sessions(12))
+        predictor.fit_sequences("beta", agent_sessions(12, seed=1))
+        relay = ForecastRelay(predictor, {})
+        for tenant in ("alpha", "beta"):
+            feed_two_answer_sessions(relay, range(12), tenant=tenant)
+        relay.save(tmp_path)
+        resolved = relay.gaps.num_resolved("alpha")
+    beta = tmp_path / f"{tenant_stem('beta')}.json"
+    beta.write_text(beta.read_text()[:50])
+    (tmp_path / GAPS_DIR / GLOBAL_FILE).unlink()
+    (tmp_path / GAPS_DIR / GLOBAL_FILE).mkdir()
+
+    def refuse(source, target):
+        raise PermissionError(1, "Operation not permitted", str(source), None, str(target))
+
+    monkeypatch.setattr(damaged_files, "os", SimpleNamespace(replace=refuse))
+    monkeypatch.setenv(PREDICTOR_DIR_ENV, str(tmp_path))
+    started = start_forecasting(_Tracer(), {"m": SimpleNamespace(engine=RecordingEngine("predictive"))},
+                                checkpoint_every_s=60.0)
+    assert "forecasts: resumed 2 tenant(s), 1 with a fitted step model" in capsys.readouterr().err
+    assert started.predictor.model_of("alpha") is not None and started.gaps.num_resolved("alpha") == resolved
+    assert started.gaps.num_resolved("beta") > 0   # its gap file was fine
+    assert not any(record.exc_info for record in caplog.records)
+    left = [r.getMessage() for r in caplog.records if "could not be set aside either" in r.getMessage()]
+    assert len(left) == 2 and any(str(beta) in m for m in left)
+    started(make_step("new", 0, 500.0, 501.0))
+    stop_forecasting(started)
+    assert started.checkpoints.num_failed == 0
+    assert len(beta.read_text()) == 50 and (tmp_path / GAPS_DIR / GLOBAL_FILE).is_dir()

@@ -143,8 +143,14 @@ def test_a_save_writes_only_what_changed_since_the_last_one(tmp_path, monkeypatc
     assert loaded.status("cold").num_learned == predictor.status("cold").num_learned == 3
     assert loaded.status(ODD_TENANT).num_learned == 30
     stems.clear()
-    loaded.save(tmp_path)                    # loaded states were never written by this predictor
+    loaded.save(tmp_path)                    # what was just read is what the files hold
+    assert stems == []
+    loaded.save(tmp_path / "other")          # but another directory has none of it
     assert len(stems) == 4
+    stems.clear()
+    loaded.observe("cold", "s2", "q", 20.0, gap_s=1.0)
+    loaded.save(tmp_path)
+    assert stems == [tenant_stem("cold")]
     predictor.close()
     loaded.close()
 
