@@ -156,6 +156,15 @@ def request_entries(body: Mapping[str, Any]) -> tuple[dict, ...]:
     return () if entry is None else (entry,)
 
 
+def prompt_messages(entries: Sequence[Any]) -> list[dict]:
+    """A completions request's text prompts (its `prompt` entries) as the user messages
+    `gen_ai.input.messages` holds for a text completion; a token-id prompt has no text to
+    show, and is left out."""
+    return [{"role": "user", "content": entry["content"]} for entry in entries
+            if isinstance(entry, Mapping) and entry.get("role") == PROMPT_ROLE and "token_ids" not in entry
+            and isinstance(entry.get("content"), str)]
+
+
 def split_tools_entry(new_messages: Sequence[Any]) -> tuple[list, Mapping[str, Any] | None]:
     """Stored `new_messages` as (the messages, the tools entry or None)."""
     if new_messages and isinstance(new_messages[-1], Mapping) and new_messages[-1].get("role") == TOOLS_ROLE:

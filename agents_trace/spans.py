@@ -19,7 +19,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Link, NonRecordingSpan, Span, SpanKind, Status, StatusCode
 
 from agents_trace import semconv as sc
-from agents_trace.content import input_messages_json, output_messages_json
+from agents_trace.content import input_messages_json, output_messages_json, prompt_messages
 from agents_trace.records import ForecastCheck, SessionEnded, Step
 
 
@@ -113,7 +113,9 @@ def record_chat_span(tracer: trace.Tracer, session_span: Span, step: Step,
                              kind=SpanKind.SERVER, attributes=_chat_attributes(step, check),
                              links=links, start_time=_ns(step.arrived_s))
     if step.content is not None:
-        span.set_attribute(sc.INPUT_MESSAGES, input_messages_json(step.content.all_messages))
+        messages = step.content.all_messages or prompt_messages(step.content.new_messages)   # chat, or completions
+        if messages:
+            span.set_attribute(sc.INPUT_MESSAGES, input_messages_json(messages))
         if step.error is None:
             span.set_attribute(sc.OUTPUT_MESSAGES, output_messages_json(
                 _output_text(step), step.tool_calls, step.finish_reason, step.other_choices,

@@ -36,6 +36,24 @@ def test_tracer_captures_a_completions_prompt(tmp_path, prompt, expected):
         tracer.stop()
 
 
+def test_a_completions_span_holds_its_text_prompts_as_user_messages(tmp_path):
+    import json
+
+    clock = ManualClock()
+    tracer, exporter = make_tracer(tmp_path, clock, capture_content=True)
+    try:
+        for session, prompt in (("text", ["a", "b"]), ("ids", [11, 12, 13])):
+            _one_step(tracer, clock, session, {"model": "tiny", "prompt": prompt}, operation="text_completion")
+        assert tracer.flush(5.0)
+        spans = [s for s in exporter.get_finished_spans() if s.name == "text_completion tiny"]
+        assert json.loads(spans[0].attributes["gen_ai.input.messages"]) == [
+            {"role": "user", "parts": [{"type": "text", "content": "a"}]},
+            {"role": "user", "parts": [{"type": "text", "content": "b"}]}]
+        assert "gen_ai.input.messages" not in spans[1].attributes   # token ids: no text to show (was "[]")
+    finally:
+        tracer.stop()
+
+
 def test_tracer_captures_a_chat_requests_tools_after_its_messages_and_not_in_spans(tmp_path):
     clock = ManualClock()
     tracer, exporter = make_tracer(tmp_path, clock, capture_content=True)
