@@ -152,7 +152,8 @@ def test_a_missing_global_file_loses_the_all_tenant_level_only(tmp_path) -> None
     assert learned.returns == {k: v for k, v in forecaster.learned().returns.items() if k}
 
 
-def _global_made_unusable(directory, how: str) -> None:
+def make_global_unusable(directory, how: str) -> None:
+    """Make the global gap file in `directory` unusable: "garbage", "other features" or a directory."""
     path = directory / GLOBAL_FILE
     if how == "garbage":
         path.write_text("garbage\n")
@@ -171,7 +172,7 @@ def test_an_unusable_global_file_loses_the_all_tenant_level_only(tmp_path, how) 
     with it (they were not read at all, or all judged by its return features)."""
     forecaster = trained()
     save(forecaster, GapFiles(tmp_path))
-    _global_made_unusable(tmp_path, how)
+    make_global_unusable(tmp_path, how)
     learned, problems = GapFiles(tmp_path).read(FEATURES)
     assert [p.path for p in problems] == [tmp_path / GLOBAL_FILE]
     assert set(learned.steps) == set(TENANTS) and () not in learned.gaps and () not in learned.returns

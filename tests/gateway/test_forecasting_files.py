@@ -2,26 +2,14 @@
 global file loses the all-tenant level only, never the tenants' good files."""
 from __future__ import annotations
 
-import json
 import logging
 
 import pytest
 
+from tests.cache.test_gap_files import make_global_unusable
 from tests.gateway.test_forecasting import feed_two_answer_sessions
 
 TENANTS = ("alpha", "beta", "gamma")
-
-
-def damage_global(path, how: str) -> None:
-    if how == "garbage":
-        path.write_text("garbage\n")
-    elif how == "other features":
-        data = json.loads(path.read_text())
-        data["return_features"] = [0]
-        path.write_text(json.dumps(data))
-    else:
-        path.unlink()
-        path.mkdir()
 
 
 @pytest.mark.parametrize("how", ["garbage", "other features", "a directory"])
@@ -47,7 +35,7 @@ def test_a_damaged_global_gaps_file_loses_the_all_tenant_level_only(tmp_path, ca
         alpha_file, beta_file = (gaps / f"{tenant_file_stem(t)}.json" for t in ("alpha", "beta"))
         alpha_returns = read_gaps(alpha_file).returns[("alpha",)].num_returned
         beta_inode = beta_file.stat().st_ino
-        damage_global(gaps / GLOBAL_FILE, how)
+        make_global_unusable(gaps, how)
         restored = ForecastRelay(predictor, {})
         with caplog.at_level(logging.WARNING):
             restored.restore_gaps(tmp_path)

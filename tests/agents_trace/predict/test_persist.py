@@ -100,25 +100,13 @@ def test_persist_keeps_the_learned_abandon_odds_and_reads_files_without_them(tmp
         predictor.close()
 
 
-def _counting_writes(monkeypatch) -> list[str]:
-    from agents_trace.predict import persist
-
-    stems: list[str] = []
-    real = persist.write
-
-    def write(directory, stem, meta, arrays):
-        stems.append(stem)
-        real(directory, stem, meta, arrays)
-
-    monkeypatch.setattr(persist, "write", write)
-    return stems
-
-
 def test_a_save_writes_only_what_changed_since_the_last_one(tmp_path, monkeypatch) -> None:
     from agents_trace.predict.persist import GLOBAL_STEM
 
     predictor = build()
-    stems = _counting_writes(monkeypatch)
+    from tests.agents_trace.predict.test_predictor_files import counting_writes
+
+    stems = counting_writes(monkeypatch)
     predictor.save(tmp_path)
     assert sorted(stems) == sorted([tenant_stem(ODD_TENANT), tenant_stem("cold"), GLOBAL_STEM])
     stems.clear()
