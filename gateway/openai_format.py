@@ -80,7 +80,10 @@ def completion_logprobs(choices: list[TokenChoice] | None, text_offset: int = 0)
 
 
 def chat_message(collected: Collected) -> dict:
-    message: dict = {"role": "assistant", "content": collected.text or None}
+    """The reply's assistant message: `content` null only beside tool calls (OpenAI's
+    convention), else its text, "" when empty, so the client can send it back as it is
+    (an assistant message needs content or tool calls)."""
+    message: dict = {"role": "assistant", "content": collected.text or (None if collected.tool_calls else "")}
     if collected.tool_calls:
         message["tool_calls"] = [
             {"id": call.id, "type": "function",
