@@ -13,6 +13,7 @@ model only serves embeddings: chat and completions on it are a 400 naming `model
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -21,6 +22,12 @@ from gateway.backend import ChatEvent, Prepared
 from gateway.embedding_model import EmbeddingModelConfig
 from gateway.embeddings import EmbeddingsRequest, input_items, reply_body
 from gateway.errors import ApiError, invalid_request
+
+
+# NOTE: transformers resolves `AutoModel` lazily, and two threads doing it at once (two
+# embedding models starting side by side) made one fail with "cannot import name
+# 'AutoModel'": the models' loads take turns at the import (the loads themselves do not wait).
+TRANSFORMERS_IMPORT = threading.Lock()
 
 
 class EmbeddingModelError(RuntimeError):
@@ -53,7 +60,8 @@ class LocalEmbeddingBackend:
 
     def _load(self) -> None:
         check_embedding_model(self.config.path)
-        from transformers import AutoModel, AutoTokenizer   # NOTE: imports torch; only when served
+        with TRANSFORMERS_IMPORT:
+            from transformers import AutoModel, AutoTokenizer   # NOTE: imports torch; only when served
 
         tokenizer = AutoTokenizer.from_pretrained(self.config.path, local_files_only=True)
         model = AutoModel.from_pretrained(self.config.path, local_files_only=True).eval()

@@ -121,3 +121,32 @@ def test_bad_embedding_model_configs_name_the_key(change, needle):
     table = {"name": "e", "kind": "embedding", "path": "/m", **change}
     with pytest.raises(ConfigError, match=needle):
         parse_config({"models": [table], "tenants": [{"name": "t", "api_key_sha256": [key_digest(KEY)]}]})
+
+
+TWO_STARTS = """
+import asyncio, sys
+from gateway.embedding_model import EmbeddingModelConfig
+from gateway.local_embeddings import LocalEmbeddingBackend
+
+async def main():
+    backends = [LocalEmbeddingBackend(EmbeddingModelConfig(name=f"e{n}", path=sys.argv[1])) for n in range(3)]
+    await asyncio.gather(*(backend.start() for backend in backends))
+    print(all(backend.health()["ready"] for backend in backends))
+
+asyncio.run(main())
+"""
+
+
+def test_several_embedding_models_start_side_by_side_in_a_fresh_process(encoder_dir):
+    """Known failure: transformers' lazy `AutoModel`, resolved by two loading threads at
+    once, made one fail with "cannot import name 'AutoModel'" (7 starts of 8)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", TWO_STARTS, str(encoder_dir)], capture_output=True, text=True,
+                              timeout=180, cwd=repo, env=dict(os.environ, PYTHONPATH=str(repo)))
+        assert done.returncode == 0 and done.stdout.strip() == "True", done.stderr[-2000:]
