@@ -152,14 +152,26 @@ def check_model(name: str, device: str | None = None, dtype: str = AUTO_DTYPE) -
 
 
 def _check_config_file(path: Path) -> None:
-    """Raise ModelLoadError when `path` is not a JSON object (transformers would fail on
-    it in every worker, after torch is imported)."""
+    """Raise ModelLoadError when `path` is not a JSON object, or not the config of a
+    decoder the engine serves (transformers, or the KV cache's layout, would fail on it in
+    every worker, after torch is imported, with a traceback)."""
     try:
         config = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise ModelLoadError(f"{path} cannot be read as JSON: {exc}") from exc
     if not isinstance(config, dict):
         raise ModelLoadError(f"{path} holds a JSON {type(config).__name__}, not an object of settings")
+    architectures = config.get("architectures")
+    named = [name for name in architectures if isinstance(name, str)] if isinstance(architectures, list) else []
+    if named and not any(name.endswith("ForCausalLM") for name in named):
+        raise unservable_model(path.parent, ", ".join(named))
+
+
+def unservable_model(path: Path, what: str) -> ModelLoadError:
+    """A model directory whose model the engine cannot serve (`what`: its architecture)."""
+    return ModelLoadError(f"{path} holds a {what} model, which the engine cannot serve: it serves decoder-only causal "
+                          "language models configured like Llama (a …ForCausalLM: Llama, Qwen2, Mistral and the "
+                          'like); an encoder can serve embeddings as kind = "embedding"')
 
 
 def needs_conversion(name: str) -> bool:

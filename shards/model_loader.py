@@ -32,10 +32,19 @@ def _load_dir(path: Path, dtype: torch.dtype):
     from transformers import AutoModelForCausalLM
 
     try:
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+        model, loading = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, output_loading_info=True)
     except Exception as exc:   # what transformers raises for files it cannot use varies; its words are the reason
         raise ModelLoadError(f"the model in {path} could not be loaded: {one_line_error(exc)}") from exc
-    return model, load_tokenizer(str(path))
+    missing = sorted(loading.get("missing_keys") or ())
+    if missing:   # transformers fills them with random values and only prints a table
+        raise ModelLoadError(f"the weights in {path} lack {len(missing)} of the model's tensors ({missing[0]}"
+                             f"{', …' if len(missing) > 1 else ''}): it would run with random values there")
+    tokenizer = load_tokenizer(str(path))
+    num_embedded = model.get_input_embeddings().num_embeddings
+    if len(tokenizer) > num_embedded:
+        raise ModelLoadError(f"the tokenizer in {path} has {len(tokenizer):,} token ids, but the model embeds only "
+                             f"{num_embedded:,} (config.json's vocab_size): a prompt with the others could not run")
+    return model, tokenizer
 
 
 def load_smollm2(dtype: torch.dtype = torch.float32):

@@ -18,10 +18,11 @@ from transformers import DynamicCache
 
 from cache.block_manager import BlockManager
 from cache.hashing import chain_hashes, split_blocks, tenant_salt
-from cache.kv_arena import ArenaMover, KVArena, KVLayout
+from cache.kv_arena import ArenaMover
 from shards.batched_decode import decode_rows, enable_row_batching, prefill_chunk_with_decodes
 from shards.detokenizer import Detokenizer
 from shards.kv_cache import make_cache
+from shards.kv_memory import kv_arena, kv_layout
 from shards.model_loader import LoadedModel
 from shards.protocol import SamplingParams, TokenLogprob, WorkItem
 from shards.sampling import (OutputPenalties, adjusted_logits, make_generator, sample_next, seed_for_position,
@@ -102,11 +103,11 @@ class ModelRunner:
         self.block_size = block_size
         first = next(self.model.parameters())
         self.device = first.device
-        self.layout = KVLayout.for_model_config(self.model.config, block_size, first.dtype)
+        self.layout = kv_layout(self.model, loaded.model_id, block_size, first.dtype)
         # the hot tier lives beside the weights; the host tier is always CPU memory
         # (page-locked when the hot tier is on a GPU, so host<->hot copies are DMA)
-        self.hot = KVArena(self.layout, num_hot_blocks, device=self.device)
-        self.host = KVArena(self.layout, num_host_blocks, pin_memory=self.device.type == "cuda") \
+        self.hot = kv_arena(self.layout, num_hot_blocks, "hot", device=self.device)
+        self.host = kv_arena(self.layout, num_host_blocks, "host", pin_memory=self.device.type == "cuda") \
             if num_host_blocks > 0 else None
         self.blocks = BlockManager(
             num_hot_blocks=num_hot_blocks, num_host_blocks=num_host_blocks,

@@ -8,6 +8,7 @@ compared with the same work on the CPU.
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 
 import pytest
@@ -65,7 +66,15 @@ def test_check_model_names_the_model_and_the_device(monkeypatch, tmp_path):
     with pytest.raises(ModelLoadError, match="it lacks a tokenizer file"):
         check_model(str(tmp_path), "cpu")
     (tmp_path / "tokenizer.json").write_text("{}")
+    llama = {"architectures": ["LlamaForCausalLM"], "num_attention_heads": 4, "hidden_size": 64, "num_hidden_layers": 2}
+    (tmp_path / "config.json").write_text(json.dumps(llama))
     check_model(str(tmp_path), "cpu")  # a local directory is accepted as a model
+    for config, what in (({"architectures": ["GPT2LMHeadModel"], "n_head": 4, "n_embd": 64}, "a GPT2LMHeadModel model"),
+                         ({**llama, "architectures": ["BertModel"]}, "a BertModel model")):
+        (tmp_path / "config.json").write_text(json.dumps(config))
+        with pytest.raises(ModelLoadError, match=f"{tmp_path} holds {what}, which the engine cannot serve: it serves "
+                                                 "decoder-only causal language models configured like Llama"):
+            check_model(str(tmp_path), "cpu")   # before binding: not a traceback from every worker
     for text, says in (("{model_type: llama", "cannot be read as JSON"), ('["llama"]', "holds a JSON list")):
         (tmp_path / "config.json").write_text(text)
         with pytest.raises(ModelLoadError, match=f"{tmp_path / 'config.json'} {says}"):

@@ -130,3 +130,66 @@ def test_a_converted_copy_cut_short_counts_as_not_converted(tmp_path, monkeypatc
     with open(weights, "r+b") as stream:
         stream.truncate(weights.stat().st_size - 100)
     assert converted_smollm2() is None and needs_conversion("smollm2")
+
+
+def _llama_dir(tmp_path: Path, *, vocab_size: int, drop: str | None = None) -> Path:
+    """The tiny model's architecture with random weights and its tokenizer, saved to a
+    directory; `drop`: the tensors whose names hold it are left out of the weights."""
+    import torch
+    from safetensors.torch import load_file, save_file
+    from transformers import LlamaForCausalLM
+
+    from shards.tiny_model import tiny_config
+
+    path = tmp_path / f"llama-{vocab_size}-{drop}"
+    torch.manual_seed(0)
+    LlamaForCausalLM(tiny_config(vocab_size)).save_pretrained(path)
+    build_tiny_tokenizer().save_pretrained(path)
+    if drop is not None:
+        weights = load_file(path / "model.safetensors")
+        save_file({name: tensor for name, tensor in weights.items() if drop not in name}, path / "model.safetensors",
+                  metadata={"format": "pt"})
+    return path
+
+
+def test_a_model_directory_that_would_serve_wrongly_is_refused_in_one_line(tmp_path):
+    """Weights that lack tensors (transformers fills them with random values and only
+    prints a table) and a tokenizer with ids the model cannot embed (every chat failed
+    with a 503 'index out of range' while /health said ready) fail the worker's load."""
+    import torch
+
+    from shards.model_loader import _load_dir
+
+    tokens = len(build_tiny_tokenizer())
+    model, _ = _load_dir(_llama_dir(tmp_path, vocab_size=tokens), torch.float32)   # the whole model loads
+    assert model.get_input_embeddings().num_embeddings == tokens
+    with pytest.raises(ModelLoadError, match=r"lack 9 of the model's tensors \(model\.layers\.1\.[a-z_.]+, …\): "
+                                             "it would run with random values there"):
+        _load_dir(_llama_dir(tmp_path, vocab_size=tokens, drop="layers.1."), torch.float32)
+    with pytest.raises(ModelLoadError, match=f"has {tokens} token ids, but the model embeds only 159"):
+        _load_dir(_llama_dir(tmp_path, vocab_size=159), torch.float32)
+
+
+def test_a_kv_cache_too_large_for_memory_is_refused_saying_what_to_lower():
+    import torch
+
+    from cache.kv_arena import KVLayout
+    from shards.kv_memory import kv_arena
+    from shards.tiny_model import tiny_config
+
+    layout = KVLayout.for_model_config(tiny_config(300), 16, torch.float32)
+    with pytest.raises(ModelLoadError, match=r"the KV cache's hot tier of 1,000,000,000 blocks \(7,629\.4 GiB\) "
+                                             r"cannot be allocated: lower num_hot_blocks \(--hot-blocks\)"):
+        kv_arena(layout, 10**9, "hot", device=torch.device("cpu"))
+
+
+def test_a_model_whose_config_names_no_attention_heads_as_llama_does_is_refused_in_one_line():
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from shards.model_loader import LoadedModel
+    from shards.model_runner import ModelRunner
+
+    model = GPT2LMHeadModel(GPT2Config(n_embd=32, n_layer=1, n_head=2, vocab_size=300, n_positions=64)).eval()
+    with pytest.raises(ModelLoadError, match=r"gpt2x holds a GPT2LMHeadModel \('GPT2Config' object has no attribute "
+                                             r"'num_key_value_heads'\) model, which the engine cannot serve"):
+        ModelRunner(LoadedModel(model, build_tiny_tokenizer(), "gpt2x", 64), num_hot_blocks=8)
