@@ -48,10 +48,11 @@ def _error_type(exc: BaseException) -> str:
 def _raise_failed(exchange: Exchange, exc: BaseException) -> NoReturn:
     """Close `exchange`, whose reply failed with `exc` before a byte was sent, and raise:
     `exc` itself (an `ApiError`, counted where it is answered; the client gone; the
-    server's shutdown cancelling it, counted as the 503 the app answers it with), or, for anything else (a bug, an upstream's answer no check
-    caught), a 500 `ApiError`, logged here with its traceback, so the answer is
-    OpenAI-shaped, carries the request's id and counts as a 500, never as a client that
-    left. Every path releases the tenant's slot."""
+    server's shutdown cancelling it, counted as the 503 the app answers it with), or,
+    for anything else (a bug, an upstream's answer no check caught), a 500 `ApiError`,
+    logged here with its traceback, so the answer is OpenAI-shaped, carries the request's
+    id and counts as a 500, never as a client that left. Every path releases the
+    tenant's slot."""
     failure = exc
     if isinstance(exc, asyncio.CancelledError):   # the shutdown timeout: answered by gateway/fast_paths.py
         failure = request_cut_at_shutdown()

@@ -114,5 +114,6 @@ class CutRequests(logging.Filter):
             record.msg, record.args, record.exc_info = f"stepahead: a request in flight was cut: {why}", (), None
         elif record.exc_info is None and isinstance(record.msg, str) and record.msg.startswith("Traceback") \
                 and record.msg.rstrip().endswith("CancelledError"):
-            record.msg, record.args = "stepahead: the stop was forced: the shutdown did not wait for what was running", ()
+            record.msg = "stepahead: the stop was forced: the shutdown did not wait for what was running"
+            record.args = ()
         return True

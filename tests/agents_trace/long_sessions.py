@@ -25,4 +25,3 @@ def add_user_turns(tracer: AgentTracer, clock: ManualClock, num_steps: int, sess
         request_ids.append(request_id)
     assert tracer.flush(5.0)
     return request_ids
-

@@ -153,6 +153,7 @@ def test_viewer_outlines_the_step_a_request_id_names_wherever_it_lies(tmp_path):
         server.stop()
         tracer.stop()
 
+
 def test_viewer_sums_the_window_and_exports_the_sessions_that_match_its_filters(served):
     from selenium.webdriver.common.by import By
     base_url, session = served
