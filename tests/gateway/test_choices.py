@@ -194,4 +194,4 @@ def test_whole_chat_completion_lists_every_choice():
     reply.add(TextDelta("hi", choice=1))
     body = chat_completion(ResponseHeader("id", "m"), reply, Usage(1, 1, 0))
     assert [c["index"] for c in body["choices"]] == [0, 1]
-    assert [c["message"]["content"] for c in body["choices"]] == [None, "hi"]
+    assert [c["message"]["content"] for c in body["choices"]] == ["", "hi"]   # empty: "", not null
