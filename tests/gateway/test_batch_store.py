@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from gateway.batch_store import Batch, BatchStore, summed_usage
+from gateway.batch_store import Batch, BatchStore, summed_usage, written_form
 from gateway.errors import ApiError
 from gateway.list_page import ListPage
 
@@ -191,3 +191,15 @@ def test_a_store_it_cannot_open_says_what_it_could_not_do_in_words(tmp_path):
     finally:
         store.close()
     assert message.startswith("The batch store could not read the unfinished batches: ")
+
+
+def test_a_result_line_is_one_line_to_every_line_reader():
+    """JSON may hold U+0085, U+2028 and U+2029 raw in a string, but `str.splitlines` (and
+    JavaScript) break lines at them: a model's answer holding one made a batch's output
+    file unreadable line by line (the clean-clone run caught it on the tiny model's text)."""
+    result = {"custom_id": "a", "response": {"status_code": 200, "body": {"text": "p\u2028q\x85r\u2029s é\u00a0"}}}
+    kept, line = written_form(result)
+    text = line.decode()
+    assert kept is result and text.endswith("\n") and len(text.splitlines()) == 1
+    assert "\\u2028" in text and "\\u0085" in text and "\\u2029" in text and "é" in text   # the rest stays raw
+    assert json.loads(text) == result
