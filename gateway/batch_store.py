@@ -29,6 +29,7 @@ from gateway.errors import ApiError
 from gateway.file_store import next_seq, number_unnumbered
 from gateway.ids import random_hex
 from gateway.list_page import ListPage
+from gateway.openai_format import line_breaks_escaped
 from gateway.store_thread import StoreThread, TemporaryRoot
 
 SCHEMA = """
@@ -59,18 +60,13 @@ def request_result(custom_id: str, status: int | None, body: object, request_id:
             "error": error}
 
 
-# Characters a JSON string may hold raw that line readers take for line breaks (Python's
-# `str.splitlines`, JavaScript's line terminators): written escaped, a results line is one line to all.
-LINE_BREAKS_ESCAPED = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
-
-
 def written_form(result: dict) -> tuple[dict, bytes]:
     """`result` as written: itself and its JSON line in UTF-8 (with the characters other
     readers take for line breaks escaped), or, when it has none (a string with an unpaired
     surrogate, a number past what JSON holds), that request's `unwritable_result` error
     and its line (ASCII: any `custom_id` can be escaped)."""
     try:
-        return result, (json.dumps(result, ensure_ascii=False).translate(LINE_BREAKS_ESCAPED) + "\n").encode()
+        return result, (line_breaks_escaped(json.dumps(result, ensure_ascii=False)) + "\n").encode()
     except (ValueError, TypeError, RecursionError) as exc:   # UnicodeEncodeError is a ValueError
         error = request_result(result.get("custom_id"), None, None, "", {
             "code": "unwritable_result", "message": f"This request's result could not be written as JSON in UTF-8 "

@@ -24,11 +24,16 @@ from gateway.ids import new_tool_call_id
 _RAW_LINE_BREAKS = str.maketrans({"\u2028": "\\u2028", "\u2029": "\\u2029", "\x85": "\\u0085"})
 
 
+def line_breaks_escaped(json_text: str) -> str:
+    """JSON text with the line breaks JSON keeps raw (inside strings) escaped, so it is
+    one line to every line reader."""
+    return json_text if json_text.isascii() else json_text.translate(_RAW_LINE_BREAKS)
+
+
 def dumps(value: object) -> bytes:
     """Compact JSON, with the line breaks JSON keeps raw escaped: a model's U+2028 in a
     streamed delta split one `data:` line in two for line-splitting SSE readers."""
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    return (text if text.isascii() else text.translate(_RAW_LINE_BREAKS)).encode()
+    return line_breaks_escaped(json.dumps(value, ensure_ascii=False, separators=(",", ":"))).encode()
 
 
 @dataclass(frozen=True, slots=True)
