@@ -122,10 +122,7 @@ def _host_blocks(text: str) -> int:
 
 def _block_size(text: str) -> int:
     """Tokens per block: from 1 to the most tokens a call may have."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    value = _integer(text)
     if not 1 <= value <= MAX_TOKENS_PER_CALL:
         raise argparse.ArgumentTypeError(f"must be from 1 to {MAX_TOKENS_PER_CALL:,}, got {text!r}")
     return value
@@ -133,13 +130,17 @@ def _block_size(text: str) -> int:
 
 def _count(text: str) -> int:
     """An integer >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    value = _integer(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {text!r}")
     return value
+
+
+def _integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
 
 
 def _finite(text: str) -> float:
