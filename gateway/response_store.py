@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sqlite3
 from collections import OrderedDict, defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cache.repeated_failures import RepeatedFailures
+from gateway.store_thread import STORE_FAILURES
 
 if TYPE_CHECKING:
     from gateway.response_archive import ResponseArchive
@@ -49,7 +49,7 @@ class ResponseStore:
         self.archive = archive
         self._by_tenant: defaultdict[str, OrderedDict[str, StoredResponse]] = defaultdict(OrderedDict)
         self._archivist: ThreadPoolExecutor | None = None
-        self._failures = RepeatedFailures(log, expected=(OSError, sqlite3.Error))   # on the archive thread only
+        self._failures = RepeatedFailures(log, expected=STORE_FAILURES)   # on the archive thread only
         self.num_archive_failures = 0   # archive calls that failed (memory served instead)
         if archive is not None:
             self._archivist = ThreadPoolExecutor(max_workers=1, thread_name_prefix="stepahead-responses")

@@ -18,7 +18,6 @@ kept in memory (":memory:"), nor for the spent tokens when no tenant has a budge
 from __future__ import annotations
 
 import os
-import sqlite3
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -30,8 +29,8 @@ from gateway.response_archive import ResponseArchive
 from gateway.spent_tokens import PATH_ENV as SPENT_TOKENS_ENV
 from gateway.spent_tokens import spent_tokens_path
 from gateway.start_failure import StartFailed
+from gateway.store_thread import STORE_FAILURES
 
-STORE_FAILURES = (OSError, sqlite3.Error)
 RESPONSES_SETTING = "[server] responses_db or $STEPAHEAD_RESPONSES_DB"
 
 
