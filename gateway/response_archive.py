@@ -65,6 +65,11 @@ class ResponseArchive:
     def delete(self, tenant: str, response_id: str) -> bool:
         return self._file.surviving(lambda: self._delete(tenant, response_id))
 
+    def touch(self, tenant: str, response_id: str) -> None:
+        """Mark the row used now (it was read from memory), so the archive's order of use
+        stays the memory's."""
+        self._file.surviving(lambda: self._touch(tenant, response_id))
+
     def _put(self, tenant: str, stored: StoredResponse) -> None:
         with transaction(self.db) as db:
             db.execute("INSERT OR REPLACE INTO responses (tenant, id, used_s, response, messages, input_items) "
@@ -84,9 +89,12 @@ class ResponseArchive:
             stored = StoredResponse(json.loads(row[0]), tuple(json.loads(row[1])), tuple(json.loads(row[2])))
         except (ValueError, TypeError):
             return None
+        self._touch(tenant, response_id)
+        return stored
+
+    def _touch(self, tenant: str, response_id: str) -> None:
         self.db.execute("UPDATE responses SET used_s = ? WHERE tenant = ? AND id = ?",
                         (self.clock(), tenant, response_id))
-        return stored
 
     def _delete(self, tenant: str, response_id: str) -> bool:
         cursor = self.db.execute("DELETE FROM responses WHERE tenant = ? AND id = ?", (tenant, response_id))

@@ -5,6 +5,7 @@ Invariants:
   404 as for an unknown id);
 - each tenant holds at most `capacity` responses in memory (and as many on disk), its
   least recently used leaving first, so one tenant's traffic never pushes out another's;
+  memory and the archive agree on that order (a read from memory marks the row used);
 - with an archive (`gateway.response_archive`), every put and delete is also applied to
   it, in order, on one background thread: the request path never waits on a disk write,
   a response evicted from memory is read back from disk, and after a restart the
@@ -72,6 +73,8 @@ class ResponseStore:
         stored = entries.get(response_id) if entries is not None else None
         if stored is not None:
             entries.move_to_end(response_id)
+            if self._archivist is not None:   # the archive's order of use follows memory's
+                self._archivist.submit(self._archive_quietly, "touch", tenant, response_id)
             return stored
         if self._archivist is None:
             return None

@@ -1,6 +1,7 @@
 """The Responses API's store: bounded per tenant, least recently used out first, and
 kept on disk across restarts when it has an archive."""
 import asyncio
+import itertools
 import sqlite3
 
 from gateway.response_archive import ResponseArchive
@@ -72,6 +73,23 @@ def test_a_response_evicted_from_memory_is_read_back_from_disk(tmp_path):
     store.put("a", _stored("r2"))  # r1 leaves memory, not the archive
     assert len(store) == 1 and _get(store, "a", "r1") == _stored("r1")
     store.close()
+
+
+def test_a_read_from_memory_orders_the_archive_as_memory(tmp_path):
+    """r1 is read (from memory) after r2 was stored, so r2 is the one to leave, on disk too:
+    after a restart r1 is still there (the archive used to trim by storing order)."""
+    path = tmp_path / "r.sqlite3"
+    ticks = itertools.count()
+    store = ResponseStore(capacity=2, archive=ResponseArchive(path, 2, clock=lambda: next(ticks)))
+    store.put("a", _stored("r1"))
+    store.put("a", _stored("r2"))
+    assert _get(store, "a", "r1") is not None
+    store.put("a", _stored("r3"))
+    assert _get(store, "a", "r2") is None   # from memory and the archive
+    store.close()
+    again = ResponseStore(capacity=2, archive=ResponseArchive(path, 2))
+    assert [_get(again, "a", name) is not None for name in ("r1", "r2", "r3")] == [True, False, True]
+    again.close()
 
 
 def test_a_broken_archive_degrades_to_memory(tmp_path, caplog):
