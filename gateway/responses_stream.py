@@ -7,7 +7,8 @@ per output item `response.output_item.added`, its content (a message's
 call's `function_call_arguments.delta`..., `.done`), `response.output_item.done`; then
 `response.completed` (or `response.incomplete`) carrying the whole response. A
 background response opens with `response.created` and `response.queued` instead, then
-`response.in_progress` once admitted, and a failure ends it with `response.failed`. Text deltas
+`response.in_progress` once admitted, a failure ends it with `response.failed` and a cancel with
+`response.cancelled`. Text deltas
 and `output_text.done` carry `logprobs`, an empty list unless the request asked. Invariant:
 an item is closed before the next one opens, so every item's events are contiguous.
 """
@@ -62,6 +63,11 @@ class ResponsesStreamWriter:
     def failed(self, error: dict) -> bytes:
         """A background response's last event when it failed (a plain stream's is `error`)."""
         return self._event("response.failed", response=self.snapshot("failed", error=error))
+
+    def cancelled(self) -> bytes:
+        """A background response's last event when it was cancelled: `response.cancelled`
+        (the name of OpenAI's webhook event for it) with the response as it stopped."""
+        return self._event("response.cancelled", response=self.snapshot("cancelled"))
 
     def _item_id(self, kind: str, index: int) -> str:
         suffix = self.response_id.removeprefix("resp_")

@@ -123,6 +123,10 @@ async def test_a_running_response_is_cancelled_mid_generation(gateway, http):
     cancelled = (await http.post(f"/v1/responses/{response_id}/cancel", headers=headers)).json()
     assert cancelled["status"] == "cancelled" and cancelled["error"] is None
     assert await wait_until(lambda: gateway.state.limiters["beta"].num_active == 0, 5.0)
+    replayed = await http.get(f"/v1/responses/{response_id}", headers=headers,
+                              params={"stream": "true", "starting_after": 0})
+    last = events_of(replayed.text)[-1]   # a reader learns the run ended, and how
+    assert last["type"] == "response.cancelled" and last["response"]["status"] == "cancelled"
 
 
 async def test_what_cannot_be_cancelled_or_streamed_is_a_400_and_other_tenants_get_404(gateway, http, client):
