@@ -15,7 +15,7 @@ from starlette.responses import JSONResponse, Response
 
 from gateway.batch_lines import ENDPOINTS
 from gateway.batch_store import Batch
-from gateway.conversation_items import checked_metadata
+from gateway.request_metadata import checked_metadata
 from gateway.errors import ApiError, invalid_request
 from gateway.file_store import checked_expires_after
 from gateway.http_io import fields_of, read_json_body

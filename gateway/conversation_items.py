@@ -8,7 +8,7 @@ Invariants:
   the client gave one); its chat reading (`input_messages`) cannot fail later;
 - a bad item is a 400 naming `items[i]` (or `input[i]`) before any item of its request
   is kept; at most 20 items are added per request, as at OpenAI;
-- metadata is at most 16 string pairs, keys up to 64 characters, values up to 512.
+- metadata is checked by gateway.request_metadata.
 """
 from __future__ import annotations
 
@@ -16,14 +16,10 @@ from typing import Any
 
 from gateway.errors import ApiError, invalid_request
 from gateway.ids import random_hex
-from gateway.responses_format import ResponsesRequest, input_messages
+from gateway.responses_format import ResponsesRequest, check_item_id, input_messages
 from gateway.responses_objects import ITEM_ID_PREFIXES, listed_item
 
 MAX_ITEMS_PER_REQUEST = 20
-MAX_METADATA_PAIRS = 16
-MAX_METADATA_KEY_CHARS = 64
-MAX_METADATA_VALUE_CHARS = 512
-MAX_ID_CHARS = 256
 # The string fields each item type needs for its chat reading (a call without its id or
 # name would be a prompt no later turn can send).
 REQUIRED_TEXT = {"function_call": ("call_id", "name", "arguments"), "function_call_output": ("call_id",)}
@@ -53,10 +49,7 @@ def _checked_item(raw: Any, where: str) -> dict:
     if kind == "function_call_output" and not isinstance(raw.get("output"), (str, list)):
         raise invalid_request("A function_call_output item needs 'output' as a string or a list of parts.",
                               param=f"{where}.output")
-    own_id = raw.get("id")
-    if own_id is not None and not (isinstance(own_id, str) and 0 < len(own_id) <= MAX_ID_CHARS):
-        raise invalid_request(f"An item's 'id' must be a string of 1 to {MAX_ID_CHARS} characters.",
-                              param=f"{where}.id")
+    check_item_id(raw, where)
     item = listed_item(raw, new_item_id(kind))
     if kind != "reasoning":
         item.setdefault("status", "completed")
@@ -73,25 +66,6 @@ def checked_items(raw: Any, param: str = "items") -> list[dict]:
         raise invalid_request(f"'{param}' holds {len(raw)} items; at most {MAX_ITEMS_PER_REQUEST} are added "
                               "per request.", param=param, code="invalid_value")
     return [_checked_item(item, f"{param}[{index}]") for index, item in enumerate(raw)]
-
-
-def checked_metadata(raw: Any, param: str = "metadata") -> dict[str, str]:
-    """A conversation's metadata; None is none."""
-    if raw is None:
-        return {}
-    if not isinstance(raw, dict):
-        raise invalid_request(f"'{param}' must be an object of string keys and string values.", param=param)
-    if len(raw) > MAX_METADATA_PAIRS:
-        raise invalid_request(f"'{param}' holds {len(raw)} pairs; at most {MAX_METADATA_PAIRS} are kept.",
-                              param=param, code="invalid_value")
-    for key, value in raw.items():
-        if len(key) > MAX_METADATA_KEY_CHARS:
-            raise invalid_request(f"A '{param}' key is {len(key)} characters long; at most "
-                                  f"{MAX_METADATA_KEY_CHARS}.", param=param, code="invalid_value")
-        if not isinstance(value, str) or len(value) > MAX_METADATA_VALUE_CHARS:
-            raise invalid_request(f"'{param}.{key}' must be a string of at most {MAX_METADATA_VALUE_CHARS} "
-                                  "characters.", param=f"{param}.{key}", code="invalid_value")
-    return dict(raw)
 
 
 def turn_items(inputs: tuple[dict, ...], outputs: list[dict]) -> list[dict]:

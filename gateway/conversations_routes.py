@@ -16,11 +16,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from gateway.conversation_archive import Conversation
-from gateway.conversation_items import checked_items, checked_metadata, new_conversation_id
+from gateway.conversation_items import checked_items, new_conversation_id
+from gateway.request_metadata import checked_metadata
 from gateway.errors import ApiError
 from gateway.http_io import fields_of, read_json_body
 from gateway.list_page import list_page, listed
-from gateway.responses_format import check_include
+from gateway.responses_format import check_include_query
 from gateway.routes import tenant_endpoint
 from gateway.state import GatewayState
 
@@ -59,7 +60,7 @@ async def conversation_items(request: Request, state: GatewayState, tenant: str)
     `order` "desc", the default, or "asc"; `after` an item id). POST adds up to 20
     `items` at its end and lists them as kept."""
     conversation_id = request.path_params["conversation_id"]
-    check_include(request.query_params.getlist("include"), "include")
+    check_include_query(request.query_params)
     if request.method == "POST":
         body = fields_of(await read_json_body(request, state.config.max_body_bytes), ("items",), ("items",))
         items = checked_items(body["items"])
@@ -83,5 +84,5 @@ async def conversation_item(request: Request, state: GatewayState, tenant: str) 
     if request.method == "DELETE":
         found = await state.conversations.call("delete_item", tenant, conversation_id, item_id)
         return JSONResponse(found.as_object())
-    check_include(request.query_params.getlist("include"), "include")
+    check_include_query(request.query_params)
     return JSONResponse(await state.conversations.call("get_item", tenant, conversation_id, item_id))

@@ -2,8 +2,8 @@
 
 Invariants: a page holds at most `limit` items, in `order` ("asc": as stored, "desc":
 reversed), starting right after the item `after` names (an unknown id is a 400);
-`has_more` says whether items follow the page; bad query values are 400s naming the
-parameter.
+`has_more` says whether items follow the page; bad query values (and `before`, which these
+lists do not take) are 400s naming the parameter.
 """
 from __future__ import annotations
 
@@ -52,6 +52,9 @@ def list_page(query: Mapping[str, str]) -> ListPage:
     if not 1 <= limit <= MAX_LIMIT:
         raise invalid_request(f"'limit' must be an integer from 1 to {MAX_LIMIT}, not {raw_limit!r}.",
                               param="limit")
+    if "before" in query:
+        raise invalid_request("'before' is not supported here: page with 'after' (and 'order').", param="before",
+                              code="unsupported_parameter")
     order = query.get("order", "desc")
     if order not in ("asc", "desc"):
         raise invalid_request(f"'order' must be 'asc' or 'desc', not {order!r}.", param="order")

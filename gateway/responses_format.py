@@ -30,6 +30,7 @@ from gateway.schemas import ServiceTier, refuse_extras
 
 ROLES = ("user", "assistant", "system", "developer")
 TEXT_PARTS = ("input_text", "output_text", "text")
+MAX_ITEM_ID_CHARS = 256
 LOGPROBS_INCLUDE = "message.output_text.logprobs"
 # OpenAI's includable fields; the others name outputs stepahead never makes (built-in
 # tools, reasoning items, image inputs echoed back), so asking for them adds nothing.
@@ -63,6 +64,10 @@ class ResponsesRequest(BaseModel):
     include: list[str] | None = None
     top_logprobs: int | None = Field(default=None, ge=0, le=20)
     service_tier: ServiceTier = None
+    # accepted and echoed: caching is by prefix for every request here, and no built-in tools run
+    prompt_cache_key: str | None = None
+    safety_identifier: str | None = None
+    max_tool_calls: int | None = Field(default=None, ge=1)
 
     def wants_logprobs(self) -> bool:
         """Whether the text comes back with its tokens' log probabilities: when `include`
@@ -104,7 +109,32 @@ def _text_of(content: Any, param: str) -> str | list[dict]:
     return parts
 
 
-def input_messages(items: str | list[dict[str, Any]], sources: list[str] | None = None) -> list[dict]:
+def check_item_id(item: dict, where: str) -> None:
+    """A 400 naming `where.id` when the item's `id` is not a string of 1 to 256
+    characters; an item without one (or with `"id": null`) is given one when listed."""
+    own_id = item.get("id")
+    if own_id is not None and not (isinstance(own_id, str) and 0 < len(own_id) <= MAX_ITEM_ID_CHARS):
+        raise invalid_request(f"An item's 'id' must be a string of 1 to {MAX_ITEM_ID_CHARS} characters.",
+                              param=f"{where}.id", code="invalid_value")
+
+
+def check_input_ids(items: str | list[dict[str, Any]]) -> None:
+    """A 400 for an `input` item whose id is malformed (`check_item_id`) or repeats an
+    earlier item's: every listed input item has its own id."""
+    if isinstance(items, str):
+        return
+    seen: set[str] = set()
+    for index, item in enumerate(items):
+        check_item_id(item, f"input[{index}]")
+        own_id = item.get("id")
+        if own_id in seen:
+            raise invalid_request(f"Duplicate item found with id '{own_id}'.", param=f"input[{index}].id",
+                                  code="invalid_value")
+        if own_id is not None:
+            seen.add(own_id)
+
+
+def input_messages(items: str | list[dict[str, Any]], sources: list[tuple[str, ...]] | None = None) -> list[dict]:
     """Chat messages for `input`: consecutive function calls become one assistant
     message with several tool calls; reasoning items are dropped. `sources`, when given,
     gets each message's item as the request names it (`input[i]`: its first item)."""
@@ -135,7 +165,9 @@ def input_messages(items: str | list[dict[str, Any]], sources: list[str] | None 
         elif kind != "reasoning":
             raise invalid_request(f"Input item type {kind!r} is not supported.", param=param)
         if sources is not None and len(messages) > num_before:
-            sources.append(param)
+            sources.append((param,))
+        elif sources is not None and kind == "function_call":   # one more call of the message before
+            sources[-1] += (param,)
     return messages
 
 
@@ -171,6 +203,13 @@ def check_include(include: list[str] | None, param: str | None = None) -> None:
                                   param=param or f"include[{index}]", code="invalid_value")
 
 
+def check_include_query(query) -> None:
+    """`check_include` for a list endpoint's query string, which repeats `include` (or
+    `include[]`, as the official SDKs send it)."""
+    for name in ("include", "include[]"):
+        check_include(query.getlist(name), name)
+
+
 # Responses parameters that would change what the model reads, which stepahead does not
 # keep: ignoring them would answer a different question, so they are a 400.
 UNSUPPORTED = {
@@ -178,17 +217,19 @@ UNSUPPORTED = {
               "instructions and input."}
 
 
-def to_chat_body(request: ResponsesRequest, history: tuple[dict, ...] = (), sources: list[str] | None = None) -> dict:
+def to_chat_body(request: ResponsesRequest, history: tuple[dict, ...] = (),
+                 sources: list[tuple[str, ...]] | None = None) -> dict:
     """The chat completions body this request runs as (after `history`, the stored
     conversation of `previous_response_id` or `conversation`). `sources`, when given, gets
     per chat message the request's parameter it came from (`renamed` names it)."""
     refuse_extras(request, UNSUPPORTED)
     check_include(request.include)
+    check_input_ids(request.input)
     messages = ([{"role": "system", "content": request.instructions}] if request.instructions else [])
     messages += [dict(m) for m in history]
     if sources is not None:
-        sources += ["instructions"] * len(messages[:1] if request.instructions else [])
-        sources += ["conversation" if request.conversation is not None else "previous_response_id"] * len(history)
+        sources += [("instructions",)] * len(messages[:1] if request.instructions else [])
+        sources += [("conversation" if request.conversation is not None else "previous_response_id",)] * len(history)
     messages += input_messages(request.input, sources)
     body: dict[str, Any] = {"model": request.model, "messages": messages, "stream": request.stream}
     if request.tools:
@@ -231,17 +272,26 @@ RESPONSES_WORDS = (("the tool message at", "the function_call_output at"), ("too
                    ("no earlier assistant message made", "no earlier function_call made"),
                    ("'image_url'", "'input_image'"))
 MESSAGE_PARAM = re.compile(r"messages\[(\d+)\]")
+CALL_FIELD = re.compile(r"\.tool_calls\[(\d+)\]\.(?:function\.)?(id|name|arguments)")
+CALL_FIELD_NAMES = {"id": "call_id", "name": "name", "arguments": "arguments"}
 
 
-def renamed(error: ApiError, sources: list[str] | None = None) -> ApiError:
+def renamed(error: ApiError, sources: list[tuple[str, ...]] | None = None) -> ApiError:
     """A chat-path error with its `param` named as the Responses API names it, in the
     `param` field and where the message quotes it; an error about chat message k names
-    `sources[k]` (`to_chat_body`), the item or parameter that message came from."""
+    `sources[k]` (`to_chat_body`), the item or parameter that message came from, and one
+    about its call n names that call's own `function_call` item (`input[j].call_id`)."""
     at = MESSAGE_PARAM.match(error.param or "")
     if at is not None and sources is not None and int(at.group(1)) < len(sources):
         source, rest = sources[int(at.group(1))], error.param[at.end():]
-        error.param = source + rest if source.startswith("input") else source
-        error.message = error.message.replace(at.group(), source)
+        call = CALL_FIELD.match(rest)
+        if call is not None and int(call.group(1)) < len(source):
+            param = f"{source[int(call.group(1))]}.{CALL_FIELD_NAMES[call.group(2)]}{rest[call.end():]}"
+        else:
+            param = source[0] + rest if source[0].startswith("input") else source[0]
+        quoted = error.param if error.param in error.message else at.group()
+        error.message = error.message.replace(quoted, param if quoted == error.param else source[0])
+        error.param = param
         for chat, responses in RESPONSES_WORDS:
             error.param, error.message = error.param.replace(chat, responses), error.message.replace(chat, responses)
         return error
@@ -254,6 +304,8 @@ def renamed(error: ApiError, sources: list[str] | None = None) -> ApiError:
         error.param = error.param.replace(".function", "", 1)
     if before and error.param != before:
         error.message = error.message.replace(f"'{before}'", f"'{error.param}'")
+    for chat, responses in CHAT_TO_RESPONSES_PARAMS:   # other chat parameters the message names
+        error.message = error.message.replace(f"'{chat}'", f"'{responses}'")
     return error
 
 

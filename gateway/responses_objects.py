@@ -64,10 +64,11 @@ def response_object(response_id: str, request: ResponsesRequest, *, created_at: 
                     status: ResponseStatus = "completed", output: list[dict] | None = None,
                     usage: Usage | None = None, error: dict | None = None) -> dict:
     """A response object; `incomplete` when the reply ran out of `max_output_tokens`;
-    `error` ({"code", "message"}) only when it `failed`."""
+    `error` ({"code", "message"}) only when it `failed`; `completed_at` only when it
+    `completed` (now: the object is made as it ends)."""
     return {
         "id": response_id, "object": "response", "created_at": created_at or int(time.time()),
-        "status": status, "background": request.background, "model": request.model, "output": output or [],
+        "status": status, "completed_at": int(time.time()) if status == "completed" else None, "background": request.background, "model": request.model, "output": output or [],
         "error": error, "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
         "instructions": request.instructions, "max_output_tokens": request.max_output_tokens,
         "parallel_tool_calls": request.parallel_tool_calls is not False,
@@ -77,7 +78,8 @@ def response_object(response_id: str, request: ResponsesRequest, *, created_at: 
         "tools": request.tools or [], "text": request.text or {"format": {"type": "text"}},
         "metadata": request.metadata or {}, "user": request.user,
         "truncation": request.truncation or "disabled", "top_logprobs": request.top_logprobs,
-        "service_tier": served_tier(request.service_tier),
+        "service_tier": served_tier(request.service_tier), "prompt_cache_key": request.prompt_cache_key,
+        "safety_identifier": request.safety_identifier, "max_tool_calls": request.max_tool_calls,
         "usage": None if usage is None else {
             "input_tokens": usage.num_prompt_tokens,
             "input_tokens_details": {"cached_tokens": usage.num_cached_tokens},
@@ -102,11 +104,12 @@ def input_items(request: ResponsesRequest, response_id: str) -> tuple[dict, ...]
 
 def listed_item(raw: dict, default_id: str) -> dict:
     """An input item as OpenAI lists it: with a `type` ("message" when it has none), an `id`
-    (its own, else `default_id`), and a message's text content as a list of parts
+    (its own, else `default_id`; `"id": null` is none), and a message's text content as a list of parts
     (`input_text`, or `output_text` for the assistant)."""
     item = {"type": "message", **raw}
     if item["type"] == "message" and isinstance(item.get("content"), str):
         part = "output_text" if item.get("role") == "assistant" else "input_text"
         item["content"] = [{"type": part, "text": item["content"]}]
-    item.setdefault("id", default_id)
+    if item.get("id") is None:   # absent, or a client's explicit null
+        item["id"] = default_id
     return item

@@ -37,8 +37,9 @@ from gateway.collected import Collected
 from gateway.ids import new_id
 from gateway.response_store import StoredResponse
 from gateway.conversation_items import traced_in_conversation, turn_items
-from gateway.responses_format import (ResponsesRequest, conversation_after, input_messages, oldest_turn, renamed,
-                                      to_chat_body, without)
+from gateway.request_metadata import checked_metadata
+from gateway.responses_format import (ResponsesRequest, check_include_query, conversation_after, input_messages,
+                                      oldest_turn, renamed, to_chat_body, without)
 from gateway.responses_objects import input_items
 from gateway.responses_stream import ResponsesStreamWriter, sse_event, whole_response
 from gateway.routes import error_response, gateway_state, refusal, tenant_endpoint
@@ -95,6 +96,7 @@ async def create_response(request: Request) -> Response:
         tenant = state.keys.authenticate(request.headers.get("authorization"))
         body = await read_json_body(request, state.config.max_body_bytes)
         parsed = validate(ResponsesRequest, body)
+        checked_metadata(parsed.metadata)
         if parsed.background and not parsed.store:
             raise invalid_request("A background response is stored: `background: true` needs `store: true`.",
                                   param="store", code="invalid_value")
@@ -103,7 +105,7 @@ async def create_response(request: Request) -> Response:
         model = parsed.model
         parsed.service_tier = request_tier(request, tenant, parsed.service_tier, backend)
         response_id = f"resp_{time_ordered_hex(time.time(), 44)}"   # the archive's key: in time order
-        sources: list[str] = []
+        sources: list[tuple[str, ...]] = []
         chat_body, prepared = await _prepared_chat(state, backend, parsed, traced_in_conversation(
             to_chat_body(parsed, history, sources), parsed), sources, tenant, response_id)
         created_at = int(time.time())
@@ -155,7 +157,7 @@ async def count_input_tokens(request: Request) -> Response:
         if backend.owned_by == "upstream":
             raise invalid_request(f"Input tokens are counted for local models only; '{model}' is an upstream "
                                   "model.", param="model", code="model_not_supported")
-        sources: list[str] = []
+        sources: list[tuple[str, ...]] = []
         _, prepared = await _prepared_chat(state, backend, parsed, to_chat_body(parsed, history, sources), sources,
                                            tenant, new_id("count"))
         state.metrics.record_request(tenant, model, "input_tokens", 200)
@@ -190,7 +192,7 @@ def _event_stream(run: BackgroundRun, starting_after: int) -> Response:
 
 
 async def _prepared_chat(state: GatewayState, backend: Backend, parsed: ResponsesRequest, chat_body: dict,
-                         sources: list[str], tenant: str, response_id: str) -> tuple[dict, Prepared]:
+                         sources: list[tuple[str, ...]], tenant: str, response_id: str) -> tuple[dict, Prepared]:
     """(the chat body, the prepared request) a Responses request runs as on `backend`;
     with `truncation: "auto"` its oldest turns are dropped until the prompt fits the
     model's context. Errors name the Responses API's parameters (`sources`: per chat
@@ -285,6 +287,7 @@ async def stored_input_items(request: Request, state: GatewayState, tenant: str)
     "asc"; `after` an item id)."""
     response_id = request.path_params["response_id"]
     page = list_page(request.query_params)
+    check_include_query(request.query_params)
     run = state.background.get(tenant, response_id)
     if run is not None and not run.is_done:
         return JSONResponse(page.of(run.input_items))

@@ -17,6 +17,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 
 from gateway.auth import UNAUTHENTICATED
 from gateway.chat_checks import check_chat_request
+from gateway.request_metadata import checked_metadata
 from gateway.choices import with_choices
 from gateway.errors import ApiError
 from gateway.exchange import CLIENT_CLOSED_STATUS, admit
@@ -82,6 +83,7 @@ async def _handle(request: Request, *, is_chat: bool) -> Response:
         body = await read_json_body(request, state.config.max_body_bytes)
         if is_chat:
             parsed = validate(ChatCompletionRequest, body)
+            checked_metadata(parsed.metadata)
             check_chat_request(parsed, tenant, state.schemas)
         else:
             parsed = validate(CompletionRequest, body)

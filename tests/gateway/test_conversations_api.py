@@ -6,7 +6,8 @@ import httpx
 import openai
 import pytest
 
-from gateway.conversation_items import checked_items, checked_metadata, traced_in_conversation, turn_items
+from gateway.conversation_items import checked_items, traced_in_conversation, turn_items
+from gateway.request_metadata import checked_metadata
 from gateway.errors import ApiError
 from gateway.responses_format import ResponsesRequest
 from tests.gateway.conftest import KEYS
@@ -47,10 +48,28 @@ def test_items_are_listed_as_openai_lists_them():
     ([{"type": "function_call_output", "call_id": "c"}], "items[0].output"),
     ([{"role": "user", "content": None}], "items[0].content"),
     ([{"role": "user", "content": "x", "id": 7}], "items[0].id"),
+    ([{"role": "user", "content": "x", "id": ""}], "items[0].id"),
+    ([{"role": "user", "content": "x", "id": "m" * 257}], "items[0].id"),
 ])
 def test_a_bad_item_is_a_400_naming_it(items, param):
     error = _error(lambda: checked_items(items))
     assert error.status == 400 and error.param == param
+
+
+def test_an_item_whose_id_is_null_gets_a_new_one(client):
+    """`model_dump()` of an item without an id sends `"id": null`: it used to fail the store (a 500)."""
+    [item] = checked_items([{"type": "message", "role": "user", "content": "hi", "id": None}])
+    assert item["id"].startswith("msg_") and len(item["id"]) > 4
+    conversation = client.conversations.create(items=[{"type": "message", "role": "user", "content": "hi",
+                                                       "id": None}])
+    added = client.conversations.items.create(conversation.id, items=[
+        {"type": "message", "role": "user", "content": "more", "id": None}])
+    assert added.data[0].id.startswith("msg_")
+    reply = client.responses.create(model="tiny", conversation=conversation.id, max_output_tokens=2, input=[
+        {"type": "message", "role": "user", "content": "again", "id": None}])
+    listed = client.conversations.items.list(conversation.id, order="asc")
+    assert len(listed.data) == 4 and listed.data[-1].id == reply.output[0].id   # the turn was kept
+    assert all(entry.id for entry in listed.data)
 
 
 @pytest.mark.parametrize("metadata, param", [

@@ -324,6 +324,14 @@ def test_chat_parameters_a_local_model_cannot_honour_are_400(gateway, extra, par
     assert_error(post(gateway, body), 400, "unsupported_parameter", param=param)
 
 
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/responses"])
+@pytest.mark.parametrize("metadata,param", [({f"k{n}": "v" for n in range(17)}, "metadata"),
+                                            ({"k" * 65: "v"}, "metadata"), ({"k": "v" * 513}, "metadata.k")])
+def test_metadata_beyond_openais_limits_is_400(gateway, path, metadata, param):
+    body = {"model": "tiny", "messages": USER, "input": "x", "max_tokens": 2, "metadata": metadata}
+    assert_error(post(gateway, body, path=path), 400, "invalid_value", param=param)
+
+
 def test_chat_hints_a_local_model_may_ignore_are_accepted(gateway):
     body = {"model": "tiny", "messages": USER, "max_tokens": 2, "modalities": ["text"], "service_tier": "auto",
             "store": True, "reasoning_effort": "low", "prompt_cache_key": "k", "prediction": {

@@ -111,6 +111,10 @@ def test_responses_whole_reply_and_retrieval(client, gateway):
     assert reply.status in ("completed", "incomplete") and reply.output[0].type == "message"
     assert reply.output_text == reply.output[0].content[0].text
     assert reply.usage.output_tokens <= 8 and reply.usage.input_tokens > 0
+    assert (reply.completed_at is not None) == (reply.status == "completed")
+    echoed = client.responses.create(model="tiny", input="Hi", max_output_tokens=2, prompt_cache_key="agent-7",
+                                     safety_identifier="user-1", max_tool_calls=3)
+    assert (echoed.prompt_cache_key, echoed.safety_identifier, echoed.max_tool_calls) == ("agent-7", "user-1", 3)
     assert client.responses.retrieve(reply.id).output_text == reply.output_text
     url = f"{gateway.base_url}/v1/responses/{reply.id}"
     other = httpx.get(url, headers=gateway.headers("beta"))
@@ -185,6 +189,19 @@ def test_responses_json_schema_text_format(client):
         {"type": "function_call", "call_id": "b", "name": "f", "arguments": "{}"},
         {"type": "function_call_output", "call_id": "a", "output": "r"},
         {"type": "function_call_output", "call_id": "c", "output": "r"}]}, 400, "input[3].call_id"),
+    ({"input": [{"role": "user", "content": "x", "id": "msg_a"}, {"role": "user", "content": "y", "id": "msg_a"}]},
+     400, "input[1].id"),
+    ({"input": [{"role": "user", "content": "x", "id": 5}]}, 400, "input[0].id"),
+    ({"input": [{"role": "user", "content": "x", "id": ""}]}, 400, "input[0].id"),
+    ({"input": "x", "metadata": {f"k{n}": "v" for n in range(17)}}, 400, "metadata"),
+    ({"input": [{"role": "user", "content": "x"}, {"type": "function_call", "name": "f", "arguments": "{}"}]},
+     400, "input[1].call_id"),
+    ({"input": [{"role": "user", "content": "x"}, {"type": "function_call", "call_id": "a", "name": "f",
+                                                   "arguments": "{}"},
+                {"type": "reasoning", "summary": []}, {"type": "function_call", "name": "f", "arguments": "{}"}]},
+     400, "input[3].call_id"),
+    ({"input": [{"type": "function_call", "call_id": "a", "name": "f", "arguments": {"a": 1}}]},
+     400, "input[0].arguments"),
 ])
 def test_responses_bad_requests_are_openai_shaped_errors(gateway, body, status, param):
     reply = httpx.post(f"{gateway.base_url}/v1/responses", headers=gateway.headers("alpha"),
@@ -192,6 +209,21 @@ def test_responses_bad_requests_are_openai_shaped_errors(gateway, body, status, 
     assert reply.status_code == status and reply.json()["error"]["param"] == param
     assert "messages[" not in reply.json()["error"]["message"]
     assert "tool_call_id" not in reply.json()["error"]["message"] + param
+
+
+def test_an_error_names_responses_parameters_in_its_message_too(gateway):
+    reply = httpx.post(f"{gateway.base_url}/v1/responses", headers=gateway.headers("alpha"),
+                       json={"model": "tiny", "input": "hi", "text": {"format": {"type": "json_object"}}})
+    error = reply.json()["error"]
+    assert reply.status_code == 400 and error["param"] == "input"
+    assert "'text.format'" in error["message"] and "response_format" not in error["message"]
+
+
+def test_an_input_item_whose_id_is_null_is_listed_with_a_new_one(client):
+    reply = client.responses.create(model="tiny", max_output_tokens=2, input=[
+        {"type": "message", "role": "user", "content": "hi", "id": None}])
+    [item] = client.responses.input_items.list(reply.id).data
+    assert item.id == f"msg_{reply.id.removeprefix('resp_')}_0"
 
 
 def test_an_error_in_a_conversations_items_names_the_conversation(gateway):
@@ -322,6 +354,12 @@ def test_a_stored_responses_input_items_are_listed_for_its_tenant_only(client, g
     assert httpx.get(url, headers=gateway.headers("beta")).status_code == 404
     bad = httpx.get(url, params={"limit": 500}, headers=gateway.headers("alpha"))
     assert bad.status_code == 400 and bad.json()["error"]["param"] == "limit"
+    for query, param in ((("include[]", "bogus"),), "include[]"), ((("include", "bogus"),), "include"), \
+                        ((("before", newest.data[0].id),), "before"):
+        bad = httpx.get(url, params=query, headers=gateway.headers("alpha"))
+        assert bad.status_code == 400 and bad.json()["error"]["param"] == param
+    listed = httpx.get(url, params={"include[]": "message.output_text.logprobs"}, headers=gateway.headers("alpha"))
+    assert listed.status_code == 200
 
 
 def test_include_logprobs_becomes_chat_logprobs():
