@@ -1,4 +1,5 @@
-"""The end of a batch: its output and error files written, then its final status.
+"""The end of a batch: its output and error files written, then its final status; and
+the check that a batch can go on (else it ends `failed`).
 
 Invariant: every result is in exactly one of the two files before the batch takes its
 final status and its results are dropped from the store (a result with no UTF-8 form is
@@ -7,11 +8,13 @@ requests never sent ends `expired` instead, each of those a `batch_expired` erro
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 
-from gateway.batch_lines import BatchRequest
+from gateway.batch_lines import BatchRequest, batch_requests
 from gateway.batch_store import Batch, BatchStore, request_result, succeeded, summed_usage, written_form
+from gateway.errors import ApiError
 from gateway.file_store import FileStore
 
 log = logging.getLogger("stepahead.gateway")
@@ -51,3 +54,34 @@ async def _results_file(files: FileStore, batch: Batch, kind: str, lines: list[b
         return None
     return (await files.add_bytes(batch.tenant, f"{batch.id}_{kind}.jsonl", "batch_output", b"".join(lines),
                                   batch.output_expires_after_s)).id
+
+
+async def requests_to_go_on(store: BatchStore, files: FileStore, batch: Batch, cancelled: bool,
+                            clock: Callable[[], float]) -> list[BatchRequest] | None:
+    """The requests of a batch that goes on (after a restart, or cancelled while not
+    running); None when it cannot and has ended `failed`, with the files of what finished
+    (its input file was deleted, or fails a check added since it began). A `cancelled`
+    one needs none: it ends with what finished."""
+    try:
+        data = await files.read(batch.tenant, batch.input_file_id)
+    except ApiError as error:
+        if error.status != 404:
+            raise
+        if cancelled:
+            return []
+        await _fail(store, files, batch, [{"code": "input_file_missing", "message": f"The input file "
+                                           f"{batch.input_file_id} was deleted before the batch finished; its "
+                                           "requests without a result cannot run.", "param": None, "line": None}],
+                    clock)
+        return None
+    requests, errors = await asyncio.to_thread(batch_requests, data, batch.endpoint)
+    if errors and not cancelled:
+        await _fail(store, files, batch, errors, clock)
+        return None
+    return requests
+
+
+async def _fail(store: BatchStore, files: FileStore, batch: Batch, errors: list[dict],
+                clock: Callable[[], float]) -> None:
+    log.warning("batch %s failed: %s", batch.id, errors[0]["message"])
+    await finish_batch(store, files, batch, await store.results(batch.id), [], "failed", errors, clock)

@@ -15,6 +15,9 @@ Invariants:
   it could go on), its results in its files first (gateway/batch_finish.py);
 - a gateway stopped mid-batch goes on at its next start with the requests that have no
   result yet; batch requests are not agent steps, so they are not traced;
+- a batch runs in one process at a time (gateway/batch_claims.py): gateways sharing a
+  state directory each run the batches they claim, take up those a stopped one left,
+  and stop one that another of them cancelled;
 - while the batch's tenant is not configured (a reload removed it, or the gateway started
   without it) its requests wait unsent (one refused meanwhile for that goes again), and go
   on when the tenant is back, until the batch expires or is cancelled;
@@ -37,10 +40,10 @@ from typing import TYPE_CHECKING
 
 import httpx
 
+from gateway.batch_claims import ADOPT_EVERY_S, BatchClaims
 from gateway.batch_lines import BATCH_HEADER, BatchRequest, batch_requests
-from gateway.batch_finish import finish_batch
-from gateway.batch_store import Batch, BatchStore, request_result, succeeded
-from gateway.errors import ApiError
+from gateway.batch_finish import finish_batch, requests_to_go_on
+from gateway.batch_store import UNFINISHED, Batch, BatchStore, request_result, succeeded
 from gateway.file_store import FileStore
 
 if TYPE_CHECKING:
@@ -72,6 +75,8 @@ class BatchRunner:
         self._running: dict[str, Batch] = {}   # the batches being run here: their records, kept current
         self._cancelled: set[str] = set()
         self._wakers: dict[str, asyncio.Event] = {}   # set when a running batch is cancelled: ends its waits
+        self.claims = BatchClaims(store.results_dir.parent / "batch_claims")
+        self._adopter: asyncio.Task | None = None
 
     def tenant_series(self, tenants) -> dict[tuple[str, tuple], float]:
         """/metrics gauges of `tenants`: their batches running here, and those batches'
@@ -90,13 +95,34 @@ class BatchRunner:
         return self._running.get(batch.id, batch)
 
     async def start(self, app) -> None:
-        """Go on with the batches a stopped gateway left unfinished."""
+        """Go on with the batches a stopped gateway left unfinished, and from then on with
+        those another gateway sharing the directory leaves (it stopped or died)."""
         self._app = app
+        await self._adopt()
+        self._adopter = asyncio.get_running_loop().create_task(self._adopt_every(ADOPT_EVERY_S))
+
+    async def _adopt_every(self, period_s: float) -> None:
+        while True:
+            await asyncio.sleep(period_s)
+            try:
+                await self._adopt()
+            except Exception:   # NOTE: the store failing (a full disk) must not end the looking
+                log.exception("looking for batches to go on failed; trying again in %.0f s", period_s)
+
+    async def _adopt(self) -> None:
+        """Run the unfinished batches no process runs; stop here the ones this process runs
+        that another gateway cancelled."""
         for batch in await self.store.unfinished():
-            self._launch(batch)
+            if batch.id not in self._tasks:
+                self._launch(batch)
+            elif batch.status == "cancelling" and batch.id not in self._cancelled:
+                self._running[batch.id].moved_to("cancelling", self.clock())
+                self._stop_sending(batch.id)
 
     async def stop(self) -> None:
         """Stop running batches where they are (they go on at the next start)."""
+        if self._adopter is not None:
+            self._adopter.cancel()
         tasks = list(self._tasks.values())
         for task in tasks:
             task.cancel()
@@ -122,15 +148,18 @@ class BatchRunner:
         if batch.status in ("validating", "in_progress"):
             batch.moved_to("cancelling", self.clock())
             await self.store.put(batch)
-            self._cancelled.add(batch.id)
-            if batch.id in self._wakers:
-                self._wakers[batch.id].set()
-            if batch.id not in self._tasks:   # not running here: finish it now
+            self._stop_sending(batch.id)
+            if batch.id not in self._tasks:   # not running here: finish it now (or its runner does)
                 self._launch(batch)
         return batch
 
+    def _stop_sending(self, batch_id: str) -> None:
+        self._cancelled.add(batch_id)
+        if batch_id in self._wakers:
+            self._wakers[batch_id].set()
+
     def _launch(self, batch: Batch, requests: list[BatchRequest] | None = None) -> None:
-        if self._app is None or batch.id in self._tasks:
+        if self._app is None or batch.id in self._tasks or not self.claims.take(batch.id):
             return
         if batch.status == "cancelling":
             self._cancelled.add(batch.id)
@@ -142,6 +171,7 @@ class BatchRunner:
             self._wakers[batch.id].set()
 
         def forget(_: asyncio.Task) -> None:
+            self.claims.release(batch.id, finished=batch.status not in UNFINISHED)
             self._tasks.pop(batch.id, None)
             self._running.pop(batch.id, None)
             self._wakers.pop(batch.id, None)
@@ -150,7 +180,12 @@ class BatchRunner:
     async def _run(self, batch: Batch, requests: list[BatchRequest] | None) -> None:
         try:
             if requests is None:
-                requests = await self._requests_to_go_on(batch)
+                kept = await self.store.get(batch.tenant, batch.id)
+                if kept.status not in UNFINISHED:   # another gateway finished it before this one took its claim
+                    batch.status = kept.status
+                    return
+                requests = await requests_to_go_on(self.store, self.files, batch, batch.id in self._cancelled,
+                                                   self.clock)
                 if requests is None:   # it failed, keeping what finished
                     return
             while True:   # until every request has a result, or the batch is cancelled or expired
@@ -268,33 +303,6 @@ class BatchRunner:
             await asyncio.wait_for(self._wakers[batch_id].wait(), wait_s)
         except asyncio.TimeoutError:
             pass
-
-    async def _requests_to_go_on(self, batch: Batch) -> list[BatchRequest] | None:
-        """The requests of a batch that goes on here (after a restart, or cancelled while
-        not running); None when it cannot and has ended `failed`, with the files of what
-        finished. A cancelled one needs none: it ends with what finished."""
-        try:
-            data = await self.files.read(batch.tenant, batch.input_file_id)
-        except ApiError as error:
-            if error.status != 404:
-                raise
-            if batch.id in self._cancelled:
-                return []
-            await self._fail(batch, [{"code": "input_file_missing", "message": f"The input file "
-                                      f"{batch.input_file_id} was deleted before the batch finished; its requests "
-                                      "without a result cannot run.", "param": None, "line": None}])
-            return None
-        requests, errors = await asyncio.to_thread(batch_requests, data, batch.endpoint)
-        if errors and batch.id not in self._cancelled:   # a check added since the batch began refuses its file
-            await self._fail(batch, errors)
-            return None
-        return requests
-
-    async def _fail(self, batch: Batch, errors: list[dict]) -> None:
-        """End the batch `failed` with `errors`, and the output and error files of the
-        results it has."""
-        log.warning("batch %s failed: %s", batch.id, errors[0]["message"])
-        await self._finish(batch, await self.store.results(batch.id), [], errors)
 
     async def _finish(self, batch: Batch, results: list[dict], unsent: list[BatchRequest],
                       errors: list[dict] | None = None) -> None:

@@ -159,8 +159,12 @@ class BatchStore:
         return (self._root if self._temporary is None else self._temporary.path) / "batch_results"
 
     def _put(self, batch: Batch) -> None:
+        """Keep `batch`; a batch kept `cancelling` (by a gateway sharing this store) is not
+        moved back to `in_progress` by its runner's progress, which then sees the cancel."""
         self._file.change("INSERT INTO batches (tenant, id, created_at, record, seq) VALUES (?, ?, ?, ?, "
-                          f"{next_seq('batches')}) ON CONFLICT (tenant, id) DO UPDATE SET record = excluded.record",
+                          f"{next_seq('batches')}) ON CONFLICT (tenant, id) DO UPDATE SET record = excluded.record "
+                          "WHERE NOT (json_extract(batches.record, '$.status') = 'cancelling' "
+                          "AND json_extract(excluded.record, '$.status') = 'in_progress')",
                           (batch.tenant, batch.id, batch.created_at, json.dumps(asdict(batch), ensure_ascii=False),
                            batch.tenant))
 
