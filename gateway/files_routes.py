@@ -3,7 +3,8 @@
 
 Invariants: as for every handler, authentication first and errors OpenAI-shaped; a
 tenant never reaches another tenant's files (their ids answer 404); an upload past
-`[server] max_file_bytes` is a 413, and nothing of it is kept.
+`[server] max_file_bytes` is a 413, and nothing of it is kept: a body sent in chunks
+(no Content-Length) is read no further than the limit.
 """
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 
-from gateway.errors import body_too_large, invalid_request
+from gateway.errors import ApiError, body_too_large, invalid_request
 from gateway.file_store import BATCH_INPUT_EXPIRY_S, PURPOSES, checked_expires_after
+from gateway.http_io import limited_body
 from gateway.list_page import list_page, listed
 from gateway.routes import tenant_endpoint
 from gateway.state import GatewayState
@@ -31,7 +33,9 @@ async def upload_file(request: Request, state: GatewayState, tenant: str) -> Res
         raise invalid_request("Upload a file as multipart/form-data with the fields 'file' and 'purpose'.",
                               param="file")
     try:
-        form = await request.form(max_files=1, max_fields=8)
+        form = await limited_body(request, limit + MULTIPART_SLACK_BYTES).form(max_files=1, max_fields=8)
+    except ApiError:   # past the limit (with the form's slack): nothing more is read, nothing kept
+        raise body_too_large(limit) from None
     except Exception as exc:   # NOTE: starlette's MultiPartException and its parser's errors
         raise invalid_request(f"The multipart body could not be read: {exc}", param="file") from None
     try:

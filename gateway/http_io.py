@@ -69,6 +69,23 @@ async def read_json_body(request: Request, max_body_bytes: int) -> Any:
     return body
 
 
+def limited_body(request: Request, max_body_bytes: int) -> Request:
+    """`request` whose body, however it is sent (a declared length or chunks), is a 413
+    (`body_too_large`, raised from reading it) once more than `max_body_bytes` came:
+    what reads it (a multipart parser spooling to disk) stops there."""
+    received = 0
+
+    async def receive() -> dict:
+        nonlocal received
+        message = await request.receive()
+        if message["type"] == "http.request":
+            received += len(message.get("body", b""))
+            if received > max_body_bytes:
+                raise body_too_large(max_body_bytes)
+        return message
+    return Request(request.scope, receive)
+
+
 def _nested_too_deep() -> ApiError:
     return ApiError(400, f"The JSON body of your request nests arrays or objects more than {MAX_JSON_DEPTH} "
                     "levels deep; we do not accept it.", "invalid_request_error", "invalid_json")
