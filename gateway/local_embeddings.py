@@ -13,7 +13,6 @@ model only serves embeddings: chat and completions on it are a 400 naming `model
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -22,12 +21,7 @@ from gateway.backend import ChatEvent, Prepared
 from gateway.embedding_model import EmbeddingModelConfig
 from gateway.embeddings import EmbeddingsRequest, input_items, reply_body
 from gateway.errors import ApiError, invalid_request
-
-
-# NOTE: transformers resolves `AutoModel` lazily, and two threads doing it at once (two
-# embedding models starting side by side) made one fail with "cannot import name
-# 'AutoModel'": the models' loads take turns at the import (the loads themselves do not wait).
-TRANSFORMERS_IMPORT = threading.Lock()
+from shards.transformers_names import transformers_names
 
 
 class EmbeddingModelError(RuntimeError):
@@ -60,8 +54,7 @@ class LocalEmbeddingBackend:
 
     def _load(self) -> None:
         check_embedding_model(self.config.path)
-        with TRANSFORMERS_IMPORT:
-            from transformers import AutoModel, AutoTokenizer   # NOTE: imports torch; only when served
+        AutoModel, AutoTokenizer = transformers_names("AutoModel", "AutoTokenizer")   # NOTE: imports torch
 
         tokenizer = AutoTokenizer.from_pretrained(self.config.path, local_files_only=True)
         model = AutoModel.from_pretrained(self.config.path, local_files_only=True).eval()

@@ -27,6 +27,7 @@ import platformdirs
 
 from cache.error_text import one_line_error
 from shards.process_state import process_runs
+from shards.transformers_names import transformers_names
 
 EMBEDDED_MODEL = "smollm2"
 TINY_MODEL = "tiny"
@@ -210,11 +211,9 @@ def load_tokenizer(name: str):
     path = model_dir(name)
     try:
         if _tokenizer_class(path) in GENERIC_TOKENIZER_CLASSES and (path / "tokenizer.json").is_file():
-            from transformers import PreTrainedTokenizerFast
-
+            [PreTrainedTokenizerFast] = transformers_names("PreTrainedTokenizerFast")
             return PreTrainedTokenizerFast.from_pretrained(path)
-        from transformers import AutoTokenizer
-
+        [AutoTokenizer] = transformers_names("AutoTokenizer")
         return AutoTokenizer.from_pretrained(path)
     except Exception as exc:   # what transformers raises for files it cannot use varies; its words are the reason
         raise ModelLoadError(f"the tokenizer in {path} could not be loaded: {one_line_error(exc)}") from exc

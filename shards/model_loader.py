@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 
 from shards.gguf_read_once import gguf_read_once
+from shards.transformers_names import transformers_names
 from shards.model_files import (AUTO_DTYPE, DTYPE_NAMES, EMBEDDED_MODEL, SMOLLM2_MODEL_ID, TINY_MODEL,
                                 ModelLoadError, check_model, conversion_dir, converted_smollm2,
                                 dtype_without_probe, find_smollm2_gguf, load_tokenizer, model_dir,
@@ -29,8 +30,7 @@ class LoadedModel:
 
 
 def _load_dir(path: Path, dtype: torch.dtype):
-    from transformers import AutoModelForCausalLM
-
+    [AutoModelForCausalLM] = transformers_names("AutoModelForCausalLM")
     try:
         model, loading = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, output_loading_info=True)
     except Exception as exc:   # what transformers raises for files it cannot use varies; its words are the reason
@@ -54,7 +54,7 @@ def load_smollm2(dtype: torch.dtype = torch.float32):
     if converted is not None:
         return _load_dir(converted, dtype)
     from tqdm import tqdm
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    AutoModelForCausalLM, AutoTokenizer = transformers_names("AutoModelForCausalLM", "AutoTokenizer")
 
     # NOTE: progress bars under a thread lock, not tqdm's default multiprocessing one: a
     # conversion stopped by Ctrl+C (its process killed) left that lock's semaphore to the

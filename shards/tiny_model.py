@@ -17,7 +17,9 @@ SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 def build_tiny_tokenizer():
     """Byte-level BPE with no merges: every byte is a token, plus ChatML specials."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
+    from shards.transformers_names import transformers_names
+
+    [PreTrainedTokenizerFast] = transformers_names("PreTrainedTokenizerFast")
 
     alphabet = pre_tokenizers.ByteLevel.alphabet()
     vocab = {ch: i for i, ch in enumerate(sorted(alphabet))}
@@ -38,7 +40,9 @@ def build_tiny_tokenizer():
 
 
 def tiny_config(vocab_size: int):
-    from transformers import LlamaConfig
+    from shards.transformers_names import transformers_names
+
+    [LlamaConfig] = transformers_names("LlamaConfig")
 
     return LlamaConfig(
         vocab_size=vocab_size,
@@ -56,7 +60,9 @@ def tiny_config(vocab_size: int):
 def build_tiny_model():
     """(model, tokenizer) with weights fixed by TINY_SEED, in float32 eval mode."""
     import torch
-    from transformers import LlamaForCausalLM
+    from shards.transformers_names import transformers_names
+
+    [LlamaForCausalLM] = transformers_names("LlamaForCausalLM")
 
     tokenizer = build_tiny_tokenizer()
     vocab_size = ((len(tokenizer) + 63) // 64) * 64

@@ -150,3 +150,33 @@ def test_several_embedding_models_start_side_by_side_in_a_fresh_process(encoder_
         done = subprocess.run([sys.executable, "-c", TWO_STARTS, str(encoder_dir)], capture_output=True, text=True,
                               timeout=180, cwd=repo, env=dict(os.environ, PYTHONPATH=str(repo)))
         assert done.returncode == 0 and done.stdout.strip() == "True", done.stderr[-2000:]
+
+
+TOKENIZER_BESIDE = """
+import asyncio, sys
+from gateway.embedding_model import EmbeddingModelConfig
+from gateway.local_embeddings import LocalEmbeddingBackend
+from shards.model_files import load_tokenizer
+
+async def main():
+    backend = LocalEmbeddingBackend(EmbeddingModelConfig(name="e", path=sys.argv[1]))
+    tokenizer, _ = await asyncio.gather(asyncio.to_thread(load_tokenizer, "tiny"), backend.start())
+    print(len(tokenizer) > 256 and backend.health()["ready"])
+
+asyncio.run(main())
+"""
+
+
+def test_an_embedding_model_starts_beside_a_local_models_tokenizer_in_a_fresh_process(encoder_dir):
+    """Known failure: the tiny model's tokenizer (`PreTrainedTokenizerFast`) and an embedding
+    model (`AutoModel`) resolved at once failed the start with "cannot import name" (5 of 5)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", TOKENIZER_BESIDE, str(encoder_dir)], capture_output=True,
+                              text=True, timeout=180, cwd=repo, env=dict(os.environ, PYTHONPATH=str(repo)))
+        assert done.returncode == 0 and done.stdout.strip() == "True", done.stderr[-2000:]
