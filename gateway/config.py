@@ -185,6 +185,9 @@ def default_config(demo_key: str, *, model: str = DEFAULT_LOCAL_MODEL, num_worke
         tenants=(TenantConfig(name="demo", key_digests=(key_digest(demo_key),), admin=True),))
 
 
+RATES_AND_SLOTS = ("requests_per_minute", "tokens_per_minute", "max_concurrent")   # limits with no 0
+
+
 def _limits(table: dict, where: str) -> LimitsConfig:
     table = table_at(table, where)
     reject_unknown_keys(table, LimitsConfig.__slots__, where, "limit")
@@ -192,6 +195,9 @@ def _limits(table: dict, where: str) -> LimitsConfig:
     for key, value in values.items():
         if value is not None and value < 0:
             raise ConfigError(f"{where}.{key} must be >= 0")
+        if value == 0 and key in RATES_AND_SLOTS:
+            raise ConfigError(f"{where}.{key} must be >= 1: 0 would turn every request away (to stop a tenant's "
+                              "traffic, remove the tenant or set its token_budget = 0)")
     return LimitsConfig(**values)
 
 
