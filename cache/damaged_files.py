@@ -1,7 +1,7 @@
 """Files the gateway keeps (the trace store, the response archive, the predictor's
 state) that it cannot read: set aside, never deleted.
 
-Invariant: `set_aside` renames a file, and the companion files that belong to it,
+Invariant: `set_aside` renames a file (never a directory), and the companion files that belong to it,
 beside it to `<name>.damaged-<UTC time>` and warns with both paths; the caller then
 starts afresh (a new database, a tenant learned anew) and the gateway keeps running.
 `set_aside_or_leave` is the same for state that can start afresh in memory alone (a
@@ -14,6 +14,7 @@ raised as it is.
 """
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import sqlite3
@@ -35,7 +36,11 @@ def set_aside(path: Path, what: str, why: str, side_suffixes: Iterable[str] = ()
     """Rename `path` to `<name>.damaged-<UTC time>` beside it, and what belongs to it
     (each that exists): its side files (`<name><suffix>`, which keep their suffix after
     the new name, so SQLite still pairs them) and its `companions` (each renamed the same
-    way as `path`). Warn naming `what` and `why`. Returns the new path."""
+    way as `path`). Warn naming `what` and `why`. Returns the new path. A directory is
+    never moved (a setting that names one by mistake would take all it holds along): an
+    IsADirectoryError, and it stays where it is."""
+    if path.is_dir():
+        raise IsADirectoryError(errno.EISDIR, f"{what} is a directory, not a file; left where it is", str(path))
     stamp = _stamp()
     aside = _aside(path, stamp)
     os.replace(path, aside)

@@ -11,7 +11,7 @@ and a restart then handed every budget out again. `check_store_places` tries the
 Invariant: it returns having made the directories the stores make and opened (then
 closed) each SQLite file as its store opens it (schema made; a damaged file set aside,
 as its store would), and, when some tenant has a `token_budget`, having written a file
-beside the spent-tokens file (then removed it); or it raises `StartFailed` naming the
+beside the spent-tokens file (then removed it), which is not a directory; or it raises `StartFailed` naming the
 first place that cannot be used, and why, in one line. Nothing is checked for responses
 kept in memory (":memory:"), nor for the spent tokens when no tenant has a budget.
 """
@@ -67,10 +67,14 @@ def budgeted_tenants(config: GatewayConfig) -> list[str]:
 
 def check_spent_tokens_place(budgeted: list[str], environ: Mapping[str, str] = os.environ) -> None:
     """Raise StartFailed, naming the tenants `budgeted`, when the spent tokens file cannot
-    be written beside; nothing is tried without budgeted tenants. Blocking."""
+    be written beside (nothing is tried without budgeted tenants), or is a directory.
+    Blocking."""
+    spent = spent_tokens_path(environ)
+    if spent.is_dir():   # read at every start, budgets or not
+        raise StartFailed(f"the tenants' spent tokens file {spent} is a directory (set ${SPENT_TOKENS_ENV} to a "
+                          "file path)")
     if not budgeted:
         return
-    spent = spent_tokens_path(environ)
     try:
         write_beside(spent)
     except OSError as exc:

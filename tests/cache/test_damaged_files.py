@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from cache.damaged_files import connect_setting_aside_damaged, is_damaged_database, surviving_damage
+from cache.damaged_files import connect_setting_aside_damaged, is_damaged_database, set_aside, surviving_damage
 from agents_trace.store import TraceStore
 
 
@@ -193,3 +193,11 @@ def test_set_aside_or_leave_says_in_one_line_that_a_file_it_cannot_move_is_left(
     assert record.exc_info is None and "\n" not in record.getMessage()
     assert (f"the state {path} could not be read (bad), and could not be set aside either (PermissionError: "
             in record.getMessage() and "left it as it is, not to be written over" in record.getMessage())
+
+
+def test_a_directory_is_never_set_aside(tmp_path):
+    kept = tmp_path / "state"
+    (kept / "inside").mkdir(parents=True)
+    with pytest.raises(IsADirectoryError, match="is a directory, not a file; left where it is"):
+        set_aside(kept, "the tenants' spent tokens", "could not be read")
+    assert (kept / "inside").is_dir() and [p.name for p in tmp_path.iterdir()] == ["state"]

@@ -68,6 +68,20 @@ def test_an_unwritable_spent_tokens_file_fails_only_when_a_tenant_has_a_budget(t
     assert "the token budgets of 'a' would not hold across a restart (set $STEPAHEAD_SPENT_TOKENS" in message
 
 
+def test_a_spent_tokens_path_that_is_a_directory_fails_the_start_and_moves_nothing(tmp_path):
+    """It used to be read as a damaged file and renamed aside with everything in it (the
+    responses, conversations and files kept there), the budgets starting again from 0."""
+    data = tmp_path / "data"
+    (data / "files").mkdir(parents=True)
+    (data / "notes.txt").write_text("mine")
+    for config in (_config(), _config(budget=100)):   # read at every start, budgets or not
+        with pytest.raises(StartFailed) as failed:
+            check_store_places(config, _environ(tmp_path, spent=data))
+        assert str(failed.value) == (f"the tenants' spent tokens file {data} is a directory (set "
+                                     "$STEPAHEAD_SPENT_TOKENS to a file path)")
+    assert (data / "notes.txt").read_text() == "mine" and sorted(p.name for p in tmp_path.iterdir()) == ["data"]
+
+
 def test_responses_in_memory_check_no_place(tmp_path):
     (tmp_path / "a-file").write_text("")
     check_store_places(_config(), {"STEPAHEAD_RESPONSES_DB": ":memory:",
