@@ -82,26 +82,27 @@ def test_preparing_a_model_in_a_child_settles_auto_as_this_process_would_and_rai
         spawned.prepare_model(str(tmp_path / "missing"), "cpu", "auto")
 
 
-def _ignores_sigint(pid: int | str) -> bool:
+def _ignores(pid: int | str, signum: int) -> bool:
     mask = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("SigIgn:"))
-    return bool(int(mask.split()[1], 16) & (1 << (signal.SIGINT - 1)))
+    return bool(int(mask.split()[1], 16) & (1 << (signum - 1)))
 
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads signal dispositions from /proc")
-def test_the_fork_server_and_what_it_forks_ignore_ctrl_c_from_its_first_import_on():
+def test_the_fork_server_and_what_it_forks_ignore_ctrl_c_and_a_group_sigterm_from_its_first_import_on():
     from multiprocessing import forkserver
 
     assert FORK_SERVER_PRELOAD[0] == "shards.fork_server_signals"
     transport = LocalTransport()
     child_pid, child_ignores = transport.call_in_child("cpu", "tests.shards.test_local_transport",
-                                                       "_own_pid_and_sigint_ignored", ())
-    assert child_pid != os.getpid() and child_ignores
-    assert _ignores_sigint(forkserver._forkserver._forkserver_pid)
-    assert not _ignores_sigint("self")   # this process keeps its own Ctrl+C
+                                                       "_own_pid_and_signals_ignored", ())
+    assert child_pid != os.getpid() and child_ignores == (True, True)
+    server_pid = forkserver._forkserver._forkserver_pid
+    assert _ignores(server_pid, signal.SIGINT) and _ignores(server_pid, signal.SIGTERM)
+    assert not _ignores("self", signal.SIGINT) and not _ignores("self", signal.SIGTERM)   # this process keeps them
 
 
-def _own_pid_and_sigint_ignored() -> tuple[int, bool]:
-    return os.getpid(), _ignores_sigint("self")
+def _own_pid_and_signals_ignored() -> tuple[int, tuple[bool, bool]]:
+    return os.getpid(), (_ignores("self", signal.SIGINT), _ignores("self", signal.SIGTERM))
 
 
 def _parent_of(pid: int) -> int:
