@@ -14,8 +14,9 @@ Invariants:
 - tenants' `weight` and `kv_share` take effect at once on every local model's engine and
   workers (and on a worker restarted later), as a start would have applied them
   (`LocalBackend.set_tenant_shares`): the workers' KV cache stays;
-- the `[[models]]`, `[server]` and `[tracing]` sections take effect at the next start; the
-  log line says which of them changed, compared as the command line would make them at a
+- the `[[models]]`, `[server]` and `[tracing]` sections take effect at the next start (changed
+  models that start would refuse, a bad engine option or a missing model, refuse the
+  reload, as the start's check says); the log line says which of them changed, compared as the command line would make them at a
   start (`overrides`): what a flag fixes (`--port`, `--host`, `--capture-content`) is never
   reported as changed;
 - a SIGHUP never ends the gateway: without a config file it logs that there is nothing
@@ -37,6 +38,7 @@ from gateway.auth import KeyRing
 from gateway.config import SERVER_KEYS, ConfigError, GatewayConfig, TenantConfig, load_config
 from gateway.start_failure import StartFailed
 from gateway.state import GatewayState
+from gateway.serve_command import local_model_problem
 from gateway.store_places import budgeted_tenants, check_spent_tokens_place
 
 log = logging.getLogger("stepahead")
@@ -119,6 +121,10 @@ async def reload_tenants(state: GatewayState, path: Path, overrides: Overrides |
         new = await asyncio.to_thread(load_config, path)
         if overrides is not None:
             new = overrides(new)
+        if new.models != state.config.models:   # kept for the next start: that start would refuse them
+            problem = await asyncio.to_thread(local_model_problem, new)
+            if problem is not None:
+                raise ConfigError(f"the next start would fail: {problem}")
         newly_budgeted = sorted(set(budgeted_tenants(new)) - set(budgeted_tenants(state.config)))
         await asyncio.to_thread(check_spent_tokens_place, newly_budgeted)
         report = apply_tenants(state, new)

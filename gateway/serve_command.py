@@ -73,7 +73,7 @@ def _process_device(engine_options: dict) -> str | None:
     return str(engine_options.get("device", "cpu"))
 
 
-def _local_model_problem(config) -> str | None:
+def local_model_problem(config) -> str | None:
     """Why a local model of `config` cannot start here (a bad engine option, missing
     model, unusable device), found before the server binds; None when all can."""
     from gateway.config import LocalModelConfig
@@ -212,7 +212,7 @@ def _server_or_exit_status(args: argparse.Namespace):
         from shards.local_transport import start_fork_server
 
         start_fork_server()
-    problem = _local_model_problem(config)
+    problem = local_model_problem(config)
     if problem:
         print(f"stepahead: {problem}", file=sys.stderr)
         return 2

@@ -91,6 +91,25 @@ def test_a_reload_leaves_what_the_models_engine_table_fixes_and_says_so(tmp_path
         'policy = "predictive" in [models.engine])']
 
 
+@pytest.mark.parametrize("engine, reason", [
+    ('policy = "lfu"\n', "engine option policy must be one of"),
+    ('num_hot_blocks = -1\n', "engine option num_hot_blocks must be an integer >= 1"),
+    ('no_such_option = 1\n', "unknown engine option 'no_such_option'"),
+])
+def test_a_reload_whose_models_the_next_start_would_refuse_changes_nothing(tmp_path, caplog, engine, reason):
+    """It used to report success ("at the next start: [[models]]"), and the next start
+    with the same file then exited 2."""
+    path = tmp_path / "gw.toml"
+    path.write_text(LOCAL + _tenant("a", "sk-a"))
+    state = build_app(load_config(path), config_path=str(path)).state.gateway
+    path.write_text(LOCAL + engine + _tenant("a", "sk-a") + _tenant("b", "sk-b"))
+    with caplog.at_level(logging.ERROR, logger="stepahead"):
+        assert asyncio.run(reload_tenants(state, path)) is None
+    assert [t.name for t in state.config.tenants] == ["a"]
+    assert (f"stepahead: the tenants were not reloaded from {path}: the next start would fail: cannot serve model "
+            f"'tiny': {reason}") in caplog.text
+
+
 @pytest.mark.parametrize("broken", ["[[tenants]]\nname = ", MODEL, None])
 def test_a_file_that_does_not_load_changes_nothing(tmp_path, caplog, broken):
     path = tmp_path / "gw.toml"
