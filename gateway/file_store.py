@@ -46,6 +46,8 @@ CREATE INDEX IF NOT EXISTS files_by_time ON files (tenant, created_at);
 ADDED_COLUMNS = (("files", "expires_at", "INTEGER"), ("files", "seq", "INTEGER"))   # not in the first version's files
 COLUMNS = "id, bytes, created_at, filename, purpose, expires_at"
 PURPOSES = ("batch", "batch_output", "user_data", "assistants", "assistants_output", "fine-tune", "vision", "evals")
+OUTPUT_PURPOSES = ("batch_output", "assistants_output")   # what the server makes: never an upload's
+UPLOAD_PURPOSES = tuple(purpose for purpose in PURPOSES if purpose not in OUTPUT_PURPOSES)
 MIN_EXPIRY_S, MAX_EXPIRY_S = 3600, 30 * 24 * 3600
 BATCH_INPUT_EXPIRY_S = MAX_EXPIRY_S   # as at OpenAI, an upload for the Batch API expires after 30 days
 REMOVED_PER_SWEEP = 256

@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 
 from gateway.errors import ApiError, body_too_large, invalid_request
-from gateway.file_store import BATCH_INPUT_EXPIRY_S, PURPOSES, checked_expires_after
+from gateway.file_store import BATCH_INPUT_EXPIRY_S, UPLOAD_PURPOSES, checked_expires_after
 from gateway.http_io import limited_body
 from gateway.list_page import list_page, listed
 from gateway.routes import tenant_endpoint
@@ -43,8 +43,8 @@ async def upload_file(request: Request, state: GatewayState, tenant: str) -> Res
         if not isinstance(upload, UploadFile):
             raise invalid_request("Missing required parameter: 'file' (a file part).", param="file",
                                   code="missing_required_parameter")
-        if purpose not in PURPOSES or purpose == "batch_output":
-            raise invalid_request(f"'purpose' must be one of {', '.join(p for p in PURPOSES if p != 'batch_output')}.",
+        if purpose not in UPLOAD_PURPOSES:
+            raise invalid_request(f"'purpose' must be one of {', '.join(UPLOAD_PURPOSES)}.",
                                   param="purpose", code="invalid_value")
         if upload.size is not None and upload.size > limit:
             raise body_too_large(limit)
