@@ -66,7 +66,8 @@ async def generate(job: BackgroundJob, run: BackgroundRun) -> None:
         exchange.error = "cancelled"
         exchange.close(None, CLIENT_CLOSED_STATUS)  # counted as a client that left
         job.keep(writer.snapshot("cancelled"), None)
-        run.append(writer.cancelled())
+        if not run.stopped_by_shutdown:   # a reader the shutdown cut reads its `error` event, numbered next
+            run.append(writer.cancelled())
     except Exception as exc:  # NOTE: an ApiError from admission or the backend, or a bug: the run fails
         if not isinstance(exc, ApiError):
             log.exception("background response %s failed", run.response_id)

@@ -34,6 +34,7 @@ class BackgroundRun:
     status: str = "queued"  # then "in_progress"; a finished run's final object is in the response store
     events: list[bytes] = field(default_factory=list)
     is_done: bool = False
+    stopped_by_shutdown: bool = False   # its readers get the shutdown's `error` event, not `response.cancelled`
     task: asyncio.Task | None = None
     _more: asyncio.Future | None = None
 
@@ -105,8 +106,10 @@ class BackgroundRuns:
             await asyncio.gather(run.task, return_exceptions=True)
 
     async def cancel_all(self) -> None:
+        """Stop every run (the gateway stops)."""
         for runs in list(self._by_tenant.values()):
             for run in list(runs.values()):
+                run.stopped_by_shutdown = True
                 await self.cancel(run)
 
     def _forget_old(self, tenant: str) -> None:
