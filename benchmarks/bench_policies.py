@@ -43,6 +43,7 @@ import functools
 import json
 import random
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -183,8 +184,10 @@ def plot(rows: list[dict], trace: str, split: str, path: Path, title: str) -> No
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mooncake", type=Path, default=MOONCAKE)
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--out-dir", type=Path, default=ROOT / "docs")
+    parser.add_argument("--quick", action="store_true", help="fewer sizes and sessions (about a minute)")
+    parser.add_argument("--out-dir", type=Path, default=None,
+                        help="where the PNG plots go (default: docs/ for a full run, which the docs show; a new "
+                             "temporary directory for --quick, so a quick look never replaces them)")
     parser.add_argument("--calibration", choices=list(CALIBRATIONS), default=DEFAULT_CALIBRATION,
                         help="engine dtype whose measured costs the simulated TTFT uses (cache/sim/cost_model.py)")
     args = parser.parse_args()
@@ -250,14 +253,16 @@ def main() -> None:
                                 block_size=16, source=cold_hmm_source(), label="predictive+hmm-cold"))
 
     summary = summarize(rows)
-    plot(rows, "mooncake", "all", args.out_dir / "policies_mooncake.png",
+    out_dir = args.out_dir or (Path(tempfile.mkdtemp(prefix="bench_policies-quick-")) if args.quick
+                               else ROOT / "docs")
+    plot(rows, "mooncake", "all", out_dir / "policies_mooncake.png",
          "Mooncake conversation trace (512-token blocks, HOT only)")
-    plot(rows, "agent", "train", args.out_dir / "policies_agent.png",
+    plot(rows, "agent", "train", out_dir / "policies_agent.png",
          "Agent workload (4 tenants x 40 sessions, seed 0, 16-token blocks, HOT only)")
     if not args.quick:
-        plot(rows, "agent-long", "train", args.out_dir / "policies_agent_long.png",
+        plot(rows, "agent-long", "train", out_dir / "policies_agent_long.png",
              f"Agent workload, steady state (4 tenants x {LONG_SESSIONS} sessions, seed 0, 16-token blocks)")
-    print(json.dumps({"summary": summary, "calibration": args.calibration,
+    print(json.dumps({"summary": summary, "calibration": args.calibration, "plots": str(out_dir),
                       "wall_s": round(time.perf_counter() - started, 1)}), flush=True)
 
 
