@@ -15,7 +15,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from agents_trace.stdout_reader import quiet_when_reader_leaves
+from cache.stdout_reader import quiet_when_reader_leaves
 
 
 def commands() -> tuple[Callable[[argparse._SubParsersAction], None], ...]:

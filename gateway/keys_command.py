@@ -18,8 +18,13 @@ from gateway.config import key_digest
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("hash-key", help="print the sha256 digest of an API key")
-    parser.add_argument("--generate", action="store_true", help="make a new random key")
+    parser = subparsers.add_parser(
+        "hash-key", help="print the sha256 digest of an API key",
+        description="Print the sha256 digest of the API key read from stdin, for a tenant's api_key_sha256: "
+                    '`echo -n "$KEY" | stepahead hash-key` (on stdin, the key stays out of shell history and '
+                    "process lists; whitespace around it is no part of it). With --generate, a new random "
+                    "key and its digest instead.")
+    parser.add_argument("--generate", action="store_true", help="make a new random key (stdin is not read)")
     parser.add_argument("--tenant", metavar="NAME",
                         help="print a [[tenants]] table for NAME with the digest (a generated key goes to stderr)")
     parser.set_defaults(handler=hash_key)
@@ -36,7 +41,7 @@ def hash_key(args: argparse.Namespace) -> int:
     else:
         api_key = sys.stdin.readline().strip()
         if not api_key:
-            print("stepahead: give the key on stdin", file=sys.stderr)
+            print('stepahead: give the key on stdin: echo -n "$KEY" | stepahead hash-key', file=sys.stderr)
             return 2
         if args.tenant is None:
             print(key_digest(api_key))

@@ -33,12 +33,14 @@ from gateway.prompt_token_cache import PromptTokenCache
 from gateway.reply_format import reply_schema
 from gateway.schema_checks import SchemaChecker
 from gateway.schemas import ChatCompletionRequest, NamedToolChoice
-from gateway.tenant_shares import apply_tenant_shares, with_tenant_shares
+from gateway.tenant_shares import apply_tenant_shares, log_notes, with_tenant_shares
 
 log = logging.getLogger("stepahead.gateway")
 
 STATS_REFRESH_INTERVAL_S = 2.0
 TEXT_PART_TYPES = ("text", "input_text", "output_text")
+# the embedded model's conversion, measured (docs/serving.md): 12.4-14.7 s idle, 26 s busy
+CONVERSION_TIME = "about 12-15 s on a 2-core machine, longer while it is busy"
 
 
 class LocalBackend(LocalCompletions):
@@ -58,8 +60,7 @@ class LocalBackend(LocalCompletions):
         options.setdefault("policy", DEFAULT_LOCAL_POLICY)
         self._fixed_by_engine_options, notes = with_tenant_shares(options, tenant_weights or {},
                                                                   tenant_kv_shares or {}, config.name)
-        for note in notes:
-            log.warning("%s", note)
+        log_notes(notes)
         self.engine = LocalEngine(config.path, config.num_workers, **options)
         self.engine.on_worker_event = self._worker_event
         self.engine.on_start_progress = self._start_progress
@@ -105,9 +106,9 @@ class LocalBackend(LocalCompletions):
         target = model_dir(EMBEDDED_MODEL)
         if target.exists():   # converted before, since damaged or cut short
             return (f"the converted copy of the embedded model in {target} is incomplete: converting "
-                    "the SmolLM2 GGUF again (about 20 s on a small machine)")
+                    f"the SmolLM2 GGUF again ({CONVERSION_TIME})")
         return (f"first start: converting the embedded SmolLM2 GGUF into {target} "
-                "(once; about 20 s on a small machine)")
+                f"(once; {CONVERSION_TIME})")
 
     def started_line(self) -> str:
         """What the operator is told once the workers are up: where and how they run."""

@@ -40,6 +40,7 @@ from gateway.start_failure import StartFailed
 from gateway.state import GatewayState
 from gateway.serve_command import local_model_problem
 from gateway.store_places import budgeted_tenants, check_spent_tokens_place
+from gateway.tenant_shares import log_notes
 
 log = logging.getLogger("stepahead")
 
@@ -103,8 +104,7 @@ def apply_tenants(state: GatewayState, new: GatewayConfig) -> ReloadReport:
         for name, backend in state.backends.items():
             set_tenant_shares = getattr(backend, "set_tenant_shares", None)   # local models only
             if set_tenant_shares is not None:
-                for note in set_tenant_shares(weights, kv_shares, shares_changed):
-                    log.warning("stepahead: %s", note)
+                log_notes(set_tenant_shares(weights, kv_shares, shares_changed))
                 applied_to.append(name)
     return ReloadReport(
         added=tuple(sorted(set(new_by_name) - set(old_by_name))),

@@ -30,10 +30,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--config", help="TOML config file (models, tenants, limits, tracing); SIGHUP "
                         "reloads its tenants while serving")
     parser.add_argument("--host", help="bind address (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, help="port (default 8000)")
+    parser.add_argument("--port", type=int, help="port (default 8000; 0: a free port, printed once it listens)")
     parser.add_argument("--log-level", default="info",
                         choices=("critical", "error", "warning", "info", "debug"),
-                        help="least severe log lines printed (default info)")
+                        help="least severe of uvicorn's log lines printed (default info; 'warning': no "
+                             "INFO: lines)")
     parser.add_argument("--capture-content", action="store_true", default=None,
                         help="keep prompts and replies in the traces (/ui, `stepahead traces show "
                              "--content`, OTLP spans); off unless [tracing] capture_content or "

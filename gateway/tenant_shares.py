@@ -5,11 +5,15 @@ worker's queue); its kv_share a fixed fraction of each worker's HOT KV blocks (t
 predictive policy's reservations; tenants without one share the rest, planned from
 demand). Invariants: what `[models.engine]` sets (`tenant_weights`,
 `policy_options.static_shares`) wins over the tenants' values, at the start and at every
-reload; under a policy without reservations kv_shares are ignored, and the log says so.
+reload; under a policy without reservations kv_shares are ignored, and the log says so,
+in the same words at the start and at a reload (`log_notes`).
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
+
+log = logging.getLogger("stepahead")
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +26,13 @@ class FixedByEngineOptions:
 def kv_share_ignored(model: str, policy: str) -> str:
     return (f"model {model!r}: tenants' kv_share is ignored under policy {policy!r} (reservations need "
             "policy = \"predictive\" in [models.engine])")
+
+
+def log_notes(notes: list[str]) -> None:
+    """Log the lines `with_tenant_shares` (at a start) or `apply_tenant_shares` (at a
+    reload) gave, each a warning under the `stepahead:` prefix of the gateway's lines."""
+    for note in notes:
+        log.warning("stepahead: %s", note)
 
 
 def positive_shares(kv_shares: dict[str, float]) -> dict[str, float]:

@@ -81,23 +81,31 @@ def start_aware_server_class(cancel_start: Callable[[], None], announce: Callabl
     return Server
 
 
+STARTUP_FAILED = "Application startup failed. Exiting."   # uvicorn's line after the failure's report
+
+
 class StartReports(logging.Filter):
     """uvicorn's reports of a start that did not finish. Once the start was cancelled on
     purpose, none: the operator asked for the stop and is told it happened. For a start
     that failed with a stated reason (gateway.start_failure.StartFailed), that reason in
-    one line instead of the traceback."""
+    one line instead of the traceback, and nothing after it: uvicorn's STARTUP_FAILED line
+    is kept only after an unexpected failure's traceback, which it ends."""
 
     def __init__(self, server) -> None:
         super().__init__()
         self._server = server
+        self._stated = False   # a stated reason was logged: the start's failure is told
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
         if self._server.start_cancelled_by is not None:
-            return not (message == "Application startup failed. Exiting." or "StartCancelled" in message)
+            return not (message == STARTUP_FAILED or "StartCancelled" in message)
+        if message == STARTUP_FAILED:
+            return not self._stated
         reason = start_failure_line(message)
         if reason is not None:
             record.msg, record.args, record.exc_info = f"stepahead: the start failed: {reason}", (), None
+            self._stated = True
         return True
 
 

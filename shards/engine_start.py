@@ -26,7 +26,7 @@ import time
 from shards.chat_template import supports_tools
 from shards.probed_costs import ProbedCosts, ProbeKey
 from shards.transport import StartCancelled, make_transport
-from shards.worker_events import workers_starting_line
+from shards.worker_events import probe_reason, workers_starting_line
 
 WORKER_START_TIMEOUT_S = 300.0
 ABANDON_JOIN_S = 2.0   # a killed worker's exit, seen by its reader thread
@@ -94,8 +94,8 @@ class EngineStart:
             self.config = dataclasses.replace(self.config, inline_transfers=True)
             self._dispatcher.config = dataclasses.replace(self._dispatch_config, inline_transfers=True)
         # costs probed at an earlier start on this machine spare the workers their probe
-        probe_key = (ProbeKey.of(self.config, self.num_workers)
-                     if self._reuse_probed_costs and self.transport_name == "local" else None)
+        local = self.transport_name == "local"
+        probe_key = ProbeKey.of(self.config, self.num_workers) if self._reuse_probed_costs and local else None
         probes = ProbedCosts()
         stored = probes.get(probe_key, time.time()) if probe_key is not None else None
         if stored is not None:
@@ -107,7 +107,8 @@ class EngineStart:
         self.tokenizer = load_tokenizer(self.config.model)
         self.supports_tools = supports_tools(self.tokenizer)
         if self.on_start_progress is not None:
-            self.on_start_progress(workers_starting_line(self.num_workers, probing=stored is None))
+            probe = probe_reason(reuse=self._reuse_probed_costs, local=local, stored=stored is not None)
+            self.on_start_progress(workers_starting_line(self.num_workers, probe=probe))
         for i in range(self.num_workers):
             await asyncio.to_thread(self._spawn, f"w{i}")
         await asyncio.to_thread(self._wait_ready)

@@ -53,14 +53,30 @@ def worker_down_line(worker_id: str, reason: str, *, num_failed: int, num_retrie
     return f"{line}; restarting it in {restart_in_s:.1f} s"
 
 
-def workers_starting_line(num_workers: int, *, probing: bool) -> str:
-    """One line as the workers of a start are spawned: they load the model, and at a first
-    start on this machine with these settings (or with the reuse turned off) each also
-    times its prefill and decode, seconds more."""
+NOT_STORED = "no timing of this machine with these settings from the last 24 h"
+REUSE_OFF = "reuse_probed_costs = false"
+NOT_KEPT = "timings are kept for local workers only"
+
+
+def probe_reason(*, reuse: bool, local: bool, stored: bool) -> str | None:
+    """Why a start's workers time their prefill and decode (None: they do not, a timing
+    stored by an earlier start with `reuse` on is used): the reuse turned off
+    (`reuse_probed_costs = false`, whatever is stored), Ray workers (no timing is kept
+    for them), or none stored for this machine and these settings."""
+    if not reuse:
+        return REUSE_OFF
+    if not local:
+        return NOT_KEPT
+    return None if stored else NOT_STORED
+
+
+def workers_starting_line(num_workers: int, *, probe: str | None) -> str:
+    """One line as the workers of a start are spawned: they load the model, and when
+    `probe` gives a reason (`probe_reason`), each also times its prefill and decode,
+    seconds more, and the line says why."""
     line = f"starting {num_workers} worker(s): loading the model"
-    if probing:
-        line += (", then timing each one's prefill and decode (no timing of this machine with these "
-                 "settings from the last 24 h)")
+    if probe is not None:
+        line += f", then timing each one's prefill and decode ({probe})"
     return line
 
 

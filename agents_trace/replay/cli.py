@@ -47,9 +47,8 @@ def flag_error(args: argparse.Namespace) -> str | None:
     """What is wrong with the numeric flags (None: nothing)."""
     if not math.isfinite(args.speed) or args.speed <= 0:
         return f"--speed must be positive and finite, got {args.speed}"
-    if args.concurrency < 1 or (args.limit is not None and args.limit < 1):
-        return "--concurrency and --limit must be at least 1"
-    for flag, value in (("--max-input-tokens", args.max_input_tokens),
+    for flag, value in (("--concurrency", args.concurrency), ("--limit", args.limit),
+                        ("--max-input-tokens", args.max_input_tokens),
                         ("--max-output-tokens", args.max_output_tokens)):
         if value is not None and value < 1:
             return f"{flag} must be at least 1, got {value}"

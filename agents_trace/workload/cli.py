@@ -58,7 +58,7 @@ def add_generate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=defaults.seed, help="fixes every draw (default: %(default)s)")
     parser.add_argument("--tool-seed", type=int, default=None, dest="tool_seed",
                         help="fixes each tool's median duration; workloads with the same tool seed are "
-                             "other sessions of the same tenants; None means --seed (default: %(default)s)")
+                             "other sessions of the same tenants (default: the --seed value)")
     parser.add_argument("-o", "--output", required=True, help="trace file to write ('-' for stdout)")
     parser.add_argument("--patterns", nargs="*", default=None,
                         help="tool-sequence JSONL files to learn from (default: the packaged patterns)")
@@ -119,7 +119,7 @@ def summary(records: list[TraceRecord], num_tenants: int) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="stepahead workload", description="agent workload tools")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     generate = sub.add_parser("generate", help="write a multi-tenant agent trace")
     add_generate_arguments(generate)
     args = parser.parse_args(argv)
@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
 def register(subparsers) -> None:
     """`stepahead workload generate ...`"""
     parser = subparsers.add_parser("workload", help="agent workload tools")
-    sub = parser.add_subparsers(dest="workload_command", required=True)
+    sub = parser.add_subparsers(dest="workload_command", metavar="COMMAND", required=True)
     generate = sub.add_parser("generate", help="write a multi-tenant agent trace")
     add_generate_arguments(generate)
     generate.set_defaults(handler=run_generate)

@@ -18,9 +18,9 @@ own `interactive_block_hit_rate`, `interactive_ttft_p50_s` and `interactive_ttft
 `--policy` and `--hot-blocks` also take comma-separated lists (`--policy all`: every
 policy): each pair then runs on the same trace, and the output is a table comparing them
 at each memory size (LRU's mean TTFT over each policy's, and the share of the LRU ->
-Belady gap closed; sweep.py), or with `--json` one JSON line per run; `--plot IMAGE` draws
-hit rate and TTFT against HOT blocks. A single policy at a single size prints exactly the
-one JSON line above. Every figure of the line, counts too (`evictions`, `flex_evictions`,
+Belady gap closed; sweep.py), or with `--json` one JSON line per run. `--plot IMAGE` draws
+hit rate and TTFT against HOT blocks, for any runs (a single run is one point). A single
+policy at a single size prints exactly the one JSON line above (the plot's path to stderr). Every figure of the line, counts too (`evictions`, `flex_evictions`,
 `prefetched_blocks`, `prefetch_used_frac`), covers the measured requests alone
 (`--measure-from-frac`).
 
@@ -32,7 +32,7 @@ Every flag is checked before the trace is read, as argparse does (one line, exit
 times and costs are finite and >= 0, `--copy-bytes-per-s` > 0, `--measure-from-frac` in
 [0, 1), each tier at most MAX_BLOCKS blocks (its slots are allocated up front), and a
 `--plot` that cannot be written, or in a format matplotlib does not write, is refused
-before the runs, not after them.
+before the runs, not after them: with one run as with several.
 """
 from __future__ import annotations
 
@@ -96,8 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "flex_blocks_evicted_first = false); by default they go first")
     parser.add_argument("--json", action="store_true",
                         help="print JSON lines (one run: always one JSON line)")
-    parser.add_argument("--plot", help="with several runs: draw hit rate and TTFT against HOT blocks to this "
-                                       "image (PNG, or another format matplotlib writes, by its suffix)")
+    parser.add_argument("--plot", metavar="IMAGE",
+                        help="draw hit rate and TTFT against HOT blocks to this image (PNG, or another format "
+                             "matplotlib writes, by its suffix; checked before the runs); one run is one point")
     return parser
 
 
@@ -213,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    if args.plot and len(args.hot_blocks) * len(args.policy) > 1:
+    if args.plot:
         problem = _plot_problem(Path(args.plot))
         if problem is not None:
             parser.error(f"argument --plot: {args.plot}: {problem}")
@@ -260,20 +261,21 @@ def main(argv: list[str] | None = None) -> int:
         if len(pairs) == 1:
             result = run(*pairs[0])
             result["wall_s"] = round(time.perf_counter() - started, 3)
-            print(json.dumps({**result, "calibration": args.calibration}))
-            return 0
-        runs = []
-        for policy, hot in tqdm(pairs, desc="simulating", unit="run", file=sys.stderr, disable=None):
-            began = time.perf_counter()
-            result = {**run(policy, hot), "label": policy, "calibration": args.calibration}
-            result["wall_s"] = round(time.perf_counter() - began, 3)
-            runs.append(result)
-            if args.json:
-                print(json.dumps(result), flush=True)
+            print(json.dumps({**result, "calibration": args.calibration}), flush=True)
+            runs = [{**result, "label": pairs[0][0]}]
+        else:
+            runs = []
+            for policy, hot in tqdm(pairs, desc="simulating", unit="run", file=sys.stderr, disable=None):
+                began = time.perf_counter()
+                result = {**run(policy, hot), "label": policy, "calibration": args.calibration}
+                result["wall_s"] = round(time.perf_counter() - began, 3)
+                runs.append(result)
+                if args.json:
+                    print(json.dumps(result), flush=True)
     except SimulatedTimesOverflow as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if not args.json:
+    if len(runs) > 1 and not args.json:
         print(comparison_table(comparison_rows(runs)))
     if args.plot:
         try:

@@ -11,7 +11,6 @@ from shards.local_transport import LocalTransport
 from shards.probed_costs import MAX_AGE_S, MAX_ENTRIES, ProbedCosts, ProbeKey
 from shards.protocol import CostProfile
 from shards.worker_config import WorkerConfig
-from shards.worker_events import workers_starting_line
 
 COSTS = {"w0": CostProfile(1e-3, 2e-4, 3e-4), "w1": CostProfile(1.1e-3, 2.2e-4, 3.3e-4)}
 
@@ -105,6 +104,8 @@ def test_an_engine_probes_at_its_first_start_and_reuses_the_probe_at_the_next(tm
     again, reused = start_and_stop()
     assert (again, asked_to_probe[1:]) == ("reused", [False]) and reused == probed
     assert start_and_stop(reuse_probed_costs=False)[0] == "probed" and asked_to_probe[2:] == [True]
-    # each start said what its workers do first, the timing where they do it
-    assert told == [workers_starting_line(1, probing=True), workers_starting_line(1, probing=False),
-                    workers_starting_line(1, probing=True)]
+    # each start said what its workers do first, the timing where they do it and why: the
+    # third found the second's timing stored, and times them only because it was told to
+    timing = "starting 1 worker(s): loading the model, then timing each one's prefill and decode"
+    assert told == [f"{timing} (no timing of this machine with these settings from the last 24 h)",
+                    "starting 1 worker(s): loading the model", f"{timing} (reuse_probed_costs = false)"]

@@ -2,7 +2,7 @@
 import signal
 
 from shards.supervisor import START_TIMEOUT_REASON, UNRESPONSIVE_REASON
-from shards.worker_events import (exit_reason, fence_words, worker_back_line, worker_down_line,
+from shards.worker_events import (exit_reason, fence_words, probe_reason, worker_back_line, worker_down_line,
                                   workers_starting_line)
 
 
@@ -44,7 +44,14 @@ def test_the_back_line_counts_restarts_and_the_time_down():
 
 
 def test_the_starting_line_says_when_the_workers_time_themselves_too():
-    assert workers_starting_line(2, probing=False) == "starting 2 worker(s): loading the model"
-    assert workers_starting_line(1, probing=True) == (
+    assert workers_starting_line(2, probe=None) == "starting 2 worker(s): loading the model"
+    assert workers_starting_line(1, probe=probe_reason(reuse=True, local=True, stored=False)) == (
         "starting 1 worker(s): loading the model, then timing each one's prefill and decode (no timing of "
         "this machine with these settings from the last 24 h)")
+
+
+def test_the_starting_line_says_why_the_workers_time_themselves():
+    assert probe_reason(reuse=True, local=True, stored=True) is None
+    assert probe_reason(reuse=False, local=True, stored=True) == "reuse_probed_costs = false"   # whatever is stored
+    assert probe_reason(reuse=False, local=True, stored=False) == "reuse_probed_costs = false"
+    assert probe_reason(reuse=True, local=False, stored=False) == "timings are kept for local workers only"

@@ -8,8 +8,9 @@ from gateway.cli import main
 
 @pytest.mark.parametrize("flags,message", [
     (["--speed", "0"], "--speed must be positive"),
-    (["--concurrency", "0"], "--concurrency and --limit must be at least 1"),
-    (["--limit", "0"], "--concurrency and --limit must be at least 1"),
+    (["--concurrency", "0"], "--concurrency must be at least 1, got 0"),
+    (["--limit", "0"], "--limit must be at least 1, got 0"),
+    (["--limit", "-2"], "--limit must be at least 1, got -2"),
     (["--tenant-key", "acme"], "--tenant-key expects TENANT=KEY"),
     (["--speed", "nan"], "--speed must be positive and finite, got nan"),
     (["--speed", "inf"], "--speed must be positive and finite, got inf"),

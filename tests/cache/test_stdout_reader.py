@@ -7,12 +7,12 @@ import sys
 
 import pytest
 
-from agents_trace.stdout_reader import READER_LEFT_EXIT, quiet_when_reader_leaves
+from cache.stdout_reader import READER_LEFT_EXIT, quiet_when_reader_leaves
 
 # prints a short line and a long one (past any buffer), then says it got to its end
 SCRIPT = """
 import sys
-from agents_trace.stdout_reader import quiet_when_reader_leaves
+from cache.stdout_reader import quiet_when_reader_leaves
 def command():
     print("short")
     print("x" * 200_000)

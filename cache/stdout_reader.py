@@ -1,5 +1,6 @@
-"""A command whose reader of stdout goes away (`stepahead traces stats --json | head -c 300`)
-ends quietly, as Unix tools do.
+"""A command whose reader of stdout goes away (`stepahead traces stats --json | head -c 300`,
+`python -m cache.sim ... | head`) ends quietly, as Unix tools do. Here in cache/, which
+imports nothing of ours, so every command line (gateway/cli.py, cache/sim) shares it.
 
 Invariant: when writing to stdout fails with BrokenPipeError, the command stops and exits
 with status 141 (128 + SIGPIPE, what a shell reports for `yes | head`), printing nothing
