@@ -11,11 +11,15 @@ Invariants:
   (on every admitted response and on a refusal), so clients can pace themselves.
 - At most `max_concurrent` tickets are active; waiters are served FIFO and a freed slot is
   handed straight to the next waiter, so no newcomer can jump the queue.
+- `release` gives the slot back on every path, even when what it is told was used is not a
+  count (then the reservation is charged and it raises after), so no failure while
+  accounting can lock a tenant out.
 """
 from __future__ import annotations
 
 import asyncio
 import math
+import numbers
 import time
 from collections import deque
 from collections.abc import Callable
@@ -203,21 +207,32 @@ class TenantLimiter:
     def release(self, ticket: Ticket, num_used_tokens: int | None) -> None:
         """Free the ticket's slot and true up its token reservation with real usage.
 
-        `num_used_tokens=None` (usage unknown) charges the whole reservation.
+        `num_used_tokens=None` (usage unknown) charges the whole reservation. The slot
+        and the reservation are given back whatever else happens: a `num_used_tokens`
+        that is not a non-negative integer (a caller's bug) charges the whole reservation
+        too, then raises `ValueError`, so the request fails loudly but the tenant is
+        neither locked out nor refunded.
         """
         if ticket.is_released:
             return
         ticket.is_released = True
-        used = ticket.num_reserved_tokens if num_used_tokens is None else num_used_tokens
-        self.num_reserved_tokens -= ticket.num_reserved_tokens
-        self.num_spent_tokens += used
-        if self._tokens is not None:
-            self._tokens.level += ticket.num_reserved_tokens - used
-        if used == 0 and self._requests is not None and not ticket.holds_slot:
-            self._requests.level += 1   # never ran: give the request back
-        if ticket.holds_slot:
-            ticket.holds_slot = False
-            self._hand_over_slot()
+        held_slot, ticket.holds_slot = ticket.holds_slot, False
+        try:
+            self.num_reserved_tokens -= ticket.num_reserved_tokens
+            is_count = (isinstance(num_used_tokens, numbers.Integral) and not isinstance(num_used_tokens, bool)
+                        and num_used_tokens >= 0)
+            used = int(num_used_tokens) if is_count else ticket.num_reserved_tokens
+            self.num_spent_tokens += used
+            if self._tokens is not None:
+                self._tokens.level += ticket.num_reserved_tokens - used
+            if used == 0 and self._requests is not None and not held_slot:
+                self._requests.level += 1   # never ran: give the request back
+            if num_used_tokens is not None and not is_count:
+                raise ValueError(f"tenant {self.tenant!r}: used tokens {num_used_tokens!r:.40} are not a "
+                                 "non-negative integer; charged the reservation")
+        finally:
+            if held_slot:
+                self._hand_over_slot()
 
     def retune(self, limits: LimitsConfig) -> None:
         """Apply new `limits` (a config reload), keeping what is running, queued and

@@ -156,3 +156,20 @@ async def test_limiter_no_burst_slips_past_under_concurrency():
     await asyncio.gather(*(one() for _ in range(50)))
     assert len(admitted) == 5 and len(refused) == 45   # 3 running + 2 queued
     assert peak[0] <= 3
+
+
+async def test_limiter_release_gives_the_slot_back_even_when_usage_is_garbage():
+    limiter = TenantLimiter("t", LimitsConfig(max_concurrent=1, max_queued=1, token_budget=1000))
+    for garbage in ("lots", -100000, 2.5, True):
+        ticket = await limiter.acquire(10)
+        with pytest.raises(ValueError):
+            limiter.release(ticket, garbage)
+        assert limiter.num_active == 0 and limiter.num_reserved_tokens == 0
+    assert limiter.num_spent_tokens == 40   # each charged its reservation, none refunded
+    waiting = asyncio.ensure_future(limiter.acquire(10))
+    holder = await limiter.acquire(10)
+    await asyncio.sleep(0)
+    with pytest.raises(ValueError):
+        limiter.release(holder, "lots")
+    limiter.release(await asyncio.wait_for(waiting, 1), 5)   # the waiter got the slot
+    assert limiter.num_active == 0 and limiter.num_spent_tokens == 55
