@@ -4,8 +4,8 @@ A backend turns a validated request into a stream of `ChatEvent`s. Invariants:
 - `prepare_*` does all checking that can fail on the client's input (tools, context
   length, unsupported options) before anything is admitted or streamed, so those
   failures are plain HTTP errors;
-- the event stream is zero or more `TextDelta`/`ToolCallDelta`, then exactly one
-  `Finished`; a failure raises `ApiError` from the iterator instead;
+- the event stream is zero or more `TextDelta`/`ToolCallDelta`/`RefusalDelta`, then
+  exactly one `Finished`; a failure raises `ApiError` from the iterator instead;
 - closing the iterator early (client gone) cancels the work and frees its resources.
 """
 from __future__ import annotations
@@ -19,19 +19,31 @@ from gateway.schemas import ChatCompletionRequest, CompletionRequest
 
 @dataclass(slots=True)
 class Usage:
+    """Token counts of a reply. `completion_tokens_details` is the breakdown an upstream
+    sent (`reasoning_tokens`, ...: non-negative integers), None when the backend has none
+    (local models do not reason apart)."""
+
     num_prompt_tokens: int = 0
     num_completion_tokens: int = 0
     num_cached_tokens: int = 0
+    completion_tokens_details: dict[str, int] | None = None
 
     @property
     def num_total_tokens(self) -> int:
         return self.num_prompt_tokens + self.num_completion_tokens
 
+    @property
+    def num_reasoning_tokens(self) -> int:
+        return (self.completion_tokens_details or {}).get("reasoning_tokens", 0)
+
     def to_openai(self) -> dict:
-        return {"prompt_tokens": self.num_prompt_tokens,
-                "completion_tokens": self.num_completion_tokens,
-                "total_tokens": self.num_total_tokens,
-                "prompt_tokens_details": {"cached_tokens": self.num_cached_tokens}}
+        usage = {"prompt_tokens": self.num_prompt_tokens,
+                 "completion_tokens": self.num_completion_tokens,
+                 "total_tokens": self.num_total_tokens,
+                 "prompt_tokens_details": {"cached_tokens": self.num_cached_tokens}}
+        if self.completion_tokens_details is not None:
+            usage["completion_tokens_details"] = dict(self.completion_tokens_details)
+        return usage
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,15 +77,30 @@ class ToolCallDelta:
 
 
 @dataclass(slots=True)
+class RefusalDelta:
+    """A piece of the model's refusal (OpenAI's `message.refusal`, `delta.refusal`, a
+    Responses `refusal` content part): text that is not the answer but says why there
+    is none. Only upstream models send them."""
+
+    refusal: str
+    choice: int = 0
+
+
+@dataclass(slots=True)
 class Finished:
+    """A choice's end. `system_fingerprint` and `service_tier` are what an upstream said
+    of its reply (None when it said nothing, and for local models)."""
+
     finish_reason: str
     usage: Usage
     worker: str = "upstream"
     ttft_s: float | None = None
     choice: int = 0
+    system_fingerprint: str | None = None
+    service_tier: str | None = None
 
 
-ChatEvent = TextDelta | ToolCallDelta | Finished
+ChatEvent = TextDelta | ToolCallDelta | RefusalDelta | Finished
 
 
 @dataclass(slots=True)

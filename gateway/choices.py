@@ -36,15 +36,30 @@ def with_choices(prepared: Prepared, num_choices: int | None) -> Prepared:
 
 def merged_usage(finishes: list[Finished], num_prompts: int = 1) -> Finished:
     """One `Finished` for the whole request, from every choice's (in any order, all of
-    them): choice 0's reason and worker, each prompt counted once (from the first choice
-    of its group, as OpenAI counts it), every choice's completion tokens."""
+    them): choice 0's reason, worker, system fingerprint and service tier, each prompt
+    counted once (from the first choice of its group, as OpenAI counts it), every
+    choice's completion tokens (and their breakdown)."""
     first = min(finishes, key=lambda finished: finished.choice)
     group = max(1, len(finishes) // num_prompts)
     heads = [f for f in finishes if f.choice % group == 0]
     usage = Usage(num_prompt_tokens=sum(f.usage.num_prompt_tokens for f in heads),
                   num_completion_tokens=sum(f.usage.num_completion_tokens for f in finishes),
-                  num_cached_tokens=sum(f.usage.num_cached_tokens for f in heads))
-    return Finished(first.finish_reason, usage, first.worker, first.ttft_s)
+                  num_cached_tokens=sum(f.usage.num_cached_tokens for f in heads),
+                  completion_tokens_details=_summed_details(finishes))
+    return Finished(first.finish_reason, usage, first.worker, first.ttft_s,
+                    system_fingerprint=first.system_fingerprint, service_tier=first.service_tier)
+
+
+def _summed_details(finishes: list[Finished]) -> dict[str, int] | None:
+    """Every choice's `completion_tokens_details`, summed per count; None when none has any."""
+    details = [f.usage.completion_tokens_details for f in finishes if f.usage.completion_tokens_details is not None]
+    if not details:
+        return None
+    summed: dict[str, int] = {}
+    for one in details:
+        for name, count in one.items():
+            summed[name] = summed.get(name, 0) + count
+    return summed
 
 
 def run_choices(backend: Backend, prepared: Prepared) -> AsyncIterator[ChatEvent]:

@@ -1,5 +1,5 @@
-"""A reply collected from its events: each choice's text, tool calls, log probabilities
-and end, for whole replies, traces and stored responses.
+"""A reply collected from its events: each choice's text, refusal, tool calls, log
+probabilities and end, for whole replies, traces and stored responses.
 
 Invariants: collecting is linear in the reply (text and tool-call arguments are kept as
 the deltas' parts and joined when read, once per change: CPython's in-place `+=` does not
@@ -12,7 +12,7 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 
-from gateway.backend import ChatEvent, Finished, TextDelta, TokenChoice, ToolCallDelta
+from gateway.backend import ChatEvent, Finished, RefusalDelta, TextDelta, TokenChoice, ToolCallDelta
 from gateway.choices import merged_usage
 from gateway.ids import new_tool_call_id
 
@@ -52,10 +52,16 @@ class Collected:
     tool_calls: dict[int, ToolCallAccumulator] = field(default_factory=dict)
     finished: Finished | None = None
     logprobs: list[TokenChoice] | None = None
+    refusal_parts: list[str] = field(default_factory=list)
 
     @property
     def text(self) -> str:
         return _joined(self.text_parts)
+
+    @property
+    def refusal(self) -> str | None:
+        """The model's refusal, None when it did not refuse."""
+        return _joined(self.refusal_parts) if self.refusal_parts else None
 
     def add(self, event: ChatEvent) -> None:
         if isinstance(event, TextDelta):
@@ -64,6 +70,9 @@ class Collected:
             if event.logprobs is not None:   # grown in place, not copied at each token
                 self.logprobs = self.logprobs if self.logprobs is not None else []
                 self.logprobs.extend(event.logprobs)
+        elif isinstance(event, RefusalDelta):
+            if event.refusal:
+                self.refusal_parts.append(event.refusal)
         elif isinstance(event, ToolCallDelta):
             call = self.tool_calls.get(event.index)
             if call is None:

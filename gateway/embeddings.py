@@ -10,7 +10,10 @@ official OpenAI client's default) gets them packed here.
 
 Invariants: a request that validated has a non-empty `input` of at most `MAX_INPUTS`
 items, each a non-empty string or a non-empty list of token ids (>= 0); the reply's
-`model` is the gateway's model name, never the provider's.
+`model` is the gateway's model name, never the provider's; a provider's reply reaches the
+client only through `upstream_reply`'s checks (one vector per input, each a non-empty list
+of finite numbers, all of one length, indexed 0..n-1; usage counts non-negative integers),
+else it is a 502 `upstream_error` that charges its tenant nothing of it.
 """
 from __future__ import annotations
 
@@ -22,6 +25,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from gateway.errors import ApiError, invalid_request
+from gateway.litellm_errors import upstream_garbage
+from gateway.upstream_replies import embedding_usage_from
 
 MAX_INPUTS = 2048  # OpenAI's limit on inputs per request
 
@@ -83,6 +88,56 @@ def unsupported_model(model: str) -> ApiError:
     return invalid_request(f"The model '{model}' does not serve embeddings: it is a local chat model. Use an "
                            "embedding model (an upstream one, or a local one of kind \"embedding\").",
                            param="model", code="model_not_supported")
+
+
+def _vector_width(vector: Any) -> int | None:
+    """The length of a vector that is a non-empty flat list of finite numbers (not
+    booleans); None for anything else."""
+    if not isinstance(vector, list) or not vector:
+        return None
+    try:
+        array = np.asarray(vector)
+    except (ValueError, TypeError):   # NOTE: ragged nesting
+        return None
+    if array.ndim != 1 or array.dtype.kind not in "iuf" or not np.isfinite(array).all():
+        return None
+    return len(vector)
+
+
+def upstream_reply(raw: Any, num_inputs: int) -> dict:
+    """The provider's reply to `num_inputs` inputs (a litellm object or plain JSON),
+    checked, as `reply_body` takes it: `data` holds exactly one vector per input, each a
+    non-empty list of finite numbers, all of one length, with the indices 0 to
+    `num_inputs` - 1 once each (an item without one is at its position); they come back
+    in index order. Usage counts must be non-negative integers
+    (`upstream_replies.embedding_usage_from`). Anything else raises a 502
+    `upstream_error` (`upstream_garbage`), so it never reaches the client or its
+    tenant's spent tokens."""
+    body = raw.model_dump(warnings=False) if hasattr(raw, "model_dump") else raw
+    if not isinstance(body, dict):
+        raise upstream_garbage("embeddings: the reply is not a JSON object")
+    data = body.get("data")
+    if not isinstance(data, list):
+        raise upstream_garbage("embeddings: data is not a list")
+    if len(data) != num_inputs:
+        raise upstream_garbage(f"embeddings: {len(data)} vectors for {num_inputs} inputs")
+    by_index: dict[int, list] = {}
+    widths = set()
+    for position, item in enumerate(data):
+        if not isinstance(item, dict):
+            raise upstream_garbage("embeddings: an item of data is not an object")
+        index = position if item.get("index") is None else item["index"]
+        if not _is_token_id(index) or not 0 <= index < num_inputs or index in by_index:
+            raise upstream_garbage(f"embeddings: the indices are not 0 to {num_inputs - 1}, each once")
+        widths.add(_vector_width(item.get("embedding")))
+        if None in widths:
+            raise upstream_garbage("embeddings: a vector is not a non-empty list of finite numbers")
+        by_index[index] = item["embedding"]
+    if len(widths) > 1:
+        raise upstream_garbage("embeddings: the vectors differ in length")
+    num_prompt_tokens, num_total_tokens = embedding_usage_from(body.get("usage"))
+    return {"data": [{"index": index, "embedding": by_index[index]} for index in range(num_inputs)],
+            "usage": {"prompt_tokens": num_prompt_tokens, "total_tokens": num_total_tokens}}
 
 
 def reply_body(raw: Any, model: str, encoding_format: str | None = None) -> dict:

@@ -18,7 +18,7 @@ from urllib.parse import quote
 from agents_trace.conversation import SESSION_HEADER
 from agents_trace.records import StepContext
 
-from gateway.backend import ChatEvent, Finished, Prepared, TextDelta
+from gateway.backend import ChatEvent, Finished, Prepared, RefusalDelta, TextDelta
 from gateway.errors import ApiError, server_error
 from gateway.limits import Ticket
 from gateway.collected import Reply
@@ -28,6 +28,13 @@ from gateway.tracing import end_step
 OVERHEAD_HEADER = "x-stepahead-overhead-ms"
 HEADER_SAFE = "".join(chr(c) for c in range(0x20, 0x7F) if chr(c) != "%")   # left as they are in a header
 CLIENT_CLOSED_STATUS = 499  # the request count of a request whose client left (nginx's code)
+
+
+def session_headers(trace: StepContext | None) -> dict[str, str]:
+    """`x-session-id`: the agent session a traced step (answered or failed) belongs to;
+    none when it is not traced. A client's id may hold anything: percent-encoded past
+    printable ASCII."""
+    return {} if trace is None else {SESSION_HEADER: quote(trace.session, safe=HEADER_SAFE)}
 
 
 async def admit(state: GatewayState, tenant: str, num_tokens: int) -> Ticket:
@@ -61,9 +68,8 @@ class Exchange:
         id of its step in the traces), the agent session it was traced under (`x-session-id`:
         the client's, or the one the gateway stitched or opened), the gateway's overhead, and
         the tenant's rate limits as they stand (OpenAI's `x-ratelimit-*`)."""
-        headers = {"x-request-id": self.prepared.request_id, OVERHEAD_HEADER: f"{overhead_s * 1000:.3f}"}
-        if self.trace is not None:   # a client's id may hold anything: percent-encoded past printable ASCII
-            headers[SESSION_HEADER] = quote(self.trace.session, safe=HEADER_SAFE)
+        headers = {"x-request-id": self.prepared.request_id, OVERHEAD_HEADER: f"{overhead_s * 1000:.3f}",
+                   **session_headers(self.trace)}
         headers.update(self.state.limiters[self.prepared.tenant].rate_limit_headers())
         return headers
 
@@ -94,7 +100,7 @@ class Exchange:
             self.waited_s += time.perf_counter() - began_s
         if self.first_event_s is None:
             self.first_event_s = time.perf_counter()
-        if isinstance(event, TextDelta):
+        if isinstance(event, (TextDelta, RefusalDelta)):
             self.num_deltas += 1
         if self.output is not None:
             self.output.add(event)

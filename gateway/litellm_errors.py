@@ -1,22 +1,29 @@
 """litellm / provider exceptions and upstream HTTP errors → OpenAI-shaped `ApiError`.
 
-Invariants: the client's own mistakes keep their status (400, 404, 413, 422, 429); a
+Invariants: the client's own mistakes keep their status (400, 413, 422, 429); a
 failure between the gateway and the provider (bad upstream credentials, connection,
 timeout, provider 5xx, a reply that is not the OpenAI protocol) is the gateway's problem
 and leaves as 502/503/504 with a `server_error` type, so a client never mistakes a
 misconfigured upstream key for its own bad key. A message is one short line (the
 exception's class and first line): never a traceback, never a file path of this host.
-An upstream's `Retry-After` (seconds) is passed on; "1" when it sent none.
+An upstream's `Retry-After` (seconds) is passed on; "1" when it sent none. An upstream
+that does not know the model the gateway asks for (a 404, or code `model_not_found`) is
+the gateway's misconfiguration too: a 502, never a 404 telling the client that a model
+`/v1/models` lists does not exist. A 400/413/422 keeps the upstream's own message, `param`
+and `code` (litellm's `BadRequestError: OpenAIException - ` prefix taken off). No message
+ever carries an `Authorization` value (`Bearer …` is redacted in every line), and a
+backend redacts its own key from its errors (`redacted`).
 """
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
+from typing import Any
 
 from gateway.errors import ApiError
 
-CLIENT_STATUSES = {400: "invalid_request_error", 404: "invalid_request_error",
-                   413: "invalid_request_error", 422: "invalid_request_error",
-                   429: "rate_limit_error"}
+CLIENT_STATUSES = {400: "invalid_request_error", 413: "invalid_request_error",
+                   422: "invalid_request_error", 429: "rate_limit_error"}
 MAX_MESSAGE_CHARS = 240
 TIMEOUT_NAMES = ("Timeout", "APITimeoutError", "TimeoutError", "ServerTimeoutError",
                  "ConnectionTimeoutError", "SocketTimeoutError", "ReadTimeout", "ConnectTimeout")
@@ -26,14 +33,20 @@ CONNECT_NAMES = ("APIConnectionError", "ConnectError", "ConnectionRefusedError",
 _PATH = re.compile(r"""(?<![\w.\-])(?:[A-Za-z]:)?(?:[\\/][^\s\\/'"<>:,;()]+){2,}[\\/]?""")
 _TRACEBACK = re.compile(r"Traceback \(most recent call last\)|\n\s*File \"")
 _LITELLM_PREFIX = re.compile(r"^(?:litellm\.\w+:\s*)+")
+# what litellm puts before a provider's own message: "NotFoundError: OpenAIException - "
+_PROVIDER_PREFIX = re.compile(r"^(?:\w+Error:\s*)*\w+Exception\s+-\s+")
+_BEARER = re.compile(r"(?i)\b(bearer)\s+[^\s'\"<>,;]+")
+REDACTED = "<redacted>"
+MIN_SECRET_CHARS = 8   # shorter "keys" (test placeholders) are not looked for
 
 
 def one_line(text: str) -> str:
-    """`text` cut to its first line, before any traceback, with file paths taken out,
-    whitespace collapsed and at most MAX_MESSAGE_CHARS long."""
+    """`text` cut to its first line, before any traceback, with file paths and
+    `Bearer` values taken out, whitespace collapsed and at most MAX_MESSAGE_CHARS long."""
     text = _TRACEBACK.split(str(text), 1)[0]
     line = next((part for part in text.splitlines() if part.strip()), "")
-    line = " ".join(_PATH.sub("<path>", _LITELLM_PREFIX.sub("", line.strip())).split())
+    line = _BEARER.sub(rf"\1 {REDACTED}", _LITELLM_PREFIX.sub("", line.strip()))
+    line = " ".join(_PATH.sub("<path>", line).split())
     return line if len(line) <= MAX_MESSAGE_CHARS else line[:MAX_MESSAGE_CHARS - 1] + "…"
 
 
@@ -42,6 +55,49 @@ def short_message(exc: BaseException) -> str:
     name = type(exc).__name__
     text = one_line(str(getattr(exc, "message", None) or exc))
     return text if text.startswith(name) else (f"{name}: {text}" if text else name)
+
+
+def redact(text: str, secrets: Iterable[str]) -> str:
+    """`text` with each secret (of MIN_SECRET_CHARS or more) replaced by REDACTED, also
+    the beginning of one that `one_line` cut off at the end ("sk-abc…")."""
+    for secret in secrets:
+        if not secret or len(secret) < MIN_SECRET_CHARS:
+            continue
+        text = text.replace(secret, REDACTED)
+        if text.endswith("…"):
+            head = text[:-1]
+            cut = next((n for n in range(min(len(secret) - 1, len(head)), MIN_SECRET_CHARS // 2 - 1, -1)
+                        if head.endswith(secret[:n])), None)
+            if cut is not None:
+                text = head[:-cut] + REDACTED + "…"
+    return text
+
+
+def redacted(error: ApiError, secrets: Iterable[str]) -> ApiError:
+    """`error` with the secrets (a backend's own upstream key) taken out of its message
+    and param, before it reaches the client or a log."""
+    secrets = tuple(secrets)
+    error.message = redact(error.message, secrets)
+    if error.param:
+        error.param = redact(error.param, secrets)
+    return error
+
+
+def _error_body(exc: BaseException) -> dict:
+    """The upstream's OpenAI error object behind a litellm exception (`body` of it, or of
+    an exception it wraps), {} when there is none."""
+    for link in _chain(exc):
+        body = getattr(link, "body", None)
+        if isinstance(body, dict) and isinstance(body.get("error"), dict):
+            body = body["error"]
+        if isinstance(body, dict) and body:
+            return body
+    return {}
+
+
+def _text_field(error: dict, name: str) -> str | None:
+    value: Any = error.get(name)
+    return value if isinstance(value, str) and value else None
 
 
 def _chain(exc: BaseException) -> list[BaseException]:
@@ -86,6 +142,7 @@ def map_litellm_error(exc: BaseException) -> ApiError:
     status = getattr(exc, "status_code", None)
     name = type(exc).__name__
     message = short_message(exc)
+    error = _error_body(exc)
     if name == "ContextWindowExceededError":
         return ApiError(400, message, "invalid_request_error", "context_length_exceeded",
                         "messages")
@@ -95,7 +152,11 @@ def map_litellm_error(exc: BaseException) -> ApiError:
     if any(_is_connect_failure(link) for link in chain) or "Connect" in name:
         return ApiError(502, f"Upstream unreachable: {message}", "server_error",
                         "upstream_unavailable")
-    return map_upstream_status(status, message, retry_after=retry_after_of(exc))
+    if status in CLIENT_STATUSES or status == 404:   # the upstream's own words, not litellm's
+        message = _text_field(error, "message") or _PROVIDER_PREFIX.sub("", one_line(
+            str(getattr(exc, "message", None) or exc)))
+    return map_upstream_status(status, message, _text_field(error, "code"),
+                               retry_after=retry_after_of(exc), param=_text_field(error, "param"))
 
 
 def upstream_garbage(what: str) -> ApiError:
@@ -105,9 +166,9 @@ def upstream_garbage(what: str) -> ApiError:
 
 
 def map_upstream_status(status: int | None, message: str, code: str | None = None, *,
-                        retry_after: str | None = None) -> ApiError:
-    """An upstream HTTP error status (with its message, OpenAI code and `Retry-After`,
-    if any)."""
+                        retry_after: str | None = None, param: str | None = None) -> ApiError:
+    """An upstream HTTP error status (with its message, OpenAI code and param, and
+    `Retry-After`, if any)."""
     message = one_line(message) or f"HTTP {status}"
     if code == "context_length_exceeded":
         return ApiError(400, message, "invalid_request_error", code, "messages")
@@ -116,13 +177,17 @@ def map_upstream_status(status: int | None, message: str, code: str | None = Non
     if status in (401, 403):
         return ApiError(502, "The upstream provider rejected the gateway's credentials.",
                         "server_error", "upstream_auth_error")
+    if status == 404 or code == "model_not_found":
+        return ApiError(502, "Upstream error: the upstream does not know the model this gateway is "
+                        f"configured to ask it for (its litellm_model): {message}", "server_error",
+                        "upstream_error")
     if status in CLIENT_STATUSES:
-        code = "rate_limit_exceeded" if status == 429 else (
-            "model_not_found" if status == 404 else "upstream_rejected")
-        error = ApiError(status, message, CLIENT_STATUSES[status], code)
         if status == 429:
+            error = ApiError(status, message, CLIENT_STATUSES[status], "rate_limit_exceeded")
             error.headers["Retry-After"] = clean_retry_after(retry_after)
-        return error
+            return error
+        return ApiError(status, message, CLIENT_STATUSES[status], code or "upstream_rejected",
+                        param)
     if status == 503:
         return ApiError(503, f"Upstream unavailable: {message}", "server_error",
                         "upstream_unavailable", None, {"Retry-After": clean_retry_after(retry_after)})

@@ -16,6 +16,9 @@ from gateway.embedding_model import EmbeddingModelConfig, embedding_model_config
 
 DEFAULT_LOCAL_MODEL = "smollm2"
 PASSTHROUGH_PROVIDERS = ("openai", "hosted_vllm", "openai_like", "custom_openai")
+# the key litellm gets for a model that names its upstream but has no key: an explicit one,
+# so that litellm does not substitute the provider's environment key (OPENAI_API_KEY)
+NO_API_KEY = "no-key-configured"
 LOCAL_MODEL_KEYS = ("name", "kind", "path", "num_workers", "engine")
 UPSTREAM_MODEL_KEYS = ("name", "kind", "litellm_model", "passthrough", "api_base", "api_base_env",
                        "api_key_env", "timeout_s", "max_context_tokens", "litellm_params")
@@ -64,7 +67,32 @@ class UpstreamModelConfig:
         return self.api_base
 
     def resolved_api_key(self) -> str | None:
-        return os.environ.get(self.api_key_env) if self.api_key_env else None
+        """The `api_key_env` variable's value; None when the model names none, or the
+        variable is unset or empty."""
+        return (os.environ.get(self.api_key_env) or None) if self.api_key_env else None
+
+    def names_its_upstream(self) -> bool:
+        """Whether the model names its own key or endpoint (`api_key_env`, `api_base`,
+        `api_base_env`): then the provider's environment (`OPENAI_API_KEY`, ...) is
+        never used for it."""
+        return bool(self.api_key_env or self.api_base or self.api_base_env)
+
+    def litellm_api_key(self) -> str | None:
+        """The key litellm is given: the `api_key_env` variable's value; `NO_API_KEY` when
+        that is unset or empty, or when the model names no key but has an `api_base`, so
+        litellm never falls back to the provider's environment key (it would send the
+        gateway's `OPENAI_API_KEY` to a third-party base). None (litellm reads the
+        provider's environment) only for a model with neither."""
+        key = self.resolved_api_key()
+        return key if key else (NO_API_KEY if self.names_its_upstream() else None)
+
+    def missing_key_warning(self) -> str | None:
+        """The start's warning for a model whose `api_key_env` variable is unset or empty
+        (its calls go without a real key); None when there is nothing to say."""
+        if self.api_key_env and not self.resolved_api_key():
+            return (f"api_key_env names ${self.api_key_env}, which is not set (or empty): "
+                    "its calls go upstream without an API key")
+        return None
 
 
 ModelConfig = LocalModelConfig | UpstreamModelConfig | EmbeddingModelConfig

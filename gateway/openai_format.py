@@ -2,7 +2,10 @@
 
 Invariants: a response names the model id the client asked for; `usage` always carries
 `prompt_tokens_details.cached_tokens`; a reply with tool calls has finish_reason
-"tool_calls" unless it ran out of tokens ("length", as OpenAI sends it); stream chunks of one response share `id`, `created` and `model`. With
+"tool_calls" unless it ran out of tokens ("length", as OpenAI sends it); a refusal is the
+message's `refusal` (a stream's `delta.refusal`); an upstream's `system_fingerprint` and
+`service_tier` are the reply's (in a stream, from the chunk that finishes a choice on,
+as they are known only then); stream chunks of one response share `id`, `created` and `model`. With
 `include_usage`, every chunk has `"usage": null` and one last chunk with empty `choices`
 carries the usage, as OpenAI sends it.
 """
@@ -13,7 +16,7 @@ import json
 import time
 from dataclasses import dataclass, field
 
-from gateway.backend import ChatEvent, Finished, TextDelta, TokenChoice, ToolCallDelta, Usage
+from gateway.backend import ChatEvent, Finished, RefusalDelta, TextDelta, TokenChoice, ToolCallDelta, Usage
 from gateway.choices import merged_usage
 from gateway.collected import Collected, Reply, reply_finish_reason
 from gateway.ids import new_tool_call_id
@@ -87,14 +90,29 @@ def completion_logprobs(choices: list[TokenChoice] | None, text_offset: int = 0)
 def chat_message(collected: Collected) -> dict:
     """The reply's assistant message: `content` null only beside tool calls (OpenAI's
     convention), else its text, "" when empty, so the client can send it back as it is
-    (an assistant message needs content or tool calls)."""
+    (an assistant message needs content or tool calls); `refusal` when the model refused."""
     message: dict = {"role": "assistant", "content": collected.text or (None if collected.tool_calls else "")}
+    if collected.refusal is not None:
+        message["refusal"] = collected.refusal
     if collected.tool_calls:
         message["tool_calls"] = [
             {"id": call.id, "type": "function",
              "function": {"name": call.name, "arguments": call.arguments}}
             for _, call in sorted(collected.tool_calls.items())]
     return message
+
+
+def reply_fields(header: ResponseHeader, finished: Finished | None, *, is_chat: bool) -> dict:
+    """A reply's `service_tier` (chat only: the one the gateway served it in, else the
+    upstream's) and the upstream's `system_fingerprint`, those that are known."""
+    fields = {}
+    if finished is not None and finished.system_fingerprint is not None:
+        fields["system_fingerprint"] = finished.system_fingerprint
+    tier = header.service_tier if header.service_tier is not None else (
+        finished.service_tier if finished is not None else None)
+    if is_chat and tier is not None:
+        fields["service_tier"] = tier
+    return fields
 
 
 def chat_completion(header: ResponseHeader, reply: Reply, usage: Usage) -> dict:
@@ -105,19 +123,20 @@ def chat_completion(header: ResponseHeader, reply: Reply, usage: Usage) -> dict:
                                "finish_reason": collected.finish_reason()}
                               for index, collected in enumerate(reply.choices)],
                   "usage": usage.to_openai()}
-    if header.service_tier is not None:
-        completion["service_tier"] = header.service_tier
+    completion.update(reply_fields(header, reply.finished, is_chat=True))
     return completion
 
 
 def text_completion(header: ResponseHeader, reply: Reply, usage: Usage) -> dict:
-    return {"id": header.id, "object": "text_completion", "created": header.created,
-            "model": header.model,
-            "choices": [{"index": index, "text": collected.text,
-                         "logprobs": completion_logprobs(collected.logprobs),
-                         "finish_reason": collected.finish_reason()}
-                        for index, collected in enumerate(reply.choices)],
-            "usage": usage.to_openai()}
+    completion = {"id": header.id, "object": "text_completion", "created": header.created,
+                  "model": header.model,
+                  "choices": [{"index": index, "text": collected.text,
+                               "logprobs": completion_logprobs(collected.logprobs),
+                               "finish_reason": collected.finish_reason()}
+                              for index, collected in enumerate(reply.choices)],
+                  "usage": usage.to_openai()}
+    completion.update(reply_fields(header, reply.finished, is_chat=False))
+    return completion
 
 
 @dataclass(slots=True)
@@ -145,13 +164,15 @@ class ChunkWriter:
         self._finishes: list[Finished] = []
         self._text_frames: dict[int, tuple[bytes, bytes]] = {}   # choice -> a chat text chunk's bytes around its text
 
-    def _chunk(self, choice: dict | None, usage: dict | None = None) -> bytes:
+    def _chunk(self, choice: dict | None, usage: dict | None = None, finished: Finished | None = None) -> bytes:
         chunk = {"id": self.header.id,
                  "object": "chat.completion.chunk" if self.is_chat else "text_completion",
                  "created": self.header.created, "model": self.header.model,
                  "choices": [choice] if choice is not None else []}
         if self.header.service_tier is not None:
             chunk["service_tier"] = self.header.service_tier
+        if finished is not None:   # an upstream's, known once a choice finished
+            chunk.update(reply_fields(self.header, finished, is_chat=self.is_chat))
         if self.include_usage:
             chunk["usage"] = usage
         return b"data: " + dumps(chunk) + b"\n\n"
@@ -192,6 +213,8 @@ class ChunkWriter:
             if self.is_chat and event.logprobs is None:   # most chunks of a stream: only the text differs
                 return self._text_chunk(index, event.text)
             return self._chunk(self._choice(index, {"content": event.text}, logprobs=event.logprobs))
+        if isinstance(event, RefusalDelta):
+            return self._chunk(self._choice(index, {"refusal": event.refusal})) if self.is_chat else b""
         seen_ids = self._choices[index].seen_ids
         if isinstance(event, ToolCallDelta):
             call: dict = {"index": event.index}
@@ -204,10 +227,11 @@ class ChunkWriter:
                 call["function"] = {"arguments": event.arguments}
             return self._chunk(self._choice(index, {"tool_calls": [call]}))
         finish_reason = reply_finish_reason(event.finish_reason, bool(seen_ids))
-        closing = self._chunk(self._choice(index, {}, finish_reason))
+        closing = self._chunk(self._choice(index, {}, finish_reason), finished=event)
         self._finishes.append(event)
         if self.include_usage and len(self._finishes) == len(self._choices):
-            closing += self._chunk(None, merged_usage(self._finishes, self._num_prompts).usage.to_openai())
+            merged = merged_usage(self._finishes, self._num_prompts)
+            closing += self._chunk(None, merged.usage.to_openai(), finished=merged)
         return closing
 
     @staticmethod

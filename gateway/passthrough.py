@@ -5,9 +5,11 @@ maps); for an upstream that already speaks the OpenAI protocol, the gateway can 
 the request itself over a pooled aiohttp session. Same preparation and event shapes as
 `UpstreamBackend` (it reuses them); only the transport differs.
 Invariants: the forwarded body is the client's, minus the fields the gateway owns, with
-the upstream's model name and, for streams, `include_usage` on; upstream HTTP errors are
-mapped like litellm's (`map_upstream_status`, the upstream's `Retry-After` passed on, a
-non-JSON error body never copied); closing `run()` closes the connection, so the upstream
+the upstream's model name and, for streams, `include_usage` on (the fields litellm gets in
+`extra_body` are top-level fields again here); `Authorization` carries the model's own key,
+none when it has none; upstream HTTP errors are mapped like litellm's
+(`map_upstream_status`, the upstream's `Retry-After` passed on, a non-JSON error body never
+copied, the model's key redacted); closing `run()` closes the connection, so the upstream
 sees the client leave. `timeout_s` bounds the connect and each wait for the upstream's next
 bytes, not the whole reply, so a long healthy stream is never cut. A stream request
 answered with something other than SSE, or an SSE stream that ends before a finish reason,
@@ -24,7 +26,8 @@ import aiohttp
 from gateway.backend import ChatEvent, Prepared, Usage
 from gateway.config import UpstreamModelConfig
 from gateway.errors import ApiError
-from gateway.litellm_errors import map_litellm_error, map_upstream_status, upstream_garbage
+from gateway.litellm_errors import map_litellm_error, map_upstream_status, redacted, upstream_garbage
+from gateway.model_configs import NO_API_KEY
 from gateway.upstream import UpstreamBackend, choice_kwargs
 from gateway.upstream_replies import events_from_response, events_from_stream
 
@@ -60,6 +63,7 @@ class PassthroughBackend(UpstreamBackend):
         self._session: aiohttp.ClientSession | None = None
 
     async def start(self) -> None:
+        self._warn_of_missing_key()
         self._session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
             timeout=aiohttp.ClientTimeout(total=None, connect=self.config.timeout_s,
@@ -77,33 +81,40 @@ class PassthroughBackend(UpstreamBackend):
         call = prepared.payload
         body = {k: v for k, v in choice_kwargs(prepared).items() if k not in TRANSPORT_FIELDS}
         for key, _ in self.config.litellm_params:
-            body.pop(key, None)
+            if key != "extra_body":
+                body.pop(key, None)
+        extra_body = body.pop("extra_body", None)
+        body.update(extra_body if isinstance(extra_body, dict) else {})   # the client's other fields
         body["model"] = self.config.upstream_model_name()
         base = (call.kwargs.get("api_base") or "").rstrip("/")
         url = f"{base}/chat/completions" if call.is_chat else f"{base}/completions"
         headers = {"Content-Type": "application/json"}
-        if call.kwargs.get("api_key"):
-            headers["Authorization"] = f"Bearer {call.kwargs['api_key']}"
+        api_key = call.kwargs.get("api_key")
+        if api_key and api_key != NO_API_KEY:   # with no key, no Authorization (not the placeholder)
+            headers["Authorization"] = f"Bearer {api_key}"
         fallback = Usage(num_prompt_tokens=prepared.num_prompt_tokens)
         started_s = time.perf_counter()
         try:
-            response = await self._session.post(url, data=json.dumps(body), headers=headers)
-        except Exception as exc:
-            raise map_litellm_error(exc) from None
-        async with response:
-            if response.status >= 400:
-                raise await _status_error(response)
-            if not body.get("stream"):
-                try:
-                    reply = await response.json(content_type=None)
-                except Exception as exc:
-                    raise map_litellm_error(exc) from None
-                for event in events_from_response(reply, call.is_chat, fallback):
+            try:
+                response = await self._session.post(url, data=json.dumps(body), headers=headers)
+            except Exception as exc:
+                raise map_litellm_error(exc) from None
+            async with response:
+                if response.status >= 400:
+                    raise await _status_error(response)
+                if not body.get("stream"):
+                    try:
+                        reply = await response.json(content_type=None)
+                    except Exception as exc:
+                        raise map_litellm_error(exc) from None
+                    for event in events_from_response(reply, call.is_chat, fallback):
+                        yield event
+                    return
+                async for event in events_from_stream(sse_json(response), call.is_chat, fallback,
+                                                      started_s):
                     yield event
-                return
-            async for event in events_from_stream(sse_json(response), call.is_chat, fallback,
-                                                  started_s):
-                yield event
+        except ApiError as error:   # an upstream may quote the key it was sent
+            raise redacted(error, self.own_secrets()) from None
 
 
 async def _status_error(response: aiohttp.ClientResponse) -> ApiError:
@@ -116,8 +127,9 @@ async def _status_error(response: aiohttp.ClientResponse) -> ApiError:
         error = {}
     if not isinstance(error, dict):
         error = {"message": str(error)}
-    code = error.get("code")
+    code, param = error.get("code"), error.get("param")
     return map_upstream_status(response.status,
                                str(error.get("message") or f"HTTP {response.status}"),
                                code if isinstance(code, str) else None,
-                               retry_after=response.headers.get("Retry-After"))
+                               retry_after=response.headers.get("Retry-After"),
+                               param=param if isinstance(param, str) else None)

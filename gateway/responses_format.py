@@ -17,13 +17,11 @@ tools, image or file inputs for text models are checked later by the chat path) 
 """
 from __future__ import annotations
 
-import re
-
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gateway.errors import ApiError, invalid_request
+from gateway.errors import invalid_request
 from gateway.collected import Collected
 from gateway.openai_format import chat_message
 from gateway.schemas import ServiceTier, refuse_extras
@@ -92,7 +90,9 @@ class ResponsesRequest(BaseModel):
         return conversation_id
 
 
-def _text_of(content: Any, param: str) -> str | list[dict]:
+def _text_of(content: Any, param: str, *, is_assistant: bool = False) -> str | list[dict]:
+    """Chat content for a Responses item's content; an assistant's `refusal` parts are
+    left out (`_refusal_of` reads them)."""
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
@@ -100,6 +100,8 @@ def _text_of(content: Any, param: str) -> str | list[dict]:
     parts = []
     for index, part in enumerate(content):
         kind = part.get("type") if isinstance(part, dict) else None
+        if kind == "refusal" and is_assistant and isinstance(part.get("refusal"), str):
+            continue
         if kind in TEXT_PARTS and isinstance(part.get("text"), str):
             parts.append({"type": "text", "text": part["text"]})
         elif kind == "input_image" and isinstance(part.get("image_url"), str):
@@ -107,6 +109,16 @@ def _text_of(content: Any, param: str) -> str | list[dict]:
         else:
             raise invalid_request(f"Content part type {kind!r} is not supported.", param=f"{param}[{index}]")
     return parts
+
+
+def _refusal_of(content: Any) -> str | None:
+    """The text of an assistant item's `refusal` content parts (as a response's output
+    has them), None when it has none."""
+    if not isinstance(content, list):
+        return None
+    refusals = [part["refusal"] for part in content if isinstance(part, dict) and part.get("type") == "refusal"
+                and isinstance(part.get("refusal"), str)]
+    return "".join(refusals) if refusals else None
 
 
 def check_item_id(item: dict, where: str) -> None:
@@ -149,7 +161,14 @@ def input_messages(items: str | list[dict[str, Any]], sources: list[tuple[str, .
         if kind == "message":
             if item.get("role") not in ROLES:
                 raise invalid_request(f"A message's role must be one of {', '.join(ROLES)}.", param=f"{param}.role")
-            messages.append({"role": item["role"], "content": _text_of(item.get("content"), f"{param}.content")})
+            is_assistant = item["role"] == "assistant"
+            message = {"role": item["role"],
+                       "content": _text_of(item.get("content"), f"{param}.content", is_assistant=is_assistant)}
+            refusal = _refusal_of(item.get("content")) if is_assistant else None
+            if refusal is not None:   # a refusal sent back: chat's `refusal`, its content the text or ""
+                message["refusal"] = refusal
+                message["content"] = message["content"] or ""
+            messages.append(message)
         elif kind == "function_call":
             call = {"id": item.get("call_id"), "type": "function",
                     "function": {"name": item.get("name"), "arguments": item.get("arguments", "")}}
@@ -221,7 +240,7 @@ def to_chat_body(request: ResponsesRequest, history: tuple[dict, ...] = (),
                  sources: list[tuple[str, ...]] | None = None) -> dict:
     """The chat completions body this request runs as (after `history`, the stored
     conversation of `previous_response_id` or `conversation`). `sources`, when given, gets
-    per chat message the request's parameter it came from (`renamed` names it)."""
+    per chat message the request's parameter it came from (`responses_errors.renamed` names it)."""
     refuse_extras(request, UNSUPPORTED)
     check_include(request.include)
     check_input_ids(request.input)
@@ -260,53 +279,6 @@ def oldest_turn(messages: list[dict]) -> slice | None:
 
 def without(items: list, cut: slice) -> list:
     return items[:cut.start] + items[cut.stop:]
-
-
-CHAT_TO_RESPONSES_PARAMS = (("messages", "input"), ("response_format.json_schema", "text.format"),
-                            ("response_format", "text.format"), ("max_completion_tokens", "max_output_tokens"),
-                            ("logprobs", "include"))
-
-
-# a chat message's words, as the Responses API says them for a function call's output
-RESPONSES_WORDS = (("the tool message at", "the function_call_output at"), ("tool_call_id", "call_id"),
-                   ("no earlier assistant message made", "no earlier function_call made"),
-                   ("'image_url'", "'input_image'"))
-MESSAGE_PARAM = re.compile(r"messages\[(\d+)\]")
-CALL_FIELD = re.compile(r"\.tool_calls\[(\d+)\]\.(?:function\.)?(id|name|arguments)")
-CALL_FIELD_NAMES = {"id": "call_id", "name": "name", "arguments": "arguments"}
-
-
-def renamed(error: ApiError, sources: list[tuple[str, ...]] | None = None) -> ApiError:
-    """A chat-path error with its `param` named as the Responses API names it, in the
-    `param` field and where the message quotes it; an error about chat message k names
-    `sources[k]` (`to_chat_body`), the item or parameter that message came from, and one
-    about its call n names that call's own `function_call` item (`input[j].call_id`)."""
-    at = MESSAGE_PARAM.match(error.param or "")
-    if at is not None and sources is not None and int(at.group(1)) < len(sources):
-        source, rest = sources[int(at.group(1))], error.param[at.end():]
-        call = CALL_FIELD.match(rest)
-        if call is not None and int(call.group(1)) < len(source):
-            param = f"{source[int(call.group(1))]}.{CALL_FIELD_NAMES[call.group(2)]}{rest[call.end():]}"
-        else:
-            param = source[0] + rest if source[0].startswith("input") else source[0]
-        quoted = error.param if error.param in error.message else at.group()
-        error.message = error.message.replace(quoted, param if quoted == error.param else source[0])
-        error.param = param
-        for chat, responses in RESPONSES_WORDS:
-            error.param, error.message = error.param.replace(chat, responses), error.message.replace(chat, responses)
-        return error
-    before = error.param
-    for chat, responses in CHAT_TO_RESPONSES_PARAMS:
-        if error.param and error.param.startswith(chat):
-            error.param = responses + error.param[len(chat):]
-            break
-    if error.param and error.param.startswith("tools[") and ".function" in error.param:
-        error.param = error.param.replace(".function", "", 1)
-    if before and error.param != before:
-        error.message = error.message.replace(f"'{before}'", f"'{error.param}'")
-    for chat, responses in CHAT_TO_RESPONSES_PARAMS:   # other chat parameters the message names
-        error.message = error.message.replace(f"'{chat}'", f"'{responses}'")
-    return error
 
 
 def conversation_after(request: ResponsesRequest, chat_body: dict, collected: Collected) -> tuple[dict, ...]:

@@ -5,7 +5,8 @@ request as a chat request): gateway/responses_format.py.
 
 Invariants: a message item's text part is there once the item is done (`completed` or
 `incomplete`), never while `in_progress`; its `logprobs` is always a list (empty unless
-asked); the last item of a reply that ran out of tokens is `incomplete`, the others
+asked); a model's refusal is a `refusal` content part after the text (the only part when
+there is no text), as OpenAI sends it; the last item of a reply that ran out of tokens is `incomplete`, the others
 `completed`; every listed input item has a `type` and an `id`.
 """
 from __future__ import annotations
@@ -31,8 +32,9 @@ def output_items(collected: Collected, item_id: str) -> list[dict]:
     announces it). When the reply ran out of tokens, the last item (the one it was
     writing) is `incomplete`, as OpenAI marks it; the others are `completed`."""
     items: list[dict] = []
-    if collected.text or not collected.tool_calls:
-        items.append(message_item(f"msg_{item_id}", collected.text or "", "completed", collected.logprobs))
+    if collected.text or collected.refusal is not None or not collected.tool_calls:
+        items.append(message_item(f"msg_{item_id}", collected.text or "", "completed", collected.logprobs,
+                                  collected.refusal))
     for index, call in sorted(collected.tool_calls.items()):
         items.append(call_item(f"fc_{item_id}_{index}", call.id, call.name, call.arguments, "completed"))
     if items:
@@ -45,10 +47,22 @@ def text_part(text: str, logprobs: list[TokenChoice] | None = None) -> dict:
     return {"type": "output_text", "text": text, "annotations": [], "logprobs": logprob_entries(logprobs or [])}
 
 
-def message_item(item_id: str, text: str, status: str, logprobs: list[TokenChoice] | None = None) -> dict:
-    """A message output item; its text part is there once it is done (`completed`, or
-    `incomplete` when the reply ran out of tokens in it), not while `in_progress`."""
-    content = [] if status == "in_progress" else [text_part(text, logprobs)]
+def refusal_part(refusal: str) -> dict:
+    """A `refusal` content part: why the model gave no answer."""
+    return {"type": "refusal", "refusal": refusal}
+
+
+def message_item(item_id: str, text: str, status: str, logprobs: list[TokenChoice] | None = None,
+                 refusal: str | None = None, content: list[dict] | None = None) -> dict:
+    """A message output item; its content is there once it is done (`completed`, or
+    `incomplete` when the reply ran out of tokens in it), not while `in_progress`: the
+    given `content` parts, else its text part, then a refusal part when the model refused
+    (only that when it wrote no text)."""
+    if status == "in_progress":
+        content = []
+    elif content is None:
+        content = (([text_part(text, logprobs)] if text or refusal is None else [])
+                   + ([refusal_part(refusal)] if refusal is not None else []))
     return {"type": "message", "id": item_id, "status": status, "role": "assistant", "content": content}
 
 
@@ -62,10 +76,12 @@ ResponseStatus = Literal["queued", "in_progress", "completed", "incomplete", "fa
 
 def response_object(response_id: str, request: ResponsesRequest, *, created_at: int | None = None,
                     status: ResponseStatus = "completed", output: list[dict] | None = None,
-                    usage: Usage | None = None, error: dict | None = None) -> dict:
+                    usage: Usage | None = None, error: dict | None = None,
+                    service_tier: str | None = None) -> dict:
     """A response object; `incomplete` when the reply ran out of `max_output_tokens`;
     `error` ({"code", "message"}) only when it `failed`; `completed_at` only when it
-    `completed` (now: the object is made as it ends)."""
+    `completed` (now: the object is made as it ends); `service_tier` the one an upstream
+    said it served the reply in, else the one the gateway serves it in."""
     return {
         "id": response_id, "object": "response", "created_at": created_at or int(time.time()),
         "status": status, "completed_at": int(time.time()) if status == "completed" else None, "background": request.background, "model": request.model, "output": output or [],
@@ -78,12 +94,14 @@ def response_object(response_id: str, request: ResponsesRequest, *, created_at: 
         "tools": request.tools or [], "text": request.text or {"format": {"type": "text"}},
         "metadata": request.metadata or {}, "user": request.user,
         "truncation": request.truncation or "disabled", "top_logprobs": request.top_logprobs,
-        "service_tier": served_tier(request.service_tier), "prompt_cache_key": request.prompt_cache_key,
+        "service_tier": service_tier or served_tier(request.service_tier),
+        "prompt_cache_key": request.prompt_cache_key,
         "safety_identifier": request.safety_identifier, "max_tool_calls": request.max_tool_calls,
         "usage": None if usage is None else {
             "input_tokens": usage.num_prompt_tokens,
             "input_tokens_details": {"cached_tokens": usage.num_cached_tokens},
-            "output_tokens": usage.num_completion_tokens, "output_tokens_details": {"reasoning_tokens": 0},
+            "output_tokens": usage.num_completion_tokens,
+            "output_tokens_details": {"reasoning_tokens": usage.num_reasoning_tokens},
             "total_tokens": usage.num_total_tokens}}
 
 

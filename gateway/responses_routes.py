@@ -39,7 +39,8 @@ from gateway.response_store import StoredResponse
 from gateway.conversation_items import traced_in_conversation, turn_items
 from gateway.request_metadata import checked_metadata
 from gateway.responses_format import (ResponsesRequest, check_include_query, conversation_after, input_messages,
-                                      oldest_turn, renamed, to_chat_body, without)
+                                      oldest_turn, to_chat_body, without)
+from gateway.responses_errors import renamed
 from gateway.responses_objects import input_items
 from gateway.responses_stream import ResponsesStreamWriter, sse_event, whole_response
 from gateway.routes import error_response, gateway_state, refusal, tenant_endpoint
@@ -91,7 +92,7 @@ async def create_response(request: Request) -> Response:
     `previous_response_id` and GET."""
     started_s = time.perf_counter()
     state = gateway_state(request)
-    tenant, model, request_id = UNAUTHENTICATED, "", None
+    tenant, model, request_id, trace = UNAUTHENTICATED, "", None, None
     try:
         tenant = state.keys.authenticate(request.headers.get("authorization"))
         body = await read_json_body(request, state.config.max_body_bytes)
@@ -132,7 +133,7 @@ async def create_response(request: Request) -> Response:
                              include_usage=False, started_s=started_s, trace=trace, shape=shape)
     except ApiError as error:
         state.metrics.record_request(tenant, model, "responses", error.status)
-        return refusal(state, error, tenant, request_id)
+        return refusal(state, error, tenant, request_id, trace)
     except ClientGone:
         return Response(status_code=CLIENT_CLOSED_STATUS)
 

@@ -3,22 +3,25 @@
 Each event is `event: TYPE` + `data: {..., "type": TYPE, "sequence_number": N}`, N
 counting from 0. The order is OpenAI's: `response.created`, `response.in_progress`;
 per output item `response.output_item.added`, its content (a message's
-`content_part.added`, `output_text.delta`..., `output_text.done`, `content_part.done`; a
-call's `function_call_arguments.delta`..., `.done`), `response.output_item.done`; then
+`content_part.added`, `output_text.delta`..., `output_text.done`, `content_part.done`,
+and for a refusal the same with `refusal.delta`..., `refusal.done`; a call's
+`function_call_arguments.delta`..., `.done`), `response.output_item.done`; then
 `response.completed` (or `response.incomplete`) carrying the whole response. A
 background response opens with `response.created` and `response.queued` instead, then
 `response.in_progress` once admitted, a failure ends it with `response.failed` and a cancel with
 `response.cancelled`. Text deltas
 and `output_text.done` carry `logprobs`, an empty list unless the request asked. Invariant:
-an item is closed before the next one opens, so every item's events are contiguous.
+an item is closed before the next one opens, and a content part before the next part,
+so every item's and part's events are contiguous.
 """
 from __future__ import annotations
 
-from gateway.backend import ChatEvent, Finished, TextDelta, ToolCallDelta
+from gateway.backend import ChatEvent, Finished, RefusalDelta, TextDelta, ToolCallDelta
 from gateway.collected import Collected
 from gateway.openai_format import dumps, logprob_entries
 from gateway.responses_format import ResponsesRequest
-from gateway.responses_objects import call_item, final_status, message_item, output_items, response_object, text_part
+from gateway.responses_objects import (call_item, final_status, message_item, output_items, refusal_part,
+                                       response_object, text_part)
 
 
 def sse_event(kind: str, sequence_number: int, **fields) -> bytes:
@@ -36,16 +39,18 @@ class ResponsesStreamWriter:
         self._sequence = 0
         self._open: tuple[str, int] | None = None  # ("message", -1) or ("call", chat call index)
         self._items: list[dict] = []  # output items closed so far
+        self._part: tuple[str, list[str]] | None = None  # the open message's open part: its type, its text
+        self._parts: list[dict] = []  # the open message's content parts closed so far
 
     def _event(self, kind: str, **fields) -> bytes:
         event = sse_event(kind, self._sequence, **fields)
         self._sequence += 1
         return event
 
-    def snapshot(self, status: str, usage=None, error: dict | None = None) -> dict:
+    def snapshot(self, status: str, usage=None, error: dict | None = None, service_tier: str | None = None) -> dict:
         """The response object as it stands: the output items closed so far."""
         return response_object(self.response_id, self.request, created_at=self.created_at, status=status,
-                               output=list(self._items), usage=usage, error=error)
+                               output=list(self._items), usage=usage, error=error, service_tier=service_tier)
 
     def opening(self) -> bytes:
         snapshot = self.snapshot("in_progress")
@@ -83,13 +88,9 @@ class ResponsesStreamWriter:
         position = len(self._items)
         item_id = self._item_id(kind, index)
         if kind == "message":
-            text = self.collected.text
-            item = message_item(item_id, text, status, self.collected.logprobs)
-            part = item["content"][0]
-            out = (self._event("response.output_text.done", item_id=item_id, output_index=position,
-                               content_index=0, text=text, logprobs=part["logprobs"])
-                   + self._event("response.content_part.done", item_id=item_id, output_index=position,
-                                 content_index=0, part=part))
+            out = self._close_part(item_id, position)
+            item = message_item(item_id, "", status, content=self._parts)
+            self._parts = []
         else:
             call = self.collected.tool_calls[index]
             item = call_item(item_id, call.id, call.name, call.arguments, status)
@@ -98,24 +99,62 @@ class ResponsesStreamWriter:
         self._items.append(item)
         return out + self._event("response.output_item.done", output_index=position, item=item)
 
+    def _close_part(self, item_id: str, position: int) -> bytes:
+        """Ends the open message's open content part (its `.done` events), if any."""
+        if self._part is None:
+            return b""
+        kind, pieces = self._part
+        self._part = None
+        text, index = "".join(pieces), len(self._parts)
+        if kind == "output_text":
+            part = text_part(text, self.collected.logprobs)
+            out = self._event("response.output_text.done", item_id=item_id, output_index=position,
+                              content_index=index, text=text, logprobs=part["logprobs"])
+        else:
+            part = refusal_part(text)
+            out = self._event("response.refusal.done", item_id=item_id, output_index=position,
+                              content_index=index, refusal=text)
+        self._parts.append(part)
+        return out + self._event("response.content_part.done", item_id=item_id, output_index=position,
+                                 content_index=index, part=part)
+
+    def _message_part(self, kind: str, piece: str) -> bytes:
+        """The events that open the message (closing the item before it) and its content
+        part of `kind` ("output_text" or "refusal") as needed, and add `piece` to it."""
+        out = b""
+        item_id, position = self._item_id("message", -1), len(self._items)
+        if self._open != ("message", -1):
+            out += self._close()
+            position = len(self._items)
+            self._open = ("message", -1)
+            out += self._event("response.output_item.added", output_index=position,
+                               item=message_item(item_id, "", "in_progress"))
+        if self._part is None or self._part[0] != kind:
+            out += self._close_part(item_id, position)
+            self._part = (kind, [])
+            out += self._event("response.content_part.added", item_id=item_id, output_index=position,
+                               content_index=len(self._parts),
+                               part=text_part("") if kind == "output_text" else refusal_part(""))
+        if piece:
+            self._part[1].append(piece)
+        return out
+
     def event(self, event: ChatEvent) -> bytes:
         self.collected.add(event)
         if isinstance(event, TextDelta):
-            out = b""
-            if self._open != ("message", -1):
-                out += self._close()
-                self._open = ("message", -1)
-                item_id = self._item_id("message", -1)
-                out += (self._event("response.output_item.added", output_index=len(self._items),
-                                    item=message_item(item_id, "", "in_progress"))
-                        + self._event("response.content_part.added", item_id=item_id,
-                                      output_index=len(self._items), content_index=0,
-                                      part=text_part("")))
+            out = self._message_part("output_text", event.text)
             if not event.text:
                 return out
             return out + self._event("response.output_text.delta", item_id=self._item_id("message", -1),
-                                     output_index=len(self._items), content_index=0, delta=event.text,
-                                     logprobs=logprob_entries(event.logprobs or []))
+                                     output_index=len(self._items), content_index=len(self._parts),
+                                     delta=event.text, logprobs=logprob_entries(event.logprobs or []))
+        if isinstance(event, RefusalDelta):
+            out = self._message_part("refusal", event.refusal)
+            if not event.refusal:
+                return out
+            return out + self._event("response.refusal.delta", item_id=self._item_id("message", -1),
+                                     output_index=len(self._items), content_index=len(self._parts),
+                                     delta=event.refusal)
         if isinstance(event, ToolCallDelta):
             out = b""
             if self._open != ("call", event.index):
@@ -135,7 +174,8 @@ class ResponsesStreamWriter:
         out = self.event(TextDelta("")) if self._open is None and not self._items else b""
         status = final_status(self.collected)
         out += self._close(status)
-        return out + self._event(f"response.{status}", response=self.snapshot(status, event.usage))
+        return out + self._event(f"response.{status}", response=self.snapshot(status, event.usage,
+                                                                             service_tier=event.service_tier))
 
     @staticmethod
     def done() -> bytes:
@@ -152,5 +192,6 @@ def whole_response(response_id: str, request: ResponsesRequest, collected: Colle
     status = final_status(collected)
     return response_object(response_id, request, created_at=created_at, status=status,
                            output=output_items(collected, response_id.removeprefix("resp_")),
-                           usage=finished.usage if finished else None)
+                           usage=finished.usage if finished else None,
+                           service_tier=finished.service_tier if finished else None)
 

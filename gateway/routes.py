@@ -9,18 +9,21 @@ Metric labels only ever carry configured model and tenant names, never client st
 from __future__ import annotations
 
 import functools
+import logging
 import time
 from collections.abc import Awaitable, Callable
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
+from agents_trace.records import StepContext
+
 from gateway.auth import UNAUTHENTICATED
 from gateway.chat_checks import check_chat_request
 from gateway.request_metadata import checked_metadata
 from gateway.choices import with_choices
-from gateway.errors import ApiError
-from gateway.exchange import CLIENT_CLOSED_STATUS, admit
+from gateway.errors import ApiError, server_error
+from gateway.exchange import CLIENT_CLOSED_STATUS, admit, session_headers
 from gateway.respond import respond
 from gateway.embeddings import EmbeddingsRequest, unsupported_model
 from gateway.http_io import ClientGone, race_disconnect, read_json_body
@@ -39,12 +42,15 @@ def error_response(error: ApiError) -> JSONResponse:
     return JSONResponse(error.body(), status_code=error.status, headers=error.headers)
 
 
-def refusal(state: GatewayState, error: ApiError, tenant: str, request_id: str | None) -> JSONResponse:
+def refusal(state: GatewayState, error: ApiError, tenant: str, request_id: str | None,
+            trace: StepContext | None = None) -> JSONResponse:
     """A generation endpoint's error answer, with `x-request-id` as a reply has it (the
-    traced step's id once the request was prepared, else a new one) and, for an
-    authenticated tenant, its rate limits as they stand."""
+    traced step's id once the request was prepared, else a new one), `x-session-id` when
+    the failed step was traced, and, for an authenticated tenant, its rate limits as they
+    stand."""
     response = error_response(error)
     response.headers["x-request-id"] = request_id or new_id("req")
+    response.headers.update(session_headers(trace))
     if tenant != UNAUTHENTICATED:
         for name, value in state.limiters[tenant].rate_limit_headers().items():
             response.headers.setdefault(name, value)
@@ -78,6 +84,7 @@ async def _handle(request: Request, *, is_chat: bool) -> Response:
     tenant = UNAUTHENTICATED
     model = ""
     request_id = None
+    trace = None
     try:
         tenant = state.keys.authenticate(request.headers.get("authorization"))
         body = await read_json_body(request, state.config.max_body_bytes)
@@ -103,7 +110,7 @@ async def _handle(request: Request, *, is_chat: bool) -> Response:
                              started_s=started_s, trace=trace)
     except ApiError as error:
         state.metrics.record_request(tenant, model, endpoint, error.status)
-        return refusal(state, error, tenant, request_id)
+        return refusal(state, error, tenant, request_id, trace)
     except ClientGone:
         return Response(status_code=CLIENT_CLOSED_STATUS)
 
@@ -118,7 +125,9 @@ async def completions(request: Request) -> Response:
 
 async def embeddings(request: Request) -> Response:
     """POST /v1/embeddings: upstream models and local embedding models (gateway/embeddings.py),
-    admitted by the tenant's limits like any request; a client that leaves cancels the wait."""
+    admitted by the tenant's limits like any request; a client that leaves cancels the wait.
+    The tenant's ticket is released on every path; a failure no check expected (a bug) is
+    logged with its traceback, answered as an OpenAI-shaped 500 and counted as one."""
     state = gateway_state(request)
     tenant, model = UNAUTHENTICATED, ""
     try:
@@ -132,12 +141,13 @@ async def embeddings(request: Request) -> Response:
 
         async def work() -> dict:
             ticket = await admit(state, tenant, parsed.estimated_tokens())
-            reply = None
+            num_used_tokens = None
             try:
                 reply = await embed(parsed)
+                num_used_tokens = reply["usage"]["total_tokens"]
                 return reply
             finally:
-                state.limiters[tenant].release(ticket, reply["usage"]["total_tokens"] if reply else None)
+                state.limiters[tenant].release(ticket, num_used_tokens)
         reply = await race_disconnect(work(), request.receive)
         state.metrics.record_request(tenant, model, "embeddings", 200)
         return JSONResponse(reply, headers=state.limiters[tenant].rate_limit_headers())
@@ -147,6 +157,11 @@ async def embeddings(request: Request) -> Response:
     except ClientGone:
         state.metrics.record_request(tenant, model, "embeddings", CLIENT_CLOSED_STATUS)
         return Response(status_code=CLIENT_CLOSED_STATUS)
+    except Exception as exc:
+        logging.getLogger("stepahead.gateway").error("unexpected error answering embeddings", exc_info=exc)
+        error = server_error()
+        state.metrics.record_request(tenant, model, "embeddings", error.status)
+        return refusal(state, error, tenant, None)
 
 
 def _model_object(state: GatewayState, name: str) -> dict:

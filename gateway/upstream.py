@@ -1,9 +1,11 @@
 """Models served by an upstream provider through `litellm.acompletion`.
 
-Invariants: the client's request is forwarded as sent (unknown fields included) except
-the fields the gateway owns (`model`, `stream_options`, `n`, `metadata`, `cache_salt`);
-upstream usage is always requested so the tenant is charged real tokens; every
-provider exception leaves as an OpenAI-shaped `ApiError` (`litellm_errors.py`); closing
+Invariants: the client's request is forwarded as sent (unknown fields included, in
+`extra_body`, so litellm never reads them) except the fields the gateway owns (`model`,
+`stream_options`, `n`, `metadata`, `cache_salt`), with only the model's own credentials
+(gateway/upstream_kwargs.py); upstream usage is always requested so the tenant is
+charged real tokens; every provider exception leaves as an OpenAI-shaped `ApiError`
+(`litellm_errors.py`), with the model's key redacted from it (`own_secrets`); closing
 the event iterator closes the upstream stream. `timeout_s` bounds the call: no hidden SDK
 retries (an upstream 429 comes back at once, with its `Retry-After`). A reply that is not
 the OpenAI protocol is a 502 `upstream_error` before any of it reaches the client
@@ -12,6 +14,7 @@ the OpenAI protocol is a 502 `upstream_error` before any of it reaches the clien
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from collections.abc import AsyncIterator
@@ -20,15 +23,14 @@ from typing import Any
 
 from gateway.backend import ChatEvent, Prepared, Usage
 from gateway.config import UpstreamModelConfig
-from gateway.embeddings import EmbeddingsRequest, reply_body
+from gateway.embeddings import EmbeddingsRequest, input_items, reply_body, upstream_reply
 from gateway.errors import ApiError, context_length_exceeded, invalid_request
-from gateway.litellm_errors import map_litellm_error, upstream_garbage
+from gateway.litellm_errors import map_litellm_error, redacted, upstream_garbage
 from gateway.schemas import ChatCompletionRequest, CompletionRequest
+from gateway.upstream_kwargs import call_kwargs
 from gateway.upstream_replies import events_from_response, events_from_stream, require_sse
 
-OWNED_FIELDS = ("model", "stream_options", "n", "metadata", "cache_salt", "num_retries",
-                "max_retries")
-NO_RETRIES = {"num_retries": 0, "max_retries": 0}   # litellm's and the OpenAI SDK's
+log = logging.getLogger("stepahead.gateway")
 
 
 def import_litellm():
@@ -68,7 +70,14 @@ class UpstreamBackend:
         self._litellm = None
 
     async def start(self) -> None:
+        self._warn_of_missing_key()
         self._litellm = import_litellm()
+
+    def _warn_of_missing_key(self) -> None:
+        """One warning line at the start when the model's `api_key_env` variable is unset."""
+        warning = self.config.missing_key_warning()
+        if warning:
+            log.warning("stepahead: model %r: %s", self.model_id, warning)
 
     def cancel_start(self) -> None:
         """Nothing to stop: the start only imports litellm (or opens a session)."""
@@ -89,20 +98,8 @@ class UpstreamBackend:
         return {}
 
     def _common_kwargs(self, body: dict, stream: bool) -> dict:
-        kwargs = {k: v for k, v in body.items() if k not in OWNED_FIELDS and v is not None}
-        kwargs.update(NO_RETRIES)   # an operator may still opt in through litellm_params
-        kwargs.update(dict(self.config.litellm_params))
-        kwargs["model"] = self.config.litellm_model
-        kwargs["timeout"] = self.config.timeout_s
-        api_base = self.config.resolved_api_base()
-        api_key = self.config.resolved_api_key()
-        if api_base:
-            kwargs["api_base"] = api_base
-        if api_key:
-            kwargs["api_key"] = api_key
-        if stream:
-            kwargs["stream_options"] = {"include_usage": True}
-        return kwargs
+        """litellm's keyword arguments for the client's `body` (gateway/upstream_kwargs.py)."""
+        return call_kwargs(self.config, body, stream)
 
     def _prepared(self, request_id: str, tenant: str, call: UpstreamCall, num_prompt_tokens: int,
                   num_max_tokens: int | None) -> Prepared:
@@ -137,9 +134,20 @@ class UpstreamBackend:
         return self._prepared(request_id, tenant, call, num_prompt_tokens, request.max_tokens)
 
     async def embed(self, request: EmbeddingsRequest) -> dict:
-        """`POST /v1/embeddings` through `litellm.aembedding`; provider errors OpenAI-shaped."""
+        """`POST /v1/embeddings` through `litellm.aembedding`, one upstream call (no SDK
+        retries unless `litellm_params` asks for them); provider errors OpenAI-shaped, a
+        reply of the wrong shape a 502 (`embeddings.upstream_reply`). A model answered by
+        litellm's text `mock_response` refuses embeddings with a 400 naming `model`
+        (litellm would answer with the text as the vector)."""
+        mock_response = dict(self.config.litellm_params).get("mock_response")
+        if mock_response is not None and not isinstance(mock_response, list):
+            raise invalid_request(f"The model '{self.model_id}' answers with a fixed text (litellm's "
+                                  "mock_response); it does not serve embeddings.",
+                                  param="model", code="model_not_supported")
         body = request.model_dump(exclude_unset=True, exclude_none=True, exclude={"encoding_format"})
         kwargs = self._common_kwargs(body, stream=False)
+        if not kwargs.get("max_retries"):
+            kwargs["max_retries"] = NO_SDK_RETRIES
         if "dimensions" in body:
             # litellm refuses `dimensions` for models it does not know to take it; the
             # upstream is the judge (its refusal comes back as its own 400)
@@ -149,14 +157,21 @@ class UpstreamBackend:
             raw = await litellm.aembedding(**kwargs)
         except ApiError:
             raise
-        except Exception as exc:
-            raise map_litellm_error(exc) from None
+        except Exception as exc:   # an upstream may quote the key it was sent
+            raise redacted(map_litellm_error(exc), self.own_secrets()) from None
         try:
-            return reply_body(raw, self.model_id, request.encoding_format)
+            return reply_body(upstream_reply(raw, len(input_items(request.input))), self.model_id,
+                              request.encoding_format)
         except ApiError:
             raise
         except Exception as exc:   # NOTE: an embeddings reply of the wrong shape
             raise upstream_garbage(f"embeddings: {type(exc).__name__}: {exc}") from None
+
+    def own_secrets(self) -> tuple[str, ...]:
+        """The key(s) this model sends upstream, never to be quoted back in an error."""
+        return tuple(key for key in (self.config.resolved_api_key(),
+                                     dict(self.config.litellm_params).get("api_key"))
+                     if isinstance(key, str) and key)
 
     async def run(self, prepared: Prepared) -> AsyncIterator[ChatEvent]:
         kwargs = choice_kwargs(prepared)
@@ -166,21 +181,24 @@ class UpstreamBackend:
         fallback = Usage(num_prompt_tokens=prepared.num_prompt_tokens)
         started_s = time.perf_counter()
         try:
-            response = await call(**kwargs)
-        except ApiError:
-            raise
-        except Exception as exc:
-            raise map_litellm_error(exc) from None
-        if not kwargs.get("stream"):
-            for event in events_from_response(response, is_chat, fallback):
-                yield event
-            return
-        try:
-            require_sse(response)
-            async for event in events_from_stream(response, is_chat, fallback, started_s):
-                yield event
-        finally:
-            await _close_quietly(response)
+            try:
+                response = await call(**kwargs)
+            except ApiError:
+                raise
+            except Exception as exc:
+                raise map_litellm_error(exc) from None
+            if not kwargs.get("stream"):
+                for event in events_from_response(response, is_chat, fallback):
+                    yield event
+                return
+            try:
+                require_sse(response)
+                async for event in events_from_stream(response, is_chat, fallback, started_s):
+                    yield event
+            finally:
+                await _close_quietly(response)
+        except ApiError as error:   # an upstream may quote the key it was sent
+            raise redacted(error, self.own_secrets()) from None
 
 
 def choice_kwargs(prepared: Prepared) -> dict:
@@ -190,6 +208,21 @@ def choice_kwargs(prepared: Prepared) -> dict:
     if prepared.choice and kwargs.get("seed") is not None:
         kwargs = {**kwargs, "seed": kwargs["seed"] + prepared.choice}
     return kwargs
+
+
+class _NoSdkRetries(int):
+    """`max_retries=0` that litellm's OpenAI embeddings call keeps: it reads `max_retries
+    or DEFAULT_MAX_RETRIES` (2), so a plain 0 gave the OpenAI SDK 2 hidden retries (an
+    upstream 429 waited out its `Retry-After` twice, a hang took 3 x `timeout_s`). It is
+    0 to the SDK, but true."""
+
+    __slots__ = ()
+
+    def __bool__(self) -> bool:
+        return True
+
+
+NO_SDK_RETRIES = _NoSdkRetries(0)
 
 
 async def _close_quietly(response: Any) -> None:

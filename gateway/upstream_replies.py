@@ -1,8 +1,11 @@
 """Reading an upstream provider's reply (a litellm object or plain JSON, whole or
 streamed) as the gateway's events: the OpenAI protocol checked as it is read.
 
+What passes on: text, refusal (`message.refusal`, `delta.refusal`), tool calls, log
+probabilities, the finish reason, usage (with `completion_tokens_details`), and the
+reply's `system_fingerprint` and `service_tier`.
 Invariant: a reply that is not the OpenAI protocol (no choice, an error body with 200,
-non-string text, tool-call fields or finish reason, usage counts that are not
+non-string text, refusal, tool-call fields or finish reason, usage counts that are not
 non-negative integers, a stream with no finish reason or not SSE at all) raises a 502
 `upstream_error` (`litellm_errors.upstream_garbage`) before any of it reaches the
 client, its trace or its tenant's spent tokens; nothing else leaves these readers.
@@ -13,7 +16,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from gateway.backend import ChatEvent, Finished, TextDelta, TokenChoice, ToolCallDelta, Usage
+from gateway.backend import ChatEvent, Finished, RefusalDelta, TextDelta, TokenChoice, ToolCallDelta, Usage
 from gateway.errors import ApiError
 from gateway.litellm_errors import map_litellm_error, upstream_garbage
 
@@ -45,6 +48,20 @@ def _count(value: Any, what: str) -> int:
     return value
 
 
+COMPLETION_DETAILS = ("reasoning_tokens", "audio_tokens", "accepted_prediction_tokens",
+                      "rejected_prediction_tokens")
+
+
+def _completion_details(raw: Any) -> dict[str, int] | None:
+    """The counts OpenAI's `completion_tokens_details` has that the upstream sent; None
+    when it sent none of them."""
+    if not _is_record(raw):
+        return None
+    details = {name: _count(_field(raw, name), f"completion_tokens_details.{name}")
+               for name in COMPLETION_DETAILS if _field(raw, name) is not None}
+    return details or None
+
+
 def usage_from(raw: Any, fallback: Usage) -> Usage:
     """The upstream's usage; `fallback` when it sent none. Counts must be non-negative
     integers (else a 502), so garbage never reaches traces or spent tokens."""
@@ -56,7 +73,22 @@ def usage_from(raw: Any, fallback: Usage) -> Usage:
     return Usage(num_prompt_tokens=_count(_field(raw, "prompt_tokens"), "prompt_tokens"),
                  num_completion_tokens=_count(_field(raw, "completion_tokens"), "completion_tokens"),
                  num_cached_tokens=_count(_field(details, "cached_tokens"),
-                                          "prompt_tokens_details.cached_tokens") if details else 0)
+                                          "prompt_tokens_details.cached_tokens") if details else 0,
+                 completion_tokens_details=_completion_details(_field(raw, "completion_tokens_details")))
+
+
+def _label(value: Any) -> str | None:
+    """A reply's `system_fingerprint` or `service_tier`: a string, else None (not worth a 502)."""
+    return value if isinstance(value, str) and value else None
+
+
+def embedding_usage_from(raw: Any) -> tuple[int, int]:
+    """An embeddings reply's usage as (prompt tokens, total tokens), checked as
+    `usage_from` checks chat's: non-negative integers, else a 502. (0, 0) when it sent
+    none; a total it did not send (or sent as 0) is its prompt tokens."""
+    usage = usage_from(raw, Usage())
+    total = _count(_field(raw, "total_tokens"), "total_tokens") if raw is not None else 0
+    return usage.num_prompt_tokens, total or usage.num_prompt_tokens
 
 
 def logprobs_from(choice: Any, is_chat: bool) -> list[TokenChoice] | None:
@@ -107,13 +139,18 @@ def _whole_events(response: Any, is_chat: bool, fallback: Usage):
         content = _text(_field(message, "content"), "message.content")
         if content:
             yield TextDelta(content, logprobs_from(choice, is_chat))
+        refusal = _text(_field(message, "refusal"), "message.refusal")
+        if refusal:
+            yield RefusalDelta(refusal)
         yield from _tool_call_deltas(_field(message, "tool_calls"), whole=True)
     else:
         text = _text(_field(choice, "text"), "choices[0].text")
         if text:
             yield TextDelta(text, logprobs_from(choice, is_chat))
     yield Finished(_text(_field(choice, "finish_reason"), "finish_reason") or "stop",
-                   usage_from(_field(response, "usage"), fallback))
+                   usage_from(_field(response, "usage"), fallback),
+                   system_fingerprint=_label(_field(response, "system_fingerprint")),
+                   service_tier=_label(_field(response, "service_tier")))
 
 
 def _tool_call_deltas(calls: Any, whole: bool):
@@ -151,11 +188,14 @@ async def events_from_stream(response: Any, is_chat: bool, fallback: Usage,
     usage = None
     ttft_s = None
     num_chunks = 0
+    fingerprint = tier = None
     try:
         async for chunk in response:
             if not _is_record(chunk):
                 raise upstream_garbage("a stream chunk is not an object")
             usage = _field(chunk, "usage") or usage
+            fingerprint = _label(_field(chunk, "system_fingerprint")) or fingerprint
+            tier = _label(_field(chunk, "service_tier")) or tier
             choices = _field(chunk, "choices") or []
             if not isinstance(choices, list):
                 raise upstream_garbage("a stream chunk's choices is not a list")
@@ -167,6 +207,11 @@ async def events_from_stream(response: Any, is_chat: bool, fallback: Usage,
                     ttft_s = ttft_s if ttft_s is not None else time.perf_counter() - started_s
                     num_chunks += 1
                     yield TextDelta(text, logprobs_from(choice, is_chat))
+                refusal = _text(_field(delta, "refusal"), "delta refusal") if is_chat else None
+                if refusal:
+                    ttft_s = ttft_s if ttft_s is not None else time.perf_counter() - started_s
+                    num_chunks += 1
+                    yield RefusalDelta(refusal)
                 for delta_call in _tool_call_deltas(_field(delta, "tool_calls") if is_chat else None,
                                                     whole=False):
                     ttft_s = ttft_s if ttft_s is not None else time.perf_counter() - started_s
@@ -179,4 +224,5 @@ async def events_from_stream(response: Any, is_chat: bool, fallback: Usage,
         raise upstream_garbage("the stream ended before a finish_reason")
     if usage is None:
         fallback.num_completion_tokens = num_chunks
-    yield Finished(finish_reason, usage_from(usage, fallback), ttft_s=ttft_s)
+    yield Finished(finish_reason, usage_from(usage, fallback), ttft_s=ttft_s,
+                   system_fingerprint=fingerprint, service_tier=tier)

@@ -10,6 +10,11 @@ The last user message picks the behaviour, so one server covers every case:
 `{"data": "nope"}`). Misbehaving upstreams (`FAULTS`): a 200 whose body is the named
 garbage, "nodone" (a stream cut cleanly before its finish reason), "hang" (no answer for
 60 s), "trickle" (a healthy stream, one chunk per 0.4 s); a 429 says `Retry-After: 30`.
+"refusal" refuses (`message.refusal`, streamed as `delta.refusal`); "reasoned" answers
+with reasoning tokens in its usage, a `system_fingerprint` and a `service_tier`;
+"echo-request" answers with the request it got as JSON text (`authorization` header and
+`body`); "badparam" is a 400 naming `param` and `code`; "keyecho" a 400 whose message
+quotes the `Authorization` header it got, and its key alone.
 """
 from __future__ import annotations
 
@@ -26,7 +31,13 @@ ERROR_BODIES = {
     500: {"message": "The server had an error.", "type": "server_error", "param": None,
           "code": None},
     503: {"message": "Overloaded.", "type": "server_error", "param": None, "code": None},
+    404: {"message": "The model `fake-model` does not exist or you do not have access to it.",
+          "type": "invalid_request_error", "param": None, "code": "model_not_found"},
 }
+REFUSAL = ["I'm sorry, ", "I cannot help with that."]
+REASONED_USAGE = {"prompt_tokens": 5, "completion_tokens": 4, "total_tokens": 9,
+                  "prompt_tokens_details": {"cached_tokens": 0},
+                  "completion_tokens_details": {"reasoning_tokens": 2}}
 
 
 def _whole(content=None, finish="stop", usage=None, tool_args=None) -> dict:
@@ -132,6 +143,15 @@ async def app(scope, receive, send) -> None:
         await _embeddings(send, body)
         return
     text = _last_user_text(body)
+    headers = dict(scope.get("headers") or [])
+    if text in ("badparam", "keyecho"):
+        authorization = headers.get(b"authorization", b"").decode()
+        message = (f"Bad request with key {authorization} (key {authorization.removeprefix('Bearer ')})"
+                   if text == "keyecho" else "Invalid value for 'temperature': must be <= 2.")
+        await _send_json(send, 400, {"error": {"message": message, "type": "invalid_request_error",
+                                               "param": "temperature" if text == "badparam" else None,
+                                               "code": "invalid_value" if text == "badparam" else None}})
+        return
     if text.startswith("status:"):
         status = int(text.split(":")[1])
         await send({"type": "http.response.start", "status": status,
@@ -152,21 +172,32 @@ async def app(scope, receive, send) -> None:
     tool_call = {"id": "call_fake1", "type": "function",
                  "function": {"name": "lookup", "arguments": json.dumps({"q": "x"})}}
     reply = f"echo: {text}" + (f" seed {body['seed']}" if "seed" in body else "")
+    if text == "echo-request":
+        reply = json.dumps({"authorization": headers.get(b"authorization", b"").decode() or None,
+                            "body": body})
     if not body.get("stream"):
         if text == "slow":
             await asyncio.sleep(3.0)
         message = ({"role": "assistant", "content": None, "tool_calls": [tool_call]}
                    if text == "tool" else {"role": "assistant", "content": reply})
-        await _send_json(send, 200, {
-            "id": "chatcmpl-fake", "object": "chat.completion", "created": 1, "model": "fake",
-            "choices": [{"index": 0, "message": message,
-                         "logprobs": _scored([w + " " for w in reply.split()]) if body.get("logprobs") else None,
-                         "finish_reason": "tool_calls" if text == "tool" else "stop"}],
-            "usage": _usage(text, reply)})
+        if text == "refusal":
+            message = {"role": "assistant", "content": None, "refusal": "".join(REFUSAL)}
+        whole = {"id": "chatcmpl-fake", "object": "chat.completion", "created": 1, "model": "fake",
+                 "choices": [{"index": 0, "message": message,
+                              "logprobs": _scored([w + " " for w in reply.split()]) if body.get("logprobs") else None,
+                              "finish_reason": "tool_calls" if text == "tool" else "stop"}],
+                 "usage": _usage(text, reply)}
+        if text == "reasoned":
+            whole.update(system_fingerprint="fp_fake", service_tier="default", usage=REASONED_USAGE)
+        await _send_json(send, 200, whole)
         return
     await send({"type": "http.response.start", "status": 200,
                 "headers": [(b"content-type", b"text/event-stream")]})
-    if text == "tool":
+    if text == "refusal":
+        parts = [_chunk({"role": "assistant", "content": None})]
+        parts += [_chunk({"refusal": piece}) for piece in REFUSAL]
+        parts.append(_chunk({}, "stop"))
+    elif text == "tool":
         first = dict(tool_call, index=0, function={"name": "lookup", "arguments": ""})
         parts = [_chunk({"role": "assistant", "tool_calls": [first]}),
                  _chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"q": '}}]}),
@@ -196,6 +227,8 @@ async def app(scope, receive, send) -> None:
     else:
         usage = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 1,
                  "model": "fake", "choices": [], "usage": _usage(text, reply)}
+        if text == "reasoned":
+            usage.update(system_fingerprint="fp_fake", service_tier="default", usage=REASONED_USAGE)
         await send({"type": "http.response.body",
                     "body": b"data: " + json.dumps(usage).encode() + b"\n\ndata: [DONE]\n\n",
                     "more_body": True})

@@ -7,7 +7,7 @@ import httpx
 import openai
 import pytest
 
-from gateway.embeddings import MAX_INPUTS, EmbeddingsRequest, reply_body
+from gateway.embeddings import MAX_INPUTS, EmbeddingsRequest, reply_body, upstream_reply
 from gateway.schemas import validate
 from gateway.errors import ApiError
 from tests.gateway.conftest import KEYS
@@ -94,3 +94,26 @@ def test_the_reply_is_named_after_the_gateway_model():
     assert validate(EmbeddingsRequest, {"model": "m", "input": [[1, 2], [3]]}).estimated_tokens() == 3
     with pytest.raises(ApiError):
         validate(EmbeddingsRequest, {"model": "m", "input": [[]]})
+
+
+def test_upstream_reply_checks_shape_orders_by_index_and_checks_usage():
+    good = {"data": [{"index": 1, "embedding": [1, 2.5]}, {"index": 0, "embedding": [0.5, 0.25]}],
+            "usage": {"prompt_tokens": 4}}
+    assert upstream_reply(good, 2) == {"data": [{"index": 0, "embedding": [0.5, 0.25]},
+                                                {"index": 1, "embedding": [1, 2.5]}],
+                                       "usage": {"prompt_tokens": 4, "total_tokens": 4}}
+    assert upstream_reply({"data": [{"embedding": [0.5]}]}, 1)["usage"] == {"prompt_tokens": 0, "total_tokens": 0}
+    vector = [{"embedding": [0.5]}]
+    for wrong, num_inputs in [
+            ({"data": [{"embedding": [True, False]}]}, 1), ({"data": [{"embedding": "abc"}]}, 1),
+            ({"data": [{"embedding": [0.5, float("inf")]}]}, 1), ({"data": [{"embedding": [[0.5]]}]}, 1),
+            ({"data": [{"embedding": [[0.5], [0.5, 1.0]]}]}, 1), ({"data": [{"embedding": [None]}]}, 1),
+            ({"data": [{"embedding": [10 ** 30]}]}, 1), ({"data": [{"embedding": []}]}, 1),
+            ({"data": "nope"}, 1), ([1, 2], 1), ({"data": vector}, 2), ({"data": vector * 2}, 1),
+            ({"data": [{"index": "0", "embedding": [0.5]}]}, 1), ({"data": [{"index": True, "embedding": [0.5]}]}, 1),
+            ({"data": [{"embedding": [0.5]}, {"embedding": [0.5, 0.5]}]}, 2),
+            ({"data": vector, "usage": {"prompt_tokens": 3, "total_tokens": -3}}, 1),
+            ({"data": vector, "usage": {"prompt_tokens": 1.5}}, 1), ({"data": vector, "usage": "lots"}, 1)]:
+        with pytest.raises(ApiError) as caught:
+            upstream_reply(wrong, num_inputs)
+        assert (caught.value.status, caught.value.code) == (502, "upstream_error"), wrong

@@ -76,7 +76,8 @@ def test_replay_hints_are_not_forwarded_upstream():
     for prepared in (asyncio.run(backend.prepare_chat(chat, "t", "r1")),
                      asyncio.run(backend.prepare_completion(text, "t", "r2"))):
         assert "stepahead_replay" not in prepared.payload.kwargs
-    assert asyncio.run(backend.prepare_chat(chat, "t", "r3")).payload.kwargs["top_k"] == 3  # extras still go
+    # extras still go, in extra_body: litellm forwards them without reading them
+    assert asyncio.run(backend.prepare_chat(chat, "t", "r3")).payload.kwargs["extra_body"]["top_k"] == 3
 
 
 def test_structured_response_format_goes_upstream_as_sent():

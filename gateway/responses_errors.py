@@ -1,0 +1,62 @@
+"""A chat-path error named as the Responses API names things: a Responses request runs as
+a chat request (gateway/responses_format.py), and the chat checks' errors name chat
+parameters (`messages[3].tool_calls[0].id`, `response_format`).
+
+Invariant: an error leaving `POST /v1/responses` names the Responses parameter or input
+item it is about, in its `param` and where its message quotes it: a chat message's
+error names the item (or parameter: `instructions`, `previous_response_id`,
+`conversation`) it came from, one about a call of a merged assistant message names that
+call's own `function_call` item (`input[j].call_id`), and chat parameter names are the
+Responses ones (`text.format`, `max_output_tokens`, `include`).
+"""
+from __future__ import annotations
+
+import re
+
+from gateway.errors import ApiError
+
+CHAT_TO_RESPONSES_PARAMS = (("messages", "input"), ("response_format.json_schema", "text.format"),
+                            ("response_format", "text.format"), ("max_completion_tokens", "max_output_tokens"),
+                            ("logprobs", "include"))
+
+
+# a chat message's words, as the Responses API says them for a function call's output
+RESPONSES_WORDS = (("the tool message at", "the function_call_output at"), ("tool_call_id", "call_id"),
+                   ("no earlier assistant message made", "no earlier function_call made"),
+                   ("'image_url'", "'input_image'"))
+MESSAGE_PARAM = re.compile(r"messages\[(\d+)\]")
+CALL_FIELD = re.compile(r"\.tool_calls\[(\d+)\]\.(?:function\.)?(id|name|arguments)")
+CALL_FIELD_NAMES = {"id": "call_id", "name": "name", "arguments": "arguments"}
+
+
+def renamed(error: ApiError, sources: list[tuple[str, ...]] | None = None) -> ApiError:
+    """A chat-path error with its `param` named as the Responses API names it, in the
+    `param` field and where the message quotes it; an error about chat message k names
+    `sources[k]` (`to_chat_body`), the item or parameter that message came from, and one
+    about its call n names that call's own `function_call` item (`input[j].call_id`)."""
+    at = MESSAGE_PARAM.match(error.param or "")
+    if at is not None and sources is not None and int(at.group(1)) < len(sources):
+        source, rest = sources[int(at.group(1))], error.param[at.end():]
+        call = CALL_FIELD.match(rest)
+        if call is not None and int(call.group(1)) < len(source):
+            param = f"{source[int(call.group(1))]}.{CALL_FIELD_NAMES[call.group(2)]}{rest[call.end():]}"
+        else:
+            param = source[0] + rest if source[0].startswith("input") else source[0]
+        quoted = error.param if error.param in error.message else at.group()
+        error.message = error.message.replace(quoted, param if quoted == error.param else source[0])
+        error.param = param
+        for chat, responses in RESPONSES_WORDS:
+            error.param, error.message = error.param.replace(chat, responses), error.message.replace(chat, responses)
+        return error
+    before = error.param
+    for chat, responses in CHAT_TO_RESPONSES_PARAMS:
+        if error.param and error.param.startswith(chat):
+            error.param = responses + error.param[len(chat):]
+            break
+    if error.param and error.param.startswith("tools[") and ".function" in error.param:
+        error.param = error.param.replace(".function", "", 1)
+    if before and error.param != before:
+        error.message = error.message.replace(f"'{before}'", f"'{error.param}'")
+    for chat, responses in CHAT_TO_RESPONSES_PARAMS:   # other chat parameters the message names
+        error.message = error.message.replace(f"'{chat}'", f"'{responses}'")
+    return error

@@ -1,0 +1,47 @@
+"""Upstream errors as the client sees them, through litellm ("lite") and forwarded
+("pass"): the upstream's own 400 details kept, a model the upstream does not know the
+gateway's fault (502), and never the key the gateway sent."""
+import os
+
+import pytest
+
+from gateway.litellm_errors import REDACTED, one_line, redact
+from tests.gateway.test_http_errors import assert_error, post
+from tests.gateway.test_upstream_faults import KEY_ENV, PATHS, ask, assert_api_error, base_url  # noqa: F401
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_an_upstream_error_quoting_the_key_it_was_sent_is_redacted(base_url, path):  # noqa: F811
+    _, error, _ = ask(path, base_url, "keyecho")
+    assert error.status == 400
+    assert os.environ[KEY_ENV] not in error.message and "upstream-secret" not in error.message
+    assert error.message == f"Bad request with key Bearer {REDACTED} (key {REDACTED})"
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_an_upstream_400_keeps_its_param_code_and_own_message(base_url, path):  # noqa: F811
+    _, error, _ = ask(path, base_url, "badparam")
+    assert (error.status, error.param, error.code) == (400, "temperature", "invalid_value")
+    assert error.message == "Invalid value for 'temperature': must be <= 2."   # no "BadRequestError: OpenAIException - "
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_an_upstream_that_does_not_know_the_model_is_a_502(base_url, path):  # noqa: F811
+    _, error, _ = ask(path, base_url, "status:404")
+    assert_api_error(error, 502, "upstream_error")
+    assert "does not know the model this gateway is configured" in error.message
+
+
+def test_a_client_sees_a_502_not_model_not_found_for_a_listed_model(gateway):
+    for model in ("fake", "fake-direct"):
+        error = assert_error(post(gateway, {"model": model, "messages": [{"role": "user", "content": "status:404"}]}),
+                             502, "upstream_error")
+        assert error["type"] == "server_error"
+
+
+def test_a_secret_is_redacted_also_where_a_message_was_cut():
+    secret = "sk-abcdefghijklmnop"
+    assert redact(f"key {secret} is bad", [secret]) == f"key {REDACTED} is bad"
+    assert redact("x" * 200 + " sk-abcdefg…", [secret]) == "x" * 200 + f" {REDACTED}…"
+    assert redact("a short sk…", [secret]) == "a short sk…"   # too little of it to say
+    assert one_line("Incorrect header: Bearer sk-live-123, try again") == f"Incorrect header: Bearer {REDACTED}, try again"
