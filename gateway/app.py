@@ -181,7 +181,7 @@ def build_app(config: GatewayConfig | None = None, *, config_path: str | None = 
             state.batches.store.close()
             state.files.close()
 
-    app = FastAPI(title="stepahead", lifespan=lifespan, docs_url=None, redoc_url=None)
+    app = FastAPI(title="stepahead", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.gateway = state
     # NOTE: plain Starlette routes: the handlers take the raw Request, so FastAPI's
     # dependency solving would only add ~0.1 ms per request.
@@ -226,7 +226,7 @@ def build_app(config: GatewayConfig | None = None, *, config_path: str | None = 
         detail = error.detail if isinstance(error.detail, dict) else {"message": str(error.detail)}
         return routes.error_response(ApiError(error.status_code, str(detail.get("message")),
                                               "invalid_request_error", detail.get("code", code),
-                                              detail.get("param")))
+                                              detail.get("param"), dict(error.headers or {})))   # 405's Allow
 
     @app.exception_handler(sqlite3.Error)
     async def _store_error(request: Request, error: sqlite3.Error):   # only the trace routes read SQLite here

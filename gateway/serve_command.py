@@ -192,6 +192,7 @@ def _server_or_exit_status(args: argparse.Namespace):
     import uvicorn
 
     from gateway.app import build_app
+    from gateway.http_protocol import GuardedHttpToolsProtocol
 
     demo_key = None
     try:
@@ -238,5 +239,5 @@ def _server_or_exit_status(args: argparse.Namespace):
 
     return start_aware_server_class(cancel_start, announce)(
         uvicorn.Config(app, host=config.host, port=config.port, log_level=args.log_level,
-                       timeout_keep_alive=config.keep_alive_s,
+                       http=GuardedHttpToolsProtocol, timeout_keep_alive=config.keep_alive_s,
                        timeout_graceful_shutdown=config.shutdown_timeout_s))

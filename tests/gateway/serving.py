@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import uvicorn
 
 from gateway.config import DEFAULT_KEEP_ALIVE_S
+from gateway.http_protocol import GuardedHttpToolsProtocol
 
 
 def free_port() -> int:
@@ -36,9 +37,11 @@ class RunningServer:
         self.thread.join(timeout=30)
 
 
-def start_server(app, *, startup_timeout_s: float = 120.0, shutdown_timeout_s: float = 5.0) -> RunningServer:
+def start_server(app, *, startup_timeout_s: float = 120.0, shutdown_timeout_s: float = 5.0,
+                 http=GuardedHttpToolsProtocol) -> RunningServer:
+    """`app` served as `stepahead serve` serves it (the same HTTP protocol class)."""
     port = free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on",
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on", http=http,
                             timeout_graceful_shutdown=shutdown_timeout_s, timeout_keep_alive=DEFAULT_KEEP_ALIVE_S)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)

@@ -277,7 +277,10 @@ def test_requests_without_a_valid_key_are_401(gateway, headers):
 def test_unknown_route_and_method_are_openai_shaped(gateway):
     with httpx.Client(base_url=gateway.base_url) as client:
         assert_error(client.get("/v1/nothing"), 404)
-        assert_error(client.get("/v1/chat/completions"), 405)
+        wrong_method = client.get("/v1/chat/completions")
+        assert_error(wrong_method, 405)
+        assert "POST" in wrong_method.headers["allow"]   # as HTTP asks of a 405
+        assert_error(client.get("/openapi.json"), 404)   # no unauthenticated route map
 
 
 def test_upstream_errors_map_to_openai_shapes(gateway):

@@ -1,0 +1,84 @@
+"""The HTTP guards `stepahead serve` adds to uvicorn: a request head past its size limit
+is a 431 and one that does not arrive in time a 408, OpenAI-shaped, the connection
+closed; an ordinary request, a large body in the same packet as its head, and pipelined
+requests pass. uvicorn alone kept a 10 MB header and waited on a half-sent head forever."""
+import json
+import socket
+import time
+
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from gateway.http_protocol import GuardedHttpToolsProtocol
+from tests.gateway.serving import start_server
+
+
+class SmallGuards(GuardedHttpToolsProtocol):
+    max_head_bytes = 2048
+    head_timeout_s = 0.5
+
+
+async def echo(request: Request):
+    return JSONResponse({"body_bytes": len(await request.body())})
+
+
+@pytest.fixture(scope="module")
+def server():
+    running = start_server(Starlette(routes=[Route("/echo", echo, methods=["POST"])]), http=SmallGuards)
+    yield running
+    running.stop()
+
+
+def _exchange(server, data: bytes, *, wait_s: float = 5.0) -> bytes:
+    """What the server answers to `data` until it closes the connection (or `wait_s`)."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=wait_s) as sock:
+        sock.sendall(data)
+        answer = b""
+        try:
+            while chunk := sock.recv(65536):
+                answer += chunk
+        except TimeoutError:
+            pass
+        return answer
+
+
+def _request(body: bytes = b"{}", extra: bytes = b"") -> bytes:
+    return (b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" + extra
+            + b"Content-Length: " + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n" + body)
+
+
+def _error_of(answer: bytes) -> tuple[str, dict]:
+    head, _, body = answer.partition(b"\r\n\r\n")
+    return head.split(b"\r\n")[0].decode(), json.loads(body)["error"]
+
+
+def test_a_head_past_the_limit_is_a_431_and_the_connection_closes(server):
+    endless = b"POST /echo HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 100_000   # never ends its header
+    status, error = _error_of(_exchange(server, endless))
+    assert status == "HTTP/1.1 431 Request Header Fields Too Large"
+    assert error["code"] == "request_header_fields_too_large" and "2048 bytes" in error["message"]
+
+
+def test_a_head_that_does_not_arrive_in_time_is_a_408(server):
+    began = time.monotonic()
+    status, error = _error_of(_exchange(server, b"POST /echo HTTP/1.1\r\nHost: x\r\n"))
+    assert status == "HTTP/1.1 408 Request Timeout" and error["code"] == "request_timeout"
+    assert 0.4 < time.monotonic() - began < 4.0
+
+
+def test_a_connection_that_sends_nothing_is_closed_in_time(server):
+    began = time.monotonic()
+    answer = _exchange(server, b"")
+    assert answer.startswith(b"HTTP/1.1 408") and time.monotonic() - began < 4.0
+
+
+def test_ordinary_and_large_bodied_and_pipelined_requests_pass(server):
+    assert b'{"body_bytes":2}' in _exchange(server, _request())
+    big = b"[" + b"1," * 100_000 + b"1]"   # far past the head limit, sent with the head
+    assert f'{{"body_bytes":{len(big)}}}'.encode() in _exchange(server, _request(big))
+    keep = _request().replace(b"Connection: close\r\n", b"")
+    answer = _exchange(server, keep + keep + _request())
+    assert answer.count(b"HTTP/1.1 200 OK") == 3
