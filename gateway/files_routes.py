@@ -8,6 +8,8 @@ tenant never reaches another tenant's files (their ids answer 404); an upload pa
 """
 from __future__ import annotations
 
+import json
+
 from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
@@ -57,9 +59,20 @@ async def upload_file(request: Request, state: GatewayState, tenant: str) -> Res
 
 def _expires_after_s(form, purpose: str) -> int | None:
     """The upload's `expires_after` (the form fields `expires_after[anchor]` and
-    `expires_after[seconds]`, as OpenAI's clients send it), in seconds; without it a
+    `expires_after[seconds]`, as OpenAI's clients send it, or one `expires_after` field
+    holding its JSON object), in seconds; without it a
     "batch" file expires after 30 days, as at OpenAI, and the others never."""
     anchor, seconds = form.get("expires_after[anchor]"), form.get("expires_after[seconds]")
+    whole = form.get("expires_after")   # one field holding the JSON object, as a hand-made form may send it
+    if whole is not None:
+        if anchor is not None or seconds is not None:
+            raise invalid_request("Give 'expires_after' once: as one JSON field or as its bracketed fields.",
+                                  param="expires_after", code="invalid_value")
+        try:
+            policy = json.loads(whole) if isinstance(whole, str) else None
+        except ValueError:
+            policy = None
+        return checked_expires_after(policy, "expires_after")
     if anchor is None and seconds is None:
         return BATCH_INPUT_EXPIRY_S if purpose == "batch" else None
     if isinstance(seconds, str) and seconds.isdigit():

@@ -217,6 +217,14 @@ def test_files_expire_as_asked_batch_uploads_after_30_days_and_a_batch_names_its
                                 expires_after={"anchor": "created_at", "seconds": 3600})
     assert brief.expires_at == brief.created_at + 3600
     assert client.files.create(file=("notes.txt", b"n"), purpose="user_data").expires_at is None
+    as_one_field = httpx.post(f"{client.base_url}files", headers={"Authorization": f"Bearer {client.api_key}"},
+                              files={"file": ("notes.txt", b"n")}, data={
+                                  "purpose": "user_data", "expires_after": '{"anchor": "created_at", "seconds": 3600}'})
+    assert as_one_field.json()["expires_at"] == as_one_field.json()["created_at"] + 3600   # it used to be ignored
+    for bad in ("soon", '{"anchor": "created_at"}'):
+        refused = httpx.post(f"{client.base_url}files", headers={"Authorization": f"Bearer {client.api_key}"},
+                             files={"file": ("notes.txt", b"n")}, data={"purpose": "user_data", "expires_after": bad})
+        assert refused.status_code == 400 and refused.json()["error"]["param"] == "expires_after"
     upload = client.files.create(file=("in.jsonl", _jsonl([_chat_line("a")])), purpose="batch")
     assert upload.expires_at == upload.created_at + 30 * 24 * 3600
     batch = client.batches.create(input_file_id=upload.id, endpoint="/v1/chat/completions", completion_window="24h",
