@@ -11,7 +11,8 @@ names, wherever it lies; message content comes from its own endpoint, whole. A c
 delete a session it can see (`DELETE /v1/traces/sessions/{id}`), never another's. Every
 id the gateway accepts has a URL: `/`, `%`, `?`, `#` in it are sent percent-encoded (the
 `/` may also go plain), and session_path says which session and resource a path names.
-The page and its assets hold no data and need no key; every data request sends one.
+The page and its assets hold no data and need no key; every data request sends one. They
+carry the viewer's security headers (viewer_headers: a strict CSP, never framed, nosniff).
 """
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ from agents_trace.store import delete_sessions
 from agents_trace.store_queries import SessionFilter, find_session, has_step, list_sessions, list_steps, \
     matching_session_keys, request_step, step_content
 from agents_trace.store_stats import StatsWindow, tenant_stats
+from agents_trace.viewer_headers import viewer_headers
 
 STATIC_FILES = {"app.js": "text/javascript; charset=utf-8",
                 "app.css": "text/css; charset=utf-8"}
@@ -237,13 +239,12 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
 
     @router.get("/ui", response_class=HTMLResponse)
     def page() -> HTMLResponse:
-        return HTMLResponse(_static("index.html"), headers={"cache-control": "no-store"})
+        return HTMLResponse(_static("index.html"), headers=viewer_headers())
 
     @router.get("/ui/static/{name}")
     def asset(name: str) -> Response:
         if name not in STATIC_FILES:
             raise HTTPException(404, "No such file.")
-        return Response(_static(name), media_type=STATIC_FILES[name],
-                        headers={"cache-control": "no-store"})
+        return Response(_static(name), media_type=STATIC_FILES[name], headers=viewer_headers())
 
     return router

@@ -18,6 +18,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from agents_trace.header_ids import decode_header_id
 from agents_trace.json_text import loads_bounded
 from agents_trace.records import After, SessionSource, ToolCall
 
@@ -118,10 +119,18 @@ def _client_id(value: Any) -> str | None:
     return value[:MAX_CLIENT_ID_CHARS] if value else None
 
 
+def _header_id(headers: Mapping[str, str], name: str) -> str | None:
+    """A client id from a header, read as header_ids decodes it (UTF-8, percent-decoded:
+    what an answer's own `x-session-id` sent back names the same session)."""
+    value = headers.get(name)
+    return _client_id(decode_header_id(value)) if isinstance(value, str) else None
+
+
 def explicit_session(headers: Mapping[str, str],
                      body: Mapping[str, Any]) -> tuple[str, SessionSource] | None:
-    """The session the client names: `x-session-id`, `metadata.session_id`, `user`."""
-    from_header = _client_id(headers.get(SESSION_HEADER))
+    """The session the client names: `x-session-id` (header_ids: UTF-8, percent-decoded),
+    `metadata.session_id`, `user`."""
+    from_header = _header_id(headers, SESSION_HEADER)
     if from_header:
         return from_header, "header"
     metadata = body.get("metadata")
@@ -136,8 +145,8 @@ def explicit_session(headers: Mapping[str, str],
 
 
 def agent_name(headers: Mapping[str, str], body: Mapping[str, Any]) -> str | None:
-    """`x-agent-name`, else `metadata.agent_name` / `metadata.agent`."""
-    name = _client_id(headers.get(AGENT_HEADER))
+    """`x-agent-name` (read as `x-session-id` is), else `metadata.agent_name` / `metadata.agent`."""
+    name = _header_id(headers, AGENT_HEADER)
     metadata = body.get("metadata")
     if name is None and isinstance(metadata, dict):
         name = _client_id(metadata.get("agent_name")) or _client_id(metadata.get("agent"))

@@ -13,9 +13,9 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from urllib.parse import quote
 
 from agents_trace.conversation import SESSION_HEADER
+from agents_trace.header_ids import encode_header_id
 from agents_trace.records import StepContext
 
 from gateway.backend import ChatEvent, Finished, Prepared, RefusalDelta, TextDelta
@@ -26,15 +26,15 @@ from gateway.state import GatewayState
 from gateway.tracing import end_step
 
 OVERHEAD_HEADER = "x-stepahead-overhead-ms"
-HEADER_SAFE = "".join(chr(c) for c in range(0x20, 0x7F) if chr(c) != "%")   # left as they are in a header
 CLIENT_CLOSED_STATUS = 499  # the request count of a request whose client left (nginx's code)
 
 
 def session_headers(trace: StepContext | None) -> dict[str, str]:
     """`x-session-id`: the agent session a traced step (answered or failed) belongs to;
     none when it is not traced. A client's id may hold anything: percent-encoded past
-    printable ASCII."""
-    return {} if trace is None else {SESSION_HEADER: quote(trace.session, safe=HEADER_SAFE)}
+    printable ASCII and `%` (header_ids), which a request's `x-session-id` decodes, so the
+    header sent back names the same session."""
+    return {} if trace is None else {SESSION_HEADER: encode_header_id(trace.session)}
 
 
 async def admit(state: GatewayState, tenant: str, num_tokens: int) -> Ticket:

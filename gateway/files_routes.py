@@ -1,21 +1,25 @@
 """HTTP handlers of the Files API: POST /v1/files (a multipart upload: `file`, `purpose`,
 `expires_after`), GET /v1/files, GET and DELETE /v1/files/{id}, GET /v1/files/{id}/content.
 
-Invariants: as for every handler, authentication first and errors OpenAI-shaped; a
-tenant never reaches another tenant's files (their ids answer 404); an upload past
-`[server] max_file_bytes` is a 413, and nothing of it is kept: a body sent in chunks
-(no Content-Length) is read no further than the limit.
+Invariants: as for every handler, authentication first and errors OpenAI-shaped (a
+content `Range` outside the file too: file_ranges); a tenant never reaches another
+tenant's files (their ids answer 404); an upload past `[server] max_file_bytes` is a 413,
+and nothing of it is kept: a body sent in chunks (no Content-Length) is read no further
+than the limit.
 """
 from __future__ import annotations
 
 import json
+import os
 
+import anyio
 from starlette.datastructures import UploadFile
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.responses import JSONResponse, Response
 
 from gateway.errors import ApiError, body_too_large, invalid_request
-from gateway.file_store import BATCH_INPUT_EXPIRY_S, UPLOAD_PURPOSES, checked_expires_after
+from gateway.file_ranges import RangedFile
+from gateway.file_store import BATCH_INPUT_EXPIRY_S, UPLOAD_PURPOSES, checked_expires_after, file_not_found
 from gateway.http_io import limited_body
 from gateway.list_page import list_page, listed
 from gateway.routes import tenant_endpoint
@@ -101,7 +105,13 @@ async def file(request: Request, state: GatewayState, tenant: str) -> Response:
 
 @tenant_endpoint
 async def file_content(request: Request, state: GatewayState, tenant: str) -> Response:
-    """GET /v1/files/{id}/content: the file's bytes."""
+    """GET /v1/files/{id}/content: the file's bytes, or those a `Range` asks for (file_ranges:
+    a Range it cannot read is ignored, one outside the file an OpenAI-shaped 416)."""
     stored = await state.files.get(tenant, request.path_params["file_id"])
     media_type = "application/jsonl" if stored.filename.endswith(".jsonl") else "application/octet-stream"
-    return FileResponse(state.files.path_of(stored), media_type=media_type, filename=stored.filename)
+    path = state.files.path_of(stored)
+    try:
+        stat_result = await anyio.to_thread.run_sync(os.stat, path)
+    except FileNotFoundError:   # deleted since it was looked up
+        raise file_not_found(stored.id) from None
+    return RangedFile(path, stat_result=stat_result, media_type=media_type, filename=stored.filename)

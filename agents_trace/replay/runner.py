@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
+from agents_trace.header_ids import encode_header_id
 from agents_trace.replay.client import RequestResult, stream_request
 from agents_trace.replay.prompts import PromptBuilder
 from cache.trace_format import TraceHeader, TraceRecord, after_tool_names
@@ -168,8 +169,8 @@ async def _run_groups(client: aiohttp.ClientSession, groups: list[list[TraceReco
                 await asyncio.sleep(max(0.0, (record.t - previous.t) / options.speed))
             path, body = _body(record, prompts, options, model)
             headers = {"Authorization": f"Bearer {options.key_for(record.tenant)}"}
-            if record.session is not None:
-                headers["x-session-id"] = record.session
+            if record.session is not None:   # encoded as the gateway's answers are: any id, exactly
+                headers["x-session-id"] = encode_header_id(record.session)
             async with gate:
                 started = time.perf_counter()
                 result = RequestResult(record.tenant, record.session, step_index, started - origin,

@@ -2,6 +2,8 @@
 
 Nothing is installed or downloaded here: the test is skipped, with the reason, only when
 the Debian binaries are missing (CI installs them with apt); selenium is a test extra.
+A test that ends without failing also fails when the browser's console reported a
+Content-Security-Policy violation: the viewer must work under its own policy.
 """
 from __future__ import annotations
 
@@ -40,12 +42,22 @@ def chromium_driver() -> Iterator[object]:
     options.binary_location = CHROMIUM
     for flag in CHROMIUM_FLAGS:
         options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})   # the console, for csp_violations
     driver = webdriver.Chrome(options=options, service=Service(executable_path=driver_path))
     driver.set_page_load_timeout(PAGE_TIMEOUT_S)
     try:
         yield driver
+        violations = csp_violations(driver)
+        assert not violations, f"the viewer broke its Content-Security-Policy: {violations}"
     finally:
         driver.quit()
+
+
+def csp_violations(driver) -> list[str]:
+    """The console messages since the last call that report a Content-Security-Policy
+    violation (Chromium: "Refused to ... because it violates ... Content Security Policy")."""
+    return [entry["message"] for entry in driver.get_log("browser")
+            if "Content Security Policy" in entry["message"]]
 
 
 def wait_for(driver, condition, timeout_s: float = PAGE_TIMEOUT_S):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from urllib.parse import quote
 
@@ -113,6 +114,28 @@ async def test_api_serves_the_page_without_data(traced):
     assert page.status_code == 200 and "stepahead" in page.text
     assert script.status_code == 200 and "/v1/traces/sessions" in script.text
     assert missing.status_code == 404
+
+
+async def test_the_page_and_its_files_carry_the_viewers_security_headers(traced):
+    """A strict CSP (own scripts, styles and API only; never framed), no framing, nosniff,
+    no referrer: on the page and on each static file."""
+    tracer, _ = traced
+    transport = httpx.ASGITransport(app=viewer_app(tracer, KEYS))
+    async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+        answers = [await client.get(path) for path in ("/ui", "/ui/static/app.js", "/ui/static/app.css")]
+    for answer in answers:
+        assert answer.status_code == 200
+        policy = dict(part.strip().split(" ", 1) for part in answer.headers["content-security-policy"].split(";"))
+        assert policy["default-src"] == "'none'" and policy["frame-ancestors"] == "'none'"
+        assert policy["script-src"] == "'self'" and policy["style-src"] == "'self'"
+        assert policy["connect-src"] == "'self'" and "unsafe" not in answer.headers["content-security-policy"]
+        assert answer.headers["x-frame-options"] == "DENY"
+        assert answer.headers["x-content-type-options"] == "nosniff"
+        assert answer.headers["referrer-policy"] == "no-referrer"
+        assert answer.headers["cache-control"] == "no-store"
+    page = answers[0].text   # nothing inline that the policy would block
+    assert "<style" not in page and " style=" not in page and not re.search(r"\son[a-z]+\s*=", page)
+    assert re.findall(r"<script[^>]*>", page) == ['<script src="/ui/static/app.js">']
 
 
 async def test_api_bad_query_parameters_are_400_not_422(traced):
