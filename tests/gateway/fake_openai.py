@@ -123,7 +123,9 @@ def _chunk(delta: dict, finish_reason: str | None = None, logprobs: dict | None 
     return b"data: " + json.dumps(chunk).encode() + b"\n\n"
 
 
-async def app(scope, receive, send) -> None:
+async def request_body(scope, receive, send) -> bytes | None:
+    """An ASGI fake's request body, whole; None for the lifespan protocol, which this
+    answers until the shutdown."""
     if scope["type"] == "lifespan":
         while True:
             message = await receive()
@@ -131,13 +133,19 @@ async def app(scope, receive, send) -> None:
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 await send({"type": "lifespan.shutdown.complete"})
-                return
+                return None
     raw = b""
     while True:
         message = await receive()
         raw += message.get("body", b"")
         if not message.get("more_body"):
-            break
+            return raw
+
+
+async def app(scope, receive, send) -> None:
+    raw = await request_body(scope, receive, send)
+    if raw is None:
+        return
     body = json.loads(raw or b"{}")
     if scope["path"].endswith("/embeddings"):
         await _embeddings(send, body)

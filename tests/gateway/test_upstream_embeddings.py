@@ -20,6 +20,7 @@ from gateway.passthrough import PassthroughBackend
 from gateway.schemas import validate
 from gateway.upstream import UpstreamBackend
 from tests.conftest import ServedGateway
+from tests.gateway.fake_openai import request_body
 from tests.gateway.serving import start_server
 
 KEY_ENV = "STEPAHEAD_TEST_EMB_KEY"
@@ -65,20 +66,9 @@ class FakeEmbedder:
         self.calls: Counter = Counter()
 
     async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] == "lifespan":
-            while True:
-                message = await receive()
-                if message["type"] == "lifespan.startup":
-                    await send({"type": "lifespan.startup.complete"})
-                elif message["type"] == "lifespan.shutdown":
-                    await send({"type": "lifespan.shutdown.complete"})
-                    return
-        raw = b""
-        while True:
-            message = await receive()
-            raw += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+        raw = await request_body(scope, receive, send)
+        if raw is None:
+            return
         items = json.loads(raw)["input"]
         items = [items] if isinstance(items, str) else items
         first = items[0] if isinstance(items[0], str) else "tokens"
