@@ -7,8 +7,8 @@ tenant (QA: a chat took 19 s instead of 0.02 s), and connections that never fini
 request stayed open (1,000 of 1,000 after 90 s).
 
 Invariants: a head past the limit is answered 431 and a head that does not arrive in
-time 408, each in OpenAI's error shape, and the connection is closed; nothing reaches the
-app then. Bodies are the app's to bound (`[server] max_body_bytes`, `max_file_bytes`);
+time 408, each in OpenAI's error shape, and the connection is closed (one over which no
+byte of a request came is closed without an answer); nothing reaches the app then. Bodies are the app's to bound (`[server] max_body_bytes`, `max_file_bytes`);
 a connection idle between requests is closed by uvicorn after `keep_alive_s`.
 """
 from __future__ import annotations
@@ -80,9 +80,13 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def _head_timed_out(self) -> None:
         self._head_timer = None
-        if self._in_head and not self.transport.is_closing():
-            self._refuse(408, f"The request's line and headers did not arrive within {self.head_timeout_s:g} s.",
-                         "request_timeout")
+        if not self._in_head or self.transport.is_closing():
+            return
+        if self._head_bytes == 0:   # nothing of a request came: closed without an answer nobody asked for
+            self.transport.close()
+            return
+        self._refuse(408, f"The request's line and headers did not arrive within {self.head_timeout_s:g} s.",
+                     "request_timeout")
 
     def _refuse(self, status: int, message: str, code: str) -> None:
         self._disarm_head_timer()

@@ -72,7 +72,7 @@ def test_a_head_that_does_not_arrive_in_time_is_a_408(server):
 def test_a_connection_that_sends_nothing_is_closed_in_time(server):
     began = time.monotonic()
     answer = _exchange(server, b"")
-    assert answer.startswith(b"HTTP/1.1 408") and time.monotonic() - began < 4.0
+    assert answer == b"" and time.monotonic() - began < 4.0   # closed, without an answer to no request
 
 
 def test_ordinary_and_large_bodied_and_pipelined_requests_pass(server):
