@@ -192,7 +192,11 @@ class BatchStore:
         return [Batch(**json.loads(row[0])) for row in rows[:page.limit]], len(rows) > page.limit
 
     def _unfinished(self) -> list[Batch]:
-        rows = self._file.rows("SELECT record FROM batches ORDER BY created_at, seq")
+        """The batches not ended, oldest first; the finished ones are not read (a gateway's
+        runner looks every 30 s, and a store keeps every batch ever made)."""
+        marks = ", ".join("?" * len(UNFINISHED))
+        rows = self._file.rows(f"SELECT record FROM batches WHERE json_extract(record, '$.status') IN ({marks}) "
+                               "ORDER BY created_at, seq", UNFINISHED)
         return [batch for batch in (Batch(**json.loads(row[0])) for row in rows) if batch.status in UNFINISHED]
 
     def _append_results(self, batch_id: str, results: list[dict]) -> list[dict]:
