@@ -197,7 +197,7 @@ class BatchStore:
         marks = ", ".join("?" * len(UNFINISHED))
         rows = self._file.rows(f"SELECT record FROM batches WHERE json_extract(record, '$.status') IN ({marks}) "
                                "ORDER BY created_at, seq", UNFINISHED)
-        return [batch for batch in (Batch(**json.loads(row[0])) for row in rows) if batch.status in UNFINISHED]
+        return [Batch(**json.loads(row[0])) for row in rows]
 
     def _append_results(self, batch_id: str, results: list[dict]) -> list[dict]:
         kept, lines = zip(*map(written_form, results)) if results else ((), ())

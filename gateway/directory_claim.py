@@ -40,12 +40,12 @@ class DirectoryClaim:
 def claim_directory(directory: Path) -> DirectoryClaim:
     """Claim `directory` (made when missing) for this process, without waiting."""
     directory.mkdir(parents=True, exist_ok=True)
-    return claim_lock_file(directory / CLAIM_FILE, directory)
+    return claim_lock_file(directory / CLAIM_FILE)
 
 
-def claim_lock_file(lock_path: Path, directory: Path | None = None) -> DirectoryClaim:
-    """Claim what `lock_path` (made when missing; its directory must exist) stands for,
-    without waiting; `directory` names it in the claim (default: the file's directory)."""
+def claim_lock_file(lock_path: Path) -> DirectoryClaim:
+    """Claim what `lock_path` (made when missing; its directory must exist, and names the
+    claim) stands for, without waiting."""
     lock_file = open(lock_path, "a+", encoding="utf-8")
     try:
         fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -53,10 +53,9 @@ def claim_lock_file(lock_path: Path, directory: Path | None = None) -> Directory
         lock_file.seek(0)
         text = lock_file.read().strip()
         lock_file.close()
-        return DirectoryClaim(directory or lock_path.parent, held=False,
-                              holder_pid=int(text) if text.isdigit() else None)
+        return DirectoryClaim(lock_path.parent, held=False, holder_pid=int(text) if text.isdigit() else None)
     lock_file.seek(0)
     lock_file.truncate()
     lock_file.write(f"{os.getpid()}\n")
     lock_file.flush()
-    return DirectoryClaim(directory or lock_path.parent, held=True, _lock_file=lock_file)
+    return DirectoryClaim(lock_path.parent, held=True, _lock_file=lock_file)
