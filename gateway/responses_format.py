@@ -149,7 +149,8 @@ def check_input_ids(items: str | list[dict[str, Any]]) -> None:
 def input_messages(items: str | list[dict[str, Any]], sources: list[tuple[str, ...]] | None = None) -> list[dict]:
     """Chat messages for `input`: consecutive function calls become one assistant
     message with several tool calls; reasoning items are dropped. `sources`, when given,
-    gets each message's item as the request names it (`input[i]`: its first item)."""
+    gets per message the items it came from as the request names them (`("input[i]",)`;
+    a merged assistant message's: one per call, in order)."""
     whole = isinstance(items, str)
     if whole:
         items = [{"role": "user", "content": items}]

@@ -141,20 +141,15 @@ class ResponsesStreamWriter:
 
     def event(self, event: ChatEvent) -> bytes:
         self.collected.add(event)
-        if isinstance(event, TextDelta):
-            out = self._message_part("output_text", event.text)
-            if not event.text:
+        if isinstance(event, (TextDelta, RefusalDelta)):   # a message's part: its kind names its events
+            kind, piece, extra = (("output_text", event.text, {"logprobs": logprob_entries(event.logprobs or [])})
+                                  if isinstance(event, TextDelta) else ("refusal", event.refusal, {}))
+            out = self._message_part(kind, piece)
+            if not piece:
                 return out
-            return out + self._event("response.output_text.delta", item_id=self._item_id("message", -1),
+            return out + self._event(f"response.{kind}.delta", item_id=self._item_id("message", -1),
                                      output_index=len(self._items), content_index=len(self._parts),
-                                     delta=event.text, logprobs=logprob_entries(event.logprobs or []))
-        if isinstance(event, RefusalDelta):
-            out = self._message_part("refusal", event.refusal)
-            if not event.refusal:
-                return out
-            return out + self._event("response.refusal.delta", item_id=self._item_id("message", -1),
-                                     output_index=len(self._items), content_index=len(self._parts),
-                                     delta=event.refusal)
+                                     delta=piece, **extra)
         if isinstance(event, ToolCallDelta):
             out = b""
             if self._open != ("call", event.index):

@@ -36,6 +36,7 @@ from gateway.tracing import tracer_series
 from gateway.forecasting import bind_session
 from gateway.tracing import begin_step
 
+log = logging.getLogger("stepahead.gateway")
 
 
 def error_response(error: ApiError) -> JSONResponse:
@@ -158,7 +159,7 @@ async def embeddings(request: Request) -> Response:
         state.metrics.record_request(tenant, model, "embeddings", CLIENT_CLOSED_STATUS)
         return Response(status_code=CLIENT_CLOSED_STATUS)
     except Exception as exc:
-        logging.getLogger("stepahead.gateway").error("unexpected error answering embeddings", exc_info=exc)
+        log.error("unexpected error answering embeddings", exc_info=exc)
         error = server_error()
         state.metrics.record_request(tenant, model, "embeddings", error.status)
         return refusal(state, error, tenant, None)
