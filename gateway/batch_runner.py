@@ -43,6 +43,7 @@ import httpx
 from gateway.batch_claims import ADOPT_EVERY_S, BatchClaims
 from gateway.batch_lines import BATCH_HEADER, BatchRequest, batch_requests
 from gateway.batch_finish import finish_batch, requests_to_go_on
+from gateway.batch_retry import MAX_RETRY_WAIT_S, retry_wait_s
 from gateway.batch_store import UNFINISHED, Batch, BatchStore, request_result, succeeded
 from gateway.file_store import FileStore
 
@@ -50,18 +51,8 @@ if TYPE_CHECKING:
     from gateway.auth import KeyRing
 
 log = logging.getLogger("stepahead.gateway")
-MAX_RETRY_WAIT_S = 30.0
 TENANT_POLL_S = 1.0   # how often a batch whose tenant is not configured looks again
 YIELD_POLL_S = 0.02
-
-
-def _is_final_refusal(headers: httpx.Headers, body: object) -> bool:
-    """A 429 or 503 that waiting does not cure: the answer says not to retry (a request
-    past the tenant's tokens per minute), or the tenant's token budget is spent."""
-    if headers.get("x-should-retry", "").strip().lower() == "false":
-        return True
-    return isinstance(body, dict) and isinstance(body.get("error"), dict) \
-        and body["error"].get("code") == "insufficient_quota"
 
 
 class BatchRunner:
@@ -286,13 +277,8 @@ class BatchRunner:
                 return None
             result = request_result(request.custom_id, reply.status_code, body, reply.headers.get("x-request-id", ""),
                                     None)
-            if reply.status_code not in (429, 503) or _is_final_refusal(reply.headers, body):
-                return result
-            try:
-                wait_s = max(0.1, float(reply.headers.get("retry-after", "1")))
-            except ValueError:
-                wait_s = 1.0
-            if batch.id in self._cancelled or self.clock() + wait_s >= batch.expires_at:
+            wait_s = retry_wait_s(reply.status_code, reply.headers, body)
+            if wait_s is None or batch.id in self._cancelled or self.clock() + wait_s >= batch.expires_at:
                 return result
             await self._wait_unless_cancelled(batch.id, min(wait_s, MAX_RETRY_WAIT_S))
             if batch.id in self._cancelled:   # cancelled while it waited: its last answer is its result
@@ -304,10 +290,8 @@ class BatchRunner:
         except asyncio.TimeoutError:
             pass
 
-    async def _finish(self, batch: Batch, results: list[dict], unsent: list[BatchRequest],
-                      errors: list[dict] | None = None) -> None:
-        """End the batch with the files of `results` (`failed` with `errors` when given);
-        `unsent` are its requests without a result."""
-        final = "failed" if errors is not None else "cancelled" if batch.id in self._cancelled else "completed"
-        await finish_batch(self.store, self.files, batch, results, unsent, final, errors, self.clock)
+    async def _finish(self, batch: Batch, results: list[dict], unsent: list[BatchRequest]) -> None:
+        """End the batch with the files of `results`; `unsent` are its requests without a result."""
+        final = "cancelled" if batch.id in self._cancelled else "completed"
+        await finish_batch(self.store, self.files, batch, results, unsent, final, None, self.clock)
         self._cancelled.discard(batch.id)
