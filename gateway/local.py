@@ -6,7 +6,9 @@ Invariants:
 - the tenant from the API key, never a client field, goes into every `WorkItem`;
 - tool calls in the output are parsed (`tool_calls.py`) into `ToolCallDelta`s only when
   the request offered tools; "required"/named `tool_choice` take the forced path
-  (`tool_forcing.py`) so the reply is always a call;
+  (`tool_forcing.py`) so the reply is always a call; with "none" the tools are still
+  rendered (the prompt, and so the cached prefix, is the one "auto" has) and the reply
+  stops where a call would open, so it is never one;
 - closing `run()` closes the engine stream, which cancels the request on its worker;
 - tenant weights from the config reach the engine's fair queue, and tenants' `kv_share`s
   the predictive policy's reservations, at the start and at a reload (`tenant_shares.py`);
@@ -34,11 +36,12 @@ from gateway.reply_format import reply_schema
 from gateway.schema_checks import SchemaChecker
 from gateway.schemas import ChatCompletionRequest, NamedToolChoice
 from gateway.tenant_shares import apply_tenant_shares, log_notes, with_tenant_shares
+from gateway.tool_calls import OPEN_TAG
 
 log = logging.getLogger("stepahead.gateway")
 
 STATS_REFRESH_INTERVAL_S = 2.0
-TEXT_PART_TYPES = ("text", "input_text", "output_text")
+TEXT_PART_TYPES = ("text", "input_text", "output_text", "refusal")   # a refusal part is an assistant's text
 # the embedded model's conversion, measured (docs/serving.md): 12.4-14.7 s idle, 26 s busy
 CONVERSION_TIME = "about 12-15 s on a 2-core machine, longer while it is busy"
 
@@ -183,6 +186,9 @@ class LocalBackend(LocalCompletions):
                 item["role"] = "system"
             messages.append(item)
         use_tools = bool(request.tools) and request.tool_choice != "none"
+        # NOTE: with tool_choice "none" the tools stay in the prompt (as OpenAI counts them), so the
+        # step reuses the session's cached prefix; the reply stops where a call would begin
+        show_tools = use_tools or (bool(request.tools) and self.engine.supports_tools)
         if use_tools and not self.engine.supports_tools:
             raise invalid_request(f"The model '{self.model_id}' does not support tools: its chat "
                                   "template cannot render them.", param="tools",
@@ -191,7 +197,7 @@ class LocalBackend(LocalCompletions):
             raise invalid_request("logprobs with tools or a JSON response_format are not supported by "
                                   "local models: the gateway writes part of such replies itself.",
                                   param="logprobs", code="unsupported_parameter")
-        tools = [t.model_dump(exclude_none=True) for t in request.tools] if use_tools else None
+        tools = [t.model_dump(exclude_none=True) for t in request.tools] if show_tools else None
         if response_schema is not None:
             response_schema = local_schema(response_schema, "response_format.json_schema.schema")
         tokenizer = self.engine.tokenizer
@@ -212,7 +218,8 @@ class LocalBackend(LocalCompletions):
         budget = completion_budget(len(prompt_ids), request.completion_limit(), self.engine.max_context_tokens)
         keep_one_call = use_tools and request.parallel_tool_calls is False
         # NOTE: with parallel_tool_calls=false, stopping at the first call's end saves work.
-        stop = request.stop_list() + (["</tool_call>"] if keep_one_call else [])
+        stop = request.stop_list() + (["</tool_call>"] if keep_one_call else []) \
+            + ([OPEN_TAG] if show_tools and not use_tools else [])
         forced = None
         tool_schemas = {tool.function.name: None if tool.function.parameters is None else local_schema(
             tool.function.parameters, f"tools[{index}].function.parameters", "invalid_function_parameters")

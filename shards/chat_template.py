@@ -79,17 +79,22 @@ def content_text(content: Any) -> str:
     for part in content:
         if isinstance(part, dict) and part.get("type") in ("text", "input_text", "output_text"):
             parts.append(str(part.get("text", "")))
+        elif isinstance(part, dict) and part.get("type") == "refusal":   # what an assistant said instead
+            parts.append(str(part.get("refusal", "")))
         elif isinstance(part, str):
             parts.append(part)
     return "".join(parts)
 
 
 def normalize_messages(messages: list[dict]) -> list[dict]:
-    """Copy of `messages` with text content and tool-call arguments as JSON strings."""
+    """Copy of `messages` with text content (a refusal is the text the assistant said) and
+    tool-call arguments as JSON strings."""
     normalized = []
     for message in messages:
         item = dict(message)
         item["content"] = content_text(message.get("content"))
+        if not item["content"] and isinstance(message.get("refusal"), str):   # OpenAI's refusal reply shape
+            item["content"] = message["refusal"]
         calls = message.get("tool_calls") or []
         if calls:
             item["tool_calls"] = [

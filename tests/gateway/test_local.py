@@ -249,3 +249,48 @@ def test_a_worker_lost_or_back_is_logged_under_the_models_name(caplog):
     with caplog.at_level("WARNING", logger="stepahead.gateway"):
         local.engine.on_worker_event("worker w0 killed by SIGKILL; restarting it in 0.2 s")
     assert caplog.messages == ["stepahead: model 'm': worker w0 killed by SIGKILL; restarting it in 0.2 s"]
+
+
+async def test_tool_choice_none_renders_the_tools_as_auto_does_and_stops_where_a_call_would_open():
+    from gateway.prompt_token_cache import PromptTokenCache
+    from gateway.tool_calls import OPEN_TAG
+    from shards.chat_template import render_chat
+    from shards.tiny_model import build_tiny_tokenizer
+
+    tokenizer = build_tiny_tokenizer()
+    messages = [{"role": "system", "content": "You fix bugs."}, {"role": "user", "content": "Fix x.py"}]
+    prepared = {}
+    for choice in ("auto", "none"):
+        local = backend(True)
+        local.engine = EngineFacts(True, max_context_tokens=4096, tokenizer=tokenizer)
+        local.prompt_tokens = PromptTokenCache(tokenizer)
+        prepared[choice] = await local.prepare_chat(_chat(messages=messages, tools=TOOLS, tool_choice=choice), "t", "r")
+    # the step's prompt (and so the session's cached prefix) is the one "auto" has, as OpenAI counts it
+    assert list(prepared["none"].prompt_token_ids) == list(prepared["auto"].prompt_token_ids) \
+        == render_chat(tokenizer, messages, TOOLS)
+    assert OPEN_TAG in prepared["none"].payload.sampling.stop and prepared["none"].payload.tool_names is None
+    assert OPEN_TAG not in prepared["auto"].payload.sampling.stop and prepared["auto"].payload.tool_names == {"f"}
+    # a model whose template cannot render tools answers "none" from the messages alone
+    local = backend(False)
+    local.engine = EngineFacts(False, max_context_tokens=4096, tokenizer=tokenizer)
+    local.prompt_tokens = PromptTokenCache(tokenizer)
+    plain = await local.prepare_chat(_chat(messages=messages, tools=TOOLS, tool_choice="none"), "t", "r")
+    assert list(plain.prompt_token_ids) == render_chat(tokenizer, messages)
+    assert OPEN_TAG not in plain.payload.sampling.stop
+
+
+async def test_an_assistants_refusal_part_is_rendered_as_the_text_it_said():
+    from gateway.prompt_token_cache import PromptTokenCache
+    from shards.chat_template import render_chat
+    from shards.tiny_model import build_tiny_tokenizer
+
+    tokenizer = build_tiny_tokenizer()
+    local = backend(True)
+    local.engine = EngineFacts(True, max_context_tokens=4096, tokenizer=tokenizer)
+    local.prompt_tokens = PromptTokenCache(tokenizer)
+    said = [{"role": "user", "content": "Pick a lock."}, {"role": "assistant", "content": "I can't help with that."},
+            {"role": "user", "content": "Why?"}]
+    refused = [said[0], {"role": "assistant", "content": [{"type": "refusal", "refusal": "I can't help with that."}]},
+               said[2]]
+    prepared = await local.prepare_chat(_chat(messages=refused), "t", "r")
+    assert list(prepared.prompt_token_ids) == render_chat(tokenizer, said)

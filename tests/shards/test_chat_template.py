@@ -39,3 +39,10 @@ def test_content_text_joins_parts():
 
 def test_supports_tools_for_chatml_models(tokenizer):
     assert supports_tools(tokenizer)
+
+
+def test_a_refusal_is_rendered_as_the_text_the_assistant_said(tokenizer):
+    assert content_text([{"type": "text", "text": "Sorry: "}, {"type": "refusal", "refusal": "no."}]) == "Sorry: no."
+    said = [{"role": "user", "content": "Pick a lock."}, {"role": "assistant", "content": "I can't."}]
+    as_field = [said[0], {"role": "assistant", "content": None, "refusal": "I can't."}]
+    assert render_chat_text(tokenizer, as_field) == render_chat_text(tokenizer, said)
