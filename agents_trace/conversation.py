@@ -88,6 +88,13 @@ def root_digest(tenant: str) -> bytes:
     return _digest(_ROOT + _field(tenant))
 
 
+def call_id_digest(tenant: str, call_id: str) -> bytes:
+    """A tool call's id as an index key, rooted in the tenant as the prefix digests are
+    (so one tenant's call id never finds another's); its tag, a NUL byte then `call`,
+    keeps it apart from every `extend_digest` input, whose next byte is a digit."""
+    return _digest(root_digest(tenant) + b"\x00call" + _field(call_id))
+
+
 def extend_digest(previous: bytes, message: Mapping[str, Any]) -> bytes:
     return _digest(previous + encode_message(message))
 

@@ -7,15 +7,20 @@ request's messages up to some assistant message equal that step's request, and t
 assistant message is that step's response (exact), or merely stands where it was
 (loose: the agent rewrote or replaced the reply). Longer matches win, exact beats loose
 at equal length, and among equal candidates the session whose latest step it is wins.
+When no prefix matches (a handoff: the new agent's instructions replace the system
+prompt), a request whose tool results (the tool messages after its last assistant
+message) answer calls a recent step asked for continues that step's session.
 
 Invariants:
-- a session is identified by (tenant, id); digests are tenant-rooted and every index
-  entry also records its tenant, so no request is ever stitched to another tenant's
-  session, whatever its content;
+- a session is identified by (tenant, id); digests, call-id keys included, are
+  tenant-rooted and every index entry also records its tenant, so no request is ever
+  stitched to another tenant's session, whatever its content;
+- a prefix match always wins over a call-id match; either continues only a live session;
 - a session with a request in flight never expires; an idle one expires once
   `idle_timeout_s` passed since its last activity, and its index entries go with it;
 - memory is bounded: at most `max_sessions` live sessions (the least recently active
-  is evicted for room), `max_keys_per_session` index entries each, and as many
+  is evicted for room), `max_keys_per_session` index entries each (prefix digests and
+  asked call ids together), and as many
   "dormant" explicit sessions (step count only) so a named session resumed after
   expiry continues its step numbering.
 """
@@ -26,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents_trace.conversation import is_assistant
+from agents_trace.conversation import call_id_digest, is_assistant
 from agents_trace.ordered_ids import time_ordered_hex
 from agents_trace.prompt_blocks import PreviousPrompt
 from agents_trace.records import EndReason, SessionEnded, SessionId, SessionSource
@@ -77,7 +82,7 @@ class OpenedStep:
 
 class SessionTable:
     __slots__ = ("idle_timeout_s", "max_sessions", "max_keys_per_session", "_live",
-                 "_dormant", "_by_response", "_by_request")
+                 "_dormant", "_by_response", "_by_request", "_by_call")
 
     def __init__(self, *, idle_timeout_s: float, max_sessions: int,
                  max_keys_per_session: int = 64) -> None:
@@ -88,6 +93,7 @@ class SessionTable:
         self._dormant: OrderedDict[SessionKey, tuple[int, float | None]] = OrderedDict()
         self._by_response: dict[bytes, list[StepRef]] = {}
         self._by_request: dict[bytes, list[StepRef]] = {}
+        self._by_call: dict[bytes, list[StepRef]] = {}
 
     @property
     def num_live(self) -> int:
@@ -106,15 +112,17 @@ class SessionTable:
         """Resolve the request's session and give it the next step index."""
         evicted: list[SessionEnded] = []
         matched: StepRef | None = None
+        stitched: StepRef | None = None   # matched, or the step whose calls the request answers
         if explicit is not None:
             state = self._live.get((tenant, explicit[0]))
             if state is None:
                 state = self._create(tenant, SessionId(explicit[0]), explicit[1], now_s, evicted)
         else:
             matched = self._match(tenant, digests, messages)
-            state = self._live.get((tenant, matched.session)) if matched else None
+            stitched = matched or self._match_answered(tenant, messages)
+            state = self._live.get((tenant, stitched.session)) if stitched else None
             if state is None:
-                matched = None
+                matched = stitched = None
                 state = self._create(tenant, self._new_id(tenant, now_s), "new", now_s, evicted)
         num_prefix, prefix_step = 0, None
         if matched is not None:
@@ -123,7 +131,8 @@ class SessionTable:
             digest, count = state.last_request
             if 0 < count <= len(digests) and digests[count - 1] == digest:
                 num_prefix, prefix_step = count, state.num_steps - 1
-        opened = OpenedStep(session=state.session, source=state.source if matched is None
+        # NOTE: a call-id match is recorded as "prefix" too (SessionSource has no value of its own)
+        opened = OpenedStep(session=state.session, source=state.source if stitched is None
                             else "prefix", index=state.num_steps,
                             prev_ended_s=state.last_ended_s,
                             was_idle=state.num_in_flight == 0, asked=dict(state.last_asked),
@@ -156,6 +165,10 @@ class SessionTable:
         state.last_ended_s = ended_s
         state.last_asked = dict(asked)
         ref = StepRef(tenant, state.session, index, num_messages)
+        # NOTE: call ids first, so a step asking for many calls pushes out its own calls,
+        # not the prefix digests that stitch most continuations
+        for call_id in asked:
+            self._add_key(state, self._by_call, call_id_digest(tenant, call_id), ref)
         if response_digest is not None:
             self._add_key(state, self._by_response, response_digest, ref)
         if request_digest is not None:
@@ -248,4 +261,18 @@ class SessionTable:
                 or self._pick(tenant, self._by_request.get(digests[i - 1]))
             if ref is not None and ref.num_messages == i:
                 return ref
+        return None
+
+    def _match_answered(self, tenant: str, messages: Sequence[Any]) -> StepRef | None:
+        """The step that asked for a call whose result follows the request's last
+        assistant message (the last such result whose call is known decides)."""
+        for message in reversed(messages):
+            if is_assistant(message):
+                break
+            if isinstance(message, dict) and message.get("role") == "tool":
+                call_id = message.get("tool_call_id")
+                ref = self._pick(tenant, self._by_call.get(call_id_digest(tenant, call_id))) \
+                    if isinstance(call_id, str) and call_id else None
+                if ref is not None:
+                    return ref
         return None
