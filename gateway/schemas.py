@@ -4,7 +4,9 @@ Invariant: a model instance that validated is safe to act on: roles, types and r
 checked here, and every failure becomes a 400 `ApiError` naming the offending `param`
 (`validate()`), never a 500. Cross-field rules that need the model or the tools (context
 length, tool-call ids, tool schemas) live in `chat_checks.py`.
-Unknown fields are kept (`extra="allow"`) so upstream models can receive them; a client
+Unknown fields are kept (`extra="allow"`) so upstream models can receive them; declared
+hints a local model ignores (`store`, `reasoning_effort`, ...) are typed only so a wrong
+type is a 400 here, and reach upstream models as sent like any field. A client
 `cache_salt` is accepted and ignored: the tenant alone salts the cache; `stepahead_replay`
 (`ReplayStep`) is the replay harness's, for the tracer only.
 """
@@ -15,52 +17,10 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from gateway.chat_messages import Message
 from gateway.errors import ApiError, invalid_request
 
 _ALLOW = ConfigDict(extra="allow", strict=True)
-
-
-class FunctionCallIn(BaseModel):
-    model_config = _ALLOW
-    name: str
-    arguments: str = ""
-
-
-class ToolCallIn(BaseModel):
-    """A tool call an assistant message made earlier in the conversation."""
-
-    model_config = _ALLOW
-    id: str
-    type: Literal["function"] = "function"
-    function: FunctionCallIn
-
-
-class Message(BaseModel):
-    """One chat message. `content` is a string or a list of parts (`{"type": "text", ...}`)."""
-
-    model_config = _ALLOW
-    role: Literal["system", "developer", "user", "assistant", "tool"]
-    content: str | list[dict[str, Any]] | None = None
-    name: str | None = None
-    tool_calls: list[ToolCallIn] | None = None
-    tool_call_id: str | None = None
-
-    @model_validator(mode="after")
-    def _check_role_fields(self) -> "Message":
-        if self.role == "assistant":
-            if self.content is None and not self.tool_calls:
-                raise ValueError("an assistant message needs 'content' or 'tool_calls'")
-        elif self.content is None:
-            raise ValueError(f"a {self.role} message needs 'content'")
-        if self.role == "tool" and not self.tool_call_id:
-            raise ValueError("a tool message needs 'tool_call_id'")
-        if isinstance(self.content, list):
-            for part in self.content:
-                if not isinstance(part.get("type"), str):
-                    raise ValueError("each content part needs a string 'type'")
-                if part["type"] == "text" and not isinstance(part.get("text"), str):
-                    raise ValueError("a text content part needs a string 'text'")
-        return self
 
 
 class FunctionDef(BaseModel):
@@ -138,6 +98,20 @@ class ResponseFormat(BaseModel):
         return self
 
 
+class TextPart(BaseModel):
+    model_config = _ALLOW
+    type: Literal["text"]
+    text: str
+
+
+class PredictedOutput(BaseModel):
+    """`prediction`: the content a reply is expected to repeat (OpenAI's predicted outputs)."""
+
+    model_config = _ALLOW
+    type: Literal["content"]
+    content: str | list[TextPart]
+
+
 ToolName = Annotated[str, Field(min_length=1, max_length=128)]
 ToolNames = Annotated[list[ToolName], Field(max_length=64)]
 
@@ -158,7 +132,7 @@ class _GenerationRequest(BaseModel):
 
     model_config = _ALLOW
     model: str
-    stream: bool = False
+    stream: bool = False   # null, as the reference allows, is false (`_null_stream_is_false`)
     stream_options: StreamOptions | None = None
     temperature: Temperature = None
     top_p: TopP = None
@@ -171,6 +145,11 @@ class _GenerationRequest(BaseModel):
     logit_bias: LogitBias = None
     service_tier: ServiceTier = None
     stepahead_replay: ReplayStep | None = None
+
+    @field_validator("stream", mode="before")
+    @classmethod
+    def _null_stream_is_false(cls, stream: Any) -> Any:
+        return False if stream is None else stream
 
     @field_validator("stream_options")
     @classmethod
@@ -201,6 +180,13 @@ class ChatCompletionRequest(_GenerationRequest):
     logprobs: bool | None = None
     top_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
     response_format: ResponseFormat | None = None
+    # hints a local model has no use for, typed as OpenAI's (any effort name: new ones appear)
+    store: bool | None = None
+    reasoning_effort: str | None = None
+    verbosity: Literal["low", "medium", "high"] | None = None
+    prompt_cache_key: str | None = None
+    safety_identifier: str | None = None
+    prediction: PredictedOutput | None = None
 
     def completion_limit(self) -> int | None:
         """`max_completion_tokens` wins over the deprecated `max_tokens`."""

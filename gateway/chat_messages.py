@@ -1,0 +1,64 @@
+"""Wire models of the chat messages a request carries: roles, content, earlier tool calls.
+
+Invariant: a `Message` that validated has what its role needs (a tool message its
+`tool_call_id`; an assistant's content, tool calls or refusal; the others their content),
+and every content part a string `type`; a text part has its text, a refusal part (an
+assistant's only) its refusal. Unknown fields are kept for upstream models.
+"""
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, model_validator
+
+_ALLOW = ConfigDict(extra="allow", strict=True)
+
+
+class FunctionCallIn(BaseModel):
+    model_config = _ALLOW
+    name: str
+    arguments: str = ""
+
+
+class ToolCallIn(BaseModel):
+    """A tool call an assistant message made earlier in the conversation."""
+
+    model_config = _ALLOW
+    id: str
+    type: Literal["function"] = "function"
+    function: FunctionCallIn
+
+
+class Message(BaseModel):
+    """One chat message. `content` is a string or a list of parts (`{"type": "text", ...}`);
+    an assistant's may instead be its `refusal` (as OpenAI's replies carry one), and only an
+    assistant's parts may be `{"type": "refusal", "refusal": ...}`."""
+
+    model_config = _ALLOW
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[dict[str, Any]] | None = None
+    name: str | None = None
+    tool_calls: list[ToolCallIn] | None = None
+    tool_call_id: str | None = None
+    refusal: str | None = None
+
+    @model_validator(mode="after")
+    def _check_role_fields(self) -> "Message":
+        if self.role == "assistant":
+            if self.content is None and not self.tool_calls and self.refusal is None:
+                raise ValueError("an assistant message needs 'content', 'tool_calls' or 'refusal'")
+        elif self.content is None:
+            raise ValueError(f"a {self.role} message needs 'content'")
+        if self.role == "tool" and not self.tool_call_id:
+            raise ValueError("a tool message needs 'tool_call_id'")
+        if isinstance(self.content, list):
+            for part in self.content:
+                if not isinstance(part.get("type"), str):
+                    raise ValueError("each content part needs a string 'type'")
+                if part["type"] == "text" and not isinstance(part.get("text"), str):
+                    raise ValueError("a text content part needs a string 'text'")
+                if part["type"] == "refusal" and self.role != "assistant":
+                    raise ValueError(f"a {self.role} message cannot have a refusal content part")
+                if part["type"] == "refusal" and not isinstance(part.get("refusal"), str):
+                    raise ValueError("a refusal content part needs a string 'refusal'")
+        return self
