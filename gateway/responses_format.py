@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from gateway.errors import invalid_request
 from gateway.collected import Collected
@@ -66,6 +66,12 @@ class ResponsesRequest(BaseModel):
     prompt_cache_key: str | None = None
     safety_identifier: str | None = None
     max_tool_calls: int | None = Field(default=None, ge=1)
+
+    @field_validator("stream", "store", "background", mode="before")
+    @classmethod
+    def _null_is_the_default(cls, value: Any, info: ValidationInfo) -> Any:
+        """As the reference types them (boolean or null): null is the field's default."""
+        return cls.model_fields[info.field_name].default if value is None else value
 
     def wants_logprobs(self) -> bool:
         """Whether the text comes back with its tokens' log probabilities: when `include`

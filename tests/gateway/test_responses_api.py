@@ -445,3 +445,12 @@ def test_an_empty_reply_is_one_empty_message_whole_streamed_and_in_its_conversat
     items = list(client.conversations.items.list(conversation.id, order="asc"))
     assert [(item.role, item.content[0].text) for item in items] == [
         ("user", "hi"), ("assistant", ""), ("user", "again"), ("assistant", "")]
+
+
+def test_null_stream_store_and_background_are_their_defaults():
+    request = validate(ResponsesRequest, {"model": "m", "input": "hi", "stream": None, "store": None,
+                                          "background": None})
+    assert (request.stream, request.store, request.background) == (False, True, False)
+    with pytest.raises(ApiError) as caught:
+        validate(ResponsesRequest, {"model": "m", "input": "hi", "stream": "yes please"})
+    assert caught.value.param == "stream"
