@@ -3,7 +3,8 @@
 Invariants: a response names the model id the client asked for; `usage` always carries
 `prompt_tokens_details.cached_tokens`; a reply with tool calls has finish_reason
 "tool_calls" unless it ran out of tokens ("length", as OpenAI sends it); a refusal is the
-message's `refusal` (a stream's `delta.refusal`); an upstream's `system_fingerprint` and
+message's `refusal` (a stream's `delta.refusal`), which a chat completion's message always
+has (null when the model did not refuse, as OpenAI's schema requires); an upstream's `system_fingerprint` and
 `service_tier` are the reply's (in a stream, from the chunk that finishes a choice on,
 as they are known only then); stream chunks of one response share `id`, `created` and `model`. With
 `include_usage`, every chunk has `"usage": null` and one last chunk with empty `choices`
@@ -67,13 +68,35 @@ def chat_logprobs(choices: list[TokenChoice] | None) -> dict | None:
     return {"content": logprob_entries(choices), "refusal": None}
 
 
+def legacy_token_name(text: str, token_bytes: bytes) -> str:
+    """A token as the legacy completions `logprobs` name it: its text, or, when its bytes
+    are not whole UTF-8 (a byte-level token splitting an emoji: its text alone is U+FFFD,
+    like every other such piece), `bytes:` and their `\\xNN` escapes, as OpenAI names
+    them (`bytes:\\xf0\\x9f`), so different pieces stay different keys of `top_logprobs`."""
+    try:
+        token_bytes.decode("utf-8")
+    except UnicodeDecodeError:
+        return "bytes:" + "".join(f"\\x{byte:02x}" for byte in token_bytes)
+    return text
+
+
+def _top_by_name(top: tuple[tuple[str, bytes, float], ...]) -> dict[str, float]:
+    """`top_logprobs` of one position, likeliest first; of two tokens with one name the
+    likelier's value stays (a later, lower one never overwrites it)."""
+    named: dict[str, float] = {}
+    for text, token_bytes, logprob in top:
+        named.setdefault(legacy_token_name(text, token_bytes), logprob)
+    return named
+
+
 def completion_logprobs(choices: list[TokenChoice] | None, text_offset: int = 0) -> dict | None:
-    """A completion choice's legacy `logprobs`: parallel lists of tokens, their log
-    probabilities, the likeliest tokens as {text: log probability}, and each token's
-    character offset in the completion (from `text_offset`): the index in the text of the
-    first character its bytes belong to, so a token that ends a character another began
-    (byte-level tokens split multi-byte characters; each shows alone as U+FFFD) shares
-    that character's offset."""
+    """A completion choice's legacy `logprobs`: parallel lists of tokens
+    (`legacy_token_name`), their log probabilities, the likeliest tokens as {name: log
+    probability} (the names `tokens` uses, so a position's token, when among its
+    likeliest, is its key with its value), and each token's character offset in the
+    completion (from `text_offset`): the index in the text of the first character its
+    bytes belong to, so a token that ends a character another began (byte-level tokens
+    split multi-byte characters) shares that character's offset."""
     if choices is None:
         return None
     offsets = []
@@ -81,18 +104,20 @@ def completion_logprobs(choices: list[TokenChoice] | None, text_offset: int = 0)
     for choice in choices:
         offsets.append(text_offset)
         text_offset += len(characters.decode(choice.token_bytes))
-    return {"tokens": [c.token for c in choices], "token_logprobs": [c.logprob for c in choices],
-            "top_logprobs": [None if c.logprob is None else {text: logprob for text, _, logprob in c.top}
-                             for c in choices],
+    return {"tokens": [legacy_token_name(c.token, c.token_bytes) for c in choices],
+            "token_logprobs": [c.logprob for c in choices],
+            "top_logprobs": [None if c.logprob is None else _top_by_name(c.top) for c in choices],
             "text_offset": offsets}
 
 
-def chat_message(collected: Collected) -> dict:
+def chat_message(collected: Collected, *, null_refusal: bool = False) -> dict:
     """The reply's assistant message: `content` null only beside tool calls (OpenAI's
     convention), else its text, "" when empty, so the client can send it back as it is
-    (an assistant message needs content or tool calls); `refusal` when the model refused."""
+    (an assistant message needs content or tool calls); `refusal` when the model refused,
+    and with `null_refusal` `refusal: null` when it did not (a chat completion's message,
+    whose schema at OpenAI requires the key)."""
     message: dict = {"role": "assistant", "content": collected.text or (None if collected.tool_calls else "")}
-    if collected.refusal is not None:
+    if collected.refusal is not None or null_refusal:
         message["refusal"] = collected.refusal
     if collected.tool_calls:
         message["tool_calls"] = [
@@ -118,7 +143,7 @@ def reply_fields(header: ResponseHeader, finished: Finished | None, *, is_chat: 
 def chat_completion(header: ResponseHeader, reply: Reply, usage: Usage) -> dict:
     completion = {"id": header.id, "object": "chat.completion", "created": header.created,
                   "model": header.model,
-                  "choices": [{"index": index, "message": chat_message(collected),
+                  "choices": [{"index": index, "message": chat_message(collected, null_refusal=True),
                                "logprobs": chat_logprobs(collected.logprobs),
                                "finish_reason": collected.finish_reason()}
                               for index, collected in enumerate(reply.choices)],

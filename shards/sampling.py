@@ -3,6 +3,7 @@ temperature, nucleus (top_p), seeded; and, when asked, its log probability with 
 likeliest alternatives."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import torch
@@ -85,13 +86,24 @@ def adjusted_logits(logits: torch.Tensor, params: SamplingParams, output_ids: li
     return adjusted
 
 
+# Temperatures below this sample as greedy, as vLLM's do (its `_SAMPLING_EPS`): OpenAI accepts
+# any value in [0, 2], and one near zero (1e-300) tempers the likeliest token's weight to 1
+# and every other to 0 at best, while in float32 it overflowed to NaN probabilities.
+GREEDY_BELOW_TEMPERATURE = 1e-5
+
+
 def sample_next(logits: torch.Tensor, params: SamplingParams,
                 generator: torch.Generator | None) -> int:
-    """Next token id from a `[vocab]` logits row. temperature <= 0 is greedy; else a
-    draw from the tempered softmax, within the nucleus when `top_p` < 1."""
-    if params.temperature <= 0.0:
+    """Next token id, always within the `[vocab]` logits row. A temperature below
+    `GREEDY_BELOW_TEMPERATURE` (0 included) is greedy; else a draw from the tempered
+    softmax, within the nucleus when `top_p` < 1. The logits are shifted to a maximum of 0
+    before tempering, so no finite logit overflows; +inf logits share the draw, and a NaN
+    one (a broken model: no distribution) still gives an id of the row."""
+    if params.temperature < GREEDY_BELOW_TEMPERATURE:
         return int(torch.argmax(logits).item())
-    probs = torch.softmax(logits.float() / params.temperature, dim=-1)
+    logits = logits.float()
+    tempered = torch.nan_to_num((logits - logits.max()) / params.temperature, nan=0.0, neginf=-math.inf)
+    probs = torch.softmax(tempered, dim=-1)
     if params.top_p < 1.0:
         weights, ids = nucleus(probs, params.top_p)
         return int(ids[draw_index(weights, generator)].item())
@@ -121,13 +133,16 @@ def nucleus(probs: torch.Tensor, top_p: float) -> tuple[torch.Tensor, torch.Tens
 
 def draw_index(weights: torch.Tensor, generator: torch.Generator | None) -> int:
     """An index drawn with probability proportional to `weights` (not negative, not all
-    zero): where one uniform draw falls in their cumulative sum. One random number, where
+    zero): where one uniform draw falls in their cumulative sum; always below
+    `len(weights)`, even when a weight is NaN. One random number, where
     `torch.multinomial` draws one per token (1.2 ms here at 49,152 tokens)."""
     cumulative = torch.cumsum(weights, dim=-1, dtype=torch.float64)
     point = torch.rand(1, generator=generator, dtype=torch.float64, device=weights.device) * cumulative[-1]
     index = int(torch.searchsorted(cumulative, point, right=True).item())
     if index == weights.shape[-1]:   # the draw rounded up to the total: the last token with weight
         index = int(torch.searchsorted(cumulative, cumulative[-1:]).item())
+    if index == weights.shape[-1]:   # a NaN weight (no order to search): the heaviest of the others
+        index = int(torch.argmax(torch.nan_to_num(weights, nan=-math.inf)).item())
     return index
 
 

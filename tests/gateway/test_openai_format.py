@@ -60,3 +60,76 @@ def test_a_tokens_text_offset_is_the_character_its_bytes_begin_in():
     assert text == "é!€<|im_end|>" and offsets == [0, 0, 1, 2, 2, 3]
     assert completion_logprobs(choices[2:], text_offset=1)["text_offset"] == offsets[2:]
     assert all(0 <= offset < len(text) for offset in offsets)
+
+
+def test_legacy_logprobs_name_partial_utf8_tokens_by_their_bytes():
+    """Known answer: byte pieces of 🍕 and 中 each show alone as U+FFFD; as OpenAI's legacy
+    endpoint does, they are named `bytes:\\xNN...`, in `tokens` and as `top_logprobs` keys,
+    so no alternative is lost and the greedy token's entry is its own, likeliest value. Of
+    two tokens with one name, the likelier's value stays."""
+    from gateway.backend import TokenChoice
+    from gateway.openai_format import completion_logprobs
+
+    pizza, pizza_end, han = b"\xf0\x9f", b"\x8d\x95", b"\xe4\xb8"
+    shown = "\ufffd"
+    choices = [TokenChoice("Hi", b"Hi", None),   # an echoed prompt's first token
+               TokenChoice(shown, pizza, -0.5, top=((shown, pizza, -0.5), ("\n", b"\n", -1.0), (shown, han, -2.0),
+                                                    (",", b",", -3.0), (shown, pizza_end, -3.5))),
+               TokenChoice(shown, pizza_end, -0.25, top=((shown, pizza_end, -0.25), ("x", b"x", -1.5),
+                                                         ("x", b"x", -2.5)))]
+    logprobs = completion_logprobs(choices)
+    assert logprobs["tokens"] == ["Hi", "bytes:\\xf0\\x9f", "bytes:\\x8d\\x95"]
+    assert logprobs["token_logprobs"] == [None, -0.5, -0.25]
+    assert logprobs["top_logprobs"] == [
+        None,
+        {"bytes:\\xf0\\x9f": -0.5, "\n": -1.0, "bytes:\\xe4\\xb8": -2.0, ",": -3.0, "bytes:\\x8d\\x95": -3.5},
+        {"bytes:\\x8d\\x95": -0.25, "x": -1.5}]
+    assert logprobs["text_offset"] == [0, 2, 2]
+    assert json.loads(json.dumps(logprobs))["tokens"][1] == "bytes:\\xf0\\x9f"   # a backslash, then x, on the wire
+
+
+def test_legacy_top_logprobs_hold_each_token_with_its_own_value():
+    """Invariant, over random byte-level tokens (most not whole UTF-8): a position's
+    `top_logprobs` has one key per distinct token, its likeliest first; the chosen
+    token, when among them, is `tokens[i]` there with the value `token_logprobs[i]`; and
+    bytes that differ never share a key."""
+    from gateway.backend import TokenChoice
+    from gateway.openai_format import completion_logprobs, legacy_token_name
+
+    rng = random.Random(19)
+    source = "é€🍕中 ok\n".encode()
+    pieces = sorted({source[i:i + n] for i in range(len(source)) for n in (1, 2, 3) if i + n <= len(source)})
+    choices = []
+    for _ in range(300):
+        alternatives = rng.sample(pieces, rng.randrange(1, 6))
+        values = sorted((-rng.random() * 8 for _ in alternatives), reverse=True)
+        top = tuple((piece.decode("utf-8", "replace"), piece, value) for piece, value in zip(alternatives, values))
+        chosen = rng.randrange(len(top) + 1)   # past the end: a token outside the top
+        text, token_bytes, logprob = top[chosen] if chosen < len(top) else ("\ufffd", b"\xff", -9.0)
+        choices.append(TokenChoice(text, token_bytes, logprob, top=top))
+    logprobs = completion_logprobs(choices)
+    names = {legacy_token_name(piece.decode("utf-8", "replace"), piece): piece for piece in pieces + [b"\xff"]}
+    assert len(names) == len(pieces) + 1
+    for choice, token, value, top in zip(choices, logprobs["tokens"], logprobs["token_logprobs"],
+                                         logprobs["top_logprobs"]):
+        assert len(top) == len(choice.top) and max(top, key=top.get) == next(iter(top))
+        assert names[token] == choice.token_bytes and value == choice.logprob
+        if any(piece == choice.token_bytes for _, piece, _ in choice.top):
+            assert top[token] == value
+
+
+def test_a_chat_completion_message_always_has_refusal():
+    """OpenAI's response message requires `refusal` (nullable): null when the model did
+    not refuse, its text when it did; the message a later turn replays stays without it."""
+    from gateway.backend import RefusalDelta, Usage
+    from gateway.collected import Reply
+    from gateway.openai_format import chat_completion, chat_message
+
+    reply = Reply.of(2)
+    reply.add(TextDelta("Sure.", choice=0))
+    reply.add(RefusalDelta("I can't.", choice=1))
+    completion = chat_completion(ResponseHeader("chatcmpl-1", "m", 1700000000), reply, Usage(3, 2))
+    assert [choice["message"] for choice in completion["choices"]] == [
+        {"role": "assistant", "content": "Sure.", "refusal": None},
+        {"role": "assistant", "content": "", "refusal": "I can't."}]
+    assert chat_message(reply.choices[0]) == {"role": "assistant", "content": "Sure."}

@@ -122,3 +122,53 @@ def test_a_work_item_that_samples_without_a_seed_is_given_the_one_offered():
     seeded = WorkItem("r", "t", [1, 2], SamplingParams(temperature=0.8, seed=7))
     greedy = WorkItem("r", "t", [1, 2], SamplingParams(temperature=0.0))
     assert seeded.seeded(12345) is seeded and greedy.seeded(12345) is greedy
+
+
+@pytest.mark.parametrize("temperature", [1e-300, 1e-40, 1e-6])
+def test_a_near_zero_temperature_samples_the_likeliest_token(temperature):
+    """Known answer: OpenAI accepts any temperature in [0, 2]; one this small is greedy
+    (in float32 it overflowed to NaN probabilities, and the draw was the vocabulary
+    size), with a finite log probability when asked."""
+    logits = torch.tensor([0.1, 3.0, 2.0, -1.0])
+    for top_p in (1.0, 0.9):
+        params = SamplingParams(temperature=temperature, top_p=top_p, seed=3)
+        assert [sample_next(logits, params, make_generator(params)) for _ in range(20)] == [1] * 20
+    scored = token_logprob(logits, sample_next(logits, SamplingParams(temperature=temperature), None), num_top=2)
+    assert scored.token_id == 1 and math.isclose(scored.logprob, float(torch.log_softmax(logits, -1)[1]))
+    assert [token for token, _ in scored.top] == [1, 2] and all(math.isfinite(v) for _, v in scored.top)
+
+
+def test_sample_next_gives_an_id_of_the_row_for_extreme_logits_and_temperatures():
+    """Invariant: whatever the logits (huge, -inf, +inf, NaN) and temperature in (0, 2],
+    the id is one of the row's: the one whose logit is far above the others', one of the
+    +inf ones, never a -inf one while another is possible."""
+    inf, nan = math.inf, math.nan
+    any_id = {0, 1, 2, 3}
+    rows = [([1e30, -1e30, -inf, 5.0], {0}), ([-inf, 3e38, -3e38, 0.0], {1}), ([-1e30, -1e30, -inf, 1e30], {3}),
+            ([inf, 0.0, inf, -inf], {0, 2}), ([nan, 1.0, 2.0, -inf], any_id), ([-inf] * 4, any_id), ([0.0] * 4, any_id)]
+    for row, allowed in rows:
+        logits = torch.tensor(row)
+        for temperature in (5e-324, 1e-300, 1e-40, 1e-6, 1e-5, 1e-3, 0.7, 1.0, 2.0):
+            for top_p in (1.0, 0.5, 0.0):
+                params = SamplingParams(temperature=temperature, top_p=top_p, seed=1)
+                generator = make_generator(params)
+                drawn = {sample_next(logits, params, generator) for _ in range(30)}
+                assert drawn <= allowed, (row, temperature, top_p, drawn)
+
+
+def test_draw_index_stays_in_range_with_nan_weights():
+    for weights in ([math.nan] * 3, [1.0, math.nan, 3.0], [0.0, 0.0, math.nan], [0.0, 0.0, 0.0]):
+        for seed in range(20):
+            assert 0 <= draw_index(torch.tensor(weights), torch.Generator().manual_seed(seed)) < 3, weights
+
+
+@pytest.mark.parametrize("temperature", [1e-4, 0.3, 0.7, 1.0, 1.7])
+def test_ordinary_temperatures_draw_as_the_unshifted_softmax(temperature):
+    """Shifting the logits to a maximum of 0 before tempering changes no draw: a seeded
+    request's tokens stay what they were."""
+    logits = torch.randn(500, generator=torch.Generator().manual_seed(8)) * 4
+    params = SamplingParams(temperature=temperature, seed=5)
+    ours, theirs = make_generator(params), make_generator(params)
+    unshifted = torch.softmax(logits / temperature, dim=-1)
+    drawn = [sample_next(logits, params, ours) for _ in range(300)]
+    assert drawn == [draw_index(unshifted, theirs) for _ in range(300)]
