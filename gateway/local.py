@@ -224,8 +224,7 @@ class LocalBackend(LocalCompletions):
         tool_schemas = {tool.function.name: None if tool.function.parameters is None else local_schema(
             tool.function.parameters, f"tools[{index}].function.parameters", "invalid_function_parameters")
             for index, tool in enumerate(request.tools)} if use_tools else None
-        if use_tools and (request.tool_choice == "required"
-                          or isinstance(request.tool_choice, NamedToolChoice)):
+        if use_tools and request.forces_call():
             named = (request.tool_choice.function.name
                      if isinstance(request.tool_choice, NamedToolChoice) else None)
             forced = ForcedCall(schemas=tool_schemas, name=named)

@@ -177,11 +177,13 @@ class ChunkWriter:
     """Turns events into SSE `data:` lines for one chat or completion stream of
     `num_choices` choices; the usage chunk follows the last choice's finish."""
 
-    __slots__ = ("header", "is_chat", "include_usage", "_choices", "_finishes", "_num_prompts", "_text_frames")
+    __slots__ = ("header", "is_chat", "include_usage", "is_call", "_choices", "_finishes", "_num_prompts",
+                 "_text_frames")
 
     def __init__(self, header: ResponseHeader, *, is_chat: bool, include_usage: bool,
-                 num_choices: int = 1, num_prompts: int = 1) -> None:
+                 num_choices: int = 1, num_prompts: int = 1, is_call: bool = False) -> None:
         self.header = header
+        self.is_call = is_call   # a forced call: the opening delta's content is null, as a whole reply's is
         self._num_prompts = num_prompts
         self.is_chat = is_chat
         self.include_usage = include_usage
@@ -229,7 +231,8 @@ class ChunkWriter:
     def opening(self) -> bytes:
         if not self.is_chat:
             return b""
-        return b"".join(self._chunk(self._choice(index, {"role": "assistant", "content": ""}))
+        content = None if self.is_call else ""
+        return b"".join(self._chunk(self._choice(index, {"role": "assistant", "content": content}))
                         for index in range(len(self._choices)))
 
     def event(self, event: ChatEvent) -> bytes:

@@ -81,19 +81,21 @@ class ReplyShape:
     on_finished: Callable[[Collected], None] | None = None
 
 
-def chat_shape(prepared: Prepared, *, is_chat: bool, include_usage: bool) -> ReplyShape:
+def chat_shape(prepared: Prepared, *, is_chat: bool, include_usage: bool, is_call: bool = False) -> ReplyShape:
+    """`is_call`: the reply is known to be tool calls before it starts (a forced call)."""
     header = ResponseHeader(prepared.request_id, prepared.model,
                             service_tier=prepared.service_tier if is_chat else None)
     render = chat_completion if is_chat else text_completion
     return ReplyShape("chat" if is_chat else "completions", lambda reply, usage: render(header, reply, usage),
                       lambda: ChunkWriter(header, is_chat=is_chat, include_usage=include_usage,
-                                          num_choices=prepared.num_choices, num_prompts=prepared.num_prompts))
+                                          num_choices=prepared.num_choices, num_prompts=prepared.num_prompts,
+                                          is_call=is_call))
 
 
 async def respond(request: Request, state: GatewayState, backend: Backend, prepared: Prepared,
-                  *, is_chat: bool, stream: bool, include_usage: bool,
-                  started_s: float, trace: StepContext | None = None, shape: ReplyShape | None = None) -> Response:
-    shape = shape or chat_shape(prepared, is_chat=is_chat, include_usage=include_usage)
+                  *, is_chat: bool, stream: bool, include_usage: bool, started_s: float,
+                  trace: StepContext | None = None, shape: ReplyShape | None = None, is_call: bool = False) -> Response:
+    shape = shape or chat_shape(prepared, is_chat=is_chat, include_usage=include_usage, is_call=is_call)
     keep_output = not stream or trace is not None or shape.on_finished is not None
     exchange = Exchange(state, prepared, shape.endpoint, started_s,
                         trace=trace, output=Reply.of(prepared.num_choices, prepared.num_prompts) if keep_output else None)

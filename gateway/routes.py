@@ -108,7 +108,7 @@ async def _handle(request: Request, *, is_chat: bool) -> Response:
         bind_session(prepared, trace)
         return await respond(request, state, backend, prepared, is_chat=is_chat,
                              stream=parsed.stream, include_usage=parsed.wants_stream_usage(),
-                             started_s=started_s, trace=trace)
+                             started_s=started_s, trace=trace, is_call=is_chat and parsed.forces_call())
     except ApiError as error:
         state.metrics.record_request(tenant, model, endpoint, error.status)
         return refusal(state, error, tenant, request_id, trace)

@@ -188,6 +188,10 @@ class ChatCompletionRequest(_GenerationRequest):
     safety_identifier: str | None = None
     prediction: PredictedOutput | None = None
 
+    def forces_call(self) -> bool:
+        """Whether the reply must be a tool call (`tool_choice` "required" or a named function)."""
+        return bool(self.tools) and (self.tool_choice == "required" or isinstance(self.tool_choice, NamedToolChoice))
+
     def completion_limit(self) -> int | None:
         """`max_completion_tokens` wins over the deprecated `max_tokens`."""
         return self.max_completion_tokens or self.max_tokens

@@ -438,3 +438,19 @@ def test_a_flex_tenant_is_served_in_the_flex_tier_whatever_it_asks(gateway):
     assert (chat.service_tier, response.service_tier) == ("flex", "flex")
     upstream = offline.responses.create(model="mock", input="Hi", service_tier="default")
     assert upstream.service_tier == "default"   # an upstream model gets the tier the client sent
+
+
+@pytest.mark.parametrize("tool_choice", ["required", {"type": "function", "function": {"name": "get_weather"}}])
+def test_a_streamed_forced_call_has_null_content_as_the_whole_reply_has(client, tool_choice):
+    chunks = list(client.chat.completions.create(model="tiny", messages=ASK, tools=[WEATHER], tool_choice=tool_choice,
+                                                 max_tokens=12, stream=True))
+    assert chunks[0].choices[0].delta.role == "assistant" and chunks[0].choices[0].delta.content is None
+    assert all(chunk.choices[0].delta.content is None for chunk in chunks if chunk.choices)
+    with client.chat.completions.stream(model="tiny", messages=ASK, tools=[WEATHER], tool_choice=tool_choice,
+                                        max_tokens=12) as stream:
+        message = stream.get_final_completion().choices[0].message
+    whole = client.chat.completions.create(model="tiny", messages=ASK, tools=[WEATHER], tool_choice=tool_choice,
+                                           max_tokens=12).choices[0].message
+    assert message.content is None and whole.content is None and message.tool_calls and whole.tool_calls
+    text = list(client.chat.completions.create(model="tiny", messages=ASK, max_tokens=2, stream=True))
+    assert text[0].choices[0].delta.content == ""   # a text reply opens with "", as OpenAI's do
