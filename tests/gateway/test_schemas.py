@@ -1,18 +1,10 @@
-"""The request wire models: nullable `stream`, typed hints a local model ignores (still sent
-upstream as the client wrote them), and assistant refusals in the conversation."""
-import asyncio
-import json
-import os
+"""The request wire models: nullable `stream`, typed hints a local model ignores (that they
+still reach upstream models as sent: test_upstream_kwargs.py), and assistant refusals."""
 
 import pytest
 
 from gateway.errors import ApiError
-from gateway.model_configs import UpstreamModelConfig
-from gateway.passthrough import PassthroughBackend
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, validate
-from gateway.upstream import UpstreamBackend
-from tests.gateway import fake_openai
-from tests.gateway.serving import start_server
 
 USER = {"role": "user", "content": "Hi"}
 HINTS = {"store": True, "reasoning_effort": "a-future-effort", "prompt_cache_key": "k-1",
@@ -52,39 +44,6 @@ def test_well_typed_hints_and_null_ones_are_accepted():
     assert request.reasoning_effort == "a-future-effort"   # any name: new efforts appear
     assert chat(prediction={"type": "content", "content": "x"}).prediction.content == "x"
     chat(**{name: None for name in (*HINTS, "verbosity")})
-
-
-@pytest.fixture(scope="module")
-def api_base():
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    server = start_server(fake_openai.app)
-    yield f"{server.base_url}/v1"
-    server.stop()
-
-
-def upstream_body(config: UpstreamModelConfig, fields: dict) -> dict:
-    """The body the fake upstream got for a chat request with `fields` ("echo-request")."""
-    async def drive():
-        backend = (PassthroughBackend if config.passthrough else UpstreamBackend)(config)
-        await backend.start()
-        try:
-            request = validate(ChatCompletionRequest, {
-                "model": config.name, "messages": [{"role": "user", "content": "echo-request"}], **fields})
-            return [event async for event in backend.run(await backend.prepare_chat(request, "t", "req-1"))]
-        finally:
-            await backend.stop()
-    return json.loads(asyncio.run(drive())[0].text)["body"]
-
-
-# litellm itself refuses `verbosity` for models other than gpt-5 and `prediction` for gpt-5
-@pytest.mark.parametrize("litellm_model, passthrough, fields", [
-    ("openai/fake-model", False, HINTS),
-    ("openai/gpt-5-mini", False, {"verbosity": "low", "reasoning_effort": "minimal"}),
-    ("openai/fake-model", True, {**HINTS, "verbosity": "high"})])
-def test_typed_hints_reach_upstream_models_as_sent(api_base, litellm_model, passthrough, fields):
-    config = UpstreamModelConfig(name="m", litellm_model=litellm_model, api_base=api_base, passthrough=passthrough)
-    seen = upstream_body(config, fields)
-    assert {name: seen.get(name) for name in fields} == fields
 
 
 def test_an_assistant_message_may_be_its_refusal():

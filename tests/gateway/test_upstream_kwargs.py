@@ -113,3 +113,18 @@ def test_user_reaches_the_upstream(api_base, gateway_env, passthrough):
     config = UpstreamModelConfig(name="m", litellm_model="openai/fake-model", api_base=api_base,
                                  api_key_env=KEY_ENV, passthrough=passthrough)
     assert upstream_request(config, {"user": "end-user-42"})["body"]["user"] == "end-user-42"
+
+
+HINTS = {"store": True, "reasoning_effort": "a-future-effort", "prompt_cache_key": "k-1",
+         "safety_identifier": "user-hash", "prediction": {"type": "content", "content": [{"type": "text", "text": "x"}]}}
+
+
+# litellm itself refuses `verbosity` for models other than gpt-5 and `prediction` for gpt-5
+@pytest.mark.parametrize("litellm_model, passthrough, fields", [
+    ("openai/fake-model", False, HINTS),
+    ("openai/gpt-5-mini", False, {"verbosity": "low", "reasoning_effort": "minimal"}),
+    ("openai/fake-model", True, {**HINTS, "verbosity": "high"})])
+def test_typed_hints_reach_upstream_models_as_sent(api_base, litellm_model, passthrough, fields):
+    config = UpstreamModelConfig(name="m", litellm_model=litellm_model, api_base=api_base, passthrough=passthrough)
+    seen = upstream_request(config, fields)["body"]
+    assert {name: seen.get(name) for name in fields} == fields
