@@ -82,3 +82,14 @@ def test_ordinary_and_large_bodied_and_pipelined_requests_pass(server):
     keep = _request().replace(b"Connection: close\r\n", b"")
     answer = _exchange(server, keep + keep + _request())
     assert answer.count(b"HTTP/1.1 200 OK") == 3
+
+
+def test_a_whole_request_in_one_read_is_not_taken_for_a_long_head(server):
+    """Head and a body past the head limit in one packet (QA: a 70 KB chat was a false 431,
+    the app still ran it), and pipelined requests together past the limit."""
+    body = b'"' + b"x" * 3000 + b'"'
+    for _ in range(3):
+        assert f'{{"body_bytes":{len(body)}}}'.encode() in _exchange(server, _request(body))
+    keep = _request(body).replace(b"Connection: close\r\n", b"")
+    assert _exchange(server, keep + keep + _request(body)).count(b"HTTP/1.1 200 OK") == 3
+
