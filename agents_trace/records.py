@@ -67,9 +67,10 @@ class CapturedContent:
     which are the same as those of step `prefix_step` of the same session (None: the
     request is whole in `new_messages`), then the request's parts that are not messages
     (content.py: its tools, or a completions request's prompts, as entries no message can
-    be mistaken for); `output` is the response's assistant message
-    (None after an error; `other_outputs` those of choices 1.. when the request asked for
-    several); `all_messages` is the whole request, for span attributes.
+    be mistaken for); `output` is the response's assistant message (after an error, the
+    part the client was sent, as a stream its client cut keeps; None when it was sent
+    nothing; `other_outputs` those of choices 1.. when the request asked for several);
+    `all_messages` is the whole request, for span attributes.
     NOTE: these are the request's own objects, serialised on the writer thread.
     """
 
@@ -125,7 +126,9 @@ class ChoiceOutput:
 @dataclass(slots=True)
 class StepResult:
     """How a request ended, as the gateway saw it. `error` is the error type (an OpenAI
-    error code/type, or "client_closed") and None on success."""
+    error code/type, or "client_closed") and None on success, `error_message` what it
+    knew of it in words. A failed step carries what was known when it ended: the output
+    it had sent (`output_text`, `tool_calls`), the tokens generated until then."""
 
     num_input_tokens: int = 0
     num_cached_tokens: int = 0

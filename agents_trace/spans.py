@@ -116,7 +116,7 @@ def record_chat_span(tracer: trace.Tracer, session_span: Span, step: Step,
         messages = step.content.all_messages or prompt_messages(step.content.new_messages)   # chat, or completions
         if messages:
             span.set_attribute(sc.INPUT_MESSAGES, input_messages_json(messages))
-        if step.error is None:
+        if step.error is None or step.content.output is not None:   # a failed step: what its client was sent
             span.set_attribute(sc.OUTPUT_MESSAGES, output_messages_json(
                 _output_text(step), step.tool_calls, step.finish_reason, step.other_choices,
                 step.content.other_outputs))

@@ -242,8 +242,9 @@ class AgentTracer:
     def _content(self, ctx: StepContext, result: StepResult) -> CapturedContent | None:
         if not self.captures_content:
             return None
-        output = None if result.error is not None else assistant_message(
-            result.output_text, result.tool_calls)
+        # A failed step keeps the part of its reply the client was sent (a stream cut midway), if any.
+        has_output = result.error is None or result.output_text is not None or bool(result.tool_calls)
+        output = assistant_message(result.output_text, result.tool_calls) if has_output else None
         others = () if output is None else tuple(
             assistant_message(choice.text, choice.tool_calls) for choice in result.other_choices)
         return CapturedContent(new_messages=ctx.messages[ctx.num_prefix_messages:] + ctx.request_entries,

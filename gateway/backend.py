@@ -105,10 +105,22 @@ ChatEvent = TextDelta | ToolCallDelta | RefusalDelta | Finished
 
 @dataclass(slots=True)
 class GeneratedTokens:
-    """The tokens a request's local runs generated, added as each run ends, its cut ones
-    too: what a reply cut short (its client left), which has no usage, generated. One
-    object for the copies of a request's `Prepared` (its choices' runs)."""
+    """What a request's local runs did, for a reply cut short (its client left), which has
+    no usage: the tokens they generated (`num`, added as each run ends, its cut ones too),
+    the worker the first run to start ran on, and the prompt tokens each prompt's first run
+    found cached, summed as `merged_usage` counts them (both from a run's first event; None
+    before any). One object for the copies of a request's `Prepared` (its choices' runs)."""
     num: int = 0
+    worker: str | None = None
+    num_cached_tokens: int | None = None
+
+    def run_started(self, worker: str, num_cached_tokens: int, *, is_prompt_head: bool) -> None:
+        """A run's first event: `worker` it runs on, `num_cached_tokens` of its prompt found
+        cached; `is_prompt_head`: the run is its prompt's first choice."""
+        if self.worker is None:
+            self.worker = worker
+        if is_prompt_head:
+            self.num_cached_tokens = (self.num_cached_tokens or 0) + num_cached_tokens
 
 
 @dataclass(slots=True)
@@ -152,6 +164,11 @@ class Prepared:
     def num_per_prompt(self) -> int:
         """Runs per prompt (`n`, or `best_of` candidates)."""
         return self.num_choices // self.num_prompts
+
+    @property
+    def is_prompt_head(self) -> bool:
+        """This run is its prompt's first choice (the one whose prompt usage counts)."""
+        return self.choice % self.num_per_prompt == 0
 
 
 class Backend(Protocol):

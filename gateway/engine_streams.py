@@ -120,6 +120,8 @@ class Continuations:
             self._has_first = True
             self.worker, self.ttft_s = worker_id or "local", ttft_s
             self.usage.num_cached_tokens = min(num_cached_tokens or 0, self.usage.num_prompt_tokens)
+            self.prepared.generated.run_started(self.worker, self.usage.num_cached_tokens,
+                                                is_prompt_head=self.prepared.is_prompt_head)
 
     def finished(self, finish_reason: str) -> Finished:
         return Finished(finish_reason, self.usage, worker=self.worker, ttft_s=self.ttft_s)

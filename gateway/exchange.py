@@ -5,7 +5,10 @@ Invariants:
   with the tokens actually used when known (`Exchange.close`, whichever path calls it
   first);
 - `x-stepahead-overhead-ms` is wall time in the handler minus time spent waiting on the
-  backend (and in the tenant queue), i.e. the gateway's own cost.
+  backend (and in the tenant queue), i.e. the gateway's own cost;
+- a traced step that failed records what was known when it ended: the tokens generated,
+  the part of its reply the client was sent (a stream's; a whole reply sends nothing), and
+  why in words (`error_message`; a client that left, at which point).
 How the reply is written, whole or streamed: gateway/respond.py.
 """
 from __future__ import annotations
@@ -62,6 +65,8 @@ class Exchange:
     trace: StepContext | None = None
     output: Reply | None = None  # the reply so far: for a whole reply, the trace and ReplyShape.on_finished
     error: str | None = None
+    error_message: str | None = None
+    is_streamed: bool = False   # the reply goes out as it is generated: a cut one was sent `output`
 
     def reply_headers(self, overhead_s: float) -> dict[str, str]:
         """The headers of the reply: the request's id (`x-request-id`, as OpenAI's, and the
@@ -79,6 +84,7 @@ class Exchange:
             self.output = Reply.of(self.prepared.num_choices, self.prepared.num_prompts)
         self.num_deltas = 0
         self.first_event_s = None
+        self.prepared.generated.worker = self.prepared.generated.num_cached_tokens = None   # the new run's
 
     def overhead_s(self) -> float:
         return max(0.0, time.perf_counter() - self.started_s - self.waited_s)
@@ -136,8 +142,22 @@ class Exchange:
         if self.trace is not None:
             ttft_s = (self.first_event_s - self.started_s) if self.first_event_s else None
             error = self.error or (None if status in (None, 200) else "client_closed")
+            message = self.error_message or (self._client_closed_message() if error == "client_closed" else None)
+            sent = self.output if finished is not None or self.is_streamed else None
             from_previous = end_step(self.state.tracer, self.trace, prepared, finished,
-                                     self.output, ttft_s, error)
+                                     sent, ttft_s, error, message)
             if from_previous is not None and finished is not None and error is None:
                 metrics.record_prefix_reuse(prepared.tenant, prepared.model, from_previous,
                                             finished.usage.num_cached_tokens)
+
+    def _client_closed_message(self) -> str:
+        """How far a request had come when its client went away, in words."""
+        if self.ticket is None:
+            return "The client closed the connection while the request waited for its tenant's turn."
+        if self.first_event_s is None:
+            return "The client closed the connection before the model's first token."
+        num_tokens = self.prepared.generated.num   # local runs only: an upstream's count is unknown here
+        tokens = f", {num_tokens} output tokens generated" if num_tokens else ""
+        if self.is_streamed:
+            return f"The client closed the connection while the reply was streaming{tokens}."
+        return f"The client closed the connection before the reply was sent{tokens}."

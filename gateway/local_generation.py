@@ -119,6 +119,9 @@ async def run_free(engine, prepared: Prepared, call: LocalCall) -> AsyncIterator
                     num_tokens += len(event.token_ids)
                     if first is None and event.worker_id is not None:
                         first = (event.worker_id, event.num_cached_tokens, time.perf_counter() - started_s)
+                        prepared.generated.run_started(   # for a reply cut before its end
+                            event.worker_id, min(event.num_cached_tokens or 0, len(call.prompt_token_ids)),
+                            is_prompt_head=prepared.is_prompt_head)
                     if event.logprobs:
                         scored.extend(token_choices(engine.tokenizer, event.logprobs))
                     if not event.text:

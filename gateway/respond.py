@@ -97,7 +97,7 @@ async def respond(request: Request, state: GatewayState, backend: Backend, prepa
                   trace: StepContext | None = None, shape: ReplyShape | None = None, is_call: bool = False) -> Response:
     shape = shape or chat_shape(prepared, is_chat=is_chat, include_usage=include_usage, is_call=is_call)
     keep_output = not stream or trace is not None or shape.on_finished is not None
-    exchange = Exchange(state, prepared, shape.endpoint, started_s,
+    exchange = Exchange(state, prepared, shape.endpoint, started_s, is_streamed=stream,
                         trace=trace, output=Reply.of(prepared.num_choices, prepared.num_prompts) if keep_output else None)
     if not stream:
         return await _respond_whole(request, exchange, lambda: run_choices(backend, prepared), shape)

@@ -97,13 +97,16 @@ def _calls(output: Collected) -> tuple[ToolCall, ...]:
 
 def end_step(tracer: AgentTracer, ctx: StepContext, prepared: Prepared,
              finished: Finished | None, reply: Reply | None, ttft_s: float | None,
-             error: str | None) -> int | None:
+             error: str | None, error_message: str | None = None) -> int | None:
     """Close the step with every choice of `reply`: choice 0 in the result's own fields,
     the others (n > 1, several prompts) in `other_choices`. Returns the tracer's count of
     prompt tokens the session's previous prompt began with (None when unknown). A step
     that failed before the model counted its prompt records the gateway's own count, or
     none (0) where that is only an estimate (an upstream model's); one cut short (its
-    client left) the tokens its local runs generated until then."""
+    client left) the tokens its local runs generated until then, the worker and cached
+    prompt tokens their first events named (none, 0 cached, before any: the store holds
+    no unknown count), and of its reply what `reply` holds of choice 0 (the caller passes
+    what the client was sent)."""
     usage = finished.usage if finished is not None else None
     output = reply.first if reply is not None else None
     calls = () if output is None else _calls(output)
@@ -114,12 +117,13 @@ def end_step(tracer: AgentTracer, ctx: StepContext, prepared: Prepared,
     return tracer.end(ctx, StepResult(
         num_input_tokens=(usage.num_prompt_tokens if usage else
                           prepared.num_prompt_tokens if prepared.prompt_is_counted else 0),
-        num_cached_tokens=usage.num_cached_tokens if usage else 0,
+        num_cached_tokens=usage.num_cached_tokens if usage else prepared.generated.num_cached_tokens or 0,
         num_output_tokens=usage.num_completion_tokens if usage else prepared.generated.num,
         ttft_s=ttft_s if ttft_s is not None else (finished.ttft_s if finished else None),
-        worker=finished.worker if finished else None,
+        worker=finished.worker if finished else prepared.generated.worker,
         finish_reason=(output.finish_reason() if output is not None and finished else
                        finished.finish_reason if finished else None),
         output_text=output.text if output is not None and output.text else None,
-        tool_calls=calls, response_id=prepared.request_id, error=error, other_choices=others,
+        tool_calls=calls, response_id=prepared.request_id, error=error, error_message=error_message,
+        other_choices=others,
         prompt_token_ids=prepared.prompt_token_ids))

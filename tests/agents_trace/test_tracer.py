@@ -127,6 +127,23 @@ def test_tracer_captures_content_only_when_opted_in(tmp_path, clock):
         tracer.stop()
 
 
+def test_a_cut_steps_span_carries_the_output_its_client_was_sent_and_a_failed_one_none(tmp_path, clock):
+    tracer, exporter = make_tracer(tmp_path, clock, capture_content=True)
+    try:
+        body = {"model": "tiny", "messages": [{"role": "user", "content": "x"}]}
+        cut = tracer.begin("acme", {"x-session-id": "cut"}, body)
+        tracer.end(cut, StepResult(num_input_tokens=5, num_output_tokens=3, error="client_closed",
+                                   output_text="Once upon"))
+        failed = tracer.begin("acme", {"x-session-id": "failed"}, body)
+        tracer.end(failed, StepResult(num_input_tokens=5, error="server_error", error_message="worker died"))
+        _finish(tracer)
+        cut_span, failed_span = _by_op(exporter.get_finished_spans(), "chat")
+        assert "Once upon" in cut_span.attributes["gen_ai.output.messages"]
+        assert "gen_ai.output.messages" not in failed_span.attributes
+    finally:
+        tracer.stop()
+
+
 def test_tracer_error_step_sets_span_status_and_error_type(tmp_path, clock):
     tracer, exporter = make_tracer(tmp_path, clock)
     try:

@@ -90,3 +90,24 @@ def test_tracer_keeps_the_prompt_and_tools_only_with_content_on(tmp_path):
                 assert kept == [None, None]
         finally:
             tracer.stop()
+
+
+def test_a_failed_step_keeps_the_output_it_had_sent_and_none_when_it_sent_none(tmp_path):
+    """A stream its client cut keeps the text the client was sent; a failure that had sent
+    nothing has no output, not an empty assistant message."""
+    clock = ManualClock()
+    tracer, exporter = make_tracer(tmp_path, clock, capture_content=True)
+    try:
+        for session, text in (("cut", "Once upon a"), ("failed", None)):
+            ctx = tracer.begin("acme", {"x-session-id": session}, {"model": "tiny", "messages": [USER]})
+            clock.advance(0.5)
+            tracer.end(ctx, StepResult(num_input_tokens=10, num_output_tokens=3, output_text=text,
+                                       error="client_closed", error_message="The client closed the connection."))
+        assert tracer.flush(5.0)
+        assert step_content(tracer.store_path, "acme", "cut", 0)["output"] == {
+            "role": "assistant", "content": "Once upon a"}
+        assert step_content(tracer.store_path, "acme", "failed", 0)["output"] is None
+        cut, _ = [s for s in exporter.get_finished_spans() if s.name == "chat tiny"]
+        assert cut.status.description == "The client closed the connection."
+    finally:
+        tracer.stop()

@@ -1,4 +1,7 @@
-"""Every answer of a traced step names its session (`x-session-id`), a failed one too."""
+"""Every answer of a traced step names its session (`x-session-id`), a failed one too; the
+step of a request its client left records what was known when it ended."""
+import json
+
 import pytest
 
 from tests.gateway.test_http_errors import assert_error, post
@@ -50,3 +53,73 @@ def test_a_session_id_sent_raw_then_as_answered_then_raw_again_is_one_session(ga
     [found] = find_session(store, session, "alpha")
     assert found["num_steps"] == 3 and found["agent"] == "agent é"
     assert len(list_steps(store, "alpha", session)["data"]) == 3
+
+
+STORY = {"model": "tiny", "max_tokens": 4000, "temperature": 1.0, "ignore_eos": True,
+         "messages": [{"role": "user", "content": "Tell me a long story about a lighthouse keeper. " * 6}]}
+
+
+async def _cut_step(gateway, session: str, *, stream: bool) -> tuple[dict, dict | None, str]:
+    """Ask for a long reply in `session` (content captured), leave after a few chunks (a
+    stream) or half a second (a whole reply); the traced step, its content, and the text
+    the client got."""
+    import asyncio
+    import time
+
+    import httpx
+
+    from agents_trace.store_queries import list_steps, step_content
+
+    tracer = gateway.state.tracer
+    headers = {**gateway.headers(), "x-session-id": session}
+    received = ""
+    async with httpx.AsyncClient(base_url=gateway.base_url, timeout=60) as client:
+        warm = await client.post("/v1/chat/completions", headers={**headers, "x-session-id": f"{session}-warm"},
+                                 json=dict(STORY, max_tokens=1))   # the prompt in a worker's prefix cache
+        assert warm.status_code == 200, warm.text
+        if stream:
+            async with client.stream("POST", "/v1/chat/completions", headers=headers,
+                                     json=dict(STORY, stream=True)) as response:
+                assert response.status_code == 200
+                lines, num_texts = response.aiter_lines(), 0
+                while num_texts < 6:
+                    line = await anext(lines)
+                    if line.startswith("data: {"):
+                        delta = json.loads(line[6:])["choices"][0]["delta"]
+                        received += delta.get("content") or ""
+                        num_texts += bool(delta.get("content"))
+        else:
+            with pytest.raises(httpx.ReadTimeout):
+                await client.post("/v1/chat/completions", headers=headers, json=STORY, timeout=0.5)
+    deadline_s = time.monotonic() + 15
+    while not (steps := list_steps(tracer.store_path, "alpha", session)["data"]):
+        assert time.monotonic() < deadline_s, "the cut step was not traced"
+        tracer.flush(1)
+        await asyncio.sleep(0.05)
+    (step,) = steps
+    return step, step_content(tracer.store_path, "alpha", session, 0), received
+
+
+async def test_a_stream_its_client_cut_is_traced_with_what_it_had_sent(gateway, monkeypatch):
+    """The step of a stream its client left keeps what its first token told (the worker, the
+    prompt tokens it found cached), the tokens generated, the text the client was sent
+    (content on) and says where it was cut (the viewer shows `error: message`)."""
+    monkeypatch.setattr(gateway.state.tracer, "captures_content", True)
+    step, content, received = await _cut_step(gateway, "cut-stream-traced", stream=True)
+    assert step["error"] == "client_closed" and step["ttft_s"] is not None
+    assert step["worker"] in ("w0", "w1") and 0 < step["num_cached_tokens"] < step["num_input_tokens"]
+    assert step["num_output_tokens"] >= 6   # the text chunks the client read, at least
+    assert step["error_message"] == ("The client closed the connection while the reply was streaming, "
+                                     f"{step['num_output_tokens']} output tokens generated.")
+    output = content["output"]
+    assert output["role"] == "assistant" and output["content"].startswith(received) and received
+
+
+async def test_a_whole_reply_its_client_left_is_traced_with_nothing_sent(gateway, monkeypatch):
+    monkeypatch.setattr(gateway.state.tracer, "captures_content", True)
+    step, content, _ = await _cut_step(gateway, "cut-whole-traced", stream=False)
+    assert step["error"] == "client_closed" and step["num_output_tokens"] > 0
+    assert step["worker"] in ("w0", "w1") and 0 < step["num_cached_tokens"] < step["num_input_tokens"]
+    assert step["error_message"] == ("The client closed the connection before the reply was sent, "
+                                     f"{step['num_output_tokens']} output tokens generated.")
+    assert content["output"] is None   # generated, never sent
