@@ -10,7 +10,9 @@ pages (`has_more`), and a session's page can be the one holding the step a reque
 names, wherever it lies; message content comes from its own endpoint, whole. A caller may
 delete a session it can see (`DELETE /v1/traces/sessions/{id}`), never another's. Every
 id the gateway accepts has a URL: `/`, `%`, `?`, `#` in it are sent percent-encoded (the
-`/` may also go plain), and session_path says which session and resource a path names.
+`/` may also go plain), and session_path says which session and resource a path names; an
+id is found as given or, where no session has it, percent-decoded (an answer's
+`x-session-id` pasted into a URL or `id_contains`), within the caller's scope either way.
 The page and its assets hold no data and need no key; every data request sends one. They
 carry the viewer's security headers (viewer_headers: a strict CSP, never framed, nosniff).
 """
@@ -27,10 +29,10 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response, Streamin
 
 from agents_trace.export import export_lines, export_sessions_lines, header_line, in_chunks
 from agents_trace.query_params import query_flag, query_number, query_page
-from agents_trace.session_path import SessionPath, parse_session_path
+from agents_trace.session_path import SessionPath, parse_session_path, session_tail_route
 from agents_trace.store import delete_sessions
-from agents_trace.store_queries import SessionFilter, find_session, has_step, list_sessions, list_steps, \
-    matching_session_keys, request_step, step_content
+from agents_trace.store_queries import SessionFilter, find_session_as_given, has_step, list_sessions, \
+    list_steps, matching_session_keys, request_step, step_content
 from agents_trace.store_stats import StatsWindow, tenant_stats
 from agents_trace.viewer_headers import viewer_headers
 
@@ -74,9 +76,11 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
         return tenant if who.is_admin else who.tenant
 
     def resolve(path: Path | None, who: Viewer, session: str, tenant: str | None) -> dict:
+        """The one session `session` names (as given, or percent-decoded where no session
+        has it as given) within the caller's scope; its own id is `["session"]`."""
         if path is None or asks_for_another(who, tenant):
             raise _not_found(session)
-        matches = find_session(path, session, scope(who, tenant))
+        matches = find_session_as_given(path, session, scope(who, tenant))
         if not matches:
             raise _not_found(session)
         if len(matches) > 1:
@@ -102,8 +106,9 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
     def session_filter(request: Request, who: Viewer, agent: str | None,
                        tenant: str | None) -> SessionFilter | None:
         """The sessions the query selects (`query_window`, `errors` for sessions with an
-        error, `id_contains` for those whose id holds that text or with a step whose request
-        id, a reply's `x-request-id`, is that text); None when another tenant's are asked for."""
+        error, `id_contains` for those whose id holds that text, or its percent-decoded form,
+        or with a step whose request id, a reply's `x-request-id`, is that text); None when
+        another tenant's are asked for."""
         errors_only = query_flag(request, "errors")
         window = query_window(request, who, agent, tenant)
         if window is None:
@@ -173,17 +178,18 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
         path = path_of(request)
         found = resolve(path, who, session, tenant)
         request_id = request.query_params.get("request_id") or None
-        step = None if request_id is None else request_step(path, found["tenant"], session, request_id)
+        step = None if request_id is None else request_step(path, found["tenant"], found["session"], request_id)
         if step is not None:
             offset = step["offset"] - step["offset"] % limit   # the pages `offset` walks, one of them
         return {"session": found, "request_step": step,
-                "steps": list_steps(path, found["tenant"], session, limit=limit, offset=offset)}
+                "steps": list_steps(path, found["tenant"], found["session"], limit=limit, offset=offset)}
 
     def content(session: str, index: str, request: Request, who: Viewer, tenant: str | None) -> dict:
         if not (index.isascii() and index.isdigit() and len(index) <= 18):   # SQLite integers are 64-bit
             raise HTTPException(404, f"No step '{index}' in session '{session}'.")
         path = path_of(request)
         found = resolve(path, who, session, tenant)
+        session = found["session"]
         captured = step_content(path, found["tenant"], session, int(index))
         if captured is None and not has_step(path, found["tenant"], session, int(index)):
             raise HTTPException(404, f"No step '{index}' in session '{session}'.")
@@ -196,6 +202,7 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
     def export(session: str, request: Request, who: Viewer, tenant: str | None) -> Response:
         path = path_of(request)
         found = resolve(path, who, session, tenant)
+        session = found["session"]
         # NOTE: ASCII only: headers are Latin-1, which cannot carry every id
         safe_name = "".join(c if c.isascii() and (c.isalnum() or c in "-_.") else "_" for c in session)
         return StreamingResponse(
@@ -207,9 +214,11 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
         None for no id at all (`/v1/traces/sessions/`)."""
         return parse_session_path(tail, request.scope.get("raw_path")) if tail else None
 
-    # NOTE: one route per method for a session and its resources: `{tail:path}` takes ids
-    # with `/` in them, which `{session}` did not, and session_path splits the tail.
-    @router.get("/v1/traces/sessions/{tail:path}", response_model=None)
+    # NOTE: one route per method for a session and its resources: the tail takes ids with
+    # `/` (and newlines) in them, which `{session}` did not, and session_path splits it.
+    session_route = session_tail_route("/v1/traces/sessions/")
+
+    @router.get(session_route, response_model=None)
     def session_get(tail: str, request: Request, who: Viewer = Depends(viewer),
                     tenant: str | None = None) -> dict | Response:
         """`{id}`: the session and a page of its steps (`?request_id=`: the page holding
@@ -224,7 +233,7 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
             return content(target.session, target.step, request, who, tenant)
         return session_detail(target.session, request, who, tenant)
 
-    @router.delete("/v1/traces/sessions/{tail:path}")
+    @router.delete(session_route)
     def delete_session(tail: str, request: Request, who: Viewer = Depends(viewer),
                        tenant: str | None = None) -> dict:
         """Delete a session the caller can see, with its steps and captured content."""
@@ -233,8 +242,8 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
             raise HTTPException(405, "Method Not Allowed", headers={"allow": "GET"})
         path = path_of(request)
         found = resolve(path, who, target.session, tenant)
-        num_steps = delete_sessions(path, [(found["tenant"], target.session)])
-        return {"id": target.session, "object": "trace.session.deleted", "deleted": True,
+        num_steps = delete_sessions(path, [(found["tenant"], found["session"])])
+        return {"id": found["session"], "object": "trace.session.deleted", "deleted": True,
                 "tenant": found["tenant"], "num_steps": num_steps}
 
     @router.get("/ui", response_class=HTMLResponse)

@@ -5,6 +5,8 @@ other than `%` as it is, everything else percent-encoded from UTF-8, so any id f
 header. A request's `x-session-id` and `x-agent-name` are read with `decode_header_id`:
 the header's raw bytes as UTF-8 (as Latin-1 only where they are not valid UTF-8), then
 percent-decoded where the decoded bytes are UTF-8 (else the text is kept as it came).
+The trace lookups take an answer's header pasted as an id with `percent_decoded` too
+(store_queries: the id as given first).
 
 Invariants:
 - `decode_header_id(encode_header_id(x)) == x` for every id `x` (no lone surrogates), so
@@ -41,13 +43,17 @@ def header_text(value: str) -> str:
         return value
 
 
-def decode_header_id(value: str) -> str:
-    """The id a header names: `header_text`, percent-decoded (`%25` is `%`); a text whose
-    percent-decoded bytes are not UTF-8 (`%FF`) is kept as it is, `%` and all."""
-    text = header_text(value)
+def percent_decoded(text: str) -> str:
+    """`text` percent-decoded (`%25` is `%`, `%C3%A9` is `é`; a `%` not followed by two hex
+    digits stays); a text whose decoded bytes are not UTF-8 (`%FF`) is kept as it is."""
     if "%" not in text:
         return text
     try:
         return unquote_to_bytes(text).decode("utf-8")
     except UnicodeDecodeError:
         return text
+
+
+def decode_header_id(value: str) -> str:
+    """The id a header names: `header_text`, `percent_decoded`."""
+    return percent_decoded(header_text(value))

@@ -4,7 +4,7 @@ A session id is whatever text a client named it by (agents_trace.conversation): 
 hold `/`, `%`, `?`, `#`, spaces, any unicode. The viewer sends it as one percent-encoded
 path segment (`encodeURIComponent`: `proj%2Frun-1`); a hand-typed URL may carry its `/`
 plain (`proj/run-1`). The server (uvicorn) decodes `%2F` to `/` in the path it routes
-on, so the route takes the whole tail (`{tail:path}`) and this module splits it.
+on, so the route takes the whole tail (`session_tail_route`) and this module splits it.
 
 Invariants:
 - the tail is split only at the `/`s that were literal in the request's raw path
@@ -14,7 +14,9 @@ Invariants:
   before it; any other tail is the session itself. So `a%2Fexport` is session `a/export`,
   `a%2Fexport/export` its export, and the plain `a/export` the export of `a`;
 - without a raw path that ends in the tail (a server that sends none) every `/` counts
-  as literal, as in the plain form.
+  as literal, as in the plain form;
+- the route's tail matches any characters, a newline too (`%0A` decodes to one, and an id
+  may hold it): Starlette's `{tail:path}` (`.*`, no DOTALL) would not match it at all.
 NOTE: an id that is just `.` or `..` cannot be sent from a browser or httpx: they remove
 such dot segments before sending, even encoded (`%2E`). The CLI reaches those.
 """
@@ -23,6 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import unquote
+
+from starlette.convertors import PathConvertor, register_url_convertor
 
 SessionResource = Literal["session", "export", "content"]
 
@@ -34,6 +38,25 @@ class SessionPath:
     session: str
     resource: SessionResource = "session"
     step: str | None = None
+
+
+class SessionTailConvertor(PathConvertor):
+    """Starlette's `path` convertor (the rest of the path, `/`s and all) matching every
+    character: `path`'s `.*` stops at a newline."""
+
+    regex = "(?s:.*)"
+
+
+SESSION_TAIL_CONVERTOR = "session_tail"
+
+
+def session_tail_route(prefix: str) -> str:
+    """`prefix` then a `{tail}` parameter that takes the rest of the path, whatever it
+    holds. Starlette looks convertors up by name in its one process-wide table when a route
+    is compiled, so this (re)registers ours there first: the convertor holds no state, and
+    registering it again changes nothing."""
+    register_url_convertor(SESSION_TAIL_CONVERTOR, SessionTailConvertor())
+    return prefix + "{tail:" + SESSION_TAIL_CONVERTOR + "}"
 
 
 def raw_tail_segments(tail: str, raw_path: bytes | None) -> list[str] | None:

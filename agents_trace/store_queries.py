@@ -14,13 +14,15 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from agents_trace.header_ids import percent_decoded
 from agents_trace.prompt_blocks import PreviousPrompt, evicted_prefix_tokens
 from agents_trace.store_schema import connect_reader
 
 MAX_PAGE = 500
 # a session whose id holds the text, or one of whose steps is the request with that id
 # (found through the index on steps.response_id)
-ID_OR_REQUEST_ID_SQL = ("(instr(session, ?) > 0 OR (tenant, session) IN "
+# (the text as given, or percent-decoded: `given_id_forms`)
+ID_OR_REQUEST_ID_SQL = ("(instr(session, ?) > 0 OR instr(session, ?) > 0 OR (tenant, session) IN "
                         "(SELECT tenant, session FROM steps WHERE response_id = ?))")
 
 
@@ -33,9 +35,19 @@ class SessionFilter:
     since_s: float | None = None
     until_s: float | None = None
     errors_only: bool = False
-    # sessions whose id holds this text (case kept), or that hold a step whose request id
-    # (a reply's `x-request-id`: its chatcmpl-, cmpl- or resp_ id) is this text
+    # sessions whose id holds this text (case kept) or its percent-decoded form (an answer's
+    # `x-session-id` pasted: `given_id_forms`), or that hold a step whose request id (a
+    # reply's `x-request-id`: its chatcmpl-, cmpl- or resp_ id) is this text
     id_contains: str | None = None
+
+
+def given_id_forms(given: str) -> tuple[str, ...]:
+    """What a session id (or part of one) a person typed or pasted may stand for: the text
+    as given, then, where it differs, the text percent-decoded as the gateway decodes a
+    request's `x-session-id` (header_ids), since an answer's `x-session-id` carries a
+    non-ASCII id or one with `%` percent-encoded (`job 100%25` is `job 100%`)."""
+    decoded = percent_decoded(given)
+    return (given,) if decoded == given else (given, decoded)
 
 
 @contextlib.contextmanager
@@ -75,7 +87,7 @@ def _where_sql(where: SessionFilter) -> tuple[str, list]:
     return where_sql((("tenant = ?", where.tenant), ("agent = ?", where.agent),
                       ("last_s >= ?", where.since_s), ("started_s <= ?", where.until_s),
                       (ID_OR_REQUEST_ID_SQL, None if where.id_contains is None
-                       else (where.id_contains, where.id_contains))),
+                       else (where.id_contains, given_id_forms(where.id_contains)[-1], where.id_contains))),
                      *(("num_errors > 0",) if where.errors_only else ()))
 
 
@@ -117,6 +129,18 @@ def find_session(path: Path, session: str, tenant: str | None) -> list[dict]:
     """The sessions with this id, within `tenant` (or in every tenant, for an admin)."""
     rows = _rows_within(path, "SELECT * FROM sessions WHERE session = ?", session, "tenant", tenant, "tenant")
     return [_session_dict(r) for r in rows]
+
+
+def find_session_as_given(path: Path, given: str, tenant: str | None) -> list[dict]:
+    """`find_session` for an id a person typed or pasted: the sessions with that id, or
+    when there are none, those with its percent-decoded form (`given_id_forms`: an
+    answer's `x-session-id`); within `tenant` either way. A session's own id is in each
+    found one's `session`, for every look-up after this one."""
+    for session in given_id_forms(given):
+        found = find_session(path, session, tenant)
+        if found:
+            return found
+    return []
 
 
 def find_request(path: Path, request_id: str, tenant: str | None) -> list[tuple[dict, int]]:

@@ -9,7 +9,9 @@ every session the filters take (`--all`: the recorded traffic, merged in
 arrival order, for `stepahead replay`) as `stepahead-trace/1` JSONL, `delete` removes a
 session or every session the filters take (asking first, or `--yes`). Each reads the store
 directly: `--db PATH`, else the `[tracing]` table of `--config FILE`, else
-$STEPAHEAD_TRACE_DB or the user data dir (traces_lookup.py). A session id may exist in several tenants;
+$STEPAHEAD_TRACE_DB or the user data dir (traces_lookup.py). A session id may also be given
+as an answer's `x-session-id` carries it, percent-encoded (`job 100%25`, `caf%C3%A9`), and
+so may `--id-contains` (store_queries.given_id_forms). A session id may exist in several tenants;
 `--tenant` picks one (required only then). `--json` prints one JSON line instead of a
 table. Exit codes: 0 done, 1 no such session, no match or no store, 2 bad usage, config
 or store, 141 the reader of stdout went away (`| head`), quietly.
@@ -29,7 +31,7 @@ from tqdm import tqdm
 
 from agents_trace.export import export_lines, export_sessions_lines
 from agents_trace.store import delete_sessions
-from agents_trace.store_queries import MAX_PAGE, SessionFilter, find_session, iter_session_steps, \
+from agents_trace.store_queries import MAX_PAGE, SessionFilter, find_session_as_given, iter_session_steps, \
     list_sessions, matching_session_keys
 from agents_trace.store_stats import StatsWindow, tenant_stats
 from agents_trace.traces_follow import AmbiguousSession, follow_session
@@ -94,8 +96,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     listing.set_defaults(handler=list_command)
 
     show = commands.add_parser("show", help="one session's steps, tool gaps, cache hits and forecasts")
-    show.add_argument("session", help="the session id, or the request id (a reply's x-request-id) of one "
-                      "of its steps")
+    show.add_argument("session", help="the session id (or a reply's x-session-id, percent-encoded), or the "
+                      "request id (a reply's x-request-id) of one of its steps")
     show.add_argument("--tenant", help="the tenant (needed when the id exists in several)")
     show.add_argument("--content", action="store_true",
                       help="also print the conversation (when [tracing] capture_content was on)")
@@ -202,7 +204,7 @@ def show_command(args: argparse.Namespace) -> int:
 
 def _follow(path: Path, args: argparse.Namespace) -> int:
     session, tenant = args.session, args.tenant
-    if not find_session(path, session, tenant):   # a request's id, or a session still to come
+    if not find_session_as_given(path, session, tenant):   # a request's id, or a session still to come
         found = session_of_request(path, session, tenant)
         if found is not None:
             session, tenant = found["session"], found["tenant"]

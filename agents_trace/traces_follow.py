@@ -3,7 +3,10 @@
 For the person watching an agent run: the session as `show` prints it, then each step the
 gateway stores afterwards as one line (with its messages, `--content`), until the
 session ends (its idle timeout, the gateway stopping) or is deleted, or Ctrl+C. A session
-not stored yet is waited for, so the command can start before the agent does.
+not stored yet is waited for, so the command can start before the agent does. The id is
+taken as given, or percent-decoded where no session has it as given (an answer's
+`x-session-id` pasted: store_queries.find_session_as_given), until a session is found;
+from then on that session's own id.
 
 Invariants: every step is printed once, in index order; the store is only read, once per
 `poll_s` (the writer batches steps every few milliseconds, so a step shows within about a
@@ -17,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from agents_trace.store_queries import find_session, iter_session_steps
+from agents_trace.store_queries import find_session, find_session_as_given, iter_session_steps
 from agents_trace.traces_view import (CONVERSATION_HEADING, session_text, step_conversation, step_line,
                                       state_of)
 
@@ -28,8 +31,9 @@ class AmbiguousSession(Exception):
     """The id names sessions of several tenants: the caller asks for `--tenant`."""
 
 
-def _found(path: Path, session: str, tenant: str | None) -> dict | None:
-    matches = find_session(path, session, tenant)
+def _found(path: Path, session: str, tenant: str | None, *, as_given: bool = False) -> dict | None:
+    """The one session with this id (`as_given`: or its percent-decoded one), or None."""
+    matches = (find_session_as_given if as_given else find_session)(path, session, tenant)
     if len(matches) > 1:
         raise AmbiguousSession(", ".join(m["tenant"] for m in matches))
     return matches[0] if matches else None
@@ -42,12 +46,13 @@ def follow_session(path: Path, session: str, tenant: str | None, *, with_content
     what it waits for to `note`, stderr); 0 once it has ended or is gone."""
     out = sys.stdout if out is None else out
     note = sys.stderr if note is None else note
-    found = _found(path, session, tenant)
+    found = _found(path, session, tenant, as_given=True)
     if found is None:
         print(f"stepahead: waiting for session {session!r} (Ctrl+C stops)", file=note, flush=True)
         while found is None:
             sleep(poll_s)
-            found = _found(path, session, tenant)
+            found = _found(path, session, tenant, as_given=True)
+    session = found["session"]   # its own id: a decoded one must not find another session later
     steps = list(iter_session_steps(path, found["tenant"], session))
     print(session_text(found, steps, with_content=with_content), file=out, flush=True)
     printed = {step["index"] for step, _ in steps}   # a set: concurrent steps of a session end out of order

@@ -1,6 +1,7 @@
 """Where a `stepahead traces` command finds what it is about: the store (`--db`, the
 config's `[tracing]`, $STEPAHEAD_TRACE_DB or the user data dir) and the one session an id
-names (a session id, or the request id of one of its steps). Each failure is a
+names (a session id as given, or percent-decoded as an answer's `x-session-id` carries it,
+or the request id of one of its steps). Each failure is a
 `CommandError`: a line for stderr and the exit code (1 nothing found, 2 bad usage or config).
 """
 from __future__ import annotations
@@ -11,7 +12,7 @@ import tomllib
 from pathlib import Path
 
 from agents_trace.config import TraceConfig, TraceConfigError, parse_trace_config
-from agents_trace.store_queries import find_request, find_session
+from agents_trace.store_queries import find_request, find_session_as_given
 
 
 class CommandError(Exception):
@@ -41,8 +42,9 @@ def store_path(args: argparse.Namespace) -> Path:
 
 
 def the_session(path: Path, session: str, tenant: str | None) -> dict:
-    """The one stored session with this id (within `tenant`), or CommandError."""
-    matches = find_session(path, session, tenant)
+    """The one stored session with this id (within `tenant`; or, when none has it, with
+    the id percent-decoded: `find_session_as_given`), or CommandError."""
+    matches = find_session_as_given(path, session, tenant)
     if not matches:
         where = f" in tenant {tenant!r}" if tenant else ""
         raise CommandError(f"no session {session!r}{where} in {path}", 1)
@@ -55,7 +57,7 @@ def the_session(path: Path, session: str, tenant: str | None) -> dict:
 def the_session_or_request(path: Path, session_or_request: str, tenant: str | None) -> dict:
     """`the_session`, or when no session has this id, the one holding the step whose
     request id it is (`session_of_request`)."""
-    if not find_session(path, session_or_request, tenant):
+    if not find_session_as_given(path, session_or_request, tenant):
         found = session_of_request(path, session_or_request, tenant)
         if found is not None:
             return found

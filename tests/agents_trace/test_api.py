@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from agents_trace.api import Viewer
+from agents_trace.header_ids import encode_header_id
 
 from tests.agents_trace.helpers import ManualClock, make_tracer, run_scripted_session, viewer_app
 from tests.agents_trace.long_sessions import add_user_turns
@@ -233,9 +234,10 @@ async def test_api_finds_sessions_by_part_of_their_id_within_the_callers_tenant(
     assert await found(f"id_contains={request_id}", "k-globex") == []   # not its request
 
 
-# ids a client may name its session by; "x" beside "x/export", whose plain URL is x's export
+# ids a client may name its session by; "x" beside "x/export", whose plain URL is x's export;
+# a newline (`metadata.session_id` may hold one) is `%0A` in the URL, and a newline to the route
 ODD_IDS = ("proj/run-1", "x", "x/export", "a/steps/1/content", "export", "with space", "100%", "what?",
-           "#tag", "über/日本 ✓", "a//b/", "/lead", "a/../b")
+           "#tag", "über/日本 ✓", "a//b/", "/lead", "a/../b", "nl1\nnl2", "two\nlines/export\n.", "tab\there")
 
 
 @pytest.fixture
@@ -322,6 +324,68 @@ def test_api_session_ids_with_odd_characters_over_a_real_server(odd_ids):
             assert client.get("/v1/traces/sessions/proj%2Frun-1").status_code == 404
             assert client.get("/v1/traces/sessions/x%2Fexport",
                               headers={"authorization": "Bearer k-globex"}).status_code == 404
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def header_ids(tmp_path):
+    """acme's sessions whose answers' `x-session-id` is percent-encoded, and "a%41" beside
+    "aA" (what "a%41" decodes to); globex's "theirs 5%"."""
+    clock = ManualClock()
+    tracer, _ = make_tracer(tmp_path, clock, capture_content=True)
+    for tenant, session in (("acme", "job 100%"), ("acme", "café"), ("acme", "a%41"), ("acme", "aA"),
+                            ("globex", "theirs 5%")):
+        run_scripted_session(tracer, clock, tenant=tenant, headers={"x-session-id": encode_header_id(session)})
+    assert tracer.flush(5.0)
+    yield tracer
+    tracer.stop()
+
+
+async def test_api_an_answers_percent_encoded_session_header_finds_its_session(header_ids):
+    """The `x-session-id` an answer carries (`job 100%25`, `caf%C3%A9`) pasted as the id
+    opens, exports and deletes its session, and finds it with `id_contains`; an id as
+    given comes first, and another tenant's session stays out of reach."""
+    app = viewer_app(header_ids, KEYS)
+
+    async def found(text: str, key: str = "k-acme") -> list[tuple[str, str]]:
+        page = (await _get(app, "/v1/traces/sessions?id_contains=" + quote(text, safe=""), key)).json()
+        return sorted((s["tenant"], s["session"]) for s in page["data"])
+
+    assert [encode_header_id(session) for session in ("job 100%", "café")] == ["job 100%25", "caf%C3%A9"]
+    for session in ("job 100%", "café"):
+        path = _encoded(encode_header_id(session))
+        detail = await _get(app, path, "k-acme")
+        assert detail.status_code == 200 and detail.json()["session"]["session"] == session
+        assert len(detail.json()["steps"]["data"]) == 3
+        assert (await _get(app, path + "/steps/1/content", "k-acme")).json()["num_prefix_messages"] == 2
+        assert _exported_sessions(await _get(app, path + "/export", "k-acme")) == {session}
+        assert await found(encode_header_id(session)) == [("acme", session)]
+    assert await found("f%C3%A9") == [("acme", "café")] and await found("100%25") == [("acme", "job 100%")]
+    assert await found("%41") == [("acme", "a%41"), ("acme", "aA")]   # either form
+    assert (await _get(app, _encoded("a%41"), "k-acme")).json()["session"]["session"] == "a%41"   # as given first
+    # another tenant's session, in either form: none to acme, as an unknown id
+    assert (await _get(app, _encoded("theirs 5%25"), "k-acme")).status_code == 404
+    assert await found("theirs 5%25") == [] and await found("theirs 5%25", "k-admin") == [("globex", "theirs 5%")]
+    assert (await _get(app, _encoded("theirs 5%25"), "k-admin")).json()["session"]["tenant"] == "globex"
+    assert (await _delete(app, _encoded("theirs 5%25"), "k-acme")).status_code == 404
+    deleted = await _delete(app, _encoded("caf%C3%A9"), "k-acme")
+    assert deleted.status_code == 200 and deleted.json()["id"] == "café"
+    assert (await _get(app, _encoded("café"), "k-acme")).status_code == 404
+
+
+def test_api_a_session_id_with_a_newline_is_a_session_not_an_unknown_route(odd_ids):
+    """`%0A` decodes to a newline in the path the route matches: a missing such session is
+    the API's own 404, not Starlette's "Not Found" for no route."""
+    server = start_server(viewer_app(odd_ids, KEYS))
+    try:
+        with httpx.Client(base_url=server.base_url, timeout=30,
+                          headers={"authorization": "Bearer k-acme"}) as client:
+            missing = client.get("/v1/traces/sessions/no%0Asuch")
+            assert missing.status_code == 404 and "visible to this API key" in missing.json()["detail"]
+            assert client.get(_encoded("nl1\nnl2") + "/steps/0/content").json()["index"] == 0
+            deleted = client.delete(_encoded("nl1\nnl2"))
+            assert deleted.status_code == 200 and deleted.json()["id"] == "nl1\nnl2"
     finally:
         server.stop()
 

@@ -3,7 +3,7 @@ and a raw UTF-8 header is read as UTF-8, not Latin-1."""
 import pytest
 
 from agents_trace.conversation import agent_name, explicit_session
-from agents_trace.header_ids import decode_header_id, encode_header_id
+from agents_trace.header_ids import decode_header_id, encode_header_id, percent_decoded
 
 IDS = ("café-1", "50% done, now", "a b", "%", "%25", "%41", "100%", "日本/✓ x", "tab\there", "line\nbreak",
        "x" * 300, "é" * 10, "\x00nul", "\u2028sep")
@@ -47,3 +47,10 @@ def test_the_agent_name_header_is_read_the_same_way():
     assert agent_name({"x-agent-name": as_server_reads("café".encode())}, {}) == "café"
     assert agent_name({"x-agent-name": "plan%20ner"}, {}) == "plan ner"
     assert agent_name({"x-agent-name": " "}, {"metadata": {"agent_name": "meta"}}) == "meta"
+
+
+def test_percent_decoded_is_the_percent_step_alone():
+    """What the trace lookups apply to an id a person pasted: no Latin-1 re-reading."""
+    assert percent_decoded("job 100%25") == "job 100%" and percent_decoded("caf%C3%A9") == "café"
+    assert percent_decoded("100%") == "100%" and percent_decoded("%FF-id") == "%FF-id"
+    assert percent_decoded("caf\xc3\xa9") == "caf\xc3\xa9" != decode_header_id("caf\xc3\xa9")

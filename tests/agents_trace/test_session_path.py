@@ -68,3 +68,19 @@ def test_session_path_every_encoded_id_and_its_resources_round_trip():
         assert _parse(encoded) == SessionPath(session), session
         assert _parse(encoded + "/export") == SessionPath(session, "export"), session
         assert _parse(encoded + "/steps/12/content") == SessionPath(session, "content", "12"), session
+
+
+def test_session_path_the_route_takes_a_tail_with_newlines_and_the_path_convertor_does_not():
+    """Starlette's `{tail:path}` (`.*`) stops at a newline; the session route's tail takes it."""
+    from starlette.routing import compile_path
+
+    from agents_trace.session_path import session_tail_route
+
+    route = session_tail_route(PREFIX)
+    regex, path_format, _ = compile_path(route)
+    assert path_format == PREFIX + "{tail}"
+    for tail in ("nl1\nnl2", "a\n/export", "\n", "x\r\n\ty", "plain/tail", ""):
+        assert regex.match(PREFIX + tail).group("tail") == tail, tail
+    assert compile_path(PREFIX + "{tail:path}")[0].match(PREFIX + "nl1\nnl2") is None
+    assert session_tail_route(PREFIX) == route   # registering again changes nothing
+    assert compile_path(route)[0].pattern == regex.pattern

@@ -7,8 +7,9 @@ import pytest
 
 from agents_trace.export import FORMAT, export_lines, in_chunks
 from agents_trace.store import TraceStore
-from agents_trace.store_queries import SessionFilter, find_request, find_session, list_sessions, list_steps, \
-    step_content
+from agents_trace.header_ids import encode_header_id
+from agents_trace.store_queries import SessionFilter, find_request, find_session, find_session_as_given, \
+    given_id_forms, list_sessions, list_steps, step_content
 
 from tests.agents_trace.helpers import ManualClock, make_tracer, run_scripted_session
 
@@ -188,6 +189,35 @@ def test_a_session_is_found_by_the_request_id_of_any_of_its_steps_within_its_ten
         plan = " ".join(str(row[-1]) for row in sqlite3.connect(path).execute(
             "EXPLAIN QUERY PLAN SELECT tenant, session FROM steps WHERE response_id = ?", (ids[0],)))
         assert "steps_by_response_id" in plan   # a lookup, not a scan of every step
+    finally:
+        tracer.stop()
+
+
+def test_a_session_id_given_as_an_answers_percent_encoded_header_is_found_within_its_tenant(tmp_path, clock):
+    """`find_session_as_given` and `id_contains`: the text as given, else (or, for
+    `id_contains`, also) percent-decoded, never past the tenant asked for."""
+    tracer, _ = make_tracer(tmp_path, clock)
+    try:
+        for tenant, session in (("acme", "job 100%"), ("acme", "a%41"), ("acme", "aA"), ("globex", "café")):
+            run_scripted_session(tracer, clock, tenant=tenant, headers={"x-session-id": encode_header_id(session)})
+        assert tracer.flush(5.0)
+        path = tracer.store_path
+
+        def given(text: str, tenant: str | None) -> list[tuple[str, str]]:
+            return [(s["tenant"], s["session"]) for s in find_session_as_given(path, text, tenant)]
+
+        def listed(text: str, tenant: str | None) -> list[tuple[str, str]]:
+            page = list_sessions(path, SessionFilter(tenant=tenant, id_contains=text))["data"]
+            return sorted((s["tenant"], s["session"]) for s in page)
+
+        assert given_id_forms("job 100%25") == ("job 100%25", "job 100%")
+        assert given_id_forms("job 100%") == ("job 100%",) and given_id_forms("%FF") == ("%FF",)
+        assert given("job 100%25", "acme") == [("acme", "job 100%")] and find_session(path, "job 100%25", "acme") == []
+        assert given("a%41", "acme") == [("acme", "a%41")]   # as given first
+        assert given("caf%C3%A9", None) == [("globex", "café")] and given("caf%C3%A9", "acme") == []
+        assert listed("100%25", "acme") == [("acme", "job 100%")]
+        assert listed("%41", None) == [("acme", "a%41"), ("acme", "aA")]
+        assert listed("f%C3%A9", None) == [("globex", "café")] and listed("f%C3%A9", "acme") == []
     finally:
         tracer.stop()
 

@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+from agents_trace.header_ids import encode_header_id
 from agents_trace.records import StepResult
 from agents_trace.traces_command import register
 from cache.forecast import Forecast
@@ -412,6 +413,78 @@ def test_show_follow_refuses_json_and_asks_for_the_tenant_of_an_ambiguous_id(sto
     # an ended session: shown, then said to have ended, at once
     assert _run(["traces", "show", "only", "--follow", "--db", str(store)]) == 0
     assert capsys.readouterr().out.rstrip().endswith("session 'only' ended (shutdown)")
+
+
+@pytest.fixture
+def header_id_store(tmp_path):
+    """acme's "job 100%" and "café" (their answers' `x-session-id`: `job 100%25`,
+    `caf%C3%A9`), "a%41" beside "aA" (what "a%41" decodes to); globex's "theirs 5%"."""
+    clock = ManualClock()
+    tracer, _ = make_tracer(tmp_path, clock)
+    for tenant, session in (("acme", "job 100%"), ("acme", "café"), ("acme", "a%41"), ("acme", "aA"),
+                            ("globex", "theirs 5%")):
+        run_scripted_session(tracer, clock, tenant=tenant, headers={"x-session-id": encode_header_id(session)})
+    tracer.stop()
+    return tmp_path / "traces.sqlite3"
+
+
+def _shown(argv: list[str], capsys) -> tuple[str, str]:
+    assert _run(argv + ["--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    return shown["session"]["tenant"], shown["session"]["session"]
+
+
+def test_traces_commands_take_an_answers_percent_encoded_session_header(header_id_store, capsys):
+    """`show`, `show --follow`, `list --id-contains`, `export` and `delete` take the
+    `x-session-id` an answer carries: the id as given first, else percent-decoded, and
+    only within `--tenant`."""
+    db = ["--db", str(header_id_store)]
+    assert _shown(["traces", "show", "job 100%25", *db], capsys) == ("acme", "job 100%")
+    assert _shown(["traces", "show", "caf%C3%A9", "--tenant", "acme", *db], capsys) == ("acme", "café")
+    assert _shown(["traces", "show", "a%41", *db], capsys) == ("acme", "a%41")   # as given first
+    assert _run(["traces", "show", "theirs 5%25", "--tenant", "acme", *db]) == 1   # globex's
+    assert "no session 'theirs 5%25' in tenant 'acme'" in capsys.readouterr().err
+    assert _shown(["traces", "show", "theirs 5%25", *db], capsys) == ("globex", "theirs 5%")
+    for text, expected in (("job 100%25", [("acme", "job 100%")]), ("f%C3%A9", [("acme", "café")]),
+                           ("%41", [("acme", "a%41"), ("acme", "aA")]), ("5%25", [("globex", "theirs 5%")])):
+        assert _run(["traces", "list", "--id-contains", text, "--json", *db]) == 0
+        assert sorted((s["tenant"], s["session"]) for s in json.loads(capsys.readouterr().out)["data"]) == expected
+    assert _run(["traces", "list", "--id-contains", "5%25", "--tenant", "acme", "--json", *db]) == 0
+    assert json.loads(capsys.readouterr().out)["data"] == []
+    assert _run(["traces", "show", "caf%C3%A9", "--follow", *db]) == 0   # ended: shown at once
+    assert capsys.readouterr().out.rstrip().endswith("session 'café' ended (shutdown)")
+    assert _run(["traces", "export", "--session", "caf%C3%A9", *db]) == 0
+    assert {json.loads(line).get("session") for line in capsys.readouterr().out.splitlines()[1:]} == {"café"}
+    assert _run(["traces", "delete", "--session", "job 100%25", "--yes", *db]) == 0
+    assert "deleted session 'job 100%' of tenant 'acme' (3 steps)" in capsys.readouterr().err
+    assert ("acme", "job 100%", 3) not in _stored_sessions(header_id_store)
+    assert len(_stored_sessions(header_id_store)) == 4
+
+
+def test_show_follow_waits_for_the_session_an_answers_percent_encoded_header_names(tmp_path):
+    """`show 'caf%C3%A9' --follow` started before the agent: the session `café` that then
+    appears is the one followed (it used to wait for a session named `caf%C3%A9`)."""
+    import io
+
+    from agents_trace.traces_follow import follow_session
+
+    clock = ManualClock()
+    tracer, _ = make_tracer(tmp_path, clock)
+    waits = []
+
+    def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        if len(waits) == 1:
+            run_scripted_session(tracer, clock, tenant="acme", headers={"x-session-id": "caf%C3%A9"})
+            tracer.stop()   # stored, and ended
+        assert len(waits) < 10, "still waiting for a session named 'caf%C3%A9'"
+
+    out, note = io.StringIO(), io.StringIO()
+    assert follow_session(tmp_path / "traces.sqlite3", "caf%C3%A9", None, with_content=False, out=out,
+                          note=note, poll_s=0.25, sleep=sleep) == 0
+    assert waits == [0.25] and "waiting for session 'caf%C3%A9'" in note.getvalue()
+    assert out.getvalue().startswith("session café") and "3 steps" in out.getvalue()
+    assert out.getvalue().rstrip().endswith("session 'café' ended (shutdown)")
 
 
 PIPED_COMMANDS = (["stats", "--json"], ["list"], ["list", "--json"], ["show", "only"], ["show", "only", "--json"],
