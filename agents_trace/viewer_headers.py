@@ -4,9 +4,11 @@ The page asks for an API key (kept in the tab's sessionStorage), so it is locked
 far as it still works:
 - `Content-Security-Policy`: scripts and styles only from the gateway's own static files
   (`/ui/static/app.js`, `app.css`: no inline script, style or event handler, no eval),
-  data only from the gateway's own API (`fetch` of `/v1/traces/...`), images only its own
-  (the browser's favicon); nothing else (no plugins, fonts, frames, workers, `<base>`,
-  form posts: its forms are handled in script). Downloads are `blob:` URLs opened by a
+  data only from the gateway's own API (`fetch` of `/v1/traces/...`), images only `data:`
+  URLs (the page's empty icon, `<link rel="icon" href="data:,">`, so the browser asks for
+  no `/favicon.ico`, which the gateway has not: a `data:` image requests nothing);
+  nothing else (no plugins, fonts, frames, workers, `<base>`, form posts: its forms are
+  handled in script). Downloads are `blob:` URLs opened by a
   link, which no directive restricts;
 - it is never framed (`frame-ancestors 'none'`, and `X-Frame-Options: DENY` for
   browsers without CSP 2): no clickjacking of the key form;
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 CONTENT_SECURITY_POLICY = "; ".join((
     "default-src 'none'", "script-src 'self'", "style-src 'self'", "connect-src 'self'",
-    "img-src 'self'", "base-uri 'none'", "form-action 'none'", "frame-ancestors 'none'"))
+    "img-src data:", "base-uri 'none'", "form-action 'none'", "frame-ancestors 'none'"))
 _HEADERS = (("content-security-policy", CONTENT_SECURITY_POLICY), ("x-frame-options", "DENY"),
             ("x-content-type-options", "nosniff"), ("referrer-policy", "no-referrer"),
             ("cache-control", "no-store"))

@@ -1,8 +1,11 @@
 // stepahead trace viewer: sessions of the caller's tenant, and one session's timeline.
 // Data only ever comes from /v1/traces/... with the key the user typed (kept in
 // sessionStorage for this tab). Everything is written with textContent / SVG nodes,
-// never innerHTML, so trace content cannot inject markup. Nothing is cut short: lists
-// page with "load more", content loads whole on request.
+// never innerHTML, so trace content cannot inject markup, and every text written shows
+// control and bidi characters escaped (`visible`), so it cannot hide or reorder what is
+// around it. Nothing is cut short: lists page with "load more", content loads whole on
+// request. Where the page is lives in its URL's hash (`parseHash`): Back, reload and a
+// shared link open the same list (filters, rows loaded) or session (and outlined step).
 "use strict";
 
 const KEY_STORAGE = "stepahead.key";
@@ -11,14 +14,33 @@ const $ = (id) => document.getElementById(id);
 
 const LIVE_INTERVAL_MS = 2000;
 const STEPS_PAGE = 200;
+const SESSIONS_PAGE = 50;
+const MAX_PAGE = 500;            // the API's largest page
+const MAX_RESTORED_ROWS = 5000;  // what a list URL's `rows` may ask for
 // `steps`: the session's steps at offsets [stepsStart, stepsEnd) of its index order, one
-// run without holes ("load earlier" and "load more" widen it); `requestId`: the request id
-// the filter named when the session opened, whose step is outlined; `openContent`: the
-// steps whose messages are shown, kept open when live steps re-render
-const view = { me: null, sessionsOffset: 0, steps: [], stepsStart: 0, stepsEnd: 0, session: null,
-               requestId: "", openContent: new Set(), liveTimer: null };
+// run without holes ("load earlier" and "load more" widen it); `requestId`: the request
+// id the session's URL names (the filter it was found by), whose step is outlined;
+// `openContent`: the steps whose messages are shown, kept open when live steps re-render;
+// `sessionsRows`: the list rows asked for so far (its URL's `rows`); `route`: counts
+// routes, so a load that ends after the user went elsewhere shows nothing
+const view = { me: null, sessionsOffset: 0, sessionsRows: 0, steps: [], stepsStart: 0, stepsEnd: 0,
+               session: null, requestId: "", openContent: new Set(), liveTimer: null, route: 0 };
 
-function setStatus(text) { $("status").textContent = text || ""; }
+// Characters that would hide or reorder the text around them if shown as they are (a
+// tool output `invoice_\u202etxt.exe` reads backwards): C0 and C1 controls, the bidi
+// controls (U+061C, U+200E, U+200F, U+202A–U+202E, U+2066–U+2069) and the line and
+// paragraph separators. `visible` writes each as `stepahead traces` prints it (`\n`,
+// `\x1b`, `\u202e`); in content, JSON.stringify has escaped the C0 controls already and
+// `jsonVisible` writes the rest as JSON escapes (`\u202e`), so it stays valid JSON.
+const HIDDEN_CHARS = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
+const HIDDEN_IN_JSON = /[\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
+const NAMED_ESCAPES = { "\t": "\\t", "\n": "\\n", "\r": "\\r" };
+const hex = (ch, digits) => ch.charCodeAt(0).toString(16).padStart(digits, "0");
+const visible = (text) => String(text).replace(HIDDEN_CHARS,
+  (ch) => NAMED_ESCAPES[ch] || (ch.charCodeAt(0) < 0x100 ? "\\x" + hex(ch, 2) : "\\u" + hex(ch, 4)));
+const jsonVisible = (json) => json.replace(HIDDEN_IN_JSON, (ch) => "\\u" + hex(ch, 4));
+
+function setStatus(text) { $("status").textContent = visible(text || ""); }
 
 function apiKey() { return sessionStorage.getItem(KEY_STORAGE) || ""; }
 
@@ -41,18 +63,19 @@ async function api(path) {
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) {
-    if (k === "class") node.className = v; else node.setAttribute(k, v);
+    if (k === "class") node.className = v; else node.setAttribute(k, k === "title" ? visible(v) : v);
   }
   for (const child of children) {
-    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    node.append(child instanceof Node ? child : document.createTextNode(visible(child)));
   }
   return node;
 }
 
+// `text` line by line: a tooltip's lines are its own newlines
 function svg(tag, attrs, text) {
   const node = document.createElementNS(SVG_NS, tag);
   for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, v);
-  if (text !== undefined) node.textContent = text;
+  if (text !== undefined) node.textContent = String(text).split("\n").map(visible).join("\n");
   return node;
 }
 
@@ -76,8 +99,63 @@ function sessionPath(session, resource) {
   return "/v1/traces/sessions/" + encodeURIComponent(session) + (resource ? "/" + resource : "");
 }
 
-function sessionHash(tenant, session) {
-  return "#/session/" + encodeURIComponent(tenant) + "/" + encodeURIComponent(session);
+// `requestId`: the request whose step the session opens on, outlined (`?request=`)
+function sessionHash(tenant, session, requestId) {
+  return "#/session/" + encodeURIComponent(tenant) + "/" + encodeURIComponent(session) +
+    (requestId ? "?" + new URLSearchParams({ request: requestId }) : "");
+}
+
+// The list's filters as its URL's hash keeps them (the inputs' values), and back.
+const LIST_FIELDS = { id: "f-id", agent: "f-agent", tenant: "f-tenant", since: "f-since", until: "f-until" };
+
+function listHash(params) {
+  const query = params.toString();
+  return "#/" + (query ? "?" + query : "");
+}
+
+function filtersInHash() {
+  const params = new URLSearchParams();
+  for (const [name, input] of Object.entries(LIST_FIELDS)) {
+    const value = $(input).value.trim();
+    if (value) params.set(name, value);
+  }
+  if ($("f-errors").checked) params.set("errors", "1");
+  return params;
+}
+
+function showFilters(params) {
+  for (const [name, input] of Object.entries(LIST_FIELDS)) $(input).value = params.get(name) || "";
+  $("f-errors").checked = params.get("errors") === "1";
+}
+
+// Where the page is, from its URL's hash: a session, `#/session/TENANT/SESSION`, each
+// part percent-encoded (so a `?` there starts the query: `request`, the request id whose
+// step is outlined), or the list, `#/?FILTERS` (`filtersInHash`, and `rows`, how many
+// rows were loaded). Hashes without a query (every link before filters were kept) mean
+// what they did.
+function parseHash(hash) {
+  const cut = hash.indexOf("?");
+  const path = cut < 0 ? hash : hash.slice(0, cut);
+  const params = new URLSearchParams(cut < 0 ? "" : hash.slice(cut + 1));
+  const match = path.match(/^#\/session\/([^/]*)\/(.+)$/);
+  if (!match) return { params };
+  return { tenant: decodeURIComponent(match[1]), session: decodeURIComponent(match[2]), params };
+}
+
+// The list's URL now names the rows loaded too (no new history entry: Back still leaves the list).
+function rememberRows() {
+  const { session, params } = parseHash(location.hash);
+  if (session !== undefined) return;
+  if (view.sessionsRows > SESSIONS_PAGE) params.set("rows", String(view.sessionsRows)); else params.delete("rows");
+  history.replaceState(history.state, "", listHash(params));
+  $("brand").href = location.hash;
+}
+
+// Go to `hash`; where the page is there already (filters applied again), load it again.
+function go(hash) {
+  const before = location.hash;
+  location.hash = hash;
+  if (location.hash === before) route();
 }
 
 // --- sessions list -------------------------------------------------------------------
@@ -138,7 +216,10 @@ async function loadForecasters() {
   $("forecasters").replaceChildren(...lines);
 }
 
-async function loadSessions(append) {
+// `count`: how many to ask for (one page of the API's at most). False when the user
+// went elsewhere before the page came (nothing shown).
+async function loadSessions(append, count = SESSIONS_PAGE) {
+  const ticket = view.route;
   if (!append) {
     loadWindowStats().catch(() => { $("window-stats").textContent = ""; });
     loadForecasters().catch(() => { $("forecasters").replaceChildren(); });
@@ -146,11 +227,15 @@ async function loadSessions(append) {
   const offset = append ? view.sessionsOffset : 0;
   const params = filterQuery();
   params.set("offset", String(offset));
-  params.set("limit", "50");
+  params.set("limit", String(Math.min(count, MAX_PAGE)));
   const page = await api("/v1/traces/sessions?" + params);
+  if (ticket !== view.route) return false;
+  // a session found by a request id (text its id does not hold) opens on that request's step
+  const id = params.get("id_contains") || "";
   const rows = [];
   for (const s of page.data) {
-    const link = el("a", { href: sessionHash(s.tenant, s.session) }, s.session);
+    const requestId = id && !s.session.includes(id) ? id : "";
+    const link = el("a", { href: sessionHash(s.tenant, s.session, requestId) }, s.session);
     rows.push(el("tr", { class: s.num_errors ? "error" : "" },
       el("td", { class: "text" }, link), el("td", { class: "text admin-only" }, s.tenant),
       el("td", { class: "text" }, s.agent || "—"), el("td", { class: "text" }, fmtTime(s.last_s)),
@@ -162,9 +247,28 @@ async function loadSessions(append) {
   const body = $("sessions").tBodies[0];
   if (append) body.append(...rows); else body.replaceChildren(...rows);   // replaced whole: no flicker
   view.sessionsOffset = offset + page.data.length;
+  view.sessionsRows = (append ? view.sessionsRows : 0) + Math.min(count, MAX_PAGE);
   $("more-sessions").hidden = !page.has_more;
   setStatus(view.sessionsOffset ? "" : "No sessions match.");
   if (!append) setLive();
+  return true;
+}
+
+// The list as its URL names it: its filters, and as many rows as were loaded (a page of
+// the API's at a time), scrolled where it was left (`history.state`, saved when a
+// session was opened from it).
+async function showSessions(params, ticket) {
+  showFilters(params);
+  $("sessions-view").hidden = false;
+  $("brand").href = location.hash || "#/";   // back to the list as it is
+  const wanted = Math.min(Math.max(parseInt(params.get("rows"), 10) || SESSIONS_PAGE, SESSIONS_PAGE),
+                          MAX_RESTORED_ROWS);
+  await loadSessions(false, wanted);
+  while (ticket === view.route && view.sessionsRows < wanted && !$("more-sessions").hidden) {
+    await loadSessions(true, wanted - view.sessionsRows);
+  }
+  const scrollY = history.state && history.state.listScrollY;
+  if (ticket === view.route && scrollY) window.scrollTo(0, scrollY);
 }
 
 // --- one session ---------------------------------------------------------------------
@@ -264,8 +368,12 @@ function contentRow(step, columns) {
   const row = el("tr", { class: "content-row" }, cell);
   const query = "?tenant=" + encodeURIComponent(view.session.tenant);
   api(sessionPath(view.session.session, `steps/${step.index}/content`) + query)
-    .then((c) => cell.replaceChildren(el("pre", { class: "content" }, JSON.stringify(c, null, 2))))
-    .catch((e) => { cell.textContent = "Could not load content: " + e.message; });
+    .then((c) => {
+      const pre = el("pre", { class: "content" });
+      pre.textContent = jsonVisible(JSON.stringify(c, null, 2));   // its own lines: not through `visible`
+      cell.replaceChildren(pre);
+    })
+    .catch((e) => { cell.textContent = visible("Could not load content: " + e.message); });
   return row;
 }
 
@@ -311,7 +419,7 @@ function renderSteps(steps) {
       el("td", { class: f ? (f.is_hit ? "text hit" : "text miss") : "text" },
         f ? `${f.actual} ${f.is_hit ? "✓" : "✗"}` : "—"),
       el("td", {}, f && f.eta_p50_s !== null ? `${fmtS(f.eta_p50_s)} (was ${fmtS(s.gap_s)})` : "—"),
-      el("td", { class: "tools" }, s.error ? `${s.error}: ${s.error_message || ""}` : ""),
+      el("td", { class: "tools" }, s.error ? (s.error_message ? `${s.error}: ${s.error_message}` : s.error) : ""),
       el("td", { class: "text" }, button));
     body.append(row);
     if (s.has_content) {
@@ -329,12 +437,12 @@ function renderSteps(steps) {
 
 function renderSession() {
   const s = view.session;
-  $("session-title").textContent = `Session ${s.session}` + (view.me.is_admin ? ` (tenant ${s.tenant})` : "");
-  $("session-summary").textContent = `agent ${s.agent || "—"} · ${count(s.num_steps, "step")} · ` +
+  $("session-title").textContent = visible(`Session ${s.session}` + (view.me.is_admin ? ` (tenant ${s.tenant})` : ""));
+  $("session-summary").textContent = visible(`agent ${s.agent || "—"} · ${count(s.num_steps, "step")} · ` +
     `${count(s.num_tool_runs, "tool run")} · ${s.num_input_tokens} prompt tokens (${s.num_cached_tokens} cached, ` +
     `${pct(s.num_cached_tokens, s.num_input_tokens)}) · ${s.num_output_tokens} output tokens · ` +
     `${count(s.num_errors, "error")} · started ${fmtTime(s.started_s)} · ${s.is_open ? "open" : "ended"}` +
-    (s.num_forecasts ? ` · forecasts right ${s.num_forecast_hits}/${s.num_forecasts} (${forecastsNote(s)})` : "");
+    (s.num_forecasts ? ` · forecasts right ${s.num_forecast_hits}/${s.num_forecasts} (${forecastsNote(s)})` : ""));
   $("export-link").onclick = (event) => { event.preventDefault(); downloadExport(); };
   renderGantt(view.steps);
   renderContextChart(view.steps);
@@ -352,7 +460,7 @@ async function downloadFile(path, name) {
 
 function downloadExport() {
   const path = sessionPath(view.session.session, "export") + "?tenant=" + encodeURIComponent(view.session.tenant);
-  return downloadFile(path, view.session.session + ".jsonl");
+  return downloadFile(path, visible(view.session.session) + ".jsonl");   // no name that reads backwards
 }
 
 // Which of the session's steps are shown, when not all of them.
@@ -370,22 +478,26 @@ function stepsQuery(tenant, offset, limit) {
   return query;
 }
 
-// `how`: "open" (the first page, or the page holding the step of the request id the
-// filter names, wherever it lies: the API finds it, so a step 9,000 steps in costs one
-// page, and the page scrolls to it), "reload" (the same, for the request id it opened
-// with, without scrolling), "more" (the page after those shown) or "earlier" (the page
-// before them).
-async function loadSession(tenant, session, how) {
+// `how`: "open" (the first page, or the page holding the step of `requestId`, wherever
+// it lies: the API finds it, so a step 9,000 steps in costs one page, and the page
+// scrolls to it), "reload" (the same, for the request id it opened with, without
+// scrolling), "more" (the page after those shown) or "earlier" (the page before them).
+// The session view shows only once its session has loaded, and nothing is shown when the
+// user went elsewhere meanwhile; a load that succeeds clears the status line (a Live
+// refresh's error included).
+async function loadSession(tenant, session, how, requestId = "") {
+  const ticket = view.route;
   if (how === "open") {
     const same = view.session && view.session.tenant === tenant && view.session.session === session;
     if (!same) view.openContent = new Set();
-    view.requestId = $("f-id").value.trim();
+    view.requestId = requestId;
   }
   const start = how === "earlier" ? Math.max(0, view.stepsStart - STEPS_PAGE) : how === "more" ? view.stepsEnd : 0;
   const query = stepsQuery(tenant, start, how === "earlier" ? view.stepsStart - start : STEPS_PAGE);
   const fresh = how === "open" || how === "reload";
   if (fresh && view.requestId) query.set("request_id", view.requestId);   // its page, not the first
   const detail = await api(sessionPath(session) + "?" + query);
+  if (ticket !== view.route) return;
   const page = detail.steps.data;
   view.session = detail.session;
   if (how === "more") {
@@ -400,6 +512,7 @@ async function loadSession(tenant, session, how) {
     view.stepsEnd = view.stepsStart + page.length;
   }
   if (how !== "earlier") $("more-steps").hidden = !detail.steps.has_more;
+  $("session-view").hidden = false;
   renderSession();
   renderStepsShown();
   if (how === "open" && detail.request_step) {
@@ -408,6 +521,7 @@ async function loadSession(tenant, session, how) {
   }
   $("live-label").hidden = !view.session.is_open;
   if (!view.session.is_open) $("live").checked = false;
+  setStatus("");
   setLive();
 }
 
@@ -426,14 +540,18 @@ function setLive() {
 }
 
 async function refreshList() {
-  if (document.hidden || view.sessionsOffset > 50) return;
+  if (document.hidden || view.sessionsOffset > SESSIONS_PAGE) return;
   await loadSessions(false);
 }
 
+// A refresh that succeeds clears the status line: an error a refresh showed (the session
+// deleted, the gateway restarting) is over.
 async function refreshLive() {
   if (document.hidden || $("more-steps").hidden === false) return;   // the last steps shown first
-  const s = view.session;
+  const s = view.session, ticket = view.route;
   const detail = await api(sessionPath(s.session) + "?" + stepsQuery(s.tenant, view.stepsEnd, STEPS_PAGE));
+  if (ticket !== view.route) return;
+  setStatus("");
   const added = detail.steps.data;
   if (detail.session.num_steps === view.stepsEnd + added.length && detail.session.is_open) {
     if (!added.length) return;
@@ -447,7 +565,11 @@ async function refreshLive() {
   await loadSession(s.tenant, s.session, "reload");
 }
 // --- routing -------------------------------------------------------------------------
+// Show what the URL's hash names (`parseHash`). A view shows only what loaded for it: on
+// a failure, the status says why and neither the last session nor the last list's rows
+// stay on screen under the new URL.
 async function route() {
+  const ticket = ++view.route;
   $("sessions-view").hidden = true;
   $("session-view").hidden = true;
   setLive();   // off while another view shows
@@ -455,21 +577,23 @@ async function route() {
   try {
     if (!view.me) {
       view.me = await api("/v1/traces/me");
-      $("who").textContent = `tenant ${view.me.tenant}` + (view.me.is_admin ? " (admin: all tenants)" : "");
+      $("who").textContent = visible(`tenant ${view.me.tenant}` + (view.me.is_admin ? " (admin: all tenants)" : ""));
       document.body.classList.toggle("admin", view.me.is_admin);
       $("f-tenant-label").hidden = !view.me.is_admin;
     }
-    const match = location.hash.match(/^#\/session\/([^/]*)\/(.+)$/);
+    const where = parseHash(location.hash);
     setStatus("loading…");
-    if (match) {
-      $("session-view").hidden = false;
-      await loadSession(decodeURIComponent(match[1]), decodeURIComponent(match[2]), "open");
-      setStatus("");
+    if (where.session !== undefined) {
+      await loadSession(where.tenant, where.session, "open", where.params.get("request") || "");
     } else {
-      $("sessions-view").hidden = false;
-      await loadSessions(false);
+      await showSessions(where.params, ticket);
     }
   } catch (error) {
+    if (ticket !== view.route) return;   // the user is elsewhere now
+    view.session = null;
+    $("session-view").hidden = true;
+    $("sessions").tBodies[0].replaceChildren();
+    $("more-sessions").hidden = true;
     if (error.status === 401) { view.me = null; $("who").textContent = ""; }
     setStatus(error.status === 404 ? "Session not found (or not visible to this key)."
       : `Error ${error.status || ""}: ${error.message}`);
@@ -483,8 +607,13 @@ $("key-form").addEventListener("submit", (event) => {
   view.me = null;
   route();
 });
-$("filters").addEventListener("submit", (event) => { event.preventDefault(); route(); });
-$("more-sessions").addEventListener("click", () => loadSessions(true).catch((e) => setStatus(e.message)));
+$("filters").addEventListener("submit", (event) => { event.preventDefault(); go(listHash(filtersInHash())); });
+$("more-sessions").addEventListener("click", () =>
+  loadSessions(true).then((shown) => shown && rememberRows()).catch((e) => setStatus(e.message)));
+// the list's scroll position, kept in its history entry as a session is opened from it
+$("sessions").addEventListener("click", (event) => {
+  if (event.target.closest("a")) history.replaceState({ listScrollY: window.scrollY }, "");
+});
 $("export-all-link").addEventListener("click", (event) => {
   event.preventDefault();
   downloadFile("/v1/traces/export?" + filterQuery(), "sessions.jsonl").catch((e) => setStatus(e.message));

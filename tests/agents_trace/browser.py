@@ -3,7 +3,8 @@
 Nothing is installed or downloaded here: the test is skipped, with the reason, only when
 the Debian binaries are missing (CI installs them with apt); selenium is a test extra.
 A test that ends without failing also fails when the browser's console reported a
-Content-Security-Policy violation: the viewer must work under its own policy.
+Content-Security-Policy violation (the viewer must work under its own policy) or a load
+that failed of anything but the API (the page's files, its icon: no `/favicon.ico` 404).
 """
 from __future__ import annotations
 
@@ -42,27 +43,36 @@ def chromium_driver() -> Iterator[object]:
     options.binary_location = CHROMIUM
     for flag in CHROMIUM_FLAGS:
         options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})   # the console, for csp_violations
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})   # the console, for page_errors
     driver = webdriver.Chrome(options=options, service=Service(executable_path=driver_path))
     driver.set_page_load_timeout(PAGE_TIMEOUT_S)
     try:
         yield driver
-        violations = csp_violations(driver)
-        assert not violations, f"the viewer broke its Content-Security-Policy: {violations}"
+        errors = page_errors(driver)
+        assert not errors, f"the viewer broke its Content-Security-Policy or missed a file: {errors}"
     finally:
         driver.quit()
 
 
-def csp_violations(driver) -> list[str]:
+def page_errors(driver) -> list[str]:
     """The console messages since the last call that report a Content-Security-Policy
-    violation (Chromium: "Refused to ... because it violates ... Content Security Policy")."""
+    violation (Chromium: "Refused to ..." or "Loading ... violates ... Content Security
+    Policy") or a failed load ("URL - Failed to load resource: ...") of a URL outside
+    `/v1/` (the API's 404s are answers the page shows, e.g. a session not found)."""
+    def failed_load(message: str) -> bool:
+        url, _, rest = message.partition(" - ")
+        return rest.startswith("Failed to load resource") and "/v1/" not in url
     return [entry["message"] for entry in driver.get_log("browser")
-            if "Content Security Policy" in entry["message"]]
+            if "Content Security Policy" in entry["message"] or failed_load(entry["message"])]
 
 
 def wait_for(driver, condition, timeout_s: float = PAGE_TIMEOUT_S):
+    """`condition`'s first truthy value; an element not there yet, or replaced while it was
+    read (the page re-rendered it), is looked for again."""
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
     from selenium.webdriver.support.ui import WebDriverWait
-    return WebDriverWait(driver, timeout_s).until(condition)
+    return WebDriverWait(driver, timeout_s, ignored_exceptions=(NoSuchElementException, StaleElementReferenceException)
+                         ).until(condition)
 
 
 def connect(driver, base_url: str, api_key: str) -> None:

@@ -1,6 +1,9 @@
 """The /ui page in headless Chromium against a traced session (library-level app)."""
 from __future__ import annotations
 
+import json
+from urllib.parse import quote
+
 import httpx
 import pytest
 
@@ -9,7 +12,7 @@ from cache.forecast import Forecast
 
 from tests.agents_trace.browser import chromium_driver, connect, wait_for
 from tests.agents_trace.helpers import (ManualClock, make_tracer, run_scripted_session, session_with_an_eviction,
-                                        viewer_app)
+                                        tool_call_message, viewer_app)
 from tests.agents_trace.long_sessions import add_user_turns
 from tests.gateway.serving import start_server
 
@@ -135,6 +138,10 @@ def test_viewer_outlines_the_step_a_request_id_names_wherever_it_lies(tmp_path):
             assert found.find_element(By.TAG_NAME, "td").get_attribute("title") == "request " + request_ids[250]
             assert driver.find_element(By.ID, "steps-shown").text == "Showing steps 201 to 300 of 300 (in index order)."
             assert not driver.find_element(By.ID, "more-steps").is_displayed()
+            assert driver.current_url.endswith("#/session/acme/long?request=" + request_ids[250])
+            driver.refresh()   # the URL keeps the request id: the same page, the same step outlined
+            wait_for(driver, lambda d: outlined(d) == ["250"])
+            assert shown(driver) == [str(i) for i in range(200, 300)]
             driver.find_element(By.ID, "earlier-steps").click()   # the steps before it, in front
             wait_for(driver, lambda d: len(shown(d)) == 300)
             assert shown(driver) == [str(i) for i in range(300)]
@@ -379,3 +386,163 @@ def test_viewer_opens_and_exports_a_session_whose_id_holds_a_slash_and_odd_chara
     assert path == "/v1/traces/sessions/proj%2Frun%201%3F%23%25%C3%BC/export?tenant=acme" and status == 200
     header, *requests = text.splitlines()
     assert header.startswith('{"format":"stepahead-trace/1"') and len(requests) == 3
+
+
+def test_a_session_that_cannot_be_opened_shows_nothing_of_the_last_one(served):
+    """A typo or a deleted session: "not found", and no other session's data under its URL."""
+    from selenium.webdriver.common.by import By
+    base_url, session = served
+    with chromium_driver() as driver:
+        connect(driver, base_url, "k-acme")
+        wait_for(driver, lambda d: d.find_element(By.LINK_TEXT, session)).click()
+        wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#steps tr.step-row")) == 3)
+        driver.get(f"{base_url}/ui#/session/acme/no-such-session")   # the same page, another hash
+        wait_for(driver, lambda d: "not found" in d.find_element(By.ID, "status").text)
+        assert not driver.find_element(By.ID, "session-view").is_displayed()
+        assert session not in driver.find_element(By.TAG_NAME, "body").text
+        driver.back()   # the session that exists opens again, and the status line is clear
+        wait_for(driver, lambda d: d.find_element(By.ID, "session-view").is_displayed())
+        assert driver.find_element(By.ID, "session-title").text == f"Session {session}"
+        assert len(driver.find_elements(By.CSS_SELECTOR, "#steps tr.step-row")) == 3
+        assert driver.find_element(By.ID, "status").text == ""
+
+
+def test_live_clears_an_error_once_a_refresh_succeeds(served):
+    """A Live refresh that failed (a gateway restarting) says so until one succeeds, not for good."""
+    from selenium.webdriver.common.by import By
+    base_url, session = served
+    with chromium_driver() as driver:
+        connect(driver, base_url, "k-acme")
+        driver.get(f"{base_url}/ui#/session/acme/{session}")
+        wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#steps tr.step-row")) == 3)
+        driver.execute_script("""
+            window.failures = 1;   // the next API call answers 503, as a restarting gateway would
+            const realFetch = window.fetch;
+            window.fetch = async (path, init) => {
+              if (window.failures > 0 && String(path).startsWith('/v1/traces/sessions/')) {
+                window.failures -= 1;
+                return new Response(JSON.stringify({detail: 'gateway restarting'}), {status: 503});
+              }
+              return realFetch(path, init);
+            };""")
+        driver.find_element(By.ID, "live").click()
+        wait_for(driver, lambda d: d.find_element(By.ID, "status").text == "gateway restarting")
+        wait_for(driver, lambda d: d.find_element(By.ID, "status").text == "")   # the next refresh worked
+        assert len(driver.find_elements(By.CSS_SELECTOR, "#steps tr.step-row")) == 3
+
+
+BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+
+
+def test_viewer_shows_bidi_and_control_characters_escaped_as_the_cli_does(tmp_path):
+    """Ids, names, errors and content a client sent with U+202E and the like: never shown raw
+    (`invoice_\\u202etxt.exe` would read backwards), always as the CLI's escapes."""
+    from selenium.webdriver.common.by import By
+
+    from agents_trace.records import StepResult, ToolCall
+    from agents_trace.text_table import printable
+
+    session, agent, tool = "inv\u202eoice\t1", "ag\u2067ent", "ls\u202e"
+    clock = ManualClock()
+    tracer, _ = make_tracer(tmp_path, clock, capture_content=True)
+    headers = {"x-session-id": session, "x-agent-name": agent}
+    messages = [{"role": "user", "content": "list " + BIDI}]
+    ctx = tracer.begin("acme", headers, {"model": "tiny", "messages": list(messages)})
+    clock.advance(0.5)
+    tracer.end(ctx, StepResult(num_input_tokens=10, num_output_tokens=2, finish_reason="tool_calls",
+                               tool_calls=(ToolCall("call_1", tool, "{}"),)))
+    clock.advance(1.0)
+    messages += [tool_call_message("call_1", tool), {"role": "tool", "tool_call_id": "call_1",
+                                                     "content": "invoice_\u202etxt.exe approved=false"}]
+    ctx = tracer.begin("acme", headers, {"model": "tiny", "messages": list(messages)})
+    clock.advance(0.5)
+    tracer.end(ctx, StepResult(error="upstream_error", error_message="bad \u202e\x1b[31m answer"))
+    assert tracer.flush(5.0)
+    server = start_server(viewer_app(tracer, KEYS))
+    hidden = "return [document.body.textContent, ...[...document.querySelectorAll('[title]')].map(e => e.title)]"
+    try:
+        content = httpx.get(f"{server.base_url}/v1/traces/sessions/{quote(session, safe='')}/steps/1/content",
+                            headers={"authorization": "Bearer k-acme"}, timeout=10).json()
+        with chromium_driver() as driver:
+            connect(driver, server.base_url, "k-acme")
+            wait_for(driver, lambda d: d.find_element(By.LINK_TEXT, printable(session))).click()
+            wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#steps tr.step-row")) == 2)
+            assert driver.find_element(By.ID, "session-title").text == "Session inv\\u202eoice\\t1"
+            assert driver.find_element(By.ID, "session-summary").text.startswith("agent ag\\u2067ent · ")
+            steps_text = driver.find_element(By.ID, "steps").text
+            assert "tool:ls\\u202e" in steps_text and "upstream_error: bad \\u202e\\x1b[31m answer" in steps_text
+            assert "tool:ls\\u202e" in driver.find_element(By.ID, "gantt").text
+            driver.find_elements(By.CSS_SELECTOR, "button.show-content")[1].click()
+            pre = wait_for(driver, lambda d: d.find_element(By.CSS_SELECTOR, "pre.content"))
+            assert '"content": "invoice_\\u202etxt.exe approved=false"' in pre.text
+            assert json.loads(pre.text) == content   # still the JSON the API sent
+            for text in driver.execute_script(hidden):
+                assert not set(text) & set(BIDI + "\x1b"), text
+            driver.find_element(By.ID, "brand").click()   # the list: the id and the agent escaped too
+            assert wait_for(driver, lambda d: d.find_element(By.CSS_SELECTOR, "#sessions tbody tr").text.startswith(
+                "inv\\u202eoice\\t1 ag\\u2067ent "))
+            for text in driver.execute_script(hidden):
+                assert not set(text) & set(BIDI + "\x1b"), text
+    finally:
+        server.stop()
+        tracer.stop()
+
+
+def test_back_reload_and_a_shared_link_keep_the_lists_filters_rows_and_scroll(tmp_path):
+    """120 sessions of agent "bulk" (and 5 of another): filtered, 100 rows loaded, one far
+    down opened; Back, a reload and the URL opened in another tab show that same list."""
+    from selenium.webdriver.common.by import By
+
+    from agents_trace.records import StepResult
+
+    clock = ManualClock()
+    tracer, _ = make_tracer(tmp_path, clock)
+    for i in range(125):
+        ctx = tracer.begin("acme", {"x-session-id": f"s{i:03d}", "x-agent-name": "other" if i % 25 == 0 else "bulk"},
+                           {"model": "tiny", "messages": [{"role": "user", "content": "hi"}]})
+        clock.advance(0.1)
+        tracer.end(ctx, StepResult(num_input_tokens=5, num_output_tokens=1, finish_reason="stop", output_text="ok"))
+        clock.advance(1.0)
+    assert tracer.flush(5.0)
+    server = start_server(viewer_app(tracer, KEYS))
+
+    def rows(d) -> list[str]:
+        return d.execute_script("return [...document.querySelectorAll('#sessions tbody tr')].map(r => r.innerText)")
+
+    def agents_shown(d) -> set[str]:
+        return {row.split("\t")[1] for row in rows(d)}
+
+    try:
+        with chromium_driver() as driver:
+            connect(driver, server.base_url, "k-acme")
+            wait_for(driver, lambda d: len(rows(d)) == 50)
+            driver.find_element(By.ID, "f-agent").send_keys("bulk")
+            driver.find_element(By.CSS_SELECTOR, "#filters button[type=submit]").click()
+            wait_for(driver, lambda d: d.current_url.endswith("/ui#/?agent=bulk") and agents_shown(d) == {"bulk"})
+            driver.find_element(By.ID, "more-sessions").click()
+            wait_for(driver, lambda d: len(rows(d)) == 100)
+            assert driver.current_url.endswith("/ui#/?agent=bulk&rows=100")
+            link = driver.find_elements(By.CSS_SELECTOR, "#sessions tbody a")[90]   # only after "Load more"
+            name = link.text
+            driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", link)
+            scrolled = driver.execute_script("return scrollY")
+            assert scrolled > 500
+            link.click()
+            wait_for(driver, lambda d: d.find_element(By.ID, "session-title").text == f"Session {name}")
+            driver.back()
+            wait_for(driver, lambda d: len(rows(d)) == 100 and abs(d.execute_script("return scrollY") - scrolled) < 2)
+            assert driver.find_element(By.ID, "f-agent").get_attribute("value") == "bulk"
+            assert agents_shown(driver) == {"bulk"} and name in [row.split("\t")[0] for row in rows(driver)]
+            driver.refresh()
+            wait_for(driver, lambda d: len(rows(d)) == 100 and agents_shown(d) == {"bulk"})
+            assert driver.find_element(By.ID, "f-agent").get_attribute("value") == "bulk"
+            driver.execute_script("sessionStorage.clear()")   # as in a tab the link was pasted into
+            driver.refresh()
+            wait_for(driver, lambda d: "Enter an API key" in d.find_element(By.ID, "status").text)
+            driver.find_element(By.ID, "api-key").send_keys("k-acme")
+            driver.find_element(By.ID, "connect").click()
+            wait_for(driver, lambda d: len(rows(d)) == 100 and agents_shown(d) == {"bulk"})
+            assert driver.current_url.endswith("/ui#/?agent=bulk&rows=100")
+    finally:
+        server.stop()
+        tracer.stop()
