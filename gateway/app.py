@@ -136,6 +136,8 @@ def build_app(config: GatewayConfig | None = None, *, config_path: str | None = 
         heap = spent_saves = None
         reloads = reload_on_hangup(state, config_path, overrides)   # from the start on: a SIGHUP never ends it
         try:
+            # before the models load: every place the stores cannot write fails the start now, in one line
+            await asyncio.to_thread(check_store_places, config)
             state.tracer = build_tracer(config)
             if state.tracer is not None:
                 with stated_start_failures(f"the trace store {state.tracer.store_path} (set [tracing] store_path or "
@@ -144,8 +146,6 @@ def build_app(config: GatewayConfig | None = None, *, config_path: str | None = 
                 if state.tracer.captures_content:   # prompts and replies are stored: say so once
                     print("stepahead: traces keep prompts and replies (capture_content); each tenant's keys "
                           "see its own in /ui", file=sys.stderr, flush=True)
-            # before the models load: a place the stores cannot write fails the start now, in one line
-            await asyncio.to_thread(check_store_places, config)
             spent_saves = await asyncio.to_thread(start_spent_tokens, state.limiters, asyncio.get_running_loop())
             # the forecasters load (hmmlearn's import, the saved models) while the
             # models start, and the models start side by side: none needs another

@@ -15,8 +15,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-import platformdirs
-
+from agents_trace.config import data_file
 from gateway.checkpoints import Checkpoints
 from gateway.directory_claim import DirectoryClaim, claim_directory
 from gateway.forecasting import ForecastRelay
@@ -28,9 +27,9 @@ CHECKPOINT_EVERY_S = 300.0
 
 
 def predictor_dir() -> Path:
-    """Where per-tenant models persist: $STEPAHEAD_PREDICTOR_DIR, else the user data dir."""
-    configured = os.environ.get(PREDICTOR_DIR_ENV)
-    return Path(configured) if configured else Path(platformdirs.user_data_dir("stepahead")) / "predictor"
+    """Where per-tenant models persist: $STEPAHEAD_PREDICTOR_DIR (`~` expanded, as in the
+    other STEPAHEAD_* paths), else `predictor` in the user data dir."""
+    return data_file(os.environ.get(PREDICTOR_DIR_ENV), "predictor")
 
 
 def start_forecasting(tracer, backends: Mapping[str, object],
@@ -60,21 +59,26 @@ def start_forecasting(tracer, backends: Mapping[str, object],
     try:
         relay.claim = claim_directory(directory)
     except OSError as exc:   # a directory it cannot write: its saves will say so too; it still serves
-        log.warning("could not claim %s for this gateway's forecasts: %s", directory, exc)
+        log.warning("stepahead: warning: could not claim %s for this gateway's forecasts: %s", directory, exc)
     relay.checkpoints = Checkpoints(lambda: relay.save(directory), checkpoint_every_s).start()
-    print(f"stepahead: {started_line(relay, directory)}", file=sys.stderr, flush=True)  # stdout may be JSON
+    print(f"stepahead: {started_line(relay, directory, claimed=relay.claim is not None)}",
+          file=sys.stderr, flush=True)  # stdout may be JSON
     if relay.claim is not None and not relay.claim.held:
         print(f"stepahead: warning: {shared_directory_line(relay.claim)}", file=sys.stderr, flush=True)
     return relay
 
 
-def started_line(relay: ForecastRelay, directory: Path) -> str:
-    """What the operator is told at start: what the forecasters resumed, and where they save."""
+def started_line(relay: ForecastRelay, directory: Path, claimed: bool = True) -> str:
+    """What the operator is told at start: what the forecasters resumed, and where they save
+    (`claimed` False: the directory could not be made or written, so nothing is saved
+    until it can be; the saves are still tried)."""
     tenants = relay.tenants()
     num_fitted = sum(relay.predictor.model_of(tenant) is not None for tenant in tenants)
     every = f"every {relay.checkpoints.every_s:g} s and " if relay.checkpoints is not None else ""
     resumed = (f"resumed {len(tenants)} tenant(s), {num_fitted} with a fitted step model," if tenants
                else "starting cold,")
+    if not claimed:
+        return f"forecasts: {resumed} not saving: {directory} cannot be written (tried again {every}at shutdown)"
     return f"forecasts: {resumed} saving to {directory} {every}at shutdown"
 
 

@@ -11,15 +11,18 @@ and a restart then handed every budget out again. `check_store_places` tries the
 Invariant: it returns having made the directories the stores make and opened (then
 closed) each SQLite file as its store opens it (schema made; a damaged file set aside,
 as its store would), and, when some tenant has a `token_budget`, having written a file
-beside the spent-tokens file (then removed it), which is not a directory; or it raises `StartFailed` naming the
-first place that cannot be used, and why, in one line. Nothing is checked for responses
-kept in memory (":memory:"), nor for the spent tokens when no tenant has a budget.
+beside the spent-tokens file (then removed it), which is not a directory, and beside the
+trace store's file; or it raises `StartFailed` naming, in one line, every setting whose
+place cannot be used (the first place of each, and why), so that one start tells all
+there is to fix. Nothing is checked for responses kept in memory (":memory:"), nor for
+the spent tokens when no tenant has a budget, nor for traces not stored.
 """
 from __future__ import annotations
 
 import os
 import tempfile
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from cache.error_text import one_line_error
@@ -32,32 +35,71 @@ from gateway.start_failure import StartFailed
 from gateway.store_thread import STORE_FAILURES
 
 RESPONSES_SETTING = "[server] responses_db or $STEPAHEAD_RESPONSES_DB"
+TRACES_SETTING = "[tracing] store_path or $STEPAHEAD_TRACE_DB"
+
+
+@dataclass(frozen=True, slots=True)
+class PlaceProblem:
+    """Why a store's place cannot be used: `text` names the place, the reason and the
+    setting that moves it; `cause` is the error that said so (None for a path that is a
+    directory)."""
+
+    text: str
+    cause: BaseException | None = None
 
 
 def check_store_places(config: GatewayConfig, environ: Mapping[str, str] = os.environ) -> None:
     """Raise StartFailed when a place `config`'s stores write cannot be used (the module
     docstring); blocking: call it off the event loop."""
+    problems = [problem for problem in (trace_store_problem(config, environ), responses_problem(config, environ),
+                                        spent_tokens_problem(budgeted_tenants(config), environ))
+                if problem is not None]
+    if problems:
+        # one line: the report is read back from the last line of uvicorn's traceback
+        raise StartFailed("; ".join(problem.text for problem in problems)) from problems[0].cause
+
+
+def trace_store_problem(config: GatewayConfig, environ: Mapping[str, str] = os.environ) -> PlaceProblem | None:
+    """Why the trace store's file cannot be made beside (None when it can, or when no
+    traces are stored); its store opens it at the start."""
+    tracing = config.tracing
+    if not (tracing.enabled and tracing.store_enabled):
+        return None
+    place = tracing.resolved_store_path(environ)
+    try:
+        write_beside(place)
+    except OSError as exc:
+        return PlaceProblem(f"the trace store {place}: {one_line_error(exc)} (set {TRACES_SETTING} to a place it can "
+                            "write)", exc)
+    return None
+
+
+def responses_problem(config: GatewayConfig, environ: Mapping[str, str] = os.environ) -> PlaceProblem | None:
+    """Why the first place that follows the responses' file (that file, the conversations'
+    file, the Files API's directory) cannot be used; None when all can, or responses are
+    kept in memory. One setting moves them all: the first reason is the one to fix."""
     responses = config.resolved_responses_db(environ)
-    if responses is not None:
-        for what, archive in (
-                ("the stored responses' file", lambda: ResponseArchive(responses, config.responses_per_tenant)),
-                ("the conversations' file", lambda: ConversationArchive(
-                    config.resolved_conversations_db(environ), config.conversations_per_tenant))):
-            opened = archive()
-            try:
-                opened.db   # noqa: B018  (opening is the check)
-            except STORE_FAILURES as exc:
-                raise StartFailed(f"{what} {opened.path}: {one_line_error(exc)} (set {RESPONSES_SETTING} "
-                                  "to a place it can write)") from exc
-            finally:
-                opened.close()
-        files = config.resolved_files_dir(environ)
+    if responses is None:
+        return None
+    for what, archive in (
+            ("the stored responses' file", lambda: ResponseArchive(responses, config.responses_per_tenant)),
+            ("the conversations' file", lambda: ConversationArchive(
+                config.resolved_conversations_db(environ), config.conversations_per_tenant))):
+        opened = archive()
         try:
-            write_beside(files / "files.sqlite3")
-        except OSError as exc:
-            raise StartFailed(f"the Files and Batch APIs' directory {files}: {one_line_error(exc)} "
-                              f"(set {RESPONSES_SETTING} to a place it can write)") from exc
-    check_spent_tokens_place(budgeted_tenants(config), environ)
+            opened.db   # noqa: B018  (opening is the check)
+        except STORE_FAILURES as exc:
+            return PlaceProblem(f"{what} {opened.path}: {one_line_error(exc)} (set {RESPONSES_SETTING} "
+                                "to a place it can write)", exc)
+        finally:
+            opened.close()
+    files = config.resolved_files_dir(environ)
+    try:
+        write_beside(files / "files.sqlite3")
+    except OSError as exc:
+        return PlaceProblem(f"the Files and Batch APIs' directory {files}: {one_line_error(exc)} "
+                            f"(set {RESPONSES_SETTING} to a place it can write)", exc)
+    return None
 
 
 def budgeted_tenants(config: GatewayConfig) -> list[str]:
@@ -69,19 +111,27 @@ def check_spent_tokens_place(budgeted: list[str], environ: Mapping[str, str] = o
     """Raise StartFailed, naming the tenants `budgeted`, when the spent tokens file cannot
     be written beside (nothing is tried without budgeted tenants), or is a directory.
     Blocking."""
+    problem = spent_tokens_problem(budgeted, environ)
+    if problem is not None:
+        raise StartFailed(problem.text) from problem.cause
+
+
+def spent_tokens_problem(budgeted: list[str], environ: Mapping[str, str] = os.environ) -> PlaceProblem | None:
+    """What `check_spent_tokens_place` raises, or None."""
     spent = spent_tokens_path(environ)
     if spent.is_dir():   # read at every start, budgets or not
-        raise StartFailed(f"the tenants' spent tokens file {spent} is a directory (set ${SPENT_TOKENS_ENV} to a "
-                          "file path)")
+        return PlaceProblem(f"the tenants' spent tokens file {spent} is a directory (set ${SPENT_TOKENS_ENV} to a "
+                            "file path)")
     if not budgeted:
-        return
+        return None
     try:
         write_beside(spent)
     except OSError as exc:
         names = ", ".join(repr(name) for name in budgeted)
-        raise StartFailed(f"the tenants' spent tokens file {spent}: {one_line_error(exc)}: the token budgets "
-                          f"of {names} would not hold across a restart (set ${SPENT_TOKENS_ENV} to a "
-                          "file it can write)") from exc
+        return PlaceProblem(f"the tenants' spent tokens file {spent}: {one_line_error(exc)}: the token budgets "
+                            f"of {names} would not hold across a restart (set ${SPENT_TOKENS_ENV} to a "
+                            "file it can write)", exc)
+    return None
 
 
 def write_beside(path: Path) -> None:

@@ -21,6 +21,7 @@ import importlib.util
 import json
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import platformdirs
@@ -51,7 +52,7 @@ class ModelLoadError(RuntimeError):
 def model_cache_dir() -> Path:
     """Directory for converted model copies (override with STEPAHEAD_CACHE_DIR)."""
     root = os.environ.get("STEPAHEAD_CACHE_DIR") or platformdirs.user_cache_dir("stepahead")
-    return Path(root) / "models"
+    return Path(root).expanduser() / "models"   # `~` as in every other STEPAHEAD_* path (a unit file's, an env file's)
 
 
 def find_smollm2_gguf() -> Path:
@@ -73,9 +74,18 @@ def find_smollm2_gguf() -> Path:
 def converted_smollm2() -> Path | None:
     """The converted copy of the embedded default, when it is complete (a copy whose
     weights were cut short afterwards, by a full disk or a damaged file system, is not:
-    it is converted again)."""
+    it is converted again). A copy this user may not read (converted by another user, or
+    by an earlier version that wrote the weights 0600) raises ModelLoadError naming the
+    file: converting it again would not make it readable, only fail to replace it."""
     converted = model_cache_dir() / SMOLLM2_MODEL_ID
-    if safetensors_complete(converted / "model.safetensors") and (converted / "tokenizer.json").is_file():
+    weights = converted / "model.safetensors"
+    try:
+        complete = safetensors_complete(weights)
+    except PermissionError as exc:
+        raise ModelLoadError(f"the converted copy of the embedded model {weights} cannot be read: "
+                             f"{one_line_error(exc)} (let this user read it, or set $STEPAHEAD_CACHE_DIR to a "
+                             "directory of its own)") from exc
+    if complete and (converted / "tokenizer.json").is_file():
         return converted
     return None
 
@@ -86,7 +96,8 @@ MAX_SAFETENSORS_HEADER_BYTES = 100 << 20   # the format's own limit
 def safetensors_complete(path: Path) -> bool:
     """Whether the safetensors file at `path` holds every byte its header says it does:
     8 bytes giving the header's length, the JSON header, then the tensors' bytes, which
-    end at the largest `data_offsets` end. Reads the header only (a few milliseconds)."""
+    end at the largest `data_offsets` end. Reads the header only (a few milliseconds).
+    A file it may not read raises PermissionError: that is not an incomplete file."""
     try:
         with open(path, "rb") as stream:
             length = int.from_bytes(stream.read(8), "little")
@@ -95,8 +106,25 @@ def safetensors_complete(path: Path) -> bool:
             header = json.loads(stream.read(length))
         ends = [int(tensor["data_offsets"][1]) for name, tensor in header.items() if name != "__metadata__"]
         return path.stat().st_size == 8 + length + max(ends, default=0)
+    except PermissionError:
+        raise
     except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
         return False
+
+
+def check_conversion_place() -> None:
+    """Raise ModelLoadError when the embedded model's conversion could not be written
+    into the cache directory (made when missing; a file is written there, then removed),
+    before 15-80 s of conversion rather than after."""
+    directory = model_cache_dir()
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=directory, prefix=".write-check."):
+            pass
+    except OSError as exc:
+        raise ModelLoadError(f"the embedded model cannot be converted into the cache directory {directory}: "
+                             f"{one_line_error(exc)} (set $STEPAHEAD_CACHE_DIR to a directory this user can "
+                             "write)") from exc
 
 
 def conversion_dir(pid: int) -> Path:
@@ -130,8 +158,9 @@ def check_dtype_name(dtype: str) -> None:
 
 def check_model(name: str, device: str | None = None, dtype: str = AUTO_DTYPE) -> None:
     """Raise ModelLoadError, with what to do, when `name` cannot be loaded here in
-    `dtype` (or on `device`, when given); cheap: nothing is loaded or converted, and
-    torch is imported only to ask for a device other than the CPU."""
+    `dtype` (or on `device`, when given); cheap: nothing is loaded or converted (for a
+    conversion still to do, the cache directory is only made and tried), and torch is
+    imported only to ask for a device other than the CPU."""
     check_dtype_name(dtype)
     if device is not None and device != "cpu":
         from shards.model_loader import resolve_device
@@ -140,6 +169,7 @@ def check_model(name: str, device: str | None = None, dtype: str = AUTO_DTYPE) -
     if name == EMBEDDED_MODEL:
         if converted_smollm2() is None:
             find_smollm2_gguf()
+            check_conversion_place()
     elif name != TINY_MODEL:
         path = Path(name).expanduser()
         if not path.is_dir():

@@ -69,15 +69,45 @@ def load_smollm2(dtype: torch.dtype = torch.float32):
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
+    save_conversion(model, tokenizer)
+    return model.to(dtype), tokenizer
+
+
+def save_conversion(model, tokenizer) -> Path:
+    """Write the converted embedded model into a conversion directory, then rename it to
+    `model_dir(EMBEDDED_MODEL)` (a half-written copy is never there); returns that.
+
+    Invariant: every file of the copy has the mode this process's umask gives a new file
+    (0644 under umask 022). safetensors writes its file 0600 whatever the umask, which left
+    a copy converted once (by a platform team, in an image, on a shared volume) unreadable
+    to every other user."""
     target = model_dir(EMBEDDED_MODEL)
     remove_abandoned_conversions()
     tmp = conversion_dir(os.getpid())
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
+    mode = new_file_mode()
+    for path in tmp.rglob("*"):
+        if path.is_file():
+            path.chmod(mode)
     if target.exists():
         shutil.rmtree(target)
     tmp.replace(target)
-    return model.to(dtype), tokenizer
+    return target
+
+
+def new_file_mode() -> int:
+    """The mode a file made now gets (0o666 less the umask), read from /proc on Linux; elsewhere
+    by setting the umask and back (process-wide for that instant, harmless in a conversion)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return 0o666 & ~int(line.split(":", 1)[1].strip(), 8)
+    except (OSError, ValueError):
+        pass
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return 0o666 & ~umask
 
 
 def resolve_device(device: str) -> torch.device:

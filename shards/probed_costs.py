@@ -133,7 +133,7 @@ class ProbedCosts:
             with replacing(self.path) as stream:
                 stream.write(json.dumps(dict(newest), indent=1))
         except OSError as exc:
-            log.warning("could not store the probed worker costs in %s: %s", self.path, exc)
+            log.warning("stepahead: warning: could not store the probed worker costs in %s: %s", self.path, exc)
 
     def _read(self) -> dict:
         try:

@@ -100,6 +100,42 @@ def test_a_predictor_directory_that_cannot_be_made_is_a_warning_not_a_failed_sta
     stop_forecasting(relay)   # its last save fails with a logged error, not a crash
 
 
+def test_a_directory_it_cannot_claim_is_a_warning_line_and_the_start_line_does_not_promise_saves(
+        tmp_path, monkeypatch, caplog, capsys):
+    """The warning lacked the `stepahead: warning:` prefix, and the next line said it would
+    save to the directory it had just said it could not claim."""
+    from types import SimpleNamespace
+
+    from gateway.forecasting_start import PREDICTOR_DIR_ENV, start_forecasting, stop_forecasting
+
+    (tmp_path / "a-file").write_text("not a directory")
+    directory = tmp_path / "a-file" / "predictor"
+    monkeypatch.setenv(PREDICTOR_DIR_ENV, str(directory))
+    relay = start_forecasting(_Tracer(), {"m": SimpleNamespace(engine=RecordingEngine("predictive"))},
+                              checkpoint_every_s=60.0)
+    try:
+        [claim] = [message for message in caplog.messages if "could not claim" in message]
+        assert claim.startswith(f"stepahead: warning: could not claim {directory} for this gateway's forecasts: ")
+        [started] = [line for line in capsys.readouterr().err.splitlines() if "forecasts:" in line]
+        assert started == (f"stepahead: forecasts: starting cold, not saving: {directory} cannot be written "
+                           "(tried again every 60 s and at shutdown)")
+    finally:
+        stop_forecasting(relay)
+
+
+def test_a_tilde_in_the_predictor_directory_means_the_home_directory(tmp_path, monkeypatch):
+    """As in every other STEPAHEAD_* path: a directory named `~` appeared in the working
+    directory."""
+    from gateway.forecasting_start import PREDICTOR_DIR_ENV, predictor_dir
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv(PREDICTOR_DIR_ENV, "~/sa-pred")
+    assert predictor_dir() == tmp_path / "sa-pred"
+    monkeypatch.delenv(PREDICTOR_DIR_ENV)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    assert predictor_dir() == tmp_path / "data" / "stepahead" / "predictor"
+
+
 def test_a_start_over_damaged_files_it_cannot_set_aside_resumes_every_other_tenant(tmp_path, monkeypatch, caplog,
                                                                                   capsys):
     """A read-only predictor directory with a damaged tenant file and a global gaps file

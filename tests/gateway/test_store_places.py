@@ -28,7 +28,8 @@ def _config(budget: int | None = None):
 
 def _environ(tmp_path: Path, **places: Path) -> dict[str, str]:
     return {"STEPAHEAD_RESPONSES_DB": str(places.get("responses", tmp_path / "data" / "responses.sqlite3")),
-            "STEPAHEAD_SPENT_TOKENS": str(places.get("spent", tmp_path / "data" / "spent.json"))}
+            "STEPAHEAD_SPENT_TOKENS": str(places.get("spent", tmp_path / "data" / "spent.json")),
+            "STEPAHEAD_TRACE_DB": str(places.get("traces", tmp_path / "data" / "traces.sqlite3"))}
 
 
 def test_usable_places_are_made_as_the_stores_make_them_and_nothing_else_is_left(tmp_path):
@@ -82,10 +83,44 @@ def test_a_spent_tokens_path_that_is_a_directory_fails_the_start_and_moves_nothi
     assert (data / "notes.txt").read_text() == "mine" and sorted(p.name for p in tmp_path.iterdir()) == ["data"]
 
 
+def test_every_setting_whose_place_cannot_be_used_is_named_in_the_one_failure(tmp_path):
+    """A user with an unwritable home had to start once per store to learn each setting to
+    change (the trace store's, then the responses'); now one start names them all, in one
+    line, the first unusable place of each setting."""
+    (tmp_path / "a-file").write_text("")
+    under_a_file = tmp_path / "a-file"
+    places = {"traces": under_a_file / "traces.sqlite3", "responses": under_a_file / "responses.sqlite3",
+              "spent": under_a_file / "spent.json"}
+    with pytest.raises(StartFailed) as failed:
+        check_store_places(_config(budget=100), _environ(tmp_path, **places))
+    message = str(failed.value)
+    assert "\n" not in message
+    traces, responses, spent = message.split("; ")
+    assert traces.startswith(f"the trace store {places['traces']}: ")
+    assert traces.endswith("(set [tracing] store_path or $STEPAHEAD_TRACE_DB to a place it can write)")
+    assert responses.startswith(f"the stored responses' file {places['responses']}: ")   # not the conversations' too
+    assert responses.endswith("(set [server] responses_db or $STEPAHEAD_RESPONSES_DB to a place it can write)")
+    assert spent.startswith(f"the tenants' spent tokens file {places['spent']}: ")
+    assert isinstance(failed.value.__cause__, OSError)
+    with pytest.raises(StartFailed, match=f"^the trace store {places['traces']}: [^;]*$"):   # only it
+        check_store_places(_config(budget=100), _environ(tmp_path, traces=places["traces"]))
+
+
+def test_no_trace_store_place_is_checked_when_traces_are_not_stored(tmp_path):
+    from dataclasses import replace
+
+    (tmp_path / "a-file").write_text("")
+    environ = _environ(tmp_path, traces=tmp_path / "a-file" / "traces.sqlite3")
+    config = _config()
+    for tracing in (replace(config.tracing, enabled=False), replace(config.tracing, store_enabled=False)):
+        check_store_places(replace(config, tracing=tracing), environ)
+
+
 def test_responses_in_memory_check_no_place(tmp_path):
     (tmp_path / "a-file").write_text("")
     check_store_places(_config(), {"STEPAHEAD_RESPONSES_DB": ":memory:",
-                                   "STEPAHEAD_SPENT_TOKENS": str(tmp_path / "a-file" / "spent.json")})
+                                   "STEPAHEAD_SPENT_TOKENS": str(tmp_path / "a-file" / "spent.json"),
+                                   "STEPAHEAD_TRACE_DB": str(tmp_path / "traces.sqlite3")})
 
 
 def test_the_app_checks_the_places_before_any_model_starts(tmp_path, monkeypatch):
@@ -126,8 +161,8 @@ def test_a_trace_store_the_app_cannot_open_fails_the_start_naming_it_and_the_set
     with pytest.raises(StartFailed) as failed:
         asyncio.run(serve())
     assert str(failed.value) == (
-        f"the trace store {place} (set [tracing] store_path or $STEPAHEAD_TRACE_DB to a place it can write): "
-        f"FileExistsError: [Errno 17] File exists: '{tmp_path / 'a-file'}'")
+        f"the trace store {place}: FileExistsError: [Errno 17] File exists: '{tmp_path / 'a-file'}' "
+        "(set [tracing] store_path or $STEPAHEAD_TRACE_DB to a place it can write)")
 
 
 def test_serve_with_a_responses_file_it_cannot_write_fails_its_start_in_one_line(tmp_path):

@@ -193,3 +193,70 @@ def test_a_model_whose_config_names_no_attention_heads_as_llama_does_is_refused_
     with pytest.raises(ModelLoadError, match=r"gpt2x holds a GPT2LMHeadModel \('GPT2Config' object has no attribute "
                                              r"'num_key_value_heads'\) model, which the engine cannot serve"):
         ModelRunner(LoadedModel(model, build_tiny_tokenizer(), "gpt2x", 64), num_hot_blocks=8)
+
+
+def test_a_converted_copy_this_user_may_not_read_is_a_one_line_model_error_not_an_incomplete_copy(tmp_path,
+                                                                                                     monkeypatch):
+    """A copy another user converted, its weights 0600: it was called incomplete and
+    converted again, which failed on the directory it could not write (exit 3, a
+    PermissionError on a temporary directory, after 15-80 s of CPU)."""
+    import builtins
+
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    from shards import model_files
+    from shards.model_files import check_model, converted_smollm2, needs_conversion
+
+    monkeypatch.setenv("STEPAHEAD_CACHE_DIR", str(tmp_path))
+    converted = model_dir("smollm2")
+    converted.mkdir(parents=True)
+    weights = converted / "model.safetensors"
+    save_file({"w": np.zeros(10, dtype=np.float32)}, str(weights))
+    (converted / "tokenizer.json").write_text("{}")
+    assert converted_smollm2() == converted
+
+    def refusing_open(path, *args, **kwargs):   # as for another user's 0600 file (root may read any file)
+        if Path(path) == weights:
+            raise PermissionError(13, "Permission denied", str(path))
+        return builtins.open(path, *args, **kwargs)
+
+    monkeypatch.setattr(model_files, "open", refusing_open, raising=False)
+    for call in (converted_smollm2, lambda: needs_conversion("smollm2"), lambda: check_model("smollm2")):
+        with pytest.raises(ModelLoadError) as failed:
+            call()
+        assert str(failed.value) == (
+            f"the converted copy of the embedded model {weights} cannot be read: PermissionError: [Errno 13] "
+            f"Permission denied: '{weights}' (let this user read it, or set $STEPAHEAD_CACHE_DIR to a directory "
+            "of its own)")
+    assert sorted(p.name for p in tmp_path.joinpath("models").iterdir()) == ["smollm2-135m-instruct"]
+
+
+def test_a_cache_directory_it_cannot_write_fails_the_check_before_any_conversion(tmp_path, monkeypatch):
+    """It failed only after the conversion (15-80 s of CPU), on renaming into place."""
+    from shards import model_files
+    from shards.model_files import check_model, model_cache_dir
+
+    monkeypatch.setattr(model_files, "find_smollm2_gguf", lambda: tmp_path / "model.gguf")   # installed or not
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("STEPAHEAD_CACHE_DIR", str(tmp_path / "a-file" / "cache"))
+    with pytest.raises(ModelLoadError) as failed:
+        check_model("smollm2")
+    message = str(failed.value)
+    assert message.startswith(f"the embedded model cannot be converted into the cache directory "
+                              f"{tmp_path / 'a-file' / 'cache' / 'models'}: NotADirectoryError: ")
+    assert message.endswith("(set $STEPAHEAD_CACHE_DIR to a directory this user can write)") and "\n" not in message
+    monkeypatch.setenv("STEPAHEAD_CACHE_DIR", str(tmp_path / "cache"))
+    check_model("smollm2")   # a place it can write: made, tried, and left empty
+    assert list(model_cache_dir().iterdir()) == []
+
+
+def test_a_tilde_in_the_cache_directory_means_the_home_directory(tmp_path, monkeypatch):
+    """As in every other STEPAHEAD_* path: a systemd Environment= or an env file leaves the
+    `~` to the program, and a directory named `~` appeared in the working directory."""
+    from shards.model_files import model_cache_dir
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("STEPAHEAD_CACHE_DIR", "~/sa-cache")
+    assert model_cache_dir() == tmp_path / "sa-cache" / "models"
+    assert model_dir("smollm2") == tmp_path / "sa-cache" / "models" / "smollm2-135m-instruct"

@@ -63,6 +63,15 @@ def test_a_damaged_or_missing_file_is_a_miss_and_a_failed_store_does_not_raise(t
     assert ProbedCosts(blocked).get(key(), 3.0) is None
 
 
+def test_a_failed_store_is_a_warning_line_as_the_others_are(tmp_path, caplog):
+    """It lacked the `stepahead: warning:` prefix that every other such line has."""
+    (tmp_path / "a file").write_text("not a directory")
+    blocked = tmp_path / "a file" / "costs.json"
+    ProbedCosts(blocked).put(key(), COSTS, 3.0)
+    [message] = caplog.messages
+    assert message.startswith(f"stepahead: warning: could not store the probed worker costs in {blocked}: ")
+
+
 def test_the_file_keeps_the_most_recently_stored_keys(tmp_path):
     store = ProbedCosts(tmp_path / "costs.json")
     for i in range(MAX_ENTRIES + 5):
