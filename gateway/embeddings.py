@@ -14,10 +14,21 @@ items, each a non-empty string or a non-empty list of token ids (>= 0); the repl
 client only through `upstream_reply`'s checks (one vector per input, each a non-empty list
 of finite numbers, all of one length, indexed 0..n-1; usage counts non-negative integers),
 else it is a 502 `upstream_error` that charges its tenant nothing of it.
+
+Token accounting (`EmbeddingsCall`): a request reserves at least what its model will
+count before it is admitted, so a tenant's budget and tokens/minute hold as a chat's do.
+A local model counts its inputs' tokens exactly before admission
+(`LocalEmbeddingBackend.prepare_embeddings`); an upstream model's request reserves an
+upper bound (`EmbeddingsRequest.max_num_tokens`) and is charged the provider's count
+once it answers, or, when it fails, the estimate an upstream chat prompt is charged
+(4 bytes a token).
 """
 from __future__ import annotations
 
 import base64
+import functools
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -29,6 +40,9 @@ from gateway.litellm_errors import upstream_garbage
 from gateway.upstream_replies import embedding_usage_from
 
 MAX_INPUTS = 2048  # OpenAI's limit on inputs per request
+# NOTE: tokens a tokenizer may add to a text beyond one per byte: its markers ([CLS] and
+# [SEP], or BOS and EOS) and a sentencepiece word-start mark before the first byte
+EXTRA_TOKENS_PER_TEXT = 3
 
 
 class EmbeddingsRequest(BaseModel):
@@ -58,10 +72,36 @@ class EmbeddingsRequest(BaseModel):
         return value
 
     def estimated_tokens(self) -> int:
-        """What a tenant's token limits reserve up front (4 bytes per token for text);
-        the provider's usage trues it up."""
+        """A typical count (4 bytes a token for text, token ids as many as they are): what
+        a failed upstream request is charged, as a failed upstream chat's prompt is."""
         return sum(len(item) if isinstance(item, list) else len(item.encode()) // 4 + 1
                    for item in input_items(self.input))
+
+    def max_num_tokens(self) -> int:
+        """At least what any tokenizer counts (one token a byte of text, plus
+        `EXTRA_TOKENS_PER_TEXT` a text; token ids as many as they are): what an upstream
+        model's request reserves, so that its tenant's limits hold while it runs."""
+        return sum(len(item) if isinstance(item, list) else len(item.encode()) + EXTRA_TOKENS_PER_TEXT
+                   for item in input_items(self.input))
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddingsCall:
+    """An embeddings request ready for admission: `num_reserved_tokens` is at least what
+    its model will count (a local model's exact count), `num_failed_tokens` what it is
+    charged if it fails once admitted, and `run` answers it (the reply's `usage` is
+    what it is charged)."""
+
+    num_reserved_tokens: int
+    num_failed_tokens: int
+    run: Callable[[], Awaitable[dict]]
+
+
+def upstream_call(request: EmbeddingsRequest, embed: Callable[[EmbeddingsRequest], Awaitable[dict]]
+                  ) -> EmbeddingsCall:
+    """`request` for an upstream model's `embed`: nothing is tokenized here, so it
+    reserves the upper bound, and a failure is charged the estimate."""
+    return EmbeddingsCall(request.max_num_tokens(), request.estimated_tokens(), functools.partial(embed, request))
 
 
 def _is_token_id(value: Any) -> bool:

@@ -1,25 +1,32 @@
 """`POST /v1/embeddings` from a local encoder model (`kind = "embedding"`), in the gateway.
 
 The model runs on one background thread of the gateway process, one batch at a time
-(torch releases the GIL, so the event loop keeps serving). Inputs are tokenized there too,
-cut into batches of `batch_size`, each padded to its longest input, and pooled
+(torch releases the GIL, so the event loop keeps serving). Inputs are tokenized before
+the request is admitted (`prepare_embeddings`, on a worker thread as a chat prompt is),
+then cut into batches of `batch_size`, each padded to its longest input, and pooled
 (`mean` over the input's tokens, the first token's state `cls`, or the `last` token's).
 
-Invariants: an input's vector does not depend on the other inputs of its batch (padding
-is masked out of attention and pooling); vectors have unit length when `normalize`; an
-input longer than the model's limit is a 400 naming `input`, never silently cut; the
-model only serves embeddings: chat and completions on it are a 400 naming `model`.
+Invariants: a request reserves of its tenant's tokens exactly what it is charged, the
+count of its inputs' tokens (special tokens included; token ids as many as they are), so
+the tenant's budget and tokens/minute hold as for a chat; an input's vector does not
+depend on the other inputs of its batch (padding is masked out of attention and
+pooling); vectors have unit length when `normalize`; an input longer than the model's
+limit is a 400 naming `input`, never silently cut, refused before admission (it charges
+nothing); the model only serves embeddings: chat and completions on it are a 400 naming
+`model`.
 """
 from __future__ import annotations
 
 import asyncio
+import functools
+import threading
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from gateway.backend import ChatEvent, Prepared
 from gateway.embedding_model import EmbeddingModelConfig
-from gateway.embeddings import EmbeddingsRequest, input_items, reply_body
+from gateway.embeddings import EmbeddingsCall, EmbeddingsRequest, input_items, reply_body
 from gateway.errors import ApiError, invalid_request
 from shards.transformers_names import transformers_names
 
@@ -47,6 +54,9 @@ class LocalEmbeddingBackend:
         self._model = None
         self._tokenizer = None
         self._max_tokens: int | None = None
+        # NOTE: a fast tokenizer's call may reset its truncation or padding, which trips
+        # ("Already borrowed") another thread's call in flight: one at a time
+        self._tokenizer_lock = threading.Lock()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"embed-{config.name}")
 
     async def start(self) -> None:
@@ -90,7 +100,10 @@ class LocalEmbeddingBackend:
         raise embeddings_only(self.model_id)
         yield  # NOTE: makes this an async generator, as the Backend protocol says
 
-    async def embed(self, request: EmbeddingsRequest) -> dict:
+    async def prepare_embeddings(self, request: EmbeddingsRequest) -> EmbeddingsCall:
+        """`request` checked and tokenized (off the event loop), to be admitted for its
+        exact count of tokens; a request the model cannot take is refused here, before
+        admission."""
         if self._model is None:
             raise ApiError(503, f"The model '{self.model_id}' is still loading.", "server_error",
                            "model_not_ready", None, {"Retry-After": "1"})
@@ -98,8 +111,17 @@ class LocalEmbeddingBackend:
         if request.dimensions is not None and request.dimensions > hidden:
             raise invalid_request(f"'dimensions' must be at most {hidden} for the model '{self.model_id}'.",
                                   param="dimensions", code="invalid_value")
-        vectors, num_tokens = await asyncio.get_running_loop().run_in_executor(
-            self._executor, self._embed, input_items(request.input), request.dimensions)
+        ids = await asyncio.to_thread(self._token_ids, input_items(request.input))
+        num_tokens = sum(len(row) for row in ids)
+        return EmbeddingsCall(num_tokens, num_tokens, functools.partial(self._embed_ids, ids, request))
+
+    async def embed(self, request: EmbeddingsRequest) -> dict:
+        return await (await self.prepare_embeddings(request)).run()
+
+    async def _embed_ids(self, ids: list[list[int]], request: EmbeddingsRequest) -> dict:
+        vectors = await asyncio.get_running_loop().run_in_executor(
+            self._executor, self._embed, ids, request.dimensions)
+        num_tokens = sum(len(row) for row in ids)
         raw = {"data": [{"index": index, "embedding": vector} for index, vector in enumerate(vectors)],
                "usage": {"prompt_tokens": num_tokens, "total_tokens": num_tokens}}
         return reply_body(raw, self.model_id, request.encoding_format)
@@ -110,7 +132,11 @@ class LocalEmbeddingBackend:
         vocab_size = len(self._tokenizer)
         out = []
         for index, item in enumerate(items):
-            ids = self._tokenizer(item)["input_ids"] if isinstance(item, str) else list(item)
+            if isinstance(item, str):
+                with self._tokenizer_lock:
+                    ids = self._tokenizer(item)["input_ids"]
+            else:
+                ids = list(item)
             if self._max_tokens is not None and len(ids) > self._max_tokens:
                 raise invalid_request(f"Input {index} is {len(ids)} tokens long; the model '{self.model_id}' "
                                       f"takes at most {self._max_tokens}.", param="input",
@@ -121,10 +147,9 @@ class LocalEmbeddingBackend:
             out.append(ids)
         return out
 
-    def _embed(self, items: list, dimensions: int | None) -> tuple[list[list[float]], int]:
+    def _embed(self, ids: list[list[int]], dimensions: int | None) -> list[list[float]]:
         import torch
 
-        ids = self._token_ids(items)
         pad = self._tokenizer.pad_token_id or 0
         vectors: list[list[float]] = []
         with torch.inference_mode():
@@ -140,7 +165,7 @@ class LocalEmbeddingBackend:
                 if self.config.normalize:
                     pooled = torch.nn.functional.normalize(pooled, dim=-1)
                 vectors.extend(pooled.tolist())
-        return vectors, sum(len(row) for row in ids)
+        return vectors
 
     def _pooled(self, states, mask):
         if self.config.pooling == "cls":

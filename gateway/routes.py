@@ -25,7 +25,7 @@ from gateway.choices import with_choices
 from gateway.errors import ApiError, server_error
 from gateway.exchange import CLIENT_CLOSED_STATUS, admit, session_headers
 from gateway.respond import respond
-from gateway.embeddings import EmbeddingsRequest, unsupported_model
+from gateway.embeddings import EmbeddingsRequest, unsupported_model, upstream_call
 from gateway.http_io import ClientGone, race_disconnect, read_json_body
 from gateway.metrics import Labels, router_gauges, worker_gauges
 from gateway.ids import new_id
@@ -126,9 +126,11 @@ async def completions(request: Request) -> Response:
 
 async def embeddings(request: Request) -> Response:
     """POST /v1/embeddings: upstream models and local embedding models (gateway/embeddings.py),
-    admitted by the tenant's limits like any request; a client that leaves cancels the wait.
-    The tenant's ticket is released on every path; a failure no check expected (a bug) is
-    logged with its traceback, answered as an OpenAI-shaped 500 and counted as one."""
+    admitted by the tenant's limits like any request, for at least the tokens its model will
+    count (a local model's inputs are tokenized first: `EmbeddingsCall`); a client that
+    leaves cancels the wait. The tenant's ticket is released on every path; a failure no
+    check expected (a bug) is logged with its traceback, answered as an OpenAI-shaped 500
+    and counted as one."""
     state = gateway_state(request)
     tenant, model = UNAUTHENTICATED, ""
     try:
@@ -136,15 +138,16 @@ async def embeddings(request: Request) -> Response:
         parsed = validate(EmbeddingsRequest, await read_json_body(request, state.config.max_body_bytes))
         backend = state.backend(parsed.model)
         model = parsed.model
-        embed = getattr(backend, "embed", None)
-        if embed is None:
+        prepare, embed = getattr(backend, "prepare_embeddings", None), getattr(backend, "embed", None)
+        if prepare is None and embed is None:
             raise unsupported_model(model)
+        call = await prepare(parsed) if prepare is not None else upstream_call(parsed, embed)
 
         async def work() -> dict:
-            ticket = await admit(state, tenant, parsed.estimated_tokens())
-            num_used_tokens = None
+            ticket = await admit(state, tenant, call.num_reserved_tokens)
+            num_used_tokens = call.num_failed_tokens
             try:
-                reply = await embed(parsed)
+                reply = await call.run()
                 num_used_tokens = reply["usage"]["total_tokens"]
                 return reply
             finally:

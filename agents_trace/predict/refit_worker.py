@@ -9,7 +9,11 @@ CPU is paced: after a job that used c seconds of CPU, the next one starts no soo
 c x (1 / cpu_share - 1) seconds later, so refits take at most `cpu_share` of one core
 however fast sessions finish (a tenant finishing sessions at a high rate would otherwise
 keep a core busy refitting; a later refit learns from more sessions, nothing is lost).
-`close` does not wait out a pause: it runs what is queued at once.
+`close` drops the jobs that have not started, and no job starts after it: the gateway
+saves the models before it closes the worker (`stop_forecasting`), so their results
+would be saved by no one, and running them made a stop last up to 10 s beyond its
+`shutdown_timeout_s`. It waits at most `timeout_s` for a job already running; one that
+runs longer ends on its own (the thread is a daemon), its result unsaved.
 """
 from __future__ import annotations
 
@@ -37,6 +41,7 @@ class RefitWorker:
         self._closed = False
         self.num_done = 0
         self.num_failed = 0
+        self.num_dropped = 0   # queued jobs `close` dropped unrun
 
     def request(self, key: str, job: Callable[[], object]) -> bool:
         """Queue `job` under `key`; False when one with that key is already queued or
@@ -57,10 +62,10 @@ class RefitWorker:
         while True:
             with self._cond:
                 while True:
-                    if self._closed and not self._queue:
+                    if self._closed:
                         return
                     pause_s = self._not_before_s - time.monotonic()
-                    if self._queue and (self._closed or pause_s <= 0):
+                    if self._queue and pause_s <= 0:
                         break
                     self._cond.wait(pause_s if self._queue else None)
                 key, job = self._queue.popleft()
@@ -87,10 +92,14 @@ class RefitWorker:
             return self._cond.wait_for(
                 lambda: not self._queue and self._running_key is None, timeout_s)
 
-    def close(self, timeout_s: float | None = 10.0) -> None:
-        """Finish queued jobs, then stop the thread."""
+    def close(self, timeout_s: float | None = 1.0) -> None:
+        """Drop the queued jobs, stop the thread, and wait at most `timeout_s` for the job
+        running (if any) to end; returns within `timeout_s` whatever the jobs take."""
         with self._cond:
             self._closed = True
+            self.num_dropped += len(self._queue)
+            self._queue.clear()
+            self._pending.clear()
             self._cond.notify_all()
             thread = self._thread
         if thread is not None:

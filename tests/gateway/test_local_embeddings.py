@@ -17,6 +17,7 @@ from gateway.config_values import ConfigError
 from tests.gateway.serving import start_server
 
 KEY = "sk-embed"
+BUDGET_KEY, TPM_KEY = "sk-embed-budget", "sk-embed-tpm"
 TEXTS = ["short", "a somewhat longer input text", "mid length text"]
 
 
@@ -42,7 +43,11 @@ def served(encoder_dir):
         "models": [{"name": "enc-mean", "kind": "embedding", "path": str(encoder_dir)},
                    {"name": "enc-cls", "kind": "embedding", "path": str(encoder_dir), "pooling": "cls",
                     "normalize": False, "max_input_tokens": 30, "batch_size": 2}],
-        "tenants": [{"name": "t", "api_key_sha256": [key_digest(KEY)]}]})
+        "tenants": [{"name": "t", "api_key_sha256": [key_digest(KEY)]},
+                    {"name": "embed-budget", "api_key_sha256": [key_digest(BUDGET_KEY)],
+                     "limits": {"token_budget": 60}},
+                    {"name": "embed-tpm", "api_key_sha256": [key_digest(TPM_KEY)],
+                     "limits": {"tokens_per_minute": 40}}]})
     server = start_server(build_app(config))
     yield server
     server.stop()
@@ -60,9 +65,9 @@ def by_hand(encoder_dir, text: str, pooling: str, normalize: bool) -> list[float
     return (torch.nn.functional.normalize(vector, dim=0) if normalize else vector).tolist()
 
 
-def post(served, body: dict) -> httpx.Response:
+def post(served, body: dict, key: str = KEY) -> httpx.Response:
     return httpx.post(f"{served.base_url}/v1/embeddings", json=body, timeout=60,
-                      headers={"Authorization": f"Bearer {KEY}"})
+                      headers={"Authorization": f"Bearer {key}"})
 
 
 def test_vectors_equal_the_model_run_by_hand_whatever_the_batch(served, encoder_dir):
@@ -88,6 +93,30 @@ def test_token_ids_dimensions_and_base64(served, encoder_dir):
     vector = np.frombuffer(base64.b64decode(cut["data"][0]["embedding"]), dtype="<f4")
     full = np.array(by_hand(encoder_dir, "short", "mean", False))[:8]
     assert vector.shape == (8,) and np.allclose(vector, full / np.linalg.norm(full), atol=1e-5)
+
+
+def test_a_tenant_reserves_and_is_charged_the_exact_count_of_its_tokens(served):
+    """Known failure: a request reserved 4 bytes a token of its budget (the tiny tokenizer
+    counts one a byte), so one request spent 60,720 tokens of a budget of 20,000."""
+    limiter = served.server.config.app.state.gateway.limiters["embed-budget"]
+    too_long = post(served, {"model": "enc-cls", "input": "x" * 31}, BUDGET_KEY)   # refused before admission
+    assert too_long.status_code == 400 and limiter.num_spent_tokens == 0
+    over = post(served, {"model": "enc-mean", "input": ["y" * 40, "z" * 30]}, BUDGET_KEY)   # 70 tokens
+    assert over.status_code == 429, over.text
+    assert over.json()["error"]["code"] == over.json()["error"]["type"] == "insufficient_quota"   # as a chat's
+    assert "needs up to 70" in over.json()["error"]["message"] and limiter.num_spent_tokens == 0
+    fits = post(served, {"model": "enc-mean", "input": ["y" * 25, "w" * 35]}, BUDGET_KEY)   # 60: the whole budget
+    assert fits.status_code == 200 and fits.json()["usage"]["total_tokens"] == 60
+    assert limiter.num_spent_tokens == 60 and limiter.num_reserved_tokens == 0
+    assert post(served, {"model": "enc-mean", "input": "y"}, BUDGET_KEY).status_code == 429
+
+
+def test_a_request_above_the_tokens_per_minute_is_refused(served):
+    """Known failure: 11,638 tokens in one request were admitted for a tenant of 3,000 a minute."""
+    answer = post(served, {"model": "enc-mean", "input": "q" * 41}, TPM_KEY)   # 41 tokens, 40 a minute
+    assert answer.status_code == 429 and answer.headers["x-should-retry"] == "false"
+    ids = post(served, {"model": "enc-mean", "input": [[5] * 40]}, TPM_KEY)   # token ids count as many as they are
+    assert ids.status_code == 200 and ids.json()["usage"]["total_tokens"] == 40
 
 
 @pytest.mark.parametrize("body, param, code", [
