@@ -36,7 +36,8 @@ from agents_trace.store_queries import SessionFilter, find_session_as_given, has
 from agents_trace.store_stats import StatsWindow, tenant_stats
 from agents_trace.viewer_headers import viewer_headers
 
-STATIC_FILES = {"app.js": "text/javascript; charset=utf-8",
+STATIC_FILES = {"dom.js": "text/javascript; charset=utf-8", "charts.js": "text/javascript; charset=utf-8",
+                "app.js": "text/javascript; charset=utf-8",
                 "app.css": "text/css; charset=utf-8"}
 
 

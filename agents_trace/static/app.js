@@ -9,8 +9,6 @@
 "use strict";
 
 const KEY_STORAGE = "stepahead.key";
-const SVG_NS = "http://www.w3.org/2000/svg";
-const $ = (id) => document.getElementById(id);
 
 const LIVE_INTERVAL_MS = 2000;
 const STEPS_PAGE = 200;
@@ -25,20 +23,6 @@ const MAX_RESTORED_ROWS = 5000;  // what a list URL's `rows` may ask for
 // routes, so a load that ends after the user went elsewhere shows nothing
 const view = { me: null, sessionsOffset: 0, sessionsRows: 0, steps: [], stepsStart: 0, stepsEnd: 0,
                session: null, requestId: "", openContent: new Set(), liveTimer: null, route: 0 };
-
-// Characters that would hide or reorder the text around them if shown as they are (a
-// tool output `invoice_\u202etxt.exe` reads backwards): C0 and C1 controls, the bidi
-// controls (U+061C, U+200E, U+200F, U+202A–U+202E, U+2066–U+2069) and the line and
-// paragraph separators. `visible` writes each as `stepahead traces` prints it (`\n`,
-// `\x1b`, `\u202e`); in content, JSON.stringify has escaped the C0 controls already and
-// `jsonVisible` writes the rest as JSON escapes (`\u202e`), so it stays valid JSON.
-const HIDDEN_CHARS = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
-const HIDDEN_IN_JSON = /[\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
-const NAMED_ESCAPES = { "\t": "\\t", "\n": "\\n", "\r": "\\r" };
-const hex = (ch, digits) => ch.charCodeAt(0).toString(16).padStart(digits, "0");
-const visible = (text) => String(text).replace(HIDDEN_CHARS,
-  (ch) => NAMED_ESCAPES[ch] || (ch.charCodeAt(0) < 0x100 ? "\\x" + hex(ch, 2) : "\\u" + hex(ch, 4)));
-const jsonVisible = (json) => json.replace(HIDDEN_IN_JSON, (ch) => "\\u" + hex(ch, 4));
 
 function setStatus(text) { $("status").textContent = visible(text || ""); }
 
@@ -60,30 +44,6 @@ async function api(path) {
   return response.json();
 }
 
-function el(tag, attrs, ...children) {
-  const node = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs || {})) {
-    if (k === "class") node.className = v; else node.setAttribute(k, k === "title" ? visible(v) : v);
-  }
-  for (const child of children) {
-    node.append(child instanceof Node ? child : document.createTextNode(visible(child)));
-  }
-  return node;
-}
-
-// `text` line by line: a tooltip's lines are its own newlines
-function svg(tag, attrs, text) {
-  const node = document.createElementNS(SVG_NS, tag);
-  for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, v);
-  if (text !== undefined) node.textContent = String(text).split("\n").map(visible).join("\n");
-  return node;
-}
-
-const fmtTime = (s) => new Date(s * 1000).toLocaleString();
-const fmtS = (s) => (s === null || s === undefined) ? "—" : s.toFixed(s < 10 ? 3 : 1);
-const fmtMs = (s) => (s === null || s === undefined) ? "—" : (s * 1000).toFixed(1);
-const count = (n, noun) => `${n} ${noun}${n === 1 ? "" : "s"}`;
-const pct = (a, b) => b > 0 ? (100 * a / b).toFixed(0) + "%" : "—";
 const choiceAsked = (choice) =>
   choice.tool_calls.length ? choice.tool_calls.map((c) => c.name).join(", ") : "text answer";
 // With several choices (n > 1) each is listed with its number: "#0 get_weather · #1 text answer".
@@ -272,97 +232,6 @@ async function showSessions(params, ticket) {
 }
 
 // --- one session ---------------------------------------------------------------------
-// The round tick spacing (1, 2 or 5 times a power of ten) nearest above `rough` seconds.
-function niceStep(rough) {
-  const power = 10 ** Math.floor(Math.log10(rough));
-  return [1, 2, 5, 10].map((m) => m * power).find((step) => step >= rough * (1 - 1e-9));
-}
-
-function renderGantt(steps) {
-  const box = $("gantt");
-  box.replaceChildren();
-  if (!steps.length) return;
-  const start = Math.min(...steps.map((s) => s.prev_ended_s ?? s.arrived_s));
-  const end = Math.max(...steps.map((s) => s.ended_s));
-  const span = Math.max(end - start, 1e-3);
-  const labelW = 170, plotW = 760, textW = 420, rowH = 22, top = 24;
-  const x = (t) => labelW + (t - start) / span * plotW;
-  const height = top + steps.length * rowH + 8;
-  const root = svg("svg", { width: labelW + plotW + textW, height, id: "gantt-svg" });
-  const step = niceStep(span / 6);   // 4 to 7 ticks
-  const decimals = Math.max(0, -Math.floor(Math.log10(step) + 1e-9));
-  for (let offset = 0; offset <= span + 1e-9; offset += step) {
-    const t = start + offset;
-    root.append(svg("line", { x1: x(t), x2: x(t), y1: top - 4, y2: height, stroke: "#e3e7eb" }));
-    root.append(svg("text", { x: x(t), y: 14, "text-anchor": "middle", class: "gantt-tick" },
-      offset.toFixed(decimals) + " s"));
-  }
-  steps.forEach((s, row) => {
-    const y = top + row * rowH;
-    const group = svg("g", { class: "gantt-row", "data-step": s.index });
-    group.append(svg("text", { x: 4, y: y + 14 }, `#${s.index} after ${s.after_label}`));
-    const tools = s.after_tools.map((c) => c.name).join(", ");
-    if (s.after_kind === "tools" && s.prev_ended_s !== null) {
-      const bar = svg("rect", { x: x(s.prev_ended_s), y: y + 3, height: rowH - 6, fill: "#e0a030",
-        width: Math.max(1, x(s.arrived_s) - x(s.prev_ended_s)), class: "tool-bar" });
-      bar.append(svg("title", {}, `tool run: ${tools}\n${fmtS(s.gap_s)} s`));
-      group.append(bar);
-    }
-    const llmW = Math.max(2, x(s.ended_s) - x(s.arrived_s));
-    const llm = svg("rect", { x: x(s.arrived_s), y: y + 3, width: llmW, height: rowH - 6,
-      fill: s.error ? "#c62828" : "#3b7dd8", class: "llm-bar" });
-    llm.append(svg("title", {}, `chat ${s.model} (step ${s.index})\nprompt ${s.num_input_tokens}` +
-      ` tok, cached ${s.num_cached_tokens}, output ${s.num_output_tokens}\nTTFT ${fmtMs(s.ttft_s)}` +
-      ` ms, worker ${s.worker || "—"}${s.service_tier === "flex" ? " (flex tier)" : ""}\nasked for: ${askedFor(s)}` +
-      (s.response_id ? `\nrequest ${s.response_id}` : "")));
-    group.append(llm);
-    if (s.ttft_s !== null && !s.error) {
-      group.append(svg("rect", { x: x(s.arrived_s), y: y + 3, height: rowH - 6, fill: "#1f4f99",
-        width: Math.min(llmW, Math.max(1, s.ttft_s / span * plotW)) }));
-    }
-    const label = (tools ? `${tools} ${fmtS(s.gap_s)} s → ` : "") +
-      `chat ${s.num_cached_tokens}/${s.num_input_tokens} tok cached → ${askedFor(s)}`;
-    group.append(svg("text", { x: labelW + plotW + 6, y: y + 14 }, label));
-    root.append(group);
-  });
-  box.append(root);
-}
-
-function renderContextChart(steps) {
-  const box = $("context-chart");
-  box.replaceChildren();
-  if (!steps.length) return;
-  const left = 60, right = 50, top = 10, plotH = 160, bottom = 24;
-  const barW = Math.max(6, Math.min(40, 900 / steps.length));
-  const width = left + steps.length * barW + right;
-  const maxTokens = Math.max(1, ...steps.map((s) => s.num_input_tokens));
-  const y = (tokens) => top + plotH - tokens / maxTokens * plotH;
-  const root = svg("svg", { width, height: top + plotH + bottom, id: "context-svg" });
-  root.append(svg("text", { x: 4, y: top + 8 }, String(maxTokens)));
-  root.append(svg("text", { x: 4, y: top + plotH }, "0"));
-  root.append(svg("text", { x: width - right + 4, y: top + 8 }, "100%"));
-  const points = [];
-  steps.forEach((s, i) => {
-    const bx = left + i * barW;
-    const total = svg("rect", { x: bx + 1, y: y(s.num_input_tokens), width: barW - 2,
-      height: top + plotH - y(s.num_input_tokens), fill: "#9fb7d6" });
-    total.append(svg("title", {}, `step ${s.index}: prompt ${s.num_input_tokens} tok, cached ` +
-      `${s.num_cached_tokens} (${pct(s.num_cached_tokens, s.num_input_tokens)})`));
-    root.append(total);
-    root.append(svg("rect", { x: bx + 1, y: y(s.num_cached_tokens), width: barW - 2,
-      height: top + plotH - y(s.num_cached_tokens), fill: "#2e7d32" }));
-    const hit = s.num_input_tokens > 0 ? s.num_cached_tokens / s.num_input_tokens : 0;
-    points.push(`${bx + barW / 2},${top + plotH - hit * plotH}`);
-    if (steps.length <= 60 || i % Math.ceil(steps.length / 60) === 0) {
-      root.append(svg("text", { x: bx + barW / 2, y: top + plotH + 14, "text-anchor": "middle" },
-        String(s.index)));
-    }
-  });
-  root.append(svg("polyline", { points: points.join(" "), fill: "none", stroke: "#7b1fa2",
-    "stroke-width": 2 }));
-  box.append(root);
-}
-
 function contentRow(step, columns) {
   const cell = el("td", { colspan: String(columns), class: "text" }, "loading…");
   const row = el("tr", { class: "content-row" }, cell);

@@ -123,7 +123,8 @@ async def test_the_page_and_its_files_carry_the_viewers_security_headers(traced)
     tracer, _ = traced
     transport = httpx.ASGITransport(app=viewer_app(tracer, KEYS))
     async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
-        answers = [await client.get(path) for path in ("/ui", "/ui/static/app.js", "/ui/static/app.css")]
+        answers = [await client.get(path) for path in ("/ui", "/ui/static/dom.js", "/ui/static/charts.js",
+                                                      "/ui/static/app.js", "/ui/static/app.css")]
     for answer in answers:
         assert answer.status_code == 200
         policy = dict(part.strip().split(" ", 1) for part in answer.headers["content-security-policy"].split(";"))
@@ -136,7 +137,9 @@ async def test_the_page_and_its_files_carry_the_viewers_security_headers(traced)
         assert answer.headers["cache-control"] == "no-store"
     page = answers[0].text   # nothing inline that the policy would block
     assert "<style" not in page and " style=" not in page and not re.search(r"\son[a-z]+\s*=", page)
-    assert re.findall(r"<script[^>]*>", page) == ['<script src="/ui/static/app.js">']
+    assert re.findall(r"<script[^>]*>", page) == [f'<script src="/ui/static/{name}.js">'
+                                                  for name in ("dom", "charts", "app")]
+    assert policy["img-src"] == "data:"   # the page's inline icon only: no request for a favicon
 
 
 async def test_api_bad_query_parameters_are_400_not_422(traced):
