@@ -35,6 +35,9 @@ docs/policies_mooncake.png, docs/policies_agent.png and docs/policies_agent_long
 
     python benchmarks/bench_policies.py            # about 5 minutes on 2 cores
     python benchmarks/bench_policies.py --quick    # fewer capacities, no diagnostics
+
+Ctrl+C stops it with one line on stderr and exit status 130: stdout then holds the JSON
+lines of the runs that finished, and no summary line.
 """
 from __future__ import annotations
 
@@ -181,7 +184,9 @@ def plot(rows: list[dict], trace: str, split: str, path: Path, title: str) -> No
     plot_policies(chosen, path, title)
 
 
-def main() -> None:
+def main(rows: list[dict]) -> None:
+    """The whole benchmark; each run's row is appended to `rows` (the caller's list, so
+    Ctrl+C still leaves the runs that finished) and printed as it finishes."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mooncake", type=Path, default=MOONCAKE)
     parser.add_argument("--quick", action="store_true", help="fewer sizes and sessions (about a minute)")
@@ -193,7 +198,6 @@ def main() -> None:
     args = parser.parse_args()
     sim = functools.partial(run, calibration=args.calibration)
     started = time.perf_counter()
-    rows: list[dict] = []
 
     header, records = read_trace(args.mooncake)
     size = header.block_size
@@ -267,4 +271,10 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    finished: list[dict] = []
+    try:
+        main(finished)
+    except KeyboardInterrupt:   # Ctrl+C: stdout keeps the finished runs' JSON lines, and only those
+        print(f"bench_policies: stopped after {len(finished)} runs (their JSON lines are printed; "
+              "no summary or plots)", file=sys.stderr)
+        sys.exit(130)

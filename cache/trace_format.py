@@ -229,7 +229,10 @@ def iter_trace(stream: IO[str], block_size: int | None = None) -> tuple[TraceHea
             yield first
         for line_no, line in lines:
             if line.strip():
-                yield line_no, _load(line, line_no)
+                row = _load(line, line_no)
+                if _is_header(row):
+                    raise TraceFormatError(_second_header(line_no))
+                yield line_no, row
 
     def records() -> Iterator[TraceRecord]:
         previous: tuple[int, float] | None = None   # (line, time) of the last record
@@ -241,6 +244,20 @@ def iter_trace(stream: IO[str], block_size: int | None = None) -> tuple[TraceHea
             yield record
 
     return header, records()
+
+
+def _is_header(row: dict) -> bool:
+    """A line below the first is a header when it names the format and is no request
+    (a request line with an extra `format` field stays a request)."""
+    return "format" in row and "t" not in row and "timestamp" not in row
+
+
+def _second_header(line_no: int) -> str:
+    """The error for a header below the first line: most often two traces joined with
+    `cat`, whose times each count from their own start, so they cannot be read as one."""
+    return (f"line {line_no}: a second trace header; a header may only be the first line (two traces "
+            "joined with cat? each one's times count from its own start: keep one header, shift "
+            "the second trace's 't' and sort the lines by 't')")
 
 
 def _time_goes_back(row: dict, line_no: int, t_s: float, previous_line_no: int, previous_t_s: float) -> str:

@@ -25,16 +25,19 @@ else
   stepahead workload generate --tenants "$TENANTS" --sessions "$SESSIONS" --seed "$SEED" \
     --max-context-tokens 3000 -o "$workload"
 fi
-# the trace's tenants, each served with a key of its own (sk-compare-<i>)
-mapfile -t tenants < <(python -c '
-import json, sys
-names = set()
-for line in open(sys.argv[1], encoding="utf-8"):
-    row = json.loads(line) if line.strip() else {}
-    if "format" not in row and row:
-        names.add(row.get("tenant", "default"))
-print("\n".join(sorted(names)))' "$workload")
-[ "${#tenants[@]}" -gt 0 ] || { echo "replay_and_compare: no requests in $workload" >&2; exit 2; }
+# the trace's tenants, each served with a key of its own (sk-compare-<i>); read with the
+# replay's own reader first, so a bad trace stops here with its one-line error, before any gateway starts
+tenant_list=$(python -c '
+import sys
+from cache.trace_format import TraceFormatError, read_trace
+try:
+    _, records = read_trace(sys.argv[1])
+except (OSError, TraceFormatError) as exc:
+    sys.exit(f"replay_and_compare: cannot read {sys.argv[1]}: {exc}")
+if not records:
+    sys.exit(f"replay_and_compare: {sys.argv[1]} holds no requests")
+print("\n".join(sorted({record.tenant for record in records})))' "$workload") || exit 2
+mapfile -t tenants <<< "$tenant_list"
 keys=()
 for i in "${!tenants[@]}"; do keys+=("--tenant-key=${tenants[$i]}=sk-compare-$i"); done
 
@@ -64,7 +67,11 @@ for policy in predictive lru; do
   done
   stepahead replay "$workload" --base-url "http://127.0.0.1:$PORT" \
     --api-key sk-compare-0 "${keys[@]}" --speed "$SPEED" --max-output-tokens 8 \
-    --no-progress --json > "$work/$policy.json" || true
+    --no-progress --json > "$work/$policy.json" || status=$?
+  # exit 1: some requests failed, and the report counts them; anything else left no report
+  if [ "${status:-0}" -gt 1 ]; then
+    echo "replay_and_compare: stepahead replay stopped with exit status $status" >&2; exit "$status"
+  fi
   kill "$server"; wait "$server" 2>/dev/null || true
   server=
 done

@@ -1,7 +1,9 @@
 """`stepahead replay TRACE --base-url URL --api-key KEY [...]`.
 
 Every bad flag and an unreadable trace is one `error: ...` line and exit status 2,
-before anything connects. A `--tenant-key` for a tenant the trace does not have is a
+before anything connects; so is a gateway that cannot be reached (with `--model` too,
+checked once before the first request). An interrupted replay reports what ended, even
+nothing (zero counts: a script reading the `--json` line always gets one). A `--tenant-key` for a tenant the trace does not have is a
 one-line warning naming the trace's tenants, not an error: one set of keys can then
 serve several traces, and a misspelt tenant still shows before the replay starts.
 """
@@ -17,7 +19,7 @@ import aiohttp
 
 from agents_trace.replay.report import build_report, format_table
 from agents_trace.replay.prompts import DEFAULT_FIRST_TOKEN_ID, MIN_VOCAB_SIZE
-from agents_trace.replay.runner import NoModelListed, ReplayOptions, replay
+from agents_trace.replay.runner import GatewayUnreachable, NoModelListed, ReplayOptions, replay
 from cache.trace_format import TraceFormatError, TraceRecord, read_trace
 
 MAX_TENANTS_NAMED = 10   # a warning names at most this many of the trace's tenants
@@ -32,7 +34,7 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default=None, help="model id (default: the gateway's first)")
     parser.add_argument("--speed", type=float, default=1.0, help="time scale: 2 replays twice as fast")
     parser.add_argument("--concurrency", type=int, default=16, help="max requests in flight")
-    parser.add_argument("--max-input-tokens", type=int, default=None, help="cut longer prompts")
+    parser.add_argument("--max-input-tokens", type=int, default=None, help="cut longer prompts, keeping the head (a chat line's by characters, to about N: docs/replay.md)")
     parser.add_argument("--max-output-tokens", type=int, default=None, help="cap generated tokens")
     parser.add_argument("--vocab-size", type=int, default=256,
                         help=f"token ids are drawn below this (at least {MIN_VOCAB_SIZE})")
@@ -103,6 +105,9 @@ def run_replay(args: argparse.Namespace) -> int:
         step_hints=not args.no_step_hints)
     try:
         outcome = asyncio.run(replay(records, header, options))
+    except GatewayUnreachable as exc:
+        print(f"error: cannot reach {options.base_url} (is the gateway up, on that port?): {exc}", file=sys.stderr)
+        return 2
     except (aiohttp.ClientError, asyncio.TimeoutError, NoModelListed) as exc:
         print(f"error: cannot list the models of {options.base_url} (is the gateway up, and the key "
               f"right? or pass --model): {type(exc).__name__}: {exc}", file=sys.stderr)
@@ -113,8 +118,6 @@ def run_replay(args: argparse.Namespace) -> int:
     if outcome.interrupted:
         print(f"stepahead replay: stopped after {len(outcome.results)} of {outcome.num_planned} requests"
               " (requests in flight were aborted)", file=sys.stderr)
-        if not outcome.results:
-            return 130
     report = build_report(outcome.results, outcome.wall_s,
                           num_planned=outcome.num_planned if outcome.interrupted else None)
     if args.json:

@@ -5,7 +5,8 @@ by `speed`); each later step is sent once the previous step's response has ended
 the trace's gap between the two steps (divided by `speed`) — the trace's inter-arrival
 time is treated as the tool run or user think time between them. Requests without a
 session are open-loop, sent at their trace time. At most `concurrency` requests are in
-flight at once.
+flight at once. Trace time counts from the first line's `t`, as the simulator's clock
+does: a slice from the middle of a trace, or times in epoch seconds, start at once.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 import aiohttp
 
 from agents_trace.header_ids import encode_header_id
+from agents_trace.replay.chat_cut import cut_messages
 from agents_trace.replay.client import RequestResult, stream_request
 from agents_trace.replay.prompts import PromptBuilder
 from cache.trace_format import TraceHeader, TraceRecord, after_tool_names
@@ -62,6 +64,22 @@ class NoModelListed(RuntimeError):
     """The gateway's /v1/models lists no model for the replay's key."""
 
 
+class GatewayUnreachable(RuntimeError):
+    """No connection to the gateway could be made before the replay started."""
+
+
+async def check_reachable(session: aiohttp.ClientSession, base_url: str, api_key: str) -> None:
+    """One GET of /v1/models, whatever it answers (a wrong key shows as each request's
+    error, as without this check); GatewayUnreachable when it cannot connect, so a
+    replay given `--model` and a wrong port stops at once rather than pacing the whole
+    trace through connection errors."""
+    try:
+        async with session.get(f"{base_url}/v1/models", headers={"Authorization": f"Bearer {api_key}"}) as response:
+            await response.read()
+    except (aiohttp.ClientConnectionError, asyncio.TimeoutError) as exc:
+        raise GatewayUnreachable(f"{type(exc).__name__}: {exc}") from None
+
+
 async def resolve_model(session: aiohttp.ClientSession, base_url: str, api_key: str) -> str:
     """The first model the gateway lists to `api_key` (aiohttp.ClientError when it
     cannot be asked, NoModelListed when it lists none)."""
@@ -89,7 +107,8 @@ def step_hint(record: TraceRecord) -> dict | None:
 def _body(record: TraceRecord, prompts: PromptBuilder, options: ReplayOptions, model: str) -> tuple[str, dict]:
     """The request a line becomes: its `messages` over chat, with its `tools` and
     `tool_choice` (they are part of the prompt the model read), else a token-id prompt of
-    its length over completions."""
+    its length over completions. `max_input_tokens` cuts either, keeping the head
+    (chat_cut.py for messages)."""
     max_tokens = max(1, record.output_tokens)
     if options.max_output_tokens is not None:
         max_tokens = min(max_tokens, options.max_output_tokens)
@@ -100,7 +119,8 @@ def _body(record: TraceRecord, prompts: PromptBuilder, options: ReplayOptions, m
     if record.service_tier is not None:
         common["service_tier"] = record.service_tier
     if record.messages:
-        chat = dict(common, messages=record.messages)
+        messages = cut_messages(record.messages, record.tools, record.input_tokens, options.max_input_tokens)
+        chat = dict(common, messages=messages)
         if record.tools is not None:
             chat["tools"] = record.tools
         if record.tool_choice is not None:
@@ -142,6 +162,8 @@ async def replay(records: list[TraceRecord], header: TraceHeader, options: Repla
     interrupted = False
     try:
         async with aiohttp.ClientSession(timeout=timeout, connector=connector) as client:
+            if options.model:
+                await check_reachable(client, base_url, options.api_key)
             model = options.model or await resolve_model(client, base_url, options.api_key)
             origin = time.perf_counter()
             await _run_groups(client, groups, model, prompts, options, base_url, origin, results, progress)
@@ -159,9 +181,10 @@ async def _run_groups(client: aiohttp.ClientSession, groups: list[list[TraceReco
                       results: list[RequestResult], progress) -> None:
     """Every group's requests, each session's steps in order; appends to `results`."""
     gate = asyncio.Semaphore(max(1, options.concurrency))
+    trace_start_s = min((group[0].t for group in groups), default=0.0)
 
     async def run_group(group: list[TraceRecord]) -> None:
-        first_t = group[0].t
+        first_t = group[0].t - trace_start_s
         await asyncio.sleep(max(0.0, first_t / options.speed - (time.perf_counter() - origin)))
         previous: TraceRecord | None = None
         for step_index, record in enumerate(group):

@@ -33,6 +33,9 @@ times and costs are finite and >= 0, `--copy-bytes-per-s` > 0, `--measure-from-f
 [0, 1), each tier at most MAX_BLOCKS blocks (its slots are allocated up front), and a
 `--plot` that cannot be written, or in a format matplotlib does not write, is refused
 before the runs, not after them: with one run as with several.
+
+Ctrl+C stops it with one line on stderr and exit status 130, no traceback: a sweep first
+prints the runs that finished (their table; with `--json` their lines are out already).
 """
 from __future__ import annotations
 
@@ -55,6 +58,7 @@ from cache.trace_format import MAX_TOKENS_PER_CALL, BlockSizeConflict, TraceForm
 
 MAX_BLOCKS = 10_000_000   # per tier: a pool's slots take ~50 bytes each (0.5 GB), more than any real cache
 MAX_TICKS = 10_000_000   # policy ticks over a trace: each is a pass of the policy's upkeep
+INTERRUPTED_EXIT = 128 + 2   # 128 + SIGINT, what a shell reports for a command stopped by Ctrl+C
 AT_MOST_BLOCKS = f"at most {MAX_BLOCKS:,} (each block's slot costs memory, about 50 bytes)"
 
 
@@ -257,6 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         return result
 
     pairs = [(policy, hot) for hot in args.hot_blocks for policy in args.policy]
+    runs: list[dict] = []
     try:
         if len(pairs) == 1:
             result = run(*pairs[0])
@@ -264,7 +269,6 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps({**result, "calibration": args.calibration}), flush=True)
             runs = [{**result, "label": pairs[0][0]}]
         else:
-            runs = []
             for policy, hot in tqdm(pairs, desc="simulating", unit="run", file=sys.stderr, disable=None):
                 began = time.perf_counter()
                 result = {**run(policy, hot), "label": policy, "calibration": args.calibration}
@@ -275,6 +279,11 @@ def main(argv: list[str] | None = None) -> int:
     except SimulatedTimesOverflow as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:   # Ctrl+C: the runs that finished, as the stepahead commands stop
+        if runs and not args.json:
+            print(comparison_table(comparison_rows(runs)), flush=True)
+        print(f"python -m cache.sim: stopped after {len(runs)} of {len(pairs)} runs", file=sys.stderr)
+        return INTERRUPTED_EXIT
     if len(runs) > 1 and not args.json:
         print(comparison_table(comparison_rows(runs)))
     if args.plot:

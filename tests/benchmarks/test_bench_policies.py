@@ -34,3 +34,33 @@ def test_anchors_act_on_an_agent_workloads_tool_calls_and_belady_bounds_them() -
     for anchor in ("ttl", "kvflow"):
         assert results[anchor].num_evictions != results["lru"].num_evictions or hits[anchor] != hits["lru"], anchor
     assert hits["belady"] >= max(hits["lru"], hits["ttl"], hits["kvflow"]), hits
+
+
+def test_ctrl_c_stops_the_benchmark_quietly_leaving_the_finished_runs_json_lines(tmp_path) -> None:
+    import json
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_policies.py"
+    mooncake = tmp_path / "mooncake.jsonl"
+    mooncake.write_text("".join(json.dumps({"timestamp": 100 * i, "input_length": 1024, "output_length": 4,
+                                            "hash_ids": [i % 3, 10 + i]}) + "\n" for i in range(20)))
+    bench = subprocess.Popen([sys.executable, str(script), "--quick", "--mooncake", str(mooncake),
+                              "--out-dir", str(tmp_path / "plots")],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = bench.stdout.readline()   # a run finished
+        assert json.loads(first)["trace"] == "mooncake"
+        time.sleep(0.2)
+        bench.send_signal(signal.SIGINT)
+        bench.wait(timeout=60)
+        rest, stderr = bench.stdout.read(), bench.stderr.read()   # read past what readline buffered
+    finally:
+        bench.kill()
+    assert bench.returncode == 130 and "Traceback" not in stderr, stderr[-2000:]
+    lines = (first + rest).splitlines()
+    assert all("trace" in json.loads(line) for line in lines)   # runs only, every line whole JSON
+    assert f"bench_policies: stopped after {len(lines)} runs" in stderr

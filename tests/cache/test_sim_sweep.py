@@ -66,3 +66,36 @@ def test_a_bad_list_is_a_usage_error_naming_it(tmp_path, capsys, flag, value, me
     with pytest.raises(SystemExit) as exit_info:
         main([part for pair in args.items() for part in pair])
     assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_ctrl_c_in_a_sweep_prints_the_finished_runs_and_exits_130(tmp_path, capsys, monkeypatch):
+    import cache.sim.cli as cli
+
+    path = tmp_path / "t.jsonl"
+    with open(path, "w") as stream:
+        write_trace(stream, random_records(seed=3, num_requests=40), TraceHeader(block_size=4))
+    real_replay, calls = cli.replay, []
+
+    def interrupted_on_the_third(requests, config):
+        calls.append(config.policy)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real_replay(requests, config)
+
+    def stopped(*flags: str) -> int:
+        try:
+            return main(["--trace", str(path), "--hot-blocks", "8,16", "--policy", "lru,belady", *flags])
+        except KeyboardInterrupt:
+            pytest.fail("Ctrl+C left the simulator as a KeyboardInterrupt traceback")
+
+    monkeypatch.setattr(cli, "replay", interrupted_on_the_third)
+    assert stopped() == 130
+    out, err = capsys.readouterr()
+    assert err.strip().splitlines()[-1] == "python -m cache.sim: stopped after 2 of 4 runs"
+    table = out.strip().splitlines()
+    assert table[0].split()[:3] == ["hot", "host", "policy"] and [row.split()[2] for row in table[1:]] == [
+        "lru", "belady"]
+    calls.clear()
+    assert stopped("--json") == 130
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert [json.loads(line)["label"] for line in lines] == ["lru", "belady"]   # each finished run's line only

@@ -189,3 +189,15 @@ def test_trace_block_size_is_a_headerless_traces_and_must_agree_with_a_header():
     with pytest.raises(BlockSizeConflict,
                        match="^line 1: the header says its hash_ids name blocks of 16 tokens, not 32$"):
         iter_trace(io.StringIO(with_header), block_size=32)   # refused before any record is read
+
+
+def test_trace_names_a_second_header_plainly():
+    """Two exports joined with `cat`: the second header is named as such, not as a line without 't'."""
+    header = '{"format": "stepahead-trace/1", "block_size": 16, "time_unit": "s"}'
+    line = '{"t": 0, "input_tokens": 40, "output_tokens": 4}'
+    with pytest.raises(TraceFormatError, match="^line 4: a second trace header; a header may only be the first line"):
+        list(iter_trace(io.StringIO("\n".join([header, line, "", header, line]) + "\n"))[1])
+    with pytest.raises(TraceFormatError, match="^line 2: a second trace header"):   # a headerless first part too
+        list(iter_trace(io.StringIO("\n".join([line, header, line]) + "\n"))[1])
+    extra = '{"t": 1, "input_tokens": 40, "output_tokens": 4, "format": "x"}'   # a request with an extra field
+    assert [r.t for r in iter_trace(io.StringIO("\n".join([header, line, extra]) + "\n"))[1]] == [0, 1]

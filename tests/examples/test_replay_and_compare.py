@@ -65,3 +65,19 @@ def test_replay_and_compare_generates_a_workload_and_stops_with_the_servers_reas
     assert "in 2 sessions of 2 tenant(s)" in done.stderr   # the workload was generated first
     assert str(missing) in done.stderr and "Traceback" not in done.stderr
     assert "comparison" not in done.stdout
+
+
+def test_replay_and_compare_stops_on_a_bad_trace_with_the_readers_error_before_any_gateway(tmp_path):
+    header = '{"format": "stepahead-trace/1", "block_size": 16}\n'
+    cases = {"garbage.jsonl": (header + '{"t": 0, "input_tokens": 4, "output_tokens": 1}\nnot json\n',
+                               "line 3: not JSON"),
+             "header_only.jsonl": (header, "holds no requests"),
+             "t_string.jsonl": (header + '{"t": "0", "input_tokens": 4, "output_tokens": 1}\n',
+                                "line 2: 't' must be a non-negative number of seconds")}
+    for name, (text, message) in cases.items():
+        trace = tmp_path / name
+        trace.write_text(text)
+        done = _run_script(tmp_path, MODEL="tiny", TRACE=str(trace))
+        assert done.returncode == 2, (name, done.stderr[-2000:])
+        assert done.stderr.startswith("replay_and_compare: ") and message in done.stderr, done.stderr[-2000:]
+        assert done.stderr.count("\n") == 1 and done.stdout == ""   # no gateway started, no traceback

@@ -1,4 +1,11 @@
-"""The replay command refuses bad arguments and traces before it connects to anything."""
+"""The replay command refuses bad arguments and traces before it connects to anything; and
+against a stand-in gateway (fake_gateway.py): what it sends and when, and how it stops."""
+import json
+import signal
+import subprocess
+import sys
+import time
+
 import pytest
 
 from agents_trace.replay.cli import unknown_tenants_warning
@@ -73,3 +80,84 @@ def test_replay_refuses_a_trace_whose_time_goes_back_before_it_connects(tmp_path
                  "--no-progress"]) == 2
     assert capsys.readouterr().err == (f"error: cannot read {trace}: line 3: 't' is 4 s, before line 2's 5 s: a "
                                        "trace's lines are in arrival order (sort it by 't')\n")
+
+
+def _replay(path, base_url: str, *flags: str, timeout: float = 60.0) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "agents_trace.replay", str(path), "--base-url", base_url,
+                           "--api-key", "k", "--no-progress", "--json", *flags],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture
+def fake_gateway():
+    from tests.agents_trace.replay.fake_gateway import start_fake_gateway
+
+    gateway = start_fake_gateway()
+    yield gateway
+    gateway.stop()
+
+
+def test_max_input_tokens_cuts_a_chat_lines_messages_keeping_the_head(tmp_path, fake_gateway):
+    messages = [{"role": "system", "content": "s" * 100}, {"role": "user", "content": "u" * 3000},
+                {"role": "user", "content": "later"}]
+    trace = tmp_path / "chat.jsonl"
+    trace.write_text(json.dumps({"t": 0, "input_tokens": 3100, "output_tokens": 2, "messages": messages}) + "\n")
+    done = _replay(trace, fake_gateway.base_url, "--model", "m", "--max-input-tokens", "1000")
+    assert done.returncode == 0, done.stderr[-2000:]
+    [body] = fake_gateway.bodies
+    sent = body["messages"]
+    assert [m["role"] for m in sent] == ["system", "user"] and sent[0] == messages[0]
+    assert 800 < len(sent[1]["content"]) < 1000 and set(sent[1]["content"]) == {"u"}
+
+
+def test_replay_starts_at_the_first_lines_time(tmp_path, fake_gateway):
+    """Epoch-second times (or a slice from the middle of a trace): the first request goes
+    out at once, the next one the recorded gap later."""
+    trace = tmp_path / "epoch.jsonl"
+    trace.write_text("".join(json.dumps({"t": t, "input_tokens": 4, "output_tokens": 1}) + "\n"
+                             for t in (1764900000.0, 1764900000.5)))
+    began = time.monotonic()
+    done = _replay(trace, fake_gateway.base_url, "--model", "m", timeout=30)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert time.monotonic() - began < 20 and len(fake_gateway.bodies) == 2
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["total"]["requests"] == 2 and report["wall_s"] < 5
+
+
+def test_replay_with_a_model_stops_at_once_when_the_gateway_cannot_be_reached(tmp_path, capsys):
+    from tests.gateway.serving import free_port
+
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("".join(f'{{"t": {t}, "input_tokens": 4, "output_tokens": 1}}\n' for t in (0, 30, 60)))
+    base_url = f"http://127.0.0.1:{free_port()}"
+    assert main(["replay", str(trace), "--base-url", base_url, "--api-key", "k", "--model", "m",
+                 "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: cannot reach {base_url} (is the gateway up, on that port?)")
+    assert err.count("\n") == 1
+
+
+def test_ctrl_c_before_any_request_ended_still_prints_the_json_line(tmp_path):
+    from tests.agents_trace.replay.fake_gateway import start_fake_gateway
+
+    gateway = start_fake_gateway(hold_s=30.0)
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"t": 0, "input_tokens": 4, "output_tokens": 1}\n')
+    try:
+        replay = subprocess.Popen([sys.executable, "-m", "agents_trace.replay", str(trace), "--base-url",
+                                   gateway.base_url, "--api-key", "k", "--model", "m", "--no-progress", "--json"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 30
+            while not gateway.bodies:   # the request is in flight
+                assert time.monotonic() < deadline and replay.poll() is None
+                time.sleep(0.05)
+            replay.send_signal(signal.SIGINT)
+            stdout, stderr = replay.communicate(timeout=20)
+        finally:
+            replay.kill()
+    finally:
+        gateway.stop()
+    assert replay.returncode == 130 and "stopped after 0 of 1 requests" in stderr, stderr[-2000:]
+    report = json.loads(stdout.strip().splitlines()[-1])
+    assert report["total"]["requests"] == 0 and report["interrupted"] == {"requests_left_out": 1}

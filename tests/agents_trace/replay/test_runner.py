@@ -30,3 +30,13 @@ def test_a_line_with_messages_is_replayed_with_its_tools_and_tool_choice():
     assert "tools" not in body and "tool_choice" not in body   # none recorded: none sent
     path, body = _body(TraceRecord(0.0, 8, 2, session="s", hash_ids=[1, 2], tools=tools), prompts, options, "tiny")
     assert path == "/v1/completions" and "tools" not in body   # a token-id prompt already has the recorded length
+
+
+def test_max_input_tokens_cuts_a_chat_line_as_it_cuts_a_token_id_line():
+    prompts = PromptBuilder(block_size=4, vocab_size=256, max_input_tokens=100)
+    options = ReplayOptions(base_url="http://x", api_key="k", max_input_tokens=100)
+    messages = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "word " * 2000}]
+    _, body = _body(TraceRecord(0.0, 2000, 2, session="s", messages=messages), prompts, options, "tiny")
+    assert body["messages"][0] == messages[0] and len(body["messages"][1]["content"]) < 1000
+    _, body = _body(TraceRecord(0.0, 2000, 2, session="s", hash_ids=list(range(500))), prompts, options, "tiny")
+    assert len(body["prompt"]) == 100

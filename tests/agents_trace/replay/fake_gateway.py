@@ -1,0 +1,59 @@
+"""A stand-in OpenAI-compatible gateway for replay CLI tests that need no model: it lists
+one model, answers every POST with a one-chunk stream, and records the bodies it got.
+`hold_s` keeps each answer back that long (a request still in flight)."""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+@dataclass(slots=True)
+class FakeGateway:
+    server: ThreadingHTTPServer
+    bodies: list[dict] = field(default_factory=list)
+    hold_s: float = 0.0
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def start_fake_gateway(hold_s: float = 0.0) -> FakeGateway:
+    gateway: FakeGateway
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.0"
+
+        def log_message(self, *args) -> None:
+            pass
+
+        def _send(self, content_type: str, payload: bytes) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def do_GET(self) -> None:
+            self._send("application/json", json.dumps({"data": [{"id": "m"}]}).encode())
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            gateway.bodies.append(body)
+            time.sleep(gateway.hold_s)
+            chunk = {"choices": [{"index": 0, "text": "x", "delta": {"content": "x"}, "finish_reason": "stop"}],
+                     "usage": {"prompt_tokens": 1, "completion_tokens": 1}}
+            self._send("text/event-stream", f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n".encode())
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    gateway = FakeGateway(server, hold_s=hold_s)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return gateway
