@@ -2,7 +2,10 @@
 
 The run is admitted by the tenant's limits like any request, then generates into its
 event log (`gateway.background_runs`) through the Responses stream writer, whether or not
-anyone reads the stream. Its end is stored as the response's final object:
+anyone reads the stream. It is stored `queued` before its id is handed out
+(`responses_routes`), stored again `in_progress` once admitted (so that a gateway that dies
+leaves it to be read back as ended, `gateway.response_store`, never a 404), and its end is
+stored as the response's final object:
 `completed` / `incomplete` with the conversation (so `previous_response_id` continues it),
 `failed` with an OpenAI error object (a queue timeout is `rate_limit_exceeded`), or
 `cancelled` (`POST /v1/responses/{id}/cancel`, `DELETE`, or the gateway shutting down).
@@ -35,8 +38,8 @@ log = logging.getLogger("stepahead.gateway")
 
 @dataclass(slots=True)
 class BackgroundJob:
-    """What a background response needs to run; `keep(response, collected)` stores its
-    final object (`collected` None when it failed or was cancelled)."""
+    """What a background response needs to run; `keep(response, collected)` stores it as
+    it stands (`collected` None: when admitted, and when it failed or was cancelled)."""
 
     state: GatewayState
     backend: Backend
@@ -55,6 +58,7 @@ async def generate(job: BackgroundJob, run: BackgroundRun) -> None:
     try:
         await exchange.acquire()
         run.status = "in_progress"
+        job.keep(writer.snapshot("in_progress"), None)   # off the event loop: the store's thread writes it
         run.append(writer.started())
         reply = exchange.output
         while not reply.is_done:

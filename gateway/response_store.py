@@ -12,25 +12,48 @@ Invariants:
   archive answers for the responses stored before it; `close()` waits for pending writes;
   an archive that fails (a full disk) leaves memory serving, its failures logged at most
   once a minute per operation;
-- nothing is stored for `store: false` (the caller does not put it).
+- nothing is stored for `store: false` (the caller does not put it);
+- a background response still `queued` or `in_progress` is archived with its owner: this
+  process, which holds a claim (an advisory lock, `gateway.directory_claim`) on
+  `<archive>.owners/<owner>.lock` from before its first such row until `close()`; the
+  claim dies with the process. Such a row read from the archive is answered as it stands
+  while its owner lives (another gateway sharing the file runs it; memory does not keep
+  it, so the next read sees that gateway's later writes), and once its owner is gone
+  (killed, crashed) it is stored and answered `cancelled`, the object a graceful stop
+  stores, so a client polling its id learns that it ended instead of getting a 404. The
+  owner's name never leaves the store.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import re
+import secrets
 from collections import OrderedDict, defaultdict
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cache.repeated_failures import RepeatedFailures
+from gateway.directory_claim import DirectoryClaim, claim_lock_file
 from gateway.store_thread import STORE_FAILURES
 
 if TYPE_CHECKING:
     from gateway.response_archive import ResponseArchive
 
 DEFAULT_CAPACITY = 1024  # per tenant
+UNFINISHED = ("queued", "in_progress")   # a background response's statuses before it ends
+OWNER_FIELD = "stepahead_owner"   # in an unfinished response's archived row only: the process running it
+OWNER_NAME = re.compile(r"[0-9]+-[0-9a-f]{16}")   # "<pid>-<random>": unique per process, safe in a path
 log = logging.getLogger("stepahead.gateway")
+
+
+def is_unfinished(response: dict) -> bool:
+    """A background response that is still queued or running somewhere."""
+    return response.get("background") is True and response.get("status") in UNFINISHED
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +75,9 @@ class ResponseStore:
         self._archivist: ThreadPoolExecutor | None = None
         self._failures = RepeatedFailures(log, expected=STORE_FAILURES)   # on the archive thread only
         self.num_archive_failures = 0   # archive calls that failed (memory served instead)
+        self.owner = f"{os.getpid()}-{secrets.token_hex(8)}"   # names this process in its unfinished rows
+        self._owner_claim: DirectoryClaim | None = None   # archive thread only: taken at the first unfinished row
+        self._gone_owners: set[str] = set()   # archive thread only: a gone owner never comes back
         if archive is not None:
             self._archivist = ThreadPoolExecutor(max_workers=1, thread_name_prefix="stepahead-responses")
 
@@ -64,9 +90,20 @@ class ResponseStore:
             entries.popitem(last=False)
 
     def put(self, tenant: str, stored: StoredResponse) -> None:
+        self._put(tenant, stored)
+
+    async def put_and_wait(self, tenant: str, stored: StoredResponse) -> None:
+        """`put`, returning once the archive has it (or failed to): a background
+        response's id is handed out only then, so a crash right after cannot lose it."""
+        written = self._put(tenant, stored)
+        if written is not None:
+            await asyncio.wrap_future(written)
+
+    def _put(self, tenant: str, stored: StoredResponse) -> Future | None:
         self._remember(tenant, stored)
-        if self._archivist is not None:
-            self._archivist.submit(self._archive_quietly, "put", tenant, stored)
+        if self._archivist is None:
+            return None
+        return self._submit("put", self._archive_put, tenant, stored)
 
     async def get(self, tenant: str, response_id: str) -> StoredResponse | None:
         entries = self._by_tenant.get(tenant)
@@ -74,13 +111,12 @@ class ResponseStore:
         if stored is not None:
             entries.move_to_end(response_id)
             if self._archivist is not None:   # the archive's order of use follows memory's
-                self._archivist.submit(self._archive_quietly, "touch", tenant, response_id)
+                self._submit("touch", self.archive.touch, tenant, response_id)
             return stored
         if self._archivist is None:
             return None
-        stored = await asyncio.wrap_future(
-            self._archivist.submit(self._archive_quietly, "get", tenant, response_id))
-        if stored is not None:
+        stored = await asyncio.wrap_future(self._submit("get", self._archive_get, tenant, response_id))
+        if stored is not None and not is_unfinished(stored.response):   # another gateway's run: read it again
             self._remember(tenant, stored)
         return stored
 
@@ -90,23 +126,85 @@ class ResponseStore:
         found = entries is not None and entries.pop(response_id, None) is not None
         if self._archivist is not None:
             found = bool(await asyncio.wrap_future(
-                self._archivist.submit(self._archive_quietly, "delete", tenant, response_id))) or found
+                self._submit("delete", self.archive.delete, tenant, response_id))) or found
         return found
 
-    def _archive_quietly(self, operation: str, *args):
+    def _submit(self, operation: str, call: Callable, *args) -> Future:
+        return self._archivist.submit(self._archive_quietly, operation, call, *args)
+
+    def _archive_put(self, tenant: str, stored: StoredResponse) -> None:
+        if is_unfinished(stored.response):
+            self._claim_owner()   # before the row that names it: a row never names an owner not yet claimed
+            stored = replace(stored, response={**stored.response, OWNER_FIELD: self.owner})
+        self.archive.put(tenant, stored)
+
+    def _archive_get(self, tenant: str, response_id: str) -> StoredResponse | None:
+        stored = self.archive.get(tenant, response_id)
+        if stored is None or OWNER_FIELD not in stored.response:
+            return stored
+        response = dict(stored.response)
+        owner = response.pop(OWNER_FIELD)
+        stored = replace(stored, response=response)
+        if not is_unfinished(response) or self._owner_lives(owner):
+            return stored
+        # what a graceful stop stores for a run it cancels (`background_responses.generate`)
+        ended = replace(stored, response={**response, "status": "cancelled"})
+        self.archive.put(tenant, ended)
+        return ended
+
+    def _owners_directory(self) -> Path:
+        return self.archive.path.with_name(self.archive.path.name + ".owners")
+
+    def _claim_owner(self) -> None:
+        if self._owner_claim is not None or self.archive.path is None:   # a file in memory: no other reader
+            return
+        directory = self._owners_directory()
+        directory.mkdir(parents=True, exist_ok=True)
+        claim = claim_lock_file(directory / f"{self.owner}.lock")
+        if not claim.held:   # NOTE: the name is this process's own; only a bug or a hand edit gets here
+            raise RuntimeError(f"the response owner claim {self.owner} is held by process {claim.holder_pid}")
+        self._owner_claim = claim
+
+    def _owner_lives(self, owner) -> bool:
+        """Whether the process named `owner` still runs (its claim is held); one found
+        gone has its lock file removed."""
+        if owner == self.owner:
+            return True   # this process: its runs answer from memory
+        if owner in self._gone_owners or not isinstance(owner, str) or not OWNER_NAME.fullmatch(owner) \
+                or self.archive.path is None:
+            return False
+        lock_path = self._owners_directory() / f"{owner}.lock"
+        if lock_path.exists():
+            claim = claim_lock_file(lock_path)
+            if not claim.held:
+                return True
+            lock_path.unlink(missing_ok=True)   # while held, as a finished batch's claim is removed
+            claim.release()
+        self._gone_owners.add(owner)
+        return False
+
+    def _release_owner(self) -> None:
+        if self._owner_claim is not None:
+            (self._owners_directory() / f"{self.owner}.lock").unlink(missing_ok=True)
+            self._owner_claim.release()
+            self._owner_claim = None
+
+    def _archive_quietly(self, operation: str, call: Callable, *args):
         """One archive call on the archive thread; a disk error is logged and reads as
         "not there", so the Responses API degrades to memory instead of failing."""
         try:
-            return getattr(self.archive, operation)(*args)
+            return call(*args)
         except Exception:  # NOTE: sqlite3 errors, a full disk, a read-only directory
             self.num_archive_failures += 1
             self._failures.log(operation, "the response archive failed to %s", operation)
             return None
 
     def close(self) -> None:
-        """Finish pending archive writes and close the file."""
+        """Finish pending archive writes, close the file and give up this process's owner
+        claim (its runs have ended: a graceful stop stored them `cancelled`)."""
         if self._archivist is not None:
             self._archivist.submit(self.archive.close)
+            self._archivist.submit(self._release_owner)
             self._archivist.shutdown(wait=True)
             self._archivist = None
 

@@ -35,7 +35,7 @@ from gateway.http_io import ClientGone, EventStreamResponse, read_json_body
 from gateway.list_page import list_page
 from gateway.collected import Collected
 from gateway.ids import new_id
-from gateway.response_store import StoredResponse
+from gateway.response_store import StoredResponse, is_unfinished
 from gateway.conversation_items import traced_in_conversation, turn_items
 from gateway.request_metadata import checked_metadata
 from gateway.responses_format import (ResponsesRequest, check_include_query, conversation_after, input_messages,
@@ -123,8 +123,8 @@ async def create_response(request: Request) -> Response:
         bind_session(prepared, trace)
         if parsed.background:
             writer = ResponsesStreamWriter(response_id, parsed, created_at)
-            return _start_background(state, BackgroundJob(state, backend, prepared, writer, keep, started_s, trace),
-                                     tenant, stream=parsed.stream)
+            return await _start_background(state, BackgroundJob(state, backend, prepared, writer, keep, started_s,
+                                                                 trace), tenant, stream=parsed.stream)
         shape = ReplyShape("responses", lambda reply, _: whole_response(response_id, parsed, reply.first, created_at),
                            lambda: ResponsesStreamWriter(response_id, parsed, created_at),
                            on_finished=lambda collected: keep(
@@ -168,15 +168,19 @@ async def count_input_tokens(request: Request) -> Response:
         return error_response(error)
 
 
-def _start_background(state: GatewayState, job: BackgroundJob, tenant: str, *, stream: bool) -> Response:
+async def _start_background(state: GatewayState, job: BackgroundJob, tenant: str, *, stream: bool) -> Response:
+    """Start the run; answer it `queued` once stored so (`store: false` was refused): an id
+    handed out is found after a crash too (ended), the store's thread keeping the order of writes."""
     writer = job.writer
     run = BackgroundRun(tenant, writer.response_id, writer.snapshot, input_items(writer.request, writer.response_id))
     run.append(writer.queued())
+    queued = run.response()
     state.background.start(run, lambda started: generate(job, started))
+    await state.responses.put_and_wait(tenant, StoredResponse(queued, (), run.input_items))
     if stream:
         return _event_stream(run, -1)
-    return JSONResponse(run.response(), headers={"x-request-id": writer.response_id,
-                                                 **state.limiters[tenant].rate_limit_headers()})
+    return JSONResponse(queued, headers={"x-request-id": writer.response_id,
+                                         **state.limiters[tenant].rate_limit_headers()})
 
 
 def _event_stream(run: BackgroundRun, starting_after: int) -> Response:
@@ -275,6 +279,9 @@ async def cancel_response(request: Request, state: GatewayState, tenant: str) ->
     if not stored.response.get("background"):
         raise invalid_request("Only responses created with `background: true` can be cancelled.",
                               param="response_id", code="invalid_value")
+    if run is None and is_unfinished(stored.response):
+        raise invalid_request(f"Response '{response_id}' runs in another gateway sharing this one's responses file; "
+                              "cancel it there.", param="response_id", code="invalid_value")
     if status != "cancelled":
         raise invalid_request(f"Response '{response_id}' cannot be cancelled: its status is already '{status}'.",
                               param="response_id", code="invalid_value")

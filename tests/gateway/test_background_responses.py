@@ -2,6 +2,10 @@
 failed, continued, deleted; per tenant; through the official client where it can."""
 import asyncio
 import json
+import os
+import signal
+import subprocess
+import sys
 import time
 
 import httpx
@@ -206,6 +210,76 @@ def test_stopping_the_gateway_stores_its_running_responses_as_cancelled(fake_ups
     finally:
         archive.close()
     assert stored is not None and stored.response["status"] == "cancelled" and stored.response["background"] is True
+
+
+CRASHING_GATEWAY = """
+import json, sys, uvicorn
+from gateway.app import build_app
+from gateway.config import parse_config
+uvicorn.run(build_app(parse_config(json.loads(sys.argv[1]))), host="127.0.0.1", port=int(sys.argv[2]),
+            log_level="warning")
+"""
+
+
+def test_background_responses_of_a_killed_gateway_read_back_cancelled_and_not_while_it_runs(fake_upstream, tmp_path):
+    """kill -9 (no graceful stop stores them `cancelled`): the queued and running ones
+    answer `cancelled` after the restart, not a 404; a gateway on the same file that
+    starts while the first still runs leaves them running."""
+    from gateway.app import build_app
+    from gateway.config import key_digest, parse_config
+    from tests.gateway.serving import free_port, start_server
+
+    os.environ["STEPAHEAD_TEST_FAKE_KEY"] = "sk-upstream-secret"
+    settings = {"server": {"responses_db": str(tmp_path / "responses.sqlite3")},
+                "models": [{"name": "fake", "kind": "upstream", "litellm_model": "openai/fake-model",
+                            "api_base": f"{fake_upstream.base_url}/v1", "api_key_env": "STEPAHEAD_TEST_FAKE_KEY"}],
+                "tenants": [{"name": "alpha", "api_key_sha256": [key_digest(KEYS["alpha"])],
+                             "limits": {"max_concurrent": 1, "max_queued": 4}}]}
+    headers = {"Authorization": f"Bearer {KEYS['alpha']}"}
+    port = free_port()
+    crashing = subprocess.Popen([sys.executable, "-c", CRASHING_GATEWAY, json.dumps(settings), str(port)],
+                                cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    try:
+        url = f"http://127.0.0.1:{port}/v1/responses"
+        deadline_s = time.monotonic() + 120
+        while True:
+            try:
+                httpx.get(f"{url}/none", headers=headers)
+                break
+            except httpx.TransportError:
+                assert crashing.poll() is None and time.monotonic() < deadline_s
+                time.sleep(0.1)
+        body = {"model": "fake", "input": "hang", "background": True}   # the upstream answers in 60 s
+        ids = [httpx.post(url, headers=headers, json=body).json()["id"] for _ in range(3)]
+        deadline_s = time.monotonic() + 10
+        while (running := httpx.get(f"{url}/{ids[0]}", headers=headers).json()["status"]) == "queued":
+            assert time.monotonic() < deadline_s
+            time.sleep(0.02)
+        assert running == "in_progress"   # one at a time: the others wait queued
+        beside = start_server(build_app(parse_config(settings)))
+        try:
+            seen = [httpx.get(f"{beside.base_url}/v1/responses/{rid}", headers=headers) for rid in ids]
+            elsewhere = httpx.post(f"{beside.base_url}/v1/responses/{ids[1]}/cancel", headers=headers)
+        finally:
+            beside.stop()
+        assert [(answer.status_code, answer.json().get("status")) for answer in seen] == [
+            (200, "in_progress"), (200, "queued"), (200, "queued")]
+        assert elsewhere.status_code == 400 and "another gateway" in elsewhere.json()["error"]["message"]
+    finally:
+        crashing.send_signal(signal.SIGKILL)
+        crashing.wait(10)
+    restarted = start_server(build_app(parse_config(settings)))
+    try:
+        after = [httpx.get(f"{restarted.base_url}/v1/responses/{rid}", headers=headers) for rid in ids]
+        cancelled = httpx.post(f"{restarted.base_url}/v1/responses/{ids[1]}/cancel", headers=headers)
+        continued = httpx.post(f"{restarted.base_url}/v1/responses", headers=headers, json={
+            "model": "fake", "input": "more", "previous_response_id": ids[0]})
+    finally:
+        restarted.stop()
+    assert [(answer.status_code, answer.json().get("status")) for answer in after] == [(200, "cancelled")] * 3
+    assert after[0].json()["background"] is True and after[0].json()["error"] is None
+    assert cancelled.status_code == 200 and cancelled.json() == after[1].json()   # cancelling again: the same
+    assert continued.status_code == 400 and "cancelled" in continued.json()["error"]["message"]
 
 
 def test_the_official_client_streams_a_background_response_and_resumes_it(client):

@@ -2,10 +2,29 @@
 kept on disk across restarts when it has an archive."""
 import asyncio
 import itertools
+import os
+import signal
 import sqlite3
+import subprocess
+import sys
 
 from gateway.response_archive import ResponseArchive
+from gateway.response_store import OWNER_FIELD, ResponseStore, StoredResponse
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# a gateway process that stored a queued and an in-progress background response, still running them
+OWNER = """
+import asyncio, sys, time
+from pathlib import Path
+from gateway.response_archive import ResponseArchive
 from gateway.response_store import ResponseStore, StoredResponse
+store = ResponseStore(capacity=8, archive=ResponseArchive(Path(sys.argv[1]), 8))
+for status in ("queued", "in_progress"):
+    response = {"id": f"r_{status}", "status": status, "background": True, "output": [], "error": None}
+    asyncio.run(store.put_and_wait("a", StoredResponse(response, (), ({"type": "message", "id": status},))))
+print("stored", flush=True)
+time.sleep(60)
+"""
 
 
 def _stored(response_id: str) -> StoredResponse:
@@ -194,3 +213,66 @@ def test_an_archive_failing_every_put_is_logged_once_and_memory_still_serves(tmp
         f"the response archive failed to put: FileExistsError: [Errno 17] File exists: '{blocker}'"]
     assert store.num_archive_failures == 20   # each counted (in /metrics for admins)
     assert _get(store, "a", "r19") == _stored("r19")
+
+
+def _unfinished(response_id: str, status: str = "queued") -> StoredResponse:
+    return StoredResponse({"id": response_id, "status": status, "background": True, "output": [], "error": None},
+                          (), ({"type": "message", "id": response_id},))
+
+
+def test_a_killed_gateways_unfinished_background_responses_read_back_cancelled_not_while_it_lives(tmp_path):
+    """The owner stored them before it handed their ids out; while it runs, another
+    gateway on the same file reads them as they stand; once it is killed (no graceful
+    stop stored them `cancelled`), they read back `cancelled`, not a 404."""
+    path = tmp_path / "responses.sqlite3"
+    owner = subprocess.Popen([sys.executable, "-c", OWNER, str(path)], stdout=subprocess.PIPE, text=True, cwd=REPO)
+    reader = ResponseStore(capacity=8, archive=ResponseArchive(path, 8))
+    try:
+        assert owner.stdout.readline().strip() == "stored"
+        for status in ("queued", "in_progress"):
+            stored = _get(reader, "a", f"r_{status}")
+            assert stored.response["status"] == status and OWNER_FIELD not in stored.response
+        assert len(reader) == 0   # not kept in memory: the next read sees the owner's later writes
+    finally:
+        owner.send_signal(signal.SIGKILL)
+        owner.wait(10)
+        owner.stdout.close()
+    for status in ("queued", "in_progress"):
+        stored = _get(reader, "a", f"r_{status}")
+        assert stored.response == {"id": f"r_{status}", "status": "cancelled", "background": True, "output": [],
+                                   "error": None}
+        assert stored.input_items == ({"type": "message", "id": status},) and stored.messages == ()
+    assert _get(reader, "b", "r_queued") is None   # still per tenant
+    reader.close()
+    archive = ResponseArchive(path, 8)   # stored ended, as a graceful stop stores them
+    assert archive.get("a", "r_queued").response["status"] == "cancelled"
+    archive.close()
+    assert list((tmp_path / "responses.sqlite3.owners").iterdir()) == []   # the dead owner's lock file went
+
+
+def test_a_store_never_ends_the_runs_it_owns_and_gives_them_up_when_closed(tmp_path):
+    """Two stores on one file in one process (two gateways): neither ends the other's
+    unfinished rows, nor its own; once one is closed without ending its runs (as after a
+    crash), the other reads them `cancelled`."""
+    path = tmp_path / "responses.sqlite3"
+    first = ResponseStore(capacity=1, archive=ResponseArchive(path, 8))
+    asyncio.run(first.put_and_wait("a", _unfinished("r1")))
+    first.put("a", _stored("other"))   # r1 leaves memory (capacity 1): read back from the archive
+    assert _get(first, "a", "r1") == _unfinished("r1")
+    second = ResponseStore(capacity=8, archive=ResponseArchive(path, 8))
+    assert _get(second, "a", "r1") == _unfinished("r1")
+    first.close()
+    assert _get(second, "a", "r1").response["status"] == "cancelled"
+    second.close()
+
+
+def test_only_a_background_response_still_running_is_archived_with_its_owner(tmp_path):
+    path = tmp_path / "responses.sqlite3"
+    store = ResponseStore(capacity=8, archive=ResponseArchive(path, 8))
+    store.put("a", _unfinished("r1"))
+    store.put("a", StoredResponse({"id": "r2", "status": "queued", "background": False}, ()))
+    store.put("a", StoredResponse({"id": "r3", "status": "completed", "background": True}, ()))
+    store.close()
+    rows = dict(sqlite3.connect(path).execute("SELECT id, response FROM responses").fetchall())
+    assert [OWNER_FIELD in rows[name] for name in ("r1", "r2", "r3")] == [True, False, False]
+    assert not (tmp_path / "responses.sqlite3.owners" / f"{store.owner}.lock").exists()   # given up at close
