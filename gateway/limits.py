@@ -152,7 +152,7 @@ class TenantLimiter:
                 error = rate_limited(
                     f"Request too large for tenant '{self.tenant}': it may use {num_tokens} "
                     f"tokens, above the limit of {limits.tokens_per_minute} tokens per minute."
-                    " Lower max_tokens or the prompt.", 60)
+                    " Lower max_tokens or the input.", 60)
                 error.headers["x-should-retry"] = "false"
                 return error
             if wait_s > 0:

@@ -114,19 +114,25 @@ def test_safetensors_complete_known_answers(tmp_path):
     assert safetensors_complete(empty_model)
 
 
-def test_a_converted_copy_cut_short_counts_as_not_converted(tmp_path, monkeypatch):
+def _converted_copy(tmp_path: Path, monkeypatch, *, num_weights: int) -> Path:
+    """A converted copy of the embedded model in a cache directory of its own: its weights' path."""
     import numpy as np
     from safetensors.numpy import save_file
-
-    from shards.model_files import converted_smollm2, needs_conversion
 
     monkeypatch.setenv("STEPAHEAD_CACHE_DIR", str(tmp_path))
     converted = model_dir("smollm2")
     converted.mkdir(parents=True)
     weights = converted / "model.safetensors"
-    save_file({"w": np.zeros(1000, dtype=np.float32)}, str(weights))
+    save_file({"w": np.zeros(num_weights, dtype=np.float32)}, str(weights))
     (converted / "tokenizer.json").write_text("{}")
-    assert converted_smollm2() == converted and not needs_conversion("smollm2")
+    return weights
+
+
+def test_a_converted_copy_cut_short_counts_as_not_converted(tmp_path, monkeypatch):
+    from shards.model_files import converted_smollm2, needs_conversion
+
+    weights = _converted_copy(tmp_path, monkeypatch, num_weights=1000)
+    assert converted_smollm2() == weights.parent and not needs_conversion("smollm2")
     with open(weights, "r+b") as stream:
         stream.truncate(weights.stat().st_size - 100)
     assert converted_smollm2() is None and needs_conversion("smollm2")
@@ -202,18 +208,11 @@ def test_a_converted_copy_this_user_may_not_read_is_a_one_line_model_error_not_a
     PermissionError on a temporary directory, after 15-80 s of CPU)."""
     import builtins
 
-    import numpy as np
-    from safetensors.numpy import save_file
-
     from shards import model_files
     from shards.model_files import check_model, converted_smollm2, needs_conversion
 
-    monkeypatch.setenv("STEPAHEAD_CACHE_DIR", str(tmp_path))
-    converted = model_dir("smollm2")
-    converted.mkdir(parents=True)
-    weights = converted / "model.safetensors"
-    save_file({"w": np.zeros(10, dtype=np.float32)}, str(weights))
-    (converted / "tokenizer.json").write_text("{}")
+    weights = _converted_copy(tmp_path, monkeypatch, num_weights=10)
+    converted = weights.parent
     assert converted_smollm2() == converted
 
     def refusing_open(path, *args, **kwargs):   # as for another user's 0600 file (root may read any file)
