@@ -8,8 +8,9 @@ request stayed open (1,000 of 1,000 after 90 s).
 
 Invariants: a head past the limit is answered 431 and a head that does not arrive in
 time 408, each in OpenAI's error shape, and the connection is closed (one over which no
-byte of a request came is closed without an answer); nothing reaches the app then. Only bytes before a head's end count: a read holding a
-whole request (head and body) or pipelined ones is never taken for one long head. Bodies are the app's to bound (`[server] max_body_bytes`, `max_file_bytes`);
+byte of a request came is closed without an answer); nothing reaches the app then. Only bytes up to a head's blank line count, checked before
+the parser sees them: a read holding a whole request (head and a large body) is never taken
+for one long head, and a long head in one read is refused all the same. Bodies are the app's to bound (`[server] max_body_bytes`, `max_file_bytes`);
 a connection idle between requests is closed by uvicorn after `keep_alive_s`.
 """
 from __future__ import annotations
@@ -41,6 +42,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._in_head = True   # the bytes coming are a request's head (until its headers are complete)
         self._head_bytes = 0
         self._num_heads = 0   # heads completed on this connection: a read that completed one was not all head
+        self._head_tail = b""   # the last bytes of the head so far: its blank line may span two reads
         self._head_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport) -> None:  # type: ignore[override]
@@ -54,16 +56,26 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def data_received(self, data: bytes) -> None:
         if self._in_head:
             self._arm_head_timer()
+            # checked before the parser sees it, so a head past the limit never reaches the app
+            if self._head_bytes + self._head_part(data) > self.max_head_bytes:
+                self._refuse(431, f"The request's line and headers exceed {self.max_head_bytes} bytes.",
+                             "request_header_fields_too_large")
+                return
         was_in_head, num_heads = self._in_head, self._num_heads
         super().data_received(data)   # the parser's callbacks may complete the head (and the whole request)
         if was_in_head and self._num_heads == num_heads and not self.transport.is_closing():   # all of `data` was head
             self._head_bytes += len(data)
-            if self._head_bytes > self.max_head_bytes:
-                self._refuse(431, f"The request's line and headers exceed {self.max_head_bytes} bytes.",
-                             "request_header_fields_too_large")
+            self._head_tail = data[-3:]
+
+    def _head_part(self, data: bytes) -> int:
+        """How many bytes of `data` belong to the head coming: up to its blank line when
+        that is in `data` (it may begin in the last bytes of the previous read), else all."""
+        seen = self._head_tail + data
+        ends = [found + len(blank) for blank in (b"\r\n\r\n", b"\n\n") if (found := seen.find(blank)) >= 0]
+        return max(0, min(ends) - len(self._head_tail)) if ends else len(data)
 
     def on_headers_complete(self) -> None:
-        self._in_head, self._head_bytes = False, 0
+        self._in_head, self._head_bytes, self._head_tail = False, 0, b""
         self._num_heads += 1
         self._disarm_head_timer()
         super().on_headers_complete()

@@ -93,3 +93,12 @@ def test_a_whole_request_in_one_read_is_not_taken_for_a_long_head(server):
     keep = _request(body).replace(b"Connection: close\r\n", b"")
     assert _exchange(server, keep + keep + _request(body)).count(b"HTTP/1.1 200 OK") == 3
 
+
+def test_a_head_past_the_limit_in_one_read_with_its_end_is_still_a_431(server):
+    """A whole request whose head alone is past the limit, in one packet (QA: a 70 KB header
+    sent in one write was answered 200 once reads completing a head were not counted)."""
+    answer = _exchange(server, _request(extra=b"X-Pad: " + b"a" * 3000 + b"\r\n"))
+    status, error = _error_of(answer)
+    assert status == "HTTP/1.1 431 Request Header Fields Too Large"
+    assert answer.count(b"HTTP/1.1") == 1   # the app never answered it
+
