@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationInfo, field_validator
 
 from gateway.errors import invalid_request
 from gateway.collected import Collected
@@ -46,14 +46,14 @@ class ResponsesRequest(BaseModel):
     instructions: str | None = None
     tools: list[dict[str, Any]] | None = None
     tool_choice: str | dict[str, Any] | None = None
-    parallel_tool_calls: bool | None = None
+    parallel_tool_calls: StrictBool | None = None
     text: dict[str, Any] | None = None
     max_output_tokens: int | None = Field(default=None, ge=1)
     temperature: float | None = None
     top_p: float | None = None
-    stream: bool = False
-    store: bool = True
-    background: bool = False
+    stream: StrictBool = False   # strict, as chat's: "yes" or 1 is a 400, not a background run
+    store: StrictBool = True
+    background: StrictBool = False
     previous_response_id: str | None = None
     conversation: str | dict[str, Any] | None = None
     metadata: dict[str, str] | None = None

@@ -454,3 +454,7 @@ def test_null_stream_store_and_background_are_their_defaults():
     with pytest.raises(ApiError) as caught:
         validate(ResponsesRequest, {"model": "m", "input": "hi", "stream": "yes please"})
     assert caught.value.param == "stream"
+    for field, value in (("background", "yes"), ("store", 1), ("stream", "on"), ("parallel_tool_calls", "off")):
+        with pytest.raises(ApiError) as caught:   # as chat's: a typo never starts a background run
+            validate(ResponsesRequest, {"model": "m", "input": "hi", field: value})
+        assert caught.value.param == field
