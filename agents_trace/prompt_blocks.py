@@ -4,7 +4,8 @@ their content.
 The prompt's token ids are cut into blocks of `RECORD_BLOCK_SIZE` (the last may be
 partial) and chained with the engine's tenant-salted block hash (`cache.hashing`), so
 two prompts get equal leading ids exactly as far as they share a prefix (barring a
-64-bit collision) and two tenants never share an id. Each id is the hash's top 53 bits,
+64-bit collision) and two tenants (or two models: the tracer salts with the step's model
+too) never share an id. Each id is the hash's top 53 bits,
 exact in every JSON reader. These are `stepahead-trace/1`'s `hash_ids` (with
 `block_size` = RECORD_BLOCK_SIZE): an exported trace replays, or runs through the cache
 simulator, with the recorded sharing. Invariant: `len(ids) == ceil(len(token_ids) /
@@ -12,6 +13,7 @@ RECORD_BLOCK_SIZE)`.
 """
 from __future__ import annotations
 
+import hashlib
 from array import array
 from collections.abc import Sequence
 
@@ -22,10 +24,14 @@ _DROP_BITS = 64 - 53
 
 
 def prompt_block_ids(tenant: str, token_ids: Sequence[int],
-                     block_size: int = RECORD_BLOCK_SIZE) -> list[int]:
+                     block_size: int = RECORD_BLOCK_SIZE, model: str | None = None) -> list[int]:
     """One fingerprint per block of the prompt, in order (the full blocks hashed as the
-    engine hashes them, the partial last one chained after them)."""
+    engine hashes them, the partial last one chained after them). With `model`, the salt is
+    the model's too: each model has a prefix cache of its own, so a session's step on
+    another model never shares (nor is counted as having lost) the last one's prefix."""
     salt = tenant_salt(tenant)
+    if model is not None:
+        salt = hashlib.blake2b(salt + model.encode("utf-8"), digest_size=16).digest()
     hashes = chain_hashes(token_ids, block_size, salt)
     num_hashed = len(hashes) * block_size
     if num_hashed < len(token_ids):

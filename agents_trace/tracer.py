@@ -207,7 +207,7 @@ class AgentTracer:
         if is_ok and ctx.conversation_digest is not None:
             response_digest = extend_digest(ctx.conversation_digest, assistant_message(
                 result.output_text, result.tool_calls))
-        prompt_blocks = self._prompt_blocks(ctx.tenant, result)
+        prompt_blocks = self._prompt_blocks(ctx.tenant, ctx.model, result)
         with self._lock:
             from_previous = self._sessions.close_step(
                 ctx.tenant, ctx.session, ctx.index, now_s,
@@ -232,12 +232,12 @@ class AgentTracer:
             prompt_blocks=prompt_blocks, service_tier=ctx.service_tier))
         return from_previous
 
-    def _prompt_blocks(self, tenant: str, result: StepResult) -> tuple[int, ...] | None:
+    def _prompt_blocks(self, tenant: str, model: str, result: StepResult) -> tuple[int, ...] | None:
         """The prompt's fingerprints, made here so a queued step holds ~50 ints, not the
         prompt's token ids (about 100 us for 3,000 tokens); None when not recorded."""
         if result.prompt_token_ids is None or not self.config.record_prompt_blocks:
             return None
-        return tuple(prompt_block_ids(tenant, result.prompt_token_ids))
+        return tuple(prompt_block_ids(tenant, result.prompt_token_ids, model=model))
 
     def _content(self, ctx: StepContext, result: StepResult) -> CapturedContent | None:
         if not self.captures_content:

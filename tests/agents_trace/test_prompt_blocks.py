@@ -30,6 +30,10 @@ def test_ids_follow_the_shared_prefix_block_by_block():
     assert not set(prompt_block_ids("globex", base)) & set(ids)    # tenants never share
     assert prompt_block_ids("acme", base) == ids and all(0 <= i < 2 ** 53 for i in ids)
     assert prompt_block_ids("acme", []) == []
+    planner, executor = (prompt_block_ids("acme", longer, model=name) for name in ("planner", "executor"))
+    assert not set(planner) & set(executor)   # models never share: each has a prefix cache of its own
+    assert shared_prefix_tokens(planner, executor, len(longer)) == 0
+    assert prompt_block_ids("acme", forked, model="planner")[0] == planner[0]
 
 
 def _export_one_step(tmp_path, prompt_ids, num_input_tokens, **config) -> dict:
@@ -47,7 +51,7 @@ def _export_one_step(tmp_path, prompt_ids, num_input_tokens, **config) -> dict:
 
 def test_a_step_exports_its_prompt_fingerprints(tmp_path):
     prompt = list(range(3 * B - 1))
-    assert _export_one_step(tmp_path, prompt, len(prompt))["hash_ids"] == prompt_block_ids("acme", prompt)
+    assert _export_one_step(tmp_path, prompt, len(prompt))["hash_ids"] == prompt_block_ids("acme", prompt, model="m")
 
 
 @pytest.mark.parametrize("prompt, num_input_tokens, config", [
