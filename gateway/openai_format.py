@@ -141,26 +141,28 @@ def reply_fields(header: ResponseHeader, finished: Finished | None, *, is_chat: 
 
 
 def chat_completion(header: ResponseHeader, reply: Reply, usage: Usage) -> dict:
-    completion = {"id": header.id, "object": "chat.completion", "created": header.created,
-                  "model": header.model,
-                  "choices": [{"index": index, "message": chat_message(collected, null_refusal=True),
-                               "logprobs": chat_logprobs(collected.logprobs),
-                               "finish_reason": collected.finish_reason()}
-                              for index, collected in enumerate(reply.choices)],
-                  "usage": usage.to_openai()}
-    completion.update(reply_fields(header, reply.finished, is_chat=True))
-    return completion
+    return _whole_reply(header, reply, usage, is_chat=True)
 
 
 def text_completion(header: ResponseHeader, reply: Reply, usage: Usage) -> dict:
-    completion = {"id": header.id, "object": "text_completion", "created": header.created,
-                  "model": header.model,
-                  "choices": [{"index": index, "text": collected.text,
-                               "logprobs": completion_logprobs(collected.logprobs),
-                               "finish_reason": collected.finish_reason()}
-                              for index, collected in enumerate(reply.choices)],
-                  "usage": usage.to_openai()}
-    completion.update(reply_fields(header, reply.finished, is_chat=False))
+    return _whole_reply(header, reply, usage, is_chat=False)
+
+
+def _whole_reply(header: ResponseHeader, reply: Reply, usage: Usage, *, is_chat: bool) -> dict:
+    """A whole chat completion (each choice's `message`, chat `logprobs`) or text
+    completion (its `text`, legacy `logprobs`): the same frame, choices and usage."""
+    choices = []
+    for index, collected in enumerate(reply.choices):
+        choice: dict = {"index": index}
+        if is_chat:
+            choice.update(message=chat_message(collected, null_refusal=True), logprobs=chat_logprobs(collected.logprobs))
+        else:
+            choice.update(text=collected.text, logprobs=completion_logprobs(collected.logprobs))
+        choice["finish_reason"] = collected.finish_reason()
+        choices.append(choice)
+    completion = {"id": header.id, "object": "chat.completion" if is_chat else "text_completion",
+                  "created": header.created, "model": header.model, "choices": choices, "usage": usage.to_openai()}
+    completion.update(reply_fields(header, reply.finished, is_chat=is_chat))
     return completion
 
 
