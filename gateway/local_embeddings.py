@@ -113,15 +113,14 @@ class LocalEmbeddingBackend:
                                   param="dimensions", code="invalid_value")
         ids = await asyncio.to_thread(self._token_ids, input_items(request.input))
         num_tokens = sum(len(row) for row in ids)
-        return EmbeddingsCall(num_tokens, num_tokens, functools.partial(self._embed_ids, ids, request))
+        return EmbeddingsCall(num_tokens, num_tokens, functools.partial(self._embed_ids, ids, num_tokens, request))
 
     async def embed(self, request: EmbeddingsRequest) -> dict:
         return await (await self.prepare_embeddings(request)).run()
 
-    async def _embed_ids(self, ids: list[list[int]], request: EmbeddingsRequest) -> dict:
+    async def _embed_ids(self, ids: list[list[int]], num_tokens: int, request: EmbeddingsRequest) -> dict:
         vectors = await asyncio.get_running_loop().run_in_executor(
             self._executor, self._embed, ids, request.dimensions)
-        num_tokens = sum(len(row) for row in ids)
         raw = {"data": [{"index": index, "embedding": vector} for index, vector in enumerate(vectors)],
                "usage": {"prompt_tokens": num_tokens, "total_tokens": num_tokens}}
         return reply_body(raw, self.model_id, request.encoding_format)
