@@ -3,7 +3,7 @@
 `sessions_text` is the sessions list (most recently active first), `session_text` one
 session: its summary, a table of its steps (the gap before each and what came before it,
 prompt tokens, how many of them the previous step's prompt began with, cached tokens,
-TTFT, what the reply asked for, the forecast made for the step against what happened) and, on request, the conversation as captured. Invariants: the
+TTFT, the model and worker, what the reply asked for, the forecast made for the step against what happened) and, on request, the conversation as captured. Invariants: the
 same fields and counts as `/ui` and the JSON API, every value made printable
 (`text_table`), nothing cut short; times are local.
 """
@@ -112,7 +112,8 @@ def _forecast_cells(step: Mapping) -> tuple[str | None, str | None, str | None]:
 
 _STEP_COLUMNS = (Column("#", True), Column("AT S", True), Column("AFTER"), Column("GAP S", True),
                  Column("PROMPT", True), Column("FROM PREV", True), Column("CACHED", True), Column("CACHED %", True),
-                 Column("TTFT MS", True), Column("OUTPUT", True), Column("WORKER"), Column("ASKED FOR"),
+                 Column("TTFT MS", True), Column("OUTPUT", True), Column("MODEL"), Column("WORKER"),
+                 Column("ASKED FOR"),
                  Column("FORECAST"), Column("ACTUAL"), Column("ETA P50 S", True), Column("ERROR"))
 
 
@@ -126,7 +127,7 @@ def _step_row(step: Mapping, started_s: float) -> tuple:
             step["num_cached_tokens"],
             _share(step["num_cached_tokens"], step["num_input_tokens"]),
             None if step["ttft_s"] is None else f"{step['ttft_s'] * 1000:.1f}",
-            step["num_output_tokens"], step["worker"], asked_for(step), predicted, actual, eta, error)
+            step["num_output_tokens"], step["model"], step["worker"], asked_for(step), predicted, actual, eta, error)
 
 
 def _summary(session: Mapping) -> list[str]:
@@ -195,12 +196,13 @@ def _conversation(steps: Sequence[tuple[Mapping, Mapping | None]]) -> list[str]:
 
 def step_line(step: Mapping, started_s: float) -> str:
     """One step as a line of its own (`traces show --follow`: no table to align with)."""
-    (index, at_s, after, gap_s, prompt, from_previous, cached, share, ttft_ms, output, worker, asked,
+    (index, at_s, after, gap_s, prompt, from_previous, cached, share, ttft_ms, output, model, worker, asked,
      predicted, actual, eta, error) = _step_row(step, started_s)
     parts = [f"#{index}", f"at {at_s} s", f"after {after}" + (f" ({gap_s} s)" if gap_s is not None else ""),
              f"prompt {prompt}" + (f", from prev {from_previous}" if from_previous is not None else "")
              + f", cached {cached} ({share or NO_VALUE})",
-             f"TTFT {ttft_ms or NO_VALUE} ms", f"{output} out", worker or NO_VALUE, f"asked for {asked}"]
+             f"TTFT {ttft_ms or NO_VALUE} ms", f"{output} out", f"{model} on {worker or NO_VALUE}",
+             f"asked for {asked}"]
     if predicted is not None:
         parts.append(f"forecast {predicted} -> {actual}" + (f", ETA p50 {eta} s" if eta is not None else ""))
     if step.get("evicted_prefix_tokens"):

@@ -279,7 +279,7 @@ function renderSteps(steps) {
       el("td", lostPrefix(s) ? { class: "miss", title: `${lostPrefix(s)} tokens the previous step left were ` +
         "no longer cached (evicted while the session was away)" } : {}, s.num_cached_tokens),
       el("td", {}, pct(s.num_cached_tokens, s.num_input_tokens)), el("td", {}, fmtMs(s.ttft_s)),
-      el("td", {}, s.num_output_tokens),
+      el("td", {}, s.num_output_tokens), el("td", { class: "text" }, s.model),
       el("td", { class: "text", title: s.service_tier === "flex" ? "served in the flex tier, after other requests" : "" },
         (s.worker || "—") + (s.service_tier === "flex" ? " · flex" : "")),
       el("td", { class: "tools" }, askedFor(s)),

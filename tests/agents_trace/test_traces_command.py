@@ -145,13 +145,13 @@ def test_traces_show_prints_each_step_with_its_gap_cache_and_forecast(forecast_s
            "forecasts right 1/2, 0/0 of those made confident (the ones the cache acted on)" in out
     rows = _table_rows(out, "#")
     # no prompt fingerprints here (the scripted steps carry no token ids): FROM PREV is "-"
-    assert rows[0] == ["0", "0.000", "start", "-", "100", "-", "0", "0%", "100.0", "20", "w1", "get_weather",
-                       "-", "-", "-"]
+    assert rows[0] == ["0", "0.000", "start", "-", "100", "-", "0", "0%", "100.0", "20", "tiny", "w1",
+                       "get_weather", "-", "-", "-"]
     # the forecast made after step 0 (get_weather, 62 %) was right; after step 1 it was wrong
-    assert rows[1][:12] == ["1", "2.500", "tool:get_weather", "2.000", "200", "-", "80", "40%", "100.0", "20",
-                            "w1", "book_table"]
-    assert rows[1][12:14] == ["get_weather (62%), not confident", "get_weather (hit)"]
-    assert rows[2][12:14] == ["get_weather (62%), not confident", "book_table (miss)"]
+    assert rows[1][:13] == ["1", "2.500", "tool:get_weather", "2.000", "200", "-", "80", "40%", "100.0", "20",
+                            "tiny", "w1", "book_table"]
+    assert rows[1][13:15] == ["get_weather (62%), not confident", "get_weather (hit)"]
+    assert rows[2][13:15] == ["get_weather (62%), not confident", "book_table (miss)"]
     assert "conversation" not in out
 
 
@@ -315,7 +315,7 @@ def test_traces_show_and_stats_count_a_failed_step(tmp_path, capsys):
     db = str(tmp_path / "traces.sqlite3")
     assert _run(["traces", "show", "bad", "--db", db]) == 0
     rows = _table_rows(capsys.readouterr().out, "#")
-    assert [(row[11], row[-1]) for row in rows] == [("error", "rate_limit_exceeded: Too many requests: wait 2 s"),
+    assert [(row[12], row[-1]) for row in rows] == [("error", "rate_limit_exceeded: Too many requests: wait 2 s"),
                                                    ("error", "client_closed")]
     assert _run(["traces", "list", "--errors", "--db", db]) == 0
     assert [row[2] for row in _table_rows(capsys.readouterr().out, "LAST ACTIVE")] == ["bad"]
@@ -401,7 +401,7 @@ def test_show_follow_prints_the_session_then_each_new_step_once_until_it_ends(tm
     assert "waiting for session 'live'" in note.getvalue() and "following 'live'" in note.getvalue()
     assert text.count("#0 request:") == 1 and text.count("#1 request:") == 1   # every step once
     assert re.search(r"^#1  at \d\.\d+ s  after tool:get_weather \(1\.000 s\)  prompt 100, cached 40 \(40%\)"
-                     r"  TTFT 200\.0 ms  5 out  w0  asked for text answer", text, re.M), text
+                     r"  TTFT 200\.0 ms  5 out  tiny on w0  asked for text answer", text, re.M), text
     assert "  assistant: Sunny." in text and text.rstrip().endswith("session 'live' ended (shutdown)")
 
 

@@ -45,6 +45,10 @@ def test_viewer_page_shows_a_session_timeline(served, tmp_path):
         steps_text = driver.find_element(By.ID, "steps").text
         for expected in ("get_weather", "book_table", "tool:get_weather", "text answer"):
             assert expected in steps_text
+        model_cells = driver.execute_script(
+            "const at = [...document.querySelectorAll('#steps thead th')].findIndex(h => h.textContent === 'Model');"
+            "return [...document.querySelectorAll('#steps tr.step-row')].map(r => r.children[at].textContent)")
+        assert model_cells == ["tiny"] * 3   # the model each step ran on, beside its worker
         assert len(driver.find_elements(By.CSS_SELECTOR, "#gantt-svg .gantt-row")) == 3
         assert len(driver.find_elements(By.CSS_SELECTOR, "#gantt-svg .tool-bar")) == 2
         assert "get_weather" in driver.find_element(By.ID, "gantt").text
