@@ -36,16 +36,20 @@ _LITELLM_PREFIX = re.compile(r"^(?:litellm\.\w+:\s*)+")
 # what litellm puts before a provider's own message: "NotFoundError: OpenAIException - "
 _PROVIDER_PREFIX = re.compile(r"^(?:\w+Error:\s*)*\w+Exception\s+-\s+")
 _BEARER = re.compile(r"(?i)\b(bearer)\s+[^\s'\"<>,;]+")
+# a Python object's repr in a message ("ssl:<ssl.SSLContext object at 0x7f…>"): its class name is enough
+_OBJECT_REPR = re.compile(r"<(?:[\w]+\.)*([\w]+) object at 0x[0-9a-fA-F]+>")
 REDACTED = "<redacted>"
 MIN_SECRET_CHARS = 8   # shorter "keys" (test placeholders) are not looked for
 
 
 def one_line(text: str) -> str:
-    """`text` cut to its first line, before any traceback, with file paths and
-    `Bearer` values taken out, whitespace collapsed and at most MAX_MESSAGE_CHARS long."""
+    """`text` cut to its first line, before any traceback, with file paths, `Bearer`
+    values and object reprs' addresses taken out, whitespace collapsed and at most
+    MAX_MESSAGE_CHARS long."""
     text = _TRACEBACK.split(str(text), 1)[0]
     line = next((part for part in text.splitlines() if part.strip()), "")
     line = _BEARER.sub(rf"\1 {REDACTED}", _LITELLM_PREFIX.sub("", line.strip()))
+    line = _OBJECT_REPR.sub(r"<\1>", line)
     line = " ".join(_PATH.sub("<path>", line).split())
     return line if len(line) <= MAX_MESSAGE_CHARS else line[:MAX_MESSAGE_CHARS - 1] + "…"
 

@@ -45,3 +45,12 @@ def test_a_secret_is_redacted_also_where_a_message_was_cut():
     assert redact("x" * 200 + " sk-abcdefg…", [secret]) == "x" * 200 + f" {REDACTED}…"
     assert redact("a short sk…", [secret]) == "a short sk…"   # too little of it to say
     assert one_line("Incorrect header: Bearer sk-live-123, try again") == f"Incorrect header: Bearer {REDACTED}, try again"
+
+
+def test_an_object_repr_in_an_upstream_message_keeps_only_its_class_name():
+    # aiohttp's words when a hosted_vllm/ upstream is down: no memory address reaches the client
+    text = ("Cannot connect to host vllm:8000 ssl:<ssl.SSLContext object at 0x7f3a2c1d9e40> "
+            "[Connect call failed ('10.0.0.7', 8000)]")
+    assert one_line(text) == ("Cannot connect to host vllm:8000 ssl:<SSLContext> "
+                              "[Connect call failed ('10.0.0.7', 8000)]")
+    assert one_line("state <Foo object at 0xdeadBEEF> and <not a repr>") == "state <Foo> and <not a repr>"
