@@ -56,8 +56,10 @@ class ResponseArchive:
     def close(self) -> None:
         self._file.close()
 
-    def put(self, tenant: str, stored: StoredResponse) -> None:
-        self._file.surviving(lambda: self._put(tenant, stored))
+    def put(self, tenant: str, stored: StoredResponse, replacing: bool = False) -> bool:
+        """Store the row; with `replacing`, only over a row still there (a background run's
+        later states never bring back a response deleted meanwhile). Whether it was stored."""
+        return self._file.surviving(lambda: self._replace(tenant, stored) if replacing else self._put(tenant, stored))
 
     def get(self, tenant: str, response_id: str) -> StoredResponse | None:
         return self._file.surviving(lambda: self._get(tenant, response_id))
@@ -65,12 +67,12 @@ class ResponseArchive:
     def delete(self, tenant: str, response_id: str) -> bool:
         return self._file.surviving(lambda: self._delete(tenant, response_id))
 
-    def touch(self, tenant: str, response_id: str) -> None:
+    def touch(self, tenant: str, response_id: str) -> bool:
         """Mark the row used now (it was read from memory), so the archive's order of use
-        stays the memory's."""
-        self._file.surviving(lambda: self._touch(tenant, response_id))
+        stays the memory's; False when there is no such row (deleted meanwhile)."""
+        return self._file.surviving(lambda: self._touch(tenant, response_id))
 
-    def _put(self, tenant: str, stored: StoredResponse) -> None:
+    def _put(self, tenant: str, stored: StoredResponse) -> bool:
         with transaction(self.db) as db:
             db.execute("INSERT OR REPLACE INTO responses (tenant, id, used_s, response, messages, input_items) "
                        "VALUES (?, ?, ?, ?, ?, ?)",
@@ -79,6 +81,15 @@ class ResponseArchive:
                         json.dumps(stored.messages, ensure_ascii=False),
                         json.dumps(stored.input_items, ensure_ascii=False)))
             db.execute(self.trim_sql, (tenant, tenant, self.capacity))
+        return True
+
+    def _replace(self, tenant: str, stored: StoredResponse) -> bool:
+        cursor = self.db.execute(
+            "UPDATE responses SET used_s = ?, response = ?, messages = ?, input_items = ? WHERE tenant = ? AND id = ?",
+            (self.clock(), json.dumps(stored.response, ensure_ascii=False),
+             json.dumps(stored.messages, ensure_ascii=False), json.dumps(stored.input_items, ensure_ascii=False),
+             tenant, stored.response["id"]))
+        return cursor.rowcount > 0
 
     def _get(self, tenant: str, response_id: str) -> StoredResponse | None:
         row = self.db.execute("SELECT response, messages, input_items FROM responses WHERE tenant = ? AND id = ?",
@@ -92,9 +103,9 @@ class ResponseArchive:
         self._touch(tenant, response_id)
         return stored
 
-    def _touch(self, tenant: str, response_id: str) -> None:
-        self.db.execute("UPDATE responses SET used_s = ? WHERE tenant = ? AND id = ?",
-                        (self.clock(), tenant, response_id))
+    def _touch(self, tenant: str, response_id: str) -> bool:
+        return self.db.execute("UPDATE responses SET used_s = ? WHERE tenant = ? AND id = ?",
+                               (self.clock(), tenant, response_id)).rowcount > 0
 
     def _delete(self, tenant: str, response_id: str) -> bool:
         cursor = self.db.execute("DELETE FROM responses WHERE tenant = ? AND id = ?", (tenant, response_id))

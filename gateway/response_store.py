@@ -21,7 +21,12 @@ Invariants:
   it, so the next read sees that gateway's later writes), and once its owner is gone
   (killed, crashed) it is stored and answered `cancelled`, the object a graceful stop
   stores, so a client polling its id learns that it ended instead of getting a 404. The
-  owner's name never leaves the store.
+  owner's name never leaves the store;
+- with an archive, the archive is the truth on what still exists: a response deleted
+  through another gateway sharing the file is not served from this one's memory (a read
+  from memory waits for the archive to find the row), and a background run's later states
+  replace its row only while it is there, so a run a client deleted elsewhere never comes
+  back when it ends. An archive call that fails leaves memory answering.
 """
 from __future__ import annotations
 
@@ -78,6 +83,7 @@ class ResponseStore:
         self.owner = f"{os.getpid()}-{secrets.token_hex(8)}"   # names this process in its unfinished rows
         self._owner_claim: DirectoryClaim | None = None   # archive thread only: taken at the first unfinished row
         self._gone_owners: set[str] = set()   # archive thread only: a gone owner never comes back
+        self._running: set[tuple[str, str]] = set()   # background responses stored queued, not yet ended
         if archive is not None:
             self._archivist = ThreadPoolExecutor(max_workers=1, thread_name_prefix="stepahead-responses")
 
@@ -94,24 +100,37 @@ class ResponseStore:
 
     async def put_and_wait(self, tenant: str, stored: StoredResponse) -> None:
         """`put`, returning once the archive has it (or failed to): a background
-        response's id is handed out only then, so a crash right after cannot lose it."""
+        response's id is handed out only then, so a crash right after cannot lose it.
+        Its later puts, until one that is no longer unfinished, replace it only while
+        the archive still has it."""
         written = self._put(tenant, stored)
+        if is_unfinished(stored.response):
+            self._running.add((tenant, stored.response["id"]))
         if written is not None:
             await asyncio.wrap_future(written)
 
     def _put(self, tenant: str, stored: StoredResponse) -> Future | None:
+        key = (tenant, stored.response["id"])
+        replacing = key in self._running
+        if replacing and not is_unfinished(stored.response):
+            self._running.discard(key)
         self._remember(tenant, stored)
         if self._archivist is None:
             return None
-        return self._submit("put", self._archive_put, tenant, stored)
+        return self._submit("put", self._archive_put, tenant, stored, replacing)
 
     async def get(self, tenant: str, response_id: str) -> StoredResponse | None:
         entries = self._by_tenant.get(tenant)
         stored = entries.get(response_id) if entries is not None else None
         if stored is not None:
             entries.move_to_end(response_id)
-            if self._archivist is not None:   # the archive's order of use follows memory's
-                self._submit("touch", self.archive.touch, tenant, response_id)
+            if self._archivist is None:
+                return stored
+            # the archive's order of use follows memory's; a row gone was deleted through another gateway
+            present = await asyncio.wrap_future(self._submit("touch", self.archive.touch, tenant, response_id))
+            if present is False:
+                entries.pop(response_id, None)
+                return None
             return stored
         if self._archivist is None:
             return None
@@ -132,11 +151,11 @@ class ResponseStore:
     def _submit(self, operation: str, call: Callable, *args) -> Future:
         return self._archivist.submit(self._archive_quietly, operation, call, *args)
 
-    def _archive_put(self, tenant: str, stored: StoredResponse) -> None:
+    def _archive_put(self, tenant: str, stored: StoredResponse, replacing: bool) -> None:
         if is_unfinished(stored.response):
             self._claim_owner()   # before the row that names it: a row never names an owner not yet claimed
             stored = replace(stored, response={**stored.response, OWNER_FIELD: self.owner})
-        self.archive.put(tenant, stored)
+        self.archive.put(tenant, stored, replacing)
 
     def _archive_get(self, tenant: str, response_id: str) -> StoredResponse | None:
         stored = self.archive.get(tenant, response_id)

@@ -276,3 +276,36 @@ def test_only_a_background_response_still_running_is_archived_with_its_owner(tmp
     rows = dict(sqlite3.connect(path).execute("SELECT id, response FROM responses").fetchall())
     assert [OWNER_FIELD in rows[name] for name in ("r1", "r2", "r3")] == [True, False, False]
     assert not (tmp_path / "responses.sqlite3.owners" / f"{store.owner}.lock").exists()   # given up at close
+
+
+def test_a_response_deleted_through_another_gateway_is_not_served_from_memory(tmp_path):
+    path = tmp_path / "responses.sqlite3"
+    first = ResponseStore(capacity=8, archive=ResponseArchive(path, 8))
+    second = ResponseStore(capacity=8, archive=ResponseArchive(path, 8))
+    first.put("a", _stored("r1"))
+    first.put("a", _stored("r2"))
+    assert _get(first, "a", "r1") == _stored("r1") and _get(second, "a", "r1") == _stored("r1")
+    assert _delete(second, "a", "r1") is True
+    assert _get(first, "a", "r1") is None and _get(second, "a", "r1") is None
+    assert len(first) == 1 and _get(first, "a", "r2") == _stored("r2")   # the other response still served
+    first.close()
+    second.close()
+
+
+def test_a_background_run_deleted_through_another_gateway_is_not_stored_again_when_it_ends(tmp_path):
+    path = tmp_path / "responses.sqlite3"
+    owner = ResponseStore(capacity=8, archive=ResponseArchive(path, 8))
+    other = ResponseStore(capacity=8, archive=ResponseArchive(path, 8))
+    asyncio.run(owner.put_and_wait("a", _unfinished("r1")))
+    assert _delete(other, "a", "r1") is True   # while the owner runs it
+    owner.put("a", _unfinished("r1", "in_progress"))
+    owner.put("a", StoredResponse({"id": "r1", "status": "completed", "background": True, "output": []}, ()))
+    assert _get(owner, "a", "r1") is None and _get(other, "a", "r1") is None
+    asyncio.run(owner.put_and_wait("a", _unfinished("r2")))   # not deleted: each state replaces the last
+    owner.put("a", StoredResponse({"id": "r2", "status": "completed", "background": True, "output": []}, ()))
+    owner.put("a", _stored("r3"))   # after its end, a response id stored again is a plain put
+    owner.close()
+    assert _get(other, "a", "r2").response["status"] == "completed"
+    other.close()
+    rows = dict(sqlite3.connect(path).execute("SELECT id, response FROM responses").fetchall())
+    assert sorted(rows) == ["r2", "r3"] and OWNER_FIELD not in rows["r2"]
