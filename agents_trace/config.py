@@ -3,7 +3,10 @@
 Invariants: a `TraceConfig` is frozen and already validated (positive sizes and timeouts,
 a known OTLP protocol); a None field means "not set here", and then the standard
 `OTEL_*` environment variables decide (OTLP endpoint, protocol, headers, whether message
-content is captured) or the documented default applies (store path). Message content is
+content is captured) or the documented default applies (store path). A value taken from
+those variables is checked as the file's is (`resolved_otlp_protocol`): a bad one is a
+`TraceConfigError` naming the variable. The service name is the other way round: the
+standard variables win over `service_name` (`resolved_service_name`). Message content is
 never captured unless `capture_content` is true, or unset with
 $OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT asking for it.
 """
@@ -15,12 +18,17 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 OTLP_PROTOCOLS = ("http/protobuf", "grpc")
 STORE_PATH_ENV = "STEPAHEAD_TRACE_DB"
 STORE_FILE_NAME = "traces.sqlite3"
 CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 CAPTURE_CONTENT_ON = ("true", "span_only", "event_only", "span_and_event")   # the variable's values that ask for it
+OTLP_PROTOCOL_ENVS = ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")   # first set wins
+DEFAULT_OTLP_PROTOCOL = "http/protobuf"
+SERVICE_NAME_ENV = "OTEL_SERVICE_NAME"
+RESOURCE_ATTRIBUTES_ENV = "OTEL_RESOURCE_ATTRIBUTES"
 
 
 class TraceConfigError(ValueError):
@@ -80,10 +88,46 @@ class TraceConfig:
             return self.capture_content
         return environ.get(CAPTURE_CONTENT_ENV, "").strip().lower() in CAPTURE_CONTENT_ON
 
+    def resolved_otlp_protocol(self, environ: Mapping[str, str] = os.environ) -> str:
+        """The OTLP protocol spans are sent with: the config's `otlp_protocol` when set,
+        else $OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, else $OTEL_EXPORTER_OTLP_PROTOCOL, else
+        http/protobuf. A variable's value outside `OTLP_PROTOCOLS` (`http/json`, which the
+        OpenTelemetry Python SDK cannot send, or a typo) raises TraceConfigError naming it."""
+        if self.otlp_protocol is not None:
+            return self.otlp_protocol
+        for name in OTLP_PROTOCOL_ENVS:
+            value = environ.get(name, "").strip()
+            if value:
+                if value not in OTLP_PROTOCOLS:
+                    raise TraceConfigError(f"{name} must be one of {OTLP_PROTOCOLS}, not {value!r}")
+                return value
+        return DEFAULT_OTLP_PROTOCOL
+
+    def resolved_service_name(self, environ: Mapping[str, str] = os.environ) -> str:
+        """The `service.name` of the spans, first found of: $OTEL_SERVICE_NAME, the
+        `service.name` entry of $OTEL_RESOURCE_ATTRIBUTES, the config's `service_name`
+        (by default "stepahead"). The variables are the OpenTelemetry SDK's, in its order;
+        an empty value counts as unset."""
+        named = environ.get(SERVICE_NAME_ENV, "").strip()
+        return named or resource_attribute(environ.get(RESOURCE_ATTRIBUTES_ENV, ""),
+                                           "service.name") or self.service_name
+
     def resolved_store_path(self, environ: Mapping[str, str] = os.environ) -> Path:
         """Where the SQLite store lives: config, then $STEPAHEAD_TRACE_DB, then the
         user's data dir (e.g. ~/.local/share/stepahead/traces.sqlite3)."""
         return data_file(self.store_path or environ.get(STORE_PATH_ENV), STORE_FILE_NAME)
+
+
+def resource_attribute(attributes: str, key: str) -> str | None:
+    """The value of `key` in an $OTEL_RESOURCE_ATTRIBUTES string (`k1=v1,k2=v2`, values
+    percent-decoded, the last of a repeated key winning, as the OpenTelemetry SDK reads
+    it); None when absent or empty. An entry without `=` is skipped."""
+    found = None
+    for item in attributes.split(","):
+        name, equals, value = item.partition("=")
+        if equals and name.strip() == key:
+            found = unquote(value.strip())
+    return found or None
 
 
 def data_file(configured: str | None, file_name: str) -> Path:

@@ -4,7 +4,9 @@ shape for opt-in span attributes.
 `gen_ai.input.messages` / `gen_ai.output.messages` are JSON arrays of
 `{"role", "parts": [...]}` where a part is `{"type": "text", "content"}`,
 `{"type": "tool_call", "id", "name", "arguments"}` or
-`{"type": "tool_call_response", "id", "response"}`.
+`{"type": "tool_call_response", "id", "response"}`. An output message's `finish_reason`
+(required there) is the choice's; a reply that never finished (its client left, or it
+failed part way) has none, and says "error", the conventions' value for it.
 
 A step's stored `new_messages` are its request's messages, then the parts of the request
 that are not messages but shape the prompt, as entries whose `role` no message can have
@@ -30,6 +32,7 @@ from agents_trace.records import ChoiceOutput, ToolCall
 
 PROMPT_ROLE = "prompt"
 TOOLS_ROLE = "tools"
+UNFINISHED_REASON = "error"   # gen-ai-output-messages.json's FinishReason for a reply cut short
 
 
 def _arguments(text: Any) -> Any:
@@ -84,7 +87,7 @@ def _output_message(text: str | None, tool_calls: Sequence[ToolCall], finish_rea
     parts = _content_parts(text)
     parts += [{"type": "tool_call", "id": c.call_id, "name": c.name,
                "arguments": _arguments(c.arguments)} for c in tool_calls]
-    return {"role": "assistant", "parts": parts, "finish_reason": finish_reason or "stop"}
+    return {"role": "assistant", "parts": parts, "finish_reason": finish_reason or UNFINISHED_REASON}
 
 
 def output_messages_json(text: str | None, tool_calls: Sequence[ToolCall], finish_reason: str | None,

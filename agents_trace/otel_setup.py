@@ -5,9 +5,13 @@ process never share spans). OTLP export is on when the config names an endpoint 
 standard variables do (`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, `OTEL_EXPORTER_OTLP_ENDPOINT`,
 or `OTEL_TRACES_EXPORTER=otlp`), and off under `OTEL_TRACES_EXPORTER=none` or
 `OTEL_SDK_DISABLED=true`. The protocol is the config's, else
-`OTEL_EXPORTER_OTLP_TRACES_PROTOCOL` / `OTEL_EXPORTER_OTLP_PROTOCOL`, else http/protobuf;
+`OTEL_EXPORTER_OTLP_TRACES_PROTOCOL` / `OTEL_EXPORTER_OTLP_PROTOCOL`, else http/protobuf
+(`TraceConfig.resolved_otlp_protocol`: a variable naming another protocol is a
+`TraceConfigError`, which `stepahead serve` reports as a bad config before it starts);
 headers, certificates and compression come from the usual `OTEL_EXPORTER_OTLP_*` variables,
-which the exporters read themselves.
+which the exporters read themselves. The resource's `service.name` is
+`TraceConfig.resolved_service_name`: $OTEL_SERVICE_NAME, then `service.name` in
+$OTEL_RESOURCE_ATTRIBUTES, then the config's.
 Invariant: OTLP spans go through a `BatchSpanProcessor` whose queue holds at most
 `otlp_max_queue_size` spans; when the collector is down, new spans are dropped, memory
 does not grow, and no request ever waits for an export.
@@ -40,7 +44,9 @@ def _truthy(value: str | None) -> bool:
 
 
 def otlp_target(config: TraceConfig, environ: Mapping[str, str] = os.environ) -> OtlpTarget | None:
-    """The OTLP destination the config and environment ask for, or None for no OTLP."""
+    """The OTLP destination the config and environment ask for, or None for no OTLP.
+    Raises TraceConfigError when OTLP is on and a variable names a protocol we cannot
+    send (its value is not checked while nothing is exported)."""
     if _truthy(environ.get("OTEL_SDK_DISABLED")):
         return None
     exporters = {e.strip().lower() for e in environ.get("OTEL_TRACES_EXPORTER", "").split(",")
@@ -51,8 +57,7 @@ def otlp_target(config: TraceConfig, environ: Mapping[str, str] = os.environ) ->
         or environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
     if not (config.otlp_endpoint or from_env or "otlp" in exporters):
         return None
-    protocol = (config.otlp_protocol or environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
-                or environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "http/protobuf").strip()
+    protocol = config.resolved_otlp_protocol(environ)
     endpoint = config.otlp_endpoint
     if endpoint and protocol != "grpc" and not endpoint.rstrip("/").endswith(HTTP_TRACES_PATH):
         endpoint = endpoint.rstrip("/") + HTTP_TRACES_PATH   # like OTEL_EXPORTER_OTLP_ENDPOINT
@@ -73,8 +78,7 @@ def otlp_exporter(target: OtlpTarget, timeout_s: float) -> SpanExporter:
 def build_provider(config: TraceConfig, processors: tuple[SpanProcessor, ...] = (),
                    environ: Mapping[str, str] = os.environ) -> TracerProvider:
     """A provider with OTLP (when asked for) and any extra processors (tests)."""
-    service_name = environ.get("OTEL_SERVICE_NAME") or config.service_name
-    provider = TracerProvider(resource=Resource.create({SERVICE_NAME: service_name}))
+    provider = TracerProvider(resource=Resource.create({SERVICE_NAME: config.resolved_service_name(environ)}))
     target = otlp_target(config, environ)
     if target is not None:
         provider.add_span_processor(BatchSpanProcessor(

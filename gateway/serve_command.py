@@ -6,7 +6,9 @@ KV policy for one demo tenant, and prints the base URL and the demo key (from
 $STEPAHEAD_DEMO_KEY, or a fresh random one). Command-line `--host`/`--port` win over the
 file's [server] table, and `--capture-content` over its [tracing] table; the model flags
 describe the no-config model only, so they are refused next to `--config` (the file says
-all of that).
+all of that). The standard variables the tracer reads are config too: an OTLP protocol
+it cannot send ($OTEL_EXPORTER_OTLP_PROTOCOL=http/json) is a bad config, found before
+anything starts.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import signal
 import socket
 import sys
 
+from agents_trace.config import TraceConfigError
 from cache.policies import POLICY_NAMES as POLICIES
 from gateway.config import (DEFAULT_LOCAL_MODEL, DEFAULT_LOCAL_POLICY, ConfigError, default_config, demo_key_from,
                             load_config)
@@ -191,6 +194,7 @@ def _server_or_exit_status(args: argparse.Namespace):
     """The server for `args`, ready to run, or the exit status of why there is none."""
     import uvicorn
 
+    from agents_trace.otel_setup import otlp_target
     from gateway.app import build_app
     from gateway.http_protocol import GuardedHttpToolsProtocol
 
@@ -206,7 +210,9 @@ def _server_or_exit_status(args: argparse.Namespace):
             demo_key = demo_key_from(os.environ)
             config = _no_config(args, demo_key)
         config = with_command_line_overrides(config, args)   # checked too: `--port 70000` is a bad config
-    except (ConfigError, OSError) as exc:
+        if config.tracing.enabled:   # and the OTEL_* variables the tracer reads: an unknown protocol
+            otlp_target(config.tracing)
+    except (ConfigError, TraceConfigError, OSError) as exc:
         print(f"stepahead: bad config: {exc}", file=sys.stderr)
         return 2
     fork_server_started = needs_fork_server(config)

@@ -2,7 +2,10 @@
 in a form no chat message can be mistaken for."""
 from __future__ import annotations
 
-from agents_trace.content import prompt_entries, request_entries, split_tools_entry, tools_entry
+import json
+
+from agents_trace.content import output_messages_json, prompt_entries, request_entries, split_tools_entry, tools_entry
+from agents_trace.records import ChoiceOutput, ToolCall
 
 WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}
 BOOK = {"type": "function", "function": {"name": "book_table"}}
@@ -50,3 +53,15 @@ def test_split_tools_entry_takes_only_a_last_tools_entry():
     assert split_tools_entry([user]) == ([user], None)
     assert split_tools_entry([]) == ([], None)
     assert split_tools_entry([entry, user]) == ([entry, user], None)
+
+
+def test_output_messages_finish_reason_is_the_choices_and_error_for_a_reply_cut_short():
+    """gen-ai-output-messages.json requires `finish_reason`; a reply its client closed mid-way
+    (no finish reason) is not a "stop"."""
+    [cut] = json.loads(output_messages_json("Hel", (), None))
+    assert cut == {"role": "assistant", "parts": [{"type": "text", "content": "Hel"}], "finish_reason": "error"}
+    call = ToolCall("c1", "f", '{"a": 1}')
+    done = json.loads(output_messages_json("Hi", (), "stop", (ChoiceOutput("tool_calls", (call,), None),),
+                                           ({"content": None},)))
+    assert [m["finish_reason"] for m in done] == ["stop", "tool_calls"]
+    assert json.loads(output_messages_json("x", (), "length"))[0]["finish_reason"] == "length"
