@@ -53,9 +53,13 @@ def response_not_found(response_id: str, *, param: str = "response_id",
 
 
 def context_length_exceeded(num_prompt_tokens: int, num_max_tokens: int | None,
-                            max_context_tokens: int, *, param: str = "messages") -> ApiError:
-    """400 for a prompt plus completion budget over the model's context; `param` names what
-    holds the prompt: "messages" on chat completions, "prompt" on completions."""
+                            max_context_tokens: int, *, param: str = "messages",
+                            budget_param: str = "max_tokens") -> ApiError:
+    """400 for a prompt plus completion budget over the model's context. The error names
+    `param`, what holds the prompt ("messages" on chat completions, "prompt" on
+    completions), unless the completion budget alone leaves no room for any prompt: then
+    it names `budget_param`, the field that asked for it (`max_tokens`, or chat's
+    `max_completion_tokens` when the client sent that), as no shorter prompt could fit."""
     if num_max_tokens is None:   # no completion asked for: the prompt leaves it no room
         no_room = ", which leaves no room for a completion" if num_prompt_tokens == max_context_tokens else ""
         return ApiError(
@@ -68,7 +72,8 @@ def context_length_exceeded(num_prompt_tokens: int, num_max_tokens: int | None,
         f"requested {num_prompt_tokens + num_max_tokens} tokens ({num_prompt_tokens} in the {param}, "
         f"{num_max_tokens} in the completion). Please reduce the length of the {param} "
         "or completion.",
-        "invalid_request_error", "context_length_exceeded", param)
+        "invalid_request_error", "context_length_exceeded",
+        budget_param if num_max_tokens >= max_context_tokens else param)
 
 
 def unauthorized(message: str = "Invalid API key provided.") -> ApiError:

@@ -215,7 +215,9 @@ class LocalBackend(LocalCompletions):
         if render_error is not None:
             raise invalid_request(f"The messages cannot be rendered with this model's chat "
                                   f"template: {render_error}", param="messages")
-        budget = completion_budget(len(prompt_ids), request.completion_limit(), self.engine.max_context_tokens)
+        budget = completion_budget(len(prompt_ids), request.completion_limit(), self.engine.max_context_tokens,
+                                   budget_param="max_completion_tokens" if request.max_completion_tokens
+                                   else "max_tokens")
         keep_one_call = use_tools and request.parallel_tool_calls is False
         # NOTE: with parallel_tool_calls=false, stopping at the first call's end saves work.
         stop = request.stop_list() + (["</tool_call>"] if keep_one_call else []) \

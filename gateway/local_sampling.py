@@ -29,12 +29,14 @@ def sampling_params(request: ChatCompletionRequest | CompletionRequest, tokenize
 
 
 def completion_budget(num_prompt_tokens: int, num_max_tokens: int | None, max_context_tokens: int, *,
-                      param: str = "messages") -> int:
+                      param: str = "messages", budget_param: str = "max_tokens") -> int:
     """The completion budget: `num_max_tokens`, or all the room the context leaves; raises
-    `context_length_exceeded` (naming `param`) when it cannot fit."""
+    `context_length_exceeded` when it cannot fit, naming `param` (the prompt), or
+    `budget_param` (the field `num_max_tokens` came from) when that alone fills the context."""
     room = max_context_tokens - num_prompt_tokens
     if room <= 0 or (num_max_tokens is not None and num_max_tokens > room):
-        raise context_length_exceeded(num_prompt_tokens, num_max_tokens, max_context_tokens, param=param)
+        raise context_length_exceeded(num_prompt_tokens, num_max_tokens, max_context_tokens, param=param,
+                                      budget_param=budget_param)
     return num_max_tokens if num_max_tokens is not None else room
 
 

@@ -7,7 +7,8 @@ item it is about, in its `param` and where its message quotes it: a chat message
 error names the item (or parameter: `instructions`, `previous_response_id`,
 `conversation`) it came from, one about a call of a merged assistant message names that
 call's own `function_call` item (`input[j].call_id`), and chat parameter names are the
-Responses ones (`text.format`, `max_output_tokens`, `include`).
+Responses ones (`text.format`, `max_output_tokens` for `max_completion_tokens` and
+`max_tokens`, `include`).
 """
 from __future__ import annotations
 
@@ -15,9 +16,11 @@ import re
 
 from gateway.errors import ApiError
 
+# `max_tokens` too: a Responses request's chat body never has it, so a completion budget
+# error naming it (`errors.context_length_exceeded`) is about `max_output_tokens`
 CHAT_TO_RESPONSES_PARAMS = (("messages", "input"), ("response_format.json_schema", "text.format"),
                             ("response_format", "text.format"), ("max_completion_tokens", "max_output_tokens"),
-                            ("logprobs", "include"))
+                            ("max_tokens", "max_output_tokens"), ("logprobs", "include"))
 
 
 # a chat message's words, as the Responses API says them for a function call's output

@@ -28,6 +28,8 @@ from gateway.schemas import ServiceTier, refuse_extras
 
 ROLES = ("user", "assistant", "system", "developer")
 TEXT_PARTS = ("input_text", "output_text", "text")
+# the string field each supported content part carries (an assistant's `refusal` part only)
+PART_TEXT_FIELDS = {**dict.fromkeys(TEXT_PARTS, "text"), "input_image": "image_url", "refusal": "refusal"}
 MAX_ITEM_ID_CHARS = 256
 LOGPROBS_INCLUDE = "message.output_text.logprobs"
 # OpenAI's includable fields; the others name outputs stepahead never makes (built-in
@@ -38,9 +40,11 @@ INCLUDABLE = ("file_search_call.results", "web_search_call.results", "web_search
 
 
 class ResponsesRequest(BaseModel):
-    """The fields stepahead reads; the others are accepted and ignored, as chat's are."""
+    """The fields stepahead reads, typed strictly as chat's are (a number sent as a string
+    is a 400 naming it); the others are accepted and ignored, as chat's are."""
 
-    model_config = ConfigDict(extra="allow")
+    # strict, as chat's: "5" is not a number, nor 5.0 a count (a float field takes an integer)
+    model_config = ConfigDict(extra="allow", strict=True)
     model: str
     input: str | list[dict[str, Any]]
     instructions: str | None = None
@@ -51,7 +55,7 @@ class ResponsesRequest(BaseModel):
     max_output_tokens: int | None = Field(default=None, ge=1)
     temperature: float | None = None
     top_p: float | None = None
-    stream: StrictBool = False   # strict, as chat's: "yes" or 1 is a 400, not a background run
+    stream: StrictBool = False   # "yes" or 1 is a 400, not a background run
     store: StrictBool = True
     background: StrictBool = False
     previous_response_id: str | None = None
@@ -97,23 +101,26 @@ class ResponsesRequest(BaseModel):
 
 
 def _text_of(content: Any, param: str, *, is_assistant: bool = False) -> str | list[dict]:
-    """Chat content for a Responses item's content; an assistant's `refusal` parts are
+    """Chat content for a Responses item's content (or a function call's `output`: the
+    field `param` ends in is the one its errors name); an assistant's `refusal` parts are
     left out (`_refusal_of` reads them)."""
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
-        raise invalid_request("'content' must be a string or a list of parts.", param=param)
+        raise invalid_request(f"'{param.rsplit('.', 1)[-1]}' must be a string or a list of parts.", param=param)
     parts = []
     for index, part in enumerate(content):
         kind = part.get("type") if isinstance(part, dict) else None
-        if kind == "refusal" and is_assistant and isinstance(part.get("refusal"), str):
-            continue
-        if kind in TEXT_PARTS and isinstance(part.get("text"), str):
-            parts.append({"type": "text", "text": part["text"]})
-        elif kind == "input_image" and isinstance(part.get("image_url"), str):
-            parts.append({"type": "image_url", "image_url": {"url": part["image_url"]}})
-        else:
+        if not isinstance(kind, str) or kind not in PART_TEXT_FIELDS or (kind == "refusal" and not is_assistant):
             raise invalid_request(f"Content part type {kind!r} is not supported.", param=f"{param}[{index}]")
+        field = PART_TEXT_FIELDS[kind]
+        if not isinstance(part.get(field), str):
+            raise invalid_request(f"A content part of type {kind!r} needs '{field}' as a string.",
+                                  param=f"{param}[{index}].{field}")
+        if kind in TEXT_PARTS:
+            parts.append({"type": "text", "text": part["text"]})
+        elif kind == "input_image":
+            parts.append({"type": "image_url", "image_url": {"url": part["image_url"]}})
     return parts
 
 
@@ -215,6 +222,9 @@ def _response_format(text: dict | None) -> dict | None:
                               param="text.format", code="invalid_value")
     if not fmt or fmt.get("type") != "json_schema":
         return fmt
+    if fmt.get("schema") is None:   # optional in chat's `response_format`, required here as at OpenAI
+        raise invalid_request("Missing required parameter: 'text.format.schema'.", param="text.format.schema",
+                              code="missing_required_parameter")
     schema = {k: fmt[k] for k in ("name", "description", "schema", "strict") if k in fmt}
     return {"type": "json_schema", "json_schema": schema}
 

@@ -200,7 +200,8 @@ async def _prepared_chat(state: GatewayState, backend: Backend, parsed: Response
                          sources: list[tuple[str, ...]], tenant: str, response_id: str) -> tuple[dict, Prepared]:
     """(the chat body, the prepared request) a Responses request runs as on `backend`;
     with `truncation: "auto"` its oldest turns are dropped until the prompt fits the
-    model's context. Errors name the Responses API's parameters (`sources`: per chat
+    model's context (none when `max_output_tokens` alone fills it: the error names that,
+    not the messages). Errors name the Responses API's parameters (`sources`: per chat
     message, where it came from)."""
     while True:
         try:
@@ -209,7 +210,7 @@ async def _prepared_chat(state: GatewayState, backend: Backend, parsed: Response
             return chat_body, await backend.prepare_chat(chat, tenant, response_id)
         except ApiError as error:
             cut = (oldest_turn(chat_body["messages"]) if parsed.truncation == "auto"
-                   and error.code == "context_length_exceeded" else None)
+                   and error.code == "context_length_exceeded" and error.param == "messages" else None)
             if cut is None:
                 raise renamed(error, sources) from None
             chat_body = {**chat_body, "messages": without(chat_body["messages"], cut)}
