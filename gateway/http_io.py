@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -56,7 +57,7 @@ async def read_json_body(request: Request, max_body_bytes: int) -> Any:
     try:
         body = json.loads(raw)
     except ValueError as exc:   # not JSON, not UTF-8, or an integer past Python's 4,300 digits
-        raise ApiError(400, f"We could not parse the JSON body of your request: {exc}",
+        raise ApiError(400, f"We could not parse the JSON body of your request: {_json_problem(exc)}",
                        "invalid_request_error", "invalid_json") from None
     except RecursionError:
         raise _nested_too_deep() from None
@@ -84,6 +85,17 @@ def limited_body(request: Request, max_body_bytes: int) -> Request:
                 raise body_too_large(max_body_bytes)
         return message
     return Request(request.scope, receive)
+
+
+def _json_problem(exc: ValueError) -> str:
+    """What was wrong with a body `json.loads` refused, in our words: an integer past
+    Python's digit limit is named as such, without the interpreter's advice to raise it."""
+    text = str(exc)
+    if text.startswith("Exceeds the limit"):
+        digits = re.search(r"\((\d+) digits\)", text)
+        limit = f"{int(digits.group(1)):,}" if digits else "4,300"
+        return f"a number in it has more than {limit} digits."
+    return text
 
 
 def _nested_too_deep() -> ApiError:
