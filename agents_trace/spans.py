@@ -12,6 +12,11 @@ caller's trace, with a link to `invoke_agent`), else of `invoke_agent`. We only 
 spans we started: a remote parent is wrapped as a non-recording span and never ended.
 Times are explicit (Unix ns), so building the spans later, off the request path, loses
 nothing. Functions only; the writer owns which spans are open.
+
+Usage (`gen_ai.usage.*`) is tokens used: a step that never reached a model (refused by its
+tenant's limits, cut while queued: `reached_model`) exports none and no
+`gen_ai.response.id`, though its record keeps the refused prompt's size for the store, and
+adds nothing to its session's totals (`used_tokens`).
 """
 from __future__ import annotations
 
@@ -21,6 +26,8 @@ from opentelemetry.trace import Link, NonRecordingSpan, Span, SpanKind, Status, 
 from agents_trace import semconv as sc
 from agents_trace.content import input_messages_json, output_messages_json, prompt_messages
 from agents_trace.records import ForecastCheck, SessionEnded, Step
+
+NO_TOKENS = (0, 0, 0)
 
 
 def _ns(t_s: float) -> int:
@@ -67,21 +74,39 @@ def record_tool_spans(tracer: trace.Tracer, session_span: Span, step: Step) -> N
         span.end(end_time=_ns(step.arrived_s))
 
 
+def reached_model(step: Step) -> bool:
+    """Whether a model ran the step: it succeeded, or it failed after a model started on it
+    (a worker named, a first token, or output tokens). A failed step with none of them
+    never reached one (its tenant's limits refused it, its client left while it queued)."""
+    return (step.error is None or step.worker is not None or step.ttft_s is not None
+            or step.num_output_tokens > 0)
+
+
+def used_tokens(step: Step) -> tuple[int, int, int]:
+    """The (input, cached input, output) tokens the step used: its counts, or none when it
+    never reached a model. What its chat span exports and its session's span sums."""
+    if not reached_model(step):
+        return NO_TOKENS
+    return step.num_input_tokens, step.num_cached_tokens, step.num_output_tokens
+
+
 def _chat_attributes(step: Step, check: ForecastCheck | None) -> dict:
     attributes = {
         sc.OPERATION_NAME: step.operation, sc.PROVIDER_NAME: sc.PROVIDER,
         sc.REQUEST_MODEL: step.model, sc.RESPONSE_MODEL: step.model,
         sc.CONVERSATION_ID: step.session, sc.TENANT: step.tenant,
         sc.REQUEST_STREAM: step.is_stream,
-        sc.USAGE_INPUT_TOKENS: step.num_input_tokens,
-        sc.USAGE_OUTPUT_TOKENS: step.num_output_tokens,
-        sc.USAGE_CACHE_READ_INPUT_TOKENS: step.num_cached_tokens,
         sc.SESSION_SOURCE: step.session_source, sc.STEP_INDEX: step.index,
         sc.STEP_AFTER: step.after.label,
         sc.STEP_TOOL_CALLS: [call.name for call in step.tool_calls]}
+    is_run = reached_model(step)
+    if is_run:
+        attributes.update({sc.USAGE_INPUT_TOKENS: step.num_input_tokens,
+                           sc.USAGE_OUTPUT_TOKENS: step.num_output_tokens,
+                           sc.USAGE_CACHE_READ_INPUT_TOKENS: step.num_cached_tokens})
     for key, value in step.request_params:
         attributes[f"gen_ai.request.{key}"] = value
-    optional = {sc.AGENT_NAME: step.agent, sc.RESPONSE_ID: step.response_id,
+    optional = {sc.AGENT_NAME: step.agent, sc.RESPONSE_ID: step.response_id if is_run else None,
                 sc.WORKER: step.worker, sc.STEP_GAP_S: step.gap_s,
                 sc.RESPONSE_TIME_TO_FIRST_CHUNK: step.ttft_s, sc.TTFT_S: step.ttft_s,
                 sc.ERROR_TYPE: step.error, sc.REQUEST_SERVICE_TIER: step.service_tier}

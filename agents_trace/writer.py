@@ -35,7 +35,7 @@ from opentelemetry.trace import Span
 from agents_trace.event_queue import EventQueue
 from agents_trace.records import SessionEnded, Step, TraceEvent
 from agents_trace.spans import end_session_span, record_chat_span, record_tool_spans, \
-    start_session_span
+    start_session_span, used_tokens
 from agents_trace.store import StepRow, TraceStore
 from agents_trace.symbols import check_forecast
 
@@ -200,9 +200,10 @@ class TraceWriter:
         check = check_forecast(session.forecast, step) if session.forecast is not None else None
         session.forecast = None
         session.num_steps += 1
-        session.num_input_tokens += step.num_input_tokens
-        session.num_cached_tokens += step.num_cached_tokens
-        session.num_output_tokens += step.num_output_tokens
+        num_input, num_cached, num_output = used_tokens(step)   # none for a step no model ran
+        session.num_input_tokens += num_input
+        session.num_cached_tokens += num_cached
+        session.num_output_tokens += num_output
         trace_id = span_id = None
         if self.otel is not None and session.span is not None:
             record_tool_spans(self.otel, session.span, step)

@@ -4,6 +4,10 @@ Invariants:
 - the tenant's ticket is released exactly once, on every path (finish, error, client gone),
   with the tokens actually used when known (`Exchange.close`, whichever path calls it
   first);
+- a request cut short (no `Finished`: its client left, or it failed) after the model
+  started counts in the token metrics and the time to first token what its traced step
+  records (`cut_usage`), and the tenant is charged the same tokens where they are a count
+  (local runs); it counts no success. One refused or cut before the model counts none;
 - `x-stepahead-overhead-ms` is wall time in the handler minus time spent waiting on the
   backend (and in the tenant queue), i.e. the gateway's own cost;
 - a traced step that failed records what was known when it ended: the tokens generated,
@@ -21,7 +25,7 @@ from agents_trace.conversation import SESSION_HEADER
 from agents_trace.header_ids import encode_header_id
 from agents_trace.records import StepContext
 
-from gateway.backend import ChatEvent, Finished, Prepared, RefusalDelta, TextDelta
+from gateway.backend import ChatEvent, Finished, Prepared, RefusalDelta, TextDelta, Usage
 from gateway.errors import ApiError, server_error
 from gateway.limits import Ticket
 from gateway.collected import Reply
@@ -122,16 +126,18 @@ class Exchange:
             return
         self.is_closed = True
         prepared = self.prepared
+        cut = self.cut_usage() if finished is None else None
         if self.ticket is not None:
             used = (finished.usage.num_total_tokens if finished is not None
-                    else prepared.num_prompt_tokens + self.num_deltas)
+                    else cut[1].num_total_tokens if cut is not None and prepared.generated.worker is not None
+                    else prepared.num_prompt_tokens + self.num_deltas)   # an upstream's: its estimate, the deltas
             self.state.limiters[prepared.tenant].release(self.ticket, used)
         metrics = self.state.metrics
         if status is not None:
             metrics.record_request(prepared.tenant, prepared.model, self.endpoint, status)
+        ttft_s = (self.first_event_s - self.started_s) if self.first_event_s else None
         if finished is not None:
             usage = finished.usage
-            ttft_s = (self.first_event_s - self.started_s) if self.first_event_s else None
             metrics.record_finish(
                 tenant=prepared.tenant, model=prepared.model, worker=finished.worker,
                 finish_reason=finished.finish_reason,
@@ -139,8 +145,14 @@ class Exchange:
                 num_cached_tokens=usage.num_cached_tokens,
                 num_output_tokens=usage.num_completion_tokens, ttft_s=ttft_s,
                 service_tier=prepared.service_tier or "default")
+        elif cut is not None:
+            worker, usage = cut
+            metrics.record_tokens(
+                tenant=prepared.tenant, model=prepared.model, worker=worker,
+                num_prompt_tokens=usage.num_prompt_tokens, num_cached_tokens=usage.num_cached_tokens,
+                num_output_tokens=usage.num_completion_tokens, ttft_s=ttft_s,
+                service_tier=prepared.service_tier or "default")
         if self.trace is not None:
-            ttft_s = (self.first_event_s - self.started_s) if self.first_event_s else None
             error = self.error or (None if status in (None, 200) else "client_closed")
             message = self.error_message or (self._client_closed_message() if error == "client_closed" else None)
             sent = self.output if finished is not None or self.is_streamed else None
@@ -149,6 +161,21 @@ class Exchange:
             if from_previous is not None and finished is not None and error is None:
                 metrics.record_prefix_reuse(prepared.tenant, prepared.model, from_previous,
                                             finished.usage.num_cached_tokens)
+
+    def cut_usage(self) -> tuple[str, Usage] | None:
+        """The worker and usage of a request cut short (no `Finished`) once the model started
+        on it (a local run's first event named its worker, or an upstream's first event
+        came), as its traced step records them (`gateway.tracing.end_step`): the prompt
+        tokens (an upstream's estimate is no count: 0), those its first events found cached,
+        the tokens its local runs generated until then (an upstream's are unknown: 0); an
+        upstream's worker is "upstream", as its `Finished` names it. None before the model
+        started: refused, queued, or cut before any event."""
+        prepared, generated = self.prepared, self.prepared.generated
+        if generated.worker is None and self.first_event_s is None:
+            return None
+        usage = Usage(num_prompt_tokens=prepared.num_prompt_tokens if prepared.prompt_is_counted else 0,
+                      num_completion_tokens=generated.num, num_cached_tokens=generated.num_cached_tokens or 0)
+        return generated.worker or "upstream", usage
 
     def _client_closed_message(self) -> str:
         """How far a request had come when its client went away, in words."""

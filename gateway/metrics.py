@@ -25,9 +25,9 @@ OVERHEAD_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025
 
 HELP = {
     "stepahead_requests_total": ("counter", "HTTP requests by tenant, model, endpoint and status."),
-    "vllm:request_success_total": ("counter", "Finished requests by finish reason."),
-    "vllm:prompt_tokens_total": ("counter", "Prefill tokens processed."),
-    "vllm:generation_tokens_total": ("counter", "Generation tokens processed."),
+    "vllm:request_success_total": ("counter", "Finished requests by finish reason (a request cut short is none)."),
+    "vllm:prompt_tokens_total": ("counter", "Prefill tokens processed (by requests cut short too)."),
+    "vllm:generation_tokens_total": ("counter", "Generation tokens processed (requests cut short too)."),
     "vllm:prefix_cache_queries_total": ("counter", "Prefix cache queries, in prompt tokens."),
     "vllm:prefix_cache_hits_total": ("counter", "Prefix cache hits, in prompt tokens."),
     "vllm:time_to_first_token_seconds": ("histogram", "Time to first token, as the gateway saw it."),
@@ -130,18 +130,29 @@ class Registry:
     def record_finish(self, *, tenant: str, model: str, worker: str, finish_reason: str,
                       num_prompt_tokens: int, num_cached_tokens: int,
                       num_output_tokens: int, ttft_s: float | None, service_tier: str = "default") -> None:
-        """A finished request; its time to first token is kept per `service_tier`, so a
-        tenant's batch (flex) requests, which wait behind its agents, do not read as its
-        agents' latency. Label values are strings whatever a backend reported (an
-        upstream's `finish_reason` may be anything): series sort, and render, by them."""
+        """A finished request: its tokens (`record_tokens`) and one success by its finish
+        reason. Label values are strings whatever a backend reported (an upstream's
+        `finish_reason` may be anything): series sort, and render, by them."""
+        labels = self.record_tokens(tenant=tenant, model=model, worker=worker, num_prompt_tokens=num_prompt_tokens,
+                                    num_cached_tokens=num_cached_tokens, num_output_tokens=num_output_tokens,
+                                    ttft_s=ttft_s, service_tier=service_tier)
+        self.inc("vllm:request_success_total", labels + (("finished_reason", str(finish_reason)),))
+
+    def record_tokens(self, *, tenant: str, model: str, worker: str, num_prompt_tokens: int, num_cached_tokens: int,
+                      num_output_tokens: int, ttft_s: float | None, service_tier: str = "default") -> Labels:
+        """The tokens a request the model ran used, and its time to first token when one
+        came: a finished request's (`record_finish`), or one cut short (its client left, or
+        it failed after the model started), which counts no success. The time to first
+        token is kept per `service_tier`, so a tenant's batch (flex) requests, which wait
+        behind its agents, do not read as its agents' latency. Returns the series' labels."""
         labels = (("tenant", tenant), ("model_name", model), ("worker", str(worker)))
         self.inc("vllm:prompt_tokens_total", labels, num_prompt_tokens)
         self.inc("vllm:generation_tokens_total", labels, num_output_tokens)
         self.inc("vllm:prefix_cache_queries_total", labels, num_prompt_tokens)
         self.inc("vllm:prefix_cache_hits_total", labels, num_cached_tokens)
-        self.inc("vllm:request_success_total", labels + (("finished_reason", str(finish_reason)),))
         if ttft_s is not None:
             self.observe("vllm:time_to_first_token_seconds", labels + (("service_tier", service_tier),), ttft_s)
+        return labels
 
     def record_prefix_reuse(self, tenant: str, model: str, num_from_previous: int, num_cached: int) -> None:
         """A step whose prompt began with `num_from_previous` tokens of its session's

@@ -43,7 +43,7 @@ from gateway.responses_format import (ResponsesRequest, check_include_query, con
 from gateway.responses_errors import renamed
 from gateway.responses_objects import input_items
 from gateway.responses_stream import ResponsesStreamWriter, sse_event, whole_response
-from gateway.routes import error_response, gateway_state, refusal, tenant_endpoint
+from gateway.routes import error_response, gateway_state, model_label, refusal, tenant_endpoint
 from gateway.schemas import ChatCompletionRequest, validate
 from gateway.service_tiers import request_tier
 from gateway.state import GatewayState
@@ -96,6 +96,7 @@ async def create_response(request: Request) -> Response:
     try:
         tenant = state.keys.authenticate(request.headers.get("authorization"))
         body = await read_json_body(request, state.config.max_body_bytes)
+        model = model_label(state, body)   # a request refused by its checks counts under its model too
         parsed = validate(ResponsesRequest, body)
         checked_metadata(parsed.metadata)
         if parsed.background and not parsed.store:
@@ -149,6 +150,7 @@ async def count_input_tokens(request: Request) -> Response:
     try:
         tenant = state.keys.authenticate(request.headers.get("authorization"))
         body = await read_json_body(request, state.config.max_body_bytes)
+        model = model_label(state, body)
         if isinstance(body, dict):
             body = {"input": [], **body}
         parsed = validate(ResponsesRequest, body)

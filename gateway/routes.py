@@ -62,6 +62,14 @@ def gateway_state(request: Request) -> GatewayState:
     return request.app.state.gateway
 
 
+def model_label(state: GatewayState, body: object) -> str:
+    """The metric label of a request whose JSON `body` was read: the model it names when
+    that is a configured model's name (so a request refused by its checks counts under its
+    model, as one refused later does), else "" (never a client's string: label cardinality)."""
+    model = body.get("model") if isinstance(body, dict) else None
+    return model if isinstance(model, str) and model in state.backends else ""
+
+
 def tenant_endpoint(handler: Callable[[Request, GatewayState, str], Awaitable[Response]]
                     ) -> Callable[[Request], Awaitable[Response]]:
     """A handler of the caller's own objects, called with the gateway's state and the
@@ -89,6 +97,7 @@ async def _handle(request: Request, *, is_chat: bool) -> Response:
     try:
         tenant = state.keys.authenticate(request.headers.get("authorization"))
         body = await read_json_body(request, state.config.max_body_bytes)
+        model = model_label(state, body)
         if is_chat:
             parsed = validate(ChatCompletionRequest, body)
             checked_metadata(parsed.metadata)
@@ -135,7 +144,9 @@ async def embeddings(request: Request) -> Response:
     tenant, model = UNAUTHENTICATED, ""
     try:
         tenant = state.keys.authenticate(request.headers.get("authorization"))
-        parsed = validate(EmbeddingsRequest, await read_json_body(request, state.config.max_body_bytes))
+        body = await read_json_body(request, state.config.max_body_bytes)
+        model = model_label(state, body)
+        parsed = validate(EmbeddingsRequest, body)
         backend = state.backend(parsed.model)
         model = parsed.model
         prepare, embed = getattr(backend, "prepare_embeddings", None), getattr(backend, "embed", None)

@@ -1,3 +1,5 @@
+import pytest
+
 from gateway.metrics import Registry, router_gauges, worker_gauges
 
 
@@ -123,3 +125,28 @@ def test_a_finish_reason_or_worker_of_another_type_is_a_string_label_and_the_pag
     text = registry.render()
     assert 'finished_reason="5"' in text and 'finished_reason="None"' in text
     assert registry.render(tenant="a") == text
+
+
+@pytest.mark.parametrize(("path", "endpoint", "body"), [
+    ("/v1/chat/completions", "chat", {"messages": [{"role": "user", "content": "hi"}], "temperature": 9}),
+    ("/v1/completions", "completions", {"prompt": "hi", "temperature": 9}),
+    ("/v1/embeddings", "embeddings", {"input": "hi", "dimensions": 0}),
+])
+def test_a_request_its_checks_refuse_counts_under_the_configured_model_it_names(gateway, path, endpoint, body):
+    """A 400 from validation counts under the model the body names when that is configured
+    (as a later 400, a context too long, does), and under "" when it is not: a client's
+    string is never a label."""
+    from tests.gateway.test_http_errors import assert_error, post
+
+    counters = gateway.state.metrics.counters
+
+    def count(model: str) -> float:
+        labels = (("tenant", "beta"), ("model_name", model), ("endpoint", endpoint), ("status", "400"))
+        return counters.get(("stepahead_requests_total", labels), 0.0)
+
+    named, unnamed, unknown = count("tiny"), count(""), count("no-such-model")
+    assert_error(post(gateway, dict(body, model="tiny"), path=path, tenant="beta"), 400)
+    assert (count("tiny"), count("")) == (named + 1, unnamed)
+    assert_error(post(gateway, dict(body, model="no-such-model"), path=path, tenant="beta"), 400)
+    assert_error(post(gateway, dict(body, model=["tiny"]), path=path, tenant="beta"), 400)
+    assert (count("tiny"), count(""), count("no-such-model")) == (named + 1, unnamed + 2, unknown)
