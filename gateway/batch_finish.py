@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from gateway.batch_lines import BatchRequest, batch_requests
 from gateway.batch_store import Batch, BatchStore, request_result, succeeded, summed_usage, written_form
@@ -33,26 +34,44 @@ async def finish_batch(store: BatchStore, files: FileStore, batch: Batch, result
             "expired."}) for request in unsent]
     batch.moved_to("finalizing", clock())
     await store.put(batch)
-    written = [written_form(result) for result in results]   # as in the results file, or its error
-    answered = [result for result, _ in written if succeeded(result)]
-    batch.output_file_id = await _results_file(files, batch, "output", [
-        line for result, line in written if succeeded(result)])
-    batch.error_file_id = await _results_file(files, batch, "error", [
-        line for result, line in written if not succeeded(result)])
+    # off the event loop: encoding a large batch's results took seconds, every tenant's requests waiting
+    written = await asyncio.to_thread(WrittenResults.of, results)
+    batch.output_file_id = await _results_file(files, batch, "output", written.output)
+    batch.error_file_id = await _results_file(files, batch, "error", written.error)
     if errors is not None:
         batch.errors = errors
-    batch.completed, batch.failed = len(answered), len(written) - len(answered)
-    batch.usage = summed_usage(answered)
+    batch.completed, batch.failed = written.num_completed, written.num_failed
+    batch.usage = written.usage
     batch.moved_to(final, clock())
     await store.put(batch)
     await store.drop_results(batch.id)
 
 
-async def _results_file(files: FileStore, batch: Batch, kind: str, lines: list[bytes]) -> str | None:
-    """The id of a new `batch_output` file of `lines`; None (no file) without lines."""
-    if not lines:
+@dataclass(frozen=True, slots=True)
+class WrittenResults:
+    """A batch's results as its two files hold them: the 2xx answers' lines, the others'
+    (each as `written_form` makes it), how many of each, and the answers' summed usage."""
+
+    output: bytes
+    error: bytes
+    num_completed: int
+    num_failed: int
+    usage: dict
+
+    @classmethod
+    def of(cls, results: list[dict]) -> "WrittenResults":
+        written = [written_form(result) for result in results]   # as in the results file, or its error
+        answered = [result for result, _ in written if succeeded(result)]
+        return cls(b"".join(line for result, line in written if succeeded(result)),
+                   b"".join(line for result, line in written if not succeeded(result)),
+                   len(answered), len(written) - len(answered), summed_usage(answered))
+
+
+async def _results_file(files: FileStore, batch: Batch, kind: str, data: bytes) -> str | None:
+    """The id of a new `batch_output` file of `data`; None (no file) when it is empty."""
+    if not data:
         return None
-    return (await files.add_bytes(batch.tenant, f"{batch.id}_{kind}.jsonl", "batch_output", b"".join(lines),
+    return (await files.add_bytes(batch.tenant, f"{batch.id}_{kind}.jsonl", "batch_output", data,
                                   batch.output_expires_after_s)).id
 
 
