@@ -8,11 +8,16 @@ leaves it to be read back as ended, `gateway.response_store`, never a 404), and 
 stored as the response's final object:
 `completed` / `incomplete` with the conversation (so `previous_response_id` continues it),
 `failed` with an OpenAI error object (a queue timeout is `rate_limit_exceeded`), or
-`cancelled` (`POST /v1/responses/{id}/cancel`, `DELETE`, or the gateway shutting down).
+`cancelled` (`POST /v1/responses/{id}/cancel`, `DELETE`, or the gateway shutting down)
+with the output made until then (the item it was writing `incomplete`) and, for a local
+model that had begun answering, the usage so far.
 
 Invariants: the run's ticket, trace step and metrics are closed exactly once (through
 `Exchange`); the final object is stored before the run is marked done, so a reader that
-sees the log end finds it; nothing here waits on the client.
+sees the log end finds it; nothing here waits on the client; a cancel ends the item the
+run was writing (its `.done` events) before `response.cancelled`, so every item in the log
+is closed and the numbers stay contiguous (a shutdown appends neither: the readers it cut
+read its `error` event).
 """
 from __future__ import annotations
 
@@ -24,7 +29,7 @@ from dataclasses import dataclass
 from agents_trace.records import StepContext
 
 from gateway.background_runs import BackgroundRun
-from gateway.backend import Backend, Prepared
+from gateway.backend import Backend, Prepared, Usage
 from gateway.choices import run_choices
 from gateway.errors import ApiError, server_error
 from gateway.exchange import CLIENT_CLOSED_STATUS, Exchange
@@ -67,11 +72,14 @@ async def generate(job: BackgroundJob, run: BackgroundRun) -> None:
         job.keep(writer.snapshot(final_status(reply.first), finished.usage), reply.first)
         exchange.close(finished, 200)
     except asyncio.CancelledError:
+        await _closed(events, run.response_id)   # its local runs count the tokens they made as they end
         exchange.error = "cancelled"
         exchange.close(None, CLIENT_CLOSED_STATUS)  # counted as a client that left
-        job.keep(writer.snapshot("cancelled"), None)
+        usage = usage_so_far(job.prepared)
+        ended = writer.cancelled(usage)   # ends the item it was writing: the stored object lists it
+        job.keep(writer.snapshot("cancelled", usage), None)
         if not run.stopped_by_shutdown:   # a reader the shutdown cut reads its `error` event, numbered next
-            run.append(writer.cancelled())
+            run.append(ended)
     except Exception as exc:  # NOTE: an ApiError from admission or the backend, or a bug: the run fails
         if not isinstance(exc, ApiError):
             log.exception("background response %s failed", run.response_id)
@@ -86,3 +94,26 @@ async def generate(job: BackgroundJob, run: BackgroundRun) -> None:
             await events.aclose()
         finally:
             run.finish()
+
+
+async def _closed(events, response_id: str) -> None:
+    """Close a cancelled run's events, so that its local runs end and add the tokens they
+    generated (`GeneratedTokens`); a second cancel meanwhile leaves the count as it stands."""
+    try:
+        await events.aclose()
+    except asyncio.CancelledError:
+        pass
+    except Exception:  # NOTE: the run is stored cancelled all the same
+        log.exception("background response %s: closing its cancelled run failed", response_id)
+
+
+def usage_so_far(prepared: Prepared) -> Usage | None:
+    """The usage of a run cancelled mid-way: its prompt, the tokens its local runs
+    generated until then and the prompt tokens they found cached, once the model had
+    begun answering; None when unknown (an upstream model's cut stream counts nothing,
+    and nothing is counted before the first token)."""
+    generated = prepared.generated
+    if not prepared.prompt_is_counted or generated.worker is None:
+        return None
+    return Usage(num_prompt_tokens=prepared.num_prompt_tokens, num_completion_tokens=generated.num,
+                 num_cached_tokens=generated.num_cached_tokens or 0)

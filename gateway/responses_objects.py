@@ -7,7 +7,9 @@ Invariants: a message item's text part is there once the item is done (`complete
 `incomplete`), never while `in_progress`; its `logprobs` is always a list (empty unless
 asked); a model's refusal is a `refusal` content part after the text (the only part when
 there is no text), as OpenAI sends it; the last item of a reply that ran out of tokens is `incomplete`, the others
-`completed`; every listed input item has a `type` and an `id`.
+`completed`; every listed input item has a `type` and an `id`; a response's own input
+item ids (`<prefix>_<suffix>_<position>`) and output item ids (`output_item_id`) never
+share a shape, so none of its output items has the id of one of its input items.
 """
 from __future__ import annotations
 
@@ -26,17 +28,31 @@ def final_status(collected: Collected) -> str:
     return "incomplete" if collected.finish_reason() == "length" else "completed"
 
 
-def output_items(collected: Collected, item_id: str) -> list[dict]:
+def output_item_id(response_id: str, kind: str, index: int = 0) -> str:
+    """The id of an output item of response `response_id` (`resp_<suffix>`): `msg_<suffix>`
+    for its message (`kind` "message"), `fc_<suffix>_out<index>` for the call the chat
+    reply numbers `index`. The same in a stream and in the whole response. Never of the
+    shape of an input item's default id (`<prefix>_<suffix>_<position>`, `input_items`),
+    so a response's output item never takes the id of one of its input items (a
+    conversation keeps both; a client sends both back). Responses stored before this
+    shape named their calls `fc_<suffix>_<index>`: ids are opaque, those rows read as stored."""
+    suffix = response_id.removeprefix("resp_")
+    return f"msg_{suffix}" if kind == "message" else f"fc_{suffix}_out{index}"
+
+
+def output_items(collected: Collected, response_id: str) -> list[dict]:
     """The reply as Responses output items: its text as one message, then its calls; a
     reply with neither is one empty message (a turn the conversation keeps, as a stream
     announces it). When the reply ran out of tokens, the last item (the one it was
-    writing) is `incomplete`, as OpenAI marks it; the others are `completed`."""
+    writing) is `incomplete`, as OpenAI marks it; the others are `completed`. Ids:
+    `output_item_id`."""
     items: list[dict] = []
     if collected.text or collected.refusal is not None or not collected.tool_calls:
-        items.append(message_item(f"msg_{item_id}", collected.text or "", "completed", collected.logprobs,
-                                  collected.refusal))
+        items.append(message_item(output_item_id(response_id, "message"), collected.text or "", "completed",
+                                  collected.logprobs, collected.refusal))
     for index, call in sorted(collected.tool_calls.items()):
-        items.append(call_item(f"fc_{item_id}_{index}", call.id, call.name, call.arguments, "completed"))
+        items.append(call_item(output_item_id(response_id, "call", index), call.id, call.name, call.arguments,
+                               "completed"))
     if items:
         items[-1]["status"] = final_status(collected)
     return items
@@ -112,7 +128,8 @@ def input_items(request: ResponsesRequest, response_id: str) -> tuple[dict, ...]
     """`input` as `GET /v1/responses/{id}/input_items` lists it: a string is one user
     message; message content is a list of parts (`input_text`, or `output_text` for the
     assistant); every item has a `type` and an `id` (the client's, else one derived from
-    the response id and its position)."""
+    the response id and its position, `<prefix>_<suffix>_<position>`: never an output
+    item's shape, `output_item_id`)."""
     items = request.input if isinstance(request.input, list) else [
         {"type": "message", "role": "user", "content": request.input}]
     suffix = response_id.removeprefix("resp_")

@@ -9,19 +9,20 @@ and for a refusal the same with `refusal.delta`..., `refusal.done`; a call's
 `response.completed` (or `response.incomplete`) carrying the whole response. A
 background response opens with `response.created` and `response.queued` instead, then
 `response.in_progress` once admitted, a failure ends it with `response.failed` and a cancel with
-`response.cancelled`. Text deltas
+the open item's and part's `.done` events (the item `incomplete`, its text as far as it
+got) and `response.cancelled`. Text deltas
 and `output_text.done` carry `logprobs`, an empty list unless the request asked. Invariant:
 an item is closed before the next one opens, and a content part before the next part,
 so every item's and part's events are contiguous.
 """
 from __future__ import annotations
 
-from gateway.backend import ChatEvent, Finished, RefusalDelta, TextDelta, ToolCallDelta
+from gateway.backend import ChatEvent, Finished, RefusalDelta, TextDelta, ToolCallDelta, Usage
 from gateway.collected import Collected
 from gateway.openai_format import dumps, logprob_entries
 from gateway.responses_format import ResponsesRequest
-from gateway.responses_objects import (call_item, final_status, message_item, output_items, refusal_part,
-                                       response_object, text_part)
+from gateway.responses_objects import (call_item, final_status, message_item, output_item_id, output_items,
+                                       refusal_part, response_object, text_part)
 
 
 def sse_event(kind: str, sequence_number: int, **fields) -> bytes:
@@ -69,14 +70,22 @@ class ResponsesStreamWriter:
         """A background response's last event when it failed (a plain stream's is `error`)."""
         return self._event("response.failed", response=self.snapshot("failed", error=error))
 
-    def cancelled(self) -> bytes:
-        """A background response's last event when it was cancelled: `response.cancelled`
-        (the name of OpenAI's webhook event for it) with the response as it stopped."""
-        return self._event("response.cancelled", response=self.snapshot("cancelled"))
+    def cancelled(self, usage: Usage | None = None) -> bytes:
+        """A background response's last events when it was cancelled: the item it was
+        writing ended as it stands (`cut`), then `response.cancelled` (the name of
+        OpenAI's webhook event for it) with the response as it stopped: the output made
+        so far, and `usage` when it is known."""
+        return self.cut() + self._event("response.cancelled", response=self.snapshot("cancelled", usage))
+
+    def cut(self) -> bytes:
+        """Ends the item the reply was writing when it stopped short (a cancel), as it
+        stands: its open part's `.done` events with the text so far, then the item
+        `incomplete` (OpenAI's status for an item cut off) in `response.output_item.done`;
+        b"" when no item is open. The snapshot lists it from then on."""
+        return self._close("incomplete")
 
     def _item_id(self, kind: str, index: int) -> str:
-        suffix = self.response_id.removeprefix("resp_")
-        return f"msg_{suffix}" if kind == "message" else f"fc_{suffix}_{index}"
+        return output_item_id(self.response_id, kind, index)
 
     def _close(self, status: str = "completed") -> bytes:
         """Ends the open item with `status`: `incomplete` for the one the reply was writing
@@ -186,7 +195,7 @@ def whole_response(response_id: str, request: ResponsesRequest, collected: Colle
     finished = collected.finished
     status = final_status(collected)
     return response_object(response_id, request, created_at=created_at, status=status,
-                           output=output_items(collected, response_id.removeprefix("resp_")),
+                           output=output_items(collected, response_id),
                            usage=finished.usage if finished else None,
                            service_tier=finished.service_tier if finished else None)
 

@@ -296,3 +296,99 @@ def test_the_official_client_streams_a_background_response_and_resumes_it(client
     assert resumed[0].sequence_number == 3 and resumed[-1].type in ("response.completed", "response.incomplete")
     text = "".join(event.delta for event in resumed if event.type == "response.output_text.delta")
     assert text == resumed[-1].response.output_text == poll(client, seen[0].response.id).output_text
+
+
+async def _cancelled_after_deltas(gateway, http, tenant: str, body: dict, num_deltas: int) -> tuple[list[dict], dict]:
+    """(every event a reader of the background stream of `body` reads, the cancel's
+    answer), the cancel sent once `num_deltas` text deltas were read."""
+    headers = gateway.headers(tenant)
+    events, answer = [], None
+    async with http.stream("POST", "/v1/responses", headers=headers,
+                           json={**body, "background": True, "stream": True}) as response:
+        async for line in response.aiter_lines():
+            if not line.startswith("data: "):
+                continue
+            events.append(json.loads(line[len("data: "):]))
+            deltas = [event for event in events if event["type"] == "response.output_text.delta"]
+            if answer is None and len(deltas) == num_deltas:
+                response_id = events[0]["response"]["id"]
+                answer = await http.post(f"/v1/responses/{response_id}/cancel", headers=headers)
+                assert answer.status_code == 200, answer.text
+    return events, answer.json()
+
+
+def _closed_before_the_end(events: list[dict]) -> None:
+    """The events are numbered without a gap, every item and part opened is closed,
+    and the last is `response.cancelled` with the output the stream sent."""
+    assert [event["sequence_number"] for event in events] == list(range(len(events)))
+    kinds = [event["type"] for event in events]
+    assert kinds[-1] == "response.cancelled" and kinds.count("response.cancelled") == 1
+    assert kinds.count("response.output_item.added") == kinds.count("response.output_item.done") >= 1
+    assert kinds.count("response.content_part.added") == kinds.count("response.content_part.done")
+    done = [event["item"] for event in events if event["type"] == "response.output_item.done"]
+    assert events[-1]["response"]["output"] == done
+
+
+async def test_a_cancelled_response_keeps_the_text_it_streamed_and_its_usage(gateway, http):
+    """The tiny model, cut after 12 deltas of a reply of up to 2,000 tokens."""
+    events, cancelled = await _cancelled_after_deltas(gateway, http, "beta", {
+        "model": "tiny", "input": "Go on forever.", "max_output_tokens": 2000, "temperature": 0}, 12)
+    _closed_before_the_end(events)
+    text = "".join(event["delta"] for event in events if event["type"] == "response.output_text.delta")
+    [done] = [event for event in events if event["type"] == "response.output_text.done"]
+    assert done["text"] == text and len(text) >= 12
+    [message] = cancelled["output"]
+    assert cancelled["status"] == "cancelled" and message["status"] == "incomplete"
+    assert message["content"][0]["text"] == text
+    assert cancelled == events[-1]["response"]
+    usage = cancelled["usage"]   # the prompt, and the tokens generated until the cancel (some maybe unsent)
+    assert usage["input_tokens"] > 0 and 12 <= usage["output_tokens"] < 2000
+    assert usage["total_tokens"] == usage["input_tokens"] + usage["output_tokens"]
+    stored = (await http.get(f"/v1/responses/{cancelled['id']}", headers=gateway.headers("beta"))).json()
+    assert stored == cancelled
+
+
+async def test_a_cancelled_upstream_response_keeps_its_text_and_has_no_usage(gateway, http):
+    """An upstream's stream cut short says nothing of its tokens: no usage is made up."""
+    events, cancelled = await _cancelled_after_deltas(gateway, http, "beta", {"model": "fake", "input": "slow"}, 1)
+    _closed_before_the_end(events)
+    text = "".join(event["delta"] for event in events if event["type"] == "response.output_text.delta")
+    assert text.startswith("echo:") and cancelled["output"][0]["content"][0]["text"] == text
+    assert cancelled["status"] == "cancelled" and cancelled["usage"] is None
+    replayed = events_of((await http.get(f"/v1/responses/{cancelled['id']}", headers=gateway.headers("beta"),
+                                         params={"stream": "true"})).text)
+    assert replayed == events
+
+
+def test_stopping_the_gateway_stores_a_running_response_with_its_output_so_far(fake_upstream, tmp_path):
+    from gateway.app import build_app
+    from gateway.config import key_digest, parse_config
+    from gateway.response_archive import ResponseArchive
+    from tests.gateway.serving import start_server
+
+    database = tmp_path / "responses.sqlite3"
+    app = build_app(parse_config({
+        "server": {"responses_db": str(database)},
+        "models": [{"name": "fake", "kind": "upstream", "litellm_model": "openai/fake-model",
+                    "api_base": f"{fake_upstream.base_url}/v1", "api_key_env": "STEPAHEAD_TEST_FAKE_KEY"}],
+        "tenants": [{"name": "alpha", "api_key_sha256": [key_digest(KEYS["alpha"])]}]}))
+    server = start_server(app)
+    try:
+        with httpx.stream("POST", f"{server.base_url}/v1/responses", timeout=30,
+                          headers={"Authorization": f"Bearer {KEYS['alpha']}"},
+                          json={"model": "fake", "input": "slow", "background": True, "stream": True}) as reply:
+            lines = reply.iter_lines()   # "echo: " comes, then "slow " 0.5 s later
+            started = json.loads(next(line for line in lines if line.startswith("data: "))[len("data: "):])
+            next(line for line in lines if "response.output_text.delta" in line)
+        run = app.state.gateway.background.get("alpha", started["response"]["id"])   # the reader left; it runs on
+    finally:
+        server.stop()
+    archive = ResponseArchive(database, 16)
+    try:
+        stored = archive.get("alpha", run.response_id)
+    finally:
+        archive.close()
+    assert stored.response["status"] == "cancelled"
+    [message] = stored.response["output"]
+    assert message["status"] == "incomplete" and message["content"][0]["text"].startswith("echo:")
+    assert not any(b"response.cancelled" in event for event in run.events)   # its readers read the shutdown's error

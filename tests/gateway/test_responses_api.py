@@ -458,3 +458,34 @@ def test_null_stream_store_and_background_are_their_defaults():
         with pytest.raises(ApiError) as caught:   # as chat's: a typo never starts a background run
             validate(ResponsesRequest, {"model": "m", "input": "hi", field: value})
         assert caught.value.param == field
+
+
+def test_a_cancel_ends_the_item_being_written_before_response_cancelled():
+    """What a background stream was writing when it was cancelled is closed as it stands
+    (`incomplete`, its text so far) before `response.cancelled`, which carries it."""
+    request = ResponsesRequest(model="m", input="x", tools=[WEATHER], background=True)
+    for events, cut in (([TextDelta("Hello, "), TextDelta("wor")], {"type": "message", "text": "Hello, wor"}),
+                        ([TextDelta("Let me look."), ToolCallDelta(0, "call_1", "get_weather", ""),
+                          ToolCallDelta(0, None, None, '{"city": "Pa')],
+                         {"type": "function_call", "arguments": '{"city": "Pa'})):
+        writer = ResponsesStreamWriter("resp_x", request, created_at=1)
+        streamed = writer.queued() + writer.started() + b"".join(writer.event(e) for e in events)
+        streamed += writer.cancelled(Usage(5, 3))
+        sent = [json.loads(line.removeprefix(b"data: ")) for line in streamed.split(b"\n")
+                if line.startswith(b"data: ")]
+        assert [event["sequence_number"] for event in sent] == list(range(len(sent)))
+        kinds = [event["type"] for event in sent]
+        assert kinds[-1] == "response.cancelled" and kinds[-2] == "response.output_item.done"
+        assert kinds.count("response.output_item.added") == kinds.count("response.output_item.done")
+        assert kinds.count("response.content_part.added") == kinds.count("response.content_part.done")
+        response = sent[-1]["response"]
+        assert response["status"] == "cancelled" and response["usage"]["output_tokens"] == 3
+        assert response["incomplete_details"] is None and response["output"][-1]["status"] == "incomplete"
+        assert response["output"] == writer.snapshot("cancelled")["output"] and sent[-2]["item"] == response["output"][-1]
+        last = response["output"][-1]
+        assert last["type"] == cut["type"]
+        assert (last["content"][0]["text"] if last["type"] == "message" else last["arguments"]) == next(
+            value for key, value in cut.items() if key != "type")
+    nothing = ResponsesStreamWriter("resp_y", request, created_at=1)   # cancelled while queued: no item
+    assert [line for line in (nothing.queued() + nothing.cancelled()).split(b"\n") if line.startswith(b"event: ")] == [
+        b"event: response.created", b"event: response.queued", b"event: response.cancelled"]
