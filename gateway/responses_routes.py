@@ -25,13 +25,14 @@ from agents_trace.ordered_ids import time_ordered_hex
 from gateway.auth import UNAUTHENTICATED
 from gateway.background_responses import BackgroundJob, generate
 from gateway.background_runs import BackgroundRun
+from gateway.background_stream import run_event_stream
 from gateway.backend import Backend, Prepared
 from gateway.chat_checks import check_chat_request
-from gateway.errors import ApiError, invalid_request, response_not_found, stream_cut_at_shutdown
+from gateway.errors import ApiError, invalid_request, response_not_found
 from gateway.exchange import CLIENT_CLOSED_STATUS
 from gateway.respond import ReplyShape, respond
 from gateway.forecasting import bind_session
-from gateway.http_io import ClientGone, EventStreamResponse, read_json_body
+from gateway.http_io import ClientGone, read_json_body
 from gateway.list_page import list_page
 from gateway.collected import Collected
 from gateway.ids import new_id
@@ -42,7 +43,7 @@ from gateway.responses_format import (ResponsesRequest, check_include_query, con
                                       oldest_turn, to_chat_body, without)
 from gateway.responses_errors import renamed
 from gateway.responses_objects import input_items
-from gateway.responses_stream import ResponsesStreamWriter, sse_event, whole_response
+from gateway.responses_stream import ResponsesStreamWriter, whole_response
 from gateway.routes import error_response, gateway_state, model_label, refusal, tenant_endpoint
 from gateway.schemas import ChatCompletionRequest, validate
 from gateway.service_tiers import request_tier
@@ -180,22 +181,9 @@ async def _start_background(state: GatewayState, job: BackgroundJob, tenant: str
     state.background.start(run, lambda started: generate(job, started))
     await state.responses.put_and_wait(tenant, StoredResponse(queued, (), run.input_items))
     if stream:
-        return _event_stream(run, -1)
+        return run_event_stream(run, -1)
     return JSONResponse(queued, headers={"x-request-id": writer.response_id,
                                          **state.limiters[tenant].rate_limit_headers()})
-
-
-def _event_stream(run: BackgroundRun, starting_after: int) -> Response:
-    """The run's events after `starting_after`; the reader leaving does not stop the run.
-    A reader the shutdown timeout cuts gets an `error` event numbered as the run's next."""
-    def on_cut() -> bytes:
-        error = stream_cut_at_shutdown(
-            "The gateway is shutting down and cut this stream; the background response is cancelled with it "
-            f"(GET /v1/responses/{run.response_id} shows how far it got).")
-        return sse_event("error", len(run.events), code=error.code, message=error.message, param=None)
-
-    return EventStreamResponse(run.follow(starting_after), headers={}, on_close=lambda _completed: None,
-                               on_cut=on_cut)
 
 
 async def _prepared_chat(state: GatewayState, backend: Backend, parsed: ResponsesRequest, chat_body: dict,
@@ -251,7 +239,7 @@ async def stored_response(request: Request, state: GatewayState, tenant: str) ->
         return JSONResponse({"id": response_id, "object": "response.deleted", "deleted": True})
     stream, starting_after = _stream_query(request)
     if stream and run is not None:
-        return _event_stream(run, starting_after)
+        return run_event_stream(run, starting_after)
     if run is not None and not run.is_done:
         return JSONResponse(run.response())
     stored = await state.responses.get(tenant, response_id)
