@@ -230,7 +230,7 @@ def _write(lines: Iterable[str], output: str | None) -> int:
         sys.stdout.flush()   # a reader gone fails here, before anything says they were written
         return count
     try:
-        with replacing(output) as out:
+        with replacing(output, shared=True) as out:   # the file asked for: the umask's mode, as `> file` gives
             return _write_to(out, lines)
     except OSError as exc:
         raise CommandError(f"cannot write {output}: {exc}", 2) from None

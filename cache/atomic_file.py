@@ -6,25 +6,51 @@ exception (a rename of a partial file beside it, atomic on one file system). On 
 exception, Ctrl+C included, the partial file is removed and nothing else changes. The
 partial file is this process's own, so two processes writing one file (two gateways
 sharing a directory) each put a whole copy in place, the last one staying.
+
+Modes: a file replaced keeps its mode; a new one is private to this user, 0600 whatever
+the umask (`cache.private_paths`: what is written so is mostly tenants' data), unless
+`shared`.
 """
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
+from cache.private_paths import PRIVATE_FILE_MODE
+
 
 @contextmanager
-def replacing(path: str | Path, binary: bool = False) -> Iterator[IO]:
-    """A stream (text, UTF-8; or bytes) whose content replaces `path` when the block ends normally."""
+def replacing(path: str | Path, binary: bool = False, *, shared: bool = False) -> Iterator[IO]:
+    """A stream (text, UTF-8; or bytes) whose content replaces `path` when the block ends
+    normally. `shared`: a new file gets the mode the umask gives new files, not the private
+    one (for what other users may read: the cache directory's files)."""
     target = Path(path)
     partial = target.with_name(f".{target.name}.partial{os.getpid()}")
+    kept = _mode_of(target)
+    mode = 0o666 if shared else PRIVATE_FILE_MODE   # the umask applies
+
+    def opener(name: str, flags: int) -> int:
+        return os.open(name, flags, mode)
+
     try:
-        with open(partial, "wb") if binary else open(partial, "w", encoding="utf-8") as stream:
+        with open(partial, "wb", opener=opener) if binary else open(partial, "w", encoding="utf-8",
+                                                                     opener=opener) as stream:
+            if kept is not None or not shared:   # (also over a partial file an earlier process of this pid left)
+                os.fchmod(stream.fileno(), PRIVATE_FILE_MODE if kept is None else kept)
             yield stream
         os.replace(partial, target)
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
+
+
+def _mode_of(path: Path) -> int | None:
+    """The permission bits of `path`, None when there is none."""
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        return None

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from cache.error_text import one_line_error
+from cache.private_paths import create_private_file
 
 log = logging.getLogger("stepahead")
 
@@ -129,6 +130,7 @@ def connect_setting_aside_damaged(path: Path, what: str,
     error raised."""
     if not _is_database(path):
         set_aside_database(path, what, "is not a SQLite database")
+    create_private_file(path)   # when none is there: before SQLite makes it with the umask's mode
     connection = sqlite3.connect(str(path), **connect_args)
     if set_up is None:
         return connection

@@ -2,7 +2,8 @@
 
 Layout: `_global.json` holds the all-tenant level and `t-<slug>-<hash>.json`
 (`cache.tenant_files`) each tenant's levels and known waits; every file is a
-`cache.gap_memory` document (`FORMAT`) of its own, written atomically. A checkpoint
+`cache.gap_memory` document (`FORMAT`) of its own, written atomically, private to this
+user when made here, as is the directory (`cache.private_paths`). A checkpoint
 writes the tenants whose change mark (`GapForecaster.change_marks`) moved since they were
 last written to this directory, or whose file is gone, and the small global file; with
 thousands of idle tenants it is a file check each, not a rewrite of everything.
@@ -30,6 +31,7 @@ from pathlib import Path
 from cache.damaged_files import set_aside_or_leave
 from cache.error_text import one_line_error
 from cache.gap_memory import LearnedGaps, read_gaps, write_gaps
+from cache.private_paths import make_private_dirs
 from cache.tenant_files import TENANT_FILE_PREFIX, tenant_file_stem
 
 GLOBAL_FILE = "_global.json"
@@ -98,6 +100,7 @@ class GapFiles:
         """Write the tenants in `learned` (with the `marks` they had when it was copied)
         and the global file; the number of tenant files written."""
         shared, parts = split_by_tenant(learned)
+        make_private_dirs(self.directory)
         num_written = 0
         for tenant, part in parts.items():
             if self._path(tenant) in self._left:

@@ -6,6 +6,8 @@ busy timeout for another gateway on the same file, the schema created, and each 
 `added_columns` added to a table made before it existed); `path` None is a database in
 memory; `surviving(operation)` makes a call that finds the file damaged again
 on a new, empty file, the damaged one set aside, never deleted (`cache.damaged_files`).
+A file (and directory) made here is private to this user (`cache.private_paths`: 0600,
+and so its -wal and -shm, which SQLite gives the database's mode; directories 0700).
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from cache.damaged_files import connect_setting_aside_damaged, set_aside_database, surviving_damage
+from cache.private_paths import create_private_file, make_private_dirs
 
 T = TypeVar("T")
 
@@ -64,7 +67,8 @@ class SqliteFile:
                 self._db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
                 self._create(self._db)
             else:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
+                make_private_dirs(self.path.parent)
+                create_private_file(self.path)   # before SQLite makes it with the umask's mode
                 self._db = connect_setting_aside_damaged(self.path, self.what, self._set_up,
                                                          isolation_level=None, check_same_thread=False)
         return self._db

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from cache.private_paths import make_private_dirs, private_opener
 from cache.sqlite_file import SqliteFile
 from gateway.errors import ApiError
 from gateway.file_store import next_seq, number_unnumbered
@@ -201,8 +202,8 @@ class BatchStore:
 
     def _append_results(self, batch_id: str, results: list[dict]) -> list[dict]:
         kept, lines = zip(*map(written_form, results)) if results else ((), ())
-        self.results_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.results_dir / f"{batch_id}.jsonl", "a+b") as out:
+        make_private_dirs(self.results_dir)
+        with open(self.results_dir / f"{batch_id}.jsonl", "a+b", opener=private_opener) as out:
             if out.seek(0, os.SEEK_END) > 0:
                 out.seek(-1, os.SEEK_END)
                 if out.read(1) != b"\n":   # a line cut short: ended here, so the next line stays whole

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from cache.private_paths import make_private_dirs
+
 CLAIM_FILE = ".writer.lock"
 
 
@@ -38,8 +40,9 @@ class DirectoryClaim:
 
 
 def claim_directory(directory: Path) -> DirectoryClaim:
-    """Claim `directory` (made when missing) for this process, without waiting."""
-    directory.mkdir(parents=True, exist_ok=True)
+    """Claim `directory` (made when missing, private: cache/private_paths.py) for this
+    process, without waiting."""
+    make_private_dirs(directory)
     return claim_lock_file(directory / CLAIM_FILE)
 
 

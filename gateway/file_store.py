@@ -10,6 +10,8 @@ Invariants:
 - the event loop never touches the disk: every call runs on the store's one thread;
 - `root` None keeps the files in a temporary directory (made on first use), removed at
   `close()`;
+- what it makes is private to this user (`cache.private_paths`): `root` (when missing)
+  0700, each file's bytes 0600;
 - a tenant's files are listed in the order they were made (`seq`, rising per tenant):
   whole-second `created_at` and random ids cannot order files made in one second.
 """
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from cache.private_paths import make_private_dirs, private_opener
 from cache.sqlite_file import SqliteFile
 from cache.sqlite_transaction import transaction
 from gateway.errors import ApiError, body_too_large, invalid_request
@@ -121,11 +124,11 @@ class FileStore:
     def _add(self, tenant: str, filename: str, purpose: str, write: Callable[[IO[bytes]], None],
              expires_after_s: int | None) -> StoredFile:
         self._remove_expired()
-        self.root.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(self.root)
         file_id = f"file-{random_hex(24)}"
         path = self.root / file_id
         try:
-            with open(path, "wb") as out:
+            with open(path, "wb", opener=private_opener) as out:
                 write(out)
                 num_bytes = out.tell()
             now = int(self.clock())

@@ -7,8 +7,9 @@ written to a small JSON file (`$STEPAHEAD_SPENT_TOKENS`, else `spent_tokens.json
 user data dir) every `SAVE_EVERY_S` seconds when they changed, and at shutdown, and read
 back at the start.
 
-Invariants: the file is written whole or not at all (cache/atomic_file.py); a gateway
-only ever raises a tenant's entry or keeps it, never drops it (one removed from the
+Invariants: the file is written whole or not at all (cache/atomic_file.py), private to
+this user when made here, as are the directories made for it (cache/private_paths.py); a
+gateway only ever raises a tenant's entry or keeps it, never drops it (one removed from the
 config, or whose budget was lifted, keeps its count for when it comes back); a file that
 cannot be read is renamed aside (`<name>.damaged-<UTC time>`, with a warning): at the
 start the counts then start at zero, later this process's counts are written anew. At
@@ -37,6 +38,7 @@ from pathlib import Path
 from agents_trace.config import data_file
 from cache.atomic_file import replacing
 from cache.damaged_files import set_aside
+from cache.private_paths import make_private_dirs, private_opener
 from gateway.checkpoints import Checkpoints
 
 FORMAT = "stepahead-spent-tokens/1"
@@ -83,7 +85,7 @@ class SpentTokens:
                       for tenant in on_file.keys() | self.counts.keys()
                       if on_file.get(tenant, 0) != self.counts.get(tenant, 0)}
             if merged != on_file or (merged and not self.path.exists()):   # (set aside: not there)
-                self.path.parent.mkdir(parents=True, exist_ok=True)
+                make_private_dirs(self.path.parent)
                 with replacing(self.path) as out:
                     json.dump({"format": FORMAT, "tenants": dict(sorted(merged.items()))}, out, indent=1)
                     out.write("\n")
@@ -114,8 +116,8 @@ def _read(path: Path) -> dict[str, int] | None:
 def _locked(path: Path) -> Iterator[None]:
     """Exclusive use of `path` among the processes that lock it so (the file itself is
     replaced whole at each write, so the lock is on a file beside it that stays)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_name(path.name + ".lock"), "a") as lock:
+    make_private_dirs(path.parent)
+    with open(path.with_name(path.name + ".lock"), "a", opener=private_opener) as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield

@@ -8,7 +8,8 @@ showed only late: the batch runner's first read, once every model had loaded, fa
 start with tracebacks; a spent-tokens file that cannot be written failed only its saves,
 and a restart then handed every budget out again. `check_store_places` tries them first.
 
-Invariant: it returns having made the directories the stores make and opened (then
+Invariant: it returns having made the directories the stores make (0700, as they make
+them: cache/private_paths.py; one that exists keeps its mode) and opened (then
 closed) each SQLite file as its store opens it (schema made; a damaged file set aside,
 as its store would), and, when some tenant has a `token_budget`, having written a file
 beside the spent-tokens file (then removed it), which is not a directory, and beside the
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cache.error_text import one_line_error
+from cache.private_paths import make_private_dirs
 from gateway.config import GatewayConfig
 from gateway.conversation_archive import ConversationArchive
 from gateway.response_archive import ResponseArchive
@@ -135,9 +137,10 @@ def spent_tokens_problem(budgeted: list[str], environ: Mapping[str, str] = os.en
 
 
 def write_beside(path: Path) -> None:
-    """Make `path`'s directory, as its store would, and write (then remove) a file there:
-    an OSError when that cannot be done (a read-only disk, a path under a file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Make `path`'s directory, as its store would (private: `cache.private_paths`), and
+    write (then remove) a file there: an OSError when that cannot be done (a read-only
+    disk, a path under a file)."""
+    make_private_dirs(path.parent)
     with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", suffix=".check") as probe:
         probe.write(b"x")
         probe.flush()

@@ -130,7 +130,7 @@ class ProbedCosts:
         newest = sorted(entries.items(), key=lambda item: _stamp(item[1]))[-MAX_ENTRIES:]
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            with replacing(self.path) as stream:
+            with replacing(self.path, shared=True) as stream:   # the cache directory: others may read it
                 stream.write(json.dumps(dict(newest), indent=1))
         except OSError as exc:
             log.warning("stepahead: warning: could not store the probed worker costs in %s: %s", self.path, exc)

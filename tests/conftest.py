@@ -79,3 +79,13 @@ def tiny_gateway():
     server = start_server(app, startup_timeout_s=300)
     yield ServedGateway(server, app)
     server.stop()
+
+
+@pytest.fixture
+def umask_022():
+    """The usual umask, which gives new files 0644 and directories 0755."""
+    old = os.umask(0o022)
+    try:
+        yield
+    finally:
+        os.umask(old)

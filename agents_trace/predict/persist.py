@@ -19,6 +19,7 @@ import numpy as np
 from cache.atomic_file import replacing
 from cache.damaged_files import set_aside_or_leave
 from cache.error_text import one_line_error
+from cache.private_paths import make_private_dirs
 from cache.tenant_files import tenant_file_stem
 
 from .config import PredictorConfig
@@ -82,7 +83,7 @@ def model_from_parts(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> Ste
 def write(directory: Path, stem: str, meta: dict[str, Any],
           arrays: dict[str, np.ndarray]) -> None:
     """Atomically write `<stem>.npz` then `<stem>.json` (the JSON marks completeness)."""
-    directory.mkdir(parents=True, exist_ok=True)
+    make_private_dirs(directory)
     meta = {"format": FORMAT, **meta}
     with replacing(directory / f"{stem}.npz", binary=True) as stream:
         np.savez(stream, **arrays)

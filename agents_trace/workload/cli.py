@@ -97,7 +97,7 @@ def run_generate(args: argparse.Namespace) -> int:
             write_trace(sys.stdout, writing, header)
         else:
             try:
-                with replacing(args.output) as stream:   # a Ctrl+C leaves no half trace
+                with replacing(args.output, shared=True) as stream:   # a Ctrl+C leaves no half trace; umask's mode
                     write_trace(stream, writing, header)
             except OSError as exc:
                 print(f"error: cannot write {args.output}: {exc}", file=sys.stderr)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -184,3 +185,66 @@ def test_serve_with_a_responses_file_it_cannot_write_fails_its_start_in_one_line
     [line] = [line for line in done.stderr.splitlines() if "the start failed" in line]
     assert f"stepahead: the start failed: the stored responses' file {tmp_path / 'a-file' / 'r.sqlite3'}: " in line
     assert "Traceback" not in done.stderr and "could not" not in done.stderr
+
+
+def _modes(directory: Path) -> dict[str, int]:
+    """The mode of each thing in `directory`, by name, and of the directory itself ('.')."""
+    return {".": stat.S_IMODE(directory.stat().st_mode),
+            **{p.name: stat.S_IMODE(p.stat().st_mode) for p in directory.iterdir()}}
+
+
+def test_what_the_stores_make_is_private_to_the_gateways_user(tmp_path, umask_022):
+    """Under umask 022 the responses, conversations, files, spent tokens and forecasts
+    (prompts and replies among them) were readable by any local user (0644 files,
+    0755 directories)."""
+    from agents_trace.predict.config import PredictorConfig
+    from agents_trace.predict.predictor import Predictor
+    from gateway.conversation_archive import Conversation, ConversationArchive
+    from gateway.file_store import FileStore
+    from gateway.forecasting import GAPS_DIR, ForecastRelay
+    from gateway.response_archive import ResponseArchive
+    from gateway.response_store import StoredResponse
+    from gateway.spent_tokens import SpentTokens
+    from tests.gateway.test_forecasting import feed_two_answer_sessions
+
+    data = tmp_path / "home" / "data"
+    environ = _environ(tmp_path, responses=data / "responses.sqlite3", spent=data / "budgets" / "spent.json")
+    check_store_places(_config(budget=100), environ)
+    assert (tmp_path / "home").stat().st_mode & 0o777 == 0o700   # a parent made for them too
+    responses = ResponseArchive(data / "responses.sqlite3", 8)
+    conversations = ConversationArchive(data / "conversations.sqlite3", 8)
+    files = FileStore(data / "files")
+    try:
+        responses.put("a", StoredResponse({"id": "resp_1"}, ({"role": "user", "content": "a secret prompt"},)))
+        conversations.create("a", Conversation("conv_1", 100, {}), [
+            {"type": "message", "id": "msg_1", "status": "completed", "role": "user",
+             "content": [{"type": "input_text", "text": "a secret"}]}])
+        asyncio.run(files.add_bytes("a", "input.jsonl", "batch", b'{"secret": 1}\n'))
+        SpentTokens(data / "budgets" / "spent.json").sync({"a": 5}, {"a"})
+        private = {name: 0o600 for name in ("responses.sqlite3", "responses.sqlite3-wal", "responses.sqlite3-shm",
+                                            "conversations.sqlite3", "conversations.sqlite3-wal",
+                                            "conversations.sqlite3-shm")}
+        assert _modes(data) == {".": 0o700, **private, "files": 0o700, "budgets": 0o700}
+        assert set(_modes(data / "files").values()) == {0o700, 0o600}   # its index (and -wal, -shm), the upload
+        assert _modes(data / "budgets") == {".": 0o700, "spent.json": 0o600, "spent.json.lock": 0o600}
+    finally:
+        responses.close()
+        conversations.close()
+        files.close()
+
+    forecasts = tmp_path / "predictor"   # the gateway's claim on it makes it (gateway/directory_claim.py)
+    forecasts.mkdir(mode=0o750)
+    with Predictor(PredictorConfig(background_refits=False)) as predictor:
+        relay = ForecastRelay(predictor, {})
+        feed_two_answer_sessions(relay, range(12), tenant="a")
+        relay.save(forecasts)
+    assert _modes(forecasts)["."] == 0o750   # the operator's: left as it was
+    assert {mode for name, mode in _modes(forecasts).items() if name not in (".", GAPS_DIR)} == {0o600}
+    assert set(_modes(forecasts / GAPS_DIR).values()) == {0o700, 0o600}
+
+
+def test_directories_already_there_keep_their_mode(tmp_path, umask_022):
+    data = tmp_path / "data"
+    data.mkdir(mode=0o750)
+    check_store_places(_config(budget=100), _environ(tmp_path))
+    assert _modes(data) == {".": 0o750, "responses.sqlite3": 0o600, "conversations.sqlite3": 0o600, "files": 0o700}
