@@ -18,11 +18,15 @@ Invariants:
 - a prefix match always wins over a call-id match; either continues only a live session;
 - a session with a request in flight never expires; an idle one expires once
   `idle_timeout_s` passed since its last activity, and its index entries go with it;
-- memory is bounded: at most `max_sessions` live sessions (the least recently active
-  is evicted for room), `max_keys_per_session` index entries each (prefix digests and
-  asked call ids together), and as many
+- memory is bounded: at most `max_sessions` live sessions, `max_keys_per_session` index
+  entries each (prefix digests and asked call ids together), and as many
   "dormant" explicit sessions (step count only) so a named session resumed after
-  expiry continues its step numbering.
+  expiry continues its step numbering;
+- for room, the least recently active session of the tenant holding the most live ones
+  is evicted, the opener's new one counted (ties: the opener, then the tenant first at
+  that count): a tenant holding at most `max_sessions` / T (T: tenants with live
+  sessions, the opener included) never loses one to another's new session
+  (`tenant_sessions`, O(1)).
 """
 from __future__ import annotations
 
@@ -35,6 +39,7 @@ from agents_trace.conversation import call_id_digest, is_assistant
 from agents_trace.ordered_ids import time_ordered_hex
 from agents_trace.prompt_blocks import PreviousPrompt
 from agents_trace.records import EndReason, SessionEnded, SessionId, SessionSource
+from agents_trace.tenant_sessions import TenantSessions
 
 SessionKey = tuple[str, str]
 MAX_REFS_PER_KEY = 4
@@ -82,14 +87,15 @@ class OpenedStep:
 
 class SessionTable:
     __slots__ = ("idle_timeout_s", "max_sessions", "max_keys_per_session", "_live",
-                 "_dormant", "_by_response", "_by_request", "_by_call")
+                 "_by_tenant", "_dormant", "_by_response", "_by_request", "_by_call")
 
     def __init__(self, *, idle_timeout_s: float, max_sessions: int,
                  max_keys_per_session: int = 64) -> None:
         self.idle_timeout_s = idle_timeout_s
         self.max_sessions = max_sessions
         self.max_keys_per_session = max_keys_per_session
-        self._live: OrderedDict[SessionKey, SessionState] = OrderedDict()
+        self._live: OrderedDict[SessionKey, SessionState] = OrderedDict()   # by last activity
+        self._by_tenant = TenantSessions()   # the same sessions per tenant: which to evict for room
         self._dormant: OrderedDict[SessionKey, tuple[int, float | None]] = OrderedDict()
         self._by_response: dict[bytes, list[StepRef]] = {}
         self._by_request: dict[bytes, list[StepRef]] = {}
@@ -141,7 +147,7 @@ class SessionTable:
         state.num_in_flight += 1
         state.last_active_s = now_s
         state.last_request = (digests[-1], len(digests)) if digests else None
-        self._live.move_to_end((tenant, state.session))
+        self._touch(tenant, state.session)
         return opened, evicted
 
     def close_step(self, tenant: str, session: str, index: int, ended_s: float, *,
@@ -157,7 +163,7 @@ class SessionTable:
             return None
         state.num_in_flight = max(0, state.num_in_flight - 1)
         state.last_active_s = max(state.last_active_s, ended_s)
-        self._live.move_to_end((tenant, session))
+        self._touch(tenant, state.session)
         if state.head_index is not None and index < state.head_index:
             return None
         shared = state.previous_prompt.shared_with(prompt_blocks, num_prompt_tokens, is_ok=True)
@@ -202,16 +208,22 @@ class SessionTable:
     def _create(self, tenant: str, session: SessionId, source: SessionSource, now_s: float,
                 evicted: list[SessionEnded]) -> SessionState:
         while len(self._live) >= self.max_sessions:
-            evicted.append(self._remove(next(iter(self._live)), "evicted"))
+            evicted.append(self._remove(self._by_tenant.to_evict(tenant), "evicted"))
         state = SessionState(tenant, session, source, now_s)
         dormant = self._dormant.pop((tenant, session), None)
         if dormant is not None:
             state.num_steps, state.last_ended_s = dormant
         self._live[(tenant, session)] = state
+        self._by_tenant.add(tenant, session)
         return state
+
+    def _touch(self, tenant: str, session: SessionId) -> None:
+        self._live.move_to_end((tenant, session))
+        self._by_tenant.touch(tenant, session)
 
     def _remove(self, key: SessionKey, reason: EndReason) -> SessionEnded:
         state = self._live.pop(key)
+        self._by_tenant.remove(*key)
         for index, digest in state.keys:
             refs = index.get(digest, [])
             refs[:] = [r for r in refs if (r.tenant, r.session) != key]

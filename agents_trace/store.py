@@ -5,9 +5,10 @@ Only the trace writer thread calls this class (never the request path). Invarian
 - a session's stored step indexes are unique: a step whose index is already taken (the
   gateway restarted while a client kept its session id) is shifted past the stored ones
   by `index_offset`, which the writer asks for once per session it opens;
-- retention removes whole sessions, oldest last activity first: every session older
-  than `max_age_s`, then more until the live data fits in `max_bytes`; freed pages go
-  back to the file system (incremental vacuum);
+- retention removes whole sessions: every one older than `max_age_s`, then, until the
+  data fits in `max_bytes`, the biggest tenants' oldest (`store_retention`: a tenant
+  within its share keeps its sessions while another floods). Freed pages go back to the
+  file system (incremental vacuum);
 - a store SQLite finds damaged is set aside, never deleted (`cache.damaged_files`), and
   a new one started at the same path: `surviving_damage` then runs the failed call once
   more on it, so the steps being written are kept;
@@ -29,6 +30,7 @@ from typing import TypeVar
 
 from agents_trace.records import ForecastCheck, SessionEnded, Step
 from agents_trace.store_schema import BUSY_TIMEOUT_MS, connect_writer
+from agents_trace.store_retention import trim_biggest_first
 from cache.damaged_files import damaged_because, is_damaged_database, set_aside_database, surviving_damage
 from cache.sqlite_transaction import transaction
 
@@ -253,7 +255,8 @@ class TraceStore:
         _delete_in_one_transaction(self.db, keys)
 
     def apply_retention(self, now_s: float) -> int:
-        """Drop sessions past the age limit, then the oldest until the data fits."""
+        """Drop sessions past the age limit, then the biggest tenants' oldest until the
+        data fits."""
         num_removed = 0
         while True:
             old = self.db.execute(
@@ -263,13 +266,8 @@ class TraceStore:
                 break
             self._delete_sessions(old)
             num_removed += len(old)
-        while self.used_bytes() > self.max_bytes:
-            oldest = self.db.execute("SELECT tenant, session FROM sessions ORDER BY last_s "
-                                     "LIMIT ?", (RETENTION_BATCH_SESSIONS // 8,)).fetchall()
-            if not oldest:
-                break
-            self._delete_sessions(oldest)
-            num_removed += len(oldest)
+        if self.used_bytes() > self.max_bytes:
+            num_removed += trim_biggest_first(self.db, self.used_bytes, self.max_bytes, self._delete_sessions)
         if num_removed:
             self.db.execute("PRAGMA incremental_vacuum")
         return num_removed
