@@ -26,7 +26,7 @@ Invariants:
   is evicted, the opener's new one counted (ties: the opener, then the tenant first at
   that count): a tenant holding at most `max_sessions` / T (T: tenants with live
   sessions, the opener included) never loses one to another's new session
-  (`tenant_sessions`, O(1)).
+  (`cache.tenant_sessions`, O(1)).
 """
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ from agents_trace.conversation import call_id_digest, is_assistant
 from agents_trace.ordered_ids import time_ordered_hex
 from agents_trace.prompt_blocks import PreviousPrompt
 from agents_trace.records import EndReason, SessionEnded, SessionId, SessionSource
-from agents_trace.tenant_sessions import TenantSessions
+from cache.tenant_sessions import TenantSessions
 
 SessionKey = tuple[str, str]
 MAX_REFS_PER_KEY = 4

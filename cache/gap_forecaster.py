@@ -25,7 +25,9 @@ Invariants: O(1) amortised work per request plus, per `recount_every` requests, 
 over the waiting sessions and one vectorized EM per level of the all-tenant level and of
 the tenants with waits pending or changed (`cache.gap_levels`), never of every tenant's
 levels; at most `max_sessions` waiting
-sessions are remembered (oldest dropped; `forget` drops an ended one); nothing does I/O.
+sessions are remembered (for room, the oldest of the tenant with the most waiting, a new
+one counted: `cache.tenant_sessions`, so one tenant's flood never drops another's within
+its share; `forget` drops an ended one); nothing does I/O.
 """
 from __future__ import annotations
 
@@ -44,6 +46,7 @@ from cache.gap_levels import GapLevels
 from cache.gap_memory import LearnedGaps
 from cache.gap_forecaster_config import GapForecasterConfig
 from cache.gap_stats import LogGapStats, LogNormalGap, ReturnCounts, censored_p_return
+from cache.tenant_sessions import TenantSessions
 
 USER_STEP = "user"
 OTHER_STEP = "tool:<oov>"   # a tenant's waits past `max_steps_per_tenant` distinct ones
@@ -84,6 +87,7 @@ class GapForecaster(GapEstimates):
         self._prior = LogNormalGap(math.log(self.config.prior_median_s), self.config.prior_sigma)
         self._stats = GapLevels()
         self._waiting: dict[tuple[str, str], _Waiting] = {}
+        self._by_tenant = TenantSessions()   # the same keys per tenant: which to drop for room
         self._deadlines: list[tuple[float, int, tuple[str, str]]] = []
         self._seq = 0
         self._num_since_recount = 0
@@ -97,6 +101,7 @@ class GapForecaster(GapEstimates):
         self._stats.changed(request.tenant)
         waiting = self._waiting.pop(key, None)
         if waiting is not None:
+            self._by_tenant.remove(*key)
             gap_s = max(0.0, now - waiting.t_s)
             for level in self._gap_levels(request.tenant, waiting.step, waiting.context):
                 self._stats.gap_stats(level).add(gap_s)
@@ -127,11 +132,13 @@ class GapForecaster(GapEstimates):
                 step = OTHER_STEP
             known.add(step)
         waiting = _Waiting(now, step, depth, answers, context, self._seq, own=own)
+        while self._waiting and len(self._waiting) >= self.config.max_sessions:
+            dropped = self._by_tenant.to_evict(request.tenant)   # the oldest of the tenant waiting most
+            del self._waiting[dropped]
+            self._by_tenant.remove(*dropped)
+            self._stats.unsettle(dropped[0])
         self._waiting[key] = waiting
-        while len(self._waiting) > self.config.max_sessions:
-            oldest = next(iter(self._waiting))
-            del self._waiting[oldest]
-            self._stats.unsettle(oldest[0])
+        self._by_tenant.add(*key)
         gap = self._gap(request.tenant, waiting)
         deadline = now + gap.quantile_s(self.config.expire_quantile)
         heapq.heappush(self._deadlines, (deadline, waiting.seq, key))
@@ -144,6 +151,8 @@ class GapForecaster(GapEstimates):
         after its idle timeout): stop remembering it; a wait still pending counts as ended.
         Keeps the waiting sessions, and each recount, to the live ones."""
         waiting = self._waiting.pop((tenant, session), None)
+        if waiting is not None:
+            self._by_tenant.remove(tenant, session)
         if waiting is not None and not waiting.is_ended:
             self._stats.changed(tenant)
             for level in self._levels(tenant, waiting.step, waiting.context):

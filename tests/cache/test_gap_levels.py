@@ -85,7 +85,21 @@ def test_waits_dropped_for_room_unsettle_their_tenant_and_leave_no_estimate_behi
     forecaster._recount(1.0)
     rare = [k for k in forecaster._stats.p_estimates if k and k[0] == "a" and "tool:rare" in k]
     assert rare and all(k not in forecaster._stats.returns for k in rare)   # pending waits only
-    forecaster.observe(RequestSeen("b", "s1", 2.0, num_blocks=2))
-    forecaster.observe(RequestSeen("b", "s2", 2.0, num_blocks=2))   # "a"'s wait is dropped for room
+    forecaster.observe(RequestSeen("a", "s0", 1.5, num_blocks=2))
+    forecaster.observe(RequestSeen("b", "s1", 2.0, num_blocks=2))   # "a" waits most: its oldest is dropped for room
     forecaster._recount(3.0)
     assert not any(k in forecaster._stats.p_estimates for k in rare)
+
+
+def test_one_tenants_flood_of_sessions_drops_its_own_waits_not_anothers() -> None:
+    """Room for a new wait comes from the tenant waiting on the most sessions (its oldest),
+    the newcomer's counted: "a", within its share of `max_sessions`, keeps its wait while
+    "b" floods, and its return is still learned from."""
+    forecaster = GapForecaster(GapForecasterConfig(recount_every=10**9, max_sessions=4))
+    forecaster.observe(RequestSeen("a", "kept", 0.0, tool_calls=("search",), num_blocks=2))
+    for i in range(20):
+        forecaster.observe(RequestSeen("b", f"flood{i}", 1.0 + i, num_blocks=2))
+    assert sorted(forecaster._waiting) == [("a", "kept"), ("b", "flood17"), ("b", "flood18"), ("b", "flood19")]
+    forecaster.observe(RequestSeen("a", "kept", 30.0, num_blocks=3))   # "a"'s agent comes back after 30 s
+    assert ("a", "kept") not in forecaster._waiting or forecaster._waiting[("a", "kept")].depth == 1
+    assert any(forecaster._stats.gap_stats(level).num_gaps > 0 for level in forecaster._stats.levels_of("a"))

@@ -1,5 +1,7 @@
-"""Each tenant's live sessions in order of activity, and which tenant holds the most:
-the session table's choice of a session to end for room (`agents_trace.sessions`).
+"""Each tenant's sessions in order of activity, and which tenant holds the most: whom a
+bounded table of sessions shared by tenants drops one of for room (the tracer's live
+sessions, `agents_trace.sessions`; the gap forecaster's waiting ones,
+`cache.gap_forecaster`), so that one tenant's flood never pushes out another's.
 
 Invariants: a tenant's sessions are kept least recently active first; `to_evict(opener)`
 is the least recently active session of the tenant holding the most, the opener's new
