@@ -1,10 +1,12 @@
 """What a block manager hands to its eviction policy (forecasts, moved sessions, time,
-fixed reservations), and its event queue.
+fixed reservations), what it reads back for its worker's stats (reservations, pins,
+prefetches), and its event queue.
 
 `PolicyCalls` is a part of `cache.block_manager.BlockManager` (its base class), kept apart
 so that each file holds one concept; it uses the manager's `_policy`, `_clock` and
 `_residency`. Invariant: a policy without a hook (LRU has no forecasts or reservations)
-is left as it is, and the call says so where the caller needs to know.
+is left as it is, and the call says so where the caller needs to know. The reads build
+their dicts when asked (a worker's stats request), never on the serving path.
 """
 from __future__ import annotations
 
@@ -38,6 +40,33 @@ class PolicyCalls:
         """Each tenant's guaranteed HOT blocks under the policy's last plan (none: {})."""
         reservations = getattr(self._policy, "reservations", None)
         return reservations() if reservations is not None else {}
+
+    def action_counts(self) -> dict[str, int]:
+        """The policy's pins and prefetches since it started, by stats field (only those it
+        has: LRU {}): `num_pins_set`, `num_pins_refused` (over the tenant's pin cap),
+        `num_pins_declined` (TTL chose not to pin), and, in blocks, `num_prefetches`
+        (copied HOST -> HOT ahead of a return), `num_prefetches_used` (hit in HOT
+        before leaving it), `num_prefetches_wasted` (left HOT unused); invariant:
+        num_prefetches == num_prefetches_used + num_prefetches_wasted + those pending."""
+        counts: dict[str, int] = {}
+        pin_counts = getattr(self._policy, "pin_counts", None)
+        if pin_counts is not None:
+            pins = pin_counts()
+            for name, number in (("num_pins_set", pins.num_set), ("num_pins_refused", pins.num_refused),
+                                 ("num_pins_declined", pins.num_declined)):
+                if number is not None:
+                    counts[name] = number
+        prefetch_counts = getattr(self._policy, "prefetch_counts", None)
+        if prefetch_counts is not None:
+            prefetches = prefetch_counts()
+            counts.update(num_prefetches=prefetches.num_prefetched, num_prefetches_used=prefetches.num_used,
+                          num_prefetches_wasted=prefetches.num_wasted)
+        return counts
+
+    def pinned_blocks(self) -> dict[str, int] | None:
+        """Each tenant's blocks under live pins now ({}: none; None: the policy never pins)."""
+        pinned_blocks = getattr(self._policy, "pinned_blocks", None)
+        return pinned_blocks() if pinned_blocks is not None else None
 
     def tick(self, now: float | None = None) -> None:
         """Let the policy act on time passing (TTL expiries, due prefetches)."""

@@ -44,8 +44,10 @@ HELP = {
     "stepahead_tenant_batch_requests_pending": ("gauge", "Requests of the tenant's running batches without a result."),
     "stepahead_tenant_spent_tokens": (
         "gauge", "Tokens the tenant has spent against its budget, across restarts (tenants with one)."),
-    "stepahead_worker_info": ("gauge", "Numeric worker fields from the engine (tiers flattened)."),
-    "stepahead_worker_tenant_info": ("gauge", "Per-tenant numeric fields of each worker's cache."),
+    "stepahead_worker_info": (
+        "gauge", "Numeric worker fields from the engine (tiers flattened; the KV policy's pins and prefetches)."),
+    "stepahead_worker_tenant_info": (
+        "gauge", "Per-tenant numeric fields of each worker's cache (its reserved and pinned blocks among them)."),
     "stepahead_router_info": ("gauge", "The engine's routing and dispatch counts since it started."),
     "stepahead_prompt_token_cache_info": ("gauge", "Prompts tokenized from a tenant's earlier prompt's ids "
                                           "(num_spliced, num_reused_ids) since the start; off=1 once it turned off."),

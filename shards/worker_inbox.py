@@ -42,17 +42,29 @@ class WorkerInbox:
         elif isinstance(message, TenantShares):
             self._set_tenant_shares(message)
         elif isinstance(message, StatsRequest):
-            stats = stats_as_dict(self.runner.blocks.stats())
-            stats["num_decode_passes"] = self.runner.num_decode_passes
-            stats["num_decoded_tokens"] = self.runner.num_decoded_tokens
-            for tenant, num_reserved in self.runner.blocks.reservations().items():   # the predictive policy's
-                # whole blocks: a tenant under its (fractional) share keeps its blocks, so it is
-                # guaranteed the share's whole part (25.6 of 256 at kv_share 0.1: 25)
-                stats["tenants"].setdefault(tenant, {})["num_reserved_blocks"] = int(num_reserved)
-            self.emit(WorkerStats(self.worker_id, stats, self.num_active, len(self.waiting)))
+            self.emit(WorkerStats(self.worker_id, self._stats(), self.num_active, len(self.waiting)))
         elif isinstance(message, Shutdown):
             self.alive = False
         return self.alive
+
+    def _stats(self) -> dict:
+        """The cache's counters as builtins, the decode counts, and the policy's own: each
+        tenant's reserved and pinned blocks, the pins and prefetches since start (only
+        what the policy has; built here, on a stats request, from counters the policy
+        keeps as it acts)."""
+        stats = stats_as_dict(self.runner.blocks.stats())
+        stats["num_decode_passes"] = self.runner.num_decode_passes
+        stats["num_decoded_tokens"] = self.runner.num_decoded_tokens
+        for tenant, num_reserved in self.runner.blocks.reservations().items():   # the predictive policy's
+            # whole blocks: a tenant under its (fractional) share keeps its blocks, so it is
+            # guaranteed the share's whole part (25.6 of 256 at kv_share 0.1: 25)
+            stats["tenants"].setdefault(tenant, {})["num_reserved_blocks"] = int(num_reserved)
+        stats.update(self.runner.blocks.action_counts())   # pins, prefetches: the policy's own
+        pinned = self.runner.blocks.pinned_blocks()
+        if pinned is not None:   # a pinning policy: every tenant's row says how many (0 too)
+            for tenant in stats["tenants"].keys() | pinned.keys():
+                stats["tenants"].setdefault(tenant, {})["num_pinned_blocks"] = pinned.get(tenant, 0)
+        return stats
 
     def _set_tenant_shares(self, message: TenantShares) -> None:
         """New weights for the queue and the running caps (the dict they read, updated in

@@ -7,13 +7,25 @@ not fade), so lower-valued blocks go first; a higher-valued block that needs the
 still takes it (no wedge), and a tenant may pin at most `cap` blocks at once (a new pin
 that does not fit is refused).
 
-Invariants: `num_pinned_blocks(t)` is the sum of the sizes of `t`'s live pins; a pin is
-live until `expire` passes its deadline or `unpin` ends it (the session came back).
+Invariants: `num_pinned_blocks(t)` is the sum of the sizes of `t`'s live pins (the blocks
+counted against its cap: a pin's size is fixed when it is set, a pinned block may still
+yield its room); a pin is live until `expire` passes its deadline or `unpin` ends it (the
+session came back). Each `pin` call adds one to exactly one of `num_set` and
+`num_refused` (counts since the book was made, never reset).
 """
 from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
+
+
+@dataclass(slots=True)
+class PinCounts:
+    """What a pinning policy counted since it started, for its worker's stats. None: the
+    policy has no such outcome (no per-tenant cap to refuse by; no TTL choice to decline)."""
+    num_set: int
+    num_refused: int | None = None
+    num_declined: int | None = None
 
 
 @dataclass(slots=True)
@@ -25,16 +37,24 @@ class Pin:
 
 
 class PinBook:
-    __slots__ = ("_pins", "_num_blocks", "_deadlines", "num_refused")
+    __slots__ = ("_pins", "_num_blocks", "_deadlines", "num_set", "num_refused")
 
     def __init__(self) -> None:
         self._pins: dict[str, Pin] = {}
         self._num_blocks: dict[str, int] = {}
         self._deadlines: list[tuple[float, str]] = []
+        self.num_set = 0
         self.num_refused = 0
 
     def num_pinned_blocks(self, tenant: str) -> int:
         return self._num_blocks.get(tenant, 0)
+
+    def pinned_blocks(self) -> dict[str, int]:
+        """`num_pinned_blocks` of every tenant that has pinned (0 once its pins ended): a copy."""
+        return dict(self._num_blocks)
+
+    def counts(self) -> PinCounts:
+        return PinCounts(self.num_set, num_refused=self.num_refused)
 
     def is_pinned(self, session: str, now_s: float) -> bool:
         pin = self._pins.get(session)
@@ -52,6 +72,7 @@ class PinBook:
         self._pins[session] = Pin(tenant, until_s, num_blocks, floor)
         self._num_blocks[tenant] = self.num_pinned_blocks(tenant) + num_blocks
         heapq.heappush(self._deadlines, (until_s, session))
+        self.num_set += 1
         return True
 
     def unpin(self, session: str) -> bool:

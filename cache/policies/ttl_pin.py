@@ -34,6 +34,7 @@ from collections import OrderedDict
 
 from cache.block_meta import BlockMeta
 from cache.forecast import Forecast
+from cache.policies.pins import PinCounts
 from cache.policy import CacheActions, EvictionPolicy
 from cache.tiers import Tier
 
@@ -151,6 +152,19 @@ class TTLPinPolicy(EvictionPolicy):
     def is_pinned(self, session: str, now_s: float) -> bool:
         until_s = self._pins.get(session)
         return until_s is not None and until_s > now_s
+
+    def pin_counts(self) -> PinCounts:
+        """Pins set (a renewal counts again) and declined (`choose_ttl_s` said 0) since
+        start; nothing is refused (no per-tenant cap)."""
+        return PinCounts(self.num_pins, num_declined=self.num_declined)
+
+    def pinned_blocks(self) -> dict[str, int]:
+        """Each tenant's evictable HOT blocks held by live pins (as of the last expiry
+        check), counted here: O(pinned blocks), for stats requests, not the hot path."""
+        counts: dict[str, int] = {}
+        for block in self._pinned.values():
+            counts[block.tenant] = counts.get(block.tenant, 0) + 1
+        return counts
 
     # ---- internals ---------------------------------------------------------------------
 

@@ -1,0 +1,62 @@
+"""A worker's stats carry its KV policy's actions: pins and prefetches since start, each
+tenant's pinned blocks now; /metrics' gauges show them as `stepahead_worker_info` and
+`stepahead_worker_tenant_info` fields. A policy without them adds none."""
+from __future__ import annotations
+
+import random
+import time
+
+import pytest
+
+from cache.policies import make_policy
+from gateway.metrics import worker_gauges
+from shards.model_runner import ModelRunner
+from shards.protocol import ApplyForecast, SamplingParams, StatsRequest, WorkerStats, WorkItem
+from shards.worker import WorkerConfig, WorkerLoop
+from tests.cache.test_policies_predictive import lognormal_forecast
+
+ACTION_FIELDS = {"num_pins_set", "num_pins_refused", "num_pins_declined", "num_prefetches", "num_prefetches_used",
+                 "num_prefetches_wasted"}
+
+
+def _stats_after_a_tool_wait(tiny_loaded, policy_name: str) -> dict:
+    """A worker with `policy_name` serves session "s" of tenant "t" (40 prompt tokens: 2
+    full blocks), gets its forecast (a tool call comes next), and answers a StatsRequest."""
+    runner = ModelRunner(tiny_loaded, num_hot_blocks=64, block_size=16, policy=make_policy(policy_name))
+    out: list = []
+    loop = WorkerLoop("w0", WorkerConfig(model="tiny"), runner, tiny_loaded.tokenizer, out.append)
+    rng = random.Random(0)
+    item = WorkItem("r1", "t", [rng.randrange(250) for _ in range(40)],
+                    SamplingParams(max_tokens=3, temperature=0.0, ignore_eos=True))
+    item.session = "s"
+    loop.handle(item)
+    for _ in range(200):
+        if not loop.has_work():
+            break
+        loop.step()
+    loop.handle(ApplyForecast(lognormal_forecast("s", time.time(), median_s=30.0, sigma=0.5, p_return=0.9)))
+    loop.handle(StatsRequest())
+    reply = out[-1]
+    assert isinstance(reply, WorkerStats)
+    return reply.stats
+
+
+@pytest.mark.parametrize("policy_name, counts, num_pinned", [
+    ("predictive", {"num_pins_set": 1, "num_pins_refused": 0, "num_prefetches": 0, "num_prefetches_used": 0,
+                    "num_prefetches_wasted": 0}, 2),
+    ("ttl", {"num_pins_set": 1, "num_pins_declined": 0}, 2),
+    ("kvflow", {"num_prefetches": 0, "num_prefetches_used": 0, "num_prefetches_wasted": 0}, None),
+    ("lru", {}, None),
+])
+def test_worker_stats_and_gauges_carry_the_policys_pins_and_prefetches(tiny_loaded, policy_name, counts, num_pinned):
+    stats = _stats_after_a_tool_wait(tiny_loaded, policy_name)
+    assert {name: stats[name] for name in ACTION_FIELDS & stats.keys()} == counts
+    assert stats["tenants"]["t"].get("num_pinned_blocks") == num_pinned
+    gauges = worker_gauges("tiny", [{"worker": "w0", **stats}])
+    base = (("model_name", "tiny"), ("worker", "w0"))
+    assert {name: gauges[("stepahead_worker_info", base + (("field", name),))]
+            for name in counts} == {name: float(number) for name, number in counts.items()}
+    shown = {labels[-1][1] for family, labels in gauges if family == "stepahead_worker_info"}
+    assert shown & ACTION_FIELDS == counts.keys()
+    pinned = gauges.get(("stepahead_worker_tenant_info", base + (("tenant", "t"), ("field", "num_pinned_blocks"))))
+    assert pinned == (None if num_pinned is None else float(num_pinned))
