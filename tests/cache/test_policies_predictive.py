@@ -193,15 +193,21 @@ def test_predictive_prefetch_turns_host_hit_into_hot_hit(prefetch: bool) -> None
         assert counts.num_prefetched == 0
 
 
-def test_predictive_prefetch_wasted_when_the_session_never_returns() -> None:
-    clock = Clock()
-    mgr = manager(policy(), clock, hot=4, host=8)
+def away_in_host(mgr, clock) -> None:
+    """A (3 blocks, pinned while HOT has not filled) waits on a tool due back at ~10 s;
+    B's request pushes A to HOST at 1 s; ticks until 10.75 s prefetch A's 3 blocks."""
     serve(mgr, clock, 0.0, "t", "A", prompt(0, 3))
     mgr.apply(lognormal_forecast("A", 0.0, median_s=10.0, sigma=0.2, p_return=1.0))
     serve(mgr, clock, 1.0, "t", "B", prompt(1, 4))
     for step in range(1, 40):
         clock.now_s = 1.0 + 0.25 * step
         mgr.tick(clock.now_s)
+
+
+def test_predictive_prefetch_wasted_when_the_session_never_returns() -> None:
+    clock = Clock()
+    mgr = manager(policy(), clock, hot=4, host=8)
+    away_in_host(mgr, clock)
     serve(mgr, clock, 12.0, "t", "C", prompt(2, 4))  # A never came; C needs all of HOT
     counts = mgr.policy.prefetch_counts()
     assert (counts.num_prefetched, counts.num_used, counts.num_wasted) == (3, 0, 3)

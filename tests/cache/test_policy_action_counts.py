@@ -7,7 +7,7 @@ from cache.forecast import Forecast
 from cache.lru import LRUPolicy
 from cache.policies.ttl_pin import TTLPinPolicy
 from cache.policies.workflow_aware import WorkflowAwarePolicy
-from tests.cache.test_policies_predictive import Clock, lognormal_forecast, manager, policy, prompt, serve
+from tests.cache.test_policies_predictive import Clock, away_in_host, lognormal_forecast, manager, policy, prompt, serve
 
 NO_PREFETCHES = {"num_prefetches": 0, "num_prefetches_used": 0, "num_prefetches_wasted": 0}
 
@@ -33,21 +33,10 @@ def test_predictive_counts_a_pin_set_one_refused_over_the_cap_and_each_tenants_p
     assert mgr.action_counts()["num_pins_set"] == 2  # counts since start: an ended pin stays counted
 
 
-def _away_in_host(mgr, clock) -> None:
-    """A (3 blocks, pinned while HOT has not filled) waits on a tool due back at ~10 s;
-    B's request pushes A to HOST at 1 s; ticks until 10.75 s prefetch A's 3 blocks."""
-    serve(mgr, clock, 0.0, "t", "A", prompt(0, 3))
-    mgr.apply(lognormal_forecast("A", 0.0, median_s=10.0, sigma=0.2, p_return=1.0))
-    serve(mgr, clock, 1.0, "t", "B", prompt(1, 4))
-    for step in range(1, 40):
-        clock.now_s = 1.0 + 0.25 * step
-        mgr.tick(clock.now_s)
-
-
 def test_predictive_counts_prefetches_pending_then_used() -> None:
     clock = Clock()
     mgr = manager(policy(), clock, hot=4, host=8)
-    _away_in_host(mgr, clock)
+    away_in_host(mgr, clock)
     assert mgr.action_counts() == {"num_pins_set": 1, "num_pins_refused": 0, "num_prefetches": 3,
                                    "num_prefetches_used": 0, "num_prefetches_wasted": 0}  # 3 pending
     assert serve(mgr, clock, 11.0, "t", "A", prompt(0, 3) + [7, 7]) == (3, 0)
@@ -58,7 +47,7 @@ def test_predictive_counts_prefetches_pending_then_used() -> None:
 def test_predictive_counts_a_prefetch_wasted_when_the_session_never_returns() -> None:
     clock = Clock()
     mgr = manager(policy(), clock, hot=4, host=8)
-    _away_in_host(mgr, clock)
+    away_in_host(mgr, clock)
     serve(mgr, clock, 12.0, "t", "C", prompt(2, 4))  # A never came; C needs all of HOT
     counts = mgr.action_counts()
     assert (counts["num_prefetches"], counts["num_prefetches_used"], counts["num_prefetches_wasted"]) == (3, 0, 3)

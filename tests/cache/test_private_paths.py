@@ -72,14 +72,19 @@ def test_a_shared_file_written_whole_gets_the_umasks_mode(tmp_path, umask):
     assert mode(tmp_path / "costs.json") == 0o666 & ~umask
 
 
+def assert_private_database(path) -> None:
+    """`path`, its -wal and -shm are the only things in its directory, 0600, the directory 0700."""
+    assert {p.name: mode(p) for p in path.parent.iterdir()} == {
+        path.name: 0o600, f"{path.name}-wal": 0o600, f"{path.name}-shm": 0o600}
+    assert mode(path.parent) == 0o700
+
+
 def test_a_sqlite_file_made_here_is_private_with_its_wal_and_shm(tmp_path, umask_022):
     path = tmp_path / "data" / "store.sqlite3"
     file = SqliteFile(path, "the test store", "CREATE TABLE IF NOT EXISTS t (x TEXT);")
     file.change("INSERT INTO t VALUES ('a tenant''s prompt')")
     try:
-        assert {p.name: mode(p) for p in path.parent.iterdir()} == {
-            "store.sqlite3": 0o600, "store.sqlite3-wal": 0o600, "store.sqlite3-shm": 0o600}
-        assert mode(path.parent) == 0o700
+        assert_private_database(path)
     finally:
         file.close()
 
@@ -117,9 +122,7 @@ def test_the_trace_store_is_private_with_its_wal_and_shm(tmp_path, umask_022):
     store = TraceStore(path, max_age_s=3600.0, max_bytes=10**9)
     store.open()
     try:
-        assert {p.name: mode(p) for p in path.parent.iterdir()} == {
-            "traces.sqlite3": 0o600, "traces.sqlite3-wal": 0o600, "traces.sqlite3-shm": 0o600}
-        assert mode(path.parent) == 0o700
+        assert_private_database(path)
     finally:
         store.close()
 
