@@ -203,7 +203,8 @@ def _server_or_exit_status(args: argparse.Namespace):
         if args.config:
             given = _no_config_flags_given(args)
             if given:
-                raise ConfigError(f"{', '.join(given)} only apply without --config; set them in "
+                raise ConfigError(f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} only without "
+                                  "--config; set them in "
                                   "the file's [[models]] / [models.engine] tables")
             config = load_config(args.config)
         else:

@@ -157,6 +157,11 @@ class RayTransport:
 
     def __init__(self, address: str | None = None, num_cpus_per_worker: float | None = None,
                  namespace: str = "stepahead", num_gpus_per_worker: float | None = None) -> None:
+        # Ray's C++ core installs a failure-signal handler in this (the driver) process that
+        # catches SIGTERM: after the gateway's own graceful stop it printed a stack dump and
+        # the process could end 134, not 0 (systemd and Kubernetes stop with SIGTERM). The
+        # operator may set the variable to 0 to keep it; read when Ray is first imported.
+        os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
         import ray
 
         if not ray.is_initialized():

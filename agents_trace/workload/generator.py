@@ -85,7 +85,7 @@ class WorkloadConfig:
         for name, high in (("tool_result_tokens_sigma", MAX_SIGMA), ("tool_sigma", MAX_SIGMA),
                            ("think_time_sigma", MAX_SIGMA), ("batch_lines_per_s", MAX_BATCH_LINES_PER_S)):
             if not getattr(self, name) >= 0:
-                raise ValueError(f"--{_flag(name)} must not be negative, not {getattr(self, name)}")
+                raise ValueError(f"--{_flag(name)} must be a number, 0 or more, not {getattr(self, name)}")
             _at_most(name, getattr(self, name), high, "")
         for name, high, unit in (("system_prompt_tokens", MAX_TOKENS, " tokens"),
                                  ("user_turn_tokens", MAX_TOKENS, " tokens"),

@@ -26,7 +26,7 @@ def _patterns():
 @pytest.mark.parametrize("knobs, message", [
     ({"batch_lines_per_s": 1e9}, "--batch-lines-per-s must be at most 1,000,000"),
     ({"batch_lines_per_s": math.inf}, "--batch-lines-per-s must be at most 1,000,000"),
-    ({"batch_lines_per_s": math.nan}, "--batch-lines-per-s must not be negative, not nan"),
+    ({"batch_lines_per_s": math.nan}, "--batch-lines-per-s must be a number, 0 or more, not nan"),
     ({"tool_result_tokens_median": 1e12}, "--tool-result-tokens-median must be at most 10,000,000 tokens"),
     ({"tool_result_tokens_median": math.inf}, "--tool-result-tokens-median must be at most 10,000,000 tokens"),
     ({"tool_result_tokens_sigma": math.inf}, f"--tool-result-tokens-sigma must be at most {MAX_SIGMA:g}"),
@@ -67,7 +67,7 @@ def test_workload_config_takes_the_largest_knobs_in_range():
     (["--tool-result-tokens-median", "inf"], "--tool-result-tokens-median must be at most 10,000,000 tokens"),
     (["--think-time-sigma", "inf"], "--think-time-sigma must be at most 4"),
     (["--tool-sigma", "inf"], "--tool-sigma must be at most 4"),
-    (["--tool-sigma", "nan"], "--tool-sigma must not be negative, not nan"),
+    (["--tool-sigma", "nan"], "--tool-sigma must be a number, 0 or more, not nan"),
     (["--think-time-median-s", "inf"], "--think-time-median-s must be at most 1,000,000 s"),
     (["--think-time-median-s", "nan"], "--think-time-median-s must be positive, not nan"),
     (["--session-rate-per-s", "inf"], "--session-rate-per-s must be at most 1,000,000"),
