@@ -178,15 +178,17 @@ def _serve(args: argparse.Namespace) -> int:
         return 128 + signal.SIGINT
     if isinstance(server, int):
         return server
+    interrupted = False
     try:
         server.run()
-    except KeyboardInterrupt:   # uvicorn raises the signal it stopped for again once stopped
-        pass
+    except KeyboardInterrupt:   # uvicorn raises the signal it stopped for again once stopped;
+        interrupted = True      # or a Ctrl+C came before uvicorn took the signals over
     if server.started:
         return 0
-    if server.start_cancelled_by is not None:
+    stopped_by = server.start_cancelled_by or (signal.SIGINT if interrupted else None)
+    if stopped_by is not None:
         print("stepahead: stopped", file=sys.stderr, flush=True)
-        return 128 + server.start_cancelled_by
+        return 128 + stopped_by
     return STARTUP_FAILURE
 
 

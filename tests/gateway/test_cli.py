@@ -300,6 +300,22 @@ def test_ctrl_c_during_the_imports_or_a_command_stops_it_quietly(monkeypatch, ca
     assert capsys.readouterr().err == "stepahead: stopped\n"
 
 
+def test_ctrl_c_before_uvicorn_takes_the_signals_over_stops_the_start_quietly(monkeypatch, capsys):
+    """A Ctrl+C that reached the server's run before uvicorn's own signal handlers were in
+    place exited 3 (a failed start) without a word; it is a stop, as at any other point."""
+    import gateway.serve_command
+
+    class Interrupted:
+        started, start_cancelled_by = False, None
+
+        def run(self):
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(gateway.serve_command, "_server_or_exit_status", lambda args: Interrupted())
+    assert main(["serve", "--model", "tiny"]) == 130
+    assert capsys.readouterr().err == "stepahead: stopped\n"
+
+
 def test_ctrl_c_while_a_workload_is_generated_keeps_the_old_file_and_leaves_no_partial(tmp_path: Path):
     output = tmp_path / "workload.jsonl"
     output.write_text("the previous trace\n")
