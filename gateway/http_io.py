@@ -130,6 +130,11 @@ async def race_disconnect(work: Awaitable[T], receive: Receive) -> T:
     raise ClientGone()
 
 
+class StreamStalled(ClientGone):
+    """The client took no byte of its stream for `EventStreamResponse.stalled_write_s`:
+    it stopped reading, and is treated as gone."""
+
+
 class EventStreamResponse(Response):
     """`text/event-stream` response fed by an async iterator of ready-made SSE bytes.
 
@@ -138,11 +143,21 @@ class EventStreamResponse(Response):
     event to send when the server's shutdown cancels the stream midway (uvicorn's
     `timeout_graceful_shutdown`).
 
+    Invariants: the event loop is handed back after every chunk sent (a client gone makes
+    uvicorn's `send` return at once, and a backlog of ready events then held the loop,
+    every tenant waiting, until all of it was encoded); a chunk the client does not take
+    within `stalled_write_s` (it stopped reading, its window full) ends the stream as if it
+    left, so it holds no slot and buffers no reply without end; a stream the shutdown cuts
+    is closed (`on_close`: charged, traced) before its cut event is sent, and that send
+    waits at most `cut_write_s`.
+
     NOTE: uvicorn writes a chunk whole or not at all (it awaits flow control before it
     writes), so after a cut between chunks the body can still be ended cleanly.
     """
 
     media_type = "text/event-stream"
+    stalled_write_s = 60.0
+    cut_write_s = 1.0
 
     def __init__(self, chunks: AsyncIterator[bytes], *, headers: dict[str, str],
                  on_close: Callable[[bool], None], on_cut: Callable[[], bytes] | None = None) -> None:
@@ -153,25 +168,44 @@ class EventStreamResponse(Response):
         self._chunks = chunks
         self._on_close = on_close
         self._on_cut = on_cut
-        self._started = self._ended = False
+        self._started = self._ended = self._closed = False
 
     async def _pump(self, send: Send) -> None:
-        await send({"type": "http.response.start", "status": self.status_code,
-                    "headers": self.raw_headers})
-        self._started = True
-        async for chunk in self._chunks:
-            await send({"type": "http.response.body", "body": chunk, "more_body": True})
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(None) as stall:   # armed only while a chunk is being sent
+                await send({"type": "http.response.start", "status": self.status_code,
+                            "headers": self.raw_headers})
+                self._started = True
+                async for chunk in self._chunks:
+                    stall.reschedule(loop.time() + self.stalled_write_s)
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                    stall.reschedule(None)
+                    await asyncio.sleep(0)   # the loop's turn: the disconnect watcher, other tenants
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except TimeoutError:
+            raise StreamStalled() from None
         self._ended = True
 
     async def _end_cut_stream(self, send: Send) -> None:
         if not self._started or self._ended or self._on_cut is None:
             return
         try:
-            await send({"type": "http.response.body", "body": self._on_cut(), "more_body": True})
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
-        except Exception:   # the connection went meanwhile: nothing left to tell
+            async with asyncio.timeout(self.cut_write_s):   # a client not reading gets no more
+                await send({"type": "http.response.body", "body": self._on_cut(), "more_body": True})
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except Exception:   # the connection went meanwhile, or its window stayed full: nothing left to tell
             pass
+
+    async def _close(self, completed: bool) -> None:
+        """Close the chunks' iterator and run `on_close`, once."""
+        if self._closed:
+            return
+        self._closed = True
+        aclose = getattr(self._chunks, "aclose", None)
+        if aclose is not None:
+            await aclose()
+        self._on_close(completed)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         completed = False
@@ -181,13 +215,11 @@ class EventStreamResponse(Response):
         except (ClientGone, OSError):
             pass
         except asyncio.CancelledError:   # the server's shutdown cut the stream
+            await self._close(False)   # charged and traced before anything waits on the client
             await self._end_cut_stream(send)
             raise
         finally:
-            aclose = getattr(self._chunks, "aclose", None)
-            if aclose is not None:
-                await aclose()
-            self._on_close(completed)
+            await self._close(completed)
 
 
 def fields_of(body: Any, known: tuple[str, ...], required: tuple[str, ...] = ()) -> dict:
