@@ -6,8 +6,8 @@ for one forever, so a single anonymous connection sending an endless header slow
 tenant (QA: a chat took 19 s instead of 0.02 s), and connections that never finished a
 request stayed open (1,000 of 1,000 after 90 s).
 
-Invariants: a head past the limit is answered 431 and a head that does not arrive in
-time 408, each in OpenAI's error shape, and the connection is closed (one over which no
+Invariants: a head past the limit is answered 431, a head that does not arrive in
+time 408, and a request the parser refuses 400, each in OpenAI's error shape, and the connection is closed (one over which no
 byte of a request came is closed without an answer); nothing reaches the app then. Only bytes up to a head's blank line count, checked before
 the parser sees them: a read holding a whole request (head and a large body) is never taken
 for one long head, and a long head in one read is refused all the same. Bodies are the app's to bound (`[server] max_body_bytes`, `max_file_bytes`);
@@ -22,7 +22,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 MAX_HEAD_BYTES = 64 * 1024   # nginx's default large_client_header_buffers is 4 x 8 KiB
 HEAD_TIMEOUT_S = 30.0
-REASONS = {408: "Request Timeout", 431: "Request Header Fields Too Large"}
+REASONS = {400: "Bad Request", 408: "Request Timeout", 431: "Request Header Fields Too Large"}
 
 
 def refusal_bytes(status: int, message: str, code: str) -> bytes:
@@ -102,6 +102,13 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             return
         self._refuse(408, f"The request's line and headers did not arrive within {self.head_timeout_s:g} s.",
                      "request_timeout")
+
+    def send_400_response(self, msg: str) -> None:
+        """A request the HTTP parser refuses (an unknown method, Content-Length with
+        Transfer-Encoding, a malformed length...): OpenAI's error shape, as every other
+        error, not uvicorn's plain text; the connection is closed."""
+        self._refuse(400, f"The HTTP request could not be parsed: {msg.rstrip('.')} (check its method, "
+                     "headers and body framing).", "invalid_http_request")
 
     def _refuse(self, status: int, message: str, code: str) -> None:
         self._disarm_head_timer()

@@ -102,3 +102,16 @@ def test_a_head_past_the_limit_in_one_read_with_its_end_is_still_a_431(server):
     assert status == "HTTP/1.1 431 Request Header Fields Too Large"
     assert answer.count(b"HTTP/1.1") == 1   # the app never answered it
 
+
+
+@pytest.mark.parametrize("data", [
+    _request(extra=b"Transfer-Encoding: chunked\r\n"),   # a length and chunks: a smuggling attempt
+    b"BREW /echo HTTP/1.1\r\nHost: x\r\n\r\n",
+    b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n",
+])
+def test_a_request_the_parser_refuses_is_an_openai_shaped_400_and_the_connection_closes(server, data):
+    answer = _exchange(server, data)
+    status, error = _error_of(answer)
+    assert status == "HTTP/1.1 400 Bad Request" and b"content-type: application/json" in answer.lower()
+    assert error["code"] == "invalid_http_request" and error["type"] == "invalid_request_error"
+    assert error["message"].startswith("The HTTP request could not be parsed: Invalid HTTP request received")
