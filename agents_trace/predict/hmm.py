@@ -150,7 +150,8 @@ def initial_params(spec: HmmSpec, sequences: Sequence[Sequence[int]],
         for seq in sequences:
             if len(seq):
                 first[seq[0]] += 1.0
-                np.add.at(bigram, (np.asarray(seq[:-1]), np.asarray(seq[1:])), 1.0)
+                # int64 even when empty: a one-step sequence's pairs are none, not a float array
+                np.add.at(bigram, (np.asarray(seq[:-1], dtype=np.int64), np.asarray(seq[1:], dtype=np.int64)), 1.0)
         emit = np.full((num_symbols, num_symbols), 0.02) + np.eye(num_symbols)
         return smooth(first, bigram, emit)
     k = spec.num_states

@@ -106,3 +106,10 @@ def test_initial_params_bigram_seeded_starts_as_bigram() -> None:
     pred = filter_step(params, params.start, 0)
     next_dist = pred @ params.emit
     assert next_dist[1] > next_dist[2] > next_dist[0]
+
+
+def test_initial_params_bigram_seeded_take_one_step_sessions() -> None:
+    """A session of one step has no pairs: its empty slice is no float index (a background
+    refit failed with IndexError on a tenant whose sessions included one)."""
+    params = initial_params(HmmSpec(3, True, 0), [[2], [0, 1], [1]], 3)
+    assert params.num_states == 3 and np.allclose(params.start.sum(), 1.0)
