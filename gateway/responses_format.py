@@ -283,21 +283,6 @@ def to_chat_body(request: ResponsesRequest, history: tuple[dict, ...] = (),
     return body
 
 
-def oldest_turn(messages: list[dict]) -> slice | None:
-    """`truncation: "auto"`: the messages of the oldest turn — the first message after the
-    leading system messages, through the message before the next user message — so a
-    tool call never loses its result; None when only the last turn is left."""
-    first = next((i for i, m in enumerate(messages) if m.get("role") not in ("system", "developer")), None)
-    if first is None:
-        return None
-    following = next((i for i in range(first + 1, len(messages)) if messages[i].get("role") == "user"), None)
-    return None if following is None else slice(first, following)
-
-
-def without(items: list, cut: slice) -> list:
-    return items[:cut.start] + items[cut.stop:]
-
-
 def conversation_after(request: ResponsesRequest, chat_body: dict, collected: Collected) -> tuple[dict, ...]:
     """The chat messages of this turn's conversation, its reply appended: what a later
     `previous_response_id` continues. As in OpenAI's API, `instructions` do not carry

@@ -40,10 +40,11 @@ from gateway.response_store import StoredResponse, is_unfinished
 from gateway.conversation_items import traced_in_conversation, turn_items
 from gateway.request_metadata import checked_metadata
 from gateway.responses_format import (ResponsesRequest, check_include_query, conversation_after, input_messages,
-                                      oldest_turn, to_chat_body, without)
+                                      to_chat_body)
 from gateway.responses_errors import renamed
 from gateway.responses_objects import input_items
 from gateway.responses_stream import ResponsesStreamWriter, whole_response
+from gateway.responses_truncation import oldest_turn, without
 from gateway.routes import error_response, gateway_state, model_label, refusal, tenant_endpoint
 from gateway.schemas import ChatCompletionRequest, validate
 from gateway.service_tiers import request_tier

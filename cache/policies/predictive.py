@@ -41,7 +41,7 @@ from cache.block_meta import BlockMeta
 from cache.forecast import Forecast
 from cache.policies.accuracy import TenantAccuracy
 from cache.policies.groups import BlockGroup, GroupIndex
-from cache.policies.pins import PinBook, PinCounts
+from cache.policies.pins import PinBook
 from cache.policies.predictive_config import PredictiveConfig
 from cache.policies.predictive_prefetch import PrefetchPlanning
 from cache.policies.predictive_upkeep import PolicyUpkeep
@@ -93,14 +93,6 @@ class PredictivePolicy(PolicyUpkeep, PrefetchPlanning, SessionWaits, EvictionPol
 
     def prefetch_counts(self) -> PrefetchCounts:
         return self._prefetch.snapshot()
-
-    def pin_counts(self) -> PinCounts:
-        """Pins set and refused (over the tenant's cap) since start."""
-        return self._pins.counts()
-
-    def pinned_blocks(self) -> dict[str, int]:
-        """Each tenant's blocks under live pins (counted against its cap)."""
-        return self._pins.pinned_blocks()
 
     def horizon_s(self, tier: Tier) -> float:
         """How far ahead a block of `tier` is valued (valuation.py)."""

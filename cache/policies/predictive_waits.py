@@ -29,7 +29,7 @@ from cache.tiers import Tier
 if TYPE_CHECKING:
     from cache.forecast import Forecast
     from cache.policies.groups import BlockGroup
-    from cache.policies.pins import PinBook
+    from cache.policies.pins import PinBook, PinCounts
     from cache.policies.predictive_config import PredictiveConfig
     from cache.policies.prefetch import PrefetchTracker
     from cache.policies.reservations import ReservationPlan
@@ -46,6 +46,14 @@ class SessionWaits:
     _prefetch: PrefetchTracker
     _valuation: Valuation
     _room: TierRoom
+
+    def pin_counts(self) -> PinCounts:
+        """Pins set and refused (over the tenant's cap) since start."""
+        return self._pins.counts()
+
+    def pinned_blocks(self) -> dict[str, int]:
+        """Each tenant's blocks under live pins (counted against its cap)."""
+        return self._pins.pinned_blocks()
 
     def _returned(self, name: str, tenant: str, now_s: float) -> None:
         """A request of session `name` arrived: its wait (and pin, prefetch) is over."""

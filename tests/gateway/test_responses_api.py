@@ -300,7 +300,7 @@ def test_stored_responses_survive_a_gateway_restart(tmp_path):
 
 
 def test_the_oldest_turn_is_whole_turns_after_the_system_messages():
-    from gateway.responses_format import oldest_turn, without
+    from gateway.responses_truncation import oldest_turn, without
 
     def without_oldest_turn(messages):
         cut = oldest_turn(messages)
