@@ -187,12 +187,19 @@ class EventStreamResponse(Response):
             raise StreamStalled() from None
         self._ended = True
 
-    async def _end_cut_stream(self, send: Send) -> None:
+    def _cut_event(self) -> bytes | None:
+        """The event ending a stream the shutdown cut midway (its maker records the cut, so
+        `on_close` counts it as one), None when there is none to send."""
         if not self._started or self._ended or self._on_cut is None:
+            return None
+        return self._on_cut()
+
+    async def _end_cut_stream(self, send: Send, event: bytes | None) -> None:
+        if event is None:
             return
         try:
             async with asyncio.timeout(self.cut_write_s):   # a client not reading gets no more
-                await send({"type": "http.response.body", "body": self._on_cut(), "more_body": True})
+                await send({"type": "http.response.body", "body": event, "more_body": True})
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
         except Exception:   # the connection went meanwhile, or its window stayed full: nothing left to tell
             pass
@@ -215,8 +222,9 @@ class EventStreamResponse(Response):
         except (ClientGone, OSError):
             pass
         except asyncio.CancelledError:   # the server's shutdown cut the stream
-            await self._close(False)   # charged and traced before anything waits on the client
-            await self._end_cut_stream(send)
+            event = self._cut_event()
+            await self._close(False)   # charged and traced (as cut) before anything waits on the client
+            await self._end_cut_stream(send, event)
             raise
         finally:
             await self._close(completed)

@@ -208,9 +208,9 @@ def test_impossible_knobs_are_errors_naming_the_flag(tmp_path, capsys):
     for flags, message in ((["--tenants", "0"], "--tenants must be at least 1"),
                            (["--sessions", "-3"], "--sessions must be at least 1"),
                            (["--session-rate-per-s", "0"], "--session-rate-per-s must be positive"),
-                           (["--think-time-sigma", "-1"], "--think-time-sigma must not be negative"),
+                           (["--think-time-sigma", "-1"], "--think-time-sigma must be a number, 0 or more"),
                            (["--user-turn-tokens", "50", "10"], "--user-turn-tokens takes LOW HIGH"),
-                           (["--batch-lines-per-s", "-1"], "--batch-lines-per-s must not be negative"),
+                           (["--batch-lines-per-s", "-1"], "--batch-lines-per-s must be a number, 0 or more"),
                            (["--batch-lines-per-s", "1", "--batch-prompt-tokens", "9000"],
                             "--batch-prompt-tokens plus --batch-output-tokens must fit --max-context-tokens")):
         assert main(["workload", "generate", *flags, "-o", str(out)]) == 2
