@@ -25,8 +25,10 @@ from dataclasses import dataclass
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace.id_generator import IdGenerator
 
 from agents_trace.config import TraceConfig
+from agents_trace.ordered_ids import random_bits
 
 HTTP_TRACES_PATH = "/v1/traces"
 
@@ -75,10 +77,31 @@ def otlp_exporter(target: OtlpTarget, timeout_s: float) -> SpanExporter:
     return OTLPSpanExporter(endpoint=target.endpoint, timeout=timeout_s)
 
 
+class SystemRandomIdGenerator(IdGenerator):
+    """Trace and span ids from the operating system's generator (`random_bits`): the SDK's
+    default draws them from `random`, whose state a tenant could rebuild from the ids of
+    its own steps (the trace API shows them), then predict the next and count other
+    tenants' steps between its own. Never the invalid id 0."""
+
+    def generate_span_id(self) -> int:
+        while not (span_id := random_bits(64)):
+            pass
+        return span_id
+
+    def generate_trace_id(self) -> int:
+        while not (trace_id := random_bits(128)):
+            pass
+        return trace_id
+
+    def is_trace_id_random(self) -> bool:
+        return True
+
+
 def build_provider(config: TraceConfig, processors: tuple[SpanProcessor, ...] = (),
                    environ: Mapping[str, str] = os.environ) -> TracerProvider:
     """A provider with OTLP (when asked for) and any extra processors (tests)."""
-    provider = TracerProvider(resource=Resource.create({SERVICE_NAME: config.resolved_service_name(environ)}))
+    provider = TracerProvider(resource=Resource.create({SERVICE_NAME: config.resolved_service_name(environ)}),
+                              id_generator=SystemRandomIdGenerator())
     target = otlp_target(config, environ)
     if target is not None:
         provider.add_span_processor(BatchSpanProcessor(

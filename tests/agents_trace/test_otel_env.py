@@ -71,3 +71,19 @@ def test_resource_attribute_reads_the_variables_format():
     assert resource_attribute("a=1", "b") is None
     assert resource_attribute("", "b") is None
     assert resource_attribute("b=k=v", "b") == "k=v"
+
+
+def test_span_and_trace_ids_do_not_come_from_random():
+    """The ids of a tenant's own steps (the trace API shows them) must not let it rebuild
+    `random`'s state: seeding it does not repeat the ids the provider makes."""
+    import random
+
+    from agents_trace.config import TraceConfig
+    from agents_trace.otel_setup import build_provider
+
+    ids = build_provider(TraceConfig(), environ={}).id_generator
+    random.seed(11)
+    first = (ids.generate_trace_id(), ids.generate_span_id())
+    random.seed(11)
+    assert (ids.generate_trace_id(), ids.generate_span_id()) != first
+    assert 0 < first[0] < 2 ** 128 and 0 < first[1] < 2 ** 64
