@@ -38,6 +38,7 @@ _PROVIDER_PREFIX = re.compile(r"^(?:\w+Error:\s*)*\w+Exception\s+-\s+")
 _BEARER = re.compile(r"(?i)\b(bearer)\s+[^\s'\"<>,;]+")
 # a Python object's repr in a message ("ssl:<ssl.SSLContext object at 0x7f…>"): its class name is enough
 _OBJECT_REPR = re.compile(r"<(?:[\w]+\.)*([\w]+) object at 0x[0-9a-fA-F]+>")
+_ADDRESS = re.compile(r"\s+at 0x[0-9a-fA-F]+\b")   # any other repr's address: <function f at 0x…>
 REDACTED = "<redacted>"
 MIN_SECRET_CHARS = 8   # shorter "keys" (test placeholders) are not looked for
 
@@ -49,7 +50,7 @@ def one_line(text: str) -> str:
     text = _TRACEBACK.split(str(text), 1)[0]
     line = next((part for part in text.splitlines() if part.strip()), "")
     line = _BEARER.sub(rf"\1 {REDACTED}", _LITELLM_PREFIX.sub("", line.strip()))
-    line = _OBJECT_REPR.sub(r"<\1>", line)
+    line = _ADDRESS.sub("", _OBJECT_REPR.sub(r"<\1>", line))
     line = " ".join(_PATH.sub("<path>", line).split())
     return line if len(line) <= MAX_MESSAGE_CHARS else line[:MAX_MESSAGE_CHARS - 1] + "…"
 
@@ -139,7 +140,7 @@ def retry_after_of(exc: BaseException) -> str | None:
 def clean_retry_after(value: str | None) -> str:
     """`value` when it is a whole number of seconds (0 to a day), else "1"."""
     text = (value or "").strip()
-    return text if text.isdigit() and int(text) <= 86400 else "1"
+    return text if text.isdigit() and len(text) <= 5 and int(text) <= 86400 else "1"   # (no 5,000-digit int())
 
 
 def map_litellm_error(exc: BaseException) -> ApiError:

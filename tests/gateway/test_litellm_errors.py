@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from gateway.litellm_errors import REDACTED, one_line, redact
+from gateway.litellm_errors import REDACTED, clean_retry_after, one_line, redact
 from tests.gateway.test_http_errors import assert_error, post
 from tests.gateway.test_upstream_faults import KEY_ENV, PATHS, ask, assert_api_error, base_url  # noqa: F401
 
@@ -54,3 +54,9 @@ def test_an_object_repr_in_an_upstream_message_keeps_only_its_class_name():
     assert one_line(text) == ("Cannot connect to host vllm:8000 ssl:<SSLContext> "
                               "[Connect call failed ('10.0.0.7', 8000)]")
     assert one_line("state <Foo object at 0xdeadBEEF> and <not a repr>") == "state <Foo> and <not a repr>"
+    assert one_line("<function f at 0x7f12ab> <ssl.SSLSocket fd=7 at 0xbeef> <weakref at 0x12ab; to 'X' at 0x99>") \
+        == "<function f> <ssl.SSLSocket fd=7> <weakref; to 'X'>"   # no address of any repr
+
+
+def test_a_retry_after_of_thousands_of_digits_is_one_second_not_a_500():
+    assert clean_retry_after("9" * 5000) == "1" and clean_retry_after("30") == "30"
