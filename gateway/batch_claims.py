@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from cache.private_paths import make_private_dirs
 from gateway.directory_claim import DirectoryClaim, claim_lock_file
 
 log = logging.getLogger("stepahead.gateway")
@@ -32,7 +33,7 @@ class BatchClaims:
         """True when this process holds (or now takes) the batch's claim."""
         if batch_id in self._held:
             return True
-        self.directory.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(self.directory)   # (its lock files: private_opener, directory_claim)
         claim = claim_lock_file(self.directory / f"{batch_id}.lock")
         if not claim.held:
             if batch_id not in self._logged:

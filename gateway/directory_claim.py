@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from cache.private_paths import make_private_dirs
+from cache.private_paths import make_private_dirs, private_opener
 
 CLAIM_FILE = ".writer.lock"
 
@@ -49,7 +49,7 @@ def claim_directory(directory: Path) -> DirectoryClaim:
 def claim_lock_file(lock_path: Path) -> DirectoryClaim:
     """Claim what `lock_path` (made when missing; its directory must exist, and names the
     claim) stands for, without waiting."""
-    lock_file = open(lock_path, "a+", encoding="utf-8")
+    lock_file = open(lock_path, "a+", encoding="utf-8", opener=private_opener)   # private, as the directories made for it
     try:
         fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cache.repeated_failures import RepeatedFailures
+from cache.private_paths import make_private_dirs
 from gateway.directory_claim import DirectoryClaim, claim_lock_file
 from gateway.store_thread import STORE_FAILURES
 
@@ -140,12 +141,14 @@ class ResponseStore:
         return stored
 
     async def delete(self, tenant: str, response_id: str) -> bool:
-        """Forget the response; False when this tenant has none by that id."""
+        """Forget the response; False when this tenant has none by that id (with an
+        archive, when the archive has none: one another gateway deleted is not found again
+        in this one's memory; an archive that failed leaves memory's answer)."""
         entries = self._by_tenant.get(tenant)
         found = entries is not None and entries.pop(response_id, None) is not None
         if self._archivist is not None:
-            found = bool(await asyncio.wrap_future(
-                self._submit("delete", self.archive.delete, tenant, response_id))) or found
+            deleted = await asyncio.wrap_future(self._submit("delete", self.archive.delete, tenant, response_id))
+            found = found if deleted is None else deleted
         return found
 
     def _submit(self, operation: str, call: Callable, *args) -> Future:
@@ -178,7 +181,7 @@ class ResponseStore:
         if self._owner_claim is not None or self.archive.path is None:   # a file in memory: no other reader
             return
         directory = self._owners_directory()
-        directory.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(directory)
         claim = claim_lock_file(directory / f"{self.owner}.lock")
         if not claim.held:   # NOTE: the name is this process's own; only a bug or a hand edit gets here
             raise RuntimeError(f"the response owner claim {self.owner} is held by process {claim.holder_pid}")

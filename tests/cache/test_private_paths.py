@@ -161,3 +161,27 @@ def test_the_new_file_that_follows_one_not_a_database_is_private(tmp_path, umask
         assert mode(path) == mode(f"{path}-wal") == 0o600
     finally:
         file.close()
+
+
+def test_the_claims_locks_are_private_so_no_other_user_can_remove_them(tmp_path):
+    """A lock another local user could delete would let a second gateway sharing the files
+    take a live gateway's running background responses for ended ones (`cancelled`)."""
+    import asyncio
+
+    from gateway.directory_claim import claim_directory
+    from gateway.response_archive import ResponseArchive
+    from gateway.response_store import ResponseStore, StoredResponse
+
+    before = os.umask(0)
+    try:
+        claim = claim_directory(tmp_path / "predictor")
+        store = ResponseStore(capacity=4, archive=ResponseArchive(tmp_path / "responses.sqlite3", 4))
+        asyncio.run(store.put_and_wait("a", StoredResponse(
+            {"id": "r1", "status": "queued", "background": True, "output": []}, ())))
+        owners = tmp_path / "responses.sqlite3.owners"
+        assert mode(tmp_path / "predictor" / ".writer.lock") == 0o600 and mode(owners) == 0o700
+        assert {mode(lock) for lock in owners.iterdir()} == {0o600}
+        store.close()
+        claim.release()
+    finally:
+        os.umask(before)
