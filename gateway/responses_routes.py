@@ -227,8 +227,9 @@ def _stream_query(request: Request) -> tuple[bool, int]:
 async def stored_response(request: Request, state: GatewayState, tenant: str) -> Response:
     """GET /v1/responses/{id}: the caller's own response, a background one as it stands
     (`?stream=true&starting_after=N`: its events after N, then live ones until it ends);
-    DELETE forgets it, stopping it first if it still runs. Else (unknown, or another
-    tenant's) a 404."""
+    DELETE forgets it, stopping it first if it still runs. Else (unknown, another
+    tenant's, or deleted through another gateway sharing the responses' file, whose run
+    here is then stopped) a 404."""
     response_id = request.path_params["response_id"]
     run = state.background.get(tenant, response_id)
     if request.method == "DELETE":
@@ -239,13 +240,16 @@ async def stored_response(request: Request, state: GatewayState, tenant: str) ->
             raise response_not_found(response_id)
         return JSONResponse({"id": response_id, "object": "response.deleted", "deleted": True})
     stream, starting_after = _stream_query(request)
+    stored = await state.responses.get(tenant, response_id)
+    if stored is None:
+        if run is not None:   # deleted through another gateway sharing the file: its run here ends too
+            await state.background.cancel(run)
+            state.background.discard(tenant, response_id)
+        raise response_not_found(response_id)
     if stream and run is not None:
         return run_event_stream(run, starting_after)
     if run is not None and not run.is_done:
         return JSONResponse(run.response())
-    stored = await state.responses.get(tenant, response_id)
-    if stored is None:
-        raise response_not_found(response_id)
     if stream:
         kept = ("its events are no longer kept (the last 64 finished per tenant, not across a restart); "
                 "GET it without `stream` for the final response" if stored.response.get("background")

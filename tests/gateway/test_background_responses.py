@@ -392,3 +392,39 @@ def test_stopping_the_gateway_stores_a_running_response_with_its_output_so_far(f
     [message] = stored.response["output"]
     assert message["status"] == "incomplete" and message["content"][0]["text"].startswith("echo:")
     assert not any(b"response.cancelled" in event for event in run.events)   # its readers read the shutdown's error
+
+
+def test_a_background_response_deleted_through_another_gateway_is_gone_from_the_one_running_it(
+        fake_upstream, tmp_path):
+    """Two gateways on one responses' file: a delete through the one not running it made
+    the other still answer it (a GET while it ran, its events replayed by `stream=true`);
+    now both answer 404 and the run stops."""
+    from gateway.app import build_app
+    from gateway.config import key_digest, parse_config
+    from tests.gateway.serving import start_server
+
+    os.environ["STEPAHEAD_TEST_FAKE_KEY"] = "sk-upstream-secret"
+    settings = {"server": {"responses_db": str(tmp_path / "responses.sqlite3")},
+                "models": [{"name": "fake", "kind": "upstream", "litellm_model": "openai/fake-model",
+                            "api_base": f"{fake_upstream.base_url}/v1", "api_key_env": "STEPAHEAD_TEST_FAKE_KEY"}],
+                "tenants": [{"name": "alpha", "api_key_sha256": [key_digest(KEYS["alpha"])]}]}
+    headers = {"Authorization": f"Bearer {KEYS['alpha']}"}
+    running_app = build_app(parse_config(settings))
+    running, other = start_server(running_app), start_server(build_app(parse_config(settings)))
+    try:
+        url = f"{running.base_url}/v1/responses"
+        response_id = httpx.post(url, headers=headers, json={
+            "model": "fake", "input": "hang", "background": True}).json()["id"]   # the upstream answers in 60 s
+        deadline_s = time.monotonic() + 10
+        while httpx.get(f"{url}/{response_id}", headers=headers).json()["status"] != "in_progress":
+            assert time.monotonic() < deadline_s
+            time.sleep(0.02)
+        deleted = httpx.delete(f"{other.base_url}/v1/responses/{response_id}", headers=headers)
+        assert deleted.status_code == 200 and deleted.json()["deleted"] is True
+        streamed = httpx.get(f"{url}/{response_id}", params={"stream": "true"}, headers=headers)
+        polled = httpx.get(f"{url}/{response_id}", headers=headers)
+        assert (streamed.status_code, polled.status_code) == (404, 404)
+        assert running_app.state.gateway.background.get("alpha", response_id) is None   # its run was stopped
+    finally:
+        running.stop()
+        other.stop()
