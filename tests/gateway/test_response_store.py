@@ -288,7 +288,7 @@ def test_a_response_deleted_through_another_gateway_is_not_served_from_memory(tm
     assert _delete(second, "a", "r1") is True
     assert _get(first, "a", "r1") is None and _get(second, "a", "r1") is None
     assert len(first) == 1 and _get(first, "a", "r2") == _stored("r2")   # the other response still served
-    second.put("a", _stored("r3"))
+    asyncio.run(second.put_and_wait("a", _stored("r3")))   # in the file before the other gateway looks
     assert _get(first, "a", "r3") == _stored("r3") and _delete(second, "a", "r3") is True
     assert _delete(first, "a", "r3") is False   # deleted already: its copy in memory is no response
     first.close()
