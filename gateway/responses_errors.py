@@ -62,4 +62,6 @@ def renamed(error: ApiError, sources: list[tuple[str, ...]] | None = None) -> Ap
         error.message = error.message.replace(f"'{before}'", f"'{error.param}'")
     for chat, responses in CHAT_TO_RESPONSES_PARAMS:   # other chat parameters the message names
         error.message = error.message.replace(f"'{chat}'", f"'{responses}'")
+    if error.code == "context_length_exceeded":   # `errors.context_length_exceeded` speaks of the prompt's param
+        error.message = error.message.replace("the messages", "the input").replace("your messages", "your input")
     return error

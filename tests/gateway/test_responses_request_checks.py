@@ -160,6 +160,7 @@ def test_a_max_output_tokens_over_the_context_names_it_and_truncation_cuts_no_tu
     error = reply.json()["error"]
     assert reply.status_code == 400
     assert (error["code"], error["param"]) == ("context_length_exceeded", "max_output_tokens")
+    assert " in the input, " in error["message"] and "messages" not in error["message"]   # the Responses API's words
     turns = [{"role": "user", "content": "first"}, {"role": "assistant", "content": "noted"},
              {"role": "user", "content": "second"}, {"role": "assistant", "content": "noted"},
              {"role": "user", "content": "third"}]
