@@ -13,7 +13,7 @@ import sqlite3
 from pathlib import Path
 
 from cache.damaged_files import connect_setting_aside_damaged
-from cache.private_paths import create_private_file, make_private_dirs
+from cache.private_paths import make_private_dirs
 from cache.sqlite_file import add_missing_columns
 
 SCHEMA_VERSION = "2"
@@ -72,8 +72,7 @@ CREATE TABLE IF NOT EXISTS step_content (
 def connect_writer(path: Path) -> sqlite3.Connection:
     """Open (creating if needed, private to this user: cache/private_paths.py) the store for
     writing; only the writer thread uses it."""
-    make_private_dirs(path.parent)
-    create_private_file(path)   # before SQLite makes it with the umask's mode (its -wal, -shm: the same)
+    make_private_dirs(path.parent)   # the file (so its -wal, -shm): made private by connect_setting_aside_damaged
 
     def set_up(connection: sqlite3.Connection) -> None:
         is_new = not path.exists() or path.stat().st_size == 0

@@ -124,7 +124,9 @@ def connect_setting_aside_damaged(path: Path, what: str,
                                   set_up: Callable[[sqlite3.Connection], None] | None = None,
                                   **connect_args) -> sqlite3.Connection:
     """`sqlite3.connect(path, **connect_args)`, once a file there that is not a database
-    is set aside (`what` names it in the warning: "the trace store"), then `set_up` on
+    is set aside (`what` names it in the warning: "the trace store"), a file it makes
+    private to this user (`cache.private_paths`: 0600, as SQLite then makes its -wal and
+    -shm; an existing one keeps its mode), then `set_up` on
     the connection (pragmas, schema). When `set_up` fails, the connection is closed at
     once, not when collected (so a file set aside meanwhile keeps its -wal), and the
     error raised."""

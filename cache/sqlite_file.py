@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from cache.damaged_files import connect_setting_aside_damaged, set_aside_database, surviving_damage
-from cache.private_paths import create_private_file, make_private_dirs
+from cache.private_paths import make_private_dirs
 
 T = TypeVar("T")
 
@@ -67,8 +67,7 @@ class SqliteFile:
                 self._db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
                 self._create(self._db)
             else:
-                make_private_dirs(self.path.parent)
-                create_private_file(self.path)   # before SQLite makes it with the umask's mode
+                make_private_dirs(self.path.parent)   # the file: made private by connect_setting_aside_damaged
                 self._db = connect_setting_aside_damaged(self.path, self.what, self._set_up,
                                                          isolation_level=None, check_same_thread=False)
         return self._db
