@@ -170,6 +170,16 @@ class Prepared:
         """This run is its prompt's first choice (the one whose prompt usage counts)."""
         return self.choice % self.num_per_prompt == 0
 
+    def usage_so_far(self) -> Usage:
+        """The usage of a request cut short, which has none of its own, as far as it is
+        known: the prompt (0 where `num_prompt_tokens` is an upstream's estimate), the
+        tokens its local runs generated and the prompt tokens they found cached (0 before
+        any run's first event). What its traced step, its metrics and a cancelled
+        background response say it used."""
+        generated = self.generated
+        return Usage(num_prompt_tokens=self.num_prompt_tokens if self.prompt_is_counted else 0,
+                     num_completion_tokens=generated.num, num_cached_tokens=generated.num_cached_tokens or 0)
+
 
 class Backend(Protocol):
     model_id: str

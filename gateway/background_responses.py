@@ -112,8 +112,6 @@ def usage_so_far(prepared: Prepared) -> Usage | None:
     generated until then and the prompt tokens they found cached, once the model had
     begun answering; None when unknown (an upstream model's cut stream counts nothing,
     and nothing is counted before the first token)."""
-    generated = prepared.generated
-    if not prepared.prompt_is_counted or generated.worker is None:
+    if not prepared.prompt_is_counted or prepared.generated.worker is None:
         return None
-    return Usage(num_prompt_tokens=prepared.num_prompt_tokens, num_completion_tokens=generated.num,
-                 num_cached_tokens=generated.num_cached_tokens or 0)
+    return prepared.usage_so_far()

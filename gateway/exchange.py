@@ -170,12 +170,10 @@ class Exchange:
         the tokens its local runs generated until then (an upstream's are unknown: 0); an
         upstream's worker is "upstream", as its `Finished` names it. None before the model
         started: refused, queued, or cut before any event."""
-        prepared, generated = self.prepared, self.prepared.generated
+        generated = self.prepared.generated
         if generated.worker is None and self.first_event_s is None:
             return None
-        usage = Usage(num_prompt_tokens=prepared.num_prompt_tokens if prepared.prompt_is_counted else 0,
-                      num_completion_tokens=generated.num, num_cached_tokens=generated.num_cached_tokens or 0)
-        return generated.worker or "upstream", usage
+        return generated.worker or "upstream", self.prepared.usage_so_far()
 
     def _client_closed_message(self) -> str:
         """How far a request had come when its client went away, in words."""

@@ -107,7 +107,7 @@ def end_step(tracer: AgentTracer, ctx: StepContext, prepared: Prepared,
     prompt tokens their first events named (none, 0 cached, before any: the store holds
     no unknown count), and of its reply what `reply` holds of choice 0 (the caller passes
     what the client was sent)."""
-    usage = finished.usage if finished is not None else None
+    usage = finished.usage if finished is not None else prepared.usage_so_far()
     output = reply.first if reply is not None else None
     calls = () if output is None else _calls(output)
     others = () if reply is None or finished is None else tuple(
@@ -115,10 +115,8 @@ def end_step(tracer: AgentTracer, ctx: StepContext, prepared: Prepared,
     if finished is None and error is None:
         error = "incomplete"
     return tracer.end(ctx, StepResult(
-        num_input_tokens=(usage.num_prompt_tokens if usage else
-                          prepared.num_prompt_tokens if prepared.prompt_is_counted else 0),
-        num_cached_tokens=usage.num_cached_tokens if usage else prepared.generated.num_cached_tokens or 0,
-        num_output_tokens=usage.num_completion_tokens if usage else prepared.generated.num,
+        num_input_tokens=usage.num_prompt_tokens, num_cached_tokens=usage.num_cached_tokens,
+        num_output_tokens=usage.num_completion_tokens,
         ttft_s=ttft_s if ttft_s is not None else (finished.ttft_s if finished else None),
         worker=finished.worker if finished else prepared.generated.worker,
         finish_reason=(output.finish_reason() if output is not None and finished else
