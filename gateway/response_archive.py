@@ -75,20 +75,14 @@ class ResponseArchive:
     def _put(self, tenant: str, stored: StoredResponse) -> bool:
         with transaction(self.db) as db:
             db.execute("INSERT OR REPLACE INTO responses (tenant, id, used_s, response, messages, input_items) "
-                       "VALUES (?, ?, ?, ?, ?, ?)",
-                       (tenant, stored.response["id"], self.clock(),
-                        json.dumps(stored.response, ensure_ascii=False),
-                        json.dumps(stored.messages, ensure_ascii=False),
-                        json.dumps(stored.input_items, ensure_ascii=False)))
+                       "VALUES (?, ?, ?, ?, ?, ?)", (tenant, stored.response["id"], self.clock(), *_columns(stored)))
             db.execute(self.trim_sql, (tenant, tenant, self.capacity))
         return True
 
     def _replace(self, tenant: str, stored: StoredResponse) -> bool:
         cursor = self.db.execute(
             "UPDATE responses SET used_s = ?, response = ?, messages = ?, input_items = ? WHERE tenant = ? AND id = ?",
-            (self.clock(), json.dumps(stored.response, ensure_ascii=False),
-             json.dumps(stored.messages, ensure_ascii=False), json.dumps(stored.input_items, ensure_ascii=False),
-             tenant, stored.response["id"]))
+            (self.clock(), *_columns(stored), tenant, stored.response["id"]))
         return cursor.rowcount > 0
 
     def _get(self, tenant: str, response_id: str) -> StoredResponse | None:
@@ -110,3 +104,9 @@ class ResponseArchive:
     def _delete(self, tenant: str, response_id: str) -> bool:
         cursor = self.db.execute("DELETE FROM responses WHERE tenant = ? AND id = ?", (tenant, response_id))
         return cursor.rowcount > 0
+
+
+def _columns(stored: StoredResponse) -> tuple[str, str, str]:
+    """The row's `response`, `messages` and `input_items` columns: JSON text."""
+    return (json.dumps(stored.response, ensure_ascii=False), json.dumps(stored.messages, ensure_ascii=False),
+            json.dumps(stored.input_items, ensure_ascii=False))
