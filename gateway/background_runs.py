@@ -105,6 +105,12 @@ class BackgroundRuns:
             run.task.cancel()
             await asyncio.gather(run.task, return_exceptions=True)
 
+    async def forget(self, run: BackgroundRun) -> None:
+        """Stop `run` if it has not ended and forget it (its response was deleted): its
+        events are no longer kept."""
+        await self.cancel(run)
+        self.discard(run.tenant, run.response_id)
+
     async def cancel_all(self) -> None:
         """Stop every run (the gateway stops)."""
         for runs in list(self._by_tenant.values()):

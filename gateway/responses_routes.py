@@ -234,8 +234,7 @@ async def stored_response(request: Request, state: GatewayState, tenant: str) ->
     run = state.background.get(tenant, response_id)
     if request.method == "DELETE":
         if run is not None:
-            await state.background.cancel(run)
-            state.background.discard(tenant, response_id)
+            await state.background.forget(run)
         if not await state.responses.delete(tenant, response_id):
             raise response_not_found(response_id)
         return JSONResponse({"id": response_id, "object": "response.deleted", "deleted": True})
@@ -243,8 +242,7 @@ async def stored_response(request: Request, state: GatewayState, tenant: str) ->
     stored = await state.responses.get(tenant, response_id)
     if stored is None:
         if run is not None:   # deleted through another gateway sharing the file: its run here ends too
-            await state.background.cancel(run)
-            state.background.discard(tenant, response_id)
+            await state.background.forget(run)
         raise response_not_found(response_id)
     if stream and run is not None:
         return run_event_stream(run, starting_after)
