@@ -257,4 +257,9 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
             raise HTTPException(404, "No such file.")
         return Response(_static(name), media_type=STATIC_FILES[name], headers=viewer_headers())
 
+    # NOTE: the gateway's Starlette routes answer HEAD wherever they answer GET (headers, no
+    # body: uvicorn drops it); FastAPI's routes do not unless told, so they are told here.
+    for route in router.routes:
+        if "GET" in route.methods:
+            route.methods.add("HEAD")
     return router

@@ -117,6 +117,27 @@ async def test_api_serves_the_page_without_data(traced):
     assert missing.status_code == 404
 
 
+def test_head_answers_wherever_get_does_with_the_same_headers_and_no_body(traced):
+    """As the gateway's own routes do: `HEAD /ui` (a link checker, a load balancer's probe)
+    is the page's headers, not a 405; the trace API's reads the same, still authenticated."""
+    tracer, session = traced
+    server = start_server(viewer_app(tracer, KEYS))
+    try:
+        with httpx.Client(base_url=server.base_url, timeout=30) as client:
+            for path, key in (("/ui", None), ("/ui/static/app.js", None), ("/v1/traces/sessions", "k-acme"),
+                              (f"/v1/traces/sessions/{session}", "k-acme")):
+                headers = {"authorization": f"Bearer {key}"} if key else {}
+                got, head = client.get(path, headers=headers), client.head(path, headers=headers)
+                assert got.status_code == head.status_code == 200, (path, head.status_code)
+                assert head.content == b"" and head.headers["content-type"] == got.headers["content-type"]
+                assert head.headers.get("content-security-policy") == got.headers.get("content-security-policy")
+            assert client.head("/v1/traces/sessions").status_code == 401
+            assert client.head(f"/v1/traces/sessions/{session}",
+                               headers={"authorization": "Bearer k-globex"}).status_code == 404
+    finally:
+        server.stop()
+
+
 async def test_the_page_and_its_files_carry_the_viewers_security_headers(traced):
     """A strict CSP (own scripts, styles and API only; never framed), no framing, nosniff,
     no referrer: on the page and on each static file."""
