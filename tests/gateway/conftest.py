@@ -25,10 +25,11 @@ from tests.gateway.serving import RunningServer, start_server  # noqa: E402
 KEYS = {"alpha": "sk-test-alpha", "beta": "sk-test-beta", "rpm": "sk-test-rpm",
         "conc": "sk-test-conc", "budget": "sk-test-budget", "tpm": "sk-test-tpm",
         "cancel": "sk-test-cancel", "ops": "sk-test-ops", "paced": "sk-test-paced", "offline": "sk-test-offline",
-        "faults": "sk-test-faults"}
+        "faults": "sk-test-faults", "embed_budget": "sk-test-embed-budget"}
 LIMITS = {"rpm": {"requests_per_minute": 3},
           "conc": {"max_concurrent": 1, "max_queued": 1},
-          "budget": {"token_budget": 400},
+          "budget": {"token_budget": 400},   # test_tenancy spends it all
+          "embed_budget": {"token_budget": 400},   # test_embeddings charges it, in any order
           "tpm": {"tokens_per_minute": 600},
           "cancel": {"max_concurrent": 1, "max_queued": 4},
           "paced": {"requests_per_minute": 1000, "tokens_per_minute": 100000}}

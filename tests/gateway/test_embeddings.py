@@ -76,14 +76,14 @@ def test_unknown_models_keys_and_upstream_errors_are_openai_shaped(gateway):
 
 
 def test_requests_are_counted_per_tenant_and_charged_to_its_budget(gateway):
-    limiter = gateway.state.limiters["budget"]
+    limiter = gateway.state.limiters["embed_budget"]
     before = limiter.num_spent_tokens
-    reply = httpx.post(f"{gateway.base_url}/v1/embeddings", headers=gateway.headers("budget"),
+    reply = httpx.post(f"{gateway.base_url}/v1/embeddings", headers=gateway.headers("embed_budget"),
                        json={"model": "fake", "input": "x" * 50}).json()
     assert reply["usage"]["total_tokens"] == 50
     assert limiter.num_spent_tokens == before + 50 and limiter.num_reserved_tokens == 0
-    metrics = httpx.get(f"{gateway.base_url}/metrics", headers=gateway.headers("budget")).text
-    assert 'endpoint="embeddings"' in metrics and 'tenant="budget"' in metrics
+    metrics = httpx.get(f"{gateway.base_url}/metrics", headers=gateway.headers("embed_budget")).text
+    assert 'endpoint="embeddings"' in metrics and 'tenant="embed_budget"' in metrics
 
 
 def test_an_upstream_request_reserves_at_least_one_token_a_byte(gateway):
