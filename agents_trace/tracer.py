@@ -242,8 +242,9 @@ class AgentTracer:
     def _content(self, ctx: StepContext, result: StepResult) -> CapturedContent | None:
         if not self.captures_content:
             return None
-        # A failed step keeps the part of its reply the client was sent (a stream cut midway), if any.
-        has_output = result.error is None or result.output_text is not None or bool(result.tool_calls)
+        # A failed step keeps the part of its reply (any choice) the client was sent (a stream cut midway), if any.
+        sent = [(result.output_text, result.tool_calls)] + [(c.text, c.tool_calls) for c in result.other_choices]
+        has_output = result.error is None or any(text is not None or calls for text, calls in sent)
         output = assistant_message(result.output_text, result.tool_calls) if has_output else None
         others = () if output is None else tuple(
             assistant_message(choice.text, choice.tool_calls) for choice in result.other_choices)

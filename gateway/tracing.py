@@ -105,13 +105,15 @@ def end_step(tracer: AgentTracer, ctx: StepContext, prepared: Prepared,
     none (0) where that is only an estimate (an upstream model's); one cut short (its
     client left) the tokens its local runs generated until then, the worker and cached
     prompt tokens their first events named (none, 0 cached, before any: the store holds
-    no unknown count), and of its reply what `reply` holds of choice 0 (the caller passes
-    what the client was sent)."""
+    no unknown count), and of its reply what `reply` holds (the caller passes
+    what the client was sent; so of each other choice, unfinished ones without a finish
+    reason)."""
     usage = finished.usage if finished is not None else prepared.usage_so_far()
     output = reply.first if reply is not None else None
     calls = () if output is None else _calls(output)
-    others = () if reply is None or finished is None else tuple(
-        ChoiceOutput(choice.finish_reason(), _calls(choice), choice.text or None) for choice in reply.choices[1:])
+    others = () if reply is None else tuple(
+        ChoiceOutput(choice.finish_reason() if choice.finished is not None else None, _calls(choice),
+                     choice.text or None) for choice in reply.choices[1:])
     if finished is None and error is None:
         error = "incomplete"
     return tracer.end(ctx, StepResult(

@@ -59,10 +59,10 @@ STORY = {"model": "tiny", "max_tokens": 4000, "temperature": 1.0, "ignore_eos": 
          "messages": [{"role": "user", "content": "Tell me a long story about a lighthouse keeper. " * 6}]}
 
 
-async def _cut_step(gateway, session: str, *, stream: bool) -> tuple[dict, dict | None, str]:
-    """Ask for a long reply in `session` (content captured), leave after a few chunks (a
-    stream) or half a second (a whole reply); the traced step, its content, and the text
-    the client got."""
+async def _cut_step(gateway, session: str, *, stream: bool, n: int = 1) -> tuple[dict, dict | None, str]:
+    """Ask for a long reply in `session` (content captured; `n` choices), leave after a few
+    chunks (a stream) or half a second (a whole reply); the traced step, its content, and
+    the text the client got (of each choice, joined by NUL)."""
     import asyncio
     import time
 
@@ -72,22 +72,22 @@ async def _cut_step(gateway, session: str, *, stream: bool) -> tuple[dict, dict 
 
     tracer = gateway.state.tracer
     headers = {**gateway.headers(), "x-session-id": session}
-    received = ""
+    received = [""] * n
     async with httpx.AsyncClient(base_url=gateway.base_url, timeout=60) as client:
         warm = await client.post("/v1/chat/completions", headers={**headers, "x-session-id": f"{session}-warm"},
                                  json=dict(STORY, max_tokens=1))   # the prompt in a worker's prefix cache
         assert warm.status_code == 200, warm.text
         if stream:
             async with client.stream("POST", "/v1/chat/completions", headers=headers,
-                                     json=dict(STORY, stream=True)) as response:
+                                     json=dict(STORY, stream=True, n=n)) as response:
                 assert response.status_code == 200
                 lines, num_texts = response.aiter_lines(), 0
-                while num_texts < 6:
+                while num_texts < 6 * n:
                     line = await anext(lines)
                     if line.startswith("data: {"):
-                        delta = json.loads(line[6:])["choices"][0]["delta"]
-                        received += delta.get("content") or ""
-                        num_texts += bool(delta.get("content"))
+                        [choice] = json.loads(line[6:])["choices"]
+                        received[choice["index"]] += choice["delta"].get("content") or ""
+                        num_texts += bool(choice["delta"].get("content"))
         else:
             with pytest.raises(httpx.ReadTimeout):
                 await client.post("/v1/chat/completions", headers=headers, json=STORY, timeout=0.5)
@@ -97,7 +97,7 @@ async def _cut_step(gateway, session: str, *, stream: bool) -> tuple[dict, dict 
         tracer.flush(1)
         await asyncio.sleep(0.05)
     (step,) = steps
-    return step, step_content(tracer.store_path, "alpha", session, 0), received
+    return step, step_content(tracer.store_path, "alpha", session, 0), "\0".join(received)
 
 
 async def test_a_stream_its_client_cut_is_traced_with_what_it_had_sent(gateway, monkeypatch):
@@ -113,6 +113,20 @@ async def test_a_stream_its_client_cut_is_traced_with_what_it_had_sent(gateway, 
                                      f"{step['num_output_tokens']} output tokens generated.")
     output = content["output"]
     assert output["role"] == "assistant" and output["content"].startswith(received) and received
+
+
+async def test_a_cut_stream_of_several_choices_keeps_every_choice_it_had_sent(gateway, monkeypatch):
+    """Known failure: a cut stream with `n > 1` recorded choice 0 only (no `other_choices`,
+    no other outputs). Each choice keeps what its client was sent, unfinished (no finish
+    reason, as choice 0)."""
+    monkeypatch.setattr(gateway.state.tracer, "captures_content", True)
+    step, content, received = await _cut_step(gateway, "cut-stream-two-choices", stream=True, n=2)
+    first, second = received.split("\0")
+    assert step["error"] == "client_closed" and first and second
+    assert step["finish_reason"] is None and step["other_choices"] == [{"finish_reason": None, "tool_calls": []}]
+    assert content["output"]["content"].startswith(first)
+    [other] = content["other_outputs"]
+    assert other["role"] == "assistant" and other["content"].startswith(second)
 
 
 async def test_a_whole_reply_its_client_left_is_traced_with_nothing_sent(gateway, monkeypatch):
