@@ -1,7 +1,7 @@
 """Server-sent events of a streamed Responses API reply, from the chat events.
 
 Each event is `event: TYPE` + `data: {..., "type": TYPE, "sequence_number": N}`, N
-counting from 0. The order is OpenAI's: `response.created`, `response.in_progress`;
+counting from 0. The events are OpenAI's: `response.created`, `response.in_progress`;
 per output item `response.output_item.added`, its content (a message's
 `content_part.added`, `output_text.delta`..., `output_text.done`, `content_part.done`,
 and for a refusal the same with `refusal.delta`..., `refusal.done`; a call's
@@ -9,11 +9,20 @@ and for a refusal the same with `refusal.delta`..., `refusal.done`; a call's
 `response.completed` (or `response.incomplete`) carrying the whole response. A
 background response opens with `response.created` and `response.queued` instead, then
 `response.in_progress` once admitted, a failure ends it with `response.failed` and a cancel with
-the open item's and part's `.done` events (the item `incomplete`, its text as far as it
+the open items' and part's `.done` events (the last item `incomplete`, each as far as it
 got) and `response.cancelled`. Text deltas
-and `output_text.done` carry `logprobs`, an empty list unless the request asked. Invariant:
-an item is closed before the next one opens, and a content part before the next part,
-so every item's and part's events are contiguous.
+and `output_text.done` carry `logprobs`, an empty list unless the request asked.
+
+Invariants: every output item (the message, each chat call `index`) is added once, when
+its first delta comes, and done once, when the reply ends, with all of its text or
+arguments; its `output_index` is its place in that order of first deltas, and every
+event of it names that `output_index` and its `item_id`. A chat stream may come back to
+any call (parallel calls' deltas need not be contiguous, each carries its `index`; a
+local model may write text between calls), so items stay open until the end and their
+events may interleave; where the deltas come item by item, as OpenAI's do, so do the
+events, but for the `.done`s at the end. A message's content part is closed before its
+next part opens. The items close in `output_index` order, the last one `incomplete` when
+the reply ran out of tokens (as the whole response marks it).
 """
 from __future__ import annotations
 
@@ -38,8 +47,9 @@ class ResponsesStreamWriter:
         self.response_id, self.request, self.created_at = response_id, request, created_at
         self.collected = Collected()
         self._sequence = 0
-        self._open: tuple[str, int] | None = None  # ("message", -1) or ("call", chat call index)
-        self._items: list[dict] = []  # output items closed so far
+        # each item added so far, ("message", -1) or ("call", chat call index), to its output_index
+        self._positions: dict[tuple[str, int], int] = {}
+        self._items: list[dict] = []  # output items closed so far, in output_index order
         self._part: tuple[str, list[str]] | None = None  # the open message's open part: its type, its text
         self._parts: list[dict] = []  # the open message's content parts closed so far
 
@@ -78,23 +88,33 @@ class ResponsesStreamWriter:
         return self.cut() + self._event("response.cancelled", response=self.snapshot("cancelled", usage))
 
     def cut(self) -> bytes:
-        """Ends the item the reply was writing when it stopped short (a cancel), as it
-        stands: its open part's `.done` events with the text so far, then the item
-        `incomplete` (OpenAI's status for an item cut off) in `response.output_item.done`;
-        b"" when no item is open. The snapshot lists it from then on."""
+        """Ends the items the reply was writing when it stopped short (a cancel), as they
+        stand: the open part's `.done` events with the text so far, then each item's
+        `response.output_item.done`, the last one `incomplete` (OpenAI's status for an item
+        cut off); b"" when no item is open. The snapshot lists them from then on."""
         return self._close("incomplete")
 
     def _item_id(self, kind: str, index: int) -> str:
         return output_item_id(self.response_id, kind, index)
 
-    def _close(self, status: str = "completed") -> bytes:
-        """Ends the open item with `status`: `incomplete` for the one the reply was writing
-        when it ran out of tokens."""
-        if self._open is None:
+    def _add(self, key: tuple[str, int], item: dict) -> bytes:
+        """`response.output_item.added` for `item` (`key` its kind and chat call index),
+        at the next output_index; b"" when it was added before."""
+        if key in self._positions:
             return b""
-        kind, index = self._open
-        self._open = None
-        position = len(self._items)
+        position = self._positions[key] = len(self._positions)
+        return self._event("response.output_item.added", output_index=position, item=item)
+
+    def _close(self, status: str = "completed") -> bytes:
+        """Ends the open items in output_index order, the last one with `status`
+        (`incomplete` when the reply ran out of tokens in it), the others `completed`."""
+        out = b""
+        last = len(self._positions) - 1
+        for (kind, index), position in list(self._positions.items())[len(self._items):]:
+            out += self._close_item(kind, index, position, status if position == last else "completed")
+        return out
+
+    def _close_item(self, kind: str, index: int, position: int, status: str) -> bytes:
         item_id = self._item_id(kind, index)
         if kind == "message":
             out = self._close_part(item_id, position)
@@ -128,16 +148,11 @@ class ResponsesStreamWriter:
                                  content_index=index, part=part)
 
     def _message_part(self, kind: str, piece: str) -> bytes:
-        """The events that open the message (closing the item before it) and its content
-        part of `kind` ("output_text" or "refusal") as needed, and add `piece` to it."""
-        out = b""
-        item_id, position = self._item_id("message", -1), len(self._items)
-        if self._open != ("message", -1):
-            out += self._close()
-            position = len(self._items)
-            self._open = ("message", -1)
-            out += self._event("response.output_item.added", output_index=position,
-                               item=message_item(item_id, "", "in_progress"))
+        """The events that add the message (once) and open its content part of `kind`
+        ("output_text" or "refusal") as needed, and add `piece` to it."""
+        item_id = self._item_id("message", -1)
+        out = self._add(("message", -1), message_item(item_id, "", "in_progress"))
+        position = self._positions[("message", -1)]
         if self._part is None or self._part[0] != kind:
             out += self._close_part(item_id, position)
             self._part = (kind, [])
@@ -157,25 +172,19 @@ class ResponsesStreamWriter:
             if not piece:
                 return out
             return out + self._event(f"response.{kind}.delta", item_id=self._item_id("message", -1),
-                                     output_index=len(self._items), content_index=len(self._parts),
-                                     delta=piece, **extra)
-        if isinstance(event, ToolCallDelta):
-            out = b""
-            if self._open != ("call", event.index):
-                out += self._close()
-                self._open = ("call", event.index)
-                call = self.collected.tool_calls[event.index]
-                out += self._event("response.output_item.added", output_index=len(self._items),
-                                   item=call_item(self._item_id("call", event.index), call.id, call.name, "",
-                                                  "in_progress"))
+                                     output_index=self._positions[("message", -1)],
+                                     content_index=len(self._parts), delta=piece, **extra)
+        if isinstance(event, ToolCallDelta):   # its call's first delta adds it; a later one may come any time
+            item_id = self._item_id("call", event.index)
+            call = self.collected.tool_calls[event.index]
+            out = self._add(("call", event.index), call_item(item_id, call.id, call.name, "", "in_progress"))
             if not event.arguments:
                 return out
-            return out + self._event("response.function_call_arguments.delta",
-                                     item_id=self._item_id("call", event.index), output_index=len(self._items),
-                                     delta=event.arguments)
+            return out + self._event("response.function_call_arguments.delta", item_id=item_id,
+                                     output_index=self._positions[("call", event.index)], delta=event.arguments)
         assert isinstance(event, Finished)
         # a reply with no text and no call is still one (empty) message, as the whole response lists it
-        out = self.event(TextDelta("")) if self._open is None and not self._items else b""
+        out = self.event(TextDelta("")) if not self._positions else b""
         status = final_status(self.collected)
         out += self._close(status)
         return out + self._event(f"response.{status}", response=self.snapshot(status, event.usage,
