@@ -89,7 +89,9 @@ class RefusalDelta:
 @dataclass(slots=True)
 class Finished:
     """A choice's end. `system_fingerprint` and `service_tier` are what an upstream said
-    of its reply (None when it said nothing, and for local models)."""
+    of its reply (None when it said nothing, and for local models). `pays_own_prompt`: the
+    choice was a call of its own that paid its whole prompt (an upstream model's, one of
+    `n` > 1, as `gateway.choices` marks them), so a merged usage counts its prompt too."""
 
     finish_reason: str
     usage: Usage
@@ -98,6 +100,7 @@ class Finished:
     choice: int = 0
     system_fingerprint: str | None = None
     service_tier: str | None = None
+    pays_own_prompt: bool = False
 
 
 ChatEvent = TextDelta | ToolCallDelta | RefusalDelta | Finished

@@ -10,7 +10,11 @@ Invariants:
   times (with several prompts, the same per prompt, their first choices at once);
 - an error in any choice ends the merged stream with that error, and closing the merged
   stream (or an error) stops every choice's backend work;
-- the tenant is charged up front for the prompt once and each choice's completion budget.
+- a local model's request reserves each prompt once and every choice's completion budget,
+  and its usage counts each prompt once; an upstream model's choices are upstream calls of
+  their own, each billed the whole prompt, so its request reserves, and its usage counts,
+  the prompt (and its cached tokens) of every choice: the usage the client gets, the
+  tenant's charge, the trace and the metrics are what the upstream billed.
 """
 from __future__ import annotations
 
@@ -30,21 +34,32 @@ def with_choices(prepared: Prepared, num_choices: int | None) -> Prepared:
     if num_runs == 1:
         return prepared
     budget = prepared.num_reserved_tokens - prepared.num_prompt_tokens
+    num_prompt_payments = num_runs if runs_pay_own_prompt(prepared) else 1
     return dataclasses.replace(prepared, num_choices=num_runs, num_returned=num_returned,
-                               num_reserved_tokens=prepared.num_prompt_tokens + budget * num_runs)
+                               num_reserved_tokens=prepared.num_prompt_tokens * num_prompt_payments
+                               + budget * num_runs)
+
+
+def runs_pay_own_prompt(prepared: Prepared) -> bool:
+    """Each of the request's runs is an upstream call of its own, billed its whole prompt:
+    an upstream model's request (the one kind whose prompt count is an estimate); a local
+    model's runs share each prompt's one prefill."""
+    return not prepared.prompt_is_counted
 
 
 def merged_usage(finishes: list[Finished], num_prompts: int = 1) -> Finished:
     """One `Finished` for the whole request, from every choice's (in any order, all of
     them): choice 0's reason, worker, system fingerprint and service tier, each prompt
-    counted once (from the first choice of its group, as OpenAI counts it), every
-    choice's completion tokens (and their breakdown)."""
+    counted once (its prompt and cached tokens from the first choice of its group, as
+    OpenAI counts it) except that a choice that paid its own prompt (`pays_own_prompt`: an
+    upstream call of its own) counts its prompt too, every choice's completion tokens (and
+    their breakdown)."""
     first = min(finishes, key=lambda finished: finished.choice)
     group = max(1, len(finishes) // num_prompts)
-    heads = [f for f in finishes if f.choice % group == 0]
-    usage = Usage(num_prompt_tokens=sum(f.usage.num_prompt_tokens for f in heads),
+    paying = [f for f in finishes if f.choice % group == 0 or f.pays_own_prompt]
+    usage = Usage(num_prompt_tokens=sum(f.usage.num_prompt_tokens for f in paying),
                   num_completion_tokens=sum(f.usage.num_completion_tokens for f in finishes),
-                  num_cached_tokens=sum(f.usage.num_cached_tokens for f in heads),
+                  num_cached_tokens=sum(f.usage.num_cached_tokens for f in paying),
                   completion_tokens_details=_summed_details(finishes))
     return Finished(first.finish_reason, usage, first.worker, first.ttft_s,
                     system_fingerprint=first.system_fingerprint, service_tier=first.service_tier)
@@ -67,10 +82,12 @@ def run_choices(backend: Backend, prepared: Prepared) -> AsyncIterator[ChatEvent
         return backend.run(prepared)
     runs = [dataclasses.replace(prepared, request_id=f"{prepared.request_id}-{index}", choice=index)
             for index in range(prepared.num_choices)]
-    return _merged(backend, runs, prepared.num_per_prompt)
+    return _merged(backend, runs, prepared.num_per_prompt, runs_pay_own_prompt(prepared))
 
 
-async def _merged(backend: Backend, runs: list[Prepared], group: int) -> AsyncIterator[ChatEvent]:
+async def _merged(backend: Backend, runs: list[Prepared], group: int,
+                  pay_own_prompt: bool) -> AsyncIterator[ChatEvent]:
+    """`pay_own_prompt`: each run is a call of its own, and each choice's `Finished` says so."""
     queue: asyncio.Queue[ChatEvent | BaseException] = asyncio.Queue()
 
     async def pump(run: Prepared) -> None:
@@ -78,6 +95,8 @@ async def _merged(backend: Backend, runs: list[Prepared], group: int) -> AsyncIt
         try:
             async for event in events:
                 event.choice = run.choice
+                if pay_own_prompt and isinstance(event, Finished):
+                    event.pays_own_prompt = True
                 queue.put_nowait(event)
         except Exception as exc:  # NOTE: handed to the reader, which raises it
             queue.put_nowait(exc)

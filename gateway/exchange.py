@@ -26,6 +26,7 @@ from agents_trace.header_ids import encode_header_id
 from agents_trace.records import StepContext
 
 from gateway.backend import ChatEvent, Finished, Prepared, RefusalDelta, TextDelta, Usage
+from gateway.choices import runs_pay_own_prompt
 from gateway.errors import ApiError, server_error
 from gateway.limits import Ticket
 from gateway.collected import Reply
@@ -130,7 +131,7 @@ class Exchange:
         if self.ticket is not None:
             used = (finished.usage.num_total_tokens if finished is not None
                     else cut[1].num_total_tokens if cut is not None and prepared.generated.worker is not None
-                    else prepared.num_prompt_tokens + self.num_deltas)   # an upstream's: its estimate, the deltas
+                    else prepared.num_prompt_tokens * self._num_calls_made() + self.num_deltas)   # an upstream's
             self.state.limiters[prepared.tenant].release(self.ticket, used)
         metrics = self.state.metrics
         if status is not None:
@@ -161,6 +162,13 @@ class Exchange:
             if from_previous is not None and finished is not None and error is None:
                 metrics.record_prefix_reuse(prepared.tenant, prepared.model, from_previous,
                                             finished.usage.num_cached_tokens)
+
+    def _num_calls_made(self) -> int:
+        """The upstream calls a request that did not finish made, each billed its prompt (an
+        estimate here): every choice's once its first event came (`gateway.choices` starts
+        the others then), else choice 0's alone."""
+        return (self.prepared.num_choices if self.first_event_s is not None
+                and runs_pay_own_prompt(self.prepared) else 1)
 
     def cut_usage(self) -> tuple[str, Usage] | None:
         """The worker and usage of a request cut short (no `Finished`) once the model started
