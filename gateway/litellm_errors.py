@@ -11,8 +11,12 @@ that does not know the model the gateway asks for (a 404, or code `model_not_fou
 the gateway's misconfiguration too: a 502, never a 404 telling the client that a model
 `/v1/models` lists does not exist. A 400/413/422 keeps the upstream's own message, `param`
 and `code` (litellm's `BadRequestError: OpenAIException - ` prefix taken off). No message
-ever carries an `Authorization` value (`Bearer …` is redacted in every line), and a
-backend redacts its own key from its errors (`redacted`).
+ever carries an `Authorization` value (`Bearer …` is redacted in every line), nor an
+address of the upstream (a URL, `host:port`, an IPv4 address: the operator's endpoints, not
+the tenant's business), and a backend redacts its own key from its errors (`redacted`). An
+upstream whose own account ran out (code or type `insufficient_quota`) is the gateway's
+fault too: a 503 `upstream_quota_exceeded` the client is told not to retry, never a 429
+that sends it to retry each second and check its own billing.
 """
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ from gateway.errors import ApiError
 CLIENT_STATUSES = {400: "invalid_request_error", 413: "invalid_request_error",
                    422: "invalid_request_error", 429: "rate_limit_error"}
 MAX_MESSAGE_CHARS = 240
+UPSTREAM_QUOTA = "insufficient_quota"   # OpenAI's code and type for an account out of credit
 TIMEOUT_NAMES = ("Timeout", "APITimeoutError", "TimeoutError", "ServerTimeoutError",
                  "ConnectionTimeoutError", "SocketTimeoutError", "ReadTimeout", "ConnectTimeout")
 CONNECT_NAMES = ("APIConnectionError", "ConnectError", "ConnectionRefusedError",
@@ -39,20 +44,40 @@ _BEARER = re.compile(r"(?i)\b(bearer)\s+[^\s'\"<>,;]+")
 # a Python object's repr in a message ("ssl:<ssl.SSLContext object at 0x7f…>"): its class name is enough
 _OBJECT_REPR = re.compile(r"<(?:[\w]+\.)*([\w]+) object at 0x[0-9a-fA-F]+>")
 _ADDRESS = re.compile(r"\s+at 0x[0-9a-fA-F]+\b")   # any other repr's address: <function f at 0x…>
+# the upstream's addresses: a URL (any scheme; trailing punctuation stays), a host:port (an
+# IPv4 address, [IPv6], or a name whose last label has a letter: "vllm:8000", "api.corp:443";
+# never a time "12:30" or "12:30:45", a ratio "16:9", an ollama tag "llama3:8b"), a lone IPv4
+# address. Each starts only where a run of its characters starts, so a scan is linear.
+_URL = re.compile(r"""(?i)(?<![\w+.\-])[a-z][a-z0-9+.\-]*://[^\s'"<>]+""")
+_HOST_PORT = re.compile(r"""(?<![\w.\-:])(?:\d{1,3}(?:\.\d{1,3}){3}|\[[0-9A-Fa-f:.]+\]"""
+                        r"""|(?:[A-Za-z0-9\-]+\.)*[0-9\-]*[A-Za-z][A-Za-z0-9\-]*):\d{1,5}(?![\w:]|\.\d)""")
+_IPV4 = re.compile(r"(?<![\w.])\d{1,3}(?:\.\d{1,3}){3}(?!\w|\.\d)")
+MAX_SCAN_CHARS = 4096   # of a line, the part looked at at all (the rest is cut, as it would be)
+HIDDEN_ADDRESS = "<address>"
 REDACTED = "<redacted>"
 MIN_SECRET_CHARS = 8   # shorter "keys" (test placeholders) are not looked for
 
 
+def _url(match: re.Match) -> str:
+    """A URL's replacement; the punctuation after it (".", ")") is the sentence's."""
+    text = match.group(0)
+    return "<url>" + text[len(text.rstrip(".,;:)]")):]
+
+
 def one_line(text: str) -> str:
     """`text` cut to its first line, before any traceback, with file paths, `Bearer`
-    values and object reprs' addresses taken out, whitespace collapsed and at most
-    MAX_MESSAGE_CHARS long."""
+    values, object reprs' addresses and the upstream's addresses (URLs, `host:port`, IPv4)
+    taken out, whitespace collapsed and at most MAX_MESSAGE_CHARS long."""
     text = _TRACEBACK.split(str(text), 1)[0]
-    line = next((part for part in text.splitlines() if part.strip()), "")
-    line = _BEARER.sub(rf"\1 {REDACTED}", _LITELLM_PREFIX.sub("", line.strip()))
+    line = next((part for part in text.splitlines() if part.strip()), "").strip()
+    cut = len(line) > MAX_SCAN_CHARS
+    line = _BEARER.sub(rf"\1 {REDACTED}", _LITELLM_PREFIX.sub("", line[:MAX_SCAN_CHARS]))
     line = _ADDRESS.sub("", _OBJECT_REPR.sub(r"<\1>", line))
+    line = _IPV4.sub(HIDDEN_ADDRESS, _HOST_PORT.sub(HIDDEN_ADDRESS, _URL.sub(_url, line)))
     line = " ".join(_PATH.sub("<path>", line).split())
-    return line if len(line) <= MAX_MESSAGE_CHARS else line[:MAX_MESSAGE_CHARS - 1] + "…"
+    if not cut and len(line) <= MAX_MESSAGE_CHARS:
+        return line
+    return line[:MAX_MESSAGE_CHARS - 1] + "…"   # ("…" also tells `redact` a key may be cut)
 
 
 def short_message(exc: BaseException) -> str:
@@ -143,10 +168,13 @@ def clean_retry_after(value: str | None) -> str:
     return text if text.isdigit() and len(text) <= 5 and int(text) <= 86400 else "1"   # (no 5,000-digit int())
 
 
-def map_litellm_error(exc: BaseException) -> ApiError:
+def map_litellm_error(exc: BaseException, *, quote: bool = True) -> ApiError:
+    """`exc` (litellm's, a provider's, aiohttp's) as the client's `ApiError`; with
+    `quote=False` named by its class alone (a transport error, whose text is all about the
+    upstream's address: "Connection timeout to host http://…")."""
     status = getattr(exc, "status_code", None)
     name = type(exc).__name__
-    message = short_message(exc)
+    message = short_message(exc) if quote else name
     error = _error_body(exc)
     if name == "ContextWindowExceededError":
         return ApiError(400, message, "invalid_request_error", "context_length_exceeded",
@@ -161,7 +189,8 @@ def map_litellm_error(exc: BaseException) -> ApiError:
         message = _text_field(error, "message") or _PROVIDER_PREFIX.sub("", one_line(
             str(getattr(exc, "message", None) or exc)))
     return map_upstream_status(status, message, _text_field(error, "code"),
-                               retry_after=retry_after_of(exc), param=_text_field(error, "param"))
+                               retry_after=retry_after_of(exc), param=_text_field(error, "param"),
+                               error_type=_text_field(error, "type"))
 
 
 def upstream_garbage(what: str) -> ApiError:
@@ -170,13 +199,25 @@ def upstream_garbage(what: str) -> ApiError:
                     "server_error", "upstream_error")
 
 
+def upstream_quota_exceeded() -> ApiError:
+    """503 for an upstream whose own quota ran out (OpenAI's 429 `insufficient_quota`): the
+    operator's to fix, so no `Retry-After` and `x-should-retry: false` (waiting seconds does
+    not cure it), and none of the upstream's words ("check your plan and billing")."""
+    return ApiError(503, "The upstream provider's quota for this model is exhausted; please "
+                    "contact the operator of this gateway.", "server_error", "upstream_quota_exceeded",
+                    None, {"x-should-retry": "false"})
+
+
 def map_upstream_status(status: int | None, message: str, code: str | None = None, *,
-                        retry_after: str | None = None, param: str | None = None) -> ApiError:
-    """An upstream HTTP error status (with its message, OpenAI code and param, and
+                        retry_after: str | None = None, param: str | None = None,
+                        error_type: str | None = None) -> ApiError:
+    """An upstream HTTP error status (with its message, OpenAI code, type and param, and
     `Retry-After`, if any)."""
     message = one_line(message) or f"HTTP {status}"
     if code == "context_length_exceeded":
         return ApiError(400, message, "invalid_request_error", code, "messages")
+    if UPSTREAM_QUOTA in (code, error_type):   # the operator's account, not the tenant's
+        return upstream_quota_exceeded()
     if status in (408, 504):
         return ApiError(504, f"Upstream timed out: {message}", "server_error", "upstream_timeout")
     if status in (401, 403):

@@ -14,6 +14,9 @@ sees the client leave. `timeout_s` bounds the connect and each wait for the upst
 bytes, not the whole reply, so a long healthy stream is never cut. A stream request
 answered with something other than SSE, or an SSE stream that ends before a finish reason,
 is a 502 (an error event once streaming began), never an empty or truncated success.
+One SSE line may be up to MAX_EVENT_BYTES (a longer one is a 502 quoting none of it). A
+failure to reach the upstream is named by its class alone ("Upstream unreachable:
+ClientConnectorError"): aiohttp's text names the upstream's host, port and URL.
 """
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ import time
 from collections.abc import AsyncIterator
 
 import aiohttp
+from aiohttp.http_exceptions import LineTooLong
 
 from gateway.backend import ChatEvent, Prepared, Usage
 from gateway.config import UpstreamModelConfig
@@ -32,6 +36,10 @@ from gateway.upstream import UpstreamBackend, choice_kwargs
 from gateway.upstream_replies import events_from_response, events_from_stream
 
 TRANSPORT_FIELDS = ("timeout", "api_base", "api_key", "num_retries", "max_retries")
+# one SSE line (a delta sent at once: a long content or tool-arguments delta) at most: as much
+# as a request body may hold by default (`server.max_body_bytes`); aiohttp's own limit is
+# twice `read_bufsize` (512 KiB by default), which also bounds what it buffers per stream
+MAX_EVENT_BYTES = 8 * 1024 * 1024
 
 
 async def sse_json(response: aiohttp.ClientResponse) -> AsyncIterator[dict]:
@@ -39,7 +47,14 @@ async def sse_json(response: aiohttp.ClientResponse) -> AsyncIterator[dict]:
     not `text/event-stream` is a 502 before anything is read from it."""
     if response.content_type != "text/event-stream":
         raise upstream_garbage(f"a stream was asked for, the reply is {response.content_type}")
-    async for raw_line in response.content:
+    lines = aiter(response.content)
+    while True:
+        try:
+            raw_line = await anext(lines)
+        except StopAsyncIteration:
+            return
+        except (LineTooLong, ValueError):   # NOTE: an older aiohttp says ValueError("Chunk too big")
+            raise upstream_garbage(f"an event of the stream is over {MAX_EVENT_BYTES} bytes") from None
         line = raw_line.strip()
         if not line.startswith(b"data:"):
             continue
@@ -49,8 +64,10 @@ async def sse_json(response: aiohttp.ClientResponse) -> AsyncIterator[dict]:
         chunk = json.loads(payload)
         if isinstance(chunk, dict) and "error" in chunk:
             error = chunk["error"] if isinstance(chunk["error"], dict) else {}
+            code, kind = error.get("code"), error.get("type")
             raise map_upstream_status(502, str(error.get("message", chunk["error"])),
-                                      error.get("code") if isinstance(error.get("code"), str) else None)
+                                      code if isinstance(code, str) else None,
+                                      error_type=kind if isinstance(kind, str) else None)
         yield chunk
 
 
@@ -66,6 +83,7 @@ class PassthroughBackend(UpstreamBackend):
         self._warn_of_missing_key()
         self._session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
+            read_bufsize=MAX_EVENT_BYTES // 2,
             timeout=aiohttp.ClientTimeout(total=None, connect=self.config.timeout_s,
                                           sock_read=self.config.timeout_s))
 
@@ -97,8 +115,8 @@ class PassthroughBackend(UpstreamBackend):
         try:
             try:
                 response = await self._session.post(url, data=json.dumps(body), headers=headers)
-            except Exception as exc:
-                raise map_litellm_error(exc) from None
+            except Exception as exc:   # its text names the upstream's address: not the tenant's business
+                raise map_litellm_error(exc, quote=False) from None
             async with response:
                 if response.status >= 400:
                     raise await _status_error(response)
@@ -127,9 +145,10 @@ async def _status_error(response: aiohttp.ClientResponse) -> ApiError:
         error = {}
     if not isinstance(error, dict):
         error = {"message": str(error)}
-    code, param = error.get("code"), error.get("param")
+    code, param, kind = error.get("code"), error.get("param"), error.get("type")
     return map_upstream_status(response.status,
                                str(error.get("message") or f"HTTP {response.status}"),
                                code if isinstance(code, str) else None,
                                retry_after=response.headers.get("Retry-After"),
-                               param=param if isinstance(param, str) else None)
+                               param=param if isinstance(param, str) else None,
+                               error_type=kind if isinstance(kind, str) else None)
