@@ -9,11 +9,14 @@ non-string text, refusal, tool-call fields or finish reason, usage counts that a
 non-negative integers, a stream with no finish reason or not SSE at all) raises a 502
 `upstream_error` (`litellm_errors.upstream_garbage`) before any of it reaches the
 client, its trace or its tenant's spent tokens; nothing else leaves these readers.
+A stream ends with its last event: once every choice has its finish reason and the usage
+chunk (choices `[]`) came, nothing more is waited for (`StreamEnd`), `[DONE]` or not.
 """
 from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.backend import ChatEvent, Finished, RefusalDelta, TextDelta, TokenChoice, ToolCallDelta, Usage
@@ -180,15 +183,47 @@ def require_sse(response: Any) -> None:
         raise upstream_garbage(f"a stream was asked for, the reply is {content_type.split(';')[0]}")
 
 
-async def events_from_stream(response: Any, is_chat: bool, fallback: Usage,
-                             started_s: float) -> AsyncIterator[ChatEvent]:
+@dataclass(slots=True)
+class StreamEnd:
+    """Whether a stream's reply is complete before the stream itself ends. The gateway
+    always asks for `include_usage`, and by the protocol the usage chunk (`choices: []`)
+    is the last event, after every choice's finish reason: once it came, an upstream that
+    holds the connection open without `[DONE]` has nothing more to send. A usage chunk
+    before a choice finished, or usage on a choice's own chunk, ends nothing."""
+
+    seen: set = field(default_factory=set)
+    finished: set = field(default_factory=set)
+
+    def complete_after(self, chunk: Any) -> bool:
+        """Note `chunk` (a litellm chunk, an OpenAI SDK chunk or plain JSON); True when it
+        is the usage chunk that follows every choice's finish reason."""
+        choices = _field(chunk, "choices") or []
+        if not isinstance(choices, list):
+            return False
+        for choice in choices:
+            index = _field(choice, "index", 0)
+            key = index if isinstance(index, int) else None
+            self.seen.add(key)
+            if _field(choice, "finish_reason") is not None:
+                self.finished.add(key)
+        return (not choices and _is_record(_field(chunk, "usage")) and bool(self.seen)
+                and self.seen <= self.finished)
+
+
+async def events_from_stream(response: Any, is_chat: bool, fallback: Usage, started_s: float,
+                             finish_may_be_made_up: bool = False) -> AsyncIterator[ChatEvent]:
     """Events of a streamed reply: an async iterator of litellm chunks or plain JSON.
-    A stream that ends before a finish reason is an upstream error, not a whole reply."""
+    A stream that ends before a finish reason is an upstream error, not a whole reply.
+    `finish_may_be_made_up` (litellm): litellm answers a stream that had no chunk at all
+    (no event, or only `[DONE]`) with a `stop` of its own and no usage, so a stream with no
+    delta and no usage from the upstream (which was asked for it) is that error too; an
+    empty reply with the upstream's usage is a reply."""
     finish_reason = None
     usage = None
     ttft_s = None
     num_chunks = 0
     fingerprint = tier = None
+    end = StreamEnd()
     try:
         async for chunk in response:
             if not _is_record(chunk):
@@ -216,12 +251,14 @@ async def events_from_stream(response: Any, is_chat: bool, fallback: Usage,
                                                     whole=False):
                     ttft_s = ttft_s if ttft_s is not None else time.perf_counter() - started_s
                     yield delta_call
+            if end.complete_after(chunk):
+                break
     except ApiError:
         raise
     except Exception as exc:
         raise map_litellm_error(exc) from None
-    if finish_reason is None:
-        raise upstream_garbage("the stream ended before a finish_reason")
+    if finish_reason is None or (finish_may_be_made_up and ttft_s is None and usage is None):
+        raise upstream_garbage("the stream ended before a finish_reason")   # ttft_s: no delta came
     if usage is None:
         fallback.num_completion_tokens = num_chunks
     yield Finished(finish_reason, usage_from(usage, fallback), ttft_s=ttft_s,
