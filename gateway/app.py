@@ -28,7 +28,7 @@ from gateway.config import GatewayConfig, LocalModelConfig, default_config, demo
 from gateway.conversation_archive import ConversationArchive
 from gateway.conversation_store import ConversationStore
 from gateway.embedding_model import EmbeddingModelConfig
-from gateway.errors import ApiError, server_error
+from gateway.errors import ApiError, invalid_url, server_error
 from gateway.exchange import CLIENT_CLOSED_STATUS
 from gateway.fast_paths import CompletionFastPath
 from gateway.file_store import FileStore
@@ -220,8 +220,12 @@ def build_app(config: GatewayConfig | None = None, *, config_path: str | None = 
     async def _api_error(_request: Request, error: ApiError):
         return routes.error_response(error)
 
+    api_paths = tuple(route.path for route in app.routes if getattr(route, "path", "").startswith("/v1/"))
+
     @app.exception_handler(StarletteHTTPException)
-    async def _http_error(_request: Request, error: StarletteHTTPException):
+    async def _http_error(request: Request, error: StarletteHTTPException):
+        if error.status_code == 404 and error.detail == "Not Found":   # no route: the router's own 404
+            return routes.error_response(invalid_url(request.method, request.url.path, api_paths))
         code = {404: "not_found", 405: "method_not_allowed"}.get(error.status_code)
         detail = error.detail if isinstance(error.detail, dict) else {"message": str(error.detail)}
         return routes.error_response(ApiError(error.status_code, str(detail.get("message")),

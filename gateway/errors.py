@@ -8,6 +8,7 @@ handler that renders it, plus a last-resort handler so nothing leaves as a bare 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 
@@ -41,9 +42,28 @@ def invalid_request(message: str, *, param: str | None = None,
     return ApiError(400, message, "invalid_request_error", code, param)
 
 
-def model_not_found(model: str) -> ApiError:
-    return ApiError(404, f"The model '{model}' does not exist or you do not have access to it.",
+MAX_NAMED_MODELS = 16   # a not-found message names at most this many of the served models
+MAX_SHOWN_PATH_CHARS = 200   # of a path no route serves, what its 404 message repeats
+
+
+def model_not_found(model: str, served: Sequence[str] = ()) -> ApiError:
+    """404 for a model the gateway does not serve; the message names those it does (a
+    framework's default model name, e.g. `gpt-4o-mini`, is the usual cause)."""
+    names = ", ".join(served[:MAX_NAMED_MODELS]) + (", ..." if len(served) > MAX_NAMED_MODELS else "")
+    hint = f" This gateway serves: {names} (GET /v1/models lists them)." if served else ""
+    return ApiError(404, f"The model '{model}' does not exist or you do not have access to it.{hint}",
                     "invalid_request_error", "model_not_found", "model")
+
+
+def invalid_url(method: str, path: str, api_paths: Iterable[str]) -> ApiError:
+    """404 for a path no route serves, named as OpenAI names it ("Invalid URL (POST
+    /chat/completions)"), with a hint when the path is an API path without its `/v1`
+    (a base URL set without it, the usual first mistake)."""
+    shown = path if len(path) <= MAX_SHOWN_PATH_CHARS else path[:MAX_SHOWN_PATH_CHARS - 1] + "…"
+    first = path.strip("/").split("/", 1)[0]
+    hint = (f" The API is under /v1: {method} /v1{shown}." if not path.startswith("/v1/") and first
+            and any(p.startswith(f"/v1/{first}") for p in api_paths) else "")
+    return ApiError(404, f"Invalid URL ({method} {shown}).{hint}", "invalid_request_error", "not_found")
 
 
 def response_not_found(response_id: str, *, param: str = "response_id",

@@ -61,7 +61,7 @@ class GatewayState:
     def backend(self, model: str) -> Backend:
         backend = self.backends.get(model)
         if backend is None:
-            raise model_not_found(model)
+            raise model_not_found(model, sorted(self.backends))
         return backend
 
 

@@ -111,8 +111,23 @@ def test_completions_options_the_local_model_lacks_are_400(gateway):
         assert_error(post(gateway, body, path="/v1/completions"), 400, param=param)
 
 
-def test_chat_unknown_model_is_404(gateway):
-    assert_error(post(gateway, {"model": "gpt-9", "messages": USER}), 404, "model_not_found")
+def test_chat_unknown_model_is_404_naming_the_models_served(gateway):
+    error = assert_error(post(gateway, {"model": "gpt-9", "messages": USER}), 404, "model_not_found", "model")
+    assert error["message"] == ("The model 'gpt-9' does not exist or you do not have access to it. This gateway "
+                                "serves: fake, fake-direct, mock, tiny (GET /v1/models lists them).")
+    assert "serves" not in post(gateway, {"model": "gpt-9", "messages": USER}, headers={}).text   # a 401 first
+
+
+def test_a_path_without_its_v1_is_a_404_saying_where_the_api_is(gateway):
+    """A base URL set without `/v1` (the usual first mistake): OpenAI's "Invalid URL" plus the hint."""
+    error = assert_error(post(gateway, {"model": "tiny", "messages": USER}, path="/chat/completions"), 404,
+                         "not_found")
+    assert error["message"] == "Invalid URL (POST /chat/completions). The API is under /v1: POST /v1/chat/completions."
+    with httpx.Client(base_url=gateway.base_url, timeout=60) as client:
+        assert assert_error(client.get("/models"), 404)["message"].endswith("The API is under /v1: GET /v1/models.")
+        assert assert_error(client.get("/nowhere"), 404, "not_found")["message"] == "Invalid URL (GET /nowhere)."
+        long_path = assert_error(client.get("/" + "x" * 5000), 404)["message"]
+        assert len(long_path) < 300
 
 
 def test_chat_empty_messages_is_400(gateway):
