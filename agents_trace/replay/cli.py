@@ -43,6 +43,9 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     parser.add_argument("--no-step-hints", action="store_true",
                         help="do not tell the gateway the recorded tool steps (stepahead_replay)")
+    parser.add_argument("--session-suffix", default="", metavar="TEXT",
+                        help="add TEXT to every session id sent, so the replay is traced as sessions of "
+                             "its own (e.g. against the gateway whose store recorded the trace)")
 
 
 def flag_error(args: argparse.Namespace) -> str | None:
@@ -102,7 +105,7 @@ def run_replay(args: argparse.Namespace) -> int:
         tenant_keys=tenant_keys, model=args.model, speed=args.speed, concurrency=args.concurrency,
         max_input_tokens=args.max_input_tokens, max_output_tokens=args.max_output_tokens,
         vocab_size=args.vocab_size, progress=not args.no_progress and sys.stderr.isatty(),
-        step_hints=not args.no_step_hints)
+        step_hints=not args.no_step_hints, session_suffix=args.session_suffix)
     try:
         outcome = asyncio.run(replay(records, header, options))
     except GatewayUnreachable as exc:

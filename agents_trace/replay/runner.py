@@ -40,6 +40,7 @@ class ReplayOptions:
     request_timeout_s: float = 600.0
     progress: bool = True
     step_hints: bool = True
+    session_suffix: str = ""   # added to every recorded session id sent (its replay kept apart)
 
     def key_for(self, tenant: str) -> str:
         return self.tenant_keys.get(tenant, self.api_key)
@@ -193,7 +194,7 @@ async def _run_groups(client: aiohttp.ClientSession, groups: list[list[TraceReco
             path, body = _body(record, prompts, options, model)
             headers = {"Authorization": f"Bearer {options.key_for(record.tenant)}"}
             if record.session is not None:   # encoded as the gateway's answers are: any id, exactly
-                headers["x-session-id"] = encode_header_id(record.session)
+                headers["x-session-id"] = encode_header_id(record.session + options.session_suffix)
             async with gate:
                 started = time.perf_counter()
                 result = RequestResult(record.tenant, record.session, step_index, started - origin,

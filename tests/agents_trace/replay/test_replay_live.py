@@ -130,3 +130,35 @@ def test_ctrl_c_stops_a_replay_and_reports_the_requests_that_ended(tiny_gateway,
     report = json.loads(stdout.strip().splitlines()[-1])
     assert report["total"]["requests"] == 1 and report["total"]["errors"] == 0
     assert report["interrupted"] == {"requests_left_out": 1}
+
+
+def test_a_session_suffix_keeps_a_second_replay_of_a_trace_apart_from_the_first(tiny_gateway, tmp_path):
+    """Without it, a trace replayed again into the same store adds its steps to the sessions
+    the first replay made (each request carries the recorded id); with it, each replay's
+    sessions are their own."""
+    import time
+    import uuid
+
+    import httpx
+
+    session = f"twice-{uuid.uuid4().hex[:8]}"
+    path = tmp_path / "twice.jsonl"
+    path.write_text("".join(
+        json.dumps({"t": t, "input_tokens": 40, "output_tokens": 2, "tenant": "tenant0", "session": session}) + "\n"
+        for t in (0, 0.1)))
+    for suffix in ([], ["--session-suffix=-again"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "agents_trace.replay", str(path), "--base-url", tiny_gateway.base_url,
+             "--api-key", TINY_GATEWAY_KEYS["tenant0"], "--model", "tiny", "--json", *suffix],
+            capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    headers = {"Authorization": f"Bearer {TINY_GATEWAY_KEYS['tenant0']}"}
+
+    def num_steps(name: str) -> int:
+        reply = httpx.get(f"{tiny_gateway.base_url}/v1/traces/sessions/{name}", headers=headers, timeout=10)
+        return reply.json()["session"]["num_steps"] if reply.status_code == 200 else 0
+
+    deadline = time.monotonic() + 30   # the trace writer stores steps in the background
+    while (num_steps(session), num_steps(session + "-again")) != (2, 2):
+        assert time.monotonic() < deadline, (num_steps(session), num_steps(session + "-again"))
+        time.sleep(0.2)
