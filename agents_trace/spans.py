@@ -1,9 +1,23 @@
 """Turning Steps into OpenTelemetry spans (GenAI conventions), after the fact.
 
-Per session: one `invoke_agent` span from its first request to its last response. Per
-step: one `chat {model}` span (arrival to end), and, when it carries tool results and
-the previous response's end is known, one `execute_tool {name}` span per result over the
-gap between them: the tool's run as the gateway saw it (parallel calls share the gap).
+Per session: one `invoke_agent` span from its first step's start to its last response's
+end; a session that ended (idle, evicted, a shutdown) and is resumed under its id opens a
+new one, in a new trace. Per step: one `chat {model}` span (arrival to end), and, when it
+carries tool results and the previous response's end is known, one `execute_tool {name}`
+span per result over the gap between them: the tool's run as the gateway saw it
+(parallel calls share the gap).
+
+Invariants: an `invoke_agent` span's `stepahead.session.num_steps` and `gen_ai.usage.*`
+count the same steps, its own (one `chat` span each), whatever ended the session before
+(the chat spans' `stepahead.step.index` numbers the steps of the whole session); and its
+tool spans never start before it: when its first step follows a tool run, the span
+starts at the run's start (`tool_run_start_s`), not at the request. NOTE: a resumed
+session's span thus starts before its first request, rather than its tool spans being
+clipped: the tool did run then (a clipped span would disagree with the chat span's
+`gap_s`), and the span before it ended at that same instant (the previous response's
+end), so the session's spans abut without overlapping. (Its chat spans may start before
+it only when two of its first requests overlap and the later one ends first: the span
+starts with the first step the writer is handed.)
 
 Parents: `invoke_agent` continues the first request's incoming `traceparent` (a child of
 the caller's span) or starts a trace; tool spans are children of `invoke_agent`; a chat
@@ -44,13 +58,17 @@ def start_session_span(tracer: trace.Tracer, step: Step) -> Span:
                   sc.SESSION_SOURCE: step.session_source}
     if step.agent:
         attributes[sc.AGENT_NAME] = step.agent
+    tool_start_s = tool_run_start_s(step)
+    start_s = step.arrived_s if tool_start_s is None else min(tool_start_s, step.arrived_s)
     return tracer.start_span(name, context=context, kind=SpanKind.INTERNAL,
-                             attributes=attributes, start_time=_ns(step.arrived_s))
+                             attributes=attributes, start_time=_ns(start_s))
 
 
-def end_session_span(span: Span, ended: SessionEnded, num_input_tokens: int,
+def end_session_span(span: Span, ended: SessionEnded, num_steps: int, num_input_tokens: int,
                      num_output_tokens: int, num_cached_tokens: int, now_s: float) -> None:
-    span.set_attribute(sc.SESSION_NUM_STEPS, ended.num_steps)
+    """End the span; `num_steps` and the token totals are its own steps' (the writer's
+    counts), not `ended.num_steps`, which counts a resumed session's earlier spans' too."""
+    span.set_attribute(sc.SESSION_NUM_STEPS, num_steps)
     span.set_attribute(sc.SESSION_END_REASON, ended.reason)
     span.set_attribute(sc.USAGE_INPUT_TOKENS, num_input_tokens)
     span.set_attribute(sc.USAGE_OUTPUT_TOKENS, num_output_tokens)
@@ -59,14 +77,21 @@ def end_session_span(span: Span, ended: SessionEnded, num_input_tokens: int,
     span.end(end_time=_ns(end_s))
 
 
+def tool_run_start_s(step: Step) -> float | None:
+    """When the tool run before the step began (the previous response's end), if it has
+    one whose start is known: where its `execute_tool` spans start."""
+    return step.prev_ended_s if step.after.kind == "tools" else None
+
+
 def record_tool_spans(tracer: trace.Tracer, session_span: Span, step: Step) -> None:
-    if step.after.kind != "tools" or step.prev_ended_s is None:
+    start_s = tool_run_start_s(step)
+    if start_s is None:
         return
     context = trace.set_span_in_context(session_span)
     for call in step.after.tools:
         span = tracer.start_span(
             f"{sc.OP_EXECUTE_TOOL} {call.name}", context=context, kind=SpanKind.INTERNAL,
-            start_time=_ns(step.prev_ended_s),
+            start_time=_ns(start_s),
             attributes={sc.OPERATION_NAME: sc.OP_EXECUTE_TOOL, sc.TOOL_NAME: call.name,
                         sc.TOOL_CALL_ID: call.call_id, sc.TOOL_TYPE: "function",
                         sc.CONVERSATION_ID: step.session, sc.TENANT: step.tenant,

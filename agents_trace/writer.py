@@ -79,6 +79,11 @@ class WriterStats:
 
 @dataclass(slots=True)
 class _OpenSession:
+    """A session with an open `invoke_agent` span. `num_steps` and the token totals count
+    the steps since the span opened, what the span says at its end; a session resumed
+    after an end (idle, eviction, restart) counts from 0 again (not `SessionEnded.num_steps`,
+    the session table's count, which goes on across an idle end but not a restart)."""
+
     span: Span | None
     index_offset: int
     last_seen_s: float
@@ -224,7 +229,7 @@ class TraceWriter:
         session = self._open.pop((ended.tenant, ended.session), None)
         self._call_subscribers(ended)
         if session is not None and session.span is not None:
-            end_session_span(session.span, ended, session.num_input_tokens,
+            end_session_span(session.span, ended, session.num_steps, session.num_input_tokens,
                              session.num_output_tokens, session.num_cached_tokens, self.clock())
         return ended
 
