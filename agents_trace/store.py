@@ -171,7 +171,7 @@ class TraceStore:
     def write(self, rows: Sequence[StepRow], ended: Sequence[SessionEnded]) -> None:
         if not rows and not ended:
             return
-        with transaction(self.db) as db:
+        with transaction(self.db, "BEGIN IMMEDIATE") as db:
             for row in rows:
                 self._write_step(row)
             for end in ended:

@@ -93,7 +93,7 @@ class ConversationArchive:
     def create(self, tenant: str, conversation: Conversation, items: list[dict]) -> list[dict]:
         """Keep a new conversation with its first items; returns the items as kept."""
         def create() -> list[dict]:
-            with transaction(self.db) as db:
+            with transaction(self.db, "BEGIN IMMEDIATE") as db:
                 db.execute("INSERT INTO conversations (tenant, id, created_at, metadata, used_s) VALUES (?, ?, ?, ?, ?)",
                            (tenant, conversation.id, conversation.created_at, json.dumps(conversation.metadata),
                             self.clock()))
@@ -108,7 +108,7 @@ class ConversationArchive:
 
     def set_metadata(self, tenant: str, conversation_id: str, metadata: dict[str, str]) -> Conversation:
         def set_metadata() -> Conversation:
-            with transaction(self.db) as db:
+            with transaction(self.db, "BEGIN IMMEDIATE") as db:
                 self._touch(db, tenant, conversation_id)
                 db.execute("UPDATE conversations SET metadata = ? WHERE tenant = ? AND id = ?",
                            (json.dumps(metadata), tenant, conversation_id))
@@ -117,7 +117,7 @@ class ConversationArchive:
 
     def delete(self, tenant: str, conversation_id: str) -> None:
         def delete() -> None:
-            with transaction(self.db) as db:
+            with transaction(self.db, "BEGIN IMMEDIATE") as db:
                 if not self._delete(db, tenant, conversation_id):
                     raise Missing("conversation", conversation_id)
         self._surviving(delete)
@@ -127,7 +127,7 @@ class ConversationArchive:
     def add_items(self, tenant: str, conversation_id: str, items: list[dict]) -> list[dict]:
         """Append `items`; returns them as kept (an id already taken replaced)."""
         def add() -> list[dict]:
-            with transaction(self.db) as db:
+            with transaction(self.db, "BEGIN IMMEDIATE") as db:
                 self._touch(db, tenant, conversation_id)
                 return self._insert_items(db, tenant, conversation_id, items)
         return self._surviving(add)
@@ -168,7 +168,7 @@ class ConversationArchive:
 
     def delete_item(self, tenant: str, conversation_id: str, item_id: str) -> Conversation:
         def delete_item() -> Conversation:
-            with transaction(self.db) as db:
+            with transaction(self.db, "BEGIN IMMEDIATE") as db:
                 conversation = self._touch(db, tenant, conversation_id)
                 if db.execute("DELETE FROM conversation_items WHERE tenant = ? AND conversation = ? AND id = ?",
                               (tenant, conversation_id, item_id)).rowcount == 0:

@@ -73,7 +73,7 @@ class ResponseArchive:
         return self._file.surviving(lambda: self._touch(tenant, response_id))
 
     def _put(self, tenant: str, stored: StoredResponse) -> bool:
-        with transaction(self.db) as db:
+        with transaction(self.db, "BEGIN IMMEDIATE") as db:
             db.execute("INSERT OR REPLACE INTO responses (tenant, id, used_s, response, messages, input_items) "
                        "VALUES (?, ?, ?, ?, ?, ?)", (tenant, stored.response["id"], self.clock(), *_columns(stored)))
             db.execute(self.trim_sql, (tenant, tenant, self.capacity))

@@ -161,3 +161,33 @@ def test_random_operations_match_a_reference_of_lists():
             del reference[key]
     for (tenant, conversation_id), texts in reference.items():
         assert _texts(archive.items(tenant, conversation_id)) == texts
+
+
+def test_two_gateways_adding_items_to_one_conversation_at_once_lose_none(tmp_path):
+    """Known failure (QA35): each write began with a read (the conversation's `used_s`), so
+    when the other gateway committed in between, SQLite refused the upgrade to a write at
+    once ("database is locked", no busy wait): a 500 for the client. Writes now take the
+    write lock first and wait their turn."""
+    import threading
+
+    path = tmp_path / "conversations.sqlite3"
+    first = ConversationArchive(path, capacity=8)
+    first.create("acme", Conversation("conv_1", 1, {}), [])
+    gateways = [first, ConversationArchive(path, capacity=8)]
+    errors: list[BaseException] = []
+
+    def add(archive: ConversationArchive, name: str) -> None:
+        try:
+            for index in range(150):
+                archive.add_items("acme", "conv_1", [_item(f"{name}{index}")])
+        except BaseException as error:   # noqa: BLE001 (collected for the assertion)
+            errors.append(error)
+
+    threads = [threading.Thread(target=add, args=(archive, name)) for archive, name in zip(gateways, "ab")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    texts = _texts(first.items("acme", "conv_1"))
+    assert len(texts) == 300 and [t for t in texts if t[0] == "a"] == [f"a{i}" for i in range(150)]
