@@ -5,16 +5,18 @@ and an output type): the model's free reply, read as it streams, sent once it is
 - It opens an object (after a JSON code fence, if any) that cannot be a bare call (its
   first key is not `name`, `arguments` or `parameters`, or its `name` is not a tool's,
   or it has no key), or it opens with prose and then an object with a key (a bare call
-  is the whole reply, so that object cannot be one): that object is the JSON reply,
-  streamed from its brace (the prose before it is dropped) and completed as
-  `tool_forcing.forced_object` reads and fills it; the free try stops where the object
-  closes or strays, before any closing fence.
-- Anything else (a `<tool_call>` tag, what may be a bare call or a list of them, another
-  fence, prose with no object) is read whole (prose with neither an object nor a tag
-  only up to `MAX_PROSE_CHARS`): its calls when it makes any
-  (`tool_calls.parse_tool_calls`, each held to its tool's schema), else the first JSON
-  object in it when it validates, else an object built per `tool_forcing.forced_json`
-  with what is left of the budget.
+  is the whole reply, so that object cannot be one; prose is any other opening that
+  cannot begin a call: a `<` once it is not the `<tool_call>` tag, as SmolLM2's
+  `<tool_response>` after a tool result, or a `[` whose first item cannot be a call):
+  that object is the JSON reply, streamed from its brace (the prose before it is
+  dropped) and completed as `tool_forcing.forced_object` reads and fills it; the free
+  try stops where the object closes or strays, before any closing fence.
+- Anything else (a `<tool_call>` tag, what may be a bare call or a list of them (a `[`
+  whose first item may be one), another fence, prose with no object) is read whole
+  (prose with neither an object nor a tag only up to `MAX_PROSE_CHARS`): its calls when
+  it makes any (`tool_calls.parse_tool_calls`, each held to its tool's schema), else the
+  first JSON object in it when it validates, else an object built per
+  `tool_forcing.forced_json` with what is left of the budget.
 
 Invariant: the reply is either tool calls (finish "tool_calls", or "length" when the free
 reply ran out of tokens) or one JSON object (finish "stop", valid as `tool_forcing`
@@ -65,10 +67,14 @@ def json_reply_start(text: str, tool_names: frozenset[str]) -> int | None:
             return None
     if head[0] == "{":
         return _at(_opens_reply_object(head, tool_names, strays_count=True), at)
-    if head[0] in "[<" or OPEN_TAG in text:
+    if OPEN_TAG in text:
         return NOT_JSON
-    # prose first: a bare call must be the whole reply, so any object after it is the reply
-    # (the first one that opens with a key; a tool-call tag before it keeps the reply whole)
+    # "[": a list of bare calls, or prose ("[1]", or a list of reply objects) read as below
+    if head[0] == "[" and (may_list := _may_list_calls(head, tool_names)) is not False:
+        return None if may_list is None else NOT_JSON
+    # prose first (an opening "<" too, once it is not the tool-call tag: `<tool_response>`):
+    # a bare call must be the whole reply, so any object after it is the reply (the first
+    # one that opens with a key; a tool-call tag before it keeps the reply whole)
     brace = text.find("{", at)
     for _ in range(MAX_PROSE_BRACES):
         if brace < 0:
@@ -79,6 +85,18 @@ def json_reply_start(text: str, tool_names: frozenset[str]) -> int | None:
             return _at(opening, brace)
         brace = text.find("{", brace + 1)
     return NOT_JSON
+
+
+def _may_list_calls(head: str, tool_names: frozenset[str]) -> bool | None:
+    """For `head` starting with "[": whether it may open a list of bare calls (its first
+    item opens an object that may be a call); None while unsure."""
+    item = head[1:].lstrip()
+    if not item:
+        return None
+    if item[0] != "{":
+        return False   # a call list's items are call objects
+    opening = _opens_reply_object(item, tool_names, strays_count=True)
+    return None if opening is None else not opening
 
 
 def _at(opening: bool | None, at: int) -> int | None:

@@ -74,7 +74,7 @@ J, N = 0, NOT_JSON   # the reply's object starts at the text's first non-space; 
     ('{"arguments": {', N), ('{"parameters"', N), ('{"name', None), ('{"name" ', None), ('{"name":', None),
     ('{"name": "get', None), ('{"name": "gx', J), ('{"name": "get_weather"', N), ('{"name": " search "', N),
     ('{"name": " sea', None), ('{"name": "Oslo"', J), ('{"name": 3', J), ('{"name" x', J), ('{"\\q": 1', J),
-    ("<tool_call>", N), ("[", N),
+    ("<tool_call>", N), ("[", None),
     ("`", None), ("``", None), ("```", None), ("```json", None), ("```json\n", None), ('```json\n{"city"', 8),
     ('```\n {"name": "search"', N), ("```python\n", N), ("`x", N), ("```json and then a long line", N),
     ("Sure, ", None), ("Here it is:\n\n", None), ('Here:\n```json\n{"ci', None), ('Here:\n```json\n{"city"', 14),
