@@ -5,17 +5,24 @@ A request names its session (header, metadata, `user`), or it is stitched by pre
 continues the session of a recent step whose conversation it extends, that is, the
 request's messages up to some assistant message equal that step's request, and the
 assistant message is that step's response (exact), or merely stands where it was
-(loose: the agent rewrote or replaced the reply). Longer matches win, exact beats loose
-at equal length, and among equal candidates the session whose latest step it is wins.
-When no prefix matches (a handoff: the new agent's instructions replace the system
-prompt), a request whose tool results (the tool messages after its last assistant
-message) answer calls a recent step asked for continues that step's session.
+(loose: the agent rewrote or replaced the reply). Every choice of an n > 1 step counts
+as its response, so the agent may go on from whichever it kept. Longer matches win, exact
+beats loose at equal length, and among equal candidates the session whose calls the
+request's tool results (the tool messages after its last assistant message) answer wins,
+then the session whose latest step it is. A request whose tool results answer calls a
+recent step asked for (any choice's) continues that step's session when no prefix matches
+(a handoff: the new agent's instructions replace the system prompt), and also when the
+longest match is loose and its session asked for none of those calls (the agent edited an
+earlier reply: the request before it may equal the first request of many agents).
 
 Invariants:
 - a session is identified by (tenant, id); digests, call-id keys included, are
   tenant-rooted and every index entry also records its tenant, so no request is ever
   stitched to another tenant's session, whatever its content;
-- a prefix match always wins over a call-id match; either continues only a live session;
+- an exact prefix match always wins over a call-id match, a loose one only when its
+  session asked for one of the answered calls or no live session did; either continues
+  only a live session; tool results are read only where the prefix leaves a doubt (no
+  match, a loose one, several candidates), so an exact continuation costs O(prefix);
 - a session with a request in flight never expires; an idle one expires once
   `idle_timeout_s` passed since its last activity, and its index entries go with it;
 - memory is bounded: at most `max_sessions` live sessions, `max_keys_per_session` index
@@ -43,6 +50,7 @@ from cache.tenant_sessions import TenantSessions
 
 SessionKey = tuple[str, str]
 MAX_REFS_PER_KEY = 4
+EXPLICIT_SOURCES = frozenset({"header", "metadata", "user"})   # a session the client names
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,8 +132,15 @@ class SessionTable:
             if state is None:
                 state = self._create(tenant, SessionId(explicit[0]), explicit[1], now_s, evicted)
         else:
-            matched = self._match(tenant, digests, messages)
-            stitched = matched or self._match_answered(tenant, messages)
+            matched, is_exact, rivals = self._match(tenant, digests, messages)
+            stitched = matched
+            if matched is None or not is_exact or len(rivals) > 1:   # NOTE: rare, the tool results may decide
+                answered, asking = self._match_answered(tenant, messages)
+                if matched is not None and asking:
+                    matched = self._pick(tenant, rivals, asking)
+                    if not is_exact and (matched.tenant, matched.session) not in asking:
+                        matched = None   # a loose match gives way to the session whose calls are answered
+                stitched = matched or answered
             state = self._live.get((tenant, stitched.session)) if stitched else None
             if state is None:
                 matched = stitched = None
@@ -153,31 +168,37 @@ class SessionTable:
     def close_step(self, tenant: str, session: str, index: int, ended_s: float, *,
                    request_digest: bytes | None, num_messages: int,
                    response_digest: bytes | None, asked: Mapping[str, str],
-                   prompt_blocks: Sequence[int] | None = None, num_prompt_tokens: int = 0) -> int | None:
-        """A step ended; a successful one becomes a place later requests may continue.
-        Returns how many of its prompt's tokens (`prompt_blocks`, given for successful
-        steps only) the session's previous successful prompt began with
-        (`PreviousPrompt`); None when unknown or for a step older than the head."""
+                   prompt_blocks: Sequence[int] | None = None, num_prompt_tokens: int = 0,
+                   other_response_digests: Sequence[bytes] = ()) -> int | None:
+        """A step ended; a successful one becomes a place later requests may continue:
+        its request, every choice's response (`response_digest`, `other_response_digests`)
+        and the calls any choice asked for; one ending after a later step (older than the
+        head) only by its responses and calls, leaving the head alone. Returns how many
+        of its prompt's tokens (`prompt_blocks`, given for successful steps only) the
+        session's previous successful prompt began with (`PreviousPrompt`); None when
+        unknown or for a step older than the head."""
         state = self._live.get((tenant, session))
         if state is None:
             return None
         state.num_in_flight = max(0, state.num_in_flight - 1)
         state.last_active_s = max(state.last_active_s, ended_s)
         self._touch(tenant, state.session)
-        if state.head_index is not None and index < state.head_index:
-            return None
-        shared = state.previous_prompt.shared_with(prompt_blocks, num_prompt_tokens, is_ok=True)
-        state.head_index = index
-        state.last_ended_s = ended_s
-        state.last_asked = dict(asked)
+        is_late = state.head_index is not None and index < state.head_index
+        shared = None
+        if not is_late:
+            shared = state.previous_prompt.shared_with(prompt_blocks, num_prompt_tokens, is_ok=True)
+            state.head_index = index
+            state.last_ended_s = ended_s
+            state.last_asked = dict(asked)
         ref = StepRef(tenant, state.session, index, num_messages)
         # NOTE: call ids first, so a step asking for many calls pushes out its own calls,
         # not the prefix digests that stitch most continuations
         for call_id in asked:
             self._add_key(state, self._by_call, call_id_digest(tenant, call_id), ref)
-        if response_digest is not None:
-            self._add_key(state, self._by_response, response_digest, ref)
-        if request_digest is not None:
+        for digest in (response_digest, *other_response_digests):
+            if digest is not None:
+                self._add_key(state, self._by_response, digest, ref)
+        if request_digest is not None and not is_late:   # NOTE: the newer ref (a retry: same request) stays
             self._add_key(state, self._by_request, request_digest, ref)
         return shared
 
@@ -229,7 +250,7 @@ class SessionTable:
             refs[:] = [r for r in refs if (r.tenant, r.session) != key]
             if not refs:
                 index.pop(digest, None)
-        if state.source in ("header", "metadata", "user"):
+        if state.source in EXPLICIT_SOURCES:
             self._dormant[key] = (state.num_steps, state.last_ended_s)
             while len(self._dormant) > self.max_sessions:
                 self._dormant.popitem(last=False)
@@ -251,40 +272,57 @@ class SessionTable:
             if not old_refs:
                 old_index.pop(old_digest, None)
 
-    def _pick(self, tenant: str, refs: list[StepRef] | None) -> StepRef | None:
+    def _pick(self, tenant: str, refs: list[StepRef] | None,
+              prefer: frozenset[SessionKey] = frozenset()) -> StepRef | None:
+        """The tenant's live candidate: one of a session in `prefer` first, then the
+        latest step of its session, then the most recently active session's."""
         best: StepRef | None = None
-        best_rank = (False, -1.0)
+        best_rank = (False, False, -1.0)
         for ref in refs or ():
             state = self._live.get((ref.tenant, ref.session))
             if ref.tenant != tenant or state is None:
                 continue
-            rank = (state.head_index == ref.index, state.last_active_s)
+            rank = (bool(prefer) and (ref.tenant, ref.session) in prefer,
+                    state.head_index == ref.index, state.last_active_s)
             if best is None or rank > best_rank:
                 best, best_rank = ref, rank
         return best
 
-    def _match(self, tenant: str, digests: Sequence[bytes],
-               messages: Sequence[Any]) -> StepRef | None:
-        """The step this conversation extends: the longest match, exact before loose."""
+    def _match(self, tenant: str, digests: Sequence[bytes], messages: Sequence[Any],
+               ) -> tuple[StepRef | None, bool, list[StepRef]]:
+        """The step this conversation extends, whether exactly, and the candidates it was
+        picked from: the longest match, exact before loose."""
         for i in range(len(messages) - 2, 0, -1):
             if not is_assistant(messages[i]):
                 continue
-            ref = self._pick(tenant, self._by_response.get(digests[i])) \
-                or self._pick(tenant, self._by_request.get(digests[i - 1]))
+            refs = self._by_response.get(digests[i])
+            ref = self._pick(tenant, refs)
             if ref is not None and ref.num_messages == i:
-                return ref
-        return None
+                return ref, True, refs
+            refs = self._by_request.get(digests[i - 1])
+            ref = self._pick(tenant, refs)
+            if ref is not None and ref.num_messages == i:
+                return ref, False, refs
+        return None, False, []
 
-    def _match_answered(self, tenant: str, messages: Sequence[Any]) -> StepRef | None:
+    def _match_answered(self, tenant: str, messages: Sequence[Any],
+                        ) -> tuple[StepRef | None, frozenset[SessionKey]]:
         """The step that asked for a call whose result follows the request's last
-        assistant message (the last such result whose call is known decides)."""
+        assistant message (the last such result whose call is known decides), and every
+        live session of the tenant that asked for one of those results' calls. O(results)."""
+        decided: StepRef | None = None
+        asking: set[SessionKey] = set()
         for message in reversed(messages):
             if is_assistant(message):
                 break
             if isinstance(message, dict) and message.get("role") == "tool":
                 call_id = message.get("tool_call_id")
-                ref = self._pick(tenant, self._by_call.get(call_id_digest(tenant, call_id))) \
+                refs = self._by_call.get(call_id_digest(tenant, call_id)) \
                     if isinstance(call_id, str) and call_id else None
-                if ref is not None:
-                    return ref
-        return None
+                ref = self._pick(tenant, refs)
+                if ref is None:
+                    continue
+                decided = decided or ref
+                asking.update((r.tenant, r.session) for r in refs
+                              if r.tenant == tenant and (r.tenant, r.session) in self._live)
+        return decided, frozenset(asking)

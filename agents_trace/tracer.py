@@ -33,12 +33,12 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from agents_trace.config import TraceConfig
 from agents_trace.content import request_entries
 from agents_trace.conversation import after_of, agent_name, assistant_message, \
-    explicit_session, extend_digest, prefix_digests
+    explicit_session, extend_digest, is_assistant, prefix_digests
 from agents_trace.otel_setup import build_provider
 from agents_trace.prompt_blocks import prompt_block_ids
 from agents_trace.records import CapturedContent, SessionEnded, Step, StepContext, StepResult
 from agents_trace.replay_hints import hinted_after, hinted_calls, replay_hint
-from agents_trace.sessions import SessionTable
+from agents_trace.sessions import EXPLICIT_SOURCES, OpenedStep, SessionTable
 from agents_trace.store import TraceStore
 from agents_trace.event_queue import EventQueue
 from agents_trace.writer import Forecaster, Subscriber, TraceWriter, WriterStats
@@ -57,6 +57,16 @@ def _request_params(body: Mapping[str, Any]) -> tuple[tuple[str, float | int], .
                 and not isinstance(value, bool):
             params[name] = value
     return tuple(params.items())
+
+
+def _is_first_step(opened: OpenedStep, messages: list) -> bool:
+    """Whether the request starts its session (its `after` is "start"). A named session
+    the table opens at index 0 may go on from steps stored before a restart (the writer
+    shifts its indexes past them): one whose request carries an earlier reply (an
+    assistant message) continues its conversation, a user turn, not a start."""
+    if opened.index != 0:
+        return False
+    return opened.source not in EXPLICIT_SOURCES or not any(is_assistant(m) for m in messages)
 
 
 class AgentTracer:
@@ -174,7 +184,8 @@ class AgentTracer:
             session_source=opened.source, operation=operation,
             model=model if isinstance(model, str) else "", agent=agent_name(headers, body),
             arrived_s=now_s,
-            after=hinted_after(after_of(messages, opened.index == 0, opened.asked), hint, opened.index),
+            after=hinted_after(after_of(messages, _is_first_step(opened, messages), opened.asked),
+                               hint, opened.index),
             gap_s=(now_s - opened.prev_ended_s
                    if opened.prev_ended_s is not None and opened.was_idle else None),
             prev_ended_s=opened.prev_ended_s if opened.was_idle else None,
@@ -202,19 +213,23 @@ class AgentTracer:
         now_s = self.clock()
         if not result.tool_calls and ctx.replay_tool_calls and result.error is None:
             result = dataclasses.replace(result, tool_calls=ctx.replay_tool_calls)
-        response_digest = None
+        response_digest, other_digests = None, ()
         is_ok = result.error is None
-        if is_ok and ctx.conversation_digest is not None:
-            response_digest = extend_digest(ctx.conversation_digest, assistant_message(
-                result.output_text, result.tool_calls))
+        if is_ok and ctx.conversation_digest is not None:   # every choice's: the agent may keep any one
+            digests = [extend_digest(ctx.conversation_digest, assistant_message(text, calls))
+                       for text, calls in ((result.output_text, result.tool_calls),
+                                           *((c.text, c.tool_calls) for c in result.other_choices))]
+            response_digest, other_digests = digests[0], tuple(digests[1:])
         prompt_blocks = self._prompt_blocks(ctx.tenant, ctx.model, result)
         with self._lock:
             from_previous = self._sessions.close_step(
                 ctx.tenant, ctx.session, ctx.index, now_s,
                 request_digest=ctx.conversation_digest if is_ok else None,
                 num_messages=ctx.num_messages, response_digest=response_digest,
-                asked={call.call_id: call.name for call in result.tool_calls},
-                prompt_blocks=prompt_blocks if is_ok else None, num_prompt_tokens=result.num_input_tokens)
+                asked={call.call_id: call.name for calls in (
+                    result.tool_calls, *(c.tool_calls for c in result.other_choices)) for call in calls},
+                prompt_blocks=prompt_blocks if is_ok else None, num_prompt_tokens=result.num_input_tokens,
+                other_response_digests=other_digests)
         self._events.offer(Step(
             tenant=ctx.tenant, session=ctx.session, index=ctx.index,
             session_source=ctx.session_source, operation=ctx.operation, model=ctx.model,
