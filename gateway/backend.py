@@ -21,12 +21,23 @@ from gateway.schemas import ChatCompletionRequest, CompletionRequest
 class Usage:
     """Token counts of a reply. `completion_tokens_details` is the breakdown an upstream
     sent (`reasoning_tokens`, ...: non-negative integers), None when the backend has none
-    (local models do not reason apart)."""
+    (local models do not reason apart). `num_cache_write_tokens`: the prompt tokens the
+    reply wrote to a prompt cache, an upstream's own count (0 when it sent none); None for
+    a local model, which writes those it did not find cached (`cache_write_tokens`)."""
 
     num_prompt_tokens: int = 0
     num_completion_tokens: int = 0
     num_cached_tokens: int = 0
     completion_tokens_details: dict[str, int] | None = None
+    num_cache_write_tokens: int | None = None
+
+    @property
+    def cache_write_tokens(self) -> int:
+        """The prompt tokens written to a cache: an upstream's count, else (a local model)
+        those not found in the prefix cache, which its prefill writes there."""
+        if self.num_cache_write_tokens is not None:
+            return self.num_cache_write_tokens
+        return max(0, self.num_prompt_tokens - self.num_cached_tokens)
 
     @property
     def num_total_tokens(self) -> int:

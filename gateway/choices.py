@@ -60,9 +60,17 @@ def merged_usage(finishes: list[Finished], num_prompts: int = 1) -> Finished:
     usage = Usage(num_prompt_tokens=sum(f.usage.num_prompt_tokens for f in paying),
                   num_completion_tokens=sum(f.usage.num_completion_tokens for f in finishes),
                   num_cached_tokens=sum(f.usage.num_cached_tokens for f in paying),
-                  completion_tokens_details=_summed_details(finishes))
+                  completion_tokens_details=_summed_details(finishes),
+                  num_cache_write_tokens=_summed_writes(paying))
     return Finished(first.finish_reason, usage, first.worker, first.ttft_s,
                     system_fingerprint=first.system_fingerprint, service_tier=first.service_tier)
+
+
+def _summed_writes(finishes: list[Finished]) -> int | None:
+    """The paying choices' upstream cache writes summed; None (a local model's: its prompt
+    not found cached) when none of them has a count."""
+    counts = [f.usage.num_cache_write_tokens for f in finishes if f.usage.num_cache_write_tokens is not None]
+    return sum(counts) if counts else None
 
 
 def _summed_details(finishes: list[Finished]) -> dict[str, int] | None:

@@ -1,8 +1,11 @@
 """OpenAI response objects: chat completions, completions, their stream chunks.
 
 Invariants: a response names the model id the client asked for; `usage` always carries
-`prompt_tokens_details.cached_tokens`; a reply with tool calls has finish_reason
-"tool_calls" unless it ran out of tokens ("length", as OpenAI sends it); a refusal is the
+`prompt_tokens_details.cached_tokens` (and a local model's chat usage
+`completion_tokens_details`, `chat_usage`); a whole reply always has `system_fingerprint`
+(null unless an upstream named one) and a chat completion's message `annotations: []`;
+a reply with tool calls has finish_reason "tool_calls" unless it ran out of tokens
+("length", as OpenAI sends it); a refusal is the
 message's `refusal` (a stream's `delta.refusal`), which a chat completion's message always
 has (null when the model did not refuse, as OpenAI's schema requires); an upstream's `system_fingerprint` and
 `service_tier` are the reply's (in a stream, from the chunk that finishes a choice on,
@@ -127,6 +130,23 @@ def chat_message(collected: Collected, *, null_refusal: bool = False) -> dict:
     return message
 
 
+# A local model's `completion_tokens_details`: it writes no reasoning apart from its text,
+# makes no audio, and does not read `prediction` (so accepts and rejects none of it).
+LOCAL_COMPLETION_DETAILS = {"reasoning_tokens": 0, "audio_tokens": 0, "accepted_prediction_tokens": 0,
+                            "rejected_prediction_tokens": 0}
+
+
+def chat_usage(usage: Usage, finished: Finished | None) -> dict:
+    """A chat reply's `usage`: `completion_tokens_details` always there for a local model
+    (`LOCAL_COMPLETION_DETAILS`, true of every local reply; an upstream's `Finished` names
+    its worker "upstream"), an upstream's breakdown as it sent it (none when it sent none:
+    the gateway cannot know it)."""
+    fields = usage.to_openai()
+    if "completion_tokens_details" not in fields and finished is not None and finished.worker != "upstream":
+        fields["completion_tokens_details"] = dict(LOCAL_COMPLETION_DETAILS)
+    return fields
+
+
 def reply_fields(header: ResponseHeader, finished: Finished | None, *, is_chat: bool) -> dict:
     """A reply's `service_tier` (chat only: the one the gateway served it in, else the
     upstream's) and the upstream's `system_fingerprint`, those that are known."""
@@ -149,19 +169,24 @@ def text_completion(header: ResponseHeader, reply: Reply, usage: Usage) -> dict:
 
 
 def _whole_reply(header: ResponseHeader, reply: Reply, usage: Usage, *, is_chat: bool) -> dict:
-    """A whole chat completion (each choice's `message`, chat `logprobs`) or text
-    completion (its `text`, legacy `logprobs`): the same frame, choices and usage."""
+    """A whole chat completion (each choice's `message`, with `annotations: []`, and chat
+    `logprobs`; `chat_usage`) or text completion (its `text`, legacy `logprobs`): the same
+    frame, choices and usage. `system_fingerprint` is always there: the upstream's, else
+    null (as vLLM sends it: a local model has no backend configuration id to name)."""
     choices = []
     for index, collected in enumerate(reply.choices):
         choice: dict = {"index": index}
         if is_chat:
-            choice.update(message=chat_message(collected, null_refusal=True), logprobs=chat_logprobs(collected.logprobs))
+            message = {**chat_message(collected, null_refusal=True), "annotations": []}   # none made here
+            choice.update(message=message, logprobs=chat_logprobs(collected.logprobs))
         else:
             choice.update(text=collected.text, logprobs=completion_logprobs(collected.logprobs))
         choice["finish_reason"] = collected.finish_reason()
         choices.append(choice)
     completion = {"id": header.id, "object": "chat.completion" if is_chat else "text_completion",
-                  "created": header.created, "model": header.model, "choices": choices, "usage": usage.to_openai()}
+                  "created": header.created, "model": header.model, "choices": choices,
+                  "usage": chat_usage(usage, reply.finished) if is_chat else usage.to_openai(),
+                  "system_fingerprint": None}   # a local model's, as vLLM sends it
     completion.update(reply_fields(header, reply.finished, is_chat=is_chat))
     return completion
 
@@ -261,7 +286,8 @@ class ChunkWriter:
         self._finishes.append(event)
         if self.include_usage and len(self._finishes) == len(self._choices):
             merged = merged_usage(self._finishes, self._num_prompts)
-            closing += self._chunk(None, merged.usage.to_openai(), finished=merged)
+            usage = chat_usage(merged.usage, merged) if self.is_chat else merged.usage.to_openai()
+            closing += self._chunk(None, usage, finished=merged)
         return closing
 
     @staticmethod

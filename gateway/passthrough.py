@@ -110,7 +110,7 @@ class PassthroughBackend(UpstreamBackend):
         api_key = call.kwargs.get("api_key")
         if api_key and api_key != NO_API_KEY:   # with no key, no Authorization (not the placeholder)
             headers["Authorization"] = f"Bearer {api_key}"
-        fallback = Usage(num_prompt_tokens=prepared.num_prompt_tokens)
+        fallback = Usage(num_prompt_tokens=prepared.num_prompt_tokens, num_cache_write_tokens=0)
         started_s = time.perf_counter()
         try:
             try:

@@ -7,7 +7,8 @@ Invariants: a message item's text part is there once the item is done (`complete
 `incomplete`), never while `in_progress`; its `logprobs` is always a list (empty unless
 asked); a model's refusal is a `refusal` content part after the text (the only part when
 there is no text), as OpenAI sends it; the last item of a reply that ran out of tokens is `incomplete`, the others
-`completed`; every listed input item has a `type` and an `id`; a response's own input
+`completed`; every listed input item has a `type`, an `id` and (but a reasoning item) a
+`status`, and a listed message's text parts are its role's kind (`listed_part`); a response's own input
 item ids (`<prefix>_<suffix>_<position>`) and output item ids (`output_item_id`) never
 share a shape, so none of its output items has the id of one of its input items.
 """
@@ -19,7 +20,7 @@ from typing import Literal
 from gateway.backend import TokenChoice, Usage
 from gateway.collected import Collected
 from gateway.openai_format import logprob_entries
-from gateway.responses_format import ResponsesRequest
+from gateway.responses_format import TEXT_PARTS, ResponsesRequest
 from gateway.schemas import served_tier
 
 
@@ -88,6 +89,23 @@ def call_item(item_id: str, call_id: str, name: str, arguments: str, status: str
 
 
 ResponseStatus = Literal["queued", "in_progress", "completed", "incomplete", "failed", "cancelled"]
+DEFAULT_SAMPLING = 1.0   # `temperature` and `top_p` when the request names none: a local model's and OpenAI's
+
+
+def response_usage(usage: Usage) -> dict:
+    """A response's `usage`. `input_tokens_details.cache_write_tokens` (OpenAI: "the number
+    of input tokens that were written to the cache") is an upstream's own count (0 when it
+    sent none) and, for a local model, the prompt tokens not found in the prefix cache,
+    `input_tokens - cached_tokens`: it prefills exactly those and writes them to its prefix
+    cache for the next request to find (it keeps whole blocks, so a last partial block of
+    them may be kept only with the reply's tokens, or not at all; nothing is kept when
+    prefix caching is off) (`Usage.cache_write_tokens`)."""
+    return {"input_tokens": usage.num_prompt_tokens,
+            "input_tokens_details": {"cached_tokens": usage.num_cached_tokens,
+                                     "cache_write_tokens": usage.cache_write_tokens},
+            "output_tokens": usage.num_completion_tokens,
+            "output_tokens_details": {"reasoning_tokens": usage.num_reasoning_tokens},
+            "total_tokens": usage.num_total_tokens}
 
 
 def response_object(response_id: str, request: ResponsesRequest, *, created_at: int | None = None,
@@ -97,7 +115,11 @@ def response_object(response_id: str, request: ResponsesRequest, *, created_at: 
     """A response object; `incomplete` when the reply ran out of `max_output_tokens`;
     `error` ({"code", "message"}) only when it `failed`; `completed_at` only when it
     `completed` (now: the object is made as it ends); `service_tier` the one an upstream
-    said it served the reply in, else the one the gateway serves it in."""
+    said it served the reply in, else the one the gateway serves it in; `temperature` and
+    `top_p` the values used (`DEFAULT_SAMPLING` when the request names none; an upstream
+    is sent none then, and OpenAI's default is the same); `reasoning` with no effort nor
+    summary, as OpenAI echoes it for a model that does not reason: the gateway passes no
+    reasoning settings on (local models do not reason apart); `usage`: `response_usage`."""
     return {
         "id": response_id, "object": "response", "created_at": created_at or int(time.time()),
         "status": status, "completed_at": int(time.time()) if status == "completed" else None, "background": request.background, "model": request.model, "output": output or [],
@@ -106,19 +128,16 @@ def response_object(response_id: str, request: ResponsesRequest, *, created_at: 
         "parallel_tool_calls": request.parallel_tool_calls is not False,
         "previous_response_id": request.previous_response_id, "store": request.store,
         "conversation": {"id": request.conversation_id()} if request.conversation is not None else None,
-        "temperature": request.temperature, "top_p": request.top_p, "tool_choice": request.tool_choice or "auto",
+        "temperature": DEFAULT_SAMPLING if request.temperature is None else request.temperature,
+        "top_p": DEFAULT_SAMPLING if request.top_p is None else request.top_p,
+        "reasoning": {"effort": None, "summary": None}, "tool_choice": request.tool_choice or "auto",
         "tools": request.tools or [], "text": request.text or {"format": {"type": "text"}},
         "metadata": request.metadata or {}, "user": request.user,
         "truncation": request.truncation or "disabled", "top_logprobs": request.top_logprobs,
         "service_tier": service_tier or served_tier(request.service_tier),
         "prompt_cache_key": request.prompt_cache_key,
         "safety_identifier": request.safety_identifier, "max_tool_calls": request.max_tool_calls,
-        "usage": None if usage is None else {
-            "input_tokens": usage.num_prompt_tokens,
-            "input_tokens_details": {"cached_tokens": usage.num_cached_tokens},
-            "output_tokens": usage.num_completion_tokens,
-            "output_tokens_details": {"reasoning_tokens": usage.num_reasoning_tokens},
-            "total_tokens": usage.num_total_tokens}}
+        "usage": None if usage is None else response_usage(usage)}
 
 
 ITEM_ID_PREFIXES = {"message": "msg", "function_call": "fc", "function_call_output": "fco", "reasoning": "rs"}
@@ -137,14 +156,34 @@ def input_items(request: ResponsesRequest, response_id: str) -> tuple[dict, ...]
                  for index, raw in enumerate(items))
 
 
+def listed_part(part: object, is_assistant: bool) -> object:
+    """A message's content part as listed: a text part (`input_text`, `output_text` or
+    `text`, which the chat reading takes alike) as its role's kind, `output_text` with
+    `annotations` (`[]` unless it has some) for the assistant, `input_text` for the others;
+    any other part as it is."""
+    if not isinstance(part, dict) or part.get("type") not in TEXT_PARTS:
+        return part
+    listed = {**part, "type": "output_text" if is_assistant else "input_text"}
+    if is_assistant and listed.get("annotations") is None:
+        listed["annotations"] = []
+    return listed
+
+
 def listed_item(raw: dict, default_id: str) -> dict:
     """An input item as OpenAI lists it: with a `type` ("message" when it has none), an `id`
-    (its own, else `default_id`; `"id": null` is none), and a message's text content as a list of parts
-    (`input_text`, or `output_text` for the assistant)."""
+    (its own, else `default_id`; `"id": null` is none), a `status` ("completed" unless it
+    has one; a reasoning item's stays optional, as OpenAI's), and a message's content as a
+    list of parts (text: one part, `listed_part`), so the list is valid against the SDK's
+    item types (an assistant's item is an output message, which needs both)."""
     item = {"type": "message", **raw}
-    if item["type"] == "message" and isinstance(item.get("content"), str):
-        part = "output_text" if item.get("role") == "assistant" else "input_text"
-        item["content"] = [{"type": part, "text": item["content"]}]
+    if item["type"] == "message":
+        content = item.get("content")
+        is_assistant = item.get("role") == "assistant"
+        parts = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        if isinstance(parts, list):
+            item["content"] = [listed_part(part, is_assistant) for part in parts]
     if item.get("id") is None:   # absent, or a client's explicit null
         item["id"] = default_id
+    if item["type"] != "reasoning" and item.get("status") is None:
+        item["status"] = "completed"
     return item

@@ -181,7 +181,7 @@ class UpstreamBackend:
         is_chat = prepared.payload.is_chat
         litellm = self._litellm or import_litellm()
         call = litellm.acompletion if is_chat else litellm.atext_completion
-        fallback = Usage(num_prompt_tokens=prepared.num_prompt_tokens)
+        fallback = Usage(num_prompt_tokens=prepared.num_prompt_tokens, num_cache_write_tokens=0)
         started_s = time.perf_counter()
         try:
             try:

@@ -77,7 +77,9 @@ def usage_from(raw: Any, fallback: Usage) -> Usage:
                  num_completion_tokens=_count(_field(raw, "completion_tokens"), "completion_tokens"),
                  num_cached_tokens=_count(_field(details, "cached_tokens"),
                                           "prompt_tokens_details.cached_tokens") if details else 0,
-                 completion_tokens_details=_completion_details(_field(raw, "completion_tokens_details")))
+                 completion_tokens_details=_completion_details(_field(raw, "completion_tokens_details")),
+                 num_cache_write_tokens=_count(_field(details, "cache_write_tokens"),
+                                               "prompt_tokens_details.cache_write_tokens") if details else 0)
 
 
 def _label(value: Any) -> str | None:

@@ -32,7 +32,8 @@ def test_items_are_listed_as_openai_lists_them():
                            {"type": "reasoning", "summary": []}])
     assert items[0]["type"] == "message" and items[0]["content"] == [{"type": "input_text", "text": "hi"}]
     assert items[0]["id"].startswith("msg_") and len(items[0]["id"]) == 52 and items[0]["status"] == "completed"
-    assert items[1]["id"] == "msg_mine" and items[1]["content"] == [{"type": "output_text", "text": "yo"}]
+    assert items[1]["id"] == "msg_mine" and items[1]["content"] == [{"type": "output_text", "text": "yo",
+                                                                      "annotations": []}]
     assert items[2]["id"].startswith("fc_") and items[3]["id"].startswith("fco_")
     assert "status" not in items[4] and items[4]["id"].startswith("rs_")
     assert checked_items(None) == []

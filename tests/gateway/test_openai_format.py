@@ -130,6 +130,6 @@ def test_a_chat_completion_message_always_has_refusal():
     reply.add(RefusalDelta("I can't.", choice=1))
     completion = chat_completion(ResponseHeader("chatcmpl-1", "m", 1700000000), reply, Usage(3, 2))
     assert [choice["message"] for choice in completion["choices"]] == [
-        {"role": "assistant", "content": "Sure.", "refusal": None},
-        {"role": "assistant", "content": "", "refusal": "I can't."}]
+        {"role": "assistant", "content": "Sure.", "refusal": None, "annotations": []},
+        {"role": "assistant", "content": "", "refusal": "I can't.", "annotations": []}]
     assert chat_message(reply.choices[0]) == {"role": "assistant", "content": "Sure."}

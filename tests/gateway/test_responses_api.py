@@ -335,12 +335,14 @@ def test_input_items_are_listed_with_ids_and_parts():
     from gateway.responses_objects import input_items
     as_text = input_items(ResponsesRequest(model="m", input="Hi"), "resp_abc")
     assert as_text == ({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Hi"}],
-                        "id": "msg_abc_0"},)
+                        "id": "msg_abc_0", "status": "completed"},)
     listed = input_items(ResponsesRequest(model="m", input=[
         {"role": "assistant", "content": "Hello", "id": "msg_mine"},
         {"type": "function_call_output", "call_id": "c1", "output": "42"}]), "resp_abc")
-    assert listed[0]["id"] == "msg_mine" and listed[0]["content"] == [{"type": "output_text", "text": "Hello"}]
-    assert listed[1] == {"type": "function_call_output", "call_id": "c1", "output": "42", "id": "fco_abc_1"}
+    assert listed[0]["id"] == "msg_mine" and listed[0]["content"] == [{"type": "output_text", "text": "Hello",
+                                                                        "annotations": []}]
+    assert listed[1] == {"type": "function_call_output", "call_id": "c1", "output": "42", "id": "fco_abc_1",
+                         "status": "completed"}
 
 
 def test_a_stored_responses_input_items_are_listed_for_its_tenant_only(client, gateway):
