@@ -6,6 +6,9 @@ Invariants:
 - a batch runs in at most one process at a time: its runner holds the batch's claim (an
   advisory lock on `<claims>/<batch id>.lock`, `gateway.directory_claim`) from before it
   sends a request until it stops running it;
+- a process holds no claim on a batch whose tenant it lacks (BatchRunner takes it only
+  with the tenant configured, or to end the batch cancelled or expired, and lets it go
+  while a reload removed the tenant), so a gateway that has the tenant can run it;
 - a claim dies with its process, so the batches of a gateway that stopped or died can
   be taken up by another (BatchRunner looks every `ADOPT_EVERY_S`);
 - a batch held by another process is logged once per batch, naming that process;
@@ -44,6 +47,10 @@ class BatchClaims:
         self._held[batch_id] = claim
         self._logged.discard(batch_id)
         return True
+
+    def holds(self, batch_id: str) -> bool:
+        """Whether this process holds the batch's claim now."""
+        return batch_id in self._held
 
     def release(self, batch_id: str, *, finished: bool) -> None:
         """Give the batch up; a `finished` one's lock file is removed first."""

@@ -20,7 +20,9 @@ Invariants:
   and stop one that another of them cancelled;
 - while the batch's tenant is not configured (a reload removed it, or the gateway started
   without it) its requests wait unsent (one refused meanwhile for that goes again), and go
-  on when the tenant is back, until the batch expires or is cancelled;
+  on when the tenant is back, until the batch expires or is cancelled; meanwhile this
+  process holds no claim on it (none of its requests in flight), so a gateway sharing the
+  directory that has the tenant can run it; it goes on here with the claim taken again;
 - with `yields`, while other requests are in flight (`load()` counts every request
   holding a slot, the batches' own included) at most one batch request runs at a time,
   whatever the number of batches: interactive agents keep the workers, and a batch still
@@ -32,19 +34,17 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
-import json
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-import httpx
-
 from gateway.batch_claims import ADOPT_EVERY_S, BatchClaims
-from gateway.batch_lines import BATCH_HEADER, BatchRequest, batch_requests
+from gateway.batch_sending import BatchSending
+from gateway.batch_lines import BatchRequest, batch_requests
 from gateway.batch_finish import finish_batch, requests_to_go_on
-from gateway.batch_retry import MAX_RETRY_WAIT_S, retry_wait_s
-from gateway.batch_store import UNFINISHED, Batch, BatchStore, request_result, succeeded
+from gateway.batch_store import UNFINISHED, Batch, BatchStore, succeeded
 from gateway.file_store import FileStore
 
 if TYPE_CHECKING:
@@ -52,10 +52,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("stepahead.gateway")
 TENANT_POLL_S = 1.0   # how often a batch whose tenant is not configured looks again
-YIELD_POLL_S = 0.02
 
 
-class BatchRunner:
+class BatchRunner(BatchSending):
     def __init__(self, store: BatchStore, files: FileStore, keys: Callable[[], "KeyRing"], concurrency: int,
                  clock: Callable[[], float] = time.time, *, load: Callable[[], int] | None = None) -> None:
         self.store, self.files, self.keys, self.concurrency, self.clock = store, files, keys, concurrency, clock
@@ -74,7 +73,8 @@ class BatchRunner:
         requests still without a result."""
         gauges: dict[tuple[str, tuple], float] = {}
         for tenant in tenants:
-            running = [batch for batch in self._running.values() if batch.tenant == tenant]
+            running = [batch for batch in self._running.values()
+                       if batch.tenant == tenant and self.claims.holds(batch.id)]
             labels = (("tenant", tenant),)
             gauges[("stepahead_tenant_batches_running", labels)] = float(len(running))
             gauges[("stepahead_tenant_batch_requests_pending", labels)] = float(sum(
@@ -82,8 +82,8 @@ class BatchRunner:
         return gauges
 
     def current(self, batch: Batch) -> Batch:
-        """The batch as it stands now: the running record when it runs here."""
-        return self._running.get(batch.id, batch)
+        """The batch as it stands now: the running record when it runs here (its claim held)."""
+        return self._running[batch.id] if batch.id in self._running and self.claims.holds(batch.id) else batch
 
     async def start(self, app) -> None:
         """Go on with the batches a stopped gateway left unfinished, and from then on with
@@ -102,13 +102,18 @@ class BatchRunner:
 
     async def _adopt(self) -> None:
         """Run the unfinished batches no process runs; stop here the ones this process runs
-        that another gateway cancelled."""
-        for batch in await self.store.unfinished():
+        that another gateway cancelled, and drop the waits (without a claim) of those ended."""
+        unfinished = await self.store.unfinished()
+        for batch in unfinished:
             if batch.id not in self._tasks:
                 self._launch(batch)
             elif batch.status == "cancelling" and batch.id not in self._cancelled:
                 self._running[batch.id].moved_to("cancelling", self.clock())
                 self._stop_sending(batch.id)
+        going_on = {batch.id for batch in unfinished}
+        for batch_id, task in list(self._tasks.items()):
+            if batch_id not in going_on and not self.claims.holds(batch_id):   # another gateway ended it
+                task.cancel()
 
     async def stop(self) -> None:
         """Stop running batches where they are (they go on at the next start)."""
@@ -150,7 +155,10 @@ class BatchRunner:
             self._wakers[batch_id].set()
 
     def _launch(self, batch: Batch, requests: list[BatchRequest] | None = None) -> None:
-        if self._app is None or batch.id in self._tasks or not self.claims.take(batch.id):
+        """Run the batch here, its claim taken; without its tenant, unclaimed (`_claim_to_go_on`)."""
+        if self._app is None or batch.id in self._tasks:
+            return
+        if (self.keys().has_tenant(batch.tenant) or batch.status == "cancelling") and not self.claims.take(batch.id):
             return
         if batch.status == "cancelling":
             self._cancelled.add(batch.id)
@@ -170,10 +178,10 @@ class BatchRunner:
 
     async def _run(self, batch: Batch, requests: list[BatchRequest] | None) -> None:
         try:
+            if not self.claims.holds(batch.id) and not await self._claim_to_go_on(batch):
+                return
             if requests is None:
-                kept = await self.store.get(batch.tenant, batch.id)
-                if kept.status not in UNFINISHED:   # another gateway finished it before this one took its claim
-                    batch.status = kept.status
+                if not await self._refreshed(batch):   # another gateway finished it before this one took its claim
                     return
                 requests = await requests_to_go_on(self.store, self.files, batch, batch.id in self._cancelled,
                                                    self.clock)
@@ -187,6 +195,11 @@ class BatchRunner:
                 pending = [request for request in requests if request.custom_id not in done]
                 if not pending or batch.id in self._cancelled or self.clock() >= batch.expires_at:
                     break
+                if not self.keys().has_tenant(batch.tenant):   # a reload removed it: wait without the claim
+                    self.claims.release(batch.id, finished=False)
+                    if not await self._claim_to_go_on(batch) or not await self._refreshed(batch):
+                        return
+                    continue   # its results read again: another gateway may have run some meanwhile
                 await self._send_all(batch, pending)
             await self._finish(batch, results, pending)
         except asyncio.CancelledError:
@@ -194,101 +207,35 @@ class BatchRunner:
         except Exception:
             log.exception("batch %s stopped on an error; it goes on at the next start", batch.id)
 
-    async def _send_all(self, batch: Batch, pending: list[BatchRequest]) -> None:
-        keys = self.keys()
-        key = keys.new_internal_key(batch.tenant)
-        slots = asyncio.Semaphore(self.concurrency)
-        running: set[asyncio.Task] = set()
-        transport = httpx.ASGITransport(app=self._app)
-        try:
-            async with httpx.AsyncClient(transport=transport, base_url="http://stepahead.batch",
-                                         timeout=None) as client:
-                async def one(request: BatchRequest) -> None:
-                    try:
-                        await self._yield_to_others()
-                        if batch.id in self._cancelled:   # cancelled while it waited: not sent
-                            return
-                        self.num_in_flight += 1
-                        try:
-                            result = await self._send(client, key, batch, request)
-                        finally:
-                            self.num_in_flight -= 1
-                    finally:
-                        slots.release()
-                    if result is None:   # its tenant was removed meanwhile: it goes again once the tenant is back
-                        return
-                    [result] = await self.store.append_results(batch.id, [result])
-                    if succeeded(result):
-                        batch.completed += 1
-                    else:
-                        batch.failed += 1
-                    await self.store.put(batch)
-
-                for request in pending:
-                    await slots.acquire()
-                    if not await self._tenant_present(batch) or batch.id in self._cancelled \
-                            or self.clock() >= batch.expires_at:
-                        slots.release()
-                        break
-                    task = asyncio.get_running_loop().create_task(one(request))
-                    running.add(task)
-                    task.add_done_callback(running.discard)
-                await asyncio.gather(*list(running))
-        finally:
-            for task in running:
-                task.cancel()
-            keys.drop_internal_key(key)
-
-    async def _yield_to_others(self) -> None:
-        """Wait while other requests are in flight and a batch request runs already."""
-        while self.load is not None and self.num_in_flight > 0 and self.load() > self.num_in_flight:
-            await asyncio.sleep(YIELD_POLL_S)
-
-    async def _tenant_present(self, batch: Batch) -> bool:
-        """True once the batch's tenant is configured, waiting while it is not (a reload
-        removed it, or the gateway started without it); False when the batch is cancelled
-        or expires meanwhile. Its requests are not sent meanwhile, so none is lost to a 401."""
-        if self.keys().has_tenant(batch.tenant):
-            return True
-        log.warning("batch %s waits: its tenant %r is not in the config; it goes on when the tenant is back "
-                    "(or ends when it expires or is cancelled)", batch.id, batch.tenant)
-        while not self.keys().has_tenant(batch.tenant):
-            if batch.id in self._cancelled or self.clock() >= batch.expires_at:
-                return False
+    async def _claim_to_go_on(self, batch: Batch) -> bool:
+        """Wait, holding no claim, while the batch's tenant is not configured here (a reload
+        removed it, or the gateway started without it) and it is neither cancelled nor
+        expired; then take its claim. False when another process holds it: it runs there."""
+        def waits() -> bool:
+            return not self.keys().has_tenant(batch.tenant) and batch.id not in self._cancelled \
+                and self.clock() < batch.expires_at
+        waited = waits()
+        if waited:
+            log.warning("batch %s waits: its tenant %r is not in the config; a gateway sharing this directory that "
+                        "has it can run it meanwhile, and it goes on here when the tenant is back (or ends when it "
+                        "expires or is cancelled)", batch.id, batch.tenant)
+        while waits():
             await self._wait_unless_cancelled(batch.id, min(TENANT_POLL_S, max(0.0, batch.expires_at - self.clock())))
-        log.info("batch %s goes on: its tenant %r is back", batch.id, batch.tenant)
+        if not self.claims.take(batch.id):
+            return False
+        if waited and self.keys().has_tenant(batch.tenant):
+            log.info("batch %s goes on: its tenant %r is back", batch.id, batch.tenant)
         return True
 
-    async def _send(self, client: httpx.AsyncClient, key: str, batch: Batch, request: BatchRequest) -> dict | None:
-        """The request's result; None when it was refused because its tenant was removed
-        while it ran (it goes again once the tenant is back)."""
-        headers = {"authorization": f"Bearer {key}", "content-type": "application/json", BATCH_HEADER: batch.id}
-        while True:
-            try:
-                # NOTE: not httpx's `json=`, which refuses NaN: the text a client's JSON encoder sends,
-                # compact and in UTF-8 (escapes could take a body near the size limit past it)
-                content = json.dumps(request.body, ensure_ascii=False, separators=(",", ":")).encode()
-                reply = await client.post(batch.endpoint, content=content, headers=headers)
-                body = reply.json()
-            except Exception as exc:   # NOTE: the app answers JSON; anything else is a bug to report per request
-                return request_result(request.custom_id, None, None, "", {
-                    "code": "internal_error", "message": f"{type(exc).__name__}: {exc}"})
-            if reply.status_code == 401 and not self.keys().has_tenant(batch.tenant):
-                return None
-            result = request_result(request.custom_id, reply.status_code, body, reply.headers.get("x-request-id", ""),
-                                    None)
-            wait_s = retry_wait_s(reply.status_code, reply.headers, body)
-            if wait_s is None or batch.id in self._cancelled or self.clock() + wait_s >= batch.expires_at:
-                return result
-            await self._wait_unless_cancelled(batch.id, min(wait_s, MAX_RETRY_WAIT_S))
-            if batch.id in self._cancelled:   # cancelled while it waited: its last answer is its result
-                return result
-
-    async def _wait_unless_cancelled(self, batch_id: str, wait_s: float) -> None:
-        try:
-            await asyncio.wait_for(self._wakers[batch_id].wait(), wait_s)
-        except asyncio.TimeoutError:
-            pass
+    async def _refreshed(self, batch: Batch) -> bool:
+        """Read the batch's record again, into the running one (what another gateway made of
+        it while this one held no claim, a cancel included); False when it has ended."""
+        kept = await self.store.get(batch.tenant, batch.id)
+        for field in dataclasses.fields(Batch):
+            setattr(batch, field.name, getattr(kept, field.name))
+        if batch.status == "cancelling":
+            self._stop_sending(batch.id)
+        return batch.status in UNFINISHED
 
     async def _finish(self, batch: Batch, results: list[dict], unsent: list[BatchRequest]) -> None:
         """End the batch with the files of `results`; `unsent` are its requests without a result."""

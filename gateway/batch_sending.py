@@ -1,0 +1,112 @@
+"""How a batch's requests are sent (a mixin of `BatchRunner`, gateway/batch_runner.py, whose
+invariants these keep): at most `concurrency` of a batch at a time, each to the gateway's
+own app as its tenant, a request turned away for the moment sent again as `Retry-After`
+says, and, with `yields`, one batch request at a time while other requests are in flight.
+
+Invariant: a request's slot is held until its result line is kept, so a run stopped
+mid-batch leaves at most `concurrency` requests sent without a result (they go again at
+the next start, here or on the gateway that takes the batch up).
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx
+
+from gateway.batch_lines import BATCH_HEADER, BatchRequest
+from gateway.batch_retry import MAX_RETRY_WAIT_S, retry_wait_s
+from gateway.batch_store import Batch, request_result, succeeded
+
+YIELD_POLL_S = 0.02
+
+
+class BatchSending:
+    """`BatchRunner`'s sending: uses its `store`, `keys`, `concurrency`, `clock`, `load`,
+    `num_in_flight`, `_app`, `_cancelled` and `_wakers`."""
+
+    __slots__ = ()
+
+    async def _send_all(self, batch: Batch, pending: list[BatchRequest]) -> None:
+        keys = self.keys()
+        key = keys.new_internal_key(batch.tenant)
+        slots = asyncio.Semaphore(self.concurrency)
+        running: set[asyncio.Task] = set()
+        transport = httpx.ASGITransport(app=self._app)
+        try:
+            async with httpx.AsyncClient(transport=transport, base_url="http://stepahead.batch",
+                                         timeout=None) as client:
+                async def one(request: BatchRequest) -> None:
+                    # NOTE: the slot is held until the result is kept, so a stop leaves at most
+                    # `concurrency` requests sent without a result (they go again)
+                    try:
+                        await self._yield_to_others()
+                        if batch.id in self._cancelled:   # cancelled while it waited: not sent
+                            return
+                        self.num_in_flight += 1
+                        try:
+                            result = await self._send(client, key, batch, request)
+                        finally:
+                            self.num_in_flight -= 1
+                        if result is None:   # its tenant was removed meanwhile: it goes again once it is back
+                            return
+                        [result] = await self.store.append_results(batch.id, [result])
+                        if succeeded(result):
+                            batch.completed += 1
+                        else:
+                            batch.failed += 1
+                        await self.store.put(batch)
+                    finally:
+                        slots.release()
+
+                for request in pending:
+                    await slots.acquire()
+                    if not self.keys().has_tenant(batch.tenant) or batch.id in self._cancelled \
+                            or self.clock() >= batch.expires_at:   # (the tenant gone: `_run` waits for it)
+                        slots.release()
+                        break
+                    task = asyncio.get_running_loop().create_task(one(request))
+                    running.add(task)
+                    task.add_done_callback(running.discard)
+                await asyncio.gather(*list(running))
+        finally:
+            for task in running:
+                task.cancel()
+            keys.drop_internal_key(key)
+
+    async def _yield_to_others(self) -> None:
+        """Wait while other requests are in flight and a batch request runs already."""
+        while self.load is not None and self.num_in_flight > 0 and self.load() > self.num_in_flight:
+            await asyncio.sleep(YIELD_POLL_S)
+
+    async def _send(self, client: httpx.AsyncClient, key: str, batch: Batch, request: BatchRequest) -> dict | None:
+        """The request's result; None when it was refused because its tenant was removed
+        while it ran (it goes again once the tenant is back)."""
+        headers = {"authorization": f"Bearer {key}", "content-type": "application/json", BATCH_HEADER: batch.id}
+        while True:
+            try:
+                # NOTE: not httpx's `json=`, which refuses NaN: the text a client's JSON encoder sends,
+                # compact and in UTF-8 (escapes could take a body near the size limit past it)
+                content = json.dumps(request.body, ensure_ascii=False, separators=(",", ":")).encode()
+                reply = await client.post(batch.endpoint, content=content, headers=headers)
+                body = reply.json()
+            except Exception as exc:   # NOTE: the app answers JSON; anything else is a bug to report per request
+                return request_result(request.custom_id, None, None, "", {
+                    "code": "internal_error", "message": f"{type(exc).__name__}: {exc}"})
+            if reply.status_code == 401 and not self.keys().has_tenant(batch.tenant):
+                return None
+            result = request_result(request.custom_id, reply.status_code, body, reply.headers.get("x-request-id", ""),
+                                    None)
+            wait_s = retry_wait_s(reply.status_code, reply.headers, body)
+            if wait_s is None or batch.id in self._cancelled or self.clock() + wait_s >= batch.expires_at:
+                return result
+            await self._wait_unless_cancelled(batch.id, min(wait_s, MAX_RETRY_WAIT_S))
+            if batch.id in self._cancelled:   # cancelled while it waited: its last answer is its result
+                return result
+
+    async def _wait_unless_cancelled(self, batch_id: str, wait_s: float) -> None:
+        try:
+            await asyncio.wait_for(self._wakers[batch_id].wait(), wait_s)
+        except asyncio.TimeoutError:
+            pass
+
