@@ -2,9 +2,14 @@
 
 Only the trace writer thread calls this class (never the request path). Invariants:
 - each `write` is one transaction: a session's summary row always matches its steps;
-- a session's stored step indexes are unique: a step whose index is already taken (the
-  gateway restarted while a client kept its session id) is shifted past the stored ones
-  by `index_offset`, which the writer asks for once per session it opens;
+- a session's stored step indexes are unique and no step replaces another: the writer
+  shifts a session it opens past the steps stored already (`index_offset`: a restart, or
+  another gateway writing the same session to this store); a step whose index another
+  writer has taken since is stored after the session's last one (MAX(idx) + 1, decided in
+  the write transaction, so two writers never pick the same), and `write` says where each
+  step went, so the writer moves its numbering on (writer.py);
+- a session no writer ends is ended by any writer's sweep (`end_abandoned`), so one left
+  open by a gateway that died (SIGKILL, OOM) does not stay open forever;
 - retention removes whole sessions: every one older than `max_age_s`, then, until the
   data fits in `max_bytes`, the biggest tenants' oldest (`store_retention`: a tenant
   within its share keeps its sessions while another floods). Freed pages go back to the
@@ -19,17 +24,18 @@ Only the trace writer thread calls this class (never the request path). Invarian
 """
 from __future__ import annotations
 
-import json
+import dataclasses
 import logging
 import os
 import sqlite3
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Container, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from agents_trace.records import ForecastCheck, SessionEnded, Step
+from agents_trace.records import SessionEnded
 from agents_trace.store_schema import BUSY_TIMEOUT_MS, connect_writer
+from agents_trace.store_rows import INSERT_STEP, REPLACE_CONTENT, UPSERT_SESSION, StepRow, \
+    content_values, session_values, step_values
 from agents_trace.store_retention import trim_biggest_first
 from cache.damaged_files import damaged_because, is_damaged_database, set_aside_database, surviving_damage
 from cache.sqlite_transaction import transaction
@@ -38,6 +44,8 @@ T = TypeVar("T")
 
 log = logging.getLogger("stepahead.agents_trace")
 RETENTION_BATCH_SESSIONS = 64
+ABANDONED_BATCH_SESSIONS = 512   # sessions `end_abandoned` ends in one call (one transaction)
+_Moved = dict[tuple[str, str, int], int]   # (tenant, session, index asked for) -> index given, in one write
 
 
 def _file_identity(path: Path) -> tuple[int, int] | None:
@@ -47,44 +55,6 @@ def _file_identity(path: Path) -> tuple[int, int] | None:
     except (FileNotFoundError, NotADirectoryError):
         return None
     return status.st_dev, status.st_ino
-
-
-@dataclass(slots=True)
-class StepRow:
-    step: Step
-    check: ForecastCheck | None
-    trace_id: str | None
-    span_id: str | None
-
-
-def _forecast_json(check: ForecastCheck | None) -> str | None:
-    if check is None:
-        return None
-    return json.dumps({"predicted": check.predicted, "p_predicted": check.p_predicted,
-                       "actual": check.actual, "is_hit": check.is_hit,
-                       "eta_p50_s": check.eta_p50_s, "p_end": check.p_end,
-                       "is_confident": check.is_confident})
-
-
-def _call_rows(calls) -> list[list[str]]:
-    return [[c.call_id, c.name, c.arguments] for c in calls]
-
-
-def _calls_json(calls) -> str:
-    return json.dumps(_call_rows(calls), ensure_ascii=False)
-
-
-def _other_choices_json(choices) -> str:
-    """`[[finish_reason, [[call_id, name, arguments], ...]], ...]` for choices 1.."""
-    return json.dumps([[c.finish_reason, _call_rows(c.tool_calls)] for c in choices], ensure_ascii=False)
-
-
-def _prompt_blocks_json(step: Step) -> str | None:
-    """The prompt's block fingerprints as a JSON list, or None when the prompt is unknown
-    (an upstream model, several prompts, or recording off)."""
-    if step.prompt_blocks is None:
-        return None
-    return json.dumps(list(step.prompt_blocks), separators=(",", ":"))
 
 
 class TraceStore:
@@ -168,81 +138,70 @@ class TraceStore:
             return 0
         return row[0] + 1 - first_index
 
-    def write(self, rows: Sequence[StepRow], ended: Sequence[SessionEnded]) -> None:
+    def write(self, rows: Sequence[StepRow], ended: Sequence[SessionEnded]) -> list[int]:
+        """Store `rows` and `ended` in one transaction; the index each row was stored
+        under, in order: its own (`step.index`), or, where the session has a step there
+        already (another writer of this store took it), the session's next (MAX(idx) + 1)."""
         if not rows and not ended:
-            return
+            return []
         with transaction(self.db, "BEGIN IMMEDIATE") as db:
-            for row in rows:
-                self._write_step(row)
+            moved: _Moved = {}
+            placed = [self._write_step(row, moved) for row in rows]
             for end in ended:
                 db.execute("UPDATE sessions SET ended_s = COALESCE(?, last_s), end_reason = ? "
                            "WHERE tenant = ? AND session = ?",
                            (end.last_ended_s, end.reason, end.tenant, end.session))
+        return placed
 
-    def _write_step(self, row: StepRow) -> None:
-        step, check = row.step, row.check
-        is_error = 1 if step.error is not None else 0
-        num_tool_runs = len(step.after.tools)
-        has_forecast = 1 if check is not None else 0
-        is_hit = 1 if check is not None and check.is_hit else 0
-        is_confident = 1 if check is not None and check.is_confident else 0
-        self.db.execute(
-            "INSERT INTO sessions (tenant, session, agent, source, started_s, last_s, "
-            "num_steps, num_errors, num_tool_runs, num_input_tokens, num_cached_tokens, "
-            "num_output_tokens, num_forecasts, num_forecast_hits, num_confident_forecasts, "
-            "num_confident_forecast_hits, trace_id) "
-            "VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-            "ON CONFLICT (tenant, session) DO UPDATE SET "
-            "agent = COALESCE(sessions.agent, excluded.agent), "
-            "started_s = MIN(sessions.started_s, excluded.started_s), "
-            "last_s = MAX(sessions.last_s, excluded.last_s), ended_s = NULL, end_reason = NULL, "
-            "num_steps = sessions.num_steps + 1, "
-            "num_errors = sessions.num_errors + excluded.num_errors, "
-            "num_tool_runs = sessions.num_tool_runs + excluded.num_tool_runs, "
-            "num_input_tokens = sessions.num_input_tokens + excluded.num_input_tokens, "
-            "num_cached_tokens = sessions.num_cached_tokens + excluded.num_cached_tokens, "
-            "num_output_tokens = sessions.num_output_tokens + excluded.num_output_tokens, "
-            "num_forecasts = sessions.num_forecasts + excluded.num_forecasts, "
-            "num_forecast_hits = sessions.num_forecast_hits + excluded.num_forecast_hits, "
-            "num_confident_forecasts = sessions.num_confident_forecasts + excluded.num_confident_forecasts, "
-            "num_confident_forecast_hits = "
-            "sessions.num_confident_forecast_hits + excluded.num_confident_forecast_hits, "
-            "trace_id = COALESCE(sessions.trace_id, excluded.trace_id)",
-            (step.tenant, step.session, step.agent, step.session_source, step.arrived_s,
-             step.ended_s, is_error, num_tool_runs, step.num_input_tokens,
-             step.num_cached_tokens, step.num_output_tokens, has_forecast, is_hit,
-             is_confident, is_confident * is_hit, row.trace_id))
-        self.db.execute(
-            "INSERT OR REPLACE INTO steps (tenant, session, idx, request_id, response_id, "
-            "operation, model, agent, session_source, arrived_s, ended_s, prev_ended_s, gap_s, "
-            "after_kind, after_label, after_tools, num_messages, is_stream, num_input_tokens, "
-            "num_cached_tokens, num_output_tokens, ttft_s, worker, finish_reason, tool_calls, "
-            "error, error_message, forecast, forecast_hit, trace_id, span_id, has_content, other_choices, "
-            "prompt_blocks, service_tier) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-            "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (step.tenant, step.session, step.index, step.request_id, step.response_id,
-             step.operation, step.model, step.agent, step.session_source, step.arrived_s,
-             step.ended_s, step.prev_ended_s, step.gap_s, step.after.kind, step.after.label,
-             _calls_json(step.after.tools), step.num_messages, int(step.is_stream),
-             step.num_input_tokens, step.num_cached_tokens, step.num_output_tokens,
-             step.ttft_s, step.worker, step.finish_reason, _calls_json(step.tool_calls),
-             step.error, step.error_message, _forecast_json(check),
-             None if check is None else int(check.is_hit), row.trace_id, row.span_id,
-             int(step.content is not None),
-             _other_choices_json(step.other_choices), _prompt_blocks_json(step), step.service_tier))
-        if step.content is not None:
-            content = step.content
-            self.db.execute(
-                "INSERT OR REPLACE INTO step_content (tenant, session, idx, "
-                "num_prefix_messages, prefix_step, new_messages, output, other_outputs) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (step.tenant, step.session, step.index, content.num_prefix_messages,
-                 content.prefix_step,
-                 json.dumps(list(content.new_messages), ensure_ascii=False, default=str),
-                 None if content.output is None
-                 else json.dumps(content.output, ensure_ascii=False, default=str),
-                 json.dumps(list(content.other_outputs), ensure_ascii=False, default=str)))
+    def end_abandoned(self, before_s: float, held: Container[tuple[str, str]]) -> int:
+        """End the sessions open in the store whose last step ended before `before_s`,
+        but those in `held` (the caller's own open sessions): those of a gateway killed
+        before ending them. Decided in the store, not when reading, so every reader sees
+        the same end without knowing the writers' timeouts; with different timeouts on one
+        store the shortest decides, and a gateway with a longer one, or a step running
+        longer on another, opens the session again with its next step. As an idle end records them
+        (`idle`, ended at their last step); how many (at most ABANDONED_BATCH_SESSIONS, the
+        rest at the next call). A step written since (`last_s` moved on) keeps its session
+        open. O(log n + open sessions older than `before_s`): the partial index on open
+        sessions (store_schema.py)."""
+        keys: list[tuple[str, str, float]] = []
+        cursor = self.db.execute("SELECT tenant, session FROM sessions WHERE ended_s IS NULL AND last_s < ?",
+                                 (before_s,))
+        try:
+            for key in cursor:
+                if key not in held:
+                    keys.append((*key, before_s))
+                    if len(keys) >= ABANDONED_BATCH_SESSIONS:
+                        break
+        finally:
+            cursor.close()
+        if not keys:
+            return 0
+        with transaction(self.db, "BEGIN IMMEDIATE") as db:
+            return db.executemany("UPDATE sessions SET ended_s = last_s, end_reason = 'idle' WHERE tenant = ? "
+                                  "AND session = ? AND ended_s IS NULL AND last_s < ?", keys).rowcount
+
+    def _write_step(self, row: StepRow, moved: _Moved) -> int:
+        """Store one step; the index it was stored under. `moved` (this write's moved
+        rows) gains it when it is moved, and names where a moved row of the batch its
+        content extends went."""
+        step = row.step
+        content = step.content
+        if row.prefix_in_batch and moved and content is not None:
+            prefix = moved.get((step.tenant, step.session, content.prefix_step))
+            if prefix is not None:
+                content = dataclasses.replace(content, prefix_step=prefix)
+        self.db.execute(UPSERT_SESSION, session_values(row))
+        values = step_values(row, has_content=content is not None)
+        index = step.index
+        if self.db.execute(INSERT_STEP, values).rowcount == 0:   # NOTE: rare, another writer took the index
+            index = values[2] = self.db.execute("SELECT MAX(idx) FROM steps WHERE tenant = ? AND session = ?",
+                                                (step.tenant, step.session)).fetchone()[0] + 1
+            self.db.execute(INSERT_STEP, values)
+            moved[(step.tenant, step.session, step.index)] = index
+        if content is not None:
+            self.db.execute(REPLACE_CONTENT, content_values(step, index, content))
+        return index
 
     # --- retention -------------------------------------------------------------------
     def used_bytes(self) -> int:

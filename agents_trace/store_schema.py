@@ -5,7 +5,12 @@ read-only connections (the viewer API, the CLI); WAL mode lets them run side by 
 A new file is created with incremental auto-vacuum so retention can hand pages back to
 the file system. `sessions` holds one summary row per (tenant, session), kept in step with
 `steps` by the writer; `step_content` holds message content (opt-in) apart from `steps`,
-so listing steps never reads it.
+so listing steps never reads it. `sessions_open_by_last` indexes only the open sessions
+(`ended_s IS NULL`), so a writer's sweep finds those left open by a gateway that died
+(`TraceStore.end_abandoned`) without reading the ended ones; a writer opening a store made
+before it builds it then (once, one pass over the sessions; `CREATE ... IF NOT EXISTS`,
+as every table and index here), and SQLite keeps it up to date for every writer, older
+versions too.
 """
 from __future__ import annotations
 
@@ -44,6 +49,7 @@ CREATE TABLE IF NOT EXISTS sessions (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS sessions_by_last ON sessions (last_s);
 CREATE INDEX IF NOT EXISTS sessions_by_tenant_last ON sessions (tenant, last_s);
+CREATE INDEX IF NOT EXISTS sessions_open_by_last ON sessions (last_s) WHERE ended_s IS NULL;
 CREATE TABLE IF NOT EXISTS steps (
     tenant TEXT NOT NULL, session TEXT NOT NULL, idx INTEGER NOT NULL,
     request_id TEXT, response_id TEXT, operation TEXT NOT NULL, model TEXT NOT NULL,

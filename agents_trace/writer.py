@@ -6,6 +6,13 @@ store row; for each SessionEnded: the `invoke_agent` span's end and the subscrib
 Every `sweep_interval_s` it asks the session table for idle sessions, and every
 `retention_interval_s` it applies the store's retention.
 
+Several gateways may write one store, one session too: how a step's index is decided
+then is step_numbering.py's.
+
+Each sweep also ends the sessions other writers left open (a gateway killed before ending
+them: `TraceStore.end_abandoned`), once idle past `idle_timeout_s` plus a margin (the same
+again, at most ABANDONED_MARGIN_S: a write late behind a busy store).
+
 Invariants: the request path only ever calls `EventQueue.offer`, which never blocks
 (event_queue.py: a full queue drops the event and counts it). A failing subscriber,
 forecaster or store write is counted and logged (repeats of a kind at most once a
@@ -17,7 +24,6 @@ forecasts.
 """
 from __future__ import annotations
 
-import dataclasses
 import logging
 import sqlite3
 import threading
@@ -30,12 +36,12 @@ from typing import TypeVar
 from cache.forecast import Forecast
 from cache.repeated_failures import RepeatedFailures
 from opentelemetry import trace
-from opentelemetry.trace import Span
 
 from agents_trace.event_queue import EventQueue
 from agents_trace.records import SessionEnded, Step, TraceEvent
 from agents_trace.spans import end_session_span, record_chat_span, record_tool_spans, \
     start_session_span, used_tokens
+from agents_trace.step_numbering import OpenSession, numbered
 from agents_trace.store import StepRow, TraceStore
 from agents_trace.symbols import check_forecast
 
@@ -45,6 +51,7 @@ log = logging.getLogger("stepahead.agents_trace")
 # SQLite transaction and one wake-up serve many steps: under load (600 steps/s) this cut
 # the writer's CPU per step by a third (190 -> 128 us); a trace shows up <= 20 ms later.
 BATCH_LINGER_S = 0.02
+ABANDONED_MARGIN_S = 60.0   # at most this past the idle timeout before another writer's open session is ended
 DAMAGE_CHECK_INTERVAL_S = 60.0   # a reported damage is checked (O(store size)) at most this often
 Forecaster = Callable[[str, str, float], Forecast | None]
 Subscriber = Callable[[TraceEvent], None]
@@ -75,23 +82,7 @@ class WriterStats:
     num_forecaster_errors: int = 0
     num_store_errors: int = 0
     num_retention_removed: int = 0
-
-
-@dataclass(slots=True)
-class _OpenSession:
-    """A session with an open `invoke_agent` span. `num_steps` and the token totals count
-    the steps since the span opened, what the span says at its end; a session resumed
-    after an end (idle, eviction, restart) counts from 0 again (not `SessionEnded.num_steps`,
-    the session table's count, which goes on across an idle end but not a restart)."""
-
-    span: Span | None
-    index_offset: int
-    last_seen_s: float
-    forecast: Forecast | None = None
-    num_steps: int = 0
-    num_input_tokens: int = 0
-    num_cached_tokens: int = 0
-    num_output_tokens: int = 0
+    num_abandoned_ended: int = 0   # sessions another writer left open, ended by the sweep
 
 
 class TraceWriter:
@@ -112,7 +103,11 @@ class TraceWriter:
         self.batch_linger_s = batch_linger_s
         self.subscribers: tuple[Subscriber, ...] = ()
         self.forecaster: Forecaster | None = None
-        self._open: OrderedDict[tuple[str, str], _OpenSession] = OrderedDict()  # least recently seen first
+        self._open: OrderedDict[tuple[str, str], OpenSession] = OrderedDict()  # least recently seen first
+        # the steps of the batch being made, in order: (session key, own index), and
+        # (tenant, session, own index) -> the index asked for
+        self._batch: list[tuple[tuple[str, str], int]] = []
+        self._pending: dict[tuple[str, str, int], int] = {}
         self._thread: threading.Thread | None = None
         self._next_damage_check_s = 0.0
         # a full disk fails every write: not a traceback each
@@ -169,10 +164,13 @@ class TraceWriter:
                     is_stopping = True
                 elif isinstance(item, _CheckStore):
                     self._check_store()
-            if time.monotonic() >= next_sweep_s:
+            is_sweeping = time.monotonic() >= next_sweep_s
+            if is_sweeping:
                 next_sweep_s = time.monotonic() + self.sweep_interval_s
                 ended.extend(self._on_end(e) for e in self._sweep())
             self._write(rows, ended)
+            if is_sweeping:
+                self._end_abandoned()
             if self.store is not None and time.monotonic() >= next_retention_s:
                 next_retention_s = time.monotonic() + self.retention_interval_s
                 self._retain()
@@ -194,12 +192,11 @@ class TraceWriter:
         key = (step.tenant, step.session)
         session = self._open.get(key)
         if session is None:
-            offset = self._index_offset(step)
-            step = _shifted(step, offset)
-            span = start_session_span(self.otel, step) if self.otel is not None else None
-            session = self._open[key] = _OpenSession(span, offset, self.clock())
+            session = self._open[key] = OpenSession(None, self._index_offset(step), self.clock(), step.index)
+            step, prefix_in_batch = numbered(key, session, step, self._pending, self._batch)
+            session.span = start_session_span(self.otel, step) if self.otel is not None else None
         else:
-            step = _shifted(step, session.index_offset)
+            step, prefix_in_batch = numbered(key, session, step, self._pending, self._batch)
             session.last_seen_s = self.clock()
             self._open.move_to_end(key)   # keeps `_open` ordered by last_seen_s
         check = check_forecast(session.forecast, step) if session.forecast is not None else None
@@ -222,7 +219,7 @@ class TraceWriter:
             except Exception:
                 self.stats.num_forecaster_errors += 1
                 self._failures.log("forecaster", "the forecaster failed")
-        return StepRow(step, check, trace_id, span_id)
+        return StepRow(step, check, trace_id, span_id, prefix_in_batch)
 
     def _on_end(self, ended: SessionEnded) -> SessionEnded:
         self.stats.num_sessions_ended += 1
@@ -253,10 +250,32 @@ class TraceWriter:
                               lambda store: store.index_offset(step.tenant, step.session, step.index), 0)
 
     def _write(self, rows: list[StepRow], ended: list[SessionEnded]) -> None:
-        if self.store is not None and (rows or ended):
-            self._on_store("reopening the trace store", lambda store: store.reopen_if_gone(), False)
-            self._on_store("writing %d step(s) to the trace store", lambda store: store.write(rows, ended), None,
-                           len(rows))
+        """Store the batch; each open session learns where its steps went (`place`)."""
+        batch, self._batch, self._pending = self._batch, [], {}
+        if self.store is None or not (rows or ended):
+            return
+        self._on_store("reopening the trace store", lambda store: store.reopen_if_gone(), False)
+        placed = self._on_store("writing %d step(s) to the trace store", lambda store: store.write(rows, ended),
+                                None, len(rows))
+        if placed is None or len(placed) != len(batch):
+            return   # not written (counted), or rows made elsewhere
+        for (key, own_index), row, index in zip(batch, rows, placed):
+            session = self._open.get(key)
+            if session is not None:
+                session.place(own_index, row.step.index, index)
+
+    def _end_abandoned(self) -> None:
+        """End in the store the sessions other writers left open (see the module's docstring)."""
+        if self.store is None:
+            return
+        before_s = self.clock() - self.idle_timeout_s - min(self.idle_timeout_s, ABANDONED_MARGIN_S)
+        num_ended = self._on_store("ending sessions left open in the trace store",
+                                   lambda store: store.end_abandoned(before_s, self._open), 0)
+        if num_ended:
+            self.stats.num_abandoned_ended += num_ended
+            log.info("ended %d session(s) left open in the trace store %s since before %.0f s ago "
+                     "(a gateway stopped without ending them)", num_ended, self.store.path,
+                     self.clock() - before_s)
 
     def _retain(self) -> None:
         self.stats.num_retention_removed += self._on_store(
@@ -278,12 +297,3 @@ class TraceWriter:
             self.stats.num_store_errors += 1
             self._failures.log(what, f"{what} failed", *what_args)
             return default
-
-
-def _shifted(step: Step, offset: int) -> Step:
-    if offset == 0:
-        return step
-    content = step.content
-    if content is not None and content.prefix_step is not None:
-        content = dataclasses.replace(content, prefix_step=content.prefix_step + offset)
-    return dataclasses.replace(step, index=step.index + offset, content=content)

@@ -1,0 +1,105 @@
+"""How the trace writer numbers a session's steps when several gateways write one store,
+one session too (an `x-session-id` reaching both, a Responses conversation).
+
+A step asks the store for its own index (sessions.py) plus its session's offset
+(`TraceStore.index_offset`: past the steps stored when this writer opened it); where
+another writer took that index since, the store puts it after the session's last step
+(store.py) and the offset moves on (`OpenSession.place`). A captured `prefix_step` names
+where that step was stored (`OpenSession.prefix_index`), or, unknown once a session
+moved, the messages are stored whole (`with_prefix`). A single writer numbers as
+before. Spans and subscribers see the index asked for.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from opentelemetry.trace import Span
+
+from agents_trace.records import CapturedContent, Step
+from cache.forecast import Forecast
+
+PLACED_KEPT = 32   # a session's latest steps whose stored index the writer keeps, for `prefix_step`
+
+
+@dataclass(slots=True)
+class OpenSession:
+    """A session with an open `invoke_agent` span. `num_steps` and the token totals count
+    the steps since the span opened, what the span says at its end; a session resumed
+    after an end (idle, eviction, restart) counts from 0 again (not `SessionEnded.num_steps`,
+    the session table's count, which goes on across an idle end but not a restart).
+
+    Numbering: a step asks the store for index `own index + index_offset`; `placed` maps
+    the own index of its latest PLACED_KEPT stored steps to the index they got; `is_moved`
+    once one got another than it asked for (another writer had taken it), after which
+    `index_offset` is past it. `first_index`: the own index of the first step since the
+    opening."""
+
+    span: Span | None
+    index_offset: int
+    last_seen_s: float
+    first_index: int
+    forecast: Forecast | None = None
+    num_steps: int = 0
+    num_input_tokens: int = 0
+    num_cached_tokens: int = 0
+    num_output_tokens: int = 0
+    is_moved: bool = False
+    placed: dict[int, int] = field(default_factory=dict)
+
+    def place(self, own_index: int, asked: int, stored: int) -> None:
+        """A step of the session was stored under `stored` (it asked for `asked`)."""
+        self.placed[own_index] = stored
+        if len(self.placed) > PLACED_KEPT:
+            del self.placed[next(iter(self.placed))]
+        if stored != asked:
+            self.is_moved = True
+            self.index_offset = max(self.index_offset, stored - own_index)
+
+    def prefix_index(self, own_index: int) -> int | None:
+        """Where the session's step `own_index`, written before this batch, is stored, when
+        known: as asked (`index_offset` never moved), or as `placed` says."""
+        if self.is_moved:
+            return self.placed.get(own_index)
+        if own_index >= self.first_index or self.index_offset == 0:
+            return own_index + self.index_offset
+        return None   # written under an earlier opening whose offset may have been another
+
+
+def with_prefix(content: CapturedContent, prefix_step: int | None) -> CapturedContent:
+    """`content` extending the step stored under `prefix_step`; None: where that step is
+    stored is not known, so the request's messages are kept whole (or, where the content
+    lacks them, none rebuilt: export leaves them out)."""
+    if prefix_step == content.prefix_step:
+        return content
+    if prefix_step is not None:
+        return dataclasses.replace(content, prefix_step=prefix_step)
+    num_prefix = content.num_prefix_messages
+    if len(content.all_messages) < num_prefix:
+        return dataclasses.replace(content, prefix_step=None)
+    return dataclasses.replace(content, new_messages=tuple(content.all_messages[:num_prefix]) + tuple(
+        content.new_messages), num_prefix_messages=0, prefix_step=None)
+
+
+def numbered(key: tuple[str, str], session: OpenSession, step: Step, pending: dict[tuple[str, str, int], int],
+             batch: list[tuple[tuple[str, str], int]]) -> tuple[Step, bool]:
+    """`step` with the index it asks the store for, and its content's `prefix_step`
+    where that step is stored (its content whole where that is unknown); whether
+    that prefix is a step of this batch (the store follows it if it moves). `pending`
+    ((tenant, session, own index) -> index asked for) and `batch` ((session key, own
+    index), in order) gain the step: the writer's batch being made."""
+    own_index = step.index
+    index = own_index + session.index_offset
+    content = step.content
+    prefix_in_batch = False
+    if content is not None and content.prefix_step is not None:
+        prefix = pending.get((*key, content.prefix_step))
+        prefix_in_batch = prefix is not None
+        if not prefix_in_batch:
+            prefix = session.prefix_index(content.prefix_step)
+        content = with_prefix(content, prefix)
+    batch.append((key, own_index))
+    pending[(*key, own_index)] = index
+    if index != own_index or content is not step.content:
+        step = dataclasses.replace(step, index=index, content=content)
+    return step, prefix_in_batch

@@ -1,0 +1,125 @@
+"""The trace store's rows: a step as the values of its `steps` row, its session's summary
+upsert and its `step_content` row (store.py writes them in one transaction).
+
+Invariant: a `steps` insert never replaces a stored step (a taken index inserts nothing,
+rowcount 0); a session's upsert adds the step to its summary and opens it again.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from agents_trace.records import CapturedContent, ForecastCheck, Step
+
+
+@dataclass(slots=True)
+class StepRow:
+    """A step to store. `prefix_in_batch`: its content's `prefix_step` is the index of an
+    earlier row of the same `write`, which the store follows where that row is moved."""
+
+    step: Step
+    check: ForecastCheck | None
+    trace_id: str | None
+    span_id: str | None
+    prefix_in_batch: bool = False
+
+
+def _forecast_json(check: ForecastCheck | None) -> str | None:
+    if check is None:
+        return None
+    return json.dumps({"predicted": check.predicted, "p_predicted": check.p_predicted,
+                       "actual": check.actual, "is_hit": check.is_hit,
+                       "eta_p50_s": check.eta_p50_s, "p_end": check.p_end,
+                       "is_confident": check.is_confident})
+
+
+def _call_rows(calls) -> list[list[str]]:
+    return [[c.call_id, c.name, c.arguments] for c in calls]
+
+
+def _calls_json(calls) -> str:
+    return json.dumps(_call_rows(calls), ensure_ascii=False)
+
+
+def _other_choices_json(choices) -> str:
+    """`[[finish_reason, [[call_id, name, arguments], ...]], ...]` for choices 1.."""
+    return json.dumps([[c.finish_reason, _call_rows(c.tool_calls)] for c in choices], ensure_ascii=False)
+
+
+INSERT_STEP = (   # never replaces a stored step: a taken index inserts nothing (rowcount 0)
+    "INSERT INTO steps (tenant, session, idx, request_id, response_id, "
+    "operation, model, agent, session_source, arrived_s, ended_s, prev_ended_s, gap_s, "
+    "after_kind, after_label, after_tools, num_messages, is_stream, num_input_tokens, "
+    "num_cached_tokens, num_output_tokens, ttft_s, worker, finish_reason, tool_calls, "
+    "error, error_message, forecast, forecast_hit, trace_id, span_id, has_content, other_choices, "
+    "prompt_blocks, service_tier) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+    "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, session, idx) DO NOTHING")
+
+
+def _prompt_blocks_json(step: Step) -> str | None:
+    """The prompt's block fingerprints as a JSON list, or None when the prompt is unknown
+    (an upstream model, several prompts, or recording off)."""
+    if step.prompt_blocks is None:
+        return None
+    return json.dumps(list(step.prompt_blocks), separators=(",", ":"))
+
+
+UPSERT_SESSION = ("INSERT INTO sessions (tenant, session, agent, source, started_s, last_s, "
+            "num_steps, num_errors, num_tool_runs, num_input_tokens, num_cached_tokens, "
+            "num_output_tokens, num_forecasts, num_forecast_hits, num_confident_forecasts, "
+            "num_confident_forecast_hits, trace_id) "
+            "VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (tenant, session) DO UPDATE SET "
+            "agent = COALESCE(sessions.agent, excluded.agent), "
+            "started_s = MIN(sessions.started_s, excluded.started_s), "
+            "last_s = MAX(sessions.last_s, excluded.last_s), ended_s = NULL, end_reason = NULL, "
+            "num_steps = sessions.num_steps + 1, "
+            "num_errors = sessions.num_errors + excluded.num_errors, "
+            "num_tool_runs = sessions.num_tool_runs + excluded.num_tool_runs, "
+            "num_input_tokens = sessions.num_input_tokens + excluded.num_input_tokens, "
+            "num_cached_tokens = sessions.num_cached_tokens + excluded.num_cached_tokens, "
+            "num_output_tokens = sessions.num_output_tokens + excluded.num_output_tokens, "
+            "num_forecasts = sessions.num_forecasts + excluded.num_forecasts, "
+            "num_forecast_hits = sessions.num_forecast_hits + excluded.num_forecast_hits, "
+            "num_confident_forecasts = sessions.num_confident_forecasts + excluded.num_confident_forecasts, "
+            "num_confident_forecast_hits = "
+            "sessions.num_confident_forecast_hits + excluded.num_confident_forecast_hits, "
+            "trace_id = COALESCE(sessions.trace_id, excluded.trace_id)")
+REPLACE_CONTENT = ("INSERT OR REPLACE INTO step_content (tenant, session, idx, "
+                   "num_prefix_messages, prefix_step, new_messages, output, other_outputs) "
+                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+
+
+def session_values(row: StepRow) -> tuple:
+    """The values of `UPSERT_SESSION` for `row`'s step."""
+    step, check = row.step, row.check
+    is_hit = 1 if check is not None and check.is_hit else 0
+    is_confident = 1 if check is not None and check.is_confident else 0
+    return (step.tenant, step.session, step.agent, step.session_source, step.arrived_s,
+            step.ended_s, 1 if step.error is not None else 0, len(step.after.tools), step.num_input_tokens,
+            step.num_cached_tokens, step.num_output_tokens, 1 if check is not None else 0, is_hit,
+            is_confident, is_confident * is_hit, row.trace_id)
+
+
+def step_values(row: StepRow, *, has_content: bool) -> list:
+    """The values of `INSERT_STEP` for `row` (a list: the index, [2], may be changed)."""
+    step, check = row.step, row.check
+    return [step.tenant, step.session, step.index, step.request_id, step.response_id,
+            step.operation, step.model, step.agent, step.session_source, step.arrived_s,
+            step.ended_s, step.prev_ended_s, step.gap_s, step.after.kind, step.after.label,
+            _calls_json(step.after.tools), step.num_messages, int(step.is_stream),
+            step.num_input_tokens, step.num_cached_tokens, step.num_output_tokens,
+            step.ttft_s, step.worker, step.finish_reason, _calls_json(step.tool_calls),
+            step.error, step.error_message, _forecast_json(check),
+            None if check is None else int(check.is_hit), row.trace_id, row.span_id,
+            int(has_content), _other_choices_json(step.other_choices), _prompt_blocks_json(step),
+            step.service_tier]
+
+
+def content_values(step: Step, index: int, content: CapturedContent) -> tuple:
+    """The values of `REPLACE_CONTENT` for `step`'s content, stored under `index`."""
+    return (step.tenant, step.session, index, content.num_prefix_messages, content.prefix_step,
+            json.dumps(list(content.new_messages), ensure_ascii=False, default=str),
+            None if content.output is None else json.dumps(content.output, ensure_ascii=False, default=str),
+            json.dumps(list(content.other_outputs), ensure_ascii=False, default=str))
