@@ -8,6 +8,8 @@ Only the trace writer thread calls this class (never the request path). Invarian
   writer has taken since is stored after the session's last one (MAX(idx) + 1, decided in
   the write transaction, so two writers never pick the same), and `write` says where each
   step went, so the writer moves its numbering on (writer.py);
+- a writer's end of a session leaves it open where another writer stored a step after the
+  last one it saw (one session served by two gateways, one stopping);
 - a session no writer ends is ended by any writer's sweep (`end_abandoned`), so one left
   open by a gateway that died (SIGKILL, OOM) does not stay open forever;
 - retention removes whole sessions: every one older than `max_age_s`, then, until the
@@ -149,8 +151,9 @@ class TraceStore:
             placed = [self._write_step(row, moved) for row in rows]
             for end in ended:
                 db.execute("UPDATE sessions SET ended_s = COALESCE(?, last_s), end_reason = ? "
-                           "WHERE tenant = ? AND session = ?",
-                           (end.last_ended_s, end.reason, end.tenant, end.session))
+                           "WHERE tenant = ? AND session = ? AND (? IS NULL OR last_s <= ?)",   # none since
+                           (end.last_ended_s, end.reason, end.tenant, end.session, end.last_ended_s,
+                            end.last_ended_s))
         return placed
 
     def end_abandoned(self, before_s: float, held: Container[tuple[str, str]]) -> int:

@@ -201,3 +201,20 @@ def test_the_sweep_finds_open_sessions_through_the_partial_index_a_writer_adds_t
         assert "sessions_open_by_last" in plan
     finally:
         store.close()
+
+
+def test_a_gateway_stopping_leaves_open_a_session_another_gateway_stepped_since(tmp_path, clock):
+    """QA35: B's shutdown ended (`shutdown`) a session A was still serving, until A's next
+    step. An end names the session's last step its writer saw; a later step keeps it open."""
+    a, _ = make_tracer(tmp_path, clock)
+    b, _ = make_tracer(tmp_path, clock)
+    messages = [{"role": "user", "content": "plan a trip"}]
+    _ask(b, clock, messages)
+    _ask(a, clock, messages)   # A steps the session after B's last step
+    b.stop()   # B ends every session it holds: this one too, as of its own last step
+    path = a.store_path
+    [found] = find_session(path, "shared", "acme")
+    assert found["end_reason"] is None and found["num_steps"] == 2
+    a.stop()
+    [found] = find_session(path, "shared", "acme")
+    assert found["end_reason"] == "shutdown"
