@@ -26,6 +26,9 @@ def reply_finish_reason(generation_reason: str, has_tool_calls: bool) -> str:
     return "tool_calls"
 
 
+MESSAGE = -1   # in `Collected.order`: the reply's message (tool calls are their indexes, >= 0)
+
+
 def _joined(parts: list[str]) -> str:
     """The parts' text, the list left holding it as its one part (joined once per change)."""
     if len(parts) > 1:
@@ -46,13 +49,16 @@ class ToolCallAccumulator:
 
 @dataclass(slots=True)
 class Collected:
-    """A whole non-streamed reply, built from the event stream."""
+    """A whole non-streamed reply, built from the event stream. `order`: its message
+    (MESSAGE, once it has text or a refusal) and each tool call's index, in the order of
+    their first deltas (a Responses reply's output items, streamed or whole, come so)."""
 
     text_parts: list[str] = field(default_factory=list)
     tool_calls: dict[int, ToolCallAccumulator] = field(default_factory=dict)
     finished: Finished | None = None
     logprobs: list[TokenChoice] | None = None
     refusal_parts: list[str] = field(default_factory=list)
+    order: list[int] = field(default_factory=list)
 
     @property
     def text(self) -> str:
@@ -66,18 +72,23 @@ class Collected:
     def add(self, event: ChatEvent) -> None:
         if isinstance(event, TextDelta):
             if event.text:
+                if not self.text_parts and not self.refusal_parts:
+                    self.order.append(MESSAGE)
                 self.text_parts.append(event.text)
             if event.logprobs is not None:   # grown in place, not copied at each token
                 self.logprobs = self.logprobs if self.logprobs is not None else []
                 self.logprobs.extend(event.logprobs)
         elif isinstance(event, RefusalDelta):
             if event.refusal:
+                if not self.text_parts and not self.refusal_parts:
+                    self.order.append(MESSAGE)
                 self.refusal_parts.append(event.refusal)
         elif isinstance(event, ToolCallDelta):
             call = self.tool_calls.get(event.index)
             if call is None:
                 call = self.tool_calls[event.index] = ToolCallAccumulator(
                     event.id or new_tool_call_id())
+                self.order.append(event.index)
             call.name += event.name or ""
             if event.arguments:
                 call.argument_parts.append(event.arguments)

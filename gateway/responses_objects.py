@@ -18,7 +18,7 @@ import time
 from typing import Literal
 
 from gateway.backend import TokenChoice, Usage
-from gateway.collected import Collected
+from gateway.collected import MESSAGE, Collected
 from gateway.openai_format import logprob_entries
 from gateway.responses_format import TEXT_PARTS, ResponsesRequest
 from gateway.schemas import served_tier
@@ -42,18 +42,21 @@ def output_item_id(response_id: str, kind: str, index: int = 0) -> str:
 
 
 def output_items(collected: Collected, response_id: str) -> list[dict]:
-    """The reply as Responses output items: its text as one message, then its calls; a
-    reply with neither is one empty message (a turn the conversation keeps, as a stream
-    announces it). When the reply ran out of tokens, the last item (the one it was
+    """The reply as Responses output items: its message (its text and refusal) and its
+    calls, in the order their first deltas came (`Collected.order`, as a stream adds
+    them); a reply with neither is one empty message (a turn the conversation keeps, as a
+    stream announces it). When the reply ran out of tokens, the last item (the one it was
     writing) is `incomplete`, as OpenAI marks it; the others are `completed`. Ids:
     `output_item_id`."""
     items: list[dict] = []
-    if collected.text or collected.refusal is not None or not collected.tool_calls:
-        items.append(message_item(output_item_id(response_id, "message"), collected.text or "", "completed",
-                                  collected.logprobs, collected.refusal))
-    for index, call in sorted(collected.tool_calls.items()):
-        items.append(call_item(output_item_id(response_id, "call", index), call.id, call.name, call.arguments,
-                               "completed"))
+    for key in collected.order or [MESSAGE]:
+        if key == MESSAGE:
+            items.append(message_item(output_item_id(response_id, "message"), collected.text or "", "completed",
+                                      collected.logprobs, collected.refusal))
+        else:
+            call = collected.tool_calls[key]
+            items.append(call_item(output_item_id(response_id, "call", key), call.id, call.name, call.arguments,
+                                   "completed"))
     if items:
         items[-1]["status"] = final_status(collected)
     return items

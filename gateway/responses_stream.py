@@ -14,7 +14,7 @@ got) and `response.cancelled`. Text deltas
 and `output_text.done` carry `logprobs`, an empty list unless the request asked.
 
 Invariants: every output item (the message, each chat call `index`) is added once, when
-its first delta comes, and done once, when the reply ends, with all of its text or
+its first delta comes (the message's first with text: none is added for an empty one), and done once, when the reply ends, with all of its text or
 arguments; its `output_index` is its place in that order of first deltas, and every
 event of it names that `output_index` and its `item_id`. A chat stream may come back to
 any call (parallel calls' deltas need not be contiguous, each carries its `index`; a
@@ -22,7 +22,8 @@ local model may write text between calls), so items stay open until the end and 
 events may interleave; where the deltas come item by item, as OpenAI's do, so do the
 events, but for the `.done`s at the end. A message's content part is closed before its
 next part opens. The items close in `output_index` order, the last one `incomplete` when
-the reply ran out of tokens (as the whole response marks it).
+the reply ran out of tokens (as the whole response marks it); the whole response lists
+the same items in the same order (`Collected.order`).
 """
 from __future__ import annotations
 
@@ -168,9 +169,9 @@ class ResponsesStreamWriter:
         if isinstance(event, (TextDelta, RefusalDelta)):   # a message's part: its kind names its events
             kind, piece, extra = (("output_text", event.text, {"logprobs": logprob_entries(event.logprobs or [])})
                                   if isinstance(event, TextDelta) else ("refusal", event.refusal, {}))
+            if not piece:   # no item for it: the message comes with its first text (`Collected.order`)
+                return b""
             out = self._message_part(kind, piece)
-            if not piece:
-                return out
             return out + self._event(f"response.{kind}.delta", item_id=self._item_id("message", -1),
                                      output_index=self._positions[("message", -1)],
                                      content_index=len(self._parts), delta=piece, **extra)
@@ -184,7 +185,7 @@ class ResponsesStreamWriter:
                                      output_index=self._positions[("call", event.index)], delta=event.arguments)
         assert isinstance(event, Finished)
         # a reply with no text and no call is still one (empty) message, as the whole response lists it
-        out = self.event(TextDelta("")) if not self._positions else b""
+        out = self._message_part("output_text", "") if not self._positions else b""
         status = final_status(self.collected)
         out += self._close(status)
         return out + self._event(f"response.{status}", response=self.snapshot(status, event.usage,

@@ -108,3 +108,20 @@ def test_calls_cut_by_the_token_limit_or_a_cancel_end_each_once():
     assert sent[-1]["type"] == "response.cancelled" and sent[-1]["response"]["output"] == items
     assert [(item["arguments"], item["status"]) for item in items] == [(A[:6], "completed"), (B[:4], "incomplete")]
     assert writer.cut() == b""   # nothing is left open
+
+
+@pytest.mark.parametrize("events", [
+    [ToolCallDelta(0, "call_a", "get_weather", A), TextDelta("Done."), END],   # text after the call
+    [TextDelta(""), ToolCallDelta(0, "call_a", "get_weather", A), END],   # an empty text delta first
+    [ToolCallDelta(1, "call_b", "get_time", B), ToolCallDelta(0, "call_a", "get_weather", A), END],   # 1 before 0
+], ids=["text_after_calls", "empty_text_first", "calls_out_of_index_order"])
+def test_the_stored_response_lists_the_items_as_the_stream_added_them(events):
+    """The stored (whole) response and `response.completed` list the same items in the
+    same order: the order of their first deltas (a message only once it has text)."""
+    writer, sent = streamed(events)
+    check_items(sent)
+    output = sent[-1]["response"]["output"]
+    assert output == whole_response("resp_abc", REQUEST, writer.collected, 1)["output"]
+    added = [e["item"]["id"] for e in sent if e["type"] == "response.output_item.added"]
+    assert added == [item["id"] for item in output]
+    assert all(item["type"] == "function_call" for item in output[:1])   # a call came first in each
