@@ -11,10 +11,14 @@ marked), takes array items while the model goes on, and closes every open bracke
 Values: strings end at the model's `"`; numbers and booleans come from a short budget,
 read leniently; enums are matched by prefix; arrays get their `minItems`, then another
 item while the model continues with a `,` (up to `maxItems`, at most MAX_ARRAY_ITEMS);
-`anyOf`/`oneOf` take their first branch that is not null. A value the model cannot
-produce is its schema's default, const, first enum member, or its type's zero value;
-objects and arrays nested deeper than MAX_DEPTH are written without the model, with
-their required properties and `minItems` items (`minimal`).
+`anyOf`/`oneOf` with more than one branch that can end take the branch the model's next
+characters start (else their first branch that is not null and can end: `Heights`). A
+value the model cannot produce is its schema's default, const, first enum member, or its
+type's zero value; objects and arrays nested MAX_DEPTH deep or more are written without
+the model as the smallest value (`minimal`): null where the schema allows it, else
+their required properties and `minItems` items, each `anyOf`/`oneOf` in the branch that
+ends soonest. So a recursive schema (pydantic's `sub: Optional["Node"]`) ends in its
+`null` by MAX_DEPTH, and its value is valid wherever a finite one exists.
 Numbers and strings are moved into their bounds and lengths (`json_bounds`); a string held
 to a format (`json_formats`: a date, a UUID, …) that does not fit it takes the format's
 placeholder, one held to a `pattern` that does not match it the shortest string the
@@ -22,7 +26,8 @@ pattern spells (`json_patterns`).
 
 Invariant: what the filler writes after a committed prefix closes it into one JSON
 object, valid whenever the schema uses only what `json_schemas.is_steerable` allows
-(number bounds among them: `multipleOf` where one lies within the bounds).
+(number bounds among them: `multipleOf` where one lies within the bounds) and a finite
+value meets each of its parts (`json_schemas.Heights.endless` finds none).
 """
 from __future__ import annotations
 
@@ -37,7 +42,8 @@ from gateway.json_bounds import number_in_bounds, string_in_bounds
 from gateway.json_formats import PLACEHOLDERS, checked_format, normalized
 from gateway.json_patterns import shortest_match, usable_pattern
 from gateway.json_frames import ArrayFrame, Frame, ObjectFrame, StringFrame
-from gateway.json_schemas import SchemaRoot
+from gateway.json_heights import Heights
+from gateway.json_schemas import SchemaRoot, kinds_of, value_kind
 
 # Continue the prompt text `suffix` (appended after the rendered prompt) and return the
 # generated text; the callback owns sampling, usage accounting and cancellation.
@@ -46,7 +52,7 @@ Generate = Callable[[str, int, tuple[str, ...]], Awaitable[str]]
 NUMBER = re.compile(r"\s*(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)")
 MAX_STRING_TOKENS = 48
 MAX_DEPTH = 4   # levels the model is asked to fill; deeper values are written without it (`minimal`)
-MAX_MINIMAL_DEPTH = 64   # a `minimal` value deeper than this (a required property's schema refers to itself) is {}
+MAX_MINIMAL_DEPTH = 64   # a `minimal` value this deep is its zero (only where no finite value meets the schema)
 MAX_ARRAY_ITEMS = 8  # items a filled array gets at most (fewer when the model closes it)
 
 
@@ -82,32 +88,58 @@ def zero_value(schema: dict) -> Any:
     return {"boolean": False, "array": [], "object": {}, "null": None}.get(kind, None)
 
 
-def value_kind(schema: dict) -> str:
-    """The one JSON type the filler writes for `schema` (the first that is not null)."""
-    kind = schema.get("type")
-    if kind is None:
-        return "object" if "properties" in schema else "array" if "items" in schema else "string"
-    if isinstance(kind, list):
-        kind = next((k for k in kind if k != "null"), "null")
-    return kind
-
-
 class LeafFiller:
     def __init__(self, schema: dict, generate: Generate, out: JsonText) -> None:
         self.schema, self.root = schema, SchemaRoot(schema)
         self.generate, self.out = generate, out
+        self._heights: Heights | None = None   # found when a branch is first picked
+
+    @property
+    def heights(self) -> Heights:
+        if self._heights is None:
+            self._heights = Heights(self.root)
+        return self._heights
 
     def _write(self, piece: str) -> str:
         self.out.json += piece
         return piece
 
-    def _pick(self, schema: dict) -> dict:
-        """`schema` resolved, an `anyOf`/`oneOf` narrowed to its first non-null branch."""
+    def _pick(self, schema: dict, smallest: bool = False) -> dict:
+        """`schema` resolved, an `anyOf`/`oneOf` narrowed (through nested ones) to one
+        branch: its first non-null branch that some finite value meets, or (`smallest`, or
+        when there is none) the first non-null of its lowest branches (`Heights`: null,
+        where it is one). With `smallest`, one with a `default` stays whole: the default is
+        its smallest value."""
         schema = self.root.resolve(schema)
-        branches = self.root.branches(schema)
-        if branches and "default" not in schema:
-            schema = next((b for b in branches if value_kind(b) != "null"), branches[0])
+        for _ in range(MAX_DEPTH * 4):   # a branch that is the `anyOf` itself narrows no further
+            branches = self.root.branches(schema)
+            if not branches or smallest and "default" in schema:
+                break
+            heights = [self.heights.of(branch) for branch in branches]
+            pick = None if smallest else next(
+                (b for b, h in zip(branches, heights) if h < math.inf and value_kind(b) != "null"), None)
+            if pick is None:
+                lowest = [b for b, h in zip(branches, heights) if h == min(heights)]
+                pick = next((b for b in lowest if value_kind(b) != "null"), lowest[0])
+            schema = pick
         return schema
+
+    async def _chosen(self, schema: dict) -> dict:
+        """`schema` resolved, an `anyOf`/`oneOf` with more than one branch that some finite
+        value meets narrowed to the one the model's next characters start (its `null`, say),
+        then as `_pick` narrows it."""
+        schema, text = self.root.resolve(schema), None
+        for _ in range(MAX_DEPTH * 4):
+            branches = self.root.branches(schema)
+            if not branches or sum(self.heights.of(b) < math.inf for b in branches) < 2:
+                break
+            if text is None:
+                text = (await self.generate(self.out.text, 2, (",", "}", "\n"))).lstrip()
+            chosen = self.root.branch(schema, text[0]) if text else None
+            if chosen is None or self.heights.of(chosen) == math.inf:
+                break
+            schema = chosen
+        return self._pick(schema)
 
     async def root_object(self) -> AsyncIterator[str]:
         """The whole reply object, from nothing."""
@@ -181,8 +213,10 @@ class LeafFiller:
         yield self._write("]")
 
     async def value(self, schema: dict, depth: int) -> AsyncIterator[str]:
-        """One value for `schema`, continuing the text so far."""
-        schema = self._pick(schema)
+        """One value for `schema`, continuing the text so far: shallower than MAX_DEPTH in
+        the `anyOf`/`oneOf` branch the model starts, from MAX_DEPTH on in the lowest one (so
+        a recursive schema's nesting ends there, in its `null`)."""
+        schema = await self._chosen(schema) if depth < MAX_DEPTH else self._pick(schema, smallest=True)
         kind = value_kind(schema)
         if "const" not in schema and not schema.get("enum") and depth < MAX_DEPTH and kind in ("object", "array"):
             yield self._write("{" if kind == "object" else "[")
@@ -195,6 +229,8 @@ class LeafFiller:
     async def leaf(self, schema: dict, kind: str) -> Any:
         if "const" in schema:
             return schema["const"]
+        if self.root.branches(schema):   # an `anyOf` kept whole for its `default`
+            return self.minimal(schema)
         prefix = self.out.text
         if schema.get("enum"):
             text = (await self.generate(prefix, 16, (",", "}", "\n"))).strip()
@@ -221,13 +257,18 @@ class LeafFiller:
         return self.minimal(schema)
 
     def minimal(self, schema: dict, depth: int = 0) -> Any:
-        """A value for `schema` written without the model: `zero_value`, or for an object
-        its required properties and for an array its `minItems` items, each minimal."""
-        schema = self._pick(schema)
+        """The smallest value for `schema`, written without the model: `zero_value`, null
+        for an object or array that may be null, else for an object its required properties
+        and for an array its `minItems` items, each minimal. Each `anyOf`/`oneOf` takes its
+        lowest branch (`Heights`), so the value is no deeper than the schema's height and
+        valid wherever some finite value is."""
+        schema = self._pick(schema, smallest=True)
         kind = value_kind(schema)
         if (kind not in ("object", "array") or "default" in schema or "const" in schema or schema.get("enum")
                 or depth >= MAX_MINIMAL_DEPTH):
             return zero_value(schema)
+        if "null" in kinds_of(schema):
+            return None
         if kind == "object":
             return {name: self.minimal(self.root.member_schema(schema, name), depth + 1)
                     for name in schema.get("required", ())}

@@ -5,8 +5,9 @@ stack of frames. After each character it knows whether the text so far can still
 a document valid against the schema; the first character that cannot (a key the schema
 does not have, a `}` before a required key, a string where a number belongs, a raw
 newline inside a string, a number out of its bounds, a string past its `maxLength`, or
-closed short of its `minLength` or not of its format or pattern) ends the reading: `has_deviated`,
-and later text is ignored.
+closed short of its `minLength` or not of its format or pattern, an object or array
+opened MAX_NESTING deep: a recursive schema's free try ends there) ends the reading:
+`has_deviated`, and later text is ignored.
 
 Keys a schema does not name are taken only where it names none, or allows them with
 `additionalProperties: true` (`json_schemas.is_closed`).
@@ -37,6 +38,7 @@ WHITESPACE = " \t\n\r"
 NUMBER_PREFIX = re.compile(r"-?(?:0|[1-9][0-9]*)?(?:\.[0-9]*)?(?:[eE][-+]?[0-9]*)?")
 NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?")
 LITERALS = {"t": ("true", "boolean"), "f": ("false", "boolean"), "n": ("null", "null")}
+MAX_NESTING = 32   # objects and arrays the model may have open; opening one more strays
 
 
 class JsonPrefix:
@@ -121,6 +123,8 @@ class JsonPrefix:
             self.frames.append(ScalarFrame(schema, char, options))
             return self._scalar_settles()
         kinds = kinds_of(schema)
+        if char in "{[" and len(self.frames) >= MAX_NESTING:   # the filler closes it (`json_filling.minimal`)
+            return False
         if char == "{" and "object" in kinds:
             self.frames.append(ObjectFrame(schema))
         elif char == "[" and "array" in kinds:

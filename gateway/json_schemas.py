@@ -1,6 +1,7 @@
 """What a reply's JSON schema allows, as the reader (`json_prefix`) and the filler
 (`json_filling`) ask it: local `$ref`s resolved, the `anyOf`/`oneOf` branch a value's
-first character picks, enum and const values serialized, member and item schemas.
+first character picks, enum and const values serialized, member and item schemas (how
+deep the smallest value of each part is: json_heights.py).
 
 `is_steerable(schema)` says whether every constraint in the schema is one the reader
 decides exactly as the text streams; only then is a reply streamed as it is written.
@@ -38,6 +39,16 @@ def kinds_of(schema: dict) -> frozenset[str]:
     else:
         return ALL_KINDS
     return kinds
+
+
+def value_kind(schema: dict) -> str:
+    """The one JSON type the filler writes for `schema` (the first that is not null)."""
+    kind = schema.get("type")
+    if kind is None:
+        return "object" if "properties" in schema else "array" if "items" in schema else "string"
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    return kind
 
 
 class SchemaRoot:

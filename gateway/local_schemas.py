@@ -16,7 +16,9 @@ whose every allowed type is ruled out by its own bounds (`minimum` above `maximu
 integer between exclusive bounds, `minLength` above `maxLength`, `minItems` above
 `maxItems`, `minProperties` above `maxProperties`). Without it the model would be asked
 for the impossible and the reply would break the schema without a word. So is a `$ref`
-that does not resolve within the schema (`json_schemas.unresolvable_ref`).
+that does not resolve within the schema (`json_schemas.unresolvable_ref`), and a
+recursive one no finite value meets (`json_schemas.endless_part`: pydantic's
+`next: "Node"`, required and not nullable), which no reply could close.
 
 Invariant: `local_schema` returns `schema` itself when it holds no boolean subschema
 (agents send the same tools every step: nothing is copied for them), else a rewritten
@@ -29,6 +31,7 @@ import math
 
 from gateway.errors import invalid_request
 from gateway.json_bounds import number_range, string_lengths
+from gateway.json_heights import endless_part
 from gateway.json_schemas import kinds_of, unresolvable_ref
 
 # keywords whose value is one subschema, a list of them, or a mapping of names to them
@@ -55,6 +58,12 @@ def local_schema(schema: dict, param: str, code: str | None = "invalid_request")
         raise invalid_request(f"The JSON Schema's reference '{ref}' does not resolve within it: local "
                               "models support only local references ('#/$defs/...').", param=param,
                               code="unsupported_parameter")
+    endless = endless_part(usable)
+    if endless is not None:
+        place = f"at '{endless}'" if endless else "at its root"
+        raise invalid_request(f"Invalid JSON Schema: no finite value can meet it {place}: each value there must "
+                              "hold another like it (a required property or item that refers back to it, with no "
+                              "null or other branch to end on).", param=param, code=code)
     return usable
 
 

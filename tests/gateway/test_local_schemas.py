@@ -147,3 +147,14 @@ async def test_arrays_nested_past_the_filled_depth_keep_their_min_items():
     text = "".join([piece async for piece in forced_json(schema, generate, 64)])
     value = json.loads(text)
     assert is_valid(value, schema) and value["k2"]["k1"]["k0"] == [{"d": False}, {"d": False}]
+
+
+def test_a_schema_no_finite_value_meets_is_a_400_naming_the_parameter():
+    loop = {"type": "object", "properties": {"name": {"type": "string"}, "next": {"$ref": "#"}},
+            "required": ["name", "next"]}
+    with pytest.raises(ApiError) as caught:
+        local_schema(loop, "response_format.json_schema.schema")
+    assert caught.value.param == "response_format.json_schema.schema"
+    assert "at its root" in caught.value.message and "no finite value" in caught.value.message
+    nullable = {**loop, "properties": {**loop["properties"], "next": {"anyOf": [{"$ref": "#"}, {"type": "null"}]}}}
+    assert local_schema(nullable, "p") is nullable
