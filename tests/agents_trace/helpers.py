@@ -115,3 +115,16 @@ def viewer_app(tracer: AgentTracer | Path, keys: dict[str, Viewer], forecasters=
     app.include_router(build_trace_router(viewer=viewer, store_path=lambda _r: store_path or tracer.store_path,
                                           forecasters=None if forecasters is None else lambda _r: forecasters))
     return app
+
+
+def idle_out(tracer, clock, seconds: float) -> None:
+    """Advance the clock past the idle timeout and wait for the sweep to end the sessions."""
+    import time
+
+    clock.advance(seconds)
+    for _ in range(250):
+        if tracer.num_live_sessions == 0:
+            break
+        time.sleep(0.02)
+    assert tracer.num_live_sessions == 0
+    assert tracer.flush(5.0)

@@ -3,13 +3,12 @@
 steps (its chat children), and whose tool spans never start before it."""
 from __future__ import annotations
 
-import time
 
 import pytest
 
 from agents_trace.records import StepResult, ToolCall
 
-from tests.agents_trace.helpers import SYSTEM, USER, ManualClock, make_tracer, tool_call_message
+from tests.agents_trace.helpers import SYSTEM, USER, ManualClock, idle_out, make_tracer, tool_call_message
 
 NS = 1e9
 HEADERS = {"x-session-id": "trip"}
@@ -29,17 +28,6 @@ def _step(tracer, clock, messages, result: StepResult, llm_s: float = 0.5):
     clock.advance(llm_s)
     tracer.end(ctx, result)
     return ctx
-
-
-def _idle_out(tracer, clock, seconds: float) -> None:
-    """Advance the clock past the idle timeout and wait for the sweep to end the session."""
-    clock.advance(seconds)
-    for _ in range(250):
-        if tracer.num_live_sessions == 0:
-            break
-        time.sleep(0.02)
-    assert tracer.num_live_sessions == 0
-    assert tracer.flush(5.0)
 
 
 def _children(spans, parent):
@@ -65,7 +53,7 @@ def test_a_session_resumed_after_an_idle_end_counts_only_its_own_steps_and_start
             num_input_tokens=100, num_output_tokens=20, finish_reason="tool_calls",
             tool_calls=(ToolCall("call_w1", "get_weather", "{}"),)))
         first_ended_s = clock.now_s
-        _idle_out(tracer, clock, 61.0)
+        idle_out(tracer, clock, 61.0)
         clock.advance(4.0)   # the tool ran 65 s in all
         messages += [tool_call_message("call_w1", "get_weather"),
                      {"role": "tool", "tool_call_id": "call_w1", "content": "sunny"}]
@@ -106,7 +94,7 @@ def test_a_session_resumed_after_a_user_turn_starts_at_its_request(tmp_path, clo
         for turn in range(3):
             ctx = _step(tracer, clock, [{"role": "user", "content": f"turn {turn}"}], StepResult(
                 num_input_tokens=25, num_output_tokens=4, finish_reason="stop", output_text="ok"))
-            _idle_out(tracer, clock, 61.0)
+            idle_out(tracer, clock, 61.0)
         spans = exporter.get_finished_spans()
     finally:
         tracer.stop()

@@ -2,7 +2,6 @@
 subscribers and forecasts, with a manual clock so durations are exact."""
 from __future__ import annotations
 
-import time
 
 import pytest
 from cache.forecast import Forecast
@@ -11,7 +10,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 from agents_trace.records import SessionEnded, Step, StepResult
 from agents_trace.symbols import predictor_subscriber
 
-from tests.agents_trace.helpers import ManualClock, make_tracer, run_scripted_session
+from tests.agents_trace.helpers import ManualClock, idle_out, make_tracer, run_scripted_session
 
 
 @pytest.fixture
@@ -221,13 +220,7 @@ def test_tracer_expires_idle_sessions_and_ends_their_agent_span(tmp_path, clock)
     try:
         run_scripted_session(tracer, clock)
         assert tracer.flush(5.0) and tracer.num_live_sessions == 1
-        clock.advance(61.0)
-        for _ in range(250):
-            if tracer.num_live_sessions == 0:
-                break
-            time.sleep(0.02)
-        assert tracer.num_live_sessions == 0
-        assert tracer.flush(5.0)
+        idle_out(tracer, clock, 61.0)
         agents = _by_op(exporter.get_finished_spans(), "invoke_agent")
         assert len(agents) == 1
         assert agents[0].attributes["stepahead.session.end_reason"] == "idle"

@@ -87,14 +87,21 @@ def test_json_reply_start_decides_as_early_as_the_text_allows(text, expected):
     assert json_reply_start(text, TOOLS) == (expected if expected != J else len(text) - len(text.lstrip()))
 
 
-async def test_a_json_reply_streams_as_it_is_decided_and_stops_the_free_reply_where_it_closes():
-    free = ['{"ci', 'ty": "Oslo",', ' "days": 3', '}', ' and some prose', ' the client never sees']
+async def streamed_reply(free: list[str]) -> tuple[list, int | None, "ScriptedContinuations"]:
+    """The events of the JSON-or-calls reply to the model's `free` pieces, how many pieces
+    were read when the first text went out (None: none did), and the continuations."""
     generate = ScriptedContinuations(free)
     events, read_at_first = [], None
     async for event in json_or_tool_calls(SCHEMA, TOOLS, False, (), generate):
         if read_at_first is None and isinstance(event, TextDelta):
             read_at_first = generate.num_free_read
         events.append(event)
+    return events, read_at_first, generate
+
+
+async def test_a_json_reply_streams_as_it_is_decided_and_stops_the_free_reply_where_it_closes():
+    free = ['{"ci', 'ty": "Oslo",', ' "days": 3', '}', ' and some prose', ' the client never sees']
+    events, read_at_first, generate = await streamed_reply(free)
     assert json.loads(text_of(events)) == {"city": "Oslo", "days": 3}
     assert read_at_first <= 2   # sent while the model was still writing
     assert len([e for e in events if isinstance(e, TextDelta)]) > 1

@@ -7,10 +7,10 @@ import json
 import pytest
 
 from gateway.backend import TextDelta, ToolCallDelta
-from gateway.json_or_calls import MAX_PROSE_CHARS, NOT_JSON, PROSE_ONLY, json_or_tool_calls, json_reply_start
+from gateway.json_or_calls import MAX_PROSE_CHARS, NOT_JSON, PROSE_ONLY, json_reply_start
 from gateway.tool_calls import parse_tool_calls
 from gateway.tool_forcing import json_object_in
-from tests.gateway.test_json_or_calls import SCHEMA, TOOLS, ScriptedContinuations, reply, text_of
+from tests.gateway.test_json_or_calls import TOOLS, ScriptedContinuations, reply, streamed_reply, text_of
 
 N = NOT_JSON
 ECHO = '<tool_response>\n{"city": "Paris", "days": 3}\n</tool_response>\nIt is sunny.'
@@ -34,12 +34,7 @@ def test_an_opening_that_cannot_become_a_call_is_prose(text, expected):
 
 async def test_a_reply_opening_with_a_tool_response_tag_streams_the_object_after_it():
     free = ["<tool", "_response", ">\n", '{"city": "Par', 'is",', ' "days": 3', "}", "\n</tool_response>", " more"]
-    generate = ScriptedContinuations(free)
-    events, read_at_first = [], None
-    async for event in json_or_tool_calls(SCHEMA, TOOLS, False, (), generate):
-        if read_at_first is None and isinstance(event, TextDelta):
-            read_at_first = generate.num_free_read
-        events.append(event)
+    events, read_at_first, generate = await streamed_reply(free)
     assert text_of(events) == '{"city": "Paris", "days": 3}'
     assert read_at_first is not None and read_at_first <= 5   # sent while the model was still writing
     assert len([e for e in events if isinstance(e, TextDelta)]) > 1
