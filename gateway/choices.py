@@ -8,6 +8,9 @@ Invariants:
 - choice 0 starts first and the others once it has sent its first event: by then a local
   engine holds the prompt in its prefix cache, so the prompt is prefilled once, not n
   times (with several prompts, the same per prompt, their first choices at once);
+- a local engine admits each prompt's choices as a unit (`queue_room`): its first choice
+  is queued only with room for them all, the later ones go past the engine queue's bounds,
+  so a refusal (429) comes before any of the request's events, never after choice 0 began;
 - an error in any choice ends the merged stream with that error, and closing the merged
   stream (or an error) stops every choice's backend work;
 - a local model's request reserves each prompt once and every choice's completion budget,
@@ -83,6 +86,14 @@ def _summed_details(finishes: list[Finished]) -> dict[str, int] | None:
         for name, count in one.items():
             summed[name] = summed.get(name, 0) + count
     return summed
+
+
+def queue_room(prepared: Prepared) -> int:
+    """The engine queue room a local run's first engine request must find
+    (`shards.dispatcher.Dispatcher.submit`'s `room`): its prompt's first choice needs room
+    for all the prompt's choices; a later one none, being part of a request already
+    admitted (it starts once the first has streamed, `_merged`)."""
+    return prepared.num_per_prompt if prepared.is_prompt_head else 0
 
 
 def run_choices(backend: Backend, prepared: Prepared) -> AsyncIterator[ChatEvent]:

@@ -15,6 +15,7 @@ import dataclasses
 import math
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from shards.protocol import ErrorEvent, FinishEvent, TokenEvent, WorkItem
@@ -26,13 +27,25 @@ if TYPE_CHECKING:
     from gateway.local_generation import LocalCall
 
 
+@dataclass(slots=True)
+class ModelQueueFull(ApiError):
+    """The engine refused the request: the model's queue for its tenant is full (a 429
+    `rate_limit_exceeded`, as the tenant's own limits answer). A refusal of the tenant,
+    so one that fails a request counts in `stepahead_rejected_total` as theirs do."""
+
+    @classmethod
+    def of(cls, error: ApiError) -> "ModelQueueFull":
+        return cls(error.status, error.message, error.type, error.code, error.param, error.headers)
+
+
 def error_from_event(event: ErrorEvent) -> ApiError:
     """The engine's error codes as HTTP: its admission refusals keep their meaning (429 for
-    a full tenant queue, 503 when every queue is full), with the engine's Retry-After."""
+    a full tenant queue, as `ModelQueueFull`; 503 when every queue is full), with the
+    engine's Retry-After."""
     retry_after_s = math.ceil(getattr(event, "retry_after_s", None) or 1)
     if event.code == "rate_limit_exceeded":
-        return rate_limited(f"The model's queue for this tenant is full: {event.message}",
-                            retry_after_s)
+        return ModelQueueFull.of(rate_limited(f"The model's queue for this tenant is full: {event.message}",
+                                              retry_after_s))
     if event.code in ("overloaded", "shutting_down") or event.retryable:
         error = unavailable(f"The model is unavailable: {event.message}", code=event.code)
         error.headers["Retry-After"] = str(max(1, min(60, retry_after_s)))
@@ -60,10 +73,13 @@ async def engine_events(engine, item: WorkItem) -> AsyncIterator[TokenEvent | Fi
 class Continuations:
     """Short generations that each continue the request's prompt with a text suffix (a
     prefix-cache hit on the prompt); usage sums them all, and together they never exceed
-    the request's `max_tokens`. Called as `tool_forcing.Generate`."""
+    the request's `max_tokens`. Called as `tool_forcing.Generate`. The first asks the engine
+    queue for `queue_room` (`gateway.choices.queue_room`; 0, the default: repairs of a reply
+    already admitted), the others for none: they belong to a request already admitted."""
 
-    def __init__(self, engine, prepared: Prepared, call: LocalCall):
+    def __init__(self, engine, prepared: Prepared, call: LocalCall, queue_room: int = 0):
         self.engine, self.prepared, self.call = engine, prepared, call
+        self._queue_room = queue_room
         self.usage = Usage(num_prompt_tokens=len(call.prompt_token_ids))
         self.worker, self.ttft_s = "local", None  # where the first generation ran, its TTFT
         self._has_first = False
@@ -88,7 +104,8 @@ class Continuations:
         sampling = dataclasses.replace(call.sampling, max_tokens=room, stop=stop)
         self._num_runs += 1
         item = WorkItem(f"{self.prepared.request_id}-{self._num_runs}", self.prepared.tenant, ids,
-                        sampling, call.session, flex=call.flex)
+                        sampling, call.session, flex=call.flex, queue_room=self._queue_room)
+        self._queue_room = 0
         num_tokens, started_s = 0, time.perf_counter()
         events = engine_events(self.engine, item)
         self._reading.add(events)

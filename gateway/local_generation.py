@@ -18,6 +18,7 @@ from shards.protocol import FinishEvent, TokenEvent, TokenLogprob, WorkItem
 
 from gateway.backend import ChatEvent, Finished, Prepared, TextDelta, TokenChoice, ToolCallDelta, Usage
 from gateway.engine_streams import Continuations, engine_events
+from gateway.choices import queue_room
 from gateway.collected import reply_finish_reason
 from gateway.ids import new_tool_call_id
 from gateway.token_text import token_choices
@@ -79,7 +80,7 @@ async def run_free(engine, prepared: Prepared, call: LocalCall) -> AsyncIterator
     `max_tokens` when the call is read; usage counts those generations too, and once the
     reply and its repairs have used `max_tokens` the reply stops there ("length")."""
     item = WorkItem(prepared.request_id, prepared.tenant, call.prompt_token_ids, call.sampling,
-                    call.session, flex=call.flex)
+                    call.session, flex=call.flex, queue_room=queue_room(prepared))
     parser = ToolCallStreamParser(call.tool_names) if call.tool_names is not None else None
     num_calls, num_tokens = 0, 0
     repairs: Continuations | None = None
@@ -169,7 +170,7 @@ async def run_forced(engine, prepared: Prepared, call: LocalCall) -> AsyncIterat
     call's head goes out with the first arguments the model decided, not before: a name
     the gateway knows without the model is no first token (TTFT stays the model's)."""
     forced = call.forced
-    generate = Continuations(engine, prepared, call)
+    generate = Continuations(engine, prepared, call, queue_room(prepared))
     names = list(forced.schemas)
     try:
         if forced.name is not None:
@@ -199,7 +200,7 @@ async def run_structured(engine, prepared: Prepared, call: LocalCall) -> AsyncIt
     with tools offered, the model may call them instead (`json_or_calls`). A JSON reply
     finishes "stop": it is whole and valid even where the budget ran out (leaves the model
     had no tokens left for take their schema's fallback values), so clients may parse it."""
-    generate = Continuations(engine, prepared, call)
+    generate = Continuations(engine, prepared, call, queue_room(prepared))
     try:
         if call.tool_names is not None:
             async for event in json_or_tool_calls(call.response_schema, call.tool_names, call.keep_one_call,

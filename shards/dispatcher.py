@@ -16,6 +16,8 @@ Invariants:
   (`WorkItem.resumed`: the stream goes on, nothing sent twice; the log probabilities
   asked for came with each sent token) — and fails the others with "worker_died"; a
   request queued past `max_queue_wait_s` fails with "overloaded";
+- a request of several runs (a prompt's `n` choices) is admitted or refused as a unit
+  with its first run (`submit`'s `room`): its later runs are never refused after it began;
 - a worker is sent new requests only while `can_take` holds (its outstanding count
   below the soft limit, or below the hard limit for a tenant under its weighted share);
 - a shared-memory segment named in a PrefixExported is imported or unlinked, never lost.
@@ -128,11 +130,16 @@ class Dispatcher:
                          self.weights, config.max_outstanding_per_worker, config.max_outstanding_hard)
 
     # --- requests -----------------------------------------------------------------------
-    def submit(self, item: WorkItem, hashes: list[BlockHash], now_s: float) -> Outbound:
+    def submit(self, item: WorkItem, hashes: list[BlockHash], now_s: float, *, room: int = 1) -> Outbound:
+        """Queue the request, or refuse it ("rate_limit_exceeded": its tenant's queue bound,
+        "overloaded": the engine's) unless both bounds have `room` entries free: 1, its own;
+        n, the first run of a request of n (its prompt's choices); 0, a later run of one,
+        admitted with it (never refused)."""
         self.stats.num_submitted += 1
         request = Request(item, hashes, now_s)
         verdict = self.queue.push(item.tenant, item.request_id, request,
-                                  work_cost(len(item.prompt_token_ids), item.sampling.max_tokens), flex=item.flex)
+                                  work_cost(len(item.prompt_token_ids), item.sampling.max_tokens), flex=item.flex,
+                                  room=room)
         if verdict is not PushResult.ADMITTED:
             code = "rate_limit_exceeded" if verdict is PushResult.TENANT_FULL else "overloaded"
             self.stats.num_rejected[code] = self.stats.num_rejected.get(code, 0) + 1

@@ -245,7 +245,7 @@ class LocalEngine(EngineStart, EngineReports, EngineTenants, EngineMessages):
                 refusal = ErrorEvent(item.request_id, "duplicate request id", "invalid_request")
             else:
                 self._streams[item.request_id] = (asyncio.get_running_loop(), stream)
-                self._perform(self._dispatcher.submit(item, hashes, time.monotonic()))
+                self._perform(self._dispatcher.submit(item, hashes, time.monotonic(), room=item.queue_room))
         if refusal is not None:
             yield refusal
             return

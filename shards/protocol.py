@@ -54,6 +54,9 @@ class WorkItem:
     # default tier wherever it waits (`shards.tiered_queue`), its prefill after theirs
     # (`shards.worker_prefill`), routed by load alone (`shards.router`)
     flex: bool = False
+    # The engine queue room its admission needs (`Dispatcher.submit`'s `room`): 1, its own;
+    # n, the first of a request's n runs (gateway.choices); 0, a later run of an admitted one
+    queue_room: int = 1
 
     @property
     def num_prompt_tokens(self) -> int:

@@ -10,10 +10,12 @@ one per tier, so one tier's backlog never moves the other's virtual time).
 Invariants:
 - `pop_first` returns a flex item only when no default-tier head may be served;
 - within a tier, one tenant's entries leave in arrival order;
-- the bounds (`max_per_tenant`, `max_total`) count both tiers together: `push` refuses
-  past them, `push_front` (a retry of an admitted request) ignores them; flex entries
-  fill at most half of each bound (rounded up), so a flood of batch work never leaves a
-  default request without room;
+- the bounds (`max_per_tenant`, `max_total`) count both tiers together. `push` refuses
+  an entry unless each bound has `room` entries free: 1, its own; more, its own and those
+  of its request's later runs, which will follow it (at most a whole bound); 0 for such a
+  later run, which goes past the bounds as `push_front` (a retry of an admitted request)
+  does. Flex entries fill at most half of each bound (rounded up), so a flood of batch
+  work never leaves a default request without room;
 - a key is in at most one tier.
 """
 from __future__ import annotations
@@ -59,21 +61,26 @@ class TieredQueue(Generic[T]):
         """Tenants with at least one entry queued, in either tier."""
         return list(dict.fromkeys([*self.default.tenants(), *self.flex.tenants()]))
 
-    def can_push(self, tenant: str, *, flex: bool = False) -> PushResult:
-        if self._max_total is not None and (len(self) >= self._max_total
-                                            or flex and len(self.flex) >= _half(self._max_total)):
+    def can_push(self, tenant: str, *, flex: bool = False, room: int = 1) -> PushResult:
+        """Whether each bound has `room` entries free for `tenant` (ADMITTED always for 0)."""
+        if room <= 0:
+            return PushResult.ADMITTED
+        if self._max_total is not None and (_full(len(self), room, self._max_total)
+                                            or flex and _full(len(self.flex), room, _half(self._max_total))):
             return PushResult.QUEUE_FULL
         if self._max_per_tenant is not None and (
-                self.num_queued(tenant) >= self._max_per_tenant
-                or flex and self.flex.num_queued(tenant) >= _half(self._max_per_tenant)):
+                _full(self.num_queued(tenant), room, self._max_per_tenant)
+                or flex and _full(self.flex.num_queued(tenant), room, _half(self._max_per_tenant))):
             return PushResult.TENANT_FULL
         return PushResult.ADMITTED
 
-    def push(self, tenant: str, key: str, item: T, cost: float, *, flex: bool = False) -> PushResult:
-        """Queue `item` under unique `key` in its tier, or refuse it (nothing changes then)."""
+    def push(self, tenant: str, key: str, item: T, cost: float, *, flex: bool = False,
+             room: int = 1) -> PushResult:
+        """Queue `item` under unique `key` in its tier, or refuse it (nothing changes then)
+        unless each bound has `room` entries free (`can_push`)."""
         if key in self:
             raise ValueError(f"key {key!r} is already queued")
-        verdict = self.can_push(tenant, flex=flex)
+        verdict = self.can_push(tenant, flex=flex, room=room)
         if verdict is PushResult.ADMITTED:
             (self.flex if flex else self.default).push(tenant, key, item, cost)
         return verdict
@@ -101,3 +108,9 @@ class TieredQueue(Generic[T]):
 
 def _half(bound: int) -> int:
     return (bound + 1) // 2
+
+
+def _full(num_queued: int, room: int, bound: int) -> bool:
+    """A bound holding `num_queued` lacks `room` free entries (asking at most the whole
+    bound: a request of more runs than it holds is admitted into an empty queue)."""
+    return num_queued + max(1, min(room, bound)) > bound
