@@ -66,6 +66,22 @@ def duration_text(seconds: float) -> str:
     return (f"{hours}h" if hours else "") + (f"{minutes}m" if hours or minutes else "") + f"{secs}s"
 
 
+def _resized(bucket: TokenBucket | None, amount: int | None, now_s: float) -> TokenBucket | None:
+    """The per-minute bucket of `amount` (None: no limit) replacing `bucket`: `bucket`
+    itself when its size is unchanged, else one that keeps its level as it stands now,
+    at most the new size (a full one when there was none)."""
+    if amount is None:
+        return None
+    if bucket is None:
+        return TokenBucket.per_minute(amount, now_s)
+    if bucket.capacity == amount:
+        return bucket
+    bucket.refill(now_s)
+    resized = TokenBucket.per_minute(amount, now_s)
+    resized.level = min(resized.capacity, bucket.level)
+    return resized
+
+
 @dataclass(slots=True)
 class Ticket:
     """One admitted request. `release()` must be called exactly once (it is idempotent)."""
@@ -87,6 +103,8 @@ class TenantLimiter:
         self.tenant = tenant
         self.queue_timeout_s = queue_timeout_s
         self._clock = clock
+        self._requests: TokenBucket | None = None
+        self._tokens: TokenBucket | None = None
         self._set_limits(limits)
         self.num_active = 0
         self._waiters: deque[asyncio.Future] = deque()
@@ -94,13 +112,13 @@ class TenantLimiter:
         self.num_reserved_tokens = 0
 
     def _set_limits(self, limits: LimitsConfig) -> None:
-        """`limits`, with per-minute buckets full at their sizes."""
+        """`limits`, with per-minute buckets at their new sizes: a bucket the tenant had
+        keeps its level (what it spent or reserved in the window stays spent), clamped to
+        the new size; an unchanged one is kept as it is; a new one starts full."""
         now_s = self._clock()
         self.limits = limits
-        self._requests = (TokenBucket.per_minute(limits.requests_per_minute, now_s)
-                          if limits.requests_per_minute is not None else None)
-        self._tokens = (TokenBucket.per_minute(limits.tokens_per_minute, now_s)
-                        if limits.tokens_per_minute is not None else None)
+        self._requests = _resized(self._requests, limits.requests_per_minute, now_s)
+        self._tokens = _resized(self._tokens, limits.tokens_per_minute, now_s)
 
     def rate_limit_headers(self) -> dict[str, str]:
         """OpenAI's `x-ratelimit-{limit,remaining,reset}-{requests,tokens}` for the tenant's
@@ -137,14 +155,9 @@ class TenantLimiter:
                     f"({committed} of {limits.token_budget} tokens spent or in flight; "
                     f"this request needs up to {num_tokens}).")
         now_s = self._clock()
-        if self._requests is not None:
-            self._requests.refill(now_s)
-            wait_s = self._requests.seconds_until(1)
-            if wait_s is None or wait_s > 0:
-                return rate_limited(
-                    f"Rate limit reached for tenant '{self.tenant}': "
-                    f"{limits.requests_per_minute} requests per minute.",
-                    math.ceil(wait_s if wait_s is not None else 60))
+        error = self._requests_refusal(now_s)
+        if error is not None:
+            return error
         if self._tokens is not None:
             self._tokens.refill(now_s)
             wait_s = self._tokens.seconds_until(num_tokens)
@@ -159,11 +172,55 @@ class TenantLimiter:
                 return rate_limited(
                     f"Rate limit reached for tenant '{self.tenant}': "
                     f"{limits.tokens_per_minute} tokens per minute.", math.ceil(wait_s))
-        if not self._has_free_slot() and len(self._waiters) >= limits.max_queued:
-            return rate_limited(
-                f"Too many concurrent requests for tenant '{self.tenant}' "
-                f"(max {limits.max_concurrent} running, {limits.max_queued} queued).", 1)
-        return None
+        return self._queue_refusal()
+
+    def _requests_refusal(self, now_s: float) -> ApiError | None:
+        """The requests/minute refusal, when the bucket has no whole request left."""
+        if self._requests is None:
+            return None
+        self._requests.refill(now_s)
+        wait_s = self._requests.seconds_until(1)
+        if wait_s is not None and wait_s <= 0:
+            return None
+        return rate_limited(
+            f"Rate limit reached for tenant '{self.tenant}': "
+            f"{self.limits.requests_per_minute} requests per minute.",
+            math.ceil(wait_s if wait_s is not None else 60))
+
+    def _queue_refusal(self) -> ApiError | None:
+        """The concurrency refusal, when every slot is busy and the queue is full."""
+        limits = self.limits
+        if self._has_free_slot() or len(self._waiters) < limits.max_queued:
+            return None
+        return rate_limited(
+            f"Too many concurrent requests for tenant '{self.tenant}' "
+            f"(max {limits.max_concurrent} running, {limits.max_queued} queued).", 1)
+
+    def early_refusal(self, max_num_tokens: int | None) -> ApiError | None:
+        """The refusal `acquire` would answer now to any request of at most
+        `max_num_tokens` tokens (None: unknown), decided without its token count, so a
+        tenant over its requests/minute or its concurrency and queue can be refused before
+        its prompt is rendered; None when there is none or it depends on the count (then
+        `acquire` decides). Advisory only: it debits nothing, and it never refuses what
+        `acquire` would admit, nor differently: the limits `_check` tests first (the
+        budget, and tokens/minute before the queue) must be known to pass for any such
+        request. Carries the rate limit headers, as `acquire`'s refusal does."""
+        limits = self.limits
+        if limits.token_budget is not None and (
+                max_num_tokens is None
+                or self.num_spent_tokens + self.num_reserved_tokens + max_num_tokens > limits.token_budget):
+            return None
+        now_s = self._clock()
+        error = self._requests_refusal(now_s)
+        if error is None:
+            error = self._queue_refusal()
+            if error is not None and self._tokens is not None:
+                self._tokens.refill(now_s)
+                if max_num_tokens is None or self._tokens.seconds_until(max_num_tokens) != 0:
+                    return None   # tokens/minute may refuse it first, with its own answer
+        if error is not None:
+            error.headers.update(self.rate_limit_headers())
+        return error
 
     async def acquire(self, num_tokens: int) -> Ticket:
         """Admit a request that may use up to `num_tokens` tokens, or raise a 429 `ApiError`.
@@ -236,8 +293,9 @@ class TenantLimiter:
 
     def retune(self, limits: LimitsConfig) -> None:
         """Apply new `limits` (a config reload), keeping what is running, queued and
-        spent: the per-minute buckets start full at their new sizes, and waiters a raised
-        `max_concurrent` makes room for are admitted."""
+        spent: the per-minute buckets keep their levels (clamped to their new sizes; a
+        reload hands out no extra rate), and waiters a raised `max_concurrent` makes room
+        for are admitted."""
         if limits == self.limits:
             return
         self._set_limits(limits)

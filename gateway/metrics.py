@@ -32,7 +32,8 @@ HELP = {
     "vllm:prefix_cache_hits_total": ("counter", "Prefix cache hits, in prompt tokens."),
     "vllm:time_to_first_token_seconds": ("histogram", "Time to first token, as the gateway saw it."),
     "stepahead_gateway_overhead_seconds": ("histogram", "Time spent in the gateway itself."),
-    "stepahead_rejected_total": ("counter", "Requests refused by tenant limits, by error code."),
+    "stepahead_rejected_total": (
+        "counter", "Requests refused by tenant limits (the model's per-tenant queue too), by error code."),
     "stepahead_prefix_from_previous_tokens_total": (
         "counter", "Prompt tokens the session's previous prompt began with (traced local steps)."),
     "stepahead_evicted_prefix_tokens_total": (

@@ -28,6 +28,7 @@ from agents_trace.records import StepContext
 from gateway.backend import Backend, ChatEvent, Finished, Prepared, Usage
 from gateway.choices import merged_usage, run_choices
 from gateway.errors import ApiError, request_cut_at_shutdown, server_error, stream_cut_at_shutdown
+from gateway.engine_streams import ModelQueueFull
 from gateway.exchange import CLIENT_CLOSED_STATUS, Exchange
 from gateway.http_io import ClientGone, EventStreamResponse, race_disconnect
 from gateway.collected import Collected, Reply
@@ -63,6 +64,8 @@ def _raise_failed(exchange: Exchange, exc: BaseException) -> NoReturn:
         log.error("unexpected error answering %s", exchange.prepared.request_id, exc_info=exc)
         failure = server_error()
     exchange.error = _error_type(failure)
+    if isinstance(failure, ModelQueueFull):   # the limiter's own refusals are counted by `exchange.admit`
+        exchange.state.metrics.record_rejection(exchange.prepared.tenant, failure.code or "")
     exchange.close(None, None if isinstance(failure, ApiError) else CLIENT_CLOSED_STATUS)
     if failure is exc:
         raise exc

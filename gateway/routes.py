@@ -3,7 +3,10 @@
 
 Invariant: each handler authenticates first, then parses, validates and prepares the
 request, and only then admits and runs it (`exchange.respond`); every `ApiError` on the way
-becomes an OpenAI-shaped JSON response and one count in `stepahead_requests_total`.
+becomes an OpenAI-shaped JSON response and one count in `stepahead_requests_total`. A
+chat or completions request its tenant's limits refuse whatever its token count (its
+requests/minute, or its concurrency with a full queue) is refused before it is prepared
+(`TenantLimiter.early_refusal`), so a refused flood costs no rendering or tokenizing.
 Metric labels only ever carry configured model and tenant names, never client strings.
 """
 from __future__ import annotations
@@ -34,7 +37,9 @@ from gateway.service_tiers import request_tier
 from gateway.state import GatewayState
 from gateway.tracing import tracer_series
 from gateway.forecasting import bind_session
-from gateway.tracing import begin_step
+from gateway.tracing import begin_step, end_step
+from gateway.backend import Backend, Prepared
+from gateway.collected import Reply
 
 log = logging.getLogger("stepahead.gateway")
 
@@ -86,6 +91,37 @@ def tenant_endpoint(handler: Callable[[Request, GatewayState, str], Awaitable[Re
     return endpoint
 
 
+def max_reservation(backend: Backend, n: int | None, *, is_chat: bool) -> int | None:
+    """At most what a request will reserve of its tenant's tokens once prepared (None:
+    not known before it is): a local model's chat request reserves its prompt once and a
+    completion budget that fits the context beside it for each of its `n` choices."""
+    engine = getattr(backend, "engine", None) if backend.owned_by == "stepahead" else None
+    max_context_tokens = getattr(engine, "max_context_tokens", None)
+    if not is_chat or not isinstance(max_context_tokens, int):
+        return None
+    return max_context_tokens * (n or 1)
+
+
+def trace_early_refusal(state: GatewayState, request: Request, body: dict,
+                        parsed: ChatCompletionRequest | CompletionRequest, backend: Backend, tenant: str,
+                        error: ApiError, *, is_chat: bool) -> tuple[str, StepContext | None]:
+    """The request id and traced step of a request its tenant's limits refused before it
+    was prepared (`TenantLimiter.early_refusal`), traced as a refused prepared request
+    is, but with no count of its prompt's tokens (none was made: recorded as an upstream
+    model's estimate is, as 0)."""
+    num_choices = parsed.n or 1
+    prepared = Prepared(request_id=new_id("chatcmpl" if is_chat else "cmpl"), tenant=tenant, model=parsed.model,
+                        num_prompt_tokens=0, num_reserved_tokens=0, num_choices=num_choices,
+                        prompt_is_counted=False, service_tier=(
+                            ("flex" if parsed.service_tier == "flex" else "default")
+                            if backend.owned_by == "stepahead" else None))
+    trace = begin_step(state.tracer, request, body, prepared, is_chat=is_chat)
+    if trace is not None:
+        sent = Reply.of(num_choices, 1) if parsed.stream else None   # as a refused stream's
+        end_step(state.tracer, trace, prepared, None, sent, None, error.code or error.type)
+    return prepared.request_id, trace
+
+
 async def _handle(request: Request, *, is_chat: bool) -> Response:
     started_s = time.perf_counter()
     state = gateway_state(request)
@@ -107,6 +143,12 @@ async def _handle(request: Request, *, is_chat: bool) -> Response:
         backend = state.backend(parsed.model)
         parsed.service_tier = request_tier(request, tenant, parsed.service_tier, backend)
         model = parsed.model
+        refused = state.limiters[tenant].early_refusal(max_reservation(backend, parsed.n, is_chat=is_chat))
+        if refused is not None:
+            state.metrics.record_rejection(tenant, refused.code or "")
+            request_id, trace = trace_early_refusal(state, request, body, parsed, backend, tenant, refused,
+                                                    is_chat=is_chat)
+            raise refused
         if is_chat:
             prepared = await backend.prepare_chat(parsed, tenant, new_id("chatcmpl"))
         else:
