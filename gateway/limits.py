@@ -27,59 +27,7 @@ from dataclasses import dataclass
 
 from gateway.config import LimitsConfig
 from gateway.errors import ApiError, quota_exhausted, rate_limited
-
-
-@dataclass(slots=True)
-class TokenBucket:
-    """Holds up to `capacity`; refills continuously at `refill_per_s`; may go negative."""
-
-    capacity: float
-    refill_per_s: float
-    level: float
-    updated_s: float
-
-    @classmethod
-    def per_minute(cls, amount: int, now_s: float) -> "TokenBucket":
-        return cls(capacity=float(amount), refill_per_s=amount / 60.0, level=float(amount),
-                   updated_s=now_s)
-
-    def refill(self, now_s: float) -> None:
-        elapsed_s = max(0.0, now_s - self.updated_s)
-        self.level = min(self.capacity, self.level + elapsed_s * self.refill_per_s)
-        self.updated_s = now_s
-
-    def seconds_until(self, amount: float) -> float | None:
-        """Seconds until `amount` fits (0 if it fits now); None if it never can."""
-        if amount > self.capacity or self.refill_per_s <= 0:
-            return None
-        return max(0.0, (amount - self.level) / self.refill_per_s)
-
-
-def duration_text(seconds: float) -> str:
-    """A wait as OpenAI writes it in `x-ratelimit-reset-*`: `0s`, `20ms`, `1.5s`, `6m0s`, `1h2m3s`."""
-    millis = max(0, round(seconds * 1000))
-    if 0 < millis < 1000:
-        return f"{millis}ms"
-    hours, millis = divmod(millis, 3_600_000)
-    minutes, millis = divmod(millis, 60_000)
-    secs = f"{millis / 1000:.3f}".rstrip("0").rstrip(".")
-    return (f"{hours}h" if hours else "") + (f"{minutes}m" if hours or minutes else "") + f"{secs}s"
-
-
-def _resized(bucket: TokenBucket | None, amount: int | None, now_s: float) -> TokenBucket | None:
-    """The per-minute bucket of `amount` (None: no limit) replacing `bucket`: `bucket`
-    itself when its size is unchanged, else one that keeps its level as it stands now,
-    at most the new size (a full one when there was none)."""
-    if amount is None:
-        return None
-    if bucket is None:
-        return TokenBucket.per_minute(amount, now_s)
-    if bucket.capacity == amount:
-        return bucket
-    bucket.refill(now_s)
-    resized = TokenBucket.per_minute(amount, now_s)
-    resized.level = min(resized.capacity, bucket.level)
-    return resized
+from gateway.token_buckets import TokenBucket, duration_text, resized
 
 
 @dataclass(slots=True)
@@ -117,8 +65,8 @@ class TenantLimiter:
         the new size; an unchanged one is kept as it is; a new one starts full."""
         now_s = self._clock()
         self.limits = limits
-        self._requests = _resized(self._requests, limits.requests_per_minute, now_s)
-        self._tokens = _resized(self._tokens, limits.tokens_per_minute, now_s)
+        self._requests = resized(self._requests, limits.requests_per_minute, now_s)
+        self._tokens = resized(self._tokens, limits.tokens_per_minute, now_s)
 
     def rate_limit_headers(self) -> dict[str, str]:
         """OpenAI's `x-ratelimit-{limit,remaining,reset}-{requests,tokens}` for the tenant's

@@ -4,7 +4,8 @@ import pytest
 
 from gateway.config import LimitsConfig
 from gateway.errors import ApiError
-from gateway.limits import TenantLimiter, TokenBucket, duration_text
+from gateway.limits import TenantLimiter
+from gateway.token_buckets import TokenBucket, duration_text
 
 
 class Clock:
