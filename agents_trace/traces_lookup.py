@@ -31,14 +31,28 @@ def store_path(args: argparse.Namespace) -> Path:
         else:
             config = TraceConfig()
             if args.config:
-                with open(args.config, "rb") as f:
-                    config = parse_trace_config(tomllib.load(f).get("tracing", {}))
+                config = parse_trace_config(_tracing_table(args.config))
             path = config.resolved_store_path()
     except (OSError, tomllib.TOMLDecodeError, TraceConfigError) as exc:
         raise CommandError(f"bad config: {exc}", 2) from None
     if not path.is_file():
         raise CommandError(f"no trace store at {path}", 1)
     return path
+
+
+def _tracing_table(config_file: str) -> dict:
+    """The `[tracing]` table of a config file (empty when it has none); TraceConfigError
+    when the file is not UTF-8 text or `tracing` is not one table, in the words
+    `stepahead serve` uses for the same file."""
+    with open(config_file, "rb") as f:
+        try:
+            data = tomllib.load(f)
+        except UnicodeDecodeError as exc:
+            raise TraceConfigError(f"{config_file}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    table = data.get("tracing", {})
+    if not isinstance(table, dict):
+        raise TraceConfigError(f"tracing must be a table, not {table!r}")
+    return table
 
 
 def the_session(path: Path, session: str, tenant: str | None) -> dict:

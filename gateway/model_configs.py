@@ -1,8 +1,9 @@
 """The `[[models]]` tables of the gateway's config: local models (served by local
 workers), upstream models (through litellm, or passed through), embedding models.
 
-Invariants: every record is frozen; a table's unknown keys, missing names and bad kinds
-are a ConfigError naming `models[i]`; secrets are never held, only the names of the
+Invariants: every record is frozen; a table's unknown keys, missing names and bad kinds,
+and a local model's engine tables of the wrong shape (`check_engine_tables`), are a
+ConfigError naming `models[i]`; secrets are never held, only the names of the
 environment variables that hold them.
 """
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any, Literal
 
 from gateway.config_values import ConfigError, positive, reject_unknown_keys, take
 from gateway.embedding_model import EmbeddingModelConfig, embedding_model_config
+from shards.engine_options import EngineOptionError, check_engine_tables
 
 DEFAULT_LOCAL_MODEL = "smollm2"
 PASSTHROUGH_PROVIDERS = ("openai", "hosted_vllm", "openai_like", "custom_openai")
@@ -110,6 +112,10 @@ def model_config(table: dict, index: int) -> ModelConfig:
         if num_workers < 1:
             raise ConfigError(f"{where}.num_workers must be >= 1")
         engine = take(table, "engine", dict, where, {})
+        try:   # here, not only with the other engine options: a start reads these tables first
+            check_engine_tables(engine)
+        except EngineOptionError as exc:
+            raise ConfigError(f"{where}.engine: {exc}") from None
         return LocalModelConfig(name=name, path=take(table, "path", str, where,
                                                       DEFAULT_LOCAL_MODEL),
                                 num_workers=num_workers,

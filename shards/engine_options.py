@@ -3,11 +3,15 @@
 A wrong name, type or range must be one clear line when the gateway starts, not a
 worker's traceback after the model has loaded. `check_engine_options` knows the names
 `LocalEngine` accepts (its keyword parameters, passed in as `known`) and the type and
-lower bound of each scalar one; options it has no rule for (mappings, device strings)
-are checked where they are used.
+bounds of each scalar one (numbers finite: a NaN or inf bound never works); the tables
+(`transport_options`, `tenant_weights`, `policy_options`) are checked by shape, entry by
+entry, by `check_engine_tables`, which the config's parser runs too (a table given as a
+plain value must be a bad config, at the start and at a reload). Options it has no rule
+for (device strings) are checked where they are used.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Mapping
 
 from cache.policies import POLICY_NAMES
@@ -20,9 +24,13 @@ from shards.transport import TRANSPORTS
 INTEGER_OPTIONS = {"num_hot_blocks": 1, "num_host_blocks": 0, "block_size": 1, "max_running": 1,
                    "decode_batch": 1, "threads_per_worker": 1, "max_queued_per_tenant": 1,
                    "max_queued_requests": 1, "max_outstanding_per_worker": 1, "prefill_chunk_tokens": 1}
+# option -> smallest allowed value; each must be finite
 NUMBER_OPTIONS = {"max_queue_wait_s": 0.0, "imbalance_threshold_tokens": 0.0,
                   "health_timeout_s": 0.0, "ping_interval_s": 0.0, "min_p_return": 0.0,
                   "max_decode_stall_s": 0.0}
+# ... and these must be above it: a worker silent 0 s is fenced at once, pings every 0 s spin
+ABOVE_BOUND_OPTIONS = ("health_timeout_s", "ping_interval_s")
+ENGINE_DEFAULTS_S = {"health_timeout_s": 30.0, "ping_interval_s": 0.5}   # LocalEngine's
 BOOLEAN_OPTIONS = ("prefix_transfer", "tenant_homes", "prefix_caching", "decodes_ride_chunks",
                    "reuse_probed_costs", "flex_blocks_evicted_first")
 CHOICE_OPTIONS = {"policy": POLICY_NAMES, "routing": ROUTING_POLICIES, "transport": TRANSPORTS,
@@ -49,9 +57,11 @@ def check_engine_options(options: Mapping[str, object], known: Collection[str]) 
                 raise EngineOptionError(
                     f"engine option {name} must be an integer >= {INTEGER_OPTIONS[name]}, not {value!r}")
         elif name in NUMBER_OPTIONS:
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or value < NUMBER_OPTIONS[name]:
-                raise EngineOptionError(
-                    f"engine option {name} must be a number >= {NUMBER_OPTIONS[name]:g}, not {value!r}")
+            above = name in ABOVE_BOUND_OPTIONS
+            if (not _is_number(value) or value < NUMBER_OPTIONS[name]
+                    or (above and value == NUMBER_OPTIONS[name])):
+                raise EngineOptionError(f"engine option {name} must be a number {'>' if above else '>='} "
+                                        f"{NUMBER_OPTIONS[name]:g} (and finite), not {value!r}")
             if name == "min_p_return" and value > 1:
                 raise EngineOptionError(f"engine option min_p_return must be at most 1, not {value!r}")
         elif name in BOOLEAN_OPTIONS:
@@ -60,14 +70,57 @@ def check_engine_options(options: Mapping[str, object], known: Collection[str]) 
         elif name in CHOICE_OPTIONS and value not in CHOICE_OPTIONS[name]:
             raise EngineOptionError(
                 f"engine option {name} must be one of {', '.join(CHOICE_OPTIONS[name])}, not {value!r}")
+    timeout, interval = (options.get(name) or ENGINE_DEFAULTS_S[name] for name in ABOVE_BOUND_OPTIONS)
+    if timeout <= interval:
+        raise EngineOptionError(f"engine option health_timeout_s ({timeout:g}) must be longer than "
+                                f"ping_interval_s ({interval:g}): every worker would be fenced between pings")
+    check_engine_tables(options)
     if options.get("transport") in (None, "local"):
         _check_local_transport_options(options.get("transport_options") or {})
 
 
+def _is_number(value: object) -> bool:
+    """An int or a finite float; never a bool."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value))
+
+
+def check_engine_tables(options: Mapping[str, object]) -> None:
+    """Raise EngineOptionError when a table option is not a table or holds what it cannot:
+    `transport_options` plain values (a string, number or true/false each);
+    `tenant_weights` a finite number > 0 per tenant (as a tenant's `weight`);
+    `policy_options` plain values, but `static_shares`, a table of fractions in [0, 1]."""
+    for name in ("transport_options", "tenant_weights", "policy_options"):
+        table = options.get(name)
+        if table is not None and not isinstance(table, Mapping):
+            raise EngineOptionError(f"engine option {name} must be a table, not {table!r}")
+    for key, value in (options.get("transport_options") or {}).items():
+        if not isinstance(value, (str, int, float, bool)) or (isinstance(value, float) and not math.isfinite(value)):
+            raise EngineOptionError(f"engine option transport_options.{key} must be a string, "
+                                    f"a finite number or true/false, not {value!r}")
+    for tenant, weight in (options.get("tenant_weights") or {}).items():
+        if not _is_number(weight) or weight <= 0:
+            raise EngineOptionError(f"engine option tenant_weights.{tenant} must be a finite number > 0, "
+                                    f"not {weight!r}")
+    for key, value in (options.get("policy_options") or {}).items():
+        if key == "static_shares":
+            if not isinstance(value, Mapping):
+                raise EngineOptionError(f"engine option policy_options.static_shares must be a table "
+                                        f"(tenant = fraction of the hot blocks), not {value!r}")
+            for tenant, share in value.items():
+                if not _is_number(share) or not 0 <= share <= 1:
+                    raise EngineOptionError(f"engine option policy_options.static_shares.{tenant} must be "
+                                            f"a number in [0, 1], not {share!r}")
+        elif not isinstance(value, (str, int, float, bool)) or (isinstance(value, float)
+                                                               and not math.isfinite(value)):
+            raise EngineOptionError(f"engine option policy_options.{key} must be a string, a finite "
+                                    f"number or true/false, not {value!r}")
+
+
 def _check_local_transport_options(options: Mapping[str, object]) -> None:
     """The local transport's options: each known, each one of its choices (Ray's
-    options are checked by Ray)."""
-    for name, value in dict(options).items():
+    options are checked by Ray). `check_engine_tables` has made `options` a table."""
+    for name, value in options.items():
         if name not in LOCAL_TRANSPORT_CHOICES:
             raise EngineOptionError(f"unknown local transport option {name!r}; known: "
                                     f"{', '.join(LOCAL_TRANSPORT_CHOICES)}")

@@ -26,7 +26,7 @@ def test_every_default_option_of_the_engine_passes():
     ({"block_size": 16.0}, "block_size must be an integer"),
     ({"max_running": True}, "max_running must be an integer"),
     ({"min_p_return": 1.5}, "min_p_return must be at most 1"),
-    ({"health_timeout_s": "10"}, "health_timeout_s must be a number >= 0"),
+    ({"health_timeout_s": "10"}, "health_timeout_s must be a number > 0"),
     ({"tenant_homes": 1}, "tenant_homes must be true or false"),
     ({"flex_blocks_evicted_first": "yes"}, "flex_blocks_evicted_first must be true or false"),
     ({"max_decode_stall_s": -0.5}, "max_decode_stall_s must be a number >= 0"),
