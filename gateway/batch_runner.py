@@ -15,6 +15,10 @@ Invariants:
   it could go on), its results in its files first (gateway/batch_finish.py);
 - a gateway stopped mid-batch goes on at its next start with the requests that have no
   result yet; batch requests are not agent steps, so they are not traced;
+- a batch whose results cannot be kept (a full disk) stops sending (gateway/batch_sending.py),
+  logged at most once a minute whatever the number of requests or batches, and goes on
+  like a stopped one, here within `ADOPT_EVERY_S` (or at the next start), with the
+  requests without a result: no result kept is lost, none is written twice;
 - a batch runs in one process at a time (gateway/batch_claims.py): gateways sharing a
   state directory each run the batches they claim, take up those a stopped one left,
   and stop one that another of them cancelled;
@@ -40,8 +44,9 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from cache.repeated_failures import RepeatedFailures
 from gateway.batch_claims import ADOPT_EVERY_S, BatchClaims
-from gateway.batch_sending import BatchSending
+from gateway.batch_sending import BatchSending, ResultNotKept
 from gateway.batch_lines import BatchRequest, batch_requests
 from gateway.batch_finish import finish_batch, requests_to_go_on
 from gateway.batch_store import UNFINISHED, Batch, BatchStore, succeeded
@@ -67,6 +72,7 @@ class BatchRunner(BatchSending):
         self._wakers: dict[str, asyncio.Event] = {}   # set when a running batch is cancelled: ends its waits
         self.claims = BatchClaims(store.results_dir.parent / "batch_claims")
         self._adopter: asyncio.Task | None = None
+        self._not_kept = RepeatedFailures(log, expected=(ResultNotKept,))   # a full disk: one line a minute
 
     def tenant_series(self, tenants) -> dict[tuple[str, tuple], float]:
         """/metrics gauges of `tenants`: their batches running here, and those batches'
@@ -204,6 +210,9 @@ class BatchRunner(BatchSending):
             await self._finish(batch, results, pending)
         except asyncio.CancelledError:
             raise
+        except ResultNotKept:
+            self._not_kept.log("keep", "batch %s stopped: a result could not be kept; it goes on within %g s (or at "
+                               "the next start) with its requests without a result", batch.id, ADOPT_EVERY_S)
         except Exception:
             log.exception("batch %s stopped on an error; it goes on at the next start", batch.id)
 

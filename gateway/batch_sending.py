@@ -3,9 +3,15 @@ invariants these keep): at most `concurrency` of a batch at a time, each to the 
 own app as its tenant, a request turned away for the moment sent again as `Retry-After`
 says, and, with `yields`, one batch request at a time while other requests are in flight.
 
-Invariant: a request's slot is held until its result line is kept, so a run stopped
-mid-batch leaves at most `concurrency` requests sent without a result (they go again at
-the next start, here or on the gateway that takes the batch up).
+Invariants:
+- a request's slot is held until its result line is kept, so a run stopped mid-batch
+  leaves at most `concurrency` requests sent without a result (they go again at the next
+  start, here or on the gateway that takes the batch up);
+- a result that cannot be kept (a full disk) stops the sending: no further request of
+  the batch is sent, those in flight finish (their results kept if they can be), and
+  `_send_all` raises `ResultNotKept`; the batch goes on later, as after a stop, with the
+  requests without a result. Every request's failure is retrieved (none is left to
+  asyncio's "Task exception was never retrieved").
 """
 from __future__ import annotations
 
@@ -21,6 +27,11 @@ from gateway.batch_store import Batch, request_result, succeeded
 YIELD_POLL_S = 0.02
 
 
+class ResultNotKept(Exception):
+    """A request's result could not be kept (appended, or the batch's record saved): the
+    batch stopped sending; the failure is its `__cause__`."""
+
+
 class BatchSending:
     """`BatchRunner`'s sending: uses its `store`, `keys`, `concurrency`, `clock`, `load`,
     `num_in_flight`, `_app`, `_cancelled` and `_wakers`."""
@@ -32,6 +43,7 @@ class BatchSending:
         key = keys.new_internal_key(batch.tenant)
         slots = asyncio.Semaphore(self.concurrency)
         running: set[asyncio.Task] = set()
+        failures: list[BaseException] = []   # of the requests' tasks: the first one stops the sending
         transport = httpx.ASGITransport(app=self._app)
         try:
             async with httpx.AsyncClient(transport=transport, base_url="http://stepahead.batch",
@@ -50,25 +62,32 @@ class BatchSending:
                             self.num_in_flight -= 1
                         if result is None:   # its tenant was removed meanwhile: it goes again once it is back
                             return
-                        [result] = await self.store.append_results(batch.id, [result])
-                        if succeeded(result):
-                            batch.completed += 1
-                        else:
-                            batch.failed += 1
-                        await self.store.put(batch)
+                        try:
+                            [result] = await self.store.append_results(batch.id, [result])
+                            if succeeded(result):
+                                batch.completed += 1
+                            else:
+                                batch.failed += 1
+                            await self.store.put(batch)
+                        except Exception as exc:   # a full disk (the store logs it): the batch stops
+                            raise ResultNotKept(f"{type(exc).__name__}: {exc}") from exc
+                    except Exception as exc:   # NOTE: kept before the slot is free, so no further request goes
+                        failures.append(exc)
                     finally:
                         slots.release()
 
                 for request in pending:
                     await slots.acquire()
-                    if not self.keys().has_tenant(batch.tenant) or batch.id in self._cancelled \
+                    if failures or not self.keys().has_tenant(batch.tenant) or batch.id in self._cancelled \
                             or self.clock() >= batch.expires_at:   # (the tenant gone: `_run` waits for it)
                         slots.release()
                         break
                     task = asyncio.get_running_loop().create_task(one(request))
                     running.add(task)
                     task.add_done_callback(running.discard)
-                await asyncio.gather(*list(running))
+                await asyncio.gather(*list(running))   # (those in flight finish: each result that can be is kept)
+                if failures:
+                    raise failures[0]
         finally:
             for task in running:
                 task.cancel()
