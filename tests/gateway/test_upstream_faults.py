@@ -37,24 +37,30 @@ def backend(path: str, api_base: str, timeout_s: float = 3.0) -> UpstreamBackend
     return (PassthroughBackend if path == "pass" else UpstreamBackend)(config)
 
 
-def ask(path: str, api_base: str, text: str, stream: bool = False, timeout_s: float = 3.0):
-    """(the events the backend yielded, the exception that ended them or None, seconds)."""
-    async def drive():
+def drive(path: str, api_base: str, timeout_s: float, prepare):
+    """Run the request `prepare(backend)` makes on a started backend of `path`: (the events
+    it yielded, the exception that ended them or None, seconds)."""
+    async def run():
         up = backend(path, api_base, timeout_s)
         await up.start()
         events, error = [], None
         started = time.perf_counter()
         try:
-            request = validate(ChatCompletionRequest, {
-                "model": path, "messages": [{"role": "user", "content": text}], "stream": stream})
-            async for event in up.run(await up.prepare_chat(request, "t", "req-1")):
+            async for event in up.run(await prepare(up)):
                 events.append(event)
         except Exception as exc:   # the test looks at what escaped
             error = exc
         finally:
             await up.stop()
         return events, error, time.perf_counter() - started
-    return asyncio.run(drive())
+    return asyncio.run(run())
+
+
+def ask(path: str, api_base: str, text: str, stream: bool = False, timeout_s: float = 3.0):
+    """(the events the backend yielded, the exception that ended them or None, seconds)."""
+    request = validate(ChatCompletionRequest, {
+        "model": path, "messages": [{"role": "user", "content": text}], "stream": stream})
+    return drive(path, api_base, timeout_s, lambda up: up.prepare_chat(request, "t", "req-1"))
 
 
 def assert_api_error(error, status: int, code: str) -> None:

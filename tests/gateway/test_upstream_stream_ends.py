@@ -11,15 +11,13 @@ import time
 import pytest
 
 from gateway.backend import Finished, TextDelta
-from gateway.model_configs import UpstreamModelConfig
-from gateway.passthrough import PassthroughBackend
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, validate
-from gateway.upstream import UpstreamBackend, import_litellm
+from gateway.upstream import import_litellm
 from gateway.upstream_replies import StreamEnd
 from tests.gateway.fake_openai import request_body
 from tests.gateway.serving import start_server
+from tests.gateway.test_upstream_faults import KEY_ENV, drive
 
-KEY_ENV = "STEPAHEAD_TEST_STREAM_ENDS_KEY"
 PATHS = ("lite", "pass")
 USAGE = {"prompt_tokens": 41, "completion_tokens": 5, "total_tokens": 46}
 
@@ -96,29 +94,12 @@ def upstream():
 
 def ask(path: str, api_base: str, scenario: str, chat: bool = True, timeout_s: float = 3.0):
     """(the events the backend yielded, the exception that ended them or None, seconds)."""
-    async def drive():
-        config = UpstreamModelConfig(name=path, litellm_model="openai/fake-model", api_base=api_base,
-                                     api_key_env=KEY_ENV, timeout_s=timeout_s, passthrough=path == "pass")
-        up = (PassthroughBackend if path == "pass" else UpstreamBackend)(config)
-        await up.start()
-        events, error = [], None
-        started = time.perf_counter()
-        try:
-            if chat:
-                prepared = await up.prepare_chat(validate(ChatCompletionRequest, {
-                    "model": path, "messages": [{"role": "user", "content": scenario}], "stream": True}),
-                    "t", "req-1")
-            else:
-                prepared = await up.prepare_completion(validate(CompletionRequest, {
-                    "model": path, "prompt": scenario, "stream": True}), "t", "req-1")
-            async for event in up.run(prepared):
-                events.append(event)
-        except Exception as exc:   # the test looks at what escaped
-            error = exc
-        finally:
-            await up.stop()
-        return events, error, time.perf_counter() - started
-    return asyncio.run(drive())
+    if chat:
+        request = validate(ChatCompletionRequest, {
+            "model": path, "messages": [{"role": "user", "content": scenario}], "stream": True})
+        return drive(path, api_base, timeout_s, lambda up: up.prepare_chat(request, "t", "req-1"))
+    request = validate(CompletionRequest, {"model": path, "prompt": scenario, "stream": True})
+    return drive(path, api_base, timeout_s, lambda up: up.prepare_completion(request, "t", "req-1"))
 
 
 @pytest.mark.parametrize("path", PATHS)
