@@ -10,21 +10,28 @@ Invariants:
 - each tenant keeps at most `capacity` conversations; past it, the least recently used
   (made, read or added to) leave first, with their items;
 - a file SQLite finds damaged is set aside, never deleted (`cache.damaged_files`), and
-  the call made again on a new, empty file; `path` None keeps everything in memory.
+  the call made again on a new, empty file; `path` None keeps everything in memory;
+- a read (`get`, `items`, `page`, `get_item`) answers whenever the file can be read: the
+  last-used time it writes is left as it was when that write fails (a full disk, a
+  read-only file), the failure logged at most once a minute.
 """
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from cache.damaged_files import is_damaged_database
+from cache.repeated_failures import RepeatedFailures
 from cache.sqlite_file import SqliteFile
 from cache.sqlite_transaction import transaction
 from gateway.conversation_items import new_item_id
 from gateway.list_page import ListPage
+from gateway.store_thread import STORE_FAILURES
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS conversations (
@@ -46,6 +53,7 @@ CREATE TABLE IF NOT EXISTS conversation_items (
 );
 CREATE UNIQUE INDEX IF NOT EXISTS conversation_items_by_id ON conversation_items (tenant, conversation, id);
 """
+log = logging.getLogger("stepahead.gateway")
 # The tenant's least recently used conversations beyond `capacity`.
 EXCESS = ("SELECT id FROM conversations WHERE tenant = ? ORDER BY used_s, rowid "
           "LIMIT max(0, (SELECT count(*) FROM conversations WHERE tenant = ?) - ?)")
@@ -70,13 +78,14 @@ class Conversation:
 
 
 class ConversationArchive:
-    __slots__ = ("path", "capacity", "clock", "_file")
+    __slots__ = ("path", "capacity", "clock", "_file", "_failures")
 
     def __init__(self, path: Path | None, capacity: int, clock: Callable[[], float] = time.time) -> None:
         self.path = path
         self.capacity = capacity
         self.clock = clock
         self._file = SqliteFile(path, "the conversation archive", SCHEMA)
+        self._failures = RepeatedFailures(log, expected=STORE_FAILURES)   # the store's one thread only
 
     @property
     def db(self) -> sqlite3.Connection:
@@ -104,7 +113,7 @@ class ConversationArchive:
         return self._surviving(create)
 
     def get(self, tenant: str, conversation_id: str) -> Conversation:
-        return self._surviving(lambda: self._touch(self.db, tenant, conversation_id))
+        return self._surviving(lambda: self._read(tenant, conversation_id))
 
     def set_metadata(self, tenant: str, conversation_id: str, metadata: dict[str, str]) -> Conversation:
         def set_metadata() -> Conversation:
@@ -135,7 +144,7 @@ class ConversationArchive:
     def items(self, tenant: str, conversation_id: str) -> list[dict]:
         """Every item, oldest first."""
         def items() -> list[dict]:
-            self._touch(self.db, tenant, conversation_id)
+            self._read(tenant, conversation_id)
             rows = self.db.execute("SELECT item FROM conversation_items WHERE tenant = ? AND conversation = ? "
                                    "ORDER BY seq", (tenant, conversation_id))
             return [json.loads(item) for (item,) in rows]
@@ -145,7 +154,7 @@ class ConversationArchive:
         """(the items of one page of the list, whether more follow it)."""
         def list_page() -> tuple[list[dict], bool]:
             db = self.db
-            self._touch(db, tenant, conversation_id)
+            self._read(tenant, conversation_id)
             where, args = "tenant = ? AND conversation = ?", [tenant, conversation_id]
             if page.after is not None:
                 where += f" AND seq {'>' if page.order == 'asc' else '<'} ?"
@@ -158,7 +167,7 @@ class ConversationArchive:
 
     def get_item(self, tenant: str, conversation_id: str, item_id: str) -> dict:
         def get_item() -> dict:
-            self._touch(self.db, tenant, conversation_id)
+            self._read(tenant, conversation_id)
             row = self.db.execute("SELECT item FROM conversation_items WHERE tenant = ? AND conversation = ? "
                                   "AND id = ?", (tenant, conversation_id, item_id)).fetchone()
             if row is None:
@@ -180,13 +189,34 @@ class ConversationArchive:
 
     def _touch(self, db: sqlite3.Connection, tenant: str, conversation_id: str) -> Conversation:
         """The conversation, marked as used now; Missing when this tenant has none by that id."""
+        conversation = self._find(db, tenant, conversation_id)
+        self._mark_used(db, tenant, conversation_id)
+        return conversation
+
+    def _read(self, tenant: str, conversation_id: str) -> Conversation:
+        """`_touch` for a read, outside a transaction: a last-used time that cannot be
+        written (a full disk) is logged and left as it was, and the read goes on."""
+        db = self.db
+        conversation = self._find(db, tenant, conversation_id)
+        try:
+            self._mark_used(db, tenant, conversation_id)
+        except sqlite3.OperationalError as exc:   # NOTE: full, read-only, locked; damage is for `surviving`
+            if is_damaged_database(exc):
+                raise
+            self._failures.log("mark used", "the conversation archive failed to mark a conversation used")
+        return conversation
+
+    @staticmethod
+    def _find(db: sqlite3.Connection, tenant: str, conversation_id: str) -> Conversation:
         row = db.execute("SELECT created_at, metadata FROM conversations WHERE tenant = ? AND id = ?",
                          (tenant, conversation_id)).fetchone()
         if row is None:
             raise Missing("conversation", conversation_id)
+        return Conversation(conversation_id, row[0], json.loads(row[1]))
+
+    def _mark_used(self, db: sqlite3.Connection, tenant: str, conversation_id: str) -> None:
         db.execute("UPDATE conversations SET used_s = ? WHERE tenant = ? AND id = ?",
                    (self.clock(), tenant, conversation_id))
-        return Conversation(conversation_id, row[0], json.loads(row[1]))
 
     @staticmethod
     def _seq_of(db: sqlite3.Connection, tenant: str, conversation_id: str, item_id: str) -> int:

@@ -6,20 +6,26 @@ Invariants:
   leave first;
 - a row is found only by the tenant that stored it;
 - a row that cannot be read back (a damaged or foreign file) is treated as absent;
+- `get` answers whenever the file can be read: a last-used time that cannot be written
+  (a full disk) is left as it was, the failure logged at most once a minute;
 - a file SQLite finds damaged is set aside, never deleted (`cache.damaged_files`), and
   the call made again on a new archive: a put is kept, a get finds nothing.
 """
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from cache.damaged_files import is_damaged_database
+from cache.repeated_failures import RepeatedFailures
 from cache.sqlite_file import SqliteFile
 from cache.sqlite_transaction import transaction
 from gateway.response_store import StoredResponse
+from gateway.store_thread import STORE_FAILURES
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
@@ -37,10 +43,11 @@ CREATE INDEX IF NOT EXISTS responses_by_use ON responses (tenant, used_s);
 # is visited (a put into a full archive deletes one row), not every row kept.
 TRIM = ("DELETE FROM responses WHERE rowid IN (SELECT rowid FROM responses WHERE tenant = ? "
         "ORDER BY used_s, rowid LIMIT max(0, (SELECT count(*) FROM responses WHERE tenant = ?) - ?))")
+log = logging.getLogger("stepahead.gateway")
 
 
 class ResponseArchive:
-    __slots__ = ("path", "capacity", "clock", "_file")
+    __slots__ = ("path", "capacity", "clock", "_file", "_failures")
     trim_sql = TRIM   # parameters: tenant, tenant, capacity
 
     def __init__(self, path: Path, capacity: int, clock: Callable[[], float] = time.time) -> None:
@@ -48,6 +55,7 @@ class ResponseArchive:
         self.capacity = capacity
         self.clock = clock
         self._file = SqliteFile(path, "the response archive", SCHEMA)
+        self._failures = RepeatedFailures(log, expected=STORE_FAILURES)   # the archive thread only
 
     @property
     def db(self) -> sqlite3.Connection:
@@ -56,10 +64,12 @@ class ResponseArchive:
     def close(self) -> None:
         self._file.close()
 
-    def put(self, tenant: str, stored: StoredResponse, replacing: bool = False) -> bool:
+    def put(self, tenant: str, stored: StoredResponse, replacing: bool = False, used_s: float | None = None) -> bool:
         """Store the row; with `replacing`, only over a row still there (a background run's
-        later states never bring back a response deleted meanwhile). Whether it was stored."""
-        return self._file.surviving(lambda: self._replace(tenant, stored) if replacing else self._put(tenant, stored))
+        later states never bring back a response deleted meanwhile). Whether it was stored.
+        `used_s`: when it was last used, if not now (a put made again later keeps its place)."""
+        return self._file.surviving(
+            lambda: self._replace(tenant, stored) if replacing else self._put(tenant, stored, used_s))
 
     def get(self, tenant: str, response_id: str) -> StoredResponse | None:
         return self._file.surviving(lambda: self._get(tenant, response_id))
@@ -72,10 +82,11 @@ class ResponseArchive:
         stays the memory's; False when there is no such row (deleted meanwhile)."""
         return self._file.surviving(lambda: self._touch(tenant, response_id))
 
-    def _put(self, tenant: str, stored: StoredResponse) -> bool:
+    def _put(self, tenant: str, stored: StoredResponse, used_s: float | None = None) -> bool:
+        used_s = self.clock() if used_s is None else used_s
         with transaction(self.db, "BEGIN IMMEDIATE") as db:
             db.execute("INSERT OR REPLACE INTO responses (tenant, id, used_s, response, messages, input_items) "
-                       "VALUES (?, ?, ?, ?, ?, ?)", (tenant, stored.response["id"], self.clock(), *_columns(stored)))
+                       "VALUES (?, ?, ?, ?, ?, ?)", (tenant, stored.response["id"], used_s, *_columns(stored)))
             db.execute(self.trim_sql, (tenant, tenant, self.capacity))
         return True
 
@@ -94,7 +105,12 @@ class ResponseArchive:
             stored = StoredResponse(json.loads(row[0]), tuple(json.loads(row[1])), tuple(json.loads(row[2])))
         except (ValueError, TypeError):
             return None
-        self._touch(tenant, response_id)
+        try:
+            self._touch(tenant, response_id)
+        except sqlite3.OperationalError as exc:   # NOTE: full, read-only, locked; damage is for `surviving`
+            if is_damaged_database(exc):
+                raise
+            self._failures.log("mark used", "the response archive failed to mark a response used")
         return stored
 
     def _touch(self, tenant: str, response_id: str) -> bool:

@@ -12,6 +12,12 @@ Invariants:
   archive answers for the responses stored before it; `close()` waits for pending writes;
   an archive that fails (a full disk) leaves memory serving, its failures logged at most
   once a minute per operation;
+- a response whose put failed is held for the archive (at most `capacity` per tenant, its
+  least recently used leaving first), on the archive thread: it is answered from there
+  when memory no longer has it, never taken for deleted elsewhere (the archive never had
+  it), and written to the archive, oldest first, after each archive call that succeeds
+  (the disk has room again: one failed write ends the try) and at `close()`, so it
+  survives a restart once the disk has room; a delete forgets it;
 - nothing is stored for `store: false` (the caller does not put it);
 - a background response still `queued` or `in_progress` is archived with its owner: this
   process, which holds a claim (an advisory lock, `gateway.directory_claim`) on
@@ -44,6 +50,7 @@ from typing import TYPE_CHECKING
 
 from cache.repeated_failures import RepeatedFailures
 from cache.private_paths import make_private_dirs
+from gateway.held_responses import HeldResponse, HeldResponses
 from gateway.directory_claim import DirectoryClaim, claim_lock_file
 from gateway.store_thread import STORE_FAILURES
 
@@ -73,7 +80,7 @@ class StoredResponse:
     input_items: tuple[dict, ...] = ()
 
 
-class ResponseStore:
+class ResponseStore(HeldResponses):
     def __init__(self, capacity: int = DEFAULT_CAPACITY, archive: "ResponseArchive | None" = None) -> None:
         self.capacity = capacity
         self.archive = archive
@@ -85,6 +92,8 @@ class ResponseStore:
         self._owner_claim: DirectoryClaim | None = None   # archive thread only: taken at the first unfinished row
         self._gone_owners: set[str] = set()   # archive thread only: a gone owner never comes back
         self._running: set[tuple[str, str]] = set()   # background responses stored queued, not yet ended
+        # archive thread only: per tenant, the responses whose put failed, least recently used first
+        self._held: dict[str, OrderedDict[str, HeldResponse]] = {}
         if archive is not None:
             self._archivist = ThreadPoolExecutor(max_workers=1, thread_name_prefix="stepahead-responses")
 
@@ -128,7 +137,7 @@ class ResponseStore:
             if self._archivist is None:
                 return stored
             # the archive's order of use follows memory's; a row gone was deleted through another gateway
-            present = await asyncio.wrap_future(self._submit("touch", self.archive.touch, tenant, response_id))
+            present = await asyncio.wrap_future(self._submit("touch", self._archive_touch, tenant, response_id))
             if present is False:
                 entries.pop(response_id, None)
                 return None
@@ -147,7 +156,7 @@ class ResponseStore:
         entries = self._by_tenant.get(tenant)
         found = entries is not None and entries.pop(response_id, None) is not None
         if self._archivist is not None:
-            deleted = await asyncio.wrap_future(self._submit("delete", self.archive.delete, tenant, response_id))
+            deleted = await asyncio.wrap_future(self._archivist.submit(self._archive_delete, tenant, response_id))
             found = found if deleted is None else deleted
         return found
 
@@ -155,12 +164,38 @@ class ResponseStore:
         return self._archivist.submit(self._archive_quietly, operation, call, *args)
 
     def _archive_put(self, tenant: str, stored: StoredResponse, replacing: bool) -> None:
+        held = self._held.get(tenant)
+        if held is not None and stored.response["id"] in held:
+            replacing = False   # its row was never written: this put is its first
+        try:
+            self._write(tenant, stored, replacing)
+        except Exception:
+            self._hold(tenant, stored)
+            raise
+        self._let_go(tenant, stored.response["id"])
+
+    def _write(self, tenant: str, stored: StoredResponse, replacing: bool, used_s: float | None = None) -> None:
         if is_unfinished(stored.response):
             self._claim_owner()   # before the row that names it: a row never names an owner not yet claimed
             stored = replace(stored, response={**stored.response, OWNER_FIELD: self.owner})
-        self.archive.put(tenant, stored, replacing)
+        self.archive.put(tenant, stored, replacing, used_s)
+
+    def _archive_touch(self, tenant: str, response_id: str) -> bool:
+        if self._held_response(tenant, response_id) is not None:
+            return True   # the archive never had it: not deleted elsewhere
+        return self.archive.touch(tenant, response_id)
+
+    def _archive_delete(self, tenant: str, response_id: str) -> bool | None:
+        """The archive's delete, a held response forgotten first (found: True). None when
+        the archive failed and nothing was held."""
+        held = self._let_go(tenant, response_id) is not None
+        deleted = self._archive_quietly("delete", self.archive.delete, tenant, response_id)
+        return True if held else deleted
 
     def _archive_get(self, tenant: str, response_id: str) -> StoredResponse | None:
+        held = self._held_response(tenant, response_id)
+        if held is not None:   # this process's own, never archived: answered as memory would
+            return held
         stored = self.archive.get(tenant, response_id)
         if stored is None or OWNER_FIELD not in stored.response:
             return stored
@@ -215,16 +250,20 @@ class ResponseStore:
         """One archive call on the archive thread; a disk error is logged and reads as
         "not there", so the Responses API degrades to memory instead of failing."""
         try:
-            return call(*args)
+            result = call(*args)
         except Exception:  # NOTE: sqlite3 errors, a full disk, a read-only directory
             self.num_archive_failures += 1
             self._failures.log(operation, "the response archive failed to %s", operation)
             return None
+        if self._held:   # the archive answered: perhaps the disk has room again
+            self._write_held()
+        return result
 
     def close(self) -> None:
         """Finish pending archive writes, close the file and give up this process's owner
         claim (its runs have ended: a graceful stop stored them `cancelled`)."""
         if self._archivist is not None:
+            self._archivist.submit(self._write_held)
             self._archivist.submit(self.archive.close)
             self._archivist.submit(self._release_owner)
             self._archivist.shutdown(wait=True)
