@@ -38,6 +38,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from gateway.errors import ApiError
 from gateway.json_bounds import number_in_bounds, string_in_bounds
 from gateway.json_formats import PLACEHOLDERS, checked_format, normalized
 from gateway.json_patterns import shortest_match, usable_pattern
@@ -54,6 +55,10 @@ MAX_STRING_TOKENS = 48
 MAX_DEPTH = 4   # levels the model is asked to fill; deeper values are written without it (`minimal`)
 MAX_MINIMAL_DEPTH = 64   # a `minimal` value this deep is its zero (only where no finite value meets the schema)
 MAX_ARRAY_ITEMS = 8  # items a filled array gets at most (fewer when the model closes it)
+# values one reply's filler writes at most: a schema whose smallest value is larger (a huge
+# `minItems`, required properties each requiring two more, many levels deep) is refused
+# there, as a 400 or the stream's error event, instead of being built for ever
+MAX_FILLED_VALUES = 100_000
 
 
 @dataclass(slots=True)
@@ -93,6 +98,15 @@ class LeafFiller:
         self.schema, self.root = schema, SchemaRoot(schema)
         self.generate, self.out = generate, out
         self._heights: Heights | None = None   # found when a branch is first picked
+        self._num_values = 0   # values written so far (`_count_value`)
+
+    def _count_value(self) -> None:
+        """One more value written; past MAX_FILLED_VALUES the schema is refused."""
+        self._num_values += 1
+        if self._num_values > MAX_FILLED_VALUES:
+            raise ApiError(400, f"The JSON Schema's smallest valid value is too large to write (over "
+                           f"{MAX_FILLED_VALUES} values: a large `minItems`, or required properties that each "
+                           "require more, many levels deep).", "invalid_request_error", "invalid_value")
 
     @property
     def heights(self) -> Heights:
@@ -216,6 +230,7 @@ class LeafFiller:
         """One value for `schema`, continuing the text so far: shallower than MAX_DEPTH in
         the `anyOf`/`oneOf` branch the model starts, from MAX_DEPTH on in the lowest one (so
         a recursive schema's nesting ends there, in its `null`)."""
+        self._count_value()
         schema = await self._chosen(schema) if depth < MAX_DEPTH else self._pick(schema, smallest=True)
         kind = value_kind(schema)
         if "const" not in schema and not schema.get("enum") and depth < MAX_DEPTH and kind in ("object", "array"):
@@ -262,6 +277,7 @@ class LeafFiller:
         and for an array its `minItems` items, each minimal. Each `anyOf`/`oneOf` takes its
         lowest branch (`Heights`), so the value is no deeper than the schema's height and
         valid wherever some finite value is."""
+        self._count_value()
         schema = self._pick(schema, smallest=True)
         kind = value_kind(schema)
         if (kind not in ("object", "array") or "default" in schema or "const" in schema or schema.get("enum")

@@ -227,3 +227,42 @@ async def test_a_free_try_nesting_past_max_nesting_strays_and_ends_in_null():
 
     value = json.loads("".join([p async for p in forced_json(ENTITY, model(), 2000, stream)]))
     assert is_valid(value, ENTITY) and depth_of(value) == MAX_NESTING
+
+
+def _doubling(levels: int) -> dict:
+    """D0 .. D(levels): each requires two properties of the next: a smallest value of
+    2 ** levels leaves, with no recursion at all."""
+    defs = {f"D{i}": {"type": "object", "properties": {"a": {"$ref": f"#/$defs/D{i + 1}"},
+                                                       "b": {"$ref": f"#/$defs/D{i + 1}"}},
+                      "required": ["a", "b"]} for i in range(levels)}
+    defs[f"D{levels}"] = {"type": "integer"}
+    return {"$defs": defs, "$ref": "#/$defs/D0"}
+
+
+HUGE_SCHEMAS = [
+    {"type": "object", "properties": {"xs": {"type": "array", "minItems": 10 ** 9, "items": {"type": "integer"}}},
+     "required": ["xs"]},
+    _doubling(40),
+]
+
+
+@pytest.mark.parametrize("schema", HUGE_SCHEMAS, ids=["min_items_1e9", "doubling_40"])
+async def test_a_schema_whose_smallest_value_is_huge_is_refused_not_built_for_ever(schema):
+    """Known hazard (F7): the filler would build 10**9 items, or 2**40 leaves, on the event
+    loop. It stops past MAX_FILLED_VALUES with a 400, from the model's path and from the
+    minimal one alike, within seconds."""
+    import time
+
+    from gateway.errors import ApiError
+    from gateway.json_filling import MAX_FILLED_VALUES
+
+    for fill in (lambda: filled(schema, model()), lambda: _minimal(schema)):
+        started = time.perf_counter()
+        with pytest.raises(ApiError) as refused:
+            await fill()
+        assert refused.value.status == 400 and str(MAX_FILLED_VALUES) in refused.value.message
+        assert time.perf_counter() - started < 30
+
+
+async def _minimal(schema: dict):
+    return LeafFiller(schema, model(), JsonText("")).minimal(schema)
