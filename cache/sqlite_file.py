@@ -16,10 +16,24 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from cache.damaged_files import connect_setting_aside_damaged, set_aside_database, surviving_damage
+from cache.damaged_files import connect_setting_aside_damaged, is_damaged_database, set_aside_database, \
+    surviving_damage
 from cache.private_paths import make_private_dirs
+from cache.repeated_failures import RepeatedFailures
 
 T = TypeVar("T")
+
+
+def written_if_possible(write: Callable[[], object], failures: RepeatedFailures, message: str) -> None:
+    """Make a write a read only adds to (its last-used time): a file that cannot take it
+    (full, read-only, locked) leaves it unwritten, logged through `failures` (at most once
+    a minute), and the read goes on; damage still raises, for `SqliteFile.surviving`."""
+    try:
+        write()
+    except sqlite3.OperationalError as exc:
+        if is_damaged_database(exc):
+            raise
+        failures.log("mark used", message)
 
 
 def add_missing_columns(db: sqlite3.Connection, added_columns: Sequence[tuple[str, str, str]]) -> None:

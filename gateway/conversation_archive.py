@@ -25,9 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from cache.damaged_files import is_damaged_database
 from cache.repeated_failures import RepeatedFailures
-from cache.sqlite_file import SqliteFile
+from cache.sqlite_file import SqliteFile, written_if_possible
 from cache.sqlite_transaction import transaction
 from gateway.conversation_items import new_item_id
 from gateway.list_page import ListPage
@@ -198,12 +197,8 @@ class ConversationArchive:
         written (a full disk) is logged and left as it was, and the read goes on."""
         db = self.db
         conversation = self._find(db, tenant, conversation_id)
-        try:
-            self._mark_used(db, tenant, conversation_id)
-        except sqlite3.OperationalError as exc:   # NOTE: full, read-only, locked; damage is for `surviving`
-            if is_damaged_database(exc):
-                raise
-            self._failures.log("mark used", "the conversation archive failed to mark a conversation used")
+        written_if_possible(lambda: self._mark_used(db, tenant, conversation_id), self._failures,
+                            "the conversation archive failed to mark a conversation used")
         return conversation
 
     @staticmethod

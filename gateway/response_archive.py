@@ -20,9 +20,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from cache.damaged_files import is_damaged_database
 from cache.repeated_failures import RepeatedFailures
-from cache.sqlite_file import SqliteFile
+from cache.sqlite_file import SqliteFile, written_if_possible
 from cache.sqlite_transaction import transaction
 from gateway.response_store import StoredResponse
 from gateway.store_thread import STORE_FAILURES
@@ -105,12 +104,8 @@ class ResponseArchive:
             stored = StoredResponse(json.loads(row[0]), tuple(json.loads(row[1])), tuple(json.loads(row[2])))
         except (ValueError, TypeError):
             return None
-        try:
-            self._touch(tenant, response_id)
-        except sqlite3.OperationalError as exc:   # NOTE: full, read-only, locked; damage is for `surviving`
-            if is_damaged_database(exc):
-                raise
-            self._failures.log("mark used", "the response archive failed to mark a response used")
+        written_if_possible(lambda: self._touch(tenant, response_id), self._failures,
+                            "the response archive failed to mark a response used")
         return stored
 
     def _touch(self, tenant: str, response_id: str) -> bool:
