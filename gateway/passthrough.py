@@ -64,10 +64,7 @@ async def sse_json(response: aiohttp.ClientResponse) -> AsyncIterator[dict]:
         chunk = json.loads(payload)
         if isinstance(chunk, dict) and "error" in chunk:
             error = chunk["error"] if isinstance(chunk["error"], dict) else {}
-            code, kind = error.get("code"), error.get("type")
-            raise map_upstream_status(502, str(error.get("message", chunk["error"])),
-                                      code if isinstance(code, str) else None,
-                                      error_type=kind if isinstance(kind, str) else None)
+            raise _upstream_error(502, error, str(error.get("message", chunk["error"])))
         yield chunk
 
 
@@ -145,10 +142,15 @@ async def _status_error(response: aiohttp.ClientResponse) -> ApiError:
         error = {}
     if not isinstance(error, dict):
         error = {"message": str(error)}
-    code, param, kind = error.get("code"), error.get("param"), error.get("type")
-    return map_upstream_status(response.status,
-                               str(error.get("message") or f"HTTP {response.status}"),
-                               code if isinstance(code, str) else None,
-                               retry_after=response.headers.get("Retry-After"),
-                               param=param if isinstance(param, str) else None,
-                               error_type=kind if isinstance(kind, str) else None)
+    return _upstream_error(response.status, error, str(error.get("message") or f"HTTP {response.status}"),
+                           response.headers.get("Retry-After"))
+
+
+def _upstream_error(status: int, error: dict, message: str, retry_after: str | None = None) -> ApiError:
+    """`map_upstream_status` for an upstream's OpenAI error object: its `code`, `param` and
+    `type` where they are strings (a stream's error event, an error status's body)."""
+    def text(name: str) -> str | None:
+        value = error.get(name)
+        return value if isinstance(value, str) else None
+    return map_upstream_status(status, message, text("code"), retry_after=retry_after, param=text("param"),
+                               error_type=text("type"))
