@@ -32,7 +32,7 @@ from gateway.embeddings import EmbeddingsRequest, unsupported_model, upstream_ca
 from gateway.http_io import ClientGone, race_disconnect, read_json_body
 from gateway.metrics import Labels, router_gauges, worker_gauges
 from gateway.ids import new_id
-from gateway.schemas import ChatCompletionRequest, CompletionRequest, validate
+from gateway.schemas import ChatCompletionRequest, CompletionRequest, served_tier, validate
 from gateway.service_tiers import request_tier
 from gateway.state import GatewayState
 from gateway.tracing import tracer_series
@@ -112,9 +112,8 @@ def trace_early_refusal(state: GatewayState, request: Request, body: dict,
     num_choices = parsed.n or 1
     prepared = Prepared(request_id=new_id("chatcmpl" if is_chat else "cmpl"), tenant=tenant, model=parsed.model,
                         num_prompt_tokens=0, num_reserved_tokens=0, num_choices=num_choices,
-                        prompt_is_counted=False, service_tier=(
-                            ("flex" if parsed.service_tier == "flex" else "default")
-                            if backend.owned_by == "stepahead" else None))
+                        prompt_is_counted=False,
+                        service_tier=served_tier(parsed.service_tier) if backend.owned_by == "stepahead" else None)
     trace = begin_step(state.tracer, request, body, prepared, is_chat=is_chat)
     if trace is not None:
         sent = Reply.of(num_choices, 1) if parsed.stream else None   # as a refused stream's
