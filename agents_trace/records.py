@@ -144,6 +144,10 @@ class StepResult:
     other_choices: tuple[ChoiceOutput, ...] = ()   # choices 1.. (choice 0 is the fields above)
     prompt_token_ids: Sequence[int] | None = None   # the prompt as the model read it, if known
 
+    def replies(self) -> list[tuple[str | None, tuple[ToolCall, ...]]]:
+        """Every choice's (text, tool calls), choice 0 first."""
+        return [(self.output_text, self.tool_calls)] + [(c.text, c.tool_calls) for c in self.other_choices]
+
 
 @dataclass(frozen=True, slots=True)
 class Step:

@@ -217,8 +217,7 @@ class AgentTracer:
         is_ok = result.error is None
         if is_ok and ctx.conversation_digest is not None:   # every choice's: the agent may keep any one
             digests = [extend_digest(ctx.conversation_digest, assistant_message(text, calls))
-                       for text, calls in ((result.output_text, result.tool_calls),
-                                           *((c.text, c.tool_calls) for c in result.other_choices))]
+                       for text, calls in result.replies()]
             response_digest, other_digests = digests[0], tuple(digests[1:])
         prompt_blocks = self._prompt_blocks(ctx.tenant, ctx.model, result)
         with self._lock:
@@ -226,8 +225,7 @@ class AgentTracer:
                 ctx.tenant, ctx.session, ctx.index, now_s,
                 request_digest=ctx.conversation_digest if is_ok else None,
                 num_messages=ctx.num_messages, response_digest=response_digest,
-                asked={call.call_id: call.name for calls in (
-                    result.tool_calls, *(c.tool_calls for c in result.other_choices)) for call in calls},
+                asked={call.call_id: call.name for _, calls in result.replies() for call in calls},
                 prompt_blocks=prompt_blocks if is_ok else None, num_prompt_tokens=result.num_input_tokens,
                 other_response_digests=other_digests)
         self._events.offer(Step(
@@ -258,8 +256,7 @@ class AgentTracer:
         if not self.captures_content:
             return None
         # A failed step keeps the part of its reply (any choice) the client was sent (a stream cut midway), if any.
-        sent = [(result.output_text, result.tool_calls)] + [(c.text, c.tool_calls) for c in result.other_choices]
-        has_output = result.error is None or any(text is not None or calls for text, calls in sent)
+        has_output = result.error is None or any(text is not None or calls for text, calls in result.replies())
         output = assistant_message(result.output_text, result.tool_calls) if has_output else None
         others = () if output is None else tuple(
             assistant_message(choice.text, choice.tool_calls) for choice in result.other_choices)
