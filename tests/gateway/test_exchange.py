@@ -59,10 +59,10 @@ STORY = {"model": "tiny", "max_tokens": 4000, "temperature": 1.0, "ignore_eos": 
          "messages": [{"role": "user", "content": "Tell me a long story about a lighthouse keeper. " * 6}]}
 
 
-async def _cut_step(gateway, session: str, *, stream: bool, n: int = 1) -> tuple[dict, dict | None, str]:
+async def _cut_step(gateway, session: str, *, stream: bool, n: int = 1) -> tuple[dict, dict | None, list[str]]:
     """Ask for a long reply in `session` (content captured; `n` choices), leave after a few
     chunks (a stream) or half a second (a whole reply); the traced step, its content, and
-    the text the client got (of each choice, joined by NUL)."""
+    the text the client got of each choice."""
     import asyncio
     import time
 
@@ -97,7 +97,7 @@ async def _cut_step(gateway, session: str, *, stream: bool, n: int = 1) -> tuple
         tracer.flush(1)
         await asyncio.sleep(0.05)
     (step,) = steps
-    return step, step_content(tracer.store_path, "alpha", session, 0), "\0".join(received)
+    return step, step_content(tracer.store_path, "alpha", session, 0), received
 
 
 async def test_a_stream_its_client_cut_is_traced_with_what_it_had_sent(gateway, monkeypatch):
@@ -105,7 +105,7 @@ async def test_a_stream_its_client_cut_is_traced_with_what_it_had_sent(gateway, 
     prompt tokens it found cached), the tokens generated, the text the client was sent
     (content on) and says where it was cut (the viewer shows `error: message`)."""
     monkeypatch.setattr(gateway.state.tracer, "captures_content", True)
-    step, content, received = await _cut_step(gateway, "cut-stream-traced", stream=True)
+    step, content, [received] = await _cut_step(gateway, "cut-stream-traced", stream=True)
     assert step["error"] == "client_closed" and step["ttft_s"] is not None
     assert step["worker"] in ("w0", "w1") and 0 < step["num_cached_tokens"] < step["num_input_tokens"]
     assert step["num_output_tokens"] >= 6   # the text chunks the client read, at least
@@ -121,7 +121,7 @@ async def test_a_cut_stream_of_several_choices_keeps_every_choice_it_had_sent(ga
     reason, as choice 0)."""
     monkeypatch.setattr(gateway.state.tracer, "captures_content", True)
     step, content, received = await _cut_step(gateway, "cut-stream-two-choices", stream=True, n=2)
-    first, second = received.split("\0")
+    first, second = received
     assert step["error"] == "client_closed" and first and second
     assert step["finish_reason"] is None and step["other_choices"] == [{"finish_reason": None, "tool_calls": []}]
     assert content["output"]["content"].startswith(first)
