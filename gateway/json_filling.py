@@ -43,7 +43,7 @@ from gateway.json_bounds import number_in_bounds, string_in_bounds
 from gateway.json_formats import PLACEHOLDERS, checked_format, normalized
 from gateway.json_patterns import shortest_match, usable_pattern
 from gateway.json_frames import ArrayFrame, Frame, ObjectFrame, StringFrame
-from gateway.json_heights import Heights
+from gateway.json_heights import MAX_SMALLEST_HEIGHT, Heights
 from gateway.json_schemas import SchemaRoot, kinds_of, value_kind
 
 # Continue the prompt text `suffix` (appended after the rendered prompt) and return the
@@ -53,7 +53,8 @@ Generate = Callable[[str, int, tuple[str, ...]], Awaitable[str]]
 NUMBER = re.compile(r"\s*(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)")
 MAX_STRING_TOKENS = 48
 MAX_DEPTH = 4   # levels the model is asked to fill; deeper values are written without it (`minimal`)
-MAX_MINIMAL_DEPTH = 64   # a `minimal` value this deep is its zero (only where no finite value meets the schema)
+# a `minimal` value this deep is its zero: never for a part `local_schemas` lets through
+MAX_MINIMAL_DEPTH = MAX_SMALLEST_HEIGHT
 MAX_ARRAY_ITEMS = 8  # items a filled array gets at most (fewer when the model closes it)
 # values one reply's filler writes at most: a schema whose smallest value is larger (a huge
 # `minItems`, required properties each requiring two more, many levels deep) is refused

@@ -14,6 +14,8 @@ from collections import deque
 
 from gateway.json_schemas import SchemaRoot, kinds_of, value_kind
 
+MAX_SMALLEST_HEIGHT = 64   # levels the filler writes a part's smallest value to (`json_filling.minimal`)
+
 
 class Heights:
     """How soon each part of a schema can end: the height of the smallest value the filler
@@ -54,6 +56,12 @@ class Heights:
         """Where the first part (root first) no finite value meets is, as dotted keywords
         ("" for the root; `$defs.Node.properties.next`), or None when there is none."""
         return next((place for part, _, place in self._parts if self._heights[id(part)] == math.inf), None)
+
+    def too_high(self) -> tuple[str, float] | None:
+        """Where the first part (root first) whose smallest value is higher than
+        MAX_SMALLEST_HEIGHT is, and its height (inf for an endless part), or None."""
+        return next(((place, self._heights[id(part)]) for part, _, place in self._parts
+                     if self._heights[id(part)] > MAX_SMALLEST_HEIGHT), None)
 
     def _walk(self) -> None:
         queue: deque[tuple[dict, str]] = deque([(self.root.document, "")])

@@ -158,36 +158,49 @@ def unresolvable_ref(schema: dict) -> str | None:
 
 
 def is_steerable(schema: dict) -> bool:
-    """Whether the reader decides every constraint of `schema` as the text streams."""
+    """Whether the reader decides every constraint of `schema` as the text streams.
+
+    Invariant: every part reachable from the root (local `$ref`s resolved) is checked
+    once, from a list of parts to visit, never by recursion: a long chain of `$defs`
+    cannot exhaust the stack."""
+    if not isinstance(schema, dict):
+        return False
     root = SchemaRoot(schema)
     seen: set[int] = set()
-
-    def check(node: dict) -> bool:
+    to_visit: list[object] = [schema]
+    while to_visit:
+        node = to_visit.pop()
+        if not isinstance(node, dict):
+            return False
         node = root.resolve(node)
         if id(node) in seen:
-            return True
+            continue
         seen.add(id(node))
-        if UNSTEERED & node.keys() or isinstance(node.get("items"), list):
+        if not _steerable_alone(root, node):
             return False
-        if "pattern" in node and usable_pattern(node) is None:   # one the reader cannot hold strings to
-            return False
-        if not isinstance(node.get("additionalProperties", True), bool):
-            return False
-        if isinstance(node.get("$ref"), str):   # a reference that does not resolve here
-            return False
-        kinds = node.get("type")
-        if kinds is not None and not set([kinds] if isinstance(kinds, str) else kinds) <= ALL_KINDS:
-            return False
-        branches = root.branches(node)
-        if branches is not None:
-            firsts = [set(root.first_chars(b)) for b in branches]
-            if any(a & b for i, a in enumerate(firsts) for b in firsts[i + 1:]):
-                return False
-            if not all(check(b) for b in branches):
-                return False
-        children = list(node.get("properties", {}).values())
+        to_visit.extend(root.branches(node) or ())
+        to_visit.extend(node.get("properties", {}).values())
         if isinstance(node.get("items"), dict):
-            children.append(node["items"])
-        return all(isinstance(child, dict) and check(child) for child in children)
+            to_visit.append(node["items"])
+    return True
 
-    return isinstance(schema, dict) and check(schema)
+
+def _steerable_alone(root: SchemaRoot, node: dict) -> bool:
+    """Whether the reader decides `node`'s own keywords (its parts are checked apart)."""
+    if UNSTEERED & node.keys() or isinstance(node.get("items"), list):
+        return False
+    if "pattern" in node and usable_pattern(node) is None:   # one the reader cannot hold strings to
+        return False
+    if not isinstance(node.get("additionalProperties", True), bool):
+        return False
+    if isinstance(node.get("$ref"), str):   # a reference that does not resolve here
+        return False
+    kinds = node.get("type")
+    if kinds is not None and not set([kinds] if isinstance(kinds, str) else kinds) <= ALL_KINDS:
+        return False
+    branches = root.branches(node)
+    if branches is not None:
+        firsts = [set(root.first_chars(b)) for b in branches]
+        if any(a & b for i, a in enumerate(firsts) for b in firsts[i + 1:]):
+            return False
+    return True

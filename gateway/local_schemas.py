@@ -17,8 +17,10 @@ integer between exclusive bounds, `minLength` above `maxLength`, `minItems` abov
 `maxItems`, `minProperties` above `maxProperties`). Without it the model would be asked
 for the impossible and the reply would break the schema without a word. So is a `$ref`
 that does not resolve within the schema (`json_schemas.unresolvable_ref`), and a
-recursive one no finite value meets (`json_schemas.endless_part`: pydantic's
-`next: "Node"`, required and not nullable), which no reply could close.
+recursive one no finite value meets (`json_heights.Heights`: pydantic's `next: "Node"`,
+required and not nullable), which no reply could close, and a part whose smallest value
+nests deeper than MAX_SMALLEST_HEIGHT levels (a chain of required `$defs`), which the
+filler would not write whole.
 
 Invariant: `local_schema` returns `schema` itself when it holds no boolean subschema
 (agents send the same tools every step: nothing is copied for them), else a rewritten
@@ -31,8 +33,8 @@ import math
 
 from gateway.errors import invalid_request
 from gateway.json_bounds import number_range, string_lengths
-from gateway.json_heights import endless_part
-from gateway.json_schemas import kinds_of, unresolvable_ref
+from gateway.json_heights import MAX_SMALLEST_HEIGHT, Heights
+from gateway.json_schemas import SchemaRoot, kinds_of, unresolvable_ref
 
 # keywords whose value is one subschema, a list of them, or a mapping of names to them
 ONE_SCHEMA = ("additionalProperties", "items", "contains", "not", "if", "then", "else", "propertyNames",
@@ -58,12 +60,16 @@ def local_schema(schema: dict, param: str, code: str | None = "invalid_request")
         raise invalid_request(f"The JSON Schema's reference '{ref}' does not resolve within it: local "
                               "models support only local references ('#/$defs/...').", param=param,
                               code="unsupported_parameter")
-    endless = endless_part(usable)
-    if endless is not None:
-        place = f"at '{endless}'" if endless else "at its root"
-        raise invalid_request(f"Invalid JSON Schema: no finite value can meet it {place}: each value there must "
-                              "hold another like it (a required property or item that refers back to it, with no "
-                              "null or other branch to end on).", param=param, code=code)
+    too_high = Heights(SchemaRoot(usable)).too_high()
+    if too_high is not None:
+        place = f"at '{too_high[0]}'" if too_high[0] else "at its root"
+        if too_high[1] == math.inf:
+            raise invalid_request(f"Invalid JSON Schema: no finite value can meet it {place}: each value there must "
+                                  "hold another like it (a required property or item that refers back to it, with "
+                                  "no null or other branch to end on).", param=param, code=code)
+        raise invalid_request(f"The JSON Schema's smallest value {place} nests {too_high[1]:.0f} levels deep: local "
+                              f"models write values nested at most {MAX_SMALLEST_HEIGHT} deep.", param=param,
+                              code="unsupported_parameter")
     return usable
 
 

@@ -64,6 +64,16 @@ def test_is_steerable_ends_on_recursive_references():
     assert is_steerable(tree)
 
 
+def test_is_steerable_walks_a_long_chain_of_defs_without_recursion():
+    """Known hazard (F7, session 46): a 2,000-`$defs` chain raised RecursionError."""
+    defs = {f"d{i}": {"type": "object", "properties": {"x": {"$ref": f"#/$defs/d{i + 1}"}}} for i in range(3000)}
+    defs["d3000"] = {"type": "string"}
+    chain = {"type": "object", "properties": {"a": {"$ref": "#/$defs/d0"}}, "$defs": defs}
+    assert is_steerable(chain)
+    defs["d3000"] = {"type": "string", "pattern": "(a)\\1"}   # undecidable at the far end
+    assert not is_steerable(chain)
+
+
 def test_schema_root_resolves_references_and_picks_branches_by_first_char():
     schema = Report.model_json_schema()
     root = SchemaRoot(schema)

@@ -158,3 +158,28 @@ def test_a_schema_no_finite_value_meets_is_a_400_naming_the_parameter():
     assert "at its root" in caught.value.message and "no finite value" in caught.value.message
     nullable = {**loop, "properties": {**loop["properties"], "next": {"anyOf": [{"$ref": "#"}, {"type": "null"}]}}}
     assert local_schema(nullable, "p") is nullable
+
+
+def _required_chain(links: int) -> dict:
+    defs = {f"d{i}": {"type": "object", "properties": {"x": {"$ref": f"#/$defs/d{i + 1}"}}, "required": ["x"]}
+            for i in range(links)}
+    defs[f"d{links}"] = {"type": "string"}
+    return {"type": "object", "properties": {"a": {"$ref": "#/$defs/d0"}}, "required": ["a"], "$defs": defs}
+
+
+async def test_a_schema_whose_smallest_value_nests_too_deep_is_a_400_not_an_invalid_reply():
+    """Known hazard (session 47): a chain of 100 required `$defs` was filled 69 levels
+    deep and cut there: a 200 whose arguments broke the schema."""
+    from gateway.json_heights import MAX_SMALLEST_HEIGHT
+
+    with pytest.raises(ApiError) as caught:
+        local_schema(_required_chain(100), "tools[0].function.parameters")
+    assert caught.value.status == 400 and caught.value.param == "tools[0].function.parameters"
+    assert f"at most {MAX_SMALLEST_HEIGHT} deep" in caught.value.message and "nests 101 levels" in caught.value.message
+    deepest = _required_chain(MAX_SMALLEST_HEIGHT - 1)   # the root is 64 high: filled whole
+
+    async def generate(suffix: str, max_tokens: int, stop: tuple[str, ...]) -> str:
+        return "z"
+
+    text = "".join([piece async for piece in forced_json(local_schema(deepest, "p"), generate, 64)])
+    assert is_valid(json.loads(text), deepest) and text.count("{") == MAX_SMALLEST_HEIGHT
