@@ -112,11 +112,15 @@ class BackgroundRuns:
         self.discard(run.tenant, run.response_id)
 
     async def cancel_all(self) -> None:
-        """Stop every run (the gateway stops)."""
-        for runs in list(self._by_tenant.values()):
-            for run in list(runs.values()):
-                run.stopped_by_shutdown = True
-                await self.cancel(run)
+        """Stop every run (the gateway stops): all at once, so a queued run is cancelled
+        where it waits, not handed the slot a cancelled one before it freed."""
+        runs = [run for group in self._by_tenant.values() for run in group.values()]
+        for run in runs:
+            run.stopped_by_shutdown = True
+        tasks = [run.task for run in runs if run.task is not None and not run.task.done()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     def _forget_old(self, tenant: str) -> None:
         runs = self._by_tenant.get(tenant)

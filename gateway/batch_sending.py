@@ -124,8 +124,9 @@ class BatchSending:
                 return result
 
     async def _wait_unless_cancelled(self, batch_id: str, wait_s: float) -> None:
-        try:
-            await asyncio.wait_for(self._wakers[batch_id].wait(), wait_s)
-        except asyncio.TimeoutError:
+        try:   # NOTE: not `wait_for`, which on Python 3.11 may drop a cancel (the gateway stopping)
+            async with asyncio.timeout(wait_s):
+                await self._wakers[batch_id].wait()
+        except TimeoutError:
             pass
 

@@ -191,8 +191,9 @@ class TenantLimiter:
             return ticket
         waiter = asyncio.get_running_loop().create_future()
         self._waiters.append(waiter)
-        try:
-            await asyncio.wait_for(asyncio.shield(waiter), self.queue_timeout_s)
+        try:   # NOTE: not `wait_for`, which on Python 3.11 drops a cancel that comes as the slot arrives
+            async with asyncio.timeout(self.queue_timeout_s):
+                await asyncio.shield(waiter)
         except BaseException as exc:
             if waiter.done() and not waiter.cancelled():
                 ticket.holds_slot = True   # the slot arrived just as we gave up
@@ -201,7 +202,7 @@ class TenantLimiter:
                 if waiter in self._waiters:
                     self._waiters.remove(waiter)
             self.release(ticket, num_used_tokens=0)
-            if isinstance(exc, asyncio.TimeoutError):
+            if isinstance(exc, TimeoutError):
                 raise rate_limited(
                     f"Tenant '{self.tenant}' waited {self.queue_timeout_s:.0f} s in the queue "
                     "without a free slot.", 1) from None

@@ -84,3 +84,30 @@ async def test_cancel_waits_for_the_run_to_end_and_cancel_all_leaves_none_runnin
     assert runs.num_running() == 0
     runs.discard("t", "resp_1")
     assert runs.get("t", "resp_1") is None and runs.get("t", "resp_2") is three
+
+
+async def test_cancel_all_stops_queued_runs_where_they_wait_not_after_running_them():
+    """Known hazard (QA47): runs were cancelled one by one, so each freed slot went to the
+    next queued run, whose cancel Python 3.11's `wait_for` could drop: every queued
+    background response ran to the end while the gateway stopped."""
+    from gateway.config import LimitsConfig
+    from gateway.limits import TenantLimiter
+
+    runs, limiter, ran = BackgroundRuns(), TenantLimiter("t", LimitsConfig(max_concurrent=1, max_queued=8)), []
+
+    async def work(run: BackgroundRun) -> None:
+        try:
+            ticket = await limiter.acquire(1)
+            try:
+                ran.append(run.response_id)
+                await asyncio.sleep(0.2)   # a short generation, so a lost cancel shows as a run, not a hang
+            finally:
+                limiter.release(ticket, 1)
+        finally:
+            run.finish()
+    started = [runs.start(a_run("t", f"resp_{i}"), work) for i in range(6)]
+    await asyncio.sleep(0.01)
+    assert ran == ["resp_0"] and limiter.num_queued == 5
+    await runs.cancel_all()
+    assert all(run.is_done for run in started) and ran == ["resp_0"]
+    assert limiter.num_active == 0 and limiter.num_queued == 0

@@ -127,6 +127,33 @@ async def test_limiter_cancelled_waiter_gives_back_its_place_and_tokens():
     limiter.release(await limiter.acquire(5), 5)   # the cancelled request was refunded
 
 
+@pytest.mark.parametrize("loop_turns", range(6))
+async def test_a_waiter_cancelled_as_its_slot_arrives_is_cancelled_and_frees_the_slot(loop_turns):
+    """Known hazard (QA47): on Python 3.11 `asyncio.wait_for` returned the waiter's result
+    when the cancel came just after the slot was handed over: the cancelled request ran
+    (a cancelled queued background response ran to the end)."""
+    limiter = TenantLimiter("t", LimitsConfig(max_concurrent=1, max_queued=1))
+    first = await limiter.acquire(1)
+    admitted = []
+
+    async def wait():
+        admitted.append(await limiter.acquire(1))
+
+    waiting = asyncio.create_task(wait())
+    await asyncio.sleep(0)
+    limiter.release(first, 1)   # the slot goes to the waiter...
+    for _ in range(loop_turns):
+        await asyncio.sleep(0)
+    if waiting.done():   # ...which took it before the cancel came: nothing to lose
+        assert admitted and limiter.num_active == 1
+        return
+    waiting.cancel()   # ...as its request is cancelled
+    await asyncio.gather(waiting, return_exceptions=True)
+    assert waiting.cancelled() and admitted == []
+    assert limiter.num_active == 0 and limiter.num_queued == 0 and limiter.num_reserved_tokens == 0
+    limiter.release(await limiter.acquire(1), 1)
+
+
 async def test_limiter_queue_timeout_is_429():
     limiter = TenantLimiter("t", LimitsConfig(max_concurrent=1, max_queued=1),
                             queue_timeout_s=0.05)
