@@ -42,15 +42,35 @@ def check_tools(request: ChatCompletionRequest, tenant: str, schemas: SchemaChec
 
 
 def check_tool_messages(request: ChatCompletionRequest) -> None:
+    """Every tool message answers a call an earlier assistant message made, and, as at
+    OpenAI, every call an assistant message makes is answered before the next user,
+    system or developer message and before the messages end. (OpenAI's chat API also
+    wants the answers right after their call; here another assistant message may come
+    between: a Responses reply stored as calls, then text, is sent back so.)"""
     call_ids: set[str] = set()
+    unanswered: dict[str, str] = {}   # call id -> the call's place ("messages[i].tool_calls[j].id")
     for index, message in enumerate(request.messages):
         if message.role == "assistant":
-            call_ids.update(call.id for call in message.tool_calls or [])
-        elif message.role == "tool" and message.tool_call_id not in call_ids:
-            raise invalid_request(
-                f"Invalid parameter: the tool message at messages[{index}] answers "
-                f"tool_call_id '{message.tool_call_id}', which no earlier assistant message "
-                "made.", param=f"messages[{index}].tool_call_id")
+            for number, call in enumerate(message.tool_calls or []):
+                call_ids.add(call.id)
+                unanswered[call.id] = f"messages[{index}].tool_calls[{number}].id"
+        elif message.role == "tool":
+            if message.tool_call_id not in call_ids:
+                raise invalid_request(
+                    f"Invalid parameter: the tool message at messages[{index}] answers "
+                    f"tool_call_id '{message.tool_call_id}', which no earlier assistant message "
+                    "made.", param=f"messages[{index}].tool_call_id")
+            unanswered.pop(message.tool_call_id, None)
+        elif unanswered:
+            _raise_unanswered(unanswered)
+    if unanswered:
+        _raise_unanswered(unanswered)
+
+
+def _raise_unanswered(unanswered: dict[str, str]) -> None:
+    call_id, place = next(iter(unanswered.items()))
+    raise invalid_request(f"Invalid parameter: no tool message answers tool_call_id '{call_id}' (the call "
+                          f"at {place}) before the next turn.", param=place)
 
 
 def check_chat_request(request: ChatCompletionRequest, tenant: str, schemas: SchemaChecker) -> None:

@@ -26,6 +26,7 @@ CHAT_TO_RESPONSES_PARAMS = (("messages", "input"), ("response_format.json_schema
 # a chat message's words, as the Responses API says them for a function call's output
 RESPONSES_WORDS = (("the tool message at", "the function_call_output at"), ("tool_call_id", "call_id"),
                    ("no earlier assistant message made", "no earlier function_call made"),
+                   ("no tool message answers", "no function_call_output answers"),
                    ("'image_url'", "'input_image'"))
 MESSAGE_PARAM = re.compile(r"messages\[(\d+)\]")
 CALL_FIELD = re.compile(r"\.tool_calls\[(\d+)\]\.(?:function\.)?(id|name|arguments)")

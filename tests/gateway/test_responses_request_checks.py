@@ -189,3 +189,29 @@ def test_a_max_completion_tokens_over_the_context_names_it_on_chat(gateway):
     reply = _post(gateway, "/v1/chat/completions", {"model": "tiny", "messages": [{"role": "user", "content": "x"}],
                                                     "max_completion_tokens": 10**9})
     assert reply.status_code == 400 and reply.json()["error"]["param"] == "max_completion_tokens"
+
+
+def test_a_call_no_output_answers_is_a_400_on_responses_and_chat(gateway):
+    """Known hazard (QA47): a `function_call` followed by a user turn, not its output, was
+    run (OpenAI: "No tool output found for function call ..."); on chat, an assistant
+    message's `tool_calls` must be answered before the next turn."""
+    call = {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"}
+    reply = _post(gateway, "/v1/responses", {"model": "tiny", "input": [
+        {"role": "user", "content": "x"}, call, {"role": "user", "content": "and then?"}]})
+    error = reply.json()["error"]
+    assert reply.status_code == 400 and error["param"] == "input[1].call_id", error
+    assert "'c1'" in error["message"] and "function_call_output" in error["message"], error
+    answered = [{"role": "user", "content": "x"}, call, {"type": "function_call_output", "call_id": "c1", "output": "1"}]
+    text_after_call = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok"}]}
+    for good in (answered, [*answered[:2], text_after_call, answered[2]]):   # calls, then text: as stored
+        reply = _post(gateway, "/v1/responses", {"model": "tiny", "input": good, "max_output_tokens": 4})
+        assert reply.status_code == 200, reply.text
+    asked = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}},
+        {"id": "c2", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}
+    for after in ([{"role": "tool", "tool_call_id": "c1", "content": "1"}, {"role": "user", "content": "y"}],
+                  [{"role": "tool", "tool_call_id": "c1", "content": "1"}]):   # c2 is never answered
+        reply = _post(gateway, "/v1/chat/completions", {"model": "tiny", "messages": [
+            {"role": "user", "content": "x"}, asked, *after]})
+        error = reply.json()["error"]
+        assert reply.status_code == 400 and error["param"] == "messages[1].tool_calls[1].id" and "'c2'" in error["message"], error
