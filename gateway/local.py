@@ -118,7 +118,8 @@ class LocalBackend(LocalCompletions):
         cfg, dtype = self.engine.config, self.engine.health()["dtype"]
         return (f"model {self.model_id!r} ({self.engine.model_id}): {self.engine.num_workers} worker(s) "
                 f"on {cfg.device} in {dtype}, policy {cfg.policy}, {cfg.num_hot_blocks} hot KV blocks "
-                f"of {cfg.block_size} tokens each")
+                f"of {cfg.block_size} tokens each, " + (f"{cfg.num_host_blocks} in the host tier" if cfg.num_host_blocks
+                                                        else "no host tier (--host-blocks)"))
 
     async def stop(self) -> None:
         if self._stats_task is not None:

@@ -25,7 +25,7 @@ from gateway.config import (DEFAULT_LOCAL_MODEL, DEFAULT_LOCAL_POLICY, ConfigErr
                             load_config)
 from gateway.uvicorn_server import start_aware_server_class
 
-NO_CONFIG_FLAGS = ("model", "workers", "policy", "hot_blocks", "device", "dtype")  # argparse dests
+NO_CONFIG_FLAGS = ("model", "workers", "policy", "hot_blocks", "host_blocks", "device", "dtype")  # argparse dests
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -48,6 +48,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     local.add_argument("--workers", type=int, help="local worker processes (default 2)")
     local.add_argument("--policy", choices=POLICIES, help=f"KV cache policy (default {DEFAULT_LOCAL_POLICY})")
     local.add_argument("--hot-blocks", type=int, help="hot KV blocks per worker (default 4096)")
+    local.add_argument("--host-blocks", type=int, help="host-tier KV blocks per worker, where the policy demotes "
+                                                       "blocks instead of dropping them (default 0: no host tier)")
     local.add_argument("--device", help="where workers run the model: 'cpu' (default), 'cuda' or 'cuda:N'")
     local.add_argument("--dtype", help="weights and KV cache: 'auto' (default: bfloat16 where the device "
                                        "computes it natively, else float32), 'float32', 'bfloat16' or 'float16'")
@@ -57,10 +59,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _no_config(args: argparse.Namespace, demo_key: str):
     """The one-model config the no-config flags describe (unset flags: its defaults)."""
     engine = {key: value for key, value in (("policy", args.policy), ("num_hot_blocks", args.hot_blocks),
+                                            ("num_host_blocks", args.host_blocks),
                                             ("device", args.device), ("dtype", args.dtype))
               if value is not None}
     if args.hot_blocks is not None and args.hot_blocks < 1:
         raise ConfigError("--hot-blocks must be >= 1")
+    if args.host_blocks is not None and args.host_blocks < 0:
+        raise ConfigError("--host-blocks must be >= 0")
     sizing = {} if args.workers is None else {"num_workers": args.workers}
     return default_config(demo_key, model=args.model or DEFAULT_LOCAL_MODEL, engine_options=engine, **sizing)
 

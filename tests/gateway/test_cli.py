@@ -126,6 +126,8 @@ def test_serve_flags_describe_the_no_config_model():
     for anchor in ("ttl", "kvflow"):
         [model] = _no_config(build_parser().parse_args(["serve", "--policy", anchor]), "sk-x").models
         assert dict(model.engine_options) == {"policy": anchor}
+    [model] = _no_config(build_parser().parse_args(["serve", "--host-blocks", "2048"]), "sk-x").models
+    assert dict(model.engine_options) == {"num_host_blocks": 2048}   # QA44: the host tier had no flag
     [default] = _no_config(build_parser().parse_args(["serve"]), "sk-x").models
     assert (default.name, default.path, default.num_workers, default.engine_options) == ("smollm2", "smollm2", 2, ())
 
@@ -135,6 +137,7 @@ def test_serve_refuses_model_flags_next_to_a_config(tmp_path: Path, capsys):
     assert "--policy applies only without --config" in capsys.readouterr().err
     assert main(["serve", "--workers", "0"]) == 2
     assert main(["serve", "--hot-blocks", "0"]) == 2
+    assert main(["serve", "--host-blocks", "-1"]) == 2
     with pytest.raises(SystemExit):
         main(["serve", "--policy", "fifo"])
 

@@ -155,7 +155,10 @@ def test_the_started_line_says_where_and_in_what_dtype_the_workers_run():
     config = LocalModelConfig(name="m", path="tiny", num_workers=3, engine_options=tuple(engine.items()))
     line = LocalBackend(config).started_line()
     assert line == ("model 'm' (tiny): 3 worker(s) on cpu in bfloat16, policy predictive, "
-                    "64 hot KV blocks of 16 tokens each")
+                    "64 hot KV blocks of 16 tokens each, no host tier (--host-blocks)")
+    engine["num_host_blocks"] = 256
+    config = LocalModelConfig(name="m", path="tiny", num_workers=1, engine_options=tuple(engine.items()))
+    assert LocalBackend(config).started_line().endswith("16 tokens each, 256 in the host tier")
 
 
 def test_a_first_start_of_the_embedded_model_says_it_converts_and_where(tmp_path, monkeypatch):
