@@ -68,6 +68,12 @@ class PolicyCalls:
         pinned_blocks = getattr(self._policy, "pinned_blocks", None)
         return pinned_blocks() if pinned_blocks is not None else None
 
+    def forecast_verdicts(self) -> dict[str, bool] | None:
+        """Per tenant whose forecasts were scored enough: whether the policy still follows
+        them (`PredictivePolicy.forecast_verdicts`); None: the policy never scores them."""
+        verdicts = getattr(self._policy, "forecast_verdicts", None)
+        return verdicts() if verdicts is not None else None
+
     def tick(self, now: float | None = None) -> None:
         """Let the policy act on time passing (TTL expiries, due prefetches)."""
         self._policy.tick(self._clock() if now is None else now, self)

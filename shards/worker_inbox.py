@@ -49,9 +49,9 @@ class WorkerInbox:
 
     def _stats(self) -> dict:
         """The cache's counters as builtins, the decode counts, and the policy's own: each
-        tenant's reserved and pinned blocks, the pins and prefetches since start (only
-        what the policy has; built here, on a stats request, from counters the policy
-        keeps as it acts)."""
+        tenant's reserved and pinned blocks and whether its forecasts are followed, the
+        pins and prefetches since start (only what the policy has; built here, on a stats
+        request, from counters the policy keeps as it acts)."""
         stats = stats_as_dict(self.runner.blocks.stats())
         stats["num_decode_passes"] = self.runner.num_decode_passes
         stats["num_decoded_tokens"] = self.runner.num_decoded_tokens
@@ -64,6 +64,8 @@ class WorkerInbox:
         if pinned is not None:   # a pinning policy: every tenant's row says how many (0 too)
             for tenant in stats["tenants"].keys() | pinned.keys():
                 stats["tenants"].setdefault(tenant, {})["num_pinned_blocks"] = pinned.get(tenant, 0)
+        for tenant, followed in (self.runner.blocks.forecast_verdicts() or {}).items():
+            stats["tenants"].setdefault(tenant, {})["forecasts_followed"] = int(followed)
         return stats
 
     def _set_tenant_shares(self, message: TenantShares) -> None:

@@ -116,6 +116,15 @@ class PredictivePolicy(PolicyUpkeep, PrefetchPlanning, SessionWaits, EvictionPol
         state = self._tenants.get(session.tenant)
         return state is not None and self._is_accurate(state)
 
+    def forecast_verdicts(self) -> dict[str, bool]:
+        """Per tenant whose forecasts were scored `accuracy_min_events` times: whether they
+        are still followed (True), or proved worse than its base rate, so its blocks are
+        ranked as LRU's (False) until they improve."""
+        cfg = self.config
+        verdicts = {t: s.accuracy.is_accurate(cfg.accuracy_min_events, cfg.accuracy_margin)
+                    for t, s in self._tenants.items()}
+        return {tenant: verdict for tenant, verdict in verdicts.items() if verdict is not None}
+
     def _is_accurate(self, state: _Tenant) -> bool:
         cfg = self.config
         return state.accuracy.is_accurate(cfg.accuracy_min_events, cfg.accuracy_margin) is not False

@@ -310,9 +310,11 @@ def test_predictive_falls_back_when_forecasts_prove_inaccurate() -> None:
         serve(mgr, clock, 10.0 * i, "t", f"s{i}", prompt(i, 1))
         mgr.apply(lognormal_forecast(f"s{i}", 10.0 * i, 1.0, 0.2, 0.99))
         assert i >= 10 or pol.is_trusted("t")
+        assert i >= 9 or pol.forecast_verdicts() == {}   # too few outcomes scored to say
     clock.now_s = 400.0
     mgr.tick(400.0)
     assert not pol.is_trusted("t")
+    assert pol.forecast_verdicts() == {"t": False}   # shown in /metrics as forecasts_followed 0
 
 
 def test_predictive_demotes_valuable_victims_and_drops_worthless_ones() -> None:

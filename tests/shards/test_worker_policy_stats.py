@@ -60,3 +60,35 @@ def test_worker_stats_and_gauges_carry_the_policys_pins_and_prefetches(tiny_load
     assert shown & ACTION_FIELDS == counts.keys()
     pinned = gauges.get(("stepahead_worker_tenant_info", base + (("tenant", "t"), ("field", "num_pinned_blocks"))))
     assert pinned == (None if num_pinned is None else float(num_pinned))
+
+
+def test_a_tenant_whose_forecasts_proved_wrong_shows_forecasts_followed_0(tiny_loaded):
+    """QA44: whether the predictive policy had fallen back to LRU for a tenant was not
+    observable. Forecasts promising returns that never come, scored once the horizon
+    passed, turn the tenant's `forecasts_followed` field from absent to 0."""
+    runner = ModelRunner(tiny_loaded, num_hot_blocks=64, block_size=16, policy=make_policy(
+        "predictive", accuracy_min_events=3, accuracy_alpha=0.5, default_horizon_s=0.02, rate_half_life_s=1e12))
+    out: list = []
+    loop = WorkerLoop("w0", WorkerConfig(model="tiny"), runner, tiny_loaded.tokenizer, out.append)
+    rng = random.Random(0)
+    for number in range(4):
+        item = WorkItem(f"r{number}", "t", [rng.randrange(250) for _ in range(40)],
+                        SamplingParams(max_tokens=2, temperature=0.0, ignore_eos=True))
+        item.session = f"s{number}"
+        loop.handle(item)
+        while loop.has_work():
+            loop.step()
+        loop.handle(StatsRequest())
+        shown = out[-1].stats["tenants"].get("t", {}).get("forecasts_followed")
+        assert shown == (None if number < 3 else 0)   # None: fewer than accuracy_min_events scored
+        loop.handle(ApplyForecast(lognormal_forecast(f"s{number}", time.time(), median_s=0.001, sigma=0.2,
+                                                     p_return=0.99)))
+        time.sleep(0.05)   # the horizon passes: the session did not return
+        runner.blocks.tick()
+    loop.handle(StatsRequest())
+    stats = out[-1].stats
+    assert stats["tenants"]["t"]["forecasts_followed"] == 0
+    gauges = worker_gauges("tiny", [{"worker": "w0", **stats}])
+    key = ("stepahead_worker_tenant_info", (("model_name", "tiny"), ("worker", "w0"), ("tenant", "t"),
+                                            ("field", "forecasts_followed")))
+    assert gauges[key] == 0.0
