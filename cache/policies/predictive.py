@@ -35,15 +35,14 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 
 from cache.block_meta import BlockMeta
 from cache.forecast import Forecast
-from cache.policies.accuracy import TenantAccuracy
 from cache.policies.groups import BlockGroup, GroupIndex
 from cache.policies.pins import PinBook
 from cache.policies.predictive_config import PredictiveConfig
 from cache.policies.predictive_prefetch import PrefetchPlanning
+from cache.policies.predictive_trust import ForecastTrust, TenantState
 from cache.policies.predictive_upkeep import PolicyUpkeep
 from cache.policies.predictive_waits import SessionWaits
 from cache.policies.prefetch import PrefetchCounts, PrefetchTracker
@@ -54,18 +53,12 @@ from cache.policy import CacheActions, EvictionPolicy
 from cache.tiers import Tier
 
 
-@dataclass(slots=True)
-class _Tenant:
-    num_hot: int = 0
-    is_confident: bool = False
-    accuracy: TenantAccuracy = field(default_factory=TenantAccuracy)
-
-
-class PredictivePolicy(PolicyUpkeep, PrefetchPlanning, SessionWaits, EvictionPolicy):
+class PredictivePolicy(ForecastTrust, PolicyUpkeep, PrefetchPlanning, SessionWaits, EvictionPolicy):
     """Forecast-driven eviction and placement (see the module docstring). Its upkeep
     over time and choice of victim group live in predictive_upkeep.py, its prefetch in
     predictive_prefetch.py, its pins and the end of a session's wait in
-    predictive_waits.py (mixins over this class's state).
+    predictive_waits.py, whose forecasts it follows in predictive_trust.py (mixins over
+    this class's state).
 
     Invariants: the group index holds exactly the evictable blocks the manager showed
     it; `_tenants[t].num_hot` counts `t`'s cached HOT blocks; a session's `curve` is
@@ -78,7 +71,7 @@ class PredictivePolicy(PolicyUpkeep, PrefetchPlanning, SessionWaits, EvictionPol
         cfg = self.config
         self._index = GroupIndex()
         self._sessions: dict[str, SessionState] = {}
-        self._tenants: dict[str, _Tenant] = {}
+        self._tenants: dict[str, TenantState] = {}
         self._pins = PinBook()
         self._plan = ReservationPlan(cfg.reserve_frac, cfg.equal_frac,
                                      dict(cfg.static_shares) if cfg.static_shares is not None else None)
@@ -97,37 +90,6 @@ class PredictivePolicy(PolicyUpkeep, PrefetchPlanning, SessionWaits, EvictionPol
     def horizon_s(self, tier: Tier) -> float:
         """How far ahead a block of `tier` is valued (valuation.py)."""
         return self._valuation.horizon_s(tier)
-
-    def is_trusted(self, tenant: str) -> bool:
-        """Whether `tenant`'s latest forecast was confident and its recent ones not worse
-        than its base rate (for what is the tenant's, not a session's: the sharing rate of
-        blocks several of its sessions used)."""
-        state = self._tenants.get(tenant)
-        return state is not None and state.is_confident and self._is_accurate(state)
-
-    def is_session_trusted(self, session: SessionState) -> bool:
-        """Whether a session's forecast drives its blocks, pin and prefetch (else they are
-        ranked as LRU): the forecast said it is confident, and its tenant's recent
-        forecasts were not worse than the base rate. NOTE: per session, as a tenant's
-        forecasts may differ: a cold tenant's model may trust what a tool wait says
-        (the tool's learned duration) before it can say who comes back after an answer."""
-        if not session.is_confident:
-            return False
-        state = self._tenants.get(session.tenant)
-        return state is not None and self._is_accurate(state)
-
-    def forecast_verdicts(self) -> dict[str, bool]:
-        """Per tenant whose forecasts were scored `accuracy_min_events` times: whether they
-        are still followed (True), or proved worse than its base rate, so its blocks are
-        ranked as LRU's (False) until they improve."""
-        cfg = self.config
-        verdicts = {t: s.accuracy.is_accurate(cfg.accuracy_min_events, cfg.accuracy_margin)
-                    for t, s in self._tenants.items()}
-        return {tenant: verdict for tenant, verdict in verdicts.items() if verdict is not None}
-
-    def _is_accurate(self, state: _Tenant) -> bool:
-        cfg = self.config
-        return state.accuracy.is_accurate(cfg.accuracy_min_events, cfg.accuracy_margin) is not False
 
     def is_pinned(self, session: str, now_s: float) -> bool:
         return self._pins.is_pinned(session, now_s)
@@ -260,10 +222,10 @@ class PredictivePolicy(PolicyUpkeep, PrefetchPlanning, SessionWaits, EvictionPol
 
     # ---- internals: sessions -----------------------------------------------------------
 
-    def _tenant(self, tenant: str) -> _Tenant:
+    def _tenant(self, tenant: str) -> TenantState:
         state = self._tenants.get(tenant)
         if state is None:
-            state = self._tenants[tenant] = _Tenant()
+            state = self._tenants[tenant] = TenantState()
         return state
 
     def _session(self, name: str, tenant: str, now_s: float) -> SessionState:

@@ -40,7 +40,7 @@ class PolicyUpkeep:
     config: PredictiveConfig
     _index: GroupIndex
     _sessions: dict[str, SessionState]
-    _tenants: dict  # tenant -> predictive._Tenant
+    _tenants: dict  # tenant -> predictive_trust.TenantState
     _pins: PinBook
     _plan: ReservationPlan
     _valuation: Valuation
