@@ -4,12 +4,18 @@ Layout of a directory: per tenant `<slug>.json` (names, lists, scalars) and `<sl
 (float/int arrays); `_global.json` / `_global.npz` for the global class model. The slug
 is a filesystem-safe prefix of the tenant name plus a hash, and the JSON carries the
 exact name, so any tenant string round-trips. Files are written to a temporary name and
-renamed, so a crash never leaves a half-written model. Loading uses
+renamed, so a crash never leaves a half-written file; the two renames are two steps, so
+the JSON names the SHA-256 of the npz it was written with (`ARRAYS_DIGEST`), and a pair
+from two saves (a crash between the renames: new arrays beside the old JSON) is found on
+reading, as is one from before the digest whose arrays do not fit its JSON's vocabulary
+and states (`UnusableFileError`, never a model that fails at every step). Loading uses
 `allow_pickle=False`; a file that is not what `write` wrote raises `UnusableFileError`,
 naming which of the pair is at fault (never with numpy's advice to unpickle it).
 """
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -33,11 +39,13 @@ from .turns import TurnCalibration, calibrate
 from .vocabulary import Vocabulary
 
 FORMAT = "stepahead-predict/1"
+# The JSON's key for the SHA-256 (hex) of its npz's bytes; absent in files saved before it.
+ARRAYS_DIGEST = "arrays_sha256"
 GLOBAL_STEM = "_global"
 # The keys of a tenant's JSON as `write` saves `tenant_to_parts` now (`is_current`).
-TENANT_KEYS = frozenset({"format", "tenant", "model", "durations_symbols", "recency_decay", "recent_sessions",
-                          "finished_sessions", "tool_counts", "accuracy", "num_learned", "num_learned_at_fit",
-                          "abandons", "turn_offsets"})
+TENANT_KEYS = frozenset({"format", ARRAYS_DIGEST, "tenant", "model", "durations_symbols", "recency_decay",
+                          "recent_sessions", "finished_sessions", "tool_counts", "accuracy", "num_learned",
+                          "num_learned_at_fit", "abandons", "turn_offsets"})
 
 
 def tenant_stem(tenant: str) -> str:
@@ -82,11 +90,15 @@ def model_from_parts(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> Ste
 
 def write(directory: Path, stem: str, meta: dict[str, Any],
           arrays: dict[str, np.ndarray]) -> None:
-    """Atomically write `<stem>.npz` then `<stem>.json` (the JSON marks completeness)."""
+    """Atomically write `<stem>.npz` then `<stem>.json` (the JSON marks completeness and
+    names the npz's digest, so `read` knows the pair belongs together)."""
     make_private_dirs(directory)
-    meta = {"format": FORMAT, **meta}
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    data = buffer.getvalue()
+    meta = {"format": FORMAT, **meta, ARRAYS_DIGEST: hashlib.sha256(data).hexdigest()}
     with replacing(directory / f"{stem}.npz", binary=True) as stream:
-        np.savez(stream, **arrays)
+        stream.write(data)
     with replacing(directory / f"{stem}.json") as stream:
         stream.write(json.dumps(meta))
 
@@ -117,21 +129,59 @@ def set_aside_damaged(json_path: Path, error: Exception) -> bool:
 
 def read(json_path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The parts of a saved pair; UnusableFileError (or an error of json) if it is not what
-    `write` wrote."""
+    one `write` wrote: an npz whose digest is not the JSON's, or (in a file saved without
+    the digest) arrays whose shapes do not fit the JSON's vocabulary, states and symbols."""
     meta = json.loads(json_path.read_text())
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise UnusableFileError(json_path, f"is not a {FORMAT} file")
     npz_path = json_path.with_suffix(".npz")
     try:
-        with np.load(npz_path, allow_pickle=False) as data:
-            arrays = {k: np.array(data[k]) for k in data.files}
+        data = npz_path.read_bytes()
     except FileNotFoundError as exc:
         raise UnusableFileError(json_path, f"has no arrays ({one_line_error(exc)})") from exc
+    try:
+        with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+            arrays = {k: np.array(npz[k]) for k in npz.files}
     except Exception as exc:   # numpy, zipfile and OS errors alike: the arrays are not usable
         reason = ("it holds pickled objects, which are never loaded" if "pickle" in str(exc)
                   else one_line_error(exc))
         raise UnusableFileError(npz_path, f"could not be read (not an npz file of plain arrays: {reason})") from exc
+    digest = meta.get(ARRAYS_DIGEST)
+    if digest is not None and digest != hashlib.sha256(data).hexdigest():
+        raise UnusableFileError(json_path, f"and {npz_path.name} are not from the same save (the arrays' "
+                                           "digest is not the one the JSON names)")
+    misfit = _misfit(meta, arrays)
+    if misfit:
+        raise UnusableFileError(json_path, f"and {npz_path.name} are not from the same save ({misfit})")
     return meta, arrays
+
+
+def _misfit(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> str | None:
+    """How the arrays' shapes do not fit the JSON (the model's vocabulary and states, the
+    duration symbols), or None when they do or the JSON lacks those parts (which then
+    fails where it is parsed)."""
+    def shape(key: str) -> tuple[int, ...] | None:
+        return tuple(arrays[key].shape) if key in arrays else None
+
+    model = meta.get("model")
+    if isinstance(model, dict) and isinstance(model.get("vocab"), list):
+        v = len(model["vocab"])
+        start, probs = shape("hmm_start"), shape("ngram_probs")
+        if start is None or len(start) != 1:
+            return f"hmm_start has shape {start}"
+        if probs is None or len(probs) != 2:
+            return f"ngram_probs has shape {probs}"
+        k = start[0]
+        for key, want in (("hmm_trans", (k, k)), ("hmm_emit", (k, v)), ("ngram_probs", (probs[0], v))):
+            got = shape(key)
+            if got != want:
+                return f"{key} has shape {got}, not {want} for the JSON's {v} symbols and {k} states"
+    names = meta.get("durations_symbols")
+    if isinstance(names, list):
+        got = shape("durations_stats")
+        if got != (len(names), 3):
+            return f"durations_stats has shape {got}, not {(len(names), 3)} for the JSON's {len(names)} symbols"
+    return None
 
 
 def tenant_to_parts(tenant: TenantState) -> tuple[dict[str, Any], dict[str, np.ndarray]]:

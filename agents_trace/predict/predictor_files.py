@@ -71,10 +71,12 @@ class PredictorFiles:
     def load(self, directory: str | Path,
              on_damaged: Callable[[Path, Exception], bool] | None = None) -> None:
         """Replace this predictor's tenants and global model with those saved in
-        `directory` (as written by `save`); what was read counts as written there. A file
-        that cannot be used raises; or, with `on_damaged`, is handed to it with the error
-        and left out (its tenant starts anew), the other files loaded. `on_damaged` says
-        whether it moved the file away; when it did not, `save` never writes over it."""
+        `directory` (as written by `save`); what was read counts as written there (except
+        a file saved before one of its parts, or the arrays' digest, was kept: the next
+        save writes it again). A file that cannot be used raises; or, with `on_damaged`,
+        is handed to it with the error and left out (its tenant starts anew), the other
+        files loaded. `on_damaged` says whether it moved the file away; when it did not,
+        `save` never writes over it."""
         directory = Path(directory)
         left: list[str] = []
 
@@ -99,7 +101,8 @@ class PredictorFiles:
 
         def global_parts(meta: dict, arrays: dict) -> tuple:
             return (tuple(tuple(s) for s in meta["sessions"]), int(meta["num_learned"]),
-                    None if meta["model"] is None else persist.model_from_parts(meta["model"], arrays))
+                    None if meta["model"] is None else persist.model_from_parts(meta["model"], arrays),
+                    persist.ARRAYS_DIGEST in meta)
 
         loaded = [parsed(path, tenant_state(path)) for path in sorted(directory.glob("t-*.json"))]
         tenants = {state.name: state for state, _ in filter(None, loaded)}
@@ -111,12 +114,13 @@ class PredictorFiles:
         with self._tenants_lock:
             self._tenants = tenants
         if saved_global is not None:
-            sessions, num_learned, model = saved_global
+            sessions, num_learned, model, is_current = saved_global
             with self._global_lock:
                 self._global_sessions.clear()
                 self._global_sessions.extend(sessions)
                 self._global_learned = self._global_learned_at_fit = num_learned
                 self._global_changes += 1
                 self._global_model = model
-                written[("global",)] = self._global_changes
+                if is_current:   # one saved before the digest is written again, with it
+                    written[("global",)] = self._global_changes
         self._written[str(directory.resolve())] = written
