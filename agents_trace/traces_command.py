@@ -233,7 +233,7 @@ def _write(lines: Iterable[str], output: str | None) -> int:
         with replacing(output, shared=True) as out:   # the file asked for: the umask's mode, as `> file` gives
             return _write_to(out, lines)
     except OSError as exc:
-        raise CommandError(f"cannot write {output}: {exc}", 2) from None
+        raise CommandError(f"cannot write {output}: {exc.strerror or exc}", 2) from None
 
 
 def export_command(args: argparse.Namespace) -> int:

@@ -4,6 +4,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+from contextlib import AbstractContextManager, nullcontext
+from typing import IO
 
 from tqdm import tqdm
 
@@ -85,25 +87,33 @@ def run_generate(args: argparse.Namespace) -> int:
     try:
         config = WorkloadConfig(**values)
         patterns = load_patterns(args.patterns)
-        with tqdm(total=config.num_tenants * config.num_sessions, unit="session", desc="generate",
-                  leave=False, disable=not show_progress) as bar:
-            records = generate_workload(config, patterns, on_session=bar.update)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     header = TraceHeader(block_size=config.block_size, note=f"stepahead workload generate {values}")
-    with tqdm(records, unit="req", desc="write", leave=False, disable=not show_progress) as writing:
+    try:   # the output opened first: a path it cannot write fails before the workload is drawn
+        with _output(args.output) as stream:
+            with tqdm(total=config.num_tenants * config.num_sessions, unit="session", desc="generate",
+                      leave=False, disable=not show_progress) as bar:
+                records = generate_workload(config, patterns, on_session=bar.update)
+            with tqdm(records, unit="req", desc="write", leave=False, disable=not show_progress) as writing:
+                write_trace(stream, writing, header)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
         if args.output == "-":
-            write_trace(sys.stdout, writing, header)
-        else:
-            try:
-                with replacing(args.output, shared=True) as stream:   # a Ctrl+C leaves no half trace; umask's mode
-                    write_trace(stream, writing, header)
-            except OSError as exc:
-                print(f"error: cannot write {args.output}: {exc}", file=sys.stderr)
-                return 2
+            raise   # stdout's reader gone (`| head`): gateway.cli.main's quiet exit
+        print(f"error: cannot write {args.output or repr(args.output)}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
     print(f"wrote {summary(records, config.num_tenants)} to {args.output}", file=sys.stderr)
     return 0
+
+
+def _output(path: str) -> AbstractContextManager[IO]:
+    """stdout for '-', else `path` replaced whole when the block ends (a Ctrl+C or an
+    error leaves no half trace), with the umask's mode."""
+    return nullcontext(sys.stdout) if path == "-" else replacing(path, shared=True)
 
 
 def summary(records: list[TraceRecord], num_tenants: int) -> str:

@@ -257,8 +257,25 @@ def _refuse_tenants_without_requests(config, prefixes, records: list[TraceRecord
                          "--max-context-tokens or lower --system-prompt-tokens")
 
 
+def _with_user_turns(steps: list[str]) -> list[str]:
+    """`steps` with a USER before each tool that follows a text answer: the patterns have
+    such transitions (a recorded turn that begins without a user message, ASSISTANT_TEXT
+    -> cd), but a reply that called no tool leaves nothing to return a result for, so the
+    call comes from the reply to the next user turn."""
+    out: list[str] = []
+    for symbol in steps:
+        if out and out[-1] in TEXT_ANSWERS and symbol not in TEXT_ANSWERS and symbol != USER:
+            out.append(USER)
+        out.append(symbol)
+    return out
+
+
 def _session_records(config, rng, tenant, session, domain, blocks, start_s, budget) -> list[TraceRecord]:
-    steps = domain.sample_session(rng, use_turn_counts=config.recorded_turns)
+    """One session's calls. Each step's `after` says what its prompt grew by, and what its
+    arrival waited for: "user", a user turn after a think time (the previous reply was a
+    text answer); "tool:NAME", the result of the tool the previous reply called, after
+    that tool's run time."""
+    steps = _with_user_turns(domain.sample_session(rng, use_turn_counts=config.recorded_turns))
     out: list[TraceRecord] = []
     now = start_s
     after = "start"

@@ -76,6 +76,17 @@ def test_traces_export_bad_store_or_output_is_an_error_line(store, tmp_path, cap
     assert "cannot write" in capsys.readouterr().err
 
 
+
+@pytest.mark.parametrize("output", [".", "/", "{dir}", "{dir}/no/such/x.jsonl"])
+def test_traces_export_to_a_path_it_cannot_write_is_one_line_naming_it(store, tmp_path, monkeypatch, capsys,
+                                                                       output):
+    monkeypatch.chdir(tmp_path)
+    output = output.format(dir=tmp_path)
+    assert _run(["traces", "export", "--all", "--db", str(store), "-o", output]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"stepahead: cannot write {output}: ") and err.count("\n") == 1, err
+    assert "partial" not in err and not [p for p in tmp_path.iterdir() if not p.name.startswith("traces.sqlite3")]
+
 @pytest.fixture
 def forecast_store(tmp_path):
     """One session of tenant acme with content captured and a forecast checked at each step."""

@@ -41,3 +41,15 @@ def test_bytes_are_written_the_same_way(tmp_path):
         stream.write(b"\x00\x01")
         assert not path.exists()
     assert path.read_bytes() == b"\x00\x01" and [p.name for p in tmp_path.iterdir()] == ["arrays.npz"]
+
+
+@pytest.mark.parametrize("given", [".", "/", "", "..", "{dir}", "{dir}/", "{dir}/missing/x.jsonl", "{dir}/new/"])
+def test_a_path_it_cannot_replace_is_an_oserror_naming_that_path(tmp_path, monkeypatch, given):
+    monkeypatch.chdir(tmp_path)
+    given = given.format(dir=tmp_path)
+    with pytest.raises(OSError) as raised:
+        with replacing(given) as stream:
+            stream.write("never")
+    assert raised.value.filename == given and raised.value.strerror
+    assert "partial" not in str(raised.value)
+    assert list(tmp_path.iterdir()) == []

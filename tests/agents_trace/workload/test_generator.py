@@ -242,3 +242,46 @@ def test_batch_lines_are_flex_fresh_and_leave_the_sessions_as_they_were():
         batch_ids = [i for r in batch if r.tenant == tenant for i in r.hash_ids]
         session_ids = {i for r in sessions if r.tenant == tenant for i in r.hash_ids}
         assert len(set(batch_ids)) == len(batch_ids) and not set(batch_ids) & session_ids
+
+
+def test_an_output_path_it_cannot_write_is_one_line_naming_it_before_any_draw(tmp_path, monkeypatch, capsys):
+    import agents_trace.workload.cli as workload_cli
+    from gateway.cli import main
+
+    def never(*args, **kwargs):
+        raise AssertionError("the workload was drawn before the output was checked")
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(workload_cli, "generate_workload", never)
+    for output, shown in ((".", "."), ("/", "/"), ("", "''"), (str(tmp_path), str(tmp_path)),
+                          (str(tmp_path / "no" / "x.jsonl"), str(tmp_path / "no" / "x.jsonl"))):
+        assert main(["workload", "generate", "--tenants", "1", "--sessions", "1", "-o", output]) == 2, output
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: cannot write {shown}: ") and err.count("\n") == 1, err
+        assert "partial" not in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_tool_after_a_text_answer_comes_from_a_user_turn_not_a_phantom_call():
+    """A step after a text answer grows by a user turn, after a think time; a step after
+    tool calls grows by the result of the tool the previous reply called, after its run."""
+    chain = {"START": {"USER": 1}, "USER": {"ls": 1}, "ls": {"ASSISTANT_TEXT": 1},
+             "ASSISTANT_TEXT": {"cat": 1, "END": 1}, "cat": {"ASSISTANT_TEXT": 1}}
+    config = WorkloadConfig(num_tenants=1, num_sessions=30, seed=2, user_turn_tokens=(5, 5),
+                            tool_result_tokens_median=10, tool_result_tokens_sigma=0, think_time_median_s=1000,
+                            think_time_sigma=0, tool_median_s_range=(1, 1), tool_sigma=0, recorded_turns=False)
+    records = generate_workload(config, [ToolPatterns("d", chain)])
+    sessions = collections.defaultdict(list)
+    for r in records:
+        sessions[r.session].append(r)
+    kinds = collections.Counter()
+    for steps in sessions.values():
+        for prev, cur in zip(steps, steps[1:]):
+            grew = cur.input_tokens - prev.input_tokens - prev.output_tokens
+            waited = cur.t - prev.t - 0.02 * prev.output_tokens
+            if prev.tool_calls:
+                assert cur.after == f"tool:{prev.tool_calls[0]}" and grew == 10 and abs(waited - 1) < 1e-6
+            else:
+                assert cur.after == "user" and grew == 5 and abs(waited - 1000) < 1e-6
+            kinds[cur.after] += 1
+    assert kinds["user"] and kinds["tool:cat"] and kinds["tool:ls"]
