@@ -10,6 +10,7 @@ same fields and counts as `/ui` and the JSON API, every value made printable
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -43,8 +44,19 @@ def _seconds(value: float | None) -> str | None:
     return None if value is None else f"{value:.3f}" if value < 10 else f"{value:.1f}"
 
 
+def _round_half_up(value: float) -> int:
+    return math.floor(value + 0.5)
+
+
 def _share(part: int, whole: int) -> str | None:
-    return f"{100 * part / whole:.0f}%" if whole > 0 else None
+    """`part` of `whole` as a whole percent, halves rounded up (16 of 128: "13%"), in the
+    same float steps as /ui's `pct` (dom.js), so both print the same number."""
+    return f"{_round_half_up(100 * part / whole)}%" if whole > 0 else None
+
+
+def _percent(fraction: float) -> str:
+    """A probability or rate as a whole percent, as /ui's `percent` writes it."""
+    return f"{_round_half_up(100 * fraction)}%"
 
 
 def state_of(session: Mapping) -> str:
@@ -102,7 +114,7 @@ def _forecast_cells(step: Mapping) -> tuple[str | None, str | None, str | None]:
     forecast = step["forecast"]
     if forecast is None:
         return None, None, None
-    predicted = f"{forecast['predicted']} ({100 * forecast['p_predicted']:.0f}%)"
+    predicted = f"{forecast['predicted']} ({_percent(forecast['p_predicted'])})"
     if not forecast["is_confident"]:
         predicted += ", not confident"
     actual = f"{forecast['actual']} ({'hit' if forecast['is_hit'] else 'miss'})"
@@ -255,7 +267,7 @@ def _ms(seconds: float | None) -> str | None:
 def _stats_row(name: str, row: Mapping) -> tuple:
     forecasts = None
     if row["forecasts"]:
-        forecasts = f"{row['forecast_hits']}/{row['forecasts']} ({100 * row['forecast_hit_rate']:.0f}%)"
+        forecasts = f"{row['forecast_hits']}/{row['forecasts']} ({_percent(row['forecast_hit_rate'])})"
     evicted = None
     if row["prefix_from_previous_tokens"]:
         evicted = f"{row['evicted_prefix_tokens']} ({_share(row['evicted_prefix_tokens'], row['prefix_from_previous_tokens'])})"

@@ -19,9 +19,10 @@ const MAX_RESTORED_ROWS = 5000;  // what a list URL's `rows` may ask for
 // run without holes ("load earlier" and "load more" widen it); `requestId`: the request
 // id the session's URL names (the filter it was found by), whose step is outlined;
 // `openContent`: the steps whose messages are shown, kept open when live steps re-render;
-// `sessionsRows`: the list rows asked for so far (its URL's `rows`); `route`: counts
+// `sessionsRows`: the list rows asked for so far (its URL's `rows`); `sessionsShown`: the
+// keys (`sessionKey`) of the sessions listed; `route`: counts
 // routes, so a load that ends after the user went elsewhere shows nothing
-const view = { me: null, sessionsOffset: 0, sessionsRows: 0, steps: [], stepsStart: 0, stepsEnd: 0,
+const view = { me: null, sessionsOffset: 0, sessionsRows: 0, sessionsShown: new Set(), steps: [], stepsStart: 0, stepsEnd: 0,
                session: null, requestId: "", openContent: new Set(), liveTimer: null, route: 0 };
 
 function setStatus(text) { $("status").textContent = visible(text || ""); }
@@ -52,6 +53,9 @@ const askedFor = (step) => {
   const choices = [step, ...(step.other_choices || [])];
   return choices.length === 1 ? choiceAsked(step) : choices.map((c, i) => `#${i} ${choiceAsked(c)}`).join(" · ");
 };
+
+// "open", or "ended (why)" (idle, evicted, shutdown…), as `stepahead traces` writes it.
+const stateOf = (session) => session.is_open ? "open" : session.end_reason ? `ended (${session.end_reason})` : "ended";
 
 // A session's API path: its id as one encoded segment (`/` as %2F), whatever it holds
 // (`/`, `%`, `?`, `#`, spaces, unicode); the server splits only at literal slashes.
@@ -92,14 +96,20 @@ function showFilters(params) {
 // part percent-encoded (so a `?` there starts the query: `request`, the request id whose
 // step is outlined), or the list, `#/?FILTERS` (`filtersInHash`, and `rows`, how many
 // rows were loaded). Hashes without a query (every link before filters were kept) mean
-// what they did.
+// what they did. A session part that is not valid percent-encoding (a link cut short or
+// edited by hand) throws an error that says so.
 function parseHash(hash) {
   const cut = hash.indexOf("?");
   const path = cut < 0 ? hash : hash.slice(0, cut);
   const params = new URLSearchParams(cut < 0 ? "" : hash.slice(cut + 1));
   const match = path.match(/^#\/session\/([^/]*)\/(.+)$/);
   if (!match) return { params };
-  return { tenant: decodeURIComponent(match[1]), session: decodeURIComponent(match[2]), params };
+  try {
+    return { tenant: decodeURIComponent(match[1]), session: decodeURIComponent(match[2]), params };
+  } catch (_) {
+    throw new Error("This link's session address is damaged (its %-encoding is cut short or " +
+      `invalid: ${path.slice(2)}). Open the session from the list, or copy its link again.`);
+  }
 }
 
 // The list's URL now names the rows loaded too (no new history entry: Back still leaves the list).
@@ -176,8 +186,14 @@ async function loadForecasters() {
   $("forecasters").replaceChildren(...lines);
 }
 
+// A session's key in `view.sessionsShown`: its tenant and id.
+const sessionKey = (s) => JSON.stringify([s.tenant, s.session]);
+
 // `count`: how many to ask for (one page of the API's at most). False when the user
-// went elsewhere before the page came (nothing shown).
+// went elsewhere before the page came (nothing shown). The API pages by offset over an
+// order that moves (most recently active first): sessions that arrived since the last
+// page push rows already shown into the next one, so a page adds only the sessions not
+// shown yet (`view.sessionsShown`), and no session is listed twice.
 async function loadSessions(append, count = SESSIONS_PAGE) {
   const ticket = view.route;
   if (!append) {
@@ -193,7 +209,10 @@ async function loadSessions(append, count = SESSIONS_PAGE) {
   // a session found by a request id (text its id does not hold) opens on that request's step
   const id = params.get("id_contains") || "";
   const rows = [];
+  if (!append) view.sessionsShown = new Set();
   for (const s of page.data) {
+    if (view.sessionsShown.has(sessionKey(s))) continue;
+    view.sessionsShown.add(sessionKey(s));
     const requestId = id && !s.session.includes(id) ? id : "";
     const link = el("a", { href: sessionHash(s.tenant, s.session, requestId) }, s.session);
     rows.push(el("tr", { class: s.num_errors ? "error" : "" },
@@ -201,8 +220,10 @@ async function loadSessions(append, count = SESSIONS_PAGE) {
       el("td", { class: "text" }, s.agent || "—"), el("td", { class: "text" }, fmtTime(s.last_s)),
       el("td", {}, fmtS(s.duration_s)), el("td", {}, s.num_steps), el("td", {}, s.num_tool_runs),
       el("td", {}, s.num_input_tokens), el("td", {}, s.num_cached_tokens),
+      el("td", {}, pct(s.num_cached_tokens, s.num_input_tokens)),
       el("td", {}, s.num_output_tokens), el("td", {}, s.num_errors),
-      el("td", { title: forecastsNote(s) }, s.num_forecasts ? `${s.num_forecast_hits}/${s.num_forecasts}` : "—")));
+      el("td", { title: forecastsNote(s) }, s.num_forecasts ? `${s.num_forecast_hits}/${s.num_forecasts}` : "—"),
+      el("td", { class: "text" }, stateOf(s))));
   }
   const body = $("sessions").tBodies[0];
   if (append) body.append(...rows); else body.replaceChildren(...rows);   // replaced whole: no flicker
@@ -284,7 +305,7 @@ function renderSteps(steps) {
         (s.worker || "—") + (s.service_tier === "flex" ? " · flex" : "")),
       el("td", { class: "tools" }, askedFor(s)),
       el("td", { class: "text", title: f && !f.is_confident ? notConfident : "" },
-        f ? `${f.predicted} (${(f.p_predicted * 100).toFixed(0)}%)` + (f.is_confident ? "" : " · not confident") : "—"),
+        f ? `${f.predicted} (${percent(f.p_predicted)})` + (f.is_confident ? "" : " · not confident") : "—"),
       el("td", { class: f ? (f.is_hit ? "text hit" : "text miss") : "text" },
         f ? `${f.actual} ${f.is_hit ? "✓" : "✗"}` : "—"),
       el("td", {}, f && f.eta_p50_s !== null ? `${fmtS(f.eta_p50_s)} (was ${fmtS(s.gap_s)})` : "—"),
@@ -310,7 +331,7 @@ function renderSession() {
   $("session-summary").textContent = visible(`agent ${s.agent || "—"} · ${count(s.num_steps, "step")} · ` +
     `${count(s.num_tool_runs, "tool run")} · ${s.num_input_tokens} prompt tokens (${s.num_cached_tokens} cached, ` +
     `${pct(s.num_cached_tokens, s.num_input_tokens)}) · ${s.num_output_tokens} output tokens · ` +
-    `${count(s.num_errors, "error")} · started ${fmtTime(s.started_s)} · ${s.is_open ? "open" : "ended"}` +
+    `${count(s.num_errors, "error")} · started ${fmtTime(s.started_s)} · ${stateOf(s)}` +
     (s.num_forecasts ? ` · forecasts right ${s.num_forecast_hits}/${s.num_forecasts} (${forecastsNote(s)})` : ""));
   $("export-link").onclick = (event) => { event.preventDefault(); downloadExport(); };
   renderGantt(view.steps);
@@ -332,12 +353,13 @@ function downloadExport() {
   return downloadFile(path, visible(view.session.session) + ".jsonl");   // no name that reads backwards
 }
 
-// Which of the session's steps are shown, when not all of them.
+// Which of the session's steps are shown, when not all of them: by the numbers their rows
+// (# column) and the timeline show.
 function renderStepsShown() {
-  const total = view.session.num_steps;
+  const total = view.session.num_steps, shown = view.steps;
   const whole = view.stepsStart === 0 && view.stepsEnd >= total;
-  $("steps-shown").textContent = whole || !view.steps.length ? "" :
-    `Showing steps ${view.stepsStart + 1} to ${view.stepsEnd} of ${total} (in index order).`;
+  $("steps-shown").textContent = whole || !shown.length ? "" :
+    `Showing steps #${shown[0].index} to #${shown[shown.length - 1].index} (${shown.length} of ${total}, in index order).`;
   $("earlier-steps").hidden = view.stepsStart === 0;
 }
 
@@ -465,7 +487,7 @@ async function route() {
     $("more-sessions").hidden = true;
     if (error.status === 401) { view.me = null; $("who").textContent = ""; }
     setStatus(error.status === 404 ? "Session not found (or not visible to this key)."
-      : `Error ${error.status || ""}: ${error.message}`);
+      : error.status ? `Error ${error.status}: ${error.message}` : `Error: ${error.message}`);
   }
 }
 

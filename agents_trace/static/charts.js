@@ -8,6 +8,54 @@ function niceStep(rough) {
   return [1, 2, 5, 10].map((m) => m * power).find((step) => step >= rough * (1 - 1e-9));
 }
 
+// The widest a label column grows (px); a longer label ends in "…", its whole text in a
+// tooltip. The right-hand label keeps its numbers (gap, cached/prompt tokens) whole and
+// shortens the tool names around them instead.
+const GANTT_LABEL_MAX = 240, GANTT_NUMBERS_MAX = 460, GANTT_PAD = 12;
+
+// The width in px of `text` written in `probe`'s font (an SVG text node on the page).
+function textMeasurer(probe) {
+  const style = getComputedStyle(probe);
+  const context = document.createElement("canvas").getContext("2d");
+  context.font = `${style.fontStyle} ${style.fontWeight} ${style.fontSize} ${style.fontFamily}`;
+  return (text) => context.measureText(text).width;
+}
+
+// The longest start of `text` (whole characters) that, with "…", is at most `maxW` px.
+function fitText(text, maxW, width) {
+  if (width(text) <= maxW) return text;
+  const chars = Array.from(text);
+  let low = 0, high = chars.length;
+  while (low < high) {
+    const mid = Math.ceil((low + high) / 2);
+    if (width(chars.slice(0, mid).join("") + "…") <= maxW) low = mid; else high = mid - 1;
+  }
+  return chars.slice(0, low).join("") + "…";
+}
+
+// An SVG text of `full` (escaped, as `svg` writes it) cut to `shown`, with the whole text
+// as its tooltip when cut.
+function labelNode(attrs, full, shown) {
+  const node = svg("text", attrs, shown);
+  if (shown !== full) node.append(svg("title", {}, full));
+  return node;
+}
+
+// A step's right-hand label, `tools gap s → chat cached/prompt tok cached → asked for`,
+// in at most `maxW` px: the middle part always whole, the tools and what was asked for
+// cut to the room left (what was asked for first given its own width, up to half).
+function numbersLabel(s, tools, maxW, width) {
+  const head = visible(tools);
+  const middle = (tools ? ` ${fmtS(s.gap_s)} s → ` : "") + `chat ${s.num_cached_tokens}/${s.num_input_tokens} tok cached → `;
+  const asked = visible(askedFor(s));
+  const full = head + middle + asked;
+  if (width(full) <= maxW) return { full, shown: full };
+  const room = Math.max(0, maxW - width(middle));
+  const shownHead = head ? fitText(head, Math.max(room - width(asked), room / 2), width) : "";
+  const shownAsked = fitText(asked, Math.max(0, room - width(shownHead)), width);
+  return { full, shown: shownHead + middle + shownAsked };
+}
+
 function renderGantt(steps) {
   const box = $("gantt");
   box.replaceChildren();
@@ -15,10 +63,22 @@ function renderGantt(steps) {
   const start = Math.min(...steps.map((s) => s.prev_ended_s ?? s.arrived_s));
   const end = Math.max(...steps.map((s) => s.ended_s));
   const span = Math.max(end - start, 1e-3);
-  const labelW = 170, plotW = 760, textW = 420, rowH = 22, top = 24;
+  const root = svg("svg", { id: "gantt-svg" });
+  const probe = svg("text", {}, "#");
+  root.append(probe);
+  box.append(root);   // on the page, so its text has the page's font to measure
+  const width = textMeasurer(probe);
+  probe.remove();
+  const lefts = steps.map((s) => visible(`#${s.index} after ${s.after_label}`));
+  const rights = steps.map((s) => numbersLabel(s, s.after_tools.map((c) => c.name).join(", "),
+                                               GANTT_NUMBERS_MAX, width));
+  const labelW = Math.min(GANTT_LABEL_MAX, Math.max(...lefts.map(width))) + GANTT_PAD;
+  const textW = Math.max(...rights.map((r) => width(r.shown))) + GANTT_PAD;
+  const plotW = 760, rowH = 22, top = 24;
   const x = (t) => labelW + (t - start) / span * plotW;
   const height = top + steps.length * rowH + 8;
-  const root = svg("svg", { width: labelW + plotW + textW, height, id: "gantt-svg" });
+  root.setAttribute("width", labelW + plotW + textW);
+  root.setAttribute("height", height);
   const step = niceStep(span / 6);   // 4 to 7 ticks
   const decimals = Math.max(0, -Math.floor(Math.log10(step) + 1e-9));
   for (let offset = 0; offset <= span + 1e-9; offset += step) {
@@ -30,7 +90,8 @@ function renderGantt(steps) {
   steps.forEach((s, row) => {
     const y = top + row * rowH;
     const group = svg("g", { class: "gantt-row", "data-step": s.index });
-    group.append(svg("text", { x: 4, y: y + 14 }, `#${s.index} after ${s.after_label}`));
+    group.append(labelNode({ x: 4, y: y + 14, class: "gantt-label" }, lefts[row],
+                           fitText(lefts[row], labelW - GANTT_PAD, width)));
     const tools = s.after_tools.map((c) => c.name).join(", ");
     if (s.after_kind === "tools" && s.prev_ended_s !== null) {
       const bar = svg("rect", { x: x(s.prev_ended_s), y: y + 3, height: rowH - 6, fill: "#e0a030",
@@ -50,12 +111,10 @@ function renderGantt(steps) {
       group.append(svg("rect", { x: x(s.arrived_s), y: y + 3, height: rowH - 6, fill: "#1f4f99",
         width: Math.min(llmW, Math.max(1, s.ttft_s / span * plotW)) }));
     }
-    const label = (tools ? `${tools} ${fmtS(s.gap_s)} s → ` : "") +
-      `chat ${s.num_cached_tokens}/${s.num_input_tokens} tok cached → ${askedFor(s)}`;
-    group.append(svg("text", { x: labelW + plotW + 6, y: y + 14 }, label));
+    group.append(labelNode({ x: labelW + plotW + 6, y: y + 14, class: "gantt-numbers" },
+                           rights[row].full, rights[row].shown));
     root.append(group);
   });
-  box.append(root);
 }
 
 function renderContextChart(steps) {

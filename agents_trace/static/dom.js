@@ -42,4 +42,9 @@ const fmtTime = (s) => new Date(s * 1000).toLocaleString();
 const fmtS = (s) => (s === null || s === undefined) ? "—" : s.toFixed(s < 10 ? 3 : 1);
 const fmtMs = (s) => (s === null || s === undefined) ? "—" : (s * 1000).toFixed(1);
 const count = (n, noun) => `${n} ${noun}${n === 1 ? "" : "s"}`;
-const pct = (a, b) => b > 0 ? (100 * a / b).toFixed(0) + "%" : "—";
+// Whole percents, halves rounded up (16 of 128 is 13%), in the same float steps as
+// traces_view's `_share` and `_percent`, so /ui and `stepahead traces` print the same
+// number: `100 * part / whole` is exact where the answer is a half.
+const roundHalfUp = (value) => Math.floor(value + 0.5);
+const percent = (fraction) => roundHalfUp(100 * fraction) + "%";
+const pct = (a, b) => b > 0 ? roundHalfUp(100 * a / b) + "%" : "—";

@@ -41,3 +41,13 @@ def test_counts_in_the_session_summary_agree_with_their_number():
     from agents_trace.traces_view import _count
 
     assert [_count(n, "tool run") for n in (0, 1, 2)] == ["0 tool runs", "1 tool run", "2 tool runs"]
+
+
+def test_a_cache_hit_share_rounds_halves_up_as_the_ui_does():
+    """16 of 128 cached is 12.5%: "13%", as /ui's Hit column shows it (dom.js `pct`)."""
+    from agents_trace.traces_view import _share
+
+    assert [_share(16, 128), _share(1, 8), _share(3, 8), _share(29, 200), _share(1, 3), _share(0, 0)] == \
+        ["13%", "13%", "38%", "15%", "33%", None]
+    from agents_trace.traces_view import _percent   # a forecast's probability, as /ui's `percent`
+    assert [_percent(0.125), _percent(0.625), _percent(0.3)] == ["13%", "63%", "30%"]

@@ -140,7 +140,9 @@ def test_viewer_outlines_the_step_a_request_id_names_wherever_it_lies(tmp_path):
             [found] = driver.find_elements(By.CSS_SELECTOR, "#steps tr.found")
             assert driver.execute_script(in_view, found)   # scrolled to it
             assert found.find_element(By.TAG_NAME, "td").get_attribute("title") == "request " + request_ids[250]
-            assert driver.find_element(By.ID, "steps-shown").text == "Showing steps 201 to 300 of 300 (in index order)."
+            # the line numbers the steps as their rows and the timeline do (#200 is the 201st)
+            assert driver.find_element(By.ID, "steps-shown").text == \
+                "Showing steps #200 to #299 (100 of 300, in index order)."
             assert not driver.find_element(By.ID, "more-steps").is_displayed()
             assert driver.current_url.endswith("#/session/acme/long?request=" + request_ids[250])
             driver.refresh()   # the URL keeps the request id: the same page, the same step outlined
@@ -325,7 +327,7 @@ def test_a_live_session_page_shows_new_steps_as_they_arrive_and_keeps_open_messa
             assert "first answer" in driver.find_element(By.ID, "steps").text   # still open
             assert "2 steps" in driver.find_element(By.ID, "session-summary").text
             tracer.stop()           # the gateway stops: the session ends, the page says so
-            wait_for(driver, lambda d: d.find_element(By.ID, "session-summary").text.endswith("ended"))
+            wait_for(driver, lambda d: d.find_element(By.ID, "session-summary").text.endswith("ended (shutdown)"))
             assert not driver.find_element(By.ID, "live-label").is_displayed()
     finally:
         server.stop()
@@ -352,6 +354,45 @@ def test_a_live_sessions_list_shows_a_new_session_without_a_reload(tmp_path):
     finally:
         server.stop()
         tracer.stop()
+
+
+def test_load_more_never_lists_a_session_twice_when_sessions_arrive_meanwhile(tmp_path):
+    """60 sessions, 50 listed; 5 new ones arrive, pushing 5 listed ones onto the API's next
+    page: "Load more sessions" adds the 10 not listed yet, and no row twice."""
+    from selenium.webdriver.common.by import By
+
+    from agents_trace.records import StepResult
+
+    clock = ManualClock()
+    tracer, _ = make_tracer(tmp_path, clock)
+
+    def sessions(names) -> None:
+        for name in names:
+            ctx = tracer.begin("acme", {"x-session-id": name}, {"model": "tiny", "messages": [{"role": "user", "content": "hi"}]})
+            clock.advance(0.1)
+            tracer.end(ctx, StepResult(num_input_tokens=5, num_output_tokens=1, finish_reason="stop", output_text="ok"))
+            clock.advance(1.0)
+        assert tracer.flush(5.0)
+
+    def names(d) -> list[str]:
+        return d.execute_script("return [...document.querySelectorAll('#sessions tbody tr')].map(r => r.cells[0].textContent)")
+
+    first = [f"g-{i:03d}" for i in range(60)]
+    sessions(first)
+    server = start_server(viewer_app(tracer, KEYS))
+    try:
+        with chromium_driver() as driver:
+            connect(driver, server.base_url, "k-acme")
+            wait_for(driver, lambda d: len(names(d)) == 50)
+            sessions(f"new-{i}" for i in range(5))   # an agent starts 5 sessions while the list is open
+            driver.find_element(By.ID, "more-sessions").click()
+            wait_for(driver, lambda d: len(names(d)) > 50)
+            shown = names(driver)
+    finally:
+        server.stop()
+        tracer.stop()
+    assert len(shown) == len(set(shown)), sorted({n for n in shown if shown.count(n) > 1})
+    assert shown == first[::-1]   # the newest first, each once
 
 
 def test_viewer_opens_and_exports_a_session_whose_id_holds_a_slash_and_odd_characters(tmp_path):
