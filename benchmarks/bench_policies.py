@@ -36,6 +36,11 @@ docs/policies_mooncake.png, docs/policies_agent.png and docs/policies_agent_long
     python benchmarks/bench_policies.py            # about 5 minutes on 2 cores
     python benchmarks/bench_policies.py --quick    # fewer capacities, no diagnostics
 
+Its inputs are checked before any run (one `error:` line, exit status 2): a `--mooncake`
+file that cannot be read, is no trace or holds fewer than 2 requests (its first half is a
+split of its own), and an `--out-dir` where the plots cannot be written. The summary line
+is printed before the plots are drawn: a plot that fails (exit status 2) never loses it.
+
 Ctrl+C stops it with one line on stderr and exit status 130: stdout then holds the JSON
 lines of the runs that finished, and no summary line.
 """
@@ -59,12 +64,14 @@ from cache.sim.cost_model import CALIBRATIONS, DEFAULT_CALIBRATION, CostModel  #
 from cache.sim.oracle import OracleForecastSource  # noqa: E402
 from cache.sim.replay import SimConfig, replay  # noqa: E402
 from cache.sim.requests import SimRequest, to_sim_requests  # noqa: E402
-from cache.sim.sweep import ANCHORS, REACTIVE_AND_BOUNDS, gap_closed, lru_ttft_ratio, plot_policies  # noqa: E402
-from cache.trace_format import read_trace  # noqa: E402
+from cache.sim.sweep import (ANCHORS, REACTIVE_AND_BOUNDS, gap_closed, lru_ttft_ratio, plot_policies,  # noqa: E402
+                             plot_problem)
+from cache.trace_format import TraceFormatError, read_trace  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 MOONCAKE = Path("/work/shared/data/mooncake_conversation_first_half.jsonl")
 POLICIES = REACTIVE_AND_BOUNDS
+MIN_MOONCAKE_REQUESTS = 2   # its first half ("train") and its second ("validation") each hold one
 LONG_SESSIONS = 160  # per tenant, for the steady-state agent workload
 SESSION_IDLE_TIMEOUT_S = 900.0  # the gateway's default ([tracing] session_idle_timeout_s)
 
@@ -184,11 +191,40 @@ def plot(rows: list[dict], trace: str, split: str, path: Path, title: str) -> No
     plot_policies(chosen, path, title)
 
 
-def main(rows: list[dict]) -> None:
+def plot_paths(out_dir: Path, quick: bool) -> dict[tuple[str, str], tuple[Path, str]]:
+    """(trace, split) -> (image, title) of every plot this run draws."""
+    paths = {("mooncake", "all"): (out_dir / "policies_mooncake.png",
+                                   "Mooncake conversation trace (512-token blocks, HOT only)"),
+             ("agent", "train"): (out_dir / "policies_agent.png",
+                                  "Agent workload (4 tenants x 40 sessions, seed 0, 16-token blocks, HOT only)")}
+    if not quick:
+        paths["agent-long", "train"] = (
+            out_dir / "policies_agent_long.png",
+            f"Agent workload, steady state (4 tenants x {LONG_SESSIONS} sessions, seed 0, 16-token blocks)")
+    return paths
+
+
+def read_mooncake(path: Path) -> tuple[int, list[SimRequest]] | str:
+    """The block size and requests of the Mooncake trace at `path`, or why it cannot be used."""
+    try:
+        header, records = read_trace(path)
+    except OSError as exc:
+        return f"cannot read {path}: {exc.strerror or exc}"
+    except TraceFormatError as exc:
+        return f"cannot read {path}: {exc}"
+    if len(records) < MIN_MOONCAKE_REQUESTS:
+        return (f"{path} holds {len(records)} request{'' if len(records) == 1 else 's'}; the benchmark needs at "
+                f"least {MIN_MOONCAKE_REQUESTS} (its first half is the train split, its second the validation)")
+    return header.block_size, to_sim_requests(records, header.block_size)
+
+
+def main(rows: list[dict]) -> int:
     """The whole benchmark; each run's row is appended to `rows` (the caller's list, so
-    Ctrl+C still leaves the runs that finished) and printed as it finishes."""
+    Ctrl+C still leaves the runs that finished) and printed as it finishes. Returns the
+    exit status."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mooncake", type=Path, default=MOONCAKE)
+    parser.add_argument("--mooncake", type=Path, default=MOONCAKE,
+                        help="the Mooncake (or stepahead-trace/1) trace to replay (default: %(default)s)")
     parser.add_argument("--quick", action="store_true", help="fewer sizes and sessions (about a minute)")
     parser.add_argument("--out-dir", type=Path, default=None,
                         help="where the PNG plots go (default: docs/ for a full run, which the docs show; a new "
@@ -198,10 +234,18 @@ def main(rows: list[dict]) -> None:
     args = parser.parse_args()
     sim = functools.partial(run, calibration=args.calibration)
     started = time.perf_counter()
-
-    header, records = read_trace(args.mooncake)
-    size = header.block_size
-    moon = to_sim_requests(records, size)
+    mooncake = read_mooncake(args.mooncake)
+    if isinstance(mooncake, str):
+        print(f"error: {mooncake}", file=sys.stderr)
+        return 2
+    size, moon = mooncake
+    out_dir = args.out_dir or (Path(tempfile.mkdtemp(prefix="bench_policies-quick-")) if args.quick
+                               else ROOT / "docs")
+    plots = plot_paths(out_dir, args.quick)
+    for image, _ in plots.values():
+        problem = plot_problem(image)
+        if problem is not None:
+            parser.error(f"argument --out-dir: {image}: {problem}")
     half = len(moon) // 2
     replay(moon[:200], SimConfig(num_hot_blocks=100, policy="predictive", block_size=size))  # warm-up
     capacities = (1000, 4000) if args.quick else (1000, 4000, 16000)
@@ -256,24 +300,27 @@ def main(rows: list[dict]) -> None:
                 rows.append(sim(requests, trace="agent-long", split=split, hot=hot, host=0, policy="predictive",
                                 block_size=16, source=cold_hmm_source(), label="predictive+hmm-cold"))
 
-    summary = summarize(rows)
-    out_dir = args.out_dir or (Path(tempfile.mkdtemp(prefix="bench_policies-quick-")) if args.quick
-                               else ROOT / "docs")
-    plot(rows, "mooncake", "all", out_dir / "policies_mooncake.png",
-         "Mooncake conversation trace (512-token blocks, HOT only)")
-    plot(rows, "agent", "train", out_dir / "policies_agent.png",
-         "Agent workload (4 tenants x 40 sessions, seed 0, 16-token blocks, HOT only)")
-    if not args.quick:
-        plot(rows, "agent-long", "train", out_dir / "policies_agent_long.png",
-             f"Agent workload, steady state (4 tenants x {LONG_SESSIONS} sessions, seed 0, 16-token blocks)")
-    print(json.dumps({"summary": summary, "calibration": args.calibration, "plots": str(out_dir),
+    print(json.dumps({"summary": summarize(rows), "calibration": args.calibration, "plots": str(out_dir),
                       "wall_s": round(time.perf_counter() - started, 1)}), flush=True)
+    try:   # after the summary line, which a plot that fails must not lose
+        for (trace, split), (image, title) in plots.items():
+            plot(rows, trace, split, image, title)
+    except OSError as exc:
+        print(f"error: cannot write the plots to {out_dir}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except (RuntimeError, ValueError) as exc:
+        print(f"error: cannot draw the plots to {out_dir}: {exc}".splitlines()[0], file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("bench_policies: stopped while drawing the plots (the summary line is printed)", file=sys.stderr)
+        return 130
+    return 0
 
 
 if __name__ == "__main__":
     finished: list[dict] = []
     try:
-        main(finished)
+        sys.exit(main(finished))
     except KeyboardInterrupt:   # Ctrl+C: stdout keeps the finished runs' JSON lines, and only those
         print(f"bench_policies: stopped after {len(finished)} runs (their JSON lines are printed; "
               "no summary or plots)", file=sys.stderr)

@@ -157,7 +157,7 @@ class Residency:
             victim = pool.get(victim_id)
             if victim is None or victim.ref_count or not victim.is_cached:
                 raise RuntimeError(f"policy chose {tier.value} block {victim_id}, which is not evictable")
-        else:
+        if victim.is_background:   # whichever path chose it (the policy's too: not flex-first, or none left)
             self.num_background_evictions[tier] += 1
         self.num_evictions[tier] += 1
         host = self.host

@@ -156,12 +156,13 @@ def parse_record(row: dict, line_no: int, block_size: int) -> TraceRecord:
     their blocks of 512), `tools` a list of objects, `tool_choice` a string or an object;
     an optional field may be absent or null."""
     if "timestamp" in row and "t" not in row:  # Mooncake: ms, input_length, output_length
-        record = TraceRecord(
+        record = _with_block_count(TraceRecord(
             t=_require_time(row, "timestamp", "milliseconds", line_no) / 1000.0,
             input_tokens=_require_tokens(row, "input_length", line_no),
             output_tokens=_require_tokens(row, "output_length", line_no),
-            hash_ids=_optional_list(row, "hash_ids", int, line_no) or None)
-        return _with_block_count(record, line_no, block_size)
+            hash_ids=_optional_list(row, "hash_ids", int, line_no)), line_no, block_size)
+        record.hash_ids = record.hash_ids or None   # checked first: an empty list is one only for no tokens
+        return record
     tenant = _optional_str(row, "tenant", line_no)
     messages = row.get("messages")
     if messages is not None and not isinstance(messages, list):
@@ -190,13 +191,17 @@ def _with_block_count(record: TraceRecord, line_no: int, block_size: int) -> Tra
 
 
 def _header(row: dict, line_no: int) -> TraceHeader:
-    """The header line's fields: a known format, a positive integer block size, and times
-    in seconds (the only unit the readers apply)."""
+    """The header line's fields: a known format, an integer block size from 1 to
+    MAX_TOKENS_PER_CALL (as the simulator's --block-size), and times in seconds (the only
+    unit the readers apply)."""
     if row.get("format") != FORMAT_NAME:
         raise TraceFormatError(f"line {line_no}: unknown trace format {row.get('format')!r}")
     block_size = row.get("block_size", MOONCAKE_BLOCK_SIZE)
     if not isinstance(block_size, int) or isinstance(block_size, bool) or block_size <= 0:
         raise TraceFormatError(f"line {line_no}: 'block_size' must be a positive integer")
+    if block_size > MAX_TOKENS_PER_CALL:
+        raise TraceFormatError(f"line {line_no}: 'block_size' is {block_size}, more than the "
+                               f"{MAX_TOKENS_PER_CALL:,} tokens a call may have")
     if row.get("time_unit", "s") != "s":
         raise TraceFormatError(f"line {line_no}: 'time_unit' must be \"s\" (seconds), "
                                f"got {row.get('time_unit')!r}")
@@ -215,7 +220,7 @@ def iter_trace(stream: IO[str], block_size: int | None = None) -> tuple[TraceHea
         if not line.strip():
             continue
         row = _load(line, line_no)
-        if "format" in row:
+        if _is_header(row):
             header = _header(row, line_no)
             if block_size is not None and header.block_size != block_size:
                 raise BlockSizeConflict(f"line {line_no}: the header says its hash_ids name blocks of "
@@ -247,8 +252,8 @@ def iter_trace(stream: IO[str], block_size: int | None = None) -> tuple[TraceHea
 
 
 def _is_header(row: dict) -> bool:
-    """A line below the first is a header when it names the format and is no request
-    (a request line with an extra `format` field stays a request)."""
+    """A line is a header when it names the format and is no request: a request line
+    with an extra `format` field stays a request, on the first line as below it."""
     return "format" in row and "t" not in row and "timestamp" not in row
 
 

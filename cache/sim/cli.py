@@ -40,20 +40,18 @@ prints the runs that finished (their table; with `--json` their lines are out al
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import math
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 from tqdm import tqdm
 
 from cache.sim.cost_model import CALIBRATIONS, COPY_BYTES_PER_S, DEFAULT_CALIBRATION, CostModel
-from cache.sim.replay import POLICY_NAMES, SimConfig, replay, split_index
+from cache.sim.replay import POLICY_NAMES, UNFORECAST_POLICIES, SimConfig, replay, split_index
 from cache.sim.requests import to_sim_requests
-from cache.sim.sweep import comparison_rows, comparison_table, plot_format, plot_policies
+from cache.sim.sweep import comparison_rows, comparison_table, plot_policies, plot_problem
 from cache.trace_format import MAX_TOKENS_PER_CALL, BlockSizeConflict, TraceFormatError, read_trace
 
 MAX_BLOCKS = 10_000_000   # per tier: a pool's slots take ~50 bytes each (0.5 GB), more than any real cache
@@ -83,8 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--measure-from-frac", type=_fraction, default=0.0,
                         help="requests before this fraction, in [0, 1), only warm up (not counted)")
     parser.add_argument("--tick-interval-s", type=_at_least_zero, default=0.25,
-                        help="trace seconds between the policy's ticks (re-plans, prefetches; 0: none; "
-                             "default %(default)s)")
+                        help="trace seconds between the policy's ticks (re-plans, prefetches; 0: none; lru and "
+                             "belady never tick; default %(default)s)")
     parser.add_argument("--calibration", choices=list(CALIBRATIONS), default=DEFAULT_CALIBRATION,
                         help="the engine dtype whose measured costs set the three constants below "
                              "(cost_model.py; default: %(default)s)")
@@ -179,33 +177,6 @@ def _fraction(text: str) -> float:
     return value
 
 
-def _plot_problem(path: Path) -> str | None:
-    """Why the plot cannot be written at `path` (None: it can), found before the runs:
-    a suffix matplotlib has no writer for (none: PNG), or a place where creating its
-    folder (as the plot does) and a scratch file in it fails."""
-    if importlib.util.find_spec("matplotlib") is None:
-        return "drawing it needs matplotlib (pip install matplotlib)"
-    if path.is_dir():
-        return "is a directory"
-    from matplotlib.backend_bases import FigureCanvasBase
-
-    formats = FigureCanvasBase.get_supported_filetypes()
-    if plot_format(path) not in formats:
-        return (f"matplotlib cannot draw to a {path.suffix!r} file; name it .png or one of "
-                f"{', '.join('.' + name for name in sorted(formats) if name != 'png')}")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if path.exists():
-            with open(path, "r+b"):
-                pass
-        else:
-            with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".plot-", suffix=".png"):
-                pass
-    except OSError as exc:
-        return f"cannot write there: {exc.strerror or exc}"
-    return None
-
-
 def _policies(text: str) -> tuple[str, ...]:
     names = POLICY_NAMES if text == "all" else tuple(dict.fromkeys(part.strip() for part in text.split(",")))
     unknown = [name for name in names if name not in POLICY_NAMES]
@@ -219,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     started = time.perf_counter()
     if args.plot:
-        problem = _plot_problem(Path(args.plot))
+        problem = plot_problem(Path(args.plot))
         if problem is not None:
             parser.error(f"argument --plot: {args.plot}: {problem}")
     try:
@@ -246,7 +217,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     requests = to_sim_requests(records, block_size)
     span_s = max(request.t_s for request in requests) - min(request.t_s for request in requests)
-    if args.tick_interval_s > 0 and span_s / args.tick_interval_s > MAX_TICKS:
+    ticking = any(policy not in UNFORECAST_POLICIES for policy in args.policy)   # lru and belady never tick
+    if ticking and args.tick_interval_s > 0 and span_s / args.tick_interval_s > MAX_TICKS:
         parser.error(f"argument --tick-interval-s: {args.tick_interval_s:g} s makes over {MAX_TICKS:,} ticks "
                      f"over this trace's {span_s:,.0f} s (at least {span_s / MAX_TICKS:.3g} s, or 0 for none)")
 

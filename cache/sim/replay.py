@@ -27,7 +27,6 @@ from cache.block_manager import BlockManager
 from cache.forecast_source import ForecastSource, RequestSeen
 from cache.gap_forecaster import GapForecaster
 from cache.mover import CountingMover
-from cache.lru import LRUPolicy
 from cache.policies import POLICY_NAMES as SERVER_POLICY_NAMES
 from cache.policies import make_policy
 from cache.policies.belady import BeladyPolicy
@@ -43,6 +42,7 @@ from cache.tiers import Tier
 from cache.tool_call_source import ToolCallSource
 
 POLICY_NAMES = (*SERVER_POLICY_NAMES, "belady")  # the offline oracle runs only here
+UNFORECAST_POLICIES = frozenset({"lru", "belady"})   # told no forecasts, so the replay runs no ticks for them
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +93,7 @@ def replay(
     started = time.perf_counter()
     policy = build_policy(config)
     is_predictive = isinstance(policy, PredictivePolicy)
-    if isinstance(policy, (LRUPolicy, BeladyPolicy)):
+    if config.policy in UNFORECAST_POLICIES:
         source = None
     elif source is None:
         source = GapForecaster() if is_predictive else ToolCallSource()

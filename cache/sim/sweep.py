@@ -5,11 +5,14 @@ the policy) into one row per run with the figures people compare: block and toke
 rates, mean and p99 simulated TTFT, LRU's mean TTFT over this run's (when an `lru` run
 has the same memory) and the share of the LRU -> Belady block-hit gap closed (when both
 ran). `plot_policies` draws block hit rate and mean simulated TTFT against HOT blocks,
-one line per label. Invariant: a ratio is only ever taken between runs of the same
-HOT and HOST sizes.
+one line per label; `plot_problem` says, before any run, why it could not. Invariant: a
+ratio is only ever taken between runs of the same HOT and HOST sizes.
 """
 from __future__ import annotations
 
+import importlib.util
+import io
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -29,8 +32,11 @@ def gap_closed(run: dict, lru: dict, belady: dict) -> float | None:
 
 
 def lru_ttft_ratio(run: dict, lru: dict) -> float | None:
-    """LRU's mean simulated TTFT over `run`'s; None when `run`'s is zero."""
-    return round(lru["sim_ttft_mean_s"] / run["sim_ttft_mean_s"], 3) if run["sim_ttft_mean_s"] > 0 else None
+    """LRU's mean simulated TTFT over `run`'s; None when `run`'s is zero, or either is
+    None (no request measured)."""
+    if lru["sim_ttft_mean_s"] is None or not run["sim_ttft_mean_s"]:
+        return None
+    return round(lru["sim_ttft_mean_s"] / run["sim_ttft_mean_s"], 3)
 
 
 def comparison_rows(runs: Sequence[dict]) -> list[dict]:
@@ -66,7 +72,7 @@ def comparison_table(rows: Sequence[dict]) -> str:
             lines.append("")
         previous = (row["hot_blocks"], row["host_blocks"])
         ratio = "-" if row["lru_ttft_ratio"] is None else f"{row['lru_ttft_ratio']:.3f}x"
-        gap = "-" if row["gap_closed"] is None else f"{row['gap_closed']:.2f}"
+        gap = "-" if row["gap_closed"] is None else f"{round(row['gap_closed'], 2) + 0.0:.2f}"   # never -0.00
         lines.append(f"{row['hot_blocks']:>7} {row['host_blocks']:>7}  {row['label']:<11} "
                      f"{row['block_hit_rate']:>9.4f} {row['token_hit_rate']:>9.4f} "
                      f"{row['sim_ttft_mean_s']:>11.4f} {row['sim_ttft_p99_s']:>10.4f} {ratio:>8} {gap:>10}")
@@ -77,6 +83,43 @@ def plot_format(path: Path) -> str:
     """The image format `path` names by its suffix; a path without one is a PNG, written
     at `path` as it is (matplotlib would otherwise add ".png")."""
     return path.suffix[1:].lower() or "png"
+
+
+def plot_problem(path: Path) -> str | None:
+    """Why `plot_policies` cannot write `path` (None: it can), found before the runs: no
+    matplotlib, a suffix matplotlib has no writer for (none: PNG), a format whose writer
+    needs what is missing (pgf: LaTeX; found by drawing a tiny figure to memory), or a
+    place where creating its folder (as the plot does) and a scratch file in it fails."""
+    if importlib.util.find_spec("matplotlib") is None:
+        return "drawing it needs matplotlib (pip install matplotlib)"
+    if path.is_dir():
+        return "is a directory"
+    from matplotlib.backend_bases import FigureCanvasBase
+    from matplotlib.figure import Figure
+
+    formats = FigureCanvasBase.get_supported_filetypes()
+    fmt = plot_format(path)
+    if fmt not in formats:
+        return (f"matplotlib cannot draw to a {path.suffix!r} file; name it .png or one of "
+                f"{', '.join('.' + name for name in sorted(formats) if name != 'png')}")
+    if fmt != "png":
+        trial = Figure(figsize=(1, 1))
+        trial.text(0.5, 0.5, "x")
+        try:
+            trial.savefig(io.BytesIO(), format=fmt)
+        except (OSError, RuntimeError, ValueError) as exc:
+            return f"cannot draw a {path.suffix!r} file here: {exc}".splitlines()[0]
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists():
+            with open(path, "r+b"):
+                pass
+        else:
+            with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".plot-", suffix=".png"):
+                pass
+    except OSError as exc:
+        return f"cannot write there: {exc.strerror or exc}"
+    return None
 
 
 def plot_policies(runs: Sequence[dict], path: Path, title: str) -> None:

@@ -64,3 +64,62 @@ def test_ctrl_c_stops_the_benchmark_quietly_leaving_the_finished_runs_json_lines
     lines = (first + rest).splitlines()
     assert all("trace" in json.loads(line) for line in lines)   # runs only, every line whole JSON
     assert f"bench_policies: stopped after {len(lines)} runs" in stderr
+
+
+def _mooncake(path, num_requests: int) -> str:
+    import json
+
+    path.write_text("".join(json.dumps({"timestamp": 100 * i, "input_length": 1024, "output_length": 4,
+                                        "hash_ids": [i % 3, 10 + i]}) + "\n" for i in range(num_requests)))
+    return str(path)
+
+
+@pytest.mark.parametrize("case, message", [
+    ("missing", "error: cannot read {dir}/missing.jsonl: No such file or directory"),
+    ("dir", "error: cannot read {dir}: Is a directory"),
+    ("garbage", "error: cannot read {dir}/garbage.jsonl: line 1: not JSON"),
+    ("header-only", "error: {dir}/header.jsonl holds 0 requests; the benchmark needs at least 2"),
+    ("out-dir", "bench_policies.py: error: argument --out-dir: /proc/stepahead-no/policies_mooncake.png: "
+                "cannot write there"),
+])
+def test_bad_inputs_are_one_error_line_and_exit_2_before_any_run(tmp_path, case, message) -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    (tmp_path / "garbage.jsonl").write_text("{not json\n")
+    (tmp_path / "header.jsonl").write_text('{"format": "stepahead-trace/1", "block_size": 512}\n')
+    mooncake = {"missing": tmp_path / "missing.jsonl", "dir": tmp_path, "garbage": tmp_path / "garbage.jsonl",
+                "header-only": tmp_path / "header.jsonl"}.get(case) or _mooncake(tmp_path / "m.jsonl", 4)
+    out_dir = "/proc/stepahead-no" if case == "out-dir" else str(tmp_path / "plots")
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_policies.py"
+    done = subprocess.run([sys.executable, str(script), "--quick", "--mooncake", str(mooncake), "--out-dir", out_dir],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and done.stdout == "" and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert done.stderr.splitlines()[-1].startswith(message.format(dir=tmp_path)), done.stderr
+
+
+def test_the_summary_is_printed_before_the_plots_and_survives_a_plot_that_fails(tmp_path, monkeypatch,
+                                                                                 capsys) -> None:
+    """A tiny run (4 Mooncake requests, an agent workload of 2 tenants x 2 sessions) whose
+    plot cannot be written: the summary line is out, then one error line, exit status 2."""
+    import json
+    import sys
+
+    import benchmarks.bench_policies as bench
+
+    def unwritable(runs, path, title):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(bench, "agent_requests", lambda seed, num_tenants, num_sessions: agent_requests(seed, 2, 2))
+    monkeypatch.setattr(bench, "plot_policies", unwritable)
+    monkeypatch.setattr(sys, "argv", ["bench_policies.py", "--quick", "--mooncake", _mooncake(tmp_path / "m.jsonl", 4),
+                                      "--out-dir", str(tmp_path / "plots")])
+    rows: list[dict] = []
+    assert bench.main(rows) == 2
+    captured = capsys.readouterr()
+    summary = json.loads(captured.out.splitlines()[-1])
+    assert len(captured.out.splitlines()) == len(rows) + 1 and summary["plots"] == str(tmp_path / "plots")
+    plotted = {("mooncake", "all"), ("agent", "train")}
+    assert {(entry["trace"], entry["split"]) for entry in summary["summary"]} >= plotted
+    assert captured.err == f"error: cannot write the plots to {tmp_path / 'plots'}: Permission denied\n"

@@ -265,9 +265,12 @@ def test_sim_flex_requests_blocks_go_first_and_the_agents_are_counted_apart(poli
     assert first["interactive_block_hit_rate"] == pytest.approx((4 + 5 + 6 + 7) / (4 + 5 + 6 + 7 + 8))
     assert mixed["interactive_block_hit_rate"] < first["interactive_block_hit_rate"]
     assert first["interactive_ttft_mean_s"] < mixed["interactive_ttft_mean_s"]
-    assert first["flex_evictions"] > 0 and mixed["flex_evictions"] == 0
+    # flex blocks leave either way, chosen first or by the policy: each eviction of one is counted
+    assert first["flex_evictions"] > 0 and mixed["flex_evictions"] > 0
+    assert mixed["flex_evictions"] <= mixed["evictions"]
     belady = replay(requests, SimConfig(num_hot_blocks=12, policy="belady", block_size=16)).to_json()
-    assert belady["flex_evictions"] == 0   # the oracle bounds every order: flex first does not apply to it
+    # the oracle bounds every order (flex first does not apply to it), and still evicts flex blocks
+    assert 0 < belady["flex_evictions"] <= belady["evictions"]
 
 
 def test_sim_cli_no_flex_first_lets_flex_blocks_compete(tmp_path, capsys) -> None:
@@ -302,7 +305,8 @@ def _small_trace(tmp_path) -> str:
     (["--hot-blocks", "1000000000000"], "argument --hot-blocks: HOT block counts must be at most 10,000,000"),
     (["--host-blocks", "1000000000000"], "argument --host-blocks: must be at most 10,000,000"),
     (["--host-blocks", "-1"], "argument --host-blocks: must be >= 0, got '-1'"),
-    (["--tick-interval-s", "1e-12"], "argument --tick-interval-s: 1e-12 s makes over 10,000,000 ticks"),
+    (["--tick-interval-s", "1e-12", "--policy", "lru,predictive"],
+     "argument --tick-interval-s: 1e-12 s makes over 10,000,000 ticks"),
     (["--block-size", "0"], "argument --block-size: must be from 1 to 10,000,000, got '0'"),
     (["--block-size", "100000000"], "argument --block-size: must be from 1 to 10,000,000, got '100000000'"),
 ])

@@ -99,3 +99,10 @@ def test_ctrl_c_in_a_sweep_prints_the_finished_runs_and_exits_130(tmp_path, caps
     assert stopped("--json") == 130
     lines = capsys.readouterr().out.strip().splitlines()
     assert [json.loads(line)["label"] for line in lines] == ["lru", "belady"]   # each finished run's line only
+
+
+def test_a_gap_closed_that_rounds_to_zero_prints_0_00_not_minus_0_00():
+    runs = [_run("lru", 100, 0.4, 1.0), _run("ttl", 100, 0.3999, 1.0), _run("belady", 100, 0.6, 0.5)]
+    rows = comparison_rows(runs)
+    assert [row["gap_closed"] for row in rows] == [0.0, 1.0, -0.001]   # lru, belady, ttl
+    assert comparison_table(rows).splitlines()[3].split()[-1] == "0.00"

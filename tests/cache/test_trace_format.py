@@ -133,6 +133,7 @@ def test_trace_rejects_a_field_of_the_wrong_type_naming_line_and_field(base, key
     ({"block_size": 0}, "'block_size' must be a positive integer"),
     ({"block_size": "16"}, "'block_size' must be a positive integer"),
     ({"block_size": True}, "'block_size' must be a positive integer"),
+    ({"block_size": 10**8}, "'block_size' is 100000000, more than the 10,000,000 tokens a call may have"),
     ({"time_unit": "ms"}, "'time_unit' must be \"s\" (seconds), got 'ms'"),
 ])
 def test_trace_rejects_a_bad_header_naming_the_field(header, message):
@@ -151,8 +152,17 @@ def test_trace_optional_fields_may_be_null_and_mean_absent():
            "hash_ids": None, "messages": None, "service_tier": None, "tools": None, "tool_choice": None}
     [record] = iter_trace(io.StringIO(json.dumps(row) + "\n"))[1]
     assert record == TraceRecord(0.5, 5, 8)
-    [mooncake] = iter_trace(io.StringIO(json.dumps({**MOONCAKE, "hash_ids": []}) + "\n"))[1]
+    [mooncake] = iter_trace(io.StringIO(json.dumps({**MOONCAKE, "hash_ids": None}) + "\n"))[1]
     assert mooncake == TraceRecord(1.5, 5, 8)
+    [no_tokens] = iter_trace(io.StringIO(json.dumps({**MOONCAKE, "input_length": 0, "hash_ids": []}) + "\n"))[1]
+    assert no_tokens == TraceRecord(1.5, 0, 8)
+
+
+def test_trace_checks_an_empty_mooncake_hash_ids_against_the_tokens_too():
+    import json
+
+    with pytest.raises(TraceFormatError, match="^line 1: 0 hash_ids for 5 tokens; expected 1 blocks of 512$"):
+        list(iter_trace(io.StringIO(json.dumps({**MOONCAKE, "hash_ids": []}) + "\n"))[1])
 
 
 @pytest.mark.parametrize("lines, message", [
@@ -201,3 +211,12 @@ def test_trace_names_a_second_header_plainly():
         list(iter_trace(io.StringIO("\n".join([line, header, line]) + "\n"))[1])
     extra = '{"t": 1, "input_tokens": 40, "output_tokens": 4, "format": "x"}'   # a request with an extra field
     assert [r.t for r in iter_trace(io.StringIO("\n".join([header, line, extra]) + "\n"))[1]] == [0, 1]
+
+
+def test_trace_first_line_request_with_an_extra_format_field_is_a_request():
+    """As below line 1: a line with request fields is no header, whatever else it carries."""
+    extra = '{"t": 1, "input_tokens": 40, "output_tokens": 4, "format": "x"}'
+    header, records = iter_trace(io.StringIO(extra + "\n" + extra + "\n"), block_size=16)
+    assert header.block_size == 16 and [(r.t, r.input_tokens) for r in records] == [(1, 40), (1, 40)]
+    mooncake = '{"timestamp": 0, "input_length": 5, "output_length": 8, "format": "x"}'
+    assert [r.t for r in iter_trace(io.StringIO(mooncake + "\n"))[1]] == [0]
