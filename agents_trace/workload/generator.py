@@ -212,7 +212,7 @@ def generate_workload(config: WorkloadConfig, patterns: list[ToolPatterns],
             on_session()
     if total_sessions and not records:
         longest = max(prefix.num_tokens for _, _, prefix in prefixes)
-        raise ValueError(f"no request fits in max_context_tokens={config.max_context_tokens}: the tenants' "
+        raise ValueError(f"no request fits in --max-context-tokens {config.max_context_tokens}: the tenants' "
                          f"system prompts and tool schemas alone take up to {longest} tokens")
     _refuse_tenants_without_requests(config, prefixes, records)
     records.extend(_batch_records(config, [(tenant, prefix) for tenant, _, prefix in prefixes],
@@ -252,7 +252,7 @@ def _refuse_tenants_without_requests(config, prefixes, records: list[TraceRecord
     if missing:
         names = ", ".join(f"{tenant}'s takes {num_tokens}" for tenant, num_tokens in missing)
         raise ValueError(f"no request of {len(missing)} of the {config.num_tenants} tenants fits in "
-                         f"max_context_tokens={config.max_context_tokens}: a request is the tenant's system "
+                         f"--max-context-tokens {config.max_context_tokens}: a request is the tenant's system "
                          f"prompt and tool schemas ({names} tokens) and at least one turn; raise "
                          "--max-context-tokens or lower --system-prompt-tokens")
 

@@ -151,12 +151,12 @@ def test_workload_that_fits_no_request_is_an_error_not_an_empty_file(tmp_path, c
 
     from gateway.cli import main
 
-    with pytest.raises(ValueError, match="max_context_tokens=600"):
+    with pytest.raises(ValueError, match="--max-context-tokens 600"):
         generate_workload(WorkloadConfig(num_tenants=2, num_sessions=2, max_context_tokens=600), PATTERNS)
     out = tmp_path / "w.jsonl"
     assert main(["workload", "generate", "--tenants", "2", "--sessions", "2", "--max-context-tokens", "600",
                  "-o", str(out)]) == 2
-    assert "error: no request fits in max_context_tokens=600" in capsys.readouterr().err
+    assert "error: no request fits in --max-context-tokens 600" in capsys.readouterr().err
     assert not out.exists()
 
 
