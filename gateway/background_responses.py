@@ -84,7 +84,7 @@ async def generate(job: BackgroundJob, run: BackgroundRun) -> None:
         if not isinstance(exc, ApiError):
             log.exception("background response %s failed", run.response_id)
         error = exc if isinstance(exc, ApiError) else server_error()
-        exchange.error = error.code or error.type
+        exchange.fail(error)
         exchange.close(None, error.status)
         details = {"code": error.code or error.type, "message": error.message}
         job.keep(writer.snapshot("failed", error=details), None)

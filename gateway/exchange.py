@@ -12,7 +12,8 @@ Invariants:
   backend (and in the tenant queue), i.e. the gateway's own cost;
 - a traced step that failed records what was known when it ended: the tokens generated,
   the part of its reply the client was sent (a stream's; a whole reply sends nothing), and
-  why in words (`error_message`; a client that left, at which point).
+  why in words (`error_message`: the message its client was sent, as sent; a client that
+  left, at which point).
 How the reply is written, whole or streamed: gateway/respond.py.
 """
 from __future__ import annotations
@@ -82,6 +83,12 @@ class Exchange:
                    **session_headers(self.trace)}
         headers.update(self.state.limiters[self.prepared.tenant].rate_limit_headers())
         return headers
+
+    def fail(self, error: ApiError) -> None:
+        """Record why the request failed, as its client is told: `error`'s code (else its
+        type) and message."""
+        self.error = error.code or error.type
+        self.error_message = error.message
 
     def restart(self) -> None:
         """Forget what a run that failed had produced, before the reply runs again."""

@@ -40,12 +40,6 @@ T = TypeVar("T")
 log = logging.getLogger("stepahead.gateway")
 
 
-def _error_type(exc: BaseException) -> str:
-    if isinstance(exc, ApiError):
-        return exc.code or exc.type
-    return "client_closed"
-
-
 def _raise_failed(exchange: Exchange, exc: BaseException) -> NoReturn:
     """Close `exchange`, whose reply failed with `exc` before a byte was sent, and raise:
     `exc` itself (an `ApiError`, counted where it is answered; the client gone; the
@@ -57,13 +51,16 @@ def _raise_failed(exchange: Exchange, exc: BaseException) -> NoReturn:
     failure = exc
     if isinstance(exc, asyncio.CancelledError):   # the shutdown timeout: answered by gateway/fast_paths.py
         failure = request_cut_at_shutdown()
-        exchange.error = _error_type(failure)
+        exchange.fail(failure)
         exchange.close(None, failure.status)
         raise exc
     if isinstance(exc, Exception) and not isinstance(exc, (ApiError, ClientGone)):
         log.error("unexpected error answering %s", exchange.prepared.request_id, exc_info=exc)
         failure = server_error()
-    exchange.error = _error_type(failure)
+    if isinstance(failure, ApiError):
+        exchange.fail(failure)
+    else:
+        exchange.error = "client_closed"
     if isinstance(failure, ModelQueueFull):   # the limiter's own refusals are counted by `exchange.admit`
         exchange.state.metrics.record_rejection(exchange.prepared.tenant, failure.code or "")
     exchange.close(None, None if isinstance(failure, ApiError) else CLIENT_CLOSED_STATUS)
@@ -194,12 +191,13 @@ async def _respond_stream(request: Request, exchange: Exchange,
                 event = await exchange.next_event(events)
             yield writer.done()
         except ApiError as error:
-            exchange.error = _error_type(error)
+            exchange.fail(error)
             yield writer.error(error.body())
         except Exception:   # NOTE: a bug mid-stream still ends as an SSE error event
             log.exception("unexpected error while streaming %s", exchange.prepared.request_id)
-            exchange.error = "internal_error"
-            yield writer.error(server_error().body())
+            error = server_error()
+            exchange.fail(error)
+            yield writer.error(error.body())
         finally:
             await events.aclose()
 
@@ -208,7 +206,7 @@ async def _respond_stream(request: Request, exchange: Exchange,
     def on_cut() -> bytes:
         error = stream_cut_at_shutdown()
         cut.append(error)
-        exchange.error = _error_type(error)
+        exchange.fail(error)
         return writer.error(error.body())
 
     def on_close(completed: bool) -> None:

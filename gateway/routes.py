@@ -7,6 +7,10 @@ becomes an OpenAI-shaped JSON response and one count in `stepahead_requests_tota
 chat or completions request its tenant's limits refuse whatever its token count (its
 requests/minute, or its concurrency with a full queue) is refused before it is prepared
 (`TenantLimiter.early_refusal`), so a refused flood costs no rendering or tokenizing.
+A chat or completions request refused once its body passed `validate` (by any check after
+it, early or not) is a failed step of its session (gateway/refused_steps.py), answered
+with its `x-request-id` and `x-session-id`; a body that is not valid JSON or not a valid
+request is answered untraced.
 Metric labels only ever carry configured model and tenant names, never client strings.
 """
 from __future__ import annotations
@@ -27,19 +31,19 @@ from gateway.request_metadata import checked_metadata
 from gateway.choices import with_choices
 from gateway.errors import ApiError, server_error
 from gateway.exchange import CLIENT_CLOSED_STATUS, admit, session_headers
+from gateway.refused_steps import trace_refusal
 from gateway.respond import respond
 from gateway.embeddings import EmbeddingsRequest, unsupported_model, upstream_call
 from gateway.http_io import ClientGone, race_disconnect, read_json_body
 from gateway.metrics import Labels, router_gauges, worker_gauges
 from gateway.ids import new_id
-from gateway.schemas import ChatCompletionRequest, CompletionRequest, served_tier, validate
+from gateway.schemas import ChatCompletionRequest, CompletionRequest, validate
 from gateway.service_tiers import request_tier
 from gateway.state import GatewayState
 from gateway.tracing import tracer_series
 from gateway.forecasting import bind_session
-from gateway.tracing import begin_step, end_step
-from gateway.backend import Backend, Prepared
-from gateway.collected import Reply
+from gateway.tracing import begin_step
+from gateway.backend import Backend
 
 log = logging.getLogger("stepahead.gateway")
 
@@ -102,25 +106,6 @@ def max_reservation(backend: Backend, n: int | None, *, is_chat: bool) -> int | 
     return max_context_tokens * (n or 1)
 
 
-def trace_early_refusal(state: GatewayState, request: Request, body: dict,
-                        parsed: ChatCompletionRequest | CompletionRequest, backend: Backend, tenant: str,
-                        error: ApiError, *, is_chat: bool) -> tuple[str, StepContext | None]:
-    """The request id and traced step of a request its tenant's limits refused before it
-    was prepared (`TenantLimiter.early_refusal`), traced as a refused prepared request
-    is, but with no count of its prompt's tokens (none was made: recorded as an upstream
-    model's estimate is, as 0)."""
-    num_choices = parsed.n or 1
-    prepared = Prepared(request_id=new_id("chatcmpl" if is_chat else "cmpl"), tenant=tenant, model=parsed.model,
-                        num_prompt_tokens=0, num_reserved_tokens=0, num_choices=num_choices,
-                        prompt_is_counted=False,
-                        service_tier=served_tier(parsed.service_tier) if backend.owned_by == "stepahead" else None)
-    trace = begin_step(state.tracer, request, body, prepared, is_chat=is_chat)
-    if trace is not None:
-        sent = Reply.of(num_choices, 1) if parsed.stream else None   # as a refused stream's
-        end_step(state.tracer, trace, prepared, None, sent, None, error.code or error.type)
-    return prepared.request_id, trace
-
-
 async def _handle(request: Request, *, is_chat: bool) -> Response:
     started_s = time.perf_counter()
     state = gateway_state(request)
@@ -129,6 +114,7 @@ async def _handle(request: Request, *, is_chat: bool) -> Response:
     model = ""
     request_id = None
     trace = None
+    parsed = None
     try:
         tenant = state.keys.authenticate(request.headers.get("authorization"))
         body = await read_json_body(request, state.config.max_body_bytes)
@@ -145,8 +131,6 @@ async def _handle(request: Request, *, is_chat: bool) -> Response:
         refused = state.limiters[tenant].early_refusal(max_reservation(backend, parsed.n, is_chat=is_chat))
         if refused is not None:
             state.metrics.record_rejection(tenant, refused.code or "")
-            request_id, trace = trace_early_refusal(state, request, body, parsed, backend, tenant, refused,
-                                                    is_chat=is_chat)
             raise refused
         if is_chat:
             prepared = await backend.prepare_chat(parsed, tenant, new_id("chatcmpl"))
@@ -161,6 +145,8 @@ async def _handle(request: Request, *, is_chat: bool) -> Response:
                              started_s=started_s, trace=trace, is_call=is_chat and parsed.forces_call())
     except ApiError as error:
         state.metrics.record_request(tenant, model, endpoint, error.status)
+        if parsed is not None and request_id is None:   # a valid request refused before it was prepared
+            request_id, trace = trace_refusal(state, request, body, parsed, tenant, error, is_chat=is_chat)
         return refusal(state, error, tenant, request_id, trace)
     except ClientGone:
         return Response(status_code=CLIENT_CLOSED_STATUS)

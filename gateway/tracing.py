@@ -25,6 +25,7 @@ from gateway.errors import ApiError, unavailable
 from gateway.collected import Collected, Reply
 
 log = logging.getLogger("stepahead.gateway")
+MAX_ERROR_MESSAGE_CHARS = 400   # of a failed step's message (an upstream's, at most 240 and a prefix, fits whole)
 
 
 def build_tracer(config: GatewayConfig) -> AgentTracer | None:
@@ -107,7 +108,7 @@ def end_step(tracer: AgentTracer, ctx: StepContext, prepared: Prepared,
     prompt tokens their first events named (none, 0 cached, before any: the store holds
     no unknown count), and of its reply what `reply` holds (the caller passes
     what the client was sent; so of each other choice, unfinished ones without a finish
-    reason)."""
+    reason). `error_message` is kept to MAX_ERROR_MESSAGE_CHARS."""
     usage = finished.usage if finished is not None else prepared.usage_so_far()
     output = reply.first if reply is not None else None
     calls = () if output is None else _calls(output)
@@ -116,6 +117,8 @@ def end_step(tracer: AgentTracer, ctx: StepContext, prepared: Prepared,
                      choice.text or None) for choice in reply.choices[1:])
     if finished is None and error is None:
         error = "incomplete"
+    if error_message is not None and len(error_message) > MAX_ERROR_MESSAGE_CHARS:
+        error_message = error_message[:MAX_ERROR_MESSAGE_CHARS - 1] + "…"
     return tracer.end(ctx, StepResult(
         num_input_tokens=usage.num_prompt_tokens, num_cached_tokens=usage.num_cached_tokens,
         num_output_tokens=usage.num_completion_tokens,
