@@ -49,7 +49,6 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import random
 import sys
 import tempfile
 import time
@@ -57,7 +56,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from cache.forecast_source import FallbackSource, ForecastSource  # noqa: E402
 from cache.gap_forecaster import GapForecaster  # noqa: E402
 from cache.session_infer import SessionInferrer  # noqa: E402
 from cache.sim.cost_model import CALIBRATIONS, DEFAULT_CALIBRATION, CostModel  # noqa: E402
@@ -67,55 +65,13 @@ from cache.sim.requests import SimRequest, to_sim_requests  # noqa: E402
 from cache.sim.sweep import (ANCHORS, REACTIVE_AND_BOUNDS, gap_closed, lru_ttft_ratio, plot_policies,  # noqa: E402
                              plot_problem)
 from cache.trace_format import TraceFormatError, read_trace  # noqa: E402
+from benchmarks.policy_sources import cold_hmm_source, generator_model_source, hmm_source_factory  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 MOONCAKE = Path("/work/shared/data/mooncake_conversation_first_half.jsonl")
 POLICIES = REACTIVE_AND_BOUNDS
 MIN_MOONCAKE_REQUESTS = 2   # its first half ("train") and its second ("validation") each hold one
 LONG_SESSIONS = 160  # per tenant, for the steady-state agent workload
-SESSION_IDLE_TIMEOUT_S = 900.0  # the gateway's default ([tracing] session_idle_timeout_s)
-
-
-def hmm_source_factory(num_tenants: int, seed: int):
-    """A factory of predictor-backed sources warmed on each tenant's own history (sessions
-    sampled from its domain's patterns with another seed), or None without the package.
-    As in the gateway, the gap forecaster speaks where the predictor is not confident
-    (with 200 sessions a tenant, never on these traces)."""
-    try:
-        from agents_trace.predict.cache_adapter import PredictorForecastSource
-        from agents_trace.predict.config import PredictorConfig
-        from agents_trace.predict.predictor import Predictor
-        from agents_trace.workload.tool_patterns import load_patterns
-    except ImportError:
-        return None
-    patterns = load_patterns()
-
-    def make() -> ForecastSource:
-        predictor = Predictor(PredictorConfig(background_refits=False))
-        rng = random.Random(seed + 1000)
-        for i in range(num_tenants):
-            history = [patterns[i % len(patterns)].sample_session(rng) for _ in range(200)]
-            predictor.fit_sequences(f"tenant{i}", history)
-        gaps = GapForecaster()
-        return FallbackSource(PredictorForecastSource(predictor, on_end=gaps.forget), gaps)
-
-    return make
-
-
-def cold_hmm_source() -> ForecastSource:
-    """The HMM predictor with nothing learned, as a new gateway starts: a session ends
-    (and is learned) once idle for the gateway's timeout, and its tenant is refitted
-    when due, as the gateway's background refits would; until a forecast of it is
-    confident, the gap forecaster's is used where that one is (gateway/forecasting.py)."""
-    from agents_trace.predict.cache_adapter import PredictorForecastSource
-    from agents_trace.predict.config import PredictorConfig
-    from agents_trace.predict.predictor import Predictor
-
-    gaps = GapForecaster()
-    return FallbackSource(PredictorForecastSource(Predictor(PredictorConfig(background_refits=False)),
-                                                  end_after_s=SESSION_IDLE_TIMEOUT_S, refit_when_due=True,
-                                                  on_end=gaps.forget),
-                          gaps)
 
 
 def agent_requests(seed: int, num_tenants: int, num_sessions: int) -> list[SimRequest]:
@@ -124,16 +80,6 @@ def agent_requests(seed: int, num_tenants: int, num_sessions: int) -> list[SimRe
 
     config = WorkloadConfig(num_tenants=num_tenants, num_sessions=num_sessions, seed=seed)
     return to_sim_requests(generate_workload(config, load_patterns()), config.block_size)
-
-
-def generator_model_source(seed: int, requests: list[SimRequest]) -> ForecastSource:
-    """Forecasts from the generator's own distributions: the information limit."""
-    from agents_trace.workload.generator import WorkloadConfig
-    from agents_trace.workload.tool_patterns import load_patterns
-    from model_oracle import GeneratorModelSource
-
-    config = WorkloadConfig(num_tenants=4, num_sessions=40, seed=seed)
-    return GeneratorModelSource(config, load_patterns(), [request.num_output_tokens for request in requests])
 
 
 def sessions_of(requests: list[SimRequest]) -> list[str]:
