@@ -1,6 +1,7 @@
-"""The traced step of a chat or completions request refused before it was prepared.
+"""The traced step of a chat, completions or Responses request refused before it was prepared.
 
-Invariant: a request whose body is a valid chat/completions request (it passed `validate`)
+Invariant: a request whose body is a valid chat/completions request (it passed `validate`;
+a Responses request once its chat body was made)
 and that is refused before its prompt is prepared (its request checks, an unknown model,
 its tenant's limits (`TenantLimiter.early_refusal`), its prompt over the model's context,
 a bad completion budget) is traced as a failed step of its agent session, as a refused
@@ -19,20 +20,23 @@ from gateway.backend import Prepared
 from gateway.collected import Reply
 from gateway.errors import ApiError
 from gateway.ids import new_id
+from gateway.responses_format import ResponsesRequest
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, served_tier
 from gateway.state import GatewayState
 from gateway.tracing import begin_step, end_step
 
 
 def trace_refusal(state: GatewayState, request: Request, body: dict,
-                  parsed: ChatCompletionRequest | CompletionRequest, tenant: str,
-                  error: ApiError, *, is_chat: bool) -> tuple[str, StepContext | None]:
-    """The request id (new, as a prepared request's) and traced step (None when it is not
-    traced) of a request refused with `error` before it was prepared."""
-    num_choices = parsed.n or 1
+                  parsed: ChatCompletionRequest | CompletionRequest | ResponsesRequest, tenant: str,
+                  error: ApiError, *, is_chat: bool, request_id: str | None = None) -> tuple[str, StepContext | None]:
+    """The request id (`request_id`, else new, as a prepared request's) and traced step
+    (None when it is not traced) of a request refused with `error` before it was prepared
+    (a Responses request's: the chat body it runs as)."""
+    num_choices = getattr(parsed, "n", None) or 1
     backend = state.backends.get(parsed.model)   # none for a model not served
     is_local = backend is not None and backend.owned_by == "stepahead"
-    prepared = Prepared(request_id=new_id("chatcmpl" if is_chat else "cmpl"), tenant=tenant, model=parsed.model,
+    request_id = request_id or new_id("chatcmpl" if is_chat else "cmpl")
+    prepared = Prepared(request_id=request_id, tenant=tenant, model=parsed.model,
                         num_prompt_tokens=0, num_reserved_tokens=0, num_choices=num_choices,
                         prompt_is_counted=False, service_tier=served_tier(parsed.service_tier) if is_local else None)
     trace = begin_step(state.tracer, request, body, prepared, is_chat=is_chat)

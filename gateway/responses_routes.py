@@ -30,6 +30,7 @@ from gateway.backend import Backend, Prepared
 from gateway.chat_checks import check_chat_request
 from gateway.errors import ApiError, invalid_request, response_not_found
 from gateway.exchange import CLIENT_CLOSED_STATUS
+from gateway.refused_steps import trace_refusal
 from gateway.respond import ReplyShape, respond
 from gateway.forecasting import bind_session
 from gateway.http_io import ClientGone, read_json_body
@@ -94,7 +95,7 @@ async def create_response(request: Request) -> Response:
     `previous_response_id` and GET."""
     started_s = time.perf_counter()
     state = gateway_state(request)
-    tenant, model, request_id, trace = UNAUTHENTICATED, "", None, None
+    tenant, model, request_id, trace, traced_body = UNAUTHENTICATED, "", None, None, None
     try:
         tenant = state.keys.authenticate(request.headers.get("authorization"))
         body = await read_json_body(request, state.config.max_body_bytes)
@@ -110,8 +111,8 @@ async def create_response(request: Request) -> Response:
         parsed.service_tier = request_tier(request, tenant, parsed.service_tier, backend)
         response_id = f"resp_{time_ordered_hex(time.time(), 44)}"   # the archive's key: in time order
         sources: list[tuple[str, ...]] = []
-        chat_body, prepared = await _prepared_chat(state, backend, parsed, traced_in_conversation(
-            to_chat_body(parsed, history, sources), parsed), sources, tenant, response_id)
+        traced_body = traced_in_conversation(to_chat_body(parsed, history, sources), parsed)
+        chat_body, prepared = await _prepared_chat(state, backend, parsed, traced_body, sources, tenant, response_id)
         created_at = int(time.time())
         request_id = prepared.request_id
 
@@ -136,6 +137,9 @@ async def create_response(request: Request) -> Response:
                              include_usage=False, started_s=started_s, trace=trace, shape=shape)
     except ApiError as error:
         state.metrics.record_request(tenant, model, "responses", error.status)
+        if traced_body is not None and request_id is None:   # refused as the chat request it runs as
+            request_id, trace = trace_refusal(state, request, traced_body, parsed, tenant, error, is_chat=True,
+                                              request_id=response_id)
         return refusal(state, error, tenant, request_id, trace)
     except ClientGone:
         return Response(status_code=CLIENT_CLOSED_STATUS)

@@ -86,3 +86,19 @@ def test_a_traced_error_message_is_bounded(gateway):
     assert answer.status_code == 404 and len(message) > MAX_ERROR_MESSAGE_CHARS
     (step,) = traced_steps(gateway, session, 1)
     assert step["error_message"] == message[:MAX_ERROR_MESSAGE_CHARS - 1] + "…"
+
+
+def test_a_responses_request_refused_as_the_chat_request_it_runs_as_is_a_failed_step(gateway):
+    """F4's note: a Responses request over the context (or failing the chat checks) was
+    answered untraced; it is a failed step of its session, under its response id."""
+    session = f"responses-refused-{time.time_ns()}"
+    assert post(gateway, session, {"model": "tiny", "input": "short", "max_output_tokens": 2},
+                path="/v1/responses").status_code == 200
+    refused = post(gateway, session, {"model": "tiny", "input": "x" * 9000, "max_output_tokens": 2},
+                   path="/v1/responses")
+    assert refused.status_code == 400 and refused.json()["error"]["code"] == "context_length_exceeded"
+    assert refused.headers["x-session-id"] == session and refused.headers["x-request-id"].startswith("resp_")
+    first, second = traced_steps(gateway, session, 2)
+    assert first["error"] is None and second["request_id"] == refused.headers["x-request-id"]
+    assert (second["error"], second["error_message"]) == ("context_length_exceeded",
+                                                          refused.json()["error"]["message"])
