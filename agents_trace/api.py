@@ -28,7 +28,7 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 
 from agents_trace.export import export_lines, export_sessions_lines, header_line, in_chunks
-from agents_trace.query_params import query_flag, query_number, query_page
+from agents_trace.query_params import list_cursor, query_cursor, query_flag, query_number, query_page
 from agents_trace.session_path import SessionPath, parse_session_path, session_tail_route
 from agents_trace.store import delete_sessions
 from agents_trace.store_queries import SessionFilter, find_session_as_given, has_step, list_sessions, \
@@ -36,9 +36,8 @@ from agents_trace.store_queries import SessionFilter, find_session_as_given, has
 from agents_trace.store_stats import StatsWindow, tenant_stats
 from agents_trace.viewer_headers import viewer_headers
 
-STATIC_FILES = {"dom.js": "text/javascript; charset=utf-8", "charts.js": "text/javascript; charset=utf-8",
-                "app.js": "text/javascript; charset=utf-8",
-                "app.css": "text/css; charset=utf-8"}
+SCRIPTS = ("dom.js", "charts.js", "address.js", "list.js", "session.js", "app.js")   # index.html's order
+STATIC_FILES = {**{name: "text/javascript; charset=utf-8" for name in SCRIPTS}, "app.css": "text/css; charset=utf-8"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,12 +120,18 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
     @router.get("/v1/traces/sessions")
     def sessions(request: Request, who: Viewer = Depends(viewer), agent: str | None = None,
                  tenant: str | None = None) -> dict:
+        """A page of the sessions `session_filter` selects, most recently active first: from
+        `offset`, or after `before`, a page's `next_before` (its last row's key), so a page
+        after the first neither repeats nor misses rows when sessions move up meanwhile. The
+        cursor only narrows the caller's own scope: it never widens the tenant filter."""
         limit, offset = query_page(request, 50)
+        after = query_cursor(request, "before")
         where = session_filter(request, who, agent, tenant)
         path = path_of(request)
         if path is None or where is None:
-            return {"data": [], "has_more": False, "offset": offset, "limit": limit}
-        return list_sessions(path, where, limit=limit, offset=offset)
+            return {"data": [], "has_more": False, "offset": offset, "limit": limit, "next_before": None}
+        page = list_sessions(path, where, limit=limit, offset=offset, after=after)
+        return {**page, "next_before": list_cursor(page["data"][-1]) if page["data"] else None}
 
     @router.get("/v1/traces/stats")
     def stats(request: Request, who: Viewer = Depends(viewer), agent: str | None = None,

@@ -1,4 +1,4 @@
-"""The trace API's query parameters: numbers in a range, booleans, pages.
+"""The trace API's query parameters: numbers in a range, booleans, pages, list cursors.
 
 Invariant: a value that is not what its parameter takes is a 400 naming the parameter
 (`param`, `code: "invalid_value"`, carried into OpenAI's error shape by the gateway),
@@ -6,6 +6,10 @@ never FastAPI's 422 and never silently read as a default; an absent or empty one
 default.
 """
 from __future__ import annotations
+
+import base64
+import json
+import math
 
 from fastapi import HTTPException, Request
 
@@ -58,3 +62,28 @@ def query_page(request: Request, default_limit: int) -> tuple[int, int]:
     limit = query_number(request, "limit", default_limit, low=1, high=MAX_PAGE, is_int=True)
     offset = query_number(request, "offset", 0, low=0, high=2**62, is_int=True)
     return int(limit), int(offset)
+
+
+def list_cursor(session: dict) -> str:
+    """The cursor of a sessions list's row: its sort key (last_s, tenant, session) as
+    base64url JSON, opaque to the caller; `query_cursor` reads it back exactly (a float's
+    JSON form is its exact value)."""
+    key = json.dumps([session["last_s"], session["tenant"], session["session"]])   # ASCII: any id
+    return base64.urlsafe_b64encode(key.encode("ascii")).decode("ascii").rstrip("=")
+
+
+def query_cursor(request: Request, name: str) -> tuple[float, str, str] | None:
+    """The sort key a `list_cursor` query parameter carries, None when absent or empty, or
+    a 400 naming it (anything a list did not make: not base64url JSON of a finite number
+    and two strings)."""
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return None
+    try:
+        key = json.loads(base64.b64decode(raw + "=" * (-len(raw) % 4), altchars=b"-_", validate=True))
+        last_s = float(key[0]) if isinstance(key, list) and type(key[0]) in (int, float) else math.nan
+    except (ValueError, RecursionError, OverflowError, IndexError):   # bad base64, UTF-8, JSON; no key
+        key, last_s = None, math.nan
+    if not (math.isfinite(last_s) and len(key) == 3 and isinstance(key[1], str) and isinstance(key[2], str)):
+        raise _bad_value(name, "the next_before of a page of the list", raw)
+    return last_s, key[1], key[2]

@@ -24,6 +24,8 @@ MAX_PAGE = 500
 # (the text as given, or percent-decoded: `given_id_forms`)
 ID_OR_REQUEST_ID_SQL = ("(instr(session, ?) > 0 OR instr(session, ?) > 0 OR (tenant, session) IN "
                         "(SELECT tenant, session FROM steps WHERE response_id = ?))")
+# the rows after a row's key (last_s, tenant, session) in the list's order (`list_sessions`)
+AFTER_KEY_SQL = "(last_s < ? OR (last_s = ? AND (tenant > ? OR (tenant = ? AND session > ?))))"
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,19 +85,24 @@ def where_sql(conditions: Iterable[tuple[str, object]], *fixed: str) -> tuple[st
     return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
 
 
-def _where_sql(where: SessionFilter) -> tuple[str, list]:
+def _where_sql(where: SessionFilter, after: tuple[float, str, str] | None = None) -> tuple[str, list]:
     return where_sql((("tenant = ?", where.tenant), ("agent = ?", where.agent),
                       ("last_s >= ?", where.since_s), ("started_s <= ?", where.until_s),
                       (ID_OR_REQUEST_ID_SQL, None if where.id_contains is None
-                       else (where.id_contains, given_id_forms(where.id_contains)[-1], where.id_contains))),
+                       else (where.id_contains, given_id_forms(where.id_contains)[-1], where.id_contains)),
+                      (AFTER_KEY_SQL, None if after is None else (after[0], after[0], after[1], after[1], after[2]))),
                      *(("num_errors > 0",) if where.errors_only else ()))
 
 
 def list_sessions(path: Path, where: SessionFilter, *, limit: int = 50,
-                  offset: int = 0) -> dict:
-    """A page of sessions, most recently active first."""
+                  offset: int = 0, after: tuple[float, str, str] | None = None) -> dict:
+    """A page of sessions, most recently active first (`last_s`, then tenant and id). With
+    `after`, a row's key (last_s, tenant, session), only the rows after it in that order
+    (a keyset page: a session active again moves above it, and neither repeats nor pushes
+    another out of the pages after it); `offset` counts from there. The filter's tenant
+    applies either way."""
     limit = max(1, min(limit, MAX_PAGE))
-    condition, params = _where_sql(where)
+    condition, params = _where_sql(where, after)
     sql = "SELECT * FROM sessions" + condition + " ORDER BY last_s DESC, tenant, session LIMIT ? OFFSET ?"
     with read_store(path) as db:
         rows = [] if db is None else db.execute(sql, (*params, limit + 1, max(0, offset))

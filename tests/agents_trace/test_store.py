@@ -67,6 +67,35 @@ def test_store_lists_with_filters_and_pages(tmp_path, clock):
         tracer.stop()
 
 
+def test_store_lists_the_sessions_after_a_key_in_the_lists_order_ties_included(tmp_path, clock):
+    """`after` (last_s, tenant, session): the rows after that key in the list's order, where
+    sessions active at the same second follow by tenant, then id; a tenant filter holds."""
+    import sqlite3
+
+    tracer, _ = make_tracer(tmp_path, clock)
+    try:
+        for tenant, session in (("acme", "b"), ("globex", "a"), ("acme", "a"), ("acme", "c"), ("acme", "old")):
+            run_scripted_session(tracer, clock, tenant=tenant, headers={"x-session-id": session})
+        assert tracer.flush(5.0)
+        path = tracer.store_path
+        with sqlite3.connect(path) as db:   # four active at the same second, one before
+            db.execute("UPDATE sessions SET last_s = CASE session WHEN 'old' THEN 5.0 ELSE 9.0 END")
+        order = [("acme", "a"), ("acme", "b"), ("acme", "c"), ("globex", "a"), ("acme", "old")]
+        every = list_sessions(path, SessionFilter())["data"]
+        assert [(s["tenant"], s["session"]) for s in every] == order
+        for i, row in enumerate(every):
+            key = (row["last_s"], row["tenant"], row["session"])
+            after = list_sessions(path, SessionFilter(), after=key)["data"]
+            assert [(s["tenant"], s["session"]) for s in after] == order[i + 1:]
+            mine = list_sessions(path, SessionFilter(tenant="acme"), after=key)["data"]
+            assert [(s["tenant"], s["session"]) for s in mine] == [k for k in order[i + 1:] if k[0] == "acme"]
+        page = list_sessions(path, SessionFilter(), limit=1, offset=1, after=(9.0, "acme", "a"))
+        assert [s["session"] for s in page["data"]] == ["c"] and page["has_more"]   # offset counts from the key
+        assert list_sessions(path, SessionFilter(), after=(9.0, "zzz", ""))["data"][0]["session"] == "old"
+    finally:
+        tracer.stop()
+
+
 def test_store_retention_drops_old_sessions_then_oldest_by_size(tmp_path, clock):
     tracer, _ = make_tracer(tmp_path, clock, capture_content=True)
     try:

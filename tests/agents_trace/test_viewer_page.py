@@ -395,6 +395,52 @@ def test_load_more_never_lists_a_session_twice_when_sessions_arrive_meanwhile(tm
     assert shown == first[::-1]   # the newest first, each once
 
 
+def test_load_more_goes_on_after_the_last_row_shown_whatever_moved_meanwhile(tmp_path):
+    """60 sessions, 50 listed; two listed ones are deleted and g-005 (not listed yet) is
+    active again: "Load more sessions" adds every session after the last row shown (the
+    API's cursor), none skipped (paging by offset lost g-009), and g-005 not at all (it
+    moved to the top: a reload shows it)."""
+    from selenium.webdriver.common.by import By
+
+    from agents_trace.records import StepResult
+
+    clock = ManualClock()
+    tracer, _ = make_tracer(tmp_path, clock)
+
+    def step(name: str) -> None:
+        ctx = tracer.begin("acme", {"x-session-id": name}, {"model": "tiny", "messages": [{"role": "user", "content": "hi"}]})
+        clock.advance(0.1)
+        tracer.end(ctx, StepResult(num_input_tokens=5, num_output_tokens=1, finish_reason="stop", output_text="ok"))
+        clock.advance(1.0)
+
+    def names(d) -> list[str]:
+        return d.execute_script("return [...document.querySelectorAll('#sessions tbody tr')].map(r => r.cells[0].textContent)")
+
+    first = [f"g-{i:03d}" for i in range(60)]
+    for name in first:
+        step(name)
+    assert tracer.flush(5.0)
+    server = start_server(viewer_app(tracer, KEYS))
+    try:
+        with chromium_driver() as driver:
+            connect(driver, server.base_url, "k-acme")
+            wait_for(driver, lambda d: len(names(d)) == 50)
+            for gone in ("g-040", "g-041"):
+                deleted = httpx.delete(f"{server.base_url}/v1/traces/sessions/{gone}",
+                                       headers={"authorization": "Bearer k-acme"})
+                assert deleted.status_code == 200
+            step("g-005")
+            assert tracer.flush(5.0)
+            driver.find_element(By.ID, "more-sessions").click()
+            wait_for(driver, lambda d: len(names(d)) > 50)
+            shown = names(driver)
+            assert driver.find_element(By.ID, "more-sessions").get_attribute("hidden") is not None
+    finally:
+        server.stop()
+        tracer.stop()
+    assert shown == [name for name in first[::-1] if name != "g-005"]
+
+
 def test_viewer_opens_and_exports_a_session_whose_id_holds_a_slash_and_odd_characters(tmp_path):
     from selenium.webdriver.common.by import By
     session = "proj/run 1?#%ü"

@@ -1,0 +1,133 @@
+// stepahead trace viewer: the sessions list (its filters, the window's figures, the
+// forecasters' state, and the sessions a page at a time). Loaded before app.js.
+"use strict";
+
+function filterQuery() {
+  const params = new URLSearchParams();
+  const agent = $("f-agent").value.trim();
+  if (agent) params.set("agent", agent);
+  const tenant = $("f-tenant").value.trim();
+  if (tenant && view.me && view.me.is_admin) params.set("tenant", tenant);
+  if ($("f-since").value) params.set("since", String(new Date($("f-since").value).getTime() / 1000));
+  if ($("f-until").value) params.set("until", String(new Date($("f-until").value).getTime() / 1000));
+  if ($("f-errors").checked) params.set("errors", "true");
+  const id = $("f-id").value.trim();
+  if (id) params.set("id_contains", id);
+  return params;
+}
+
+// One line over the list: the steps that arrived in the filter's window (agent, tenant,
+// since, until; "errors only" does not apply to steps), from /v1/traces/stats.
+async function loadWindowStats() {
+  const params = filterQuery();
+  params.delete("errors");
+  params.delete("id_contains");   // the window's steps: every session's
+  const stats = await api("/v1/traces/stats?" + params);
+  const t = stats.total;
+  $("window-stats").textContent = !t ? "" :
+    `Steps in this window: ${t.steps} in ${t.sessions} sessions · ${t.prompt_tokens} prompt tokens, ` +
+    `${pct(t.cached_tokens, t.prompt_tokens)} cached · TTFT p50 ${fmtMs(t.ttft_p50_s)} ms, ` +
+    `p99 ${fmtMs(t.ttft_p99_s)} ms · ${t.errors} errors` +
+    (t.forecasts ? ` · forecasts right ${t.forecast_hits}/${t.forecasts}` : "");
+}
+
+// Where a tenant's forecasts stand: its step model (fitted or not yet, how its recent
+// forecasts did) and its return gaps, from /v1/traces/forecasters.
+function forecasterLine(t) {
+  const m = t.step_model, g = t.return_gaps, fit = m.fit;
+  const model = !m.fitted
+    ? `step model not fitted yet: ${m.sessions_learned} of ${m.sessions_to_fit} sessions finished`
+    : `step model fitted on ${fit ? fit.sessions : m.sessions_learned} sessions` +
+      (fit ? ` (${fit.states} states` + (fit.val_top1 != null ? `, validation top-1 ${fit.val_top1.toFixed(2)}` : "") + ")" : "");
+  const recent = m.recent_top1 != null ? `, recent top-1 ${m.recent_top1.toFixed(2)}` : "";
+  const gaps = g.confident ? `return gaps confident (${g.resolved_waits} waits resolved)`
+    : `return gaps learning: ${g.resolved_waits} of ${g.waits_to_confident} waits resolved`;
+  return `Forecasts for ${t.tenant}: ${model}${recent} · ${gaps}`;
+}
+
+const MAX_FORECASTER_LINES = 20;
+
+async function loadForecasters() {
+  const params = new URLSearchParams();
+  const tenant = $("f-tenant").value.trim();
+  if (tenant && view.me && view.me.is_admin) params.set("tenant", tenant);
+  params.set("limit", MAX_FORECASTER_LINES);
+  const status = await api("/v1/traces/forecasters?" + params);
+  const lines = status.data.map((t) => el("li", {}, forecasterLine(t)));
+  const more = (status.num_tenants || 0) - status.data.length;
+  if (more > 0) lines.push(el("li", {}, `and ${more} more tenants: filter by tenant to see one`));
+  $("forecasters").replaceChildren(...lines);
+}
+
+// A session's key in `view.sessionsShown`: its tenant and id.
+const sessionKey = (s) => JSON.stringify([s.tenant, s.session]);
+
+// `count`: how many to ask for (one page of the API's at most). False when the user
+// went elsewhere before the page came (nothing shown). The list's order moves (most
+// recently active first), so a page after the first is the rows after the last one
+// listed (the API's `before` cursor, its `next_before`), not an offset: a session that
+// arrives or is active again meanwhile moves above them, and neither repeats a row nor
+// pushes one past the list unseen (it shows at the next reload or Live refresh). No
+// session is listed twice (`view.sessionsShown`) whatever the store does meanwhile.
+async function loadSessions(append, count = SESSIONS_PAGE) {
+  const ticket = view.route;
+  if (!append) {
+    loadWindowStats().catch(() => { $("window-stats").textContent = ""; });
+    loadForecasters().catch(() => { $("forecasters").replaceChildren(); });
+  }
+  const params = filterQuery();
+  if (append) params.set("before", view.sessionsBefore);
+  params.set("limit", String(Math.min(count, MAX_PAGE)));
+  const page = await api("/v1/traces/sessions?" + params);
+  if (ticket !== view.route) return false;
+  // a session found by a request id (text its id does not hold) opens on that request's step
+  const id = params.get("id_contains") || "";
+  const rows = [];
+  if (!append) view.sessionsShown = new Set();
+  for (const s of page.data) {
+    if (view.sessionsShown.has(sessionKey(s))) continue;
+    view.sessionsShown.add(sessionKey(s));
+    const requestId = id && !s.session.includes(id) ? id : "";
+    const link = el("a", { href: sessionHash(s.tenant, s.session, requestId) }, s.session);
+    rows.push(el("tr", { class: s.num_errors ? "error" : "" },
+      el("td", { class: "text" }, link), el("td", { class: "text admin-only" }, s.tenant),
+      el("td", { class: "text" }, s.agent || "—"), el("td", { class: "text" }, fmtTime(s.last_s)),
+      el("td", {}, fmtS(s.duration_s)), el("td", {}, s.num_steps), el("td", {}, s.num_tool_runs),
+      el("td", {}, s.num_input_tokens), el("td", {}, s.num_cached_tokens),
+      el("td", {}, pct(s.num_cached_tokens, s.num_input_tokens)),
+      el("td", {}, s.num_output_tokens), el("td", {}, s.num_errors),
+      el("td", { title: forecastsNote(s) }, s.num_forecasts ? `${s.num_forecast_hits}/${s.num_forecasts}` : "—"),
+      el("td", { class: "text" }, stateOf(s))));
+  }
+  const body = $("sessions").tBodies[0];
+  if (append) body.append(...rows); else body.replaceChildren(...rows);   // replaced whole: no flicker
+  view.sessionsLoaded = (append ? view.sessionsLoaded : 0) + page.data.length;
+  if (page.data.length) view.sessionsBefore = page.next_before;
+  view.sessionsRows = (append ? view.sessionsRows : 0) + Math.min(count, MAX_PAGE);
+  $("more-sessions").hidden = !page.has_more;
+  setStatus(view.sessionsLoaded ? "" : "No sessions match.");
+  if (!append) setLive();
+  return true;
+}
+
+// The list as its URL names it: its filters, and as many rows as were loaded (a page of
+// the API's at a time), scrolled where it was left (`history.state`, saved when a
+// session was opened from it).
+async function showSessions(params, ticket) {
+  showFilters(params);
+  $("sessions-view").hidden = false;
+  $("brand").href = location.hash || "#/";   // back to the list as it is
+  const wanted = Math.min(Math.max(parseInt(params.get("rows"), 10) || SESSIONS_PAGE, SESSIONS_PAGE),
+                          MAX_RESTORED_ROWS);
+  await loadSessions(false, wanted);
+  while (ticket === view.route && view.sessionsRows < wanted && !$("more-sessions").hidden) {
+    await loadSessions(true, wanted - view.sessionsRows);
+  }
+  const scrollY = history.state && history.state.listScrollY;
+  if (ticket === view.route && scrollY) window.scrollTo(0, scrollY);
+}
+
+async function refreshList() {
+  if (document.hidden || view.sessionsLoaded > SESSIONS_PAGE) return;
+  await loadSessions(false);
+}

@@ -1,0 +1,179 @@
+// stepahead trace viewer: one session (its summary, charts and steps, a page at a time,
+// each step's messages on request, Live steps). Loaded before app.js.
+"use strict";
+
+const choiceAsked = (choice) =>
+  choice.tool_calls.length ? choice.tool_calls.map((c) => c.name).join(", ") : "text answer";
+// With several choices (n > 1) each is listed with its number: "#0 get_weather · #1 text answer".
+const askedFor = (step) => {
+  if (step.error) return "error";
+  const choices = [step, ...(step.other_choices || [])];
+  return choices.length === 1 ? choiceAsked(step) : choices.map((c, i) => `#${i} ${choiceAsked(c)}`).join(" · ");
+};
+
+function contentRow(step, columns) {
+  const cell = el("td", { colspan: String(columns), class: "text" }, "loading…");
+  const row = el("tr", { class: "content-row" }, cell);
+  const query = "?tenant=" + encodeURIComponent(view.session.tenant);
+  api(sessionPath(view.session.session, `steps/${step.index}/content`) + query)
+    .then((c) => {
+      const pre = el("pre", { class: "content" });
+      pre.textContent = jsonVisible(JSON.stringify(c, null, 2));   // its own lines: not through `visible`
+      cell.replaceChildren(pre);
+    })
+    .catch((e) => { cell.textContent = visible("Could not load content: " + e.message); });
+  return row;
+}
+
+const notConfident = "This forecast was not confident (the tenant's model cold or recently inaccurate, and " +
+  "too few of its waits seen yet): the cache treated the session as plain LRU.";
+
+// Tokens the previous step's prompt shared with this one that were not cached (0: none
+// lost); the server counts them (`evicted_prefix_tokens`, one rule for every view).
+const lostPrefix = (s) => s.evicted_prefix_tokens || 0;
+
+function renderSteps(steps) {
+  const body = $("steps").tBodies[0];
+  body.replaceChildren();
+  for (const s of steps) {
+    const f = s.forecast;
+    const button = s.has_content ? el("button", { class: "show-content" }, "show")
+      : el("span", { title: "messages are kept only with capture_content on: stepahead serve " +
+        "--capture-content, or [tracing] capture_content = true" }, "not captured");
+    // the step the filter named by its request id (a reply's x-request-id) is marked
+    const found = s.response_id && s.response_id === view.requestId;
+    const row = el("tr", { class: (s.error ? "error step-row" : "step-row") + (found ? " found" : ""),
+      "data-step": s.index },
+      el("td", s.response_id ? { title: "request " + s.response_id } : {}, s.index),
+      el("td", { class: "tools" }, s.after_label), el("td", {}, fmtS(s.gap_s)),
+      el("td", {}, s.num_input_tokens), el("td", {}, s.prefix_from_previous_tokens ?? "—"),
+      el("td", lostPrefix(s) ? { class: "miss", title: `${lostPrefix(s)} tokens the previous step left were ` +
+        "no longer cached (evicted while the session was away)" } : {}, s.num_cached_tokens),
+      el("td", {}, pct(s.num_cached_tokens, s.num_input_tokens)), el("td", {}, fmtMs(s.ttft_s)),
+      el("td", {}, s.num_output_tokens), el("td", { class: "text" }, s.model),
+      el("td", { class: "text", title: s.service_tier === "flex" ? "served in the flex tier, after other requests" : "" },
+        (s.worker || "—") + (s.service_tier === "flex" ? " · flex" : "")),
+      el("td", { class: "tools" }, askedFor(s)),
+      el("td", { class: "text", title: f && !f.is_confident ? notConfident : "" },
+        f ? `${f.predicted} (${percent(f.p_predicted)})` + (f.is_confident ? "" : " · not confident") : "—"),
+      el("td", { class: f ? (f.is_hit ? "text hit" : "text miss") : "text" },
+        f ? `${f.actual} ${f.is_hit ? "✓" : "✗"}` : "—"),
+      el("td", {}, f && f.eta_p50_s !== null ? `${fmtS(f.eta_p50_s)} (was ${fmtS(s.gap_s)})` : "—"),
+      el("td", { class: "tools" }, s.error ? (s.error_message ? `${s.error}: ${s.error_message}` : s.error) : ""),
+      el("td", { class: "text" }, button));
+    body.append(row);
+    if (s.has_content) {
+      let shown = null;
+      const open = () => { shown = contentRow(s, row.children.length); row.after(shown); button.textContent = "hide"; };
+      button.addEventListener("click", () => {
+        if (!shown) { open(); view.openContent.add(s.index); return; }
+        shown.remove(); shown = null; button.textContent = "show";
+        view.openContent.delete(s.index);
+      });
+      if (view.openContent.has(s.index)) open();
+    }
+  }
+}
+
+function renderSession() {
+  const s = view.session;
+  $("session-title").textContent = visible(`Session ${s.session}` + (view.me.is_admin ? ` (tenant ${s.tenant})` : ""));
+  $("session-summary").textContent = visible(`agent ${s.agent || "—"} · ${count(s.num_steps, "step")} · ` +
+    `${count(s.num_tool_runs, "tool run")} · ${s.num_input_tokens} prompt tokens (${s.num_cached_tokens} cached, ` +
+    `${pct(s.num_cached_tokens, s.num_input_tokens)}) · ${s.num_output_tokens} output tokens · ` +
+    `${count(s.num_errors, "error")} · started ${fmtTime(s.started_s)} · ${stateOf(s)}` +
+    (s.num_forecasts ? ` · forecasts right ${s.num_forecast_hits}/${s.num_forecasts} (${forecastsNote(s)})` : ""));
+  $("export-link").onclick = (event) => { event.preventDefault(); downloadExport(); };
+  renderGantt(view.steps);
+  renderContextChart(view.steps);
+  renderSteps(view.steps);
+}
+
+function downloadExport() {
+  const path = sessionPath(view.session.session, "export") + "?tenant=" + encodeURIComponent(view.session.tenant);
+  return downloadFile(path, visible(view.session.session) + ".jsonl");   // no name that reads backwards
+}
+
+// Which of the session's steps are shown, when not all of them: by the numbers their rows
+// (# column) and the timeline show.
+function renderStepsShown() {
+  const total = view.session.num_steps, shown = view.steps;
+  const whole = view.stepsStart === 0 && view.stepsEnd >= total;
+  $("steps-shown").textContent = whole || !shown.length ? "" :
+    `Showing steps #${shown[0].index} to #${shown[shown.length - 1].index} (${shown.length} of ${total}, in index order).`;
+  $("earlier-steps").hidden = view.stepsStart === 0;
+}
+
+function stepsQuery(tenant, offset, limit) {
+  const query = new URLSearchParams({ offset: String(offset), limit: String(limit) });
+  if (view.me.is_admin) query.set("tenant", tenant);
+  return query;
+}
+
+// `how`: "open" (the first page, or the page holding the step of `requestId`, wherever
+// it lies: the API finds it, so a step 9,000 steps in costs one page, and the page
+// scrolls to it), "reload" (the same, for the request id it opened with, without
+// scrolling), "more" (the page after those shown) or "earlier" (the page before them).
+// The session view shows only once its session has loaded, and nothing is shown when the
+// user went elsewhere meanwhile; a load that succeeds clears the status line (a Live
+// refresh's error included).
+async function loadSession(tenant, session, how, requestId = "") {
+  const ticket = view.route;
+  if (how === "open") {
+    const same = view.session && view.session.tenant === tenant && view.session.session === session;
+    if (!same) view.openContent = new Set();
+    view.requestId = requestId;
+  }
+  const start = how === "earlier" ? Math.max(0, view.stepsStart - STEPS_PAGE) : how === "more" ? view.stepsEnd : 0;
+  const query = stepsQuery(tenant, start, how === "earlier" ? view.stepsStart - start : STEPS_PAGE);
+  const fresh = how === "open" || how === "reload";
+  if (fresh && view.requestId) query.set("request_id", view.requestId);   // its page, not the first
+  const detail = await api(sessionPath(session) + "?" + query);
+  if (ticket !== view.route) return;
+  const page = detail.steps.data;
+  view.session = detail.session;
+  if (how === "more") {
+    view.steps = view.steps.concat(page);
+    view.stepsEnd += page.length;
+  } else if (how === "earlier") {
+    view.steps = page.concat(view.steps);
+    view.stepsStart = start;
+  } else {
+    view.steps = page;
+    view.stepsStart = detail.steps.offset;   // the page the API chose
+    view.stepsEnd = view.stepsStart + page.length;
+  }
+  if (how !== "earlier") $("more-steps").hidden = !detail.steps.has_more;
+  $("session-view").hidden = false;
+  renderSession();
+  renderStepsShown();
+  if (how === "open" && detail.request_step) {
+    const row = $("steps").querySelector("tr.step-row.found");
+    if (row) row.scrollIntoView({ block: "center" });
+  }
+  $("live-label").hidden = !view.session.is_open;
+  if (!view.session.is_open) $("live").checked = false;
+  setStatus("");
+  setLive();
+}
+
+// A refresh that succeeds clears the status line: an error a refresh showed (the session
+// deleted, the gateway restarting) is over.
+async function refreshLive() {
+  if (document.hidden || $("more-steps").hidden === false) return;   // the last steps shown first
+  const s = view.session, ticket = view.route;
+  const detail = await api(sessionPath(s.session) + "?" + stepsQuery(s.tenant, view.stepsEnd, STEPS_PAGE));
+  if (ticket !== view.route) return;
+  setStatus("");
+  const added = detail.steps.data;
+  if (detail.session.num_steps === view.stepsEnd + added.length && detail.session.is_open) {
+    if (!added.length) return;
+    view.session = detail.session;
+    view.steps = view.steps.concat(added);
+    view.stepsEnd += added.length;
+    renderSession();
+    renderStepsShown();
+    return;
+  }
+  await loadSession(s.tenant, s.session, "reload");
+}
