@@ -21,7 +21,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway import batches_routes, conversations_routes, files_routes, responses_routes, routes, tracing
+from gateway import (batches_routes, conversations_routes, files_routes, responses_routes, routes,
+                     stored_responses_routes, tracing)
 from gateway.auth import KeyRing
 from gateway.backend import Backend
 from gateway.config import GatewayConfig, LocalModelConfig, default_config, demo_key_from, load_config
@@ -190,9 +191,9 @@ def build_app(config: GatewayConfig | None = None, *, config_path: str | None = 
     app.add_route("/v1/embeddings", routes.embeddings, methods=["POST"])
     app.add_route("/v1/responses", responses_routes.create_response, methods=["POST"])
     app.add_route("/v1/responses/input_tokens", responses_routes.count_input_tokens, methods=["POST"])
-    app.add_route("/v1/responses/{response_id}", responses_routes.stored_response, methods=["GET", "DELETE"])
-    app.add_route("/v1/responses/{response_id}/cancel", responses_routes.cancel_response, methods=["POST"])
-    app.add_route("/v1/responses/{response_id}/input_items", responses_routes.stored_input_items, methods=["GET"])
+    app.add_route("/v1/responses/{response_id}", stored_responses_routes.stored_response, methods=["GET", "DELETE"])
+    app.add_route("/v1/responses/{response_id}/cancel", stored_responses_routes.cancel_response, methods=["POST"])
+    app.add_route("/v1/responses/{response_id}/input_items", stored_responses_routes.stored_input_items, methods=["GET"])
     app.add_route("/v1/conversations", conversations_routes.create_conversation, methods=["POST"])
     app.add_route("/v1/conversations/{conversation_id}", conversations_routes.conversation,
                   methods=["GET", "POST", "DELETE"])

@@ -1,6 +1,6 @@
-"""HTTP handlers of the Responses API: POST /v1/responses, GET / DELETE
-/v1/responses/{id}, POST /v1/responses/{id}/cancel, GET /v1/responses/{id}/input_items,
-POST /v1/responses/input_tokens.
+"""HTTP handlers of the Responses API that make a response: POST /v1/responses, POST
+/v1/responses/input_tokens (those that read, cancel or delete a stored one:
+stored_responses_routes.py).
 
 A request continues a conversation from `previous_response_id` (the stored response's)
 or `conversation` (the Conversations API's items; its input and output are added to it
@@ -34,19 +34,17 @@ from gateway.refused_steps import trace_refusal
 from gateway.respond import ReplyShape, respond
 from gateway.forecasting import bind_session
 from gateway.http_io import ClientGone, read_json_body
-from gateway.list_page import list_page
 from gateway.collected import Collected
 from gateway.ids import new_id
-from gateway.response_store import StoredResponse, is_unfinished
+from gateway.response_store import StoredResponse
 from gateway.conversation_items import traced_in_conversation, turn_items
 from gateway.request_metadata import checked_metadata
-from gateway.responses_format import (ResponsesRequest, check_include_query, conversation_after, input_messages,
-                                      to_chat_body)
+from gateway.responses_format import ResponsesRequest, conversation_after, input_messages, to_chat_body
 from gateway.responses_errors import renamed
 from gateway.responses_objects import input_items
 from gateway.responses_stream import ResponsesStreamWriter, whole_response
 from gateway.responses_truncation import oldest_turn, without
-from gateway.routes import error_response, gateway_state, model_label, refusal, tenant_endpoint
+from gateway.routes import error_response, gateway_state, model_label, refusal
 from gateway.schemas import ChatCompletionRequest, validate
 from gateway.service_tiers import request_tier
 from gateway.state import GatewayState
@@ -210,94 +208,3 @@ async def _prepared_chat(state: GatewayState, backend: Backend, parsed: Response
                 raise renamed(error, sources) from None
             chat_body = {**chat_body, "messages": without(chat_body["messages"], cut)}
             sources = without(sources, cut)
-
-
-def _stream_query(request: Request) -> tuple[bool, int]:
-    """(`stream`, `starting_after`) of a GET; `starting_after` -1 when absent."""
-    query = request.query_params
-    stream = query.get("stream", "false").lower()
-    if stream not in ("true", "false"):
-        raise invalid_request("`stream` must be true or false.", param="stream", code="invalid_value")
-    raw = query.get("starting_after")
-    if raw is None:
-        return stream == "true", -1
-    if not (raw.isascii() and raw.isdigit() and len(raw) <= 18):
-        raise invalid_request("`starting_after` must be a sequence number (an integer, 0 or more).",
-                              param="starting_after", code="invalid_value")
-    return stream == "true", int(raw)
-
-
-@tenant_endpoint
-async def stored_response(request: Request, state: GatewayState, tenant: str) -> Response:
-    """GET /v1/responses/{id}: the caller's own response, a background one as it stands
-    (`?stream=true&starting_after=N`: its events after N, then live ones until it ends);
-    DELETE forgets it, stopping it first if it still runs. Else (unknown, another
-    tenant's, or deleted through another gateway sharing the responses' file, whose run
-    here is then stopped) a 404."""
-    response_id = request.path_params["response_id"]
-    run = state.background.get(tenant, response_id)
-    if request.method == "DELETE":
-        if run is not None:
-            await state.background.forget(run)
-        if not await state.responses.delete(tenant, response_id):
-            raise response_not_found(response_id)
-        return JSONResponse({"id": response_id, "object": "response.deleted", "deleted": True})
-    stream, starting_after = _stream_query(request)
-    stored = await state.responses.get(tenant, response_id)
-    if stored is None:
-        if run is not None:   # deleted through another gateway sharing the file: its run here ends too
-            await state.background.forget(run)
-        raise response_not_found(response_id)
-    if stream and run is not None:
-        return run_event_stream(run, starting_after)
-    if run is not None and not run.is_done:
-        return JSONResponse(run.response())
-    if stream:
-        kept = ("its events are no longer kept (the last 64 finished per tenant, not across a restart); "
-                "GET it without `stream` for the final response" if stored.response.get("background")
-                else "only a background response's events can be streamed")
-        raise invalid_request(f"Response '{response_id}' cannot be streamed: {kept}.", param="stream",
-                              code="invalid_value")
-    return JSONResponse(stored.response)
-
-
-@tenant_endpoint
-async def cancel_response(request: Request, state: GatewayState, tenant: str) -> Response:
-    """POST /v1/responses/{id}/cancel: stops a background response that is queued or in
-    progress and answers it `cancelled`; cancelling a cancelled one again answers the
-    same. Any other response is a 400 (not a background one, or already finished)."""
-    response_id = request.path_params["response_id"]
-    run = state.background.get(tenant, response_id)
-    if run is not None:
-        await state.background.cancel(run)
-    stored = await state.responses.get(tenant, response_id)
-    if stored is None:
-        raise response_not_found(response_id)
-    status = stored.response.get("status")
-    if not stored.response.get("background"):
-        raise invalid_request("Only responses created with `background: true` can be cancelled.",
-                              param="response_id", code="invalid_value")
-    if run is None and is_unfinished(stored.response):
-        raise invalid_request(f"Response '{response_id}' runs in another gateway sharing this one's responses file; "
-                              "cancel it there.", param="response_id", code="invalid_value")
-    if status != "cancelled":
-        raise invalid_request(f"Response '{response_id}' cannot be cancelled: its status is already '{status}'.",
-                              param="response_id", code="invalid_value")
-    return JSONResponse(stored.response)
-
-
-@tenant_endpoint
-async def stored_input_items(request: Request, state: GatewayState, tenant: str) -> Response:
-    """GET /v1/responses/{id}/input_items: the stored response's own input items, as
-    a page of an OpenAI list (`limit` 1-100, default 20; `order` "desc", the default, or
-    "asc"; `after` an item id)."""
-    response_id = request.path_params["response_id"]
-    page = list_page(request.query_params)
-    check_include_query(request.query_params)
-    run = state.background.get(tenant, response_id)
-    if run is not None and not run.is_done:
-        return JSONResponse(page.of(run.input_items))
-    stored = await state.responses.get(tenant, response_id)
-    if stored is None:
-        raise response_not_found(response_id)
-    return JSONResponse(page.of(stored.input_items))
