@@ -20,13 +20,14 @@ count before it is admitted, so a tenant's budget and tokens/minute hold as a ch
 A local model counts its inputs' tokens exactly before admission
 (`LocalEmbeddingBackend.prepare_embeddings`); an upstream model's request reserves an
 upper bound (`EmbeddingsRequest.max_num_tokens`) and is charged the provider's count
-once it answers, or, when it fails, the estimate an upstream chat prompt is charged
-(4 bytes a token).
+once it answers, or, when it fails or its provider counts nothing (sends no usage), the
+estimate an upstream chat prompt is charged (4 bytes a token).
 """
 from __future__ import annotations
 
 import base64
 import functools
+import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -89,19 +90,37 @@ class EmbeddingsRequest(BaseModel):
 class EmbeddingsCall:
     """An embeddings request ready for admission: `num_reserved_tokens` is at least what
     its model will count (a local model's exact count), `num_failed_tokens` what it is
-    charged if it fails once admitted, and `run` answers it (the reply's `usage` is
-    what it is charged)."""
+    charged if `run` fails once admitted, `num_cancelled_tokens` what it is charged if its
+    client leaves while it runs, and `run` answers it (the reply's `usage` is what it is
+    charged)."""
 
     num_reserved_tokens: int
     num_failed_tokens: int
+    num_cancelled_tokens: int
     run: Callable[[], Awaitable[dict]]
 
 
 def upstream_call(request: EmbeddingsRequest, embed: Callable[[EmbeddingsRequest], Awaitable[dict]]
                   ) -> EmbeddingsCall:
     """`request` for an upstream model's `embed`: nothing is tokenized here, so it
-    reserves the upper bound, and a failure is charged the estimate."""
-    return EmbeddingsCall(request.max_num_tokens(), request.estimated_tokens(), functools.partial(embed, request))
+    reserves the upper bound, and a failure or a client that leaves is charged the
+    estimate, as is a reply that counts no tokens (`charged_upstream`)."""
+    estimate = request.estimated_tokens()
+    return EmbeddingsCall(request.max_num_tokens(), estimate, estimate,
+                          functools.partial(charged_upstream, embed, request))
+
+
+async def charged_upstream(embed: Callable[[EmbeddingsRequest], Awaitable[dict]], request: EmbeddingsRequest
+                           ) -> dict:
+    """`embed`'s reply to `request`, whose `usage` is what the tenant is charged: a reply
+    that counts no tokens (the provider sent no usage, which litellm reports as zeros; no
+    non-empty input is 0 tokens) reports and is charged the estimate, as an upstream
+    chat's prompt is when its provider sends no usage."""
+    reply = await embed(request)
+    if not reply["usage"]["total_tokens"]:
+        estimate = request.estimated_tokens()
+        reply["usage"] = {"prompt_tokens": estimate, "total_tokens": estimate}
+    return reply
 
 
 def _is_token_id(value: Any) -> bool:
@@ -195,3 +214,14 @@ def reply_body(raw: Any, model: str, encoding_format: str | None = None) -> dict
     return {"object": "list", "data": data, "model": model,
             "usage": {"prompt_tokens": usage.get("prompt_tokens") or 0,
                       "total_tokens": usage.get("total_tokens") or usage.get("prompt_tokens") or 0}}
+
+
+def reply_json(reply: dict) -> bytes:
+    """`reply` (`reply_body`'s) as the JSON bytes Starlette's `JSONResponse` renders, one
+    item of `data` at a time: rendered on a thread, it gives the GIL back between vectors,
+    so the event loop keeps serving while 2,048 float vectors of 1,024 (46 MB) render;
+    one `json.dumps` of it all holds the GIL, wherever it runs, for seconds."""
+    encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode
+    head = encode({key: value for key, value in reply.items() if key != "data"})[1:-1]
+    items = ",".join([encode(item) for item in reply.get("data", ())])
+    return ("{" + (head + "," if head else "") + '"data":[' + items + "]}").encode("utf-8")

@@ -8,12 +8,14 @@ then cut into batches of `batch_size`, each padded to its longest input, and poo
 
 Invariants: a request reserves of its tenant's tokens exactly what it is charged, the
 count of its inputs' tokens (special tokens included; token ids as many as they are), so
-the tenant's budget and tokens/minute hold as for a chat; an input's vector does not
-depend on the other inputs of its batch (padding is masked out of attention and
-pooling); vectors have unit length when `normalize`; an input longer than the model's
-limit is a 400 naming `input`, never silently cut, refused before admission (it charges
-nothing); the model only serves embeddings: chat and completions on it are a 400 naming
-`model`.
+the tenant's budget and tokens/minute hold as for a chat (a request the model fails on
+once admitted, a 500, is charged nothing); an input's vector does not depend on the
+other inputs of its batch (padding is masked out of attention and pooling); vectors have
+unit length when `normalize` (`dimensions` keeps the first N components, renormalized
+when `normalize`); an input longer than the model's limit (`max_input_tokens`, else what
+its position embeddings take: `position_limit`) is a 400 naming `input`, never silently
+cut, refused before admission (it charges nothing); the model only serves embeddings:
+chat and completions on it are a 400 naming `model`.
 """
 from __future__ import annotations
 
@@ -39,6 +41,27 @@ def check_embedding_model(path: str) -> None:
     """Raise `EmbeddingModelError` unless `path` looks like a model directory."""
     if not (Path(path) / "config.json").is_file():
         raise EmbeddingModelError(f"{path} is not a model directory (no config.json there)")
+
+
+# NOTE: transformers' model types whose position ids start after the padding index
+# (`create_position_ids_from_input_ids`: RoBERTa and its kin, XLM-R, MPNet)
+OFFSET_POSITION_TYPES = frozenset({
+    "roberta", "xlm-roberta", "xlm-roberta-xl", "roberta-prelayernorm", "camembert", "data2vec-text", "ibert",
+    "longformer", "luke", "mpnet", "xmod", "esm"})
+
+
+def position_limit(config) -> int | None:
+    """The most tokens an input may have for the model's position embeddings (None when
+    its config names no limit): `max_position_embeddings`, less the positions a
+    RoBERTa-like model skips, whose ids run from `padding_idx` + 1 (514 -> 512 for
+    XLM-R, 8194 -> 8192 for bge-m3). MPNet's `padding_idx` is 1 whatever its config says;
+    an ESM model with rotary positions skips none."""
+    limit = getattr(config, "max_position_embeddings", None)
+    if not limit or getattr(config, "model_type", None) not in OFFSET_POSITION_TYPES \
+            or getattr(config, "position_embedding_type", None) not in (None, "absolute"):
+        return limit or None
+    padding_idx = 1 if config.model_type == "mpnet" else getattr(config, "pad_token_id", None) or 0
+    return limit - padding_idx - 1
 
 
 def embeddings_only(model: str) -> ApiError:
@@ -68,7 +91,7 @@ class LocalEmbeddingBackend:
 
         tokenizer = AutoTokenizer.from_pretrained(self.config.path, local_files_only=True)
         model = AutoModel.from_pretrained(self.config.path, local_files_only=True).eval()
-        limits = [self.config.max_input_tokens, getattr(model.config, "max_position_embeddings", None)]
+        limits = [self.config.max_input_tokens, position_limit(model.config)]
         self._max_tokens = min(limit for limit in limits if limit) if any(limits) else None
         self._tokenizer, self._model = tokenizer, model
 
@@ -113,7 +136,9 @@ class LocalEmbeddingBackend:
                                   param="dimensions", code="invalid_value")
         ids = await asyncio.to_thread(self._token_ids, input_items(request.input))
         num_tokens = sum(len(row) for row in ids)
-        return EmbeddingsCall(num_tokens, num_tokens, functools.partial(self._embed_ids, ids, num_tokens, request))
+        # NOTE: a model that fails once admitted is the gateway's fault: it charges nothing;
+        # a client that leaves is charged its count, as the batch in flight runs to its end
+        return EmbeddingsCall(num_tokens, 0, num_tokens, functools.partial(self._embed_ids, ids, num_tokens, request))
 
     async def embed(self, request: EmbeddingsRequest) -> dict:
         return await (await self.prepare_embeddings(request)).run()
@@ -123,7 +148,8 @@ class LocalEmbeddingBackend:
             self._executor, self._embed, ids, request.dimensions)
         raw = {"data": [{"index": index, "embedding": vector} for index, vector in enumerate(vectors)],
                "usage": {"prompt_tokens": num_tokens, "total_tokens": num_tokens}}
-        return reply_body(raw, self.model_id, request.encoding_format)
+        # NOTE: packing 2,048 vectors as base64 takes a while: off the event loop
+        return await asyncio.to_thread(reply_body, raw, self.model_id, request.encoding_format)
 
     def _token_ids(self, items: list) -> list[list[int]]:
         """Each input as token ids (text with the model's special tokens; ids as given),

@@ -15,6 +15,7 @@ Metric labels only ever carry configured model and tenant names, never client st
 """
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import time
@@ -33,7 +34,7 @@ from gateway.errors import ApiError, server_error
 from gateway.exchange import CLIENT_CLOSED_STATUS, admit, session_headers
 from gateway.refused_steps import trace_refusal
 from gateway.respond import respond
-from gateway.embeddings import EmbeddingsRequest, unsupported_model, upstream_call
+from gateway.embeddings import EmbeddingsRequest, reply_json, unsupported_model, upstream_call
 from gateway.http_io import ClientGone, race_disconnect, read_json_body
 from gateway.metrics import Labels, router_gauges, worker_gauges
 from gateway.ids import new_id
@@ -183,16 +184,20 @@ async def embeddings(request: Request) -> Response:
 
         async def work() -> dict:
             ticket = await admit(state, tenant, call.num_reserved_tokens)
-            num_used_tokens = call.num_failed_tokens
+            num_used_tokens = call.num_cancelled_tokens   # the client left: what ran is charged
             try:
                 reply = await call.run()
                 num_used_tokens = reply["usage"]["total_tokens"]
                 return reply
+            except Exception:
+                num_used_tokens = call.num_failed_tokens
+                raise
             finally:
                 state.limiters[tenant].release(ticket, num_used_tokens)
         reply = await race_disconnect(work(), request.receive)
+        body = await asyncio.to_thread(reply_json, reply)   # NOTE: up to ~46 MB of JSON: off the event loop
         state.metrics.record_request(tenant, model, "embeddings", 200)
-        return JSONResponse(reply, headers=state.limiters[tenant].rate_limit_headers())
+        return Response(body, media_type="application/json", headers=state.limiters[tenant].rate_limit_headers())
     except ApiError as error:
         state.metrics.record_request(tenant, model, "embeddings", error.status)
         return refusal(state, error, tenant, None)

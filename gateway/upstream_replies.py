@@ -90,7 +90,8 @@ def _label(value: Any) -> str | None:
 def embedding_usage_from(raw: Any) -> tuple[int, int]:
     """An embeddings reply's usage as (prompt tokens, total tokens), checked as
     `usage_from` checks chat's: non-negative integers, else a 502. (0, 0) when it sent
-    none; a total it did not send (or sent as 0) is its prompt tokens."""
+    none (the caller charges an estimate then: `embeddings.charged_upstream`); a total it
+    did not send (or sent as 0) is its prompt tokens."""
     usage = usage_from(raw, Usage())
     total = _count(_field(raw, "total_tokens"), "total_tokens") if raw is not None else 0
     return usage.num_prompt_tokens, total or usage.num_prompt_tokens
