@@ -1,4 +1,4 @@
-"""JSON from clients, bounded in how deeply it nests.
+"""JSON from clients, bounded in how deeply it nests, and standard (`loads_standard`).
 
 Python's JSON codec and every recursive walk after it (schema checks, re-encoding) run
 out of stack on arrays or objects nested about a thousand deep, well before a body
@@ -8,6 +8,7 @@ or came out of `loads_bounded` can be walked recursively anywhere in the gateway
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 MAX_JSON_DEPTH = 64  # real agent requests nest under 20 levels; tool schemas under 32 levels each
@@ -43,6 +44,25 @@ def loads_bounded(text: str, limit: int = MAX_JSON_DEPTH) -> Any:
     if json_depth(value, limit) > limit:
         raise ValueError(f"JSON nested more than {limit} levels deep")
     return value
+
+
+def loads_standard(raw: str | bytes) -> Any:
+    """`json.loads(raw)` refusing (ValueError) what Python's reader takes and JSON does
+    not: `NaN`, `Infinity`, `-Infinity`, and a number past a 64-bit float (`1e999`, read
+    as infinity). Stored in a client's object, such a value made every later read of it
+    fail (no JSON reply can hold it)."""
+    return json.loads(raw, parse_float=_finite_float, parse_constant=_not_json)
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:24]} is too large for a 64-bit float.")
+    return value
+
+
+def _not_json(name: str) -> float:
+    raise ValueError(f"'{name}' is not a JSON value (JSON has no NaN or Infinity).")
 
 
 def may_hold_surrogates(raw: bytes) -> bool:

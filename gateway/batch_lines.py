@@ -12,10 +12,9 @@ its result can be written).
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
-from agents_trace.json_text import MAX_JSON_DEPTH, has_lone_surrogate, json_depth, may_hold_surrogates
+from agents_trace.json_text import MAX_JSON_DEPTH, has_lone_surrogate, json_depth, loads_standard, may_hold_surrogates
 
 BATCH_HEADER = "x-stepahead-batch"   # on a batch's request to the app: the batch it belongs to
 ENDPOINTS = ("/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/embeddings")
@@ -40,8 +39,8 @@ def _too_deep(number: int) -> dict:
 
 def _line_error(raw: bytes, number: int, endpoint: str, seen: set[str]) -> tuple[dict | None, BatchRequest | None]:
     try:
-        request = json.loads(raw)
-    except ValueError:   # not JSON, not UTF-8, or an integer past Python's 4,300 digits
+        request = loads_standard(raw)
+    except ValueError:   # not JSON, not UTF-8, NaN/Infinity, or a number past what Python holds
         return _error("invalid_json_line", "This line is not a JSON object.", number), None
     except RecursionError:   # nested past the parser's stack
         return _too_deep(number), None

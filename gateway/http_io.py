@@ -18,7 +18,6 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
@@ -27,7 +26,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from agents_trace.json_text import MAX_JSON_DEPTH, has_lone_surrogate, json_depth, may_hold_surrogates
+from agents_trace.json_text import MAX_JSON_DEPTH, has_lone_surrogate, json_depth, loads_standard, may_hold_surrogates
 from gateway.errors import ApiError, body_too_large, invalid_request
 
 T = TypeVar("T")
@@ -55,8 +54,8 @@ async def read_json_body(request: Request, max_body_bytes: int) -> Any:
     if not raw.strip():
         raise invalid_request("The request body is empty; send a JSON object.")
     try:
-        body = json.loads(raw)
-    except ValueError as exc:   # not JSON, not UTF-8, or an integer past Python's 4,300 digits
+        body = loads_standard(raw)
+    except ValueError as exc:   # not JSON, not UTF-8, NaN/Infinity, or a number past what Python holds
         raise ApiError(400, f"We could not parse the JSON body of your request: {_json_problem(exc)}",
                        "invalid_request_error", "invalid_json") from None
     except RecursionError:

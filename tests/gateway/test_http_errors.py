@@ -411,3 +411,21 @@ def test_an_empty_stop_string_stops_nowhere(gateway, stop):
     assert stopped["finish_reason"] == plain["finish_reason"] == "length"
     assert stopped["message"]["content"] == plain["message"]["content"]
     assert len(stopped["logprobs"]["content"]) == 6
+
+
+@pytest.mark.parametrize("literal", [b"NaN", b"Infinity", b"-Infinity", b"1e999", b"-2.5e400"])
+def test_a_body_holding_what_json_has_not_is_400_and_nothing_is_stored(gateway, literal):
+    """Known hazard (QA50): Python's reader took NaN and Infinity (and read 1e999 as
+    infinity); a conversation item holding one was stored though answered 500, and every
+    later read of the conversation failed."""
+    error = assert_error(post(gateway, None, raw=b'{"model": "tiny", "temperature": ' + literal +
+                              b', "messages": [{"role": "user", "content": "x"}]}'), 400, "invalid_json")
+    assert "JSON" in error["message"] or "64-bit float" in error["message"]
+    headers = gateway.headers("alpha")
+    conversation = httpx.post(f"{gateway.base_url}/v1/conversations", json={}, headers=headers, timeout=30).json()
+    items_url = f"{gateway.base_url}/v1/conversations/{conversation['id']}/items"
+    raw = b'{"items": [{"role": "user", "content": [{"type": "input_text", "text": "x"}], "n": ' + literal + b"}]}"
+    refused = httpx.post(items_url, content=raw, headers={**headers, "content-type": "application/json"}, timeout=30)
+    assert_error(refused, 400, "invalid_json")
+    listed = httpx.get(items_url, headers=headers, timeout=30)
+    assert listed.status_code == 200 and listed.json()["data"] == []
