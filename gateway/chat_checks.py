@@ -12,6 +12,12 @@ from gateway.errors import invalid_request
 from gateway.schema_checks import SchemaChecker
 from gateway.schemas import ChatCompletionRequest, NamedToolChoice
 
+# messages (chat) or input items (Responses) a request may hold: checked before the body is
+# validated, which with tracing costs ~25 us a message on the event loop (200,000 small
+# messages in an 8 MiB body held every tenant's requests for seconds); real agent requests
+# hold a few hundred
+MAX_MESSAGES = 10_000
+
 
 def check_tools(request: ChatCompletionRequest, tenant: str, schemas: SchemaChecker) -> None:
     tools = request.tools or []
@@ -76,3 +82,13 @@ def _raise_unanswered(unanswered: dict[str, str]) -> None:
 def check_chat_request(request: ChatCompletionRequest, tenant: str, schemas: SchemaChecker) -> None:
     check_tools(request, tenant, schemas)
     check_tool_messages(request)
+
+
+def check_message_count(body: object, field: str) -> None:
+    """A 400 (`array_above_max_length`, as OpenAI names it) when `body[field]` is a list
+    of more than MAX_MESSAGES items; anything else is left to validation."""
+    items = body.get(field) if isinstance(body, dict) else None
+    if isinstance(items, list) and len(items) > MAX_MESSAGES:
+        raise invalid_request(f"Invalid '{field}': array too long. Expected an array with maximum length "
+                              f"{MAX_MESSAGES}, but got an array with length {len(items)} instead.", param=field,
+                              code="array_above_max_length")

@@ -27,7 +27,7 @@ from gateway.background_responses import BackgroundJob, generate
 from gateway.background_runs import BackgroundRun
 from gateway.background_stream import run_event_stream
 from gateway.backend import Backend, Prepared
-from gateway.chat_checks import check_chat_request
+from gateway.chat_checks import check_chat_request, check_message_count
 from gateway.errors import ApiError, invalid_request, response_not_found
 from gateway.exchange import CLIENT_CLOSED_STATUS
 from gateway.refused_steps import trace_refusal
@@ -98,6 +98,7 @@ async def create_response(request: Request) -> Response:
         tenant = state.keys.authenticate(request.headers.get("authorization"))
         body = await read_json_body(request, state.config.max_body_bytes)
         model = model_label(state, body)   # a request refused by its checks counts under its model too
+        check_message_count(body, "input")
         parsed = validate(ResponsesRequest, body)
         checked_metadata(parsed.metadata)
         if parsed.background and not parsed.store:

@@ -27,7 +27,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from agents_trace.records import StepContext
 
 from gateway.auth import UNAUTHENTICATED
-from gateway.chat_checks import check_chat_request
+from gateway.chat_checks import check_chat_request, check_message_count
 from gateway.request_metadata import checked_metadata
 from gateway.choices import with_choices
 from gateway.errors import ApiError, server_error
@@ -37,6 +37,7 @@ from gateway.respond import respond
 from gateway.embeddings import EmbeddingsRequest, reply_json, unsupported_model, upstream_call
 from gateway.http_io import ClientGone, race_disconnect, read_json_body
 from gateway.metrics import Labels, router_gauges, worker_gauges
+from gateway.metrics_tenants import listed_limiters, tenant_gauges
 from gateway.ids import new_id
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, validate
 from gateway.service_tiers import request_tier
@@ -121,6 +122,7 @@ async def _handle(request: Request, *, is_chat: bool) -> Response:
         body = await read_json_body(request, state.config.max_body_bytes)
         model = model_label(state, body)
         if is_chat:
+            check_message_count(body, "messages")
             parsed = validate(ChatCompletionRequest, body)
             checked_metadata(parsed.metadata)
             check_chat_request(parsed, tenant, state.schemas)
@@ -259,14 +261,8 @@ async def metrics(request: Request) -> Response:
         tenant = state.keys.authenticate(request.headers.get("authorization"))
     except ApiError as error:
         return error_response(error)
-    gauges: dict[tuple[str, Labels], float] = {}
     is_admin = state.config.is_admin(tenant)
-    for name, limiter in state.limiters.items() if is_admin else [(tenant, state.limiters[tenant])]:
-        gauges[("stepahead_tenant_active_requests", (("tenant", name),))] = limiter.num_active
-        gauges[("stepahead_tenant_queued_requests", (("tenant", name),))] = limiter.num_queued
-        if limiter.limits.token_budget is not None:
-            gauges[("stepahead_tenant_token_budget", (("tenant", name),))] = limiter.limits.token_budget
-            gauges[("stepahead_tenant_spent_tokens", (("tenant", name),))] = limiter.num_spent_tokens
+    gauges: dict[tuple[str, Labels], float] = tenant_gauges(listed_limiters(state.limiters, None if is_admin else tenant))
     if state.batches is not None:
         gauges.update(state.batches.tenant_series([name for name, _ in state.limiters.items()] if is_admin
                                                   else [tenant]))

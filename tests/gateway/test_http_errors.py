@@ -429,3 +429,21 @@ def test_a_body_holding_what_json_has_not_is_400_and_nothing_is_stored(gateway, 
     assert_error(refused, 400, "invalid_json")
     listed = httpx.get(items_url, headers=headers, timeout=30)
     assert listed.status_code == 200 and listed.json()["data"] == []
+
+
+@pytest.mark.parametrize("path,field", [("/v1/chat/completions", "messages"), ("/v1/responses", "input")])
+def test_more_messages_than_a_request_may_hold_is_400_before_validation(gateway, path, field, monkeypatch):
+    """Known hazard (QA50): 200,000 small messages in an 8 MiB body took seconds of the
+    event loop (validation, session hashing) before any tenant limit applied. (The bound
+    is lowered here: the test gateway's bodies are small.)"""
+    import gateway.chat_checks as chat_checks
+
+    assert chat_checks.MAX_MESSAGES == 10_000
+    monkeypatch.setattr(chat_checks, "MAX_MESSAGES", 50)
+
+    def body(count: int) -> dict:
+        return {"model": "tiny", field: [{"role": "user", "content": "x"}] * count, "max_tokens": 1}
+    error = assert_error(post(gateway, body(51), path=path), 400, "array_above_max_length", field)
+    assert "maximum length 50, but got an array with length 51" in error["message"]
+    assert post(gateway, {**body(50), "max_tokens": 1} if field == "messages" else
+                {"model": "tiny", field: body(50)[field], "max_output_tokens": 16}, path=path).status_code == 200
