@@ -12,8 +12,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import signal
 import sqlite3
 import sys
+from collections.abc import Callable
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
@@ -48,6 +50,7 @@ from gateway.store_places import check_store_places
 from gateway.tracing import build_tracer, trace_router
 
 log = logging.getLogger("stepahead.gateway")
+HANGUP_WHILE_STOPPING = "stepahead: SIGHUP ignored: the gateway is stopping"
 
 
 def build_backend(model, config: GatewayConfig) -> Backend:
@@ -103,6 +106,44 @@ async def start_all(backends, started: list[Backend]) -> None:
         raise failures[0]
 
 
+def hangups_ignored_once_stopping(loop: asyncio.AbstractEventLoop) -> Callable[[], None]:
+    """Chain to SIGINT's and SIGTERM's handlers (the server's, which begin its stop): once
+    either came, a SIGHUP only logs that it is ignored; the lifespan's end, which removes
+    the reload handler, comes only after the connections drained. Returns what unchains
+    them (a no-op where signals cannot be caught: not the main thread)."""
+    def stopping() -> None:
+        loop.add_signal_handler(signal.SIGHUP, log.warning, HANGUP_WHILE_STOPPING)
+
+    chained: dict[int, tuple] = {}
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        before = signal.getsignal(signum)
+        if not callable(before):
+            continue
+
+        def chain(sig, frame, before=before) -> None:
+            loop.call_soon_threadsafe(stopping)   # first: SIGINT's default handler raises
+            before(sig, frame)
+        try:
+            signal.signal(signum, chain)
+        except ValueError:
+            break
+        chained[signum] = (before, chain)
+
+    def unchain() -> None:
+        for signum, (before, chain) in chained.items():
+            if signal.getsignal(signum) is chain:
+                signal.signal(signum, before)
+    return unchain
+
+
+def by_method(**handlers: Callable) -> Callable:
+    """One endpoint for a path whose methods have their own handlers (HEAD is GET's): one
+    route, so a 405 on it lists every method it takes in `Allow`."""
+    async def endpoint(request: Request) -> Response:
+        return await handlers[request.method if request.method in handlers else "GET"](request)
+    return endpoint
+
+
 def build_app(config: GatewayConfig | None = None, *, config_path: str | None = None,
               overrides: Overrides | None = None) -> FastAPI:
     """`config_path`: the file `config` was read from; SIGHUP reloads its tenants
@@ -136,6 +177,7 @@ def build_app(config: GatewayConfig | None = None, *, config_path: str | None = 
         started: list[Backend] = []
         heap = spent_saves = None
         reloads = reload_on_hangup(state, config_path, overrides)   # from the start on: a SIGHUP never ends it
+        unchain = hangups_ignored_once_stopping(asyncio.get_running_loop()) if reloads is not None else None
         try:
             # before the models load: every place the stores cannot write fails the start now, in one line
             await asyncio.to_thread(check_store_places, config)
@@ -164,6 +206,8 @@ def build_app(config: GatewayConfig | None = None, *, config_path: str | None = 
         finally:
             if reloads is not None:
                 reloads.remove()
+            if unchain is not None:
+                unchain()
             state.is_ready = False
             state.gc_pauses.remove()
             if heap is not None:
@@ -201,12 +245,12 @@ def build_app(config: GatewayConfig | None = None, *, config_path: str | None = 
                   methods=["GET", "POST"])
     app.add_route("/v1/conversations/{conversation_id}/items/{item_id}", conversations_routes.conversation_item,
                   methods=["GET", "DELETE"])
-    app.add_route("/v1/files", files_routes.upload_file, methods=["POST"])
-    app.add_route("/v1/files", files_routes.list_files, methods=["GET"])
+    app.add_route("/v1/files", by_method(POST=files_routes.upload_file, GET=files_routes.list_files),
+                  methods=["GET", "POST"])
     app.add_route("/v1/files/{file_id}", files_routes.file, methods=["GET", "DELETE"])
     app.add_route("/v1/files/{file_id}/content", files_routes.file_content, methods=["GET"])
-    app.add_route("/v1/batches", batches_routes.create_batch, methods=["POST"])
-    app.add_route("/v1/batches", batches_routes.list_batches, methods=["GET"])
+    app.add_route("/v1/batches", by_method(POST=batches_routes.create_batch, GET=batches_routes.list_batches),
+                  methods=["GET", "POST"])
     app.add_route("/v1/batches/{batch_id}", batches_routes.batch, methods=["GET"])
     app.add_route("/v1/batches/{batch_id}/cancel", batches_routes.cancel_batch, methods=["POST"])
     app.add_route("/v1/models", routes.list_models, methods=["GET"])

@@ -7,7 +7,8 @@ worthless to a caller: a digest is the SHA-256 of a key, so nearing one by trial
 nothing of the key behind it. The key never reaches a log line or an error message.
 Internal keys (`internal`, shared across reloads: the Batch API's requests, sent to the
 app in this process) are random, never written anywhere, and name a tenant only while
-that tenant is configured.
+that tenant is configured. A request with more than one Authorization header is refused
+whatever they hold (`repeated_authorization`): which one counts would depend on who reads.
 """
 from __future__ import annotations
 
@@ -15,9 +16,22 @@ import hashlib
 import secrets
 
 from gateway.config import TenantConfig
-from gateway.errors import unauthorized
+from gateway.errors import ApiError, unauthorized
 
 UNAUTHENTICATED = "unauthenticated"   # the tenant a request's metrics name before its key is checked
+
+
+def repeated_authorization(headers: list[tuple[bytes, bytes]]) -> ApiError | None:
+    """A 401 for ASGI `headers` holding more than one Authorization header (a proxy that
+    added or kept one may read the other: the request is ambiguous), else None."""
+    num_found = 0
+    for name, _ in headers:
+        if name == b"authorization":
+            num_found += 1
+    if num_found < 2:
+        return None
+    return unauthorized(f"The request has {num_found} Authorization headers; send exactly one: "
+                        "'Authorization: Bearer YOUR_KEY'.")
 
 
 class KeyRing:

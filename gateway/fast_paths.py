@@ -11,18 +11,22 @@ error that reaches uvicorn closes it, and the client's next request on it fails)
 request the server's shutdown cancels (`[server] shutdown_timeout_s` passed) before its
 response began is answered a 503 `server_shutting_down` here (uvicorn's would be a
 plain-text 500); the cancellation goes on to uvicorn, which logs it in one line
-(gateway/uvicorn_server.py).
+(gateway/uvicorn_server.py). A request with more than one Authorization header is
+refused here, on every path, before any handler reads one (gateway/auth.py). A redirect
+never echoes the client's Host header: its Location is relative.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from urllib.parse import urlsplit
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from gateway.auth import repeated_authorization
 from gateway.errors import request_cut_at_shutdown, server_error
 
 Handler = Callable[[Request], Awaitable[Response]]
@@ -39,6 +43,9 @@ class CompletionFastPath:
         self.error_response = error_response
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and (refusal := repeated_authorization(scope["headers"])) is not None:
+            await self.error_response(refusal)(scope, receive, send)
+            return
         handler = (self.handlers.get(scope["path"])
                    if scope["type"] == "http" and scope["method"] == "POST" else None)
         if handler is None:
@@ -56,12 +63,16 @@ class CompletionFastPath:
 
     async def _contained(self, scope: Scope, receive: Receive, send: Send) -> None:
         """The full app; an error before its response starts is answered with a 500 here,
-        a cut at shutdown with a 503."""
+        a cut at shutdown with a 503; a redirect's Location to this request's host is made
+        relative."""
         started = False
 
         async def watched(message) -> None:
             nonlocal started
-            started = started or message["type"] == "http.response.start"
+            if message["type"] == "http.response.start":
+                started = True
+                if 300 <= message["status"] < 400:
+                    message = {**message, "headers": relative_locations(message["headers"], scope)}
             await send(message)
 
         try:
@@ -75,3 +86,18 @@ class CompletionFastPath:
                 raise
             log.exception("unhandled error in a request handler")
             await self.error_response(server_error())(scope, receive, send)
+
+
+def relative_locations(headers: list[tuple[bytes, bytes]], scope: Scope) -> list[tuple[bytes, bytes]]:
+    """`headers` with a `Location` on the host the request named made relative (its path
+    and query): Starlette builds a redirect's URL from the client's Host header, which a
+    cache in front would then hand to others."""
+    host = next((value for name, value in scope["headers"] if name == b"host"), None)
+    kept = []
+    for name, value in headers:
+        if name.lower() == b"location" and host is not None:
+            parts = urlsplit(value.decode("latin-1"))
+            if parts.scheme in ("http", "https") and parts.netloc.encode("latin-1") == host:
+                value = ("/" + parts.path.lstrip("/") + (f"?{parts.query}" if parts.query else "")).encode("latin-1")
+        kept.append((name, value))
+    return kept

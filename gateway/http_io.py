@@ -13,11 +13,15 @@ Invariants:
 - `EventStreamResponse` stops pulling from its chunk iterator and closes it as soon as the
   client disconnects, even when no chunk is due (a listener watches `receive`); a stream
   the server's shutdown timeout cuts ends with its `on_cut` event and a whole body, so the
-  client reads why instead of a connection closed mid-body.
+  client reads why instead of a connection closed mid-body; a stream whose client stopped
+  reading is cut with its connection and one line of ours in the log;
+- a body sent with a `Content-Encoding` (gzip...) is refused with a 415 saying so, never
+  parsed as if it were plain JSON.
 """
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
@@ -28,8 +32,10 @@ from starlette.types import Receive, Scope, Send
 
 from agents_trace.json_text import MAX_JSON_DEPTH, has_lone_surrogate, json_depth, loads_standard, may_hold_surrogates
 from gateway.errors import ApiError, body_too_large, invalid_request
+from gateway.http_protocol import DROP_CONNECTION
 
 T = TypeVar("T")
+log = logging.getLogger("stepahead.gateway")
 
 
 class ClientGone(Exception):
@@ -37,6 +43,10 @@ class ClientGone(Exception):
 
 
 async def read_json_body(request: Request, max_body_bytes: int) -> Any:
+    coding = request.headers.get("content-encoding", "").strip()
+    if coding and coding.lower() != "identity":
+        raise ApiError(415, f"The request body is sent with 'Content-Encoding: {coding[:40]}'; encoded bodies are "
+                       "not supported: send plain JSON.", "invalid_request_error", "unsupported_content_encoding")
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > max_body_bytes:
         raise body_too_large(max_body_bytes)
@@ -218,6 +228,12 @@ class EventStreamResponse(Response):
         try:
             await race_disconnect(self._pump(send), receive)
             completed = True
+        except StreamStalled:
+            drop = scope.get("extensions", {}).get(DROP_CONNECTION)
+            if drop is not None:   # the body cannot end (the client's window is full): its connection goes
+                drop()
+            log.warning("stepahead: a stream to %s was cut: its client read nothing for %g s",
+                        scope.get("path"), self.stalled_write_s)
         except (ClientGone, OSError):
             pass
         except asyncio.CancelledError:   # the server's shutdown cut the stream

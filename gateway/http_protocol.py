@@ -12,16 +12,21 @@ byte of a request came is closed without an answer); nothing reaches the app the
 the parser sees them: a read holding a whole request (head and a large body) is never taken
 for one long head, and a long head in one read is refused all the same. Bodies are the app's to bound (`[server] max_body_bytes`, `max_file_bytes`);
 a connection idle between requests is closed by uvicorn after `keep_alive_s`.
+Each request's scope offers the app `DROP_CONNECTION` (in `extensions`): a response it
+cannot end (its client stopped reading, gateway/http_io.py) closes the connection at once,
+and uvicorn takes it as a client gone, not as an app that left its response unfinished.
 """
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 MAX_HEAD_BYTES = 64 * 1024   # nginx's default large_client_header_buffers is 4 x 8 KiB
 HEAD_TIMEOUT_S = 30.0
+DROP_CONNECTION = "stepahead.drop_connection"
 REASONS = {400: "Bad Request", 408: "Request Timeout", 431: "Request Header Fields Too Large"}
 
 
@@ -79,6 +84,15 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._num_heads += 1
         self._disarm_head_timer()
         super().on_headers_complete()
+        cycle = self.cycle
+        if cycle is not None and cycle.scope is self.scope:   # this request's (not on an upgrade)
+            self.scope.setdefault("extensions", {})[DROP_CONNECTION] = functools.partial(self._drop, cycle)
+
+    def _drop(self, cycle) -> None:
+        """Close the connection now, bytes not yet sent dropped, and mark `cycle` (the
+        request whose response cannot end) as one whose client left."""
+        cycle.disconnected = True
+        self.transport.abort()
 
     def on_message_complete(self) -> None:
         super().on_message_complete()

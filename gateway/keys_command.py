@@ -13,6 +13,7 @@ import argparse
 import json
 import secrets
 import sys
+from typing import TextIO
 
 from gateway.config import key_digest
 
@@ -31,6 +32,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def hash_key(args: argparse.Namespace) -> int:
+    if args.tenant is not None and not args.tenant:   # as the config refuses it: tenants[N].name is required
+        print("stepahead: --tenant needs a name: a tenant's name cannot be empty", file=sys.stderr)
+        return 2
     if args.generate:
         api_key = f"sk-{secrets.token_urlsafe(24)}"
         if args.tenant is None:
@@ -39,7 +43,11 @@ def hash_key(args: argparse.Namespace) -> int:
             return 0
         print(f"stepahead: the key for tenant {args.tenant!r}: {api_key}", file=sys.stderr)
     else:
-        api_key = sys.stdin.readline().strip()
+        api_key = read_key(sys.stdin)
+        if api_key is None:
+            print("stepahead: the key on stdin is not UTF-8 text: give the key itself, as clients send it",
+                  file=sys.stderr)
+            return 2
         if not api_key:
             print('stepahead: give the key on stdin: echo -n "$KEY" | stepahead hash-key', file=sys.stderr)
             return 2
@@ -48,6 +56,17 @@ def hash_key(args: argparse.Namespace) -> int:
             return 0
     print(tenant_table(args.tenant, key_digest(api_key)), end="")
     return 0
+
+
+def read_key(stdin: TextIO) -> str | None:
+    """The key on `stdin`'s first line, without the whitespace around it; None when its
+    bytes are not UTF-8 (decoding failed, or left surrogate escapes that have no digest)."""
+    try:
+        api_key = stdin.readline().strip()
+        api_key.encode()
+    except UnicodeError:
+        return None
+    return api_key
 
 
 def tenant_table(name: str, digest: str) -> str:
