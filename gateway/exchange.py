@@ -8,6 +8,9 @@ Invariants:
   started counts in the token metrics and the time to first token what its traced step
   records (`cut_usage`), and the tenant is charged the same tokens where they are a count
   (local runs); it counts no success. One refused or cut before the model counts none;
+- a request the gateway's shutdown cut before its reply was whole charges the tenant
+  nothing (budget, tokens per minute): its client is told to retry it, and the retry pays
+  for the whole reply, the part a stream had sent too; its work still counts as above;
 - `x-stepahead-overhead-ms` is wall time in the handler minus time spent waiting on the
   backend (and in the tenant queue), i.e. the gateway's own cost;
 - a traced step that failed records what was known when it ended: the tokens generated,
@@ -73,6 +76,7 @@ class Exchange:
     error: str | None = None
     error_message: str | None = None
     is_streamed: bool = False   # the reply goes out as it is generated: a cut one was sent `output`
+    is_cut_at_shutdown: bool = False
 
     def reply_headers(self, overhead_s: float) -> dict[str, str]:
         """The headers of the reply: the request's id (`x-request-id`, as OpenAI's, and the
@@ -89,6 +93,12 @@ class Exchange:
         type) and message."""
         self.error = error.code or error.type
         self.error_message = error.message
+
+    def cut_at_shutdown(self, error: ApiError) -> None:
+        """Record that the gateway's shutdown cut the request, its client told `error`
+        (retry it): `close` then charges the tenant nothing unless the reply was whole."""
+        self.fail(error)
+        self.is_cut_at_shutdown = True
 
     def restart(self) -> None:
         """Forget what a run that failed had produced, before the reply runs again."""
@@ -137,6 +147,7 @@ class Exchange:
         cut = self.cut_usage() if finished is None else None
         if self.ticket is not None:
             used = (finished.usage.num_total_tokens if finished is not None
+                    else 0 if self.is_cut_at_shutdown   # told to retry: the retry pays
                     else cut[1].num_total_tokens if cut is not None and prepared.generated.worker is not None
                     else prepared.num_prompt_tokens * self._num_calls_made() + self.num_deltas)   # an upstream's
             self.state.limiters[prepared.tenant].release(self.ticket, used)

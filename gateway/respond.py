@@ -51,7 +51,7 @@ def _raise_failed(exchange: Exchange, exc: BaseException) -> NoReturn:
     failure = exc
     if isinstance(exc, asyncio.CancelledError):   # the shutdown timeout: answered by gateway/fast_paths.py
         failure = request_cut_at_shutdown()
-        exchange.fail(failure)
+        exchange.cut_at_shutdown(failure)
         exchange.close(None, failure.status)
         raise exc
     if isinstance(exc, Exception) and not isinstance(exc, (ApiError, ClientGone)):
@@ -206,7 +206,7 @@ async def _respond_stream(request: Request, exchange: Exchange,
     def on_cut() -> bytes:
         error = stream_cut_at_shutdown()
         cut.append(error)
-        exchange.fail(error)
+        exchange.cut_at_shutdown(error)
         return writer.error(error.body())
 
     def on_close(completed: bool) -> None:
