@@ -20,7 +20,7 @@ SessionId = NewType("SessionId", str)
 AfterKind = Literal["start", "user", "tools"]
 # How the session id was found: client header/field, conversation prefix, or a new one.
 SessionSource = Literal["header", "metadata", "user", "prefix", "new"]
-EndReason = Literal["idle", "shutdown", "evicted"]
+EndReason = Literal["idle", "shutdown", "evicted", "failed"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,7 +192,8 @@ class Step:
 
 @dataclass(frozen=True, slots=True)
 class SessionEnded:
-    """A session went idle, was evicted for room, or the tracer stopped.
+    """A session went idle, was evicted for room, the tracer stopped, or its only step
+    failed and nothing can continue it ("failed": `SessionTable.end_if_unreachable`).
 
     `last_ended_s` is when its last response ended (None if none finished).
     """

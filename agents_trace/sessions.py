@@ -192,6 +192,17 @@ class SessionTable(StepMatching):
             self._add_key(state, self._by_request, request_digest, ref)
         return shared
 
+    def end_if_unreachable(self, tenant: str, session: str) -> SessionEnded | None:
+        """End now (reason "failed") a session the gateway opened whose one step failed,
+        leaving nothing a later request could be matched to (no request, response or call
+        indexed: a refused first request; its retry opens a session of its own), instead of
+        holding it until the idle timeout: a tenant refused at a high rate holds no
+        memory for it. A named session, or one with a step in flight, is kept."""
+        state = self._live.get((tenant, session))
+        if state is None or state.source != "new" or state.num_steps != 1 or state.num_in_flight or state.keys:
+            return None
+        return self._remove((tenant, session), "failed")
+
     # --- expiry ----------------------------------------------------------------------
     def expire(self, now_s: float) -> list[SessionEnded]:
         """End every session idle for `idle_timeout_s` with nothing in flight."""

@@ -228,6 +228,7 @@ class AgentTracer:
                 asked={call.call_id: call.name for _, calls in result.replies() for call in calls},
                 prompt_blocks=prompt_blocks if is_ok else None, num_prompt_tokens=result.num_input_tokens,
                 other_response_digests=other_digests)
+            ended = None if is_ok else self._sessions.end_if_unreachable(ctx.tenant, ctx.session)
         self._events.offer(Step(
             tenant=ctx.tenant, session=ctx.session, index=ctx.index,
             session_source=ctx.session_source, operation=ctx.operation, model=ctx.model,
@@ -243,6 +244,8 @@ class AgentTracer:
             content=self._content(ctx, result), request_params=ctx.request_params,
             other_choices=tuple(dataclasses.replace(choice, text=None) for choice in result.other_choices),
             prompt_blocks=prompt_blocks, service_tier=ctx.service_tier))
+        if ended is not None:   # after its step: the writer ends what it has opened
+            self._events.offer(ended)
         return from_previous
 
     def _prompt_blocks(self, tenant: str, model: str, result: StepResult) -> tuple[int, ...] | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 
-from agents_trace.records import Step, StepResult
+from agents_trace.records import Step, StepResult, ToolCall
 from agents_trace.store_queries import list_steps
 
 from tests.agents_trace.helpers import ManualClock, make_tracer
@@ -90,3 +90,39 @@ def test_a_sessions_totals_leave_out_its_refused_steps(tmp_path):
     [agent] = [span for span in exporter.get_finished_spans()
                if span.attributes.get("gen_ai.operation.name") == "invoke_agent"]
     assert [agent.attributes[key] for key in USAGE] == [30, 4, 26]
+
+
+def test_a_refused_first_request_ends_its_session_at_once_and_others_stay_open(tmp_path):
+    """Known cost (QA40): each refused first request held a live session (~4-20 KB) until
+    the idle timeout. One nothing can continue ends at once, `failed`; a named session, a
+    session with earlier steps, and a failed step that asked for calls stay open."""
+    from agents_trace.store_queries import find_session
+    from tests.agents_trace.helpers import tool_call_message
+
+    tracer, _ = make_tracer(tmp_path, clock=ManualClock())
+    try:
+        refused = tracer.begin("acme", {}, BODY, request_id="chatcmpl-r1")
+        tracer.end(refused, StepResult(response_id="chatcmpl-r1", error="rate_limit_exceeded"))
+        named = tracer.begin("acme", {"x-session-id": "named"}, BODY, request_id="chatcmpl-r2")
+        tracer.end(named, StepResult(response_id="chatcmpl-r2", error="rate_limit_exceeded"))
+        answered = tracer.begin("acme", {}, {**BODY, "messages": BODY["messages"][:1] * 2}, request_id="chatcmpl-r3")
+        tracer.end(answered, StepResult(response_id="chatcmpl-r3", output_text="Sunny."))
+        after = {"messages": [*BODY["messages"] * 2, {"role": "assistant", "content": "Sunny."},
+                              {"role": "user", "content": "And tomorrow?"}], "model": "tiny"}
+        later = tracer.begin("acme", {}, after, request_id="chatcmpl-r4")
+        assert later.session == answered.session
+        tracer.end(later, StepResult(response_id="chatcmpl-r4", error="upstream_unavailable"))
+        cut = tracer.begin("acme", {}, {**BODY, "messages": [{"role": "user", "content": "Book it."}]},
+                           request_id="chatcmpl-r5")
+        call = tool_call_message("call_1", "book")["tool_calls"][0]
+        tracer.end(cut, StepResult(response_id="chatcmpl-r5", error="client_closed",
+                                   tool_calls=(ToolCall("call_1", call["function"]["name"], "{}"),)))
+        assert tracer.flush(5.0)
+        assert tracer.num_live_sessions == 3
+        [ended] = find_session(tracer.store_path, refused.session, "acme")
+        assert ended["end_reason"] == "failed" and ended["num_steps"] == 1
+        for ctx in (named, answered, cut):
+            [kept] = find_session(tracer.store_path, ctx.session, "acme")
+            assert kept["end_reason"] is None, ctx.session
+    finally:
+        tracer.stop()
