@@ -8,6 +8,11 @@ another writer took that index since, the store puts it after the session's last
 where that step was stored (`OpenSession.prefix_index`), or, unknown once a session
 moved, the messages are stored whole (`with_prefix`). A single writer numbers as
 before. Spans and subscribers see the index asked for.
+
+The same lookup gives the end of the session's last stored step: a step the session table
+opened at index 0 (it knew no earlier one: a restart, a dormant entry pushed out, another
+gateway's session) that follows a tool run or a user turn gets its gap from it
+(`with_stored_gap`), before its spans, subscribers and row see it.
 """
 from __future__ import annotations
 
@@ -33,7 +38,8 @@ class OpenSession:
     the own index of its latest PLACED_KEPT stored steps to the index they got; `is_moved`
     once one got another than it asked for (another writer had taken it), after which
     `index_offset` is past it. `first_index`: the own index of the first step since the
-    opening."""
+    opening. `stored_ended_s`: the end of the last step stored before the opening (None:
+    none, or not read), the previous step of the session table's step 0."""
 
     span: Span | None
     index_offset: int
@@ -46,6 +52,7 @@ class OpenSession:
     num_output_tokens: int = 0
     is_moved: bool = False
     placed: dict[int, int] = field(default_factory=dict)
+    stored_ended_s: float | None = None
 
     def place(self, own_index: int, asked: int, stored: int) -> None:
         """A step of the session was stored under `stored` (it asked for `asked`)."""
@@ -64,6 +71,25 @@ class OpenSession:
         if own_index >= self.first_index or self.index_offset == 0:
             return own_index + self.index_offset
         return None   # written under an earlier opening whose offset may have been another
+
+
+def offset_past(last_step: tuple[int, float] | None, first_index: int) -> int:
+    """How far to shift a newly opened session's indexes, from its first step's own index,
+    past its last stored step ((index, ended_s), `TraceStore.last_step`)."""
+    if last_step is None or last_step[0] < first_index:
+        return 0
+    return last_step[0] + 1 - first_index
+
+
+def with_stored_gap(step: Step, session: OpenSession) -> Step:
+    """`step` (own index) with the gap since the session's last stored step where the
+    session table could not know it: its step 0 continuing stored steps after a tool run
+    or a user turn (not a start) and arriving after that step ended."""
+    prev_ended_s = session.stored_ended_s
+    if (step.index != 0 or step.prev_ended_s is not None or prev_ended_s is None
+            or step.after.kind == "start" or step.arrived_s <= prev_ended_s):
+        return step
+    return dataclasses.replace(step, prev_ended_s=prev_ended_s, gap_s=step.arrived_s - prev_ended_s)
 
 
 def with_prefix(content: CapturedContent, prefix_step: int | None) -> CapturedContent:

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from agents_trace.records import SessionEnded
+from agents_trace.step_numbering import offset_past
 from agents_trace.store_schema import BUSY_TIMEOUT_MS, connect_writer
 from agents_trace.store_rows import INSERT_STEP, REPLACE_CONTENT, UPSERT_SESSION, StepRow, \
     content_values, session_values, step_values
@@ -132,13 +133,16 @@ class TraceStore:
             self.open()
         return self._db
 
+    def last_step(self, tenant: str, session: str) -> tuple[int, float] | None:
+        """The index and end time of the session's last stored step (its highest index),
+        None when none is stored: one primary-key lookup, when a writer opens a session."""
+        row = self.db.execute("SELECT idx, ended_s FROM steps WHERE tenant = ? AND session = ? "
+                              "ORDER BY idx DESC LIMIT 1", (tenant, session)).fetchone()
+        return None if row is None else (row[0], row[1])
+
     def index_offset(self, tenant: str, session: str, first_index: int) -> int:
         """How far to shift a newly opened session's indexes past those already stored."""
-        row = self.db.execute("SELECT MAX(idx) FROM steps WHERE tenant = ? AND session = ?",
-                              (tenant, session)).fetchone()
-        if row[0] is None or row[0] < first_index:
-            return 0
-        return row[0] + 1 - first_index
+        return offset_past(self.last_step(tenant, session), first_index)
 
     def write(self, rows: Sequence[StepRow], ended: Sequence[SessionEnded]) -> list[int]:
         """Store `rows` and `ended` in one transaction; the index each row was stored

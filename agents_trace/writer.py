@@ -1,7 +1,8 @@
 """The trace writer: one daemon thread that drains trace events off the request path.
 
-For each finished Step, in queue order: the spans (spans.py), the forecast check, the
-subscribers (e.g. the predictor), a new forecast for the session's next step, and one
+For each finished Step, in queue order: its gap where only the store knows it (a session
+continued after a restart: step_numbering.py), the spans (spans.py), the forecast check,
+the subscribers (e.g. the predictor), a new forecast for the session's next step, and one
 store row; for each SessionEnded: the `invoke_agent` span's end and the subscribers.
 Every `sweep_interval_s` it asks the session table for idle sessions, and every
 `retention_interval_s` it applies the store's retention.
@@ -41,7 +42,7 @@ from agents_trace.event_queue import EventQueue
 from agents_trace.records import SessionEnded, Step, TraceEvent
 from agents_trace.spans import end_session_span, record_chat_span, record_tool_spans, \
     start_session_span, used_tokens
-from agents_trace.step_numbering import OpenSession, numbered
+from agents_trace.step_numbering import OpenSession, numbered, offset_past, with_stored_gap
 from agents_trace.store import StepRow, TraceStore
 from agents_trace.symbols import check_forecast
 
@@ -192,11 +193,13 @@ class TraceWriter:
         key = (step.tenant, step.session)
         session = self._open.get(key)
         if session is None:
-            session = self._open[key] = OpenSession(None, self._index_offset(step), self.clock(), step.index)
-            step, prefix_in_batch = numbered(key, session, step, self._pending, self._batch)
+            last = self._last_stored(step)
+            session = self._open[key] = OpenSession(None, offset_past(last, step.index), self.clock(), step.index,
+                                                    stored_ended_s=None if last is None else last[1])
+            step, prefix_in_batch = numbered(key, session, with_stored_gap(step, session), self._pending, self._batch)
             session.span = start_session_span(self.otel, step) if self.otel is not None else None
         else:
-            step, prefix_in_batch = numbered(key, session, step, self._pending, self._batch)
+            step, prefix_in_batch = numbered(key, session, with_stored_gap(step, session), self._pending, self._batch)
             session.last_seen_s = self.clock()
             self._open.move_to_end(key)   # keeps `_open` ordered by last_seen_s
         check = check_forecast(session.forecast, step) if session.forecast is not None else None
@@ -243,11 +246,12 @@ class TraceWriter:
                 ended.append(SessionEnded(tenant, session, state.num_steps, None, "idle"))
         return ended
 
-    def _index_offset(self, step: Step) -> int:
+    def _last_stored(self, step: Step) -> tuple[int, float] | None:
+        """The index and end of the last step stored of `step`'s session (step_numbering.py)."""
         if self.store is None or step.session_source == "new":
-            return 0   # NOTE: an id the gateway just minted (64 random bits) names no stored session
+            return None   # NOTE: an id the gateway just minted (64 random bits) names no stored session
         return self._on_store("reading the trace store",
-                              lambda store: store.index_offset(step.tenant, step.session, step.index), 0)
+                              lambda store: store.last_step(step.tenant, step.session), None)
 
     def _write(self, rows: list[StepRow], ended: list[SessionEnded]) -> None:
         """Store the batch; each open session learns where its steps went (`place`)."""
