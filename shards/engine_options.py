@@ -38,6 +38,7 @@ CHOICE_OPTIONS = {"policy": POLICY_NAMES, "routing": ROUTING_POLICIES, "transpor
 
 
 LOCAL_TRANSPORT_CHOICES = {"start_method": START_METHODS}   # transport_options of the local transport
+RAY_TRANSPORT_OPTIONS = ("address", "namespace", "num_cpus_per_worker", "num_gpus_per_worker")
 
 
 class EngineOptionError(ValueError):
@@ -77,6 +78,8 @@ def check_engine_options(options: Mapping[str, object], known: Collection[str]) 
     check_engine_tables(options)
     if options.get("transport") in (None, "local"):
         _check_local_transport_options(options.get("transport_options") or {})
+    elif options.get("transport") == "ray":
+        _check_ray_transport_options(options.get("transport_options") or {})
 
 
 def _is_number(value: object) -> bool:
@@ -118,8 +121,8 @@ def check_engine_tables(options: Mapping[str, object]) -> None:
 
 
 def _check_local_transport_options(options: Mapping[str, object]) -> None:
-    """The local transport's options: each known, each one of its choices (Ray's
-    options are checked by Ray). `check_engine_tables` has made `options` a table."""
+    """The local transport's options: each known, each one of its choices.
+    `check_engine_tables` has made `options` a table."""
     for name, value in options.items():
         if name not in LOCAL_TRANSPORT_CHOICES:
             raise EngineOptionError(f"unknown local transport option {name!r}; known: "
@@ -127,3 +130,21 @@ def _check_local_transport_options(options: Mapping[str, object]) -> None:
         if value not in LOCAL_TRANSPORT_CHOICES[name]:
             raise EngineOptionError(f"transport option {name} must be one of "
                                     f"{', '.join(LOCAL_TRANSPORT_CHOICES[name])}, not {value!r}")
+
+
+def _check_ray_transport_options(options: Mapping[str, object]) -> None:
+    """The Ray transport's options (`shards.ray_transport.RayTransport`): each known, an
+    address Ray can parse, a namespace string, reservations finite numbers >= 0.
+    `check_engine_tables` has made `options` a table."""
+    from shards.ray_transport import address_problem
+
+    for name, value in options.items():
+        if name not in RAY_TRANSPORT_OPTIONS:
+            raise EngineOptionError(f"unknown Ray transport option {name!r}; known: "
+                                    f"{', '.join(RAY_TRANSPORT_OPTIONS)}")
+        if name == "address" and (problem := address_problem(value)) is not None:
+            raise EngineOptionError(f"transport option address {problem}")
+        if name == "namespace" and (not isinstance(value, str) or not value):
+            raise EngineOptionError(f"transport option namespace must be a non-empty string, not {value!r}")
+        if name.startswith("num_") and (not _is_number(value) or value < 0):
+            raise EngineOptionError(f"transport option {name} must be a number >= 0 (and finite), not {value!r}")

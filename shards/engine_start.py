@@ -13,7 +13,9 @@ Invariants:
   prepared in a child, else when the step under way returns (a spawn waits for the fork
   server, which may still be importing torch: `stepahead serve` then kills it,
   `shards.local_transport.stop_fork_server_if_idle`, and the spawn fails at once);
-- a start that fails, or whose task is cancelled, leaves no thread behind in it either;
+- a start that fails, or whose task is cancelled, leaves no thread behind in it either
+  (but Ray's driver thread, still in a `ray.init` that cannot be interrupted:
+  `RayTransport.connect` returns at once, leaving the thread to end with the process);
 - `cancel_start` takes no lock (a spawn holds the engine's lock while the fork server
   answers, and it is called on the event loop) and does nothing once started.
 """
@@ -82,6 +84,9 @@ class EngineStart:
         transport = await asyncio.to_thread(make_transport, self.transport_name, self._transport_options)
         self._transport = transport
         self._raise_if_cancelled()   # after: so cancel_start either finds the transport or is seen here
+        connect = getattr(transport, "connect", None)   # Ray's: joins or starts the cluster
+        if connect is not None:
+            await asyncio.to_thread(connect)
         if needs_torch_to_prepare(self.config.model, device, self.config.dtype):
             dtype = await asyncio.to_thread(transport.prepare_model, self.config.model, device, self.config.dtype)
         else:   # settled without asking the device (or left to Ray workers: device None)

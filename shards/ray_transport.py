@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import itertools
 import os
+import socket
 import threading
 
-from shards.transport import OnExit, OnMessage
+from shards.transport import OnExit, OnMessage, StartCancelled
 from shards.worker import WorkerConfig
 
 POLL_WAIT_S = 0.2
 MAX_POLL_MESSAGES = 512
+CONNECT_CHECK_S = 3.0      # a cluster's GCS (or client server) answers a TCP connect in far less
+RAY_CLIENT_PORT = 10001    # Ray's default for "ray://host"
 
 
 class _ActorBody:
@@ -147,34 +150,128 @@ def actor_options(config: WorkerConfig, num_cpus: float | None, num_gpus: float 
     return options
 
 
+def split_address(address: str) -> tuple[bool, str, int] | None:
+    """(client, host, port) of "host:port" or "ray://host[:port]" (`client`: the latter,
+    Ray's client mode); None when `address` is neither."""
+    client = address.startswith("ray://")
+    rest = address[len("ray://"):] if client else address
+    host, colon, port = rest.rpartition(":")
+    if not colon and client:
+        host, port = rest, str(RAY_CLIENT_PORT)
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not host or any(c.isspace() or c in "/@?#" for c in host) or not port.isdigit() or not 0 < int(port) < 65536:
+        return None
+    return client, host, int(port)
+
+
+def address_problem(address: object) -> str | None:
+    """Why `address` cannot name a Ray cluster, or None: it must be "local" (a new local
+    instance, also what no address means), "auto" (the cluster `ray start` recorded on
+    this machine, or RAY_ADDRESS), "host:port" (the head's GCS) or "ray://host[:port]"."""
+    if not isinstance(address, str):
+        return f"must be a string, not {address!r}"
+    if address in ("local", "auto") or split_address(address) is not None:
+        return None
+    return f'must be "local", "auto", "HOST:PORT" or "ray://HOST[:PORT]", not {address!r}'
+
+
+def check_reachable(address: str) -> None:
+    """Raise ConnectionError, within CONNECT_CHECK_S, when nothing answers a TCP connect at
+    the cluster `address` names: `ray.init` would retry an absent GCS for minutes, and
+    cannot be interrupted. "auto" is resolved as Ray resolves it (RAY_ADDRESS, then the
+    cluster recorded in /tmp/ray); "local" needs no check."""
+    given = address
+    if address == "local":
+        return
+    if address == "auto":
+        try:
+            from ray._private.services import get_ray_address_from_environment
+        except ImportError:   # moved in another Ray version: ray.init alone decides
+            return
+        address = get_ray_address_from_environment("auto", None)   # ConnectionError: none recorded
+    parts = split_address(address)
+    if parts is None:   # e.g. RAY_ADDRESS malformed: Ray's own error says so
+        return
+    _, host, port = parts
+    try:
+        socket.create_connection((host, port), timeout=CONNECT_CHECK_S).close()
+    except OSError as exc:
+        where = f"{host}:{port}" + ("" if given.endswith(f"{host}:{port}") else f" (address {given!r})")
+        raise ConnectionError(f"no Ray cluster answers at {where}: "
+                              f"{exc.strerror or exc or type(exc).__name__}") from exc
+
+
 class RayTransport:
-    """`address`: None starts (or joins) a local Ray instance; "auto" or "ray://host:port"
-    joins a cluster. `num_cpus_per_worker` / `num_gpus_per_worker` are each actor's
-    reservations (`actor_options`)."""
+    """`address` (`address_problem` lists the forms): None or "local" starts a new local
+    Ray instance in this process; any other joins a cluster, once a TCP connect shows it
+    is there (`check_reachable`). `num_cpus_per_worker` / `num_gpus_per_worker` are each
+    actor's reservations (`actor_options`).
+
+    Invariant: Ray is joined or started (`connect`) and shut down (`close`) by one daemon
+    thread, which lives from `connect` to `close`: the processes of a local instance die
+    with the thread that started them (Ray's parent-death signal is per thread), and
+    `ray.init` cannot be interrupted, so a stop during it leaves that thread to finish on
+    its own (and shut Ray down) or to end with the process."""
 
     name = "ray"
     can_share_memory = False
 
     def __init__(self, address: str | None = None, num_cpus_per_worker: float | None = None,
                  namespace: str = "stepahead", num_gpus_per_worker: float | None = None) -> None:
-        # Ray's C++ core installs a failure-signal handler in this (the driver) process that
-        # catches SIGTERM: after the gateway's own graceful stop it printed a stack dump and
-        # the process could end 134, not 0 (systemd and Kubernetes stop with SIGTERM). The
-        # operator may set the variable to 0 to keep it; read when Ray is first imported.
-        os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
-        import ray
-
-        if not ray.is_initialized():
-            repo_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-            path = os.pathsep.join(p for p in (repo_root, os.environ.get("PYTHONPATH")) if p)
-            ray.init(address=address, namespace=namespace, include_dashboard=False,
-                     log_to_driver=False, runtime_env={"env_vars": {"PYTHONPATH": path}})
-            self._owns_ray = True
-        else:
-            self._owns_ray = False
+        self._address = "local" if address is None else address
+        problem = address_problem(self._address)
+        if problem is not None:
+            raise ValueError(f"transport option address {problem}")
+        self._namespace = namespace
         self._num_cpus = num_cpus_per_worker
         self._num_gpus = num_gpus_per_worker
-        self._actor_class = ray.remote(max_concurrency=4)(_ActorBody)
+        self._actor_class = None
+        self._owns_ray = False
+        self._error: BaseException | None = None
+        self._connected = threading.Event()   # ray.init returned (or Ray was up already)
+        self._settled = threading.Event()     # connected, failed or cancelled: `connect` returns
+        self._cancelled = False
+        self._release = threading.Event()     # `close`: the driver thread shuts Ray down
+        self._driver: threading.Thread | None = None
+
+    def connect(self) -> None:
+        """Join (or start) Ray on the driver thread; return once connected. Raises what
+        ray.init raised (ConnectionError at once when nothing answers at the address),
+        or StartCancelled at once after `cancel_start`."""
+        self._driver = threading.Thread(target=self._drive, name="ray-driver", daemon=True)
+        self._driver.start()
+        self._settled.wait()
+        if self._cancelled:
+            raise StartCancelled("the start was stopped while Ray was connecting")
+        if self._error is not None:
+            raise self._error
+
+    def _drive(self) -> None:
+        try:
+            # Ray's C++ core installs a failure-signal handler in this (the driver) process that
+            # catches SIGTERM: after the gateway's own graceful stop it printed a stack dump and
+            # the process could end 134, not 0 (systemd and Kubernetes stop with SIGTERM). The
+            # operator may set the variable to 0 to keep it; read when Ray is first imported.
+            os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
+            import ray
+
+            if not ray.is_initialized():
+                check_reachable(self._address)
+                repo_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+                path = os.pathsep.join(p for p in (repo_root, os.environ.get("PYTHONPATH")) if p)
+                ray.init(address=self._address, namespace=self._namespace, include_dashboard=False,
+                         log_to_driver=False, runtime_env={"env_vars": {"PYTHONPATH": path}})
+                self._owns_ray = True
+            self._actor_class = ray.remote(max_concurrency=4)(_ActorBody)
+        except BaseException as exc:
+            self._error = exc
+            self._settled.set()
+            return
+        self._connected.set()
+        self._settled.set()
+        self._release.wait()
+        if self._owns_ray:
+            ray.shutdown()
 
     def spawn(self, worker_id: str, incarnation: int, config: WorkerConfig,
               on_message: OnMessage, on_exit: OnExit) -> RayChannel:
@@ -187,11 +284,14 @@ class RayTransport:
         return prepare_model(model, device, dtype)
 
     def cancel_start(self) -> None:
-        """Nothing to stop: the model is prepared in this process (and each node's worker
-        settles its own dtype)."""
+        """A `connect` under way returns (StartCancelled) at once; the model is prepared
+        in this process (and each node's worker settles its own dtype)."""
+        self._cancelled = True
+        self._settled.set()
 
     def close(self) -> None:
-        if self._owns_ray:
-            import ray
-
-            ray.shutdown()
+        """Shut down the Ray this transport started, waiting for it unless `ray.init` is
+        still under way (the driver thread then does it when that returns)."""
+        self._release.set()
+        if self._driver is not None and self._connected.is_set():
+            self._driver.join()

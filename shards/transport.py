@@ -55,7 +55,11 @@ class Transport(Protocol):
         the dtype they load in."""
 
     def cancel_start(self) -> None:
-        """From any thread: stop what `prepare_model` runs now, if it can be stopped."""
+        """From any thread: stop what `prepare_model` (or `connect`) runs now, if it can be
+        stopped."""
+
+    # A transport that must first join something (Ray: `RayTransport.connect`) also has
+    # `connect()`, which the engine's start calls, from a worker thread, before any spawn.
 
     def close(self) -> None: ...
 
