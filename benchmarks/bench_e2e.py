@@ -111,6 +111,8 @@ def run_policy(args, policy: str, records, header, predictor_seed_dir: Path) -> 
                 progress=sys.stderr.isatty(), step_hints=args.step_hints)
             before = CpuSample.take(worker_pids(app))
             outcome = asyncio.run(replay(records, header, options))
+            if outcome.gateway_stopped is not None:
+                sys.exit(f"bench_e2e: the gateway stopped answering: {outcome.gateway_stopped}")
             if outcome.interrupted:
                 raise KeyboardInterrupt  # a benchmark's partial run is not a result
             results, wall_s = outcome.results, outcome.wall_s

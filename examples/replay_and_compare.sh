@@ -5,7 +5,13 @@
 #   MODEL=tiny SESSIONS=2 bash examples/replay_and_compare.sh      # a quick look
 #   TRACE=recorded.jsonl bash examples/replay_and_compare.sh       # your own traffic, from
 #     stepahead traces export --all -o recorded.jsonl  (its tenants are served as they are named)
-# Knobs (environment): MODEL, TENANTS, SESSIONS, SEED, SPEED, HOT_BLOCKS, PORT, TRACE.
+# Knobs (environment): MODEL, TENANTS, SESSIONS, SEED, SPEED, HOT_BLOCKS, PORT, TRACE, and
+# MAX_INPUT_TOKENS (cut longer prompts to fit the model's context: replay --max-input-tokens).
+# Exit status: 0 when every request of both replays was answered; 1 when some failed (the
+# comparison is printed, then each policy's first error messages on stderr), or a gateway
+# did not start or exited (the last lines of its log on stderr); 2 for a bad TRACE or a
+# PORT already in use, before any gateway starts; else the status `stepahead replay`
+# stopped with (3: the gateway stopped answering mid-replay).
 set -euo pipefail
 MODEL=${MODEL:-smollm2}
 TENANTS=${TENANTS:-3}
@@ -14,6 +20,7 @@ SEED=${SEED:-0}
 SPEED=${SPEED:-2}
 HOT_BLOCKS=${HOT_BLOCKS:-400}
 PORT=${PORT:-8765}
+MAX_INPUT_TOKENS=${MAX_INPUT_TOKENS:-}
 work=$(mktemp -d)
 trap 'kill "${server:-}" 2>/dev/null || true; rm -rf "$work"' EXIT
 
@@ -40,6 +47,26 @@ print("\n".join(sorted({record.tenant for record in records})))' "$workload") ||
 mapfile -t tenants <<< "$tenant_list"
 keys=()
 for i in "${!tenants[@]}"; do keys+=("--tenant-key=${tenants[$i]}=sk-compare-$i"); done
+cut=()
+[ -z "$MAX_INPUT_TOKENS" ] || cut=(--max-input-tokens "$MAX_INPUT_TOKENS")
+
+port_free() {  # binds as the gateway does (SO_REUSEADDR), so only a server listening there fails it
+  python -c '
+import socket, sys
+with socket.socket() as probe:
+    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        probe.bind(("127.0.0.1", int(sys.argv[1])))
+    except OSError as exc:
+        sys.exit(f"replay_and_compare: cannot use PORT={sys.argv[1]}: {exc.strerror or exc} "
+                 "(another server listens there? pick another PORT)")' "$PORT"
+}
+server_exited() {  # $1 = policy: the gateway this script started is gone; show why
+  echo "replay_and_compare: the $1 gateway (stepahead serve on port $PORT) exited; the last lines of its log:" >&2
+  tail -n 20 "$work/serve-$1.log" >&2
+  exit 1
+}
+port_free || exit 2
 
 write_config() {  # $1 = policy
   python - "$1" "$MODEL" "$HOT_BLOCKS" "$work" "${tenants[@]}" > "$work/$1.toml" <<'PY'
@@ -56,20 +83,25 @@ PY
 
 for policy in predictive lru; do
   write_config "$policy"
+  port_free || exit 2   # the last gateway let it go; has another server taken it since?
   STEPAHEAD_PREDICTOR_DIR="$work/predictor-$policy" \
     stepahead serve --config "$work/$policy.toml" --port "$PORT" --log-level warning \
     > "$work/serve-$policy.log" 2>&1 &
   server=$!
   for _ in $(seq 600); do
+    kill -0 "$server" 2>/dev/null || server_exited "$policy"
     curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 && break
-    kill -0 "$server" 2>/dev/null || { cat "$work/serve-$policy.log" >&2; exit 1; }
     sleep 0.5
   done
+  # the port was free, and the gateway started here still runs: the answer was its own
+  kill -0 "$server" 2>/dev/null || server_exited "$policy"
+  status=0
   stepahead replay "$workload" --base-url "http://127.0.0.1:$PORT" \
-    --api-key sk-compare-0 "${keys[@]}" --speed "$SPEED" --max-output-tokens 8 \
+    --api-key sk-compare-0 "${keys[@]}" --speed "$SPEED" --max-output-tokens 8 "${cut[@]}" \
     --no-progress --json > "$work/$policy.json" || status=$?
-  # exit 1: some requests failed, and the report counts them; anything else left no report
-  if [ "${status:-0}" -gt 1 ]; then
+  kill -0 "$server" 2>/dev/null || server_exited "$policy"   # it died during the replay
+  # exit 1: some requests failed, and the report counts them; anything else stops here
+  if [ "$status" -gt 1 ]; then
     echo "replay_and_compare: stepahead replay stopped with exit status $status" >&2; exit "$status"
   fi
   kill "$server"; wait "$server" 2>/dev/null || true
@@ -88,8 +120,21 @@ for key in keys:
 p, l = rows["predictive"], rows["lru"]
 if p["ttft_mean_s"] and l["ttft_mean_s"]:
     print(f"LRU / predictive mean TTFT: {l['ttft_mean_s'] / p['ttft_mean_s']:.2f}x")
-if p["cached_token_share"] is not None and p["cached_token_share"] == l["cached_token_share"]:
+failed = [name for name in rows if rows[name]["errors"]]
+if not failed and p["cached_token_share"] is not None and p["cached_token_share"] == l["cached_token_share"]:
     print("Both kept the same share of prompt tokens cached (memory was not short for this "
           "workload: raise SESSIONS or lower HOT_BLOCKS); their TTFT differs by noise only.")
 print(json.dumps({"comparison": rows}))
+shown = []
+for name, path in zip(("predictive", "lru"), sys.argv[1:]):
+    if rows[name]["errors"]:
+        samples = json.load(open(path))["error_samples"][:3]
+        shown += samples
+        print(f"replay_and_compare: {rows[name]['errors']} of the {name} replay's {rows[name]['requests']} "
+              "requests failed, so its numbers cover the rest only; first errors:", file=sys.stderr)
+        print("".join(f"  {message}\n" for message in samples), end="", file=sys.stderr)
+if any("context" in message for message in shown):
+    print("replay_and_compare: prompts longer than the model's context can be cut with MAX_INPUT_TOKENS=N",
+          file=sys.stderr)
+sys.exit(1 if failed else 0)
 PY

@@ -2,8 +2,11 @@
 
 Every bad flag and an unreadable trace is one `error: ...` line and exit status 2,
 before anything connects; so is a gateway that cannot be reached (with `--model` too,
-checked once before the first request). An interrupted replay reports what ended, even
-nothing (zero counts: a script reading the `--json` line always gets one). A `--tenant-key` for a tenant the trace does not have is a
+checked once before the first request), and a `--model` its /v1/models does not list.
+An interrupted replay reports what ended, even nothing (zero counts: a script reading
+the `--json` line always gets one): Ctrl+C with exit status 130, a gateway that stopped
+answering mid-replay with one `error:` line and EXIT_GATEWAY_STOPPED. Otherwise the
+status is 0, or 1 when some requests failed (the report counts them). A `--tenant-key` for a tenant the trace does not have is a
 one-line warning naming the trace's tenants, not an error: one set of keys can then
 serve several traces, and a misspelt tenant still shows before the replay starts.
 """
@@ -19,10 +22,12 @@ import aiohttp
 
 from agents_trace.replay.report import build_report, format_table
 from agents_trace.replay.prompts import DEFAULT_FIRST_TOKEN_ID, MIN_VOCAB_SIZE
-from agents_trace.replay.runner import GatewayUnreachable, NoModelListed, ReplayOptions, replay
+from agents_trace.replay.runner import GatewayUnreachable, ModelNotServed, NoModelListed, ReplayOptions, replay
 from cache.trace_format import TraceFormatError, TraceRecord, read_trace
 
 MAX_TENANTS_NAMED = 10   # a warning names at most this many of the trace's tenants
+MAX_MODELS_NAMED = 10
+EXIT_GATEWAY_STOPPED = 3   # the gateway stopped answering mid-replay (docs/replay.md)
 
 
 def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
@@ -111,6 +116,12 @@ def run_replay(args: argparse.Namespace) -> int:
     except GatewayUnreachable as exc:
         print(f"error: cannot reach {options.base_url} (is the gateway up, on that port?): {exc}", file=sys.stderr)
         return 2
+    except ModelNotServed as exc:
+        model, listed = exc.args
+        shown = ", ".join(repr(m) for m in listed[:MAX_MODELS_NAMED]) + (", ..." if len(listed) > MAX_MODELS_NAMED else "")
+        print(f"error: the gateway at {options.base_url} does not serve --model {model!r} "
+              f"(its /v1/models lists: {shown or 'none'})", file=sys.stderr)
+        return 2
     except (aiohttp.ClientError, asyncio.TimeoutError, NoModelListed) as exc:
         print(f"error: cannot list the models of {options.base_url} (is the gateway up, and the key "
               f"right? or pass --model): {type(exc).__name__}: {exc}", file=sys.stderr)
@@ -118,7 +129,13 @@ def run_replay(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:  # a second Ctrl+C while the first one's aborts ran
         print("stepahead replay: stopped", file=sys.stderr)
         return 130
-    if outcome.interrupted:
+    if outcome.gateway_stopped is not None:
+        answered = sum(1 for r in outcome.results if r.answered and not r.connection_failed)
+        print(f"error: the gateway at {options.base_url} stopped answering after {answered} "
+              f"request{'' if answered == 1 else 's'} ({outcome.gateway_stopped}); the replay stopped after "
+              f"{len(outcome.results)} of {outcome.num_planned} requests (requests in flight were aborted)",
+              file=sys.stderr)
+    elif outcome.interrupted:
         print(f"stepahead replay: stopped after {len(outcome.results)} of {outcome.num_planned} requests"
               " (requests in flight were aborted)", file=sys.stderr)
     report = build_report(outcome.results, outcome.wall_s,
@@ -127,6 +144,8 @@ def run_replay(args: argparse.Namespace) -> int:
         print(json.dumps(report, separators=(",", ":")))
     else:
         print(format_table(report))
+    if outcome.gateway_stopped is not None:
+        return EXIT_GATEWAY_STOPPED
     if outcome.interrupted:
         return 130
     return 0 if report["total"]["errors"] == 0 else 1

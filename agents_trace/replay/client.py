@@ -1,7 +1,9 @@
 """One replayed request against a live gateway: streaming, timed, never raising.
 
 Every call returns a `RequestResult`; transport errors, HTTP errors and SSE error
-events become `error` text, so one failure never stops a replay.
+events become `error` text, so one failure never stops a replay by itself. A failure on
+the connection is marked (`connection_failed`): the runner then asks liveness.py whether
+the gateway is gone.
 """
 from __future__ import annotations
 
@@ -27,6 +29,8 @@ class RequestResult:
     completion_tokens: int = 0
     error: str | None = None
     service_tier: str | None = None   # the trace line's ("flex" for a batch line), None: the default
+    answered: bool = False            # an HTTP answer came (an error status too)
+    connection_failed: bool = False   # refused, reset, closed or timed out on the connection
 
 
 def _usage_into(result: RequestResult, usage: dict | None) -> None:
@@ -49,6 +53,7 @@ async def stream_request(session: aiohttp.ClientSession, url: str, body: dict, h
     last_chunk_s: float | None = None
     try:
         async with session.post(url, data=json.dumps(body), headers={**headers, **_JSON}) as response:
+            result.answered = True
             if response.status != 200:
                 text = (await response.read()).decode("utf-8", "replace")
                 result.error = f"HTTP {response.status}: {_error_message(text)}"
@@ -73,6 +78,7 @@ async def stream_request(session: aiohttp.ClientSession, url: str, body: dict, h
                 _usage_into(result, chunk.get("usage"))
     except (aiohttp.ClientError, asyncio.TimeoutError, json.JSONDecodeError) as exc:
         result.error = f"{type(exc).__name__}: {exc}"
+        result.connection_failed = isinstance(exc, aiohttp.ClientConnectionError)
     result.e2e_s = time.perf_counter() - started
     if result.ttft_s is None and result.error is None:
         result.ttft_s = result.e2e_s  # an empty answer: its first (and last) event

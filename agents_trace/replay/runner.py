@@ -7,6 +7,8 @@ time is treated as the tool run or user think time between them. Requests withou
 session are open-loop, sent at their trace time. At most `concurrency` requests are in
 flight at once. Trace time counts from the first line's `t`, as the simulator's clock
 does: a slice from the middle of a trace, or times in epoch seconds, start at once.
+A gateway that stops answering mid-replay stops the replay (liveness.py) as Ctrl+C does,
+with the outcome saying why.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ import aiohttp
 from agents_trace.header_ids import encode_header_id
 from agents_trace.replay.chat_cut import cut_messages
 from agents_trace.replay.client import RequestResult, stream_request
+from agents_trace.replay.liveness import GatewayStopped, GatewayWatch
 from agents_trace.replay.prompts import PromptBuilder
 from cache.trace_format import TraceHeader, TraceRecord, after_tool_names
 
@@ -69,16 +72,30 @@ class GatewayUnreachable(RuntimeError):
     """No connection to the gateway could be made before the replay started."""
 
 
-async def check_reachable(session: aiohttp.ClientSession, base_url: str, api_key: str) -> None:
-    """One GET of /v1/models, whatever it answers (a wrong key shows as each request's
-    error, as without this check); GatewayUnreachable when it cannot connect, so a
-    replay given `--model` and a wrong port stops at once rather than pacing the whole
-    trace through connection errors."""
+class ModelNotServed(RuntimeError):
+    """The gateway's /v1/models does not list the replay's `--model` (args: the model, the
+    ids it lists)."""
+
+
+async def check_model(session: aiohttp.ClientSession, base_url: str, api_key: str, model: str) -> None:
+    """One GET of /v1/models: GatewayUnreachable when it cannot connect, so a replay given
+    `--model` and a wrong port stops at once rather than pacing the whole trace through
+    connection errors; ModelNotServed when it lists models and `model` is not one of them
+    (every request would get a 404). Any other answer passes: a wrong key shows as each
+    request's error, as without this check."""
     try:
         async with session.get(f"{base_url}/v1/models", headers={"Authorization": f"Bearer {api_key}"}) as response:
-            await response.read()
+            listed = await response.json(content_type=None) if response.status == 200 else None
     except (aiohttp.ClientConnectionError, asyncio.TimeoutError) as exc:
         raise GatewayUnreachable(f"{type(exc).__name__}: {exc}") from None
+    except ValueError:   # not JSON: not an OpenAI model list, nothing to check against
+        return
+    data = listed.get("data") if isinstance(listed, dict) else None
+    if not isinstance(data, list):
+        return
+    ids = [str(item["id"]) for item in data if isinstance(item, dict) and "id" in item]
+    if model not in ids:
+        raise ModelNotServed(model, ids)
 
 
 async def resolve_model(session: aiohttp.ClientSession, base_url: str, api_key: str) -> str:
@@ -134,17 +151,20 @@ def _body(record: TraceRecord, prompts: PromptBuilder, options: ReplayOptions, m
 class ReplayOutcome:
     """What a replay did: the results of the requests that ended (in the order they
     ended), the wall time, and whether it was interrupted (then requests in flight were
-    aborted and are left out, as are those never sent: `len(results) < num_planned`)."""
+    aborted and are left out, as are those never sent: `len(results) < num_planned`), by
+Ctrl+C or by a gateway that stopped answering (`gateway_stopped`)."""
 
     results: list[RequestResult]
     wall_s: float
     interrupted: bool
     num_planned: int
+    gateway_stopped: str | None = None   # why, when the gateway stopped answering (interrupted too)
 
 
 async def replay(records: list[TraceRecord], header: TraceHeader, options: ReplayOptions) -> ReplayOutcome:
-    """Run the whole trace. Cancelling the task (Ctrl+C under `asyncio.run`) stops it:
-    requests in flight are aborted and the outcome holds the requests that ended."""
+    """Run the whole trace. Cancelling the task (Ctrl+C under `asyncio.run`) stops it, and
+    so does a gateway that stops answering: requests in flight are aborted and the outcome
+    holds the requests that ended."""
     prompts = PromptBuilder(header.block_size, options.vocab_size, options.max_input_tokens)
     groups = group_sessions(records)
     # idle connections close after 4 s, before the server closes them: uvicorn's default
@@ -161,26 +181,31 @@ async def replay(records: list[TraceRecord], header: TraceHeader, options: Repla
     base_url = options.base_url.rstrip("/")
     origin = time.perf_counter()
     interrupted = False
+    stopped = None
     try:
         async with aiohttp.ClientSession(timeout=timeout, connector=connector) as client:
             if options.model:
-                await check_reachable(client, base_url, options.api_key)
+                await check_model(client, base_url, options.api_key, options.model)
             model = options.model or await resolve_model(client, base_url, options.api_key)
             origin = time.perf_counter()
-            await _run_groups(client, groups, model, prompts, options, base_url, origin, results, progress)
+            watch = GatewayWatch(client, base_url, options.api_key)
+            await _run_groups(client, groups, model, prompts, options, base_url, origin, results, progress, watch)
     except asyncio.CancelledError:
         interrupted = True
         asyncio.current_task().uncancel()  # handled here: the caller gets the outcome
+    except GatewayStopped as exc:
+        interrupted, stopped = True, str(exc)
     finally:
         if progress is not None:
             progress.close()
-    return ReplayOutcome(results, time.perf_counter() - origin, interrupted, len(records))
+    return ReplayOutcome(results, time.perf_counter() - origin, interrupted, len(records), stopped)
 
 
 async def _run_groups(client: aiohttp.ClientSession, groups: list[list[TraceRecord]], model: str,
                       prompts: PromptBuilder, options: ReplayOptions, base_url: str, origin: float,
-                      results: list[RequestResult], progress) -> None:
-    """Every group's requests, each session's steps in order; appends to `results`."""
+                      results: list[RequestResult], progress, watch: GatewayWatch) -> None:
+    """Every group's requests, each session's steps in order; appends to `results`.
+    GatewayStopped from `watch` aborts the other groups and propagates."""
     gate = asyncio.Semaphore(max(1, options.concurrency))
     trace_start_s = min((group[0].t for group in groups), default=0.0)
 
@@ -202,6 +227,19 @@ async def _run_groups(client: aiohttp.ClientSession, groups: list[list[TraceReco
                 results.append(await stream_request(client, base_url + path, body, headers, result, started))
             if progress is not None:
                 progress.update(1)
+            if result.connection_failed:
+                await watch.note_connection_error(result.error)
+            elif result.answered:
+                watch.note_answer()
             previous = record
 
-    await asyncio.gather(*(run_group(g) for g in groups))
+    tasks = [asyncio.ensure_future(run_group(g)) for g in groups]
+    try:
+        await asyncio.gather(*tasks)
+    except GatewayStopped:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+    finally:
+        watch.close()

@@ -1,6 +1,6 @@
 """examples/replay_and_compare.sh end to end on the tiny model (two gateway starts per run):
-on a generated workload and on a recorded trace, and its early stop when the model does
-not load."""
+on a generated workload and on a recorded trace, its early stop when the model does not
+load or its PORT is taken, and its errors shown (exit 1) when requests failed."""
 from __future__ import annotations
 
 import json
@@ -19,8 +19,8 @@ SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "replay_and_compare.
 def _run_script(tmp_path: Path, **knobs: str) -> subprocess.CompletedProcess:
     if shutil.which("stepahead") is None or shutil.which("curl") is None:
         pytest.skip("needs the installed `stepahead` command and curl")
-    env = dict(os.environ, HOT_BLOCKS="256", PORT=str(free_port()), STEPAHEAD_TRACE_DB=str(tmp_path / "t.sqlite"),
-               **knobs)
+    knobs.setdefault("PORT", str(free_port()))
+    env = dict(os.environ, HOT_BLOCKS="256", STEPAHEAD_TRACE_DB=str(tmp_path / "t.sqlite"), **knobs)
     return subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, timeout=420, env=env)
 
 
@@ -81,3 +81,41 @@ def test_replay_and_compare_stops_on_a_bad_trace_with_the_readers_error_before_a
         assert done.returncode == 2, (name, done.stderr[-2000:])
         assert done.stderr.startswith("replay_and_compare: ") and message in done.stderr, done.stderr[-2000:]
         assert done.stderr.count("\n") == 1 and done.stdout == ""   # no gateway started, no traceback
+
+
+def _trace(path: Path, input_tokens: tuple[int, ...]) -> Path:
+    rows = [{"format": "stepahead-trace/1", "block_size": 64, "time_unit": "s"}]
+    rows += [{"t": 0.1 * i, "session": f"s{i}", "input_tokens": n, "output_tokens": 2,
+              "hash_ids": list(range(1000 * i, 1000 * i + (n + 63) // 64))} for i, n in enumerate(input_tokens)]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def test_replay_and_compare_refuses_a_port_another_server_answers_on(tmp_path):
+    """Another server on PORT answers /health (and every request): the script must not
+    compare that server; it stops before starting any gateway."""
+    from tests.agents_trace.replay.fake_gateway import start_fake_gateway
+
+    other = start_fake_gateway()
+    try:
+        port = other.server.server_address[1]
+        done = _run_script(tmp_path, MODEL="tiny", PORT=str(port), TRACE=str(_trace(tmp_path / "t.jsonl", (64,))))
+    finally:
+        other.stop()
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-3000:]
+    assert done.stderr == (f"replay_and_compare: cannot use PORT={port}: Address already in use "
+                           "(another server listens there? pick another PORT)\n")
+    assert other.bodies == [] and done.stdout == ""
+
+
+def test_replay_and_compare_shows_why_requests_failed_and_exits_1(tmp_path):
+    """A prompt past the tiny model's context fails under both policies: the comparison
+    still prints, then each policy's first errors, and the status is 1."""
+    done = _run_script(tmp_path, MODEL="tiny", SPEED="10", TRACE=str(_trace(tmp_path / "t.jsonl", (128, 9000))))
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-3000:]
+    compared = json.loads(done.stdout.strip().splitlines()[-1])["comparison"]
+    assert all((row["requests"], row["errors"]) == (2, 1) for row in compared.values())
+    assert "differs by noise only" not in done.stdout
+    for policy in ("predictive", "lru"):
+        assert f"replay_and_compare: 1 of the {policy} replay's 2 requests failed" in done.stderr
+    assert done.stderr.count("maximum context length") == 2 and "MAX_INPUT_TOKENS=N" in done.stderr

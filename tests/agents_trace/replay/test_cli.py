@@ -161,3 +161,47 @@ def test_ctrl_c_before_any_request_ended_still_prints_the_json_line(tmp_path):
     assert replay.returncode == 130 and "stopped after 0 of 1 requests" in stderr, stderr[-2000:]
     report = json.loads(stdout.strip().splitlines()[-1])
     assert report["total"]["requests"] == 0 and report["interrupted"] == {"requests_left_out": 1}
+
+
+def test_replay_stops_soon_with_its_own_status_when_the_gateway_stops_answering_mid_replay(tmp_path):
+    """The gateway goes away after the first request: the replay stops about two seconds
+    after the next one is refused, not after the trace's 18 s, with the partial report."""
+    from tests.agents_trace.replay.fake_gateway import start_fake_gateway
+
+    gateway = start_fake_gateway()
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("".join(json.dumps({"t": 2.0 * i, "session": "s", "input_tokens": 4, "output_tokens": 1}) + "\n"
+                             for i in range(10)))
+    began = time.monotonic()
+    replay = subprocess.Popen([sys.executable, "-m", "agents_trace.replay", str(trace), "--base-url",
+                               gateway.base_url, "--api-key", "k", "--model", "m", "--no-progress", "--json"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not gateway.bodies:
+            assert time.monotonic() < deadline and replay.poll() is None
+            time.sleep(0.05)
+        gateway.stop()
+        stdout, stderr = replay.communicate(timeout=60)
+    finally:
+        replay.kill()
+    assert replay.returncode == 3, stderr[-2000:]   # cli.EXIT_GATEWAY_STOPPED, documented
+    assert time.monotonic() - began < 12
+    [line] = [line for line in stderr.splitlines() if line.startswith("error:")]
+    assert line.startswith(f"error: the gateway at {gateway.base_url} stopped answering after 1 request ("), line
+    assert "3 probes of /v1/models over 2 s got no answer either" in line
+    assert line.endswith("; the replay stopped after 2 of 10 requests (requests in flight were aborted)"), line
+    assert "Traceback" not in stderr
+    report = json.loads(stdout.strip().splitlines()[-1])
+    assert (report["total"]["requests"], report["total"]["errors"]) == (2, 1)
+    assert report["interrupted"] == {"requests_left_out": 8}
+
+
+def test_replay_refuses_a_model_the_gateway_does_not_list_before_any_request(tmp_path, fake_gateway):
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("".join(f'{{"t": {t}, "input_tokens": 4, "output_tokens": 1}}\n' for t in (0, 0.1)))
+    done = _replay(trace, fake_gateway.base_url, "--model", "nosuch")
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == (f"error: the gateway at {fake_gateway.base_url} does not serve --model 'nosuch' "
+                           "(its /v1/models lists: 'm')\n")
+    assert fake_gateway.bodies == []
