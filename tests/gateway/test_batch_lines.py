@@ -76,3 +76,16 @@ def test_a_line_past_the_json_checks_of_a_direct_body_is_a_bad_line_not_a_crash(
     assert str(MAX_JSON_DEPTH) in errors[0]["message"] and errors[0]["message"] == errors[1]["message"]
     assert all("surrogate" in e["message"] for e in errors[2:])
     assert json.dumps(errors, ensure_ascii=False).encode()   # every message has a UTF-8 form
+
+
+def test_a_line_holding_nan_infinity_or_a_number_past_a_float_is_a_bad_line():
+    """Not JSON (QA50), as in a direct body (`invalid_json`): each such line is an
+    `invalid_json_line` (the file fails whole); a finite float and a big integer are fine."""
+    lines = [json.dumps(_line("ok", body={"model": "m", "temperature": 0.5, "seed": 10 ** 30}))]
+    for value in ("NaN", "Infinity", "-Infinity", "1e999"):
+        lines.append('{"custom_id": "%s", "method": "POST", "url": "%s", "body": {"model": "m", "top_p": %s}}' % (
+            value, URL, value))
+    requests, errors = batch_requests("\n".join(lines).encode(), URL)
+    assert requests == [] and [(e["line"], e["code"]) for e in errors] == [(n, "invalid_json_line") for n in (2, 3, 4, 5)]
+    requests, errors = batch_requests(lines[0].encode(), URL)
+    assert errors == [] and [r.custom_id for r in requests] == ["ok"]

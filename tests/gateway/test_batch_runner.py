@@ -227,29 +227,6 @@ def test_a_cancel_ends_the_wait_before_a_retry_at_once():
     assert {line["response"]["status_code"] for line in errors.values()} == {429}
 
 
-def test_a_body_with_nan_is_sent_as_a_client_sends_it():
-    """Python's JSON reads NaN and Infinity in a line as in a direct body: the app gets the
-    same values, and its answer is the line's result (not a client-side encoding error)."""
-    line = {"custom_id": "nan", "method": "POST", "url": "/v1/chat/completions",
-            "body": {"model": "m", "temperature": float("nan"), "top_p": float("inf"),
-                     "messages": [{"role": "user", "content": "hi"}]}}
-
-    async def chat(request: Request):
-        body = json.loads(await request.body())
-        assert request.headers["content-type"] == "application/json"
-        return JSONResponse({"object": "chat.completion", "got": [repr(body["temperature"]), repr(body["top_p"])]})
-
-    async def main():
-        runner, files, batch = await _batch_on(chat, json.dumps(line).encode())
-        done = await _ended(runner, batch.id)
-        output = await _lines_of(files, done.output_file_id)
-        _close(runner, files)
-        return done, output
-
-    done, output = asyncio.run(main())
-    assert done.status == "completed" and output["nan"]["response"]["body"]["got"] == ["nan", "inf"]
-
-
 def test_an_answer_that_cannot_be_written_is_its_requests_error_and_the_batch_goes_on():
     """c1's answer holds an unpaired surrogate (no UTF-8 form): its result is the
     `unwritable_result` error, and the batch completes with every other result."""

@@ -269,17 +269,18 @@ def test_a_line_nested_too_deep_or_holding_a_lone_surrogate_fails_its_batch_not_
     assert client.batches.retrieve(batch.id).status == "failed"
 
 
-def test_a_batch_line_with_nan_answers_as_the_same_body_sent_directly(client, gateway):
+def test_a_batch_line_with_nan_fails_its_batch_as_the_same_body_sent_directly_is_refused(client, gateway):
+    """NaN is not JSON (QA50): sent directly it is a 400 `invalid_json`; in a line, the
+    line is an `invalid_json_line` and the batch fails validation, as a line that is no
+    JSON at all does."""
     body = {**_chat_line("nan")["body"], "temperature": float("nan")}
     direct = httpx.post(f"{gateway.base_url}/v1/chat/completions", content=json.dumps(body),
                         headers={**gateway.headers("alpha"), "content-type": "application/json"})
+    assert direct.status_code == 400 and direct.json()["error"]["code"] == "invalid_json"
     upload = client.files.create(file=("nan.jsonl", json.dumps({**_chat_line("nan"), "body": body}).encode()),
                                  purpose="batch")
-    done = _finished(client, client.batches.create(input_file_id=upload.id, endpoint="/v1/chat/completions",
-                                                   completion_window="24h").id)
-    [line] = _results(client, done.error_file_id or done.output_file_id).values()
-    assert line["error"] is None and line["response"]["status_code"] == direct.status_code == 400
-    assert line["response"]["body"]["error"]["param"] == direct.json()["error"]["param"] == "temperature"
+    batch = client.batches.create(input_file_id=upload.id, endpoint="/v1/chat/completions", completion_window="24h")
+    assert batch.status == "failed" and [(e.line, e.code) for e in batch.errors.data] == [(1, "invalid_json_line")]
 
 
 def test_a_request_past_the_tenants_tokens_per_minute_is_its_result_at_once(gateway):
