@@ -20,22 +20,11 @@ from starlette.testclient import TestClient
 
 from gateway.app import build_app
 from gateway.cli import main
-from gateway.config import key_digest, load_config
+from gateway.config import load_config
 from gateway.http_io import EventStreamResponse
 from gateway.reload import apply_tenants
 from tests.gateway.serving import start_server
-
-MODEL = '''[[models]]
-name = "mock"
-kind = "upstream"
-litellm_model = "openai/gpt-4o-mini"
-litellm_params = { mock_response = "hi" }
-'''
-
-
-def _tenant(name: str, key: str, extra: str = "") -> str:
-    return f'\n[[tenants]]\nname = "{name}"\napi_key_sha256 = ["{key_digest(key)}"]\n{extra}'
-
+from tests.gateway.test_reload import MODEL, _tenant
 
 CONFIG = MODEL + _tenant("ops", "sk-ops", "admin = true") + _tenant("gamma", "sk-gamma")
 
