@@ -82,7 +82,17 @@ class KeyRing:
         scheme, _, api_key = authorization.partition(" ")
         if scheme.lower() != "bearer" or not api_key.strip():
             raise unauthorized("Malformed Authorization header: expected 'Bearer YOUR_KEY'.")
-        tenant = self.tenant_for_key(api_key.strip())
+        tenant = self.tenant_for_key(_as_sent(api_key.strip()))
         if tenant is None:
             raise unauthorized()
         return tenant
+
+
+def _as_sent(api_key: str) -> str:
+    """The key as its client wrote it: HTTP headers are read as Latin-1, so a key of
+    non-ASCII characters, sent as UTF-8 bytes (as `stepahead hash-key` hashes it), is
+    read back from those bytes; a header that is no UTF-8 stays as read."""
+    try:
+        return api_key.encode("latin-1").decode("utf-8")
+    except UnicodeError:
+        return api_key

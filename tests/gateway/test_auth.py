@@ -54,3 +54,14 @@ def test_an_internal_key_names_its_tenant_while_it_is_configured_and_outlives_a_
     ring.drop_internal_key(key)
     with pytest.raises(ApiError):
         reloaded.authenticate(f"Bearer {key}")
+
+
+def test_a_non_ascii_key_sent_as_utf8_bytes_matches_the_digest_hash_key_made():
+    """F10's suspicion, confirmed: Starlette reads a header as Latin-1, so a UTF-8 key
+    such as "clé-é" arrived as "clÃ©-Ã©" and never matched `key_digest("clé-é")`."""
+    ring = KeyRing((TenantConfig("u", (key_digest("clé-é"),)),))
+    as_read = "Bearer clé-é".encode("utf-8").decode("latin-1")   # what the app's header holds
+    assert ring.authenticate(as_read) == "u"
+    assert ring.authenticate("Bearer clé-é") == "u"   # a caller holding the key itself
+    with pytest.raises(ApiError):
+        ring.authenticate("Bearer cl\xe9".encode("utf-8").decode("latin-1"))
