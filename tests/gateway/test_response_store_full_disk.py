@@ -54,6 +54,17 @@ def _store(path, capacity: int = 8) -> ResponseStore:
     return ResponseStore(capacity=capacity, archive=ResponseArchive(path, capacity))
 
 
+def _full_after_one(path, *held: str) -> tuple[ResponseStore, sqlite3.Connection]:
+    """A store that archived response "before", then whose disk filled, then that was put
+    `held` (kept in memory only); and the archive's real connection."""
+    store = _store(path)
+    store.put("a", _stored("before"))
+    real = _fill(store)
+    for response_id in held:
+        store.put("a", _stored(response_id))
+    return store, real
+
+
 def _get(store: ResponseStore, response_id: str, tenant: str = "a"):
     return asyncio.run(store.get(tenant, response_id))
 
@@ -73,11 +84,7 @@ def test_a_response_put_while_the_disk_is_full_is_served_from_memory(tmp_path):
 
 def test_once_the_disk_has_room_the_held_response_is_archived_and_survives_a_restart(tmp_path):
     path = tmp_path / "responses.sqlite3"
-    store = _store(path)
-    store.put("a", _stored("before"))
-    real = _fill(store)
-    store.put("a", _stored("r1"))
-    store.put("a", _stored("r2"))
+    store, real = _full_after_one(path, "r1", "r2")
     assert _get(store, "r1") == _stored("r1")
     _free(store, real)
     store.put("a", _stored("r3"))   # succeeds: the held ones follow it
@@ -92,10 +99,7 @@ def test_once_the_disk_has_room_the_held_response_is_archived_and_survives_a_res
 def test_a_read_or_the_close_writes_the_held_response_once_there_is_room(tmp_path):
     for how in ("read", "close"):
         path = tmp_path / f"responses-{how}.sqlite3"
-        store = _store(path)
-        store.put("a", _stored("before"))
-        real = _fill(store)
-        store.put("a", _stored("r1"))
+        store, real = _full_after_one(path, "r1")
         _free(store, real)
         if how == "read":
             assert _get(store, "r1") == _stored("r1")
@@ -109,10 +113,7 @@ def test_a_read_or_the_close_writes_the_held_response_once_there_is_room(tmp_pat
 
 def test_a_held_response_deleted_is_gone_and_never_written(tmp_path):
     path = tmp_path / "responses.sqlite3"
-    store = _store(path)
-    store.put("a", _stored("before"))
-    real = _fill(store)
-    store.put("a", _stored("r1"))
+    store, real = _full_after_one(path, "r1")
     assert asyncio.run(store.delete("a", "r1")) is True
     assert _get(store, "r1") is None
     assert asyncio.run(store.delete("a", "r1")) is False
@@ -142,9 +143,7 @@ def test_the_held_responses_keep_their_place_in_the_archives_order_of_use(tmp_pa
 
 def test_a_background_response_whose_first_put_failed_keeps_its_later_states(tmp_path):
     path = tmp_path / "responses.sqlite3"
-    store = _store(path)
-    store.put("a", _stored("before"))
-    real = _fill(store)
+    store, real = _full_after_one(path)
     queued = StoredResponse({"id": "bg", "status": "queued", "background": True, "output": [], "error": None}, ())
     asyncio.run(store.put_and_wait("a", queued))
     _free(store, real)
