@@ -1,6 +1,7 @@
 """How deep the smallest value of each part of a reply's JSON schema is: `Heights` (which
-`anyOf` branch ends a recursive schema soonest, for the filler) and `endless_part` (a part
-no finite value meets, refused up front by local_schemas.py).
+`anyOf` branch ends a recursive schema soonest, for the filler; `too_high`: a part no
+finite value meets, or one nested past MAX_SMALLEST_HEIGHT, refused up front by
+local_schemas.py).
 
 Invariant: computed iteratively over the parts reachable from the root (local `$ref`s
 resolved by `SchemaRoot`), never by recursion, so a long chain of `$defs` cannot exhaust
@@ -51,11 +52,6 @@ class Heights:
         how, parts, base = _shape(self.root.resolve(schema))
         heights = [self.of(part, depth + 1) for part in parts]
         return base if how == "leaf" else min(heights) if how == "min" else base + max(heights, default=0)
-
-    def endless(self) -> str | None:
-        """Where the first part (root first) no finite value meets is, as dotted keywords
-        ("" for the root; `$defs.Node.properties.next`), or None when there is none."""
-        return next((place for part, _, place in self._parts if self._heights[id(part)] == math.inf), None)
 
     def too_high(self) -> tuple[str, float] | None:
         """Where the first part (root first) whose smallest value is higher than
@@ -149,9 +145,3 @@ def _parts_of(view: dict):
     for index, option in enumerate(view.get(keyword) if isinstance(view.get(keyword), list) else ()):
         if isinstance(option, dict):
             yield f"{keyword}[{index}]", option
-
-
-def endless_part(schema: dict) -> str | None:
-    """Where in `schema` (root first) a part no finite value meets is (`Heights.endless`),
-    or None: a reply to it could not be closed."""
-    return Heights(SchemaRoot(schema)).endless()

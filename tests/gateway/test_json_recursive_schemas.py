@@ -1,6 +1,7 @@
 """Recursive JSON schemas (pydantic's self- and mutually referencing models, in OpenAI's
 strict form too): the filler ends them in a branch that closes, so the reply validates."""
 import json
+import math
 import random
 from typing import Optional
 
@@ -10,7 +11,7 @@ from openai.lib._pydantic import to_strict_json_schema
 from pydantic import BaseModel
 
 from gateway.json_filling import MAX_DEPTH, JsonText, LeafFiller
-from gateway.json_heights import Heights, endless_part
+from gateway.json_heights import Heights
 from gateway.json_schemas import SchemaRoot
 from gateway.tool_forcing import call_head, forced_arguments, forced_json, is_valid
 
@@ -177,6 +178,14 @@ class Loop(BaseModel):
 
 
 Loop.model_rebuild()
+
+
+def endless_part(schema: dict) -> str | None:
+    """Where the first part (root first) no finite value meets is (`Heights.too_high`, as
+    local_schemas.py refuses it), or None."""
+    found = Heights(SchemaRoot(schema)).too_high()
+    assert found is None or found[1] == math.inf, found
+    return None if found is None else found[0]
 
 
 def test_endless_part_finds_a_part_no_finite_value_meets():
