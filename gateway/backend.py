@@ -195,6 +195,20 @@ class Prepared:
                      num_completion_tokens=generated.num, num_cached_tokens=generated.num_cached_tokens or 0)
 
 
+class WithoutWorkers:
+    """What a backend with no worker processes of its own reports: no workers, no
+    router, no prompt token cache (an upstream model, a local embedding model)."""
+
+    def worker_metrics(self) -> list[dict]:
+        return []
+
+    def router_metrics(self) -> dict:
+        return {}
+
+    def prompt_token_metrics(self) -> dict:
+        return {}
+
+
 class Backend(Protocol):
     model_id: str
     owned_by: str

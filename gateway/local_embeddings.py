@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from gateway.backend import ChatEvent, Prepared
+from gateway.backend import ChatEvent, Prepared, WithoutWorkers
 from gateway.embedding_model import EmbeddingModelConfig
 from gateway.embeddings import EmbeddingsCall, EmbeddingsRequest, input_items, reply_body
 from gateway.errors import ApiError, invalid_request
@@ -69,7 +69,7 @@ def embeddings_only(model: str) -> ApiError:
                            param="model", code="model_not_supported")
 
 
-class LocalEmbeddingBackend:
+class LocalEmbeddingBackend(WithoutWorkers):
     def __init__(self, config: EmbeddingModelConfig) -> None:
         self.config = config
         self.model_id = config.name
@@ -103,15 +103,6 @@ class LocalEmbeddingBackend:
 
     def health(self) -> dict:
         return {"model": self.model_id, "kind": "embedding", "ready": self._model is not None}
-
-    def worker_metrics(self) -> list[dict]:
-        return []
-
-    def router_metrics(self) -> dict:
-        return {}
-
-    def prompt_token_metrics(self) -> dict:
-        return {}
 
     async def prepare_chat(self, request, tenant: str, request_id: str) -> Prepared:
         raise embeddings_only(self.model_id)

@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.backend import ChatEvent, Prepared, Usage
+from gateway.backend import ChatEvent, Prepared, Usage, WithoutWorkers
 from gateway.config import UpstreamModelConfig
 from gateway.embeddings import EmbeddingsRequest, input_items, reply_body, upstream_reply
 from gateway.errors import ApiError, context_length_exceeded, invalid_request
@@ -58,7 +58,7 @@ class UpstreamCall:
     kwargs: dict
 
 
-class UpstreamBackend:
+class UpstreamBackend(WithoutWorkers):
     """One upstream model; stateless apart from the litellm module it calls."""
 
     __slots__ = ("config", "model_id", "owned_by", "default_completion_reserve_tokens",
@@ -90,15 +90,6 @@ class UpstreamBackend:
 
     def health(self) -> dict:
         return {"model": self.model_id, "kind": "upstream", "ready": self._litellm is not None}
-
-    def worker_metrics(self) -> list[dict]:
-        return []
-
-    def router_metrics(self) -> dict:
-        return {}
-
-    def prompt_token_metrics(self) -> dict:
-        return {}
 
     def _common_kwargs(self, body: dict, stream: bool) -> dict:
         """litellm's keyword arguments for the client's `body` (gateway/upstream_kwargs.py)."""
