@@ -21,7 +21,7 @@ policies) gets instead what those systems are told, as the simulator gives it to
 tool the response asked for and that tool's past waits in the tenant (`ToolCallSource`).
 
 Invariant: below the gateway, session keys are namespaced by tenant
-(`engine_session_key`), both in WorkItems and in forecasts, so equal client session ids
+(`gateway.engine_sessions.engine_session_key`), both in WorkItems and in forecasts, so equal client session ids
 of two tenants never share router affinity, pins or prefetches.
 """
 from __future__ import annotations
@@ -44,19 +44,12 @@ from cache.policies import TOLD_TOOL_CALLS
 from cache.tool_call_source import ToolCallSource
 from gateway.checkpoints import Checkpoints
 from gateway.directory_claim import DirectoryClaim
+from gateway.engine_sessions import engine_session_key
 
 log = logging.getLogger("stepahead.gateway")
 
 GAPS_DIR = "_gaps"            # the gap forecaster's statistics, beside the predictor's files
 LEGACY_GAPS_FILE = "_gaps.json"   # all of them in one file, as saved before GAPS_DIR; read once
-
-
-def engine_session_key(tenant: str, session: str) -> str:
-    """The session's name below the gateway: the tenant's name, its length first, then the
-    client's id. Distinct (tenant, session) pairs never give the same key, whatever either
-    holds (with "tenant/session", tenant "t" session "x/s" and tenant "t/x" session "s"
-    were one session to the router and the cache policies)."""
-    return f"{len(tenant)}:{tenant}/{session}"
 
 
 def bind_session(prepared, trace: StepContext | None) -> None:

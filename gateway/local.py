@@ -25,6 +25,7 @@ from collections.abc import AsyncIterator
 
 from gateway.backend import ChatEvent, Prepared
 from gateway.config import DEFAULT_LOCAL_POLICY, LocalModelConfig
+from gateway.engine_sessions import engine_session_key
 from gateway.errors import invalid_request
 from gateway.local_completions import LocalCompletions
 from gateway.local_generation import ForcedCall, LocalCall, run_forced, run_free, run_structured
@@ -232,11 +233,12 @@ class LocalBackend(LocalCompletions):
                      if isinstance(request.tool_choice, NamedToolChoice) else None)
             forced = ForcedCall(schemas=tool_schemas, name=named)
         metadata = request.metadata or {}
+        client_session = metadata.get("session_id") or metadata.get("session")
         call = LocalCall(
             prompt_token_ids=prompt_ids,
             sampling=sampling_params(request, self.engine.tokenizer, max_tokens=budget, stop=stop,
                                      logprobs=(request.top_logprobs or 0) if request.logprobs else None),
-            session=metadata.get("session_id") or metadata.get("session"),
+            session=None if client_session is None else engine_session_key(tenant, client_session),
             tool_names=frozenset(t.function.name for t in request.tools) if use_tools else None,
             forced=forced, keep_one_call=keep_one_call, response_schema=response_schema,
             tool_schemas=tool_schemas, flex=request.service_tier == "flex")

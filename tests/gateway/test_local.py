@@ -297,3 +297,24 @@ async def test_an_assistants_refusal_part_is_rendered_as_the_text_it_said():
                said[2]]
     prepared = await local.prepare_chat(_chat(messages=refused), "t", "r")
     assert list(prepared.prompt_token_ids) == render_chat(tokenizer, said)
+
+
+async def test_a_session_named_in_metadata_reaches_the_engine_namespaced_by_tenant():
+    """Untraced (no tracer to bind the session), two tenants naming the same session in
+    `metadata` must not share router affinity or pins below the gateway."""
+    from gateway.prompt_token_cache import PromptTokenCache
+    from gateway.engine_sessions import engine_session_key
+    from shards.tiny_model import build_tiny_tokenizer
+
+    local = backend(True)
+    tokenizer = build_tiny_tokenizer()
+    local.engine = EngineFacts(True, max_context_tokens=4096, tokenizer=tokenizer)
+    local.prompt_tokens = PromptTokenCache(tokenizer)
+    messages = [{"role": "user", "content": "Fix x.py"}]
+    sessions = {}
+    for tenant in ("alpha", "beta"):
+        prepared = await local.prepare_chat(_chat(messages=messages, metadata={"session_id": "run-1"}), tenant, "r")
+        sessions[tenant] = prepared.payload.session
+    assert sessions == {"alpha": engine_session_key("alpha", "run-1"), "beta": engine_session_key("beta", "run-1")}
+    unnamed = await local.prepare_chat(_chat(messages=messages), "alpha", "r")
+    assert unnamed.payload.session is None
