@@ -18,8 +18,6 @@ import secrets
 from gateway.config import TenantConfig
 from gateway.errors import ApiError, unauthorized
 
-UNAUTHENTICATED = "unauthenticated"   # the tenant a request's metrics name before its key is checked
-
 
 def repeated_authorization(headers: list[tuple[bytes, bytes]]) -> ApiError | None:
     """A 401 for ASGI `headers` holding more than one Authorization header (a proxy that

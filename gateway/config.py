@@ -39,6 +39,7 @@ SERVER_KEYS = ("host", "port", "max_body_bytes", "default_completion_reserve_tok
 TOP_LEVEL_KEYS = ("models", "tenants", "server", "tracing")
 TENANT_KEYS = ("name", "api_key_sha256", "api_key_env", "weight", "kv_share", "admin", "limits", "service_tier")
 TENANT_TIERS = ("default", "flex")
+UNAUTHENTICATED = "unauthenticated"   # the tenant a request's metrics name before its key is checked; no tenant may be named so
 
 
 def key_digest(api_key: str) -> str:
@@ -207,6 +208,9 @@ def _tenant(table: dict, index: int) -> TenantConfig:
     name = take(table, "name", str, where)
     if not name:
         raise ConfigError(f"{where}.name is required")
+    if name == UNAUTHENTICATED:
+        raise ConfigError(f"{where}.name {name!r} is reserved: the metrics name requests whose key is not "
+                          "checked yet (or failed) so")
     digests = take_list(table, "api_key_sha256", where)
     for env_name in take_list(table, "api_key_env", where):
         if not os.environ.get(env_name, "").strip():

@@ -22,7 +22,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from agents_trace.ordered_ids import time_ordered_hex
-from gateway.auth import UNAUTHENTICATED
+from gateway.config import UNAUTHENTICATED
 from gateway.background_responses import BackgroundJob, generate
 from gateway.background_runs import BackgroundRun
 from gateway.background_stream import run_event_stream

@@ -26,7 +26,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 
 from agents_trace.records import StepContext
 
-from gateway.auth import UNAUTHENTICATED
+from gateway.config import UNAUTHENTICATED
 from gateway.chat_checks import check_chat_request, check_message_count
 from gateway.request_metadata import checked_metadata
 from gateway.choices import with_choices

@@ -93,6 +93,8 @@ def _base(**tenant) -> dict:
     (lambda d: d["models"][0].update(timeout_s=-5), r"models\[0\].timeout_s must be > 0"),
     (lambda d: d["models"][0].update(max_context_tokens=0), r"models\[0\].max_context_tokens must be > 0"),
     (lambda d: d["models"][0].update(timeout_s=float("nan")), r"models\[0\].timeout_s must be a finite number"),
+    # the name the metrics give requests whose key failed: a tenant so named would mix them in
+    (lambda d: d["tenants"][0].update(name="unauthenticated"), r"tenants\[0\].name 'unauthenticated' is reserved"),
 ])
 def test_parse_config_rejects_bad_input(change, needle):
     data = _base()
