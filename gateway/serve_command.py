@@ -21,6 +21,7 @@ import sys
 
 from agents_trace.config import TraceConfigError
 from cache.policies import POLICY_NAMES as POLICIES
+from gateway.access_log import redact_access_log
 from gateway.config import (DEFAULT_LOCAL_MODEL, DEFAULT_LOCAL_POLICY, ConfigError, default_config, demo_key_from,
                             load_config)
 from gateway.uvicorn_server import start_aware_server_class
@@ -251,7 +252,8 @@ def _server_or_exit_status(args: argparse.Namespace):
 
             stop_fork_server_if_idle()
 
-    return start_aware_server_class(cancel_start, announce)(
-        uvicorn.Config(app, host=config.host, port=config.port, log_level=args.log_level,
-                       http=GuardedHttpToolsProtocol, timeout_keep_alive=config.keep_alive_s,
-                       timeout_graceful_shutdown=config.shutdown_timeout_s))
+    server_config = uvicorn.Config(app, host=config.host, port=config.port, log_level=args.log_level,
+                                   http=GuardedHttpToolsProtocol, timeout_keep_alive=config.keep_alive_s,
+                                   timeout_graceful_shutdown=config.shutdown_timeout_s)
+    redact_access_log()   # after uvicorn's logging set-up
+    return start_aware_server_class(cancel_start, announce)(server_config)
