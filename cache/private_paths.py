@@ -21,17 +21,19 @@ PRIVATE_FILE_MODE = 0o600
 PRIVATE_DIR_MODE = 0o700
 
 
-def make_private_dirs(directory: str | Path) -> None:
+def make_private_dirs(directory: str | Path, *, parent_made: bool = False) -> None:
     """`Path(directory).mkdir(parents=True, exist_ok=True)`, with every directory it makes
-    0700 (`mkdir` gives the parents it makes the umask's mode) and the same errors."""
+    0700 (`mkdir` gives the parents it makes the umask's mode) and the same errors. A
+    directory still "not found" once its parent is there (a parent that refuses children,
+    as /proc does) is that error, raised once (not tried again)."""
     directory = Path(directory)
     try:
         directory.mkdir(mode=PRIVATE_DIR_MODE)
     except FileNotFoundError:
-        if directory.parent == directory:
+        if parent_made or directory.parent == directory:
             raise
         make_private_dirs(directory.parent)
-        make_private_dirs(directory)
+        make_private_dirs(directory, parent_made=True)
     except OSError:
         if not directory.is_dir():   # as mkdir's exist_ok: a file there is an error
             raise

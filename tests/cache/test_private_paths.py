@@ -33,6 +33,13 @@ def test_directories_fail_as_mkdir_fails(tmp_path):
         make_private_dirs(tmp_path / "a-file")
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc")
+def test_a_parent_that_refuses_children_is_one_not_found_error_not_an_endless_retry():
+    # /proc is there, yet mkdir under it says "not found": each retry used to recurse (RecursionError)
+    with pytest.raises(FileNotFoundError):
+        make_private_dirs("/proc/stepahead-test-missing/state")
+
+
 def test_a_file_is_made_private_and_one_already_there_is_left_as_it_is(tmp_path, umask_022):
     assert create_private_file(tmp_path / "new") and mode(tmp_path / "new") == 0o600
     (tmp_path / "old").write_text("kept")
