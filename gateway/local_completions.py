@@ -34,7 +34,7 @@ class LocalCompletions:
         if best_of > 1 and request.stream:
             raise invalid_request("best_of cannot be used with stream: the best completions are known "
                                   "only once every candidate is done.", param="best_of")
-        if best_of > 1 and best_of < (request.n or 1):
+        if request.best_of is not None and best_of < (request.n or 1):   # best_of 1 with n 3 too
             raise invalid_request(f"best_of ({best_of}) must be at least n ({request.n}).", param="best_of")
         prompts = request.prompt
         if not (isinstance(prompts, list) and prompts and isinstance(prompts[0], (str, list))):

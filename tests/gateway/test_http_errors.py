@@ -105,6 +105,7 @@ def test_chat_neutral_sampling_options_frameworks_send_are_accepted(gateway):
 
 def test_completions_options_the_local_model_lacks_are_400(gateway):
     for extra, param in (({"best_of": 2, "stream": True}, "best_of"), ({"best_of": 2, "n": 3}, "best_of"),
+                         ({"best_of": 1, "n": 3}, "best_of"),   # an explicit 1 is below n as well
                          ({"suffix": "z"}, "suffix"), ({"prompt": ["x", ""]}, "prompt"),
                          ({"best_of": 21}, "best_of")):
         body = {"model": "tiny", "prompt": "x", "max_tokens": 2, **extra}
