@@ -134,7 +134,7 @@ def response_object(response_id: str, request: ResponsesRequest, *, created_at: 
         "temperature": DEFAULT_SAMPLING if request.temperature is None else request.temperature,
         "top_p": DEFAULT_SAMPLING if request.top_p is None else request.top_p,
         "reasoning": {"effort": None, "summary": None}, "tool_choice": request.tool_choice or "auto",
-        "tools": request.tools or [], "text": request.text or {"format": {"type": "text"}},
+        "tools": request.tools or [], "text": {**(request.text or {}), "format": (request.text or {}).get("format") or {"type": "text"}},
         "metadata": request.metadata or {}, "user": request.user,
         "truncation": request.truncation or "disabled", "top_logprobs": request.top_logprobs,
         "service_tier": service_tier or served_tier(request.service_tier),

@@ -147,3 +147,15 @@ def test_a_whole_reply_always_has_a_system_fingerprint_the_upstreams_when_it_nam
     reply.add(Finished("stop", Usage(3, 1), system_fingerprint=fingerprint))
     body = chat_completion(ResponseHeader("chatcmpl-1", "m"), reply, reply.finished.usage)
     assert body["system_fingerprint"] == fingerprint
+
+
+@pytest.mark.parametrize("text, echoed", [
+    (None, {"format": {"type": "text"}}),
+    ({"verbosity": "low"}, {"verbosity": "low", "format": {"type": "text"}}),   # was format-less: text.format None
+    ({"format": None}, {"format": {"type": "text"}}),
+    ({"format": {"type": "json_object"}}, {"format": {"type": "json_object"}}),
+])
+def test_a_responses_text_setting_is_echoed_with_its_format_always_named(text, echoed):
+    body = response_object("resp_x", ResponsesRequest(model="m", input="hi", text=text))
+    assert body["text"] == echoed
+    assert Response.model_validate(body).text.format.type == echoed["format"]["type"]
