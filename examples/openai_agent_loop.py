@@ -75,7 +75,7 @@ def agent(client: OpenAI, model: str, question: str, max_steps: int, session: st
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("question", nargs="?", default="What's the weather in Paris, and what is 2 + 3?")
     parser.add_argument("--base-url", default="http://127.0.0.1:8000/v1")
     parser.add_argument("--api-key", required=True)

@@ -62,3 +62,17 @@ def test_batch_requests_runs_a_file_of_requests(tiny_gateway):
                 "--api-key", TINY_GATEWAY_KEYS["tenant1"], "--model", "tiny", "--count", "6"])
     assert out["status"] == "completed" and (out["completed"], out["failed"]) == (6, 0)
     assert out["cached_tokens"] > 0   # the shared system prompt was prefilled once
+
+
+
+@pytest.mark.parametrize("script", sorted(p.name for p in EXAMPLES.glob("*.py")))
+def test_each_examples_help_describes_it_in_whole_sentences(script):
+    """The description is the docstring's first paragraph, not its first line cut mid-sentence."""
+    import ast
+
+    docstring = ast.get_docstring(ast.parse((EXAMPLES / script).read_text()))
+    expected = " ".join(docstring.split("\n\n")[0].split())
+    done = subprocess.run([sys.executable, str(EXAMPLES / script), "--help"], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert expected.endswith(".") and expected in " ".join(done.stdout.split())
