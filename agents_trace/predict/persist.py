@@ -42,6 +42,8 @@ FORMAT = "stepahead-predict/1"
 # The JSON's key for the SHA-256 (hex) of its npz's bytes; absent in files saved before it.
 ARRAYS_DIGEST = "arrays_sha256"
 GLOBAL_STEM = "_global"
+ZIP_MAGIC = b"PK\x03\x04"   # an npz is a zip archive
+PICKLE_MAGIC = b"\x80"      # a pickle (protocol 2 on) starts so
 # The keys of a tenant's JSON as `write` saves `tenant_to_parts` now (`is_current`).
 TENANT_KEYS = frozenset({"format", ARRAYS_DIGEST, "tenant", "model", "durations_symbols", "recency_decay",
                           "recent_sessions", "finished_sessions", "tool_counts", "accuracy", "num_learned",
@@ -143,8 +145,10 @@ def read(json_path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         with np.load(io.BytesIO(data), allow_pickle=False) as npz:
             arrays = {k: np.array(npz[k]) for k in npz.files}
     except Exception as exc:   # numpy, zipfile and OS errors alike: the arrays are not usable
-        reason = ("it holds pickled objects, which are never loaded" if "pickle" in str(exc)
-                  else one_line_error(exc))
+        reason = one_line_error(exc)
+        if "pickle" in str(exc):   # numpy says so for any bytes that are neither zip nor .npy
+            pickled = data.startswith(ZIP_MAGIC) or data.startswith(PICKLE_MAGIC)
+            reason = "it holds pickled objects, which are never loaded" if pickled else "it is not a zip archive"
         raise UnusableFileError(npz_path, f"could not be read (not an npz file of plain arrays: {reason})") from exc
     digest = meta.get(ARRAYS_DIGEST)
     if digest is not None and digest != hashlib.sha256(data).hexdigest():
