@@ -98,10 +98,13 @@ class TenantLimiter:
         if limits.token_budget is not None:
             committed = self.num_spent_tokens + self.num_reserved_tokens
             if committed + num_tokens > limits.token_budget:
+                left = max(0, limits.token_budget - committed)
                 return quota_exhausted(
                     f"Tenant '{self.tenant}' has used its token budget "
                     f"({committed} of {limits.token_budget} tokens spent or in flight; "
-                    f"this request needs up to {num_tokens}).")
+                    f"this request needs up to {num_tokens}).") if left == 0 else quota_exhausted(
+                    f"This request may use up to {num_tokens} tokens, more than the {left} left of tenant "
+                    f"'{self.tenant}''s token budget ({committed} of {limits.token_budget} spent or in flight).")
         now_s = self._clock()
         error = self._requests_refusal(now_s)
         if error is not None:

@@ -86,6 +86,11 @@ async def test_limiter_budget_is_a_distinct_error():
         await limiter.acquire(20)
     assert caught.value.status == 429 and caught.value.code == "insufficient_quota"
     assert "Retry-After" not in caught.value.headers
+    assert caught.value.message.startswith("This request may use up to 20 tokens, more than the 10 left of tenant 't'")
+    limiter.release(await limiter.acquire(10), 10)
+    with pytest.raises(ApiError) as caught:
+        await limiter.acquire(1)
+    assert caught.value.message.startswith("Tenant 't' has used its token budget (100 of 100")
 
 
 async def test_limiter_concurrency_queue_is_fifo_and_bounded():
