@@ -5,6 +5,9 @@ Invariant: every result is in exactly one of the two files before the batch take
 final status and its results are dropped from the store (a result with no UTF-8 form is
 written as its `unwritable_result` error: `written_form`); a batch ending `completed` with
 requests never sent ends `expired` instead, each of those a `batch_expired` error line.
+Only a batch that ran its course (`FINALIZED`) is `finalizing` meanwhile: a cancelled one
+is `cancelling` until it is `cancelled` (a second cancel meanwhile is answered, not a
+400), as OpenAI's are.
 """
 from __future__ import annotations
 
@@ -20,6 +23,8 @@ from gateway.file_store import FileStore
 
 log = logging.getLogger("stepahead.gateway")
 
+FINALIZED = ("completed", "expired")   # the ends OpenAI's batches reach through `finalizing`
+
 
 async def finish_batch(store: BatchStore, files: FileStore, batch: Batch, results: list[dict],
                        unsent: list[BatchRequest], final: str, errors: list[dict] | None,
@@ -32,8 +37,9 @@ async def finish_batch(store: BatchStore, files: FileStore, batch: Batch, result
         results = results + [request_result(request.custom_id, None, None, "", {
             "code": "batch_expired", "message": "This request could not be executed before the completion window "
             "expired."}) for request in unsent]
-    batch.moved_to("finalizing", clock())
-    await store.put(batch)
+    if final in FINALIZED:   # a cancelled (or failed) batch stays as it was while its files are written
+        batch.moved_to("finalizing", clock())
+        await store.put(batch)
     # off the event loop: encoding a large batch's results took seconds, every tenant's requests waiting
     written = await asyncio.to_thread(WrittenResults.of, results)
     batch.output_file_id = await _results_file(files, batch, "output", written.output)

@@ -41,3 +41,28 @@ def test_finishing_splits_the_results_and_encodes_them_off_the_event_loop(monkey
     assert [r["custom_id"] for r in output] == ["r1", "r3"] and [r["custom_id"] for r in error] == ["r2"]
     assert (batch.status, batch.completed, batch.failed) == ("completed", 2, 1)
     assert batch.usage["input_tokens"] == 10 and batch.usage["output_tokens"] == 4
+
+
+def test_a_cancelled_batch_is_cancelling_until_cancelled_and_only_a_finished_one_is_finalizing():
+    async def finish(final: str) -> tuple[list[str], dict]:
+        store, files = BatchStore(None), FileStore(None)
+        batch = Batch("batch_1", "a", "/v1/chat/completions", "file-1", "24h", 1, 86401, total=1)
+        batch.moved_to("in_progress", 2)
+        if final == "cancelled":
+            batch.moved_to("cancelling", 3)
+        seen = []
+        put = store.put
+
+        async def recording(stored):
+            seen.append(stored.status)
+            await put(stored)
+        store.put = recording
+        await finish_batch(store, files, batch, [_answer("r1", 200)], [], final, None, clock=lambda: 4.0)
+        store.close()
+        files.close()
+        return seen, batch.as_object()
+
+    seen, cancelled = asyncio.run(finish("cancelled"))
+    assert seen == ["cancelled"] and cancelled["finalizing_at"] is None and cancelled["cancelled_at"] == 4
+    seen, completed = asyncio.run(finish("completed"))
+    assert seen == ["finalizing", "completed"] and completed["finalizing_at"] == 4
