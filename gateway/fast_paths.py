@@ -13,7 +13,9 @@ response began is answered a 503 `server_shutting_down` here (uvicorn's would be
 plain-text 500); the cancellation goes on to uvicorn, which logs it in one line
 (gateway/uvicorn_server.py). A request with more than one Authorization header is
 refused here, on every path, before any handler reads one (gateway/auth.py). A redirect
-never echoes the client's Host header: its Location is relative.
+never echoes the client's Host header: its Location is relative. Every answer on a `/v1/`
+path carries an `x-request-id`, as OpenAI's do: its handler's (a generation's step id), else
+a new one here.
 """
 from __future__ import annotations
 
@@ -28,9 +30,11 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway.auth import repeated_authorization
 from gateway.errors import request_cut_at_shutdown, server_error
+from gateway.ids import new_id
 
 Handler = Callable[[Request], Awaitable[Response]]
 log = logging.getLogger("stepahead.gateway")
+REQUEST_ID = b"x-request-id"
 
 
 class CompletionFastPath:
@@ -73,6 +77,8 @@ class CompletionFastPath:
                 started = True
                 if 300 <= message["status"] < 400:
                     message = {**message, "headers": relative_locations(message["headers"], scope)}
+                if scope["path"].startswith("/v1/") and not any(name == REQUEST_ID for name, _ in message["headers"]):
+                    message = {**message, "headers": [*message["headers"], (REQUEST_ID, new_id("req").encode())]}
             await send(message)
 
         try:

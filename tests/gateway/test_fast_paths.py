@@ -20,6 +20,10 @@ async def fine(_request: Request):
     return JSONResponse({"ok": True})
 
 
+async def with_own_id(_request: Request):
+    return JSONResponse({"ok": True}, headers={"x-request-id": "resp_own"})
+
+
 async def broken_mid_stream(_request: Request):
     async def body():
         yield b"first"
@@ -30,7 +34,8 @@ async def broken_mid_stream(_request: Request):
 def app_with_fast_path() -> CompletionFastPath:
     inner = Router(routes=[   # what the app's own error layer wraps
         Route("/v1/responses", broken, methods=["POST"]), Route("/v1/models", fine, methods=["GET"]),
-        Route("/v1/stream", broken_mid_stream, methods=["GET"])])
+        Route("/v1/stream", broken_mid_stream, methods=["GET"]),
+        Route("/v1/responses/resp_own", with_own_id, methods=["GET"]), Route("/health", fine, methods=["GET"])])
     return CompletionFastPath(inner, handlers={"/v1/chat/completions": broken}, error_response=error_response)
 
 
@@ -75,3 +80,14 @@ async def test_an_error_after_the_response_started_still_reaches_the_server():
     with pytest.raises(BaseException) as caught:   # a StreamingResponse raises it in a group
         await call(app_with_fast_path(), "GET", "/v1/stream")
     assert "a bug after the response started" in "".join(traceback.format_exception(caught.value))
+
+
+async def test_every_v1_answer_carries_a_request_id_its_handlers_own_kept():
+    def request_ids(sent) -> list[bytes]:
+        return [value for name, value in sent[0]["headers"] if name == b"x-request-id"]
+
+    [made] = request_ids(await call(app_with_fast_path(), "GET", "/v1/models"))
+    assert made.startswith(b"req") and len(made) > 10
+    assert request_ids(await call(app_with_fast_path(), "GET", "/v1/models")) != [made]   # one per answer
+    assert request_ids(await call(app_with_fast_path(), "GET", "/v1/responses/resp_own")) == [b"resp_own"]
+    assert request_ids(await call(app_with_fast_path(), "GET", "/health")) == []   # not an API answer
