@@ -27,7 +27,7 @@ from collections.abc import AsyncIterator
 import aiohttp
 from aiohttp.http_exceptions import LineTooLong
 
-from gateway.backend import ChatEvent, Prepared, Usage
+from gateway.backend import ChatEvent, Prepared
 from gateway.config import UpstreamModelConfig
 from gateway.errors import ApiError
 from gateway.litellm_errors import map_litellm_error, map_upstream_status, redacted, upstream_garbage
@@ -107,7 +107,6 @@ class PassthroughBackend(UpstreamBackend):
         api_key = call.kwargs.get("api_key")
         if api_key and api_key != NO_API_KEY:   # with no key, no Authorization (not the placeholder)
             headers["Authorization"] = f"Bearer {api_key}"
-        fallback = Usage(num_prompt_tokens=prepared.num_prompt_tokens, num_cache_write_tokens=0)
         started_s = time.perf_counter()
         try:
             try:
@@ -122,10 +121,10 @@ class PassthroughBackend(UpstreamBackend):
                         reply = await response.json(content_type=None)
                     except Exception as exc:
                         raise map_litellm_error(exc) from None
-                    for event in events_from_response(reply, call.is_chat, fallback):
+                    for event in events_from_response(reply, call.is_chat, prepared.num_prompt_tokens):
                         yield event
                     return
-                async for event in events_from_stream(sse_json(response), call.is_chat, fallback,
+                async for event in events_from_stream(sse_json(response), call.is_chat, prepared.num_prompt_tokens,
                                                       started_s):
                     yield event
         except ApiError as error:   # an upstream may quote the key it was sent

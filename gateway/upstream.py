@@ -4,9 +4,11 @@ Invariants: the client's request is forwarded as sent (unknown fields included, 
 `extra_body`, so litellm never reads them) except the fields the gateway owns (`model`,
 `stream_options`, `n`, `metadata`, `cache_salt`), with only the model's own credentials
 (gateway/upstream_kwargs.py); upstream usage is always requested so the tenant is
-charged real tokens; every provider exception leaves as an OpenAI-shaped `ApiError`
-(`litellm_errors.py`), with the model's key redacted from it (`own_secrets`); closing
-the event iterator closes the upstream stream. `timeout_s` bounds the call: no hidden SDK
+charged real tokens, and a count the reply leaves out or gives as 0 is charged the
+4-bytes-a-token estimate (`upstream_replies.usage_from`), never nothing; every provider
+exception leaves as an OpenAI-shaped `ApiError` (`litellm_errors.py`), with the model's
+key redacted from it (`own_secrets`); closing the event iterator closes the upstream
+stream. `timeout_s` bounds the call: no hidden SDK
 retries (an upstream 429 comes back at once, with its `Retry-After`). A reply that is not
 the OpenAI protocol is a 502 `upstream_error` before any of it reaches the client
 (`upstream_replies.py` reads and checks it).
@@ -17,11 +19,12 @@ import json
 import logging
 import os
 import time
+import warnings
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.backend import ChatEvent, Prepared, Usage, WithoutWorkers
+from gateway.backend import ChatEvent, Prepared, WithoutWorkers
 from gateway.config import UpstreamModelConfig
 from gateway.embeddings import EmbeddingsRequest, input_items, reply_body, upstream_reply
 from gateway.errors import ApiError, context_length_exceeded, invalid_request
@@ -33,19 +36,34 @@ from gateway.upstream_replies import StreamEnd, events_from_response, events_fro
 log = logging.getLogger("stepahead.gateway")
 
 
+# pydantic's warning when it dumps a model holding a value of the wrong type (a filter's
+# fields: action, message, category, module)
+SERIALIZER_WARNING = ("ignore", "Pydantic serializer warnings", UserWarning, r"pydantic\.main")
+
+
 def import_litellm():
     """Import litellm without it reaching for the network at import time, and without its
     two-line colour banner ("Give Feedback / Get Help", "LiteLLM.Info: ...") on stderr for
-    every upstream error: those errors reach the client (and the trace) as `ApiError`s."""
+    every upstream error: those errors reach the client (and the trace) as `ApiError`s.
+    Nor does pydantic's multi-line serializer warning reach the log: litellm (and the
+    OpenAI SDK under it) dumps an upstream's reply before anyone checked it, so a malformed
+    one (an embedding vector that is a string), which the gateway answers with a 502 of its
+    own, warned from inside `aembedding`. The filter is process-wide (a per-call
+    `catch_warnings` is not: concurrent calls would restore each other's filters) and
+    hides only pydantic's serializer warnings; the gateway's own dumps pass `warnings=False`."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm
     litellm.suppress_debug_info = True
+    action, message, category, module = SERIALIZER_WARNING
+    if not any(entry[0] == action and entry[1] is not None and entry[1].pattern == message
+               and entry[2] is category for entry in warnings.filters):
+        warnings.filterwarnings(action, message=message, category=category, module=module)
     return litellm
 
 
 def estimate_num_tokens(value: Any) -> int:
-    """A cheap upper-ish estimate (4 bytes per token) used only for up-front reservation;
-    the real usage from the provider trues it up afterwards."""
+    """A cheap upper-ish estimate (4 bytes per token) of a prompt: reserved up front, then
+    trued up by the provider's usage, or charged where the reply does not count the prompt."""
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     return len(text.encode()) // 4 + 8
 
@@ -172,7 +190,6 @@ class UpstreamBackend(WithoutWorkers):
         is_chat = prepared.payload.is_chat
         litellm = self._litellm or import_litellm()
         call = litellm.acompletion if is_chat else litellm.atext_completion
-        fallback = Usage(num_prompt_tokens=prepared.num_prompt_tokens, num_cache_write_tokens=0)
         started_s = time.perf_counter()
         try:
             try:
@@ -182,13 +199,13 @@ class UpstreamBackend(WithoutWorkers):
             except Exception as exc:
                 raise map_litellm_error(exc) from None
             if not kwargs.get("stream"):
-                for event in events_from_response(response, is_chat, fallback):
+                for event in events_from_response(response, is_chat, prepared.num_prompt_tokens):
                     yield event
                 return
             try:
                 require_sse(response)
                 _end_when_complete(response)
-                async for event in events_from_stream(response, is_chat, fallback, started_s,
+                async for event in events_from_stream(response, is_chat, prepared.num_prompt_tokens, started_s,
                                                       finish_may_be_made_up=True):
                     yield event
             finally:

@@ -11,6 +11,13 @@ non-negative integers, a stream with no finish reason or not SSE at all) raises 
 client, its trace or its tenant's spent tokens; nothing else leaves these readers.
 A stream ends with its last event: once every choice has its finish reason and the usage
 chunk (choices `[]`) came, nothing more is waited for (`StreamEnd`), `[DONE]` or not.
+Usage invariant (`usage_from`): a count of 0, or none, is missing, never free: no real
+reply counts 0 prompt tokens (chat framing alone is tokens; cached prompt tokens are
+counted inside `prompt_tokens`), nor 0 completion tokens for output it sent. A missing
+prompt count is the request's 4-bytes-a-token estimate; a missing completion count that
+of the reply's output (text, refusal, tool-call names and arguments; a stream's at least
+one a content chunk), 0 for a reply with no output. litellm reports a usage the provider
+did not send as zeros, so both paths charge the same.
 """
 from __future__ import annotations
 
@@ -65,21 +72,33 @@ def _completion_details(raw: Any) -> dict[str, int] | None:
     return details or None
 
 
-def usage_from(raw: Any, fallback: Usage) -> Usage:
-    """The upstream's usage; `fallback` when it sent none. Counts must be non-negative
-    integers (else a 502), so garbage never reaches traces or spent tokens."""
-    if raw is None:
-        return fallback
-    if not _is_record(raw):
+def estimated_output_tokens(num_bytes: int) -> int:
+    """A reply's output of `num_bytes` UTF-8 bytes at 4 bytes a token (rounded up, so any
+    output is at least one token)."""
+    return -(-num_bytes // 4)
+
+
+def usage_from(raw: Any, estimate: Usage) -> Usage:
+    """The upstream's usage, with `estimate`'s count for each count it did not send or
+    sent as 0 (the module's usage invariant): a missing prompt count is at least the
+    cached and cache-write tokens it did count. Counts must be non-negative integers (else
+    a 502), so garbage never reaches traces or spent tokens."""
+    if raw is not None and not _is_record(raw):
         raise upstream_garbage("usage is not an object")
     details = _field(raw, "prompt_tokens_details")
-    return Usage(num_prompt_tokens=_count(_field(raw, "prompt_tokens"), "prompt_tokens"),
-                 num_completion_tokens=_count(_field(raw, "completion_tokens"), "completion_tokens"),
-                 num_cached_tokens=_count(_field(details, "cached_tokens"),
-                                          "prompt_tokens_details.cached_tokens") if details else 0,
-                 completion_tokens_details=_completion_details(_field(raw, "completion_tokens_details")),
-                 num_cache_write_tokens=_count(_field(details, "cache_write_tokens"),
-                                               "prompt_tokens_details.cache_write_tokens") if details else 0)
+    num_cached_tokens = (_count(_field(details, "cached_tokens"), "prompt_tokens_details.cached_tokens")
+                         if details else 0)
+    num_cache_write_tokens = (_count(_field(details, "cache_write_tokens"),
+                                     "prompt_tokens_details.cache_write_tokens") if details else 0)
+    completion_details = _completion_details(_field(raw, "completion_tokens_details"))
+    num_prompt_tokens = (_count(_field(raw, "prompt_tokens"), "prompt_tokens")
+                         or max(estimate.num_prompt_tokens, num_cached_tokens + num_cache_write_tokens))
+    num_completion_tokens = (_count(_field(raw, "completion_tokens"), "completion_tokens")
+                             or max(estimate.num_completion_tokens,
+                                    (completion_details or {}).get("reasoning_tokens", 0)))
+    return Usage(num_prompt_tokens=num_prompt_tokens, num_completion_tokens=num_completion_tokens,
+                 num_cached_tokens=num_cached_tokens, completion_tokens_details=completion_details,
+                 num_cache_write_tokens=num_cache_write_tokens)
 
 
 def _label(value: Any) -> str | None:
@@ -118,18 +137,44 @@ def logprobs_from(choice: Any, is_chat: bool) -> list[TokenChoice] | None:
             for token, value, top in zip(tokens, values, tops)]
 
 
-def events_from_response(response: Any, is_chat: bool, fallback: Usage) -> list[ChatEvent]:
+def output_bytes(event: ChatEvent) -> int:
+    """The UTF-8 bytes of output an event carries (text, refusal, a tool call's name and
+    arguments); 0 for any other event."""
+    if isinstance(event, TextDelta):
+        return len(event.text.encode())
+    if isinstance(event, RefusalDelta):
+        return len(event.refusal.encode())
+    if isinstance(event, ToolCallDelta):
+        return len((event.name or "").encode()) + len(event.arguments.encode())
+    return 0
+
+
+def events_from_response(response: Any, is_chat: bool, num_prompt_tokens_estimate: int) -> list[ChatEvent]:
     """Events of a whole (non-streamed) reply, a litellm object or plain JSON; checked
-    whole first, so a malformed reply is a 502 (`upstream_garbage`) and nothing else."""
+    whole first, so a malformed reply is a 502 (`upstream_garbage`) and nothing else.
+    `num_prompt_tokens_estimate`: the request's prompt at 4 bytes a token, charged when
+    the reply does not count it (`usage_from`)."""
     try:
-        return list(_whole_events(response, is_chat, fallback))
+        return list(_whole_events(response, is_chat, num_prompt_tokens_estimate))
     except ApiError:
         raise
     except Exception as exc:   # NOTE: any other shape fault in the upstream's reply
         raise upstream_garbage(f"{type(exc).__name__}: {exc}") from None
 
 
-def _whole_events(response: Any, is_chat: bool, fallback: Usage):
+def _whole_events(response: Any, is_chat: bool, num_prompt_tokens_estimate: int):
+    output = list(_whole_output(response, is_chat))
+    yield from output
+    choice = _field(response, "choices")[0]
+    estimate = Usage(num_prompt_tokens=num_prompt_tokens_estimate,
+                     num_completion_tokens=estimated_output_tokens(sum(map(output_bytes, output))))
+    yield Finished(_text(_field(choice, "finish_reason"), "finish_reason") or "stop",
+                   usage_from(_field(response, "usage"), estimate),
+                   system_fingerprint=_label(_field(response, "system_fingerprint")),
+                   service_tier=_label(_field(response, "service_tier")))
+
+
+def _whole_output(response: Any, is_chat: bool):
     error = _field(response, "error")
     if error is not None:
         message = _field(error, "message") if _is_record(error) else error
@@ -153,10 +198,6 @@ def _whole_events(response: Any, is_chat: bool, fallback: Usage):
         text = _text(_field(choice, "text"), "choices[0].text")
         if text:
             yield TextDelta(text, logprobs_from(choice, is_chat))
-    yield Finished(_text(_field(choice, "finish_reason"), "finish_reason") or "stop",
-                   usage_from(_field(response, "usage"), fallback),
-                   system_fingerprint=_label(_field(response, "system_fingerprint")),
-                   service_tier=_label(_field(response, "service_tier")))
 
 
 def _tool_call_deltas(calls: Any, whole: bool):
@@ -213,18 +254,19 @@ class StreamEnd:
                 and self.seen <= self.finished)
 
 
-async def events_from_stream(response: Any, is_chat: bool, fallback: Usage, started_s: float,
+async def events_from_stream(response: Any, is_chat: bool, num_prompt_tokens_estimate: int, started_s: float,
                              finish_may_be_made_up: bool = False) -> AsyncIterator[ChatEvent]:
     """Events of a streamed reply: an async iterator of litellm chunks or plain JSON.
     A stream that ends before a finish reason is an upstream error, not a whole reply.
     `finish_may_be_made_up` (litellm): litellm answers a stream that had no chunk at all
     (no event, or only `[DONE]`) with a `stop` of its own and no usage, so a stream with no
     delta and no usage from the upstream (which was asked for it) is that error too; an
-    empty reply with the upstream's usage is a reply."""
+    empty reply with the upstream's usage is a reply. `num_prompt_tokens_estimate` as in
+    `events_from_response`."""
     finish_reason = None
     usage = None
     ttft_s = None
-    num_chunks = 0
+    num_chunks = num_output_bytes = 0
     fingerprint = tier = None
     end = StreamEnd()
     try:
@@ -244,15 +286,18 @@ async def events_from_stream(response: Any, is_chat: bool, fallback: Usage, star
                 if text:
                     ttft_s = ttft_s if ttft_s is not None else time.perf_counter() - started_s
                     num_chunks += 1
+                    num_output_bytes += len(text.encode())
                     yield TextDelta(text, logprobs_from(choice, is_chat))
                 refusal = _text(_field(delta, "refusal"), "delta refusal") if is_chat else None
                 if refusal:
                     ttft_s = ttft_s if ttft_s is not None else time.perf_counter() - started_s
                     num_chunks += 1
+                    num_output_bytes += len(refusal.encode())
                     yield RefusalDelta(refusal)
                 for delta_call in _tool_call_deltas(_field(delta, "tool_calls") if is_chat else None,
                                                     whole=False):
                     ttft_s = ttft_s if ttft_s is not None else time.perf_counter() - started_s
+                    num_output_bytes += output_bytes(delta_call)
                     yield delta_call
             if end.complete_after(chunk):
                 break
@@ -262,7 +307,7 @@ async def events_from_stream(response: Any, is_chat: bool, fallback: Usage, star
         raise map_litellm_error(exc) from None
     if finish_reason is None or (finish_may_be_made_up and ttft_s is None and usage is None):
         raise upstream_garbage("the stream ended before a finish_reason")   # ttft_s: no delta came
-    if usage is None:
-        fallback.num_completion_tokens = num_chunks
-    yield Finished(finish_reason, usage_from(usage, fallback), ttft_s=ttft_s,
+    estimate = Usage(num_prompt_tokens=num_prompt_tokens_estimate,
+                     num_completion_tokens=max(num_chunks, estimated_output_tokens(num_output_bytes)))
+    yield Finished(finish_reason, usage_from(usage, estimate), ttft_s=ttft_s,
                    system_fingerprint=fingerprint, service_tier=tier)
