@@ -14,6 +14,7 @@ versions too.
 """
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
@@ -97,10 +98,21 @@ def connect_writer(path: Path) -> sqlite3.Connection:
 
 
 def connect_reader(path: Path) -> sqlite3.Connection | None:
-    """A read-only connection, or None when the store does not exist yet."""
+    """A read-only connection, or None when the store does not exist yet. The path goes
+    into the URI percent-escaped (a `#`, `?` or `%` in it named another file). A store in a
+    directory this process cannot write (a read-only mount: SQLite cannot make the WAL's
+    -shm file there) is opened `immutable`, as a copy that nothing writes."""
     if not path.exists():
         return None
-    connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+    uri = f"{Path(path).resolve().as_uri()}?mode=ro"
+    connection = sqlite3.connect(uri, uri=True, check_same_thread=False)
     connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    try:
+        connection.execute("SELECT 1 FROM sqlite_master LIMIT 1")   # opens the file (and its WAL) now
+    except sqlite3.OperationalError:
+        connection.close()
+        if os.access(Path(path).resolve().parent, os.W_OK):
+            raise
+        connection = sqlite3.connect(f"{uri}&immutable=1", uri=True, check_same_thread=False)
     connection.row_factory = sqlite3.Row
     return connection

@@ -420,3 +420,41 @@ def test_damage_a_reader_reports_is_checked_by_the_writer_and_the_store_set_asid
         assert tracer._writer._next_damage_check_s > agents_trace.writer.time.monotonic() + 50
     finally:
         tracer.stop()
+
+
+def test_a_store_whose_path_holds_uri_characters_is_read_where_it_is(tmp_path, clock):
+    odd = tmp_path / "runs #1 ?x %41"   # each once named another file in the reader's URI
+    odd.mkdir()
+    tracer, _ = make_tracer(odd, clock)
+    try:
+        session = run_scripted_session(tracer, clock)[0].session
+        assert tracer.flush(5.0)
+        [found] = find_session(tracer.store_path, session, "acme")
+        assert found["num_steps"] == 3
+    finally:
+        tracer.stop()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs #1 ?x %41"]   # no stray file cut at # or ?
+
+
+def test_a_store_on_a_read_only_mount_is_read(tmp_path, clock):
+    import os
+    import subprocess
+
+    if os.geteuid() != 0:
+        pytest.skip("mounting a read-only file system needs root")
+    mount = tmp_path / "ro"
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "tmpfs", str(mount)], capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        tracer, _ = make_tracer(mount, clock)
+        try:
+            session = run_scripted_session(tracer, clock)[0].session
+            assert tracer.flush(5.0)
+        finally:
+            tracer.stop()
+        assert subprocess.run(["mount", "-o", "remount,ro", str(mount)], capture_output=True).returncode == 0
+        [found] = find_session(mount / "traces.sqlite3", session, "acme")   # SQLite cannot make its -shm here
+        assert found["num_steps"] == 3
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
