@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from gateway.errors import ApiError, invalid_request
 from gateway.litellm_errors import upstream_garbage
-from gateway.upstream_replies import embedding_usage_from
+from gateway.upstream_usage import embedding_usage_from
 
 MAX_INPUTS = 2048  # OpenAI's limit on inputs per request
 # NOTE: tokens a tokenizer may add to a text beyond one per byte: its markers ([CLS] and

@@ -5,7 +5,7 @@ Invariants: the client's request is forwarded as sent (unknown fields included, 
 `stream_options`, `n`, `metadata`, `cache_salt`), with only the model's own credentials
 (gateway/upstream_kwargs.py); upstream usage is always requested so the tenant is
 charged real tokens, and a count the reply leaves out or gives as 0 is charged the
-4-bytes-a-token estimate (`upstream_replies.usage_from`), never nothing; every provider
+4-bytes-a-token estimate (`upstream_usage.usage_from`), never nothing; every provider
 exception leaves as an OpenAI-shaped `ApiError` (`litellm_errors.py`), with the model's
 key redacted from it (`own_secrets`); closing the event iterator closes the upstream
 stream. `timeout_s` bounds the call: no hidden SDK

@@ -11,13 +11,7 @@ non-negative integers, a stream with no finish reason or not SSE at all) raises 
 client, its trace or its tenant's spent tokens; nothing else leaves these readers.
 A stream ends with its last event: once every choice has its finish reason and the usage
 chunk (choices `[]`) came, nothing more is waited for (`StreamEnd`), `[DONE]` or not.
-Usage invariant (`usage_from`): a count of 0, or none, is missing, never free: no real
-reply counts 0 prompt tokens (chat framing alone is tokens; cached prompt tokens are
-counted inside `prompt_tokens`), nor 0 completion tokens for output it sent. A missing
-prompt count is the request's 4-bytes-a-token estimate; a missing completion count that
-of the reply's output (text, refusal, tool-call names and arguments; a stream's at least
-one a content chunk), 0 for a reply with no output. litellm reports a usage the provider
-did not send as zeros, so both paths charge the same.
+Usage is read as gateway/upstream_usage.py says: a count of 0, or none, is never free.
 """
 from __future__ import annotations
 
@@ -29,76 +23,7 @@ from typing import Any
 from gateway.backend import ChatEvent, Finished, RefusalDelta, TextDelta, TokenChoice, ToolCallDelta, Usage
 from gateway.errors import ApiError
 from gateway.litellm_errors import map_litellm_error, upstream_garbage
-
-
-def _field(obj: Any, name: str, default: Any = None) -> Any:
-    if isinstance(obj, dict):
-        return obj.get(name, default)
-    if isinstance(obj, (str, bytes, int, float, list, tuple)):
-        return default
-    return getattr(obj, name, default)
-
-
-def _is_record(value: Any) -> bool:
-    """A JSON object or a litellm object (not a scalar, list or null)."""
-    return value is not None and not isinstance(value, (str, bytes, int, float, list, tuple))
-
-
-def _text(value: Any, what: str) -> str | None:
-    if value is None or isinstance(value, str):
-        return value
-    raise upstream_garbage(f"{what} is a {type(value).__name__}, not a string")
-
-
-def _count(value: Any, what: str) -> int:
-    if value is None:
-        return 0
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise upstream_garbage(f"usage.{what} is {value!r:.40}, not a non-negative integer")
-    return value
-
-
-COMPLETION_DETAILS = ("reasoning_tokens", "audio_tokens", "accepted_prediction_tokens",
-                      "rejected_prediction_tokens")
-
-
-def _completion_details(raw: Any) -> dict[str, int] | None:
-    """The counts OpenAI's `completion_tokens_details` has that the upstream sent; None
-    when it sent none of them."""
-    if not _is_record(raw):
-        return None
-    details = {name: _count(_field(raw, name), f"completion_tokens_details.{name}")
-               for name in COMPLETION_DETAILS if _field(raw, name) is not None}
-    return details or None
-
-
-def estimated_output_tokens(num_bytes: int) -> int:
-    """A reply's output of `num_bytes` UTF-8 bytes at 4 bytes a token (rounded up, so any
-    output is at least one token)."""
-    return -(-num_bytes // 4)
-
-
-def usage_from(raw: Any, estimate: Usage) -> Usage:
-    """The upstream's usage, with `estimate`'s count for each count it did not send or
-    sent as 0 (the module's usage invariant): a missing prompt count is at least the
-    cached and cache-write tokens it did count. Counts must be non-negative integers (else
-    a 502), so garbage never reaches traces or spent tokens."""
-    if raw is not None and not _is_record(raw):
-        raise upstream_garbage("usage is not an object")
-    details = _field(raw, "prompt_tokens_details")
-    num_cached_tokens = (_count(_field(details, "cached_tokens"), "prompt_tokens_details.cached_tokens")
-                         if details else 0)
-    num_cache_write_tokens = (_count(_field(details, "cache_write_tokens"),
-                                     "prompt_tokens_details.cache_write_tokens") if details else 0)
-    completion_details = _completion_details(_field(raw, "completion_tokens_details"))
-    num_prompt_tokens = (_count(_field(raw, "prompt_tokens"), "prompt_tokens")
-                         or max(estimate.num_prompt_tokens, num_cached_tokens + num_cache_write_tokens))
-    num_completion_tokens = (_count(_field(raw, "completion_tokens"), "completion_tokens")
-                             or max(estimate.num_completion_tokens,
-                                    (completion_details or {}).get("reasoning_tokens", 0)))
-    return Usage(num_prompt_tokens=num_prompt_tokens, num_completion_tokens=num_completion_tokens,
-                 num_cached_tokens=num_cached_tokens, completion_tokens_details=completion_details,
-                 num_cache_write_tokens=num_cache_write_tokens)
+from gateway.upstream_usage import estimated_output_tokens, field_of, is_record, output_bytes, text_of, usage_from
 
 
 def _label(value: Any) -> str | None:
@@ -106,47 +31,25 @@ def _label(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def embedding_usage_from(raw: Any) -> tuple[int, int]:
-    """An embeddings reply's usage as (prompt tokens, total tokens), checked as
-    `usage_from` checks chat's: non-negative integers, else a 502. (0, 0) when it sent
-    none (the caller charges an estimate then: `embeddings.charged_upstream`); a total it
-    did not send (or sent as 0) is its prompt tokens."""
-    usage = usage_from(raw, Usage())
-    total = _count(_field(raw, "total_tokens"), "total_tokens") if raw is not None else 0
-    return usage.num_prompt_tokens, total or usage.num_prompt_tokens
-
-
 def logprobs_from(choice: Any, is_chat: bool) -> list[TokenChoice] | None:
     """The upstream choice's `logprobs` (chat's per-token entries, or the completions
     API's parallel lists), or None when it sent none."""
-    logprobs = _field(choice, "logprobs")
+    logprobs = field_of(choice, "logprobs")
     if not logprobs:
         return None
     if is_chat:
         def entry(raw: Any) -> tuple[str, bytes, float]:
-            token, token_bytes = _field(raw, "token") or "", _field(raw, "bytes")
+            token, token_bytes = field_of(raw, "token") or "", field_of(raw, "bytes")
             return (token, bytes(token_bytes) if token_bytes is not None else token.encode("utf-8"),
-                    float(_field(raw, "logprob") or 0.0))
-        return [TokenChoice(*entry(raw), top=tuple(entry(alt) for alt in _field(raw, "top_logprobs") or []))
-                for raw in _field(logprobs, "content") or []]
-    tokens = _field(logprobs, "tokens") or []
-    values = _field(logprobs, "token_logprobs") or [0.0] * len(tokens)
-    tops = _field(logprobs, "top_logprobs") or [None] * len(tokens)
+                    float(field_of(raw, "logprob") or 0.0))
+        return [TokenChoice(*entry(raw), top=tuple(entry(alt) for alt in field_of(raw, "top_logprobs") or []))
+                for raw in field_of(logprobs, "content") or []]
+    tokens = field_of(logprobs, "tokens") or []
+    values = field_of(logprobs, "token_logprobs") or [0.0] * len(tokens)
+    tops = field_of(logprobs, "top_logprobs") or [None] * len(tokens)
     return [TokenChoice(token, token.encode("utf-8"), float(value or 0.0),
                         top=tuple((text, text.encode("utf-8"), float(v)) for text, v in (top or {}).items()))
             for token, value, top in zip(tokens, values, tops)]
-
-
-def output_bytes(event: ChatEvent) -> int:
-    """The UTF-8 bytes of output an event carries (text, refusal, a tool call's name and
-    arguments); 0 for any other event."""
-    if isinstance(event, TextDelta):
-        return len(event.text.encode())
-    if isinstance(event, RefusalDelta):
-        return len(event.refusal.encode())
-    if isinstance(event, ToolCallDelta):
-        return len((event.name or "").encode()) + len(event.arguments.encode())
-    return 0
 
 
 def events_from_response(response: Any, is_chat: bool, num_prompt_tokens_estimate: int) -> list[ChatEvent]:
@@ -165,37 +68,37 @@ def events_from_response(response: Any, is_chat: bool, num_prompt_tokens_estimat
 def _whole_events(response: Any, is_chat: bool, num_prompt_tokens_estimate: int):
     output = list(_whole_output(response, is_chat))
     yield from output
-    choice = _field(response, "choices")[0]
+    choice = field_of(response, "choices")[0]
     estimate = Usage(num_prompt_tokens=num_prompt_tokens_estimate,
                      num_completion_tokens=estimated_output_tokens(sum(map(output_bytes, output))))
-    yield Finished(_text(_field(choice, "finish_reason"), "finish_reason") or "stop",
-                   usage_from(_field(response, "usage"), estimate),
-                   system_fingerprint=_label(_field(response, "system_fingerprint")),
-                   service_tier=_label(_field(response, "service_tier")))
+    yield Finished(text_of(field_of(choice, "finish_reason"), "finish_reason") or "stop",
+                   usage_from(field_of(response, "usage"), estimate),
+                   system_fingerprint=_label(field_of(response, "system_fingerprint")),
+                   service_tier=_label(field_of(response, "service_tier")))
 
 
 def _whole_output(response: Any, is_chat: bool):
-    error = _field(response, "error")
+    error = field_of(response, "error")
     if error is not None:
-        message = _field(error, "message") if _is_record(error) else error
+        message = field_of(error, "message") if is_record(error) else error
         raise upstream_garbage(f"an error with status 200: {message}")
-    choices = _field(response, "choices")
-    if not isinstance(choices, list) or not choices or not _is_record(choices[0]):
-        raise upstream_garbage("no choices" if _is_record(response) else "not a JSON object")
+    choices = field_of(response, "choices")
+    if not isinstance(choices, list) or not choices or not is_record(choices[0]):
+        raise upstream_garbage("no choices" if is_record(response) else "not a JSON object")
     choice = choices[0]
     if is_chat:
-        message = _field(choice, "message")
-        if not _is_record(message):
+        message = field_of(choice, "message")
+        if not is_record(message):
             raise upstream_garbage("choices[0].message is not an object")
-        content = _text(_field(message, "content"), "message.content")
+        content = text_of(field_of(message, "content"), "message.content")
         if content:
             yield TextDelta(content, logprobs_from(choice, is_chat))
-        refusal = _text(_field(message, "refusal"), "message.refusal")
+        refusal = text_of(field_of(message, "refusal"), "message.refusal")
         if refusal:
             yield RefusalDelta(refusal)
-        yield from _tool_call_deltas(_field(message, "tool_calls"), whole=True)
+        yield from _tool_call_deltas(field_of(message, "tool_calls"), whole=True)
     else:
-        text = _text(_field(choice, "text"), "choices[0].text")
+        text = text_of(field_of(choice, "text"), "choices[0].text")
         if text:
             yield TextDelta(text, logprobs_from(choice, is_chat))
 
@@ -206,15 +109,15 @@ def _tool_call_deltas(calls: Any, whole: bool):
     if not isinstance(calls, list):
         raise upstream_garbage("tool_calls is not a list")
     for position, call in enumerate(calls):
-        function = _field(call, "function")
-        if not _is_record(call) or (function is not None and not _is_record(function)):
+        function = field_of(call, "function")
+        if not is_record(call) or (function is not None and not is_record(function)):
             raise upstream_garbage("a tool call is not an object")
-        index = position if whole else _field(call, "index", 0) or 0
+        index = position if whole else field_of(call, "index", 0) or 0
         if isinstance(index, bool) or not isinstance(index, int) or index < 0:
             raise upstream_garbage("a tool call's index is not a non-negative integer")
-        yield ToolCallDelta(index, _text(_field(call, "id"), "tool call id"),
-                            _text(_field(function, "name"), "tool call name"),
-                            _text(_field(function, "arguments"), "tool call arguments") or "")
+        yield ToolCallDelta(index, text_of(field_of(call, "id"), "tool call id"),
+                            text_of(field_of(function, "name"), "tool call name"),
+                            text_of(field_of(function, "arguments"), "tool call arguments") or "")
 
 
 def require_sse(response: Any) -> None:
@@ -241,16 +144,16 @@ class StreamEnd:
     def complete_after(self, chunk: Any) -> bool:
         """Note `chunk` (a litellm chunk, an OpenAI SDK chunk or plain JSON); True when it
         is the usage chunk that follows every choice's finish reason."""
-        choices = _field(chunk, "choices") or []
+        choices = field_of(chunk, "choices") or []
         if not isinstance(choices, list):
             return False
         for choice in choices:
-            index = _field(choice, "index", 0)
+            index = field_of(choice, "index", 0)
             key = index if isinstance(index, int) else None
             self.seen.add(key)
-            if _field(choice, "finish_reason") is not None:
+            if field_of(choice, "finish_reason") is not None:
                 self.finished.add(key)
-        return (not choices and _is_record(_field(chunk, "usage")) and bool(self.seen)
+        return (not choices and is_record(field_of(chunk, "usage")) and bool(self.seen)
                 and self.seen <= self.finished)
 
 
@@ -271,30 +174,30 @@ async def events_from_stream(response: Any, is_chat: bool, num_prompt_tokens_est
     end = StreamEnd()
     try:
         async for chunk in response:
-            if not _is_record(chunk):
+            if not is_record(chunk):
                 raise upstream_garbage("a stream chunk is not an object")
-            usage = _field(chunk, "usage") or usage
-            fingerprint = _label(_field(chunk, "system_fingerprint")) or fingerprint
-            tier = _label(_field(chunk, "service_tier")) or tier
-            choices = _field(chunk, "choices") or []
+            usage = field_of(chunk, "usage") or usage
+            fingerprint = _label(field_of(chunk, "system_fingerprint")) or fingerprint
+            tier = _label(field_of(chunk, "service_tier")) or tier
+            choices = field_of(chunk, "choices") or []
             if not isinstance(choices, list):
                 raise upstream_garbage("a stream chunk's choices is not a list")
             for choice in choices:
-                finish_reason = _text(_field(choice, "finish_reason"), "finish_reason") or finish_reason
-                delta = _field(choice, "delta") if is_chat else choice
-                text = _text(_field(delta, "content" if is_chat else "text"), "delta content")
+                finish_reason = text_of(field_of(choice, "finish_reason"), "finish_reason") or finish_reason
+                delta = field_of(choice, "delta") if is_chat else choice
+                text = text_of(field_of(delta, "content" if is_chat else "text"), "delta content")
                 if text:
                     ttft_s = ttft_s if ttft_s is not None else time.perf_counter() - started_s
                     num_chunks += 1
                     num_output_bytes += len(text.encode())
                     yield TextDelta(text, logprobs_from(choice, is_chat))
-                refusal = _text(_field(delta, "refusal"), "delta refusal") if is_chat else None
+                refusal = text_of(field_of(delta, "refusal"), "delta refusal") if is_chat else None
                 if refusal:
                     ttft_s = ttft_s if ttft_s is not None else time.perf_counter() - started_s
                     num_chunks += 1
                     num_output_bytes += len(refusal.encode())
                     yield RefusalDelta(refusal)
-                for delta_call in _tool_call_deltas(_field(delta, "tool_calls") if is_chat else None,
+                for delta_call in _tool_call_deltas(field_of(delta, "tool_calls") if is_chat else None,
                                                     whole=False):
                     ttft_s = ttft_s if ttft_s is not None else time.perf_counter() - started_s
                     num_output_bytes += output_bytes(delta_call)

@@ -110,7 +110,7 @@ def test_response_usage_reports_the_prompt_tokens_written_to_the_cache():
     """A local model's: the prompt tokens it did not find cached (its prefill writes them);
     an upstream's: its own count, 0 when it sent none; n > 1 upstream calls: summed."""
     from gateway.choices import merged_usage
-    from gateway.upstream_replies import usage_from
+    from gateway.upstream_usage import usage_from
 
     def details(usage: Usage) -> dict:
         body = response_object("resp_x", ResponsesRequest(model="m", input="hi"), usage=usage)

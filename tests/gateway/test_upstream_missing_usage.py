@@ -1,5 +1,5 @@
 """An upstream reply that leaves usage out, or counts 0 tokens, is charged the 4-bytes-a-token
-estimate, never nothing (gateway/upstream_replies.py, usage invariant): litellm reports a
+estimate, never nothing (gateway/upstream_usage.py, its invariant): litellm reports a
 usage the provider did not send as zeros, so the litellm path and the passthrough charge
 alike, and a tenant's `token_budget` runs out."""
 import json
@@ -12,7 +12,7 @@ from gateway.app import build_app
 from gateway.backend import Usage
 from gateway.config import key_digest, parse_config
 from gateway.upstream import estimate_num_tokens
-from gateway.upstream_replies import usage_from
+from gateway.upstream_usage import usage_from
 from tests.conftest import ServedGateway
 from tests.gateway.fake_openai import request_body
 from tests.gateway.serving import start_server
@@ -179,6 +179,6 @@ def test_a_missing_completion_count_is_at_least_the_reasoning_tokens_it_counted(
 
 
 def test_output_is_estimated_at_4_bytes_a_token_rounded_up():
-    from gateway.upstream_replies import estimated_output_tokens
+    from gateway.upstream_usage import estimated_output_tokens
 
     assert [estimated_output_tokens(n) for n in (0, 1, 4, 5, 24)] == [0, 1, 1, 2, 6]

@@ -1,0 +1,111 @@
+"""An upstream reply's usage, and the readers of its fields that the reply readers
+(gateway/upstream_replies.py) share.
+
+Invariant (`usage_from`): a count of 0, or none, is missing, never free: no real reply
+counts 0 prompt tokens (chat framing alone is tokens; cached prompt tokens are counted
+inside `prompt_tokens`), nor 0 completion tokens for output it sent. A missing prompt
+count is the request's 4-bytes-a-token estimate; a missing completion count that of the
+reply's output (text, refusal, tool-call names and arguments; a stream's at least one a
+content chunk), 0 for a reply with no output. litellm reports a usage the provider did
+not send as zeros, so both paths charge the same. Counts must be non-negative integers,
+else a 502 (`litellm_errors.upstream_garbage`), so garbage never reaches traces or spent
+tokens.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.backend import ChatEvent, RefusalDelta, TextDelta, ToolCallDelta, Usage
+from gateway.litellm_errors import upstream_garbage
+
+
+def field_of(obj: Any, name: str, default: Any = None) -> Any:
+    if isinstance(obj, dict):
+        return obj.get(name, default)
+    if isinstance(obj, (str, bytes, int, float, list, tuple)):
+        return default
+    return getattr(obj, name, default)
+
+
+def is_record(value: Any) -> bool:
+    """A JSON object or a litellm object (not a scalar, list or null)."""
+    return value is not None and not isinstance(value, (str, bytes, int, float, list, tuple))
+
+
+def text_of(value: Any, what: str) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise upstream_garbage(f"{what} is a {type(value).__name__}, not a string")
+
+
+def count_of(value: Any, what: str) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise upstream_garbage(f"usage.{what} is {value!r:.40}, not a non-negative integer")
+    return value
+
+
+COMPLETION_DETAILS = ("reasoning_tokens", "audio_tokens", "accepted_prediction_tokens",
+                      "rejected_prediction_tokens")
+
+
+def completion_details_of(raw: Any) -> dict[str, int] | None:
+    """The counts OpenAI's `completion_tokens_details` has that the upstream sent; None
+    when it sent none of them."""
+    if not is_record(raw):
+        return None
+    details = {name: count_of(field_of(raw, name), f"completion_tokens_details.{name}")
+               for name in COMPLETION_DETAILS if field_of(raw, name) is not None}
+    return details or None
+
+
+def estimated_output_tokens(num_bytes: int) -> int:
+    """A reply's output of `num_bytes` UTF-8 bytes at 4 bytes a token (rounded up, so any
+    output is at least one token)."""
+    return -(-num_bytes // 4)
+
+
+def usage_from(raw: Any, estimate: Usage) -> Usage:
+    """The upstream's usage, with `estimate`'s count for each count it did not send or
+    sent as 0 (the module's usage invariant): a missing prompt count is at least the
+    cached and cache-write tokens it did count. Counts must be non-negative integers (else
+    a 502), so garbage never reaches traces or spent tokens."""
+    if raw is not None and not is_record(raw):
+        raise upstream_garbage("usage is not an object")
+    details = field_of(raw, "prompt_tokens_details")
+    num_cached_tokens = (count_of(field_of(details, "cached_tokens"), "prompt_tokens_details.cached_tokens")
+                         if details else 0)
+    num_cache_write_tokens = (count_of(field_of(details, "cache_write_tokens"),
+                                     "prompt_tokens_details.cache_write_tokens") if details else 0)
+    completion_details = completion_details_of(field_of(raw, "completion_tokens_details"))
+    num_prompt_tokens = (count_of(field_of(raw, "prompt_tokens"), "prompt_tokens")
+                         or max(estimate.num_prompt_tokens, num_cached_tokens + num_cache_write_tokens))
+    num_completion_tokens = (count_of(field_of(raw, "completion_tokens"), "completion_tokens")
+                             or max(estimate.num_completion_tokens,
+                                    (completion_details or {}).get("reasoning_tokens", 0)))
+    return Usage(num_prompt_tokens=num_prompt_tokens, num_completion_tokens=num_completion_tokens,
+                 num_cached_tokens=num_cached_tokens, completion_tokens_details=completion_details,
+                 num_cache_write_tokens=num_cache_write_tokens)
+
+
+def embedding_usage_from(raw: Any) -> tuple[int, int]:
+    """An embeddings reply's usage as (prompt tokens, total tokens), checked as
+    `usage_from` checks chat's: non-negative integers, else a 502. (0, 0) when it sent
+    none (the caller charges an estimate then: `embeddings.charged_upstream`); a total it
+    did not send (or sent as 0) is its prompt tokens."""
+    usage = usage_from(raw, Usage())
+    total = count_of(field_of(raw, "total_tokens"), "total_tokens") if raw is not None else 0
+    return usage.num_prompt_tokens, total or usage.num_prompt_tokens
+
+
+def output_bytes(event: ChatEvent) -> int:
+    """The UTF-8 bytes of output an event carries (text, refusal, a tool call's name and
+    arguments); 0 for any other event."""
+    if isinstance(event, TextDelta):
+        return len(event.text.encode())
+    if isinstance(event, RefusalDelta):
+        return len(event.refusal.encode())
+    if isinstance(event, ToolCallDelta):
+        return len((event.name or "").encode()) + len(event.arguments.encode())
+    return 0
