@@ -16,6 +16,7 @@ import dataclasses
 from gateway.backend import Prepared
 from gateway.errors import invalid_request
 from gateway.local_generation import LocalCall
+from gateway.local_refusals import refuse_unsupported_completion_params
 from gateway.local_sampling import completion_budget, sampling_params
 from gateway.schemas import CompletionRequest
 
@@ -27,6 +28,7 @@ class LocalCompletions:
 
     async def prepare_completion(self, request: CompletionRequest, tenant: str,
                                  request_id: str) -> Prepared:
+        refuse_unsupported_completion_params(request)
         if request.suffix:
             raise invalid_request("'suffix' is not supported by local models.",
                                   param="suffix", code="unsupported_parameter")

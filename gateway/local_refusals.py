@@ -1,4 +1,4 @@
-"""OpenAI chat parameters local models cannot honour, refused by name.
+"""OpenAI chat (and legacy completions) parameters local models cannot honour, refused by name.
 
 The chat schema accepts fields it does not know (clients send many), and most unknown
 ones are hints a local model may ignore without changing the answer (`service_tier`,
@@ -10,7 +10,7 @@ each is a 400 `unsupported_parameter` naming it, before any work is queued.
 from __future__ import annotations
 
 from gateway.errors import invalid_request
-from gateway.schemas import ChatCompletionRequest, refuse_extras
+from gateway.schemas import ChatCompletionRequest, CompletionRequest, refuse_extras
 
 REFUSED = {
     "functions": "Legacy 'functions' are not supported by local models; send them as 'tools' "
@@ -19,6 +19,17 @@ REFUSED = {
     "audio": "Local models reply in text only: 'audio' output is not supported.",
     "web_search_options": "Local models cannot search the web: 'web_search_options' is not supported.",
 }
+
+
+COMPLETION_REFUSED = {
+    "max_completion_tokens": "'max_completion_tokens' is a chat parameter; legacy completions take 'max_tokens'.",
+}
+
+
+def refuse_unsupported_completion_params(request: CompletionRequest) -> None:
+    """Legacy completions' own refusals: a chat-only bound that would be ignored (the reply
+    would run to the default 16 tokens)."""
+    refuse_extras(request, COMPLETION_REFUSED)
 
 
 def refuse_unsupported_chat_params(request: ChatCompletionRequest) -> None:

@@ -53,7 +53,7 @@ class StreamOptions(BaseModel):
 
 StopField = str | Annotated[list[str], Field(max_length=4)] | None
 Temperature = Annotated[float, Field(ge=0.0, le=2.0)] | None
-TopP = Annotated[float, Field(gt=0.0, le=1.0)] | None
+TopP = Annotated[float, Field(ge=0.0, le=1.0)] | None   # 0: the likeliest token alone, as OpenAI allows
 PositiveInt = Annotated[int, Field(ge=1)] | None
 
 
@@ -136,7 +136,7 @@ class _GenerationRequest(BaseModel):
     stream_options: StreamOptions | None = None
     temperature: Temperature = None
     top_p: TopP = None
-    seed: int | None = None
+    seed: Annotated[int, Field(ge=-2**63, le=2**63 - 1)] | None = None   # a 64-bit integer, as OpenAI's
     stop: StopField = None
     n: Annotated[int, Field(ge=1, le=128)] | None = None
     user: str | None = None

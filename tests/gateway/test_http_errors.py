@@ -68,6 +68,8 @@ def test_chat_non_object_body_is_400(gateway, raw):
     ({"model": "tiny", "messages": USER, "response_format": {"type": "json_schema", "json_schema": {
         "name": "n", "schema": {"type": "nope"}}}}, "response_format.json_schema.schema"),
     ({"model": "tiny", "messages": USER, "top_logprobs": 21}, "top_logprobs"),
+    ({"model": "tiny", "messages": USER, "seed": 2**64}, "seed"),   # past 64 bits: it wrapped to seed 0
+    ({"model": "tiny", "messages": USER, "top_p": -0.1}, "top_p"),
     ({"model": "tiny", "messages": USER, "stream_options": {"include_usage": True}}, "stream_options"),
     ({"model": "mock", "messages": USER, "stream_options": {"include_usage": True}}, "stream_options"),
 ])
@@ -103,9 +105,20 @@ def test_chat_neutral_sampling_options_frameworks_send_are_accepted(gateway):
     assert post(gateway, body).status_code == 200
 
 
+def test_top_p_0_is_the_likeliest_token_as_openai_allows(gateway):
+    for path, body in (("/v1/chat/completions", {"messages": USER}), ("/v1/completions", {"prompt": "x"})):
+        replies = [post(gateway, {"model": "tiny", "max_tokens": 4, "top_p": 0, "temperature": 1, **body}, path=path)
+                   for _ in range(2)]
+        assert [reply.status_code for reply in replies] == [200, 200]
+        greedy = post(gateway, {"model": "tiny", "max_tokens": 4, "temperature": 0, **body}, path=path)
+        texts = [reply.json()["choices"][0] for reply in [*replies, greedy]]
+        assert len({choice.get("text", str(choice.get("message"))) for choice in texts}) == 1
+
+
 def test_completions_options_the_local_model_lacks_are_400(gateway):
     for extra, param in (({"best_of": 2, "stream": True}, "best_of"), ({"best_of": 2, "n": 3}, "best_of"),
                          ({"best_of": 1, "n": 3}, "best_of"),   # an explicit 1 is below n as well
+                         ({"max_completion_tokens": 3}, "max_completion_tokens"),   # was ignored: 16 tokens
                          ({"suffix": "z"}, "suffix"), ({"prompt": ["x", ""]}, "prompt"),
                          ({"best_of": 21}, "best_of")):
         body = {"model": "tiny", "prompt": "x", "max_tokens": 2, **extra}
