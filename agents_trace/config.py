@@ -5,7 +5,9 @@ a known OTLP protocol); a None field means "not set here", and then the standard
 `OTEL_*` environment variables decide (OTLP endpoint, protocol, headers, whether message
 content is captured) or the documented default applies (store path). A value taken from
 those variables is checked as the file's is (`resolved_otlp_protocol`): a bad one is a
-`TraceConfigError` naming the variable. The service name is the other way round: the
+`TraceConfigError` naming the variable. The OTLP exporter's numbers (timeout, queue and
+batch sizes, attribute length) follow the same order: the file's value, else the standard
+variable, else the built-in default (`resolved_otlp_*`). The service name is the other way round: the
 standard variables win over `service_name` (`resolved_service_name`). Message content is
 never captured unless `capture_content` is true, or unset with
 $OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT asking for it.
@@ -29,6 +31,19 @@ OTLP_PROTOCOL_ENVS = ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_
 DEFAULT_OTLP_PROTOCOL = "http/protobuf"
 SERVICE_NAME_ENV = "OTEL_SERVICE_NAME"
 RESOURCE_ATTRIBUTES_ENV = "OTEL_RESOURCE_ATTRIBUTES"
+# The OTLP exporter's numbers: [tracing] key, else the first set of these standard variables, else the default.
+OTLP_TIMEOUT_ENVS = ("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT")   # seconds, as the Python SDK reads them
+OTLP_QUEUE_SIZE_ENVS = ("OTEL_BSP_MAX_QUEUE_SIZE",)
+OTLP_BATCH_SIZE_ENVS = ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE",)
+ATTRIBUTE_LENGTH_ENVS = ("OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT", "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT")
+DEFAULT_OTLP_EXPORT_TIMEOUT_S = 10.0
+DEFAULT_OTLP_MAX_QUEUE_SIZE = 2048
+DEFAULT_OTLP_MAX_EXPORT_BATCH_SIZE = 512
+# 64 KiB characters per exported attribute value (a conversation in `gen_ai.input.messages`):
+# about 16k tokens of context, a common backend's own cap on a field (Honeycomb's is 64 KB),
+# and 2 x 64 KiB x 4 bytes (content attributes, worst-case UTF-8) stays far under one export
+# request's byte budget (otlp_export_bounds.MAX_REQUEST_BYTES), so no span is too big to send.
+DEFAULT_OTLP_ATTRIBUTE_MAX_LENGTH = 64 * 1024
 
 
 class TraceConfigError(ValueError):
@@ -50,7 +65,9 @@ class TraceConfig:
     `hash_ids`. `capture_content` None means the OpenTelemetry GenAI instrumentations'
     switch decides (`resolved_capture_content`). `queue_size` bounds the in-memory events between the request
     path and the writer thread; `otlp_max_queue_size` bounds the spans waiting for the
-    OTLP exporter, so an exporter outage drops spans instead of growing memory.
+    OTLP exporter and `otlp_attribute_max_length` each exported attribute value (the
+    captured conversation), so an exporter outage drops spans instead of growing memory.
+    The `otlp_*` numbers None mean "not set in the file" (see `resolved_otlp_*`).
     """
 
     enabled: bool = True
@@ -59,8 +76,9 @@ class TraceConfig:
     record_prompt_blocks: bool = True
     otlp_endpoint: str | None = None
     otlp_protocol: str | None = None
-    otlp_max_queue_size: int = 2048
-    otlp_export_timeout_s: float = 10.0
+    otlp_max_queue_size: int | None = None
+    otlp_export_timeout_s: float | None = None
+    otlp_attribute_max_length: int | None = None
     store_enabled: bool = True
     store_path: str | None = None
     retention_max_age_s: float = 7 * 24 * 3600.0
@@ -71,13 +89,15 @@ class TraceConfig:
     queue_size: int = 10_000
 
     def __post_init__(self) -> None:
-        for name in ("otlp_max_queue_size", "retention_max_bytes", "max_sessions",
-                     "queue_size"):
-            if getattr(self, name) < 1:
+        for name in ("otlp_max_queue_size", "otlp_attribute_max_length", "retention_max_bytes",
+                     "max_sessions", "queue_size"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
                 raise TraceConfigError(f"tracing.{name} must be >= 1")
         for name in ("otlp_export_timeout_s", "retention_max_age_s", "retention_interval_s",
                      "session_idle_timeout_s"):
-            if not getattr(self, name) > 0:
+            value = getattr(self, name)
+            if value is not None and not value > 0:
                 raise TraceConfigError(f"tracing.{name} must be > 0")
         if self.otlp_protocol is not None and self.otlp_protocol not in OTLP_PROTOCOLS:
             raise TraceConfigError(f"tracing.otlp_protocol must be one of {OTLP_PROTOCOLS}, "
@@ -106,6 +126,36 @@ class TraceConfig:
                 return value
         return DEFAULT_OTLP_PROTOCOL
 
+    def resolved_otlp_export_timeout_s(self, environ: Mapping[str, str] = os.environ) -> float:
+        """Each OTLP export request's timeout in seconds: `otlp_export_timeout_s`, else
+        $OTEL_EXPORTER_OTLP_TRACES_TIMEOUT, else $OTEL_EXPORTER_OTLP_TIMEOUT (seconds, as the
+        OpenTelemetry Python SDK reads them), else 10."""
+        if self.otlp_export_timeout_s is not None:
+            return self.otlp_export_timeout_s
+        return env_number(environ, OTLP_TIMEOUT_ENVS, float, DEFAULT_OTLP_EXPORT_TIMEOUT_S)
+
+    def resolved_otlp_max_queue_size(self, environ: Mapping[str, str] = os.environ) -> int:
+        """How many spans wait for the exporter at most: `otlp_max_queue_size`, else
+        $OTEL_BSP_MAX_QUEUE_SIZE, else 2048."""
+        if self.otlp_max_queue_size is not None:
+            return self.otlp_max_queue_size
+        return env_number(environ, OTLP_QUEUE_SIZE_ENVS, int, DEFAULT_OTLP_MAX_QUEUE_SIZE)
+
+    def resolved_otlp_max_export_batch_size(self, environ: Mapping[str, str] = os.environ) -> int:
+        """How many spans one export takes at most: $OTEL_BSP_MAX_EXPORT_BATCH_SIZE, else
+        512, and never more than the queue holds (the SDK refuses a larger one)."""
+        wanted = env_number(environ, OTLP_BATCH_SIZE_ENVS, int, DEFAULT_OTLP_MAX_EXPORT_BATCH_SIZE)
+        return min(wanted, self.resolved_otlp_max_queue_size(environ))
+
+    def resolved_otlp_attribute_max_length(self, environ: Mapping[str, str] = os.environ) -> int:
+        """The most characters an exported span attribute value keeps (longer ones are cut,
+        so a captured conversation's JSON is then incomplete): `otlp_attribute_max_length`,
+        else $OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT, else $OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT,
+        else 65536."""
+        if self.otlp_attribute_max_length is not None:
+            return self.otlp_attribute_max_length
+        return env_number(environ, ATTRIBUTE_LENGTH_ENVS, int, DEFAULT_OTLP_ATTRIBUTE_MAX_LENGTH)
+
     def resolved_service_name(self, environ: Mapping[str, str] = os.environ) -> str:
         """The `service.name` of the spans, first found of: $OTEL_SERVICE_NAME, the
         `service.name` entry of $OTEL_RESOURCE_ATTRIBUTES, the config's `service_name`
@@ -119,6 +169,25 @@ class TraceConfig:
         """Where the SQLite store lives: config, then $STEPAHEAD_TRACE_DB, then the
         user's data dir (e.g. ~/.local/share/stepahead/traces.sqlite3)."""
         return data_file(self.store_path or environ.get(STORE_PATH_ENV), STORE_FILE_NAME)
+
+
+def env_number(environ: Mapping[str, str], names: tuple[str, ...], kind: type, default):
+    """The value of the first of `names` set (non-empty) in `environ`, as `kind` (int or
+    float), else `default`. A value that is not a positive number raises TraceConfigError
+    naming the variable, as a bad protocol variable does."""
+    for name in names:
+        text = environ.get(name, "").strip()
+        if not text:
+            continue
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if value is None or not value > 0:
+            what = "a positive integer" if kind is int else "a positive number"
+            raise TraceConfigError(f"{name} must be {what}, not {text!r}")
+        return value
+    return default
 
 
 def resource_attribute(attributes: str, key: str) -> str | None:
@@ -143,7 +212,7 @@ def data_file(configured: str | None, file_name: str) -> Path:
 
 
 _BOOLS = {"enabled", "capture_content", "record_prompt_blocks", "store_enabled"}
-_INTS = {"otlp_max_queue_size", "retention_max_bytes", "max_sessions", "queue_size"}
+_INTS = {"otlp_max_queue_size", "otlp_attribute_max_length", "retention_max_bytes", "max_sessions", "queue_size"}
 _FLOATS = {"otlp_export_timeout_s", "retention_max_age_s", "retention_interval_s",
            "session_idle_timeout_s"}
 _STRINGS = {"service_name", "otlp_endpoint", "otlp_protocol", "store_path"}

@@ -1,36 +1,50 @@
 """Building the OpenTelemetry SDK pipeline the tracer emits into.
 
 The tracer gets its own `TracerProvider` (never the process-global one, so two apps in one
-process never share spans). OTLP export is on when the config names an endpoint or the
-standard variables do (`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, `OTEL_EXPORTER_OTLP_ENDPOINT`,
-or `OTEL_TRACES_EXPORTER=otlp`), and off under `OTEL_TRACES_EXPORTER=none` or
-`OTEL_SDK_DISABLED=true`. The protocol is the config's, else
-`OTEL_EXPORTER_OTLP_TRACES_PROTOCOL` / `OTEL_EXPORTER_OTLP_PROTOCOL`, else http/protobuf
-(`TraceConfig.resolved_otlp_protocol`: a variable naming another protocol is a
-`TraceConfigError`, which `stepahead serve` reports as a bad config before it starts);
-headers, certificates and compression come from the usual `OTEL_EXPORTER_OTLP_*` variables,
-which the exporters read themselves. The resource's `service.name` is
-`TraceConfig.resolved_service_name`: $OTEL_SERVICE_NAME, then `service.name` in
-$OTEL_RESOURCE_ATTRIBUTES, then the config's.
-Invariant: OTLP spans go through a `BatchSpanProcessor` whose queue holds at most
-`otlp_max_queue_size` spans; when the collector is down, new spans are dropped, memory
-does not grow, and no request ever waits for an export.
+process never share spans). Which exporters run: $OTEL_TRACES_EXPORTER when set, a
+comma-separated list of `otlp`, `console` (the SDK's ConsoleSpanExporter, spans as JSON on
+stdout) and `none` (nothing; it wins), another name being a `TraceConfigError` (what
+`stepahead serve` reports as a bad config before it starts); unset, OTLP when the config
+names an endpoint or the standard variables do (`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`,
+`OTEL_EXPORTER_OTLP_ENDPOINT`). `OTEL_SDK_DISABLED=true` turns everything off. The
+protocol is the config's, else `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL` /
+`OTEL_EXPORTER_OTLP_PROTOCOL`, else http/protobuf (`TraceConfig.resolved_otlp_protocol`:
+a variable naming another protocol is a `TraceConfigError`); the export timeout, queue
+and batch sizes and the attribute length limit are the file's, else the standard
+variable's, else the default (`TraceConfig.resolved_otlp_*`); headers, certificates and
+compression come from the usual `OTEL_EXPORTER_OTLP_*` variables, which the exporters
+read themselves. The resource's `service.name` is `TraceConfig.resolved_service_name`:
+$OTEL_SERVICE_NAME, then `service.name` in $OTEL_RESOURCE_ATTRIBUTES, then the config's.
+Invariant: exported spans go through a `BatchSpanProcessor` whose queue holds at most
+`otlp_max_queue_size` spans, each attribute value of them at most
+`otlp_attribute_max_length` characters (a chat span's captured conversation included), so
+when the collector is down new spans are dropped, memory stays bounded, and no request
+ever waits for an export; each export request stays under a byte budget
+(`otlp_export_bounds`), and the final flush at stop takes at most `FINAL_FLUSH_S`.
 """
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from urllib.parse import urlsplit, urlunsplit
+
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace import SpanLimits, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SpanExporter
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 
-from agents_trace.config import TraceConfig
+from agents_trace.config import TraceConfig, TraceConfigError
 from agents_trace.ordered_ids import random_bits
+from agents_trace.otlp_export_bounds import (FINAL_FLUSH_S, MAX_REQUEST_BYTES, ByteBudgetSpanExporter,
+                                             FinalFlushBoundedProcessor, estimated_value_bytes)
+from agents_trace.otlp_failure_log import quiet_sdk_export_logging
 
 HTTP_TRACES_PATH = "/v1/traces"
+TRACES_EXPORTER_ENV = "OTEL_TRACES_EXPORTER"
+SUPPORTED_TRACES_EXPORTERS = ("otlp", "console", "none")
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,25 +59,70 @@ def _truthy(value: str | None) -> bool:
     return (value or "").strip().lower() in ("1", "true", "yes", "on")
 
 
+def named_traces_exporters(environ: Mapping[str, str]) -> frozenset[str] | None:
+    """The exporters $OTEL_TRACES_EXPORTER names (lower-cased), None when it is unset or
+    empty. A name we cannot export with (`zipkin`, `jaeger`, a typo) raises
+    TraceConfigError naming the supported ones, rather than being ignored."""
+    named = frozenset(e.strip().lower() for e in environ.get(TRACES_EXPORTER_ENV, "").split(",")
+                      if e.strip())
+    unsupported = sorted(named - set(SUPPORTED_TRACES_EXPORTERS))
+    if unsupported:
+        raise TraceConfigError(f"{TRACES_EXPORTER_ENV} must be otlp, console or none (or a "
+                               f"comma-separated list of them), not {', '.join(map(repr, unsupported))}")
+    return named or None
+
+
+def _exporters_asked_for(environ: Mapping[str, str]) -> frozenset[str] | None:
+    """`named_traces_exporters`, or the empty set when the SDK is disabled or `none` is named."""
+    if _truthy(environ.get("OTEL_SDK_DISABLED")):
+        return frozenset()
+    named = named_traces_exporters(environ)
+    return frozenset() if named is not None and "none" in named else named
+
+
+def with_traces_path(endpoint: str) -> str:
+    """An OTLP/HTTP base URL with `/v1/traces` appended to its path (as to
+    OTEL_EXPORTER_OTLP_ENDPOINT), its query and fragment kept; one already ending in it as is."""
+    parts = urlsplit(endpoint)
+    path = parts.path.rstrip("/")
+    if path.endswith(HTTP_TRACES_PATH):
+        return endpoint
+    return urlunsplit(parts._replace(path=path + HTTP_TRACES_PATH))
+
+
 def otlp_target(config: TraceConfig, environ: Mapping[str, str] = os.environ) -> OtlpTarget | None:
     """The OTLP destination the config and environment ask for, or None for no OTLP.
-    Raises TraceConfigError when OTLP is on and a variable names a protocol we cannot
-    send (its value is not checked while nothing is exported)."""
-    if _truthy(environ.get("OTEL_SDK_DISABLED")):
-        return None
-    exporters = {e.strip().lower() for e in environ.get("OTEL_TRACES_EXPORTER", "").split(",")
-                 if e.strip()}
-    if "none" in exporters:
+    Raises TraceConfigError when $OTEL_TRACES_EXPORTER names an exporter we do not have,
+    or when OTLP is on and a variable names a protocol we cannot send or a bad number (their
+    values are not checked while nothing is exported)."""
+    exporters = _exporters_asked_for(environ)
+    if exporters is not None and "otlp" not in exporters:
+        if exporters:                 # console alone: its queue and attribute numbers too
+            _check_exporter_numbers(config, environ)
         return None
     from_env = environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") \
         or environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
-    if not (config.otlp_endpoint or from_env or "otlp" in exporters):
+    if exporters is None and not (config.otlp_endpoint or from_env):
         return None
     protocol = config.resolved_otlp_protocol(environ)
     endpoint = config.otlp_endpoint
-    if endpoint and protocol != "grpc" and not endpoint.rstrip("/").endswith(HTTP_TRACES_PATH):
-        endpoint = endpoint.rstrip("/") + HTTP_TRACES_PATH   # like OTEL_EXPORTER_OTLP_ENDPOINT
+    if endpoint and protocol != "grpc":
+        endpoint = with_traces_path(endpoint)
+    _check_exporter_numbers(config, environ)
     return OtlpTarget(protocol, endpoint)
+
+
+def _check_exporter_numbers(config: TraceConfig, environ: Mapping[str, str]) -> None:
+    """Resolve the exporter's numbers now, so a bad variable is a bad config at the start."""
+    config.resolved_otlp_export_timeout_s(environ)
+    config.resolved_otlp_max_export_batch_size(environ)   # and the queue size
+    config.resolved_otlp_attribute_max_length(environ)
+
+
+def console_export_on(environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether $OTEL_TRACES_EXPORTER asks for the console exporter (and nothing turns it off)."""
+    exporters = _exporters_asked_for(environ)
+    return exporters is not None and "console" in exporters
 
 
 def otlp_exporter(target: OtlpTarget, timeout_s: float) -> SpanExporter:
@@ -99,15 +158,30 @@ class SystemRandomIdGenerator(IdGenerator):
 
 def build_provider(config: TraceConfig, processors: tuple[SpanProcessor, ...] = (),
                    environ: Mapping[str, str] = os.environ) -> TracerProvider:
-    """A provider with OTLP (when asked for) and any extra processors (tests)."""
-    provider = TracerProvider(resource=Resource.create({SERVICE_NAME: config.resolved_service_name(environ)}),
-                              id_generator=SystemRandomIdGenerator())
+    """A provider with the exporters asked for (OTLP first, then console) and any extra
+    processors (tests). With an exporter, span attribute values are cut at
+    `resolved_otlp_attribute_max_length` characters (the trace store keeps full content:
+    it is written from the steps, not from the spans)."""
     target = otlp_target(config, environ)
+    exporters: list[SpanExporter] = []
     if target is not None:
-        provider.add_span_processor(BatchSpanProcessor(
-            otlp_exporter(target, config.otlp_export_timeout_s),
-            max_queue_size=config.otlp_max_queue_size,
-            max_export_batch_size=min(512, config.otlp_max_queue_size)))
+        exporters.append(otlp_exporter(target, config.resolved_otlp_export_timeout_s(environ)))
+    if console_export_on(environ):
+        exporters.append(ConsoleSpanExporter(out=sys.stdout))   # today's stdout, not the import's
+    limits = None
+    if exporters:
+        limits = SpanLimits(max_span_attribute_length=config.resolved_otlp_attribute_max_length(environ))
+    provider = TracerProvider(resource=Resource.create({SERVICE_NAME: config.resolved_service_name(environ)}),
+                              id_generator=SystemRandomIdGenerator(), span_limits=limits)
+    if exporters:
+        quiet_sdk_export_logging()
+    resource_bytes = sum(len(key) + estimated_value_bytes(value)
+                         for key, value in provider.resource.attributes.items())
+    for exporter in exporters:
+        provider.add_span_processor(FinalFlushBoundedProcessor(
+            ByteBudgetSpanExporter(exporter, MAX_REQUEST_BYTES, resource_bytes),
+            final_flush_s=FINAL_FLUSH_S, max_queue_size=config.resolved_otlp_max_queue_size(environ),
+            max_export_batch_size=config.resolved_otlp_max_export_batch_size(environ)))
     for processor in processors:
         provider.add_span_processor(processor)
     return provider
