@@ -2,9 +2,12 @@
 workers), upstream models (through litellm, or passed through), embedding models.
 
 Invariants: every record is frozen; a table's unknown keys, missing names and bad kinds,
-and a local model's engine tables of the wrong shape (`check_engine_tables`), are a
-ConfigError naming `models[i]`; secrets are never held, only the names of the
-environment variables that hold them.
+a local model's engine tables of the wrong shape (`check_engine_tables`), and an upstream
+`litellm_model` whose provider litellm does not know or that names no model
+(`check_litellm_model`), are a ConfigError naming `models[i]`; secrets are never held,
+only the names of the environment variables that hold them (read per request); a model
+whose `api_base_env` is unset never goes to the provider's default endpoint
+(`resolved_api_base`).
 """
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from typing import Any, Literal
 
 from gateway.config_values import ConfigError, positive, reject_unknown_keys, take
 from gateway.embedding_model import EmbeddingModelConfig, embedding_model_config
+from gateway.errors import ApiError
 from shards.engine_options import EngineOptionError, check_engine_tables
 
 DEFAULT_LOCAL_MODEL = "smollm2"
@@ -64,9 +68,24 @@ class UpstreamModelConfig:
         return name if provider in PASSTHROUGH_PROVIDERS and name else self.litellm_model
 
     def resolved_api_base(self) -> str | None:
-        if self.api_base_env and os.environ.get(self.api_base_env):
-            return os.environ[self.api_base_env]
+        """The endpoint of a call, read per request as the key is: the `api_base_env`
+        variable's value, else `api_base`; None (litellm's provider default) only for a
+        model that names neither variable nor base. A model whose `api_base_env` is unset
+        or empty and that has no other endpoint (`api_base`, or `api_base` in
+        `litellm_params`) raises `upstream_not_configured`: its calls, with the tenants'
+        prompts, never go to the provider's default (`$OPENAI_BASE_URL`, api.openai.com)."""
+        if self.api_base_env:
+            value = os.environ.get(self.api_base_env)
+            if value:
+                return value
+            if not self.has_fixed_api_base():
+                raise upstream_not_configured(self.name)
         return self.api_base
+
+    def has_fixed_api_base(self) -> bool:
+        """Whether the config file itself gives an endpoint (`api_base`, or `api_base` in
+        `litellm_params`): what a call uses when the `api_base_env` variable is unset."""
+        return bool(self.api_base or dict(self.litellm_params).get("api_base"))
 
     def resolved_api_key(self) -> str | None:
         """The `api_key_env` variable's value; None when the model names none, or the
@@ -88,13 +107,63 @@ class UpstreamModelConfig:
         key = self.resolved_api_key()
         return key if key else (NO_API_KEY if self.names_its_upstream() else None)
 
-    def missing_key_warning(self) -> str | None:
-        """The start's warning for a model whose `api_key_env` variable is unset or empty
-        (its calls go without a real key); None when there is nothing to say."""
+    def missing_variables_warning(self) -> str | None:
+        """The start's one warning line for a model whose `api_key_env` variable is unset
+        or empty (its calls go without a real key), or whose `api_base_env` variable is
+        (its calls go to `api_base`, or fail when it has none); None when there is
+        nothing to say."""
+        problems = []
         if self.api_key_env and not self.resolved_api_key():
-            return (f"api_key_env names ${self.api_key_env}, which is not set (or empty): "
-                    "its calls go upstream without an API key")
-        return None
+            problems.append(f"api_key_env names ${self.api_key_env}, which is not set (or empty): "
+                            "its calls go upstream without an API key")
+        if self.api_base_env and not os.environ.get(self.api_base_env):
+            problems.append(f"api_base_env names ${self.api_base_env}, which is not set (or empty): "
+                            + ("its calls go to its api_base" if self.has_fixed_api_base()
+                               else "its calls fail (503 upstream_not_configured)"))
+        return "; ".join(problems) or None
+
+
+def upstream_not_configured(model: str) -> ApiError:
+    """503 for a call to a model that has no endpoint: its `api_base_env` variable is not
+    set. The operator's to fix (a restart with the variable set), so `x-should-retry:
+    false` and no `Retry-After`; the message names neither the variable nor any URL."""
+    return ApiError(503, f"The model '{model}' has no upstream endpoint: the variable that names its "
+                    "api_base is not set in the gateway's environment; please contact the operator of "
+                    "this gateway.", "server_error", "upstream_not_configured", None,
+                    {"x-should-retry": "false"})
+
+
+def check_litellm_model(litellm_model: str, *, passthrough: bool, litellm_params: dict,
+                        api_base: str | None, where: str) -> None:
+    """A ConfigError when a call to `litellm_model` could never be made: litellm knows no
+    provider for it (resolved as a call resolves it, with `litellm_params`'
+    `custom_llm_provider` and the model's `api_base`), or nothing names the model after
+    the provider (`openai/`). Its calls would all be litellm's local 400, which blames
+    the client. A model string under one of the OpenAI-compatible providers (and every
+    passthrough model) is checked without importing litellm, which takes seconds."""
+    provider, _, model = litellm_model.partition("/")
+    custom_provider = litellm_params.get("custom_llm_provider")
+    if passthrough or (provider in PASSTHROUGH_PROVIDERS and custom_provider is None):
+        if not model.strip():
+            raise ConfigError(f"{where}: litellm_model {litellm_model!r} names no model after its provider")
+        return
+    from gateway.upstream import import_litellm   # here: only a config that needs it pays for it
+
+    litellm = import_litellm()
+    try:
+        model, provider, _, _ = litellm.get_llm_provider(
+            litellm_model, custom_llm_provider=custom_provider, api_base=api_base)
+    except Exception:
+        provider = None
+    if provider not in litellm.provider_list:
+        if custom_provider is not None:
+            raise ConfigError(f"{where}: litellm_params.custom_llm_provider {custom_provider!r} is not a "
+                              "provider litellm knows")
+        raise ConfigError(f"{where}: litellm_model {litellm_model!r} names no provider litellm knows "
+                          "(e.g. 'openai/<model>' for an OpenAI-compatible server, 'anthropic/<model>'; "
+                          "or set litellm_params.custom_llm_provider)")
+    if not model.strip():
+        raise ConfigError(f"{where}: litellm_model {litellm_model!r} names no model after its provider")
 
 
 ModelConfig = LocalModelConfig | UpstreamModelConfig | EmbeddingModelConfig
@@ -123,7 +192,7 @@ def model_config(table: dict, index: int) -> ModelConfig:
     if kind == "upstream":
         reject_unknown_keys(table, UPSTREAM_MODEL_KEYS, where)
         litellm_model = take(table, "litellm_model", str, where)
-        if not litellm_model:
+        if not (litellm_model or "").strip():
             raise ConfigError(f"{where}.litellm_model is required for an upstream model")
         passthrough = bool(take(table, "passthrough", bool, where, False))
         if passthrough and not (table.get("api_base") or table.get("api_base_env")):
@@ -131,7 +200,7 @@ def model_config(table: dict, index: int) -> ModelConfig:
         if passthrough and litellm_model.partition("/")[0] not in PASSTHROUGH_PROVIDERS:
             raise ConfigError(f"{where}: passthrough needs an OpenAI-compatible provider "
                               f"({', '.join(PASSTHROUGH_PROVIDERS)})")
-        return UpstreamModelConfig(
+        config = UpstreamModelConfig(
             name=name, litellm_model=litellm_model, passthrough=passthrough,
             api_base=take(table, "api_base", str, where),
             api_base_env=take(table, "api_base_env", str, where),
@@ -141,6 +210,11 @@ def model_config(table: dict, index: int) -> ModelConfig:
                                          f"{where}.max_context_tokens"),
             litellm_params=tuple(sorted(take(table, "litellm_params", dict, where,
                                               {}).items())))
+        params = dict(config.litellm_params)   # last: the only check that may import litellm
+        check_litellm_model(litellm_model, passthrough=passthrough, litellm_params=params,
+                            api_base=(os.environ.get(config.api_base_env or "") or config.api_base
+                                      or params.get("api_base")), where=f"{where} ({name!r})")
+        return config
     if kind == "embedding":
         return embedding_model_config(table, name, where)
     raise ConfigError(f"{where}.kind must be 'local', 'upstream' or 'embedding', not {kind!r}")

@@ -96,7 +96,7 @@ class UpstreamBackend(WithoutWorkers):
 
     def _warn_of_missing_key(self) -> None:
         """One warning line at the start when the model's `api_key_env` variable is unset."""
-        warning = self.config.missing_key_warning()
+        warning = self.config.missing_variables_warning()
         if warning:
             log.warning("stepahead: model %r: %s", self.model_id, warning)
 
