@@ -2,12 +2,17 @@
 
 Invariants: only a 429 or 503 is ever retried; one whose answer says waiting does not
 cure it (`x-should-retry: false`, or `insufficient_quota`) is final at once; the wait is
-the answer's `Retry-After` (1 s when absent or unreadable), at least 0.1 s; the runner
-waits at most MAX_RETRY_WAIT_S of it at a time, so a batch looks again at least that often.
+the one the answer asks for (`retry-after-ms`, else `Retry-After` in seconds or as an HTTP
+date: an upstream's wait, never cut to 1 s; 1 s when absent or unreadable), at least 0.1 s;
+the runner sends again only once the whole wait has passed, looking (at a cancel, the
+clock) at least every MAX_RETRY_WAIT_S, and a wait past the batch's window makes the answer
+its result at once.
 """
 from __future__ import annotations
 
 import httpx
+
+from gateway.litellm_errors import upstream_wait_s
 
 MAX_RETRY_WAIT_S = 30.0
 
@@ -25,8 +30,5 @@ def retry_wait_s(status_code: int, headers: httpx.Headers, body: object) -> floa
     """Seconds to wait before sending the request again; None when its answer is final."""
     if status_code not in (429, 503) or is_final_refusal(headers, body):
         return None
-    try:
-        wait_s = float(headers.get("retry-after", "1"))
-    except ValueError:
-        wait_s = 1.0
-    return max(0.1, wait_s)
+    wait_s = upstream_wait_s(headers.get("retry-after"), headers.get("retry-after-ms"))
+    return max(0.1, 1.0 if wait_s is None else wait_s)

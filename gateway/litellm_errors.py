@@ -6,9 +6,13 @@ timeout, provider 5xx, a reply that is not the OpenAI protocol) is the gateway's
 and leaves as 502/503/504 with a `server_error` type, so a client never mistakes a
 misconfigured upstream key for its own bad key. A message is one short line (the
 exception's class and first line): never a traceback, never a file path of this host.
-An upstream's `Retry-After` (seconds) is passed on; "1" when it sent none. An upstream
-that does not know the model the gateway asks for (a 404, or code `model_not_found`) is
-the gateway's misconfiguration too: a 502, never a 404 telling the client that a model
+An upstream's wait (`retry-after-ms`, else `Retry-After` in seconds or as an HTTP date) is
+passed on as whole seconds rounded up, and as `retry-after-ms` when it sent that: never
+shorter than it asked (a year at most: past any rate limit's window, the number only says
+"not soon"); "1" only when it sent none that can be read. A 200 whose body is not JSON is
+named so, never quoted (a proxy's HTML page names its hosts). An upstream that does not
+know the model the gateway asks for (a 404, or code `model_not_found`) is the gateway's
+misconfiguration too: a 502, never a 404 telling the client that a model
 `/v1/models` lists does not exist. A 400/413/422 keeps the upstream's own message, `param`
 and `code` (litellm's `BadRequestError: OpenAIException - ` prefix taken off). No message
 ever carries an `Authorization` value (`Bearer …` is redacted in every line), nor an
@@ -20,8 +24,12 @@ that sends it to retry each second and check its own billing.
 """
 from __future__ import annotations
 
+import math
 import re
+import time
 from collections.abc import Iterable
+from datetime import timezone
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 from gateway.errors import ApiError
@@ -56,6 +64,10 @@ MAX_SCAN_CHARS = 4096   # of a line, the part looked at at all (the rest is cut,
 HIDDEN_ADDRESS = "<address>"
 REDACTED = "<redacted>"
 MIN_SECRET_CHARS = 8   # shorter "keys" (test placeholders) are not looked for
+MAX_RETRY_AFTER_S = 365 * 86400   # longer than any rate limit's window: the number only says "not soon"
+_DELTA = re.compile(r"(-)?(\d+)(?:\.\d+)?")   # a Retry-After's number (a fraction, a minus: read too)
+# litellm's words for a 200 whose body the OpenAI SDK could not read as JSON (it got the text)
+_NOT_JSON = re.compile(r"Empty or invalid response from LLM endpoint|'str' object has no attribute 'model_dump'")
 
 
 def _url(match: re.Match) -> str:
@@ -149,23 +161,65 @@ def _is_connect_failure(exc: BaseException) -> bool:
                 and str(exc).rstrip().endswith("Connection error.")))
 
 
-def retry_after_of(exc: BaseException) -> str | None:
-    """The `Retry-After` header of the upstream reply behind a litellm exception, if any."""
+def retry_after_of(exc: BaseException) -> tuple[str | None, str | None]:
+    """The `Retry-After` and `retry-after-ms` headers of the upstream reply behind a litellm
+    exception (each None when it sent none)."""
     for headers in (getattr(getattr(exc, "response", None), "headers", None),
                     getattr(exc, "litellm_response_headers", None)):
         try:
-            value = headers.get("retry-after") if headers is not None else None
+            found = (headers.get("retry-after"), headers.get("retry-after-ms")) if headers is not None else ()
         except Exception:   # NOTE: a provider's odd header object is no reason to fail
-            value = None
-        if value is not None:
-            return str(value)
-    return None
+            found = ()
+        if any(value is not None for value in found):
+            return tuple(None if value is None else str(value) for value in found)
+    return None, None
 
 
-def clean_retry_after(value: str | None) -> str:
-    """`value` when it is a whole number of seconds (0 to a day), else "1"."""
-    text = (value or "").strip()
-    return text if text.isdigit() and len(text) <= 5 and int(text) <= 86400 else "1"   # (no 5,000-digit int())
+def _seconds(text: str, unit_s: float) -> float | None:
+    """A number of `unit_s` as seconds, 0 to MAX_RETRY_AFTER_S (one of thousands of digits
+    too, without int() of them); None when `text` is no number."""
+    match = _DELTA.fullmatch(text.strip())
+    if match is None:
+        return None
+    if match.group(1):   # "-4": the wait is over
+        return 0.0
+    if len(match.group(2)) > 15:
+        return float(MAX_RETRY_AFTER_S)
+    return min(float(MAX_RETRY_AFTER_S), float(match.group(0)) * unit_s)
+
+
+def upstream_wait_s(retry_after: str | None, retry_after_ms: str | None = None, *,
+                    now: float | None = None) -> float | None:
+    """Seconds an upstream asked to wait, 0 to MAX_RETRY_AFTER_S: its `retry-after-ms` (OpenAI
+    sends it, its SDK reads it first), else its `Retry-After` as seconds or as an HTTP date
+    (RFC 9110: that time less `now`, the clock's by default); None when neither can be read."""
+    if retry_after_ms is not None and (wait_s := _seconds(retry_after_ms, 0.001)) is not None:
+        return wait_s
+    if retry_after is None:
+        return None
+    if (wait_s := _seconds(retry_after, 1.0)) is not None:
+        return wait_s
+    try:
+        until = parsedate_to_datetime(retry_after.strip()[:64])
+    except (TypeError, ValueError, IndexError):
+        return None
+    if until.tzinfo is None:   # "-0000", asctime: an HTTP date is GMT
+        until = until.replace(tzinfo=timezone.utc)
+    left_s = until.timestamp() - (time.time() if now is None else now)
+    return max(0.0, min(float(MAX_RETRY_AFTER_S), left_s))
+
+
+def retry_after_headers(retry_after: str | None, retry_after_ms: str | None = None) -> dict[str, str]:
+    """The client's headers for an upstream's wait (`upstream_wait_s`): `Retry-After` in whole
+    seconds rounded up ("1" when none can be read), and `retry-after-ms` too when the upstream
+    sent one that can be read."""
+    wait_s = upstream_wait_s(retry_after, retry_after_ms)
+    if wait_s is None:
+        return {"Retry-After": "1"}
+    headers = {"Retry-After": str(math.ceil(wait_s))}
+    if retry_after_ms is not None and _seconds(retry_after_ms, 0.001) is not None:
+        headers["retry-after-ms"] = str(math.ceil(wait_s * 1000))
+    return headers
 
 
 def map_litellm_error(exc: BaseException, *, quote: bool = True) -> ApiError:
@@ -185,11 +239,14 @@ def map_litellm_error(exc: BaseException, *, quote: bool = True) -> ApiError:
     if any(_is_connect_failure(link) for link in chain) or "Connect" in name:
         return ApiError(502, f"Upstream unreachable: {message}", "server_error",
                         "upstream_unavailable")
+    if status in (None, 500) and any(_NOT_JSON.search(str(link)) for link in chain):
+        return upstream_garbage("its body is not JSON")   # (litellm quotes the body: a proxy's page)
     if status in CLIENT_STATUSES or status == 404:   # the upstream's own words, not litellm's
         message = _text_field(error, "message") or _PROVIDER_PREFIX.sub("", one_line(
             str(getattr(exc, "message", None) or exc)))
-    return map_upstream_status(status, message, _text_field(error, "code"),
-                               retry_after=retry_after_of(exc), param=_text_field(error, "param"),
+    retry_after, retry_after_ms = retry_after_of(exc)
+    return map_upstream_status(status, message, _text_field(error, "code"), retry_after=retry_after,
+                               retry_after_ms=retry_after_ms, param=_text_field(error, "param"),
                                error_type=_text_field(error, "type"))
 
 
@@ -210,9 +267,9 @@ def upstream_quota_exceeded() -> ApiError:
 
 def map_upstream_status(status: int | None, message: str, code: str | None = None, *,
                         retry_after: str | None = None, param: str | None = None,
-                        error_type: str | None = None) -> ApiError:
+                        error_type: str | None = None, retry_after_ms: str | None = None) -> ApiError:
     """An upstream HTTP error status (with its message, OpenAI code, type and param, and
-    `Retry-After`, if any)."""
+    `Retry-After` and `retry-after-ms`, if any)."""
     message = one_line(message) or f"HTTP {status}"
     if code == "context_length_exceeded":
         return ApiError(400, message, "invalid_request_error", code, "messages")
@@ -230,11 +287,11 @@ def map_upstream_status(status: int | None, message: str, code: str | None = Non
     if status in CLIENT_STATUSES:
         if status == 429:
             error = ApiError(status, message, CLIENT_STATUSES[status], "rate_limit_exceeded")
-            error.headers["Retry-After"] = clean_retry_after(retry_after)
+            error.headers.update(retry_after_headers(retry_after, retry_after_ms))
             return error
         return ApiError(status, message, CLIENT_STATUSES[status], code or "upstream_rejected",
                         param)
     if status == 503:
         return ApiError(503, f"Upstream unavailable: {message}", "server_error",
-                        "upstream_unavailable", None, {"Retry-After": clean_retry_after(retry_after)})
+                        "upstream_unavailable", None, retry_after_headers(retry_after, retry_after_ms))
     return ApiError(502, f"Upstream error: {message}", "server_error", "upstream_error")

@@ -119,6 +119,8 @@ class PassthroughBackend(UpstreamBackend):
                 if not body.get("stream"):
                     try:
                         reply = await response.json(content_type=None)
+                    except ValueError:   # (a proxy's HTML page: named, never quoted, as through litellm)
+                        raise upstream_garbage("its body is not JSON") from None
                     except Exception as exc:
                         raise map_litellm_error(exc) from None
                     for event in events_from_response(reply, call.is_chat, prepared.num_prompt_tokens):
@@ -142,14 +144,16 @@ async def _status_error(response: aiohttp.ClientResponse) -> ApiError:
     if not isinstance(error, dict):
         error = {"message": str(error)}
     return _upstream_error(response.status, error, str(error.get("message") or f"HTTP {response.status}"),
-                           response.headers.get("Retry-After"))
+                           response.headers.get("Retry-After"), response.headers.get("retry-after-ms"))
 
 
-def _upstream_error(status: int, error: dict, message: str, retry_after: str | None = None) -> ApiError:
+def _upstream_error(status: int, error: dict, message: str, retry_after: str | None = None,
+                    retry_after_ms: str | None = None) -> ApiError:
     """`map_upstream_status` for an upstream's OpenAI error object: its `code`, `param` and
     `type` where they are strings (a stream's error event, an error status's body)."""
     def text(name: str) -> str | None:
         value = error.get(name)
         return value if isinstance(value, str) else None
-    return map_upstream_status(status, message, text("code"), retry_after=retry_after, param=text("param"),
+    return map_upstream_status(status, message, text("code"), retry_after=retry_after,
+                               retry_after_ms=retry_after_ms, param=text("param"),
                                error_type=text("type"))

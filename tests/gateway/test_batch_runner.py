@@ -227,6 +227,31 @@ def test_a_cancel_ends_the_wait_before_a_retry_at_once():
     assert {line["response"]["status_code"] for line in errors.values()} == {429}
 
 
+def test_a_wait_longer_than_the_runners_look_is_waited_whole_before_sending_again(monkeypatch):
+    """The runner looks every MAX_RETRY_WAIT_S (here 0.05 s), but sends again only once the
+    upstream's whole Retry-After (1 s) has passed: it sent every look before."""
+    import gateway.batch_sending
+
+    monkeypatch.setattr(gateway.batch_sending, "MAX_RETRY_WAIT_S", 0.05)
+    sent_s: list[float] = []
+
+    async def chat(request: Request):
+        sent_s.append(asyncio.get_running_loop().time())
+        if len(sent_s) == 1:
+            return JSONResponse({"error": {"message": "busy", "type": "requests", "param": None,
+                                           "code": "rate_limit_exceeded"}}, status_code=429, headers={"retry-after": "1"})
+        return JSONResponse({"id": "x", "choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 1}})
+
+    async def main():
+        runner, files, batch = await _batch_on(chat, _lines(1))
+        done = await _ended(runner, batch.id, timeout_s=10)
+        _close(runner, files)
+        return done
+
+    done = asyncio.run(main())
+    assert done.status == "completed" and len(sent_s) == 2 and sent_s[1] - sent_s[0] >= 0.95
+
+
 def test_an_answer_that_cannot_be_written_is_its_requests_error_and_the_batch_goes_on():
     """c1's answer holds an unpaired surrogate (no UTF-8 form): its result is the
     `unwritable_result` error, and the batch completes with every other result."""

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from gateway.litellm_errors import REDACTED, clean_retry_after, one_line, redact
+from gateway.litellm_errors import MAX_RETRY_AFTER_S, REDACTED, one_line, redact, retry_after_headers
 from tests.gateway.test_http_errors import assert_error, post
 from tests.gateway.test_upstream_faults import KEY_ENV, PATHS, ask, assert_api_error, base_url  # noqa: F401
 
@@ -59,5 +59,6 @@ def test_an_object_repr_in_an_upstream_message_keeps_only_its_class_name():
         == "<function f> <ssl.SSLSocket fd=7> <weakref; to 'X'>"   # no address of any repr
 
 
-def test_a_retry_after_of_thousands_of_digits_is_one_second_not_a_500():
-    assert clean_retry_after("9" * 5000) == "1" and clean_retry_after("30") == "30"
+def test_a_retry_after_of_thousands_of_digits_is_the_longest_wait_not_a_500():
+    assert retry_after_headers("9" * 5000) == {"Retry-After": str(MAX_RETRY_AFTER_S)}
+    assert retry_after_headers("30") == {"Retry-After": "30"}
