@@ -189,7 +189,7 @@ def _serve(args: argparse.Namespace) -> int:
         server.run()
     except KeyboardInterrupt:   # uvicorn raises the signal it stopped for again once stopped;
         interrupted = True      # or a Ctrl+C came before uvicorn took the signals over
-    if server.started:
+    if server.started and server.start_cancelled_by is None:   # served (a signal while it bound: never said so)
         return 0
     stopped_by = server.start_cancelled_by or (signal.SIGINT if interrupted else None)
     if stopped_by is not None:

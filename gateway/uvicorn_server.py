@@ -1,5 +1,6 @@
-"""The gateway's uvicorn `Server`: a start that Ctrl+C or SIGTERM stops at once, the
-address announced once it listens, a stop by either signal that returns (uvicorn raises
+"""The gateway's uvicorn `Server`: a start that Ctrl+C or SIGTERM stops at once (and one
+that went on to its end all the same never listens nor says it serves), the address
+announced once it listens, a stop by either signal that returns (uvicorn raises
 the signal again once stopped: SIGTERM's default action would end the process by the
 signal, a clean stop reading as a failure), and uvicorn's reports of a failed start or
 of a request cut at shutdown in one line each instead of a traceback (used by
@@ -23,10 +24,15 @@ def start_aware_server_class(cancel_start: Callable[[], None], announce: Callabl
     event loop) makes the start fail with shards.transport.StartCancelled, having stopped
     what it began (workers, the child converting the model); the server then returns
     without listening, `start_cancelled_by` naming the signal, and uvicorn's report of
-    that failure is not logged (it is no failure). `announce(port)` is called once the
-    start is done and the server listens, with the port bound (`port = 0`: the one the
-    system gave). Once it served, `run` returns when a signal stopped it, never raising
-    that signal again."""
+    that failure is not logged (it is no failure). A start the signal came during that
+    ended all the same (a backend that cannot stop mid-way: an upstream model's
+    `import litellm`, or the signal landing after the models started) is undone the same
+    way: the app stopped again before the server listens. `start_cancelled_by` is set
+    exactly when a signal came before the server was started, and then `announce` is
+    never called (a signal while it binds: it stops once bound, unannounced).
+    `announce(port)` is called once the start is done and the server listens, with the
+    port bound (`port = 0`: the one the system gave). Once it served, `run` returns when
+    a signal stopped it, never raising that signal again."""
     import uvicorn
 
     class Server(uvicorn.Server):
@@ -58,14 +64,25 @@ def start_aware_server_class(cancel_start: Callable[[], None], announce: Callabl
                     self._captured_signals.clear()   # uvicorn would raise it again (SIGTERM: killed, unsaid)
 
         async def startup(self, sockets=None) -> None:
+            start_app = self.lifespan.startup   # the app's start, which uvicorn's startup awaits before binding
+            self.lifespan.startup = lambda: self._start_app_unless_stopped(start_app)
             try:
                 await super().startup(sockets)
             except SystemExit:   # uvicorn's exit when the application did not start
                 if self.start_cancelled_by is None:
                     raise
                 return
-            if self.started and announce is not None:
+            if self.started and self.start_cancelled_by is None and announce is not None:
                 announce(self.servers[0].sockets[0].getsockname()[1])
+
+        async def _start_app_unless_stopped(self, start_app) -> None:
+            """The app's start; one that a signal came during but that ended all the same
+            is undone (the app stopped again) and told to uvicorn as not started, so the
+            server never binds."""
+            await start_app()
+            if self.start_cancelled_by is not None and not self.lifespan.should_exit:
+                await self.lifespan.shutdown()
+                self.lifespan.should_exit = True   # uvicorn: sys.exit(STARTUP_FAILURE), caught above
 
         def handle_exit(self, sig, frame) -> None:
             starting = not self.started
