@@ -1,12 +1,15 @@
 """One local engine request as the gateway reads it: its events with the engine's errors
 as HTTP errors (`engine_events`), and the short continuations a forced or structured
-reply is written with (`Continuations`).
+reply is written with (`Continuations`), whose text suffixes are tokenized as they grow
+(gateway/suffix_tokens.py).
 
 Invariants: every engine stream is closed when its reader stops (so the worker cancels
 the request and frees its blocks); an `ErrorEvent` becomes an `ApiError` (429/503 for the
 engine's admission refusals, 503 for retryable failures, 500 otherwise); continuations
 count every token the workers sent (one stopped early counts what it sent) and together
-never exceed the request's `max_tokens`.
+never exceed the request's `max_tokens`; one whose budget is spent asks for nothing (it
+tokenizes nothing either), and the tokens of a suffix are found with work that grows with
+what was added since the last suffix, not with the whole (`suffix_tokens.SuffixTokens`).
 """
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ from shards.protocol import ErrorEvent, FinishEvent, TokenEvent, WorkItem
 
 from gateway.backend import Finished, Prepared, Usage
 from gateway.errors import ApiError, invalid_request, rate_limited, server_error, unavailable
+from gateway.suffix_tokens import SuffixTokens
 
 if TYPE_CHECKING:
     from gateway.local_generation import LocalCall
@@ -87,6 +91,7 @@ class Continuations:
         self.last_finish_reason: str | None = None   # the last generation read to its end
         self._num_runs = 0
         self._reading: set = set()   # the engine streams being read, for `close`
+        self.suffix_tokens = SuffixTokens(engine.tokenizer)
 
     async def __call__(self, suffix: str, max_tokens: int, stop: tuple[str, ...]) -> str:
         return "".join([text async for text in self.stream(suffix, max_tokens, stop)])
@@ -96,9 +101,15 @@ class Continuations:
         tokens count in the usage even when the caller stops reading early (closing the
         stream cancels the rest); the first continuation names the worker and TTFT."""
         call = self.call
-        ids = call.prompt_token_ids + list(self.engine.tokenizer.encode(suffix, add_special_tokens=False))
-        room = min(self.max_total - self.usage.num_completion_tokens,
-                   self.engine.max_context_tokens - len(ids), max_tokens)
+        left = min(self.max_total - self.usage.num_completion_tokens, max_tokens)
+        if left <= 0:   # the budget is spent: nothing to ask, nothing to tokenize
+            return
+        suffix_room = self.engine.max_context_tokens - len(call.prompt_token_ids)
+        suffix_ids = await self.suffix_tokens.encode(suffix, suffix_room) if suffix_room > 0 else None
+        if suffix_ids is None:
+            return
+        ids = call.prompt_token_ids + suffix_ids
+        room = min(left, self.engine.max_context_tokens - len(ids))
         if room <= 0:
             return
         sampling = dataclasses.replace(call.sampling, max_tokens=room, stop=stop)

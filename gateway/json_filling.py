@@ -24,13 +24,19 @@ to a format (`json_formats`: a date, a UUID, …) that does not fit it takes the
 placeholder, one held to a `pattern` that does not match it the shortest string the
 pattern spells (`json_patterns`).
 
-Invariant: what the filler writes after a committed prefix closes it into one JSON
+Invariants: what the filler writes after a committed prefix closes it into one JSON
 object, valid whenever the schema uses only what `json_schemas.is_steerable` allows
 (number bounds among them: `multipleOf` where one lies within the bounds) and a finite
-value meets each of its parts (`json_schemas.Heights.endless` finds none).
+value meets each of its parts (`json_schemas.Heights.endless` finds none). However many
+values a schema needs, the filler gives the event loop its turn every PAUSE_EVERY_VALUES
+values it writes (with the model or without it, `minimal`), so other requests go on and
+a reply whose client left (its task cancelled) stops there; a schema needing more than
+MAX_FILLED_VALUES is refused (`SchemaTooLarge`, named by the caller that knows which
+parameter the schema came from).
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import re
@@ -38,13 +44,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.errors import ApiError
 from gateway.json_bounds import number_in_bounds, string_in_bounds
-from gateway.json_formats import PLACEHOLDERS, checked_format, normalized
-from gateway.json_patterns import shortest_match, usable_pattern
+from gateway.json_formats import checked_format, normalized
+from gateway.json_patterns import usable_pattern
 from gateway.json_frames import ArrayFrame, Frame, ObjectFrame, StringFrame
-from gateway.json_heights import MAX_SMALLEST_HEIGHT, Heights
-from gateway.json_schemas import SchemaRoot, kinds_of, value_kind
+from gateway.json_schemas import value_kind
+from gateway.json_smallest import MAX_BRANCH_STEPS, SmallestValues, zero_value
 
 # Continue the prompt text `suffix` (appended after the rendered prompt) and return the
 # generated text; the callback owns sampling, usage accounting and cancellation.
@@ -53,13 +58,7 @@ Generate = Callable[[str, int, tuple[str, ...]], Awaitable[str]]
 NUMBER = re.compile(r"\s*(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)")
 MAX_STRING_TOKENS = 48
 MAX_DEPTH = 4   # levels the model is asked to fill; deeper values are written without it (`minimal`)
-# a `minimal` value this deep is its zero: never for a part `local_schemas` lets through
-MAX_MINIMAL_DEPTH = MAX_SMALLEST_HEIGHT
 MAX_ARRAY_ITEMS = 8  # items a filled array gets at most (fewer when the model closes it)
-# values one reply's filler writes at most: a schema whose smallest value is larger (a huge
-# `minItems`, required properties each requiring two more, many levels deep) is refused
-# there, as a 400 or the stream's error event, instead of being built for ever
-MAX_FILLED_VALUES = 100_000
 
 
 @dataclass(slots=True)
@@ -74,77 +73,21 @@ class JsonText:
         return self.head + self.json
 
 
-def zero_value(schema: dict) -> Any:
-    """A schema-valid placeholder: default, const, first enum member, or the type's zero
-    (a number or string moved into the schema's bounds and lengths, `json_bounds`)."""
-    if "default" in schema:
-        return schema["default"]
-    if "const" in schema:
-        return schema["const"]
-    if schema.get("enum"):
-        return schema["enum"][0]
-    kind = value_kind(schema)
-    if kind in ("integer", "number"):
-        return number_in_bounds(0, schema, integer=kind == "integer")
-    if kind == "string":
-        fmt, pattern = checked_format(schema), usable_pattern(schema)
-        if fmt is not None:
-            return PLACEHOLDERS[fmt]
-        return shortest_match(pattern) if pattern is not None else string_in_bounds("", schema)
-    return {"boolean": False, "array": [], "object": {}, "null": None}.get(kind, None)
-
-
-class LeafFiller:
+class LeafFiller(SmallestValues):
     def __init__(self, schema: dict, generate: Generate, out: JsonText) -> None:
-        self.schema, self.root = schema, SchemaRoot(schema)
+        super().__init__(schema)
         self.generate, self.out = generate, out
-        self._heights: Heights | None = None   # found when a branch is first picked
-        self._num_values = 0   # values written so far (`_count_value`)
-
-    def _count_value(self) -> None:
-        """One more value written; past MAX_FILLED_VALUES the schema is refused."""
-        self._num_values += 1
-        if self._num_values > MAX_FILLED_VALUES:
-            raise ApiError(400, f"The JSON Schema's smallest valid value is too large to write (over "
-                           f"{MAX_FILLED_VALUES} values: a large `minItems`, or required properties that each "
-                           "require more, many levels deep).", "invalid_request_error", "invalid_value")
-
-    @property
-    def heights(self) -> Heights:
-        if self._heights is None:
-            self._heights = Heights(self.root)
-        return self._heights
 
     def _write(self, piece: str) -> str:
         self.out.json += piece
         return piece
-
-    def _pick(self, schema: dict, smallest: bool = False) -> dict:
-        """`schema` resolved, an `anyOf`/`oneOf` narrowed (through nested ones) to one
-        branch: its first non-null branch that some finite value meets, or (`smallest`, or
-        when there is none) the first non-null of its lowest branches (`Heights`: null,
-        where it is one). With `smallest`, one with a `default` stays whole: the default is
-        its smallest value."""
-        schema = self.root.resolve(schema)
-        for _ in range(MAX_DEPTH * 4):   # a branch that is the `anyOf` itself narrows no further
-            branches = self.root.branches(schema)
-            if not branches or smallest and "default" in schema:
-                break
-            heights = [self.heights.of(branch) for branch in branches]
-            pick = None if smallest else next(
-                (b for b, h in zip(branches, heights) if h < math.inf and value_kind(b) != "null"), None)
-            if pick is None:
-                lowest = [b for b, h in zip(branches, heights) if h == min(heights)]
-                pick = next((b for b in lowest if value_kind(b) != "null"), lowest[0])
-            schema = pick
-        return schema
 
     async def _chosen(self, schema: dict) -> dict:
         """`schema` resolved, an `anyOf`/`oneOf` with more than one branch that some finite
         value meets narrowed to the one the model's next characters start (its `null`, say),
         then as `_pick` narrows it."""
         schema, text = self.root.resolve(schema), None
-        for _ in range(MAX_DEPTH * 4):
+        for _ in range(MAX_BRANCH_STEPS):
             branches = self.root.branches(schema)
             if not branches or sum(self.heights.of(b) < math.inf for b in branches) < 2:
                 break
@@ -231,7 +174,8 @@ class LeafFiller:
         """One value for `schema`, continuing the text so far: shallower than MAX_DEPTH in
         the `anyOf`/`oneOf` branch the model starts, from MAX_DEPTH on in the lowest one (so
         a recursive schema's nesting ends there, in its `null`)."""
-        self._count_value()
+        if self._count_value():
+            await asyncio.sleep(0)   # the loop's turn: other requests, and a cancel when the client left
         schema = await self._chosen(schema) if depth < MAX_DEPTH else self._pick(schema, smallest=True)
         kind = value_kind(schema)
         if "const" not in schema and not schema.get("enum") and depth < MAX_DEPTH and kind in ("object", "array"):
@@ -246,7 +190,7 @@ class LeafFiller:
         if "const" in schema:
             return schema["const"]
         if self.root.branches(schema):   # an `anyOf` kept whole for its `default`
-            return self.minimal(schema)
+            return await self.minimal_pausing(schema)
         prefix = self.out.text
         if schema.get("enum"):
             text = (await self.generate(prefix, 16, (",", "}", "\n"))).strip()
@@ -270,24 +214,4 @@ class LeafFiller:
         if kind == "boolean":
             text = (await self.generate(prefix, 2, (",", "}"))).strip().lower()
             return True if text.startswith("t") else False if text.startswith("f") else zero_value(schema)
-        return self.minimal(schema)
-
-    def minimal(self, schema: dict, depth: int = 0) -> Any:
-        """The smallest value for `schema`, written without the model: `zero_value`, null
-        for an object or array that may be null, else for an object its required properties
-        and for an array its `minItems` items, each minimal. Each `anyOf`/`oneOf` takes its
-        lowest branch (`Heights`), so the value is no deeper than the schema's height and
-        valid wherever some finite value is."""
-        self._count_value()
-        schema = self._pick(schema, smallest=True)
-        kind = value_kind(schema)
-        if (kind not in ("object", "array") or "default" in schema or "const" in schema or schema.get("enum")
-                or depth >= MAX_MINIMAL_DEPTH):
-            return zero_value(schema)
-        if "null" in kinds_of(schema):
-            return None
-        if kind == "object":
-            return {name: self.minimal(self.root.member_schema(schema, name), depth + 1)
-                    for name in schema.get("required", ())}
-        item_schema = self.root.item_schema(schema)
-        return [self.minimal(item_schema, depth + 1) for _ in range(max(0, int(schema.get("minItems", 0))))]
+        return await self.minimal_pausing(schema)

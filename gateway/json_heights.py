@@ -15,12 +15,12 @@ from collections import deque
 
 from gateway.json_schemas import SchemaRoot, kinds_of, value_kind
 
-MAX_SMALLEST_HEIGHT = 64   # levels the filler writes a part's smallest value to (`json_filling.minimal`)
+MAX_SMALLEST_HEIGHT = 64   # levels the filler writes a part's smallest value to (`json_smallest.SmallestValues.minimal`)
 
 
 class Heights:
     """How soon each part of a schema can end: the height of the smallest value the filler
-    writes for it without the model (`json_filling.LeafFiller.minimal`). A scalar, a null
+    writes for it without the model (`json_smallest.SmallestValues.minimal`). A scalar, a null
     (a part whose `type` list takes one) and a value the schema names (`default`, `const`,
     `enum`) are 0 high; an object is 1 above its highest required property, an array 1
     above its item where `minItems` asks for one (else 1); an `anyOf`/`oneOf` is as high as

@@ -123,7 +123,7 @@ class JsonPrefix:
             self.frames.append(ScalarFrame(schema, char, options))
             return self._scalar_settles()
         kinds = kinds_of(schema)
-        if char in "{[" and len(self.frames) >= MAX_NESTING:   # the filler closes it (`json_filling.minimal`)
+        if char in "{[" and len(self.frames) >= MAX_NESTING:   # the filler closes it (`json_smallest.SmallestValues.minimal`)
             return False
         if char == "{" and "object" in kinds:
             self.frames.append(ObjectFrame(schema))

@@ -4,7 +4,8 @@ Invariants (the engine's streams and errors: gateway/engine_streams.py): usage c
 every token the workers sent for the request, across the several short generations of a
 forced tool call (one stopped early counts what it sent); a forced call never exceeds the
 request's `max_tokens` in total; a forced or structured reply abandoned midway (its
-client gone) stops every generation it was reading (`Continuations.close`).
+client gone) stops every generation it was reading (`Continuations.close`); a schema too
+large to write (`json_smallest.SchemaTooLarge`) is a 400 naming the parameter it came from.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from gateway.collected import reply_finish_reason
 from gateway.ids import new_tool_call_id
 from gateway.token_text import token_choices
 from gateway.tool_calls import CallPiece, ToolCallStreamParser
+from gateway.json_smallest import SchemaTooLarge
 from gateway.json_or_calls import json_or_tool_calls
 from gateway.tool_forcing import (CALL_OPEN, call_head, choose_tool_name, forced_arguments, forced_json,
                                   held_to_schema)
@@ -55,6 +57,17 @@ class LocalCall:
     tool_schemas: dict[str, dict | None] | None = None  # each offered tool's parameters (None: any object)
     echo_text: str | None = None  # completions' `echo`: the prompt, sent before the completion
     flex: bool = False  # `service_tier: "flex"`: the engine serves it after the default tier (`WorkItem.flex`)
+
+
+def schema_param(call: LocalCall, schema: dict | None) -> str | None:
+    """The request parameter `schema` came from: the reply's `response_format`, or the
+    parameters of the tool at its index in `tools` (Responses requests rename them)."""
+    if schema is not None and schema is call.response_schema:
+        return "response_format.json_schema.schema"
+    for index, tool_schema in enumerate((call.tool_schemas or {}).values()):
+        if schema is not None and schema is tool_schema:
+            return f"tools[{index}].function.parameters"
+    return None
 
 
 def _finished(event: FinishEvent, finish_reason: str | None = None) -> Finished:
@@ -148,6 +161,8 @@ async def run_free(engine, prepared: Prepared, call: LocalCall) -> AsyncIterator
                     if repairs is not None:
                         finished.usage.num_completion_tokens += repairs.usage.num_completion_tokens
                     yield finished
+    except SchemaTooLarge as error:   # named for the parameter its schema came from
+        raise error.named(schema_param(call, error.schema)) from None
     finally:
         if repairs is not None:
             await repairs.close()
@@ -189,6 +204,8 @@ async def run_forced(engine, prepared: Prepared, call: LocalCall) -> AsyncIterat
         if head is not None:
             yield head
         yield generate.finished("tool_calls")
+    except SchemaTooLarge as error:   # named for the parameter its schema came from
+        raise error.named(schema_param(call, error.schema)) from None
     finally:
         await generate.close()
         prepared.generated.num += generate.usage.num_completion_tokens
@@ -210,6 +227,8 @@ async def run_structured(engine, prepared: Prepared, call: LocalCall) -> AsyncIt
         async for text in forced_json(call.response_schema, generate, generate.max_total, generate.stream):
             yield TextDelta(text)
         yield generate.finished("stop")
+    except SchemaTooLarge as error:   # named for the parameter its schema came from
+        raise error.named(schema_param(call, error.schema)) from None
     finally:
         await generate.close()
         prepared.generated.num += generate.usage.num_completion_tokens

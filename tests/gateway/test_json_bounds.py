@@ -8,7 +8,7 @@ import pytest
 from jsonschema import Draft4Validator, Draft202012Validator
 
 from gateway.json_bounds import number_in_bounds, string_in_bounds
-from gateway.json_filling import zero_value
+from gateway.json_smallest import zero_value
 from gateway.tool_forcing import forced_json
 
 

@@ -263,7 +263,7 @@ async def test_a_schema_whose_smallest_value_is_huge_is_refused_not_built_for_ev
     import time
 
     from gateway.errors import ApiError
-    from gateway.json_filling import MAX_FILLED_VALUES
+    from gateway.json_smallest import MAX_FILLED_VALUES
 
     for fill in (lambda: filled(schema, model()), lambda: _minimal(schema)):
         started = time.perf_counter()

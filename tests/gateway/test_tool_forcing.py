@@ -3,7 +3,8 @@ import json
 
 import pytest
 
-from gateway.json_filling import MAX_ARRAY_ITEMS, JsonText, LeafFiller, zero_value
+from gateway.json_filling import MAX_ARRAY_ITEMS, JsonText, LeafFiller
+from gateway.json_smallest import zero_value
 from gateway.tool_forcing import (call_head, choose_tool_name, forced_arguments, forced_json, free_budget, is_valid,
                                   json_object_in)
 

@@ -1,0 +1,160 @@
+"""A JSON Schema's smallest valid value, written without the model (what the leaf filler,
+gateway/json_filling.py, writes past MAX_DEPTH and where the model cannot go on), and the
+bound on how many values one reply writes.
+
+Invariants: `minimal` is valid wherever a finite value meets the schema (`Heights`) and no
+deeper than MAX_MINIMAL_DEPTH; a filler that counts more than MAX_FILLED_VALUES values
+raises `SchemaTooLarge` (the caller names the parameter); `minimal_pausing` gives the
+event loop its turn every PAUSE_EVERY_VALUES values.
+"""
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.errors import ApiError
+from gateway.json_bounds import number_in_bounds, string_in_bounds
+from gateway.json_formats import PLACEHOLDERS, checked_format
+from gateway.json_heights import MAX_SMALLEST_HEIGHT, Heights
+from gateway.json_patterns import shortest_match, usable_pattern
+from gateway.json_schemas import SchemaRoot, kinds_of, value_kind
+
+# a `minimal` value this deep is its zero: never for a part `local_schemas` lets through
+MAX_MINIMAL_DEPTH = MAX_SMALLEST_HEIGHT
+# values one reply's filler writes at most: a schema whose smallest value is larger (a huge
+# `minItems`, required properties each requiring two more, many levels deep) is refused
+# there, as a 400 or the stream's error event, instead of being built for ever
+MAX_FILLED_VALUES = 100_000
+PAUSE_EVERY_VALUES = 64   # values written between the event loop's turns (tens of µs each)
+MAX_BRANCH_STEPS = 16     # nested anyOf/oneOf narrowed at most (a branch that is the anyOf itself goes no further)
+
+
+@dataclass(slots=True)
+class SchemaTooLarge(ApiError):
+    """The 400 for a schema whose smallest valid value has more than MAX_FILLED_VALUES
+    values; `schema` is the one being filled, so the caller names the parameter it came
+    from (`named`)."""
+
+    schema: dict | None = None
+
+    @classmethod
+    def of(cls, schema: dict) -> "SchemaTooLarge":
+        return cls(400, f"The JSON Schema's smallest valid value is too large to write (over "
+                   f"{MAX_FILLED_VALUES} values: a large `minItems`, or required properties that each "
+                   "require more, many levels deep).", "invalid_request_error", "invalid_value", schema=schema)
+
+    def named(self, param: str | None) -> ApiError:
+        return ApiError(self.status, self.message, self.type, self.code, param, dict(self.headers))
+
+
+def zero_value(schema: dict) -> Any:
+    """A schema-valid placeholder: default, const, first enum member, or the type's zero
+    (a number or string moved into the schema's bounds and lengths, `json_bounds`)."""
+    if "default" in schema:
+        return schema["default"]
+    if "const" in schema:
+        return schema["const"]
+    if schema.get("enum"):
+        return schema["enum"][0]
+    kind = value_kind(schema)
+    if kind in ("integer", "number"):
+        return number_in_bounds(0, schema, integer=kind == "integer")
+    if kind == "string":
+        fmt, pattern = checked_format(schema), usable_pattern(schema)
+        if fmt is not None:
+            return PLACEHOLDERS[fmt]
+        return shortest_match(pattern) if pattern is not None else string_in_bounds("", schema)
+    return {"boolean": False, "array": [], "object": {}, "null": None}.get(kind, None)
+
+
+class SmallestValues:
+    """A schema's values written without the model: each `anyOf`/`oneOf` narrowed
+    (`_pick`), the smallest value (`minimal`), and the count of values written, which
+    bounds a reply's work (MAX_FILLED_VALUES) and paces the event loop's turns."""
+
+    def __init__(self, schema: dict) -> None:
+        self.schema, self.root = schema, SchemaRoot(schema)
+        self._heights: Heights | None = None   # found when a branch is first picked
+        self._num_values = 0   # values written so far (`_count_value`)
+
+    def _count_value(self) -> bool:
+        """One more value written; past MAX_FILLED_VALUES the schema is refused. True
+        every PAUSE_EVERY_VALUES values: the event loop's turn is due."""
+        self._num_values += 1
+        if self._num_values > MAX_FILLED_VALUES:
+            raise SchemaTooLarge.of(self.schema)
+        return self._num_values % PAUSE_EVERY_VALUES == 0
+
+    @property
+    def heights(self) -> Heights:
+        if self._heights is None:
+            self._heights = Heights(self.root)
+        return self._heights
+
+    def _pick(self, schema: dict, smallest: bool = False) -> dict:
+        """`schema` resolved, an `anyOf`/`oneOf` narrowed (through nested ones) to one
+        branch: its first non-null branch that some finite value meets, or (`smallest`, or
+        when there is none) the first non-null of its lowest branches (`Heights`: null,
+        where it is one). With `smallest`, one with a `default` stays whole: the default is
+        its smallest value."""
+        schema = self.root.resolve(schema)
+        for _ in range(MAX_BRANCH_STEPS):
+            branches = self.root.branches(schema)
+            if not branches or smallest and "default" in schema:
+                break
+            heights = [self.heights.of(branch) for branch in branches]
+            pick = None if smallest else next(
+                (b for b, h in zip(branches, heights) if h < math.inf and value_kind(b) != "null"), None)
+            if pick is None:
+                lowest = [b for b, h in zip(branches, heights) if h == min(heights)]
+                pick = next((b for b in lowest if value_kind(b) != "null"), lowest[0])
+            schema = pick
+        return schema
+
+    def minimal(self, schema: dict) -> Any:
+        """The smallest value for `schema`, written without the model (`_smallest`), at once."""
+        steps = self._smallest(schema)
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                return done.value
+
+    async def minimal_pausing(self, schema: dict) -> Any:
+        """`minimal`, giving the event loop its turn every PAUSE_EVERY_VALUES values."""
+        steps = self._smallest(schema)
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                return done.value
+            await asyncio.sleep(0)
+
+    def _smallest(self, schema: dict, depth: int = 0) -> Generator[None, None, Any]:
+        """The smallest value for `schema` (returned), written without the model: `zero_value`,
+        null for an object or array that may be null, else for an object its required
+        properties and for an array its `minItems` items, each minimal. Each `anyOf`/`oneOf`
+        takes its lowest branch (`Heights`), so the value is no deeper than the schema's height
+        and valid wherever some finite value is. Yields (nothing) where the loop's turn is due."""
+        if self._count_value():
+            yield
+        schema = self._pick(schema, smallest=True)
+        kind = value_kind(schema)
+        if (kind not in ("object", "array") or "default" in schema or "const" in schema or schema.get("enum")
+                or depth >= MAX_MINIMAL_DEPTH):
+            return zero_value(schema)
+        if "null" in kinds_of(schema):
+            return None
+        if kind == "object":
+            members = {}
+            for name in schema.get("required", ()):
+                members[name] = yield from self._smallest(self.root.member_schema(schema, name), depth + 1)
+            return members
+        item_schema = self.root.item_schema(schema)
+        items = []
+        for _ in range(max(0, int(schema.get("minItems", 0)))):
+            items.append((yield from self._smallest(item_schema, depth + 1)))
+        return items
