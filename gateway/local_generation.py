@@ -137,7 +137,7 @@ async def run_free(engine, prepared: Prepared, call: LocalCall) -> AsyncIterator
                             event.worker_id, min(event.num_cached_tokens or 0, len(call.prompt_token_ids)),
                             is_prompt_head=prepared.is_prompt_head)
                     if event.logprobs:
-                        scored.extend(token_choices(engine.tokenizer, event.logprobs))
+                        scored.extend(token_choices(engine.tokenizer, event.logprobs, generated=True))
                     if not event.text:
                         continue
                     if parser is None:

@@ -15,7 +15,6 @@ carries the usage, as OpenAI sends it.
 """
 from __future__ import annotations
 
-import codecs
 import json
 import time
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from gateway.backend import ChatEvent, Finished, RefusalDelta, TextDelta, TokenC
 from gateway.choices import merged_usage
 from gateway.collected import Collected, Reply, reply_finish_reason
 from gateway.ids import new_tool_call_id
+from gateway.legacy_logprobs import StreamedLogprobs, completion_logprobs
 
 
 # Line breaks to Python's `str.splitlines` (so to httpx's `iter_lines`) that JSON leaves raw
@@ -69,48 +69,6 @@ def chat_logprobs(choices: list[TokenChoice] | None) -> dict | None:
     if choices is None:
         return None
     return {"content": logprob_entries(choices), "refusal": None}
-
-
-def legacy_token_name(text: str, token_bytes: bytes) -> str:
-    """A token as the legacy completions `logprobs` name it: its text, or, when its bytes
-    are not whole UTF-8 (a byte-level token splitting an emoji: its text alone is U+FFFD,
-    like every other such piece), `bytes:` and their `\\xNN` escapes, as OpenAI names
-    them (`bytes:\\xf0\\x9f`), so different pieces stay different keys of `top_logprobs`."""
-    try:
-        token_bytes.decode("utf-8")
-    except UnicodeDecodeError:
-        return "bytes:" + "".join(f"\\x{byte:02x}" for byte in token_bytes)
-    return text
-
-
-def _top_by_name(top: tuple[tuple[str, bytes, float], ...]) -> dict[str, float]:
-    """`top_logprobs` of one position, likeliest first; of two tokens with one name the
-    likelier's value stays (a later, lower one never overwrites it)."""
-    named: dict[str, float] = {}
-    for text, token_bytes, logprob in top:
-        named.setdefault(legacy_token_name(text, token_bytes), logprob)
-    return named
-
-
-def completion_logprobs(choices: list[TokenChoice] | None, text_offset: int = 0) -> dict | None:
-    """A completion choice's legacy `logprobs`: parallel lists of tokens
-    (`legacy_token_name`), their log probabilities, the likeliest tokens as {name: log
-    probability} (the names `tokens` uses, so a position's token, when among its
-    likeliest, is its key with its value), and each token's character offset in the
-    completion (from `text_offset`): the index in the text of the first character its
-    bytes belong to, so a token that ends a character another began (byte-level tokens
-    split multi-byte characters) shares that character's offset."""
-    if choices is None:
-        return None
-    offsets = []
-    characters = codecs.getincrementaldecoder("utf-8")("replace")   # as the text decodes them
-    for choice in choices:
-        offsets.append(text_offset)
-        text_offset += len(characters.decode(choice.token_bytes))
-    return {"tokens": [legacy_token_name(c.token, c.token_bytes) for c in choices],
-            "token_logprobs": [c.logprob for c in choices],
-            "top_logprobs": [None if c.logprob is None else _top_by_name(c.top) for c in choices],
-            "text_offset": offsets}
 
 
 def chat_message(collected: Collected, *, null_refusal: bool = False) -> dict:
@@ -180,7 +138,8 @@ def _whole_reply(header: ResponseHeader, reply: Reply, usage: Usage, *, is_chat:
             message = {**chat_message(collected, null_refusal=True), "annotations": []}   # none made here
             choice.update(message=message, logprobs=chat_logprobs(collected.logprobs))
         else:
-            choice.update(text=collected.text, logprobs=completion_logprobs(collected.logprobs))
+            choice.update(text=collected.text,
+                          logprobs=completion_logprobs(collected.logprobs, text_length=len(collected.text)))
         choice["finish_reason"] = collected.finish_reason()
         choices.append(choice)
     completion = {"id": header.id, "object": "chat.completion" if is_chat else "text_completion",
@@ -193,11 +152,11 @@ def _whole_reply(header: ResponseHeader, reply: Reply, usage: Usage, *, is_chat:
 
 @dataclass(slots=True)
 class _ChoiceStream:
-    """What a stream remembers of one choice: its tool calls' ids, and how many
-    characters of completion text it has sent (the legacy logprobs' `text_offset`)."""
+    """What a stream remembers of one choice: its tool calls' ids, and its legacy
+    logprobs' tokens and text sent (`text_offset`)."""
 
     seen_ids: dict[int, str] = field(default_factory=dict)
-    text_offset: int = 0
+    logprobs: StreamedLogprobs = field(default_factory=StreamedLogprobs)
 
 
 class ChunkWriter:
@@ -236,13 +195,9 @@ class ChunkWriter:
         if self.is_chat:
             return {"index": index, "delta": delta, "logprobs": chat_logprobs(logprobs),
                     "finish_reason": finish_reason}
-        stream = self._choices[index]
         text = delta.get("content", "")
-        choice = {"index": index, "text": text,
-                  "logprobs": completion_logprobs(logprobs, stream.text_offset),
-                  "finish_reason": finish_reason}
-        stream.text_offset += len(text)
-        return choice
+        return {"index": index, "text": text, "logprobs": self._choices[index].logprobs.chunk(text, logprobs),
+                "finish_reason": finish_reason}
 
     def _text_chunk(self, index: int, text: str) -> bytes:
         """`_chunk` of a chat text delta without logprobs, byte for byte: the bytes around
@@ -282,7 +237,11 @@ class ChunkWriter:
                 call["function"] = {"arguments": event.arguments}
             return self._chunk(self._choice(index, {"tool_calls": [call]}))
         finish_reason = reply_finish_reason(event.finish_reason, bool(seen_ids))
-        closing = self._chunk(self._choice(index, {}, finish_reason), finished=event)
+        closing = b""
+        rest = None if self.is_chat else self._choices[index].logprobs.rest()
+        if rest is not None:   # tokens whose text never came (a stop string's), at its end
+            closing = self._chunk({"index": index, "text": "", "logprobs": rest, "finish_reason": None})
+        closing += self._chunk(self._choice(index, {}, finish_reason), finished=event)
         self._finishes.append(event)
         if self.include_usage and len(self._finishes) == len(self._choices):
             merged = merged_usage(self._finishes, self._num_prompts)

@@ -51,12 +51,24 @@ def token_bytes(tokenizer, token_id: int, byte_level: bool, special_ids: frozens
     return tokenizer.decode([token_id]).encode("utf-8")
 
 
-def token_choices(tokenizer, logprobs: list[TokenLogprob]) -> list[TokenChoice]:
-    """The worker's scored token ids as text and bytes, alternatives likeliest first."""
-    byte_level, special_ids = is_byte_level(tokenizer), frozenset(tokenizer.all_special_ids)
+def special_ids(tokenizer) -> frozenset[int]:
+    """The tokens `decode(..., skip_special_tokens=True)` leaves out: the special ones and
+    the added tokens marked special."""
+    added = getattr(tokenizer, "added_tokens_decoder", None) or {}
+    return frozenset(tokenizer.all_special_ids) | {i for i, token in added.items() if getattr(token, "special", False)}
+
+
+def token_choices(tokenizer, logprobs: list[TokenLogprob], *, generated: bool = False) -> list[TokenChoice]:
+    """The worker's scored token ids as text and bytes, alternatives likeliest first.
+    `generated`: tokens of a reply, whose text leaves special tokens out (the worker's
+    detokenizer skips them): a special token then keeps its name but has no bytes, so
+    the tokens' bytes spell the text (a prompt's, echoed as written, keep theirs)."""
+    byte_level, specials = is_byte_level(tokenizer), special_ids(tokenizer)
 
     def choice(token_id: int, logprob: float) -> tuple[str, bytes, float]:
-        return tokenizer.decode([token_id]), token_bytes(tokenizer, token_id, byte_level, special_ids), logprob
+        if generated and token_id in specials:
+            return tokenizer.decode([token_id]), b"", logprob
+        return tokenizer.decode([token_id]), token_bytes(tokenizer, token_id, byte_level, specials), logprob
     return [TokenChoice(*choice(scored.token_id, scored.logprob),
                         top=tuple(choice(token_id, logprob) for token_id, logprob in scored.top))
             for scored in logprobs]

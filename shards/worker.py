@@ -250,6 +250,8 @@ class WorkerLoop(WorkerInbox, PrefillScheduling):
         else:
             return False
         rest = detokenizer.flush()
+        if detokenizer.stopped:   # the text held back till the end completed a stop string
+            reason = "stop"
         if rest:
             self.emit(TokenEvent(item.request_id, [], rest))
         self.emit(FinishEvent(item.request_id, reason, item.num_prompt_tokens, 0, item.num_resumed_tokens,
@@ -269,8 +271,10 @@ class WorkerLoop(WorkerInbox, PrefillScheduling):
             done_reason = "stop"
         elif num_out >= params.max_tokens or out_of_room:
             done_reason = "length"
-        if done_reason is not None:
-            delta += seq.detokenizer.flush() if not seq.detokenizer.stopped else ""
+        if done_reason is not None and not seq.detokenizer.stopped:
+            delta += seq.detokenizer.flush()
+            if seq.detokenizer.stopped:   # the text held back till the end completed a stop string
+                done_reason = "stop"
         prompt_scores, seq.prompt_logprobs = seq.prompt_logprobs, None
         if ids or delta or prompt_scores is not None:
             scored = seq.output_logprobs[-1:] if ids and seq.output_logprobs else None

@@ -51,7 +51,7 @@ def test_a_tokens_text_offset_is_the_character_its_bytes_begin_in():
     """"é!" then half of "€" as byte-level tokens: each byte of a split character shows as
     U+FFFD alone, yet the offsets count the text's characters."""
     from gateway.backend import TokenChoice
-    from gateway.openai_format import completion_logprobs
+    from gateway.legacy_logprobs import completion_logprobs
 
     pieces = [b"\xc3", b"\xa9", b"!", b"\xe2\x82", b"\xac", b"<|im_end|>"]
     choices = [TokenChoice(piece.decode("utf-8", "replace"), piece, -1.0) for piece in pieces]
@@ -68,7 +68,7 @@ def test_legacy_logprobs_name_partial_utf8_tokens_by_their_bytes():
     so no alternative is lost and the greedy token's entry is its own, likeliest value. Of
     two tokens with one name, the likelier's value stays."""
     from gateway.backend import TokenChoice
-    from gateway.openai_format import completion_logprobs
+    from gateway.legacy_logprobs import completion_logprobs
 
     pizza, pizza_end, han = b"\xf0\x9f", b"\x8d\x95", b"\xe4\xb8"
     shown = "\ufffd"
@@ -94,7 +94,7 @@ def test_legacy_top_logprobs_hold_each_token_with_its_own_value():
     token, when among them, is `tokens[i]` there with the value `token_logprobs[i]`; and
     bytes that differ never share a key."""
     from gateway.backend import TokenChoice
-    from gateway.openai_format import completion_logprobs, legacy_token_name
+    from gateway.legacy_logprobs import completion_logprobs, legacy_token_name
 
     rng = random.Random(19)
     source = "é€🍕中 ok\n".encode()
