@@ -28,53 +28,152 @@ Times are explicit (Unix ns), so building the spans later, off the request path,
 nothing. Functions only; the writer owns which spans are open.
 
 Usage (`gen_ai.usage.*`) is tokens used: a step that never reached a model (refused by its
-tenant's limits, cut while queued: `reached_model`) exports none and no
-`gen_ai.response.id`, though its record keeps the refused prompt's size for the store, and
-adds nothing to its session's totals (`used_tokens`).
+tenant's limits, cut while queued: `reached_model`) exports none, no `gen_ai.response.id`
+and no `gen_ai.response.model` (no model made a response), though its record keeps the
+refused prompt's size for the store, and adds nothing to its session's totals
+(`used_tokens`). `gen_ai.response.time_to_first_chunk` is a streamed step's only (the
+conventions define it for streaming); `stepahead.ttft_s` is every step's.
+
+A gateway that dies (SIGKILL, OOM) never ends its sessions' spans; the store keeps each
+open one's ids, start and totals (store_rows.py), and the gateway that ends such a
+session (`TraceStore.end_abandoned`) exports the span it would have been
+(`record_left_open_session_span`): the same ids, so its chat and tool spans find their
+parent, ended at the session's last step as an idle end. It goes through the tracer like
+any other span; only its ids are given, by an IdGenerator (`_ReusedIds`). NOTE: the store
+keeps one open span per session, the last opened: of two gateways serving one session at
+once, the other's is lost if it dies; and with different idle timeouts on one store, the
+shortest may send the span of a session a longer one still holds, which that one sends
+again, same ids, when it ends it.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from opentelemetry import trace
-from opentelemetry.trace import Link, NonRecordingSpan, Span, SpanKind, Status, StatusCode
+from opentelemetry.sdk.trace.id_generator import IdGenerator
+from opentelemetry.trace import Link, NonRecordingSpan, Span, SpanContext, SpanKind, Status, StatusCode, \
+    TraceFlags
 
 from agents_trace import semconv as sc
 from agents_trace.content import input_messages_json, output_messages_json, prompt_messages
 from agents_trace.records import ForecastCheck, SessionEnded, Step
+from agents_trace.store_rows import LeftOpenSpan, SessionSpanIds
 
 NO_TOKENS = (0, 0, 0)
+IDLE = "idle"   # the end reason of a session nobody used for the idle timeout
 
 
 def _ns(t_s: float) -> int:
     return int(t_s * 1e9)
 
 
+def _session_span_name(agent: str | None) -> str:
+    return f"{sc.OP_INVOKE_AGENT} {agent}" if agent else sc.OP_INVOKE_AGENT
+
+
+def _session_attributes(tenant: str, session: str, source: str, agent: str | None) -> dict:
+    attributes = {sc.OPERATION_NAME: sc.OP_INVOKE_AGENT, sc.PROVIDER_NAME: sc.PROVIDER,
+                  sc.CONVERSATION_ID: session, sc.TENANT: tenant, sc.SESSION_SOURCE: source}
+    if agent:
+        attributes[sc.AGENT_NAME] = agent
+    return attributes
+
+
+def session_span_start_s(step: Step) -> float:
+    """When the `invoke_agent` span `step` opens starts: its tool run's start, if earlier."""
+    tool_start_s = tool_run_start_s(step)
+    return step.arrived_s if tool_start_s is None else min(tool_start_s, step.arrived_s)
+
+
 def start_session_span(tracer: trace.Tracer, step: Step) -> Span:
     context = None
     if step.remote_parent is not None:
         context = trace.set_span_in_context(NonRecordingSpan(step.remote_parent))
-    name = f"{sc.OP_INVOKE_AGENT} {step.agent}" if step.agent else sc.OP_INVOKE_AGENT
-    attributes = {sc.OPERATION_NAME: sc.OP_INVOKE_AGENT, sc.PROVIDER_NAME: sc.PROVIDER,
-                  sc.CONVERSATION_ID: step.session, sc.TENANT: step.tenant,
-                  sc.SESSION_SOURCE: step.session_source}
-    if step.agent:
-        attributes[sc.AGENT_NAME] = step.agent
-    tool_start_s = tool_run_start_s(step)
-    start_s = step.arrived_s if tool_start_s is None else min(tool_start_s, step.arrived_s)
-    return tracer.start_span(name, context=context, kind=SpanKind.INTERNAL,
-                             attributes=attributes, start_time=_ns(start_s))
+    return tracer.start_span(_session_span_name(step.agent), context=context, kind=SpanKind.INTERNAL,
+                             attributes=_session_attributes(step.tenant, step.session, step.session_source,
+                                                            step.agent),
+                             start_time=_ns(session_span_start_s(step)))
+
+
+def _end_with_totals(span: Span, reason: str, num_steps: int, num_input_tokens: int,
+                     num_output_tokens: int, num_cached_tokens: int, end_s: float) -> None:
+    span.set_attribute(sc.SESSION_NUM_STEPS, num_steps)
+    span.set_attribute(sc.SESSION_END_REASON, reason)
+    span.set_attribute(sc.USAGE_INPUT_TOKENS, num_input_tokens)
+    span.set_attribute(sc.USAGE_OUTPUT_TOKENS, num_output_tokens)
+    span.set_attribute(sc.USAGE_CACHE_READ_INPUT_TOKENS, num_cached_tokens)
+    span.end(end_time=_ns(end_s))
 
 
 def end_session_span(span: Span, ended: SessionEnded, num_steps: int, num_input_tokens: int,
                      num_output_tokens: int, num_cached_tokens: int, now_s: float) -> None:
     """End the span; `num_steps` and the token totals are its own steps' (the writer's
     counts), not `ended.num_steps`, which counts a resumed session's earlier spans' too."""
-    span.set_attribute(sc.SESSION_NUM_STEPS, num_steps)
-    span.set_attribute(sc.SESSION_END_REASON, ended.reason)
-    span.set_attribute(sc.USAGE_INPUT_TOKENS, num_input_tokens)
-    span.set_attribute(sc.USAGE_OUTPUT_TOKENS, num_output_tokens)
-    span.set_attribute(sc.USAGE_CACHE_READ_INPUT_TOKENS, num_cached_tokens)
     end_s = ended.last_ended_s if ended.last_ended_s is not None else now_s
-    span.end(end_time=_ns(end_s))
+    _end_with_totals(span, ended.reason, num_steps, num_input_tokens, num_output_tokens, num_cached_tokens,
+                     end_s)
+
+
+def session_span_ids(span: Span | None) -> SessionSpanIds | None:
+    """The ids the store keeps of a session's span (None when it records nothing)."""
+    if span is None or not span.is_recording():
+        return None
+    context = span.get_span_context()
+    parent = getattr(span, "parent", None)   # the SDK span's (ReadableSpan.parent)
+    return SessionSpanIds(trace.format_trace_id(context.trace_id), trace.format_span_id(context.span_id),
+                          None if parent is None else trace.format_span_id(parent.span_id))
+
+
+class _ReusedIds(IdGenerator):
+    """The ids of a span that was started, never ended, by a gateway since gone (the trace
+    id only asked for a span without a parent); `usual` says whether trace ids are random."""
+
+    def __init__(self, usual: IdGenerator, trace_id: int, span_id: int) -> None:
+        self.usual = usual
+        self.trace_id = trace_id
+        self.span_id = span_id
+
+    def generate_trace_id(self) -> int:
+        return self.trace_id
+
+    def generate_span_id(self) -> int:
+        return self.span_id
+
+    def is_trace_id_random(self) -> bool:
+        return self.usual.is_trace_id_random()
+
+
+@contextmanager
+def _ids_reused(tracer: trace.Tracer, ids: SessionSpanIds) -> Iterator[None]:
+    """The next span `tracer` (an SDK Tracer: `id_generator`) starts gets `ids`. NOTE: the
+    tracer is the trace writer thread's alone, so no other span starts meanwhile."""
+    usual = tracer.id_generator
+    tracer.id_generator = _ReusedIds(usual, int(ids.trace_id, 16), int(ids.span_id, 16))
+    try:
+        yield
+    finally:
+        tracer.id_generator = usual
+
+
+def record_left_open_session_span(tracer: trace.Tracer, left: LeftOpenSpan) -> bool:
+    """Export the `invoke_agent` span a dead gateway opened and never ended (see the
+    module's docstring), as an idle end at the session's last step; False when `tracer`
+    has no ids to set (not an SDK tracer: nothing exports)."""
+    if not isinstance(getattr(tracer, "id_generator", None), IdGenerator):
+        return False
+    context = None
+    if left.ids.parent_span_id is not None:   # its first request's traceparent (sampled: the span recorded)
+        context = trace.set_span_in_context(NonRecordingSpan(SpanContext(
+            int(left.ids.trace_id, 16), int(left.ids.parent_span_id, 16), is_remote=True,
+            trace_flags=TraceFlags(TraceFlags.SAMPLED))))
+    with _ids_reused(tracer, left.ids):
+        span = tracer.start_span(_session_span_name(left.agent), context=context, kind=SpanKind.INTERNAL,
+                                 attributes=_session_attributes(left.tenant, left.session, left.source, left.agent),
+                                 start_time=_ns(left.started_s))
+    _end_with_totals(span, IDLE, left.num_steps, left.num_input_tokens, left.num_output_tokens,
+                     left.num_cached_tokens, max(left.last_s, left.started_s))
+    return True
 
 
 def tool_run_start_s(step: Step) -> float | None:
@@ -118,22 +217,22 @@ def used_tokens(step: Step) -> tuple[int, int, int]:
 def _chat_attributes(step: Step, check: ForecastCheck | None) -> dict:
     attributes = {
         sc.OPERATION_NAME: step.operation, sc.PROVIDER_NAME: sc.PROVIDER,
-        sc.REQUEST_MODEL: step.model, sc.RESPONSE_MODEL: step.model,
-        sc.CONVERSATION_ID: step.session, sc.TENANT: step.tenant,
+        sc.REQUEST_MODEL: step.model, sc.CONVERSATION_ID: step.session, sc.TENANT: step.tenant,
         sc.REQUEST_STREAM: step.is_stream,
         sc.SESSION_SOURCE: step.session_source, sc.STEP_INDEX: step.index,
         sc.STEP_AFTER: step.after.label,
         sc.STEP_TOOL_CALLS: [call.name for call in step.tool_calls]}
     is_run = reached_model(step)
-    if is_run:
-        attributes.update({sc.USAGE_INPUT_TOKENS: step.num_input_tokens,
+    if is_run:   # NOTE: the model the gateway routed to; an upstream's reported name is not in the Step
+        attributes.update({sc.RESPONSE_MODEL: step.model, sc.USAGE_INPUT_TOKENS: step.num_input_tokens,
                            sc.USAGE_OUTPUT_TOKENS: step.num_output_tokens,
                            sc.USAGE_CACHE_READ_INPUT_TOKENS: step.num_cached_tokens})
     for key, value in step.request_params:
         attributes[f"gen_ai.request.{key}"] = value
     optional = {sc.AGENT_NAME: step.agent, sc.RESPONSE_ID: step.response_id if is_run else None,
                 sc.WORKER: step.worker, sc.STEP_GAP_S: step.gap_s,
-                sc.RESPONSE_TIME_TO_FIRST_CHUNK: step.ttft_s, sc.TTFT_S: step.ttft_s,
+                sc.RESPONSE_TIME_TO_FIRST_CHUNK: step.ttft_s if step.is_stream else None,
+                sc.TTFT_S: step.ttft_s,
                 sc.ERROR_TYPE: step.error, sc.REQUEST_SERVICE_TIER: step.service_tier}
     attributes.update({k: v for k, v in optional.items() if v is not None})
     if step.finish_reason:

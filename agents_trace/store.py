@@ -11,7 +11,9 @@ Only the trace writer thread calls this class (never the request path). Invarian
 - a writer's end of a session leaves it open where another writer stored a step after the
   last one it saw (one session served by two gateways, one stopping);
 - a session no writer ends is ended by any writer's sweep (`end_abandoned`), so one left
-  open by a gateway that died (SIGKILL, OOM) does not stay open forever;
+  open by a gateway that died (SIGKILL, OOM) does not stay open forever; the sweep is
+  handed, in the same transaction, the `invoke_agent` span the dead writer never ended
+  (its ids, start and totals: store_rows.py), once: ending clears its ids;
 - retention removes whole sessions: every one older than `max_age_s`, then, until the
   data fits in `max_bytes`, the biggest tenants' oldest (`store_retention`: a tenant
   within its share keeps its sessions while another floods). Freed pages go back to the
@@ -37,8 +39,8 @@ from typing import TypeVar
 from agents_trace.records import SessionEnded
 from agents_trace.step_numbering import offset_past
 from agents_trace.store_schema import BUSY_TIMEOUT_MS, connect_writer
-from agents_trace.store_rows import INSERT_STEP, REPLACE_CONTENT, UPSERT_SESSION, StepRow, \
-    content_values, session_values, step_values
+from agents_trace.store_rows import CLEAR_ENDED_SPAN, INSERT_STEP, REPLACE_CONTENT, SELECT_LEFT_OPEN_SPAN, \
+    UPSERT_SESSION, LeftOpenSpan, StepRow, content_values, left_open_span, session_values, step_values
 from agents_trace.store_retention import trim_biggest_first
 from cache.damaged_files import damaged_because, is_damaged_database, set_aside_database, surviving_damage
 from cache.sqlite_transaction import transaction
@@ -144,10 +146,13 @@ class TraceStore:
         """How far to shift a newly opened session's indexes past those already stored."""
         return offset_past(self.last_step(tenant, session), first_index)
 
-    def write(self, rows: Sequence[StepRow], ended: Sequence[SessionEnded]) -> list[int]:
+    def write(self, rows: Sequence[StepRow], ended: Sequence[SessionEnded],
+              ended_spans: Sequence[tuple[str, str, str]] = ()) -> list[int]:
         """Store `rows` and `ended` in one transaction; the index each row was stored
         under, in order: its own (`step.index`), or, where the session has a step there
-        already (another writer of this store took it), the session's next (MAX(idx) + 1)."""
+        already (another writer of this store took it), the session's next (MAX(idx) + 1).
+        `ended_spans`: (tenant, session, span id) of the `invoke_agent` spans the caller
+        ended, which the store then no longer names (the sessions' ends may not apply)."""
         if not rows and not ended:
             return []
         with transaction(self.db, "BEGIN IMMEDIATE") as db:
@@ -158,9 +163,12 @@ class TraceStore:
                            "WHERE tenant = ? AND session = ? AND (? IS NULL OR last_s <= ?)",   # none since
                            (end.last_ended_s, end.reason, end.tenant, end.session, end.last_ended_s,
                             end.last_ended_s))
+            if ended_spans:
+                db.executemany(CLEAR_ENDED_SPAN, ended_spans)
         return placed
 
-    def end_abandoned(self, before_s: float, held: Container[tuple[str, str]]) -> int:
+    def end_abandoned(self, before_s: float, held: Container[tuple[str, str]],
+                      left_open_spans: list[LeftOpenSpan] | None = None) -> int:
         """End the sessions open in the store whose last step ended before `before_s`,
         but those in `held` (the caller's own open sessions): those of a gateway killed
         before ending them. Decided in the store, not when reading, so every reader sees
@@ -170,7 +178,9 @@ class TraceStore:
         (`idle`, ended at their last step); how many (at most ABANDONED_BATCH_SESSIONS, the
         rest at the next call). A step written since (`last_s` moved on) keeps its session
         open. O(log n + open sessions older than `before_s`): the partial index on open
-        sessions (store_schema.py)."""
+        sessions (store_schema.py). `left_open_spans`, when given, gains (once the ends are
+        committed) the `invoke_agent` span each ended session's store row names: one its
+        writer never ended, so never exported; ending clears the ids, so none is handed twice."""
         keys: list[tuple[str, str, float]] = []
         cursor = self.db.execute("SELECT tenant, session FROM sessions WHERE ended_s IS NULL AND last_s < ?",
                                  (before_s,))
@@ -184,9 +194,17 @@ class TraceStore:
             cursor.close()
         if not keys:
             return 0
-        with transaction(self.db, "BEGIN IMMEDIATE") as db:
-            return db.executemany("UPDATE sessions SET ended_s = last_s, end_reason = 'idle' WHERE tenant = ? "
-                                  "AND session = ? AND ended_s IS NULL AND last_s < ?", keys).rowcount
+        with transaction(self.db, "BEGIN IMMEDIATE") as db:   # read and ended under one write lock
+            spans = [] if left_open_spans is None else [
+                left_open_span(row) for key in keys
+                if (row := db.execute(SELECT_LEFT_OPEN_SPAN, key).fetchone()) is not None]
+            num_ended = db.executemany("UPDATE sessions SET ended_s = last_s, end_reason = 'idle', "
+                                       "span_trace_id = NULL, span_id = NULL, span_parent_id = NULL "
+                                       "WHERE tenant = ? AND session = ? AND ended_s IS NULL AND last_s < ?",
+                                       keys).rowcount
+        if left_open_spans is not None:
+            left_open_spans.extend(spans)
+        return num_ended
 
     def _write_step(self, row: StepRow, moved: _Moved) -> int:
         """Store one step; the index it was stored under. `moved` (this write's moved

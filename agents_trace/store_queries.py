@@ -14,9 +14,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from agents_trace.conversation import MAX_CLIENT_ID_CHARS
 from agents_trace.header_ids import percent_decoded
 from agents_trace.prompt_blocks import PreviousPrompt, evicted_prefix_tokens
-from agents_trace.store_schema import connect_reader
+from agents_trace.store_schema import SESSION_SPAN_COLUMNS, connect_reader
 
 MAX_PAGE = 500
 # a session whose id holds the text, or one of whose steps is the request with that id
@@ -52,6 +53,15 @@ def given_id_forms(given: str) -> tuple[str, ...]:
     return (given,) if decoded == given else (given, decoded)
 
 
+def whole_id_forms(given: str) -> tuple[str, ...]:
+    """`given_id_forms` of a whole session id, then, where they differ, each as the gateway
+    stores an id: without surrounding whitespace and cut to its first MAX_CLIENT_ID_CHARS
+    characters, so the id a client sent (its log's) finds the session however long it was."""
+    forms = given_id_forms(given)
+    stored = tuple(form.strip()[:MAX_CLIENT_ID_CHARS] for form in forms)
+    return tuple(dict.fromkeys(form for form in (*forms, *stored) if form))
+
+
 @contextlib.contextmanager
 def read_store(path: Path) -> Iterator[sqlite3.Connection | None]:
     """A short read-only connection for one query (None when the store does not exist yet)."""
@@ -65,6 +75,8 @@ def read_store(path: Path) -> Iterator[sqlite3.Connection | None]:
 
 def _session_dict(row: sqlite3.Row) -> dict:
     out = dict(row)
+    for column in SESSION_SPAN_COLUMNS:   # the writers' bookkeeping, not the session's
+        out.pop(column, None)
     for column in ("num_confident_forecasts", "num_confident_forecast_hits"):
         out.setdefault(column, 0)  # a store no writer has upgraded yet lacks the column
     out["is_open"] = out.pop("ended_s") is None
@@ -141,9 +153,10 @@ def find_session(path: Path, session: str, tenant: str | None) -> list[dict]:
 def find_session_as_given(path: Path, given: str, tenant: str | None) -> list[dict]:
     """`find_session` for an id a person typed or pasted: the sessions with that id, or
     when there are none, those with its percent-decoded form (`given_id_forms`: an
-    answer's `x-session-id`); within `tenant` either way. A session's own id is in each
-    found one's `session`, for every look-up after this one."""
-    for session in given_id_forms(given):
+    answer's `x-session-id`), or either as the gateway stored it (`whole_id_forms`: cut);
+    within `tenant` either way. A session's own id is in each found one's `session`, for
+    every look-up after this one."""
+    for session in whole_id_forms(given):
         found = find_session(path, session, tenant)
         if found:
             return found

@@ -2,7 +2,12 @@
 upsert and its `step_content` row (store.py writes them in one transaction).
 
 Invariant: a `steps` insert never replaces a stored step (a taken index inserts nothing,
-rowcount 0); a session's upsert adds the step to its summary and opens it again.
+rowcount 0); a session's upsert adds the step to its summary and opens it again. Its
+`span_*` columns name the `invoke_agent` span of the last step that opened one (a row
+with `span_opened_s`: its writer had the session closed), with the totals of that span's
+steps alone (a row of another writer's span, of the same session, adds nothing to them);
+a writer that ends its span clears its ids (`CLEAR_ENDED_SPAN`), so a session's stored
+span is one no writer ended: a dead one's (`LeftOpenSpan`).
 """
 from __future__ import annotations
 
@@ -12,16 +17,51 @@ from dataclasses import dataclass
 from agents_trace.records import CapturedContent, ForecastCheck, Step
 
 
+@dataclass(frozen=True, slots=True)
+class SessionSpanIds:
+    """The ids (hex) of a recording `invoke_agent` span, and of its remote parent (the
+    first request's `traceparent`) when it has one."""
+
+    trace_id: str
+    span_id: str
+    parent_span_id: str | None = None
+
+
 @dataclass(slots=True)
 class StepRow:
     """A step to store. `prefix_in_batch`: its content's `prefix_step` is the index of an
-    earlier row of the same `write`, which the store follows where that row is moved."""
+    earlier row of the same `write`, which the store follows where that row is moved.
+    `session_span`: its `invoke_agent` span (None: none recording); `span_opened_s`: that
+    span's start, on the step that opened it; `span_tokens`: the (input, cached input,
+    output) tokens that span counts for the step (`spans.used_tokens`)."""
 
     step: Step
     check: ForecastCheck | None
     trace_id: str | None
     span_id: str | None
     prefix_in_batch: bool = False
+    session_span: SessionSpanIds | None = None
+    span_opened_s: float | None = None
+    span_tokens: tuple[int, int, int] = (0, 0, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class LeftOpenSpan:
+    """The open `invoke_agent` span of a session ended for a writer that never did
+    (`TraceStore.end_abandoned`): its ids, start, the session's last step's end, and the
+    totals of its own steps."""
+
+    tenant: str
+    session: str
+    agent: str | None
+    source: str
+    ids: SessionSpanIds
+    started_s: float
+    last_s: float
+    num_steps: int
+    num_input_tokens: int
+    num_cached_tokens: int
+    num_output_tokens: int
 
 
 def _forecast_json(check: ForecastCheck | None) -> str | None:
@@ -65,11 +105,14 @@ def _prompt_blocks_json(step: Step) -> str | None:
     return json.dumps(list(step.prompt_blocks), separators=(",", ":"))
 
 
+_OPENS = "excluded.span_started_s IS NOT NULL"   # the row opened a span: the columns name it now
+_SPAN_TOTALS = ("span_num_steps", "span_input_tokens", "span_cached_tokens", "span_output_tokens")
 UPSERT_SESSION = ("INSERT INTO sessions (tenant, session, agent, source, started_s, last_s, "
             "num_steps, num_errors, num_tool_runs, num_input_tokens, num_cached_tokens, "
             "num_output_tokens, num_forecasts, num_forecast_hits, num_confident_forecasts, "
-            "num_confident_forecast_hits, trace_id) "
-            "VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "num_confident_forecast_hits, trace_id, span_trace_id, span_id, span_parent_id, span_started_s, "
+            "span_num_steps, span_input_tokens, span_cached_tokens, span_output_tokens) "
+            "VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?) "
             "ON CONFLICT (tenant, session) DO UPDATE SET "
             "agent = COALESCE(sessions.agent, excluded.agent), "
             "started_s = MIN(sessions.started_s, excluded.started_s), "
@@ -85,7 +128,26 @@ UPSERT_SESSION = ("INSERT INTO sessions (tenant, session, agent, source, started
             "num_confident_forecasts = sessions.num_confident_forecasts + excluded.num_confident_forecasts, "
             "num_confident_forecast_hits = "
             "sessions.num_confident_forecast_hits + excluded.num_confident_forecast_hits, "
-            "trace_id = COALESCE(sessions.trace_id, excluded.trace_id)")
+            "trace_id = COALESCE(sessions.trace_id, excluded.trace_id), "
+            + "".join(f"{column} = CASE WHEN {_OPENS} THEN excluded.{column} ELSE sessions.{column} END, "
+                      for column in ("span_trace_id", "span_id", "span_parent_id", "span_started_s"))
+            + ", ".join(f"{column} = CASE WHEN {_OPENS} THEN excluded.{column} "
+                        f"WHEN sessions.span_id = excluded.span_id THEN sessions.{column} + excluded.{column} "
+                        f"ELSE sessions.{column} END" for column in _SPAN_TOTALS))
+CLEAR_ENDED_SPAN = ("UPDATE sessions SET span_trace_id = NULL, span_id = NULL, span_parent_id = NULL "
+                    "WHERE tenant = ? AND session = ? AND span_id = ?")   # (tenant, session, its span id)
+SELECT_LEFT_OPEN_SPAN = ("SELECT tenant, session, agent, source, span_trace_id, span_id, span_parent_id, "
+                         "COALESCE(span_started_s, started_s), last_s, " + ", ".join(_SPAN_TOTALS) +
+                         " FROM sessions WHERE tenant = ? AND session = ? AND ended_s IS NULL AND last_s < ? "
+                         "AND span_id IS NOT NULL")
+
+
+def left_open_span(row: tuple) -> LeftOpenSpan:
+    """A row of `SELECT_LEFT_OPEN_SPAN` as a LeftOpenSpan."""
+    (tenant, session, agent, source, trace_id, span_id, parent_span_id, started_s, last_s,
+     num_steps, num_input, num_cached, num_output) = row
+    return LeftOpenSpan(tenant, session, agent, source, SessionSpanIds(trace_id, span_id, parent_span_id),
+                        started_s, last_s, num_steps, num_input, num_cached, num_output)
 REPLACE_CONTENT = ("INSERT OR REPLACE INTO step_content (tenant, session, idx, "
                    "num_prefix_messages, prefix_step, new_messages, output, other_outputs) "
                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
@@ -99,7 +161,16 @@ def session_values(row: StepRow) -> tuple:
     return (step.tenant, step.session, step.agent, step.session_source, step.arrived_s,
             step.ended_s, 1 if step.error is not None else 0, len(step.after.tools), step.num_input_tokens,
             step.num_cached_tokens, step.num_output_tokens, 1 if check is not None else 0, is_hit,
-            is_confident, is_confident * is_hit, row.trace_id)
+            is_confident, is_confident * is_hit, row.trace_id, *_span_values(row))
+
+
+def _span_values(row: StepRow) -> tuple:
+    """The `span_*` values of `UPSERT_SESSION` (`span_num_steps` is 1, in the SQL)."""
+    ids = row.session_span
+    if ids is None:
+        return (None, None, None, row.span_opened_s, 0, 0, 0)
+    num_input, num_cached, num_output = row.span_tokens
+    return (ids.trace_id, ids.span_id, ids.parent_span_id, row.span_opened_s, num_input, num_cached, num_output)
 
 
 def step_values(row: StepRow, *, has_content: bool) -> list:

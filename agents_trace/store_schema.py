@@ -10,7 +10,10 @@ so listing steps never reads it. `sessions_open_by_last` indexes only the open s
 (`TraceStore.end_abandoned`) without reading the ended ones; a writer opening a store made
 before it builds it then (once, one pass over the sessions; `CREATE ... IF NOT EXISTS`,
 as every table and index here), and SQLite keeps it up to date for every writer, older
-versions too.
+versions too. The `span_*` columns of an open session name the `invoke_agent` span its
+steps belong to while no writer has ended it (ids in hex, its start, its own steps'
+totals: `store_rows.UPSERT_SESSION`), so a gateway ending a session another left open
+(`end_abandoned`) can export that span; NULL ids: none to export.
 """
 from __future__ import annotations
 
@@ -30,7 +33,15 @@ ADDED_COLUMNS = (("steps", "other_choices", "TEXT NOT NULL DEFAULT '[]'"),
                  ("sessions", "num_confident_forecasts", "INTEGER NOT NULL DEFAULT 0"),
                  ("sessions", "num_confident_forecast_hits", "INTEGER NOT NULL DEFAULT 0"),
                  ("steps", "prompt_blocks", "TEXT"),
-                 ("steps", "service_tier", "TEXT"))
+                 ("steps", "service_tier", "TEXT"),
+                 *(("sessions", name, kind) for name, kind in (
+                     ("span_trace_id", "TEXT"), ("span_id", "TEXT"), ("span_parent_id", "TEXT"),
+                     ("span_started_s", "REAL"), ("span_num_steps", "INTEGER NOT NULL DEFAULT 0"),
+                     ("span_input_tokens", "INTEGER NOT NULL DEFAULT 0"),
+                     ("span_cached_tokens", "INTEGER NOT NULL DEFAULT 0"),
+                     ("span_output_tokens", "INTEGER NOT NULL DEFAULT 0"))))
+# the writers' bookkeeping of a session's open span: never shown to a reader of the store
+SESSION_SPAN_COLUMNS = tuple(name for table, name, _ in ADDED_COLUMNS if name.startswith("span_"))
 BUSY_TIMEOUT_MS = 5000
 
 SCHEMA = """
@@ -46,6 +57,9 @@ CREATE TABLE IF NOT EXISTS sessions (
     num_confident_forecasts INTEGER NOT NULL DEFAULT 0,
     num_confident_forecast_hits INTEGER NOT NULL DEFAULT 0,
     trace_id TEXT,
+    span_trace_id TEXT, span_id TEXT, span_parent_id TEXT, span_started_s REAL,
+    span_num_steps INTEGER NOT NULL DEFAULT 0, span_input_tokens INTEGER NOT NULL DEFAULT 0,
+    span_cached_tokens INTEGER NOT NULL DEFAULT 0, span_output_tokens INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (tenant, session)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS sessions_by_last ON sessions (last_s);

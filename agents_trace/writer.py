@@ -12,7 +12,9 @@ then is step_numbering.py's.
 
 Each sweep also ends the sessions other writers left open (a gateway killed before ending
 them: `TraceStore.end_abandoned`), once idle past `idle_timeout_s` plus a margin (the same
-again, at most ABANDONED_MARGIN_S: a write late behind a busy store).
+again, at most ABANDONED_MARGIN_S: a write late behind a busy store), and exports their
+`invoke_agent` spans, which their writer never did (spans.py; at most the store's batch a
+sweep). Each step's row names its session's span, so the store can hand it over.
 
 Invariants: the request path only ever calls `EventQueue.offer`, which never blocks
 (event_queue.py: a full queue drops the event and counts it). A failing subscriber,
@@ -40,10 +42,11 @@ from opentelemetry import trace
 
 from agents_trace.event_queue import EventQueue
 from agents_trace.records import SessionEnded, Step, TraceEvent
-from agents_trace.spans import end_session_span, record_chat_span, record_tool_spans, \
-    start_session_span, used_tokens
+from agents_trace.spans import end_session_span, record_chat_span, record_left_open_session_span, \
+    record_tool_spans, session_span_ids, session_span_start_s, start_session_span, used_tokens
 from agents_trace.step_numbering import OpenSession, numbered, offset_past, with_stored_gap
 from agents_trace.store import StepRow, TraceStore
+from agents_trace.store_rows import LeftOpenSpan
 from agents_trace.symbols import check_forecast
 
 log = logging.getLogger("stepahead.agents_trace")
@@ -109,6 +112,7 @@ class TraceWriter:
         # (tenant, session, own index) -> the index asked for
         self._batch: list[tuple[tuple[str, str], int]] = []
         self._pending: dict[tuple[str, str, int], int] = {}
+        self._ended_spans: list[tuple[str, str, str]] = []   # (tenant, session, span id) ended since the last write
         self._thread: threading.Thread | None = None
         self._next_damage_check_s = 0.0
         # a full disk fails every write: not a traceback each
@@ -192,12 +196,14 @@ class TraceWriter:
         self.stats.num_steps += 1
         key = (step.tenant, step.session)
         session = self._open.get(key)
+        opened_s = None
         if session is None:
             last = self._last_stored(step)
             session = self._open[key] = OpenSession(None, offset_past(last, step.index), self.clock(), step.index,
                                                     stored_ended_s=None if last is None else last[1])
             step, prefix_in_batch = numbered(key, session, with_stored_gap(step, session), self._pending, self._batch)
             session.span = start_session_span(self.otel, step) if self.otel is not None else None
+            opened_s = session_span_start_s(step)
         else:
             step, prefix_in_batch = numbered(key, session, with_stored_gap(step, session), self._pending, self._batch)
             session.last_seen_s = self.clock()
@@ -205,7 +211,7 @@ class TraceWriter:
         check = check_forecast(session.forecast, step) if session.forecast is not None else None
         session.forecast = None
         session.num_steps += 1
-        num_input, num_cached, num_output = used_tokens(step)   # none for a step no model ran
+        span_tokens = num_input, num_cached, num_output = used_tokens(step)   # none for a step no model ran
         session.num_input_tokens += num_input
         session.num_cached_tokens += num_cached
         session.num_output_tokens += num_output
@@ -222,13 +228,16 @@ class TraceWriter:
             except Exception:
                 self.stats.num_forecaster_errors += 1
                 self._failures.log("forecaster", "the forecaster failed")
-        return StepRow(step, check, trace_id, span_id, prefix_in_batch)
+        return StepRow(step, check, trace_id, span_id, prefix_in_batch, session_span_ids(session.span),
+                       opened_s, span_tokens)
 
     def _on_end(self, ended: SessionEnded) -> SessionEnded:
         self.stats.num_sessions_ended += 1
         session = self._open.pop((ended.tenant, ended.session), None)
         self._call_subscribers(ended)
         if session is not None and session.span is not None:
+            if (ids := session_span_ids(session.span)) is not None:   # the store no longer names it
+                self._ended_spans.append((ended.tenant, ended.session, ids.span_id))
             end_session_span(session.span, ended, session.num_steps, session.num_input_tokens,
                              session.num_output_tokens, session.num_cached_tokens, self.clock())
         return ended
@@ -256,11 +265,12 @@ class TraceWriter:
     def _write(self, rows: list[StepRow], ended: list[SessionEnded]) -> None:
         """Store the batch; each open session learns where its steps went (`place`)."""
         batch, self._batch, self._pending = self._batch, [], {}
+        ended_spans, self._ended_spans = self._ended_spans, []
         if self.store is None or not (rows or ended):
             return
         self._on_store("reopening the trace store", lambda store: store.reopen_if_gone(), False)
-        placed = self._on_store("writing %d step(s) to the trace store", lambda store: store.write(rows, ended),
-                                None, len(rows))
+        placed = self._on_store("writing %d step(s) to the trace store",
+                                lambda store: store.write(rows, ended, ended_spans), None, len(rows))
         if placed is None or len(placed) != len(batch):
             return   # not written (counted), or rows made elsewhere
         for (key, own_index), row, index in zip(batch, rows, placed):
@@ -273,8 +283,11 @@ class TraceWriter:
         if self.store is None:
             return
         before_s = self.clock() - self.idle_timeout_s - min(self.idle_timeout_s, ABANDONED_MARGIN_S)
+        spans: list[LeftOpenSpan] | None = None if self.otel is None else []
         num_ended = self._on_store("ending sessions left open in the trace store",
-                                   lambda store: store.end_abandoned(before_s, self._open), 0)
+                                   lambda store: store.end_abandoned(before_s, self._open, spans), 0)
+        for left in spans or ():
+            record_left_open_session_span(self.otel, left)
         if num_ended:
             self.stats.num_abandoned_ended += num_ended
             log.info("ended %d session(s) left open in the trace store %s since before %.0f s ago "

@@ -50,7 +50,8 @@ def test_tracer_three_step_session_has_one_agent_three_chat_two_tool_spans(tmp_p
         assert chats[1].attributes["gen_ai.usage.cache_read.input_tokens"] == 80
         assert chats[1].attributes["gen_ai.usage.output_tokens"] == 20
         assert chats[1].attributes["stepahead.worker"] == "w1"
-        assert chats[1].attributes["gen_ai.response.time_to_first_chunk"] == 0.1
+        assert chats[1].attributes["stepahead.ttft_s"] == 0.1
+        assert "gen_ai.response.time_to_first_chunk" not in chats[1].attributes   # not streamed
         assert chats[0].kind == SpanKind.SERVER
         assert [s.name for s in tools] == ["execute_tool get_weather", "execute_tool book_table"]
         assert [s.attributes["gen_ai.tool.call.id"] for s in tools] == ["call_w1", "call_b2"]

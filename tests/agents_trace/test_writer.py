@@ -69,7 +69,7 @@ def test_a_store_failing_every_write_is_logged_once_a_minute_and_every_failure_c
         def reopen_if_gone(self):
             return False
 
-        def write(self, rows, ended):
+        def write(self, rows, ended, ended_spans=()):
             raise sqlite3.OperationalError("database or disk is full")
 
     stats = WriterStats()
