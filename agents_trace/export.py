@@ -16,6 +16,11 @@ block fingerprints (`prompt_blocks`; header `block_size`) where the store has th
 whole prompt (local models, `record_prompt_blocks` on), so a replay or the simulator
 shares prefixes as the recorded requests did; without them the replay harness derives
 token content from (tenant, session, step), as the format allows.
+A step that failed without generating anything (refused: an unknown model, a prompt over
+the context, a tenant's limits; or failed before its first token) is left out: the format
+has no field for an error, and as an ordinary line a replay would send it as a request that
+succeeds. `ExportCounts` says how many were (the CLI says so on stderr). A step that failed
+part-way (its reply cut short) is kept, with the tokens it had: that work was done.
 Invariant: a request's `messages` are rebuilt exactly (the first `num_prefix_messages`
 of the step it extends, `prefix_step`, then the messages new in it) or left out: never
 a shortened list.
@@ -26,6 +31,7 @@ import json
 import sqlite3
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from agents_trace.content import split_tools_entry
@@ -34,6 +40,18 @@ from agents_trace.semconv import OP_TEXT_COMPLETION
 from agents_trace.store_queries import iter_session_steps
 
 FORMAT = "stepahead-trace/1"
+
+
+@dataclass(slots=True)
+class ExportCounts:
+    """What an export left out, filled in as its lines are read."""
+
+    num_failed_left_out: int = 0   # failed steps that generated nothing (see above)
+
+
+def is_left_out(step: dict) -> bool:
+    """Whether a step is left out of an export: it failed without generating anything."""
+    return step["error"] is not None and step["num_output_tokens"] == 0
 
 
 def _line(value: dict) -> str:
@@ -82,13 +100,19 @@ def kept_tool_names(step: dict, following: dict | None) -> list[str]:
     return [call["name"] for call in kept]
 
 
-def _session_requests(path: Path, tenant: str, session: str) -> Iterator[tuple[float, dict]]:
-    """Each of the session's request lines (all fields but `t`) with its arrival time."""
+def _session_requests(path: Path, tenant: str, session: str,
+                      counts: ExportCounts) -> Iterator[tuple[float, dict]]:
+    """Each of the session's request lines (all fields but `t`) with its arrival time; a
+    step left out (`is_left_out`) counted in `counts` instead."""
     full_messages: dict[int, list] = {}
     pending: tuple[dict, dict] | None = None  # a step's line waits for the next step (its kept choice)
     for step, content in iter_session_steps(path, tenant, session):
         if pending is not None:
             yield pending[0]["arrived_s"], {**pending[1], "tool_calls": kept_tool_names(pending[0], step)}
+            pending = None
+        if is_left_out(step):   # (the step before it is told by it which choice the session went on from)
+            counts.num_failed_left_out += 1
+            continue
         line = {"tenant": tenant, "session": session, "after": step["after_label"], "tool_calls": [],
                 "input_tokens": step["num_input_tokens"], "output_tokens": step["num_output_tokens"]}
         if step.get("service_tier") == "flex":
@@ -127,15 +151,16 @@ def _request_line(t_s: float, line: dict) -> str:
     return _line({"t": round(max(0.0, t_s), 6), **line})
 
 
-def export_lines(path: Path, tenant: str, session: str) -> Iterator[str]:
-    """The session's JSONL lines (header first); nothing but the header if it is unknown.
+def export_lines(path: Path, tenant: str, session: str, counts: ExportCounts | None = None) -> Iterator[str]:
+    """The session's JSONL lines (header first); nothing but the header if it is unknown;
+    what was left out in `counts`.
     Lines are in index order with `t` never going back (a trace is in arrival order: a
     step that began a moment before the one indexed ahead of it, or a wall clock stepped
     back, takes the time of the line before it)."""
     yield header_line(f"stepahead session {session} of tenant {tenant}")
     start_s: float | None = None
     last_s = 0.0
-    for arrived_s, line in _session_requests(path, tenant, session):
+    for arrived_s, line in _session_requests(path, tenant, session, ExportCounts() if counts is None else counts):
         if start_s is None:
             start_s = arrived_s
         last_s = max(last_s, arrived_s - start_s)
@@ -143,12 +168,15 @@ def export_lines(path: Path, tenant: str, session: str) -> Iterator[str]:
 
 
 def export_sessions_lines(path: Path, keys: Iterable[tuple[str, str]], note: str,
-                          on_session: Callable[[], None] | None = None) -> Iterator[str]:
+                          on_session: Callable[[], None] | None = None,
+                          counts: ExportCounts | None = None) -> Iterator[str]:
     """Several sessions as one trace: the header, then every request of every (tenant,
     session) in `keys`, in arrival order (a session's own steps in index order), `t`
     counted from the earliest. The requests are sorted on disk, in a temporary SQLite
     file removed when the lines are done (or abandoned), so memory holds one session at a
-    time. `on_session` is called after each session is read (for a progress bar)."""
+    time. `on_session` is called after each session is read (for a progress bar); what was
+    left out goes in `counts`."""
+    counts = ExportCounts() if counts is None else counts
     with tempfile.TemporaryDirectory(prefix="stepahead-export-") as scratch:
         spool = sqlite3.connect(Path(scratch) / "requests.sqlite3")
         try:
@@ -157,7 +185,7 @@ def export_sessions_lines(path: Path, keys: Iterable[tuple[str, str]], note: str
             num_requests = 0
             for tenant, session in keys:
                 rows = [(arrived_s, num_requests + i, json.dumps(line, ensure_ascii=False))
-                        for i, (arrived_s, line) in enumerate(_session_requests(path, tenant, session))]
+                        for i, (arrived_s, line) in enumerate(_session_requests(path, tenant, session, counts))]
                 spool.executemany("INSERT INTO requests VALUES (?, ?, ?)", rows)
                 num_requests += len(rows)
                 if on_session is not None:

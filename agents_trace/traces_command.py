@@ -13,8 +13,10 @@ $STEPAHEAD_TRACE_DB or the user data dir (traces_lookup.py). A session id may al
 as an answer's `x-session-id` carries it, percent-encoded (`job 100%25`, `caf%C3%A9`), and
 so may `--id-contains` (store_queries.given_id_forms). A session id may exist in several tenants;
 `--tenant` picks one (required only then). `--json` prints one JSON line instead of a
-table. Exit codes: 0 done, 1 no such session, no match or no store, 2 bad usage, config
-or store, 141 the reader of stdout went away (`| head`), quietly.
+table (text a client sent with its control and bidirectional characters escaped, as in
+the tables). Exit codes: 0 done, 1 no such session, no match or no store, 2 bad usage,
+config or store, 74 stdout could not be written (a full disk, a closed stdout), 141 the
+reader of stdout went away (`| head`), quietly (cache/stdout_reader.py).
 """
 from __future__ import annotations
 
@@ -23,13 +25,11 @@ import json
 import sqlite3
 import sys
 import time
-from collections.abc import Iterable
 from pathlib import Path
-from typing import TextIO
 
 from tqdm import tqdm
 
-from agents_trace.export import export_lines, export_sessions_lines
+from agents_trace.export import ExportCounts, export_lines, export_sessions_lines
 from agents_trace.store import delete_sessions
 from agents_trace.store_queries import MAX_PAGE, SessionFilter, find_session_as_given, iter_session_steps, \
     list_sessions, matching_session_keys
@@ -37,8 +37,9 @@ from agents_trace.store_stats import StatsWindow, tenant_stats
 from agents_trace.traces_follow import AmbiguousSession, follow_session
 from agents_trace.traces_lookup import CommandError, session_of_request, store_path, the_session, \
     the_session_or_request
+from agents_trace.traces_output import refuse_the_store, write_lines
 from agents_trace.traces_view import parse_since, session_json, session_text, sessions_text, stats_text
-from cache.atomic_file import replacing
+from agents_trace.text_table import terminal_json
 
 
 def _store_args(parser: argparse.ArgumentParser) -> None:
@@ -123,7 +124,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Write one session (--session), or every session the filters take (--all: "
                     "the recorded traffic, merged in arrival order, to replay), as stepahead-trace/1.")
     _which_sessions_args(export, "every session the filters below take, as one trace")
-    export.add_argument("--output", "-o", help="output file (default: stdout); written whole or not at all")
+    export.add_argument("--output", "-o", help="output file (default, or -: stdout); a file is written whole or "
+                        "not at all, a device or FIFO written into; never the store itself")
     export.set_defaults(handler=export_command)
 
     delete = commands.add_parser(
@@ -135,11 +137,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     delete.set_defaults(handler=delete_command)
 
 
-def _run(args: argparse.Namespace, body) -> int:
+def _run(args: argparse.Namespace, body, *, store_may_be_missing: bool = False) -> int:
     """Run `body(path)`, turning known failures into one stderr line and an exit code (a
     reader of stdout that goes away, `| head`, is a quiet exit: `gateway.cli.main`)."""
     try:
-        path = store_path(args)
+        path = store_path(args, must_exist=not store_may_be_missing)
         try:
             return body(path)
         except sqlite3.DatabaseError as exc:
@@ -179,7 +181,7 @@ def stats_command(args: argparse.Namespace) -> int:
 def list_command(args: argparse.Namespace) -> int:
     def body(path: Path) -> int:
         page = list_sessions(path, _session_filter(args), limit=args.limit, offset=args.offset)
-        print(json.dumps(page, ensure_ascii=False) if args.json else sessions_text(page))
+        print(terminal_json(page) if args.json else sessions_text(page))
         return 0
     return _run(args, body)
 
@@ -191,7 +193,7 @@ def _run_on_session(args: argparse.Namespace, body) -> int:
 
 def show_command(args: argparse.Namespace) -> int:
     if args.follow:
-        return _run(args, lambda path: _follow(path, args))
+        return _run(args, lambda path: _follow(path, args), store_may_be_missing=True)   # waits for it too
 
     def body(path: Path) -> int:
         session = the_session_or_request(path, args.session, args.tenant)
@@ -204,7 +206,7 @@ def show_command(args: argparse.Namespace) -> int:
 
 def _follow(path: Path, args: argparse.Namespace) -> int:
     session, tenant = args.session, args.tenant
-    if not find_session_as_given(path, session, tenant):   # a request's id, or a session still to come
+    if path.exists() and not find_session_as_given(path, session, tenant):   # a request's id, or one to come
         found = session_of_request(path, session, tenant)
         if found is not None:
             session, tenant = found["session"], found["tenant"]
@@ -214,34 +216,18 @@ def _follow(path: Path, args: argparse.Namespace) -> int:
         raise CommandError(f"session {session!r} exists in several tenants ({exc}); pass --tenant", 2) from None
 
 
-def _write_to(stream: TextIO, lines: Iterable[str]) -> int:
-    count = 0
-    for line in lines:
-        stream.write(line)
-        count += 1
-    return count
-
-
-def _write(lines: Iterable[str], output: str | None) -> int:
-    """The lines to stdout, or to `output` whole: written beside it, then renamed over it,
-    so a failure part-way leaves no half file. Returns how many lines."""
-    if not output:
-        count = _write_to(sys.stdout, lines)
-        sys.stdout.flush()   # a reader gone fails here, before anything says they were written
-        return count
-    try:
-        with replacing(output, shared=True) as out:   # the file asked for: the umask's mode, as `> file` gives
-            return _write_to(out, lines)
-    except OSError as exc:
-        raise CommandError(f"cannot write {output}: {exc.strerror or exc}", 2) from None
-
-
 def export_command(args: argparse.Namespace) -> int:
     if args.all:
         return _run(args, lambda path: _export_matching(path, args))
     if _filters_without_all(args):
         return 2
     return _run_on_session(args, lambda path, session: _export_one(path, session, args.output))
+
+
+def _say_failed_steps_left_out(counts: ExportCounts) -> None:
+    if counts.num_failed_left_out:
+        print(f"stepahead: {counts.num_failed_left_out} failed step(s) left out (refused, nothing generated: "
+              "the trace format has no field for an error)", file=sys.stderr)
 
 
 def _filters_without_all(args: argparse.Namespace) -> bool:
@@ -255,21 +241,27 @@ def _filters_without_all(args: argparse.Namespace) -> bool:
 
 
 def _export_one(path: Path, session: dict, output: str | None) -> int:
-    _write(export_lines(path, session["tenant"], session["session"]), output)
+    refuse_the_store(output, path)
+    counts = ExportCounts()
+    write_lines(export_lines(path, session["tenant"], session["session"], counts), output)
+    _say_failed_steps_left_out(counts)
     return 0
 
 
 def _export_matching(path: Path, args: argparse.Namespace) -> int:
+    refuse_the_store(args.output, path)
     keys = matching_session_keys(path, _session_filter(args))
     if not keys:
         raise CommandError(f"no sessions in {path} match", 1)
     tenants = sorted({tenant for tenant, _ in keys})
     note = f"stepahead: {len(keys)} sessions of {len(tenants)} tenant(s) from {path.name}"
     with tqdm(total=len(keys), unit="session", desc="reading", file=sys.stderr, disable=None) as bar:
-        lines = export_sessions_lines(path, keys, note, on_session=lambda: bar.update(1))
-        num_lines = _write(lines, args.output)
+        counts = ExportCounts()
+        lines = export_sessions_lines(path, keys, note, on_session=lambda: bar.update(1), counts=counts)
+        num_lines = write_lines(lines, args.output)
+    _say_failed_steps_left_out(counts)
     print(f"stepahead: {num_lines - 1} requests of {len(keys)} sessions of {len(tenants)} tenant(s)"
-          + (f" written to {args.output}" if args.output else ""), file=sys.stderr)
+          + (f" written to {args.output}" if args.output and args.output != "-" else ""), file=sys.stderr)
     return 0
 
 
@@ -293,7 +285,13 @@ def delete_command(args: argparse.Namespace) -> int:
 
 
 def _confirmed(question: str) -> bool:
-    """A "y" typed on a terminal; False without one (a script must say --yes)."""
+    """A "y" typed on a terminal; False without one (a script must say --yes), and for
+    Ctrl+D (the end of input: a "no", ending the prompt's line)."""
     if not sys.stdin.isatty():
         return False
-    return input(f"stepahead: {question} [y/N] ").strip().lower() in ("y", "yes")
+    try:
+        answer = input(f"stepahead: {question} [y/N] ")
+    except EOFError:
+        print(file=sys.stderr)
+        return False
+    return answer.strip().lower() in ("y", "yes")

@@ -3,7 +3,8 @@
 For the person watching an agent run: the session as `show` prints it, then each step the
 gateway stores afterwards as one line (with its messages, `--content`), until the
 session ends (its idle timeout, the gateway stopping) or is deleted, or Ctrl+C. A session
-not stored yet is waited for, so the command can start before the agent does. The id is
+not stored yet is waited for, so the command can start before the agent does (and a store
+not made yet: before the gateway's first start). The id is
 taken as given, or percent-decoded where no session has it as given (an answer's
 `x-session-id` pasted: store_queries.find_session_as_given), until a session is found;
 from then on that session's own id.
@@ -14,6 +15,7 @@ poll of its reply); the output is the same text `show` prints, line by line.
 """
 from __future__ import annotations
 
+import sqlite3
 import sys
 import time
 from collections.abc import Callable
@@ -39,6 +41,17 @@ def _found(path: Path, session: str, tenant: str | None, *, as_given: bool = Fal
     return matches[0] if matches else None
 
 
+def _found_yet(path: Path, session: str, tenant: str | None, *, store_was_missing: bool) -> dict | None:
+    """`_found` (as given) while waiting for the session; a store that was missing when the
+    wait began and is only being made now (its file there, its tables not yet) has none."""
+    try:
+        return _found(path, session, tenant, as_given=True)
+    except sqlite3.OperationalError as exc:
+        if store_was_missing and "no such table" in str(exc):
+            return None
+        raise
+
+
 def follow_session(path: Path, session: str, tenant: str | None, *, with_content: bool,
                    out: TextIO | None = None, note: TextIO | None = None, poll_s: float = POLL_S,
                    sleep: Callable[[float], None] = time.sleep) -> int:
@@ -46,12 +59,14 @@ def follow_session(path: Path, session: str, tenant: str | None, *, with_content
     what it waits for to `note`, stderr); 0 once it has ended or is gone."""
     out = sys.stdout if out is None else out
     note = sys.stderr if note is None else note
-    found = _found(path, session, tenant, as_given=True)
+    store_was_missing = not path.exists()
+    found = _found_yet(path, session, tenant, store_was_missing=store_was_missing)
     if found is None:
-        print(f"stepahead: waiting for session {session!r} (Ctrl+C stops)", file=note, flush=True)
+        where = f" and its trace store {str(path)!r}" if store_was_missing else ""
+        print(f"stepahead: waiting for session {session!r}{where} (Ctrl+C stops)", file=note, flush=True)
         while found is None:
             sleep(poll_s)
-            found = _found(path, session, tenant, as_given=True)
+            found = _found_yet(path, session, tenant, store_was_missing=store_was_missing)
     session = found["session"]   # its own id: a decoded one must not find another session later
     steps = list(iter_session_steps(path, found["tenant"], session))
     print(session_text(found, steps, with_content=with_content), file=out, flush=True)

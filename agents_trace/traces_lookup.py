@@ -23,8 +23,10 @@ class CommandError(Exception):
         self.code = code
 
 
-def store_path(args: argparse.Namespace) -> Path:
-    """The store to read; CommandError when the config is bad or the file is missing."""
+def store_path(args: argparse.Namespace, *, must_exist: bool = True) -> Path:
+    """The store to read; CommandError when the config is bad, when the path names
+    something other than a file, or when the file is missing and `must_exist` (`show
+    --follow` waits for a store not made yet)."""
     try:
         if args.db:
             path = Path(args.db).expanduser()
@@ -35,7 +37,7 @@ def store_path(args: argparse.Namespace) -> Path:
             path = config.resolved_store_path()
     except (OSError, tomllib.TOMLDecodeError, TraceConfigError) as exc:
         raise CommandError(f"bad config: {exc}", 2) from None
-    if not path.is_file():
+    if not path.is_file() and (must_exist or path.exists()):
         raise CommandError(f"no trace store at {path}", 1)
     return path
 

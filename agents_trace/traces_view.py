@@ -9,14 +9,13 @@ same fields and counts as `/ui` and the JSON API, every value made printable
 """
 from __future__ import annotations
 
-import json
 import math
 import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 
-from agents_trace.text_table import NO_VALUE, Column, printable, printable_lines, render_table
+from agents_trace.text_table import NO_VALUE, Column, printable, printable_lines, render_table, terminal_json
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$")
 _UNIT_S = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -294,7 +293,7 @@ def session_json(session: Mapping, steps: Iterable[tuple[Mapping, Mapping | None
                  with_content: bool = False) -> str:
     """The session and all its steps as one JSON line (each step's `content` when asked)."""
     out_steps = [{**step, "content": content} if with_content else dict(step) for step, content in steps]
-    return json.dumps({"session": dict(session), "steps": out_steps}, ensure_ascii=False)
+    return terminal_json({"session": dict(session), "steps": out_steps})
 
 
 def _count(number: int, noun: str) -> str:

@@ -1,11 +1,18 @@
 """Writing a file whole or not at all.
 
-Invariant: while `replacing(path)` is open, `path` keeps its old content (or stays
-absent); the new content appears under `path` only if the block ends without an
+Invariant: while `replacing(path)` is open, a regular file `path` keeps its old content
+(a new one stays absent); the new content appears under `path` only if the block ends without an
 exception (a rename of a partial file beside it, atomic on one file system). On any
 exception, Ctrl+C included, the partial file is removed and nothing else changes. The
 partial file is this process's own, so two processes writing one file (two gateways
 sharing a directory) each put a whole copy in place, the last one staying.
+
+What is replaced is a regular file, or a new one: a symlink's target (resolved, the
+partial file beside it), never the link itself. A path naming something else is written
+into, as `> path` does, never replaced: a character device (`/dev/null`, a terminal), a
+FIFO, or a file reached through /proc (`/dev/stdout`, `/dev/fd/N`: an open descriptor's
+file, whose writer keeps its descriptor). There "whole or not at all" cannot hold: what
+was written before a failure stays written.
 
 Errors: a path it cannot replace (empty, a directory, `.` or `/`, a missing folder, no
 permission) is an OSError whose `filename` is `path` as given, never the partial file's
@@ -21,11 +28,13 @@ import errno
 import os
 import stat
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO
 
 from cache.private_paths import PRIVATE_FILE_MODE
+
+MAX_LINKS = 40   # links followed before a path counts as a loop (as the kernel's)
 
 
 @contextmanager
@@ -34,6 +43,11 @@ def replacing(path: str | Path, binary: bool = False, *, shared: bool = False) -
     normally. `shared`: a new file gets the mode the umask gives new files, not the private
     one (for what other users may read: the cache directory's files)."""
     target = _replaceable(path)
+    if _written_in_place(target):
+        with _writing_into(target, path, binary) as stream:
+            yield stream
+        return
+    target = _link_target(target, path)
     partial = target.with_name(f".{target.name}.partial{os.getpid()}")
     kept = _mode_of(target)
     mode = 0o666 if shared else PRIVATE_FILE_MODE   # the umask applies
@@ -82,3 +96,58 @@ def _mode_of(path: Path) -> int | None:
         return stat.S_IMODE(path.stat().st_mode)
     except FileNotFoundError:
         return None
+
+
+def _written_in_place(target: Path) -> bool:
+    """Whether `target` names something to write into rather than replace: not a regular
+    file (a device, a FIFO), or a file reached through /proc (an open descriptor's)."""
+    try:
+        info = target.stat()
+    except OSError:   # missing (a new file), or unreadable: replacing says why, naming it
+        return False
+    return not stat.S_ISREG(info.st_mode) or _reached_through_proc(target)
+
+
+def _reached_through_proc(path: Path) -> bool:
+    """Whether `path`, or a link it leads through, lies in /proc (`/dev/stdout` is a link
+    to `/proc/self/fd/1`, whose own "link" names the descriptor's file)."""
+    current = Path(os.path.abspath(path))
+    for _ in range(MAX_LINKS):
+        if Path(os.path.realpath(current.parent)).parts[1:2] == ("proc",):
+            return True
+        if not current.is_symlink():
+            return False
+        current = Path(os.path.abspath(current.parent / os.readlink(current)))
+    return False
+
+
+def _link_target(target: Path, path: str | Path) -> Path:
+    """The file a symlink `target` leads to (`target` itself when it is none), which is
+    what gets replaced; ELOOP naming `path` for a loop of links."""
+    if not target.is_symlink():
+        return target
+    resolved = Path(os.path.realpath(target))
+    if resolved.is_symlink():
+        raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), str(path))
+    return resolved
+
+
+@contextmanager
+def _writing_into(target: Path, path: str | Path, binary: bool) -> Iterator[IO]:
+    """A stream written straight into `target` (emptied first where it is a file, as `>`
+    does), every failure an OSError naming `path`."""
+    try:
+        descriptor = os.open(target, os.O_WRONLY | os.O_TRUNC)
+    except OSError as exc:
+        raise _naming(exc, path) from None
+    stream = open(descriptor, "wb") if binary else open(descriptor, "w", encoding="utf-8")
+    try:
+        yield stream
+    except BaseException:
+        with suppress(OSError):   # what is still buffered may fail too: the block's error is the one
+            stream.close()
+        raise
+    try:
+        stream.close()   # the last flush (`/dev/full` fails here)
+    except OSError as exc:
+        raise _naming(exc, path) from None

@@ -1,23 +1,71 @@
 """A command whose reader of stdout goes away (`stepahead traces stats --json | head -c 300`,
-`python -m cache.sim ... | head`) ends quietly, as Unix tools do. Here in cache/, which
-imports nothing of ours, so every command line (gateway/cli.py, cache/sim) shares it.
+`python -m cache.sim ... | head`) ends quietly, as Unix tools do; one whose stdout fails
+otherwise (a full disk: `> /dev/full`; a closed stdout: `>&-`) ends with one line on
+stderr. Here in cache/, which imports nothing of ours, so every command line
+(gateway/cli.py, cache/sim) shares it.
 
-Invariant: when writing to stdout fails with BrokenPipeError, the command stops and exits
+Invariants: when writing to stdout fails with BrokenPipeError, the command stops and exits
 with status 141 (128 + SIGPIPE, what a shell reports for `yes | head`), printing nothing
-more: no traceback, and no "Exception ignored ... BrokenPipeError" at interpreter exit,
-because stdout is pointed at os.devnull, where the exit's flush of what is still buffered
-cannot fail.
+more; when it fails with another OSError (stdout closed counts as one, and only when
+something is written to it), the command stops and exits with status 74 (EX_IOERR of
+sysexits.h) after one line, "PROGRAM: cannot write to stdout: WHY", on stderr. Neither
+prints a traceback, nor an "Exception ignored ..." at interpreter exit: stdout is pointed
+at os.devnull, where the exit's flush of what is still buffered cannot fail. Only errors
+of stdout's own writes count so: an OSError of anything else the command does passes
+through unchanged.
 NOTE: Python ignores SIGPIPE, so a write to a closed pipe raises instead of killing the
 process; the command's output is flushed inside `quiet_when_reader_leaves` so that even a
 last short write fails there, not at exit.
 """
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from collections.abc import Callable
+from typing import TextIO
 
 READER_LEFT_EXIT = 128 + 13   # 128 + SIGPIPE
+STDOUT_FAILED_EXIT = 74       # EX_IOERR
+
+
+class StdoutFailed(OSError):
+    """A write to stdout failed, other than by its reader leaving."""
+
+
+class _GuardedStdout:
+    """stdout (None when the process started with it closed) whose write and flush
+    failures are StdoutFailed; anything else is stdout's own."""
+
+    def __init__(self, stream: TextIO | None) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        if self.stream is None:
+            if text:
+                raise StdoutFailed(errno.EBADF, "stdout is closed")
+            return 0
+        try:
+            return self.stream.write(text)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise StdoutFailed(exc.errno, exc.strerror or str(exc)) from exc
+
+    def flush(self) -> None:
+        if self.stream is None:
+            return
+        try:
+            self.stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise StdoutFailed(exc.errno, exc.strerror or str(exc)) from exc
+
+    def __getattr__(self, name: str):
+        if self.stream is None:
+            raise AttributeError(name)
+        return getattr(self.stream, name)
 
 
 def _point_stdout_at_devnull() -> None:
@@ -32,13 +80,30 @@ def _point_stdout_at_devnull() -> None:
         os.close(devnull)
 
 
-def quiet_when_reader_leaves(command: Callable[[], int]) -> int:
+def quiet_when_reader_leaves(command: Callable[[], int], program: str = "stepahead") -> int:
     """`command()`'s exit code, with stdout flushed; READER_LEFT_EXIT if stdout's reader
-    went away meanwhile."""
+    went away meanwhile, STDOUT_FAILED_EXIT (said on stderr, as `program`) if stdout
+    failed otherwise."""
+    guarded = _GuardedStdout(sys.stdout)
+    sys.stdout = guarded
     try:
         code = command()
         sys.stdout.flush()
         return code
     except BrokenPipeError:
+        _restore_stdout(guarded)
         _point_stdout_at_devnull()
         return READER_LEFT_EXIT
+    except StdoutFailed as exc:
+        _restore_stdout(guarded)
+        _point_stdout_at_devnull()
+        print(f"{program}: cannot write to stdout: {exc.strerror}", file=sys.stderr)
+        return STDOUT_FAILED_EXIT
+    finally:
+        _restore_stdout(guarded)
+
+
+def _restore_stdout(guarded: _GuardedStdout) -> None:
+    """stdout back as it was, unless the command replaced it meanwhile."""
+    if sys.stdout is guarded:
+        sys.stdout = guarded.stream
