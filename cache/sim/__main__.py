@@ -12,4 +12,4 @@ def _main() -> int:
         return INTERRUPTED_EXIT
 
 
-sys.exit(quiet_when_reader_leaves(_main))   # `python -m cache.sim ... | head`: exit 141, no traceback
+sys.exit(quiet_when_reader_leaves(_main, program="python -m cache.sim"))   # `... | head`: exit 141, no traceback

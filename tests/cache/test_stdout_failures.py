@@ -68,3 +68,12 @@ def test_a_full_device_as_stdout_is_one_line_and_exit_74(tmp_path):
         done = subprocess.run([sys.executable, "-c", SCRIPT], stdout=stdout, stderr=subprocess.PIPE, text=True,
                               timeout=60)
     assert (done.returncode, done.stderr) == (74, "stepahead: cannot write to stdout: No space left on device\n")
+
+
+def test_the_simulator_names_itself_when_its_stdout_fails(tmp_path):
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text("".join(f'{{"timestamp": {t}, "input_length": 1024, "output_length": 4, "hash_ids": [1, 2]}}\n'
+                             for t in (0, 10)))
+    done = subprocess.run([sys.executable, "-m", "cache.sim", "--trace", str(trace), "--hot-blocks", "4", "--json"],
+                          stderr=subprocess.PIPE, text=True, timeout=120, preexec_fn=lambda: os.close(1))
+    assert (done.returncode, done.stderr) == (74, "python -m cache.sim: cannot write to stdout: stdout is closed\n")
