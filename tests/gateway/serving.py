@@ -6,10 +6,12 @@ and runs the app's lifespan shutdown.
 from __future__ import annotations
 
 import socket
+import subprocess
 import threading
 import time
 from dataclasses import dataclass
 
+import httpx
 import uvicorn
 
 from gateway.config import DEFAULT_KEEP_ALIVE_S
@@ -20,6 +22,20 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def wait_until_healthy(port: int, process: subprocess.Popen, timeout_s: float = 60.0) -> None:
+    """Until a `stepahead serve` child answers /health with 200; fails if it exits first
+    or the time runs out."""
+    deadline_s = time.monotonic() + timeout_s
+    while True:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        assert time.monotonic() < deadline_s and process.poll() is None
+        time.sleep(0.2)
 
 
 @dataclass(slots=True)

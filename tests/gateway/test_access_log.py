@@ -3,14 +3,13 @@ import logging
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
 from gateway.access_log import REDACTED, QueryRedaction, redacted_path
-from tests.gateway.serving import free_port
+from tests.gateway.serving import free_port, wait_until_healthy
 from tests.gateway.test_cli import STORE_ENV
 
 
@@ -42,15 +41,7 @@ def test_a_served_gateway_never_writes_a_key_sent_in_the_url_to_its_log():
         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
              **{name: os.environ[name] for name in (*STORE_ENV, "STEPAHEAD_CACHE_DIR") if name in os.environ}})
     try:
-        deadline_s = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline_s and process.poll() is None
-            time.sleep(0.2)
+        wait_until_healthy(port, process, timeout_s=120)
         reply = httpx.get(f"http://127.0.0.1:{port}/v1/models?api_key=sk-in-the-url")
         assert reply.status_code == 401
     finally:

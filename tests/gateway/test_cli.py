@@ -10,7 +10,7 @@ import pytest
 
 from gateway.cli import build_parser, main
 from gateway.config import key_digest
-from tests.gateway.serving import free_port
+from tests.gateway.serving import free_port, wait_until_healthy
 
 # where the tests' conftest points the gateway's files, so this served gateway keeps out of
 # the user's data directory too
@@ -89,15 +89,7 @@ api_key_sha256 = ["{key_digest('sk-cli')}"]
     try:
         first_line = process.stdout.readline()
         assert f"http://127.0.0.1:{port}/v1" in first_line
-        deadline_s = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline_s and process.poll() is None
-            time.sleep(0.2)
+        wait_until_healthy(port, process, timeout_s=60)
         reply = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions",
                            headers={"Authorization": "Bearer sk-cli"},
                            json={"model": "mock", "messages": [{"role": "user", "content": "x"}]})
