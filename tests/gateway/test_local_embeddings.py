@@ -104,7 +104,7 @@ def test_a_tenant_reserves_and_is_charged_the_exact_count_of_its_tokens(served):
     over = post(served, {"model": "enc-mean", "input": ["y" * 40, "z" * 30]}, BUDGET_KEY)   # 70 tokens
     assert over.status_code == 429, over.text
     assert over.json()["error"]["code"] == over.json()["error"]["type"] == "insufficient_quota"   # as a chat's
-    assert "needs up to 70" in over.json()["error"]["message"] and limiter.num_spent_tokens == 0
+    assert "may use up to 70 tokens" in over.json()["error"]["message"] and limiter.num_spent_tokens == 0
     fits = post(served, {"model": "enc-mean", "input": ["y" * 25, "w" * 35]}, BUDGET_KEY)   # 60: the whole budget
     assert fits.status_code == 200 and fits.json()["usage"]["total_tokens"] == 60
     assert limiter.num_spent_tokens == 60 and limiter.num_reserved_tokens == 0
