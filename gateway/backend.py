@@ -22,8 +22,11 @@ class Usage:
     """Token counts of a reply. `completion_tokens_details` is the breakdown an upstream
     sent (`reasoning_tokens`, ...: non-negative integers), None when the backend has none
     (local models do not reason apart). `num_cache_write_tokens`: the prompt tokens the
-    reply wrote to a prompt cache, an upstream's own count (0 when it sent none); None for
-    a local model, which writes those it did not find cached (`cache_write_tokens`)."""
+    reply wrote to a prompt cache, an upstream's own count (0 when it sent none) or a local
+    model's worker's (`shards.protocol.FinishEvent.num_cache_write_tokens`: the new full
+    blocks of the prompt it registered in its prefix cache; 0 with prefix caching off);
+    None where no count is known (a reply cut short before its worker finished), which
+    `cache_write_tokens` reports as 0."""
 
     num_prompt_tokens: int = 0
     num_completion_tokens: int = 0
@@ -33,11 +36,9 @@ class Usage:
 
     @property
     def cache_write_tokens(self) -> int:
-        """The prompt tokens written to a cache: an upstream's count, else (a local model)
-        those not found in the prefix cache, which its prefill writes there."""
-        if self.num_cache_write_tokens is not None:
-            return self.num_cache_write_tokens
-        return max(0, self.num_prompt_tokens - self.num_cached_tokens)
+        """The prompt tokens written to a cache, as counted (`num_cache_write_tokens`);
+        0 where no count is known: never more than was written."""
+        return self.num_cache_write_tokens or 0
 
     @property
     def num_total_tokens(self) -> int:

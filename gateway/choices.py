@@ -70,8 +70,9 @@ def merged_usage(finishes: list[Finished], num_prompts: int = 1) -> Finished:
 
 
 def _summed_writes(finishes: list[Finished]) -> int | None:
-    """The paying choices' upstream cache writes summed; None (a local model's: its prompt
-    not found cached) when none of them has a count."""
+    """The paying choices' cache writes summed (an upstream call's, or a local prompt's
+    first choice's: the later ones find the prompt cached and write none of it); None when
+    none of them has a count."""
     counts = [f.usage.num_cache_write_tokens for f in finishes if f.usage.num_cache_write_tokens is not None]
     return sum(counts) if counts else None
 

@@ -84,7 +84,7 @@ class Continuations:
     def __init__(self, engine, prepared: Prepared, call: LocalCall, queue_room: int = 0):
         self.engine, self.prepared, self.call = engine, prepared, call
         self._queue_room = queue_room
-        self.usage = Usage(num_prompt_tokens=len(call.prompt_token_ids))
+        self.usage = Usage(num_prompt_tokens=len(call.prompt_token_ids), num_cache_write_tokens=0)
         self.worker, self.ttft_s = "local", None  # where the first generation ran, its TTFT
         self._has_first = False
         self.max_total = call.sampling.max_tokens
@@ -133,6 +133,7 @@ class Continuations:
                         num_tokens = event.num_output_tokens
                         self.last_finish_reason = event.finish_reason
                         self._first(event.worker_id, event.ttft_s, event.num_cached_tokens)
+                        self._wrote(event.num_cache_write_tokens)
         finally:
             self._reading.discard(events)
             self.usage.num_completion_tokens += num_tokens
@@ -150,6 +151,13 @@ class Continuations:
             self.usage.num_cached_tokens = min(num_cached_tokens or 0, self.usage.num_prompt_tokens)
             self.prepared.generated.run_started(self.worker, self.usage.num_cached_tokens,
                                                 is_prompt_head=self.prepared.is_prompt_head)
+
+    def _wrote(self, num_tokens: int) -> None:
+        """Count a generation's cache writes (its worker's: prompt and suffix), at most the
+        prompt tokens not found cached."""
+        usage = self.usage
+        usage.num_cache_write_tokens = min((usage.num_cache_write_tokens or 0) + num_tokens,
+                                           max(0, usage.num_prompt_tokens - usage.num_cached_tokens))
 
     def finished(self, finish_reason: str) -> Finished:
         return Finished(finish_reason, self.usage, worker=self.worker, ttft_s=self.ttft_s)

@@ -71,8 +71,12 @@ def schema_param(call: LocalCall, schema: dict | None) -> str | None:
 
 
 def _finished(event: FinishEvent, finish_reason: str | None = None) -> Finished:
+    """The reply's end, its usage the engine request's: the prompt tokens its worker wrote
+    to the prefix cache at most the ones it did not find there."""
+    num_uncached = max(0, event.num_prompt_tokens - event.num_cached_tokens)
     return Finished(finish_reason or event.finish_reason,
-                    Usage(event.num_prompt_tokens, event.num_output_tokens, event.num_cached_tokens),
+                    Usage(event.num_prompt_tokens, event.num_output_tokens, event.num_cached_tokens,
+                          num_cache_write_tokens=min(event.num_cache_write_tokens, num_uncached)),
                     worker=event.worker_id or "local", ttft_s=event.ttft_s)
 
 

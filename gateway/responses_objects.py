@@ -98,11 +98,10 @@ DEFAULT_SAMPLING = 1.0   # `temperature` and `top_p` when the request names none
 def response_usage(usage: Usage) -> dict:
     """A response's `usage`. `input_tokens_details.cache_write_tokens` (OpenAI: "the number
     of input tokens that were written to the cache") is an upstream's own count (0 when it
-    sent none) and, for a local model, the prompt tokens not found in the prefix cache,
-    `input_tokens - cached_tokens`: it prefills exactly those and writes them to its prefix
-    cache for the next request to find (it keeps whole blocks, so a last partial block of
-    them may be kept only with the reply's tokens, or not at all; nothing is kept when
-    prefix caching is off) (`Usage.cache_write_tokens`)."""
+    sent none) and, for a local model, its worker's: the full blocks of the prompt it
+    registered in its prefix cache as new (never a last partial block, a block found cached
+    or one it had no room for; 0 with prefix caching off, or when unknown: a reply cut short
+    before its worker finished) (`Usage.cache_write_tokens`)."""
     return {"input_tokens": usage.num_prompt_tokens,
             "input_tokens_details": {"cached_tokens": usage.num_cached_tokens,
                                      "cache_write_tokens": usage.cache_write_tokens},

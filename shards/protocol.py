@@ -116,7 +116,11 @@ FinishReason = Literal["stop", "length", "cancelled"]
 @dataclass(slots=True)
 class FinishEvent:
     """The request ended normally. `num_cached_tokens` prompt tokens were served from
-    the prefix cache, so only the rest were prefilled."""
+    the prefix cache, so only the rest were prefilled. `num_cache_write_tokens`: the prompt
+    tokens this request wrote to the prefix cache, the full blocks of its prompt that its
+    worker registered there as new (not those it found cached, nor a last partial block,
+    nor blocks it had no room for); 0 with prefix caching off, or when it ended before its
+    prompt was committed."""
 
     request_id: str
     finish_reason: FinishReason
@@ -126,6 +130,7 @@ class FinishEvent:
     ttft_s: float
     worker_id: str = ""
     prefill_s: float = 0.0  # model time spent on the uncached prompt tokens
+    num_cache_write_tokens: int = 0
 
 
 @dataclass(slots=True)

@@ -70,6 +70,7 @@ class WorkerLoop(WorkerInbox, PrefillScheduling):
         self.running: dict[str, object] = {}
         self.prefilling: dict[str, PrefillTask] = {}
         self._prefill_s: dict[str, float] = {}  # running request -> its prefill compute time
+        self._prompt_writes: dict[str, int] = {}  # committed request -> prompt tokens it wrote to the cache
         self.stall = StallBound(config.max_decode_stall_s)
         self.prefill_order = PrefillOrder(config.prefill_order)
         self.prefill = prefill or ChunkedPrefill(runner, tokenizer, config.prefill_chunk_tokens)
@@ -90,7 +91,8 @@ class WorkerLoop(WorkerInbox, PrefillScheduling):
         self.emit(FinishEvent(
             seq.item.request_id, reason, seq.item.num_prompt_tokens,
             min(seq.num_cached_tokens, seq.item.num_prompt_tokens), len(seq.output_ids),
-            max(0.0, seq.first_token_s - seq.started_s), self.worker_id, self._prefill_s.pop(seq.item.request_id, 0.0)))
+            max(0.0, seq.first_token_s - seq.started_s), self.worker_id, self._prefill_s.pop(seq.item.request_id, 0.0),
+            self._prompt_writes.pop(seq.item.request_id, 0)))
 
     def _error(self, event: ErrorEvent) -> None:
         self.flush_cache_events()
@@ -214,6 +216,7 @@ class WorkerLoop(WorkerInbox, PrefillScheduling):
         """End a running request whose generation failed: release it, report the error."""
         self.running.pop(seq.item.request_id, None)
         self._prefill_s.pop(seq.item.request_id, None)
+        self._prompt_writes.pop(seq.item.request_id, None)
         self.runner.release(seq)
         self._error(ErrorEvent(seq.item.request_id, f"generation failed: {exc}", "internal_error"))
 
@@ -286,5 +289,7 @@ class WorkerLoop(WorkerInbox, PrefillScheduling):
             if stop_token:
                 seq.output_ids.pop()
             self.running.pop(seq.item.request_id, None)
+            if seq.item.request_id not in self._prompt_writes:   # it ends at its first token
+                self._commit_prompt(seq)
             self.runner.finish(seq)
             self._finish_event(seq, done_reason)

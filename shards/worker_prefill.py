@@ -16,6 +16,7 @@ from __future__ import annotations
 import traceback
 from collections.abc import Callable
 
+from cache.tiers import Tier
 from shards.fair_queue import fair_share
 from shards.prefill import PrefillTask
 from shards.protocol import ErrorEvent
@@ -101,8 +102,16 @@ class PrefillScheduling:
         self._prefill_s[request_id] = task.compute_s
         self._after_token(seq, token)
         if request_id in self.running:
-            self.runner.commit_prompt(seq)
+            self._commit_prompt(seq)
         return True
+
+    def _commit_prompt(self, seq) -> None:
+        """Commit the prompt's new full blocks to the prefix cache (`commit_prompt`) and
+        note for the request's `FinishEvent` the prompt tokens that wrote there
+        (`num_prompt_tokens_written`)."""
+        num_held = len(getattr(seq, "block_ids", ()))
+        self.runner.commit_prompt(seq)
+        self._prompt_writes[seq.item.request_id] = num_prompt_tokens_written(self.runner, seq, num_held)
 
     def _advance(self, task: PrefillTask) -> int | None:
         """One chunk of `task`, with the due running requests (`_riders`) decoding in the
@@ -126,3 +135,23 @@ class PrefillScheduling:
         if not riders:  # a chunk alone measures the prefill rate
             self.prefill_order.observe(task.num_done_tokens - before_tokens, task.compute_s - before_s)
         return token
+
+
+def num_prompt_tokens_written(runner, seq, num_held: int) -> int:
+    """The prompt tokens a commit of `seq`'s prompt wrote to the prefix cache, read right
+    after it: the blocks past the `num_held` it held before, within its own prompt's full
+    blocks (not output resumed from another worker), that the commit registered as new
+    cached blocks. A block it found cached took a reference (`num_hits` > 0), a private
+    one is not cached, and one it had no room for is not in `block_ids`; so with prefix
+    caching off it is 0, and a last partial block never counts."""
+    block_ids = getattr(seq, "block_ids", None)
+    if not block_ids:   # NOTE: nothing held or committed (or a test runner without blocks)
+        return 0
+    block_size = runner.block_size
+    num_prompt_blocks = seq.item.num_prompt_tokens // block_size
+    num_new = 0
+    for block_id in block_ids[num_held:num_prompt_blocks]:
+        block = runner.blocks.block(Tier.HOT, block_id)
+        if block is not None and block.is_cached and block.num_hits == 0:
+            num_new += 1
+    return num_new * block_size

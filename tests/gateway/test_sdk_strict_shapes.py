@@ -56,7 +56,8 @@ def test_a_response_and_its_retrieval_are_strictly_valid(gateway):
     for shape in (body, _get(gateway, f"/responses/{body['id']}")):
         Response.model_validate(shape, strict=True)
         details = shape["usage"]["input_tokens_details"]
-        assert details["cache_write_tokens"] == shape["usage"]["input_tokens"] - details["cached_tokens"]
+        # the whole new prompt blocks (block_size 16) its worker wrote, never a last partial one
+        assert details["cache_write_tokens"] == (shape["usage"]["input_tokens"] // 16 - details["cached_tokens"] // 16) * 16
         assert shape["reasoning"] == {"effort": None, "summary": None}
         assert (shape["temperature"], shape["top_p"]) == (1.0, 1.0)   # the values used, not null
     chosen = _post(gateway, "/responses", {"model": "tiny", "input": "Say hi", "max_output_tokens": 2,
@@ -107,8 +108,9 @@ def test_listed_items_of_every_kind_have_a_status_and_text_parts_of_their_roles_
 
 
 def test_response_usage_reports_the_prompt_tokens_written_to_the_cache():
-    """A local model's: the prompt tokens it did not find cached (its prefill writes them);
-    an upstream's: its own count, 0 when it sent none; n > 1 upstream calls: summed."""
+    """A local model's: its worker's count (`FinishEvent.num_cache_write_tokens`), 0 when
+    none is known; an upstream's: its own count, 0 when it sent none; n > 1 upstream calls:
+    summed; n > 1 local choices: the prompt's first choice's."""
     from gateway.choices import merged_usage
     from gateway.upstream_usage import usage_from
 
@@ -117,7 +119,8 @@ def test_response_usage_reports_the_prompt_tokens_written_to_the_cache():
         Response.model_validate(body, strict=True)
         return body["usage"]["input_tokens_details"]
 
-    assert details(Usage(40, 3, 32)) == {"cached_tokens": 32, "cache_write_tokens": 8}
+    assert details(Usage(40, 3, 0, num_cache_write_tokens=32)) == {"cached_tokens": 0, "cache_write_tokens": 32}
+    assert details(Usage(40, 3, 32)) == {"cached_tokens": 32, "cache_write_tokens": 0}
     raw = {"prompt_tokens": 40, "completion_tokens": 3, "prompt_tokens_details": {"cached_tokens": 32}}
     assert details(usage_from(raw, Usage())) == {"cached_tokens": 32, "cache_write_tokens": 0}
     raw["prompt_tokens_details"]["cache_write_tokens"] = 5
@@ -126,7 +129,9 @@ def test_response_usage_reports_the_prompt_tokens_written_to_the_cache():
     two = merged_usage([Finished("stop", upstream, choice=0, pays_own_prompt=True),
                         Finished("stop", upstream, choice=1, pays_own_prompt=True)]).usage
     assert details(two) == {"cached_tokens": 64, "cache_write_tokens": 10}
-    assert merged_usage([Finished("stop", Usage(40, 3, 32), choice=i) for i in (0, 1)]).usage.cache_write_tokens == 8
+    local = [Finished("stop", Usage(40, 3, 0 if i == 0 else 32, num_cache_write_tokens=32 if i == 0 else 0), choice=i)
+             for i in (0, 1)]
+    assert merged_usage(local).usage.cache_write_tokens == 32
 
 
 def test_completion_tokens_details_are_zero_for_a_local_model_and_an_upstreams_own_otherwise():
