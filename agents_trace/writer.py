@@ -12,7 +12,7 @@ then is step_numbering.py's.
 
 Each sweep also ends the sessions other writers left open (a gateway killed before ending
 them: `TraceStore.end_abandoned`), once idle past `idle_timeout_s` plus a margin (the same
-again, at most ABANDONED_MARGIN_S: a write late behind a busy store), and exports their
+again, at most ABANDONED_MARGIN_S: a write late behind a busy store; writer_store.py), and exports their
 `invoke_agent` spans, which their writer never did (spans.py; at most the store's batch a
 sweep). Each step's row names its session's span, so the store can hand it over.
 
@@ -34,7 +34,6 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
 
 from cache.forecast import Forecast
 from cache.repeated_failures import RepeatedFailures
@@ -42,12 +41,12 @@ from opentelemetry import trace
 
 from agents_trace.event_queue import EventQueue
 from agents_trace.records import SessionEnded, Step, TraceEvent
-from agents_trace.spans import end_session_span, record_chat_span, record_left_open_session_span, \
-    record_tool_spans, session_span_ids, session_span_start_s, start_session_span, used_tokens
+from agents_trace.spans import end_session_span, record_chat_span, record_tool_spans, session_span_ids, \
+    session_span_start_s, start_session_span, used_tokens
 from agents_trace.step_numbering import OpenSession, numbered, offset_past, with_stored_gap
 from agents_trace.store import StepRow, TraceStore
-from agents_trace.store_rows import LeftOpenSpan
 from agents_trace.symbols import check_forecast
+from agents_trace.writer_store import StoreUpkeep
 
 log = logging.getLogger("stepahead.agents_trace")
 
@@ -55,11 +54,8 @@ log = logging.getLogger("stepahead.agents_trace")
 # SQLite transaction and one wake-up serve many steps: under load (600 steps/s) this cut
 # the writer's CPU per step by a third (190 -> 128 us); a trace shows up <= 20 ms later.
 BATCH_LINGER_S = 0.02
-ABANDONED_MARGIN_S = 60.0   # at most this past the idle timeout before another writer's open session is ended
-DAMAGE_CHECK_INTERVAL_S = 60.0   # a reported damage is checked (O(store size)) at most this often
 Forecaster = Callable[[str, str, float], Forecast | None]
 Subscriber = Callable[[TraceEvent], None]
-T = TypeVar("T")
 
 
 @dataclass(slots=True)
@@ -89,7 +85,7 @@ class WriterStats:
     num_abandoned_ended: int = 0   # sessions another writer left open, ended by the sweep
 
 
-class TraceWriter:
+class TraceWriter(StoreUpkeep):
     def __init__(self, *, events: EventQueue, stats: WriterStats, otel: trace.Tracer | None,
                  store: TraceStore | None, expire: Callable[[float], list[SessionEnded]],
                  clock: Callable[[], float], idle_timeout_s: float,
@@ -277,40 +273,3 @@ class TraceWriter:
             session = self._open.get(key)
             if session is not None:
                 session.place(own_index, row.step.index, index)
-
-    def _end_abandoned(self) -> None:
-        """End in the store the sessions other writers left open (see the module's docstring)."""
-        if self.store is None:
-            return
-        before_s = self.clock() - self.idle_timeout_s - min(self.idle_timeout_s, ABANDONED_MARGIN_S)
-        spans: list[LeftOpenSpan] | None = None if self.otel is None else []
-        num_ended = self._on_store("ending sessions left open in the trace store",
-                                   lambda store: store.end_abandoned(before_s, self._open, spans), 0)
-        for left in spans or ():
-            record_left_open_session_span(self.otel, left)
-        if num_ended:
-            self.stats.num_abandoned_ended += num_ended
-            log.info("ended %d session(s) left open in the trace store %s since before %.0f s ago "
-                     "(a gateway stopped without ending them)", num_ended, self.store.path,
-                     self.clock() - before_s)
-
-    def _retain(self) -> None:
-        self.stats.num_retention_removed += self._on_store(
-            "trace store retention", lambda store: store.apply_retention(self.clock()), 0)
-
-    def _check_store(self) -> None:
-        if self.store is not None and time.monotonic() >= self._next_damage_check_s:
-            self._next_damage_check_s = time.monotonic() + DAMAGE_CHECK_INTERVAL_S
-            self._on_store("checking the trace store", lambda store: store.check_for_damage(), False)
-
-    def _on_store(self, what: str, call: Callable[[TraceStore], T], default: T, *what_args: object) -> T:
-        """`call(store)`, surviving a damaged store (store.py); any other error is counted
-        and logged (`what`, a %-template of `what_args`, is also its kind of failure),
-        and gives `default`."""
-        store = self.store
-        try:
-            return store.surviving_damage(lambda: call(store))
-        except (sqlite3.Error, OSError):
-            self.stats.num_store_errors += 1
-            self._failures.log(what, f"{what} failed", *what_args)
-            return default
