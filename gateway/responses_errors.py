@@ -8,11 +8,13 @@ error names the item (or parameter: `instructions`, `previous_response_id`,
 `conversation`) it came from, one about a call of a merged assistant message names that
 call's own `function_call` item (`input[j].call_id`), and chat parameter names are the
 Responses ones (`text.format`, `max_output_tokens` for `max_completion_tokens` and
-`max_tokens`, `include`).
+`max_tokens`, `include`), also for an error its run raises once the reply began
+(`ErrorsRenamed`).
 """
 from __future__ import annotations
 
 import re
+from collections.abc import AsyncIterator
 
 from gateway.errors import ApiError
 
@@ -66,3 +68,26 @@ def renamed(error: ApiError, sources: list[tuple[str, ...]] | None = None) -> Ap
     if error.code == "context_length_exceeded":   # `errors.context_length_exceeded` speaks of the prompt's param
         error.message = error.message.replace("the messages", "the input").replace("your messages", "your input")
     return error
+
+
+class ErrorsRenamed:
+    """`backend` as a Responses request runs on it: the errors its run raises once the reply
+    started (a schema too large to write, say) are `renamed` too, as the checks' are before
+    it; everything else is the backend's own. The run's events are closed with it."""
+
+    def __init__(self, backend, sources: list[tuple[str, ...]]) -> None:
+        self._backend = backend
+        self._sources = sources
+
+    def __getattr__(self, name: str):
+        return getattr(self._backend, name)
+
+    async def run(self, prepared) -> AsyncIterator:
+        events = self._backend.run(prepared)
+        try:
+            async for event in events:
+                yield event
+        except ApiError as error:
+            raise renamed(error, self._sources) from None
+        finally:
+            await events.aclose()

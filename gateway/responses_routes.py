@@ -40,7 +40,7 @@ from gateway.response_store import StoredResponse
 from gateway.conversation_items import traced_in_conversation, turn_items
 from gateway.request_metadata import checked_metadata
 from gateway.responses_format import ResponsesRequest, conversation_after, input_messages, to_chat_body
-from gateway.responses_errors import renamed
+from gateway.responses_errors import ErrorsRenamed, renamed
 from gateway.responses_objects import input_items
 from gateway.responses_stream import ResponsesStreamWriter, whole_response
 from gateway.responses_truncation import oldest_turn, without
@@ -124,6 +124,7 @@ async def create_response(request: Request) -> Response:
                                            turn_items(input_items(parsed, response_id), response["output"]))
         trace = begin_step(state.tracer, request, chat_body, prepared, is_chat=True)
         bind_session(prepared, trace)
+        backend = ErrorsRenamed(backend, sources)   # its run's errors named as the Responses API names them
         if parsed.background:
             writer = ResponsesStreamWriter(response_id, parsed, created_at)
             return await _start_background(state, BackgroundJob(state, backend, prepared, writer, keep, started_s,
