@@ -11,6 +11,7 @@ Invariant (tested): logits computed with a reused prefix equal a full recompute.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -96,7 +97,8 @@ class ModelRunner:
 
     def __init__(self, loaded: LoadedModel, *, num_hot_blocks: int, num_host_blocks: int = 0,
                  block_size: int = 16, policy=None, prefix_group_of=None,
-                 prefix_caching: bool = True, evict_background_first: bool = True):
+                 prefix_caching: bool = True, evict_background_first: bool = True,
+                 clock: Callable[[], float] = time.time):
         self.loaded = loaded
         self.prefix_caching = prefix_caching
         self.model = loaded.model
@@ -113,9 +115,9 @@ class ModelRunner:
             num_hot_blocks=num_hot_blocks, num_host_blocks=num_host_blocks,
             block_size=block_size, bytes_per_block=self.layout.bytes_per_block,
             policy=policy, mover=ArenaMover(self.hot, self.host), prefix_groups=prefix_group_of,
-            # NOTE: the wall clock, because forecasts made in the gateway process carry
-            # wall-clock times that the policy compares with its own clock.
-            clock=time.time, evict_background_first=evict_background_first)
+            # NOTE: the wall clock (`clock`: a test's own), because forecasts made in the
+            # gateway process carry wall-clock times that the policy compares with its own clock.
+            clock=clock, evict_background_first=evict_background_first)
         self._prefix_group_of = prefix_group_of or (lambda tenant: None)
         eos = getattr(self.model.generation_config, "eos_token_id", None)
         if eos is None:
