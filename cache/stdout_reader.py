@@ -45,27 +45,26 @@ class _GuardedStdout:
             if text:
                 raise StdoutFailed(errno.EBADF, "stdout is closed")
             return 0
-        try:
-            return self.stream.write(text)
-        except BrokenPipeError:
-            raise
-        except OSError as exc:
-            raise StdoutFailed(exc.errno, exc.strerror or str(exc)) from exc
+        return _guarded(self.stream.write, text)
 
     def flush(self) -> None:
-        if self.stream is None:
-            return
-        try:
-            self.stream.flush()
-        except BrokenPipeError:
-            raise
-        except OSError as exc:
-            raise StdoutFailed(exc.errno, exc.strerror or str(exc)) from exc
+        if self.stream is not None:
+            _guarded(self.stream.flush)
 
     def __getattr__(self, name: str):
         if self.stream is None:
             raise AttributeError(name)
         return getattr(self.stream, name)
+
+
+def _guarded(call: Callable, *args):
+    """`call(*args)`, an OSError of it other than BrokenPipeError raised as StdoutFailed."""
+    try:
+        return call(*args)
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise StdoutFailed(exc.errno, exc.strerror or str(exc)) from exc
 
 
 def _point_stdout_at_devnull() -> None:
