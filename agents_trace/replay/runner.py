@@ -152,7 +152,7 @@ class ReplayOutcome:
     """What a replay did: the results of the requests that ended (in the order they
     ended), the wall time, and whether it was interrupted (then requests in flight were
     aborted and are left out, as are those never sent: `len(results) < num_planned`), by
-Ctrl+C or by a gateway that stopped answering (`gateway_stopped`)."""
+    Ctrl+C or by a gateway that stopped answering (`gateway_stopped`)."""
 
     results: list[RequestResult]
     wall_s: float
