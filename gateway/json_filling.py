@@ -190,7 +190,7 @@ class LeafFiller(SmallestValues):
         if "const" in schema:
             return schema["const"]
         if self.root.branches(schema):   # an `anyOf` kept whole for its `default`
-            return await self.minimal_pausing(schema)
+            return await self.minimal(schema)
         prefix = self.out.text
         if schema.get("enum"):
             text = (await self.generate(prefix, 16, (",", "}", "\n"))).strip()
@@ -214,4 +214,4 @@ class LeafFiller(SmallestValues):
         if kind == "boolean":
             text = (await self.generate(prefix, 2, (",", "}"))).strip().lower()
             return True if text.startswith("t") else False if text.startswith("f") else zero_value(schema)
-        return await self.minimal_pausing(schema)
+        return await self.minimal(schema)

@@ -4,7 +4,7 @@ bound on how many values one reply writes.
 
 Invariants: `minimal` is valid wherever a finite value meets the schema (`Heights`) and no
 deeper than MAX_MINIMAL_DEPTH; a filler that counts more than MAX_FILLED_VALUES values
-raises `SchemaTooLarge` (the caller names the parameter); `minimal_pausing` gives the
+raises `SchemaTooLarge` (the caller names the parameter); `minimal` gives the
 event loop its turn every PAUSE_EVERY_VALUES values.
 """
 from __future__ import annotations
@@ -114,17 +114,9 @@ class SmallestValues:
             schema = pick
         return schema
 
-    def minimal(self, schema: dict) -> Any:
-        """The smallest value for `schema`, written without the model (`_smallest`), at once."""
-        steps = self._smallest(schema)
-        while True:
-            try:
-                next(steps)
-            except StopIteration as done:
-                return done.value
-
-    async def minimal_pausing(self, schema: dict) -> Any:
-        """`minimal`, giving the event loop its turn every PAUSE_EVERY_VALUES values."""
+    async def minimal(self, schema: dict) -> Any:
+        """The smallest value for `schema`, written without the model (`_smallest`), giving
+        the event loop its turn every PAUSE_EVERY_VALUES values."""
         steps = self._smallest(schema)
         while True:
             try:

@@ -79,16 +79,16 @@ async def filled(schema: dict, generate) -> dict:
 
 
 @pytest.mark.parametrize("schema", SCHEMAS)
-def test_minimal_value_is_valid_and_small(schema):
-    value = LeafFiller(schema, model(), JsonText("")).minimal(schema)
+async def test_minimal_value_is_valid_and_small(schema):
+    value = await LeafFiller(schema, model(), JsonText("")).minimal(schema)
     assert is_valid(value, schema), value
     assert depth_of(value) <= 2
 
 
-def test_minimal_takes_the_null_branch_of_a_strict_optional():
+async def test_minimal_takes_the_null_branch_of_a_strict_optional():
     filler = LeafFiller(ENTITY, model(), JsonText(""))
-    assert filler.minimal(ENTITY) == {"name": "", "sub": None}   # was 64 levels of "sub", ending in {}
-    assert filler.minimal(to_strict_json_schema(Node)) == {"name": "", "children": []}
+    assert await filler.minimal(ENTITY) == {"name": "", "sub": None}   # was 64 levels of "sub", ending in {}
+    assert await filler.minimal(to_strict_json_schema(Node)) == {"name": "", "children": []}
 
 
 @pytest.mark.parametrize("schema", SCHEMAS)
@@ -188,7 +188,7 @@ def endless_part(schema: dict) -> str | None:
     return None if found is None else found[0]
 
 
-def test_endless_part_finds_a_part_no_finite_value_meets():
+async def test_endless_part_finds_a_part_no_finite_value_meets():
     for schema in SCHEMAS:
         assert endless_part(schema) is None
     assert endless_part(Loop.model_json_schema()) == ""   # the root itself
@@ -198,7 +198,7 @@ def test_endless_part_finds_a_part_no_finite_value_meets():
                                        "required": ["again"]}}}
     assert endless_part(behind_optional) == "properties.loop.anyOf[0]"
     # the filler still closes it: the reply takes the null branch
-    assert LeafFiller(behind_optional, model(), JsonText("")).minimal(behind_optional) == {"loop": None}
+    assert await LeafFiller(behind_optional, model(), JsonText("")).minimal(behind_optional) == {"loop": None}
     array_of_loops = {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/L"},
                       "$defs": behind_optional["$defs"]}
     assert endless_part(array_of_loops) == ""
@@ -225,7 +225,7 @@ async def test_a_nested_any_of_takes_the_branch_the_model_starts(answer, value):
     schema = {"type": "object", "properties": {"v": {"anyOf": [inner, {"type": "null"}]}}, "required": ["v"]}
     filler = LeafFiller(schema, model(branch=answer), JsonText(""))
     assert json.loads("".join([p async for p in filler.root_object()])) == {"v": value}
-    assert filler.minimal(schema) == {"v": 0}   # the lowest branches tie: the first that is not null
+    assert await filler.minimal(schema) == {"v": 0}   # the lowest branches tie: the first that is not null
 
 
 async def test_a_free_try_nesting_past_max_nesting_strays_and_ends_in_null():
@@ -274,4 +274,4 @@ async def test_a_schema_whose_smallest_value_is_huge_is_refused_not_built_for_ev
 
 
 async def _minimal(schema: dict):
-    return LeafFiller(schema, model(), JsonText("")).minimal(schema)
+    return await LeafFiller(schema, model(), JsonText("")).minimal(schema)
