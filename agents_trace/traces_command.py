@@ -105,8 +105,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     shape = show.add_mutually_exclusive_group()
     shape.add_argument("--json", action="store_true", help="print the session and its steps as one JSON line")
     shape.add_argument("--follow", "-f", action="store_true",
-                       help="then print its new steps as they arrive, until it ends (waits for a session "
-                            "not stored yet; Ctrl+C stops)")
+                       help="then print its new steps as they arrive, until it ends (waits for a session, "
+                            "or a request's step, not stored yet; Ctrl+C stops)")
     _store_args(show)
     show.set_defaults(handler=show_command)
 

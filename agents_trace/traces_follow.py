@@ -6,8 +6,9 @@ session ends (its idle timeout, the gateway stopping) or is deleted, or Ctrl+C. 
 not stored yet is waited for, so the command can start before the agent does (and a store
 not made yet: before the gateway's first start). The id is
 taken as given, or percent-decoded where no session has it as given (an answer's
-`x-session-id` pasted: store_queries.find_session_as_given), until a session is found;
-from then on that session's own id.
+`x-session-id` pasted: store_queries.find_session_as_given), or as the request id of one
+of its steps (an answer's `x-request-id`), until a session is found; from then on that
+session's own id.
 
 Invariants: every step is printed once, in index order; the store is only read, once per
 `poll_s` (the writer batches steps every few milliseconds, so a step shows within about a
@@ -22,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from agents_trace.store_queries import find_session, find_session_as_given, iter_session_steps
+from agents_trace.store_queries import find_request, find_session, find_session_as_given, iter_session_steps
 from agents_trace.traces_view import (CONVERSATION_HEADING, session_text, step_conversation, step_line,
                                       state_of)
 
@@ -42,10 +43,18 @@ def _found(path: Path, session: str, tenant: str | None, *, as_given: bool = Fal
 
 
 def _found_yet(path: Path, session: str, tenant: str | None, *, store_was_missing: bool) -> dict | None:
-    """`_found` (as given) while waiting for the session; a store that was missing when the
-    wait began and is only being made now (its file there, its tables not yet) has none."""
+    """`_found` (as given) while waiting for the session, else the session of the step
+    whose request id this is (a reply's `x-request-id` pasted before its step was stored);
+    a store that was missing when the wait began and is only being made now (its file
+    there, its tables not yet) has none."""
     try:
-        return _found(path, session, tenant, as_given=True)
+        found = _found(path, session, tenant, as_given=True)
+        if found is None:
+            holding = find_request(path, session, tenant)
+            if len(holding) > 1:
+                raise AmbiguousSession(", ".join(held["tenant"] for held, _ in holding))
+            found = holding[0][0] if holding else None
+        return found
     except sqlite3.OperationalError as exc:
         if store_was_missing and "no such table" in str(exc):
             return None

@@ -416,6 +416,35 @@ def test_show_follow_prints_the_session_then_each_new_step_once_until_it_ends(tm
     assert "  assistant: Sunny." in text and text.rstrip().endswith("session 'live' ended (shutdown)")
 
 
+def test_show_follow_of_a_request_id_not_stored_yet_finds_its_session_once_the_step_is(tmp_path):
+    """A reply's x-request-id pasted before the gateway stored its step: the wait ends at
+    that step's session, not at a session named like the request (which never comes)."""
+    import io
+
+    from agents_trace.traces_follow import follow_session
+
+    clock = ManualClock()
+    tracer, _ = make_tracer(tmp_path, clock)
+    path = tmp_path / "traces.sqlite3"
+    waits = []
+
+    def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        if len(waits) == 2:
+            ctx = tracer.begin("acme", {"x-session-id": "agent-7"},
+                               {"model": "tiny", "messages": [{"role": "user", "content": "hi"}]})
+            clock.advance(0.5)
+            tracer.end(ctx, StepResult(num_input_tokens=20, num_cached_tokens=0, num_output_tokens=3, ttft_s=0.1,
+                                       worker="w0", finish_reason="stop", response_id="chatcmpl-late"))
+            tracer.stop()   # stores the step, and ends the session
+
+    out, note = io.StringIO(), io.StringIO()
+    assert follow_session(path, "chatcmpl-late", None, with_content=False, out=out, note=note, poll_s=0.25,
+                          sleep=sleep) == 0
+    assert len(waits) == 2 and "waiting for session 'chatcmpl-late'" in note.getvalue()
+    assert out.getvalue().startswith("session agent-7   tenant acme"), out.getvalue()
+
+
 def test_show_follow_refuses_json_and_asks_for_the_tenant_of_an_ambiguous_id(store, capsys):
     with pytest.raises(SystemExit):
         _run(["traces", "show", "s1", "--follow", "--json", "--db", str(store)])
