@@ -27,7 +27,8 @@ from typing import Any
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 
-from agents_trace.export import export_lines, export_sessions_lines, header_line, in_chunks
+from agents_trace.export import (LEFT_OUT_HEADER, export_lines, export_sessions_lines, header_line, in_chunks,
+                                 num_left_out)
 from agents_trace.query_params import list_cursor, query_cursor, query_flag, query_number, query_page
 from agents_trace.session_path import SessionPath, parse_session_path, session_tail_route
 from agents_trace.store import delete_sessions
@@ -173,9 +174,13 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
         path = path_of(request)
         keys = [] if path is None or where is None else matching_session_keys(path, where)
         note = f"stepahead: {len(keys)} sessions" + ("" if who.is_admin else f" of tenant {who.tenant}")
+        left_out = num_left_out(path, keys) if keys else 0
+        if left_out:
+            note += f"; {left_out} failed step(s) left out (refused, nothing generated)"
         lines = export_sessions_lines(path, keys, note) if keys else iter([header_line(note)])
         return StreamingResponse(in_chunks(lines), media_type="application/x-ndjson",
-                                 headers={"content-disposition": 'attachment; filename="sessions.jsonl"'})
+                                 headers={"content-disposition": 'attachment; filename="sessions.jsonl"',
+                                          LEFT_OUT_HEADER: str(left_out)})
 
     def session_detail(session: str, request: Request, who: Viewer, tenant: str | None) -> dict:
         """The session and a page of its steps: from `offset`, or, when `request_id` names
@@ -213,7 +218,8 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
         safe_name = "".join(c if c.isascii() and (c.isalnum() or c in "-_.") else "_" for c in session)
         return StreamingResponse(
             in_chunks(export_lines(path, found["tenant"], session)), media_type="application/x-ndjson",
-            headers={"content-disposition": f'attachment; filename="{safe_name}.jsonl"'})
+            headers={"content-disposition": f'attachment; filename="{safe_name}.jsonl"',
+                     LEFT_OUT_HEADER: str(num_left_out(path, [(found["tenant"], session)]))})
 
     def named(tail: str, request: Request) -> SessionPath | None:
         """What the path names (session_path: an id may hold `/`, sent as `%2F` or plain);

@@ -37,9 +37,10 @@ from pathlib import Path
 from agents_trace.content import split_tools_entry
 from agents_trace.prompt_blocks import RECORD_BLOCK_SIZE, num_blocks
 from agents_trace.semconv import OP_TEXT_COMPLETION
-from agents_trace.store_queries import iter_session_steps
+from agents_trace.store_queries import iter_session_steps, read_store
 
 FORMAT = "stepahead-trace/1"
+LEFT_OUT_HEADER = "x-stepahead-failed-steps-left-out"   # /v1/traces exports: num_left_out, as a number
 
 
 @dataclass(slots=True)
@@ -52,6 +53,17 @@ class ExportCounts:
 def is_left_out(step: dict) -> bool:
     """Whether a step is left out of an export: it failed without generating anything."""
     return step["error"] is not None and step["num_output_tokens"] == 0
+
+
+def num_left_out(path: Path, keys: Iterable[tuple[str, str]]) -> int:
+    """How many steps of these (tenant, session)s an export leaves out (`is_left_out`, in
+    SQL), counted before any line is written: for a header its reader gets first. A step
+    stored after the count (a live session) may make the export's own count differ."""
+    with read_store(path) as db:
+        if db is None:
+            return 0
+        return sum(db.execute("SELECT COUNT(*) FROM steps WHERE tenant = ? AND session = ? AND error IS NOT NULL "
+                              "AND num_output_tokens = 0", key).fetchone()[0] for key in keys)
 
 
 def _line(value: dict) -> str:

@@ -200,6 +200,30 @@ async def test_api_export_of_matching_sessions_is_one_trace_within_the_callers_t
     assert bad.status_code == 400 and bad.json()["detail"]["param"] == "since"
 
 
+async def test_api_exports_say_how_many_failed_steps_they_left_out(tmp_path):
+    """A refused step (nothing generated) has no line in an export; the API says how many
+    it left out, in a header and in the merged export's note, as the CLI does on stderr."""
+    from agents_trace.records import StepResult
+
+    clock = ManualClock()
+    tracer, _ = make_tracer(tmp_path, clock)
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    for error in ("rate_limit_exceeded", None, "model_not_found"):
+        ctx = tracer.begin("acme", {"x-session-id": "mixed"}, body)
+        clock.advance(0.5)
+        tracer.end(ctx, StepResult(num_input_tokens=10, num_output_tokens=0 if error else 4, error=error))
+    tracer.stop()
+    app = viewer_app(tracer, KEYS)
+    one = await _get(app, "/v1/traces/sessions/mixed/export", "k-acme")
+    assert one.headers["x-stepahead-failed-steps-left-out"] == "2" and len(one.text.splitlines()) == 2
+    merged = await _get(app, "/v1/traces/export", "k-acme")
+    assert merged.headers["x-stepahead-failed-steps-left-out"] == "2"
+    header, *lines = [json.loads(line) for line in merged.text.splitlines()]
+    assert header["note"] == ("stepahead: 1 sessions of tenant acme; 2 failed step(s) left out "
+                              "(refused, nothing generated)") and len(lines) == 1
+    assert (await _get(app, "/v1/traces/export", "k-globex")).headers["x-stepahead-failed-steps-left-out"] == "0"
+
+
 async def test_api_stats_are_scoped_like_the_sessions(traced):
     tracer, _ = traced
     app = viewer_app(tracer, KEYS)
