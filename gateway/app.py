@@ -27,7 +27,7 @@ from gateway import (batches_routes, conversations_routes, files_routes, respons
                      stored_responses_routes, tracing)
 from gateway.auth import KeyRing
 from gateway.backend import Backend
-from gateway.config import GatewayConfig, LocalModelConfig, default_config, demo_key_from, load_config
+from gateway.config import UNAUTHENTICATED, GatewayConfig, LocalModelConfig, default_config, demo_key_from, load_config
 from gateway.conversation_archive import ConversationArchive
 from gateway.conversation_store import ConversationStore
 from gateway.embedding_model import EmbeddingModelConfig
@@ -258,7 +258,15 @@ def build_app(config: GatewayConfig | None = None, *, config_path: str | None = 
     app.add_route("/health", routes.health, methods=["GET"])
     app.add_route("/metrics", routes.metrics, methods=["GET"])
     app.include_router(trace_router())
-    app.add_middleware(CompletionFastPath, error_response=routes.error_response, handlers={
+    counted_endpoints = {"/v1/chat/completions": "chat", "/v1/completions": "completions",
+                         "/v1/embeddings": "embeddings", "/v1/responses": "responses",
+                         "/v1/responses/input_tokens": "input_tokens"}   # where a handler counts requests_total
+
+    def count_refusal(scope: dict, status: int) -> None:
+        if scope["method"] == "POST" and (endpoint := counted_endpoints.get(scope["path"])) is not None:
+            state.metrics.record_request(UNAUTHENTICATED, "", endpoint, status)
+
+    app.add_middleware(CompletionFastPath, error_response=routes.error_response, on_refused=count_refusal, handlers={
         "/v1/chat/completions": routes.chat_completions, "/v1/completions": routes.completions})
 
     @app.exception_handler(ApiError)

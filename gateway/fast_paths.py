@@ -12,7 +12,8 @@ request the server's shutdown cancels (`[server] shutdown_timeout_s` passed) bef
 response began is answered a 503 `server_shutting_down` here (uvicorn's would be a
 plain-text 500); the cancellation goes on to uvicorn, which logs it in one line
 (gateway/uvicorn_server.py). A request with more than one Authorization header is
-refused here, on every path, before any handler reads one (gateway/auth.py). A redirect
+refused here, on every path, before any handler reads one (gateway/auth.py), and counted
+as the handler would count a wrong key (`on_refused`). A redirect
 never echoes the client's Host header: its Location is relative. Every answer on a `/v1/`
 path carries an `x-request-id`, as OpenAI's do: its handler's (a generation's step id), else
 a new one here.
@@ -38,16 +39,18 @@ REQUEST_ID = b"x-request-id"
 
 
 class CompletionFastPath:
-    __slots__ = ("app", "handlers", "error_response")
+    __slots__ = ("app", "handlers", "error_response", "on_refused")
 
     def __init__(self, app: ASGIApp, handlers: dict[str, Handler],
-                 error_response: Callable) -> None:
+                 error_response: Callable, on_refused: Callable[[Scope, int], None] = lambda scope, status: None) -> None:
         self.app = app
         self.handlers = handlers
         self.error_response = error_response
+        self.on_refused = on_refused   # (scope, status) of a request refused here before its handler ran
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and (refusal := repeated_authorization(scope["headers"])) is not None:
+            self.on_refused(scope, refusal.status)
             await self.error_response(refusal)(scope, receive, send)
             return
         handler = (self.handlers.get(scope["path"])

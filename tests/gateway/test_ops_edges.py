@@ -124,6 +124,23 @@ def test_a_request_with_two_authorization_headers_is_refused_whatever_their_orde
         assert "2 Authorization headers" in reply.json()["error"]["message"]
 
 
+@pytest.mark.parametrize(("path", "endpoint"), [("/v1/chat/completions", "chat"), ("/v1/embeddings", "embeddings"),
+                                                ("/v1/responses", "responses")])
+def test_a_two_authorization_refusal_is_counted_as_a_wrong_key_is(client, path, endpoint):
+    series = f'stepahead_requests_total{{tenant="unauthenticated",model_name="",endpoint="{endpoint}",status="401"}}'
+
+    def counted() -> float:
+        text = client.get("/metrics", headers={"Authorization": "Bearer sk-ops"}).text   # the admin's: every tenant
+        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(series))
+
+    before = counted()
+    assert client.post(path, headers={"Authorization": "Bearer sk-wrong"}, json={}).status_code == 401
+    assert counted() == before + 1   # a wrong key, counted by the handler
+    twice = [("authorization", "Bearer sk-gamma"), ("authorization", "Bearer sk-gamma")]
+    assert client.post(path, headers=twice, json={}).status_code == 401
+    assert counted() == before + 2
+
+
 @pytest.mark.parametrize(("path", "location"), [("/ui/", "/ui"), ("/v1/traces/sessions/?limit=2",
                                                                     "/v1/traces/sessions?limit=2")])
 def test_a_slash_redirect_is_relative_never_built_from_the_host_header(client, path, location):
