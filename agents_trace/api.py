@@ -173,7 +173,8 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
         where = session_filter(request, who, agent, tenant)
         path = path_of(request)
         keys = [] if path is None or where is None else matching_session_keys(path, where)
-        note = f"stepahead: {len(keys)} sessions" + ("" if who.is_admin else f" of tenant {who.tenant}")
+        note = f"stepahead: {len(keys)} session{'' if len(keys) == 1 else 's'}" + (
+            "" if who.is_admin else f" of tenant {who.tenant}")
         left_out = num_left_out(path, keys) if keys else 0
         if left_out:
             note += f"; {left_out} failed step(s) left out (refused, nothing generated)"

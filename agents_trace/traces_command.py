@@ -254,7 +254,7 @@ def _export_matching(path: Path, args: argparse.Namespace) -> int:
     if not keys:
         raise CommandError(f"no sessions in {path} match", 1)
     tenants = sorted({tenant for tenant, _ in keys})
-    note = f"stepahead: {len(keys)} sessions of {len(tenants)} tenant(s) from {path.name}"
+    note = f"stepahead: {len(keys)} session{'' if len(keys) == 1 else 's'} of {len(tenants)} tenant(s) from {path.name}"
     with tqdm(total=len(keys), unit="session", desc="reading", file=sys.stderr, disable=None) as bar:
         counts = ExportCounts()
         lines = export_sessions_lines(path, keys, note, on_session=lambda: bar.update(1), counts=counts)

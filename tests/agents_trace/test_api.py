@@ -219,7 +219,7 @@ async def test_api_exports_say_how_many_failed_steps_they_left_out(tmp_path):
     merged = await _get(app, "/v1/traces/export", "k-acme")
     assert merged.headers["x-stepahead-failed-steps-left-out"] == "2"
     header, *lines = [json.loads(line) for line in merged.text.splitlines()]
-    assert header["note"] == ("stepahead: 1 sessions of tenant acme; 2 failed step(s) left out "
+    assert header["note"] == ("stepahead: 1 session of tenant acme; 2 failed step(s) left out "
                               "(refused, nothing generated)") and len(lines) == 1
     assert (await _get(app, "/v1/traces/export", "k-globex")).headers["x-stepahead-failed-steps-left-out"] == "0"
 
