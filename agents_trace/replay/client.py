@@ -69,12 +69,15 @@ async def stream_request(session: aiohttp.ClientSession, url: str, body: dict, h
                     result.error = _error_message(json.dumps(chunk))
                     break
                 now = time.perf_counter()
-                if chunk.get("choices") and _has_content(chunk["choices"][0]):
+                choice = chunk["choices"][0] if chunk.get("choices") else None
+                if choice is not None and _has_content(choice):
                     if result.ttft_s is None:
                         result.ttft_s = now - started
                     elif last_chunk_s is not None:
                         result.inter_token_s.append(now - last_chunk_s)
                     last_chunk_s = now
+                elif choice is not None and choice.get("finish_reason") is not None and result.ttft_s is None:
+                    result.ttft_s = now - started   # an empty reply: its finish is its first event
                 _usage_into(result, chunk.get("usage"))
     except (aiohttp.ClientError, asyncio.TimeoutError, json.JSONDecodeError) as exc:
         result.error = f"{type(exc).__name__}: {exc}"
@@ -101,10 +104,12 @@ async def _lines(response: aiohttp.ClientResponse):
 
 
 def _has_content(choice: dict) -> bool:
+    """Whether a chunk's choice carries generated text or tool-call pieces (a chunk with
+    only the finish reason carries none: it is no token, so no inter-token gap)."""
     if "text" in choice:
-        return bool(choice["text"]) or choice.get("finish_reason") is not None
+        return bool(choice["text"])
     delta = choice.get("delta") or {}
-    return bool(delta.get("content") or delta.get("tool_calls")) or choice.get("finish_reason") is not None
+    return bool(delta.get("content") or delta.get("tool_calls"))
 
 
 def _error_message(text: str) -> str:
