@@ -47,7 +47,8 @@ from agents_trace.replay.report import build_report  # noqa: E402
 from benchmarks.bench_servers import InProcessGateway  # noqa: E402
 from benchmarks.cpu_probe import CpuSample, delta  # noqa: E402
 from benchmarks.e2e_capacity import capacity_sweep, plot, simulate, sweep_counts  # noqa: E402
-from benchmarks.e2e_runs import median_run, median_totals, policy_orders, run_isolated  # noqa: E402
+from benchmarks.e2e_runs import (failed_requests, median_run, median_totals, policy_orders, ratios,  # noqa: E402
+                                 run_isolated)
 from agents_trace.replay.runner import ReplayOptions, replay  # noqa: E402
 from agents_trace.store_stats import StatsWindow, tenant_stats  # noqa: E402
 from agents_trace.workload.generator import WorkloadConfig, generate_workload  # noqa: E402
@@ -231,7 +232,11 @@ def main() -> None:
     for repeat, order in enumerate(policy_orders(policies, args.repeats) if policies else []):
         totals = {}
         for policy in order:
-            report = run_isolated(run_policy, args, policy, records, header, seed_dir)
+            try:
+                report = run_isolated(run_policy, args, policy, records, header, seed_dir)
+            except RuntimeError as exc:   # the child's error (a stopped gateway, say), as one line
+                sys.exit(f"bench_e2e: the {policy} run: {exc}")
+            failed_requests(policy, report["total"], report["error_samples"])
             reports[policy].append(report)
             totals[policy] = report["total"]
             print(json.dumps({"progress": policy, "repeat": repeat, **report["total"], "cpu": report["cpu"],
@@ -264,25 +269,6 @@ def main() -> None:
     print(json.dumps(out))
     if args.plot:
         plot(out, docs, args.plot_name)
-
-
-def ratios(totals: dict) -> dict:
-    out = {}
-    if "predictive" in totals and "lru" in totals:
-        p, l = totals["predictive"], totals["lru"]
-        out["lru_over_predictive_ttft_mean"] = round(l["ttft_mean_s"] / p["ttft_mean_s"], 3)
-        out["lru_over_predictive_ttft_p99"] = round(l["ttft_p99_s"] / p["ttft_p99_s"], 3)
-        out["lru_over_predictive_session_e2e_p50"] = round(l["session_e2e_p50_s"] / p["session_e2e_p50_s"], 3)
-    for anchor in ("ttl", "kvflow"):
-        if anchor in totals and "predictive" in totals:
-            a, p = totals[anchor], totals["predictive"]
-            out[f"{anchor}_over_predictive_ttft_mean"] = round(a["ttft_mean_s"] / p["ttft_mean_s"], 3)
-            out[f"{anchor}_over_predictive_ttft_p99"] = round(a["ttft_p99_s"] / p["ttft_p99_s"], 3)
-        if anchor in totals and "lru" in totals:
-            out[f"lru_over_{anchor}_ttft_mean"] = round(totals["lru"]["ttft_mean_s"] / totals[anchor]["ttft_mean_s"], 3)
-    if "none" in totals and "lru" in totals:
-        out["none_over_lru_ttft_mean"] = round(totals["none"]["ttft_mean_s"] / totals["lru"]["ttft_mean_s"], 3)
-    return out
 
 
 if __name__ == "__main__":

@@ -7,13 +7,16 @@ orders (LRU second: LRU / predictive mean TTFT 1.065; predictive second: 0.85 an
 So every replay runs in a process of its own (`run_isolated`, spawned: nothing is
 inherited but the arguments), and with `repeats` > 1 the order alternates
 (`policy_orders`); a policy's figures are then the medians over its runs
-(`median_totals`), and the per-run ratios are kept beside them.
+(`median_totals`), and the per-run ratios are kept beside them (`ratios`: None where a
+policy has no figure to divide). A policy whose every request failed ends the benchmark
+with one line (`failed_requests`): there is nothing to compare.
 """
 from __future__ import annotations
 
 import multiprocessing
 import queue
 import statistics
+import sys
 from collections.abc import Callable
 
 
@@ -68,3 +71,38 @@ def median_run(reports: list[dict]) -> dict:
     """The run whose mean TTFT is the median (the lower middle one for an even count)."""
     ordered = sorted(reports, key=lambda r: r["total"]["ttft_mean_s"] or 0.0)
     return ordered[(len(ordered) - 1) // 2]
+
+
+def failed_requests(policy: str, total: dict, samples: list[str]) -> None:
+    """Exit with one line when every request of a policy's run failed (nothing to compare:
+    a misconfigured model, prompts past the context); say on stderr how many failed when
+    some did (the policy's figures then cover only the others)."""
+    if total["requests"] and total["errors"] == total["requests"]:
+        sys.exit(f"bench_e2e: every one of the {total['requests']} requests of the {policy} run failed: "
+                 + "; ".join(samples))
+    if total["errors"]:
+        print(f"bench_e2e: {total['errors']} of {total['requests']} requests of the {policy} run failed (its "
+              f"figures cover the others): " + "; ".join(samples), file=sys.stderr)
+
+
+def _ratio(totals: dict, over: str, under: str, key: str) -> float | None:
+    """totals[over][key] / totals[under][key], rounded; None when either is missing or 0."""
+    numerator, denominator = totals[over].get(key), totals[under].get(key)
+    return round(numerator / denominator, 3) if numerator is not None and denominator else None
+
+
+def ratios(totals: dict) -> dict:
+    out = {}
+    if "predictive" in totals and "lru" in totals:
+        for key, name in (("ttft_mean_s", "ttft_mean"), ("ttft_p99_s", "ttft_p99"),
+                          ("session_e2e_p50_s", "session_e2e_p50")):
+            out[f"lru_over_predictive_{name}"] = _ratio(totals, "lru", "predictive", key)
+    for anchor in ("ttl", "kvflow"):
+        if anchor in totals and "predictive" in totals:
+            out[f"{anchor}_over_predictive_ttft_mean"] = _ratio(totals, anchor, "predictive", "ttft_mean_s")
+            out[f"{anchor}_over_predictive_ttft_p99"] = _ratio(totals, anchor, "predictive", "ttft_p99_s")
+        if anchor in totals and "lru" in totals:
+            out[f"lru_over_{anchor}_ttft_mean"] = _ratio(totals, "lru", anchor, "ttft_mean_s")
+    if "none" in totals and "lru" in totals:
+        out["none_over_lru_ttft_mean"] = _ratio(totals, "none", "lru", "ttft_mean_s")
+    return out

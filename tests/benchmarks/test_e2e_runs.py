@@ -51,3 +51,30 @@ def _dies() -> dict:
 def test_run_isolated_reports_a_child_that_dies_without_an_answer():
     with pytest.raises(RuntimeError, match="exit code 3"):
         run_isolated(_dies)
+
+
+def test_ratios_are_none_where_a_policy_has_no_figure_not_a_type_error():
+    from benchmarks.e2e_runs import ratios
+
+    lru = {"ttft_mean_s": 2.0, "ttft_p99_s": 4.0, "session_e2e_p50_s": 9.0}
+    predictive = {"ttft_mean_s": 1.0, "ttft_p99_s": 3.2, "session_e2e_p50_s": 6.0}
+    assert ratios({"lru": lru, "predictive": predictive}) == {
+        "lru_over_predictive_ttft_mean": 2.0, "lru_over_predictive_ttft_p99": 1.25,
+        "lru_over_predictive_session_e2e_p50": 1.5}
+    failed = {"ttft_mean_s": None, "ttft_p99_s": None, "session_e2e_p50_s": None}
+    assert set(ratios({"lru": lru, "predictive": failed}).values()) == {None}
+    assert ratios({"lru": lru, "none": {"ttft_mean_s": 6.0}}) == {"none_over_lru_ttft_mean": 3.0}
+
+
+def test_a_policy_whose_every_request_failed_ends_the_benchmark_with_one_line(capsys):
+    from benchmarks.e2e_runs import failed_requests
+
+    with pytest.raises(SystemExit) as stopped:
+        failed_requests("lru", {"requests": 7, "errors": 7}, ["HTTP 400: token id 99999 is out of range"])
+    assert str(stopped.value) == ("bench_e2e: every one of the 7 requests of the lru run failed: "
+                                  "HTTP 400: token id 99999 is out of range")
+    failed_requests("predictive", {"requests": 7, "errors": 2}, ["HTTP 503: busy"])   # some: said, not fatal
+    assert capsys.readouterr().err == ("bench_e2e: 2 of 7 requests of the predictive run failed (its figures "
+                                       "cover the others): HTTP 503: busy\n")
+    failed_requests("ttl", {"requests": 7, "errors": 0}, [])
+    assert capsys.readouterr().err == ""
