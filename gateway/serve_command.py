@@ -136,6 +136,18 @@ def needs_fork_server(config) -> bool:
     return False
 
 
+def _working_directory_gone() -> bool:
+    """Whether the current directory was deleted (said in one line): multiprocessing
+    cannot start the fork server from there."""
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        print("stepahead: the start failed: the current directory no longer exists (deleted after the shell "
+              "entered it); start stepahead from one that does", file=sys.stderr)
+        return True
+    return False
+
+
 def _address_problem(host: str, port: int) -> str | None:
     """Why the server could not listen on (host, port) — taken, not an address of this
     machine — or None. Binds as uvicorn does (SO_REUSEADDR), then lets go at once."""
@@ -225,6 +237,8 @@ def _server_or_exit_status(args: argparse.Namespace):
         print(f"stepahead: bad config: {exc}", file=sys.stderr)
         return 2
     fork_server_started = needs_fork_server(config)
+    if fork_server_started and _working_directory_gone():   # the server's start reads it
+        return 3
     if fork_server_started:   # it imports torch and the workers' code while this process loads
         from shards.local_transport import start_fork_server
 

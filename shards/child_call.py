@@ -17,6 +17,7 @@ import os
 import signal
 import threading
 
+from shards.safe_imports import no_working_directory_imports
 from shards.transport import StartCancelled
 
 POLL_S = 0.1
@@ -48,7 +49,8 @@ def call_in_child(ctx, module: str, function: str, args: tuple, cancelled: threa
     child = ctx.Process(target=_call_and_send, args=(sender, dict(os.environ), module, function, args),
                         name=f"stepahead-{function}", daemon=True)
     try:
-        child.start()
+        with no_working_directory_imports():
+            child.start()
         sender.close()
         while not receiver.poll(POLL_S):
             if cancelled.is_set():

@@ -29,6 +29,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from shards.child_call import adopt_environment, call_in_child
+from shards.safe_imports import no_working_directory_imports
 from shards.worker_events import exit_reason
 
 if TYPE_CHECKING:   # NOTE: nothing heavy at import, so the gateway can start the fork server first
@@ -60,7 +61,8 @@ def start_fork_server() -> None:
     from multiprocessing import forkserver
 
     fork_server_context()
-    forkserver.ensure_running()
+    with no_working_directory_imports():
+        forkserver.ensure_running()
 
 
 def stop_fork_server_if_idle() -> bool:
@@ -129,7 +131,8 @@ class LocalChannel:
         self._process = ctx.Process(target=_process_main,
                                     args=(worker_id, config, self._inbox, writer, dict(os.environ)),
                                     name=f"stepahead-{worker_id}.{incarnation}", daemon=True)
-        self._process.start()
+        with no_working_directory_imports():   # a fork server that died is started again here
+            self._process.start()
         writer.close()
         self._ended = threading.Event()   # the worker's end of the outbox closed: the process is gone
         self._thread = threading.Thread(target=self._read, name=f"reader-{worker_id}.{incarnation}",

@@ -106,6 +106,18 @@ def test_cli_serve_rejects_a_bad_config(tmp_path: Path, capsys):
     assert "bad config" in capsys.readouterr().err
 
 
+def test_serve_from_a_deleted_directory_fails_in_one_line_with_the_start_failure_status(tmp_path: Path):
+    gone = tmp_path / "gone"
+    start = f"mkdir {gone} && cd {gone} && rmdir {gone} && exec {sys.executable} -m gateway.cli serve --model tiny"
+    done = subprocess.run(["bash", "-c", start], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    assert done.returncode == 3, done.stderr[-2000:]
+    assert done.stderr.strip().splitlines()[-1] == (
+        "stepahead: the start failed: the current directory no longer exists (deleted after the shell entered it); "
+        "start stepahead from one that does")
+    assert "Traceback" not in done.stderr
+
+
 def test_serve_flags_describe_the_no_config_model():
     from gateway.config import LocalModelConfig
     from gateway.serve_command import _no_config
