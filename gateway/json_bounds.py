@@ -77,7 +77,10 @@ def number_in_bounds(value: float, schema: dict, integer: bool) -> int | float:
         value = high if not high_open else high - 1 if low is None or high - 1 > low else (low + high) / 2
     step = _step(schema)
     if step is not None and not _is_multiple(value, step):
-        nearest = round(value / step)
+        try:
+            nearest = round(value / step)
+        except OverflowError:   # a step so small the quotient passes float's range: no multiple to find
+            return int(value) if integer else value
         for k in sorted(range(nearest - 2, nearest + 3), key=lambda k: abs(k * step - value)):
             candidate = k * step
             if integer:
@@ -115,11 +118,18 @@ def number_text_fits(text: str, schema: dict) -> bool:
         return False
 
 
+def _whole(value: object) -> int | None:
+    """A length keyword's value as an int: an integer, or a float with nothing after the
+    point (`2.0`, which JSON Schema and jsonschema take as 2); None for anything else."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def string_lengths(schema: dict) -> tuple[int, int | None]:
     """(`minLength`, `maxLength`) of a string schema: (0, None) where it sets neither."""
-    shortest, longest = schema.get("minLength"), schema.get("maxLength")
-    return (shortest if _is_number(shortest) and isinstance(shortest, int) else 0,
-            longest if _is_number(longest) and isinstance(longest, int) else None)
+    shortest = _whole(schema.get("minLength"))
+    return (0 if shortest is None else shortest, _whole(schema.get("maxLength")))
 
 
 def string_in_bounds(text: str, schema: dict, written: int = 0) -> str:

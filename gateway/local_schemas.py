@@ -11,11 +11,11 @@ reply is checked by jsonschema whole). The rewrite takes exactly the values the 
 takes.
 
 A schema some part of which no value can meet is a 400 naming its parameter and the
-place: a required property whose schema is `false`, an empty `enum`, or a subschema
-whose every allowed type is ruled out by its own bounds (`minimum` above `maximum`, no
-integer between exclusive bounds, `minLength` above `maxLength`, `minItems` above
-`maxItems`, `minProperties` above `maxProperties`). Without it the model would be asked
-for the impossible and the reply would break the schema without a word. So is a `$ref`
+place (`json_unmet.why_nothing_fits` says why: a required property whose schema is
+`false`, an empty `enum`, a subschema whose every allowed type is ruled out by its own
+bounds, ...). Without it the model would be asked for the impossible and the reply would
+break the schema without a word. So is a string part whose `minLength` is over
+MAX_MIN_LENGTH (the filler would pad it on the event loop, whatever `max_tokens`), a `$ref`
 that does not resolve within the schema (`json_schemas.unresolvable_ref`), and a
 recursive one no finite value meets (`json_heights.Heights`: pydantic's `next: "Node"`,
 required and not nullable), which no reply could close, and a part whose smallest value
@@ -32,9 +32,10 @@ import copy
 import math
 
 from gateway.errors import invalid_request
-from gateway.json_bounds import number_range, string_lengths
+from gateway.json_bounds import string_lengths
 from gateway.json_heights import MAX_SMALLEST_HEIGHT, Heights
-from gateway.json_schemas import SchemaRoot, kinds_of, unresolvable_ref
+from gateway.json_schemas import SchemaRoot, unresolvable_ref, value_kind
+from gateway.json_unmet import why_nothing_fits
 
 # keywords whose value is one subschema, a list of them, or a mapping of names to them
 ONE_SCHEMA = ("additionalProperties", "items", "contains", "not", "if", "then", "else", "propertyNames",
@@ -43,6 +44,9 @@ SCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
 SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
 KEEPS_BOOLEAN = frozenset({"additionalProperties", "additionalItems", "unevaluatedItems", "unevaluatedProperties"})
 NOTHING = {"not": {}}   # the schema no value meets, as an object
+# the longest `minLength` written: the filler pads a string the model left short, on the
+# event loop and whatever `max_tokens` says (QA62: 1e8 stalled every tenant ~30 s, 100 MB replies)
+MAX_MIN_LENGTH = 100_000
 
 
 def local_schema(schema: dict, param: str, code: str | None = "invalid_request") -> dict:
@@ -54,6 +58,11 @@ def local_schema(schema: dict, param: str, code: str | None = "invalid_request")
         place = f"at '{'.'.join(reversed(unmet.place))}'" if unmet.place else "at its root"
         raise invalid_request(f"Invalid JSON Schema: no value can meet it {place}: {unmet.reason}.", param=param,
                               code=code) from None
+    except _TooLong as too_long:
+        place = f"at '{'.'.join(reversed(too_long.place))}'" if too_long.place else "at its root"
+        raise invalid_request(f"The JSON Schema's 'minLength' {place} is {too_long.least:,}: local models write "
+                              f"strings of at most {MAX_MIN_LENGTH:,} characters where the schema requires "
+                              "them.", param=param, code="unsupported_parameter") from None
     usable = _rewritten(copy.deepcopy(schema)) if has_boolean else schema
     ref = unresolvable_ref(usable)
     if ref is not None:
@@ -74,10 +83,6 @@ def local_schema(schema: dict, param: str, code: str | None = "invalid_request")
 
 
 SUBSCHEMA_KEYWORDS = frozenset(ONE_SCHEMA + SCHEMA_LISTS + SCHEMA_MAPS)
-# keywords `_why_kind_empty` reads: a node with none of them allows some value of each type
-BOUND_KEYWORDS = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength",
-                            "maxLength", "minItems", "maxItems", "minProperties", "maxProperties"})
-
 
 def _subschemas(node: dict):
     """(keyword, key or index or None, subschema) for each subschema directly in `node`."""
@@ -104,6 +109,14 @@ class _Unmet(Exception):
         self.reason, self.place = reason, []
 
 
+class _TooLong(Exception):
+    """A part of the schema requires a string longer than MAX_MIN_LENGTH, and where."""
+
+    def __init__(self, least: int) -> None:
+        super().__init__(least)
+        self.least, self.place = least, []
+
+
 def _check(node: object) -> bool:
     """Raise `_Unmet` for the first part of `node` no value meets; whether it holds a
     boolean subschema (where the rewrite has work)."""
@@ -111,76 +124,22 @@ def _check(node: object) -> bool:
         return True
     if not isinstance(node, dict):
         return False
-    reason = _why_nothing_fits(node)
+    reason = why_nothing_fits(node)
     if reason is not None:
         raise _Unmet(reason)
+    least = string_lengths(node)[0]
+    if least > MAX_MIN_LENGTH and value_kind(node) == "string":
+        raise _TooLong(least)
     has_boolean = False
     for keyword, key, child in _subschemas(node):
         if keyword in KEEPS_BOOLEAN and isinstance(child, bool):
             continue
         try:
             has_boolean = _check(child) or has_boolean
-        except _Unmet as unmet:   # the place is spelled out only for the error
+        except (_Unmet, _TooLong) as unmet:   # the place is spelled out only for the error
             unmet.place.append(keyword + ("" if key is None else f"[{key}]" if isinstance(key, int) else f".{key}"))
             raise
     return has_boolean
-
-
-def _why_nothing_fits(node: dict) -> str | None:
-    """Why no value meets `node` by its own keywords, or None when some may."""
-    if node.get("enum") == []:
-        return "'enum' is empty"
-    properties = node.get("properties")
-    required = node.get("required")
-    if isinstance(properties, dict) and isinstance(required, list):
-        forbidden = next((name for name in required if properties.get(name) is False), None)
-        if forbidden is not None:
-            return f"the required property '{forbidden}' has the schema false"
-    if BOUND_KEYWORDS.isdisjoint(node):
-        return None
-    reasons = [_why_kind_empty(node, kind) for kind in sorted(kinds_of(node))]
-    if reasons and all(reasons):
-        return "; ".join(dict.fromkeys(reasons))
-    return None
-
-
-def _why_kind_empty(node: dict, kind: str) -> str | None:
-    if kind in ("number", "integer"):
-        if kind == "integer" and "number" in kinds_of(node):
-            return None   # the number range decides
-        return _empty_range(node, integer=kind == "integer")
-    if kind == "string":
-        return _above(node, "minLength", "maxLength", string_lengths(node))
-    if kind == "array":
-        return _above(node, "minItems", "maxItems", _counts(node, "minItems", "maxItems"))
-    if kind == "object":
-        return _above(node, "minProperties", "maxProperties", _counts(node, "minProperties", "maxProperties"))
-    return None
-
-
-def _counts(node: dict, least_key: str, most_key: str) -> tuple[int, int | None]:
-    least, most = node.get(least_key), node.get(most_key)
-    return (least if isinstance(least, int) and not isinstance(least, bool) else 0,
-            most if isinstance(most, int) and not isinstance(most, bool) else None)
-
-
-def _above(node: dict, least_key: str, most_key: str, counts: tuple[int, int | None]) -> str | None:
-    least, most = counts
-    return None if most is None or least <= most else f"'{least_key}' ({least}) is above '{most_key}' ({most})"
-
-
-def _empty_range(node: dict, integer: bool) -> str | None:
-    low, low_open, high, high_open = number_range(node)
-    if low is None or high is None:
-        return None
-    if integer:
-        least = math.floor(low) + 1 if low_open else math.ceil(low)
-        if least > (math.ceil(high) - 1 if high_open else math.floor(high)):
-            return f"no integer lies between the bounds {low} and {high}"
-        return None
-    if low > high or low == high and (low_open or high_open):
-        return f"the lower bound {low} is not below the upper bound {high}"
-    return None
 
 
 def _rewritten(node: object) -> object:

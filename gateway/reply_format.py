@@ -11,6 +11,7 @@ from __future__ import annotations
 from jsonschema.exceptions import SchemaError
 
 from gateway.errors import invalid_request
+from gateway.json_schemas import SchemaRoot
 from gateway.schema_checks import SchemaChecker
 from gateway.schemas import ChatCompletionRequest
 
@@ -47,7 +48,8 @@ def reply_schema(request: ChatCompletionRequest, tenant: str = "", schemas: Sche
         (schemas or SchemaChecker()).check(tenant, schema)
     except SchemaError as exc:
         raise invalid_request(f"Invalid JSON Schema: {exc.message}", param=param) from None
-    root = schema.get("type", "object" if "properties" in schema else None)
+    resolved = SchemaRoot(schema).resolve(schema)   # pydantic's schema of a recursive model is a root `$ref`
+    root = resolved.get("type", "object" if "properties" in resolved else None)
     if root != "object":
         raise invalid_request("The root of the schema must be of type 'object'.", param=param)
     return schema

@@ -129,3 +129,18 @@ async def test_a_number_past_a_float_is_replaced_by_a_valid_one(kind):
 
     text = "".join([piece async for piece in forced_json(schema, generate, 100)])
     assert json.loads(text) == {"n": 2}
+
+
+def test_a_step_so_small_the_quotient_overflows_leaves_the_value_in_bounds_not_a_500():
+    # QA62: value / 1e-320 is past float's range; round() raised OverflowError (a 500)
+    schema = {"type": "number", "multipleOf": 1e-320, "minimum": 0.5}
+    assert number_in_bounds(0.0, schema, integer=False) == 0.5
+
+
+@pytest.mark.parametrize(("schema", "text", "expected"), [
+    ({"maxLength": 2.0}, "abcdef", "ab"),      # a whole float is the count it spells, as jsonschema takes it
+    ({"minLength": 3.0}, "a", "a--"),
+    ({"maxLength": 2.5}, "abcdef", "abcdef"),  # not a count: ignored, as before
+])
+def test_whole_float_lengths_are_counts(schema, text, expected):
+    assert string_in_bounds(text, schema) == expected

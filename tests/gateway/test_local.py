@@ -63,11 +63,20 @@ def test_reply_schema_per_response_format():
     assert reply_schema(_chat(messages=[{"role": "user", "content": "x"}], response_format=named)) == object_schema
     no_schema = {"type": "json_schema", "json_schema": {"name": "n"}}
     assert reply_schema(_chat(messages=SAY_JSON, response_format=no_schema)) == {"type": "object"}
+    # pydantic's schema of a recursive model: a root `$ref` to an object (QA62: it was a 400)
+    recursive = {"$defs": {"E": {"type": "object", "properties": {"kids": {"type": "array",
+                                                                           "items": {"$ref": "#/$defs/E"}}}}},
+                 "$ref": "#/$defs/E"}
+    by_ref = {"type": "json_schema", "json_schema": {"name": "n", "schema": recursive}}
+    assert reply_schema(_chat(messages=SAY_JSON, response_format=by_ref)) == recursive
 
 
 @pytest.mark.parametrize("messages,response_format,param,message", [
     ([{"role": "user", "content": "x"}], {"type": "json_object"}, "messages", "must contain the word 'json'"),
     (SAY_JSON, {"type": "json_schema", "json_schema": {"name": "n", "schema": {"type": "array"}}},
+     "response_format.json_schema.schema", "root of the schema must be of type 'object'"),
+    (SAY_JSON, {"type": "json_schema", "json_schema": {"name": "n", "schema": {
+        "$defs": {"L": {"type": "array"}}, "$ref": "#/$defs/L"}}},
      "response_format.json_schema.schema", "root of the schema must be of type 'object'"),
     (SAY_JSON, {"type": "json_schema", "json_schema": {"name": "n", "schema": {"type": "objekt"}}},
      "response_format.json_schema.schema", "Invalid JSON Schema"),

@@ -52,6 +52,21 @@ def test_a_schema_whose_reference_does_not_resolve_is_refused_by_name(ref):
      "properties.a.items", "'minLength' (2)"),
     ({"type": "object", "properties": {"a": {"$ref": "#/$defs/B"}},
       "$defs": {"B": {"type": "integer", "minimum": 5, "maximum": 4}}}, "$defs.B", "no integer"),
+    # QA62: each of these was written anyway, and the reply broke the schema
+    ({"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a", "zzz"],
+      "additionalProperties": False}, "root", "'zzz' is not in 'properties' and 'additionalProperties' is false"),
+    ({"type": "object", "properties": {"a": {"type": "array", "items": False, "minItems": 1}}},
+     "properties.a", "'items' is false and 'minItems' is 1"),
+    ({"type": "object", "properties": {"a": {"type": "integer", "const": 5, "minimum": 10}}},
+     "properties.a", "'const' does not meet"),
+    ({"type": "object", "properties": {"a": {"type": "integer", "enum": [1, 2, "x"], "minimum": 10}}},
+     "properties.a", "no member of 'enum' meets"),
+    ({"type": "object", "properties": {"a": {"type": "string", "enum": ["abcd"], "maxLength": 2}}},
+     "properties.a", "no member of 'enum' meets"),
+    ({"type": "object", "properties": {"a": {"type": "integer", "multipleOf": 10, "minimum": 1, "maximum": 9}}},
+     "properties.a", "no multiple of 10 lies between the bounds 1 and 9"),
+    ({"type": "object", "properties": {"a": {"type": "number", "multipleOf": 0.5, "minimum": 0.6, "maximum": 0.9}}},
+     "properties.a", "no multiple of 0.5"),
 ])
 def test_a_schema_part_of_which_no_value_meets_is_refused_naming_the_place(schema, place, words):
     error = refused(schema)
@@ -67,6 +82,12 @@ def test_a_schema_part_of_which_no_value_meets_is_refused_naming_the_place(schem
     {"type": "object", "properties": {"a": {"minimum": 10, "maximum": 1}}},   # any type: strings fit
     {"type": "object", "properties": {"a": {"type": "string", "minimum": 10, "maximum": 1}}},
     {"type": "object", "properties": {"a": False}},   # optional: the key is forbidden, the object fine
+    {"type": "object", "required": ["zzz"], "additionalProperties": False, "patternProperties": {"^z": {}}},
+    {"type": ["object", "string"], "required": ["zzz"], "additionalProperties": False},   # a string fits
+    {"type": "object", "properties": {"a": {"items": False, "minItems": 1}}},   # no type: a string fits
+    {"type": "object", "properties": {"a": {"type": "integer", "enum": [1, 50], "minimum": 10}}},
+    {"type": "object", "properties": {"a": {"type": "integer", "multipleOf": 10, "minimum": 1, "maximum": 10}}},
+    {"type": "object", "properties": {"a": {"type": "number", "multipleOf": 1e-320, "minimum": 0.5}}},
 ])
 def test_a_schema_some_value_meets_is_kept(schema):
     before = copy.deepcopy(schema)
@@ -183,3 +204,14 @@ async def test_a_schema_whose_smallest_value_nests_too_deep_is_a_400_not_an_inva
 
     text = "".join([piece async for piece in forced_json(local_schema(deepest, "p"), generate, 64)])
     assert is_valid(json.loads(text), deepest) and text.count("{") == MAX_SMALLEST_HEIGHT
+
+
+def test_a_string_longer_than_local_models_write_is_refused_up_front_naming_the_place():
+    # QA62: minLength 1e8 padded a 100 MB string on the event loop (every tenant stalled ~30 s)
+    schema = {"type": "object", "properties": {"s": {"type": "string", "minLength": 100_000_000}}}
+    error = refused(schema)
+    assert error.code == "unsupported_parameter"
+    assert "'minLength' at 'properties.s' is 100,000,000" in error.message and "100,000 characters" in error.message
+    fits = {"type": "object", "properties": {"s": {"type": "string", "minLength": 100_000},
+                                             "n": {"type": "integer", "minLength": 10**9}}}   # not a string: no pad
+    assert local_schema(fits, PARAM) is fits
