@@ -21,6 +21,7 @@ const MAX_RESTORED_ROWS = 5000;  // what a list URL's `rows` may ask for
 // run without holes ("load earlier" and "load more" widen it); `requestId`: the request
 // id the session's URL names (the filter it was found by), whose step is outlined;
 // `openContent`: the steps whose messages are shown, kept open when live steps re-render;
+// `contents`: those steps' messages as fetched (session.js `contentNode`), never fetched twice;
 // `sessionsRows`: the list rows asked for so far (its URL's `rows`); `sessionsLoaded`: the
 // rows the API gave; `sessionsBefore`: the cursor of the last of them (the API's
 // `next_before`), where "load more" goes on; `sessionsShown`: the keys (`sessionKey`) of
@@ -28,7 +29,7 @@ const MAX_RESTORED_ROWS = 5000;  // what a list URL's `rows` may ask for
 // elsewhere shows nothing
 const view = { me: null, sessionsLoaded: 0, sessionsBefore: null, sessionsRows: 0, sessionsShown: new Set(),
                steps: [], stepsStart: 0, stepsEnd: 0, session: null, requestId: "", openContent: new Set(),
-               liveTimer: null, route: 0 };
+               contents: new Map(), liveTimer: null, route: 0 };
 
 function setStatus(text) { $("status").textContent = visible(text || ""); }
 
@@ -137,6 +138,7 @@ $("sessions").addEventListener("click", (event) => {
 });
 $("export-all-link").addEventListener("click", (event) => {
   event.preventDefault();
+  // the filters applied (the rows listed), not text typed but not applied yet
   downloadFile("/v1/traces/export?" + filterQuery(), "sessions.jsonl").catch((e) => setStatus(e.message));
 });
 $("live").addEventListener("change", setLive);

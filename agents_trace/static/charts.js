@@ -63,7 +63,9 @@ function renderGantt(steps) {
   const start = Math.min(...steps.map((s) => s.prev_ended_s ?? s.arrived_s));
   const end = Math.max(...steps.map((s) => s.ended_s));
   const span = Math.max(end - start, 1e-3);
-  const root = svg("svg", { id: "gantt-svg" });
+  const root = svg("svg", { id: "gantt-svg", role: "img", "aria-label": `Timeline of steps ` +
+    `#${steps[0].index} to #${steps[steps.length - 1].index}: each step's LLM call and the tool run before it ` +
+    "(the steps table below has the same figures)" });
   const probe = svg("text", {}, "#");
   root.append(probe);
   box.append(root);   // on the page, so its text has the page's font to measure
@@ -126,11 +128,15 @@ function renderContextChart(steps) {
   const width = left + steps.length * barW + right;
   const maxTokens = Math.max(1, ...steps.map((s) => s.num_input_tokens));
   const y = (tokens) => top + plotH - tokens / maxTokens * plotH;
-  const root = svg("svg", { width, height: top + plotH + bottom, id: "context-svg" });
+  const root = svg("svg", { width, height: top + plotH + bottom, id: "context-svg", role: "img",
+    "aria-label": `Prompt tokens, cached tokens and cache hit % of steps #${steps[0].index} to ` +
+      `#${steps[steps.length - 1].index} (the steps table below has the same figures)` });
   root.append(svg("text", { x: 4, y: top + 8 }, String(maxTokens)));
   root.append(svg("text", { x: 4, y: top + plotH }, "0"));
   root.append(svg("text", { x: width - right + 4, y: top + 8 }, "100%"));
-  const points = [];
+  // the cache-hit line: a run of points per run of steps with a prompt; a step without one
+  // (refused: 0 prompt tokens, "—" in the table) is a gap in it, not a 0%
+  const runs = [[]];
   steps.forEach((s, i) => {
     const bx = left + i * barW;
     const total = svg("rect", { x: bx + 1, y: y(s.num_input_tokens), width: barW - 2,
@@ -140,14 +146,21 @@ function renderContextChart(steps) {
     root.append(total);
     root.append(svg("rect", { x: bx + 1, y: y(s.num_cached_tokens), width: barW - 2,
       height: top + plotH - y(s.num_cached_tokens), fill: "#2e7d32" }));
-    const hit = s.num_input_tokens > 0 ? s.num_cached_tokens / s.num_input_tokens : 0;
-    points.push(`${bx + barW / 2},${top + plotH - hit * plotH}`);
+    if (s.num_input_tokens > 0) {
+      runs[runs.length - 1].push([bx + barW / 2, top + plotH - s.num_cached_tokens / s.num_input_tokens * plotH]);
+    } else if (runs[runs.length - 1].length) {
+      runs.push([]);
+    }
     if (steps.length <= 60 || i % Math.ceil(steps.length / 60) === 0) {
       root.append(svg("text", { x: bx + barW / 2, y: top + plotH + 14, "text-anchor": "middle" },
         String(s.index)));
     }
   });
-  root.append(svg("polyline", { points: points.join(" "), fill: "none", stroke: "#7b1fa2",
-    "stroke-width": 2 }));
+  for (const run of runs.filter((r) => r.length)) {
+    root.append(run.length === 1   // a point alone: a dot, as a line of one point draws nothing
+      ? svg("circle", { cx: run[0][0], cy: run[0][1], r: 2, fill: "#7b1fa2", class: "hit-point" })
+      : svg("polyline", { points: run.map((p) => p.join(",")).join(" "), fill: "none", stroke: "#7b1fa2",
+        "stroke-width": 2, class: "hit-line" }));
+  }
   box.append(root);
 }

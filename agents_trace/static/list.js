@@ -2,17 +2,24 @@
 // forecasters' state, and the sessions a page at a time). Loaded before app.js.
 "use strict";
 
+// The API's query for the list's filters as applied: the ones its URL names (Apply put
+// them there, `filtersInHash`), never text typed in the inputs but not applied yet, so the
+// rows, the window's figures, "load more", Live and the download all match what is listed.
 function filterQuery() {
+  const applied = parseHash(location.hash).params;
+  const value = (name) => (applied.get(name) || "").trim();
+  // a time as its input shows it (local), in epoch seconds; none for one it cannot show
+  const time = (name) => {
+    const ms = value(name) ? new Date(value(name)).getTime() : NaN;
+    return Number.isFinite(ms) ? ms / 1000 : null;
+  };
   const params = new URLSearchParams();
-  const agent = $("f-agent").value.trim();
-  if (agent) params.set("agent", agent);
-  const tenant = $("f-tenant").value.trim();
-  if (tenant && view.me && view.me.is_admin) params.set("tenant", tenant);
-  if ($("f-since").value) params.set("since", String(new Date($("f-since").value).getTime() / 1000));
-  if ($("f-until").value) params.set("until", String(new Date($("f-until").value).getTime() / 1000));
-  if ($("f-errors").checked) params.set("errors", "true");
-  const id = $("f-id").value.trim();
-  if (id) params.set("id_contains", id);
+  if (value("agent")) params.set("agent", value("agent"));
+  if (value("tenant") && view.me && view.me.is_admin) params.set("tenant", value("tenant"));
+  if (time("since") !== null) params.set("since", String(time("since")));
+  if (time("until") !== null) params.set("until", String(time("until")));
+  if (applied.get("errors") === "1") params.set("errors", "true");
+  if (value("id")) params.set("id_contains", value("id"));
   return params;
 }
 
@@ -49,8 +56,8 @@ const MAX_FORECASTER_LINES = 20;
 
 async function loadForecasters() {
   const params = new URLSearchParams();
-  const tenant = $("f-tenant").value.trim();
-  if (tenant && view.me && view.me.is_admin) params.set("tenant", tenant);
+  const tenant = filterQuery().get("tenant");
+  if (tenant) params.set("tenant", tenant);
   params.set("limit", MAX_FORECASTER_LINES);
   const status = await api("/v1/traces/forecasters?" + params);
   const lines = status.data.map((t) => el("li", {}, forecasterLine(t)));

@@ -11,17 +11,34 @@ const askedFor = (step) => {
   return choices.length === 1 ? choiceAsked(step) : choices.map((c, i) => `#${i} ${choiceAsked(c)}`).join(" · ");
 };
 
-function contentRow(step, columns) {
-  const cell = el("td", { colspan: String(columns), class: "text" }, "loading…");
-  const row = el("tr", { class: "content-row" }, cell);
+// A step's messages, fetched once while they are shown (`view.contents`, index -> {node,
+// loading}): a step's content never changes, so a re-render (a Live step arriving) shows the
+// same node again, neither fetched again nor back to "loading…". Hiding a step forgets it.
+function contentNode(step) {
+  const kept = view.contents.get(step.index);
+  if (kept) return kept;
+  const entry = { node: null, loading: null };
   const query = "?tenant=" + encodeURIComponent(view.session.tenant);
-  api(sessionPath(view.session.session, `steps/${step.index}/content`) + query)
+  entry.loading = api(sessionPath(view.session.session, `steps/${step.index}/content`) + query)
     .then((c) => {
       const pre = el("pre", { class: "content" });
       pre.textContent = jsonVisible(JSON.stringify(c, null, 2));   // its own lines: not through `visible`
-      cell.replaceChildren(pre);
+      entry.node = pre;
+      return pre;
     })
-    .catch((e) => { cell.textContent = visible("Could not load content: " + e.message); });
+    .catch((e) => {
+      if (view.contents.get(step.index) === entry) view.contents.delete(step.index);   // the next render asks again
+      return document.createTextNode(visible("Could not load content: " + e.message));
+    });
+  view.contents.set(step.index, entry);
+  return entry;
+}
+
+function contentRow(step, columns) {
+  const entry = contentNode(step);
+  const cell = el("td", { colspan: String(columns), class: "text" }, entry.node || "loading…");
+  const row = el("tr", { class: "content-row", id: `step-content-${step.index}` }, cell);
+  if (!entry.node) entry.loading.then((node) => { if (cell.isConnected) cell.replaceChildren(node); });
   return row;
 }
 
@@ -32,19 +49,63 @@ const notConfident = "This forecast was not confident (the tenant's model cold o
 // lost); the server counts them (`evicted_prefix_tokens`, one rule for every view).
 const lostPrefix = (s) => s.evicted_prefix_tokens || 0;
 
+// The control that had the keyboard's focus in the steps table (its step and which one,
+// `data-control`), so the rebuilt table gives focus back to its equivalent.
+function focusedControl(body) {
+  const focused = document.activeElement;
+  if (!focused || !body.contains(focused) || !focused.dataset.control) return null;
+  const row = focused.closest("tr.step-row");
+  return row ? { step: row.dataset.step, control: focused.dataset.control } : null;
+}
+
+function refocus(body, where) {
+  if (!where) return;
+  const again = body.querySelector(`tr.step-row[data-step="${CSS.escape(where.step)}"] ` +
+    `[data-control="${CSS.escape(where.control)}"]`);
+  if (again) again.focus({ preventScroll: true });
+}
+
+// The # cell: focusable, so a keyboard reads the step's request id (shown on focus, app.css).
+function indexCell(s) {
+  if (!s.response_id) return el("td", {}, s.index);
+  return el("td", { class: "step-id", tabindex: "0", "data-control": "request", title: "request " + s.response_id,
+    "data-request": visible(s.response_id), "aria-label": visible(`step ${s.index}, request ${s.response_id}`) },
+    s.index);
+}
+
+// A step's "show"/"hide" button and its messages' row (kept open across re-renders:
+// `view.openContent`).
+function contentToggle(s, row) {
+  const button = el("button", { class: "show-content", "data-control": "show", "aria-expanded": "false",
+    "aria-controls": `step-content-${s.index}` }, "show");
+  let shown = null;
+  const label = () => {
+    button.textContent = shown ? "hide" : "show";
+    button.setAttribute("aria-expanded", shown ? "true" : "false");
+    button.setAttribute("aria-label", `${shown ? "hide" : "show"} messages of step ${s.index}`);
+  };
+  const open = () => { shown = contentRow(s, row.children.length); row.after(shown); label(); };
+  button.addEventListener("click", () => {
+    if (!shown) { open(); view.openContent.add(s.index); return; }
+    shown.remove(); shown = null; label();
+    view.openContent.delete(s.index);
+    view.contents.delete(s.index);
+  });
+  label();
+  return { button, reopen: () => { if (view.openContent.has(s.index)) open(); } };
+}
+
 function renderSteps(steps) {
   const body = $("steps").tBodies[0];
+  const focus = focusedControl(body);
   body.replaceChildren();
   for (const s of steps) {
     const f = s.forecast;
-    const button = s.has_content ? el("button", { class: "show-content" }, "show")
-      : el("span", { title: "messages are kept only with capture_content on: stepahead serve " +
-        "--capture-content, or [tracing] capture_content = true" }, "not captured");
     // the step the filter named by its request id (a reply's x-request-id) is marked
     const found = s.response_id && s.response_id === view.requestId;
     const row = el("tr", { class: (s.error ? "error step-row" : "step-row") + (found ? " found" : ""),
       "data-step": s.index },
-      el("td", s.response_id ? { title: "request " + s.response_id } : {}, s.index),
+      indexCell(s),
       el("td", { class: "tools" }, s.after_label), el("td", {}, fmtS(s.gap_s)),
       el("td", {}, s.num_input_tokens), el("td", {}, s.prefix_from_previous_tokens ?? "—"),
       el("td", lostPrefix(s) ? { class: "miss", title: `${lostPrefix(s)} tokens the previous step left were ` +
@@ -60,19 +121,14 @@ function renderSteps(steps) {
         f ? `${f.actual} ${f.is_hit ? "✓" : "✗"}` : "—"),
       el("td", {}, f && f.eta_p50_s !== null ? `${fmtS(f.eta_p50_s)} (was ${fmtS(s.gap_s)})` : "—"),
       el("td", { class: "tools" }, s.error ? (s.error_message ? `${s.error}: ${s.error_message}` : s.error) : ""),
-      el("td", { class: "text" }, button));
+      el("td", { class: "text" }));
+    const toggle = s.has_content ? contentToggle(s, row) : null;
+    row.lastChild.append(toggle ? toggle.button : el("span", { title: "messages are kept only with capture_content " +
+      "on: stepahead serve --capture-content, or [tracing] capture_content = true" }, "not captured"));
     body.append(row);
-    if (s.has_content) {
-      let shown = null;
-      const open = () => { shown = contentRow(s, row.children.length); row.after(shown); button.textContent = "hide"; };
-      button.addEventListener("click", () => {
-        if (!shown) { open(); view.openContent.add(s.index); return; }
-        shown.remove(); shown = null; button.textContent = "show";
-        view.openContent.delete(s.index);
-      });
-      if (view.openContent.has(s.index)) open();
-    }
+    if (toggle) toggle.reopen();
   }
+  refocus(body, focus);
 }
 
 function renderSession() {
@@ -105,9 +161,9 @@ function renderStepsShown() {
 }
 
 function stepsQuery(tenant, offset, limit) {
-  const query = new URLSearchParams({ offset: String(offset), limit: String(limit) });
-  if (view.me.is_admin) query.set("tenant", tenant);
-  return query;
+  // the tenant the address names, whoever asks: another tenant's session is a 404 to a
+  // tenant key ("Session not found"), never the caller's own session of the same id
+  return new URLSearchParams({ offset: String(offset), limit: String(limit), tenant });
 }
 
 // `how`: "open" (the first page, or the page holding the step of `requestId`, wherever
@@ -121,7 +177,7 @@ async function loadSession(tenant, session, how, requestId = "") {
   const ticket = view.route;
   if (how === "open") {
     const same = view.session && view.session.tenant === tenant && view.session.session === session;
-    if (!same) view.openContent = new Set();
+    if (!same) { view.openContent = new Set(); view.contents = new Map(); }
     view.requestId = requestId;
   }
   const start = how === "earlier" ? Math.max(0, view.stepsStart - STEPS_PAGE) : how === "more" ? view.stepsEnd : 0;

@@ -189,6 +189,8 @@ def test_viewer_sums_the_window_and_exports_the_sessions_that_match_its_filters(
               return response;
             };""")
         driver.find_element(By.ID, "f-agent").send_keys("travel")
+        driver.find_element(By.CSS_SELECTOR, "#filters button[type=submit]").click()   # the filters applied
+        wait_for(driver, lambda d: "agent=travel" in d.current_url)
         driver.find_element(By.ID, "export-all-link").click()
         path, text = wait_for(driver, lambda d: (d.execute_script("return window.exported") or [None])[0])
     assert path == "/v1/traces/export?agent=travel"
