@@ -3,7 +3,8 @@
 One session (`export_lines`) or several merged in arrival order (`export_sessions_lines`:
 the recorded traffic of a time window, for the replay harness). One header line, then
 one line per request: `t` (seconds since the first exported request), `tenant`,
-`session`, `after`, `tool_calls`, `input_tokens`, `output_tokens`, `service_tier` for a
+`session`, `after`, `gap_s` where the store knows it (the tool run or user think time
+before the step, from the previous line's response end: `line_gap_s`), `tool_calls`, `input_tokens`, `output_tokens`, `service_tier` for a
 step served in the flex tier, and, when the store holds content, `messages` (the
 request's whole message list) with the request's `tools` and `tool_choice` (extension
 fields; each only when the request had it), so a replay over chat sends the prompt the
@@ -112,21 +113,42 @@ def kept_tool_names(step: dict, following: dict | None) -> list[str]:
     return [call["name"] for call in kept]
 
 
+def line_gap_s(step: dict, previous: dict | None, left_out_between: bool) -> float | None:
+    """A line's `gap_s`: the seconds from the end of the session's previous line's
+    response to this step's arrival (its tool run or user think time), never negative (a
+    step sent before the one ahead of it ended waits for none in a replay); None for a
+    session's first line and where the store does not know it (`gap_s` null: the session
+    was not idle when it arrived). The store's `gap_s` counts from the end of the step
+    right before; where steps were left out between (failed), from the previous line's."""
+    if previous is None or step["gap_s"] is None:
+        return None
+    gap_s = step["arrived_s"] - previous["ended_s"] if left_out_between else step["gap_s"]
+    return max(0.0, gap_s)
+
+
 def _session_requests(path: Path, tenant: str, session: str,
                       counts: ExportCounts) -> Iterator[tuple[float, dict]]:
     """Each of the session's request lines (all fields but `t`) with its arrival time; a
     step left out (`is_left_out`) counted in `counts` instead."""
     full_messages: dict[int, list] = {}
     pending: tuple[dict, dict] | None = None  # a step's line waits for the next step (its kept choice)
+    last_kept: dict | None = None   # the session's last step with a line
+    left_out_since = False          # a step was left out after it
     for step, content in iter_session_steps(path, tenant, session):
         if pending is not None:
             yield pending[0]["arrived_s"], {**pending[1], "tool_calls": kept_tool_names(pending[0], step)}
             pending = None
         if is_left_out(step):   # (the step before it is told by it which choice the session went on from)
             counts.num_failed_left_out += 1
+            left_out_since = True
             continue
-        line = {"tenant": tenant, "session": session, "after": step["after_label"], "tool_calls": [],
-                "input_tokens": step["num_input_tokens"], "output_tokens": step["num_output_tokens"]}
+        line = {"tenant": tenant, "session": session, "after": step["after_label"]}
+        gap_s = line_gap_s(step, last_kept, left_out_since)
+        if gap_s is not None:
+            line["gap_s"] = round(gap_s, 6)
+        line.update({"tool_calls": [], "input_tokens": step["num_input_tokens"],
+                     "output_tokens": step["num_output_tokens"]})
+        last_kept, left_out_since = step, False
         if step.get("service_tier") == "flex":
             line["service_tier"] = "flex"
         blocks = step["prompt_blocks"]

@@ -10,21 +10,23 @@ replays lines in file order, so an unsorted trace would be simulated or replayed
 order that never happened, with other hit rates and no word of it. Every writer writes
 in arrival order (the workload generator sorts, the trace store's export merges by
 arrival time, Mooncake files are sorted).
+
+Each field is read by trace_fields.py (its type checked there); TraceFormatError and
+MAX_TOKENS_PER_CALL come from there and are imported from here as ever.
 """
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Iterable, Iterator
 
+from cache.trace_fields import (MAX_TOKENS_PER_CALL, TraceFormatError, optional_list, optional_messages,
+                                optional_str, optional_time, optional_tools, require_time, require_tokens)
+
 FORMAT_NAME = "stepahead-trace/1"
 MOONCAKE_BLOCK_SIZE = 512
 DEFAULT_TENANT = "default"
-# More tokens than any model's context by far: a count past it is a broken line, which
-# the simulator and replay would otherwise try to build (blocks, token ids) until memory ran out.
-MAX_TOKENS_PER_CALL = 10_000_000
 
 
 def after_tool_names(after: str | None) -> list[str]:
@@ -34,10 +36,6 @@ def after_tool_names(after: str | None) -> list[str]:
         return []
     names = (part.strip() for part in after.split(","))
     return [name.removeprefix("tool:") for name in names if name.removeprefix("tool:")]
-
-
-class TraceFormatError(ValueError):
-    """A trace line is not valid; the message names the line."""
 
 
 class BlockSizeConflict(TraceFormatError):
@@ -71,6 +69,9 @@ class TraceRecord:
     # the request's OpenAI `tools` and `tool_choice`, sent with `messages` (extensions)
     tools: list[dict] | None = None
     tool_choice: str | dict | None = None
+    # seconds from the end of the session's previous response to this arrival: the tool run
+    # or user think time between them (an extension; None: not known, see docs/replay.md)
+    gap_s: float | None = None
 
     def to_json(self) -> dict:
         row: dict = {"t": round(self.t, 6), "tenant": self.tenant}
@@ -78,6 +79,8 @@ class TraceRecord:
             row["session"] = self.session
         if self.after is not None:
             row["after"] = self.after
+        if self.gap_s is not None:
+            row["gap_s"] = round(self.gap_s, 6)
         if self.tool_calls:
             row["tool_calls"] = list(self.tool_calls)
         row["input_tokens"] = self.input_tokens
@@ -95,87 +98,33 @@ class TraceRecord:
         return row
 
 
-def _require_tokens(row: dict, key: str, line_no: int) -> int:
-    """A token count: an integer from 0 to MAX_TOKENS_PER_CALL (not a boolean)."""
-    value = row.get(key)
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise TraceFormatError(f"line {line_no}: {key!r} must be a non-negative integer")
-    if value > MAX_TOKENS_PER_CALL:
-        raise TraceFormatError(f"line {line_no}: {key!r} is {value}, more than the {MAX_TOKENS_PER_CALL:,} "
-                               "tokens a call may have")
-    return value
-
-
-def _require_time(row: dict, key: str, unit: str, line_no: int) -> float:
-    """A finite, non-negative number (not a boolean): the arrival time."""
-    value = row.get(key)
-    try:
-        number = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
-    except OverflowError:   # an integer past float's range
-        number = math.inf
-    if not math.isfinite(number) or number < 0:
-        raise TraceFormatError(f"line {line_no}: {key!r} must be a non-negative number of {unit}")
-    return number
-
-
-def _optional_str(row: dict, key: str, line_no: int) -> str | None:
-    """A string, or None when the field is absent or null."""
-    value = row.get(key)
-    if value is not None and not isinstance(value, str):
-        raise TraceFormatError(f"line {line_no}: {key!r} must be a string")
-    return value
-
-
-def _optional_list(row: dict, key: str, item_type: type, line_no: int) -> list | None:
-    """A list whose items are all `item_type` (never a boolean), or None when absent or null."""
-    value = row.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, list) or not all(isinstance(item, item_type) and not isinstance(item, bool)
-                                              for item in value):
-        what = "integers" if item_type is int else "strings"
-        raise TraceFormatError(f"line {line_no}: {key!r} must be a list of {what}")
-    return value
-
-
-def _optional_tools(row: dict, line_no: int) -> tuple[list[dict] | None, str | dict | None]:
-    """`tools`, a list of objects, and `tool_choice`, a string or an object; None when absent or null."""
-    tools, tool_choice = row.get("tools"), row.get("tool_choice")
-    if tools is not None and not (isinstance(tools, list) and all(isinstance(tool, dict) for tool in tools)):
-        raise TraceFormatError(f"line {line_no}: 'tools' must be a list of objects")
-    if tool_choice is not None and not isinstance(tool_choice, (str, dict)):
-        raise TraceFormatError(f"line {line_no}: 'tool_choice' must be a string or an object")
-    return tools, tool_choice
-
-
 def parse_record(row: dict, line_no: int, block_size: int) -> TraceRecord:
     """One JSON object (stepahead-trace/1 or Mooncake) as a TraceRecord. Every field
     has its documented type (TRACE_FORMAT.md), else TraceFormatError naming the line:
-    times are finite and non-negative, token counts integers from 0 to MAX_TOKENS_PER_CALL,
-    `hash_ids` a list of integers, one per block of the input (Mooncake lines too, with
-    their blocks of 512), `tools` a list of objects, `tool_choice` a string or an object;
-    an optional field may be absent or null."""
+    times (and `gap_s`) are finite and non-negative, token counts integers from 0 to
+    MAX_TOKENS_PER_CALL, `hash_ids` a list of integers, one per block of the input
+    (Mooncake lines too, with their blocks of 512), `tools` a list of objects,
+    `tool_choice` a string or an object; an optional field may be absent or null."""
     if "timestamp" in row and "t" not in row:  # Mooncake: ms, input_length, output_length
         record = _with_block_count(TraceRecord(
-            t=_require_time(row, "timestamp", "milliseconds", line_no) / 1000.0,
-            input_tokens=_require_tokens(row, "input_length", line_no),
-            output_tokens=_require_tokens(row, "output_length", line_no),
-            hash_ids=_optional_list(row, "hash_ids", int, line_no)), line_no, block_size)
+            t=require_time(row, "timestamp", "milliseconds", line_no) / 1000.0,
+            input_tokens=require_tokens(row, "input_length", line_no),
+            output_tokens=require_tokens(row, "output_length", line_no),
+            hash_ids=optional_list(row, "hash_ids", int, line_no)), line_no, block_size)
         record.hash_ids = record.hash_ids or None   # checked first: an empty list is one only for no tokens
         return record
-    tenant = _optional_str(row, "tenant", line_no)
-    messages = row.get("messages")
-    if messages is not None and not isinstance(messages, list):
-        raise TraceFormatError(f"line {line_no}: 'messages' must be a list")
-    tools, tool_choice = _optional_tools(row, line_no)
+    tenant = optional_str(row, "tenant", line_no)
+    messages = optional_messages(row, line_no)
+    tools, tool_choice = optional_tools(row, line_no)
     record = TraceRecord(
-        t=_require_time(row, "t", "seconds", line_no), input_tokens=_require_tokens(row, "input_tokens", line_no),
-        output_tokens=_require_tokens(row, "output_tokens", line_no),
-        tenant=DEFAULT_TENANT if tenant is None else tenant, session=_optional_str(row, "session", line_no),
-        after=_optional_str(row, "after", line_no),
-        tool_calls=list(_optional_list(row, "tool_calls", str, line_no) or []),
-        hash_ids=_optional_list(row, "hash_ids", int, line_no), messages=messages,
-        service_tier=_optional_str(row, "service_tier", line_no), tools=tools, tool_choice=tool_choice)
+        t=require_time(row, "t", "seconds", line_no), input_tokens=require_tokens(row, "input_tokens", line_no),
+        output_tokens=require_tokens(row, "output_tokens", line_no),
+        tenant=DEFAULT_TENANT if tenant is None else tenant, session=optional_str(row, "session", line_no),
+        after=optional_str(row, "after", line_no),
+        tool_calls=list(optional_list(row, "tool_calls", str, line_no) or []),
+        hash_ids=optional_list(row, "hash_ids", int, line_no), messages=messages,
+        service_tier=optional_str(row, "service_tier", line_no), tools=tools, tool_choice=tool_choice,
+        gap_s=optional_time(row, "gap_s", "seconds", line_no))
     return _with_block_count(record, line_no, block_size)
 
 

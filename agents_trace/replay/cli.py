@@ -4,7 +4,8 @@ Every bad flag and an unreadable trace is one `error: ...` line and exit status 
 before anything connects; so is a gateway that cannot be reached (with `--model` too,
 checked once before the first request), and a `--model` its /v1/models does not list.
 An interrupted replay reports what ended, even nothing (zero counts: a script reading
-the `--json` line always gets one): Ctrl+C with exit status 130, a gateway that stopped
+the `--json` line always gets one, once this command runs: a Ctrl+C while the trace is
+read too): Ctrl+C with exit status 130, a gateway that stopped
 answering mid-replay with one `error:` line and EXIT_GATEWAY_STOPPED. Otherwise the
 status is 0, or 1 when some requests failed (the report counts them). A `--tenant-key` for a tenant the trace does not have is a
 one-line warning naming the trace's tenants, not an error: one set of keys can then
@@ -20,10 +21,10 @@ import sys
 
 import aiohttp
 
-from agents_trace.replay.report import build_report, format_table
+from agents_trace.replay.report import build_report, format_table, late_send_warning
 from agents_trace.replay.prompts import DEFAULT_FIRST_TOKEN_ID, MIN_VOCAB_SIZE
 from agents_trace.replay.runner import GatewayUnreachable, ModelNotServed, NoModelListed, ReplayOptions, replay
-from cache.trace_format import TraceFormatError, TraceRecord, read_trace
+from cache.trace_format import TraceFormatError, TraceHeader, TraceRecord, read_trace
 
 MAX_TENANTS_NAMED = 10   # a warning names at most this many of the trace's tenants
 MAX_MODELS_NAMED = 10
@@ -80,7 +81,33 @@ def unknown_tenants_warning(tenant_keys: dict[str, str], records: list[TraceReco
             f"so the key goes unused (its tenants: {shown}{more})")
 
 
+def print_report(report: dict, as_json: bool) -> None:
+    print(json.dumps(report, separators=(",", ":")) if as_json else format_table(report))
+
+
 def run_replay(args: argparse.Namespace) -> int:
+    """The command. Ctrl+C from here on (reading a large trace takes a while) is reported
+    as one during the replay is: with none ended, a zero-count report."""
+    planned: list[list[TraceRecord]] = []   # the records to replay, once read
+    try:
+        started = _start(args, planned)
+        if isinstance(started, int):
+            return started
+        header, records, options = started
+    except KeyboardInterrupt:
+        num_planned = len(planned[0]) if planned else None   # None: the trace was not read yet
+        print("stepahead replay: stopped before the replay started" +
+              (f" (0 of {num_planned} requests sent)" if num_planned is not None else " (while reading the trace)"),
+              file=sys.stderr)
+        print_report(build_report([], 0.0, num_planned=num_planned, interrupted=True), args.json)
+        return 130
+    return _run(args, header, records, options)
+
+
+def _start(args: argparse.Namespace,
+           planned: list[list[TraceRecord]]) -> int | tuple[TraceHeader, list[TraceRecord], ReplayOptions]:
+    """The trace's header and records to replay (put in `planned` too as soon as they are
+    known) and the options; or, after one `error:` line, exit status 2."""
     problem = flag_error(args)
     if problem is not None:
         print(f"error: {problem}", file=sys.stderr)
@@ -102,15 +129,20 @@ def run_replay(args: argparse.Namespace) -> int:
         print(warning, file=sys.stderr)
     if args.limit is not None:
         records = records[: args.limit]
+    planned.append(records)
     if not records:
         print(f"error: {args.trace} holds no requests to replay", file=sys.stderr)
         return 2
-    options = ReplayOptions(
+    return header, records, ReplayOptions(
         base_url=args.base_url.rstrip("/").removesuffix("/v1"), api_key=args.api_key,
         tenant_keys=tenant_keys, model=args.model, speed=args.speed, concurrency=args.concurrency,
         max_input_tokens=args.max_input_tokens, max_output_tokens=args.max_output_tokens,
         vocab_size=args.vocab_size, progress=not args.no_progress and sys.stderr.isatty(),
         step_hints=not args.no_step_hints, session_suffix=args.session_suffix)
+
+
+def _run(args: argparse.Namespace, header: TraceHeader, records: list[TraceRecord], options: ReplayOptions) -> int:
+    """The replay itself, its report and exit status."""
     try:
         outcome = asyncio.run(replay(records, header, options))
     except GatewayUnreachable as exc:
@@ -140,10 +172,10 @@ def run_replay(args: argparse.Namespace) -> int:
               " (requests in flight were aborted)", file=sys.stderr)
     report = build_report(outcome.results, outcome.wall_s,
                           num_planned=outcome.num_planned if outcome.interrupted else None)
-    if args.json:
-        print(json.dumps(report, separators=(",", ":")))
-    else:
-        print(format_table(report))
+    warning = late_send_warning(report)
+    if warning is not None:
+        print(warning, file=sys.stderr)
+    print_report(report, args.json)
     if outcome.gateway_stopped is not None:
         return EXIT_GATEWAY_STOPPED
     if outcome.interrupted:

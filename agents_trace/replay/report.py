@@ -1,11 +1,16 @@
 """Aggregating replayed requests into the numbers people compare: TTFT percentiles,
 inter-token latency, end-to-end time per session, cached-token share and errors, in
-total, per tenant and per step index."""
+total, per tenant and per step index; and, in total, how late the harness sent its
+requests against the schedule (`send_lag_*`: TTFT and request times count from the send,
+so a replay that fell behind, say for want of `--concurrency`, would hide that wait)."""
 from __future__ import annotations
 
 from collections import defaultdict
 
 from agents_trace.replay.client import RequestResult
+from agents_trace.replay.runner import ScheduledResult
+
+LATE_SEND_S = 0.1   # a request sent later than this after it was due counts as sent late
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -23,17 +28,18 @@ def _r(value: float | None) -> float | None:
     return None if value is None else round(value, 5)
 
 
-def summarize(results: list[RequestResult]) -> dict:
-    """Numbers for one group of requests."""
+def summarize(results: list[RequestResult], sessions: bool = True) -> dict:
+    """Numbers for one group of requests. `sessions` False (a step's requests: one
+    request of each session, not sessions) leaves the session times None."""
     ok = [r for r in results if r.error is None]
     ttfts = [r.ttft_s for r in ok if r.ttft_s is not None]
     gaps = [g for r in ok for g in r.inter_token_s]
-    sessions: dict[tuple[str, str], list[RequestResult]] = defaultdict(list)
+    by_session: dict[tuple[str, str], list[RequestResult]] = defaultdict(list)
     for r in ok:
         if r.session is not None:
-            sessions[(r.tenant, r.session)].append(r)
+            by_session[(r.tenant, r.session)].append(r)
     session_e2e = [max(x.sent_at_s + (x.e2e_s or 0.0) for x in rs) - min(x.sent_at_s for x in rs)
-                   for rs in sessions.values()]
+                   for rs in by_session.values()] if sessions else []
     prompt = sum(r.prompt_tokens for r in ok)
     cached = sum(r.cached_tokens for r in ok)
     return {
@@ -51,18 +57,43 @@ def summarize(results: list[RequestResult]) -> dict:
     }
 
 
-def build_report(results: list[RequestResult], wall_s: float, num_planned: int | None = None) -> dict:
+def send_lag(results: list[RequestResult]) -> dict:
+    """How late the requests were sent after they were due (every request sent, failed
+    ones too): p50, p99 and the worst, in s (None when no result says:
+    `ScheduledResult`s do), and how many were sent more than LATE_SEND_S late."""
+    lags = [r.send_lag_s for r in results if isinstance(r, ScheduledResult)]
+    return {"send_lag_p50_s": _r(percentile(lags, 50)), "send_lag_p99_s": _r(percentile(lags, 99)),
+            "send_lag_max_s": _r(max(lags)) if lags else None,
+            "requests_sent_late": sum(1 for lag in lags if lag > LATE_SEND_S)}
+
+
+def late_send_warning(report: dict) -> str | None:
+    """A warning line when the replay fell behind its schedule: its p99 send lag is over
+    LATE_SEND_S (more than about 1 % of the requests sent that late); None otherwise."""
+    total = report["total"]
+    if total.get("send_lag_p99_s") is None or total["send_lag_p99_s"] <= LATE_SEND_S:
+        return None
+    return (f"warning: the replay fell behind its schedule: {total['requests_sent_late']} of {total['requests']} "
+            f"requests were sent more than {LATE_SEND_S:g} s late (send lag p50 {total['send_lag_p50_s']:.3f} s, "
+            f"p99 {total['send_lag_p99_s']:.3f} s, max {total['send_lag_max_s']:.3f} s); TTFT and request times "
+            "count from the send and leave that wait out: raise --concurrency or lower --speed")
+
+
+def build_report(results: list[RequestResult], wall_s: float, num_planned: int | None = None,
+                 interrupted: bool = False) -> dict:
     """The report of a replay. `num_planned` is given for an interrupted one: the
-    report then says so, with the count of requests left out (aborted or never sent)."""
+    report then says so, with the count of requests left out (aborted or never sent);
+    `interrupted` with no `num_planned`: stopped before the trace was read, so how many
+    were left out is not known (None). Per-step rows have no session times (None)."""
     by_tenant: dict[str, list[RequestResult]] = defaultdict(list)
     by_step: dict[int, list[RequestResult]] = defaultdict(list)
     for r in results:
         by_tenant[r.tenant].append(r)
         by_step[r.step_index].append(r)
     errors = sorted({r.error for r in results if r.error})[:10]
-    report = {"total": summarize(results), "wall_s": round(wall_s, 3),
+    report = {"total": {**summarize(results), **send_lag(results)}, "wall_s": round(wall_s, 3),
               "per_tenant": {t: summarize(rs) for t, rs in sorted(by_tenant.items())},
-              "per_step": {str(i): summarize(rs) for i, rs in sorted(by_step.items())},
+              "per_step": {str(i): summarize(rs, sessions=False) for i, rs in sorted(by_step.items())},
               "error_samples": errors}
     if any(r.service_tier for r in results):   # agents' requests apart from a batch's
         by_tier: dict[str, list[RequestResult]] = defaultdict(list)
@@ -71,6 +102,8 @@ def build_report(results: list[RequestResult], wall_s: float, num_planned: int |
         report["per_tier"] = {tier: summarize(rs) for tier, rs in sorted(by_tier.items())}
     if num_planned is not None:
         report["interrupted"] = {"requests_left_out": max(0, num_planned - len(results))}
+    elif interrupted:
+        report["interrupted"] = {"requests_left_out": None}
     return report
 
 
@@ -118,7 +151,9 @@ def format_table(report: dict) -> str:
     lines.extend(row(f"step {i}", s, sessions=False) for i, s in report["per_step"].items())
     if report["error_samples"]:
         lines.append("errors: " + "; ".join(report["error_samples"]))
-    if "interrupted" in report:
+    if "interrupted" in report and report["interrupted"]["requests_left_out"] is None:
+        lines.append("interrupted: stopped before the trace was read")
+    elif "interrupted" in report:
         lines.append(f"interrupted: {report['interrupted']['requests_left_out']} requests left out "
                      "(aborted in flight or never sent)")
     return "\n".join(lines)

@@ -1,11 +1,14 @@
 """Replaying a trace against a live gateway with real timing.
 
-Sessions are closed loops: a session's first request is sent at its trace time (divided
-by `speed`); each later step is sent once the previous step's response has ended plus
-the trace's gap between the two steps (divided by `speed`) — the trace's inter-arrival
-time is treated as the tool run or user think time between them. Requests without a
-session are open-loop, sent at their trace time. At most `concurrency` requests are in
-flight at once. Trace time counts from the first line's `t`, as the simulator's clock
+Sessions are closed loops: a session's first request is due at its trace time (divided
+by `speed`); each later step is due once the previous step's response has ended plus
+the wait before it (`step_wait_s`, divided by `speed`): the line's `gap_s`, the recorded
+tool run or user think time, when it has one, else the whole inter-arrival time
+`t - previous t` (which also holds the recorded reply's time, counted again on top of
+the live reply's). Requests without a session are open-loop, due at their trace time. At
+most `concurrency` requests are in flight at once; a request waiting for a slot is sent
+late, and each result says how late (`ScheduledResult.send_lag_s`: its TTFT and e2e
+count from the send, so they leave that wait out). Trace time counts from the first line's `t`, as the simulator's clock
 does: a slice from the middle of a trace, or times in epoch seconds, start at once.
 A gateway that stops answering mid-replay stops the replay (liveness.py) as Ctrl+C does,
 with the outcome saying why.
@@ -27,6 +30,23 @@ from agents_trace.replay.prompts import PromptBuilder
 from cache.trace_format import TraceHeader, TraceRecord, after_tool_names
 
 CLIENT_KEEPALIVE_S = 4.0
+
+
+@dataclass(slots=True)
+class ScheduledResult(RequestResult):
+    """A replayed request's result with `send_lag_s`: the seconds from when the schedule
+    had it due to when it was sent (never negative): its wait for a `concurrency` slot,
+    plus the harness's own lateness (building the request, a busy event loop)."""
+
+    send_lag_s: float = 0.0
+
+
+def step_wait_s(record: TraceRecord, previous: TraceRecord, speed: float) -> float:
+    """How long after the end of `previous`'s response a session's next step, `record`, is
+    due: its `gap_s` (the recorded tool run or think time) when the line has one, else the
+    recorded inter-arrival `record.t - previous.t`; divided by `speed`, never negative."""
+    gap_s = record.gap_s if record.gap_s is not None else record.t - previous.t
+    return max(0.0, gap_s) / speed
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,21 +230,23 @@ async def _run_groups(client: aiohttp.ClientSession, groups: list[list[TraceReco
     trace_start_s = min((group[0].t for group in groups), default=0.0)
 
     async def run_group(group: list[TraceRecord]) -> None:
-        first_t = group[0].t - trace_start_s
-        await asyncio.sleep(max(0.0, first_t / options.speed - (time.perf_counter() - origin)))
+        due = origin + (group[0].t - trace_start_s) / options.speed   # when the next request is due
         previous: TraceRecord | None = None
+        ended = origin   # when the previous step's response ended
         for step_index, record in enumerate(group):
             if previous is not None:
-                await asyncio.sleep(max(0.0, (record.t - previous.t) / options.speed))
+                due = ended + step_wait_s(record, previous, options.speed)
+            await asyncio.sleep(max(0.0, due - time.perf_counter()))
             path, body = _body(record, prompts, options, model)
             headers = {"Authorization": f"Bearer {options.key_for(record.tenant)}"}
             if record.session is not None:   # encoded as the gateway's answers are: any id, exactly
                 headers["x-session-id"] = encode_header_id(record.session + options.session_suffix)
             async with gate:
                 started = time.perf_counter()
-                result = RequestResult(record.tenant, record.session, step_index, started - origin,
-                                       service_tier=record.service_tier)
+                result = ScheduledResult(record.tenant, record.session, step_index, started - origin,
+                                         service_tier=record.service_tier, send_lag_s=max(0.0, started - due))
                 results.append(await stream_request(client, base_url + path, body, headers, result, started))
+                ended = time.perf_counter()
             if progress is not None:
                 progress.update(1)
             if result.connection_failed:

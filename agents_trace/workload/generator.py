@@ -11,7 +11,8 @@ prompt blocks, `service_tier` "flex", no session, over the sessions' span, each 
 turn; they draw nothing from the random stream, so the sessions are the same with or
 without them.
 
-Invariants: records are sorted by arrival time `t`; a session's prompts extend each
+Invariants: records are sorted by arrival time `t`; a session's later steps carry the
+tool run or think time before them as `gap_s` (the first step none); a session's prompts extend each
 other block by block (its full blocks keep their ids; a partial last block gets a new id
 once it is extended, since its content changed); hash ids are unique per tenant. Every
 knob has a range, and the workload's size a cap (limits.py), so what is generated fits in
@@ -187,11 +188,15 @@ def _session_records(config, rng, tenant, session, domain, blocks, start_s, budg
     """One session's calls. Each step's `after` says what its prompt grew by, and what its
     arrival waited for: "user", a user turn after a think time (the previous reply was a
     text answer); "tool:NAME", the result of the tool the previous reply called, after
-    that tool's run time."""
+    that tool's run time. Each later step arrives `service_s` (a modelled reply time) plus
+    that wait after the step before it, and carries the wait alone as its `gap_s`: a
+    replay waits it after the live reply ends, so the modelled reply time is not counted
+    on top of the real one."""
     steps = _with_user_turns(domain.sample_session(rng, use_turn_counts=config.recorded_turns))
     out: list[TraceRecord] = []
     now = start_s
     after = "start"
+    gap_before: float | None = None   # the tool run or think time drawn before this step (none before the first)
     for i, symbol in enumerate(steps):
         if symbol in TEXT_ANSWERS:
             continue  # a response, produced by the call before it
@@ -209,7 +214,7 @@ def _session_records(config, rng, tenant, session, domain, blocks, start_s, budg
         out.append(TraceRecord(
             t=now, tenant=tenant, session=session, after=after,
             tool_calls=[response] if asks_tool else [], input_tokens=blocks.num_tokens,
-            output_tokens=output, hash_ids=list(blocks.ids)))
+            output_tokens=output, hash_ids=list(blocks.ids), gap_s=gap_before))
         blocks.grow(output)
         service_s = 0.02 * output  # a rough response time before the agent acts
         if asks_tool:
@@ -219,4 +224,5 @@ def _session_records(config, rng, tenant, session, domain, blocks, start_s, budg
             gap = rng.lognormvariate(math.log(config.think_time_median_s), config.think_time_sigma)
             after = "user"
         now += service_s + gap
+        gap_before = gap
     return out
