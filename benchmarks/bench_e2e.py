@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
-from agents_trace.replay.report import build_report  # noqa: E402
+from agents_trace.replay.report import build_report, late_send_warning  # noqa: E402
 from benchmarks.bench_servers import InProcessGateway  # noqa: E402
 from benchmarks.cpu_probe import CpuSample, delta  # noqa: E402
 from benchmarks.e2e_capacity import capacity_sweep, plot, simulate, sweep_counts  # noqa: E402
@@ -237,6 +237,8 @@ def main() -> None:
             except RuntimeError as exc:   # the child's error (a stopped gateway, say), as one line
                 sys.exit(f"bench_e2e: the {policy} run: {exc}")
             failed_requests(policy, report["total"], report["error_samples"])
+            if (late := late_send_warning(report)) is not None:   # the replay's own lag hides latency
+                print(f"bench_e2e: the {policy} run: {late}", file=sys.stderr)
             reports[policy].append(report)
             totals[policy] = report["total"]
             print(json.dumps({"progress": policy, "repeat": repeat, **report["total"], "cpu": report["cpu"],
