@@ -13,16 +13,17 @@ read leniently; enums are matched by prefix; arrays get their `minItems`, then a
 item while the model continues with a `,` (up to `maxItems`, at most MAX_ARRAY_ITEMS);
 `anyOf`/`oneOf` with more than one branch that can end take the branch the model's next
 characters start (else their first branch that is not null and can end: `Heights`). A
-value the model cannot produce is its schema's default, const, first enum member, or its
-type's zero value; objects and arrays nested MAX_DEPTH deep or more are written without
+value the model cannot produce is its schema's default, const or first enum member that
+meets the schema's other keywords, or its type's zero value (`zero_value`); objects and arrays nested MAX_DEPTH deep or more are written without
 the model as the smallest value (`minimal`): null where the schema allows it, else
 their required properties and `minItems` items, each `anyOf`/`oneOf` in the branch that
 ends soonest. So a recursive schema (pydantic's `sub: Optional["Node"]`) ends in its
 `null` by MAX_DEPTH, and its value is valid wherever a finite one exists.
 Numbers and strings are moved into their bounds and lengths (`json_bounds`); a string held
-to a format (`json_formats`: a date, a UUID, …) that does not fit it takes the format's
-placeholder, one held to a `pattern` that does not match it the shortest string the
-pattern spells (`json_patterns`).
+to a format (`json_formats`: a date, a UUID, …) or a `pattern` (`json_patterns`, checked
+within a time bound) that the model's text does not meet together with its lengths takes a
+string that meets all of them (`json_fitting.fitting_string`: the format's placeholder, or
+one the pattern spells at a length within `minLength`/`maxLength`).
 
 Invariants: what the filler writes after a committed prefix closes it into one JSON
 object, valid whenever the schema uses only what `json_schemas.is_steerable` allows
@@ -45,11 +46,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.json_bounds import number_in_bounds, string_in_bounds
+from gateway.json_fitting import fits_string
 from gateway.json_formats import checked_format, normalized
 from gateway.json_patterns import usable_pattern
 from gateway.json_frames import ArrayFrame, Frame, ObjectFrame, StringFrame
-from gateway.json_schemas import value_kind
-from gateway.json_smallest import MAX_BRANCH_STEPS, SmallestValues, zero_value
+from gateway.json_schemas import listed_values, value_kind
+from gateway.json_smallest import MAX_BRANCH_STEPS, SmallestValues
 
 # Continue the prompt text `suffix` (appended after the rendered prompt) and return the
 # generated text; the callback owns sampling, usage accounting and cancellation.
@@ -194,24 +196,26 @@ class LeafFiller(SmallestValues):
         prefix = self.out.text
         if schema.get("enum"):
             text = (await self.generate(prefix, 16, (",", "}", "\n"))).strip()
-            options = zip(self.root.options(schema), schema["enum"])   # as the reader serializes them
+            options = zip(self.root.options(schema), listed_values(schema))   # as the reader serializes them
             return next((option for dumped, option in options if text and dumped.startswith(text[:len(dumped)])),
-                        schema["enum"][0])
+                        self.zero(schema))
         if kind == "string":
             text, fmt = await self.generate(prefix + '"', MAX_STRING_TOKENS, ('"',)), checked_format(schema)
             if fmt is not None:
-                return normalized(text, fmt) or zero_value(schema)
+                value = normalized(text, fmt)
+                return value if value is not None and fits_string(value, schema) else self.zero(schema)
             pattern = usable_pattern(schema)
-            if pattern is not None:
-                return text if pattern.search(text) is not None else zero_value(schema)
+            if pattern is not None:   # the model's text, else cut or padded to the lengths, if it still matches
+                return next((value for value in (text, string_in_bounds(text, schema))
+                             if fits_string(value, schema, pattern)), self.zero(schema))
             return string_in_bounds(text, schema)
         if kind in ("integer", "number"):
             match = NUMBER.match(await self.generate(prefix, 8, (",", "}", "\n")))
             number = float(match.group(1)) if match is not None else math.nan
             if not math.isfinite(number):   # none, or past a float ("1e999"): JSON has no Infinity
-                return zero_value(schema)
+                return self.zero(schema)
             return number_in_bounds(int(number) if kind == "integer" else number, schema, integer=kind == "integer")
         if kind == "boolean":
             text = (await self.generate(prefix, 2, (",", "}"))).strip().lower()
-            return True if text.startswith("t") else False if text.startswith("f") else zero_value(schema)
+            return True if text.startswith("t") else False if text.startswith("f") else self.zero(schema)
         return await self.minimal(schema)

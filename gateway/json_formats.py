@@ -113,6 +113,12 @@ def checked_format(schema: dict) -> str | None:
     return fmt if isinstance(fmt, str) and fmt in _SHAPES else None
 
 
+def format_shape(fmt: str) -> str:
+    """The regular expression a string of the checked format `fmt` has the shape of (in
+    full: `fits_format` reads it too)."""
+    return _SHAPES[fmt].pattern
+
+
 def fits_format(text: str, fmt: str) -> bool:
     """Whether `text` is a value of the checked format `fmt`."""
     if _SHAPES[fmt].fullmatch(text) is None:
@@ -135,9 +141,9 @@ def format_checker() -> FormatChecker:
 
 def whole_string_check(schema: dict) -> Callable[[str], bool] | None:
     """How a string of `schema` is checked once whole (its typed format, its `pattern`,
-    `json_patterns`), as a predicate; None for a string sent as it streams."""
+    `json_patterns`: within MATCH_TIMEOUT_S, one that runs past it not matching), as a
+    predicate; None for a string sent as it streams."""
     fmt, pattern = checked_format(schema), usable_pattern(schema)
     if fmt is None and pattern is None:
         return None
-    return lambda text: ((fmt is None or fits_format(text, fmt))
-                         and (pattern is None or pattern.search(text) is not None))
+    return lambda text: (fmt is None or fits_format(text, fmt)) and (pattern is None or pattern.matches(text))

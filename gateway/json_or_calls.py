@@ -32,8 +32,8 @@ from gateway.backend import ChatEvent, TextDelta, ToolCallDelta
 from gateway.collected import reply_finish_reason
 from gateway.ids import new_tool_call_id
 from gateway.tool_calls import OPEN_TAG, parse_tool_calls
-from gateway.tool_forcing import (forced_json, forced_object, free_budget, held_to_schema, is_valid,
-                                  json_object_in)
+from gateway.json_validity import is_valid
+from gateway.tool_forcing import forced_json, forced_object, free_budget, held_to_schema, json_object_in
 
 CALL_KEYS = frozenset({"name", "arguments", "parameters"})
 NOT_JSON = -1   # `json_reply_start`: the reply may be anything else; read it whole

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 
+from gateway.json_fitting import fits_own_keywords
 from gateway.json_patterns import usable_pattern
 
 ALL_KINDS = frozenset({"object", "array", "string", "number", "integer", "boolean", "null"})
@@ -49,6 +50,17 @@ def value_kind(schema: dict) -> str:
     if isinstance(kind, list):
         kind = next((k for k in kind if k != "null"), "null")
     return kind
+
+
+def listed_values(schema: dict) -> list | None:
+    """The values a schema lists: its `const`, or the members of its `enum` that meet its
+    other keywords (`enum [1, 2, 50]` with `minimum: 10` takes 50 alone; every member where
+    none does, a schema `local_schemas` refuses); None when it lists none."""
+    if "const" in schema:
+        return [schema["const"]]
+    if not isinstance(schema.get("enum"), list):
+        return None
+    return [member for member in schema["enum"] if fits_own_keywords(member, schema)] or schema["enum"]
 
 
 class SchemaRoot:
@@ -103,14 +115,10 @@ class SchemaRoot:
         return "".join(FIRST_CHARS[kind] for kind in kinds_of(schema) if kind in FIRST_CHARS)
 
     def options(self, schema: dict) -> tuple[str, ...] | None:
-        """`const` or `enum` values as JSON text, or None when the schema has neither."""
-        if "const" in schema:
-            values = [schema["const"]]
-        elif isinstance(schema.get("enum"), list):
-            values = schema["enum"]
-        else:
-            return None
-        return tuple(json.dumps(value, ensure_ascii=False) for value in values)
+        """`const` or `enum` values (`listed_values`) as JSON text, or None when the schema
+        has neither."""
+        values = listed_values(schema)
+        return None if values is None else tuple(json.dumps(value, ensure_ascii=False) for value in values)
 
     def member_schema(self, schema: dict, key: str) -> dict:
         return self.resolve(schema.get("properties", {}).get(key, {}))

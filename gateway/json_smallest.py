@@ -16,10 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.errors import ApiError
-from gateway.json_bounds import number_in_bounds, string_in_bounds
-from gateway.json_formats import PLACEHOLDERS, checked_format
+from gateway.json_bounds import number_in_bounds
+from gateway.json_fitting import fitting_member, fitting_string
 from gateway.json_heights import MAX_SMALLEST_HEIGHT, Heights
-from gateway.json_patterns import shortest_match, usable_pattern
 from gateway.json_schemas import SchemaRoot, kinds_of, value_kind
 
 # a `minimal` value this deep is its zero: never for a part `local_schemas` lets through
@@ -51,10 +50,14 @@ class SchemaTooLarge(ApiError):
 
 
 def zero_value(schema: dict) -> Any:
-    """A schema-valid placeholder: default, const, first enum member, or the type's zero
-    (a number or string moved into the schema's bounds and lengths, `json_bounds`)."""
-    if "default" in schema:
-        return schema["default"]
+    """A schema-valid placeholder: the default, const or first enum member that meets the
+    schema's other keywords (`json_fitting`), else the type's zero (a number moved into the
+    schema's bounds, `json_bounds`; a string meeting its format, pattern and lengths,
+    `fitting_string`). A const or enum none of whose members meets the rest gives its
+    first member all the same."""
+    found, value = fitting_member(schema)
+    if found:
+        return value
     if "const" in schema:
         return schema["const"]
     if schema.get("enum"):
@@ -63,10 +66,7 @@ def zero_value(schema: dict) -> Any:
     if kind in ("integer", "number"):
         return number_in_bounds(0, schema, integer=kind == "integer")
     if kind == "string":
-        fmt, pattern = checked_format(schema), usable_pattern(schema)
-        if fmt is not None:
-            return PLACEHOLDERS[fmt]
-        return shortest_match(pattern) if pattern is not None else string_in_bounds("", schema)
+        return fitting_string(schema)
     return {"boolean": False, "array": [], "object": {}, "null": None}.get(kind, None)
 
 
@@ -79,6 +79,15 @@ class SmallestValues:
         self.schema, self.root = schema, SchemaRoot(schema)
         self._heights: Heights | None = None   # found when a branch is first picked
         self._num_values = 0   # values written so far (`_count_value`)
+        self._zeros: dict[int, tuple[dict, Any]] = {}   # id(schema) -> (schema, its `zero_value`)
+
+    def zero(self, schema: dict) -> Any:
+        """`zero_value(schema)`, worked out once per schema part (a string's spelling
+        takes a fraction of a millisecond; a reply may write MAX_FILLED_VALUES of them)."""
+        kept = self._zeros.get(id(schema))
+        if kept is None or kept[0] is not schema:
+            kept = self._zeros[id(schema)] = (schema, zero_value(schema))
+        return kept[1]
 
     def _count_value(self) -> bool:
         """One more value written; past MAX_FILLED_VALUES the schema is refused. True
@@ -137,7 +146,7 @@ class SmallestValues:
         kind = value_kind(schema)
         if (kind not in ("object", "array") or "default" in schema or "const" in schema or schema.get("enum")
                 or depth >= MAX_MINIMAL_DEPTH):
-            return zero_value(schema)
+            return self.zero(schema)
         if "null" in kinds_of(schema):
             return None
         if kind == "object":

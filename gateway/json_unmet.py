@@ -7,7 +7,8 @@ or is not in `properties` while `additionalProperties` is false (and no
 `minItems`; its `const`, or every `enum` member, fails its own type, number bounds or
 string lengths; or every type it allows is ruled out by its bounds (`minimum` above
 `maximum`, no integer or no multiple of `multipleOf` between them, `minLength` above
-`maxLength`, `minItems` above `maxItems`, `minProperties` above `maxProperties`).
+`maxLength` or every match of `pattern` longer than `maxLength`, `minItems` above
+`maxItems`, `minProperties` above `maxProperties`).
 
 Invariant: a node for which `why_nothing_fits` returns a reason has no valid value (each
 rule errs toward None: a schema some value meets is never refused).
@@ -15,6 +16,8 @@ rule errs toward None: a schema some value meets is never refused).
 from __future__ import annotations
 
 import math
+import re
+from re import _parser as sre_parse
 
 from gateway.json_bounds import number_fits, number_range, string_lengths
 from gateway.json_schemas import kinds_of
@@ -109,7 +112,7 @@ def _why_kind_empty(node: dict, kind: str) -> str | None:
             return None   # the number range decides
         return _empty_range(node, integer=kind == "integer")
     if kind == "string":
-        return _above(node, "minLength", "maxLength", string_lengths(node))
+        return _above(node, "minLength", "maxLength", string_lengths(node)) or _pattern_too_long(node)
     if kind == "array":
         return _above(node, "minItems", "maxItems", _counts(node, "minItems", "maxItems"))
     if kind == "object":
@@ -154,3 +157,16 @@ def _no_multiple(node: dict, low: float, high: float) -> str | None:
     except (OverflowError, ValueError):   # a quotient past float's range: no verdict
         return None
     return None
+
+
+def _pattern_too_long(node: dict) -> str | None:
+    """Why no string meets both `pattern` and `maxLength`: every match of the pattern is
+    longer (a string holding a match is at least that long, anchored or not)."""
+    pattern, longest = node.get("pattern"), string_lengths(node)[1]
+    if not isinstance(pattern, str) or longest is None:
+        return None
+    try:
+        least = sre_parse.parse(pattern).getwidth()[0]
+    except (re.error, RecursionError, OverflowError):   # refused elsewhere, or past what can be told
+        return None
+    return f"every string 'pattern' matches is longer than 'maxLength' ({longest})" if least > longest else None

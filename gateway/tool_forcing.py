@@ -34,16 +34,11 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import AsyncIterator, Callable
-from typing import Any
-
-from jsonschema import ValidationError
-from jsonschema.validators import validator_for
-from referencing.exceptions import Unresolvable as ReferencingError
 
 from gateway.json_filling import Generate, JsonText, LeafFiller
-from gateway.json_formats import format_checker
 from gateway.json_prefix import JsonPrefix
 from gateway.json_schemas import is_steerable
+from gateway.json_validity import is_valid   # patterns checked within a time bound (QA62)
 
 # Like `Generate`, the generated text as it streams.
 GenerateStream = Callable[[str, int, tuple[str, ...]], AsyncIterator[str]]
@@ -78,16 +73,6 @@ def leading_json_object(text: str) -> dict | None:
     except json.JSONDecodeError:
         return None
     return value if isinstance(value, dict) else None
-
-
-def is_valid(value: Any, schema: dict) -> bool:
-    """Whether `value` validates, its strings held to the formats `json_formats` checks; a
-    schema that cannot be checked (a `$ref` the request checks did not catch) counts no."""
-    try:
-        validator_for(schema)(schema, format_checker=format_checker()).validate(value)
-    except (ValidationError, ReferencingError):
-        return False
-    return True
 
 
 def free_budget(max_tokens: int) -> int:

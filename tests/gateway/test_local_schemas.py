@@ -67,6 +67,8 @@ def test_a_schema_whose_reference_does_not_resolve_is_refused_by_name(ref):
      "properties.a", "no multiple of 10 lies between the bounds 1 and 9"),
     ({"type": "object", "properties": {"a": {"type": "number", "multipleOf": 0.5, "minimum": 0.6, "maximum": 0.9}}},
      "properties.a", "no multiple of 0.5"),
+    ({"type": "object", "properties": {"a": {"type": "string", "pattern": "^[a-z]{3}$", "maxLength": 2}}},
+     "properties.a", "every string 'pattern' matches is longer than 'maxLength' (2)"),
 ])
 def test_a_schema_part_of_which_no_value_meets_is_refused_naming_the_place(schema, place, words):
     error = refused(schema)
@@ -88,6 +90,7 @@ def test_a_schema_part_of_which_no_value_meets_is_refused_naming_the_place(schem
     {"type": "object", "properties": {"a": {"type": "integer", "enum": [1, 50], "minimum": 10}}},
     {"type": "object", "properties": {"a": {"type": "integer", "multipleOf": 10, "minimum": 1, "maximum": 10}}},
     {"type": "object", "properties": {"a": {"type": "number", "multipleOf": 1e-320, "minimum": 0.5}}},
+    {"type": "object", "properties": {"a": {"type": "string", "pattern": "[a-z]{2}", "maxLength": 2}}},
 ])
 def test_a_schema_some_value_meets_is_kept(schema):
     before = copy.deepcopy(schema)
