@@ -116,13 +116,16 @@ def kept_tool_names(step: dict, following: dict | None) -> list[str]:
 def line_gap_s(step: dict, previous: dict | None, left_out_between: bool) -> float | None:
     """A line's `gap_s`: the seconds from the end of the session's previous line's
     response to this step's arrival (its tool run or user think time), never negative (a
-    step sent before the one ahead of it ended waits for none in a replay); None for a
-    session's first line and where the store does not know it (`gap_s` null: the session
-    was not idle when it arrived). The store's `gap_s` counts from the end of the step
-    right before; where steps were left out between (failed), from the previous line's."""
+    step sent before the one ahead of it ended, such as tool results sent as concurrent
+    requests, waits for none in a replay); None for a session's first line and where the
+    store does not know it (`gap_s` null: no earlier response of the session known). The
+    store's `gap_s` counts from the session's last response that ended before the step
+    arrived: the step right before, unless steps were left out between (failed) or the
+    step came while that one was in flight; then from the previous line's end."""
     if previous is None or step["gap_s"] is None:
         return None
-    gap_s = step["arrived_s"] - previous["ended_s"] if left_out_between else step["gap_s"]
+    from_previous_line = left_out_between or step["arrived_s"] < previous["ended_s"]
+    gap_s = step["arrived_s"] - previous["ended_s"] if from_previous_line else step["gap_s"]
     return max(0.0, gap_s)
 
 

@@ -5,7 +5,9 @@ until `end`), then one immutable `Step` once it finished. When a session goes id
 the tracer stops) one `SessionEnded` follows its last Step. Invariants: within a session
 step indexes are 0, 1, 2, ... in arrival order with no gaps (a Step dropped on a full
 queue is the only way one can go missing, and it is counted); times are Unix seconds
-from one clock, so `gap_s == arrived_s - (previous step).ended_s` whenever it is known.
+from one clock, so `gap_s == arrived_s - prev_ended_s` whenever it is known, `prev_ended_s`
+being the end of the session's last response before the step arrived (sessions.py: a step
+that failed without generating anything is none, and has no gap of its own).
 """
 from __future__ import annotations
 

@@ -23,6 +23,13 @@ Invariants:
   session asked for one of the answered calls or no live session did; either continues
   only a live session; tool results are read only where the prefix leaves a doubt (no
   match, a loose one, several candidates), so an exact continuation costs O(prefix);
+- the session's last response end (`last_ended_s`) and pending calls (`last_asked`) are
+  those of its head: the latest step (by index) that ended having generated something
+  (succeeded, or was cut part-way); a step that failed without generating anything
+  (`generated_nothing`: refused, its client gone while it queued) is no response and
+  leaves the head as it was, so a retry's gap runs from the reply that asked for the
+  tools; a step opened while others are in flight gets the same last end as one opened
+  idle (concurrent tool results each get their gap);
 - a session with a request in flight never expires; an idle one expires once
   `idle_timeout_s` passed since its last activity, and its index entries go with it;
 - memory is bounded: at most `max_sessions` live sessions, `max_keys_per_session` index
@@ -53,6 +60,18 @@ MAX_REFS_PER_KEY = 4
 EXPLICIT_SOURCES = frozenset({"header", "metadata", "user"})   # a session the client names
 
 
+def generated_nothing(outcome: Any) -> bool:
+    """Whether a finished step (a `Step` or a `StepResult`: its `error`,
+    `num_output_tokens`, `tool_calls` and `other_choices`) failed without generating
+    anything: refused (an unknown model, its checks, its tenant's limits, a prompt over
+    the context), failed before a first token, or left by its client while it queued.
+    Such a step is no response: it ends no tool run, starts none, and its retry is the
+    step that follows the tools. The rule of an export's left-out steps (no output
+    token), but a call the client was sent counts as output (a later request may answer it)."""
+    return (outcome.error is not None and outcome.num_output_tokens == 0 and not outcome.tool_calls
+            and not any(choice.tool_calls for choice in outcome.other_choices))
+
+
 @dataclass(slots=True)
 class SessionState:
     tenant: str
@@ -76,8 +95,7 @@ class OpenedStep:
     session: SessionId
     source: SessionSource
     index: int
-    prev_ended_s: float | None
-    was_idle: bool
+    prev_ended_s: float | None   # the last response that ended before the request arrived
     asked: dict[str, str]
     num_prefix_messages: int
     prefix_step: int | None
@@ -145,8 +163,7 @@ class SessionTable(StepMatching):
         # NOTE: a call-id match is recorded as "prefix" too (SessionSource has no value of its own)
         opened = OpenedStep(session=state.session, source=state.source if stitched is None
                             else "prefix", index=state.num_steps,
-                            prev_ended_s=state.last_ended_s,
-                            was_idle=state.num_in_flight == 0, asked=dict(state.last_asked),
+                            prev_ended_s=state.last_ended_s, asked=dict(state.last_asked),
                             num_prefix_messages=num_prefix, prefix_step=prefix_step)
         state.num_steps += 1
         state.num_in_flight += 1
@@ -159,20 +176,24 @@ class SessionTable(StepMatching):
                    request_digest: bytes | None, num_messages: int,
                    response_digest: bytes | None, asked: Mapping[str, str],
                    prompt_blocks: Sequence[int] | None = None, num_prompt_tokens: int = 0,
-                   other_response_digests: Sequence[bytes] = ()) -> int | None:
+                   other_response_digests: Sequence[bytes] = (), is_response: bool = True) -> int | None:
         """A step ended; a successful one becomes a place later requests may continue:
         its request, every choice's response (`response_digest`, `other_response_digests`)
         and the calls any choice asked for; one ending after a later step (older than the
-        head) only by its responses and calls, leaving the head alone. Returns how many
-        of its prompt's tokens (`prompt_blocks`, given for successful steps only) the
-        session's previous successful prompt began with (`PreviousPrompt`); None when
-        unknown or for a step older than the head."""
+        head) only by its responses and calls, leaving the head alone. A step that
+        generated nothing (`is_response` False) is no response: it leaves the head, the
+        session's last response end and its pending calls as they were. Returns how
+        many of its prompt's tokens (`prompt_blocks`, given for successful steps only)
+        the session's previous successful prompt began with (`PreviousPrompt`); None
+        when unknown, for a step older than the head or for one that generated nothing."""
         state = self._live.get((tenant, session))
         if state is None:
             return None
         state.num_in_flight = max(0, state.num_in_flight - 1)
         state.last_active_s = max(state.last_active_s, ended_s)
         self._touch(tenant, state.session)
+        if not is_response:   # NOTE: refused: nothing to index either (no digest, no call)
+            return None
         is_late = state.head_index is not None and index < state.head_index
         shared = None
         if not is_late:

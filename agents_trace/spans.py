@@ -5,7 +5,9 @@ end; a session that ended (idle, evicted, a shutdown) and is resumed under its i
 new one, in a new trace. Per step: one `chat {model}` span (arrival to end), and, when it
 carries tool results and the previous response's end is known, one `execute_tool {name}`
 span per result over the gap between them: the tool's run as the gateway saw it
-(parallel calls share the gap).
+(parallel calls share the gap; results sent as concurrent requests each span from the
+same response's end). A step that failed without generating anything
+(`generated_nothing`) has none: the tool run is its retry's, so one run is one span.
 
 Invariants: an `invoke_agent` span's `stepahead.session.num_steps` and `gen_ai.usage.*`
 count the same steps, its own (one `chat` span each), whatever ended the session before
@@ -15,9 +17,10 @@ starts at the run's start (`tool_run_start_s`), not at the request. NOTE: a resu
 session's span thus starts before its first request, rather than its tool spans being
 clipped: the tool did run then (a clipped span would disagree with the chat span's
 `gap_s`), and the span before it ended at that same instant (the previous response's
-end), so the session's spans abut without overlapping. (Its chat spans may start before
-it only when two of its first requests overlap and the later one ends first: the span
-starts with the first step the writer is handed.)
+end), so the session's spans abut without overlapping. (Its chat spans, and the tool
+spans of concurrent steps, may start before it only when two of its first requests
+overlap and the later one ends first: the span starts with the first step the writer is
+handed.)
 
 Parents: `invoke_agent` continues the first request's incoming `traceparent` (a child of
 the caller's span) or starts a trace; tool spans are children of `invoke_agent`; a chat
@@ -58,6 +61,7 @@ from opentelemetry.trace import Link, NonRecordingSpan, Span, SpanContext, SpanK
 from agents_trace import semconv as sc
 from agents_trace.content import input_messages_json, output_messages_json, prompt_messages
 from agents_trace.records import ForecastCheck, SessionEnded, Step
+from agents_trace.sessions import generated_nothing
 from agents_trace.store_rows import LeftOpenSpan, SessionSpanIds
 
 NO_TOKENS = (0, 0, 0)
@@ -178,8 +182,11 @@ def record_left_open_session_span(tracer: trace.Tracer, left: LeftOpenSpan) -> b
 
 def tool_run_start_s(step: Step) -> float | None:
     """When the tool run before the step began (the previous response's end), if it has
-    one whose start is known: where its `execute_tool` spans start."""
-    return step.prev_ended_s if step.after.kind == "tools" else None
+    one whose start is known and the step is no refused one (`generated_nothing`: its
+    retry carries the run): where its `execute_tool` spans start."""
+    if step.after.kind != "tools" or generated_nothing(step):
+        return None
+    return step.prev_ended_s
 
 
 def record_tool_spans(tracer: trace.Tracer, session_span: Span, step: Step) -> None:

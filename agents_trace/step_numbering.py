@@ -9,10 +9,11 @@ where that step was stored (`OpenSession.prefix_index`), or, unknown once a sess
 moved, the messages are stored whole (`with_prefix`). A single writer numbers as
 before. Spans and subscribers see the index asked for.
 
-The same lookup gives the end of the session's last stored step: a step the session table
-opened at index 0 (it knew no earlier one: a restart, a dormant entry pushed out, another
-gateway's session) that follows a tool run or a user turn gets its gap from it
-(`with_stored_gap`), before its spans, subscribers and row see it.
+The same lookup gives the end of the session's last stored step: a step for which the
+session table knew no earlier response (its step 0 after a restart, a dormant entry
+pushed out, another gateway's session; or a retry after such a step 0 was refused) that
+follows a tool run or a user turn gets its gap from it (`with_stored_gap`), before its
+spans, subscribers and row see it. A step that generated nothing gets none (sessions.py).
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from opentelemetry.trace import Span
 
 from agents_trace.records import CapturedContent, Step
+from agents_trace.sessions import generated_nothing
 from cache.forecast import Forecast
 
 PLACED_KEPT = 32   # a session's latest steps whose stored index the writer keeps, for `prefix_step`
@@ -83,11 +85,13 @@ def offset_past(last_step: tuple[int, float] | None, first_index: int) -> int:
 
 def with_stored_gap(step: Step, session: OpenSession) -> Step:
     """`step` (own index) with the gap since the session's last stored step where the
-    session table could not know it: its step 0 continuing stored steps after a tool run
-    or a user turn (not a start) and arriving after that step ended."""
+    session table could not know it (it knew no response of the session before the step:
+    its step 0, or a retry after that step was refused) continuing stored steps after a
+    tool run or a user turn (not a start) and arriving after that step ended; never for
+    a step that generated nothing (no response: its retry carries the gap)."""
     prev_ended_s = session.stored_ended_s
-    if (step.index != 0 or step.prev_ended_s is not None or prev_ended_s is None
-            or step.after.kind == "start" or step.arrived_s <= prev_ended_s):
+    if (step.prev_ended_s is not None or prev_ended_s is None or step.after.kind == "start"
+            or step.arrived_s <= prev_ended_s or generated_nothing(step)):
         return step
     return dataclasses.replace(step, prev_ended_s=prev_ended_s, gap_s=step.arrived_s - prev_ended_s)
 

@@ -15,6 +15,7 @@ import json
 from dataclasses import dataclass
 
 from agents_trace.records import CapturedContent, ForecastCheck, Step
+from agents_trace.sessions import generated_nothing
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,13 +154,19 @@ REPLACE_CONTENT = ("INSERT OR REPLACE INTO step_content (tenant, session, idx, "
                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
 
 
+def _tool_runs(step: Step) -> int:
+    """The tool runs a step adds to its session's `num_tool_runs`: one per tool result it
+    carries, none for a step that generated nothing (its retry counts them)."""
+    return 0 if generated_nothing(step) else len(step.after.tools)
+
+
 def session_values(row: StepRow) -> tuple:
     """The values of `UPSERT_SESSION` for `row`'s step."""
     step, check = row.step, row.check
     is_hit = 1 if check is not None and check.is_hit else 0
     is_confident = 1 if check is not None and check.is_confident else 0
     return (step.tenant, step.session, step.agent, step.session_source, step.arrived_s,
-            step.ended_s, 1 if step.error is not None else 0, len(step.after.tools), step.num_input_tokens,
+            step.ended_s, 1 if step.error is not None else 0, _tool_runs(step), step.num_input_tokens,
             step.num_cached_tokens, step.num_output_tokens, 1 if check is not None else 0, is_hit,
             is_confident, is_confident * is_hit, row.trace_id, *_span_values(row))
 

@@ -9,6 +9,10 @@ that ran, `ASSISTANT_TEXT` for a text answer, ... and `END`. From Steps:
 - when the session ends: `END`, with the idle time since the last response.
 Then the session waits from the step's end on the tools its response asked for
 (`mark_waiting`): the predictor forecasts the first of them next, unless abandoned.
+A step that failed without generating anything (`generated_nothing`: refused, left
+while queued) adds no symbol and leaves the wait as it was: its retry is the step that
+follows the tools, so a tool run (or a user turn) is one symbol, its gap counted from
+the reply that asked for it.
 So the forecast taken right after step k ended predicts step k+1's first symbol, and its
 ETA predicts step k+1's `gap_s`.
 NOTE: the strings equal the predictor's (`agents_trace/predict/vocabulary.py`); they are
@@ -23,6 +27,7 @@ from typing import Protocol
 from cache.forecast import END_SYMBOL, Forecast
 
 from agents_trace.records import ForecastCheck, SessionEnded, Step, TraceEvent
+from agents_trace.sessions import generated_nothing
 
 USER_SYMBOL = "USER"
 ASSISTANT_TEXT_SYMBOL = "ASSISTANT_TEXT"
@@ -57,6 +62,8 @@ def symbol_events(event: TraceEvent, now_s: float) -> list[SymbolEvent]:
         last = event.last_ended_s if event.last_ended_s is not None else now_s
         return [SymbolEvent(event.tenant, event.session, END_SYMBOL, now_s,
                             max(0.0, now_s - last))]
+    if generated_nothing(event):
+        return []
     out = [SymbolEvent(event.tenant, event.session, symbol, event.arrived_s, event.gap_s)
            for symbol in arrival_symbols(event)]
     if event.is_text_answer:
@@ -97,12 +104,14 @@ def predictor_subscriber(predictor: Observer,
                          clock: Callable[[], float]) -> Callable[[TraceEvent], None]:
     """A subscriber that feeds `predictor.observe` with each event's symbols, then marks
     a finished step's session as waiting from its response's end, on the tools that
-    response asked for (the wait, and so the forecast's clock, starts there)."""
+    response asked for (the wait, and so the forecast's clock, starts there); a step
+    that generated nothing changes neither (the session still waits on the calls of the
+    reply before it)."""
 
     def feed(event: TraceEvent) -> None:
         for item in symbol_events(event, clock()):
             predictor.observe(item.tenant, item.session, item.symbol, item.t_s, item.gap_s)
-        if isinstance(event, Step):
+        if isinstance(event, Step) and not generated_nothing(event):
             predictor.mark_waiting(event.tenant, event.session, event.ended_s,
                                    requested_tools(event))
 

@@ -16,6 +16,11 @@ session bookkeeping) and never raise on odd input (`begin` reads the body defens
 success) is harmless. The tenant always comes from the caller (the authenticated key),
 never from the body. Message content is kept only when `capture_content` is on: a chat
 request's messages with its tools and tool_choice, a completions request's prompts.
+A step's gap (`gap_s`, `prev_ended_s`) runs from the session's last response that ended
+before it arrived, whether or not another of its steps is in flight (parallel tool
+results sent as separate requests each get one); a step that failed without generating
+anything (`generated_nothing`) is no response: it is stored without a gap, and leaves
+the session's last response end and pending calls to its retry (sessions.py).
 """
 from __future__ import annotations
 
@@ -38,7 +43,7 @@ from agents_trace.otel_setup import build_provider
 from agents_trace.prompt_blocks import prompt_block_ids
 from agents_trace.records import CapturedContent, SessionEnded, Step, StepContext, StepResult
 from agents_trace.replay_hints import hinted_after, hinted_calls, replay_hint
-from agents_trace.sessions import EXPLICIT_SOURCES, OpenedStep, SessionTable
+from agents_trace.sessions import EXPLICIT_SOURCES, OpenedStep, SessionTable, generated_nothing
 from agents_trace.store import TraceStore
 from agents_trace.event_queue import EventQueue
 from agents_trace.writer import Forecaster, Subscriber, TraceWriter, WriterStats
@@ -186,9 +191,8 @@ class AgentTracer:
             arrived_s=now_s,
             after=hinted_after(after_of(messages, _is_first_step(opened, messages), opened.asked),
                                hint, opened.index),
-            gap_s=(now_s - opened.prev_ended_s
-                   if opened.prev_ended_s is not None and opened.was_idle else None),
-            prev_ended_s=opened.prev_ended_s if opened.was_idle else None,
+            gap_s=now_s - opened.prev_ended_s if opened.prev_ended_s is not None else None,
+            prev_ended_s=opened.prev_ended_s,
             num_messages=len(messages), is_stream=body.get("stream") is True,
             request_id=request_id, conversation_digest=digests[-1] if digests else None,
             num_prefix_messages=opened.num_prefix_messages, prefix_step=opened.prefix_step,
@@ -220,6 +224,7 @@ class AgentTracer:
                        for text, calls in result.replies()]
             response_digest, other_digests = digests[0], tuple(digests[1:])
         prompt_blocks = self._prompt_blocks(ctx.tenant, ctx.model, result)
+        is_response = not generated_nothing(result)
         with self._lock:
             from_previous = self._sessions.close_step(
                 ctx.tenant, ctx.session, ctx.index, now_s,
@@ -227,13 +232,14 @@ class AgentTracer:
                 num_messages=ctx.num_messages, response_digest=response_digest,
                 asked={call.call_id: call.name for _, calls in result.replies() for call in calls},
                 prompt_blocks=prompt_blocks if is_ok else None, num_prompt_tokens=result.num_input_tokens,
-                other_response_digests=other_digests)
+                other_response_digests=other_digests, is_response=is_response)
             ended = None if is_ok else self._sessions.end_if_unreachable(ctx.tenant, ctx.session)
         self._events.offer(Step(
             tenant=ctx.tenant, session=ctx.session, index=ctx.index,
             session_source=ctx.session_source, operation=ctx.operation, model=ctx.model,
             agent=ctx.agent, arrived_s=ctx.arrived_s, ended_s=max(now_s, ctx.arrived_s),
-            after=ctx.after, gap_s=ctx.gap_s, prev_ended_s=ctx.prev_ended_s,
+            after=ctx.after, gap_s=ctx.gap_s if is_response else None,
+            prev_ended_s=ctx.prev_ended_s if is_response else None,
             num_messages=ctx.num_messages, is_stream=ctx.is_stream,
             num_input_tokens=result.num_input_tokens, num_cached_tokens=result.num_cached_tokens,
             num_output_tokens=result.num_output_tokens, ttft_s=result.ttft_s,

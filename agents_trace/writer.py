@@ -43,6 +43,7 @@ from agents_trace.event_queue import EventQueue
 from agents_trace.records import SessionEnded, Step, TraceEvent
 from agents_trace.spans import end_session_span, record_chat_span, record_tool_spans, session_span_ids, \
     session_span_start_s, start_session_span, used_tokens
+from agents_trace.sessions import generated_nothing
 from agents_trace.step_numbering import OpenSession, numbered, offset_past, with_stored_gap
 from agents_trace.store import StepRow, TraceStore
 from agents_trace.symbols import check_forecast
@@ -204,8 +205,10 @@ class TraceWriter(StoreUpkeep):
             step, prefix_in_batch = numbered(key, session, with_stored_gap(step, session), self._pending, self._batch)
             session.last_seen_s = self.clock()
             self._open.move_to_end(key)   # keeps `_open` ordered by last_seen_s
-        check = check_forecast(session.forecast, step) if session.forecast is not None else None
-        session.forecast = None
+        check = None
+        if session.forecast is not None and not generated_nothing(step):   # a refused step leaves it to its retry
+            check = check_forecast(session.forecast, step)
+            session.forecast = None
         session.num_steps += 1
         span_tokens = num_input, num_cached, num_output = used_tokens(step)   # none for a step no model ran
         session.num_input_tokens += num_input
