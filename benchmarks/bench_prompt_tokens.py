@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gateway.prompt_token_cache import PromptTokenCache  # noqa: E402
-from shards.chat_template import render_chat_text  # noqa: E402
+from shards.chat_template import render_chat_prompt  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "bfcl_multiturn_toolseq.jsonl"
 BANDS = ((0, 2000), (2000, 4000), (4000, 8000), (8000, 10**9))
@@ -97,11 +97,11 @@ def main() -> None:
     plan = sessions(args, random.Random(args.seed))
     for step in range(args.steps):
         for tenant, tools, steps in plan:
-            text = render_chat_text(tokenizer, steps[step], tools)
+            text = render_chat_prompt(tokenizer, steps[step], tools)   # as the gateway renders: marked text
             t0 = time.perf_counter()
-            whole = tokenizer.encode(text, add_special_tokens=False)
+            whole = tokenizer.encode(text, add_special_tokens=False)   # the same ids: no client text spells a token
             t1 = time.perf_counter()
-            spliced = cache.encode(tenant, text)
+            spliced = cache.encode(tenant, text, marked=True)
             t2 = time.perf_counter()
             if spliced != list(whole):
                 raise SystemExit(f"the ids differ at step {step} of a session of {tenant}")

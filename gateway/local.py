@@ -169,7 +169,7 @@ class LocalBackend(LocalCompletions):
 
     async def prepare_chat(self, request: ChatCompletionRequest, tenant: str,
                            request_id: str) -> Prepared:
-        from shards.chat_template import render_chat_text
+        from shards.chat_template import render_chat_prompt
         if request.top_logprobs is not None and not request.logprobs:
             raise invalid_request("top_logprobs needs logprobs to be true.", param="top_logprobs")
         refuse_unsupported_chat_params(request)
@@ -206,12 +206,13 @@ class LocalBackend(LocalCompletions):
 
         def render_and_encode() -> tuple[list[int] | None, Exception | None]:
             try:
-                prompt = render_chat_text(tokenizer, messages, tools)
+                prompt = render_chat_prompt(tokenizer, messages, tools)
             except Exception as exc:   # template errors are about the messages sent
                 return None, exc
             # an agent's step repeats the last one's prompt: its ids are reused up to the
-            # last special token the two share (gateway/prompt_token_cache.py)
-            return self.prompt_tokens.encode(tenant, prompt), None
+            # last special token the two share (gateway/prompt_token_cache.py); the special
+            # tokens the client's text spells are text (shards/special_text.py)
+            return self.prompt_tokens.encode(tenant, prompt, marked=True), None
 
         prompt_ids, render_error = await asyncio.to_thread(render_and_encode)
         if render_error is not None:

@@ -8,8 +8,14 @@ text up to the end of such a token do not depend on what follows it: the ids of 
 earlier prompt up to its last added token inside the shared prefix are kept, and only
 the rest is tokenized.
 
+A chat prompt comes as marked text (`marked=True`, shards/special_text.py): the special
+tokens its client strings spell stand there as marks, which are tokenized as plain text.
+Its cuts are still only where the template wrote an added token, and a marked prompt
+without a mark is an ordinary text.
+
 Invariants:
-- `encode(tenant, text)` equals `tokenizer.encode(text, add_special_tokens=False)`;
+- `encode(tenant, text)` equals `tokenizer.encode(text, add_special_tokens=False)`, and
+  `encode(tenant, text, marked=True)` equals `MarkedTextEncoder.encode(text)`;
   the splice is only used for tokenizers whose added tokens strip nothing around them
   and are matched on the raw text, and every `check_every`-th splice (the first few
   always) is compared with a whole encode: one difference turns the cache off for good;
@@ -36,6 +42,8 @@ import threading
 from array import array
 from collections import OrderedDict
 from dataclasses import dataclass, field
+
+from shards.special_text import MARK, MarkedTextEncoder
 
 logger = logging.getLogger(__name__)
 
@@ -79,22 +87,30 @@ class PromptTokenCache:
     _cut_texts: dict = field(default_factory=dict)               # added token id -> its text, of those seen at cuts
     _cut_token_ids: frozenset = frozenset()
     _adds_special_tokens: bool = False
+    _marked: MarkedTextEncoder | None = None   # tokenizes marked text (a chat prompt with client special text)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _seq: int = 0
     _num_bytes: int = 0
 
     def __post_init__(self) -> None:
         self._cut_token_ids, reason = _cut_tokens(self.tokenizer)
+        self._marked = MarkedTextEncoder.of(self.tokenizer)
         self.stats.disabled = reason
         sample = "a"
         self._adds_special_tokens = (list(self.tokenizer.encode(sample))
                                      != list(self.tokenizer.encode(sample, add_special_tokens=False)))
 
-    def encode(self, tenant: str, text: str, add_special_tokens: bool = False) -> list[int]:
+    def encode(self, tenant: str, text: str, add_special_tokens: bool = False, *, marked: bool = False) -> list[int]:
         """The ids of `text`, as `tokenizer.encode(text, add_special_tokens=...)` gives
-        them (a tokenizer that adds tokens around every text, a BOS, is asked whole)."""
-        if (add_special_tokens and self._adds_special_tokens) or self.stats.disabled is not None:
-            return list(self.tokenizer.encode(text, add_special_tokens=add_special_tokens))
+        them (a tokenizer that adds tokens around every text, a BOS, is asked whole); of
+        marked `text` (a chat prompt, never with `add_special_tokens`), as
+        `MarkedTextEncoder.encode` gives them. Kept prompts hold only marked texts' MARKs:
+        a text that is not marked but holds one is tokenized whole."""
+        if marked and add_special_tokens:
+            raise ValueError("a marked prompt is tokenized without added special tokens")
+        if (add_special_tokens and self._adds_special_tokens) or self.stats.disabled is not None \
+                or (not marked and MARK in text):
+            return self._whole(text, add_special_tokens, marked)
         with self._lock:
             self.stats.num_encoded += 1
             cut_texts = tuple(self._cut_texts.values())
@@ -105,7 +121,7 @@ class PromptTokenCache:
             tokenized = self._tokenize(text, None, 0)
         else:
             tokenized = self._tokenize(text, base, cut)
-            whole = self._whole_if_the_splice_differs(tokenized, cut)
+            whole = self._whole_if_the_splice_differs(tokenized, cut, marked)
             if whole is not None:
                 return whole
         with self._lock:
@@ -137,20 +153,22 @@ class PromptTokenCache:
                 break
         return best_key, best, best_cut, continues
 
+    def _whole(self, text: str, add_special_tokens: bool, marked: bool) -> list[int]:
+        if marked:
+            return self._marked.encode(text)
+        return list(self.tokenizer.encode(text, add_special_tokens=add_special_tokens))
+
     def _tokenize(self, text: str, base: _Tokenized | None, cut: int) -> _Tokenized:
-        """`text` tokenized from `base`'s cut `cut` on (all of it when `base` is None)."""
+        """`text` tokenized from `base`'s cut `cut` on (all of it when `base` is None); a
+        text holding a MARK is marked text (`encode` lets no other one through)."""
         start_chars = base.cut_chars[cut] if base is not None else 0
         start_ids = base.cut_ids[cut] if base is not None else 0
-        encoding = self.tokenizer.backend_tokenizer.encode(text[start_chars:], add_special_tokens=False)
         ids = array("i", base.ids[:start_ids]) if base is not None else array("i")
         cut_chars = base.cut_chars[:cut + 1] if base is not None else []
         cut_ids = base.cut_ids[:cut + 1] if base is not None else []
-        cut_tokens, new_ids = self._cut_token_ids, encoding.ids
-        cut_at = [index for index, token_id in enumerate(new_ids) if token_id in cut_tokens]
-        if cut_at:
-            offsets = encoding.offsets   # NOTE: a property that builds the whole list: once
-            cut_chars.extend(start_chars + offsets[index][1] for index in cut_at)
-            cut_ids.extend(start_ids + index + 1 for index in cut_at)
+        new_ids, cut_at, cut_ends = self._new_ids(text[start_chars:])
+        cut_chars.extend(start_chars + end for end in cut_ends)
+        cut_ids.extend(start_ids + index + 1 for index in cut_at)
         ids.extend(new_ids)
         with self._lock:
             for index in cut_at:   # the added tokens prompts are cut at, to find them in the next
@@ -162,14 +180,29 @@ class PromptTokenCache:
                 self.stats.num_reused_ids += start_ids
         return _Tokenized(text, ids, cut_chars, cut_ids)
 
-    def _whole_if_the_splice_differs(self, tokenized: _Tokenized, cut: int) -> list[int] | None:
+    def _new_ids(self, text: str) -> tuple[list[int], list[int], list[int]]:
+        """The ids of `text` (from a cut on), and the index of each cut token among them
+        and where it ends in `text`; with a MARK, `text` is marked (client special text)."""
+        cut_tokens = self._cut_token_ids
+        if MARK in text:
+            pieces = self._marked.pieces(text)
+            cuts = [(index, end) for index, end in zip(pieces.added_at, pieces.added_ends)
+                    if pieces.ids[index] in cut_tokens]
+            return pieces.ids, [index for index, _ in cuts], [end for _, end in cuts]
+        encoding = self.tokenizer.backend_tokenizer.encode(text, add_special_tokens=False)
+        new_ids = encoding.ids
+        cut_at = [index for index, token_id in enumerate(new_ids) if token_id in cut_tokens]
+        offsets = encoding.offsets if cut_at else ()   # NOTE: a property that builds the whole list: once
+        return new_ids, cut_at, [offsets[index][1] for index in cut_at]
+
+    def _whole_if_the_splice_differs(self, tokenized: _Tokenized, cut: int, marked: bool) -> list[int] | None:
         """Compare some splices with a whole encode: None when not compared or equal, else
         the whole encode's ids (the answer), and splicing is turned off."""
         with self._lock:
             if self.stats.num_spliced > ALWAYS_CHECKED and self.stats.num_spliced % self.check_every:
                 return None
             self.stats.num_checked += 1
-        whole = list(self.tokenizer.encode(tokenized.text, add_special_tokens=False))
+        whole = self._whole(tokenized.text, False, marked)
         if whole == tokenized.ids.tolist():
             return None
         with self._lock:

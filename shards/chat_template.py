@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from shards.special_text import MARK, MarkedTextEncoder, SpecialText
+
 CHATML_TOOLS_TEMPLATE = (
     # NOTE: transformers renders templates with trim_blocks, so every newline is emitted
     # inside a string expression, never right after a block tag.
@@ -35,7 +37,8 @@ CHATML_TOOLS_TEMPLATE = (
     r"{{ '<|im_start|>assistant\n' + (message.content or '') }}"
     r"{% for call in (message.tool_calls or []) %}"
     r"{% if message.content or not loop.first %}{{ '\n' }}{% endif %}"
-    r"""{{ '<tool_call>\n{"name": "' + call.function.name + '", "arguments": ' }}"""
+    # NOTE: the name as a JSON string (a plain name renders as before; one with a quote stays one string)
+    r"""{{ '<tool_call>\n{"name": ' + (call.function.name | tojson) + ', "arguments": ' }}"""
     r"{% if call.function.arguments is string %}{{ call.function.arguments }}"
     r"{% else %}{{ call.function.arguments | tojson }}{% endif %}"
     r"{{ '}\n</tool_call>' }}"
@@ -108,17 +111,29 @@ def normalize_messages(messages: list[dict]) -> list[dict]:
     return normalized
 
 
-def render_chat_text(tokenizer, messages: list[dict], tools: list[dict] | None = None) -> str:
-    """The prompt text for `messages` with the generation prompt appended."""
+def render_chat_prompt(tokenizer, messages: list[dict], tools: list[dict] | None = None) -> str:
+    """The prompt for `messages` (generation prompt appended) as marked text: every client
+    string (contents, names, tool calls, tool definitions) marked first, so the special
+    tokens it spells are text, not control tokens (shards/special_text.py). Tokenize it with
+    `MarkedTextEncoder` or `PromptTokenCache.encode(..., marked=True)`, never as it is."""
     template = tool_template(tokenizer) if tools else None
     if tools and template is None:
         raise ValueError("this model's chat template cannot render tools")
+    special = SpecialText.of(tokenizer)
     return tokenizer.apply_chat_template(
-        normalize_messages(messages), tools=tools or None, chat_template=template,
-        add_generation_prompt=True, tokenize=False)
+        special.mark(normalize_messages(messages)), tools=special.mark(tools) if tools else None,
+        chat_template=template, add_generation_prompt=True, tokenize=False)
+
+
+def render_chat_text(tokenizer, messages: list[dict], tools: list[dict] | None = None) -> str:
+    """The prompt text for `messages` with the generation prompt appended, as the model reads it."""
+    return SpecialText.of(tokenizer).unmark(render_chat_prompt(tokenizer, messages, tools))
 
 
 def render_chat(tokenizer, messages: list[dict], tools: list[dict] | None = None) -> list[int]:
-    """Prompt token ids for `messages` (chat template applied, generation prompt added)."""
-    text = render_chat_text(tokenizer, messages, tools)
-    return list(tokenizer.encode(text, add_special_tokens=False))
+    """Prompt token ids for `messages` (chat template applied, generation prompt added); the
+    client's text is text, whatever special token it spells."""
+    prompt = render_chat_prompt(tokenizer, messages, tools)
+    if MARK not in prompt:   # NOTE: the usual case, without copying the tokenizer
+        return list(tokenizer.encode(prompt, add_special_tokens=False))
+    return MarkedTextEncoder.of(tokenizer).encode(prompt)
