@@ -215,6 +215,25 @@ def _chat_tools(tools: list[dict]) -> list[dict]:
     return out
 
 
+def _chat_tool_choice(choice: str | dict | None) -> str | dict | None:
+    """Chat's `tool_choice` for a Responses one: a named function is `{"type": "function",
+    "name": ...}` here, checked in that shape (a 400 naming `tool_choice.name`; chat's
+    nested shape, which a client ported from chat completions sends, is told so)."""
+    if not isinstance(choice, dict) or choice.get("type") != "function":
+        return choice
+    name = choice.get("name")
+    if name is None:
+        nested = (' (chat completions\' {"type": "function", "function": {"name": ...}} is not this API\'s shape)'
+                  if "function" in choice else "")
+        raise invalid_request("Missing required parameter: 'tool_choice.name'. A named tool_choice is "
+                              f'{{"type": "function", "name": "..."}}{nested}.', param="tool_choice.name",
+                              code="missing_required_parameter")
+    if not isinstance(name, str):
+        raise invalid_request(f"Invalid type for 'tool_choice.name': expected a string, but got "
+                              f"{type(name).__name__}.", param="tool_choice.name", code="invalid_type")
+    return {"type": "function", "function": {"name": name}}
+
+
 def _response_format(text: dict | None) -> dict | None:
     fmt = (text or {}).get("format")
     if fmt is not None and not isinstance(fmt, dict):
@@ -270,11 +289,8 @@ def to_chat_body(request: ResponsesRequest, history: tuple[dict, ...] = (),
     body: dict[str, Any] = {"model": request.model, "messages": messages, "stream": request.stream}
     if request.tools:
         body["tools"] = _chat_tools(request.tools)
-    choice = request.tool_choice
-    if isinstance(choice, dict) and choice.get("type") == "function":
-        choice = {"type": "function", "function": {"name": choice.get("name")}}
-    optional = {"tool_choice": choice, "parallel_tool_calls": request.parallel_tool_calls,
-                "response_format": _response_format(request.text),
+    optional = {"tool_choice": _chat_tool_choice(request.tool_choice),
+                "parallel_tool_calls": request.parallel_tool_calls, "response_format": _response_format(request.text),
                 "max_completion_tokens": request.max_output_tokens, "temperature": request.temperature,
                 "top_p": request.top_p, "metadata": request.metadata, "user": request.user,
                 "logprobs": True if request.wants_logprobs() else None, "top_logprobs": request.top_logprobs,

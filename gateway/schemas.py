@@ -23,9 +23,14 @@ from gateway.errors import ApiError, invalid_request
 _ALLOW = ConfigDict(extra="allow", strict=True)
 
 
+# OpenAI's: a name with a dot or a space, or over 64 characters, is a 400 there, so it is here
+TOOL_NAME_PATTERN = r"^[a-zA-Z0-9_-]{1,64}$"
+MAX_TOOLS = 128   # OpenAI's most tools in one request
+
+
 class FunctionDef(BaseModel):
     model_config = _ALLOW
-    name: Annotated[str, Field(pattern=r"^[a-zA-Z0-9_.\-]{1,64}$")]
+    name: Annotated[str, Field(pattern=TOOL_NAME_PATTERN)]
     description: str | None = None
     parameters: dict[str, Any] | None = None
     strict: bool | None = None
@@ -187,6 +192,22 @@ class ChatCompletionRequest(_GenerationRequest):
     prompt_cache_key: str | None = None
     safety_identifier: str | None = None
     prediction: PredictedOutput | None = None
+
+    @field_validator("tools", mode="before")
+    @classmethod
+    def _tools_count(cls, tools: Any) -> Any:
+        """As OpenAI's chat completions: `tools` holds 1 to MAX_TOOLS tools (an empty list
+        is a 400 `empty_array`, more an `array_above_max_length`), checked before each is
+        (pydantic passes an `ApiError` through unchanged)."""
+        if isinstance(tools, list) and not tools:
+            raise invalid_request("Invalid 'tools': empty array. Expected an array with minimum length 1, but got "
+                                  "an empty array instead. Leave 'tools' out for a request without tools.",
+                                  param="tools", code="empty_array")
+        if isinstance(tools, list) and len(tools) > MAX_TOOLS:
+            raise invalid_request(f"Invalid 'tools': array too long. Expected an array with maximum length "
+                                  f"{MAX_TOOLS}, but got an array with length {len(tools)} instead.", param="tools",
+                                  code="array_above_max_length")
+        return tools
 
     def forces_call(self) -> bool:
         """Whether the reply must be a tool call (`tool_choice` "required" or a named function)."""

@@ -3,10 +3,12 @@ bare JSON objects (`{"name": ..., "arguments": {...}}`, or a list of them).
 
 Pure functions, no I/O. Invariants: a parsed call always has a non-empty `name` and
 `arguments` that is the JSON text of an object; text that does not parse as a call is
-never dropped, it stays content. `ToolCallStreamParser` gives the same result as
-`parse_tool_calls` on the concatenated text, while releasing plain text as early as it can
-(it holds back only a possible `<tool_call>` prefix, or everything when the reply opens
-as bare JSON, since that can only be decided at the end).
+never dropped, it stays content (whitespace that only separates or surrounds calls is
+not content: a reply made only of calls has none, as OpenAI's). `ToolCallStreamParser`
+gives the same calls as `parse_tool_calls` on the concatenated text, while releasing plain
+text as early as it can (it holds back only a possible `<tool_call>` prefix, trailing
+whitespace until text follows it, or everything when the reply opens as bare JSON, since
+that can only be decided at the end).
 """
 from __future__ import annotations
 
@@ -125,11 +127,17 @@ class ToolCallStreamParser:
     joined once, and each delta is searched only with the few characters before it that
     could begin a closing tag.
 
-    NOTE: whitespace around calls is kept in streamed content (it was already sent) while
-    `parse_tool_calls` strips it; the calls themselves are identical.
+    Whitespace is held until text that is not whitespace follows it (then it goes out
+    with that text, calls between them or not) or the reply ends. Where it only separates
+    or surrounds calls it is dropped: before the first text after a call and at the end of
+    a reply that made calls, so parallel calls written on separate lines are calls only
+    (no "\n" content between them, no message item in a Responses reply), and the
+    content is `parse_tool_calls`' but for whitespace before text that came before any
+    call (already sent). A reply without calls keeps all of its text.
     """
 
-    __slots__ = ("_tool_names", "_buffer", "_in_call", "_bare", "_seen_text", "_parts", "_tail")
+    __slots__ = ("_tool_names", "_buffer", "_in_call", "_bare", "_seen_text", "_parts", "_tail", "_space",
+                 "_made_call", "_sent_text")
 
     def __init__(self, tool_names: frozenset[str] | None = None) -> None:
         self._tool_names = tool_names
@@ -139,6 +147,9 @@ class ToolCallStreamParser:
         self._seen_text = False
         self._parts: list[str] = []   # an open call's text after `_buffer`, or a bare reply's
         self._tail = ""       # the last characters of `_parts` that could begin CLOSE_TAG
+        self._space: list[str] = []   # content whitespace held until text follows it (or the reply ends)
+        self._made_call = False   # a call was released
+        self._sent_text = False   # content (not only whitespace) was released
 
     def feed(self, delta: str) -> list[StreamPiece]:
         if self._bare:
@@ -164,7 +175,7 @@ class ToolCallStreamParser:
                 self._bare = True
                 self._parts, self._buffer = [self._buffer], ""
                 return []
-        return self._drain(final=False)
+        return self._spaced(self._drain(final=False), final=False)
 
     def finish(self) -> list[StreamPiece]:
         self._buffer += "".join(self._parts)
@@ -183,7 +194,33 @@ class ToolCallStreamParser:
             else:
                 pieces.append(ContentPiece(self._buffer))
             self._buffer = ""
-        return pieces
+        return self._spaced(pieces, final=True)
+
+    def _spaced(self, pieces: list[StreamPiece], *, final: bool) -> list[StreamPiece]:
+        """`pieces` with content whitespace held (`_space`) until text follows it, and
+        dropped where it only separates or surrounds calls: when a call came before the
+        first text, and at the end of a reply that made calls."""
+        out: list[StreamPiece] = []
+        for piece in pieces:
+            if isinstance(piece, CallPiece):
+                self._made_call = True
+                out.append(piece)
+                continue
+            body = piece.text.rstrip()
+            if not body:   # whitespace alone (kept as parts: a long run of it stays linear)
+                self._space.append(piece.text)
+                continue
+            text = "".join(self._space) + body
+            self._space = [piece.text[len(body):]] if len(body) < len(piece.text) else []
+            if self._made_call and not self._sent_text:
+                text = text.lstrip()
+            out.append(ContentPiece(text))
+            self._sent_text = True
+        if final:
+            space, self._space = "".join(self._space), []
+            if space and not self._made_call:   # a reply of text alone keeps all of it
+                out.append(ContentPiece(space))
+        return out
 
     def _drain(self, *, final: bool) -> list[StreamPiece]:
         pieces: list[StreamPiece] = []

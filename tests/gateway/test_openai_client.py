@@ -411,7 +411,7 @@ def test_client_completions_and_upstream_models_take_n(client):
 def test_client_service_tier_flex_is_served_in_the_flex_tier_and_named_in_the_reply(client, gateway):
     def num_routed_flex() -> int:
         text = httpx.get(f"{gateway.base_url}/metrics", headers=gateway.headers("ops")).text
-        found = re.search(r'stepahead_router_info\{model_name="tiny",field="num_routed_flex"\} (\d+)', text)
+        found = re.search(r'stepahead_router_counts_total\{model_name="tiny",field="num_routed_flex"\} (\d+)', text)
         return int(found.group(1)) if found else 0
 
     before = num_routed_flex()
