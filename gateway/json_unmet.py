@@ -19,7 +19,8 @@ import math
 import re
 from re import _parser as sre_parse
 
-from gateway.json_bounds import number_fits, number_range, string_lengths
+from gateway.json_bounds import number_range, string_lengths
+from gateway.json_fitting import fits_own_keywords
 from gateway.json_schemas import kinds_of
 
 # keywords `_why_kind_empty` reads: a node with none of them allows some value of each type
@@ -82,28 +83,14 @@ def _why_no_listed_value_fits(node: dict) -> str | None:
     return None
 
 
+# the keywords a listed value is held to here: its node's type, number bounds and lengths
+_OWN_BOUNDS = ("type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minLength",
+               "maxLength")
+
+
 def _breaks(value: object, node: dict) -> bool:
     """Whether `value` fails the node's `type`, number bounds or string lengths."""
-    kinds = node.get("type")
-    if isinstance(kinds, (str, list)) and not _kind_allows(kinds if isinstance(kinds, list) else [kinds], value):
-        return True
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return not number_fits(value, node)
-    if isinstance(value, str):
-        shortest, longest = string_lengths(node)
-        return len(value) < shortest or longest is not None and len(value) > longest
-    return False
-
-
-def _kind_allows(kinds: list, value: object) -> bool:
-    if value is None:
-        return "null" in kinds
-    if isinstance(value, bool):
-        return "boolean" in kinds
-    if isinstance(value, (int, float)):
-        return "number" in kinds or "integer" in kinds and (isinstance(value, int) or value.is_integer())
-    kind = {str: "string", list: "array", dict: "object"}.get(type(value))
-    return kind in kinds
+    return not fits_own_keywords(value, {key: node[key] for key in _OWN_BOUNDS if key in node})
 
 
 def _why_kind_empty(node: dict, kind: str) -> str | None:
