@@ -41,6 +41,7 @@ from gateway.http_io import ClientGone
 from gateway.limiters import Limiters
 from gateway.metrics import Registry
 from gateway.response_archive import ResponseArchive
+from gateway.hangups_at_exit import HANGUP_WHILE_STOPPING
 from gateway.reload import HangupsBeforeStart, Overrides, reload_on_hangup
 from gateway.response_store import ResponseStore
 from gateway.spent_tokens import start_spent_tokens
@@ -50,7 +51,6 @@ from gateway.store_places import check_store_places
 from gateway.tracing import build_tracer, trace_router
 
 log = logging.getLogger("stepahead.gateway")
-HANGUP_WHILE_STOPPING = "stepahead: SIGHUP ignored: the gateway is stopping"
 
 
 def build_backend(model, config: GatewayConfig) -> Backend:

@@ -45,18 +45,30 @@ HELP = {
     "stepahead_tenant_batch_requests_pending": ("gauge", "Requests of the tenant's running batches without a result."),
     "stepahead_tenant_spent_tokens": (
         "gauge", "Tokens the tenant has spent against its budget, across restarts (tenants with one)."),
-    "stepahead_worker_info": (
-        "gauge", "Numeric worker fields from the engine (tiers flattened; the KV policy's pins and prefetches)."),
-    "stepahead_worker_tenant_info": (
-        "gauge", "Per-tenant numeric fields of each worker's cache (its reserved and pinned blocks among them)."),
-    "stepahead_router_info": ("gauge", "The engine's routing and dispatch counts since it started."),
-    "stepahead_prompt_token_cache_info": ("gauge", "Prompts tokenized from a tenant's earlier prompt's ids "
-                                          "(num_spliced, num_reused_ids) since the start; off=1 once it turned off."),
+    "stepahead_worker_info": ("gauge", "1 for each worker of a local model (its fields: _level, _counts_total)."),
+    "stepahead_worker_level": (
+        "gauge", "Worker fields that are levels now: readiness, requests in flight, running and waiting, "
+                 "blocks per cache tier (tiers flattened)."),
+    "stepahead_worker_counts_total": (
+        "counter", "Worker fields that count since the worker started (0 again after a restart): decode passes, "
+                   "tokens, evictions, the KV policy's pins and prefetches."),
+    "stepahead_worker_tenant_info": ("gauge", "1 for each tenant a worker's cache holds or served."),
+    "stepahead_worker_tenant_level": (
+        "gauge", "Per-tenant levels of each worker's cache (its hot, host, reserved and pinned blocks among them)."),
+    "stepahead_worker_tenant_counts_total": (
+        "counter", "Per-tenant counts of each worker's cache since the worker started (requests, tokens)."),
+    "stepahead_router_info": ("gauge", "1 for each local model's router."),
+    "stepahead_router_counts_total": ("counter", "The engine's routing and dispatch counts since it started."),
+    "stepahead_prompt_token_cache_info": ("gauge", "1 for each model with a prompt token cache."),
+    "stepahead_prompt_token_cache_counts_total": (
+        "counter", "Prompts tokenized from a tenant's earlier prompt's ids (num_spliced, num_reused_ids) since "
+                   "the start."),
+    "stepahead_prompt_token_cache_level": ("gauge", "The prompt token cache's state: off=1 once it turned off."),
     "stepahead_gc_collections_total": ("counter", "The gateway's garbage collections while serving, by generation."),
     "stepahead_gc_pause_seconds_total": (
         "counter", "Time those collections paused the gateway (every thread waits), by generation."),
     "stepahead_gc_pause_max_seconds": ("gauge", "The longest of those pauses, by generation."),
-    "stepahead_gc_frozen_objects": ("gauge", "Objects frozen at start-up, which full collections skip."),
+    "stepahead_gc_frozen_objects": ("gauge", "Objects frozen at start-up (counted then), which full collections skip."),
     "stepahead_forecasts_total": (
         "counter", "Forecasts made for finished agent steps, by source (predictor, or gaps where it was not confident)."),
     "stepahead_forecasts_forwarded_total": ("counter", "Forecasts handed to the local engines' KV caches."),
@@ -215,45 +227,74 @@ def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+LEVEL_FIELDS = frozenset({"ready", "in_flight", "num_running", "num_waiting", "forecasts_followed", "off"})
+
+
+def is_worker_level(field_name: str) -> bool:
+    """A worker's field that is a level now (a gauge), not a count since it started:
+    the flags and request counts in `LEVEL_FIELDS`, and blocks held (`*_blocks`: a tier's
+    used, free and cached blocks, a tenant's hot, host, pinned and reserved ones), the
+    block size (`*bytes_per_block`)."""
+    return field_name in LEVEL_FIELDS or field_name.endswith(("_blocks", "bytes_per_block"))
+
+
+def _field_key(prefix: str, labels: Labels, field_name: str, is_level: bool) -> tuple[str, Labels]:
+    """The series of one numeric field of a `{prefix}_info` family's table."""
+    return (f"{prefix}_level" if is_level else f"{prefix}_counts_total"), labels + (("field", field_name),)
+
+
 def worker_gauges(model: str, rows: list[dict]) -> dict[tuple[str, Labels], float]:
-    """Gauges from the engine's per-worker stats rows: numbers at the top level and one
-    level down (`tiers.hot.num_used_blocks` → field "hot_num_used_blocks"); the `tenants`
-    table becomes `stepahead_worker_tenant_info` with a tenant label."""
-    gauges: dict[tuple[str, Labels], float] = {}
+    """Series from the engine's per-worker stats rows: `stepahead_worker_info` (1 for each
+    worker) and its numbers, at the top level and one level down
+    (`tiers.hot.num_used_blocks` → field "hot_num_used_blocks"), as `stepahead_worker_level`
+    (gauges) or `stepahead_worker_counts_total` (counters since the worker started:
+    `is_worker_level`); the `tenants` table becomes the `stepahead_worker_tenant_*`
+    families, with a tenant label.
+
+    Invariant: an `_info` series is 1 and says what exists by its labels; a number is
+    never an `_info` series' value."""
+    series: dict[tuple[str, Labels], float] = {}
+
+    def put(prefix: str, labels: Labels, field_name: str, number: object) -> None:
+        if _is_number(number):
+            series[_field_key(prefix, labels, field_name, is_worker_level(field_name))] = float(number)
+
     for row in rows:
         base = (("model_name", model), ("worker", str(row.get("worker", ""))))
+        series[("stepahead_worker_info", base)] = 1.0
         for key, value in row.items():
             if key == "tenants" and isinstance(value, dict):
                 for tenant, fields in value.items():
+                    tenant_labels = base + (("tenant", str(tenant)),)
+                    series[("stepahead_worker_tenant_info", tenant_labels)] = 1.0
                     for field_name, number in (fields or {}).items():
-                        if _is_number(number):
-                            labels = base + (("tenant", str(tenant)), ("field", field_name))
-                            gauges[("stepahead_worker_tenant_info", labels)] = float(number)
+                        put("stepahead_worker_tenant", tenant_labels, field_name, number)
             elif isinstance(value, dict):
                 for inner, inner_value in value.items():
                     flat = inner_value if isinstance(inner_value, dict) else {"": inner_value}
                     for leaf, number in flat.items():
-                        if _is_number(number):
-                            name = "_".join(part for part in (inner, leaf) if part)
-                            gauges[("stepahead_worker_info", base + (("field", name),))] = \
-                                float(number)
-            elif key != "worker" and _is_number(value):
-                gauges[("stepahead_worker_info", base + (("field", key),))] = float(value)
-    return gauges
+                        put("stepahead_worker", base, "_".join(part for part in (inner, leaf) if part), number)
+            elif key != "worker":
+                put("stepahead_worker", base, key, value)
+    return series
 
 
 def router_gauges(model: str, stats: dict, family: str = "stepahead_router_info") -> dict[tuple[str, Labels], float]:
-    """Gauges from the engine's router stats (or another flat table of a model's counts,
-    `family` naming them): numbers as they are, and one level of counts by name
-    (`num_routed.reserved` → field "num_routed_reserved")."""
-    gauges: dict[tuple[str, Labels], float] = {}
+    """Series from the engine's router stats (or another flat table of a model's counts,
+    `family` naming its `_info` family): `family` 1 for the model when it has the table,
+    and its numbers, one level of counts by name (`num_routed.reserved` → field
+    "num_routed_reserved"), as counters since the start (`{prefix}_counts_total`), but for
+    the `LEVEL_FIELDS` (`off`), gauges (`{prefix}_level`)."""
+    prefix = family.removesuffix("_info")
+    labels = (("model_name", model),)
+    series: dict[tuple[str, Labels], float] = {(family, labels): 1.0} if stats else {}
     for key, value in stats.items():
         items = value.items() if isinstance(value, dict) else [("", value)]
         for inner, number in items:
             if _is_number(number):
                 field_name = f"{key}_{inner}" if inner else key
-                gauges[(family, (("model_name", model), ("field", field_name)))] = float(number)
-    return gauges
+                series[_field_key(prefix, labels, field_name, field_name in LEVEL_FIELDS)] = float(number)
+    return series
 
 
 def _escape(value: str) -> str:

@@ -10,7 +10,10 @@ Invariants:
 - a reply none of which has been sent (answered whole, or a stream before its first
   event) runs again from the start, once, when its worker died under it (`worker_died`:
   the engine itself re-queues requests that had no token yet, and resumes those that had);
-  a stream that has begun cannot be taken back, and ends with the error.
+  a stream that has begun cannot be taken back, and ends with the error;
+- a stream, whose header always says 200, is counted in `stepahead_requests_total` by how
+  it ended (`stream_status`): an error event counts the error's status, as a failure
+  before the first event would have been answered; a failed stream counts no success.
 """
 from __future__ import annotations
 
@@ -90,6 +93,18 @@ def chat_shape(prepared: Prepared, *, is_chat: bool, include_usage: bool, is_cal
                       lambda: ChunkWriter(header, is_chat=is_chat, include_usage=include_usage,
                                           num_choices=prepared.num_choices, num_prompts=prepared.num_prompts,
                                           is_call=is_call))
+
+
+def stream_status(completed: bool, failed: list[ApiError], cut: list[ApiError]) -> int:
+    """The status a stream counts as (`stepahead_requests_total`), whose header said 200:
+    the error's status when it ended with an error event (the model's or upstream's
+    failure, a worker that died, a bug: as the event says; the shutdown's cut: 503),
+    200 when its body was written to its end without one, else a client that left (499)."""
+    if failed:
+        return failed[0].status
+    if cut:
+        return cut[0].status
+    return 200 if completed else CLIENT_CLOSED_STATUS
 
 
 async def respond(request: Request, state: GatewayState, backend: Backend, prepared: Prepared,
@@ -191,16 +206,19 @@ async def _respond_stream(request: Request, exchange: Exchange,
                 event = await exchange.next_event(events)
             yield writer.done()
         except ApiError as error:
+            failed.append(error)
             exchange.fail(error)
             yield writer.error(error.body())
         except Exception:   # NOTE: a bug mid-stream still ends as an SSE error event
             log.exception("unexpected error while streaming %s", exchange.prepared.request_id)
             error = server_error()
+            failed.append(error)
             exchange.fail(error)
             yield writer.error(error.body())
         finally:
             await events.aclose()
 
+    failed: list[ApiError] = []   # the error a begun stream ended with (its last event)
     cut: list[ApiError] = []
 
     def on_cut() -> bytes:
@@ -210,8 +228,8 @@ async def _respond_stream(request: Request, exchange: Exchange,
         return writer.error(error.body())
 
     def on_close(completed: bool) -> None:
-        whole = len(outcome) == exchange.prepared.num_choices
-        status = 200 if completed else cut[0].status if cut else CLIENT_CLOSED_STATUS
+        whole = len(outcome) == exchange.prepared.num_choices and not failed
+        status = stream_status(completed, failed, cut)
         try:
             finished = merged_usage(outcome, exchange.prepared.num_prompts) if whole else None
         except Exception:   # NOTE: a bug in the reply's usage must not keep the tenant's slot

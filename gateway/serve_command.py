@@ -22,6 +22,7 @@ import sys
 from agents_trace.config import TraceConfigError
 from cache.policies import POLICY_NAMES as POLICIES
 from gateway.access_log import redact_access_log
+from gateway.hangups_at_exit import HangupsWhileExiting, say_hangup_ignored
 from gateway.config import (DEFAULT_LOCAL_MODEL, DEFAULT_LOCAL_POLICY, ConfigError, default_config, demo_key_from,
                             load_config)
 from gateway.uvicorn_server import start_aware_server_class
@@ -176,16 +177,20 @@ def serve(args: argparse.Namespace) -> int:
     signal when Ctrl+C (or SIGTERM) stopped the start. Ctrl+C at any point ends with a
     line, never a traceback. A SIGHUP never ends it: before the app can serve it (or
     while it stops) it is counted; the app reloads the tenants of --config's file, or,
-    without one, says there is nothing to reload."""
+    without one, says there is nothing to reload. Once the app stopped, each is said to
+    be ignored (those counted while it stopped too), and SIGHUP stays ignored, not put
+    back, until the process exits: `serve` is the process's last step."""
     from gateway.reload import HangupsBeforeStart
 
-    before = signal.getsignal(signal.SIGHUP)
-    if HangupsBeforeStart.install() is None:
+    counted = HangupsBeforeStart.install()
+    if counted is None:
         return _serve(args)
     try:
         return _serve(args)
     finally:
-        signal.signal(signal.SIGHUP, before)
+        HangupsWhileExiting().install()
+        for _ in range(counted.num_seen):   # final now: those since the app's handler went (or it never came)
+            say_hangup_ignored()
 
 
 def _serve(args: argparse.Namespace) -> int:

@@ -229,7 +229,7 @@ async def test_an_agents_next_step_reuses_the_ids_of_its_last_prompt_and_they_ar
     assert stats.num_encoded == 2 and stats.num_spliced == 1
     assert 0 < stats.num_reused_ids < len(second.prompt_token_ids)
     assert local.prompt_token_metrics() == {"num_encoded": 2, "num_spliced": 1, "num_reused_ids": stats.num_reused_ids,
-                                            "num_checked": 1, "off": 0}   # /metrics' stepahead_prompt_token_cache_info
+                                            "num_checked": 1, "off": 0}   # /metrics' stepahead_prompt_token_cache_*
 
 
 async def test_a_text_completion_prompt_is_tokenized_off_the_loop_through_the_prompt_token_cache():

@@ -35,35 +35,79 @@ def test_registry_escapes_label_values():
     assert 'tenant="t\\"x",model_name="m\\\\"' in registry.render()
 
 
-def test_worker_gauges_flatten_engine_rows():
-    rows = [{"worker": "w0", "num_running": 2, "ok": True,
-             "tiers": {"hot": {"num_used_blocks": 29}},
-             "tenants": {"a": {"num_hot_hit_tokens": 448}}}]
+def test_worker_gauges_flatten_engine_rows_into_info_levels_and_counts():
+    rows = [{"worker": "w0", "num_running": 2, "ok": True, "num_decoded_tokens": 9,
+             "tiers": {"hot": {"num_used_blocks": 29, "num_evictions": 4}},
+             "tenants": {"a": {"num_hot_hit_tokens": 448, "num_pinned_blocks": 3}}}]
     gauges = worker_gauges("m", rows)
     base = (("model_name", "m"), ("worker", "w0"))
-    assert gauges[("stepahead_worker_info", base + (("field", "num_running"),))] == 2
-    assert gauges[("stepahead_worker_info", base + (("field", "hot_num_used_blocks"),))] == 29
-    assert gauges[("stepahead_worker_tenant_info",
-                   base + (("tenant", "a"), ("field", "num_hot_hit_tokens")))] == 448
-    assert len(gauges) == 3
+    tenant = base + (("tenant", "a"),)
+    assert gauges == {
+        ("stepahead_worker_info", base): 1.0,
+        ("stepahead_worker_level", base + (("field", "num_running"),)): 2.0,
+        ("stepahead_worker_level", base + (("field", "hot_num_used_blocks"),)): 29.0,
+        ("stepahead_worker_counts_total", base + (("field", "num_decoded_tokens"),)): 9.0,
+        ("stepahead_worker_counts_total", base + (("field", "hot_num_evictions"),)): 4.0,
+        ("stepahead_worker_tenant_info", tenant): 1.0,
+        ("stepahead_worker_tenant_counts_total", tenant + (("field", "num_hot_hit_tokens"),)): 448.0,
+        ("stepahead_worker_tenant_level", tenant + (("field", "num_pinned_blocks"),)): 3.0}
 
 
-def test_router_gauges_name_each_count_by_its_key():
+def test_router_gauges_count_each_field_by_its_key_beside_an_info_of_1():
     stats = {"num_routed": {"reserved": 7, "prefix": 2}, "num_session_moves": 1, "num_rejected": {},
-             "num_transfers": 0, "label": "not a number"}
+             "num_transfers": 0, "num_transferred_blocks": 5, "label": "not a number"}
+    counts = (("model_name", "m"),)
     assert router_gauges("m", stats) == {
-        ("stepahead_router_info", (("model_name", "m"), ("field", "num_routed_reserved"))): 7.0,
-        ("stepahead_router_info", (("model_name", "m"), ("field", "num_routed_prefix"))): 2.0,
-        ("stepahead_router_info", (("model_name", "m"), ("field", "num_session_moves"))): 1.0,
-        ("stepahead_router_info", (("model_name", "m"), ("field", "num_transfers"))): 0.0}
+        ("stepahead_router_info", counts): 1.0,
+        ("stepahead_router_counts_total", counts + (("field", "num_routed_reserved"),)): 7.0,
+        ("stepahead_router_counts_total", counts + (("field", "num_routed_prefix"),)): 2.0,
+        ("stepahead_router_counts_total", counts + (("field", "num_session_moves"),)): 1.0,
+        ("stepahead_router_counts_total", counts + (("field", "num_transfers"),)): 0.0,
+        ("stepahead_router_counts_total", counts + (("field", "num_transferred_blocks"),)): 5.0}
+    assert router_gauges("m", {}) == {}   # no router (an upstream model): no info either
 
 
 def test_a_models_other_counts_go_under_the_family_they_name():
     stats = {"num_encoded": 3, "num_spliced": 2, "off": 0}
+    labels = (("model_name", "m"),)
     assert router_gauges("m", stats, "stepahead_prompt_token_cache_info") == {
-        ("stepahead_prompt_token_cache_info", (("model_name", "m"), ("field", "num_encoded"))): 3.0,
-        ("stepahead_prompt_token_cache_info", (("model_name", "m"), ("field", "num_spliced"))): 2.0,
-        ("stepahead_prompt_token_cache_info", (("model_name", "m"), ("field", "off"))): 0.0}
+        ("stepahead_prompt_token_cache_info", labels): 1.0,
+        ("stepahead_prompt_token_cache_counts_total", labels + (("field", "num_encoded"),)): 3.0,
+        ("stepahead_prompt_token_cache_counts_total", labels + (("field", "num_spliced"),)): 2.0,
+        ("stepahead_prompt_token_cache_level", labels + (("field", "off"),)): 0.0}
+
+
+def test_every_info_series_is_1_and_numbers_render_typed_as_gauges_or_counters():
+    """QA64: the `_info` families held numbers and counters, typed as gauges."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    rows = [{"worker": "w0", "ready": 1, "in_flight": 3, "num_decode_passes": 12, "num_restarts": 1,
+             "num_referenced_blocks": 6, "num_pins_set": 2, "num_prefetches": 5,
+             "tiers": {"hot": {"num_blocks": 64, "num_free_blocks": 35, "num_background_evictions": 1,
+                               "bytes_per_block": 4096}},
+             "tenants": {"a": {"num_requests": 4, "num_reserved_blocks": 8, "forecasts_followed": 1}}}]
+    gauges = {**worker_gauges("m", rows), **router_gauges("m", {"num_retried": 2}),
+              **router_gauges("m", {"num_checked": 1, "off": 1}, "stepahead_prompt_token_cache_info")}
+    families = {f.name: f for f in text_string_to_metric_families(Registry().render(gauges))}
+    for name, family in families.items():
+        if name.endswith("_info"):
+            assert family.type == "gauge" and [s.value for s in family.samples] == [1.0], name
+            assert all("field" not in s.labels for s in family.samples), name
+
+    def fields(name: str) -> set[str]:
+        return {s.labels["field"] for s in families[name].samples}
+
+    assert families["stepahead_worker_counts"].type == "counter"   # the parser drops `_total`
+    assert fields("stepahead_worker_counts") == {"num_decode_passes", "num_restarts", "num_pins_set",
+                                                 "num_prefetches", "hot_num_background_evictions"}
+    assert families["stepahead_worker_level"].type == "gauge"
+    assert fields("stepahead_worker_level") == {"ready", "in_flight", "num_referenced_blocks", "hot_num_blocks",
+                                                "hot_num_free_blocks", "hot_bytes_per_block"}
+    assert fields("stepahead_worker_tenant_counts") == {"num_requests"}
+    assert fields("stepahead_worker_tenant_level") == {"num_reserved_blocks", "forecasts_followed"}
+    assert families["stepahead_router_counts"].type == "counter" and fields("stepahead_router_counts") == {"num_retried"}
+    assert fields("stepahead_prompt_token_cache_counts") == {"num_checked"}
+    assert fields("stepahead_prompt_token_cache_level") == {"off"}
 
 
 def test_render_for_a_tenant_keeps_only_its_series():
@@ -74,7 +118,7 @@ def test_render_for_a_tenant_keeps_only_its_series():
                                ttft_s=0.5)
         registry.record_request(tenant, "m", "chat", 200)
     registry.record_request("unauthenticated", "", "chat", 401)
-    gauges = {("stepahead_worker_info", (("model_name", "m"), ("worker", "w0"), ("field", "x"))): 1.0,
+    gauges = {("stepahead_worker_level", (("model_name", "m"), ("worker", "w0"), ("field", "x"))): 1.0,
               ("stepahead_tenant_active_requests", (("tenant", "ab"),)): 2.0}
     mine = registry.render(gauges, tenant="a")
     series = [line for line in mine.splitlines() if not line.startswith("#")]
@@ -83,7 +127,7 @@ def test_render_for_a_tenant_keeps_only_its_series():
         in mine
     everything = registry.render(gauges)
     assert all(f'tenant="{t}"' in everything for t in ("a", "ab", "unauthenticated"))
-    assert "stepahead_worker_info" in everything and "stepahead_worker_info" not in mine
+    assert "stepahead_worker_level" in everything and "stepahead_worker_level" not in mine
 
 
 def test_prefix_reuse_counts_what_the_previous_prompt_left_and_what_was_evicted():

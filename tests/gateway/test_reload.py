@@ -204,7 +204,7 @@ def test_serve_hands_the_config_file_to_the_app(monkeypatch, tmp_path):
 
 
 def test_a_sighup_before_the_app_starts_is_served_once_it_runs_and_one_while_it_stops_is_ignored(
-        monkeypatch, tmp_path):
+        monkeypatch, tmp_path, capfd):
     """`serve --config` counts a SIGHUP from its first step on (the default action would
     end the gateway); the app's reload, once installed, serves it."""
     import uvicorn
@@ -212,6 +212,7 @@ def test_a_sighup_before_the_app_starts_is_served_once_it_runs_and_one_while_it_
     import gateway.app
     from gateway.cli import main
     from gateway.reload import HangupsBeforeStart
+    from gateway.hangups_at_exit import HangupsWhileExiting
 
     path = tmp_path / "gw.toml"
     path.write_text(MODEL + _tenant("a", "sk-a"))
@@ -243,7 +244,10 @@ def test_a_sighup_before_the_app_starts_is_served_once_it_runs_and_one_while_it_
     assert main(["serve", "--config", str(path), "--port", str(free_port())]) == 0
     assert seen["counted"] == 1
     assert isinstance(seen["after_stop"], HangupsBeforeStart) and seen["after_stop"].num_seen == 1
-    assert signal.getsignal(signal.SIGHUP) == signal.SIG_DFL   # serve leaves the handler it found
+    left = signal.getsignal(signal.SIGHUP)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    assert isinstance(left, HangupsWhileExiting)   # ignored until the process exits (QA64)
+    assert capfd.readouterr().err.count("stepahead: SIGHUP ignored: the gateway is stopping") == 1
 
 
 def test_the_factory_path_counts_a_sighup_before_the_start_and_serves_it_once_the_app_runs(monkeypatch, tmp_path):
@@ -341,6 +345,7 @@ def test_serve_without_a_config_file_counts_a_sighup_from_its_first_step(monkeyp
     import gateway.app
     from gateway.cli import main
     from gateway.reload import HangupsBeforeStart
+    from gateway.hangups_at_exit import HangupsWhileExiting
 
     seen = {}
     real_build_app = gateway.app.build_app
@@ -354,4 +359,6 @@ def test_serve_without_a_config_file_counts_a_sighup_from_its_first_step(monkeyp
     monkeypatch.setattr("gateway.serve_command.needs_fork_server", lambda config: False)   # nothing runs here
     assert main(["serve", "--model", "tiny", "--port", str(free_port())]) == 0
     assert isinstance(seen["handler"], HangupsBeforeStart)   # a SIGHUP then is counted, not the end
-    assert signal.getsignal(signal.SIGHUP) == signal.SIG_DFL   # serve leaves the handler it found
+    left = signal.getsignal(signal.SIGHUP)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    assert isinstance(left, HangupsWhileExiting)   # never the default again: serve is the process's last step

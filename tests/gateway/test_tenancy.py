@@ -143,13 +143,16 @@ async def test_metrics_endpoint_reports_per_tenant_and_worker(gateway):
     assert 'vllm:time_to_first_token_seconds_bucket{tenant="beta"' in text
     assert 'stepahead_rejected_total{tenant="rpm",code="rate_limit_exceeded"}' in text
     assert "sk-test" not in text
-    assert 'stepahead_worker_info{model_name="tiny",worker="w0",field="num_decoded_tokens"}' in text
+    assert 'stepahead_worker_info{model_name="tiny",worker="w0"} 1' in text
+    assert 'stepahead_worker_counts_total{model_name="tiny",worker="w0",field="num_decoded_tokens"}' in text
+    assert 'stepahead_worker_level{model_name="tiny",worker="w0",field="hot_num_used_blocks"}' in text
     # the default (predictive) policy's pins and prefetches since start, all tenants' together
-    assert 'stepahead_worker_info{model_name="tiny",worker="w0",field="num_pins_set"}' in text
-    assert 'stepahead_worker_info{model_name="tiny",worker="w0",field="num_prefetches_wasted"}' in text
-    routed = re.findall(r'stepahead_router_info\{model_name="tiny",field="num_routed_\w+"\} (\d+)', text)
+    assert 'stepahead_worker_counts_total{model_name="tiny",worker="w0",field="num_pins_set"}' in text
+    assert 'stepahead_worker_counts_total{model_name="tiny",worker="w0",field="num_prefetches_wasted"}' in text
+    routed = re.findall(r'stepahead_router_counts_total\{model_name="tiny",field="num_routed_\w+"\} (\d+)', text)
     assert sum(int(n) for n in routed) >= 2
-    assert 'stepahead_router_info{model_name="tiny",field="num_session_moves"}' in text
+    assert 'stepahead_router_counts_total{model_name="tiny",field="num_session_moves"}' in text
+    assert 'stepahead_router_info{model_name="tiny"} 1' in text
     predicted = re.search(r'stepahead_forecasts_total\{source="predictor"\} (\d+)', text)
     assert predicted and int(predicted.group(1)) >= 1   # the traced chat steps were forecast
     assert 'stepahead_forecaster_checkpoints_total{outcome="failed"} 0' in text
@@ -173,8 +176,8 @@ async def test_metrics_show_a_tenant_only_its_own_series(gateway):
     series = [line for line in text.splitlines() if line and not line.startswith("#")]
     assert series and all('tenant="beta"' in line for line in series)
     assert 'vllm:prompt_tokens_total{tenant="beta"' in text
-    assert "alpha" not in text and "stepahead_worker_info" not in text and "stepahead_router_info" not in text
-    assert "stepahead_worker_tenant_info" not in text   # its pinned or reserved blocks: workers' gauges, admins'
+    assert "alpha" not in text and "stepahead_worker_" not in text and "stepahead_router_" not in text
+    assert "stepahead_worker_tenant_" not in text   # its pinned or reserved blocks: workers' gauges, admins'
     assert "stepahead_trace_" not in text   # the writer's counts mix every tenant's traffic
     assert anonymous.status_code == 401 and anonymous.json()["error"]["code"] == "invalid_api_key"
 

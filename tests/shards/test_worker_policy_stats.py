@@ -1,6 +1,6 @@
 """A worker's stats carry its KV policy's actions: pins and prefetches since start, each
-tenant's pinned blocks now; /metrics' gauges show them as `stepahead_worker_info` and
-`stepahead_worker_tenant_info` fields. A policy without them adds none."""
+tenant's pinned blocks now; /metrics shows them as `stepahead_worker_counts_total` and
+`stepahead_worker_tenant_level` fields. A policy without them adds none."""
 from __future__ import annotations
 
 import random
@@ -54,11 +54,11 @@ def test_worker_stats_and_gauges_carry_the_policys_pins_and_prefetches(tiny_load
     assert stats["tenants"]["t"].get("num_pinned_blocks") == num_pinned
     gauges = worker_gauges("tiny", [{"worker": "w0", **stats}])
     base = (("model_name", "tiny"), ("worker", "w0"))
-    assert {name: gauges[("stepahead_worker_info", base + (("field", name),))]
+    assert {name: gauges[("stepahead_worker_counts_total", base + (("field", name),))]
             for name in counts} == {name: float(number) for name, number in counts.items()}
-    shown = {labels[-1][1] for family, labels in gauges if family == "stepahead_worker_info"}
+    shown = {labels[-1][1] for family, labels in gauges if family == "stepahead_worker_counts_total"}
     assert shown & ACTION_FIELDS == counts.keys()
-    pinned = gauges.get(("stepahead_worker_tenant_info", base + (("tenant", "t"), ("field", "num_pinned_blocks"))))
+    pinned = gauges.get(("stepahead_worker_tenant_level", base + (("tenant", "t"), ("field", "num_pinned_blocks"))))
     assert pinned == (None if num_pinned is None else float(num_pinned))
 
 
@@ -89,6 +89,6 @@ def test_a_tenant_whose_forecasts_proved_wrong_shows_forecasts_followed_0(tiny_l
     stats = out[-1].stats
     assert stats["tenants"]["t"]["forecasts_followed"] == 0
     gauges = worker_gauges("tiny", [{"worker": "w0", **stats}])
-    key = ("stepahead_worker_tenant_info", (("model_name", "tiny"), ("worker", "w0"), ("tenant", "t"),
+    key = ("stepahead_worker_tenant_level", (("model_name", "tiny"), ("worker", "w0"), ("tenant", "t"),
                                             ("field", "forecasts_followed")))
     assert gauges[key] == 0.0
