@@ -31,6 +31,7 @@ import httpx  # noqa: E402
 from benchmarks.bench_servers import InProcessGateway  # noqa: E402
 from benchmarks.bench_prompt_tokens import BANDS, tool_result  # noqa: E402
 from shards.chat_template import render_chat  # noqa: E402
+from shards.special_text import MarkedTextEncoder  # noqa: E402
 
 TENANTS = ("spliced", "whole")
 
@@ -40,15 +41,16 @@ class WholeForOneTenant:
 
     def __init__(self, cache, tokenizer, baseline: str) -> None:
         self.cache, self.tokenizer, self.baseline = cache, tokenizer, baseline
+        self.marked = MarkedTextEncoder.of(tokenizer)
 
     @property
     def stats(self):
         return self.cache.stats
 
-    def encode(self, tenant: str, text: str) -> list[int]:
-        if tenant == self.baseline:
-            return list(self.tokenizer.encode(text, add_special_tokens=False))
-        return self.cache.encode(tenant, text)
+    def encode(self, tenant: str, text: str, *, marked: bool = False) -> list[int]:
+        if tenant == self.baseline:   # a chat prompt comes marked (shards/special_text.py)
+            return self.marked.encode(text) if marked else list(self.tokenizer.encode(text, add_special_tokens=False))
+        return self.cache.encode(tenant, text, marked=marked)
 
 
 def gateway_app(args):
