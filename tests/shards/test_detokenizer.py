@@ -130,3 +130,121 @@ def test_detokenizer_keeps_the_spaces_a_tokenizer_strips_at_a_decodes_start():
     deltas = [detok.push(token) for token in ids] + [detok.flush()]
     assert deltas == ["Hello", " world", "", " foo", "!", ""]
     assert "".join(deltas) == fast.decode(ids, skip_special_tokens=True) == "Hello world foo!"
+
+
+class _PieceTokenizer:
+    """Token i decodes to `pieces[i]`: a tokenizer whose token boundaries a test chooses."""
+
+    def __init__(self, pieces) -> None:
+        self.pieces = list(pieces)
+
+    def decode(self, ids, **options) -> str:
+        return "".join(self.pieces[i] for i in ids)
+
+
+def _feed_pieces(pieces, stop):
+    """The deltas of a reply of one token per piece, then what the detokenizer kept."""
+    detok = Detokenizer(_PieceTokenizer(pieces), tuple(stop))
+    deltas = []
+    for token in range(len(pieces)):
+        deltas.append(detok.push(token))
+        if detok.stopped:
+            break
+    deltas.append(detok.flush())
+    return "".join(deltas), detok
+
+
+def _first_stop_reference(text, stops):
+    """What the reply is, read one character at a time: the text before the first stop
+    string to complete (the longest of those completing at the same character)."""
+    for end in range(1, len(text) + 1):
+        ending = [len(stop) for stop in stops if stop and text[:end].endswith(stop)]
+        if ending:
+            return text[:end - max(ending)], True
+    return text, False
+
+
+@pytest.mark.parametrize("stop,expected", [
+    (("r", "w"), "The "),            # one token completes both: the cut is at the earlier "w"
+    (("w", "r"), "The "),
+    (("ther", "eat"), "The w"),
+    (("eat", "ther"), "The w"),
+    (("her", "weather", "x"), "The "),
+])
+def test_one_token_completing_several_stops_cuts_at_the_first_in_the_text(stop, expected):
+    """QA65 D1: SmolLM2 with stop ["r", "w"] answered "The weathe" (holding the stop "w"):
+    the stop listed first won, not the one that comes first in the text."""
+    for pieces in (["The", " weather", " is"], ["The weather is"], list("The weather is")):
+        sent, detok = _feed_pieces(pieces, stop)
+        assert sent == detok.text == expected and detok.stopped, pieces
+
+
+@pytest.mark.parametrize("text,stop,expected", [
+    ("xabcdef", ("cde", "abcd"), "x"),      # overlapping: "abcd" completes first
+    ("xabcd", ("abcd", "bc"), "xa"),        # "bc" completes before "abcd" does
+    ("abcd", ("cd", "bcd"), "a"),           # both complete at "d": the longer begins first
+    ("abcdef", ("abcdef", "cd"), "ab"),     # "cd" completes inside "abcdef", before it ends
+    ("aaab", ("aab", "ab"), "a"),           # a self-overlapping stop, matched from its second "a"
+    ("abababc", ("ababc",), "ab"),
+])
+def test_overlapping_stops_cut_where_one_first_completes_however_the_text_is_split(text, stop, expected):
+    for pieces in ([text], list(text), [text[:2], text[2:]], [text[:3], text[3:4], text[4:]]):
+        pieces = [p for p in pieces if p]
+        sent, detok = _feed_pieces(pieces, stop)
+        assert sent == detok.text == expected and detok.stopped, pieces
+
+
+def test_a_stop_spanning_tokens_is_held_back_then_cut():
+    pieces = ["x <", "/en", "d> tail", " more"]
+    detok = Detokenizer(_PieceTokenizer(pieces), ("tail", "</end>"))
+    assert [detok.push(token) for token in range(3)] == ["x ", "", ""]
+    assert detok.stopped and detok.text == "x " and detok.flush() == ""
+
+
+@pytest.mark.parametrize("text,stop,expected", [
+    ("héllo wörld ✓ done", ("✓", "wö"), "héllo "),
+    ("ok 👍🏽 fine 日本語、", ("、", "🏽", "本"), "ok 👍"),
+    ("é\u0301e\u0301 x", ("\u0301 ", "e\u0301"), "é\u0301"),
+])
+def test_multi_byte_stops_cut_at_the_first_in_the_text(tokenizer, text, stop, expected):
+    """The tiny tokenizer is byte-level: a multi-byte character comes over several tokens;
+    as one token, the text completes every stop at once."""
+    detok, deltas = _feed(tokenizer, text, stop)
+    assert "".join(deltas) == detok.text == expected and detok.stopped
+    sent, detok = _feed_pieces([text], stop)
+    assert sent == detok.text == expected and detok.stopped
+
+
+def test_stop_strings_cut_the_text_as_read_one_character_at_a_time():
+    """Known answers from a brute-force reading, for random texts, stops (overlapping,
+    self-overlapping, in any order) and token boundaries: the reply never holds a stop."""
+    import random
+
+    rng = random.Random(65)
+    for _ in range(400):
+        text = "".join(rng.choice("aab c") for _ in range(rng.randint(0, 24)))
+        stops = tuple("".join(rng.choice("aab c") for _ in range(rng.randint(1, 5)))
+                      for _ in range(rng.randint(1, 4)))
+        cuts = sorted(rng.sample(range(1, len(text)), rng.randint(0, max(0, len(text) - 1)))) if text else []
+        pieces = [text[i:j] for i, j in zip([0, *cuts], [*cuts, len(text)]) if text[i:j]]
+        expected, stopped = _first_stop_reference(text, stops)
+        sent, detok = _feed_pieces(pieces, stops)
+        assert (sent, detok.text, detok.stopped) == (expected, expected, stopped), (text, stops, pieces)
+        assert not any(stop in sent for stop in stops)
+
+
+def test_long_stop_strings_cost_a_token_its_own_text_not_the_stops_length():
+    """QA65 D3: each token re-searched its held-back text for every stop length, so four
+    8,000-character stops cost ~12 s over 6,000 tokens on a quiet machine (0.06 s without
+    stops), in a worker's decode loop. Knuth–Morris–Pratt: ~0.03 s. The bound is generous."""
+    import time
+
+    pieces = [chr(97 + i % 20) for i in range(6000)]
+    detok = Detokenizer(_PieceTokenizer(pieces), ("x" * 8000, "ab" * 4000, "abc" * 2666, "y" * 8000))
+    started = time.perf_counter()
+    for token in range(len(pieces)):
+        detok.push(token)
+        if token % 500 == 0:
+            assert time.perf_counter() - started < 5.0, f"{token} tokens took over 5 s"
+    assert time.perf_counter() - started < 5.0
+    assert not detok.stopped and detok.text == "".join(pieces)
