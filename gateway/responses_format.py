@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationInfo, f
 from gateway.errors import invalid_request
 from gateway.collected import Collected
 from gateway.openai_format import chat_message
+from gateway.responses_chat_fields import chat_response_format, chat_tool_choice, chat_tools
 from gateway.schemas import ServiceTier, refuse_extras
 
 ROLES = ("user", "assistant", "system", "developer")
@@ -204,50 +205,6 @@ def input_messages(items: str | list[dict[str, Any]], sources: list[tuple[str, .
     return messages
 
 
-def _chat_tools(tools: list[dict]) -> list[dict]:
-    out = []
-    for index, tool in enumerate(tools):
-        if tool.get("type") != "function":
-            raise invalid_request(f"Tool type {tool.get('type')!r} is not supported: only function tools.",
-                                  param=f"tools[{index}].type", code="unsupported_value")
-        out.append({"type": "function", "function": {k: tool[k] for k in ("name", "description", "parameters",
-                                                                           "strict") if k in tool}})
-    return out
-
-
-def _chat_tool_choice(choice: str | dict | None) -> str | dict | None:
-    """Chat's `tool_choice` for a Responses one: a named function is `{"type": "function",
-    "name": ...}` here, checked in that shape (a 400 naming `tool_choice.name`; chat's
-    nested shape, which a client ported from chat completions sends, is told so)."""
-    if not isinstance(choice, dict) or choice.get("type") != "function":
-        return choice
-    name = choice.get("name")
-    if name is None:
-        nested = (' (chat completions\' {"type": "function", "function": {"name": ...}} is not this API\'s shape)'
-                  if "function" in choice else "")
-        raise invalid_request("Missing required parameter: 'tool_choice.name'. A named tool_choice is "
-                              f'{{"type": "function", "name": "..."}}{nested}.', param="tool_choice.name",
-                              code="missing_required_parameter")
-    if not isinstance(name, str):
-        raise invalid_request(f"Invalid type for 'tool_choice.name': expected a string, but got "
-                              f"{type(name).__name__}.", param="tool_choice.name", code="invalid_type")
-    return {"type": "function", "function": {"name": name}}
-
-
-def _response_format(text: dict | None) -> dict | None:
-    fmt = (text or {}).get("format")
-    if fmt is not None and not isinstance(fmt, dict):
-        raise invalid_request(f"Invalid type for 'text.format': expected an object, but got {type(fmt).__name__}.",
-                              param="text.format", code="invalid_value")
-    if not fmt or fmt.get("type") != "json_schema":
-        return fmt
-    if fmt.get("schema") is None:   # optional in chat's `response_format`, required here as at OpenAI
-        raise invalid_request("Missing required parameter: 'text.format.schema'.", param="text.format.schema",
-                              code="missing_required_parameter")
-    schema = {k: fmt[k] for k in ("name", "description", "schema", "strict") if k in fmt}
-    return {"type": "json_schema", "json_schema": schema}
-
-
 def check_include(include: list[str] | None, param: str | None = None) -> None:
     """A 400 for a value OpenAI's `include` does not know, naming `include[i]` (or `param`:
     a query string's repeated `include`)."""
@@ -288,9 +245,9 @@ def to_chat_body(request: ResponsesRequest, history: tuple[dict, ...] = (),
     messages += input_messages(request.input, sources)
     body: dict[str, Any] = {"model": request.model, "messages": messages, "stream": request.stream}
     if request.tools:
-        body["tools"] = _chat_tools(request.tools)
-    optional = {"tool_choice": _chat_tool_choice(request.tool_choice),
-                "parallel_tool_calls": request.parallel_tool_calls, "response_format": _response_format(request.text),
+        body["tools"] = chat_tools(request.tools)
+    optional = {"tool_choice": chat_tool_choice(request.tool_choice),
+                "parallel_tool_calls": request.parallel_tool_calls, "response_format": chat_response_format(request.text),
                 "max_completion_tokens": request.max_output_tokens, "temperature": request.temperature,
                 "top_p": request.top_p, "metadata": request.metadata, "user": request.user,
                 "logprobs": True if request.wants_logprobs() else None, "top_logprobs": request.top_logprobs,

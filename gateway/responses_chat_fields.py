@@ -1,0 +1,56 @@
+"""A Responses request's tools, `tool_choice` and `text.format` in chat completions' shape
+(responses_format.py turns the rest of the request).
+
+Invariant: each returns what chat's request takes, or raises a 400 naming the Responses
+parameter (`tools[i].type`, `tool_choice.name`, `text.format[.schema]`), never chat's.
+"""
+from __future__ import annotations
+
+from gateway.errors import invalid_request
+
+
+def chat_tools(tools: list[dict]) -> list[dict]:
+    """Chat's nested function tools for Responses' flat ones (a built-in tool is a 400)."""
+    out = []
+    for index, tool in enumerate(tools):
+        if tool.get("type") != "function":
+            raise invalid_request(f"Tool type {tool.get('type')!r} is not supported: only function tools.",
+                                  param=f"tools[{index}].type", code="unsupported_value")
+        out.append({"type": "function", "function": {k: tool[k] for k in ("name", "description", "parameters",
+                                                                           "strict") if k in tool}})
+    return out
+
+
+def chat_tool_choice(choice: str | dict | None) -> str | dict | None:
+    """Chat's `tool_choice` for a Responses one: a named function is `{"type": "function",
+    "name": ...}` here, checked in that shape (a 400 naming `tool_choice.name`; chat's
+    nested shape, which a client ported from chat completions sends, is told so)."""
+    if not isinstance(choice, dict) or choice.get("type") != "function":
+        return choice
+    name = choice.get("name")
+    if name is None:
+        nested = (' (chat completions\' {"type": "function", "function": {"name": ...}} is not this API\'s shape)'
+                  if "function" in choice else "")
+        raise invalid_request("Missing required parameter: 'tool_choice.name'. A named tool_choice is "
+                              f'{{"type": "function", "name": "..."}}{nested}.', param="tool_choice.name",
+                              code="missing_required_parameter")
+    if not isinstance(name, str):
+        raise invalid_request(f"Invalid type for 'tool_choice.name': expected a string, but got "
+                              f"{type(name).__name__}.", param="tool_choice.name", code="invalid_type")
+    return {"type": "function", "function": {"name": name}}
+
+
+def chat_response_format(text: dict | None) -> dict | None:
+    """Chat's `response_format` for a Responses `text` (its `format`; a json_schema one
+    must carry its `schema` here, as at OpenAI)."""
+    fmt = (text or {}).get("format")
+    if fmt is not None and not isinstance(fmt, dict):
+        raise invalid_request(f"Invalid type for 'text.format': expected an object, but got {type(fmt).__name__}.",
+                              param="text.format", code="invalid_value")
+    if not fmt or fmt.get("type") != "json_schema":
+        return fmt
+    if fmt.get("schema") is None:   # optional in chat's `response_format`, required here as at OpenAI
+        raise invalid_request("Missing required parameter: 'text.format.schema'.", param="text.format.schema",
+                              code="missing_required_parameter")
+    schema = {k: fmt[k] for k in ("name", "description", "schema", "strict") if k in fmt}
+    return {"type": "json_schema", "json_schema": schema}
