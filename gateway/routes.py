@@ -36,7 +36,8 @@ from gateway.refused_steps import trace_refusal
 from gateway.respond import respond
 from gateway.embeddings import EmbeddingsRequest, reply_json, unsupported_model, upstream_call
 from gateway.http_io import ClientGone, race_disconnect, read_json_body
-from gateway.metrics import Labels, router_gauges, worker_gauges
+from gateway.engine_series import router_gauges, worker_gauges
+from gateway.metrics import Labels
 from gateway.metrics_tenants import listed_limiters, tenant_gauges
 from gateway.ids import new_id
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, validate

@@ -1,6 +1,7 @@
 import pytest
 
-from gateway.metrics import Registry, router_gauges, worker_gauges
+from gateway.engine_series import router_gauges, worker_gauges
+from gateway.metrics import Registry
 
 
 def test_registry_renders_vllm_names_per_tenant_and_worker():

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from cache.policies import make_policy
-from gateway.metrics import worker_gauges
+from gateway.engine_series import worker_gauges
 from shards.model_runner import ModelRunner
 from shards.protocol import ApplyForecast, SamplingParams, StatsRequest, WorkerStats, WorkItem
 from shards.worker import WorkerConfig, WorkerLoop
