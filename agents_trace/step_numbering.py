@@ -40,8 +40,9 @@ class OpenSession:
     the own index of its latest PLACED_KEPT stored steps to the index they got; `is_moved`
     once one got another than it asked for (another writer had taken it), after which
     `index_offset` is past it. `first_index`: the own index of the first step since the
-    opening. `stored_ended_s`: the end of the last step stored before the opening (None:
-    none, or not read), the previous step of the session table's step 0."""
+    opening. `stored_ended_s`: the end of the last response stored before the opening (the
+    latest step that generated something; None: none, or not read), the previous response
+    of the session table's step 0."""
 
     span: Span | None
     index_offset: int
@@ -75,7 +76,7 @@ class OpenSession:
         return None   # written under an earlier opening whose offset may have been another
 
 
-def offset_past(last_step: tuple[int, float] | None, first_index: int) -> int:
+def offset_past(last_step: tuple[int, float | None] | None, first_index: int) -> int:
     """How far to shift a newly opened session's indexes, from its first step's own index,
     past its last stored step ((index, ended_s), `TraceStore.last_step`)."""
     if last_step is None or last_step[0] < first_index:

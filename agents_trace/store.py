@@ -135,12 +135,21 @@ class TraceStore:
             self.open()
         return self._db
 
-    def last_step(self, tenant: str, session: str) -> tuple[int, float] | None:
-        """The index and end time of the session's last stored step (its highest index),
-        None when none is stored: one primary-key lookup, when a writer opens a session."""
-        row = self.db.execute("SELECT idx, ended_s FROM steps WHERE tenant = ? AND session = ? "
-                              "ORDER BY idx DESC LIMIT 1", (tenant, session)).fetchone()
-        return None if row is None else (row[0], row[1])
+    def last_step(self, tenant: str, session: str) -> tuple[int, float | None] | None:
+        """The index of the session's last stored step (its highest) and the end of its last
+        response (the latest stored step that generated something: one that failed without
+        generating anything, as export's `is_left_out` tells, is no response, so a retry's
+        gap runs from the reply before it; None when no step did); None when none is
+        stored. One primary-key lookup, when a writer opens a session (a second one after
+        a failed step)."""
+        row = self.db.execute("SELECT idx, ended_s, error IS NOT NULL AND num_output_tokens = 0 FROM steps "
+                              "WHERE tenant = ? AND session = ? ORDER BY idx DESC LIMIT 1", (tenant, session)).fetchone()
+        if row is None or not row[2]:
+            return None if row is None else (row[0], row[1])
+        response = self.db.execute("SELECT ended_s FROM steps WHERE tenant = ? AND session = ? AND NOT (error IS NOT "
+                                   "NULL AND num_output_tokens = 0) ORDER BY idx DESC LIMIT 1",
+                                   (tenant, session)).fetchone()
+        return row[0], None if response is None else response[0]
 
     def index_offset(self, tenant: str, session: str, first_index: int) -> int:
         """How far to shift a newly opened session's indexes past those already stored."""

@@ -72,7 +72,8 @@ def follow_session(path: Path, session: str, tenant: str | None, *, with_content
     found = _found_yet(path, session, tenant, store_was_missing=store_was_missing)
     if found is None:
         where = f" and its trace store {str(path)!r}" if store_was_missing else ""
-        print(f"stepahead: waiting for session {session!r}{where} (Ctrl+C stops)", file=note, flush=True)
+        print(f"stepahead: waiting for session {session!r} (or a request of that id){where} (Ctrl+C stops)",
+              file=note, flush=True)
         while found is None:
             sleep(poll_s)
             found = _found_yet(path, session, tenant, store_was_missing=store_was_missing)

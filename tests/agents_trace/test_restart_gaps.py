@@ -97,6 +97,33 @@ def test_the_first_step_after_a_restart_gets_the_tool_runs_gap_from_the_store(tm
     assert tool.start_time == int(before_ended_s * NS) and tool.end_time == int(after.arrived_s * NS)
 
 
+def test_a_retry_after_a_restart_counts_its_gap_from_the_reply_before_the_refused_step(tmp_path, clock):
+    """QA71: reply asks for a tool, the next request is refused, the gateway restarts,
+    the retry goes through: its gap runs from the reply, not from the refusal."""
+    tracer, _ = make_tracer(tmp_path, clock)
+    try:
+        messages = [SYSTEM, USER]
+        _step(tracer, clock, messages, _asks("call_w1", "get_weather"))
+        reply_ended_s = clock.now_s
+        clock.advance(4.0)   # the tool runs
+        messages = _answered(messages, "call_w1", "get_weather")
+        _step(tracer, clock, messages, StepResult(num_input_tokens=0, error="rate_limit_exceeded"), llm_s=0.01)
+    finally:
+        tracer.stop()
+    clock.advance(3.0)   # the client's back-off, the restart
+    restarted, _ = make_tracer(tmp_path, clock)
+    try:
+        _step(restarted, clock, messages, StepResult(num_input_tokens=120, num_output_tokens=5,
+                                                     finish_reason="stop", output_text="Sunny."))
+        assert restarted.flush(5.0)
+    finally:
+        restarted.stop()
+    rows = _rows(tmp_path)
+    assert [(r[0], r[1]) for r in rows] == [(0, "start"), (1, "tool:get_weather"), (2, "tool:get_weather")]
+    assert rows[1][4:] == (None, None)   # refused: no response, no gap
+    assert rows[2][4] == reply_ended_s and rows[2][5] == pytest.approx(7.01)   # tool run + refusal + back-off
+
+
 def test_a_user_turn_after_a_restart_gets_its_gap_and_a_new_start_none(tmp_path, clock):
     tracer, _ = make_tracer(tmp_path, clock)
     try:

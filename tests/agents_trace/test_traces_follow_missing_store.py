@@ -30,7 +30,7 @@ def test_follow_waits_for_a_store_not_made_yet_then_shows_the_session(tmp_path, 
     assert _run(["traces", "show", "agent-1", "--follow", "--db", str(store)]) == 0
     out, err = capsys.readouterr()
     assert waits == [0.01, 0.01]
-    assert f"waiting for session 'agent-1' and its trace store '{store}'" in err
+    assert f"waiting for session 'agent-1' (or a request of that id) and its trace store '{store}'" in err
     assert out.startswith("session agent-1") and out.rstrip().endswith("session 'agent-1' ended (shutdown)")
 
 
