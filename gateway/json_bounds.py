@@ -12,7 +12,9 @@ Invariant: `number_in_bounds` returns a number that validates against the schema
 draft 4's boolean form) and, where one exists in range, `multipleOf`, whenever the
 bounds leave room for one; `string_in_bounds` returns a string within
 `minLength`/`maxLength` (counted in code points, as JSON Schema counts); `number_fits` is
-jsonschema's own verdict on the bounds and `multipleOf`.
+jsonschema's own verdict on the bounds, and pydantic's on `multipleOf` (`is_multiple`: a
+float within a hair of a multiple is one, where Python's jsonschema rounds 19.99 out of
+`multipleOf: 0.01`).
 """
 from __future__ import annotations
 
@@ -51,13 +53,20 @@ def _step(schema: dict) -> float | None:
     return step if _is_number(step) and step > 0 else None
 
 
-def _is_multiple(value: float, step: float) -> bool:
-    """jsonschema's own test, so what passes here validates there."""
+# how far from a whole number a float quotient may be and still count (pydantic's test
+# allows 1e-8): 19.99 / 0.01 is 1998.9999999999998 in floats
+MULTIPLE_TOLERANCE = 1e-9
+
+
+def is_multiple(value: float, step: float) -> bool:
+    """Whether `value` is a multiple of `step`: exactly for integers; for floats, as pydantic
+    tests it, within MULTIPLE_TOLERANCE of a whole quotient (Python's jsonschema tests
+    `int(q) == q` and so calls 19.99 no multiple of 0.01, which a price field then lost)."""
     if isinstance(step, float) or isinstance(value, float):
         quotient = value / step
         try:
-            return int(quotient) == quotient
-        except OverflowError:
+            return abs(quotient - round(quotient)) <= MULTIPLE_TOLERANCE * max(1.0, abs(quotient))
+        except (OverflowError, ValueError):   # an infinite or undefined quotient
             return False
     return value % step == 0
 
@@ -76,7 +85,7 @@ def number_in_bounds(value: float, schema: dict, integer: bool) -> int | float:
     if high is not None and (value > high or high_open and value >= high):
         value = high if not high_open else high - 1 if low is None or high - 1 > low else (low + high) / 2
     step = _step(schema)
-    if step is not None and not _is_multiple(value, step):
+    if step is not None and not is_multiple(value, step):
         try:
             nearest = round(value / step)
         except OverflowError:   # a step so small the quotient passes float's range: no multiple to find
@@ -101,7 +110,7 @@ def number_fits(value: int | float, schema: dict) -> bool:
     if high is not None and (value > high or high_open and value == high):
         return False
     step = _step(schema)
-    return step is None or _is_multiple(value, step)
+    return step is None or is_multiple(value, step)
 
 
 NUMBER_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")

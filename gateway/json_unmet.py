@@ -19,7 +19,7 @@ import math
 import re
 from re import _parser as sre_parse
 
-from gateway.json_bounds import number_range, string_lengths
+from gateway.json_bounds import MULTIPLE_TOLERANCE, number_range, string_lengths
 from gateway.json_fitting import fits_own_keywords
 from gateway.json_schemas import kinds_of
 
@@ -51,13 +51,13 @@ def _only_kind(node: dict, kind: str) -> bool:
 
 def _why_no_object_fits(node: dict) -> str | None:
     required = node.get("required")
-    if not isinstance(required, list):
+    if not isinstance(required, list) or not _only_kind(node, "object"):   # a non-object meets `required`
         return None
     properties = node.get("properties") if isinstance(node.get("properties"), dict) else {}
     forbidden = next((name for name in required if properties.get(name) is False), None)
     if forbidden is not None:
         return f"the required property '{forbidden}' has the schema false"
-    if node.get("additionalProperties") is False and "patternProperties" not in node and _only_kind(node, "object"):
+    if node.get("additionalProperties") is False and "patternProperties" not in node:
         missing = next((name for name in required if isinstance(name, str) and name not in properties), None)
         if missing is not None:
             return f"the required property '{missing}' is not in 'properties' and 'additionalProperties' is false"
@@ -139,7 +139,9 @@ def _no_multiple(node: dict, low: float, high: float) -> str | None:
     if not isinstance(step, (int, float)) or isinstance(step, bool) or step <= 0:
         return None
     try:
-        if math.floor(high / step) < math.ceil(low / step):
+        lowest, highest = low / step, high / step
+        slack = MULTIPLE_TOLERANCE * max(1.0, abs(lowest), abs(highest))   # 0.3 / 0.1 is 2.9999999999999996
+        if math.floor(highest + slack) < math.ceil(lowest - slack):
             return f"no multiple of {step} lies between the bounds {low} and {high}"
     except (OverflowError, ValueError):   # a quotient past float's range: no verdict
         return None

@@ -10,8 +10,11 @@ event loop for minutes. Here those keywords use `json_patterns.search_bounded`; 
 that runs past its time counts as no match, so the value is not valid and the filler
 writes one itself.
 
+`multipleOf` is held as pydantic holds it (`json_bounds.is_multiple`).
+
 Invariant: `is_valid` is jsonschema's verdict (the draft its `$schema` names, strings held
-to the formats `json_formats` checks) wherever each pattern check ends in time; a schema
+to the formats `json_formats` checks, `multipleOf` as above) wherever each pattern check
+ends in time; a schema
 that cannot be checked (a `$ref` the request checks did not catch) counts no.
 """
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any
 from jsonschema import ValidationError, validators
 from referencing.exceptions import Unresolvable
 
+from gateway.json_bounds import is_multiple
 from gateway.json_formats import format_checker
 from gateway.json_patterns import search_bounded
 
@@ -55,8 +59,15 @@ def _additional_properties(validator, additional, instance, schema):
                               "unexpected)")
 
 
+def _multiple_of(validator, step, instance, schema):
+    """As jsonschema's, but a float within a hair of a multiple is one, as pydantic holds
+    it (`json_bounds.is_multiple`: jsonschema calls 19.99 no multiple of 0.01)."""
+    if validator.is_type(instance, "number") and not is_multiple(instance, step):
+        yield ValidationError(f"{instance!r} is not a multiple of {step}")
+
+
 _BOUNDED = {"pattern": _pattern, "patternProperties": _pattern_properties,
-            "additionalProperties": _additional_properties}
+            "additionalProperties": _additional_properties, "multipleOf": _multiple_of}
 # each draft's validator class with the bounded keywords (built once: a class per check is slow)
 _BOUNDED_VALIDATORS = {cls: validators.extend(cls, _BOUNDED) for cls in (
     validators.Draft3Validator, validators.Draft4Validator, validators.Draft6Validator, validators.Draft7Validator,

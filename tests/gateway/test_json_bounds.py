@@ -144,3 +144,14 @@ def test_a_step_so_small_the_quotient_overflows_leaves_the_value_in_bounds_not_a
 ])
 def test_whole_float_lengths_are_counts(schema, text, expected):
     assert string_in_bounds(text, schema) == expected
+
+
+@pytest.mark.parametrize(("value", "step"), [(19.99, 0.01), (0.57, 0.01), (4.35, 0.01), (0.3, 0.1), (1.1, 0.1)])
+def test_a_price_a_hair_off_in_floats_is_a_multiple_and_kept(value, step):
+    # QA72: jsonschema's int(q) == q test moved 19.99 to 19.98 under multipleOf 0.01
+    schema = {"type": "number", "multipleOf": step, "minimum": 0}
+    assert number_in_bounds(value, schema, integer=False) == value
+
+
+def test_a_value_truly_off_a_multiple_still_moves():
+    assert number_in_bounds(19.995, {"type": "number", "multipleOf": 0.01}, integer=False) in (19.99, 20.0)

@@ -91,6 +91,10 @@ def test_a_schema_part_of_which_no_value_meets_is_refused_naming_the_place(schem
     {"type": "object", "properties": {"a": {"type": "integer", "multipleOf": 10, "minimum": 1, "maximum": 10}}},
     {"type": "object", "properties": {"a": {"type": "number", "multipleOf": 1e-320, "minimum": 0.5}}},
     {"type": "object", "properties": {"a": {"type": "string", "pattern": "[a-z]{2}", "maxLength": 2}}},
+    # QA72: a non-object meets `required`; floats a hair off a multiple are one
+    {"type": "object", "properties": {"n": {"type": ["object", "null"], "properties": {"a": False}, "required": ["a"]}}},
+    {"type": "object", "properties": {"p": {"type": "number", "multipleOf": 0.1, "minimum": 0.3, "maximum": 0.3}}},
+    {"type": "object", "properties": {"p": {"type": "number", "multipleOf": 0.1, "const": 0.3}}},
 ])
 def test_a_schema_some_value_meets_is_kept(schema):
     before = copy.deepcopy(schema)
