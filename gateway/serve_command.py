@@ -137,9 +137,15 @@ def needs_fork_server(config) -> bool:
     return False
 
 
+def _has_local_model(config) -> bool:
+    from gateway.config import LocalModelConfig
+
+    return any(isinstance(model, LocalModelConfig) for model in config.models)
+
+
 def _working_directory_gone() -> bool:
     """Whether the current directory was deleted (said in one line): multiprocessing
-    cannot start the fork server from there."""
+    cannot start a local model's workers from there (the fork server, or a spawned child)."""
     try:
         os.getcwd()
     except FileNotFoundError:
@@ -242,7 +248,7 @@ def _server_or_exit_status(args: argparse.Namespace):
         print(f"stepahead: bad config: {exc}", file=sys.stderr)
         return 2
     fork_server_started = needs_fork_server(config)
-    if fork_server_started and _working_directory_gone():   # the server's start reads it
+    if _has_local_model(config) and _working_directory_gone():   # a worker's start (forked or spawned) reads it
         return 3
     if fork_server_started:   # it imports torch and the workers' code while this process loads
         from shards.local_transport import start_fork_server

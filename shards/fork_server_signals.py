@@ -1,5 +1,5 @@
 """Imported first by the fork server (`shards.local_transport.FORK_SERVER_PRELOAD`): from
-here on the server ignores SIGINT and SIGTERM, and so does every process it forks.
+here on the server ignores SIGINT, SIGTERM and SIGHUP, and so does every process it forks.
 
 Ctrl+C in a terminal sends SIGINT to the whole process group. multiprocessing's fork
 server ignores it too, but only once its preload is done: a Ctrl+C during the seconds it
@@ -9,8 +9,11 @@ start then failed on its dead socket with another. The gateway itself handles Ct
 workers and the child that prepares the model must not die under it meanwhile.
 SIGTERM likewise: systemd (KillMode=control-group), `timeout` and `kill -TERM -PGID` send
 it to the whole group, and workers that died at once failed the streams the gateway's
-graceful stop was finishing (`worker_died`). The gateway stops its workers by message,
-then SIGKILL; a worker whose gateway is gone ends when its pipe closes.
+graceful stop was finishing (`worker_died`). SIGHUP too: a terminal closed after Ctrl+C,
+or a hangup after `systemctl stop`, reaches the whole group, and workers it killed left
+the gateway's stop waiting for ever on the streams they held (QA73); the gateway itself
+reloads on SIGHUP, or ignores it while it stops. The gateway stops its workers by
+message, then SIGKILL; a worker whose gateway is gone ends when its pipe closes.
 
 NOTE: the import's side effect is the point of this module; nothing else imports it.
 """
@@ -18,3 +21,4 @@ import signal
 
 signal.signal(signal.SIGINT, signal.SIG_IGN)
 signal.signal(signal.SIGTERM, signal.SIG_IGN)
+signal.signal(signal.SIGHUP, signal.SIG_IGN)

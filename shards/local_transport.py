@@ -92,8 +92,11 @@ def _process_main(worker_id: str, config: WorkerConfig, inbox, outbox, environ: 
     NOTE: Ctrl+C in a terminal sends SIGINT to the whole process group, workers included.
     A worker ignores it: the engine process is the one that shuts down, gracefully, and
     sends Shutdown once the requests in flight have ended (else every worker died at once
-    with a KeyboardInterrupt traceback, failing those requests)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    with a KeyboardInterrupt traceback, failing those requests). A group's SIGTERM and
+    SIGHUP likewise (a forked worker has them ignored already: shards/fork_server_signals.py;
+    a spawned one sets them here)."""
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_IGN)
     adopt_environment(environ)
     from shards.worker_service import serve
 

@@ -106,9 +106,15 @@ def test_cli_serve_rejects_a_bad_config(tmp_path: Path, capsys):
     assert "bad config" in capsys.readouterr().err
 
 
-def test_serve_from_a_deleted_directory_fails_in_one_line_with_the_start_failure_status(tmp_path: Path):
+@pytest.mark.parametrize("start_method", ["auto", "spawn"])   # forked from the fork server, or spawned (QA73)
+def test_serve_from_a_deleted_directory_fails_in_one_line_with_the_start_failure_status(tmp_path: Path, start_method):
     gone = tmp_path / "gone"
-    start = f"mkdir {gone} && cd {gone} && rmdir {gone} && exec {sys.executable} -m gateway.cli serve --model tiny"
+    config = tmp_path / "gw.toml"
+    config.write_text('[[models]]\nname = "tiny"\nkind = "local"\npath = "tiny"\nnum_workers = 1\n'
+                      f'[models.engine]\ntransport_options = {{ start_method = "{start_method}" }}\n'
+                      '[[tenants]]\nname = "t"\napi_key_sha256 = "' + key_digest("sk-t") + '"\n')
+    start = (f"mkdir {gone} && cd {gone} && rmdir {gone} && exec {sys.executable} -m gateway.cli serve "
+             f"--config {config}")
     done = subprocess.run(["bash", "-c", start], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
     assert done.returncode == 3, done.stderr[-2000:]

@@ -88,21 +88,24 @@ def _ignores(pid: int | str, signum: int) -> bool:
 
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads signal dispositions from /proc")
-def test_the_fork_server_and_what_it_forks_ignore_ctrl_c_and_a_group_sigterm_from_its_first_import_on():
+def test_the_fork_server_and_what_it_forks_ignore_ctrl_c_and_a_group_sigterm_or_sighup_from_its_first_import_on():
     from multiprocessing import forkserver
 
     assert FORK_SERVER_PRELOAD[0] == "shards.fork_server_signals"
     transport = LocalTransport()
     child_pid, child_ignores = transport.call_in_child("cpu", "tests.shards.test_local_transport",
                                                        "_own_pid_and_signals_ignored", ())
-    assert child_pid != os.getpid() and child_ignores == (True, True)
+    assert child_pid != os.getpid() and child_ignores == (True, True, True)
     server_pid = forkserver._forkserver._forkserver_pid
-    assert _ignores(server_pid, signal.SIGINT) and _ignores(server_pid, signal.SIGTERM)
+    assert all(_ignores(server_pid, signum) for signum in GROUP_SIGNALS)
     assert not _ignores("self", signal.SIGINT) and not _ignores("self", signal.SIGTERM)   # this process keeps them
 
 
-def _own_pid_and_signals_ignored() -> tuple[int, tuple[bool, bool]]:
-    return os.getpid(), (_ignores("self", signal.SIGINT), _ignores("self", signal.SIGTERM))
+GROUP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)   # what a terminal or systemd sends a whole group
+
+
+def _own_pid_and_signals_ignored() -> tuple[int, tuple[bool, ...]]:
+    return os.getpid(), tuple(_ignores("self", signum) for signum in GROUP_SIGNALS)
 
 
 def _parent_of(pid: int) -> int:
