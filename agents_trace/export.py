@@ -39,6 +39,7 @@ from agents_trace.content import split_tools_entry
 from agents_trace.prompt_blocks import RECORD_BLOCK_SIZE, num_blocks
 from agents_trace.semconv import OP_TEXT_COMPLETION
 from agents_trace.store_queries import iter_session_steps, read_store
+from agents_trace.store_rows import GENERATED_NOTHING
 
 FORMAT = "stepahead-trace/1"
 LEFT_OUT_HEADER = "x-stepahead-failed-steps-left-out"   # /v1/traces exports: num_left_out, as a number
@@ -63,8 +64,8 @@ def num_left_out(path: Path, keys: Iterable[tuple[str, str]]) -> int:
     with read_store(path) as db:
         if db is None:
             return 0
-        return sum(db.execute("SELECT COUNT(*) FROM steps WHERE tenant = ? AND session = ? AND error IS NOT NULL "
-                              "AND num_output_tokens = 0", key).fetchone()[0] for key in keys)
+        return sum(db.execute(f"SELECT COUNT(*) FROM steps WHERE tenant = ? AND session = ? AND {GENERATED_NOTHING}",
+                              key).fetchone()[0] for key in keys)
 
 
 def _line(value: dict) -> str:

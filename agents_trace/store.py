@@ -39,8 +39,9 @@ from typing import TypeVar
 from agents_trace.records import SessionEnded
 from agents_trace.step_numbering import offset_past
 from agents_trace.store_schema import BUSY_TIMEOUT_MS, connect_writer
-from agents_trace.store_rows import CLEAR_ENDED_SPAN, INSERT_STEP, REPLACE_CONTENT, SELECT_LEFT_OPEN_SPAN, \
-    UPSERT_SESSION, LeftOpenSpan, StepRow, content_values, left_open_span, session_values, step_values
+from agents_trace.store_rows import CLEAR_ENDED_SPAN, GENERATED_NOTHING, INSERT_STEP, REPLACE_CONTENT, \
+    SELECT_LEFT_OPEN_SPAN, UPSERT_SESSION, LeftOpenSpan, StepRow, content_values, left_open_span, session_values, \
+    step_values
 from agents_trace.store_retention import trim_biggest_first
 from cache.damaged_files import damaged_because, is_damaged_database, set_aside_database, surviving_damage
 from cache.sqlite_transaction import transaction
@@ -142,13 +143,12 @@ class TraceStore:
         gap runs from the reply before it; None when no step did); None when none is
         stored. One primary-key lookup, when a writer opens a session (a second one after
         a failed step)."""
-        row = self.db.execute("SELECT idx, ended_s, error IS NOT NULL AND num_output_tokens = 0 FROM steps "
-                              "WHERE tenant = ? AND session = ? ORDER BY idx DESC LIMIT 1", (tenant, session)).fetchone()
+        row = self.db.execute(f"SELECT idx, ended_s, {GENERATED_NOTHING} FROM steps WHERE tenant = ? AND session = ? "
+                              "ORDER BY idx DESC LIMIT 1", (tenant, session)).fetchone()
         if row is None or not row[2]:
             return None if row is None else (row[0], row[1])
-        response = self.db.execute("SELECT ended_s FROM steps WHERE tenant = ? AND session = ? AND NOT (error IS NOT "
-                                   "NULL AND num_output_tokens = 0) ORDER BY idx DESC LIMIT 1",
-                                   (tenant, session)).fetchone()
+        response = self.db.execute(f"SELECT ended_s FROM steps WHERE tenant = ? AND session = ? AND NOT "
+                                   f"{GENERATED_NOTHING} ORDER BY idx DESC LIMIT 1", (tenant, session)).fetchone()
         return row[0], None if response is None else response[0]
 
     def index_offset(self, tenant: str, session: str, first_index: int) -> int:

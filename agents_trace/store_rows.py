@@ -154,6 +154,11 @@ REPLACE_CONTENT = ("INSERT OR REPLACE INTO step_content (tenant, session, idx, "
                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
 
 
+# a `steps` row that failed without generating anything (`sessions.generated_nothing`,
+# export's `is_left_out`), as an SQL condition
+GENERATED_NOTHING = "(error IS NOT NULL AND num_output_tokens = 0)"
+
+
 def _tool_runs(step: Step) -> int:
     """The tool runs a step adds to its session's `num_tool_runs`: one per tool result it
     carries, none for a step that generated nothing (its retry counts them)."""
