@@ -128,3 +128,18 @@ def idle_out(tracer, clock, seconds: float) -> None:
         time.sleep(0.02)
     assert tracer.num_live_sessions == 0
     assert tracer.flush(5.0)
+
+
+class ObservedPredictor:
+    """A predictor as `symbols.predictor_subscriber` feeds it: the (symbol, gap_s) it
+    observed and the (t_s, tool calls) it was told the session waits on."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, float | None]] = []
+        self.waits: list[tuple[float, tuple[str, ...]]] = []
+
+    def observe(self, tenant, session, symbol, t_s, gap_s=None) -> None:
+        self.seen.append((symbol, gap_s))
+
+    def mark_waiting(self, tenant, session, t_s, tool_calls=()) -> None:
+        self.waits.append((t_s, tuple(tool_calls)))

@@ -10,7 +10,7 @@ import pytest
 from agents_trace.records import Step, StepResult, ToolCall
 from agents_trace.symbols import predictor_subscriber
 
-from tests.agents_trace.helpers import SYSTEM, USER, ManualClock, make_tracer, tool_call_message
+from tests.agents_trace.helpers import SYSTEM, USER, ManualClock, ObservedPredictor, make_tracer, tool_call_message
 
 NS = 1e9
 HEADERS = {"x-session-id": "trip"}
@@ -19,19 +19,6 @@ HEADERS = {"x-session-id": "trip"}
 @pytest.fixture
 def clock():
     return ManualClock()
-
-
-class _Observed:
-    """A predictor as `predictor_subscriber` feeds it: the (symbol, gap_s) it observed."""
-
-    def __init__(self) -> None:
-        self.seen: list[tuple[str, float | None]] = []
-
-    def observe(self, tenant, session, symbol, t_s, gap_s=None) -> None:
-        self.seen.append((symbol, gap_s))
-
-    def mark_waiting(self, tenant, session, t_s, tool_calls=()) -> None:
-        pass
 
 
 def _step(tracer, clock, messages, result: StepResult, llm_s: float = 0.5):
@@ -70,7 +57,7 @@ def test_the_first_step_after_a_restart_gets_the_tool_runs_gap_from_the_store(tm
     clock.advance(7.0)
     restarted, exporter = make_tracer(tmp_path, clock)
     steps: list[Step] = []
-    observed = _Observed()
+    observed = ObservedPredictor()
     restarted.subscribe(lambda event: steps.append(event) if isinstance(event, Step) else None)
     restarted.subscribe(predictor_subscriber(observed, clock))
     try:

@@ -15,7 +15,7 @@ from agents_trace.sessions import SessionTable, generated_nothing
 from agents_trace.store_stats import StatsWindow, tenant_stats
 from agents_trace.symbols import predictor_subscriber
 
-from tests.agents_trace.helpers import SYSTEM, USER, ManualClock, make_tracer, tool_call_message
+from tests.agents_trace.helpers import SYSTEM, USER, ManualClock, ObservedPredictor, make_tracer, tool_call_message
 
 NS = 1e9
 SESSION = "retry-1"
@@ -25,20 +25,6 @@ HEADERS = {"x-session-id": SESSION}
 @pytest.fixture
 def clock():
     return ManualClock()
-
-
-class _Predictor:
-    """A predictor as `predictor_subscriber` feeds it."""
-
-    def __init__(self) -> None:
-        self.seen: list[tuple[str, float | None]] = []
-        self.waits: list[tuple[float, tuple[str, ...]]] = []
-
-    def observe(self, tenant, session, symbol, t_s, gap_s=None) -> None:
-        self.seen.append((symbol, gap_s))
-
-    def mark_waiting(self, tenant, session, t_s, tool_calls=()) -> None:
-        self.waits.append((t_s, tuple(tool_calls)))
 
 
 def _body(messages, model="tiny"):
@@ -67,7 +53,7 @@ def _tool_spans(exporter):
 
 def _traced(tmp_path, clock):
     tracer, exporter = make_tracer(tmp_path, clock)
-    predictor = _Predictor()
+    predictor = ObservedPredictor()
     steps: list[Step] = []
     tracer.subscribe(lambda event: steps.append(event) if isinstance(event, Step) else None)
     tracer.subscribe(predictor_subscriber(predictor, clock))
