@@ -31,6 +31,9 @@ class RequestResult:
     service_tier: str | None = None   # the trace line's ("flex" for a batch line), None: the default
     answered: bool = False            # an HTTP answer came (an error status too)
     connection_failed: bool = False   # refused, reset, closed or timed out on the connection
+    # s from when the replay's schedule had it due to its send (its wait for a `--concurrency`
+    # slot, the harness's own lateness); TTFT and e2e count from the send; None: not scheduled
+    send_lag_s: float | None = None
 
 
 def _usage_into(result: RequestResult, usage: dict | None) -> None:

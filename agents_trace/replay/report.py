@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections import defaultdict
 
 from agents_trace.replay.client import RequestResult
-from agents_trace.replay.runner import ScheduledResult
 
 LATE_SEND_S = 0.1   # a request sent later than this after it was due counts as sent late
 
@@ -60,8 +59,8 @@ def summarize(results: list[RequestResult], sessions: bool = True) -> dict:
 def send_lag(results: list[RequestResult]) -> dict:
     """How late the requests were sent after they were due (every request sent, failed
     ones too): p50, p99 and the worst, in s (None when no result says:
-    `ScheduledResult`s do), and how many were sent more than LATE_SEND_S late."""
-    lags = [r.send_lag_s for r in results if isinstance(r, ScheduledResult)]
+    the runner's results do), and how many were sent more than LATE_SEND_S late."""
+    lags = [r.send_lag_s for r in results if r.send_lag_s is not None]
     return {"send_lag_p50_s": _r(percentile(lags, 50)), "send_lag_p99_s": _r(percentile(lags, 99)),
             "send_lag_max_s": _r(max(lags)) if lags else None,
             "requests_sent_late": sum(1 for lag in lags if lag > LATE_SEND_S)}

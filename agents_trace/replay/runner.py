@@ -7,7 +7,7 @@ tool run or user think time, when it has one, else the whole inter-arrival time
 `t - previous t` (which also holds the recorded reply's time, counted again on top of
 the live reply's). Requests without a session are open-loop, due at their trace time. At
 most `concurrency` requests are in flight at once; a request waiting for a slot is sent
-late, and each result says how late (`ScheduledResult.send_lag_s`: its TTFT and e2e
+late, and each result says how late (`RequestResult.send_lag_s`: its TTFT and e2e
 count from the send, so they leave that wait out). Trace time counts from the first line's `t`, as the simulator's clock
 does: a slice from the middle of a trace, or times in epoch seconds, start at once.
 A gateway that stops answering mid-replay stops the replay (liveness.py) as Ctrl+C does,
@@ -30,15 +30,6 @@ from agents_trace.replay.prompts import PromptBuilder
 from cache.trace_format import TraceHeader, TraceRecord, after_tool_names
 
 CLIENT_KEEPALIVE_S = 4.0
-
-
-@dataclass(slots=True)
-class ScheduledResult(RequestResult):
-    """A replayed request's result with `send_lag_s`: the seconds from when the schedule
-    had it due to when it was sent (never negative): its wait for a `concurrency` slot,
-    plus the harness's own lateness (building the request, a busy event loop)."""
-
-    send_lag_s: float = 0.0
 
 
 def step_wait_s(record: TraceRecord, previous: TraceRecord, speed: float) -> float:
@@ -243,8 +234,8 @@ async def _run_groups(client: aiohttp.ClientSession, groups: list[list[TraceReco
                 headers["x-session-id"] = encode_header_id(record.session + options.session_suffix)
             async with gate:
                 started = time.perf_counter()
-                result = ScheduledResult(record.tenant, record.session, step_index, started - origin,
-                                         service_tier=record.service_tier, send_lag_s=max(0.0, started - due))
+                result = RequestResult(record.tenant, record.session, step_index, started - origin,
+                                       service_tier=record.service_tier, send_lag_s=max(0.0, started - due))
                 results.append(await stream_request(client, base_url + path, body, headers, result, started))
                 ended = time.perf_counter()
             if progress is not None:

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 from agents_trace.replay.client import RequestResult
 from agents_trace.replay.report import build_report, format_table, late_send_warning
-from agents_trace.replay.runner import ScheduledResult
 
 
-def _result(step: int, sent_at_s: float, lag_s: float, session: str = "s1") -> ScheduledResult:
-    return ScheduledResult("a", session, step, sent_at_s, ttft_s=0.1, e2e_s=0.5, prompt_tokens=10,
+def _result(step: int, sent_at_s: float, lag_s: float, session: str = "s1") -> RequestResult:
+    return RequestResult("a", session, step, sent_at_s, ttft_s=0.1, e2e_s=0.5, prompt_tokens=10,
                            send_lag_s=lag_s)
 
 
 def test_total_reports_send_lag_percentiles_the_worst_and_how_many_went_out_late():
     results = [_result(0, 0.0, 0.0), _result(1, 1.0, 0.05), _result(2, 2.0, 0.2), _result(3, 3.0, 2.0),
-               ScheduledResult("a", "s1", 4, 6.0, error="HTTP 400: bad", send_lag_s=0.3)]
+               RequestResult("a", "s1", 4, 6.0, error="HTTP 400: bad", send_lag_s=0.3)]
     total = build_report(results, wall_s=7.0)["total"]
     assert total["send_lag_p50_s"] == 0.2 and total["send_lag_max_s"] == 2.0
     assert total["send_lag_p99_s"] == round(0.3 + (2.0 - 0.3) * 0.96, 5)
