@@ -6,6 +6,8 @@ from a full queue: dozens of lines a minute. The gateway's own failures log once
 with a count; `quiet_sdk_export_logging` makes the SDK's do the same. It also drops the
 SDK's notice that an attribute value was cut at the length limit: with content capture
 on that is every long conversation, by design (`otlp_attribute_max_length`), not a fault.
+The encoder's "Failed to encode key" (a value OTLP cannot hold, with a traceback) is
+quieted too: the tracer keeps such values out, but one it missed must not log per span.
 
 Invariants: of a quieted logger's warnings and errors (retry notices included: the first
 of an outage is often the one naming its cause, "Connection refused"), at most one a
@@ -25,6 +27,7 @@ SDK_EXPORT_LOGGERS = (
     "opentelemetry.exporter.otlp.common.http",
     "opentelemetry.exporter.otlp.proto.grpc.exporter",
     "opentelemetry.sdk._shared_internal",                      # "Queue full, dropping span."
+    "opentelemetry.exporter.otlp.proto.common._internal",      # "Failed to encode key ..." (a traceback)
 )
 ATTRIBUTES_LOGGER = "opentelemetry.attributes"
 TRUNCATION_NOTICE_PREFIX = "String attribute value exceeds max length"

@@ -2,7 +2,8 @@
 
 Per session: one `invoke_agent` span from its first step's start to its last response's
 end; a session that ended (idle, evicted, a shutdown) and is resumed under its id opens a
-new one, in a new trace. Per step: one `chat {model}` span (arrival to end), and, when it
+new one, in a new trace. Per step: one `chat {model}` span (arrival to end; the client's
+names in span names cut and escaped: `client_span_name`), and, when it
 carries tool results and the previous response's end is known, one `execute_tool {name}`
 span per result over the gap between them: the tool's run as the gateway saw it
 (parallel calls share the gap; results sent as concurrent requests each span from the
@@ -60,9 +61,11 @@ from opentelemetry.trace import Link, NonRecordingSpan, Span, SpanContext, SpanK
 
 from agents_trace import semconv as sc
 from agents_trace.content import input_messages_json, output_messages_json, prompt_messages
+from agents_trace.conversation import MAX_CLIENT_ID_CHARS
 from agents_trace.records import ForecastCheck, SessionEnded, Step
 from agents_trace.sessions import generated_nothing
 from agents_trace.store_rows import LeftOpenSpan, SessionSpanIds
+from agents_trace.text_table import printable
 
 NO_TOKENS = (0, 0, 0)
 IDLE = "idle"   # the end reason of a session nobody used for the idle timeout
@@ -72,8 +75,17 @@ def _ns(t_s: float) -> int:
     return int(t_s * 1e9)
 
 
+def client_span_name(operation: str, client_text: str | None) -> str:
+    """`operation` and the client-chosen text it is about (a model, tool or agent name) as a
+    span name: the text cut to MAX_CLIENT_ID_CHARS, then each non-printable character (the
+    controls \\x00-\\x1f and \\x7f among them) escaped (`printable`: `\\n`, `\\x1b`), so a
+    span name is one bounded line an exporter's log or console prints safely; `operation`
+    alone when there is no text."""
+    return f"{operation} {printable(client_text[:MAX_CLIENT_ID_CHARS])}" if client_text else operation
+
+
 def _session_span_name(agent: str | None) -> str:
-    return f"{sc.OP_INVOKE_AGENT} {agent}" if agent else sc.OP_INVOKE_AGENT
+    return client_span_name(sc.OP_INVOKE_AGENT, agent)
 
 
 def _session_attributes(tenant: str, session: str, source: str, agent: str | None) -> dict:
@@ -196,7 +208,7 @@ def record_tool_spans(tracer: trace.Tracer, session_span: Span, step: Step) -> N
     context = trace.set_span_in_context(session_span)
     for call in step.after.tools:
         span = tracer.start_span(
-            f"{sc.OP_EXECUTE_TOOL} {call.name}", context=context, kind=SpanKind.INTERNAL,
+            client_span_name(sc.OP_EXECUTE_TOOL, call.name), context=context, kind=SpanKind.INTERNAL,
             start_time=_ns(start_s),
             attributes={sc.OPERATION_NAME: sc.OP_EXECUTE_TOOL, sc.TOOL_NAME: call.name,
                         sc.TOOL_CALL_ID: call.call_id, sc.TOOL_TYPE: "function",
@@ -265,7 +277,7 @@ def record_chat_span(tracer: trace.Tracer, session_span: Span, step: Step,
         links = (Link(session_span.get_span_context()),)
     else:
         context = trace.set_span_in_context(session_span)
-    span = tracer.start_span(f"{step.operation} {step.model}", context=context,
+    span = tracer.start_span(client_span_name(step.operation, step.model), context=context,
                              kind=SpanKind.SERVER, attributes=_chat_attributes(step, check),
                              links=links, start_time=_ns(step.arrived_s))
     if step.content is not None:

@@ -20,7 +20,9 @@ A step's gap (`gap_s`, `prev_ended_s`) runs from the session's last response tha
 before it arrived, whether or not another of its steps is in flight (parallel tool
 results sent as separate requests each get one); a step that failed without generating
 anything (`generated_nothing`) is no response: it is stored without a gap, and leaves
-the session's last response end and pending calls to its retry (sessions.py).
+the session's last response end and pending calls to its retry (sessions.py). The
+client's model name is kept cut to MAX_CLIENT_ID_CHARS, as its other ids are (an unknown
+model's name is the client's text), in the store and in spans alike.
 """
 from __future__ import annotations
 
@@ -37,7 +39,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 from agents_trace.config import TraceConfig
 from agents_trace.content import request_entries
-from agents_trace.conversation import after_of, agent_name, assistant_message, \
+from agents_trace.conversation import MAX_CLIENT_ID_CHARS, after_of, agent_name, assistant_message, \
     explicit_session, extend_digest, is_assistant, prefix_digests
 from agents_trace.otel_setup import build_provider
 from agents_trace.prompt_blocks import prompt_block_ids
@@ -52,16 +54,21 @@ INSTRUMENTATION_NAME = "stepahead.agents_trace"
 CONTROL_TIMEOUT_S = 10.0
 _REQUEST_PARAMS = (("max_completion_tokens", "max_tokens"), ("max_tokens", "max_tokens"),
                    ("temperature", "temperature"), ("top_p", "top_p"), ("seed", "seed"))
+OTLP_INT_RANGE = range(-2**63, 2**63)   # an OTLP int attribute is an int64
 
 
 def _request_params(body: Mapping[str, Any]) -> tuple[tuple[str, float | int], ...]:
-    params: dict[str, float | int] = {}
+    """The request's sampling parameters as span attributes. An int outside OTLP_INT_RANGE
+    (`max_tokens` 10**30: refused later, but traced) is dropped, not clamped: a clamped
+    number would state a request nobody sent, and OTLP cannot encode the real one (the
+    exporter would log a traceback per span); `max_tokens` then says nothing, rather than
+    quote a `max_tokens` sent beside the `max_completion_tokens` that wins."""
+    params: dict[str, float | int | None] = {}
     for field, name in _REQUEST_PARAMS:
         value = body.get(field)
-        if name not in params and isinstance(value, (int, float)) \
-                and not isinstance(value, bool):
-            params[name] = value
-    return tuple(params.items())
+        if name not in params and isinstance(value, (int, float)) and not isinstance(value, bool):
+            params[name] = value if isinstance(value, float) or value in OTLP_INT_RANGE else None
+    return tuple((name, value) for name, value in params.items() if value is not None)
 
 
 def _is_first_step(opened: OpenedStep, messages: list) -> bool:
@@ -187,7 +194,7 @@ class AgentTracer:
         ctx = StepContext(
             tenant=tenant, session=opened.session, index=opened.index,
             session_source=opened.source, operation=operation,
-            model=model if isinstance(model, str) else "", agent=agent_name(headers, body),
+            model=model[:MAX_CLIENT_ID_CHARS] if isinstance(model, str) else "", agent=agent_name(headers, body),
             arrived_s=now_s,
             after=hinted_after(after_of(messages, _is_first_step(opened, messages), opened.asked),
                                hint, opened.index),

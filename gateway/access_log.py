@@ -1,33 +1,56 @@
 """The access log without secrets: a client that puts its API key in the URL's query
-(`?api_key=sk-...`; refused, OpenAI reads keys from the Authorization header only) must not
-find it written in plain text to uvicorn's access log.
+(`?api_key=sk-...`; refused, OpenAI reads keys from the Authorization header only) or path
+must not find it written in plain text to uvicorn's access log.
 
 Invariant: a logged request line keeps its path and every query parameter's name; the
-value of each parameter whose name reads as a credential (`SECRET_NAME_PARTS`) is
-replaced by `REDACTED`. Nothing else in the record changes.
+value of each parameter whose name reads as a credential (`SECRET_NAME_PARTS`), or whose
+value (percent-decoded) holds something shaped like a key (`sk-` and at least
+MIN_KEY_CHARS key characters, or `Bearer <token>`: `looks_like_key`), is replaced by
+`REDACTED`, as is each path segment, and each query part without a value, that holds
+one (there is no name to keep: the key is the part). Nothing else in the record changes.
+The filter runs first on its logger (`redact_access_log`), so it does not matter
+whether litellm, whose own filter rewrites such lines its own way, was imported.
 """
 from __future__ import annotations
 
 import logging
-from urllib.parse import unquote_plus
+import re
+from urllib.parse import unquote, unquote_plus
 
 SECRET_NAME_PARTS = ("key", "token", "secret", "password", "auth", "signature", "credential")
 REDACTED = "[redacted]"
 ACCESS_LOGGER = "uvicorn.access"
+MIN_KEY_CHARS = 8   # after `sk-`: "sk-" + 8 of [A-Za-z0-9_-] (the gateway's own keys have 24+)
 _PATH_ARG = 2   # uvicorn's access record: (client address, method, full path, HTTP version, status)
+# not inside a word ("tasks-list", "disk-..."): an `sk-` key, or a bearer token
+_KEY_SHAPE = re.compile(r"(?<![A-Za-z0-9])sk-[A-Za-z0-9_\-]{%d}|(?i:\bbearer\s+\S)" % MIN_KEY_CHARS)
+
+
+def looks_like_key(text: str) -> bool:
+    """Whether `text` (decoded) holds an `sk-` key or a `Bearer` token anywhere."""
+    return _KEY_SHAPE.search(text) is not None
+
+
+def _redacted_part(part: str) -> str:
+    name, equals, value = part.partition("=")
+    if not equals:
+        return REDACTED if looks_like_key(unquote_plus(part)) else part
+    if looks_like_key(unquote_plus(name)):
+        return REDACTED
+    secret = any(word in unquote_plus(name).lower() for word in SECRET_NAME_PARTS) \
+        or looks_like_key(unquote_plus(value))
+    return f"{name}={REDACTED}" if secret else part
 
 
 def redacted_path(full_path: str) -> str:
-    """`full_path` with the values of credential-named query parameters replaced."""
+    """`full_path` with credentials replaced (see the module's invariant)."""
     path, mark, query = full_path.partition("?")
+    if looks_like_key(unquote(path)):
+        path = "/".join(REDACTED if looks_like_key(unquote(segment)) else segment
+                        for segment in path.split("/"))
     if not mark:
-        return full_path
-    parts = []
-    for part in query.split("&"):
-        name, equals, _ = part.partition("=")
-        secret = equals and any(word in unquote_plus(name).lower() for word in SECRET_NAME_PARTS)
-        parts.append(f"{name}={REDACTED}" if secret else part)
-    return f"{path}?{'&'.join(parts)}"
+        return path
+    return f"{path}?{'&'.join(_redacted_part(part) for part in query.split('&'))}"
 
 
 class QueryRedaction(logging.Filter):
@@ -42,7 +65,9 @@ class QueryRedaction(logging.Filter):
 
 def redact_access_log() -> None:
     """Install `QueryRedaction` on uvicorn's access logger once (after uvicorn configured
-    its logging, which would otherwise replace the logger's settings)."""
+    its logging, which would otherwise replace the logger's settings), ahead of any filter
+    already there (litellm's, when an upstream model imported it), so that what those see
+    is already redacted and a parameter keeps its name."""
     logger = logging.getLogger(ACCESS_LOGGER)
     if not any(isinstance(f, QueryRedaction) for f in logger.filters):
-        logger.addFilter(QueryRedaction())
+        logger.filters.insert(0, QueryRedaction())

@@ -17,7 +17,8 @@ misconfiguration too: a 502, never a 404 telling the client that a model
 and `code` (litellm's `BadRequestError: OpenAIException - ` prefix taken off). No message
 ever carries an `Authorization` value (`Bearer …` is redacted in every line), nor an
 address of the upstream (a URL, `host:port`, an IPv4 address: the operator's endpoints, not
-the tenant's business), and a backend redacts its own key from its errors (`redacted`). An
+the tenant's business), and a backend redacts its own key from its errors (`redacted`), and
+any quote of the key's first MIN_SECRET_CHARS characters or more (a masked key). An
 upstream whose own account ran out (code or type `insufficient_quota`) is the gateway's
 fault too: a 503 `upstream_quota_exceeded` the client is told not to retry, never a 429
 that sends it to retry each second and check its own billing.
@@ -99,13 +100,26 @@ def short_message(exc: BaseException) -> str:
     return text if text.startswith(name) else (f"{name}: {text}" if text else name)
 
 
+def _redact_leading_fragments(text: str, secret: str) -> str:
+    """`text` with each run agreeing with `secret`'s first MIN_SECRET_CHARS characters or
+    more (the key whole, a quote cut short, a masked "sk-proj-abcd****") replaced."""
+    parts, start = [], 0
+    while (at := text.find(secret[:MIN_SECRET_CHARS], start)) != -1:
+        parts += [text[start:at], REDACTED]
+        start = at + MIN_SECRET_CHARS
+        while start < len(text) and start - at < len(secret) and text[start] == secret[start - at]:
+            start += 1
+    return "".join(parts) + text[start:]
+
+
 def redact(text: str, secrets: Iterable[str]) -> str:
-    """`text` with each secret (of MIN_SECRET_CHARS or more) replaced by REDACTED, also
-    the beginning of one that `one_line` cut off at the end ("sk-abc…")."""
+    """`text` with each secret (of MIN_SECRET_CHARS or more) replaced by REDACTED, with any
+    quote of its first MIN_SECRET_CHARS or more, and the beginning of one that `one_line`
+    cut off at the end ("sk-abc…")."""
     for secret in secrets:
         if not secret or len(secret) < MIN_SECRET_CHARS:
             continue
-        text = text.replace(secret, REDACTED)
+        text = _redact_leading_fragments(text, secret)
         if text.endswith("…"):
             head = text[:-1]
             cut = next((n for n in range(min(len(secret) - 1, len(head)), MIN_SECRET_CHARS // 2 - 1, -1)

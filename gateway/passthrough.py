@@ -9,9 +9,10 @@ the upstream's model name and, for streams, `include_usage` on (the fields litel
 `extra_body` are top-level fields again here); `Authorization` carries the model's own key,
 none when it has none; upstream HTTP errors are mapped like litellm's
 (`map_upstream_status`, the upstream's `Retry-After` passed on, a non-JSON error body never
-copied, the model's key redacted); closing `run()` closes the connection, so the upstream
-sees the client leave. `timeout_s` bounds the connect and each wait for the upstream's next
-bytes, not the whole reply, so a long healthy stream is never cut. A stream request
+copied, the model's key redacted, a 5xx logged once: `log_upstream_failure`); closing
+`run()` closes the connection, so the upstream sees the client leave. `timeout_s` bounds
+the connect and each wait for the upstream's next bytes, not the whole reply, so a long
+healthy stream is never cut. A stream request
 answered with something other than SSE, or an SSE stream that ends before a finish reason,
 is a 502 (an error event once streaming began), never an empty or truncated success.
 One SSE line may be up to MAX_EVENT_BYTES (a longer one is a 502 quoting none of it). A
@@ -30,7 +31,7 @@ from aiohttp.http_exceptions import LineTooLong
 from gateway.backend import ChatEvent, Prepared
 from gateway.config import UpstreamModelConfig
 from gateway.errors import ApiError
-from gateway.litellm_errors import map_litellm_error, map_upstream_status, redacted, upstream_garbage
+from gateway.litellm_errors import map_litellm_error, map_upstream_status, upstream_garbage
 from gateway.model_configs import NO_API_KEY
 from gateway.upstream import UpstreamBackend, choice_kwargs
 from gateway.upstream_replies import events_from_response, events_from_stream
@@ -129,8 +130,8 @@ class PassthroughBackend(UpstreamBackend):
                 async for event in events_from_stream(sse_json(response), call.is_chat, prepared.num_prompt_tokens,
                                                       started_s):
                     yield event
-        except ApiError as error:   # an upstream may quote the key it was sent
-            raise redacted(error, self.own_secrets()) from None
+        except ApiError as error:   # an upstream may quote the key it was sent; logged once
+            raise self.failed(prepared, error) from None
 
 
 async def _status_error(response: aiohttp.ClientResponse) -> ApiError:

@@ -7,7 +7,8 @@ Invariants: the client's request is forwarded as sent (unknown fields included, 
 charged real tokens, and a count the reply leaves out or gives as 0 is charged the
 4-bytes-a-token estimate (`upstream_usage.usage_from`), never nothing; every provider
 exception leaves as an OpenAI-shaped `ApiError` (`litellm_errors.py`), with the model's
-key redacted from it (`own_secrets`); closing the event iterator closes the upstream
+key redacted from it (`own_secrets`), and one that is a 5xx is logged once, redacted
+(`log_upstream_failure`); closing the event iterator closes the upstream
 stream. `timeout_s` bounds the call: no hidden SDK
 retries (an upstream 429 comes back at once, with its `Retry-After`). A reply that is not
 the OpenAI protocol is a 502 `upstream_error` before any of it reaches the client
@@ -24,6 +25,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+from agents_trace.text_table import printable
 from gateway.backend import ChatEvent, Prepared, WithoutWorkers
 from gateway.config import UpstreamModelConfig
 from gateway.embeddings import EmbeddingsRequest, input_items, reply_body, upstream_reply
@@ -211,7 +213,29 @@ class UpstreamBackend(WithoutWorkers):
             finally:
                 await _close_quietly(response)
         except ApiError as error:   # an upstream may quote the key it was sent
-            raise redacted(error, self.own_secrets()) from None
+            raise self.failed(prepared, error) from None
+
+    def failed(self, prepared: Prepared, error: ApiError) -> ApiError:
+        """`error`, which ended `prepared`'s run, with this model's key taken out
+        (`redacted`), logged when it is the gateway's failure (`log_upstream_failure`)."""
+        error = redacted(error, self.own_secrets())
+        log_upstream_failure(prepared, error)
+        return error
+
+
+def log_upstream_failure(prepared: Prepared, error: ApiError) -> None:
+    """One WARNING line for a run that failed with a 5xx (the upstream's or the gateway's
+    fault, not the client's): the request's id (the client's `x-request-id`; a choice's,
+    `-N` added, when it asked for several), tenant and model, and the error's status, code
+    and message: redacted already (no key, no `Bearer` value, no upstream address), escaped
+    to one printable line. A run ends once, so a request logs once, never per token (one
+    with several choices: once per choice that failed before the first failure ended the
+    rest); a client's own mistake (4xx) is not logged."""
+    if error.status < 500:
+        return
+    log.warning("stepahead: upstream failure: request %s, tenant %s, model %s: %d %s: %s",
+                prepared.request_id, printable(prepared.tenant), printable(prepared.model),
+                error.status, error.code, printable(error.message))
 
 
 def choice_kwargs(prepared: Prepared) -> dict:
