@@ -172,7 +172,8 @@ def trailing_tool_call_ids(messages: Sequence[Any]) -> list[str]:
 
 
 def history_tool_names(messages: Sequence[Any]) -> dict[str, str]:
-    """tool_call_id -> tool name, from every assistant message's tool_calls."""
+    """tool_call_id -> tool name (cut to MAX_CLIENT_ID_CHARS, as the client's other names
+    are), from every assistant message's tool_calls."""
     names: dict[str, str] = {}
     for message in messages:
         if not isinstance(message, dict) or message.get("role") != "assistant":
@@ -181,7 +182,7 @@ def history_tool_names(messages: Sequence[Any]) -> dict[str, str]:
             if isinstance(call, dict) and isinstance(call.get("function"), dict):
                 name = call["function"].get("name")
                 if isinstance(name, str) and name:
-                    names[str(call.get("id"))] = name
+                    names[str(call.get("id"))] = name[:MAX_CLIENT_ID_CHARS]
     return names
 
 

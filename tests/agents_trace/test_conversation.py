@@ -1,8 +1,8 @@
 """Conversation digests, session hints and `after` from request messages."""
 from __future__ import annotations
 
-from agents_trace.conversation import after_of, agent_name, assistant_message, \
-    explicit_session, extend_digest, prefix_digests
+from agents_trace.conversation import MAX_CLIENT_ID_CHARS, after_of, agent_name, assistant_message, \
+    explicit_session, extend_digest, history_tool_names, prefix_digests
 from agents_trace.records import ToolCall
 
 MESSAGES = [{"role": "system", "content": "s"}, {"role": "user", "content": "hi"}]
@@ -59,3 +59,11 @@ def test_after_of_names_tool_results_by_call_id():
     assert after_of(history, False, {"c1": "grep", "c2": "head"}).tool_names == ("grep", "head")   # what was asked wins
     assert after_of(MESSAGES, True, {}).label == "start"
     assert after_of(MESSAGES, False, {}).label == "user"
+
+
+def test_history_tool_names_are_cut_to_the_client_id_bound():
+    long_name = "t" * (MAX_CLIENT_ID_CHARS * 40)
+    messages = [{"role": "assistant", "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": long_name, "arguments": "{}"}},
+        {"id": "c2", "type": "function", "function": {"name": "search", "arguments": "{}"}}]}]
+    assert history_tool_names(messages) == {"c1": "t" * MAX_CLIENT_ID_CHARS, "c2": "search"}
