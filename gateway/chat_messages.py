@@ -1,15 +1,19 @@
 """Wire models of the chat messages a request carries: roles, content, earlier tool calls.
 
 Invariant: a `Message` that validated has what its role needs (a tool message its
-`tool_call_id`; an assistant's content, tool calls or refusal; the others their content),
-and every content part a string `type`; a text part has its text, a refusal part (an
-assistant's only) its refusal. Unknown fields are kept for upstream models.
+`tool_call_id`; an assistant's content, tool calls, refusal, or a legacy `function_call` or
+`audio` reference, which only upstream models read: `local_refusals` refuses them; the
+others their content), and every content part a string `type`; a text part has its text,
+a refusal part (an assistant's only) its refusal. A legacy `role: "function"` message is a
+400 `unsupported_parameter` naming its `role` (function results are tool messages). Unknown
+fields are kept for upstream models.
 """
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 _ALLOW = ConfigDict(extra="allow", strict=True)
 
@@ -42,10 +46,29 @@ class Message(BaseModel):
     tool_call_id: str | None = None
     refusal: str | None = None
 
+    @field_validator("role", mode="before")
+    @classmethod
+    def _no_function_role(cls, role: Any) -> Any:
+        """The legacy function-calling flow's result message, refused by name
+        (`unsupported_parameter`, one of `gateway.validation_errors.OWN_CODES`)."""
+        if role == "function":
+            raise PydanticCustomError(
+                "unsupported_parameter", "Legacy 'function' messages are not supported; send a function's "
+                "result as a tool message ({\"role\": \"tool\", \"tool_call_id\": ..., \"content\": ...}) "
+                "answering the assistant message's 'tool_calls'.")
+        return role
+
+    def legacy_reference(self) -> str | None:
+        """The first of an assistant's legacy `function_call` and `audio` that is set (not
+        null: SDKs send both as null), None when neither is."""
+        extra = self.model_extra or {}
+        return next((name for name in ("function_call", "audio") if extra.get(name) is not None), None)
+
     @model_validator(mode="after")
     def _check_role_fields(self) -> "Message":
         if self.role == "assistant":
-            if self.content is None and not self.tool_calls and self.refusal is None:
+            if self.content is None and not self.tool_calls and self.refusal is None \
+                    and self.legacy_reference() is None:
                 raise ValueError("an assistant message needs 'content', 'tool_calls' or 'refusal'")
         elif self.content is None:
             raise ValueError(f"a {self.role} message needs 'content'")

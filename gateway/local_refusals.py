@@ -4,8 +4,11 @@ The chat schema accepts fields it does not know (clients send many), and most un
 ones are hints a local model may ignore without changing the answer (`service_tier`,
 `store`, `prompt_cache_key`, `reasoning_effort` for a model that does not reason, ...).
 The ones below would change what the client gets: legacy `functions` would be answered
-without the tools, `audio` output or web search would silently not happen. Invariant:
-each is a 400 `unsupported_parameter` naming it, before any work is queued.
+without the tools, `audio` output or web search would silently not happen. So would an
+earlier assistant message's legacy `function_call` or `audio` reference: the chat template
+renders neither, so the model would never see that turn's call or answer. Invariant: each
+is a 400 `unsupported_parameter` naming it (`messages[i].function_call`), before any work
+is queued; a null one (SDKs send them so) is no reference and is accepted.
 """
 from __future__ import annotations
 
@@ -32,8 +35,27 @@ def refuse_unsupported_completion_params(request: CompletionRequest) -> None:
     refuse_extras(request, COMPLETION_REFUSED)
 
 
+MESSAGE_REFUSED = {
+    "function_call": "A legacy 'function_call' in an assistant message is not supported by local models: their chat "
+                     "template cannot show it. Send it as 'tool_calls' ([{\"id\": ..., \"type\": \"function\", "
+                     "\"function\": {\"name\": ..., \"arguments\": ...}}]) and its result as a tool message.",
+    "audio": "An assistant message's 'audio' is not supported by local models: they read text only. Send what "
+             "the audio said as the message's 'content'.",
+}
+
+
+def refuse_legacy_message_fields(request: ChatCompletionRequest) -> None:
+    """A 400 naming the first assistant message's legacy `function_call` or `audio` that is set."""
+    for index, message in enumerate(request.messages):
+        name = message.legacy_reference() if message.role == "assistant" else None
+        if name is not None:
+            raise invalid_request(MESSAGE_REFUSED[name], param=f"messages[{index}].{name}",
+                                  code="unsupported_parameter")
+
+
 def refuse_unsupported_chat_params(request: ChatCompletionRequest) -> None:
     refuse_extras(request, REFUSED)
+    refuse_legacy_message_fields(request)
     modalities = (request.model_extra or {}).get("modalities")
     if modalities is not None and modalities != ["text"]:
         raise invalid_request("Local models reply in text only: 'modalities' must be [\"text\"].",

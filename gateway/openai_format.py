@@ -9,7 +9,10 @@ a reply with tool calls has finish_reason "tool_calls" unless it ran out of toke
 message's `refusal` (a stream's `delta.refusal`), which a chat completion's message always
 has (null when the model did not refuse, as OpenAI's schema requires); an upstream's `system_fingerprint` and
 `service_tier` are the reply's (in a stream, from the chunk that finishes a choice on,
-as they are known only then); stream chunks of one response share `id`, `created` and `model`. With
+as they are known only then; every chunk before has `system_fingerprint: null`, as a local
+model's have all along); a chat stream's first delta of each choice is
+`{"role": "assistant", "content": "", "refusal": null}`, as OpenAI's is; stream chunks of
+one response share `id`, `created` and `model`. With
 `include_usage`, every chunk has `"usage": null` and one last chunk with empty `choices`
 carries the usage, as OpenAI sends it.
 """
@@ -184,6 +187,7 @@ class ChunkWriter:
                  "choices": [choice] if choice is not None else []}
         if self.header.service_tier is not None:
             chunk["service_tier"] = self.header.service_tier
+        chunk["system_fingerprint"] = None   # a local model's, as a whole reply's; an upstream's once known
         if finished is not None:   # an upstream's, known once a choice finished
             chunk.update(reply_fields(self.header, finished, is_chat=self.is_chat))
         if self.include_usage:
@@ -214,7 +218,7 @@ class ChunkWriter:
         if not self.is_chat:
             return b""
         content = None if self.is_call else ""
-        return b"".join(self._chunk(self._choice(index, {"role": "assistant", "content": content}))
+        return b"".join(self._chunk(self._choice(index, {"role": "assistant", "content": content, "refusal": None}))
                         for index in range(len(self._choices)))
 
     def event(self, event: ChatEvent) -> bytes:

@@ -2,8 +2,9 @@
 
 Invariant: a model instance that validated is safe to act on: roles, types and ranges are
 checked here, and every failure becomes a 400 `ApiError` naming the offending `param`
-(`validate()`), never a 500. Cross-field rules that need the model or the tools (context
-length, tool-call ids, tool schemas) live in `chat_checks.py`.
+with OpenAI's code for it (`validate()`, `validation_errors.py`), never a 500; so is
+`max_tokens` beside `max_completion_tokens`, as at OpenAI. Cross-field rules that need the
+model or the tools (context length, tool-call ids, tool schemas) live in `chat_checks.py`.
 Unknown fields are kept (`extra="allow"`) so upstream models can receive them; declared
 hints a local model ignores (`store`, `reasoning_effort`, ...) are typed only so a wrong
 type is a 400 here, and reach upstream models as sent like any field. A client
@@ -18,7 +19,8 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from gateway.chat_messages import Message
-from gateway.errors import ApiError, invalid_request
+from gateway.errors import invalid_request
+from gateway.validation_errors import openai_validation_error
 
 _ALLOW = ConfigDict(extra="allow", strict=True)
 
@@ -209,12 +211,21 @@ class ChatCompletionRequest(_GenerationRequest):
                                   code="array_above_max_length")
         return tools
 
+    @model_validator(mode="after")
+    def _one_completion_limit(self) -> "ChatCompletionRequest":
+        """As OpenAI: `max_tokens` and `max_completion_tokens` together are a 400
+        (`invalid_parameter_combination`, naming `max_tokens`), never one silently dropped."""
+        if self.max_tokens is not None and self.max_completion_tokens is not None:
+            raise invalid_request("Setting 'max_tokens' and 'max_completion_tokens' at the same time is not "
+                                  "supported.", param="max_tokens", code="invalid_parameter_combination")
+        return self
+
     def forces_call(self) -> bool:
         """Whether the reply must be a tool call (`tool_choice` "required" or a named function)."""
         return bool(self.tools) and (self.tool_choice == "required" or isinstance(self.tool_choice, NamedToolChoice))
 
     def completion_limit(self) -> int | None:
-        """`max_completion_tokens` wins over the deprecated `max_tokens`."""
+        """The one completion limit set (`_one_completion_limit`), None when neither is."""
         return self.max_completion_tokens or self.max_tokens
 
 
@@ -267,43 +278,12 @@ def refuse_extras(request: BaseModel, refused: Mapping[str, str]) -> None:
 M = TypeVar("M", bound=BaseModel)
 
 
-def _param_path(loc: tuple, body: Any) -> str:
-    """('messages', 0, 'role') -> 'messages[0].role', as OpenAI names params. A part of
-    `loc` that is not a key or index of `body` at that depth is pydantic's tag of a union
-    member or validator ('str', 'NamedToolChoice', 'function-after[...]') and is left out;
-    the last part may name a missing key."""
-    path = ""
-    value = body
-    for i, part in enumerate(loc):
-        if isinstance(part, int) and isinstance(value, list) and 0 <= part < len(value):
-            path, value = path + f"[{part}]", value[part]
-        elif isinstance(part, str) and isinstance(value, dict) and (part in value or i == len(loc) - 1):
-            path, value = (f"{path}.{part}" if path else part), value.get(part)
-    return path
-
-
-def _most_telling(errors: list) -> dict:
-    """Of pydantic's errors, the one to report: among those of the first error's field,
-    the one that got deepest into the value (for a union, the member the input's shape
-    matched: a dict `tool_choice` missing its `function`, not "should be 'auto'"), a
-    failed constraint before a type mismatch ("at most 4 items" for a list `stop`, not
-    "should be a valid string"), else the first."""
-    head = errors[0]["loc"][:1]
-    same_field = [e for e in errors if e["loc"][:1] == head]
-    return max(same_field, key=lambda e: (len(e["loc"]), not e["type"].endswith("_type")))
-
-
 def validate(model_cls: type[M], body: Any) -> M:
-    """Build `model_cls` from parsed JSON, or raise a 400 naming the first bad field."""
+    """Build `model_cls` from parsed JSON, or raise a 400 naming the first bad field, with
+    OpenAI's code for it (`gateway.validation_errors`)."""
     if not isinstance(body, dict):
         raise invalid_request("The request body must be a JSON object.")
     try:
         return model_cls.model_validate(body)
     except ValidationError as exc:
-        first = _most_telling(exc.errors(include_url=False))
-        param = _param_path(tuple(first["loc"]), body) or None
-        message = first["msg"].removeprefix("Value error, ")
-        where = f" at '{param}'" if param else ""
-        raise ApiError(400, f"Invalid request{where}: {message}", "invalid_request_error",
-                       "invalid_value" if first["type"] != "missing" else "missing_required_parameter",
-                       param) from None
+        raise openai_validation_error(exc.errors(include_url=False), body) from None
