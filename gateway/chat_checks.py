@@ -2,7 +2,7 @@
 
 Invariant: after `check_chat_request` passes, every tool has a unique name and a
 valid JSON Schema for its parameters, a named `tool_choice` names one of the tools, and
-every tool message answers a tool call made by an earlier assistant message.
+every tool message answers a tool call made by an earlier assistant message, once.
 """
 from __future__ import annotations
 
@@ -52,31 +52,46 @@ def check_tool_messages(request: ChatCompletionRequest) -> None:
     OpenAI, every call an assistant message makes is answered before the next user,
     system or developer message and before the messages end. (OpenAI's chat API also
     wants the answers right after their call; here another assistant message may come
-    between: a Responses reply stored as calls, then text, is sent back so.)"""
-    call_ids: set[str] = set()
+    between: a Responses reply stored as calls, then text, is sent back so.) A call id is
+    pending once at a time and answered once, as at OpenAI ("Duplicate function_call_output
+    for call_id"): a call made while one with its id waits for its answer, or a second
+    answer to a call, is a 400 naming it (an id used again in a later turn, after its first
+    call was answered, is a new call: some frameworks number calls per turn)."""
+    answered: set[str] = set()
     unanswered: dict[str, str] = {}   # call id -> the call's place ("messages[i].tool_calls[j].id")
     for index, message in enumerate(request.messages):
         if message.role == "assistant":
             for number, call in enumerate(message.tool_calls or []):
-                call_ids.add(call.id)
-                unanswered[call.id] = f"messages[{index}].tool_calls[{number}].id"
+                place = f"messages[{index}].tool_calls[{number}].id"
+                if call.id in unanswered:
+                    raise invalid_request(
+                        f"Invalid parameter: tool_call_id '{call.id}' at {place} is the id of an earlier "
+                        "call still waiting for its answer: each call needs an id of its own.", param=place)
+                answered.discard(call.id)
+                unanswered[call.id] = place
         elif message.role == "tool":
-            if message.tool_call_id not in call_ids:
+            if message.tool_call_id in answered:
+                raise invalid_request(
+                    f"Invalid parameter: the tool message at messages[{index}] answers tool_call_id "
+                    f"'{message.tool_call_id}' a second time: each call is answered once.",
+                    param=f"messages[{index}].tool_call_id")
+            if message.tool_call_id not in unanswered:
                 raise invalid_request(
                     f"Invalid parameter: the tool message at messages[{index}] answers "
                     f"tool_call_id '{message.tool_call_id}', which no earlier assistant message "
                     "made.", param=f"messages[{index}].tool_call_id")
-            unanswered.pop(message.tool_call_id, None)
+            del unanswered[message.tool_call_id]
+            answered.add(message.tool_call_id)
         elif unanswered:
-            _raise_unanswered(unanswered)
+            _raise_unanswered(unanswered, "before the next turn")
     if unanswered:
-        _raise_unanswered(unanswered)
+        _raise_unanswered(unanswered, "by the end of the conversation")
 
 
-def _raise_unanswered(unanswered: dict[str, str]) -> None:
+def _raise_unanswered(unanswered: dict[str, str], where: str) -> None:
     call_id, place = next(iter(unanswered.items()))
     raise invalid_request(f"Invalid parameter: no tool message answers tool_call_id '{call_id}' (the call "
-                          f"at {place}) before the next turn.", param=place)
+                          f"at {place}) {where}.", param=place)
 
 
 def check_chat_request(request: ChatCompletionRequest, tenant: str, schemas: SchemaChecker) -> None:
