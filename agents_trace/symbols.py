@@ -3,7 +3,9 @@
 A session is the symbol sequence of the tool-sequence data sets: `USER`, then the tools
 that ran, `ASSISTANT_TEXT` for a text answer, ... and `END`. From Steps:
 - at a step's arrival: `USER` when it follows a user turn (or starts the session), else
-  the names of the tools whose results it carries; `gap_s` is the wait before it (the
+  the tools whose results it carries, each spelled `cache.forecast.tool_step(name)` (its
+  own name, escaped as `tool:NAME` when the name is `USER`, `ASSISTANT_TEXT`, `END` or
+  starts with `tool:` or `<`, so no tool reads as a control step); `gap_s` is the wait before it (the
   user's think time, or the tools' duration as the gateway saw it; None when unknown);
 - at a step's end, when its response is a text answer: `ASSISTANT_TEXT` (no gap);
 - when the session ends: `END`, with the idle time since the last response.
@@ -15,8 +17,10 @@ follows the tools, so a tool run (or a user turn) is one symbol, its gap counted
 the reply that asked for it.
 So the forecast taken right after step k ended predicts step k+1's first symbol, and its
 ETA predicts step k+1's `gap_s`.
-NOTE: the strings equal the predictor's (`agents_trace/predict/vocabulary.py`); they are
-repeated here so this module does not depend on the predictor's internals.
+The control symbols and the tools' spelling are `cache.forecast`'s, which the predictor
+(`agents_trace/predict/vocabulary.py`) shares; this module does not depend on the
+predictor's internals. A `ForecastCheck` names steps the same way: a user's tool shows
+as its own name, or as `tool:NAME` where the name is a control step's.
 """
 from __future__ import annotations
 
@@ -24,13 +28,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from cache.forecast import END_SYMBOL, Forecast
+from cache.forecast import ASSISTANT_TEXT_SYMBOL, END_SYMBOL, USER_SYMBOL, Forecast, tool_step
 
 from agents_trace.records import ForecastCheck, SessionEnded, Step, TraceEvent
 from agents_trace.sessions import generated_nothing
-
-USER_SYMBOL = "USER"
-ASSISTANT_TEXT_SYMBOL = "ASSISTANT_TEXT"
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,14 +44,16 @@ class SymbolEvent:
 
 
 def arrival_symbols(step: Step) -> tuple[str, ...]:
+    """The symbols the step's arrival adds: its tools' (`tool_step`), or `USER`."""
     if step.after.kind == "tools":
-        return step.after.tool_names
+        return tuple(tool_step(name) for name in step.after.tool_names)
     return (USER_SYMBOL,)
 
 
 def requested_tools(step: Step) -> tuple[str, ...]:
-    """The tools the step's response asked for, in order (empty for a text answer or an
-    error)."""
+    """The names of the tools the step's response asked for, in order, as the client
+    spells them (empty for a text answer or an error); `Observer.mark_waiting` takes
+    names."""
     if step.error is not None:
         return ()
     return tuple(call.name for call in step.tool_calls)

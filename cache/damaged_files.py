@@ -52,7 +52,7 @@ def set_aside(path: Path, what: str, why: str, side_suffixes: Iterable[str] = ()
     for companion in companions:
         if companion.exists():
             os.replace(companion, _aside(companion, stamp))
-    log.warning("stepahead: %s %s %s; moved it to %s and started afresh", what, path, why, aside)
+    log.warning("stepahead: warning: %s %s %s; moved it to %s and started afresh", what, path, why, aside)
     return aside
 
 
@@ -67,7 +67,7 @@ def set_aside_or_leave(path: Path, what: str, why: str, companions: Iterable[Pat
     try:
         os.replace(path, aside)
     except OSError as exc:
-        log.warning("stepahead: %s %s %s, and could not be set aside either (%s); left it as it is, "
+        log.warning("stepahead: warning: %s %s %s, and could not be set aside either (%s); left it as it is, "
                     "not to be written over, and started afresh", what, path, why, one_line_error(exc))
         return None
     left = []
@@ -77,7 +77,7 @@ def set_aside_or_leave(path: Path, what: str, why: str, companions: Iterable[Pat
                 os.replace(companion, _aside(companion, stamp))
         except OSError as exc:
             left.append(f"; left {companion.name} where it is ({one_line_error(exc)})")
-    log.warning("stepahead: %s %s %s; moved it to %s and started afresh%s", what, path, why, aside, "".join(left))
+    log.warning("stepahead: warning: %s %s %s; moved it to %s and started afresh%s", what, path, why, aside, "".join(left))
     return aside
 
 

@@ -3,6 +3,15 @@
 `Forecast` lives in `cache/` so the cache never imports the predictor: the predictor
 produces these records, the cache policy only reads them. A Forecast is immutable and
 says, for one waiting session of one tenant, what is likely to happen next and when.
+
+Step names (the keys of `next_step`) form one namespace with two kinds of names: the
+control steps `USER` (the user speaks), `ASSISTANT_TEXT` (a text answer) and `END`
+(the session ends), and tools. A tool is named by `tool_step(name)`: its own name,
+unless that name is a control step's or starts with `tool:` or `<` (reserved for the
+escape and for buckets such as the predictor's `<oov>`), when it is `tool:` + name. So
+no tool ever reads as a control step, ordinary names (OpenAI's `[a-zA-Z0-9_-]`) keep
+their spelling, and the mapping is one-to-one. The tracer's `after` kinds (`start`,
+`user`, `tools`) are another namespace and never appear here.
 """
 from __future__ import annotations
 
@@ -14,7 +23,25 @@ TenantId = NewType("TenantId", str)
 SessionId = NewType("SessionId", str)
 
 END_SYMBOL = "END"
-NON_TOOL_STEPS = frozenset({END_SYMBOL, "USER", "ASSISTANT_TEXT", "user", "start"})
+USER_SYMBOL = "USER"
+ASSISTANT_TEXT_SYMBOL = "ASSISTANT_TEXT"
+CONTROL_STEPS = frozenset({USER_SYMBOL, ASSISTANT_TEXT_SYMBOL, END_SYMBOL})
+TOOL_ESCAPE = "tool:"
+RESERVED_PREFIXES = (TOOL_ESCAPE, "<")
+
+
+def tool_step(name: str) -> str:
+    """The step name of the tool called `name`: `name` itself, or `tool:` + `name` when
+    `name` is a control step's or starts with a reserved prefix (one-to-one)."""
+    if name in CONTROL_STEPS or name.startswith(RESERVED_PREFIXES):
+        return TOOL_ESCAPE + name
+    return name
+
+
+def is_tool_step(step: str) -> bool:
+    """Whether a step name (a `next_step` key) is a tool's: every name but the control
+    steps' (a bucket like `<oov>` stands for tools)."""
+    return step not in CONTROL_STEPS
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,8 +65,9 @@ class Forecast:
     confident: bool = False
 
     def waits_on_tool(self) -> bool:
-        """Whether the session most likely waits on a tool call (not a user, not the end)."""
-        return sum(p for step, p in self.next_step.items() if step not in NON_TOOL_STEPS) >= 0.5
+        """Whether the session most likely waits on a tool call (not a user, not the end):
+        the tool steps (`is_tool_step`) of `next_step` hold at least half of it."""
+        return sum(p for step, p in self.next_step.items() if is_tool_step(step)) >= 0.5
 
     def p_return(self, horizon_s: float) -> float:
         """P(the session sends another request within `horizon_s` of `made_at_s`).

@@ -39,7 +39,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from cache.forecast import END_SYMBOL, Forecast
+from cache.forecast import END_SYMBOL, USER_SYMBOL, Forecast, tool_step
 from cache.forecast_source import RequestSeen
 from cache.gap_estimates import GapEstimates
 from cache.gap_levels import GapLevels
@@ -248,7 +248,7 @@ class GapForecaster(GapEstimates):
         points = gap.return_points(p_return)
         etas = gap.eta_quantiles(self.config.quantiles)
         step = waiting.step
-        next_name = step.split(",")[0][len("tool:"):] if step.startswith("tool:") else "USER"
+        next_name = tool_step(step.split(",")[0][len("tool:"):]) if step.startswith("tool:") else USER_SYMBOL
         confident = self.num_resolved(tenant) >= self.config.min_outcomes
         return Forecast(
             tenant=tenant,

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from cache.forecast import Forecast
+from cache.forecast import Forecast, tool_step
 from cache.forecast_source import RequestSeen
 
 USER_STEP = "USER"
@@ -77,7 +77,7 @@ class ToolCallSource:
         quantiles = self.duration_quantiles(tenant, tool)
         elapsed_s = now_s - last[0]
         eta = tuple((q, max(0.0, s - elapsed_s)) for q, s in quantiles)
-        return Forecast(tenant, session, now_s, next_step={tool: 1.0}, eta_quantiles_s=eta, confident=True)
+        return Forecast(tenant, session, now_s, next_step={tool_step(tool): 1.0}, eta_quantiles_s=eta, confident=True)
 
     def duration_quantiles(self, tenant: str, tool: str) -> tuple[tuple[float, float], ...]:
         """(quantile, seconds) of `tool`'s recorded durations in `tenant` (pooled over the

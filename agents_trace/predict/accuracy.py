@@ -29,7 +29,8 @@ class AccuracyTracker:
     def record(self, p_observed: float, was_top1: bool) -> None:
         keep = 0.5 ** (1.0 / self.half_life_steps) * self.weight
         new_weight = keep + 1.0
-        loss = -math.log(max(p_observed, 1e-12))
+        # A NaN probability (never from a finite model) scores as the floor, not as NaN.
+        loss = -math.log(p_observed if p_observed > 1e-12 else 1e-12)
         self.top1 = (keep * self.top1 + float(was_top1)) / new_weight
         self.logloss = (keep * self.logloss + loss) / new_weight
         self.weight = new_weight

@@ -27,7 +27,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable
 
-from cache.forecast import END_SYMBOL, Forecast
+from cache.forecast import END_SYMBOL, Forecast, tool_step
 from cache.forecast_source import RequestSeen
 from cache.trace_format import after_tool_names
 
@@ -36,12 +36,13 @@ from .vocabulary import ASSISTANT_TEXT_SYMBOL, USER_SYMBOL
 
 
 def steps_after(after: str | None) -> list[str]:
-    """The step symbols a request's `after` field names (empty: none known)."""
+    """The step symbols a request's `after` field names (empty: none known); its tools
+    spelled as steps (`tool_step`), so a tool named `USER` or `END` stays a tool."""
     if after is None or after == "start":
         return []
     if after == "user":
         return [USER_SYMBOL]
-    return after_tool_names(after)
+    return [tool_step(name) for name in after_tool_names(after)]
 
 
 class PredictorForecastSource:

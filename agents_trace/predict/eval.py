@@ -2,7 +2,10 @@
 
     python -m agents_trace.predict.eval --data FILE.jsonl [--json] [--frozen]
 
-Input lines: {"id", "domain", "steps": [...]}; `domain` is the tenant. Lines with an even
+Input lines: {"id", "domain", "steps": [...]}; `domain` is the tenant. A line without a
+`steps` list is left out and counted (one line on stderr says how many); a file with no
+tool sequences at all is exit status 1, a file that cannot be read or a line that is not
+JSON exit status 2, each with one line on stderr. Lines with an even
 0-based index train, odd ones test; `END` is appended to every sequence and every symbol
 of a test sequence is predicted from the start state onward, through the predictor's
 public API (`observe` / `forecast`). Unigram and bigram add-0.1 baselines over the same
@@ -73,19 +76,34 @@ class Score:
                 "logloss": round(self.loss / n, 4), "n": self.n}
 
 
-def read_lines(path: str) -> list[Line]:
-    lines = []
-    with open(path) as f:
-        for i, raw in enumerate(f):
-            if not raw.strip():
-                continue
-            row = json.loads(raw)
-            steps = [str(s) for s in row.get("steps", [])]
-            if steps and steps[-1] == END_SYMBOL:
-                steps = steps[:-1]
-            lines.append(Line(i, str(row.get("domain") or "default"),
-                              str(row.get("id", f"line-{i}")), steps + [END_SYMBOL]))
-    return lines
+class DataError(ValueError):
+    """The data file cannot be evaluated; the message is one line saying why."""
+
+
+def read_lines(path: str) -> tuple[list[Line], int]:
+    """The tool sequences of a JSONL file, and how many lines had no `steps` list (left
+    out). DataError for a file that cannot be read or a line that is not JSON."""
+    lines, without_steps = [], 0
+    try:
+        with open(path) as f:
+            for i, raw in enumerate(f):
+                if not raw.strip():
+                    continue
+                try:
+                    row = json.loads(raw)
+                except ValueError as exc:
+                    raise DataError(f"{path}: line {i + 1} is not JSON ({exc})") from None
+                if not isinstance(row, dict) or not isinstance(row.get("steps"), list):
+                    without_steps += 1
+                    continue
+                steps = [str(s) for s in row["steps"]]
+                if steps and steps[-1] == END_SYMBOL:
+                    steps = steps[:-1]
+                lines.append(Line(i, str(row.get("domain") or "default"),
+                                  str(row.get("id", f"line-{i}")), steps + [END_SYMBOL]))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataError(f"{path}: cannot be read ({exc})") from None
+    return lines, without_steps
 
 
 def _project(next_step: dict[str, float], vocab: Vocabulary) -> np.ndarray:
@@ -190,8 +208,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-refit", action="store_true",
                         help="online: never refit during the replay (recency memory only)")
     args = parser.parse_args(argv)
-    result = evaluate(read_lines(args.data), online=not args.frozen,
-                      refits=not args.no_refit)
+    try:
+        lines, without_steps = read_lines(args.data)
+    except DataError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if without_steps:
+        print(f"error: {args.data}: {without_steps} line(s) have no `steps` list; left out",
+              file=sys.stderr)
+    if not lines:
+        print(f"error: {args.data} holds no tool sequences (no line has a `steps` list)",
+              file=sys.stderr)
+        return 1
+    result = evaluate(lines, online=not args.frozen, refits=not args.no_refit)
     print(json.dumps(result) if args.json else _table(result))
     return 0
 

@@ -28,7 +28,7 @@ from .mixture import fit_weights
 from .ngram import fit_ngram
 from .recency import RECENCY_ORDERS, RecencyMemory, RecencyParams, adapt
 from .step_model import FitReport, StepModel, step_class
-from .vocabulary import Vocabulary, with_end
+from .vocabulary import MAX_TOOL_SYMBOLS, Vocabulary, capped_sequences, with_end
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,18 +44,20 @@ class FitConfig:
     max_tuning_sessions: int = 300
     recency_warmup_sessions: int = 64
     max_session_steps: int = 512
+    max_tool_symbols: int = MAX_TOOL_SYMBOLS
 
 
-def prepare(sequences: Sequence[Sequence[str]], max_steps: int, abstract: bool
-            ) -> list[list[str]]:
-    """END-terminated, length-capped (END kept), class-mapped when `abstract`."""
+def prepare(sequences: Sequence[Sequence[str]], max_steps: int, abstract: bool,
+            max_tools: int = MAX_TOOL_SYMBOLS) -> list[list[str]]:
+    """END-terminated, length-capped (END kept), class-mapped when `abstract`, else with
+    the tools past the `max_tools` most frequent spelled `<other tool>` (vocabulary.py)."""
     out = []
     for seq in sequences:
         seq = with_end(seq)
         if len(seq) > max_steps:
             seq = seq[: max_steps - 1] + seq[-1:]
         out.append([step_class(s) for s in seq] if abstract else seq)
-    return out
+    return out if abstract else capped_sequences(out, max_tools)
 
 
 def _recency_evidence(sequences: Sequence[Sequence[str]], is_val: Sequence[bool],
@@ -133,7 +135,7 @@ def fit_step_model(sequences: Sequence[Sequence[str]], config: FitConfig,
                    abstract: bool = False) -> StepModel:
     """Fit on finished sessions in arrival order (END appended where missing)."""
     started = time.perf_counter()
-    seqs = prepare(sequences, config.max_session_steps, abstract)
+    seqs = prepare(sequences, config.max_session_steps, abstract, config.max_tool_symbols)
     vocab = Vocabulary.from_sequences(seqs)
     ids = [vocab.encode(s) for s in seqs]
     every = config.validation_every

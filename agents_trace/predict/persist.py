@@ -10,7 +10,9 @@ from two saves (a crash between the renames: new arrays beside the old JSON) is 
 reading, as is one from before the digest whose arrays do not fit its JSON's vocabulary
 and states (`UnusableFileError`, never a model that fails at every step). Loading uses
 `allow_pickle=False`; a file that is not what `write` wrote raises `UnusableFileError`,
-naming which of the pair is at fault (never with numpy's advice to unpickle it).
+naming which of the pair is at fault (never with numpy's advice to unpickle it), as does
+one holding a non-finite number (NaN or infinity, in the JSON or any array): `write`
+never writes one (the JSON is written with `allow_nan=False`).
 """
 from __future__ import annotations
 
@@ -99,10 +101,11 @@ def write(directory: Path, stem: str, meta: dict[str, Any],
     np.savez(buffer, **arrays)
     data = buffer.getvalue()
     meta = {"format": FORMAT, **meta, ARRAYS_DIGEST: hashlib.sha256(data).hexdigest()}
+    text = json.dumps(meta, allow_nan=False)   # a NaN raises here, before either file is replaced
     with replacing(directory / f"{stem}.npz", binary=True) as stream:
         stream.write(data)
     with replacing(directory / f"{stem}.json") as stream:
-        stream.write(json.dumps(meta))
+        stream.write(text)
 
 
 class UnusableFileError(ValueError):
@@ -133,7 +136,10 @@ def read(json_path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The parts of a saved pair; UnusableFileError (or an error of json) if it is not what
     one `write` wrote: an npz whose digest is not the JSON's, or (in a file saved without
     the digest) arrays whose shapes do not fit the JSON's vocabulary, states and symbols."""
-    meta = json.loads(json_path.read_text())
+    def non_finite(constant: str) -> float:
+        raise UnusableFileError(json_path, f"holds a non-finite number ({constant})")
+
+    meta = json.loads(json_path.read_text(), parse_constant=non_finite)
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise UnusableFileError(json_path, f"is not a {FORMAT} file")
     npz_path = json_path.with_suffix(".npz")
@@ -157,6 +163,9 @@ def read(json_path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     misfit = _misfit(meta, arrays)
     if misfit:
         raise UnusableFileError(json_path, f"and {npz_path.name} are not from the same save ({misfit})")
+    for key, array in arrays.items():
+        if array.dtype.kind in "fc" and not np.isfinite(array).all():
+            raise UnusableFileError(npz_path, f"holds non-finite numbers (NaN or infinity in {key})")
     return meta, arrays
 
 

@@ -28,7 +28,7 @@ from typing import Sequence
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from cache.forecast import END_SYMBOL, Forecast
+from cache.forecast import END_SYMBOL, Forecast, tool_step
 
 from .config import PredictorConfig
 from .fit import fit_step_model
@@ -38,7 +38,6 @@ from .returns import forecast_returns
 from .step_model import FitReport, StepModel, step_class
 from .tenant import TenantState
 from .turns import TurnCalibration, calibrate
-from .vocabulary import OOV_SYMBOL
 
 
 def _single_threaded_blas() -> threadpool_limits:
@@ -126,7 +125,8 @@ class Predictor(PredictorFiles):
     # -- hot path ---------------------------------------------------------------------
     def observe(self, tenant: str, session: str, symbol: str, t_s: float,
                 gap_s: float | None = None) -> None:
-        """A session took a step (a tool that ran, `USER`, `ASSISTANT_TEXT`, or `END`).
+        """A session took a step (a tool that ran, spelled `cache.forecast.tool_step(name)`,
+        or `USER`, `ASSISTANT_TEXT`, `END`).
 
         gap_s: time from the previous response's end to this step's request (the
         step's duration), learned per (tenant, symbol). `END` also ends the session.
@@ -138,10 +138,11 @@ class Predictor(PredictorFiles):
     def mark_waiting(self, tenant: str, session: str, t_s: float,
                      tool_calls: Sequence[str] = ()) -> None:
         """The session's response finished at `t_s`: its wait for the next step starts
-        here (default: the time of its last observed step). `tool_calls`: the tools
-        that response asked for; until the next step, forecasts say the first of them
-        comes next unless the session is abandoned (pending_tools.py)."""
-        self._tenant(tenant).mark_waiting(session, t_s, tool_calls)
+        here (default: the time of its last observed step). `tool_calls`: the names of
+        the tools that response asked for, as the client spells them (this spells them as
+        steps, `tool_step`); until the next step, forecasts say the first of them comes
+        next unless the session is abandoned (pending_tools.py)."""
+        self._tenant(tenant).mark_waiting(session, t_s, tuple(tool_step(name) for name in tool_calls))
 
     def end_session(self, tenant: str, session: str, *, learn: bool = True) -> None:
         """The session is over. With `learn` it becomes training data (recency memory at
@@ -161,8 +162,9 @@ class Predictor(PredictorFiles):
         next_step = dict(zip(pred.vocab.symbols, returns.next_step.tolist()))
         tool = inputs.pending_tool
         if tool is not None and not pred.vocab.contains(tool):
-            # The tool asked for is new to the tenant: its mass sits in the OOV bucket.
-            next_step[tool] = next_step.pop(OOV_SYMBOL)
+            # The tool asked for is new to the tenant (or past its vocabulary's cap): its
+            # mass sits in the bucket it encodes to (`<oov>` or `<other tool>`).
+            next_step[tool] = next_step.pop(pred.vocab.symbols[pred.vocab.encode_one(tool)])
         return Forecast(tenant=tenant, session=session, made_at_s=now_s,
                         next_step=next_step,
                         p_end=returns.p_end, p_return_within=returns.p_return_within,

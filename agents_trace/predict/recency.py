@@ -130,8 +130,8 @@ def adapt(static: np.ndarray, memory: RecencyMemory, params: RecencyParams,
         if total <= 0.0:
             continue
         vec = np.zeros(vocab.size)
-        oov = vocab.oov_id
+        unknown = vocab.unknown_id
         for symbol, weight in counts.items():
-            vec[vocab.index.get(symbol, oov)] += weight
+            vec[vocab.index.get(symbol, unknown)] += weight
         p = (vec + params.strength * p) / (total + params.strength)
     return p

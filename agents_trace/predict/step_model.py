@@ -16,19 +16,21 @@ from typing import Sequence
 
 import numpy as np
 
-from cache.forecast import END_SYMBOL
+from cache.forecast import CONTROL_STEPS
 
 from .hmm import HmmParams
 from .ngram import NgramTable
 from .recency import RecencyParams
-from .vocabulary import ASSISTANT_TEXT_SYMBOL, USER_SYMBOL, Vocabulary
+from .vocabulary import Vocabulary
 
 TOOL_CLASS = "TOOL"
 
 
 def step_class(symbol: str) -> str:
-    """USER, ASSISTANT_TEXT and END stay themselves; every tool name becomes TOOL."""
-    if symbol in (USER_SYMBOL, ASSISTANT_TEXT_SYMBOL, END_SYMBOL):
+    """USER, ASSISTANT_TEXT and END stay themselves; every tool becomes TOOL (a tool whose
+    name is a control step's arrives escaped, `cache.forecast.tool_step`, so it is a tool
+    here too)."""
+    if symbol in CONTROL_STEPS:
         return symbol
     return TOOL_CLASS
 

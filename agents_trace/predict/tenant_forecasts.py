@@ -26,7 +26,7 @@ from .recency import adapt
 from .returns import ReturnMixture, return_mixture
 from .session import Prediction, SessionState
 from .step_model import StepModel, StepState
-from .vocabulary import Vocabulary
+from .vocabulary import OTHER_TOOL_SYMBOL, Vocabulary, cap_tools
 
 _NEGLIGIBLE_SILENT = 1e-6
 
@@ -49,6 +49,9 @@ class TenantForecasts:
         cached = self._cold_vocab
         if cached is None or cached[0] != self._tools_version:
             counts = {**dict.fromkeys(self.live_tools, 1), **self.tool_counts}
+            rare = cap_tools(counts, self.config.fit.max_tool_symbols)
+            if rare:   # the rare tools pooled in one symbol, as a fit pools them
+                counts[OTHER_TOOL_SYMBOL] = sum(counts.pop(name) for name in rare)
             vocab = Vocabulary.from_symbols(counts)
             cached = (self._tools_version, vocab, tool_shares(vocab, counts))
             self._cold_vocab = cached

@@ -3,19 +3,30 @@
 Invariants: ids are 0..size-1; the three base symbols (`USER`, `ASSISTANT_TEXT`, `END`)
 are always present, so every tenant can say "the user speaks", "a text answer", "the
 session ends" even before it has seen them; the last id is always `OOV_SYMBOL`, the
-bucket every unseen symbol maps to, so encoding never raises.
+bucket every unseen symbol maps to, so encoding never raises. Tools are spelled by
+`cache.forecast.tool_step`, so no tool name equals a base symbol or a bucket's (`<...>`).
+
+A tenant's vocabulary names at most `MAX_TOOL_SYMBOLS` tools (`cap_tools`): the most
+frequent; the rest share the one `OTHER_TOOL_SYMBOL`, and a vocabulary that holds it
+encodes every unknown symbol there instead of in the OOV bucket (an unknown symbol is a
+tool: the base symbols are always known). The cap bounds a fit's arrays, whose n-gram
+table is contexts x V, whatever names a tenant's clients send.
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
-from cache.forecast import END_SYMBOL
+from cache.forecast import ASSISTANT_TEXT_SYMBOL, END_SYMBOL, USER_SYMBOL
 
-USER_SYMBOL = "USER"
-ASSISTANT_TEXT_SYMBOL = "ASSISTANT_TEXT"
 OOV_SYMBOL = "<oov>"
+OTHER_TOOL_SYMBOL = "<other tool>"
 BASE_SYMBOLS = (USER_SYMBOL, ASSISTANT_TEXT_SYMBOL, END_SYMBOL)
+# Real agents call a few to a few dozen tools (MedAgentBench 9, BFCL's richest sessions
+# about 40, large MCP setups under 200); 256 leaves room for all of them while a fit's
+# n-gram table stays below ~(3 x 261) x 261 floats (~1.6 MB).
+MAX_TOOL_SYMBOLS = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,19 +57,45 @@ class Vocabulary:
         return len(self.symbols) - 1
 
     @property
+    def unknown_id(self) -> int:
+        """Where an unknown symbol goes: `OTHER_TOOL_SYMBOL` when the vocabulary was capped,
+        else the OOV bucket."""
+        return self.index.get(OTHER_TOOL_SYMBOL, len(self.symbols) - 1)
+
+    @property
     def end_id(self) -> int:
         return self.index[END_SYMBOL]
 
     def encode_one(self, symbol: str) -> int:
-        """The id of `symbol`, or the OOV bucket's id when it is unknown."""
-        return self.index.get(symbol, len(self.symbols) - 1)
+        """The id of `symbol`, or `unknown_id` when it is unknown."""
+        found = self.index.get(symbol)
+        return self.unknown_id if found is None else found
 
     def encode(self, sequence: Sequence[str]) -> list[int]:
-        oov = len(self.symbols) - 1
-        return [self.index.get(s, oov) for s in sequence]
+        unknown = self.unknown_id
+        return [self.index.get(s, unknown) for s in sequence]
 
     def contains(self, symbol: str) -> bool:
-        return symbol in self.index and symbol != OOV_SYMBOL
+        return symbol in self.index and symbol != OOV_SYMBOL and symbol != OTHER_TOOL_SYMBOL
+
+
+def cap_tools(tool_counts: Mapping[str, int], cap: int = MAX_TOOL_SYMBOLS) -> dict[str, str]:
+    """The tools past the `cap` most frequent (ties: by name), each mapped to
+    `OTHER_TOOL_SYMBOL`; empty when there are at most `cap`."""
+    if len(tool_counts) <= cap:
+        return {}
+    ranked = sorted(tool_counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    return {name: OTHER_TOOL_SYMBOL for name, _ in ranked[cap:]}
+
+
+def capped_sequences(sequences: Sequence[Sequence[str]], cap: int = MAX_TOOL_SYMBOLS
+                     ) -> list[list[str]]:
+    """`sequences` with the tools past the `cap` most frequent spelled `OTHER_TOOL_SYMBOL`."""
+    counts = Counter(s for seq in sequences for s in seq if s not in BASE_SYMBOLS)
+    rare = cap_tools(counts, cap)
+    if not rare:
+        return [list(seq) for seq in sequences]
+    return [[rare.get(s, s) for s in seq] for seq in sequences]
 
 
 def with_end(sequence: Sequence[str]) -> list[str]:

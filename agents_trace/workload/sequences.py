@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from cache.forecast import tool_step
 from cache.trace_format import TraceRecord, after_tool_names
 
 USER = "USER"
@@ -24,7 +25,7 @@ ASSISTANT_TEXT = "ASSISTANT_TEXT"
 
 
 def arrival_symbols(after: str | None) -> list[str]:
-    return after_tool_names(after) or [USER]
+    return [tool_step(name) for name in after_tool_names(after)] or [USER]
 
 
 def session_sequences(records: list[TraceRecord], speed: float = 1.0, *,

@@ -104,7 +104,7 @@ def test_a_garbage_npz_is_named_and_never_with_advice_to_unpickle_it(tmp_path, c
         assert restored.tenants() == ["alpha", "gamma"]
     [record] = caplog.records
     message = record.getMessage()
-    assert message.startswith(f"stepahead: the predictor's saved state {npz} could not be read (not an npz file")
+    assert message.startswith(f"stepahead: warning: the predictor's saved state {npz} could not be read (not an npz file")
     assert "allow_pickle" not in message and "pickle.load" not in message and "trust" not in message
     assert "(not an npz file of plain arrays: it is not a zip archive)" in message and "pickled" not in message
     assert not npz.exists() and not npz.with_suffix(".json").exists()
