@@ -3,7 +3,8 @@
 Only the response store's one archive thread calls this class, never the event loop.
 Invariants:
 - each tenant keeps at most `capacity` rows; the least recently used (stored or read)
-  leave first;
+  leave first, but for an unfinished background response's row, which stays until its
+  run ends (`response_store`);
 - a row is found only by the tenant that stored it;
 - a row that cannot be read back (a damaged or foreign file) is treated as absent;
 - `get` answers whenever the file can be read: a last-used time that cannot be written
@@ -23,7 +24,7 @@ from pathlib import Path
 from cache.repeated_failures import RepeatedFailures
 from cache.sqlite_file import SqliteFile, written_if_possible
 from cache.sqlite_transaction import transaction
-from gateway.response_store import StoredResponse
+from gateway.response_store import OWNER_FIELD, StoredResponse
 from gateway.store_thread import STORE_FAILURES
 
 SCHEMA = """
@@ -38,9 +39,16 @@ CREATE TABLE IF NOT EXISTS responses (
 );
 CREATE INDEX IF NOT EXISTS responses_by_use ON responses (tenant, used_s);
 """
-# The tenant's least recently used rows beyond `capacity`, oldest first: only the excess
-# is visited (a put into a full archive deletes one row), not every row kept.
+# An unfinished background response's row (`response_store.OWNER_FIELD` names the process
+# running it): never trimmed while it runs (the run's later states replace only a row
+# still there). A row whose JSON is damaged is no such row.
+IS_UNFINISHED = (f"(CASE WHEN json_valid(response) THEN json_extract(response, '$.{OWNER_FIELD}') END) "
+                 "IS NOT NULL")
+# The tenant's least recently used rows beyond `capacity`, oldest first, unfinished ones
+# skipped (they count toward `capacity`): only the excess is visited (a put into a full
+# archive deletes one row), not every row kept.
 TRIM = ("DELETE FROM responses WHERE rowid IN (SELECT rowid FROM responses WHERE tenant = ? "
+        f"AND NOT ({IS_UNFINISHED}) "
         "ORDER BY used_s, rowid LIMIT max(0, (SELECT count(*) FROM responses WHERE tenant = ?) - ?))")
 log = logging.getLogger("stepahead.gateway")
 

@@ -6,6 +6,11 @@ Invariants:
 - each tenant holds at most `capacity` responses in memory (and as many on disk), its
   least recently used leaving first, so one tenant's traffic never pushes out another's;
   memory and the archive agree on that order (a read from memory marks the row used);
+  a background response still `queued` or `in_progress` never leaves (memory, or the
+  archive's trim): it counts toward `capacity` and the finished ones leave in its stead
+  (`num_unfinished`: `responses_routes` refuses a background request that would leave no
+  place for a finished one), so the id its POST handed out answers until it ends, and
+  its end is stored;
 - with an archive (`gateway.response_archive`), every put and delete is also applied to
   it, in order, on one background thread: the request path never waits on a disk write,
   a response evicted from memory is read back from disk, and after a restart the
@@ -98,12 +103,23 @@ class ResponseStore(HeldResponses):
             self._archivist = ThreadPoolExecutor(max_workers=1, thread_name_prefix="stepahead-responses")
 
     def _remember(self, tenant: str, stored: StoredResponse) -> None:
+        """Keep `stored` as the tenant's most recently used; beyond `capacity`, its least
+        recently used finished responses leave (an unfinished one never: with only those
+        left, none leaves)."""
         entries = self._by_tenant[tenant]
         response_id = stored.response["id"]
         entries[response_id] = stored
         entries.move_to_end(response_id)
         while len(entries) > self.capacity:
-            entries.popitem(last=False)
+            oldest = next((key for key, entry in entries.items() if not is_unfinished(entry.response)), None)
+            if oldest is None:
+                return
+            del entries[oldest]
+
+    def num_unfinished(self, tenant: str) -> int:
+        """The tenant's background responses this process stored `queued` that have not
+        ended yet (none of them leaves the store until it ends)."""
+        return sum(owner == tenant for owner, _ in self._running)
 
     def put(self, tenant: str, stored: StoredResponse) -> None:
         self._put(tenant, stored)

@@ -2,7 +2,8 @@
 (responses_format.py turns the rest of the request).
 
 Invariant: each returns what chat's request takes, or raises a 400 naming the Responses
-parameter (`tools[i].type`, `tool_choice.name`, `text.format[.schema]`), never chat's.
+parameter (`tools[i].type`, `tool_choice[.name]`, `text.format[.schema]`,
+`text.verbosity`, `reasoning.effort`), never chat's.
 """
 from __future__ import annotations
 
@@ -24,8 +25,15 @@ def chat_tools(tools: list[dict]) -> list[dict]:
 def chat_tool_choice(choice: str | dict | None) -> str | dict | None:
     """Chat's `tool_choice` for a Responses one: a named function is `{"type": "function",
     "name": ...}` here, checked in that shape (a 400 naming `tool_choice.name`; chat's
-    nested shape, which a client ported from chat completions sends, is told so)."""
-    if not isinstance(choice, dict) or choice.get("type") != "function":
+    nested shape, which a client ported from chat completions sends, is told so). Another
+    type (`allowed_tools`, a built-in tool's) is a 400 `unsupported_value` naming
+    `tool_choice`, as such a tool is."""
+    kind = choice.get("type") if isinstance(choice, dict) else None
+    if isinstance(kind, str) and kind != "function":
+        raise invalid_request(f"A tool_choice of type {kind!r} is not supported: only function tools, chosen by "
+                              '"auto", "none", "required" or {"type": "function", "name": "..."}.',
+                              param="tool_choice", code="unsupported_value")
+    if kind != "function":
         return choice
     name = choice.get("name")
     if name is None:
@@ -54,3 +62,29 @@ def chat_response_format(text: dict | None) -> dict | None:
                               code="missing_required_parameter")
     schema = {k: fmt[k] for k in ("name", "description", "schema", "strict") if k in fmt}
     return {"type": "json_schema", "json_schema": schema}
+
+
+VERBOSITIES = ("low", "medium", "high")   # as chat's `verbosity`
+
+
+def check_text_verbosity(text: dict | None) -> None:
+    """`text.verbosity` checked as chat's `verbosity` is (accepted and ignored, as there):
+    low, medium, high or null, else a 400 naming it."""
+    verbosity = (text or {}).get("verbosity")
+    if verbosity is not None and verbosity not in VERBOSITIES:
+        raise invalid_request("Invalid request at 'text.verbosity': Input should be 'low', 'medium' or 'high'",
+                              param="text.verbosity", code="invalid_value")
+
+
+def echoed_reasoning(reasoning: dict | None) -> dict:
+    """`reasoning` as the response echoes it: the request's `effort` and `summary` (null
+    when not sent), which are accepted and ignored; each must be a string or null (a 400
+    naming it)."""
+    echoed = {}
+    for field in ("effort", "summary"):
+        value = (reasoning or {}).get(field)
+        if value is not None and not isinstance(value, str):
+            raise invalid_request(f"Invalid type for 'reasoning.{field}': expected a string, but got "
+                                  f"{type(value).__name__}.", param=f"reasoning.{field}", code="invalid_type")
+        echoed[field] = value
+    return echoed

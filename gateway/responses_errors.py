@@ -37,6 +37,9 @@ UNANSWERED = "no tool message answers"   # `chat_checks`: a call with no output 
 # where a stored call came from, as an unanswered call's message says it
 STORED_CALL_PLACES = {"previous_response_id": "a function_call of the response 'previous_response_id' names",
                       "conversation": "a function_call of the conversation"}
+# the mark a function_call_output's source carries after its item (`("input[i]", OUTPUT_SOURCE)`):
+# its chat tool message's `content` is the item's `output`
+OUTPUT_SOURCE = "output"
 MESSAGE_PARAM = re.compile(r"messages\[(\d+)\]")
 CALL_FIELD = re.compile(r"\.tool_calls\[(\d+)\]\.(?:function\.)?(id|name|arguments)")
 CALL_FIELD_NAMES = {"id": "call_id", "name": "name", "arguments": "arguments"}
@@ -46,7 +49,8 @@ def renamed(error: ApiError, sources: list[tuple[str, ...]] | None = None) -> Ap
     """A chat-path error with its `param` named as the Responses API names it, in the
     `param` field and where the message quotes it; an error about chat message k names
     `sources[k]` (`to_chat_body`), the item or parameter that message came from, and one
-    about its call n names that call's own `function_call` item (`input[j].call_id`)."""
+    about its call n names that call's own `function_call` item (`input[j].call_id`), and
+    one about a tool message's `content` names its function_call_output's `output`."""
     at = MESSAGE_PARAM.match(error.param or "")
     if at is not None and sources is not None and int(at.group(1)) < len(sources):
         source, rest = sources[int(at.group(1))], error.param[at.end():]
@@ -55,6 +59,8 @@ def renamed(error: ApiError, sources: list[tuple[str, ...]] | None = None) -> Ap
             return _unanswered_stored_call(error, source[0])
         if call is not None and int(call.group(1)) < len(source) and source[0].startswith("input"):
             param = f"{source[int(call.group(1))]}.{CALL_FIELD_NAMES[call.group(2)]}{rest[call.end():]}"
+        elif source[1:] == (OUTPUT_SOURCE,) and rest.startswith(".content"):   # a function_call_output's
+            param = f"{source[0]}.{OUTPUT_SOURCE}{rest[len('.content'):]}"
         else:
             param = source[0] + rest if source[0].startswith("input") else source[0]
         quoted = error.param if error.param in error.message else at.group()

@@ -24,7 +24,9 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationInfo, f
 from gateway.errors import invalid_request
 from gateway.collected import Collected
 from gateway.openai_format import chat_message
-from gateway.responses_chat_fields import chat_response_format, chat_tool_choice, chat_tools
+from gateway.responses_errors import OUTPUT_SOURCE
+from gateway.responses_chat_fields import (chat_response_format, chat_tool_choice, chat_tools, check_text_verbosity,
+                                          echoed_reasoning)
 from gateway.schemas import ServiceTier, refuse_extras
 
 ROLES = ("user", "assistant", "system", "developer")
@@ -71,6 +73,7 @@ class ResponsesRequest(BaseModel):
     prompt_cache_key: str | None = None
     safety_identifier: str | None = None
     max_tool_calls: int | None = Field(default=None, ge=1)
+    reasoning: dict[str, Any] | None = None   # accepted, echoed and ignored (`echoed_reasoning`)
 
     @field_validator("stream", "store", "background", mode="before")
     @classmethod
@@ -164,7 +167,8 @@ def input_messages(items: str | list[dict[str, Any]], sources: list[tuple[str, .
     """Chat messages for `input`: consecutive function calls become one assistant
     message with several tool calls; reasoning items are dropped. `sources`, when given,
     gets per message the items it came from as the request names them (`("input[i]",)`;
-    a merged assistant message's: one per call, in order)."""
+    a merged assistant message's: one per call, in order; a function_call_output's:
+    `("input[i]", OUTPUT_SOURCE)`, its message's content being the item's `output`)."""
     whole = isinstance(items, str)
     if whole:
         items = [{"role": "user", "content": items}]
@@ -199,7 +203,7 @@ def input_messages(items: str | list[dict[str, Any]], sources: list[tuple[str, .
         elif kind != "reasoning":
             raise invalid_request(f"Input item type {kind!r} is not supported.", param=param)
         if sources is not None and len(messages) > num_before:
-            sources.append((param,))
+            sources.append((param, OUTPUT_SOURCE) if kind == "function_call_output" else (param,))
         elif sources is not None and kind == "function_call":   # one more call of the message before
             sources[-1] += (param,)
     return messages
@@ -236,6 +240,8 @@ def to_chat_body(request: ResponsesRequest, history: tuple[dict, ...] = (),
     per chat message the request's parameter it came from (`responses_errors.renamed` names it)."""
     refuse_extras(request, UNSUPPORTED)
     check_include(request.include)
+    check_text_verbosity(request.text)
+    echoed_reasoning(request.reasoning)   # its checks: a 400 before anything runs
     check_input_ids(request.input)
     messages = ([{"role": "system", "content": request.instructions}] if request.instructions else [])
     messages += [dict(m) for m in history]

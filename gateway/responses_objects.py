@@ -20,6 +20,7 @@ from typing import Literal
 from gateway.backend import TokenChoice, Usage
 from gateway.collected import MESSAGE, Collected
 from gateway.openai_format import logprob_entries
+from gateway.responses_chat_fields import echoed_reasoning
 from gateway.responses_format import TEXT_PARTS, ResponsesRequest
 from gateway.schemas import served_tier
 
@@ -119,8 +120,8 @@ def response_object(response_id: str, request: ResponsesRequest, *, created_at: 
     `completed` (now: the object is made as it ends); `service_tier` the one an upstream
     said it served the reply in, else the one the gateway serves it in; `temperature` and
     `top_p` the values used (`DEFAULT_SAMPLING` when the request names none; an upstream
-    is sent none then, and OpenAI's default is the same); `reasoning` with no effort nor
-    summary, as OpenAI echoes it for a model that does not reason: the gateway passes no
+    is sent none then, and OpenAI's default is the same); `reasoning` the request's effort
+    and summary (null when not sent), as OpenAI echoes them, though the gateway passes no
     reasoning settings on (local models do not reason apart); `usage`: `response_usage`."""
     return {
         "id": response_id, "object": "response", "created_at": created_at or int(time.time()),
@@ -132,7 +133,7 @@ def response_object(response_id: str, request: ResponsesRequest, *, created_at: 
         "conversation": {"id": request.conversation_id()} if request.conversation is not None else None,
         "temperature": DEFAULT_SAMPLING if request.temperature is None else request.temperature,
         "top_p": DEFAULT_SAMPLING if request.top_p is None else request.top_p,
-        "reasoning": {"effort": None, "summary": None}, "tool_choice": request.tool_choice or "auto",
+        "reasoning": echoed_reasoning(request.reasoning), "tool_choice": request.tool_choice or "auto",
         "tools": request.tools or [], "text": {**(request.text or {}), "format": (request.text or {}).get("format") or {"type": "text"}},
         "metadata": request.metadata or {}, "user": request.user,
         "truncation": request.truncation or "disabled", "top_logprobs": request.top_logprobs,

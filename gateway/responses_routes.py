@@ -28,7 +28,7 @@ from gateway.background_runs import BackgroundRun
 from gateway.background_stream import run_event_stream
 from gateway.backend import Backend, Prepared
 from gateway.chat_checks import check_chat_request, check_message_count
-from gateway.errors import ApiError, invalid_request, response_not_found
+from gateway.errors import ApiError, invalid_request, rate_limited, response_not_found
 from gateway.exchange import CLIENT_CLOSED_STATUS
 from gateway.refused_steps import trace_refusal
 from gateway.respond import ReplyShape, respond
@@ -104,6 +104,8 @@ async def create_response(request: Request) -> Response:
         if parsed.background and not parsed.store:
             raise invalid_request("A background response is stored: `background: true` needs `store: true`.",
                                   param="store", code="invalid_value")
+        if parsed.background:
+            _check_room_for_background(state, tenant)
         history = await _history(state, tenant, parsed)
         backend = state.backend(parsed.model)  # an unknown model is a 404 before its name is a metric label
         model = parsed.model
@@ -174,6 +176,20 @@ async def count_input_tokens(request: Request) -> Response:
     except ApiError as error:
         state.metrics.record_request(tenant, model, "input_tokens", error.status)
         return error_response(error)
+
+
+def _check_room_for_background(state: GatewayState, tenant: str) -> None:
+    """A 429 (`rate_limit_exceeded`) when the tenant's unfinished background responses
+    already fill its stored responses (`[server] responses_per_tenant`) but the one place
+    kept for a finished response: an unfinished one is never pushed out of the store
+    (`response_store`), so one more would leave no room for the responses that end."""
+    capacity = state.responses.capacity
+    unfinished = state.responses.num_unfinished(tenant)
+    if unfinished >= capacity - 1:
+        raise rate_limited(f"Too many background responses: {unfinished} are queued or in progress, and a tenant "
+                           f"may have {max(capacity - 1, 0)} at once (`[server] responses_per_tenant` = {capacity}, "
+                           "less one place for a finished response). Retry once one has ended, or cancel one.",
+                           retry_after_s=1)
 
 
 async def _start_background(state: GatewayState, job: BackgroundJob, tenant: str, *, stream: bool) -> Response:

@@ -37,10 +37,11 @@ def _stream_query(request: Request) -> tuple[bool, int]:
 @tenant_endpoint
 async def stored_response(request: Request, state: GatewayState, tenant: str) -> Response:
     """GET /v1/responses/{id}: the caller's own response, a background one as it stands
-    (`?stream=true&starting_after=N`: its events after N, then live ones until it ends);
-    DELETE forgets it, stopping it first if it still runs. Else (unknown, another
-    tenant's, or deleted through another gateway sharing the responses' file, whose run
-    here is then stopped) a 404."""
+    (`?stream=true&starting_after=N`: its events after N, then live ones until it ends;
+    `include` values checked as the request's); DELETE forgets it, stopping it first if
+    it still runs. Else (unknown, another tenant's, or deleted through another gateway
+    sharing the responses' file) a 404: a GET never stops a run (one deleted elsewhere
+    finishes here and is not stored again, `response_store`)."""
     response_id = request.path_params["response_id"]
     run = state.background.get(tenant, response_id)
     if request.method == "DELETE":
@@ -50,10 +51,9 @@ async def stored_response(request: Request, state: GatewayState, tenant: str) ->
             raise response_not_found(response_id)
         return JSONResponse({"id": response_id, "object": "response.deleted", "deleted": True})
     stream, starting_after = _stream_query(request)
+    check_include_query(request.query_params)
     stored = await state.responses.get(tenant, response_id)
     if stored is None:
-        if run is not None:   # deleted through another gateway sharing the file: its run here ends too
-            await state.background.forget(run)
         raise response_not_found(response_id)
     if stream and run is not None:
         return run_event_stream(run, starting_after)

@@ -398,9 +398,11 @@ def test_a_background_response_deleted_through_another_gateway_is_gone_from_the_
         fake_upstream, tmp_path):
     """Two gateways on one responses' file: a delete through the one not running it made
     the other still answer it (a GET while it ran, its events replayed by `stream=true`);
-    now both answer 404 and the run stops."""
+    now both answer 404. A GET never stops a run (QA78: one the store had evicted was
+    stopped so): it finishes there and is not stored again, as docs/api.md says."""
     from gateway.app import build_app
     from gateway.config import key_digest, parse_config
+    from gateway.response_archive import ResponseArchive
     from tests.gateway.serving import start_server
 
     os.environ["STEPAHEAD_TEST_FAKE_KEY"] = "sk-upstream-secret"
@@ -424,7 +426,13 @@ def test_a_background_response_deleted_through_another_gateway_is_gone_from_the_
         streamed = httpx.get(f"{url}/{response_id}", params={"stream": "true"}, headers=headers)
         polled = httpx.get(f"{url}/{response_id}", headers=headers)
         assert (streamed.status_code, polled.status_code) == (404, 404)
-        assert running_app.state.gateway.background.get("alpha", response_id) is None   # its run was stopped
+        run = running_app.state.gateway.background.get("alpha", response_id)
+        assert run is not None and not run.is_done   # a GET leaves it going
     finally:
-        running.stop()
+        running.stop()   # stores it cancelled: only over a row still there
         other.stop()
+    archive = ResponseArchive(tmp_path / "responses.sqlite3", 16)
+    try:
+        assert run.is_done and archive.get("alpha", response_id) is None   # not stored again
+    finally:
+        archive.close()
