@@ -86,7 +86,10 @@ class CapturedContent:
 
 @dataclass(slots=True)
 class StepContext:
-    """A request between `begin` and `end`. Only the tracer writes it."""
+    """A request between `begin` and `end`. Only the tracer writes it, but for
+    `is_prefix_cached`, which the gateway sets before `end` (gateway/exchange.py): False
+    when the model that served the step keeps no prefix cache (a local engine with
+    `prefix_caching = false`), so the step has no reuse to count, nor any eviction."""
 
     tenant: str
     session: SessionId
@@ -112,6 +115,7 @@ class StepContext:
     replay_tool_calls: tuple[ToolCall, ...] = ()
     is_ended: bool = False
     service_tier: str | None = None   # "flex" when served after the default tier
+    is_prefix_cached: bool = True   # its model may serve prompts' prefixes from a cache
 
 
 @dataclass(frozen=True, slots=True)

@@ -217,7 +217,10 @@ class AgentTracer:
         """Close the step and queue it for the writer. Never waits. Returns how many of
         the prompt's tokens the session's previous successful prompt began with (whole
         fingerprint blocks), when both prompts' fingerprints are known: what the prefix
-        cache could have kept for this step (compare with its cached tokens); else None."""
+        cache could have kept for this step (compare with its cached tokens); else None.
+        A step whose model keeps no prefix cache (`ctx.is_prefix_cached` False) keeps no
+        fingerprints: nothing could have been kept for it, so its reuse is unknown (None,
+        live and in the store) and nothing of it counts as evicted."""
         if ctx.is_ended:
             return None
         ctx.is_ended = True
@@ -230,7 +233,7 @@ class AgentTracer:
             digests = [extend_digest(ctx.conversation_digest, assistant_message(text, calls))
                        for text, calls in result.replies()]
             response_digest, other_digests = digests[0], tuple(digests[1:])
-        prompt_blocks = self._prompt_blocks(ctx.tenant, ctx.model, result)
+        prompt_blocks = self._prompt_blocks(ctx.tenant, ctx.model, result) if ctx.is_prefix_cached else None
         is_response = not generated_nothing(result)
         with self._lock:
             from_previous = self._sessions.close_step(

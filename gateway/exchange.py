@@ -16,7 +16,10 @@ Invariants:
 - a traced step that failed records what was known when it ended: the tokens generated,
   the part of its reply the client was sent (a stream's; a whole reply sends nothing), and
   why in words (`error_message`: the message its client was sent, as sent; a client that
-  left, at which point).
+  left, at which point);
+- a step on a model that keeps no prefix cache (a local engine with `prefix_caching =
+  false`: `keeps_prefix_cache`) counts no prefix reuse, live or traced: nothing could have
+  been kept for it, so nothing of it was evicted.
 How the reply is written, whole or streamed: gateway/respond.py.
 """
 from __future__ import annotations
@@ -47,6 +50,13 @@ def session_headers(trace: StepContext | None) -> dict[str, str]:
     printable ASCII and `%` (header_ids), which a request's `x-session-id` decodes, so the
     header sent back names the same session."""
     return {} if trace is None else {SESSION_HEADER: encode_header_id(trace.session)}
+
+
+def keeps_prefix_cache(state: GatewayState, model: str) -> bool:
+    """Whether `model` may serve a prompt's prefix from a cache it kept: False only for a
+    local engine started with `prefix_caching = false` (its config, in memory: no I/O)."""
+    engine = getattr(state.backends.get(model), "engine", None)
+    return getattr(getattr(engine, "config", None), "prefix_caching", True) is not False
 
 
 async def admit(state: GatewayState, tenant: str, num_tokens: int) -> Ticket:
@@ -175,6 +185,7 @@ class Exchange:
             error = self.error or (None if status in (None, 200) else "client_closed")
             message = self.error_message or (self._client_closed_message() if error == "client_closed" else None)
             sent = self.output if finished is not None or self.is_streamed else None
+            self.trace.is_prefix_cached = keeps_prefix_cache(self.state, prepared.model)
             from_previous = end_step(self.state.tracer, self.trace, prepared, finished,
                                      sent, ttft_s, error, message)
             if from_previous is not None and finished is not None and error is None:

@@ -35,7 +35,8 @@ HELP = {
     "stepahead_rejected_total": (
         "counter", "Requests refused by tenant limits (the model's per-tenant queue too), by error code."),
     "stepahead_prefix_from_previous_tokens_total": (
-        "counter", "Prompt tokens the session's previous prompt began with (traced local steps)."),
+        "counter", "Prompt tokens the session's previous prompt began with (traced local steps; "
+                   "none on a model with prefix caching off)."),
     "stepahead_evicted_prefix_tokens_total": (
         "counter", "Of those, tokens no longer cached when the step came: evicted while the session was away."),
     "stepahead_tenant_active_requests": ("gauge", "Requests holding a concurrency slot."),
@@ -171,7 +172,9 @@ class Registry:
 
     def record_prefix_reuse(self, tenant: str, model: str, num_from_previous: int, num_cached: int) -> None:
         """A step whose prompt began with `num_from_previous` tokens of its session's
-        previous prompt, of which the cache served `num_cached` or more."""
+        previous prompt, of which the cache served `num_cached` or more. Only for a model
+        that keeps a prefix cache: with none, nothing was kept to be evicted (the tracer
+        then reports no reuse: gateway/exchange.py)."""
         labels = (("tenant", tenant), ("model_name", model))
         self.inc("stepahead_prefix_from_previous_tokens_total", labels, num_from_previous)
         self.inc("stepahead_evicted_prefix_tokens_total", labels, evicted_prefix_tokens(num_from_previous, num_cached))

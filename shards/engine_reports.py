@@ -42,6 +42,7 @@ class EngineReports:
             return {"workers": workers, "transport": self.transport_name, "device": self.config.device,
                     "dtype": self._settled_dtype(), "num_queued": len(self._dispatcher.queue),
                     "cost_probe": self.cost_probe, "policy": self.config.policy,
+                    "prefix_caching": self.config.prefix_caching,
                     "tenant_weights": dict(self.config.tenant_weights),
                     "kv_shares": self._static_shares() or {}}
 

@@ -64,3 +64,9 @@ def test_shares_that_cannot_be_in_force_are_refused_and_change_nothing():
     predictive = LocalEngine("tiny", num_workers=1, policy="predictive")
     with pytest.raises(ValueError, match="sum to at most 1"):
         predictive.set_tenant_shares({}, {"a": 0.7, "b": 0.4})
+
+
+def test_health_says_whether_the_engine_keeps_a_prefix_cache():
+    # the no-caching baseline (`prefix_caching = false`) is visible to an admin, not only in its numbers
+    assert LocalEngine("tiny", 1, prefix_caching=False).health()["prefix_caching"] is False
+    assert LocalEngine("tiny", 1).health()["prefix_caching"] is True
