@@ -1,8 +1,11 @@
 """Leaf filling: the gateway writes a JSON object's structure and asks the model for each
 value, continuing the text so far (each ask is a prefix-cache hit on the prompt).
 
-The filler writes into a `JsonText` and yields each piece as it writes it, so a streamed
-reply sends keys and values as they are decided. It fills a whole object from nothing
+The filler writes into a `JsonText` and yields what it wrote since its last piece just
+before each ask that may reach the model (the client has the text decided so far while
+the model works), at each pause for the event loop, and at the end: what it writes
+without the model (zero values, `minimal`, separators, brackets) goes out in a few pieces,
+not one event per value. It fills a whole object from nothing
 (`root`), or completes one the model began (`complete`, from the frames `json_prefix`
 read up to its last committed character): it finishes an open string, gives a pending
 key its value, adds the required properties not yet written (all of them when none are
@@ -28,12 +31,15 @@ one the pattern spells at a length within `minLength`/`maxLength`).
 Invariants: what the filler writes after a committed prefix closes it into one JSON
 object, valid whenever the schema uses only what `json_schemas.is_steerable` allows
 (number bounds among them: `multipleOf` where one lies within the bounds) and a finite
-value meets each of its parts (`json_schemas.Heights.endless` finds none). However many
-values a schema needs, the filler gives the event loop its turn every PAUSE_EVERY_VALUES
-values it writes (with the model or without it, `minimal`), so other requests go on and
-a reply whose client left (its task cancelled) stops there; a schema needing more than
+value meets each of its parts (`json_schemas.Heights.endless` finds none). The pieces
+joined are the text written, whatever `can_ask` says; once it is false (the token budget
+spent) nothing is asked (each answer is "", as the model's would be). However many values
+a schema needs, the filler gives the event loop its turn every PAUSE_EVERY_VALUES values
+it writes (with the model or without it, `minimal`), so other requests go on and a reply
+whose client left (its task cancelled) stops there; a schema needing more than
 MAX_FILLED_VALUES is refused (`SchemaTooLarge`, named by the caller that knows which
-parameter the schema came from).
+parameter the schema came from; `local_schemas` refuses one whose smallest value is that
+large before the reply starts).
 """
 from __future__ import annotations
 
@@ -56,11 +62,36 @@ from gateway.json_smallest import MAX_BRANCH_STEPS, SmallestValues
 # Continue the prompt text `suffix` (appended after the rendered prompt) and return the
 # generated text; the callback owns sampling, usage accounting and cancellation.
 Generate = Callable[[str, int, tuple[str, ...]], Awaitable[str]]
+# Whether a `Generate` call may still reach the model (false once the reply's token budget
+# is spent: it would answer "" at once).
+CanAsk = Callable[[], bool]
 
 NUMBER = re.compile(r"\s*(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)")
 MAX_STRING_TOKENS = 48
 MAX_DEPTH = 4   # levels the model is asked to fill; deeper values are written without it (`minimal`)
 MAX_ARRAY_ITEMS = 8  # items a filled array gets at most (fewer when the model closes it)
+
+
+@dataclass(frozen=True, slots=True)
+class Ask:
+    """One question to the model: continue the text so far and `opener` for at most
+    `max_tokens` tokens, up to one of `stop`."""
+
+    opener: str
+    max_tokens: int
+    stop: tuple[str, ...]
+
+
+BRANCH_ASK = Ask("", 2, (",", "}", "\n"))   # the first characters of an `anyOf`/`oneOf` value
+MORE_ITEMS_ASK = Ask("", 2, ("]",))   # whether an array goes on (`,`)
+STRING_REST_ASK = Ask("", MAX_STRING_TOKENS, ('"',))   # the rest of a string the model began
+LEAF_ASKS = {"string": Ask('"', MAX_STRING_TOKENS, ('"',)), "integer": Ask("", 8, (",", "}", "\n")),
+             "number": Ask("", 8, (",", "}", "\n")), "boolean": Ask("", 2, (",", "}"))}
+ENUM_ASK = Ask("", 16, (",", "}", "\n"))
+
+
+def _always() -> bool:
+    return True
 
 
 @dataclass(slots=True)
@@ -76,50 +107,83 @@ class JsonText:
 
 
 class LeafFiller(SmallestValues):
-    def __init__(self, schema: dict, generate: Generate, out: JsonText) -> None:
+    def __init__(self, schema: dict, generate: Generate, out: JsonText, can_ask: CanAsk | None = None) -> None:
         super().__init__(schema)
-        self.generate, self.out = generate, out
+        self.generate, self.out, self.can_ask = generate, out, can_ask or _always
+        self._pending: list[str] = []   # written since `out.json` was last brought up to date
+        self._num_sent = len(out.json)   # characters of `out.json` yielded (a prefix the caller sent)
 
-    def _write(self, piece: str) -> str:
-        self.out.json += piece
-        return piece
+    def _write(self, piece: str) -> None:
+        self._pending.append(piece)
 
-    async def _chosen(self, schema: dict) -> dict:
-        """`schema` resolved, an `anyOf`/`oneOf` with more than one branch that some finite
-        value meets narrowed to the one the model's next characters start (its `null`, say),
-        then as `_pick` narrows it."""
-        schema, text = self.root.resolve(schema), None
+    def _settled(self) -> JsonText:
+        """`out` with all that was written."""
+        if self._pending:
+            self.out.json += "".join(self._pending)
+            self._pending.clear()
+        return self.out
+
+    def _unsent(self) -> str:
+        """The text written since the last piece yielded (now counted as sent)."""
+        text = self._settled().json
+        unsent, self._num_sent = text[self._num_sent:], len(text)
+        return unsent
+
+    def _before_ask(self) -> str:
+        """The unsent text when the next ask may reach the model, so the client has it
+        while the model works; else "" (it goes with a later piece)."""
+        return self._unsent() if self.can_ask() else ""
+
+    async def _ask(self, ask: Ask) -> str:
+        """The model's answer to `ask`; "" without asking once `can_ask` is false."""
+        if not self.can_ask():
+            return ""
+        return await self.generate(self._settled().text + ask.opener, ask.max_tokens, ask.stop)
+
+    def _is_choice(self, schema: dict) -> bool:
+        """Whether `schema` (resolved) is an `anyOf`/`oneOf` with more than one branch that
+        some finite value meets: the model's next characters pick one (`_chosen`)."""
+        branches = self.root.branches(schema)
+        return bool(branches) and sum(self.heights.of(b) < math.inf for b in branches) >= 2
+
+    def _chosen(self, schema: dict, text: str | None) -> dict:
+        """`schema` (resolved) narrowed, while it is a choice, to the branch the model's
+        next characters `text` start (its `null`, say), then as `_pick` narrows it."""
         for _ in range(MAX_BRANCH_STEPS):
-            branches = self.root.branches(schema)
-            if not branches or sum(self.heights.of(b) < math.inf for b in branches) < 2:
+            if not text or not self._is_choice(schema):
                 break
-            if text is None:
-                text = (await self.generate(self.out.text, 2, (",", "}", "\n"))).lstrip()
-            chosen = self.root.branch(schema, text[0]) if text else None
+            chosen = self.root.branch(schema, text[0])
             if chosen is None or self.heights.of(chosen) == math.inf:
                 break
             schema = chosen
         return self._pick(schema)
 
-    async def root_object(self) -> AsyncIterator[str]:
+    def root_object(self) -> AsyncIterator[str]:
         """The whole reply object, from nothing."""
-        yield self._write("{")
-        async for piece in self.members(self.root.resolve(self.schema), 1, []):
-            yield piece
+        return self.complete([])
 
     async def complete(self, frames: list[Frame]) -> AsyncIterator[str]:
-        """Close the value the frames (root first) describe, innermost first."""
+        """Close the value the frames (root first) describe, innermost first (none: the
+        whole object, from nothing); the last piece is all that was not sent yet."""
+        async for piece in self._closed(frames):
+            yield piece
+        if rest := self._unsent():
+            yield rest
+
+    async def _closed(self, frames: list[Frame]) -> AsyncIterator[str]:
         if not frames:
-            async for piece in self.root_object():
+            self._write("{")
+            async for piece in self.members(self.root.resolve(self.schema), 1, []):
                 yield piece
             return
         child_done = False   # whether the frame just above was a value now closed
         for depth in range(len(frames), 0, -1):
             frame = frames[depth - 1]
             if isinstance(frame, StringFrame):
-                rest = await self.generate(self.out.text, MAX_STRING_TOKENS, ('"',))
-                rest = string_in_bounds(rest, frame.schema, written=frame.length)
-                yield self._write(json.dumps(rest, ensure_ascii=False)[1:])
+                if sent := self._before_ask():
+                    yield sent
+                rest = string_in_bounds(await self._ask(STRING_REST_ASK), frame.schema, written=frame.length)
+                self._write(json.dumps(rest, ensure_ascii=False)[1:])
             elif isinstance(frame, ObjectFrame):
                 seen = list(frame.seen)
                 if frame.phase == "value":
@@ -147,11 +211,11 @@ class LeafFiller(SmallestValues):
         for name in schema.get("required") or list(properties):
             if name in seen:
                 continue
-            yield self._write(("" if not seen else ", ") + json.dumps(name) + ": ")
+            self._write(("" if not seen else ", ") + json.dumps(name) + ": ")
             async for piece in self.value(self.root.member_schema(schema, name), depth):
                 yield piece
             seen.append(name)
-        yield self._write("}")
+        self._write("}")
 
     async def items(self, schema: dict, depth: int, count: int) -> AsyncIterator[str]:
         """Items after the `count` already written: up to `minItems` always, then another
@@ -162,45 +226,69 @@ class LeafFiller(SmallestValues):
         most = max(least, min(int(schema.get("maxItems", MAX_ARRAY_ITEMS)), MAX_ARRAY_ITEMS))
         while count < most:
             if count >= least:
-                after = (await self.generate(self.out.text, 2, ("]",))).lstrip()
+                if sent := self._before_ask():
+                    yield sent
+                after = (await self._ask(MORE_ITEMS_ASK)).lstrip()
                 if not after or (count and not after.startswith(",")):
                     break
             if count:
-                yield self._write(", ")
+                self._write(", ")
             async for piece in self.value(item_schema, depth):
                 yield piece
             count += 1
-        yield self._write("]")
+        self._write("]")
 
     async def value(self, schema: dict, depth: int) -> AsyncIterator[str]:
         """One value for `schema`, continuing the text so far: shallower than MAX_DEPTH in
         the `anyOf`/`oneOf` branch the model starts, from MAX_DEPTH on in the lowest one (so
         a recursive schema's nesting ends there, in its `null`)."""
-        if self._count_value():
-            await asyncio.sleep(0)   # the loop's turn: other requests, and a cancel when the client left
-        schema = await self._chosen(schema) if depth < MAX_DEPTH else self._pick(schema, smallest=True)
+        if self._count_value():   # the loop's turn: other requests, and a cancel when the client left
+            if sent := self._unsent():
+                yield sent
+            await asyncio.sleep(0)
+        if depth < MAX_DEPTH:
+            schema, text = self.root.resolve(schema), None
+            if self._is_choice(schema):
+                if sent := self._before_ask():
+                    yield sent
+                text = (await self._ask(BRANCH_ASK)).lstrip()
+            schema = self._chosen(schema, text)
+        else:
+            schema = self._pick(schema, smallest=True)
         kind = value_kind(schema)
         if "const" not in schema and not schema.get("enum") and depth < MAX_DEPTH and kind in ("object", "array"):
-            yield self._write("{" if kind == "object" else "[")
+            self._write("{" if kind == "object" else "[")
             pieces = self.members(schema, depth + 1, []) if kind == "object" else self.items(schema, depth + 1, 0)
             async for piece in pieces:
                 yield piece
             return
-        yield self._write(json.dumps(await self.leaf(schema, kind), ensure_ascii=False))
+        ask, text = self._leaf_ask(schema, kind), None
+        if ask is not None:
+            if sent := self._before_ask():
+                yield sent
+            text = await self._ask(ask)
+        self._write(json.dumps(await self.leaf(schema, kind, text), ensure_ascii=False))
 
-    async def leaf(self, schema: dict, kind: str) -> Any:
+    def _leaf_ask(self, schema: dict, kind: str) -> Ask | None:
+        """What `leaf` asks the model for `schema`'s value (None: it is written without it)."""
+        if "const" in schema or self.root.branches(schema):
+            return None
+        return ENUM_ASK if schema.get("enum") else LEAF_ASKS.get(kind)
+
+    async def leaf(self, schema: dict, kind: str, text: str | None) -> Any:
+        """`schema`'s value from `text`, the model's answer to `_leaf_ask` (None where
+        nothing was asked)."""
         if "const" in schema:
             return schema["const"]
         if self.root.branches(schema):   # an `anyOf` kept whole for its `default`
             return await self.minimal(schema)
-        prefix = self.out.text
         if schema.get("enum"):
-            text = (await self.generate(prefix, 16, (",", "}", "\n"))).strip()
+            text = text.strip()
             options = zip(self.root.options(schema), listed_values(schema))   # as the reader serializes them
             return next((option for dumped, option in options if text and dumped.startswith(text[:len(dumped)])),
                         self.zero(schema))
         if kind == "string":
-            text, fmt = await self.generate(prefix + '"', MAX_STRING_TOKENS, ('"',)), checked_format(schema)
+            fmt = checked_format(schema)
             if fmt is not None:
                 value = normalized(text, fmt)
                 return value if value is not None and fits_string(value, schema) else self.zero(schema)
@@ -210,12 +298,12 @@ class LeafFiller(SmallestValues):
                              if fits_string(value, schema, pattern)), self.zero(schema))
             return string_in_bounds(text, schema)
         if kind in ("integer", "number"):
-            match = NUMBER.match(await self.generate(prefix, 8, (",", "}", "\n")))
+            match = NUMBER.match(text)
             number = float(match.group(1)) if match is not None else math.nan
             if not math.isfinite(number):   # none, or past a float ("1e999"): JSON has no Infinity
                 return self.zero(schema)
             return number_in_bounds(int(number) if kind == "integer" else number, schema, integer=kind == "integer")
         if kind == "boolean":
-            text = (await self.generate(prefix, 2, (",", "}"))).strip().lower()
+            text = text.strip().lower()
             return True if text.startswith("t") else False if text.startswith("f") else self.zero(schema)
         return await self.minimal(schema)

@@ -5,12 +5,16 @@ bound on how many values one reply writes.
 Invariants: `minimal` is valid wherever a finite value meets the schema (`Heights`) and no
 deeper than MAX_MINIMAL_DEPTH; a filler that counts more than MAX_FILLED_VALUES values
 raises `SchemaTooLarge` (the caller names the parameter); `minimal` gives the
-event loop its turn every PAUSE_EVERY_VALUES values.
+event loop its turn every PAUSE_EVERY_VALUES values. `num_values_inside` (what
+`local_schemas` refuses up front) is never more than the values a filler counts filling
+the reply object from nothing, whatever the model answers: it refuses no schema the
+filler could fill.
 """
 from __future__ import annotations
 
 import asyncio
 import math
+from itertools import chain
 from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +33,7 @@ MAX_MINIMAL_DEPTH = MAX_SMALLEST_HEIGHT
 MAX_FILLED_VALUES = 100_000
 PAUSE_EVERY_VALUES = 64   # values written between the event loop's turns (tens of µs each)
 MAX_BRANCH_STEPS = 16     # nested anyOf/oneOf narrowed at most (a branch that is the anyOf itself goes no further)
+MAX_COUNT_STEPS = 20_000  # parts `num_values_inside` visits at most before it gives no verdict (~tens of ms)
 
 
 @dataclass(slots=True)
@@ -159,3 +164,103 @@ class SmallestValues:
         for _ in range(max(0, int(schema.get("minItems", 0)))):
             items.append((yield from self._smallest(item_schema, depth + 1)))
         return items
+
+
+def num_values_inside(schema: dict, heights: Heights) -> int | None:
+    """How many values the smallest value the filler could write for the reply object
+    `schema` holds inside it (as `SmallestValues` counts them: each object, array and scalar
+    one), at most MAX_FILLED_VALUES + 1; None when that takes more than MAX_COUNT_STEPS
+    steps. `heights` are those of `schema`'s parts.
+
+    A lower bound of what any filler counts: the root's required properties only (the
+    filler writes all of them when none are marked), each `anyOf`/`oneOf` in its branch
+    with the fewest values (of those some finite value meets), each array its `minItems`
+    items, a part naming its value (`default`, `const`, `enum`), a scalar, a null, and a part
+    MAX_MINIMAL_DEPTH deep (where `minimal` ends a recursive schema) one value."""
+    counter = _ValueCounter(SchemaRoot(schema), heights)
+    root = counter.root.resolve(schema)
+    try:
+        return counter.total(counter.num_values(counter.root.member_schema(root, name), 1)
+                             for name in root.get("required", ()))
+    except _Undecided:
+        return None
+
+
+class _Undecided(Exception):
+    """The count took more than MAX_COUNT_STEPS steps."""
+
+
+class _ValueCounter:
+    """`num_values_inside`'s walk: depth first, a part seen at the same depth counted once."""
+
+    def __init__(self, root: SchemaRoot, heights: Heights) -> None:
+        self.root, self.heights, self.most = root, heights, MAX_FILLED_VALUES + 1
+        self._num_steps = 0
+        self._counts: dict[tuple[int, int], tuple[dict, int]] = {}   # (id(part), depth) -> (part, count)
+
+    def _step(self) -> None:
+        self._num_steps += 1
+        if self._num_steps > MAX_COUNT_STEPS:
+            raise _Undecided
+
+    def total(self, counts) -> int:
+        """The sum of `counts` (an iterable, read only while the sum is at most MAX_FILLED_VALUES),
+        at most MAX_FILLED_VALUES + 1."""
+        total = 0
+        for count in counts:
+            total += count
+            if total >= self.most:
+                return self.most
+        return total
+
+    def num_values(self, schema: dict, depth: int) -> int:
+        """The fewest values `schema`'s value may hold, itself included (at most MAX_FILLED_VALUES + 1)."""
+        return min(self._part_values(part, depth) for part in self._ways(schema))
+
+    def _ways(self, schema: dict) -> list[dict]:
+        """The parts `schema` may be written as: itself, or (an `anyOf`/`oneOf` without a
+        `default`) its branches, through nested ones MAX_BRANCH_STEPS deep; those some finite
+        value meets where there are any (all resolved)."""
+        found: dict[int, dict] = {}
+        choices = {0: self.root.resolve(schema)}
+        for _ in range(MAX_BRANCH_STEPS):
+            branched: dict[int, dict] = {}
+            for part in choices.values():
+                branches = self.root.branches(part)
+                if not branches or "default" in part:
+                    found.setdefault(id(part), part)
+                for branch in branches if branches and "default" not in part else ():
+                    self._step()
+                    branched.setdefault(id(branch), branch)
+            choices = branched
+            if not choices:
+                break
+        ways = list(found.values()) + list(choices.values())
+        return [part for part in ways if self.heights.of(part) < math.inf] or ways
+
+    def _part_values(self, part: dict, depth: int) -> int:
+        kind = value_kind(part)
+        if (kind not in ("object", "array") or "default" in part or "const" in part or part.get("enum")
+                or depth >= MAX_MINIMAL_DEPTH or "null" in kinds_of(part)):
+            return 1
+        kept = self._counts.get((id(part), depth))
+        if kept is not None and kept[0] is part:
+            return kept[1]
+        self._step()
+        if kind == "object":
+            count = self.total(chain((1,), (self.num_values(self.root.member_schema(part, name), depth + 1)
+                                            for name in part.get("required", ()))))
+        else:
+            least = _min_items(part)
+            count = 1 + (least and min(self.most, least * self.num_values(self.root.item_schema(part), depth + 1)))
+        count = min(count, self.most)
+        self._counts[(id(part), depth)] = (part, count)
+        return count
+
+
+def _min_items(part: dict) -> int:
+    """`minItems` as a count (0 where it is none)."""
+    least = part.get("minItems", 0)
+    if isinstance(least, bool) or not isinstance(least, (int, float)) or not math.isfinite(least):
+        return 0
+    return max(0, int(least))

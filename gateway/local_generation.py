@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 from shards.protocol import FinishEvent, TokenEvent, TokenLogprob, WorkItem
@@ -70,6 +70,13 @@ def schema_param(call: LocalCall, schema: dict | None) -> str | None:
     return None
 
 
+def budget_left(generate: Continuations) -> Callable[[], bool]:
+    """Whether `generate` may still reach the engine: not once its generations have used
+    `max_total` tokens (it then answers "" at once). The filler writes without the model
+    from there, and sends what it writes in few pieces (`json_filling.CanAsk`)."""
+    return lambda: generate.usage.num_completion_tokens < generate.max_total
+
+
 def _finished(event: FinishEvent, finish_reason: str | None = None) -> Finished:
     """The reply's end, its usage the engine request's: the prompt tokens its worker wrote
     to the prefix cache at most the ones it did not find there."""
@@ -125,13 +132,16 @@ async def run_free(engine, prepared: Prepared, call: LocalCall) -> AsyncIterator
         return out
 
     scored: list[TokenChoice] = []  # log probabilities of tokens whose text is still held back
+    scored_sent = False   # a delta carried log probabilities: the reply has its (maybe empty) list
     echo_text = call.echo_text
     try:
         async with contextlib.aclosing(engine_events(engine, item)) as events:
             async for event in events:
                 if echo_text is not None:  # with the first real event, so TTFT stays true
                     prompt_scores = event.prompt_logprobs if isinstance(event, TokenEvent) else None
-                    yield TextDelta(echo_text, prompt_choices(engine.tokenizer, call.prompt_token_ids, prompt_scores))
+                    echoed = prompt_choices(engine.tokenizer, call.prompt_token_ids, prompt_scores)
+                    scored_sent = echoed is not None
+                    yield TextDelta(echo_text, echoed)
                     echo_text = None
                 if isinstance(event, TokenEvent):
                     num_tokens += len(event.token_ids)
@@ -145,6 +155,7 @@ async def run_free(engine, prepared: Prepared, call: LocalCall) -> AsyncIterator
                     if not event.text:
                         continue
                     if parser is None:
+                        scored_sent = scored_sent or bool(scored)
                         yield TextDelta(event.text, scored or None)
                         scored = []
                         continue
@@ -159,7 +170,8 @@ async def run_free(engine, prepared: Prepared, call: LocalCall) -> AsyncIterator
                 else:
                     for out in await convert(parser.finish() if parser is not None else []):
                         yield out
-                    if scored and parser is None:
+                    # asked for log probabilities, a reply with no token of text gets an empty list, not none
+                    if parser is None and (scored or (call.sampling.logprobs is not None and not scored_sent)):
                         yield TextDelta("", scored)
                     finished = _finished(event, reply_finish_reason(event.finish_reason, num_calls > 0))
                     if repairs is not None:
@@ -200,7 +212,7 @@ async def run_forced(engine, prepared: Prepared, call: LocalCall) -> AsyncIterat
             name = choose_tool_name(await generate(CALL_OPEN, MAX_NAME_TOKENS, ('"',)), names)
         head: ToolCallDelta | None = ToolCallDelta(0, new_tool_call_id(), name, "")
         async for arguments in forced_arguments(forced.schemas.get(name), generate, call_head(name),
-                                                generate.max_total, generate.stream):
+                                                generate.max_total, generate.stream, budget_left(generate)):
             if head is not None:
                 yield head
                 head = None
@@ -228,7 +240,8 @@ async def run_structured(engine, prepared: Prepared, call: LocalCall) -> AsyncIt
                                                   call.sampling.stop, generate, call.tool_schemas):
                 yield event
             return
-        async for text in forced_json(call.response_schema, generate, generate.max_total, generate.stream):
+        async for text in forced_json(call.response_schema, generate, generate.max_total, generate.stream,
+                                      budget_left(generate)):
             yield TextDelta(text)
         yield generate.finished("stop")
     except SchemaTooLarge as error:   # named for the parameter its schema came from

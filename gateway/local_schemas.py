@@ -18,9 +18,11 @@ break the schema without a word. So is a string part whose `minLength` is over
 MAX_MIN_LENGTH (the filler would pad it on the event loop, whatever `max_tokens`), a `$ref`
 that does not resolve within the schema (`json_schemas.unresolvable_ref`), and a
 recursive one no finite value meets (`json_heights.Heights`: pydantic's `next: "Node"`,
-required and not nullable), which no reply could close, and a part whose smallest value
+required and not nullable), which no reply could close, a part whose smallest value
 nests deeper than MAX_SMALLEST_HEIGHT levels (a chain of required `$defs`), which the
-filler would not write whole.
+filler would not write whole, and one whose smallest value holds more than
+MAX_FILLED_VALUES values (`json_smallest.num_values_inside`: a huge `minItems`), which
+the filler would refuse only once it had written (and streamed) that many.
 
 Invariant: `local_schema` returns `schema` itself when it holds no boolean subschema
 (agents send the same tools every step: nothing is copied for them), else a rewritten
@@ -35,6 +37,7 @@ from gateway.errors import invalid_request
 from gateway.json_bounds import string_lengths
 from gateway.json_heights import MAX_SMALLEST_HEIGHT, Heights
 from gateway.json_schemas import SchemaRoot, unresolvable_ref, value_kind
+from gateway.json_smallest import MAX_FILLED_VALUES, SchemaTooLarge, num_values_inside
 from gateway.json_unmet import why_nothing_fits
 
 # keywords whose value is one subschema, a list of them, or a mapping of names to them
@@ -51,7 +54,8 @@ MAX_MIN_LENGTH = 100_000
 
 def local_schema(schema: dict, param: str, code: str | None = "invalid_request") -> dict:
     """`schema` as the reader and filler take it (see the module docstring); a 400 naming
-    `param` (with `code`) when part of it cannot be met or a `$ref` does not resolve."""
+    `param` (with `code`) when part of it cannot be met or a `$ref` does not resolve (and
+    `invalid_value` when its smallest value is too large to write)."""
     try:
         has_boolean = _check(schema)
     except _Unmet as unmet:
@@ -69,7 +73,8 @@ def local_schema(schema: dict, param: str, code: str | None = "invalid_request")
         raise invalid_request(f"The JSON Schema's reference '{ref}' does not resolve within it: local "
                               "models support only local references ('#/$defs/...').", param=param,
                               code="unsupported_parameter")
-    too_high = Heights(SchemaRoot(usable)).too_high()
+    heights = Heights(SchemaRoot(usable))
+    too_high = heights.too_high()
     if too_high is not None:
         place = f"at '{too_high[0]}'" if too_high[0] else "at its root"
         if too_high[1] == math.inf:
@@ -79,6 +84,9 @@ def local_schema(schema: dict, param: str, code: str | None = "invalid_request")
         raise invalid_request(f"The JSON Schema's smallest value {place} nests {too_high[1]:.0f} levels deep: local "
                               f"models write values nested at most {MAX_SMALLEST_HEIGHT} deep.", param=param,
                               code="unsupported_parameter")
+    num_values = num_values_inside(usable, heights)
+    if num_values is not None and num_values > MAX_FILLED_VALUES:
+        raise SchemaTooLarge.of(usable).named(param)
     return usable
 
 

@@ -35,7 +35,7 @@ import contextlib
 import json
 from collections.abc import AsyncIterator, Callable
 
-from gateway.json_filling import Generate, JsonText, LeafFiller
+from gateway.json_filling import CanAsk, Generate, JsonText, LeafFiller
 from gateway.json_prefix import JsonPrefix
 from gateway.json_schemas import is_steerable
 from gateway.json_validity import is_valid   # patterns checked within a time bound (QA62)
@@ -104,11 +104,13 @@ def whole(generate: Generate) -> GenerateStream:
 
 async def forced_object(schema: dict | None, generate: Generate, head: str, max_tokens: int,
                         stop: tuple[str, ...] = (), opener: str = "",
-                        stream: GenerateStream | None = None) -> AsyncIterator[str]:
+                        stream: GenerateStream | None = None, can_ask: CanAsk | None = None) -> AsyncIterator[str]:
     """A JSON object for `schema` written after `head`, yielded in pieces as they are
     decided: the model's free try (after `opener`, forced too), read as it streams and
     completed leaf by leaf from where it strayed; for a schema that is not steerable, the
-    free try whole when it validates, else an object filled from nothing."""
+    free try whole when it validates, else an object filled from nothing. `can_ask`
+    (default: always) tells the filler whether `generate` may still reach the model: what
+    it writes without the model goes out in few pieces (`json_filling`)."""
     schema = schema or {"type": "object", "properties": {}}
     stream = stream or whole(generate)
     out = JsonText(head)
@@ -118,7 +120,7 @@ async def forced_object(schema: dict | None, generate: Generate, head: str, max_
         if parsed is not None and is_valid(parsed, schema):
             yield json.dumps(parsed, ensure_ascii=False)
             return
-        async for piece in LeafFiller(schema, generate, out).root_object():
+        async for piece in LeafFiller(schema, generate, out, can_ask).root_object():
             yield piece
         return
     reply = JsonPrefix(schema).feed(opener)
@@ -135,21 +137,21 @@ async def forced_object(schema: dict | None, generate: Generate, head: str, max_
         return
     out.json = reply.committed()[:num_sent]
     frames = JsonPrefix(schema).feed(out.json).frames
-    async for piece in LeafFiller(schema, generate, out).complete(frames):
+    async for piece in LeafFiller(schema, generate, out, can_ask).complete(frames):
         yield piece
 
 
 def forced_arguments(schema: dict | None, generate: Generate, head: str, max_tokens: int,
-                     stream: GenerateStream | None = None) -> AsyncIterator[str]:
+                     stream: GenerateStream | None = None, can_ask: CanAsk | None = None) -> AsyncIterator[str]:
     """Arguments JSON for a call whose head (`call_head(name)`) is already forced."""
-    return forced_object(schema, generate, head, max_tokens, ("</tool_call>",), stream=stream)
+    return forced_object(schema, generate, head, max_tokens, ("</tool_call>",), stream=stream, can_ask=can_ask)
 
 
 def forced_json(schema: dict, generate: Generate, max_tokens: int,
-                stream: GenerateStream | None = None) -> AsyncIterator[str]:
+                stream: GenerateStream | None = None, can_ask: CanAsk | None = None) -> AsyncIterator[str]:
     """The whole reply as a JSON object for `schema` (`response_format`); its opening
     brace is forced, or a small model starts with prose or a code fence."""
-    return forced_object(schema, generate, "", max_tokens, opener="{", stream=stream)
+    return forced_object(schema, generate, "", max_tokens, opener="{", stream=stream, can_ask=can_ask)
 
 
 async def held_to_schema(schema: dict | None, arguments: str, name: str, generate: Generate,

@@ -93,7 +93,7 @@ async def test_a_structured_or_forced_reply_abandoned_midway_stops_its_generatio
         asks = [{}, {"tools": [TOOL]}, {"tools": [TOOL], "tool_choice": "required", "response_format": None}]
         runs = set()
         for extra in asks:
-            for cut_after in (1, 2, 3, 5):
+            for cut_after in (1, 2, 3):   # the forced call's reply is 4 events: its filled text goes out joined
                 prepared = await local.prepare_chat(_request(64, **extra), "t", "req")
                 run = run_forced if prepared.payload.forced is not None else run_structured
                 runs.add(run)
