@@ -79,7 +79,15 @@ class Continuations:
     prefix-cache hit on the prompt); usage sums them all, and together they never exceed
     the request's `max_tokens`. Called as `tool_forcing.Generate`. The first asks the engine
     queue for `queue_room` (`gateway.choices.queue_room`; 0, the default: repairs of a reply
-    already admitted), the others for none: they belong to a request already admitted."""
+    already admitted), the others for none: they belong to a request already admitted.
+
+    Usage's cache counts are the prompt's own, as a plain reply's (its suffix is no prompt):
+    `num_cached_tokens`, the full prompt blocks the first generation found cached, at most
+    those before the prompt's last token; `num_cache_write_tokens`, the full prompt blocks
+    its worker wrote there as new. A worker commits the prompt with its first token, so a
+    first generation closed before its finish (as forcing does) wrote all it did not find
+    (unless the cache had no room: its finish would have said); the later ones write only
+    suffix blocks, which are not counted."""
 
     def __init__(self, engine, prepared: Prepared, call: LocalCall, queue_room: int = 0):
         self.engine, self.prepared, self.call = engine, prepared, call
@@ -92,6 +100,9 @@ class Continuations:
         self._num_runs = 0
         self._reading: set = set()   # the engine streams being read, for `close`
         self.suffix_tokens = SuffixTokens(engine.tokenizer)
+        self._block_size = max(1, getattr(getattr(engine, "config", None), "block_size", 1))
+        self._first_run = 0   # the generation that gave the first event, once one did
+        self._num_unfound_prompt_tokens = 0   # the prompt's full blocks it did not find cached
 
     async def __call__(self, suffix: str, max_tokens: int, stop: tuple[str, ...]) -> str:
         return "".join([text async for text in self.stream(suffix, max_tokens, stop)])
@@ -114,7 +125,8 @@ class Continuations:
             return
         sampling = dataclasses.replace(call.sampling, max_tokens=room, stop=stop)
         self._num_runs += 1
-        item = WorkItem(f"{self.prepared.request_id}-{self._num_runs}", self.prepared.tenant, ids,
+        run = self._num_runs
+        item = WorkItem(f"{self.prepared.request_id}-{run}", self.prepared.tenant, ids,
                         sampling, call.session, flex=call.flex, queue_room=self._queue_room)
         self._queue_room = 0
         num_tokens, started_s = 0, time.perf_counter()
@@ -126,14 +138,16 @@ class Continuations:
                     if isinstance(event, TokenEvent):
                         num_tokens += len(event.token_ids)
                         if event.worker_id is not None:
-                            self._first(event.worker_id, time.perf_counter() - started_s, event.num_cached_tokens)
+                            self._first(run, event.worker_id, time.perf_counter() - started_s,
+                                        event.num_cached_tokens)
                         if event.text:
                             yield event.text
                     else:
                         num_tokens = event.num_output_tokens
                         self.last_finish_reason = event.finish_reason
-                        self._first(event.worker_id, event.ttft_s, event.num_cached_tokens)
-                        self._wrote(event.num_cache_write_tokens)
+                        self._first(run, event.worker_id, event.ttft_s, event.num_cached_tokens)
+                        if run == self._first_run:
+                            self._wrote(event.num_cache_write_tokens)
         finally:
             self._reading.discard(events)
             self.usage.num_completion_tokens += num_tokens
@@ -144,20 +158,26 @@ class Continuations:
         for events in list(self._reading):
             await events.aclose()
 
-    def _first(self, worker_id: str, ttft_s: float, num_cached_tokens: int | None) -> None:
+    def _first(self, run: int, worker_id: str, ttft_s: float, num_cached_tokens: int | None) -> None:
+        """The first event of the request's generations: the worker, the TTFT, the prompt's
+        cached full blocks (of prompt + suffix, it found `num_cached_tokens`), and as written
+        the prompt's other full blocks (`_wrote` corrects it when this generation finishes)."""
         if not self._has_first:
-            self._has_first = True
+            self._has_first, self._first_run = True, run
             self.worker, self.ttft_s = worker_id or "local", ttft_s
-            self.usage.num_cached_tokens = min(num_cached_tokens or 0, self.usage.num_prompt_tokens)
+            block, num_prompt = self._block_size, self.usage.num_prompt_tokens
+            num_found = (num_cached_tokens or 0) // block * block
+            self.usage.num_cached_tokens = min(num_found, max(0, num_prompt - 1) // block * block)
+            self._num_unfound_prompt_tokens = max(0, num_prompt // block * block - num_found)
+            self.usage.num_cache_write_tokens = self._num_unfound_prompt_tokens
             self.prepared.generated.run_started(self.worker, self.usage.num_cached_tokens,
                                                 is_prompt_head=self.prepared.is_prompt_head)
 
     def _wrote(self, num_tokens: int) -> None:
-        """Count a generation's cache writes (its worker's: prompt and suffix), at most the
-        prompt tokens not found cached."""
-        usage = self.usage
-        usage.num_cache_write_tokens = min((usage.num_cache_write_tokens or 0) + num_tokens,
-                                           max(0, usage.num_prompt_tokens - usage.num_cached_tokens))
+        """The first generation's finish: its worker wrote `num_tokens` (of prompt + suffix,
+        from where it found the cache ending): the prompt's full blocks among them."""
+        block = self._block_size
+        self.usage.num_cache_write_tokens = min(num_tokens // block * block, self._num_unfound_prompt_tokens)
 
     def finished(self, finish_reason: str) -> Finished:
         return Finished(finish_reason, self.usage, worker=self.worker, ttft_s=self.ttft_s)

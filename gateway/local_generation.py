@@ -77,13 +77,15 @@ def budget_left(generate: Continuations) -> Callable[[], bool]:
     return lambda: generate.usage.num_completion_tokens < generate.max_total
 
 
-def _finished(event: FinishEvent, finish_reason: str | None = None) -> Finished:
-    """The reply's end, its usage the engine request's: the prompt tokens its worker wrote
-    to the prefix cache at most the ones it did not find there."""
-    num_uncached = max(0, event.num_prompt_tokens - event.num_cached_tokens)
+def _finished(event: FinishEvent, finish_reason: str | None = None, block_size: int = 1) -> Finished:
+    """The reply's end, its usage the engine request's: the prompt's full blocks its worker
+    wrote to the prefix cache, at most those it did not find there (a run resumed on another
+    worker wrote blocks the first had found: they are not counted), never a partial block."""
+    num_unfound = max(0, event.num_prompt_tokens // block_size * block_size - event.num_cached_tokens)
+    num_written = min(event.num_cache_write_tokens, num_unfound) // block_size * block_size
     return Finished(finish_reason or event.finish_reason,
                     Usage(event.num_prompt_tokens, event.num_output_tokens, event.num_cached_tokens,
-                          num_cache_write_tokens=min(event.num_cache_write_tokens, num_uncached)),
+                          num_cache_write_tokens=num_written),
                     worker=event.worker_id or "local", ttft_s=event.ttft_s)
 
 
@@ -173,7 +175,8 @@ async def run_free(engine, prepared: Prepared, call: LocalCall) -> AsyncIterator
                     # asked for log probabilities, a reply with no token of text gets an empty list, not none
                     if parser is None and (scored or (call.sampling.logprobs is not None and not scored_sent)):
                         yield TextDelta("", scored)
-                    finished = _finished(event, reply_finish_reason(event.finish_reason, num_calls > 0))
+                    finished = _finished(event, reply_finish_reason(event.finish_reason, num_calls > 0),
+                                         getattr(getattr(engine, "config", None), "block_size", 1))
                     if repairs is not None:
                         finished.usage.num_completion_tokens += repairs.usage.num_completion_tokens
                     yield finished

@@ -46,7 +46,7 @@ from shards.protocol import (ApplyForecast, CostProfile, EngineEvent, ErrorEvent
                              WorkerStats, WorkItem)
 from shards.route_records import RouterConfig
 from shards.router import Router
-from shards.supervisor import Supervisor, SupervisorConfig
+from shards.supervisor import Supervisor, SupervisorConfig, SupervisorPlan
 from shards.worker_events import fence_words
 from shards.worker_config import DEFAULT_CHUNK_TOKENS, WorkerConfig
 
@@ -155,7 +155,7 @@ class LocalEngine(EngineStart, EngineReports, EngineTenants, EngineMessages):
             tenant_weights=weights, max_queued_per_tenant=max_queued_per_tenant,
             max_queued_requests=max_queued_requests, max_outstanding_per_worker=outstanding,
             max_outstanding_hard=2 * outstanding, max_queue_wait_s=max_queue_wait_s)
-        self._dispatcher = Dispatcher(Router(self._router_config), self._dispatch_config)
+        self._dispatcher = Dispatcher(Router(self._router_config, routable=self._routable), self._dispatch_config)
         self._supervisor = Supervisor(SupervisorConfig(ping_interval_s=ping_interval_s,
                                                        health_timeout_s=health_timeout_s,
                                                        start_timeout_s=WORKER_START_TIMEOUT_S))
@@ -201,26 +201,38 @@ class LocalEngine(EngineStart, EngineReports, EngineTenants, EngineMessages):
         """Ping, fence the silent, restart the fenced, expire what waited too long."""
         while not self._stopping:
             await asyncio.sleep(SUPERVISE_INTERVAL_S)
-            now = time.monotonic()
-            lines = []
-            with self._lock:
-                plan = self._supervisor.plan(now)
-                out = self._dispatcher.expire(now)
-                for worker_id, reason in plan.fence:
-                    self._supervisor.fence(worker_id, now, reason)
-                    removed, line = self._remove_fenced(
-                        worker_id, fence_words(reason, self._supervisor.config.health_timeout_s), now)
-                    out.extend(removed)
-                    lines.append(line)
-                    self._channels[worker_id].kill()
-                for worker_id in plan.ping:
-                    self._channels[worker_id].send(Ping(next(self._nonces), now))
-                self._perform(out)
-            unlink_segments(out.unlink)
+            plan, lines = self._supervise_tick(time.monotonic())
             for line in lines:
                 self._tell_operator(line)
             for worker_id in plan.restart:
                 await asyncio.to_thread(self._spawn, worker_id)
+
+    def _supervise_tick(self, now: float) -> tuple[SupervisorPlan, list[str]]:
+        """One tick's pings, fences and expiries: the plan (restarts are the caller's) and the
+        operator's lines. All it fences are fenced before any of their requests goes on."""
+        lines = []
+        with self._lock:
+            plan = self._supervisor.plan(now)
+            out = self._dispatcher.expire(now)
+            for worker_id, reason in plan.fence:
+                self._supervisor.fence(worker_id, now, reason)
+            for worker_id, reason in plan.fence:
+                removed, line = self._remove_fenced(
+                    worker_id, fence_words(reason, self._supervisor.config.health_timeout_s), now)
+                out.extend(removed)
+                lines.append(line)
+                self._channels[worker_id].kill()
+            for worker_id in plan.ping:
+                self._channels[worker_id].send(Ping(next(self._nonces), now))
+            self._perform(out)
+        unlink_segments(out.unlink)
+        return plan, lines
+
+    def _routable(self, worker_id: str, now: float) -> bool:
+        """Whether the router may send `worker_id` work (under the lock): not fenced, not
+        silent past the health timeout, its channel open (even if its exit is not handled yet)."""
+        channel = self._channels.get(worker_id)
+        return channel is not None and channel.is_alive() and self._supervisor.is_responsive(worker_id, now)
 
     # --- requests ----------------------------------------------------------------------------
     def _hashes(self, item: WorkItem) -> list:

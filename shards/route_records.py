@@ -3,7 +3,7 @@ the decision, and the loads, costs and counts it keeps per worker (records only;
 decision itself is `shards.router.Router`)."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -59,6 +59,27 @@ class WorkerLoad:
     num_outstanding: int = 0
     by_tenant: dict[str, TenantLoad] = field(default_factory=dict)
     num_flex_prefill_tokens: int = 0
+
+    def tokens(self, config: RouterConfig, weights: Mapping[str, float], tenant: str | None = None) -> float:
+        """This load in prefill-token equivalents: in total (`tenant` None), or as a new
+        request of `tenant` would wait for it under the worker's tenant-fair scheduling:
+        the queued prefill of tenants holding no more requests here (for their weight) than
+        it would, the active decodes, and the requests past `slots_per_worker` when it
+        is past its weighted share of the slots."""
+        decode = config.decode_cost_tokens * self.num_active_decodes
+        num_waiting_for_slot = max(0, self.num_outstanding + (tenant is not None) - config.slots_per_worker)
+        if tenant is None:
+            return (self.num_queued_prefill_tokens + self.num_flex_prefill_tokens + decode
+                    + config.slot_wait_tokens * num_waiting_for_slot)
+        mine = self.by_tenant.get(tenant)
+        num_mine = (mine.num_outstanding if mine is not None else 0) + 1
+        rank = num_mine / weights.get(tenant, 1.0)
+        ahead = sum(t.num_queued_prefill_tokens for name, t in self.by_tenant.items()
+                    if t.num_outstanding / weights.get(name, 1.0) <= rank)
+        active = {name for name, t in self.by_tenant.items() if t.num_outstanding > 0} | {tenant}
+        share = config.slots_per_worker * weights.get(tenant, 1.0) / sum(weights.get(t, 1.0) for t in active)
+        waits = num_mine > share
+        return ahead + decode + (config.slot_wait_tokens * num_waiting_for_slot if waits else 0.0)
 
 
 @dataclass(frozen=True, slots=True)

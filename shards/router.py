@@ -28,7 +28,11 @@ load (a tie to the worker fewer tenants call home, away from where their agents'
 sessions go), and a default-tier request's load does not count flex prefill (it goes
 first), so batch work spreads over the workers without pulling the agents' sessions after it.
 Ties go to the lower load, then the lower worker id (deterministic). "Gone" means not
-a candidate (fenced, dead, or at its dispatch limit).
+a candidate (fenced, dead, or at its dispatch limit), or not `routable` (the engine's
+callback: a worker still counted ready that is being fenced, whose channel is closed or
+that was silent past the health timeout). One not routable is chosen, or copied from,
+only when no candidate is routable: so the requests a fence sends on never land on
+another worker fenced in the same tick, or found dead, while a healthy one is there.
 
 Invariants:
 - `route` charges the chosen worker's load before returning, and `on_first_token` /
@@ -51,7 +55,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import OrderedDict
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
 from shards.prefix_index import PrefixIndex
@@ -72,8 +76,12 @@ class _Charge:
 
 
 class Router:
-    def __init__(self, config: RouterConfig | None = None) -> None:
+    def __init__(self, config: RouterConfig | None = None,
+                 routable: Callable[[str, float], bool] | None = None) -> None:
+        """`routable(worker_id, now_s)`: whether a candidate may be sent work now (None:
+        every candidate may; see the module docstring)."""
         self.config = config or RouterConfig()
+        self._routable = routable
         if self.config.policy not in ROUTING_POLICIES:
             raise ValueError(f"routing policy must be one of {ROUTING_POLICIES}, not {self.config.policy!r}")
         self._num_round_robin = 0
@@ -122,24 +130,8 @@ class Router:
 
     def load_tokens(self, worker_id: str, tenant: str | None = None) -> float:
         """The worker's load in prefill-token equivalents: in total, or as a new request
-        of `tenant` would see it under the worker's tenant-fair scheduling."""
-        load = self._loads[worker_id]
-        config = self.config
-        decode = config.decode_cost_tokens * load.num_active_decodes
-        num_waiting_for_slot = max(0, load.num_outstanding + (tenant is not None) - config.slots_per_worker)
-        if tenant is None:
-            return (load.num_queued_prefill_tokens + load.num_flex_prefill_tokens + decode
-                    + config.slot_wait_tokens * num_waiting_for_slot)
-        weights = self._weights
-        mine = load.by_tenant.get(tenant)
-        num_mine = (mine.num_outstanding if mine is not None else 0) + 1
-        rank = num_mine / weights.get(tenant, 1.0)
-        ahead = sum(t.num_queued_prefill_tokens for name, t in load.by_tenant.items()
-                    if t.num_outstanding / weights.get(name, 1.0) <= rank)
-        active = {name for name, t in load.by_tenant.items() if t.num_outstanding > 0} | {tenant}
-        share = config.slots_per_worker * weights.get(tenant, 1.0) / sum(weights.get(t, 1.0) for t in active)
-        waits = num_mine > share
-        return ahead + decode + (config.slot_wait_tokens * num_waiting_for_slot if waits else 0.0)
+        of `tenant` would see it under the worker's tenant-fair scheduling (`WorkerLoad.tokens`)."""
+        return self._loads[worker_id].tokens(self.config, self._weights, tenant)
 
     def costs(self, worker_id: str) -> WorkerCosts:
         return self._costs[worker_id]
@@ -187,9 +179,13 @@ class Router:
         live = sorted(w for w in candidates if w in self._loads)
         if not live:
             return None
+        holders: Collection[str] = self._loads   # whose cached runs count: a transfer's source among them
+        if self._routable is not None:
+            live = [w for w in live if self._routable(w, now_s)] or live
+            holders = [w for w in self._loads if w in live or self._routable(w, now_s)]
         if self.config.policy != "prefix":
             return self._route_baseline(request_id, query, live)
-        runs = self.index.runs(query.hashes, self._loads)
+        runs = self.index.runs(query.hashes, holders)
         loads = {w: self.load_tokens(w, None if query.flex else query.tenant) for w in live}
         min_load = min(loads.values())
         threshold = self.config.imbalance_threshold_tokens

@@ -12,7 +12,9 @@ Invariants:
 - only `ready` workers are routable; a worker is fenced at most once per incarnation,
   and messages from an older incarnation are recognised as stale (`is_current`);
 - restart delays double after each failed start (up to `max_restart_delay_s`) and
-  reset once an incarnation becomes ready, so a crash loop cannot spin the CPU.
+  reset once an incarnation becomes ready, so a crash loop cannot spin the CPU;
+- a slot's `fence_reason` is why it was last fenced: a restart keeps it until the slot
+  is fenced again (empty while it never was), so /health still says why after a restart.
 """
 from __future__ import annotations
 
@@ -42,7 +44,7 @@ class WorkerHealth:
     last_heard_s: float
     last_ping_s: float = 0.0
     fenced_s: float | None = None
-    fence_reason: str = ""
+    fence_reason: str = ""   # why the slot was last fenced, this incarnation or an earlier one
     num_restarts: int = 0
     num_failed_starts: int = 0
     round_trip_s: float | None = None
@@ -77,6 +79,13 @@ class Supervisor:
     def ready_workers(self) -> list[str]:
         return [w.worker_id for w in self.workers() if w.state == "ready"]
 
+    def is_responsive(self, worker_id: str, now_s: float) -> bool:
+        """Ready and heard from within `health_timeout_s`: not a worker the next `plan`
+        fences for its silence (nor one fenced already)."""
+        health = self._workers.get(worker_id)
+        return (health is not None and health.state == "ready"
+                and now_s - health.last_heard_s <= self.config.health_timeout_s)
+
     # --- reports from the engine -----------------------------------------------------
     def on_spawned(self, worker_id: str, incarnation: int, now_s: float) -> None:
         previous = self._workers.get(worker_id)
@@ -84,6 +93,7 @@ class Supervisor:
         if previous is not None:
             health.num_restarts = previous.num_restarts + 1
             health.num_failed_starts = previous.num_failed_starts
+            health.fence_reason = previous.fence_reason
         self._workers[worker_id] = health
 
     def on_ready(self, worker_id: str, incarnation: int, now_s: float) -> bool:

@@ -104,3 +104,19 @@ async def test_a_structured_or_forced_reply_abandoned_midway_stops_its_generatio
         assert runs == {run_forced, run_structured}
     finally:
         await local.stop()
+
+
+def test_a_replys_cache_writes_are_whole_prompt_blocks_it_did_not_find():
+    # QA77 F3: a stream resumed on another worker prefilled prompt + generated tokens there; what
+    # it wrote is not this prompt's new blocks, and a clamp to prompt - cached gave a partial block (9)
+    from gateway.local_generation import _finished
+    from shards.protocol import FinishEvent
+
+    def written(num_prompt: int, num_cached: int, num_wrote: int) -> int:
+        event = FinishEvent("r", "stop", num_prompt, num_cached, 5, 0.1, "w0", num_cache_write_tokens=num_wrote)
+        return _finished(event, block_size=16).usage.num_cache_write_tokens
+
+    assert written(1113, 1104, 2900) == 0        # resumed: every full prompt block was found
+    assert written(926, 0, 912) == 912           # a first run: its 57 full blocks
+    assert written(926, 480, 912) == 432         # at most the full blocks it did not find
+    assert written(40, 0, 8) == 0                # never a partial block

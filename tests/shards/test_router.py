@@ -290,3 +290,32 @@ def test_router_flex_request_leaves_no_session_behind_and_its_charge_is_released
     load = router.load("w0")
     assert (load.num_queued_prefill_tokens, load.num_flex_prefill_tokens, load.num_active_decodes,
             load.num_outstanding) == (0, 0, 0, 0)
+
+
+def test_router_skips_a_candidate_that_is_not_routable_unless_none_is_fi8():
+    """A worker the engine is fencing (or found dead) is still a candidate until the
+    dispatcher drops it: it wins no tie, holds no prefix that counts, and is chosen only
+    when every candidate is like it (the dispatcher needs a worker)."""
+    fencing = {"w0"}
+    router = Router(RouterConfig(block_size=BLOCK), routable=lambda worker, now_s: worker not in fencing)
+    for worker in ("w0", "w1", "w2"):
+        router.add_worker(worker)
+    _store(router, "w0", PREFIX)   # the prefix, and the tie-break, both favour w0
+    decision = router.route("r1", _query(), ["w0", "w1", "w2"], 0.0)
+    assert decision.worker_id == "w1" and decision.num_expected_cached_tokens == 0
+    fencing.update({"w1", "w2"})
+    assert router.route("r2", _query(), ["w1", "w2"], 0.0).worker_id in ("w1", "w2")
+
+
+def test_router_never_copies_a_prefix_from_a_worker_that_is_not_routable_fi8():
+    fencing = {"w1"}
+    router = Router(RouterConfig(block_size=BLOCK, imbalance_threshold_tokens=10.0),
+                    routable=lambda worker, now_s: worker not in fencing)
+    for worker in ("w0", "w1"):
+        router.add_worker(worker)
+    _store(router, "w1", PREFIX)
+    _costed(router, prefill_s_per_token=20e-6, copy_s_per_block=30e-6)
+    decision = router.route("r1", _query(), ["w0"], 0.0)   # w1 at its dispatch limit, and being fenced
+    assert decision.worker_id == "w0" and decision.transfer_from is None
+    fencing.clear()
+    assert router.route("r2", _query(), ["w0"], 0.0).transfer_from == "w1"   # as a healthy holder is

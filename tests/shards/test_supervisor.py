@@ -61,3 +61,27 @@ def test_supervisor_fences_a_worker_that_never_becomes_ready():
     supervisor.on_spawned("w0", 0, 0.0)
     assert supervisor.plan(4.0).fence == []
     assert supervisor.plan(6.0).fence == [("w0", "did not start in time")]
+
+
+def test_supervisor_keeps_the_last_fence_reason_after_a_restart_until_the_next_fence_fi8():
+    supervisor = Supervisor(SupervisorConfig(restart_delay_s=0.2))
+    _ready(supervisor)
+    assert supervisor.health("w0").fence_reason == ""   # never fenced
+    assert supervisor.on_exit("w0", 0, 1.0, "killed by SIGKILL")
+    _ready(supervisor, incarnation=1, now=1.2)
+    health = supervisor.health("w0")
+    assert (health.state, health.num_restarts, health.fence_reason) == ("ready", 1, "killed by SIGKILL")
+    supervisor.fence("w0", 9.0, "unresponsive")
+    assert supervisor.health("w0").fence_reason == "unresponsive"
+
+
+def test_supervisor_responsive_means_ready_and_heard_within_the_health_timeout_fi8():
+    supervisor = Supervisor(SupervisorConfig(health_timeout_s=2.0))
+    supervisor.on_spawned("w0", 0, 0.0)
+    assert not supervisor.is_responsive("w0", 0.1)   # starting
+    assert supervisor.on_ready("w0", 0, 0.5)
+    assert supervisor.is_responsive("w0", 2.5) and not supervisor.is_responsive("w0", 2.6)
+    supervisor.on_heard("w0", 0, 2.6)
+    assert supervisor.is_responsive("w0", 3.0)
+    supervisor.fence("w0", 3.0, "exited")
+    assert not supervisor.is_responsive("w0", 3.0) and not supervisor.is_responsive("w9", 3.0)
