@@ -107,6 +107,13 @@ class Continuations:
     async def __call__(self, suffix: str, max_tokens: int, stop: tuple[str, ...]) -> str:
         return "".join([text async for text in self.stream(suffix, max_tokens, stop)])
 
+    def can_ask(self) -> bool:
+        """Whether a continuation may still reach the engine: not once the generations have
+        used `max_total` tokens (`stream` then answers nothing at once). The filler writes
+        without the model from there, and sends what it writes in few pieces
+        (`json_filling.CanAsk`)."""
+        return self.usage.num_completion_tokens < self.max_total
+
     async def stream(self, suffix: str, max_tokens: int, stop: tuple[str, ...]) -> AsyncIterator[str]:
         """The continuation's text as it is generated (`tool_forcing.GenerateStream`). Its
         tokens count in the usage even when the caller stops reading early (closing the

@@ -183,7 +183,8 @@ async def json_or_tool_calls(schema: dict, tool_names: frozenset[str], keep_one_
                 break
         if start is not None and start >= 0:
             rest = _going_on(lead[start:], free)   # from the object's brace, past any prose or fence
-            async for piece in forced_object(schema, generate, "", generate.max_total, stream=lambda *_: rest):
+            async for piece in forced_object(schema, generate, "", generate.max_total, stream=lambda *_: rest,
+                                             can_ask=generate.can_ask):
                 yield TextDelta(piece)
             yield generate.finished("stop")
             return
@@ -206,6 +207,6 @@ async def json_or_tool_calls(schema: dict, tool_names: frozenset[str], keep_one_
         yield TextDelta(json.dumps(value, ensure_ascii=False))
     else:
         budget = generate.max_total - generate.usage.num_completion_tokens
-        async for piece in forced_json(schema, generate, budget, generate.stream):
+        async for piece in forced_json(schema, generate, budget, generate.stream, generate.can_ask):
             yield TextDelta(piece)
     yield generate.finished("stop")

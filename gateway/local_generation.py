@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from shards.protocol import FinishEvent, TokenEvent, TokenLogprob, WorkItem
@@ -68,13 +68,6 @@ def schema_param(call: LocalCall, schema: dict | None) -> str | None:
         if schema is not None and schema is tool_schema:
             return f"tools[{index}].function.parameters"
     return None
-
-
-def budget_left(generate: Continuations) -> Callable[[], bool]:
-    """Whether `generate` may still reach the engine: not once its generations have used
-    `max_total` tokens (it then answers "" at once). The filler writes without the model
-    from there, and sends what it writes in few pieces (`json_filling.CanAsk`)."""
-    return lambda: generate.usage.num_completion_tokens < generate.max_total
 
 
 def _finished(event: FinishEvent, finish_reason: str | None = None, block_size: int = 1) -> Finished:
@@ -215,7 +208,7 @@ async def run_forced(engine, prepared: Prepared, call: LocalCall) -> AsyncIterat
             name = choose_tool_name(await generate(CALL_OPEN, MAX_NAME_TOKENS, ('"',)), names)
         head: ToolCallDelta | None = ToolCallDelta(0, new_tool_call_id(), name, "")
         async for arguments in forced_arguments(forced.schemas.get(name), generate, call_head(name),
-                                                generate.max_total, generate.stream, budget_left(generate)):
+                                                generate.max_total, generate.stream, generate.can_ask):
             if head is not None:
                 yield head
                 head = None
@@ -244,7 +237,7 @@ async def run_structured(engine, prepared: Prepared, call: LocalCall) -> AsyncIt
                 yield event
             return
         async for text in forced_json(call.response_schema, generate, generate.max_total, generate.stream,
-                                      budget_left(generate)):
+                                      generate.can_ask):
             yield TextDelta(text)
         yield generate.finished("stop")
     except SchemaTooLarge as error:   # named for the parameter its schema came from

@@ -54,6 +54,9 @@ class ScriptedContinuations:
     async def __call__(self, suffix: str, max_tokens: int, stop: tuple[str, ...]) -> str:
         return "".join([text async for text in self.stream(suffix, max_tokens, stop)])
 
+    def can_ask(self) -> bool:
+        return self.usage.num_completion_tokens < self.max_total
+
     def finished(self, finish_reason: str) -> Finished:
         return Finished(finish_reason, self.usage, worker="w0", ttft_s=0.1)
 
@@ -200,3 +203,15 @@ async def test_a_call_that_fails_its_tools_schema_is_repaired():
     calls = [e for e in events if isinstance(e, ToolCallDelta)]
     assert json.loads("".join(c.arguments for c in calls)) == {"days": 7, "city": "Oslo"}
     assert events[-1].finish_reason == "tool_calls"
+
+
+async def test_values_written_once_the_budget_is_spent_go_out_joined_not_one_event_each():
+    # QA78/FI4: with tools offered beside the schema too, a large minItems written without the
+    # model (the budget spent on prose) was still about one event per value
+    schema = {"type": "object", "required": ["a"], "additionalProperties": False,
+              "properties": {"a": {"type": "array", "items": {"type": "integer"}, "minItems": 3000}}}
+    generate = ScriptedContinuations(["no json here"], max_total=1)
+    events = await reply(generate, schema=schema)
+    value = json.loads(text_of(events))
+    assert value == {"a": [0] * 3000} and is_valid(value, schema)
+    assert len([e for e in events if isinstance(e, TextDelta)]) < 100   # 3,000 values: 3,001 events before
