@@ -8,6 +8,7 @@ pass the text's end: a token with no bytes (a special token the text leaves out)
 where the text is when it comes, and the tokens of a stop string the text was cut before
 sit at its end. A stream sends a token's entry once the text before the token has been
 sent (else with the choice's last chunk), so a stream's offsets are the whole reply's.
+Each scored token is a key of its own position's `top_logprobs` (up to logprobs + 1 keys).
 """
 from __future__ import annotations
 
@@ -37,13 +38,25 @@ def _top_by_name(top: tuple[tuple[str, bytes, float], ...]) -> dict[str, float]:
     return named
 
 
+def _top_with_token(choice: TokenChoice, name: str) -> dict[str, float] | None:
+    """One position's `top_logprobs`: its likeliest tokens and, as OpenAI and vLLM answer
+    ("up to logprobs+1 elements"), the token itself, last when it is not among them (so
+    `logprobs: 0` gives the token alone); None for a token with no log probability (an
+    echoed prompt's first)."""
+    if choice.logprob is None:
+        return None
+    top = _top_by_name(choice.top)
+    top.setdefault(name, choice.logprob)
+    return top
+
+
 def _legacy_lists(choices: list[TokenChoice], offsets: list[int]) -> dict:
     """The legacy `logprobs` of `choices` at `offsets`: the names `tokens` uses key
-    `top_logprobs` too, so a position's token, when among its likeliest, is its key with
-    its value."""
-    return {"tokens": [legacy_token_name(c.token, c.token_bytes) for c in choices],
+    `top_logprobs` too, so a position's token is always a key there, with its value."""
+    names = [legacy_token_name(c.token, c.token_bytes) for c in choices]
+    return {"tokens": names,
             "token_logprobs": [c.logprob for c in choices],
-            "top_logprobs": [None if c.logprob is None else _top_by_name(c.top) for c in choices],
+            "top_logprobs": [_top_with_token(c, name) for c, name in zip(choices, names)],
             "text_offset": offsets}
 
 

@@ -14,12 +14,17 @@ Invariants:
   provider's environment key (`UpstreamModelConfig.litellm_api_key`); only a model with
   none of them leaves litellm its provider-environment behaviour;
 - `user` reaches an OpenAI-compatible upstream: litellm drops the keyword argument for
-  these providers, so it also goes in `extra_body`.
+  these providers, so it also goes in `extra_body`;
+- a streamed text completion asking for `logprobs` is a 400 naming `logprobs` unless the
+  model is a passthrough one: litellm's text-completion stream drops every chunk's
+  `logprobs` (its chunks keep only the text, the finish reason and vLLM's ids), and a
+  parameter that cannot be honoured is refused, never ignored.
 The operator's `litellm_params` are applied over the client's fields (its `extra_body`
 over the client's extra fields).
 """
 from __future__ import annotations
 
+from gateway.errors import invalid_request
 from gateway.model_configs import PASSTHROUGH_PROVIDERS, UpstreamModelConfig
 
 OWNED_FIELDS = frozenset({"model", "stream_options", "n", "metadata", "cache_salt", "num_retries",
@@ -38,7 +43,8 @@ OPENAI_FIELDS = frozenset({
 
 def call_kwargs(config: UpstreamModelConfig, body: dict, stream: bool) -> dict:
     """litellm's keyword arguments for `body` (the client's request, as sent) on `config`'s
-    model."""
+    model; a 400 for what litellm would lose (`refuse_lost_fields`)."""
+    refuse_lost_fields(config, body, stream)
     fields = {k: v for k, v in body.items() if k not in OWNED_FIELDS and v is not None}
     kwargs = {k: v for k, v in fields.items() if k in OPENAI_FIELDS}
     extra_body = {k: v for k, v in fields.items() if k not in OPENAI_FIELDS}
@@ -62,3 +68,14 @@ def call_kwargs(config: UpstreamModelConfig, body: dict, stream: bool) -> dict:
     if stream:
         kwargs["stream_options"] = {"include_usage": True}
     return kwargs
+
+
+def refuse_lost_fields(config: UpstreamModelConfig, body: dict, stream: bool) -> None:
+    """A 400 `unsupported_parameter` for `logprobs` on a streamed text completion (`body`
+    has a `prompt`) through litellm, whose text-completion stream wrapper drops them; a
+    passthrough model (gateway/passthrough.py) forwards the upstream's chunks as sent."""
+    if stream and not config.passthrough and "prompt" in body and body.get("logprobs") is not None:
+        raise invalid_request(
+            f"'logprobs' cannot be streamed from the model '{config.name}': its upstream is reached "
+            "through litellm, whose streamed text completions carry no log probabilities. Ask without "
+            "'stream', or without 'logprobs'.", param="logprobs", code="unsupported_parameter")

@@ -15,6 +15,7 @@ Usage is read as gateway/upstream_usage.py says: a count of 0, or none, is never
 """
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -26,6 +27,10 @@ from gateway.litellm_errors import map_litellm_error, upstream_garbage
 from gateway.upstream_usage import estimated_output_tokens, field_of, is_record, output_bytes, text_of, usage_from
 
 
+# a completions token's name when its bytes are not whole UTF-8: `bytes:` and their `\\xNN` escapes
+BYTE_ESCAPES = re.compile(r"bytes:((?:\\x[0-9a-fA-F]{2})+)")
+
+
 def _label(value: Any) -> str | None:
     """A reply's `system_fingerprint` or `service_tier`: a string, else None (not worth a 502)."""
     return value if isinstance(value, str) and value else None
@@ -33,7 +38,10 @@ def _label(value: Any) -> str | None:
 
 def logprobs_from(choice: Any, is_chat: bool) -> list[TokenChoice] | None:
     """The upstream choice's `logprobs` (chat's per-token entries, or the completions
-    API's parallel lists), or None when it sent none."""
+    API's parallel lists), or None when it sent none. A completions token's bytes are the
+    ones its name stands for (`legacy_named`), so `text_offset` is rebuilt from them; a
+    log probability the upstream sent as null (an echoed prompt's first token), or did not
+    send, stays None, never a made-up 0.0."""
     logprobs = field_of(choice, "logprobs")
     if not logprobs:
         return None
@@ -45,11 +53,27 @@ def logprobs_from(choice: Any, is_chat: bool) -> list[TokenChoice] | None:
         return [TokenChoice(*entry(raw), top=tuple(entry(alt) for alt in field_of(raw, "top_logprobs") or []))
                 for raw in field_of(logprobs, "content") or []]
     tokens = field_of(logprobs, "tokens") or []
-    values = field_of(logprobs, "token_logprobs") or [0.0] * len(tokens)
+    values = field_of(logprobs, "token_logprobs") or [None] * len(tokens)
     tops = field_of(logprobs, "top_logprobs") or [None] * len(tokens)
-    return [TokenChoice(token, token.encode("utf-8"), float(value or 0.0),
-                        top=tuple((text, text.encode("utf-8"), float(v)) for text, v in (top or {}).items()))
+    return [TokenChoice(*legacy_named(token), None if value is None else float(value),
+                        top=tuple((*legacy_named(text), float(v)) for text, v in (top or {}).items()))
             for token, value, top in zip(tokens, values, tops)]
+
+
+def legacy_named(name: str) -> tuple[str, bytes]:
+    """The text and bytes of a token as the completions API names it: `bytes:\\xNN...`
+    (OpenAI's and vLLM's name for a piece that is not whole UTF-8) is those bytes, its text
+    what they decode to (U+FFFD), as a local model's such token; any other name is its own
+    text (a `bytes:` name whose bytes are whole UTF-8 too: only a piece that is not is so
+    named)."""
+    escapes = BYTE_ESCAPES.fullmatch(name)
+    if escapes is not None:
+        token_bytes = bytes.fromhex(escapes[1].replace("\\x", ""))
+        try:
+            token_bytes.decode("utf-8")
+        except UnicodeDecodeError:
+            return token_bytes.decode("utf-8", "replace"), token_bytes
+    return name, name.encode("utf-8")
 
 
 def events_from_response(response: Any, is_chat: bool, num_prompt_tokens_estimate: int) -> list[ChatEvent]:

@@ -90,9 +90,9 @@ def test_legacy_logprobs_name_partial_utf8_tokens_by_their_bytes():
 
 def test_legacy_top_logprobs_hold_each_token_with_its_own_value():
     """Invariant, over random byte-level tokens (most not whole UTF-8): a position's
-    `top_logprobs` has one key per distinct token, its likeliest first; the chosen
-    token, when among them, is `tokens[i]` there with the value `token_logprobs[i]`; and
-    bytes that differ never share a key."""
+    `top_logprobs` has one key per distinct token, its likeliest first, and the chosen
+    token (`tokens[i]`, with the value `token_logprobs[i]`) last when it is not among them
+    (up to logprobs + 1 keys, as OpenAI); and bytes that differ never share a key."""
     from gateway.backend import TokenChoice
     from gateway.legacy_logprobs import completion_logprobs, legacy_token_name
 
@@ -112,10 +112,10 @@ def test_legacy_top_logprobs_hold_each_token_with_its_own_value():
     assert len(names) == len(pieces) + 1
     for choice, token, value, top in zip(choices, logprobs["tokens"], logprobs["token_logprobs"],
                                          logprobs["top_logprobs"]):
-        assert len(top) == len(choice.top) and max(top, key=top.get) == next(iter(top))
-        assert names[token] == choice.token_bytes and value == choice.logprob
-        if any(piece == choice.token_bytes for _, piece, _ in choice.top):
-            assert top[token] == value
+        among = any(piece == choice.token_bytes for _, piece, _ in choice.top)
+        assert len(top) == len(choice.top) + (not among) and max(top, key=top.get) == next(iter(top))
+        assert names[token] == choice.token_bytes and value == choice.logprob and top[token] == value
+        assert among or list(top)[-1] == token
 
 
 def test_a_chat_completion_message_always_has_refusal():
