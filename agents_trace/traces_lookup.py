@@ -15,6 +15,9 @@ from agents_trace.config import TraceConfig, TraceConfigError, parse_trace_confi
 from agents_trace.store_queries import find_request, find_session_as_given
 
 
+UTF8_BOM = b"\xef\xbb\xbf"   # as gateway/config.py skips it
+
+
 class CommandError(Exception):
     """A message for stderr and the exit code to return."""
 
@@ -35,8 +38,10 @@ def store_path(args: argparse.Namespace, *, must_exist: bool = True) -> Path:
             if args.config:
                 config = parse_trace_config(_tracing_table(args.config))
             path = config.resolved_store_path()
-    except (OSError, tomllib.TOMLDecodeError, TraceConfigError) as exc:
+    except (OSError, TraceConfigError) as exc:
         raise CommandError(f"bad config: {exc}", 2) from None
+    if path.is_dir():   # not "no store": a wrong path, as a bad config is
+        raise CommandError(f"{path} is a directory, not a trace store (give the store's file)", 2)
     if not path.is_file() and (must_exist or path.exists()):
         raise CommandError(f"no trace store at {path}", 1)
     return path
@@ -44,13 +49,18 @@ def store_path(args: argparse.Namespace, *, must_exist: bool = True) -> Path:
 
 def _tracing_table(config_file: str) -> dict:
     """The `[tracing]` table of a config file (empty when it has none); TraceConfigError
-    when the file is not UTF-8 text or `tracing` is not one table, in the words
-    `stepahead serve` uses for the same file."""
+    when the file is not UTF-8 TOML or `tracing` is not one table, in the words
+    `stepahead serve` uses for the same file (which skips a UTF-8 BOM first too)."""
     with open(config_file, "rb") as f:
-        try:
-            data = tomllib.load(f)
-        except UnicodeDecodeError as exc:
-            raise TraceConfigError(f"{config_file}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        raw = f.read()
+    body = raw.removeprefix(UTF8_BOM)
+    try:
+        data = tomllib.loads(body.decode())
+    except tomllib.TOMLDecodeError as exc:
+        raise TraceConfigError(f"{config_file}: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise TraceConfigError(f"{config_file}: not UTF-8 text ({exc.reason} at byte "
+                               f"{exc.start + len(raw) - len(body)})") from None
     table = data.get("tracing", {})
     if not isinstance(table, dict):
         raise TraceConfigError(f"tracing must be a table, not {table!r}")

@@ -5,7 +5,8 @@ in the lifespan before the first request and stop after the last; whatever escap
 handler (an unknown route, a wrong method, a bug) still leaves as an OpenAI-shaped error,
 never as an HTML or bare-text 500.
 `uvicorn --factory gateway.app:build_app` works too: with no argument the config comes
-from $STEPAHEAD_CONFIG, or the default one with the demo key from $STEPAHEAD_DEMO_KEY.
+from $STEPAHEAD_CONFIG, or the default one with the demo key from $STEPAHEAD_DEMO_KEY; a
+bad file is then one `stepahead: bad config:` line and exit status 2, as under `serve`.
 """
 from __future__ import annotations
 
@@ -27,7 +28,8 @@ from gateway import (batches_routes, conversations_routes, files_routes, respons
                      stored_responses_routes, tracing)
 from gateway.auth import KeyRing
 from gateway.backend import Backend
-from gateway.config import UNAUTHENTICATED, GatewayConfig, LocalModelConfig, default_config, demo_key_from, load_config
+from gateway.config import (UNAUTHENTICATED, ConfigError, GatewayConfig, LocalModelConfig, default_config,
+                            demo_key_from, load_config)
 from gateway.conversation_archive import ConversationArchive
 from gateway.conversation_store import ConversationStore
 from gateway.embedding_model import EmbeddingModelConfig
@@ -53,13 +55,14 @@ from gateway.tracing import build_tracer, trace_router
 log = logging.getLogger("stepahead.gateway")
 
 
-def build_backend(model, config: GatewayConfig) -> Backend:
+def build_backend(model, config: GatewayConfig, limiters: Limiters | None = None) -> Backend:
     if isinstance(model, LocalModelConfig):
         from gateway.local import LocalBackend   # NOTE: imports torch; only when needed
         return LocalBackend(model,
                             default_completion_reserve_tokens=config.default_completion_reserve_tokens,
                             tenant_weights={t.name: t.weight for t in config.tenants},
-                            tenant_kv_shares={t.name: t.kv_share for t in config.tenants})
+                            tenant_kv_shares={t.name: t.kv_share for t in config.tenants},
+                            tenant_budget_room=None if limiters is None else limiters.budget_room)
     if isinstance(model, EmbeddingModelConfig):
         from gateway.local_embeddings import LocalEmbeddingBackend
         return LocalEmbeddingBackend(model)
@@ -155,18 +158,22 @@ def build_app(config: GatewayConfig | None = None, *, config_path: str | None = 
     if config is None:
         config_path = os.environ.get("STEPAHEAD_CONFIG") or None
         HangupsBeforeStart.install()   # None off the main thread: nothing to catch there
-        config = config_from_environment()
+        try:
+            config = config_from_environment()
+        except ConfigError as exc:   # uvicorn's factory call would print a traceback
+            print(f"stepahead: bad config: {exc}", file=sys.stderr, flush=True)
+            raise SystemExit(2) from None
     files_dir = config.resolved_files_dir()
     # the multipart parser logs each malformed upload as a warning before raising the error
     # the client is answered with (a 400): a client's bad upload is not the server's to log
     logging.getLogger("python_multipart.multipart").setLevel(logging.ERROR)
+    limiters = Limiters({t.name: t.limits for t in config.tenants}, queue_timeout_s=config.queue_timeout_s)
     state = GatewayState(
         config=config,
         keys=KeyRing(config.tenants),
-        limiters=Limiters({t.name: t.limits for t in config.tenants},
-                          queue_timeout_s=config.queue_timeout_s),
+        limiters=limiters,
         metrics=Registry(),
-        backends={m.name: build_backend(m, config) for m in config.models},
+        backends={m.name: build_backend(m, config, limiters) for m in config.models},
         responses=response_store(config),
         conversations=conversation_store(config),
         files=FileStore(files_dir))

@@ -42,10 +42,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def command_parser(parser: argparse.ArgumentParser, tokens: list[str]) -> argparse.ArgumentParser:
+    """The parser of the innermost (sub)command `tokens` name (`serve`, `traces list`)."""
+    for token in tokens:
+        commands = next((action.choices for action in parser._actions
+                         if isinstance(action, argparse._SubParsersAction)), {})
+        if token in commands:
+            parser = commands[token]
+    return parser
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         parser = build_parser()
-        args = parser.parse_args(argv)
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:   # in the words of parse_args, under the (sub)command's usage, not the top level's
+            command_parser(parser, sys.argv[1:] if argv is None else argv).error(
+                f"unrecognized arguments: {' '.join(unknown)}")
         handler = getattr(args, "handler", None)
         if handler is None:
             parser.print_help(sys.stderr)

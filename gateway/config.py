@@ -23,7 +23,7 @@ from agents_trace.config import TraceConfig, TraceConfigError, data_file, parse_
 from gateway.config_values import (ConfigError, positive, reject_unknown_keys, take, take_list, table_at,
                                    tables_at)
 from gateway.model_configs import (DEFAULT_LOCAL_MODEL, LocalModelConfig, ModelConfig,  # noqa: F401 (re-exported)
-                                   UpstreamModelConfig, model_config)
+                                   UpstreamModelConfig, engine_tenants_problem, model_config)
 
 # The KV policy of a local model whose [models.engine] names none. NOTE: the engine's own
 # default stays "lru": only the gateway runs the predictor whose forecasts drive this one,
@@ -40,6 +40,24 @@ TOP_LEVEL_KEYS = ("models", "tenants", "server", "tracing")
 TENANT_KEYS = ("name", "api_key_sha256", "api_key_env", "weight", "kv_share", "admin", "limits", "service_tier")
 TENANT_TIERS = ("default", "flex")
 UNAUTHENTICATED = "unauthenticated"   # the tenant a request's metrics name before its key is checked; no tenant may be named so
+UTF8_BOM = b"\xef\xbb\xbf"   # what Windows editors put first in a UTF-8 file: no part of the TOML
+
+
+def tenant_name_problem(name: str) -> str | None:
+    """Why `name` cannot name a tenant, to follow where it stands (`tenants[0].name ...`):
+    empty or only whitespace, the reserved `unauthenticated`, or not Unicode text (a
+    command line's undecodable bytes); None when it can. `stepahead hash-key --tenant`
+    asks this too."""
+    if not name.strip():
+        return "is required" if not name else f"{name!r} is only whitespace"
+    if name == UNAUTHENTICATED:
+        return (f"{name!r} is reserved: the metrics name requests whose key is not checked yet (or failed) "
+                "so")
+    try:
+        name.encode()
+    except UnicodeEncodeError:
+        return f"{name!r} is not Unicode text (bytes that are not UTF-8)"
+    return None
 
 
 def key_digest(api_key: str) -> str:
@@ -199,18 +217,18 @@ def _limits(table: dict, where: str) -> LimitsConfig:
         if value == 0 and key in RATES_AND_SLOTS:
             raise ConfigError(f"{where}.{key} must be >= 1: 0 would turn every request away (to stop a tenant's "
                               "traffic, remove the tenant or set its token_budget = 0)")
+    if values.get("max_queued") and values.get("max_concurrent") is None:
+        raise ConfigError(f"{where}.max_queued needs max_concurrent: requests queue only for a concurrency slot")
     return LimitsConfig(**values)
 
 
 def _tenant(table: dict, index: int) -> TenantConfig:
     where = f"tenants[{index}]"
     reject_unknown_keys(table, TENANT_KEYS, where)
-    name = take(table, "name", str, where)
-    if not name:
-        raise ConfigError(f"{where}.name is required")
-    if name == UNAUTHENTICATED:
-        raise ConfigError(f"{where}.name {name!r} is reserved: the metrics name requests whose key is not "
-                          "checked yet (or failed) so")
+    name = take(table, "name", str, where) or ""
+    problem = tenant_name_problem(name)
+    if problem:
+        raise ConfigError(f"{where}.name {problem}")
     digests = take_list(table, "api_key_sha256", where)
     for env_name in take_list(table, "api_key_env", where):
         if not os.environ.get(env_name, "").strip():
@@ -244,6 +262,9 @@ def parse_config(data: dict) -> GatewayConfig:
         raise ConfigError("the config needs at least one [[models]] and one [[tenants]]")
     if sum(t.kv_share for t in tenants) > 1.0 + 1e-9:
         raise ConfigError("tenants' kv_share values sum to more than 1 (they are fractions of the hot KV blocks)")
+    problem = engine_tenants_problem(models, {tenant.name for tenant in tenants})
+    if problem:
+        raise ConfigError(problem)
     server = table_at(data.get("server", {}), "server")
     reject_unknown_keys(server, SERVER_KEYS, "server")
     try:
@@ -275,12 +296,15 @@ def _optional_float(value: int | float | None) -> float | None:
 
 
 def load_config(path: str | Path) -> GatewayConfig:
+    """The config in the TOML file at `path` (a UTF-8 BOM first is skipped)."""
     try:
         with open(path, "rb") as f:
-            data = tomllib.load(f)
+            raw = f.read()
+        body = raw.removeprefix(UTF8_BOM)
+        data = tomllib.loads(body.decode())
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: {exc}") from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except UnicodeDecodeError as exc:   # at its byte in the file, the BOM counted
+        raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start + len(raw) - len(body)})") from None
     return parse_config(data)
 

@@ -35,8 +35,9 @@ def take(table: dict, key: str, kinds: type | tuple[type, ...], where: str, defa
         wanted = " or ".join(dict.fromkeys(TYPE_NAMES.get(kind, kind.__name__)
                                            for kind in (kinds if isinstance(kinds, tuple) else (kinds,))))
         raise ConfigError(f"{where}.{key} must be {wanted}, not {value!r}")
-    if isinstance(value, bool) and kinds in (int, float, (int, float)):
-        raise ConfigError(f"{where}.{key} must be a number")
+    if isinstance(value, bool) and kinds in (int, float, (int, float)):   # a bool is an int to Python
+        raise ConfigError(f"{where}.{key} must be {'an integer' if kinds is int else 'a number'}, "
+                          f"not {'true' if value else 'false'}")
     if isinstance(value, float) and not math.isfinite(value):
         raise ConfigError(f"{where}.{key} must be a finite number, not {value!r}")
     return value

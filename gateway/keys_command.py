@@ -10,12 +10,13 @@ goes to stderr), which SIGHUP then loads into a running gateway:
 from __future__ import annotations
 
 import argparse
-import json
 import secrets
 import sys
 from typing import TextIO
 
-from gateway.config import key_digest
+from gateway.config import key_digest, tenant_name_problem
+
+TOML_SHORT_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -32,8 +33,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def hash_key(args: argparse.Namespace) -> int:
-    if args.tenant is not None and not args.tenant:   # as the config refuses it: tenants[N].name is required
-        print("stepahead: --tenant needs a name: a tenant's name cannot be empty", file=sys.stderr)
+    problem = None if args.tenant is None else tenant_name_problem(args.tenant)
+    if problem:   # as the config would refuse the table: tenants[N].name ...
+        print(f"stepahead: --tenant: a tenant's name {problem}", file=sys.stderr)
         return 2
     if args.generate:
         api_key = f"sk-{secrets.token_urlsafe(24)}"
@@ -70,6 +72,17 @@ def read_key(stdin: TextIO) -> str | None:
 
 
 def tenant_table(name: str, digest: str) -> str:
-    """A `[[tenants]]` TOML table for `name` with one key digest (the name quoted as TOML
-    needs: JSON's string escapes are valid TOML basic strings)."""
-    return f"\n[[tenants]]\nname = {json.dumps(name, ensure_ascii=False)}\napi_key_sha256 = [\"{digest}\"]\n"
+    """A `[[tenants]]` TOML table for `name` (one `tenant_name_problem` passes) with one
+    key digest; the name quoted as TOML needs (`toml_string`)."""
+    return f"\n[[tenants]]\nname = {toml_string(name)}\napi_key_sha256 = [\"{digest}\"]\n"
+
+
+def toml_string(text: str) -> str:
+    """`text` as a TOML basic string: a quote, a backslash and every control character
+    (U+0000-U+001F and U+007F, which TOML forbids raw) escaped; all else as it is."""
+    def escaped(char: str) -> str:
+        if char in TOML_SHORT_ESCAPES:
+            return TOML_SHORT_ESCAPES[char]
+        return f"\\u{ord(char):04x}" if ord(char) < 0x20 or char == "\x7f" else char
+
+    return '"' + "".join(map(escaped, text)) + '"'

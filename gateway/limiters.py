@@ -67,6 +67,13 @@ class Limiters:
                 limiter.num_spent_tokens = max(0, limiter.num_spent_tokens + num_tokens)
         self._spent_at_start = dict(spent_on_file)
 
+    def budget_room(self, tenant: str) -> int | None:
+        """`TenantLimiter.budget_room` of `tenant` (None for a tenant without a budget, or
+        none here): what one request of it that sets no `max_tokens` may reserve. In memory
+        only, so a backend may ask it while it prepares a request."""
+        limiter = self._by_tenant.get(tenant) or self._removed.get(tenant)
+        return None if limiter is None else limiter.budget_room()
+
     def __getitem__(self, tenant: str) -> TenantLimiter:
         limiter = self._by_tenant.get(tenant)
         return limiter if limiter is not None else self._removed[tenant]

@@ -14,6 +14,9 @@ Invariants:
 - `release` gives the slot back on every path, even when what it is told was used is not a
   count (then the reservation is charged and it raises after), so no failure while
   accounting can lock a tenant out.
+- `budget_room` is what a budgeted tenant's request that sets no `max_tokens` may reserve,
+  and so generate (a local model caps the run at it): the budget holds for such a request
+  as for one with `max_tokens`, which alone the budget cannot stop once it runs.
 """
 from __future__ import annotations
 
@@ -91,6 +94,16 @@ class TenantLimiter:
     @property
     def num_queued(self) -> int:
         return len(self._waiters)
+
+    def budget_room(self) -> int | None:
+        """For a tenant with a `token_budget`, the most tokens one request may reserve now:
+        what the budget has left (spent and in flight taken off, never below 0), and no more
+        than its tokens/minute bucket holds when full (so a request sized to it is never
+        refused as too large for a minute); None for a tenant without a budget."""
+        if self.limits.token_budget is None:
+            return None
+        room = max(0, self.limits.token_budget - self.num_spent_tokens - self.num_reserved_tokens)
+        return room if self._tokens is None else min(room, int(self._tokens.capacity))
 
     def _check(self, num_tokens: int) -> ApiError | None:
         """The first limit `num_tokens` more would break, as an error; None if none."""

@@ -12,7 +12,13 @@ Invariants:
 - closing `run()` closes the engine stream, which cancels the request on its worker;
 - tenant weights from the config reach the engine's fair queue, and tenants' `kv_share`s
   the predictive policy's reservations, at the start and at a reload (`tenant_shares.py`);
-- a model whose engine options name no policy runs `DEFAULT_LOCAL_POLICY` (predictive).
+- a model whose engine options name no policy runs `DEFAULT_LOCAL_POLICY` (predictive);
+- a request that sets no `max_tokens` of a tenant with a `token_budget` runs at most its
+  share of what the budget has left after its prompts (`tenant_budget_room`): each of its
+  runs (prompts x n or best_of) is capped at an equal share and reserves it, so the budget
+  holds as for a request with `max_tokens` (a run that reaches it finishes `length`); a
+  tenant without a budget reserves `default_completion_reserve_tokens` and runs to the
+  context's end.
 """
 from __future__ import annotations
 
@@ -21,7 +27,7 @@ import contextlib
 import dataclasses
 import logging
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from gateway.backend import ChatEvent, Prepared
 from gateway.config import DEFAULT_LOCAL_POLICY, LocalModelConfig
@@ -35,7 +41,7 @@ from gateway.local_sampling import completion_budget, sampling_params
 from gateway.prompt_token_cache import PromptTokenCache
 from gateway.reply_format import reply_schema
 from gateway.schema_checks import SchemaChecker
-from gateway.schemas import ChatCompletionRequest, NamedToolChoice
+from gateway.schemas import ChatCompletionRequest, CompletionRequest, NamedToolChoice
 from gateway.tenant_shares import apply_tenant_shares, log_notes, with_tenant_shares
 from gateway.tool_calls import OPEN_TAG
 
@@ -49,19 +55,22 @@ CONVERSION_TIME = "about 12-15 s on a 2-core machine, longer while it is busy"
 
 class LocalBackend(LocalCompletions):
     __slots__ = ("config", "model_id", "owned_by", "engine", "default_completion_reserve_tokens",
-                 "schemas", "prompt_tokens", "_stats_task", "_fixed_by_engine_options")
+                 "schemas", "prompt_tokens", "_stats_task", "_fixed_by_engine_options", "tenant_budget_room")
 
     def __init__(self, config: LocalModelConfig, *, default_completion_reserve_tokens: int = 256,
                  tenant_weights: dict[str, float] | None = None,
-                 tenant_kv_shares: dict[str, float] | None = None) -> None:
+                 tenant_kv_shares: dict[str, float] | None = None,
+                 tenant_budget_room: Callable[[str], int | None] | None = None) -> None:
         from shards.engine import LocalEngine
         self.config = config
         self.model_id = config.name
         self.owned_by = "stepahead"
         self.default_completion_reserve_tokens = default_completion_reserve_tokens
+        # what a tenant's request may reserve when it sets no max_tokens (`Limiters.budget_room`)
+        self.tenant_budget_room = tenant_budget_room
         options = dict(config.engine_options)
+        options.setdefault("policy", DEFAULT_LOCAL_POLICY)   # first: its policy_options are checked against it
         LocalEngine.check_options(options)  # a bad [models.engine] option is one clear error
-        options.setdefault("policy", DEFAULT_LOCAL_POLICY)
         self._fixed_by_engine_options, notes = with_tenant_shares(options, tenant_weights or {},
                                                                   tenant_kv_shares or {}, config.name)
         log_notes(notes)
@@ -119,8 +128,9 @@ class LocalBackend(LocalCompletions):
         cfg, dtype = self.engine.config, self.engine.health()["dtype"]
         return (f"model {self.model_id!r} ({self.engine.model_id}): {self.engine.num_workers} worker(s) "
                 f"on {cfg.device} in {dtype}, policy {cfg.policy}, {cfg.num_hot_blocks} hot KV blocks "
-                f"of {cfg.block_size} tokens each, " + (f"{cfg.num_host_blocks} in the host tier" if cfg.num_host_blocks
-                                                        else "no host tier (--host-blocks)"))
+                f"of {cfg.block_size} tokens each, "   # no host tier: what sets one, without and with --config
+                + (f"{cfg.num_host_blocks} in the host tier" if cfg.num_host_blocks
+                   else "no host tier (--host-blocks, or num_host_blocks under [models.engine])"))
 
     async def stop(self) -> None:
         if self._stats_task is not None:
@@ -166,6 +176,29 @@ class LocalBackend(LocalCompletions):
                         num_prompt_tokens=num_prompt, num_reserved_tokens=num_prompt + reserve,
                         payload=call, prompt_token_ids=call.prompt_token_ids,
                         service_tier="flex" if call.flex else "default")
+
+    def _within_budget(self, prepared: Prepared, num_runs: int) -> Prepared:
+        """`prepared`, a request that set no `max_tokens` running `num_runs` times, with
+        each run capped at an equal share of what its tenant's budget has left after the
+        prompts (at least 1: a request that cannot fit is then refused by the budget at
+        admission), and that share reserved; as it was for a tenant without a budget."""
+        budget_room = getattr(self, "tenant_budget_room", None)   # NOTE: a test's bare backend has none
+        room = None if budget_room is None else budget_room(prepared.tenant)
+        if room is None:
+            return prepared
+        share = max(1, (room - prepared.num_prompt_tokens) // num_runs)
+        calls = prepared.payload if prepared.num_prompts > 1 else [prepared.payload]
+        calls = [dataclasses.replace(call, sampling=dataclasses.replace(
+            call.sampling, max_tokens=min(call.sampling.max_tokens, share))) for call in calls]
+        return dataclasses.replace(prepared, payload=calls if prepared.num_prompts > 1 else calls[0],
+                                   num_reserved_tokens=prepared.num_prompt_tokens
+                                   + max(call.sampling.max_tokens for call in calls))
+
+    async def prepare_completion(self, request: CompletionRequest, tenant: str, request_id: str) -> Prepared:
+        prepared = await super().prepare_completion(request, tenant, request_id)
+        if request.max_tokens is not None:
+            return prepared
+        return self._within_budget(prepared, prepared.num_prompts * max(request.n or 1, prepared.best_of))
 
     async def prepare_chat(self, request: ChatCompletionRequest, tenant: str,
                            request_id: str) -> Prepared:
@@ -243,7 +276,8 @@ class LocalBackend(LocalCompletions):
             tool_names=frozenset(t.function.name for t in request.tools) if use_tools else None,
             forced=forced, keep_one_call=keep_one_call, response_schema=response_schema,
             tool_schemas=tool_schemas, flex=request.service_tier == "flex")
-        return self._prepared(request_id, tenant, request.completion_limit(), call)
+        prepared = self._prepared(request_id, tenant, request.completion_limit(), call)
+        return prepared if request.completion_limit() is not None else self._within_budget(prepared, request.n or 1)
 
     # --- running -----------------------------------------------------------------
     async def run(self, prepared: Prepared) -> AsyncIterator[ChatEvent]:

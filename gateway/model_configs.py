@@ -169,6 +169,26 @@ def check_litellm_model(litellm_model: str, *, passthrough: bool, litellm_params
 ModelConfig = LocalModelConfig | UpstreamModelConfig | EmbeddingModelConfig
 
 
+def engine_tenants_problem(models: tuple[ModelConfig, ...], tenants: set[str]) -> str | None:
+    """Why a local model's `[models.engine]` cannot be meant as written: its
+    `tenant_weights` or `policy_options.static_shares` name a tenant the config does not
+    have (a typo, or one removed: the entry would be ignored without a word); None when
+    every name is a tenant's."""
+    for index, model in enumerate(models):
+        if not isinstance(model, LocalModelConfig):
+            continue
+        engine = dict(model.engine_options)
+        for table, names in (("tenant_weights", engine.get("tenant_weights") or {}),
+                             ("policy_options.static_shares",
+                              dict(engine.get("policy_options") or {}).get("static_shares") or {})):
+            unknown = sorted(name for name in names if name not in tenants)
+            if unknown:
+                known = sorted(tenants)
+                return (f"models[{index}].engine.{table}: no tenant named {unknown[0]!r} (tenants: "
+                        f"{', '.join(map(repr, known[:10]))}{', ...' if len(known) > 10 else ''})")
+    return None
+
+
 def model_config(table: dict, index: int) -> ModelConfig:
     where = f"models[{index}]"
     name = take(table, "name", str, where)
@@ -176,6 +196,11 @@ def model_config(table: dict, index: int) -> ModelConfig:
     if not name:
         raise ConfigError(f"{where}.name is required")
     if kind == "local":
+        upstream_keys = [key for key in table if key in UPSTREAM_MODEL_KEYS and key not in LOCAL_MODEL_KEYS]
+        if upstream_keys and "kind" not in table:   # else "unknown key", and not why
+            raise ConfigError(f"{where}: {', '.join(map(repr, upstream_keys))} "
+                              f"{'is an upstream key' if len(upstream_keys) == 1 else 'are upstream keys'}, "
+                              'but kind is "local" when not given: set kind = "upstream"')
         reject_unknown_keys(table, LOCAL_MODEL_KEYS, where)
         num_workers = take(table, "num_workers", int, where, 2)
         if num_workers < 1:

@@ -6,9 +6,10 @@ KV policy for one demo tenant, and prints the base URL and the demo key (from
 $STEPAHEAD_DEMO_KEY, or a fresh random one). Command-line `--host`/`--port` win over the
 file's [server] table, and `--capture-content` over its [tracing] table; the model flags
 describe the no-config model only, so they are refused next to `--config` (the file says
-all of that). The standard variables the tracer reads are config too: an OTLP protocol
-it cannot send ($OTEL_EXPORTER_OTLP_PROTOCOL=http/json) is a bad config, found before
-anything starts.
+all of that). Without `--config`, $STEPAHEAD_CONFIG names the file, as it does for
+`uvicorn --factory gateway.app:build_app` (said in a line). The standard variables the
+tracer reads are config too: an OTLP protocol it cannot send
+($OTEL_EXPORTER_OTLP_PROTOCOL=http/json) is a bad config, found before anything starts.
 """
 from __future__ import annotations
 
@@ -27,13 +28,14 @@ from gateway.config import (DEFAULT_LOCAL_MODEL, DEFAULT_LOCAL_POLICY, ConfigErr
                             load_config)
 from gateway.uvicorn_server import start_aware_server_class
 
+CONFIG_ENV = "STEPAHEAD_CONFIG"   # the config file when --config gives none (gateway/app.py reads it too)
 NO_CONFIG_FLAGS = ("model", "workers", "policy", "hot_blocks", "host_blocks", "device", "dtype")  # argparse dests
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("serve", help="run the OpenAI-compatible HTTP gateway")
-    parser.add_argument("--config", help="TOML config file (models, tenants, limits, tracing); SIGHUP "
-                        "reloads its tenants while serving")
+    parser.add_argument("--config", help="TOML config file (models, tenants, limits, tracing; default "
+                        f"${CONFIG_ENV} when set); SIGHUP reloads its tenants while serving")
     parser.add_argument("--host", help="bind address (default 127.0.0.1)")
     parser.add_argument("--port", type=int, help="port (default 8000; 0: a free port, printed once it listens)")
     parser.add_argument("--log-level", default="info",
@@ -72,6 +74,11 @@ def _no_config(args: argparse.Namespace, demo_key: str):
     return default_config(demo_key, model=args.model or DEFAULT_LOCAL_MODEL, engine_options=engine, **sizing)
 
 
+def config_file_of(args: argparse.Namespace, environ) -> str | None:
+    """The config file to serve: `--config`, else $STEPAHEAD_CONFIG (unset or empty: none)."""
+    return args.config or environ.get(CONFIG_ENV) or None
+
+
 def _no_config_flags_given(args: argparse.Namespace) -> list[str]:
     return [f"--{dest.replace('_', '-')}" for dest in NO_CONFIG_FLAGS if getattr(args, dest) is not None]
 
@@ -103,6 +110,7 @@ def local_model_problem(config) -> str | None:
         if not isinstance(model, LocalModelConfig):
             continue
         options = dict(model.engine_options)
+        options.setdefault("policy", DEFAULT_LOCAL_POLICY)   # as `LocalBackend` runs it: its options checked against it
         try:
             LocalEngine.check_options(options)
             check_model(model.path, _process_device(options), str(options.get("dtype", "auto")))
@@ -230,14 +238,18 @@ def _server_or_exit_status(args: argparse.Namespace):
     from gateway.http_protocol import GuardedHttpToolsProtocol
 
     demo_key = None
+    config_path = config_file_of(args, os.environ)
     try:
-        if args.config:
+        if config_path:
             given = _no_config_flags_given(args)
             if given:
                 raise ConfigError(f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} only without "
-                                  "--config; set them in "
-                                  "the file's [[models]] / [models.engine] tables")
-            config = load_config(args.config)
+                                  "--config; set them in the file's [[models]] / [models.engine] tables"
+                                  + ("" if args.config else f" (${CONFIG_ENV} names {config_path}: unset it to "
+                                                            "serve without a config file)"))
+            if not args.config:   # said, as a gateway other than the demo one starts
+                print(f"stepahead: the config file is ${CONFIG_ENV}'s: {config_path}", file=sys.stderr, flush=True)
+            config = load_config(config_path)
         else:
             demo_key = demo_key_from(os.environ)
             config = _no_config(args, demo_key)
@@ -262,7 +274,7 @@ def _server_or_exit_status(args: argparse.Namespace):
     if problem:   # found before the workers load the model, not after
         print(f"stepahead: {problem}", file=sys.stderr)
         return 2
-    app = build_app(config, config_path=args.config,
+    app = build_app(config, config_path=config_path,
                     overrides=lambda reloaded: with_command_line_overrides(reloaded, args))
 
     def announce(port: int) -> None:   # listening, the start done: the port bound, `--port 0`'s too

@@ -6,15 +6,16 @@ worker's traceback after the model has loaded. `check_engine_options` knows the 
 bounds of each scalar one (numbers finite: a NaN or inf bound never works); the tables
 (`transport_options`, `tenant_weights`, `policy_options`) are checked by shape, entry by
 entry, by `check_engine_tables`, which the config's parser runs too (a table given as a
-plain value must be a bad config, at the start and at a reload). Options it has no rule
-for (device strings) are checked where they are used.
+plain value must be a bad config, at the start and at a reload); `policy_options` also
+against the policy named (`check_policy_options`: built as a worker builds it). Options
+it has no rule for (device strings) are checked where they are used.
 """
 from __future__ import annotations
 
 import math
 from collections.abc import Collection, Mapping
 
-from cache.policies import POLICY_NAMES
+from cache.policies import POLICY_NAMES, make_policy
 from shards.local_transport import START_METHODS
 from shards.prefill_order import PREFILL_ORDERS
 from shards.route_records import ROUTING_POLICIES
@@ -24,6 +25,10 @@ from shards.transport import TRANSPORTS
 INTEGER_OPTIONS = {"num_hot_blocks": 1, "num_host_blocks": 0, "block_size": 1, "max_running": 1,
                    "decode_batch": 1, "threads_per_worker": 1, "max_queued_per_tenant": 1,
                    "max_queued_requests": 1, "max_outstanding_per_worker": 1, "prefill_chunk_tokens": 1}
+# option -> largest allowed value. A worker's torch takes a 32-bit thread count (a larger
+# one is an overflow after the model loaded) and no CPU has use for more threads per
+# worker than this; the gateway's own CPU count is no bound: Ray workers run on other nodes
+INTEGER_MAXIMA = {"threads_per_worker": 1024}
 # option -> smallest allowed value; each must be finite
 NUMBER_OPTIONS = {"max_queue_wait_s": 0.0, "imbalance_threshold_tokens": 0.0,
                   "health_timeout_s": 0.0, "ping_interval_s": 0.0, "min_p_return": 0.0,
@@ -57,6 +62,9 @@ def check_engine_options(options: Mapping[str, object], known: Collection[str]) 
             if not isinstance(value, int) or isinstance(value, bool) or value < INTEGER_OPTIONS[name]:
                 raise EngineOptionError(
                     f"engine option {name} must be an integer >= {INTEGER_OPTIONS[name]}, not {value!r}")
+            if value > INTEGER_MAXIMA.get(name, value):
+                raise EngineOptionError(f"engine option {name} must be at most {INTEGER_MAXIMA[name]}, "
+                                        f"not {value!r}")
         elif name in NUMBER_OPTIONS:
             above = name in ABOVE_BOUND_OPTIONS
             if (not _is_number(value) or value < NUMBER_OPTIONS[name]
@@ -76,6 +84,8 @@ def check_engine_options(options: Mapping[str, object], known: Collection[str]) 
         raise EngineOptionError(f"engine option health_timeout_s ({timeout:g}) must be longer than "
                                 f"ping_interval_s ({interval:g}): every worker would be fenced between pings")
     check_engine_tables(options)
+    if options.get("policy") is not None:   # else the caller's default runs, checked once the caller names it
+        check_policy_options(str(options["policy"]), options.get("policy_options") or {})
     if options.get("transport") in (None, "local"):
         _check_local_transport_options(options.get("transport_options") or {})
     elif options.get("transport") == "ray":
@@ -118,6 +128,20 @@ def check_engine_tables(options: Mapping[str, object]) -> None:
                                                                and not math.isfinite(value)):
             raise EngineOptionError(f"engine option policy_options.{key} must be a string, a finite "
                                     f"number or true/false, not {value!r}")
+
+
+def check_policy_options(policy: str, policy_options: Mapping[str, object]) -> None:
+    """Raise EngineOptionError when `policy` refuses `policy_options` (a knob it does not
+    have, one out of its range, options for a policy that takes none): the policy is built
+    as a worker builds it (`cache.policies.make_policy`, a table as sorted pairs), which
+    is cheap, so the start and a reload say what the worker would. `check_engine_tables`
+    has checked their shape."""
+    frozen = {key: tuple(sorted(value.items())) if isinstance(value, Mapping) else value
+              for key, value in policy_options.items()}
+    try:
+        make_policy(policy, **frozen)
+    except (ValueError, TypeError) as exc:
+        raise EngineOptionError(f"engine option policy_options does not suit policy {policy!r}: {exc}") from None
 
 
 def _check_local_transport_options(options: Mapping[str, object]) -> None:

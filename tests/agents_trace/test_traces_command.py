@@ -68,7 +68,7 @@ def test_traces_export_bad_store_or_output_is_an_error_line(store, tmp_path, cap
     not_a_db = tmp_path / "notes.txt"
     not_a_db.write_text("not sqlite " * 200)
     for db, code, message in ((tmp_path / "missing.sqlite3", 1, "no trace store at"),
-                              (tmp_path, 1, "no trace store at"),
+                              (tmp_path, 2, "is a directory, not a trace store"),   # a wrong path, not "none yet"
                               (not_a_db, 2, "cannot read the trace store")):
         assert _run(["traces", "export", "--session", "only", "--db", str(db)]) == code
         assert message in capsys.readouterr().err

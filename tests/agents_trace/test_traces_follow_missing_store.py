@@ -35,5 +35,5 @@ def test_follow_waits_for_a_store_not_made_yet_then_shows_the_session(tmp_path, 
 
 
 def test_follow_still_refuses_a_store_path_that_is_a_directory(tmp_path, capsys):
-    assert _run(["traces", "show", "agent-1", "--follow", "--db", str(tmp_path)]) == 1
-    assert "no trace store at" in capsys.readouterr().err
+    assert _run(["traces", "show", "agent-1", "--follow", "--db", str(tmp_path)]) == 2   # a wrong path: usage
+    assert "is a directory, not a trace store" in capsys.readouterr().err

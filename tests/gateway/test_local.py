@@ -164,7 +164,8 @@ def test_the_started_line_says_where_and_in_what_dtype_the_workers_run():
     config = LocalModelConfig(name="m", path="tiny", num_workers=3, engine_options=tuple(engine.items()))
     line = LocalBackend(config).started_line()
     assert line == ("model 'm' (tiny): 3 worker(s) on cpu in bfloat16, policy predictive, "
-                    "64 hot KV blocks of 16 tokens each, no host tier (--host-blocks)")
+                    "64 hot KV blocks of 16 tokens each, no host tier (--host-blocks, or num_host_blocks under "
+                    "[models.engine])")
     engine["num_host_blocks"] = 256
     config = LocalModelConfig(name="m", path="tiny", num_workers=1, engine_options=tuple(engine.items()))
     assert LocalBackend(config).started_line().endswith("16 tokens each, 256 in the host tier")

@@ -14,7 +14,8 @@ from shards.engine_options import EngineOptionError, check_engine_tables
 
 def _config(engine: dict) -> dict:
     return {"models": [{"name": "tiny", "path": "tiny", "num_workers": 1, "engine": engine}],
-            "tenants": [{"name": "a", "api_key_sha256": [key_digest("k")]}]}
+            "tenants": [{"name": "a", "api_key_sha256": [key_digest("k")]},
+                        {"name": "b", "api_key_sha256": [key_digest("k2")]}]}   # the tenants the tables name
 
 
 BAD_TABLES = [

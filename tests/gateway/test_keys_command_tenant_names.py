@@ -1,0 +1,41 @@
+"""`stepahead hash-key --tenant NAME` prints a table that the config it is appended to
+still loads, whatever the name, and refuses (exit 2, one line) a name the config would
+refuse: the config's own check (`tenant_name_problem`)."""
+from __future__ import annotations
+
+import io
+import sys
+import tomllib
+
+import pytest
+
+from gateway.cli import main
+from gateway.config import load_config
+
+CONFIG = "[[models]]\nname = 'm'\nkind = 'local'\npath = 'tiny'\n"
+ODD_NAMES = ["bot\x7f", "a\x00b\x1fc", 'q"uo\\te', "tab\there", "line\nbreak\r", "café 中\u2028", "x\x08\x0c"]
+
+
+def test_tables_for_odd_names_load_as_toml_and_as_a_config(monkeypatch, capsys, tmp_path):
+    path = tmp_path / "gw.toml"
+    text = CONFIG
+    for name in ODD_NAMES:
+        monkeypatch.setattr(sys, "stdin", io.StringIO(f"sk-{len(text)}\n"))
+        assert main(["hash-key", "--tenant", name]) == 0
+        text += capsys.readouterr().out
+    path.write_text(text, encoding="utf-8")
+    assert [table["name"] for table in tomllib.loads(text)["tenants"]] == ODD_NAMES
+    assert [tenant.name for tenant in load_config(path).tenants] == ODD_NAMES
+
+
+@pytest.mark.parametrize("name, words", [
+    ("unauthenticated", "'unauthenticated' is reserved"),
+    ("   ", "'   ' is only whitespace"),
+    ("", "is required"),
+    ("caf\udce9", "is not Unicode text"),   # a Latin-1 byte of argv, as Python decodes it
+])
+def test_names_the_config_refuses_are_refused_with_exit_2(capsys, name, words):
+    assert main(["hash-key", "--generate", "--tenant", name]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1
+    assert err.startswith("stepahead: --tenant: a tenant's name ") and words in err
