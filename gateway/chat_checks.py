@@ -2,7 +2,11 @@
 
 Invariant: after `check_chat_request` passes, every tool has a unique name and a
 valid JSON Schema for its parameters, a named `tool_choice` names one of the tools, and
-every tool message answers a tool call made by an earlier assistant message, once.
+every tool message answers a tool call made by an earlier assistant message, once, and
+no legacy function calling is asked for (`functions`, `function_call`, an assistant
+message's `function_call`: a 400 `unsupported_parameter` naming it, for every model, as a
+`role: "function"` message is: an upstream's `function_call` reply has no place in the
+gateway's replies, and the flow could not be finished).
 """
 from __future__ import annotations
 
@@ -10,13 +14,32 @@ from jsonschema import SchemaError
 
 from gateway.errors import invalid_request
 from gateway.schema_checks import SchemaChecker
-from gateway.schemas import ChatCompletionRequest, NamedToolChoice
+from gateway.schemas import ChatCompletionRequest, NamedToolChoice, refuse_extras
 
 # messages (chat) or input items (Responses) a request may hold: checked before the body is
 # validated, which with tracing costs ~25 us a message on the event loop (200,000 small
 # messages in an 8 MiB body held every tenant's requests for seconds); real agent requests
 # hold a few hundred
 MAX_MESSAGES = 10_000
+
+LEGACY_FUNCTION_CALLING = {
+    "functions": "Legacy 'functions' are not supported; send them as 'tools' "
+                 "([{\"type\": \"function\", \"function\": {...}}]).",
+    "function_call": "Legacy 'function_call' is not supported; use 'tool_choice'.",
+}
+HISTORY_FUNCTION_CALL = ("A legacy 'function_call' in an assistant message is not supported: send it as 'tool_calls' "
+                         "([{\"id\": ..., \"type\": \"function\", \"function\": {\"name\": ..., \"arguments\": "
+                         "...}}]) and its result as a tool message.")
+
+
+def refuse_legacy_function_calling(request: ChatCompletionRequest) -> None:
+    """A 400 `unsupported_parameter` naming the first legacy function-calling field set (not
+    null: SDKs send `function_call: null`)."""
+    refuse_extras(request, LEGACY_FUNCTION_CALLING)
+    for index, message in enumerate(request.messages):
+        if message.role == "assistant" and (message.model_extra or {}).get("function_call") is not None:
+            raise invalid_request(HISTORY_FUNCTION_CALL, param=f"messages[{index}].function_call",
+                                  code="unsupported_parameter")
 
 
 def check_tools(request: ChatCompletionRequest, tenant: str, schemas: SchemaChecker) -> None:
@@ -95,6 +118,7 @@ def _raise_unanswered(unanswered: dict[str, str], where: str) -> None:
 
 
 def check_chat_request(request: ChatCompletionRequest, tenant: str, schemas: SchemaChecker) -> None:
+    refuse_legacy_function_calling(request)
     check_tools(request, tenant, schemas)
     check_tool_messages(request)
 

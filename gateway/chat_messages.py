@@ -10,9 +10,9 @@ fields are kept for upstream models.
 """
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 _ALLOW = ConfigDict(extra="allow", strict=True)
@@ -40,7 +40,7 @@ class Message(BaseModel):
 
     model_config = _ALLOW
     role: Literal["system", "developer", "user", "assistant", "tool"]
-    content: str | list[dict[str, Any]] | None = None
+    content: str | Annotated[list[dict[str, Any]], Field(min_length=1)] | None = None   # [] is a 400, as at OpenAI
     name: str | None = None
     tool_calls: list[ToolCallIn] | None = None
     tool_call_id: str | None = None

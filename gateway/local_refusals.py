@@ -3,12 +3,12 @@
 The chat schema accepts fields it does not know (clients send many), and most unknown
 ones are hints a local model may ignore without changing the answer (`service_tier`,
 `store`, `prompt_cache_key`, `reasoning_effort` for a model that does not reason, ...).
-The ones below would change what the client gets: legacy `functions` would be answered
-without the tools, `audio` output or web search would silently not happen. So would an
-earlier assistant message's legacy `function_call` or `audio` reference: the chat template
-renders neither, so the model would never see that turn's call or answer. Invariant: each
-is a 400 `unsupported_parameter` naming it (`messages[i].function_call`), before any work
-is queued; a null one (SDKs send them so) is no reference and is accepted.
+The ones below would change what the client gets: `audio` output or web search would
+silently not happen, and an earlier assistant message's `audio` reference is something the
+chat template cannot render, so the model would never see that turn's answer (legacy
+function calling is refused for every model: `chat_checks`). Invariant: each is a 400
+`unsupported_parameter` naming it (`messages[i].audio`), before any work is queued; a null
+one (SDKs send them so) is no reference and is accepted.
 """
 from __future__ import annotations
 
@@ -16,9 +16,6 @@ from gateway.errors import invalid_request
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, refuse_extras
 
 REFUSED = {
-    "functions": "Legacy 'functions' are not supported by local models; send them as 'tools' "
-                 "([{\"type\": \"function\", \"function\": {...}}]).",
-    "function_call": "Legacy 'function_call' is not supported by local models; use 'tool_choice'.",
     "audio": "Local models reply in text only: 'audio' output is not supported.",
     "web_search_options": "Local models cannot search the web: 'web_search_options' is not supported.",
 }
@@ -36,18 +33,17 @@ def refuse_unsupported_completion_params(request: CompletionRequest) -> None:
 
 
 MESSAGE_REFUSED = {
-    "function_call": "A legacy 'function_call' in an assistant message is not supported by local models: their chat "
-                     "template cannot show it. Send it as 'tool_calls' ([{\"id\": ..., \"type\": \"function\", "
-                     "\"function\": {\"name\": ..., \"arguments\": ...}}]) and its result as a tool message.",
     "audio": "An assistant message's 'audio' is not supported by local models: they read text only. Send what "
              "the audio said as the message's 'content'.",
 }
 
 
 def refuse_legacy_message_fields(request: ChatCompletionRequest) -> None:
-    """A 400 naming the first assistant message's legacy `function_call` or `audio` that is set."""
+    """A 400 naming the first assistant message's `audio` that is set (a legacy
+    `function_call` is refused for every model: `chat_checks.refuse_legacy_function_calling`)."""
     for index, message in enumerate(request.messages):
-        name = message.legacy_reference() if message.role == "assistant" else None
+        name = "audio" if message.role == "assistant" and (message.model_extra or {}).get("audio") is not None \
+            else None
         if name is not None:
             raise invalid_request(MESSAGE_REFUSED[name], param=f"messages[{index}].{name}",
                                   code="unsupported_parameter")

@@ -4,8 +4,9 @@ the chat param, renamed for Responses requests."""
 import httpx
 import pytest
 
-from gateway.chat_checks import check_tool_messages
+from gateway.chat_checks import check_chat_request, check_tool_messages
 from gateway.errors import ApiError
+from gateway.schema_checks import SchemaChecker
 from gateway.schemas import ChatCompletionRequest, validate
 
 
@@ -64,3 +65,22 @@ def test_a_duplicate_function_call_output_is_a_400_naming_its_item_on_responses(
     error = reply.json()["error"]
     assert reply.status_code == 400 and error["param"] == "input[3].call_id", error
     assert "function_call_output at input[3]" in error["message"] and "a second time" in error["message"], error
+
+
+@pytest.mark.parametrize("field, value", [
+    ("functions", [{"name": "f", "parameters": {"type": "object"}}]),
+    ("function_call", "auto"),
+])
+def test_legacy_function_calling_is_refused_for_every_model(field, value):
+    # QA82: an upstream model's function_call reply was answered as an empty message with no call
+    request = validate(ChatCompletionRequest, {"model": "any", "messages": [USER], field: value})
+    with pytest.raises(ApiError) as raised:
+        check_chat_request(request, "alpha", SchemaChecker())
+    assert (raised.value.code, raised.value.param) == ("unsupported_parameter", field)
+    check_chat_request(validate(ChatCompletionRequest, {"model": "any", "messages": [USER], field: None}),
+                       "alpha", SchemaChecker())   # null: SDKs send it so
+
+
+def test_content_given_as_an_empty_list_of_parts_is_an_empty_array():
+    error = _error([{"role": "user", "content": []}])
+    assert (error.code, error.param) == ("empty_array", "messages[0].content")

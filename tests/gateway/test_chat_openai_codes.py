@@ -8,6 +8,7 @@ import json
 import pytest
 
 from gateway.backend import Finished, TextDelta, Usage
+from gateway.chat_checks import refuse_legacy_function_calling
 from gateway.errors import ApiError
 from gateway.local_refusals import refuse_unsupported_chat_params
 from gateway.openai_format import ChunkWriter, ResponseHeader
@@ -87,17 +88,19 @@ def _chat(messages: list) -> ChatCompletionRequest:
     return validate(ChatCompletionRequest, {"model": "m", "messages": messages})
 
 
-@pytest.mark.parametrize("field, value, says", [
-    ("function_call", {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}, "tool_calls"),
-    ("audio", {"id": "audio_abc"}, "content"),
+@pytest.mark.parametrize("field, value, says, refuse", [
+    # every model: an upstream's function_call reply has no place in the gateway's replies (QA82)
+    ("function_call", {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}, "tool_calls",
+     refuse_legacy_function_calling),
+    ("audio", {"id": "audio_abc"}, "content", refuse_unsupported_chat_params),   # a local model's chat template
 ])
-def test_a_history_assistants_legacy_function_call_or_audio_is_refused_by_a_local_model(field, value, says):
+def test_a_history_assistants_legacy_function_call_or_audio_is_refused(field, value, says, refuse):
     for assistant in ({"role": "assistant", "content": "ok", field: value},
                       {"role": "assistant", "content": None, field: value},   # only it: not "needs content"
                       {"role": "assistant", field: value}):
-        request = _chat([USER, assistant, USER])   # valid: an upstream model reads it
+        request = _chat([USER, assistant, USER])
         with pytest.raises(ApiError) as caught:
-            refuse_unsupported_chat_params(request)
+            refuse(request)
         assert (caught.value.code, caught.value.param) == ("unsupported_parameter", f"messages[1].{field}")
         assert says in caught.value.message
 
@@ -105,6 +108,7 @@ def test_a_history_assistants_legacy_function_call_or_audio_is_refused_by_a_loca
 def test_null_legacy_fields_in_the_history_are_accepted_as_sdks_send_them():
     request = _chat([USER, {"role": "assistant", "content": "ok", "function_call": None, "audio": None}, USER])
     refuse_unsupported_chat_params(request)
+    refuse_legacy_function_calling(request)
     error = refused({"messages": [USER, {"role": "assistant", "content": None, "function_call": None}]})
     assert (error.code, error.param) == ("invalid_value", "messages[1]")   # nothing to send: still needs content
 
