@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 class ApiError(Exception):
     """An error with its HTTP status and OpenAI fields.
 
-    `headers` carries e.g. `Retry-After`; `param` names the offending request field.
+    `headers` carries e.g. `Retry-After`; `param` names the offending request field;
+    `num_prompt_tokens` the prompt's token count when the refusal counted it (a prompt over
+    the context: its refused step records that size, gateway/refused_steps.py).
     """
 
     status: int
@@ -25,6 +27,7 @@ class ApiError(Exception):
     code: str | None = None
     param: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    num_prompt_tokens: int | None = None
 
     def __post_init__(self) -> None:
         Exception.__init__(self, self.message)
@@ -85,7 +88,7 @@ def context_length_exceeded(num_prompt_tokens: int, num_max_tokens: int | None,
         return ApiError(
             400, f"This model's maximum context length is {max_context_tokens} tokens. However, your {param} "
             f"resulted in {num_prompt_tokens} tokens{no_room}. Please reduce the length of the {param}.",
-            "invalid_request_error", "context_length_exceeded", param)
+            "invalid_request_error", "context_length_exceeded", param, num_prompt_tokens=num_prompt_tokens)
     return ApiError(
         400,
         f"This model's maximum context length is {max_context_tokens} tokens. However, you "
@@ -93,7 +96,7 @@ def context_length_exceeded(num_prompt_tokens: int, num_max_tokens: int | None,
         f"{num_max_tokens} in the completion). Please reduce the length of the {param} "
         "or completion.",
         "invalid_request_error", "context_length_exceeded",
-        budget_param if num_max_tokens >= max_context_tokens else param)
+        budget_param if num_max_tokens >= max_context_tokens else param, num_prompt_tokens=num_prompt_tokens)
 
 
 def unauthorized(message: str = "Invalid API key provided.") -> ApiError:

@@ -6,8 +6,9 @@ and that is refused before its prompt is prepared (its request checks, an unknow
 its tenant's limits (`TenantLimiter.early_refusal`), its prompt over the model's context,
 a bad completion budget) is traced as a failed step of its agent session, as a refused
 prepared request is: its error's code (else type) and message, no output (a stream's
-opening, none of which was sent), and no count of its prompt's tokens (none was kept:
-recorded as an upstream model's estimate is, as 0). Only the failure path calls it, so
+opening, none of which was sent), and its prompt's token count when the refusal counted
+it (a prompt over the context: `ApiError.num_prompt_tokens`), else none (recorded as an
+upstream model's estimate is, as 0). Only the failure path calls it, so
 an answered request does no work here.
 """
 from __future__ import annotations
@@ -36,9 +37,10 @@ def trace_refusal(state: GatewayState, request: Request, body: dict,
     backend = state.backends.get(parsed.model)   # none for a model not served
     is_local = backend is not None and backend.owned_by == "stepahead"
     request_id = request_id or new_id("chatcmpl" if is_chat else "cmpl")
+    counted = error.num_prompt_tokens
     prepared = Prepared(request_id=request_id, tenant=tenant, model=parsed.model,
-                        num_prompt_tokens=0, num_reserved_tokens=0, num_choices=num_choices,
-                        prompt_is_counted=False, service_tier=served_tier(parsed.service_tier) if is_local else None)
+                        num_prompt_tokens=counted or 0, num_reserved_tokens=0, num_choices=num_choices,
+                        prompt_is_counted=counted is not None, service_tier=served_tier(parsed.service_tier) if is_local else None)
     trace = begin_step(state.tracer, request, body, prepared, is_chat=is_chat)
     if trace is not None:
         sent = Reply.of(num_choices, 1) if parsed.stream else None   # as a refused stream's

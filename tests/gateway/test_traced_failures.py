@@ -7,6 +7,7 @@ untraced."""
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import httpx
@@ -74,7 +75,10 @@ def test_a_valid_request_refused_before_it_was_prepared_is_a_failed_step_of_its_
         assert answer.headers["x-session-id"] == session
         assert answer.headers["x-request-id"] == step["request_id"]
         assert (step["error"], step["error_message"]) == (error["code"] or error["type"], error["message"])
-        assert step["num_input_tokens"] == 0 and step["num_output_tokens"] == 0
+        # a prompt over the context was counted before its refusal: the step keeps that size (QA80)
+        counted = re.search(r"\((\d+) in the (?:messages|prompt)", error["message"])
+        assert step["num_input_tokens"] == (int(counted[1]) if counted else 0) and step["num_output_tokens"] == 0
+    assert steps[1]["num_input_tokens"] > 8192 and steps[4]["num_input_tokens"] == 8200
     assert [step["error"] for step in steps[1:5]] == ["context_length_exceeded", "model_not_found",
                                                       "invalid_request", "context_length_exceeded"]
 
