@@ -69,10 +69,12 @@ def build_backend(model, config: GatewayConfig, limiters: Limiters | None = None
     if model.passthrough:
         from gateway.passthrough import PassthroughBackend
         return PassthroughBackend(
-            model, default_completion_reserve_tokens=config.default_completion_reserve_tokens)
+            model, default_completion_reserve_tokens=config.default_completion_reserve_tokens,
+            tenant_budget_room=None if limiters is None else limiters.budget_room)
     from gateway.upstream import UpstreamBackend
     return UpstreamBackend(model,
-                           default_completion_reserve_tokens=config.default_completion_reserve_tokens)
+                           default_completion_reserve_tokens=config.default_completion_reserve_tokens,
+                           tenant_budget_room=None if limiters is None else limiters.budget_room)
 
 
 def response_store(config: GatewayConfig) -> ResponseStore:

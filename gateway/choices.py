@@ -17,7 +17,11 @@ Invariants:
   and its usage counts each prompt once; an upstream model's choices are upstream calls of
   their own, each billed the whole prompt, so its request reserves, and its usage counts,
   the prompt (and its cached tokens) of every choice: the usage the client gets, the
-  tenant's charge, the trace and the metrics are what the upstream billed.
+  tenant's charge, the trace and the metrics are what the upstream billed;
+- an upstream model's completions `best_of` candidates are generated (and ranked) inside
+  each upstream call: its `Prepared.best_of` stays 1, so nothing here runs or ranks them,
+  and each call's reservation holds every candidate's completion budget already
+  (gateway/upstream.py), which `with_choices` multiplies by `n` like any other.
 """
 from __future__ import annotations
 

@@ -14,7 +14,12 @@ named so, never quoted (a proxy's HTML page names its hosts). An upstream that d
 know the model the gateway asks for (a 404, or code `model_not_found`) is the gateway's
 misconfiguration too: a 502, never a 404 telling the client that a model
 `/v1/models` lists does not exist. A 400/413/422 keeps the upstream's own message, `param`
-and `code` (litellm's `BadRequestError: OpenAIException - ` prefix taken off). No message
+and `code` (litellm's `BadRequestError: OpenAIException - Error code: 400 - ` prefix taken
+off); a `context_length_exceeded` without a `param` names the request's prompt field
+(`prompt_param`: "messages", "prompt", "input"), never another endpoint's. litellm's own
+refusal of a parameter before any call (`UnsupportedParamsError`) is a 400
+`unsupported_parameter` naming it, in the gateway's words (never litellm's advice about its
+own settings, which the client cannot change). No message
 ever carries an `Authorization` value (`Bearer …` is redacted in every line), nor an
 address of the upstream (a URL, `host:port`, an IPv4 address: the operator's endpoints, not
 the tenant's business), and a backend redacts its own key from its errors (`redacted`), and
@@ -48,7 +53,14 @@ _PATH = re.compile(r"""(?<![\w.\-])(?:[A-Za-z]:)?(?:[\\/][^\s\\/'"<>:,;()]+){2,}
 _TRACEBACK = re.compile(r"Traceback \(most recent call last\)|\n\s*File \"")
 _LITELLM_PREFIX = re.compile(r"^(?:litellm\.\w+:\s*)+")
 # what litellm puts before a provider's own message: "NotFoundError: OpenAIException - "
-_PROVIDER_PREFIX = re.compile(r"^(?:\w+Error:\s*)*\w+Exception\s+-\s+")
+# (and the OpenAI SDK's "Error code: 400 - " after it)
+_PROVIDER_PREFIX = re.compile(r"^(?:\w+Error:\s*)*\w+Exception\s+-\s+(?:Error code:\s*\d+\s+-\s+)?")
+# the parameters litellm's UnsupportedParamsError names: "p does not support parameters:
+# ['a', 'b'], for model=…", "… parameters: a, b, for model=…", "Setting `a` is not supported
+# by …", "Setting {'a': 1} is not supported by …", "Setting a is not supported …"
+_UNSUPPORTED_LIST = re.compile(r"does not support parameters?:\s*(\[[^\]]*\]|[\w, ]+?)(?:,\s*for model|\.|$)")
+_UNSUPPORTED_SETTING = re.compile(r"Setting\s+(?:`(\w+)`|\{'(\w+)'|(\w+)\b)")
+_PARAM_NAME = re.compile(r"\w+")
 _BEARER = re.compile(r"(?i)\b(bearer)\s+[^\s'\"<>,;]+")
 # a Python object's repr in a message ("ssl:<ssl.SSLContext object at 0x7f…>"): its class name is enough
 _OBJECT_REPR = re.compile(r"<(?:[\w]+\.)*([\w]+) object at 0x[0-9a-fA-F]+>")
@@ -236,18 +248,44 @@ def retry_after_headers(retry_after: str | None, retry_after_ms: str | None = No
     return headers
 
 
-def map_litellm_error(exc: BaseException, *, quote: bool = True) -> ApiError:
+def unsupported_params_error(exc: BaseException) -> ApiError:
+    """litellm's `UnsupportedParamsError` (raised before any call, for a parameter its
+    provider config does not list) as a 400 `unsupported_parameter` naming the first
+    parameter it names (all of them in the message); None as `param` when none can be read."""
+    text = str(getattr(exc, "message", None) or exc)
+    names: list[str] = []
+    if (listed := _UNSUPPORTED_LIST.search(text)) is not None:
+        names = _PARAM_NAME.findall(listed.group(1))
+    elif (setting := _UNSUPPORTED_SETTING.search(text)) is not None:
+        names = [next(group for group in setting.groups() if group)]
+    if not names:
+        return ApiError(400, "This model's upstream provider does not support a parameter of the "
+                        "request.", "invalid_request_error", "unsupported_parameter")
+    quoted = ", ".join(f"'{name}'" for name in names)
+    noun = "parameter" if len(names) == 1 else "parameters"
+    return ApiError(400, f"This model's upstream provider does not support the {noun} {quoted}: "
+                    f"ask without {'it' if len(names) == 1 else 'them'}.", "invalid_request_error",
+                    "unsupported_parameter", names[0])
+
+
+def map_litellm_error(exc: BaseException, *, quote: bool = True, prompt_param: str = "messages") -> ApiError:
     """`exc` (litellm's, a provider's, aiohttp's) as the client's `ApiError`; with
     `quote=False` named by its class alone (a transport error, whose text is all about the
-    upstream's address: "Connection timeout to host http://…")."""
+    upstream's address: "Connection timeout to host http://…"). `prompt_param` is the
+    request's prompt field, named by a context overflow the upstream named no field of."""
     status = getattr(exc, "status_code", None)
     name = type(exc).__name__
     message = short_message(exc) if quote else name
     error = _error_body(exc)
-    if name == "ContextWindowExceededError":
-        return ApiError(400, message, "invalid_request_error", "context_length_exceeded",
-                        "messages")
     chain = _chain(exc)
+    refusal = next((link for link in chain if type(link).__name__ == "UnsupportedParamsError"), None)
+    if refusal is not None:
+        return unsupported_params_error(refusal)
+    if name == "ContextWindowExceededError":
+        message = _text_field(error, "message") or _PROVIDER_PREFIX.sub("", one_line(
+            str(getattr(exc, "message", None) or exc)))
+        return ApiError(400, one_line(message), "invalid_request_error", "context_length_exceeded",
+                        _text_field(error, "param") or prompt_param)
     if any(_is_timeout(link) for link in chain):
         return ApiError(504, f"Upstream timed out: {message}", "server_error", "upstream_timeout")
     if any(_is_connect_failure(link) for link in chain) or "Connect" in name:
@@ -261,7 +299,7 @@ def map_litellm_error(exc: BaseException, *, quote: bool = True) -> ApiError:
     retry_after, retry_after_ms = retry_after_of(exc)
     return map_upstream_status(status, message, _text_field(error, "code"), retry_after=retry_after,
                                retry_after_ms=retry_after_ms, param=_text_field(error, "param"),
-                               error_type=_text_field(error, "type"))
+                               error_type=_text_field(error, "type"), prompt_param=prompt_param)
 
 
 def upstream_garbage(what: str) -> ApiError:
@@ -281,12 +319,14 @@ def upstream_quota_exceeded() -> ApiError:
 
 def map_upstream_status(status: int | None, message: str, code: str | None = None, *,
                         retry_after: str | None = None, param: str | None = None,
-                        error_type: str | None = None, retry_after_ms: str | None = None) -> ApiError:
+                        error_type: str | None = None, retry_after_ms: str | None = None,
+                        prompt_param: str = "messages") -> ApiError:
     """An upstream HTTP error status (with its message, OpenAI code, type and param, and
-    `Retry-After` and `retry-after-ms`, if any)."""
+    `Retry-After` and `retry-after-ms`, if any). A context overflow keeps the upstream's
+    `param` ("prompt", "max_tokens"), else names `prompt_param`, the request's prompt field."""
     message = one_line(message) or f"HTTP {status}"
     if code == "context_length_exceeded":
-        return ApiError(400, message, "invalid_request_error", code, "messages")
+        return ApiError(400, message, "invalid_request_error", code, param or prompt_param)
     if UPSTREAM_QUOTA in (code, error_type):   # the operator's account, not the tenant's
         return upstream_quota_exceeded()
     if status in (408, 504):

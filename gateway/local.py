@@ -30,6 +30,7 @@ import sys
 from collections.abc import AsyncIterator, Callable
 
 from gateway.backend import ChatEvent, Prepared
+from gateway.budget_share import run_share
 from gateway.config import DEFAULT_LOCAL_POLICY, LocalModelConfig
 from gateway.engine_sessions import engine_session_key
 from gateway.errors import invalid_request
@@ -186,7 +187,7 @@ class LocalBackend(LocalCompletions):
         room = None if budget_room is None else budget_room(prepared.tenant)
         if room is None:
             return prepared
-        share = max(1, (room - prepared.num_prompt_tokens) // num_runs)
+        share = run_share(room, prepared.num_prompt_tokens, num_runs)   # each prompt paid once: one prefill
         calls = prepared.payload if prepared.num_prompts > 1 else [prepared.payload]
         calls = [dataclasses.replace(call, sampling=dataclasses.replace(
             call.sampling, max_tokens=min(call.sampling.max_tokens, share))) for call in calls]

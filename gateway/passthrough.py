@@ -9,7 +9,8 @@ the upstream's model name and, for streams, `include_usage` on (the fields litel
 `extra_body` are top-level fields again here); `Authorization` carries the model's own key,
 none when it has none; upstream HTTP errors are mapped like litellm's
 (`map_upstream_status`, the upstream's `Retry-After` passed on, a non-JSON error body never
-copied, the model's key redacted, a 5xx logged once: `log_upstream_failure`); closing
+copied, the model's key redacted, a 5xx logged once: `log_upstream_failure`; a context
+overflow the upstream names no field of names the request's prompt field); closing
 `run()` closes the connection, so the upstream sees the client leave. `timeout_s` bounds
 the connect and each wait for the upstream's next bytes, not the whole reply, so a long
 healthy stream is never cut. A stream request
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import aiohttp
 from aiohttp.http_exceptions import LineTooLong
@@ -43,9 +44,10 @@ TRANSPORT_FIELDS = ("timeout", "api_base", "api_key", "num_retries", "max_retrie
 MAX_EVENT_BYTES = 8 * 1024 * 1024
 
 
-async def sse_json(response: aiohttp.ClientResponse) -> AsyncIterator[dict]:
+async def sse_json(response: aiohttp.ClientResponse, prompt_param: str = "messages") -> AsyncIterator[dict]:
     """The JSON payloads of an SSE stream's `data:` lines, up to `[DONE]`; a reply that is
-    not `text/event-stream` is a 502 before anything is read from it."""
+    not `text/event-stream` is a 502 before anything is read from it. `prompt_param`: the
+    request's prompt field, for an error event (`_upstream_error`)."""
     if response.content_type != "text/event-stream":
         raise upstream_garbage(f"a stream was asked for, the reply is {response.content_type}")
     lines = aiter(response.content)
@@ -65,7 +67,7 @@ async def sse_json(response: aiohttp.ClientResponse) -> AsyncIterator[dict]:
         chunk = json.loads(payload)
         if isinstance(chunk, dict) and "error" in chunk:
             error = chunk["error"] if isinstance(chunk["error"], dict) else {}
-            raise _upstream_error(502, error, str(error.get("message", chunk["error"])))
+            raise _upstream_error(502, error, str(error.get("message", chunk["error"])), prompt_param=prompt_param)
         yield chunk
 
 
@@ -73,8 +75,10 @@ class PassthroughBackend(UpstreamBackend):
     __slots__ = ("_session",)
 
     def __init__(self, config: UpstreamModelConfig, *,
-                 default_completion_reserve_tokens: int = 256) -> None:
-        super().__init__(config, default_completion_reserve_tokens=default_completion_reserve_tokens)
+                 default_completion_reserve_tokens: int = 256,
+                 tenant_budget_room: Callable[[str], int | None] | None = None) -> None:
+        super().__init__(config, default_completion_reserve_tokens=default_completion_reserve_tokens,
+                         tenant_budget_room=tenant_budget_room)
         self._session: aiohttp.ClientSession | None = None
 
     async def start(self) -> None:
@@ -104,6 +108,7 @@ class PassthroughBackend(UpstreamBackend):
         body["model"] = self.config.upstream_model_name()
         base = (call.kwargs.get("api_base") or "").rstrip("/")
         url = f"{base}/chat/completions" if call.is_chat else f"{base}/completions"
+        prompt_param = "messages" if call.is_chat else "prompt"
         headers = {"Content-Type": "application/json"}
         api_key = call.kwargs.get("api_key")
         if api_key and api_key != NO_API_KEY:   # with no key, no Authorization (not the placeholder)
@@ -116,7 +121,7 @@ class PassthroughBackend(UpstreamBackend):
                 raise map_litellm_error(exc, quote=False) from None
             async with response:
                 if response.status >= 400:
-                    raise await _status_error(response)
+                    raise await _status_error(response, prompt_param)
                 if not body.get("stream"):
                     try:
                         reply = await response.json(content_type=None)
@@ -127,14 +132,14 @@ class PassthroughBackend(UpstreamBackend):
                     for event in events_from_response(reply, call.is_chat, prepared.num_prompt_tokens):
                         yield event
                     return
-                async for event in events_from_stream(sse_json(response), call.is_chat, prepared.num_prompt_tokens,
-                                                      started_s):
+                async for event in events_from_stream(sse_json(response, prompt_param), call.is_chat,
+                                                      prepared.num_prompt_tokens, started_s):
                     yield event
         except ApiError as error:   # an upstream may quote the key it was sent; logged once
             raise self.failed(prepared, error) from None
 
 
-async def _status_error(response: aiohttp.ClientResponse) -> ApiError:
+async def _status_error(response: aiohttp.ClientResponse, prompt_param: str = "messages") -> ApiError:
     """The upstream's error status as an `ApiError`: its JSON error message (one line) and
     `Retry-After`; a body that is not an OpenAI error is named by its status only."""
     try:
@@ -145,16 +150,18 @@ async def _status_error(response: aiohttp.ClientResponse) -> ApiError:
     if not isinstance(error, dict):
         error = {"message": str(error)}
     return _upstream_error(response.status, error, str(error.get("message") or f"HTTP {response.status}"),
-                           response.headers.get("Retry-After"), response.headers.get("retry-after-ms"))
+                           response.headers.get("Retry-After"), response.headers.get("retry-after-ms"),
+                           prompt_param=prompt_param)
 
 
 def _upstream_error(status: int, error: dict, message: str, retry_after: str | None = None,
-                    retry_after_ms: str | None = None) -> ApiError:
+                    retry_after_ms: str | None = None, *, prompt_param: str = "messages") -> ApiError:
     """`map_upstream_status` for an upstream's OpenAI error object: its `code`, `param` and
-    `type` where they are strings (a stream's error event, an error status's body)."""
+    `type` where they are strings (a stream's error event, an error status's body);
+    `prompt_param`, the request's prompt field, for a context overflow that names none."""
     def text(name: str) -> str | None:
         value = error.get(name)
         return value if isinstance(value, str) else None
     return map_upstream_status(status, message, text("code"), retry_after=retry_after,
                                retry_after_ms=retry_after_ms, param=text("param"),
-                               error_type=text("type"))
+                               error_type=text("type"), prompt_param=prompt_param)

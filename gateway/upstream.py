@@ -13,6 +13,12 @@ stream. `timeout_s` bounds the call: no hidden SDK
 retries (an upstream 429 comes back at once, with its `Retry-After`). A reply that is not
 the OpenAI protocol is a 502 `upstream_error` before any of it reaches the client
 (`upstream_replies.py` reads and checks it).
+
+An upstream call reserves its prompt estimate and `max_tokens` (else the default reserve)
+for each completion it bills: every `best_of` candidate (the upstream ranks them itself,
+so `Prepared.best_of` stays 1); `with_choices` multiplies that by `n`. A budgeted tenant's
+request that sets no completion limit is sent, and reserves, `max_tokens` = its equal share
+of what the budget has left (`_capped_to_budget`), so the budget holds.
 """
 from __future__ import annotations
 
@@ -21,12 +27,13 @@ import logging
 import os
 import time
 import warnings
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from agents_trace.text_table import printable
 from gateway.backend import ChatEvent, Prepared, WithoutWorkers
+from gateway.budget_share import run_share
 from gateway.config import UpstreamModelConfig
 from gateway.embeddings import EmbeddingsRequest, input_items, reply_body, upstream_reply
 from gateway.errors import ApiError, context_length_exceeded, invalid_request
@@ -78,18 +85,26 @@ class UpstreamCall:
     kwargs: dict
 
 
+# the largest budget share sent as `max_tokens` to a model of unknown context: every current
+# chat model takes at least this many output tokens
+SENT_SHARE_WITHOUT_CONTEXT = 4096
+
+
 class UpstreamBackend(WithoutWorkers):
     """One upstream model; stateless apart from the litellm module it calls."""
 
     __slots__ = ("config", "model_id", "owned_by", "default_completion_reserve_tokens",
-                 "_litellm")
+                 "tenant_budget_room", "_litellm")
 
     def __init__(self, config: UpstreamModelConfig, *,
-                 default_completion_reserve_tokens: int = 256) -> None:
+                 default_completion_reserve_tokens: int = 256,
+                 tenant_budget_room: Callable[[str], int | None] | None = None) -> None:
         self.config = config
         self.model_id = config.name
         self.owned_by = "upstream"
         self.default_completion_reserve_tokens = default_completion_reserve_tokens
+        # what a tenant's request may reserve when it sets no max_tokens (`Limiters.budget_room`)
+        self.tenant_budget_room = tenant_budget_room
         self._litellm = None
 
     async def start(self) -> None:
@@ -116,15 +131,39 @@ class UpstreamBackend(WithoutWorkers):
         return call_kwargs(self.config, body, stream)
 
     def _prepared(self, request_id: str, tenant: str, call: UpstreamCall, num_prompt_tokens: int,
-                  num_max_tokens: int | None) -> Prepared:
+                  num_max_tokens: int | None, num_calls: int = 1, num_candidates: int = 1) -> Prepared:
+        """One of `num_calls` (`n`) calls, reserving its prompt and `num_candidates` (`best_of`) budgets."""
         limit = self.config.max_context_tokens
         if limit is not None and num_prompt_tokens + (num_max_tokens or 0) > limit:
             raise context_length_exceeded(num_prompt_tokens, num_max_tokens, limit,
                                           param="messages" if call.is_chat else "prompt")
-        reserve = num_max_tokens or self.default_completion_reserve_tokens
+        if num_max_tokens is None:
+            num_max_tokens = self._capped_to_budget(tenant, call, num_prompt_tokens, num_calls, num_candidates)
+        reserve = (num_max_tokens or self.default_completion_reserve_tokens) * num_candidates
         return Prepared(request_id=request_id, tenant=tenant, model=self.model_id,
                         num_prompt_tokens=num_prompt_tokens,
                         num_reserved_tokens=num_prompt_tokens + reserve, payload=call, prompt_is_counted=False)
+
+    def _capped_to_budget(self, tenant: str, call: UpstreamCall, num_prompt_tokens: int, num_calls: int,
+                          num_candidates: int) -> int | None:
+        """The `max_tokens` reserved, and sent (in `call`), for a budgeted tenant's request that
+        set none: each of its completions' share of the budget left after every call's prompt
+        (`run_share`), within `max_context_tokens` when set; None (nothing sent) for a tenant
+        without a budget. A model whose context is not configured is sent a share only up to
+        SENT_SHARE_WITHOUT_CONTEXT (a larger `max_tokens` than the model takes would be refused
+        by the upstream, naming a field the client never sent): a larger share is reserved
+        only, the budget then holding all but what the model writes past it."""
+        budget_room = getattr(self, "tenant_budget_room", None)   # NOTE: a test's bare backend has none
+        room = None if budget_room is None else budget_room(tenant)
+        if room is None:
+            return None
+        cap = run_share(room, num_prompt_tokens * num_calls, num_calls * num_candidates)
+        limit = self.config.max_context_tokens
+        if limit is not None:
+            cap = max(1, min(cap, limit - num_prompt_tokens))
+        if limit is not None or cap <= SENT_SHARE_WITHOUT_CONTEXT:
+            call.kwargs["max_tokens"] = cap
+        return cap
 
     async def prepare_chat(self, request: ChatCompletionRequest, tenant: str,
                            request_id: str) -> Prepared:
@@ -132,7 +171,7 @@ class UpstreamBackend(WithoutWorkers):
         call = UpstreamCall(True, self._common_kwargs(body, request.stream))
         return self._prepared(request_id, tenant, call,
                               estimate_num_tokens(body["messages"]),
-                              request.completion_limit())
+                              request.completion_limit(), num_calls=request.n or 1)
 
     async def prepare_completion(self, request: CompletionRequest, tenant: str,
                                  request_id: str) -> Prepared:
@@ -145,7 +184,8 @@ class UpstreamBackend(WithoutWorkers):
         prompt = request.prompt
         num_prompt_tokens = (len(prompt) if isinstance(prompt, list) and prompt
                              and isinstance(prompt[0], int) else estimate_num_tokens(prompt))
-        return self._prepared(request_id, tenant, call, num_prompt_tokens, request.max_tokens)
+        return self._prepared(request_id, tenant, call, num_prompt_tokens, request.max_tokens,
+                              num_calls=request.n or 1, num_candidates=request.best_of or 1)
 
     async def embed(self, request: EmbeddingsRequest) -> dict:
         """`POST /v1/embeddings` through `litellm.aembedding`, one upstream call (no SDK
@@ -172,7 +212,7 @@ class UpstreamBackend(WithoutWorkers):
         except ApiError:
             raise
         except Exception as exc:   # an upstream may quote the key it was sent
-            raise redacted(map_litellm_error(exc), self.own_secrets()) from None
+            raise redacted(map_litellm_error(exc, prompt_param="input"), self.own_secrets()) from None
         try:
             return reply_body(upstream_reply(raw, len(input_items(request.input))), self.model_id,
                               request.encoding_format)
@@ -199,7 +239,7 @@ class UpstreamBackend(WithoutWorkers):
             except ApiError:
                 raise
             except Exception as exc:
-                raise map_litellm_error(exc) from None
+                raise map_litellm_error(exc, prompt_param="messages" if is_chat else "prompt") from None
             if not kwargs.get("stream"):
                 for event in events_from_response(response, is_chat, prepared.num_prompt_tokens):
                     yield event

@@ -95,6 +95,12 @@ def test_a_reload_leaves_what_the_models_engine_table_fixes_and_says_so(tmp_path
     ('policy = "lfu"\n', "engine option policy must be one of"),
     ('num_hot_blocks = -1\n', "engine option num_hot_blocks must be an integer >= 1"),
     ('no_such_option = 1\n', "unknown engine option 'no_such_option'"),
+    # policy_options the policy refuses, found at the reload as at the start (QA75)
+    ('policy = "predictive"\npolicy_options = { bogus_option = 1 }\n',
+     "engine option policy_options does not suit policy 'predictive': bad predictive policy option"),
+    ('policy = "lru"\npolicy_options = { pin_cap_frac = 0.2 }\n', "lru takes no options, got ['pin_cap_frac']"),
+    ('policy_options = { pin_cap_frac = 5 }\n', "pin_cap_frac must lie in [0, 1]"),   # the default: predictive
+    ('threads_per_worker = 1000000000000\n', "threads_per_worker must be at most 1024"),
 ])
 def test_a_reload_whose_models_the_next_start_would_refuse_changes_nothing(tmp_path, caplog, engine, reason):
     """It used to report success ("at the next start: [[models]]"), and the next start
@@ -107,7 +113,7 @@ def test_a_reload_whose_models_the_next_start_would_refuse_changes_nothing(tmp_p
         assert asyncio.run(reload_tenants(state, path)) is None
     assert [t.name for t in state.config.tenants] == ["a"]
     assert (f"stepahead: the tenants were not reloaded from {path}: the next start would fail: cannot serve model "
-            f"'tiny': {reason}") in caplog.text
+            "'tiny': ") in caplog.text and reason in caplog.text
 
 
 @pytest.mark.parametrize("broken", ["[[tenants]]\nname = ", MODEL, None])

@@ -1,19 +1,16 @@
 """`stepahead serve` and `uvicorn --factory` with a config: $STEPAHEAD_CONFIG is the file
 when `--config` gives none (as under the factory), a bad file under the factory is one
-line and exit 2, a reload refuses `policy_options` the next start would refuse, and an
-unknown flag shows the sub-command's usage."""
+line and exit 2, and an unknown flag shows the sub-command's usage (a reload refusing
+`policy_options` the next start would refuse: tests/gateway/test_reload.py)."""
 from __future__ import annotations
 
-import asyncio
-import logging
 import signal
 
 import pytest
 
 from gateway.app import build_app
 from gateway.cli import main
-from gateway.config import key_digest, load_config
-from gateway.reload import reload_tenants
+from gateway.config import key_digest
 from tests.gateway.serving import free_port
 
 MODEL = ('[[models]]\nname = "mock"\nkind = "upstream"\nlitellm_model = "openai/gpt-4o-mini"\n'
@@ -70,25 +67,6 @@ def test_the_factory_with_a_bad_stepahead_config_is_one_line_and_exit_2(monkeypa
     assert raised.value.code == 2
     assert capsys.readouterr().err == ("stepahead: bad config: the config: unknown table 'tenant'; did you mean "
                                        "'tenants'? (known: models, server, tenants, tracing)\n")
-
-
-@pytest.mark.parametrize("engine, reason", [
-    ('policy = "predictive"\npolicy_options = { bogus_option = 1 }\n',
-     "engine option policy_options does not suit policy 'predictive': bad predictive policy option"),
-    ('policy = "lru"\npolicy_options = { pin_cap_frac = 0.2 }\n', "lru takes no options, got ['pin_cap_frac']"),
-    ('policy_options = { pin_cap_frac = 5 }\n', "pin_cap_frac must lie in [0, 1]"),   # the default: predictive
-    ('threads_per_worker = 1000000000000\n', "threads_per_worker must be at most 1024"),
-])
-def test_a_reload_with_options_the_policy_refuses_changes_nothing(tmp_path, caplog, engine, reason):
-    path = tmp_path / "gw.toml"
-    path.write_text(LOCAL + _tenant("a", "sk-a"))
-    state = build_app(load_config(path), config_path=str(path)).state.gateway
-    path.write_text(LOCAL + engine + _tenant("a", "sk-a") + _tenant("b", "sk-b"))
-    with caplog.at_level(logging.ERROR, logger="stepahead"):
-        assert asyncio.run(reload_tenants(state, path)) is None
-    assert [tenant.name for tenant in state.config.tenants] == ["a"]
-    assert (f"stepahead: the tenants were not reloaded from {path}: the next start would fail: cannot serve model "
-            "'tiny': ") in caplog.text and reason in caplog.text
 
 
 def test_an_unknown_flag_shows_the_sub_commands_usage(capsys):
