@@ -18,7 +18,7 @@ from gateway.limiters import Limiters
 from gateway.model_configs import UpstreamModelConfig
 from gateway.passthrough import PassthroughBackend
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, validate
-from gateway.upstream import UpstreamBackend, estimate_num_tokens
+from gateway.upstream import SENT_SHARE_WITHOUT_CONTEXT, UpstreamBackend, estimate_num_tokens
 from tests.gateway.serving import start_server
 
 PROMPT = "Once upon a time there was"   # estimate_num_tokens: 26 bytes // 4 + 8 = 14
@@ -156,3 +156,17 @@ def test_the_cap_and_best_of_reach_the_upstream(upstream_url, passthrough):
         return json.loads("".join(event.text for event in events if isinstance(event, TextDelta)))
     body = asyncio.run(sent())
     assert body["max_tokens"] == (300 - estimate_num_tokens(PROMPT)) // 2 and body["best_of"] == 2
+
+
+@pytest.mark.parametrize("passthrough", [False, True])
+def test_a_share_larger_than_a_model_of_unknown_context_may_take_is_reserved_but_not_sent(passthrough):
+    # a max_tokens past the model's own output limit would be a 400 naming a field the client never sent
+    num_prompt = estimate_num_tokens(PROMPT)
+    large = _prepare_completion(_backend({"b": 1_000_000}.get, passthrough=passthrough), _completion())
+    assert "max_tokens" not in large.payload.kwargs and large.num_reserved_tokens == 1_000_000
+    room = num_prompt + SENT_SHARE_WITHOUT_CONTEXT
+    small = _prepare_completion(_backend({"b": room}.get, passthrough=passthrough), _completion())
+    assert small.payload.kwargs["max_tokens"] == SENT_SHARE_WITHOUT_CONTEXT
+    known = _prepare_completion(_backend({"b": 1_000_000}.get, passthrough=passthrough, max_context_tokens=8192),
+                                _completion())
+    assert known.payload.kwargs["max_tokens"] == 8192 - num_prompt
