@@ -3,7 +3,7 @@
 must not find it written in plain text to uvicorn's access log.
 
 Invariant: a logged request line keeps its path and every query parameter's name; the
-value of each parameter whose name reads as a credential (`SECRET_NAME_PARTS`), or whose
+value of each parameter whose name reads as a credential (`is_secret_name`), or whose
 value (percent-decoded) holds something shaped like a key (`sk-` and at least
 MIN_KEY_CHARS key characters, or `Bearer <token>`: `looks_like_key`), is replaced by
 `REDACTED`, as is each path segment, and each query part without a value, that holds
@@ -17,13 +17,26 @@ import logging
 import re
 from urllib.parse import unquote, unquote_plus
 
-SECRET_NAME_PARTS = ("key", "token", "secret", "password", "auth", "signature", "credential")
+# a parameter name reads as a credential when one of its words (split at anything but a
+# letter or digit) is one of these or ends in one of SECRET_WORD_ENDS: `api_key`, `apikey`,
+# `access_token`, `auth`, not `author`, `max_tokens` or `monkey_bars`... (`monkey` is, harmlessly)
+SECRET_WORDS = frozenset({"auth", "authorization", "signature", "sig", "credential", "credentials", "pwd",
+                          "passwd", "bearer"})
+SECRET_WORD_ENDS = ("key", "token", "secret", "password")
 REDACTED = "[redacted]"
 ACCESS_LOGGER = "uvicorn.access"
 MIN_KEY_CHARS = 8   # after `sk-`: "sk-" + 8 of [A-Za-z0-9_-] (the gateway's own keys have 24+)
 _PATH_ARG = 2   # uvicorn's access record: (client address, method, full path, HTTP version, status)
-# not inside a word ("tasks-list", "disk-..."): an `sk-` key, or a bearer token
-_KEY_SHAPE = re.compile(r"(?<![A-Za-z0-9])sk-[A-Za-z0-9_\-]{%d}|(?i:\bbearer\s+\S)" % MIN_KEY_CHARS)
+# not inside a word ("task-sk-12345678", "build_sk-release01"): an `sk-` key, or a bearer
+# token (`Bearer` and MIN_KEY_CHARS token characters or more: not "bearer of news")
+_KEY_SHAPE = re.compile(r"(?<![A-Za-z0-9_\-])sk-[A-Za-z0-9_\-]{%d}|(?i:\bbearer\s+[A-Za-z0-9._~+/=\-]{%d})"
+                        % (MIN_KEY_CHARS, MIN_KEY_CHARS))
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether a query parameter's (decoded) name reads as a credential's (SECRET_WORDS)."""
+    return any(word in SECRET_WORDS or word.endswith(SECRET_WORD_ENDS)
+               for word in re.split(r"[^a-z0-9]+", name.lower()) if word)
 
 
 def looks_like_key(text: str) -> bool:
@@ -37,8 +50,7 @@ def _redacted_part(part: str) -> str:
         return REDACTED if looks_like_key(unquote_plus(part)) else part
     if looks_like_key(unquote_plus(name)):
         return REDACTED
-    secret = any(word in unquote_plus(name).lower() for word in SECRET_NAME_PARTS) \
-        or looks_like_key(unquote_plus(value))
+    secret = is_secret_name(unquote_plus(name)) or looks_like_key(unquote_plus(value))
     return f"{name}={REDACTED}" if secret else part
 
 

@@ -214,7 +214,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if without_steps:
-        print(f"error: {args.data}: {without_steps} line(s) have no `steps` list; left out",
+        print(f"warning: {args.data}: {without_steps} line(s) have no `steps` list; left out",
               file=sys.stderr)
     if not lines:
         print(f"error: {args.data} holds no tool sequences (no line has a `steps` list)",

@@ -27,7 +27,11 @@ def test_values_shaped_like_keys_are_redacted_wherever_they_are(path, expected):
 
 @pytest.mark.parametrize("path", [
     "/v1/models?limit=2&after=x", "/v1/tasks-listing-all?q=ask-questions-here", "/v1/models/sk-short",
-    "/v1/files/file-abc123?purpose=batch", "/v1/models?q=bearer"])
+    "/v1/files/file-abc123?purpose=batch", "/v1/models?q=bearer",
+    # QA84: ids and words that merely contain `sk-` or "bearer", names that merely contain "auth" or "token"
+    "/v1/traces/sessions/task-sk-12345678", "/v1/traces/sessions?id_contains=task-sk-12345678",
+    "/v1/models?tag=build_sk-release01&disk=disk-sk-abcdefgh", "/v1/models?q=bearer+of+news",
+    "/v1/traces/sessions?author=me&max_tokens=5&limit=2"])
 def test_ordinary_paths_are_kept_as_they_are(path):
     assert redacted_path(path) == path
 
@@ -55,3 +59,9 @@ def test_the_filter_runs_before_a_filter_already_on_the_access_logger():
         assert isinstance(logger.filters[0], QueryRedaction)
     finally:
         logger.removeFilter(earlier)
+
+
+@pytest.mark.parametrize("name", ["api_key", "apikey", "x-api-key", "access_token", "auth", "client_secret",
+                                  "password", "sig", "Authorization"])
+def test_parameters_named_as_credentials_are_redacted_by_name(name):
+    assert redacted_path(f"/v1/models?{name}=opaque&limit=2") == f"/v1/models?{name}={REDACTED}&limit=2"

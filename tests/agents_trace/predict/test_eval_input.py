@@ -32,7 +32,7 @@ def test_lines_without_steps_are_counted_and_the_rest_scored(tmp_path, capsys):
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     status, out, err = _run(capsys, "--data", str(data), "--json")
     assert status == 0 and json.loads(out)["predictor"]["n"] == 5 * 4   # odd file lines 1, 5, .. 11; END appended
-    assert err == [f"error: {data}: 1 line(s) have no `steps` list; left out"]
+    assert err == [f"warning: {data}: 1 line(s) have no `steps` list; left out"]
 
 
 def test_an_unreadable_file_is_one_line_and_status_2(tmp_path, capsys):
