@@ -248,7 +248,10 @@ class GapForecaster(GapEstimates):
         points = gap.return_points(p_return)
         etas = gap.eta_quantiles(self.config.quantiles)
         step = waiting.step
-        next_name = tool_step(step.split(",")[0][len("tool:"):]) if step.startswith("tool:") else USER_SYMBOL
+        if step == OTHER_STEP:   # the pooled waits: its bucket, which `waits_on_tool` counts as a tool
+            next_name = OTHER_STEP[len("tool:"):]
+        else:
+            next_name = tool_step(step.split(",")[0][len("tool:"):]) if step.startswith("tool:") else USER_SYMBOL
         confident = self.num_resolved(tenant) >= self.config.min_outcomes
         return Forecast(
             tenant=tenant,
