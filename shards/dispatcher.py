@@ -15,11 +15,12 @@ Invariants:
   `max_attempts` tries in all) — one that has sent tokens resumed from its last one
   (`WorkItem.resumed`: the stream goes on, nothing sent twice; the log probabilities
   asked for came with each sent token) — and fails the others with "worker_died"; a
-  request queued past `max_queue_wait_s` fails with "overloaded";
+  request queued past `max_queue_wait_s` (since its submit, or its requeue) fails with "overloaded";
 - a request of several runs (a prompt's `n` choices) is admitted or refused as a unit
   with its first run (`submit`'s `room`): its later runs are never refused after it began;
-- a worker is sent new requests only while `can_take` holds (its outstanding count
-  below the soft limit, or below the hard limit for a tenant under its weighted share);
+- a worker is sent new requests only while `can_take` holds (its outstanding count below the
+  soft limit, or the hard limit for a tenant under its weighted share) and it is `Router.usable`
+  (never one being fenced, found dead or hung): else the request waits queued, no error;
 - a shared-memory segment named in a PrefixExported is imported or unlinked, never lost.
 """
 from __future__ import annotations
@@ -34,13 +35,13 @@ from shards.protocol import (CacheEventsReport, CacheSnapshot, CancelRequest, Co
                              FinishEvent, SessionMoved, TokenEvent, WorkItem)
 from shards.transfer_messages import ExportPrefix, ImportPrefix, PrefixExported, PrefixImported
 from shards.dispatch_records import DispatchConfig, DispatchStats, Outbound, Request, Transfer
+from shards.measured_costs import fold_cost
 from shards.route_records import RouteQuery
 from shards.router import Router
 from shards.tiered_queue import TieredQueue
 
 __all__ = ["DispatchConfig", "DispatchStats", "Dispatcher", "Outbound", "Request", "Transfer"]
 
-COST_EWMA = 0.3
 MIN_MEASURED_PREFILL_TOKENS = 64
 
 
@@ -106,6 +107,7 @@ class Dispatcher:
         for request in [r for r in self.requests.values() if r.worker_id == worker_id]:
             request.worker_id = None
             if request.num_attempts < self.config.max_attempts:
+                request.submitted_s = now_s   # its queue wait counts from its requeue
                 if request.token_sent:
                     request.item = request.item.resumed(request.sent_token_ids, request.num_sent_chars)
                     self.stats.num_resumed += 1
@@ -165,17 +167,20 @@ class Dispatcher:
         return out
 
     def pump(self, now_s: float) -> Outbound:
-        """Send queued requests, in fair order, to workers that can take them."""
+        """Send queued requests, in fair order, to usable workers that can take them (others wait)."""
         out = Outbound()
-        while len(self.queue) and self._ready:
-            request = self.queue.pop_first(
-                lambda tenant, _: any(self.can_take(w, tenant) for w in self._ready))
+        usable = self.router.usable(self._ready, now_s) if len(self.queue) else []
+        while len(self.queue) and usable:
+            request = self.queue.pop_first(lambda tenant, _: any(self.can_take(w, tenant) for w in usable))
             if request is None:
                 break
             item = request.item
-            candidates = [w for w in self._ready if self.can_take(w, item.tenant)]
+            candidates = [w for w in usable if self.can_take(w, item.tenant)]
             query = RouteQuery(item.tenant, item.session, request.hashes, len(item.prompt_token_ids), item.flex)
             decision = self.router.route(item.request_id, query, candidates, now_s)
+            if decision is None:   # no worker now: it waits at the front, as it was
+                self.queue.push_front(item.tenant, item.request_id, request, flex=item.flex)
+                break
             request.worker_id = decision.worker_id
             request.num_attempts += 1
             counts = self._outstanding[decision.worker_id]
@@ -207,7 +212,7 @@ class Dispatcher:
             self.stats.num_expired += 1
             out.deliveries.append(ErrorEvent(
                 request.item.request_id, "no worker could take the request in time", "overloaded",
-                retryable=True, retry_after_s=self.config.retry_after_s))
+                retryable=not request.token_sent, retry_after_s=self.config.retry_after_s))
         for transfer_id, transfer in list(self.transfers.items()):
             if now_s > transfer.deadline_s:
                 del self.transfers[transfer_id]
@@ -296,9 +301,5 @@ class Dispatcher:
 
     def _observe_cost(self, worker_id: str, name: str, elapsed_s: float, num_units: int) -> None:
         """Fold a measured cost (seconds per block or per token) into the router's model."""
-        if worker_id not in self._ready or num_units <= 0:
-            return
-        costs = self.router.costs(worker_id)
-        sample = elapsed_s / num_units
-        old = getattr(costs, name)
-        setattr(costs, name, sample if old is None else (1 - COST_EWMA) * old + COST_EWMA * sample)
+        if worker_id in self._ready:
+            fold_cost(self.router.costs(worker_id), name, elapsed_s, num_units)

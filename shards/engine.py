@@ -44,10 +44,10 @@ from shards.engine_start import WORKER_START_TIMEOUT_S, EngineStart, EngineStart
 from shards.engine_tenants import EngineTenants
 from shards.protocol import (ApplyForecast, CostProfile, EngineEvent, ErrorEvent, FinishEvent, Ping, Shutdown,
                              WorkerStats, WorkItem)
+from shards.routability import Routability
 from shards.route_records import RouterConfig
 from shards.router import Router
 from shards.supervisor import Supervisor, SupervisorConfig, SupervisorPlan
-from shards.worker_events import fence_words
 from shards.worker_config import DEFAULT_CHUNK_TOKENS, WorkerConfig
 
 __all__ = ["EngineStartError", "LocalEngine"]
@@ -209,30 +209,29 @@ class LocalEngine(EngineStart, EngineReports, EngineTenants, EngineMessages):
 
     def _supervise_tick(self, now: float) -> tuple[SupervisorPlan, list[str]]:
         """One tick's pings, fences and expiries: the plan (restarts are the caller's) and the
-        operator's lines. All it fences are fenced before any of their requests goes on."""
-        lines = []
+        operator's lines. It takes out of the dispatcher the workers it fences and those whose
+        exit `settled`, all fenced before any of their requests goes on, and then sends on what
+        waited for a usable worker (one heard from again)."""
         with self._lock:
             plan = self._supervisor.plan(now)
             out = self._dispatcher.expire(now)
             for worker_id, reason in plan.fence:
                 self._supervisor.fence(worker_id, now, reason)
-            for worker_id, reason in plan.fence:
-                removed, line = self._remove_fenced(
-                    worker_id, fence_words(reason, self._supervisor.config.health_timeout_s), now)
-                out.extend(removed)
-                lines.append(line)
-                self._channels[worker_id].kill()
+            removed, lines = self._take_out_fenced({worker_id for worker_id, _ in plan.fence}, now)
+            out.extend(removed)
             for worker_id in plan.ping:
                 self._channels[worker_id].send(Ping(next(self._nonces), now))
+            out.extend(self._dispatcher.pump(now))
             self._perform(out)
         unlink_segments(out.unlink)
         return plan, lines
 
-    def _routable(self, worker_id: str, now: float) -> bool:
-        """Whether the router may send `worker_id` work (under the lock): not fenced, not
-        silent past the health timeout, its channel open (even if its exit is not handled yet)."""
+    def _routable(self, worker_id: str, now: float) -> Routability:
+        """How the router may send `worker_id` work (under the lock): `Supervisor.routability`,
+        and NONE while its channel is closed (even if its exit is not handled yet)."""
         channel = self._channels.get(worker_id)
-        return channel is not None and channel.is_alive() and self._supervisor.is_responsive(worker_id, now)
+        alive = channel is not None and channel.is_alive()
+        return self._supervisor.routability(worker_id, now) if alive else Routability.NONE
 
     # --- requests ----------------------------------------------------------------------------
     def _hashes(self, item: WorkItem) -> list:

@@ -8,7 +8,9 @@ take the engine's `_lock`; they use its `_supervisor`, `_dispatcher`, `_channels
 `_streams`, `_ready`, `_placements`, `_probed_costs` and `_stats`.
 
 Invariants: a fenced incarnation's messages are ignored (`Supervisor.is_current`); a
-worker is routable only once its `WorkerReady` is accepted, and not after its exit; the
+worker is routable only once its `WorkerReady` is accepted, and not after its exit, which
+fences it at once; its requests go on at the supervise tick once its exit `settled` (so
+workers killed together are all seen gone first; during the start, at once); the
 shared-memory segments a decision leaves unused are unlinked, and the operator told of a
 worker lost or back after the start (shards/worker_events.py), after the lock is released.
 """
@@ -20,7 +22,7 @@ import time
 
 from shards.dispatcher import Outbound
 from shards.protocol import EngineEvent, ErrorEvent, EventBatch, Pong, WorkerFailed, WorkerReady, WorkerStats
-from shards.worker_events import worker_back_line, worker_down_line
+from shards.worker_events import fence_words, worker_back_line, worker_down_line
 
 log = logging.getLogger("stepahead.shards")
 
@@ -93,11 +95,27 @@ class EngineMessages:
             now = time.monotonic()
             out = Outbound()
             if self._supervisor.on_exit(worker_id, incarnation, now, reason):
-                out, line = self._remove_fenced(worker_id, reason, now)
+                if self._supervise_task is None or worker_id not in self._dispatcher.ready_workers():
+                    out, line = self._remove_fenced(worker_id, reason, now)   # no tick takes it out
                 self._ready.notify_all()
             self._perform(out)
         unlink_segments(out.unlink)
         self._tell_operator(line)
+
+    def _take_out_fenced(self, fenced_now: set[str], now: float) -> tuple[Outbound, list[str]]:
+        """Take out of the dispatcher (caller holds the lock) the workers fenced in this tick
+        (`fenced_now`) and those whose exit `settled`, and kill each: what to send and deliver,
+        and the operator's lines."""
+        out, lines = Outbound(), []
+        supervisor = self._supervisor
+        settled = {worker_id for worker_id in self._dispatcher.ready_workers() if supervisor.settled(worker_id, now)}
+        for worker_id in sorted(fenced_now | settled):
+            words = fence_words(supervisor.health(worker_id).fence_reason, supervisor.config.health_timeout_s)
+            removed, line = self._remove_fenced(worker_id, words, now)
+            out.extend(removed)
+            lines.append(line)
+            self._channels[worker_id].kill()
+        return out, lines
 
     def _remove_fenced(self, worker_id: str, reason: str, now: float) -> tuple[Outbound, str | None]:
         """Take a worker the supervisor just fenced out of the dispatcher (caller holds

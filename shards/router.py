@@ -27,12 +27,11 @@ waits) skips rules 1-3 and is charged apart: it goes by score against each worke
 load (a tie to the worker fewer tenants call home, away from where their agents' new
 sessions go), and a default-tier request's load does not count flex prefill (it goes
 first), so batch work spreads over the workers without pulling the agents' sessions after it.
-Ties go to the lower load, then the lower worker id (deterministic). "Gone" means not
-a candidate (fenced, dead, or at its dispatch limit), or not `routable` (the engine's
-callback: a worker still counted ready that is being fenced, whose channel is closed or
-that was silent past the health timeout). One not routable is chosen, or copied from,
-only when no candidate is routable: so the requests a fence sends on never land on
-another worker fenced in the same tick, or found dead, while a healthy one is there.
+Ties go to the lower load, then the lower worker id (deterministic). "Gone" means not a
+candidate (fenced, dead, or at its dispatch limit), or not `usable` now by the engine's
+`routable` callback (shards/routability.py: never one being fenced, found dead or silent past
+the health timeout; one that missed its last pings only while none is fresh). Such a worker is
+never chosen nor copied from: `route` answers None, and the dispatcher keeps the request queued.
 
 Invariants:
 - `route` charges the chosen worker's load before returning, and `on_first_token` /
@@ -44,9 +43,8 @@ Invariants:
 A shared-prefix transfer is proposed when it is cheaper than the prefill it saves
 (shards/transfer_decision.py).
 
-A session that leaves the worker it was last routed to is reported in the decision
-(`moved_from`), so that worker's cache policy can stop keeping the session's KV for a
-return that will now happen elsewhere.
+A session that leaves the worker it was last routed to is reported in the decision (`moved_from`),
+so that worker's cache policy can stop keeping the session's KV for a return now elsewhere.
 
 `policy` "least_loaded" and "round_robin" are the baselines the benchmark compares
 against: they ignore prefixes, sessions and transfers (loads are still tracked).
@@ -55,10 +53,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from shards.prefix_index import PrefixIndex
+from shards.routability import RoutableCallback, usable_workers
 from shards.route_records import (ROUTING_POLICIES, Decision, RouteQuery, RouteReason, RouterConfig, RouterStats,
                                   TenantLoad, WorkerCosts, WorkerLoad)
 from shards.transfer_decision import decide_transfer, saved_tokens
@@ -76,10 +75,9 @@ class _Charge:
 
 
 class Router:
-    def __init__(self, config: RouterConfig | None = None,
-                 routable: Callable[[str, float], bool] | None = None) -> None:
-        """`routable(worker_id, now_s)`: whether a candidate may be sent work now (None:
-        every candidate may; see the module docstring)."""
+    def __init__(self, config: RouterConfig | None = None, routable: RoutableCallback | None = None) -> None:
+        """`routable(worker_id, now_s)`: a `Routability` (or a bool) of a worker now (None:
+        every worker is fresh; see the module docstring)."""
         self.config = config or RouterConfig()
         self._routable = routable
         if self.config.policy not in ROUTING_POLICIES:
@@ -173,16 +171,18 @@ class Router:
         return sum(1 for _, until in self._reserved.values() if until >= now_s)
 
     # --- the decision ---------------------------------------------------------------------
+    def usable(self, workers: Collection[str], now_s: float) -> list[str]:
+        """Of `workers`, those a request may be sent to now (`usable_workers`), sorted."""
+        return usable_workers(workers, self._routable, now_s)
+
     def route(self, request_id: str, query: RouteQuery, candidates: Collection[str],
               now_s: float) -> Decision | None:
-        """Choose a worker among `candidates` and charge it; None when there are none."""
-        live = sorted(w for w in candidates if w in self._loads)
+        """Choose a usable worker among `candidates` and charge it; None (no charge) if none is."""
+        live = self.usable([w for w in candidates if w in self._loads], now_s)
         if not live:
             return None
-        holders: Collection[str] = self._loads   # whose cached runs count: a transfer's source among them
-        if self._routable is not None:
-            live = [w for w in live if self._routable(w, now_s)] or live
-            holders = [w for w in self._loads if w in live or self._routable(w, now_s)]
+        holders: Collection[str] = (self._loads if self._routable is None   # whose cached runs count: a
+                                    else set(live).union(self.usable(self._loads, now_s)))   # copy's source
         if self.config.policy != "prefix":
             return self._route_baseline(request_id, query, live)
         runs = self.index.runs(query.hashes, holders)

@@ -9,10 +9,13 @@ The engine owns the side effects: it asks `plan(now)` what to do (whom to ping, 
 restart), does it, and reports back (`on_spawned`, `on_ready`, `on_heard`, `on_exit`).
 
 Invariants:
-- only `ready` workers are routable; a worker is fenced at most once per incarnation,
+- only `ready` workers are routable, and one silent for two ping intervals only while none
+  is fresh (`routability`); a worker is fenced at most once per incarnation,
   and messages from an older incarnation are recognised as stale (`is_current`);
 - restart delays double after each failed start (up to `max_restart_delay_s`) and
   reset once an incarnation becomes ready, so a crash loop cannot spin the CPU;
+- an exited worker is fenced at once, but `settled` only `exit_settle_s` later: the engine
+  sends its requests on then, when workers killed together have all been seen gone;
 - a slot's `fence_reason` is why it was last fenced: a restart keeps it until the slot
   is fenced again (empty while it never was), so /health still says why after a restart.
 """
@@ -20,6 +23,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Literal
+
+from shards.routability import Routability, quiet_after_s
 
 WorkerState = Literal["starting", "ready", "fenced"]
 START_TIMEOUT_REASON = "did not start in time"
@@ -33,6 +38,7 @@ class SupervisorConfig:
     start_timeout_s: float = 300.0
     restart_delay_s: float = 0.2
     max_restart_delay_s: float = 30.0
+    exit_settle_s: float = 0.2   # see `settled`; at most the first restart delay
 
 
 @dataclass(slots=True)
@@ -85,6 +91,25 @@ class Supervisor:
         health = self._workers.get(worker_id)
         return (health is not None and health.state == "ready"
                 and now_s - health.last_heard_s <= self.config.health_timeout_s)
+
+    def routability(self, worker_id: str, now_s: float) -> Routability:
+        """NONE unless `is_responsive`; QUIET when silent past two ping intervals (it missed
+        its last ping: maybe hung, its fence a tick or two away); else FRESH."""
+        if not self.is_responsive(worker_id, now_s):
+            return Routability.NONE
+        config = self.config
+        silent_s = now_s - self._workers[worker_id].last_heard_s
+        quiet = silent_s > quiet_after_s(config.ping_interval_s, config.health_timeout_s)
+        return Routability.QUIET if quiet else Routability.FRESH
+
+    def settled(self, worker_id: str, now_s: float) -> bool:
+        """Fenced at least `exit_settle_s` ago, or restarting since. NOTE: workers killed
+        together (one signal, a node lost) are seen gone one at a time, as each reader thread
+        reaches its pipe's end: a request sent on before they all have may go to one of them."""
+        health = self._workers[worker_id]
+        if health.state != "fenced":
+            return health.state == "starting"
+        return now_s - (health.fenced_s or now_s) >= self.config.exit_settle_s
 
     # --- reports from the engine -----------------------------------------------------
     def on_spawned(self, worker_id: str, incarnation: int, now_s: float) -> None:

@@ -76,6 +76,7 @@ def test_a_dead_worker_whose_exit_is_not_handled_yet_is_no_resume_target(engine)
     engine._channels["w1"].alive = False   # killed with w0; its reader has not reported its exit yet
     engine._channels["w0"].alive = False
     engine._on_exit("w0", 0, "killed by SIGKILL")
+    engine._supervise_tick(engine.t0 + 1)   # FI11: its requests go on once its exit settled
     assert engine._dispatcher.requests["r1"].worker_id == "w2"
     assert engine._channels["w1"].items() == []
     engine._on_exit("w1", 0, "killed by SIGKILL")   # its exit, handled later, fails nothing
@@ -94,9 +95,22 @@ def test_a_worker_silent_past_the_timeout_is_no_resume_target_before_its_own_fen
     assert engine._channels["w1"].items() == []
 
 
-def test_when_every_candidate_is_being_fenced_the_tick_still_sends_the_request_somewhere(engine):
-    """No healthy worker left: the router falls back to a candidate (the dispatcher needs
-    one) instead of failing the tick."""
-    plan, lines = engine._supervise_tick(engine.t0 + HEALTH_TIMEOUT_S + 1)
+def test_when_every_worker_is_fenced_the_request_waits_for_a_restarted_one(engine):
+    """No healthy worker left: the cut stream waits in the queue (FI11: the router no longer
+    falls back to a worker being fenced, which burnt its second try), then goes on, from its
+    last token, on the first worker restarted."""
+    now = engine.t0 + HEALTH_TIMEOUT_S + 1
+    plan, lines = engine._supervise_tick(now)
     assert [worker_id for worker_id, _ in plan.fence] == ["w0", "w1", "w2"]
     assert len(lines) == 3 and all(channel.killed for channel in engine._channels.values())
+    assert engine._channels["w1"].items() == [] and engine._channels["w2"].items() == []
+    assert "r1" in engine._dispatcher.queue and engine._dispatcher.requests["r1"].worker_id is None
+    assert engine._dispatcher.stats.num_failed_worker_died == 0
+    assert "1 request(s) cut mid-reply go on" in lines[0] and "failed" not in " ".join(lines)
+    engine._channels["w1"] = restarted = FakeChannel()
+    engine._supervisor.on_spawned("w1", 1, now + 1)
+    assert engine._supervisor.on_ready("w1", 1, now + 1)
+    with engine._lock:
+        engine._perform(engine._dispatcher.add_worker("w1", None, now + 1))
+    (resumed,) = [m for m in restarted.sent if isinstance(m, WorkItem)]
+    assert resumed.request_id == "r1" and resumed.num_resumed_tokens == 2

@@ -5,6 +5,7 @@ from cache.events import BlockStored
 from cache.hashing import BlockHash
 from cache.tiers import Tier
 from shards.route_records import RouterConfig, RouteQuery
+from shards.routability import Routability
 from shards.router import RESERVATION_SWEEP_MIN, Router
 
 BLOCK = 16
@@ -292,10 +293,10 @@ def test_router_flex_request_leaves_no_session_behind_and_its_charge_is_released
             load.num_outstanding) == (0, 0, 0, 0)
 
 
-def test_router_skips_a_candidate_that_is_not_routable_unless_none_is_fi8():
+def test_router_never_chooses_a_candidate_that_is_not_routable():
     """A worker the engine is fencing (or found dead) is still a candidate until the
-    dispatcher drops it: it wins no tie, holds no prefix that counts, and is chosen only
-    when every candidate is like it (the dispatcher needs a worker)."""
+    dispatcher drops it: it wins no tie, holds no prefix that counts, and is never chosen,
+    even when every candidate is like it (FI11: then no decision, the request waits)."""
     fencing = {"w0"}
     router = Router(RouterConfig(block_size=BLOCK), routable=lambda worker, now_s: worker not in fencing)
     for worker in ("w0", "w1", "w2"):
@@ -304,10 +305,11 @@ def test_router_skips_a_candidate_that_is_not_routable_unless_none_is_fi8():
     decision = router.route("r1", _query(), ["w0", "w1", "w2"], 0.0)
     assert decision.worker_id == "w1" and decision.num_expected_cached_tokens == 0
     fencing.update({"w1", "w2"})
-    assert router.route("r2", _query(), ["w1", "w2"], 0.0).worker_id in ("w1", "w2")
+    assert router.route("r2", _query(), ["w1", "w2"], 0.0) is None
+    assert router.worker_of("r2") is None and router.load("w2").num_outstanding == 0   # nothing charged
 
 
-def test_router_never_copies_a_prefix_from_a_worker_that_is_not_routable_fi8():
+def test_router_never_copies_a_prefix_from_a_worker_that_is_not_routable():
     fencing = {"w1"}
     router = Router(RouterConfig(block_size=BLOCK, imbalance_threshold_tokens=10.0),
                     routable=lambda worker, now_s: worker not in fencing)
@@ -319,3 +321,31 @@ def test_router_never_copies_a_prefix_from_a_worker_that_is_not_routable_fi8():
     assert decision.worker_id == "w0" and decision.transfer_from is None
     fencing.clear()
     assert router.route("r2", _query(), ["w0"], 0.0).transfer_from == "w1"   # as a healthy holder is
+
+
+def test_router_never_chooses_a_worker_that_is_not_routable_even_when_it_is_the_only_candidate():
+    """QA85: the healthy worker at its dispatch limit is no candidate; the others are being
+    fenced: the router has no answer (the old fallback sent the request to a dead worker)."""
+    router = Router(RouterConfig(block_size=BLOCK), routable=lambda worker, now_s: Routability.NONE)
+    router.add_worker("w1")
+    assert router.route("r1", _query(), ["w1"], 0.0) is None and router.usable(["w1"], 0.0) == []
+
+
+def test_router_prefers_fresh_workers_to_quiet_ones_while_any_is_fresh():
+    """A worker that missed its last pings (QUIET) loses to a FRESH one even when it holds
+    the prefix, has the lower load and is the tenant's home; it is neither copied from; when
+    every candidate is QUIET they are all usable again."""
+    ranks = {"w0": Routability.QUIET, "w1": Routability.FRESH, "w2": Routability.NONE}
+    router = Router(RouterConfig(block_size=BLOCK, imbalance_threshold_tokens=1e9),
+                    routable=lambda worker, now_s: ranks[worker])
+    for worker in ("w0", "w1", "w2"):
+        router.add_worker(worker)
+    _store(router, "w0", PREFIX)
+    _costed(router, prefill_s_per_token=20e-6, copy_s_per_block=30e-6)
+    router.route("busy", _query(), ["w1"], 0.0)   # w1 carries more load than w0
+    assert router.usable(["w0", "w1", "w2"], 0.0) == ["w1"]
+    decision = router.route("r1", _query(), ["w0", "w1", "w2"], 0.0)
+    assert decision.worker_id == "w1" and decision.transfer_from is None
+    ranks["w1"] = Routability.QUIET
+    assert router.usable(["w0", "w1", "w2"], 0.0) == ["w0", "w1"]
+    assert router.route("r2", _query(), ["w0", "w1", "w2"], 0.0).worker_id == "w0"

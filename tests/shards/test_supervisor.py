@@ -63,7 +63,7 @@ def test_supervisor_fences_a_worker_that_never_becomes_ready():
     assert supervisor.plan(6.0).fence == [("w0", "did not start in time")]
 
 
-def test_supervisor_keeps_the_last_fence_reason_after_a_restart_until_the_next_fence_fi8():
+def test_supervisor_keeps_the_last_fence_reason_after_a_restart_until_the_next_fence():
     supervisor = Supervisor(SupervisorConfig(restart_delay_s=0.2))
     _ready(supervisor)
     assert supervisor.health("w0").fence_reason == ""   # never fenced
@@ -75,7 +75,7 @@ def test_supervisor_keeps_the_last_fence_reason_after_a_restart_until_the_next_f
     assert supervisor.health("w0").fence_reason == "unresponsive"
 
 
-def test_supervisor_responsive_means_ready_and_heard_within_the_health_timeout_fi8():
+def test_supervisor_responsive_means_ready_and_heard_within_the_health_timeout():
     supervisor = Supervisor(SupervisorConfig(health_timeout_s=2.0))
     supervisor.on_spawned("w0", 0, 0.0)
     assert not supervisor.is_responsive("w0", 0.1)   # starting
