@@ -5,11 +5,11 @@ The filler writes into a `JsonText` and yields what it wrote since its last piec
 before each ask that may reach the model (the client has the text decided so far while
 the model works), at each pause for the event loop, and at the end: what it writes
 without the model (zero values, `minimal`, separators, brackets) goes out in a few pieces,
-not one event per value. It fills a whole object from nothing
-(`root`), or completes one the model began (`complete`, from the frames `json_prefix`
-read up to its last committed character): it finishes an open string, gives a pending
-key its value, adds the required properties not yet written (all of them when none are
-marked), takes array items while the model goes on, and closes every open bracket.
+not one event per value. It fills a whole object from nothing (`root`), or completes one
+the model began (`complete`, from the frames `json_prefix` read up to its last committed
+character): it finishes an open string, gives a pending key its value, adds the required
+properties not yet written (all of them when none are marked, but one whose smallest value
+would not fit), takes array items while the model goes on, and closes every open bracket.
 
 Values: strings end at the model's `"`; numbers and booleans come from a short budget,
 read leniently; enums are matched by prefix; arrays get their `minItems`, then another
@@ -17,11 +17,13 @@ item while the model continues with a `,` (up to `maxItems`, at most MAX_ARRAY_I
 `anyOf`/`oneOf` with more than one branch that can end take the branch the model's next
 characters start (else their first branch that is not null and can end: `Heights`). A
 value the model cannot produce is its schema's default, const or first enum member that
-meets the schema's other keywords, or its type's zero value (`zero_value`); objects and arrays nested MAX_DEPTH deep or more are written without
-the model as the smallest value (`minimal`): null where the schema allows it, else
-their required properties and `minItems` items, each `anyOf`/`oneOf` in the branch that
-ends soonest. So a recursive schema (pydantic's `sub: Optional["Node"]`) ends in its
-`null` by MAX_DEPTH, and its value is valid wherever a finite one exists.
+meets the schema's other keywords, or its type's zero value (`zero_value`); objects and
+arrays nested MAX_DEPTH deep or more are written without the model as the smallest value
+(`minimal`): null where the schema allows it, else their required properties and
+`minItems` items, each `anyOf`/`oneOf` in the branch with the fewest values (as
+`json_smallest.num_values_inside` counts them). So a recursive schema (pydantic's
+`sub: Optional["Node"]`) ends in its `null` by MAX_DEPTH, and its value is valid wherever
+a finite one exists.
 Numbers and strings are moved into their bounds and lengths (`json_bounds`); a string held
 to a format (`json_formats`: a date, a UUID, …) or a `pattern` (`json_patterns`, checked
 within a time bound) that the model's text does not meet together with its lengths takes a
@@ -39,7 +41,10 @@ it writes (with the model or without it, `minimal`), so other requests go on and
 whose client left (its task cancelled) stops there; a schema needing more than
 MAX_FILLED_VALUES is refused (`SchemaTooLarge`, named by the caller that knows which
 parameter the schema came from; `local_schemas` refuses one whose smallest value is that
-large before the reply starts).
+large before the reply starts). An object or array whose least structure would take the
+reply past that limit is written as its smallest value instead (its null, a smaller
+branch, an optional property left out), so only the model's own choices (another item, a
+larger branch) can make a schema the count let through too large.
 """
 from __future__ import annotations
 
@@ -47,63 +52,27 @@ import asyncio
 import json
 import math
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator
 from typing import Any
 
+from gateway.json_asks import (BRANCH_ASK, ENUM_ASK, LEAF_ASKS, MORE_ITEMS_ASK, STRING_REST_ASK, Ask, CanAsk,
+                               Generate, JsonText)
 from gateway.json_bounds import number_in_bounds, string_in_bounds
 from gateway.json_fitting import fits_string
 from gateway.json_formats import checked_format, normalized
 from gateway.json_patterns import usable_pattern
 from gateway.json_frames import ArrayFrame, Frame, ObjectFrame, StringFrame
 from gateway.json_schemas import listed_values, value_kind
-from gateway.json_smallest import MAX_BRANCH_STEPS, SmallestValues
-
-# Continue the prompt text `suffix` (appended after the rendered prompt) and return the
-# generated text; the callback owns sampling, usage accounting and cancellation.
-Generate = Callable[[str, int, tuple[str, ...]], Awaitable[str]]
-# Whether a `Generate` call may still reach the model (false once the reply's token budget
-# is spent: it would answer "" at once).
-CanAsk = Callable[[], bool]
+from gateway.json_counts import MAX_BRANCH_STEPS, min_items
+from gateway.json_smallest import SchemaTooLarge, SmallestValues
 
 NUMBER = re.compile(r"\s*(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)")
-MAX_STRING_TOKENS = 48
 MAX_DEPTH = 4   # levels the model is asked to fill; deeper values are written without it (`minimal`)
 MAX_ARRAY_ITEMS = 8  # items a filled array gets at most (fewer when the model closes it)
 
 
-@dataclass(frozen=True, slots=True)
-class Ask:
-    """One question to the model: continue the text so far and `opener` for at most
-    `max_tokens` tokens, up to one of `stop`."""
-
-    opener: str
-    max_tokens: int
-    stop: tuple[str, ...]
-
-
-BRANCH_ASK = Ask("", 2, (",", "}", "\n"))   # the first characters of an `anyOf`/`oneOf` value
-MORE_ITEMS_ASK = Ask("", 2, ("]",))   # whether an array goes on (`,`)
-STRING_REST_ASK = Ask("", MAX_STRING_TOKENS, ('"',))   # the rest of a string the model began
-LEAF_ASKS = {"string": Ask('"', MAX_STRING_TOKENS, ('"',)), "integer": Ask("", 8, (",", "}", "\n")),
-             "number": Ask("", 8, (",", "}", "\n")), "boolean": Ask("", 2, (",", "}"))}
-ENUM_ASK = Ask("", 16, (",", "}", "\n"))
-
-
 def _always() -> bool:
     return True
-
-
-@dataclass(slots=True)
-class JsonText:
-    """The text the JSON follows in the model's context (`head`), and the JSON so far."""
-
-    head: str
-    json: str = ""
-
-    @property
-    def text(self) -> str:
-        return self.head + self.json
 
 
 class LeafFiller(SmallestValues):
@@ -206,10 +175,12 @@ class LeafFiller(SmallestValues):
 
     async def members(self, schema: dict, depth: int, seen: list[str]) -> AsyncIterator[str]:
         """The required properties not in `seen` (all properties when none are marked
-        required), then `}`."""
+        required, but one whose smallest value would take the reply past MAX_FILLED_VALUES:
+        it is left out), then `}`."""
         properties: dict = schema.get("properties", {})
-        for name in schema.get("required") or list(properties):
-            if name in seen:
+        required = schema.get("required")
+        for name in required or list(properties):
+            if name in seen or not required and not self.fits(self.num_values(self.root.member_schema(schema, name))):
                 continue
             self._write(("" if not seen else ", ") + json.dumps(name) + ": ")
             async for piece in self.value(self.root.member_schema(schema, name), depth):
@@ -240,19 +211,27 @@ class LeafFiller(SmallestValues):
 
     async def value(self, schema: dict, depth: int) -> AsyncIterator[str]:
         """One value for `schema`, continuing the text so far: shallower than MAX_DEPTH in
-        the `anyOf`/`oneOf` branch the model starts, from MAX_DEPTH on in the lowest one (so
-        a recursive schema's nesting ends there, in its `null`)."""
+        the `anyOf`/`oneOf` branch the model starts, from MAX_DEPTH on in the smallest one (so
+        a recursive schema's nesting ends there, in its `null`). An object or array whose
+        structure would take the reply past MAX_FILLED_VALUES is the smallest value instead
+        (`minimal`: a null or smaller branch where there is one, else refused)."""
         if self._count_value():   # the loop's turn: other requests, and a cancel when the client left
             if sent := self._unsent():
                 yield sent
             await asyncio.sleep(0)
         if depth < MAX_DEPTH:
-            schema, text = self.root.resolve(schema), None
-            if self._is_choice(schema):
+            whole, text = self.root.resolve(schema), None
+            if self._is_choice(whole):
                 if sent := self._before_ask():
                     yield sent
                 text = (await self._ask(BRANCH_ASK)).lstrip()
-            schema = self._chosen(schema, text)
+            schema = self._chosen(whole, text)
+            if not self.fits(self._structure_values(schema) - 1):   # this value is counted already
+                if not self.fits(self.num_values(whole) - 1):   # no smaller choice: refused at once
+                    raise SchemaTooLarge.of(self.schema)
+                self._num_values -= 1   # `minimal` counts it again
+                self._write(json.dumps(await self.minimal(whole), ensure_ascii=False))
+                return
         else:
             schema = self._pick(schema, smallest=True)
         kind = value_kind(schema)
@@ -268,6 +247,19 @@ class LeafFiller(SmallestValues):
                 yield sent
             text = await self._ask(ask)
         self._write(json.dumps(await self.leaf(schema, kind, text), ensure_ascii=False))
+
+    def _structure_values(self, schema: dict) -> int:
+        """The fewest values the filler writes for `schema` (resolved, narrowed) as an
+        object or array, itself included (`num_values` of each required property or
+        `minItems` item, 0 where unknown); 1 for any other value."""
+        kind = value_kind(schema)
+        if "const" in schema or schema.get("enum") or kind not in ("object", "array"):
+            return 1
+        if kind == "object":
+            return 1 + sum(self.num_values(self.root.member_schema(schema, name), 1) or 0
+                           for name in schema.get("required") or ())
+        least = min_items(schema)
+        return 1 + (least and least * (self.num_values(self.root.item_schema(schema), 1) or 0))
 
     def _leaf_ask(self, schema: dict, kind: str) -> Ask | None:
         """What `leaf` asks the model for `schema`'s value (None: it is written without it)."""

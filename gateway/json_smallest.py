@@ -3,9 +3,11 @@ gateway/json_filling.py, writes past MAX_DEPTH and where the model cannot go on)
 bound on how many values one reply writes.
 
 Invariants: `minimal` is valid wherever a finite value meets the schema (`Heights`) and no
-deeper than MAX_MINIMAL_DEPTH; a filler that counts more than MAX_FILLED_VALUES values
-raises `SchemaTooLarge` (the caller names the parameter); `minimal` gives the
-event loop its turn every PAUSE_EVERY_VALUES values. `num_values_inside` (what
+deeper than MAX_MINIMAL_DEPTH, and its values are those `num_values_inside` counts for it
+(one definition of "smallest": each choice the branch with the fewest values, `_fewest`);
+a filler that counts more than MAX_FILLED_VALUES values raises `SchemaTooLarge` (the
+caller names the parameter); `minimal` gives the event loop its turn every
+PAUSE_EVERY_VALUES values. `num_values_inside` (what
 `local_schemas` refuses up front) is never more than the values a filler counts filling
 the reply object from nothing, whatever the model answers: it refuses no schema the
 filler could fill.
@@ -14,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-from itertools import chain
 from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
@@ -22,18 +23,15 @@ from typing import Any
 from gateway.errors import ApiError
 from gateway.json_bounds import number_in_bounds
 from gateway.json_fitting import fitting_member, fitting_string
-from gateway.json_heights import MAX_SMALLEST_HEIGHT, Heights
+from gateway.json_counts import MAX_BRANCH_STEPS, MAX_MINIMAL_DEPTH, Undecided, ValueCounter
+from gateway.json_heights import Heights
 from gateway.json_schemas import SchemaRoot, kinds_of, value_kind
 
-# a `minimal` value this deep is its zero: never for a part `local_schemas` lets through
-MAX_MINIMAL_DEPTH = MAX_SMALLEST_HEIGHT
 # values one reply's filler writes at most: a schema whose smallest value is larger (a huge
 # `minItems`, required properties each requiring two more, many levels deep) is refused
 # there, as a 400 or the stream's error event, instead of being built for ever
 MAX_FILLED_VALUES = 100_000
 PAUSE_EVERY_VALUES = 64   # values written between the event loop's turns (tens of µs each)
-MAX_BRANCH_STEPS = 16     # nested anyOf/oneOf narrowed at most (a branch that is the anyOf itself goes no further)
-MAX_COUNT_STEPS = 20_000  # parts `num_values_inside` visits at most before it gives no verdict (~tens of ms)
 
 
 @dataclass(slots=True)
@@ -85,6 +83,8 @@ class SmallestValues:
         self._heights: Heights | None = None   # found when a branch is first picked
         self._num_values = 0   # values written so far (`_count_value`)
         self._zeros: dict[int, tuple[dict, Any]] = {}   # id(schema) -> (schema, its `zero_value`)
+        self._counter: ValueCounter | None = None   # made when a count is first needed
+        self._undecided = False   # whether a count gave no verdict (`num_values`)
 
     def zero(self, schema: dict) -> Any:
         """`zero_value(schema)`, worked out once per schema part (a string's spelling
@@ -108,13 +108,36 @@ class SmallestValues:
             self._heights = Heights(self.root)
         return self._heights
 
-    def _pick(self, schema: dict, smallest: bool = False) -> dict:
+    @property
+    def counter(self) -> ValueCounter:
+        if self._counter is None:
+            self._counter = ValueCounter(self.root, self.heights, MAX_FILLED_VALUES + 1)
+        return self._counter
+
+    def num_values(self, schema: dict, depth: int = 0) -> int | None:
+        """The values `schema`'s smallest value holds, as `num_values_inside` counts them
+        (at most MAX_FILLED_VALUES + 1); None where that count gives no verdict (then never
+        again for this reply: what is written no longer depends on it)."""
+        if self._undecided:
+            return None
+        try:
+            return self.counter.counted(schema, depth)
+        except Undecided:
+            self._undecided = True
+            return None
+
+    def fits(self, num_values: int | None) -> bool:
+        """Whether `num_values` more values (None: unknown) keep the reply within MAX_FILLED_VALUES."""
+        return num_values is None or self._num_values + num_values <= MAX_FILLED_VALUES
+
+    def _pick(self, schema: dict, smallest: bool = False, depth: int = 0) -> dict:
         """`schema` resolved, an `anyOf`/`oneOf` narrowed (through nested ones) to one
         branch: its first non-null branch that some finite value meets, or (`smallest`, or
         when there is none) the first non-null of its lowest branches (`Heights`: null,
-        where it is one). With `smallest`, one with a `default` stays whole: the default is
-        its smallest value."""
-        schema = self.root.resolve(schema)
+        where it is one), but with `smallest` (a part `depth` levels into a smallest value)
+        one with fewer values where there is one (`_fewest`). With `smallest`, one with a
+        `default` stays whole: the default is its smallest value."""
+        choice = schema = self.root.resolve(schema)
         for _ in range(MAX_BRANCH_STEPS):
             branches = self.root.branches(schema)
             if not branches or smallest and "default" in schema:
@@ -126,7 +149,28 @@ class SmallestValues:
                 lowest = [b for b, h in zip(branches, heights) if h == min(heights)]
                 pick = next((b for b in lowest if value_kind(b) != "null"), lowest[0])
             schema = pick
-        return schema
+        return self._fewest(choice, schema, depth) if smallest and schema is not choice else schema
+
+    def _fewest(self, choice: dict, lowest: dict, depth: int) -> dict:
+        """Of the parts the choice `choice` may be written as (`ValueCounter.ways`, those
+        `num_values_inside` takes the fewest of), `lowest` (its lowest branch) where none has
+        fewer values, else the first with the fewest, then the lowest (`Heights`), then not
+        null; only those that end before MAX_MINIMAL_DEPTH from `depth`, so the value stays
+        valid. `lowest` where the count gives no verdict."""
+        if self._undecided:
+            return lowest
+        try:
+            ways = self.counter.fresh_ways(choice)
+        except Undecided:
+            self._undecided = True
+            return lowest
+        ending = [way for way in ways if depth + self.heights.of(way) <= MAX_MINIMAL_DEPTH]
+        counts = [self.num_values(way, depth) for way in ending]
+        least = self.num_values(lowest, depth)
+        if None in counts or least is None or not ending or least <= min(counts):
+            return lowest
+        return min(zip(ending, counts), key=lambda pair: (
+            pair[1], self.heights.of(pair[0]), value_kind(pair[0]) == "null"))[0]
 
     async def minimal(self, schema: dict) -> Any:
         """The smallest value for `schema`, written without the model (`_smallest`), giving
@@ -143,11 +187,12 @@ class SmallestValues:
         """The smallest value for `schema` (returned), written without the model: `zero_value`,
         null for an object or array that may be null, else for an object its required
         properties and for an array its `minItems` items, each minimal. Each `anyOf`/`oneOf`
-        takes its lowest branch (`Heights`), so the value is no deeper than the schema's height
-        and valid wherever some finite value is. Yields (nothing) where the loop's turn is due."""
+        takes its branch with the fewest values of those that end in time (`_fewest`, as
+        `num_values_inside` counts), so the value is no deeper than MAX_MINIMAL_DEPTH and
+        valid wherever some finite value is. Yields (nothing) where the loop's turn is due."""
         if self._count_value():
             yield
-        schema = self._pick(schema, smallest=True)
+        schema = self._pick(schema, smallest=True, depth=depth)
         kind = value_kind(schema)
         if (kind not in ("object", "array") or "default" in schema or "const" in schema or schema.get("enum")
                 or depth >= MAX_MINIMAL_DEPTH):
@@ -169,98 +214,18 @@ class SmallestValues:
 def num_values_inside(schema: dict, heights: Heights) -> int | None:
     """How many values the smallest value the filler could write for the reply object
     `schema` holds inside it (as `SmallestValues` counts them: each object, array and scalar
-    one), at most MAX_FILLED_VALUES + 1; None when that takes more than MAX_COUNT_STEPS
-    steps. `heights` are those of `schema`'s parts.
+    one), at most MAX_FILLED_VALUES + 1; None when that takes more than
+    `json_counts.MAX_COUNT_STEPS` steps. `heights` are those of `schema`'s parts.
 
     A lower bound of what any filler counts: the root's required properties only (the
-    filler writes all of them when none are marked), each `anyOf`/`oneOf` in its branch
-    with the fewest values (of those some finite value meets), each array its `minItems`
+    filler leaves out an optional one whose smallest value would not fit), each
+    `anyOf`/`oneOf` in its branch with the fewest values (of those some finite value meets), each array its `minItems`
     items, a part naming its value (`default`, `const`, `enum`), a scalar, a null, and a part
     MAX_MINIMAL_DEPTH deep (where `minimal` ends a recursive schema) one value."""
-    counter = _ValueCounter(SchemaRoot(schema), heights)
+    counter = ValueCounter(SchemaRoot(schema), heights, MAX_FILLED_VALUES + 1)
     root = counter.root.resolve(schema)
     try:
         return counter.total(counter.num_values(counter.root.member_schema(root, name), 1)
                              for name in root.get("required", ()))
-    except _Undecided:
+    except Undecided:
         return None
-
-
-class _Undecided(Exception):
-    """The count took more than MAX_COUNT_STEPS steps."""
-
-
-class _ValueCounter:
-    """`num_values_inside`'s walk: depth first, a part seen at the same depth counted once."""
-
-    def __init__(self, root: SchemaRoot, heights: Heights) -> None:
-        self.root, self.heights, self.most = root, heights, MAX_FILLED_VALUES + 1
-        self._num_steps = 0
-        self._counts: dict[tuple[int, int], tuple[dict, int]] = {}   # (id(part), depth) -> (part, count)
-
-    def _step(self) -> None:
-        self._num_steps += 1
-        if self._num_steps > MAX_COUNT_STEPS:
-            raise _Undecided
-
-    def total(self, counts) -> int:
-        """The sum of `counts` (an iterable, read only while the sum is at most MAX_FILLED_VALUES),
-        at most MAX_FILLED_VALUES + 1."""
-        total = 0
-        for count in counts:
-            total += count
-            if total >= self.most:
-                return self.most
-        return total
-
-    def num_values(self, schema: dict, depth: int) -> int:
-        """The fewest values `schema`'s value may hold, itself included (at most MAX_FILLED_VALUES + 1)."""
-        return min(self._part_values(part, depth) for part in self._ways(schema))
-
-    def _ways(self, schema: dict) -> list[dict]:
-        """The parts `schema` may be written as: itself, or (an `anyOf`/`oneOf` without a
-        `default`) its branches, through nested ones MAX_BRANCH_STEPS deep; those some finite
-        value meets where there are any (all resolved)."""
-        found: dict[int, dict] = {}
-        choices = {0: self.root.resolve(schema)}
-        for _ in range(MAX_BRANCH_STEPS):
-            branched: dict[int, dict] = {}
-            for part in choices.values():
-                branches = self.root.branches(part)
-                if not branches or "default" in part:
-                    found.setdefault(id(part), part)
-                for branch in branches if branches and "default" not in part else ():
-                    self._step()
-                    branched.setdefault(id(branch), branch)
-            choices = branched
-            if not choices:
-                break
-        ways = list(found.values()) + list(choices.values())
-        return [part for part in ways if self.heights.of(part) < math.inf] or ways
-
-    def _part_values(self, part: dict, depth: int) -> int:
-        kind = value_kind(part)
-        if (kind not in ("object", "array") or "default" in part or "const" in part or part.get("enum")
-                or depth >= MAX_MINIMAL_DEPTH or "null" in kinds_of(part)):
-            return 1
-        kept = self._counts.get((id(part), depth))
-        if kept is not None and kept[0] is part:
-            return kept[1]
-        self._step()
-        if kind == "object":
-            count = self.total(chain((1,), (self.num_values(self.root.member_schema(part, name), depth + 1)
-                                            for name in part.get("required", ()))))
-        else:
-            least = _min_items(part)
-            count = 1 + (least and min(self.most, least * self.num_values(self.root.item_schema(part), depth + 1)))
-        count = min(count, self.most)
-        self._counts[(id(part), depth)] = (part, count)
-        return count
-
-
-def _min_items(part: dict) -> int:
-    """`minItems` as a count (0 where it is none)."""
-    least = part.get("minItems", 0)
-    if isinstance(least, bool) or not isinstance(least, (int, float)) or not math.isfinite(least):
-        return 0
-    return max(0, int(least))
