@@ -4,8 +4,10 @@ Only the response store's one archive thread calls this class, never the event l
 Invariants:
 - each tenant keeps at most `capacity` rows; the least recently used (stored or read)
   leave first, but for an unfinished background response's row, which stays until its
-  run ends (`response_store`) unless unfinished rows alone fill the tenant's place (then
-  the oldest of them leave, never the row just stored: `TRIM_UNFINISHED`);
+  run ends (`response_store`), and for the row a put just stored (`JUST_STORED`): so a
+  tenant may hold more than `capacity` rows while unfinished runs fill its place (runs of
+  other gateways sharing the file, which this one's 429 does not count, or of a killed
+  one), and none of them, nor what it was just answered, is lost;
 - a row is found only by the tenant that stored it;
 - a row that cannot be read back (a damaged or foreign file) is treated as absent;
 - `get` answers whenever the file can be read: a last-used time that cannot be written
@@ -45,19 +47,17 @@ CREATE INDEX IF NOT EXISTS responses_by_use ON responses (tenant, used_s);
 # still there). A row whose JSON is damaged is no such row.
 IS_UNFINISHED = (f"(CASE WHEN json_valid(response) THEN json_extract(response, '$.{OWNER_FIELD}') END) "
                  "IS NOT NULL")
+# The row a put just stored as used now (not one a later put writes back with the time it
+# was last used: it keeps its place in the order of use), which no trim deletes: what a
+# tenant is answered is always found.
+JUST_STORED = ("(r.rowid = last_insert_rowid() "
+               "AND r.used_s >= (SELECT max(used_s) FROM responses WHERE tenant = r.tenant))")
 # The tenant's least recently used rows beyond `capacity`, oldest first, unfinished ones and
 # the row just stored skipped (they count toward `capacity`): only the excess is visited (a
 # put into a full archive deletes one row), not every row kept.
-TRIM = ("DELETE FROM responses WHERE rowid IN (SELECT rowid FROM responses WHERE tenant = ? "
-        f"AND NOT ({IS_UNFINISHED}) AND rowid != last_insert_rowid() "
+TRIM = ("DELETE FROM responses WHERE rowid IN (SELECT rowid FROM responses AS r WHERE r.tenant = ? "
+        f"AND NOT ({IS_UNFINISHED}) AND NOT {JUST_STORED} "
         "ORDER BY used_s, rowid LIMIT max(0, (SELECT count(*) FROM responses WHERE tenant = ?) - ?))")
-# Then, when unfinished rows alone still hold the tenant over `capacity` (runs of other
-# gateways sharing the file, which this one's 429 does not count, or of one killed, which
-# no run will finish), the oldest of them leave, but never the row just stored: what a
-# tenant is answered is always found, and the file keeps `capacity` rows.
-TRIM_UNFINISHED = ("DELETE FROM responses WHERE rowid IN (SELECT rowid FROM responses WHERE tenant = ? "
-                   "AND rowid != last_insert_rowid() "
-                   "ORDER BY used_s, rowid LIMIT max(0, (SELECT count(*) FROM responses WHERE tenant = ?) - ?))")
 log = logging.getLogger("stepahead.gateway")
 
 
@@ -103,7 +103,6 @@ class ResponseArchive:
             db.execute("INSERT OR REPLACE INTO responses (tenant, id, used_s, response, messages, input_items) "
                        "VALUES (?, ?, ?, ?, ?, ?)", (tenant, stored.response["id"], used_s, *_columns(stored)))
             db.execute(self.trim_sql, (tenant, tenant, self.capacity))
-            db.execute(TRIM_UNFINISHED, (tenant, tenant, self.capacity))
         return True
 
     def _replace(self, tenant: str, stored: StoredResponse) -> bool:
