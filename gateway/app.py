@@ -28,8 +28,8 @@ from gateway import (batches_routes, conversations_routes, files_routes, respons
                      stored_responses_routes, tracing)
 from gateway.auth import KeyRing
 from gateway.backend import Backend
-from gateway.config import (UNAUTHENTICATED, ConfigError, GatewayConfig, LocalModelConfig, default_config,
-                            demo_key_from, load_config)
+from gateway.config import (DEFAULT_LOCAL_POLICY, UNAUTHENTICATED, ConfigError, GatewayConfig, LocalModelConfig,
+                            default_config, demo_key_from, load_config)
 from gateway.conversation_archive import ConversationArchive
 from gateway.conversation_store import ConversationStore
 from gateway.embedding_model import EmbeddingModelConfig
@@ -51,6 +51,7 @@ from gateway.start_failure import stated_start_failures
 from gateway.state import GatewayState, batch_runner
 from gateway.store_places import check_store_places
 from gateway.tracing import build_tracer, trace_router
+from shards.engine_options import EngineOptionError
 
 log = logging.getLogger("stepahead.gateway")
 
@@ -85,6 +86,15 @@ def response_store(config: GatewayConfig) -> ResponseStore:
 
 def conversation_store(config: GatewayConfig) -> ConversationStore:
     return ConversationStore(ConversationArchive(config.resolved_conversations_db(), config.conversations_per_tenant))
+
+
+def check_engine_options(model: LocalModelConfig) -> None:
+    """Raise `EngineOptionError` for a local model's bad `[models.engine]` options, checked
+    against the policy it runs (the default one when it names none), as a start checks them."""
+    from shards.engine import LocalEngine   # NOTE: imports torch; only for a local model
+    options = dict(model.engine_options)
+    options.setdefault("policy", DEFAULT_LOCAL_POLICY)
+    LocalEngine.check_options(options)
 
 
 def config_from_environment() -> GatewayConfig:
@@ -162,7 +172,10 @@ def build_app(config: GatewayConfig | None = None, *, config_path: str | None = 
         HangupsBeforeStart.install()   # None off the main thread: nothing to catch there
         try:
             config = config_from_environment()
-        except ConfigError as exc:   # uvicorn's factory call would print a traceback
+            for model in config.models:   # as `stepahead serve` checks them before anything starts
+                if isinstance(model, LocalModelConfig):
+                    check_engine_options(model)
+        except (ConfigError, EngineOptionError, OSError) as exc:   # uvicorn's factory call would print a traceback
             print(f"stepahead: bad config: {exc}", file=sys.stderr, flush=True)
             raise SystemExit(2) from None
     files_dir = config.resolved_files_dir()

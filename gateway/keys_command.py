@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import secrets
 import sys
+import unicodedata
 from typing import TextIO
 
 from gateway.config import key_digest, tenant_name_problem
@@ -78,11 +79,15 @@ def tenant_table(name: str, digest: str) -> str:
 
 
 def toml_string(text: str) -> str:
-    """`text` as a TOML basic string: a quote, a backslash and every control character
-    (U+0000-U+001F and U+007F, which TOML forbids raw) escaped; all else as it is."""
+    """`text` as a TOML basic string: a quote, a backslash, every control character (which
+    TOML forbids raw: U+0000-U+001F, U+007F; and the C1 ones) and every invisible format
+    character (bidirectional overrides, zero-width ones: a name must read as it is) escaped;
+    all else as it is."""
     def escaped(char: str) -> str:
         if char in TOML_SHORT_ESCAPES:
             return TOML_SHORT_ESCAPES[char]
-        return f"\\u{ord(char):04x}" if ord(char) < 0x20 or char == "\x7f" else char
+        if unicodedata.category(char) in ("Cc", "Cf"):
+            return f"\\u{ord(char):04x}" if ord(char) <= 0xFFFF else f"\\U{ord(char):08x}"
+        return char
 
     return '"' + "".join(map(escaped, text)) + '"'

@@ -13,6 +13,8 @@ import tempfile
 import pytest
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+# a config file named in the shell would be served by every `stepahead serve` a test starts (QA87)
+os.environ.pop("STEPAHEAD_CONFIG", None)
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # Tests never write into the user's data or cache directories.
 _TEST_HOME = tempfile.mkdtemp(prefix="stepahead-tests-")

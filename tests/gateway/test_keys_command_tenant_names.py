@@ -13,7 +13,8 @@ from gateway.cli import main
 from gateway.config import load_config
 
 CONFIG = "[[models]]\nname = 'm'\nkind = 'local'\npath = 'tiny'\n"
-ODD_NAMES = ["bot\x7f", "a\x00b\x1fc", 'q"uo\\te', "tab\there", "line\nbreak\r", "café 中\u2028", "x\x08\x0c"]
+ODD_NAMES = ["bot\x7f", "a\x00b\x1fc", 'q"uo\\te', "tab\there", "line\nbreak\r", "café 中\u2028", "x\x08\x0c",
+             "c1\x9b[31m", "bidi\u202egnp.exe", "\ufeffzero\u200bwidth"]   # QA87: C1 and invisible ones written raw
 
 
 def test_tables_for_odd_names_load_as_toml_and_as_a_config(monkeypatch, capsys, tmp_path):
@@ -26,6 +27,7 @@ def test_tables_for_odd_names_load_as_toml_and_as_a_config(monkeypatch, capsys, 
     path.write_text(text, encoding="utf-8")
     assert [table["name"] for table in tomllib.loads(text)["tenants"]] == ODD_NAMES
     assert [tenant.name for tenant in load_config(path).tenants] == ODD_NAMES
+    assert not any(char in text for char in "\x9b\u202e\ufeff\u200b")   # escaped, so the file reads as it is
 
 
 @pytest.mark.parametrize("name, words", [

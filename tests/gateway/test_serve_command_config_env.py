@@ -69,6 +69,28 @@ def test_the_factory_with_a_bad_stepahead_config_is_one_line_and_exit_2(monkeypa
                                        "'tenants'? (known: models, server, tenants, tracing)\n")
 
 
+@pytest.mark.parametrize("where, says", [
+    ("missing.toml", "No such file or directory"),
+    (".", "Is a directory"),
+    ("lru.toml", "engine option policy_options does not suit policy 'lru'"),   # checked as `serve` checks it
+])
+def test_the_factory_with_a_file_it_cannot_read_or_serve_is_one_line_and_exit_2(monkeypatch, tmp_path, capsys,
+                                                                                  where, says):
+    # QA87: a missing file, a directory or policy_options the policy refuses were a traceback and exit 1
+    (tmp_path / "lru.toml").write_text(LOCAL + 'policy = "lru"\npolicy_options = { pin_cap_frac = 0.2 }\n'
+                                       + _tenant("a", "sk-a"))
+    monkeypatch.setenv("STEPAHEAD_CONFIG", str(tmp_path / where))
+    before = signal.getsignal(signal.SIGHUP)
+    try:
+        with pytest.raises(SystemExit) as raised:
+            build_app()
+    finally:
+        signal.signal(signal.SIGHUP, before)
+    err = capsys.readouterr().err
+    assert raised.value.code == 2 and err.startswith("stepahead: bad config: ") and says in err
+    assert err.count("\n") == 1
+
+
 def test_an_unknown_flag_shows_the_sub_commands_usage(capsys):
     with pytest.raises(SystemExit) as raised:
         main(["serve", "--bogus"])
