@@ -98,12 +98,16 @@ class TenantLimiter:
     def budget_room(self) -> int | None:
         """For a tenant with a `token_budget`, the most tokens one request may reserve now:
         what the budget has left (spent and in flight taken off, never below 0), and no more
-        than its tokens/minute bucket holds when full (so a request sized to it is never
-        refused as too large for a minute); None for a tenant without a budget."""
+        than its tokens/minute bucket holds now (so a request sized to it is admitted now,
+        not refused until the bucket is full again: QA86); None for a tenant without a
+        budget."""
         if self.limits.token_budget is None:
             return None
         room = max(0, self.limits.token_budget - self.num_spent_tokens - self.num_reserved_tokens)
-        return room if self._tokens is None else min(room, int(self._tokens.capacity))
+        if self._tokens is None:
+            return room
+        self._tokens.refill(self._clock())
+        return min(room, max(0, int(self._tokens.level)))
 
     def _check(self, num_tokens: int) -> ApiError | None:
         """The first limit `num_tokens` more would break, as an error; None if none."""

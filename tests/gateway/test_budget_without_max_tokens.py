@@ -50,6 +50,13 @@ def test_budget_room_is_what_the_budget_has_left_within_a_minutes_tokens():
     limiter.num_spent_tokens = 400   # over (another gateway spent it): nothing, never negative
     assert limiter.budget_room() == 0
     assert TenantLimiter("t", LimitsConfig(token_budget=300, tokens_per_minute=120)).budget_room() == 120
+    # QA86: what the minute's bucket holds now, not when full (a request sized to it is admitted now)
+    now = [0.0]
+    minute = TenantLimiter("t", LimitsConfig(token_budget=300, tokens_per_minute=120), clock=lambda: now[0])
+    minute._tokens.level = 20.0   # 100 of its 120 tokens spent a moment ago
+    assert minute.budget_room() == 20
+    now[0] = 30.0   # half a minute later: 60 more
+    assert minute.budget_room() == 80
     assert TenantLimiter("t", LimitsConfig(tokens_per_minute=120)).budget_room() is None   # no budget
     limiters = Limiters({"b": LimitsConfig(token_budget=50), "free": LimitsConfig()})
     assert (limiters.budget_room("b"), limiters.budget_room("free"), limiters.budget_room("nobody")) == (50, None, None)
