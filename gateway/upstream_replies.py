@@ -115,16 +115,18 @@ def _whole_output(response: Any, is_chat: bool):
         if not is_record(message):
             raise upstream_garbage("choices[0].message is not an object")
         content = text_of(field_of(message, "content"), "message.content")
-        if content:
-            yield TextDelta(content, logprobs_from(choice, is_chat))
+        scores = logprobs_from(choice, is_chat)
+        if content or scores is not None:   # an empty reply's logprobs (an empty list) as the upstream sent them
+            yield TextDelta(content or "", scores)
         refusal = text_of(field_of(message, "refusal"), "message.refusal")
         if refusal:
             yield RefusalDelta(refusal)
         yield from _tool_call_deltas(field_of(message, "tool_calls"), whole=True)
     else:
         text = text_of(field_of(choice, "text"), "choices[0].text")
-        if text:
-            yield TextDelta(text, logprobs_from(choice, is_chat))
+        scores = logprobs_from(choice, is_chat)
+        if text or scores is not None:
+            yield TextDelta(text or "", scores)
 
 
 def _tool_call_deltas(calls: Any, whole: bool):

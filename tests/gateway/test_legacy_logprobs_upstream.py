@@ -88,3 +88,19 @@ def test_top_logprobs_always_hold_the_scored_token():
                                      {"!": -0.1, ".": -2.5}, {"bytes:\\xf0": -4.0}]
     streamed = StreamedLogprobs().chunk("Hi there!\ufffd", choices)
     assert streamed["top_logprobs"] == whole["top_logprobs"]
+
+
+def test_an_upstreams_empty_reply_keeps_its_empty_logprobs_not_null():
+    # QA86: a reply whose first token ended it came back with `logprobs: null` from upstream models
+    completion = {"choices": [{"index": 0, "text": "", "finish_reason": "stop", "logprobs": {
+        "tokens": [], "token_logprobs": [], "top_logprobs": [], "text_offset": []}}],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 1}}
+    [delta, _] = events_from_response(completion, False, 3)
+    assert (delta.text, delta.logprobs) == ("", [])
+    chat = {"choices": [{"index": 0, "message": {"role": "assistant", "content": ""}, "finish_reason": "stop",
+                         "logprobs": {"content": [], "refusal": None}}],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 1}}
+    [delta, _] = events_from_response(chat, True, 3)
+    assert (delta.text, delta.logprobs) == ("", [])
+    unasked = {**completion, "choices": [{**completion["choices"][0], "logprobs": None}]}
+    assert len(events_from_response(unasked, False, 3)) == 1   # nothing asked, nothing sent: the finish alone
