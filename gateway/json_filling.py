@@ -190,13 +190,16 @@ class LeafFiller(SmallestValues):
 
     async def items(self, schema: dict, depth: int, count: int) -> AsyncIterator[str]:
         """Items after the `count` already written: up to `minItems` always, then another
-        while the model continues the list and `maxItems` (at most MAX_ARRAY_ITEMS)
-        allows; then `]`."""
+        while the model continues the list, `maxItems` (at most MAX_ARRAY_ITEMS) allows
+        and its smallest value fits (QA89: one too large ends the list, as an optional
+        property too large is left out); then `]`."""
         item_schema = self.root.item_schema(schema)
         least = max(0, int(schema.get("minItems", 0)))
         most = max(least, min(int(schema.get("maxItems", MAX_ARRAY_ITEMS)), MAX_ARRAY_ITEMS))
         while count < most:
             if count >= least:
+                if not self.fits(self.num_values(item_schema)):
+                    break
                 if sent := self._before_ask():
                     yield sent
                 after = (await self._ask(MORE_ITEMS_ASK)).lstrip()

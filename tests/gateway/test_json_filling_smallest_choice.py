@@ -25,8 +25,11 @@ ANY_OF_FIRST_HUGE = {"type": "object", "required": ["v"],
 REQUIRED_HUGE = {"type": "object", "required": ["v"], "properties": {"v": HUGE}}
 SHAPES = [(NO_REQUIRED, lambda w: {"w": w}), (NULLABLE_ARRAY, lambda w: {"v": None}),
           (ANY_OF_FIRST_HUGE, lambda w: {"v": None}),
-          ({"type": "object", "required": ["o"], "properties": {"o": NO_REQUIRED}}, lambda w: {"o": {"w": w}})]
-IDS = ["no_required", "nullable_array", "any_of_first_huge", "nested_no_required"]
+          ({"type": "object", "required": ["o"], "properties": {"o": NO_REQUIRED}}, lambda w: {"o": {"w": w}}),
+          # QA89: a list with no minItems whose item is too large to write is empty
+          ({"type": "object", "required": ["l"], "properties": {"l": {"type": "array", "items": HUGE}}},
+           lambda w: {"l": []})]
+IDS = ["no_required", "nullable_array", "any_of_first_huge", "nested_no_required", "list_of_huge_items"]
 
 
 def opening_model(answer: str):
