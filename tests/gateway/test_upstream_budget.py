@@ -19,7 +19,7 @@ from gateway.model_configs import UpstreamModelConfig
 from gateway.passthrough import PassthroughBackend
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, validate
 from gateway.upstream import SENT_SHARE_WITHOUT_CONTEXT, UpstreamBackend, estimate_num_tokens
-from tests.gateway.serving import start_server
+from tests.gateway.serving import fake_request_body, start_server
 
 PROMPT = "Once upon a time there was"   # estimate_num_tokens: 26 bytes // 4 + 8 = 14
 
@@ -115,17 +115,9 @@ def test_best_of_is_reserved_for_every_candidate(passthrough):
 
 async def _text_upstream(scope, receive, send) -> None:
     """A text-completions upstream that answers with the body it was sent, as JSON text."""
-    if scope["type"] == "lifespan":
-        while (message := await receive())["type"] != "lifespan.shutdown":
-            await send({"type": "lifespan.startup.complete"})
-        await send({"type": "lifespan.shutdown.complete"})
+    raw = await fake_request_body(scope, receive, send)
+    if raw is None:
         return
-    raw = b""
-    while True:
-        message = await receive()
-        raw += message.get("body", b"")
-        if not message.get("more_body"):
-            break
     text = json.dumps(json.loads(raw))
     reply = {"id": "cmpl-fake", "object": "text_completion", "created": 1, "model": "tiny",
              "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": "length"}],

@@ -15,7 +15,7 @@ from gateway.model_configs import UpstreamModelConfig
 from gateway.passthrough import PassthroughBackend
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, validate
 from gateway.upstream import UpstreamBackend
-from tests.gateway.serving import start_server
+from tests.gateway.serving import fake_request_body, start_server
 
 OVERFLOW = "This model's maximum context length is 8192 tokens. However, you requested 8196 tokens."
 
@@ -23,17 +23,9 @@ OVERFLOW = "This model's maximum context length is 8192 tokens. However, you req
 async def _overflowing_upstream(scope, receive, send) -> None:
     """Every request is a 400 `context_length_exceeded`; its `param` is the prompt's text
     after "param:" ("none": no param), as vLLM and OpenAI name "prompt" or "max_tokens"."""
-    if scope["type"] == "lifespan":
-        while (message := await receive())["type"] != "lifespan.shutdown":
-            await send({"type": "lifespan.startup.complete"})
-        await send({"type": "lifespan.shutdown.complete"})
+    raw = await fake_request_body(scope, receive, send)
+    if raw is None:
         return
-    raw = b""
-    while True:
-        message = await receive()
-        raw += message.get("body", b"")
-        if not message.get("more_body"):
-            break
     body = json.loads(raw)
     text = body.get("prompt") or body["messages"][-1]["content"]
     param = text.partition("param:")[2] or None
