@@ -69,18 +69,3 @@ def start_server(app, *, startup_timeout_s: float = 120.0, shutdown_timeout_s: f
         time.sleep(0.02)
     return RunningServer(server, thread, port)
 
-
-async def fake_request_body(scope, receive, send) -> bytes | None:
-    """For a small ASGI fake upstream: answer the lifespan protocol (None: nothing more to
-    do), else read and return the whole HTTP request body."""
-    if scope["type"] == "lifespan":
-        while (message := await receive())["type"] != "lifespan.shutdown":
-            await send({"type": "lifespan.startup.complete"})
-        await send({"type": "lifespan.shutdown.complete"})
-        return None
-    raw = b""
-    while True:
-        message = await receive()
-        raw += message.get("body", b"")
-        if not message.get("more_body"):
-            return raw

@@ -19,7 +19,8 @@ from gateway.model_configs import UpstreamModelConfig
 from gateway.passthrough import PassthroughBackend
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, validate
 from gateway.upstream import SENT_SHARE_WITHOUT_CONTEXT, UpstreamBackend, estimate_num_tokens
-from tests.gateway.serving import fake_request_body, start_server
+from tests.gateway.fake_openai import request_body
+from tests.gateway.serving import start_server
 
 PROMPT = "Once upon a time there was"   # estimate_num_tokens: 26 bytes // 4 + 8 = 14
 
@@ -115,7 +116,7 @@ def test_best_of_is_reserved_for_every_candidate(passthrough):
 
 async def _text_upstream(scope, receive, send) -> None:
     """A text-completions upstream that answers with the body it was sent, as JSON text."""
-    raw = await fake_request_body(scope, receive, send)
+    raw = await request_body(scope, receive, send)
     if raw is None:
         return
     text = json.dumps(json.loads(raw))

@@ -15,7 +15,8 @@ from gateway.model_configs import UpstreamModelConfig
 from gateway.passthrough import PassthroughBackend
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, validate
 from gateway.upstream import UpstreamBackend
-from tests.gateway.serving import fake_request_body, start_server
+from tests.gateway.fake_openai import request_body
+from tests.gateway.serving import start_server
 
 OVERFLOW = "This model's maximum context length is 8192 tokens. However, you requested 8196 tokens."
 
@@ -23,7 +24,7 @@ OVERFLOW = "This model's maximum context length is 8192 tokens. However, you req
 async def _overflowing_upstream(scope, receive, send) -> None:
     """Every request is a 400 `context_length_exceeded`; its `param` is the prompt's text
     after "param:" ("none": no param), as vLLM and OpenAI name "prompt" or "max_tokens"."""
-    raw = await fake_request_body(scope, receive, send)
+    raw = await request_body(scope, receive, send)
     if raw is None:
         return
     body = json.loads(raw)
