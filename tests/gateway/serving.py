@@ -68,4 +68,3 @@ def start_server(app, *, startup_timeout_s: float = 120.0, shutdown_timeout_s: f
             raise RuntimeError("the test server did not start")
         time.sleep(0.02)
     return RunningServer(server, thread, port)
-
