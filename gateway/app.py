@@ -28,11 +28,10 @@ from gateway import (batches_routes, conversations_routes, files_routes, respons
                      stored_responses_routes, tracing)
 from gateway.auth import KeyRing
 from gateway.backend import Backend
-from gateway.config import (DEFAULT_LOCAL_POLICY, UNAUTHENTICATED, ConfigError, GatewayConfig, LocalModelConfig,
-                            default_config, demo_key_from, load_config)
+from gateway.config import (UNAUTHENTICATED, ConfigError, GatewayConfig, LocalModelConfig, default_config,
+                            demo_key_from, load_config)
 from gateway.conversation_archive import ConversationArchive
 from gateway.conversation_store import ConversationStore
-from gateway.embedding_model import EmbeddingModelConfig
 from gateway.errors import ApiError, invalid_url, server_error
 from gateway.exchange import CLIENT_CLOSED_STATUS
 from gateway.fast_paths import CompletionFastPath
@@ -41,6 +40,7 @@ from gateway.forecasting_start import start_forecasting, stop_forecasting
 from gateway.heap import freeze_startup_heap, thaw_heap
 from gateway.http_io import ClientGone
 from gateway.limiters import Limiters
+from gateway.model_backends import build_backend, engine_options_run
 from gateway.metrics import Registry
 from gateway.response_archive import ResponseArchive
 from gateway.hangups_at_exit import HANGUP_WHILE_STOPPING
@@ -56,28 +56,6 @@ from shards.engine_options import EngineOptionError
 log = logging.getLogger("stepahead.gateway")
 
 
-def build_backend(model, config: GatewayConfig, limiters: Limiters | None = None) -> Backend:
-    if isinstance(model, LocalModelConfig):
-        from gateway.local import LocalBackend   # NOTE: imports torch; only when needed
-        return LocalBackend(model,
-                            default_completion_reserve_tokens=config.default_completion_reserve_tokens,
-                            tenant_weights={t.name: t.weight for t in config.tenants},
-                            tenant_kv_shares={t.name: t.kv_share for t in config.tenants},
-                            tenant_budget_room=None if limiters is None else limiters.budget_room)
-    if isinstance(model, EmbeddingModelConfig):
-        from gateway.local_embeddings import LocalEmbeddingBackend
-        return LocalEmbeddingBackend(model)
-    if model.passthrough:
-        from gateway.passthrough import PassthroughBackend
-        return PassthroughBackend(
-            model, default_completion_reserve_tokens=config.default_completion_reserve_tokens,
-            tenant_budget_room=None if limiters is None else limiters.budget_room)
-    from gateway.upstream import UpstreamBackend
-    return UpstreamBackend(model,
-                           default_completion_reserve_tokens=config.default_completion_reserve_tokens,
-                           tenant_budget_room=None if limiters is None else limiters.budget_room)
-
-
 def response_store(config: GatewayConfig) -> ResponseStore:
     path = config.resolved_responses_db()
     archive = ResponseArchive(path, config.responses_per_tenant) if path is not None else None
@@ -86,15 +64,6 @@ def response_store(config: GatewayConfig) -> ResponseStore:
 
 def conversation_store(config: GatewayConfig) -> ConversationStore:
     return ConversationStore(ConversationArchive(config.resolved_conversations_db(), config.conversations_per_tenant))
-
-
-def check_engine_options(model: LocalModelConfig) -> None:
-    """Raise `EngineOptionError` for a local model's bad `[models.engine]` options, checked
-    against the policy it runs (the default one when it names none), as a start checks them."""
-    from shards.engine import LocalEngine   # NOTE: imports torch; only for a local model
-    options = dict(model.engine_options)
-    options.setdefault("policy", DEFAULT_LOCAL_POLICY)
-    LocalEngine.check_options(options)
 
 
 def config_from_environment() -> GatewayConfig:
@@ -174,7 +143,7 @@ def build_app(config: GatewayConfig | None = None, *, config_path: str | None = 
             config = config_from_environment()
             for model in config.models:   # as `stepahead serve` checks them before anything starts
                 if isinstance(model, LocalModelConfig):
-                    check_engine_options(model)
+                    engine_options_run(model)
         except (ConfigError, EngineOptionError, OSError) as exc:   # uvicorn's factory call would print a traceback
             print(f"stepahead: bad config: {exc}", file=sys.stderr, flush=True)
             raise SystemExit(2) from None

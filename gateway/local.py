@@ -31,7 +31,7 @@ from collections.abc import AsyncIterator, Callable
 
 from gateway.backend import ChatEvent, Prepared
 from gateway.budget_share import run_share
-from gateway.config import DEFAULT_LOCAL_POLICY, LocalModelConfig
+from gateway.config import LocalModelConfig
 from gateway.engine_sessions import engine_session_key
 from gateway.errors import invalid_request
 from gateway.local_completions import LocalCompletions
@@ -39,6 +39,7 @@ from gateway.local_generation import ForcedCall, LocalCall, run_forced, run_free
 from gateway.local_refusals import refuse_unsupported_chat_params
 from gateway.local_schemas import local_schema
 from gateway.local_sampling import completion_budget, sampling_params
+from gateway.model_backends import engine_options_run
 from gateway.prompt_token_cache import PromptTokenCache
 from gateway.reply_format import reply_schema
 from gateway.schema_checks import SchemaChecker
@@ -69,9 +70,7 @@ class LocalBackend(LocalCompletions):
         self.default_completion_reserve_tokens = default_completion_reserve_tokens
         # what a tenant's request may reserve when it sets no max_tokens (`Limiters.budget_room`)
         self.tenant_budget_room = tenant_budget_room
-        options = dict(config.engine_options)
-        options.setdefault("policy", DEFAULT_LOCAL_POLICY)   # first: its policy_options are checked against it
-        LocalEngine.check_options(options)  # a bad [models.engine] option is one clear error
+        options = engine_options_run(config)   # a bad [models.engine] option is one clear error
         self._fixed_by_engine_options, notes = with_tenant_shares(options, tenant_weights or {},
                                                                   tenant_kv_shares or {}, config.name)
         log_notes(notes)

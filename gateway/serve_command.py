@@ -97,7 +97,7 @@ def local_model_problem(config) -> str | None:
     from gateway.config import LocalModelConfig
     from gateway.embedding_model import EmbeddingModelConfig
     from gateway.local_embeddings import EmbeddingModelError, check_embedding_model
-    from shards.engine import LocalEngine
+    from gateway.model_backends import engine_options_run
     from shards.engine_options import EngineOptionError
     from shards.model_files import ModelLoadError, check_model
 
@@ -109,10 +109,8 @@ def local_model_problem(config) -> str | None:
                 return f"cannot serve model {model.name!r}: {exc}"
         if not isinstance(model, LocalModelConfig):
             continue
-        options = dict(model.engine_options)
-        options.setdefault("policy", DEFAULT_LOCAL_POLICY)   # as `LocalBackend` runs it: its options checked against it
         try:
-            LocalEngine.check_options(options)
+            options = engine_options_run(model)   # as `LocalBackend` runs them
             check_model(model.path, _process_device(options), str(options.get("dtype", "auto")))
         except (EngineOptionError, ModelLoadError) as exc:
             return f"cannot serve model {model.name!r}: {exc}"

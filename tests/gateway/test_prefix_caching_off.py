@@ -12,7 +12,7 @@ import pytest
 from agents_trace.prompt_blocks import RECORD_BLOCK_SIZE
 from agents_trace.store_queries import list_steps
 from agents_trace.store_stats import StatsWindow, tenant_stats
-from gateway.app import build_backend
+from gateway.model_backends import build_backend
 from gateway.backend import Finished, Prepared, Usage
 from gateway.cli import main as cli_main
 from gateway.collected import Reply
