@@ -1,4 +1,4 @@
-"""Through the app (gateway/app.py `build_backend` passes `Limiters.budget_room` to upstream
+"""Through the app (gateway/model_backends.py `build_backend` passes `Limiters.budget_room` to upstream
 backends): a budgeted tenant's open-ended upstream completion is sent its share of the
 budget as `max_tokens`, and spends no more than the budget; `best_of` candidates are
 reserved, so a request they would take past the budget is a 429 (QA74 r1, r8)."""
