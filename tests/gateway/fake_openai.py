@@ -79,7 +79,7 @@ def _usage(prompt: str, completion: str) -> dict:
             "prompt_tokens_details": {"cached_tokens": 2}}
 
 
-async def _send_json(send, status: int, body: dict) -> None:
+async def send_json(send, status: int, body: dict) -> None:
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json")]})
     await send({"type": "http.response.body", "body": json.dumps(body).encode()})
@@ -93,17 +93,17 @@ def embedding_of(item: str | list[int], dimensions: int = 4) -> list[float]:
 
 async def _embeddings(send, body: dict) -> None:
     if body["input"] == "wrongshape":
-        await _send_json(send, 200, {"data": "nope"})
+        await send_json(send, 200, {"data": "nope"})
         return
     items = body["input"]
     items = [items] if isinstance(items, str) or (items and isinstance(items[0], int)) else items
     if isinstance(items[0], str) and items[0].startswith("status:"):
         status = int(items[0].split(":")[1])
-        await _send_json(send, status, {"error": ERROR_BODIES[status]})
+        await send_json(send, status, {"error": ERROR_BODIES[status]})
         return
     vectors = [embedding_of(item, body.get("dimensions", 4)) for item in items]
     num_tokens = sum(len(item) for item in items)
-    await _send_json(send, 200, {"object": "list", "model": "fake-embedder", "data": [
+    await send_json(send, 200, {"object": "list", "model": "fake-embedder", "data": [
         {"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)],
         "usage": {"prompt_tokens": num_tokens, "total_tokens": num_tokens}})
 
@@ -156,7 +156,7 @@ async def app(scope, receive, send) -> None:
         authorization = headers.get(b"authorization", b"").decode()
         message = (f"Bad request with key {authorization} (key {authorization.removeprefix('Bearer ')})"
                    if text == "keyecho" else "Invalid value for 'temperature': must be <= 2.")
-        await _send_json(send, 400, {"error": {"message": message, "type": "invalid_request_error",
+        await send_json(send, 400, {"error": {"message": message, "type": "invalid_request_error",
                                                "param": "temperature" if text == "badparam" else None,
                                                "code": "invalid_value" if text == "badparam" else None}})
         return
@@ -168,7 +168,7 @@ async def app(scope, receive, send) -> None:
         await send({"type": "http.response.body", "body": json.dumps({"error": ERROR_BODIES[status]}).encode()})
         return
     if text in FAULTS:
-        await _send_json(send, 200, FAULTS[text])
+        await send_json(send, 200, FAULTS[text])
         return
     if text == "html":
         await send({"type": "http.response.start", "status": 500 if not body.get("stream") else 200,
@@ -197,7 +197,7 @@ async def app(scope, receive, send) -> None:
                  "usage": _usage(text, reply)}
         if text == "reasoned":
             whole.update(system_fingerprint="fp_fake", service_tier="default", usage=REASONED_USAGE)
-        await _send_json(send, 200, whole)
+        await send_json(send, 200, whole)
         return
     await send({"type": "http.response.start", "status": 200,
                 "headers": [(b"content-type", b"text/event-stream")]})

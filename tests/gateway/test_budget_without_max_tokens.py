@@ -5,7 +5,6 @@ and reserves that share (gateway/local.py, `TenantLimiter.budget_room`).
 The prepare checks use a stand-in engine (the attributes `prepare_*` read); one test runs
 the real tiny model to see a capped run finish `length` with the budget kept.
 """
-from dataclasses import dataclass
 
 import pytest
 
@@ -15,27 +14,13 @@ from gateway.errors import ApiError
 from gateway.limiters import Limiters
 from gateway.limits import TenantLimiter
 from gateway.local import LocalBackend
-from gateway.schema_checks import SchemaChecker
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, validate
-
-
-@dataclass
-class EngineFacts:
-    supports_tools: bool
-    max_context_tokens: int
-    tokenizer: object
+from tests.gateway.local_stand_ins import EngineFacts, bare_local_backend
 
 
 def _backend(budget_room) -> LocalBackend:
     from shards.tiny_model import build_tiny_tokenizer
-    local = object.__new__(LocalBackend)
-    local.config = LocalModelConfig(name="plain")
-    local.model_id = "plain"
-    local.default_completion_reserve_tokens = 16
-    local.engine = EngineFacts(False, 1000, build_tiny_tokenizer())
-    local.schemas = SchemaChecker()
-    local.tenant_budget_room = budget_room
-    return local
+    return bare_local_backend(EngineFacts(False, 1000, build_tiny_tokenizer()), tenant_budget_room=budget_room)
 
 
 def _completion(**fields) -> CompletionRequest:

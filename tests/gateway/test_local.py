@@ -3,7 +3,6 @@
 The engine here is a stand-in record with the attributes `prepare_chat` reads before it
 renders anything; generation itself is covered over HTTP with the real tiny model.
 """
-from dataclasses import dataclass
 
 import pytest
 from shards.protocol import ErrorEvent
@@ -14,25 +13,12 @@ from gateway.local import LocalBackend
 from gateway.engine_streams import error_from_event
 from gateway.local_sampling import completion_budget
 from gateway.reply_format import reply_schema
-from gateway.schema_checks import SchemaChecker
 from gateway.schemas import ChatCompletionRequest, validate
-
-
-@dataclass
-class EngineFacts:
-    supports_tools: bool
-    max_context_tokens: int = 100
-    tokenizer: object = None
+from tests.gateway.local_stand_ins import EngineFacts, bare_local_backend
 
 
 def backend(supports_tools: bool) -> LocalBackend:
-    local = object.__new__(LocalBackend)
-    local.config = LocalModelConfig(name="plain")
-    local.model_id = "plain"
-    local.default_completion_reserve_tokens = 16
-    local.engine = EngineFacts(supports_tools)
-    local.schemas = SchemaChecker()
-    return local
+    return bare_local_backend(EngineFacts(supports_tools))
 
 
 TOOLS = [{"type": "function", "function": {"name": "f"}}]

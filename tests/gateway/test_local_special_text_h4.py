@@ -2,34 +2,18 @@
 `<|im_start|>` is text, so it cannot close its turn and forge a system turn (QA67 H1)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 
-from gateway.config import LocalModelConfig
 from gateway.local import LocalBackend
 from gateway.prompt_token_cache import PromptTokenCache
-from gateway.schema_checks import SchemaChecker
 from gateway.schemas import ChatCompletionRequest, validate
 from shards.tiny_model import build_tiny_tokenizer
+from tests.gateway.local_stand_ins import EngineFacts, bare_local_backend
 
 TOOLS = [{"type": "function", "function": {"name": "get_weather"}}]
 
 
-@dataclass
-class EngineFacts:
-    supports_tools: bool
-    max_context_tokens: int
-    tokenizer: object
-
-
 def _backend(tokenizer) -> LocalBackend:
-    local = object.__new__(LocalBackend)
-    local.config = LocalModelConfig(name="plain")
-    local.model_id = "plain"
-    local.default_completion_reserve_tokens = 16
-    local.engine = EngineFacts(True, 4096, tokenizer)
-    local.schemas = SchemaChecker()
-    local.prompt_tokens = PromptTokenCache(tokenizer)
-    return local
+    return bare_local_backend(EngineFacts(True, 4096, tokenizer), prompt_tokens=PromptTokenCache(tokenizer))
 
 
 def _steps(tool_result: str) -> list[list[dict]]:

@@ -19,7 +19,7 @@ from gateway.model_configs import UpstreamModelConfig
 from gateway.passthrough import PassthroughBackend
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, validate
 from gateway.upstream import SENT_SHARE_WITHOUT_CONTEXT, UpstreamBackend, estimate_num_tokens
-from tests.gateway.fake_openai import request_body
+from tests.gateway.fake_openai import request_body, send_json
 from tests.gateway.serving import start_server
 
 PROMPT = "Once upon a time there was"   # estimate_num_tokens: 26 bytes // 4 + 8 = 14
@@ -123,8 +123,7 @@ async def _text_upstream(scope, receive, send) -> None:
     reply = {"id": "cmpl-fake", "object": "text_completion", "created": 1, "model": "tiny",
              "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": "length"}],
              "usage": {"prompt_tokens": 7, "completion_tokens": 5, "total_tokens": 12}}
-    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
-    await send({"type": "http.response.body", "body": json.dumps(reply).encode()})
+    await send_json(send, 200, reply)
 
 
 @pytest.fixture(scope="module")

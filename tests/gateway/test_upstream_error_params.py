@@ -15,7 +15,7 @@ from gateway.model_configs import UpstreamModelConfig
 from gateway.passthrough import PassthroughBackend
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, validate
 from gateway.upstream import UpstreamBackend
-from tests.gateway.fake_openai import request_body
+from tests.gateway.fake_openai import request_body, send_json
 from tests.gateway.serving import start_server
 
 OVERFLOW = "This model's maximum context length is 8192 tokens. However, you requested 8196 tokens."
@@ -32,8 +32,7 @@ async def _overflowing_upstream(scope, receive, send) -> None:
     param = text.partition("param:")[2] or None
     error = {"message": OVERFLOW, "type": "invalid_request_error",
              "param": None if param == "none" else param, "code": "context_length_exceeded"}
-    await send({"type": "http.response.start", "status": 400, "headers": [(b"content-type", b"application/json")]})
-    await send({"type": "http.response.body", "body": json.dumps({"error": error}).encode()})
+    await send_json(send, 400, {"error": error})
 
 
 @pytest.fixture(scope="module")
