@@ -68,8 +68,9 @@ class _Waiting:
 
 
 def step_of(tool_calls: tuple[str, ...]) -> str:
-    """What a session waits on after a response: its tool calls, or the user."""
-    return ",".join(f"tool:{name}" for name in tool_calls) if tool_calls else USER_STEP
+    """What a session waits on after a response: its tool calls (each `tool:` and its step
+    name, `tool_step`: so no tool is the pooled OTHER_STEP), or the user."""
+    return ",".join(f"tool:{tool_step(name)}" for name in tool_calls) if tool_calls else USER_STEP
 
 
 def _bucket(count: int, top: int) -> int:
@@ -248,10 +249,8 @@ class GapForecaster(GapEstimates):
         points = gap.return_points(p_return)
         etas = gap.eta_quantiles(self.config.quantiles)
         step = waiting.step
-        if step == OTHER_STEP:   # the pooled waits: its bucket, which `waits_on_tool` counts as a tool
-            next_name = OTHER_STEP[len("tool:"):]
-        else:
-            next_name = tool_step(step.split(",")[0][len("tool:"):]) if step.startswith("tool:") else USER_SYMBOL
+        # a tool's step name as `step_of` wrote it, or the pooled waits' bucket (`<oov>`)
+        next_name = step.split(",")[0][len("tool:"):] if step.startswith("tool:") else USER_SYMBOL
         confident = self.num_resolved(tenant) >= self.config.min_outcomes
         return Forecast(
             tenant=tenant,
