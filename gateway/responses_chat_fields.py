@@ -7,7 +7,10 @@ parameter (`tools[i].type`, `tool_choice[.name]`, `text.format[.schema]`,
 """
 from __future__ import annotations
 
+from typing import get_args
+
 from gateway.errors import invalid_request
+from gateway.schemas import Verbosity
 
 
 def chat_tools(tools: list[dict]) -> list[dict]:
@@ -64,7 +67,7 @@ def chat_response_format(text: dict | None) -> dict | None:
     return {"type": "json_schema", "json_schema": schema}
 
 
-VERBOSITIES = ("low", "medium", "high")   # as chat's `verbosity`
+VERBOSITIES = get_args(Verbosity)   # as chat's `verbosity`
 
 
 def check_text_verbosity(text: dict | None) -> None:

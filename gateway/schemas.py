@@ -68,6 +68,7 @@ Penalty = Annotated[float, Field(ge=-2.0, le=2.0)] | None
 # OpenAI's tiers; a local model serves "flex" after every other tier's work
 # (`shards.tiered_queue`) and the others as "default"
 ServiceTier = Literal["auto", "default", "flex", "scale", "priority"] | None
+Verbosity = Literal["low", "medium", "high"]   # chat's `verbosity`, Responses' `text.verbosity`
 LogitBias = dict[Annotated[str, Field(pattern=r"^[0-9]{1,12}$")], Annotated[float, Field(ge=-100.0, le=100.0)]] | None
 
 
@@ -190,7 +191,7 @@ class ChatCompletionRequest(_GenerationRequest):
     # hints a local model has no use for, typed as OpenAI's (any effort name: new ones appear)
     store: bool | None = None
     reasoning_effort: str | None = None
-    verbosity: Literal["low", "medium", "high"] | None = None
+    verbosity: Verbosity | None = None
     prompt_cache_key: str | None = None
     safety_identifier: str | None = None
     prediction: PredictedOutput | None = None
