@@ -37,7 +37,7 @@ def refuse_legacy_function_calling(request: ChatCompletionRequest) -> None:
     null: SDKs send `function_call: null`)."""
     refuse_extras(request, LEGACY_FUNCTION_CALLING)
     for index, message in enumerate(request.messages):
-        if message.role == "assistant" and (message.model_extra or {}).get("function_call") is not None:
+        if message.role == "assistant" and message.sets("function_call"):
             raise invalid_request(HISTORY_FUNCTION_CALL, param=f"messages[{index}].function_call",
                                   code="unsupported_parameter")
 

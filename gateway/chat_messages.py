@@ -58,17 +58,16 @@ class Message(BaseModel):
                 "answering the assistant message's 'tool_calls'.")
         return role
 
-    def legacy_reference(self) -> str | None:
-        """The first of an assistant's legacy `function_call` and `audio` that is set (not
-        null: SDKs send both as null), None when neither is."""
-        extra = self.model_extra or {}
-        return next((name for name in ("function_call", "audio") if extra.get(name) is not None), None)
+    def sets(self, field: str) -> bool:
+        """Whether the message sets the field it carries beyond the declared ones (a legacy
+        `function_call`, an `audio` reference): not null, as SDKs send both."""
+        return (self.model_extra or {}).get(field) is not None
 
     @model_validator(mode="after")
     def _check_role_fields(self) -> "Message":
         if self.role == "assistant":
             if self.content is None and not self.tool_calls and self.refusal is None \
-                    and self.legacy_reference() is None:
+                    and not self.sets("function_call") and not self.sets("audio"):
                 raise ValueError("an assistant message needs 'content', 'tool_calls' or 'refusal'")
         elif self.content is None:
             raise ValueError(f"a {self.role} message needs 'content'")

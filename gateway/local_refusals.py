@@ -32,21 +32,16 @@ def refuse_unsupported_completion_params(request: CompletionRequest) -> None:
     refuse_extras(request, COMPLETION_REFUSED)
 
 
-MESSAGE_REFUSED = {
-    "audio": "An assistant message's 'audio' is not supported by local models: they read text only. Send what "
-             "the audio said as the message's 'content'.",
-}
+HISTORY_AUDIO = ("An assistant message's 'audio' is not supported by local models: they read text only. Send what "
+                 "the audio said as the message's 'content'.")
 
 
 def refuse_legacy_message_fields(request: ChatCompletionRequest) -> None:
     """A 400 naming the first assistant message's `audio` that is set (a legacy
     `function_call` is refused for every model: `chat_checks.refuse_legacy_function_calling`)."""
     for index, message in enumerate(request.messages):
-        name = "audio" if message.role == "assistant" and (message.model_extra or {}).get("audio") is not None \
-            else None
-        if name is not None:
-            raise invalid_request(MESSAGE_REFUSED[name], param=f"messages[{index}].{name}",
-                                  code="unsupported_parameter")
+        if message.role == "assistant" and message.sets("audio"):
+            raise invalid_request(HISTORY_AUDIO, param=f"messages[{index}].audio", code="unsupported_parameter")
 
 
 def refuse_unsupported_chat_params(request: ChatCompletionRequest) -> None:
