@@ -2,8 +2,9 @@
 
 Invariant: a `Message` that validated has what its role needs (a tool message its
 `tool_call_id`; an assistant's content, tool calls, refusal, or a legacy `function_call` or
-`audio` reference, which only upstream models read: `local_refusals` refuses them; the
-others their content), and every content part a string `type`; a text part has its text,
+`audio` reference, so that those are refused by name, not as a message lacking content: a
+`function_call` for every model (`chat_checks`), `audio` by local models (`local_refusals`);
+the others their content), and every content part a string `type`; a text part has its text,
 a refusal part (an assistant's only) its refusal. A legacy `role: "function"` message is a
 400 `unsupported_parameter` naming its `role` (function results are tool messages). Unknown
 fields are kept for upstream models.
