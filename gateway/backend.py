@@ -79,7 +79,8 @@ class TextDelta:
 
 @dataclass(slots=True)
 class ToolCallDelta:
-    """A piece of tool call `index`; `id` and `name` come with its first piece."""
+    """A piece of tool call `index`; `id` and `name` come with its first piece (an upstream
+    that splits the name sends the rest in later pieces: joined, they are the name)."""
 
     index: int
     id: str | None = None

@@ -237,6 +237,8 @@ class ChunkWriter:
                 call["id"] = seen_ids[event.index]
                 call["type"] = "function"
                 call["function"] = {"name": event.name or "", "arguments": event.arguments}
+            elif event.name:   # the rest of a name an upstream split (`upstream_replies.name_piece`)
+                call["function"] = {"name": event.name, "arguments": event.arguments}
             else:
                 call["function"] = {"arguments": event.arguments}
             return self._chunk(self._choice(index, {"tool_calls": [call]}))

@@ -146,6 +146,19 @@ def _tool_call_deltas(calls: Any, whole: bool):
                             text_of(field_of(function, "arguments"), "tool call arguments") or "")
 
 
+def name_piece(name_so_far: str, name: str | None) -> str:
+    """What a streamed tool call's delta `name` adds to the call's name so far, so that the
+    pieces joined (as the openai SDK joins them, and as `collected` and chat chunks pass them
+    on) are the name. OpenAI sends the whole name in the call's first delta; providers that
+    split it send pieces (each added); some repeat the whole name in every delta, or send
+    the name so far each time (only what is new is added)."""
+    if not name or name == name_so_far:
+        return ""
+    if name_so_far and name.startswith(name_so_far):
+        return name[len(name_so_far):]
+    return name
+
+
 def require_sse(response: Any) -> None:
     """A litellm stream whose upstream answered 200 with something other than SSE (a
     whole JSON reply, a JSON error, HTML) is a 502, not an empty reply."""
@@ -198,6 +211,7 @@ async def events_from_stream(response: Any, is_chat: bool, num_prompt_tokens_est
     num_chunks = num_output_bytes = 0
     fingerprint = tier = None
     end = StreamEnd()
+    call_names: dict[int, str] = {}   # each tool call's name so far, by its index (`name_piece`)
     try:
         async for chunk in response:
             if not is_record(chunk):
@@ -226,6 +240,9 @@ async def events_from_stream(response: Any, is_chat: bool, num_prompt_tokens_est
                 for delta_call in _tool_call_deltas(field_of(delta, "tool_calls") if is_chat else None,
                                                     whole=False):
                     ttft_s = ttft_s if ttft_s is not None else time.perf_counter() - started_s
+                    so_far = call_names.get(delta_call.index, "")
+                    delta_call.name = name_piece(so_far, delta_call.name)
+                    call_names[delta_call.index] = so_far + delta_call.name
                     num_output_bytes += output_bytes(delta_call)
                     yield delta_call
             if end.complete_after(chunk):
