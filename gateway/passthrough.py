@@ -16,7 +16,7 @@ the connect and each wait for the upstream's next bytes, not the whole reply, so
 healthy stream is never cut. A stream request
 answered with something other than SSE, or an SSE stream that ends before a finish reason,
 is a 502 (an error event once streaming began), never an empty or truncated success.
-One SSE line may be up to MAX_EVENT_BYTES (a longer one is a 502 quoting none of it). A
+One SSE event may be up to MAX_EVENT_BYTES (a longer one is a 502 quoting none of it). A
 failure to reach the upstream is named by its class alone ("Upstream unreachable:
 ClientConnectorError"): aiohttp's text names the upstream's host, port and URL.
 """
@@ -44,31 +44,60 @@ TRANSPORT_FIELDS = ("timeout", "api_base", "api_key", "num_retries", "max_retrie
 MAX_EVENT_BYTES = 8 * 1024 * 1024
 
 
+def _checked(chunk, prompt_param: str):
+    """A stream's JSON payload, or its error event raised as the upstream's error."""
+    if isinstance(chunk, dict) and "error" in chunk:
+        error = chunk["error"] if isinstance(chunk["error"], dict) else {}
+        raise _upstream_error(502, error, str(error.get("message", chunk["error"])), prompt_param=prompt_param)
+    return chunk
+
+
 async def sse_json(response: aiohttp.ClientResponse, prompt_param: str = "messages") -> AsyncIterator[dict]:
-    """The JSON payloads of an SSE stream's `data:` lines, up to `[DONE]`; a reply that is
-    not `text/event-stream` is a 502 before anything is read from it. `prompt_param`: the
+    """The JSON payloads of an SSE stream's events, up to `[DONE]`. An event's first `data:`
+    line that is a whole JSON value (as every OpenAI-style upstream sends it) is passed on
+    at once; otherwise the event's `data:` lines are joined with newlines, as the SSE spec
+    says, and read at the blank line that ends it (or at the stream's end). Comments and
+    other fields are skipped. A reply that is not `text/event-stream` is a 502 before
+    anything is read from it, and so is an event over MAX_EVENT_BYTES. `prompt_param`: the
     request's prompt field, for an error event (`_upstream_error`)."""
     if response.content_type != "text/event-stream":
         raise upstream_garbage(f"a stream was asked for, the reply is {response.content_type}")
     lines = aiter(response.content)
+    data_lines: list[bytes] = []   # an event spread over several `data:` lines, so far
+    num_event_bytes = 0
     while True:
         try:
             raw_line = await anext(lines)
         except StopAsyncIteration:
-            return
+            raw_line = None
         except (LineTooLong, ValueError):   # NOTE: an older aiohttp says ValueError("Chunk too big")
             raise upstream_garbage(f"an event of the stream is over {MAX_EVENT_BYTES} bytes") from None
-        line = raw_line.strip()
-        if not line.startswith(b"data:"):
-            continue
-        payload = line[5:].strip()
-        if payload == b"[DONE]":
+        line = raw_line.strip() if raw_line is not None else b""
+        if line.startswith(b"data:"):
+            value = line[5:].strip()
+            if not data_lines:
+                if value == b"[DONE]":
+                    return
+                try:
+                    chunk = json.loads(value)
+                except ValueError:
+                    pass
+                else:
+                    yield _checked(chunk, prompt_param)
+                    continue
+            data_lines.append(value)
+            num_event_bytes += len(value) + 1
+            if num_event_bytes > MAX_EVENT_BYTES:
+                raise upstream_garbage(f"an event of the stream is over {MAX_EVENT_BYTES} bytes")
+        elif data_lines and (not line or raw_line is None):   # the end of an event of several lines
+            joined = b"\n".join(data_lines)
+            data_lines.clear()
+            num_event_bytes = 0
+            if joined == b"[DONE]":
+                return
+            yield _checked(json.loads(joined), prompt_param)
+        if raw_line is None:
             return
-        chunk = json.loads(payload)
-        if isinstance(chunk, dict) and "error" in chunk:
-            error = chunk["error"] if isinstance(chunk["error"], dict) else {}
-            raise _upstream_error(502, error, str(error.get("message", chunk["error"])), prompt_param=prompt_param)
-        yield chunk
 
 
 class PassthroughBackend(UpstreamBackend):
