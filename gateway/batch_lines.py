@@ -4,7 +4,8 @@ Invariants: a file with any bad line gives no requests, only errors (the batch f
 whole, before anything runs); each error names its line (from 1) and what is wrong, at
 most `MAX_ERRORS` of them; every request kept has a unique non-empty `custom_id`, method
 POST, the batch's endpoint as `url`, a JSON object `body` that does not ask to stream or
-to run in the background (its result would be the queued response, not the answer);
+to run in the background (its result would be the queued response, not the answer), and
+names the model the first request names (a batch runs one model, as at OpenAI);
 a line meets the JSON checks of a direct request's body (gateway/http_io.py): its body
 nests at most `MAX_JSON_DEPTH` deep (so it can be walked and re-encoded recursively) and
 no string in it holds an unpaired UTF-16 surrogate (so every string has a UTF-8 form, and
@@ -12,6 +13,7 @@ its result can be written).
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from agents_trace.json_text import MAX_JSON_DEPTH, has_lone_surrogate, json_depth, loads_standard, may_hold_surrogates
@@ -37,11 +39,20 @@ def _too_deep(number: int) -> dict:
                   "levels deep, past what a request may.", number)
 
 
+def _json_problem(exc: ValueError) -> str:
+    """What is wrong with a line that does not parse, in words a reader can act on: the
+    parser's message and column (its "line 1" would be misread as the file's), or
+    `loads_standard`'s for NaN, Infinity and numbers past a 64-bit float."""
+    if isinstance(exc, json.JSONDecodeError):
+        return f"{exc.msg} (column {exc.colno})."
+    return str(exc)
+
+
 def _line_error(raw: bytes, number: int, endpoint: str, seen: set[str]) -> tuple[dict | None, BatchRequest | None]:
     try:
         request = loads_standard(raw)
-    except ValueError:   # not JSON, not UTF-8, NaN/Infinity, or a number past what Python holds
-        return _error("invalid_json_line", "This line is not a JSON object.", number), None
+    except ValueError as exc:   # not JSON, not UTF-8, NaN/Infinity, or a number past what Python holds
+        return _error("invalid_json_line", f"This line is not valid JSON: {_json_problem(exc)}", number), None
     except RecursionError:   # nested past the parser's stack
         return _too_deep(number), None
     if not isinstance(request, dict):
@@ -83,10 +94,18 @@ def batch_requests(data: bytes, endpoint: str) -> tuple[list[BatchRequest], list
     requests: list[BatchRequest] = []
     errors: list[dict] = []
     seen: set[str] = set()
-    for number, raw in enumerate(data.splitlines(), start=1):
+    model = None   # the batch's model: the first request's
+    # NOTE: lines end at "\n" alone (JSON Lines): a bare "\r" is JSON whitespace inside a line
+    for number, raw in enumerate(data.split(b"\n"), start=1):
         if not raw.strip():
             continue
-        error, request = _line_error(raw, number, endpoint, seen)
+        error, request = _line_error(raw.removesuffix(b"\r"), number, endpoint, seen)
+        if request is not None:
+            model = model if model is not None else request.body["model"]
+            if request.body["model"] != model:
+                error = _error("mismatched_model", f"This request's model {request.body['model']!r} is not the "
+                               f"batch's {model!r} (the first request's): a batch runs one model.", number,
+                               "body.model")
         if error is not None:
             errors.append(error)
             if len(errors) >= MAX_ERRORS:

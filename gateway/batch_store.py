@@ -141,7 +141,7 @@ class Batch:
                 "created_at": self.created_at, "expires_at": self.expires_at,
                 **{name: self.times.get(name) for name in TIMES},
                 "request_counts": {"total": self.total, "completed": self.completed, "failed": self.failed},
-                "metadata": self.metadata, "model": self.model, "usage": self.usage}
+                "metadata": self.metadata or None, "model": self.model, "usage": self.usage}
 
 
 class BatchStore:

@@ -89,3 +89,33 @@ def test_a_line_holding_nan_infinity_or_a_number_past_a_float_is_a_bad_line():
     assert requests == [] and [(e["line"], e["code"]) for e in errors] == [(n, "invalid_json_line") for n in (2, 3, 4, 5)]
     requests, errors = batch_requests(lines[0].encode(), URL)
     assert errors == [] and [r.custom_id for r in requests] == ["ok"]
+
+
+def test_a_bad_lines_message_says_what_is_wrong_with_its_json():
+    """QA90: a line holding NaN was told "This line is not a JSON object."."""
+    data = _file('{"custom_id": "a", "body": {"top_p": NaN}}', '{"custom_id": ', "[1]")
+    _, errors = batch_requests(data, URL)
+    assert [e["message"] for e in errors] == [
+        "This line is not valid JSON: 'NaN' is not a JSON value (JSON has no NaN or Infinity).",
+        "This line is not valid JSON: Expecting value (column 15).", "This line is not a JSON object."]
+
+
+def test_a_bare_carriage_return_is_json_whitespace_not_a_line_end():
+    """JSON Lines end at "\\n" (and "\\r\\n"); a "\\r" inside a line is whitespace, so the
+    line is good and later lines keep their numbers (QA90: split there, line 4 was named 5)."""
+    inner = json.dumps(_line("a")).replace(', "method"', ',\r"method"')
+    requests, errors = batch_requests(_file(inner, _line("b")) + b"\r\n" + json.dumps(_line("c")).encode()
+                                      + b"\r\n" + json.dumps(_line("d", method="GET")).encode(), URL)
+    assert requests == [] and [(e["line"], e["code"]) for e in errors] == [(4, "invalid_method")]
+    requests, errors = batch_requests(_file(inner, _line("b")) + b"\r\n", URL)
+    assert errors == [] and [r.custom_id for r in requests] == ["a", "b"]
+
+
+def test_a_batch_runs_one_model():
+    """As at OpenAI, every line names the first line's model; each other one is named."""
+    other = _line("b")
+    other["body"] = {**other["body"], "model": "n"}
+    requests, errors = batch_requests(_file(_line("a"), other, _line("c")), URL)
+    assert requests == [] and [(e["line"], e["code"], e["param"]) for e in errors] == [
+        (2, "mismatched_model", "body.model")]
+    assert "'n'" in errors[0]["message"] and "'m'" in errors[0]["message"]

@@ -48,7 +48,7 @@ def test_a_batch_runs_its_requests_and_ends_with_its_output_and_error_files(clie
     monkeypatch.setattr(tracer, "begin", lambda tenant, headers, body, **kw: (
         traced.append(json.dumps(body)), begin(tenant, headers, body, **kw))[1])
     lines = [_chat_line(f"r{n}", f"Say {n}.", seed=n) for n in range(5)]
-    lines.append(_chat_line("unknown-model", model="no-such-model"))
+    lines.append(_chat_line("too-hot", temperature=5))
     upload = client.files.create(file=("requests.jsonl", _jsonl(lines)), purpose="batch")
     assert (upload.purpose, upload.filename, upload.bytes) == ("batch", "requests.jsonl", len(_jsonl(lines)))
     batch = client.batches.create(input_file_id=upload.id, endpoint="/v1/chat/completions",
@@ -70,8 +70,8 @@ def test_a_batch_runs_its_requests_and_ends_with_its_output_and_error_files(clie
     assert any("Say 3." in body for body in traced)
     assert done.usage.input_tokens == sum(r["response"]["body"]["usage"]["prompt_tokens"] for r in output.values())
     errors = _results(client, done.error_file_id)
-    assert errors["unknown-model"]["response"]["status_code"] == 404
-    assert errors["unknown-model"]["response"]["body"]["error"]["param"] == "model"
+    assert errors["too-hot"]["response"]["status_code"] == 400
+    assert errors["too-hot"]["response"]["body"]["error"]["param"] == "temperature"
     assert client.files.retrieve(done.output_file_id).purpose == "batch_output"
     assert done.id in [b.id for b in client.batches.list(limit=100)]
 
@@ -243,13 +243,16 @@ def test_files_expire_as_asked_batch_uploads_after_30_days_and_a_batch_names_its
 
 
 def test_batch_requests_run_flex_on_local_models_unless_their_line_names_a_tier(client, gateway):
-    lines = [_chat_line("plain"), _chat_line("named", service_tier="default"),
-             {**_chat_line("upstream"), "body": {**_chat_line("upstream")["body"], "model": "mock"}}]
-    upload = client.files.create(file=("tiers.jsonl", _jsonl(lines)), purpose="batch")
-    done = _finished(client, client.batches.create(input_file_id=upload.id, endpoint="/v1/chat/completions",
-                                                   completion_window="24h").id)
-    tiers = {custom_id: line["response"]["body"].get("service_tier")
-             for custom_id, line in _results(client, done.output_file_id).items()}
+    lines = [_chat_line("plain"), _chat_line("named", service_tier="default")]
+    upstream = [{**_chat_line("upstream"), "body": {**_chat_line("upstream")["body"], "model": "mock"}}]
+    tiers = {}
+    for batch_lines in (lines, upstream):   # a batch runs one model
+        upload = client.files.create(file=("tiers.jsonl", _jsonl(batch_lines)), purpose="batch")
+        done = _finished(client, client.batches.create(input_file_id=upload.id, endpoint="/v1/chat/completions",
+                                                       completion_window="24h").id)
+        assert done.metadata is None   # made without metadata: null, as at OpenAI
+        tiers.update({custom_id: line["response"]["body"].get("service_tier")
+                      for custom_id, line in _results(client, done.output_file_id).items()})
     assert tiers == {"plain": "flex", "named": "default", "upstream": None}
     # a client cannot pass for the batch runner: the header alone changes nothing
     answer = httpx.post(f"{gateway.base_url}/v1/chat/completions", json=lines[0]["body"],
