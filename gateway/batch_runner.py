@@ -9,7 +9,7 @@ Invariants:
   the wait at once); one the answer says never to retry (`x-should-retry: false`, or
   `insufficient_quota`) has that answer as its result at once;
 - a request's body is sent as a client sends JSON, so it answers as the same body sent
-  directly does (NaN and Infinity included, which Python's JSON reads);
+  directly does;
 - a batch ends `completed`, `cancelled` (its requests not yet sent are dropped),
   `expired` or `failed` (its input file was deleted, or fails a check added since, before
   it could go on), its results in its files first (gateway/batch_finish.py);
@@ -65,6 +65,7 @@ class BatchRunner(BatchSending):
         self.store, self.files, self.keys, self.concurrency, self.clock = store, files, keys, concurrency, clock
         self.load = load   # requests in flight gateway-wide; None: batches never yield
         self.num_in_flight = 0   # batch requests being sent, all batches together
+        self.others_seen_s = float("-inf")   # when other requests were last seen in flight (`_yield_to_others`)
         self._app = None
         self._tasks: dict[str, asyncio.Task] = {}
         self._running: dict[str, Batch] = {}   # the batches being run here: their records, kept current

@@ -115,6 +115,41 @@ def test_while_others_are_in_flight_one_batch_request_runs_at_a_time():
     assert most == {True: 1, False: 3} and batch.completed == 40
 
 
+def test_an_agent_sending_steps_back_to_back_keeps_the_batch_to_one_request():
+    """For the first 0.6 s `load` says another request is in flight 40 ms of every 60 (an
+    agent whose steps leave 20 ms gaps): no second batch request starts in a gap (QA90 saw
+    one in half the samples); once the agent is gone, `concurrency` (3) run."""
+    async def main():
+        keys = KeyRing((TenantConfig("a", ()),))
+        files = FileStore(None)
+        started_s = asyncio.get_running_loop().time()
+        runner = BatchRunner(BatchStore(None), files, lambda: keys, concurrency=3,
+                             load=lambda: runner.num_in_flight + (1 if busy() else 0))
+        most: dict[bool, int] = {True: 0, False: 0}
+
+        def agent_phase() -> bool:
+            return asyncio.get_running_loop().time() - started_s < 0.6
+
+        def busy() -> bool:
+            return agent_phase() and (asyncio.get_running_loop().time() - started_s) % 0.06 < 0.04
+
+        async def chat(request: Request):
+            most[agent_phase()] = max(most[agent_phase()], runner.num_in_flight)
+            await asyncio.sleep(0.03)
+            return JSONResponse({"object": "chat.completion"})
+        await runner.start(Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])]))
+        upload = await files.add_bytes("a", "in.jsonl", "batch", _lines(60))
+        batch = await runner.create(Batch("batch_3", "a", "/v1/chat/completions", upload.id, "24h", 0, 10**10))
+        while runner.current(batch).status != "completed":
+            await asyncio.sleep(0.01)
+        runner.store.close()
+        files.close()
+        return most, runner.current(batch)
+
+    most, batch = asyncio.run(main())
+    assert most == {True: 1, False: 3} and batch.completed == 60
+
+
 def test_a_batch_whose_input_file_was_deleted_fails_when_it_would_go_on():
     async def main():
         keys = KeyRing((TenantConfig("a", ()),))
