@@ -11,7 +11,8 @@ has (null when the model did not refuse, as OpenAI's schema requires); an upstre
 `service_tier` are the reply's (in a stream, from the chunk that finishes a choice on,
 as they are known only then; every chunk before has `system_fingerprint: null`, as a local
 model's have all along); a chat stream's first delta of each choice is
-`{"role": "assistant", "content": "", "refusal": null}`, as OpenAI's is; stream chunks of
+`{"role": "assistant", "content": "", "refusal": null}` (content null for a forced tool
+call), as OpenAI's is; stream chunks of
 one response share `id`, `created` and `model`. With
 `include_usage`, every chunk has `"usage": null` and one last chunk with empty `choices`
 carries the usage, as OpenAI sends it.
