@@ -19,7 +19,10 @@ MAX_RETRY_WAIT_S = 30.0
 
 def is_final_refusal(headers: httpx.Headers, body: object) -> bool:
     """A 429 or 503 that waiting does not cure: the answer says not to retry (a request
-    past the tenant's tokens per minute), or the tenant's token budget is spent."""
+    past the tenant's tokens per minute), or the tenant's token budget is spent
+    (`insufficient_quota`: the tokens spent alone leave the request no room; a line over the
+    budget only while other lines run is a `rate_limit_exceeded`, so it waits and goes again:
+    gateway/budget_share.py)."""
     if headers.get("x-should-retry", "").strip().lower() == "false":
         return True
     return isinstance(body, dict) and isinstance(body.get("error"), dict) \

@@ -8,6 +8,7 @@ handler that renders it, plus a last-resort handler so nothing leaves as a bare 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -109,11 +110,12 @@ def body_too_large(max_body_bytes: int) -> ApiError:
                     "invalid_request_error", "request_too_large")
 
 
-def rate_limited(message: str, retry_after_s: int) -> ApiError:
-    """429 the client should retry; `retry_after_s` is clamped to 1..60 s."""
-    retry_after_s = max(1, min(60, retry_after_s))
+def rate_limited(message: str, retry_after_s: float) -> ApiError:
+    """429 the client should retry; `Retry-After` is `retry_after_s` rounded up to whole
+    seconds, at least 1, and not cut short: a client that honours it is not refused again
+    for the same cause (a tokens/minute bucket in debt can need minutes: QA97)."""
     return ApiError(429, message, "rate_limit_error", "rate_limit_exceeded", None,
-                    {"Retry-After": str(retry_after_s)})
+                    {"Retry-After": str(max(1, math.ceil(retry_after_s)))})
 
 
 def quota_exhausted(message: str) -> ApiError:

@@ -17,6 +17,12 @@ Invariants:
 - `budget_room` is what a budgeted tenant's request that sets no `max_tokens` may reserve,
   and so generate (a local model caps the run at it): the budget holds for such a request
   as for one with `max_tokens`, which alone the budget cannot stop once it runs.
+- A request over the budget only because of what requests in flight reserved gets a
+  retryable 429 at once (gateway/budget_share.py `budget_refusal`), never a place in the
+  tenant's queue: the queue waits for a slot, and an open-ended request's reservation was
+  sized from the room before admission, so it must be sized again when it retries.
+- A refusal's `Retry-After` is the whole wait until the request fits (a tokens/minute
+  bucket in debt included), at least 1 s: at most `x-ratelimit-reset-*` rounded up.
 """
 from __future__ import annotations
 
@@ -29,7 +35,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gateway.config import LimitsConfig
-from gateway.errors import ApiError, quota_exhausted, rate_limited
+from gateway.budget_share import budget_refusal
+from gateway.errors import ApiError, rate_limited
 from gateway.token_buckets import TokenBucket, duration_text, resized
 
 
@@ -112,16 +119,11 @@ class TenantLimiter:
     def _check(self, num_tokens: int) -> ApiError | None:
         """The first limit `num_tokens` more would break, as an error; None if none."""
         limits = self.limits
-        if limits.token_budget is not None:
-            committed = self.num_spent_tokens + self.num_reserved_tokens
-            if committed + num_tokens > limits.token_budget:
-                left = max(0, limits.token_budget - committed)
-                return quota_exhausted(
-                    f"Tenant '{self.tenant}' has used its token budget "
-                    f"({committed} of {limits.token_budget} tokens spent or in flight; "
-                    f"this request needs up to {num_tokens}).") if left == 0 else quota_exhausted(
-                    f"This request may use up to {num_tokens} tokens, more than the {left} left of tenant "
-                    f"'{self.tenant}''s token budget ({committed} of {limits.token_budget} spent or in flight).")
+        if limits.token_budget is not None:   # final only when the spent tokens alone leave no room
+            error = budget_refusal(self.tenant, limits.token_budget, self.num_spent_tokens,
+                                   self.num_reserved_tokens, num_tokens)
+            if error is not None:
+                return error
         now_s = self._clock()
         error = self._requests_refusal(now_s)
         if error is not None:
@@ -139,7 +141,7 @@ class TenantLimiter:
             if wait_s > 0:
                 return rate_limited(
                     f"Rate limit reached for tenant '{self.tenant}': "
-                    f"{limits.tokens_per_minute} tokens per minute.", math.ceil(wait_s))
+                    f"{limits.tokens_per_minute} tokens per minute.", wait_s)   # the whole wait, debt included
         return self._queue_refusal()
 
     def _requests_refusal(self, now_s: float) -> ApiError | None:

@@ -90,6 +90,9 @@ def assert_same_refusal(early: httpx.Response, full: httpx.Response) -> None:
     assert early.status_code == full.status_code == 429
     assert early.json() == full.json()
     for name in SAME_HEADERS:
+        if name == "retry-after":   # the wait, counted down between the two answers (a loaded machine: a second)
+            assert 0 <= int(full.headers[name]) - int(early.headers[name]) <= 1
+            continue
         assert early.headers.get(name) == full.headers.get(name), name
     for answer in (early, full):   # a traced step, as a refused prepared request's
         assert answer.headers["x-request-id"].startswith("chatcmpl")
