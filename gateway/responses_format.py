@@ -25,6 +25,7 @@ from gateway.errors import invalid_request
 from gateway.collected import Collected
 from gateway.openai_format import chat_message
 from gateway.responses_errors import OUTPUT_SOURCE
+from gateway.responses_extras import chat_extras
 from gateway.responses_chat_fields import (chat_response_format, chat_tool_choice, chat_tools, check_text_verbosity,
                                           echoed_reasoning)
 from gateway.schemas import ServiceTier, refuse_extras
@@ -34,6 +35,7 @@ TEXT_PARTS = ("input_text", "output_text", "text")
 # the string field each supported content part carries (an assistant's `refusal` part only)
 PART_TEXT_FIELDS = {**dict.fromkeys(TEXT_PARTS, "text"), "input_image": "image_url", "refusal": "refusal"}
 MAX_ITEM_ID_CHARS = 256
+IMAGE_DETAILS = ("low", "high", "auto", "original")   # an `input_image`'s `detail`, as chat's image part takes it
 LOGPROBS_INCLUDE = "message.output_text.logprobs"
 # OpenAI's includable fields; the others name outputs stepahead never makes (built-in
 # tools, reasoning items, image inputs echoed back), so asking for them adds nothing.
@@ -44,7 +46,8 @@ INCLUDABLE = ("file_search_call.results", "web_search_call.results", "web_search
 
 class ResponsesRequest(BaseModel):
     """The fields stepahead reads, typed strictly as chat's are (a number sent as a string
-    is a 400 naming it); the others are accepted and ignored, as chat's are."""
+    is a 400 naming it); the others are carried into the chat request it runs as
+    (`responses_extras`), and treated as that request's own unknown fields are."""
 
     # strict, as chat's: "5" is not a number, nor 5.0 a count (a float field takes an integer)
     model_config = ConfigDict(extra="allow", strict=True)
@@ -117,6 +120,10 @@ def _text_of(content: Any, param: str, *, is_assistant: bool = False) -> str | l
         kind = part.get("type") if isinstance(part, dict) else None
         if not isinstance(kind, str) or kind not in PART_TEXT_FIELDS or (kind == "refusal" and not is_assistant):
             raise invalid_request(f"Content part type {kind!r} is not supported.", param=f"{param}[{index}]")
+        if kind == "input_image" and part.get("file_id") is not None:
+            raise invalid_request("An input_image's 'file_id' is not supported: send the image as 'image_url' "
+                                  "(a URL, or the image as a base64 data URL).", param=f"{param}[{index}].file_id",
+                                  code="unsupported_parameter")
         field = PART_TEXT_FIELDS[kind]
         if not isinstance(part.get(field), str):
             raise invalid_request(f"A content part of type {kind!r} needs '{field}' as a string.",
@@ -124,8 +131,21 @@ def _text_of(content: Any, param: str, *, is_assistant: bool = False) -> str | l
         if kind in TEXT_PARTS:
             parts.append({"type": "text", "text": part["text"]})
         elif kind == "input_image":
-            parts.append({"type": "image_url", "image_url": {"url": part["image_url"]}})
+            parts.append({"type": "image_url", "image_url": _image_url(part, f"{param}[{index}]")})
     return parts
+
+
+def _image_url(part: dict, param: str) -> dict:
+    """Chat's `image_url` for an `input_image` part (`param` names it): its URL and its
+    `detail` (null is none), one of `IMAGE_DETAILS` (else a 400 naming it)."""
+    detail = part.get("detail")
+    if detail is None:
+        return {"url": part["image_url"]}
+    if detail not in IMAGE_DETAILS:
+        raise invalid_request(f"Invalid value: {detail!r}. Supported values are: "
+                              + ", ".join(repr(v) for v in IMAGE_DETAILS) + ".", param=f"{param}.detail",
+                              code="invalid_value")
+    return {"url": part["image_url"], "detail": detail}
 
 
 def _refusal_of(content: Any) -> str | None:
@@ -237,8 +257,10 @@ def to_chat_body(request: ResponsesRequest, history: tuple[dict, ...] = (),
                  sources: list[tuple[str, ...]] | None = None) -> dict:
     """The chat completions body this request runs as (after `history`, the stored
     conversation of `previous_response_id` or `conversation`). `sources`, when given, gets
-    per chat message the request's parameter it came from (`responses_errors.renamed` names it)."""
+    per chat message the request's parameter it came from (`responses_errors.renamed` names it).
+    The request's other fields follow as the chat request's own (`responses_extras`)."""
     refuse_extras(request, UNSUPPORTED)
+    extras = chat_extras(request)
     check_include(request.include)
     check_text_verbosity(request.text)
     echoed_reasoning(request.reasoning)   # its checks: a 400 before anything runs
@@ -259,6 +281,7 @@ def to_chat_body(request: ResponsesRequest, history: tuple[dict, ...] = (),
                 "logprobs": True if request.wants_logprobs() else None, "top_logprobs": request.top_logprobs,
                 "service_tier": request.service_tier}
     body.update({k: v for k, v in optional.items() if v is not None})
+    body.update(extras)   # never one of its keys: each is a Responses parameter or `MOVED`
     return body
 
 

@@ -6,7 +6,8 @@ request as a chat request): gateway/responses_format.py.
 Invariants: a message item's text part is there once the item is done (`completed` or
 `incomplete`), never while `in_progress`; its `logprobs` is always a list (empty unless
 asked); a model's refusal is a `refusal` content part after the text (the only part when
-there is no text), as OpenAI sends it; the last item of a reply that ran out of tokens is `incomplete`, the others
+there is no text), as OpenAI sends it; the last item of a reply that stopped short (out of
+tokens, or cut by a content filter: `incomplete_reason`) is `incomplete`, the others
 `completed`; every listed input item has a `type`, an `id` and (but a reasoning item) a
 `status`, and a listed message's text parts are its role's kind (`listed_part`); a response's own input
 item ids (`<prefix>_<suffix>_<position>`) and output item ids (`output_item_id`) never
@@ -25,9 +26,21 @@ from gateway.responses_format import TEXT_PARTS, ResponsesRequest
 from gateway.schemas import served_tier
 
 
+# a generation's finish reason that cut its reply short, to the response's `incomplete_details.reason`
+INCOMPLETE_REASONS = {"length": "max_output_tokens", "content_filter": "content_filter"}
+
+
+def incomplete_reason(collected: Collected) -> str | None:
+    """Why the reply stopped short, as OpenAI's `incomplete_details.reason` says it: it ran out
+    of tokens (`max_output_tokens`), or a content filter cut it (an upstream's
+    `content_filter`, with tool calls made or not); None when it ended of itself."""
+    finished = collected.finished
+    return INCOMPLETE_REASONS.get(finished.finish_reason) if finished is not None else None
+
+
 def final_status(collected: Collected) -> str:
-    """`incomplete` when the reply ran out of tokens, else `completed`."""
-    return "incomplete" if collected.finish_reason() == "length" else "completed"
+    """`incomplete` when the reply stopped short (`incomplete_reason`), else `completed`."""
+    return "incomplete" if incomplete_reason(collected) is not None else "completed"
 
 
 def output_item_id(response_id: str, kind: str, index: int = 0) -> str:
@@ -46,9 +59,9 @@ def output_items(collected: Collected, response_id: str) -> list[dict]:
     """The reply as Responses output items: its message (its text and refusal) and its
     calls, in the order their first deltas came (`Collected.order`, as a stream adds
     them); a reply with neither is one empty message (a turn the conversation keeps, as a
-    stream announces it). When the reply ran out of tokens, the last item (the one it was
-    writing) is `incomplete`, as OpenAI marks it; the others are `completed`. Ids:
-    `output_item_id`."""
+    stream announces it). When the reply stopped short (`incomplete_reason`), the last
+    item (the one it was writing) is `incomplete`, as OpenAI marks it; the others are
+    `completed`. Ids: `output_item_id`."""
     items: list[dict] = []
     for key in collected.order or [MESSAGE]:
         if key == MESSAGE:
@@ -76,7 +89,7 @@ def refusal_part(refusal: str) -> dict:
 def message_item(item_id: str, text: str, status: str, logprobs: list[TokenChoice] | None = None,
                  refusal: str | None = None, content: list[dict] | None = None) -> dict:
     """A message output item; its content is there once it is done (`completed`, or
-    `incomplete` when the reply ran out of tokens in it), not while `in_progress`: the
+    `incomplete` when the reply stopped short in it), not while `in_progress`: the
     given `content` parts, else its text part, then a refusal part when the model refused
     (only that when it wrote no text)."""
     if status == "in_progress":
@@ -114,8 +127,9 @@ def response_usage(usage: Usage) -> dict:
 def response_object(response_id: str, request: ResponsesRequest, *, created_at: int | None = None,
                     status: ResponseStatus = "completed", output: list[dict] | None = None,
                     usage: Usage | None = None, error: dict | None = None,
-                    service_tier: str | None = None) -> dict:
-    """A response object; `incomplete` when the reply ran out of `max_output_tokens`;
+                    service_tier: str | None = None, incomplete: str | None = None) -> dict:
+    """A response object; `incomplete` when the reply stopped short, `incomplete_details`
+    saying why (`incomplete`: `incomplete_reason`, `max_output_tokens` when not given);
     `error` ({"code", "message"}) only when it `failed`; `completed_at` only when it
     `completed` (now: the object is made as it ends); `service_tier` the one an upstream
     said it served the reply in, else the one the gateway serves it in; `temperature` and
@@ -126,7 +140,8 @@ def response_object(response_id: str, request: ResponsesRequest, *, created_at: 
     return {
         "id": response_id, "object": "response", "created_at": created_at or int(time.time()),
         "status": status, "completed_at": int(time.time()) if status == "completed" else None, "background": request.background, "model": request.model, "output": output or [],
-        "error": error, "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
+        "error": error, "incomplete_details": ({"reason": incomplete or "max_output_tokens"}
+                                                if status == "incomplete" else None),
         "instructions": request.instructions, "max_output_tokens": request.max_output_tokens,
         "parallel_tool_calls": request.parallel_tool_calls is not False,
         "previous_response_id": request.previous_response_id, "store": request.store,

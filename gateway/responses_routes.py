@@ -9,7 +9,8 @@ once the response is done, `completed` or `incomplete`).
 A request runs as a chat completion (responses_format.py). With `background: true` it runs
 detached (background_responses.py): the POST answers at once with the `queued` response
 (or streams its events), GET polls it, `?stream=true&starting_after=N` replays and follows
-its events, cancel stops it.
+its events, cancel stops it. A stream that fails once begun (its id announced) is stored
+`failed` with its error, background or not (with `store`), so the id reads back.
 
 Invariants: as for every handler, authentication first and errors OpenAI-shaped; a
 tenant never reaches another tenant's responses or runs (their ids answer 404).
@@ -132,7 +133,8 @@ async def create_response(request: Request) -> Response:
             return await _start_background(state, BackgroundJob(state, backend, prepared, writer, keep, started_s,
                                                                  trace), tenant, stream=parsed.stream)
         shape = ReplyShape("responses", lambda reply, _: whole_response(response_id, parsed, reply.first, created_at),
-                           lambda: ResponsesStreamWriter(response_id, parsed, created_at),
+                           lambda: ResponsesStreamWriter(response_id, parsed, created_at,   # a failed stream: stored
+                                                         on_failed=lambda failed: keep(failed, None)),
                            on_finished=lambda collected: keep(
                                whole_response(response_id, parsed, collected, created_at), collected))
         return await respond(request, state, backend, prepared, is_chat=True, stream=parsed.stream,

@@ -8,13 +8,16 @@ and for a refusal the same with `refusal.delta`..., `refusal.done`; a call's
 `function_call_arguments.delta`..., `.done`), `response.output_item.done`; then
 `response.completed` (or `response.incomplete`) carrying the whole response. A
 background response opens with `response.created` and `response.queued` instead, then
-`response.in_progress` once admitted, a failure ends it with `response.failed` and a cancel with
+`response.in_progress` once admitted; a failure ends a stream with `response.failed` (a
+shutdown's cut with an `error` event) and a cancel with
 the open items' and part's `.done` events (the last item `incomplete`, each as far as it
 got) and `response.cancelled`. Text deltas
 and `output_text.done` carry `logprobs`, an empty list unless the request asked.
 
 Invariants: every output item (the message, each chat call `index`) is added once, when
-its first delta comes (the message's first with text: none is added for an empty one), and done once, when the reply ends, with all of its text or
+its first delta comes (the message's first with text: none is added for an empty one; a
+call's with its first arguments, or before the next event of another kind, so that its
+`name`, which an upstream may split over deltas, is whole), and done once, when the reply ends, with all of its text or
 arguments; its `output_index` is its place in that order of first deltas, and every
 event of it names that `output_index` and its `item_id`. A chat stream may come back to
 any call (parallel calls' deltas need not be contiguous, each carries its `index`; a
@@ -22,17 +25,20 @@ local model may write text between calls), so items stay open until the end and 
 events may interleave; where the deltas come item by item, as OpenAI's do, so do the
 events, but for the `.done`s at the end. A message's content part is closed before its
 next part opens. The items close in `output_index` order, the last one `incomplete` when
-the reply ran out of tokens (as the whole response marks it); the whole response lists
+the reply stopped short (out of tokens, or cut by a content filter: `response.incomplete`,
+as the whole response marks it); the whole response lists
 the same items in the same order (`Collected.order`).
 """
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from gateway.backend import ChatEvent, Finished, RefusalDelta, TextDelta, ToolCallDelta, Usage
 from gateway.collected import Collected
 from gateway.openai_format import dumps, logprob_entries
 from gateway.responses_format import ResponsesRequest
-from gateway.responses_objects import (call_item, final_status, message_item, output_item_id, output_items,
-                                       refusal_part, response_object, text_part)
+from gateway.responses_objects import (call_item, final_status, incomplete_reason, message_item, output_item_id,
+                                       output_items, refusal_part, response_object, text_part)
 
 
 def sse_event(kind: str, sequence_number: int, **fields) -> bytes:
@@ -41,11 +47,26 @@ def sse_event(kind: str, sequence_number: int, **fields) -> bytes:
     return f"event: {kind}\n".encode() + b"data: " + dumps(data) + b"\n\n"
 
 
-class ResponsesStreamWriter:
-    """The ChunkWriter of the Responses API (same interface: opening, event, done, error)."""
+# the error a stream cut by the gateway's shutdown ends with: an `error` event, the response not stored
+# (`errors.stream_cut_at_shutdown`; the client retries the request)
+SHUTDOWN_CODE = "server_shutting_down"
 
-    def __init__(self, response_id: str, request: ResponsesRequest, created_at: int) -> None:
+
+def failure_details(body: dict) -> dict:
+    """A failed response's `error` ({"code", "message"}) for an OpenAI error body."""
+    error = body.get("error", {})
+    return {"code": error.get("code") or error.get("type"), "message": error.get("message")}
+
+
+class ResponsesStreamWriter:
+    """The ChunkWriter of the Responses API (same interface: opening, event, done, error).
+    `on_failed`, when given, gets the `failed` response a foreground stream ended with
+    (`error`), to store it as a background one is."""
+
+    def __init__(self, response_id: str, request: ResponsesRequest, created_at: int,
+                 on_failed: Callable[[dict], None] | None = None) -> None:
         self.response_id, self.request, self.created_at = response_id, request, created_at
+        self._on_failed = on_failed
         self.collected = Collected()
         self._sequence = 0
         # each item added so far, ("message", -1) or ("call", chat call index), to its output_index
@@ -53,6 +74,7 @@ class ResponsesStreamWriter:
         self._items: list[dict] = []  # output items closed so far, in output_index order
         self._part: tuple[str, list[str]] | None = None  # the open message's open part: its type, its text
         self._parts: list[dict] = []  # the open message's content parts closed so far
+        self._held: int | None = None  # a call whose item waits for its whole name (`_add_held`)
 
     def _event(self, kind: str, **fields) -> bytes:
         event = sse_event(kind, self._sequence, **fields)
@@ -62,7 +84,8 @@ class ResponsesStreamWriter:
     def snapshot(self, status: str, usage=None, error: dict | None = None, service_tier: str | None = None) -> dict:
         """The response object as it stands: the output items closed so far."""
         return response_object(self.response_id, self.request, created_at=self.created_at, status=status,
-                               output=list(self._items), usage=usage, error=error, service_tier=service_tier)
+                               output=list(self._items), usage=usage, error=error, service_tier=service_tier,
+                               incomplete=incomplete_reason(self.collected))
 
     def opening(self) -> bytes:
         snapshot = self.snapshot("in_progress")
@@ -78,7 +101,8 @@ class ResponsesStreamWriter:
         return self._event("response.in_progress", response=self.snapshot("in_progress"))
 
     def failed(self, error: dict) -> bytes:
-        """A background response's last event when it failed (a plain stream's is `error`)."""
+        """The last event of a response that failed (`error`: {"code", "message"}), with the
+        response as it stopped: the output items closed so far."""
         return self._event("response.failed", response=self.snapshot("failed", error=error))
 
     def cancelled(self, usage: Usage | None = None) -> bytes:
@@ -93,7 +117,7 @@ class ResponsesStreamWriter:
         stand: the open part's `.done` events with the text so far, then each item's
         `response.output_item.done`, the last one `incomplete` (OpenAI's status for an item
         cut off); b"" when no item is open. The snapshot lists them from then on."""
-        return self._close("incomplete")
+        return self._add_held() + self._close("incomplete")
 
     def _item_id(self, kind: str, index: int) -> str:
         return output_item_id(self.response_id, kind, index)
@@ -164,28 +188,46 @@ class ResponsesStreamWriter:
             self._part[1].append(piece)
         return out
 
+    def _add_held(self) -> bytes:
+        """`response.output_item.added` for the call held back (b"" when none), its name as
+        it now stands."""
+        if self._held is None:
+            return b""
+        index, self._held = self._held, None
+        call = self.collected.tool_calls[index]
+        return self._add(("call", index), call_item(self._item_id("call", index), call.id, call.name, "",
+                                                    "in_progress"))
+
     def event(self, event: ChatEvent) -> bytes:
         self.collected.add(event)
+        # a call's first deltas without arguments may be pieces of its name (an upstream may
+        # split it): the added item carries the whole name (OpenAI's streams have no name
+        # deltas), so it is added with the call's first arguments, or before the next other event
+        is_name_piece = isinstance(event, ToolCallDelta) and not event.arguments
+        out = b"" if is_name_piece and event.index == self._held else self._add_held()
+        if is_name_piece and ("call", event.index) not in self._positions:
+            self._held = event.index
+            return out
         if isinstance(event, (TextDelta, RefusalDelta)):   # a message's part: its kind names its events
             kind, piece, extra = (("output_text", event.text, {"logprobs": logprob_entries(event.logprobs or [])})
                                   if isinstance(event, TextDelta) else ("refusal", event.refusal, {}))
             if not piece:   # no item for it: the message comes with its first text (`Collected.order`)
-                return b""
-            out = self._message_part(kind, piece)
+                return out
+            out += self._message_part(kind, piece)
             return out + self._event(f"response.{kind}.delta", item_id=self._item_id("message", -1),
                                      output_index=self._positions[("message", -1)],
                                      content_index=len(self._parts), delta=piece, **extra)
         if isinstance(event, ToolCallDelta):   # its call's first delta adds it; a later one may come any time
             item_id = self._item_id("call", event.index)
             call = self.collected.tool_calls[event.index]
-            out = self._add(("call", event.index), call_item(item_id, call.id, call.name, "", "in_progress"))
+            out += self._add(("call", event.index), call_item(item_id, call.id, call.name, "", "in_progress"))
             if not event.arguments:
                 return out
             return out + self._event("response.function_call_arguments.delta", item_id=item_id,
                                      output_index=self._positions[("call", event.index)], delta=event.arguments)
         assert isinstance(event, Finished)
         # a reply with no text and no call is still one (empty) message, as the whole response lists it
-        out = self._message_part("output_text", "") if not self._positions else b""
+        out += self._message_part("output_text", "") if not self._positions else b""
         status = final_status(self.collected)
         out += self._close(status)
         return out + self._event(f"response.{status}", response=self.snapshot(status, event.usage,
@@ -196,8 +238,19 @@ class ResponsesStreamWriter:
         return b""
 
     def error(self, body: dict) -> bytes:
+        """The last event of a stream that failed once begun: `response.failed` with the
+        response as it stopped (its `error` the failure's code and message, as OpenAI's
+        stream and a background response end), handed to `on_failed` first (stored, so its
+        id reads back `failed`); a stream the shutdown cut ends with an `error` event instead
+        (`SHUTDOWN_CODE`: the client retries the request; nothing is stored)."""
         error = body.get("error", {})
-        return self._event("error", code=error.get("code"), message=error.get("message"), param=error.get("param"))
+        if error.get("code") == SHUTDOWN_CODE:
+            return self._event("error", code=error.get("code"), message=error.get("message"),
+                               param=error.get("param"))
+        response = self.snapshot("failed", error=failure_details(body))
+        if self._on_failed is not None:
+            self._on_failed(response)
+        return self._event("response.failed", response=response)
 
 
 def whole_response(response_id: str, request: ResponsesRequest, collected: Collected, created_at: int) -> dict:
@@ -207,5 +260,6 @@ def whole_response(response_id: str, request: ResponsesRequest, collected: Colle
     return response_object(response_id, request, created_at=created_at, status=status,
                            output=output_items(collected, response_id),
                            usage=finished.usage if finished else None,
-                           service_tier=finished.service_tier if finished else None)
+                           service_tier=finished.service_tier if finished else None,
+                           incomplete=incomplete_reason(collected))
 

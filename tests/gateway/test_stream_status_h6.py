@@ -81,6 +81,6 @@ def test_a_chat_stream_that_fails_after_its_header_counts_the_errors_status(clie
 def test_a_responses_stream_ending_in_an_error_event_counts_the_errors_status(client, monkeypatch):
     _breaking_off(monkeypatch, ApiError(502, "Upstream error: connection closed", "server_error", "upstream_error"))
     status, text = _stream(client, "/v1/responses", {"model": "mock", "input": "hi", "stream": True})
-    assert status == 200 and "event: error" in text and "upstream_error" in text
+    assert status == 200 and "event: response.failed" in text and "upstream_error" in text
     assert _counted(client, "responses") == {"502": 1}
     assert _successes(client) == 0
