@@ -13,7 +13,11 @@ shorter than it asked (a year at most: past any rate limit's window, the number 
 named so, never quoted (a proxy's HTML page names its hosts). An upstream that does not
 know the model the gateway asks for (a 404, or code `model_not_found`) is the gateway's
 misconfiguration too: a 502, never a 404 telling the client that a model
-`/v1/models` lists does not exist. A 400/413/422 keeps the upstream's own message, `param`
+`/v1/models` lists does not exist; it and rejected upstream credentials (502
+`upstream_auth_error`) carry `x-should-retry: false` (the operator's to fix). The status is
+the one the upstream answered, never the one litellm chose by the words of its message
+(`litellm_causes.upstream_status`), and a message is the upstream's own wherever it can be
+read, without litellm's wrapper words. A 400/413/422 keeps the upstream's own message, `param`
 and `code` (litellm's `BadRequestError: OpenAIException - Error code: 400 - ` prefix taken
 off); a `context_length_exceeded` without a `param` names the request's prompt field
 (`prompt_param`: "messages", "prompt", "input"), never another endpoint's. litellm's own
@@ -36,25 +40,22 @@ import time
 from collections.abc import Iterable
 from datetime import timezone
 from email.utils import parsedate_to_datetime
-from typing import Any
 
 from gateway.errors import ApiError
+from gateway.litellm_causes import (chain, error_body, is_timeout, is_unreachable, retry_after_of, text_field,
+                                    upstream_status, upstream_words)
 
 CLIENT_STATUSES = {400: "invalid_request_error", 413: "invalid_request_error",
                    422: "invalid_request_error", 429: "rate_limit_error"}
 MAX_MESSAGE_CHARS = 240
+# the headers of a fault only the gateway's operator can cure (its upstream's key, model or
+# account): the OpenAI SDK retries a 5xx twice unless told not to
+OPERATORS_TO_FIX = {"x-should-retry": "false"}
 UPSTREAM_QUOTA = "insufficient_quota"   # OpenAI's code and type for an account out of credit
-TIMEOUT_NAMES = ("Timeout", "APITimeoutError", "TimeoutError", "ServerTimeoutError",
-                 "ConnectionTimeoutError", "SocketTimeoutError", "ReadTimeout", "ConnectTimeout")
-CONNECT_NAMES = ("APIConnectionError", "ConnectError", "ConnectionRefusedError",
-                 "ClientConnectorError", "ServerDisconnectedError")
 # a file path of two or more parts, not inside a word (a model name like "org/family/model" is no path)
 _PATH = re.compile(r"""(?<![\w.\-])(?:[A-Za-z]:)?(?:[\\/][^\s\\/'"<>:,;()]+){2,}[\\/]?""")
 _TRACEBACK = re.compile(r"Traceback \(most recent call last\)|\n\s*File \"")
 _LITELLM_PREFIX = re.compile(r"^(?:litellm\.\w+:\s*)+")
-# what litellm puts before a provider's own message: "NotFoundError: OpenAIException - "
-# (and the OpenAI SDK's "Error code: 400 - " after it)
-_PROVIDER_PREFIX = re.compile(r"^(?:\w+Error:\s*)*\w+Exception\s+-\s+(?:Error code:\s*\d+\s+-\s+)?")
 # the parameters litellm's UnsupportedParamsError names: "p does not support parameters:
 # ['a', 'b'], for model=…", "… parameters: a, b, for model=…", "Setting `a` is not supported
 # by …", "Setting {'a': 1} is not supported by …", "Setting a is not supported …"
@@ -151,56 +152,6 @@ def redacted(error: ApiError, secrets: Iterable[str]) -> ApiError:
     return error
 
 
-def _error_body(exc: BaseException) -> dict:
-    """The upstream's OpenAI error object behind a litellm exception (`body` of it, or of
-    an exception it wraps), {} when there is none."""
-    for link in _chain(exc):
-        body = getattr(link, "body", None)
-        if isinstance(body, dict) and isinstance(body.get("error"), dict):
-            body = body["error"]
-        if isinstance(body, dict) and body:
-            return body
-    return {}
-
-
-def _text_field(error: dict, name: str) -> str | None:
-    value: Any = error.get(name)
-    return value if isinstance(value, str) and value else None
-
-
-def _chain(exc: BaseException) -> list[BaseException]:
-    seen: list[BaseException] = []
-    while exc is not None and exc not in seen and len(seen) < 8:
-        seen.append(exc)
-        exc = exc.__cause__ or exc.__context__ or getattr(exc, "original_exception", None)
-    return seen
-
-
-def _is_timeout(exc: BaseException) -> bool:
-    return isinstance(exc, TimeoutError) or type(exc).__name__ in TIMEOUT_NAMES
-
-
-def _is_connect_failure(exc: BaseException) -> bool:
-    # litellm wraps openai's APIConnectionError ("Connection error.") in InternalServerError
-    return (type(exc).__name__ in CONNECT_NAMES or isinstance(exc, ConnectionError)
-            or (type(exc).__name__ == "InternalServerError"
-                and str(exc).rstrip().endswith("Connection error.")))
-
-
-def retry_after_of(exc: BaseException) -> tuple[str | None, str | None]:
-    """The `Retry-After` and `retry-after-ms` headers of the upstream reply behind a litellm
-    exception (each None when it sent none)."""
-    for headers in (getattr(getattr(exc, "response", None), "headers", None),
-                    getattr(exc, "litellm_response_headers", None)):
-        try:
-            found = (headers.get("retry-after"), headers.get("retry-after-ms")) if headers is not None else ()
-        except Exception:   # NOTE: a provider's odd header object is no reason to fail
-            found = ()
-        if any(value is not None for value in found):
-            return tuple(None if value is None else str(value) for value in found)
-    return None, None
-
-
 def _seconds(text: str, unit_s: float) -> float | None:
     """A number of `unit_s` as seconds, 0 to MAX_RETRY_AFTER_S (one of thousands of digits
     too, without int() of them); None when `text` is no number."""
@@ -269,37 +220,37 @@ def unsupported_params_error(exc: BaseException) -> ApiError:
 
 
 def map_litellm_error(exc: BaseException, *, quote: bool = True, prompt_param: str = "messages") -> ApiError:
-    """`exc` (litellm's, a provider's, aiohttp's) as the client's `ApiError`; with
-    `quote=False` named by its class alone (a transport error, whose text is all about the
-    upstream's address: "Connection timeout to host http://…"). `prompt_param` is the
-    request's prompt field, named by a context overflow the upstream named no field of."""
-    status = getattr(exc, "status_code", None)
+    """`exc` (litellm's, a provider's, aiohttp's) as the client's `ApiError`, by the status the
+    upstream answered (`upstream_status`, not litellm's guess from its words), in the
+    upstream's own words (`upstream_words`: its error's message, else litellm's text without
+    litellm's class names and "OpenAIException - "; an unknown exception's class and line);
+    with `quote=False` named by its class alone (a transport error, whose text is all about
+    the upstream's address: "Connection timeout to host http://…"). Unreachable only when
+    no connection was made (`is_unreachable`): a stream that broke off is an `upstream_error`.
+    `prompt_param` is the request's prompt field, named by a context overflow the upstream
+    named no field of."""
     name = type(exc).__name__
-    message = short_message(exc) if quote else name
-    error = _error_body(exc)
-    chain = _chain(exc)
-    refusal = next((link for link in chain if type(link).__name__ == "UnsupportedParamsError"), None)
+    error = error_body(exc)
+    links = chain(exc)
+    refusal = next((link for link in links if type(link).__name__ == "UnsupportedParamsError"), None)
     if refusal is not None:
         return unsupported_params_error(refusal)
+    words = upstream_words(exc)
     if name == "ContextWindowExceededError":
-        message = _text_field(error, "message") or _PROVIDER_PREFIX.sub("", one_line(
-            str(getattr(exc, "message", None) or exc)))
-        return ApiError(400, one_line(message), "invalid_request_error", "context_length_exceeded",
-                        _text_field(error, "param") or prompt_param)
-    if any(_is_timeout(link) for link in chain):
+        return ApiError(400, one_line(words or str(getattr(exc, "message", None) or exc)), "invalid_request_error",
+                        "context_length_exceeded", text_field(error, "param") or prompt_param)
+    message = name if not quote else one_line(words) if words is not None else short_message(exc)
+    if any(is_timeout(link) for link in links):
         return ApiError(504, f"Upstream timed out: {message}", "server_error", "upstream_timeout")
-    if any(_is_connect_failure(link) for link in chain) or "Connect" in name:
-        return ApiError(502, f"Upstream unreachable: {message}", "server_error",
-                        "upstream_unavailable")
-    if status in (None, 500) and any(_NOT_JSON.search(str(link)) for link in chain):
+    if is_unreachable(exc):
+        return ApiError(502, f"Upstream unreachable: {message}", "server_error", "upstream_unavailable")
+    status = upstream_status(exc)
+    if status in (None, 500) and any(_NOT_JSON.search(str(link)) for link in links):
         return upstream_garbage("its body is not JSON")   # (litellm quotes the body: a proxy's page)
-    if status in CLIENT_STATUSES or status == 404:   # the upstream's own words, not litellm's
-        message = _text_field(error, "message") or _PROVIDER_PREFIX.sub("", one_line(
-            str(getattr(exc, "message", None) or exc)))
     retry_after, retry_after_ms = retry_after_of(exc)
-    return map_upstream_status(status, message, _text_field(error, "code"), retry_after=retry_after,
-                               retry_after_ms=retry_after_ms, param=_text_field(error, "param"),
-                               error_type=_text_field(error, "type"), prompt_param=prompt_param)
+    return map_upstream_status(status, message, text_field(error, "code"), retry_after=retry_after,
+                               retry_after_ms=retry_after_ms, param=text_field(error, "param"),
+                               error_type=text_field(error, "type"), prompt_param=prompt_param)
 
 
 def upstream_garbage(what: str) -> ApiError:
@@ -314,7 +265,7 @@ def upstream_quota_exceeded() -> ApiError:
     not cure it), and none of the upstream's words ("check your plan and billing")."""
     return ApiError(503, "The upstream provider's quota for this model is exhausted; please "
                     "contact the operator of this gateway.", "server_error", "upstream_quota_exceeded",
-                    None, {"x-should-retry": "false"})
+                    None, dict(OPERATORS_TO_FIX))
 
 
 def map_upstream_status(status: int | None, message: str, code: str | None = None, *,
@@ -333,11 +284,11 @@ def map_upstream_status(status: int | None, message: str, code: str | None = Non
         return ApiError(504, f"Upstream timed out: {message}", "server_error", "upstream_timeout")
     if status in (401, 403):
         return ApiError(502, "The upstream provider rejected the gateway's credentials.",
-                        "server_error", "upstream_auth_error")
+                        "server_error", "upstream_auth_error", None, dict(OPERATORS_TO_FIX))
     if status == 404 or code == "model_not_found":
         return ApiError(502, "Upstream error: the upstream does not know the model this gateway is "
                         f"configured to ask it for (its litellm_model): {message}", "server_error",
-                        "upstream_error")
+                        "upstream_error", None, dict(OPERATORS_TO_FIX))
     if status in CLIENT_STATUSES:
         if status == 429:
             error = ApiError(status, message, CLIENT_STATUSES[status], "rate_limit_exceeded")

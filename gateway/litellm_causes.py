@@ -1,0 +1,168 @@
+"""What a litellm exception says about the upstream behind it, read from the exception
+and the ones it wraps (its chain: `__cause__`, `__context__`, `original_exception`): the
+upstream's status, error object, own words, wait (`retry_after_of`) and connection.
+
+Invariants: the upstream's status is the HTTP status the upstream itself answered, never
+the one litellm chose by the words of its message (litellm raises a `RateLimitError`, 429,
+for any text saying "Request too large", an `InternalServerError`, 500, for one saying "The
+server had an error processing your request", whatever the upstream's 400 or 413): a link
+of the chain outside litellm's own exception classes that holds a reply's status is read
+first. A connection that could not be made (refused, DNS, TLS, proxy) is told apart from
+one that broke off after the upstream answered (litellm's `MidStreamFallbackError`, or an
+error reading a body): only the first is "unreachable", whatever litellm calls the second
+(it wraps both in `APIConnectionError` "Connection error."). `wrapper_free` takes litellm's
+words off a message ("MidStreamFallbackError: APIConnectionError: OpenAIException - ",
+"Error code: 503 - ", "Timeout: APITimeoutError - ") and leaves an unknown exception's
+text ("RuntimeError: boom") as it is.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+TIMEOUT_NAMES = ("Timeout", "APITimeoutError", "TimeoutError", "ServerTimeoutError",
+                 "ConnectionTimeoutError", "SocketTimeoutError", "ReadTimeout", "ConnectTimeout")
+# a connection that was never made: refused, a name that does not resolve, TLS, a proxy
+CONNECT_NAMES = ("ConnectError", "ConnectionRefusedError", "ClientConnectorError", "ClientConnectorDNSError",
+                 "ClientConnectorCertificateError", "ClientConnectorSSLError", "ClientProxyConnectionError",
+                 "gaierror")
+# words for a connection failure that say nothing of when it failed (litellm's and the
+# OpenAI SDK's "Connection error.", aiohttp's "Server disconnected")
+VAGUE_CONNECTION_NAMES = ("APIConnectionError", "ServerDisconnectedError", "RemoteProtocolError",
+                          "ClientConnectionError", "ClientOSError")
+# a reply that stopped coming after the upstream had answered: a stream litellm gave up on,
+# a body that could not be read to its end
+BROKEN_OFF_NAMES = ("MidStreamFallbackError", "ReadError", "ClientPayloadError", "TransferEncodingError",
+                    "ContentLengthError", "IncompleteRead")
+_LITELLM_EXCEPTIONS = "litellm.exceptions"   # the module of litellm's own (status-choosing) classes
+LITELLM_CONNECTION_ERROR = "Connection error."   # the OpenAI SDK's words for any transport failure
+# litellm's words before a provider's own: "litellm.X: ", "XError: ", "OpenAIException - ",
+# "Text-completion-openaiException - ", "APITimeoutError - ", then the SDK's "Error code: 503 - "
+_WRAPPER = re.compile(r"^(?:litellm\.\w+:\s*|\w+Error:\s*|Timeout:\s*)*"
+                      r"(?:[\w\-]+Exception|APITimeoutError)\s+-\s+(?:Error code:\s*\d+\s+-\s+)?")
+_LITELLM_NAME = re.compile(r"^(?:litellm\.\w+:\s*)+")
+_ERROR_STR = " Error_str: "   # litellm's timeout: "Request timed out. Error_str: <the SDK's words>"
+_ORIGINAL = " Original exception: "   # MidStreamFallbackError repeats what it wraps
+
+
+def chain(exc: BaseException) -> list[BaseException]:
+    """`exc` and the exceptions it wraps, outermost first (8 at most)."""
+    seen: list[BaseException] = []
+    while exc is not None and exc not in seen and len(seen) < 8:
+        seen.append(exc)
+        exc = exc.__cause__ or exc.__context__ or getattr(exc, "original_exception", None)
+    return seen
+
+
+def error_body(exc: BaseException) -> dict:
+    """The upstream's OpenAI error object behind a litellm exception (`body` of it, or of
+    an exception it wraps), {} when there is none."""
+    for link in chain(exc):
+        body = getattr(link, "body", None)
+        if isinstance(body, dict) and isinstance(body.get("error"), dict):
+            body = body["error"]
+        if isinstance(body, dict) and body:
+            return body
+    return {}
+
+
+def text_field(error: dict, name: str) -> str | None:
+    value: Any = error.get(name)
+    return value if isinstance(value, str) and value else None
+
+
+def _http_status(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and 400 <= value <= 599 else None
+
+
+def upstream_status(exc: BaseException) -> int | None:
+    """The HTTP error status the upstream answered: the innermost link that holds one (its
+    `status_code`, else its reply's), litellm's own classes left out (they state the status
+    litellm chose by the message's words; their `provider_status_code` is read), else
+    `exc.status_code` (litellm's, for a failure with no reply behind it)."""
+    for link in reversed(chain(exc)):
+        if type(link).__module__.startswith(_LITELLM_EXCEPTIONS):
+            found = _http_status(getattr(link, "provider_status_code", None))
+        else:
+            found = (_http_status(getattr(link, "status_code", None))
+                     or _http_status(getattr(getattr(link, "response", None), "status_code", None)))
+        if found is not None:
+            return found
+    return getattr(exc, "status_code", None)
+
+
+def is_timeout(exc: BaseException) -> bool:
+    return isinstance(exc, TimeoutError) or type(exc).__name__ in TIMEOUT_NAMES
+
+
+def _never_connected(link: BaseException) -> bool:
+    return type(link).__name__ in CONNECT_NAMES or isinstance(link, ConnectionRefusedError)
+
+
+def _vague_connection_failure(link: BaseException) -> bool:
+    name = type(link).__name__
+    # litellm wraps openai's APIConnectionError ("Connection error.") in InternalServerError
+    return (name in VAGUE_CONNECTION_NAMES or "Connect" in name or isinstance(link, ConnectionError)
+            or (name == "InternalServerError" and str(link).rstrip().endswith(LITELLM_CONNECTION_ERROR)))
+
+
+def broke_off(exc: BaseException) -> bool:
+    """Whether a link says the upstream's reply stopped coming after it had answered (a
+    stream cut, or a chunk litellm could not read: `MidStreamFallbackError`)."""
+    return any(type(link).__name__ in BROKEN_OFF_NAMES for link in chain(exc))
+
+
+def is_unreachable(exc: BaseException) -> bool:
+    """The gateway could not open a connection to the upstream: a link names a failure to
+    connect; or a vague one ("Connection error.") wraps nothing more telling (its innermost
+    link is itself a connection failure) and no link says the reply had begun."""
+    links = chain(exc)
+    if any(_never_connected(link) for link in links):
+        return True
+    if broke_off(exc):
+        return False
+    return any(_vague_connection_failure(link) for link in links) and _vague_connection_failure(links[-1])
+
+
+def wrapper_free(text: str) -> str:
+    """`text` (a litellm exception's message) without litellm's words around the provider's
+    own: its class names and "OpenAIException - " prefixes (nested ones too), the SDK's "Error
+    code: N - ", a timeout's first sentence repeated before "Error_str:", and the "Original
+    exception: …" a `MidStreamFallbackError` adds. A text without litellm's provider marker
+    ("<provider>Exception - ") keeps its class names."""
+    text = text.split(_ORIGINAL, 1)[0]
+    while (stripped := _WRAPPER.sub("", text, count=1)) != text:
+        text = _LITELLM_NAME.sub("", stripped)
+    return text.split(_ERROR_STR, 1)[1] if _ERROR_STR in text else text
+
+
+def upstream_words(exc: BaseException) -> str | None:
+    """The upstream's own message behind `exc`: its error object's `message`, else `exc`'s
+    text without litellm's words (`wrapper_free`); where that is only the SDK's "Connection
+    error." over a reply that broke off, the class and words of the error it stands for.
+    None when `exc`'s text carries none of litellm's words (an unknown exception's own)."""
+    own = text_field(error_body(exc), "message")
+    if own is not None:
+        return own
+    said = str(getattr(exc, "message", None) or exc).strip()
+    text = wrapper_free(said)
+    if text == LITELLM_CONNECTION_ERROR and broke_off(exc):
+        sdk_error = next((link for link in chain(exc) if str(link).strip() == LITELLM_CONNECTION_ERROR
+                          and link.__cause__ is not None), None)
+        if sdk_error is not None:
+            return f"{type(sdk_error.__cause__).__name__}: {sdk_error.__cause__}"
+    return text if text != said else None
+
+
+def retry_after_of(exc: BaseException) -> tuple[str | None, str | None]:
+    """The `Retry-After` and `retry-after-ms` headers of the upstream reply behind a litellm
+    exception (each None when it sent none)."""
+    for headers in (getattr(getattr(exc, "response", None), "headers", None),
+                    getattr(exc, "litellm_response_headers", None)):
+        try:
+            found = (headers.get("retry-after"), headers.get("retry-after-ms")) if headers is not None else ()
+        except Exception:   # NOTE: a provider's odd header object is no reason to fail
+            found = ()
+        if any(value is not None for value in found):
+            return tuple(None if value is None else str(value) for value in found)
+    return None, None
