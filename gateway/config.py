@@ -1,16 +1,16 @@
 """Gateway configuration: models, tenants, limits, tracing, read from TOML.
 
 Invariants: every record is frozen; API keys only ever exist here as sha256 hex digests
-(a key read from an environment variable is hashed at load time and the plaintext dropped);
-model and tenant names are unique; a limit of None means "unlimited", never 0 or -1.
+(a key read from an environment variable is hashed at load time and the plaintext dropped:
+the tenants' part is gateway/tenant_config.py); model and tenant names are unique; a
+limit of None means "unlimited", never 0 or -1 (`file_bytes_per_tenant` 0 refuses every
+upload, as a `token_budget` of 0 refuses every request).
 `default_config(demo_key)` is what `stepahead serve` runs with no file: the embedded
 default model on two local workers and one demo tenant.
 """
 from __future__ import annotations
 
-import hashlib
 import os
-import secrets
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,10 +20,12 @@ from typing import Any
 
 from agents_trace.config import TraceConfig, TraceConfigError, data_file, parse_trace_config
 
-from gateway.config_values import (ConfigError, positive, reject_unknown_keys, take, take_list, table_at,
-                                   tables_at)
+from gateway.config_values import ConfigError, positive, reject_unknown_keys, take, table_at, tables_at
+from gateway.file_quota import DEFAULT_FILE_BYTES_PER_TENANT
 from gateway.model_configs import (DEFAULT_LOCAL_MODEL, LocalModelConfig, ModelConfig,  # noqa: F401 (re-exported)
                                    UpstreamModelConfig, engine_tenants_problem, model_config)
+from gateway.tenant_config import (UNAUTHENTICATED, LimitsConfig, TenantConfig,  # noqa: F401 (re-exported)
+                                   demo_key_from, key_digest, parse_tenant, tenant_name_problem)
 
 # The KV policy of a local model whose [models.engine] names none. NOTE: the engine's own
 # default stays "lru": only the gateway runs the predictor whose forecasts drive this one,
@@ -35,72 +37,9 @@ RESPONSES_DB_ENV = "STEPAHEAD_RESPONSES_DB"
 MEMORY_ONLY = ":memory:"
 SERVER_KEYS = ("host", "port", "max_body_bytes", "default_completion_reserve_tokens", "queue_timeout_s",
                "keep_alive_s", "responses_db", "responses_per_tenant", "conversations_per_tenant", "freeze_startup_heap",
-               "shutdown_timeout_s", "max_file_bytes", "batch_concurrency", "batch_yield")
+               "shutdown_timeout_s", "max_file_bytes", "file_bytes_per_tenant", "batch_concurrency", "batch_yield")
 TOP_LEVEL_KEYS = ("models", "tenants", "server", "tracing")
-TENANT_KEYS = ("name", "api_key_sha256", "api_key_env", "weight", "kv_share", "admin", "limits", "service_tier")
-TENANT_TIERS = ("default", "flex")
-UNAUTHENTICATED = "unauthenticated"   # the tenant a request's metrics name before its key is checked; no tenant may be named so
 UTF8_BOM = b"\xef\xbb\xbf"   # what Windows editors put first in a UTF-8 file: no part of the TOML
-
-
-def tenant_name_problem(name: str) -> str | None:
-    """Why `name` cannot name a tenant, to follow where it stands (`tenants[0].name ...`):
-    empty or only whitespace, the reserved `unauthenticated`, or not Unicode text (a
-    command line's undecodable bytes); None when it can. `stepahead hash-key --tenant`
-    asks this too."""
-    if not name.strip():
-        return "is required" if not name else f"{name!r} is only whitespace"
-    if name == UNAUTHENTICATED:
-        return (f"{name!r} is reserved: the metrics name requests whose key is not checked yet (or failed) "
-                "so")
-    try:
-        name.encode()
-    except UnicodeEncodeError:
-        return f"{name!r} is not Unicode text (bytes that are not UTF-8)"
-    return None
-
-
-def key_digest(api_key: str) -> str:
-    """The only form in which the gateway keeps an API key. Whitespace around a key is no
-    part of it (a client's header cannot carry it; `authenticate` strips it too), so a key
-    given as " sk-x\n" is the key "sk-x"."""
-    return hashlib.sha256(api_key.strip().encode()).hexdigest()
-
-
-def demo_key_from(environ: Mapping[str, str]) -> str:
-    """The demo tenant's key: $STEPAHEAD_DEMO_KEY without surrounding whitespace, else a fresh one."""
-    return environ.get("STEPAHEAD_DEMO_KEY", "").strip() or f"sk-demo-{secrets.token_urlsafe(18)}"
-
-
-@dataclass(frozen=True, slots=True)
-class LimitsConfig:
-    """Per-tenant limits. None = unlimited. `token_budget` is a total over the gateway's
-    life, restarts included (gateway/spent_tokens.py; a spent budget is a distinct,
-    non-retryable error); `max_queued` requests may wait for a concurrency slot, the rest
-    get 429 at once."""
-
-    requests_per_minute: int | None = None
-    tokens_per_minute: int | None = None
-    max_concurrent: int | None = None
-    max_queued: int = 0
-    token_budget: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class TenantConfig:
-    """`weight` is the tenant's share in fair scheduling; `kv_share` the fraction of hot KV
-    blocks reserved for it (0 = none reserved); `admin` keys see every tenant's traces and
-    metrics; `service_tier` "flex" serves every request of the tenant to a local model in
-    the flex tier, whatever the request asks (an offline or evaluation tenant that must not
-    slow the agents)."""
-
-    name: str
-    key_digests: tuple[str, ...]
-    limits: LimitsConfig = LimitsConfig()
-    weight: float = 1.0
-    kv_share: float = 0.0
-    admin: bool = False
-    service_tier: str = "default"
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +69,9 @@ class GatewayConfig:
     conversations_per_tenant: int = 10_000
     # The Files API's largest upload, and how many requests of one batch run at a time.
     max_file_bytes: int = 200 * 1024 * 1024
+    # The bytes of live files each tenant may keep (uploads refused past it; batch outputs
+    # counted, never refused: gateway/file_quota.py); 0 refuses every upload.
+    file_bytes_per_tenant: int = DEFAULT_FILE_BYTES_PER_TENANT
     batch_concurrency: int = 2
     batch_yield: bool = True   # while other requests are in flight, one batch request at a time
     # Freeze what start-up made so full garbage collections skip it (gateway/heap.py).
@@ -162,6 +104,8 @@ class GatewayConfig:
         for name in ("max_body_bytes", "default_completion_reserve_tokens", "queue_timeout_s", "keep_alive_s",
                      "responses_per_tenant", "conversations_per_tenant", "max_file_bytes", "batch_concurrency"):
             positive(getattr(self, name), f"server.{name}")
+        if not self.file_bytes_per_tenant >= 0:
+            raise ConfigError(f"server.file_bytes_per_tenant must be >= 0, not {self.file_bytes_per_tenant!r}")
         if self.shutdown_timeout_s is not None and not self.shutdown_timeout_s >= 0:
             raise ConfigError(f"server.shutdown_timeout_s must be >= 0, got {self.shutdown_timeout_s}")
         if not 0 <= self.port <= 65535:
@@ -204,60 +148,11 @@ def default_config(demo_key: str, *, model: str = DEFAULT_LOCAL_MODEL, num_worke
         tenants=(TenantConfig(name="demo", key_digests=(key_digest(demo_key),), admin=True),))
 
 
-RATES_AND_SLOTS = ("requests_per_minute", "tokens_per_minute", "max_concurrent")   # limits with no 0
-
-
-def _limits(table: dict, where: str) -> LimitsConfig:
-    table = table_at(table, where)
-    reject_unknown_keys(table, LimitsConfig.__slots__, where, "limit")
-    values = {k: take(table, k, int, where) for k in table}
-    for key, value in values.items():
-        if value is not None and value < 0:
-            raise ConfigError(f"{where}.{key} must be >= 0")
-        if value == 0 and key in RATES_AND_SLOTS:
-            raise ConfigError(f"{where}.{key} must be >= 1: 0 would turn every request away (to stop a tenant's "
-                              "traffic, remove the tenant or set its token_budget = 0)")
-    if values.get("max_queued") and values.get("max_concurrent") is None:
-        raise ConfigError(f"{where}.max_queued needs max_concurrent: requests queue only for a concurrency slot")
-    return LimitsConfig(**values)
-
-
-def _tenant(table: dict, index: int) -> TenantConfig:
-    where = f"tenants[{index}]"
-    reject_unknown_keys(table, TENANT_KEYS, where)
-    name = take(table, "name", str, where) or ""
-    problem = tenant_name_problem(name)
-    if problem:
-        raise ConfigError(f"{where}.name {problem}")
-    digests = take_list(table, "api_key_sha256", where)
-    for env_name in take_list(table, "api_key_env", where):
-        if not os.environ.get(env_name, "").strip():
-            raise ConfigError(f"{where}: environment variable {env_name} is not set"
-                              + (" (it holds only whitespace)" if os.environ.get(env_name) else ""))
-        digests.append(key_digest(os.environ[env_name]))
-    for digest in digests:
-        if not (isinstance(digest, str) and len(digest) == 64
-                and all(c in "0123456789abcdef" for c in digest.lower())):
-            raise ConfigError(f"{where}.api_key_sha256 entries must be sha256 hex digests")
-    if not digests:
-        raise ConfigError(f"{where} has no API key (api_key_sha256 or api_key_env)")
-    weight = float(take(table, "weight", (int, float), where, 1.0))
-    kv_share = float(take(table, "kv_share", (int, float), where, 0.0))
-    if weight <= 0 or not 0.0 <= kv_share <= 1.0:
-        raise ConfigError(f"{where}: weight must be > 0 and kv_share in [0, 1]")
-    tier = take(table, "service_tier", str, where, "default")
-    if tier not in TENANT_TIERS:
-        raise ConfigError(f"{where}.service_tier must be one of {', '.join(TENANT_TIERS)}, not {tier!r}")
-    return TenantConfig(name=name, key_digests=tuple(d.lower() for d in digests),
-                        limits=_limits(table.get("limits", {}), f"{where}.limits"),
-                        weight=weight, kv_share=kv_share,
-                        admin=bool(take(table, "admin", bool, where, False)), service_tier=tier)
-
 
 def parse_config(data: dict) -> GatewayConfig:
     reject_unknown_keys(data, TOP_LEVEL_KEYS, "the config", "table")
     models = tuple(model_config(t, i) for i, t in enumerate(tables_at(data, "models")))
-    tenants = tuple(_tenant(t, i) for i, t in enumerate(tables_at(data, "tenants")))
+    tenants = tuple(parse_tenant(t, i) for i, t in enumerate(tables_at(data, "tenants")))
     if not models or not tenants:
         raise ConfigError("the config needs at least one [[models]] and one [[tenants]]")
     if sum(t.kv_share for t in tenants) > 1.0 + 1e-9:
@@ -285,6 +180,7 @@ def parse_config(data: dict) -> GatewayConfig:
         responses_per_tenant=take(server, "responses_per_tenant", int, "server", 1024),
         conversations_per_tenant=take(server, "conversations_per_tenant", int, "server", 10_000),
         max_file_bytes=take(server, "max_file_bytes", int, "server", 200 * 1024 * 1024),
+        file_bytes_per_tenant=take(server, "file_bytes_per_tenant", int, "server", DEFAULT_FILE_BYTES_PER_TENANT),
         batch_concurrency=take(server, "batch_concurrency", int, "server", 2),
         batch_yield=take(server, "batch_yield", bool, "server", True),
         freeze_startup_heap=take(server, "freeze_startup_heap", bool, "server", True),

@@ -3,8 +3,12 @@ files, their bytes on disk, their records in SQLite.
 
 Invariants:
 - a file is found only by the tenant that owns it (another tenant's ids read as unknown);
-- a file past its `expires_at` is never found or listed again; its record and bytes are
-  removed by the next upload or listing of any tenant (`_remove_expired`);
+- a file past its `expires_at` is never found, listed or deleted again (a 404, as for an
+  unknown id); its record and bytes are removed by the next upload or listing of any
+  tenant (`_remove_expired`);
+- an upload given a cap (`add`'s `max_tenant_bytes`) is kept only if the bytes of its
+  tenant's live files stay within it (gateway/file_quota.py): checked before its bytes
+  are written, and again in the one statement that records it;
 - a file's bytes are in `root/<id>` once its record exists: a record is written after
   its bytes, and removed before them; a file's bytes never change;
 - the event loop never touches the disk: every call runs on the store's one thread;
@@ -28,6 +32,7 @@ from cache.private_paths import make_private_dirs, private_opener
 from cache.sqlite_file import SqliteFile
 from cache.sqlite_transaction import transaction
 from gateway.errors import ApiError, body_too_large, invalid_request
+from gateway.file_quota import UploadReservations, file_storage_full
 from gateway.ids import random_hex
 from gateway.list_page import ListPage
 from gateway.store_thread import StoreThread, TemporaryRoot
@@ -114,6 +119,7 @@ class FileStore:
         self._file = SqliteFile(None if root is None else root / "files.sqlite3", "the file index", SCHEMA,
                                 ADDED_COLUMNS, migrate=lambda db: number_unnumbered(db, "files", "rowid"))
         self._thread = StoreThread("stepahead-files", "the file store")
+        self.uploads = UploadReservations()   # on the event loop: the upload route's early refusals
 
     @property
     def root(self) -> Path:
@@ -122,8 +128,15 @@ class FileStore:
     # --- on the store's thread ---------------------------------------------------------
 
     def _add(self, tenant: str, filename: str, purpose: str, write: Callable[[IO[bytes]], None],
-             expires_after_s: int | None) -> StoredFile:
+             expires_after_s: int | None, cap: int | None = None, size_of: Callable[[], int] | None = None
+             ) -> StoredFile:
+        """Keep what `write` writes; with a `cap`, only if the tenant's live files stay
+        within it (`size_of`, the bytes `write` will write, checked before it runs)."""
         self._remove_expired()
+        if cap is not None and size_of is not None:
+            held, size = self._stored_bytes(tenant), size_of()
+            if held + size > cap:
+                raise file_storage_full(cap, held, size)
         make_private_dirs(self.root)
         file_id = f"file-{random_hex(24)}"
         path = self.root / file_id
@@ -134,13 +147,33 @@ class FileStore:
             now = int(self.clock())
             stored = StoredFile(file_id, num_bytes, now, filename, purpose,
                                 None if expires_after_s is None else now + expires_after_s)
-            self._file.change(f"INSERT INTO files (tenant, {COLUMNS}, seq) VALUES (?, ?, ?, ?, ?, ?, ?, "
-                              f"{next_seq('files')})",
-                              (tenant, file_id, num_bytes, now, filename, purpose, stored.expires_at, tenant))
+            row = (tenant, file_id, num_bytes, now, filename, purpose, stored.expires_at, tenant)
+            if cap is None:
+                self._file.change(f"INSERT INTO files (tenant, {COLUMNS}, seq) VALUES (?, ?, ?, ?, ?, ?, ?, "
+                                  f"{next_seq('files')})", row)
+            elif not self._insert_within(cap, row):
+                raise file_storage_full(cap, self._stored_bytes(tenant), num_bytes)
         except BaseException:
             path.unlink(missing_ok=True)
             raise
         return stored
+
+    def _insert_within(self, cap: int, row: tuple) -> bool:
+        """Record `row` (as `_add` gives it) if its tenant's live files stay within `cap`
+        with it: one statement, so no other upload (of this gateway or another on the same
+        file) can pass the cap beside it."""
+        live, now = self._live()
+        tenant, num_bytes = row[0], row[2]
+        return self._file.change(
+            f"INSERT INTO files (tenant, {COLUMNS}, seq) SELECT ?, ?, ?, ?, ?, ?, ?, {next_seq('files')} "
+            f"WHERE (SELECT COALESCE(SUM(bytes), 0) FROM files WHERE tenant = ? AND {live}) + ? <= ?",
+            (*row, tenant, now, num_bytes, cap)) == 1
+
+    def _stored_bytes(self, tenant: str) -> int:
+        """The bytes of the tenant's live files."""
+        live, now = self._live()
+        return self._file.rows(f"SELECT COALESCE(SUM(bytes), 0) FROM files WHERE tenant = ? AND {live}",
+                               (tenant, now))[0][0]
 
     def _remove_expired(self) -> None:
         """Remove up to REMOVED_PER_SWEEP expired files, records first, then bytes."""
@@ -167,7 +200,8 @@ class FileStore:
         return rows[0]
 
     def _delete(self, tenant: str, file_id: str) -> None:
-        if self._file.change("DELETE FROM files WHERE tenant = ? AND id = ?", (tenant, file_id)) == 0:
+        live, now = self._live()
+        if self._file.change(f"DELETE FROM files WHERE tenant = ? AND id = ? AND {live}", (tenant, file_id, now)) == 0:
             raise file_not_found(file_id)
         (self.root / file_id).unlink(missing_ok=True)
 
@@ -192,20 +226,24 @@ class FileStore:
     # --- from the event loop -------------------------------------------------------------
 
     async def add(self, tenant: str, filename: str, purpose: str, source: IO[bytes],
-                  max_bytes: int | None = None, expires_after_s: int | None = None) -> StoredFile:
+                  max_bytes: int | None = None, expires_after_s: int | None = None,
+                  max_tenant_bytes: int | None = None) -> StoredFile:
         """Keep a copy of `source` (read from its start) as a new file, for
-        `expires_after_s` from now (None: until deleted); one past `max_bytes` is a 413
-        and nothing of it is kept."""
+        `expires_after_s` from now (None: until deleted); one past `max_bytes` is a 413,
+        one that would bring the tenant's live files past `max_tenant_bytes` a 400
+        (`file_storage_full`), and nothing of it is kept."""
         def write(out: IO[bytes]) -> None:
             source.seek(0)
             while chunk := source.read(1 << 20):
                 out.write(chunk)
                 if max_bytes is not None and out.tell() > max_bytes:
                     raise body_too_large(max_bytes)
-        return await self._thread.call(self._add, tenant, filename, purpose, write, expires_after_s)
+        return await self._thread.call(self._add, tenant, filename, purpose, write, expires_after_s,
+                                       max_tenant_bytes, lambda: source.seek(0, 2))
 
     async def add_bytes(self, tenant: str, filename: str, purpose: str, data: bytes,
                         expires_after_s: int | None = None) -> StoredFile:
+        """Keep `data` (a batch's output or error file): never refused for its tenant's cap."""
         return await self._thread.call(self._add, tenant, filename, purpose, lambda out: out.write(data),
                                        expires_after_s)
 
@@ -222,7 +260,12 @@ class FileStore:
     def path_of(self, stored: StoredFile) -> Path:
         return self.root / stored.id
 
+    async def stored_bytes(self, tenant: str) -> int:
+        """The bytes of the tenant's live files (the cap's measure)."""
+        return await self._thread.call(self._stored_bytes, tenant)
+
     async def delete(self, tenant: str, file_id: str) -> None:
+        """Remove the tenant's live file, else a 404."""
         await self._thread.call(self._delete, tenant, file_id)
 
     async def list(self, tenant: str, purpose: str | None, page: ListPage) -> tuple[list[StoredFile], bool]:

@@ -4,13 +4,16 @@
 Invariants: as for every handler, authentication first and errors OpenAI-shaped (a
 content `Range` outside the file too: file_ranges); a tenant never reaches another
 tenant's files (their ids answer 404); an upload past `[server] max_file_bytes` is a 413,
-and nothing of it is kept: a body sent in chunks (no Content-Length) is read no further
-than the limit.
+and one that would bring its tenant's stored files past `[server] file_bytes_per_tenant`
+a 400 `file_storage_limit_exceeded` (gateway/file_quota.py), and nothing of either is
+kept: a body sent in chunks (no Content-Length) is read no further than the limit or
+the room its tenant has left; a number in the form is ASCII digits only.
 """
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 
 import anyio
 from starlette.datastructures import UploadFile
@@ -18,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from gateway.errors import ApiError, body_too_large, invalid_request
+from gateway.file_quota import file_storage_full
 from gateway.file_ranges import RangedFile
 from gateway.file_store import BATCH_INPUT_EXPIRY_S, UPLOAD_PURPOSES, checked_expires_after, file_not_found
 from gateway.http_io import limited_body
@@ -31,34 +35,62 @@ MULTIPART_SLACK_BYTES = 64 * 1024   # the form's own bytes around the file
 @tenant_endpoint
 async def upload_file(request: Request, state: GatewayState, tenant: str) -> Response:
     """POST /v1/files: keep the uploaded `file` for `purpose` ("batch" for the Batch API)."""
-    limit = state.config.max_file_bytes
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit + MULTIPART_SLACK_BYTES:
+    limit, cap = state.config.max_file_bytes, state.config.file_bytes_per_tenant
+    declared = _ascii_int(request.headers.get("content-length"))
+    if declared is not None and declared > limit + MULTIPART_SLACK_BYTES:
         raise body_too_large(limit)
     if not request.headers.get("content-type", "").startswith("multipart/form-data"):
         raise invalid_request("Upload a file as multipart/form-data with the fields 'file' and 'purpose'.",
                               param="file")
-    try:
-        form = await limited_body(request, limit + MULTIPART_SLACK_BYTES).form(max_files=1, max_fields=8)
-    except ApiError:   # past the limit (with the form's slack): nothing more is read, nothing kept
-        raise body_too_large(limit) from None
-    except Exception as exc:   # NOTE: starlette's MultiPartException and its parser's errors
-        raise invalid_request(f"The multipart body could not be read: {exc}", param="file") from None
-    try:
-        upload, purpose = form.get("file"), form.get("purpose")
-        if not isinstance(upload, UploadFile):
-            raise invalid_request("Missing required parameter: 'file' (a file part).", param="file",
-                                  code="missing_required_parameter")
-        if purpose not in UPLOAD_PURPOSES:
-            raise invalid_request(f"'purpose' must be one of {', '.join(UPLOAD_PURPOSES)}.",
-                                  param="purpose", code="invalid_value")
-        if upload.size is not None and upload.size > limit:
-            raise body_too_large(limit)
-        stored = await state.files.add(tenant, upload.filename or "upload", purpose, upload.file, limit,
-                                       _expires_after_s(form, purpose))
-    finally:
-        await form.close()
-    return JSONResponse(stored.as_object())
+    stored = await state.files.stored_bytes(tenant)
+    with state.files.uploads.reserving(tenant, declared or 0) as reservation:
+        room = cap - stored - reservation.others   # what the tenant's files and its other uploads leave
+        if declared is not None and declared > room + MULTIPART_SLACK_BYTES:
+            raise file_storage_full(cap, stored, declared, "this upload's body", reservation.others)
+        try:
+            form = await limited_body(_reported(request, lambda sent: state.files.uploads.grow(reservation, sent)),
+                                      min(limit, max(room, 0)) + MULTIPART_SLACK_BYTES
+                                      ).form(max_files=1, max_fields=8)
+        except ApiError:   # past the limit or the room (with the form's slack): nothing more is read, nothing kept
+            raise (body_too_large(limit) if limit <= room
+                   else file_storage_full(cap, stored, None, sending=reservation.others)) from None
+        except Exception as exc:   # NOTE: starlette's MultiPartException and its parser's errors
+            raise invalid_request(f"The multipart body could not be read: {exc}", param="file") from None
+        try:
+            upload, purpose = form.get("file"), form.get("purpose")
+            if not isinstance(upload, UploadFile):
+                raise invalid_request("Missing required parameter: 'file' (a file part).", param="file",
+                                      code="missing_required_parameter")
+            if purpose not in UPLOAD_PURPOSES:
+                raise invalid_request(f"'purpose' must be one of {', '.join(UPLOAD_PURPOSES)}.",
+                                      param="purpose", code="invalid_value")
+            if upload.size is not None and upload.size > limit:
+                raise body_too_large(limit)
+            kept = await state.files.add(tenant, upload.filename or "upload", purpose, upload.file, limit,
+                                         _expires_after_s(form, purpose), max_tenant_bytes=cap)
+        finally:
+            await form.close()
+    return JSONResponse(kept.as_object())
+
+
+def _reported(request: Request, on_sent: Callable[[int], None]) -> Request:
+    """`request`, whose body tells `on_sent` how many of its bytes came so far."""
+    sent = 0
+
+    async def receive() -> dict:
+        nonlocal sent
+        message = await request.receive()
+        if message["type"] == "http.request":
+            sent += len(message.get("body", b""))
+            on_sent(sent)
+        return message
+    return Request(request.scope, receive)
+
+
+def _ascii_int(text: str | None) -> int | None:
+    """`text` as a whole number when it is ASCII digits only (`str.isdigit` and `int` take
+    any script's digits, "٣٦٠٠" and "²" too), else None."""
+    return int(text) if text is not None and text.isascii() and text.isdigit() else None
 
 
 def _expires_after_s(form, purpose: str) -> int | None:
@@ -79,7 +111,7 @@ def _expires_after_s(form, purpose: str) -> int | None:
         return checked_expires_after(policy, "expires_after")
     if anchor is None and seconds is None:
         return BATCH_INPUT_EXPIRY_S if purpose == "batch" else None
-    if isinstance(seconds, str) and seconds.isdigit():
+    if isinstance(seconds, str) and _ascii_int(seconds) is not None:
         seconds = int(seconds)
     return checked_expires_after({"anchor": anchor, "seconds": seconds}, "expires_after")
 

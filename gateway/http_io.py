@@ -48,7 +48,7 @@ async def read_json_body(request: Request, max_body_bytes: int) -> Any:
         raise ApiError(415, f"The request body is sent with 'Content-Encoding: {coding[:40]}'; encoded bodies are "
                        "not supported: send plain JSON.", "invalid_request_error", "unsupported_content_encoding")
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > max_body_bytes:
+    if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > max_body_bytes:
         raise body_too_large(max_body_bytes)
     chunks: list[bytes] = []
     num_bytes = 0

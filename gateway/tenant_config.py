@@ -1,0 +1,132 @@
+"""The `[[tenants]]` of the gateway's config: names, API keys (as digests), limits, shares.
+
+Invariants: every record is frozen; API keys only ever exist here as sha256 hex digests
+(a key read from an environment variable is hashed at load time and the plaintext
+dropped); a limit of None means "unlimited", never 0 or -1 (0 is only where it means
+none: `max_queued`, `token_budget`); a tenant's name is never empty, only whitespace, or
+the reserved `unauthenticated`. gateway/config.py re-exports what is public here.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from gateway.config_values import ConfigError, reject_unknown_keys, take, take_list, table_at
+
+TENANT_KEYS = ("name", "api_key_sha256", "api_key_env", "weight", "kv_share", "admin", "limits", "service_tier")
+TENANT_TIERS = ("default", "flex")
+UNAUTHENTICATED = "unauthenticated"   # the tenant a request's metrics name before its key is checked; no tenant may be named so
+
+
+def tenant_name_problem(name: str) -> str | None:
+    """Why `name` cannot name a tenant, to follow where it stands (`tenants[0].name ...`):
+    empty or only whitespace, the reserved `unauthenticated`, or not Unicode text (a
+    command line's undecodable bytes); None when it can. `stepahead hash-key --tenant`
+    asks this too."""
+    if not name.strip():
+        return "is required" if not name else f"{name!r} is only whitespace"
+    if name == UNAUTHENTICATED:
+        return (f"{name!r} is reserved: the metrics name requests whose key is not checked yet (or failed) "
+                "so")
+    try:
+        name.encode()
+    except UnicodeEncodeError:
+        return f"{name!r} is not Unicode text (bytes that are not UTF-8)"
+    return None
+
+
+def key_digest(api_key: str) -> str:
+    """The only form in which the gateway keeps an API key. Whitespace around a key is no
+    part of it (a client's header cannot carry it; `authenticate` strips it too), so a key
+    given as " sk-x\n" is the key "sk-x"."""
+    return hashlib.sha256(api_key.strip().encode()).hexdigest()
+
+
+def demo_key_from(environ: Mapping[str, str]) -> str:
+    """The demo tenant's key: $STEPAHEAD_DEMO_KEY without surrounding whitespace, else a fresh one."""
+    return environ.get("STEPAHEAD_DEMO_KEY", "").strip() or f"sk-demo-{secrets.token_urlsafe(18)}"
+
+
+@dataclass(frozen=True, slots=True)
+class LimitsConfig:
+    """Per-tenant limits. None = unlimited. `token_budget` is a total over the gateway's
+    life, restarts included (gateway/spent_tokens.py; a spent budget is a distinct,
+    non-retryable error); `max_queued` requests may wait for a concurrency slot, the rest
+    get 429 at once."""
+
+    requests_per_minute: int | None = None
+    tokens_per_minute: int | None = None
+    max_concurrent: int | None = None
+    max_queued: int = 0
+    token_budget: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TenantConfig:
+    """`weight` is the tenant's share in fair scheduling; `kv_share` the fraction of hot KV
+    blocks reserved for it (0 = none reserved); `admin` keys see every tenant's traces and
+    metrics; `service_tier` "flex" serves every request of the tenant to a local model in
+    the flex tier, whatever the request asks (an offline or evaluation tenant that must not
+    slow the agents)."""
+
+    name: str
+    key_digests: tuple[str, ...]
+    limits: LimitsConfig = LimitsConfig()
+    weight: float = 1.0
+    kv_share: float = 0.0
+    admin: bool = False
+    service_tier: str = "default"
+
+
+
+RATES_AND_SLOTS = ("requests_per_minute", "tokens_per_minute", "max_concurrent")   # limits with no 0
+
+
+def _limits(table: dict, where: str) -> LimitsConfig:
+    table = table_at(table, where)
+    reject_unknown_keys(table, LimitsConfig.__slots__, where, "limit")
+    values = {k: take(table, k, int, where) for k in table}
+    for key, value in values.items():
+        if value is not None and value < 0:
+            raise ConfigError(f"{where}.{key} must be >= 0")
+        if value == 0 and key in RATES_AND_SLOTS:
+            raise ConfigError(f"{where}.{key} must be >= 1: 0 would turn every request away (to stop a tenant's "
+                              "traffic, remove the tenant or set its token_budget = 0)")
+    if values.get("max_queued") and values.get("max_concurrent") is None:
+        raise ConfigError(f"{where}.max_queued needs max_concurrent: requests queue only for a concurrency slot")
+    return LimitsConfig(**values)
+
+
+def parse_tenant(table: dict, index: int) -> TenantConfig:
+    where = f"tenants[{index}]"
+    reject_unknown_keys(table, TENANT_KEYS, where)
+    name = take(table, "name", str, where) or ""
+    problem = tenant_name_problem(name)
+    if problem:
+        raise ConfigError(f"{where}.name {problem}")
+    digests = take_list(table, "api_key_sha256", where)
+    for env_name in take_list(table, "api_key_env", where):
+        if not os.environ.get(env_name, "").strip():
+            raise ConfigError(f"{where}: environment variable {env_name} is not set"
+                              + (" (it holds only whitespace)" if os.environ.get(env_name) else ""))
+        digests.append(key_digest(os.environ[env_name]))
+    for digest in digests:
+        if not (isinstance(digest, str) and len(digest) == 64
+                and all(c in "0123456789abcdef" for c in digest.lower())):
+            raise ConfigError(f"{where}.api_key_sha256 entries must be sha256 hex digests")
+    if not digests:
+        raise ConfigError(f"{where} has no API key (api_key_sha256 or api_key_env)")
+    weight = float(take(table, "weight", (int, float), where, 1.0))
+    kv_share = float(take(table, "kv_share", (int, float), where, 0.0))
+    if weight <= 0 or not 0.0 <= kv_share <= 1.0:
+        raise ConfigError(f"{where}: weight must be > 0 and kv_share in [0, 1]")
+    tier = take(table, "service_tier", str, where, "default")
+    if tier not in TENANT_TIERS:
+        raise ConfigError(f"{where}.service_tier must be one of {', '.join(TENANT_TIERS)}, not {tier!r}")
+    return TenantConfig(name=name, key_digests=tuple(d.lower() for d in digests),
+                        limits=_limits(table.get("limits", {}), f"{where}.limits"),
+                        weight=weight, kv_share=kv_share,
+                        admin=bool(take(table, "admin", bool, where, False)), service_tier=tier)
