@@ -122,10 +122,12 @@ def line_gap_s(step: dict, previous: dict | None, left_out_between: bool) -> flo
     store does not know it (`gap_s` null: no earlier response of the session known). The
     store's `gap_s` counts from the session's last response that ended before the step
     arrived: the step right before, unless steps were left out between (failed) or the
-    step came while that one was in flight; then from the previous line's end."""
+    step came while that one was in flight, or counts from an earlier one (a tool step
+    after a nested call: sessions.py); then from the previous line's end."""
     if previous is None or step["gap_s"] is None:
         return None
-    from_previous_line = left_out_between or step["arrived_s"] < previous["ended_s"]
+    from_previous_line = (left_out_between or step["arrived_s"] < previous["ended_s"]
+                          or (step.get("prev_ended_s") is not None and step["prev_ended_s"] < previous["ended_s"]))
     gap_s = step["arrived_s"] - previous["ended_s"] if from_previous_line else step["gap_s"]
     return max(0.0, gap_s)
 
