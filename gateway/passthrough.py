@@ -75,6 +75,8 @@ async def sse_json(response: aiohttp.ClientResponse, prompt_param: str = "messag
         line = raw_line.strip() if raw_line is not None else b""
         if line.startswith(b"data:"):
             value = line[5:].strip()
+            if not data_lines and not value:   # an empty data line adds only a newline: no payload
+                continue
             if not data_lines:
                 if value == b"[DONE]":
                     return
@@ -93,7 +95,7 @@ async def sse_json(response: aiohttp.ClientResponse, prompt_param: str = "messag
             joined = b"\n".join(data_lines)
             data_lines.clear()
             num_event_bytes = 0
-            if joined == b"[DONE]":
+            if joined.strip() == b"[DONE]":
                 return
             yield _checked(json.loads(joined), prompt_param)
         if raw_line is None:

@@ -21,7 +21,8 @@ from gateway.errors import invalid_request
 
 # chat parameters a Responses request spells another way, to the Responses parameter that says it
 MOVED = {"messages": "input", "response_format": "text.format", "max_completion_tokens": "max_output_tokens",
-         "max_tokens": "max_output_tokens", "logprobs": "include"}
+         "max_tokens": "max_output_tokens", "logprobs": "include", "reasoning_effort": "reasoning.effort",
+         "verbosity": "text.verbosity"}
 
 
 def chat_extras(request: BaseModel) -> dict[str, Any]:

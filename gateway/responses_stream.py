@@ -16,7 +16,7 @@ and `output_text.done` carry `logprobs`, an empty list unless the request asked.
 
 Invariants: every output item (the message, each chat call `index`) is added once, when
 its first delta comes (the message's first with text: none is added for an empty one; a
-call's with its first arguments, or before the next event of another kind, so that its
+call's with its first arguments, or before the next event that is no name piece, so that its
 `name`, which an upstream may split over deltas, is whole), and done once, when the reply ends, with all of its text or
 arguments; its `output_index` is its place in that order of first deltas, and every
 event of it names that `output_index` and its `item_id`. A chat stream may come back to
@@ -74,7 +74,7 @@ class ResponsesStreamWriter:
         self._items: list[dict] = []  # output items closed so far, in output_index order
         self._part: tuple[str, list[str]] | None = None  # the open message's open part: its type, its text
         self._parts: list[dict] = []  # the open message's content parts closed so far
-        self._held: int | None = None  # a call whose item waits for its whole name (`_add_held`)
+        self._held: list[int] = []  # calls whose items wait for their whole names (`_add_held`), in order
 
     def _event(self, kind: str, **fields) -> bytes:
         event = sse_event(kind, self._sequence, **fields)
@@ -189,14 +189,15 @@ class ResponsesStreamWriter:
         return out
 
     def _add_held(self) -> bytes:
-        """`response.output_item.added` for the call held back (b"" when none), its name as
-        it now stands."""
-        if self._held is None:
-            return b""
-        index, self._held = self._held, None
-        call = self.collected.tool_calls[index]
-        return self._add(("call", index), call_item(self._item_id("call", index), call.id, call.name, "",
-                                                    "in_progress"))
+        """`response.output_item.added` for each call held back, in the order they began
+        (b"" when none), their names as they now stand."""
+        out = b""
+        for index in self._held:
+            call = self.collected.tool_calls[index]
+            out += self._add(("call", index), call_item(self._item_id("call", index), call.id, call.name, "",
+                                                        "in_progress"))
+        self._held.clear()
+        return out
 
     def event(self, event: ChatEvent) -> bytes:
         self.collected.add(event)
@@ -204,10 +205,11 @@ class ResponsesStreamWriter:
         # split it): the added item carries the whole name (OpenAI's streams have no name
         # deltas), so it is added with the call's first arguments, or before the next other event
         is_name_piece = isinstance(event, ToolCallDelta) and not event.arguments
-        out = b"" if is_name_piece and event.index == self._held else self._add_held()
         if is_name_piece and ("call", event.index) not in self._positions:
-            self._held = event.index
-            return out
+            if event.index not in self._held:   # parallel calls' name pieces may interleave
+                self._held.append(event.index)
+            return b""
+        out = self._add_held()
         if isinstance(event, (TextDelta, RefusalDelta)):   # a message's part: its kind names its events
             kind, piece, extra = (("output_text", event.text, {"logprobs": logprob_entries(event.logprobs or [])})
                                   if isinstance(event, TextDelta) else ("refusal", event.refusal, {}))

@@ -232,6 +232,8 @@ def test_a_request_of_responses_parameters_only_carries_nothing_more():
     ("max_completion_tokens", 5, "'max_output_tokens'"),
     ("max_tokens", 5, "'max_output_tokens'"),
     ("logprobs", True, "'include'"),
+    ("reasoning_effort", "low", "'reasoning.effort'"),   # QA98: sent upstream beside the echoed reasoning
+    ("verbosity", "low", "'text.verbosity'"),
     ("n", 2, "one output"),
 ])
 def test_a_chat_parameter_the_responses_api_spells_its_own_way_is_a_400_naming_it(field, value, says):
@@ -360,3 +362,21 @@ def test_a_local_models_call_stream_keeps_its_events_and_their_order():
     assert out[5]["item"] == {"type": "function_call", "id": "fc_x_out0", "call_id": "call_a", "name": "lookup",
                               "arguments": "", "status": "in_progress"}
 
+
+
+def test_parallel_calls_whose_name_pieces_interleave_are_each_added_with_their_whole_names():
+    """QA98: an upstream interleaving two calls' name pieces got `get_wea` and `get_t` added."""
+    from gateway.backend import Finished, ToolCallDelta, Usage
+    from gateway.responses_format import ResponsesRequest
+    from gateway.responses_stream import ResponsesStreamWriter
+
+    writer = ResponsesStreamWriter("resp_x", ResponsesRequest(model="m", input="x"), created_at=1)
+    pieces = [ToolCallDelta(0, "call_a", "get_wea"), ToolCallDelta(1, "call_b", "get_t"),
+              ToolCallDelta(0, None, "ther"), ToolCallDelta(1, None, "ime"),
+              ToolCallDelta(0, None, None, "{}"), ToolCallDelta(1, None, None, "{}"),
+              Finished("tool_calls", Usage(5, 4))]
+    streamed = b"".join(writer.event(piece) for piece in pieces)
+    events = [json.loads(line.removeprefix(b"data: ")) for line in streamed.split(b"\n") if line.startswith(b"data: ")]
+    added = [(e["output_index"], e["item"]["name"]) for e in events if e["type"] == "response.output_item.added"]
+    assert added == [(0, "get_weather"), (1, "get_time")]
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))

@@ -113,6 +113,12 @@ def test_whole_payloads_on_consecutive_data_lines_and_an_unended_last_event_are_
     assert _payloads(b'data: {"id": "a"}\n\ndata: [DONE]\n\ndata: {"id": "late"}\n\n') == [{"id": "a"}]
 
 
+def test_an_empty_data_line_after_a_whole_payload_adds_nothing():
+    """QA98: `data: {...}` then `data:` in one event is the payload and a newline (SSE)."""
+    assert _payloads(b'data: {"id": "a"}\ndata:\n\ndata:\ndata: {"id": "b"}\n\ndata: [DONE]\n\n') == [
+        {"id": "a"}, {"id": "b"}]
+
+
 def test_an_error_event_of_several_lines_is_the_upstreams_error():
     body = b'data: {"error":\ndata: {"message": "overloaded", "code": "busy"}}\n\n'
     with pytest.raises(ApiError) as caught:
