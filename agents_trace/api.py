@@ -29,8 +29,9 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response, Streamin
 
 from agents_trace.export import (LEFT_OUT_HEADER, export_lines, export_sessions_lines, header_line, in_chunks,
                                  num_left_out)
-from agents_trace.query_params import list_cursor, query_cursor, query_flag, query_number, query_page
+from agents_trace.query_params import list_cursor, query_cursor, query_flag, query_page, query_time
 from agents_trace.session_path import SessionPath, parse_session_path, session_tail_route
+from agents_trace.session_route import SESSION_METHODS, SessionTailRoute, allowed_methods, method_not_allowed
 from agents_trace.store import delete_sessions
 from agents_trace.store_queries import SessionFilter, find_session_as_given, has_step, list_sessions, \
     list_steps, matching_session_keys, request_step, step_content
@@ -98,8 +99,7 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
                      tenant: str | None) -> StatsWindow | None:
         """The tenant, agent and [since, until] the query asks for, within the caller's
         scope; None when another tenant's are asked for (which, to a tenant, are none)."""
-        since = query_number(request, "since", None, low=0, high=1e12)
-        until = query_number(request, "until", None, low=0, high=1e12)
+        since, until = query_time(request, "since"), query_time(request, "until")   # as the CLI's --since
         if asks_for_another(who, tenant):
             return None
         return StatsWindow(tenant=scope(who, tenant), agent=agent or None, since_s=since, until_s=until)
@@ -231,7 +231,6 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
     # `/` (and newlines) in them, which `{session}` did not, and session_path splits it.
     session_route = session_tail_route("/v1/traces/sessions/")
 
-    @router.get(session_route, response_model=None)
     def session_get(tail: str, request: Request, who: Viewer = Depends(viewer),
                     tenant: str | None = None) -> dict | Response:
         """`{id}`: the session and a page of its steps (`?request_id=`: the page holding
@@ -246,18 +245,22 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
             return content(target.session, target.step, request, who, tenant)
         return session_detail(target.session, request, who, tenant)
 
-    @router.delete(session_route)
     def delete_session(tail: str, request: Request, who: Viewer = Depends(viewer),
                        tenant: str | None = None) -> dict:
         """Delete a session the caller can see, with its steps and captured content."""
         target = named(tail, request)
-        if target is None or target.resource != "session":
-            raise HTTPException(405, "Method Not Allowed", headers={"allow": "GET"})
+        if target is None or "DELETE" not in SESSION_METHODS[target.resource]:   # SessionTailRoute's 405 first
+            raise method_not_allowed(allowed_methods(tail, request.scope.get("raw_path")))
         path = path_of(request)
         found = resolve(path, who, target.session, tenant)
         num_steps = delete_sessions(path, [(found["tenant"], found["session"])])
         return {"id": found["session"], "object": "trace.session.deleted", "deleted": True,
                 "tenant": found["tenant"], "num_steps": num_steps}
+
+    # one route class for both: a 405 on the tail lists its resource's methods (session_route)
+    for endpoint, method in ((session_get, "GET"), (delete_session, "DELETE")):
+        router.add_api_route(session_route, endpoint, methods=[method], response_model=None,
+                             route_class_override=SessionTailRoute)
 
     @router.get("/ui", response_class=HTMLResponse)
     def page() -> HTMLResponse:

@@ -1,4 +1,5 @@
-"""The trace API's query parameters: numbers in a range, booleans, pages, list cursors.
+"""The trace API's query parameters: numbers in a range, booleans, points in time, pages,
+list cursors.
 
 Invariant: a value that is not what its parameter takes is a 400 naming the parameter
 (`param`, `code: "invalid_value"`, carried into OpenAI's error shape by the gateway),
@@ -10,10 +11,13 @@ from __future__ import annotations
 import base64
 import json
 import math
+import time
 
 from fastapi import HTTPException, Request
 
 from agents_trace.store_queries import MAX_PAGE
+from agents_trace.time_points import MAX_UNIX_S, TIME_POINT_FORMS, parse_time_point
+
 TRUE_WORDS = frozenset({"true", "1", "yes", "on"})
 FALSE_WORDS = frozenset({"false", "0", "no", "off"})
 
@@ -45,6 +49,19 @@ def query_number(request: Request, name: str, default: float | None, *, low: flo
     if value is None or not low <= value <= high:
         raise _bad_value(name, f"a number in [{_bound(low)}, {_bound(high)}]", raw)
     return value
+
+
+def query_time(request: Request, name: str, now_s: float | None = None) -> float | None:
+    """A point in time (`since`, `until`) as Unix seconds, None when absent or empty, or a
+    400 naming it: Unix seconds, or what the CLI's `--since` takes (`2h`, `2026-12-01`:
+    time_points, the one parser of both), back from `now_s` (default: now)."""
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return None
+    try:
+        return parse_time_point(raw, time.time() if now_s is None else now_s, unix_s_too=True)
+    except ValueError:
+        raise _bad_value(name, f"Unix seconds in [0, {_bound(MAX_UNIX_S)}], {TIME_POINT_FORMS}", raw) from None
 
 
 def query_flag(request: Request, name: str) -> bool:

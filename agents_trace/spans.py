@@ -66,7 +66,7 @@ from agents_trace.content import input_messages_json, output_messages_json, prom
 from agents_trace.conversation import MAX_CLIENT_ID_CHARS
 from agents_trace.records import ForecastCheck, SessionEnded, Step
 from agents_trace.sessions import generated_nothing
-from agents_trace.store_rows import LeftOpenSpan, SessionSpanIds
+from agents_trace.store_rows import LeftOpenSpan, SessionSpanIds, reached_model
 from agents_trace.text_table import printable
 
 NO_TOKENS = (0, 0, 0)
@@ -219,14 +219,6 @@ def record_tool_spans(tracer: trace.Tracer, session_span: Span, step: Step) -> N
                         sc.CONVERSATION_ID: step.session, sc.TENANT: step.tenant,
                         sc.STEP_INDEX: step.index})
         span.end(end_time=_ns(step.arrived_s))
-
-
-def reached_model(step: Step) -> bool:
-    """Whether a model ran the step: it succeeded, or it failed after a model started on it
-    (a worker named, a first token, or output tokens). A failed step with none of them
-    never reached one (its tenant's limits refused it, its client left while it queued)."""
-    return (step.error is None or step.worker is not None or step.ttft_s is not None
-            or step.num_output_tokens > 0)
 
 
 def used_tokens(step: Step) -> tuple[int, int, int]:

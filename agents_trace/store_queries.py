@@ -14,9 +14,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from agents_trace.conversation import MAX_CLIENT_ID_CHARS
-from agents_trace.header_ids import percent_decoded
 from agents_trace.prompt_blocks import PreviousPrompt, evicted_prefix_tokens
+from agents_trace.session_id_forms import given_id_forms, whole_id_forms
 from agents_trace.store_schema import SESSION_SPAN_COLUMNS, connect_reader
 
 MAX_PAGE = 500
@@ -25,13 +24,18 @@ MAX_PAGE = 500
 # (the text as given, or percent-decoded: `given_id_forms`)
 ID_OR_REQUEST_ID_SQL = ("(instr(session, ?) > 0 OR instr(session, ?) > 0 OR (tenant, session) IN "
                         "(SELECT tenant, session FROM steps WHERE response_id = ?))")
+# a session one of whose steps ran as the agent, whichever (`sessions.agent` is its first
+# step's): one look-up per session in the index steps_by_session_agent (store_schema)
+AGENT_SQL = ("EXISTS (SELECT 1 FROM steps WHERE steps.tenant = sessions.tenant "
+             "AND steps.session = sessions.session AND steps.agent = ?)")
 # the rows after a row's key (last_s, tenant, session) in the list's order (`list_sessions`)
 AFTER_KEY_SQL = "(last_s < ? OR (last_s = ? AND (tenant > ? OR (tenant = ? AND session > ?))))"
 
 
 @dataclass(frozen=True, slots=True)
 class SessionFilter:
-    """Which sessions to list. Times are Unix seconds on the session's last activity."""
+    """Which sessions to list. Times are Unix seconds on the session's last activity;
+    `agent`: sessions with a step that ran as it (a handoff's later agents too)."""
 
     tenant: str | None = None
     agent: str | None = None
@@ -42,24 +46,6 @@ class SessionFilter:
     # `x-session-id` pasted: `given_id_forms`), or that hold a step whose request id (a
     # reply's `x-request-id`: its chatcmpl-, cmpl- or resp_ id) is this text
     id_contains: str | None = None
-
-
-def given_id_forms(given: str) -> tuple[str, ...]:
-    """What a session id (or part of one) a person typed or pasted may stand for: the text
-    as given, then, where it differs, the text percent-decoded as the gateway decodes a
-    request's `x-session-id` (header_ids), since an answer's `x-session-id` carries a
-    non-ASCII id or one with `%` percent-encoded (`job 100%25` is `job 100%`)."""
-    decoded = percent_decoded(given)
-    return (given,) if decoded == given else (given, decoded)
-
-
-def whole_id_forms(given: str) -> tuple[str, ...]:
-    """`given_id_forms` of a whole session id, then, where they differ, each as the gateway
-    stores an id: without surrounding whitespace and cut to its first MAX_CLIENT_ID_CHARS
-    characters, so the id a client sent (its log's) finds the session however long it was."""
-    forms = given_id_forms(given)
-    stored = tuple(form.strip()[:MAX_CLIENT_ID_CHARS] for form in forms)
-    return tuple(dict.fromkeys(form for form in (*forms, *stored) if form))
 
 
 @contextlib.contextmanager
@@ -98,7 +84,7 @@ def where_sql(conditions: Iterable[tuple[str, object]], *fixed: str) -> tuple[st
 
 
 def _where_sql(where: SessionFilter, after: tuple[float, str, str] | None = None) -> tuple[str, list]:
-    return where_sql((("tenant = ?", where.tenant), ("agent = ?", where.agent),
+    return where_sql((("tenant = ?", where.tenant), (AGENT_SQL, where.agent),
                       ("last_s >= ?", where.since_s), ("started_s <= ?", where.until_s),
                       (ID_OR_REQUEST_ID_SQL, None if where.id_contains is None
                        else (where.id_contains, given_id_forms(where.id_contains)[-1], where.id_contains)),

@@ -157,6 +157,18 @@ REPLACE_CONTENT = ("INSERT OR REPLACE INTO step_content (tenant, session, idx, "
 # a `steps` row that failed without generating anything (`sessions.generated_nothing`,
 # export's `is_left_out`), as an SQL condition
 GENERATED_NOTHING = "(error IS NOT NULL AND num_output_tokens = 0)"
+# a `steps` row a model ran (`reached_model`), as an SQL condition (store_stats' token sums)
+REACHED_MODEL_SQL = "(error IS NULL OR worker IS NOT NULL OR ttft_s IS NOT NULL OR num_output_tokens > 0)"
+
+
+def reached_model(step: Step) -> bool:
+    """Whether a model ran the step: it succeeded, or it failed after a model started on it
+    (a worker named, a first token, or output tokens). A failed step with none of them
+    never reached one (its tenant's limits refused it, a prompt over the context, its
+    client left while it queued): its row keeps the prompt's size, for display, and its
+    session's totals (`session_values`, as its span's: spans.used_tokens) add none of it."""
+    return (step.error is None or step.worker is not None or step.ttft_s is not None
+            or step.num_output_tokens > 0)
 
 
 def _tool_runs(step: Step) -> int:
@@ -171,8 +183,9 @@ def session_values(row: StepRow) -> tuple:
     is_hit = 1 if check is not None and check.is_hit else 0
     is_confident = 1 if check is not None and check.is_confident else 0
     return (step.tenant, step.session, step.agent, step.session_source, step.arrived_s,
-            step.ended_s, 1 if step.error is not None else 0, _tool_runs(step), step.num_input_tokens,
-            step.num_cached_tokens, step.num_output_tokens, 1 if check is not None else 0, is_hit,
+            step.ended_s, 1 if step.error is not None else 0, _tool_runs(step),
+            *((step.num_input_tokens, step.num_cached_tokens, step.num_output_tokens) if reached_model(step)
+              else (0, 0, 0)), 1 if check is not None else 0, is_hit,
             is_confident, is_confident * is_hit, row.trace_id, *_span_values(row))
 
 

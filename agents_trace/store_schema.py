@@ -10,7 +10,11 @@ so listing steps never reads it. `sessions_open_by_last` indexes only the open s
 (`TraceStore.end_abandoned`) without reading the ended ones; a writer opening a store made
 before it builds it then (once, one pass over the sessions; `CREATE ... IF NOT EXISTS`,
 as every table and index here), and SQLite keeps it up to date for every writer, older
-versions too. The `span_*` columns of an open session name the `invoke_agent` span its
+versions too. `steps_by_session_agent` holds only the steps that name an agent, so the
+`--agent` / `?agent=` filter (a session with any step by that agent: store_queries'
+`AGENT_SQL`) is one look-up per session, and a step without one costs its write nothing;
+built the same way (one pass over the steps, when a writer first opens an older store).
+A reader of a store no writer has upgraded yet answers the same, only slower. The `span_*` columns of an open session name the `invoke_agent` span its
 steps belong to while no writer has ended it (ids in hex, its start, its own steps'
 totals: `store_rows.UPSERT_SESSION`), so a gateway ending a session another left open
 (`end_abandoned`) can export that span; NULL ids: none to export.
@@ -81,6 +85,7 @@ CREATE TABLE IF NOT EXISTS steps (
     PRIMARY KEY (tenant, session, idx)
 );
 CREATE INDEX IF NOT EXISTS steps_by_response_id ON steps (response_id);
+CREATE INDEX IF NOT EXISTS steps_by_session_agent ON steps (tenant, session, agent) WHERE agent IS NOT NULL;
 CREATE TABLE IF NOT EXISTS step_content (
     tenant TEXT NOT NULL, session TEXT NOT NULL, idx INTEGER NOT NULL,
     num_prefix_messages INTEGER NOT NULL, prefix_step INTEGER,

@@ -3,7 +3,10 @@ first (who sends how much, how much of it the cache served, how fast, how well t
 forecasts did).
 
 Invariants: a step counts in the window when it arrived in it; the tenant scope is
-explicit (None: every tenant, for an admin); each tenant's row and the total are computed
+explicit (None: every tenant, for an admin); the agent names the steps that ran as it
+(as `--agent` picks the sessions holding one); tokens are those of steps a model ran (a
+refused step counts as a step and an error, its never-processed prompt in no total, as
+its chat span exports no usage); each tenant's row and the total are computed
 from the same steps, percentiles over the steps that have the value (TTFT: steps that
 produced a first token; tool gap: steps after tool results whose gap is known).
 """
@@ -17,6 +20,7 @@ import numpy as np
 
 from agents_trace.prompt_blocks import PreviousPrompt, evicted_prefix_tokens
 from agents_trace.store_queries import previous_prompt_before, read_store, where_sql
+from agents_trace.store_rows import REACHED_MODEL_SQL
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,8 +35,10 @@ class StatsWindow:
 
 _SUMS = ("COUNT(DISTINCT tenant || char(0) || session) AS sessions, COUNT(*) AS steps, "
          "SUM(error IS NOT NULL) AS errors, SUM(after_kind = 'tools') AS steps_after_tools, "
-         "SUM(num_input_tokens) AS prompt_tokens, SUM(num_cached_tokens) AS cached_tokens, "
-         "SUM(num_output_tokens) AS output_tokens, SUM(forecast IS NOT NULL) AS forecasts, "
+         + ", ".join(f"COALESCE(SUM(CASE WHEN {REACHED_MODEL_SQL} THEN {column} END), 0) AS {name}"
+                     for column, name in (("num_input_tokens", "prompt_tokens"), ("num_cached_tokens", "cached_tokens"),
+                                          ("num_output_tokens", "output_tokens"))) + ", "
+         "SUM(forecast IS NOT NULL) AS forecasts, "
          "COALESCE(SUM(forecast_hit), 0) AS forecast_hits, MIN(arrived_s) AS first_s, MAX(arrived_s) AS last_s")
 
 

@@ -34,11 +34,12 @@ from agents_trace.store import delete_sessions
 from agents_trace.store_queries import MAX_PAGE, SessionFilter, find_session_as_given, iter_session_steps, \
     list_sessions, matching_session_keys
 from agents_trace.store_stats import StatsWindow, tenant_stats
+from agents_trace.time_points import parse_time_point
 from agents_trace.traces_follow import AmbiguousSession, follow_session
 from agents_trace.traces_lookup import CommandError, session_of_request, store_path, the_session, \
     the_session_or_request
 from agents_trace.traces_output import refuse_the_store, write_lines
-from agents_trace.traces_view import parse_since, session_json, session_text, sessions_text, stats_text
+from agents_trace.traces_view import session_json, session_text, sessions_text, stats_text
 from agents_trace.text_table import terminal_json
 
 
@@ -63,7 +64,7 @@ def _offset(text: str) -> int:
 
 
 def _filter_args(parser: argparse.ArgumentParser, what: str) -> None:
-    parser.add_argument("--agent", help=f"only this agent's {what}")
+    parser.add_argument("--agent", help=f"only {what} with a step this agent ran (any step, not only the first)")
     parser.add_argument("--since", help="active since: a duration back (30m, 2h, 7d) or a local date/time")
     parser.add_argument("--until", help="started by: a duration back or a local date/time, as --since")
     parser.add_argument("--errors", action="store_true", help=f"only {what} with errors")
@@ -153,12 +154,13 @@ def _run(args: argparse.Namespace, body, *, store_may_be_missing: bool = False) 
 
 def _time_window(args: argparse.Namespace) -> tuple[float | None, float | None]:
     """--since and --until as Unix seconds; CommandError for a time it cannot read."""
-    now_s = time.time()
-    try:
-        return (None if args.since is None else parse_since(args.since, now_s),
-                None if args.until is None else parse_since(args.until, now_s, "--until"))
-    except ValueError as exc:
-        raise CommandError(str(exc), 2) from None
+    now_s, times = time.time(), {}
+    for flag, text in (("--since", args.since), ("--until", args.until)):
+        try:
+            times[flag] = None if text is None else parse_time_point(text, now_s)   # as the API's ?since=
+        except ValueError as exc:
+            raise CommandError(f"{flag} {exc}", 2) from None
+    return times["--since"], times["--until"]
 
 
 def _session_filter(args: argparse.Namespace) -> SessionFilter:

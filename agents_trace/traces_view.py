@@ -10,30 +10,10 @@ same fields and counts as `/ui` and the JSON API, every value made printable
 from __future__ import annotations
 
 import math
-import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
 
 from agents_trace.text_table import NO_VALUE, Column, printable, printable_lines, render_table, terminal_json
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$")
-_UNIT_S = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-
-
-def parse_since(text: str, now_s: float, flag: str = "--since") -> float:
-    """Unix seconds for a time flag (`--since`, `--until`): a duration back from now (`90s`,
-    `30m`, `2h`, `7d`) or a local date or date-time (`2026-12-01`, `2026-12-01T14:30`).
-    ValueError, naming `flag`, otherwise."""
-    match = _DURATION.match(text)
-    if match:
-        return now_s - float(match.group(1)) * _UNIT_S[match.group(2)]
-    try:
-        return datetime.fromisoformat(text.strip()).timestamp()
-    except ValueError:
-        raise ValueError(f"{flag} {text!r}: give a duration such as 30m, 2h or 7d, "
-                         "or a date such as 2026-12-01 or 2026-12-01T14:30") from None
-
 
 def local_time(unix_s: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(unix_s))

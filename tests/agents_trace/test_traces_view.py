@@ -1,9 +1,10 @@
-"""Known answers for the terminal trace views' pieces: `--since`, and what a step asked for."""
+"""Known answers for the terminal trace views' pieces: `--since` (time_points), and what a step asked for."""
 from datetime import datetime
 
 import pytest
 
-from agents_trace.traces_view import asked_for, parse_since
+from agents_trace.time_points import parse_time_point
+from agents_trace.traces_view import asked_for
 
 NOW_S = 1_800_000_000.0
 
@@ -11,18 +12,18 @@ NOW_S = 1_800_000_000.0
 @pytest.mark.parametrize("text, back_s", [("90s", 90), ("30m", 1800), ("2h", 7200), ("1.5d", 129600),
                                           (" 7d ", 604800)])
 def test_since_takes_a_duration_back_from_now(text, back_s):
-    assert parse_since(text, NOW_S) == NOW_S - back_s
+    assert parse_time_point(text, NOW_S) == NOW_S - back_s
 
 
 def test_since_takes_a_local_date_or_date_time():
-    assert parse_since("2026-12-01", NOW_S) == datetime(2026, 12, 1).timestamp()
-    assert parse_since("2026-12-01T14:30", NOW_S) == datetime(2026, 12, 1, 14, 30).timestamp()
+    assert parse_time_point("2026-12-01", NOW_S) == datetime(2026, 12, 1).timestamp()
+    assert parse_time_point("2026-12-01T14:30", NOW_S) == datetime(2026, 12, 1, 14, 30).timestamp()
 
 
 @pytest.mark.parametrize("text", ["yesterday", "30", "2w", "-5m", ""])
 def test_since_refuses_anything_else_with_the_forms_it_takes(text):
     with pytest.raises(ValueError, match="30m, 2h or 7d"):
-        parse_since(text, NOW_S)
+        parse_time_point(text, NOW_S)
 
 
 def _step(tool_names=(), other=(), error=None):
