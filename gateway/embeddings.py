@@ -21,7 +21,8 @@ A local model counts its inputs' tokens exactly before admission
 (`LocalEmbeddingBackend.prepare_embeddings`); an upstream model's request reserves an
 upper bound (`EmbeddingsRequest.max_num_tokens`) and is charged the provider's count
 once it answers, or, when it fails or its provider counts nothing (sends no usage), the
-estimate an upstream chat prompt is charged (4 bytes a token).
+estimate an upstream chat prompt is charged (4 bytes a token). What it is charged counts
+in `vllm:prompt_tokens_total` (`Registry.record_embedding_tokens`) under its call's `worker`.
 """
 from __future__ import annotations
 
@@ -92,12 +93,14 @@ class EmbeddingsCall:
     its model will count (a local model's exact count), `num_failed_tokens` what it is
     charged if `run` fails once admitted, `num_cancelled_tokens` what it is charged if its
     client leaves while it runs, and `run` answers it (the reply's `usage` is what it is
-    charged)."""
+    charged). `worker` names where it runs in the token metrics: "upstream" (as an
+    upstream chat's `Finished` names it), or a local model's (`local_embeddings`)."""
 
     num_reserved_tokens: int
     num_failed_tokens: int
     num_cancelled_tokens: int
     run: Callable[[], Awaitable[dict]]
+    worker: str = "upstream"
 
 
 def upstream_call(request: EmbeddingsRequest, embed: Callable[[EmbeddingsRequest], Awaitable[dict]]

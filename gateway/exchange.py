@@ -4,16 +4,22 @@ Invariants:
 - the tenant's ticket is released exactly once, on every path (finish, error, client gone),
   with the tokens actually used when known (`Exchange.close`, whichever path calls it
   first);
-- a request cut short (no `Finished`: its client left, or it failed) after the model
-  started counts in the token metrics and the time to first token what its traced step
-  records (`cut_usage`), and the tenant is charged the same tokens where they are a count
-  (local runs); it counts no success. One refused or cut before the model counts none;
+- a request that did not finish (no `Finished`: its client left, or it failed) is charged
+  what its token metrics count (`unfinished_usage`, the rule in one place), and counts no
+  success: a local run's counts once one started (what its traced step records); an
+  upstream's prompt estimate for each call it started and a token for each delta it was
+  sent (the upstream's own counts never came); nothing when its model did no work: not
+  admitted, or failed before its first event with an answer that says so (`did_no_work`:
+  a 4xx such as an upstream's 429, a connection never made; the upstream bills nothing,
+  and a client's retry would pay again). A local request that failed before any run
+  started is charged its prompt, and counts in no worker's metrics;
 - a request the gateway's shutdown cut before its reply was whole charges the tenant
   nothing (budget, tokens per minute): its client is told to retry it, and the retry pays
   for the whole reply, the part a stream had sent too; its work still counts as above;
 - `x-stepahead-overhead-ms` is wall time in the handler minus time spent waiting on the
   backend (and in the tenant queue), i.e. the gateway's own cost;
-- a traced step that failed records what was known when it ended: the tokens generated,
+- a traced step that failed records what was known when it ended: the tokens it was
+  charged once its model answered (`unfinished_usage`: an upstream's estimate too),
   the part of its reply the client was sent (a stream's; a whole reply sends nothing), and
   why in words (`error_message`: the message its client was sent, as sent; a client that
   left, at which point);
@@ -52,6 +58,28 @@ def session_headers(trace: StepContext | None) -> dict[str, str]:
     return {} if trace is None else {SESSION_HEADER: encode_header_id(trace.session)}
 
 
+# the failures of an upstream call that its operator must cure before any call can work
+# (the gateway's key, model or account refused; no endpoint configured): nothing was done
+REFUSED_BEFORE_WORK_CODES = frozenset({"upstream_auth_error", "upstream_quota_exceeded", "upstream_not_configured"})
+
+
+def did_no_work(error: ApiError) -> bool:
+    """Whether `error`, ending a request before its model's first event, says the model did
+    no work for it, so that it is charged nothing: a refusal (any 4xx: an upstream's 429,
+    400 or 413, a local engine's full queue), a refusal only the operator can cure (the
+    upstream rejected the gateway's key, does not know the model, its account ran out, or
+    the model has no endpoint: `x-should-retry: false`, REFUSED_BEFORE_WORK_CODES), or a
+    connection that was never made (502 `upstream_unavailable`). Any other failure (a
+    5xx, a timeout, a stream that broke off) may come after the upstream worked, and is
+    charged its prompt estimate."""
+    if error.status < 500 or error.code in REFUSED_BEFORE_WORK_CODES:
+        return True
+    if any(name.lower() == "x-should-retry" and str(value).strip().lower() == "false"
+           for name, value in error.headers.items()):
+        return True
+    return error.status == 502 and error.code == "upstream_unavailable"
+
+
 def keeps_prefix_cache(state: GatewayState, model: str) -> bool:
     """Whether `model` may serve a prompt's prefix from a cache it kept: False only for a
     local engine started with `prefix_caching = false` (its config, in memory: no I/O)."""
@@ -87,6 +115,7 @@ class Exchange:
     error_message: str | None = None
     is_streamed: bool = False   # the reply goes out as it is generated: a cut one was sent `output`
     is_cut_at_shutdown: bool = False
+    failure_did_no_work: bool = False   # the error it failed with says its model did no work (`did_no_work`)
 
     def reply_headers(self, overhead_s: float) -> dict[str, str]:
         """The headers of the reply: the request's id (`x-request-id`, as OpenAI's, and the
@@ -103,6 +132,7 @@ class Exchange:
         type) and message."""
         self.error = error.code or error.type
         self.error_message = error.message
+        self.failure_did_no_work = did_no_work(error)
 
     def cut_at_shutdown(self, error: ApiError) -> None:
         """Record that the gateway's shutdown cut the request, its client told `error`
@@ -154,12 +184,11 @@ class Exchange:
             return
         self.is_closed = True
         prepared = self.prepared
-        cut = self.cut_usage() if finished is None else None
+        unfinished = self.unfinished_usage() if finished is None else None
         if self.ticket is not None:
             used = (finished.usage.num_total_tokens if finished is not None
-                    else 0 if self.is_cut_at_shutdown   # told to retry: the retry pays
-                    else cut[1].num_total_tokens if cut is not None and prepared.generated.worker is not None
-                    else prepared.num_prompt_tokens * self._num_calls_made() + self.num_deltas)   # an upstream's
+                    else 0 if self.is_cut_at_shutdown or unfinished is None   # told to retry; or no work done
+                    else unfinished[1].num_total_tokens)
             self.state.limiters[prepared.tenant].release(self.ticket, used)
         metrics = self.state.metrics
         if status is not None:
@@ -174,8 +203,8 @@ class Exchange:
                 num_cached_tokens=usage.num_cached_tokens,
                 num_output_tokens=usage.num_completion_tokens, ttft_s=ttft_s,
                 service_tier=prepared.service_tier or "default")
-        elif cut is not None:
-            worker, usage = cut
+        elif unfinished is not None and unfinished[0] is not None:
+            worker, usage = unfinished
             metrics.record_tokens(
                 tenant=prepared.tenant, model=prepared.model, worker=worker,
                 num_prompt_tokens=usage.num_prompt_tokens, num_cached_tokens=usage.num_cached_tokens,
@@ -186,8 +215,9 @@ class Exchange:
             message = self.error_message or (self._client_closed_message() if error == "client_closed" else None)
             sent = self.output if finished is not None or self.is_streamed else None
             self.trace.is_prefix_cached = keeps_prefix_cache(self.state, prepared.model)
+            answered = unfinished is not None and self.first_event_s is not None   # not "never reached a model"
             from_previous = end_step(self.state.tracer, self.trace, prepared, finished,
-                                     sent, ttft_s, error, message)
+                                     sent, ttft_s, error, message, unfinished[1] if answered else None)
             if from_previous is not None and finished is not None and error is None:
                 metrics.record_prefix_reuse(prepared.tenant, prepared.model, from_previous,
                                             finished.usage.num_cached_tokens)
@@ -199,18 +229,24 @@ class Exchange:
         return (self.prepared.num_choices if self.first_event_s is not None
                 and runs_pay_own_prompt(self.prepared) else 1)
 
-    def cut_usage(self) -> tuple[str, Usage] | None:
-        """The worker and usage of a request cut short (no `Finished`) once the model started
-        on it (a local run's first event named its worker, or an upstream's first event
-        came), as its traced step records them (`gateway.tracing.end_step`): the prompt
-        tokens (an upstream's estimate is no count: 0), those its first events found cached,
-        the tokens its local runs generated until then (an upstream's are unknown: 0); an
-        upstream's worker is "upstream", as its `Finished` names it. None before the model
-        started: refused, queued, or cut before any event."""
-        generated = self.prepared.generated
-        if generated.worker is None and self.first_event_s is None:
+    def unfinished_usage(self) -> tuple[str | None, Usage] | None:
+        """What a request that did not finish used, as its tenant is charged (but for a cut
+        at shutdown, charged nothing) and its token metrics count it, with the worker they
+        name: a local run's counts once one started (its first event named its worker: the
+        prompt, the tokens generated and found cached until then, as its traced step
+        records them, `gateway.tracing.end_step`); None when its model did no work (never
+        admitted, or failed before its first event with an error that says so:
+        `did_no_work`); an upstream's prompt estimate for each call it started and one
+        token for each delta it was sent, on worker "upstream"; a local request no run of
+        which started, its prompt on no worker (charged, counted by no worker's metrics)."""
+        prepared = self.prepared
+        if prepared.generated.worker is not None:
+            return prepared.generated.worker, prepared.usage_so_far()
+        if self.ticket is None or (self.first_event_s is None and self.failure_did_no_work):
             return None
-        return generated.worker or "upstream", self.prepared.usage_so_far()
+        usage = Usage(num_prompt_tokens=prepared.num_prompt_tokens * self._num_calls_made(),
+                      num_completion_tokens=self.num_deltas, num_cached_tokens=0)
+        return (None if prepared.prompt_is_counted else "upstream"), usage
 
     def _client_closed_message(self) -> str:
         """How far a request had come when its client went away, in words."""

@@ -33,6 +33,10 @@ from gateway.errors import ApiError, invalid_request
 from shards.transformers_names import transformers_names
 
 
+# the `worker` label of a local embedding model's tokens (`/metrics`): it runs in the gateway's process
+EMBEDDING_WORKER = "gateway"
+
+
 class EmbeddingModelError(RuntimeError):
     """The model directory cannot be served (missing, or not a model)."""
 
@@ -129,7 +133,8 @@ class LocalEmbeddingBackend(WithoutWorkers):
         num_tokens = sum(len(row) for row in ids)
         # NOTE: a model that fails once admitted is the gateway's fault: it charges nothing;
         # a client that leaves is charged its count, as the batch in flight runs to its end
-        return EmbeddingsCall(num_tokens, 0, num_tokens, functools.partial(self._embed_ids, ids, num_tokens, request))
+        return EmbeddingsCall(num_tokens, 0, num_tokens, functools.partial(self._embed_ids, ids, num_tokens, request),
+                              worker=EMBEDDING_WORKER)
 
     async def embed(self, request: EmbeddingsRequest) -> dict:
         return await (await self.prepare_embeddings(request)).run()

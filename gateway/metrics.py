@@ -26,7 +26,8 @@ OVERHEAD_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025
 HELP = {
     "stepahead_requests_total": ("counter", "HTTP requests by tenant, model, endpoint and status."),
     "vllm:request_success_total": ("counter", "Finished requests by finish reason (a request cut short is none)."),
-    "vllm:prompt_tokens_total": ("counter", "Prefill tokens processed (by requests cut short too)."),
+    "vllm:prompt_tokens_total": (
+        "counter", "Prefill tokens processed (by requests cut short too; embeddings' input tokens, as charged)."),
     "vllm:generation_tokens_total": ("counter", "Generation tokens processed (requests cut short too)."),
     "vllm:prefix_cache_queries_total": ("counter", "Prefix cache queries, in prompt tokens."),
     "vllm:prefix_cache_hits_total": ("counter", "Prefix cache hits, in prompt tokens."),
@@ -169,6 +170,18 @@ class Registry:
         if ttft_s is not None:
             self.observe("vllm:time_to_first_token_seconds", labels + (("service_tier", service_tier),), ttft_s)
         return labels
+
+    def record_embedding_tokens(self, *, tenant: str, model: str, worker: str, num_input_tokens: int) -> None:
+        """An embeddings request's input tokens, as its tenant was charged them (a failure's
+        estimate too, where one is charged), in `vllm:prompt_tokens_total`, as vLLM counts a
+        pooling model's prompts, under the chat series' labels: `worker` "upstream" for an
+        upstream model, `gateway` for a local embedding model (it runs in the gateway's
+        process). Nothing else: no generation tokens (none are made), no prefix-cache
+        queries (no embedding model here keeps one), no success (embeddings have no finish
+        reason; `stepahead_requests_total` counts them by status)."""
+        if num_input_tokens:
+            self.inc("vllm:prompt_tokens_total", (("tenant", tenant), ("model_name", model), ("worker", str(worker))),
+                     num_input_tokens)
 
     def record_prefix_reuse(self, tenant: str, model: str, num_from_previous: int, num_cached: int) -> None:
         """A step whose prompt began with `num_from_previous` tokens of its session's

@@ -31,7 +31,7 @@ from gateway.chat_checks import check_chat_request, check_message_count
 from gateway.request_metadata import checked_metadata
 from gateway.choices import with_choices
 from gateway.errors import ApiError, server_error
-from gateway.exchange import CLIENT_CLOSED_STATUS, admit, session_headers
+from gateway.exchange import CLIENT_CLOSED_STATUS, admit, did_no_work, session_headers
 from gateway.refused_steps import trace_refusal
 from gateway.respond import respond
 from gateway.embeddings import EmbeddingsRequest, reply_json, unsupported_model, upstream_call
@@ -168,9 +168,10 @@ async def embeddings(request: Request) -> Response:
     """POST /v1/embeddings: upstream models and local embedding models (gateway/embeddings.py),
     admitted by the tenant's limits like any request, for at least the tokens its model will
     count (a local model's inputs are tokenized first: `EmbeddingsCall`); a client that
-    leaves cancels the wait. The tenant's ticket is released on every path; a failure no
-    check expected (a bug) is logged with its traceback, answered as an OpenAI-shaped 500
-    and counted as one."""
+    leaves cancels the wait. What it is charged counts in `vllm:prompt_tokens_total`
+    (nothing when its failure says the upstream did no work: `exchange.did_no_work`). The
+    tenant's ticket is released on every path; a failure no check expected (a bug) is
+    logged with its traceback, answered as an OpenAI-shaped 500 and counted as one."""
     state = gateway_state(request)
     tenant, model = UNAUTHENTICATED, ""
     try:
@@ -192,11 +193,13 @@ async def embeddings(request: Request) -> Response:
                 reply = await call.run()
                 num_used_tokens = reply["usage"]["total_tokens"]
                 return reply
-            except Exception:
-                num_used_tokens = call.num_failed_tokens
+            except Exception as exc:   # nothing when the answer says the upstream did no work (a 429)
+                num_used_tokens = 0 if isinstance(exc, ApiError) and did_no_work(exc) else call.num_failed_tokens
                 raise
             finally:
                 state.limiters[tenant].release(ticket, num_used_tokens)
+                state.metrics.record_embedding_tokens(tenant=tenant, model=model, worker=call.worker,
+                                                      num_input_tokens=num_used_tokens)
         reply = await race_disconnect(work(), request.receive)
         body = await asyncio.to_thread(reply_json, reply)   # NOTE: up to ~46 MB of JSON: off the event loop
         state.metrics.record_request(tenant, model, "embeddings", 200)

@@ -17,7 +17,7 @@ from agents_trace.tracer import AgentTracer
 from fastapi import APIRouter
 from starlette.requests import Request
 
-from gateway.backend import Finished, Prepared
+from gateway.backend import Finished, Prepared, Usage
 from gateway.service_tiers import is_batch_request
 from cache.damaged_files import is_damaged_database
 from gateway.config import GatewayConfig
@@ -98,7 +98,8 @@ def _calls(output: Collected) -> tuple[ToolCall, ...]:
 
 def end_step(tracer: AgentTracer, ctx: StepContext, prepared: Prepared,
              finished: Finished | None, reply: Reply | None, ttft_s: float | None,
-             error: str | None, error_message: str | None = None) -> int | None:
+             error: str | None, error_message: str | None = None,
+             cut_usage: Usage | None = None) -> int | None:
     """Close the step with every choice of `reply`: choice 0 in the result's own fields,
     the others (n > 1, several prompts) in `other_choices`. Returns the tracer's count of
     prompt tokens the session's previous prompt began with (None when unknown). A step
@@ -108,8 +109,12 @@ def end_step(tracer: AgentTracer, ctx: StepContext, prepared: Prepared,
     prompt tokens their first events named (none, 0 cached, before any: the store holds
     no unknown count), and of its reply what `reply` holds (the caller passes
     what the client was sent; so of each other choice, unfinished ones without a finish
-    reason). `error_message` is kept to MAX_ERROR_MESSAGE_CHARS."""
-    usage = finished.usage if finished is not None else prepared.usage_so_far()
+    reason). `error_message` is kept to MAX_ERROR_MESSAGE_CHARS. `cut_usage`: the usage of
+    a step cut short after its model answered as it was charged and counted (an upstream
+    stream's prompt estimate per call and a token a delta: `Exchange.unfinished_usage`),
+    else what `prepared` knows (`usage_so_far`)."""
+    usage = (finished.usage if finished is not None
+             else cut_usage if cut_usage is not None else prepared.usage_so_far())
     output = reply.first if reply is not None else None
     calls = () if output is None else _calls(output)
     others = () if reply is None else tuple(
