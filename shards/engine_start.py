@@ -87,6 +87,7 @@ class EngineStart:
         connect = getattr(transport, "connect", None)   # Ray's: joins or starts the cluster
         if connect is not None:
             await asyncio.to_thread(connect)
+            await self._check_ray_cluster(transport)
         if needs_torch_to_prepare(self.config.model, device, self.config.dtype):
             dtype = await asyncio.to_thread(transport.prepare_model, self.config.model, device, self.config.dtype)
         else:   # settled without asking the device (or left to Ray workers: device None)
@@ -124,6 +125,25 @@ class EngineStart:
             await asyncio.to_thread(probes.put, probe_key, probed, time.time())
         self._raise_if_cancelled()
         self._supervise_task = asyncio.create_task(self._supervise())
+
+    async def _check_ray_cluster(self, transport) -> None:
+        """Ray's: a cluster whose live nodes can never hold the workers fails the start at
+        once (Ray would leave the extra actors pending without a word); why Ray leaves an
+        actor unplaced later is told as the start's progress, then as a worker event."""
+        capacity_problem = getattr(transport, "capacity_problem", None)
+        if capacity_problem is not None:
+            problem = await asyncio.to_thread(capacity_problem, self.num_workers, self.config)
+            if problem is not None:
+                raise EngineStartError(problem)
+        watch = getattr(transport, "placement_watch", None)
+        if watch is not None:
+            watch.on_line = self._tell_placement
+
+    def _tell_placement(self, line: str) -> None:
+        if self._supervise_task is None and self.on_start_progress is not None:
+            self.on_start_progress(line)
+        else:
+            self._tell_operator(line)
 
     def _raise_if_cancelled(self) -> None:
         if self._start_cancelled.is_set():

@@ -15,16 +15,17 @@ from __future__ import annotations
 
 import itertools
 import os
-import socket
 import threading
+import time
 
+from shards.ray_address import address_problem, check_reachable
+from shards.ray_capacity import (PLACEMENT_CHECK_S, PlacementWatch, answer_within, capacity_problem,
+                                 lost_actor_cause)
 from shards.transport import OnExit, OnMessage, StartCancelled
 from shards.worker import WorkerConfig
 
 POLL_WAIT_S = 0.2
 MAX_POLL_MESSAGES = 512
-CONNECT_CHECK_S = 3.0      # a cluster's GCS (or client server) answers a TCP connect in far less
-RAY_CLIENT_PORT = 10001    # Ray's default for "ray://host"
 
 
 class _ActorBody:
@@ -70,20 +71,31 @@ class _ActorBody:
             pass
         return messages
 
-    def pid(self) -> int:
-        return os.getpid()
+    def where(self) -> tuple[int, str]:
+        """(pid, Ray node id) of this actor."""
+        import ray
+
+        return os.getpid(), ray.get_runtime_context().get_node_id()
 
     def is_serving(self) -> bool:
         return self._thread.is_alive()
 
 
 class RayChannel:
+    """One actor incarnation. Until Ray places the actor, its reader asks `watch` every
+    PLACEMENT_CHECK_S why not (told to the operator once per cause); when the actor is
+    lost, the exit reason adds what the node list says (its node gone, none left)."""
+
     def __init__(self, actor_class, worker_id: str, incarnation: int, config: WorkerConfig,
-                 on_message: OnMessage, on_exit: OnExit, actor_options: dict) -> None:
+                 on_message: OnMessage, on_exit: OnExit, actor_options: dict,
+                 watch: PlacementWatch | None = None) -> None:
         self.worker_id = worker_id
         self.incarnation = incarnation
         self._on_message = on_message
         self._on_exit = on_exit
+        self._options = actor_options
+        self._watch = watch or PlacementWatch()
+        self._node_id: str | None = None
         self._actor = actor_class.options(**actor_options).remote(worker_id, config)
         self._seq = itertools.count()
         self._send_lock = threading.Lock()
@@ -99,7 +111,7 @@ class RayChannel:
 
         reason = "ended its serve loop"
         try:
-            self._pid = ray.get(self._actor.pid.remote())
+            self._wait_placed()
             while not self._stopping:
                 messages = ray.get(self._actor.poll.remote(POLL_WAIT_S))
                 for message in messages:
@@ -107,10 +119,25 @@ class RayChannel:
                 if not messages and not ray.get(self._actor.is_serving.remote()):
                     break  # the serve loop ended (Shutdown, or a failed start)
         except Exception as exc:  # RayActorError and friends: the actor is gone
-            reason = f"lost its Ray actor ({type(exc).__name__})"
+            cause = "" if self._stopping else lost_actor_cause(self._node_id, answer_within(ray.nodes))
+            reason = f"lost its Ray actor ({type(exc).__name__}{'; ' + cause if cause else ''})"
         finally:
             self._alive = False
             self._on_exit(self.worker_id, self.incarnation, reason)
+
+    def _wait_placed(self) -> None:
+        """Wait until the actor runs (its pid and node known), asking `watch` why not
+        every PLACEMENT_CHECK_S; raises what Ray raises for an actor lost or killed."""
+        import ray
+
+        where = self._actor.where.remote()
+        began = time.monotonic()
+        while not ray.wait([where], timeout=PLACEMENT_CHECK_S)[0]:
+            if self._stopping:
+                return
+            self._watch.unplaced(self.worker_id, self._options, time.monotonic() - began)
+        self._pid, self._node_id = ray.get(where)
+        self._watch.placed()
 
     def send(self, message) -> None:
         if not self._alive:
@@ -150,62 +177,13 @@ def actor_options(config: WorkerConfig, num_cpus: float | None, num_gpus: float 
     return options
 
 
-def split_address(address: str) -> tuple[bool, str, int] | None:
-    """(client, host, port) of "host:port" or "ray://host[:port]" (`client`: the latter,
-    Ray's client mode); None when `address` is neither."""
-    client = address.startswith("ray://")
-    rest = address[len("ray://"):] if client else address
-    host, colon, port = rest.rpartition(":")
-    if not colon and client:
-        host, port = rest, str(RAY_CLIENT_PORT)
-    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-    if not host or any(c.isspace() or c in "/@?#" for c in host) or not port.isdigit() or not 0 < int(port) < 65536:
-        return None
-    return client, host, int(port)
-
-
-def address_problem(address: object) -> str | None:
-    """Why `address` cannot name a Ray cluster, or None: it must be "local" (a new local
-    instance, also what no address means), "auto" (the cluster `ray start` recorded on
-    this machine, or RAY_ADDRESS), "host:port" (the head's GCS) or "ray://host[:port]"."""
-    if not isinstance(address, str):
-        return f"must be a string, not {address!r}"
-    if address in ("local", "auto") or split_address(address) is not None:
-        return None
-    return f'must be "local", "auto", "HOST:PORT" or "ray://HOST[:PORT]", not {address!r}'
-
-
-def check_reachable(address: str) -> None:
-    """Raise ConnectionError, within CONNECT_CHECK_S, when nothing answers a TCP connect at
-    the cluster `address` names: `ray.init` would retry an absent GCS for minutes, and
-    cannot be interrupted. "auto" is resolved as Ray resolves it (RAY_ADDRESS, then the
-    cluster recorded in /tmp/ray); "local" needs no check."""
-    given = address
-    if address == "local":
-        return
-    if address == "auto":
-        try:
-            from ray._private.services import get_ray_address_from_environment
-        except ImportError:   # moved in another Ray version: ray.init alone decides
-            return
-        address = get_ray_address_from_environment("auto", None)   # ConnectionError: none recorded
-    parts = split_address(address)
-    if parts is None:   # e.g. RAY_ADDRESS malformed: Ray's own error says so
-        return
-    _, host, port = parts
-    try:
-        socket.create_connection((host, port), timeout=CONNECT_CHECK_S).close()
-    except OSError as exc:
-        where = f"{host}:{port}" + ("" if given.endswith(f"{host}:{port}") else f" (address {given!r})")
-        raise ConnectionError(f"no Ray cluster answers at {where}: "
-                              f"{exc.strerror or exc or type(exc).__name__}") from exc
-
-
 class RayTransport:
     """`address` (`address_problem` lists the forms): None or "local" starts a new local
     Ray instance in this process; any other joins a cluster, once a TCP connect shows it
-    is there (`check_reachable`). `num_cpus_per_worker` / `num_gpus_per_worker` are each
-    actor's reservations (`actor_options`).
+    is there (`check_reachable`; "auto" only the cluster RAY_ADDRESS names or `ray start`
+    recorded, `shards.ray_address`). `num_cpus_per_worker` / `num_gpus_per_worker` are each
+    actor's reservations (`actor_options`); `placement_watch.on_line` hears why Ray leaves
+    actors unplaced (`shards.ray_capacity`).
 
     Invariant: Ray is joined or started (`connect`) and shut down (`close`) by one daemon
     thread, which lives from `connect` to `close`: the processes of a local instance die
@@ -233,6 +211,7 @@ class RayTransport:
         self._cancelled = False
         self._release = threading.Event()     # `close`: the driver thread shuts Ray down
         self._driver: threading.Thread | None = None
+        self.placement_watch = PlacementWatch()
 
     def connect(self) -> None:
         """Join (or start) Ray on the driver thread; return once connected. Raises what
@@ -256,12 +235,16 @@ class RayTransport:
             import ray
 
             if not ray.is_initialized():
+                # NOTE: "auto" stays "auto" for ray.init once `check_reachable` found RAY_ADDRESS
+                # or a recorded cluster: Ray then resolves it to the same address (never to the
+                # process scan it falls back to without both) and finds its auth token itself
                 check_reachable(self._address)
                 repo_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
                 path = os.pathsep.join(p for p in (repo_root, os.environ.get("PYTHONPATH")) if p)
                 ray.init(address=self._address, namespace=self._namespace, include_dashboard=False,
                          log_to_driver=False, runtime_env={"env_vars": {"PYTHONPATH": path}})
                 self._owns_ray = True
+                self.placement_watch.own_instance = self._address == "local"
             self._actor_class = ray.remote(max_concurrency=4)(_ActorBody)
         except BaseException as exc:
             self._error = exc
@@ -276,7 +259,17 @@ class RayTransport:
     def spawn(self, worker_id: str, incarnation: int, config: WorkerConfig,
               on_message: OnMessage, on_exit: OnExit) -> RayChannel:
         options = actor_options(config, self._num_cpus, self._num_gpus)
-        return RayChannel(self._actor_class, worker_id, incarnation, config, on_message, on_exit, options)
+        return RayChannel(self._actor_class, worker_id, incarnation, config, on_message, on_exit, options,
+                          self.placement_watch)
+
+    def capacity_problem(self, num_workers: int, config: WorkerConfig) -> str | None:
+        """Why the cluster's live nodes can never hold `num_workers` actors (None: they can,
+        or Ray did not answer): checked before the first spawn, so such a start fails at once."""
+        import ray
+
+        nodes = answer_within(ray.nodes)
+        options = actor_options(config, self._num_cpus, self._num_gpus)
+        return None if nodes is None else capacity_problem(num_workers, options, nodes)
 
     def prepare_model(self, model: str, device: str | None, dtype: str) -> str:
         from shards.model_loader import prepare_model

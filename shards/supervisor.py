@@ -155,6 +155,9 @@ class Supervisor:
         health = self._workers[worker_id]
         if health.state == "starting":
             health.num_failed_starts += 1
+            if reason == START_TIMEOUT_REASON and health.fence_reason:   # keeps why it restarts (a lost Ray node)
+                reason = (health.fence_reason if health.fence_reason.startswith(START_TIMEOUT_REASON)
+                          else f"{reason} (after: {health.fence_reason})")
         health.state = "fenced"
         health.fenced_s = now_s
         health.fence_reason = reason

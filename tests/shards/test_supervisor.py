@@ -63,6 +63,24 @@ def test_supervisor_fences_a_worker_that_never_becomes_ready():
     assert supervisor.plan(6.0).fence == [("w0", "did not start in time")]
 
 
+def test_a_restart_that_never_starts_keeps_why_the_worker_was_lost():
+    """QA96: a Ray actor lost with its node restarts into nothing; after the start timeout
+    its fence_reason said only "did not start in time", losing the cause."""
+    supervisor = Supervisor(SupervisorConfig(start_timeout_s=5.0))
+    _ready(supervisor)
+    supervisor.fence("w0", 1.0, "lost its Ray actor (ActorDiedError; its node 10.0.0.1 is gone)")
+    supervisor.on_spawned("w0", 1, 2.0)
+    [(worker, reason)] = supervisor.plan(8.0).fence
+    supervisor.fence(worker, 8.0, reason)
+    assert supervisor.health("w0").fence_reason == (
+        "did not start in time (after: lost its Ray actor (ActorDiedError; its node 10.0.0.1 is gone))")
+    supervisor.on_spawned("w0", 2, 9.0)
+    [(worker, reason)] = supervisor.plan(15.0).fence
+    supervisor.fence(worker, 15.0, reason)   # the same at each timeout, not nested again
+    assert supervisor.health("w0").fence_reason == (
+        "did not start in time (after: lost its Ray actor (ActorDiedError; its node 10.0.0.1 is gone))")
+
+
 def test_supervisor_keeps_the_last_fence_reason_after_a_restart_until_the_next_fence():
     supervisor = Supervisor(SupervisorConfig(restart_delay_s=0.2))
     _ready(supervisor)
