@@ -15,10 +15,17 @@ the gateway's stop waiting for ever on the streams they held (QA73); the gateway
 reloads on SIGHUP, or ignores it while it stops. The gateway stops its workers by
 message, then SIGKILL; a worker whose gateway is gone ends when its pipe closes.
 
+A gateway killed outright (SIGKILL, the OOM killer) cannot stop the server: from here on
+the server ends with its gateway (shards/parent_death.py), also while it still imports
+torch (it went on for 20-30 s, QA95); the workers it forked are not tied to it.
+
 NOTE: the import's side effect is the point of this module; nothing else imports it.
 """
 import signal
 
+from shards.parent_death import die_with_parent
+
 signal.signal(signal.SIGINT, signal.SIG_IGN)
 signal.signal(signal.SIGTERM, signal.SIG_IGN)
 signal.signal(signal.SIGHUP, signal.SIG_IGN)
+die_with_parent()

@@ -17,6 +17,12 @@ fresh interpreter (never a fork of the gateway) that only imports, so no thread 
 state is forked. A worker on a GPU is still spawned, so CUDA is initialised only in
 a process of its own. A forked worker takes the gateway's environment as it is at the
 spawn (`environ`), as a spawned one would, not the server's from when it started.
+
+NOTE: the server may die while its workers serve on (the OOM killer picks it: it holds
+torch). A `ForkServerWatch` (shards/fork_server_watch.py) then logs it and starts the next
+one at once, and a worker of the dead server that stops later is told as "exited (status
+unknown: its fork server was gone)": multiprocessing learns a forked child's status from
+its server only, and said 255.
 """
 from __future__ import annotations
 
@@ -29,6 +35,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from shards.child_call import adopt_environment, call_in_child
+from shards.fork_server_watch import ForkServerWatch, current_fork_server_pid, fork_server_gone
 from shards.safe_imports import no_working_directory_imports
 from shards.worker_events import exit_reason
 
@@ -136,6 +143,8 @@ class LocalChannel:
                                     name=f"stepahead-{worker_id}.{incarnation}", daemon=True)
         with no_working_directory_imports():   # a fork server that died is started again here
             self._process.start()
+        forked = ctx.get_start_method() == "forkserver"
+        self._fork_server_pid = current_fork_server_pid() if forked else None   # the one it came from
         writer.close()
         self._ended = threading.Event()   # the worker's end of the outbox closed: the process is gone
         self._thread = threading.Thread(target=self._read, name=f"reader-{worker_id}.{incarnation}",
@@ -155,7 +164,8 @@ class LocalChannel:
             self._process.join(JOIN_AFTER_EOF_S)
             self._reader.close()
             self._close_inbox()
-            self._on_exit(self.worker_id, self.incarnation, exit_reason(self._process.exitcode))
+            self._on_exit(self.worker_id, self.incarnation,
+                          exit_reason(self._process.exitcode, fork_server_gone=fork_server_gone(self._fork_server_pid)))
 
     def _close_inbox(self) -> None:
         """Close the inbox and let go of it (idempotent). NOTE: a Queue holds three
@@ -179,7 +189,8 @@ class LocalChannel:
         """Whether the worker process runs: its end of the outbox, which it holds until it
         exits, is open. NOTE: not `Process.is_alive()`, which for a worker forked from the
         fork server asks the server: once the server is gone (killed), it says that every
-        worker it forked exited (status 255) while they serve on."""
+        worker it forked exited (status 255) while they serve on. Hot path (the router's):
+        no system call; the server's death is watched elsewhere (`ForkServerWatch`)."""
         return not self._ended.is_set()
 
     def pid(self) -> int | None:
@@ -216,6 +227,7 @@ class LocalTransport:
         self._spawn_context = mp.get_context("spawn")
         self._fork_server_context = fork_server_context()
         self._start_cancelled = threading.Event()
+        self._fork_server_watch = ForkServerWatch(start_fork_server, stopped=self._start_cancelled.is_set)
 
     def start_method(self, config: WorkerConfig) -> str:
         """How a worker with `config` starts: "forkserver" or "spawn"."""
@@ -223,7 +235,10 @@ class LocalTransport:
 
     def spawn(self, worker_id: str, incarnation: int, config: WorkerConfig,
               on_message: OnMessage, on_exit: OnExit) -> LocalChannel:
-        return LocalChannel(self._context(config.device), worker_id, incarnation, config, on_message, on_exit)
+        channel = LocalChannel(self._context(config.device), worker_id, incarnation, config, on_message, on_exit)
+        if forks_from_server(config.device, self._start_method):
+            self._fork_server_watch.start()   # its workers now depend on it for every restart
+        return channel
 
     def _context(self, device: str):
         """The multiprocessing context a process for `device` starts from."""
@@ -268,4 +283,4 @@ class LocalTransport:
             raise
 
     def close(self) -> None:
-        pass
+        self._fork_server_watch.close()

@@ -13,8 +13,16 @@ import signal
 from shards.supervisor import START_TIMEOUT_REASON, UNRESPONSIVE_REASON
 
 
-def exit_reason(exitcode: int | None) -> str:
-    """How a worker process ended, from its exit code (None: still running, its pipe closed)."""
+STATUS_LOST_REASON = "exited (status unknown: its fork server was gone)"
+
+
+def exit_reason(exitcode: int | None, *, fork_server_gone: bool = False) -> str:
+    """How a worker process ended, from its exit code (None: still running, its pipe closed).
+    `fork_server_gone`: the fork server the worker came from is gone, so its status could
+    not be known (multiprocessing then reports 255 whatever the worker's end was; a code
+    the server passed on before it went is still told as it is)."""
+    if fork_server_gone and exitcode == 255:
+        return STATUS_LOST_REASON
     if exitcode is None:
         return "closed its pipe"
     if exitcode < 0:
@@ -23,6 +31,14 @@ def exit_reason(exitcode: int | None) -> str:
         except ValueError:
             return f"killed by signal {-exitcode}"
     return "exited" if exitcode == 0 else f"exited with status {exitcode}"
+
+
+def fork_server_down_line(pid: int, how: str) -> str:
+    """One line for the workers' fork server lost (`how`: `exit_reason`'s words, as for a
+    worker): the workers serve on, but each later restart forks from a new server, which
+    imports torch for seconds first; it is started at once, so that the next one need not."""
+    return (f"the workers' fork server (pid {pid}) {how}; the workers serve on; starting a new one now "
+            "(a worker that stops before it has imported torch restarts only once it has)")
 
 
 def fence_words(reason: str, health_timeout_s: float) -> str:

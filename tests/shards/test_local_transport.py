@@ -157,6 +157,7 @@ FORK_SERVER_KILLED = """
 import asyncio, os, signal, time
 from multiprocessing import forkserver
 from shards.engine import LocalEngine
+from shards.process_state import process_runs
 
 async def main():
     eng = LocalEngine("tiny", num_workers=1, num_hot_blocks=64, threads_per_worker=1)
@@ -164,7 +165,7 @@ async def main():
     worker = eng.worker_pid("w0")
     server = forkserver._forkserver._forkserver_pid
     os.kill(server, signal.SIGKILL)
-    while os.waitpid(server, os.WNOHANG)[0] == 0:
+    while process_runs(server):   # not waitpid: the transport's watch reaps it (shards/fork_server_watch.py)
         time.sleep(0.01)
     await asyncio.sleep(0.5)
     alive = eng.health()["workers"]["w0"]["alive"]

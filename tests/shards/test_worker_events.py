@@ -2,8 +2,8 @@
 import signal
 
 from shards.supervisor import START_TIMEOUT_REASON, UNRESPONSIVE_REASON
-from shards.worker_events import (exit_reason, fence_words, probe_reason, worker_back_line, worker_down_line,
-                                  workers_starting_line)
+from shards.worker_events import (exit_reason, fence_words, fork_server_down_line, probe_reason, worker_back_line,
+                                  worker_down_line, workers_starting_line)
 
 
 def test_exit_reason_names_the_signal_or_the_status():
@@ -13,6 +13,16 @@ def test_exit_reason_names_the_signal_or_the_status():
     assert exit_reason(1) == "exited with status 1"
     assert exit_reason(0) == "exited"
     assert exit_reason(None) == "closed its pipe"
+
+
+def test_an_exit_whose_fork_server_was_gone_is_of_unknown_status_not_255():
+    """multiprocessing says 255 for every worker of a fork server that is gone (QA95)."""
+    assert exit_reason(255, fork_server_gone=True) == "exited (status unknown: its fork server was gone)"
+    assert exit_reason(255) == "exited with status 255"   # its server alive: a real 255
+    assert exit_reason(-signal.SIGKILL, fork_server_gone=True) == "killed by SIGKILL"   # passed on before it went
+    assert fork_server_down_line(4321, exit_reason(-signal.SIGKILL)) == (
+        "the workers' fork server (pid 4321) killed by SIGKILL; the workers serve on; starting a new one now "
+        "(a worker that stops before it has imported torch restarts only once it has)")
 
 
 def test_fence_words_say_the_worker_was_killed_and_after_how_long_unresponsive():
