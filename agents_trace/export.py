@@ -123,7 +123,7 @@ def line_gap_s(step: dict, previous: dict | None, left_out_between: bool) -> flo
     store's `gap_s` counts from the session's last response that ended before the step
     arrived: the step right before, unless steps were left out between (failed) or the
     step came while that one was in flight, or counts from an earlier one (a tool step
-    after a nested call: sessions.py); then from the previous line's end."""
+    whose run held other steps: sessions.py); then from the previous line's end."""
     if previous is None or step["gap_s"] is None:
         return None
     from_previous_line = (left_out_between or step["arrived_s"] < previous["ended_s"]

@@ -6,10 +6,8 @@ the tracer stops) one `SessionEnded` follows its last Step. Invariants: within a
 step indexes are 0, 1, 2, ... in arrival order with no gaps (a Step dropped on a full
 queue is the only way one can go missing, and it is counted); times are Unix seconds
 from one clock, so `gap_s == arrived_s - prev_ended_s` whenever it is known, `prev_ended_s`
-being the end of the session's last response before the step arrived, or, for a step
-carrying tool results, of the response that asked for those calls (sessions.py: a step
-that failed without generating anything is none, and has no gap of its own; nor has a
-"nested" one, a sub-agent's call inside a tool run).
+being the end of the session's last response before the step arrived (sessions.py: a step
+that failed without generating anything is none, and has no gap of its own).
 """
 from __future__ import annotations
 
@@ -21,7 +19,7 @@ from opentelemetry.trace import SpanContext
 
 SessionId = NewType("SessionId", str)
 
-AfterKind = Literal["start", "user", "tools", "nested"]
+AfterKind = Literal["start", "user", "tools"]
 # How the session id was found: client header/field, conversation prefix, or a new one.
 SessionSource = Literal["header", "metadata", "user", "prefix", "new"]
 EndReason = Literal["idle", "shutdown", "evicted", "failed"]
@@ -44,9 +42,7 @@ class After:
     """What happened between the previous response and this request.
 
     `kind` "tools" always comes with at least one entry in `tools` (the tool results the
-    request carries, in message order); "start", "user" and "nested" never do. "nested":
-    no user turn but a call made inside a tool run, while the session's calls are pending
-    (an agent-as-tool's sub-agent under the session's id; sessions.py).
+    request carries, in message order); "start" and "user" never do.
     """
 
     kind: AfterKind
@@ -54,7 +50,7 @@ class After:
 
     @property
     def label(self) -> str:
-        """`start`, `user`, `nested`, or `tool:a,tool:b` as in `stepahead-trace/1`."""
+        """`start`, `user`, or `tool:a,tool:b` as in `stepahead-trace/1`."""
         if self.kind != "tools":
             return self.kind
         return ",".join(f"tool:{name}" for name in self.tool_names)
@@ -120,7 +116,6 @@ class StepContext:
     is_ended: bool = False
     service_tier: str | None = None   # "flex" when served after the default tier
     is_prefix_cached: bool = True   # its model may serve prompts' prefixes from a cache
-    is_nested: bool = False   # inside a pending tool run (sessions.py's `OpenedStep.is_nested`)
 
 
 @dataclass(frozen=True, slots=True)

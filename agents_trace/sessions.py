@@ -31,10 +31,8 @@ Invariants:
   tools; a step opened while others are in flight gets the same last end as one opened
   idle (concurrent tool results each get their gap);
 - a step carrying tool results counts its tool run from the end of the response that
-  asked for (or, cut part-way, since carried) those calls (`asked_ends`), not the latest
-  one: an agent-as-tool's sub-agent calls under the session's id run inside it. Such a
-  call (no tool results, the head's calls pending, not extending the previous request),
-  or one answering only such calls' calls, is nested: it leaves the calls pending;
+  asked for those calls (`tool_run_starts`), not the latest one: calls an agent used as a
+  tool makes under the session's id while it runs fall inside the run;
 - a session with a request in flight never expires; an idle one expires once
   `idle_timeout_s` passed since its last activity, and its index entries go with it;
 - memory is bounded: at most `max_sessions` live sessions, `max_keys_per_session` index
@@ -58,7 +56,7 @@ from agents_trace.conversation import call_id_digest, trailing_tool_call_ids
 from agents_trace.ordered_ids import time_ordered_hex
 from agents_trace.prompt_blocks import PreviousPrompt
 from agents_trace.records import EndReason, SessionEnded, SessionId, SessionSource
-from agents_trace.tool_run_starts import note_asked_ends, run_start
+from agents_trace.tool_run_starts import note_asked_ends, tool_run_start
 from agents_trace.session_matching import SessionKey, StepMatching, StepRef
 from cache.tenant_sessions import TenantSessions
 
@@ -91,8 +89,8 @@ class SessionState:
     last_asked: dict[str, str] = field(default_factory=dict)
     last_request: tuple[bytes, int] | None = None
     keys: deque = field(default_factory=deque)
-    asked_ends: dict[str, tuple[float, bool]] = field(default_factory=dict)   # call id -> (end, nested)
     previous_prompt: PreviousPrompt = field(default_factory=PreviousPrompt)
+    asked_ends: dict[str, float] = field(default_factory=dict)   # call id -> its run's start (`tool_run_starts`)
 
 
 @dataclass(slots=True)
@@ -102,11 +100,10 @@ class OpenedStep:
     session: SessionId
     source: SessionSource
     index: int
-    prev_ended_s: float | None   # the response its tool run started at, else the last one that ended
+    prev_ended_s: float | None   # the last response that ended before the request arrived
     asked: dict[str, str]
     num_prefix_messages: int
     prefix_step: int | None
-    is_nested: bool = False   # a call inside a pending tool run (an agent-as-tool's sub-agent)
 
 
 class SessionTable(StepMatching):
@@ -168,12 +165,12 @@ class SessionTable(StepMatching):
             digest, count = state.last_request
             if 0 < count <= len(digests) and digests[count - 1] == digest:
                 num_prefix, prefix_step = count, state.num_steps - 1
-        prev_ended_s, is_nested = run_start(state, trailing_tool_call_ids(messages), num_prefix)
         # NOTE: a call-id match is recorded as "prefix" too (SessionSource has no value of its own)
         opened = OpenedStep(session=state.session, source=state.source if stitched is None
                             else "prefix", index=state.num_steps,
-                            prev_ended_s=prev_ended_s, asked=dict(state.last_asked),
-                            num_prefix_messages=num_prefix, prefix_step=prefix_step, is_nested=is_nested)
+                            prev_ended_s=tool_run_start(state.asked_ends, trailing_tool_call_ids(messages),
+                                                        state.last_ended_s), asked=dict(state.last_asked),
+                            num_prefix_messages=num_prefix, prefix_step=prefix_step)
         state.num_steps += 1
         state.num_in_flight += 1
         state.last_active_s = now_s
@@ -186,16 +183,15 @@ class SessionTable(StepMatching):
                    response_digest: bytes | None, asked: Mapping[str, str],
                    prompt_blocks: Sequence[int] | None = None, num_prompt_tokens: int = 0,
                    other_response_digests: Sequence[bytes] = (), is_response: bool = True,
-                   answered: Sequence[str] = (), is_nested: bool = False) -> int | None:
+                   answered: Sequence[str] = ()) -> int | None:
         """A step ended; a successful one becomes a place later requests may continue:
         its request, every choice's response (`response_digest`, `other_response_digests`)
         and the calls any choice asked for; one ending after a later step (older than the
         head) only by its responses and calls, leaving the head alone. A step that
         generated nothing (`is_response` False) is no response: it leaves the head, the
         session's last response end and its pending calls as they were. A response's end
-        is where the tool runs of the calls it asked for (and of those it `answered`,
-        already asked) start; a nested step's (`OpenedStep.is_nested`) leaves the calls it
-        did not answer pending beside its own. Returns how
+        starts the tool runs of the calls it asked for (and of the known ones it `answered`:
+        a retry of it counts from there). Returns how
         many of its prompt's tokens (`prompt_blocks`, given for successful steps only)
         the session's previous successful prompt began with (`PreviousPrompt`); None
         when unknown, for a step older than the head or for one that generated nothing."""
@@ -213,9 +209,8 @@ class SessionTable(StepMatching):
             shared = state.previous_prompt.shared_with(prompt_blocks, num_prompt_tokens, is_ok=True)
             state.head_index = index
             state.last_ended_s = ended_s
-            state.last_asked = dict(asked) if not is_nested else {
-                **{k: v for k, v in state.last_asked.items() if k not in answered}, **asked}
-        note_asked_ends(state.asked_ends, answered, asked, ended_s, is_nested, self.max_keys_per_session)
+            state.last_asked = dict(asked)
+        note_asked_ends(state.asked_ends, answered, asked, ended_s, self.max_keys_per_session)
         ref = StepRef(tenant, state.session, index, num_messages)
         # NOTE: call ids first, so a step asking for many calls pushes out its own calls,
         # not the prefix digests that stitch most continuations

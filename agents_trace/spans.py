@@ -4,10 +4,8 @@ Per session: one `invoke_agent` span from its first step's start to its last res
 end; a session that ended (idle, evicted, a shutdown) and is resumed under its id opens a
 new one, in a new trace. Per step: one `chat {model}` span (arrival to end; the client's
 names in span names cut and escaped: `client_span_name`), and, when it
-carries tool results and the end of the response that asked for them is known, one
-`execute_tool {name}` span per result over the gap between them: the tool's run as the
-gateway saw it, a sub-agent's calls made meanwhile under the session's id (an agent as a
-tool: `after` "nested") inside it
+carries tool results and the previous response's end is known, one `execute_tool {name}`
+span per result over the gap between them: the tool's run as the gateway saw it
 (parallel calls share the gap; results sent as concurrent requests each span from the
 same response's end). A step that failed without generating anything
 (`generated_nothing`) has none: the tool run is its retry's, so one run is one span.
@@ -195,11 +193,9 @@ def record_left_open_session_span(tracer: trace.Tracer, left: LeftOpenSpan) -> b
 
 
 def tool_run_start_s(step: Step) -> float | None:
-    """When the tool run before the step began, if it has one whose start is known and
-    the step is no refused one (`generated_nothing`: its retry carries the run): the end
-    of the response that asked for its calls (`prev_ended_s`, sessions.py), not that of
-    a sub-agent's call made meanwhile under the session's id; where its `execute_tool`
-    spans start."""
+    """When the tool run before the step began (the previous response's end), if it has
+    one whose start is known and the step is no refused one (`generated_nothing`: its
+    retry carries the run): where its `execute_tool` spans start."""
     if step.after.kind != "tools" or generated_nothing(step):
         return None
     return step.prev_ended_s

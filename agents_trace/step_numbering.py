@@ -88,11 +88,10 @@ def with_stored_gap(step: Step, session: OpenSession) -> Step:
     """`step` (own index) with the gap since the session's last stored step where the
     session table could not know it (it knew no response of the session before the step:
     its step 0, or a retry after that step was refused) continuing stored steps after a
-    tool run or a user turn (not a start, nor a nested call: sessions.py) and arriving
-    after that step ended; never for a step that generated nothing (no response: its
-    retry carries the gap)."""
+    tool run or a user turn (not a start) and arriving after that step ended; never for
+    a step that generated nothing (no response: its retry carries the gap)."""
     prev_ended_s = session.stored_ended_s
-    if (step.prev_ended_s is not None or prev_ended_s is None or step.after.kind in ("start", "nested")
+    if (step.prev_ended_s is not None or prev_ended_s is None or step.after.kind == "start"
             or step.arrived_s <= prev_ended_s or generated_nothing(step)):
         return step
     return dataclasses.replace(step, prev_ended_s=prev_ended_s, gap_s=step.arrived_s - prev_ended_s)

@@ -14,9 +14,7 @@ Then the session waits from the step's end on the tools its response asked for
 A step that failed without generating anything (`generated_nothing`: refused, left
 while queued) adds no symbol and leaves the wait as it was: its retry is the step that
 follows the tools, so a tool run (or a user turn) is one symbol, its gap counted from
-the reply that asked for it; a `nested` step (a sub-agent's call inside a tool run,
-sessions.py) adds none either: the session still waits on the calls of the reply that
-asked for the tool.
+the reply that asked for it.
 So the forecast taken right after step k ended predicts step k+1's first symbol, and its
 ETA predicts step k+1's `gap_s`.
 The control symbols and the tools' spelling are `cache.forecast`'s, which the predictor
@@ -67,7 +65,7 @@ def symbol_events(event: TraceEvent, now_s: float) -> list[SymbolEvent]:
         last = event.last_ended_s if event.last_ended_s is not None else now_s
         return [SymbolEvent(event.tenant, event.session, END_SYMBOL, now_s,
                             max(0.0, now_s - last))]
-    if generated_nothing(event) or event.after.kind == "nested":   # inside a tool run: the result step counts it
+    if generated_nothing(event):
         return []
     out = [SymbolEvent(event.tenant, event.session, symbol, event.arrived_s, event.gap_s)
            for symbol in arrival_symbols(event)]
@@ -116,7 +114,7 @@ def predictor_subscriber(predictor: Observer,
     def feed(event: TraceEvent) -> None:
         for item in symbol_events(event, clock()):
             predictor.observe(item.tenant, item.session, item.symbol, item.t_s, item.gap_s)
-        if isinstance(event, Step) and not generated_nothing(event) and event.after.kind != "nested":
+        if isinstance(event, Step) and not generated_nothing(event):
             predictor.mark_waiting(event.tenant, event.session, event.ended_s,
                                    requested_tools(event))
 

@@ -1,41 +1,31 @@
 """Where a session's tool runs start: the end of the response that asked for the calls a
-request answers (`SessionState.asked_ends`), so that an agent-as-tool's sub-agent calls,
-made under the session's id while the tool runs, fall inside the run (sessions.py).
+request answers (`SessionState.asked_ends`), not the session's latest response, so that
+calls made under the session's id while a tool runs (an agent used as a tool, the Agents
+SDK's `as_tool()`, calls the model as a sub-agent) fall inside the run (sessions.py).
 
 Invariant: `asked_ends` holds at most `max_keys` call ids, the latest noted last; each
-maps to the end of the response that asked for it (or, answered by a step cut part-way,
-the end of that step) and whether that response was a nested step's.
+maps to the end of the latest response that asked for it, or that carried its result
+(a step cut part-way: its retry counts from there, as the session's last end says).
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from agents_trace.sessions import SessionState
+from collections.abc import Iterable
 
 
-def run_start(state: SessionState, answered: Sequence[str], num_prefix: int) -> tuple[float | None, bool]:
-    """(prev_ended_s, is_nested) of a request carrying results for `answered` (trailing
-    tool results) that extends `num_prefix` messages of the session's previous request:
-    the latest end among the responses that asked for (or since carried) its known calls,
-    nested when all are known and nested steps' calls; without results, the session's
-    last response end, nested when the head's calls are pending and the request starts
-    a conversation of its own (a sub-agent's; a user turn extends the agent's)."""
-    if not answered:
-        return state.last_ended_s, bool(state.last_asked) and num_prefix == 0
-    known = [state.asked_ends[call_id] for call_id in answered if call_id in state.asked_ends]
-    if not known:
-        return state.last_ended_s, False
-    return max(end for end, _ in known), len(known) == len(answered) and all(nested for _, nested in known)
+def tool_run_start(asked_ends: dict[str, float], answered: Iterable[str], last_ended_s: float | None) -> float | None:
+    """Where the tool run of a request answering `answered` (its trailing tool results'
+    call ids) started: the latest end among the responses that asked for its known calls;
+    the session's last response end (`last_ended_s`) for a request answering none it knows."""
+    known = [asked_ends[call_id] for call_id in answered if call_id in asked_ends]
+    return max(known) if known else last_ended_s
 
 
-def note_asked_ends(asked_ends: dict[str, tuple[float, bool]], answered: Iterable[str], asked: Mapping[str, str],
-                    ended_s: float, is_nested: bool, max_keys: int) -> None:
-    """A response ended at `ended_s`: the calls it asked for, and those it answered that
-    were known, start their runs there."""
+def note_asked_ends(asked_ends: dict[str, float], answered: Iterable[str], asked: Iterable[str],
+                    ended_s: float, max_keys: int) -> None:
+    """A response ended at `ended_s`: the runs of the calls it asked for, and of the known
+    ones it answered, start there."""
     for call_id in (*(c for c in answered if c in asked_ends), *asked):
         asked_ends.pop(call_id, None)
-        asked_ends[call_id] = (ended_s, is_nested)
+        asked_ends[call_id] = ended_s
     while len(asked_ends) > max_keys:
         del asked_ends[next(iter(asked_ends))]

@@ -18,12 +18,7 @@ never from the body. Message content is kept only when `capture_content` is on: 
 request's messages with its tools and tool_choice, a completions request's prompts.
 A step's gap (`gap_s`, `prev_ended_s`) runs from the session's last response that ended
 before it arrived, whether or not another of its steps is in flight (parallel tool
-results sent as separate requests each get one); one carrying tool results, from the
-response that asked for those calls (sessions.py: an agent-as-tool's sub-agent may have
-called the model under the session's id meanwhile). Such a sub-agent call, nested in the
-tool run (no tool results, calls pending, a conversation of its own), is `after`
-"nested", with no gap: it is no user turn, and its wait is part of the tool's run, which
-the step carrying the result counts whole. A step that failed without generating
+results sent as separate requests each get one); a step that failed without generating
 anything (`generated_nothing`) is no response: it is stored without a gap, and leaves
 the session's last response end and pending calls to its retry (sessions.py). The
 client's model name is kept cut to MAX_CLIENT_ID_CHARS, as its other ids are (an unknown
@@ -48,7 +43,7 @@ from agents_trace.conversation import MAX_CLIENT_ID_CHARS, after_of, agent_name,
     explicit_session, extend_digest, is_assistant, prefix_digests
 from agents_trace.otel_setup import build_provider
 from agents_trace.prompt_blocks import prompt_block_ids
-from agents_trace.records import After, CapturedContent, SessionEnded, Step, StepContext, StepResult
+from agents_trace.records import CapturedContent, SessionEnded, Step, StepContext, StepResult
 from agents_trace.replay_hints import hinted_after, hinted_calls, replay_hint
 from agents_trace.sessions import EXPLICIT_SOURCES, OpenedStep, SessionTable, generated_nothing
 from agents_trace.store import TraceStore
@@ -196,19 +191,15 @@ class AgentTracer:
             self._events.offer(event)
         model = body.get("model")
         hint = replay_hint(body)
-        shown = after_of(messages, _is_first_step(opened, messages), opened.asked)
-        after = hinted_after(shown, hint, opened.index)
-        is_nested = opened.is_nested and after is shown   # NOTE: a replay's hinted tools are no nested call
-        if is_nested and after.kind != "tools":
-            after = After("nested")
-        prev_ended_s = None if after.kind == "nested" else opened.prev_ended_s
         ctx = StepContext(
             tenant=tenant, session=opened.session, index=opened.index,
             session_source=opened.source, operation=operation,
             model=model[:MAX_CLIENT_ID_CHARS] if isinstance(model, str) else "", agent=agent_name(headers, body),
-            arrived_s=now_s, after=after,
-            gap_s=now_s - prev_ended_s if prev_ended_s is not None else None,
-            prev_ended_s=prev_ended_s, is_nested=is_nested,
+            arrived_s=now_s,
+            after=hinted_after(after_of(messages, _is_first_step(opened, messages), opened.asked),
+                               hint, opened.index),
+            gap_s=now_s - opened.prev_ended_s if opened.prev_ended_s is not None else None,
+            prev_ended_s=opened.prev_ended_s,
             num_messages=len(messages), is_stream=body.get("stream") is True,
             request_id=request_id, conversation_digest=digests[-1] if digests else None,
             num_prefix_messages=opened.num_prefix_messages, prefix_step=opened.prefix_step,
@@ -252,7 +243,7 @@ class AgentTracer:
                 asked={call.call_id: call.name for _, calls in result.replies() for call in calls},
                 prompt_blocks=prompt_blocks if is_ok else None, num_prompt_tokens=result.num_input_tokens,
                 other_response_digests=other_digests, is_response=is_response,
-                answered=tuple(call.call_id for call in ctx.after.tools), is_nested=ctx.is_nested)
+                answered=tuple(call.call_id for call in ctx.after.tools))
             ended = None if is_ok else self._sessions.end_if_unreachable(ctx.tenant, ctx.session)
         self._events.offer(Step(
             tenant=ctx.tenant, session=ctx.session, index=ctx.index,

@@ -205,7 +205,7 @@ class ForecastRelay:
             self.tool_calls.forget(event.tenant, event.session)
             with self._gaps_lock:
                 self.gaps.forget(event.tenant, event.session)
-        elif event.error is not None or event.after.kind == "nested":   # inside a tool run: not the session's next step
+        elif event.error is not None:
             return
         else:
             names = tuple(call.name for call in event.tool_calls)

@@ -1,6 +1,7 @@
 """An agent as a tool under one session id (QA91 D1): the sub-agent's model calls come
 inside the orchestrator's tool run, so the run (its gap, its `execute_tool` span) counts
-from the reply that asked for the tool, and the sub-agent's first call is `nested`."""
+from the reply that asked for the tool; the sub-agent's calls are steps of their own (a
+first one `user`, its gap from the last reply, as any new conversation under the id)."""
 from __future__ import annotations
 
 import pytest
@@ -59,25 +60,24 @@ def _run(tmp_path, sub_agent):
 def test_astool_tool_run_counts_from_the_reply_that_asked(tmp_path):
     asked_end, steps, spans = _run(tmp_path, lambda tracer, clock: _step(tracer, clock, SUB, TEXT))
     assert [s.session for s in steps] == ["astool-1"] * 3
-    nested, answered = steps[1], steps[2]
+    sub, answered = steps[1], steps[2]
     # the tool ran from the orchestrator's reply (step 0) to the request carrying its result:
     # 0.2 s before the sub-agent's call, its 0.5 s, 0.1 s after it
     assert answered.gap_s == pytest.approx(0.8)
     assert answered.prev_ended_s == pytest.approx(asked_end)
-    assert [s.after.label for s in steps] == ["start", "nested", "tool:translate"]
-    assert nested.gap_s is None and nested.prev_ended_s is None
+    assert [s.after.label for s in steps] == ["start", "user", "tool:translate"]
+    assert sub.gap_s == pytest.approx(0.2) and sub.prev_ended_s == pytest.approx(asked_end)
     tools = [s for s in spans if s.attributes.get("gen_ai.operation.name") == "execute_tool"]
     assert [s.name for s in tools] == ["execute_tool translate"]
     assert tools[0].start_time == int(asked_end * 1e9)
     assert (tools[0].end_time - tools[0].start_time) / 1e9 == pytest.approx(0.8, abs=1e-6)
     chats = [s for s in spans if s.attributes.get("gen_ai.operation.name") == "chat"]
-    assert [s.attributes["stepahead.step.after"] for s in chats] == ["start", "nested", "tool:translate"]
-    assert "stepahead.step.gap_s" not in chats[1].attributes
+    assert [s.attributes["stepahead.step.after"] for s in chats] == ["start", "user", "tool:translate"]
 
 
 def test_astool_sub_agent_with_its_own_tool(tmp_path):
     """The sub-agent calls a tool of its own: that run counts from the sub-agent's reply,
-    the orchestrator's still from its own, and `translate` stays pending throughout."""
+    the orchestrator's still from its own."""
     ends = {}
 
     def sub_agent(tracer, clock):
@@ -92,13 +92,13 @@ def test_astool_sub_agent_with_its_own_tool(tmp_path):
     assert steps[2].prev_ended_s == pytest.approx(ends["lookup"]) and steps[2].gap_s == pytest.approx(0.3)
     assert steps[4].gap_s == pytest.approx(0.2 + 0.5 + 0.3 + 0.5 + 0.05 + 0.5 + 0.1)
     assert steps[4].prev_ended_s == pytest.approx(asked_end)
-    assert [s.after.label for s in steps] == ["start", "nested", "tool:lookup", "nested", "tool:translate"]
+    assert [s.after.label for s in steps] == ["start", "user", "tool:lookup", "user", "tool:translate"]
 
 
-def test_user_turns_in_a_named_session_are_not_nested(tmp_path):
-    """No calls pending: a new conversation under the session id is a user turn, its gap
-    from the last reply; a user turn extending the conversation is one even with calls
-    pending (the agent dropped them)."""
+def test_user_turns_in_a_named_session_keep_their_gaps(tmp_path):
+    """A new conversation under the session id is a user turn, its gap from the last reply;
+    a user turn extending the conversation is one even with calls pending (the agent
+    dropped them), also its gap from the last reply (QA100: such turns lost their gaps)."""
     clock = ManualClock()
     tracer, _ = make_tracer(tmp_path, clock)
     steps: list[Step] = []
