@@ -5,7 +5,7 @@ whole, before anything runs); each error names its line (from 1) and what is wro
 most `MAX_ERRORS` of them; every request kept has a unique non-empty `custom_id`, method
 POST, the batch's endpoint as `url`, a JSON object `body` that does not ask to stream or
 to run in the background (its result would be the queued response, not the answer), and
-names the model the first request names (a batch runs one model, as at OpenAI);
+names the model the first good request names (a batch runs one model, as at OpenAI);
 a line meets the JSON checks of a direct request's body (gateway/http_io.py): its body
 nests at most `MAX_JSON_DEPTH` deep (so it can be walked and re-encoded recursively) and
 no string in it holds an unpaired UTF-16 surrogate (so every string has a UTF-8 form, and
@@ -94,17 +94,18 @@ def batch_requests(data: bytes, endpoint: str) -> tuple[list[BatchRequest], list
     requests: list[BatchRequest] = []
     errors: list[dict] = []
     seen: set[str] = set()
-    model = None   # the batch's model: the first request's
+    model, model_line = None, None   # the batch's model: the first good request's, and its line
     # NOTE: lines end at "\n" alone (JSON Lines): a bare "\r" is JSON whitespace inside a line
     for number, raw in enumerate(data.split(b"\n"), start=1):
         if not raw.strip():
             continue
         error, request = _line_error(raw.removesuffix(b"\r"), number, endpoint, seen)
         if request is not None:
-            model = model if model is not None else request.body["model"]
-            if request.body["model"] != model:
+            if model is None:
+                model, model_line = request.body["model"], number
+            elif request.body["model"] != model:
                 error = _error("mismatched_model", f"This request's model {request.body['model']!r} is not the "
-                               f"batch's {model!r} (the first request's): a batch runs one model.", number,
+                               f"batch's {model!r} (line {model_line}'s): a batch runs one model.", number,
                                "body.model")
         if error is not None:
             errors.append(error)

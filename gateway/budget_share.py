@@ -44,7 +44,7 @@ def budget_refusal(tenant: str, token_budget: int, num_spent_tokens: int, num_re
         return None
     if num_spent_tokens + num_tokens <= token_budget:
         return rate_limited(
-            f"Tenant '{tenant}''s token budget has room for this request (up to {num_tokens} tokens) only once "
+            f"The token budget of tenant '{tenant}' has room for this request (up to {num_tokens} tokens) only once "
             f"its requests in flight end: {num_spent_tokens} of {token_budget} tokens are spent and "
             f"{num_reserved_tokens} reserved by running requests. Retry shortly.", IN_FLIGHT_RETRY_S)
     left = max(0, token_budget - num_spent_tokens)
@@ -52,5 +52,5 @@ def budget_refusal(tenant: str, token_budget: int, num_spent_tokens: int, num_re
     if left == 0:
         return quota_exhausted(f"Tenant '{tenant}' has used its token budget ({num_spent_tokens} of "
                                f"{token_budget} tokens spent{in_flight}; this request needs up to {num_tokens}).")
-    return quota_exhausted(f"This request may use up to {num_tokens} tokens, more than the {left} left of tenant "
-                           f"'{tenant}''s token budget ({num_spent_tokens} of {token_budget} spent{in_flight}).")
+    return quota_exhausted(f"This request may use up to {num_tokens} tokens, more than the {left} left of the token "
+                           f"budget of tenant '{tenant}' ({num_spent_tokens} of {token_budget} spent{in_flight}).")

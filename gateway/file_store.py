@@ -135,7 +135,7 @@ class FileStore:
         self._remove_expired()
         if cap is not None and size_of is not None:
             held, size = self._stored_bytes(tenant), size_of()
-            if held + size > cap:
+            if held + size > cap or cap == 0:   # a cap of 0 refuses every upload, an empty one too
                 raise file_storage_full(cap, held, size)
         make_private_dirs(self.root)
         file_id = f"file-{random_hex(24)}"

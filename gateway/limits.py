@@ -136,7 +136,8 @@ class TenantLimiter:
                     f"Request too large for tenant '{self.tenant}': it may use {num_tokens} "
                     f"tokens, above the limit of {limits.tokens_per_minute} tokens per minute."
                     " Lower max_tokens or the input.", 60)
-                error.headers["x-should-retry"] = "false"
+                error.headers["x-should-retry"] = "false"   # no wait makes it fit: no Retry-After (QA99)
+                del error.headers["Retry-After"]
                 return error
             if wait_s > 0:
                 return rate_limited(

@@ -118,4 +118,7 @@ def test_a_batch_runs_one_model():
     requests, errors = batch_requests(_file(_line("a"), other, _line("c")), URL)
     assert requests == [] and [(e["line"], e["code"], e["param"]) for e in errors] == [
         (2, "mismatched_model", "body.model")]
-    assert "'n'" in errors[0]["message"] and "'m'" in errors[0]["message"]
+    assert "'n'" in errors[0]["message"] and "'m' (line 1's)" in errors[0]["message"]
+    _, errors = batch_requests(_file("not json", other, _line("c")), URL)   # the model is the first good line's
+    assert [(e["line"], e["code"]) for e in errors] == [(1, "invalid_json_line"), (3, "mismatched_model")]
+    assert "'n' (line 2's)" in errors[1]["message"]

@@ -48,8 +48,8 @@ async def test_only_a_request_the_spent_tokens_leave_no_room_for_is_final():
     assert (error.code, error.type, error.headers.get("x-should-retry")) == (
         "insufficient_quota", "insufficient_quota", "false")
     assert "Retry-After" not in error.headers
-    assert error.message == ("This request may use up to 20 tokens, more than the 10 left of tenant 't''s token "
-                             "budget (90 of 100 spent; 5 more are reserved by running requests).")
+    assert error.message == ("This request may use up to 20 tokens, more than the 10 left of the token budget of "
+                             "tenant 't' (90 of 100 spent; 5 more are reserved by running requests).")
     assert (await _refusal(limiter, 6)).code == "rate_limit_exceeded"   # 90 + 6 fits once the 5 settle
     limiter.release(running, 10)
     error = await _refusal(limiter, 1)

@@ -72,6 +72,7 @@ def test_expired_files_free_their_room_and_a_cap_of_0_refuses_every_upload(tmp_p
         clock.now += 3600
         asyncio.run(store.add("a", "y.txt", "user_data", io.BytesIO(b"y" * 20), max_tenant_bytes=100))
         _refused_for_room(store.add("c", "one.txt", "user_data", io.BytesIO(b"1"), max_tenant_bytes=0))
+        _refused_for_room(store.add("c", "empty.txt", "user_data", io.BytesIO(b""), max_tenant_bytes=0))   # QA99
     finally:
         store.close()
 

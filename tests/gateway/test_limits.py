@@ -77,6 +77,7 @@ async def test_limiter_tokens_reserved_then_trued_up():
     with pytest.raises(ApiError) as caught:
         await limiter.acquire(101)         # can never fit
     assert caught.value.headers["x-should-retry"] == "false"
+    assert "Retry-After" not in caught.value.headers   # no wait makes it fit (QA99: it said 60)
 
 
 async def test_limiter_budget_is_a_distinct_error():
@@ -86,7 +87,8 @@ async def test_limiter_budget_is_a_distinct_error():
         await limiter.acquire(20)
     assert caught.value.status == 429 and caught.value.code == "insufficient_quota"
     assert "Retry-After" not in caught.value.headers
-    assert caught.value.message.startswith("This request may use up to 20 tokens, more than the 10 left of tenant 't'")
+    assert caught.value.message.startswith("This request may use up to 20 tokens, more than the 10 left of the token "
+                                           "budget of tenant 't'")
     limiter.release(await limiter.acquire(10), 10)
     with pytest.raises(ApiError) as caught:
         await limiter.acquire(1)
