@@ -27,6 +27,7 @@ from gateway.batch_store import Batch, request_result, succeeded
 
 YIELD_POLL_S = 0.02
 YIELD_GRACE_S = 0.25   # how long other requests must be gone before a second batch request starts
+YIELD_CONFIRM_S = 2 * YIELD_POLL_S   # how long one wait must itself see them gone
 
 
 class ResultNotKept(Exception):
@@ -96,15 +97,22 @@ class BatchSending:
             keys.drop_internal_key(key)
 
     async def _yield_to_others(self) -> None:
-        """Wait while a batch request runs already and other requests are in flight, or were
-        less than YIELD_GRACE_S ago: an agent sending its steps back to back leaves gaps of
-        milliseconds between them, which are no quiet time (QA90: a second batch request
-        slipped into them in half the samples). Real time, whatever `clock` the batch reads."""
+        """While a batch request runs already, wait until other requests have been gone for
+        YIELD_GRACE_S since last seen in flight, and for YIELD_CONFIRM_S of this wait's own
+        looks: an agent sending its steps back to back leaves gaps of milliseconds between
+        them, which are no quiet time (QA90), and a batch request sent but not yet admitted
+        (or done but not yet answered) hides one other request from `load` for a moment, so
+        one quiet look proves nothing (QA99: a second one started 0.03 s after the batch was
+        made). Real time, whatever `clock` the batch reads."""
         loop = asyncio.get_running_loop()
+        quiet_since_s = None
         while self.load is not None and self.num_in_flight > 0:
+            now_s = loop.time()
             if self.load() > self.num_in_flight:
-                self.others_seen_s = loop.time()
-            elif loop.time() - self.others_seen_s >= YIELD_GRACE_S:
+                self.others_seen_s, quiet_since_s = now_s, None
+            elif quiet_since_s is None:
+                quiet_since_s = now_s
+            elif now_s - quiet_since_s >= YIELD_CONFIRM_S and now_s - self.others_seen_s >= YIELD_GRACE_S:
                 return
             await asyncio.sleep(YIELD_POLL_S)
 
