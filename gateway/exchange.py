@@ -61,18 +61,22 @@ def session_headers(trace: StepContext | None) -> dict[str, str]:
 # the failures of an upstream call that its operator must cure before any call can work
 # (the gateway's key, model or account refused; no endpoint configured): nothing was done
 REFUSED_BEFORE_WORK_CODES = frozenset({"upstream_auth_error", "upstream_quota_exceeded", "upstream_not_configured"})
+# a local engine's 503s for a request it never ran: its queue wait ran out (`max_queue_wait_s`),
+# every queue was full, or the engine was stopping (QA101: charged the whole prompt, retried, paid again)
+NEVER_RAN_CODES = frozenset({"overloaded", "shutting_down"})
 
 
 def did_no_work(error: ApiError) -> bool:
     """Whether `error`, ending a request before its model's first event, says the model did
     no work for it, so that it is charged nothing: a refusal (any 4xx: an upstream's 429,
-    400 or 413, a local engine's full queue), a refusal only the operator can cure (the
+    400 or 413, a local engine's full queue), a local engine's 503 for a request it never
+    ran (NEVER_RAN_CODES), a refusal only the operator can cure (the
     upstream rejected the gateway's key, does not know the model, its account ran out, or
     the model has no endpoint: `x-should-retry: false`, REFUSED_BEFORE_WORK_CODES), or a
     connection that was never made (502 `upstream_unavailable`). Any other failure (a
     5xx, a timeout, a stream that broke off) may come after the upstream worked, and is
     charged its prompt estimate."""
-    if error.status < 500 or error.code in REFUSED_BEFORE_WORK_CODES:
+    if error.status < 500 or error.code in REFUSED_BEFORE_WORK_CODES or error.code in NEVER_RAN_CODES:
         return True
     if any(name.lower() == "x-should-retry" and str(value).strip().lower() == "false"
            for name, value in error.headers.items()):

@@ -27,13 +27,14 @@ CONNECT_NAMES = ("ConnectError", "ConnectionRefusedError", "ClientConnectorError
                  "ClientConnectorCertificateError", "ClientConnectorSSLError", "ClientProxyConnectionError",
                  "gaierror")
 # words for a connection failure that say nothing of when it failed (litellm's and the
-# OpenAI SDK's "Connection error.", aiohttp's "Server disconnected")
-VAGUE_CONNECTION_NAMES = ("APIConnectionError", "ServerDisconnectedError", "RemoteProtocolError",
-                          "ClientConnectionError", "ClientOSError")
-# a reply that stopped coming after the upstream had answered: a stream litellm gave up on,
-# a body that could not be read to its end
+# OpenAI SDK's "Connection error.")
+VAGUE_CONNECTION_NAMES = ("APIConnectionError", "ClientConnectionError", "ClientOSError")
+# a reply that stopped coming after the upstream had the request: a stream litellm gave up
+# on, a body that could not be read to its end, a connection the upstream closed without an
+# answer ("Server disconnected": it may have worked on the request for seconds, so it is
+# no connection never made, which charges nothing: QA101)
 BROKEN_OFF_NAMES = ("MidStreamFallbackError", "ReadError", "ClientPayloadError", "TransferEncodingError",
-                    "ContentLengthError", "IncompleteRead")
+                    "ContentLengthError", "IncompleteRead", "ServerDisconnectedError", "RemoteProtocolError")
 _LITELLM_EXCEPTIONS = "litellm.exceptions"   # the module of litellm's own (status-choosing) classes
 LITELLM_CONNECTION_ERROR = "Connection error."   # the OpenAI SDK's words for any transport failure
 # litellm's words before a provider's own: "litellm.X: ", "XError: ", "OpenAIException - ",

@@ -136,6 +136,29 @@ def test_a_local_request_its_engine_refused_before_any_run_charges_nothing():
     assert not registry.counters
 
 
+@pytest.mark.parametrize("code", ["overloaded", "shutting_down"])
+def test_a_local_request_its_engine_never_ran_charges_nothing(code):
+    """QA101: a request whose engine queue wait ran out (503 `overloaded`, which clients
+    retry) was charged its whole prompt each time."""
+    exchange, limiter, registry = _exchange(upstream=False)
+    exchange.fail(ApiError(503, "The model is unavailable: waited too long.", "server_error", code))
+    exchange.close(None, None)
+    assert limiter.charged == [0]
+    assert not registry.counters
+
+
+def test_an_upstream_that_closed_the_connection_without_an_answer_may_have_worked():
+    """QA101: a passthrough upstream that took the request, worked 3 s and closed the
+    connection was 'unreachable' and charged nothing: it is an upstream_error, charged."""
+    import aiohttp
+
+    from gateway.exchange import did_no_work
+    from gateway.litellm_errors import map_litellm_error
+
+    error = map_litellm_error(aiohttp.ServerDisconnectedError(), quote=False)
+    assert (error.status, error.code) == (502, "upstream_error") and not did_no_work(error)
+
+
 def test_a_local_run_that_started_is_charged_and_counts_its_own_counts():
     exchange, limiter, registry = _exchange(upstream=False)
     exchange.prepared.generated.run_started("w0", 5, is_prompt_head=True)
