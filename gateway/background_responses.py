@@ -12,6 +12,12 @@ stored as the response's final object:
 with the output made until then (the item it was writing `incomplete`) and, for a local
 model that had begun answering, the usage so far.
 
+A refusal by the tenant's limits that waiting cures (a 429 `rate_limit_exceeded` without
+`x-should-retry: false`: its rate, its queue, tokens of its budget only in flight) keeps
+the run `queued`, waiting as `Retry-After` says and asking again, for up to
+MAX_ADMISSION_WAIT_S; then it fails with that refusal (QA99: it failed at once, "retry
+shortly", and nothing retried it).
+
 Invariants: the run's ticket, trace step and metrics are closed exactly once (through
 `Exchange`); the final object is stored before the run is marked done, so a reader that
 sees the log end finds it; nothing here waits on the client; a cancel ends the item the
@@ -39,6 +45,7 @@ from gateway.responses_stream import ResponsesStreamWriter
 from gateway.state import GatewayState
 
 log = logging.getLogger("stepahead.gateway")
+MAX_ADMISSION_WAIT_S = 300.0   # how long a background run waits out refusals that waiting cures
 
 
 @dataclass(slots=True)
@@ -61,7 +68,7 @@ async def generate(job: BackgroundJob, run: BackgroundRun) -> None:
     events = run_choices(job.backend, job.prepared)
     writer = job.writer
     try:
-        await exchange.acquire()
+        await _admitted(exchange)
         run.status = "in_progress"
         job.keep(writer.snapshot("in_progress"), None)   # off the event loop: the store's thread writes it
         run.append(writer.started())
@@ -94,6 +101,33 @@ async def generate(job: BackgroundJob, run: BackgroundRun) -> None:
             await events.aclose()
         finally:
             run.finish()
+
+
+def _wait_cures(error: ApiError) -> float | None:
+    """The seconds a refusal says to wait before asking again, None when waiting does not
+    cure it."""
+    if error.status != 429 or error.code != "rate_limit_exceeded" or error.headers.get("x-should-retry") == "false":
+        return None
+    try:
+        return max(1.0, float(error.headers.get("Retry-After", "1")))
+    except ValueError:
+        return 1.0
+
+
+async def _admitted(exchange: Exchange) -> None:
+    """Admit the run, waiting out refusals that waiting cures (`_wait_cures`) for up to
+    MAX_ADMISSION_WAIT_S; the last refusal is raised after that, or one waiting does not cure."""
+    loop = asyncio.get_running_loop()
+    deadline_s = loop.time() + MAX_ADMISSION_WAIT_S
+    while True:
+        try:
+            await exchange.acquire()
+            return
+        except ApiError as error:
+            wait_s = _wait_cures(error)
+            if wait_s is None or loop.time() + wait_s > deadline_s:
+                raise
+            await asyncio.sleep(wait_s)
 
 
 async def _closed(events, response_id: str) -> None:

@@ -154,24 +154,44 @@ async def test_what_cannot_be_cancelled_or_streamed_is_a_400_and_other_tenants_g
     assert client.responses.retrieve(done.id).status == done.status
 
 
-async def test_a_run_that_cannot_be_admitted_fails_with_the_reason(gateway, http):
+async def test_a_run_turned_away_for_now_stays_queued_and_runs_once_admitted(gateway, http):
+    """A full tenant queue is a refusal waiting cures: the run stays `queued`, asks again as
+    Retry-After says, and runs once a slot is free (QA99: such runs failed at once)."""
     headers = gateway.headers("conc")  # one running, one queued at most
     async with http.stream("POST", "/v1/chat/completions", headers=headers, json=dict(LONG, stream=True)) as held:
         lines = held.aiter_lines()
         await anext(lines)
         queued = (await http.post("/v1/responses", headers=headers,
-                                  json={"model": "tiny", "input": "a", "background": True})).json()
+                                  json={"model": "tiny", "input": "a", "background": True,
+                                        "max_output_tokens": 2})).json()
         refused = (await http.post("/v1/responses", headers=headers,
-                                   json={"model": "tiny", "input": "b", "background": True})).json()
-        deadline_s = time.monotonic() + 10
-        while (failed := (await http.get(f"/v1/responses/{refused['id']}", headers=headers)).json())["status"] != "failed":
+                                   json={"model": "tiny", "input": "b", "background": True,
+                                         "max_output_tokens": 2})).json()
+        await asyncio.sleep(1.5)   # past its first Retry-After: asked again, turned away again
+        waiting = (await http.get(f"/v1/responses/{refused['id']}", headers=headers)).json()
+        assert waiting["status"] == "queued"
+    deadline_s = time.monotonic() + 60
+    for response_id in (queued["id"], refused["id"]):
+        while (done := (await http.get(f"/v1/responses/{response_id}", headers=headers)).json())["status"] in (
+                "queued", "in_progress"):
             assert time.monotonic() < deadline_s
-            await asyncio.sleep(0.02)
-        assert failed["error"]["code"] and failed["error"]["message"] and failed["output"] == []
-        events = events_of((await http.get(f"/v1/responses/{refused['id']}", params={"stream": "true"},
-                                           headers=headers)).text)
-        assert events[-1]["type"] == "response.failed" and events[-1]["response"]["error"] == failed["error"]
-        await http.post(f"/v1/responses/{queued['id']}/cancel", headers=headers)
+            await asyncio.sleep(0.05)
+        assert done["status"] in ("completed", "incomplete"), done
+
+
+async def test_a_run_that_can_never_be_admitted_fails_with_the_reason(gateway, http):
+    headers = gateway.headers("tpm")   # 600 tokens a minute: a run that may use more never fits
+    refused = (await http.post("/v1/responses", headers=headers,
+                               json={"model": "tiny", "input": "b", "background": True,
+                                     "max_output_tokens": 700})).json()
+    deadline_s = time.monotonic() + 10
+    while (failed := (await http.get(f"/v1/responses/{refused['id']}", headers=headers)).json())["status"] != "failed":
+        assert time.monotonic() < deadline_s
+        await asyncio.sleep(0.02)
+    assert failed["error"]["code"] and failed["error"]["message"] and failed["output"] == []
+    events = events_of((await http.get(f"/v1/responses/{refused['id']}", params={"stream": "true"},
+                                       headers=headers)).text)
+    assert events[-1]["type"] == "response.failed" and events[-1]["response"]["error"] == failed["error"]
 
 
 async def test_deleting_a_running_response_stops_it(gateway, http):
