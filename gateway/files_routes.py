@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
 
 import anyio
 from starlette.datastructures import UploadFile
@@ -24,7 +23,7 @@ from gateway.errors import ApiError, body_too_large, invalid_request
 from gateway.file_quota import file_storage_full
 from gateway.file_ranges import RangedFile
 from gateway.file_store import BATCH_INPUT_EXPIRY_S, UPLOAD_PURPOSES, checked_expires_after, file_not_found
-from gateway.http_io import limited_body
+from gateway.http_io import ascii_int, counted_body, limited_body
 from gateway.list_page import list_page, listed
 from gateway.routes import tenant_endpoint
 from gateway.state import GatewayState
@@ -36,7 +35,7 @@ MULTIPART_SLACK_BYTES = 64 * 1024   # the form's own bytes around the file
 async def upload_file(request: Request, state: GatewayState, tenant: str) -> Response:
     """POST /v1/files: keep the uploaded `file` for `purpose` ("batch" for the Batch API)."""
     limit, cap = state.config.max_file_bytes, state.config.file_bytes_per_tenant
-    declared = _ascii_int(request.headers.get("content-length"))
+    declared = ascii_int(request.headers.get("content-length"))
     if declared is not None and declared > limit + MULTIPART_SLACK_BYTES:
         raise body_too_large(limit)
     if not request.headers.get("content-type", "").startswith("multipart/form-data"):
@@ -48,7 +47,7 @@ async def upload_file(request: Request, state: GatewayState, tenant: str) -> Res
         if declared is not None and declared > room + MULTIPART_SLACK_BYTES:
             raise file_storage_full(cap, stored, declared, "this upload's body", reservation.others)
         try:
-            form = await limited_body(_reported(request, lambda sent: state.files.uploads.grow(reservation, sent)),
+            form = await limited_body(counted_body(request, lambda sent: state.files.uploads.grow(reservation, sent)),
                                       min(limit, max(room, 0)) + MULTIPART_SLACK_BYTES
                                       ).form(max_files=1, max_fields=8)
         except ApiError:   # past the limit or the room (with the form's slack): nothing more is read, nothing kept
@@ -73,26 +72,6 @@ async def upload_file(request: Request, state: GatewayState, tenant: str) -> Res
     return JSONResponse(kept.as_object())
 
 
-def _reported(request: Request, on_sent: Callable[[int], None]) -> Request:
-    """`request`, whose body tells `on_sent` how many of its bytes came so far."""
-    sent = 0
-
-    async def receive() -> dict:
-        nonlocal sent
-        message = await request.receive()
-        if message["type"] == "http.request":
-            sent += len(message.get("body", b""))
-            on_sent(sent)
-        return message
-    return Request(request.scope, receive)
-
-
-def _ascii_int(text: str | None) -> int | None:
-    """`text` as a whole number when it is ASCII digits only (`str.isdigit` and `int` take
-    any script's digits, "٣٦٠٠" and "²" too), else None."""
-    return int(text) if text is not None and text.isascii() and text.isdigit() else None
-
-
 def _expires_after_s(form, purpose: str) -> int | None:
     """The upload's `expires_after` (the form fields `expires_after[anchor]` and
     `expires_after[seconds]`, as OpenAI's clients send it, or one `expires_after` field
@@ -111,7 +90,7 @@ def _expires_after_s(form, purpose: str) -> int | None:
         return checked_expires_after(policy, "expires_after")
     if anchor is None and seconds is None:
         return BATCH_INPUT_EXPIRY_S if purpose == "batch" else None
-    if isinstance(seconds, str) and _ascii_int(seconds) is not None:
+    if isinstance(seconds, str) and ascii_int(seconds) is not None:
         seconds = int(seconds)
     return checked_expires_after({"anchor": anchor, "seconds": seconds}, "expires_after")
 

@@ -47,8 +47,8 @@ async def read_json_body(request: Request, max_body_bytes: int) -> Any:
     if coding and coding.lower() != "identity":
         raise ApiError(415, f"The request body is sent with 'Content-Encoding: {coding[:40]}'; encoded bodies are "
                        "not supported: send plain JSON.", "invalid_request_error", "unsupported_content_encoding")
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > max_body_bytes:
+    declared = ascii_int(request.headers.get("content-length"))
+    if declared is not None and declared > max_body_bytes:
         raise body_too_large(max_body_bytes)
     chunks: list[bytes] = []
     num_bytes = 0
@@ -79,10 +79,15 @@ async def read_json_body(request: Request, max_body_bytes: int) -> Any:
     return body
 
 
-def limited_body(request: Request, max_body_bytes: int) -> Request:
-    """`request` whose body, however it is sent (a declared length or chunks), is a 413
-    (`body_too_large`, raised from reading it) once more than `max_body_bytes` came:
-    what reads it (a multipart parser spooling to disk) stops there."""
+def ascii_int(text: str | None) -> int | None:
+    """`text` as a whole number when it is ASCII digits only (`str.isdigit` and `int` take
+    any script's digits, "٣٦٠٠" and "²" too), else None."""
+    return int(text) if text is not None and text.isascii() and text.isdigit() else None
+
+
+def counted_body(request: Request, on_received: Callable[[int], None]) -> Request:
+    """`request` whose body tells `on_received` how many of its bytes came so far, at each
+    piece (it may raise, to stop the read there)."""
     received = 0
 
     async def receive() -> dict:
@@ -90,10 +95,19 @@ def limited_body(request: Request, max_body_bytes: int) -> Request:
         message = await request.receive()
         if message["type"] == "http.request":
             received += len(message.get("body", b""))
-            if received > max_body_bytes:
-                raise body_too_large(max_body_bytes)
+            on_received(received)
         return message
     return Request(request.scope, receive)
+
+
+def limited_body(request: Request, max_body_bytes: int) -> Request:
+    """`request` whose body, however it is sent (a declared length or chunks), is a 413
+    (`body_too_large`, raised from reading it) once more than `max_body_bytes` came:
+    what reads it (a multipart parser spooling to disk) stops there."""
+    def check(received: int) -> None:
+        if received > max_body_bytes:
+            raise body_too_large(max_body_bytes)
+    return counted_body(request, check)
 
 
 def _json_problem(exc: ValueError) -> str:
