@@ -4,6 +4,7 @@ expires with the rest in its error file, every request gets one result line (one
 cannot be written is its error), a batch that cannot go on fails keeping what finished,
 and the internal key names the batch's tenant only while it runs."""
 import asyncio
+from collections.abc import Callable
 import json
 
 from starlette.applications import Starlette
@@ -84,69 +85,56 @@ def test_a_batch_past_its_window_expires_with_its_unsent_requests_in_the_error_f
     assert (batch.completed, batch.failed) == (len(output), len(errors))
 
 
-def test_while_others_are_in_flight_one_batch_request_runs_at_a_time():
-    """`load` says two other requests are in flight for the first 0.3 s: until then the
-    batch's requests go one at a time, then `concurrency` (3) at a time."""
+def _most_at_once(count: int, concurrency: int, others: Callable[[float], int], phase_s: float,
+                  admit_s: float = 0.0) -> tuple[dict[bool, int], Batch]:
+    """Run a batch of `count` requests (0.1 s each, admitted `admit_s` after they are sent)
+    beside `others(t)` other requests in flight at `t` seconds from the start; the most
+    batch requests admitted at once before `phase_s` (True) and after it (False)."""
     async def main():
         keys = KeyRing((TenantConfig("a", ()),))
         files = FileStore(None)
         started_s = asyncio.get_running_loop().time()
-        runner = BatchRunner(BatchStore(None), files, lambda: keys, concurrency=3,
-                             load=lambda: runner.num_in_flight + (2 if busy() else 0))
+        admitted = 0
         most: dict[bool, int] = {True: 0, False: 0}
 
-        def busy() -> bool:
-            return asyncio.get_running_loop().time() - started_s < 0.3
+        def elapsed_s() -> float:
+            return asyncio.get_running_loop().time() - started_s
+
+        runner = BatchRunner(BatchStore(None), files, lambda: keys, concurrency=concurrency,
+                             load=lambda: admitted + others(elapsed_s()))
 
         async def chat(request: Request):
-            most[busy()] = max(most[busy()], runner.num_in_flight)
+            nonlocal admitted
+            await asyncio.sleep(admit_s)   # parsing and admission
+            admitted += 1
+            most[elapsed_s() < phase_s] = max(most[elapsed_s() < phase_s], admitted)
             await asyncio.sleep(0.1)
+            admitted -= 1
             return JSONResponse({"object": "chat.completion"})
         await runner.start(Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])]))
-        upload = await files.add_bytes("a", "in.jsonl", "batch", _lines(40))
-        batch = await runner.create(Batch("batch_2", "a", "/v1/chat/completions", upload.id, "24h", 0, 10**10))
+        upload = await files.add_bytes("a", "in.jsonl", "batch", _lines(count))
+        batch = await runner.create(Batch("batch_y", "a", "/v1/chat/completions", upload.id, "24h", 0, 10**10))
         while runner.current(batch).status != "completed":
             await asyncio.sleep(0.01)
         runner.store.close()
         files.close()
         return most, runner.current(batch)
 
-    most, batch = asyncio.run(main())
+    return asyncio.run(main())
+
+
+def test_while_others_are_in_flight_one_batch_request_runs_at_a_time():
+    """Two other requests are in flight for the first 0.3 s: until then the batch's
+    requests go one at a time, then `concurrency` (3) at a time."""
+    most, batch = _most_at_once(40, 3, lambda t: 2 if t < 0.3 else 0, 0.3)
     assert most == {True: 1, False: 3} and batch.completed == 40
 
 
 def test_an_agent_sending_steps_back_to_back_keeps_the_batch_to_one_request():
-    """For the first 0.6 s `load` says another request is in flight 40 ms of every 60 (an
-    agent whose steps leave 20 ms gaps): no second batch request starts in a gap (QA90 saw
-    one in half the samples); once the agent is gone, `concurrency` (3) run."""
-    async def main():
-        keys = KeyRing((TenantConfig("a", ()),))
-        files = FileStore(None)
-        started_s = asyncio.get_running_loop().time()
-        runner = BatchRunner(BatchStore(None), files, lambda: keys, concurrency=3,
-                             load=lambda: runner.num_in_flight + (1 if busy() else 0))
-        most: dict[bool, int] = {True: 0, False: 0}
-
-        def agent_phase() -> bool:
-            return asyncio.get_running_loop().time() - started_s < 0.6
-
-        def busy() -> bool:
-            return agent_phase() and (asyncio.get_running_loop().time() - started_s) % 0.06 < 0.04
-
-        async def chat(request: Request):
-            most[agent_phase()] = max(most[agent_phase()], runner.num_in_flight)
-            await asyncio.sleep(0.1)
-            return JSONResponse({"object": "chat.completion"})
-        await runner.start(Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])]))
-        upload = await files.add_bytes("a", "in.jsonl", "batch", _lines(60))
-        batch = await runner.create(Batch("batch_3", "a", "/v1/chat/completions", upload.id, "24h", 0, 10**10))
-        while runner.current(batch).status != "completed":
-            await asyncio.sleep(0.01)
-        runner.store.close()
-        files.close()
-        return most, runner.current(batch)
-
-    most, batch = asyncio.run(main())
+    """For the first 0.6 s another request is in flight 40 ms of every 60 (an agent whose
+    steps leave 20 ms gaps): no second batch request starts in a gap (QA90 saw one in half
+    the samples); once the agent is gone, `concurrency` (3) run."""
+    most, batch = _most_at_once(60, 3, lambda t: 1 if t < 0.6 and t % 0.06 < 0.04 else 0, 0.6)
     assert most == {True: 1, False: 3} and batch.completed == 60
 
 
@@ -155,35 +143,7 @@ def test_a_batch_request_not_yet_admitted_hides_no_agent_from_the_yield():
     10 ms) leaves `load` equal to the batch's own count while an agent runs, so one quiet
     look is no proof (QA99: a second batch request started 0.03 s after the batch was made,
     beside a busy agent)."""
-    async def main():
-        keys = KeyRing((TenantConfig("a", ()),))
-        files = FileStore(None)
-        started_s = asyncio.get_running_loop().time()
-        admitted = {"n": 0}
-        runner = BatchRunner(BatchStore(None), files, lambda: keys, concurrency=2,
-                             load=lambda: admitted["n"] + (1 if agent_phase() else 0))
-        most: dict[bool, int] = {True: 0, False: 0}
-
-        def agent_phase() -> bool:
-            return asyncio.get_running_loop().time() - started_s < 0.6
-
-        async def chat(request: Request):
-            await asyncio.sleep(0.01)   # parsing and admission
-            admitted["n"] += 1
-            most[agent_phase()] = max(most[agent_phase()], admitted["n"])
-            await asyncio.sleep(0.1)
-            admitted["n"] -= 1
-            return JSONResponse({"object": "chat.completion"})
-        await runner.start(Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])]))
-        upload = await files.add_bytes("a", "in.jsonl", "batch", _lines(20))
-        batch = await runner.create(Batch("batch_4", "a", "/v1/chat/completions", upload.id, "24h", 0, 10**10))
-        while runner.current(batch).status != "completed":
-            await asyncio.sleep(0.01)
-        runner.store.close()
-        files.close()
-        return most, runner.current(batch)
-
-    most, batch = asyncio.run(main())
+    most, batch = _most_at_once(20, 2, lambda t: 1 if t < 0.6 else 0, 0.6, admit_s=0.01)
     assert most == {True: 1, False: 2} and batch.completed == 20
 
 
