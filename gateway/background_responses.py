@@ -16,7 +16,9 @@ A refusal by the tenant's limits that waiting cures (a 429 `rate_limit_exceeded`
 `x-should-retry: false`: its rate, its queue, tokens of its budget only in flight) keeps
 the run `queued`, waiting as `Retry-After` says and asking again, for up to
 MAX_ADMISSION_WAIT_S; then it fails with that refusal (QA99: it failed at once, "retry
-shortly", and nothing retried it).
+shortly", and nothing retried it). Each time it asks again it is prepared again
+(`BackgroundJob.prepare_again`), so a request that set no `max_output_tokens` takes its
+share of the budget as it stands then, not the nothing it had while others ran (QA102).
 
 Invariants: the run's ticket, trace step and metrics are closed exactly once (through
 `Exchange`); the final object is stored before the run is marked done, so a reader that
@@ -29,7 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from agents_trace.records import StepContext
@@ -60,15 +62,17 @@ class BackgroundJob:
     keep: Callable[[dict, Collected | None], None]
     started_s: float
     trace: StepContext | None = None
+    prepare_again: Callable[[], Awaitable[Prepared]] | None = None   # the request prepared anew
 
 
 async def generate(job: BackgroundJob, run: BackgroundRun) -> None:
     exchange = Exchange(job.state, job.prepared, "responses", job.started_s, trace=job.trace,
                         output=Reply.of(1))
-    events = run_choices(job.backend, job.prepared)
+    events = None
     writer = job.writer
     try:
-        await _admitted(exchange)
+        await _admitted(job, exchange)
+        events = run_choices(job.backend, job.prepared)
         run.status = "in_progress"
         job.keep(writer.snapshot("in_progress"), None)   # off the event loop: the store's thread writes it
         run.append(writer.started())
@@ -79,7 +83,8 @@ async def generate(job: BackgroundJob, run: BackgroundRun) -> None:
         job.keep(writer.snapshot(final_status(reply.first), finished.usage), reply.first)
         exchange.close(finished, 200)
     except asyncio.CancelledError:
-        await _closed(events, run.response_id)   # its local runs count the tokens they made as they end
+        if events is not None:
+            await _closed(events, run.response_id)   # its local runs count the tokens they made as they end
         exchange.error = "cancelled"
         exchange.close(None, CLIENT_CLOSED_STATUS)  # counted as a client that left
         usage = usage_so_far(job.prepared)
@@ -98,7 +103,8 @@ async def generate(job: BackgroundJob, run: BackgroundRun) -> None:
         run.append(writer.failed(details))
     finally:
         try:
-            await events.aclose()
+            if events is not None:
+                await events.aclose()
         finally:
             run.finish()
 
@@ -114,9 +120,10 @@ def _wait_cures(error: ApiError) -> float | None:
         return 1.0
 
 
-async def _admitted(exchange: Exchange) -> None:
+async def _admitted(job: BackgroundJob, exchange: Exchange) -> None:
     """Admit the run, waiting out refusals that waiting cures (`_wait_cures`) for up to
-    MAX_ADMISSION_WAIT_S; the last refusal is raised after that, or one waiting does not cure."""
+    MAX_ADMISSION_WAIT_S, the request prepared again before each new try; the last refusal
+    is raised after that, or one waiting does not cure."""
     loop = asyncio.get_running_loop()
     deadline_s = loop.time() + MAX_ADMISSION_WAIT_S
     while True:
@@ -128,6 +135,8 @@ async def _admitted(exchange: Exchange) -> None:
             if wait_s is None or loop.time() + wait_s > deadline_s:
                 raise
             await asyncio.sleep(wait_s)
+            if job.prepare_again is not None:
+                job.prepared = exchange.prepared = await job.prepare_again()
 
 
 async def _closed(events, response_id: str) -> None:

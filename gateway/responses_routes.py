@@ -130,8 +130,13 @@ async def create_response(request: Request) -> Response:
         backend = ErrorsRenamed(backend, sources)   # its run's errors named as the Responses API names them
         if parsed.background:
             writer = ResponsesStreamWriter(response_id, parsed, created_at)
+
+            async def prepare_again() -> Prepared:   # its budget share as it stands when it asks again
+                again = (await _prepared_chat(state, backend, parsed, traced_body, sources, tenant, response_id))[1]
+                bind_session(again, trace)
+                return again
             return await _start_background(state, BackgroundJob(state, backend, prepared, writer, keep, started_s,
-                                                                 trace), tenant, stream=parsed.stream)
+                                                                 trace, prepare_again), tenant, stream=parsed.stream)
         shape = ReplyShape("responses", lambda reply, _: whole_response(response_id, parsed, reply.first, created_at),
                            lambda: ResponsesStreamWriter(response_id, parsed, created_at,   # a failed stream: stored
                                                          on_failed=lambda failed: keep(failed, None)),
