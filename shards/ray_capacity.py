@@ -115,12 +115,11 @@ def answer_within(call: Callable[[], object], timeout_s: float = NODES_ANSWER_S)
 class PlacementWatch:
     """Tells the operator (`on_line`) why Ray leaves worker actors unplaced, once per cause:
     the same cause for several actors, or at every check, is told once, and again only
-    after an actor was placed in between. `own_instance`: the Ray instance is this
-    process's own (address "local"), whose lost node never comes back."""
+    after an actor was placed in between. With no live node left, the gateway's own Ray
+    driver lost its raylet too, and never recovers (QA104): the line says to restart it."""
 
     def __init__(self) -> None:
         self.on_line: Callable[[str], None] | None = None
-        self.own_instance = False
         self._lock = threading.Lock()
         self._told: str | None = None
 
@@ -139,8 +138,8 @@ class PlacementWatch:
             on_line = self.on_line
         if on_line is None:
             return
-        remedy = ("restart the gateway: the Ray instance it started for itself cannot get its node back"
-                  if self.own_instance and not live(nodes) else "it starts once a node with room joins")
+        remedy = ("restart the gateway: its Ray driver was attached to a node that is gone, and does not come "
+                  "back" if not live(nodes) else "it starts once a node with room joins")   # QA104
         on_line(f"Ray has not placed worker {worker_id}'s actor in {waited_s:.0f} s: {problem}; {remedy} "
                 f"(docs/ray.md)")
 

@@ -244,7 +244,6 @@ class RayTransport:
                 ray.init(address=self._address, namespace=self._namespace, include_dashboard=False,
                          log_to_driver=False, runtime_env={"env_vars": {"PYTHONPATH": path}})
                 self._owns_ray = True
-                self.placement_watch.own_instance = self._address == "local"
             self._actor_class = ray.remote(max_concurrency=4)(_ActorBody)
         except BaseException as exc:
             self._error = exc
