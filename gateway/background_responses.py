@@ -39,7 +39,7 @@ from agents_trace.records import StepContext
 from gateway.background_runs import BackgroundRun
 from gateway.backend import Backend, Prepared, Usage
 from gateway.choices import run_choices
-from gateway.errors import ApiError, server_error
+from gateway.errors import ApiError, says_never_retry, server_error
 from gateway.exchange import CLIENT_CLOSED_STATUS, Exchange
 from gateway.collected import Collected, Reply
 from gateway.responses_objects import final_status
@@ -112,7 +112,7 @@ async def generate(job: BackgroundJob, run: BackgroundRun) -> None:
 def _wait_cures(error: ApiError) -> float | None:
     """The seconds a refusal says to wait before asking again, None when waiting does not
     cure it."""
-    if error.status != 429 or error.code != "rate_limit_exceeded" or error.headers.get("x-should-retry") == "false":
+    if error.status != 429 or error.code != "rate_limit_exceeded" or says_never_retry(error):
         return None
     try:
         return max(1.0, float(error.headers.get("Retry-After", "1")))

@@ -118,6 +118,13 @@ def rate_limited(message: str, retry_after_s: float) -> ApiError:
                     {"Retry-After": str(max(1, math.ceil(retry_after_s)))})
 
 
+def says_never_retry(error: ApiError) -> bool:
+    """Whether `error` tells the client no wait cures it (`x-should-retry: false`, as the
+    official client reads it): a spent budget, a request past the tokens per minute, a
+    fault only the operator can mend."""
+    return error.headers.get("x-should-retry") == "false"
+
+
 def quota_exhausted(message: str) -> ApiError:
     """429 the client must not retry: the tenant's token budget is spent.
 
@@ -137,15 +144,18 @@ def unavailable(message: str, *, code: str = "service_unavailable") -> ApiError:
     return ApiError(503, message, "server_error", code, None, {"Retry-After": "1"})
 
 
+SHUTTING_DOWN_CODE = "server_shutting_down"   # a request or stream the gateway's shutdown cut: retry it
+
+
 def request_cut_at_shutdown() -> ApiError:
     """What a request the shutdown timeout cuts before its answer began gets (uvicorn's
     own answer would be a plain-text 500)."""
     return unavailable("The gateway is shutting down and cut this request before it was answered; retry the "
-                       "request.", code="server_shutting_down")
+                       "request.", code=SHUTTING_DOWN_CODE)
 
 
 def stream_cut_at_shutdown(
         message: str = "The gateway is shutting down and cut this stream before it finished; retry the request.",
 ) -> ApiError:
     """What a stream still running when the shutdown timeout passes ends with."""
-    return unavailable(message, code="server_shutting_down")
+    return unavailable(message, code=SHUTTING_DOWN_CODE)

@@ -40,7 +40,7 @@ from agents_trace.records import StepContext
 
 from gateway.backend import ChatEvent, Finished, Prepared, RefusalDelta, TextDelta, Usage
 from gateway.choices import runs_pay_own_prompt
-from gateway.errors import ApiError, server_error
+from gateway.errors import ApiError, says_never_retry, server_error
 from gateway.limits import Ticket
 from gateway.collected import Reply
 from gateway.state import GatewayState
@@ -58,9 +58,6 @@ def session_headers(trace: StepContext | None) -> dict[str, str]:
     return {} if trace is None else {SESSION_HEADER: encode_header_id(trace.session)}
 
 
-# the failures of an upstream call that its operator must cure before any call can work
-# (the gateway's key, model or account refused; no endpoint configured): nothing was done
-REFUSED_BEFORE_WORK_CODES = frozenset({"upstream_auth_error", "upstream_quota_exceeded", "upstream_not_configured"})
 # a local engine's 503s for a request it never ran: its queue wait ran out (`max_queue_wait_s`),
 # every queue was full, or the engine was stopping (QA101: charged the whole prompt, retried, paid again)
 NEVER_RAN_CODES = frozenset({"overloaded", "shutting_down"})
@@ -72,16 +69,12 @@ def did_no_work(error: ApiError) -> bool:
     400 or 413, a local engine's full queue), a local engine's 503 for a request it never
     ran (NEVER_RAN_CODES), a refusal only the operator can cure (the
     upstream rejected the gateway's key, does not know the model, its account ran out, or
-    the model has no endpoint: `x-should-retry: false`, REFUSED_BEFORE_WORK_CODES), or a
+    the model has no endpoint: each says `x-should-retry: false`), or a
     connection that was never made (502 `upstream_unavailable`). Any other failure (a
     5xx, a timeout, a stream that broke off) may come after the upstream worked, and is
     charged its prompt estimate."""
-    if error.status < 500 or error.code in REFUSED_BEFORE_WORK_CODES or error.code in NEVER_RAN_CODES:
-        return True
-    if any(name.lower() == "x-should-retry" and str(value).strip().lower() == "false"
-           for name, value in error.headers.items()):
-        return True
-    return error.status == 502 and error.code == "upstream_unavailable"
+    return (error.status < 500 or error.code in NEVER_RAN_CODES or says_never_retry(error)
+            or (error.status == 502 and error.code == "upstream_unavailable"))
 
 
 def keeps_prefix_cache(state: GatewayState, model: str) -> bool:

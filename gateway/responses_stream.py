@@ -35,6 +35,7 @@ from collections.abc import Callable
 
 from gateway.backend import ChatEvent, Finished, RefusalDelta, TextDelta, ToolCallDelta, Usage
 from gateway.collected import Collected
+from gateway.errors import SHUTTING_DOWN_CODE
 from gateway.openai_format import dumps, logprob_entries
 from gateway.responses_format import ResponsesRequest
 from gateway.responses_objects import (call_item, final_status, incomplete_reason, message_item, output_item_id,
@@ -45,11 +46,6 @@ def sse_event(kind: str, sequence_number: int, **fields) -> bytes:
     """One event of a Responses stream, as sent."""
     data = {"type": kind, "sequence_number": sequence_number, **fields}
     return f"event: {kind}\n".encode() + b"data: " + dumps(data) + b"\n\n"
-
-
-# the error a stream cut by the gateway's shutdown ends with: an `error` event, the response not stored
-# (`errors.stream_cut_at_shutdown`; the client retries the request)
-SHUTDOWN_CODE = "server_shutting_down"
 
 
 def failure_details(body: dict) -> dict:
@@ -244,9 +240,9 @@ class ResponsesStreamWriter:
         response as it stopped (its `error` the failure's code and message, as OpenAI's
         stream and a background response end), handed to `on_failed` first (stored, so its
         id reads back `failed`); a stream the shutdown cut ends with an `error` event instead
-        (`SHUTDOWN_CODE`: the client retries the request; nothing is stored)."""
+        (`errors.SHUTTING_DOWN_CODE`: the client retries the request; nothing is stored)."""
         error = body.get("error", {})
-        if error.get("code") == SHUTDOWN_CODE:
+        if error.get("code") == SHUTTING_DOWN_CODE:   # the shutdown's cut: the client retries the request
             return self._event("error", code=error.get("code"), message=error.get("message"),
                                param=error.get("param"))
         response = self.snapshot("failed", error=failure_details(body))
