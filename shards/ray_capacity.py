@@ -44,6 +44,11 @@ def live(nodes: list[dict]) -> list[dict]:
     return [node for node in nodes if node.get("Alive")]
 
 
+def _totals(alive: list[dict], asked: Mapping[str, float]) -> dict[str, float]:
+    """What the `alive` nodes have in all of each resource `asked` names."""
+    return {name: sum(node.get("Resources", {}).get(name, 0.0) for node in alive) for name in asked}
+
+
 def capacity_problem(num_actors: int, options: Mapping, nodes: list[dict]) -> str | None:
     """Why the live `nodes` can never hold `num_actors` actors with these `options` at once
     (each actor on one node), or None when they can."""
@@ -52,7 +57,7 @@ def capacity_problem(num_actors: int, options: Mapping, nodes: list[dict]) -> st
     room = sum(room_for(asked, node.get("Resources", {})) for node in alive)
     if room >= num_actors:
         return None
-    total = {name: sum(node.get("Resources", {}).get(name, 0.0) for node in alive) for name in asked}
+    total = _totals(alive, asked)
     return (f"the Ray cluster cannot hold {num_actors} worker(s) x {_words(asked, asked)} each: its "
             f"{len(alive)} live node(s) have {_words(total, asked)} in all (room for {room} such worker(s))")
 
@@ -70,7 +75,7 @@ def unplaced_problem(options: Mapping, nodes: list[dict], available: Mapping[str
     if not any(room_for(asked, node.get("Resources", {})) for node in alive):
         return f"no live Ray node has {_words(asked, asked)} (the largest: {_largest(alive, asked)})"
     if available is not None and waited_s >= SHORT_OF_FREE_AFTER_S and not room_for(asked, available):
-        total = {name: sum(node.get("Resources", {}).get(name, 0.0) for node in alive) for name in asked}
+        total = _totals(alive, asked)
         return (f"{_words(asked, asked)} asked, the cluster has {_words(available, asked)} free of "
                 f"{_words(total, asked)} (other actors hold the rest)")
     return None
