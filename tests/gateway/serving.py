@@ -9,6 +9,7 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import httpx
@@ -68,3 +69,13 @@ def start_server(app, *, startup_timeout_s: float = 120.0, shutdown_timeout_s: f
             raise RuntimeError("the test server did not start")
         time.sleep(0.02)
     return RunningServer(server, thread, port)
+
+
+def served_url(app, path: str = "/v1") -> Iterator[str]:
+    """For a module fixture (`yield from served_url(app)`): `app` served on a free port,
+    its base URL with `path`, the server stopped when the fixture ends."""
+    server = start_server(app)
+    try:
+        yield f"{server.base_url}{path}"
+    finally:
+        server.stop()

@@ -21,7 +21,7 @@ from gateway.errors import ApiError
 from gateway.litellm_errors import map_litellm_error, map_upstream_status
 from gateway.schemas import CompletionRequest, validate
 from tests.gateway.fake_openai import _chunk, request_body, send_json
-from tests.gateway.serving import start_server
+from tests.gateway.serving import served_url
 from tests.gateway.test_upstream_faults import PATHS, ask, assert_api_error, backend
 
 TOO_LARGE_413 = {"message": "Request too large.", "type": "invalid_request_error", "param": None,
@@ -65,10 +65,7 @@ async def _misworded_upstream(scope, receive, send) -> None:
 @pytest.fixture(scope="module")
 def misworded_url():
     os.environ.setdefault("STEPAHEAD_TEST_FAULTS_KEY", "sk-upstream-secret")
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    server = start_server(_misworded_upstream)
-    yield f"{server.base_url}/v1"
-    server.stop()
+    yield from served_url(_misworded_upstream)
 
 
 def _as_litellm_maps(status: int, error: dict) -> Exception:

@@ -5,7 +5,6 @@ are reserved like `n`. The last test sends requests through both transports (lit
 passthrough) to a small fake upstream and reads what it was sent."""
 import asyncio
 import json
-import os
 
 import pytest
 
@@ -20,7 +19,7 @@ from gateway.passthrough import PassthroughBackend
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, validate
 from gateway.upstream import SENT_SHARE_WITHOUT_CONTEXT, UpstreamBackend, estimate_num_tokens
 from tests.gateway.fake_openai import request_body, send_json
-from tests.gateway.serving import start_server
+from tests.gateway.serving import served_url
 
 PROMPT = "Once upon a time there was"   # estimate_num_tokens: 26 bytes // 4 + 8 = 14
 
@@ -128,10 +127,7 @@ async def _text_upstream(scope, receive, send) -> None:
 
 @pytest.fixture(scope="module")
 def upstream_url():
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    server = start_server(_text_upstream)
-    yield f"{server.base_url}/v1"
-    server.stop()
+    yield from served_url(_text_upstream)
 
 
 @pytest.mark.parametrize("passthrough", [False, True])

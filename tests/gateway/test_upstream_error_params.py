@@ -5,7 +5,6 @@ without litellm's `ContextWindowExceededError: OpenAIException - Error code: 400
 Requests go through litellm and the passthrough to a small fake upstream."""
 import asyncio
 import json
-import os
 
 import pytest
 
@@ -16,7 +15,7 @@ from gateway.passthrough import PassthroughBackend
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, validate
 from gateway.upstream import UpstreamBackend
 from tests.gateway.fake_openai import request_body, send_json
-from tests.gateway.serving import start_server
+from tests.gateway.serving import served_url
 
 OVERFLOW = "This model's maximum context length is 8192 tokens. However, you requested 8196 tokens."
 
@@ -37,10 +36,7 @@ async def _overflowing_upstream(scope, receive, send) -> None:
 
 @pytest.fixture(scope="module")
 def upstream_url():
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    server = start_server(_overflowing_upstream)
-    yield f"{server.base_url}/v1"
-    server.stop()
+    yield from served_url(_overflowing_upstream)
 
 
 def _error(api_base: str, passthrough: bool, body: dict) -> ApiError:

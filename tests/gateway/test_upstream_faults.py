@@ -16,7 +16,7 @@ from gateway.passthrough import PassthroughBackend
 from gateway.schemas import ChatCompletionRequest, validate
 from gateway.upstream import UpstreamBackend
 from tests.gateway import fake_openai
-from tests.gateway.serving import free_port, start_server
+from tests.gateway.serving import free_port, served_url
 
 KEY_ENV = "STEPAHEAD_TEST_FAULTS_KEY"
 PATHS = ("lite", "pass")
@@ -25,10 +25,7 @@ PATHS = ("lite", "pass")
 @pytest.fixture(scope="module")
 def base_url():
     os.environ.setdefault(KEY_ENV, "sk-upstream-secret")
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    server = start_server(fake_openai.app)
-    yield f"{server.base_url}/v1"
-    server.stop()
+    yield from served_url(fake_openai.app)
 
 
 def backend(path: str, api_base: str, timeout_s: float = 3.0) -> UpstreamBackend:

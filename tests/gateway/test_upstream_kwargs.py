@@ -4,7 +4,6 @@ its other fields only in `extra_body`, and `user`."""
 import asyncio
 import json
 import logging
-import os
 
 import pytest
 
@@ -14,7 +13,7 @@ from gateway.schemas import ChatCompletionRequest, validate
 from gateway.upstream import UpstreamBackend
 from gateway.upstream_kwargs import call_kwargs
 from tests.gateway import fake_openai
-from tests.gateway.serving import start_server
+from tests.gateway.serving import served_url
 
 KEY_ENV = "STEPAHEAD_TEST_KWARGS_KEY"
 UNSET_ENV = "STEPAHEAD_TEST_KWARGS_UNSET"
@@ -23,10 +22,7 @@ GATEWAY_KEY = "sk-the-gateways-own-openai-key"
 
 @pytest.fixture(scope="module")
 def api_base():
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    server = start_server(fake_openai.app)
-    yield f"{server.base_url}/v1"
-    server.stop()
+    yield from served_url(fake_openai.app)
 
 
 @pytest.fixture

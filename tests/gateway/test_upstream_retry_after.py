@@ -5,7 +5,6 @@ makes the 429 its result at once, sent once). A 200 whose body is not JSON (a pr
 page) is named so, its text never quoted."""
 import asyncio
 import json
-import os
 import time
 from email.utils import formatdate
 
@@ -29,7 +28,7 @@ from gateway.passthrough import PassthroughBackend
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, validate
 from gateway.upstream import UpstreamBackend
 from tests.gateway.fake_openai import request_body
-from tests.gateway.serving import start_server
+from tests.gateway.serving import served_url
 
 FAR_DATE = "Fri, 31 Dec 9999 23:59:59 GMT"
 PROXY_PAGE = b"<html><body>Bad gateway from internal-proxy.corp.example</body></html>"
@@ -58,10 +57,7 @@ async def fake_upstream(scope, receive, send) -> None:
 
 @pytest.fixture(scope="module")
 def server_url():
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    server = start_server(fake_upstream)
-    yield server.base_url
-    server.stop()
+    yield from served_url(fake_upstream, "")
 
 
 def error_of(path: str, api_base: str, completion: bool = False) -> ApiError:
