@@ -132,13 +132,11 @@ class TenantLimiter:
             self._tokens.refill(now_s)
             wait_s = self._tokens.seconds_until(num_tokens)
             if wait_s is None:
-                error = rate_limited(
-                    f"Request too large for tenant '{self.tenant}': it may use {num_tokens} "
+                return ApiError(   # no wait makes it fit: no Retry-After (QA99), and never retry
+                    429, f"Request too large for tenant '{self.tenant}': it may use {num_tokens} "
                     f"tokens, above the limit of {limits.tokens_per_minute} tokens per minute."
-                    " Lower max_tokens or the input.", 60)
-                error.headers["x-should-retry"] = "false"   # no wait makes it fit: no Retry-After (QA99)
-                del error.headers["Retry-After"]
-                return error
+                    " Lower max_tokens or the input.", "rate_limit_error", "rate_limit_exceeded", None,
+                    {"x-should-retry": "false"})
             if wait_s > 0:
                 return rate_limited(
                     f"Rate limit reached for tenant '{self.tenant}': "
