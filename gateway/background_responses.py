@@ -19,6 +19,10 @@ MAX_ADMISSION_WAIT_S; then it fails with that refusal (QA99: it failed at once, 
 shortly", and nothing retried it). Each time it asks again it is prepared again
 (`BackgroundJob.prepare_again`), so a request that set no `max_output_tokens` takes its
 share of the budget as it stands then, not the nothing it had while others ran (QA102).
+The model refusing it before it began — its queue for the tenant full (`ModelQueueFull`,
+the same 429), or its workers all busy (503 `overloaded`) — is waited out the same way,
+within the same MAX_ADMISSION_WAIT_S (QA102: it failed the run at once). Only the refusal that ends the wait counts in
+`stepahead_rejected_total`: the tries before it were not refusals its client saw (QA102).
 
 Invariants: the run's ticket, trace step and metrics are closed exactly once (through
 `Exchange`); the final object is stored before the run is marked done, so a reader that
@@ -42,6 +46,7 @@ from gateway.choices import run_choices
 from gateway.errors import ApiError, says_never_retry, server_error
 from gateway.exchange import CLIENT_CLOSED_STATUS, Exchange
 from gateway.collected import Collected, Reply
+from gateway.engine_streams import ModelQueueFull
 from gateway.responses_objects import final_status
 from gateway.responses_stream import ResponsesStreamWriter
 from gateway.state import GatewayState
@@ -71,11 +76,13 @@ async def generate(job: BackgroundJob, run: BackgroundRun) -> None:
     events = None
     writer = job.writer
     try:
-        await _admitted(job, exchange)
-        events = run_choices(job.backend, job.prepared)
+        deadline_s = asyncio.get_running_loop().time() + MAX_ADMISSION_WAIT_S
+        await _admitted(job, exchange, deadline_s)
         run.status = "in_progress"
         job.keep(writer.snapshot("in_progress"), None)   # off the event loop: the store's thread writes it
         run.append(writer.started())
+        events, first = await _begun(job, exchange, deadline_s)
+        run.append(writer.event(first))
         reply = exchange.output
         while not reply.is_done:
             run.append(writer.event(await exchange.next_event(events)))
@@ -110,9 +117,12 @@ async def generate(job: BackgroundJob, run: BackgroundRun) -> None:
 
 
 def _wait_cures(error: ApiError) -> float | None:
-    """The seconds a refusal says to wait before asking again, None when waiting does not
-    cure it."""
-    if error.status != 429 or error.code != "rate_limit_exceeded" or says_never_retry(error):
+    """The seconds a refusal says to wait before asking again (`Retry-After`, at least 1),
+    None when waiting does not cure it: only a 429 `rate_limit_exceeded` (the tenant's
+    limits, the model's queue for the tenant) or a 503 `overloaded` (no worker took it in
+    time) cures, and not one that says never to retry."""
+    curable = (error.status, error.code) in ((429, "rate_limit_exceeded"), (503, "overloaded"))
+    if not curable or says_never_retry(error):
         return None
     try:
         return max(1.0, float(error.headers.get("Retry-After", "1")))
@@ -120,23 +130,54 @@ def _wait_cures(error: ApiError) -> float | None:
         return 1.0
 
 
-async def _admitted(job: BackgroundJob, exchange: Exchange) -> None:
-    """Admit the run, waiting out refusals that waiting cures (`_wait_cures`) for up to
-    MAX_ADMISSION_WAIT_S, the request prepared again before each new try; the last refusal
-    is raised after that, or one waiting does not cure."""
-    loop = asyncio.get_running_loop()
-    deadline_s = loop.time() + MAX_ADMISSION_WAIT_S
+async def _admitted(job: BackgroundJob, exchange: Exchange, deadline_s: float) -> None:
+    """Admit the run, waiting out refusals that waiting cures (`_wait_cures`) until
+    `deadline_s` (the loop's clock), the request prepared again before each new try; the
+    last refusal is raised after that, or one waiting does not cure, and only it is counted
+    as the tenant's refusal."""
     while True:
         try:
-            await exchange.acquire()
+            await exchange.acquire(count_refusal=False)
             return
         except ApiError as error:
-            wait_s = _wait_cures(error)
-            if wait_s is None or loop.time() + wait_s > deadline_s:
+            if not await _waited_out(error, deadline_s):
+                exchange.state.metrics.record_rejection(exchange.prepared.tenant, error.code or "")
                 raise
-            await asyncio.sleep(wait_s)
             if job.prepare_again is not None:
                 job.prepared = exchange.prepared = await job.prepare_again()
+
+
+async def _begun(job: BackgroundJob, exchange: Exchange, deadline_s: float):
+    """The run's events and the first of them, a refusal before it began that waiting
+    cures (the model's queue for the tenant full, `ModelQueueFull`; its workers all busy, a
+    503 `overloaded`; an upstream's 429) waited out as `_admitted` waits, the same prepared
+    request sent again (the tenant's limits admitted it as it is). Of these, only the
+    model's queue refusing the tenant counts as the tenant's refusal, as it does for a
+    request answered at once (`respond`)."""
+    while True:
+        events = run_choices(job.backend, job.prepared)
+        try:
+            return events, await exchange.next_event(events)
+        except ApiError as error:
+            await events.aclose()
+            if not await _waited_out(error, deadline_s):
+                if isinstance(error, ModelQueueFull):
+                    exchange.state.metrics.record_rejection(exchange.prepared.tenant, error.code or "")
+                raise
+        except BaseException:
+            await events.aclose()
+            raise
+
+
+async def _waited_out(error: ApiError, deadline_s: float) -> bool:
+    """Wait as `error` asks when waiting cures it and the wait ends before `deadline_s`;
+    False (at once) otherwise."""
+    loop = asyncio.get_running_loop()
+    wait_s = _wait_cures(error)
+    if wait_s is None or loop.time() + wait_s > deadline_s:
+        return False
+    await asyncio.sleep(wait_s)
+    return True
 
 
 async def _closed(events, response_id: str) -> None:

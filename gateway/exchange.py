@@ -84,12 +84,14 @@ def keeps_prefix_cache(state: GatewayState, model: str) -> bool:
     return getattr(getattr(engine, "config", None), "prefix_caching", True) is not False
 
 
-async def admit(state: GatewayState, tenant: str, num_tokens: int) -> Ticket:
-    """A ticket from the tenant's limiter; a refusal (429) is counted by its code and raised."""
+async def admit(state: GatewayState, tenant: str, num_tokens: int, count_refusal: bool = True) -> Ticket:
+    """A ticket from the tenant's limiter; a refusal (429) is raised, and counted by its
+    code unless `count_refusal` is False (a caller that tries again counts the last one)."""
     try:
         return await state.limiters[tenant].acquire(num_tokens)
     except ApiError as error:
-        state.metrics.record_rejection(tenant, error.code or "")
+        if count_refusal:
+            state.metrics.record_rejection(tenant, error.code or "")
         raise
 
 
@@ -148,10 +150,11 @@ class Exchange:
     def overhead_s(self) -> float:
         return max(0.0, time.perf_counter() - self.started_s - self.waited_s)
 
-    async def acquire(self) -> None:
+    async def acquire(self, count_refusal: bool = True) -> None:
         began_s = time.perf_counter()
         try:
-            self.ticket = await admit(self.state, self.prepared.tenant, self.prepared.num_reserved_tokens)
+            self.ticket = await admit(self.state, self.prepared.tenant, self.prepared.num_reserved_tokens,
+                                      count_refusal)
         finally:
             self.waited_s += time.perf_counter() - began_s
 

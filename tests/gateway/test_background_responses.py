@@ -456,36 +456,3 @@ def test_a_background_response_deleted_through_another_gateway_is_gone_from_the_
         assert run.is_done and archive.get("alpha", response_id) is None   # not stored again
     finally:
         archive.close()
-
-
-def test_a_run_that_waited_is_prepared_again_before_it_asks_again(monkeypatch):
-    """QA102: a run refused while its tenant's budget was held by requests in flight kept
-    the share it was prepared with then (1 token) and ended `incomplete` once admitted;
-    each new try now takes a fresh preparation (`prepare_again`)."""
-    from gateway import background_responses
-    from gateway.background_responses import BackgroundJob, _admitted
-    from gateway.errors import rate_limited
-
-    monkeypatch.setattr(background_responses.asyncio, "sleep", _no_wait)
-    tries = []
-
-    class Exchange:
-        prepared = "prepared with no room"
-
-        async def acquire(self):
-            tries.append(self.prepared)
-            if len(tries) == 1:
-                raise rate_limited("budget held by requests in flight", 1)
-
-    async def prepare_again():
-        return "prepared with the room there is now"
-
-    job = BackgroundJob(None, None, "prepared with no room", None, None, 0.0, None, prepare_again)
-    exchange = Exchange()
-    asyncio.run(_admitted(job, exchange))
-    assert tries == ["prepared with no room", "prepared with the room there is now"]
-    assert job.prepared == exchange.prepared == "prepared with the room there is now"
-
-
-async def _no_wait(seconds):
-    return None
