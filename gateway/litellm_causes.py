@@ -35,6 +35,10 @@ VAGUE_CONNECTION_NAMES = ("APIConnectionError", "ClientConnectionError", "Client
 # no connection never made, which charges nothing: QA101)
 BROKEN_OFF_NAMES = ("MidStreamFallbackError", "ReadError", "ClientPayloadError", "TransferEncodingError",
                     "ContentLengthError", "IncompleteRead", "ServerDisconnectedError", "RemoteProtocolError")
+# Python's own errors at the root of a chain: litellm failed to read a reply whose shape
+# it did not expect (a stream chunk that is a JSON list: "'list' object has no attribute
+# 'choices'"), not an answer of the upstream's
+PARSE_ERRORS = (AttributeError, TypeError, KeyError, IndexError)
 _LITELLM_EXCEPTIONS = "litellm.exceptions"   # the module of litellm's own (status-choosing) classes
 LITELLM_CONNECTION_ERROR = "Connection error."   # the OpenAI SDK's words for any transport failure
 # litellm's words before a provider's own: "litellm.X: ", "XError: ", "OpenAIException - ",
@@ -53,6 +57,11 @@ def chain(exc: BaseException) -> list[BaseException]:
         seen.append(exc)
         exc = exc.__cause__ or exc.__context__ or getattr(exc, "original_exception", None)
     return seen
+
+
+def is_unreadable_reply(links: list[BaseException]) -> bool:
+    """Whether the chain (`chain`) ends in Python's own error reading a reply (`PARSE_ERRORS`)."""
+    return bool(links) and type(links[-1]) in PARSE_ERRORS
 
 
 def error_body(exc: BaseException) -> dict:

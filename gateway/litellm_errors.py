@@ -42,8 +42,8 @@ from datetime import timezone
 from email.utils import parsedate_to_datetime
 
 from gateway.errors import ApiError
-from gateway.litellm_causes import (chain, error_body, is_timeout, is_unreachable, retry_after_of, text_field,
-                                    upstream_status, upstream_words)
+from gateway.litellm_causes import (chain, error_body, is_timeout, is_unreachable, is_unreadable_reply,
+                                    retry_after_of, text_field, upstream_status, upstream_words)
 
 CLIENT_STATUSES = {400: "invalid_request_error", 413: "invalid_request_error",
                    422: "invalid_request_error", 429: "rate_limit_error"}
@@ -247,6 +247,8 @@ def map_litellm_error(exc: BaseException, *, quote: bool = True, prompt_param: s
     status = upstream_status(exc)
     if status in (None, 500) and any(_NOT_JSON.search(str(link)) for link in links):
         return upstream_garbage("its body is not JSON")   # (litellm quotes the body: a proxy's page)
+    if status in (None, 500) and is_unreadable_reply(links):   # not Python's words (QA98)
+        return upstream_garbage("a part of it is not the shape the OpenAI protocol gives it")
     retry_after, retry_after_ms = retry_after_of(exc)
     return map_upstream_status(status, message, text_field(error, "code"), retry_after=retry_after,
                                retry_after_ms=retry_after_ms, param=text_field(error, "param"),

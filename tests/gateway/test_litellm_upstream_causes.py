@@ -42,7 +42,8 @@ ERRORS = {"too-large-413": (413, TOO_LARGE_413), "too-large-400": (400, TOO_LARG
 async def _misworded_upstream(scope, receive, send) -> None:
     """An error of `ERRORS` by the request's text (chat, completions, embeddings); "cut": a
     stream whose connection breaks after two chunks (the app fails, the server aborts it);
-    "context-event": a stream whose first event is an error."""
+    "context-event": a stream whose first event is an error; "list-chunk": a stream whose second
+    chunk is a JSON list."""
     raw = await request_body(scope, receive, send)
     if raw is None:
         return
@@ -56,6 +57,10 @@ async def _misworded_upstream(scope, receive, send) -> None:
     if text == "context-event":
         await send({"type": "http.response.body", "body": b"data: " + json.dumps({"error": CONTEXT}).encode()
                     + b"\n\ndata: [DONE]\n\n", "more_body": False})
+        return
+    if text == "list-chunk":
+        await send({"type": "http.response.body", "body": _chunk({"content": "a "}) + b"data: [1, 2]\n\n"
+                    + b"data: [DONE]\n\n", "more_body": False})
         return
     for word in ("a ", "b "):
         await send({"type": "http.response.body", "body": _chunk({"content": word}), "more_body": True})
@@ -153,7 +158,10 @@ def test_a_stream_that_broke_off_is_an_upstream_error_and_a_refused_connection_i
     try:   # litellm's catch-all APIConnectionError over a chunk it could not read: no connection fault
         raise bare from AttributeError("'list' object has no attribute 'choices'")
     except APIConnectionError as wrapped:
-        assert map_litellm_error(wrapped).code == "upstream_error"
+        unread = map_litellm_error(wrapped)
+        assert (unread.code, unread.message) == ("upstream_error", "Upstream error: the upstream's reply is "
+                                                 "malformed (a part of it is not the shape the OpenAI protocol "
+                                                 "gives it).")   # not Python's words (QA98)
 
 
 def test_litellms_wrapper_words_are_taken_off_known_messages():
@@ -220,6 +228,15 @@ def test_a_stream_cut_midway_is_an_upstream_error_not_unreachable(misworded_url,
     assert len(events) == 2   # the chunks that came
     assert_api_error(error, 502, "upstream_error")
     assert "unreachable" not in error.message.lower() and "OpenAIException" not in error.message
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_stream_chunk_that_is_no_object_is_a_malformed_reply_in_words_of_our_own(misworded_url, path):
+    """QA98: through litellm the message was Python's ("'list' object has no attribute 'choices'")."""
+    events, error, _ = ask(path, misworded_url, "list-chunk", stream=True)
+    assert len(events) <= 1   # the chunk before it, where litellm passed it on
+    assert_api_error(error, 502, "upstream_error")
+    assert "malformed" in error.message and "attribute" not in error.message, error.message
 
 
 @pytest.mark.parametrize("path", PATHS)
