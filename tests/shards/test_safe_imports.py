@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from shards.safe_imports import SAFE_PATH, no_working_directory_imports
@@ -42,3 +43,28 @@ def test_the_variable_is_set_only_inside_and_restored_as_it_was(monkeypatch):
     with no_working_directory_imports():
         assert os.environ[SAFE_PATH] == "1"
     assert os.environ[SAFE_PATH] == "yes"
+
+
+def test_a_thread_leaving_never_takes_the_variable_from_one_still_inside(monkeypatch):
+    """FI23's note: the fork-server watch starts processes from a thread of its own; two
+    threads inside at once made the first to leave remove the variable while the other
+    still started an interpreter, and the other then put it back for good."""
+    monkeypatch.delenv(SAFE_PATH, raising=False)
+    a_inside, b_inside, a_left = threading.Event(), threading.Event(), threading.Event()
+    seen_by_b = []
+
+    def b() -> None:
+        a_inside.wait(10)
+        with no_working_directory_imports():
+            b_inside.set()
+            a_left.wait(10)
+            seen_by_b.append(os.environ.get(SAFE_PATH))
+
+    thread = threading.Thread(target=b)
+    thread.start()
+    with no_working_directory_imports():
+        a_inside.set()
+        b_inside.wait(0.5)   # B waits for A to leave; before, it came in at once
+    a_left.set()
+    thread.join(10)
+    assert seen_by_b == ["1"] and SAFE_PATH not in os.environ
