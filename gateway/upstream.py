@@ -40,7 +40,8 @@ from gateway.errors import ApiError, context_length_exceeded, invalid_request
 from gateway.litellm_errors import map_litellm_error, redacted, upstream_garbage
 from gateway.schemas import ChatCompletionRequest, CompletionRequest
 from gateway.upstream_kwargs import call_kwargs
-from gateway.upstream_replies import StreamEnd, events_from_response, events_from_stream, require_sse
+from gateway.upstream_replies import (close_quietly, end_when_complete, events_from_response, events_from_stream,
+                                     require_sse)
 
 log = logging.getLogger("stepahead.gateway")
 
@@ -246,12 +247,12 @@ class UpstreamBackend(WithoutWorkers):
                 return
             try:
                 require_sse(response)
-                _end_when_complete(response)
+                end_when_complete(response)
                 async for event in events_from_stream(response, is_chat, prepared.num_prompt_tokens, started_s,
                                                       finish_may_be_made_up=True):
                     yield event
             finally:
-                await _close_quietly(response)
+                await close_quietly(response)
         except ApiError as error:   # an upstream may quote the key it was sent
             raise self.failed(prepared, error) from None
 
@@ -300,36 +301,3 @@ class _NoSdkRetries(int):
 
 
 NO_SDK_RETRIES = _NoSdkRetries(0)
-
-
-def _end_when_complete(response: Any) -> None:
-    """litellm's stream wrapper keeps the usage chunk back until the upstream's stream
-    ends, so an upstream that sent its whole reply (every finish reason, then the usage
-    chunk) and holds the connection open without `[DONE]` kept the reply waiting
-    `timeout_s`, then failed it. Its raw chunk stream is ended (and closed) after that usage
-    chunk (`StreamEnd`), so the wrapper finishes the reply at once. A wrapper without a
-    started raw stream (litellm's text completions build theirs later) is left as it is."""
-    source = getattr(response, "completion_stream", None)
-    if source is not None and hasattr(source, "__aiter__") and hasattr(response, "chunks"):
-        response.completion_stream = _until_complete(source)
-
-
-async def _until_complete(source: Any) -> AsyncIterator[Any]:
-    end = StreamEnd()
-    try:
-        async for chunk in source:
-            yield chunk
-            if end.complete_after(chunk):
-                return
-    finally:
-        await _close_quietly(source)
-
-
-async def _close_quietly(response: Any) -> None:
-    closer = getattr(response, "aclose", None)
-    if closer is None:
-        return
-    try:
-        await closer()
-    except Exception:   # NOTE: closing a finished or broken stream must not mask the result
-        pass

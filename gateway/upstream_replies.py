@@ -10,7 +10,8 @@ non-negative integers, a stream with no finish reason or not SSE at all) raises 
 `upstream_error` (`litellm_errors.upstream_garbage`) before any of it reaches the
 client, its trace or its tenant's spent tokens; nothing else leaves these readers.
 A stream ends with its last event: once every choice has its finish reason and the usage
-chunk (choices `[]`) came, nothing more is waited for (`StreamEnd`), `[DONE]` or not.
+chunk (choices `[]`) came, nothing more is waited for (`StreamEnd`), `[DONE]` or not,
+also behind litellm's stream wrapper (`end_when_complete`).
 Usage is read as gateway/upstream_usage.py says: a count of 0, or none, is never free.
 """
 from __future__ import annotations
@@ -257,3 +258,36 @@ async def events_from_stream(response: Any, is_chat: bool, num_prompt_tokens_est
                      num_completion_tokens=max(num_chunks, estimated_output_tokens(num_output_bytes)))
     yield Finished(finish_reason, usage_from(usage, estimate), ttft_s=ttft_s,
                    system_fingerprint=fingerprint, service_tier=tier)
+
+
+def end_when_complete(response: Any) -> None:
+    """litellm's stream wrapper keeps the usage chunk back until the upstream's stream
+    ends, so an upstream that sent its whole reply (every finish reason, then the usage
+    chunk) and holds the connection open without `[DONE]` kept the reply waiting
+    `timeout_s`, then failed it. Its raw chunk stream is ended (and closed) after that usage
+    chunk (`StreamEnd`), so the wrapper finishes the reply at once. A wrapper without a
+    started raw stream (litellm's text completions build theirs later) is left as it is."""
+    source = getattr(response, "completion_stream", None)
+    if source is not None and hasattr(source, "__aiter__") and hasattr(response, "chunks"):
+        response.completion_stream = _until_complete(source)
+
+
+async def _until_complete(source: Any) -> AsyncIterator[Any]:
+    end = StreamEnd()
+    try:
+        async for chunk in source:
+            yield chunk
+            if end.complete_after(chunk):
+                return
+    finally:
+        await close_quietly(source)
+
+
+async def close_quietly(response: Any) -> None:
+    closer = getattr(response, "aclose", None)
+    if closer is None:
+        return
+    try:
+        await closer()
+    except Exception:   # NOTE: closing a finished or broken stream must not mask the result
+        pass
