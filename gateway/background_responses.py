@@ -68,11 +68,12 @@ class BackgroundJob:
     started_s: float
     trace: StepContext | None = None
     prepare_again: Callable[[], Awaitable[Prepared]] | None = None   # the request prepared anew
+    on_closed: Callable[[], None] | None = None   # once the run ended, whichever way (`Exchange.on_closed`)
 
 
 async def generate(job: BackgroundJob, run: BackgroundRun) -> None:
     exchange = Exchange(job.state, job.prepared, "responses", job.started_s, trace=job.trace,
-                        output=Reply.of(1))
+                        output=Reply.of(1), on_closed=job.on_closed)
     events = None
     writer = job.writer
     try:

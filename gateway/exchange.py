@@ -31,7 +31,7 @@ How the reply is written, whole or streamed: gateway/respond.py.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 from agents_trace.conversation import SESSION_HEADER
@@ -115,6 +115,7 @@ class Exchange:
     is_streamed: bool = False   # the reply goes out as it is generated: a cut one was sent `output`
     is_cut_at_shutdown: bool = False
     failure_did_no_work: bool = False   # the error it failed with says its model did no work (`did_no_work`)
+    on_closed: Callable[[], None] | None = None   # called once, last, when it closes
 
     def reply_headers(self, overhead_s: float) -> dict[str, str]:
         """The headers of the reply: the request's id (`x-request-id`, as OpenAI's, and the
@@ -175,7 +176,8 @@ class Exchange:
         return event
 
     def close(self, finished: Finished | None, status: int | None) -> None:
-        """Release the ticket and record metrics; only the first call counts.
+        """Release the ticket and record metrics, then call `on_closed`; only the first
+        call counts.
 
         `status` None leaves the request count to the caller (an `ApiError` on its way
         out is counted where it is rendered).
@@ -183,6 +185,13 @@ class Exchange:
         if self.is_closed:
             return
         self.is_closed = True
+        try:
+            self._closed(finished, status)
+        finally:
+            if self.on_closed is not None:
+                self.on_closed()
+
+    def _closed(self, finished: Finished | None, status: int | None) -> None:
         prepared = self.prepared
         unfinished = self.unfinished_usage() if finished is None else None
         if self.ticket is not None:

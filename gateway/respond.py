@@ -76,12 +76,14 @@ def _raise_failed(exchange: Exchange, exc: BaseException) -> NoReturn:
 class ReplyShape:
     """How a reply is written: the endpoint's name (metrics), the whole body from the
     collected events, a stream writer (opening, event, done, error), and what to do
-    with the collected reply once it finished (e.g. store it)."""
+    with the collected reply once it finished (e.g. store it), and once the request ended,
+    whichever way (`Exchange.on_closed`)."""
 
     endpoint: str
     whole: Callable[[Reply, Usage], dict]
     writer: Callable[[], object]
     on_finished: Callable[[Collected], None] | None = None
+    on_closed: Callable[[], None] | None = None
 
 
 def chat_shape(prepared: Prepared, *, is_chat: bool, include_usage: bool, is_call: bool = False) -> ReplyShape:
@@ -112,7 +114,7 @@ async def respond(request: Request, state: GatewayState, backend: Backend, prepa
                   trace: StepContext | None = None, shape: ReplyShape | None = None, is_call: bool = False) -> Response:
     shape = shape or chat_shape(prepared, is_chat=is_chat, include_usage=include_usage, is_call=is_call)
     keep_output = not stream or trace is not None or shape.on_finished is not None
-    exchange = Exchange(state, prepared, shape.endpoint, started_s, is_streamed=stream,
+    exchange = Exchange(state, prepared, shape.endpoint, started_s, is_streamed=stream, on_closed=shape.on_closed,
                         trace=trace, output=Reply.of(prepared.num_choices, prepared.num_prompts) if keep_output else None)
     if not stream:
         return await _respond_whole(request, exchange, lambda: run_choices(backend, prepared), shape)

@@ -18,6 +18,7 @@ from gateway.backend import Backend
 from gateway.background_runs import BackgroundRuns
 from gateway.config import GatewayConfig
 from gateway.conversation_archive import ConversationArchive
+from gateway.conversation_locks import ConversationLocks
 from gateway.conversation_store import ConversationStore
 from gateway.errors import model_not_found
 from gateway.file_store import FileStore
@@ -50,6 +51,7 @@ class GatewayState:
     created_s: int = field(default_factory=lambda: int(time.time()))  # the models' `created`
     schemas: SchemaChecker = field(default_factory=SchemaChecker)  # tool schemas that passed their check
     background: BackgroundRuns = field(default_factory=BackgroundRuns)  # background responses in flight
+    conversation_locks: ConversationLocks = field(default_factory=ConversationLocks)  # turns running on them
     gc_pauses: GcPauses = field(default_factory=GcPauses)  # the collector's pauses while serving
     version: str = field(default_factory=installed_version)  # read once: it reads package metadata files
 

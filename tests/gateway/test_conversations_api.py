@@ -244,3 +244,56 @@ def test_a_background_response_adds_its_turn_once_done_and_a_cancelled_one_adds_
     while (status := client.responses.retrieve(cancelled.id).status) in ("queued", "in_progress"):
         time.sleep(0.05)
     assert len(list(client.conversations.items.list(conversation.id))) == (2 if status == "cancelled" else 4)
+
+
+async def _until_answered(http, headers, body, deadline_s=30.0):
+    """POST /v1/responses until it is not refused `conversation_locked` (a hold is let go
+    when the request that held it has closed, just after its client saw its end)."""
+    import time
+
+    give_up_s = time.monotonic() + deadline_s
+    while (answer := await http.post("/v1/responses", headers=headers, json=body)).status_code == 400 \
+            and answer.json()["error"]["code"] == "conversation_locked":
+        assert time.monotonic() < give_up_s
+        await asyncio.sleep(0.05)
+    return answer
+
+
+async def test_a_second_response_on_a_conversation_while_one_runs_is_refused_conversation_locked(gateway):
+    """QA105: concurrent turns on one conversation each read it without the others and all
+    appended theirs (a call answered three times: every later turn refused). As OpenAI's: a
+    400 `conversation_locked` while one runs, in the foreground or the background; other
+    conversations are free, and a turn refused, left by its client or cancelled lets the
+    next one in. The held turns ask the fake upstream's "hang" (no answer for 60 s)."""
+    from tests.gateway.test_disconnect import wait_until
+
+    headers = gateway.headers("alpha")
+    async with httpx.AsyncClient(base_url=gateway.base_url, timeout=60) as http:
+        conversation = (await http.post("/v1/conversations", headers=headers, json={})).json()["id"]
+        turn = {"model": "tiny", "input": "Go on.", "conversation": conversation, "max_output_tokens": 2}
+        hanging = {**turn, "model": "fake", "input": "hang"}
+        is_held = lambda: ("alpha", conversation) in gateway.state.conversation_locks.held  # noqa: E731
+        running = asyncio.create_task(http.post("/v1/responses", headers=headers, json=hanging))
+        assert await wait_until(is_held, 10.0)
+        second = await http.post("/v1/responses", headers=headers, json=turn)
+        assert second.status_code == 400, second.text
+        error = second.json()["error"]
+        assert (error["code"], error["param"], error["type"]) == ("conversation_locked", "conversation",
+                                                                  "invalid_request_error")
+        other = (await http.post("/v1/conversations", headers=headers, json={})).json()["id"]
+        assert (await http.post("/v1/responses", headers=headers,
+                                json={**turn, "conversation": other})).status_code == 200
+        running.cancel()   # its client leaves: the turn adds nothing, and lets go
+        await asyncio.gather(running, return_exceptions=True)
+        assert (await _until_answered(http, headers, turn)).status_code == 200
+        assert (await http.post("/v1/responses", headers=headers,
+                                json={**turn, "model": "no-such-model"})).status_code == 404
+        background = (await http.post("/v1/responses", headers=headers, json={**hanging, "background": True})).json()
+        refused = await http.post("/v1/responses", headers=headers, json=turn)
+        assert refused.status_code == 400 and refused.json()["error"]["code"] == "conversation_locked"
+        await http.post(f"/v1/responses/{background['id']}/cancel", headers=headers)
+        assert (await _until_answered(http, headers, turn)).status_code == 200
+        assert not is_held()
+        items = (await http.get(f"/v1/conversations/{conversation}/items", headers=headers,
+                                params={"order": "asc"})).json()["data"]
+        assert [item["role"] for item in items] == ["user", "assistant", "user", "assistant"]

@@ -1,0 +1,53 @@
+"""Which conversations have a response running on them (`POST /v1/responses` with
+`conversation`), per tenant, in this gateway.
+
+A conversation is one sequence of turns: a response reads its items as its history and
+appends its own when it ends. Two at once each read the history without the other's turn
+and both appended theirs: a call answered twice, or a call followed by another turn before
+its answer, left the conversation refusing every later turn (QA105). As OpenAI's does, a
+second response on a conversation while one runs is refused: a 400 `conversation_locked`
+(param `conversation`), to retry once the first has ended.
+
+Invariant: a (tenant, conversation) is held by at most one response at a time, from before
+its history is read until its items were appended or it ended without them; each hold is
+released once (`ConversationHold.release`, idempotent). Held in memory: gateways sharing
+one conversations file do not see each other's holds.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gateway.errors import ApiError, invalid_request
+
+
+def conversation_locked(conversation_id: str) -> ApiError:
+    return invalid_request(f"Another response is running on conversation '{conversation_id}'; a conversation takes "
+                           "one turn at a time. Retry once it has ended.", param="conversation",
+                           code="conversation_locked")
+
+
+@dataclass(slots=True)
+class ConversationHold:
+    """One response's hold on its conversation; `release()` ends it (again: nothing)."""
+
+    locks: "ConversationLocks"
+    key: tuple[str, str]
+    is_released: bool = False
+
+    def release(self) -> None:
+        if not self.is_released:
+            self.is_released = True
+            self.locks.held.discard(self.key)
+
+
+@dataclass(slots=True)
+class ConversationLocks:
+    held: set[tuple[str, str]] = field(default_factory=set)   # (tenant, conversation id)
+
+    def take(self, tenant: str, conversation_id: str) -> ConversationHold:
+        """Hold the tenant's conversation; a 400 `conversation_locked` when a response holds it."""
+        key = (tenant, conversation_id)
+        if key in self.held:
+            raise conversation_locked(conversation_id)
+        self.held.add(key)
+        return ConversationHold(self, key)
