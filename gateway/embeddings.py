@@ -12,8 +12,11 @@ Invariants: a request that validated has a non-empty `input` of at most `MAX_INP
 items, each a non-empty string or a non-empty list of token ids (>= 0); the reply's
 `model` is the gateway's model name, never the provider's; a provider's reply reaches the
 client only through `upstream_reply`'s checks (one vector per input, each a non-empty list
-of finite numbers, all of one length, indexed 0..n-1; usage counts non-negative integers),
-else it is a 502 `upstream_error` that charges its tenant nothing of it.
+of numbers a float32 holds, all of one length, indexed 0..n-1; usage counts non-negative
+integers), else it is a 502 `upstream_error` that charges its tenant nothing of it. Both
+encodings of a vector hold the same numbers: OpenAI's vectors are float32 (`base64` is
+their bytes), so a value past float32's range (`1e300`, which packs as `inf`) is garbage,
+as NaN is, not a number to round.
 
 Token accounting (`EmbeddingsCall`): a request reserves at least what its model will
 count before it is admitted, so a tenant's budget and tokens/minute hold as a chat's do.
@@ -152,16 +155,20 @@ def unsupported_model(model: str) -> ApiError:
                            param="model", code="model_not_supported")
 
 
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
 def _vector_width(vector: Any) -> int | None:
-    """The length of a vector that is a non-empty flat list of finite numbers (not
-    booleans); None for anything else."""
+    """The length of a vector that is a non-empty flat list of numbers (not booleans)
+    a float32 holds (finite, at most `FLOAT32_MAX` in size); None for anything else."""
     if not isinstance(vector, list) or not vector:
         return None
     try:
         array = np.asarray(vector)
     except (ValueError, TypeError):   # NOTE: ragged nesting
         return None
-    if array.ndim != 1 or array.dtype.kind not in "iuf" or not np.isfinite(array).all():
+    if array.ndim != 1 or array.dtype.kind not in "iuf" or not np.isfinite(array).all() \
+            or np.abs(array).max() > FLOAT32_MAX:
         return None
     return len(vector)
 
@@ -172,7 +179,8 @@ def upstream_reply(raw: Any, num_inputs: int) -> dict:
     non-empty list of finite numbers, all of one length, with the indices 0 to
     `num_inputs` - 1 once each (an item without one is at its position); they come back
     in index order. Usage counts must be non-negative integers
-    (`upstream_replies.embedding_usage_from`). Anything else raises a 502
+    (`upstream_replies.embedding_usage_from`); a prompt count it did not send (or sent as
+    0) is its total, as an embedding's tokens are all prompt. Anything else raises a 502
     `upstream_error` (`upstream_garbage`), so it never reaches the client or its
     tenant's spent tokens."""
     body = raw.model_dump(warnings=False) if hasattr(raw, "model_dump") else raw
@@ -193,13 +201,13 @@ def upstream_reply(raw: Any, num_inputs: int) -> dict:
             raise upstream_garbage(f"embeddings: the indices are not 0 to {num_inputs - 1}, each once")
         widths.add(_vector_width(item.get("embedding")))
         if None in widths:
-            raise upstream_garbage("embeddings: a vector is not a non-empty list of finite numbers")
+            raise upstream_garbage("embeddings: a vector is not a non-empty list of finite float32 numbers")
         by_index[index] = item["embedding"]
     if len(widths) > 1:
         raise upstream_garbage("embeddings: the vectors differ in length")
     num_prompt_tokens, num_total_tokens = embedding_usage_from(body.get("usage"))
     return {"data": [{"index": index, "embedding": by_index[index]} for index in range(num_inputs)],
-            "usage": {"prompt_tokens": num_prompt_tokens, "total_tokens": num_total_tokens}}
+            "usage": {"prompt_tokens": num_prompt_tokens or num_total_tokens, "total_tokens": num_total_tokens}}
 
 
 def reply_body(raw: Any, model: str, encoding_format: str | None = None) -> dict:
@@ -215,7 +223,7 @@ def reply_body(raw: Any, model: str, encoding_format: str | None = None) -> dict
         data.append({"object": "embedding", "index": item.get("index", index), "embedding": vector})
     usage = body.get("usage") or {}
     return {"object": "list", "data": data, "model": model,
-            "usage": {"prompt_tokens": usage.get("prompt_tokens") or 0,
+            "usage": {"prompt_tokens": usage.get("prompt_tokens") or usage.get("total_tokens") or 0,
                       "total_tokens": usage.get("total_tokens") or usage.get("prompt_tokens") or 0}}
 
 

@@ -15,12 +15,22 @@ unit length when `normalize` (`dimensions` keeps the first N components, renorma
 when `normalize`); an input longer than the model's limit (`max_input_tokens`, else what
 its position embeddings take: `position_limit`) is a 400 naming `input`, never silently
 cut, refused before admission (it charges nothing); the model only serves embeddings:
-chat and completions on it are a 400 naming `model`.
+chat and completions on it are a 400 naming `model`; an input the tokenizer makes no
+token of is a 400 naming `input` (nothing to pool).
+
+Loading (`_load`): models load one at a time (`MODEL_LOADING`), since transformers sets
+torch's process-wide default dtype while it builds one, and loads side by side built each
+other's parameters in the wrong dtype; a loaded model's floating-point parameters have
+the dtype its config.json names (float32 when it names none the engine knows), else it
+is refused. A directory is refused at start-up without a tokenizer that knows more than
+its special tokens, or whose tokenizer has ids past the model's embedding matrix; token
+ids are checked against that matrix's rows (`vocab_size`), never the tokenizer's size.
 """
 from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import threading
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
@@ -30,21 +40,68 @@ from gateway.backend import ChatEvent, Prepared, WithoutWorkers
 from gateway.embedding_model import EmbeddingModelConfig
 from gateway.embeddings import EmbeddingsCall, EmbeddingsRequest, input_items, reply_body
 from gateway.errors import ApiError, invalid_request
+from shards.model_files import DTYPE_NAMES, TOKENIZER_FILES, ModelLoadError, check_tokenizer_fits
 from shards.transformers_names import transformers_names
 
 
 # the `worker` label of a local embedding model's tokens (`/metrics`): it runs in the gateway's process
 EMBEDDING_WORKER = "gateway"
+# NOTE: process-wide by nature, as torch's default dtype is: held while a model is built
+MODEL_LOADING = threading.Lock()
+# files transformers builds an encoder's tokenizer from: a chat model's, and the older
+# vocabularies of BERT (WordPiece) and sentencepiece encoders (T5, XLM-R)
+EMBEDDING_TOKENIZER_FILES = (*TOKENIZER_FILES, "vocab.txt", "spiece.model", "sentencepiece.bpe.model")
 
 
 class EmbeddingModelError(RuntimeError):
-    """The model directory cannot be served (missing, or not a model)."""
+    """The model directory cannot be served (missing, not a model, no tokenizer that fits
+    it, or parameters built in the wrong dtype)."""
 
 
 def check_embedding_model(path: str) -> None:
-    """Raise `EmbeddingModelError` unless `path` looks like a model directory."""
+    """Raise `EmbeddingModelError` unless `path` looks like a model directory: its
+    config.json and a tokenizer's files (without them transformers builds a tokenizer of
+    special tokens only, which makes every word the unknown token)."""
     if not (Path(path) / "config.json").is_file():
         raise EmbeddingModelError(f"{path} is not a model directory (no config.json there)")
+    if not any((Path(path) / name).is_file() for name in EMBEDDING_TOKENIZER_FILES):
+        raise EmbeddingModelError(f"{path} holds no tokenizer (none of {', '.join(EMBEDDING_TOKENIZER_FILES)} "
+                                  "there): every word would be embedded as the unknown token")
+
+
+def configured_dtype_name(path: str) -> str:
+    """The dtype the model's config.json names ("dtype", or the older "torch_dtype"),
+    when it is one the engine knows (`DTYPE_NAMES`); "float32" otherwise."""
+    try:
+        config = json.loads((Path(path) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise EmbeddingModelError(f"{path}/config.json cannot be read as JSON: {exc}") from exc
+    named = (config.get("dtype") or config.get("torch_dtype")) if isinstance(config, dict) else None
+    return named if named in DTYPE_NAMES else "float32"
+
+
+def misbuilt_parameters(model, dtype) -> list[str]:
+    """The names of `model`'s floating-point parameters not of `dtype` (those of the
+    modules transformers keeps in float32 may be float32)."""
+    import torch
+
+    kept = set(getattr(model, "_keep_in_fp32_modules", None) or ()) \
+        | set(getattr(model, "_keep_in_fp32_modules_strict", None) or ())
+    return [name for name, parameter in model.named_parameters()
+            if parameter.is_floating_point() and parameter.dtype != dtype
+            and not (parameter.dtype == torch.float32 and kept & set(name.split(".")))]
+
+
+def check_tokenizer(path: str, tokenizer, num_embedded: int) -> None:
+    """Raise `EmbeddingModelError` when `tokenizer` knows nothing but its special tokens,
+    or has ids the model's embedding matrix (`num_embedded` rows) cannot embed."""
+    if not set(tokenizer.get_vocab().values()) - set(tokenizer.all_special_ids):
+        raise EmbeddingModelError(f"the tokenizer in {path} knows only its special tokens: every word would be "
+                                  "embedded as the unknown token")
+    try:
+        check_tokenizer_fits(path, len(tokenizer), num_embedded)
+    except ModelLoadError as exc:
+        raise EmbeddingModelError(str(exc)) from exc
 
 
 # NOTE: transformers' model types whose position ids start after the padding index
@@ -81,6 +138,7 @@ class LocalEmbeddingBackend(WithoutWorkers):
         self._model = None
         self._tokenizer = None
         self._max_tokens: int | None = None
+        self._vocab_size = 0   # the model's embedding rows: token ids run below it
         # NOTE: a fast tokenizer's call may reset its truncation or padding, which trips
         # ("Already borrowed") another thread's call in flight: one at a time
         self._tokenizer_lock = threading.Lock()
@@ -92,11 +150,22 @@ class LocalEmbeddingBackend(WithoutWorkers):
     def _load(self) -> None:
         check_embedding_model(self.config.path)
         AutoModel, AutoTokenizer = transformers_names("AutoModel", "AutoTokenizer")   # NOTE: imports torch
+        import torch
 
         tokenizer = AutoTokenizer.from_pretrained(self.config.path, local_files_only=True)
-        model = AutoModel.from_pretrained(self.config.path, local_files_only=True).eval()
+        dtype = getattr(torch, configured_dtype_name(self.config.path))
+        with MODEL_LOADING:
+            model = AutoModel.from_pretrained(self.config.path, local_files_only=True, dtype=dtype).eval()
+        misbuilt = misbuilt_parameters(model, dtype)
+        if misbuilt:
+            raise EmbeddingModelError(f"the model in {self.config.path} was built with {len(misbuilt)} parameters "
+                                      f"({misbuilt[0]}, …) not of its dtype {dtype}: something beside it changed "
+                                      "torch's default dtype while it loaded")
+        num_embedded = model.get_input_embeddings().num_embeddings
+        check_tokenizer(self.config.path, tokenizer, num_embedded)
         limits = [self.config.max_input_tokens, position_limit(model.config)]
         self._max_tokens = min(limit for limit in limits if limit) if any(limits) else None
+        self._vocab_size = num_embedded
         self._tokenizer, self._model = tokenizer, model
 
     def cancel_start(self) -> None:
@@ -149,8 +218,9 @@ class LocalEmbeddingBackend(WithoutWorkers):
 
     def _token_ids(self, items: list) -> list[list[int]]:
         """Each input as token ids (text with the model's special tokens; ids as given),
-        checked against the vocabulary and the length limit."""
-        vocab_size = len(self._tokenizer)
+        checked against the model's vocabulary and the length limit; a text the tokenizer
+        makes no token of is a 400 (nothing to pool)."""
+        vocab_size = self._vocab_size
         out = []
         for index, item in enumerate(items):
             if isinstance(item, str):
@@ -158,6 +228,10 @@ class LocalEmbeddingBackend(WithoutWorkers):
                     ids = self._tokenizer(item)["input_ids"]
             else:
                 ids = list(item)
+            if not ids:
+                raise invalid_request(f"Input {index} has no tokens: the model '{self.model_id}' tokenizes its text "
+                                      "to nothing (whitespace only, or characters its tokenizer drops).",
+                                      param="input", code="invalid_value")
             if self._max_tokens is not None and len(ids) > self._max_tokens:
                 raise invalid_request(f"Input {index} is {len(ids)} tokens long; the model '{self.model_id}' "
                                       f"takes at most {self._max_tokens}.", param="input",

@@ -49,6 +49,15 @@ class ModelLoadError(RuntimeError):
     """The model could not be found or loaded; the message says what to do."""
 
 
+def check_tokenizer_fits(path, num_token_ids: int, num_embedded: int) -> None:
+    """Raise ModelLoadError when the tokenizer in `path` has more ids (`num_token_ids`)
+    than the model's embedding matrix has rows (`num_embedded`): a text with the others
+    could not run (chat models: `model_loader`; embedding models: gateway/local_embeddings.py)."""
+    if num_token_ids > num_embedded:
+        raise ModelLoadError(f"the tokenizer in {path} has {num_token_ids:,} token ids, but the model embeds only "
+                             f"{num_embedded:,} (config.json's vocab_size): a text with the others could not run")
+
+
 def model_cache_dir() -> Path:
     """Directory for converted model copies (override with STEPAHEAD_CACHE_DIR)."""
     root = os.environ.get("STEPAHEAD_CACHE_DIR") or platformdirs.user_cache_dir("stepahead")

@@ -15,7 +15,7 @@ import torch
 from shards.gguf_read_once import gguf_read_once
 from shards.transformers_names import transformers_names
 from shards.model_files import (AUTO_DTYPE, DTYPE_NAMES, EMBEDDED_MODEL, SMOLLM2_MODEL_ID, TINY_MODEL,
-                                ModelLoadError, check_model, conversion_dir, converted_smollm2,
+                                ModelLoadError, check_model, check_tokenizer_fits, conversion_dir, converted_smollm2,
                                 dtype_without_probe, find_smollm2_gguf, load_tokenizer, model_dir,
                                 needs_conversion, one_line_error, remove_abandoned_conversions,
                                 unsupported_dtype)
@@ -40,10 +40,7 @@ def _load_dir(path: Path, dtype: torch.dtype):
         raise ModelLoadError(f"the weights in {path} lack {len(missing)} of the model's tensors ({missing[0]}"
                              f"{', …' if len(missing) > 1 else ''}): it would run with random values there")
     tokenizer = load_tokenizer(str(path))
-    num_embedded = model.get_input_embeddings().num_embeddings
-    if len(tokenizer) > num_embedded:
-        raise ModelLoadError(f"the tokenizer in {path} has {len(tokenizer):,} token ids, but the model embeds only "
-                             f"{num_embedded:,} (config.json's vocab_size): a prompt with the others could not run")
+    check_tokenizer_fits(path, len(tokenizer), model.get_input_embeddings().num_embeddings)
     return model, tokenizer
 
 
