@@ -5,7 +5,9 @@ Invariants:
 - an item kept is one a Responses `input` takes (a message, a function call, a function
   call's output, a reasoning item), in its listed form: a `type`, an `id` (the client's,
   else a new one), a message's text as a list of parts, a `status` ("completed" unless
-  the client gave one); its chat reading (`input_messages`) cannot fail later;
+  the client gave one); its chat reading (`input_messages`) cannot fail later; it has only
+  the fields OpenAI's type for it declares, with values that type takes (`check_item_fields`:
+  a `status` is "in_progress", "completed" or "incomplete"), so it lists as valid;
 - a bad item is a 400 naming `items[i]` (or `input[i]`) before any item of its request
   is kept; at most 20 items are added per request, as at OpenAI;
 - metadata is checked by gateway.request_metadata.
@@ -16,6 +18,7 @@ from typing import Any
 
 from gateway.errors import ApiError, invalid_request
 from gateway.ids import random_hex
+from gateway.item_fields import check_item_fields
 from gateway.responses_format import ResponsesRequest, check_item_id, input_messages
 from gateway.responses_objects import ITEM_ID_PREFIXES, listed_item
 
@@ -50,6 +53,7 @@ def _checked_item(raw: Any, where: str) -> dict:
         raise invalid_request("A function_call_output item needs 'output' as a string or a list of parts.",
                               param=f"{where}.output")
     check_item_id(raw, where)
+    check_item_fields(raw, where)
     item = listed_item(raw, new_item_id(kind))
     if kind != "reasoning":
         item.setdefault("status", "completed")
@@ -57,7 +61,8 @@ def _checked_item(raw: Any, where: str) -> dict:
 
 
 def checked_items(raw: Any, param: str = "items") -> list[dict]:
-    """The items of a create or add request, listed; None is no items."""
+    """The items of a create or add request, listed; None is no items (where `items` is
+    optional: an add request's is required, `conversations_routes`)."""
     if raw is None:
         return []
     if not isinstance(raw, list):

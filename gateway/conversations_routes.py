@@ -18,7 +18,7 @@ from starlette.responses import JSONResponse, Response
 from gateway.conversation_archive import Conversation
 from gateway.conversation_items import checked_items, new_conversation_id
 from gateway.request_metadata import checked_metadata
-from gateway.errors import ApiError
+from gateway.errors import ApiError, invalid_request
 from gateway.http_io import fields_of, read_json_body
 from gateway.list_page import list_page, listed
 from gateway.responses_format import check_include_query
@@ -63,6 +63,9 @@ async def conversation_items(request: Request, state: GatewayState, tenant: str)
     check_include_query(request.query_params)
     if request.method == "POST":
         body = fields_of(await read_json_body(request, state.config.max_body_bytes), ("items",), ("items",))
+        if body["items"] is None:   # required, as at OpenAI: null adds nothing and is no list
+            raise invalid_request("Invalid type for 'items': expected an array of input items, but got null.",
+                                  param="items", code="invalid_type")
         items = checked_items(body["items"])
         return JSONResponse(listed(await state.conversations.call("add_items", tenant, conversation_id, items),
                                    has_more=False))

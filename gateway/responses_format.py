@@ -22,6 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationInfo, field_validator
 
 from gateway.errors import invalid_request
+from gateway.item_fields import check_item_fields
 from gateway.collected import Collected
 from gateway.openai_format import chat_message
 from gateway.responses_errors import OUTPUT_SOURCE
@@ -91,8 +92,8 @@ class ResponsesRequest(BaseModel):
 
     def conversation_id(self) -> str | None:
         """The conversation this response is part of (`conversation`: its id, or an object
-        with its `id`); a 400 when given with `previous_response_id`, which names another
-        conversation."""
+        with its `id` and no other key); a 400 when given with `previous_response_id`, which
+        names another conversation."""
         raw = self.conversation
         if raw is None:
             return None
@@ -104,6 +105,10 @@ class ResponsesRequest(BaseModel):
             raise invalid_request("'conversation' must be a conversation id, or an object with its 'id'.",
                                   param="conversation.id" if isinstance(raw, dict) else "conversation",
                                   code="invalid_value")
+        for key in raw if isinstance(raw, dict) else ():
+            if key != "id":   # OpenAI's conversation object is `{"id": ...}`: another key is not dropped
+                raise invalid_request(f"Unknown parameter: 'conversation.{key}'.", param=f"conversation.{key}",
+                                      code="unknown_parameter")
         return conversation_id
 
 
@@ -169,12 +174,14 @@ def check_item_id(item: dict, where: str) -> None:
 
 def check_input_ids(items: str | list[dict[str, Any]]) -> None:
     """A 400 for an `input` item whose id is malformed (`check_item_id`) or repeats an
-    earlier item's: every listed input item has its own id."""
+    earlier item's (every listed input item has its own id), or with a field its type does
+    not take (`check_item_fields`)."""
     if isinstance(items, str):
         return
     seen: set[str] = set()
     for index, item in enumerate(items):
         check_item_id(item, f"input[{index}]")
+        check_item_fields(item, f"input[{index}]")
         own_id = item.get("id")
         if own_id in seen:
             raise invalid_request(f"Duplicate item found with id '{own_id}'.", param=f"input[{index}].id",
