@@ -21,7 +21,12 @@ Invariants:
 - a worker is sent new requests only while `can_take` holds (its outstanding count below the
   soft limit, or the hard limit for a tenant under its weighted share) and it is `Router.usable`
   (never one being fenced, found dead or hung): else the request waits queued, no error;
-- a shared-memory segment named in a PrefixExported is imported or unlinked, never lost.
+- a shared-memory segment named in a PrefixExported is imported or unlinked, never lost;
+- while the engine says its workers `cannot_start` (each one's last start failed to load the
+  model) and none is ready, a request is refused at once ("overloaded", the reason in its
+  message) rather than queued for `max_queue_wait_s` in vain, and those queued then fail at
+  once; the next worker ready ends it. A worker merely restarting after a crash is not that:
+  requests queue for it as ever.
 """
 from __future__ import annotations
 
@@ -43,6 +48,7 @@ from shards.tiered_queue import TieredQueue
 __all__ = ["DispatchConfig", "DispatchStats", "Dispatcher", "Outbound", "Request", "Transfer"]
 
 MIN_MEASURED_PREFILL_TOKENS = 64
+CANNOT_START_CODE = "workers_cannot_start"   # its count in `stats.num_rejected` (the error says "overloaded")
 
 
 class Dispatcher:
@@ -59,6 +65,7 @@ class Dispatcher:
         self._outstanding: dict[str, dict[str, int]] = {}  # worker -> tenant -> count
         self._transfer_ids = itertools.count()
         self.stats = DispatchStats()
+        self._cannot_start: tuple[str, float] | None = None   # (why, retry after s): see `set_cannot_start`
 
     def set_weights(self, weights: Mapping[str, float]) -> None:
         """Tenants' weights, from now on, in the queue, the router and the per-worker caps
@@ -80,7 +87,26 @@ class Dispatcher:
             c.import_s_per_block = costs.import_s_per_block
         self._ready.add(worker_id)
         self._outstanding[worker_id] = {}
+        self._cannot_start = None
         return self.pump(now_s)
+
+    def set_cannot_start(self, reason: str, retry_after_s: float) -> Outbound:
+        """No worker can start (`reason`: why, e.g. "worker w0 failed to start: ModelLoadError:
+        ..."): fail the queued requests now and refuse new ones, until a worker is added.
+        Their errors are "overloaded" (a 503 for a request never run) with `retry_after_s`."""
+        self._cannot_start = (reason, max(self.config.retry_after_s, retry_after_s))
+        out = Outbound()
+        for request in list(self.queue):
+            self.queue.remove(request.item.request_id)
+            self.requests.pop(request.item.request_id, None)
+            out.deliveries.append(self._cannot_start_error(request.item.request_id, not request.token_sent))
+        return out
+
+    def _cannot_start_error(self, request_id: str, retryable: bool) -> ErrorEvent:
+        reason, retry_after_s = self._cannot_start
+        self.stats.num_rejected[CANNOT_START_CODE] = self.stats.num_rejected.get(CANNOT_START_CODE, 0) + 1
+        return ErrorEvent(request_id, f"the model's workers cannot start ({reason}); retry later", "overloaded",
+                          retryable=retryable, retry_after_s=retry_after_s)
 
     def set_round_trip(self, worker_id: str, round_trip_s: float) -> None:
         if worker_id in self._ready:
@@ -138,6 +164,8 @@ class Dispatcher:
         n, the first run of a request of n (its prompt's choices); 0, a later run of one,
         admitted with it (never refused)."""
         self.stats.num_submitted += 1
+        if self._cannot_start is not None and not self._ready:
+            return Outbound(deliveries=[self._cannot_start_error(item.request_id, True)])
         request = Request(item, hashes, now_s)
         verdict = self.queue.push(item.tenant, item.request_id, request,
                                   work_cost(len(item.prompt_token_ids), item.sampling.max_tokens), flex=item.flex,

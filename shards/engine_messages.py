@@ -22,6 +22,7 @@ import time
 
 from shards.dispatcher import Outbound
 from shards.protocol import EngineEvent, ErrorEvent, EventBatch, Pong, WorkerFailed, WorkerReady, WorkerStats
+from shards.supervisor import START_FAILED_REASON
 from shards.worker_events import fence_words, worker_back_line, worker_down_line
 
 log = logging.getLogger("stepahead.shards")
@@ -68,7 +69,9 @@ class EngineMessages:
                     out = self._dispatcher.add_worker(worker_id, self._probed_costs.get(worker_id), now)
                     self._ready.notify_all()
             elif isinstance(message, WorkerFailed):
-                self._start_error = f"worker {worker_id} failed to start: {message.message}"
+                if self._supervise_task is None:   # the start fails with it
+                    self._start_error = f"worker {worker_id} failed to start: {message.message}"
+                out, line = self._on_start_failed(worker_id, incarnation, message.message, now)
                 self._ready.notify_all()
             elif supervisor.is_current(worker_id, incarnation):
                 supervisor.on_heard(worker_id, incarnation, now,
@@ -102,6 +105,27 @@ class EngineMessages:
         unlink_segments(out.unlink)
         self._tell_operator(line)
 
+    def _on_start_failed(self, worker_id: str, incarnation: int, error: str, now: float
+                         ) -> tuple[Outbound, str | None]:
+        """A worker could not load (caller holds the lock): fenced at once with its error as
+        the reason (its exit, which follows, is then stale), the operator told the whole
+        error once per distinct one (a restart loop's later failures in a short line), and,
+        once every worker fails so, the requests refused rather than left waiting."""
+        supervisor = self._supervisor
+        previous = supervisor.health(worker_id).start_error
+        if not supervisor.on_start_failed(worker_id, incarnation, now, error):
+            return Outbound(), None
+        health = supervisor.health(worker_id)
+        words = (f"failed to start again (the same error; {health.num_failed_starts} failed starts)"
+                 if error == previous else f"{START_FAILED_REASON}: {error}")
+        out, line = self._remove_fenced(worker_id, words, now, while_starting=False)
+        reason = supervisor.cannot_start()
+        if reason is not None and self._supervise_task is not None:
+            out.extend(self._dispatcher.set_cannot_start(reason, supervisor.restart_delay_s(worker_id)))
+            if line is not None and error != previous:
+                line += "; until a worker starts, the model's requests are refused"
+        return out, line
+
     def _take_out_fenced(self, fenced_now: set[str], now: float) -> tuple[Outbound, list[str]]:
         """Take out of the dispatcher (caller holds the lock) the workers fenced in this tick
         (`fenced_now`) and those whose exit `settled`, and kill each: what to send and deliver,
@@ -117,10 +141,12 @@ class EngineMessages:
             self._channels[worker_id].kill()
         return out, lines
 
-    def _remove_fenced(self, worker_id: str, reason: str, now: float) -> tuple[Outbound, str | None]:
+    def _remove_fenced(self, worker_id: str, reason: str, now: float, *,
+                       while_starting: bool | None = None) -> tuple[Outbound, str | None]:
         """Take a worker the supervisor just fenced out of the dispatcher (caller holds
         the lock): what to send and deliver, and the operator's line about it (None
-        during the start, which fails with its own error)."""
+        during the start, which fails with its own error). `while_starting`: whether the
+        line adds "while starting" (None: when the slot has failed starts)."""
         num_retried, num_resumed = self._dispatcher.stats.num_retried, self._dispatcher.stats.num_resumed
         out = self._dispatcher.remove_worker(worker_id, now)
         if self._supervise_task is None:
@@ -132,7 +158,8 @@ class EngineMessages:
                                 num_retried=self._dispatcher.stats.num_retried - num_retried,
                                 num_resumed=self._dispatcher.stats.num_resumed - num_resumed,
                                 restart_in_s=self._supervisor.restart_delay_s(worker_id),
-                                while_starting=self._supervisor.health(worker_id).num_failed_starts > 0)
+                                while_starting=(self._supervisor.health(worker_id).num_failed_starts > 0
+                                                if while_starting is None else while_starting))
         return out, line
 
     def _tell_operator(self, line: str | None) -> None:

@@ -22,13 +22,25 @@ def kv_layout(model: torch.nn.Module, model_id: str, block_size: int, dtype: tor
         raise unservable_model(Path(model_id), f"{type(model).__name__} ({exc})") from None
 
 
+# torch sizes a tensor's storage in a signed 64-bit byte count: past it, "Storage size
+# calculation overflowed" (a typo's 2**62 blocks), not an allocation that fails for memory
+MAX_TENSOR_BYTES = 2**63 - 1
+
+
 def kv_arena(layout: KVLayout, num_blocks: int, tier: str, **where) -> KVArena:
-    """A tier's KV arena; ModelLoadError saying what to lower when torch cannot allocate it."""
+    """A tier's KV arena; ModelLoadError saying what to lower when torch cannot allocate it
+    (out of memory, or a size past what torch can count, checked before it tries)."""
+    if num_blocks * layout.bytes_per_block > MAX_TENSOR_BYTES:
+        raise _too_large(layout, num_blocks, tier)
     try:
         return KVArena(layout, num_blocks, **where)
-    except (RuntimeError, MemoryError) as exc:   # torch: "can't allocate memory", "out of memory"
-        if "memory" not in str(exc) and not isinstance(exc, MemoryError):
+    except (RuntimeError, MemoryError) as exc:   # torch: "can't allocate memory", "out of memory", "overflowed"
+        if not any(word in str(exc) for word in ("memory", "overflow")) and not isinstance(exc, MemoryError):
             raise
-        gib = num_blocks * layout.bytes_per_block / 2**30
-        raise ModelLoadError(f"the KV cache's {tier} tier of {num_blocks:,} blocks ({gib:,.1f} GiB) cannot be "
-                             f"allocated: lower num_{tier}_blocks (--hot-blocks)") from None
+        raise _too_large(layout, num_blocks, tier) from None
+
+
+def _too_large(layout: KVLayout, num_blocks: int, tier: str) -> ModelLoadError:
+    gib = num_blocks * layout.bytes_per_block / 2**30
+    return ModelLoadError(f"the KV cache's {tier} tier of {num_blocks:,} blocks ({gib:,.1f} GiB) cannot be "
+                          f"allocated: lower num_{tier}_blocks (--{tier}-blocks)")

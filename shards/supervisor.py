@@ -17,7 +17,10 @@ Invariants:
 - an exited worker is fenced at once, but `settled` only `exit_settle_s` later: the engine
   sends its requests on then, when workers killed together have all been seen gone;
 - a slot's `fence_reason` is why it was last fenced: a restart keeps it until the slot
-  is fenced again (empty while it never was), so /health still says why after a restart.
+  is fenced again (empty while it never was), so /health still says why after a restart;
+- a slot's `start_error` is the error its last failed load reported (`on_start_failed`),
+  kept across restarts until an incarnation becomes ready: while every slot has one,
+  the model's workers `cannot_start` (requests are refused, not queued for nothing).
 """
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ from shards.routability import Routability, quiet_after_s
 WorkerState = Literal["starting", "ready", "fenced"]
 START_TIMEOUT_REASON = "did not start in time"
 UNRESPONSIVE_REASON = "unresponsive"
+START_FAILED_REASON = "failed to start"
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +58,7 @@ class WorkerHealth:
     num_restarts: int = 0
     num_failed_starts: int = 0
     round_trip_s: float | None = None
+    start_error: str = ""   # the last failed load's error (WorkerFailed), until an incarnation is ready
 
 
 @dataclass(slots=True)
@@ -119,6 +124,7 @@ class Supervisor:
             health.num_restarts = previous.num_restarts + 1
             health.num_failed_starts = previous.num_failed_starts
             health.fence_reason = previous.fence_reason
+            health.start_error = previous.start_error
         self._workers[worker_id] = health
 
     def on_ready(self, worker_id: str, incarnation: int, now_s: float) -> bool:
@@ -129,6 +135,7 @@ class Supervisor:
         health.state = "ready"
         health.last_heard_s = now_s
         health.num_failed_starts = 0
+        health.start_error = ""
         return True
 
     def on_heard(self, worker_id: str, incarnation: int, now_s: float,
@@ -150,6 +157,25 @@ class Supervisor:
             return False
         self.fence(worker_id, now_s, reason)
         return True
+
+    def on_start_failed(self, worker_id: str, incarnation: int, now_s: float, error: str) -> bool:
+        """The incarnation could not load (it said why: `error`, a WorkerFailed's message,
+        and exits): fenced now, as "failed to start: <the error's first line>", a failed
+        start (the restart delay doubles). True when this fences it; False when stale."""
+        if not self.is_current(worker_id, incarnation):
+            return False
+        self.fence(worker_id, now_s, start_failed_reason(error))
+        self._workers[worker_id].start_error = error
+        return True
+
+    def cannot_start(self) -> str | None:
+        """Why no worker can serve, when every slot's last start failed to load and none
+        became ready since (the first slot's fence reason, naming it); else None. A slot
+        restarting after a crash, or still in its first start, is not one of them."""
+        workers = self.workers()
+        if not workers or not all(health.start_error for health in workers):
+            return None
+        return f"worker {workers[0].worker_id} {start_failed_reason(workers[0].start_error)}"
 
     def fence(self, worker_id: str, now_s: float, reason: str) -> None:
         health = self._workers[worker_id]
@@ -186,3 +212,10 @@ class Supervisor:
             elif now_s - (health.fenced_s or now_s) >= self.restart_delay_s(health.worker_id):
                 plan.restart.append(health.worker_id)
         return plan
+
+
+def start_failed_reason(error: str) -> str:
+    """A failed load's fence reason: "failed to start: " and the first line of its error
+    (a traceback's last line is in the worker's stderr; the whole error in the log)."""
+    lines = error.strip().splitlines()
+    return f"{START_FAILED_REASON}: {lines[0] if lines else 'no reason given'}"

@@ -3,7 +3,9 @@
 `serve` is the same code in a local process (`local_transport`) and in a Ray actor
 (`ray_transport`); only `receive` (next inbox message, or None after a timeout) and
 `emit` (send one message to the engine) differ. The model is loaded and the cost probe
-runs before `WorkerReady`, so the engine never routes to a worker still loading.
+runs before `WorkerReady`, so the engine never routes to a worker still loading; one
+that cannot load says why (`WorkerFailed`, which the engine shows as its fence reason)
+and its process exits with START_FAILED_EXIT_STATUS, never 0 (a clean exit's status).
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from shards.protocol import WorkerFailed, WorkerReady
 from shards.worker import WorkerConfig, WorkerLoop
 
 IDLE_WAIT_S = 0.02
+START_FAILED_EXIT_STATUS = 3   # as the gateway's own failed start
 
 
 def make_policy(name: str, options: tuple[tuple[str, object], ...] = ()):
@@ -30,8 +33,10 @@ def make_policy(name: str, options: tuple[tuple[str, object], ...] = ()):
 
 def serve(worker_id: str, config: WorkerConfig, receive: Callable[[float], object | None],
           emit: Callable[[object], None]) -> None:
-    """Run a worker until it receives Shutdown. Never raises: a start failure is
-    reported as WorkerFailed."""
+    """Run a worker until it receives Shutdown. A start failure is reported as
+    WorkerFailed, then ends the worker with SystemExit(START_FAILED_EXIT_STATUS): a
+    worker process exits with it; a Ray actor's serve thread just ends (threading
+    ignores SystemExit). Raises nothing else."""
     import torch
     from transformers.utils import logging as transformers_logging
 
@@ -58,7 +63,7 @@ def serve(worker_id: str, config: WorkerConfig, receive: Callable[[float], objec
         if not isinstance(exc, ModelLoadError):   # a stated reason needs no traceback; a bug does
             traceback.print_exc()
         emit(WorkerFailed(worker_id, f"{type(exc).__name__}: {exc}"))
-        return
+        raise SystemExit(START_FAILED_EXIT_STATUS) from None
     loop = WorkerLoop(worker_id, config, runner, loaded.tokenizer, emit, batched=True)
     emit(WorkerReady(worker_id, loaded.model_id, loaded.max_context_tokens, os.getpid(), costs,
                      device=str(runner.device), dtype=str(runner.layout.dtype).removeprefix("torch.")))
