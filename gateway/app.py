@@ -40,6 +40,7 @@ from gateway.forecasting_start import start_forecasting, stop_forecasting
 from gateway.heap import freeze_startup_heap, thaw_heap
 from gateway.http_io import ClientGone
 from gateway.limiters import Limiters
+from gateway.literal_routes import RouteBesideLiterals
 from gateway.model_backends import build_backend, engine_options_run
 from gateway.metrics import Registry
 from gateway.response_archive import ResponseArchive
@@ -226,7 +227,8 @@ def build_app(config: GatewayConfig | None = None, *, config_path: str | None = 
     app.add_route("/v1/embeddings", routes.embeddings, methods=["POST"])
     app.add_route("/v1/responses", responses_routes.create_response, methods=["POST"])
     app.add_route("/v1/responses/input_tokens", responses_routes.count_input_tokens, methods=["POST"])
-    app.add_route("/v1/responses/{response_id}", stored_responses_routes.stored_response, methods=["GET", "DELETE"])
+    app.router.routes.append(RouteBesideLiterals("/v1/responses/{response_id}", stored_responses_routes.stored_response,
+                                                 methods=["GET", "DELETE"], taken=frozenset({"input_tokens"})))
     app.add_route("/v1/responses/{response_id}/cancel", stored_responses_routes.cancel_response, methods=["POST"])
     app.add_route("/v1/responses/{response_id}/input_items", stored_responses_routes.stored_input_items, methods=["GET"])
     app.add_route("/v1/conversations", conversations_routes.create_conversation, methods=["POST"])

@@ -7,7 +7,9 @@ tenant's files (their ids answer 404); an upload past `[server] max_file_bytes` 
 and one that would bring its tenant's stored files past `[server] file_bytes_per_tenant`
 a 400 `file_storage_limit_exceeded` (gateway/file_quota.py), and nothing of either is
 kept: a body sent in chunks (no Content-Length) is read no further than the limit or
-the room its tenant has left; a number in the form is ASCII digits only.
+the room its tenant has left; a number in the form is ASCII digits only. An upload sent
+with a `Content-Encoding` is a 415 `unsupported_content_encoding`, as a JSON body is (never
+read as if it were plain), and its media type is matched in any case.
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from gateway.errors import ApiError, body_too_large, invalid_request
 from gateway.file_quota import file_storage_full
 from gateway.file_ranges import RangedFile
 from gateway.file_store import BATCH_INPUT_EXPIRY_S, UPLOAD_PURPOSES, checked_expires_after, file_not_found
-from gateway.http_io import ascii_int, counted_body, limited_body
+from gateway.http_io import ascii_int, counted_body, limited_body, refuse_encoded_body
 from gateway.list_page import list_page, listed
 from gateway.routes import tenant_endpoint
 from gateway.state import GatewayState
@@ -35,10 +37,11 @@ MULTIPART_SLACK_BYTES = 64 * 1024   # the form's own bytes around the file
 async def upload_file(request: Request, state: GatewayState, tenant: str) -> Response:
     """POST /v1/files: keep the uploaded `file` for `purpose` ("batch" for the Batch API)."""
     limit, cap = state.config.max_file_bytes, state.config.file_bytes_per_tenant
+    refuse_encoded_body(request, "the multipart form uncompressed")
     declared = ascii_int(request.headers.get("content-length"))
     if declared is not None and declared > limit + MULTIPART_SLACK_BYTES:
         raise body_too_large(limit)
-    if not request.headers.get("content-type", "").startswith("multipart/form-data"):
+    if media_type(request.headers.get("content-type", "")) != "multipart/form-data":
         raise invalid_request("Upload a file as multipart/form-data with the fields 'file' and 'purpose'.",
                               param="file")
     stored = await state.files.stored_bytes(tenant)
@@ -70,6 +73,13 @@ async def upload_file(request: Request, state: GatewayState, tenant: str) -> Res
         finally:
             await form.close()
     return JSONResponse(kept.as_object())
+
+
+def media_type(content_type: str) -> str:
+    """The media type of a `Content-Type` value, without its parameters, in lower case
+    (media types are case-insensitive, RFC 9110 8.3.1; starlette's form parser reads
+    `Multipart/Form-Data` as well)."""
+    return content_type.partition(";")[0].strip(" \t").lower()
 
 
 def _expires_after_s(form, purpose: str) -> int | None:

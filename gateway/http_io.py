@@ -16,7 +16,7 @@ Invariants:
   client reads why instead of a connection closed mid-body; a stream whose client stopped
   reading is cut with its connection and one line of ours in the log;
 - a body sent with a `Content-Encoding` (gzip...) is refused with a 415 saying so, never
-  parsed as if it were plain JSON.
+  parsed as if it were plain JSON (nor read as a plain upload: `refuse_encoded_body`).
 """
 from __future__ import annotations
 
@@ -42,11 +42,18 @@ class ClientGone(Exception):
     """The client disconnected before the response was complete."""
 
 
-async def read_json_body(request: Request, max_body_bytes: int) -> Any:
+def refuse_encoded_body(request: Request, send_instead: str = "plain JSON") -> None:
+    """A 415 `unsupported_content_encoding` when `request`'s body is declared encoded (any
+    `Content-Encoding` but `identity`): no route decodes one, and none reads one as plain;
+    `send_instead` says what to send."""
     coding = request.headers.get("content-encoding", "").strip()
     if coding and coding.lower() != "identity":
         raise ApiError(415, f"The request body is sent with 'Content-Encoding: {coding[:40]}'; encoded bodies are "
-                       "not supported: send plain JSON.", "invalid_request_error", "unsupported_content_encoding")
+                       f"not supported: send {send_instead}.", "invalid_request_error", "unsupported_content_encoding")
+
+
+async def read_json_body(request: Request, max_body_bytes: int) -> Any:
+    refuse_encoded_body(request)
     declared = ascii_int(request.headers.get("content-length"))
     if declared is not None and declared > max_body_bytes:
         raise body_too_large(max_body_bytes)
@@ -263,7 +270,7 @@ def fields_of(body: Any, known: tuple[str, ...], required: tuple[str, ...] = ())
     """`body` as an object of `known` fields with the `required` ones: else a 400 naming the
     field (an unknown one is not dropped: a misspelt field would be a silent default)."""
     if not isinstance(body, dict):
-        raise invalid_request("The request body must be a JSON object.", code="invalid_json")
+        raise invalid_request("The request body must be a JSON object.")   # as `schemas.validate` says it
     for key in body:
         if key not in known:
             raise invalid_request(f"Unrecognized request argument supplied: {key}", param=key,

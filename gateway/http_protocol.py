@@ -8,13 +8,20 @@ request stayed open (1,000 of 1,000 after 90 s).
 
 Invariants: a head past the limit is answered 431, a head that does not arrive in
 time 408, and a request the parser refuses 400, each in OpenAI's error shape, and the connection is closed (one over which no
-byte of a request came is closed without an answer); nothing reaches the app then. Only bytes up to a head's blank line count, checked before
-the parser sees them: a read holding a whole request (head and a large body) is never taken
-for one long head, and a long head in one read is refused all the same. Bodies are the app's to bound (`[server] max_body_bytes`, `max_file_bytes`);
+byte of a request came is closed without an answer); nothing reaches the app then. Each
+such answer carries a fresh `x-request-id` (`gateway.ids.new_id("req")`, as the app's own
+answers under /v1/ do; on any path: the head, and so the path, may not have been read).
+Only bytes up to a head's blank line count, checked before the parser sees them: a read
+holding a whole request (head and a large body) is never taken for one long head, and a
+long head in one read is refused all the same. Bodies are the app's to bound (`[server] max_body_bytes`, `max_file_bytes`);
 a connection idle between requests is closed by uvicorn after `keep_alive_s`.
 Each request's scope offers the app `DROP_CONNECTION` (in `extensions`): a response it
 cannot end (its client stopped reading, gateway/http_io.py) closes the connection at once,
 and uvicorn takes it as a client gone, not as an app that left its response unfinished.
+`uvicorn_protocols()` is how every uvicorn server of the gateway is to be set up: these
+connections, and a WebSocket upgrade served as the plain HTTP request it also is (the app
+has no WebSocket route: it answers OpenAI-shaped, a 404 for an unknown path, never
+uvicorn's bare 403 to a handshake it would reject).
 """
 from __future__ import annotations
 
@@ -24,18 +31,28 @@ import json
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from gateway.ids import new_id
+
 MAX_HEAD_BYTES = 64 * 1024   # nginx's default large_client_header_buffers is 4 x 8 KiB
 HEAD_TIMEOUT_S = 30.0
 DROP_CONNECTION = "stepahead.drop_connection"
 REASONS = {400: "Bad Request", 408: "Request Timeout", 431: "Request Header Fields Too Large"}
 
 
+def uvicorn_protocols() -> dict[str, object]:
+    """The protocol options of `uvicorn.Config` for the gateway: these guarded HTTP/1.1
+    connections, and no WebSocket protocol (an upgrade is answered as plain HTTP)."""
+    return {"http": GuardedHttpToolsProtocol, "ws": "none"}
+
+
 def refusal_bytes(status: int, message: str, code: str) -> bytes:
-    """A whole HTTP/1.1 answer with an OpenAI-shaped error body, closing the connection."""
+    """A whole HTTP/1.1 answer with an OpenAI-shaped error body (serialized as the app's
+    are) and a new `x-request-id`, closing the connection."""
     body = json.dumps({"error": {"message": message, "type": "invalid_request_error", "param": None,
-                                 "code": code}}).encode()
+                                 "code": code}}, separators=(",", ":")).encode()
     return (f"HTTP/1.1 {status} {REASONS[status]}\r\ncontent-type: application/json\r\n"
-            f"content-length: {len(body)}\r\nconnection: close\r\n\r\n").encode() + body
+            f"content-length: {len(body)}\r\nx-request-id: {new_id('req')}\r\n"
+            "connection: close\r\n\r\n").encode() + body
 
 
 class GuardedHttpToolsProtocol(HttpToolsProtocol):

@@ -233,7 +233,7 @@ def _server_or_exit_status(args: argparse.Namespace):
 
     from agents_trace.otel_setup import otlp_target
     from gateway.app import build_app
-    from gateway.http_protocol import GuardedHttpToolsProtocol
+    from gateway.http_protocol import uvicorn_protocols
 
     demo_key = None
     config_path = config_file_of(args, os.environ)
@@ -288,7 +288,7 @@ def _server_or_exit_status(args: argparse.Namespace):
             stop_fork_server_if_idle()
 
     server_config = uvicorn.Config(app, host=config.host, port=config.port, log_level=args.log_level,
-                                   http=GuardedHttpToolsProtocol, timeout_keep_alive=config.keep_alive_s,
+                                   **uvicorn_protocols(), timeout_keep_alive=config.keep_alive_s,
                                    timeout_graceful_shutdown=config.shutdown_timeout_s)
     redact_access_log()   # after uvicorn's logging set-up
     return start_aware_server_class(cancel_start, announce)(server_config)

@@ -16,7 +16,7 @@ import httpx
 import uvicorn
 
 from gateway.config import DEFAULT_KEEP_ALIVE_S
-from gateway.http_protocol import GuardedHttpToolsProtocol
+from gateway.http_protocol import GuardedHttpToolsProtocol, uvicorn_protocols
 
 
 def free_port() -> int:
@@ -56,9 +56,11 @@ class RunningServer:
 
 def start_server(app, *, startup_timeout_s: float = 120.0, shutdown_timeout_s: float = 5.0,
                  http=GuardedHttpToolsProtocol) -> RunningServer:
-    """`app` served as `stepahead serve` serves it (the same HTTP protocol class)."""
+    """`app` served as `stepahead serve` serves it (its uvicorn protocol options,
+    `gateway.http_protocol.uvicorn_protocols()`; `http` replaces the HTTP one)."""
     port = free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on", http=http,
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on",
+                            **{**uvicorn_protocols(), "http": http},
                             timeout_graceful_shutdown=shutdown_timeout_s, timeout_keep_alive=DEFAULT_KEEP_ALIVE_S)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
