@@ -83,17 +83,26 @@ def build_report(results: list[RequestResult], wall_s: float, num_planned: int |
     """The report of a replay. `num_planned` is given for an interrupted one: the
     report then says so, with the count of requests left out (aborted or never sent);
     `interrupted` with no `num_planned`: stopped before the trace was read, so how many
-    were left out is not known (None). Per-step rows have no session times (None)."""
+    were left out is not known (None). Per-step rows have no session times (None).
+    `per_step` counts the steps of sessions alone: a line without a session (a batch line,
+    a Mooncake line) is no step of one, so such lines get a row of their own,
+    `no_session` (present when there are any), and never swell "step 0"."""
     by_tenant: dict[str, list[RequestResult]] = defaultdict(list)
     by_step: dict[int, list[RequestResult]] = defaultdict(list)
+    sessionless: list[RequestResult] = []
     for r in results:
         by_tenant[r.tenant].append(r)
-        by_step[r.step_index].append(r)
+        if r.session is None:
+            sessionless.append(r)
+        else:
+            by_step[r.step_index].append(r)
     errors = sorted({r.error for r in results if r.error})[:10]
     report = {"total": {**summarize(results), **send_lag(results)}, "wall_s": round(wall_s, 3),
               "per_tenant": {t: summarize(rs) for t, rs in sorted(by_tenant.items())},
               "per_step": {str(i): summarize(rs, sessions=False) for i, rs in sorted(by_step.items())},
               "error_samples": errors}
+    if sessionless:
+        report["no_session"] = summarize(sessionless, sessions=False)
     if any(r.service_tier for r in results):   # agents' requests apart from a batch's
         by_tier: dict[str, list[RequestResult]] = defaultdict(list)
         for r in results:
@@ -131,23 +140,33 @@ def _cell(value, form: str, width: int) -> str:
     return f"{text:>{width}}"
 
 
+MIN_GROUP_WIDTH = 16
+
+
 def format_table(report: dict) -> str:
     """A readable table: total, then one row per tenant, per service tier (when some lines
-    were flex) and per step index. Seconds to the
+    were flex), per step index of the sessions, and one for the lines without a session
+    (when there are any). Seconds to the
     millisecond, inter-token latency in milliseconds, cached share in percent. A step row's
-    session time is left out: its requests are one step of many sessions, not sessions."""
-    header = f"{'group':<16}" + "".join(f"{h:>{w}}" for _, h, w, _ in _TABLE_COLUMNS)
+    session time is left out: its requests are one step of many sessions, not sessions.
+    The group column is as wide as its longest label: every label is shown whole, so two
+    tenants (or tiers) never share a row's name."""
+    groups = [("total", report["total"], True)]
+    groups += [(f"tenant {t}", s, True) for t, s in report["per_tenant"].items()]
+    groups += [(f"tier {t}", s, True) for t, s in report.get("per_tier", {}).items()]
+    groups += [(f"step {i}", s, False) for i, s in report["per_step"].items()]
+    if "no_session" in report:
+        groups.append(("no session", report["no_session"], False))
+    width = max([MIN_GROUP_WIDTH] + [len(name) + 1 for name, _, _ in groups])
+    header = f"{'group':<{width}}" + "".join(f"{h:>{w}}" for _, h, w, _ in _TABLE_COLUMNS)
     lines = [header, "-" * len(header)]
 
-    def row(name: str, stats: dict, sessions: bool = True) -> str:
-        return f"{name:<16}" + "".join(
+    def row(name: str, stats: dict, sessions: bool) -> str:
+        return f"{name:<{width}}" + "".join(
             _cell(stats[k] if sessions or k != "session_e2e_p50_s" else None, form, w)
             for k, _, w, form in _TABLE_COLUMNS)
 
-    lines.append(row("total", report["total"]))
-    lines.extend(row(f"tenant {t}"[:16], s) for t, s in report["per_tenant"].items())
-    lines.extend(row(f"tier {t}"[:16], s) for t, s in report.get("per_tier", {}).items())
-    lines.extend(row(f"step {i}", s, sessions=False) for i, s in report["per_step"].items())
+    lines.extend(row(name, stats, sessions) for name, stats, sessions in groups)
     if report["error_samples"]:
         lines.append("errors: " + "; ".join(report["error_samples"]))
     if "interrupted" in report and report["interrupted"]["requests_left_out"] is None:

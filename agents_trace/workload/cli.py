@@ -9,7 +9,7 @@ from typing import IO
 
 from tqdm import tqdm
 
-from agents_trace.workload.generator import WorkloadConfig, generate_workload
+from agents_trace.workload.generator import MAX_SCHEMA_TOOLS, WorkloadConfig, generate_workload
 from agents_trace.workload.limits import (MAX_BATCH_LINES_PER_S, MAX_BLOCK_IDS, MAX_DURATION_S, MAX_REQUESTS,
                                           MAX_SESSION_RATE_PER_S, MAX_SESSIONS, MAX_SIGMA, MAX_TOKENS,
                                           MIN_SESSION_RATE_PER_S)
@@ -22,7 +22,9 @@ KNOB_HELP = {
     "block_size": "tokens per KV block the hash ids stand for",
     "session_rate_per_s": "new sessions per second, all tenants together (Poisson)",
     "system_prompt_tokens": "each tenant's system prompt length, drawn uniformly",
-    "tool_schema_tokens_per_tool": "tool-schema tokens per tool in a tenant's shared prefix",
+    "tool_schema_tokens_per_tool": f"tool-schema tokens per tool in a tenant's shared prefix, for at most "
+                                   f"{MAX_SCHEMA_TOOLS} tools (a domain with more counts {MAX_SCHEMA_TOOLS}); "
+                                   f"0 to {MAX_TOKENS:,}, 0: no tool schemas",
     "user_turn_tokens": "tokens of a user turn, drawn uniformly",
     "tool_result_tokens_median": "median tokens of a tool result (log-normal)",
     "tool_result_tokens_sigma": "log-normal sigma of tool-result tokens",
@@ -47,7 +49,7 @@ RANGES = (f"Ranges (a flag outside its range is one error line, exit status 2): 
           f"{MIN_SESSION_RATE_PER_S:g} to {MAX_SESSION_RATE_PER_S:,.0f}; durations (tool medians, think time) at "
           f"most {MAX_DURATION_S:,.0f} s; sigmas 0 to {MAX_SIGMA:g}; --batch-lines-per-s at most "
           f"{MAX_BATCH_LINES_PER_S:,.0f}. The whole workload holds at most {MAX_REQUESTS:,} requests and "
-          f"{MAX_BLOCK_IDS:,} block ids (a trace of about {MAX_BLOCK_IDS * 8 / 1e6:,.0f} MB).")
+          f"{MAX_BLOCK_IDS:,} block ids (a trace of about {MAX_BLOCK_IDS * 18 / 1e6:,.0f} MB).")
 
 
 def add_generate_arguments(parser: argparse.ArgumentParser) -> None:

@@ -14,7 +14,12 @@ without them.
 Invariants: records are sorted by arrival time `t`; a session's later steps carry the
 tool run or think time before them as `gap_s` (the first step none); a session's prompts extend each
 other block by block (its full blocks keep their ids; a partial last block gets a new id
-once it is extended, since its content changed); hash ids are unique per tenant. Every
+once it is extended, since its content changed); hash ids are unique per tenant, and
+consecutive from a base fixed by the seed (`block_id_base`), so workloads of other seeds
+name other blocks: a replay builds a block's tokens from (tenant, id) alone, and every
+workload calls its tenants tenant0, tenant1, ..., so ids counted from 1 in each would give
+two workloads' prompts the same tokens (a gateway warmed by one would report cache hits on
+the other's never-sent prompts). Every
 knob has a range, and the workload's size a cap (limits.py), so what is generated fits in
 memory and every line is one the trace readers accept.
 """
@@ -23,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import math
 import random
+import sys
 from collections.abc import Callable
 
 from agents_trace.workload.limits import WorkloadBudget, WorkloadLimits
@@ -43,6 +49,20 @@ def tool_median_s(config: WorkloadConfig, tool: str) -> float:
     low, high = config.tool_median_s_range
     tool_seed = config.seed if config.tool_seed is None else config.tool_seed
     return math.exp(math.log(low) + _stable_unit(f"{tool_seed}:{tool}") * (math.log(high) - math.log(low)))
+
+
+MAX_SCHEMA_TOOLS = 12   # a tenant's prefix holds the schemas of its domain's first tools, this many at most
+BLOCK_ID_BASE_BITS = 52   # the base is below 2**52: ids stay exact in every JSON reader (53 bits)
+
+
+def block_id_base(seed: int) -> int:
+    """Where the block ids of the workload of `seed` start (its first id is one past it):
+    fixed by the seed, drawn from [0, 2**52) so two workloads of n ids each overlap with
+    odds of about 2n / 2**52 (and the ids stay under 2**53 while a tenant draws fewer than
+    2**52). The same seed gives the same base whatever the other knobs
+    (the sessions of a seed are the same with or without batch lines, with any tool seed)."""
+    digest = hashlib.blake2b(f"block-ids:{seed}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") >> (64 - BLOCK_ID_BASE_BITS)
 
 
 class _Blocks:
@@ -88,12 +108,22 @@ class _Blocks:
             self.ids.append(self._new_id())
 
 
+def warn_on_stderr(message: str) -> None:
+    """`message` on its own stderr line, above a progress bar if one is drawn."""
+    from tqdm import tqdm
+    tqdm.write(message, file=sys.stderr)
+
+
 def generate_workload(config: WorkloadConfig, patterns: list[ToolPatterns],
                       on_session: Callable[[], None] | None = None,
-                      limits: WorkloadLimits = WorkloadLimits()) -> list[TraceRecord]:
+                      limits: WorkloadLimits = WorkloadLimits(),
+                      on_warning: Callable[[str], None] = warn_on_stderr) -> list[TraceRecord]:
     """The records of the whole workload, sorted by arrival time. `on_session` (a
     progress bar's) is called once per session made; it does not change the records.
-    A workload past `limits` is a ValueError, raised as soon as it passes them."""
+    A workload past `limits` is a ValueError, raised as soon as it passes them.
+    Sessions whose first prompt does not fit `max_context_tokens` make no request: the
+    workload then has fewer sessions than asked, and `on_warning` is told how many are
+    missing (once; a tenant left with none is a ValueError, as ever)."""
     if not patterns:
         raise ValueError("no tool patterns to learn sessions from")
     budget = WorkloadBudget(limits)
@@ -110,18 +140,21 @@ def generate_workload(config: WorkloadConfig, patterns: list[ToolPatterns],
     prefixes = []
     for tenant_index in range(config.num_tenants):
         domain = patterns[tenant_index % len(patterns)]
-        counter = [0]
+        counter = [block_id_base(config.seed)]
         prefix = _Blocks(config.block_size, counter, config.max_context_tokens)
-        schema = config.tool_schema_tokens_per_tool * min(len(domain.tools), 12)
+        schema = config.tool_schema_tokens_per_tool * min(len(domain.tools), MAX_SCHEMA_TOOLS)
         prefix.grow(rng.randint(*config.system_prompt_tokens) + schema)
         budget.spend(0, len(prefix.ids))
         prefixes.append((f"tenant{tenant_index}", domain, prefix))
     session_counts = [0] * config.num_tenants
+    num_empty_sessions = 0
     for start, tenant_index in zip(arrivals, order):
         tenant, domain, prefix = prefixes[tenant_index]
         session = f"{tenant}-s{session_counts[tenant_index]}"
         session_counts[tenant_index] += 1
-        records.extend(_session_records(config, rng, tenant, session, domain, prefix.fork(), start, budget))
+        session_records = _session_records(config, rng, tenant, session, domain, prefix.fork(), start, budget)
+        num_empty_sessions += not session_records
+        records.extend(session_records)
         if on_session is not None:
             on_session()
     if total_sessions and not records:
@@ -129,6 +162,8 @@ def generate_workload(config: WorkloadConfig, patterns: list[ToolPatterns],
         raise ValueError(f"no request fits in --max-context-tokens {config.max_context_tokens}: the tenants' "
                          f"system prompts and tool schemas alone take up to {longest} tokens")
     _refuse_tenants_without_requests(config, prefixes, records)
+    if num_empty_sessions:
+        on_warning(_empty_sessions_warning(config, num_empty_sessions, total_sessions))
     records.extend(_batch_records(config, [(tenant, prefix) for tenant, _, prefix in prefixes],
                                   max((r.t for r in records), default=0.0), budget))
     records.sort(key=lambda r: r.t)
@@ -169,6 +204,13 @@ def _refuse_tenants_without_requests(config, prefixes, records: list[TraceRecord
                          f"--max-context-tokens {config.max_context_tokens}: a request is the tenant's system "
                          f"prompt and tool schemas ({names} tokens) and at least one turn; raise "
                          "--max-context-tokens or lower --system-prompt-tokens")
+
+
+def _empty_sessions_warning(config: WorkloadConfig, num_empty: int, num_asked: int) -> str:
+    return (f"warning: {num_empty} of the {num_asked} sessions asked for are left out: their first prompt "
+            "(the tenant's system prompt and tool schemas, plus the first user turn) is "
+            f"--max-context-tokens {config.max_context_tokens} tokens or more; raise --max-context-tokens "
+            "or lower --user-turn-tokens, --system-prompt-tokens or --tool-schema-tokens-per-tool")
 
 
 def _with_user_turns(steps: list[str]) -> list[str]:

@@ -9,7 +9,7 @@ readers accept (token counts at most MAX_TOKENS_PER_CALL, times finite), and
 is too large (many sessions of long prompts in small blocks) stop it early with a
 ValueError naming the flags, before memory runs out. The caps are far beyond what the
 simulator or a replay can use: 1,000,000 requests, 50,000,000 block ids (a trace file of
-about 400 MB).
+about 900 MB: ids of about 16 digits).
 """
 from __future__ import annotations
 
@@ -60,6 +60,6 @@ class WorkloadBudget:
         if self.num_block_ids > self.limits.max_block_ids:
             raise ValueError(f"{cause or 'the sessions'} would hold more than the {self.limits.max_block_ids:,} "
                              "block ids a workload may have (its trace file would take about "
-                             f"{self.limits.max_block_ids * 8 / 1e6:,.0f} MB): lower " + (
+                             f"{self.limits.max_block_ids * 18 / 1e6:,.0f} MB): lower " + (
                                  "it, or raise --block-size" if cause else
                                  "--sessions, --tenants or --max-context-tokens, or raise --block-size"))

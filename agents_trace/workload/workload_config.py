@@ -46,8 +46,9 @@ class WorkloadConfig:
         token_counts = ("block_size", "tool_schema_tokens_per_tool", "max_context_tokens", "batch_prompt_tokens",
                         "batch_output_tokens")
         for name in ("num_tenants", "num_sessions", *token_counts):
-            if getattr(self, name) < 1:
-                raise ValueError(f"--{_flag(name)} must be at least 1, not {getattr(self, name)}")
+            least = 0 if name == "tool_schema_tokens_per_tool" else 1   # 0: a tenant without tool schemas
+            if getattr(self, name) < least:
+                raise ValueError(f"--{_flag(name)} must be at least {least}, not {getattr(self, name)}")
         for name in token_counts:
             _at_most(name, getattr(self, name), MAX_TOKENS, " tokens")
         if self.num_tenants * self.num_sessions > MAX_SESSIONS:
