@@ -27,8 +27,8 @@ from typing import Any
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 
-from agents_trace.export import (LEFT_OUT_HEADER, export_lines, export_sessions_lines, header_line, in_chunks,
-                                 num_left_out)
+from agents_trace.export import (LEFT_OUT_HEADER, ExportCounts, export_lines, export_sessions_lines, header_line,
+                                 in_chunks, num_left_out)
 from agents_trace.query_params import list_cursor, query_cursor, query_flag, query_page, query_time
 from agents_trace.session_path import SessionPath, parse_session_path, session_tail_route
 from agents_trace.session_route import SESSION_METHODS, SessionTailRoute, allowed_methods, method_not_allowed
@@ -36,6 +36,7 @@ from agents_trace.store import delete_sessions
 from agents_trace.store_queries import SessionFilter, find_session_as_given, has_step, list_sessions, \
     list_steps, matching_session_keys, request_step, step_content
 from agents_trace.store_stats import StatsWindow, tenant_stats
+from agents_trace.text_table import counted
 from agents_trace.viewer_headers import viewer_headers
 
 SCRIPTS = ("dom.js", "charts.js", "address.js", "list.js", "session.js", "app.js")   # index.html's order
@@ -173,12 +174,13 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
         where = session_filter(request, who, agent, tenant)
         path = path_of(request)
         keys = [] if path is None or where is None else matching_session_keys(path, where)
-        note = f"stepahead: {len(keys)} session{'' if len(keys) == 1 else 's'}" + (
-            "" if who.is_admin else f" of tenant {who.tenant}")
         left_out = num_left_out(path, keys) if keys else 0
-        if left_out:
-            note += f"; {left_out} failed step(s) left out (refused, nothing generated)"
-        lines = export_sessions_lines(path, keys, note) if keys else iter([header_line(note)])
+
+        def note(counts: ExportCounts) -> str:   # the sessions the file holds lines of
+            return (f"stepahead: {counted(counts.num_sessions_written, 'session')}"
+                    + ("" if who.is_admin else f" of tenant {who.tenant}")
+                    + (f"; {left_out} failed step(s) left out (refused, nothing generated)" if left_out else ""))
+        lines = export_sessions_lines(path, keys, note) if keys else iter([header_line(note(ExportCounts()))])
         return StreamingResponse(in_chunks(lines), media_type="application/x-ndjson",
                                  headers={"content-disposition": 'attachment; filename="sessions.jsonl"',
                                           LEFT_OUT_HEADER: str(left_out)})

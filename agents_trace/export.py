@@ -32,7 +32,7 @@ import json
 import sqlite3
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from agents_trace.content import split_tools_entry
@@ -47,9 +47,17 @@ LEFT_OUT_HEADER = "x-stepahead-failed-steps-left-out"   # /v1/traces exports: nu
 
 @dataclass(slots=True)
 class ExportCounts:
-    """What an export left out, filled in as its lines are read."""
+    """What an export wrote and left out, filled in as its lines are read: a session
+    counts as written only when at least one of its steps has a line (one whose every
+    step was left out is not in the file)."""
 
     num_failed_left_out: int = 0   # failed steps that generated nothing (see above)
+    num_sessions_written: int = 0  # sessions with at least one line
+    tenants_written: set[str] = field(default_factory=set)   # the tenants of those sessions
+
+    def wrote_session(self, tenant: str) -> None:
+        self.num_sessions_written += 1
+        self.tenants_written.add(tenant)
 
 
 def is_left_out(step: dict) -> bool:
@@ -198,16 +206,19 @@ def export_lines(path: Path, tenant: str, session: str, counts: ExportCounts | N
     step that began a moment before the one indexed ahead of it, or a wall clock stepped
     back, takes the time of the line before it)."""
     yield header_line(f"stepahead session {session} of tenant {tenant}")
+    counts = ExportCounts() if counts is None else counts
     start_s: float | None = None
     last_s = 0.0
-    for arrived_s, line in _session_requests(path, tenant, session, ExportCounts() if counts is None else counts):
+    for arrived_s, line in _session_requests(path, tenant, session, counts):
         if start_s is None:
             start_s = arrived_s
+            counts.wrote_session(tenant)
         last_s = max(last_s, arrived_s - start_s)
         yield _request_line(last_s, line)
 
 
-def export_sessions_lines(path: Path, keys: Iterable[tuple[str, str]], note: str,
+def export_sessions_lines(path: Path, keys: Iterable[tuple[str, str]],
+                          note: str | Callable[[ExportCounts], str],
                           on_session: Callable[[], None] | None = None,
                           counts: ExportCounts | None = None) -> Iterator[str]:
     """Several sessions as one trace: the header, then every request of every (tenant,
@@ -215,7 +226,9 @@ def export_sessions_lines(path: Path, keys: Iterable[tuple[str, str]], note: str
     counted from the earliest. The requests are sorted on disk, in a temporary SQLite
     file removed when the lines are done (or abandoned), so memory holds one session at a
     time. `on_session` is called after each session is read (for a progress bar); what was
-    left out goes in `counts`."""
+    written and left out goes in `counts`. The header is written once every session was
+    read, so a `note` given as a function of the counts can say what the file holds (the
+    sessions with lines, not those whose every step was left out)."""
     counts = ExportCounts() if counts is None else counts
     with tempfile.TemporaryDirectory(prefix="stepahead-export-") as scratch:
         spool = sqlite3.connect(Path(scratch) / "requests.sqlite3")
@@ -228,10 +241,12 @@ def export_sessions_lines(path: Path, keys: Iterable[tuple[str, str]], note: str
                         for i, (arrived_s, line) in enumerate(_session_requests(path, tenant, session, counts))]
                 spool.executemany("INSERT INTO requests VALUES (?, ?, ?)", rows)
                 num_requests += len(rows)
+                if rows:
+                    counts.wrote_session(tenant)
                 if on_session is not None:
                     on_session()
             spool.commit()
-            yield header_line(note)
+            yield header_line(note(counts) if callable(note) else note)
             [(start_s,)] = spool.execute("SELECT MIN(arrived_s) FROM requests").fetchall()
             for arrived_s, text in spool.execute("SELECT arrived_s, line FROM requests ORDER BY arrived_s, seq"):
                 yield _request_line(arrived_s - start_s, json.loads(text))

@@ -26,6 +26,11 @@ class Column:
     is_number: bool = False
 
 
+def counted(number: int, noun: str) -> str:
+    """`number` and `noun`, plural unless one: "1 step", "2 steps", "0 sessions"."""
+    return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
 def printable(text: object) -> str:
     """`text` as one line: each non-printable character as its escape."""
     value = str(text)

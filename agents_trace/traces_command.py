@@ -40,7 +40,7 @@ from agents_trace.traces_lookup import CommandError, session_of_request, store_p
     the_session_or_request
 from agents_trace.traces_output import refuse_the_store, write_lines
 from agents_trace.traces_view import session_json, session_text, sessions_text, stats_text
-from agents_trace.text_table import terminal_json
+from agents_trace.text_table import counted, terminal_json
 
 
 def _store_args(parser: argparse.ArgumentParser) -> None:
@@ -250,19 +250,23 @@ def _export_one(path: Path, session: dict, output: str | None) -> int:
     return 0
 
 
+def _written(counts: ExportCounts) -> str:
+    """The sessions an export holds lines of (not one whose every step was refused)."""
+    return f"{counted(counts.num_sessions_written, 'session')} of {len(counts.tenants_written)} tenant(s)"
+
+
 def _export_matching(path: Path, args: argparse.Namespace) -> int:
     refuse_the_store(args.output, path)
     keys = matching_session_keys(path, _session_filter(args))
     if not keys:
         raise CommandError(f"no sessions in {path} match", 1)
-    tenants = sorted({tenant for tenant, _ in keys})
-    note = f"stepahead: {len(keys)} session{'' if len(keys) == 1 else 's'} of {len(tenants)} tenant(s) from {path.name}"
     with tqdm(total=len(keys), unit="session", desc="reading", file=sys.stderr, disable=None) as bar:
         counts = ExportCounts()
-        lines = export_sessions_lines(path, keys, note, on_session=lambda: bar.update(1), counts=counts)
+        lines = export_sessions_lines(path, keys, lambda done: f"stepahead: {_written(done)} from {path.name}",
+                                      on_session=lambda: bar.update(1), counts=counts)
         num_lines = write_lines(lines, args.output)
     _say_failed_steps_left_out(counts)
-    print(f"stepahead: {num_lines - 1} requests of {len(keys)} sessions of {len(tenants)} tenant(s)"
+    print(f"stepahead: {counted(num_lines - 1, 'request')} of {_written(counts)}"
           + (f" written to {args.output}" if args.output and args.output != "-" else ""), file=sys.stderr)
     return 0
 
@@ -281,7 +285,7 @@ def delete_command(args: argparse.Namespace) -> int:
         if not args.yes and not _confirmed(f"delete {what} from {path}, with their steps and content?"):
             raise CommandError("nothing deleted (pass --yes to delete without asking)", 2)
         num_steps = delete_sessions(path, keys)
-        print(f"stepahead: deleted {what} ({num_steps} steps)", file=sys.stderr)
+        print(f"stepahead: deleted {what} ({counted(num_steps, 'step')})", file=sys.stderr)
         return 0
     return 2 if _filters_without_all(args) else _run(args, body)
 

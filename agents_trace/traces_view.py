@@ -13,7 +13,8 @@ import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
 
-from agents_trace.text_table import NO_VALUE, Column, printable, printable_lines, render_table, terminal_json
+from agents_trace.text_table import (NO_VALUE, Column, counted, printable, printable_lines, render_table,
+                                     terminal_json)
 
 def local_time(unix_s: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(unix_s))
@@ -132,8 +133,8 @@ def _summary(session: Mapping) -> list[str]:
                   f"{session['agent'] or NO_VALUE}   {state_of(session)}"),
         f"started {local_time(session['started_s'])}, last active {local_time(session['last_s'])} "
         f"({_seconds(session['duration_s'])} s)",
-        f"{_count(session['num_steps'], 'step')}, {_count(session['num_tool_runs'], 'tool run')}, "
-        f"{_count(session['num_errors'], 'error')}; "
+        f"{counted(session['num_steps'], 'step')}, {counted(session['num_tool_runs'], 'tool run')}, "
+        f"{counted(session['num_errors'], 'error')}; "
         f"{session['num_input_tokens']} prompt tokens, {session['num_cached_tokens']} cached "
         f"({_share(session['num_cached_tokens'], session['num_input_tokens']) or NO_VALUE}); "
         f"{session['num_output_tokens']} output tokens{forecasts}",
@@ -274,8 +275,3 @@ def session_json(session: Mapping, steps: Iterable[tuple[Mapping, Mapping | None
     """The session and all its steps as one JSON line (each step's `content` when asked)."""
     out_steps = [{**step, "content": content} if with_content else dict(step) for step, content in steps]
     return terminal_json({"session": dict(session), "steps": out_steps})
-
-
-def _count(number: int, noun: str) -> str:
-    """`number` and `noun`, plural unless one: "1 tool run", "2 tool runs", "0 errors"."""
-    return f"{number} {noun}{'' if number == 1 else 's'}"

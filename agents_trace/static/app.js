@@ -73,10 +73,9 @@ async function downloadFile(path, name) {
 
 // --- views --------------------------------------------------------------------------
 // Live: while a view's box is ticked and the tab visible, ask every LIVE_INTERVAL_MS.
-// A session (while open): the steps after those shown; a step that arrived out of order
-// (a session's concurrent calls) or a session that ended reloads it (its first page, or
-// the one holding the outlined step). The list: its first page again (not once "load
-// more" has shown more).
+// A session (while open): see session.js `refreshLive` (before its last page, its
+// totals; on it, the steps after those shown). The list: its first pages merged into
+// the rows loaded, every page kept (list.js `refreshList`).
 function setLive() {
   if (view.liveTimer) { clearInterval(view.liveTimer); view.liveTimer = null; }
   if ($("live").checked && view.session && view.session.is_open && !$("session-view").hidden) {

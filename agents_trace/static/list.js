@@ -32,9 +32,9 @@ async function loadWindowStats() {
   const stats = await api("/v1/traces/stats?" + params);
   const t = stats.total;
   $("window-stats").textContent = !t ? "" :
-    `Steps in this window: ${t.steps} in ${t.sessions} sessions · ${t.prompt_tokens} prompt tokens, ` +
+    `Steps in this window: ${t.steps} in ${count(t.sessions, "session")} · ${t.prompt_tokens} prompt tokens, ` +
     `${pct(t.cached_tokens, t.prompt_tokens)} cached · TTFT p50 ${fmtMs(t.ttft_p50_s)} ms, ` +
-    `p99 ${fmtMs(t.ttft_p99_s)} ms · ${t.errors} errors` +
+    `p99 ${fmtMs(t.ttft_p99_s)} ms · ${count(t.errors, "error")}` +
     (t.forecasts ? ` · forecasts right ${t.forecast_hits}/${t.forecasts}` : "");
 }
 
@@ -62,59 +62,79 @@ async function loadForecasters() {
   const status = await api("/v1/traces/forecasters?" + params);
   const lines = status.data.map((t) => el("li", {}, forecasterLine(t)));
   const more = (status.num_tenants || 0) - status.data.length;
-  if (more > 0) lines.push(el("li", {}, `and ${more} more tenants: filter by tenant to see one`));
+  if (more > 0) lines.push(el("li", {}, `and ${count(more, "more tenant")}: filter by tenant to see one`));
   $("forecasters").replaceChildren(...lines);
 }
 
 // A session's key in `view.sessionsShown`: its tenant and id.
 const sessionKey = (s) => JSON.stringify([s.tenant, s.session]);
+// A session's place in the list's order (the API's: most recently active first, then
+// tenant, then id), and whether place `a` comes after place `b` in it. (JavaScript orders
+// strings by UTF-16 units, SQLite by UTF-8 bytes: they differ only between characters
+// past U+FFFF and U+E000-U+FFFF, and only for two sessions last active at the same instant.)
+const sortKey = (s) => [s.last_s, s.tenant, s.session];
+const comesAfter = (a, b) => a[0] !== b[0] ? a[0] < b[0] : a[1] !== b[1] ? a[1] > b[1] : a[2] > b[2];
+
+// A session's row; `id`, the filter's id text (a session found by a request id, text its
+// id does not hold, opens on that request's step). The row keeps the session's key and
+// place (`data-key`, `data-place`) for Live's merge (`mergeSessions`).
+function sessionRow(s, id) {
+  const requestId = id && !s.session.includes(id) ? id : "";
+  const link = el("a", { href: sessionHash(s.tenant, s.session, requestId) }, s.session);
+  return el("tr", { class: s.num_errors ? "error" : "", "data-key": sessionKey(s), "data-place": JSON.stringify(sortKey(s)) },
+    el("td", { class: "text" }, link), el("td", { class: "text admin-only" }, s.tenant),
+    el("td", { class: "text" }, s.agent || "—"), el("td", { class: "text" }, fmtTime(s.last_s)),
+    el("td", {}, fmtS(s.duration_s)), el("td", {}, s.num_steps), el("td", {}, s.num_tool_runs),
+    el("td", {}, s.num_input_tokens), el("td", {}, s.num_cached_tokens),
+    el("td", {}, pct(s.num_cached_tokens, s.num_input_tokens)),
+    el("td", {}, s.num_output_tokens), el("td", {}, s.num_errors),
+    el("td", { title: forecastsNote(s) }, s.num_forecasts ? `${s.num_forecast_hits}/${s.num_forecasts}` : "—"),
+    el("td", { class: "text" }, stateOf(s)));
+}
 
 // `count`: how many to ask for (one page of the API's at most). False when the user
 // went elsewhere before the page came (nothing shown). The list's order moves (most
 // recently active first), so a page after the first is the rows after the last one
-// listed (the API's `before` cursor, its `next_before`), not an offset: a session that
-// arrives or is active again meanwhile moves above them, and neither repeats a row nor
-// pushes one past the list unseen (it shows at the next reload or Live refresh). No
-// session is listed twice (`view.sessionsShown`) whatever the store does meanwhile.
+// listed (the API's `before` cursor, its `next_before`, kept with its place as the
+// body's `data-before`), not an offset: a session that arrives or is active again
+// meanwhile moves above them, and neither repeats a row nor pushes one past the list
+// unseen (it shows at the next reload or Live refresh). No session is listed twice
+// (`view.sessionsShown`) whatever the store does meanwhile.
 async function loadSessions(append, count = SESSIONS_PAGE) {
   const ticket = view.route;
-  if (!append) {
-    loadWindowStats().catch(() => { $("window-stats").textContent = ""; });
-    loadForecasters().catch(() => { $("forecasters").replaceChildren(); });
-  }
+  if (!append) loadListFigures();
   const params = filterQuery();
   if (append) params.set("before", view.sessionsBefore);
   params.set("limit", String(Math.min(count, MAX_PAGE)));
   const page = await api("/v1/traces/sessions?" + params);
   if (ticket !== view.route) return false;
-  // a session found by a request id (text its id does not hold) opens on that request's step
   const id = params.get("id_contains") || "";
   const rows = [];
   if (!append) view.sessionsShown = new Set();
   for (const s of page.data) {
     if (view.sessionsShown.has(sessionKey(s))) continue;
     view.sessionsShown.add(sessionKey(s));
-    const requestId = id && !s.session.includes(id) ? id : "";
-    const link = el("a", { href: sessionHash(s.tenant, s.session, requestId) }, s.session);
-    rows.push(el("tr", { class: s.num_errors ? "error" : "" },
-      el("td", { class: "text" }, link), el("td", { class: "text admin-only" }, s.tenant),
-      el("td", { class: "text" }, s.agent || "—"), el("td", { class: "text" }, fmtTime(s.last_s)),
-      el("td", {}, fmtS(s.duration_s)), el("td", {}, s.num_steps), el("td", {}, s.num_tool_runs),
-      el("td", {}, s.num_input_tokens), el("td", {}, s.num_cached_tokens),
-      el("td", {}, pct(s.num_cached_tokens, s.num_input_tokens)),
-      el("td", {}, s.num_output_tokens), el("td", {}, s.num_errors),
-      el("td", { title: forecastsNote(s) }, s.num_forecasts ? `${s.num_forecast_hits}/${s.num_forecasts}` : "—"),
-      el("td", { class: "text" }, stateOf(s))));
+    rows.push(sessionRow(s, id));
   }
   const body = $("sessions").tBodies[0];
   if (append) body.append(...rows); else body.replaceChildren(...rows);   // replaced whole: no flicker
+  if (!append) delete body.dataset.before;
   view.sessionsLoaded = (append ? view.sessionsLoaded : 0) + page.data.length;
-  if (page.data.length) view.sessionsBefore = page.next_before;
+  if (page.data.length) {
+    view.sessionsBefore = page.next_before;
+    body.dataset.before = JSON.stringify(sortKey(page.data[page.data.length - 1]));
+  }
   view.sessionsRows = (append ? view.sessionsRows : 0) + Math.min(count, MAX_PAGE);
   $("more-sessions").hidden = !page.has_more;
   setStatus(view.sessionsLoaded ? "" : "No sessions match.");
   if (!append) setLive();
   return true;
+}
+
+// The lines over the list (the window's figures, the forecasters), asked for again.
+function loadListFigures() {
+  loadWindowStats().catch(() => { $("window-stats").textContent = ""; });
+  loadForecasters().catch(() => { $("forecasters").replaceChildren(); });
 }
 
 // The list as its URL names it: its filters, and as many rows as were loaded (a page of
@@ -134,7 +154,59 @@ async function showSessions(params, ticket) {
   if (ticket === view.route && scrollY) window.scrollTo(0, scrollY);
 }
 
+// Live: the list again, every page loaded kept. The sessions new or active again since
+// the rows were listed are the most recently active, so the API's first pages hold them:
+// those are asked for down to a listed session that has not moved (its place the same),
+// or past the last row listed (`data-before`, where "load more" goes on). What they cover
+// is shown as they say (new and active-again sessions on top, figures and states
+// updated, a deleted session gone); the rows listed below that keep their place and the
+// figures they were loaded with until they are active again (or the list is reloaded).
+// A session after the last row listed is left to "load more" (shown when hidden). Merged
+// into the rows listed when the pages come, so a "load more" meanwhile keeps its rows.
 async function refreshList() {
-  if (document.hidden || view.sessionsLoaded > SESSIONS_PAGE) return;
-  await loadSessions(false);
+  if (document.hidden) return;
+  const body = $("sessions").tBodies[0];
+  if (!body.dataset.before) { await loadSessions(false); return; }   // nothing listed yet
+  const ticket = view.route;
+  loadListFigures();
+  const params = filterQuery();
+  params.set("limit", String(SESSIONS_PAGE));
+  const fresh = [];
+  for (;;) {
+    const page = await api("/v1/traces/sessions?" + params);
+    if (ticket !== view.route) return;
+    fresh.push(...page.data);
+    const last = page.data[page.data.length - 1];
+    const end = !page.has_more || !last || comesAfter(sortKey(last), JSON.parse(body.dataset.before)) ||
+      placeListed(body, last) === JSON.stringify(sortKey(last));
+    if (end) { mergeSessions(fresh, page.has_more, params.get("id_contains") || ""); return; }
+    params.set("before", page.next_before);
+  }
+}
+
+// The place a listed session was listed at (its row's `data-place`), or undefined.
+function placeListed(body, s) {
+  const row = [...body.rows].find((r) => r.dataset.key === sessionKey(s));
+  return row && row.dataset.place;
+}
+
+// `fresh`: the list's first rows as the API has them now, in order; `more`: whether rows
+// follow them. See `refreshList`.
+function mergeSessions(fresh, more, id) {
+  const body = $("sessions").tBodies[0];
+  const before = JSON.parse(body.dataset.before);
+  const covered = fresh.length ? sortKey(fresh[fresh.length - 1]) : null;   // down to here, `fresh` is whole
+  const freshKeys = new Set(fresh.map(sessionKey));
+  const top = fresh.filter((s) => !comesAfter(sortKey(s), before));
+  const below = !more ? [] : [...body.rows].filter((row) =>
+    !freshKeys.has(row.dataset.key) && (!covered || comesAfter(JSON.parse(row.dataset.place), covered)));
+  if (fresh.some((s) => comesAfter(sortKey(s), before) && !view.sessionsShown.has(sessionKey(s)))) {
+    $("more-sessions").hidden = false;   // a session after the last row listed: "load more" shows it
+  }
+  // the rows kept stay where they are (the browser keeps the part scrolled to in view)
+  const kept = new Set(below);
+  for (const row of [...body.rows]) if (!kept.has(row)) row.remove();
+  body.prepend(...top.map((s) => sessionRow(s, id)));
+  view.sessionsShown = new Set([...body.rows].map((row) => row.dataset.key));
+  setStatus(body.rows.length ? "" : "No sessions match.");
 }

@@ -131,7 +131,8 @@ function renderSteps(steps) {
   refocus(body, focus);
 }
 
-function renderSession() {
+// The session's title and summary line (its totals and state).
+function renderSummary() {
   const s = view.session;
   $("session-title").textContent = visible(`Session ${s.session}` + (view.me.is_admin ? ` (tenant ${s.tenant})` : ""));
   $("session-summary").textContent = visible(`agent ${s.agent || "—"} · ${count(s.num_steps, "step")} · ` +
@@ -140,6 +141,10 @@ function renderSession() {
     `${count(s.num_errors, "error")} · started ${fmtTime(s.started_s)} · ${stateOf(s)}` +
     (s.num_forecasts ? ` · forecasts right ${s.num_forecast_hits}/${s.num_forecasts} (${forecastsNote(s)})` : ""));
   $("export-link").onclick = (event) => { event.preventDefault(); downloadExport(); };
+}
+
+function renderSession() {
+  renderSummary();
   renderGantt(view.steps);
   renderContextChart(view.steps);
   renderSteps(view.steps);
@@ -213,10 +218,17 @@ async function loadSession(tenant, session, how, requestId = "") {
   setLive();
 }
 
-// A refresh that succeeds clears the status line: an error a refresh showed (the session
-// deleted, the gateway restarting) is over.
+// Live, every LIVE_INTERVAL_MS while the session is open. On its last page, the steps
+// after those shown are added. Before its last page (later steps wait behind "Load more
+// steps"), the summary and "Showing steps … of N" keep up, and new steps wait there too:
+// they come after those, in index order, so none is shown out of order or twice. A step
+// that arrived out of order (a session's concurrent calls) among or before those shown
+// reloads the session (its first page, or the one holding the outlined step), and so
+// does its end on its last page. A refresh that succeeds clears the status line: an
+// error a refresh showed (the session deleted, the gateway restarting) is over.
 async function refreshLive() {
-  if (document.hidden || $("more-steps").hidden === false) return;   // the last steps shown first
+  if (document.hidden) return;
+  if ($("more-steps").hidden === false) { await refreshBeforeLastPage(); return; }
   const s = view.session, ticket = view.route;
   const detail = await api(sessionPath(s.session) + "?" + stepsQuery(s.tenant, view.stepsEnd, STEPS_PAGE));
   if (ticket !== view.route) return;
@@ -232,4 +244,25 @@ async function refreshLive() {
     return;
   }
   await loadSession(s.tenant, s.session, "reload");
+}
+
+// Live before the session's last page: the session again, with the last step shown (still
+// at its offset when no step arrived among or before those shown).
+async function refreshBeforeLastPage() {
+  const s = view.session, ticket = view.route, last = view.steps[view.steps.length - 1];
+  const detail = await api(sessionPath(s.session) + "?" + stepsQuery(s.tenant, Math.max(0, view.stepsEnd - 1), 1));
+  if (ticket !== view.route) return;
+  setStatus("");
+  const again = detail.steps.data[0];
+  if (!last || !again || again.index !== last.index) { await loadSession(s.tenant, s.session, "reload"); return; }
+  if (JSON.stringify(detail.session) === JSON.stringify(s)) return;   // nothing new
+  view.session = detail.session;
+  $("more-steps").hidden = !detail.steps.has_more;
+  renderSummary();
+  renderStepsShown();
+  if (!view.session.is_open) {   // ended: nothing more will come
+    $("live-label").hidden = true;
+    $("live").checked = false;
+    setLive();
+  }
 }

@@ -175,7 +175,7 @@ def test_viewer_sums_the_window_and_exports_the_sessions_that_match_its_filters(
         wait_for(driver, lambda d: d.find_elements(By.LINK_TEXT, session))
         stats = wait_for(driver, lambda d: d.find_element(By.ID, "window-stats").text)
         # the scripted session: 100 + 200 + 300 prompt tokens, 0 + 80 + 160 cached, TTFT 100 ms each
-        assert stats.startswith("Steps in this window: 3 in 1 sessions · 600 prompt tokens, 40% cached · "
+        assert stats.startswith("Steps in this window: 3 in 1 session · 600 prompt tokens, 40% cached · "
                                 "TTFT p50 100.0 ms, p99 100.0 ms · 0 errors · forecasts right 0/2")
         # keep what the page fetches for its download, instead of saving a file
         driver.execute_script("""
