@@ -10,10 +10,12 @@ from __future__ import annotations
 from gateway.errors import invalid_request
 
 # The fields OpenAI's item types declare, by item type, then by content part type;
-# `check_item_fields` refuses any other.
+# `check_item_fields` refuses any other. A field whose name is a Python keyword is also
+# taken under the SDK's attribute name (`async_`: the Python SDK's `model_dump()` of a
+# function call, which the Agents SDK's conversation session sends back: QA112).
 ITEM_FIELDS = {"message": ("type", "id", "role", "content", "status", "phase"),
                "function_call": ("type", "id", "call_id", "name", "arguments", "status", "caller", "namespace",
-                                 "async", "created_by"),
+                                 "async", "async_", "created_by"),
                "function_call_output": ("type", "id", "call_id", "output", "status", "caller", "name",
                                         "namespace", "created_by"),
                "reasoning": ("type", "id", "summary", "content", "encrypted_content", "status")}
@@ -25,7 +27,7 @@ REASONING_PARTS = {"summary": "summary_text", "content": "reasoning_text"}   # a
 # the values a field takes (when not null), as OpenAI's types declare them: one of a few strings, or a JSON type
 FIELD_VALUES = {"status": ("in_progress", "completed", "incomplete"), "phase": ("commentary", "final_answer")}
 FIELD_TYPES = {"caller": (dict, "an object"), "namespace": (str, "a string"), "created_by": (str, "a string"),
-               "async": (bool, "a boolean"), "encrypted_content": (str, "a string"), "annotations": (list, "an array"),
+               "async": (bool, "a boolean"), "async_": (bool, "a boolean"), "encrypted_content": (str, "a string"), "annotations": (list, "an array"),
                "logprobs": (list, "an array"), "prompt_cache_breakpoint": (dict, "an object"),
                "name": (str, "a string"), "call_id": (str, "a string")}
 

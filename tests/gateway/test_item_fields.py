@@ -7,6 +7,7 @@ import pytest
 
 from gateway.conversation_items import checked_items
 from gateway.errors import ApiError
+from gateway.item_fields import check_item_fields
 from gateway.responses_format import ResponsesRequest, to_chat_body
 from tests.gateway.conftest import KEYS
 
@@ -124,3 +125,21 @@ def test_listed_items_and_a_responses_output_go_back_as_items(gateway):
 def test_an_item_or_part_type_of_another_json_type_is_a_400_not_a_server_error(item, param):
     assert _error(lambda: checked_items([item])).param == f"items{param}"
     assert _error(lambda: to_chat_body(ResponsesRequest(model="m", input=[item]))).param == f"input{param}"
+
+
+def test_items_the_python_sdk_dumps_by_attribute_name_are_taken():
+    """QA112: the SDK's `model_dump()` names a function call's `async` by its attribute,
+    `async_`; the Agents SDK's conversation session sends items back so, and every later
+    run of the session was a 400 naming `input[1].async_`."""
+    from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
+
+    call = ResponseFunctionToolCall(type="function_call", call_id="c1", name="f", arguments="{}", id="fc_1",
+                                    status="completed")
+    message = ResponseOutputMessage(type="message", id="msg_1", role="assistant", status="completed",
+                                    content=[ResponseOutputText(type="output_text", text="hi", annotations=[])])
+    for dumped in (call.model_dump(), call.model_dump(by_alias=True), message.model_dump()):
+        check_item_fields(dumped, "input[1]")
+    assert "async_" in call.model_dump()   # the SDK's attribute name, as sent back
+    with pytest.raises(ApiError) as refused:
+        check_item_fields({**call.model_dump(), "async_": "yes"}, "input[1]")
+    assert (refused.value.param, refused.value.code) == ("input[1].async_", "invalid_type")
