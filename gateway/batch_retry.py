@@ -1,6 +1,8 @@
 """When a batch request the gateway turned away goes again, and after how long.
 
-Invariants: only a 429 or 503 is ever retried; one whose answer says waiting does not
+Invariants: only a 429 or 503 is ever retried, and a 400 `conversation_locked` (another
+line, or an agent, runs a response on the conversation the line names: it takes one at a
+time, gateway/conversation_locks.py); a 429 or 503 whose answer says waiting does not
 cure it (`x-should-retry: false`, or `insufficient_quota`) is final at once; the wait is
 the one the answer asks for (`retry-after-ms`, else `Retry-After` in seconds or as an HTTP
 date: an upstream's wait, never cut to 1 s; 1 s when absent or unreadable), at least 0.1 s;
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import httpx
 
+from gateway.conversation_locks import CONVERSATION_LOCKED
 from gateway.litellm_errors import upstream_wait_s
 
 MAX_RETRY_WAIT_S = 30.0
@@ -25,12 +28,18 @@ def is_final_refusal(headers: httpx.Headers, body: object) -> bool:
     gateway/budget_share.py)."""
     if headers.get("x-should-retry", "").strip().lower() == "false":
         return True
-    return isinstance(body, dict) and isinstance(body.get("error"), dict) \
-        and body["error"].get("code") == "insufficient_quota"
+    return error_code(body) == "insufficient_quota"
+
+
+def error_code(body: object) -> object:
+    """The `code` of an OpenAI error body; None for anything else."""
+    return body["error"].get("code") if isinstance(body, dict) and isinstance(body.get("error"), dict) else None
 
 
 def retry_wait_s(status_code: int, headers: httpx.Headers, body: object) -> float | None:
     """Seconds to wait before sending the request again; None when its answer is final."""
+    if status_code == 400 and error_code(body) == CONVERSATION_LOCKED:
+        return 1.0
     if status_code not in (429, 503) or is_final_refusal(headers, body):
         return None
     wait_s = upstream_wait_s(headers.get("retry-after"), headers.get("retry-after-ms"))

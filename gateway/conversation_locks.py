@@ -20,10 +20,13 @@ from dataclasses import dataclass, field
 from gateway.errors import ApiError, invalid_request
 
 
+CONVERSATION_LOCKED = "conversation_locked"
+
+
 def conversation_locked(conversation_id: str) -> ApiError:
     return invalid_request(f"Another response is running on conversation '{conversation_id}'; a conversation takes "
                            "one turn at a time. Retry once it has ended.", param="conversation",
-                           code="conversation_locked")
+                           code=CONVERSATION_LOCKED)
 
 
 @dataclass(slots=True)

@@ -9,6 +9,14 @@ def test_only_429_and_503_are_retried(status_code):
     assert retry_wait_s(status_code, httpx.Headers({"retry-after": "2"}), {}) is None
 
 
+def test_a_line_on_a_conversation_another_response_runs_on_waits_a_second_and_goes_again():
+    """QA112: batch lines naming one conversation met `conversation_locked` (it takes one
+    response at a time) and had it as their final result."""
+    locked = {"error": {"code": "conversation_locked", "param": "conversation", "message": "..."}}
+    assert retry_wait_s(400, httpx.Headers(), locked) == 1.0
+    assert retry_wait_s(400, httpx.Headers(), {"error": {"code": "invalid_value"}}) is None
+
+
 @pytest.mark.parametrize("headers, wait_s", [
     ({"retry-after": "2.5"}, 2.5), ({}, 1.0), ({"retry-after": "soon"}, 1.0), ({"retry-after": "0"}, 0.1),
     ({"retry-after": "-4"}, 0.1), ({"retry-after": "3600"}, 3600.0)])
