@@ -18,6 +18,13 @@ a connection idle between requests is closed by uvicorn after `keep_alive_s`.
 Each request's scope offers the app `DROP_CONNECTION` (in `extensions`): a response it
 cannot end (its client stopped reading, gateway/http_io.py) closes the connection at once,
 and uvicorn takes it as a client gone, not as an app that left its response unfinished.
+A request asking to switch protocols (`Connection: upgrade` with `Upgrade: websocket`,
+`h2c`...) is answered as the HTTP/1.1 request it also is, and its connection closed after
+the answer: the parser reads nothing after such a head (it leaves the rest to the new
+protocol), so a body that came with it was lost and bytes after it were read as the next
+request (QA113: a body holding `GET /v1/models` was answered; request smuggling behind a
+proxy). One that carries a body is refused (400 `upgrade_not_supported`) without reaching
+the app, as its body cannot be read.
 `uvicorn_protocols()` is how every uvicorn server of the gateway is to be set up: these
 connections, and a WebSocket upgrade served as the plain HTTP request it also is (the app
 has no WebSocket route: it answers OpenAI-shaped, a 404 for an unknown path, never
@@ -55,6 +62,16 @@ def refusal_bytes(status: int, message: str, code: str) -> bytes:
             "connection: close\r\n\r\n").encode() + body
 
 
+def _has_body(headers: list[tuple[bytes, bytes]]) -> bool:
+    """Whether a request's headers announce a body (a non-zero Content-Length, or any
+    Transfer-Encoding)."""
+    for name, value in headers:
+        if name.lower() == b"transfer-encoding" or (name.lower() == b"content-length" and value.strip() not in
+                                                     (b"0", b"")):
+            return True
+    return False
+
+
 class GuardedHttpToolsProtocol(HttpToolsProtocol):
     max_head_bytes = MAX_HEAD_BYTES
     head_timeout_s = HEAD_TIMEOUT_S
@@ -66,6 +83,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._num_heads = 0   # heads completed on this connection: a read that completed one was not all head
         self._head_tail = b""   # the last bytes of the head so far: its blank line may span two reads
         self._head_timer: asyncio.TimerHandle | None = None
+        self._switch_asked = False   # a head asked to switch protocols: nothing after it is read
+        self._switch_refused = False   # ... and carried a body: refused, never reached the app
 
     def connection_made(self, transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -76,6 +95,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
+        if self._switch_asked:   # what follows such a head is no HTTP the parser reads
+            return
         if self._in_head:
             self._arm_head_timer()
             # checked before the parser sees it, so a head past the limit never reaches the app
@@ -100,10 +121,25 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._in_head, self._head_bytes, self._head_tail = False, 0, b""
         self._num_heads += 1
         self._disarm_head_timer()
+        if self.parser.should_upgrade():
+            self._switch_asked = True
+            if _has_body(self.headers):
+                self._switch_refused = True
+                self._refuse(400, "The request asks to switch protocols (its 'Connection: upgrade' and 'Upgrade' "
+                             "headers) and carries a body: this gateway speaks HTTP/1.1 only and cannot read a "
+                             "body sent so. Send the request without those headers.", "upgrade_not_supported")
+                return
         super().on_headers_complete()
         cycle = self.cycle
         if cycle is not None and cycle.scope is self.scope:   # this request's (not on an upgrade)
             self.scope.setdefault("extensions", {})[DROP_CONNECTION] = functools.partial(self._drop, cycle)
+            if self._switch_asked:
+                cycle.keep_alive = False   # answered, then closed: nothing after its head is read
+
+    def _unsupported_upgrade_warning(self) -> None:
+        """Nothing to log: the gateway answers a request asking to switch protocols as plain
+        HTTP on purpose (uvicorn's words would tell the operator to install a WebSocket
+        library; any client could fill the log with them)."""
 
     def _drop(self, cycle) -> None:
         """Close the connection now, bytes not yet sent dropped, and mark `cycle` (the
@@ -111,7 +147,13 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         cycle.disconnected = True
         self.transport.abort()
 
+    def on_body(self, body: bytes) -> None:
+        if not self._switch_refused:   # a refused head has no request cycle
+            super().on_body(body)
+
     def on_message_complete(self) -> None:
+        if self._switch_refused:
+            return
         super().on_message_complete()
         self._in_head, self._head_bytes = True, 0   # the next request's head, when it comes
 

@@ -109,6 +109,49 @@ def test_a_websocket_upgrade_is_answered_as_plain_http_openai_shaped(served, pat
     assert REQUEST_ID.fullmatch(headers.get("x-request-id", ""))
 
 
+def _all_answers(port: int, first: bytes, then: bytes) -> bytes:
+    """Everything the server sends on one connection to `first`, then (a moment later, a
+    read of its own) `then`, until it closes the connection."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(first)
+        time.sleep(0.3)
+        try:
+            sock.sendall(then)
+        except OSError:   # closed already
+            pass
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+        return answer
+
+
+STATUS_LINE = re.compile(rb"HTTP/1\.1 \d{3} ")
+MODELS_REQUEST = f"GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n\r\n".encode()
+
+
+@pytest.mark.parametrize("upgrade", ["websocket", "h2c"])
+def test_a_body_sent_with_an_upgrade_is_refused_and_nothing_after_it_is_read(served, upgrade):
+    """QA113: the parser reads nothing after a head that asks to switch protocols: the body
+    was lost ("The request body is empty") and the bytes after it were answered as the next
+    request (a smuggled GET /v1/models answered 200)."""
+    body = json.dumps({"model": "mock", "messages": [{"role": "user", "content": "hi"}]}).encode()
+    post = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings\r\n"
+            f"Upgrade: {upgrade}\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n"
+            f"Authorization: Bearer {KEY}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode()
+    answer = _all_answers(served, post, body + MODELS_REQUEST)
+    assert len(STATUS_LINE.findall(answer)) == 1, answer
+    assert answer.startswith(b"HTTP/1.1 400 ") and b'"upgrade_not_supported"' in answer
+
+
+def test_a_request_asking_to_upgrade_is_answered_and_its_connection_closed(served):
+    upgrade = (f"GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+               f"Authorization: Bearer {KEY}\r\n\r\n").encode()
+    answer = _all_answers(served, upgrade, MODELS_REQUEST)
+    assert len(STATUS_LINE.findall(answer)) == 1 and answer.startswith(b"HTTP/1.1 200 "), answer
+    assert b"connection: close" in answer.lower()
+
+
 # --- the HTTP guard's refusals ------------------------------------------------------------
 
 def test_each_refusal_of_the_http_guard_has_its_own_request_id():
