@@ -57,7 +57,8 @@ async def upload_file(request: Request, state: GatewayState, tenant: str) -> Res
             raise (body_too_large(limit) if limit <= room
                    else file_storage_full(cap, stored, None, sending=reservation.others)) from None
         except Exception as exc:   # NOTE: starlette's MultiPartException and its parser's errors
-            raise invalid_request(f"The multipart body could not be read: {exc}", param="file") from None
+            reason = getattr(exc, "detail", None) or getattr(exc, "message", None) or exc   # not "400: ..." (QA113)
+            raise invalid_request(f"The multipart body could not be read: {reason}", param="file") from None
         try:
             upload, purpose = form.get("file"), form.get("purpose")
             if not isinstance(upload, UploadFile):

@@ -44,10 +44,12 @@ class ClientGone(Exception):
 
 def refuse_encoded_body(request: Request, send_instead: str = "plain JSON") -> None:
     """A 415 `unsupported_content_encoding` when `request`'s body is declared encoded (any
-    `Content-Encoding` but `identity`): no route decodes one, and none reads one as plain;
-    `send_instead` says what to send."""
-    coding = request.headers.get("content-encoding", "").strip()
-    if coding and coding.lower() != "identity":
+    `Content-Encoding` but `identity`, in any of its header fields: QA113 sent `identity`,
+    then `gzip`): no route decodes one, and none reads one as plain; `send_instead` says
+    what to send."""
+    codings = [part.strip() for field in request.headers.getlist("content-encoding") for part in field.split(",")]
+    coding = next((part for part in codings if part and part.lower() != "identity"), None)
+    if coding is not None:
         raise ApiError(415, f"The request body is sent with 'Content-Encoding: {coding[:40]}'; encoded bodies are "
                        f"not supported: send {send_instead}.", "invalid_request_error", "unsupported_content_encoding")
 

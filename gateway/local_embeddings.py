@@ -53,9 +53,10 @@ MODEL_LOADING = threading.Lock()
 EMBEDDING_TOKENIZER_FILES = (*TOKENIZER_FILES, "vocab.txt", "spiece.model", "sentencepiece.bpe.model")
 
 
-class EmbeddingModelError(RuntimeError):
+class EmbeddingModelError(ModelLoadError):
     """The model directory cannot be served (missing, not a model, no tokenizer that fits
-    it, or parameters built in the wrong dtype)."""
+    it, or parameters built in the wrong dtype): a stated start failure, one line
+    (gateway/start_failure.py), as a chat model's `ModelLoadError` is."""
 
 
 def check_embedding_model(path: str) -> None:

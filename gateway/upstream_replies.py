@@ -224,8 +224,10 @@ async def events_from_stream(response: Any, is_chat: bool, num_prompt_tokens_est
             if not isinstance(choices, list):
                 raise upstream_garbage("a stream chunk's choices is not a list")
             for choice in choices:
-                finish_reason = text_of(field_of(choice, "finish_reason"), "finish_reason") or finish_reason
                 delta = field_of(choice, "delta") if is_chat else choice
+                if not is_record(choice) or not (delta is None or is_record(delta)):   # QA113: were skipped
+                    raise upstream_garbage("a stream chunk's choice or its delta is not an object")
+                finish_reason = text_of(field_of(choice, "finish_reason"), "finish_reason") or finish_reason
                 text = text_of(field_of(delta, "content" if is_chat else "text"), "delta content")
                 if text:
                     ttft_s = ttft_s if ttft_s is not None else time.perf_counter() - started_s

@@ -194,6 +194,22 @@ def test_an_encoded_upload_is_the_415_of_an_encoded_json_body_and_nothing_is_kep
     assert client.get("/v1/files", headers=AUTH).json()["data"] == []
 
 
+@pytest.mark.parametrize("codings", [[("content-encoding", "identity"), ("content-encoding", "gzip")],
+                                     [("content-encoding", "identity, br")]])
+def test_a_coding_in_any_content_encoding_field_is_the_415(client, codings):
+    """QA113: only the first field was read: `identity` then `gzip` was read as plain JSON."""
+    body = gzip.compress(json.dumps({"model": "mock", "messages": [{"role": "user", "content": "hi"}]}).encode())
+    reply = client.post("/v1/chat/completions", content=body,
+                        headers=[("authorization", f"Bearer {KEY}"), ("content-type", "application/json"), *codings])
+    assert reply.status_code == 415 and reply.json()["error"]["code"] == "unsupported_content_encoding", reply.text
+
+
+def test_an_upload_without_a_boundary_says_so_in_words_of_its_own(client):
+    reply = client.post("/v1/files", content=_form(), headers={**AUTH, "Content-Type": "multipart/form-data"})
+    assert reply.status_code == 400
+    assert reply.json()["error"]["message"] == "The multipart body could not be read: Missing boundary in multipart."
+
+
 @pytest.mark.parametrize("media_type", ["Multipart/Form-Data", "MULTIPART/FORM-DATA", " multipart/form-data"])
 def test_an_uploads_media_type_matches_in_any_case(client, media_type):
     reply = client.post("/v1/files", content=_form(), headers={**AUTH, "Content-Encoding": "identity",

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from gateway.local_embeddings import EmbeddingModelError
 from gateway.start_failure import StartFailed, start_failure_line, stated_start_failures
 from shards.model_files import ModelLoadError
 from tests.gateway.serving import free_port
@@ -29,6 +30,9 @@ def test_stated_errors_become_start_failed_and_others_keep_their_traceback():
     with pytest.raises(StartFailed, match=r"^model 'm': ModelLoadError: validation error: ValueError: bad size$"):
         with stated_start_failures("model 'm'"):   # one line: the report is read back by lines
             raise ModelLoadError("validation error:\n    ValueError: bad size\n")
+    with pytest.raises(StartFailed, match=r"^model 'e': EmbeddingModelError: the tokenizer in /e knows only"):
+        with stated_start_failures("model 'e'"):   # QA113: a local embedding model's refusals were a traceback
+            raise EmbeddingModelError("the tokenizer in /e knows only its special tokens")
     with pytest.raises(KeyError):   # a bug: its traceback is the report
         with stated_start_failures("model 'm'"):
             raise KeyError("x")

@@ -77,6 +77,23 @@ def test_one_stream_gives_one_tool_name_to_chat_and_to_the_collected_reply(names
     assert "".join(collected.tool_calls[0].argument_parts) == '{"city": "Paris"}'
 
 
+@pytest.mark.parametrize("choice", [1, "x", None, [1, 2], {"index": 0, "delta": [1, 2]}, {"index": 0, "delta": "hi"}])
+def test_a_choice_or_delta_that_is_not_an_object_is_a_malformed_reply(choice):
+    """QA113: passthrough skipped such a chunk and finished 200 (litellm's path is a 502)."""
+    with pytest.raises(ApiError) as raised:
+        _events([{"choices": [{"index": 0, "delta": {"content": "a"}, "finish_reason": None}]},
+                 {"choices": [choice]}] + _chunks(["f", None, None])[-2:])
+    assert (raised.value.status, raised.value.code) == (502, "upstream_error")
+    assert "not an object" in raised.value.message
+
+
+def test_a_finishing_choice_without_a_delta_is_read():
+    events = _events([{"choices": [{"index": 0, "delta": {"content": "a"}, "finish_reason": None}]},
+                      {"choices": [{"index": 0, "finish_reason": "stop"}]},
+                      {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}}])
+    assert events[-1].finish_reason == "stop"
+
+
 def test_name_piece_known_answers():
     assert name_piece("", "get_") == "get_"
     assert name_piece("get_", "weather") == "weather"
