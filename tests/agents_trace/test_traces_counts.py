@@ -10,7 +10,6 @@ import pytest
 
 from agents_trace.export import ExportCounts, export_lines, export_sessions_lines
 from agents_trace.records import StepResult
-from agents_trace.text_table import counted
 from tests.agents_trace.helpers import ManualClock, make_tracer
 from tests.agents_trace.test_traces_command import _run
 
@@ -31,10 +30,6 @@ def store(tmp_path):
         clock.advance(1.0)
     tracer.stop()
     return tmp_path / "traces.sqlite3"
-
-
-def test_counted_is_singular_only_for_one():
-    assert [counted(n, "step") for n in (0, 1, 2)] == ["0 steps", "1 step", "2 steps"]
 
 
 def test_export_all_counts_only_the_sessions_it_wrote_lines_of(store, capsys, tmp_path):

@@ -39,9 +39,9 @@ def test_asked_for_names_tools_text_answers_and_numbered_choices():
 
 
 def test_counts_in_the_session_summary_agree_with_their_number():
-    from agents_trace.traces_view import _count
+    from agents_trace.text_table import counted
 
-    assert [_count(n, "tool run") for n in (0, 1, 2)] == ["0 tool runs", "1 tool run", "2 tool runs"]
+    assert [counted(n, "tool run") for n in (0, 1, 2)] == ["0 tool runs", "1 tool run", "2 tool runs"]
 
 
 def test_a_cache_hit_share_rounds_halves_up_as_the_ui_does():
