@@ -119,7 +119,9 @@ for key in keys:
     print(f"{key:<20}" + "".join(f"{cell(rows[name][key]):>14}" for name in rows))
 p, l = rows["predictive"], rows["lru"]
 if p["ttft_mean_s"] and l["ttft_mean_s"]:
-    print(f"LRU / predictive mean TTFT: {l['ttft_mean_s'] / p['ttft_mean_s']:.2f}x")
+    print(f"LRU / predictive mean TTFT: {l['ttft_mean_s'] / p['ttft_mean_s']:.2f}x (one run of each: on a "
+          "shared or small machine two runs can disagree on the winner; repeat it, or see "
+          "docs/benchmarks.md for medians over many runs)")
 failed = [name for name in rows if rows[name]["errors"]]
 if not failed and p["cached_token_share"] is not None and p["cached_token_share"] == l["cached_token_share"]:
     print("Both kept the same share of prompt tokens cached (memory was not short for this "
