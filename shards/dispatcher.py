@@ -65,7 +65,7 @@ class Dispatcher:
         self._outstanding: dict[str, dict[str, int]] = {}  # worker -> tenant -> count
         self._transfer_ids = itertools.count()
         self.stats = DispatchStats()
-        self._cannot_start: tuple[str, float] | None = None   # (why, retry after s): see `set_cannot_start`
+        self._cannot_start: tuple[str, float] | None = None   # (why, next restart at s): see `set_cannot_start`
 
     def set_weights(self, weights: Mapping[str, float]) -> None:
         """Tenants' weights, from now on, in the queue, the router and the per-worker caps
@@ -90,23 +90,25 @@ class Dispatcher:
         self._cannot_start = None
         return self.pump(now_s)
 
-    def set_cannot_start(self, reason: str, retry_after_s: float) -> Outbound:
+    def set_cannot_start(self, reason: str | None, restart_at_s: float, now_s: float) -> Outbound:
         """No worker can start (`reason`: why, e.g. "worker w0 failed to start: ModelLoadError:
-        ..."): fail the queued requests now and refuse new ones, until a worker is added.
-        Their errors are "overloaded" (a 503 for a request never run) with `retry_after_s`."""
-        self._cannot_start = (reason, max(self.config.retry_after_s, retry_after_s))
+        ..."; None: one may again, as when a restart crashed rather than failed to load):
+        fail the queued requests now and refuse new ones, until a worker is added or this
+        is called with None. Their errors are "overloaded" (a 503 for a request never run),
+        retry after the time left until the next restart (`restart_at_s`, counting down)."""
+        self._cannot_start = None if reason is None else (reason, restart_at_s)
         out = Outbound()
-        for request in list(self.queue):
+        for request in list(self.queue) if reason is not None else ():
             self.queue.remove(request.item.request_id)
             self.requests.pop(request.item.request_id, None)
-            out.deliveries.append(self._cannot_start_error(request.item.request_id, not request.token_sent))
+            out.deliveries.append(self._cannot_start_error(request.item.request_id, not request.token_sent, now_s))
         return out
 
-    def _cannot_start_error(self, request_id: str, retryable: bool) -> ErrorEvent:
-        reason, retry_after_s = self._cannot_start
+    def _cannot_start_error(self, request_id: str, retryable: bool, now_s: float) -> ErrorEvent:
+        reason, restart_at_s = self._cannot_start
         self.stats.num_rejected[CANNOT_START_CODE] = self.stats.num_rejected.get(CANNOT_START_CODE, 0) + 1
         return ErrorEvent(request_id, f"the model's workers cannot start ({reason}); retry later", "overloaded",
-                          retryable=retryable, retry_after_s=retry_after_s)
+                          retryable=retryable, retry_after_s=max(self.config.retry_after_s, restart_at_s - now_s))
 
     def set_round_trip(self, worker_id: str, round_trip_s: float) -> None:
         if worker_id in self._ready:
@@ -165,7 +167,7 @@ class Dispatcher:
         admitted with it (never refused)."""
         self.stats.num_submitted += 1
         if self._cannot_start is not None and not self._ready:
-            return Outbound(deliveries=[self._cannot_start_error(item.request_id, True)])
+            return Outbound(deliveries=[self._cannot_start_error(item.request_id, True, now_s)])
         request = Request(item, hashes, now_s)
         verdict = self.queue.push(item.tenant, item.request_id, request,
                                   work_cost(len(item.prompt_token_ids), item.sampling.max_tokens), flex=item.flex,

@@ -118,12 +118,9 @@ class EngineMessages:
         health = supervisor.health(worker_id)
         words = (f"failed to start again (the same error; {health.num_failed_starts} failed starts)"
                  if error == previous else f"{START_FAILED_REASON}: {error}")
-        out, line = self._remove_fenced(worker_id, words, now, while_starting=False)
-        reason = supervisor.cannot_start()
-        if reason is not None and self._supervise_task is not None:
-            out.extend(self._dispatcher.set_cannot_start(reason, supervisor.restart_delay_s(worker_id)))
-            if line is not None and error != previous:
-                line += "; until a worker starts, the model's requests are refused"
+        out, line = self._remove_fenced(worker_id, words, now, while_starting=False)   # refusing, if all fail so
+        if supervisor.cannot_start() is not None and line is not None and error != previous:
+            line += "; until a worker starts, the model's requests are refused"
         return out, line
 
     def _take_out_fenced(self, fenced_now: set[str], now: float) -> tuple[Outbound, list[str]]:
@@ -160,7 +157,15 @@ class EngineMessages:
                                 restart_in_s=self._supervisor.restart_delay_s(worker_id),
                                 while_starting=(self._supervisor.health(worker_id).num_failed_starts > 0
                                                 if while_starting is None else while_starting))
+        out.extend(self._refusing_as_the_slots_stand(now))
         return out, line
+
+    def _refusing_as_the_slots_stand(self, now: float) -> Outbound:
+        """The dispatcher refuses requests while every slot's last start failed to load
+        (`Supervisor.cannot_start`), retry after the first restart due; it stops once one
+        has not (a restart that crashed rather than failed to load is waited for: QA114)."""
+        supervisor = self._supervisor
+        return self._dispatcher.set_cannot_start(supervisor.cannot_start(), supervisor.next_restart_s() or now, now)
 
     def _tell_operator(self, line: str | None) -> None:
         """Hand a worker event's line to `on_worker_event` (the gateway prints it with

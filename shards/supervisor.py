@@ -19,8 +19,9 @@ Invariants:
 - a slot's `fence_reason` is why it was last fenced: a restart keeps it until the slot
   is fenced again (empty while it never was), so /health still says why after a restart;
 - a slot's `start_error` is the error its last failed load reported (`on_start_failed`),
-  kept across restarts until an incarnation becomes ready: while every slot has one,
-  the model's workers `cannot_start` (requests are refused, not queued for nothing).
+  kept across restarts until an incarnation becomes ready or is fenced for another cause
+  (a crash while it loaded is no load error: QA114): while every slot has one, the model's
+  workers `cannot_start` (requests are refused, not queued for nothing).
 """
 from __future__ import annotations
 
@@ -187,8 +188,16 @@ class Supervisor:
         health.state = "fenced"
         health.fenced_s = now_s
         health.fence_reason = reason
+        health.start_error = ""   # `on_start_failed` sets it again after this, for a failed load
 
     # --- what to do now ---------------------------------------------------------------
+    def next_restart_s(self) -> float | None:
+        """When the first fenced slot is due to be restarted (the clock `plan` is given);
+        None when none is fenced."""
+        due = [health.fenced_s + self.restart_delay_s(health.worker_id) for health in self.workers()
+               if health.state == "fenced" and health.fenced_s is not None]
+        return min(due, default=None)
+
     def restart_delay_s(self, worker_id: str) -> float:
         health = self._workers[worker_id]
         delay = self.config.restart_delay_s * (2 ** min(health.num_failed_starts, 16))

@@ -80,7 +80,7 @@ def test_while_no_worker_can_start_queued_requests_fail_now_and_new_ones_at_once
     dispatcher.add_worker("w0", None, 0.0)
     dispatcher.remove_worker("w0", 1.0)   # crashed: a request waits for its restart
     assert dispatcher.submit(_item("a"), [], 1.1).deliveries == []
-    out = dispatcher.set_cannot_start("worker w0 failed to start: " + LOAD_ERROR, 0.4)
+    out = dispatcher.set_cannot_start("worker w0 failed to start: " + LOAD_ERROR, 1.5, 1.2)
     [failed] = out.deliveries
     assert failed.request_id == "a" and failed.code == "overloaded" and failed.retryable
     assert "the model's workers cannot start (worker w0 failed to start: ModelLoadError" in failed.message
@@ -91,6 +91,29 @@ def test_while_no_worker_can_start_queued_requests_fail_now_and_new_ones_at_once
     dispatcher.add_worker("w0", None, 5.0)   # a worker serves again: requests go to it
     out = dispatcher.submit(_item("c"), [], 5.1)
     assert out.deliveries == [] and [w for w, _ in out.sends] == ["w0"]
+
+
+def test_the_refusals_retry_after_counts_down_to_the_next_restart_and_ends_when_one_may_start():
+    """QA114: Retry-After was the last failed slot's whole restart delay, never counting
+    down; and a restart that crashed (not a failed load) left requests refused."""
+    dispatcher = Dispatcher(Router(RouterConfig(block_size=16)), DispatchConfig(max_queue_wait_s=120.0))
+    dispatcher.set_cannot_start("worker w0 failed to start: " + LOAD_ERROR, 20.0, 2.0)
+    assert [dispatcher.submit(_item(f"r{t}"), [], t).deliveries[0].retry_after_s for t in (2.0, 12.0, 19.5)] \
+        == [18.0, 8.0, 1.0]
+    dispatcher.set_cannot_start(None, 20.0, 13.0)   # a slot restarting after a crash: waited for
+    assert dispatcher.submit(_item("w"), [], 13.1).deliveries == [] and "w" in dispatcher.requests
+
+
+def test_a_restart_that_crashed_while_loading_is_no_failed_load():
+    supervisor = Supervisor()
+    supervisor.on_spawned("w0", 0, 0.0)
+    supervisor.on_start_failed("w0", 0, 1.0, LOAD_ERROR)
+    assert supervisor.cannot_start() is not None
+    assert supervisor.next_restart_s() == 1.0 + supervisor.restart_delay_s("w0")
+    supervisor.on_spawned("w0", 1, 2.0)
+    assert supervisor.cannot_start() is not None   # trying again: still refused meanwhile
+    supervisor.on_exit("w0", 1, 2.5, "killed by SIGKILL")   # files restored, the load killed: a crash
+    assert supervisor.cannot_start() is None and supervisor.health("w0").start_error == ""
 
 
 # --- end to end: a restart that cannot load -----------------------------------------------------
