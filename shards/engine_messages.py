@@ -117,7 +117,7 @@ class EngineMessages:
             return Outbound(), None
         health = supervisor.health(worker_id)
         words = (f"failed to start again (the same error; {health.num_failed_starts} failed starts)"
-                 if error == previous else f"{START_FAILED_REASON}: {error}")
+                 if error == previous else f"{START_FAILED_REASON}: {error.rstrip().rstrip('.')}")
         out, line = self._remove_fenced(worker_id, words, now, while_starting=False)   # refusing, if all fail so
         if supervisor.cannot_start() is not None and line is not None and error != previous:
             line += "; until a worker starts, the model's requests are refused"
