@@ -4,6 +4,7 @@ that mounts the trace router behind a key -> Viewer table."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -143,3 +144,28 @@ class ObservedPredictor:
 
     def mark_waiting(self, tenant, session, t_s, tool_calls=()) -> None:
         self.waits.append((t_s, tuple(tool_calls)))
+
+
+def one_step_sessions(tmp_path: Path, names: list[str]) -> tuple[AgentTracer, Callable[[str], None]]:
+    """A tracer whose store holds one short chat step for each session of `names` (tenant
+    "acme", one second apart, flushed), and `step(name)`, which adds one more step to a
+    session (new or not) a second later: for the sessions list's paging and Live."""
+    clock = ManualClock()
+    tracer, _ = make_tracer(tmp_path, clock)
+
+    def step(name: str) -> None:
+        ctx = tracer.begin("acme", {"x-session-id": name}, {"model": "tiny", "messages": [{"role": "user", "content": "hi"}]})
+        clock.advance(0.1)
+        tracer.end(ctx, StepResult(num_input_tokens=5, num_output_tokens=1, finish_reason="stop", output_text="ok"))
+        clock.advance(1.0)
+
+    for name in names:
+        step(name)
+    assert tracer.flush(5.0)
+    return tracer, step
+
+
+def listed_sessions(driver) -> list[str]:
+    """The session names the viewer's sessions list shows, top to bottom."""
+    return driver.execute_script(
+        "return [...document.querySelectorAll('#sessions tbody tr')].map(r => r.cells[0].textContent)")

@@ -6,7 +6,8 @@ from __future__ import annotations
 import httpx
 
 from tests.agents_trace.browser import chromium_driver, connect, wait_for
-from tests.agents_trace.helpers import ManualClock, make_tracer, run_scripted_session, viewer_app
+from tests.agents_trace.helpers import (ManualClock, listed_sessions, make_tracer, one_step_sessions,
+                                        run_scripted_session, viewer_app)
 from tests.agents_trace.test_viewer_page import KEYS
 from tests.gateway.serving import start_server
 
@@ -79,30 +80,17 @@ def test_load_more_never_lists_a_session_twice_when_sessions_arrive_meanwhile(tm
     page: "Load more sessions" adds the 10 not listed yet, and no row twice."""
     from selenium.webdriver.common.by import By
 
-    from agents_trace.records import StepResult
-
-    clock = ManualClock()
-    tracer, _ = make_tracer(tmp_path, clock)
-
-    def sessions(names) -> None:
-        for name in names:
-            ctx = tracer.begin("acme", {"x-session-id": name}, {"model": "tiny", "messages": [{"role": "user", "content": "hi"}]})
-            clock.advance(0.1)
-            tracer.end(ctx, StepResult(num_input_tokens=5, num_output_tokens=1, finish_reason="stop", output_text="ok"))
-            clock.advance(1.0)
-        assert tracer.flush(5.0)
-
-    def names(d) -> list[str]:
-        return d.execute_script("return [...document.querySelectorAll('#sessions tbody tr')].map(r => r.cells[0].textContent)")
-
     first = [f"g-{i:03d}" for i in range(60)]
-    sessions(first)
+    tracer, step = one_step_sessions(tmp_path, first)
+    names = listed_sessions
     server = start_server(viewer_app(tracer, KEYS))
     try:
         with chromium_driver() as driver:
             connect(driver, server.base_url, "k-acme")
             wait_for(driver, lambda d: len(names(d)) == 50)
-            sessions(f"new-{i}" for i in range(5))   # an agent starts 5 sessions while the list is open
+            for i in range(5):   # an agent starts 5 sessions while the list is open
+                step(f"new-{i}")
+            assert tracer.flush(5.0)
             driver.find_element(By.ID, "more-sessions").click()
             wait_for(driver, lambda d: len(names(d)) > 50)
             shown = names(driver)
@@ -120,24 +108,9 @@ def test_load_more_goes_on_after_the_last_row_shown_whatever_moved_meanwhile(tmp
     moved to the top: a reload shows it)."""
     from selenium.webdriver.common.by import By
 
-    from agents_trace.records import StepResult
-
-    clock = ManualClock()
-    tracer, _ = make_tracer(tmp_path, clock)
-
-    def step(name: str) -> None:
-        ctx = tracer.begin("acme", {"x-session-id": name}, {"model": "tiny", "messages": [{"role": "user", "content": "hi"}]})
-        clock.advance(0.1)
-        tracer.end(ctx, StepResult(num_input_tokens=5, num_output_tokens=1, finish_reason="stop", output_text="ok"))
-        clock.advance(1.0)
-
-    def names(d) -> list[str]:
-        return d.execute_script("return [...document.querySelectorAll('#sessions tbody tr')].map(r => r.cells[0].textContent)")
-
     first = [f"g-{i:03d}" for i in range(60)]
-    for name in first:
-        step(name)
-    assert tracer.flush(5.0)
+    tracer, step = one_step_sessions(tmp_path, first)
+    names = listed_sessions
     server = start_server(viewer_app(tracer, KEYS))
     try:
         with chromium_driver() as driver:

@@ -8,7 +8,7 @@ import httpx
 
 from agents_trace.records import StepResult
 from tests.agents_trace.browser import chromium_driver, connect, wait_for
-from tests.agents_trace.helpers import ManualClock, make_tracer, viewer_app
+from tests.agents_trace.helpers import ManualClock, listed_sessions, make_tracer, one_step_sessions, viewer_app
 from tests.agents_trace.long_sessions import add_user_turns
 from tests.agents_trace.test_viewer_page import KEYS
 from tests.gateway.serving import start_server
@@ -16,44 +16,28 @@ from tests.gateway.serving import start_server
 LIVE_WAIT_S = 10   # Live asks every 2 s: a few rounds
 
 
-def _names(driver) -> list[str]:
-    return driver.execute_script(
-        "return [...document.querySelectorAll('#sessions tbody tr')].map(r => r.cells[0].textContent)")
-
-
 def test_a_live_list_with_two_pages_loaded_merges_new_sessions_on_top_and_keeps_the_rest(tmp_path):
     """60 sessions, both pages loaded, Live on: a new session, one of page 2 active again
     and one of page 1 deleted show at the next refresh; every other row stays, each once."""
     from selenium.webdriver.common.by import By
 
-    clock = ManualClock()
-    tracer, _ = make_tracer(tmp_path, clock)
-
-    def step(name: str) -> None:
-        ctx = tracer.begin("acme", {"x-session-id": name}, {"model": "tiny", "messages": [{"role": "user", "content": "hi"}]})
-        clock.advance(0.1)
-        tracer.end(ctx, StepResult(num_input_tokens=5, num_output_tokens=1, finish_reason="stop", output_text="ok"))
-        clock.advance(1.0)
-
     first = [f"g-{i:03d}" for i in range(60)]
-    for name in first:
-        step(name)
-    assert tracer.flush(5.0)
+    tracer, step = one_step_sessions(tmp_path, first)
     server = start_server(viewer_app(tracer, KEYS))
     try:
         with chromium_driver() as driver:
             connect(driver, server.base_url, "k-acme")
-            wait_for(driver, lambda d: len(_names(d)) == 50)
+            wait_for(driver, lambda d: len(listed_sessions(d)) == 50)
             driver.find_element(By.ID, "more-sessions").click()
-            wait_for(driver, lambda d: len(_names(d)) == 60)
+            wait_for(driver, lambda d: len(listed_sessions(d)) == 60)
             driver.find_element(By.ID, "f-live").click()
             step("g-003")   # on page 2: active again
             step("new-1")   # an agent starts
             assert httpx.delete(f"{server.base_url}/v1/traces/sessions/g-050",
                                 headers={"authorization": "Bearer k-acme"}).status_code == 200
             assert tracer.flush(5.0)
-            wait_for(driver, lambda d: _names(d)[:1] == ["new-1"], timeout_s=LIVE_WAIT_S)
-            shown = _names(driver)
+            wait_for(driver, lambda d: listed_sessions(d)[:1] == ["new-1"], timeout_s=LIVE_WAIT_S)
+            shown = listed_sessions(driver)
             assert driver.find_element(By.ID, "more-sessions").get_attribute("hidden") is not None
             assert driver.find_element(By.ID, "f-live").is_selected()
     finally:
@@ -67,32 +51,21 @@ def test_load_more_after_a_live_merge_goes_on_after_the_last_row_listed(tmp_path
     off), and "Load more sessions" then adds the 5 not listed yet, each once, in order."""
     from selenium.webdriver.common.by import By
 
-    clock = ManualClock()
-    tracer, _ = make_tracer(tmp_path, clock)
-
-    def step(name: str) -> None:
-        ctx = tracer.begin("acme", {"x-session-id": name}, {"model": "tiny", "messages": [{"role": "user", "content": "hi"}]})
-        clock.advance(0.1)
-        tracer.end(ctx, StepResult(num_input_tokens=5, num_output_tokens=1, finish_reason="stop", output_text="ok"))
-        clock.advance(1.0)
-
     first = [f"g-{i:03d}" for i in range(55)]
-    for name in first:
-        step(name)
-    assert tracer.flush(5.0)
+    tracer, step = one_step_sessions(tmp_path, first)
     server = start_server(viewer_app(tracer, KEYS))
     try:
         with chromium_driver() as driver:
             connect(driver, server.base_url, "k-acme")
-            wait_for(driver, lambda d: len(_names(d)) == 50)
+            wait_for(driver, lambda d: len(listed_sessions(d)) == 50)
             driver.find_element(By.ID, "f-live").click()
             step("new-1")
             assert tracer.flush(5.0)
-            wait_for(driver, lambda d: _names(d)[:1] == ["new-1"], timeout_s=LIVE_WAIT_S)
-            assert _names(driver) == ["new-1"] + first[::-1][:50]
+            wait_for(driver, lambda d: listed_sessions(d)[:1] == ["new-1"], timeout_s=LIVE_WAIT_S)
+            assert listed_sessions(driver) == ["new-1"] + first[::-1][:50]
             driver.find_element(By.ID, "more-sessions").click()
-            wait_for(driver, lambda d: len(_names(d)) > 51)
-            shown = _names(driver)
+            wait_for(driver, lambda d: len(listed_sessions(d)) > 51)
+            shown = listed_sessions(driver)
     finally:
         server.stop()
         tracer.stop()
