@@ -66,8 +66,8 @@ def _has_body(headers: list[tuple[bytes, bytes]]) -> bool:
     """Whether a request's headers announce a body (a non-zero Content-Length, or any
     Transfer-Encoding)."""
     for name, value in headers:
-        if name.lower() == b"transfer-encoding" or (name.lower() == b"content-length" and value.strip() not in
-                                                     (b"0", b"")):
+        if name.lower() == b"transfer-encoding" or (name.lower() == b"content-length"
+                                                     and value.strip().lstrip(b"0") != b""):
             return True
     return False
 
@@ -85,6 +85,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._head_timer: asyncio.TimerHandle | None = None
         self._switch_asked = False   # a head asked to switch protocols: nothing after it is read
         self._switch_refused = False   # ... and carried a body: refused, never reached the app
+        self._cycles: list = []   # this connection's requests not yet answered in full, oldest first
+        self._refusal: bytes | None = None   # owed once the requests before it are answered
 
     def connection_made(self, transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -92,10 +94,17 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm_head_timer()
+        for cycle in self._unanswered():   # uvicorn tells only the last request parsed (QA115: a pipelined
+            cycle.disconnected = True      # request's running one wrote on, "handler is closed", a traceback)
+            cycle.message_event.set()
         super().connection_lost(exc)
 
+    def _unanswered(self) -> list:
+        self._cycles = [cycle for cycle in self._cycles if not cycle.response_complete]
+        return self._cycles
+
     def data_received(self, data: bytes) -> None:
-        if self._switch_asked:   # what follows such a head is no HTTP the parser reads
+        if self._switch_asked or self._refusal is not None:   # nothing after such a head is read as HTTP
             return
         if self._in_head:
             self._arm_head_timer()
@@ -125,13 +134,15 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             self._switch_asked = True
             if _has_body(self.headers):
                 self._switch_refused = True
-                self._refuse(400, "The request asks to switch protocols (its 'Connection: upgrade' and 'Upgrade' "
-                             "headers) and carries a body: this gateway speaks HTTP/1.1 only and cannot read a "
-                             "body sent so. Send the request without those headers.", "upgrade_not_supported")
+                self._refuse(400, "The request asks to switch protocols ('Connection: upgrade' with 'Upgrade', as "
+                             "curl --http2 sends over http://, or the CONNECT method) and carries a body: this "
+                             "gateway speaks HTTP/1.1 only and cannot read a body sent so. Send it as plain "
+                             "HTTP/1.1 (curl: --http1.1).", "upgrade_not_supported")
                 return
         super().on_headers_complete()
         cycle = self.cycle
         if cycle is not None and cycle.scope is self.scope:   # this request's (not on an upgrade)
+            self._unanswered().append(cycle)
             self.scope.setdefault("extensions", {})[DROP_CONNECTION] = functools.partial(self._drop, cycle)
             if self._switch_asked:
                 cycle.keep_alive = False   # answered, then closed: nothing after its head is read
@@ -184,6 +195,19 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
                      "headers and body framing).", "invalid_http_request")
 
     def _refuse(self, status: int, message: str, code: str) -> None:
+        """Answer `status` and close the connection, once the requests before it on this
+        connection are answered (a client pipelining takes answers in order: QA115 saw a
+        refusal taken for the earlier request's answer, which was cut); nothing more is read."""
         self._disarm_head_timer()
-        self.transport.write(refusal_bytes(status, message, code))
+        self._refusal = refusal_bytes(status, message, code)
+        if not self._unanswered():
+            self._send_refusal()
+
+    def _send_refusal(self) -> None:
+        self.transport.write(self._refusal)
         self.transport.close()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if self._refusal is not None and not self._unanswered() and not self.transport.is_closing():
+            self._send_refusal()

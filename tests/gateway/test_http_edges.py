@@ -144,6 +144,25 @@ def test_a_body_sent_with_an_upgrade_is_refused_and_nothing_after_it_is_read(ser
     assert answer.startswith(b"HTTP/1.1 400 ") and b'"upgrade_not_supported"' in answer
 
 
+def test_a_refusal_pipelined_behind_a_request_waits_for_its_answer(served):
+    """QA115: the refusal was written at once, so a pipelining client took it for the
+    earlier request's answer, and that request was cut (499)."""
+    body = b'{"model": "mock"}'
+    refused = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n"
+               f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+    answer = _all_answers(served, MODELS_REQUEST + refused, b"")
+    statuses = [line.split()[1] for line in STATUS_LINE.findall(answer)]
+    assert statuses == [b"200", b"400"], answer
+    assert b'"upgrade_not_supported"' in answer.split(b"HTTP/1.1 400 ")[1]
+
+
+@pytest.mark.parametrize("length", ["0", "00"])
+def test_an_upgrade_with_an_empty_body_is_answered(served, length):
+    upgrade = (f"GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n"
+               f"Content-Length: {length}\r\nAuthorization: Bearer {KEY}\r\n\r\n").encode()
+    assert _all_answers(served, upgrade, b"").startswith(b"HTTP/1.1 200 ")
+
+
 def test_a_request_asking_to_upgrade_is_answered_and_its_connection_closed(served):
     upgrade = (f"GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
                f"Authorization: Bearer {KEY}\r\n\r\n").encode()
