@@ -160,7 +160,8 @@ async function showSessions(params, ticket) {
 // or past the last row listed (`data-before`, where "load more" goes on). What they cover
 // is shown as they say (new and active-again sessions on top, figures and states
 // updated, a deleted session gone); the rows listed below that keep their place and the
-// figures they were loaded with until they are active again (or the list is reloaded).
+// figures they were loaded with until they are active again (or the list is reloaded: a
+// session deleted down there goes then).
 // A session after the last row listed is left to "load more" (shown when hidden). Merged
 // into the rows listed when the pages come, so a "load more" meanwhile keeps its rows.
 async function refreshList() {
@@ -202,6 +203,8 @@ function mergeSessions(fresh, more, id) {
     !freshKeys.has(row.dataset.key) && (!covered || comesAfter(JSON.parse(row.dataset.place), covered)));
   if (fresh.some((s) => comesAfter(sortKey(s), before) && !view.sessionsShown.has(sessionKey(s)))) {
     $("more-sessions").hidden = false;   // a session after the last row listed: "load more" shows it
+  } else if (!more) {
+    $("more-sessions").hidden = true;   // the whole list came, and nothing after the last row (QA116)
   }
   // the rows kept stay where they are (the browser keeps the part scrolled to in view)
   const kept = new Set(below);

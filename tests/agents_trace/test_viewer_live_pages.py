@@ -72,6 +72,31 @@ def test_load_more_after_a_live_merge_goes_on_after_the_last_row_listed(tmp_path
     assert shown == ["new-1"] + first[::-1]
 
 
+def test_live_hides_load_more_once_nothing_is_left_to_load(tmp_path):
+    """QA116: every session deleted under a Live list of one page (more to load): "No
+    sessions match." came, but "Load more sessions" stayed, loading nothing when clicked."""
+    from selenium.webdriver.common.by import By
+
+    first = [f"g-{i:03d}" for i in range(52)]
+    tracer, _ = one_step_sessions(tmp_path, first)
+    server = start_server(viewer_app(tracer, KEYS))
+    try:
+        with chromium_driver() as driver:
+            connect(driver, server.base_url, "k-acme")
+            wait_for(driver, lambda d: len(listed_sessions(d)) == 50)
+            assert driver.find_element(By.ID, "more-sessions").get_attribute("hidden") is None
+            driver.find_element(By.ID, "f-live").click()
+            for name in first:
+                assert httpx.delete(f"{server.base_url}/v1/traces/sessions/{name}",
+                                    headers={"authorization": "Bearer k-acme"}).status_code == 200
+            wait_for(driver, lambda d: listed_sessions(d) == [], timeout_s=LIVE_WAIT_S)
+            wait_for(driver, lambda d: d.find_element(By.ID, "more-sessions").get_attribute("hidden") is not None,
+                     timeout_s=LIVE_WAIT_S)
+    finally:
+        server.stop()
+        tracer.stop()
+
+
 def test_live_before_a_sessions_last_page_keeps_its_totals_and_puts_new_steps_behind_load_more(tmp_path):
     """A session of 205 steps opened by its first step's request id shows #0 to #199; with
     Live on, 3 new steps update the summary and "Showing … of 208" at once, and "Load more
