@@ -24,6 +24,7 @@ PART_FIELDS = {"input_text": ("type", "text", "prompt_cache_breakpoint"), "text"
                "input_image": ("type", "image_url", "detail", "file_id", "prompt_cache_breakpoint"),
                "summary_text": ("type", "text"), "reasoning_text": ("type", "text")}
 REASONING_PARTS = {"summary": "summary_text", "content": "reasoning_text"}   # a reasoning item's part lists
+SDK_NAMES = {"async_": "async"}   # the Python SDK's attribute name: the field's own (listed under it)
 # the values a field takes (when not null), as OpenAI's types declare them: one of a few strings, or a JSON type
 FIELD_VALUES = {"status": ("in_progress", "completed", "incomplete"), "phase": ("commentary", "final_answer")}
 FIELD_TYPES = {"caller": (dict, "an object"), "namespace": (str, "a string"), "created_by": (str, "a string"),
@@ -38,6 +39,10 @@ def check_item_fields(item: dict, where: str) -> None:
     `status` or `phase` outside its values (`invalid_value`), a field of another JSON type
     (`invalid_type`), a reasoning item without its `summary` list of `summary_text` parts.
     Null is an absent field. Items and parts the chat reading refuses are left to it."""
+    for sdk_name, name in SDK_NAMES.items():   # both given, and different: which is meant?
+        if item.get(sdk_name) is not None and item.get(name) is not None and item[sdk_name] != item[name]:
+            raise invalid_request(f"'{where}.{sdk_name}' and '{where}.{name}' name one field and differ: send "
+                                  f"'{name}' alone.", param=f"{where}.{sdk_name}", code="invalid_value")
     kind = item.get("type", "message")
     _check_fields(item, ITEM_FIELDS.get(kind) if isinstance(kind, str) else None, where)
     if kind == "reasoning" and item.get("summary") is None:

@@ -20,6 +20,7 @@ from typing import Literal
 
 from gateway.backend import TokenChoice, Usage
 from gateway.collected import MESSAGE, Collected
+from gateway.item_fields import SDK_NAMES
 from gateway.openai_format import logprob_entries
 from gateway.responses_chat_fields import echoed_reasoning
 from gateway.responses_format import TEXT_PARTS, ResponsesRequest
@@ -195,8 +196,14 @@ def listed_item(raw: dict, default_id: str) -> dict:
     item types (an assistant's item is an output message, which needs both). `raw` is an
     item whose fields were checked (`responses_format.check_item_fields`: `input` by
     `to_chat_body`, a conversation's items by `conversation_items`): only the fields its
-    type declares, a `status` one of OpenAI's three."""
+    type declares, a `status` one of OpenAI's three. A field sent under the Python SDK's
+    attribute name (`async_`) is listed under its own (`async`, `item_fields.SDK_NAMES`)."""
     item = {"type": "message", **raw}
+    for sdk_name, name in SDK_NAMES.items():
+        if sdk_name in item:
+            value = item.pop(sdk_name)
+            if item.get(name) is None:
+                item[name] = value
     if item["type"] == "message":
         content = item.get("content")
         is_assistant = item.get("role") == "assistant"

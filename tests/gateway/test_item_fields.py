@@ -143,3 +143,15 @@ def test_items_the_python_sdk_dumps_by_attribute_name_are_taken():
     with pytest.raises(ApiError) as refused:
         check_item_fields({**call.model_dump(), "async_": "yes"}, "input[1]")
     assert (refused.value.param, refused.value.code) == ("input[1].async_", "invalid_type")
+
+
+def test_a_field_sent_under_the_sdks_attribute_name_is_kept_under_its_own():
+    """QA117: `async_` was taken but stored and listed back as `async_`, which the SDK
+    reads as no `async` at all; both given and different was stored as such."""
+    call = {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}", "async_": True}
+    [listed] = checked_items([call])
+    assert listed["async"] is True and "async_" not in listed
+    [listed] = checked_items([{**call, "async_": None, "async": False}])
+    assert listed["async"] is False and "async_" not in listed
+    error = _error(lambda: checked_items([{**call, "async": False}]))
+    assert (error.param, error.code) == ("items[0].async_", "invalid_value")
