@@ -7,10 +7,7 @@ says, and, with `yields`, one batch request at a time while other requests are i
 Invariants:
 - a request's slot is held until its result line is kept, so a run stopped mid-batch
   leaves at most `concurrency` requests sent without a result (they go again at the next
-  start, here or on the gateway that takes the batch up); but a line waiting for the
-  conversation it names (`conversation_locked`: its tries did no work) lets its slot go
-  while it waits and takes one again to go on (QA117: two such lines held both slots, and
-  the batch's other lines waited as long as the conversation was busy);
+  start, here or on the gateway that takes the batch up);
 - a result that cannot be kept (a full disk) stops the sending: no further request of
   the batch is sent, those in flight finish (their results kept if they can be), and
   `_send_all` raises `ResultNotKept`; the batch goes on later, as after a stop, with the
@@ -38,25 +35,6 @@ class ResultNotKept(Exception):
     batch stopped sending; the failure is its `__cause__`."""
 
 
-class Slot:
-    """One of a batch's request slots (`slots`), held by one line; `release` lets it go (a
-    second time: nothing), `take` takes one again."""
-
-    __slots__ = ("slots", "is_held")
-
-    def __init__(self, slots: asyncio.Semaphore) -> None:
-        self.slots, self.is_held = slots, True
-
-    def release(self) -> None:
-        if self.is_held:
-            self.is_held = False
-            self.slots.release()
-
-    async def take(self) -> None:
-        await self.slots.acquire()
-        self.is_held = True
-
-
 class BatchSending:
     """`BatchRunner`'s sending: uses its `store`, `keys`, `concurrency`, `clock`, `load`,
     `num_in_flight`, `others_seen_s`, `_app`, `_cancelled` and `_wakers`."""
@@ -73,7 +51,7 @@ class BatchSending:
         try:
             async with httpx.AsyncClient(transport=transport, base_url="http://stepahead.batch",
                                          timeout=None) as client:
-                async def one(request: BatchRequest, slot: Slot) -> None:
+                async def one(request: BatchRequest) -> None:
                     # NOTE: the slot is held until the result is kept, so a stop leaves at most
                     # `concurrency` requests sent without a result (they go again)
                     try:
@@ -82,7 +60,7 @@ class BatchSending:
                             return
                         self.num_in_flight += 1
                         try:
-                            result = await self._send(client, key, batch, request, slot)
+                            result = await self._send(client, key, batch, request)
                         finally:
                             self.num_in_flight -= 1
                         if result is None:   # its tenant was removed meanwhile: it goes again once it is back
@@ -99,7 +77,7 @@ class BatchSending:
                     except Exception as exc:   # NOTE: kept before the slot is free, so no further request goes
                         failures.append(exc)
                     finally:
-                        slot.release()
+                        slots.release()
 
                 for request in pending:
                     await slots.acquire()
@@ -107,7 +85,7 @@ class BatchSending:
                             or self.clock() >= batch.expires_at:   # (the tenant gone: `_run` waits for it)
                         slots.release()
                         break
-                    task = asyncio.get_running_loop().create_task(one(request, Slot(slots)))
+                    task = asyncio.get_running_loop().create_task(one(request))
                     running.add(task)
                     task.add_done_callback(running.discard)
                 await asyncio.gather(*list(running))   # (those in flight finish: each result that can be is kept)
@@ -138,11 +116,9 @@ class BatchSending:
                 return
             await asyncio.sleep(YIELD_POLL_S)
 
-    async def _send(self, client: httpx.AsyncClient, key: str, batch: Batch, request: BatchRequest,
-                    slot: Slot) -> dict | None:
+    async def _send(self, client: httpx.AsyncClient, key: str, batch: Batch, request: BatchRequest) -> dict | None:
         """The request's result; None when it was refused because its tenant was removed
-        while it ran (it goes again once the tenant is back). While it waits for the
-        conversation it names, `slot` is let go (taken again before it goes on)."""
+        while it ran (it goes again once the tenant is back)."""
         headers = {"authorization": f"Bearer {key}", "content-type": "application/json", BATCH_HEADER: batch.id}
         while True:
             try:
@@ -163,12 +139,8 @@ class BatchSending:
                 return result
             loop = asyncio.get_running_loop()   # (the wait is real time, whatever `clock` the batch reads)
             send_again_s = loop.time() + wait_s   # the whole wait asked for, looked at every MAX_RETRY_WAIT_S
-            if reply.status_code == 400:   # its conversation is busy (`retry_wait_s`): no use of the slot
-                slot.release()
             while batch.id not in self._cancelled and (left_s := send_again_s - loop.time()) > 0:
                 await self._wait_unless_cancelled(batch.id, min(left_s, MAX_RETRY_WAIT_S))
-            if not slot.is_held:
-                await slot.take()
             if batch.id in self._cancelled:   # cancelled while it waited: its last answer is its result
                 return result
 
