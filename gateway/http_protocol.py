@@ -189,10 +189,27 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def send_400_response(self, msg: str) -> None:
         """A request the HTTP parser refuses (an unknown method, Content-Length with
-        Transfer-Encoding, a malformed length...): OpenAI's error shape, as every other
-        error, not uvicorn's plain text; the connection is closed."""
-        self._refuse(400, f"The HTTP request could not be parsed: {msg.rstrip('.')} (check its method, "
-                     "headers and body framing).", "invalid_http_request")
+        Transfer-Encoding, a malformed length or chunk...): OpenAI's error shape, as every
+        other error, not uvicorn's plain text; the connection is closed. One whose body
+        failed (its head was read: the app has it) is that request's answer, in its place,
+        unless the app already began one (then the connection just closes); its app sees
+        the client gone (QA118: the refusal waited for that request's own answer, which
+        waited for the rest of its body: no answer, the connection held forever)."""
+        refusal = (400, f"The HTTP request could not be parsed: {msg.rstrip('.')} (check its method, "
+                   "headers and body framing).", "invalid_http_request")
+        failed = self.cycle if not self._in_head else None   # inside a body: the request being read
+        if failed is not None:
+            self._cycles = [cycle for cycle in self._cycles if cycle is not failed]
+            if not failed.response_complete:
+                failed.disconnected = True
+                failed.message_event.set()
+            if failed.response_started:   # answered (in part) already: no second answer for it
+                self._disarm_head_timer()
+                self._refusal = b""
+                if not self._unanswered():
+                    self._send_refusal()
+                return
+        self._refuse(*refusal)
 
     def _refuse(self, status: int, message: str, code: str) -> None:
         """Answer `status` and close the connection, once the requests before it on this

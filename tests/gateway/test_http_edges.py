@@ -156,6 +156,23 @@ def test_a_refusal_pipelined_behind_a_request_waits_for_its_answer(served):
     assert b'"upgrade_not_supported"' in answer.split(b"HTTP/1.1 400 ")[1]
 
 
+def test_a_malformed_chunk_is_its_requests_one_answer_and_the_connection_closes(served):
+    """QA118: the refusal waited for the answer of the very request whose body failed,
+    which waited for the rest of its body: no answer, the connection held open."""
+    head = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n"
+            "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n").encode()
+    answer = _all_answers(served, head + b"zz\r\n{}\r\n0\r\n\r\n", b"")
+    assert len(STATUS_LINE.findall(answer)) == 1 and answer.startswith(b"HTTP/1.1 400 "), answer
+    assert b'"invalid_http_request"' in answer
+
+
+def test_a_request_answered_before_its_body_failed_gets_no_second_answer(served):
+    head = (f"POST /v1/nope HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n"
+            "Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n").encode()
+    answer = _all_answers(served, head, b"zz\r\n")   # the app answers 404 before the bad chunk comes
+    assert len(STATUS_LINE.findall(answer)) == 1 and answer.startswith(b"HTTP/1.1 404 "), answer
+
+
 @pytest.mark.parametrize("length", ["0", "00"])
 def test_an_upgrade_with_an_empty_body_is_answered(served, length):
     upgrade = (f"GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n"
