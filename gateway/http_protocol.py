@@ -8,7 +8,11 @@ request stayed open (1,000 of 1,000 after 90 s).
 
 Invariants: a head past the limit is answered 431, a head that does not arrive in
 time 408, and a request the parser refuses 400, each in OpenAI's error shape, and the connection is closed (one over which no
-byte of a request came is closed without an answer); nothing reaches the app then. Each
+byte of a request came is closed without an answer); nothing reaches the app then, and
+nothing after it is read. Such an answer comes after the answers owed to the requests
+before it on the connection (a client pipelining takes answers in order); a request whose
+body the parser refused has that 400 as its one answer (none, if the app had answered it
+already). A lost connection tells every request on it not yet answered. Each
 such answer carries a fresh `x-request-id` (`gateway.ids.new_id("req")`, as the app's own
 answers under /v1/ do; on any path: the head, and so the path, may not have been read).
 Only bytes up to a head's blank line count, checked before the parser sees them: a read
