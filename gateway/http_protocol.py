@@ -17,7 +17,9 @@ such answer carries a fresh `x-request-id` (`gateway.ids.new_id("req")`, as the 
 answers under /v1/ do; on any path: the head, and so the path, may not have been read).
 Only bytes up to a head's blank line count, checked before the parser sees them: a read
 holding a whole request (head and a large body) is never taken for one long head, and a
-long head in one read is refused all the same. Bodies are the app's to bound (`[server] max_body_bytes`, `max_file_bytes`);
+long head in one read is refused all the same; a head that begins in a read after another
+request's end is measured once the parser has read it (its line and fields), before the
+app sees it. Bodies are the app's to bound (`[server] max_body_bytes`, `max_file_bytes`);
 a connection idle between requests is closed by uvicorn after `keep_alive_s`.
 Each request's scope offers the app `DROP_CONNECTION` (in `extensions`): a response it
 cannot end (its client stopped reading, gateway/http_io.py) closes the connection at once,
@@ -88,7 +90,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._head_tail = b""   # the last bytes of the head so far: its blank line may span two reads
         self._head_timer: asyncio.TimerHandle | None = None
         self._switch_asked = False   # a head asked to switch protocols: nothing after it is read
-        self._switch_refused = False   # ... and carried a body: refused, never reached the app
+        self._head_refused = False   # a head refused once read whole (no request cycle): never reached the app
         self._cycles: list = []   # this connection's requests not yet answered in full, oldest first
         self._refusal: bytes | None = None   # owed once the requests before it are answered
 
@@ -114,8 +116,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             self._arm_head_timer()
             # checked before the parser sees it, so a head past the limit never reaches the app
             if self._head_bytes + self._head_part(data) > self.max_head_bytes:
-                self._refuse(431, f"The request's line and headers exceed {self.max_head_bytes} bytes.",
-                             "request_header_fields_too_large")
+                self._refuse_long_head()
                 return
         was_in_head, num_heads = self._in_head, self._num_heads
         super().data_received(data)   # the parser's callbacks may complete the head (and the whole request)
@@ -134,10 +135,17 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._in_head, self._head_bytes, self._head_tail = False, 0, b""
         self._num_heads += 1
         self._disarm_head_timer()
+        if self._refusal is not None:   # after a refused head in the same read: not read as a request
+            self._head_refused = True
+            return
+        if len(self.url) + sum(len(name) + len(value) + 4 for name, value in self.headers) > self.max_head_bytes:
+            self._head_refused = True   # a head that came after another request in one read (QA118)
+            self._refuse_long_head()
+            return
         if self.parser.should_upgrade():
             self._switch_asked = True
             if _has_body(self.headers):
-                self._switch_refused = True
+                self._head_refused = True
                 self._refuse(400, "The request asks to switch protocols ('Connection: upgrade' with 'Upgrade', as "
                              "curl --http2 sends over http://, or the CONNECT method) and carries a body: this "
                              "gateway speaks HTTP/1.1 only and cannot read a body sent so. Send it as plain "
@@ -163,11 +171,11 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self.transport.abort()
 
     def on_body(self, body: bytes) -> None:
-        if not self._switch_refused:   # a refused head has no request cycle
+        if not self._head_refused:   # a refused head has no request cycle
             super().on_body(body)
 
     def on_message_complete(self) -> None:
-        if self._switch_refused:
+        if self._head_refused:
             return
         super().on_message_complete()
         self._in_head, self._head_bytes = True, 0   # the next request's head, when it comes
@@ -214,6 +222,10 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
                     self._send_refusal()
                 return
         self._refuse(*refusal)
+
+    def _refuse_long_head(self) -> None:
+        self._refuse(431, f"The request's line and headers exceed {self.max_head_bytes} bytes.",
+                     "request_header_fields_too_large")
 
     def _refuse(self, status: int, message: str, code: str) -> None:
         """Answer `status` and close the connection, once the requests before it on this

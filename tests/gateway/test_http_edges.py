@@ -173,6 +173,16 @@ def test_a_request_answered_before_its_body_failed_gets_no_second_answer(served)
     assert len(STATUS_LINE.findall(answer)) == 1 and answer.startswith(b"HTTP/1.1 404 "), answer
 
 
+def test_a_long_head_after_another_request_in_one_read_is_the_431(served):
+    """QA118: only a read's first head was measured, so a 70 kB head sent after a request
+    in the same read was served."""
+    long_head = (f"GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n"
+                 f"X-Filler: {'a' * 70_000}\r\n\r\n").encode()
+    answer = _all_answers(served, MODELS_REQUEST + long_head + MODELS_REQUEST, b"")
+    statuses = [line.split()[1] for line in STATUS_LINE.findall(answer)]
+    assert statuses == [b"200", b"431"], answer[:300]
+
+
 @pytest.mark.parametrize("length", ["0", "00"])
 def test_an_upgrade_with_an_empty_body_is_answered(served, length):
     upgrade = (f"GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n"
