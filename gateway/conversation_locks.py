@@ -31,11 +31,16 @@ def conversation_locked(conversation_id: str) -> ApiError:
 
 @dataclass(slots=True)
 class ConversationHold:
-    """One response's hold on its conversation; `release()` ends it (again: nothing)."""
+    """One response's hold on its conversation; `release()` ends it (again: nothing). A
+    request on no conversation holds `nothing()`, which `release()` leaves as it is."""
 
-    locks: "ConversationLocks"
-    key: tuple[str, str]
+    locks: "ConversationLocks | None"
+    key: tuple[str, str] | None
     is_released: bool = False
+
+    @classmethod
+    def nothing(cls) -> "ConversationHold":
+        return cls(None, None, is_released=True)
 
     def release(self) -> None:
         if not self.is_released:
@@ -47,8 +52,11 @@ class ConversationHold:
 class ConversationLocks:
     held: set[tuple[str, str]] = field(default_factory=set)   # (tenant, conversation id)
 
-    def take(self, tenant: str, conversation_id: str) -> ConversationHold:
-        """Hold the tenant's conversation; a 400 `conversation_locked` when a response holds it."""
+    def take(self, tenant: str, conversation_id: str | None) -> ConversationHold:
+        """Hold the tenant's conversation (None: no conversation, `ConversationHold.nothing`);
+        a 400 `conversation_locked` when a response holds it."""
+        if conversation_id is None:
+            return ConversationHold.nothing()
         key = (tenant, conversation_id)
         if key in self.held:
             raise conversation_locked(conversation_id)

@@ -18,7 +18,6 @@ tenant never reaches another tenant's responses or runs (their ids answer 404).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -97,7 +96,7 @@ async def create_response(request: Request) -> Response:
     started_s = time.perf_counter()
     state = gateway_state(request)
     tenant, model, request_id, trace, traced_body = UNAUTHENTICATED, "", None, None, None
-    hold = None   # on the conversation it continues, until the request has ended (`conversation_locks`)
+    hold = ConversationHold.nothing()   # on its conversation, until the request has ended (`conversation_locks`)
     try:
         tenant = state.keys.authenticate(request.headers.get("authorization"))
         body = await read_json_body(request, state.config.max_body_bytes)
@@ -110,8 +109,7 @@ async def create_response(request: Request) -> Response:
                                   param="store", code="invalid_value")
         if parsed.background:
             _check_room_for_background(state, tenant)
-        if parsed.conversation_id() is not None:
-            hold = state.conversation_locks.take(tenant, parsed.conversation_id())
+        hold = state.conversation_locks.take(tenant, parsed.conversation_id())
         history = await _history(state, tenant, parsed)
         backend = state.backend(parsed.model)  # an unknown model is a 404 before its name is a metric label
         model = parsed.model
@@ -141,39 +139,29 @@ async def create_response(request: Request) -> Response:
                 bind_session(again, trace)
                 return again
             return await _start_background(state, BackgroundJob(state, backend, prepared, writer, keep, started_s,
-                                                                 trace, prepare_again, _release(hold)),
+                                                                 trace, prepare_again, hold.release),
                                            tenant, stream=parsed.stream)
         shape = ReplyShape("responses", lambda reply, _: whole_response(response_id, parsed, reply.first, created_at),
                            lambda: ResponsesStreamWriter(response_id, parsed, created_at,   # a failed stream: stored
                                                          on_failed=lambda failed: keep(failed, None)),
                            on_finished=lambda collected: keep(
                                whole_response(response_id, parsed, collected, created_at), collected),
-                           on_closed=_release(hold))
+                           on_closed=hold.release)
         return await respond(request, state, backend, prepared, is_chat=True, stream=parsed.stream,
                              include_usage=False, started_s=started_s, trace=trace, shape=shape)
     except ApiError as error:
-        _release(hold)()
+        hold.release()
         state.metrics.record_request(tenant, model, "responses", error.status)
         if traced_body is not None and request_id is None:   # refused as the chat request it runs as
             request_id, trace = trace_refusal(state, request, traced_body, parsed, tenant, error, is_chat=True,
                                               request_id=response_id)
         return refusal(state, error, tenant, request_id, trace)
     except ClientGone:
-        _release(hold)()
+        hold.release()
         return Response(status_code=CLIENT_CLOSED_STATUS)
     except BaseException:   # a bug (a 500), or cancelled
-        _release(hold)()
+        hold.release()
         raise
-
-
-def _release(hold: ConversationHold | None) -> Callable[[], None]:
-    """What ends `hold` (nothing without one); called when the request ended, also where its
-    run ended first (a hold is released once)."""
-    return hold.release if hold is not None else _nothing
-
-
-def _nothing() -> None:
-    return None
 
 
 async def count_input_tokens(request: Request) -> Response:
