@@ -207,8 +207,6 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         unless the app already began one (then the connection just closes); its app sees
         the client gone (QA118: the refusal waited for that request's own answer, which
         waited for the rest of its body: no answer, the connection held forever)."""
-        refusal = (400, f"The HTTP request could not be parsed: {msg.rstrip('.')} (check its method, "
-                   "headers and body framing).", "invalid_http_request")
         failed = self.cycle if not self._in_head else None   # inside a body: the request being read
         if failed is not None:
             self._cycles = [cycle for cycle in self._cycles if cycle is not failed]
@@ -216,12 +214,10 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
                 failed.disconnected = True
                 failed.message_event.set()
             if failed.response_started:   # answered (in part) already: no second answer for it
-                self._disarm_head_timer()
-                self._refusal = b""
-                if not self._unanswered():
-                    self._send_refusal()
+                self._close_after_owed(b"")
                 return
-        self._refuse(*refusal)
+        self._refuse(400, f"The HTTP request could not be parsed: {msg.rstrip('.')} (check its method, "
+                     "headers and body framing).", "invalid_http_request")
 
     def _refuse_long_head(self) -> None:
         self._refuse(431, f"The request's line and headers exceed {self.max_head_bytes} bytes.",
@@ -231,8 +227,13 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         """Answer `status` and close the connection, once the requests before it on this
         connection are answered (a client pipelining takes answers in order: QA115 saw a
         refusal taken for the earlier request's answer, which was cut); nothing more is read."""
+        self._close_after_owed(refusal_bytes(status, message, code))
+
+    def _close_after_owed(self, last: bytes) -> None:
+        """Write `last` (b"": nothing) and close the connection once the answers owed before
+        it are written; nothing more is read meanwhile."""
         self._disarm_head_timer()
-        self._refusal = refusal_bytes(status, message, code)
+        self._refusal = last
         if not self._unanswered():
             self._send_refusal()
 
