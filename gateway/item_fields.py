@@ -11,11 +11,12 @@ from gateway.errors import invalid_request
 
 # The fields OpenAI's item types declare, by item type, then by content part type;
 # `check_item_fields` refuses any other. A field whose name is a Python keyword is also
-# taken under the SDK's attribute name (`async_`: the Python SDK's `model_dump()` of a
-# function call, which the Agents SDK's conversation session sends back: QA112).
+# taken under the SDK's attribute name (`SDK_NAMES`; `async_`: the Python SDK's
+# `model_dump()` of a function call, which the Agents SDK's conversation session sends
+# back: QA112), checked as the field it names.
 ITEM_FIELDS = {"message": ("type", "id", "role", "content", "status", "phase"),
                "function_call": ("type", "id", "call_id", "name", "arguments", "status", "caller", "namespace",
-                                 "async", "async_", "created_by"),
+                                 "async", "created_by"),
                "function_call_output": ("type", "id", "call_id", "output", "status", "caller", "name",
                                         "namespace", "created_by"),
                "reasoning": ("type", "id", "summary", "content", "encrypted_content", "status")}
@@ -28,7 +29,7 @@ SDK_NAMES = {"async_": "async"}   # the Python SDK's attribute name: the field's
 # the values a field takes (when not null), as OpenAI's types declare them: one of a few strings, or a JSON type
 FIELD_VALUES = {"status": ("in_progress", "completed", "incomplete"), "phase": ("commentary", "final_answer")}
 FIELD_TYPES = {"caller": (dict, "an object"), "namespace": (str, "a string"), "created_by": (str, "a string"),
-               "async": (bool, "a boolean"), "async_": (bool, "a boolean"), "encrypted_content": (str, "a string"), "annotations": (list, "an array"),
+               "async": (bool, "a boolean"), "encrypted_content": (str, "a string"), "annotations": (list, "an array"),
                "logprobs": (list, "an array"), "prompt_cache_breakpoint": (dict, "an object"),
                "name": (str, "a string"), "call_id": (str, "a string")}
 
@@ -65,8 +66,9 @@ def check_item_fields(item: dict, where: str) -> None:
 
 def _check_fields(record: dict, known: tuple[str, ...] | None, where: str) -> None:
     for key, value in record.items() if known is not None else ():   # None: a type the chat reading refuses
-        allowed, expected, param = FIELD_VALUES.get(key), FIELD_TYPES.get(key), f"{where}.{key}"
-        if key not in known:
+        name = SDK_NAMES.get(key, key)
+        allowed, expected, param = FIELD_VALUES.get(name), FIELD_TYPES.get(name), f"{where}.{key}"
+        if name not in known:
             raise invalid_request(f"Unknown parameter: '{param}'.", param=param, code="unknown_parameter")
         if value is not None and allowed is not None and not (isinstance(value, str) and value in allowed):
             raise invalid_request(f"Invalid value: {value!r}. Supported values are: "

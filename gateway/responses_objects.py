@@ -194,7 +194,7 @@ def listed_item(raw: dict, default_id: str) -> dict:
     has one; a reasoning item's stays optional, as OpenAI's), and a message's content as a
     list of parts (text: one part, `listed_part`), so the list is valid against the SDK's
     item types (an assistant's item is an output message, which needs both). `raw` is an
-    item whose fields were checked (`responses_format.check_item_fields`: `input` by
+    item whose fields were checked (`item_fields.check_item_fields`: `input` by
     `to_chat_body`, a conversation's items by `conversation_items`): only the fields its
     type declares, a `status` one of OpenAI's three. A field sent under the Python SDK's
     attribute name (`async_`) is listed under its own (`async`, `item_fields.SDK_NAMES`)."""
