@@ -3,11 +3,9 @@ and list show new steps and sessions without a reload, and "Load more sessions" 
 after the last row shown whatever moved meanwhile."""
 from __future__ import annotations
 
-import httpx
-
 from tests.agents_trace.browser import chromium_driver, connect, wait_for
-from tests.agents_trace.helpers import (ManualClock, listed_sessions, make_tracer, one_step_sessions,
-                                        run_scripted_session, viewer_app)
+from tests.agents_trace.helpers import ManualClock, listed_sessions, make_tracer, run_scripted_session, viewer_app
+from tests.agents_trace.test_viewer_live_pages import delete_session, open_session_list
 from tests.agents_trace.test_viewer_page import KEYS
 from tests.gateway.serving import start_server
 
@@ -81,22 +79,12 @@ def test_load_more_never_lists_a_session_twice_when_sessions_arrive_meanwhile(tm
     from selenium.webdriver.common.by import By
 
     first = [f"g-{i:03d}" for i in range(60)]
-    tracer, step = one_step_sessions(tmp_path, first)
-    names = listed_sessions
-    server = start_server(viewer_app(tracer, KEYS))
-    try:
-        with chromium_driver() as driver:
-            connect(driver, server.base_url, "k-acme")
-            wait_for(driver, lambda d: len(names(d)) == 50)
-            for i in range(5):   # an agent starts 5 sessions while the list is open
-                step(f"new-{i}")
-            assert tracer.flush(5.0)
-            driver.find_element(By.ID, "more-sessions").click()
-            wait_for(driver, lambda d: len(names(d)) > 50)
-            shown = names(driver)
-    finally:
-        server.stop()
-        tracer.stop()
+    with open_session_list(tmp_path, first) as (driver, _, step):
+        for i in range(5):   # an agent starts 5 sessions while the list is open
+            step(f"new-{i}")
+        driver.find_element(By.ID, "more-sessions").click()
+        wait_for(driver, lambda d: len(listed_sessions(d)) > 50)
+        shown = listed_sessions(driver)
     assert len(shown) == len(set(shown)), sorted({n for n in shown if shown.count(n) > 1})
     assert shown == first[::-1]   # the newest first, each once
 
@@ -109,24 +97,12 @@ def test_load_more_goes_on_after_the_last_row_shown_whatever_moved_meanwhile(tmp
     from selenium.webdriver.common.by import By
 
     first = [f"g-{i:03d}" for i in range(60)]
-    tracer, step = one_step_sessions(tmp_path, first)
-    names = listed_sessions
-    server = start_server(viewer_app(tracer, KEYS))
-    try:
-        with chromium_driver() as driver:
-            connect(driver, server.base_url, "k-acme")
-            wait_for(driver, lambda d: len(names(d)) == 50)
-            for gone in ("g-040", "g-041"):
-                deleted = httpx.delete(f"{server.base_url}/v1/traces/sessions/{gone}",
-                                       headers={"authorization": "Bearer k-acme"})
-                assert deleted.status_code == 200
-            step("g-005")
-            assert tracer.flush(5.0)
-            driver.find_element(By.ID, "more-sessions").click()
-            wait_for(driver, lambda d: len(names(d)) > 50)
-            shown = names(driver)
-            assert driver.find_element(By.ID, "more-sessions").get_attribute("hidden") is not None
-    finally:
-        server.stop()
-        tracer.stop()
+    with open_session_list(tmp_path, first) as (driver, base_url, step):
+        for gone in ("g-040", "g-041"):
+            delete_session(base_url, gone)
+        step("g-005")
+        driver.find_element(By.ID, "more-sessions").click()
+        wait_for(driver, lambda d: len(listed_sessions(d)) > 50)
+        shown = listed_sessions(driver)
+        assert driver.find_element(By.ID, "more-sessions").get_attribute("hidden") is not None
     assert shown == [name for name in first[::-1] if name != "g-005"]

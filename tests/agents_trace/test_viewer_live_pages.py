@@ -4,6 +4,8 @@ loaded below, and an open session viewed before its last page keeps its summary 
 "Showing steps … of N" up to date, its new steps behind "Load more steps", each once."""
 from __future__ import annotations
 
+import contextlib
+
 import httpx
 
 from agents_trace.records import StepResult
@@ -16,33 +18,50 @@ from tests.gateway.serving import start_server
 LIVE_WAIT_S = 10   # Live asks every 2 s: a few rounds
 
 
+@contextlib.contextmanager
+def open_session_list(tmp_path, names: list[str]):
+    """The viewer's sessions list open in headless Chromium (tenant "acme"'s key) over a
+    store of one-step sessions `names`, its first page shown: (the driver, the server's
+    base URL, `step(name)`: one more step of a session, flushed to the store)."""
+    tracer, add_step = one_step_sessions(tmp_path, names)
+
+    def step(name: str) -> None:
+        add_step(name)
+        assert tracer.flush(5.0)
+
+    server = start_server(viewer_app(tracer, KEYS))
+    try:
+        with chromium_driver() as driver:
+            connect(driver, server.base_url, "k-acme")
+            wait_for(driver, lambda d: len(listed_sessions(d)) == min(len(names), 50))
+            yield driver, server.base_url, step
+    finally:
+        server.stop()
+        tracer.stop()
+
+
+def delete_session(base_url: str, name: str) -> None:
+    assert httpx.delete(f"{base_url}/v1/traces/sessions/{name}",
+                        headers={"authorization": "Bearer k-acme"}).status_code == 200
+
+
 def test_a_live_list_with_two_pages_loaded_merges_new_sessions_on_top_and_keeps_the_rest(tmp_path):
     """60 sessions, both pages loaded, Live on: a new session, one of page 2 active again
     and one of page 1 deleted show at the next refresh; every other row stays, each once."""
     from selenium.webdriver.common.by import By
 
     first = [f"g-{i:03d}" for i in range(60)]
-    tracer, step = one_step_sessions(tmp_path, first)
-    server = start_server(viewer_app(tracer, KEYS))
-    try:
-        with chromium_driver() as driver:
-            connect(driver, server.base_url, "k-acme")
-            wait_for(driver, lambda d: len(listed_sessions(d)) == 50)
-            driver.find_element(By.ID, "more-sessions").click()
-            wait_for(driver, lambda d: len(listed_sessions(d)) == 60)
-            driver.find_element(By.ID, "f-live").click()
-            step("g-003")   # on page 2: active again
-            step("new-1")   # an agent starts
-            assert httpx.delete(f"{server.base_url}/v1/traces/sessions/g-050",
-                                headers={"authorization": "Bearer k-acme"}).status_code == 200
-            assert tracer.flush(5.0)
-            wait_for(driver, lambda d: listed_sessions(d)[:1] == ["new-1"], timeout_s=LIVE_WAIT_S)
-            shown = listed_sessions(driver)
-            assert driver.find_element(By.ID, "more-sessions").get_attribute("hidden") is not None
-            assert driver.find_element(By.ID, "f-live").is_selected()
-    finally:
-        server.stop()
-        tracer.stop()
+    with open_session_list(tmp_path, first) as (driver, base_url, step):
+        driver.find_element(By.ID, "more-sessions").click()
+        wait_for(driver, lambda d: len(listed_sessions(d)) == 60)
+        driver.find_element(By.ID, "f-live").click()
+        step("g-003")   # on page 2: active again
+        step("new-1")   # an agent starts
+        delete_session(base_url, "g-050")
+        wait_for(driver, lambda d: listed_sessions(d)[:1] == ["new-1"], timeout_s=LIVE_WAIT_S)
+        shown = listed_sessions(driver)
+        assert driver.find_element(By.ID, "more-sessions").get_attribute("hidden") is not None
+        assert driver.find_element(By.ID, "f-live").is_selected()
     assert shown == ["new-1", "g-003"] + [name for name in first[::-1] if name not in ("g-003", "g-050")]
 
 
@@ -52,23 +71,14 @@ def test_load_more_after_a_live_merge_goes_on_after_the_last_row_listed(tmp_path
     from selenium.webdriver.common.by import By
 
     first = [f"g-{i:03d}" for i in range(55)]
-    tracer, step = one_step_sessions(tmp_path, first)
-    server = start_server(viewer_app(tracer, KEYS))
-    try:
-        with chromium_driver() as driver:
-            connect(driver, server.base_url, "k-acme")
-            wait_for(driver, lambda d: len(listed_sessions(d)) == 50)
-            driver.find_element(By.ID, "f-live").click()
-            step("new-1")
-            assert tracer.flush(5.0)
-            wait_for(driver, lambda d: listed_sessions(d)[:1] == ["new-1"], timeout_s=LIVE_WAIT_S)
-            assert listed_sessions(driver) == ["new-1"] + first[::-1][:50]
-            driver.find_element(By.ID, "more-sessions").click()
-            wait_for(driver, lambda d: len(listed_sessions(d)) > 51)
-            shown = listed_sessions(driver)
-    finally:
-        server.stop()
-        tracer.stop()
+    with open_session_list(tmp_path, first) as (driver, _, step):
+        driver.find_element(By.ID, "f-live").click()
+        step("new-1")
+        wait_for(driver, lambda d: listed_sessions(d)[:1] == ["new-1"], timeout_s=LIVE_WAIT_S)
+        assert listed_sessions(driver) == ["new-1"] + first[::-1][:50]
+        driver.find_element(By.ID, "more-sessions").click()
+        wait_for(driver, lambda d: len(listed_sessions(d)) > 51)
+        shown = listed_sessions(driver)
     assert shown == ["new-1"] + first[::-1]
 
 
@@ -78,23 +88,14 @@ def test_live_hides_load_more_once_nothing_is_left_to_load(tmp_path):
     from selenium.webdriver.common.by import By
 
     first = [f"g-{i:03d}" for i in range(52)]
-    tracer, _ = one_step_sessions(tmp_path, first)
-    server = start_server(viewer_app(tracer, KEYS))
-    try:
-        with chromium_driver() as driver:
-            connect(driver, server.base_url, "k-acme")
-            wait_for(driver, lambda d: len(listed_sessions(d)) == 50)
-            assert driver.find_element(By.ID, "more-sessions").get_attribute("hidden") is None
-            driver.find_element(By.ID, "f-live").click()
-            for name in first:
-                assert httpx.delete(f"{server.base_url}/v1/traces/sessions/{name}",
-                                    headers={"authorization": "Bearer k-acme"}).status_code == 200
-            wait_for(driver, lambda d: listed_sessions(d) == [], timeout_s=LIVE_WAIT_S)
-            wait_for(driver, lambda d: d.find_element(By.ID, "more-sessions").get_attribute("hidden") is not None,
-                     timeout_s=LIVE_WAIT_S)
-    finally:
-        server.stop()
-        tracer.stop()
+    with open_session_list(tmp_path, first) as (driver, base_url, _):
+        assert driver.find_element(By.ID, "more-sessions").get_attribute("hidden") is None
+        driver.find_element(By.ID, "f-live").click()
+        for name in first:
+            delete_session(base_url, name)
+        wait_for(driver, lambda d: listed_sessions(d) == [], timeout_s=LIVE_WAIT_S)
+        wait_for(driver, lambda d: d.find_element(By.ID, "more-sessions").get_attribute("hidden") is not None,
+                 timeout_s=LIVE_WAIT_S)
 
 
 def test_live_before_a_sessions_last_page_keeps_its_totals_and_puts_new_steps_behind_load_more(tmp_path):
