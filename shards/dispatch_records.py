@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from cache.hashing import BlockHash
-from shards.protocol import EngineEvent, WorkItem
+from shards.protocol import EngineEvent, ErrorEvent, WorkItem
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +48,20 @@ class Transfer:
     deadline_s: float  # then the request goes on without it (see DispatchConfig.transfer_timeout_s)
 
 
+@dataclass(frozen=True, slots=True)
+class CannotStart:
+    """Every worker's last start failed to load the model (`Dispatcher.set_cannot_start`):
+    why, and when the next restart is due."""
+    reason: str
+    restart_at_s: float
+
+    def refusal(self, request_id: str, retryable: bool, now_s: float, min_retry_after_s: float) -> ErrorEvent:
+        """The "overloaded" error a request gets meanwhile: retry once the next restart is
+        due (counting down), never sooner than `min_retry_after_s`."""
+        return ErrorEvent(request_id, f"the model's workers cannot start ({self.reason}); retry later", "overloaded",
+                          retryable=retryable, retry_after_s=max(min_retry_after_s, self.restart_at_s - now_s))
+
+
 @dataclass(slots=True)
 class Outbound:
     sends: list[tuple[str, object]] = field(default_factory=list)
@@ -71,3 +85,6 @@ class DispatchStats:
     num_transfers_done: int = 0
     num_transfers_abandoned: int = 0
     num_transferred_blocks: int = 0
+
+    def count_rejected(self, code: str) -> None:
+        self.num_rejected[code] = self.num_rejected.get(code, 0) + 1

@@ -31,7 +31,6 @@ Invariants:
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from collections.abc import Mapping
 
 from cache.hashing import BlockHash
@@ -39,7 +38,9 @@ from shards.fair_queue import PushResult, may_admit, work_cost
 from shards.protocol import (CacheEventsReport, CacheSnapshot, CancelRequest, CostProfile, EngineEvent, ErrorEvent,
                              FinishEvent, SessionMoved, TokenEvent, WorkItem)
 from shards.transfer_messages import ExportPrefix, ImportPrefix, PrefixExported, PrefixImported
-from shards.dispatch_records import DispatchConfig, DispatchStats, Outbound, Request, Transfer
+from shards.dispatch_records import CannotStart, DispatchConfig, DispatchStats, Outbound, Request, Transfer
+from shards.outstanding_requests import OutstandingRequests
+from shards.prefix_transfers import PrefixTransfers
 from shards.measured_costs import fold_cost
 from shards.route_records import RouteQuery
 from shards.router import Router
@@ -60,12 +61,10 @@ class Dispatcher:
             self.weights, max_per_tenant=self.config.max_queued_per_tenant,
             max_total=self.config.max_queued_requests)
         self.requests: dict[str, Request] = {}
-        self.transfers: dict[str, Transfer] = {}
-        self._ready: set[str] = set()
-        self._outstanding: dict[str, dict[str, int]] = {}  # worker -> tenant -> count
-        self._transfer_ids = itertools.count()
+        self._ready = OutstandingRequests()   # the ready workers, with their requests out per tenant
         self.stats = DispatchStats()
-        self._cannot_start: tuple[str, float] | None = None   # (why, next restart at s): see `set_cannot_start`
+        self.transfers = PrefixTransfers(self.stats)
+        self._cannot_start: CannotStart | None = None
 
     def set_weights(self, weights: Mapping[str, float]) -> None:
         """Tenants' weights, from now on, in the queue, the router and the per-worker caps
@@ -85,8 +84,7 @@ class Dispatcher:
             c.prefill_s_per_token = costs.prefill_s_per_token
             c.export_s_per_block = costs.export_s_per_block
             c.import_s_per_block = costs.import_s_per_block
-        self._ready.add(worker_id)
-        self._outstanding[worker_id] = {}
+        self._ready.add_worker(worker_id)
         self._cannot_start = None
         return self.pump(now_s)
 
@@ -96,7 +94,7 @@ class Dispatcher:
         fail the queued requests now and refuse new ones, until a worker is added or this
         is called with None. Their errors are "overloaded" (a 503 for a request never run),
         retry after the time left until the next restart (`restart_at_s`, counting down)."""
-        self._cannot_start = None if reason is None else (reason, restart_at_s)
+        self._cannot_start = None if reason is None else CannotStart(reason, restart_at_s)
         out = Outbound()
         for request in list(self.queue) if reason is not None else ():
             self.queue.remove(request.item.request_id)
@@ -105,10 +103,8 @@ class Dispatcher:
         return out
 
     def _cannot_start_error(self, request_id: str, retryable: bool, now_s: float) -> ErrorEvent:
-        reason, restart_at_s = self._cannot_start
-        self.stats.num_rejected[CANNOT_START_CODE] = self.stats.num_rejected.get(CANNOT_START_CODE, 0) + 1
-        return ErrorEvent(request_id, f"the model's workers cannot start ({reason}); retry later", "overloaded",
-                          retryable=retryable, retry_after_s=max(self.config.retry_after_s, restart_at_s - now_s))
+        self.stats.count_rejected(CANNOT_START_CODE)
+        return self._cannot_start.refusal(request_id, retryable, now_s, self.config.retry_after_s)
 
     def set_round_trip(self, worker_id: str, round_trip_s: float) -> None:
         if worker_id in self._ready:
@@ -119,19 +115,10 @@ class Dispatcher:
         elsewhere (resumed, those that sent tokens) or failed; transfers through it are
         abandoned."""
         out = Outbound()
-        self._ready.discard(worker_id)
-        self._outstanding.pop(worker_id, None)
+        self._ready.remove_worker(worker_id)
         self.router.remove_worker(worker_id)
-        for transfer_id, transfer in list(self.transfers.items()):
-            if transfer.src == worker_id and transfer.dst != worker_id:
-                del self.transfers[transfer_id]
-                self.stats.num_transfers_abandoned += 1
-                request = self.requests.get(transfer.request_id)
-                if request is not None and request.worker_id == transfer.dst:
-                    out.sends.append((transfer.dst, request.item))
-            elif transfer.dst == worker_id:
-                del self.transfers[transfer_id]
-                self.stats.num_transfers_abandoned += 1
+        for transfer in self.transfers.abandon_through(worker_id):
+            self._send_without_copy(transfer, out)
         for request in [r for r in self.requests.values() if r.worker_id == worker_id]:
             request.worker_id = None
             if request.num_attempts < self.config.max_attempts:
@@ -156,7 +143,7 @@ class Dispatcher:
 
     def can_take(self, worker_id: str, tenant: str) -> bool:
         config = self.config
-        return may_admit(tenant, self._outstanding[worker_id], set(self.queue.tenants()),
+        return may_admit(tenant, self._ready.by_tenant(worker_id), set(self.queue.tenants()),
                          self.weights, config.max_outstanding_per_worker, config.max_outstanding_hard)
 
     # --- requests -----------------------------------------------------------------------
@@ -174,7 +161,7 @@ class Dispatcher:
                                   room=room)
         if verdict is not PushResult.ADMITTED:
             code = "rate_limit_exceeded" if verdict is PushResult.TENANT_FULL else "overloaded"
-            self.stats.num_rejected[code] = self.stats.num_rejected.get(code, 0) + 1
+            self.stats.count_rejected(code)
             who = f"tenant {item.tenant!r} has" if verdict is PushResult.TENANT_FULL else "the engine has"
             return Outbound(deliveries=[ErrorEvent(
                 item.request_id, f"{who} too many queued requests; retry later", code,
@@ -189,8 +176,7 @@ class Dispatcher:
         request = self.requests.pop(request_id, None)
         if request is None:
             return out
-        for transfer_id in [t for t, x in self.transfers.items() if x.request_id == request_id]:
-            del self.transfers[transfer_id]  # NOTE: a late PrefixExported is unlinked then
+        self.transfers.forget_request(request_id)
         if request.worker_id is not None:
             self._release(request)
             out.sends.append((request.worker_id, CancelRequest(request_id)))
@@ -213,15 +199,13 @@ class Dispatcher:
                 break
             request.worker_id = decision.worker_id
             request.num_attempts += 1
-            counts = self._outstanding[decision.worker_id]
-            counts[item.tenant] = counts.get(item.tenant, 0) + 1
+            self._ready.charge(decision.worker_id, item.tenant)
             if decision.transfer_from is None:
                 out.sends.append((decision.worker_id, item))
             else:
-                transfer_id = f"xfer-{next(self._transfer_ids)}"
                 waited_s = max(self.config.transfer_timeout_s, decision.transfer_saves_s)
-                self.transfers[transfer_id] = Transfer(item.request_id, decision.transfer_from,
-                                                       decision.worker_id, now_s + waited_s)
+                transfer_id = self.transfers.start(item.request_id, decision.transfer_from,
+                                                   decision.worker_id, now_s + waited_s)
                 num_tokens = decision.num_transfer_blocks * self.router.config.block_size
                 out.sends.append((decision.transfer_from, ExportPrefix(
                     transfer_id, item.tenant, tuple(item.prompt_token_ids[:num_tokens]),
@@ -243,13 +227,8 @@ class Dispatcher:
             out.deliveries.append(ErrorEvent(
                 request.item.request_id, "no worker could take the request in time", "overloaded",
                 retryable=not request.token_sent, retry_after_s=self.config.retry_after_s))
-        for transfer_id, transfer in list(self.transfers.items()):
-            if now_s > transfer.deadline_s:
-                del self.transfers[transfer_id]
-                self.stats.num_transfers_abandoned += 1
-                request = self.requests.get(transfer.request_id)
-                if request is not None and request.worker_id == transfer.dst:
-                    out.sends.append((transfer.dst, request.item))
+        for transfer in self.transfers.abandon_expired(now_s):
+            self._send_without_copy(transfer, out)
         return out
 
     # --- worker messages ------------------------------------------------------------------
@@ -301,7 +280,7 @@ class Dispatcher:
 
     def _on_exported(self, worker_id: str, message: PrefixExported) -> Outbound:
         out = Outbound()
-        transfer = self.transfers.pop(message.transfer_id, None)
+        transfer = self.transfers.finish(message.transfer_id)
         request = self.requests.get(transfer.request_id) if transfer is not None else None
         if request is None or request.worker_id != transfer.dst:
             if message.shm_name:
@@ -320,14 +299,16 @@ class Dispatcher:
         return out
 
     # --- helpers ----------------------------------------------------------------------------
+    def _send_without_copy(self, transfer: Transfer, out: Outbound) -> None:
+        """An abandoned transfer's request, still placed on its destination, is sent there
+        to prefill what the copy would have brought."""
+        request = self.requests.get(transfer.request_id)
+        if request is not None and request.worker_id == transfer.dst:
+            out.sends.append((transfer.dst, request.item))
+
     def _release(self, request: Request) -> None:
         self.router.on_done(request.item.request_id)
-        counts = self._outstanding.get(request.worker_id)
-        tenant = request.item.tenant
-        if counts is not None and counts.get(tenant, 0) > 0:
-            counts[tenant] -= 1
-            if not counts[tenant]:   # only tenants with requests out: `can_take` sums them
-                del counts[tenant]
+        self._ready.release(request.worker_id, request.item.tenant)
 
     def _observe_cost(self, worker_id: str, name: str, elapsed_s: float, num_units: int) -> None:
         """Fold a measured cost (seconds per block or per token) into the router's model."""

@@ -176,9 +176,9 @@ def test_dispatcher_counts_only_the_tenants_with_requests_out():
         dispatcher.submit(_item(f"r{i}", f"t{i}"), [], float(i))
         dispatcher.on_worker_message("w0", _finish(f"r{i}", "w0"), float(i) + 0.5)
     dispatcher.submit(_item("live", "t7"), [], 2000.0)
-    assert dispatcher._outstanding == {"w0": {"t7": 1}}
+    assert list(dispatcher._ready) == ["w0"] and dispatcher._ready.by_tenant("w0") == {"t7": 1}
     dispatcher.cancel("live")
-    assert dispatcher._outstanding == {"w0": {}}
+    assert dispatcher._ready.by_tenant("w0") == {}
 
 
 def test_dispatcher_expires_requests_queued_too_long():
