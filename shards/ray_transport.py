@@ -117,7 +117,12 @@ class RayChannel:
                 for message in messages:
                     self._on_message(self.worker_id, self.incarnation, message)
                 if not messages and not ray.get(self._actor.is_serving.remote()):
-                    break  # the serve loop ended (Shutdown, or a failed start)
+                    # the serve loop ended (Shutdown, or a failed start): what it sent just before
+                    # it ended, after that empty poll (a WorkerFailed, QA123), is read still
+                    while last := ray.get(self._actor.poll.remote(0.0)):
+                        for message in last:
+                            self._on_message(self.worker_id, self.incarnation, message)
+                    break
         except Exception as exc:  # RayActorError and friends: the actor is gone
             cause = "" if self._stopping else lost_actor_cause(self._node_id, answer_within(ray.nodes))
             reason = f"lost its Ray actor ({type(exc).__name__}{'; ' + cause if cause else ''})"
