@@ -160,7 +160,7 @@ def _check_ray_transport_options(options: Mapping[str, object]) -> None:
     """The Ray transport's options (`shards.ray_transport.RayTransport`): each known, an
     address Ray can parse, a namespace string, reservations finite numbers >= 0.
     `check_engine_tables` has made `options` a table."""
-    from shards.ray_transport import address_problem
+    from shards.ray_address import address_problem   # not ray_transport: it imports torch (QA123)
 
     for name, value in options.items():
         if name not in RAY_TRANSPORT_OPTIONS:

@@ -99,3 +99,17 @@ def test_a_start_reports_a_nan_option_as_a_model_it_cannot_serve():
 
     problem = local_model_problem(parse_config(_config({"max_decode_stall_s": math.nan})))
     assert problem is not None and problem.startswith("cannot serve model 'tiny': engine option max_decode_stall_s")
+
+
+def test_checking_a_ray_transport_table_does_not_import_torch():
+    """A reload whose file names `transport = "ray"` is checked in the gateway's process, which
+    never imports torch with forked CPU workers (QA123: 11 s and +280 MB for that check)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from shards.engine_options import check_engine_options; "
+            "check_engine_options({'transport': 'ray', 'transport_options': {'address': 'auto'}}, "
+            "('transport', 'transport_options')); print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
