@@ -71,7 +71,8 @@ class EngineMessages:
             elif isinstance(message, WorkerFailed):
                 if self._supervise_task is None:   # the start fails with it
                     self._start_error = f"worker {worker_id} failed to start: {message.message}"
-                out, line = self._on_start_failed(worker_id, incarnation, message.message, now)
+                if not self._stopping:   # stopping, nothing restarts (QA123: "restarting it in" logged)
+                    out, line = self._on_start_failed(worker_id, incarnation, message.message, now)
                 self._ready.notify_all()
             elif supervisor.is_current(worker_id, incarnation):
                 supervisor.on_heard(worker_id, incarnation, now,

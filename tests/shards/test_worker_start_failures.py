@@ -173,3 +173,23 @@ def test_a_worker_that_cannot_load_at_its_restart_says_why_exits_non_zero_and_re
     assert repeats and all(line.startswith("worker w0 failed to start again (the same error; ") for line in repeats)
     assert sum(LOAD_ERROR in line for line in told) == 1
     assert told[-1].startswith("worker w0 serves again")
+
+
+def test_a_failed_load_heard_while_the_engine_stops_restarts_nothing_and_says_nothing():
+    """QA123: SIGTERM while workers could not start logged "restarting it in ..." for a
+    restart that never came."""
+    from shards.protocol import WorkerFailed
+
+    eng = LocalEngine("tiny", num_workers=1, num_hot_blocks=64, threads_per_worker=1)
+    loop = asyncio.new_event_loop()
+    told: list[str] = []
+    try:
+        loop.run_until_complete(eng.start())
+        eng.on_worker_event = told.append
+        incarnation = eng._supervisor.health("w0").incarnation
+    finally:
+        loop.run_until_complete(eng.stop())
+        loop.close()
+    eng._on_message("w0", incarnation, WorkerFailed("w0", LOAD_ERROR))
+    assert told == []
+    assert not eng._supervisor.health("w0").fence_reason.startswith("failed to start")
