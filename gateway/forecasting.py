@@ -205,6 +205,8 @@ class ForecastRelay:
             self.tool_calls.forget(event.tenant, event.session)
             with self._gaps_lock:
                 self.gaps.forget(event.tenant, event.session)
+            if event.reason == "failed":   # its one step generated nothing (refused): no forecast was made
+                return                     # or sent for it, and a refused flood sends the workers nothing
         elif event.error is not None:
             return
         else:

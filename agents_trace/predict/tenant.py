@@ -18,6 +18,8 @@ from typing import Sequence
 
 import numpy as np
 
+from cache.forecast import END_SYMBOL
+
 from .accuracy import AccuracyTracker
 from .config import PredictorConfig
 from .durations import DurationModel
@@ -129,9 +131,12 @@ class TenantState(TenantForecasts):
     # -- live sessions --------------------------------------------------------------
     def observe(self, session: str, symbol: str, t_s: float, gap_s: float | None,
                 global_model: StepModel | None) -> None:
-        """Score the step against the current forecast, learn its gap, filter it in."""
+        """Score the step against the current forecast, learn its gap, filter it in. `END`
+        for a session none of whose steps was observed does nothing."""
         with self.lock:
             state = self.sessions.get(session)
+            if state is None and symbol == END_SYMBOL:
+                return   # no step of it was seen (refused requests only, QA124): nothing to score or learn
             if state is None:
                 state = self._start_state_locked(t_s, global_model)
                 self.sessions[session] = state
