@@ -9,6 +9,7 @@ from typing import IO
 
 from tqdm import tqdm
 
+from agents_trace.text_table import counted
 from agents_trace.workload.generator import MAX_SCHEMA_TOOLS, WorkloadConfig, generate_workload
 from agents_trace.workload.limits import (MAX_BATCH_LINES_PER_S, MAX_BLOCK_IDS, MAX_DURATION_S, MAX_REQUESTS,
                                           MAX_SESSION_RATE_PER_S, MAX_SESSIONS, MAX_SIGMA, MAX_TOKENS,
@@ -123,10 +124,11 @@ def summary(records: list[TraceRecord], num_tenants: int) -> str:
     session (counting each tenant's as one would add a session per tenant)."""
     sessions = {(r.tenant, r.session) for r in records if r.session is not None}
     num_batch = sum(1 for r in records if r.session is None)
+    in_sessions = f"{counted(len(sessions), 'session')} of {num_tenants} tenant(s)"
     if not num_batch:
-        return f"{len(records)} requests in {len(sessions)} sessions of {num_tenants} tenant(s)"
-    return (f"{len(records)} requests ({len(records) - num_batch} in {len(sessions)} sessions of {num_tenants} "
-            f"tenant(s), and {num_batch} batch lines without a session)")
+        return f"{counted(len(records), 'request')} in {in_sessions}"
+    return (f"{counted(len(records), 'request')} ({len(records) - num_batch} in {in_sessions}, and "
+            f"{counted(num_batch, 'batch line')} without a session)")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -136,3 +136,13 @@ def test_workload_summary_counts_batch_lines_apart_from_sessions(tmp_path, capsy
     assert main(["workload", "generate", "--tenants", "2", "--sessions", "2", "--seed", "7", "-o", str(out)]) == 0
     num_plain = sum(1 for line in out.read_text().splitlines()[1:] if json.loads(line))
     assert capsys.readouterr().err == f"wrote {num_plain} requests in 4 sessions of 2 tenant(s) to {out}\n"
+
+
+def test_workload_summary_says_one_session_and_one_batch_line_in_the_singular():
+    from agents_trace.workload.cli import summary
+    from cache.trace_format import TraceRecord
+
+    one = TraceRecord(0.0, 16, 4, tenant="a", session="s")
+    assert summary([one], 1) == "1 request in 1 session of 1 tenant(s)"
+    assert summary([one, TraceRecord(1.0, 16, 4, tenant="a")], 1) == (
+        "2 requests (1 in 1 session of 1 tenant(s), and 1 batch line without a session)")
