@@ -33,12 +33,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--base-url", default="http://127.0.0.1:8000/v1")
     parser.add_argument("--api-key", required=True)
-    parser.add_argument("--model", default="smollm2")
+    parser.add_argument("--model", default=None, help="default: the gateway's first model")
     parser.add_argument("--count", type=int, default=16)
     parser.add_argument("--max-tokens", type=int, default=8)
     args = parser.parse_args()
     client = OpenAI(base_url=args.base_url, api_key=args.api_key)
-    upload = client.files.create(file=("questions.jsonl", requests_file(args.model, args.count, args.max_tokens)),
+    model = args.model or client.models.list().data[0].id
+    upload = client.files.create(file=("questions.jsonl", requests_file(model, args.count, args.max_tokens)),
                                  purpose="batch")
     batch = client.batches.create(input_file_id=upload.id, endpoint="/v1/chat/completions", completion_window="24h",
                                   metadata={"example": "batch_requests"})
@@ -55,6 +56,11 @@ def main() -> int:
             answers[result["custom_id"]] = result["response"]["body"]["choices"][0]["message"]["content"]
     for custom_id in sorted(answers, key=lambda c: int(c[1:]))[:8]:
         print(f"{custom_id}: {answers[custom_id]!r}")
+    if batch.error_file_id:   # why lines failed: the first few errors, as the error file says
+        for line in client.files.content(batch.error_file_id).text.splitlines()[:3]:
+            result = json.loads(line)
+            error = result.get("error") or (result.get("response") or {}).get("body", {}).get("error") or {}
+            print(f"{result['custom_id']} failed: {error.get('code')}: {error.get('message')}")
     print(json.dumps({"batch": batch.id, "status": batch.status, "completed": batch.request_counts.completed,
                       "failed": batch.request_counts.failed, "seconds": round(time.monotonic() - started_s, 2),
                       "cached_tokens": batch.usage.input_tokens_details.cached_tokens if batch.usage else 0,

@@ -59,9 +59,18 @@ def test_openai_agents_sdk_run_kept_in_a_conversation(tiny_gateway):
 
 def test_batch_requests_runs_a_file_of_requests(tiny_gateway):
     out = _run([str(EXAMPLES / "batch_requests.py"), "--base-url", f"{tiny_gateway.base_url}/v1",
-                "--api-key", TINY_GATEWAY_KEYS["tenant1"], "--model", "tiny", "--count", "6"])
+                "--api-key", TINY_GATEWAY_KEYS["tenant1"], "--count", "6"])   # the gateway's first model
     assert out["status"] == "completed" and (out["completed"], out["failed"]) == (6, 0)
     assert out["cached_tokens"] > 0   # the shared system prompt was prefilled once
+
+
+def test_batch_requests_says_why_lines_failed(tiny_gateway):
+    done = subprocess.run([sys.executable, str(EXAMPLES / "batch_requests.py"), "--base-url",
+                           f"{tiny_gateway.base_url}/v1", "--api-key", TINY_GATEWAY_KEYS["tenant1"],
+                           "--model", "no-such-model", "--count", "2"], capture_output=True, text=True, timeout=180)
+    lines = done.stdout.strip().splitlines()
+    assert json.loads(lines[-1])["failed"] == 2
+    assert [line.split(" failed: ")[1].split(":")[0] for line in lines[:-1]] == ["model_not_found"] * 2
 
 
 
