@@ -5,8 +5,10 @@ Layout: `_global.json` holds the all-tenant level and `t-<slug>-<hash>.json`
 `cache.gap_memory` document (`FORMAT`) of its own, written atomically, private to this
 user when made here, as is the directory (`cache.private_paths`). A checkpoint
 writes the tenants whose change mark (`GapForecaster.change_marks`) moved since they were
-last written to this directory, or whose file is gone, and the small global file; with
-thousands of idle tenants it is a file check each, not a rewrite of everything.
+last written to this directory, or whose file is gone, and the small global file when
+its content is not what was last written here or read from here (or the file is gone):
+a save or restart after which nothing changed rewrites no file; with thousands of idle
+tenants it is a file check each, not a rewrite of everything.
 
 Invariants: a tenant's levels (keys starting with its name) live in its file only; a
 crash between files leaves each file whole, some tenants as of this checkpoint and some as
@@ -14,13 +16,16 @@ of the one before (their statistics are independent; the global level is a prior
 tenant's P(return) estimates are those of its last write (a recount moves them for idle
 tenants too, and the first recount after a restart recomputes them all).
 
-Damage: `read` leaves out, and names, each file it cannot use: unreadable, split by other
+Damage: `read` leaves out, and names, each file it cannot use: unreadable (a number that
+is not finite, a negative count: `cache.gap_memory.read_gaps`), split by other
 return features than the forecaster's configuration, or holding other levels than its
 name says (another tenant's, copied under this name: it must not replace that tenant).
 Every file is checked against the configuration, not against another file, so one
 damaged file loses what is in it only: a tenant, or, for the global file, the all-tenant
 level (a prior, learned again). `set_aside` renames those files beside them; one it
 cannot rename (a read-only directory) is left as it is and never written over from here.
+`write` never writes a number that is not finite: a tenant holding one is not written (the
+others are, then ValueError names it).
 """
 from __future__ import annotations
 
@@ -30,7 +35,7 @@ from pathlib import Path
 
 from cache.damaged_files import set_aside_or_leave
 from cache.error_text import one_line_error
-from cache.gap_memory import LearnedGaps, read_gaps, write_gaps
+from cache.gap_memory import LearnedGaps, gaps_text, read_gaps, write_gaps
 from cache.private_paths import make_private_dirs
 from cache.tenant_files import TENANT_FILE_PREFIX, tenant_file_stem
 
@@ -88,6 +93,7 @@ class GapFiles:
         self.directory = Path(directory)
         self._written: dict[str, int] = {}   # tenant -> its change mark when last written here
         self._left: set[Path] = set()   # unusable files that could not be set aside: never written over
+        self._global_text: str | None = None   # the global file's content as last written or read here
 
     def stale(self, marks: Mapping[str, int]) -> list[str]:
         """The tenants a save must write: changed since written here, or their file gone
@@ -98,19 +104,35 @@ class GapFiles:
 
     def write(self, learned: LearnedGaps, marks: Mapping[str, int]) -> int:
         """Write the tenants in `learned` (with the `marks` they had when it was copied)
-        and the global file; the number of tenant files written."""
+        and the global file if its content changed (or it is gone); the number of tenant
+        files written. A part holding a number that is not finite is not written (nor
+        marked): the rest are, then ValueError names what was left unwritten."""
         shared, parts = split_by_tenant(learned)
         make_private_dirs(self.directory)
         num_written = 0
+        unwritten: list[str] = []
         for tenant, part in parts.items():
             if self._path(tenant) in self._left:
                 continue
-            write_gaps(part, self._path(tenant))
+            try:
+                write_gaps(part, self._path(tenant))
+            except ValueError as exc:
+                unwritten.append(f"tenant {tenant!r} ({exc})")
+                continue
             num_written += 1
             if tenant in marks:
                 self._written[tenant] = marks[tenant]
         if self.global_path not in self._left:
-            write_gaps(shared, self.global_path)
+            try:
+                text = gaps_text(shared)
+            except ValueError as exc:
+                unwritten.append(f"the all-tenant level ({exc})")
+            else:
+                if text != self._global_text or not self.global_path.exists():
+                    write_gaps(shared, self.global_path)
+                    self._global_text = text
+        if unwritten:
+            raise ValueError(f"gap statistics not written to {self.directory}: {'; '.join(unwritten)}")
         return num_written
 
     def mark_written(self, marks: Mapping[str, int]) -> None:
@@ -146,6 +168,8 @@ class GapFiles:
             if why is not None:
                 unusable.append(UnusableFile(path, why))
                 continue
+            if path == self.global_path:   # (text, not the part: what adopts it changes it in place)
+                self._global_text = gaps_text(part)
             parts.append(part)
         return merged(return_features, parts), unusable
 

@@ -27,7 +27,9 @@ the tenants with waits pending or changed (`cache.gap_levels`), never of every t
 levels; at most `max_sessions` waiting
 sessions are remembered (for room, the oldest of the tenant with the most waiting, a new
 one counted: `cache.tenant_sessions`, so one tenant's flood never drops another's within
-its share; `forget` drops an ended one); nothing does I/O.
+its share; `forget` drops an ended one); a request whose arrival time is not finite is
+not learned (a NaN deadline would stop every later expiry, a NaN gap every estimate);
+return counts never go negative; nothing does I/O.
 """
 from __future__ import annotations
 
@@ -97,6 +99,8 @@ class GapForecaster(GapEstimates):
 
     def observe(self, request: RequestSeen) -> None:
         now = request.t_s
+        if not math.isfinite(now):
+            return
         self._expire(now)
         key = (request.tenant, request.session)
         self._stats.changed(request.tenant)
@@ -109,7 +113,7 @@ class GapForecaster(GapEstimates):
             for level in self._levels(request.tenant, waiting.step, waiting.context):
                 counts = self._stats.return_counts(level)
                 counts.num_returned += 1.0
-                if waiting.is_ended:
+                if waiting.is_ended and counts.num_ended >= 1.0:   # (statistics adopted since: 0)
                     counts.num_ended -= 1.0
             own = waiting.own
             step_own = own.get(waiting.step)

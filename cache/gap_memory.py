@@ -9,11 +9,16 @@ a forecaster configured otherwise must not adopt them (`read_gaps` leaves that c
 `GapForecaster.adopt`).
 
 Invariants: `write_gaps` replaces the file atomically (a crash leaves the previous one
-whole); `read_gaps` accepts only `FORMAT` and raises ValueError on anything else.
+whole) and never writes a number that is not finite (ValueError before the file is
+touched); `read_gaps` accepts only `FORMAT` and raises ValueError on anything else, a
+document holding a number that is not finite (NaN, infinity, or one too large for a
+float), a negative count or sum of squares, or a P(return) outside [0, 1] among them
+(such a file is damaged: the forecasts it gave would be NaN, and confident).
 """
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -51,34 +56,61 @@ def gaps_to_json(learned: LearnedGaps) -> dict:
     }
 
 
+def _number(value: object, what: str, low: float = -math.inf, high: float = math.inf) -> float:
+    """`value` as a float, if it is a finite JSON number in [low, high]; else ValueError."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{what} is not a number: {value!r}")
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(f"holds a non-finite number ({what} {value!r})")
+    if not low <= number <= high:
+        raise ValueError(f"{what} {value!r} is outside [{low}, {high}]")
+    return number
+
+
 def gaps_from_json(data: dict) -> LearnedGaps:
-    """The statistics in `data` (as `gaps_to_json` made it); ValueError if malformed."""
+    """The statistics in `data` (as `gaps_to_json` made it); ValueError if malformed or
+    holding a number no forecaster writes (not finite; a negative count; a P outside [0, 1])."""
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ValueError(f"not a {FORMAT} document")
     try:
         return LearnedGaps(
-            return_features=tuple(int(i) for i in data["return_features"]),
-            gaps={_key(k): LogGapStats(float(n), float(s), float(ss)) for k, n, s, ss in data["gaps"]},
-            returns={_key(k): ReturnCounts(float(r), float(e)) for k, r, e in data["returns"]},
-            p_estimates={_key(k): float(p) for k, p in data["p_estimates"]},
+            return_features=tuple(int(_number(i, "a return feature")) for i in data["return_features"]),
+            gaps={_key(k): LogGapStats(_number(n, "a gap count", 0.0), _number(s, "a sum of log gaps"),
+                                       _number(ss, "a sum of squared log gaps", 0.0))
+                  for k, n, s, ss in data["gaps"]},
+            returns={_key(k): ReturnCounts(_number(r, "a return count", 0.0), _number(e, "an end count", 0.0))
+                     for k, r, e in data["returns"]},
+            p_estimates={_key(k): _number(p, "a P(return)", 0.0, 1.0) for k, p in data["p_estimates"]},
             steps={str(tenant): {str(s) for s in steps} for tenant, steps in data["steps"].items()},
         )
     except (KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"malformed {FORMAT} document: {exc!r}") from exc
 
 
+def gaps_text(learned: LearnedGaps) -> str:
+    """The JSON that `write_gaps` writes for `learned`; ValueError if it holds a number
+    that is not finite (never written: a file holding one is read as damaged)."""
+    return json.dumps(gaps_to_json(learned), separators=(",", ":"), allow_nan=False)
+
+
 def write_gaps(learned: LearnedGaps, path: str | Path) -> None:
-    """Write `learned` to `path` atomically (a temporary file renamed over it)."""
+    """Write `learned` to `path` atomically (a temporary file renamed over it); ValueError,
+    with the file untouched, if it holds a number that is not finite."""
+    text = gaps_text(learned)   # a NaN raises here, before the file is replaced
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with replacing(path) as stream:
-        stream.write(json.dumps(gaps_to_json(learned), separators=(",", ":")))
+        stream.write(text)
 
 
 def read_gaps(path: str | Path) -> LearnedGaps:
     """The statistics written at `path`; ValueError if it is not a gaps file."""
+    def non_finite(constant: str) -> float:
+        raise ValueError(f"holds a non-finite number ({constant})")
+
     try:
-        data = json.loads(Path(path).read_text())
+        data = json.loads(Path(path).read_text(), parse_constant=non_finite)
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path}: not JSON: {exc}") from exc
     return gaps_from_json(data)

@@ -6,7 +6,8 @@ so a key seen once leans on its parent and a new tenant on the global prior:
     prior -> all tenants -> tenant -> (tenant, step) -> (tenant, step, depth) [-> session]
 
 Invariants: every update is O(1) and nothing is ever refitted; sigma >= MIN_SIGMA;
-probabilities stay in [0, 1].
+probabilities stay in [0, 1]; the sums stay finite (a gap that is not finite is not
+learned: one NaN or infinity would make every later estimate of its levels NaN).
 """
 from __future__ import annotations
 
@@ -57,6 +58,9 @@ class LogGapStats:
     sum_log_sq: float = 0.0
 
     def add(self, gap_s: float) -> None:
+        """Learn one gap (at least MIN_GAP_S); one that is not finite is left out."""
+        if not math.isfinite(gap_s):
+            return
         x = math.log(max(gap_s, MIN_GAP_S))
         self.num_gaps += 1.0
         self.sum_log += x

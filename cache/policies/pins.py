@@ -9,13 +9,14 @@ that does not fit is refused).
 
 Invariants: `num_pinned_blocks(t)` is the sum of the sizes of `t`'s live pins (the blocks
 counted against its cap: a pin's size is fixed when it is set, a pinned block may still
-yield its room); a pin is live until `expire` passes its deadline or `unpin` ends it (the
-session came back). Each `pin` call adds one to exactly one of `num_set` and
-`num_refused` (counts since the book was made, never reset).
+yield its room); every deadline is finite; a pin is live until `expire` passes its deadline
+or `unpin` ends it (the session came back). Each `pin` call adds one to exactly one of
+`num_set` and `num_refused` (counts since the book was made, never reset).
 """
 from __future__ import annotations
 
 import heapq
+import math
 from dataclasses import dataclass
 
 
@@ -64,9 +65,11 @@ class PinBook:
         return self._pins.get(session)
 
     def pin(self, session: str, tenant: str, until_s: float, num_blocks: int, cap: float, floor: float) -> bool:
-        """Pin `session` (replacing its old pin) unless the tenant's cap would overflow."""
+        """Pin `session` (replacing its old pin) unless the tenant's cap would overflow or
+        `until_s` is not finite (a NaN deadline at the top of the heap would stop every
+        later pin from expiring; refused, as a pin over the cap)."""
         self.unpin(session)
-        if self.num_pinned_blocks(tenant) + num_blocks > cap:
+        if not math.isfinite(until_s) or self.num_pinned_blocks(tenant) + num_blocks > cap:
             self.num_refused += 1
             return False
         self._pins[session] = Pin(tenant, until_s, num_blocks, floor)

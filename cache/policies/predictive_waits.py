@@ -85,7 +85,7 @@ class SessionWaits:
     def _pin(self, name: str, tenant: str, forecast: Forecast, group: BlockGroup | None, now_s: float) -> None:
         cfg = self.config
         ttl_s = forecast.eta_s(cfg.pin_quantile)
-        if ttl_s is None or group is None:
+        if ttl_s is None or group is None or not math.isfinite(ttl_s):   # (a NaN ETA: no pin)
             return
         until_s = forecast.made_at_s + min(ttl_s, cfg.max_pin_s)
         if until_s <= now_s:

@@ -93,8 +93,8 @@ def test_a_save_writes_only_the_tenants_that_changed_since_the_last_one(tmp_path
         return {p.name: p.stat().st_ino for p in tmp_path.iterdir()}
 
     before = written()
-    assert save(forecaster, files) == []   # nothing changed: only the global file again
-    assert {name for name, inode in written().items() if before[name] != inode} == {GLOBAL_FILE}
+    assert save(forecaster, files) == []   # nothing changed: no file written, the global one neither
+    assert {name for name, inode in written().items() if before[name] != inode} == set()
     beta_before = (tmp_path / f"{tenant_file_stem('beta')}.json").read_text()
     forecaster.observe(RequestSeen("beta", "late", 1e6 + 1, tool_calls=("search",), num_blocks=3))
     forecaster.observe(RequestSeen("beta", "late", 1e6 + 4, num_blocks=4))
