@@ -5,6 +5,8 @@ Invariant: every result is in exactly one of the two files before the batch take
 final status and its results are dropped from the store (a result with no UTF-8 form is
 written as its `unwritable_result` error: `written_form`); a batch ending `completed` with
 requests never sent ends `expired` instead, each of those a `batch_expired` error line.
+Each file is the batch's one file of its name (`FileStore.add_output`): a batch finished
+again (a crash after its files, before its final status) makes no second copy.
 Only a batch that ran its course (`FINALIZED`) is `finalizing` meanwhile: a cancelled one
 is `cancelling` until it is `cancelled` (a second cancel meanwhile is answered, not a
 400), as OpenAI's are.
@@ -74,11 +76,12 @@ class WrittenResults:
 
 
 async def _results_file(files: FileStore, batch: Batch, kind: str, data: bytes) -> str | None:
-    """The id of a new `batch_output` file of `data`; None (no file) when it is empty."""
-    if not data:
-        return None
-    return (await files.add_bytes(batch.tenant, f"{batch.id}_{kind}.jsonl", "batch_output", data,
-                                  batch.output_expires_after_s)).id
+    """The id of the batch's `batch_output` file of `data` (None, no file, when it is
+    empty): named for the batch, so a batch finished again (its files written, then a
+    crash before its final status) reuses the one written before, or replaces it."""
+    stored = await files.add_output(batch.tenant, f"{batch.id}_{kind}.jsonl", "batch_output", data,
+                                    batch.output_expires_after_s)
+    return None if stored is None else stored.id
 
 
 async def requests_to_go_on(store: BatchStore, files: FileStore, batch: Batch, cancelled: bool,

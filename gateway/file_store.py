@@ -9,8 +9,15 @@ Invariants:
 - an upload given a cap (`add`'s `max_tenant_bytes`) is kept only if the bytes of its
   tenant's live files stay within it (gateway/file_quota.py): checked before its bytes
   are written, and again in the one statement that records it;
-- a file's bytes are in `root/<id>` once its record exists: a record is written after
-  its bytes, and removed before them; a file's bytes never change;
+- a file's bytes are written to `root/<id>.partial`, locked (`flock`) by their writer
+  until its record exists and they are renamed `root/<id>`; a record is removed before its
+  bytes; a file's bytes never change. A kill -9 mid-write leaves only a partial file,
+  which the next start of a store on `root` (`gateway.partial_files`) removes, or renames
+  into place when its record was written: never one that a live writer (of this gateway
+  or another sharing `root`) holds, nor an empty one made in the last `PARTIAL_GRACE_S`;
+- a batch's output or error file (`add_output`) is its tenant's one live file of its
+  name: a batch finished again (a crash after its files, before its final status) reuses
+  the file of the same bytes, and removes any other of that name;
 - the event loop never touches the disk: every call runs on the store's one thread;
 - `root` None keeps the files in a temporary directory (made on first use), removed at
   `close()`;
@@ -21,6 +28,8 @@ Invariants:
 """
 from __future__ import annotations
 
+import logging
+import os
 import sqlite3
 import time
 from collections.abc import Callable
@@ -35,6 +44,7 @@ from gateway.errors import ApiError, body_too_large, invalid_request
 from gateway.file_quota import UploadReservations, file_storage_full
 from gateway.ids import random_hex
 from gateway.list_page import ListPage
+from gateway.partial_files import lock_while_written, partial_path, sweep_partial_files
 from gateway.store_thread import StoreThread, TemporaryRoot
 
 SCHEMA = """
@@ -50,6 +60,7 @@ CREATE TABLE IF NOT EXISTS files (
     PRIMARY KEY (tenant, id)
 );
 CREATE INDEX IF NOT EXISTS files_by_time ON files (tenant, created_at);
+CREATE INDEX IF NOT EXISTS files_by_name ON files (tenant, filename);
 """
 ADDED_COLUMNS = (("files", "expires_at", "INTEGER"), ("files", "seq", "INTEGER"))   # not in the first version's files
 COLUMNS = "id, bytes, created_at, filename, purpose, expires_at"
@@ -59,6 +70,8 @@ UPLOAD_PURPOSES = tuple(purpose for purpose in PURPOSES if purpose not in OUTPUT
 MIN_EXPIRY_S, MAX_EXPIRY_S = 3600, 30 * 24 * 3600
 BATCH_INPUT_EXPIRY_S = MAX_EXPIRY_S   # as at OpenAI, an upload for the Batch API expires after 30 days
 REMOVED_PER_SWEEP = 256
+
+log = logging.getLogger("stepahead.gateway")
 
 
 def file_not_found(file_id: str, param: str = "file_id") -> ApiError:
@@ -120,6 +133,8 @@ class FileStore:
                                 ADDED_COLUMNS, migrate=lambda db: number_unnumbered(db, "files", "rowid"))
         self._thread = StoreThread("stepahead-files", "the file store")
         self.uploads = UploadReservations()   # on the event loop: the upload route's early refusals
+        if root is not None:   # first on the thread: before any upload of this store
+            self._thread.submit(self._sweep_partial_files)
 
     @property
     def root(self) -> Path:
@@ -139,24 +154,66 @@ class FileStore:
                 raise file_storage_full(cap, held, size)
         make_private_dirs(self.root)
         file_id = f"file-{random_hex(24)}"
-        path = self.root / file_id
-        try:
-            with open(path, "wb", opener=private_opener) as out:
+        partial = partial_path(self.root, file_id)
+        with open(partial, "wb", opener=private_opener) as out:   # undone under the lock: a sweep waits for it
+            kept_at, recorded = partial, False
+            try:
+                lock_while_written(out)   # until renamed: a sweep skips it
                 write(out)
+                out.flush()
                 num_bytes = out.tell()
-            now = int(self.clock())
-            stored = StoredFile(file_id, num_bytes, now, filename, purpose,
-                                None if expires_after_s is None else now + expires_after_s)
-            row = (tenant, file_id, num_bytes, now, filename, purpose, stored.expires_at, tenant)
-            if cap is None:
-                self._file.change(f"INSERT INTO files (tenant, {COLUMNS}, seq) VALUES (?, ?, ?, ?, ?, ?, ?, "
-                                  f"{next_seq('files')})", row)
-            elif not self._insert_within(cap, row):
-                raise file_storage_full(cap, self._stored_bytes(tenant), num_bytes)
-        except BaseException:
-            path.unlink(missing_ok=True)
-            raise
+                now = int(self.clock())
+                stored = StoredFile(file_id, num_bytes, now, filename, purpose,
+                                    None if expires_after_s is None else now + expires_after_s)
+                row = (tenant, file_id, num_bytes, now, filename, purpose, stored.expires_at, tenant)
+                if cap is None:
+                    self._file.change(f"INSERT INTO files (tenant, {COLUMNS}, seq) VALUES (?, ?, ?, ?, ?, ?, ?, "
+                                      f"{next_seq('files')})", row)
+                elif not self._insert_within(cap, row):
+                    raise file_storage_full(cap, self._stored_bytes(tenant), num_bytes)
+                recorded = True
+                os.replace(partial, self.root / file_id)
+                kept_at = self.root / file_id
+            except BaseException:
+                if recorded:
+                    self._file.change("DELETE FROM files WHERE tenant = ? AND id = ?", (tenant, file_id))
+                kept_at.unlink(missing_ok=True)
+                raise
         return stored
+
+    def _sweep_partial_files(self) -> None:
+        """Partial files of uploads a killed gateway was writing (`gateway.partial_files`)."""
+        removed = sweep_partial_files(self.root, lambda file_id: bool(
+            self._file.rows("SELECT 1 FROM files WHERE id = ?", (file_id,))))
+        if removed:
+            log.warning("removed %d partial file(s) of uploads cut short (the gateway was killed while writing "
+                        "them) from %s", removed, self.root)
+
+    def _add_output(self, tenant: str, filename: str, purpose: str, data: bytes,
+                    expires_after_s: int | None) -> StoredFile | None:
+        """The tenant's one live file of `purpose` (one only the server makes) named
+        `filename`, holding `data`: the one kept already (a batch finished again after a
+        crash) if it holds `data`, else a new one (None when `data` is empty); any other
+        of that name is removed."""
+        live, now = self._live()
+        reused = None
+        for row in self._file.rows(f"SELECT {COLUMNS} FROM files WHERE tenant = ? AND filename = ? AND purpose = ? "
+                                   f"AND {live} ORDER BY seq", (tenant, filename, purpose, now)):
+            stored = StoredFile(*row)
+            if reused is None and data and stored.bytes == len(data) and self._holds(stored, data):
+                reused = stored
+            else:
+                self._file.change("DELETE FROM files WHERE tenant = ? AND id = ?", (tenant, stored.id))
+                (self.root / stored.id).unlink(missing_ok=True)
+        if reused is not None or not data:
+            return reused
+        return self._add(tenant, filename, purpose, lambda out: out.write(data), expires_after_s)
+
+    def _holds(self, stored: StoredFile, data: bytes) -> bool:
+        try:
+            return (self.root / stored.id).read_bytes() == data
+        except FileNotFoundError:
+            return False
 
     def _insert_within(self, cap: int, row: tuple) -> bool:
         """Record `row` (as `_add` gives it) if its tenant's live files stay within `cap`
@@ -246,6 +303,12 @@ class FileStore:
         """Keep `data` (a batch's output or error file): never refused for its tenant's cap."""
         return await self._thread.call(self._add, tenant, filename, purpose, lambda out: out.write(data),
                                        expires_after_s)
+
+    async def add_output(self, tenant: str, filename: str, purpose: str, data: bytes,
+                         expires_after_s: int | None = None) -> StoredFile | None:
+        """Keep `data` (a batch's output or error file) as the tenant's one file of
+        `purpose` named `filename` (`_add_output`): never refused for its tenant's cap."""
+        return await self._thread.call(self._add_output, tenant, filename, purpose, data, expires_after_s)
 
     async def get(self, tenant: str, file_id: str) -> StoredFile:
         """The tenant's file, else a 404."""
