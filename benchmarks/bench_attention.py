@@ -107,7 +107,7 @@ def _compare(run, repeats: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="tiny", help="tiny, smollm2, or a model directory")
     parser.add_argument("--contexts", default="512,2048,8192", help="cached tokens per request")
     parser.add_argument("--batch-sizes", default="1,8", help="requests decoding at once")

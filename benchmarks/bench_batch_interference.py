@@ -94,7 +94,7 @@ async def one_mode(base_url: str, model: str, mode: str, tag: str, args) -> dict
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="smollm2", choices=("smollm2", "tiny"))
     parser.add_argument("--rounds", type=int, default=1, help="each mode this many times, alternating")
     parser.add_argument("--steps", type=int, default=12, help="interactive steps per mode")

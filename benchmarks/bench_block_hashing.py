@@ -82,7 +82,7 @@ def agent_session(length: int, block_size: int, step_tokens: int, rounds: int, r
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--lengths", default="1024,8192,32768", help="prompt lengths in tokens")
     parser.add_argument("--block-size", type=int, default=16)
     parser.add_argument("--prompts", type=int, default=20, help="prompts timed per round and way")

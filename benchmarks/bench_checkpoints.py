@@ -113,7 +113,7 @@ def bench_gaps(num_tenants: int, changed_share: float, repeats: int, seed: int, 
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tenants", type=int, default=1000)
     parser.add_argument("--fitted-share", type=float, default=0.1)
     parser.add_argument("--changed-share", type=float, default=0.01)

@@ -118,7 +118,7 @@ def engine_level(model: str, num: int, args) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="tiny", help="tiny, smollm2, or a model directory")
     parser.add_argument("--batch-sizes", default="1,2,4,8,16", help="concurrent requests N")
     parser.add_argument("--prompt-tokens", type=int, default=512)

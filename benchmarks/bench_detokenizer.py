@@ -63,7 +63,7 @@ def seconds_per_token(make, token_ids: list[int], expected: str) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="smollm2", help="whose tokenizer: smollm2 (default) or tiny")
     parser.add_argument("--lengths", default="100,500,2000,4000", help="reply lengths in tokens")
     parser.add_argument("--rounds", type=int, default=5)

@@ -110,7 +110,7 @@ def _timed_pair(models: dict, measure, repeats: int) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="smollm2", help="tiny, smollm2, or a model directory")
     parser.add_argument("--contender", default="bfloat16", choices=[d for d in DTYPES if d != BASELINE])
     parser.add_argument("--prompt-lengths", default="512,2048")

@@ -25,7 +25,12 @@ tenants at a fixed load per tenant, the largest tenant count whose p99 TTFT stay
 
     python benchmarks/bench_e2e.py                      # SmolLM2 (minutes)
     python benchmarks/bench_e2e.py --model tiny         # quick
-Prints one JSON line; --plot writes docs/e2e_*.png.
+Prints one JSON line; --plot writes NAME_ttft.png and NAME_capacity.png (--plot-name,
+default e2e) into --out-dir (default: the repository's docs/, whose figures the docs
+show; name another directory for a look that leaves the checkout alone). `--plot-from
+JSON` draws a saved run's plots and runs nothing; a file that cannot be read or is not
+this script's output is one error line (exit status 2), and so is an --out-dir where the
+plots cannot be written, found before anything runs.
 """
 from __future__ import annotations
 
@@ -46,17 +51,19 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 from agents_trace.replay.report import build_report, late_send_warning  # noqa: E402
 from benchmarks.bench_servers import InProcessGateway  # noqa: E402
 from benchmarks.cpu_probe import CpuSample, delta  # noqa: E402
-from benchmarks.e2e_capacity import capacity_sweep, plot, simulate, sweep_counts  # noqa: E402
+from benchmarks.e2e_capacity import capacity_sweep, plot, plot_paths, simulate, sweep_counts  # noqa: E402
 from benchmarks.e2e_runs import (failed_requests, median_run, median_totals, policy_orders, ratios,  # noqa: E402
                                  run_isolated)
 from agents_trace.replay.runner import ReplayOptions, replay  # noqa: E402
 from agents_trace.store_stats import StatsWindow, tenant_stats  # noqa: E402
 from agents_trace.workload.generator import WorkloadConfig, generate_workload  # noqa: E402
 from agents_trace.workload.tool_patterns import load_patterns  # noqa: E402
+from cache.sim.sweep import plot_problem  # noqa: E402
 from cache.trace_format import TraceHeader  # noqa: E402
 from shards.model_loader import choose_dtype  # noqa: E402
 
 POLICIES = ("predictive", "lru", "none")
+DOCS = Path(__file__).resolve().parent.parent / "docs"
 
 
 def workload(args, num_tenants: int, seed: int, session_rate_per_s: float):
@@ -148,8 +155,29 @@ def forecast_counters(app) -> dict:
             "gap_forecasts_sent": relay.num_gap_forecasts, "refits_done": worker.num_done}
 
 
+def read_saved_run(path: Path) -> dict | str:
+    """A saved run at `path` (this script's output, whose last line is the run, or its JSON
+    object alone), or why it cannot be one."""
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        return f"cannot read {path}: {exc.strerror or exc}"
+    except UnicodeDecodeError as exc:
+        return f"cannot read {path}: not UTF-8 text ({exc.reason})"
+    try:
+        saved = json.loads(text)  # a saved JSON object
+    except json.JSONDecodeError:
+        try:
+            saved = json.loads(text.splitlines()[-1]) if text else None  # this script's output: the last line
+        except json.JSONDecodeError:
+            return f"{path} is not JSON, nor does its last line hold bench_e2e.py's JSON"
+    if not isinstance(saved, dict) or not isinstance(saved.get("policies"), dict):
+        return f"{path} is not bench_e2e.py's output (no 'policies' object)"
+    return saved
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="smollm2")
     parser.add_argument("--tenants", type=int, default=3)
     parser.add_argument("--sessions", type=int, default=4, help="sessions per tenant")
@@ -190,22 +218,32 @@ def main() -> None:
                         help="running requests a worker decodes per forward pass (1: one at a time)")
     parser.add_argument("--dtype", default="auto",
                         help="workers' weights and KV cache (auto: bfloat16 where the CPU computes it natively)")
-    parser.add_argument("--plot", action="store_true", help="draw docs/NAME_ttft.png and docs/NAME_capacity.png")
+    parser.add_argument("--plot", action="store_true",
+                        help="draw NAME_ttft.png and NAME_capacity.png into --out-dir")
     parser.add_argument("--plot-name", default="e2e", help="NAME of the plots' files")
     parser.add_argument("--plot-from", type=Path, metavar="JSON",
-                        help="only draw the plots of a saved run (this script's output, or its JSON object), run nothing")
+                        help="only draw the plots of a saved run (this script's output, or its JSON object), "
+                             "run nothing")
+    parser.add_argument("--out-dir", type=Path, default=DOCS,
+                        help="where --plot and --plot-from write (default: the repository's docs/, whose figures "
+                             "the docs show)")
     parser.add_argument("--chain-turns", action="store_true",
                         help="the workload before session 11: sessions end by the tool chain's odds alone, "
                              "not after a recorded number of user turns")
     args = parser.parse_args()
-    docs = Path(__file__).resolve().parent.parent / "docs"
+    if args.plot or args.plot_from is not None:
+        for image in plot_paths(args.out_dir, args.plot_name):
+            if (problem := plot_problem(image)) is not None:
+                parser.error(f"argument --out-dir: {image}: {problem}")
     if args.plot_from is not None:
-        text = args.plot_from.read_text().strip()
+        saved = read_saved_run(args.plot_from)
+        if isinstance(saved, str):
+            parser.error(f"argument --plot-from: {saved}")
         try:
-            saved = json.loads(text)  # a saved JSON object
-        except json.JSONDecodeError:
-            saved = json.loads(text.splitlines()[-1])  # this script's output: the last line
-        plot(saved, docs, args.plot_name)
+            plot(saved, args.out_dir, args.plot_name)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:   # policies there, the rest not
+            parser.error(f"argument --plot-from: {args.plot_from} is not bench_e2e.py's output "
+                         f"({type(exc).__name__}: {exc})")
         return
 
     num_trained = max(args.tenants, args.max_tenants)
@@ -270,7 +308,7 @@ def main() -> None:
     shutil.rmtree(seed_dir, ignore_errors=True)
     print(json.dumps(out))
     if args.plot:
-        plot(out, docs, args.plot_name)
+        plot(out, args.out_dir, args.plot_name)
 
 
 if __name__ == "__main__":

@@ -81,7 +81,7 @@ async def run(args: argparse.Namespace) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--streams", type=int, default=8, help="streams at once")
     parser.add_argument("--tokens", type=int, default=1000, help="greedy tokens per stream")
     parser.add_argument("--rounds", type=int, default=4)

@@ -81,7 +81,7 @@ def run(forecaster: GapForecaster, now_s: float, active: list[str], num_requests
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tenants", default="300,3000,10000")
     parser.add_argument("--active", type=int, default=10)
     parser.add_argument("--requests", type=int, default=2560)

@@ -77,7 +77,7 @@ def one_round(tree: Path, model: str, requests: int, concurrency: int) -> dict:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument("--revs", help="git revisions, comma-separated (e.g. b649987,HEAD)")
     which.add_argument("--trees", help="source directories, comma-separated")

@@ -42,7 +42,7 @@ def convert(way: str, cache_dir: Path) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args()
     times: dict[str, list[float]] = {"baseline": [], "contender": []}

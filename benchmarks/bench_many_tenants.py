@@ -1,5 +1,7 @@
 """Per-request bookkeeping with many tenants, each part against what it did before
-(reproduced here as the baseline):
+(reproduced here as the baseline).
+
+The parts:
 
 - API key → tenant (every request): comparing the presented key's digest with every
   stored digest, against one dict lookup by digest (`gateway.auth.KeyRing` now);
@@ -190,7 +192,7 @@ def per_lookup_us(lookup, keys: list[str]) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tenants", default="10,1000,10000")
     parser.add_argument("--lookups", type=int, default=2000)
     parser.add_argument("--gateway", type=int, default=0, metavar="N",

@@ -53,7 +53,7 @@ def seconds_per_token(name: str, logits: torch.Tensor, reply: list[int]) -> tupl
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--lengths", default="100,500,2000,4000", help="reply lengths in tokens")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--vocab", type=int, default=49152, help="vocabulary size (SmolLM2's by default)")

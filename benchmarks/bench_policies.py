@@ -168,7 +168,7 @@ def main(rows: list[dict]) -> int:
     """The whole benchmark; each run's row is appended to `rows` (the caller's list, so
     Ctrl+C still leaves the runs that finished) and printed as it finishes. Returns the
     exit status."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mooncake", type=Path, default=MOONCAKE,
                         help="the Mooncake (or stepahead-trace/1) trace to replay (default: %(default)s)")
     parser.add_argument("--quick", action="store_true", help="fewer sizes and sessions (about a minute)")

@@ -31,7 +31,7 @@ REQUESTS_PER_SESSION = 9   # about what the generator's defaults give
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tenants", default="4,40,400")
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--hot-blocks", type=int, default=1000)

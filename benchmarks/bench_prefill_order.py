@@ -89,7 +89,7 @@ async def replay_once(order: str, args, seed: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="smollm2", help="tiny, smollm2, or a model directory")
     parser.add_argument("--steps", type=int, default=80, help="timed agent steps per replay")
     parser.add_argument("--rate", type=float, default=1.6, help="steps per second (Poisson)")

@@ -30,6 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 from transformers import DynamicCache  # noqa: E402
 
+from cache.cli_args import non_negative_int, positive_int, positive_ints  # noqa: E402
+from shards.model_files import ModelLoadError  # noqa: E402
 from shards.model_loader import DTYPES, load_model  # noqa: E402
 from shards.model_runner import ModelRunner  # noqa: E402
 from shards.protocol import SamplingParams, WorkItem  # noqa: E402
@@ -54,11 +56,12 @@ def timed(fn, synchronize=lambda: None) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="tiny", help="tiny, smollm2, or a model directory")
-    parser.add_argument("--prefix-lengths", default="256,1024,2048,4096")
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: all cores)")
+    parser.add_argument("--prefix-lengths", type=positive_ints, default=(256, 1024, 2048, 4096),
+                        help="prefix tokens P, comma-separated (default: 256,1024,2048,4096)")
+    parser.add_argument("--repeats", type=positive_int, default=5, help="timed runs per P (default %(default)s)")
+    parser.add_argument("--threads", type=non_negative_int, default=0, help="torch threads (0: all cores)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     parser.add_argument("--dtype", default="float32", choices=list(DTYPES),
@@ -67,9 +70,12 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     rng = random.Random(args.seed)
-    loaded = load_model(args.model, dtype=args.dtype, device=args.device)
+    try:
+        loaded = load_model(args.model, dtype=args.dtype, device=args.device)
+    except ModelLoadError as exc:
+        parser.error(f"argument --model: {exc}")
     vocab = min(loaded.model.config.vocab_size, len(loaded.tokenizer)) - 8
-    lengths = [int(x) for x in args.prefix_lengths.split(",")]
+    lengths = list(args.prefix_lengths)
     num_blocks = (max(lengths) + SUFFIX_TOKENS) // 16 * 4 + 64
     runner = ModelRunner(loaded, num_hot_blocks=num_blocks, block_size=16)
     counter = iter(range(10**9))

@@ -82,7 +82,7 @@ def sessions(args, rng: random.Random):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="smollm2")
     parser.add_argument("--tenants", type=int, default=2)
     parser.add_argument("--sessions", type=int, default=4, help="per tenant, interleaved")

@@ -124,7 +124,7 @@ def summary(rows) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="smollm2")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--hot-blocks", type=int, default=4096)

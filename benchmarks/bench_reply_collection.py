@@ -89,7 +89,7 @@ def measure(num_deltas: int, repeats: int) -> dict:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="5000,20000,80000", help="deltas per reply")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()

@@ -66,7 +66,7 @@ def per_request_s(step, rounds: int, repeats: int) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--rounds", type=int, default=200)
     args = parser.parse_args()

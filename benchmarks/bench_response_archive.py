@@ -75,7 +75,7 @@ def put_many(archive: ResponseArchive, make_id, tenants: list[str], count: int) 
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tenants", type=int, default=4)
     parser.add_argument("--capacity", type=int, default=1024, help="responses kept per tenant (the default)")
     parser.add_argument("--measure", type=int, default=1000, help="puts timed per round and configuration")

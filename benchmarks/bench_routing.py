@@ -228,7 +228,7 @@ async def main_async(args) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="tiny", help="tiny, smollm2, or a model directory")
     parser.add_argument("--num-workers", type=int, default=2)
     parser.add_argument("--threads-per-worker", type=int, default=1)

@@ -66,7 +66,7 @@ def timed(draw, rows: torch.Tensor, params: SamplingParams, seed: int) -> tuple[
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="smollm2", help="whose logits: smollm2 (default) or tiny")
     parser.add_argument("--rows", type=int, default=200, help="next-token rows drawn from")
     parser.add_argument("--rounds", type=int, default=5)

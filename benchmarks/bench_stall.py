@@ -106,7 +106,7 @@ async def _run_once(setting: dict, repeat: int, args) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="smollm2", help="tiny, smollm2, or a model directory")
     parser.add_argument("--stall-s", type=float, default=0.3, help="the max_decode_stall_s bound compared")
     parser.add_argument("--chunk-tokens", type=int, default=128, help="prefill_chunk_tokens, both settings")

@@ -174,7 +174,7 @@ def measure(base_url: str, api_key: str, model: str, rounds: int, max_tokens: in
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="smollm2", help="'smollm2' (default) or 'tiny'")
     parser.add_argument("--rounds", type=int, default=3, help="times each task is sent each way")
     parser.add_argument("--max-tokens", type=int, default=160)

@@ -93,7 +93,7 @@ class StoreUnderTest:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=200_000, help="sessions in each store before timing")
     parser.add_argument("--measure", type=int, default=4000, help="sessions written per timed round")
     parser.add_argument("--rounds", type=int, default=5)

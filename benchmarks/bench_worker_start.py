@@ -151,7 +151,7 @@ def summarize(gateways: dict[str, list[dict]], restarts: dict[str, list[float]])
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="smollm2", help="tiny, smollm2, or a model directory")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=4, help="gateway starts per method")

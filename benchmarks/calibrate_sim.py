@@ -25,6 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 
 from benchmarks.bench_prefix_reuse import request_ttft_s  # noqa: E402
+from cache.cli_args import non_negative_int, positive_int, positive_ints  # noqa: E402
+from shards.model_files import ModelLoadError  # noqa: E402
 from shards.model_loader import choose_dtype, load_model  # noqa: E402
 from shards.model_runner import ModelRunner  # noqa: E402
 
@@ -40,19 +42,26 @@ def fit_line(points: list[tuple[int, float]]) -> tuple[float, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="smollm2", help="tiny, smollm2, or a model directory")
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--lengths", default="256,512,1024,2048", help="prompt tokens")
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: all cores)")
+    parser.add_argument("--lengths", type=positive_ints, default=(256, 512, 1024, 2048),
+                        help="prompt tokens, comma-separated, at least two different (default: 256,512,1024,2048)")
+    parser.add_argument("--repeats", type=positive_int, default=5,
+                        help="timed prefills per length (default %(default)s)")
+    parser.add_argument("--threads", type=non_negative_int, default=0, help="torch threads (0: all cores)")
     args = parser.parse_args()
+    if len(set(args.lengths)) < 2:   # the fit is a line through the points
+        parser.error(f"argument --lengths: needs at least two different lengths, got {args.lengths}")
     if args.threads:
         torch.set_num_threads(args.threads)
     dtype = choose_dtype(args.dtype, args.model, args.device)
-    loaded = load_model(args.model, dtype=dtype, device=args.device)
-    lengths = [int(x) for x in args.lengths.split(",")]
+    try:
+        loaded = load_model(args.model, dtype=dtype, device=args.device)
+    except ModelLoadError as exc:
+        parser.error(f"argument --model: {exc}")
+    lengths = list(args.lengths)
     runner = ModelRunner(loaded, num_hot_blocks=max(lengths) // 16 * 2 + 16, block_size=16)
     vocab = min(loaded.model.config.vocab_size, len(loaded.tokenizer)) - 8
     rng = random.Random(0)

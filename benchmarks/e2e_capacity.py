@@ -10,6 +10,8 @@ load. The caller passes `run(policy, records, header) -> report` (bench_e2e.run_
 Simulator: the same trace through `cache.sim` (LRU, predictive with its built-in gap
 forecaster, Belady) at the gateway's total KV memory, to show how much headroom a
 forecast has on this workload independent of timing noise.
+
+A library of bench_e2e.py, not a script: run as one, it says so (exit status 2).
 """
 from __future__ import annotations
 
@@ -19,8 +21,13 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from benchmarks.e2e_runs import policy_orders
-from cache.trace_format import TraceHeader
+if __name__ == "__main__":   # before the imports below, which need the repository on sys.path
+    print("error: e2e_capacity.py is a library of bench_e2e.py, not a script: run "
+          "python benchmarks/bench_e2e.py --help", file=sys.stderr)
+    sys.exit(2)
+
+from benchmarks.e2e_runs import policy_orders  # noqa: E402
+from cache.trace_format import TraceHeader  # noqa: E402
 
 CAPACITY_POLICIES = ("predictive", "lru")
 
@@ -132,8 +139,16 @@ def sweep_points(p99_by_tenants: dict) -> list[tuple[int, float]]:
     return sorted((int(n), p99) for n, p99 in p99_by_tenants.items() if p99 is not None)
 
 
-def plot(out: dict, docs: Path, name: str = "e2e") -> None:
-    """Draw `out` (bench_e2e's JSON) as docs/{name}_ttft.png and docs/{name}_capacity.png."""
+def plot_paths(out_dir: Path, name: str = "e2e") -> tuple[Path, Path]:
+    """The TTFT and capacity images `plot` draws into `out_dir`."""
+    return out_dir / f"{name}_ttft.png", out_dir / f"{name}_capacity.png"
+
+
+def plot(out: dict, out_dir: Path, name: str = "e2e") -> None:
+    """Draw `out` (bench_e2e's JSON) as {out_dir}/{name}_ttft.png (when it has policy runs)
+    and {out_dir}/{name}_capacity.png (when it has a capacity sweep); KeyError or TypeError
+    when `out` is not bench_e2e's JSON."""
+    ttft_path, capacity_path = plot_paths(out_dir, name)
     import matplotlib
 
     matplotlib.use("Agg")
@@ -152,7 +167,7 @@ def plot(out: dict, docs: Path, name: str = "e2e") -> None:
         ax.set_title(f"TTFT through the gateway ({out['model']}, {out['requests']} requests{medians})")
         ax.legend()
         fig.tight_layout()
-        fig.savefig(docs / f"{name}_ttft.png", dpi=120)
+        fig.savefig(ttft_path, dpi=120)
         plt.close(fig)
     if "capacity" in out:
         fig, ax = plt.subplots(figsize=(6, 3.5))
@@ -167,5 +182,5 @@ def plot(out: dict, docs: Path, name: str = "e2e") -> None:
                      f"{out['capacity']['slo_p99_ttft_s']:g} s)")
         ax.legend()
         fig.tight_layout()
-        fig.savefig(docs / f"{name}_capacity.png", dpi=120)
+        fig.savefig(capacity_path, dpi=120)
         plt.close(fig)

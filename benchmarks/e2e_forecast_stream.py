@@ -31,6 +31,7 @@ from agents_trace.predict.predictor import Predictor  # noqa: E402
 from agents_trace.workload.generator import WorkloadConfig, generate_workload  # noqa: E402
 from agents_trace.workload.sequences import session_sequences  # noqa: E402
 from agents_trace.workload.tool_patterns import load_patterns  # noqa: E402
+from cache.cli_args import positive_float, positive_int  # noqa: E402
 from cache.sim.cost_model import CostModel  # noqa: E402
 from cache.sim.replay import SimConfig, replay  # noqa: E402
 from cache.sim.requests import to_sim_requests  # noqa: E402
@@ -73,13 +74,14 @@ def training_and_replayed(args, seed: int) -> tuple[list, list]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tenants", type=int, default=4)
-    parser.add_argument("--sessions", type=int, default=40)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tenants", type=positive_int, default=4)
+    parser.add_argument("--sessions", type=positive_int, default=40, help="sessions per tenant")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--session-rate", type=float, default=0.5)
-    parser.add_argument("--max-context", type=int, default=3000)
-    parser.add_argument("--hot-blocks", type=int, default=500, help="total, 16 tokens each")
+    parser.add_argument("--session-rate", type=positive_float, default=0.5,
+                        help="new sessions a second, all tenants (default %(default)s)")
+    parser.add_argument("--max-context", type=positive_int, default=3000, help="tokens (default %(default)s)")
+    parser.add_argument("--hot-blocks", type=positive_int, default=500, help="total, 16 tokens each")
     args = parser.parse_args()
     train, records = training_and_replayed(args, args.seed)
     requests = to_sim_requests(records, 16)

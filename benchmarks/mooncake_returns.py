@@ -8,16 +8,28 @@ blocks it already found cached, uncached input, its turn in the conversation) se
 and predict the wait (correlation with the log gap). Prints one JSON object.
 
     python benchmarks/mooncake_returns.py [--trace ../shared/data/mooncake_conversation_first_half.jsonl]
+
+The trace is read by `cache.trace_format` (Mooncake, or a stepahead-trace/1 trace whose
+requests all carry `hash_ids`; times in seconds there). A file that cannot be read, is not
+a trace, holds fewer than two requests, or has a request without `hash_ids` is one
+`error:` line on stderr and exit status 2, as `python -m cache.sim` refuses it.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
 
+from cache.trace_format import TraceFormatError, TraceRecord, read_trace
+
 DEFAULT_TRACE = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "mooncake_conversation_first_half.jsonl"
+
+
+class NotAnalysable(ValueError):
+    """The trace cannot be analysed; the message is one line saying why."""
 
 
 def roc_auc(labels: np.ndarray, scores: np.ndarray) -> float:
@@ -44,12 +56,33 @@ def correlation(x: np.ndarray, y: np.ndarray) -> float | None:
     return round(float(np.corrcoef(x, y)[0, 1]), 3)
 
 
+def read_requests(path: Path) -> tuple[int, list[TraceRecord]]:
+    """The block size and requests of the trace at `path`, every one with its `hash_ids`;
+    NotAnalysable when the file cannot be read, is not a trace, holds fewer than two
+    requests (no time span) or has a request without `hash_ids`."""
+    try:
+        header, requests = read_trace(path)
+    except OSError as exc:
+        raise NotAnalysable(f"cannot read {path}: {exc.strerror or exc}") from None
+    except TraceFormatError as exc:
+        raise NotAnalysable(f"cannot read {path}: {exc}") from None
+    if len(requests) < 2:
+        raise NotAnalysable(f"{path} holds {len(requests)} request{'' if len(requests) == 1 else 's'}; "
+                            "the analysis needs at least 2")
+    missing = next((index for index, request in enumerate(requests)
+                    if request.hash_ids is None and request.input_tokens > 0), None)   # 0 tokens: no blocks
+    if missing is not None:
+        raise NotAnalysable(f"{path}: request {missing + 1} has no hash_ids (the analysis follows the blocks "
+                            "each request shares with earlier ones)")
+    return header.block_size, requests
+
+
 def analyse(path: Path) -> dict:
-    requests = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    block_size, requests = read_requests(path)
     first_holder: dict[int, int] = {}
     leads, parents, turns = [], [], []
     for index, request in enumerate(requests):
-        blocks = request["hash_ids"]
+        blocks = request.hash_ids or []
         lead = 0
         while lead < len(blocks) and blocks[lead] in first_holder:
             lead += 1
@@ -62,36 +95,48 @@ def analyse(path: Path) -> dict:
     first_gap: dict[int, float] = {}
     for index, parent in enumerate(parents):
         if parent is not None:
-            gap_s = (requests[index]["timestamp"] - requests[parent]["timestamp"]) / 1000
+            gap_s = requests[index].t - requests[parent].t
             first_gap[parent] = min(first_gap.get(parent, gap_s), gap_s)
+    if not first_gap:
+        raise NotAnalysable(f"{path}: no request continues an earlier one (none starts with two or more blocks "
+                            "seen before): there are no returns to analyse")
     continued = np.array([index in first_gap for index in range(len(requests))])
     features = {
-        "input_tokens": np.array([r["input_length"] for r in requests], dtype=float),
-        "output_tokens": np.array([r["output_length"] for r in requests], dtype=float),
+        "input_tokens": np.array([r.input_tokens for r in requests], dtype=float),
+        "output_tokens": np.array([r.output_tokens for r in requests], dtype=float),
         "cached_blocks": np.array(leads, dtype=float),
-        "uncached_tokens": np.array([r["input_length"] - 512 * lead for r, lead in zip(requests, leads)], dtype=float),
+        "uncached_tokens": np.array([r.input_tokens - block_size * lead for r, lead in zip(requests, leads)],
+                                    dtype=float),
         "turn": np.array(turns, dtype=float),   # 1 + the turn of the request it continues
     }
     gaps = np.array([first_gap[i] for i in sorted(first_gap)])
     with_gap = sorted(first_gap)
-    span_s = (requests[-1]["timestamp"] - requests[0]["timestamp"]) / 1000
-    num_blocks = sum(len(r["hash_ids"]) for r in requests)
+    span_s = requests[-1].t - requests[0].t
+    num_blocks = sum(len(r.hash_ids or []) for r in requests)
     return {
         "trace": str(path), "requests": len(requests), "continuing_requests": sum(p is not None for p in parents),
         "continued_requests": int(continued.sum()),
         "first_return_gap_s": {f"p{q}": round(float(np.percentile(gaps, q)), 1) for q in (10, 25, 50, 75, 90)},
-        "blocks_per_s": round(num_blocks / span_s, 1),
+        "blocks_per_s": round(num_blocks / span_s, 1) if span_s > 0 else None,   # None: every request at once
         "auc_continued": {name: round(roc_auc(continued, values), 3) for name, values in features.items()},
         "corr_log_gap": {name: correlation(np.log(gaps), np.log1p(np.maximum(values[with_gap], 0)))
                          for name, values in features.items()},
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trace", type=Path, default=DEFAULT_TRACE)
-    print(json.dumps(analyse(parser.parse_args().trace)))
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--trace", type=Path, default=DEFAULT_TRACE,
+                        help="Mooncake (or stepahead-trace/1 with hash_ids) JSONL trace (default: %(default)s)")
+    args = parser.parse_args(argv)
+    try:
+        result = analyse(args.trace)
+    except NotAnalysable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(result))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

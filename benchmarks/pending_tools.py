@@ -32,6 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agents_trace.predict.cache_adapter import PredictorForecastSource  # noqa: E402
+from cache.cli_args import ints, positive_float, positive_int  # noqa: E402
 from benchmarks.e2e_forecast_stream import pretrained, training_and_replayed  # noqa: E402
 from cache.forecast_source import RequestSeen  # noqa: E402
 from cache.sim.cost_model import CostModel  # noqa: E402
@@ -93,16 +94,17 @@ def run_seed(args, seed: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tenants", type=int, default=4)
-    parser.add_argument("--sessions", type=int, default=10, help="sessions per tenant")
-    parser.add_argument("--seeds", default="0,1,2")
-    parser.add_argument("--session-rate", type=float, default=0.25)
-    parser.add_argument("--max-context", type=int, default=3000)
-    parser.add_argument("--hot-blocks", type=int, default=400, help="16 tokens each")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tenants", type=positive_int, default=4)
+    parser.add_argument("--sessions", type=positive_int, default=10, help="sessions per tenant")
+    parser.add_argument("--seeds", type=ints, default=(0, 1, 2), help="comma-separated (default: 0,1,2)")
+    parser.add_argument("--session-rate", type=positive_float, default=0.25,
+                        help="new sessions a second, all tenants (default %(default)s)")
+    parser.add_argument("--max-context", type=positive_int, default=3000, help="tokens (default %(default)s)")
+    parser.add_argument("--hot-blocks", type=positive_int, default=400, help="16 tokens each")
     args = parser.parse_args()
     started = time.perf_counter()
-    rows = [run_seed(args, int(seed)) for seed in args.seeds.split(",")]
+    rows = [run_seed(args, seed) for seed in args.seeds]
     medians = {mode: {key: statistics.median(row[mode][key] for row in rows)
                       for key in ("tool_eta_log_error", "text_eta_log_error", "ttft_ratio")}
                for mode in MODES}

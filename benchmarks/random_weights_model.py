@@ -35,7 +35,7 @@ def write_random_model(source: Path, out: Path, seed: int = 0) -> Path:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("source", type=Path, help="model directory with config.json and tokenizer files")
     parser.add_argument("out", type=Path)
     parser.add_argument("--seed", type=int, default=0)

@@ -104,7 +104,9 @@ def parse_record(row: dict, line_no: int, block_size: int) -> TraceRecord:
     times (and `gap_s`) are finite and non-negative, token counts integers from 0 to
     MAX_TOKENS_PER_CALL, `hash_ids` a list of integers, one per block of the input
     (Mooncake lines too, with their blocks of 512), `tools` a list of objects,
-    `tool_choice` a string or an object; an optional field may be absent or null."""
+    `tool_choice` a string or an object; an optional field may be absent or null. A line
+    with neither `t` nor `timestamp` is refused as what it is instead (a tool sequence, a
+    Mooncake line without its time), not as a bad value of a field it never had."""
     if "timestamp" in row and "t" not in row:  # Mooncake: ms, input_length, output_length
         record = _with_block_count(TraceRecord(
             t=require_time(row, "timestamp", "milliseconds", line_no) / 1000.0,
@@ -113,6 +115,8 @@ def parse_record(row: dict, line_no: int, block_size: int) -> TraceRecord:
             hash_ids=optional_list(row, "hash_ids", int, line_no)), line_no, block_size)
         record.hash_ids = record.hash_ids or None   # checked first: an empty list is one only for no tokens
         return record
+    if "t" not in row:
+        raise TraceFormatError(_no_arrival_time(row, line_no))
     tenant = optional_str(row, "tenant", line_no)
     messages = optional_messages(row, line_no)
     tools, tool_choice = optional_tools(row, line_no)
@@ -126,6 +130,19 @@ def parse_record(row: dict, line_no: int, block_size: int) -> TraceRecord:
         service_tier=optional_str(row, "service_tier", line_no), tools=tools, tool_choice=tool_choice,
         gap_s=optional_time(row, "gap_s", "seconds", line_no))
     return _with_block_count(record, line_no, block_size)
+
+
+def _no_arrival_time(row: dict, line_no: int) -> str:
+    """The error for a line with neither `t` nor `timestamp`: what the line is instead
+    (a tool sequence, a Mooncake line without its time), not a complaint about the value
+    of a field it never had."""
+    if "steps" in row:
+        return (f"line {line_no}: not a request trace: a tool-sequence line ('steps'), with no 't' or 'timestamp' "
+                "(python -m agents_trace.predict.eval reads tool sequences)")
+    if "input_length" in row or "output_length" in row:
+        return f"line {line_no}: a Mooncake line without 'timestamp' (its arrival, in milliseconds)"
+    return (f"line {line_no}: not a request: no 't' (stepahead-trace/1: arrival in seconds) or 'timestamp' "
+            "(Mooncake: arrival in milliseconds)")
 
 
 def _with_block_count(record: TraceRecord, line_no: int, block_size: int) -> TraceRecord:

@@ -7,6 +7,12 @@ collected), fits one tenant model from them `--repeats` times (after one warm-up
 then replays 200 sessions through observe/forecast. Prints one JSON line: the refit wall
 times (min and median), forecast p50/p99 in microseconds, and the load average, since
 these machines are shared and timings move with it.
+
+The file is read as `agents_trace.predict.eval` reads it (`read_lines`), with its exit
+statuses: a file that cannot be read or a line that is not JSON is exit status 2, a file
+with no tool sequences (no line has a `steps` list: a request trace, say) exit status 1,
+each with one `error:` line on stderr; lines without `steps` are left out, counted in one
+`warning:` line. `--sessions` and `--repeats` are at least 1 (a usage error, exit 2).
 """
 from __future__ import annotations
 
@@ -14,20 +20,26 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import time
 from itertools import cycle, islice
 from typing import Sequence
 
 import numpy as np
 
+from cache.cli_args import positive_int
+
 from .config import PredictorConfig
+from .eval import DataError, read_lines
 from .fit import fit_step_model
 from .predictor import Predictor
 
 
-def read_sequences(path: str) -> list[list[str]]:
-    with open(path) as f:
-        return [[str(s) for s in json.loads(line)["steps"]] for line in f if line.strip()]
+def read_sequences(path: str) -> tuple[list[list[str]], int]:
+    """The file's tool sequences (without the END `read_lines` appends), and how many lines
+    had no `steps` list; DataError as `read_lines` raises it."""
+    lines, without_steps = read_lines(path)
+    return [line.steps[:-1] for line in lines], without_steps
 
 
 def measure(sequences: Sequence[Sequence[str]], num_sessions: int, repeats: int) -> dict:
@@ -61,12 +73,25 @@ def measure(sequences: Sequence[Sequence[str]], num_sessions: int, repeats: int)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m agents_trace.predict.timing")
-    parser.add_argument("--data", required=True)
-    parser.add_argument("--sessions", type=int, default=1000)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser = argparse.ArgumentParser(prog="python -m agents_trace.predict.timing",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", required=True, help="tool-sequence JSONL file")
+    parser.add_argument("--sessions", type=positive_int, default=1000,
+                        help="sessions to fit from, cycling through the file's (default %(default)s)")
+    parser.add_argument("--repeats", type=positive_int, default=3,
+                        help="timed refits after the warm-up (default %(default)s)")
     args = parser.parse_args(argv)
-    print(json.dumps(measure(read_sequences(args.data), args.sessions, args.repeats)))
+    try:
+        sequences, without_steps = read_sequences(args.data)
+    except DataError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if without_steps:
+        print(f"warning: {args.data}: {without_steps} line(s) have no `steps` list; left out", file=sys.stderr)
+    if not sequences:
+        print(f"error: {args.data} holds no tool sequences (no line has a `steps` list)", file=sys.stderr)
+        return 1
+    print(json.dumps(measure(sequences, args.sessions, args.repeats)))
     return 0
 
 

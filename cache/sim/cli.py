@@ -48,6 +48,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from cache.cli_args import finite_float, integer, non_negative_float, non_negative_int, positive_float
 from cache.sim.cost_model import CALIBRATIONS, COPY_BYTES_PER_S, DEFAULT_CALIBRATION, CostModel
 from cache.sim.replay import POLICY_NAMES, UNFORECAST_POLICIES, SimConfig, replay, split_index
 from cache.sim.requests import to_sim_requests
@@ -80,18 +81,18 @@ def build_parser() -> argparse.ArgumentParser:
                              "whose header names another block size is refused")
     parser.add_argument("--measure-from-frac", type=_fraction, default=0.0,
                         help="requests before this fraction, in [0, 1), only warm up (not counted)")
-    parser.add_argument("--tick-interval-s", type=_at_least_zero, default=0.25,
+    parser.add_argument("--tick-interval-s", type=non_negative_float, default=0.25,
                         help="trace seconds between the policy's ticks (re-plans, prefetches; 0: none; lru and "
                              "belady never tick; default %(default)s)")
     parser.add_argument("--calibration", choices=list(CALIBRATIONS), default=DEFAULT_CALIBRATION,
                         help="the engine dtype whose measured costs set the three constants below "
                              "(cost_model.py; default: %(default)s)")
-    parser.add_argument("--prefill-s-per-token", type=_at_least_zero, default=None, help="default: the calibration's")
-    parser.add_argument("--request-overhead-s", type=_at_least_zero, default=None, help="default: the calibration's")
-    parser.add_argument("--kv-bytes-per-token", type=_count, default=None, help="default: the calibration's")
-    parser.add_argument("--copy-bytes-per-s", type=_above_zero, default=COPY_BYTES_PER_S,
+    parser.add_argument("--prefill-s-per-token", type=non_negative_float, default=None, help="default: the calibration's")
+    parser.add_argument("--request-overhead-s", type=non_negative_float, default=None, help="default: the calibration's")
+    parser.add_argument("--kv-bytes-per-token", type=non_negative_int, default=None, help="default: the calibration's")
+    parser.add_argument("--copy-bytes-per-s", type=positive_float, default=COPY_BYTES_PER_S,
                         help="host to HOT copy bandwidth, bytes/s (default %(default)g)")
-    parser.add_argument("--host-to-hot-s-per-block", type=_at_least_zero, default=None,
+    parser.add_argument("--host-to-hot-s-per-block", type=non_negative_float, default=None,
                         help="default: block_size * kv_bytes_per_token / copy_bytes_per_s")
     parser.add_argument("--no-flex-first", dest="flex_first", action="store_false",
                         help="let blocks of requests marked service_tier \"flex\" compete like any (the server's "
@@ -117,7 +118,7 @@ def _sizes(text: str) -> tuple[int, ...]:
 
 
 def _host_blocks(text: str) -> int:
-    size = _count(text)
+    size = non_negative_int(text)
     if size > MAX_BLOCKS:
         raise argparse.ArgumentTypeError(f"must be {AT_MOST_BLOCKS}")
     return size
@@ -125,63 +126,30 @@ def _host_blocks(text: str) -> int:
 
 def _block_size(text: str) -> int:
     """Tokens per block: from 1 to the most tokens a call may have."""
-    value = _integer(text)
+    value = integer(text)
     if not 1 <= value <= MAX_TOKENS_PER_CALL:
         raise argparse.ArgumentTypeError(f"must be from 1 to {MAX_TOKENS_PER_CALL:,}, got {text!r}")
     return value
 
 
-def _count(text: str) -> int:
-    """An integer >= 0."""
-    value = _integer(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text!r}")
-    return value
-
-
-def _integer(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-
-
-def _finite(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
-    return value
-
-
-def _at_least_zero(text: str) -> float:
-    value = _finite(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text!r}")
-    return value
-
-
-def _above_zero(text: str) -> float:
-    value = _finite(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
-    return value
-
-
 def _fraction(text: str) -> float:
-    value = _finite(text)
+    value = finite_float(text)
     if not 0.0 <= value < 1.0:
         raise argparse.ArgumentTypeError(f"must lie in [0, 1), got {text!r}")
     return value
 
 
 def _policies(text: str) -> tuple[str, ...]:
-    names = POLICY_NAMES if text == "all" else tuple(dict.fromkeys(part.strip() for part in text.split(",")))
+    if text.strip() == "all":
+        return POLICY_NAMES
+    names = tuple(dict.fromkeys(part.strip() for part in text.split(",")))
+    if "all" in names:
+        raise argparse.ArgumentTypeError(f"'all' (every policy) stands alone, not in a list; list the policies "
+                                         f"instead, out of {', '.join(POLICY_NAMES)}")
     unknown = [name for name in names if name not in POLICY_NAMES]
     if unknown:
-        raise argparse.ArgumentTypeError(f"unknown policy {unknown[0]!r}; choose from {', '.join(POLICY_NAMES)} or all")
+        raise argparse.ArgumentTypeError(f"unknown policy {unknown[0]!r}; choose from {', '.join(POLICY_NAMES)} "
+                                         "(several comma-separated), or all alone")
     return names
 
 
