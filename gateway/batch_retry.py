@@ -8,13 +8,17 @@ the one the answer asks for (`retry-after-ms`, else `Retry-After` in seconds or 
 date: an upstream's wait, never cut to 1 s; 1 s when absent or unreadable), at least 0.1 s;
 the runner sends again only once the whole wait has passed, looking (at a cancel, the
 clock) at least every MAX_RETRY_WAIT_S, and a wait past the batch's window makes the answer
-its result at once.
+its result at once. A line its tenant's limiter kept waiting `queue_timeout_s` for a slot
+(lines are served after the tenant's interactive requests: gateway/limits.py) is a 429
+`rate_limit_exceeded` with `Retry-After`, so it goes again; `is_sent_again` applies the
+rule to the gateway's own refusal (an `ApiError`).
 """
 from __future__ import annotations
 
 import httpx
 
 from gateway.conversation_locks import CONVERSATION_LOCKED
+from gateway.errors import ApiError
 from gateway.litellm_errors import upstream_wait_s
 
 MAX_RETRY_WAIT_S = 30.0
@@ -44,3 +48,10 @@ def retry_wait_s(status_code: int, headers: httpx.Headers, body: object) -> floa
         return None
     wait_s = upstream_wait_s(headers.get("retry-after"), headers.get("retry-after-ms"))
     return max(0.1, 1.0 if wait_s is None else wait_s)
+
+
+def is_sent_again(error: ApiError) -> bool:
+    """Whether a batch line the gateway answered `error` is sent again (`retry_wait_s`):
+    a refusal its runner retries is no answer the batch's owner sees (exchange.py counts
+    it in no tenant's `stepahead_rejected_total`)."""
+    return retry_wait_s(error.status, httpx.Headers(error.headers), error.body()) is not None

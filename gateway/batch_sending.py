@@ -2,7 +2,9 @@
 invariants these keep): at most `concurrency` of a batch at a time, each to the gateway's
 own app as its tenant, a request turned away for the moment sent again as `Retry-After`
 says, and, with `yields`, one batch request at a time while other requests are in flight
-(or were, less than YIELD_GRACE_S ago).
+(or were, less than YIELD_GRACE_S ago). Each is sent in a `BATCH_LINE` context, so its
+tenant's limiter serves it after the tenant's interactive requests, never from its queue
+(gateway/limits.py).
 
 Invariants:
 - a request's slot is held until its result line is kept, so a run stopped mid-batch
@@ -24,6 +26,7 @@ import httpx
 from gateway.batch_lines import BATCH_HEADER, BatchRequest
 from gateway.batch_retry import MAX_RETRY_WAIT_S, retry_wait_s
 from gateway.batch_store import Batch, request_result, succeeded
+from gateway.limits import BATCH_LINE
 
 YIELD_POLL_S = 0.02
 YIELD_GRACE_S = 0.25   # how long other requests must be gone before a second batch request starts
@@ -125,7 +128,11 @@ class BatchSending:
                 # the text a client's JSON encoder sends, compact and in UTF-8 (escapes could take a
                 # body near the size limit past it)
                 content = json.dumps(request.body, ensure_ascii=False, separators=(",", ":")).encode()
-                reply = await client.post(batch.endpoint, content=content, headers=headers)
+                as_batch_line = BATCH_LINE.set(True)   # (the app runs in this task: httpx's ASGI transport)
+                try:
+                    reply = await client.post(batch.endpoint, content=content, headers=headers)
+                finally:
+                    BATCH_LINE.reset(as_batch_line)
                 body = reply.json()
             except Exception as exc:   # NOTE: the app answers JSON; anything else is a bug to report per request
                 return request_result(request.custom_id, None, None, "", {

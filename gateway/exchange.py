@@ -41,7 +41,8 @@ from agents_trace.records import StepContext
 from gateway.backend import ChatEvent, Finished, Prepared, RefusalDelta, TextDelta, Usage
 from gateway.choices import runs_pay_own_prompt
 from gateway.errors import ApiError, says_never_retry, server_error
-from gateway.limits import Ticket
+from gateway.batch_retry import is_sent_again
+from gateway.limits import BATCH_LINE, Ticket
 from gateway.collected import Reply
 from gateway.state import GatewayState
 from gateway.tracing import end_step
@@ -86,11 +87,14 @@ def keeps_prefix_cache(state: GatewayState, model: str) -> bool:
 
 async def admit(state: GatewayState, tenant: str, num_tokens: int, count_refusal: bool = True) -> Ticket:
     """A ticket from the tenant's limiter; a refusal (429) is raised, and counted by its
-    code unless `count_refusal` is False (a caller that tries again counts the last one)."""
+    code unless `count_refusal` is False (a caller that tries again counts the last one),
+    or it is a Batch API line's (`BATCH_LINE`: the limiter serves it after the tenant's
+    interactive requests) that the batch runner sends again (`is_sent_again`): no client
+    saw that one, and its tenant's agents were refused nothing."""
     try:
         return await state.limiters[tenant].acquire(num_tokens)
     except ApiError as error:
-        if count_refusal:
+        if count_refusal and not (BATCH_LINE.get() and is_sent_again(error)):
             state.metrics.record_rejection(tenant, error.code or "")
         raise
 

@@ -10,7 +10,14 @@ Invariants:
 - `rate_limit_headers` reports the per-minute buckets as OpenAI's `x-ratelimit-*` headers
   (on every admitted response and on a refusal), so clients can pace themselves.
 - At most `max_concurrent` tickets are active; waiters are served FIFO and a freed slot is
-  handed straight to the next waiter, so no newcomer can jump the queue.
+  handed straight to the next waiter, so no newcomer can jump the queue. A slot is free only
+  while nobody waits.
+- A Batch API line (`is_batch_line`; `BATCH_LINE`) never takes a place in the tenant's queue
+  (`max_queued`, `num_queued` count interactive requests only) and never goes before an
+  interactive request: it takes a slot at once only when one is free (so none waits), else
+  waits apart, and a freed slot goes to the oldest interactive waiter, to a batch line only
+  when none waits (QA124: a tenant's batch lines held its slots and queue, its agents were
+  refused 429). It waits at most `queue_timeout_s`, then a retryable 429 sends it back.
 - `release` gives the slot back on every path, even when what it is told was used is not a
   count (then the reservation is charged and it raises after), so no failure while
   accounting can lock a tenant out.
@@ -32,12 +39,17 @@ import numbers
 import time
 from collections import deque
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from gateway.config import LimitsConfig
 from gateway.budget_share import budget_refusal
 from gateway.errors import ApiError, rate_limited
 from gateway.token_buckets import TokenBucket, duration_text, resized
+
+# True while the batch runner sends a Batch API line (gateway/batch_sending.py): the app's handler
+# runs in the sending task (httpx's ASGI transport), so the line's admission sees it; no client can set it
+BATCH_LINE: ContextVar[bool] = ContextVar("stepahead_batch_line", default=False)
 
 
 @dataclass(slots=True)
@@ -53,8 +65,8 @@ class Ticket:
 class TenantLimiter:
     """The live limit state of one tenant; owned by the app, used on its event loop only."""
 
-    __slots__ = ("tenant", "limits", "_clock", "_requests", "_tokens", "num_active",
-                 "_waiters", "num_spent_tokens", "num_reserved_tokens", "queue_timeout_s")
+    __slots__ = ("tenant", "limits", "_clock", "_requests", "_tokens", "num_active", "_waiters",
+                 "_batch_waiters", "num_spent_tokens", "num_reserved_tokens", "queue_timeout_s")
 
     def __init__(self, tenant: str, limits: LimitsConfig, *, queue_timeout_s: float = 30.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -65,7 +77,8 @@ class TenantLimiter:
         self._tokens: TokenBucket | None = None
         self._set_limits(limits)
         self.num_active = 0
-        self._waiters: deque[asyncio.Future] = deque()
+        self._waiters: deque[asyncio.Future] = deque()   # interactive requests (the queue)
+        self._batch_waiters: deque[asyncio.Future] = deque()   # batch lines, served after them
         self.num_spent_tokens = 0
         self.num_reserved_tokens = 0
 
@@ -100,7 +113,12 @@ class TenantLimiter:
 
     @property
     def num_queued(self) -> int:
+        """The interactive requests waiting for a slot (batch lines waiting are not)."""
         return len(self._waiters)
+
+    @property
+    def num_batch_waiting(self) -> int:
+        return len(self._batch_waiters)
 
     def budget_room(self) -> int | None:
         """For a tenant with a `token_budget`, the most tokens one request may reserve now:
@@ -116,8 +134,9 @@ class TenantLimiter:
         self._tokens.refill(self._clock())
         return min(room, max(0, int(self._tokens.level)))
 
-    def _check(self, num_tokens: int) -> ApiError | None:
-        """The first limit `num_tokens` more would break, as an error; None if none."""
+    def _check(self, num_tokens: int, is_batch_line: bool) -> ApiError | None:
+        """The first limit `num_tokens` more would break, as an error; None if none (a
+        batch line's turn for a slot is no limit: it takes no place in the queue)."""
         limits = self.limits
         if limits.token_budget is not None:   # final only when the spent tokens alone leave no room
             error = budget_refusal(self.tenant, limits.token_budget, self.num_spent_tokens,
@@ -141,7 +160,7 @@ class TenantLimiter:
                 return rate_limited(
                     f"Rate limit reached for tenant '{self.tenant}': "
                     f"{limits.tokens_per_minute} tokens per minute.", wait_s)   # the whole wait, debt included
-        return self._queue_refusal()
+        return None if is_batch_line else self._queue_refusal()
 
     def _requests_refusal(self, now_s: float) -> ApiError | None:
         """The requests/minute refusal, when the bucket has no whole request left."""
@@ -165,7 +184,7 @@ class TenantLimiter:
             f"Too many concurrent requests for tenant '{self.tenant}' "
             f"(max {limits.max_concurrent} running, {limits.max_queued} queued).", 1)
 
-    def early_refusal(self, max_num_tokens: int | None) -> ApiError | None:
+    def early_refusal(self, max_num_tokens: int | None, is_batch_line: bool | None = None) -> ApiError | None:
         """The refusal `acquire` would answer now to any request of at most
         `max_num_tokens` tokens (None: unknown), decided without its token count, so a
         tenant over its requests/minute or its concurrency and queue can be refused before
@@ -173,7 +192,8 @@ class TenantLimiter:
         `acquire` decides). Advisory only: it debits nothing, and it never refuses what
         `acquire` would admit, nor differently: the limits `_check` tests first (the
         budget, and tokens/minute before the queue) must be known to pass for any such
-        request. Carries the rate limit headers, as `acquire`'s refusal does."""
+        request. Carries the rate limit headers, as `acquire`'s refusal does.
+        `is_batch_line` as for `acquire` (a batch line has no queue to be refused by)."""
         limits = self.limits
         if limits.token_budget is not None and (
                 max_num_tokens is None
@@ -181,7 +201,7 @@ class TenantLimiter:
             return None
         now_s = self._clock()
         error = self._requests_refusal(now_s)
-        if error is None:
+        if error is None and not (BATCH_LINE.get() if is_batch_line is None else is_batch_line):
             error = self._queue_refusal()
             if error is not None and self._tokens is not None:
                 self._tokens.refill(now_s)
@@ -191,12 +211,16 @@ class TenantLimiter:
             error.headers.update(self.rate_limit_headers())
         return error
 
-    async def acquire(self, num_tokens: int) -> Ticket:
+    async def acquire(self, num_tokens: int, is_batch_line: bool | None = None) -> Ticket:
         """Admit a request that may use up to `num_tokens` tokens, or raise a 429 `ApiError`.
 
-        Waits in the tenant's FIFO queue when all slots are busy and the queue has room.
+        Waits in the tenant's FIFO queue when all slots are busy and the queue has room; a
+        batch line (`is_batch_line`; None: whether it is sent in a `BATCH_LINE` context)
+        waits apart, whatever the queue holds, until no interactive request waits.
         """
-        error = self._check(num_tokens)
+        if is_batch_line is None:
+            is_batch_line = BATCH_LINE.get()
+        error = self._check(num_tokens, is_batch_line)
         if error is not None:
             error.headers.update(self.rate_limit_headers())
             raise error
@@ -211,7 +235,8 @@ class TenantLimiter:
             ticket.holds_slot = True
             return ticket
         waiter = asyncio.get_running_loop().create_future()
-        self._waiters.append(waiter)
+        waiters = self._batch_waiters if is_batch_line else self._waiters
+        waiters.append(waiter)
         try:   # NOTE: not `wait_for`, which on Python 3.11 drops a cancel that comes as the slot arrives
             async with asyncio.timeout(self.queue_timeout_s):
                 await asyncio.shield(waiter)
@@ -220,13 +245,13 @@ class TenantLimiter:
                 ticket.holds_slot = True   # the slot arrived just as we gave up
             else:
                 waiter.cancel()
-                if waiter in self._waiters:
-                    self._waiters.remove(waiter)
+                if waiter in waiters:
+                    waiters.remove(waiter)
             self.release(ticket, num_used_tokens=0)
             if isinstance(exc, TimeoutError):
-                raise rate_limited(
-                    f"Tenant '{self.tenant}' waited {self.queue_timeout_s:.0f} s in the queue "
-                    "without a free slot.", 1) from None
+                where = "as a batch request, after its interactive ones," if is_batch_line else "in the queue"
+                raise rate_limited(f"Tenant '{self.tenant}' waited {self.queue_timeout_s:.0f} s {where} "
+                                   "without a free slot.", 1) from None
             raise
         ticket.holds_slot = True
         return ticket
@@ -278,9 +303,10 @@ class TenantLimiter:
         self._admit_waiters()
 
     def _admit_waiters(self) -> None:
-        """Give free slots to the waiters, oldest first (one that gave up is skipped)."""
-        while self._waiters and self._has_free_slot():
-            waiter = self._waiters.popleft()
+        """Give free slots to the waiters, oldest first, interactive requests before batch
+        lines (one that gave up is skipped)."""
+        while (self._waiters or self._batch_waiters) and self._has_free_slot():
+            waiter = (self._waiters or self._batch_waiters).popleft()
             if not waiter.done():
                 self.num_active += 1
                 waiter.set_result(None)

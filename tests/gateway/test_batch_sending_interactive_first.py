@@ -1,0 +1,64 @@
+"""QA124 defect 2, through the batch runner: a tenant's Batch API lines took its
+`max_concurrent` slots and its `max_queued` places, so its own agents' requests were
+refused 429 at once while its batches ran. Its lines are now sent as batch lines
+(`gateway.limits.BATCH_LINE`, seen by the app's handler over httpx's ASGI transport): they
+wait outside the queue and after its interactive requests."""
+import asyncio
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from gateway.config import LimitsConfig
+from gateway.errors import ApiError
+from gateway.limits import TenantLimiter
+from tests.gateway.test_batch_runner import _batch_on, _close, _ended, _lines, _lines_of
+
+
+async def _until(condition, timeout_s: float = 5.0) -> None:
+    deadline_s = asyncio.get_running_loop().time() + timeout_s
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline_s
+        await asyncio.sleep(0.005)
+
+
+def test_a_tenants_batch_leaves_its_queue_to_its_interactive_requests():
+    """Through the batch runner (its lines sent to the app over httpx's ASGI transport):
+    the tenant has one slot and one queue place, its agent's request holds the slot while
+    both lines of its batch arrive. Before, a line took the queue place and the agent's next
+    request was refused 429 at once; now it waits in the queue and gets the slot first, and
+    the batch still completes, no line failed."""
+    limiter = TenantLimiter("a", LimitsConfig(max_concurrent=1, max_queued=1))
+    admitted: list[str] = []
+
+    async def chat(request: Request):
+        content = (await request.json())["messages"][0]["content"]
+        try:
+            ticket = await limiter.acquire(10)
+        except ApiError as error:
+            return JSONResponse(error.body(), status_code=error.status, headers=error.headers)
+        admitted.append(content)
+        limiter.release(ticket, 5)
+        return JSONResponse({"object": "chat.completion", "usage": {
+            "prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}})
+
+    async def main():
+        agent_step = await limiter.acquire(10)
+        runner, files, batch = await _batch_on(chat, _lines(2), concurrency=2)
+        await _until(lambda: limiter.num_queued + getattr(limiter, "num_batch_waiting", 0) >= 1)
+        next_step = asyncio.get_running_loop().create_task(limiter.acquire(10))
+        await asyncio.sleep(0)
+        refused = next_step.exception() if next_step.done() else None
+        assert refused is None, f"the agent's request was refused while its tenant's batch ran: {refused}"
+        limiter.release(agent_step, 10)
+        next_ticket = await asyncio.wait_for(next_step, 1)
+        assert admitted == []   # the agent's request went first: no line was admitted
+        limiter.release(next_ticket, 10)
+        done = await _ended(runner, batch.id)
+        errors = await _lines_of(files, done.error_file_id)
+        _close(runner, files)
+        return done, errors
+
+    done, errors = asyncio.run(main())
+    assert (done.status, done.completed, done.failed) == ("completed", 2, 0), errors
+    assert sorted(admitted) == ["c0", "c1"]
+    assert (limiter.num_active, limiter.num_queued, limiter.num_reserved_tokens) == (0, 0, 0)
