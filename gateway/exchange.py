@@ -94,9 +94,17 @@ async def admit(state: GatewayState, tenant: str, num_tokens: int, count_refusal
     try:
         return await state.limiters[tenant].acquire(num_tokens)
     except ApiError as error:
-        if count_refusal and not (BATCH_LINE.get() and is_sent_again(error)):
-            state.metrics.record_rejection(tenant, error.code or "")
+        if count_refusal:
+            record_refusal(state, tenant, error)
         raise
+
+
+def record_refusal(state: GatewayState, tenant: str, error: ApiError) -> None:
+    """Count a limit's refusal in the tenant's `stepahead_rejected_total`, unless it is a
+    Batch API line's (`BATCH_LINE`) that the batch runner sends again (`is_sent_again`):
+    no client saw that one."""
+    if not (BATCH_LINE.get() and is_sent_again(error)):
+        state.metrics.record_rejection(tenant, error.code or "")
 
 
 @dataclass(slots=True)

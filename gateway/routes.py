@@ -31,7 +31,7 @@ from gateway.chat_checks import check_chat_request, check_message_count
 from gateway.request_metadata import checked_metadata
 from gateway.choices import with_choices
 from gateway.errors import ApiError, server_error
-from gateway.exchange import CLIENT_CLOSED_STATUS, admit, did_no_work, session_headers
+from gateway.exchange import CLIENT_CLOSED_STATUS, admit, did_no_work, record_refusal, session_headers
 from gateway.refused_steps import trace_refusal
 from gateway.respond import respond
 from gateway.embeddings import EmbeddingsRequest, reply_json, unsupported_model, upstream_call
@@ -134,7 +134,7 @@ async def _handle(request: Request, *, is_chat: bool) -> Response:
         model = parsed.model
         refused = state.limiters[tenant].early_refusal(max_reservation(backend, parsed.n, is_chat=is_chat))
         if refused is not None:
-            state.metrics.record_rejection(tenant, refused.code or "")
+            record_refusal(state, tenant, refused)
             raise refused
         if is_chat:
             prepared = await backend.prepare_chat(parsed, tenant, new_id("chatcmpl"))

@@ -40,3 +40,23 @@ async def test_only_the_refusals_a_client_sees_count():
     await _refused(state, 10, as_batch_line=False)   # an agent's request: no queue place (max_queued 0)
     assert state.metrics.codes == [("t", "rate_limit_exceeded")] * 2
     limiter.release(running, 10)
+
+
+def test_an_early_refusal_of_a_batch_line_is_counted_as_acquire_counts_it():
+    """The route's early refusal (requests per minute, before the prompt is rendered) goes
+    through the same rule as `admit`'s."""
+    from gateway.exchange import record_refusal
+
+    limiter = TenantLimiter("t", LimitsConfig(requests_per_minute=1))
+    state = SimpleNamespace(limiters={"t": limiter}, metrics=Rejections())
+    limiter._requests.level = 0   # the minute's request spent
+    refused = limiter.early_refusal(10)
+    assert refused is not None and refused.headers["Retry-After"]
+    marked = BATCH_LINE.set(True)
+    try:
+        record_refusal(state, "t", refused)   # the runner sends it again after Retry-After
+    finally:
+        BATCH_LINE.reset(marked)
+    assert state.metrics.codes == []
+    record_refusal(state, "t", refused)   # an agent's
+    assert state.metrics.codes == [("t", "rate_limit_exceeded")]
