@@ -3,10 +3,13 @@
 The run is admitted by the tenant's limits like any request, then generates into its
 event log (`gateway.background_runs`) through the Responses stream writer, whether or not
 anyone reads the stream. It is stored `queued` before its id is handed out
-(`responses_routes`), stored again `in_progress` once admitted (so that a gateway that dies
-leaves it to be read back as ended, `gateway.response_store`, never a 404), and its end is
-stored as the response's final object:
-`completed` / `incomplete` with the conversation (so `previous_response_id` continues it),
+(`responses_routes`: a row the file cannot take is a 500, and it never runs), stored
+again `in_progress` once admitted (so that a gateway that dies leaves it to be read back
+as ended, `gateway.response_store`, never a 404), and its end is stored as the
+response's final object:
+`completed` / `incomplete` with the conversation (so `previous_response_id` continues it;
+a `conversation`'s turn is added to it before the run's last event is made,
+`responses_routes.KeptBeforeTheEnd`, and one that cannot be added fails the run),
 `failed` with an OpenAI error object (a queue timeout is `rate_limit_exceeded`), or
 `cancelled` (`POST /v1/responses/{id}/cancel`, `DELETE`, or the gateway shutting down)
 with the output made until then (the item it was writing `incomplete`) and, for a local

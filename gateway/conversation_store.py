@@ -7,11 +7,15 @@ Invariants:
 - a conversation or item that is not there is a 404 naming it (another tenant's ids
   read the same as unknown ones); an archive that fails (a full disk) is a 500 saying so,
   logged at most once a minute per operation;
-- `append` (a finished response's items) is not awaited: a failure is logged, and a
-  conversation deleted meanwhile takes nothing.
+- `append` (a finished response's items) is awaited before the client reads the
+  response's end (`responses_routes`), so a turn answered as a success is in its
+  conversation; an append that fails (a full disk, a lock held past SQLite's timeout) is
+  the 500 saying so, and a conversation deleted meanwhile takes nothing (no error: there
+  is nothing left to continue).
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -50,10 +54,13 @@ class ConversationStore:
         return await self._thread.call(self._run, operation, *args,
                                        named=SAID.get(operation, operation.replace("_", " ")))
 
-    def append(self, tenant: str, conversation_id: str, items: list[dict]) -> None:
-        """Add a finished response's items, without waiting (see the invariants)."""
+    async def append(self, tenant: str, conversation_id: str, items: list[dict]) -> None:
+        """Add a finished response's items, in one transaction; returns once they are in
+        the file (see the invariants: a failure is a 500 `ApiError`)."""
         if items:
-            self._thread.submit(self._append, tenant, conversation_id, items)
+            # a client gone meanwhile cancels no write once made: what it was not answered may be there
+            await asyncio.shield(self._thread.call(self._append, tenant, conversation_id, items,
+                                                   named="add the response's items"))
 
     def _append(self, tenant: str, conversation_id: str, items: list[dict]) -> None:
         try:

@@ -12,12 +12,16 @@ Invariants:
   place for a finished one), so the id its POST handed out answers until it ends, and
   its end is stored;
 - with an archive (`gateway.response_archive`), every put and delete is also applied to
-  it, in order, on one background thread: the request path never waits on a disk write,
-  a response evicted from memory is read back from disk, and after a restart the
-  archive answers for the responses stored before it; `close()` waits for pending writes;
-  an archive that fails (a full disk) leaves memory serving, its failures logged at most
-  once a minute per operation;
-- a response whose put failed is held for the archive (at most `capacity` per tenant, its
+  it, in order, on one background thread (never the event loop): a response evicted from
+  memory is read back from disk, and after a restart the archive answers for the
+  responses stored before it; `close()` waits for pending writes; an archive that fails
+  (a full disk) leaves memory serving, its failures logged at most once a minute per
+  operation;
+- a durable put (`put_and_wait(durable=True)`: a response about to be answered, a
+  background one's `queued` row) is waited for, and one the archive cannot take is a 500,
+  the response forgotten: what a client was answered survives a crash and is found by
+  another gateway sharing the file;
+- a response whose other put failed is held for the archive (at most `capacity` per tenant, its
   least recently used leaving first), on the archive thread: it is answered from there
   when memory no longer has it, never taken for deleted elsewhere (the archive never had
   it), and written to the archive, oldest first, after each archive call that succeeds
@@ -57,6 +61,7 @@ from cache.repeated_failures import RepeatedFailures
 from cache.private_paths import make_private_dirs
 from gateway.held_responses import HeldResponse, HeldResponses
 from gateway.directory_claim import DirectoryClaim, claim_lock_file
+from gateway.errors import server_error
 from gateway.store_thread import STORE_FAILURES
 
 if TYPE_CHECKING:
@@ -124,18 +129,31 @@ class ResponseStore(HeldResponses):
     def put(self, tenant: str, stored: StoredResponse) -> None:
         self._put(tenant, stored)
 
-    async def put_and_wait(self, tenant: str, stored: StoredResponse) -> None:
-        """`put`, returning once the archive has it (or failed to): a background
-        response's id is handed out only then, so a crash right after cannot lose it.
-        Its later puts, until one that is no longer unfinished, replace it only while
-        the archive still has it."""
-        written = self._put(tenant, stored)
+    async def put_and_wait(self, tenant: str, stored: StoredResponse, *, durable: bool = False) -> None:
+        """`put`, returning once the archive has it (or failed to: it is held). With
+        `durable`, the row must be written: a response is answered (a background one's id
+        handed out) only once a crash right after, or another gateway sharing the file,
+        finds it; an archive that fails is a 500 (`ApiError`) saying so, and the response
+        is forgotten (never held), since nothing about it was answered. A client gone
+        meanwhile cancels no write. A background response's later puts, until one that is
+        no longer unfinished, replace it only while the archive still has it."""
+        key = (tenant, stored.response["id"])
+        written = self._put(tenant, stored, durable)
         if is_unfinished(stored.response):
-            self._running.add((tenant, stored.response["id"]))
-        if written is not None:
-            await asyncio.wrap_future(written)
+            self._running.add(key)
+        if written is None:
+            return
+        try:
+            await asyncio.shield(asyncio.wrap_future(written))
+        except Exception as exc:   # NOTE: only a durable put raises; logged on the archive thread
+            self._running.discard(key)
+            entries = self._by_tenant.get(tenant)
+            if entries is not None and entries.get(key[1]) is stored:
+                del entries[key[1]]
+            raise server_error(f"The response store could not store the response: {type(exc).__name__}: {exc}. "
+                               "Nothing was kept; try again once the responses' file takes writes.") from None
 
-    def _put(self, tenant: str, stored: StoredResponse) -> Future | None:
+    def _put(self, tenant: str, stored: StoredResponse, durable: bool = False) -> Future | None:
         key = (tenant, stored.response["id"])
         replacing = key in self._running
         if replacing and not is_unfinished(stored.response):
@@ -143,6 +161,9 @@ class ResponseStore(HeldResponses):
         self._remember(tenant, stored)
         if self._archivist is None:
             return None
+        if durable:
+            return self._archivist.submit(self._archive_quietly, "put", self._archive_put, tenant, stored, replacing,
+                                          False, raising=True)
         return self._submit("put", self._archive_put, tenant, stored, replacing)
 
     async def get(self, tenant: str, response_id: str) -> StoredResponse | None:
@@ -179,14 +200,15 @@ class ResponseStore(HeldResponses):
     def _submit(self, operation: str, call: Callable, *args) -> Future:
         return self._archivist.submit(self._archive_quietly, operation, call, *args)
 
-    def _archive_put(self, tenant: str, stored: StoredResponse, replacing: bool) -> None:
+    def _archive_put(self, tenant: str, stored: StoredResponse, replacing: bool, hold: bool = True) -> None:
         held = self._held.get(tenant)
         if held is not None and stored.response["id"] in held:
             replacing = False   # its row was never written: this put is its first
         try:
             self._write(tenant, stored, replacing)
         except Exception:
-            self._hold(tenant, stored)
+            if hold:
+                self._hold(tenant, stored)
             raise
         self._let_go(tenant, stored.response["id"])
 
@@ -262,14 +284,17 @@ class ResponseStore(HeldResponses):
             self._owner_claim.release()
             self._owner_claim = None
 
-    def _archive_quietly(self, operation: str, call: Callable, *args):
+    def _archive_quietly(self, operation: str, call: Callable, *args, raising: bool = False):
         """One archive call on the archive thread; a disk error is logged and reads as
-        "not there", so the Responses API degrades to memory instead of failing."""
+        "not there", so the Responses API degrades to memory instead of failing (with
+        `raising`, logged and raised: a durable put's)."""
         try:
             result = call(*args)
         except Exception:  # NOTE: sqlite3 errors, a full disk, a read-only directory
             self.num_archive_failures += 1
             self._failures.log(operation, "the response archive failed to %s", operation)
+            if raising:
+                raise
             return None
         if self._held:   # the archive answered: perhaps the disk has room again
             self._write_held()

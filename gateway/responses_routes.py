@@ -11,13 +11,20 @@ detached (background_responses.py): the POST answers at once with the `queued` r
 (or streams its events), GET polls it, `?stream=true&starting_after=N` replays and follows
 its events, cancel stops it. A stream that fails once begun (its id announced) is stored
 `failed` with its error, background or not (with `store`), so the id reads back.
+What a client is answered as a success was kept first (`KeptBeforeTheEnd`): a stored
+response's row is in the file, and a `conversation`'s turn in the conversation, before the
+end is sent (a background run's `queued` row before its id is handed out); a write that
+fails is a 500 saying so (a begun stream's `response.failed`), so another gateway sharing
+the files, or this one after a crash, finds whatever was answered.
 
 Invariants: as for every handler, authentication first and errors OpenAI-shaped; a
 tenant never reaches another tenant's responses or runs (their ids answer 404).
 """
 from __future__ import annotations
 
+import asyncio
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -27,7 +34,7 @@ from gateway.config import UNAUTHENTICATED
 from gateway.background_responses import BackgroundJob, generate
 from gateway.background_runs import BackgroundRun
 from gateway.background_stream import run_event_stream
-from gateway.backend import Backend, Prepared
+from gateway.backend import Backend, Finished, Prepared
 from gateway.chat_checks import check_chat_request, check_message_count
 from gateway.errors import ApiError, invalid_request, rate_limited, response_not_found
 from gateway.exchange import CLIENT_CLOSED_STATUS
@@ -44,7 +51,7 @@ from gateway.request_metadata import checked_metadata
 from gateway.responses_format import ResponsesRequest, conversation_after, input_messages, to_chat_body
 from gateway.responses_errors import ErrorsRenamed, renamed
 from gateway.responses_objects import input_items
-from gateway.responses_stream import ResponsesStreamWriter, whole_response
+from gateway.responses_stream import ResponsesStreamWriter, failure_details, whole_response
 from gateway.responses_truncation import oldest_turn, without
 from gateway.routes import error_response, gateway_state, model_label, refusal
 from gateway.schemas import ChatCompletionRequest, validate
@@ -90,6 +97,34 @@ async def _previous_conversation(state: GatewayState, tenant: str, response_id: 
     return previous.messages
 
 
+class KeptBeforeTheEnd:
+    """`backend` as a Responses request whose end is kept runs on it: its `Finished` event,
+    which the client reads as the end (the JSON body; `response.completed` or
+    `response.incomplete`), comes only once `keep(collected)` has stored the response and
+    added the turn to its conversation, off the event loop (the stores' threads); a write
+    that fails ends the run with its 500 instead, as any failure of a run does (a 500
+    answer, or a stream's `response.failed`), so no success is answered that was not kept."""
+
+    def __init__(self, backend, keep: Callable[[Collected], Awaitable[None]]) -> None:
+        self._backend = backend
+        self._keep = keep
+
+    def __getattr__(self, name: str):
+        return getattr(self._backend, name)
+
+    async def run(self, prepared) -> AsyncIterator:
+        events = self._backend.run(prepared)
+        collected = Collected()   # a Responses request makes one choice
+        try:
+            async for event in events:
+                collected.add(event)
+                if isinstance(event, Finished):
+                    await self._keep(collected)
+                yield event
+        finally:
+            await events.aclose()
+
+
 async def create_response(request: Request) -> Response:
     """POST /v1/responses; with `store` (the default) the response is kept for
     `previous_response_id` and GET."""
@@ -121,31 +156,44 @@ async def create_response(request: Request) -> Response:
         created_at = int(time.time())
         request_id = prepared.request_id
 
-        def keep(response: dict, collected: Collected | None) -> None:
+        def keep(response: dict, collected: Collected | None) -> None:   # not waited for (`put`)
             if parsed.store:
                 messages = () if collected is None else conversation_after(parsed, chat_body, collected)
                 state.responses.put(tenant, StoredResponse(response, messages, input_items(parsed, response_id)))
-            if parsed.conversation is not None and collected is not None:
-                state.conversations.append(tenant, parsed.conversation_id(),
-                                           turn_items(input_items(parsed, response_id), response["output"]))
+
+        async def keep_end(collected: Collected) -> None:   # waited for: see `KeptBeforeTheEnd`
+            response = whole_response(response_id, parsed, collected, created_at)
+            if parsed.store and not parsed.background:   # a background run stores its end itself (`generate`)
+                await state.responses.put_and_wait(tenant, StoredResponse(
+                    response, conversation_after(parsed, chat_body, collected), input_items(parsed, response_id)),
+                    durable=True)
+            if parsed.conversation is not None:
+                try:
+                    await state.conversations.append(tenant, parsed.conversation_id(),
+                                                     turn_items(input_items(parsed, response_id), response["output"]))
+                except ApiError as error:   # its stored row says it failed: it continues nothing
+                    if not parsed.background:   # (a background run stores its failure itself)
+                        keep({**response, "status": "failed", "error": failure_details(error.body())}, None)
+                    raise
+        if parsed.background:   # stored before anything runs or is traced: a row the file cannot take is a 500
+            writer = ResponsesStreamWriter(response_id, parsed, created_at)
+            run = await _stored_queued(state, tenant, writer)
         trace = begin_step(state.tracer, request, chat_body, prepared, is_chat=True)
         bind_session(prepared, trace)
         backend = ErrorsRenamed(backend, sources)   # its run's errors named as the Responses API names them
+        if parsed.conversation is not None or (parsed.store and not parsed.background):
+            backend = KeptBeforeTheEnd(backend, keep_end)
         if parsed.background:
-            writer = ResponsesStreamWriter(response_id, parsed, created_at)
-
             async def prepare_again() -> Prepared:   # its budget share as it stands when it asks again
                 again = (await _prepared_chat(state, backend, parsed, traced_body, sources, tenant, response_id))[1]
                 bind_session(again, trace)
                 return again
-            return await _start_background(state, BackgroundJob(state, backend, prepared, writer, keep, started_s,
-                                                                 trace, prepare_again, hold.release),
-                                           tenant, stream=parsed.stream)
+            return _start_background(state, BackgroundJob(state, backend, prepared, writer, keep, started_s,
+                                                          trace, prepare_again, hold.release),
+                                     run, stream=parsed.stream)
         shape = ReplyShape("responses", lambda reply, _: whole_response(response_id, parsed, reply.first, created_at),
                            lambda: ResponsesStreamWriter(response_id, parsed, created_at,   # a failed stream: stored
                                                          on_failed=lambda failed: keep(failed, None)),
-                           on_finished=lambda collected: keep(
-                               whole_response(response_id, parsed, collected, created_at), collected),
                            on_closed=hold.release)
         return await respond(request, state, backend, prepared, is_chat=True, stream=parsed.stream,
                              include_usage=False, started_s=started_s, trace=trace, shape=shape)
@@ -209,19 +257,29 @@ def _check_room_for_background(state: GatewayState, tenant: str) -> None:
                            retry_after_s=1)
 
 
-async def _start_background(state: GatewayState, job: BackgroundJob, tenant: str, *, stream: bool) -> Response:
-    """Start the run; answer it `queued` once stored so (`store: false` was refused): an id
-    handed out is found after a crash too (ended), the store's thread keeping the order of writes."""
-    writer = job.writer
+async def _stored_queued(state: GatewayState, tenant: str, writer: ResponsesStreamWriter) -> BackgroundRun:
+    """A background run, stored `queued` (`store: false` was refused) before it runs and its
+    id is handed out, so that id is found after a crash too (ended): a row the file cannot
+    take is a 500, and nothing runs. A request cancelled meanwhile (the shutdown) stores it
+    `cancelled`, the store's thread keeping the order of writes."""
     run = BackgroundRun(tenant, writer.response_id, writer.snapshot, input_items(writer.request, writer.response_id))
     run.append(writer.queued())
+    try:
+        await state.responses.put_and_wait(tenant, StoredResponse(run.response(), (), run.input_items), durable=True)
+    except asyncio.CancelledError:
+        state.responses.put(tenant, StoredResponse(writer.snapshot("cancelled"), (), run.input_items))
+        raise
+    return run
+
+
+def _start_background(state: GatewayState, job: BackgroundJob, run: BackgroundRun, *, stream: bool) -> Response:
+    """Start the stored run and answer it `queued` (or stream its events)."""
     queued = run.response()
     state.background.start(run, lambda started: generate(job, started))
-    await state.responses.put_and_wait(tenant, StoredResponse(queued, (), run.input_items))
     if stream:
         return run_event_stream(run, -1)
-    return JSONResponse(queued, headers={"x-request-id": writer.response_id,
-                                         **state.limiters[tenant].rate_limit_headers()})
+    return JSONResponse(queued, headers={"x-request-id": run.response_id,
+                                         **state.limiters[run.tenant].rate_limit_headers()})
 
 
 async def _prepared_chat(state: GatewayState, backend: Backend, parsed: ResponsesRequest, chat_body: dict,
