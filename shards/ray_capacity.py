@@ -21,7 +21,9 @@ from collections.abc import Callable, Mapping
 
 NODES_ANSWER_S = 2.0       # the GCS answers `ray.nodes()` in milliseconds when it is there
 PLACEMENT_CHECK_S = 10.0   # an unplaced actor is looked into this often (the first time after this long)
-SHORT_OF_FREE_AFTER_S = 30.0   # "others hold the CPUs" only after this long: a placed actor's process may start slowly
+# "others hold the CPUs" only after this long: a placed actor's Ray worker process may start slowly
+# (its `where` answers before the worker's torch imports, shards.ray_transport; QA123)
+SHORT_OF_FREE_AFTER_S = 30.0
 RESOURCE_NAMES = (("num_cpus", "CPU"), ("num_gpus", "GPU"))
 
 

@@ -8,6 +8,12 @@ actor dead (`RayActorError`), the reader reports the exit.
 NOTE: a threaded actor may run method calls out of submission order, so `send` numbers
 its messages and the actor applies them strictly in sequence.
 
+An actor counts as placed once its `where` answers, so the actor process answers at once:
+this module (imported to unpickle the actor class) and `shards.worker_config` import no
+torch, and the constructor only starts the serve thread, which imports the worker (10-40 s
+when loaded) and loads the model (QA123: else our own starting actors' CPUs read as
+"held by other actors").
+
 Shared-memory prefix transfer is off under Ray (actors may live on other machines);
 routing, fairness, health checks and restarts work as with local processes.
 """
@@ -22,7 +28,7 @@ from shards.ray_address import address_problem, check_reachable
 from shards.ray_capacity import (PLACEMENT_CHECK_S, PlacementWatch, answer_within, capacity_problem,
                                  lost_actor_cause)
 from shards.transport import OnExit, OnMessage, StartCancelled
-from shards.worker import WorkerConfig
+from shards.worker_config import WorkerConfig
 
 POLL_WAIT_S = 0.2
 MAX_POLL_MESSAGES = 512
@@ -32,9 +38,8 @@ class _ActorBody:
     """Runs inside the actor process."""
 
     def __init__(self, worker_id: str, config: WorkerConfig) -> None:
+        """Returns at once: the serve thread imports the worker and loads the model."""
         import queue
-
-        from shards.worker_service import serve
 
         self._inbox: queue.Queue = queue.Queue()
         self._outbox: queue.Queue = queue.Queue()
@@ -48,7 +53,7 @@ class _ActorBody:
             except queue.Empty:
                 return None
 
-        self._thread = threading.Thread(target=serve, args=(worker_id, config, receive, self._outbox.put),
+        self._thread = threading.Thread(target=_serve, args=(worker_id, config, receive, self._outbox.put),
                                         name=f"serve-{worker_id}", daemon=True)
         self._thread.start()
 
@@ -79,6 +84,22 @@ class _ActorBody:
 
     def is_serving(self) -> bool:
         return self._thread.is_alive()
+
+
+def _serve(worker_id: str, config: WorkerConfig, receive, emit) -> None:
+    """An actor's serve thread: `worker_service.serve`, imported off the constructor. A worker
+    that cannot be imported fails its start as a failed load does (WorkerFailed, then the end)."""
+    try:
+        from shards.worker_service import serve
+    except Exception as exc:
+        import traceback
+
+        from shards.protocol import WorkerFailed
+
+        traceback.print_exc()
+        emit(WorkerFailed(worker_id, f"{type(exc).__name__}: {exc}"))
+        return
+    serve(worker_id, config, receive, emit)
 
 
 class RayChannel:
