@@ -97,9 +97,10 @@ class ResponsesStreamWriter:
         return self._event("response.in_progress", response=self.snapshot("in_progress"))
 
     def failed(self, error: dict) -> bytes:
-        """The last event of a response that failed (`error`: {"code", "message"}), with the
-        response as it stopped: the output items closed so far."""
-        return self._event("response.failed", response=self.snapshot("failed", error=error))
+        """The last events of a response that failed (`error`: {"code", "message"}): the item
+        it was writing ended as it stands (`cut`), then `response.failed` with the response
+        as it stopped, its output so far (QA125: the items a client was told were added)."""
+        return self.cut() + self._event("response.failed", response=self.snapshot("failed", error=error))
 
     def cancelled(self, usage: Usage | None = None) -> bytes:
         """A background response's last events when it was cancelled: the item it was
@@ -236,8 +237,8 @@ class ResponsesStreamWriter:
         return b""
 
     def error(self, body: dict) -> bytes:
-        """The last event of a stream that failed once begun: `response.failed` with the
-        response as it stopped (its `error` the failure's code and message, as OpenAI's
+        """The last events of a stream that failed once begun: `response.failed` with the
+        response as it stopped (the open item cut, as `failed` does; its `error` the failure's code and message, as OpenAI's
         stream and a background response end), handed to `on_failed` first (stored, so its
         id reads back `failed`); a stream the shutdown cut ends with an `error` event instead
         (`errors.SHUTTING_DOWN_CODE`: the client retries the request; nothing is stored)."""
@@ -245,10 +246,11 @@ class ResponsesStreamWriter:
         if error.get("code") == SHUTTING_DOWN_CODE:   # the shutdown's cut: the client retries the request
             return self._event("error", code=error.get("code"), message=error.get("message"),
                                param=error.get("param"))
+        out = self.cut()   # the item it was writing ended as it stands, then listed, as `failed` does
         response = self.snapshot("failed", error=failure_details(body))
         if self._on_failed is not None:
             self._on_failed(response)
-        return self._event("response.failed", response=response)
+        return out + self._event("response.failed", response=response)
 
 
 def whole_response(response_id: str, request: ResponsesRequest, collected: Collected, created_at: int) -> dict:

@@ -125,3 +125,22 @@ def test_the_stored_response_lists_the_items_as_the_stream_added_them(events):
     added = [e["item"]["id"] for e in sent if e["type"] == "response.output_item.added"]
     assert added == [item["id"] for item in output]
     assert all(item["type"] == "function_call" for item in output[:1])   # a call came first in each
+
+
+@pytest.mark.parametrize("ends", ["error", "failed"])
+def test_a_stream_that_fails_midway_ends_its_open_item_and_lists_its_output(ends):
+    """QA125: `response.failed` listed no output, and the item a client was told was added
+    never got its `output_item.done`; now as a cancel: the open item ends incomplete, as it
+    stands, and the failed response (the one stored too) lists it."""
+    stored = []
+    writer = ResponsesStreamWriter("resp_abc", REQUEST, created_at=1, on_failed=stored.append)
+    raw = writer.opening() + b"".join(writer.event(event) for event in (TextDelta("Half a "), TextDelta("reply")))
+    error = {"code": "upstream_error", "message": "the upstream broke the connection"}
+    raw += writer.error({"error": error}) if ends == "error" else writer.failed(error)
+    sent = [json.loads(line.removeprefix(b"data: ")) for line in raw.split(b"\n") if line.startswith(b"data: ")]
+    items = check_items(sent)
+    assert [(item["type"], item["status"], item["content"][0]["text"]) for item in items] == [
+        ("message", "incomplete", "Half a reply")]
+    assert sent[-1]["type"] == "response.failed" and sent[-1]["response"]["output"] == items
+    assert stored == ([sent[-1]["response"]] if ends == "error" else [])
+    assert writer.cut() == b""
