@@ -17,7 +17,10 @@ Invariants:
   interactive request: it takes a slot at once only when one is free (so none waits), else
   waits apart, and a freed slot goes to the oldest interactive waiter, to a batch line only
   when none waits (QA124: a tenant's batch lines held its slots and queue, its agents were
-  refused 429). It waits at most `queue_timeout_s`, then a retryable 429 sends it back.
+  refused 429). It waits at most `queue_timeout_s`, then a retryable 429 sends it back. Each
+  slot a batch line holds is one more queue place for the tenant's requests (its slot goes
+  to them next), so a tenant's own batch never makes its agents' requests refused, also
+  with no queue (`max_queued` 0).
 - `release` gives the slot back on every path, even when what it is told was used is not a
   count (then the reservation is charged and it raises after), so no failure while
   accounting can lock a tenant out.
@@ -60,13 +63,14 @@ class Ticket:
     num_reserved_tokens: int
     holds_slot: bool = False
     is_released: bool = False
+    is_batch_line: bool = False
 
 
 class TenantLimiter:
     """The live limit state of one tenant; owned by the app, used on its event loop only."""
 
-    __slots__ = ("tenant", "limits", "_clock", "_requests", "_tokens", "num_active", "_waiters",
-                 "_batch_waiters", "num_spent_tokens", "num_reserved_tokens", "queue_timeout_s")
+    __slots__ = ("tenant", "limits", "_clock", "_requests", "_tokens", "num_active", "_waiters", "_batch_waiters",
+                 "num_batch_active", "num_spent_tokens", "num_reserved_tokens", "queue_timeout_s")
 
     def __init__(self, tenant: str, limits: LimitsConfig, *, queue_timeout_s: float = 30.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -77,6 +81,7 @@ class TenantLimiter:
         self._tokens: TokenBucket | None = None
         self._set_limits(limits)
         self.num_active = 0
+        self.num_batch_active = 0   # of them, batch lines': each a queue place for the tenant's requests
         self._waiters: deque[asyncio.Future] = deque()   # interactive requests (the queue)
         self._batch_waiters: deque[asyncio.Future] = deque()   # batch lines, served after them
         self.num_spent_tokens = 0
@@ -178,7 +183,7 @@ class TenantLimiter:
     def _queue_refusal(self) -> ApiError | None:
         """The concurrency refusal, when every slot is busy and the queue is full."""
         limits = self.limits
-        if self._has_free_slot() or len(self._waiters) < limits.max_queued:
+        if self._has_free_slot() or len(self._waiters) < limits.max_queued + self.num_batch_active:
             return None
         return rate_limited(
             f"Too many concurrent requests for tenant '{self.tenant}' "
@@ -229,10 +234,10 @@ class TenantLimiter:
         if self._tokens is not None:
             self._tokens.level -= num_tokens
         self.num_reserved_tokens += num_tokens
-        ticket = Ticket(self.tenant, num_tokens)
+        ticket = Ticket(self.tenant, num_tokens, is_batch_line=is_batch_line)
         if self._has_free_slot():
             self.num_active += 1
-            ticket.holds_slot = True
+            self._holding(ticket)
             return ticket
         waiter = asyncio.get_running_loop().create_future()
         waiters = self._batch_waiters if is_batch_line else self._waiters
@@ -242,7 +247,7 @@ class TenantLimiter:
                 await asyncio.shield(waiter)
         except BaseException as exc:
             if waiter.done() and not waiter.cancelled():
-                ticket.holds_slot = True   # the slot arrived just as we gave up
+                self._holding(ticket)   # the slot arrived just as we gave up
             else:
                 waiter.cancel()
                 if waiter in waiters:
@@ -253,8 +258,13 @@ class TenantLimiter:
                 raise rate_limited(f"Tenant '{self.tenant}' waited {self.queue_timeout_s:.0f} s {where} "
                                    "without a free slot.", 1) from None
             raise
-        ticket.holds_slot = True
+        self._holding(ticket)
         return ticket
+
+    def _holding(self, ticket: Ticket) -> None:
+        ticket.holds_slot = True
+        if ticket.is_batch_line:
+            self.num_batch_active += 1
 
     def release(self, ticket: Ticket, num_used_tokens: int | None) -> None:
         """Free the ticket's slot and true up its token reservation with real usage.
@@ -284,6 +294,8 @@ class TenantLimiter:
                                  "non-negative integer; charged the reservation")
         finally:
             if held_slot:
+                if ticket.is_batch_line:
+                    self.num_batch_active -= 1
                 self._hand_over_slot()
 
     def retune(self, limits: LimitsConfig) -> None:

@@ -44,9 +44,11 @@ async def test_a_batch_line_takes_a_free_slot_at_once_and_no_early_queue_refusal
     busy and the queue full of interactive requests, the early refusal a batch line gets
     is none (it has no queue to be refused by; it waits), an interactive request's the
     queue's; `BATCH_LINE` is what marks a line when the caller does not say."""
+    free = TenantLimiter("t", LimitsConfig(max_concurrent=1))
+    line_ticket = await free.acquire(10, is_batch_line=True)
+    assert line_ticket.holds_slot and free.num_active == 1
     limiter = TenantLimiter("t", LimitsConfig(max_concurrent=1, max_queued=1))
-    running = await limiter.acquire(10, is_batch_line=True)
-    assert running.holds_slot and limiter.num_active == 1
+    running = await limiter.acquire(10)   # (an agent's: a batch line's slot would be one more queue place)
     queued = asyncio.create_task(limiter.acquire(10))
     await asyncio.sleep(0)
     assert limiter.early_refusal(10) is not None and limiter.early_refusal(10, is_batch_line=True) is None
@@ -80,3 +82,22 @@ async def test_a_batch_line_that_waited_too_long_is_sent_again_and_leaves_no_tra
     assert (limiter.num_batch_waiting, limiter.num_active, limiter.num_reserved_tokens) == (0, 1, 10)
     assert limiter.rate_limit_headers()["x-ratelimit-remaining-requests"] == "9"   # its request given back
     limiter.release(running, 10)
+
+
+async def test_a_running_batch_line_is_a_queue_place_for_its_tenants_requests_even_with_no_queue():
+    """Known answer, two slots and no queue: two batch lines run; the tenant's agent request
+    waits for the first slot a line frees instead of a 429, a second agent request gets the
+    other line's slot, a third is refused (every line's slot spoken for)."""
+    limiter = TenantLimiter("t", LimitsConfig(max_concurrent=2))
+    lines = [await limiter.acquire(10, is_batch_line=True) for _ in range(2)]
+    assert (limiter.num_active, limiter.num_batch_active) == (2, 2)
+    agents = [asyncio.create_task(limiter.acquire(10)) for _ in range(2)]
+    await asyncio.sleep(0)
+    assert limiter.num_queued == 2 and not any(task.done() for task in agents)
+    with pytest.raises(ApiError) as refused:
+        await limiter.acquire(10)
+    assert refused.value.status == 429
+    for line, agent in zip(lines, agents):
+        limiter.release(line, 10)
+        limiter.release(await asyncio.wait_for(agent, 1), 10)
+    assert (limiter.num_active, limiter.num_batch_active, limiter.num_queued) == (0, 0, 0)
