@@ -91,12 +91,24 @@ async def start_all(backends, started: list[Backend]) -> None:
         raise failures[0]
 
 
-def hangups_ignored_once_stopping(loop: asyncio.AbstractEventLoop) -> Callable[[], None]:
+def begin_stop(state: GatewayState) -> None:
+    """The gateway's first steps once its stop began (on the loop), before the connections
+    drain: background responses, running and queued, and any a request in flight starts
+    later, are cancelled at once (stored `cancelled` with their output so far; docs/api.md),
+    not left generating through the drain. Idempotent; the lifespan's end stops them too.
+    NOTE: the one place for anything else that must stop at the signal."""
+    state.background.stop_all()
+
+
+def hangups_ignored_once_stopping(loop: asyncio.AbstractEventLoop,
+                                  on_stop: Callable[[], None] = lambda: None) -> Callable[[], None]:
     """Chain to SIGINT's and SIGTERM's handlers (the server's, which begin its stop): once
-    either came, a SIGHUP only logs that it is ignored; the lifespan's end, which removes
-    the reload handler, comes only after the connections drained. Returns what unchains
-    them (a no-op where signals cannot be caught: not the main thread)."""
+    either came, `on_stop` runs on the loop (`begin_stop`, under `uvicorn --factory` too)
+    and a SIGHUP only logs that it is ignored; the lifespan's end, which removes the
+    reload handler, comes only after the connections drained. Returns what unchains them
+    (a no-op where signals cannot be caught: not the main thread)."""
     def stopping() -> None:
+        on_stop()
         loop.add_signal_handler(signal.SIGHUP, log.warning, HANGUP_WHILE_STOPPING)
 
     chained: dict[int, tuple] = {}
@@ -169,7 +181,8 @@ def build_app(config: GatewayConfig | None = None, *, config_path: str | None = 
         started: list[Backend] = []
         heap = spent_saves = None
         reloads = reload_on_hangup(state, config_path, overrides)   # from the start on: a SIGHUP never ends it
-        unchain = hangups_ignored_once_stopping(asyncio.get_running_loop()) if reloads is not None else None
+        unchain = (hangups_ignored_once_stopping(asyncio.get_running_loop(), lambda: begin_stop(state))
+                   if reloads is not None else None)
         try:
             # before the models load: every place the stores cannot write fails the start now, in one line
             await asyncio.to_thread(check_store_places, config)
@@ -204,7 +217,7 @@ def build_app(config: GatewayConfig | None = None, *, config_path: str | None = 
             state.gc_pauses.remove()
             if heap is not None:
                 thaw_heap(heap)
-            await state.background.cancel_all()  # stored as cancelled before the store closes
+            await state.background.cancel_all()  # stored as cancelled before the store closes (begun at the signal)
             await state.batches.stop()   # where they are: they go on at the next start
             for backend in reversed(started):
                 await backend.stop()

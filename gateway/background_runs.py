@@ -12,7 +12,10 @@ Invariants:
   a run is woken by each new event and by the end;
 - a tenant keeps every unfinished run plus at most `keep_finished` finished ones (the
   oldest finished leave first): the stored response outlives its log;
-- `cancel_all()` (at shutdown) leaves no run unfinished.
+- once the gateway's stop began (`stop_all()`, at the signal, before the connections
+  drain) every run is cancelled, those started later too, each after its first step (a
+  task cancelled before it starts never runs its `finally`: it would end unstored and
+  unfinished); `cancel_all()` (at the lifespan's end) leaves no run unfinished.
 """
 from __future__ import annotations
 
@@ -81,6 +84,7 @@ class BackgroundRuns:
     def __init__(self, keep_finished: int = KEEP_FINISHED) -> None:
         self.keep_finished = keep_finished
         self._by_tenant: defaultdict[str, OrderedDict[str, BackgroundRun]] = defaultdict(OrderedDict)
+        self.is_stopping = False   # the gateway's stop began: every run is cancelled, any new one at once
 
     def start(self, run: BackgroundRun, work: Callable[[BackgroundRun], Coroutine[Any, Any, None]]) -> BackgroundRun:
         """Register `run` and start `work(run)`; `work` must call `run.finish()` on every path."""
@@ -88,6 +92,9 @@ class BackgroundRuns:
         runs[run.response_id] = run
         run.task = asyncio.get_running_loop().create_task(work(run), name=f"background {run.response_id}")
         run.task.add_done_callback(lambda _task: self._forget_old(run.tenant))
+        if self.is_stopping:   # a request in flight when the stop began: the run is cancelled where it waits
+            run.stopped_by_shutdown = True
+            asyncio.get_running_loop().call_soon(_cancel_each, [run.task])   # after its first step
         return run
 
     def get(self, tenant: str, response_id: str) -> BackgroundRun | None:
@@ -111,15 +118,26 @@ class BackgroundRuns:
         await self.cancel(run)
         self.discard(run.tenant, run.response_id)
 
-    async def cancel_all(self) -> None:
-        """Stop every run (the gateway stops): all at once, so a queued run is cancelled
-        where it waits, not handed the slot a cancelled one before it freed."""
-        runs = [run for group in self._by_tenant.values() for run in group.values()]
+    def stop_all(self) -> None:
+        """Begin cancelling every run, and each one started from here on (the gateway's
+        stop began; on the event loop): all in one step of the loop, so a queued run is
+        cancelled where it waits, not handed the slot a cancelled one before it freed; a
+        run already being cancelled (`POST .../cancel`) is left to end. Returns at once:
+        each run stores itself `cancelled` as it ends (`cancel_all` waits for them)."""
+        self.is_stopping = True
+        runs = [run for group in self._by_tenant.values() for run in group.values() if not run.is_done]
         for run in runs:
             run.stopped_by_shutdown = True
         tasks = [run.task for run in runs if run.task is not None and not run.task.done()]
-        for task in tasks:
-            task.cancel()
+        if tasks:   # NOTE: on the next step: a run started in this one has taken its first step by then
+            asyncio.get_running_loop().call_soon(_cancel_each, tasks)
+
+    async def cancel_all(self) -> None:
+        """Stop every run (the gateway stops; `stop_all`, if its stop did not already
+        begin it) and wait until each has ended."""
+        self.stop_all()
+        tasks = [run.task for group in self._by_tenant.values() for run in group.values()
+                 if run.task is not None and not run.task.done()]
         await asyncio.gather(*tasks, return_exceptions=True)
 
     def _forget_old(self, tenant: str) -> None:
@@ -133,3 +151,11 @@ class BackgroundRuns:
     def num_running(self, tenant: str | None = None) -> int:
         groups = self._by_tenant.values() if tenant is None else [self._by_tenant.get(tenant, {})]
         return sum(not run.is_done for runs in groups for run in runs.values())
+
+
+def _cancel_each(tasks: list[asyncio.Task]) -> None:
+    """Cancel each task not already being cancelled (a second cancel would cut short the
+    storing of its end)."""
+    for task in tasks:
+        if not task.cancelling():
+            task.cancel()

@@ -2,10 +2,11 @@
 `stream` and `background`, `GET /v1/responses/{id}?stream=true&starting_after=N`).
 
 Invariants: the reader gets the run's events after `starting_after` in order, then each
-new one until the run ends; its leaving never stops the run. A reader the server's
-shutdown timeout cuts gets the run's events it was not sent yet (a slow reader lags the
-run), then an `error` event numbered as the run's next, so the numbers it reads stay
-contiguous.
+new one until the run ends; its leaving never stops the run. A run the gateway's stop
+cancelled (at the signal, `BackgroundRuns.stop_all`) ends its readers' streams with an
+`error` event (`server_shutting_down`) numbered as the run's next, as does a reader the
+server's shutdown timeout cuts, after the run's events it was not sent yet (a slow reader
+lags the run): the numbers a reader reads stay contiguous, and it is told why once.
 """
 from __future__ import annotations
 
@@ -16,22 +17,38 @@ from gateway.errors import stream_cut_at_shutdown
 from gateway.http_io import EventStreamResponse
 from gateway.responses_stream import sse_event
 
+ENDINGS = tuple(f"event: response.{status}\n".encode() for status in ("completed", "incomplete", "failed", "cancelled"))
+
+
+def ended_by_the_stop(run: BackgroundRun) -> bool:
+    """Whether `run`'s log ended without its final event: the gateway's stop cancelled it
+    (one that ended on its own meanwhile has its final event)."""
+    return run.is_done and run.stopped_by_shutdown and not (run.events and run.events[-1].startswith(ENDINGS))
+
 
 def run_event_stream(run: BackgroundRun, starting_after: int) -> EventStreamResponse:
     """The stream of `run`'s events after sequence number `starting_after` (-1: all)."""
     next_index = max(starting_after + 1, 0)   # the first event not yet sent whole
+    told_why = False   # the shutdown's `error` event was sent
+
+    def shutdown_error(message: str) -> bytes:
+        error = stream_cut_at_shutdown(f"{message} (GET /v1/responses/{run.response_id} shows how far it got).")
+        return sse_event("error", len(run.events), code=error.code, message=error.message, param=None)
 
     async def events() -> AsyncIterator[bytes]:
-        nonlocal next_index
+        nonlocal next_index, told_why
         async for event in run.follow(starting_after):
             yield event
             next_index += 1   # resumed only once the stream asks for the next: this one was sent
+        if ended_by_the_stop(run):   # no `response.cancelled` in its log: the reader is told here
+            yield shutdown_error("The gateway is shutting down and cancelled this background response")
+            told_why = True
 
     def on_cut() -> bytes:
-        error = stream_cut_at_shutdown(
-            "The gateway is shutting down and cut this stream; the background response is cancelled with it "
-            f"(GET /v1/responses/{run.response_id} shows how far it got).")
-        return b"".join(run.events[next_index:]) + sse_event("error", len(run.events), code=error.code,
-                                                             message=error.message, param=None)
+        unsent = b"".join(run.events[next_index:])
+        if told_why:
+            return unsent
+        return unsent + shutdown_error("The gateway is shutting down and cut this stream; the background response "
+                                       "is cancelled with it")
 
     return EventStreamResponse(events(), headers={}, on_close=lambda _completed: None, on_cut=on_cut)

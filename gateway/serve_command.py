@@ -232,7 +232,7 @@ def _server_or_exit_status(args: argparse.Namespace):
     import uvicorn
 
     from agents_trace.otel_setup import otlp_target
-    from gateway.app import build_app
+    from gateway.app import begin_stop, build_app
     from gateway.http_protocol import uvicorn_protocols
 
     demo_key = None
@@ -291,4 +291,4 @@ def _server_or_exit_status(args: argparse.Namespace):
                                    **uvicorn_protocols(), timeout_keep_alive=config.keep_alive_s,
                                    timeout_graceful_shutdown=config.shutdown_timeout_s)
     redact_access_log()   # after uvicorn's logging set-up
-    return start_aware_server_class(cancel_start, announce)(server_config)
+    return start_aware_server_class(cancel_start, announce, lambda: begin_stop(app.state.gateway))(server_config)

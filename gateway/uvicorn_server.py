@@ -1,10 +1,11 @@
 """The gateway's uvicorn `Server`: a start that Ctrl+C or SIGTERM stops at once (and one
 that went on to its end all the same never listens nor says it serves), the address
-announced once it listens, a stop by either signal that returns (uvicorn raises
+announced once it listens, the app's first steps of a stop taken as the stop begins
+(before the connections drain), a stop by either signal that returns (uvicorn raises
 the signal again once stopped: SIGTERM's default action would end the process by the
 signal, a clean stop reading as a failure), and uvicorn's reports of a failed start or
-of a request cut at shutdown in one line each instead of a traceback (used by
-`stepahead serve`, gateway/serve_command.py).
+of a request cut at shutdown in one line each instead of a traceback, naming the request
+and the true reason (used by `stepahead serve`, gateway/serve_command.py).
 """
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from collections.abc import Callable
 from gateway.start_failure import start_failure_line
 
 
-def start_aware_server_class(cancel_start: Callable[[], None], announce: Callable[[int], None] | None = None):
+def start_aware_server_class(cancel_start: Callable[[], None], announce: Callable[[int], None] | None = None,
+                             begin_stop: Callable[[], None] | None = None):
     """uvicorn's Server, stopping the gateway's start at once on Ctrl+C (SIGINT) or
     SIGTERM: uvicorn itself would wait until the start is done (a first start converts
     the embedded model, 10–20 s) and stop then. `cancel_start` (called on the
@@ -32,18 +34,24 @@ def start_aware_server_class(cancel_start: Callable[[], None], announce: Callabl
     never called (a signal while it binds: it stops once bound, unannounced).
     `announce(port)` is called once the start is done and the server listens, with the
     port bound (`port = 0`: the one the system gave). Once it served, `run` returns when
-    a signal stopped it, never raising that signal again."""
+    a signal stopped it, never raising that signal again. `begin_stop` (called on the
+    event loop, once) is the app's first steps of a stop of a server that served: it runs
+    as the stop begins (the first SIGTERM or Ctrl+C, or `should_exit` set), before uvicorn
+    stops listening and drains the connections; the app's lifespan ends only after the
+    drain. `drain_timed_out` says, once stopped, whether the shutdown timeout
+    (`timeout_graceful_shutdown`) cancelled requests that were still running then."""
     import uvicorn
 
     class Server(uvicorn.Server):
         start_cancelled_by: int | None = None
+        drain_timed_out = False
         _loop: asyncio.AbstractEventLoop | None = None
 
         def run(self, sockets=None) -> None:
             # NOTE: around the whole event loop, not `serve`: a forced stop (a second Ctrl+C)
             # cancels the requests and the lifespan once `serve` has returned
             reports = logging.getLogger("uvicorn.error")
-            filters = (StartReports(self), CutRequests())
+            filters = (StartReports(self), CutRequests(self))
             for each in filters:
                 reports.addFilter(each)
             try:
@@ -55,6 +63,19 @@ def start_aware_server_class(cancel_start: Callable[[], None], announce: Callabl
         async def serve(self, sockets=None) -> None:
             self._loop = asyncio.get_running_loop()
             await super().serve(sockets)
+
+        async def shutdown(self, sockets=None) -> None:
+            if begin_stop is not None:
+                try:
+                    begin_stop()
+                except Exception:   # NOTE: the stop goes on: the lifespan's end does it all the same
+                    logging.getLogger("uvicorn.error").exception("stepahead: the stop's first steps failed")
+            try:
+                await super().shutdown(sockets)
+            finally:
+                # uvicorn's timeout cancelled the requests then running: those that outlive that
+                # cancel are cut again, without its message, as the event loop ends
+                self.drain_timed_out = any(task.cancelling() for task in self.server_state.tasks)
 
         @contextlib.contextmanager
         def capture_signals(self):
@@ -126,19 +147,55 @@ class StartReports(logging.Filter):
         return True
 
 
+SHUTDOWN_TIMEOUT = "the shutdown timeout passed"
+FORCED_STOP = "the stop was forced"
+
+
 class CutRequests(logging.Filter):
     """uvicorn's reports of what a stop cut: a request in flight that the shutdown timeout
     (`[server] shutdown_timeout_s`) or a forced stop (a second Ctrl+C) cancelled, one line
-    each instead of the traceback of its task's cancellation; and the app's shutdown that
-    a forced stop cancelled (starlette reports it as a traceback), one line."""
+    each instead of the traceback of its task's cancellation, naming the request (method
+    and path) where its traceback shows it; and the app's shutdown that a forced stop
+    cancelled (starlette reports it as a traceback), one line. The reason is the
+    timeout's when uvicorn's cancel says so, or when the server's timeout cancelled
+    requests that outlived that cancel (the event loop's end cuts them again, without a
+    message); a forced stop's when the server was forced (`force_exit`). Without the
+    server (`server` None) a cancel without the timeout's message is taken as forced."""
+
+    def __init__(self, server=None) -> None:
+        super().__init__()
+        self._server = server
 
     def filter(self, record: logging.LogRecord) -> bool:
         cut = record.exc_info[1] if record.exc_info else None
         if isinstance(cut, asyncio.CancelledError):
-            why = "the shutdown timeout passed" if "graceful shutdown" in str(cut) else "the stop was forced"
-            record.msg, record.args, record.exc_info = f"stepahead: a request in flight was cut: {why}", (), None
+            request = cut_request(cut)
+            line = f"stepahead: a request in flight was cut: {self._why(cut)}"
+            record.msg = line if request is None else f"{line} ({request})"
+            record.args, record.exc_info = (), None
         elif record.exc_info is None and isinstance(record.msg, str) and record.msg.startswith("Traceback") \
                 and record.msg.rstrip().endswith("CancelledError"):
             record.msg = "stepahead: the stop was forced: the shutdown did not wait for what was running"
             record.args = ()
         return True
+
+    def _why(self, cut: asyncio.CancelledError) -> str:
+        server = self._server
+        if "graceful shutdown" in str(cut) or getattr(server, "drain_timed_out", False):
+            return SHUTDOWN_TIMEOUT
+        if server is None or getattr(server, "force_exit", False):
+            return FORCED_STOP
+        return "the server stopped before it ended"
+
+
+def cut_request(cut: BaseException) -> str | None:
+    """The method and path ("POST /v1/responses") of the HTTP request whose task `cut`
+    ended, read from the frames its traceback passed through (uvicorn's report carries no
+    scope); None when none shows it."""
+    frames = cut.__traceback__
+    while frames is not None:
+        scope = frames.tb_frame.f_locals.get("scope")
+        if isinstance(scope, dict) and scope.get("type") == "http":
+            return f"{scope.get('method')} {scope.get('path')}"
+        frames = frames.tb_next
+    return None
