@@ -96,8 +96,11 @@ def begin_stop(state: GatewayState) -> None:
     drain: background responses, running and queued, and any a request in flight starts
     later, are cancelled at once (stored `cancelled` with their output so far; docs/api.md),
     not left generating through the drain. Idempotent; the lifespan's end stops them too.
+    Batches send no further request (those in flight finish if the drain lets them; they
+    go on at the next start).
     NOTE: the one place for anything else that must stop at the signal."""
     state.background.stop_all()
+    state.batches.begin_stop()
 
 
 def hangups_ignored_once_stopping(loop: asyncio.AbstractEventLoop,

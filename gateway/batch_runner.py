@@ -73,6 +73,7 @@ class BatchRunner(BatchSending):
         self._wakers: dict[str, asyncio.Event] = {}   # set when a running batch is cancelled: ends its waits
         self.claims = BatchClaims(store.results_dir.parent / "batch_claims")
         self._adopter: asyncio.Task | None = None
+        self.is_stopping = False   # the gateway's stop began (`begin_stop`): no request is sent any more
         self._not_kept = RepeatedFailures(log, expected=(ResultNotKept,))   # a full disk: one line a minute
 
     def tenant_series(self, tenants) -> dict[tuple[str, tuple], float]:
@@ -121,6 +122,15 @@ class BatchRunner(BatchSending):
         for batch_id, task in list(self._tasks.items()):
             if batch_id not in going_on and not self.claims.holds(batch_id):   # another gateway ended it
                 task.cancel()
+
+    def begin_stop(self) -> None:
+        """The gateway's stop began (at the signal, before the connections drain): no
+        request of any batch is sent from now on, none is adopted; those in flight finish
+        (their results kept) if the drain lets them, and `stop` cancels what is left. The
+        batches go on at the next start (QA125: lines kept starting through the drain)."""
+        self.is_stopping = True
+        if self._adopter is not None:
+            self._adopter.cancel()
 
     async def stop(self) -> None:
         """Stop running batches where they are (they go on at the next start)."""
@@ -202,6 +212,8 @@ class BatchRunner(BatchSending):
                 pending = [request for request in requests if request.custom_id not in done]
                 if not pending or batch.id in self._cancelled or self.clock() >= batch.expires_at:
                     break
+                if self.is_stopping:   # unfinished: it goes on at the next start
+                    return
                 if not self.keys().has_tenant(batch.tenant):   # a reload removed it: wait without the claim
                     self.claims.release(batch.id, finished=False)
                     if not await self._claim_to_go_on(batch) or not await self._refreshed(batch):
@@ -223,7 +235,7 @@ class BatchRunner(BatchSending):
         expired; then take its claim. False when another process holds it: it runs there."""
         def waits() -> bool:
             return not self.keys().has_tenant(batch.tenant) and batch.id not in self._cancelled \
-                and self.clock() < batch.expires_at
+                and self.clock() < batch.expires_at and not self.is_stopping
         waited = waits()
         if waited:
             log.warning("batch %s waits: its tenant %r is not in the config; a gateway sharing this directory that "
@@ -231,7 +243,7 @@ class BatchRunner(BatchSending):
                         "expires or is cancelled)", batch.id, batch.tenant)
         while waits():
             await self._wait_unless_cancelled(batch.id, min(TENANT_POLL_S, max(0.0, batch.expires_at - self.clock())))
-        if not self.claims.take(batch.id):
+        if self.is_stopping or not self.claims.take(batch.id):
             return False
         if waited and self.keys().has_tenant(batch.tenant):
             log.info("batch %s goes on: its tenant %r is back", batch.id, batch.tenant)

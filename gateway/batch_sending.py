@@ -40,7 +40,7 @@ class ResultNotKept(Exception):
 
 class BatchSending:
     """`BatchRunner`'s sending: uses its `store`, `keys`, `concurrency`, `clock`, `load`,
-    `num_in_flight`, `others_seen_s`, `_app`, `_cancelled` and `_wakers`."""
+    `num_in_flight`, `others_seen_s`, `is_stopping`, `_app`, `_cancelled` and `_wakers`."""
 
     __slots__ = ()
 
@@ -59,8 +59,8 @@ class BatchSending:
                     # `concurrency` requests sent without a result (they go again)
                     try:
                         await self._yield_to_others()
-                        if batch.id in self._cancelled:   # cancelled while it waited: not sent
-                            return
+                        if batch.id in self._cancelled or self.is_stopping:   # cancelled, or the gateway
+                            return                                            # stopping, while it waited: not sent
                         self.num_in_flight += 1
                         try:
                             result = await self._send(client, key, batch, request)
@@ -84,8 +84,9 @@ class BatchSending:
 
                 for request in pending:
                     await slots.acquire()
-                    if failures or not self.keys().has_tenant(batch.tenant) or batch.id in self._cancelled \
-                            or self.clock() >= batch.expires_at:   # (the tenant gone: `_run` waits for it)
+                    if failures or self.is_stopping or not self.keys().has_tenant(batch.tenant) \
+                            or batch.id in self._cancelled or self.clock() >= batch.expires_at:   # (the tenant
+                        # gone: `_run` waits for it; the gateway stopping: the rest go on at the next start)
                         slots.release()
                         break
                     task = asyncio.get_running_loop().create_task(one(request))
@@ -150,6 +151,8 @@ class BatchSending:
                 await self._wait_unless_cancelled(batch.id, min(left_s, MAX_RETRY_WAIT_S))
             if batch.id in self._cancelled:   # cancelled while it waited: its last answer is its result
                 return result
+            if self.is_stopping:   # the gateway stopping while it waited: it goes again at the next start
+                return None
 
     async def _wait_unless_cancelled(self, batch_id: str, wait_s: float) -> None:
         try:   # NOTE: not `wait_for`, which on Python 3.11 may drop a cancel (the gateway stopping)
