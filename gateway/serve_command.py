@@ -232,7 +232,8 @@ def _server_or_exit_status(args: argparse.Namespace):
     import uvicorn
 
     from agents_trace.otel_setup import otlp_target
-    from gateway.app import begin_stop, build_app
+    from gateway.app import build_app
+    from gateway.stopping import begin_stop
     from gateway.http_protocol import uvicorn_protocols
 
     demo_key = None

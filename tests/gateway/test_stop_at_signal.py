@@ -168,7 +168,8 @@ def test_a_running_background_response_is_cancelled_at_the_signal_while_the_drai
     cannot end before the test lets it. The background response's stream ends with the
     shutdown's `error` event, and the run is over, while that request still holds the
     drain; stored `cancelled` with its output so far."""
-    from gateway.app import begin_stop, build_app
+    from gateway.app import build_app
+    from gateway.stopping import begin_stop
     from gateway.config import key_digest, parse_config
     from gateway.response_archive import ResponseArchive
 
