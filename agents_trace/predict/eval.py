@@ -198,6 +198,24 @@ def _table(result: dict) -> str:
     return "\n".join(rows)
 
 
+def lines_or_exit_status(path: str) -> tuple[list | None, int]:
+    """The file's tool sequences (`read_lines`) and 0; or None and the exit status, its
+    reason printed in one `error:` line: 2 for a file that cannot be read or a line that is
+    not JSON, 1 for a file without tool sequences. Lines without `steps` are left out, in
+    one `warning:` line."""
+    try:
+        lines, without_steps = read_lines(path)
+    except DataError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return None, 2
+    if without_steps:
+        print(f"warning: {path}: {without_steps} line(s) have no `steps` list; left out", file=sys.stderr)
+    if not lines:
+        print(f"error: {path} holds no tool sequences (no line has a `steps` list)", file=sys.stderr)
+        return None, 1
+    return lines, 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m agents_trace.predict.eval",
                                      description=__doc__.split("\n\n")[0])
@@ -208,18 +226,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-refit", action="store_true",
                         help="online: never refit during the replay (recency memory only)")
     args = parser.parse_args(argv)
-    try:
-        lines, without_steps = read_lines(args.data)
-    except DataError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if without_steps:
-        print(f"warning: {args.data}: {without_steps} line(s) have no `steps` list; left out",
-              file=sys.stderr)
-    if not lines:
-        print(f"error: {args.data} holds no tool sequences (no line has a `steps` list)",
-              file=sys.stderr)
-        return 1
+    lines, status = lines_or_exit_status(args.data)
+    if lines is None:
+        return status
     result = evaluate(lines, online=not args.frozen, refits=not args.no_refit)
     print(json.dumps(result) if args.json else _table(result))
     return 0

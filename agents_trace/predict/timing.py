@@ -8,7 +8,7 @@ then replays 200 sessions through observe/forecast. Prints one JSON line: the re
 times (min and median), forecast p50/p99 in microseconds, and the load average, since
 these machines are shared and timings move with it.
 
-The file is read as `agents_trace.predict.eval` reads it (`read_lines`), with its exit
+The file is read as `agents_trace.predict.eval` reads it (`lines_or_exit_status`), with its exit
 statuses: a file that cannot be read or a line that is not JSON is exit status 2, a file
 with no tool sequences (no line has a `steps` list: a request trace, say) exit status 1,
 each with one `error:` line on stderr; lines without `steps` are left out, counted in one
@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import time
 from itertools import cycle, islice
 from typing import Sequence
@@ -30,16 +29,9 @@ import numpy as np
 from cache.cli_args import positive_int
 
 from .config import PredictorConfig
-from .eval import DataError, read_lines
+from .eval import lines_or_exit_status
 from .fit import fit_step_model
 from .predictor import Predictor
-
-
-def read_sequences(path: str) -> tuple[list[list[str]], int]:
-    """The file's tool sequences (without the END `read_lines` appends), and how many lines
-    had no `steps` list; DataError as `read_lines` raises it."""
-    lines, without_steps = read_lines(path)
-    return [line.steps[:-1] for line in lines], without_steps
 
 
 def measure(sequences: Sequence[Sequence[str]], num_sessions: int, repeats: int) -> dict:
@@ -81,16 +73,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeats", type=positive_int, default=3,
                         help="timed refits after the warm-up (default %(default)s)")
     args = parser.parse_args(argv)
-    try:
-        sequences, without_steps = read_sequences(args.data)
-    except DataError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if without_steps:
-        print(f"warning: {args.data}: {without_steps} line(s) have no `steps` list; left out", file=sys.stderr)
-    if not sequences:
-        print(f"error: {args.data} holds no tool sequences (no line has a `steps` list)", file=sys.stderr)
-        return 1
+    lines, status = lines_or_exit_status(args.data)
+    if lines is None:
+        return status
+    sequences = [line.steps[:-1] for line in lines]   # (without the END `read_lines` appends)
     print(json.dumps(measure(sequences, args.sessions, args.repeats)))
     return 0
 
