@@ -110,8 +110,9 @@ async def generate(job: BackgroundJob, run: BackgroundRun) -> None:
         exchange.fail(error)
         exchange.close(None, error.status)
         details = {"code": error.code or error.type, "message": error.message}
+        ended = writer.failed(details)   # ends the item it was writing: the stored object lists it (QA128)
         job.keep(writer.snapshot("failed", error=details), None)
-        run.append(writer.failed(details))
+        run.append(ended)
     finally:
         try:
             if events is not None:

@@ -285,6 +285,25 @@ def test_a_failed_foreground_stream_ends_failed_and_is_stored_failed(served, mod
     assert continued.status_code == 400 and continued.json()["error"]["param"] == "previous_response_id"
 
 
+def test_a_failed_background_response_is_stored_with_the_output_it_had_made(served):
+    """QA128: a background run that failed midway was stored with `output: []` while its
+    `response.failed` event listed the output so far (the open item ended incomplete)."""
+    import time
+
+    base_url, _ = served
+    first = _stream(base_url, {"model": "fake", "input": "midstream-error", "background": True})[0]
+    url, headers = f"{base_url}/v1/responses/{first['response']['id']}", {"Authorization": f"Bearer {KEY}"}
+    deadline = time.monotonic() + 20
+    while (stored := httpx.get(url, headers=headers).json())["status"] in ("queued", "in_progress"):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    with httpx.stream("GET", url, params={"stream": "true"}, headers=headers, timeout=30) as reply:
+        events = [json.loads(line[5:]) for line in reply.iter_lines() if line.startswith("data:")]
+    assert stored["status"] == "failed" and events[-1]["type"] == "response.failed"
+    assert stored["output"] == events[-1]["response"]["output"] != []
+    assert stored["output"][-1]["status"] == "incomplete"
+
+
 def test_a_failed_stream_that_is_not_stored_still_ends_failed(served):
     base_url, _ = served
     events = _stream(base_url, {"model": "fake-direct", "input": "midstream-error", "store": False})
