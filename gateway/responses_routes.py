@@ -175,6 +175,7 @@ async def create_response(request: Request) -> Response:
                     if not parsed.background:   # (a background run stores its failure itself)
                         keep({**response, "status": "failed", "error": failure_details(error.body())}, None)
                     raise
+                hold.release()   # the turn is in: the next may come as the client reads this end (QA128)
         if parsed.background:   # stored before anything runs or is traced: a row the file cannot take is a 500
             writer = ResponsesStreamWriter(response_id, parsed, created_at)
             run = await _stored_queued(state, tenant, writer)

@@ -297,3 +297,26 @@ async def test_a_second_response_on_a_conversation_while_one_runs_is_refused_con
         items = (await http.get(f"/v1/conversations/{conversation}/items", headers=headers,
                                 params={"order": "asc"})).json()["data"]
         assert [item["role"] for item in items] == ["user", "assistant", "user", "assistant"]
+
+
+async def test_the_next_streamed_turn_sent_as_the_client_reads_the_end_is_not_locked_out(gateway):
+    """QA128: an agent streaming turns back to back on one conversation sent each next turn
+    as it read `response.completed`, and met `conversation_locked` on 14-50 % of them: the
+    hold was let go only when the stream's connection closed. It goes once the turn is in
+    the conversation, before the end is sent. (A race: in-process, the old code's close
+    came first in every run here; over a network it did not.)"""
+    headers = gateway.headers("alpha")
+    async with httpx.AsyncClient(base_url=gateway.base_url, timeout=60) as http:
+        conversation = (await http.post("/v1/conversations", headers=headers, json={})).json()["id"]
+        turn = {"model": "tiny", "input": "Go on.", "conversation": conversation, "max_output_tokens": 2,
+                "stream": True}
+        statuses = []
+        for _ in range(4):
+            async with http.stream("POST", "/v1/responses", headers=headers, json=turn) as reply:
+                assert reply.status_code == 200
+                async for line in reply.aiter_lines():
+                    if line.startswith("data:") and '"type":"response.completed"' in line.replace(" ", ""):
+                        break   # the end read: the next turn goes now, this stream not yet closed
+                nxt = await http.post("/v1/responses", headers=headers, json={**turn, "stream": False})
+                statuses.append(nxt.status_code if nxt.status_code == 200 else nxt.json()["error"]["code"])
+        assert statuses == [200] * 4
