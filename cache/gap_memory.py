@@ -60,7 +60,10 @@ def _number(value: object, what: str, low: float = -math.inf, high: float = math
     """`value` as a float, if it is a finite JSON number in [low, high]; else ValueError."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"{what} is not a number: {value!r}")
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:   # an integer past what a float holds
+        raise ValueError(f"holds a number too large for a float ({what})") from None
     if not math.isfinite(number):
         raise ValueError(f"holds a non-finite number ({what} {value!r})")
     if not low <= number <= high:
@@ -84,7 +87,7 @@ def gaps_from_json(data: dict) -> LearnedGaps:
             p_estimates={_key(k): _number(p, "a P(return)", 0.0, 1.0) for k, p in data["p_estimates"]},
             steps={str(tenant): {str(s) for s in steps} for tenant, steps in data["steps"].items()},
         )
-    except (KeyError, TypeError, AttributeError) as exc:
+    except (KeyError, TypeError, AttributeError, OverflowError) as exc:
         raise ValueError(f"malformed {FORMAT} document: {exc!r}") from exc
 
 
@@ -113,4 +116,6 @@ def read_gaps(path: str | Path) -> LearnedGaps:
         data = json.loads(Path(path).read_text(), parse_constant=non_finite)
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path}: not JSON: {exc}") from exc
+    except RecursionError:   # JSON nested past what the parser follows: no gaps file is
+        raise ValueError(f"{path}: JSON nested too deeply") from None
     return gaps_from_json(data)

@@ -14,6 +14,7 @@ import pytest
 from cache.forecast_source import RequestSeen
 from cache.gap_files import GLOBAL_FILE, GapFiles
 from cache.gap_forecaster import GapForecaster, GapForecasterConfig
+from cache.gap_memory import FORMAT
 from cache.gap_stats import LogGapStats
 from cache.tenant_files import tenant_file_stem
 from tests.cache.test_gap_files import FEATURES, TENANTS, save, trained
@@ -178,3 +179,20 @@ def test_a_gateway_restart_with_no_traffic_rewrites_no_gap_file(tmp_path, writes
         restarted.save(tmp_path)
         restarted.save(tmp_path)
         assert writes == []
+
+
+@pytest.mark.parametrize("damage", ["huge_integer", "deep_nesting"])
+def test_a_gap_file_too_large_for_a_float_or_nested_too_deeply_is_unreadable_not_fatal(tmp_path, damage):
+    """QA131: a count of 401 digits (OverflowError) or JSON nested past the parser's depth
+    (RecursionError) escaped `read`, so the forecaster started cold for every tenant and its
+    next save wrote over their files; now such a file is one unusable file."""
+    from cache.gap_memory import read_gaps
+
+    path = tmp_path / "t-x.json"
+    if damage == "huge_integer":
+        path.write_text('{"format": "%s", "return_features": [1], "gaps": [[["x"], %s, 0.0, 0.0]], '
+                        '"returns": [], "p_estimates": [], "steps": {}}' % (FORMAT, "9" * 401))
+    else:
+        path.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ValueError):
+        read_gaps(path)
