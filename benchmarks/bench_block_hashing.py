@@ -30,6 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from cache.cli_args import positive_int  # noqa: E402
 from cache.hashing import chain_hashes, hash_blocks, split_blocks, tenant_salt  # noqa: E402
 from cache.session_hashes import SessionHashes  # noqa: E402
 
@@ -84,10 +85,10 @@ def agent_session(length: int, block_size: int, step_tokens: int, rounds: int, r
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--lengths", default="1024,8192,32768", help="prompt lengths in tokens")
-    parser.add_argument("--block-size", type=int, default=16)
-    parser.add_argument("--prompts", type=int, default=20, help="prompts timed per round and way")
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--step-tokens", type=int, default=512, help="what each agent step adds")
+    parser.add_argument("--block-size", type=positive_int, default=16)
+    parser.add_argument("--prompts", type=positive_int, default=20, help="prompts timed per round and way")
+    parser.add_argument("--rounds", type=positive_int, default=5)
+    parser.add_argument("--step-tokens", type=positive_int, default=512, help="what each agent step adds")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     rng, salt = random.Random(args.seed), tenant_salt("bench")

@@ -21,6 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from cache.cli_args import positive_int  # noqa: E402
 from shards.detokenizer import REPLACEMENT_CHAR, Detokenizer  # noqa: E402
 from shards.model_files import load_tokenizer  # noqa: E402
 
@@ -66,7 +67,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="smollm2", help="whose tokenizer: smollm2 (default) or tiny")
     parser.add_argument("--lengths", default="100,500,2000,4000", help="reply lengths in tokens")
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=positive_int, default=5)
     args = parser.parse_args()
     tokenizer = load_tokenizer(args.model)
     corpus = "\n".join(p.read_text(encoding="utf-8") for p in sorted((ROOT / "docs").glob("*.md")))

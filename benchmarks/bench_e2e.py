@@ -48,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
+from cache.cli_args import non_negative_int, positive_float, positive_int  # noqa: E402
 from agents_trace.replay.report import build_report, late_send_warning  # noqa: E402
 from benchmarks.bench_servers import InProcessGateway  # noqa: E402
 from benchmarks.cpu_probe import CpuSample, delta  # noqa: E402
@@ -179,32 +180,32 @@ def read_saved_run(path: Path) -> dict | str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="smollm2")
-    parser.add_argument("--tenants", type=int, default=3)
-    parser.add_argument("--sessions", type=int, default=4, help="sessions per tenant")
+    parser.add_argument("--tenants", type=positive_int, default=3)
+    parser.add_argument("--sessions", type=positive_int, default=4, help="sessions per tenant")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--speed", type=float, default=4.0, help="tool/think time scale")
-    parser.add_argument("--session-rate", type=float, default=0.5,
+    parser.add_argument("--speed", type=positive_float, default=4.0, help="tool/think time scale")
+    parser.add_argument("--session-rate", type=positive_float, default=0.5,
                         help="new sessions per second, all --tenants together")
-    parser.add_argument("--max-context", type=int, default=3000)
-    parser.add_argument("--max-output-tokens", type=int, default=8)
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--threads-per-worker", type=int, default=1)
-    parser.add_argument("--hot-blocks", type=int, default=300, help="per worker, 16 tokens each")
-    parser.add_argument("--host-blocks", type=int, default=0)
-    parser.add_argument("--concurrency", type=int, default=32)
-    parser.add_argument("--vocab-size", type=int, default=256)
+    parser.add_argument("--max-context", type=positive_int, default=3000)
+    parser.add_argument("--max-output-tokens", type=positive_int, default=8)
+    parser.add_argument("--workers", type=positive_int, default=2)
+    parser.add_argument("--threads-per-worker", type=positive_int, default=1)
+    parser.add_argument("--hot-blocks", type=positive_int, default=300, help="per worker, 16 tokens each")
+    parser.add_argument("--host-blocks", type=non_negative_int, default=0)
+    parser.add_argument("--concurrency", type=positive_int, default=32)
+    parser.add_argument("--vocab-size", type=positive_int, default=256)
     parser.add_argument("--policies", default=",".join(POLICIES), help='"" to run only the sweep')
-    parser.add_argument("--repeats", type=int, default=1,
+    parser.add_argument("--repeats", type=positive_int, default=1,
                         help="replays per policy, order alternating; figures are medians (e2e_runs.py)")
-    parser.add_argument("--max-tenants", type=int, default=0, help="capacity sweep up to N (0: skip)")
-    parser.add_argument("--sweep-step", type=int, default=1, help="tenant counts step, 2*step, ...")
-    parser.add_argument("--sweep-start", type=int, default=0,
+    parser.add_argument("--max-tenants", type=non_negative_int, default=0, help="capacity sweep up to N (0: skip)")
+    parser.add_argument("--sweep-step", type=positive_int, default=1, help="tenant counts step, 2*step, ...")
+    parser.add_argument("--sweep-start", type=non_negative_int, default=0,
                         help="first tenant count of the sweep (0: --sweep-step)")
-    parser.add_argument("--sweep-repeats", type=int, default=1,
+    parser.add_argument("--sweep-repeats", type=positive_int, default=1,
                         help="replays per policy at each sweep point; the p99 is their median")
-    parser.add_argument("--sweep-sessions", type=int, default=0,
+    parser.add_argument("--sweep-sessions", type=non_negative_int, default=0,
                         help="sessions per tenant in the sweep (0: --sessions)")
-    parser.add_argument("--slo-s", type=float, default=2.0, help="p99 TTFT SLO for the capacity sweep")
+    parser.add_argument("--slo-s", type=positive_float, default=2.0, help="p99 TTFT SLO for the capacity sweep")
     parser.add_argument("--cold-start", action="store_true",
                         help="the predictor starts with nothing learned, as a new deployment does "
                              "(default: fitted on other sessions of the same tenants)")
@@ -214,7 +215,7 @@ def main() -> None:
                         help="workers never copy a shared prefix from each other (recompute instead)")
     parser.add_argument("--prefill-order", choices=("deadline", "arrival"), default="deadline",
                         help="which admitted prefill runs next (shards/prefill_order.py)")
-    parser.add_argument("--decode-batch", type=int, default=16,
+    parser.add_argument("--decode-batch", type=positive_int, default=16,
                         help="running requests a worker decodes per forward pass (1: one at a time)")
     parser.add_argument("--dtype", default="auto",
                         help="workers' weights and KV cache (auto: bfloat16 where the CPU computes it natively)")

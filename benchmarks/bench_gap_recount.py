@@ -25,6 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from cache.cli_args import positive_int  # noqa: E402
 from cache.forecast_source import RequestSeen  # noqa: E402
 from cache.gap_forecaster import GapForecaster, GapForecasterConfig  # noqa: E402
 
@@ -83,8 +84,8 @@ def run(forecaster: GapForecaster, now_s: float, active: list[str], num_requests
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tenants", default="300,3000,10000")
-    parser.add_argument("--active", type=int, default=10)
-    parser.add_argument("--requests", type=int, default=2560)
+    parser.add_argument("--active", type=positive_int, default=10)
+    parser.add_argument("--requests", type=positive_int, default=2560)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     began = time.monotonic()

@@ -22,6 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from cache.cli_args import positive_int  # noqa: E402
 from agents_trace.workload.generator import WorkloadConfig, generate_workload  # noqa: E402
 from agents_trace.workload.tool_patterns import load_patterns  # noqa: E402
 from cache.sim.replay import SimConfig, replay  # noqa: E402
@@ -33,8 +34,8 @@ REQUESTS_PER_SESSION = 9   # about what the generator's defaults give
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tenants", default="4,40,400")
-    parser.add_argument("--requests", type=int, default=2000)
-    parser.add_argument("--hot-blocks", type=int, default=1000)
+    parser.add_argument("--requests", type=positive_int, default=2000)
+    parser.add_argument("--hot-blocks", type=positive_int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     began = time.monotonic()

@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from jsonschema.validators import validator_for  # noqa: E402
 
+from cache.cli_args import positive_int  # noqa: E402
 from agents_trace.json_text import json_depth  # noqa: E402
 from gateway.chat_checks import check_chat_request  # noqa: E402
 from gateway.schema_checks import SchemaChecker  # noqa: E402
@@ -67,8 +68,8 @@ def per_request_s(step, rounds: int, repeats: int) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--rounds", type=int, default=200)
+    parser.add_argument("--repeats", type=positive_int, default=7)
+    parser.add_argument("--rounds", type=positive_int, default=200)
     args = parser.parse_args()
     for num_tools, num_turns in ((0, 5), (5, 5), (10, 15), (20, 40)):
         body = agent_body(num_tools, num_turns)
