@@ -10,8 +10,8 @@ its messages and the actor applies them strictly in sequence.
 
 An actor counts as placed once its `where` answers, so the actor process answers at once:
 this module (imported to unpickle the actor class) and `shards.worker_config` import no
-torch, and the constructor only starts the serve thread, which imports the worker (10-40 s
-when loaded) and loads the model (QA123: else our own starting actors' CPUs read as
+torch, and the constructor only starts the serve thread, which imports the worker (seconds,
+tens of them on a loaded machine) and loads the model (QA123: else our own starting actors' CPUs read as
 "held by other actors").
 
 Shared-memory prefix transfer is off under Ray (actors may live on other machines);
