@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import time
 from itertools import cycle, islice
 from typing import Sequence
@@ -77,6 +78,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if lines is None:
         return status
     sequences = [line.steps[:-1] for line in lines]   # (without the END `read_lines` appends)
+    if not any(sequences):   # every `steps` list empty: nothing to fit (QA131: an IndexError)
+        print(f"error: {args.data} holds only empty tool sequences", file=sys.stderr)
+        return 1
     print(json.dumps(measure(sequences, args.sessions, args.repeats)))
     return 0
 

@@ -33,3 +33,12 @@ def test_a_count_below_one_is_a_usage_error(tmp_path, capsys, flag, value):
         timing.main(["--data", str(tmp_path / "any.jsonl"), flag, value])
     assert stop.value.code == 2
     assert f"argument {flag}:" in capsys.readouterr().err
+
+
+def test_a_file_of_empty_tool_sequences_is_one_error_line(tmp_path, capsys):
+    from agents_trace.predict.timing import main
+
+    data = tmp_path / "empty.jsonl"
+    data.write_text('{"steps": []}\n{"steps": []}\n')
+    assert main(["--data", str(data), "--sessions", "2", "--repeats", "1"]) == 1
+    assert capsys.readouterr().err.strip().splitlines() == [f"error: {data} holds only empty tool sequences"]
