@@ -16,4 +16,4 @@ if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; the
   fi
 fi
 python -m pip install -q -e '.[test]'
-python -m pytest -q -n 2 "$@"
+python -m pytest -q -n 2 --dist loadgroup "$@"   # (loadgroup: a module marked xdist_group stays in one process)

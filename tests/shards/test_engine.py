@@ -16,6 +16,11 @@ from shards.engine import LocalEngine
 from shards.process_state import process_runs
 from shards.protocol import ErrorEvent, FinishEvent, SamplingParams, TokenEvent, WorkItem
 
+# the `cluster` tests build on each other's state (which worker holds the shared prefix, a
+# tenant's home): all of this module runs in one pytest-xdist process, in file order
+# (scripts/test.sh passes `--dist loadgroup`), never split between two clusters
+pytestmark = pytest.mark.xdist_group("shards_engine")
+
 
 @pytest.fixture(scope="module")
 def engine():
