@@ -29,6 +29,17 @@ async def http(gateway):
         yield http
 
 
+def archived(database, tenant: str, response_id: str):
+    """The response as the responses' file holds it (read once the gateway stopped)."""
+    from gateway.response_archive import ResponseArchive
+
+    archive = ResponseArchive(database, 16)
+    try:
+        return archive.get(tenant, response_id)
+    finally:
+        archive.close()
+
+
 def poll(client, response_id: str, timeout_s: float = 60.0):
     deadline_s = time.monotonic() + timeout_s
     response = client.responses.retrieve(response_id)
@@ -208,7 +219,6 @@ async def test_deleting_a_running_response_stops_it(gateway, http):
 def test_stopping_the_gateway_stores_its_running_responses_as_cancelled(fake_upstream, tmp_path):
     from gateway.app import build_app
     from gateway.config import key_digest, parse_config
-    from gateway.response_archive import ResponseArchive
     from tests.gateway.serving import start_server
 
     database = tmp_path / "responses.sqlite3"
@@ -224,11 +234,7 @@ def test_stopping_the_gateway_stores_its_running_responses_as_cancelled(fake_ups
         assert started["status"] in ("queued", "in_progress")
     finally:
         server.stop()
-    archive = ResponseArchive(database, 16)
-    try:
-        stored = archive.get("alpha", started["id"])
-    finally:
-        archive.close()
+    stored = archived(database, "alpha", started["id"])
     assert stored is not None and stored.response["status"] == "cancelled" and stored.response["background"] is True
 
 
@@ -383,7 +389,6 @@ async def test_a_cancelled_upstream_response_keeps_its_text_and_has_no_usage(gat
 def test_stopping_the_gateway_stores_a_running_response_with_its_output_so_far(fake_upstream, tmp_path):
     from gateway.app import build_app
     from gateway.config import key_digest, parse_config
-    from gateway.response_archive import ResponseArchive
     from tests.gateway.serving import start_server
 
     database = tmp_path / "responses.sqlite3"
@@ -403,11 +408,7 @@ def test_stopping_the_gateway_stores_a_running_response_with_its_output_so_far(f
         run = app.state.gateway.background.get("alpha", started["response"]["id"])   # the reader left; it runs on
     finally:
         server.stop()
-    archive = ResponseArchive(database, 16)
-    try:
-        stored = archive.get("alpha", run.response_id)
-    finally:
-        archive.close()
+    stored = archived(database, "alpha", run.response_id)
     assert stored.response["status"] == "cancelled"
     [message] = stored.response["output"]
     assert message["status"] == "incomplete" and message["content"][0]["text"].startswith("echo:")
@@ -422,7 +423,6 @@ def test_a_background_response_deleted_through_another_gateway_is_gone_from_the_
     stopped so): it finishes there and is not stored again, as docs/api.md says."""
     from gateway.app import build_app
     from gateway.config import key_digest, parse_config
-    from gateway.response_archive import ResponseArchive
     from tests.gateway.serving import start_server
 
     os.environ["STEPAHEAD_TEST_FAKE_KEY"] = "sk-upstream-secret"
@@ -451,8 +451,4 @@ def test_a_background_response_deleted_through_another_gateway_is_gone_from_the_
     finally:
         running.stop()   # stores it cancelled: only over a row still there
         other.stop()
-    archive = ResponseArchive(tmp_path / "responses.sqlite3", 16)
-    try:
-        assert run.is_done and archive.get("alpha", response_id) is None   # not stored again
-    finally:
-        archive.close()
+    assert run.is_done and archived(tmp_path / "responses.sqlite3", "alpha", response_id) is None   # not stored again

@@ -17,6 +17,7 @@ from gateway.background_runs import BackgroundRun, BackgroundRuns
 from gateway.http_protocol import uvicorn_protocols
 from gateway.uvicorn_server import CutRequests, start_aware_server_class
 from tests.gateway.conftest import KEYS
+from tests.gateway.test_background_responses import archived
 from tests.gateway.serving import free_port
 
 
@@ -171,7 +172,6 @@ def test_a_running_background_response_is_cancelled_at_the_signal_while_the_drai
     from gateway.app import build_app
     from gateway.stopping import begin_stop
     from gateway.config import key_digest, parse_config
-    from gateway.response_archive import ResponseArchive
 
     database = tmp_path / "responses.sqlite3"
     app = build_app(parse_config({
@@ -221,11 +221,7 @@ def test_a_running_background_response_is_cancelled_at_the_signal_while_the_drai
         server.should_exit = True
         thread.join(60)
     assert not thread.is_alive()
-    archive = ResponseArchive(database, 16)
-    try:
-        stored = archive.get("alpha", run.response_id)
-    finally:
-        archive.close()
+    stored = archived(database, "alpha", run.response_id)
     assert stored.response["status"] == "cancelled"
     [message] = stored.response["output"]
     assert message["status"] == "incomplete" and message["content"][0]["text"]
