@@ -27,6 +27,13 @@ def _full(*_args, **_kwargs):
     raise sqlite3.OperationalError("database or disk is full")
 
 
+@pytest.fixture(autouse=True)
+def _archive_failures_kept_apart(gateway, monkeypatch):
+    """The failures these tests make the shared gateway count are put back afterwards: other
+    tests read its `stepahead_response_archive_errors_total` as a healthy gateway's 0."""
+    monkeypatch.setattr(gateway.state.responses, "num_archive_failures", gateway.state.responses.num_archive_failures)
+
+
 def _post(gateway, body: dict) -> httpx.Response:
     return httpx.post(f"{gateway.base_url}/v1/responses", headers=gateway.headers(), json=body, timeout=60)
 
