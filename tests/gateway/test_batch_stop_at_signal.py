@@ -27,8 +27,11 @@ def test_a_stopping_gateway_sends_no_further_batch_request_and_keeps_the_results
             await asyncio.sleep(0.005)
         runner.begin_stop()
         go_on.set()   # the two in flight finish during the drain
-        for _ in range(50):
+        deadline_s = asyncio.get_running_loop().time() + 10
+        while len(results := await runner.store.results(batch.id)) < 2:
+            assert asyncio.get_running_loop().time() < deadline_s
             await asyncio.sleep(0.01)
+        await asyncio.sleep(0.3)   # time enough for a third line to be sent, were any
         results = await runner.store.results(batch.id)
         record = runner.current(await runner.store.get("a", batch.id))
         await runner.stop()
