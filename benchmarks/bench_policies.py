@@ -64,7 +64,7 @@ from cache.sim.replay import SimConfig, replay  # noqa: E402
 from cache.sim.requests import SimRequest, to_sim_requests  # noqa: E402
 from cache.sim.sweep import (ANCHORS, REACTIVE_AND_BOUNDS, gap_closed, lru_ttft_ratio, plot_policies,  # noqa: E402
                              plot_problem)
-from cache.trace_format import TraceFormatError, read_trace  # noqa: E402
+from cache.trace_format import read_trace_or_why  # noqa: E402
 from benchmarks.policy_sources import cold_hmm_source, generator_model_source, hmm_source_factory  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -152,12 +152,10 @@ def plot_paths(out_dir: Path, quick: bool) -> dict[tuple[str, str], tuple[Path, 
 
 def read_mooncake(path: Path) -> tuple[int, list[SimRequest]] | str:
     """The block size and requests of the Mooncake trace at `path`, or why it cannot be used."""
-    try:
-        header, records = read_trace(path)
-    except OSError as exc:
-        return f"cannot read {path}: {exc.strerror or exc}"
-    except TraceFormatError as exc:
-        return f"cannot read {path}: {exc}"
+    read = read_trace_or_why(path)
+    if isinstance(read, str):
+        return read
+    header, records = read
     if len(records) < MIN_MOONCAKE_REQUESTS:
         return (f"{path} holds {len(records)} request{'' if len(records) == 1 else 's'}; the benchmark needs at "
                 f"least {MIN_MOONCAKE_REQUESTS} (its first half is the train split, its second the validation)")

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cache.trace_format import TraceFormatError, TraceRecord, read_trace
+from cache.trace_format import TraceRecord, read_trace_or_why
 
 DEFAULT_TRACE = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "mooncake_conversation_first_half.jsonl"
 
@@ -60,12 +60,10 @@ def read_requests(path: Path) -> tuple[int, list[TraceRecord]]:
     """The block size and requests of the trace at `path`, every one with its `hash_ids`;
     NotAnalysable when the file cannot be read, is not a trace, holds fewer than two
     requests (no time span) or has a request without `hash_ids`."""
-    try:
-        header, requests = read_trace(path)
-    except OSError as exc:
-        raise NotAnalysable(f"cannot read {path}: {exc.strerror or exc}") from None
-    except TraceFormatError as exc:
-        raise NotAnalysable(f"cannot read {path}: {exc}") from None
+    read = read_trace_or_why(path)
+    if isinstance(read, str):
+        raise NotAnalysable(read)
+    header, requests = read
     if len(requests) < 2:
         raise NotAnalysable(f"{path} holds {len(requests)} request{'' if len(requests) == 1 else 's'}; "
                             "the analysis needs at least 2")

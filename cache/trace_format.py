@@ -260,6 +260,17 @@ def read_trace(path: str | Path, block_size: int | None = None) -> tuple[TraceHe
             raise TraceFormatError(f"not UTF-8 text ({exc.reason})") from None
 
 
+def read_trace_or_why(path: str | Path) -> tuple[TraceHeader, list[TraceRecord]] | str:
+    """`read_trace(path)`, or why not in one line ("cannot read PATH: ..."): for a tool
+    that reports it as its error."""
+    try:
+        return read_trace(path)
+    except OSError as exc:
+        return f"cannot read {path}: {exc.strerror or exc}"
+    except TraceFormatError as exc:
+        return f"cannot read {path}: {exc}"
+
+
 def write_trace(stream: IO[str], records: Iterable[TraceRecord], header: TraceHeader | None = None) -> int:
     """Write a header line and the records; returns the number of records written."""
     header = header or TraceHeader()
