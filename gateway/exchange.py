@@ -121,7 +121,7 @@ class Exchange:
     ticket: Ticket | None = None
     is_closed: bool = False
     trace: StepContext | None = None
-    output: Reply | None = None  # the reply so far: for a whole reply, the trace and ReplyShape.on_finished
+    output: Reply | None = None  # the reply so far: for a whole reply and the trace
     error: str | None = None
     error_message: str | None = None
     is_streamed: bool = False   # the reply goes out as it is generated: a cut one was sent `output`

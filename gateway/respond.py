@@ -34,7 +34,7 @@ from gateway.errors import ApiError, request_cut_at_shutdown, server_error, stre
 from gateway.engine_streams import ModelQueueFull
 from gateway.exchange import CLIENT_CLOSED_STATUS, Exchange
 from gateway.http_io import ClientGone, EventStreamResponse, race_disconnect
-from gateway.collected import Collected, Reply
+from gateway.collected import Reply
 from gateway.openai_format import ChunkWriter, ResponseHeader, chat_completion, dumps, text_completion
 from gateway.state import GatewayState
 
@@ -75,14 +75,13 @@ def _raise_failed(exchange: Exchange, exc: BaseException) -> NoReturn:
 @dataclass(slots=True)
 class ReplyShape:
     """How a reply is written: the endpoint's name (metrics), the whole body from the
-    collected events, a stream writer (opening, event, done, error), and what to do
-    with the collected reply once it finished (e.g. store it), and once the request ended,
-    whichever way (`Exchange.on_closed`)."""
+    collected events, a stream writer (opening, event, done, error), and what to do once
+    the request ended, whichever way (`Exchange.on_closed`). (What a reply keeps before its
+    end is sent is its backend's: `responses_routes.KeptBeforeTheEnd`.)"""
 
     endpoint: str
     whole: Callable[[Reply, Usage], dict]
     writer: Callable[[], object]
-    on_finished: Callable[[Collected], None] | None = None
     on_closed: Callable[[], None] | None = None
 
 
@@ -113,7 +112,7 @@ async def respond(request: Request, state: GatewayState, backend: Backend, prepa
                   *, is_chat: bool, stream: bool, include_usage: bool, started_s: float,
                   trace: StepContext | None = None, shape: ReplyShape | None = None, is_call: bool = False) -> Response:
     shape = shape or chat_shape(prepared, is_chat=is_chat, include_usage=include_usage, is_call=is_call)
-    keep_output = not stream or trace is not None or shape.on_finished is not None
+    keep_output = not stream or trace is not None
     exchange = Exchange(state, prepared, shape.endpoint, started_s, is_streamed=stream, on_closed=shape.on_closed,
                         trace=trace, output=Reply.of(prepared.num_choices, prepared.num_prompts) if keep_output else None)
     if not stream:
@@ -166,8 +165,6 @@ async def _respond_whole(request: Request, exchange: Exchange,
         if prepared.best_of > 1:
             reply = exchange.output = reply.best(prepared.num_returned, keep_logprobs=prepared.keep_logprobs)
         body = shape.whole(reply, finished.usage if finished else Usage())
-        if shape.on_finished is not None and finished is not None:
-            shape.on_finished(reply.first)
     except BaseException as exc:
         _raise_failed(exchange, exc)
     exchange.close(finished, 200)
@@ -200,8 +197,6 @@ async def _respond_stream(request: Request, exchange: Exchange,
                 if isinstance(event, Finished):
                     outcome.append(event)
                 is_last = len(outcome) == exchange.prepared.num_choices
-                if is_last and shape.on_finished is not None:   # before the client reads the end
-                    shape.on_finished(exchange.output.first)
                 yield data
                 if is_last:
                     break
