@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING
 
 from cache.repeated_failures import RepeatedFailures
 from gateway.batch_claims import ADOPT_EVERY_S, BatchClaims
-from gateway.batch_sending import BatchSending, ResultNotKept
+from gateway.batch_sending import BatchSending, LinesBeingSent, ResultNotKept
 from gateway.batch_lines import BatchRequest, batch_requests
 from gateway.batch_finish import finish_batch, requests_to_go_on
 from gateway.batch_store import UNFINISHED, Batch, BatchStore, succeeded
@@ -71,6 +71,7 @@ class BatchRunner(BatchSending):
         self._running: dict[str, Batch] = {}   # the batches being run here: their records, kept current
         self._cancelled: set[str] = set()
         self._wakers: dict[str, asyncio.Event] = {}   # set when a running batch is cancelled: ends its waits
+        self._being_sent: dict[str, LinesBeingSent] = {}   # a batch's requests with the app now
         self.claims = BatchClaims(store.results_dir.parent / "batch_claims")
         self._adopter: asyncio.Task | None = None
         self.is_stopping = False   # the gateway's stop began (`begin_stop`): no request is sent any more
@@ -167,9 +168,13 @@ class BatchRunner(BatchSending):
         return batch
 
     def _stop_sending(self, batch_id: str) -> None:
+        """No further request of the batch is sent; those waiting to be sent again, or for
+        a slot in its tenant's limiter, are given up (those admitted finish)."""
         self._cancelled.add(batch_id)
         if batch_id in self._wakers:
             self._wakers[batch_id].set()
+        if batch_id in self._being_sent:
+            self._being_sent[batch_id].give_up_waiting()
 
     def _launch(self, batch: Batch, requests: list[BatchRequest] | None = None) -> None:
         """Run the batch here, its claim taken; without its tenant, unclaimed (`_claim_to_go_on`)."""

@@ -7,6 +7,9 @@ tenant's limiter serves it after the tenant's interactive requests, never from i
 (gateway/limits.py).
 
 Invariants:
+- a cancelled batch's requests that wait for a slot in its tenant's limiter (not yet
+  admitted: nothing of them has run) are given up at the cancel, without a result line,
+  as its requests not yet sent are; those admitted finish and keep their results;
 - a request's slot is held until its result line is kept, so a run stopped mid-batch
   leaves at most `concurrency` requests sent without a result (they go again at the next
   start, here or on the gateway that takes the batch up);
@@ -20,13 +23,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import dataclass, field
 
 import httpx
 
 from gateway.batch_lines import BATCH_HEADER, BatchRequest
 from gateway.batch_retry import MAX_RETRY_WAIT_S, retry_wait_s
 from gateway.batch_store import Batch, request_result, succeeded
-from gateway.limits import BATCH_LINE
+from gateway.limits import BATCH_LINE, BatchLineTurn
 
 YIELD_POLL_S = 0.02
 YIELD_GRACE_S = 0.25   # how long other requests must be gone before a second batch request starts
@@ -38,9 +42,27 @@ class ResultNotKept(Exception):
     batch stopped sending; the failure is its `__cause__`."""
 
 
+@dataclass(slots=True)
+class LinesBeingSent:
+    """A batch's requests being sent now: each sending task's turn in its tenant's limiter.
+    A task is here only while its request is with the app (not while it waits to send
+    again or keeps its result), so giving it up cancels nothing but that request."""
+
+    turns: dict[asyncio.Task, BatchLineTurn] = field(default_factory=dict)
+    given_up: set[asyncio.Task] = field(default_factory=set)
+
+    def give_up_waiting(self) -> None:
+        """Cancel the requests not yet admitted (the batch was cancelled)."""
+        for task, turn in self.turns.items():
+            if not turn.is_admitted and task not in self.given_up:
+                self.given_up.add(task)
+                task.cancel()
+
+
 class BatchSending:
     """`BatchRunner`'s sending: uses its `store`, `keys`, `concurrency`, `clock`, `load`,
-    `num_in_flight`, `others_seen_s`, `is_stopping`, `_app`, `_cancelled` and `_wakers`."""
+    `num_in_flight`, `others_seen_s`, `is_stopping`, `_app`, `_cancelled`, `_wakers` and
+    `_being_sent` (a batch's `LinesBeingSent`, by id, while it sends)."""
 
     __slots__ = ()
 
@@ -51,6 +73,7 @@ class BatchSending:
         running: set[asyncio.Task] = set()
         failures: list[BaseException] = []   # of the requests' tasks: the first one stops the sending
         transport = httpx.ASGITransport(app=self._app)
+        being_sent = self._being_sent[batch.id] = LinesBeingSent()
         try:
             async with httpx.AsyncClient(transport=transport, base_url="http://stepahead.batch",
                                          timeout=None) as client:
@@ -63,7 +86,12 @@ class BatchSending:
                             return                                            # stopping, while it waited: not sent
                         self.num_in_flight += 1
                         try:
-                            result = await self._send(client, key, batch, request)
+                            result = await self._send(client, key, batch, request, being_sent)
+                        except asyncio.CancelledError:   # given up waiting for a slot (the batch cancelled):
+                            task = asyncio.current_task()   # not sent, so no result (unless the gateway stops)
+                            if task in being_sent.given_up and task.uncancel() == 0:
+                                return
+                            raise
                         finally:
                             self.num_in_flight -= 1
                         if result is None:   # its tenant was removed meanwhile: it goes again once it is back
@@ -99,6 +127,8 @@ class BatchSending:
             for task in running:
                 task.cancel()
             keys.drop_internal_key(key)
+            if self._being_sent.get(batch.id) is being_sent:
+                del self._being_sent[batch.id]
 
     async def _yield_to_others(self) -> None:
         """While a batch request runs already, wait until other requests have been gone for
@@ -120,19 +150,24 @@ class BatchSending:
                 return
             await asyncio.sleep(YIELD_POLL_S)
 
-    async def _send(self, client: httpx.AsyncClient, key: str, batch: Batch, request: BatchRequest) -> dict | None:
+    async def _send(self, client: httpx.AsyncClient, key: str, batch: Batch, request: BatchRequest,
+                    being_sent: LinesBeingSent) -> dict | None:
         """The request's result; None when it was refused because its tenant was removed
-        while it ran (it goes again once the tenant is back)."""
+        while it ran (it goes again once the tenant is back). Each time it is with the app,
+        its turn is in `being_sent`."""
         headers = {"authorization": f"Bearer {key}", "content-type": "application/json", BATCH_HEADER: batch.id}
         while True:
             try:
                 # the text a client's JSON encoder sends, compact and in UTF-8 (escapes could take a
                 # body near the size limit past it)
                 content = json.dumps(request.body, ensure_ascii=False, separators=(",", ":")).encode()
-                as_batch_line = BATCH_LINE.set(True)   # (the app runs in this task: httpx's ASGI transport)
+                task, turn = asyncio.current_task(), BatchLineTurn()
+                as_batch_line = BATCH_LINE.set(turn)   # (the app runs in this task: httpx's ASGI transport)
+                being_sent.turns[task] = turn
                 try:
                     reply = await client.post(batch.endpoint, content=content, headers=headers)
                 finally:
+                    del being_sent.turns[task]
                     BATCH_LINE.reset(as_batch_line)
                 body = reply.json()
             except Exception as exc:   # NOTE: the app answers JSON; anything else is a bug to report per request

@@ -103,7 +103,7 @@ def record_refusal(state: GatewayState, tenant: str, error: ApiError) -> None:
     """Count a limit's refusal in the tenant's `stepahead_rejected_total`, unless it is a
     Batch API line's (`BATCH_LINE`) that the batch runner sends again (`is_sent_again`):
     no client saw that one."""
-    if not (BATCH_LINE.get() and is_sent_again(error)):
+    if not (BATCH_LINE.get() is not None and is_sent_again(error)):
         state.metrics.record_rejection(tenant, error.code or "")
 
 

@@ -50,9 +50,20 @@ from gateway.budget_share import budget_refusal
 from gateway.errors import ApiError, rate_limited
 from gateway.token_buckets import TokenBucket, duration_text, resized
 
-# True while the batch runner sends a Batch API line (gateway/batch_sending.py): the app's handler
+
+
+@dataclass(slots=True)
+class BatchLineTurn:
+    """A Batch API line's admission, shared by its sender and the tenant's limiter:
+    `is_admitted` turns True (and stays) the moment the line holds a slot; until then the
+    sender may give the line up (its batch cancelled) and nothing of it has run."""
+
+    is_admitted: bool = False
+
+
+# Set while the batch runner sends a Batch API line (gateway/batch_sending.py): the app's handler
 # runs in the sending task (httpx's ASGI transport), so the line's admission sees it; no client can set it
-BATCH_LINE: ContextVar[bool] = ContextVar("stepahead_batch_line", default=False)
+BATCH_LINE: ContextVar[BatchLineTurn | None] = ContextVar("stepahead_batch_line", default=None)
 
 
 @dataclass(slots=True)
@@ -206,7 +217,7 @@ class TenantLimiter:
             return None
         now_s = self._clock()
         error = self._requests_refusal(now_s)
-        if error is None and not (BATCH_LINE.get() if is_batch_line is None else is_batch_line):
+        if error is None and not (BATCH_LINE.get() is not None if is_batch_line is None else is_batch_line):
             error = self._queue_refusal()
             if error is not None and self._tokens is not None:
                 self._tokens.refill(now_s)
@@ -223,8 +234,9 @@ class TenantLimiter:
         batch line (`is_batch_line`; None: whether it is sent in a `BATCH_LINE` context)
         waits apart, whatever the queue holds, until no interactive request waits.
         """
+        line = BATCH_LINE.get()
         if is_batch_line is None:
-            is_batch_line = BATCH_LINE.get()
+            is_batch_line = line is not None
         error = self._check(num_tokens, is_batch_line)
         if error is not None:
             error.headers.update(self.rate_limit_headers())
@@ -237,7 +249,7 @@ class TenantLimiter:
         ticket = Ticket(self.tenant, num_tokens, is_batch_line=is_batch_line)
         if self._has_free_slot():
             self.num_active += 1
-            self._holding(ticket)
+            self._holding(ticket, line)
             return ticket
         waiter = asyncio.get_running_loop().create_future()
         waiters = self._batch_waiters if is_batch_line else self._waiters
@@ -247,7 +259,7 @@ class TenantLimiter:
                 await asyncio.shield(waiter)
         except BaseException as exc:
             if waiter.done() and not waiter.cancelled():
-                self._holding(ticket)   # the slot arrived just as we gave up
+                self._holding(ticket, None)   # the slot arrived just as we gave up (given back below)
             else:
                 waiter.cancel()
                 if waiter in waiters:
@@ -258,13 +270,15 @@ class TenantLimiter:
                 raise rate_limited(f"Tenant '{self.tenant}' waited {self.queue_timeout_s:.0f} s {where} "
                                    "without a free slot.", 1) from None
             raise
-        self._holding(ticket)
+        self._holding(ticket, line)
         return ticket
 
-    def _holding(self, ticket: Ticket) -> None:
+    def _holding(self, ticket: Ticket, line: BatchLineTurn | None) -> None:
         ticket.holds_slot = True
         if ticket.is_batch_line:
             self.num_batch_active += 1
+        if line is not None:
+            line.is_admitted = True
 
     def release(self, ticket: Ticket, num_used_tokens: int | None) -> None:
         """Free the ticket's slot and true up its token reservation with real usage.

@@ -62,3 +62,42 @@ def test_a_tenants_batch_leaves_its_queue_to_its_interactive_requests():
     assert (done.status, done.completed, done.failed) == ("completed", 2, 0), errors
     assert sorted(admitted) == ["c0", "c1"]
     assert (limiter.num_active, limiter.num_queued, limiter.num_reserved_tokens) == (0, 0, 0)
+
+
+def test_cancelling_a_batch_gives_up_its_lines_waiting_for_a_slot():
+    """Left alone in session 53 (QA129): a cancelled batch's lines waiting for a slot in
+    its tenant's limiter kept waiting (the batch `cancelling` up to `queue_timeout_s`, 30 s
+    here) and one a slot reached first ran in full. Now they are given up at the cancel,
+    without a result, as lines not yet sent are: the batch ends `cancelled` at once, nothing
+    of it runs, and the limiter holds nothing of it."""
+    limiter = TenantLimiter("a", LimitsConfig(max_concurrent=1, max_queued=0))
+    admitted: list[str] = []
+
+    async def chat(request: Request):
+        content = (await request.json())["messages"][0]["content"]
+        try:
+            ticket = await limiter.acquire(10)
+        except ApiError as error:
+            return JSONResponse(error.body(), status_code=error.status, headers=error.headers)
+        admitted.append(content)
+        limiter.release(ticket, 5)
+        return JSONResponse({"object": "chat.completion", "usage": {
+            "prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}})
+
+    async def main():
+        agent_step = await limiter.acquire(10)
+        runner, files, batch = await _batch_on(chat, _lines(3), concurrency=2)
+        await _until(lambda: limiter.num_batch_waiting == 2)
+        await runner.cancel(batch)
+        done = await _ended(runner, batch.id, timeout_s=5.0)
+        waiting_after = limiter.num_batch_waiting
+        limiter.release(agent_step, 10)
+        await asyncio.sleep(0.05)   # a line still waiting would be admitted now
+        _close(runner, files)
+        return done, waiting_after
+
+    done, waiting_after = asyncio.run(main())
+    assert (done.status, done.completed, done.failed) == ("cancelled", 0, 0)
+    assert waiting_after == 0 and admitted == []
+    assert (limiter.num_active, limiter.num_batch_active, limiter.num_reserved_tokens, limiter.num_spent_tokens) \
+        == (0, 0, 0, 10)

@@ -8,7 +8,7 @@ import pytest
 from gateway.config import LimitsConfig
 from gateway.errors import ApiError
 from gateway.exchange import admit
-from gateway.limits import BATCH_LINE, TenantLimiter
+from gateway.limits import BATCH_LINE, BatchLineTurn, TenantLimiter
 
 
 class Rejections:
@@ -20,7 +20,7 @@ class Rejections:
 
 
 async def _refused(state, num_tokens: int, *, as_batch_line: bool) -> ApiError:
-    marked = BATCH_LINE.set(as_batch_line)
+    marked = BATCH_LINE.set(BatchLineTurn() if as_batch_line else None)
     try:
         with pytest.raises(ApiError) as refused:
             await admit(state, "t", num_tokens)
@@ -52,7 +52,7 @@ def test_an_early_refusal_of_a_batch_line_is_counted_as_acquire_counts_it():
     limiter._requests.level = 0   # the minute's request spent
     refused = limiter.early_refusal(10)
     assert refused is not None and refused.headers["Retry-After"]
-    marked = BATCH_LINE.set(True)
+    marked = BATCH_LINE.set(BatchLineTurn())
     try:
         record_refusal(state, "t", refused)   # the runner sends it again after Retry-After
     finally:

@@ -11,7 +11,7 @@ import pytest
 from gateway.batch_retry import is_sent_again, retry_wait_s
 from gateway.config import LimitsConfig
 from gateway.errors import ApiError
-from gateway.limits import BATCH_LINE, TenantLimiter
+from gateway.limits import BATCH_LINE, BatchLineTurn, TenantLimiter
 
 
 async def test_a_batch_line_waits_outside_the_queue_and_after_every_interactive_waiter():
@@ -52,7 +52,7 @@ async def test_a_batch_line_takes_a_free_slot_at_once_and_no_early_queue_refusal
     queued = asyncio.create_task(limiter.acquire(10))
     await asyncio.sleep(0)
     assert limiter.early_refusal(10) is not None and limiter.early_refusal(10, is_batch_line=True) is None
-    marked = BATCH_LINE.set(True)
+    marked = BATCH_LINE.set(BatchLineTurn())
     try:
         assert limiter.early_refusal(10) is None
         line = asyncio.create_task(limiter.acquire(10))   # (the task copies the context: a batch line)
