@@ -30,7 +30,7 @@ import httpx
 from gateway.batch_lines import BATCH_HEADER, BatchRequest
 from gateway.batch_retry import MAX_RETRY_WAIT_S, retry_wait_s
 from gateway.batch_store import Batch, request_result, succeeded
-from gateway.limits import BATCH_LINE, BatchLineTurn
+from gateway.batch_line_turn import BATCH_LINE, BatchLineTurn
 
 YIELD_POLL_S = 0.02
 YIELD_GRACE_S = 0.25   # how long other requests must be gone before a second batch request starts

@@ -42,7 +42,8 @@ from gateway.backend import ChatEvent, Finished, Prepared, RefusalDelta, TextDel
 from gateway.choices import runs_pay_own_prompt
 from gateway.errors import ApiError, says_never_retry, server_error
 from gateway.batch_retry import is_sent_again
-from gateway.limits import BATCH_LINE, Ticket
+from gateway.batch_line_turn import BATCH_LINE
+from gateway.limits import Ticket
 from gateway.collected import Reply
 from gateway.state import GatewayState
 from gateway.tracing import end_step

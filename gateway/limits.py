@@ -42,28 +42,13 @@ import numbers
 import time
 from collections import deque
 from collections.abc import Callable
-from contextvars import ContextVar
 from dataclasses import dataclass
 
+from gateway.batch_line_turn import BATCH_LINE, BatchLineTurn
 from gateway.config import LimitsConfig
-from gateway.budget_share import budget_refusal
-from gateway.errors import ApiError, rate_limited
+from gateway.errors import rate_limited
+from gateway.limit_refusals import TenantLimitRefusals
 from gateway.token_buckets import TokenBucket, duration_text, resized
-
-
-
-@dataclass(slots=True)
-class BatchLineTurn:
-    """A Batch API line's admission, shared by its sender and the tenant's limiter:
-    `is_admitted` turns True (and stays) the moment the line holds a slot; until then the
-    sender may give the line up (its batch cancelled) and nothing of it has run."""
-
-    is_admitted: bool = False
-
-
-# Set while the batch runner sends a Batch API line (gateway/batch_sending.py): the app's handler
-# runs in the sending task (httpx's ASGI transport), so the line's admission sees it; no client can set it
-BATCH_LINE: ContextVar[BatchLineTurn | None] = ContextVar("stepahead_batch_line", default=None)
 
 
 @dataclass(slots=True)
@@ -77,7 +62,7 @@ class Ticket:
     is_batch_line: bool = False
 
 
-class TenantLimiter:
+class TenantLimiter(TenantLimitRefusals):
     """The live limit state of one tenant; owned by the app, used on its event loop only."""
 
     __slots__ = ("tenant", "limits", "_clock", "_requests", "_tokens", "num_active", "_waiters", "_batch_waiters",
@@ -149,83 +134,6 @@ class TenantLimiter:
             return room
         self._tokens.refill(self._clock())
         return min(room, max(0, int(self._tokens.level)))
-
-    def _check(self, num_tokens: int, is_batch_line: bool) -> ApiError | None:
-        """The first limit `num_tokens` more would break, as an error; None if none (a
-        batch line's turn for a slot is no limit: it takes no place in the queue)."""
-        limits = self.limits
-        if limits.token_budget is not None:   # final only when the spent tokens alone leave no room
-            error = budget_refusal(self.tenant, limits.token_budget, self.num_spent_tokens,
-                                   self.num_reserved_tokens, num_tokens)
-            if error is not None:
-                return error
-        now_s = self._clock()
-        error = self._requests_refusal(now_s)
-        if error is not None:
-            return error
-        if self._tokens is not None:
-            self._tokens.refill(now_s)
-            wait_s = self._tokens.seconds_until(num_tokens)
-            if wait_s is None:
-                return ApiError(   # no wait makes it fit: no Retry-After (QA99), and never retry
-                    429, f"Request too large for tenant '{self.tenant}': it may use {num_tokens} "
-                    f"tokens, above the limit of {limits.tokens_per_minute} tokens per minute."
-                    " Lower max_tokens or the input.", "rate_limit_error", "rate_limit_exceeded", None,
-                    {"x-should-retry": "false"})
-            if wait_s > 0:
-                return rate_limited(
-                    f"Rate limit reached for tenant '{self.tenant}': "
-                    f"{limits.tokens_per_minute} tokens per minute.", wait_s)   # the whole wait, debt included
-        return None if is_batch_line else self._queue_refusal()
-
-    def _requests_refusal(self, now_s: float) -> ApiError | None:
-        """The requests/minute refusal, when the bucket has no whole request left."""
-        if self._requests is None:
-            return None
-        self._requests.refill(now_s)
-        wait_s = self._requests.seconds_until(1)
-        if wait_s is not None and wait_s <= 0:
-            return None
-        return rate_limited(
-            f"Rate limit reached for tenant '{self.tenant}': "
-            f"{self.limits.requests_per_minute} requests per minute.",
-            math.ceil(wait_s if wait_s is not None else 60))
-
-    def _queue_refusal(self) -> ApiError | None:
-        """The concurrency refusal, when every slot is busy and the queue is full."""
-        limits = self.limits
-        if self._has_free_slot() or len(self._waiters) < limits.max_queued + self.num_batch_active:
-            return None
-        return rate_limited(
-            f"Too many concurrent requests for tenant '{self.tenant}' "
-            f"(max {limits.max_concurrent} running, {limits.max_queued} queued).", 1)
-
-    def early_refusal(self, max_num_tokens: int | None, is_batch_line: bool | None = None) -> ApiError | None:
-        """The refusal `acquire` would answer now to any request of at most
-        `max_num_tokens` tokens (None: unknown), decided without its token count, so a
-        tenant over its requests/minute or its concurrency and queue can be refused before
-        its prompt is rendered; None when there is none or it depends on the count (then
-        `acquire` decides). Advisory only: it debits nothing, and it never refuses what
-        `acquire` would admit, nor differently: the limits `_check` tests first (the
-        budget, and tokens/minute before the queue) must be known to pass for any such
-        request. Carries the rate limit headers, as `acquire`'s refusal does.
-        `is_batch_line` as for `acquire` (a batch line has no queue to be refused by)."""
-        limits = self.limits
-        if limits.token_budget is not None and (
-                max_num_tokens is None
-                or self.num_spent_tokens + self.num_reserved_tokens + max_num_tokens > limits.token_budget):
-            return None
-        now_s = self._clock()
-        error = self._requests_refusal(now_s)
-        if error is None and not (BATCH_LINE.get() is not None if is_batch_line is None else is_batch_line):
-            error = self._queue_refusal()
-            if error is not None and self._tokens is not None:
-                self._tokens.refill(now_s)
-                if max_num_tokens is None or self._tokens.seconds_until(max_num_tokens) != 0:
-                    return None   # tokens/minute may refuse it first, with its own answer
-        if error is not None:
-            error.headers.update(self.rate_limit_headers())
-        return error
 
     async def acquire(self, num_tokens: int, is_batch_line: bool | None = None) -> Ticket:
         """Admit a request that may use up to `num_tokens` tokens, or raise a 429 `ApiError`.

@@ -8,7 +8,8 @@ import pytest
 from gateway.config import LimitsConfig
 from gateway.errors import ApiError
 from gateway.exchange import admit
-from gateway.limits import BATCH_LINE, BatchLineTurn, TenantLimiter
+from gateway.batch_line_turn import BATCH_LINE, BatchLineTurn
+from gateway.limits import TenantLimiter
 
 
 class Rejections:

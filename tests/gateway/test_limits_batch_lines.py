@@ -11,7 +11,8 @@ import pytest
 from gateway.batch_retry import is_sent_again, retry_wait_s
 from gateway.config import LimitsConfig
 from gateway.errors import ApiError
-from gateway.limits import BATCH_LINE, BatchLineTurn, TenantLimiter
+from gateway.batch_line_turn import BATCH_LINE, BatchLineTurn
+from gateway.limits import TenantLimiter
 
 
 async def test_a_batch_line_waits_outside_the_queue_and_after_every_interactive_waiter():
