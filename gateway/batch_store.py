@@ -27,7 +27,7 @@ from pathlib import Path
 from cache.private_paths import make_private_dirs, private_opener
 from cache.sqlite_file import SqliteFile
 from gateway.errors import ApiError
-from gateway.file_store import next_seq, number_unnumbered
+from gateway.tenant_seq import next_seq, number_unnumbered
 from gateway.ids import random_hex
 from gateway.list_page import ListPage
 from gateway.openai_format import line_breaks_escaped

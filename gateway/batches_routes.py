@@ -17,7 +17,7 @@ from gateway.batch_lines import ENDPOINTS
 from gateway.batch_store import Batch
 from gateway.request_metadata import checked_metadata
 from gateway.errors import ApiError, invalid_request
-from gateway.file_store import checked_expires_after
+from gateway.file_records import checked_expires_after
 from gateway.http_io import fields_of, read_json_body
 from gateway.ids import random_hex
 from gateway.list_page import list_page, listed

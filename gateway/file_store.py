@@ -30,20 +30,19 @@ from __future__ import annotations
 
 import logging
 import os
-import sqlite3
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
 from cache.private_paths import make_private_dirs, private_opener
 from cache.sqlite_file import SqliteFile
-from cache.sqlite_transaction import transaction
-from gateway.errors import ApiError, body_too_large, invalid_request
+from gateway.errors import ApiError, body_too_large
+from gateway.file_records import StoredFile, file_not_found
 from gateway.file_quota import UploadReservations, file_storage_full
 from gateway.ids import random_hex
 from gateway.list_page import ListPage
+from gateway.tenant_seq import next_seq, number_unnumbered
 from gateway.partial_files import lock_while_written, partial_path, sweep_partial_files
 from gateway.store_thread import StoreThread, TemporaryRoot
 
@@ -64,63 +63,9 @@ CREATE INDEX IF NOT EXISTS files_by_name ON files (tenant, filename);
 """
 ADDED_COLUMNS = (("files", "expires_at", "INTEGER"), ("files", "seq", "INTEGER"))   # not in the first version's files
 COLUMNS = "id, bytes, created_at, filename, purpose, expires_at"
-PURPOSES = ("batch", "batch_output", "user_data", "assistants", "assistants_output", "fine-tune", "vision", "evals")
-OUTPUT_PURPOSES = ("batch_output", "assistants_output")   # what the server makes: never an upload's
-UPLOAD_PURPOSES = tuple(purpose for purpose in PURPOSES if purpose not in OUTPUT_PURPOSES)
-MIN_EXPIRY_S, MAX_EXPIRY_S = 3600, 30 * 24 * 3600
-BATCH_INPUT_EXPIRY_S = MAX_EXPIRY_S   # as at OpenAI, an upload for the Batch API expires after 30 days
 REMOVED_PER_SWEEP = 256
 
 log = logging.getLogger("stepahead.gateway")
-
-
-def file_not_found(file_id: str, param: str = "file_id") -> ApiError:
-    return ApiError(404, f"No such File object: {file_id}", "invalid_request_error", "not_found", param)
-
-
-@dataclass(frozen=True, slots=True)
-class StoredFile:
-    id: str
-    bytes: int
-    created_at: int
-    filename: str
-    purpose: str
-    expires_at: int | None = None
-
-    def as_object(self) -> dict:
-        return {"id": self.id, "object": "file", "bytes": self.bytes, "created_at": self.created_at,
-                "filename": self.filename, "purpose": self.purpose, "status": "processed",
-                "expires_at": self.expires_at, "status_details": None}
-
-
-def checked_expires_after(value: object, param: str) -> int:
-    """The seconds of an `expires_after` policy ({"anchor": "created_at", "seconds": N},
-    N from an hour to 30 days), else a 400 naming `param`."""
-    seconds = value.get("seconds") if isinstance(value, dict) else None
-    if (not isinstance(value, dict) or value.get("anchor") != "created_at" or set(value) != {"anchor", "seconds"}
-            or type(seconds) is not int or not MIN_EXPIRY_S <= seconds <= MAX_EXPIRY_S):
-        raise invalid_request(f"'{param}' must be {{\"anchor\": \"created_at\", \"seconds\": N}} with N from "
-                              f"{MIN_EXPIRY_S} to {MAX_EXPIRY_S}.", param=param, code="invalid_value")
-    return seconds
-
-
-def next_seq(table: str) -> str:
-    """SQL for the `seq` of a row `table` gets now: one past its tenant's (the argument's)
-    last. NOTE: one statement, so two gateways on one file never give the same number."""
-    return f"(SELECT COALESCE(MAX(seq), 0) + 1 FROM {table} WHERE tenant = ?)"
-
-
-def number_unnumbered(db: sqlite3.Connection, table: str, old_order: str) -> None:
-    """Give each row of `table` that has no `seq` (made before the column existed) one, in
-    `old_order`, after its tenant's numbered rows; then index (tenant, seq). Idempotent."""
-    with transaction(db, "BEGIN IMMEDIATE"):
-        rows = db.execute(f"SELECT rowid, tenant FROM {table} WHERE seq IS NULL ORDER BY {old_order}").fetchall()
-        if rows:
-            last = dict(db.execute(f"SELECT tenant, COALESCE(MAX(seq), 0) FROM {table} GROUP BY tenant"))
-            for rowid, tenant in rows:
-                last[tenant] += 1
-                db.execute(f"UPDATE {table} SET seq = ? WHERE rowid = ?", (last[tenant], rowid))
-        db.execute(f"CREATE INDEX IF NOT EXISTS {table}_by_seq ON {table} (tenant, seq)")
 
 
 class FileStore:

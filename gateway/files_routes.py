@@ -24,7 +24,7 @@ from starlette.responses import JSONResponse, Response
 from gateway.errors import ApiError, body_too_large, invalid_request
 from gateway.file_quota import file_storage_full
 from gateway.file_ranges import RangedFile
-from gateway.file_store import BATCH_INPUT_EXPIRY_S, UPLOAD_PURPOSES, checked_expires_after, file_not_found
+from gateway.file_records import BATCH_INPUT_EXPIRY_S, UPLOAD_PURPOSES, checked_expires_after, file_not_found
 from gateway.http_io import ascii_int, counted_body, limited_body, refuse_encoded_body
 from gateway.list_page import list_page, listed
 from gateway.routes import tenant_endpoint
