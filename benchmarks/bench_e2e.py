@@ -52,6 +52,7 @@ from cache.cli_args import non_negative_int, positive_float, positive_int  # noq
 from agents_trace.replay.report import build_report, late_send_warning  # noqa: E402
 from benchmarks.bench_servers import InProcessGateway  # noqa: E402
 from benchmarks.cpu_probe import CpuSample, delta  # noqa: E402
+from benchmarks.e2e_saved_run import read_saved_run  # noqa: E402
 from benchmarks.e2e_capacity import capacity_sweep, plot, plot_paths, simulate, sweep_counts  # noqa: E402
 from benchmarks.e2e_runs import (failed_requests, median_run, median_totals, policy_orders, ratios,  # noqa: E402
                                  run_isolated)
@@ -154,27 +155,6 @@ def forecast_counters(app) -> dict:
     worker = relay.predictor._worker  # NOTE: a benchmark may read the counters
     return {"forecasts_forwarded": relay.num_forwarded, "forecasts_made": relay.num_forecasts,
             "gap_forecasts_sent": relay.num_gap_forecasts, "refits_done": worker.num_done}
-
-
-def read_saved_run(path: Path) -> dict | str:
-    """A saved run at `path` (this script's output, whose last line is the run, or its JSON
-    object alone), or why it cannot be one."""
-    try:
-        text = path.read_text(encoding="utf-8").strip()
-    except OSError as exc:
-        return f"cannot read {path}: {exc.strerror or exc}"
-    except UnicodeDecodeError as exc:
-        return f"cannot read {path}: not UTF-8 text ({exc.reason})"
-    try:
-        saved = json.loads(text)  # a saved JSON object
-    except json.JSONDecodeError:
-        try:
-            saved = json.loads(text.splitlines()[-1]) if text else None  # this script's output: the last line
-        except json.JSONDecodeError:
-            return f"{path} is not JSON, nor does its last line hold bench_e2e.py's JSON"
-    if not isinstance(saved, dict) or not isinstance(saved.get("policies"), dict):
-        return f"{path} is not bench_e2e.py's output (no 'policies' object)"
-    return saved
 
 
 def main() -> None:
