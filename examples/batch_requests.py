@@ -65,7 +65,7 @@ def main() -> int:
                       "failed": batch.request_counts.failed, "seconds": round(time.monotonic() - started_s, 2),
                       "cached_tokens": batch.usage.input_tokens_details.cached_tokens if batch.usage else 0,
                       "input_tokens": batch.usage.input_tokens if batch.usage else 0}))
-    return 0 if batch.status == "completed" else 1
+    return 0 if batch.status == "completed" and not batch.request_counts.failed else 1   # a failed line fails the run
 
 
 if __name__ == "__main__":

@@ -70,6 +70,7 @@ def test_batch_requests_says_why_lines_failed(tiny_gateway):
                            "--model", "no-such-model", "--count", "2"], capture_output=True, text=True, timeout=180)
     lines = done.stdout.strip().splitlines()
     assert json.loads(lines[-1])["failed"] == 2
+    assert done.returncode == 1   # every line failed: so did the run (it exited 0 before)
     assert [line.split(" failed: ")[1].split(":")[0] for line in lines[:-1]] == ["model_not_found"] * 2
 
 
