@@ -51,7 +51,8 @@ def error_from_event(event: ErrorEvent) -> ApiError:
         return ModelQueueFull.of(rate_limited(f"The model's queue for this tenant is full: {event.message}",
                                               retry_after_s))
     if event.code in ("overloaded", "shutting_down") or event.retryable:
-        error = unavailable(f"The model is unavailable: {event.message}", code=event.code)
+        state = "overloaded" if event.code == "overloaded" else "unavailable"   # (no worker took it in time)
+        error = unavailable(f"The model is {state}: {event.message}", code=event.code)
         error.headers["Retry-After"] = str(max(1, min(60, retry_after_s)))
         return error
     if event.code == "invalid_request":

@@ -314,3 +314,12 @@ async def test_a_session_named_in_metadata_reaches_the_engine_namespaced_by_tena
     assert sessions == {"alpha": engine_session_key("alpha", "run-1"), "beta": engine_session_key("beta", "run-1")}
     unnamed = await local.prepare_chat(_chat(messages=messages), "alpha", "r")
     assert unnamed.payload.session is None
+
+
+def test_a_request_no_worker_took_in_time_is_called_overloaded_not_unavailable():
+    """Left in session 53: the 503 of a request queued past `max_queue_wait_s` read "The
+    model is unavailable", though every worker was up and busy."""
+    overloaded = error_from_event(ErrorEvent("r", "no worker could take the request in time", "overloaded", True))
+    assert overloaded.message == "The model is overloaded: no worker could take the request in time"
+    stopping = error_from_event(ErrorEvent("r", "the engine is shutting down", "shutting_down", True))
+    assert stopping.message == "The model is unavailable: the engine is shutting down"
