@@ -51,11 +51,11 @@ def list_page(query: Mapping[str, str]) -> ListPage:
         limit = 0
     if not 1 <= limit <= MAX_LIMIT:
         raise invalid_request(f"'limit' must be an integer from 1 to {MAX_LIMIT}, not {raw_limit!r}.",
-                              param="limit")
+                              param="limit", code="invalid_value")   # (as /v1/traces answers it)
     if "before" in query:
         raise invalid_request("'before' is not supported here: page with 'after' (and 'order').", param="before",
                               code="unsupported_parameter")
     order = query.get("order", "desc")
     if order not in ("asc", "desc"):
-        raise invalid_request(f"'order' must be 'asc' or 'desc', not {order!r}.", param="order")
+        raise invalid_request(f"'order' must be 'asc' or 'desc', not {order!r}.", param="order", code="invalid_value")
     return ListPage(limit, order, query.get("after"))

@@ -28,6 +28,7 @@ def test_bad_query_values_are_400s_naming_the_parameter(query, param):
     with pytest.raises(ApiError) as caught:
         list_page(query)
     assert caught.value.status == 400 and caught.value.param == param
+    assert caught.value.code == "invalid_value"   # as /v1/traces answers a bad limit (was "invalid_request")
 
 
 def test_an_unknown_after_id_is_a_400():
