@@ -13,19 +13,27 @@ whole) and never writes a number that is not finite (ValueError before the file 
 touched); `read_gaps` accepts only `FORMAT` and raises ValueError on anything else, a
 document holding a number that is not finite (NaN, infinity, or one too large for a
 float), a negative count or sum of squares, or a P(return) outside [0, 1] among them
-(such a file is damaged: the forecasts it gave would be NaN, and confident).
+(such a file is damaged: the forecasts it gave would be NaN, and confident), and one whose
+sums no gaps could make: a count past `MAX_COUNT`, a sum of log gaps outside
+count x [log MIN_GAP_S, log of the largest float], a sum of squares past count x the
+largest square, or a return feature that is no whole number (QA131: finite but absurd sums
+made every forecast of the tenant raise OverflowError).
 """
 from __future__ import annotations
 
 import json
 import math
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from cache.atomic_file import replacing
-from cache.gap_stats import LogGapStats, ReturnCounts
+from cache.gap_stats import MIN_GAP_S, LogGapStats, ReturnCounts
 
 FORMAT = "stepahead-gaps/1"
+MAX_COUNT = 2.0 ** 53   # counts are whole floats: no forecaster counts past this
+MIN_LOG_GAP, MAX_LOG_GAP = math.log(MIN_GAP_S), math.log(sys.float_info.max)   # what one learned gap adds
+ROUNDING = 1.0 + 1e-9   # a sum added up gap by gap may pass count x bound by rounding
 
 
 @dataclass(slots=True)
@@ -71,6 +79,20 @@ def _number(value: object, what: str, low: float = -math.inf, high: float = math
     return number
 
 
+def _whole(value: object, what: str) -> int:
+    number = _number(value, what, 0.0, MAX_COUNT)
+    if not number.is_integer():
+        raise ValueError(f"{what} {value!r} is not a whole number")
+    return int(number)
+
+
+def _gap_stats(num: object, sum_log: object, sum_log_sq: object) -> LogGapStats:
+    """The sums of `num` log gaps, each in [MIN_LOG_GAP, MAX_LOG_GAP], else ValueError."""
+    n = _number(num, "a gap count", 0.0, MAX_COUNT)
+    return LogGapStats(n, _number(sum_log, "a sum of log gaps", n * MIN_LOG_GAP * ROUNDING, n * MAX_LOG_GAP * ROUNDING),
+                       _number(sum_log_sq, "a sum of squared log gaps", 0.0, n * MAX_LOG_GAP ** 2 * ROUNDING))
+
+
 def gaps_from_json(data: dict) -> LearnedGaps:
     """The statistics in `data` (as `gaps_to_json` made it); ValueError if malformed or
     holding a number no forecaster writes (not finite; a negative count; a P outside [0, 1])."""
@@ -78,11 +100,10 @@ def gaps_from_json(data: dict) -> LearnedGaps:
         raise ValueError(f"not a {FORMAT} document")
     try:
         return LearnedGaps(
-            return_features=tuple(int(_number(i, "a return feature")) for i in data["return_features"]),
-            gaps={_key(k): LogGapStats(_number(n, "a gap count", 0.0), _number(s, "a sum of log gaps"),
-                                       _number(ss, "a sum of squared log gaps", 0.0))
-                  for k, n, s, ss in data["gaps"]},
-            returns={_key(k): ReturnCounts(_number(r, "a return count", 0.0), _number(e, "an end count", 0.0))
+            return_features=tuple(_whole(i, "a return feature") for i in data["return_features"]),
+            gaps={_key(k): _gap_stats(n, s, ss) for k, n, s, ss in data["gaps"]},
+            returns={_key(k): ReturnCounts(_number(r, "a return count", 0.0, MAX_COUNT),
+                                           _number(e, "an end count", 0.0, MAX_COUNT))
                      for k, r, e in data["returns"]},
             p_estimates={_key(k): _number(p, "a P(return)", 0.0, 1.0) for k, p in data["p_estimates"]},
             steps={str(tenant): {str(s) for s in steps} for tenant, steps in data["steps"].items()},

@@ -196,3 +196,42 @@ def test_a_gap_file_too_large_for_a_float_or_nested_too_deeply_is_unreadable_not
         path.write_text("[" * 100_000 + "]" * 100_000)
     with pytest.raises(ValueError):
         read_gaps(path)
+
+
+@pytest.mark.parametrize("section, index, value", [
+    ("gaps", 2, "1e308"), ("gaps", 2, "-1e308"), ("gaps", 3, "1e308"), ("gaps", 1, "1e300"),
+    ("returns", 1, "1e300"),
+])
+def test_a_gap_file_with_sums_no_gaps_could_make_is_set_aside(tmp_path, section, index, value) -> None:
+    """QA131 L1: a finite but absurd sum (1e308 as a sum of log gaps) passed the checks and
+    every forecast of the tenant then raised OverflowError; sums past count x the largest
+    log gap, and counts past 2**53, are damage now."""
+    forecaster = trained()
+    save(forecaster, GapFiles(tmp_path))
+    beta = tmp_path / f"{tenant_file_stem('beta')}.json"
+    _poison(beta, section, index, value)
+    learned, problems = GapFiles(tmp_path).read(FEATURES)
+    assert [p.path for p in problems] == [beta]
+    assert set(learned.steps) == set(TENANTS) - {"beta"}
+
+
+def test_sums_of_gaps_at_the_bounds_are_read_as_written(tmp_path) -> None:
+    """Gaps all at MIN_GAP_S (the lowest log gap), added up one by one, read back as kept."""
+    from cache.gap_memory import LearnedGaps, read_gaps, write_gaps
+    from cache.gap_stats import MIN_GAP_S
+
+    stats = LogGapStats()
+    for _ in range(1000):
+        stats.add(MIN_GAP_S / 10)
+    learned = LearnedGaps((), gaps={("t",): stats})
+    write_gaps(learned, tmp_path / "g.json")
+    assert read_gaps(tmp_path / "g.json").gaps == {("t",): stats}
+
+
+def test_a_return_feature_that_is_no_whole_number_is_damage(tmp_path) -> None:
+    from cache.gap_memory import gaps_from_json, gaps_to_json, LearnedGaps
+
+    data = gaps_to_json(LearnedGaps((1, 2)))
+    data["return_features"] = [0.5, 2]   # was read as [0, 2]
+    with pytest.raises(ValueError, match="whole number"):
+        gaps_from_json(data)
