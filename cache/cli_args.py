@@ -45,13 +45,14 @@ def non_negative_float(text: str) -> float:
 
 
 def positive_ints(text: str) -> tuple[int, ...]:
-    """A comma-separated list of integers >= 1 (`256,1024`), in the order given."""
-    return tuple(_list_of(text, positive_int, "integers, each at least 1"))
+    """A comma-separated list of integers >= 1 (`256,1024`), each once, in the order given."""
+    return tuple(dict.fromkeys(_list_of(text, positive_int, "integers, each at least 1")))
 
 
 def ints(text: str) -> tuple[int, ...]:
-    """A comma-separated list of integers (`0,1,2`: seeds), in the order given."""
-    return tuple(_list_of(text, integer, "integers"))
+    """A comma-separated list of integers (`0,1,2`: seeds), each once, in the order given
+    (a seed given twice would count one run twice in a median)."""
+    return tuple(dict.fromkeys(_list_of(text, integer, "integers")))
 
 
 def names_from(known: Iterable[str], what: str) -> Callable[[str], tuple[str, ...]]:

@@ -81,3 +81,10 @@ def test_e2e_capacity_run_as_a_script_says_it_is_a_library(tmp_path):
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
     assert done.stderr.startswith("error: e2e_capacity.py is a library of bench_e2e.py")
+
+
+def test_number_lists_keep_each_number_once_in_the_order_given():
+    """QA131: `--hot-blocks 200,200` ran each size twice and `--seeds 1,1` counted one run
+    twice in a median, while the policy lists dropped repeats."""
+    assert positive_ints("200,100,200") == (200, 100)
+    assert ints("1,1,0") == (1, 0)
