@@ -22,18 +22,26 @@ from cache.private_paths import make_private_dirs
 from cache.repeated_failures import RepeatedFailures
 
 T = TypeVar("T")
+BUSY_TIMEOUT_MS = 5000   # how long a write waits for another gateway's on the same file
+MARK_USED_WAIT_MS = 200   # how long a read's last-used mark waits for one
 
 
-def written_if_possible(write: Callable[[], object], failures: RepeatedFailures, message: str) -> None:
-    """Make a write a read only adds to (its last-used time): a file that cannot take it
-    (full, read-only, locked) leaves it unwritten, logged through `failures` (at most once
-    a minute), and the read goes on; damage still raises, for `SqliteFile.surviving`."""
+def written_if_possible(db: sqlite3.Connection, write: Callable[[], object], failures: RepeatedFailures,
+                        message: str) -> None:
+    """Make a write a read only adds to (its last-used time) on `db`: a file that cannot
+    take it (full, read-only, or locked by another gateway for more than
+    `MARK_USED_WAIT_MS`, not the whole busy timeout: QA128, a turn on a locked file waited
+    twice 5 s) leaves it unwritten, logged through `failures` (at most once a minute), and
+    the read goes on; damage still raises, for `SqliteFile.surviving`."""
+    db.execute(f"PRAGMA busy_timeout = {MARK_USED_WAIT_MS}")
     try:
         write()
     except sqlite3.OperationalError as exc:
         if is_damaged_database(exc):
             raise
         failures.log("mark used", message)
+    finally:
+        db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
 
 
 def add_missing_columns(db: sqlite3.Connection, added_columns: Sequence[tuple[str, str, str]]) -> None:
@@ -62,7 +70,7 @@ class SqliteFile:
         self._db: sqlite3.Connection | None = None
 
     def _set_up(self, db: sqlite3.Connection) -> None:
-        db.execute("PRAGMA busy_timeout = 5000")  # another gateway on the same file
+        db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")  # another gateway on the same file
         db.execute("PRAGMA journal_mode = WAL")
         db.execute("PRAGMA synchronous = NORMAL")
         self._create(db)

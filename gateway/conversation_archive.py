@@ -197,7 +197,7 @@ class ConversationArchive:
         written (a full disk) is logged and left as it was, and the read goes on."""
         db = self.db
         conversation = self._find(db, tenant, conversation_id)
-        written_if_possible(lambda: self._mark_used(db, tenant, conversation_id), self._failures,
+        written_if_possible(db, lambda: self._mark_used(db, tenant, conversation_id), self._failures,
                             "the conversation archive failed to mark a conversation used")
         return conversation
 

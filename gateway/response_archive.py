@@ -120,7 +120,7 @@ class ResponseArchive:
             stored = StoredResponse(json.loads(row[0]), tuple(json.loads(row[1])), tuple(json.loads(row[2])))
         except (ValueError, TypeError):
             return None
-        written_if_possible(lambda: self._touch(tenant, response_id), self._failures,
+        written_if_possible(self.db, lambda: self._touch(tenant, response_id), self._failures,
                             "the response archive failed to mark a response used")
         return stored
 

@@ -50,3 +50,35 @@ def test_a_file_made_before_a_column_was_added_gets_it_and_keeps_its_rows(tmp_pa
     again.close()
     fresh = SqliteFile(None, "the test file", newer_schema, added_columns=[("t", "y", "INTEGER")])
     assert fresh.change("INSERT INTO t VALUES ('m', 1)") == 1
+
+
+def test_a_reads_last_used_mark_waits_for_a_held_lock_briefly_then_the_read_goes_on(tmp_path, caplog):
+    """QA128 L4: a read's last-used mark waited SQLite's whole 5 s busy timeout on a file
+    another gateway held locked (then failed quietly), so a conversation turn waited 5 s
+    before its own append waited 5 s more; now the mark waits MARK_USED_WAIT_MS, and the
+    writes after it still wait the whole timeout."""
+    import sqlite3
+    import time
+
+    from cache.repeated_failures import RepeatedFailures
+    from cache.sqlite_file import BUSY_TIMEOUT_MS, MARK_USED_WAIT_MS, written_if_possible
+    import logging
+
+    path = tmp_path / "f.sqlite3"
+    file = SqliteFile(path, "the test file", SCHEMA)
+    file.db.execute("INSERT INTO t VALUES ('a')")
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")   # another gateway's write lock
+    try:
+        started_s = time.monotonic()
+        written_if_possible(file.db, lambda: file.db.execute("UPDATE t SET x = 'b'"),
+                            RepeatedFailures(logging.getLogger("stepahead.test")), "could not mark it used")
+        waited_s = time.monotonic() - started_s
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    assert waited_s < 2.0 and MARK_USED_WAIT_MS < 1000   # was 5 s
+    assert "could not mark it used" in caplog.text
+    assert file.db.execute("SELECT x FROM t").fetchall() == [("a",)]   # left unwritten, and the read went on
+    assert file.db.execute("PRAGMA busy_timeout").fetchone() == (BUSY_TIMEOUT_MS,)
+    file.close()
