@@ -10,6 +10,7 @@ A backend turns a validated request into a stream of `ChatEvent`s. Invariants:
 """
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -104,7 +105,9 @@ class Finished:
     """A choice's end. `system_fingerprint` and `service_tier` are what an upstream said
     of its reply (None when it said nothing, and for local models). `pays_own_prompt`: the
     choice was a call of its own that paid its whole prompt (an upstream model's, one of
-    `n` > 1, as `gateway.choices` marks them), so a merged usage counts its prompt too."""
+    `n` > 1, as `gateway.choices` marks them), so a merged usage counts its prompt too.
+    `ended_at`: when it was made (wall clock; not compared), a Responses reply's
+    `completed_at` in every copy of it, the stored one and the answer alike."""
 
     finish_reason: str
     usage: Usage
@@ -114,6 +117,7 @@ class Finished:
     system_fingerprint: str | None = None
     service_tier: str | None = None
     pays_own_prompt: bool = False
+    ended_at: float = field(default_factory=time.time, compare=False)
 
 
 ChatEvent = TextDelta | ToolCallDelta | RefusalDelta | Finished

@@ -128,11 +128,12 @@ def response_usage(usage: Usage) -> dict:
 def response_object(response_id: str, request: ResponsesRequest, *, created_at: int | None = None,
                     status: ResponseStatus = "completed", output: list[dict] | None = None,
                     usage: Usage | None = None, error: dict | None = None,
-                    service_tier: str | None = None, incomplete: str | None = None) -> dict:
+                    service_tier: str | None = None, incomplete: str | None = None,
+                    completed_at: float | None = None) -> dict:
     """A response object; `incomplete` when the reply stopped short, `incomplete_details`
     saying why (`incomplete`: `incomplete_reason`, `max_output_tokens` when not given);
     `error` ({"code", "message"}) only when it `failed`; `completed_at` only when it
-    `completed` (now: the object is made as it ends); `service_tier` the one an upstream
+    `completed` (`completed_at` when given: its `Finished.ended_at`; else now); `service_tier` the one an upstream
     said it served the reply in, else the one the gateway serves it in; `temperature` and
     `top_p` the values used (`DEFAULT_SAMPLING` when the request names none; an upstream
     is sent none then, and OpenAI's default is the same); `reasoning` the request's effort
@@ -140,7 +141,8 @@ def response_object(response_id: str, request: ResponsesRequest, *, created_at: 
     reasoning settings on (local models do not reason apart); `usage`: `response_usage`."""
     return {
         "id": response_id, "object": "response", "created_at": created_at or int(time.time()),
-        "status": status, "completed_at": int(time.time()) if status == "completed" else None, "background": request.background, "model": request.model, "output": output or [],
+        "status": status, "completed_at": int(completed_at or time.time()) if status == "completed" else None,
+        "background": request.background, "model": request.model, "output": output or [],
         "error": error, "incomplete_details": ({"reason": incomplete or "max_output_tokens"}
                                                 if status == "incomplete" else None),
         "instructions": request.instructions, "max_output_tokens": request.max_output_tokens,

@@ -77,11 +77,12 @@ class ResponsesStreamWriter:
         self._sequence += 1
         return event
 
-    def snapshot(self, status: str, usage=None, error: dict | None = None, service_tier: str | None = None) -> dict:
+    def snapshot(self, status: str, usage=None, error: dict | None = None, service_tier: str | None = None,
+                 completed_at: float | None = None) -> dict:
         """The response object as it stands: the output items closed so far."""
         return response_object(self.response_id, self.request, created_at=self.created_at, status=status,
                                output=list(self._items), usage=usage, error=error, service_tier=service_tier,
-                               incomplete=incomplete_reason(self.collected))
+                               incomplete=incomplete_reason(self.collected), completed_at=completed_at)
 
     def opening(self) -> bytes:
         snapshot = self.snapshot("in_progress")
@@ -229,8 +230,8 @@ class ResponsesStreamWriter:
         out += self._message_part("output_text", "") if not self._positions else b""
         status = final_status(self.collected)
         out += self._close(status)
-        return out + self._event(f"response.{status}", response=self.snapshot(status, event.usage,
-                                                                             service_tier=event.service_tier))
+        return out + self._event(f"response.{status}", response=self.snapshot(
+            status, event.usage, service_tier=event.service_tier, completed_at=event.ended_at))
 
     @staticmethod
     def done() -> bytes:
@@ -261,5 +262,6 @@ def whole_response(response_id: str, request: ResponsesRequest, collected: Colle
                            output=output_items(collected, response_id),
                            usage=finished.usage if finished else None,
                            service_tier=finished.service_tier if finished else None,
-                           incomplete=incomplete_reason(collected))
+                           incomplete=incomplete_reason(collected),
+                           completed_at=finished.ended_at if finished else None)
 
