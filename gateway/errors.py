@@ -147,6 +147,11 @@ def unavailable(message: str, *, code: str = "service_unavailable") -> ApiError:
 SHUTTING_DOWN_CODE = "server_shutting_down"   # a request or stream the gateway's shutdown cut: retry it
 
 
+# the request's scope key a handler the shutdown cuts leaves its answer's headers under (its
+# `x-request-id`, `x-session-id`, rate limits), for the 503 gateway/fast_paths.py answers it with
+CUT_REPLY_HEADERS = "stepahead.cut_reply_headers"
+
+
 def request_cut_at_shutdown() -> ApiError:
     """What a request the shutdown timeout cuts before its answer began gets (uvicorn's
     own answer would be a plain-text 500)."""

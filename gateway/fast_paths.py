@@ -10,7 +10,7 @@ logged here and goes no further, so the server keeps the client's connection ope
 error that reaches uvicorn closes it, and the client's next request on it fails). A
 request the server's shutdown cancels (`[server] shutdown_timeout_s` passed) before its
 response began is answered a 503 `server_shutting_down` here (uvicorn's would be a
-plain-text 500); the cancellation goes on to uvicorn, which logs it in one line
+plain-text 500), with the request and session ids its handler had given it; the cancellation goes on to uvicorn, which logs it in one line
 (gateway/uvicorn_server.py). A request with more than one Authorization header is
 refused here, on every path, before any handler reads one (gateway/auth.py), and counted
 as the handler would count a wrong key (`on_refused`). A redirect
@@ -30,7 +30,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway.auth import repeated_authorization
-from gateway.errors import request_cut_at_shutdown, server_error
+from gateway.errors import CUT_REPLY_HEADERS, request_cut_at_shutdown, server_error
 from gateway.ids import new_id
 
 Handler = Callable[[Request], Awaitable[Response]]
@@ -61,7 +61,7 @@ class CompletionFastPath:
         try:
             response = await handler(Request(scope, receive))
         except asyncio.CancelledError:
-            await self.error_response(request_cut_at_shutdown())(scope, receive, send)
+            await self._cut_at_shutdown(scope, receive, send)
             raise
         except Exception:
             log.exception("unhandled error in a completion handler")
@@ -88,13 +88,26 @@ class CompletionFastPath:
             await self.app(scope, receive, watched)
         except asyncio.CancelledError:
             if not started and scope["type"] == "http":
-                await self.error_response(request_cut_at_shutdown())(scope, receive, send)
+                await self._cut_at_shutdown(scope, receive, send)
             raise
         except Exception:
             if started or scope["type"] != "http":
                 raise
             log.exception("unhandled error in a request handler")
             await self.error_response(server_error())(scope, receive, send)
+
+
+    async def _cut_at_shutdown(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The 503 of a request the shutdown cut before its answer began, with the headers
+        its handler left (`CUT_REPLY_HEADERS`: its traced step's id, its session, its
+        tenant's rate limits), else a new `x-request-id` on a `/v1/` path."""
+        response = self.error_response(request_cut_at_shutdown())
+        headers = scope.get(CUT_REPLY_HEADERS)
+        if headers is None and scope["path"].startswith("/v1/"):
+            headers = {REQUEST_ID.decode(): new_id("req")}
+        for name, value in (headers or {}).items():
+            response.headers[name] = value
+        await response(scope, receive, send)
 
 
 def relative_locations(headers: list[tuple[bytes, bytes]], scope: Scope) -> list[tuple[bytes, bytes]]:

@@ -30,7 +30,7 @@ from agents_trace.records import StepContext
 
 from gateway.backend import Backend, ChatEvent, Finished, Prepared, Usage
 from gateway.choices import merged_usage, run_choices
-from gateway.errors import ApiError, request_cut_at_shutdown, server_error, stream_cut_at_shutdown
+from gateway.errors import CUT_REPLY_HEADERS, ApiError, request_cut_at_shutdown, server_error, stream_cut_at_shutdown
 from gateway.engine_streams import ModelQueueFull
 from gateway.exchange import CLIENT_CLOSED_STATUS, Exchange
 from gateway.http_io import ClientGone, EventStreamResponse, race_disconnect
@@ -166,6 +166,8 @@ async def _respond_whole(request: Request, exchange: Exchange,
             reply = exchange.output = reply.best(prepared.num_returned, keep_logprobs=prepared.keep_logprobs)
         body = shape.whole(reply, finished.usage if finished else Usage())
     except BaseException as exc:
+        if isinstance(exc, asyncio.CancelledError):   # its 503 names the request and session it traced (QA137)
+            request.scope[CUT_REPLY_HEADERS] = exchange.reply_headers(exchange.overhead_s())
         _raise_failed(exchange, exc)
     exchange.close(finished, 200)
     overhead_s = exchange.overhead_s()

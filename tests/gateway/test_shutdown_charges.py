@@ -82,6 +82,9 @@ def test_a_request_cut_at_shutdown_charges_neither_the_budget_nor_the_tokens_per
     else:
         cut = _cut_whole(server, body, 0.5)
         assert cut.status_code == 503 and cut.json()["error"]["code"] == "server_shutting_down", cut.text
+        # QA137: the 503 names the step it was traced as and its session, as every answer does
+        assert cut.headers.get("x-request-id", "").startswith("chatcmpl-") and cut.headers.get("x-session-id")
+        assert "x-ratelimit-remaining-tokens" in cut.headers and cut.headers["retry-after"] == "1"
     assert limiter.num_active == 0   # the slot was given back
     assert limiter.num_spent_tokens == spent, "the cut request was charged"
     assert int(limiter.rate_limit_headers()["x-ratelimit-remaining-tokens"]) >= remaining   # given back
