@@ -176,9 +176,12 @@ class AgentTracer:
     # --- the request path ------------------------------------------------------------
     def begin(self, tenant: str, headers: Mapping[str, str], body: Mapping[str, Any], *,
               operation: str = "chat", request_id: str | None = None,
-              service_tier: str | None = None) -> StepContext:
+              service_tier: str | None = None, arrived_ago_s: float = 0.0) -> StepContext:
         """Resolve the session and open the request's step (served in `service_tier`, when
-        known). Cheap; no I/O."""
+        known). The step arrived `arrived_ago_s` before now (when the gateway began the
+        request: its TTFT counts from then, so the step must too; QA137: a TTFT past the
+        step's own duration), never before the session's previous response ended (its gap
+        is never negative). Cheap; no I/O."""
         now_s = self.clock()
         raw = body.get("messages")
         messages = raw if isinstance(raw, list) else []
@@ -191,14 +194,17 @@ class AgentTracer:
             self._events.offer(event)
         model = body.get("model")
         hint = replay_hint(body)
+        arrived_s = now_s - max(0.0, arrived_ago_s)
+        if opened.prev_ended_s is not None:   # (a wall clock that stepped back keeps `now_s`, as before)
+            arrived_s = max(arrived_s, min(opened.prev_ended_s, now_s))
         ctx = StepContext(
             tenant=tenant, session=opened.session, index=opened.index,
             session_source=opened.source, operation=operation,
             model=model[:MAX_CLIENT_ID_CHARS] if isinstance(model, str) else "", agent=agent_name(headers, body),
-            arrived_s=now_s,
+            arrived_s=arrived_s,
             after=hinted_after(after_of(messages, _is_first_step(opened, messages), opened.asked),
                                hint, opened.index),
-            gap_s=now_s - opened.prev_ended_s if opened.prev_ended_s is not None else None,
+            gap_s=arrived_s - opened.prev_ended_s if opened.prev_ended_s is not None else None,
             prev_ended_s=opened.prev_ended_s,
             num_messages=len(messages), is_stream=body.get("stream") is True,
             request_id=request_id, conversation_digest=digests[-1] if digests else None,

@@ -142,7 +142,7 @@ async def _handle(request: Request, *, is_chat: bool) -> Response:
             prepared = await backend.prepare_completion(parsed, tenant, new_id("cmpl"))
         prepared = with_choices(prepared, parsed.n)
         request_id = prepared.request_id
-        trace = begin_step(state.tracer, request, body, prepared, is_chat=is_chat)
+        trace = begin_step(state.tracer, request, body, prepared, is_chat=is_chat, started_s=started_s)
         bind_session(prepared, trace)
         return await respond(request, state, backend, prepared, is_chat=is_chat,
                              stream=parsed.stream, include_usage=parsed.wants_stream_usage(),

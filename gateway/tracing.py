@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import time
 from typing import Any
 
 from agents_trace.api import Viewer, build_trace_router
@@ -78,7 +79,9 @@ def trace_router() -> APIRouter:
 
 
 def begin_step(tracer: AgentTracer | None, request: Request, body: Any, prepared: Prepared,
-               *, is_chat: bool) -> StepContext | None:
+               *, is_chat: bool, started_s: float | None = None) -> StepContext | None:
+    """The request's step, opened as arriving at `started_s` (`time.perf_counter()` when
+    its handler began: where its TTFT counts from), else now; None when it is no agent step."""
     if tracer is None or not isinstance(body, dict) or is_batch_request(request):   # not an agent step
         return None
     try:
@@ -86,7 +89,8 @@ def begin_step(tracer: AgentTracer | None, request: Request, body: Any, prepared
         return tracer.begin(prepared.tenant, request.headers, body,
                             operation="chat" if is_chat else "text_completion",
                             request_id=prepared.request_id,
-                            service_tier=prepared.service_tier or (asked if isinstance(asked, str) else None))
+                            service_tier=prepared.service_tier or (asked if isinstance(asked, str) else None),
+                            arrived_ago_s=0.0 if started_s is None else time.perf_counter() - started_s)
     except Exception:
         log.exception("tracing could not open a step; the request runs untraced")
         return None

@@ -274,3 +274,26 @@ def test_tracer_counts_the_steps_begun_and_not_ended(tmp_path, clock):
     tracer.end(second, StepResult(num_input_tokens=3, error="server_error"))   # a failed step ends too
     assert tracer.num_steps_in_flight() == 0
     tracer.stop()
+
+
+def test_a_step_arrives_when_the_gateway_began_it_never_before_its_previous_end(tmp_path, clock):
+    """QA137 #5: a step was opened as arriving when the gateway had prepared it (body read,
+    prompt tokenized), while its TTFT counted from when the handler began, so a whole
+    reply's TTFT could exceed the step's own duration. `arrived_ago_s` moves the arrival
+    back to the handler's start, but never before the session's previous response ended."""
+    tracer, _ = make_tracer(tmp_path, clock)
+    try:
+        body = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}]}
+        first = tracer.begin("acme", {"x-session-id": "s"}, body, arrived_ago_s=0.25)
+        assert first.arrived_s == clock.now_s - 0.25 and first.gap_s is None
+        clock.advance(1.0)
+        tracer.end(first, StepResult(num_input_tokens=5, num_output_tokens=1, ttft_s=1.2, finish_reason="stop"))
+        ended_s = clock.now_s
+        clock.advance(2.0)
+        second = tracer.begin("acme", {"x-session-id": "s"}, body, arrived_ago_s=0.5)
+        assert second.arrived_s == ended_s + 1.5 and second.gap_s == pytest.approx(1.5)
+        clock.advance(0.1)
+        third = tracer.begin("acme", {"x-session-id": "s"}, body, arrived_ago_s=10.0)   # began before `first` ended
+        assert third.arrived_s == ended_s and third.gap_s == 0.0
+    finally:
+        tracer.stop()
