@@ -60,7 +60,10 @@ async def stored_response(request: Request, state: GatewayState, tenant: str) ->
     if run is not None and not run.is_done:
         return JSONResponse(run.response())
     if stream:
-        kept = ("its events are no longer kept (the last 64 finished per tenant, not across a restart); "
+        kept = ("it runs in another gateway sharing this one's responses file: stream it there, or GET it "
+                "without `stream` for where it stands" if is_unfinished(stored.response) and stored.response.get(
+                    "background")   # (QA133: this read "no longer kept ... the final response")
+                else "its events are no longer kept (the last 64 finished per tenant, not across a restart); "
                 "GET it without `stream` for the final response" if stored.response.get("background")
                 else "only a background response's events can be streamed")
         raise invalid_request(f"Response '{response_id}' cannot be streamed: {kept}.", param="stream",

@@ -286,8 +286,13 @@ def test_background_responses_of_a_killed_gateway_read_back_cancelled_and_not_wh
         try:
             seen = [httpx.get(f"{beside.base_url}/v1/responses/{rid}", headers=headers) for rid in ids]
             elsewhere = httpx.post(f"{beside.base_url}/v1/responses/{ids[1]}/cancel", headers=headers)
+            streamed_elsewhere = httpx.get(f"{beside.base_url}/v1/responses/{ids[0]}?stream=true&starting_after=0",
+                                           headers=headers)
         finally:
             beside.stop()
+        # QA133 M1: it said the events "are no longer kept ... GET it for the final response" of a running one
+        assert streamed_elsewhere.status_code == 400
+        assert "another gateway" in streamed_elsewhere.json()["error"]["message"]
         assert [(answer.status_code, answer.json().get("status")) for answer in seen] == [
             (200, "in_progress"), (200, "queued"), (200, "queued")]
         assert elsewhere.status_code == 400 and "another gateway" in elsewhere.json()["error"]["message"]
