@@ -15,17 +15,22 @@ Invariants:
   `shards.local_transport.stop_fork_server_if_idle`, and the spawn fails at once);
 - a start that fails, or whose task is cancelled, leaves no thread behind in it either
   (but Ray's driver thread, still in a `ray.init` that cannot be interrupted:
-  `RayTransport.connect` returns at once, leaving the thread to end with the process);
-- `cancel_start` takes no lock (a spawn holds the engine's lock while the fork server
-  answers, and it is called on the event loop) and does nothing once started.
+  `RayTransport.connect` returns at once, leaving the thread to end with the process; and
+  a spawn still waiting on the fork server, which kills its worker once it is forked);
+- `cancel_start` takes no lock (it is called on the event loop) and does nothing once
+  started; no spawn holds the engine's lock while the fork server answers (5-15 s while a
+  new one imports torch, as long as it is stopped), so requests and /health never wait on
+  it (QA137: `_spawn`).
 """
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import threading
 import time
 
 from shards.chat_template import supports_tools
+from shards.spawning_channel import SpawningChannel
 from shards.probed_costs import ProbedCosts, ProbeKey
 from shards.transport import StartCancelled, make_transport
 from shards.worker_events import probe_reason, workers_starting_line
@@ -63,8 +68,7 @@ class EngineStart:
         raises StartCancelled. A model's preparation in a child stops at once, the
         workers' spawns once the fork server answers (or is killed). Nothing happens once
         the start is done."""
-        # NOTE: takes no lock: a spawn holds the engine's lock while the fork server
-        # answers, and this runs on the event loop
+        # NOTE: takes no lock: this runs on the event loop
         if self._supervise_task is not None:
             return
         self._start_cancelled.set()
@@ -163,8 +167,13 @@ class EngineStart:
             self._transport.close()
 
     def _spawn(self, worker_id: str) -> None:
-        """Start the next incarnation of `worker_id`. Under the lock, so no message of
-        the new incarnation is handled before its channel is registered."""
+        """Start the next incarnation of `worker_id`. Invariant: the incarnation and its
+        channel (a `SpawningChannel` until the process runs) are registered under the lock
+        before the transport's spawn, which runs outside it (it waits on the fork server),
+        so no message of the new incarnation is handled before its channel is registered.
+        During the start the spawn runs here (what it raises fails the start); a restart's
+        in a thread of its own, so that the supervision goes on (pings, `max_queue_wait_s`
+        expiries), and one that raises is that incarnation's exit (fenced, restarted)."""
         with self._lock:
             if self._stopping or self._start_cancelled.is_set():
                 return
@@ -175,8 +184,35 @@ class EngineStart:
             # seconds of CPU the workers still serving would otherwise lose
             config = (dataclasses.replace(self.config, measure_costs=False) if worker_id in self._probed_costs
                       else self.config)
-            self._channels[worker_id] = self._transport.spawn(
-                worker_id, incarnation, config, self._on_message, self._on_exit)
+            spawning = self._channels[worker_id] = SpawningChannel(worker_id, incarnation)
+            restart = self._supervise_task is not None
+        if not restart:
+            self._start_process(spawning, config)
+            return
+        threading.Thread(target=self._restart_process, args=(spawning, config),
+                         name=f"spawn-{worker_id}.{incarnation}", daemon=True).start()
+
+    def _start_process(self, spawning: SpawningChannel, config) -> None:
+        """Have the transport start `spawning`'s process (outside the lock), then put its
+        channel in `spawning`'s place."""
+        try:
+            channel = self._transport.spawn(spawning.worker_id, spawning.incarnation, config,
+                                            self._on_message, self._on_exit)
+        except BaseException:
+            spawning.fail()
+            raise
+        with self._lock:
+            spawning.attach(channel)   # what was sent meanwhile goes first; a kill asked meanwhile is done
+            if self._channels.get(spawning.worker_id) is spawning:   # not a later incarnation's
+                self._channels[spawning.worker_id] = channel
+
+    def _restart_process(self, spawning: SpawningChannel, config) -> None:
+        """A restart's spawn, in a thread of its own: one that fails is the incarnation's exit."""
+        try:
+            self._start_process(spawning, config)
+        except Exception as exc:   # noqa: BLE001 -- told as the exit; the supervisor restarts it
+            self._on_exit(spawning.worker_id, spawning.incarnation,
+                          f"could not be started ({type(exc).__name__}: {exc})")
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + WORKER_START_TIMEOUT_S

@@ -235,6 +235,8 @@ class LocalTransport:
 
     def spawn(self, worker_id: str, incarnation: int, config: WorkerConfig,
               on_message: OnMessage, on_exit: OnExit) -> LocalChannel:
+        """Returns once the process is started: a fork waits for the fork server (seconds
+        while a new one imports torch), so the engine calls it outside its lock."""
         channel = LocalChannel(self._context(config.device), worker_id, incarnation, config, on_message, on_exit)
         if forks_from_server(config.device, self._start_method):
             self._fork_server_watch.start()   # its workers now depend on it for every restart
