@@ -38,7 +38,7 @@ from typing import TypeVar
 
 from agents_trace.records import SessionEnded
 from agents_trace.step_numbering import offset_past
-from agents_trace.store_schema import BUSY_TIMEOUT_MS, connect_writer
+from agents_trace.store_schema import BUSY_TIMEOUT_MS, connect_writer, give_back_free_pages
 from agents_trace.store_rows import CLEAR_ENDED_SPAN, GENERATED_NOTHING, INSERT_STEP, REPLACE_CONTENT, \
     SELECT_LEFT_OPEN_SPAN, UPSERT_SESSION, LeftOpenSpan, StepRow, content_values, left_open_span, session_values, \
     step_values
@@ -262,7 +262,7 @@ class TraceStore:
         if self.used_bytes() > self.max_bytes:
             num_removed += trim_biggest_first(self.db, self.used_bytes, self.max_bytes, self._delete_sessions)
         if num_removed:
-            self.db.execute("PRAGMA incremental_vacuum")
+            give_back_free_pages(self.db)
         return num_removed
 
 
@@ -284,7 +284,7 @@ def delete_sessions(path: Path, keys: Sequence[tuple[str, str]]) -> int:
     db = sqlite3.connect(str(path), isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False)
     try:
         num_steps = _delete_in_one_transaction(db, keys, "BEGIN IMMEDIATE")
-        db.execute("PRAGMA incremental_vacuum").fetchall()   # stepped to the end: every free page
+        give_back_free_pages(db)
         return num_steps
     finally:
         db.close()

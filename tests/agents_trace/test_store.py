@@ -459,3 +459,34 @@ def test_a_store_on_a_read_only_mount_is_read(tmp_path, clock):
         assert found["num_steps"] == 3
     finally:
         subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+
+
+def test_deleting_sessions_and_retention_give_every_free_page_back(tmp_path, clock):
+    """QA135: `PRAGMA incremental_vacuum` through `execute` frees one page, so deleting
+    every session (and retention) left the pages free inside the file, which never shrank."""
+    import sqlite3
+
+    from agents_trace.store import delete_sessions
+
+    tracer, _ = make_tracer(tmp_path, clock, capture_content=True)
+    try:
+        for i in range(20):
+            run_scripted_session(tracer, clock, headers={"x-session-id": f"s{i:02d}"}, user_text="x" * 4000)
+        assert tracer.flush(5.0)
+    finally:
+        tracer.stop()
+    path = tmp_path / "traces.sqlite3"
+
+    def num_free_pages() -> int:
+        with sqlite3.connect(path) as db:
+            return db.execute("PRAGMA freelist_count").fetchone()[0]
+
+    assert delete_sessions(path, [("acme", f"s{i:02d}") for i in range(10)]) == 30
+    assert num_free_pages() == 0
+    store = TraceStore(path, max_age_s=1.0, max_bytes=10**9)
+    store.open()
+    try:
+        assert store.apply_retention(clock.now_s + 3600.0) == 10
+        assert num_free_pages() == 0
+    finally:
+        store.close()
