@@ -5,7 +5,10 @@ resume from there, the directory's claim and the checkpoints that save them
 Invariant: a started relay holds a `DirectoryClaim` on its directory until it is stopped
 (none when the directory cannot be made or written: a warning, and the gateway serves);
 when another gateway holds it already, the operator is told at the start (both still
-save: the last to save a tenant wins).
+save: the last to save a tenant wins), and the relay tries the claim again before each
+checkpoint: it takes it once the other gateway is gone (which is then told at its own
+start), and tells again when another process holds it by then (QA133: once the holder
+restarted, neither log said two gateways shared the directory).
 """
 from __future__ import annotations
 
@@ -60,12 +63,27 @@ def start_forecasting(tracer, backends: Mapping[str, object],
         relay.claim = claim_directory(directory)
     except OSError as exc:   # a directory it cannot write: its saves will say so too; it still serves
         log.warning("stepahead: warning: could not claim %s for this gateway's forecasts: %s", directory, exc)
-    relay.checkpoints = Checkpoints(lambda: relay.save(directory), checkpoint_every_s).start()
+    relay.checkpoints = Checkpoints(lambda: checkpoint(relay, directory), checkpoint_every_s).start()
     print(f"stepahead: {started_line(relay, directory, claimed=relay.claim is not None)}",
           file=sys.stderr, flush=True)  # stdout may be JSON
     if relay.claim is not None and not relay.claim.held:
         print(f"stepahead: warning: {shared_directory_line(relay.claim)}", file=sys.stderr, flush=True)
     return relay
+
+
+def checkpoint(relay: ForecastRelay, directory: Path) -> None:
+    """Save the forecasters, after trying the directory's claim again when another gateway
+    held it (see the module's invariant)."""
+    claim = relay.claim
+    if claim is not None and not claim.held:
+        try:
+            again = claim_directory(directory)
+        except OSError:   # the save says why
+            again = claim
+        relay.claim = again
+        if not again.held and again.holder_pid != claim.holder_pid:
+            print(f"stepahead: warning: {shared_directory_line(again)}", file=sys.stderr, flush=True)
+    relay.save(directory)
 
 
 def started_line(relay: ForecastRelay, directory: Path, claimed: bool = True) -> str:

@@ -181,3 +181,32 @@ def test_a_start_over_damaged_files_it_cannot_set_aside_resumes_every_other_tena
     stop_forecasting(started)
     assert started.checkpoints.num_failed == 0
     assert len(beta.read_text()) == 50 and (tmp_path / GAPS_DIR / GLOBAL_FILE).is_dir()
+
+
+def test_a_gateway_that_found_the_directory_claimed_takes_it_once_the_other_is_gone(tmp_path, monkeypatch, capsys):
+    """QA133 M2: the second gateway warned at its start, but once the first (the holder)
+    restarted it took the freed claim silently, and neither log said two gateways shared the
+    directory. The one without the claim tries it again at each checkpoint: it takes it once
+    the holder is gone (so the holder, restarting, is told), and tells again when a new
+    process holds it."""
+    from types import SimpleNamespace
+
+    from gateway.forecasting_start import PREDICTOR_DIR_ENV, checkpoint, start_forecasting, stop_forecasting
+
+    monkeypatch.setenv(PREDICTOR_DIR_ENV, str(tmp_path))
+    backends = {"m": SimpleNamespace(engine=RecordingEngine("predictive"))}
+    first = start_forecasting(_Tracer(), backends, checkpoint_every_s=60.0)
+    second = start_forecasting(_Tracer(), backends, checkpoint_every_s=60.0)
+    assert not second.claim.held and "warning: another gateway" in capsys.readouterr().err
+    second.claim.holder_pid = -1   # as if the holder had been a process that restarted since
+    checkpoint(second, tmp_path)
+    assert not second.claim.held and "warning: another gateway" in capsys.readouterr().err   # told again
+    checkpoint(second, tmp_path)
+    assert "warning" not in capsys.readouterr().err   # the same holder: once is enough
+    stop_forecasting(first)   # the holder stops (or restarts)
+    checkpoint(second, tmp_path)
+    assert second.claim.held
+    restarted = start_forecasting(_Tracer(), backends, checkpoint_every_s=60.0)
+    assert not restarted.claim.held and "warning: another gateway" in capsys.readouterr().err
+    stop_forecasting(restarted)
+    stop_forecasting(second)
