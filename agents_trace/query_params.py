@@ -22,11 +22,19 @@ TRUE_WORDS = frozenset({"true", "1", "yes", "on"})
 FALSE_WORDS = frozenset({"false", "0", "no", "off"})
 
 
-def _bad_value(name: str, expected: str, raw: str) -> HTTPException:
+def _bad_value(name: str, expected: str, raw: str, code: str = "invalid_value") -> HTTPException:
     """The 400 for a query parameter (never FastAPI's 422 shape); its detail carries
     `message`, `param` and `code`, which the gateway's error body keeps (OpenAI's shape)."""
     return HTTPException(400, {"message": f"Query parameter '{name}' must be {expected}, not {raw!r}.",
-                               "param": name, "code": "invalid_value"})
+                               "param": name, "code": code})
+
+
+def bound_code(value: float | None, low: float, high: float, is_int: bool) -> str:
+    """OpenAI's code for a number outside [low, high] (`integer_above_max_value`,
+    `decimal_below_min_value`, ...); `invalid_value` for one that is no number (None)."""
+    if value is None or low <= value <= high:
+        return "invalid_value"
+    return f"{'integer' if is_int else 'decimal'}_{'above_max' if value > high else 'below_min'}_value"
 
 
 def _bound(value: float) -> str:
@@ -47,7 +55,7 @@ def query_number(request: Request, name: str, default: float | None, *, low: flo
     except ValueError:
         value = None
     if value is None or not low <= value <= high:
-        raise _bad_value(name, f"a number in [{_bound(low)}, {_bound(high)}]", raw)
+        raise _bad_value(name, f"a number in [{_bound(low)}, {_bound(high)}]", raw, bound_code(value, low, high, is_int))
     return value
 
 

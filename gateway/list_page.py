@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from agents_trace.query_params import bound_code
 from gateway.errors import ApiError, invalid_request
 
 DEFAULT_LIMIT = 20
@@ -48,10 +49,10 @@ def list_page(query: Mapping[str, str]) -> ListPage:
     try:
         limit = int(raw_limit)
     except ValueError:
-        limit = 0
-    if not 1 <= limit <= MAX_LIMIT:
+        limit = None
+    if limit is None or not 1 <= limit <= MAX_LIMIT:   # (OpenAI's codes: integer_above_max_value, ...)
         raise invalid_request(f"'limit' must be an integer from 1 to {MAX_LIMIT}, not {raw_limit!r}.",
-                              param="limit", code="invalid_value")   # (as /v1/traces answers it)
+                              param="limit", code=bound_code(limit, 1, MAX_LIMIT, is_int=True))
     if "before" in query:
         raise invalid_request("'before' is not supported here: page with 'after' (and 'order').", param="before",
                               code="unsupported_parameter")

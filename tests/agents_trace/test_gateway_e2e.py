@@ -399,7 +399,7 @@ def test_e2e_bad_trace_query_is_an_openai_shaped_400_naming_the_parameter(served
     reply = served.get("/v1/traces/sessions?limit=5000", "acme")
     assert reply.status_code == 400
     error = reply.json()["error"]
-    assert error["param"] == "limit" and error["code"] == "invalid_value"
+    assert error["param"] == "limit" and error["code"] == "integer_above_max_value"
     assert error["message"] == "Query parameter 'limit' must be a number in [1, 500], not '5000'."
 
 
