@@ -60,9 +60,8 @@ from gateway.json_asks import (BRANCH_ASK, ENUM_ASK, LEAF_ASKS, MORE_ITEMS_ASK, 
 from gateway.json_bounds import number_in_bounds, string_in_bounds
 from gateway.json_fitting import fits_string
 from gateway.json_formats import checked_format, normalized
-from gateway.json_patterns import usable_pattern
 from gateway.json_frames import ArrayFrame, Frame, ObjectFrame, StringFrame
-from gateway.json_schemas import listed_values, value_kind
+from gateway.json_schemas import value_kind
 from gateway.json_counts import MAX_BRANCH_STEPS, min_items
 from gateway.json_smallest import SchemaTooLarge, SmallestValues
 
@@ -279,7 +278,7 @@ class LeafFiller(SmallestValues):
             return await self.minimal(schema)
         if schema.get("enum"):
             text = text.strip()
-            options = zip(self.root.options(schema), listed_values(schema))   # as the reader serializes them
+            options = zip(self.root.options(schema), self.root.listed(schema))   # as the reader serializes them
             return next((option for dumped, option in options if text and dumped.startswith(text[:len(dumped)])),
                         self.zero(schema))
         if kind == "string":
@@ -287,7 +286,7 @@ class LeafFiller(SmallestValues):
             if fmt is not None:
                 value = normalized(text, fmt)
                 return value if value is not None and fits_string(value, schema) else self.zero(schema)
-            pattern = usable_pattern(schema)
+            pattern = self.root.pattern(schema)   # compiled and spelled once per part
             if pattern is not None:   # the model's text, else cut or padded to the lengths, if it still matches
                 return next((value for value in (text, string_in_bounds(text, schema))
                              if fits_string(value, schema, pattern)), self.zero(schema))

@@ -9,10 +9,12 @@ checked within `json_patterns.MATCH_TIMEOUT_S`; the keywords of an object's or a
 members are not looked at); `fitting_string(s)` meets every one of `s`'s format, held
 pattern and lengths wherever the spelling finds such a string, else as many as it can:
 the format first (a client parses it into a typed value), then the pattern, then the
-lengths.
+lengths. `OwnKeywords` checks many values against one schema in time linear in their
+number and the enum's size (its members as a set of `json_key`s, its pattern compiled once).
 """
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Any
 
 from gateway.json_bounds import number_fits, string_in_bounds, string_lengths
@@ -47,32 +49,89 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def json_key(value: Any) -> Hashable | None:
+    """A key that is equal for two JSON values exactly where `json_equal` says they are
+    (`1` and `1.0` share one, `True` and `1` do not); None for a value holding a NaN, which
+    `json_equal` finds equal to nothing (no key is None). TypeError for what is not JSON."""
+    if isinstance(value, bool):
+        return ("boolean", value)
+    if _is_number(value):
+        return None if value != value else ("number", value)
+    if isinstance(value, str):
+        return ("string", value)
+    if value is None:
+        return ("null",)
+    if isinstance(value, list):
+        items = tuple(json_key(item) for item in value)
+        return None if None in items else ("array", items)
+    if isinstance(value, dict):
+        members = frozenset((name, json_key(member)) for name, member in value.items())
+        return None if any(key is None for _, key in members) else ("object", members)
+    raise TypeError(f"not a JSON value: {type(value).__name__}")
+
+
 def fits_string(text: str, schema: dict, pattern: HeldPattern | None = None) -> bool:
     """Whether `text` meets the schema's lengths, checked format and held pattern
     (`pattern`, when the caller has compiled it already)."""
+    return _fits_string(text, schema, pattern or usable_pattern(schema))
+
+
+def _fits_string(text: str, schema: dict, pattern: HeldPattern | None) -> bool:
+    """`fits_string` with the schema's held pattern given (None: it holds none)."""
     shortest, longest = string_lengths(schema)
     if len(text) < shortest or longest is not None and len(text) > longest:
         return False
     fmt = checked_format(schema)
     if fmt is not None and not fits_format(text, fmt):
         return False
-    pattern = pattern or usable_pattern(schema)
     return pattern is None or pattern.matches(text)
 
 
 def fits_own_keywords(value: Any, schema: dict) -> bool:
     """Whether `value` meets the schema's `type`, `enum`, `const` and, for a number or a
     string, its bounds, lengths, format and pattern."""
-    kinds = schema.get("type")
-    if kinds is not None and not _kinds_of_value(value) & set([kinds] if isinstance(kinds, str) else kinds):
-        return False
-    if "const" in schema and not json_equal(value, schema["const"]):
-        return False
-    if isinstance(schema.get("enum"), list) and not any(json_equal(value, m) for m in schema["enum"]):
-        return False
-    if _is_number(value):
-        return number_fits(value, schema)
-    return not isinstance(value, str) or fits_string(value, schema)
+    return OwnKeywords(schema).fits(value)
+
+
+class OwnKeywords:
+    """`fits_own_keywords` for the values of one schema, each in a time independent of the
+    size of its `enum` (its members' `json_key`s, a set made at the first value; a member
+    that is no JSON value leaves the members scanned one by one, as `json_equal` does) and
+    with its pattern compiled once: checking every member of an enum of thousands of
+    values is linear, not quadratic (QA134 H2)."""
+
+    def __init__(self, schema: dict) -> None:
+        self.schema = schema
+        self._members: set | None = None   # the enum's `json_key`s, made at the first value checked
+        self._pattern: tuple[HeldPattern | None] | None = None   # `usable_pattern`, found at the first string
+
+    def fits(self, value: Any) -> bool:
+        schema = self.schema
+        kinds = schema.get("type")
+        if kinds is not None and not _kinds_of_value(value) & set([kinds] if isinstance(kinds, str) else kinds):
+            return False
+        if "const" in schema and not json_equal(value, schema["const"]):
+            return False
+        if isinstance(schema.get("enum"), list) and not self._listed(value):
+            return False
+        if _is_number(value):
+            return number_fits(value, schema)
+        if not isinstance(value, str):
+            return True
+        if self._pattern is None:
+            self._pattern = (usable_pattern(schema),)
+        return _fits_string(value, schema, self._pattern[0])
+
+    def _listed(self, value: Any) -> bool:
+        """Whether `value` is `json_equal` to a member of the schema's `enum`."""
+        members = self.schema["enum"]
+        try:
+            if self._members is None:
+                self._members = {json_key(member) for member in members} - {None}
+            key = json_key(value)
+            return key is not None and key in self._members
+        except (TypeError, RecursionError):   # no JSON value, or nested past the stack: compared one by one
+            return any(json_equal(value, member) for member in members)
 
 
 def fitting_member(schema: dict) -> tuple[bool, Any]:
@@ -81,7 +140,8 @@ def fitting_member(schema: dict) -> tuple[bool, Any]:
     candidates = ([schema["default"]] if "default" in schema else []) + (
         [schema["const"]] if "const" in schema else []) + (
         list(schema["enum"]) if isinstance(schema.get("enum"), list) else [])
-    return next(((True, value) for value in candidates if fits_own_keywords(value, schema)), (False, None))
+    own = OwnKeywords(schema)
+    return next(((True, value) for value in candidates if own.fits(value)), (False, None))
 
 
 def fitting_string(schema: dict) -> str:

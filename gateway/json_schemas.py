@@ -9,9 +9,12 @@ decides exactly as the text streams; only then is a reply streamed as it is writ
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import Any
 
-from gateway.json_fitting import fits_own_keywords
-from gateway.json_patterns import usable_pattern
+from gateway.json_first_chars import first_chars_of
+from gateway.json_fitting import OwnKeywords
+from gateway.json_patterns import HeldPattern, usable_pattern
 
 ALL_KINDS = frozenset({"object", "array", "string", "number", "integer", "boolean", "null"})
 FIRST_CHARS = {"object": "{", "array": "[", "string": '"', "number": "-0123456789",
@@ -60,16 +63,40 @@ def listed_values(schema: dict) -> list | None:
         return [schema["const"]]
     if not isinstance(schema.get("enum"), list):
         return None
-    return [member for member in schema["enum"] if fits_own_keywords(member, schema)] or schema["enum"]
+    own = OwnKeywords(schema)   # the enum's members as a set: linear, not quadratic (QA134 H2)
+    return [member for member in schema["enum"] if own.fits(member)] or schema["enum"]
 
 
 class SchemaRoot:
-    """A schema document: `$ref`s resolve against it."""
+    """A schema document: `$ref`s resolve against it.
+
+    Invariant: what it works out for a part (its resolved view, its listed values and their
+    JSON text, its first characters, its held pattern) is found once per part and kept (by
+    the part's id, the part kept alive with it) for the document's life, one request's: a
+    part that many paths reach (an `anyOf` whose branches are the same `$ref`, nested D
+    deep: 2^D paths) or a large `enum` asked about at each value costs once, not per path
+    or per ask (QA134 H1, H2, H5). Nothing is kept between documents."""
 
     def __init__(self, document: dict) -> None:
         self.document = document
+        self._kept: dict[tuple[str, int], tuple[dict, Any]] = {}   # (what, id(part)) -> (part, its value)
 
-    def resolve(self, schema: dict, depth: int = 0) -> dict:
+    def _once(self, what: str, schema: dict, work: Callable[[dict], Any]) -> Any:
+        """`work(schema)`, worked out at the first ask for this part and kept."""
+        kept = self._kept.get((what, id(schema)))
+        if kept is None or kept[0] is not schema:
+            kept = self._kept[what, id(schema)] = (schema, work(schema))
+        return kept[1]
+
+    def resolve(self, schema: dict) -> dict:
+        """The part a `$ref` points to (a chain of them, 16 hops at most), with the `$ref`'s
+        sibling keywords over it; the same dict at each ask; `schema` itself without one
+        (or where it does not resolve)."""
+        if not isinstance(schema.get("$ref"), str):
+            return schema
+        return self._once("resolve", schema, self._resolved)
+
+    def _resolved(self, schema: dict, depth: int = 0) -> dict:
         ref = schema.get("$ref")
         if not isinstance(ref, str) or depth > 16:
             return schema
@@ -77,7 +104,7 @@ class SchemaRoot:
         if target is None:
             return schema
         rest = {k: v for k, v in schema.items() if k != "$ref"}
-        return self.resolve({**target, **rest} if rest else target, depth + 1)
+        return self._resolved({**target, **rest} if rest else target, depth + 1)
 
     def _lookup(self, ref: str) -> dict | None:
         if not ref.startswith("#"):
@@ -106,19 +133,48 @@ class SchemaRoot:
         return next((b for b in branches if char in self.first_chars(b)), None)
 
     def first_chars(self, schema: dict) -> str:
+        """The characters a value of `schema` (resolved) may start with, each once, in no
+        set order: its listed values' first characters, else its branches' (through nested
+        `anyOf`/`oneOf`; a branch leading back to an `anyOf` it is in adds nothing of its
+        own), else its types' (FIRST_CHARS). Found for every part the walk reaches at once
+        (`first_chars_of`), so each part is looked at once per document."""
+        kept = self._kept.get(("first_chars", id(schema)))
+        if kept is None or kept[0] is not schema:
+            own = {id(part): (part, value) for part, value in first_chars_of(schema, self._first_step)}
+            self._kept.update((("first_chars", key), kept) for key, kept in own.items())
+            return own[id(schema)][1]
+        return kept[1]
+
+    def _first_step(self, schema: dict) -> tuple[str | None, list[dict]]:
+        """`schema`'s own first characters and the parts whose first characters it adds,
+        or (the kept first characters, []) for a part found already."""
+        kept = self._kept.get(("first_chars", id(schema)))
+        if kept is not None and kept[0] is schema:
+            return kept[1], []
         options = self.options(schema)
         if options is not None:
-            return "".join(option[:1] for option in options)
+            return "".join(option[:1] for option in options), []
         branches = self.branches(schema)
         if branches is not None:
-            return "".join(self.first_chars(b) for b in branches)
-        return "".join(FIRST_CHARS[kind] for kind in kinds_of(schema) if kind in FIRST_CHARS)
+            return "", branches
+        return "".join(FIRST_CHARS[kind] for kind in kinds_of(schema) if kind in FIRST_CHARS), []
+
+    def listed(self, schema: dict) -> list | None:
+        """`listed_values(schema)`, found once per part."""
+        return self._once("listed", schema, listed_values)
 
     def options(self, schema: dict) -> tuple[str, ...] | None:
         """`const` or `enum` values (`listed_values`) as JSON text, or None when the schema
         has neither."""
-        values = listed_values(schema)
+        return self._once("options", schema, self._serialized)
+
+    def _serialized(self, schema: dict) -> tuple[str, ...] | None:
+        values = self.listed(schema)
         return None if values is None else tuple(json.dumps(value, ensure_ascii=False) for value in values)
+
+    def pattern(self, schema: dict) -> HeldPattern | None:
+        """`usable_pattern(schema)`, compiled and spelled once per part."""
+        return self._once("pattern", schema, usable_pattern)
 
     def member_schema(self, schema: dict, key: str) -> dict:
         return self.resolve(schema.get("properties", {}).get(key, {}))

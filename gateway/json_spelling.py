@@ -9,12 +9,16 @@ item's length (`spell`), with no search.
 Invariant: `spell(n)` returns a string of exactly n characters that the tree spells (each
 repeat within its counts, each class's member, each branch's own), or raises `Unspellable`
 (back-references, look-arounds, a class no candidate character meets, no string of that
-length). Whether the compiled pattern then matches it (anchors, word boundaries, atomic
-groups, flags) is for the caller to check.
+length). A class is read a few times per speller, whatever its size (`_class_test`), not
+once per candidate character. Whether the compiled pattern then matches it (anchors, word
+boundaries, atomic groups, flags) is for the caller to check.
 """
 from __future__ import annotations
 
 import string
+from bisect import bisect_right
+from collections.abc import Callable, Iterator
+from itertools import chain
 from re import _constants as sre   # the parse tree's opcodes (stable since Python 3.11)
 
 MAX_SPELLED_LENGTH = 1024   # a pattern whose shortest match is longer is not spelled
@@ -36,27 +40,57 @@ class Unspellable(Exception):
     pass
 
 
-def _in_set(items: list, char: str) -> bool:
+def _class_test(items: list) -> Callable[[str], bool]:
+    """Whether a character is in the class `items`, as a predicate that takes a time
+    independent of the class's size (a set of literals, its ranges merged and searched by
+    bisection, its distinct categories): one class of thousands of characters is tested
+    against every candidate `one_char` tries. Unspellable for an item of another kind,
+    whatever the character."""
     negate = bool(items) and items[0][0] is sre.NEGATE
-    hit = False
+    literals: set[int] = set()
+    ranges: list[tuple[int, int]] = []
+    categories = {}
     for op, value in items[1:] if negate else items:
         if op is sre.LITERAL:
-            hit = hit or char == chr(value)
+            literals.add(value)
         elif op is sre.RANGE:
-            hit = hit or value[0] <= ord(char) <= value[1]
+            ranges.append((value[0], value[1]))
         elif op is sre.CATEGORY and value in _CATEGORIES:
-            hit = hit or _CATEGORIES[value](char)
+            categories[value] = _CATEGORIES[value]
         else:
             raise Unspellable(op)
-    return hit is not negate
+    merged = _merged(ranges)
+    lows = [low for low, _ in merged]
+
+    def test(char: str) -> bool:
+        code = ord(char)
+        at = bisect_right(lows, code) - 1
+        hit = (code in literals or at >= 0 and code <= merged[at][1]
+               or any(accepts(char) for accepts in categories.values()))
+        return hit is not negate
+    return test
 
 
-def _own_members(items: list) -> str:
+def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The ranges as disjoint ones, in ascending order, covering the same codes."""
+    merged: list[tuple[int, int]] = []
+    for low, high in sorted(ranges):
+        if merged and low <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], high))
+        elif low <= high:
+            merged.append((low, high))
+    return merged
+
+
+def _own_members(items: list) -> Iterator[str]:
     """A class's literals and each range's low end (nothing for a negated class)."""
     if items and items[0][0] is sre.NEGATE:
-        return ""
-    return "".join(chr(value) if op is sre.LITERAL else chr(value[0]) if op is sre.RANGE else ""
-                   for op, value in items)
+        return
+    for op, value in items:
+        if op is sre.LITERAL:
+            yield chr(value)
+        elif op is sre.RANGE:
+            yield chr(value[0])
 
 
 def one_char(op, value) -> str:
@@ -66,12 +100,12 @@ def one_char(op, value) -> str:
     if op is sre.ANY:
         return "a"
     if op is sre.NOT_LITERAL:
-        accepts, extra = (lambda c: c != chr(value)), ""
+        accepts, extra = (lambda c: c != chr(value)), iter(())
     elif op is sre.IN:
-        accepts, extra = (lambda c: _in_set(value, c)), _own_members(value)
+        accepts, extra = _class_test(value), _own_members(value)
     else:
         raise Unspellable(op)
-    char = next((c for c in _ASCII_CANDIDATES + extra if accepts(c)), None)
+    char = next((c for c in chain(_ASCII_CANDIDATES, extra) if accepts(c)), None)
     if char is None:
         raise Unspellable("no character")
     return char
@@ -132,6 +166,7 @@ class Speller:
         self.tree, self.cap = list(tree), min(cap, MAX_SPELLED_LENGTH)
         self.mask = (1 << (self.cap + 1)) - 1
         self._lengths: dict[int, int] = {}   # id(part) -> its length bit set (parts live in `tree`)
+        self._chars: dict[int, str | None] = {}   # id(class item) -> `one_char`'s, None: Unspellable
         self._longest_first = False   # how `spell` sizes a sequence's items
 
     def lengths(self) -> int:
@@ -159,11 +194,7 @@ class Speller:
     def _item_lengths(self, item) -> int:
         op, value = item
         if op in (sre.LITERAL, sre.NOT_LITERAL, sre.ANY, sre.IN):
-            try:
-                one_char(op, value)
-            except Unspellable:
-                return 0
-            return 0b10
+            return 0 if self._one_char(item) is None else 0b10
         if op is sre.AT:
             return 1
         if op is sre.SUBPATTERN:
@@ -183,6 +214,17 @@ class Speller:
                 out |= reachable
             return out
         raise Unspellable(op)   # back-references, look-arounds, conditionals
+
+    def _one_char(self, item) -> str | None:
+        """`one_char` of a single-character item (None where it is Unspellable), found once
+        per item: a class of thousands of characters is not read again at each length."""
+        key = id(item)
+        if key not in self._chars:
+            try:
+                self._chars[key] = one_char(*item)
+            except Unspellable:
+                self._chars[key] = None
+        return self._chars[key]
 
     def _counts(self, least: int, most: int, body: int, upto: int | None = None) -> list[int]:
         """Lengths of k copies of `body`, for k from 0 up to `most`, stopping where more
@@ -227,7 +269,10 @@ class Speller:
     def _spell_item(self, item, length: int) -> str:
         op, value = item
         if op in (sre.LITERAL, sre.NOT_LITERAL, sre.ANY, sre.IN):
-            return one_char(op, value)
+            char = self._one_char(item)
+            if char is None:
+                raise Unspellable(op)
+            return char
         if op is sre.AT:
             return ""
         if op is sre.SUBPATTERN:
