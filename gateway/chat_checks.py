@@ -14,6 +14,7 @@ from jsonschema import SchemaError
 
 from gateway.errors import invalid_request
 from gateway.schema_checks import SchemaChecker
+from gateway.schema_limits import SchemaPastLimit
 from gateway.schemas import ChatCompletionRequest, NamedToolChoice, refuse_extras
 
 # messages (chat) or input items (Responses) a request may hold: checked before the body is
@@ -59,6 +60,8 @@ def check_tools(request: ChatCompletionRequest, tenant: str, schemas: SchemaChec
             raise invalid_request(f"Invalid JSON Schema for tool '{tool.function.name}': "
                                   f"{exc.message}", param=param,
                                   code="invalid_function_parameters") from None
+        except SchemaPastLimit as past:
+            raise past.refusal(param, "invalid_function_parameters") from None
     if len(set(names)) != len(names):
         raise invalid_request("Tool names must be unique.", param="tools")
     choice = request.tool_choice

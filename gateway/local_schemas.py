@@ -22,7 +22,12 @@ required and not nullable), which no reply could close, a part whose smallest va
 nests deeper than MAX_SMALLEST_HEIGHT levels (a chain of required `$defs`), which the
 filler would not write whole, and one whose smallest value holds more than
 MAX_FILLED_VALUES values (`json_smallest.num_values_inside`: a huge `minItems`), which
-the filler would refuse only once it had written (and streamed) that many.
+the filler would refuse only once it had written (and streamed) that many, or more than
+MAX_SMALLEST_CHARS characters (`schema_limits.num_chars_inside`: many long `minLength`s).
+Before all these, a schema past OpenAI's Structured Outputs size limits (properties, enum
+values, names' and values' characters, `$ref` chains; `schema_limits.check_size`)
+is a 400 `unsupported_parameter`, and a `$ref` cycle that ends nowhere a 400 with `code`:
+the checks above and the reader and filler after them walk the schema on the event loop.
 
 Invariant: `local_schema` returns `schema` itself when it holds no boolean subschema
 (agents send the same tools every step: nothing is copied for them), else a rewritten
@@ -39,6 +44,8 @@ from gateway.json_heights import MAX_SMALLEST_HEIGHT, Heights
 from gateway.json_schemas import SchemaRoot, unresolvable_ref, value_kind
 from gateway.json_smallest import MAX_FILLED_VALUES, SchemaTooLarge, num_values_inside
 from gateway.json_unmet import why_nothing_fits
+from gateway.schema_limits import SchemaPastLimit, check_size
+from gateway.smallest_chars import MAX_SMALLEST_CHARS, num_chars_inside
 
 # keywords whose value is one subschema, a list of them, or a mapping of names to them
 ONE_SCHEMA = ("additionalProperties", "items", "contains", "not", "if", "then", "else", "propertyNames",
@@ -56,6 +63,10 @@ def local_schema(schema: dict, param: str, code: str | None = "invalid_request")
     """`schema` as the reader and filler take it (see the module docstring); a 400 naming
     `param` (with `code`) when part of it cannot be met or a `$ref` does not resolve (and
     `invalid_value` when its smallest value is too large to write)."""
+    try:
+        check_size(schema)
+    except SchemaPastLimit as past:
+        raise past.refusal(param, code) from None
     try:
         has_boolean = _check(schema)
     except _Unmet as unmet:
@@ -87,6 +98,11 @@ def local_schema(schema: dict, param: str, code: str | None = "invalid_request")
     num_values = num_values_inside(usable, heights)
     if num_values is not None and num_values > MAX_FILLED_VALUES:
         raise SchemaTooLarge.of(usable).named(param)
+    num_chars = num_chars_inside(usable, heights)
+    if num_chars is not None and num_chars > MAX_SMALLEST_CHARS:
+        raise invalid_request(f"The JSON Schema's smallest valid value is too large to write (over "
+                              f"{MAX_SMALLEST_CHARS:,} characters: strings whose `minLength`s, times the items "
+                              "and properties that hold them, add up past it).", param=param, code="invalid_value")
     return usable
 
 

@@ -13,6 +13,7 @@ from jsonschema.exceptions import SchemaError
 from gateway.errors import invalid_request
 from gateway.json_schemas import SchemaRoot
 from gateway.schema_checks import SchemaChecker
+from gateway.schema_limits import SchemaPastLimit
 from gateway.schemas import ChatCompletionRequest
 
 ANY_OBJECT = {"type": "object"}
@@ -48,6 +49,8 @@ def reply_schema(request: ChatCompletionRequest, tenant: str = "", schemas: Sche
         (schemas or SchemaChecker()).check(tenant, schema)
     except SchemaError as exc:
         raise invalid_request(f"Invalid JSON Schema: {exc.message}", param=param) from None
+    except SchemaPastLimit as past:
+        raise past.refusal(param, "invalid_request") from None
     resolved = SchemaRoot(schema).resolve(schema)   # pydantic's schema of a recursive model is a root `$ref`
     root = resolved.get("type", "object" if "properties" in resolved else None)
     if root != "object":
