@@ -4,7 +4,10 @@ bare JSON objects (`{"name": ..., "arguments": {...}}`, or a list of them).
 Pure functions, no I/O. Invariants: a parsed call always has a non-empty `name` and
 `arguments` that is the JSON text of an object; text that does not parse as a call is
 never dropped, it stays content (whitespace that only separates or surrounds calls is
-not content: a reply made only of calls has none, as OpenAI's). `ToolCallStreamParser`
+not content: a reply made only of calls has none, as OpenAI's). A reply that ends inside a
+`<tool_call>` (cut by `max_tokens` or a stop) makes a call when its JSON is whole, even cut
+inside the closing tag (`...}\n</tool_`: that tag's start is no content); a call whose
+JSON is cut stays content, tag and all. `ToolCallStreamParser`
 gives the same calls as `parse_tool_calls` on the concatenated text, while releasing plain
 text as early as it can (it holds back only a possible `<tool_call>` prefix, trailing
 whitespace until text follows it, or everything when the reply opens as bare JSON, since
@@ -71,6 +74,14 @@ def parse_bare_json(text: str, tool_names: frozenset[str] | None) -> list[Parsed
     return calls
 
 
+def unclosed_call(body: str, tool_names: frozenset[str] | None) -> ParsedToolCall | None:
+    """The call in the text after a `<tool_call>` tag the reply ended inside, else None.
+    A closing tag the reply was cut in (any proper prefix of `</tool_call>` at its very end)
+    is left off before the JSON is read, so where the cut falls in the tag does not decide
+    whether a whole call is one; a call whose JSON is cut is none."""
+    return call_from_json(_decode(body[:len(body) - _held_prefix_len(body, CLOSE_TAG)]), tool_names)
+
+
 def parse_tool_calls(text: str, tool_names: frozenset[str] | None = None) -> ParsedOutput:
     """Split model output into content and tool calls.
 
@@ -88,7 +99,7 @@ def parse_tool_calls(text: str, tool_names: frozenset[str] | None = None) -> Par
         before, _, after = rest.partition(OPEN_TAG)
         content_parts.append(before)
         body, closed, rest = after.partition(CLOSE_TAG)
-        call = call_from_json(_decode(body), tool_names)
+        call = call_from_json(_decode(body), tool_names) if closed else unclosed_call(body, tool_names)
         if call is None:
             content_parts.append(OPEN_TAG + body + (CLOSE_TAG if closed else ""))
         else:
@@ -187,13 +198,13 @@ class ToolCallStreamParser:
                 return [CallPiece(call) for call in calls]
             return [ContentPiece(text)] if text else []
         pieces = self._drain(final=True)
-        if self._buffer:
+        if self._buffer or self._in_call:   # a reply cut right after `<tool_call>` keeps the tag, as whole
             if self._in_call:
-                call = call_from_json(_decode(self._buffer), self._tool_names)
+                call = unclosed_call(self._buffer, self._tool_names)
                 pieces.append(CallPiece(call) if call else ContentPiece(OPEN_TAG + self._buffer))
             else:
                 pieces.append(ContentPiece(self._buffer))
-            self._buffer = ""
+            self._buffer, self._in_call = "", False
         return self._spaced(pieces, final=True)
 
     def _spaced(self, pieces: list[StreamPiece], *, final: bool) -> list[StreamPiece]:
