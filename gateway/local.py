@@ -2,7 +2,9 @@
 
 Invariants:
 - the prompt is rendered with the model's chat template (tools included) and checked
-  against the context length before admission: prompt + completion budget must fit;
+  against the context length before admission: prompt + completion budget must fit; a
+  prompt whose length alone proves it past the context is refused before it is tokenized
+  (gateway/prompt_bounds.py), with the same 400;
 - the tenant from the API key, never a client field, goes into every `WorkItem`;
 - tool calls in the output are parsed (`tool_calls.py`) into `ToolCallDelta`s only when
   the request offered tools; "required"/named `tool_choice` take the forced path
@@ -236,12 +238,18 @@ class LocalBackend(LocalCompletions):
         if response_schema is not None:
             response_schema = local_schema(response_schema, "response_format.json_schema.schema")
         tokenizer = self.engine.tokenizer
+        budget_param = "max_completion_tokens" if request.max_completion_tokens else "max_tokens"
 
         def render_and_encode() -> tuple[list[int] | None, Exception | None]:
             try:
                 prompt = render_chat_prompt(tokenizer, messages, tools)
             except Exception as exc:   # template errors are about the messages sent
                 return None, exc
+            # NOTE: rendering is cheap (~15 ns a character); tokenizing megabytes costs seconds and
+            # gigabytes, so a prompt certainly past the context is refused before (QA134 H0)
+            self.prompt_tokens.bound.refuse_past_context(prompt, request.completion_limit(),
+                                                         self.engine.max_context_tokens, marked=True,
+                                                         budget_param=budget_param)
             # an agent's step repeats the last one's prompt: its ids are reused up to the
             # last special token the two share (gateway/prompt_token_cache.py); the special
             # tokens the client's text spells are text (shards/special_text.py)
@@ -252,8 +260,7 @@ class LocalBackend(LocalCompletions):
             raise invalid_request(f"The messages cannot be rendered with this model's chat "
                                   f"template: {render_error}", param="messages")
         budget = completion_budget(len(prompt_ids), request.completion_limit(), self.engine.max_context_tokens,
-                                   budget_param="max_completion_tokens" if request.max_completion_tokens
-                                   else "max_tokens")
+                                   budget_param=budget_param)
         keep_one_call = use_tools and request.parallel_tool_calls is False
         # NOTE: with parallel_tool_calls=false, stopping at the first call's end saves work.
         stop = request.stop_list() + (["</tool_call>"] if keep_one_call else []) \

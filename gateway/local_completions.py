@@ -3,7 +3,9 @@ which `LocalCompletions` is a part): its prompts (a text, token ids, or a list o
 either) checked and tokenized, one `LocalCall` each.
 
 Invariants: every token id is inside the vocabulary and every prompt leaves room for at
-least one completion token (`completion_budget`) before anything is admitted; text
+least one completion token (`completion_budget`) before anything is admitted, a text
+prompt whose length alone proves it past the context before it is tokenized
+(gateway/prompt_bounds.py, the same 400); text
 prompts are tokenized off the event loop, through the tenant's prompt token cache; at
 most `MAX_RUNS` completions (prompts x max(n, best_of)) run for one request.
 It uses the backend's `engine`, `prompt_tokens` and `_prepared`.
@@ -45,6 +47,10 @@ class LocalCompletions:
         if len(prompts) * per_prompt > MAX_RUNS:
             raise invalid_request(f"{len(prompts)} prompts x {per_prompt} choices each is more than "
                                   f"{MAX_RUNS} completions in one request.", param="prompt")
+        for prompt in prompts:   # NOTE: before tokenizing: megabytes of text cost seconds and gigabytes (QA134 H0)
+            if isinstance(prompt, str):
+                self.prompt_tokens.bound.refuse_past_context(prompt, request.max_tokens,
+                                                             self.engine.max_context_tokens, param="prompt")
         if any(isinstance(prompt, str) and prompt for prompt in prompts):   # NOTE: off the event loop
             texts_ids = await asyncio.to_thread(self._text_prompt_ids, tenant, prompts)
         else:

@@ -30,6 +30,11 @@ Invariants:
   only the new prompt's last added tokens are looked up there (`PROBED_CUTS`); when none
   is continued, the `SCANNED_ENTRIES` newest are searched for the longest shared cut.
 
+The cost of `encode` is linear in the text it tokenizes (the part after the cut, plus a
+whole encode when a splice is compared); `bound` says, once per tokenizer, how few tokens
+a text can be (gateway/prompt_bounds.py): callers refuse by it a prompt certainly past the
+context before they tokenize it, which costs seconds and gigabytes for megabytes of text.
+
 NOTE: thread-safe (the gateway tokenizes in worker threads): the lookup and the insert
 hold a lock; tokenizing does not.
 """
@@ -43,12 +48,13 @@ from array import array
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
+from gateway.prompt_bounds import PromptBound
+from gateway.prompt_text_scan import last_cuts, shared_prefix_length
 from shards.special_text import MARK, MarkedTextEncoder
 
 logger = logging.getLogger(__name__)
 
 ALWAYS_CHECKED = 4   # the first splices are compared with a whole encode
-GALLOP_START_CHARS = 1024
 PROBED_CUTS = 64       # a new prompt's last added tokens looked up for the prompt it continues
 SCANNED_ENTRIES = 16   # a tenant's newest prompts searched when it continues none
 
@@ -91,8 +97,10 @@ class PromptTokenCache:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _seq: int = 0
     _num_bytes: int = 0
+    bound: PromptBound | None = None   # the fewest tokens a text can be, to refuse one past the context untokenized
 
     def __post_init__(self) -> None:
+        self.bound = PromptBound.of(self.tokenizer)
         self._cut_token_ids, reason = _cut_tokens(self.tokenizer)
         self._marked = MarkedTextEncoder.of(self.tokenizer)
         self.stats.disabled = reason
@@ -114,9 +122,9 @@ class PromptTokenCache:
         with self._lock:
             self.stats.num_encoded += 1
             cut_texts = tuple(self._cut_texts.values())
-        last_cuts = _last_cuts(text, cut_texts, PROBED_CUTS)   # outside the lock: scans the text
+        probed = last_cuts(text, cut_texts, PROBED_CUTS)   # outside the lock: scans the text
         with self._lock:
-            base_key, base, cut, continues = self._longest_cut(tenant, text, last_cuts)
+            base_key, base, cut, continues = self._longest_cut(tenant, text, probed)
         if base is None:
             tokenized = self._tokenize(text, None, 0)
         else:
@@ -145,7 +153,7 @@ class PromptTokenCache:
         for key in itertools.islice(reversed(self._per_tenant.get(tenant, {})), SCANNED_ENTRIES):
             entry = self._entries[key]
             whole = len(entry.text) <= len(text) and text.startswith(entry.text)
-            shared = len(entry.text) if whole else _shared_prefix_length(entry.text, text)
+            shared = len(entry.text) if whole else shared_prefix_length(entry.text, text)
             cut = bisect.bisect_right(entry.cut_chars, shared) - 1
             if cut >= 0 and entry.cut_chars[cut] > best_chars:
                 best_key, best, best_cut, best_chars, continues = key, entry, cut, entry.cut_chars[cut], whole
@@ -192,8 +200,9 @@ class PromptTokenCache:
         encoding = self.tokenizer.backend_tokenizer.encode(text, add_special_tokens=False)
         new_ids = encoding.ids
         cut_at = [index for index, token_id in enumerate(new_ids) if token_id in cut_tokens]
-        offsets = encoding.offsets if cut_at else ()   # NOTE: a property that builds the whole list: once
-        return new_ids, cut_at, [offsets[index][1] for index in cut_at]
+        # NOTE: the cut tokens' offsets only: `encoding.offsets` builds a tuple per token (~0.3 µs
+        # and ~70 bytes each, a third of this call's own cost on a long prompt)
+        return new_ids, cut_at, [encoding.token_to_chars(index)[1] for index in cut_at]
 
     def _whole_if_the_splice_differs(self, tokenized: _Tokenized, cut: int, marked: bool) -> list[int] | None:
         """Compare some splices with a whole encode: None when not compared or equal, else
@@ -273,41 +282,3 @@ def _cut_tokens(tokenizer) -> tuple[frozenset, str | None]:
     if not cuttable:
         return frozenset(), "the tokenizer has no added token that splits the text cleanly"
     return cuttable, None
-
-
-def _last_cuts(text: str, cut_texts: tuple[str, ...], limit: int) -> list[int]:
-    """Where the last `limit` occurrences of the `cut_texts` in `text` end, descending
-    (each text's occurrences found from the end, so the cost follows what is probed)."""
-    ends: list[int] = []
-    for cut_text in cut_texts:
-        at = len(text)
-        for _ in range(limit):
-            at = text.rfind(cut_text, 0, at)
-            if at < 0:
-                break
-            ends.append(at + len(cut_text))
-    ends.sort(reverse=True)
-    return ends[:limit]
-
-
-def _shared_prefix_length(a: str, b: str) -> int:
-    """The length of the longest common prefix of `a` and `b`: windows that double in
-    size until one differs, then halving that window (each comparison runs in C, and
-    the cost follows the shared length, not the strings': most kept prompts of a tenant
-    part from a new one right after its system prompt)."""
-    end = min(len(a), len(b))
-    low, size = 0, GALLOP_START_CHARS
-    while True:   # a[:low] == b[:low]
-        high = min(end, low + size)
-        if a[low:high] != b[low:high]:
-            break
-        if high == end:
-            return end
-        low, size = high, size * 2
-    while high - low > 1:   # a[:low] == b[:low], and a[low:high] != b[low:high]
-        middle = (low + high) // 2
-        if a[low:middle] == b[low:middle]:
-            low = middle
-        else:
-            high = middle
-    return low

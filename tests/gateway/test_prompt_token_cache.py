@@ -7,7 +7,8 @@ import pytest
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
-from gateway.prompt_token_cache import PromptTokenCache, _shared_prefix_length
+from gateway.prompt_text_scan import shared_prefix_length
+from gateway.prompt_token_cache import PromptTokenCache
 from shards.tiny_model import build_tiny_tokenizer
 
 SPECIALS = ["<|im_start|>", "<|im_end|>", "<|endoftext|>"]
@@ -171,7 +172,7 @@ def test_the_shared_prefix_length_is_exact():
         a = "".join(rng.choice("ab🙂") for _ in range(rng.randint(0, size)))
         b = a[:rng.randint(0, len(a))] + "".join(rng.choice("ab🙂") for _ in range(rng.randint(0, 5)))
         expected = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-        assert _shared_prefix_length(a, b) == expected
+        assert shared_prefix_length(a, b) == expected
 
 
 def test_with_special_tokens_it_answers_as_encode_does_and_a_bos_adding_tokenizer_is_asked_whole(bpe_tokenizer):
