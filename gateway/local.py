@@ -128,8 +128,9 @@ class LocalBackend(LocalCompletions):
     def started_line(self) -> str:
         """What the operator is told once the workers are up: where and how they run."""
         cfg, dtype = self.engine.config, self.engine.health()["dtype"]
+        caching = f"policy {cfg.policy}" if cfg.prefix_caching else "prefix caching off"   # (as docs/serving.md says)
         return (f"model {self.model_id!r} ({self.engine.model_id}): {self.engine.num_workers} worker(s) "
-                f"on {cfg.device} in {dtype}, policy {cfg.policy}, {cfg.num_hot_blocks} hot KV blocks "
+                f"on {cfg.device} in {dtype}, {caching}, {cfg.num_hot_blocks} hot KV blocks "
                 f"of {cfg.block_size} tokens each, "   # no host tier: what sets one, without and with --config
                 + (f"{cfg.num_host_blocks} in the host tier" if cfg.num_host_blocks
                    else "no host tier (--host-blocks, or num_host_blocks under [models.engine])"))

@@ -155,6 +155,9 @@ def test_the_started_line_says_where_and_in_what_dtype_the_workers_run():
     engine["num_host_blocks"] = 256
     config = LocalModelConfig(name="m", path="tiny", num_workers=1, engine_options=tuple(engine.items()))
     assert LocalBackend(config).started_line().endswith("16 tokens each, 256 in the host tier")
+    engine["prefix_caching"] = False   # QA138: docs/serving.md says the start line says so; it did not
+    config = LocalModelConfig(name="m", path="tiny", num_workers=1, engine_options=tuple(engine.items()))
+    assert "in bfloat16, prefix caching off, 64 hot KV blocks" in LocalBackend(config).started_line()
 
 
 def test_a_first_start_of_the_embedded_model_says_it_converts_and_where(tmp_path, monkeypatch):
