@@ -110,3 +110,15 @@ def min_items(part: dict) -> int:
     if isinstance(least, bool) or not isinstance(least, (int, float)) or not math.isfinite(least):
         return 0
     return max(0, int(least))
+
+
+def count_over_required(counter: ValueCounter, schema: dict) -> int | None:
+    """What `counter` counts over the reply object `schema`'s required properties (its
+    smallest value holds those only), at most `counter.most`; None when undecided (more
+    than MAX_COUNT_STEPS steps)."""
+    root = counter.root.resolve(schema)
+    try:
+        return counter.total(counter.num_values(counter.root.member_schema(root, name), 1)
+                             for name in root.get("required", ()))
+    except Undecided:
+        return None

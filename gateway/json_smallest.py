@@ -23,7 +23,7 @@ from typing import Any
 from gateway.errors import ApiError
 from gateway.json_bounds import number_in_bounds
 from gateway.json_fitting import fitting_member, fitting_string
-from gateway.json_counts import MAX_BRANCH_STEPS, MAX_MINIMAL_DEPTH, Undecided, ValueCounter
+from gateway.json_counts import MAX_BRANCH_STEPS, MAX_MINIMAL_DEPTH, Undecided, ValueCounter, count_over_required
 from gateway.json_heights import Heights
 from gateway.json_schemas import SchemaRoot, kinds_of, value_kind
 
@@ -222,10 +222,4 @@ def num_values_inside(schema: dict, heights: Heights) -> int | None:
     `anyOf`/`oneOf` in its branch with the fewest values (of those some finite value meets), each array its `minItems`
     items, a part naming its value (`default`, `const`, `enum`), a scalar, a null, and a part
     MAX_MINIMAL_DEPTH deep (where `minimal` ends a recursive schema) one value."""
-    counter = ValueCounter(SchemaRoot(schema), heights, MAX_FILLED_VALUES + 1)
-    root = counter.root.resolve(schema)
-    try:
-        return counter.total(counter.num_values(counter.root.member_schema(root, name), 1)
-                             for name in root.get("required", ()))
-    except Undecided:
-        return None
+    return count_over_required(ValueCounter(SchemaRoot(schema), heights, MAX_FILLED_VALUES + 1), schema)

@@ -5,7 +5,7 @@ bounded at MAX_SMALLEST_CHARS (`local_schemas.local_schema` refuses a schema pas
 from __future__ import annotations
 
 from gateway.json_bounds import string_lengths
-from gateway.json_counts import MAX_MINIMAL_DEPTH, Undecided, ValueCounter, min_items
+from gateway.json_counts import MAX_MINIMAL_DEPTH, ValueCounter, count_over_required, min_items
 from gateway.json_heights import Heights
 from gateway.json_schemas import SchemaRoot, kinds_of, value_kind
 from gateway.schema_limits import text_length
@@ -72,10 +72,4 @@ def num_chars_inside(schema: dict, heights: Heights) -> int | None:
     `num_values_inside`), at most MAX_SMALLEST_CHARS + 1; None when the walk takes more than
     `json_counts.MAX_COUNT_STEPS` steps. A lower bound of what a reply writes, so it refuses
     no schema a reply could be written for within MAX_SMALLEST_CHARS."""
-    counter = CharCounter(SchemaRoot(schema), heights, MAX_SMALLEST_CHARS + 1)
-    root = counter.root.resolve(schema)
-    try:
-        return counter.total(counter.num_values(counter.root.member_schema(root, name), 1)
-                             for name in root.get("required", ()))
-    except Undecided:
-        return None
+    return count_over_required(CharCounter(SchemaRoot(schema), heights, MAX_SMALLEST_CHARS + 1), schema)
