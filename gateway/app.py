@@ -23,8 +23,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway import (batches_routes, conversations_routes, files_routes, responses_routes, routes,
-                     stored_responses_routes, tracing)
+from gateway import (batches_routes, conversations_routes, files_routes, responses_input_tokens, responses_routes,
+                     routes, stored_responses_routes, tracing)
 from gateway.auth import KeyRing
 from gateway.backend import Backend
 from gateway.config import (UNAUTHENTICATED, ConfigError, GatewayConfig, LocalModelConfig, default_config,
@@ -196,7 +196,7 @@ def build_app(config: GatewayConfig | None = None, *, config_path: str | None = 
     app.add_route("/v1/completions", routes.completions, methods=["POST"])
     app.add_route("/v1/embeddings", routes.embeddings, methods=["POST"])
     app.add_route("/v1/responses", responses_routes.create_response, methods=["POST"])
-    app.add_route("/v1/responses/input_tokens", responses_routes.count_input_tokens, methods=["POST"])
+    app.add_route("/v1/responses/input_tokens", responses_input_tokens.count_input_tokens, methods=["POST"])
     app.router.routes.append(RouteBesideLiterals("/v1/responses/{response_id}", stored_responses_routes.stored_response,
                                                  methods=["GET", "DELETE"], taken=frozenset({"input_tokens"})))
     app.add_route("/v1/responses/{response_id}/cancel", stored_responses_routes.cancel_response, methods=["POST"])

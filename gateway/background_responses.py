@@ -28,8 +28,10 @@ within the same MAX_ADMISSION_WAIT_S (QA102: it failed the run at once). Only th
 `stepahead_rejected_total`: the tries before it were not refusals its client saw (QA102).
 
 Invariants: the run's ticket, trace step and metrics are closed exactly once (through
-`Exchange`); the final object is stored before the run is marked done, so a reader that
-sees the log end finds it; nothing here waits on the client; a cancel ends the item the
+`Exchange`); its traced step keeps the output made until it ended, as its stored
+response does, also when it failed or was cancelled (the run's log is a stream that was
+sent: `Exchange.is_streamed`; QA137 #6); the final object is stored before the run is
+marked done, so a reader that sees the log end finds it; nothing here waits on the client; a cancel ends the item the
 run was writing (its `.done` events) before `response.cancelled`, so every item in the log
 is closed and the numbers stay contiguous (a shutdown appends neither: the readers it cut
 read its `error` event).
@@ -76,7 +78,7 @@ class BackgroundJob:
 
 async def generate(job: BackgroundJob, run: BackgroundRun) -> None:
     exchange = Exchange(job.state, job.prepared, "responses", job.started_s, trace=job.trace,
-                        output=Reply.of(1), on_closed=job.on_closed)
+                        output=Reply.of(1), is_streamed=True, on_closed=job.on_closed)   # its log: the output so far
     events = None
     writer = job.writer
     try:

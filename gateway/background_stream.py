@@ -26,8 +26,10 @@ def ended_by_the_stop(run: BackgroundRun) -> bool:
     return run.is_done and run.stopped_by_shutdown and not (run.events and run.events[-1].startswith(ENDINGS))
 
 
-def run_event_stream(run: BackgroundRun, starting_after: int) -> EventStreamResponse:
-    """The stream of `run`'s events after sequence number `starting_after` (-1: all)."""
+def run_event_stream(run: BackgroundRun, starting_after: int,
+                     headers: dict[str, str] | None = None) -> EventStreamResponse:
+    """The stream of `run`'s events after sequence number `starting_after` (-1: all),
+    answered with `headers` (the creating request's: its id and session)."""
     next_index = max(starting_after + 1, 0)   # the first event not yet sent whole
     told_why = False   # the shutdown's `error` event was sent
 
@@ -51,4 +53,4 @@ def run_event_stream(run: BackgroundRun, starting_after: int) -> EventStreamResp
         return unsent + shutdown_error("The gateway is shutting down and cut this stream; the background response "
                                        "is cancelled with it")
 
-    return EventStreamResponse(events(), headers={}, on_close=lambda _completed: None, on_cut=on_cut)
+    return EventStreamResponse(events(), headers=dict(headers or {}), on_close=lambda _completed: None, on_cut=on_cut)

@@ -181,6 +181,18 @@ class TenantLimiter(TenantLimitRefusals):
         self._holding(ticket, line)
         return ticket
 
+    def take_request(self) -> None:
+        """Take one request of `requests_per_minute` (nothing without that limit) for work
+        that reserves no tokens and holds no slot (`POST /v1/responses/input_tokens`), or
+        raise the 429 `acquire` would (with `Retry-After` and the rate limit headers),
+        taking nothing."""
+        error = self._requests_refusal(self._clock())
+        if error is not None:
+            error.headers.update(self.rate_limit_headers())
+            raise error
+        if self._requests is not None:
+            self._requests.level -= 1
+
     def _holding(self, ticket: Ticket, line: BatchLineTurn | None) -> None:
         ticket.holds_slot = True
         if ticket.is_batch_line:

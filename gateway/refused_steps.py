@@ -1,11 +1,11 @@
 """The traced step of a chat, completions or Responses request refused before it was prepared.
 
-Invariant: a request whose body is a valid chat/completions request (it passed `validate`;
-a Responses request once its chat body was made)
-and that is refused before its prompt is prepared (its request checks, an unknown model,
-its tenant's limits (`TenantLimiter.early_refusal`), its prompt over the model's context,
-a bad completion budget) is traced as a failed step of its agent session, as a refused
-prepared request is: its error's code (else type) and message, no output (a stream's
+Invariant: a request whose body is a valid chat/completions or Responses request (it
+passed `validate`) and that is refused before its prompt is prepared (its request checks,
+an unknown model, its tenant's limits (`TenantLimiter.early_refusal`), its prompt over the
+model's context, a bad completion budget; a Responses request's unknown or unfinished
+`previous_response_id` or `conversation`, its background responses' room) is traced as a
+failed step of its agent session, as a refused prepared request is: its error's code (else type) and message, no output (a stream's
 opening, none of which was sent), and its prompt's token count when the refusal counted
 it (a prompt over the context: `ApiError.num_prompt_tokens`), else none (recorded as an
 upstream model's estimate is, as 0). Only the failure path calls it, so
@@ -32,7 +32,9 @@ def trace_refusal(state: GatewayState, request: Request, body: dict,
                   error: ApiError, *, is_chat: bool, request_id: str | None = None) -> tuple[str, StepContext | None]:
     """The request id (`request_id`, else new, as a prepared request's) and traced step
     (None when it is not traced) of a request refused with `error` before it was prepared
-    (a Responses request's: the chat body it runs as)."""
+    (a Responses request's: the chat body it runs as, of what was known when it was
+    refused: its input alone when its history was refused or not read yet; one whose chat
+    body a check refuses is not traced, `responses_routes._traced_refusal`)."""
     num_choices = getattr(parsed, "n", None) or 1
     backend = state.backends.get(parsed.model)   # none for a model not served
     is_local = backend is not None and backend.owned_by == "stepahead"

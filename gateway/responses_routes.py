@@ -1,6 +1,6 @@
-"""HTTP handlers of the Responses API that make a response: POST /v1/responses, POST
-/v1/responses/input_tokens (those that read, cancel or delete a stored one:
-stored_responses_routes.py).
+"""HTTP handler of the Responses API that makes a response: POST /v1/responses (those
+that read, cancel or delete a stored one: stored_responses_routes.py; that counts its
+input tokens: responses_input_tokens.py).
 
 A request continues a conversation from `previous_response_id` (the stored response's)
 or `conversation` (the Conversations API's items; its input and output are added to it
@@ -30,6 +30,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from agents_trace.ordered_ids import time_ordered_hex
+from agents_trace.records import StepContext
 from gateway.config import UNAUTHENTICATED
 from gateway.background_responses import BackgroundJob, generate
 from gateway.background_runs import BackgroundRun
@@ -37,13 +38,12 @@ from gateway.background_stream import run_event_stream
 from gateway.backend import Backend, Finished, Prepared
 from gateway.chat_checks import check_chat_request, check_message_count
 from gateway.errors import ApiError, invalid_request, rate_limited, response_not_found
-from gateway.exchange import CLIENT_CLOSED_STATUS
+from gateway.exchange import CLIENT_CLOSED_STATUS, session_headers
 from gateway.refused_steps import trace_refusal
 from gateway.respond import ReplyShape, respond
 from gateway.forecasting import bind_session
 from gateway.http_io import ClientGone, read_json_body
 from gateway.collected import Collected
-from gateway.ids import new_id
 from gateway.response_store import StoredResponse
 from gateway.conversation_items import traced_in_conversation, turn_items
 from gateway.conversation_locks import ConversationHold
@@ -53,7 +53,7 @@ from gateway.responses_errors import ErrorsRenamed, renamed
 from gateway.responses_objects import input_items
 from gateway.responses_stream import ResponsesStreamWriter, failure_details, whole_response
 from gateway.responses_truncation import oldest_turn, without
-from gateway.routes import error_response, gateway_state, model_label, refusal
+from gateway.routes import gateway_state, model_label, refusal
 from gateway.schemas import ChatCompletionRequest, validate
 from gateway.service_tiers import request_tier
 from gateway.state import GatewayState
@@ -62,7 +62,7 @@ from gateway.tracing import begin_step
 CONTINUABLE = ("completed", "incomplete")
 
 
-async def _history(state: GatewayState, tenant: str, parsed: ResponsesRequest) -> tuple[dict, ...]:
+async def history_before(state: GatewayState, tenant: str, parsed: ResponsesRequest) -> tuple[dict, ...]:
     """The chat messages before this request's input: the conversation it names, or the
     one its `previous_response_id` ended, or none."""
     conversation_id = parsed.conversation_id()
@@ -131,6 +131,7 @@ async def create_response(request: Request) -> Response:
     started_s = time.perf_counter()
     state = gateway_state(request)
     tenant, model, request_id, trace, traced_body = UNAUTHENTICATED, "", None, None, None
+    parsed, history, response_id = None, (), None   # what a refusal is traced with (`_traced_refusal`)
     hold = ConversationHold.nothing()   # on its conversation, until the request has ended (`conversation_locks`)
     try:
         tenant = state.keys.authenticate(request.headers.get("authorization"))
@@ -138,6 +139,7 @@ async def create_response(request: Request) -> Response:
         model = model_label(state, body)   # a request refused by its checks counts under its model too
         check_message_count(body, "input")
         parsed = validate(ResponsesRequest, body)
+        response_id = f"resp_{time_ordered_hex(time.time(), 44)}"   # the archive's key: in time order
         checked_metadata(parsed.metadata)
         if parsed.background and not parsed.store:
             raise invalid_request("A background response is stored: `background: true` needs `store: true`.",
@@ -145,14 +147,13 @@ async def create_response(request: Request) -> Response:
         if parsed.background:
             _check_room_for_background(state, tenant)
         hold = state.conversation_locks.take(tenant, parsed.conversation_id())
-        history = await _history(state, tenant, parsed)
+        history = await history_before(state, tenant, parsed)
         backend = state.backend(parsed.model)  # an unknown model is a 404 before its name is a metric label
         model = parsed.model
         parsed.service_tier = request_tier(request, tenant, parsed.service_tier, backend)
-        response_id = f"resp_{time_ordered_hex(time.time(), 44)}"   # the archive's key: in time order
         sources: list[tuple[str, ...]] = []
         traced_body = traced_in_conversation(to_chat_body(parsed, history, sources), parsed)
-        chat_body, prepared = await _prepared_chat(state, backend, parsed, traced_body, sources, tenant, response_id)
+        chat_body, prepared = await prepared_chat(state, backend, parsed, traced_body, sources, tenant, response_id)
         created_at = int(time.time())
         request_id = prepared.request_id
 
@@ -186,7 +187,7 @@ async def create_response(request: Request) -> Response:
             backend = KeptBeforeTheEnd(backend, keep_end)
         if parsed.background:
             async def prepare_again() -> Prepared:   # its budget share as it stands when it asks again
-                again = (await _prepared_chat(state, backend, parsed, traced_body, sources, tenant, response_id))[1]
+                again = (await prepared_chat(state, backend, parsed, traced_body, sources, tenant, response_id))[1]
                 bind_session(again, trace)
                 return again
             return _start_background(state, BackgroundJob(state, backend, prepared, writer, keep, started_s,
@@ -201,9 +202,9 @@ async def create_response(request: Request) -> Response:
     except ApiError as error:
         hold.release()
         state.metrics.record_request(tenant, model, "responses", error.status)
-        if traced_body is not None and request_id is None:   # refused as the chat request it runs as
-            request_id, trace = trace_refusal(state, request, traced_body, parsed, tenant, error, is_chat=True,
-                                              request_id=response_id)
+        if parsed is not None and request_id is None:   # a valid request refused before it was prepared
+            request_id, trace = _traced_refusal(state, request, parsed, traced_body or history, tenant, error,
+                                                response_id)
         return refusal(state, error, tenant, request_id, trace)
     except ClientGone:
         hold.release()
@@ -213,35 +214,23 @@ async def create_response(request: Request) -> Response:
         raise
 
 
-async def count_input_tokens(request: Request) -> Response:
-    """POST /v1/responses/input_tokens: the prompt tokens the same create request would
-    send (instructions, `previous_response_id`'s conversation, input, tools; after
-    `truncation: "auto"`), counted by the local model's own tokenizer and chat template.
-    Nothing runs and no limit is charged. Upstream models are a 400: the gateway holds no
-    tokenizer for them, and an estimate would read as a count."""
-    state = gateway_state(request)
-    tenant, model = UNAUTHENTICATED, ""
-    try:
-        tenant = state.keys.authenticate(request.headers.get("authorization"))
-        body = await read_json_body(request, state.config.max_body_bytes)
-        model = model_label(state, body)
-        if isinstance(body, dict):
-            body = {"input": [], **body}
-        parsed = validate(ResponsesRequest, body)
-        history = await _history(state, tenant, parsed)
-        backend = state.backend(parsed.model)
-        model = parsed.model
-        if backend.owned_by == "upstream":
-            raise invalid_request(f"Input tokens are counted for local models only; '{model}' is an upstream "
-                                  "model.", param="model", code="model_not_supported")
-        sources: list[tuple[str, ...]] = []
-        _, prepared = await _prepared_chat(state, backend, parsed, to_chat_body(parsed, history, sources), sources,
-                                           tenant, new_id("count"))
-        state.metrics.record_request(tenant, model, "input_tokens", 200)
-        return JSONResponse({"object": "response.input_tokens", "input_tokens": prepared.num_prompt_tokens})
-    except ApiError as error:
-        state.metrics.record_request(tenant, model, "input_tokens", error.status)
-        return error_response(error)
+def _traced_refusal(state: GatewayState, request: Request, parsed: ResponsesRequest,
+                    known: dict | tuple[dict, ...], tenant: str, error: ApiError,
+                    response_id: str) -> tuple[str | None, StepContext | None]:
+    """(request id, traced step) of a valid request refused with `error` before it was
+    prepared, traced as the chat request it runs as (`trace_refusal`): `known`, that chat
+    body once it was made, else the history read so far (none: its `previous_response_id`
+    or `conversation` was refused, or it was refused before they were read), its input
+    after it; (None, None) when no chat body can be made of it (a check `to_chat_body`
+    makes refused it: answered untraced, as a body that is no valid request is)."""
+    if isinstance(known, dict):
+        chat_body = known
+    else:
+        try:
+            chat_body = traced_in_conversation(to_chat_body(parsed, known), parsed)
+        except ApiError:
+            return None, None
+    return trace_refusal(state, request, chat_body, parsed, tenant, error, is_chat=True, request_id=response_id)
 
 
 def _check_room_for_background(state: GatewayState, tenant: str) -> None:
@@ -274,16 +263,19 @@ async def _stored_queued(state: GatewayState, tenant: str, writer: ResponsesStre
 
 
 def _start_background(state: GatewayState, job: BackgroundJob, run: BackgroundRun, *, stream: bool) -> Response:
-    """Start the stored run and answer it `queued` (or stream its events)."""
+    """Start the stored run and answer it `queued` (or stream its events), either way
+    with its id as `x-request-id` (its traced step's), the session its step is traced
+    under (`x-session-id`) and the tenant's rate limits, as a foreground answer has them."""
     queued = run.response()
+    headers = {"x-request-id": run.response_id, **session_headers(job.trace),
+               **state.limiters[run.tenant].rate_limit_headers()}
     state.background.start(run, lambda started: generate(job, started))
     if stream:
-        return run_event_stream(run, -1)
-    return JSONResponse(queued, headers={"x-request-id": run.response_id,
-                                         **state.limiters[run.tenant].rate_limit_headers()})
+        return run_event_stream(run, -1, headers)
+    return JSONResponse(queued, headers=headers)
 
 
-async def _prepared_chat(state: GatewayState, backend: Backend, parsed: ResponsesRequest, chat_body: dict,
+async def prepared_chat(state: GatewayState, backend: Backend, parsed: ResponsesRequest, chat_body: dict,
                          sources: list[tuple[str, ...]], tenant: str, response_id: str) -> tuple[dict, Prepared]:
     """(the chat body, the prepared request) a Responses request runs as on `backend`;
     with `truncation: "auto"` its oldest turns are dropped until the prompt fits the
