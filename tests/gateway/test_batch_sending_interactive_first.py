@@ -14,6 +14,22 @@ from gateway.limits import TenantLimiter
 from tests.gateway.test_batch_runner import _batch_on, _close, _ended, _lines, _lines_of
 
 
+def limited_chat(limiter: TenantLimiter, admitted: list[str]):
+    """A stand-in chat completions handler admitted by `limiter` (10 tokens reserved, 5
+    used), noting each admitted request's content in `admitted`."""
+    async def chat(request: Request):
+        content = (await request.json())["messages"][0]["content"]
+        try:
+            ticket = await limiter.acquire(10)
+        except ApiError as error:
+            return JSONResponse(error.body(), status_code=error.status, headers=error.headers)
+        admitted.append(content)
+        limiter.release(ticket, 5)
+        return JSONResponse({"object": "chat.completion", "usage": {
+            "prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}})
+    return chat
+
+
 async def _until(condition, timeout_s: float = 5.0) -> None:
     deadline_s = asyncio.get_running_loop().time() + timeout_s
     while not condition():
@@ -30,16 +46,7 @@ def test_a_tenants_batch_leaves_its_queue_to_its_interactive_requests():
     limiter = TenantLimiter("a", LimitsConfig(max_concurrent=1, max_queued=1))
     admitted: list[str] = []
 
-    async def chat(request: Request):
-        content = (await request.json())["messages"][0]["content"]
-        try:
-            ticket = await limiter.acquire(10)
-        except ApiError as error:
-            return JSONResponse(error.body(), status_code=error.status, headers=error.headers)
-        admitted.append(content)
-        limiter.release(ticket, 5)
-        return JSONResponse({"object": "chat.completion", "usage": {
-            "prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}})
+    chat = limited_chat(limiter, admitted)
 
     async def main():
         agent_step = await limiter.acquire(10)
@@ -73,16 +80,7 @@ def test_cancelling_a_batch_gives_up_its_lines_waiting_for_a_slot():
     limiter = TenantLimiter("a", LimitsConfig(max_concurrent=1, max_queued=0))
     admitted: list[str] = []
 
-    async def chat(request: Request):
-        content = (await request.json())["messages"][0]["content"]
-        try:
-            ticket = await limiter.acquire(10)
-        except ApiError as error:
-            return JSONResponse(error.body(), status_code=error.status, headers=error.headers)
-        admitted.append(content)
-        limiter.release(ticket, 5)
-        return JSONResponse({"object": "chat.completion", "usage": {
-            "prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}})
+    chat = limited_chat(limiter, admitted)
 
     async def main():
         agent_step = await limiter.acquire(10)
