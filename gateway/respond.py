@@ -144,6 +144,14 @@ async def _run_again_if_its_worker_died(exchange: Exchange, new_events: Callable
             raise
 
 
+def _leave_cut_headers(request: Request, exchange: Exchange, exc: BaseException) -> None:
+    """When the shutdown cut the request before its answer began, leave its headers for
+    the 503 gateway/fast_paths.py answers (its traced step's id, its session, its
+    tenant's rate limits: QA137, QA142)."""
+    if isinstance(exc, asyncio.CancelledError):
+        request.scope[CUT_REPLY_HEADERS] = exchange.reply_headers(exchange.overhead_s())
+
+
 async def _respond_whole(request: Request, exchange: Exchange,
                          new_events: Callable[[], AsyncIterator[ChatEvent]], shape: ReplyShape) -> Response:
     async def whole_reply(events: AsyncIterator[ChatEvent]) -> Reply:
@@ -166,8 +174,7 @@ async def _respond_whole(request: Request, exchange: Exchange,
             reply = exchange.output = reply.best(prepared.num_returned, keep_logprobs=prepared.keep_logprobs)
         body = shape.whole(reply, finished.usage if finished else Usage())
     except BaseException as exc:
-        if isinstance(exc, asyncio.CancelledError):   # its 503 names the request and session it traced (QA137)
-            request.scope[CUT_REPLY_HEADERS] = exchange.reply_headers(exchange.overhead_s())
+        _leave_cut_headers(request, exchange, exc)
         _raise_failed(exchange, exc)
     exchange.close(finished, 200)
     overhead_s = exchange.overhead_s()
@@ -184,6 +191,7 @@ async def _respond_stream(request: Request, exchange: Exchange,
     try:
         events, first = await race_disconnect(work(), request.receive)
     except BaseException as exc:   # its run is closed already
+        _leave_cut_headers(request, exchange, exc)
         _raise_failed(exchange, exc)
     writer = shape.writer()
     outcome: list[Finished] = []

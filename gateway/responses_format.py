@@ -29,7 +29,7 @@ from gateway.responses_errors import OUTPUT_SOURCE
 from gateway.responses_extras import chat_extras
 from gateway.responses_chat_fields import (chat_response_format, chat_tool_choice, chat_tools, check_text_verbosity,
                                           echoed_reasoning)
-from gateway.schemas import ServiceTier, refuse_extras
+from gateway.schemas import ServiceTier, Temperature, TopP, refuse_extras
 
 ROLES = ("user", "assistant", "system", "developer")
 TEXT_PARTS = ("input_text", "output_text", "text")
@@ -60,8 +60,8 @@ class ResponsesRequest(BaseModel):
     parallel_tool_calls: StrictBool | None = None
     text: dict[str, Any] | None = None
     max_output_tokens: int | None = Field(default=None, ge=1)
-    temperature: float | None = None
-    top_p: float | None = None
+    temperature: Temperature = None   # its range checked here, as chat's: an out-of-range one is no valid
+    top_p: TopP = None                # request (no traced step, nothing counted: QA142)
     stream: StrictBool = False   # "yes" or 1 is a 400, not a background run
     store: StrictBool = True
     background: StrictBool = False
