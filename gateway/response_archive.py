@@ -94,8 +94,18 @@ class ResponseArchive:
 
     def touch(self, tenant: str, response_id: str) -> bool:
         """Mark the row used now (it was read from memory), so the archive's order of use
-        stays the memory's; False when there is no such row (deleted meanwhile)."""
-        return self._file.surviving(lambda: self._touch(tenant, response_id))
+        stays the memory's; False when there is no such row (deleted meanwhile). The mark
+        waits for a file another gateway holds locked as a read's does (`written_if_possible`:
+        QA143, a GET of a response from memory waited the whole 5 s)."""
+        return self._file.surviving(lambda: self._touch_if_present(tenant, response_id))
+
+    def _touch_if_present(self, tenant: str, response_id: str) -> bool:
+        if self.db.execute("SELECT 1 FROM responses WHERE tenant = ? AND id = ?", (tenant, response_id)).fetchone() \
+                is None:
+            return False
+        written_if_possible(self.db, lambda: self._touch(tenant, response_id), self._failures,
+                            "the response archive failed to mark a response used")
+        return True
 
     def _put(self, tenant: str, stored: StoredResponse, used_s: float | None = None) -> bool:
         used_s = self.clock() if used_s is None else used_s

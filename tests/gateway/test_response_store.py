@@ -312,3 +312,29 @@ def test_a_background_run_deleted_through_another_gateway_is_not_stored_again_wh
     other.close()
     rows = dict(sqlite3.connect(path).execute("SELECT id, response FROM responses").fetchall())
     assert sorted(rows) == ["r2", "r3"] and OWNER_FIELD not in rows["r2"]
+
+
+def test_marking_a_response_read_from_memory_waits_briefly_for_a_locked_file(tmp_path):
+    """QA143 M1: a GET of a response this gateway holds in memory marked its archive row
+    used with SQLite's whole 5 s busy timeout while another gateway held the file locked;
+    now it waits as a read's mark does (and still says whether the row is there)."""
+    import sqlite3
+    import time
+
+    from gateway.response_archive import ResponseArchive
+
+    path = tmp_path / "responses.sqlite3"
+    archive = ResponseArchive(path, 8)
+    archive.put("a", _stored("resp_1"))
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")   # another gateway's write lock
+    try:
+        started_s = time.monotonic()
+        present, missing = archive.touch("a", "resp_1"), archive.touch("a", "resp_none")
+        waited_s = time.monotonic() - started_s
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    assert (present, missing) == (True, False)
+    assert waited_s < 2.0   # was 5 s (the first touch)
+    archive.close()
