@@ -15,24 +15,23 @@ document holding a number that is not finite (NaN, infinity, or one too large fo
 float), a negative count or sum of squares, or a P(return) outside [0, 1] among them
 (such a file is damaged: the forecasts it gave would be NaN, and confident), and one whose
 sums no gaps could make: a count past `MAX_COUNT`, a sum of log gaps outside
-count x [log MIN_GAP_S, log of the largest float], a sum of squares past count x the
-largest square, or a return feature that is no whole number (QA131: finite but absurd sums
+count x [log MIN_GAP_S, log MAX_GAP_S], a sum of squares past count x the largest
+square or below what the sum makes (sum² / count), or a return feature that is no whole number (QA131: finite but absurd sums
 made every forecast of the tenant raise OverflowError).
 """
 from __future__ import annotations
 
 import json
 import math
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from cache.atomic_file import replacing
-from cache.gap_stats import MIN_GAP_S, LogGapStats, ReturnCounts
+from cache.gap_stats import MAX_GAP_S, MIN_GAP_S, LogGapStats, ReturnCounts
 
 FORMAT = "stepahead-gaps/1"
 MAX_COUNT = 2.0 ** 53   # counts are whole floats: no forecaster counts past this
-MIN_LOG_GAP, MAX_LOG_GAP = math.log(MIN_GAP_S), math.log(sys.float_info.max)   # what one learned gap adds
+MIN_LOG_GAP, MAX_LOG_GAP = math.log(MIN_GAP_S), math.log(MAX_GAP_S)   # what one learned gap adds (QA143)
 ROUNDING = 1.0 + 1e-9   # a sum added up gap by gap may pass count x bound by rounding
 
 
@@ -89,8 +88,11 @@ def _whole(value: object, what: str) -> int:
 def _gap_stats(num: object, sum_log: object, sum_log_sq: object) -> LogGapStats:
     """The sums of `num` log gaps, each in [MIN_LOG_GAP, MAX_LOG_GAP], else ValueError."""
     n = _number(num, "a gap count", 0.0, MAX_COUNT)
-    return LogGapStats(n, _number(sum_log, "a sum of log gaps", n * MIN_LOG_GAP * ROUNDING, n * MAX_LOG_GAP * ROUNDING),
-                       _number(sum_log_sq, "a sum of squared log gaps", 0.0, n * MAX_LOG_GAP ** 2 * ROUNDING))
+    total = _number(sum_log, "a sum of log gaps", n * MIN_LOG_GAP * ROUNDING, n * MAX_LOG_GAP * ROUNDING)
+    largest_square = max(MIN_LOG_GAP ** 2, MAX_LOG_GAP ** 2)
+    least = total * total / n / ROUNDING - 1e-9 if n > 0 else 0.0   # Cauchy-Schwarz: n x sum of squares >= sum²
+    return LogGapStats(n, total, _number(sum_log_sq, "a sum of squared log gaps", max(0.0, least),
+                                         n * largest_square * ROUNDING))
 
 
 def gaps_from_json(data: dict) -> LearnedGaps:

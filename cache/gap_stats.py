@@ -5,7 +5,9 @@ so a key seen once leans on its parent and a new tenant on the global prior:
 
     prior -> all tenants -> tenant -> (tenant, step) -> (tenant, step, depth) [-> session]
 
-Invariants: every update is O(1) and nothing is ever refitted; sigma >= MIN_SIGMA;
+Invariants: every update is O(1) and nothing is ever refitted; sigma >= MIN_SIGMA; a
+learned log gap is within [log MIN_GAP_S, log MAX_GAP_S], so every estimate's quantiles
+stay far from a float's range;
 probabilities stay in [0, 1]; the sums stay finite (a gap that is not finite is not
 learned: one NaN or infinity would make every later estimate of its levels NaN).
 """
@@ -19,6 +21,7 @@ from statistics import NormalDist
 import numpy as np
 
 MIN_GAP_S = 1e-3
+MAX_GAP_S = 1e9   # ~32 years: a longer "gap" is a clock's error; learned as this (its log a bounded sum)
 MIN_SIGMA = 0.1
 RETURN_Z_POINTS = (-3.0, -2.0, -1.5, -1.0, -0.5, 0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0)
 _NORMAL = NormalDist()
@@ -58,10 +61,10 @@ class LogGapStats:
     sum_log_sq: float = 0.0
 
     def add(self, gap_s: float) -> None:
-        """Learn one gap (at least MIN_GAP_S); one that is not finite is left out."""
+        """Learn one gap (within [MIN_GAP_S, MAX_GAP_S]); one that is not finite is left out."""
         if not math.isfinite(gap_s):
             return
-        x = math.log(max(gap_s, MIN_GAP_S))
+        x = math.log(min(max(gap_s, MIN_GAP_S), MAX_GAP_S))
         self.num_gaps += 1.0
         self.sum_log += x
         self.sum_log_sq += x * x

@@ -235,3 +235,22 @@ def test_a_return_feature_that_is_no_whole_number_is_damage(tmp_path) -> None:
     data["return_features"] = [0.5, 2]   # was read as [0, 2]
     with pytest.raises(ValueError, match="whole number"):
         gaps_from_json(data)
+
+
+def test_a_gap_no_clock_could_measure_is_damage_and_is_learned_at_most_max_gap() -> None:
+    """QA143 M2: one gap of e^700 s (sum 700, squares 490000) passed the bound of the
+    largest float's log, and every forecast of the tenant raised OverflowError; a sum of
+    squares below what its sum makes passed too. Learned gaps are capped at MAX_GAP_S."""
+    from cache.gap_memory import LearnedGaps, gaps_from_json, gaps_to_json
+    from cache.gap_stats import MAX_GAP_S
+
+    data = gaps_to_json(LearnedGaps(()))
+    for row in ([["t"], 1, 700.0, 490000.0], [["t"], 2, 10.0, 1.0]):   # e^700 s; n x squares < sum²
+        data["gaps"] = [row]
+        with pytest.raises(ValueError):
+            gaps_from_json(data)
+    stats = LogGapStats()
+    stats.add(1e300)
+    assert stats.sum_log == pytest.approx(math.log(MAX_GAP_S))
+    data["gaps"] = [[["t"], stats.num_gaps, stats.sum_log, stats.sum_log_sq]]
+    assert gaps_from_json(data).gaps[("t",)] == stats
