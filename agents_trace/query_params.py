@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+import re
 import time
 
 from fastapi import HTTPException, Request
@@ -18,6 +19,7 @@ from fastapi import HTTPException, Request
 from agents_trace.store_queries import MAX_PAGE
 from agents_trace.time_points import MAX_UNIX_S, TIME_POINT_FORMS, parse_time_point
 
+NUMBER_TEXT = r"-?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?"   # what a query's number may be written as
 TRUE_WORDS = frozenset({"true", "1", "yes", "on"})
 FALSE_WORDS = frozenset({"false", "0", "no", "off"})
 
@@ -50,8 +52,8 @@ def query_number(request: Request, name: str, default: float | None, *, low: flo
     raw = request.query_params.get(name)
     if raw is None or raw == "":
         return default
-    try:
-        value = int(raw) if is_int else float(raw)
+    try:   # NOTE: `int()` and `float()` also take "1_0", " 5" and other scripts' digits (QA143)
+        value = (int(raw) if is_int else float(raw)) if re.fullmatch(NUMBER_TEXT, raw) else None
     except ValueError:
         value = None
     if value is None or not low <= value <= high:

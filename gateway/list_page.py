@@ -7,6 +7,7 @@ lists do not take) are 400s naming the parameter.
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -46,10 +47,8 @@ def listed(data: list[dict], has_more: bool) -> dict:
 
 def list_page(query: Mapping[str, str]) -> ListPage:
     raw_limit = query.get("limit", str(DEFAULT_LIMIT))
-    try:
-        limit = int(raw_limit)
-    except ValueError:
-        limit = None
+    # NOTE: not `int()` alone, which also takes "1_0", " 5" and other scripts' digits (QA143)
+    limit = int(raw_limit) if re.fullmatch(r"-?[0-9]+", raw_limit) else None
     if limit is None or not 1 <= limit <= MAX_LIMIT:   # (OpenAI's codes: integer_above_max_value, ...)
         raise invalid_request(f"'limit' must be an integer from 1 to {MAX_LIMIT}, not {raw_limit!r}.",
                               param="limit", code=bound_code(limit, 1, MAX_LIMIT, is_int=True))

@@ -24,7 +24,9 @@ def test_pages_in_either_order_after_an_item():
 
 @pytest.mark.parametrize("query,param,code", [
     ({"limit": "0"}, "limit", "integer_below_min_value"), ({"limit": "101"}, "limit", "integer_above_max_value"),
-    ({"limit": "ten"}, "limit", "invalid_value"), ({"order": "up"}, "order", "invalid_value")])
+    ({"limit": "ten"}, "limit", "invalid_value"), ({"order": "up"}, "order", "invalid_value"),
+    ({"limit": "1_0"}, "limit", "invalid_value"), ({"limit": " 5"}, "limit", "invalid_value"),   # int() takes both
+    ({"limit": "\u0665"}, "limit", "invalid_value")])
 def test_bad_query_values_are_400s_naming_the_parameter(query, param, code):
     with pytest.raises(ApiError) as caught:
         list_page(query)
