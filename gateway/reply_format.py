@@ -46,7 +46,7 @@ def reply_schema(request: ChatCompletionRequest, tenant: str = "", schemas: Sche
     schema = response_format.json_schema.schema_object()
     param = "response_format.json_schema.schema"
     try:
-        (schemas or SchemaChecker()).check(tenant, schema)
+        (schemas if schemas is not None else SchemaChecker()).check(tenant, schema)   # (an empty one is falsy)
     except SchemaError as exc:
         raise invalid_request(f"Invalid JSON Schema: {exc.message}", param=param) from None
     except SchemaPastLimit as past:

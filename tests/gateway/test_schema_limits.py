@@ -224,3 +224,18 @@ def test_over_http_a_schema_past_a_limit_is_a_short_400(gateway, path, body, par
     assert error["param"] == param
     assert error["code"] in ("invalid_value", "unsupported_parameter", "invalid_function_parameters")
     assert len(response.content) < 2000
+
+
+def test_the_schema_checker_given_is_the_one_used_though_empty():
+    """QA139 H1: `(schemas or SchemaChecker())` made a new checker whenever the one given was
+    empty (it has a length), so a response_format's schema was never remembered as checked."""
+    from gateway.reply_format import reply_schema
+    from gateway.schema_checks import SchemaChecker
+    from gateway.schemas import ChatCompletionRequest, validate
+
+    checker = SchemaChecker()
+    request = validate(ChatCompletionRequest, {"model": "m", "messages": [{"role": "user", "content": "json"}],
+                                               "response_format": {"type": "json_schema", "json_schema": {
+                                                   "name": "x", "schema": of({"a": {"type": "string"}})}}})
+    reply_schema(request, "t", checker)
+    assert len(checker) == 1
