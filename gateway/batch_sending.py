@@ -81,7 +81,7 @@ class BatchSending:
                     # NOTE: the slot is held until the result is kept, so a stop leaves at most
                     # `concurrency` requests sent without a result (they go again)
                     try:
-                        await self._yield_to_others()
+                        await self._yield_to_others(batch.id)
                         if batch.id in self._cancelled or self.is_stopping:   # cancelled, or the gateway
                             return                                            # stopping, while it waited: not sent
                         self.num_in_flight += 1
@@ -130,17 +130,20 @@ class BatchSending:
             if self._being_sent.get(batch.id) is being_sent:
                 del self._being_sent[batch.id]
 
-    async def _yield_to_others(self) -> None:
+    async def _yield_to_others(self, batch_id: str) -> None:
         """While a batch request runs already, wait until other requests have been gone for
         YIELD_GRACE_S since last seen in flight, and for YIELD_CONFIRM_S of this wait's own
         looks: an agent sending its steps back to back leaves gaps of milliseconds between
         them, which are no quiet time (QA90), and a batch request sent but not yet admitted
         (or done but not yet answered) hides one other request from `load` for a moment, so
         one quiet look proves nothing (QA99: a second one started 0.03 s after the batch was
-        made). Real time, whatever `clock` the batch reads."""
+        made). Real time, whatever `clock` the batch reads. Ends at once when the batch is
+        cancelled or the gateway stops (QA141: a cancelled batch's request waiting here kept it
+        `cancelling` while another batch and interactive requests ran)."""
         loop = asyncio.get_running_loop()
         quiet_since_s = None
-        while self.load is not None and self.num_in_flight > 0:
+        while self.load is not None and self.num_in_flight > 0 and batch_id not in self._cancelled \
+                and not self.is_stopping:
             now_s = loop.time()
             if self.load() > self.num_in_flight:
                 self.others_seen_s, quiet_since_s = now_s, None

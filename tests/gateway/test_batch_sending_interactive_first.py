@@ -99,3 +99,52 @@ def test_cancelling_a_batch_gives_up_its_lines_waiting_for_a_slot():
     assert waiting_after == 0 and admitted == []
     assert (limiter.num_active, limiter.num_batch_active, limiter.num_reserved_tokens, limiter.num_spent_tokens) \
         == (0, 0, 0, 10)
+
+
+def test_cancelling_a_batch_gives_up_its_requests_waiting_for_others_to_be_gone():
+    """QA141 M1: with other requests in flight a batch request waits its turn
+    (`_yield_to_others`) while one of another batch runs; that wait did not look at the
+    cancel, so the cancelled batch stayed `cancelling` until the traffic ended. Now it is
+    `cancelled` at once, nothing of it sent, and the other batch goes on."""
+    from starlette.applications import Starlette
+    from starlette.routing import Route
+
+    from gateway.auth import KeyRing
+    from gateway.batch_runner import BatchRunner
+    from gateway.batch_store import Batch, BatchStore
+    from gateway.config import TenantConfig
+    from gateway.file_store import FileStore
+
+    release = None
+    seen: list[str] = []
+
+    async def chat(request: Request):
+        seen.append((await request.json())["messages"][0]["content"])
+        await release.wait()
+        return JSONResponse({"object": "chat.completion", "usage": {
+            "prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}})
+
+    async def main():
+        nonlocal release
+        release = asyncio.Event()
+        keys = KeyRing((TenantConfig("a", ()),))
+        files = FileStore(None)
+        runner = BatchRunner(BatchStore(None), files, lambda: keys, concurrency=2, load=lambda: 99)
+        await runner.start(Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])]))
+        batches = []
+        for name in ("batch_a", "batch_b"):
+            upload = await files.add_bytes("a", "in.jsonl", "batch", _lines(2))
+            batches.append(await runner.create(Batch(name, "a", "/v1/chat/completions", upload.id, "24h", 0, 10**10)))
+            await _until(lambda: runner.num_in_flight == 1)   # batch_a's first request runs; the rest wait their turn
+        await asyncio.sleep(0.1)
+        await runner.cancel(batches[1])
+        done = await _ended(runner, "batch_b", timeout_s=3.0)
+        sent_before_release = list(seen)
+        release.set()
+        other = await _ended(runner, "batch_a", timeout_s=10.0)
+        _close(runner, files)
+        return done, other, sent_before_release
+
+    done, other, sent = asyncio.run(main())
+    assert (done.status, done.completed, done.failed) == ("cancelled", 0, 0)
+    assert other.status == "completed" and len(sent) == 1
