@@ -116,6 +116,7 @@ class StepContext:
     is_ended: bool = False
     service_tier: str | None = None   # "flex" when served after the default tier
     is_prefix_cached: bool = True   # its model may serve prompts' prefixes from a cache
+    arrived_late_s: float = 0.0   # how much later `arrived_s` is than the request began (held at its prior end)
 
 
 @dataclass(frozen=True, slots=True)

@@ -181,7 +181,7 @@ class AgentTracer:
         known). The step arrived `arrived_ago_s` before now (when the gateway began the
         request: its TTFT counts from then, so the step must too; QA137: a TTFT past the
         step's own duration), never before the session's previous response ended (its gap
-        is never negative). Cheap; no I/O."""
+        is never negative; its TTFT then counts from that end, QA141). Cheap; no I/O."""
         now_s = self.clock()
         raw = body.get("messages")
         messages = raw if isinstance(raw, list) else []
@@ -194,7 +194,8 @@ class AgentTracer:
             self._events.offer(event)
         model = body.get("model")
         hint = replay_hint(body)
-        arrived_s = now_s - max(0.0, arrived_ago_s)
+        began_s = now_s - max(0.0, arrived_ago_s)
+        arrived_s = began_s
         if opened.prev_ended_s is not None:   # (a wall clock that stepped back keeps `now_s`, as before)
             arrived_s = max(arrived_s, min(opened.prev_ended_s, now_s))
         ctx = StepContext(
@@ -210,7 +211,8 @@ class AgentTracer:
             request_id=request_id, conversation_digest=digests[-1] if digests else None,
             num_prefix_messages=opened.num_prefix_messages, prefix_step=opened.prefix_step,
             request_params=_request_params(body),
-            replay_tool_calls=hinted_calls(hint.tool_calls, opened.index), service_tier=service_tier)
+            replay_tool_calls=hinted_calls(hint.tool_calls, opened.index), service_tier=service_tier,
+            arrived_late_s=arrived_s - began_s)
         span = trace.get_current_span(self._propagator.extract(headers))
         if span.get_span_context().is_valid:
             ctx.remote_parent = span.get_span_context()
@@ -259,7 +261,8 @@ class AgentTracer:
             prev_ended_s=ctx.prev_ended_s if is_response else None,
             num_messages=ctx.num_messages, is_stream=ctx.is_stream,
             num_input_tokens=result.num_input_tokens, num_cached_tokens=result.num_cached_tokens,
-            num_output_tokens=result.num_output_tokens, ttft_s=result.ttft_s,
+            num_output_tokens=result.num_output_tokens,
+            ttft_s=None if result.ttft_s is None else max(0.0, result.ttft_s - ctx.arrived_late_s),
             worker=result.worker, finish_reason=result.finish_reason,
             tool_calls=result.tool_calls, request_id=ctx.request_id,
             response_id=result.response_id, error=result.error,
