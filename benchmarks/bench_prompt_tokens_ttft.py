@@ -47,6 +47,10 @@ class WholeForOneTenant:
     def stats(self):
         return self.cache.stats
 
+    @property
+    def bound(self):   # the prompt's past-the-context check before tokenizing: the cache's, both ways
+        return self.cache.bound
+
     def encode(self, tenant: str, text: str, *, marked: bool = False) -> list[int]:
         if tenant == self.baseline:   # a chat prompt comes marked (shards/special_text.py)
             return self.marked.encode(text) if marked else list(self.tokenizer.encode(text, add_special_tokens=False))
