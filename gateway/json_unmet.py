@@ -65,9 +65,15 @@ def _why_no_object_fits(node: dict) -> str | None:
 
 
 def _why_no_array_fits(node: dict) -> str | None:
+    """`items: false` bars the items after `prefixItems` (Draft 2020-12; all items without
+    it): more `minItems` than `prefixItems` can hold is unmet (QA139: a tuple schema of two
+    prefix items with `items: false` and `minItems: 2` was refused)."""
     least = _counts(node, "minItems", "maxItems")[0]
-    if node.get("items") is False and least > 0 and _only_kind(node, "array"):
-        return f"'items' is false and 'minItems' is {least}"
+    prefix = node.get("prefixItems")
+    num_prefix = len(prefix) if isinstance(prefix, list) else 0
+    if node.get("items") is False and least > num_prefix and _only_kind(node, "array"):
+        return (f"'items' is false and 'minItems' is {least}" if not num_prefix
+                else f"'items' is false after {num_prefix} 'prefixItems' and 'minItems' is {least}")
     return None
 
 

@@ -57,6 +57,9 @@ def test_a_schema_whose_reference_does_not_resolve_is_refused_by_name(ref):
       "additionalProperties": False}, "root", "'zzz' is not in 'properties' and 'additionalProperties' is false"),
     ({"type": "object", "properties": {"a": {"type": "array", "items": False, "minItems": 1}}},
      "properties.a", "'items' is false and 'minItems' is 1"),
+    ({"type": "object", "properties": {"a": {"type": "array", "items": False, "minItems": 3,
+                                             "prefixItems": [{"type": "integer"}, {"type": "string"}]}}},
+     "properties.a", "'items' is false after 2 'prefixItems' and 'minItems' is 3"),
     ({"type": "object", "properties": {"a": {"type": "integer", "const": 5, "minimum": 10}}},
      "properties.a", "'const' does not meet"),
     ({"type": "object", "properties": {"a": {"type": "integer", "enum": [1, 2, "x"], "minimum": 10}}},
@@ -222,3 +225,11 @@ def test_a_string_longer_than_local_models_write_is_refused_up_front_naming_the_
     fits = {"type": "object", "properties": {"s": {"type": "string", "minLength": 100_000},
                                              "n": {"type": "integer", "minLength": 10**9}}}   # not a string: no pad
     assert local_schema(fits, PARAM) is fits
+
+
+def test_a_tuple_of_prefix_items_with_items_false_is_a_schema_values_can_meet():
+    """QA139 M1: `prefixItems` hold the items `items: false` does not bar (Draft 2020-12):
+    two prefix items and `minItems: 2` was refused as a schema no value can meet."""
+    schema = {"type": "object", "required": ["t"], "properties": {"t": {
+        "type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}], "items": False, "minItems": 2}}}
+    assert local_schema(schema, "p") is not None
