@@ -11,8 +11,8 @@ as its JSON text); an `enum` of more than BIG_ENUM_VALUES values at most BIG_ENU
 characters of strings; no `$ref` chain of more than MAX_REF_HOPS hops.
 
 Nesting through references: a `$ref` is one level per hop, from the part that holds it to
-its target, and on where the target is itself a `$ref`, or an `anyOf`/`oneOf` one of whose
-branches is one (a chain `a -> b -> c` nests 3 levels): a chain of more than MAX_REF_HOPS
+its target, and on where the target is itself a `$ref`, or an `anyOf`/`oneOf`/`allOf` one
+of whose parts is one (a chain `a -> b -> c` nests 3 levels): a chain of more than MAX_REF_HOPS
 hops is refused (`SchemaRoot.resolve` gave up after 16 and read the part as any value, so
 the reply broke the schema: QA134 M1), and so is one that comes back to where it started
 (`a -> b -> a`, or `a = anyOf[a, null]`), which the reader and filler would follow for ever.
@@ -47,7 +47,10 @@ SUBSCHEMA_KEYWORDS = frozenset({
     "then", "else", "propertyNames", "dependentSchemas", "$defs", "definitions"})
 SCHEMA_MAPS = frozenset({"properties", "patternProperties", "dependentSchemas", "$defs", "definitions"})
 DEFINITIONS = frozenset({"$defs", "definitions"})
-BRANCHES = ("anyOf", "oneOf")   # the choices the reader and filler follow without nesting
+# parts the reader, filler and validator follow without nesting (QA139: an `allOf` chain of the
+# same `$ref` twice doubled a reply's validation per level, and an `allOf` that refers back to
+# its own part sent the validator round it for ever: RecursionError)
+BRANCHES = ("anyOf", "oneOf", "allOf")
 
 
 @dataclass(slots=True)
@@ -164,7 +167,7 @@ class SizeCheck:
 
     def _hops_on(self, start: dict, room: int, place: _Place | None) -> int:
         """The longest chain of reference hops from `start` without nesting (its own `$ref`,
-        its `anyOf`/`oneOf` branches' ones), each target worked out once; a chain that
+        its `anyOf`/`oneOf`/`allOf` parts' ones), each target worked out once; a chain that
         comes back to a part on it is refused, and one longer than `room` at once."""
         on_chain: set[int] = set()
         stack: list[tuple[dict, list[dict]]] = [(start, self._next_targets(start))]
@@ -195,7 +198,7 @@ class SizeCheck:
 
     def _next_targets(self, node: dict) -> list[dict]:
         """The targets of the references `node` stands for without nesting: its own
-        `$ref`'s, and those of its `anyOf`/`oneOf` branches (through nested ones)."""
+        `$ref`'s, and those of its `anyOf`/`oneOf`/`allOf` parts (through nested ones)."""
         targets, nodes = [], [node]
         while nodes:
             part = nodes.pop()

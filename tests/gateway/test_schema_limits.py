@@ -164,9 +164,21 @@ def test_the_openai_sdk_s_pydantic_schemas_keep_working(schema):
     assert local_schema(schema, PARAM) is not None
 
 
-def test_an_all_of_cycle_the_filler_does_not_follow_is_kept():
+def test_an_all_of_cycle_is_refused_as_the_validator_would_follow_it_for_ever():
+    """QA139: kept before, a reply to it that parsed was validated into a RecursionError."""
     schema = {**of({"a": {"$ref": "#/$defs/a"}}), "$defs": {"a": {"allOf": [{"$ref": "#/$defs/a"}], "type": "integer"}}}
-    assert local_schema(schema, PARAM) is schema
+    assert "lead back" in refused(schema).message
+
+
+def test_an_allof_chain_of_duplicate_refs_counts_its_hops():
+    """QA139 H2: `allOf` chains of the same `$ref` twice passed the limits (only `anyOf`
+    and `oneOf` counted as a chain), and validating a reply against one doubled per level."""
+    def chain(depth: int) -> dict:
+        defs = {f"d{i}": {"allOf": [{"$ref": f"#/$defs/d{i + 1}"}] * 2} for i in range(depth)}
+        defs[f"d{depth}"] = {"type": "object"}
+        return {"$defs": defs, "type": "object", "properties": {"a": {"$ref": "#/$defs/d0"}}, "required": ["a"]}
+    assert local_schema(chain(4), PARAM)
+    assert "nests more than" in refused(chain(40), "unsupported_parameter").message
 
 
 def strings(num_items: int, min_length: int, **item) -> dict:
