@@ -44,7 +44,7 @@ from gateway.local_sampling import completion_budget, sampling_params
 from gateway.model_backends import engine_options_run
 from gateway.prompt_token_cache import PromptTokenCache
 from gateway.reply_format import reply_schema
-from gateway.schema_checks import SchemaChecker
+from gateway.schema_checks import SchemaChecker, check_off_loop, format_schema
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, NamedToolChoice
 from gateway.tenant_shares import apply_tenant_shares, log_notes, with_tenant_shares
 from gateway.tool_calls import OPEN_TAG
@@ -209,7 +209,8 @@ class LocalBackend(LocalCompletions):
         if request.top_logprobs is not None and not request.logprobs:
             raise invalid_request("top_logprobs needs logprobs to be true.", param="top_logprobs")
         refuse_unsupported_chat_params(request)
-        response_schema = reply_schema(request, tenant, self.schemas)
+        response_schema = await check_off_loop(self.schemas, tenant, format_schema(request),
+                                               reply_schema, request, tenant, self.schemas)
         messages = []
         for index, message in enumerate(request.messages):
             item = message.model_dump(exclude_none=True)

@@ -54,6 +54,7 @@ from gateway.responses_objects import input_items
 from gateway.responses_stream import ResponsesStreamWriter, failure_details, whole_response
 from gateway.responses_truncation import oldest_turn, without
 from gateway.routes import gateway_state, model_label, refusal
+from gateway.schema_checks import check_off_loop, tool_parameters
 from gateway.schemas import ChatCompletionRequest, validate
 from gateway.service_tiers import request_tier
 from gateway.state import GatewayState
@@ -285,7 +286,8 @@ async def prepared_chat(state: GatewayState, backend: Backend, parsed: Responses
     while True:
         try:
             chat = validate(ChatCompletionRequest, chat_body)
-            check_chat_request(chat, tenant, state.schemas)
+            await check_off_loop(state.schemas, tenant, tool_parameters(chat),
+                                 check_chat_request, chat, tenant, state.schemas)
             return chat_body, await backend.prepare_chat(chat, tenant, response_id)
         except ApiError as error:
             cut = (oldest_turn(chat_body["messages"]) if parsed.truncation == "auto"

@@ -29,6 +29,7 @@ from agents_trace.records import StepContext
 from gateway.config import UNAUTHENTICATED
 from gateway.chat_checks import check_chat_request, check_message_count
 from gateway.request_metadata import checked_metadata
+from gateway.schema_checks import check_off_loop, tool_parameters
 from gateway.choices import with_choices
 from gateway.errors import ApiError, server_error
 from gateway.exchange import CLIENT_CLOSED_STATUS, admit, did_no_work, record_refusal, session_headers
@@ -126,7 +127,8 @@ async def _handle(request: Request, *, is_chat: bool) -> Response:
             check_message_count(body, "messages")
             parsed = validate(ChatCompletionRequest, body)
             checked_metadata(parsed.metadata)
-            check_chat_request(parsed, tenant, state.schemas)
+            await check_off_loop(state.schemas, tenant, tool_parameters(parsed),
+                                 check_chat_request, parsed, tenant, state.schemas)
         else:
             parsed = validate(CompletionRequest, body)
         backend = state.backend(parsed.model)
