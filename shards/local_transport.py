@@ -93,6 +93,17 @@ def stop_fork_server_if_idle() -> bool:
     return True
 
 
+def not_joined_at_exit(process) -> None:
+    """Take `process` out of what multiprocessing's exit hook joins, with no timeout (its
+    `process._children`): a worker whose pipe closed, or that was SIGKILLed, and whose status
+    has still not come. A forked child's status comes from the fork server only, which never
+    sends it while stopped (SIGSTOP, a frozen cgroup): the gateway then never exited after
+    "Finished server process" (QA140 H1). The worker is gone or going; the server reaps it."""
+    from multiprocessing import process as processes
+
+    processes._children.discard(process)
+
+
 def _process_main(worker_id: str, config: WorkerConfig, inbox, outbox, environ: dict[str, str]) -> None:
     """The worker process: serve until Shutdown, or until the engine process is gone.
 
@@ -162,6 +173,8 @@ class LocalChannel:
         finally:
             self._ended.set()
             self._process.join(JOIN_AFTER_EOF_S)
+            if self._process.exitcode is None:   # its fork server did not tell (stopped): not waited for at exit
+                not_joined_at_exit(self._process)
             self._reader.close()
             self._close_inbox()
             self._on_exit(self.worker_id, self.incarnation,
@@ -206,12 +219,16 @@ class LocalChannel:
                 pass
 
     def stop(self, timeout_s: float) -> None:
-        """Shut down gracefully (the caller sent Shutdown); kill past `timeout_s`."""
+        """Shut down gracefully (the caller sent Shutdown); kill past `timeout_s`. Invariant:
+        once it returns, this process's exit never waits on the worker (`not_joined_at_exit`
+        where its status has not come: the fork server may be stopped)."""
         if not self._ended.wait(timeout_s):
             self.kill()
             self._ended.wait(1.0)
         self._thread.join(timeout_s)
         self._close_inbox()
+        if self._process.exitcode is None:
+            not_joined_at_exit(self._process)
 
 
 class LocalTransport:

@@ -1,0 +1,94 @@
+"""A process whose engine stopped exits promptly while the workers' fork server is stopped
+(SIGSTOP): multiprocessing's exit hook joined every worker it still tracked with no
+timeout, and a forked worker's status comes only from that server, so the gateway said
+"Finished server process" and never exited until the server was resumed; a restart's spawn
+that waited on the server then ran once it was, after the stop, and failed with a
+traceback (QA140 H1)."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from shards.process_state import process_runs
+
+REPO = Path(__file__).resolve().parents[2]
+START_AND_STOP_S = 120   # the engine's start (the fork server imports torch) and its stop, on a loaded machine
+EXIT_AFTER_STOP_S = 10   # far more than an exit takes (0.2 s measured); the old code never exited
+
+ENGINE_STOPPED_WITH_ITS_FORK_SERVER = """
+import asyncio, json, os, signal, sys
+from multiprocessing import forkserver
+from shards.engine import LocalEngine
+
+async def main(pids_path, restart_waiting):
+    engine = LocalEngine("tiny", num_workers=1, num_hot_blocks=64, threads_per_worker=1)
+    await engine.start()
+    worker, server = engine.worker_pid("w0"), forkserver._forkserver._forkserver_pid
+    with open(pids_path, "w") as pids:
+        json.dump({"server": server, "worker": worker}, pids)
+    os.kill(server, signal.SIGSTOP)
+    if restart_waiting:   # the worker dies: its restart's spawn waits on the stopped server
+        os.kill(worker, signal.SIGKILL)
+        await asyncio.sleep(2.0)
+    await engine.stop()
+    print("stopped", flush=True)
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1], sys.argv[2] == "restart"))
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads processes from /proc")
+@pytest.mark.parametrize("case", ["idle", "restart"])
+def test_the_process_exits_after_its_stop_while_the_fork_server_is_stopped(tmp_path, case):
+    pids_path, stderr_path = tmp_path / "pids.json", tmp_path / "stderr.txt"
+    with open(stderr_path, "w") as stderr:   # a file, not a pipe: the stopped server holds its copy open
+        gateway = subprocess.Popen([sys.executable, "-c", ENGINE_STOPPED_WITH_ITS_FORK_SERVER, str(pids_path), case],
+                                   cwd=REPO, stdout=subprocess.PIPE, stderr=stderr, text=True,
+                                   env=dict(os.environ, PYTHONPATH=str(REPO)))
+    pids: dict = {}
+    try:
+        deadline = time.monotonic() + START_AND_STOP_S
+        line = gateway.stdout.readline()   # the stop returned (or the process ended: EOF)
+        assert line == "stopped\n", f"no stop: {line!r}"
+        assert time.monotonic() < deadline
+        pids = json.loads(pids_path.read_text())
+        stopped_at = time.monotonic()
+        try:
+            gateway.wait(EXIT_AFTER_STOP_S)
+        except subprocess.TimeoutExpired:
+            pass
+        assert gateway.poll() is not None, f"running {EXIT_AFTER_STOP_S} s after its stop (fork server stopped)"
+        exit_s = time.monotonic() - stopped_at
+        assert gateway.returncode == 0, stderr_path.read_text()[-3000:]
+        assert exit_s < EXIT_AFTER_STOP_S
+        server = pids["server"]
+        assert process_runs(server)   # still stopped (the test's doing): the exit did not wait on it
+        os.kill(server, signal.SIGCONT)   # now it runs: it ends (its gateway is gone), forking nothing more
+        end = time.monotonic() + 20
+        while process_runs(server) and time.monotonic() < end:
+            time.sleep(0.05)
+        assert not process_runs(server)
+        assert not process_runs(pids["worker"])
+        assert "Traceback" not in stderr_path.read_text()   # no spawn ran late, after the exit
+    finally:
+        if pids.get("server") is None and pids_path.exists():
+            pids = json.loads(pids_path.read_text() or "{}")
+        for pid in (pids.get("server"), pids.get("worker")):
+            if pid:
+                for signum in (signal.SIGCONT, signal.SIGKILL):
+                    try:
+                        os.kill(pid, signum)
+                    except ProcessLookupError:
+                        pass
+        if gateway.poll() is None:
+            gateway.kill()
+            gateway.wait(10)
+        gateway.stdout.close()
