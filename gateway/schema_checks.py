@@ -43,34 +43,57 @@ def _canonical(schema: object) -> str:
 
 
 class SchemaChecker:
-    __slots__ = ("capacity", "_passed", "_lock")
+    __slots__ = ("capacity", "_passed", "_lock", "_texts")
 
     def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
         self.capacity = capacity
         self._passed: OrderedDict[tuple[str, str], None] = OrderedDict()
-        self._lock = threading.Lock()   # held only to read or change `_passed`, never while checking
+        self._lock = threading.Lock()   # held only to read or change `_passed` and `_texts`, never while checking
+        # id(schema) -> (schema, its canonical JSON) that `unchecked` worked out, for `check` to
+        # take instead of working it out again (~6 µs a usual tool schema, on every agent step)
+        self._texts: dict[int, tuple[object, str]] = {}
 
     def unchecked(self, tenant: str, schemas: Iterable[object]) -> bool:
         """Whether `check` of some schema in `schemas` (None skipped) would run the metaschema
-        check: it is not remembered as passed for `tenant` (or has no JSON text). Reads only."""
+        check: it is not remembered as passed for `tenant` (or has no JSON text). Changes
+        nothing remembered as passed; the canonical JSON it works out is kept for `check`
+        until `forget`."""
         for schema in schemas:
             if schema is None:
                 continue
             try:
-                key = (tenant, _canonical(schema))
+                text = _canonical(schema)
             except (TypeError, ValueError, RecursionError):   # `check` raises what it raises, in the thread
                 return True
             with self._lock:
-                if key not in self._passed:
+                self._texts[id(schema)] = (schema, text)
+                if (tenant, text) not in self._passed:
                     return True
         return False
+
+    def forget(self, schemas: Iterable[object]) -> None:
+        """Drop what `unchecked` kept of `schemas` (those `check` did not take)."""
+        with self._lock:
+            for schema in schemas:
+                kept = self._texts.get(id(schema))
+                if kept is not None and kept[0] is schema:
+                    del self._texts[id(schema)]
+
+    def _text(self, schema: object) -> str:
+        """`schema`'s canonical JSON: the one `unchecked` kept for this very object, else worked out."""
+        with self._lock:
+            kept = self._texts.get(id(schema))
+            if kept is not None and kept[0] is schema:
+                del self._texts[id(schema)]
+                return kept[1]
+        return _canonical(schema)
 
     def check(self, tenant: str, schema: dict) -> None:
         """Raise `jsonschema.SchemaError` unless `schema` is a valid JSON Schema, and first
         `schema_limits.SchemaPastLimit` where it passes OpenAI's size limits (the metaschema
         check of a 10,000-property schema took 6 s on the event loop, QA134 H4)."""
         check_size(schema)
-        key = (tenant, _canonical(schema))
+        key = (tenant, self._text(schema))
         with self._lock:
             if key in self._passed:
                 self._passed.move_to_end(key)
@@ -93,9 +116,13 @@ async def check_off_loop(checker: SchemaChecker, tenant: str, schemas: Iterable[
                          check: Callable[..., Result], *args: object) -> Result:
     """`check(*args)`, which checks `schemas` with `checker` for `tenant` (and may raise):
     in a worker thread when one of them is `unchecked`, inline when all passed before."""
-    if checker.unchecked(tenant, schemas):
-        return await asyncio.to_thread(check, *args)
-    return check(*args)
+    schemas = list(schemas)
+    try:
+        if checker.unchecked(tenant, schemas):
+            return await asyncio.to_thread(check, *args)
+        return check(*args)
+    finally:
+        checker.forget(schemas)
 
 
 def tool_parameters(request: ChatCompletionRequest) -> list[object]:
