@@ -91,13 +91,14 @@ class SchemaChecker:
     def check(self, tenant: str, schema: dict) -> None:
         """Raise `jsonschema.SchemaError` unless `schema` is a valid JSON Schema, and first
         `schema_limits.SchemaPastLimit` where it passes OpenAI's size limits (the metaschema
-        check of a 10,000-property schema took 6 s on the event loop, QA134 H4)."""
-        check_size(schema)
+        check of a 10,000-property schema took 6 s on the event loop, QA134 H4); a schema
+        remembered as passed is neither walked nor checked again."""
         key = (tenant, self._text(schema))
         with self._lock:
-            if key in self._passed:
+            if key in self._passed:   # (it passed `check_size` then, and the limits do not change)
                 self._passed.move_to_end(key)
                 return
+        check_size(schema)
         try:
             validator_for(schema).check_schema(schema)
         except (OverflowError, RecursionError, ValueError) as exc:   # from compiling its patterns
