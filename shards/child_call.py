@@ -6,9 +6,10 @@ the conversion must stop the start at once, not once it is done: the caller sets
 `cancelled`, and the child is killed within `POLL_S`.
 
 Invariants: when `call_in_child` returns or raises, the child has exited (killed if it
-had to be) and the pipe is closed; the child's exception comes back as itself (or as a
-RuntimeError naming it, when it cannot be pickled); a child that dies without a word
-raises ChildProcessError.
+had to be; killed and not waited for at this process's exit when its fork server is stopped
+and its status cannot come) and the pipe is closed; the child's exception comes back as
+itself (or as a RuntimeError naming it, when it cannot be pickled); a child that dies
+without a word raises ChildProcessError.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import os
 import signal
 import threading
 
+from shards.exit_join import not_joined_at_exit
 from shards.safe_imports import no_working_directory_imports
 from shards.transport import StartCancelled
 
@@ -69,6 +71,8 @@ def call_in_child(ctx, module: str, function: str, args: tuple, cancelled: threa
             if child.is_alive():
                 child.kill()
             child.join(JOIN_AFTER_KILL_S)
+            if child.exitcode is None:   # its fork server did not tell (stopped): not waited for at exit
+                not_joined_at_exit(child)
         receiver.close()
         sender.close()
     if outcome == "error":

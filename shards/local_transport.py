@@ -35,6 +35,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from shards.child_call import adopt_environment, call_in_child
+from shards.exit_join import not_joined_at_exit
 from shards.fork_server_watch import ForkServerWatch, current_fork_server_pid, fork_server_gone
 from shards.safe_imports import no_working_directory_imports
 from shards.worker_events import exit_reason
@@ -91,17 +92,6 @@ def stop_fork_server_if_idle() -> bool:
     except ProcessLookupError:
         return False
     return True
-
-
-def not_joined_at_exit(process) -> None:
-    """Take `process` out of what multiprocessing's exit hook joins, with no timeout (its
-    `process._children`): a worker whose pipe closed, or that was SIGKILLed, and whose status
-    has still not come. A forked child's status comes from the fork server only, which never
-    sends it while stopped (SIGSTOP, a frozen cgroup): the gateway then never exited after
-    "Finished server process" (QA140 H1). The worker is gone or going; the server reaps it."""
-    from multiprocessing import process as processes
-
-    processes._children.discard(process)
 
 
 def _process_main(worker_id: str, config: WorkerConfig, inbox, outbox, environ: dict[str, str]) -> None:
