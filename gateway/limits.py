@@ -92,20 +92,24 @@ class TenantLimiter(TenantLimitRefusals):
         self._requests = resized(self._requests, limits.requests_per_minute, now_s)
         self._tokens = resized(self._tokens, limits.tokens_per_minute, now_s)
 
-    def rate_limit_headers(self) -> dict[str, str]:
+    def rate_limit_headers(self, not_yet_taken_tokens: int | None = None) -> dict[str, str]:
         """OpenAI's `x-ratelimit-{limit,remaining,reset}-{requests,tokens}` for the tenant's
         per-minute limits as they stand now (none for a limit it does not have): the
         bucket's size, the whole units left in it (0 while in debt), and how long until it
-        is full again."""
+        is full again. `not_yet_taken_tokens`: the answer's own request has not taken its
+        share yet (a background run answered `queued` before it is admitted): the headers
+        count it as taken, one request and that many tokens, as OpenAI's do."""
         headers: dict[str, str] = {}
         now_s = self._clock()
+        own = {"requests": 0 if not_yet_taken_tokens is None else 1, "tokens": not_yet_taken_tokens or 0}
         for kind, bucket in (("requests", self._requests), ("tokens", self._tokens)):
             if bucket is None:
                 continue
             bucket.refill(now_s)
+            level = bucket.level - own[kind]
             headers[f"x-ratelimit-limit-{kind}"] = str(int(bucket.capacity))
-            headers[f"x-ratelimit-remaining-{kind}"] = str(max(0, math.floor(bucket.level)))
-            until_full_s = (bucket.capacity - bucket.level) / bucket.refill_per_s
+            headers[f"x-ratelimit-remaining-{kind}"] = str(max(0, math.floor(level)))
+            until_full_s = (bucket.capacity - level) / bucket.refill_per_s
             headers[f"x-ratelimit-reset-{kind}"] = duration_text(until_full_s)
         return headers
 

@@ -266,10 +266,11 @@ async def _stored_queued(state: GatewayState, tenant: str, writer: ResponsesStre
 def _start_background(state: GatewayState, job: BackgroundJob, run: BackgroundRun, *, stream: bool) -> Response:
     """Start the stored run and answer it `queued` (or stream its events), either way
     with its id as `x-request-id` (its traced step's), the session its step is traced
-    under (`x-session-id`) and the tenant's rate limits, as a foreground answer has them."""
+    under (`x-session-id`) and the tenant's rate limits, as a foreground answer has them
+    (counting the run's request and reserved tokens, which it takes once admitted)."""
     queued = run.response()
     headers = {"x-request-id": run.response_id, **session_headers(job.trace),
-               **state.limiters[run.tenant].rate_limit_headers()}
+               **state.limiters[run.tenant].rate_limit_headers(job.prepared.num_reserved_tokens)}
     state.background.start(run, lambda started: generate(job, started))
     if stream:
         return run_event_stream(run, -1, headers)
