@@ -27,6 +27,7 @@ from gateway.file_ranges import RangedFile
 from gateway.file_records import BATCH_INPUT_EXPIRY_S, UPLOAD_PURPOSES, checked_expires_after, file_not_found
 from gateway.http_io import ascii_int, counted_body, limited_body, refuse_encoded_body
 from gateway.list_page import list_page, listed
+from gateway.multipart_end import CloseDelimiterWatch
 from gateway.routes import tenant_endpoint
 from gateway.state import GatewayState
 
@@ -49,8 +50,10 @@ async def upload_file(request: Request, state: GatewayState, tenant: str) -> Res
         room = cap - stored - reservation.others   # what the tenant's files and its other uploads leave
         if declared is not None and declared > room + MULTIPART_SLACK_BYTES:
             raise file_storage_full(cap, stored, declared, "this upload's body", reservation.others)
+        closing = CloseDelimiterWatch.of(request.headers.get("content-type", ""))
         try:
-            form = await limited_body(counted_body(request, lambda sent: state.files.uploads.grow(reservation, sent)),
+            form = await limited_body(counted_body(request, lambda sent: state.files.uploads.grow(reservation, sent),
+                                                   closing.feed if closing is not None else None),
                                       min(limit, max(room, 0)) + MULTIPART_SLACK_BYTES
                                       ).form(max_files=1, max_fields=8)
         except ApiError:   # past the limit or the room (with the form's slack): nothing more is read, nothing kept
@@ -60,6 +63,8 @@ async def upload_file(request: Request, state: GatewayState, tenant: str) -> Res
             reason = getattr(exc, "detail", None) or getattr(exc, "message", None) or exc   # not "400: ..." (QA113)
             raise invalid_request(f"The multipart body could not be read: {reason}", param="file") from None
         try:
+            if closing is not None and (cut := closing.problem()) is not None:   # its last part dropped
+                raise invalid_request(f"The multipart body could not be read: {cut}", param="file")
             upload, purpose = form.get("file"), form.get("purpose")
             if not isinstance(upload, UploadFile):
                 raise invalid_request("Missing required parameter: 'file' (a file part).", param="file",

@@ -94,17 +94,21 @@ def ascii_int(text: str | None) -> int | None:
     return int(text) if text is not None and text.isascii() and text.isdigit() else None
 
 
-def counted_body(request: Request, on_received: Callable[[int], None]) -> Request:
+def counted_body(request: Request, on_received: Callable[[int], None],
+                 on_piece: Callable[[bytes], None] | None = None) -> Request:
     """`request` whose body tells `on_received` how many of its bytes came so far, at each
-    piece (it may raise, to stop the read there)."""
+    piece (it may raise, to stop the read there), and `on_piece` each piece itself."""
     received = 0
 
     async def receive() -> dict:
         nonlocal received
         message = await request.receive()
         if message["type"] == "http.request":
-            received += len(message.get("body", b""))
+            piece = message.get("body", b"")
+            received += len(piece)
             on_received(received)
+            if on_piece is not None:
+                on_piece(piece)
         return message
     return Request(request.scope, receive)
 
