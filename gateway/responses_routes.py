@@ -52,7 +52,7 @@ from gateway.responses_format import ResponsesRequest, conversation_after, input
 from gateway.responses_errors import ErrorsRenamed, renamed
 from gateway.responses_objects import input_items
 from gateway.responses_stream import ResponsesStreamWriter, failure_details, whole_response
-from gateway.responses_truncation import oldest_turn, without
+from gateway.responses_truncation import TurnCuts, fewest_turns_cut, is_too_long
 from gateway.routes import gateway_state, model_label, refusal
 from gateway.schema_checks import check_off_loop, tool_parameters
 from gateway.schemas import ChatCompletionRequest, validate
@@ -284,16 +284,20 @@ async def prepared_chat(state: GatewayState, backend: Backend, parsed: Responses
     model's context (none when `max_output_tokens` alone fills it: the error names that,
     not the messages). Errors name the Responses API's parameters (`sources`: per chat
     message, where it came from)."""
-    while True:
-        try:
-            chat = validate(ChatCompletionRequest, chat_body)
-            await check_off_loop(state.schemas, tenant, tool_parameters(chat),
-                                 check_chat_request, chat, tenant, state.schemas)
-            return chat_body, await backend.prepare_chat(chat, tenant, response_id)
-        except ApiError as error:
-            cut = (oldest_turn(chat_body["messages"]) if parsed.truncation == "auto"
-                   and error.code == "context_length_exceeded" and error.param == "messages" else None)
-            if cut is None:
-                raise renamed(error, sources) from None
-            chat_body = {**chat_body, "messages": without(chat_body["messages"], cut)}
-            sources = without(sources, cut)
+    async def prepared(num_cut: int) -> tuple[dict, Prepared]:
+        body = chat_body if num_cut == 0 else {**chat_body, "messages": cuts.kept(chat_body["messages"], num_cut)}
+        chat = validate(ChatCompletionRequest, body)
+        await check_off_loop(state.schemas, tenant, tool_parameters(chat), check_chat_request, chat, tenant,
+                             state.schemas)
+        return body, await backend.prepare_chat(chat, tenant, response_id)
+
+    try:
+        return await prepared(0)   # (cuts nothing: `cuts` is not read)
+    except ApiError as error:
+        cuts = TurnCuts.of(chat_body["messages"]) if parsed.truncation == "auto" and is_too_long(error) else None
+        if cuts is None or not cuts.ends:
+            raise renamed(error, sources) from None
+    num_cut, outcome = await fewest_turns_cut(cuts, prepared)
+    if isinstance(outcome, ApiError):
+        raise renamed(outcome, cuts.kept(sources, num_cut)) from None
+    return outcome
