@@ -1,15 +1,15 @@
 """Workers as Ray actors, so one router drives workers across a Ray cluster.
 
-Each actor runs the same `worker_service.serve` loop in a thread of its own, fed by an
-in-actor inbox. The engine side keeps, per actor, one reader thread that long-polls the
-actor's outbox (`poll`) and hands the messages over in order; when Ray reports the
-actor dead (`RayActorError`), the reader reports the exit.
+Each actor (`shards.ray_actor.ActorBody`) runs the same `worker_service.serve` loop in a
+thread of its own, fed by an in-actor inbox. The engine side keeps, per actor, one reader
+thread that long-polls the actor's outbox (`poll`) and hands the messages over in order;
+when Ray reports the actor dead (`RayActorError`), the reader reports the exit.
 
 NOTE: a threaded actor may run method calls out of submission order, so `send` numbers
 its messages and the actor applies them strictly in sequence.
 
 An actor counts as placed once its `where` answers, so the actor process answers at once:
-this module (imported to unpickle the actor class) and `shards.worker_config` import no
+`shards.ray_actor` (imported to unpickle the actor class) and `shards.worker_config` import no
 torch, and the constructor only starts the serve thread, which imports the worker (seconds,
 tens of them on a loaded machine) and loads the model (QA123: else our own starting actors' CPUs read as
 "held by other actors").
@@ -24,6 +24,7 @@ import os
 import threading
 import time
 
+from shards.ray_actor import ActorBody
 from shards.ray_address import address_problem, check_reachable
 from shards.ray_capacity import (PLACEMENT_CHECK_S, PlacementWatch, answer_within, capacity_problem,
                                  lost_actor_cause)
@@ -31,75 +32,6 @@ from shards.transport import OnExit, OnMessage, StartCancelled
 from shards.worker_config import WorkerConfig
 
 POLL_WAIT_S = 0.2
-MAX_POLL_MESSAGES = 512
-
-
-class _ActorBody:
-    """Runs inside the actor process."""
-
-    def __init__(self, worker_id: str, config: WorkerConfig) -> None:
-        """Returns at once: the serve thread imports the worker and loads the model."""
-        import queue
-
-        self._inbox: queue.Queue = queue.Queue()
-        self._outbox: queue.Queue = queue.Queue()
-        self._next_seq = 0
-        self._early: dict[int, object] = {}
-        self._order = threading.Lock()
-
-        def receive(timeout_s: float):
-            try:
-                return self._inbox.get(timeout=timeout_s) if timeout_s > 0 else self._inbox.get_nowait()
-            except queue.Empty:
-                return None
-
-        self._thread = threading.Thread(target=_serve, args=(worker_id, config, receive, self._outbox.put),
-                                        name=f"serve-{worker_id}", daemon=True)
-        self._thread.start()
-
-    def send(self, seq: int, message) -> None:
-        with self._order:
-            self._early[seq] = message
-            while self._next_seq in self._early:
-                self._inbox.put(self._early.pop(self._next_seq))
-                self._next_seq += 1
-
-    def poll(self, wait_s: float) -> list:
-        import queue
-
-        messages = []
-        try:
-            messages.append(self._outbox.get(timeout=wait_s))
-            while len(messages) < MAX_POLL_MESSAGES:
-                messages.append(self._outbox.get_nowait())
-        except queue.Empty:
-            pass
-        return messages
-
-    def where(self) -> tuple[int, str]:
-        """(pid, Ray node id) of this actor."""
-        import ray
-
-        return os.getpid(), ray.get_runtime_context().get_node_id()
-
-    def is_serving(self) -> bool:
-        return self._thread.is_alive()
-
-
-def _serve(worker_id: str, config: WorkerConfig, receive, emit) -> None:
-    """An actor's serve thread: `worker_service.serve`, imported off the constructor. A worker
-    that cannot be imported fails its start as a failed load does (WorkerFailed, then the end)."""
-    try:
-        from shards.worker_service import serve
-    except Exception as exc:
-        import traceback
-
-        from shards.protocol import WorkerFailed
-
-        traceback.print_exc()
-        emit(WorkerFailed(worker_id, f"{type(exc).__name__}: {exc}"))
-        return
-    serve(worker_id, config, receive, emit)
 
 
 class RayChannel:
@@ -270,7 +202,7 @@ class RayTransport:
                 ray.init(address=self._address, namespace=self._namespace, include_dashboard=False,
                          log_to_driver=False, runtime_env={"env_vars": {"PYTHONPATH": path}})
                 self._owns_ray = True
-            self._actor_class = ray.remote(max_concurrency=4)(_ActorBody)
+            self._actor_class = ray.remote(max_concurrency=4)(ActorBody)
         except BaseException as exc:
             self._error = exc
             self._settled.set()

@@ -17,7 +17,7 @@ import pytest
 
 import shards
 from shards.protocol import WorkerFailed
-from shards.ray_transport import _ActorBody
+from shards.ray_actor import ActorBody
 from shards.worker_config import WorkerConfig
 
 SERVICE = "shards.worker_service"
@@ -28,13 +28,13 @@ def test_unpickling_the_actor_class_and_its_config_imports_no_torch():
     """What the actor process does before its constructor runs: both go by reference,
     WorkerConfig to the light module `shards.worker_config` (`shards.worker` re-exports it)."""
     assert WorkerConfig.__module__ == "shards.worker_config"
-    sent = pickle.dumps((_ActorBody, CONFIG))
+    sent = pickle.dumps((ActorBody, CONFIG))
     assert b"shards.worker_config" in sent and b"shards.worker\x94" not in sent
     check = ("import pickle, sys; cls, config = pickle.loads(sys.stdin.buffer.read()); "
              "print(cls.__name__, config.model, 'torch' in sys.modules)")
     run = subprocess.run([sys.executable, "-c", check], input=sent, capture_output=True, timeout=60)
     assert run.returncode == 0, run.stderr.decode()
-    assert run.stdout.decode().split() == ["_ActorBody", "tiny", "False"]
+    assert run.stdout.decode().split() == ["ActorBody", "tiny", "False"]
 
 
 class _HeldWorkerImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -86,7 +86,7 @@ def worker_import(monkeypatch):
 
 
 def _construct(bodies: list) -> threading.Thread:
-    thread = threading.Thread(target=lambda: bodies.append(_ActorBody("w0", CONFIG)), daemon=True)
+    thread = threading.Thread(target=lambda: bodies.append(ActorBody("w0", CONFIG)), daemon=True)
     thread.start()
     return thread
 
