@@ -47,20 +47,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import re
-import secrets
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cache.repeated_failures import RepeatedFailures
-from cache.private_paths import make_private_dirs
 from gateway.held_responses import HeldResponse, HeldResponses
-from gateway.directory_claim import DirectoryClaim, claim_lock_file
+from gateway.response_owners import ResponseOwners
 from gateway.errors import server_error
 from gateway.store_thread import STORE_FAILURES
 
@@ -70,7 +65,6 @@ if TYPE_CHECKING:
 DEFAULT_CAPACITY = 1024  # per tenant
 UNFINISHED = ("queued", "in_progress")   # a background response's statuses before it ends
 OWNER_FIELD = "stepahead_owner"   # in an unfinished response's archived row only: the process running it
-OWNER_NAME = re.compile(r"[0-9]+-[0-9a-f]{16}")   # "<pid>-<random>": unique per process, safe in a path
 log = logging.getLogger("stepahead.gateway")
 
 
@@ -98,9 +92,8 @@ class ResponseStore(HeldResponses):
         self._archivist: ThreadPoolExecutor | None = None
         self._failures = RepeatedFailures(log, expected=STORE_FAILURES)   # on the archive thread only
         self.num_archive_failures = 0   # archive calls that failed (memory served instead)
-        self.owner = f"{os.getpid()}-{secrets.token_hex(8)}"   # names this process in its unfinished rows
-        self._owner_claim: DirectoryClaim | None = None   # archive thread only: taken at the first unfinished row
-        self._gone_owners: set[str] = set()   # archive thread only: a gone owner never comes back
+        self._owners = ResponseOwners(None if archive is None else archive.path)   # archive thread only
+        self.owner = self._owners.owner   # names this process in its unfinished rows
         self._running: set[tuple[str, str]] = set()   # background responses stored queued, not yet ended
         # archive thread only: per tenant, the responses whose put failed, least recently used first
         self._held: dict[str, OrderedDict[str, HeldResponse]] = {}
@@ -214,7 +207,7 @@ class ResponseStore(HeldResponses):
 
     def _write(self, tenant: str, stored: StoredResponse, replacing: bool, used_s: float | None = None) -> None:
         if is_unfinished(stored.response):
-            self._claim_owner()   # before the row that names it: a row never names an owner not yet claimed
+            self._owners.claim()   # before the row that names it: a row never names an owner not yet claimed
             stored = replace(stored, response={**stored.response, OWNER_FIELD: self.owner})
         self.archive.put(tenant, stored, replacing, used_s)
 
@@ -240,49 +233,12 @@ class ResponseStore(HeldResponses):
         response = dict(stored.response)
         owner = response.pop(OWNER_FIELD)
         stored = replace(stored, response=response)
-        if not is_unfinished(response) or self._owner_lives(owner):
+        if not is_unfinished(response) or self._owners.lives(owner):
             return stored
         # what a graceful stop stores for a run it cancels (`background_responses.generate`)
         ended = replace(stored, response={**response, "status": "cancelled"})
         self.archive.put(tenant, ended)
         return ended
-
-    def _owners_directory(self) -> Path:
-        return self.archive.path.with_name(self.archive.path.name + ".owners")
-
-    def _claim_owner(self) -> None:
-        if self._owner_claim is not None or self.archive.path is None:   # a file in memory: no other reader
-            return
-        directory = self._owners_directory()
-        make_private_dirs(directory)
-        claim = claim_lock_file(directory / f"{self.owner}.lock")
-        if not claim.held:   # NOTE: the name is this process's own; only a bug or a hand edit gets here
-            raise RuntimeError(f"the response owner claim {self.owner} is held by process {claim.holder_pid}")
-        self._owner_claim = claim
-
-    def _owner_lives(self, owner) -> bool:
-        """Whether the process named `owner` still runs (its claim is held); one found
-        gone has its lock file removed."""
-        if owner == self.owner:
-            return True   # this process: its runs answer from memory
-        if owner in self._gone_owners or not isinstance(owner, str) or not OWNER_NAME.fullmatch(owner) \
-                or self.archive.path is None:
-            return False
-        lock_path = self._owners_directory() / f"{owner}.lock"
-        if lock_path.exists():
-            claim = claim_lock_file(lock_path)
-            if not claim.held:
-                return True
-            lock_path.unlink(missing_ok=True)   # while held, as a finished batch's claim is removed
-            claim.release()
-        self._gone_owners.add(owner)
-        return False
-
-    def _release_owner(self) -> None:
-        if self._owner_claim is not None:
-            (self._owners_directory() / f"{self.owner}.lock").unlink(missing_ok=True)
-            self._owner_claim.release()
-            self._owner_claim = None
 
     def _archive_quietly(self, operation: str, call: Callable, *args, raising: bool = False):
         """One archive call on the archive thread; a disk error is logged and reads as
@@ -306,7 +262,7 @@ class ResponseStore(HeldResponses):
         if self._archivist is not None:
             self._archivist.submit(self._write_held)
             self._archivist.submit(self.archive.close)
-            self._archivist.submit(self._release_owner)
+            self._archivist.submit(self._owners.release)
             self._archivist.shutdown(wait=True)
             self._archivist = None
 
