@@ -38,7 +38,7 @@ from gateway.engine_sessions import engine_session_key
 from gateway.errors import invalid_request
 from gateway.local_completions import LocalCompletions
 from gateway.local_generation import ForcedCall, LocalCall, run_forced, run_free, run_structured
-from gateway.local_refusals import refuse_unsupported_chat_params
+from gateway.local_refusals import refuse_unsupported_chat_params, template_messages
 from gateway.local_schemas import local_schema
 from gateway.local_sampling import completion_budget, sampling_params
 from gateway.model_backends import engine_options_run
@@ -52,7 +52,6 @@ from gateway.tool_calls import OPEN_TAG
 log = logging.getLogger("stepahead.gateway")
 
 STATS_REFRESH_INTERVAL_S = 2.0
-TEXT_PART_TYPES = ("text", "input_text", "output_text", "refusal")   # a refusal part is an assistant's text
 # the embedded model's conversion, measured (docs/serving.md): 12.4-14.7 s idle, 26 s busy
 CONVERSION_TIME = "about 12-15 s on a 2-core machine, longer while it is busy"
 
@@ -211,19 +210,7 @@ class LocalBackend(LocalCompletions):
         refuse_unsupported_chat_params(request)
         response_schema = await check_off_loop(self.schemas, tenant, format_schema(request),
                                                reply_schema, request, tenant, self.schemas)
-        messages = []
-        for index, message in enumerate(request.messages):
-            item = message.model_dump(exclude_none=True)
-            if isinstance(message.content, list):
-                for part in message.content:
-                    if part.get("type") not in TEXT_PART_TYPES:
-                        raise invalid_request(
-                            f"This model accepts text only; content part type "
-                            f"'{part.get('type')}' is not supported.",
-                            param=f"messages[{index}].content", code="unsupported_content")
-            if item["role"] == "developer":
-                item["role"] = "system"
-            messages.append(item)
+        messages = template_messages(request)
         use_tools = bool(request.tools) and request.tool_choice != "none"
         # NOTE: with tool_choice "none" the tools stay in the prompt (as OpenAI counts them), so the
         # step reuses the session's cached prefix; the reply stops where a call would begin

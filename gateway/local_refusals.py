@@ -8,7 +8,8 @@ silently not happen, and an earlier assistant message's `audio` reference is som
 chat template cannot render, so the model would never see that turn's answer (legacy
 function calling is refused for every model: `chat_checks`). Invariant: each is a 400
 `unsupported_parameter` naming it (`messages[i].audio`), before any work is queued; a null
-one (SDKs send them so) is no reference and is accepted.
+one (SDKs send them so) is no reference and is accepted. Content parts that are not text
+are a 400 `unsupported_content` (`template_messages`).
 """
 from __future__ import annotations
 
@@ -19,6 +20,28 @@ REFUSED = {
     "audio": "Local models reply in text only: 'audio' output is not supported.",
     "web_search_options": "Local models cannot search the web: 'web_search_options' is not supported.",
 }
+
+
+TEXT_PART_TYPES = ("text", "input_text", "output_text", "refusal")   # a refusal part is an assistant's text
+
+
+def template_messages(request: ChatCompletionRequest) -> list[dict]:
+    """The request's messages as the chat template takes them (`developer` as `system`);
+    a content part that is not text (an image, audio, a file) is a 400
+    `unsupported_content` naming it: local models read text only."""
+    messages = []
+    for index, message in enumerate(request.messages):
+        item = message.model_dump(exclude_none=True)
+        if isinstance(message.content, list):
+            for part in message.content:
+                if part.get("type") not in TEXT_PART_TYPES:
+                    raise invalid_request(f"This model accepts text only; content part type "
+                                          f"'{part.get('type')}' is not supported.",
+                                          param=f"messages[{index}].content", code="unsupported_content")
+        if item["role"] == "developer":
+            item["role"] = "system"
+        messages.append(item)
+    return messages
 
 
 COMPLETION_REFUSED = {
