@@ -39,8 +39,8 @@ class TenantLimitRefusals:
                 return ApiError(   # no wait makes it fit: no Retry-After (QA99), and never retry
                     429, f"Request too large for tenant '{self.tenant}': it may use {num_tokens} "
                     f"tokens, above the limit of {limits.tokens_per_minute} tokens per minute."
-                    " Lower max_tokens or the input.", "rate_limit_error", "rate_limit_exceeded", None,
-                    {"x-should-retry": "false"})
+                    " The input or output tokens must be reduced in order to run successfully.",
+                    "rate_limit_error", "rate_limit_exceeded", None, {"x-should-retry": "false"})
             if wait_s > 0:
                 return rate_limited(
                     f"Rate limit reached for tenant '{self.tenant}': "

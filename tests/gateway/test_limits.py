@@ -78,6 +78,9 @@ async def test_limiter_tokens_reserved_then_trued_up():
         await limiter.acquire(101)         # can never fit
     assert caught.value.headers["x-should-retry"] == "false"
     assert "Retry-After" not in caught.value.headers   # no wait makes it fit (QA99: it said 60)
+    assert caught.value.message == ("Request too large for tenant 't': it may use 101 tokens, above the limit of 100 "
+                                    "tokens per minute. The input or output tokens must be reduced in order to run "
+                                    "successfully.")   # OpenAI's words; no max_tokens, which embeddings lack (QA144)
 
 
 async def test_limiter_budget_is_a_distinct_error():
