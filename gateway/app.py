@@ -217,7 +217,8 @@ def build_app(config: GatewayConfig | None = None, *, config_path: str | None = 
     app.add_route("/v1/batches/{batch_id}", batches_routes.batch, methods=["GET"])
     app.add_route("/v1/batches/{batch_id}/cancel", batches_routes.cancel_batch, methods=["POST"])
     app.add_route("/v1/models", routes.list_models, methods=["GET"])
-    app.add_route("/v1/models/{model:path}", routes.retrieve_model, methods=["GET"])
+    app.add_route("/v1/models/{model:path}", by_method(GET=routes.retrieve_model, DELETE=routes.delete_model),
+                  methods=["GET", "DELETE"])
     app.add_route("/health", routes.health, methods=["GET"])
     app.add_route("/metrics", routes.metrics, methods=["GET"])
     app.include_router(trace_router())

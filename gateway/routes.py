@@ -235,6 +235,18 @@ async def retrieve_model(request: Request, state: GatewayState, tenant: str) -> 
     return JSONResponse(_model_object(state, request.path_params["model"]))
 
 
+@tenant_endpoint
+async def delete_model(request: Request, state: GatewayState, tenant: str) -> Response:
+    """DELETE /v1/models/{model} (OpenAI's deletes a fine-tuned model): a 404
+    "model_not_found" for a model not served, as GET's; a served one is the gateway's
+    configuration, never deleted through the API: a 403 saying so."""
+    name = request.path_params["model"]
+    state.backend(name)   # the 404 for a model not served
+    raise ApiError(403, f"The model '{name}' is part of this gateway's configuration and cannot be deleted "
+                   "through the API; remove it from the config file instead.", "invalid_request_error",
+                   "model_not_deletable", "model")
+
+
 async def health(request: Request) -> Response:
     """Readiness for anyone, with each model's `ready`: 200 "ok", or 503 "starting" (the
     gateway has not finished its start) or "unavailable" (started, but a model has no

@@ -49,6 +49,22 @@ def test_client_lists_and_retrieves_models(client):
         openai.OpenAI(base_url=str(client.base_url), api_key="wrong", max_retries=0).models.retrieve("tiny")
 
 
+def test_deleting_a_model_is_refused_as_the_sdk_expects(client):
+    """QA144: DELETE /v1/models/{model} (OpenAI's deletes a fine-tune) was a bare 405 for
+    any id, without its key checked: a model not served is the 404 GET gives, a served one
+    a 403 naming it, a wrong key the 401."""
+    with pytest.raises(openai.PermissionDeniedError) as caught:
+        client.models.delete("tiny")
+    assert caught.value.body["code"] == "model_not_deletable" and "'tiny'" in caught.value.body["message"]
+    assert caught.value.body["param"] == "model"
+    with pytest.raises(openai.NotFoundError) as caught:
+        client.models.delete("no-such-model")
+    assert caught.value.body["code"] == "model_not_found"
+    with pytest.raises(openai.AuthenticationError):
+        openai.OpenAI(base_url=str(client.base_url), api_key="wrong", max_retries=0).models.delete("tiny")
+    assert client.models.retrieve("tiny").id == "tiny"   # still served
+
+
 def test_client_chat_whole_reply_has_usage_and_overhead_header(client):
     raw = client.chat.completions.with_raw_response.create(
         model="tiny", messages=ASK, max_tokens=8, temperature=0, seed=1, user="u1",
