@@ -46,7 +46,11 @@ def hash_key(args: argparse.Namespace) -> int:
             return 0
         print(f"stepahead: the key for tenant {args.tenant!r}: {api_key}", file=sys.stderr)
     else:
-        api_key = read_key(sys.stdin)
+        try:
+            api_key = read_key(sys.stdin)
+        except ValueError as exc:
+            print(f"stepahead: {exc}", file=sys.stderr)
+            return 2
         if api_key is None:
             print("stepahead: the key on stdin is not UTF-8 text: give the key itself, as clients send it",
                   file=sys.stderr)
@@ -63,12 +67,18 @@ def hash_key(args: argparse.Namespace) -> int:
 
 def read_key(stdin: TextIO) -> str | None:
     """The key on `stdin`'s first line, without the whitespace around it; None when its
-    bytes are not UTF-8 (decoding failed, or left surrogate escapes that have no digest)."""
+    bytes are not UTF-8 (decoding failed, or left surrogate escapes that have no digest).
+    Raises ValueError when a piped stdin holds more text after that line (a file of
+    several keys: one digest of its first line would be taken for all); a terminal's
+    stdin is read one line, as typed."""
     try:
         api_key = stdin.readline().strip()
         api_key.encode()
+        more = "" if stdin.isatty() else stdin.read()
     except UnicodeError:
         return None
+    if more.strip():
+        raise ValueError("stdin holds more than one line: give one key (echo -n \"$KEY\" | stepahead hash-key)")
     return api_key
 
 

@@ -75,7 +75,11 @@ def _no_config(args: argparse.Namespace, demo_key: str):
 
 
 def config_file_of(args: argparse.Namespace, environ) -> str | None:
-    """The config file to serve: `--config`, else $STEPAHEAD_CONFIG (unset or empty: none)."""
+    """The config file to serve: `--config`, else $STEPAHEAD_CONFIG (unset or empty: none).
+    An empty `--config` (`--config "$CFG"` with the variable unset) is a ConfigError, not
+    the demo gateway served instead of the file meant."""
+    if args.config is not None and not args.config.strip():
+        raise ConfigError("--config is empty: give the config file's path (leave --config out to serve without one)")
     return args.config or environ.get(CONFIG_ENV) or None
 
 
@@ -237,8 +241,8 @@ def _server_or_exit_status(args: argparse.Namespace):
     from gateway.http_protocol import uvicorn_protocols
 
     demo_key = None
-    config_path = config_file_of(args, os.environ)
     try:
+        config_path = config_file_of(args, os.environ)
         if config_path:
             given = _no_config_flags_given(args)
             if given:

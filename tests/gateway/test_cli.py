@@ -64,6 +64,26 @@ def test_cli_hash_key_reads_stdin(monkeypatch, capsys):
     monkeypatch.setattr(sys, "stdin", __import__("io").StringIO("sk-abc\n"))
     assert main(["hash-key"]) == 0
     assert capsys.readouterr().out.strip() == key_digest("sk-abc")
+    monkeypatch.setattr(sys, "stdin", __import__("io").StringIO("sk-abc\n\n  \n"))   # blank lines after it: one key
+    assert main(["hash-key"]) == 0
+    assert capsys.readouterr().out.strip() == key_digest("sk-abc")
+
+
+def test_cli_hash_key_refuses_a_stdin_of_several_keys(monkeypatch, capsys):
+    """QA145: `printf 'a\nb' | stepahead hash-key` printed the digest of "a" alone, exit 0."""
+    monkeypatch.setattr(sys, "stdin", __import__("io").StringIO("sk-first\nsk-second\n"))
+    assert main(["hash-key"]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and out.err.startswith("stepahead: stdin holds more than one line") \
+        and len(out.err.splitlines()) == 1
+
+
+def test_cli_serve_refuses_an_empty_config_path(capsys):
+    """QA145: `serve --config "$CFG"` with CFG unset served the demo gateway (a new admin
+    key, the default model) instead of the file meant."""
+    assert main(["serve", "--config", "", "--model", "tiny"]) == 2
+    assert capsys.readouterr().err.strip() == ("stepahead: bad config: --config is empty: give the config file's "
+                                               "path (leave --config out to serve without one)")
 
 
 def test_cli_serve_with_config_answers_requests(tmp_path: Path):

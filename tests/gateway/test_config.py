@@ -120,6 +120,12 @@ def test_a_key_from_a_variable_is_the_key_without_surrounding_whitespace(monkeyp
     monkeypatch.setenv("STEPAHEAD_TEST_SPACED_KEY", " \t")
     with pytest.raises(ConfigError, match="STEPAHEAD_TEST_SPACED_KEY is not set \\(it holds only whitespace\\)"):
         parse_config(_base(api_key_env="STEPAHEAD_TEST_SPACED_KEY"))
+    monkeypatch.setenv("STEPAHEAD_TEST_SPACED_KEY", "")   # QA145: said "is not set" alone, as for no variable
+    with pytest.raises(ConfigError, match="STEPAHEAD_TEST_SPACED_KEY is not set \\(it is empty\\)$"):
+        parse_config(_base(api_key_env="STEPAHEAD_TEST_SPACED_KEY"))
+    monkeypatch.delenv("STEPAHEAD_TEST_SPACED_KEY")
+    with pytest.raises(ConfigError, match="STEPAHEAD_TEST_SPACED_KEY is not set$"):
+        parse_config(_base(api_key_env="STEPAHEAD_TEST_SPACED_KEY"))
 
 
 def test_the_demo_key_from_the_environment_is_stripped_and_a_blank_one_is_made_up():
