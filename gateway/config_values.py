@@ -1,8 +1,9 @@
 """Typed values out of parsed TOML tables, each failure one `ConfigError` naming the key.
 
 Invariant: what these return has the type asked for (a bool is never a number, a float
-is finite, a list of strings holds only strings, a table is a dict); anything else is a
-`ConfigError` whose message says where in the file (`models[0].timeout_s`).
+is finite, an integer is within TOML's 64 bits, a list of strings holds only strings, a
+table is a dict); anything else is a `ConfigError` whose message says where in the file
+(`models[0].timeout_s`).
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ class ConfigError(ValueError):
 
 TYPE_NAMES = {str: "a string", list: "a list", int: "an integer", float: "a number", bool: "true or false",
               dict: "a table"}
+TOML_INT_MIN, TOML_INT_MAX = -2**63, 2**63 - 1   # TOML's integers are 64-bit signed
 
 
 def reject_unknown_keys(table: dict, known: Collection[str], where: str, what: str = "key") -> None:
@@ -40,6 +42,8 @@ def take(table: dict, key: str, kinds: type | tuple[type, ...], where: str, defa
                           f"not {'true' if value else 'false'}")
     if isinstance(value, float) and not math.isfinite(value):
         raise ConfigError(f"{where}.{key} must be a finite number, not {value!r}")
+    if isinstance(value, int) and not isinstance(value, bool) and not TOML_INT_MIN <= value <= TOML_INT_MAX:
+        raise ConfigError(f"{where}.{key} is past TOML's 64-bit integer range: {value}")   # tomllib lets it by
     return value
 
 

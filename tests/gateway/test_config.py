@@ -93,6 +93,10 @@ def _base(**tenant) -> dict:
     (lambda d: d["models"][0].update(timeout_s=-5), r"models\[0\].timeout_s must be > 0"),
     (lambda d: d["models"][0].update(max_context_tokens=0), r"models\[0\].max_context_tokens must be > 0"),
     (lambda d: d["models"][0].update(timeout_s=float("nan")), r"models\[0\].timeout_s must be a finite number"),
+    # tomllib loads integers past TOML's 64 bits (QA145: the rate headers then said 10^20)
+    (lambda d: d["tenants"][0].update(limits={"requests_per_minute": 10**20}),
+     r"tenants\[0\].limits.requests_per_minute is past TOML's 64-bit integer range: 100000000000000000000"),
+    (lambda d: d["models"][0].update(timeout_s=-2**63 - 1), r"models\[0\].timeout_s is past TOML's 64-bit"),
     # the name the metrics give requests whose key failed: a tenant so named would mix them in
     (lambda d: d["tenants"][0].update(name="unauthenticated"), r"tenants\[0\].name 'unauthenticated' is reserved"),
 ])
