@@ -3,8 +3,13 @@ tokens each spent restored at the start and shared with other gateways
 (gateway/spent_tokens.py).
 
 Invariants: a tenant a reload removed keeps its limiter for the requests it still has
-running (they release into it) but is no longer listed by `items`; a tenant a reload
-adds starts from the tokens on file for it; spent counts never go below zero.
+running (they release into it) but is no longer listed by `items`; spent counts never go
+below zero. A budget counts from when it is set, at a reload as at a start: a tenant
+that has a `token_budget` when the gateway starts, or when a reload adds it or gives it
+a budget it did not have, starts from the tokens on file for it (0 when none), never
+from what it spent here without one (QA145); a budget changed keeps its count. A tenant
+without a budget counts what it is charged here only (from 0, or from its count when a
+reload lifted its budget; the file's count and other gateways' spending are not added).
 """
 from __future__ import annotations
 
@@ -20,28 +25,30 @@ class Limiters:
     limiter for the requests it still has running (they release into it), but is no
     longer listed by `items`."""
 
-    __slots__ = ("_by_tenant", "_removed", "_queue_timeout_s", "_clock", "_spent_at_start")
+    __slots__ = ("_by_tenant", "_removed", "_queue_timeout_s", "_clock", "_spent_on_file")
 
     def __init__(self, limits_by_tenant: dict[str, LimitsConfig], *,
                  queue_timeout_s: float = 30.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._queue_timeout_s = queue_timeout_s
         self._clock = clock
-        self._spent_at_start: dict[str, int] = {}
+        self._spent_on_file: dict[str, int] = {}   # what a budget set from now on starts from
         self._by_tenant = {tenant: self._new(tenant, limits) for tenant, limits in limits_by_tenant.items()}
         self._removed: dict[str, TenantLimiter] = {}
 
     def _new(self, tenant: str, limits: LimitsConfig) -> TenantLimiter:
         limiter = TenantLimiter(tenant, limits, queue_timeout_s=self._queue_timeout_s, clock=self._clock)
-        limiter.num_spent_tokens = self._spent_at_start.get(tenant, 0)
+        if limits.token_budget is not None:
+            limiter.num_spent_tokens = self._spent_on_file.get(tenant, 0)
         return limiter
 
     def restore_spent(self, spent_by_tenant: Mapping[str, int]) -> None:
         """Resume the tokens tenants spent before this process (gateway/spent_tokens.py),
-        for the tenants configured now and those a reload adds later."""
-        self._spent_at_start = dict(spent_by_tenant)
+        for the budgeted tenants configured now and those a reload budgets later."""
+        self._spent_on_file = dict(spent_by_tenant)
         for tenant, limiter in self._by_tenant.items():
-            limiter.num_spent_tokens = max(limiter.num_spent_tokens, self._spent_at_start.get(tenant, 0))
+            if limiter.limits.token_budget is not None:
+                limiter.num_spent_tokens = max(limiter.num_spent_tokens, self._spent_on_file.get(tenant, 0))
 
     def _every_limiter(self) -> list[tuple[str, TenantLimiter]]:
         """Each tenant's limiter, running or removed by a reload (safe from another
@@ -58,14 +65,15 @@ class Limiters:
 
     def add_spent(self, spent_elsewhere: Mapping[str, int], spent_on_file: Mapping[str, int]) -> None:
         """Count tokens spent elsewhere (other gateways sharing the spent-tokens file;
-        negative: given back by an edit of it) into the tenants' counts, never below
-        zero; `spent_on_file` is what a tenant a reload adds from now on starts from. On
-        the event loop's thread, as every other change to the counts."""
+        negative: given back by an edit of it) into the budgeted tenants' counts, never
+        below zero; `spent_on_file` (the file's counts with `spent_elsewhere` in them) is
+        what a budget set from now on starts from. On the event loop's thread, as every
+        other change to the counts."""
         for tenant, num_tokens in spent_elsewhere.items():
             limiter = self._by_tenant.get(tenant) or self._removed.get(tenant)
-            if limiter is not None:
+            if limiter is not None and limiter.limits.token_budget is not None:
                 limiter.num_spent_tokens = max(0, limiter.num_spent_tokens + num_tokens)
-        self._spent_at_start = dict(spent_on_file)
+        self._spent_on_file = dict(spent_on_file)
 
     def budget_room(self, tenant: str) -> int | None:
         """`TenantLimiter.budget_room` of `tenant` (None for a tenant without a budget, or
@@ -80,13 +88,16 @@ class Limiters:
 
     def update(self, limits_by_tenant: dict[str, LimitsConfig]) -> None:
         """The tenants and limits of a reloaded config: a kept tenant's limiter is
-        retuned (its running and queued requests and spent budget stay), a new one made,
+        retuned (its running and queued requests and spent budget stay; a budget it did
+        not have starts from the tokens on file for it, as at a start), a new one made,
         and a removed one kept aside for the requests it still has running."""
         by_tenant = {}
         for tenant, limits in limits_by_tenant.items():
             limiter = self._by_tenant.get(tenant) or self._removed.pop(tenant, None)
             if limiter is None:
                 limiter = self._new(tenant, limits)
+            elif limiter.limits.token_budget is None and limits.token_budget is not None:
+                limiter.num_spent_tokens = self._spent_on_file.get(tenant, 0)
             limiter.retune(limits)
             by_tenant[tenant] = limiter
         for tenant, limiter in self._by_tenant.items():

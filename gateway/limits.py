@@ -240,7 +240,8 @@ class TenantLimiter(TenantLimitRefusals):
         """Apply new `limits` (a config reload), keeping what is running, queued and
         spent: the per-minute buckets keep their levels (clamped to their new sizes; a
         reload hands out no extra rate), and waiters a raised `max_concurrent` makes room
-        for are admitted."""
+        for are admitted. (A `token_budget` the tenant did not have starts from the
+        tokens on file, not from `num_spent_tokens`: `Limiters.update` sets that first.)"""
         if limits == self.limits:
             return
         self._set_limits(limits)

@@ -46,7 +46,8 @@ HELP = {
     "stepahead_tenant_batches_running": ("gauge", "The tenant's batches (Batch API) running."),
     "stepahead_tenant_batch_requests_pending": ("gauge", "Requests of the tenant's running batches without a result."),
     "stepahead_tenant_spent_tokens": (
-        "gauge", "Tokens the tenant has spent against its budget, across restarts (tenants with one)."),
+        "gauge", "Tokens the tenant has spent while it had a token_budget, across restarts and reloads "
+                 "(tenants with one)."),
     "stepahead_worker_info": ("gauge", "1 for each worker of a local model (its fields: _level, _counts_total)."),
     "stepahead_worker_level": (
         "gauge", "Worker fields that are levels now: readiness, requests in flight, running and waiting, "

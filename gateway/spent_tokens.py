@@ -130,25 +130,30 @@ def start_spent_tokens(limiters, loop: asyncio.AbstractEventLoop) -> Checkpoints
     budgeted ones every `SAVE_EVERY_S` s from now on; `stop()` the result for the last
     save. What the others added to the file is counted into `limiters` on `loop`'s
     thread; until it is, the saves count it as this process's (so none is lost or
-    counted twice)."""
+    counted twice). The counts on file go with it, whenever a save changed them, so a
+    budget a reload sets starts from the file as it stands (gateway/limiters.py)."""
     spent = SpentTokens.load(spent_tokens_path())
     limiters.restore_spent(spent.counts)
     lock = threading.Lock()
     not_counted_yet: dict[str, int] = {}
+    on_file = spent.counts   # as `not_counted_yet` has them: both changed under `lock`
 
     def count_in() -> None:
-        with lock:   # `spent.counts` is replaced whole by each sync, never changed in place
-            limiters.add_spent(not_counted_yet, spent.counts)
+        with lock:
+            limiters.add_spent(not_counted_yet, on_file)
             not_counted_yet.clear()
 
     def save() -> None:
+        nonlocal on_file
+        budgeted = limiters.budgeted_tenants()   # before the counts: a budget set meanwhile waits a save
         with lock:
             counted = {tenant: n + not_counted_yet.get(tenant, 0) for tenant, n in limiters.spent_by_tenant().items()}
-        others = spent.sync(counted, limiters.budgeted_tenants())
+        others = spent.sync(counted, budgeted)
         with lock:
             for tenant, num_tokens in others.items():
                 not_counted_yet[tenant] = not_counted_yet.get(tenant, 0) + num_tokens
-        if others and not loop.is_closed():
+            is_changed, on_file = spent.counts != on_file, spent.counts   # replaced whole by each sync
+        if (others or is_changed) and not loop.is_closed():
             loop.call_soon_threadsafe(count_in)
 
     return Checkpoints(save, SAVE_EVERY_S, name="stepahead-spent-tokens", what="the tenants' spent tokens").start()

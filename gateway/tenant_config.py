@@ -53,8 +53,9 @@ def demo_key_from(environ: Mapping[str, str]) -> str:
 @dataclass(frozen=True, slots=True)
 class LimitsConfig:
     """Per-tenant limits. None = unlimited. `token_budget` is a total over the gateway's
-    life, restarts included (gateway/spent_tokens.py; a spent budget is a distinct,
-    non-retryable error); `max_queued` requests may wait for a concurrency slot, the rest
+    life, restarts included, counted from when it is set (a reload that gives a tenant one
+    starts it from the spent-tokens file, as a start does: gateway/limiters.py;
+    gateway/spent_tokens.py; a spent budget is a distinct, non-retryable error); `max_queued` requests may wait for a concurrency slot, the rest
     get 429 at once."""
 
     requests_per_minute: int | None = None
