@@ -20,8 +20,9 @@ Invariants:
   start (`overrides`): what a flag fixes (`--port`, `--host`, `--capture-content`) is never
   reported as changed;
 - a SIGHUP never ends the gateway: without a config file it logs that there is nothing
-  to reload; names in the log line are escaped, so a tenant named with a newline cannot
-  split it.
+  to reload; once SIGINT or SIGTERM began the stop it never reloads (gateway/stopping.py);
+- the reload's line is one line in one write: names in it are escaped, so a tenant named
+  with a newline cannot split it, and another thread's output cannot land inside it.
 """
 from __future__ import annotations
 
@@ -36,9 +37,11 @@ from pathlib import Path
 
 from gateway.auth import KeyRing
 from gateway.config import SERVER_KEYS, ConfigError, GatewayConfig, TenantConfig, load_config
+from gateway.hangups_at_exit import HANGUP_WHILE_STOPPING
 from gateway.start_failure import StartFailed
 from gateway.state import GatewayState
 from gateway.serve_command import local_model_problem
+from gateway.stopping import stop_began
 from gateway.store_places import budgeted_tenants, check_spent_tokens_place
 from gateway.tenant_shares import log_notes
 
@@ -132,7 +135,8 @@ async def reload_tenants(state: GatewayState, path: Path, overrides: Overrides |
         log.error("stepahead: the tenants were not reloaded from %s: %s", shown(path),
                   shown(str(exc).removeprefix(f"{path}: ")))   # a TOML error names the file already
         return None
-    print(report.line(path), file=sys.stderr, flush=True)   # stdout may be JSON
+    sys.stderr.write(report.line(path) + "\n")   # one write (print makes two); stdout may be JSON
+    sys.stderr.flush()
     return report
 
 
@@ -166,13 +170,16 @@ class ReloadOnHangup:
     """SIGHUP, while installed, reloads the tenants from the config file (one reload at a
     time; a signal during one is served after it); with no file (`path` None), it logs
     that there is nothing to reload. Installed over a `HangupsBeforeStart`, it serves at
-    once what that saw, and puts it back when removed."""
+    once what that saw, and puts it back when removed. One the loop serves once the stop
+    began (`stop_began`: maybe before the loop swapped this handler out), or once this was
+    removed, is logged as ignored."""
 
     def __init__(self, state: GatewayState, path: Path | None, loop: asyncio.AbstractEventLoop,
                  overrides: Overrides | None = None) -> None:
         self.state, self.path, self.loop, self.overrides = state, path, loop, overrides
         self._pending: asyncio.Task | None = None
         self._again = False
+        self._removed = False
         before = signal.getsignal(signal.SIGHUP)
         self._before = before if isinstance(before, HangupsBeforeStart) else None
         loop.add_signal_handler(signal.SIGHUP, self._on_hangup)
@@ -181,6 +188,9 @@ class ReloadOnHangup:
             self._on_hangup()
 
     def _on_hangup(self) -> None:
+        if self._removed or stop_began():
+            log.warning(HANGUP_WHILE_STOPPING)
+            return
         if self.path is None:
             log.warning(NOTHING_TO_RELOAD)
             return
@@ -196,6 +206,7 @@ class ReloadOnHangup:
             await reload_tenants(self.state, self.path, self.overrides)
 
     def remove(self) -> None:
+        self._removed = True   # a SIGHUP the loop had queued for it already is not served
         self.loop.remove_signal_handler(signal.SIGHUP)
         if self._before is not None:   # a SIGHUP while the app stops is counted, not fatal
             signal.signal(signal.SIGHUP, self._before)

@@ -1,5 +1,8 @@
 """What the gateway does once its stop began (a SIGTERM or Ctrl+C, before the connections
 drain): `begin_stop`'s first steps, and SIGHUP ignored from then on.
+
+Invariant: a SIGHUP that comes after the stop's signal never reloads, even one the loop
+serves before it ran what the signal asked of it (`stop_began`, QA145).
 """
 from __future__ import annotations
 
@@ -7,11 +10,14 @@ import asyncio
 import logging
 import signal
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from gateway.hangups_at_exit import HANGUP_WHILE_STOPPING
 from gateway.state import GatewayState
 
 log = logging.getLogger("stepahead.gateway")
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def begin_stop(state: GatewayState) -> None:
@@ -26,26 +32,54 @@ def begin_stop(state: GatewayState) -> None:
     state.batches.begin_stop()
 
 
+@dataclass
+class StopBegan:
+    """Shared by the handlers `hangups_ignored_once_stopping` chains: whether one ran."""
+    began: bool = False
+
+
+@dataclass(eq=False)
+class ChainedStop:
+    """SIGINT's or SIGTERM's handler, chained to the server's (`before`): marks the stop
+    begun in the handler itself, at once (the loop runs `stopping` a step later, and may
+    serve a SIGHUP that came right after the signal first), then calls `before`."""
+    before: Callable
+    stop: StopBegan
+    loop: asyncio.AbstractEventLoop
+    stopping: Callable[[], None]
+
+    def __call__(self, signum, frame) -> None:
+        self.stop.began = True
+        self.loop.call_soon_threadsafe(self.stopping)   # before `before`: SIGINT's default handler raises
+        self.before(signum, frame)
+
+
+def stop_began() -> bool:
+    """Whether SIGINT or SIGTERM began the stop, as the handlers chained by
+    `hangups_ignored_once_stopping` say while in place: true from the signal's handler on."""
+    return any(isinstance(handler := signal.getsignal(signum), ChainedStop) and handler.stop.began
+               for signum in STOP_SIGNALS)
+
+
 def hangups_ignored_once_stopping(loop: asyncio.AbstractEventLoop,
                                   on_stop: Callable[[], None] = lambda: None) -> Callable[[], None]:
     """Chain to SIGINT's and SIGTERM's handlers (the server's, which begin its stop): once
     either came, `on_stop` runs on the loop (`begin_stop`, under `uvicorn --factory` too)
-    and a SIGHUP only logs that it is ignored; the lifespan's end, which removes the
-    reload handler, comes only after the connections drained. Returns what unchains them
-    (a no-op where signals cannot be caught: not the main thread)."""
+    and a SIGHUP only logs that it is ignored (`stop_began` says so from the signal on, for
+    the reload handler); the lifespan's end, which removes the reload handler, comes only
+    after the connections drained. Returns what unchains them (a no-op where signals
+    cannot be caught: not the main thread)."""
     def stopping() -> None:
         on_stop()
         loop.add_signal_handler(signal.SIGHUP, log.warning, HANGUP_WHILE_STOPPING)
 
+    stop = StopBegan()
     chained: dict[int, tuple] = {}
-    for signum in (signal.SIGINT, signal.SIGTERM):
+    for signum in STOP_SIGNALS:
         before = signal.getsignal(signum)
         if not callable(before):
             continue
-
-        def chain(sig, frame, before=before) -> None:
-            loop.call_soon_threadsafe(stopping)   # first: SIGINT's default handler raises
-            before(sig, frame)
+        chain = ChainedStop(before, stop, loop, stopping)
         try:
             signal.signal(signum, chain)
         except ValueError:

@@ -19,6 +19,11 @@ A gateway killed outright (SIGKILL, the OOM killer) cannot stop the server: from
 the server ends with its gateway (shards/parent_death.py), also while it still imports
 torch (it went on for 20-30 s, QA95); the workers it forked are not tied to it.
 
+The server starts with SIGHUP blocked (shards.hangups_held), so a group's
+SIGHUP (a terminal's hang-up, repeated) before this import, while the interpreter starts,
+cannot kill it, as it did (QA145). Here SIGHUP is ignored, then unblocked: one pending is
+discarded, and every process it forks gets SIGHUP ignored, not blocked.
+
 NOTE: the import's side effect is the point of this module; nothing else imports it.
 """
 import signal
@@ -28,4 +33,5 @@ from shards.parent_death import die_with_parent
 signal.signal(signal.SIGINT, signal.SIG_IGN)
 signal.signal(signal.SIGTERM, signal.SIG_IGN)
 signal.signal(signal.SIGHUP, signal.SIG_IGN)
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGHUP})
 die_with_parent()

@@ -23,6 +23,9 @@ torch). A `ForkServerWatch` (shards/fork_server_watch.py) then logs it and start
 one at once, and a worker of the dead server that stops later is told as "exited (status
 unknown: its fork server was gone)": multiprocessing learns a forked child's status from
 its server only, and said 255.
+
+NOTE: the processes started here start with SIGHUP blocked (`shards.hangups_held`): a group's
+SIGHUP (a terminal's hang-up) killed the resource tracker, and a fork server still starting.
 """
 from __future__ import annotations
 
@@ -32,11 +35,13 @@ import queue
 import signal
 import sys
 import threading
+from multiprocessing import resource_tracker
 from typing import TYPE_CHECKING
 
 from shards.child_call import adopt_environment, call_in_child
 from shards.exit_join import not_joined_at_exit
 from shards.fork_server_watch import ForkServerWatch, current_fork_server_pid, fork_server_gone
+from shards.hangups_held import hangups_held
 from shards.safe_imports import no_working_directory_imports
 from shards.worker_events import exit_reason
 
@@ -64,12 +69,13 @@ def forks_from_server(device: str, start_method: str = "auto") -> bool:
 
 
 def start_fork_server() -> None:
-    """Start the fork server now, if it is not running: it imports in a process of its
-    own while the caller goes on (the gateway loads its own modules meanwhile)."""
+    """Start the fork server now, if it is not running (and the resource tracker before
+    it), with SIGHUP held: it imports in a process of its own while the caller goes on
+    (the gateway loads its own modules meanwhile)."""
     from multiprocessing import forkserver
 
     fork_server_context()
-    with no_working_directory_imports():
+    with no_working_directory_imports(), hangups_held():
         forkserver.ensure_running()
 
 
@@ -102,9 +108,10 @@ def _process_main(worker_id: str, config: WorkerConfig, inbox, outbox, environ: 
     sends Shutdown once the requests in flight have ended (else every worker died at once
     with a KeyboardInterrupt traceback, failing those requests). A group's SIGTERM and
     SIGHUP likewise (a forked worker has them ignored already: shards/fork_server_signals.py;
-    a spawned one sets them here)."""
+    a spawned one sets them here, then unblocks SIGHUP: it started held, `hangups_held`)."""
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGHUP})
     adopt_environment(environ)
     from shards.worker_service import serve
 
@@ -142,7 +149,7 @@ class LocalChannel:
         self._process = ctx.Process(target=_process_main,
                                     args=(worker_id, config, self._inbox, writer, dict(os.environ)),
                                     name=f"stepahead-{worker_id}.{incarnation}", daemon=True)
-        with no_working_directory_imports():   # a fork server that died is started again here
+        with no_working_directory_imports(), hangups_held():   # a fork server that died is started again here
             self._process.start()
         forked = ctx.get_start_method() == "forkserver"
         self._fork_server_pid = current_fork_server_pid() if forked else None   # the one it came from
@@ -235,6 +242,8 @@ class LocalTransport:
         self._fork_server_context = fork_server_context()
         self._start_cancelled = threading.Event()
         self._fork_server_watch = ForkServerWatch(start_fork_server, stopped=self._start_cancelled.is_set)
+        with hangups_held():   # the resource tracker: a Queue or a spawn would start it with SIGHUP's default
+            resource_tracker.ensure_running()
 
     def start_method(self, config: WorkerConfig) -> str:
         """How a worker with `config` starts: "forkserver" or "spawn"."""
@@ -259,6 +268,8 @@ class LocalTransport:
         with this process's environment; what it returns or raises comes back here. This
         process imports neither `module` nor what it imports. Raises StartCancelled (the
         child killed) once `cancel_start` is called."""
+        if forks_from_server(device, self._start_method) and not self._start_cancelled.is_set():
+            start_fork_server()   # held, where this is the first fork (`uvicorn --factory`)
         return call_in_child(self._context(device), module, function, args, self._start_cancelled)
 
     def cancel_start(self) -> None:
