@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from agents_trace.config import data_file
 from gateway.checkpoints import Checkpoints
 from gateway.directory_claim import DirectoryClaim, claim_directory
 from gateway.forecasting import ForecastRelay
+from gateway.stderr_line import stderr_line
 
 log = logging.getLogger("stepahead.gateway")
 
@@ -64,10 +64,9 @@ def start_forecasting(tracer, backends: Mapping[str, object],
     except OSError as exc:   # a directory it cannot write: its saves will say so too; it still serves
         log.warning("stepahead: warning: could not claim %s for this gateway's forecasts: %s", directory, exc)
     relay.checkpoints = Checkpoints(lambda: checkpoint(relay, directory), checkpoint_every_s).start()
-    print(f"stepahead: {started_line(relay, directory, claimed=relay.claim is not None)}",
-          file=sys.stderr, flush=True)  # stdout may be JSON
+    stderr_line(f"stepahead: {started_line(relay, directory, claimed=relay.claim is not None)}")
     if relay.claim is not None and not relay.claim.held:
-        print(f"stepahead: warning: {shared_directory_line(relay.claim)}", file=sys.stderr, flush=True)
+        stderr_line(f"stepahead: warning: {shared_directory_line(relay.claim)}")
     return relay
 
 
@@ -82,7 +81,7 @@ def checkpoint(relay: ForecastRelay, directory: Path) -> None:
             again = claim
         relay.claim = again
         if not again.held and again.holder_pid != claim.holder_pid:
-            print(f"stepahead: warning: {shared_directory_line(again)}", file=sys.stderr, flush=True)
+            stderr_line(f"stepahead: warning: {shared_directory_line(again)}")
     relay.save(directory)
 
 

@@ -30,7 +30,6 @@ import asyncio
 import dataclasses
 import logging
 import signal
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +39,7 @@ from gateway.config import SERVER_KEYS, ConfigError, GatewayConfig, TenantConfig
 from gateway.hangups_at_exit import HANGUP_WHILE_STOPPING
 from gateway.start_failure import StartFailed
 from gateway.state import GatewayState
+from gateway.stderr_line import stderr_line
 from gateway.serve_command import local_model_problem
 from gateway.stopping import stop_began
 from gateway.store_places import budgeted_tenants, check_spent_tokens_place
@@ -135,8 +135,7 @@ async def reload_tenants(state: GatewayState, path: Path, overrides: Overrides |
         log.error("stepahead: the tenants were not reloaded from %s: %s", shown(path),
                   shown(str(exc).removeprefix(f"{path}: ")))   # a TOML error names the file already
         return None
-    sys.stderr.write(report.line(path) + "\n")   # one write (print makes two); stdout may be JSON
-    sys.stderr.flush()
+    stderr_line(report.line(path))
     return report
 
 

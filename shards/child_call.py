@@ -19,6 +19,7 @@ import signal
 import threading
 
 from shards.exit_join import not_joined_at_exit
+from shards.hangups_held import hangups_held
 from shards.safe_imports import no_working_directory_imports
 from shards.transport import StartCancelled
 
@@ -51,7 +52,7 @@ def call_in_child(ctx, module: str, function: str, args: tuple, cancelled: threa
     child = ctx.Process(target=_call_and_send, args=(sender, dict(os.environ), module, function, args),
                         name=f"stepahead-{function}", daemon=True)
     try:
-        with no_working_directory_imports():
+        with no_working_directory_imports(), hangups_held():   # held until the child ignores it
             child.start()
         sender.close()
         while not receiver.poll(POLL_S):
@@ -86,9 +87,12 @@ def _exit_status(child) -> int | None:
 
 
 def _call_and_send(sender, environ: dict[str, str], module: str, function: str, args: tuple) -> None:
-    """The child: run the call, send ("value", v) or ("error", exc) back. Ctrl+C reaches
-    the whole process group; the caller decides whether the call stops, not the child."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    """The child: run the call, send ("value", v) or ("error", exc) back. Ctrl+C, and a
+    SIGTERM or SIGHUP sent to the whole process group, reach it too; the caller decides
+    whether the call stops, not the child (it started with SIGHUP held: `hangups_held`)."""
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGHUP})
     try:
         message = ("value", call_by_name(environ, module, function, args))
     except BaseException as exc:   # noqa: BLE001 — every failure goes back to the caller
