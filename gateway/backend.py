@@ -203,7 +203,8 @@ class Prepared:
 
 class WithoutWorkers:
     """What a backend with no worker processes of its own reports: no workers, no
-    router, no prompt token cache (an upstream model, a local embedding model)."""
+    router, no prompt token cache, no prefix cache for its choices to share (an upstream
+    model, a local embedding model)."""
 
     def worker_metrics(self) -> list[dict]:
         return []
@@ -213,6 +214,15 @@ class WithoutWorkers:
 
     def prompt_token_metrics(self) -> dict:
         return {}
+
+    @property
+    def starts_choices_at_once(self) -> bool:
+        """A request's `n` choices all start at once (`gateway.choices.run_choices`): with no
+        engine of its own there is no prefix cache for choice 0 to fill for the others (an
+        upstream model's choices are calls of their own, each billed its whole prompt), so
+        holding them back until choice 0's first event would only add its latency to theirs.
+        A backend without this property (a local engine's) staggers them."""
+        return True
 
 
 class Backend(Protocol):

@@ -5,9 +5,12 @@ Invariants:
 - every event of the merged stream carries its choice's index in `choice`, and the
   stream ends after the last choice's `Finished` (each choice's own `Finished` passes
   through, so a writer can close that choice);
-- choice 0 starts first and the others once it has sent its first event: by then a local
-  engine holds the prompt in its prefix cache, so the prompt is prefilled once, not n
-  times (with several prompts, the same per prompt, their first choices at once);
+- on a local engine choice 0 starts first and the others once it has sent its first event:
+  by then the engine holds the prompt in its prefix cache, so the prompt is prefilled once,
+  not n times (with several prompts, the same per prompt, their first choices at once); a
+  backend that `starts_choices_at_once` (an upstream model: each choice is a call of its
+  own, which nothing could share) starts them all at once, so `n` > 1 costs no more latency
+  than one choice;
 - a local engine admits each prompt's choices as a unit (`queue_room`): its first choice
   is queued only with room for them all, the later ones go past the engine queue's bounds,
   so a refusal (429) comes before any of the request's events, never after choice 0 began;
@@ -106,12 +109,15 @@ def run_choices(backend: Backend, prepared: Prepared) -> AsyncIterator[ChatEvent
         return backend.run(prepared)
     runs = [dataclasses.replace(prepared, request_id=f"{prepared.request_id}-{index}", choice=index)
             for index in range(prepared.num_choices)]
-    return _merged(backend, runs, prepared.num_per_prompt, runs_pay_own_prompt(prepared))
+    at_once = getattr(backend, "starts_choices_at_once", False)   # NOTE: a local engine's backend has none
+    return _merged(backend, runs, prepared.num_per_prompt, runs_pay_own_prompt(prepared), at_once)
 
 
-async def _merged(backend: Backend, runs: list[Prepared], group: int,
-                  pay_own_prompt: bool) -> AsyncIterator[ChatEvent]:
-    """`pay_own_prompt`: each run is a call of its own, and each choice's `Finished` says so."""
+async def _merged(backend: Backend, runs: list[Prepared], group: int, pay_own_prompt: bool,
+                  at_once: bool = False) -> AsyncIterator[ChatEvent]:
+    """`pay_own_prompt`: each run is a call of its own, and each choice's `Finished` says so.
+    `at_once`: every run starts now; else each prompt's first one, and the rest of its
+    `group` once that one has sent an event."""
     queue: asyncio.Queue[ChatEvent | BaseException] = asyncio.Queue()
 
     async def pump(run: Prepared) -> None:
@@ -127,8 +133,8 @@ async def _merged(backend: Backend, runs: list[Prepared], group: int,
         finally:
             await events.aclose()
 
-    tasks = [asyncio.create_task(pump(run)) for run in runs[::group]]  # each prompt's first choice
-    under_way: set[int] = set()
+    tasks = [asyncio.create_task(pump(run)) for run in (runs if at_once else runs[::group])]
+    under_way: set[int] = set(range(len(runs) // group)) if at_once else set()   # prompts whose runs all began
     num_open = len(runs)
     try:
         while num_open:

@@ -246,10 +246,9 @@ class Exchange:
 
     def _num_calls_made(self) -> int:
         """The upstream calls a request that did not finish made, each billed its prompt (an
-        estimate here): every choice's once its first event came (`gateway.choices` starts
-        the others then), else choice 0's alone."""
-        return (self.prepared.num_choices if self.first_event_s is not None
-                and runs_pay_own_prompt(self.prepared) else 1)
+        estimate here): every choice's (`gateway.choices` starts an upstream model's choices
+        at once); a local request's prompt once."""
+        return self.prepared.num_choices if runs_pay_own_prompt(self.prepared) else 1
 
     def unfinished_usage(self) -> tuple[str | None, Usage] | None:
         """What a request that did not finish used, as its tenant is charged (but for a cut

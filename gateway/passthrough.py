@@ -5,7 +5,8 @@ maps); for an upstream that already speaks the OpenAI protocol, the gateway can 
 the request itself over a pooled aiohttp session. Same preparation and event shapes as
 `UpstreamBackend` (it reuses them); only the transport differs.
 Invariants: the forwarded body is the client's, minus the fields the gateway owns, with
-the upstream's model name and, for streams, `include_usage` on (the fields litellm gets in
+the upstream's model name, a budgeted tenant's share as its completion limit
+(gateway/upstream.py) and, for streams, `include_usage` on (the fields litellm gets in
 `extra_body` are top-level fields again here); `Authorization` carries the model's own key,
 none when it has none; upstream HTTP errors are mapped like litellm's
 (`map_upstream_status`, the upstream's `Retry-After` passed on, a non-JSON error body never
@@ -16,6 +17,8 @@ the connect and each wait for the upstream's next bytes, not the whole reply, so
 healthy stream is never cut. A stream request
 answered with something other than SSE, or an SSE stream that ends before a finish reason,
 is a 502 (an error event once streaming began), never an empty or truncated success.
+A finish reason outside OpenAI's set ("eos", "end_turn", ...) reaches the client as the
+litellm path gives it (gateway/finish_reasons.py).
 One SSE event may be up to MAX_EVENT_BYTES (a longer one is a 502 quoting none of it). A
 failure to reach the upstream is named by its class alone ("Upstream unreachable:
 ClientConnectorError"): aiohttp's text names the upstream's host, port and URL.
@@ -32,6 +35,7 @@ from aiohttp.http_exceptions import LineTooLong
 from gateway.backend import ChatEvent, Prepared
 from gateway.config import UpstreamModelConfig
 from gateway.errors import ApiError
+from gateway.finish_reasons import in_openai_words
 from gateway.litellm_errors import map_litellm_error, map_upstream_status, upstream_garbage
 from gateway.model_configs import NO_API_KEY
 from gateway.upstream import UpstreamBackend, choice_kwargs
@@ -161,11 +165,11 @@ class PassthroughBackend(UpstreamBackend):
                     except Exception as exc:
                         raise map_litellm_error(exc) from None
                     for event in events_from_response(reply, call.is_chat, prepared.num_prompt_tokens):
-                        yield event
+                        yield in_openai_words(event)
                     return
                 async for event in events_from_stream(sse_json(response, prompt_param), call.is_chat,
                                                       prepared.num_prompt_tokens, started_s):
-                    yield event
+                    yield in_openai_words(event)
         except ApiError as error:   # an upstream may quote the key it was sent; logged once
             raise self.failed(prepared, error) from None
 

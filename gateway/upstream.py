@@ -17,8 +17,11 @@ the OpenAI protocol is a 502 `upstream_error` before any of it reaches the clien
 An upstream call reserves its prompt estimate and `max_tokens` (else the default reserve)
 for each completion it bills: every `best_of` candidate (the upstream ranks them itself,
 so `Prepared.best_of` stays 1); `with_choices` multiplies that by `n`. A budgeted tenant's
-request that sets no completion limit is sent, and reserves, `max_tokens` = its equal share
-of what the budget has left (`_capped_to_budget`), so the budget holds.
+request that sets no completion limit is sent, and reserves, its equal share of what the
+budget has left as its completion limit (`_capped_to_budget`), so the budget holds: a chat
+request's `max_completion_tokens` (OpenAI's reasoning models refuse `max_tokens`), a legacy
+completion's `max_tokens` (`limit_field`). A choice's finish reason is OpenAI's
+(`finish_reasons.in_openai_words`); its `n` choices start at once (`starts_choices_at_once`).
 """
 from __future__ import annotations
 
@@ -37,6 +40,7 @@ from gateway.budget_share import run_share
 from gateway.config import UpstreamModelConfig
 from gateway.embeddings import EmbeddingsRequest, input_items, reply_body, upstream_reply
 from gateway.errors import ApiError, context_length_exceeded, invalid_request
+from gateway.finish_reasons import in_openai_words
 from gateway.litellm_errors import map_litellm_error, redacted, upstream_garbage
 from gateway.schemas import ChatCompletionRequest, CompletionRequest
 from gateway.upstream_kwargs import call_kwargs
@@ -86,8 +90,8 @@ class UpstreamCall:
     kwargs: dict
 
 
-# the largest budget share sent as `max_tokens` to a model of unknown context: every current
-# chat model takes at least this many output tokens
+# the largest budget share sent as a completion limit to a model of unknown context: every
+# current chat model takes at least this many output tokens
 SENT_SHARE_WITHOUT_CONTEXT = 4096
 
 
@@ -147,13 +151,14 @@ class UpstreamBackend(WithoutWorkers):
 
     def _capped_to_budget(self, tenant: str, call: UpstreamCall, num_prompt_tokens: int, num_calls: int,
                           num_candidates: int) -> int | None:
-        """The `max_tokens` reserved, and sent (in `call`), for a budgeted tenant's request that
-        set none: each of its completions' share of the budget left after every call's prompt
-        (`run_share`), within `max_context_tokens` when set; None (nothing sent) for a tenant
-        without a budget. A model whose context is not configured is sent a share only up to
-        SENT_SHARE_WITHOUT_CONTEXT (a larger `max_tokens` than the model takes would be refused
-        by the upstream, naming a field the client never sent): a larger share is reserved
-        only, the budget then holding all but what the model writes past it."""
+        """The completion limit reserved, and sent (in `call`, in its `limit_field`), for a
+        budgeted tenant's request that set none: each of its completions' share of the budget
+        left after every call's prompt (`run_share`), within `max_context_tokens` when set;
+        None (nothing sent) for a tenant without a budget. A model whose context is not
+        configured is sent a share only up to SENT_SHARE_WITHOUT_CONTEXT (a larger limit than
+        the model takes would be refused by the upstream, naming a field the client never
+        sent): a larger share is reserved only, the budget then holding all but what the
+        model writes past it."""
         budget_room = getattr(self, "tenant_budget_room", None)   # NOTE: a test's bare backend has none
         room = None if budget_room is None else budget_room(tenant)
         if room is None:
@@ -163,7 +168,9 @@ class UpstreamBackend(WithoutWorkers):
         if limit is not None:
             cap = max(1, min(cap, limit - num_prompt_tokens))
         if limit is not None or cap <= SENT_SHARE_WITHOUT_CONTEXT:
-            call.kwargs["max_tokens"] = cap
+            name = limit_field(call)
+            sent = call.kwargs.get(name)
+            call.kwargs[name] = min(sent, cap) if isinstance(sent, int) else cap
         return cap
 
     async def prepare_chat(self, request: ChatCompletionRequest, tenant: str,
@@ -243,14 +250,14 @@ class UpstreamBackend(WithoutWorkers):
                 raise map_litellm_error(exc, prompt_param="messages" if is_chat else "prompt") from None
             if not kwargs.get("stream"):
                 for event in events_from_response(response, is_chat, prepared.num_prompt_tokens):
-                    yield event
+                    yield in_openai_words(event)
                 return
             try:
                 require_sse(response)
                 end_when_complete(response)
                 async for event in events_from_stream(response, is_chat, prepared.num_prompt_tokens, started_s,
                                                       finish_may_be_made_up=True):
-                    yield event
+                    yield in_openai_words(event)
             finally:
                 await close_quietly(response)
         except ApiError as error:   # an upstream may quote the key it was sent
@@ -277,6 +284,17 @@ def log_upstream_failure(prepared: Prepared, error: ApiError) -> None:
     log.warning("stepahead: upstream failure: request %s, tenant %s, model %s: %d %s: %s",
                 prepared.request_id, printable(prepared.tenant), printable(prepared.model),
                 error.status, error.code, printable(error.message))
+
+
+def limit_field(call: UpstreamCall) -> str:
+    """The field a budget share is sent in: the limit the call carries already (the operator's
+    `litellm_params`: a client's own is never capped), else `max_completion_tokens` on chat
+    (OpenAI's reasoning models refuse `max_tokens`, which the passthrough would forward as
+    is), `max_tokens` on legacy completions (their only limit)."""
+    for name in ("max_completion_tokens", "max_tokens"):
+        if call.kwargs.get(name) is not None:
+            return name
+    return "max_completion_tokens" if call.is_chat else "max_tokens"
 
 
 def choice_kwargs(prepared: Prepared) -> dict:

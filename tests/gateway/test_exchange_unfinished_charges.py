@@ -78,6 +78,15 @@ def test_a_cut_upstream_request_of_n_choices_counts_every_started_calls_prompt()
     assert _tokens(registry) == (3 * PROMPT_ESTIMATE, 2)
 
 
+def test_an_upstream_request_of_n_choices_cut_before_its_first_event_counts_every_calls_prompt():
+    """An upstream model's choices all start at once (gateway/choices.py, FI49): cut before
+    any event came, each of the n calls may have been billed its prompt (it counted one)."""
+    exchange, limiter, registry = _exchange(n=3)
+    exchange.close(None, CLIENT_CLOSED_STATUS)
+    assert limiter.charged == [3 * PROMPT_ESTIMATE]
+    assert _tokens(registry) == (3 * PROMPT_ESTIMATE, 0)
+
+
 UNWORKED = {
     "upstream 429": ApiError(429, "Rate limit reached.", "rate_limit_error", "rate_limit_exceeded",
                              headers={"Retry-After": "30"}),

@@ -1,8 +1,9 @@
 """Upstream models hold a tenant's token limits (QA74 findings 1 and 5): a budgeted tenant's
-request that sets no completion limit is sent `max_tokens` = its share of what the budget
-has left, and reserves it; completions' `best_of` candidates, all billed by the upstream,
-are reserved like `n`. The last test sends requests through both transports (litellm and
-passthrough) to a small fake upstream and reads what it was sent."""
+request that sets no completion limit is sent its share of what the budget has left (as
+`max_completion_tokens` on chat, `max_tokens` on completions), and reserves it;
+completions' `best_of` candidates, all billed by the upstream, are reserved like `n`. The
+last test sends requests through both transports (litellm and passthrough) to a small fake
+upstream and reads what it was sent."""
 import asyncio
 import json
 
@@ -76,7 +77,7 @@ def test_an_open_ended_chat_request_is_capped_per_choice():
                                                "messages": [{"role": "user", "content": "hi"}]})
     prepared = with_choices(asyncio.run(backend.prepare_chat(request, "b", "r")), 3)
     share = (300 - 3 * prepared.num_prompt_tokens) // 3
-    assert prepared.payload.kwargs["max_tokens"] == share
+    assert prepared.payload.kwargs["max_completion_tokens"] == share and "max_tokens" not in prepared.payload.kwargs
     assert prepared.num_reserved_tokens == 3 * prepared.num_prompt_tokens + 3 * share <= 300
 
 
