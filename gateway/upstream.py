@@ -38,11 +38,12 @@ from agents_trace.text_table import printable
 from gateway.backend import ChatEvent, Prepared, WithoutWorkers
 from gateway.budget_share import run_share
 from gateway.config import UpstreamModelConfig
-from gateway.embeddings import EmbeddingsRequest, input_items, reply_body, upstream_reply
+from gateway.embeddings import EmbeddingsRequest
 from gateway.errors import ApiError, context_length_exceeded, invalid_request
 from gateway.finish_reasons import in_openai_words
-from gateway.litellm_errors import map_litellm_error, redacted, upstream_garbage
+from gateway.litellm_errors import map_litellm_error, redacted
 from gateway.schemas import ChatCompletionRequest, CompletionRequest
+from gateway.upstream_embeddings import embed_upstream
 from gateway.upstream_kwargs import call_kwargs
 from gateway.upstream_replies import (close_quietly, end_when_complete, events_from_response, events_from_stream,
                                      require_sse)
@@ -196,38 +197,9 @@ class UpstreamBackend(WithoutWorkers):
                               num_calls=request.n or 1, num_candidates=request.best_of or 1)
 
     async def embed(self, request: EmbeddingsRequest) -> dict:
-        """`POST /v1/embeddings` through `litellm.aembedding`, one upstream call (no SDK
-        retries unless `litellm_params` asks for them); provider errors OpenAI-shaped, a
-        reply of the wrong shape a 502 (`embeddings.upstream_reply`). A model answered by
-        litellm's text `mock_response` refuses embeddings with a 400 naming `model`
-        (litellm would answer with the text as the vector)."""
-        mock_response = dict(self.config.litellm_params).get("mock_response")
-        if mock_response is not None and not isinstance(mock_response, list):
-            raise invalid_request(f"The model '{self.model_id}' answers with a fixed text (litellm's "
-                                  "mock_response); it does not serve embeddings.",
-                                  param="model", code="model_not_supported")
-        body = request.model_dump(exclude_unset=True, exclude_none=True, exclude={"encoding_format"})
-        kwargs = self._common_kwargs(body, stream=False)
-        if not kwargs.get("max_retries"):
-            kwargs["max_retries"] = NO_SDK_RETRIES
-        if "dimensions" in body:
-            # litellm refuses `dimensions` for models it does not know to take it; the
-            # upstream is the judge (its refusal comes back as its own 400)
-            kwargs["allowed_openai_params"] = [*kwargs.get("allowed_openai_params", ()), "dimensions"]
-        litellm = self._litellm or import_litellm()
-        try:
-            raw = await litellm.aembedding(**kwargs)
-        except ApiError:
-            raise
-        except Exception as exc:   # an upstream may quote the key it was sent
-            raise redacted(map_litellm_error(exc, prompt_param="input"), self.own_secrets()) from None
-        try:
-            return reply_body(upstream_reply(raw, len(input_items(request.input))), self.model_id,
-                              request.encoding_format)
-        except ApiError:
-            raise
-        except Exception as exc:   # NOTE: an embeddings reply of the wrong shape
-            raise upstream_garbage(f"embeddings: {type(exc).__name__}: {exc}") from None
+        """`POST /v1/embeddings` through `litellm.aembedding` (gateway/upstream_embeddings.py)."""
+        return await embed_upstream(self.model_id, self.config, self._common_kwargs,
+                                    self._litellm or import_litellm(), self.own_secrets(), request)
 
     def own_secrets(self) -> tuple[str, ...]:
         """The key(s) this model sends upstream, never to be quoted back in an error."""
@@ -304,18 +276,3 @@ def choice_kwargs(prepared: Prepared) -> dict:
     if prepared.choice and kwargs.get("seed") is not None:
         kwargs = {**kwargs, "seed": kwargs["seed"] + prepared.choice}
     return kwargs
-
-
-class _NoSdkRetries(int):
-    """`max_retries=0` that litellm's OpenAI embeddings call keeps: it reads `max_retries
-    or DEFAULT_MAX_RETRIES` (2), so a plain 0 gave the OpenAI SDK 2 hidden retries (an
-    upstream 429 waited out its `Retry-After` twice, a hang took 3 x `timeout_s`). It is
-    0 to the SDK, but true."""
-
-    __slots__ = ()
-
-    def __bool__(self) -> bool:
-        return True
-
-
-NO_SDK_RETRIES = _NoSdkRetries(0)
