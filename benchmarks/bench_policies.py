@@ -68,7 +68,11 @@ from cache.trace_format import read_trace_or_why  # noqa: E402
 from benchmarks.policy_sources import cold_hmm_source, generator_model_source, hmm_source_factory  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-MOONCAKE = Path("/work/shared/data/mooncake_conversation_first_half.jsonl")
+# beside the checkout (../shared/data, not in the repository): its first 5,606 requests of
+# kvcache-ai/Mooncake's FAST25-release/traces/conversation_trace.jsonl (Apache-2.0)
+MOONCAKE = ROOT.parent / "shared" / "data" / "mooncake_conversation_first_half.jsonl"
+MOONCAKE_SOURCE = ("kvcache-ai/Mooncake's FAST25-release/traces/conversation_trace.jsonl (the requests with "
+                   "timestamp < 1,768,499.5 ms)")
 POLICIES = REACTIVE_AND_BOUNDS
 MIN_MOONCAKE_REQUESTS = 2   # its first half ("train") and its second ("validation") each hold one
 LONG_SESSIONS = 160  # per tenant, for the steady-state agent workload
@@ -152,6 +156,9 @@ def plot_paths(out_dir: Path, quick: bool) -> dict[tuple[str, str], tuple[Path, 
 
 def read_mooncake(path: Path) -> tuple[int, list[SimRequest]] | str:
     """The block size and requests of the Mooncake trace at `path`, or why it cannot be used."""
+    if not path.exists() and path == MOONCAKE:
+        return (f"{path} does not exist: the Mooncake trace is not in the repository; get {MOONCAKE_SOURCE} "
+                "and pass it as --mooncake FILE")
     read = read_trace_or_why(path)
     if isinstance(read, str):
         return read

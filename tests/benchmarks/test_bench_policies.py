@@ -123,3 +123,16 @@ def test_the_summary_is_printed_before_the_plots_and_survives_a_plot_that_fails(
     plotted = {("mooncake", "all"), ("agent", "train")}
     assert {(entry["trace"], entry["split"]) for entry in summary["summary"]} >= plotted
     assert captured.err == f"error: cannot write the plots to {tmp_path / 'plots'}: Permission denied\n"
+
+
+def test_a_missing_default_mooncake_trace_says_where_to_get_it(monkeypatch, tmp_path):
+    """QA148: the default was an absolute /work/shared/data path, and a clone without the
+    data got only "cannot read": the default is ../shared/data beside the checkout, and
+    its absence names the trace's source and --mooncake."""
+    import benchmarks.bench_policies as bench
+    assert bench.MOONCAKE == bench.ROOT.parent / "shared" / "data" / "mooncake_conversation_first_half.jsonl"
+    missing = tmp_path / "mooncake.jsonl"
+    monkeypatch.setattr(bench, "MOONCAKE", missing)
+    why = bench.read_mooncake(missing)
+    assert isinstance(why, str) and "not in the repository" in why and "--mooncake FILE" in why
+    assert "kvcache-ai/Mooncake" in why
