@@ -259,7 +259,7 @@ class EventStreamResponse(Response):
             drop = scope.get("extensions", {}).get(DROP_CONNECTION)
             if drop is not None:   # the body cannot end (the client's window is full): its connection goes
                 drop()
-            log.warning("stepahead: a stream to %s was cut: its client read nothing for %g s",
+            log.warning("stepahead: a stream to %s was cut: a write to its client waited %g s",
                         scope.get("path"), self.stalled_write_s)
         except (ClientGone, OSError):
             pass
