@@ -111,7 +111,7 @@ class StepContext:
     prefix_step: int | None = None
     messages: tuple = ()
     request_entries: tuple[dict, ...] = ()   # captured parts besides messages (content.py)
-    request_params: tuple[tuple[str, float | int], ...] = ()
+    request_params: tuple[tuple[str, float | int | str | tuple[str, ...]], ...] = ()   # span attributes
     replay_tool_calls: tuple[ToolCall, ...] = ()
     is_ended: bool = False
     service_tier: str | None = None   # "flex" when served after the default tier
@@ -187,7 +187,7 @@ class Step:
     error_message: str | None = None
     remote_parent: SpanContext | None = None
     content: CapturedContent | None = None
-    request_params: tuple[tuple[str, float | int], ...] = ()
+    request_params: tuple[tuple[str, float | int | str | tuple[str, ...]], ...] = ()   # span attributes
     other_choices: tuple[ChoiceOutput, ...] = ()   # choices 1.., without their text
     prompt_blocks: tuple[int, ...] | None = None   # the prompt's fingerprints (prompt_blocks.py)
     service_tier: str | None = None   # the tier it was served in ("default", "flex"), when known

@@ -40,14 +40,16 @@ conventions define it for streaming); `stepahead.ttft_s` is every step's.
 
 A gateway that dies (SIGKILL, OOM) never ends its sessions' spans; the store keeps each
 open one's ids, start and totals (store_rows.py), and the gateway that ends such a
-session (`TraceStore.end_abandoned`) exports the span it would have been
-(`record_left_open_session_span`): the same ids, so its chat and tool spans find their
-parent, ended at the session's last step as an idle end. It goes through the tracer like
-any other span; only its ids are given, by an IdGenerator (`_ReusedIds`). NOTE: the store
-keeps one open span per session, the last opened: of two gateways serving one session at
-once, the other's is lost if it dies; and with different idle timeouts on one store, the
-shortest may send the span of a session a longer one still holds, which that one sends
-again, same ids, when it ends it.
+session (`TraceStore.end_abandoned`), or that resumed it meanwhile (a restart's agent
+sending its `x-session-id` again: writer_store.py's `SpanBefore`), exports the span it
+would have been (`record_left_open_session_span`): the same ids, so its chat and tool
+spans find their parent, ended at its last step as an idle end. It goes through the
+tracer like any other span; only its ids are given, by an IdGenerator (`_ReusedIds`).
+NOTE: the store names one open span per session, the first opened until its writer ends
+it or it is handed over: of two gateways serving one session at once, the later's is
+lost if it dies before that; and with different idle timeouts on one store, the shortest
+may send the span of a session a longer one still holds, which that one sends again,
+same ids, when it ends it.
 """
 from __future__ import annotations
 
@@ -238,8 +240,7 @@ def _chat_attributes(step: Step, check: ForecastCheck | None) -> dict:
         attributes.update({sc.RESPONSE_MODEL: step.model, sc.USAGE_INPUT_TOKENS: step.num_input_tokens,
                            sc.USAGE_OUTPUT_TOKENS: step.num_output_tokens,
                            sc.USAGE_CACHE_READ_INPUT_TOKENS: step.num_cached_tokens})
-    for key, value in step.request_params:
-        attributes[f"gen_ai.request.{key}"] = value
+    attributes.update(step.request_params)   # `gen_ai.request.*` and `server.*` (tracer.py)
     optional = {sc.AGENT_NAME: step.agent, sc.RESPONSE_ID: step.response_id if is_run else None,
                 sc.WORKER: step.worker, sc.STEP_GAP_S: step.gap_s,
                 sc.RESPONSE_TIME_TO_FIRST_CHUNK: step.ttft_s if step.is_stream else None,

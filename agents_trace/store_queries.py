@@ -162,21 +162,27 @@ def find_request(path: Path, request_id: str, tenant: str | None) -> list[tuple[
     return found
 
 
+def _calls(calls: list, has_content: bool) -> list[dict]:
+    """A stored `[[call_id, name, arguments], ...]` as dicts; the arguments "" for a step
+    whose content was not captured (a store written before they were left out keeps them:
+    store_rows' `_call_rows`)."""
+    return [{"call_id": c, "name": n, "arguments": a if has_content else ""} for c, n, a in calls]
+
+
 def _step_dict(row: sqlite3.Row) -> dict:
     out = dict(row)
     out["index"] = out.pop("idx")
     out["is_stream"] = bool(out["is_stream"])
-    out["has_content"] = bool(out["has_content"])
+    has_content = out["has_content"] = bool(out["has_content"])
     out["after_tools"] = [{"call_id": c, "name": n} for c, n, _ in json.loads(out["after_tools"])]
-    out["tool_calls"] = [{"call_id": c, "name": n, "arguments": a}
-                         for c, n, a in json.loads(out["tool_calls"])]
+    out["tool_calls"] = _calls(json.loads(out["tool_calls"]), has_content)
     out["forecast"] = json.loads(out["forecast"]) if out["forecast"] else None
     out.pop("forecast_hit")
     blocks = out.pop("prompt_blocks", None)   # a store no writer has upgraded yet lacks the column
     out["prompt_blocks"] = json.loads(blocks) if blocks else None
     out.setdefault("service_tier", None)   # ... nor this one
     out["other_choices"] = [  # a store no writer has upgraded yet lacks the column
-        {"finish_reason": reason, "tool_calls": [{"call_id": c, "name": n, "arguments": a} for c, n, a in calls]}
+        {"finish_reason": reason, "tool_calls": _calls(calls, has_content)}
         for reason, calls in json.loads(out.get("other_choices") or "[]")]
     return out
 

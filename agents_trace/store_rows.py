@@ -3,11 +3,15 @@ upsert and its `step_content` row (store.py writes them in one transaction).
 
 Invariant: a `steps` insert never replaces a stored step (a taken index inserts nothing,
 rowcount 0); a session's upsert adds the step to its summary and opens it again. Its
-`span_*` columns name the `invoke_agent` span of the last step that opened one (a row
-with `span_opened_s`: its writer had the session closed), with the totals of that span's
-steps alone (a row of another writer's span, of the same session, adds nothing to them);
-a writer that ends its span clears its ids (`CLEAR_ENDED_SPAN`), so a session's stored
-span is one no writer ended: a dead one's (`LeftOpenSpan`).
+`span_*` columns name the `invoke_agent` span of a step that opened one (a row with
+`span_opened_s`: its writer had the session closed) when the session named none, with
+the totals of that span's steps alone (a row of another writer's span, of the same
+session, adds nothing to them); a writer that ends its span clears its ids
+(`CLEAR_ENDED_SPAN`), so a session's stored span is one no writer ended: a live one's,
+or a dead one's (`LeftOpenSpan`). A named span is never overwritten by an opening: a
+writer that opens the session meanwhile (a restart's resume, another gateway) names its
+own only once that one is handed over (`SET_SPAN`, writer_store.py), so a live writer's
+end still clears it and a dead one's is exported once.
 """
 from __future__ import annotations
 
@@ -74,17 +78,21 @@ def _forecast_json(check: ForecastCheck | None) -> str | None:
                        "is_confident": check.is_confident})
 
 
-def _call_rows(calls) -> list[list[str]]:
-    return [[c.call_id, c.name, c.arguments] for c in calls]
+def _call_rows(calls, *, has_content: bool) -> list[list[str]]:
+    """`[[call_id, name, arguments], ...]`; the arguments are "" unless the step's content
+    was captured: they are the model's reply (often the user's data), which
+    `capture_content` off keeps out of the store as it keeps the text (QA149 F2)."""
+    return [[c.call_id, c.name, c.arguments if has_content else ""] for c in calls]
 
 
-def _calls_json(calls) -> str:
-    return json.dumps(_call_rows(calls), ensure_ascii=False)
+def _calls_json(calls, *, has_content: bool) -> str:
+    return json.dumps(_call_rows(calls, has_content=has_content), ensure_ascii=False)
 
 
-def _other_choices_json(choices) -> str:
+def _other_choices_json(choices, *, has_content: bool) -> str:
     """`[[finish_reason, [[call_id, name, arguments], ...]], ...]` for choices 1.."""
-    return json.dumps([[c.finish_reason, _call_rows(c.tool_calls)] for c in choices], ensure_ascii=False)
+    return json.dumps([[c.finish_reason, _call_rows(c.tool_calls, has_content=has_content)] for c in choices],
+                      ensure_ascii=False)
 
 
 INSERT_STEP = (   # never replaces a stored step: a taken index inserts nothing (rowcount 0)
@@ -106,7 +114,8 @@ def _prompt_blocks_json(step: Step) -> str | None:
     return json.dumps(list(step.prompt_blocks), separators=(",", ":"))
 
 
-_OPENS = "excluded.span_started_s IS NOT NULL"   # the row opened a span: the columns name it now
+# the row opened a span, and the session names none: the columns name it now
+_OPENS = "excluded.span_started_s IS NOT NULL AND sessions.span_id IS NULL"
 _SPAN_TOTALS = ("span_num_steps", "span_input_tokens", "span_cached_tokens", "span_output_tokens")
 UPSERT_SESSION = ("INSERT INTO sessions (tenant, session, agent, source, started_s, last_s, "
             "num_steps, num_errors, num_tool_runs, num_input_tokens, num_cached_tokens, "
@@ -137,10 +146,15 @@ UPSERT_SESSION = ("INSERT INTO sessions (tenant, session, agent, source, started
                         f"ELSE sessions.{column} END" for column in _SPAN_TOTALS))
 CLEAR_ENDED_SPAN = ("UPDATE sessions SET span_trace_id = NULL, span_id = NULL, span_parent_id = NULL "
                     "WHERE tenant = ? AND session = ? AND span_id = ?")   # (tenant, session, its span id)
-SELECT_LEFT_OPEN_SPAN = ("SELECT tenant, session, agent, source, span_trace_id, span_id, span_parent_id, "
-                         "COALESCE(span_started_s, started_s), last_s, " + ", ".join(_SPAN_TOTALS) +
-                         " FROM sessions WHERE tenant = ? AND session = ? AND ended_s IS NULL AND last_s < ? "
-                         "AND span_id IS NOT NULL")
+_SELECT_SPAN = ("SELECT tenant, session, agent, source, span_trace_id, span_id, span_parent_id, "
+                "COALESCE(span_started_s, started_s), last_s, " + ", ".join(_SPAN_TOTALS) +
+                " FROM sessions WHERE tenant = ? AND session = ? AND span_id IS NOT NULL")
+SELECT_LEFT_OPEN_SPAN = _SELECT_SPAN + " AND ended_s IS NULL AND last_s < ?"   # (tenant, session, before_s)
+SELECT_NAMED_SPAN = _SELECT_SPAN   # (tenant, session): the span no writer ended that the session names
+# (trace id, span id, parent id, started_s, its 4 totals, tenant, session, the span id named now, or None)
+SET_SPAN = ("UPDATE sessions SET span_trace_id = ?, span_id = ?, span_parent_id = ?, span_started_s = ?, "
+            + ", ".join(f"{column} = ?" for column in _SPAN_TOTALS) +
+            " WHERE tenant = ? AND session = ? AND span_id IS ?")
 
 
 def left_open_span(row: tuple) -> LeftOpenSpan:
@@ -199,17 +213,20 @@ def _span_values(row: StepRow) -> tuple:
 
 
 def step_values(row: StepRow, *, has_content: bool) -> list:
-    """The values of `INSERT_STEP` for `row` (a list: the index, [2], may be changed)."""
+    """The values of `INSERT_STEP` for `row` (a list: the index, [2], may be changed).
+    `has_content`: its content is stored (`capture_content` on); without it, its tool
+    calls' arguments are stored as "" (`_call_rows`)."""
     step, check = row.step, row.check
     return [step.tenant, step.session, step.index, step.request_id, step.response_id,
             step.operation, step.model, step.agent, step.session_source, step.arrived_s,
             step.ended_s, step.prev_ended_s, step.gap_s, step.after.kind, step.after.label,
-            _calls_json(step.after.tools), step.num_messages, int(step.is_stream),
+            _calls_json(step.after.tools, has_content=has_content), step.num_messages, int(step.is_stream),
             step.num_input_tokens, step.num_cached_tokens, step.num_output_tokens,
-            step.ttft_s, step.worker, step.finish_reason, _calls_json(step.tool_calls),
+            step.ttft_s, step.worker, step.finish_reason, _calls_json(step.tool_calls, has_content=has_content),
             step.error, step.error_message, _forecast_json(check),
             None if check is None else int(check.is_hit), row.trace_id, row.span_id,
-            int(has_content), _other_choices_json(step.other_choices), _prompt_blocks_json(step),
+            int(has_content), _other_choices_json(step.other_choices, has_content=has_content),
+            _prompt_blocks_json(step),
             step.service_tier]
 
 

@@ -45,6 +45,7 @@ from agents_trace.otel_setup import build_provider
 from agents_trace.prompt_blocks import prompt_block_ids
 from agents_trace.records import CapturedContent, SessionEnded, Step, StepContext, StepResult
 from agents_trace.replay_hints import hinted_after, hinted_calls, replay_hint
+from agents_trace.request_attributes import request_params
 from agents_trace.sessions import EXPLICIT_SOURCES, OpenedStep, SessionTable, generated_nothing
 from agents_trace.store import TraceStore
 from agents_trace.event_queue import EventQueue
@@ -52,23 +53,6 @@ from agents_trace.writer import Forecaster, Subscriber, TraceWriter, WriterStats
 
 INSTRUMENTATION_NAME = "stepahead.agents_trace"
 CONTROL_TIMEOUT_S = 10.0
-_REQUEST_PARAMS = (("max_completion_tokens", "max_tokens"), ("max_tokens", "max_tokens"),
-                   ("temperature", "temperature"), ("top_p", "top_p"), ("seed", "seed"))
-OTLP_INT_RANGE = range(-2**63, 2**63)   # an OTLP int attribute is an int64
-
-
-def _request_params(body: Mapping[str, Any]) -> tuple[tuple[str, float | int], ...]:
-    """The request's sampling parameters as span attributes. An int outside OTLP_INT_RANGE
-    (`max_tokens` 10**30: refused later, but traced) is dropped, not clamped: a clamped
-    number would state a request nobody sent, and OTLP cannot encode the real one (the
-    exporter would log a traceback per span); `max_tokens` then says nothing, rather than
-    quote a `max_tokens` sent beside the `max_completion_tokens` that wins."""
-    params: dict[str, float | int | None] = {}
-    for field, name in _REQUEST_PARAMS:
-        value = body.get(field)
-        if name not in params and isinstance(value, (int, float)) and not isinstance(value, bool):
-            params[name] = value if isinstance(value, float) or value in OTLP_INT_RANGE else None
-    return tuple((name, value) for name, value in params.items() if value is not None)
 
 
 def _is_first_step(opened: OpenedStep, messages: list) -> bool:
@@ -210,7 +194,7 @@ class AgentTracer:
             num_messages=len(messages), is_stream=body.get("stream") is True,
             request_id=request_id, conversation_digest=digests[-1] if digests else None,
             num_prefix_messages=opened.num_prefix_messages, prefix_step=opened.prefix_step,
-            request_params=_request_params(body),
+            request_params=request_params(body, headers),
             replay_tool_calls=hinted_calls(hint.tool_calls, opened.index), service_tier=service_tier,
             arrived_late_s=arrived_s - began_s)
         span = trace.get_current_span(self._propagator.extract(headers))

@@ -14,7 +14,10 @@ Each sweep also ends the sessions other writers left open (a gateway killed befo
 them: `TraceStore.end_abandoned`), once idle past `idle_timeout_s` plus a margin (the same
 again, at most ABANDONED_MARGIN_S: a write late behind a busy store; writer_store.py), and exports their
 `invoke_agent` spans, which their writer never did (spans.py; at most the store's batch a
-sweep). Each step's row names its session's span, so the store can hand it over.
+sweep). Each step's row names its session's span, so the store can hand it over. A
+session this writer opens whose row names another writer's open span (resumed after that
+gateway was killed) has that span exported by the same rule, before or after its own
+opens (writer_store.py's `SpanBefore`).
 
 Invariants: the request path only ever calls `EventQueue.offer`, which never blocks
 (event_queue.py: a full queue drops the event and counts it). A failing subscriber,
@@ -22,8 +25,8 @@ forecaster or store write is counted and logged (repeats of a kind at most once 
 minute, `cache.repeated_failures`), and never stops the thread; a store
 SQLite finds damaged is set aside and the call made again on a new one (store.py), and
 one a reader found damaged (`report_store_damage`) is checked, at most once a minute.
-Only this thread touches the writer connection, the open `invoke_agent` spans and the
-forecasts.
+Only this thread touches the writer connection, the open `invoke_agent` spans, the
+other writers' spans noted and the forecasts.
 """
 from __future__ import annotations
 
@@ -47,7 +50,7 @@ from agents_trace.sessions import generated_nothing
 from agents_trace.step_numbering import OpenSession, numbered, offset_past, with_stored_gap
 from agents_trace.store import StepRow, TraceStore
 from agents_trace.symbols import check_forecast
-from agents_trace.writer_store import StoreUpkeep
+from agents_trace.writer_store import SpanBefore, StoreUpkeep
 
 log = logging.getLogger("stepahead.agents_trace")
 
@@ -110,6 +113,7 @@ class TraceWriter(StoreUpkeep):
         self._batch: list[tuple[tuple[str, str], int]] = []
         self._pending: dict[tuple[str, str, int], int] = {}
         self._ended_spans: list[tuple[str, str, str]] = []   # (tenant, session, span id) ended since the last write
+        self._spans_before: dict[tuple[str, str], SpanBefore] = {}   # other writers' open spans (writer_store.py)
         self._thread: threading.Thread | None = None
         self._next_damage_check_s = 0.0
         # a full disk fails every write: not a traceback each
@@ -173,6 +177,7 @@ class TraceWriter(StoreUpkeep):
             self._write(rows, ended)
             if is_sweeping:
                 self._end_abandoned()
+                self._hand_over_spans_before()
             if self.store is not None and time.monotonic() >= next_retention_s:
                 next_retention_s = time.monotonic() + self.retention_interval_s
                 self._retain()
@@ -201,6 +206,8 @@ class TraceWriter(StoreUpkeep):
             step, prefix_in_batch = numbered(key, session, with_stored_gap(step, session), self._pending, self._batch)
             session.span = start_session_span(self.otel, step) if self.otel is not None else None
             opened_s = session_span_start_s(step)
+            if last is not None:   # stored steps: the store may name another writer's open span
+                self._note_span_before(step, opened_s)
         else:
             step, prefix_in_batch = numbered(key, session, with_stored_gap(step, session), self._pending, self._batch)
             session.last_seen_s = self.clock()

@@ -1,24 +1,38 @@
 """The trace writer's calls to its store that outlive a failure, and its store upkeep:
-ending the sessions other writers left open, retention, the damage check
-(agents_trace/writer.py runs them on its thread).
+ending the sessions other writers left open, handing over the spans they left open in
+sessions it resumes, retention, the damage check (agents_trace/writer.py runs them on
+its thread).
 
 Invariants: a store call that fails (an SQLite or OS error) is counted and logged, at
 most once a minute per kind, and gives its default, never stopping the thread; a store
 SQLite finds damaged is set aside and the call made again on a new one (store.py); a
 session another writer left open is ended once idle past the idle timeout plus a margin
 (the same again, at most ABANDONED_MARGIN_S), and its `invoke_agent` span exported.
+
+A session this writer opens while the store names another writer's open span (a gateway
+killed and restarted, its agent resuming with its `x-session-id`; or one session served
+by two gateways) keeps that span named (store_rows.py) and noted here (`SpanBefore`).
+By the sweep's rule, once that span has had no step for the idle timeout plus the margin
+its writer, were it alive, would have ended it, clearing the ids; so when the ids are
+still there then, and its step count unchanged, this writer exports it (ended idle at
+its last step, as the sweep does) and names its own span instead, in one write
+transaction: of writers racing for it one wins, and one still adding steps is left it.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import sqlite3
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TypeVar
 
-from agents_trace.spans import record_left_open_session_span
+from agents_trace.records import Step
+from agents_trace.spans import record_left_open_session_span, session_span_ids
 from agents_trace.store import TraceStore
-from agents_trace.store_rows import LeftOpenSpan
+from agents_trace.store_rows import SELECT_NAMED_SPAN, SET_SPAN, LeftOpenSpan, left_open_span
+from cache.sqlite_transaction import transaction
 
 log = logging.getLogger("stepahead.agents_trace")
 
@@ -28,16 +42,95 @@ DAMAGE_CHECK_INTERVAL_S = 60.0   # a reported damage is checked (O(store size)) 
 T = TypeVar("T")
 
 
+@dataclass(slots=True)
+class SpanBefore:
+    """Another writer's open span named by a session this writer opened after it: as last
+    read (`left.last_s`: its session's last step then; `left.num_steps`: its steps then),
+    and the start of the span this writer opened (`successor_started_s`), named once that
+    one is handed over."""
+
+    left: LeftOpenSpan
+    successor_started_s: float
+
+
 class StoreUpkeep:
     """What `TraceWriter` does with its store beside writing steps. Reads the writer's
-    `store`, `stats`, `otel`, `clock`, `idle_timeout_s`, `_open`, `_failures` and
-    `_next_damage_check_s`."""
+    `store`, `stats`, `otel`, `clock`, `idle_timeout_s`, `_open`, `_spans_before`,
+    `_failures` and `_next_damage_check_s`."""
+
+    def _abandoned_before_s(self) -> float:
+        """A session whose last step ended before this is left open by a writer gone."""
+        return self.clock() - self.idle_timeout_s - min(self.idle_timeout_s, ABANDONED_MARGIN_S)
+
+    def _note_span_before(self, step: Step, started_s: float) -> None:
+        """`step` opened its session here, after steps stored by then: when the store names
+        another writer's open span for it, note it (see the module's docstring), and hand
+        it over now if it is past the sweep's rule already."""
+        key = (step.tenant, step.session)
+        row = self._on_store("reading the trace store", lambda store: store.db.execute(
+            SELECT_NAMED_SPAN, key).fetchone(), None)
+        if row is None:
+            return
+        left = left_open_span(row)
+        before = self._spans_before.get(key)
+        if before is None or before.left.ids != left.ids:
+            self._spans_before[key] = SpanBefore(left, started_s)
+        else:   # opened again here while that span is still named
+            before.successor_started_s = started_s
+        self._hand_over_spans_before([key])
+
+    def _hand_over_spans_before(self, keys: list[tuple[str, str]] | None = None) -> None:
+        """Hand over the noted spans (`keys`' only, when given) past the sweep's rule."""
+        before_s = self._abandoned_before_s()
+        num_sent = 0
+        for key in list(self._spans_before if keys is None else keys):
+            before = self._spans_before[key]
+            if before.left.last_s >= before_s:
+                continue
+            outcome = self._on_store("handing over a span left open in the trace store",
+                                     lambda store: self._hand_over(store, key, before), None)
+            if outcome is None:
+                continue   # the store failed: the next sweep tries again
+            is_settled, left = outcome
+            if not is_settled:   # its writer added steps: alive, so it ends it, unless it too goes
+                before.left = left
+                continue
+            del self._spans_before[key]
+            if left is not None and self.otel is not None:
+                num_sent += record_left_open_session_span(self.otel, left)
+        if num_sent:
+            log.info("exported the invoke_agent span of %d resumed session(s) that a gateway stopped without "
+                     "ending left open", num_sent)
+
+    def _hand_over(self, store: TraceStore, key: tuple[str, str],
+                   before: SpanBefore) -> tuple[bool, LeftOpenSpan | None]:
+        """In one write transaction: (True, the span to export) when the session still names
+        `before`'s span with no step added, now naming this writer's own open span instead;
+        (True, None) when it names it no more (its writer ended it; another handed it
+        over), naming this writer's span if it names none; (False, the span as read now)
+        when its writer added steps since."""
+        session = self._open.get(key)
+        ids = None if session is None else session_span_ids(session.span)
+        mine = (None, None, None, None, 0, 0, 0, 0) if ids is None else (
+            ids.trace_id, ids.span_id, ids.parent_span_id, before.successor_started_s, session.num_steps,
+            session.num_input_tokens, session.num_cached_tokens, session.num_output_tokens)
+        with transaction(store.db, "BEGIN IMMEDIATE") as db:
+            row = db.execute(SELECT_NAMED_SPAN, key).fetchone()
+            now = None if row is None else left_open_span(row)
+            if now is None or now.ids != before.left.ids:
+                if now is None and ids is not None:
+                    db.execute(SET_SPAN, (*mine, *key, None))
+                return True, None
+            if now.num_steps != before.left.num_steps:
+                return False, now
+            db.execute(SET_SPAN, (*mine, *key, now.ids.span_id))
+        return True, dataclasses.replace(now, last_s=before.left.last_s)
 
     def _end_abandoned(self) -> None:
         """End in the store the sessions other writers left open (see the module's docstring)."""
         if self.store is None:
             return
-        before_s = self.clock() - self.idle_timeout_s - min(self.idle_timeout_s, ABANDONED_MARGIN_S)
+        before_s = self._abandoned_before_s()
         spans: list[LeftOpenSpan] | None = None if self.otel is None else []
         num_ended = self._on_store("ending sessions left open in the trace store",
                                    lambda store: store.end_abandoned(before_s, self._open, spans), 0)

@@ -174,10 +174,12 @@ def _row(own_index: int, at_s: float, ids: SessionSpanIds, opened_s: float | Non
     return StepRow(step, None, ids.trace_id, None, session_span=ids, span_opened_s=opened_s, span_tokens=(10, 0, 2))
 
 
-def test_the_store_names_the_last_opened_span_counts_its_steps_alone_and_forgets_one_its_writer_ended(tmp_path):
-    """Two gateways serve one session, each with its own span: the store keeps the one
-    opened last, with its own steps' totals; ended by its writer (that end not applying:
-    the other stored a step since), it is no longer handed over."""
+def test_the_store_keeps_the_span_it_names_until_its_writer_ends_it_and_counts_its_steps_alone(tmp_path):
+    """Two gateways serve one session, each with its own span: the store keeps naming the
+    one it named first, with its own steps' totals (a live writer's end must still clear
+    it, and a dead one's be handed over: QA149 F1), not the one opened after it; ended by
+    its writer (that end not applying: the other stored a step since), it is no longer
+    handed over, and the next span opened is named."""
     mine, theirs = SessionSpanIds("a" * 32, "1" * 16), SessionSpanIds("b" * 32, "2" * 16, "3" * 16)
     results = []
     for is_ended_by_its_writer in (False, True):
@@ -186,15 +188,20 @@ def test_the_store_names_the_last_opened_span_counts_its_steps_alone_and_forgets
         try:
             store.write([_row(0, 1.0, theirs, 0.5), _row(1, 2.0, mine, 2.0), _row(2, 3.0, theirs, None),
                          _row(3, 4.0, mine, None), _row(4, 5.0, mine, None)], [])
-            ended = SessionEnded("acme", SessionId("two"), 3, 4.1, "idle")   # mine's last; theirs stored none since
-            store.write([_row(5, 6.0, theirs, None)], [ended] if is_ended_by_its_writer else [],
-                        [("acme", "two", mine.span_id)] if is_ended_by_its_writer else [])
+            ended = SessionEnded("acme", SessionId("two"), 2, 3.1, "idle")   # theirs' last; mine stored some since
+            store.write([_row(5, 6.0, mine if is_ended_by_its_writer else theirs, None)],
+                        [ended] if is_ended_by_its_writer else [],
+                        [("acme", "two", theirs.span_id)] if is_ended_by_its_writer else [])
+            if is_ended_by_its_writer:
+                opened = SessionSpanIds("c" * 32, "4" * 16)
+                store.write([_row(6, 7.0, opened, 7.0), _row(7, 8.0, opened, None)], [])
             spans = []
             assert store.end_abandoned(100.0, set(), spans) == 1
             results.append(spans)
         finally:
             store.close()
     [left] = results[0]
-    assert (left.ids, left.started_s, left.last_s) == (mine, 2.0, 6.1)
+    assert (left.ids, left.started_s, left.last_s) == (theirs, 0.5, 6.1)
     assert (left.num_steps, left.num_input_tokens, left.num_cached_tokens, left.num_output_tokens) == (3, 30, 0, 6)
-    assert results[1] == []
+    [opened_left] = results[1]
+    assert (opened_left.ids.span_id, opened_left.started_s, opened_left.num_steps) == ("4" * 16, 7.0, 2)

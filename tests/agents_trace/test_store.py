@@ -171,9 +171,9 @@ def test_store_keeps_every_choice_of_a_step_and_their_text_only_when_captured(tm
         tracer.end_all_sessions()
         assert tracer.flush(5.0)
         [step] = list_steps(tracer.store_path, "acme", "n3")["data"]
-        assert step["other_choices"] == [
+        assert step["other_choices"] == [   # a call's arguments are content too (QA149 F2)
             {"finish_reason": "tool_calls", "tool_calls": [
-                {"call_id": "c1", "name": "get_weather", "arguments": '{"city": "Oslo"}'}]},
+                {"call_id": "c1", "name": "get_weather", "arguments": '{"city": "Oslo"}' if capture else ""}]},
             {"finish_reason": "length", "tool_calls": []}]
         [chat] = [s for s in exporter.get_finished_spans() if s.attributes.get("gen_ai.operation.name") == "chat"]
         assert list(chat.attributes["gen_ai.response.finish_reasons"]) == ["stop", "tool_calls", "length"]
