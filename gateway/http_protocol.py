@@ -93,7 +93,6 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._head_refused = False   # a head refused once read whole (no request cycle): never reached the app
         self._cycles: list = []   # this connection's requests not yet answered in full, oldest first
         self._refusal: bytes | None = None   # owed once the requests before it are answered
-        self._half_closed = False   # the client sent its end (shutdown(SHUT_WR)) after whole requests
 
     def connection_made(self, transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -105,16 +104,6 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             cycle.disconnected = True      # request's running one wrote on, "handler is closed", a traceback)
             cycle.message_event.set()
         super().connection_lost(exc)
-
-    def eof_received(self) -> bool | None:
-        """The client half-closed (shutdown(SHUT_WR), `nc -N`, some proxies): requests it
-        sent whole are still answered (RFC 9112 9.6; uvicorn closed at once, a 499: QA150),
-        the connection closed once they are; one cut in its head or body is closed now."""
-        unanswered = self._unanswered()
-        if unanswered and self._head_bytes == 0 and not any(cycle.more_body for cycle in unanswered):
-            self._half_closed = True
-            return True   # asyncio keeps the writing side open
-        return None
 
     def _unanswered(self) -> list:
         self._cycles = [cycle for cycle in self._cycles if not cycle.response_complete]
@@ -256,5 +245,3 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         super().on_response_complete()
         if self._refusal is not None and not self._unanswered() and not self.transport.is_closing():
             self._send_refusal()
-        elif self._half_closed and not self._unanswered() and not self.transport.is_closing():
-            self.transport.close()   # the client sends nothing more: no keep-alive wait
