@@ -28,8 +28,8 @@ ever carries an `Authorization` value (`Bearer …` is redacted in every line), 
 address of the upstream (a URL, `host:port`, an IPv4 address: the operator's endpoints, not
 the tenant's business), and a backend redacts its own key from its errors (`redacted`), and
 any quote of the key's first MIN_SECRET_CHARS characters or more (a masked key). An
-upstream whose own account ran out (code or type `insufficient_quota`) is the gateway's
-fault too: a 503 `upstream_quota_exceeded` the client is told not to retry, never a 429
+upstream whose own account ran out (code or type `insufficient_quota`, or a 402) is the
+gateway's fault too: a 503 `upstream_quota_exceeded` the client is told not to retry, never a 429
 that sends it to retry each second and check its own billing.
 """
 from __future__ import annotations
@@ -43,7 +43,8 @@ from email.utils import parsedate_to_datetime
 
 from gateway.errors import ApiError
 from gateway.litellm_causes import (chain, error_body, is_timeout, is_unreachable, is_unreadable_reply,
-                                    retry_after_of, text_field, upstream_status, upstream_words)
+                                    retry_after_of, text_field, upstream_status)
+from gateway.litellm_odd_replies import error_in_200, own_words
 
 CLIENT_STATUSES = {400: "invalid_request_error", 413: "invalid_request_error",
                    422: "invalid_request_error", 429: "rate_limit_error"}
@@ -222,8 +223,9 @@ def unsupported_params_error(exc: BaseException) -> ApiError:
 def map_litellm_error(exc: BaseException, *, quote: bool = True, prompt_param: str = "messages") -> ApiError:
     """`exc` (litellm's, a provider's, aiohttp's) as the client's `ApiError`, by the status the
     upstream answered (`upstream_status`, not litellm's guess from its words), in the
-    upstream's own words (`upstream_words`: its error's message, else litellm's text without
+    upstream's own words (`own_words`: its error's message, else litellm's text without
     litellm's class names and "OpenAIException - "; an unknown exception's class and line);
+    a 200 whose body is an error object is a 502 (`error_in_200`), as on passthrough;
     with `quote=False` named by its class alone (a transport error, whose text is all about
     the upstream's address: "Connection timeout to host http://…"). Unreachable only when
     no connection was made (`is_unreachable`): a stream that broke off is an `upstream_error`.
@@ -235,7 +237,9 @@ def map_litellm_error(exc: BaseException, *, quote: bool = True, prompt_param: s
     refusal = next((link for link in links if type(link).__name__ == "UnsupportedParamsError"), None)
     if refusal is not None:
         return unsupported_params_error(refusal)
-    words = upstream_words(exc)
+    if (said := error_in_200(links)) is not None:   # not litellm's made-up 422 (QA147)
+        return upstream_garbage(f"an error with status 200: {said}" if said else "an error with status 200")
+    words = own_words(exc)
     if name == "ContextWindowExceededError":
         return ApiError(400, one_line(words or str(getattr(exc, "message", None) or exc)), "invalid_request_error",
                         "context_length_exceeded", text_field(error, "param") or prompt_param)
@@ -262,7 +266,8 @@ def upstream_garbage(what: str) -> ApiError:
 
 
 def upstream_quota_exceeded() -> ApiError:
-    """503 for an upstream whose own quota ran out (OpenAI's 429 `insufficient_quota`): the
+    """503 for an upstream whose own quota ran out (OpenAI's 429 `insufficient_quota`, a 402
+    Payment Required as OpenRouter sends when the account is out of credit): the
     operator's to fix, so no `Retry-After` and `x-should-retry: false` (waiting seconds does
     not cure it), and none of the upstream's words ("check your plan and billing")."""
     return ApiError(503, "The upstream provider's quota for this model is exhausted; please "
@@ -280,7 +285,7 @@ def map_upstream_status(status: int | None, message: str, code: str | None = Non
     message = one_line(message) or f"HTTP {status}"
     if code == "context_length_exceeded":
         return ApiError(400, message, "invalid_request_error", code, param or prompt_param)
-    if UPSTREAM_QUOTA in (code, error_type):   # the operator's account, not the tenant's
+    if UPSTREAM_QUOTA in (code, error_type) or status == 402:   # the operator's account, not the tenant's
         return upstream_quota_exceeded()
     if status in (408, 504):
         return ApiError(504, f"Upstream timed out: {message}", "server_error", "upstream_timeout")

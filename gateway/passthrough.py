@@ -39,6 +39,7 @@ from gateway.finish_reasons import in_openai_words
 from gateway.litellm_errors import map_litellm_error, map_upstream_status, upstream_garbage
 from gateway.model_configs import NO_API_KEY
 from gateway.upstream import UpstreamBackend, choice_kwargs
+from gateway.upstream_stream_reuse import disarm_reply_at_end
 from gateway.upstream_replies import events_from_response, events_from_stream
 
 TRANSPORT_FIELDS = ("timeout", "api_base", "api_key", "num_retries", "max_retries")
@@ -167,6 +168,7 @@ class PassthroughBackend(UpstreamBackend):
                     for event in events_from_response(reply, call.is_chat, prepared.num_prompt_tokens):
                         yield in_openai_words(event)
                     return
+                disarm_reply_at_end(response)
                 async for event in events_from_stream(sse_json(response, prompt_param), call.is_chat,
                                                       prepared.num_prompt_tokens, started_s):
                     yield in_openai_words(event)

@@ -25,6 +25,7 @@ from typing import Any
 from gateway.backend import ChatEvent, Finished, RefusalDelta, TextDelta, TokenChoice, ToolCallDelta, Usage
 from gateway.errors import ApiError
 from gateway.litellm_errors import map_litellm_error, upstream_garbage
+from gateway.upstream_stream_reuse import disarm_at_end
 from gateway.upstream_usage import estimated_output_tokens, field_of, is_record, output_bytes, text_of, usage_from
 
 
@@ -267,10 +268,12 @@ def end_when_complete(response: Any) -> None:
     ends, so an upstream that sent its whole reply (every finish reason, then the usage
     chunk) and holds the connection open without `[DONE]` kept the reply waiting
     `timeout_s`, then failed it. Its raw chunk stream is ended (and closed) after that usage
-    chunk (`StreamEnd`), so the wrapper finishes the reply at once. A wrapper without a
+    chunk (`StreamEnd`), so the wrapper finishes the reply at once, and its connection goes
+    back to the pool with no read timer left running (`disarm_at_end`). A wrapper without a
     started raw stream (litellm's text completions build theirs later) is left as it is."""
     source = getattr(response, "completion_stream", None)
     if source is not None and hasattr(source, "__aiter__") and hasattr(response, "chunks"):
+        disarm_at_end(source)
         response.completion_stream = _until_complete(source)
 
 

@@ -1,0 +1,47 @@
+"""What a litellm exception says about an odd upstream reply, so that the litellm path
+answers it as the passthrough path does (QA147).
+
+Invariants: a 200 whose body is an OpenAI error object (`{"error": {...}}`) is named as such
+(`error_in_200`), whatever status litellm made up for it (the error's `code`, else 422):
+it is the upstream's fault, a 502 `upstream_error`, never a 4xx that tells the client (or
+a batch) that its request was wrong. An error whose body is not JSON is named by its status
+("HTTP 504", passthrough's words), never by the SDK's "Error code: 504" nor litellm's
+"Timeout Error: OpenAIException - " around it (`own_words`).
+"""
+from __future__ import annotations
+
+import re
+
+from gateway.litellm_causes import upstream_words, wrapper_free
+
+# litellm's message for an error object that carries none of its own (a string, a `code` alone)
+LITELLM_ERROR_WORDS = "Error in response object"
+# litellm's timeout words before a provider's: "litellm.Timeout: Timeout Error: OpenAIException - …"
+_TIMEOUT_WORDS = re.compile(r"^(?:litellm\.\w+:\s*)*Timeout Error:\s*")
+# the OpenAI SDK's whole message for an error status whose body it could not read as JSON
+_SDK_STATUS_ONLY = re.compile(r"Error code:\s*(\d{3})")
+
+
+def error_in_200(links: list[BaseException]) -> str | None:
+    """The upstream's message when the chain (`litellm_causes.chain`) is litellm's answer to
+    a 200 whose body is an error object: a bare `Exception` it raises with the error's `code`
+    (its own 422 when none) as `status_code` and the error's `message` (its own words when
+    none: "" then); None for any other chain."""
+    for link in links:
+        if type(link) is Exception and hasattr(link, "status_code") and hasattr(link, "message"):
+            message = str(link.message or "")
+            return "" if message == LITELLM_ERROR_WORDS else message
+    return None
+
+
+def own_words(exc: BaseException) -> str | None:
+    """`litellm_causes.upstream_words`, with litellm's timeout words ("Timeout Error: ") also
+    taken off, and "HTTP N" for the SDK's bare "Error code: N" (a body that is not JSON);
+    None when `exc`'s text carries none of litellm's words."""
+    words = upstream_words(exc)
+    if words is None:
+        said = str(getattr(exc, "message", None) or exc).strip()
+        unwrapped = _TIMEOUT_WORDS.sub("", said)
+        words = wrapper_free(unwrapped) if unwrapped != said else None
+    bare = _SDK_STATUS_ONLY.fullmatch(words.strip()) if words is not None else None
+    return f"HTTP {bare[1]}" if bare is not None else words
