@@ -23,6 +23,7 @@ from typing import IO, Iterable, Iterator
 
 from cache.trace_fields import (MAX_TOKENS_PER_CALL, TraceFormatError, optional_list, optional_messages,
                                 optional_str, optional_time, optional_tools, require_time, require_tokens)
+from cache.trace_input import trace_text
 
 FORMAT_NAME = "stepahead-trace/1"
 MOONCAKE_BLOCK_SIZE = 512
@@ -249,10 +250,12 @@ def _load(line: str, line_no: int) -> dict:
 
 
 def read_trace(path: str | Path, block_size: int | None = None) -> tuple[TraceHeader, list[TraceRecord]]:
-    """The header and every record of a trace file (`block_size`: as in `iter_trace`);
-    TraceFormatError (a ValueError) when its content is not a trace, OSError when it
-    cannot be read."""
-    with open(path, encoding="utf-8") as stream:
+    """The header and every record of a trace file, or of stdin when `path` is "-"
+    (`block_size`: as in `iter_trace`); TraceFormatError (a ValueError) when its content is
+    not a trace, OSError when it cannot be read. UTF-8 text, a leading byte-order mark
+    skipped (a file saved so by an editor loads, as the gateway's config does); a
+    compressed file is refused as one, naming its compression."""
+    with trace_text(path) as stream:
         try:
             header, records = iter_trace(stream, block_size)
             return header, list(records)

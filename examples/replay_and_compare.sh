@@ -9,8 +9,9 @@
 # MAX_INPUT_TOKENS (cut longer prompts to fit the model's context: replay --max-input-tokens).
 # Exit status: 0 when every request of both replays was answered; 1 when some failed (the
 # comparison is printed, then each policy's first error messages on stderr), or a gateway
-# did not start or exited (the last lines of its log on stderr); 2 for a bad TRACE or a
-# PORT already in use, before any gateway starts; else the status `stepahead replay`
+# did not start or exited (the last lines of its log on stderr); 2 for a bad TRACE, a PORT
+# that is no port number (1 to 65535) or one already in use, before any gateway starts (a bad
+# PORT before the workload is generated too); else the status `stepahead replay`
 # stopped with (3: the gateway stopped answering mid-replay).
 set -euo pipefail
 MODEL=${MODEL:-smollm2}
@@ -21,6 +22,11 @@ SPEED=${SPEED:-2}
 HOT_BLOCKS=${HOT_BLOCKS:-400}
 PORT=${PORT:-8765}
 MAX_INPUT_TOKENS=${MAX_INPUT_TOKENS:-}
+# a port number, checked before anything runs (at most 5 digits: no shell arithmetic overflow)
+if ! [[ "$PORT" =~ ^[0-9]{1,5}$ ]] || (( 10#$PORT < 1 || 10#$PORT > 65535 )); then
+  echo "replay_and_compare: PORT must be a port number from 1 to 65535, got '$PORT'" >&2; exit 2
+fi
+PORT=$((10#$PORT))   # 08765 is 8765, for curl and the gateway alike
 work=$(mktemp -d)
 trap 'kill "${server:-}" 2>/dev/null || true; rm -rf "$work"' EXIT
 

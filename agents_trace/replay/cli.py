@@ -1,8 +1,11 @@
 """`stepahead replay TRACE --base-url URL --api-key KEY [...]`.
 
-Every bad flag and an unreadable trace is one `error: ...` line and exit status 2,
-before anything connects; so is a gateway that cannot be reached (with `--model` too,
-checked once before the first request), and a `--model` its /v1/models does not list.
+Every bad flag (a `--base-url` that is no http(s) URL with a host among them) and an
+unreadable trace is one `error: ...` line and exit status 2, before anything connects; so
+is a trace whose replay would run longer than MAX_REPLAY_S at its `--speed` (a time in the
+wrong unit, most often: the replay would wait in silence), a gateway that cannot be
+reached (with `--model` too, checked once before the first request), and a `--model` its
+/v1/models does not list.
 An interrupted replay reports what ended, even nothing (zero counts: a script reading
 the `--json` line always gets one, once this command runs: a Ctrl+C while the trace is
 read too): Ctrl+C with exit status 130, a gateway that stopped
@@ -18,21 +21,25 @@ import asyncio
 import json
 import math
 import sys
+from urllib.parse import urlsplit
 
 import aiohttp
 
 from agents_trace.replay.report import build_report, format_table, late_send_warning
 from agents_trace.replay.prompts import DEFAULT_FIRST_TOKEN_ID, MIN_VOCAB_SIZE
-from agents_trace.replay.runner import GatewayUnreachable, ModelNotServed, NoModelListed, ReplayOptions, replay
+from agents_trace.replay.runner import (GatewayUnreachable, ModelNotServed, NoModelListed, ReplayOptions, last_due_s,
+                                        replay)
 from cache.trace_format import TraceFormatError, TraceHeader, TraceRecord, read_trace
+from cache.trace_input import STDIN_PATH
 
 MAX_TENANTS_NAMED = 10   # a warning names at most this many of the trace's tenants
 MAX_MODELS_NAMED = 10
 EXIT_GATEWAY_STOPPED = 3   # the gateway stopped answering mid-replay (docs/replay.md)
+MAX_REPLAY_S = 86_400.0   # a day: a replay due to run longer is refused (docs/replay.md)
 
 
 def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("trace", help="stepahead-trace/1 or Mooncake JSONL file")
+    parser.add_argument("trace", help=f"stepahead-trace/1 or Mooncake JSONL file ({STDIN_PATH}: stdin)")
     parser.add_argument("--base-url", required=True, help="gateway URL, e.g. http://127.0.0.1:8000")
     parser.add_argument("--api-key", required=True, help="key for tenants without --tenant-key")
     parser.add_argument("--tenant-key", action="append", default=[], metavar="TENANT=KEY",
@@ -55,7 +62,10 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def flag_error(args: argparse.Namespace) -> str | None:
-    """What is wrong with the numeric flags (None: nothing)."""
+    """What is wrong with `--base-url` or the numeric flags (None: nothing)."""
+    problem = base_url_problem(args.base_url)
+    if problem is not None:
+        return problem
     if not math.isfinite(args.speed) or args.speed <= 0:
         return f"--speed must be positive and finite, got {args.speed}"
     for flag, value in (("--concurrency", args.concurrency), ("--limit", args.limit),
@@ -67,6 +77,37 @@ def flag_error(args: argparse.Namespace) -> str | None:
         return f"--vocab-size must be at least {MIN_VOCAB_SIZE} (token ids are drawn from " \
                f"{DEFAULT_FIRST_TOKEN_ID} up to below it), got {args.vocab_size}"
     return None
+
+
+def base_url_problem(base_url: str) -> str | None:
+    """What keeps `base_url` from being a gateway's address (None: nothing): it must be
+    an http:// or https:// URL with a host, and a port, when it names one, from 1 to 65535."""
+    try:
+        url = urlsplit(base_url)
+        port = url.port
+    except ValueError as exc:   # a port that is not a number, or out of range; a broken IPv6 address
+        return f"--base-url must be an http:// or https:// URL, such as http://127.0.0.1:8000, got {base_url!r} " \
+               f"({exc})"
+    if url.scheme not in ("http", "https") or not url.hostname:
+        return f"--base-url must be an http:// or https:// URL with a host, such as http://127.0.0.1:8000, " \
+               f"got {base_url!r}"
+    if port is not None and not 1 <= port <= 65535:
+        return f"--base-url's port must be from 1 to 65535, got {base_url!r}"
+    return None
+
+
+def too_long_problem(records: list[TraceRecord], speed: float) -> str | None:
+    """Why a replay of `records` at `speed` is refused (None: it is not): its last request
+    is due over MAX_REPLAY_S after its first, even with every reply instant. Most often a
+    time in the wrong unit (one line in milliseconds among seconds), which would keep the
+    replay waiting, silent, for that long."""
+    due_s, index = last_due_s(records)
+    if due_s / speed <= MAX_REPLAY_S:
+        return None
+    return (f"the replay would run for at least {due_s / speed:g} s at --speed {speed:g}: its request {index + 1} "
+            f"of {len(records)} is due {due_s:g} s of trace time after the first, and a replay runs at most "
+            f"{MAX_REPLAY_S:,.0f} s (a day); if a time (a 't' or 'gap_s') is in the wrong unit, fix the trace, "
+            "else raise --speed or replay the requests before it (--limit)")
 
 
 def unknown_tenants_warning(tenant_keys: dict[str, str], records: list[TraceRecord]) -> str | None:
@@ -133,6 +174,10 @@ def _start(args: argparse.Namespace,
     if not records:
         print(f"error: {args.trace} holds no requests to replay", file=sys.stderr)
         return 2
+    problem = too_long_problem(records, args.speed)
+    if problem is not None:
+        print(f"error: {args.trace}: {problem}", file=sys.stderr)
+        return 2
     return header, records, ReplayOptions(
         base_url=args.base_url.rstrip("/").removesuffix("/v1"), api_key=args.api_key,
         tenant_keys=tenant_keys, model=args.model, speed=args.speed, concurrency=args.concurrency,
@@ -155,8 +200,9 @@ def _run(args: argparse.Namespace, header: TraceHeader, records: list[TraceRecor
               f"(its /v1/models lists: {shown or 'none'})", file=sys.stderr)
         return 2
     except (aiohttp.ClientError, asyncio.TimeoutError, NoModelListed) as exc:
-        print(f"error: cannot list the models of {options.base_url} (is the gateway up, and the key "
-              f"right? or pass --model): {type(exc).__name__}: {exc}", file=sys.stderr)
+        hint = "is the gateway up, and the key right?" + ("" if options.model else " or pass --model")
+        print(f"error: cannot list the models of {options.base_url} ({hint}): {type(exc).__name__}: {exc}",
+              file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # a second Ctrl+C while the first one's aborts ran
         print("stepahead replay: stopped", file=sys.stderr)

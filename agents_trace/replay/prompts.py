@@ -5,7 +5,9 @@ Block `i` of tenant `T` becomes `block_size` token ids drawn from a PRNG seeded 
 k * block_size tokens — and so their KV-cache prefix — and nothing else does. A partial
 last block takes the first tokens of its block's stream. Without hash ids, tokens are
 made deterministic from (tenant, session, position), so consecutive steps of one session
-extend each other.
+extend each other; a line with neither hash ids nor a session shares nothing, as the
+simulator reads it (cache/sim/requests.py): its tokens are drawn from its own place in the
+trace (its request index, and its `t`), so lines at equal times are different prompts.
 """
 from __future__ import annotations
 
@@ -40,17 +42,19 @@ class PromptBuilder:
         key = (tenant, hash_id)
         tokens = self._blocks.get(key)
         if tokens is None:
-            rng = random.Random(_seed("block", tenant, hash_id))
-            tokens = [rng.randrange(self.first_token_id, self.vocab_size) for _ in range(self.block_size)]
+            tokens = self._drawn(self.block_size, "block", tenant, hash_id)
             self._blocks[key] = tokens
         return tokens
 
-    def _session_tokens(self, tenant: str, session: str, num_tokens: int) -> list[int]:
-        rng = random.Random(_seed("session", tenant, session))
+    def _drawn(self, num_tokens: int, *seed_parts: object) -> list[int]:
+        """`num_tokens` token ids from the stream seeded by `seed_parts` (its first ones)."""
+        rng = random.Random(_seed(*seed_parts))
         return [rng.randrange(self.first_token_id, self.vocab_size) for _ in range(num_tokens)]
 
-    def prompt(self, record: TraceRecord) -> list[int]:
-        """The token ids of `record`'s prompt (cut to max_input_tokens, keeping the head)."""
+    def prompt(self, record: TraceRecord, request_index: int | None = None) -> list[int]:
+        """The token ids of `record`'s prompt (cut to max_input_tokens, keeping the head).
+        `request_index`, the record's place in the trace (0 for its first request), is
+        needed for a record with neither `hash_ids` nor a session: its tokens are its own."""
         num_tokens = record.input_tokens
         if self.max_input_tokens is not None:
             num_tokens = min(num_tokens, self.max_input_tokens)
@@ -62,5 +66,8 @@ class PromptBuilder:
                     break
                 tokens.extend(self._block(record.tenant, hash_id))
             return tokens[:num_tokens]
-        session = record.session or f"t{record.t}"
-        return self._session_tokens(record.tenant, session, num_tokens)
+        if record.session is not None:
+            return self._drawn(num_tokens, "session", record.tenant, record.session)
+        if request_index is None:
+            raise ValueError("a record with neither hash_ids nor a session needs its request_index")
+        return self._drawn(num_tokens, "request", record.tenant, request_index, record.t)

@@ -60,19 +60,36 @@ class ReplayOptions:
         return self.tenant_keys.get(tenant, self.api_key)
 
 
-def group_sessions(records: list[TraceRecord]) -> list[list[TraceRecord]]:
-    """Records grouped into sessions in order; a record without session is its own group."""
-    sessions: dict[tuple[str, str], list[TraceRecord]] = defaultdict(list)
-    groups: list[list[TraceRecord]] = []
-    for record in records:
+def group_sessions(records: list[TraceRecord]) -> list[list[tuple[int, TraceRecord]]]:
+    """Records, each with its index in `records`, grouped into sessions in order; a record
+    without session is its own group."""
+    sessions: dict[tuple[str, str], list[tuple[int, TraceRecord]]] = defaultdict(list)
+    groups: list[list[tuple[int, TraceRecord]]] = []
+    for index, record in enumerate(records):
         if record.session is None:
-            groups.append([record])
+            groups.append([(index, record)])
             continue
         key = (record.tenant, record.session)
         if key not in sessions:
             groups.append(sessions[key])
-        sessions[key].append(record)
+        sessions[key].append((index, record))
     return groups
+
+
+def last_due_s(records: list[TraceRecord]) -> tuple[float, int]:
+    """When the replay's last request is due at speed 1, in seconds from its start, were
+    every reply instant (so the least time the replay takes; divide by the speed), and
+    that request's index: a session's first step is due at its trace time, each later
+    step `step_wait_s` after the one before, a line without session at its trace time."""
+    trace_start_s = min((record.t for record in records), default=0.0)
+    last = (0.0, 0)
+    for group in group_sessions(records):
+        due_s, previous = 0.0, None
+        for index, record in group:
+            due_s = record.t - trace_start_s if previous is None else due_s + step_wait_s(record, previous, 1.0)
+            last = max(last, (due_s, index))
+            previous = record
+    return last
 
 
 class NoModelListed(RuntimeError):
@@ -93,11 +110,13 @@ async def check_model(session: aiohttp.ClientSession, base_url: str, api_key: st
     `--model` and a wrong port stops at once rather than pacing the whole trace through
     connection errors; ModelNotServed when it lists models and `model` is not one of them
     (every request would get a 404). Any other answer passes: a wrong key shows as each
-    request's error, as without this check."""
+    request's error, as without this check. A URL aiohttp finds invalid is
+    GatewayUnreachable too (cli.py refuses a malformed one first). NOTE: aiohttp's
+    InvalidURL is a ValueError, which must not pass as a body that is not JSON."""
     try:
         async with session.get(f"{base_url}/v1/models", headers={"Authorization": f"Bearer {api_key}"}) as response:
             listed = await response.json(content_type=None) if response.status == 200 else None
-    except (aiohttp.ClientConnectionError, asyncio.TimeoutError) as exc:
+    except (aiohttp.ClientConnectionError, aiohttp.InvalidURL, asyncio.TimeoutError) as exc:
         raise GatewayUnreachable(f"{type(exc).__name__}: {exc}") from None
     except ValueError:   # not JSON: not an OpenAI model list, nothing to check against
         return
@@ -133,11 +152,13 @@ def step_hint(record: TraceRecord) -> dict | None:
     return hint or None
 
 
-def _body(record: TraceRecord, prompts: PromptBuilder, options: ReplayOptions, model: str) -> tuple[str, dict]:
+def _body(record: TraceRecord, prompts: PromptBuilder, options: ReplayOptions, model: str,
+          request_index: int | None = None) -> tuple[str, dict]:
     """The request a line becomes: its `messages` over chat, with its `tools` and
     `tool_choice` (they are part of the prompt the model read), else a token-id prompt of
-    its length over completions. `max_input_tokens` cuts either, keeping the head
-    (chat_cut.py for messages)."""
+    its length over completions (`request_index`: the line's place in the trace, which
+    a line with neither hash ids nor session draws its tokens from: prompts.py).
+    `max_input_tokens` cuts either, keeping the head (chat_cut.py for messages)."""
     max_tokens = max(1, record.output_tokens)
     if options.max_output_tokens is not None:
         max_tokens = min(max_tokens, options.max_output_tokens)
@@ -155,7 +176,7 @@ def _body(record: TraceRecord, prompts: PromptBuilder, options: ReplayOptions, m
         if record.tool_choice is not None:
             chat["tool_choice"] = record.tool_choice
         return "/v1/chat/completions", chat
-    return "/v1/completions", dict(common, prompt=prompts.prompt(record), ignore_eos=True)
+    return "/v1/completions", dict(common, prompt=prompts.prompt(record, request_index), ignore_eos=True)
 
 
 @dataclass(slots=True)
@@ -212,23 +233,23 @@ async def replay(records: list[TraceRecord], header: TraceHeader, options: Repla
     return ReplayOutcome(results, time.perf_counter() - origin, interrupted, len(records), stopped)
 
 
-async def _run_groups(client: aiohttp.ClientSession, groups: list[list[TraceRecord]], model: str,
+async def _run_groups(client: aiohttp.ClientSession, groups: list[list[tuple[int, TraceRecord]]], model: str,
                       prompts: PromptBuilder, options: ReplayOptions, base_url: str, origin: float,
                       results: list[RequestResult], progress, watch: GatewayWatch) -> None:
     """Every group's requests, each session's steps in order; appends to `results`.
     GatewayStopped from `watch` aborts the other groups and propagates."""
     gate = asyncio.Semaphore(max(1, options.concurrency))
-    trace_start_s = min((group[0].t for group in groups), default=0.0)
+    trace_start_s = min((group[0][1].t for group in groups), default=0.0)
 
-    async def run_group(group: list[TraceRecord]) -> None:
-        due = origin + (group[0].t - trace_start_s) / options.speed   # when the next request is due
+    async def run_group(group: list[tuple[int, TraceRecord]]) -> None:
+        due = origin + (group[0][1].t - trace_start_s) / options.speed   # when the next request is due
         previous: TraceRecord | None = None
         ended = origin   # when the previous step's response ended
-        for step_index, record in enumerate(group):
+        for step_index, (request_index, record) in enumerate(group):
             if previous is not None:
                 due = ended + step_wait_s(record, previous, options.speed)
             await asyncio.sleep(max(0.0, due - time.perf_counter()))
-            path, body = _body(record, prompts, options, model)
+            path, body = _body(record, prompts, options, model, request_index)
             headers = {"Authorization": f"Bearer {options.key_for(record.tenant)}"}
             if record.session is not None:   # encoded as the gateway's answers are: any id, exactly
                 headers["x-session-id"] = encode_header_id(record.session + options.session_suffix)

@@ -3,8 +3,8 @@
     python -m cache.sim --trace FILE --hot-blocks N [--host-blocks M]
         [--policy lru|predictive|ttl|kvflow|belady] [--block-size B] [--measure-from-frac F] --json
 
-Reads a `stepahead-trace/1` or Mooncake trace (through `cache.trace_format`), replays it
-(replay.py) and prints `{"policy", "hot_blocks", "host_blocks", "requests",
+Reads a `stepahead-trace/1` or Mooncake trace (through `cache.trace_format`; `--trace -`
+reads stdin), replays it (replay.py) and prints `{"policy", "hot_blocks", "host_blocks", "requests",
 "block_hit_rate", "token_hit_rate", "host_hit_rate", "sim_ttft_p50_s", "sim_ttft_p99_s",
 "prefetch_used_frac", "wall_s", ...}`. `wall_s` covers reading the trace and the replay.
 `--calibration` picks the engine dtype the costs were measured in, and every cost
@@ -32,7 +32,9 @@ Every flag is checked before the trace is read, as argparse does (one line, exit
 times and costs are finite and >= 0, `--copy-bytes-per-s` > 0, `--measure-from-frac` in
 [0, 1), each tier at most MAX_BLOCKS blocks (its slots are allocated up front), and a
 `--plot` that cannot be written, or in a format matplotlib does not write, is refused
-before the runs, not after them: with one run as with several.
+before the runs, not after them: with one run as with several. A trace that a policy
+which ticks would tick over MAX_TICKS times (`too_many_ticks`: most often a time in the
+wrong unit) is one `error:` line naming its span and longest pause, and exit 2.
 
 Ctrl+C stops it with one line on stderr and exit status 130, no traceback: a sweep first
 prints the runs that finished (their table; with `--json` their lines are out already).
@@ -49,15 +51,17 @@ from pathlib import Path
 from tqdm import tqdm
 
 from cache.cli_args import finite_float, integer, non_negative_float, non_negative_int, positive_float
+from cache.sim import INTERRUPTED_EXIT
 from cache.sim.cost_model import CALIBRATIONS, COPY_BYTES_PER_S, DEFAULT_CALIBRATION, CostModel
 from cache.sim.replay import POLICY_NAMES, UNFORECAST_POLICIES, SimConfig, replay, split_index
-from cache.sim.requests import to_sim_requests
+from cache.sim.requests import SimRequest, to_sim_requests
 from cache.sim.sweep import comparison_rows, comparison_table, plot_policies, plot_problem
 from cache.trace_format import MAX_TOKENS_PER_CALL, BlockSizeConflict, TraceFormatError, read_trace
+from cache.trace_input import STDIN_PATH
 
 MAX_BLOCKS = 10_000_000   # per tier: a pool's slots take ~50 bytes each (0.5 GB), more than any real cache
 MAX_TICKS = 10_000_000   # policy ticks over a trace: each is a pass of the policy's upkeep
-INTERRUPTED_EXIT = 128 + 2   # 128 + SIGINT, what a shell reports for a command stopped by Ctrl+C
+DEFAULT_TICK_INTERVAL_S = 0.25
 AT_MOST_BLOCKS = f"at most {MAX_BLOCKS:,} (each block's slot costs memory, about 50 bytes)"
 
 
@@ -68,7 +72,8 @@ class SimulatedTimesOverflow(ArithmeticError):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m cache.sim", description="replay a trace through a cache policy")
-    parser.add_argument("--trace", required=True, help="stepahead-trace/1 or Mooncake JSONL file")
+    parser.add_argument("--trace", required=True,
+                        help=f"stepahead-trace/1 or Mooncake JSONL file ({STDIN_PATH}: stdin)")
     parser.add_argument("--hot-blocks", type=_sizes, required=True,
                         help=f"HOT tier blocks (at most {MAX_BLOCKS:,}); several, comma-separated, for a sweep")
     parser.add_argument("--host-blocks", type=_host_blocks, default=0,
@@ -81,9 +86,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "whose header names another block size is refused")
     parser.add_argument("--measure-from-frac", type=_fraction, default=0.0,
                         help="requests before this fraction, in [0, 1), only warm up (not counted)")
-    parser.add_argument("--tick-interval-s", type=non_negative_float, default=0.25,
+    parser.add_argument("--tick-interval-s", type=non_negative_float, default=None,   # None: not passed
                         help="trace seconds between the policy's ticks (re-plans, prefetches; 0: none; lru and "
-                             "belady never tick; default %(default)s)")
+                             f"belady never tick; default {DEFAULT_TICK_INTERVAL_S:g})")
     parser.add_argument("--calibration", choices=list(CALIBRATIONS), default=DEFAULT_CALIBRATION,
                         help="the engine dtype whose measured costs set the three constants below "
                              "(cost_model.py; default: %(default)s)")
@@ -153,6 +158,41 @@ def _policies(text: str) -> tuple[str, ...]:
     return names
 
 
+def too_many_ticks(requests: list[SimRequest], tick_interval_s: float) -> tuple[str, float] | None:
+    """None when ticks every `tick_interval_s` (0: none) over the trace's span are at most
+    MAX_TICKS; else the trace's span and its longest pause in words (that pause is the
+    likely culprit of an absurd span: a time in the wrong unit), and the least interval
+    that fits. Every time with %g: a span of 1e300 s is no 300-digit number."""
+    times = [request.t_s for request in requests]
+    span_s = times[-1] - times[0]   # the reader keeps arrivals in order
+    if tick_interval_s <= 0 or span_s / tick_interval_s <= MAX_TICKS:
+        return None
+    after = max(range(1, len(times)), key=lambda i: times[i] - times[i - 1])   # the first of equal pauses
+    pause_s = times[after] - times[after - 1]
+    return (f"its requests span {span_s:g} s, its longest pause {pause_s:g} s (before request {after + 1} of "
+            f"{len(times)}, at t = {times[after]:g} s)"), span_s / MAX_TICKS
+
+
+def _tick_problem(parser: argparse.ArgumentParser, args: argparse.Namespace, requests: list[SimRequest],
+                  interval_s: float) -> str | None:
+    """The error line for a trace that a policy which ticks would tick too often over
+    (None: no such problem). A `--tick-interval-s` passed makes it a usage error of that
+    flag, as argparse words one (it exits 2); at the default, the trace is at fault, so its
+    times lead and the flag is named as a way out, not as what was wrong."""
+    if all(policy in UNFORECAST_POLICIES for policy in args.policy):   # lru and belady never tick
+        return None
+    found = too_many_ticks(requests, interval_s)
+    if found is None:
+        return None
+    trace, least_s = found
+    if args.tick_interval_s is not None:
+        parser.error(f"argument --tick-interval-s: {interval_s:g} s makes over {MAX_TICKS:,} ticks over this trace: "
+                     f"{trace} (at least {least_s:.3g} s, or 0 for none)")
+    return (f"error: {args.trace}: {trace}: a policy that ticks, every {interval_s:g} s by default, would tick over "
+            f"{MAX_TICKS:,} times; if a time is in the wrong unit, fix the trace, else pass --tick-interval-s "
+            f"{least_s:.3g} or more (0: no ticks)")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -184,15 +224,15 @@ def main(argv: list[str] | None = None) -> int:
         host_to_hot_s_per_block=args.host_to_hot_s_per_block,
     )
     requests = to_sim_requests(records, block_size)
-    span_s = max(request.t_s for request in requests) - min(request.t_s for request in requests)
-    ticking = any(policy not in UNFORECAST_POLICIES for policy in args.policy)   # lru and belady never tick
-    if ticking and args.tick_interval_s > 0 and span_s / args.tick_interval_s > MAX_TICKS:
-        parser.error(f"argument --tick-interval-s: {args.tick_interval_s:g} s makes over {MAX_TICKS:,} ticks "
-                     f"over this trace's {span_s:,.0f} s (at least {span_s / MAX_TICKS:.3g} s, or 0 for none)")
+    tick_interval_s = DEFAULT_TICK_INTERVAL_S if args.tick_interval_s is None else args.tick_interval_s
+    problem = _tick_problem(parser, args, requests, tick_interval_s)
+    if problem is not None:
+        print(problem, file=sys.stderr)
+        return 2
 
     def run(policy: str, hot_blocks: int) -> dict:
         config = SimConfig(num_hot_blocks=hot_blocks, num_host_blocks=args.host_blocks, policy=policy,
-                           block_size=block_size, cost=cost, tick_interval_s=args.tick_interval_s,
+                           block_size=block_size, cost=cost, tick_interval_s=tick_interval_s,
                            measure_from=split_index(len(requests), args.measure_from_frac),
                            flex_first=args.flex_first)
         result = replay(requests, config).to_json()

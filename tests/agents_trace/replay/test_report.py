@@ -78,4 +78,4 @@ def test_group_sessions_keeps_order_and_splits_sessionless():
                TraceRecord(2, 1, 1, tenant="a", session="x"), TraceRecord(3, 1, 1, tenant="b", session="x")]
     groups = group_sessions(records)
     assert [len(g) for g in groups] == [2, 1, 1]
-    assert groups[0][1].t == 2
+    assert groups[0][1] == (2, records[2]) and groups[1] == [(1, records[1])]   # each with its index

@@ -40,3 +40,15 @@ def test_max_input_tokens_cuts_a_chat_line_as_it_cuts_a_token_id_line():
     assert body["messages"][0] == messages[0] and len(body["messages"][1]["content"]) < 1000
     _, body = _body(TraceRecord(0.0, 2000, 2, session="s", hash_ids=list(range(500))), prompts, options, "tiny")
     assert len(body["prompt"]) == 100
+
+
+def test_last_due_follows_each_sessions_waits_and_each_open_lines_time():
+    from agents_trace.replay.runner import last_due_s
+
+    records = [TraceRecord(100.0, 4, 1, session="a"), TraceRecord(101.0, 4, 1),
+               TraceRecord(102.0, 4, 1, session="a", gap_s=50.0), TraceRecord(130.0, 4, 1)]
+    assert last_due_s(records) == (50.0, 2)   # the session's step waits its gap_s after the one before
+    records[2].gap_s = None
+    assert last_due_s(records) == (30.0, 3)   # then t - previous t (2 s): the open line at 130 s is last
+    records[2].gap_s = 1e300   # a gap in the wrong unit
+    assert last_due_s(records) == (1e300, 2)
