@@ -126,13 +126,22 @@ ChatEvent = TextDelta | ToolCallDelta | RefusalDelta | Finished
 @dataclass(slots=True)
 class GeneratedTokens:
     """What a request's local runs did, for a reply cut short (its client left), which has
-    no usage: the tokens they generated (`num`, added as each run ends, its cut ones too),
-    the worker the first run to start ran on, and the prompt tokens each prompt's first run
-    found cached, summed as `merged_usage` counts them (both from a run's first event; None
+    no usage: the tokens they generated, as the reply read them (`num`, added as each run
+    ends, its cut ones too) and as the engine queued them for it (`num_sent`: those read
+    and those still waiting unread when the reply stopped reading, `LocalEngine.num_generated`;
+    at least `num` where every run adds to both), `num_generated` the larger; the worker
+    the first run to start ran on, and the prompt tokens each prompt's first run found
+    cached, summed as `merged_usage` counts them (both from a run's first event; None
     before any). One object for the copies of a request's `Prepared` (its choices' runs)."""
     num: int = 0
     worker: str | None = None
     num_cached_tokens: int | None = None
+    num_sent: int = 0
+
+    @property
+    def num_generated(self) -> int:
+        """The tokens the workers generated for the request, read by its reply or not."""
+        return max(self.num, self.num_sent)
 
     def run_started(self, worker: str, num_cached_tokens: int, *, is_prompt_head: bool) -> None:
         """A run's first event: `worker` it runs on, `num_cached_tokens` of its prompt found
@@ -193,12 +202,14 @@ class Prepared:
     def usage_so_far(self) -> Usage:
         """The usage of a request cut short, which has none of its own, as far as it is
         known: the prompt (0 where `num_prompt_tokens` is an upstream's estimate), the
-        tokens its local runs generated and the prompt tokens they found cached (0 before
-        any run's first event). What its traced step, its metrics and a cancelled
-        background response say it used."""
+        tokens its local runs generated (`GeneratedTokens.num_generated`: those its reply
+        never read too, the worker did them) and the prompt tokens they found cached (0
+        before any run's first event). What its tenant is charged, and its traced step,
+        its metrics and a cancelled background response say it used."""
         generated = self.generated
         return Usage(num_prompt_tokens=self.num_prompt_tokens if self.prompt_is_counted else 0,
-                     num_completion_tokens=generated.num, num_cached_tokens=generated.num_cached_tokens or 0)
+                     num_completion_tokens=generated.num_generated,
+                     num_cached_tokens=generated.num_cached_tokens or 0)
 
 
 class WithoutWorkers:

@@ -6,7 +6,8 @@ Invariants:
   first);
 - a request that did not finish (no `Finished`: its client left, or it failed) is charged
   what its token metrics count (`unfinished_usage`, the rule in one place), and counts no
-  success: a local run's counts once one started (what its traced step records); an
+  success: a local run's counts once one started (what its traced step records: the
+  tokens its workers generated, those its engine stream held unread included); an
   upstream's prompt estimate for each call it started and a token for each delta it was
   sent (the upstream's own counts never came); nothing when its model did no work: not
   admitted, or failed before its first event with an answer that says so (`did_no_work`:
@@ -254,8 +255,9 @@ class Exchange:
         """What a request that did not finish used, as its tenant is charged (but for a cut
         at shutdown, charged nothing) and its token metrics count it, with the worker they
         name: a local run's counts once one started (its first event named its worker: the
-        prompt, the tokens generated and found cached until then, as its traced step
-        records them, `gateway.tracing.end_step`); None when its model did no work (never
+        prompt, the tokens generated until then, read by the reply or not, and those found
+        cached, as its traced step records them, `gateway.tracing.end_step`:
+        `Prepared.usage_so_far`); None when its model did no work (never
         admitted, or failed before its first event with an error that says so:
         `did_no_work`); an upstream's prompt estimate for each call it started and one
         token for each delta it was sent, on worker "upstream"; a local request no run of
@@ -275,7 +277,7 @@ class Exchange:
             return "The client closed the connection while the request waited for its tenant's turn."
         if self.first_event_s is None:
             return "The client closed the connection before the model's first token."
-        num_tokens = self.prepared.generated.num   # local runs only: an upstream's count is unknown here
+        num_tokens = self.prepared.generated.num_generated   # local runs only: an upstream's is unknown here
         tokens = f", {num_tokens} output tokens generated" if num_tokens else ""
         if self.is_streamed:
             return f"The client closed the connection while the reply was streaming{tokens}."

@@ -2,25 +2,30 @@
 
 Invariants (the engine's streams and errors: gateway/engine_streams.py): usage counts
 every token the workers sent for the request, across the several short generations of a
-forced tool call (one stopped early counts what it sent); a forced call never exceeds the
-request's `max_tokens` in total; a forced or structured reply abandoned midway (its
-client gone) stops every generation it was reading (`Continuations.close`); a schema too
-large to write (`json_smallest.SchemaTooLarge`) is a 400 naming the parameter it came from.
+forced tool call (one stopped early counts what it sent); a free reply cut midway (its
+client gone) also counts, in `GeneratedTokens.num_sent`, the tokens its engine stream
+still held unread (`LocalEngine.num_generated`, asked before the stream closes); a forced
+call never exceeds the request's `max_tokens` in total; a forced or structured reply
+abandoned midway stops every generation it was reading (`Continuations.close`); a reply
+its client read too slowly (the engine cut it: `shards.engine_streams.READ_TOO_SLOWLY`)
+fails as one whose client left (499), saying so; a schema too large to write
+(`json_smallest.SchemaTooLarge`) is a 400 naming the parameter it came from.
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+from shards.engine_streams import MAX_UNREAD_TOKENS, READ_TOO_SLOWLY
 from shards.protocol import FinishEvent, TokenEvent, TokenLogprob, WorkItem
 
 from gateway.backend import ChatEvent, Finished, Prepared, TextDelta, TokenChoice, ToolCallDelta, Usage
 from gateway.engine_streams import Continuations, engine_events
 from gateway.choices import queue_room
 from gateway.collected import reply_finish_reason
+from gateway.errors import ApiError
 from gateway.ids import new_tool_call_id
 from gateway.token_text import token_choices
 from gateway.tool_calls import CallPiece, ToolCallStreamParser
@@ -30,6 +35,7 @@ from gateway.tool_forcing import (CALL_OPEN, call_head, choose_tool_name, forced
                                   held_to_schema)
 
 MAX_NAME_TOKENS = 16
+READ_TOO_SLOWLY_STATUS = 499   # counted as a client that left (gateway.exchange.CLIENT_CLOSED_STATUS)
 
 
 @dataclass(slots=True)
@@ -68,6 +74,25 @@ def schema_param(call: LocalCall, schema: dict | None) -> str | None:
         if schema is not None and schema is tool_schema:
             return f"tools[{index}].function.parameters"
     return None
+
+
+def read_too_slowly(engine) -> ApiError:
+    """What a reply ends with when the engine cut it because its client stopped reading
+    (`READ_TOO_SLOWLY`; the engine's error would say its worker failed): a 499, counted
+    as a client that left."""
+    bound = getattr(engine, "max_unread_tokens", MAX_UNREAD_TOKENS)
+    return ApiError(READ_TOO_SLOWLY_STATUS, f"The client read this stream too slowly: more than {bound} tokens "
+                    "waited unread, so the model stopped generating the reply.", "invalid_request_error",
+                    READ_TOO_SLOWLY)
+
+
+def _num_sent(engine, request_id: str, num_read: int) -> int:
+    """The tokens the engine queued for a run, read or not (`LocalEngine.num_generated`,
+    asked while its stream is open); `num_read` where it has no count (a stream that ended
+    was read to its end)."""
+    num_generated = getattr(engine, "num_generated", None)
+    num_sent = num_generated(request_id) if num_generated is not None else None
+    return max(num_read, num_sent or 0)
 
 
 def _finished(event: FinishEvent, finish_reason: str | None = None, block_size: int = 1) -> Finished:
@@ -129,56 +154,64 @@ async def run_free(engine, prepared: Prepared, call: LocalCall) -> AsyncIterator
     scored: list[TokenChoice] = []  # log probabilities of tokens whose text is still held back
     scored_sent = False   # a delta carried log probabilities: the reply has its (maybe empty) list
     echo_text = call.echo_text
+    events = engine_events(engine, item)
     try:
-        async with contextlib.aclosing(engine_events(engine, item)) as events:
-            async for event in events:
-                if echo_text is not None:  # with the first real event, so TTFT stays true
-                    prompt_scores = event.prompt_logprobs if isinstance(event, TokenEvent) else None
-                    echoed = prompt_choices(engine.tokenizer, call.prompt_token_ids, prompt_scores)
-                    scored_sent = echoed is not None
-                    yield TextDelta(echo_text, echoed)
-                    echo_text = None
-                if isinstance(event, TokenEvent):
-                    num_tokens += len(event.token_ids)
-                    if first is None and event.worker_id is not None:
-                        first = (event.worker_id, event.num_cached_tokens, time.perf_counter() - started_s)
-                        prepared.generated.run_started(   # for a reply cut before its end
-                            event.worker_id, min(event.num_cached_tokens or 0, len(call.prompt_token_ids)),
-                            is_prompt_head=prepared.is_prompt_head)
-                    if event.logprobs:
-                        scored.extend(token_choices(engine.tokenizer, event.logprobs, generated=True))
-                    if not event.text:
-                        continue
-                    if parser is None:
-                        scored_sent = scored_sent or bool(scored)
-                        yield TextDelta(event.text, scored or None)
-                        scored = []
-                        continue
-                    for out in await convert(parser.feed(event.text)):
+        async for event in events:
+            if echo_text is not None:  # with the first real event, so TTFT stays true
+                prompt_scores = event.prompt_logprobs if isinstance(event, TokenEvent) else None
+                echoed = prompt_choices(engine.tokenizer, call.prompt_token_ids, prompt_scores)
+                scored_sent = echoed is not None
+                yield TextDelta(echo_text, echoed)
+                echo_text = None
+            if isinstance(event, TokenEvent):
+                num_tokens += len(event.token_ids)
+                if first is None and event.worker_id is not None:
+                    first = (event.worker_id, event.num_cached_tokens, time.perf_counter() - started_s)
+                    prepared.generated.run_started(   # for a reply cut before its end
+                        event.worker_id, min(event.num_cached_tokens or 0, len(call.prompt_token_ids)),
+                        is_prompt_head=prepared.is_prompt_head)
+                if event.logprobs:
+                    scored.extend(token_choices(engine.tokenizer, event.logprobs, generated=True))
+                if not event.text:
+                    continue
+                if parser is None:
+                    scored_sent = scored_sent or bool(scored)
+                    yield TextDelta(event.text, scored or None)
+                    scored = []
+                    continue
+                for out in await convert(parser.feed(event.text)):
+                    yield out
+                spent = num_tokens + (repairs.usage.num_completion_tokens if repairs is not None else 0)
+                if repairs is not None and spent >= call.sampling.max_tokens:
+                    for out in await convert(parser.finish()):   # the budget is spent: the reply ends here
                         yield out
-                    spent = num_tokens + (repairs.usage.num_completion_tokens if repairs is not None else 0)
-                    if repairs is not None and spent >= call.sampling.max_tokens:
-                        for out in await convert(parser.finish()):   # the budget is spent: the reply ends here
-                            yield out
-                        yield _cut_short(call, spent, first)
-                        return
-                else:
-                    for out in await convert(parser.finish() if parser is not None else []):
-                        yield out
-                    # asked for log probabilities, a reply with no token of text gets an empty list, not none
-                    if parser is None and (scored or (call.sampling.logprobs is not None and not scored_sent)):
-                        yield TextDelta("", scored)
-                    finished = _finished(event, reply_finish_reason(event.finish_reason, num_calls > 0),
-                                         getattr(getattr(engine, "config", None), "block_size", 1))
-                    if repairs is not None:
-                        finished.usage.num_completion_tokens += repairs.usage.num_completion_tokens
-                    yield finished
+                    yield _cut_short(call, spent, first)
+                    return
+            else:
+                for out in await convert(parser.finish() if parser is not None else []):
+                    yield out
+                # asked for log probabilities, a reply with no token of text gets an empty list, not none
+                if parser is None and (scored or (call.sampling.logprobs is not None and not scored_sent)):
+                    yield TextDelta("", scored)
+                finished = _finished(event, reply_finish_reason(event.finish_reason, num_calls > 0),
+                                     getattr(getattr(engine, "config", None), "block_size", 1))
+                if repairs is not None:
+                    finished.usage.num_completion_tokens += repairs.usage.num_completion_tokens
+                yield finished
     except SchemaTooLarge as error:   # named for the parameter its schema came from
         raise error.named(schema_param(call, error.schema)) from None
+    except ApiError as error:
+        if error.code != READ_TOO_SLOWLY:
+            raise
+        raise read_too_slowly(engine) from None
     finally:
+        num_sent = _num_sent(engine, item.request_id, num_tokens)   # before the close: the engine forgets it
+        await events.aclose()
         if repairs is not None:
             await repairs.close()
-        prepared.generated.num += num_tokens + (repairs.usage.num_completion_tokens if repairs is not None else 0)
+        num_repairs = repairs.usage.num_completion_tokens if repairs is not None else 0
+        prepared.generated.num += num_tokens + num_repairs
+        prepared.generated.num_sent += num_sent + num_repairs
 
 
 def prompt_choices(tokenizer, prompt_ids: list[int], scores: list[TokenLogprob] | None) -> list[TokenChoice] | None:
@@ -218,9 +251,14 @@ async def run_forced(engine, prepared: Prepared, call: LocalCall) -> AsyncIterat
         yield generate.finished("tool_calls")
     except SchemaTooLarge as error:   # named for the parameter its schema came from
         raise error.named(schema_param(call, error.schema)) from None
+    except ApiError as error:
+        if error.code != READ_TOO_SLOWLY:
+            raise
+        raise read_too_slowly(engine) from None
     finally:
         await generate.close()
         prepared.generated.num += generate.usage.num_completion_tokens
+        prepared.generated.num_sent += generate.usage.num_completion_tokens
 
 
 async def run_structured(engine, prepared: Prepared, call: LocalCall) -> AsyncIterator[ChatEvent]:
@@ -242,6 +280,11 @@ async def run_structured(engine, prepared: Prepared, call: LocalCall) -> AsyncIt
         yield generate.finished("stop")
     except SchemaTooLarge as error:   # named for the parameter its schema came from
         raise error.named(schema_param(call, error.schema)) from None
+    except ApiError as error:
+        if error.code != READ_TOO_SLOWLY:
+            raise
+        raise read_too_slowly(engine) from None
     finally:
         await generate.close()
         prepared.generated.num += generate.usage.num_completion_tokens
+        prepared.generated.num_sent += generate.usage.num_completion_tokens

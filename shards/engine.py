@@ -8,7 +8,8 @@ health-checks, fences and restarts workers. The decision logic lives in pure obj
 the reader threads and the asyncio streams, all under one lock. Parts live in files of
 their own, as base classes: the start and its cancellation (`shards.engine_start`), what
 the engine reports (`shards.engine_reports`), what it does with each worker's messages and
-exit (`shards.engine_messages`), and changing the tenants' shares (`shards.engine_tenants`).
+exit (`shards.engine_messages`), changing the tenants' shares (`shards.engine_tenants`), and
+each request's stream of events (`shards.engine_streams`).
 
 Invariants:
 - every request ends with exactly one terminal event (FinishEvent or ErrorEvent): a
@@ -19,7 +20,9 @@ Invariants:
 - a sampled request without a seed is given a random one (`WorkItem.seeded`), so a
   stream resumed on another worker draws what its uncut run would have drawn;
 - closing the generator early (client gone) cancels the request on its worker, which
-  releases its blocks;
+  releases its blocks; so does a reader that leaves `max_unread_tokens` unread (it
+  stopped reading): what was queued is still read, then an ErrorEvent says why
+  (shards/engine_streams.py); `num_generated` counts a request's tokens, read or not;
 - messages from a fenced worker incarnation are ignored, and nothing is sent to it.
 """
 from __future__ import annotations
@@ -41,6 +44,7 @@ from shards.engine_options import check_engine_options
 from shards.engine_reports import EngineReports
 from shards.engine_messages import EngineMessages, unlink_segments
 from shards.engine_start import WORKER_START_TIMEOUT_S, EngineStart, EngineStartError
+from shards.engine_streams import EngineStreams, RequestStream
 from shards.engine_tenants import EngineTenants
 from shards.protocol import (ApplyForecast, CostProfile, EngineEvent, ErrorEvent, FinishEvent, Ping, Shutdown,
                              WorkerStats, WorkItem)
@@ -58,7 +62,7 @@ RESERVATION_QUANTILE = 0.9
 RESERVATION_SLACK_S = 2.0
 
 
-class LocalEngine(EngineStart, EngineReports, EngineTenants, EngineMessages):
+class LocalEngine(EngineStart, EngineReports, EngineTenants, EngineMessages, EngineStreams):
     """One model on `num_workers` workers. Besides the model and cache sizes:
 
     - `transport`: "local" (processes, default) or "ray" (actors; `transport_options`
@@ -167,7 +171,7 @@ class LocalEngine(EngineStart, EngineReports, EngineTenants, EngineMessages):
         self._probed_costs: dict[str, CostProfile] = {}  # worker id -> its first incarnation's probe
         self._reuse_probed_costs = reuse_probed_costs
         self.cost_probe = "pending"   # "probed" at this start, or "reused" from an earlier one
-        self._streams: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Queue]] = {}
+        self._streams: dict[str, tuple[asyncio.AbstractEventLoop, RequestStream]] = {}
         self._salts: dict[str, bytes] = {}
         self._session_hashes = SessionHashes(block_size)
         self._nonces = itertools.count()
@@ -243,7 +247,7 @@ class LocalEngine(EngineStart, EngineReports, EngineTenants, EngineMessages):
         return self._session_hashes.hashes(item.tenant, item.session, item.prompt_token_ids, salt)
 
     async def generate(self, item: WorkItem) -> AsyncIterator[EngineEvent]:
-        stream: asyncio.Queue = asyncio.Queue()
+        stream = RequestStream(item.request_id, self.max_unread_tokens, self._cut_unread)
         item = item.seeded(self._seeds.getrandbits(63))   # a sampled stream resumed elsewhere goes on as it would have
         item.enqueued_at_s = time.time()
         hashes = self._hashes(item)
