@@ -14,7 +14,8 @@ from python_multipart.multipart import parse_options_header
 
 @dataclass(slots=True)
 class CloseDelimiterWatch:
-    """Invariant: `seen` once the close delimiter appeared anywhere in the pieces fed."""
+    """Invariant: `seen` once the close delimiter (after a line break) appeared anywhere in
+    the pieces fed."""
     delimiter: bytes
     seen: bool = False
     tail: bytes = b""   # the last len(delimiter) - 1 bytes fed, while not `seen`
@@ -22,9 +23,11 @@ class CloseDelimiterWatch:
     @classmethod
     def of(cls, content_type: str) -> CloseDelimiterWatch | None:
         """The watch for a body of `content_type`; None without a boundary parameter
-        (the form parser refuses such a body itself)."""
+        (the form parser refuses such a body itself). The delimiter is sought after a line
+        break (RFC 2046 5.1.1), so the text `--BOUNDARY--` inside a file's content is not
+        taken for it; the body's first bytes count as after one (a form of no parts)."""
         boundary = parse_options_header(content_type)[1].get(b"boundary")
-        return cls(b"--" + boundary + b"--") if boundary else None
+        return cls(b"\r\n--" + boundary + b"--", tail=b"\r\n") if boundary else None
 
     def feed(self, piece: bytes) -> None:
         if self.seen or not piece:
@@ -39,4 +42,4 @@ class CloseDelimiterWatch:
         """Why the body was not whole (None when it was)."""
         if self.seen:
             return None
-        return f"it ended before its closing boundary ({self.delimiter.decode('latin-1')!r})"
+        return f"it ended before its closing boundary ({self.delimiter.strip().decode('latin-1')!r})"

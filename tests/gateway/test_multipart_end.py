@@ -29,12 +29,20 @@ def test_the_close_delimiter_is_seen_however_the_body_is_cut_into_pieces(piece_b
     assert fed(CloseDelimiterWatch.of("multipart/form-data; boundary=edges"), whole, piece_bytes).problem() is None
     watch = fed(CloseDelimiterWatch.of("multipart/form-data; boundary=edges"), cut, piece_bytes)
     assert watch.problem() == "it ended before its closing boundary ('--edges--')"
-    assert len(watch.tail) == len(b"--edges--") - 1
+    assert len(watch.tail) == len(b"\r\n--edges--") - 1
+
+
+def test_the_boundary_text_inside_a_files_content_is_not_the_close_delimiter():
+    """QA151: a file whose text holds `--edges--` made a cut body pass for whole."""
+    body = _form().replace(b"hello", b"see --edges-- here")[:-len(b"\r\n--edges--\r\n")]
+    assert fed(CloseDelimiterWatch.of("multipart/form-data; boundary=edges"), body, 5).problem() is not None
+    empty_form = b"--edges--\r\n"   # no parts: the close delimiter first
+    assert fed(CloseDelimiterWatch.of("multipart/form-data; boundary=edges"), empty_form, 3).problem() is None
 
 
 def test_the_boundary_comes_from_the_content_type_quoted_or_not():
-    assert CloseDelimiterWatch.of('multipart/form-data; boundary="a b"').delimiter == b"--a b--"
-    assert CloseDelimiterWatch.of("multipart/form-data; charset=utf-8; boundary=xyz").delimiter == b"--xyz--"
+    assert CloseDelimiterWatch.of('multipart/form-data; boundary="a b"').delimiter == b"\r\n--a b--"
+    assert CloseDelimiterWatch.of("multipart/form-data; charset=utf-8; boundary=xyz").delimiter == b"\r\n--xyz--"
     assert CloseDelimiterWatch.of("multipart/form-data") is None
 
 
