@@ -47,6 +47,17 @@ def take(table: dict, key: str, kinds: type | tuple[type, ...], where: str, defa
     return value
 
 
+def check_toml_ints(value: Any, where: str) -> None:
+    """A ConfigError naming the first integer in `value` (a table or list, walked
+    whole) past TOML's 64 bits: tomllib loads them, for a table `take` does not read
+    key by key (`[models.engine]`)."""
+    if isinstance(value, int) and not isinstance(value, bool) and not TOML_INT_MIN <= value <= TOML_INT_MAX:
+        raise ConfigError(f"{where} is past TOML's 64-bit integer range: {value}")
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        check_toml_ints(item, f"{where}.{key}" if isinstance(key, str) else f"{where}[{key}]")
+
+
 def take_list(table: dict, key: str, where: str) -> list:
     """A list of strings, where one string alone stands for a list of one."""
     value = take(table, key, (list, str), where, [])

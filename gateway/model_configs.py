@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from gateway.config_values import ConfigError, positive, reject_unknown_keys, take
+from gateway.config_values import ConfigError, check_toml_ints, positive, reject_unknown_keys, take
 from gateway.embedding_model import EmbeddingModelConfig, embedding_model_config
 from gateway.errors import ApiError
 from shards.engine_options import EngineOptionError, check_engine_tables
@@ -206,6 +206,7 @@ def model_config(table: dict, index: int) -> ModelConfig:
         if num_workers < 1:
             raise ConfigError(f"{where}.num_workers must be >= 1")
         engine = take(table, "engine", dict, where, {})
+        check_toml_ints(engine, f"{where}.engine")
         try:   # here, not only with the other engine options: a start reads these tables first
             check_engine_tables(engine)
         except EngineOptionError as exc:

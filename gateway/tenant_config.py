@@ -112,8 +112,8 @@ def parse_tenant(table: dict, index: int) -> TenantConfig:
     for env_name in take_list(table, "api_key_env", where):
         if not os.environ.get(env_name, "").strip():
             value = os.environ.get(env_name)
-            raise ConfigError(f"{where}: environment variable {env_name} is not set" + (
-                "" if value is None else " (it is empty)" if not value else " (it holds only whitespace)"))
+            raise ConfigError(f"{where}: environment variable {env_name} " + (
+                "is not set" if value is None else "is empty" if not value else "holds only whitespace"))
         digests.append(key_digest(os.environ[env_name]))
     for digest in digests:
         if not (isinstance(digest, str) and len(digest) == 64

@@ -97,6 +97,10 @@ def _base(**tenant) -> dict:
     (lambda d: d["tenants"][0].update(limits={"requests_per_minute": 10**20}),
      r"tenants\[0\].limits.requests_per_minute is past TOML's 64-bit integer range: 100000000000000000000"),
     (lambda d: d["models"][0].update(timeout_s=-2**63 - 1), r"models\[0\].timeout_s is past TOML's 64-bit"),
+    (lambda d: d["models"].append({"name": "loc", "engine": {"num_hot_blocks": 2**64}}),
+     r"models\[1\].engine.num_hot_blocks is past TOML's 64-bit integer range"),   # QA151: a table read whole
+    (lambda d: d["models"].append({"name": "loc", "engine": {"tenant_weights": {"a": [1, -2**70]}}}),
+     r"models\[1\].engine.tenant_weights.a\[1\] is past TOML's 64-bit"),
     # the name the metrics give requests whose key failed: a tenant so named would mix them in
     (lambda d: d["tenants"][0].update(name="unauthenticated"), r"tenants\[0\].name 'unauthenticated' is reserved"),
 ])
@@ -122,10 +126,10 @@ def test_a_key_from_a_variable_is_the_key_without_surrounding_whitespace(monkeyp
     assert tenant.key_digests == (key_digest("k"), key_digest("sk-env-key-123"))
     assert KeyRing((tenant,)).authenticate("Bearer sk-env-key-123") == tenant.name
     monkeypatch.setenv("STEPAHEAD_TEST_SPACED_KEY", " \t")
-    with pytest.raises(ConfigError, match="STEPAHEAD_TEST_SPACED_KEY is not set \\(it holds only whitespace\\)"):
+    with pytest.raises(ConfigError, match="STEPAHEAD_TEST_SPACED_KEY holds only whitespace$"):
         parse_config(_base(api_key_env="STEPAHEAD_TEST_SPACED_KEY"))
     monkeypatch.setenv("STEPAHEAD_TEST_SPACED_KEY", "")   # QA145: said "is not set" alone, as for no variable
-    with pytest.raises(ConfigError, match="STEPAHEAD_TEST_SPACED_KEY is not set \\(it is empty\\)$"):
+    with pytest.raises(ConfigError, match="STEPAHEAD_TEST_SPACED_KEY is empty$"):
         parse_config(_base(api_key_env="STEPAHEAD_TEST_SPACED_KEY"))
     monkeypatch.delenv("STEPAHEAD_TEST_SPACED_KEY")
     with pytest.raises(ConfigError, match="STEPAHEAD_TEST_SPACED_KEY is not set$"):
