@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from shards.process_state import process_runs
+from tests.shards.test_exit_with_fork_server_stopped import end_all
 
 REPO = Path(__file__).resolve().parents[2]
 CALL_STARTS_S = 120   # the fork server starts and the child writes its pid, on a loaded machine
@@ -79,14 +79,4 @@ def test_the_process_exits_after_a_cancelled_call_while_the_fork_server_is_stopp
     finally:
         if not pids and pids_path.exists():
             pids = json.loads(pids_path.read_text() or "{}")
-        for pid in (pids.get("server"), pids.get("child")):
-            if pid:
-                for signum in (signal.SIGCONT, signal.SIGKILL):
-                    try:
-                        os.kill(pid, signum)
-                    except ProcessLookupError:
-                        pass
-        if caller.poll() is None:
-            caller.kill()
-            caller.wait(10)
-        caller.stdout.close()
+        end_all(caller, pids.get("server"), pids.get("child"))

@@ -81,14 +81,20 @@ def test_the_process_exits_after_its_stop_while_the_fork_server_is_stopped(tmp_p
     finally:
         if pids.get("server") is None and pids_path.exists():
             pids = json.loads(pids_path.read_text() or "{}")
-        for pid in (pids.get("server"), pids.get("worker")):
-            if pid:
-                for signum in (signal.SIGCONT, signal.SIGKILL):
-                    try:
-                        os.kill(pid, signum)
-                    except ProcessLookupError:
-                        pass
-        if gateway.poll() is None:
-            gateway.kill()
-            gateway.wait(10)
-        gateway.stdout.close()
+        end_all(gateway, pids.get("server"), pids.get("worker"))
+
+
+def end_all(process: subprocess.Popen, *pids: int | None) -> None:
+    """Resume, then kill, each of `pids` (a stopped fork server, a child of it), then
+    `process` if it still runs; close its stdout."""
+    for pid in pids:
+        if pid:
+            for signum in (signal.SIGCONT, signal.SIGKILL):
+                try:
+                    os.kill(pid, signum)
+                except ProcessLookupError:
+                    pass
+    if process.poll() is None:
+        process.kill()
+        process.wait(10)
+    process.stdout.close()
