@@ -16,7 +16,11 @@ Invariants:
 - A heap entry `(value, version, group)` is live iff `version == group.version`
   and the group is still registered: re-ranking gives the group a new (globally unique)
   version instead of searching the heap for the old entry.
-- Inside a group the deepest chain position leaves first (a prefix outlives its tail).
+- Inside a group the least recently used block leaves first (`BlockMeta.last_access_s`,
+  which a move between tiers keeps), the deepest chain position first among equals: a
+  prefix is used whenever its tail is, so it outlives its tail; and blocks filed within
+  one `SESSIONLESS_SPAN_S` leave in LRU order. An `order` entry is live iff its block is
+  in the group with the same `last_access_s` (re-filing pushes a new one).
 - Every ranking is pushed to its (tier, tenant) heap and to its tier's heap, so the
   cheapest group of one tenant and of the whole tier are each found without a pass over
   the tenants (a worker may hold blocks of thousands).
@@ -39,16 +43,23 @@ SESSIONLESS_SPAN_S = 1.0   # blocks without sessions filed within one span share
 @dataclass(slots=True, eq=False)
 class BlockGroup:
     """Evictable blocks of one tier and tenant used by the same sessions (`sessions`,
-    oldest first; empty when no request named a session)."""
+    oldest first; empty when no request named a session).
+
+    `last_added_s`: when a block was last filed here (released, or moved in);
+    `last_used_s`: the newest last use (`BlockMeta.last_access_s`) of the blocks filed,
+    which a move between tiers leaves as it was; `value` was computed at `ranked_s`.
+    """
 
     key: GroupKey
     tier: Tier
     tenant: str
     sessions: tuple[str, ...]
     blocks: dict[BlockMeta, None] = field(default_factory=dict)
-    order: list[tuple[int, int, BlockMeta]] = field(default_factory=list)
+    order: list[tuple[float, int, int, BlockMeta]] = field(default_factory=list)
     version: int = 0
     last_added_s: float = 0.0
+    last_used_s: float = 0.0
+    ranked_s: float = float("-inf")
     is_pinned: bool = False
     value: float = 0.0
 
@@ -96,11 +107,13 @@ class GroupIndex:
             self._groups[key] = group
         group.blocks[block] = None
         group.last_added_s = now_s
+        if block.last_access_s > group.last_used_s or is_new:
+            group.last_used_s = block.last_access_s
         self._seq += 1
         order = group.order
-        heapq.heappush(order, (-block.position, self._seq, block))
+        heapq.heappush(order, (block.last_access_s, -block.position, self._seq, block))
         if len(order) > 2 * len(group.blocks) + 16:
-            order[:] = [entry for entry in order if entry[2] in group.blocks]
+            order[:] = [entry for entry in order if _is_live(entry, group)]
             heapq.heapify(order)
         self._group_of[block] = group
         return group, is_new
@@ -126,8 +139,11 @@ class GroupIndex:
     def group_of(self, block: BlockMeta) -> BlockGroup | None:
         return self._group_of.get(block)
 
-    def rank(self, group: BlockGroup, value: float, due_s: float, *, is_pinned: bool = False) -> None:
-        """Give a group a new value, and the time it should be recomputed."""
+    def rank(self, group: BlockGroup, value: float, due_s: float, *, is_pinned: bool = False,
+             ranked_s: float = float("-inf")) -> None:
+        """Give a group a new value (computed at `ranked_s`), and the time it should be
+        recomputed."""
+        group.ranked_s = ranked_s
         self._seq += 1
         group.version = self._seq
         group.is_pinned = is_pinned
@@ -203,11 +219,18 @@ class GroupIndex:
 
     @staticmethod
     def victim(group: BlockGroup) -> BlockMeta:
-        """The deepest block of a (non-empty, live) group."""
+        """The least recently used block of a (non-empty, live) group, the deepest
+        first among equals."""
         order = group.order
         while order:
-            block = order[0][2]
-            if block in group.blocks:
-                return block
+            entry = order[0]
+            if _is_live(entry, group):
+                return entry[3]
             heapq.heappop(order)
         raise RuntimeError("a live group with no blocks")
+
+
+def _is_live(entry: tuple[float, int, int, BlockMeta], group: BlockGroup) -> bool:
+    """Whether an `order` entry still stands for its block (filed there, not since re-filed)."""
+    block = entry[3]
+    return block in group.blocks and entry[0] == block.last_access_s

@@ -19,10 +19,11 @@ at least their value at the start of the call, so they outlast lower-valued bloc
 higher-valued ones; a tenant's pinned blocks are capped.
 
 Tiers. A HOT victim moves to a full HOST only when its value there beats HOST's
-cheapest block (else it is dropped); a session with blocks in HOST is prefetched back
-from its `prefetch_quantile` return time minus the copy time, once it likely returns
-within HOT's horizon and outranks HOT's cheapest block `prefetch_margin` times over;
-prefetches are counted used or wasted (prefetch.py).
+cheapest block's, both valued now and from their blocks' last use (a demotion is no
+use), else it is dropped: without trusted forecasts, LRU's choice. A session with
+blocks in HOST is prefetched back from its `prefetch_quantile` return time minus the
+copy time, once it likely returns within HOT's horizon and outranks HOT's cheapest
+block `prefetch_margin` times over; prefetches are counted used or wasted (prefetch.py).
 
 Moves. When the router sends a session to another worker (`on_session_moved`), its pin
 and prefetch end and it adds nothing to its blocks' value here until it comes back.
@@ -51,6 +52,8 @@ from cache.policies.return_curve import ReturnCurve
 from cache.policies.valuation import SessionState, Valuation
 from cache.policy import CacheActions, EvictionPolicy
 from cache.tiers import Tier
+
+MAX_FRESHEN = 8   # stale tops re-ranked to find HOST's cheapest group's value now
 
 
 class PredictivePolicy(ForecastTrust, PolicyUpkeep, PrefetchPlanning, SessionWaits, EvictionPolicy):
@@ -157,12 +160,16 @@ class PredictivePolicy(ForecastTrust, PolicyUpkeep, PrefetchPlanning, SessionWai
         return None if found is None else GroupIndex.victim(found[1]).id
 
     def should_demote(self, block: BlockMeta, now_s: float) -> bool:
+        """Demote when the victim, valued in HOST now, is worth more than HOST's cheapest
+        group valued now too (a heap value may be stale); on a tie, when worth anything
+        (both from their blocks' last use: the newer replaces the older, as under LRU)."""
         self._room.learn_capacity(Tier.HOST)  # HOST is full when this is asked
-        lowest = self._lowest(Tier.HOST, None)
+        lowest = self._lowest_now(Tier.HOST, now_s)
         if lowest is None:
             return True
-        return self._value_of(block.tenant, tuple(block.sessions), Tier.HOST, now_s, block.last_access_s,
-                              block.sessions) > lowest[0]
+        value = self._value_of(block.tenant, tuple(block.sessions), Tier.HOST, now_s, block.last_access_s,
+                               block.sessions)
+        return value > lowest[0] or value == lowest[0] > 0.0
 
     # ---- forecasts and time ------------------------------------------------------------
 
@@ -246,10 +253,25 @@ class PredictivePolicy(ForecastTrust, PolicyUpkeep, PrefetchPlanning, SessionWai
             if session is not None and session.return_soon_s is not None and not self._prefetch.is_scheduled(name):
                 self._schedule_prefetch(name, session, len(group.blocks), now_s)
 
+    def _lowest_now(self, tier: Tier, now_s: float) -> tuple[float, BlockGroup] | None:
+        """The cheapest group of `tier` with its value at `now_s`: a top ranked earlier is
+        re-ranked, until the top is current (at most `MAX_FRESHEN` times; values mostly
+        fall with time, so the first re-ranked top usually stays the top)."""
+        found = self._lowest(tier, None)
+        for _ in range(MAX_FRESHEN):
+            if found is None or found[1].ranked_s == now_s:
+                return found
+            self._rank(found[1], now_s)
+            found = self._lowest(tier, None)
+        if found is not None and found[1].ranked_s != now_s:
+            self._rank(found[1], now_s)
+            found = found[1].value, found[1]
+        return found
+
     def _rank(self, group: BlockGroup, now_s: float) -> None:
         cfg = self.config
         last_uses = next(iter(group.blocks)).sessions if len(group.sessions) > 1 else None
-        value = self._value_of(group.tenant, group.sessions, group.tier, now_s, group.last_added_s, last_uses)
+        value = self._value_of(group.tenant, group.sessions, group.tier, now_s, last_use_s(group), last_uses)
         pin_until = None
         if group.tier is Tier.HOT:
             for name in group.sessions:
@@ -265,8 +287,15 @@ class PredictivePolicy(ForecastTrust, PolicyUpkeep, PrefetchPlanning, SessionWai
         due_s = now_s + max(cfg.min_refresh_s, cfg.refresh_fraction * age_s)
         if pin_until is not None:
             due_s = min(due_s, pin_until)
-        self._index.rank(group, value, due_s, is_pinned=pin_until is not None)
+        self._index.rank(group, value, due_s, is_pinned=pin_until is not None, ranked_s=now_s)
 
     def _value_of(self, tenant: str, sessions: tuple[str, ...], tier: Tier, now_s: float, last_s: float,
                   last_uses: Mapping[str, float] | None = None) -> float:
         return self._valuation.value_of(tenant, sessions, tier, now_s, last_s, last_uses)
+
+
+def last_use_s(group: BlockGroup) -> float:
+    """When `group`'s blocks were last used, for values without a trusted forecast: a
+    HOT group's latest filing (a release), a HOST group's blocks' own last use (a
+    demotion is no use: from its time, HOST would look fresher than HOT's LRU block)."""
+    return group.last_used_s if group.tier is Tier.HOST else group.last_added_s
