@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import importlib
 import os
-import signal
 import threading
 
 from shards.exit_join import not_joined_at_exit
-from shards.hangups_held import hangups_held
+from shards.hangups_held import hangups_held, ignore_group_signals
 from shards.safe_imports import no_working_directory_imports
 from shards.transport import StartCancelled
 
@@ -90,9 +89,7 @@ def _call_and_send(sender, environ: dict[str, str], module: str, function: str, 
     """The child: run the call, send ("value", v) or ("error", exc) back. Ctrl+C, and a
     SIGTERM or SIGHUP sent to the whole process group, reach it too; the caller decides
     whether the call stops, not the child (it started with SIGHUP held: `hangups_held`)."""
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, signal.SIG_IGN)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGHUP})
+    ignore_group_signals()
     try:
         message = ("value", call_by_name(environ, module, function, args))
     except BaseException as exc:   # noqa: BLE001 — every failure goes back to the caller

@@ -26,12 +26,8 @@ discarded, and every process it forks gets SIGHUP ignored, not blocked.
 
 NOTE: the import's side effect is the point of this module; nothing else imports it.
 """
-import signal
-
+from shards.hangups_held import ignore_group_signals
 from shards.parent_death import die_with_parent
 
-signal.signal(signal.SIGINT, signal.SIG_IGN)
-signal.signal(signal.SIGTERM, signal.SIG_IGN)
-signal.signal(signal.SIGHUP, signal.SIG_IGN)
-signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGHUP})
+ignore_group_signals()
 die_with_parent()

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING
 from shards.child_call import adopt_environment, call_in_child
 from shards.exit_join import not_joined_at_exit
 from shards.fork_server_watch import ForkServerWatch, current_fork_server_pid, fork_server_gone
-from shards.hangups_held import hangups_held
+from shards.hangups_held import hangups_held, ignore_group_signals
 from shards.safe_imports import no_working_directory_imports
 from shards.worker_events import exit_reason
 
@@ -109,9 +109,7 @@ def _process_main(worker_id: str, config: WorkerConfig, inbox, outbox, environ: 
     with a KeyboardInterrupt traceback, failing those requests). A group's SIGTERM and
     SIGHUP likewise (a forked worker has them ignored already: shards/fork_server_signals.py;
     a spawned one sets them here, then unblocks SIGHUP: it started held, `hangups_held`)."""
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, signal.SIG_IGN)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGHUP})
+    ignore_group_signals()
     adopt_environment(environ)
     from shards.worker_service import serve
 
