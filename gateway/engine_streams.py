@@ -5,7 +5,8 @@ reply is written with (`Continuations`), whose text suffixes are tokenized as th
 
 Invariants: every engine stream is closed when its reader stops (so the worker cancels
 the request and frees its blocks); an `ErrorEvent` becomes an `ApiError` (429/503 for the
-engine's admission refusals, 503 for retryable failures, 500 otherwise); continuations
+engine's admission refusals, 503 for retryable failures, a 499 for a stream the engine cut
+because its client stopped reading, 500 otherwise); continuations
 count every token the workers sent (one stopped early counts what it sent) and together
 never exceed the request's `max_tokens`; one whose budget is spent asks for nothing (it
 tokenizes nothing either), and the tokens of a suffix are found with work that grows with
@@ -21,11 +22,14 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from shards.engine_streams import MAX_UNREAD_TOKENS, READ_TOO_SLOWLY
 from shards.protocol import ErrorEvent, FinishEvent, TokenEvent, WorkItem
 
 from gateway.backend import Finished, Prepared, Usage
 from gateway.errors import ApiError, invalid_request, rate_limited, server_error, unavailable
 from gateway.suffix_tokens import SuffixTokens
+
+READ_TOO_SLOWLY_STATUS = 499   # counted as a client that left (gateway.exchange.CLIENT_CLOSED_STATUS)
 
 if TYPE_CHECKING:
     from gateway.local_generation import LocalCall
@@ -60,6 +64,16 @@ def error_from_event(event: ErrorEvent) -> ApiError:
     return server_error(f"The model worker failed: {event.message}", code=event.code)
 
 
+def read_too_slowly(engine) -> ApiError:
+    """What a reply ends with when the engine cut it because its client stopped reading
+    (`READ_TOO_SLOWLY`; the engine's error would say its worker failed): a 499, counted
+    as a client that left."""
+    bound = getattr(engine, "max_unread_tokens", MAX_UNREAD_TOKENS)
+    return ApiError(READ_TOO_SLOWLY_STATUS, f"The client read this stream too slowly: more than {bound} tokens "
+                    "waited unread, so the model stopped generating the reply.", "invalid_request_error",
+                    READ_TOO_SLOWLY)
+
+
 async def engine_events(engine, item: WorkItem) -> AsyncIterator[TokenEvent | FinishEvent]:
     """`engine.generate(item)` with errors raised as `ApiError`.
 
@@ -69,7 +83,7 @@ async def engine_events(engine, item: WorkItem) -> AsyncIterator[TokenEvent | Fi
     async with contextlib.aclosing(engine.generate(item)) as events:
         async for event in events:
             if isinstance(event, ErrorEvent):
-                raise error_from_event(event)
+                raise read_too_slowly(engine) if event.code == READ_TOO_SLOWLY else error_from_event(event)
             yield event
             if isinstance(event, FinishEvent):
                 return

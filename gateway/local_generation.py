@@ -7,8 +7,8 @@ client gone) also counts, in `GeneratedTokens.num_sent`, the tokens its engine s
 still held unread (`LocalEngine.num_generated`, asked before the stream closes); a forced
 call never exceeds the request's `max_tokens` in total; a forced or structured reply
 abandoned midway stops every generation it was reading (`Continuations.close`); a reply
-its client read too slowly (the engine cut it: `shards.engine_streams.READ_TOO_SLOWLY`)
-fails as one whose client left (499), saying so; a schema too large to write
+its client read too slowly fails as one whose client left (499: gateway/engine_streams.py's
+`read_too_slowly`); a schema too large to write
 (`json_smallest.SchemaTooLarge`) is a 400 naming the parameter it came from.
 """
 from __future__ import annotations
@@ -18,14 +18,12 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from shards.engine_streams import MAX_UNREAD_TOKENS, READ_TOO_SLOWLY
 from shards.protocol import FinishEvent, TokenEvent, TokenLogprob, WorkItem
 
 from gateway.backend import ChatEvent, Finished, Prepared, TextDelta, TokenChoice, ToolCallDelta, Usage
 from gateway.engine_streams import Continuations, engine_events
 from gateway.choices import queue_room
 from gateway.collected import reply_finish_reason
-from gateway.errors import ApiError
 from gateway.ids import new_tool_call_id
 from gateway.token_text import token_choices
 from gateway.tool_calls import CallPiece, ToolCallStreamParser
@@ -35,7 +33,6 @@ from gateway.tool_forcing import (CALL_OPEN, call_head, choose_tool_name, forced
                                   held_to_schema)
 
 MAX_NAME_TOKENS = 16
-READ_TOO_SLOWLY_STATUS = 499   # counted as a client that left (gateway.exchange.CLIENT_CLOSED_STATUS)
 
 
 @dataclass(slots=True)
@@ -74,16 +71,6 @@ def schema_param(call: LocalCall, schema: dict | None) -> str | None:
         if schema is not None and schema is tool_schema:
             return f"tools[{index}].function.parameters"
     return None
-
-
-def read_too_slowly(engine) -> ApiError:
-    """What a reply ends with when the engine cut it because its client stopped reading
-    (`READ_TOO_SLOWLY`; the engine's error would say its worker failed): a 499, counted
-    as a client that left."""
-    bound = getattr(engine, "max_unread_tokens", MAX_UNREAD_TOKENS)
-    return ApiError(READ_TOO_SLOWLY_STATUS, f"The client read this stream too slowly: more than {bound} tokens "
-                    "waited unread, so the model stopped generating the reply.", "invalid_request_error",
-                    READ_TOO_SLOWLY)
 
 
 def _num_sent(engine, request_id: str, num_read: int) -> int:
@@ -200,10 +187,6 @@ async def run_free(engine, prepared: Prepared, call: LocalCall) -> AsyncIterator
                 yield finished
     except SchemaTooLarge as error:   # named for the parameter its schema came from
         raise error.named(schema_param(call, error.schema)) from None
-    except ApiError as error:
-        if error.code != READ_TOO_SLOWLY:
-            raise
-        raise read_too_slowly(engine) from None
     finally:
         num_sent = _num_sent(engine, item.request_id, num_tokens)   # before the close: the engine forgets it
         await events.aclose()
@@ -251,10 +234,6 @@ async def run_forced(engine, prepared: Prepared, call: LocalCall) -> AsyncIterat
         yield generate.finished("tool_calls")
     except SchemaTooLarge as error:   # named for the parameter its schema came from
         raise error.named(schema_param(call, error.schema)) from None
-    except ApiError as error:
-        if error.code != READ_TOO_SLOWLY:
-            raise
-        raise read_too_slowly(engine) from None
     finally:
         await generate.close()
         prepared.generated.num += generate.usage.num_completion_tokens
@@ -280,10 +259,6 @@ async def run_structured(engine, prepared: Prepared, call: LocalCall) -> AsyncIt
         yield generate.finished("stop")
     except SchemaTooLarge as error:   # named for the parameter its schema came from
         raise error.named(schema_param(call, error.schema)) from None
-    except ApiError as error:
-        if error.code != READ_TOO_SLOWLY:
-            raise
-        raise read_too_slowly(engine) from None
     finally:
         await generate.close()
         prepared.generated.num += generate.usage.num_completion_tokens
