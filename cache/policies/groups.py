@@ -63,6 +63,13 @@ class BlockGroup:
     is_pinned: bool = False
     value: float = 0.0
 
+    @property
+    def last_use_s(self) -> float:
+        """When the blocks were last used, for values without a trusted forecast: a HOT
+        group's latest filing (a release), a HOST group's blocks' own last use (a demotion
+        is no use: from its time, HOST would look fresher than HOT's LRU block)."""
+        return self.last_used_s if self.tier is Tier.HOST else self.last_added_s
+
 
 def group_key(block: BlockMeta, now_s: float) -> tuple[GroupKey, tuple[str, ...]]:
     """The group a block filed at `now_s` belongs to, and its sessions.

@@ -271,7 +271,7 @@ class PredictivePolicy(ForecastTrust, PolicyUpkeep, PrefetchPlanning, SessionWai
     def _rank(self, group: BlockGroup, now_s: float) -> None:
         cfg = self.config
         last_uses = next(iter(group.blocks)).sessions if len(group.sessions) > 1 else None
-        value = self._value_of(group.tenant, group.sessions, group.tier, now_s, last_use_s(group), last_uses)
+        value = self._value_of(group.tenant, group.sessions, group.tier, now_s, group.last_use_s, last_uses)
         pin_until = None
         if group.tier is Tier.HOT:
             for name in group.sessions:
@@ -293,9 +293,3 @@ class PredictivePolicy(ForecastTrust, PolicyUpkeep, PrefetchPlanning, SessionWai
                   last_uses: Mapping[str, float] | None = None) -> float:
         return self._valuation.value_of(tenant, sessions, tier, now_s, last_s, last_uses)
 
-
-def last_use_s(group: BlockGroup) -> float:
-    """When `group`'s blocks were last used, for values without a trusted forecast: a
-    HOT group's latest filing (a release), a HOST group's blocks' own last use (a
-    demotion is no use: from its time, HOST would look fresher than HOT's LRU block)."""
-    return group.last_used_s if group.tier is Tier.HOST else group.last_added_s

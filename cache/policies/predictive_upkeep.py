@@ -74,7 +74,7 @@ class PolicyUpkeep:
         demands: dict[str, float] = {}
         horizon = self.horizon_s(Tier.HOT)
         for group in self._index.groups():
-            p = self._valuation.p_needed(group.tenant, group.sessions, now_s, group.last_added_s, horizon)
+            p = self._valuation.p_needed(group.tenant, group.sessions, now_s, group.last_use_s, horizon)
             demands[group.tenant] = demands.get(group.tenant, 0.0) + p * len(group.blocks)
         for tenant, state in self._tenants.items():
             if state.num_hot > 0:

@@ -429,3 +429,19 @@ def test_predictive_fallback_counts_a_sessions_idle_time_from_its_blocks_release
     serve(mgr, clock, 9.0, "t", None, prompt(2, 2))
     assert tiers_of(mgr, "t", prompt(0, 2)) == [Tier.HOT, Tier.HOT]
     assert tiers_of(mgr, "t", prompt(1, 2)) == [None, None]
+
+
+def test_reservation_demand_counts_host_blocks_idle_from_their_last_use_not_their_demotion() -> None:
+    """`old`'s sessionless blocks, used at 0, are demoted to HOST at 600 s by `new`'s
+    request: the plan made then counts `old`'s demand from its last use (ten horizons
+    idle: next to nothing), so `new`, just served, gets nearly all the reserve. Valued
+    from the demotion, `old`'s HOST blocks looked as fresh as `new`'s and took half."""
+    clock = Clock()
+    pol = policy(reserve_frac=0.5, equal_frac=0.0, replan_interval_s=1.0)
+    mgr = manager(pol, clock, hot=4, host=8)
+    serve(mgr, clock, 0.0, "old", None, prompt(0, 4))
+    serve(mgr, clock, 600.0, "new", None, prompt(1, 4))
+    assert tiers_of(mgr, "old", prompt(0, 4)) == [Tier.HOST] * 4
+    mgr.tick(601.5)
+    assert pol.reserved_blocks("old") < 0.01
+    assert pol.reserved_blocks("new") == pytest.approx(2.0, abs=0.01)
