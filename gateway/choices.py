@@ -16,6 +16,10 @@ Invariants:
   so a refusal (429) comes before any of the request's events, never after choice 0 began;
 - an error in any choice ends the merged stream with that error, and closing the merged
   stream (or an error) stops every choice's backend work;
+- at most `MERGED_EVENTS_PER_RUN` events per run wait in the merged stream: past that its
+  runs stop reading their backend streams until the reader takes some, so a reader that
+  stops reading leaves the tokens unread where a local engine counts and bounds them
+  (shards/engine_streams.py cuts a request past its unread bound, as with `n` = 1);
 - a local model's request reserves each prompt once and every choice's completion budget,
   and its usage counts each prompt once; an upstream model's choices are upstream calls of
   their own, each billed the whole prompt, so its request reserves, and its usage counts,
@@ -33,6 +37,8 @@ import dataclasses
 from collections.abc import AsyncIterator
 
 from gateway.backend import Backend, ChatEvent, Finished, Prepared, Usage
+
+MERGED_EVENTS_PER_RUN = 32   # a run's events that may wait for the reader before it stops reading
 
 
 def with_choices(prepared: Prepared, num_choices: int | None) -> Prepared:
@@ -118,7 +124,7 @@ async def _merged(backend: Backend, runs: list[Prepared], group: int, pay_own_pr
     """`pay_own_prompt`: each run is a call of its own, and each choice's `Finished` says so.
     `at_once`: every run starts now; else each prompt's first one, and the rest of its
     `group` once that one has sent an event."""
-    queue: asyncio.Queue[ChatEvent | BaseException] = asyncio.Queue()
+    queue: asyncio.Queue[ChatEvent | BaseException] = asyncio.Queue(MERGED_EVENTS_PER_RUN * len(runs))
 
     async def pump(run: Prepared) -> None:
         events = backend.run(run)
@@ -127,9 +133,9 @@ async def _merged(backend: Backend, runs: list[Prepared], group: int, pay_own_pr
                 event.choice = run.choice
                 if pay_own_prompt and isinstance(event, Finished):
                     event.pays_own_prompt = True
-                queue.put_nowait(event)
+                await queue.put(event)
         except Exception as exc:  # NOTE: handed to the reader, which raises it
-            queue.put_nowait(exc)
+            await queue.put(exc)
         finally:
             await events.aclose()
 

@@ -6,7 +6,7 @@ import pytest
 import dataclasses
 
 from gateway.backend import Finished, Prepared, TextDelta, TokenChoice, ToolCallDelta, Usage
-from gateway.choices import merged_usage, run_choices, with_choices
+from gateway.choices import MERGED_EVENTS_PER_RUN, merged_usage, run_choices, with_choices
 from gateway.errors import ApiError, server_error
 from gateway.collected import Reply
 from gateway.openai_format import ChunkWriter, ResponseHeader, chat_completion
@@ -127,6 +127,26 @@ def test_closing_the_merged_stream_stops_every_choice():
         await events.aclose()
     asyncio.run(main())
     assert sorted(line for line in backend.log if line.startswith("stop")) == ["stop 0", "stop 1"]
+
+
+def test_a_reader_that_stops_reading_stops_every_choice_reading_its_backend():
+    """The reader takes one event and then none for a while: each run pulls at most
+    `MERGED_EVENTS_PER_RUN` events (and one waiting to be queued) from its backend stream,
+    which keeps the rest unread (a local engine counts and bounds them), not all 500."""
+    backend = ScriptedBackend(words=tuple(f"w{i}-" for i in range(500)))
+
+    async def main():
+        events = run_choices(backend, prepared(3))
+        await anext(events)
+        for _ in range(3):
+            await anext(events)   # choice 0's first events: the others start
+        await asyncio.sleep(0.2)
+        pulled = [sum(line.startswith("yield") and line.endswith(f"-{c}") for line in backend.log) for c in range(3)]
+        rest = await collect(events)   # the reader comes back: nothing was lost
+        return pulled, rest
+    pulled, rest = asyncio.run(main())
+    assert sum(pulled) <= MERGED_EVENTS_PER_RUN * 3 + 3 + 4, pulled
+    assert len(rest) == 3 * 501 - 4
 
 
 def test_merged_usage_counts_the_prompt_once():

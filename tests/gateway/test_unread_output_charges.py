@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from gateway.backend import GeneratedTokens, Prepared, TextDelta
+from gateway.choices import run_choices, with_choices
 from gateway.config import LocalModelConfig
 from gateway.errors import ApiError
 from gateway.exchange import CLIENT_CLOSED_STATUS, Exchange
@@ -125,3 +126,25 @@ def test_the_usage_of_a_cut_request_is_the_larger_of_what_its_reply_read_and_wha
     only_read = Prepared("r", TENANT, MODEL, num_prompt_tokens=7, num_reserved_tokens=50,
                          generated=GeneratedTokens(num=5, worker="w0"))   # a run that counts no queue
     assert only_read.usage_so_far().num_completion_tokens == 5
+
+
+async def test_a_stream_of_two_choices_left_unread_past_the_bound_stops_both_workers_runs(local):
+    """`n` = 2: the merged stream stops reading its choices' engine streams when its reader
+    stops (gateway/choices.py), so their tokens wait unread in the engine, which cuts them
+    past its bound as with one choice; without that the choices were read on into the
+    gateway's memory and the worker decoded both toward 400 tokens for nobody."""
+    local.engine.max_unread_tokens = 8
+    exchange, limiter, registry = await _exchange(local, 400)
+    prepared = with_choices(exchange.prepared, 2)
+    exchange.prepared = prepared
+    before = await _decoded(local.engine)
+    events = run_choices(local, prepared)
+    await exchange.next_event(events)
+    num_decoded = await _decoded_once_idle(local.engine, before)
+    assert num_decoded < 400, f"it decoded {num_decoded} tokens, on toward 2 x 400 for nobody"
+    with pytest.raises(ApiError) as failure:
+        while True:
+            await exchange.next_event(events)
+    await events.aclose()
+    assert (failure.value.status, failure.value.code) == (CLIENT_CLOSED_STATUS, READ_TOO_SLOWLY)
+    assert not local.engine._streams
