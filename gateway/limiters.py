@@ -10,6 +10,9 @@ a budget it did not have, starts from the tokens on file for it (0 when none), n
 from what it spent here without one (QA145); a budget changed keeps its count. A tenant
 without a budget counts what it is charged here only (from 0, or from its count when a
 reload lifted its budget; the file's count and other gateways' spending are not added).
+A budget a reload lifts leaves its count as it was then to be saved (`saved_counts`), and
+one set again starts from that count, saved yet or not: no token spent under a budget is
+forgotten by lifting it (QA151).
 """
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ class Limiters:
     limiter for the requests it still has running (they release into it), but is no
     longer listed by `items`."""
 
-    __slots__ = ("_by_tenant", "_removed", "_queue_timeout_s", "_clock", "_spent_on_file")
+    __slots__ = ("_by_tenant", "_removed", "_queue_timeout_s", "_clock", "_spent_on_file", "_lifted")
 
     def __init__(self, limits_by_tenant: dict[str, LimitsConfig], *,
                  queue_timeout_s: float = 30.0,
@@ -33,6 +36,7 @@ class Limiters:
         self._queue_timeout_s = queue_timeout_s
         self._clock = clock
         self._spent_on_file: dict[str, int] = {}   # what a budget set from now on starts from
+        self._lifted: dict[str, int] = {}   # a tenant whose budget a reload lifted: its count then
         self._by_tenant = {tenant: self._new(tenant, limits) for tenant, limits in limits_by_tenant.items()}
         self._removed: dict[str, TenantLimiter] = {}
 
@@ -60,8 +64,15 @@ class Limiters:
         return {tenant: limiter.num_spent_tokens for tenant, limiter in self._every_limiter()}
 
     def budgeted_tenants(self) -> set[str]:
-        """The tenants, running or removed by a reload, that have a `token_budget`."""
-        return {tenant for tenant, limiter in self._every_limiter() if limiter.limits.token_budget is not None}
+        """The tenants whose counts are saved: those, running or removed by a reload, that
+        have a `token_budget`, and those whose budget a reload lifted."""
+        return {tenant for tenant, limiter in self._every_limiter()
+                if limiter.limits.token_budget is not None} | self._lifted.keys()
+
+    def saved_counts(self) -> dict[str, int]:
+        """The counts to save: `spent_by_tenant`, but a tenant whose budget a reload lifted
+        has the count it had then (what it spends without one is not saved)."""
+        return self.spent_by_tenant() | self._lifted
 
     def add_spent(self, spent_elsewhere: Mapping[str, int], spent_on_file: Mapping[str, int]) -> None:
         """Count tokens spent elsewhere (other gateways sharing the spent-tokens file;
@@ -71,7 +82,9 @@ class Limiters:
         other change to the counts."""
         for tenant, num_tokens in spent_elsewhere.items():
             limiter = self._by_tenant.get(tenant) or self._removed.get(tenant)
-            if limiter is not None and limiter.limits.token_budget is not None:
+            if tenant in self._lifted:
+                self._lifted[tenant] = max(0, self._lifted[tenant] + num_tokens)
+            elif limiter is not None and limiter.limits.token_budget is not None:
                 limiter.num_spent_tokens = max(0, limiter.num_spent_tokens + num_tokens)
         self._spent_on_file = dict(spent_on_file)
 
@@ -97,7 +110,9 @@ class Limiters:
             if limiter is None:
                 limiter = self._new(tenant, limits)
             elif limiter.limits.token_budget is None and limits.token_budget is not None:
-                limiter.num_spent_tokens = self._spent_on_file.get(tenant, 0)
+                limiter.num_spent_tokens = self._lifted.pop(tenant, self._spent_on_file.get(tenant, 0))
+            elif limiter.limits.token_budget is not None and limits.token_budget is None:
+                self._lifted[tenant] = limiter.num_spent_tokens
             limiter.retune(limits)
             by_tenant[tenant] = limiter
         for tenant, limiter in self._by_tenant.items():

@@ -147,7 +147,7 @@ def start_spent_tokens(limiters, loop: asyncio.AbstractEventLoop) -> Checkpoints
         nonlocal on_file
         budgeted = limiters.budgeted_tenants()   # before the counts: a budget set meanwhile waits a save
         with lock:
-            counted = {tenant: n + not_counted_yet.get(tenant, 0) for tenant, n in limiters.spent_by_tenant().items()}
+            counted = {tenant: n + not_counted_yet.get(tenant, 0) for tenant, n in limiters.saved_counts().items()}
         others = spent.sync(counted, budgeted)
         with lock:
             for tenant, num_tokens in others.items():

@@ -121,6 +121,53 @@ async def test_the_saves_start_a_budget_a_reload_sets_from_the_file_as_it_stands
     assert SpentTokens.load(path).counts == {"e": 150}
 
 
+async def test_a_budget_lifted_before_its_spending_was_saved_and_set_again_keeps_that_spending(tmp_path, monkeypatch):
+    """QA151 L2: 300 tokens spent under a budget, then a reload lifts it before the next
+    save, another sets it again: it counts those 300 (was 0, the file's count); a save
+    made while it has none writes them, and nothing it spent without one."""
+    from gateway.spent_tokens import start_spent_tokens
+
+    limiters = Limiters({"e": BUDGET})
+    limiters.restore_spent({})
+    await _spend(limiters, "e", 300)
+    limiters.update({"e": LimitsConfig()})
+    await _spend(limiters, "e", 5000)
+    limiters.update({"e": BUDGET})
+    assert limiters["e"].num_spent_tokens == 300
+
+    path = tmp_path / "spent.json"
+    monkeypatch.setenv("STEPAHEAD_SPENT_TOKENS", str(path))
+    limiters = Limiters({"e": BUDGET})
+    saves = start_spent_tokens(limiters, asyncio.get_running_loop())
+    try:
+        await _spend(limiters, "e", 300)
+        limiters.update({"e": LimitsConfig()})
+        await _spend(limiters, "e", 5000)
+        assert await asyncio.to_thread(saves.save_now)
+        assert SpentTokens.load(path).counts == {"e": 300}
+        await asyncio.sleep(0.05)   # the counts on file reach the limiters on this (the loop's) thread
+        limiters.update({"e": BUDGET})
+        assert limiters["e"].num_spent_tokens == 300
+        await _spend(limiters, "e", 20)
+    finally:
+        await asyncio.to_thread(saves.stop)
+    assert SpentTokens.load(path).counts == {"e": 320}
+
+
+async def test_a_lifted_budgets_saved_count_follows_other_gateways_and_edits_not_its_own_spending():
+    limiters = Limiters({"e": BUDGET})
+    limiters.restore_spent({})
+    await _spend(limiters, "e", 300)
+    limiters.update({"e": LimitsConfig()})
+    await _spend(limiters, "e", 70)
+    assert limiters.budgeted_tenants() == {"e"} and limiters.saved_counts() == {"e": 300}
+    limiters.add_spent({"e": 50}, {"e": 350})    # another gateway spent 50
+    limiters.add_spent({"e": -100}, {"e": 250})  # an edit gave 100 back
+    assert limiters.saved_counts() == {"e": 250} and limiters["e"].num_spent_tokens == 370
+    limiters.update({"e": BUDGET})
+    assert limiters["e"].num_spent_tokens == 250 and limiters.saved_counts() == {"e": 250}
+
+
 MODEL = '''[[models]]
 name = "mock"
 kind = "upstream"
