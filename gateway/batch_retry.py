@@ -19,7 +19,7 @@ import httpx
 
 from gateway.conversation_locks import CONVERSATION_LOCKED
 from gateway.errors import ApiError
-from gateway.litellm_errors import upstream_wait_s
+from gateway.retry_after import upstream_wait_s
 
 MAX_RETRY_WAIT_S = 30.0
 

@@ -6,10 +6,7 @@ timeout, provider 5xx, a reply that is not the OpenAI protocol) is the gateway's
 and leaves as 502/503/504 with a `server_error` type, so a client never mistakes a
 misconfigured upstream key for its own bad key. A message is one short line (the
 exception's class and first line): never a traceback, never a file path of this host.
-An upstream's wait (`retry-after-ms`, else `Retry-After` in seconds or as an HTTP date) is
-passed on as whole seconds rounded up, and as `retry-after-ms` when it sent that: never
-shorter than it asked (a year at most: past any rate limit's window, the number only says
-"not soon"); "1" only when it sent none that can be read. A 200 whose body is not JSON is
+An upstream's wait is passed on as gateway/retry_after.py says. A 200 whose body is not JSON is
 named so, never quoted (a proxy's HTML page names its hosts). An upstream that does not
 know the model the gateway asks for (a 404, or code `model_not_found`) is the gateway's
 misconfiguration too: a 502, never a 404 telling the client that a model
@@ -34,17 +31,14 @@ that sends it to retry each second and check its own billing.
 """
 from __future__ import annotations
 
-import math
 import re
-import time
 from collections.abc import Iterable
-from datetime import timezone
-from email.utils import parsedate_to_datetime
 
 from gateway.errors import ApiError
 from gateway.litellm_causes import (chain, error_body, is_timeout, is_unreachable, is_unreadable_reply,
                                     retry_after_of, text_field, upstream_status)
 from gateway.litellm_odd_replies import error_in_200, own_words
+from gateway.retry_after import retry_after_headers
 
 CLIENT_STATUSES = {400: "invalid_request_error", 413: "invalid_request_error",
                    422: "invalid_request_error", 429: "rate_limit_error"}
@@ -79,8 +73,6 @@ MAX_SCAN_CHARS = 4096   # of a line, the part looked at at all (the rest is cut,
 HIDDEN_ADDRESS = "<address>"
 REDACTED = "<redacted>"
 MIN_SECRET_CHARS = 8   # shorter "keys" (test placeholders) are not looked for
-MAX_RETRY_AFTER_S = 365 * 86400   # longer than any rate limit's window: the number only says "not soon"
-_DELTA = re.compile(r"(-)?(\d+)(?:\.\d+)?")   # a Retry-After's number (a fraction, a minus: read too)
 # litellm's words for a 200 whose body the OpenAI SDK could not read as JSON (it got the text)
 _NOT_JSON = re.compile(r"Empty or invalid response from LLM endpoint|'str' object has no attribute 'model_dump'")
 
@@ -151,53 +143,6 @@ def redacted(error: ApiError, secrets: Iterable[str]) -> ApiError:
     if error.param:
         error.param = redact(error.param, secrets)
     return error
-
-
-def _seconds(text: str, unit_s: float) -> float | None:
-    """A number of `unit_s` as seconds, 0 to MAX_RETRY_AFTER_S (one of thousands of digits
-    too, without int() of them); None when `text` is no number."""
-    match = _DELTA.fullmatch(text.strip())
-    if match is None:
-        return None
-    if match.group(1):   # "-4": the wait is over
-        return 0.0
-    if len(match.group(2)) > 15:
-        return float(MAX_RETRY_AFTER_S)
-    return min(float(MAX_RETRY_AFTER_S), float(match.group(0)) * unit_s)
-
-
-def upstream_wait_s(retry_after: str | None, retry_after_ms: str | None = None, *,
-                    now: float | None = None) -> float | None:
-    """Seconds an upstream asked to wait, 0 to MAX_RETRY_AFTER_S: its `retry-after-ms` (OpenAI
-    sends it, its SDK reads it first), else its `Retry-After` as seconds or as an HTTP date
-    (RFC 9110: that time less `now`, the clock's by default); None when neither can be read."""
-    if retry_after_ms is not None and (wait_s := _seconds(retry_after_ms, 0.001)) is not None:
-        return wait_s
-    if retry_after is None:
-        return None
-    if (wait_s := _seconds(retry_after, 1.0)) is not None:
-        return wait_s
-    try:
-        until = parsedate_to_datetime(retry_after.strip()[:64])
-    except (TypeError, ValueError, IndexError):
-        return None
-    if until.tzinfo is None:   # "-0000", asctime: an HTTP date is GMT
-        until = until.replace(tzinfo=timezone.utc)
-    left_s = until.timestamp() - (time.time() if now is None else now)
-    return max(0.0, min(float(MAX_RETRY_AFTER_S), left_s))
-
-
-def retry_after_headers(retry_after: str | None, retry_after_ms: str | None = None) -> dict[str, str]:
-    """The client's headers for an upstream's wait (`upstream_wait_s`): `Retry-After` in whole
-    seconds rounded up ("1" when none can be read), and `retry-after-ms` too when the upstream
-    sent one that can be read."""
-    wait_s = upstream_wait_s(retry_after, retry_after_ms)
-    if wait_s is None:
-        return {"Retry-After": "1"}
-    headers = {"Retry-After": str(math.ceil(wait_s))}
-    if retry_after_ms is not None and _seconds(retry_after_ms, 0.001) is not None:
-        headers["retry-after-ms"] = str(math.ceil(wait_s * 1000))
-    return headers
 
 
 def unsupported_params_error(exc: BaseException) -> ApiError:

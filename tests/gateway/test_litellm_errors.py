@@ -5,7 +5,8 @@ import os
 
 import pytest
 
-from gateway.litellm_errors import MAX_RETRY_AFTER_S, REDACTED, one_line, redact, retry_after_headers
+from gateway.litellm_errors import REDACTED, one_line, redact
+from gateway.retry_after import MAX_RETRY_AFTER_S, retry_after_headers
 from tests.gateway.test_http_errors import assert_error, post
 from tests.gateway.test_upstream_faults import KEY_ENV, PATHS, ask, assert_api_error, base_url  # noqa: F401
 

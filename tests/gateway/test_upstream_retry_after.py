@@ -22,7 +22,8 @@ from gateway.batch_store import Batch, BatchStore
 from gateway.config import TenantConfig
 from gateway.errors import ApiError
 from gateway.file_store import FileStore
-from gateway.litellm_errors import MAX_RETRY_AFTER_S, map_upstream_status, upstream_wait_s
+from gateway.litellm_errors import map_upstream_status
+from gateway.retry_after import MAX_RETRY_AFTER_S, upstream_wait_s
 from gateway.model_configs import UpstreamModelConfig
 from gateway.passthrough import PassthroughBackend
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, validate
