@@ -6,7 +6,13 @@ appends its own when it ends. Two at once each read the history without the othe
 and both appended theirs: a call answered twice, or a call followed by another turn before
 its answer, left the conversation refusing every later turn (QA105). As OpenAI's does, a
 second response on a conversation while one runs is refused: a 400 `conversation_locked`
-(param `conversation`), to retry once the first has ended.
+(param `conversation`), to retry once the first has ended. So is adding or deleting an item
+through the Conversations API meanwhile (`check_items_free`; param `conversation_id`): an
+item added between a `function_call` and the turn that answers it, or a call deleted under
+its output, left the conversation refusing every later turn too (QA154). What changes no
+item is not held back: reading it, setting its metadata, and deleting it (the running
+turn's items are then dropped when it ends, as for an LRU eviction; nothing is left to
+refuse a later turn).
 
 Invariant: a (tenant, conversation) is held by at most one response at a time, from before
 its history is read until its items were appended or it ended without them; each hold is
@@ -27,6 +33,12 @@ def conversation_locked(conversation_id: str) -> ApiError:
     return invalid_request(f"Another response is running on conversation '{conversation_id}'; a conversation takes "
                            "one turn at a time. Retry once it has ended.", param="conversation",
                            code=CONVERSATION_LOCKED)
+
+
+def items_locked(conversation_id: str) -> ApiError:
+    return invalid_request(f"A response is running on conversation '{conversation_id}'; its items cannot be added "
+                           "or deleted until that turn has ended (its items are appended then). Retry once it has "
+                           "ended.", param="conversation_id", code=CONVERSATION_LOCKED)
 
 
 @dataclass(slots=True)
@@ -62,3 +74,11 @@ class ConversationLocks:
             raise conversation_locked(conversation_id)
         self.held.add(key)
         return ConversationHold(self, key)
+
+    def check_items_free(self, tenant: str, conversation_id: str) -> None:
+        """A 400 `conversation_locked` (param `conversation_id`) when a response holds the
+        tenant's conversation, for a request that would add or delete its items. Called
+        just before that request's store call, with no await between: the store runs calls
+        in order, so a turn that takes the hold later reads the items as changed."""
+        if (tenant, conversation_id) in self.held:
+            raise items_locked(conversation_id)

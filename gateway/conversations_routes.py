@@ -6,7 +6,8 @@ input and output are added to it once the response is done.
 
 Invariants: as for every handler, authentication first and errors OpenAI-shaped; a
 tenant never reaches another tenant's conversations (their ids answer 404); a body field
-these endpoints do not know is a 400 naming it (a misspelt `metadata` is not dropped).
+these endpoints do not know is a 400 naming it (a misspelt `metadata` is not dropped);
+items are added or deleted only between a conversation's turns (`conversation_locks`).
 """
 from __future__ import annotations
 
@@ -58,7 +59,8 @@ async def conversation(request: Request, state: GatewayState, tenant: str) -> Re
 async def conversation_items(request: Request, state: GatewayState, tenant: str) -> Response:
     """GET /v1/conversations/{id}/items: a page of its items (`limit` 1-100, default 20;
     `order` "desc", the default, or "asc"; `after` an item id). POST adds up to 20
-    `items` at its end and lists them as kept."""
+    `items` at its end and lists them as kept; while a response runs on the conversation
+    it is a 400 `conversation_locked` (`conversation_locks`), as is DELETE of an item."""
     conversation_id = request.path_params["conversation_id"]
     check_include_query(request.query_params)
     if request.method == "POST":
@@ -67,6 +69,7 @@ async def conversation_items(request: Request, state: GatewayState, tenant: str)
             raise invalid_request("Invalid type for 'items': expected an array of input items, but got null.",
                                   param="items", code="invalid_type")
         items = checked_items(body["items"])
+        state.conversation_locks.check_items_free(tenant, conversation_id)   # not while a turn runs on it
         return JSONResponse(listed(await state.conversations.call("add_items", tenant, conversation_id, items),
                                    has_more=False))
     page = list_page(request.query_params)
@@ -85,6 +88,7 @@ async def conversation_item(request: Request, state: GatewayState, tenant: str) 
     the conversation."""
     conversation_id, item_id = request.path_params["conversation_id"], request.path_params["item_id"]
     if request.method == "DELETE":
+        state.conversation_locks.check_items_free(tenant, conversation_id)   # not while a turn runs on it
         found = await state.conversations.call("delete_item", tenant, conversation_id, item_id)
         return JSONResponse(found.as_object())
     check_include_query(request.query_params)

@@ -3,7 +3,7 @@
 
 Invariant: each returns what chat's request takes, or raises a 400 naming the Responses
 parameter (`tools[i].type`, `tool_choice[.name]`, `text.format[.schema]`,
-`text.verbosity`, `reasoning.effort`), never chat's.
+`text.verbosity`, `reasoning.effort`, `reasoning.summary`), never chat's.
 """
 from __future__ import annotations
 
@@ -79,15 +79,28 @@ def check_text_verbosity(text: dict | None) -> None:
                               param="text.verbosity", code="invalid_value")
 
 
+# OpenAI's values (the openai SDK's `ReasoningEffort` and `Reasoning.summary` /
+# `generate_summary` literals): another is a 400, never echoed into a response the SDK's
+# `Response` model would refuse
+REASONING_VALUES = {"effort": ("none", "minimal", "low", "medium", "high", "xhigh", "max"),
+                    "summary": ("auto", "concise", "detailed"), "generate_summary": ("auto", "concise", "detailed")}
+
+
 def echoed_reasoning(reasoning: dict | None) -> dict:
     """`reasoning` as the response echoes it: the request's `effort` and `summary` (null
-    when not sent), which are accepted and ignored; each must be a string or null (a 400
-    naming it)."""
+    when not sent), which are accepted and ignored; each (and the deprecated
+    `generate_summary`, not echoed) is null or one of `REASONING_VALUES`, else a 400 naming
+    it (`invalid_type` for no string, `invalid_value` for another string)."""
     echoed = {}
-    for field in ("effort", "summary"):
+    for field, values in REASONING_VALUES.items():
         value = (reasoning or {}).get(field)
         if value is not None and not isinstance(value, str):
             raise invalid_request(f"Invalid type for 'reasoning.{field}': expected a string, but got "
                                   f"{type(value).__name__}.", param=f"reasoning.{field}", code="invalid_type")
-        echoed[field] = value
+        if value is not None and value not in values:
+            raise invalid_request(f"Invalid value: {value!r}. Supported values are: "
+                                  + ", ".join(repr(v) for v in values) + ".", param=f"reasoning.{field}",
+                                  code="invalid_value")
+        if field != "generate_summary":
+            echoed[field] = value
     return echoed

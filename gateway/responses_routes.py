@@ -160,14 +160,14 @@ async def create_response(request: Request) -> Response:
 
         def keep(response: dict, collected: Collected | None) -> None:   # not waited for (`put`)
             if parsed.store:
-                messages = () if collected is None else conversation_after(parsed, chat_body, collected)
+                messages = () if collected is None else conversation_after(parsed, traced_body, collected)
                 state.responses.put(tenant, StoredResponse(response, messages, input_items(parsed, response_id)))
 
         async def keep_end(collected: Collected) -> None:   # waited for: see `KeptBeforeTheEnd`
             response = whole_response(response_id, parsed, collected, created_at)
             if parsed.store and not parsed.background:   # a background run stores its end itself (`generate`)
                 await state.responses.put_and_wait(tenant, StoredResponse(
-                    response, conversation_after(parsed, chat_body, collected), input_items(parsed, response_id)),
+                    response, conversation_after(parsed, traced_body, collected), input_items(parsed, response_id)),
                     durable=True)
             if parsed.conversation is not None:
                 try:
@@ -282,8 +282,8 @@ async def prepared_chat(state: GatewayState, backend: Backend, parsed: Responses
     """(the chat body, the prepared request) a Responses request runs as on `backend`;
     with `truncation: "auto"` its oldest turns are dropped until the prompt fits the
     model's context (none when `max_output_tokens` alone fills it: the error names that,
-    not the messages). Errors name the Responses API's parameters (`sources`: per chat
-    message, where it came from)."""
+    not the messages), from this prompt only: a response stores `chat_body` uncut (QA154).
+    Errors name the Responses API's parameters (`sources`: per chat message, where from)."""
     async def prepared(num_cut: int) -> tuple[dict, Prepared]:
         body = chat_body if num_cut == 0 else {**chat_body, "messages": cuts.kept(chat_body["messages"], num_cut)}
         chat = validate(ChatCompletionRequest, body)
