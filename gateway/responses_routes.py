@@ -139,9 +139,10 @@ async def create_response(request: Request) -> Response:
         body = await read_json_body(request, state.config.max_body_bytes)
         model = model_label(state, body)   # a request refused by its checks counts under its model too
         check_message_count(body, "input")
-        parsed = validate(ResponsesRequest, body)
+        checked = validate(ResponsesRequest, body)
+        checked_metadata(checked.metadata)   # out of range: no valid request, untraced (request_metadata)
+        parsed = checked
         response_id = f"resp_{time_ordered_hex(time.time(), 44)}"   # the archive's key: in time order
-        checked_metadata(parsed.metadata)
         if parsed.background and not parsed.store:
             raise invalid_request("A background response is stored: `background: true` needs `store: true`.",
                                   param="store", code="invalid_value")

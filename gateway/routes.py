@@ -125,8 +125,9 @@ async def _handle(request: Request, *, is_chat: bool) -> Response:
         model = model_label(state, body)
         if is_chat:
             check_message_count(body, "messages")
-            parsed = validate(ChatCompletionRequest, body)
-            checked_metadata(parsed.metadata)
+            chat = validate(ChatCompletionRequest, body)
+            checked_metadata(chat.metadata)   # out of range: no valid request, untraced (request_metadata)
+            parsed = chat
             await check_off_loop(state.schemas, tenant, tool_parameters(parsed),
                                  check_chat_request, parsed, tenant, state.schemas)
         else:

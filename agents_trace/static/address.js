@@ -9,6 +9,14 @@ function sessionPath(session, resource) {
   return "/v1/traces/sessions/" + encodeURIComponent(session) + (resource ? "/" + resource : "");
 }
 
+// An id that is only "." or ".." cannot be sent from a browser (it drops such a path
+// segment, even encoded: "." asks for the sessions list, ".." for nothing), so its
+// session is not asked for; `stepahead traces show` reads it.
+const canOpen = (session) => session !== "." && session !== "..";
+const cannotOpen = (tenant, session) =>
+  `Session "${session}" cannot be opened in a browser: a browser drops a path segment that is only "." or ` +
+  `"..", even encoded. Read it with: stepahead traces show ${session} --tenant ${tenant}`;
+
 // `requestId`: the request whose step the session opens on, outlined (`?request=`)
 function sessionHash(tenant, session, requestId) {
   return "#/session/" + encodeURIComponent(tenant) + "/" + encodeURIComponent(session) +

@@ -82,8 +82,8 @@ function sessionRow(s, id) {
   const requestId = id && !s.session.includes(id) ? id : "";
   const link = el("a", { href: sessionHash(s.tenant, s.session, requestId) }, s.session);
   return el("tr", { class: s.num_errors ? "error" : "", "data-key": sessionKey(s), "data-place": JSON.stringify(sortKey(s)) },
-    el("td", { class: "text" }, link), el("td", { class: "text admin-only" }, s.tenant),
-    el("td", { class: "text" }, s.agent || "—"), el("td", { class: "text" }, fmtTime(s.last_s)),
+    el("td", { class: "text id" }, link), el("td", { class: "text id admin-only" }, s.tenant),
+    el("td", { class: "text id" }, s.agent || "—"), el("td", { class: "text" }, fmtTime(s.last_s)),
     el("td", {}, fmtS(s.duration_s)), el("td", {}, s.num_steps), el("td", {}, s.num_tool_runs),
     el("td", {}, s.num_input_tokens), el("td", {}, s.num_cached_tokens),
     el("td", {}, pct(s.num_cached_tokens, s.num_input_tokens)),

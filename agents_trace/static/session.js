@@ -111,14 +111,14 @@ function renderSteps(steps) {
       el("td", lostPrefix(s) ? { class: "miss", title: `${lostPrefix(s)} tokens the previous step left were ` +
         "no longer cached (evicted while the session was away)" } : {}, s.num_cached_tokens),
       el("td", {}, pct(s.num_cached_tokens, s.num_input_tokens)), el("td", {}, fmtMs(s.ttft_s)),
-      el("td", {}, s.num_output_tokens), el("td", { class: "text" }, s.model),
-      el("td", { class: "text", title: s.service_tier === "flex" ? "served in the flex tier, after other requests" : "" },
+      el("td", {}, s.num_output_tokens), el("td", { class: "text id" }, s.model),
+      el("td", { class: "text id", title: s.service_tier === "flex" ? "served in the flex tier, after other requests" : "" },
         (s.worker || "—") + (s.service_tier === "flex" ? " · flex" : "")),
       el("td", { class: "tools" }, askedFor(s)),
       el("td", { class: "text", title: f && !f.is_confident ? notConfident : "" },
-        f ? `${f.predicted} (${percent(f.p_predicted)})` + (f.is_confident ? "" : " · not confident") : "—"),
-      el("td", { class: f ? (f.is_hit ? "text hit" : "text miss") : "text" },
-        f ? `${f.actual} ${f.is_hit ? "✓" : "✗"}` : "—"),
+        f ? `${f.predicted}\u00a0(${percent(f.p_predicted)})` + (f.is_confident ? "" : " · not confident") : "—"),
+      el("td", { class: f ? (f.is_hit ? "text hit" : "text miss") : "text" },   // a name and its mark on one line
+        f ? `${f.actual}\u00a0${f.is_hit ? "✓" : "✗"}` : "—"),
       el("td", {}, f && f.eta_p50_s !== null ? `${fmtS(f.eta_p50_s)} (was ${fmtS(s.gap_s)})` : "—"),
       el("td", { class: "tools" }, s.error ? (s.error_message ? `${s.error}: ${s.error_message}` : s.error) : ""),
       el("td", { class: "text" }));
@@ -165,6 +165,19 @@ function renderStepsShown() {
   $("earlier-steps").hidden = view.stepsStart === 0;
 }
 
+// A step as stored is never rewritten: the same index, request and arrival is the same
+// step (a session deleted and begun again under its id has new ones at the same indexes).
+const sameStep = (a, b) => a.index === b.index && a.request_id === b.request_id && a.arrived_s === b.arrived_s;
+
+// `detail`, the API's answer for one session; anything else (a page of the sessions list,
+// a proxy's page) throws an error that says so, never a TypeError half-way through a render.
+function sessionReply(detail) {
+  if (!detail || !detail.session || !detail.steps || !Array.isArray(detail.steps.data)) {
+    throw new Error("The gateway's answer is not a session (its id may be one a browser cannot send).");
+  }
+  return detail;
+}
+
 function stepsQuery(tenant, offset, limit) {
   // the tenant the address names, whoever asks: another tenant's session is a 404 to a
   // tenant key ("Session not found"), never the caller's own session of the same id
@@ -180,6 +193,7 @@ function stepsQuery(tenant, offset, limit) {
 // refresh's error included).
 async function loadSession(tenant, session, how, requestId = "") {
   const ticket = view.route;
+  if (!canOpen(session)) throw new Error(cannotOpen(tenant, session));
   if (how === "open") {
     const same = view.session && view.session.tenant === tenant && view.session.session === session;
     if (!same) { view.openContent = new Set(); view.contents = new Map(); }
@@ -189,7 +203,7 @@ async function loadSession(tenant, session, how, requestId = "") {
   const query = stepsQuery(tenant, start, how === "earlier" ? view.stepsStart - start : STEPS_PAGE);
   const fresh = how === "open" || how === "reload";
   if (fresh && view.requestId) query.set("request_id", view.requestId);   // its page, not the first
-  const detail = await api(sessionPath(session) + "?" + query);
+  const detail = sessionReply(await api(sessionPath(session) + "?" + query));
   if (ticket !== view.route) return;
   const page = detail.steps.data;
   view.session = detail.session;
@@ -222,19 +236,25 @@ async function loadSession(tenant, session, how, requestId = "") {
 // after those shown are added. Before its last page (later steps wait behind "Load more
 // steps"), the summary and "Showing steps … of N" keep up, and new steps wait there too:
 // they come after those, in index order, so none is shown out of order or twice. A step
-// that arrived out of order (a session's concurrent calls) among or before those shown
-// reloads the session (its first page, or the one holding the outlined step), and so
-// does its end on its last page. A refresh that succeeds clears the status line: an
-// error a refresh showed (the session deleted, the gateway restarting) is over.
+// that arrived out of order (a session's concurrent calls: a long call stored after a
+// shorter one that began after it) among or before those shown, or a session deleted and
+// begun again under its id, moves or replaces the last step shown: each refresh asks from
+// that step on (`sameStep`), and anything else there reloads the session (its first page,
+// or the one holding the outlined step), as does its end on its last page. A refresh that
+// succeeds clears the status line: an error a refresh showed (the session deleted, the
+// gateway restarting) is over.
 async function refreshLive() {
   if (document.hidden) return;
   if ($("more-steps").hidden === false) { await refreshBeforeLastPage(); return; }
-  const s = view.session, ticket = view.route;
-  const detail = await api(sessionPath(s.session) + "?" + stepsQuery(s.tenant, view.stepsEnd, STEPS_PAGE));
+  const s = view.session, ticket = view.route, last = view.steps[view.steps.length - 1];
+  const from = last ? view.stepsEnd - 1 : view.stepsEnd;
+  const detail = sessionReply(await api(sessionPath(s.session) + "?" + stepsQuery(s.tenant, from, STEPS_PAGE)));
   if (ticket !== view.route) return;
   setStatus("");
-  const added = detail.steps.data;
-  if (detail.session.num_steps === view.stepsEnd + added.length && detail.session.is_open) {
+  const page = detail.steps.data;
+  const added = last ? page.slice(1) : page;
+  const inPlace = !last || (page.length > 0 && sameStep(page[0], last));
+  if (inPlace && detail.session.num_steps === view.stepsEnd + added.length && detail.session.is_open) {
     if (!added.length) return;
     view.session = detail.session;
     view.steps = view.steps.concat(added);
@@ -250,11 +270,12 @@ async function refreshLive() {
 // at its offset when no step arrived among or before those shown).
 async function refreshBeforeLastPage() {
   const s = view.session, ticket = view.route, last = view.steps[view.steps.length - 1];
-  const detail = await api(sessionPath(s.session) + "?" + stepsQuery(s.tenant, Math.max(0, view.stepsEnd - 1), 1));
+  const detail = sessionReply(await api(sessionPath(s.session) + "?" +
+    stepsQuery(s.tenant, Math.max(0, view.stepsEnd - 1), 1)));
   if (ticket !== view.route) return;
   setStatus("");
   const again = detail.steps.data[0];
-  if (!last || !again || again.index !== last.index) { await loadSession(s.tenant, s.session, "reload"); return; }
+  if (!last || !again || !sameStep(again, last)) { await loadSession(s.tenant, s.session, "reload"); return; }
   if (JSON.stringify(detail.session) === JSON.stringify(s)) return;   // nothing new
   view.session = detail.session;
   $("more-steps").hidden = !detail.steps.has_more;
