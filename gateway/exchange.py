@@ -278,7 +278,7 @@ class Exchange:
         if self.first_event_s is None:
             return "The client closed the connection before the model's first token."
         num_tokens = self.prepared.generated.num_generated   # local runs only: an upstream's is unknown here
-        tokens = f", {num_tokens} output tokens generated" if num_tokens else ""
+        tokens = f", {num_tokens} output token{'s' if num_tokens != 1 else ''} generated" if num_tokens else ""
         if self.is_streamed:
             return f"The client closed the connection while the reply was streaming{tokens}."
         return f"The client closed the connection before the reply was sent{tokens}."

@@ -5,6 +5,9 @@
 // The API's query for the list's filters as applied: the ones its URL names (Apply put
 // them there, `filtersInHash`), never text typed in the inputs but not applied yet, so the
 // rows, the window's figures, "load more", Live and the download all match what is listed.
+// the empty list's words: none match the filters, or (with none applied) none was traced yet
+const noSessions = () => (filterQuery().toString() ? "No sessions match." : "No sessions yet.");
+
 function filterQuery() {
   const applied = parseHash(location.hash).params;
   const value = (name) => (applied.get(name) || "").trim();
@@ -126,7 +129,7 @@ async function loadSessions(append, count = SESSIONS_PAGE) {
   }
   view.sessionsRows = (append ? view.sessionsRows : 0) + Math.min(count, MAX_PAGE);
   $("more-sessions").hidden = !page.has_more;
-  setStatus(view.sessionsLoaded ? "" : "No sessions match.");
+  setStatus(view.sessionsLoaded ? "" : noSessions());
   if (!append) setLive();
   return true;
 }
@@ -211,5 +214,5 @@ function mergeSessions(fresh, more, id) {
   for (const row of [...body.rows]) if (!kept.has(row)) row.remove();
   body.prepend(...top.map((s) => sessionRow(s, id)));
   view.sessionsShown = new Set([...body.rows].map((row) => row.dataset.key));
-  setStatus(body.rows.length ? "" : "No sessions match.");
+  setStatus(body.rows.length ? "" : noSessions());
 }

@@ -65,6 +65,7 @@ def test_viewer_page_shows_a_session_timeline(served, tmp_path):
         driver.save_screenshot(str(tmp_path / "timeline.png"))
         assert (tmp_path / "timeline.png").stat().st_size > 10_000
         connect(driver, base_url, "k-globex")
+        wait_for(driver, lambda d: d.find_element(By.ID, "status").text == "No sessions yet.")   # none, no filter
         driver.get(f"{base_url}/ui#/session/acme/{session}")
         wait_for(driver, lambda d: "not found" in d.find_element(By.ID, "status").text)
     response = httpx.get(f"{base_url}/v1/traces/sessions/{session}",

@@ -148,3 +148,11 @@ async def test_a_stream_of_two_choices_left_unread_past_the_bound_stops_both_wor
     await events.aclose()
     assert (failure.value.status, failure.value.code) == (CLIENT_CLOSED_STATUS, READ_TOO_SLOWLY)
     assert not local.engine._streams
+
+
+@pytest.mark.parametrize(("num_tokens", "words"), [(1, ", 1 output token generated."), (2, ", 2 output tokens generated."),
+                                                   (0, "streaming.")])
+def test_the_client_closed_message_counts_its_tokens_in_words(num_tokens, words):
+    exchange = SimpleNamespace(ticket=object(), first_event_s=1.0, is_streamed=True,
+                               prepared=SimpleNamespace(generated=GeneratedTokens(num=num_tokens)))
+    assert Exchange._client_closed_message(exchange).endswith(words)
