@@ -6,8 +6,9 @@ head equals step k's rendering, so step k+1 finds step k's blocks in the cache.
 
 Models whose own template cannot render `tools` but speak ChatML (`<|im_start|>`, like
 the embedded SmolLM2) get stepahead's ChatML tool template, which uses the Hermes/Qwen
-`<tool_call>{json}</tool_call>` convention. Other templates without tools: no tool
-support (the gateway answers 400).
+`<tool_call>{json}</tool_call>` convention, for a request with `tools` and for one whose
+messages hold tool calls or results (without it the model's own template would drop
+them). Other templates without tools: no tool support (the gateway answers 400).
 """
 from __future__ import annotations
 
@@ -68,6 +69,13 @@ def tool_template(tokenizer) -> str | None:
     return None
 
 
+def has_tool_turns(messages: list[dict]) -> bool:
+    """Whether `messages` hold tool calls or their results: rendered with the tool template
+    even when the request offers no `tools` (a model's own template without tools drops
+    `tool_calls` and has no `tool` role: the model would not see what it called, QA158)."""
+    return any(message.get("tool_calls") or message.get("role") == "tool" for message in messages)
+
+
 def supports_tools(tokenizer) -> bool:
     return tool_template(tokenizer) is not None
 
@@ -116,7 +124,7 @@ def render_chat_prompt(tokenizer, messages: list[dict], tools: list[dict] | None
     string (contents, names, tool calls, tool definitions) marked first, so the special
     tokens it spells are text, not control tokens (shards/special_text.py). Tokenize it with
     `MarkedTextEncoder` or `PromptTokenCache.encode(..., marked=True)`, never as it is."""
-    template = tool_template(tokenizer) if tools else None
+    template = tool_template(tokenizer) if tools or has_tool_turns(messages) else None
     if tools and template is None:
         raise ValueError("this model's chat template cannot render tools")
     special = SpecialText.of(tokenizer)

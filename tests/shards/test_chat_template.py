@@ -61,3 +61,25 @@ def test_a_tool_name_from_the_history_is_one_json_string(tokenizer):
     said = [{"role": "user", "content": "Weather?"}, {"role": "assistant", "content": None, "tool_calls": [
         {"id": "c1", "type": "function", "function": {"name": "get\"weather", "arguments": "{}"}}]}]
     assert '<tool_call>\n{"name": "get\\"weather", "arguments": {}}' in render_chat_text(tokenizer, said, TOOLS)
+
+
+def test_tool_turns_are_rendered_with_the_tool_template_when_the_request_offers_no_tools():
+    """QA158: a model whose own template knows no tools (SmolLM2's plain ChatML) dropped the
+    history's `tool_calls` and wrote an `<|im_start|>tool` turn when a request, such as an
+    agent's last, structured step, sent no `tools`: the model did not see what it called."""
+    plain = build_tiny_tokenizer()
+    plain.chat_template = ("{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + "
+                           "message['content'] + '<|im_end|>\\n' }}{% endfor %}"
+                           "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
+    history = [{"role": "user", "content": "Weather in Paris?"},
+               {"role": "assistant", "content": None, "tool_calls": [
+                   {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+               {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
+               {"role": "user", "content": "Which function did you call?"}]
+    text = render_chat_text(plain, history)
+    assert '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>' in text
+    assert "<tool_response>\nsunny\n</tool_response>" in text and "<|im_start|>tool" not in text
+    with_tools = render_chat_text(plain, history, TOOLS)
+    assert with_tools.endswith(text)   # the same turns after the tools' system header: one way of writing them
+    plain_chat = [{"role": "user", "content": "hi"}]
+    assert render_chat_text(plain, plain_chat) == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
