@@ -13,6 +13,10 @@ Invariants:
 - a request's slot is held until its result line is kept, so a run stopped mid-batch
   leaves at most `concurrency` requests sent without a result (they go again at the next
   start, here or on the gateway that takes the batch up);
+- a `/v1/responses` line that does not set `store` is sent with `store: false`: its result
+  is in the output file, and stored it would push the tenant's own stored responses out of
+  its `responses_per_tenant` store (QA153: an 1,100-line batch broke its agents'
+  `previous_response_id` chains); a line that sets `store` is sent as written;
 - a result that cannot be kept (a full disk) stops the sending: no further request of
   the batch is sent, those in flight finish (their results kept if they can be), and
   `_send_all` raises `ResultNotKept`; the batch goes on later, as after a stop, with the
@@ -35,6 +39,15 @@ from gateway.batch_line_turn import BATCH_LINE, BatchLineTurn
 YIELD_POLL_S = 0.02
 YIELD_GRACE_S = 0.25   # how long other requests must be gone before a second batch request starts
 YIELD_CONFIRM_S = 2 * YIELD_POLL_S   # how long one wait must itself see them gone
+RESPONSES_ENDPOINT = "/v1/responses"
+
+
+def sent_body(endpoint: str, body: dict) -> dict:
+    """The body a line is sent with: as written, but a `/v1/responses` line that does
+    not set `store` is not stored (`store: false`; its result is in the output file)."""
+    if endpoint == RESPONSES_ENDPOINT and "store" not in body:
+        return {**body, "store": False}
+    return body
 
 
 class ResultNotKept(Exception):
@@ -163,7 +176,8 @@ class BatchSending:
             try:
                 # the text a client's JSON encoder sends, compact and in UTF-8 (escapes could take a
                 # body near the size limit past it)
-                content = json.dumps(request.body, ensure_ascii=False, separators=(",", ":")).encode()
+                content = json.dumps(sent_body(batch.endpoint, request.body), ensure_ascii=False,
+                                     separators=(",", ":")).encode()
                 task, turn = asyncio.current_task(), BatchLineTurn()
                 as_batch_line = BATCH_LINE.set(turn)   # (the app runs in this task: httpx's ASGI transport)
                 being_sent.turns[task] = turn

@@ -2,6 +2,14 @@
 as the OpenAI-shaped 429 to answer (a mixin of `TenantLimiter`, gateway/limits.py, whose
 invariants these keep: the budget is checked first, then requests/minute, tokens/minute,
 and the queue last; a batch line has no queue place to be refused by).
+
+Invariant: a Batch API line spends only what the tenant's interactive requests leave: it
+passes a per-minute limit only when, after it, the bucket still holds `BATCH_RESERVE_SHARE`
+of the limit (`with_reserve`; a line that alone needs more than the rest, only when the
+bucket is full), else it is a retryable 429 whose `Retry-After` is the wait until it does,
+which the batch runner honours and sends it again (no result line, no 429 counted). The
+reserve is the tenant's interactive requests', so its own batch never takes their rate
+(QA153: rpm 30, a batch running, 7 of 10 of its agents' requests refused).
 """
 from __future__ import annotations
 
@@ -10,6 +18,17 @@ import math
 from gateway.batch_line_turn import BATCH_LINE
 from gateway.budget_share import budget_refusal
 from gateway.errors import ApiError, rate_limited
+from gateway.token_buckets import TokenBucket
+
+BATCH_RESERVE_SHARE = 0.5   # of each per-minute limit, kept for the tenant's interactive requests
+BATCH_RESERVE_NOTE = " A batch request leaves half of each per-minute limit to the tenant's interactive requests."
+
+
+def with_reserve(bucket: TokenBucket, amount: float) -> float:
+    """What `bucket` must hold for a batch line to take `amount` of it: `amount` and the
+    interactive reserve, at most the whole bucket (a line larger than the rest waits for a
+    full one, so it can still run)."""
+    return min(amount + BATCH_RESERVE_SHARE * bucket.capacity, bucket.capacity)
 
 
 class TenantLimitRefusals:
@@ -21,7 +40,8 @@ class TenantLimitRefusals:
 
     def _check(self, num_tokens: int, is_batch_line: bool) -> ApiError | None:
         """The first limit `num_tokens` more would break, as an error; None if none (a
-        batch line's turn for a slot is no limit: it takes no place in the queue)."""
+        batch line's turn for a slot is no limit: it takes no place in the queue; its
+        per-minute limits keep the interactive reserve, `with_reserve`)."""
         limits = self.limits
         if limits.token_budget is not None:   # final only when the spent tokens alone leave no room
             error = budget_refusal(self.tenant, limits.token_budget, self.num_spent_tokens,
@@ -29,7 +49,7 @@ class TenantLimitRefusals:
             if error is not None:
                 return error
         now_s = self._clock()
-        error = self._requests_refusal(now_s)
+        error = self._requests_refusal(now_s, is_batch_line)
         if error is not None:
             return error
         if self._tokens is not None:
@@ -41,23 +61,26 @@ class TenantLimitRefusals:
                     f"tokens, above the limit of {limits.tokens_per_minute} tokens per minute."
                     " The input or output tokens must be reduced in order to run successfully.",
                     "rate_limit_error", "rate_limit_exceeded", None, {"x-should-retry": "false"})
+            if is_batch_line:
+                wait_s = self._tokens.seconds_until(with_reserve(self._tokens, num_tokens))
             if wait_s > 0:
                 return rate_limited(
-                    f"Rate limit reached for tenant '{self.tenant}': "
-                    f"{limits.tokens_per_minute} tokens per minute.", wait_s)   # the whole wait, debt included
+                    f"Rate limit reached for tenant '{self.tenant}': {limits.tokens_per_minute} tokens per minute."
+                    + (BATCH_RESERVE_NOTE if is_batch_line else ""), wait_s)   # the whole wait, debt included
         return None if is_batch_line else self._queue_refusal()
 
-    def _requests_refusal(self, now_s: float) -> ApiError | None:
-        """The requests/minute refusal, when the bucket has no whole request left."""
+    def _requests_refusal(self, now_s: float, is_batch_line: bool = False) -> ApiError | None:
+        """The requests/minute refusal, when the bucket has no whole request left (for a
+        batch line: none beside the interactive reserve)."""
         if self._requests is None:
             return None
         self._requests.refill(now_s)
-        wait_s = self._requests.seconds_until(1)
+        wait_s = self._requests.seconds_until(with_reserve(self._requests, 1) if is_batch_line else 1)
         if wait_s is not None and wait_s <= 0:
             return None
         return rate_limited(
             f"Rate limit reached for tenant '{self.tenant}': "
-            f"{self.limits.requests_per_minute} requests per minute.",
+            f"{self.limits.requests_per_minute} requests per minute." + (BATCH_RESERVE_NOTE if is_batch_line else ""),
             math.ceil(wait_s if wait_s is not None else 60))
 
     def _queue_refusal(self) -> ApiError | None:
@@ -84,9 +107,11 @@ class TenantLimitRefusals:
                 max_num_tokens is None
                 or self.num_spent_tokens + self.num_reserved_tokens + max_num_tokens > limits.token_budget):
             return None
+        if is_batch_line is None:
+            is_batch_line = BATCH_LINE.get() is not None
         now_s = self._clock()
-        error = self._requests_refusal(now_s)
-        if error is None and not (BATCH_LINE.get() is not None if is_batch_line is None else is_batch_line):
+        error = self._requests_refusal(now_s, is_batch_line)
+        if error is None and not is_batch_line:
             error = self._queue_refusal()
             if error is not None and self._tokens is not None:
                 self._tokens.refill(now_s)

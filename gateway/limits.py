@@ -21,12 +21,18 @@ Invariants:
   slot a batch line holds is one more queue place for the tenant's requests (its slot goes
   to them next), so a tenant's own batch never makes its agents' requests refused, also
   with no queue (`max_queued` 0).
+- A batch line spends only what the tenant's interactive requests leave of its per-minute
+  limits: it is admitted only when each bucket keeps half its limit after it (a line larger
+  than the other half, only from a full bucket), else a retryable 429 sends it back until
+  then (gateway/limit_refusals.py `with_reserve`; QA153). Interactive requests are checked
+  as before, so the reserve is theirs.
 - `release` gives the slot back on every path, even when what it is told was used is not a
   count (then the reservation is charged and it raises after), so no failure while
   accounting can lock a tenant out.
 - `budget_room` is what a budgeted tenant's request that sets no `max_tokens` may reserve,
   and so generate (a local model caps the run at it): the budget holds for such a request
-  as for one with `max_tokens`, which alone the budget cannot stop once it runs.
+  as for one with `max_tokens`, which alone the budget cannot stop once it runs. A batch
+  line's is at most what it may take of a full tokens/minute bucket beside the reserve.
 - A request over the budget only because of what requests in flight reserved gets a
   retryable 429 at once (gateway/budget_share.py `budget_refusal`), never a place in the
   tenant's queue: the queue waits for a slot, and an open-ended request's reservation was
@@ -47,7 +53,7 @@ from dataclasses import dataclass
 from gateway.batch_line_turn import BATCH_LINE, BatchLineTurn
 from gateway.config import LimitsConfig
 from gateway.errors import rate_limited
-from gateway.limit_refusals import TenantLimitRefusals
+from gateway.limit_refusals import BATCH_RESERVE_SHARE, TenantLimitRefusals
 from gateway.token_buckets import TokenBucket, duration_text, resized
 
 
@@ -130,12 +136,16 @@ class TenantLimiter(TenantLimitRefusals):
         what the budget has left (spent and in flight taken off, never below 0), and no more
         than its tokens/minute bucket holds now (so a request sized to it is admitted now,
         not refused until the bucket is full again: QA86); None for a tenant without a
-        budget."""
+        budget. A batch line's (sized in a `BATCH_LINE` context) is no more than what the
+        interactive reserve leaves of a full bucket: it waits for that room, not sized to
+        what is there now, which it could take only from a full bucket (`with_reserve`)."""
         if self.limits.token_budget is None:
             return None
         room = max(0, self.limits.token_budget - self.num_spent_tokens - self.num_reserved_tokens)
         if self._tokens is None:
             return room
+        if BATCH_LINE.get() is not None:
+            return min(room, int(self._tokens.capacity * (1 - BATCH_RESERVE_SHARE)))
         self._tokens.refill(self._clock())
         return min(room, max(0, int(self._tokens.level)))
 
