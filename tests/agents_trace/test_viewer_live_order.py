@@ -5,6 +5,7 @@ and begun again under its id shows its new steps, not the deleted ones."""
 from __future__ import annotations
 
 import httpx
+import pytest
 
 from agents_trace.records import StepResult
 from tests.agents_trace.browser import chromium_driver, connect, wait_for
@@ -53,51 +54,50 @@ def open_live(driver, base_url: str, rows: int) -> None:
     driver.find_element(By.ID, "live").click()
 
 
-def test_live_shows_a_step_stored_after_a_later_one_once_each_in_index_order(tmp_path):
+@pytest.fixture
+def conc(tmp_path):
+    """(its `Steps`, the viewer's base URL): session "conc" with step #0 stored."""
+    clock = ManualClock()
+    tracer, _ = make_tracer(tmp_path, clock)
+    steps = Steps(tracer, clock)
+    steps.end(steps.begin())
+    server = start_server(viewer_app(tracer, KEYS))
+    try:
+        yield steps, server.base_url
+    finally:
+        server.stop()
+        tracer.stop()
+
+
+def test_live_shows_a_step_stored_after_a_later_one_once_each_in_index_order(conc):
     """Step 1 (a long call) begins before step 2 and ends after it: Live showed #2 twice
     and never #1 (it asked for the steps after the count shown, and #2 moved there)."""
     from selenium.webdriver.common.by import By
 
-    clock = ManualClock()
-    tracer, _ = make_tracer(tmp_path, clock)
-    steps = Steps(tracer, clock)
-    steps.end(steps.begin())
-    server = start_server(viewer_app(tracer, KEYS))
-    try:
-        with chromium_driver() as driver:
-            open_live(driver, server.base_url, 1)
-            long_call, short_call = steps.begin(), steps.begin()
-            steps.end(short_call)   # stored first: #2 shows after #0 while #1 runs
-            wait_for(driver, lambda d: [n for n, _ in shown_steps(d)] == ["0", "2"], timeout_s=LIVE_WAIT_S)
-            steps.end(long_call, num_output_tokens=600)
-            wait_for(driver, lambda d: len(shown_steps(d)) == 3 and "3 steps" in
-                     d.find_element(By.ID, "session-summary").text, timeout_s=LIVE_WAIT_S)
-            assert shown_steps(driver) == [["0", "chatcmpl-conc-1"], ["1", "chatcmpl-conc-2"],
-                                           ["2", "chatcmpl-conc-3"]]
-            steps.end(steps.begin())   # and Live goes on after them
-            wait_for(driver, lambda d: len(shown_steps(d)) == 4, timeout_s=LIVE_WAIT_S)
-            assert [n for n, _ in shown_steps(driver)] == ["0", "1", "2", "3"]
-    finally:
-        server.stop()
-        tracer.stop()
+    steps, base_url = conc
+    with chromium_driver() as driver:
+        open_live(driver, base_url, 1)
+        long_call, short_call = steps.begin(), steps.begin()
+        steps.end(short_call)   # stored first: #2 shows after #0 while #1 runs
+        wait_for(driver, lambda d: [n for n, _ in shown_steps(d)] == ["0", "2"], timeout_s=LIVE_WAIT_S)
+        steps.end(long_call, num_output_tokens=600)
+        wait_for(driver, lambda d: len(shown_steps(d)) == 3 and "3 steps" in
+                 d.find_element(By.ID, "session-summary").text, timeout_s=LIVE_WAIT_S)
+        assert shown_steps(driver) == [["0", "chatcmpl-conc-1"], ["1", "chatcmpl-conc-2"],
+                                       ["2", "chatcmpl-conc-3"]]
+        steps.end(steps.begin())   # and Live goes on after them
+        wait_for(driver, lambda d: len(shown_steps(d)) == 4, timeout_s=LIVE_WAIT_S)
+        assert [n for n, _ in shown_steps(driver)] == ["0", "1", "2", "3"]
 
 
-def test_live_shows_a_session_deleted_and_begun_again_under_its_id(tmp_path):
+def test_live_shows_a_session_deleted_and_begun_again_under_its_id(conc):
     """The session is deleted while Live is on and a new step comes under its id: its
     count is 1 again, and Live kept showing the deleted session's step."""
-    clock = ManualClock()
-    tracer, _ = make_tracer(tmp_path, clock)
-    steps = Steps(tracer, clock)
-    steps.end(steps.begin())
-    server = start_server(viewer_app(tracer, KEYS))
-    try:
-        with chromium_driver() as driver:
-            open_live(driver, server.base_url, 1)
-            assert shown_steps(driver)[0][1] == "chatcmpl-conc-1"
-            assert httpx.delete(f"{server.base_url}/v1/traces/sessions/conc",
-                                headers={"authorization": "Bearer k-acme"}).status_code == 200
-            steps.end(steps.begin())
-            wait_for(driver, lambda d: [r for _, r in shown_steps(d)] == ["chatcmpl-conc-2"], timeout_s=LIVE_WAIT_S)
-    finally:
-        server.stop()
-        tracer.stop()
+    steps, base_url = conc
+    with chromium_driver() as driver:
+        open_live(driver, base_url, 1)
+        assert shown_steps(driver)[0][1] == "chatcmpl-conc-1"
+        assert httpx.delete(f"{base_url}/v1/traces/sessions/conc",
+                            headers={"authorization": "Bearer k-acme"}).status_code == 200
+        steps.end(steps.begin())
+        wait_for(driver, lambda d: [r for _, r in shown_steps(d)] == ["chatcmpl-conc-2"], timeout_s=LIVE_WAIT_S)
