@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from gateway.batch_lines import BatchRequest, batch_requests
+from gateway.batch_input import BatchInput, BatchLine, open_input
+from gateway.batch_lines import BatchRequest
 from gateway.batch_store import Batch, BatchStore, request_result, succeeded, summed_usage, written_form
 from gateway.errors import ApiError
 from gateway.file_store import FileStore
@@ -29,7 +30,7 @@ FINALIZED = ("completed", "expired")   # the ends OpenAI's batches reach through
 
 
 async def finish_batch(store: BatchStore, files: FileStore, batch: Batch, results: list[dict],
-                       unsent: list[BatchRequest], final: str, errors: list[dict] | None,
+                       unsent: Sequence[BatchLine | BatchRequest], final: str, errors: list[dict] | None,
                        clock: Callable[[], float]) -> None:
     """Write the files of `results` and move `batch` to `final` ("completed", "cancelled"
     or "failed", with `errors` then); `unsent` are its requests without a result."""
@@ -84,29 +85,29 @@ async def _results_file(files: FileStore, batch: Batch, kind: str, data: bytes) 
     return None if stored is None else stored.id
 
 
-async def requests_to_go_on(store: BatchStore, files: FileStore, batch: Batch, cancelled: bool,
-                            clock: Callable[[], float]) -> list[BatchRequest] | None:
-    """The requests of a batch that goes on (after a restart, or cancelled while not
-    running); None when it cannot and has ended `failed`, with the files of what finished
-    (its input file was deleted, or fails a check added since it began). A `cancelled`
-    one needs none: it ends with what finished."""
+async def input_to_go_on(store: BatchStore, files: FileStore, batch: Batch, cancelled: bool,
+                         clock: Callable[[], float]) -> BatchInput | None:
+    """The input of a batch that goes on (after a restart, or cancelled while not
+    running), checked and held open (gateway/batch_input.py); None when it cannot and has
+    ended `failed`, with the files of what finished (its input file was deleted, or fails a
+    check added since it began). A `cancelled` one needs no requests: it ends with what
+    finished."""
     try:
-        data = await files.read(batch.tenant, batch.input_file_id)
+        batch_input, errors = await open_input(files, batch.tenant, batch.input_file_id, batch.endpoint)
     except ApiError as error:
         if error.status != 404:
             raise
         if cancelled:
-            return []
+            return BatchInput.empty()
         await _fail(store, files, batch, [{"code": "input_file_missing", "message": f"The input file "
                                            f"{batch.input_file_id} was deleted before the batch finished; its "
                                            "requests without a result cannot run.", "param": None, "line": None}],
                     clock)
         return None
-    requests, errors = await asyncio.to_thread(batch_requests, data, batch.endpoint)
     if errors and not cancelled:
         await _fail(store, files, batch, errors, clock)
         return None
-    return requests
+    return batch_input
 
 
 async def _fail(store: BatchStore, files: FileStore, batch: Batch, errors: list[dict],

@@ -14,7 +14,10 @@ its result can be written).
 from __future__ import annotations
 
 import json
+import mmap
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TypeVar
 
 from agents_trace.json_text import MAX_JSON_DEPTH, has_lone_surrogate, json_depth, loads_standard, may_hold_surrogates
 
@@ -22,6 +25,8 @@ BATCH_HEADER = "x-stepahead-batch"   # on a batch's request to the app: the batc
 ENDPOINTS = ("/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/embeddings")
 MAX_REQUESTS = 50_000
 MAX_ERRORS = 100
+Kept = TypeVar("Kept")
+Buffer = bytes | mmap.mmap   # a file's bytes, read or mapped
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,15 +96,25 @@ def _line_error(raw: bytes, number: int, endpoint: str, seen: set[str]) -> tuple
 
 def batch_requests(data: bytes, endpoint: str) -> tuple[list[BatchRequest], list[dict]]:
     """(the requests, []) for a good file; ([], errors as OpenAI lists them) otherwise."""
-    requests: list[BatchRequest] = []
+    return checked_lines(data, endpoint, lambda offset, length, request: request)
+
+
+def checked_lines(data: Buffer, endpoint: str, keep: Callable[[int, int, BatchRequest], Kept]
+                  ) -> tuple[list[Kept], list[dict]]:
+    """What `keep(offset, length, request)` makes of each good line of `data` (the line's
+    bytes are `data[offset:offset + length]`, its "\r\n" end left out), in order, and [];
+    or ([], errors as OpenAI lists them) for a file with any bad line. Each line's request
+    is dropped once `keep` has seen it: only what it keeps stays in memory."""
+    kept: list[Kept] = []
     errors: list[dict] = []
     seen: set[str] = set()
     model, model_line = None, None   # the batch's model: the first good request's, and its line
     # NOTE: lines end at "\n" alone (JSON Lines): a bare "\r" is JSON whitespace inside a line
-    for number, raw in enumerate(data.split(b"\n"), start=1):
+    for number, offset, raw in _lines_of(data):
         if not raw.strip():
             continue
-        error, request = _line_error(raw.removesuffix(b"\r"), number, endpoint, seen)
+        raw = raw.removesuffix(b"\r")
+        error, request = _line_error(raw, number, endpoint, seen)
         if request is not None:
             if model is None:
                 model, model_line = request.body["model"], number
@@ -113,9 +128,19 @@ def batch_requests(data: bytes, endpoint: str) -> tuple[list[BatchRequest], list
                 break
             continue
         seen.add(request.custom_id)
-        requests.append(request)
-        if len(requests) > MAX_REQUESTS:
+        kept.append(keep(offset, len(raw), request))
+        if len(kept) > MAX_REQUESTS:
             return [], [_error("too_many_requests", f"A batch holds at most {MAX_REQUESTS:,} requests.")]
-    if not errors and not requests:
+    if not errors and not kept:
         errors.append(_error("empty_file", "The input file holds no requests."))
-    return ([], errors) if errors else (requests, [])
+    return ([], errors) if errors else (kept, [])
+
+
+def _lines_of(data: Buffer) -> Iterator[tuple[int, int, bytes]]:
+    """(number from 1, offset, bytes) of each piece of `data` between "\n"s, as
+    `data.split(b"\n")` gives them, one at a time (`data` may be a file's mmap)."""
+    start, number = 0, 1
+    while (end := data.find(b"\n", start)) >= 0:
+        yield number, start, data[start:end]
+        start, number = end + 1, number + 1
+    yield number, start, data[start:]

@@ -13,6 +13,10 @@ Invariants:
 - a batch ends `completed`, `cancelled` (its requests not yet sent are dropped),
   `expired` or `failed` (its input file was deleted, or fails a check added since, before
   it could go on), its results in its files first (gateway/batch_finish.py);
+- a running batch holds its input file open and, in memory, each request's place in it
+  (gateway/batch_input.py), not its body: a run of requests is read from the file just
+  before it is sent; a batch of `TRIM_AFTER_LINES` or more gives its freed memory back as
+  it ends (gateway/freed_memory.py);
 - a gateway stopped mid-batch goes on at its next start with the requests that have no
   result yet; batch requests are not agent steps, so they are not traced;
 - a batch whose results cannot be kept (a full disk) stops sending (gateway/batch_sending.py),
@@ -46,17 +50,19 @@ from typing import TYPE_CHECKING
 
 from cache.repeated_failures import RepeatedFailures
 from gateway.batch_claims import ADOPT_EVERY_S, BatchClaims
+from gateway.batch_input import CHUNK_LINES, BatchInput, BatchLine, open_input
 from gateway.batch_sending import BatchSending, LinesBeingSent, ResultNotKept
-from gateway.batch_lines import BatchRequest, batch_requests
-from gateway.batch_finish import finish_batch, requests_to_go_on
+from gateway.batch_finish import finish_batch, input_to_go_on
 from gateway.batch_store import UNFINISHED, Batch, BatchStore, succeeded
 from gateway.file_store import FileStore
+from gateway.freed_memory import release_freed_memory
 
 if TYPE_CHECKING:
     from gateway.auth import KeyRing
 
 log = logging.getLogger("stepahead.gateway")
 TENANT_POLL_S = 1.0   # how often a batch whose tenant is not configured looks again
+TRIM_AFTER_LINES = 1000   # a batch of this many requests gives its freed memory back when it ends
 
 
 class BatchRunner(BatchSending):
@@ -144,17 +150,20 @@ class BatchRunner(BatchSending):
 
     async def create(self, batch: Batch) -> Batch:
         """Check the batch's input file and start it; a bad file fails it at once."""
-        data = await self.files.read(batch.tenant, batch.input_file_id)
-        requests, errors = await asyncio.to_thread(batch_requests, data, batch.endpoint)
+        batch_input, errors = await open_input(self.files, batch.tenant, batch.input_file_id, batch.endpoint)
         if errors:
             batch.errors = errors
             batch.moved_to("failed", self.clock())
         else:
-            batch.total, batch.model = len(requests), requests[0].body["model"]
+            batch.total, batch.model = len(batch_input.lines), batch_input.model
             batch.moved_to("in_progress", self.clock())
-        await self.store.put(batch)
+        try:
+            await self.store.put(batch)
+        except BaseException:
+            batch_input.close()
+            raise
         if not errors:
-            self._launch(batch, requests)
+            self._launch(batch, batch_input)
         return batch
 
     async def cancel(self, batch: Batch) -> Batch:
@@ -176,15 +185,18 @@ class BatchRunner(BatchSending):
         if batch_id in self._being_sent:
             self._being_sent[batch_id].give_up_waiting()
 
-    def _launch(self, batch: Batch, requests: list[BatchRequest] | None = None) -> None:
-        """Run the batch here, its claim taken; without its tenant, unclaimed (`_claim_to_go_on`)."""
-        if self._app is None or batch.id in self._tasks:
-            return
-        if (self.keys().has_tenant(batch.tenant) or batch.status == "cancelling") and not self.claims.take(batch.id):
+    def _launch(self, batch: Batch, batch_input: BatchInput | None = None) -> None:
+        """Run the batch here, its claim taken; without its tenant, unclaimed (`_claim_to_go_on`).
+        Its `batch_input`, when given, is the run's to close (else closed here)."""
+        if self._app is None or batch.id in self._tasks \
+                or (self.keys().has_tenant(batch.tenant) or batch.status == "cancelling") \
+                and not self.claims.take(batch.id):
+            if batch_input is not None:
+                batch_input.close()
             return
         if batch.status == "cancelling":
             self._cancelled.add(batch.id)
-        task = asyncio.get_running_loop().create_task(self._run(batch, requests))
+        task = asyncio.get_running_loop().create_task(self._run(batch, batch_input))
         self._tasks[batch.id] = task
         self._running[batch.id] = batch
         self._wakers[batch.id] = asyncio.Event()
@@ -198,25 +210,27 @@ class BatchRunner(BatchSending):
             self._wakers.pop(batch.id, None)
         task.add_done_callback(forget)
 
-    async def _run(self, batch: Batch, requests: list[BatchRequest] | None) -> None:
+    async def _run(self, batch: Batch, batch_input: BatchInput | None) -> None:
+        """Run the batch until it ends or stops here; `batch_input` (None: opened now) is closed then."""
         try:
             if not self.claims.holds(batch.id) and not await self._claim_to_go_on(batch):
                 return
-            if requests is None:
+            if batch_input is None:
                 if not await self._refreshed(batch):   # another gateway finished it before this one took its claim
                     return
-                requests = await requests_to_go_on(self.store, self.files, batch, batch.id in self._cancelled,
+                batch_input = await input_to_go_on(self.store, self.files, batch, batch.id in self._cancelled,
                                                    self.clock)
-                if requests is None:   # it failed, keeping what finished
+                if batch_input is None:   # it failed, keeping what finished
                     return
             while True:   # until every request has a result, or the batch is cancelled or expired
                 results = await self.store.results(batch.id)
                 batch.completed = sum(succeeded(result) for result in results)
                 batch.failed = len(results) - batch.completed
                 done = {result["custom_id"] for result in results}
-                pending = [request for request in requests if request.custom_id not in done]
+                pending = [line for line in batch_input.lines if line.custom_id not in done]
                 if not pending or batch.id in self._cancelled or self.clock() >= batch.expires_at:
                     break
+                del results, done   # (not held while the requests run: read again after)
                 if self.is_stopping:   # unfinished: it goes on at the next start
                     return
                 if not self.keys().has_tenant(batch.tenant):   # a reload removed it: wait without the claim
@@ -224,8 +238,10 @@ class BatchRunner(BatchSending):
                     if not await self._claim_to_go_on(batch) or not await self._refreshed(batch):
                         return
                     continue   # its results read again: another gateway may have run some meanwhile
-                await self._send_all(batch, pending)
+                await self._send_read(batch, batch_input, pending)
             await self._finish(batch, results, pending)
+            if batch.total >= TRIM_AFTER_LINES:   # its results and requests freed: give the memory back
+                await asyncio.to_thread(release_freed_memory)
         except asyncio.CancelledError:
             raise
         except ResultNotKept:
@@ -233,6 +249,21 @@ class BatchRunner(BatchSending):
                                "the next start) with its requests without a result", batch.id, ADOPT_EVERY_S)
         except Exception:
             log.exception("batch %s stopped on an error; it goes on at the next start", batch.id)
+        finally:
+            if batch_input is not None:
+                batch_input.close()
+
+    async def _send_read(self, batch: Batch, batch_input: BatchInput, pending: list[BatchLine]) -> None:
+        """Send `pending` a run of lines at a time, each run read from the input file just before
+        (off the event loop): at most one run's bodies in memory. Stops between runs when the batch
+        cannot go on now (cancelled, expired, its tenant removed, the gateway stopping)."""
+        for lines in batch_input.chunks(pending, max(CHUNK_LINES, 4 * self.concurrency)):
+            requests = await asyncio.to_thread(batch_input.requests, lines)
+            await self._send_all(batch, requests)
+            del requests
+            if batch.id in self._cancelled or self.is_stopping or not self.keys().has_tenant(batch.tenant) \
+                    or self.clock() >= batch.expires_at:
+                return
 
     async def _claim_to_go_on(self, batch: Batch) -> bool:
         """Wait, holding no claim, while the batch's tenant is not configured here (a reload
@@ -264,7 +295,7 @@ class BatchRunner(BatchSending):
             self._stop_sending(batch.id)
         return batch.status in UNFINISHED
 
-    async def _finish(self, batch: Batch, results: list[dict], unsent: list[BatchRequest]) -> None:
+    async def _finish(self, batch: Batch, results: list[dict], unsent: list[BatchLine]) -> None:
         """End the batch with the files of `results`; `unsent` are its requests without a result."""
         final = "cancelled" if batch.id in self._cancelled else "completed"
         await finish_batch(self.store, self.files, batch, results, unsent, final, None, self.clock)

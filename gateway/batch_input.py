@@ -1,0 +1,147 @@
+"""A running batch's input file: held open while the batch runs, with only each request's
+place in it in memory (`BatchLine`: its custom_id, offset and length); a request's body is
+read from the file and parsed again just before it is sent (`BatchInput.requests`).
+
+Invariants:
+- what a batch holds in memory while it runs does not grow with its requests' bodies: a
+  few dozen bytes per line and its custom_id, and the bodies of the requests about to be
+  sent (at most `chunks`' lines or bytes at a time); QA153: each running batch held its
+  whole input parsed, 240-430 MiB for a 190 MiB file;
+- the file is checked whole (gateway/batch_lines.py, through a read-only mmap: the bytes
+  are not copied onto the heap) when the batch is created or goes on after a restart, and
+  held open from then until the batch stops running here (`close`): a file deleted
+  meanwhile is still read, as its bytes stay until the last descriptor closes, so the
+  batch runs to its end as when it was held in memory;
+- the requests read are those checked: a file's bytes never change (gateway/file_store.py);
+  a line that no longer reads as its checked request raises `InputChanged`;
+- opening, checking and reading are disk I/O: they run off the event loop.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import mmap
+import os
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from agents_trace.json_text import loads_standard
+from gateway.batch_lines import BatchRequest, checked_lines
+from gateway.file_records import file_not_found
+from gateway.file_store import FileStore
+
+CHUNK_LINES = 64   # requests read at once, at least (`chunks`): 4 per request slot when more
+CHUNK_BYTES = 4 << 20   # and at most this many bytes of lines, but one line at least
+
+
+class InputChanged(Exception):
+    """A line of a batch's input file no longer reads as the request checked there."""
+
+
+@dataclass(frozen=True, slots=True)
+class BatchLine:
+    """Where a checked request is in its batch's input file: `length` bytes from `offset`
+    (without its line end)."""
+
+    custom_id: str
+    offset: int
+    length: int
+
+
+class BatchInput:
+    """A checked input file, open (`file`, None for one with no lines), its `lines` in
+    order and the `model` they name."""
+
+    __slots__ = ("file", "lines", "model", "_reading", "_closing")
+
+    def __init__(self, file, lines: list[BatchLine], model: str | None) -> None:
+        self.file, self.lines, self.model = file, lines, model
+        self._reading = threading.Lock()   # held by `requests`: `close` never pulls the file from under it
+        self._closing = False
+
+    @classmethod
+    def empty(cls) -> "BatchInput":
+        return cls(None, [], None)
+
+    @classmethod
+    def opened(cls, path: Path, endpoint: str) -> tuple["BatchInput", list[dict]]:
+        """The file at `path` checked for a batch of `endpoint` and held open, and [];
+        (an `empty` input, its errors) for a bad file. FileNotFoundError when there is none."""
+        file = open(path, "rb", buffering=0)
+        try:
+            models: list[str] = []
+
+            def keep(offset: int, length: int, request: BatchRequest) -> BatchLine:
+                if not models:
+                    models.append(request.body["model"])
+                return BatchLine(request.custom_id, offset, length)
+            size = os.fstat(file.fileno()).st_size
+            # (an empty file cannot be mapped)
+            with mmap.mmap(file.fileno(), size, access=mmap.ACCESS_READ) if size else contextlib.nullcontext(b"") \
+                    as data:
+                lines, errors = checked_lines(data, endpoint, keep)
+        except BaseException:
+            file.close()
+            raise
+        if errors:
+            file.close()
+            return cls.empty(), errors
+        return cls(file, lines, models[0]), []
+
+    def chunks(self, lines: Sequence[BatchLine], most_lines: int) -> Iterator[Sequence[BatchLine]]:
+        """`lines` in runs of at most `most_lines` lines and `CHUNK_BYTES` bytes (one line
+        at least), in order."""
+        start = 0
+        while start < len(lines):
+            end, size = start + 1, lines[start].length
+            while end < len(lines) and end - start < most_lines and size + lines[end].length <= CHUNK_BYTES:
+                size += lines[end].length
+                end += 1
+            yield lines[start:end]
+            start = end
+
+    def requests(self, lines: Sequence[BatchLine]) -> list[BatchRequest]:
+        """The requests of `lines`, read from the file now (disk I/O: off the event loop)."""
+        try:
+            with self._reading:
+                return [self._request(line) for line in lines]
+        finally:
+            self._close_if_asked()
+
+    def _request(self, line: BatchLine) -> BatchRequest:
+        raw = os.pread(self.file.fileno(), line.length, line.offset)   # (a closed file: ValueError)
+        try:
+            request = loads_standard(raw)
+        except (ValueError, RecursionError) as exc:
+            raise InputChanged(f"the line of {line.custom_id!r} no longer parses: {exc}") from None
+        if not isinstance(request, dict) or request.get("custom_id") != line.custom_id \
+                or not isinstance(request.get("body"), dict):
+            raise InputChanged(f"the line of {line.custom_id!r} is no longer the request checked there")
+        return BatchRequest(line.custom_id, request["body"])
+
+    def close(self) -> None:
+        """Close the file, now or (while `requests` reads it, in another thread) when that
+        read ends: never waits, so it may be called on the event loop."""
+        if self.file is not None:
+            self._closing = True
+            self._close_if_asked()
+
+    def _close_if_asked(self) -> None:
+        """(Each of `close` and `requests` tries after the other could have: one closes it.)"""
+        if self._closing and self._reading.acquire(blocking=False):
+            try:
+                self.file.close()
+            finally:
+                self._reading.release()
+
+
+async def open_input(files: FileStore, tenant: str, file_id: str, endpoint: str) -> tuple[BatchInput, list[dict]]:
+    """The tenant's file checked for a batch and held open (`BatchInput.opened`); a 404
+    when it is not (or no longer) there."""
+    stored = await files.get(tenant, file_id)
+    try:
+        return await asyncio.to_thread(lambda: BatchInput.opened(files.path_of(stored), endpoint))
+    except FileNotFoundError:   # deleted since its record was read
+        raise file_not_found(file_id) from None
