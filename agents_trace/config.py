@@ -1,13 +1,15 @@
 """Tracing configuration: the `[tracing]` table of the gateway's TOML file.
 
 Invariants: a `TraceConfig` is frozen and already validated (positive sizes and timeouts,
-a known OTLP protocol); a None field means "not set here", and then the standard
-`OTEL_*` environment variables decide (OTLP endpoint, protocol, headers, whether message
-content is captured) or the documented default applies (store path). A value taken from
-those variables is checked as the file's is (`resolved_otlp_protocol`): a bad one is a
-`TraceConfigError` naming the variable. The OTLP exporter's numbers (timeout, queue and
-batch sizes, attribute length) follow the same order: the file's value, else the standard
-variable, else the built-in default (`resolved_otlp_*`). The service name is the other way round: the
+an export timeout of at most a day, a known OTLP protocol; from the file, integers within
+TOML's 64 bits and finite numbers, as in every config table: `toml_int_problem`); a None
+field means "not set here", and then the standard `OTEL_*` environment variables decide
+(OTLP endpoint, protocol, headers, whether message content is captured) or the documented
+default applies (store path). A value taken from those variables is checked as the file's
+is (`resolved_otlp_protocol`): a bad one is a `TraceConfigError` naming the variable. The
+OTLP exporter's numbers (timeout, queue and batch sizes, attribute length) follow the same
+order: the file's value, else the standard variable, else the built-in default
+(`resolved_otlp_*`). The service name is the other way round: the
 standard variables win over `service_name` (`resolved_service_name`). Message content is
 never captured unless `capture_content` is true, or unset with
 $OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT asking for it.
@@ -15,6 +17,7 @@ $OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT asking for it.
 from __future__ import annotations
 
 import difflib
+import math
 import os
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, fields
@@ -37,6 +40,10 @@ OTLP_QUEUE_SIZE_ENVS = ("OTEL_BSP_MAX_QUEUE_SIZE",)
 OTLP_BATCH_SIZE_ENVS = ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE",)
 ATTRIBUTE_LENGTH_ENVS = ("OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT", "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT")
 DEFAULT_OTLP_EXPORT_TIMEOUT_S = 10.0
+# An export request waits a day at most: far past any collector's answer, and far under what a
+# socket's timeout can hold (about 9.2e9 s; past it every export fails, each span dropped).
+MAX_OTLP_EXPORT_TIMEOUT_S = 86_400.0
+TOML_INT_MIN, TOML_INT_MAX = -2**63, 2**63 - 1   # TOML's integers are 64-bit; tomllib loads any
 DEFAULT_OTLP_MAX_QUEUE_SIZE = 2048
 DEFAULT_OTLP_MAX_EXPORT_BATCH_SIZE = 512
 # 64 KiB characters per exported attribute value (a conversation in `gen_ai.input.messages`):
@@ -99,6 +106,9 @@ class TraceConfig:
             value = getattr(self, name)
             if value is not None and not value > 0:
                 raise TraceConfigError(f"tracing.{name} must be > 0")
+        if self.otlp_export_timeout_s is not None and self.otlp_export_timeout_s > MAX_OTLP_EXPORT_TIMEOUT_S:
+            raise TraceConfigError(f"tracing.otlp_export_timeout_s must be at most {MAX_OTLP_EXPORT_TIMEOUT_S:g} "
+                                   f"(a day), not {self.otlp_export_timeout_s!r}")
         if self.otlp_protocol is not None and self.otlp_protocol not in OTLP_PROTOCOLS:
             raise TraceConfigError(f"tracing.otlp_protocol must be one of {OTLP_PROTOCOLS}, "
                                    f"not {self.otlp_protocol!r}")
@@ -129,10 +139,11 @@ class TraceConfig:
     def resolved_otlp_export_timeout_s(self, environ: Mapping[str, str] = os.environ) -> float:
         """Each OTLP export request's timeout in seconds: `otlp_export_timeout_s`, else
         $OTEL_EXPORTER_OTLP_TRACES_TIMEOUT, else $OTEL_EXPORTER_OTLP_TIMEOUT (seconds, as the
-        OpenTelemetry Python SDK reads them), else 10."""
+        OpenTelemetry Python SDK reads them), else 10; at most a day."""
         if self.otlp_export_timeout_s is not None:
             return self.otlp_export_timeout_s
-        return env_number(environ, OTLP_TIMEOUT_ENVS, float, DEFAULT_OTLP_EXPORT_TIMEOUT_S)
+        return env_number(environ, OTLP_TIMEOUT_ENVS, float, DEFAULT_OTLP_EXPORT_TIMEOUT_S,
+                          most=MAX_OTLP_EXPORT_TIMEOUT_S)
 
     def resolved_otlp_max_queue_size(self, environ: Mapping[str, str] = os.environ) -> int:
         """How many spans wait for the exporter at most: `otlp_max_queue_size`, else
@@ -171,10 +182,12 @@ class TraceConfig:
         return data_file(self.store_path or environ.get(STORE_PATH_ENV), STORE_FILE_NAME)
 
 
-def env_number(environ: Mapping[str, str], names: tuple[str, ...], kind: type, default):
+def env_number(environ: Mapping[str, str], names: tuple[str, ...], kind: type, default,
+               most: float = TOML_INT_MAX):
     """The value of the first of `names` set (non-empty) in `environ`, as `kind` (int or
-    float), else `default`. A value that is not a positive number raises TraceConfigError
-    naming the variable, as a bad protocol variable does."""
+    float), else `default`. A value that is not a positive number, or is past `most` (by
+    default the 64-bit bound the file's integers have: the SDK's queue is a C size;
+    `inf` too), raises TraceConfigError naming the variable, as a bad protocol variable does."""
     for name in names:
         text = environ.get(name, "").strip()
         if not text:
@@ -186,6 +199,8 @@ def env_number(environ: Mapping[str, str], names: tuple[str, ...], kind: type, d
         if value is None or not value > 0:
             what = "a positive integer" if kind is int else "a positive number"
             raise TraceConfigError(f"{name} must be {what}, not {text!r}")
+        if value > most:
+            raise TraceConfigError(f"{name} must be at most {most}, not {text!r}")
         return value
     return default
 
@@ -218,6 +233,16 @@ _FLOATS = {"otlp_export_timeout_s", "retention_max_age_s", "retention_interval_s
 _STRINGS = {"service_name", "otlp_endpoint", "otlp_protocol", "store_path"}
 
 
+def toml_int_problem(value: Any, where: str) -> str | None:
+    """What is wrong with `value` when it is an integer past TOML's 64 bits (tomllib loads
+    any size; a C size made of one overflows, as the OTLP queue did); None for anything
+    else. The one check of every config table (`gateway.config_values.take` and
+    `check_toml_ints`, `[tracing]` here), so each refuses them alike."""
+    if isinstance(value, int) and not isinstance(value, bool) and not TOML_INT_MIN <= value <= TOML_INT_MAX:
+        return f"{where} is past TOML's 64-bit integer range: {value}"
+    return None
+
+
 def unknown_key_problem(table: Mapping[str, Any], known: Collection[str], where: str,
                         what: str = "key") -> str | None:
     """What is wrong with the first key of `table` not in `known`, with the nearest known
@@ -244,9 +269,14 @@ def parse_trace_config(table: Mapping[str, Any]) -> TraceConfig:
             raise TraceConfigError(f"tracing.{key} must be true or false")
         if key in _INTS and (isinstance(value, bool) or not isinstance(value, int)):
             raise TraceConfigError(f"tracing.{key} must be an integer")
+        problem = toml_int_problem(value, f"tracing.{key}")
+        if problem:
+            raise TraceConfigError(problem)
         if key in _FLOATS:
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise TraceConfigError(f"tracing.{key} must be a number")
+            if not math.isfinite(value):
+                raise TraceConfigError(f"tracing.{key} must be a finite number, not {value!r}")
             value = float(value)
         if key in _STRINGS:
             if not isinstance(value, str):

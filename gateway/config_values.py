@@ -11,7 +11,7 @@ import math
 from collections.abc import Collection
 from typing import Any
 
-from agents_trace.config import unknown_key_problem
+from agents_trace.config import toml_int_problem, unknown_key_problem
 
 
 class ConfigError(ValueError):
@@ -20,7 +20,6 @@ class ConfigError(ValueError):
 
 TYPE_NAMES = {str: "a string", list: "a list", int: "an integer", float: "a number", bool: "true or false",
               dict: "a table"}
-TOML_INT_MIN, TOML_INT_MAX = -2**63, 2**63 - 1   # TOML's integers are 64-bit signed
 
 
 def reject_unknown_keys(table: dict, known: Collection[str], where: str, what: str = "key") -> None:
@@ -42,8 +41,9 @@ def take(table: dict, key: str, kinds: type | tuple[type, ...], where: str, defa
                           f"not {'true' if value else 'false'}")
     if isinstance(value, float) and not math.isfinite(value):
         raise ConfigError(f"{where}.{key} must be a finite number, not {value!r}")
-    if isinstance(value, int) and not isinstance(value, bool) and not TOML_INT_MIN <= value <= TOML_INT_MAX:
-        raise ConfigError(f"{where}.{key} is past TOML's 64-bit integer range: {value}")   # tomllib lets it by
+    problem = toml_int_problem(value, f"{where}.{key}")   # tomllib lets it by
+    if problem:
+        raise ConfigError(problem)
     return value
 
 
@@ -51,8 +51,9 @@ def check_toml_ints(value: Any, where: str) -> None:
     """A ConfigError naming the first integer in `value` (a table or list, walked
     whole) past TOML's 64 bits: tomllib loads them, for a table `take` does not read
     key by key (`[models.engine]`)."""
-    if isinstance(value, int) and not isinstance(value, bool) and not TOML_INT_MIN <= value <= TOML_INT_MAX:
-        raise ConfigError(f"{where} is past TOML's 64-bit integer range: {value}")
+    problem = toml_int_problem(value, where)
+    if problem:
+        raise ConfigError(problem)
     items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
     for key, item in items:
         check_toml_ints(item, f"{where}.{key}" if isinstance(key, str) else f"{where}[{key}]")

@@ -88,9 +88,11 @@ class UpstreamModelConfig:
         return bool(self.api_base or dict(self.litellm_params).get("api_base"))
 
     def resolved_api_key(self) -> str | None:
-        """The `api_key_env` variable's value; None when the model names none, or the
-        variable is unset or empty."""
-        return (os.environ.get(self.api_key_env) or None) if self.api_key_env else None
+        """The `api_key_env` variable's value, the whitespace around it dropped (no key has
+        any: a variable's trailing newline, from a file or `echo`, would make every call a
+        502); None when the model names none, or the variable is unset, empty or only
+        whitespace."""
+        return (os.environ.get(self.api_key_env, "").strip() or None) if self.api_key_env else None
 
     def names_its_upstream(self) -> bool:
         """Whether the model names its own key or endpoint (`api_key_env`, `api_base`,
@@ -108,13 +110,14 @@ class UpstreamModelConfig:
         return key if key else (NO_API_KEY if self.names_its_upstream() else None)
 
     def missing_variables_warning(self) -> str | None:
-        """The start's one warning line for a model whose `api_key_env` variable is unset
-        or empty (its calls go without a real key), or whose `api_base_env` variable is
-        (its calls go to `api_base`, or fail when it has none); None when there is
-        nothing to say."""
+        """The start's one warning line for a model whose `api_key_env` variable is unset,
+        empty or only whitespace (its calls go without a real key; the line says which), or
+        whose `api_base_env` variable is unset or empty (its calls go to `api_base`, or fail
+        when it has none); None when there is nothing to say."""
         problems = []
         if self.api_key_env and not self.resolved_api_key():
-            problems.append(f"api_key_env names ${self.api_key_env}, which is not set (or empty): "
+            held = "holds only whitespace" if os.environ.get(self.api_key_env) else "is not set (or empty)"
+            problems.append(f"api_key_env names ${self.api_key_env}, which {held}: "
                             "its calls go upstream without an API key")
         if self.api_base_env and not os.environ.get(self.api_base_env):
             problems.append(f"api_base_env names ${self.api_base_env}, which is not set (or empty): "
