@@ -229,6 +229,7 @@ def model_config(table: dict, index: int) -> ModelConfig:
         if passthrough and litellm_model.partition("/")[0] not in PASSTHROUGH_PROVIDERS:
             raise ConfigError(f"{where}: passthrough needs an OpenAI-compatible provider "
                               f"({', '.join(PASSTHROUGH_PROVIDERS)})")
+        check_toml_ints(table.get("litellm_params", {}), f"{where}.litellm_params")   # sent upstream as given
         config = UpstreamModelConfig(
             name=name, litellm_model=litellm_model, passthrough=passthrough,
             api_base=take(table, "api_base", str, where),

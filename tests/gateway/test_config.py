@@ -97,6 +97,8 @@ def _base(**tenant) -> dict:
     (lambda d: d["tenants"][0].update(limits={"requests_per_minute": 10**20}),
      r"tenants\[0\].limits.requests_per_minute is past TOML's 64-bit integer range: 100000000000000000000"),
     (lambda d: d["models"][0].update(timeout_s=-2**63 - 1), r"models\[0\].timeout_s is past TOML's 64-bit"),
+    (lambda d: d["models"][0].update(litellm_params={"extra_body": {"seed": 2**64}}),
+     r"models\[0\].litellm_params.extra_body.seed is past TOML's 64-bit"),   # QA157: sent upstream as given
     (lambda d: d["models"].append({"name": "loc", "engine": {"num_hot_blocks": 2**64}}),
      r"models\[1\].engine.num_hot_blocks is past TOML's 64-bit integer range"),   # QA151: a table read whole
     (lambda d: d["models"].append({"name": "loc", "engine": {"tenant_weights": {"a": [1, -2**70]}}}),
