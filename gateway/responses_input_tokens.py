@@ -19,7 +19,8 @@ from gateway.exchange import record_refusal
 from gateway.http_io import read_json_body
 from gateway.ids import new_id
 from gateway.responses_format import ResponsesRequest, to_chat_body
-from gateway.responses_routes import history_before, prepared_chat
+from gateway.responses_history import history_before
+from gateway.responses_routes import prepared_chat
 from gateway.routes import gateway_state, model_label, refusal
 from gateway.schemas import validate
 

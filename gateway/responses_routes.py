@@ -37,7 +37,7 @@ from gateway.background_runs import BackgroundRun
 from gateway.background_stream import run_event_stream
 from gateway.backend import Backend, Finished, Prepared
 from gateway.chat_checks import check_chat_request, check_message_count
-from gateway.errors import ApiError, invalid_request, rate_limited, response_not_found
+from gateway.errors import ApiError, invalid_request, rate_limited
 from gateway.exchange import CLIENT_CLOSED_STATUS, session_headers
 from gateway.refused_steps import trace_refusal
 from gateway.respond import ReplyShape, respond
@@ -48,7 +48,8 @@ from gateway.response_store import StoredResponse
 from gateway.conversation_items import traced_in_conversation, turn_items
 from gateway.conversation_locks import ConversationHold
 from gateway.request_metadata import checked_metadata
-from gateway.responses_format import ResponsesRequest, conversation_after, input_messages, to_chat_body
+from gateway.responses_format import ResponsesRequest, conversation_after, to_chat_body
+from gateway.responses_history import history_before
 from gateway.responses_errors import ErrorsRenamed, renamed
 from gateway.responses_objects import input_items
 from gateway.responses_stream import ResponsesStreamWriter, failure_details, whole_response
@@ -59,44 +60,6 @@ from gateway.schemas import ChatCompletionRequest, validate
 from gateway.service_tiers import request_tier
 from gateway.state import GatewayState
 from gateway.tracing import begin_step
-
-CONTINUABLE = ("completed", "incomplete")
-
-
-async def history_before(state: GatewayState, tenant: str, parsed: ResponsesRequest) -> tuple[dict, ...]:
-    """The chat messages before this request's input: the conversation it names, or the
-    one its `previous_response_id` ended, or none."""
-    conversation_id = parsed.conversation_id()
-    if conversation_id is not None:
-        try:
-            items = await state.conversations.call("items", tenant, conversation_id)
-        except ApiError as error:
-            if error.status == 404:
-                error.param = "conversation"
-            raise
-        return tuple(input_messages(items))
-    if parsed.previous_response_id is None:
-        return ()
-    return await _previous_conversation(state, tenant, parsed.previous_response_id)
-
-
-async def _previous_conversation(state: GatewayState, tenant: str, response_id: str) -> tuple[dict, ...]:
-    """The conversation `previous_response_id` continues: a finished response's."""
-    run = state.background.get(tenant, response_id)
-    if run is not None and not run.is_done:
-        raise invalid_request(f"Previous response '{response_id}' is still {run.status}; continue it once "
-                              "it has completed.", param="previous_response_id", code="invalid_value")
-    previous = await state.responses.get(tenant, response_id)
-    if previous is None:
-        raise response_not_found(response_id, param="previous_response_id",
-                                 code="previous_response_not_found", what="Previous response")
-    status = previous.response.get("status", "completed")
-    if status not in CONTINUABLE:
-        raise invalid_request(f"Previous response '{response_id}' is {status}; only a completed or "
-                              "incomplete response can be continued.", param="previous_response_id",
-                              code="invalid_value")
-    return previous.messages
-
 
 class KeptBeforeTheEnd:
     """`backend` as a Responses request whose end is kept runs on it: its `Finished` event,
