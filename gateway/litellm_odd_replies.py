@@ -6,11 +6,15 @@ Invariants: a 200 whose body is an OpenAI error object (`{"error": {...}}`) is n
 it is the upstream's fault, a 502 `upstream_error`, never a 4xx that tells the client (or
 a batch) that its request was wrong. An error whose body is not JSON is named by its status
 ("HTTP 504", passthrough's words), never by the SDK's "Error code: 504" nor litellm's
-"Timeout Error: OpenAIException - " around it (`own_words`).
+"Timeout Error: OpenAIException - " around it (`own_words`). A chat stream request answered
+200 with something other than SSE has its body read, a bounded start of it, so that an
+error object in it is named by its message (`stream_body_start`, for
+gateway/upstream_replies.py `require_sse`).
 """
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from gateway.litellm_causes import upstream_words, wrapper_free
 
@@ -45,3 +49,21 @@ def own_words(exc: BaseException) -> str | None:
         words = wrapper_free(unwrapped) if unwrapped != said else None
     bare = _SDK_STATUS_ONLY.fullmatch(words.strip()) if words is not None else None
     return f"HTTP {bare[1]}" if bare is not None else words
+
+
+async def stream_body_start(stream: Any, num_bytes: int) -> bytes:
+    """The body of the HTTP reply under an OpenAI SDK stream (litellm's raw chat stream, its
+    httpx `response`), read up to `num_bytes` and a piece; b"" when there is none to read,
+    what was read when reading fails."""
+    body = b""
+    pieces = getattr(getattr(stream, "response", None), "aiter_bytes", None)
+    if pieces is None:
+        return body
+    try:
+        async for piece in pieces():
+            body += piece
+            if len(body) > num_bytes:
+                break
+    except Exception:   # NOTE: a body that cannot be read is named by its content type
+        pass
+    return body

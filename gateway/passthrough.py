@@ -16,7 +16,8 @@ overflow the upstream names no field of names the request's prompt field); closi
 the connect and each wait for the upstream's next bytes, not the whole reply, so a long
 healthy stream is never cut. A stream request
 answered with something other than SSE, or an SSE stream that ends before a finish reason,
-is a 502 (an error event once streaming began), never an empty or truncated success.
+is a 502 (an error event once streaming began), never an empty or truncated success; one
+answered with a 200 error object is named by its message, as a whole reply's is.
 A finish reason outside OpenAI's set ("eos", "end_turn", ...) reaches the client as the
 litellm path gives it (gateway/finish_reasons.py).
 One SSE event may be up to MAX_EVENT_BYTES (a longer one is a 502 quoting none of it). A
@@ -40,7 +41,7 @@ from gateway.litellm_errors import map_litellm_error, map_upstream_status, upstr
 from gateway.model_configs import NO_API_KEY
 from gateway.upstream import UpstreamBackend, choice_kwargs
 from gateway.upstream_stream_reuse import disarm_reply_at_end
-from gateway.upstream_replies import events_from_response, events_from_stream
+from gateway.upstream_replies import MAX_ERROR_BODY_BYTES, events_from_response, events_from_stream, not_sse
 
 TRANSPORT_FIELDS = ("timeout", "api_base", "api_key", "num_retries", "max_retries")
 # one SSE line (a delta sent at once: a long content or tool-arguments delta) at most: as much
@@ -66,7 +67,7 @@ async def sse_json(response: aiohttp.ClientResponse, prompt_param: str = "messag
     anything is read from it, and so is an event over MAX_EVENT_BYTES. `prompt_param`: the
     request's prompt field, for an error event (`_upstream_error`)."""
     if response.content_type != "text/event-stream":
-        raise upstream_garbage(f"a stream was asked for, the reply is {response.content_type}")
+        raise not_sse(response.content_type, await _body_start(response))
     lines = aiter(response.content)
     data_lines: list[bytes] = []   # an event spread over several `data:` lines, so far
     num_event_bytes = 0
@@ -105,6 +106,19 @@ async def sse_json(response: aiohttp.ClientResponse, prompt_param: str = "messag
             yield _checked(json.loads(joined), prompt_param)
         if raw_line is None:
             return
+
+
+async def _body_start(response: aiohttp.ClientResponse) -> bytes:
+    """The reply's body up to MAX_ERROR_BODY_BYTES and a byte (`not_sse` names a longer one
+    by its content type); what was read when reading fails."""
+    body = b""
+    try:
+        while len(body) <= MAX_ERROR_BODY_BYTES and (piece := await response.content.read(
+                MAX_ERROR_BODY_BYTES + 1 - len(body))):
+            body += piece
+    except Exception:   # NOTE: a body that cannot be read is named by its content type
+        pass
+    return body
 
 
 class PassthroughBackend(UpstreamBackend):

@@ -21,7 +21,9 @@ request that sets no completion limit is sent, and reserves, its equal share of 
 budget has left as its completion limit (`_capped_to_budget`), so the budget holds: a chat
 request's `max_completion_tokens` (OpenAI's reasoning models refuse `max_tokens`), a legacy
 completion's `max_tokens` (`limit_field`). A choice's finish reason is OpenAI's
-(`finish_reasons.in_openai_words`); its `n` choices start at once (`starts_choices_at_once`).
+(`finish_reasons.in_openai_words`), mapped from the provider's own where litellm kept it
+(its "stop" for a name it does not know is not final); its `n` choices start at once
+(`starts_choices_at_once`).
 """
 from __future__ import annotations
 
@@ -40,7 +42,7 @@ from gateway.budget_share import run_share
 from gateway.config import UpstreamModelConfig
 from gateway.embeddings import EmbeddingsRequest
 from gateway.errors import ApiError, context_length_exceeded, invalid_request
-from gateway.finish_reasons import in_openai_words
+from gateway.finish_reasons import in_openai_words, sent_finish_reason
 from gateway.litellm_errors import map_litellm_error, redacted
 from gateway.schemas import ChatCompletionRequest, CompletionRequest
 from gateway.upstream_embeddings import embed_upstream
@@ -221,15 +223,16 @@ class UpstreamBackend(WithoutWorkers):
             except Exception as exc:
                 raise map_litellm_error(exc, prompt_param="messages" if is_chat else "prompt") from None
             if not kwargs.get("stream"):
+                sent = sent_finish_reason(response)   # the provider's own, where litellm said "stop"
                 for event in events_from_response(response, is_chat, prepared.num_prompt_tokens):
-                    yield in_openai_words(event)
+                    yield in_openai_words(event, sent)
                 return
             try:
-                require_sse(response)
-                end_when_complete(response)
+                await require_sse(response)
+                raw = end_when_complete(response)   # notes the provider's finish reason (chat)
                 async for event in events_from_stream(response, is_chat, prepared.num_prompt_tokens, started_s,
                                                       finish_may_be_made_up=True):
-                    yield in_openai_words(event)
+                    yield in_openai_words(event, raw.sent_reason if raw is not None else None)
             finally:
                 await close_quietly(response)
         except ApiError as error:   # an upstream may quote the key it was sent

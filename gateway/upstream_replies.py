@@ -8,7 +8,9 @@ Invariant: a reply that is not the OpenAI protocol (no choice, an error body wit
 non-string text, refusal, tool-call fields or finish reason, usage counts that are not
 non-negative integers, a stream with no finish reason or not SSE at all) raises a 502
 `upstream_error` (`litellm_errors.upstream_garbage`) before any of it reaches the
-client, its trace or its tenant's spent tokens; nothing else leaves these readers.
+client, its trace or its tenant's spent tokens; nothing else leaves these readers. A 200
+error object is named by its message (`error_of`), also when it answers a stream request
+(`not_sse`).
 A stream ends with its last event: once every choice has its finish reason and the usage
 chunk (choices `[]`) came, nothing more is waited for (`StreamEnd`), `[DONE]` or not,
 also behind litellm's stream wrapper (`end_when_complete`).
@@ -16,66 +18,28 @@ Usage is read as gateway/upstream_usage.py says: a count of 0, or none, is never
 """
 from __future__ import annotations
 
-import re
+import json
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.backend import ChatEvent, Finished, RefusalDelta, TextDelta, TokenChoice, ToolCallDelta, Usage
+from gateway.backend import ChatEvent, Finished, RefusalDelta, TextDelta, ToolCallDelta, Usage
 from gateway.errors import ApiError
 from gateway.litellm_errors import map_litellm_error, upstream_garbage
+from gateway.litellm_odd_replies import stream_body_start
 from gateway.upstream_stream_reuse import disarm_at_end
-from gateway.upstream_usage import estimated_output_tokens, field_of, is_record, output_bytes, text_of, usage_from
+from gateway.upstream_usage import (estimated_output_tokens, field_of, is_record, legacy_named,  # noqa: F401
+                                    logprobs_from, output_bytes, text_of, usage_from)
 
 
-# a completions token's name when its bytes are not whole UTF-8: `bytes:` and their `\\xNN` escapes
-BYTE_ESCAPES = re.compile(r"bytes:((?:\\x[0-9a-fA-F]{2})+)")
+# the most of a stream request's answer that is not SSE read for an error object's message
+MAX_ERROR_BODY_BYTES = 64 * 1024
 
 
 def _label(value: Any) -> str | None:
     """A reply's `system_fingerprint` or `service_tier`: a string, else None (not worth a 502)."""
     return value if isinstance(value, str) and value else None
-
-
-def logprobs_from(choice: Any, is_chat: bool) -> list[TokenChoice] | None:
-    """The upstream choice's `logprobs` (chat's per-token entries, or the completions
-    API's parallel lists), or None when it sent none. A completions token's bytes are the
-    ones its name stands for (`legacy_named`), so `text_offset` is rebuilt from them; a
-    log probability the upstream sent as null (an echoed prompt's first token), or did not
-    send, stays None, never a made-up 0.0."""
-    logprobs = field_of(choice, "logprobs")
-    if not logprobs:
-        return None
-    if is_chat:
-        def entry(raw: Any) -> tuple[str, bytes, float]:
-            token, token_bytes = field_of(raw, "token") or "", field_of(raw, "bytes")
-            return (token, bytes(token_bytes) if token_bytes is not None else token.encode("utf-8"),
-                    float(field_of(raw, "logprob") or 0.0))
-        return [TokenChoice(*entry(raw), top=tuple(entry(alt) for alt in field_of(raw, "top_logprobs") or []))
-                for raw in field_of(logprobs, "content") or []]
-    tokens = field_of(logprobs, "tokens") or []
-    values = field_of(logprobs, "token_logprobs") or [None] * len(tokens)
-    tops = field_of(logprobs, "top_logprobs") or [None] * len(tokens)
-    return [TokenChoice(*legacy_named(token), None if value is None else float(value),
-                        top=tuple((*legacy_named(text), float(v)) for text, v in (top or {}).items()))
-            for token, value, top in zip(tokens, values, tops)]
-
-
-def legacy_named(name: str) -> tuple[str, bytes]:
-    """The text and bytes of a token as the completions API names it: `bytes:\\xNN...`
-    (OpenAI's and vLLM's name for a piece that is not whole UTF-8) is those bytes, its text
-    what they decode to (U+FFFD), as a local model's such token; any other name is its own
-    text (a `bytes:` name whose bytes are whole UTF-8 too: only a piece that is not is so
-    named)."""
-    escapes = BYTE_ESCAPES.fullmatch(name)
-    if escapes is not None:
-        token_bytes = bytes.fromhex(escapes[1].replace("\\x", ""))
-        try:
-            token_bytes.decode("utf-8")
-        except UnicodeDecodeError:
-            return token_bytes.decode("utf-8", "replace"), token_bytes
-    return name, name.encode("utf-8")
 
 
 def events_from_response(response: Any, is_chat: bool, num_prompt_tokens_estimate: int) -> list[ChatEvent]:
@@ -104,10 +68,8 @@ def _whole_events(response: Any, is_chat: bool, num_prompt_tokens_estimate: int)
 
 
 def _whole_output(response: Any, is_chat: bool):
-    error = field_of(response, "error")
-    if error is not None:
-        message = field_of(error, "message") if is_record(error) else error
-        raise upstream_garbage(f"an error with status 200: {message}")
+    if (said := error_of(response)) is not None:
+        raise upstream_garbage(said)
     choices = field_of(response, "choices")
     if not isinstance(choices, list) or not choices or not is_record(choices[0]):
         raise upstream_garbage("no choices" if is_record(response) else "not a JSON object")
@@ -161,14 +123,38 @@ def name_piece(name_so_far: str, name: str | None) -> str:
     return name
 
 
-def require_sse(response: Any) -> None:
+def error_of(reply: Any) -> str | None:
+    """How a 200 whose body is an OpenAI error object is named: "an error with status 200:
+    <its message>" (the error itself where it is no object); None for any other reply."""
+    error = field_of(reply, "error")
+    if error is None:
+        return None
+    message = field_of(error, "message") if is_record(error) else error
+    return f"an error with status 200: {message}"
+
+
+def not_sse(content_type: str, body: bytes) -> ApiError:
+    """The 502 for a stream request that the upstream answered 200 with `content_type`, not
+    SSE: named as a whole reply's error object is (`error_of`) when `body` (read up to
+    MAX_ERROR_BODY_BYTES and a piece) is one, else by its content type."""
+    try:
+        said = error_of(json.loads(body)) if len(body) <= MAX_ERROR_BODY_BYTES else None
+    except (ValueError, RecursionError):   # not JSON (nor UTF-8), or nested past Python's limit
+        said = None
+    return upstream_garbage(said or f"a stream was asked for, the reply is {content_type.split(';')[0]}")
+
+
+async def require_sse(response: Any) -> None:
     """A litellm stream whose upstream answered 200 with something other than SSE (a
-    whole JSON reply, a JSON error, HTML) is a 502, not an empty reply."""
+    whole JSON reply, a JSON error, HTML) is a 502, not an empty reply; an error object
+    is named by its message (`not_sse`: the OpenAI SDK stream's body is read for it)."""
     hidden = getattr(response, "_hidden_params", None)
     headers = (hidden.get("additional_headers") if isinstance(hidden, dict) else None) or {}
     content_type = str(headers.get("llm_provider-content-type") or "")
     if content_type and not content_type.lower().startswith("text/event-stream"):
-        raise upstream_garbage(f"a stream was asked for, the reply is {content_type.split(';')[0]}")
+        raise not_sse(content_type, await stream_body_start(getattr(response, "completion_stream", None),
+                                                            MAX_ERROR_BODY_BYTES))
+
 
 
 @dataclass(slots=True)
@@ -177,10 +163,13 @@ class StreamEnd:
     always asks for `include_usage`, and by the protocol the usage chunk (`choices: []`)
     is the last event, after every choice's finish reason: once it came, an upstream that
     holds the connection open without `[DONE]` has nothing more to send. A usage chunk
-    before a choice finished, or usage on a choice's own chunk, ends nothing."""
+    before a choice finished, or usage on a choice's own chunk, ends nothing.
+    `sent_reason`: the last finish reason noted, as the chunk named it (behind litellm's
+    wrapper, the provider's own: gateway/finish_reasons.py)."""
 
     seen: set = field(default_factory=set)
     finished: set = field(default_factory=set)
+    sent_reason: str | None = None
 
     def complete_after(self, chunk: Any) -> bool:
         """Note `chunk` (a litellm chunk, an OpenAI SDK chunk or plain JSON); True when it
@@ -192,8 +181,10 @@ class StreamEnd:
             index = field_of(choice, "index", 0)
             key = index if isinstance(index, int) else None
             self.seen.add(key)
-            if field_of(choice, "finish_reason") is not None:
+            reason = field_of(choice, "finish_reason")
+            if reason is not None:
                 self.finished.add(key)
+                self.sent_reason = reason if isinstance(reason, str) else self.sent_reason
         return (not choices and is_record(field_of(chunk, "usage")) and bool(self.seen)
                 and self.seen <= self.finished)
 
@@ -203,8 +194,9 @@ async def events_from_stream(response: Any, is_chat: bool, num_prompt_tokens_est
     """Events of a streamed reply: an async iterator of litellm chunks or plain JSON.
     A stream that ends before a finish reason is an upstream error, not a whole reply.
     `finish_may_be_made_up` (litellm): litellm answers a stream that had no chunk at all
-    (no event, or only `[DONE]`) with a `stop` of its own and no usage, so a stream with no
-    delta and no usage from the upstream (which was asked for it) is that error too; an
+    (no event, only `[DONE]`, or a text completion's reply that is not SSE, whose body it
+    keeps to itself) with a `stop` of its own and no usage, so a stream with no delta and
+    no usage from the upstream (which was asked for it) is that error too; an
     empty reply with the upstream's usage is a reply. `num_prompt_tokens_estimate` as in
     `events_from_response`."""
     finish_reason = None
@@ -255,30 +247,36 @@ async def events_from_stream(response: Any, is_chat: bool, num_prompt_tokens_est
         raise
     except Exception as exc:
         raise map_litellm_error(exc) from None
-    if finish_reason is None or (finish_may_be_made_up and ttft_s is None and usage is None):
-        raise upstream_garbage("the stream ended before a finish_reason")   # ttft_s: no delta came
+    if finish_reason is None:
+        raise upstream_garbage("the stream ended before a finish_reason")
+    if finish_may_be_made_up and ttft_s is None and usage is None:   # ttft_s: no delta came
+        raise upstream_garbage("no chunk came: an empty stream, or a reply that is not SSE")
     estimate = Usage(num_prompt_tokens=num_prompt_tokens_estimate,
                      num_completion_tokens=max(num_chunks, estimated_output_tokens(num_output_bytes)))
     yield Finished(finish_reason, usage_from(usage, estimate), ttft_s=ttft_s,
                    system_fingerprint=fingerprint, service_tier=tier)
 
 
-def end_when_complete(response: Any) -> None:
+def end_when_complete(response: Any) -> StreamEnd | None:
     """litellm's stream wrapper keeps the usage chunk back until the upstream's stream
     ends, so an upstream that sent its whole reply (every finish reason, then the usage
     chunk) and holds the connection open without `[DONE]` kept the reply waiting
     `timeout_s`, then failed it. Its raw chunk stream is ended (and closed) after that usage
     chunk (`StreamEnd`), so the wrapper finishes the reply at once, and its connection goes
-    back to the pool with no read timer left running (`disarm_at_end`). A wrapper without a
-    started raw stream (litellm's text completions build theirs later) is left as it is."""
+    back to the pool with no read timer left running (`disarm_at_end`). Returns the
+    `StreamEnd` that notes the raw chunks (their finish reason as the provider sent it,
+    before litellm maps it). A wrapper without a started raw stream (litellm's text
+    completions build theirs later) is left as it is: None."""
     source = getattr(response, "completion_stream", None)
     if source is not None and hasattr(source, "__aiter__") and hasattr(response, "chunks"):
         disarm_at_end(source)
-        response.completion_stream = _until_complete(source)
+        end = StreamEnd()
+        response.completion_stream = _until_complete(source, end)
+        return end
+    return None
 
 
-async def _until_complete(source: Any) -> AsyncIterator[Any]:
-    end = StreamEnd()
+async def _until_complete(source: Any, end: StreamEnd) -> AsyncIterator[Any]:
     try:
         async for chunk in source:
             yield chunk

@@ -1,5 +1,5 @@
 """An upstream reply's usage, and the readers of its fields that the reply readers
-(gateway/upstream_replies.py) share.
+(gateway/upstream_replies.py) share, its log probabilities' (`logprobs_from`) among them.
 
 Invariant (`usage_from`): a count of 0, or none, is missing, never free: no real reply
 counts 0 prompt tokens (chat framing alone is tokens; cached prompt tokens are counted
@@ -13,10 +13,14 @@ tokens.
 """
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from gateway.backend import ChatEvent, RefusalDelta, TextDelta, ToolCallDelta, Usage
+from gateway.backend import ChatEvent, RefusalDelta, TextDelta, TokenChoice, ToolCallDelta, Usage
 from gateway.litellm_errors import upstream_garbage
+
+# a completions token's name when its bytes are not whole UTF-8: `bytes:` and their `\\xNN` escapes
+BYTE_ESCAPES = re.compile(r"bytes:((?:\\x[0-9a-fA-F]{2})+)")
 
 
 def field_of(obj: Any, name: str, default: Any = None) -> Any:
@@ -109,3 +113,43 @@ def output_bytes(event: ChatEvent) -> int:
     if isinstance(event, ToolCallDelta):
         return len((event.name or "").encode()) + len(event.arguments.encode())
     return 0
+
+
+def logprobs_from(choice: Any, is_chat: bool) -> list[TokenChoice] | None:
+    """The upstream choice's `logprobs` (chat's per-token entries, or the completions
+    API's parallel lists), or None when it sent none. A completions token's bytes are the
+    ones its name stands for (`legacy_named`), so `text_offset` is rebuilt from them; a
+    log probability the upstream sent as null (an echoed prompt's first token), or did not
+    send, stays None, never a made-up 0.0."""
+    logprobs = field_of(choice, "logprobs")
+    if not logprobs:
+        return None
+    if is_chat:
+        def entry(raw: Any) -> tuple[str, bytes, float]:
+            token, token_bytes = field_of(raw, "token") or "", field_of(raw, "bytes")
+            return (token, bytes(token_bytes) if token_bytes is not None else token.encode("utf-8"),
+                    float(field_of(raw, "logprob") or 0.0))
+        return [TokenChoice(*entry(raw), top=tuple(entry(alt) for alt in field_of(raw, "top_logprobs") or []))
+                for raw in field_of(logprobs, "content") or []]
+    tokens = field_of(logprobs, "tokens") or []
+    values = field_of(logprobs, "token_logprobs") or [None] * len(tokens)
+    tops = field_of(logprobs, "top_logprobs") or [None] * len(tokens)
+    return [TokenChoice(*legacy_named(token), None if value is None else float(value),
+                        top=tuple((*legacy_named(text), float(v)) for text, v in (top or {}).items()))
+            for token, value, top in zip(tokens, values, tops)]
+
+
+def legacy_named(name: str) -> tuple[str, bytes]:
+    """The text and bytes of a token as the completions API names it: `bytes:\\xNN...`
+    (OpenAI's and vLLM's name for a piece that is not whole UTF-8) is those bytes, its text
+    what they decode to (U+FFFD), as a local model's such token; any other name is its own
+    text (a `bytes:` name whose bytes are whole UTF-8 too: only a piece that is not is so
+    named)."""
+    escapes = BYTE_ESCAPES.fullmatch(name)
+    if escapes is not None:
+        token_bytes = bytes.fromhex(escapes[1].replace("\\x", ""))
+        try:
+            token_bytes.decode("utf-8")
+        except UnicodeDecodeError:
+            return token_bytes.decode("utf-8", "replace"), token_bytes
+    return name, name.encode("utf-8")
