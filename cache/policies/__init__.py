@@ -23,7 +23,9 @@ TOLD_TOOL_CALLS = frozenset({"ttl", "kvflow"})
 
 
 def make_policy(name: str, **kwargs: object) -> EvictionPolicy:
-    """A fresh policy instance named `name`; unknown names and knobs raise ValueError."""
+    """A fresh policy instance named `name`; unknown names and knobs raise ValueError, as
+    does a knob of the wrong type or out of its range (`option_checks.PolicyOptionError`,
+    raised where the policy is built, naming `policy_options.<knob>`)."""
     if name == "lru":
         if kwargs:
             raise ValueError(f"lru takes no options, got {sorted(kwargs)}")

@@ -4,12 +4,37 @@ Defaults were chosen on the first half of the Mooncake trace and the generator's
 workload (benchmarks/bench_policies.py reports the held-out half too); none is specific
 to one trace: horizons scale with the measured turnover of each tier, and everything
 else is a probability, a quantile or a share.
+
+Invariant: a PredictiveConfig exists only with every field of the type and range in
+`OPTION_RULES` (option_checks.py; the error names `policy_options.<field>`) and
+`static_shares` None or (tenant, fraction in [0, 1]) pairs (or such a mapping; their sum
+is checked by reservations.py).
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+from cache.policies.option_checks import (CHOICE, COUNT_RULE, FLAG_RULE, FRACTION, NON_NEGATIVE, POSITIVE,
+                                          OptionRule, check_option)
+
 VALUE_MODES = ("density", "within")
+# field -> what it must be. Horizons, their factors and the rate's half-life are divided
+# by or must stay above 0; the other durations, weights and margins may be 0 ("none": no
+# long-horizon term, no sharing bonus, no pins, instant copies, a re-plan or re-rank at
+# every tick, ...), not below it (a negative one acts as 0 or turns a feature inside out)
+OPTION_RULES: tuple[tuple[str, OptionRule], ...] = (
+    ("value", OptionRule(kind=CHOICE, choices=VALUE_MODES)),
+    ("horizon_factor", POSITIVE), ("long_horizon_factor", POSITIVE), ("long_weight", NON_NEGATIVE),
+    ("default_horizon_s", POSITIVE), ("min_horizon_s", POSITIVE), ("rate_half_life_s", POSITIVE),
+    ("refresh_fraction", NON_NEGATIVE), ("min_refresh_s", NON_NEGATIVE), ("sharing_weight", NON_NEGATIVE),
+    ("fallback_p", FRACTION), ("pin_quantile", FRACTION), ("max_pin_s", NON_NEGATIVE),
+    ("pin_cap_frac", FRACTION), ("prefetch", FLAG_RULE), ("prefetch_quantile", FRACTION),
+    ("prefetch_until_quantile", FRACTION), ("prefetch_min_p", FRACTION), ("prefetch_margin", NON_NEGATIVE),
+    ("host_to_hot_s_per_block", NON_NEGATIVE), ("reserve_frac", FRACTION), ("equal_frac", FRACTION),
+    ("replan_interval_s", NON_NEGATIVE), ("accuracy_alpha", FRACTION), ("accuracy_min_events", COUNT_RULE),
+    ("accuracy_margin", NON_NEGATIVE), ("session_idle_forget_s", NON_NEGATIVE),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,13 +100,8 @@ class PredictiveConfig:
     session_idle_forget_s: float = 3600.0
 
     def __post_init__(self) -> None:
-        if self.value not in VALUE_MODES:
-            raise ValueError(f"value must be one of {VALUE_MODES}, got {self.value!r}")
-        if self.sharing_weight < 0:
-            raise ValueError("sharing_weight must not be negative")
-        if self.horizon_factor <= 0 or self.default_horizon_s <= 0 or self.min_horizon_s <= 0:
-            raise ValueError("horizons must be positive")
-        for name in ("fallback_p", "pin_quantile", "pin_cap_frac", "prefetch_quantile", "prefetch_until_quantile",
-                     "prefetch_min_p", "accuracy_alpha"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ValueError(f"{name} must lie in [0, 1]")
+        for name, rule in OPTION_RULES:
+            check_option(name, getattr(self, name), rule)
+        shares = self.static_shares or ()
+        for tenant, share in shares.items() if isinstance(shares, Mapping) else shares:
+            check_option(f"static_shares.{tenant}", share, FRACTION)

@@ -17,6 +17,10 @@ selective pinning); while nothing has been evicted memory costs nothing and the 
 to the last quantile. A tool without history gets `cold_ttl_s`. Everything is capped at
 `max_ttl_s`.
 
+Options (`make_policy("ttl", ...)`, checked here as option_checks.py says): `cold_ttl_s`
+a finite number >= 0 (0: a tool without history is not pinned), `max_ttl_s` one > 0 (a
+cap of 0 or below would decline every pin of a tool with history: LRU by another name).
+
 The turnover is the idle age of the unpinned HOT blocks this policy chose as victims
 when they leave (a block dropped by a cache clear, or named but kept, is not counted).
 
@@ -34,6 +38,7 @@ from collections import OrderedDict
 
 from cache.block_meta import BlockMeta
 from cache.forecast import Forecast
+from cache.policies.option_checks import NON_NEGATIVE, POSITIVE, check_option
 from cache.policies.pins import PinCounts
 from cache.policy import CacheActions, EvictionPolicy
 from cache.tiers import Tier
@@ -65,6 +70,8 @@ class TTLPinPolicy(EvictionPolicy):
     """LRU with time-to-live pins across tool calls (see the module docstring)."""
 
     def __init__(self, *, cold_ttl_s: float = 5.0, max_ttl_s: float = 600.0) -> None:
+        check_option("cold_ttl_s", cold_ttl_s, NON_NEGATIVE)
+        check_option("max_ttl_s", max_ttl_s, POSITIVE)
         self.cold_ttl_s = cold_ttl_s
         self.max_ttl_s = max_ttl_s
         self._lru: dict[Tier, OrderedDict[int, BlockMeta]] = {tier: OrderedDict() for tier in Tier}

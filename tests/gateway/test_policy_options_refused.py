@@ -1,0 +1,59 @@
+"""A `policy_options` value of the wrong type or out of range is a bad config (QA156 F1,
+F2): `stepahead serve` refuses it in one line before binding (exit 2), and a SIGHUP
+reload that carries it changes nothing. `cold_ttl_s = "abc"` used to pass both and then
+crash the worker on every tool-call reply."""
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+
+from gateway.app import build_app
+from gateway.cli import main
+from gateway.config import key_digest, load_config
+from gateway.reload import reload_tenants
+from tests.gateway.serving import free_port
+
+LOCAL = '[[models]]\nname = "tiny"\nkind = "local"\npath = "tiny"\nnum_workers = 1\n[models.engine]\n'
+CANNOT = "cannot serve model 'tiny': engine option policy_options does not suit policy"
+
+
+def _tenant(name: str, key: str) -> str:
+    return f'\n[[tenants]]\nname = "{name}"\napi_key_sha256 = ["{key_digest(key)}"]\n'
+
+
+def test_serve_refuses_a_ttl_knob_of_the_wrong_type_in_one_line(monkeypatch, tmp_path, capsys):
+    import uvicorn
+
+    # never serve: the old code took the file and served it (uvicorn's run returned 0 here)
+    monkeypatch.setattr(uvicorn.Server, "run", lambda server, sockets=None: setattr(server, "started", True))
+    path = tmp_path / "ttl.toml"
+    path.write_text(LOCAL + 'policy = "ttl"\npolicy_options = { cold_ttl_s = "abc" }\n' + _tenant("a", "sk-a"))
+    assert main(["serve", "--config", str(path), "--port", str(free_port())]) == 2
+    assert capsys.readouterr().err == (
+        f"stepahead: {CANNOT} 'ttl': policy_options.cold_ttl_s must be a number >= 0 (and finite), not 'abc'\n")
+
+
+@pytest.mark.parametrize("engine, reason", [
+    ('policy = "ttl"\npolicy_options = { cold_ttl_s = "abc" }\n',
+     "'ttl': policy_options.cold_ttl_s must be a number >= 0 (and finite), not 'abc'"),
+    ('policy = "ttl"\npolicy_options = { max_ttl_s = -1 }\n',
+     "'ttl': policy_options.max_ttl_s must be a number > 0 (and finite), not -1"),
+    ('policy = "predictive"\npolicy_options = { prefetch = "false" }\n',
+     "'predictive': policy_options.prefetch must be true or false, not 'false'"),
+    ('policy_options = { max_pin_s = "x" }\n',   # the default policy: predictive
+     "'predictive': policy_options.max_pin_s must be a number >= 0 (and finite), not 'x'"),
+    ('policy_options = { accuracy_min_events = -1 }\n',
+     "'predictive': policy_options.accuracy_min_events must be an integer >= 0, not -1"),
+])
+def test_a_reload_carrying_a_bad_policy_knob_is_refused(tmp_path, caplog, engine, reason):
+    path = tmp_path / "gw.toml"
+    path.write_text(LOCAL + 'policy = "ttl"\npolicy_options = { cold_ttl_s = 2.0 }\n' + _tenant("a", "sk-a"))
+    state = build_app(load_config(path), config_path=str(path)).state.gateway
+    path.write_text(LOCAL + engine + _tenant("a", "sk-a") + _tenant("b", "sk-b"))
+    with caplog.at_level(logging.ERROR, logger="stepahead"):
+        assert asyncio.run(reload_tenants(state, path)) is None
+    assert [tenant.name for tenant in state.config.tenants] == ["a"]
+    assert (f"stepahead: the tenants were not reloaded from {path}: the next start would fail: {CANNOT} "
+            f"{reason}") in caplog.text
