@@ -14,20 +14,16 @@ the open items' and part's `.done` events (the last item `incomplete`, each as f
 got) and `response.cancelled`. Text deltas
 and `output_text.done` carry `logprobs`, an empty list unless the request asked.
 
-Invariants: every output item (the message, each chat call `index`) is added once, when
-its first delta comes (the message's first with text: none is added for an empty one; a
-call's with its first arguments, or before the next event that is no name piece, so that its
-`name`, which an upstream may split over deltas, is whole), and done once, when the reply ends, with all of its text or
-arguments; its `output_index` is its place in that order of first deltas, and every
-event of it names that `output_index` and its `item_id`. A chat stream may come back to
-any call (parallel calls' deltas need not be contiguous, each carries its `index`; a
-local model may write text between calls), so items stay open until the end and their
-events may interleave; where the deltas come item by item, as OpenAI's do, so do the
-events, but for the `.done`s at the end. A message's content part is closed before its
-next part opens. The items close in `output_index` order, the last one `incomplete` when
-the reply stopped short (out of tokens, or cut by a content filter: `response.incomplete`,
-as the whole response marks it); the whole response lists
-the same items in the same order (`Collected.order`).
+Invariants: the events come item by item, as OpenAI's do: each output item's events are
+contiguous (added, its content, its `.done` events, done) and the items come in the order
+of their first deltas, whatever order the chat deltas come in (`responses_item_order`);
+every event of an item names its `output_index` and `item_id`, and its deltas add up to
+what its `.done` events carry. A call is added with its name as it stands when it opens:
+with its first arguments, or before the next other event (an upstream may split a name
+over deltas; OpenAI's streams have no name deltas). A message's content part is closed
+before its next part opens. The last item closes `incomplete` when the reply stopped short
+(out of tokens, or cut by a content filter: `response.incomplete`, as the whole response
+marks it); the whole response lists the same items in the same order (`Collected.order`).
 """
 from __future__ import annotations
 
@@ -38,6 +34,7 @@ from gateway.collected import Collected
 from gateway.errors import SHUTTING_DOWN_CODE
 from gateway.openai_format import dumps, logprob_entries
 from gateway.responses_format import ResponsesRequest
+from gateway.responses_item_order import MESSAGE_KEY, ItemOrder, Key, item_key
 from gateway.responses_objects import (call_item, final_status, incomplete_reason, message_item, output_item_id,
                                        output_items, refusal_part, response_object, text_part)
 
@@ -65,12 +62,10 @@ class ResponsesStreamWriter:
         self._on_failed = on_failed
         self.collected = Collected()
         self._sequence = 0
-        # each item added so far, ("message", -1) or ("call", chat call index), to its output_index
-        self._positions: dict[tuple[str, int], int] = {}
+        self._order = ItemOrder()  # the items added, the one open, those waiting
         self._items: list[dict] = []  # output items closed so far, in output_index order
         self._part: tuple[str, list[str]] | None = None  # the open message's open part: its type, its text
         self._parts: list[dict] = []  # the open message's content parts closed so far
-        self._held: list[int] = []  # calls whose items wait for their whole names (`_add_held`), in order
 
     def _event(self, kind: str, **fields) -> bytes:
         event = sse_event(kind, self._sequence, **fields)
@@ -112,32 +107,56 @@ class ResponsesStreamWriter:
 
     def cut(self) -> bytes:
         """Ends the items the reply was writing when it stopped short (a cancel), as they
-        stand: the open part's `.done` events with the text so far, then each item's
-        `response.output_item.done`, the last one `incomplete` (OpenAI's status for an item
-        cut off); b"" when no item is open. The snapshot lists them from then on."""
-        return self._add_held() + self._close("incomplete")
+        stand: the open item (its open part's `.done` events with the text so far, then its
+        `response.output_item.done`), then each waiting one in turn (added, what it got,
+        done), the last one `incomplete` (OpenAI's status for an item cut off); b"" when
+        none is open or waiting. The snapshot lists them from then on."""
+        return self._close_all("incomplete")
 
     def _item_id(self, kind: str, index: int) -> str:
         return output_item_id(self.response_id, kind, index)
 
-    def _add(self, key: tuple[str, int], item: dict) -> bytes:
+    def _add(self, key: Key, item: dict) -> bytes:
         """`response.output_item.added` for `item` (`key` its kind and chat call index),
-        at the next output_index; b"" when it was added before."""
-        if key in self._positions:
+        at the next output_index, the open item from then on; b"" when it was added before."""
+        position = self._order.add(key)
+        if position is None:
             return b""
-        position = self._positions[key] = len(self._positions)
         return self._event("response.output_item.added", output_index=position, item=item)
 
-    def _close(self, status: str = "completed") -> bytes:
-        """Ends the open items in output_index order, the last one with `status`
-        (`incomplete` when the reply ran out of tokens in it), the others `completed`."""
+    def _open_next(self) -> bytes:
+        """Adds the first waiting item (none is open) and sends the events it waited with."""
+        key, events = self._order.next_waiting()
         out = b""
-        last = len(self._positions) - 1
-        for (kind, index), position in list(self._positions.items())[len(self._items):]:
-            out += self._close_item(kind, index, position, status if position == last else "completed")
+        if key != MESSAGE_KEY:   # its name as it stands (the message is added by its first text)
+            call = self.collected.tool_calls[key[1]]
+            out = self._add(key, call_item(self._item_id(*key), call.id, call.name, "", "in_progress"))
+        return out + b"".join(self._write(event) for event in events)
+
+    def _advance(self) -> bytes:
+        """While items wait: closes the open item if no delta of it can follow, and opens
+        the next; stops at an open item that may go on (`ItemOrder.may_close`)."""
+        out = b""
+        while self._order.waiting and self._order.may_close(self.collected):
+            if self._order.open is not None:
+                out += self._close_item(*self._order.close(), "completed")
+            out += self._open_next()
         return out
 
-    def _close_item(self, kind: str, index: int, position: int, status: str) -> bytes:
+    def _close_all(self, status: str = "completed") -> bytes:
+        """Ends the open item and then each waiting one in turn (added, its events, done),
+        the last one with `status` (`incomplete` when the reply ran out of tokens in it),
+        the others `completed`; b"" when none is open or waiting."""
+        out = b""
+        while self._order.open is not None or self._order.waiting:
+            if self._order.open is None:
+                out += self._open_next()
+            else:
+                out += self._close_item(*self._order.close(), "completed" if self._order.waiting else status)
+        return out
+
+    def _close_item(self, key: Key, position: int, status: str) -> bytes:
+        kind, index = key
         item_id = self._item_id(kind, index)
         if kind == "message":
             out = self._close_part(item_id, position)
@@ -174,8 +193,8 @@ class ResponsesStreamWriter:
         """The events that add the message (once) and open its content part of `kind`
         ("output_text" or "refusal") as needed, and add `piece` to it."""
         item_id = self._item_id("message", -1)
-        out = self._add(("message", -1), message_item(item_id, "", "in_progress"))
-        position = self._positions[("message", -1)]
+        out = self._add(MESSAGE_KEY, message_item(item_id, "", "in_progress"))
+        position = self._order.positions[MESSAGE_KEY]
         if self._part is None or self._part[0] != kind:
             out += self._close_part(item_id, position)
             self._part = (kind, [])
@@ -186,50 +205,32 @@ class ResponsesStreamWriter:
             self._part[1].append(piece)
         return out
 
-    def _add_held(self) -> bytes:
-        """`response.output_item.added` for each call held back, in the order they began
-        (b"" when none), their names as they now stand."""
-        out = b""
-        for index in self._held:
-            call = self.collected.tool_calls[index]
-            out += self._add(("call", index), call_item(self._item_id("call", index), call.id, call.name, "",
-                                                        "in_progress"))
-        self._held.clear()
-        return out
-
-    def event(self, event: ChatEvent) -> bytes:
-        self.collected.add(event)
-        # a call's first deltas without arguments may be pieces of its name (an upstream may
-        # split it): the added item carries the whole name (OpenAI's streams have no name
-        # deltas), so it is added with the call's first arguments, or before the next other event
-        is_name_piece = isinstance(event, ToolCallDelta) and not event.arguments
-        if is_name_piece and ("call", event.index) not in self._positions:
-            if event.index not in self._held:   # parallel calls' name pieces may interleave
-                self._held.append(event.index)
-            return b""
-        out = self._add_held()
+    def _write(self, event: ChatEvent) -> bytes:
+        """The events of `event`, a delta of the open item (a call's without arguments: none)."""
         if isinstance(event, (TextDelta, RefusalDelta)):   # a message's part: its kind names its events
             kind, piece, extra = (("output_text", event.text, {"logprobs": logprob_entries(event.logprobs or [])})
                                   if isinstance(event, TextDelta) else ("refusal", event.refusal, {}))
-            if not piece:   # no item for it: the message comes with its first text (`Collected.order`)
-                return out
-            out += self._message_part(kind, piece)
+            out = self._message_part(kind, piece)
             return out + self._event(f"response.{kind}.delta", item_id=self._item_id("message", -1),
-                                     output_index=self._positions[("message", -1)],
+                                     output_index=self._order.positions[MESSAGE_KEY],
                                      content_index=len(self._parts), delta=piece, **extra)
-        if isinstance(event, ToolCallDelta):   # its call's first delta adds it; a later one may come any time
-            item_id = self._item_id("call", event.index)
-            call = self.collected.tool_calls[event.index]
-            out += self._add(("call", event.index), call_item(item_id, call.id, call.name, "", "in_progress"))
-            if not event.arguments:
-                return out
-            return out + self._event("response.function_call_arguments.delta", item_id=item_id,
-                                     output_index=self._positions[("call", event.index)], delta=event.arguments)
-        assert isinstance(event, Finished)
+        if not event.arguments:
+            return b""
+        return self._event("response.function_call_arguments.delta", item_id=self._item_id("call", event.index),
+                           output_index=self._order.positions[("call", event.index)], delta=event.arguments)
+
+    def event(self, event: ChatEvent) -> bytes:
+        self.collected.add(event)
+        out = self._write(event) if self._order.takes(item_key(event), event) else b""
+        if isinstance(event, ToolCallDelta) and not event.arguments:
+            return out   # may be a piece of its name: its item is added with the next other event
+        if not isinstance(event, Finished):
+            return out + self._advance()
         # a reply with no text and no call is still one (empty) message, as the whole response lists it
-        out += self._message_part("output_text", "") if not self._positions else b""
+        if not self._order.positions and not self._order.waiting:
+            out += self._message_part("output_text", "")
         status = final_status(self.collected)
-        out += self._close(status)
+        out += self._close_all(status)
         return out + self._event(f"response.{status}", response=self.snapshot(
             status, event.usage, service_tier=event.service_tier, completed_at=event.ended_at))
 

@@ -212,6 +212,18 @@ class ChatCompletionRequest(_GenerationRequest):
                                   code="array_above_max_length")
         return tools
 
+    @field_validator("tool_choice", mode="before")
+    @classmethod
+    def _tool_choice_type(cls, choice: Any) -> Any:
+        """Another type than "function" (`allowed_tools`, ...) is a 400 `unsupported_value`, as
+        the Responses API's (`responses_chat_fields.chat_tool_choice`), not a schema error."""
+        kind = choice.get("type") if isinstance(choice, dict) else None
+        if isinstance(kind, str) and kind != "function":
+            raise invalid_request(f"A tool_choice of type {kind!r} is not supported: only function tools, chosen by "
+                                  '"auto", "none", "required" or {"type": "function", "function": {"name": "..."}}.',
+                                  param="tool_choice", code="unsupported_value")
+        return choice
+
     @model_validator(mode="after")
     def _one_completion_limit(self) -> "ChatCompletionRequest":
         """As OpenAI: `max_tokens` and `max_completion_tokens` together are a 400

@@ -368,17 +368,17 @@ def test_a_held_call_is_added_before_the_next_other_event_and_the_stream_stays_w
 
 def test_a_local_models_call_stream_keeps_its_events_and_their_order():
     """The local model's shape (the whole name in the call's first delta, its arguments in
-    the next): the call is added, with its name, right before its first arguments, as when
-    it was added at its first delta."""
+    the next): the call is added, with its name, once the message before it is done, right
+    before its first arguments (each item's events contiguous, as OpenAI's are: QA159)."""
     events = [TextDelta("Let me look."), ToolCallDelta(0, "call_a", "lookup", ""),
               ToolCallDelta(0, None, None, '{"q": "x"}'), Finished("tool_calls", Usage())]
     out = [json.loads(line[6:]) for line in _stream_bytes(events).split(b"\n") if line.startswith(b"data: ")]
     assert [event["type"] for event in out] == [
         "response.created", "response.in_progress", "response.output_item.added", "response.content_part.added",
-        "response.output_text.delta", "response.output_item.added", "response.function_call_arguments.delta",
-        "response.output_text.done", "response.content_part.done", "response.output_item.done",
+        "response.output_text.delta", "response.output_text.done", "response.content_part.done",
+        "response.output_item.done", "response.output_item.added", "response.function_call_arguments.delta",
         "response.function_call_arguments.done", "response.output_item.done", "response.completed"]
-    assert out[5]["item"] == {"type": "function_call", "id": "fc_x_out0", "call_id": "call_a", "name": "lookup",
+    assert out[8]["item"] == {"type": "function_call", "id": "fc_x_out0", "call_id": "call_a", "name": "lookup",
                               "arguments": "", "status": "in_progress"}
 
 
