@@ -52,7 +52,8 @@ class WorkerLoad:
     """A worker's load. Per tenant (`by_tenant`): its default-tier requests, and
     `num_queued_prefill_tokens` is their sum over the tenants; flex requests'
     (`WorkItem.flex`, prefilled after the others) prefill is `num_flex_prefill_tokens`;
-    `num_active_decodes` and `num_outstanding` count the requests of both tiers."""
+    `num_active_decodes` and `num_outstanding` count the requests of both tiers.
+    Invariant: `release` undoes exactly what `add` (and `start_decode`) did for a request."""
 
     num_queued_prefill_tokens: int = 0
     num_active_decodes: int = 0
@@ -65,21 +66,67 @@ class WorkerLoad:
         request of `tenant` would wait for it under the worker's tenant-fair scheduling:
         the queued prefill of tenants holding no more requests here (for their weight) than
         it would, the active decodes, and the requests past `slots_per_worker` when it
-        is past its weighted share of the slots."""
+        is past its weighted share of the slots (`waits_for_slot`)."""
         decode = config.decode_cost_tokens * self.num_active_decodes
         num_waiting_for_slot = max(0, self.num_outstanding + (tenant is not None) - config.slots_per_worker)
         if tenant is None:
             return (self.num_queued_prefill_tokens + self.num_flex_prefill_tokens + decode
                     + config.slot_wait_tokens * num_waiting_for_slot)
         mine = self.by_tenant.get(tenant)
-        num_mine = (mine.num_outstanding if mine is not None else 0) + 1
-        rank = num_mine / weights.get(tenant, 1.0)
+        rank = ((mine.num_outstanding if mine is not None else 0) + 1) / weights.get(tenant, 1.0)
         ahead = sum(t.num_queued_prefill_tokens for name, t in self.by_tenant.items()
                     if t.num_outstanding / weights.get(name, 1.0) <= rank)
+        waits = self.waits_for_slot(config, weights, tenant)
+        return ahead + decode + (config.slot_wait_tokens * num_waiting_for_slot if waits else 0.0)
+
+    def waits_for_slot(self, config: RouterConfig, weights: Mapping[str, float], tenant: str | None) -> bool:
+        """Would one more request (of `tenant`; None: a flex one) wait here for a running
+        slot? Yes when it would be past `slots_per_worker` and, for a default-tier request,
+        its tenant would hold more than its weighted share of the slots among the tenants
+        with requests here (a tenant within its share is admitted past the soft limit)."""
+        if self.num_outstanding + 1 <= config.slots_per_worker:
+            return False
+        if tenant is None:
+            return True
+        mine = self.by_tenant.get(tenant)
+        num_mine = (mine.num_outstanding if mine is not None else 0) + 1
         active = {name for name, t in self.by_tenant.items() if t.num_outstanding > 0} | {tenant}
         share = config.slots_per_worker * weights.get(tenant, 1.0) / sum(weights.get(t, 1.0) for t in active)
-        waits = num_mine > share
-        return ahead + decode + (config.slot_wait_tokens * num_waiting_for_slot if waits else 0.0)
+        return num_mine > share
+
+    # --- charges: `add` when routed, `start_decode` at its first token, `release` at its end
+    def add(self, tenant: str, num_prefill_tokens: int, flex: bool) -> None:
+        self.num_outstanding += 1
+        if flex:
+            self.num_flex_prefill_tokens += num_prefill_tokens
+            return
+        self.num_queued_prefill_tokens += num_prefill_tokens
+        mine = self.by_tenant.setdefault(tenant, TenantLoad())
+        mine.num_queued_prefill_tokens += num_prefill_tokens
+        mine.num_outstanding += 1
+
+    def start_decode(self, tenant: str, num_prefill_tokens: int, flex: bool) -> None:
+        self._release_prefill(tenant, num_prefill_tokens, flex)
+        self.num_active_decodes += 1
+
+    def release(self, tenant: str, num_prefill_tokens: int, flex: bool, is_decoding: bool) -> None:
+        if is_decoding:
+            self.num_active_decodes -= 1
+        else:
+            self._release_prefill(tenant, num_prefill_tokens, flex)
+        self.num_outstanding -= 1
+        if not flex:
+            mine = self.by_tenant[tenant]
+            mine.num_outstanding -= 1
+            if mine.num_outstanding == 0:
+                del self.by_tenant[tenant]
+
+    def _release_prefill(self, tenant: str, num_prefill_tokens: int, flex: bool) -> None:
+        if flex:
+            self.num_flex_prefill_tokens -= num_prefill_tokens
+        else:
+            self.num_queued_prefill_tokens -= num_prefill_tokens
+            self.by_tenant[tenant].num_queued_prefill_tokens -= num_prefill_tokens
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,10 @@ scheduler orders it: the queued prefill tokens of tenants holding no more reques
 `slot_wait_tokens` x requests beyond `slots_per_worker` when this tenant is past its
 weighted share of the slots. So one tenant's backlog does not push another tenant's
 sessions away from their KV.
+First, while some candidate has a free running slot for the request, those where it must
+wait for one are dropped (shards/route_slots.py: a slot wait is the rest of a running
+decode; only the session's own worker holding far more of its prompt stays), so the rules
+below never queue a request behind full slots beside a free one.
 Rules, in order:
 1. a reservation (a forecast said the session returns soon) keeps the session on its
    worker, unless that worker is gone or past the imbalance gate;
@@ -59,7 +63,8 @@ from dataclasses import dataclass
 from shards.prefix_index import PrefixIndex
 from shards.routability import RoutableCallback, usable_workers
 from shards.route_records import (ROUTING_POLICIES, Decision, RouteQuery, RouteReason, RouterConfig, RouterStats,
-                                  TenantLoad, WorkerCosts, WorkerLoad)
+                                  WorkerCosts, WorkerLoad)
+from shards.route_slots import slot_candidates
 from shards.transfer_decision import decide_transfer, saved_tokens
 
 RESERVATION_SWEEP_MIN = 1024  # reservations held before expired ones are first swept
@@ -186,6 +191,9 @@ class Router:
         if self.config.policy != "prefix":
             return self._route_baseline(request_id, query, live)
         runs = self.index.runs(query.hashes, holders)
+        own = None if query.session is None or query.flex else self._sessions.get(query.session)
+        # of them, those with a free slot for it while some have one (the session's own may stay)
+        live = slot_candidates(self.config, self._weights, live, self._loads, self._costs, runs, query, own)
         loads = {w: self.load_tokens(w, None if query.flex else query.tenant) for w in live}
         min_load = min(loads.values())
         threshold = self.config.imbalance_threshold_tokens
@@ -200,7 +208,6 @@ class Router:
 
         chosen: str | None = None
         reason: RouteReason = "prefix"
-        own = None if query.session is None or query.flex else self._sessions.get(query.session)
         if query.session is not None and not query.flex:
             reserved = self._reserved.get(query.session)
             if reserved is not None and reserved[1] < now_s:
@@ -245,15 +252,7 @@ class Router:
 
     def _charge(self, request_id: str, decision: Decision, tenant: str, session: str | None,
                 flex: bool = False) -> None:
-        load = self._loads[decision.worker_id]
-        load.num_outstanding += 1
-        if flex:
-            load.num_flex_prefill_tokens += decision.num_prefill_tokens
-        else:
-            load.num_queued_prefill_tokens += decision.num_prefill_tokens
-            mine = load.by_tenant.setdefault(tenant, TenantLoad())
-            mine.num_queued_prefill_tokens += decision.num_prefill_tokens
-            mine.num_outstanding += 1
+        self._loads[decision.worker_id].add(tenant, decision.num_prefill_tokens, flex)
         self._charges[request_id] = _Charge(decision.worker_id, tenant, decision.num_prefill_tokens, flex=flex)
         stats = self.stats
         stats.num_routed[decision.reason] = stats.num_routed.get(decision.reason, 0) + 1
@@ -271,34 +270,16 @@ class Router:
         charge = self._charges.get(request_id)
         if charge is None or charge.is_decoding:
             return
-        self._release_prefill(charge)
-        self._loads[charge.worker_id].num_active_decodes += 1
+        self._loads[charge.worker_id].start_decode(charge.tenant, charge.num_prefill_tokens, charge.flex)
         charge.is_decoding = True
-
-    def _release_prefill(self, charge: _Charge) -> None:
-        load = self._loads[charge.worker_id]
-        if charge.flex:
-            load.num_flex_prefill_tokens -= charge.num_prefill_tokens
-        else:
-            load.num_queued_prefill_tokens -= charge.num_prefill_tokens
-            load.by_tenant[charge.tenant].num_queued_prefill_tokens -= charge.num_prefill_tokens
 
     def on_done(self, request_id: str) -> None:
         """The request ended (finished, failed, cancelled): release its charge."""
         charge = self._charges.pop(request_id, None)
         if charge is None:
             return
-        load = self._loads[charge.worker_id]
-        if charge.is_decoding:
-            load.num_active_decodes -= 1
-        else:
-            self._release_prefill(charge)
-        load.num_outstanding -= 1
-        if not charge.flex:
-            mine = load.by_tenant[charge.tenant]
-            mine.num_outstanding -= 1
-            if mine.num_outstanding == 0:
-                del load.by_tenant[charge.tenant]
+        self._loads[charge.worker_id].release(charge.tenant, charge.num_prefill_tokens, charge.flex,
+                                              charge.is_decoding)
 
     def worker_of(self, request_id: str) -> str | None:
         charge = self._charges.get(request_id)
