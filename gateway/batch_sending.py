@@ -195,14 +195,16 @@ class BatchSending:
             result = request_result(request.custom_id, reply.status_code, body, reply.headers.get("x-request-id", ""),
                                     None)
             wait_s = retry_wait_s(reply.status_code, reply.headers, body)
-            if wait_s is None or batch.id in self._cancelled or self.clock() + wait_s >= batch.expires_at:
+            if wait_s is None or self.clock() + wait_s >= batch.expires_at:
                 return result
+            if batch.id in self._cancelled:   # a refusal to retry (nothing of it ran): dropped as if not sent
+                return None
             loop = asyncio.get_running_loop()   # (the wait is real time, whatever `clock` the batch reads)
             send_again_s = loop.time() + wait_s   # the whole wait asked for, looked at every MAX_RETRY_WAIT_S
             while batch.id not in self._cancelled and (left_s := send_again_s - loop.time()) > 0:
                 await self._wait_unless_cancelled(batch.id, min(left_s, MAX_RETRY_WAIT_S))
-            if batch.id in self._cancelled:   # cancelled while it waited: its last answer is its result
-                return result
+            if batch.id in self._cancelled:   # cancelled while it waited: nothing of it ran, dropped (QA162)
+                return None
             if self.is_stopping:   # the gateway stopping while it waited: it goes again at the next start
                 return None
 

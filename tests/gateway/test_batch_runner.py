@@ -231,8 +231,9 @@ def test_a_429_that_says_never_retry_is_its_requests_result_at_once():
 
 
 def test_a_cancel_ends_the_wait_before_a_retry_at_once():
-    """Every try is a 429 asking for 30 s: a cancel ends the batch at once, each request's
-    last answer (the 429) its result, none sent again."""
+    """Every try is a 429 asking for 30 s: a cancel ends the batch at once, none sent again;
+    nothing of a request refused for now ran, so it is dropped with those not sent, not a
+    `failed` line (QA162: a tenant's batch reserve made every cancel end with such lines)."""
     tries: list[str] = []
 
     async def chat(request: Request):
@@ -255,8 +256,7 @@ def test_a_cancel_ends_the_wait_before_a_retry_at_once():
 
     done, errors, waited_s = asyncio.run(main())
     assert done.status == "cancelled" and waited_s < 2
-    assert sorted(tries) == ["c0", "c1"] and sorted(errors) == ["r0", "r1"]
-    assert {line["response"]["status_code"] for line in errors.values()} == {429}
+    assert sorted(tries) == ["c0", "c1"] and errors == {} and (done.completed, done.failed) == (0, 0)
 
 
 def test_a_wait_longer_than_the_runners_look_is_waited_whole_before_sending_again(monkeypatch):
