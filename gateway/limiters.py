@@ -11,8 +11,9 @@ from what it spent here without one (QA145); a budget changed keeps its count. A
 without a budget counts what it is charged here only (from 0, or from its count when a
 reload lifted its budget; the file's count and other gateways' spending are not added).
 A budget a reload lifts leaves its count as it was then to be saved (`saved_counts`), and
-one set again starts from that count, saved yet or not: no token spent under a budget is
-forgotten by lifting it (QA151).
+what the requests admitted under it charge once they end (QA162), and one set again starts
+from that count, saved yet or not: no token spent under a budget is forgotten by lifting
+it (QA151).
 """
 from __future__ import annotations
 
@@ -72,7 +73,8 @@ class Limiters:
     def saved_counts(self) -> dict[str, int]:
         """The counts to save: `spent_by_tenant`, but a tenant whose budget a reload lifted
         has the count it had then (what it spends without one is not saved)."""
-        return self.spent_by_tenant() | self._lifted
+        return self.spent_by_tenant() | {tenant: num + self[tenant].num_spent_after_budget
+                                         for tenant, num in list(self._lifted.items())}
 
     def add_spent(self, spent_elsewhere: Mapping[str, int], spent_on_file: Mapping[str, int]) -> None:
         """Count tokens spent elsewhere (other gateways sharing the spent-tokens file;
@@ -110,9 +112,12 @@ class Limiters:
             if limiter is None:
                 limiter = self._new(tenant, limits)
             elif limiter.limits.token_budget is None and limits.token_budget is not None:
-                limiter.num_spent_tokens = self._lifted.pop(tenant, self._spent_on_file.get(tenant, 0))
+                lifted = self._lifted.pop(tenant, None)
+                limiter.num_spent_tokens = (self._spent_on_file.get(tenant, 0) if lifted is None
+                                            else lifted + limiter.num_spent_after_budget)
             elif limiter.limits.token_budget is not None and limits.token_budget is None:
                 self._lifted[tenant] = limiter.num_spent_tokens
+                limiter.num_spent_after_budget = 0
             limiter.retune(limits)
             by_tenant[tenant] = limiter
         for tenant, limiter in self._by_tenant.items():

@@ -66,13 +66,15 @@ class Ticket:
     holds_slot: bool = False
     is_released: bool = False
     is_batch_line: bool = False
+    under_budget: bool = False   # admitted while the tenant had a `token_budget`
 
 
 class TenantLimiter(TenantLimitRefusals):
     """The live limit state of one tenant; owned by the app, used on its event loop only."""
 
     __slots__ = ("tenant", "limits", "_clock", "_requests", "_tokens", "num_active", "_waiters", "_batch_waiters",
-                 "num_batch_active", "num_spent_tokens", "num_reserved_tokens", "queue_timeout_s")
+                 "num_batch_active", "num_spent_tokens", "num_reserved_tokens", "queue_timeout_s",
+                 "num_spent_after_budget")
 
     def __init__(self, tenant: str, limits: LimitsConfig, *, queue_timeout_s: float = 30.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -88,6 +90,7 @@ class TenantLimiter(TenantLimitRefusals):
         self._batch_waiters: deque[asyncio.Future] = deque()   # batch lines, served after them
         self.num_spent_tokens = 0
         self.num_reserved_tokens = 0
+        self.num_spent_after_budget = 0   # charged, once its budget was lifted, to requests admitted under it
 
     def _set_limits(self, limits: LimitsConfig) -> None:
         """`limits`, with per-minute buckets at their new sizes: a bucket the tenant had
@@ -168,7 +171,8 @@ class TenantLimiter(TenantLimitRefusals):
         if self._tokens is not None:
             self._tokens.level -= num_tokens
         self.num_reserved_tokens += num_tokens
-        ticket = Ticket(self.tenant, num_tokens, is_batch_line=is_batch_line)
+        ticket = Ticket(self.tenant, num_tokens, is_batch_line=is_batch_line,
+                        under_budget=self.limits.token_budget is not None)
         if self._has_free_slot():
             self.num_active += 1
             self._holding(ticket, line)
@@ -233,6 +237,8 @@ class TenantLimiter(TenantLimitRefusals):
                         and num_used_tokens >= 0)
             used = int(num_used_tokens) if is_count else ticket.num_reserved_tokens
             self.num_spent_tokens += used
+            if ticket.under_budget and self.limits.token_budget is None:   # its budget lifted while it ran
+                self.num_spent_after_budget += used
             if self._tokens is not None:
                 self._tokens.level += ticket.num_reserved_tokens - used
             if used == 0 and self._requests is not None and not held_slot:

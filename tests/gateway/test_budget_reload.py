@@ -208,3 +208,19 @@ def test_a_reload_that_gives_a_budget_admits_what_a_fresh_start_would(tmp_path, 
     assert served.status_code == 200, served.text   # QA145: a 429 insufficient_quota
     assert spent_without > 0 and spent_with == 0
     assert 0 < state.limiters["e"].num_spent_tokens <= spent_without // 2
+
+
+async def test_a_request_admitted_under_a_budget_that_a_reload_lifts_while_it_runs_still_counts():
+    """QA162 L2: 300 spent, a 600-token request admitted, the budget lifted while it runs,
+    the request ends using 500, the budget set again: it counts 800 (was 300), and so does
+    what is saved meanwhile; what is spent without the budget does not count."""
+    limiters = Limiters({"e": BUDGET})
+    limiters.restore_spent({})
+    await _spend(limiters, "e", 300)
+    running = await limiters["e"].acquire(600)
+    limiters.update({"e": LimitsConfig()})
+    limiters["e"].release(running, 500)
+    await _spend(limiters, "e", 40)   # without a budget
+    assert limiters.saved_counts() == {"e": 800}
+    limiters.update({"e": BUDGET})
+    assert limiters["e"].num_spent_tokens == 800
