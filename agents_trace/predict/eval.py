@@ -3,9 +3,10 @@
     python -m agents_trace.predict.eval --data FILE.jsonl [--json] [--frozen]
 
 Input lines: {"id", "domain", "steps": [...]}; `domain` is the tenant. A line without a
-`steps` list is left out and counted (one line on stderr says how many); a file with no
-tool sequences at all is exit status 1, a file that cannot be read or a line that is not
-JSON exit status 2, each with one line on stderr. Lines with an even
+`steps` list of strings is left out and counted (one line on stderr says how many); a file
+with no tool sequences at all, or with none left to score (no test line: QA160), is exit
+status 1, a file that cannot be read or a line that is not JSON exit status 2, each with
+one line on stderr. Lines with an even
 0-based index train, odd ones test; `END` is appended to every sequence and every symbol
 of a test sequence is predicted from the start state onward, through the predictor's
 public API (`observe` / `forecast`). Unigram and bigram add-0.1 baselines over the same
@@ -93,10 +94,11 @@ def read_lines(path: str) -> tuple[list[Line], int]:
                     row = json.loads(raw)
                 except ValueError as exc:
                     raise DataError(f"{path}: line {i + 1} is not JSON ({exc})") from None
-                if not isinstance(row, dict) or not isinstance(row.get("steps"), list):
+                if not isinstance(row, dict) or not isinstance(row.get("steps"), list) \
+                        or not all(isinstance(step, str) for step in row["steps"]):
                     without_steps += 1
                     continue
-                steps = [str(s) for s in row["steps"]]
+                steps = list(row["steps"])
                 if steps and steps[-1] == END_SYMBOL:
                     steps = steps[:-1]
                 lines.append(Line(i, str(row.get("domain") or "default"),
@@ -209,7 +211,8 @@ def lines_or_exit_status(path: str) -> tuple[list | None, int]:
         print(f"error: {exc}", file=sys.stderr)
         return None, 2
     if without_steps:
-        print(f"warning: {path}: {without_steps} line(s) have no `steps` list; left out", file=sys.stderr)
+        print(f"warning: {path}: {without_steps} line(s) have no `steps` list of strings; left out",
+              file=sys.stderr)
     if not lines:
         print(f"error: {path} holds no tool sequences (no line has a `steps` list)", file=sys.stderr)
         return None, 1
@@ -230,6 +233,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if lines is None:
         return status
     result = evaluate(lines, online=not args.frozen, refits=not args.no_refit)
+    if not result["predictor"]["n"]:   # a score of nothing reads as a perfect one
+        print(f"error: {args.data} leaves nothing to score: its {len(lines)} tool sequence(s) all train "
+              "(each tenant's odd-indexed lines test)", file=sys.stderr)
+        return 1
     print(json.dumps(result) if args.json else _table(result))
     return 0
 

@@ -32,7 +32,7 @@ def test_lines_without_steps_are_counted_and_the_rest_scored(tmp_path, capsys):
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     status, out, err = _run(capsys, "--data", str(data), "--json")
     assert status == 0 and json.loads(out)["predictor"]["n"] == 5 * 4   # odd file lines 1, 5, .. 11; END appended
-    assert err == [f"warning: {data}: 1 line(s) have no `steps` list; left out"]
+    assert err == [f"warning: {data}: 1 line(s) have no `steps` list of strings; left out"]
 
 
 def test_an_unreadable_file_is_one_line_and_status_2(tmp_path, capsys):
@@ -42,3 +42,22 @@ def test_an_unreadable_file_is_one_line_and_status_2(tmp_path, capsys):
     bad.write_text('{"steps": ["USER"]}\nnot json\n')
     status, out, err = _run(capsys, "--data", str(bad))
     assert status == 2 and out == "" and len(err) == 1 and "line 2 is not JSON" in err[0]
+
+
+def test_a_file_that_leaves_nothing_to_score_is_an_error_not_a_perfect_score(tmp_path, capsys):
+    """QA160: one line trains and none tests: it printed log-loss 0 over n 0, status 0."""
+    data = tmp_path / "one.jsonl"
+    data.write_text(json.dumps({"id": "s0", "domain": "a", "steps": ["USER", "ls", "ASSISTANT_TEXT"]}) + "\n")
+    status, out, err = _run(capsys, "--data", str(data), "--json")
+    assert status == 1 and out == "" and err == [f"error: {data} leaves nothing to score: its 1 tool sequence(s) "
+                                                 "all train (each tenant's odd-indexed lines test)"]
+
+
+def test_steps_that_are_not_strings_are_left_out(tmp_path, capsys):
+    data = tmp_path / "ints.jsonl"
+    rows = [{"id": f"s{i}", "domain": "a", "steps": ["USER", "ls", "ASSISTANT_TEXT"]} for i in range(4)]
+    rows.append({"id": "bad", "domain": "a", "steps": [1, None, "x"]})
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    status, out, err = _run(capsys, "--data", str(data), "--json")
+    assert status == 0 and json.loads(out)["predictor"]["n"] == 2 * 4
+    assert err == [f"warning: {data}: 1 line(s) have no `steps` list of strings; left out"]
