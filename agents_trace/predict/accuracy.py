@@ -1,12 +1,19 @@
-"""The predictor's own recent next-step accuracy for one tenant.
+"""The predictor's own recent next-step accuracy for one tenant: its trust.
 
-Every observed step is first scored against the forecast that was current just before
-it (top-1 hit, log-loss). Both are exponentially weighted with a half-life in steps, so
-the numbers describe the recent past. A fresh fit seeds the tracker with its validation
-accuracy (worth at most `half_life_steps` steps), so a new model is judged by held-out
-data until live steps take over.
+The tenant scores here only the steps that end a real guess (tenant.py): those of a
+session already seen that come while it waits on no tool its last response asked for
+(after a text answer: the user's next turn or END; after a reply that asked for no tool).
+A session's first step, a silent step (a text answer) and the steps after a tool-calling
+reply (it named them) are not scored: they are right without any guessing, and kept
+`recent_top1` near 0.8 while every forecast after an answer was wrong (QA160). Each is
+scored against the forecast that was current just before it (top-1 hit, log-loss); both
+are exponentially weighted with a half-life in scored steps, so the numbers describe the
+recent past. A fresh fit seeds the tracker with its validation accuracy (worth at most
+`half_life_steps` scored steps), so a new model is judged by held-out data until live
+guesses take over.
 
-Invariant: `weight` is the effective number of steps behind the averages (0 = nothing).
+Invariant: `weight` is the effective number of scored steps behind the averages
+(0 = nothing).
 """
 from __future__ import annotations
 

@@ -23,11 +23,12 @@ class PredictorConfig:
     max_fit_sessions: newest learned sessions kept per tenant (and globally) for refits.
     max_recent_sessions: sessions in the recency memory.
     max_history_steps: steps of a live session kept for re-filtering after a model swap.
-    min_top1 / min_accuracy_weight: below this recent top-1 (with at least this much
-        evidence) forecasts say `confident=False`.
+    min_top1 / min_accuracy_weight: below this recent top-1 on real guesses (accuracy.py;
+        with at least this much evidence) forecasts not made while tools are pending say
+        `confident=False`.
     min_tool_waits: a cold tenant's forecasts while a tool call is pending say
         `confident=True` once this many of its tool waits have ended (continued or
-        abandoned), with the top-1 rule above: they rest on the tool's learned duration
+        abandoned): they rest on the tool's learned duration
         and the tenant's abandon odds, not on the step model, which needs `min_sessions`
         finished sessions (and a finished session is known only once it has idled out).
     silent_symbols: steps that send no request themselves (looked through, returns.py).

@@ -8,7 +8,11 @@ estimate as Normal-on-log with the parent as `strength` pseudo-observations:
     global prior (config)  ->  tenant, all steps  ->  tenant, this step
 
 so a step seen once leans on the tenant's typical gap, and a new tenant on the prior.
-Invariants: sigma > 0; stats are updated online in O(1) per gap and never refitted.
+`END` is no step: the "gap" before it is the idle time after which the session was
+declared over (at least `session_idle_timeout_s`), not a duration of anything, and is
+never learned (QA160: as a tenant-level gap it made every tool's forecast minutes long).
+Invariants: sigma > 0; stats are updated online in O(1) per gap and never refitted;
+no statistic holds an `END` gap.
 """
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ from statistics import NormalDist
 import numpy as np
 from scipy.special import ndtr
 
+from cache.forecast import END_SYMBOL
 from cache.gap_stats import LogGapStats
 
 MIN_SIGMA = 0.05
@@ -95,7 +100,9 @@ class DurationModel:
         self._table: tuple[tuple[str, ...], float, DurationTable] | None = None
 
     def observe(self, symbol: str, gap_s: float) -> None:
-        if not math.isfinite(gap_s) or gap_s < 0.0:
+        """Learn one step's gap; `END`'s idle time and a gap that is not a finite,
+        non-negative number of seconds are left out."""
+        if symbol == END_SYMBOL or not math.isfinite(gap_s) or gap_s < 0.0:
             return
         self.all_steps.add(gap_s)
         self.by_symbol.setdefault(symbol, GapStats()).add(gap_s)
@@ -149,11 +156,28 @@ class DurationModel:
     @staticmethod
     def from_arrays(prior: DurationPrior, names: list[str], stats: np.ndarray
                     ) -> "DurationModel":
+        """The model `to_arrays` wrote. An `END` row (saved before END's idle time was
+        left out) is dropped and taken back out of the all-steps sums it was added to."""
         model = DurationModel(prior)
+        end_row = None
         for name, row in zip(names, stats):
             gap = GapStats(float(row[0]), float(row[1]), float(row[2]))
             if name == "":
                 model.all_steps = gap
+            elif name == END_SYMBOL:
+                end_row = gap
             else:
                 model.by_symbol[name] = gap
+        if end_row is not None:
+            model.all_steps = _without(model.all_steps, end_row)
         return model
+
+
+def _without(total: GapStats, part: GapStats) -> GapStats:
+    """`total` with the gaps of `part` (a subset of them) taken out; nothing left when
+    `part` holds as many gaps or more (rounding cannot leave a negative count)."""
+    num = total.num_gaps - part.num_gaps
+    if num < 0.5:
+        return GapStats()
+    return GapStats(num, total.sum_log - part.sum_log,
+                    max(total.sum_log_sq - part.sum_log_sq, 0.0))

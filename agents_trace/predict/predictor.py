@@ -14,9 +14,11 @@ session sends no further request (END, or a text answer followed by END);
 `p_return_within` and `eta_quantiles_s` come from returns.py. After a response that asked
 for tools (`mark_waiting`), the next step is the first of them unless the session is
 abandoned (pending_tools.py). `confident` is False while
-the tenant is cold (global model) or its recent top-1 accuracy is below `min_top1`;
-a cold tenant's forecasts while tools are pending are confident once `min_tool_waits`
-of its tool waits have ended (they need the tool's duration, not the step model).
+the tenant is cold (global model) or, for a forecast not made while tools are pending,
+its recent top-1 on real guesses (tenant.py says which steps are scored) is below
+`min_top1`; a forecast while tools are pending is confident once the tenant's model is
+fitted or `min_tool_waits` of its tool waits have ended (it needs the tool's duration, not
+the step model).
 """
 from __future__ import annotations
 

@@ -40,7 +40,8 @@ class TenantState(TenantForecasts):
     `_tools_version` changes only when `tool_counts` or `live_tools` does (cold
     vocabulary); `num_changes` grows with every change of what a checkpoint saves
     (`persist.tenant_to_parts`: all but the live sessions), so an unchanged tenant is not
-    written again."""
+    written again; `_named_waits` holds the live sessions whose last response asked for
+    tools, until the next one (the steps that follow were named, not guessed)."""
 
     def __init__(self, name: str, config: PredictorConfig) -> None:
         self.name = name
@@ -56,6 +57,7 @@ class TenantState(TenantForecasts):
         self.turns = TurnCalibration()  # belongs to `model` (turns.py)
         self.tool_counts: dict[str, int] = {}
         self.live_tools: dict[str, None] = {}  # run in live sessions, not yet learned
+        self._named_waits: set[str] = set()
         self.num_learned = 0
         self.num_learned_at_fit = 0
         self._version = 0
@@ -131,12 +133,21 @@ class TenantState(TenantForecasts):
     # -- live sessions --------------------------------------------------------------
     def observe(self, session: str, symbol: str, t_s: float, gap_s: float | None,
                 global_model: StepModel | None) -> None:
-        """Score the step against the current forecast, learn its gap, filter it in. `END`
-        for a session none of whose steps was observed does nothing."""
+        """Score the step against the current forecast when that was a real guess, learn
+        its gap, filter it in. `END` for a session none of whose steps was observed does
+        nothing.
+
+        A real guess (the trust, accuracy.py) is the forecast for a request-bearing step
+        (or END) of a session already seen, while it does not wait on tools its last
+        response asked for: not a session's first step (always `USER`), not a silent
+        step (no request follows it at once), not the tool steps (or the abandon) that
+        follow a tool-calling response, which named them."""
         with self.lock:
             state = self.sessions.get(session)
             if state is None and symbol == END_SYMBOL:
                 return   # no step of it was seen (refused requests only, QA124): nothing to score or learn
+            guessed = (state is not None and symbol not in self.config.silent_symbols
+                       and session not in self._named_waits)
             if state is None:
                 state = self._start_state_locked(t_s, global_model)
                 self.sessions[session] = state
@@ -144,9 +155,10 @@ class TenantState(TenantForecasts):
                 if self._num_new_sessions % _SWEEP_EVERY_NEW_SESSIONS == 0:
                     self._drop_idle_locked(t_s)
             self.num_changes += 1   # accuracy, durations, abandons
-            before = self._current_locked(state, global_model)
-            target = before.vocab.encode_one(symbol)
-            self.accuracy.record(float(before.p1[target]), int(np.argmax(before.p1)) == target)
+            if guessed:
+                before = self._current_locked(state, global_model)
+                target = before.vocab.encode_one(symbol)
+                self.accuracy.record(float(before.p1[target]), int(np.argmax(before.p1)) == target)
             if state.pending:
                 self.abandons.record(symbol)
                 state.pending = ()
@@ -168,12 +180,17 @@ class TenantState(TenantForecasts):
                 state.waiting_since_s = max(state.waiting_since_s, t_s)
                 state.pending = tuple(tool_calls)
                 state.pending_prediction = None
+                if state.pending:
+                    self._named_waits.add(session)
+                else:
+                    self._named_waits.discard(session)
 
     def end_session(self, session: str, learn: bool, global_model: StepModel | None
                     ) -> tuple[str, ...] | None:
         """Forget the live session; when `learn`, record it as finished and return it."""
         with self.lock:
             state = self.sessions.pop(session, None)
+            self._named_waits.discard(session)
             if state is None or not learn or not state.history:
                 return None
             sequence = tuple(with_end(state.history))
@@ -185,6 +202,7 @@ class TenantState(TenantForecasts):
         cutoff = now_s - self.config.session_ttl_s
         for key in [k for k, s in self.sessions.items() if s.last_step_s < cutoff]:
             del self.sessions[key]
+            self._named_waits.discard(key)
 
     def _see_tool_locked(self, symbol: str) -> None:
         """A tool this tenant never ran before ran in a live session: a cold tenant's

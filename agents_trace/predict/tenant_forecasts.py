@@ -153,10 +153,14 @@ class TenantForecasts:
             if state is None:
                 state = self._start_state_locked(now_s, global_model)
             prediction = self._current_locked(state, global_model)
-            knows_wait = self.model is not None or (
-                bool(state.pending) and self.abandons.num_waits >= self.config.min_tool_waits)
-            confident = knows_wait and self.accuracy.is_accurate(self.config.min_top1,
-                                                                 self.config.min_accuracy_weight)
+            if state.pending:
+                # The response named the next step: this rests on the tool's duration and
+                # the abandon odds, not on a guess, so the guesses' top-1 does not judge it.
+                confident = self.model is not None or (
+                    self.abandons.num_waits >= self.config.min_tool_waits)
+            else:
+                confident = self.model is not None and self.accuracy.is_accurate(
+                    self.config.min_top1, self.config.min_accuracy_weight)
             return ForecastInputs(prediction, self._mixture_locked(prediction),
                                   now_s - state.waiting_since_s, confident,
                                   state.pending[0] if state.pending else None)
