@@ -29,8 +29,8 @@ from gateway.errors import ApiError
 from gateway.litellm_errors import map_litellm_error, upstream_garbage
 from gateway.litellm_odd_replies import stream_body_start
 from gateway.upstream_stream_reuse import disarm_at_end
-from gateway.upstream_usage import (estimated_output_tokens, field_of, is_record, legacy_named,  # noqa: F401
-                                    logprobs_from, output_bytes, text_of, usage_from)
+from gateway.upstream_usage import (estimated_output_tokens, field_of, is_record, logprobs_from, output_bytes,
+                                    text_of, usage_from)
 
 
 # the most of a stream request's answer that is not SSE read for an error object's message

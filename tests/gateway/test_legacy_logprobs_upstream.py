@@ -42,7 +42,7 @@ def test_an_upstreams_byte_tokens_count_as_their_bytes_in_text_offset():
 
 
 def test_a_bytes_name_is_bytes_only_when_they_are_not_whole_utf8():
-    from gateway.upstream_replies import legacy_named
+    from gateway.upstream_usage import legacy_named
     assert legacy_named("bytes:\\xf0\\x9f") == ("\ufffd", b"\xf0\x9f")
     assert legacy_named("bytes:\\x41") == ("bytes:\\x41", b"bytes:\\x41")   # whole UTF-8: a text
     assert legacy_named("bytes:\\xzz") == ("bytes:\\xzz", b"bytes:\\xzz")
