@@ -2,19 +2,15 @@
 paths (QA147 finding 7): litellm made an upstream's "eos" a "stop", the passthrough path
 passed "eos" on, a value outside the enum an OpenAI-typed client knows. The fake upstream
 finishes with the reason its prompt names ("finish:eos")."""
-import asyncio
 import json
 
 import pytest
 
 from gateway.backend import Finished, TextDelta, Usage
 from gateway.finish_reasons import OPENAI_FINISH_REASONS, in_openai_words, openai_finish_reason
-from gateway.model_configs import UpstreamModelConfig
-from gateway.passthrough import PassthroughBackend
-from gateway.schemas import ChatCompletionRequest, validate
-from gateway.upstream import UpstreamBackend
 from tests.gateway.fake_openai import request_body, send_json
 from tests.gateway.serving import served_url
+from tests.gateway.test_upstream_finish_reason_names import finish_reasons_of
 
 # an upstream's reason -> what the client gets
 EXPECTED = {"eos": "stop", "eos_token": "stop", "end_turn": "stop", "STOP": "stop", "stop_sequence": "stop",
@@ -59,23 +55,8 @@ def upstream_url():
 
 
 def _finish_reasons(api_base: str, passthrough: bool, stream: bool, reasons) -> dict[str, str]:
-    async def main() -> dict[str, str]:
-        config = UpstreamModelConfig(name="up", litellm_model="openai/m", api_base=api_base, passthrough=passthrough)
-        backend = (PassthroughBackend if passthrough else UpstreamBackend)(config)
-        await backend.start()
-        got = {}
-        try:
-            for reason in reasons:
-                request = validate(ChatCompletionRequest, {"model": "up", "stream": stream, "messages": [
-                    {"role": "user", "content": f"finish:{reason}"}]})
-                prepared = await backend.prepare_chat(request, "t", "r")
-                events = [event async for event in backend.run(prepared)]
-                assert isinstance(events[-1], Finished)
-                got[reason] = events[-1].finish_reason
-        finally:
-            await backend.stop()
-        return got
-    return asyncio.run(main())
+    """Each reason's finish reason as a chat reply through the backend (`finish_reasons_of`)."""
+    return finish_reasons_of(api_base, passthrough, True, stream, reasons)
 
 
 @pytest.mark.parametrize("stream", [False, True])

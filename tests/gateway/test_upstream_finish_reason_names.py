@@ -74,7 +74,7 @@ def upstream_url():
     yield from served_url(_finishing_upstream)
 
 
-def _finish_reasons(api_base: str, passthrough: bool, is_chat: bool, stream: bool, reasons) -> dict[str, str]:
+def finish_reasons_of(api_base: str, passthrough: bool, is_chat: bool, stream: bool, reasons) -> dict[str, str]:
     async def main() -> dict[str, str]:
         config = UpstreamModelConfig(name="up", litellm_model="openai/m", api_base=api_base, passthrough=passthrough)
         backend = (PassthroughBackend if passthrough else UpstreamBackend)(config)
@@ -104,11 +104,11 @@ def _finish_reasons(api_base: str, passthrough: bool, is_chat: bool, stream: boo
                          ids=["chat", "chat-stream", "completions"])
 def test_both_paths_give_the_same_openai_reason_for_a_lower_case_provider_name(upstream_url, passthrough,
                                                                                 is_chat, stream):
-    assert _finish_reasons(upstream_url, passthrough, is_chat, stream, sorted(EXPECTED)) == EXPECTED
+    assert finish_reasons_of(upstream_url, passthrough, is_chat, stream, sorted(EXPECTED)) == EXPECTED
 
 
 def test_a_completions_stream_through_passthrough_names_them_too(upstream_url):
-    assert _finish_reasons(upstream_url, True, False, True, sorted(EXPECTED)) == EXPECTED
+    assert finish_reasons_of(upstream_url, True, False, True, sorted(EXPECTED)) == EXPECTED
 
 
 def test_every_name_litellm_maps_to_other_than_stop_is_mapped_the_same_here():
