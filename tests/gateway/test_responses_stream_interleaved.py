@@ -8,19 +8,17 @@ what the events built, as the stored response does."""
 from __future__ import annotations
 
 import json
-import os
 
 import httpx
 import pytest
 
-from gateway.app import build_app
 from gateway.backend import Finished, TextDelta, ToolCallDelta, Usage
-from gateway.config import key_digest, parse_config
 from gateway.responses_format import ResponsesRequest
 from gateway.responses_item_order import arguments_are_whole
 from gateway.responses_stream import ResponsesStreamWriter, whole_response
 from tests.gateway import fake_openai
 from tests.gateway.serving import start_server
+from tests.gateway.test_responses_upstream_fidelity import MODELS, gateway_over
 
 WEATHER = {"type": "function", "name": "get_weather", "parameters": {"type": "object"}}
 TIME = {"type": "function", "name": "get_time", "parameters": {"type": "object"}}
@@ -213,7 +211,6 @@ def test_more_arguments_after_a_whole_call_are_not_sent_and_the_stream_stays_val
 
 
 KEY = "sk-fi60-alpha"
-MODELS = ("fake", "fake-direct")   # through litellm, and passed through
 
 
 def _chunk(delta: dict, finish_reason: str | None = None) -> bytes:
@@ -242,16 +239,8 @@ async def interleaving_upstream(scope, receive, send):
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("fi60")
     upstream = start_server(interleaving_upstream)
-    os.environ["STEPAHEAD_TEST_FAKE_KEY"] = "sk-upstream-secret"
-    models = [{"name": name, "kind": "upstream", "litellm_model": "openai/fake-model",
-               "api_base": f"{upstream.base_url}/v1", "api_key_env": "STEPAHEAD_TEST_FAKE_KEY",
-               "passthrough": name == "fake-direct"} for name in MODELS]
-    config = parse_config({"server": {"responses_db": str(folder / "responses.sqlite3")}, "models": models,
-                           "tenants": [{"name": "alpha", "api_key_sha256": [key_digest(KEY)]}],
-                           "tracing": {"store_path": str(folder / "traces.sqlite3")}})
-    server = start_server(build_app(config))
+    server = gateway_over(upstream.base_url, tmp_path_factory.mktemp("fi60"), KEY)
     yield server.base_url
     server.stop()
     upstream.stop()

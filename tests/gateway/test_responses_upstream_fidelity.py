@@ -80,21 +80,26 @@ def fake_app(seen: list[dict]):
     return app
 
 
+def gateway_over(upstream_url: str, folder, key: str):
+    """A served gateway (to stop) whose models are MODELS on the upstream at `upstream_url`
+    (through litellm, and passed through), tenant "alpha" with `key`, its state in `folder`."""
+    os.environ["STEPAHEAD_TEST_FAKE_KEY"] = "sk-upstream-secret"
+    models = [{"name": name, "kind": "upstream", "litellm_model": "openai/fake-model",
+               "api_base": f"{upstream_url}/v1", "api_key_env": "STEPAHEAD_TEST_FAKE_KEY",
+               "passthrough": name == "fake-direct"} for name in MODELS]
+    config = parse_config({"server": {"responses_db": str(folder / "responses.sqlite3")}, "models": models,
+                           "tenants": [{"name": "alpha", "api_key_sha256": [key_digest(key)]}],
+                           "tracing": {"store_path": str(folder / "traces.sqlite3")}})
+    return start_server(build_app(config))
+
+
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     """A gateway with upstream models only (fast to start), its own state files, and the
     request bodies its upstream got."""
-    folder = tmp_path_factory.mktemp("fi14")
     seen: list[dict] = []
     upstream = start_server(fake_app(seen))
-    os.environ["STEPAHEAD_TEST_FAKE_KEY"] = "sk-upstream-secret"
-    models = [{"name": name, "kind": "upstream", "litellm_model": "openai/fake-model",
-               "api_base": f"{upstream.base_url}/v1", "api_key_env": "STEPAHEAD_TEST_FAKE_KEY",
-               "passthrough": name == "fake-direct"} for name in MODELS]
-    config = parse_config({"server": {"responses_db": str(folder / "responses.sqlite3")}, "models": models,
-                           "tenants": [{"name": "alpha", "api_key_sha256": [key_digest(KEY)]}],
-                           "tracing": {"store_path": str(folder / "traces.sqlite3")}})
-    server = start_server(build_app(config))
+    server = gateway_over(upstream.base_url, tmp_path_factory.mktemp("fi14"), KEY)
     yield server.base_url, seen
     server.stop()
     upstream.stop()
