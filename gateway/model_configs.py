@@ -75,7 +75,7 @@ class UpstreamModelConfig:
         `litellm_params`) raises `upstream_not_configured`: its calls, with the tenants'
         prompts, never go to the provider's default (`$OPENAI_BASE_URL`, api.openai.com)."""
         if self.api_base_env:
-            value = os.environ.get(self.api_base_env)
+            value = env_value(self.api_base_env)
             if value:
                 return value
             if not self.has_fixed_api_base():
@@ -92,7 +92,7 @@ class UpstreamModelConfig:
         any: a variable's trailing newline, from a file or `echo`, would make every call a
         502); None when the model names none, or the variable is unset, empty or only
         whitespace."""
-        return (os.environ.get(self.api_key_env, "").strip() or None) if self.api_key_env else None
+        return env_value(self.api_key_env) if self.api_key_env else None
 
     def names_its_upstream(self) -> bool:
         """Whether the model names its own key or endpoint (`api_key_env`, `api_base`,
@@ -119,7 +119,7 @@ class UpstreamModelConfig:
             held = "holds only whitespace" if os.environ.get(self.api_key_env) else "is not set (or empty)"
             problems.append(f"api_key_env names ${self.api_key_env}, which {held}: "
                             "its calls go upstream without an API key")
-        if self.api_base_env and not os.environ.get(self.api_base_env):
+        if self.api_base_env and not env_value(self.api_base_env):
             problems.append(f"api_base_env names ${self.api_base_env}, which is not set (or empty): "
                             + ("its calls go to its api_base" if self.has_fixed_api_base()
                                else "its calls fail (503 upstream_not_configured)"))
@@ -134,6 +134,13 @@ def upstream_not_configured(model: str) -> ApiError:
                     "api_base is not set in the gateway's environment; please contact the operator of "
                     "this gateway.", "server_error", "upstream_not_configured", None,
                     {"x-should-retry": "false"})
+
+
+def env_value(name: str) -> str | None:
+    """The environment variable `name`'s value, the whitespace around it dropped (a key or
+    an endpoint has none: a variable's trailing newline, from a file or `echo`, would make
+    every call fail); None when it is unset, empty or only whitespace."""
+    return os.environ.get(name, "").strip() or None
 
 
 def check_litellm_model(litellm_model: str, *, passthrough: bool, litellm_params: dict,
@@ -242,7 +249,7 @@ def model_config(table: dict, index: int) -> ModelConfig:
                                               {}).items())))
         params = dict(config.litellm_params)   # last: the only check that may import litellm
         check_litellm_model(litellm_model, passthrough=passthrough, litellm_params=params,
-                            api_base=(os.environ.get(config.api_base_env or "") or config.api_base
+                            api_base=(env_value(config.api_base_env or "") or config.api_base
                                       or params.get("api_base")), where=f"{where} ({name!r})")
         return config
     if kind == "embedding":

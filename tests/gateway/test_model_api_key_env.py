@@ -84,3 +84,18 @@ def test_a_whitespace_key_leaves_the_operators_litellm_params_key(monkeypatch):
     config = UpstreamModelConfig(name="m", litellm_model="openai/x", api_key_env=KEY_ENV,
                                  litellm_params=(("api_key", "sk-from-params"),))
     assert call_kwargs(config, {}, stream=False)["api_key"] == "sk-from-params"
+
+
+BASE_ENV = "STEPAHEAD_TEST_MODEL_BASE_WS"
+
+
+def test_an_api_base_variable_is_stripped_and_one_of_only_whitespace_is_unset(monkeypatch):
+    """FI58's note: `api_base_env` was read as it stood: a trailing newline went into every
+    call's URL, and a whitespace-only value was taken as an endpoint."""
+    config = UpstreamModelConfig(name="m", litellm_model="openai/fake-model", api_base="http://fixed/v1",
+                                 api_base_env=BASE_ENV)
+    monkeypatch.setenv(BASE_ENV, "http://from-env/v1\n")
+    assert config.resolved_api_base() == "http://from-env/v1"
+    monkeypatch.setenv(BASE_ENV, "  \n")
+    assert config.resolved_api_base() == "http://fixed/v1"
+    assert f"api_base_env names ${BASE_ENV}, which is not set (or empty)" in config.missing_variables_warning()
