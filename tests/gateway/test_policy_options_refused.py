@@ -4,23 +4,13 @@ reload that carries it changes nothing. `cold_ttl_s = "abc"` used to pass both a
 crash the worker on every tool-call reply."""
 from __future__ import annotations
 
-import asyncio
-import logging
-
 import pytest
 
-from gateway.app import build_app
 from gateway.cli import main
-from gateway.config import key_digest, load_config
-from gateway.reload import reload_tenants
 from tests.gateway.serving import free_port
+from tests.gateway.test_reload import LOCAL, _tenant, refused_reload_line
 
-LOCAL = '[[models]]\nname = "tiny"\nkind = "local"\npath = "tiny"\nnum_workers = 1\n[models.engine]\n'
 CANNOT = "cannot serve model 'tiny': engine option policy_options does not suit policy"
-
-
-def _tenant(name: str, key: str) -> str:
-    return f'\n[[tenants]]\nname = "{name}"\napi_key_sha256 = ["{key_digest(key)}"]\n'
 
 
 def test_serve_refuses_a_ttl_knob_of_the_wrong_type_in_one_line(monkeypatch, tmp_path, capsys):
@@ -48,12 +38,5 @@ def test_serve_refuses_a_ttl_knob_of_the_wrong_type_in_one_line(monkeypatch, tmp
      "'predictive': policy_options.accuracy_min_events must be an integer >= 0, not -1"),
 ])
 def test_a_reload_carrying_a_bad_policy_knob_is_refused(tmp_path, caplog, engine, reason):
-    path = tmp_path / "gw.toml"
-    path.write_text(LOCAL + 'policy = "ttl"\npolicy_options = { cold_ttl_s = 2.0 }\n' + _tenant("a", "sk-a"))
-    state = build_app(load_config(path), config_path=str(path)).state.gateway
-    path.write_text(LOCAL + engine + _tenant("a", "sk-a") + _tenant("b", "sk-b"))
-    with caplog.at_level(logging.ERROR, logger="stepahead"):
-        assert asyncio.run(reload_tenants(state, path)) is None
-    assert [tenant.name for tenant in state.config.tenants] == ["a"]
-    assert (f"stepahead: the tenants were not reloaded from {path}: the next start would fail: {CANNOT} "
-            f"{reason}") in caplog.text
+    refusal = refused_reload_line(tmp_path, caplog, 'policy = "ttl"\npolicy_options = { cold_ttl_s = 2.0 }\n', engine)
+    assert refusal.startswith(f"{CANNOT} {reason}")

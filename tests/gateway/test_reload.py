@@ -105,15 +105,24 @@ def test_a_reload_leaves_what_the_models_engine_table_fixes_and_says_so(tmp_path
 def test_a_reload_whose_models_the_next_start_would_refuse_changes_nothing(tmp_path, caplog, engine, reason):
     """It used to report success ("at the next start: [[models]]"), and the next start
     with the same file then exited 2."""
+    refusal = refused_reload_line(tmp_path, caplog, "", engine)
+    assert refusal.startswith("cannot serve model 'tiny': ") and reason in refusal
+
+
+def refused_reload_line(tmp_path, caplog, engine_before: str, engine: str) -> str:
+    """A gateway on the tiny model (its `[models.engine]` `engine_before`, tenant "a")
+    reloads a file whose engine options are `engine`, adding tenant "b": the reload must
+    change nothing; the reason its log line gives (what follows "the next start would fail: ")."""
     path = tmp_path / "gw.toml"
-    path.write_text(LOCAL + _tenant("a", "sk-a"))
+    path.write_text(LOCAL + engine_before + _tenant("a", "sk-a"))
     state = build_app(load_config(path), config_path=str(path)).state.gateway
     path.write_text(LOCAL + engine + _tenant("a", "sk-a") + _tenant("b", "sk-b"))
     with caplog.at_level(logging.ERROR, logger="stepahead"):
         assert asyncio.run(reload_tenants(state, path)) is None
     assert [t.name for t in state.config.tenants] == ["a"]
-    assert (f"stepahead: the tenants were not reloaded from {path}: the next start would fail: cannot serve model "
-            "'tiny': ") in caplog.text and reason in caplog.text
+    head = f"stepahead: the tenants were not reloaded from {path}: the next start would fail: "
+    assert head in caplog.text
+    return caplog.text.split(head, 1)[1].splitlines()[0]
 
 
 @pytest.mark.parametrize("broken", ["[[tenants]]\nname = ", MODEL, None])
