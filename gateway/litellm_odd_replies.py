@@ -14,6 +14,7 @@ gateway/upstream_replies.py `require_sse`).
 from __future__ import annotations
 
 import re
+from collections.abc import AsyncIterator
 from typing import Any
 
 from gateway.litellm_causes import upstream_words, wrapper_free
@@ -51,19 +52,24 @@ def own_words(exc: BaseException) -> str | None:
     return f"HTTP {bare[1]}" if bare is not None else words
 
 
-async def stream_body_start(stream: Any, num_bytes: int) -> bytes:
-    """The body of the HTTP reply under an OpenAI SDK stream (litellm's raw chat stream, its
-    httpx `response`), read up to `num_bytes` and a piece; b"" when there is none to read,
-    what was read when reading fails."""
+async def body_start(pieces: AsyncIterator[bytes] | None, num_bytes: int) -> bytes:
+    """A reply's body from its `pieces` (None: none to read), read up to `num_bytes` and a
+    piece; what was read when reading fails."""
     body = b""
-    pieces = getattr(getattr(stream, "response", None), "aiter_bytes", None)
     if pieces is None:
         return body
     try:
-        async for piece in pieces():
+        async for piece in pieces:
             body += piece
             if len(body) > num_bytes:
                 break
     except Exception:   # NOTE: a body that cannot be read is named by its content type
         pass
     return body
+
+
+async def stream_body_start(stream: Any, num_bytes: int) -> bytes:
+    """The body of the HTTP reply under an OpenAI SDK stream (litellm's raw chat stream, its
+    httpx `response`), read as `body_start` reads it; b"" when there is none to read."""
+    pieces = getattr(getattr(stream, "response", None), "aiter_bytes", None)
+    return await body_start(None if pieces is None else pieces(), num_bytes)

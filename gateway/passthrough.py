@@ -38,6 +38,7 @@ from gateway.config import UpstreamModelConfig
 from gateway.errors import ApiError
 from gateway.finish_reasons import in_openai_words
 from gateway.litellm_errors import map_litellm_error, map_upstream_status, upstream_garbage
+from gateway.litellm_odd_replies import body_start
 from gateway.model_configs import NO_API_KEY
 from gateway.upstream import UpstreamBackend, choice_kwargs
 from gateway.upstream_stream_reuse import disarm_reply_at_end
@@ -67,7 +68,7 @@ async def sse_json(response: aiohttp.ClientResponse, prompt_param: str = "messag
     anything is read from it, and so is an event over MAX_EVENT_BYTES. `prompt_param`: the
     request's prompt field, for an error event (`_upstream_error`)."""
     if response.content_type != "text/event-stream":
-        raise not_sse(response.content_type, await _body_start(response))
+        raise not_sse(response.content_type, await body_start(response.content.iter_any(), MAX_ERROR_BODY_BYTES))
     lines = aiter(response.content)
     data_lines: list[bytes] = []   # an event spread over several `data:` lines, so far
     num_event_bytes = 0
@@ -106,19 +107,6 @@ async def sse_json(response: aiohttp.ClientResponse, prompt_param: str = "messag
             yield _checked(json.loads(joined), prompt_param)
         if raw_line is None:
             return
-
-
-async def _body_start(response: aiohttp.ClientResponse) -> bytes:
-    """The reply's body up to MAX_ERROR_BODY_BYTES and a byte (`not_sse` names a longer one
-    by its content type); what was read when reading fails."""
-    body = b""
-    try:
-        while len(body) <= MAX_ERROR_BODY_BYTES and (piece := await response.content.read(
-                MAX_ERROR_BODY_BYTES + 1 - len(body))):
-            body += piece
-    except Exception:   # NOTE: a body that cannot be read is named by its content type
-        pass
-    return body
 
 
 class PassthroughBackend(UpstreamBackend):
