@@ -11,6 +11,13 @@ from tests.agents_trace.test_viewer_page import KEYS
 from tests.gateway.serving import start_server
 
 
+def click_link(driver, text: str) -> None:
+    """Click the list's link `text`, found again if the list re-rendered it meanwhile (a
+    click on the replaced element is stale: `wait_for` looks again)."""
+    from selenium.webdriver.common.by import By
+    wait_for(driver, lambda d: d.find_element(By.LINK_TEXT, text).click() or True)
+
+
 def test_a_session_whose_id_is_a_dot_or_two_says_how_to_read_it(tmp_path):
     from selenium.webdriver.common.by import By
 
@@ -27,7 +34,7 @@ def test_a_session_whose_id_is_a_dot_or_two_says_how_to_read_it(tmp_path):
             for session in (".", ".."):
                 driver.get(f"{server.base_url}/ui#/")
                 wait_for(driver, lambda d: len(listed_sessions(d)) == 3)
-                driver.find_element(By.LINK_TEXT, session).click()
+                click_link(driver, session)
                 status = wait_for(driver, lambda d: d.find_element(By.ID, "status").text not in ("", "loading…")
                                   and d.find_element(By.ID, "status").text)
                 assert f'Session "{session}" cannot be opened in a browser' in status
@@ -40,7 +47,7 @@ def test_a_session_whose_id_is_a_dot_or_two_says_how_to_read_it(tmp_path):
             assert said.startswith("The gateway's answer is not a session")
             driver.find_element(By.ID, "brand").click()   # the others open as ever
             wait_for(driver, lambda d: len(listed_sessions(d)) == 3)
-            driver.find_element(By.LINK_TEXT, "plain").click()
+            click_link(driver, "plain")
             wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#steps tr.step-row")) == 3)
     finally:
         server.stop()
