@@ -10,7 +10,10 @@ Invariant: `check_option` returns only when the value is of its rule's kind, a n
 (an int or a float, never a bool) finite and within the rule's bounds, a count an int
 (never a bool) at least its minimum, a flag a bool (never a string or a number), a choice
 one of its choices; otherwise it raises PolicyOptionError, whose message names
-`policy_options.<key>`, what it must be and the value given.
+`policy_options.<key>`, what it must be and the value given. `check_not_above` returns
+only when an option that another bounds (`cold_ttl_s` by `max_ttl_s`) is at most that
+one, each already checked alone; otherwise its PolicyOptionError names both keys, why the
+one bounds the other, and both values.
 """
 from __future__ import annotations
 
@@ -75,3 +78,12 @@ def check_option(key: str, value: object, rule: OptionRule) -> None:
     """Raise PolicyOptionError unless `value` suits `rule` (see the module docstring)."""
     if not rule.accepts(value):
         raise PolicyOptionError(f"policy_options.{key} {rule.wants()}, not {value!r}")
+
+
+def check_not_above(key: str, value: float, bound_key: str, bound: float, why: str) -> None:
+    """Raise PolicyOptionError when option `key`'s `value` exceeds option `bound_key`'s
+    `bound` (both already checked alone): a contradictory pair, refused as a bad knob is,
+    `why` saying what the bound means."""
+    if value > bound:
+        raise PolicyOptionError(f"policy_options.{key} must be at most policy_options.{bound_key} ({why}), "
+                                f"not {value!r} > {bound!r}")

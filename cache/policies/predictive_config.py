@@ -6,9 +6,10 @@ to one trace: horizons scale with the measured turnover of each tier, and everyt
 else is a probability, a quantile or a share.
 
 Invariant: a PredictiveConfig exists only with every field of the type and range in
-`OPTION_RULES` (option_checks.py; the error names `policy_options.<field>`) and
-`static_shares` None or (tenant, fraction in [0, 1]) pairs (or such a mapping; their sum
-is checked by reservations.py).
+`OPTION_RULES` (option_checks.py; the error names `policy_options.<field>`), every
+pair of `OPTION_BOUNDS` in order (the error names both), and `static_shares` None or
+(tenant, fraction in [0, 1]) pairs (or such a mapping; their sum is checked by
+reservations.py).
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from cache.policies.option_checks import (CHOICE, COUNT_RULE, FLAG_RULE, FRACTION, NON_NEGATIVE, POSITIVE,
-                                          OptionRule, check_option)
+                                          OptionRule, check_not_above, check_option)
 
 VALUE_MODES = ("density", "within")
 # field -> what it must be. Horizons, their factors and the rate's half-life are divided
@@ -34,6 +35,11 @@ OPTION_RULES: tuple[tuple[str, OptionRule], ...] = (
     ("host_to_hot_s_per_block", NON_NEGATIVE), ("reserve_frac", FRACTION), ("equal_frac", FRACTION),
     ("replan_interval_s", NON_NEGATIVE), ("accuracy_alpha", FRACTION), ("accuracy_min_events", COUNT_RULE),
     ("accuracy_margin", NON_NEGATIVE), ("session_idle_forget_s", NON_NEGATIVE),
+)
+# (field, the field it must not exceed, why). A prefetch is looked at from the early
+# return-time quantile until the late one: the other way round there is no window
+OPTION_BOUNDS: tuple[tuple[str, str, str], ...] = (
+    ("prefetch_quantile", "prefetch_until_quantile", "a prefetch is looked at from the one until the other"),
 )
 
 
@@ -102,6 +108,8 @@ class PredictiveConfig:
     def __post_init__(self) -> None:
         for name, rule in OPTION_RULES:
             check_option(name, getattr(self, name), rule)
+        for name, bound, why in OPTION_BOUNDS:
+            check_not_above(name, getattr(self, name), bound, getattr(self, bound), why)
         shares = self.static_shares or ()
         for tenant, share in shares.items() if isinstance(shares, Mapping) else shares:
             check_option(f"static_shares.{tenant}", share, FRACTION)

@@ -18,8 +18,10 @@ to the last quantile. A tool without history gets `cold_ttl_s`. Everything is ca
 `max_ttl_s`.
 
 Options (`make_policy("ttl", ...)`, checked here as option_checks.py says): `cold_ttl_s`
-a finite number >= 0 (0: a tool without history is not pinned), `max_ttl_s` one > 0 (a
-cap of 0 or below would decline every pin of a tool with history: LRU by another name).
+a finite number >= 0 (0: a tool without history is not pinned; unset: 5 s, or
+`max_ttl_s` when that is less), `max_ttl_s` one > 0 (a cap of 0 or below would decline
+every pin of a tool with history: LRU by another name), and `cold_ttl_s` at most
+`max_ttl_s` (the cap is every pin's, a cold tool's too).
 
 The turnover is the idle age of the unpinned HOT blocks this policy chose as victims
 when they leave (a block dropped by a cache clear, or named but kept, is not counted).
@@ -38,12 +40,13 @@ from collections import OrderedDict
 
 from cache.block_meta import BlockMeta
 from cache.forecast import Forecast
-from cache.policies.option_checks import NON_NEGATIVE, POSITIVE, check_option
+from cache.policies.option_checks import NON_NEGATIVE, POSITIVE, check_not_above, check_option
 from cache.policies.pins import PinCounts
 from cache.policy import CacheActions, EvictionPolicy
 from cache.tiers import Tier
 
 VICTIM_AGE_ALPHA = 0.05
+DEFAULT_COLD_TTL_S = 5.0   # a tool without history, unless the cap is less
 
 
 def choose_ttl_s(forecast: Forecast, turnover_s: float) -> float:
@@ -69,9 +72,12 @@ def choose_ttl_s(forecast: Forecast, turnover_s: float) -> float:
 class TTLPinPolicy(EvictionPolicy):
     """LRU with time-to-live pins across tool calls (see the module docstring)."""
 
-    def __init__(self, *, cold_ttl_s: float = 5.0, max_ttl_s: float = 600.0) -> None:
-        check_option("cold_ttl_s", cold_ttl_s, NON_NEGATIVE)
+    def __init__(self, *, cold_ttl_s: float | None = None, max_ttl_s: float = 600.0) -> None:
         check_option("max_ttl_s", max_ttl_s, POSITIVE)
+        if cold_ttl_s is None:   # unset: the default, within a cap set below it
+            cold_ttl_s = min(DEFAULT_COLD_TTL_S, max_ttl_s)
+        check_option("cold_ttl_s", cold_ttl_s, NON_NEGATIVE)
+        check_not_above("cold_ttl_s", cold_ttl_s, "max_ttl_s", max_ttl_s, "every pin is capped there")
         self.cold_ttl_s = cold_ttl_s
         self.max_ttl_s = max_ttl_s
         self._lru: dict[Tier, OrderedDict[int, BlockMeta]] = {tier: OrderedDict() for tier in Tier}

@@ -65,7 +65,7 @@ def test_every_policy_builds_with_its_defaults(name):
 
 @pytest.mark.parametrize("policy, options", [
     ("ttl", {"cold_ttl_s": 0, "max_ttl_s": 60}),          # TOML integers are numbers; 0: cold tools unpinned
-    ("ttl", {"cold_ttl_s": 2.5, "max_ttl_s": 1e-3}),
+    ("ttl", {"cold_ttl_s": 1e-3, "max_ttl_s": 1e-3}),    # a cold pin as long as the cap (FI66: never longer)
     ("predictive", {"max_pin_s": 0, "prefetch": False, "replan_interval_s": 0, "accuracy_min_events": 0,
                     "host_to_hot_s_per_block": 0, "pin_cap_frac": 1, "fallback_p": 0, "long_weight": 0,
                     "sharing_weight": 0, "prefetch_margin": 0, "value": "within"}),
