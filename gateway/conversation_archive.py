@@ -8,7 +8,9 @@ Invariants:
 - a conversation's items keep the order they were added in (`seq`, rising); item ids are
   unique within a conversation: an added item whose id is taken gets a new one;
 - each tenant keeps at most `capacity` conversations; past it, the least recently used
-  (made, read or added to) leave first, with their items;
+  (made, read or added to) leave first, with their items, but never one `held` by a
+  response running on it (`conversation_locks`: its turn's items would go nowhere, QA154):
+  when only held ones could leave, the new conversation is not made (`Full`);
 - a file SQLite finds damaged is set aside, never deleted (`cache.damaged_files`), and
   the call made again on a new, empty file; `path` None keeps everything in memory;
 - a read (`get`, `items`, `page`, `get_item`) answers whenever the file can be read: the
@@ -53,9 +55,8 @@ CREATE TABLE IF NOT EXISTS conversation_items (
 CREATE UNIQUE INDEX IF NOT EXISTS conversation_items_by_id ON conversation_items (tenant, conversation, id);
 """
 log = logging.getLogger("stepahead.gateway")
-# The tenant's least recently used conversations beyond `capacity`.
-EXCESS = ("SELECT id FROM conversations WHERE tenant = ? ORDER BY used_s, rowid "
-          "LIMIT max(0, (SELECT count(*) FROM conversations WHERE tenant = ?) - ?)")
+# The tenant's conversations, least recently used first (as many as the LIMIT says).
+LEAST_USED = "SELECT id FROM conversations WHERE tenant = ? ORDER BY used_s, rowid LIMIT ?"
 
 
 class Missing(LookupError):
@@ -64,6 +65,15 @@ class Missing(LookupError):
     def __init__(self, what: str, name: str) -> None:
         super().__init__(what, name)
         self.what, self.name = what, name
+
+
+class Full(Exception):
+    """A new conversation would take the tenant past `capacity`, and every conversation
+    that could leave to make room has a response running on it (`held`)."""
+
+    def __init__(self, capacity: int, held: int) -> None:
+        super().__init__(capacity, held)
+        self.capacity, self.held = capacity, held
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,18 +108,35 @@ class ConversationArchive:
 
     # --- conversations -------------------------------------------------------------
 
-    def create(self, tenant: str, conversation: Conversation, items: list[dict]) -> list[dict]:
-        """Keep a new conversation with its first items; returns the items as kept."""
+    def create(self, tenant: str, conversation: Conversation, items: list[dict],
+               held: frozenset[str] = frozenset()) -> list[dict]:
+        """Keep a new conversation with its first items, the tenant's least recently used
+        ones that are not `held` (ids with a response running on them) leaving to keep it
+        within `capacity`; returns the items as kept. `Full` (nothing made) when only held
+        ones could leave."""
         def create() -> list[dict]:
             with transaction(self.db, "BEGIN IMMEDIATE") as db:
+                for leaving in self._leaving_for_one_more(db, tenant, held):
+                    self._delete(db, tenant, leaving)
                 db.execute("INSERT INTO conversations (tenant, id, created_at, metadata, used_s) VALUES (?, ?, ?, ?, ?)",
                            (tenant, conversation.id, conversation.created_at, json.dumps(conversation.metadata),
                             self.clock()))
-                kept = self._insert_items(db, tenant, conversation.id, items)
-                for (excess,) in db.execute(EXCESS, (tenant, tenant, self.capacity)).fetchall():
-                    self._delete(db, tenant, excess)
-                return kept
+                return self._insert_items(db, tenant, conversation.id, items)
         return self._surviving(create)
+
+    def _leaving_for_one_more(self, db: sqlite3.Connection, tenant: str, held: frozenset[str]) -> list[str]:
+        """The tenant's least recently used conversations that are not `held`, as many as
+        must leave for one more to fit in `capacity`; `Full` when there are not enough."""
+        (count,) = db.execute("SELECT count(*) FROM conversations WHERE tenant = ?", (tenant,)).fetchone()
+        excess = count + 1 - self.capacity
+        if excess <= 0:
+            return []
+        # the held ones are few: reading past as many of them finds enough that are not
+        leaving = [conversation_id for (conversation_id,) in db.execute(LEAST_USED, (tenant, excess + len(held)))
+                   if conversation_id not in held][:excess]
+        if len(leaving) < excess:
+            raise Full(self.capacity, len(held))
+        return leaving
 
     def get(self, tenant: str, conversation_id: str) -> Conversation:
         return self._surviving(lambda: self._read(tenant, conversation_id))

@@ -11,8 +11,9 @@ through the Conversations API meanwhile (`check_items_free`; param `conversation
 item added between a `function_call` and the turn that answers it, or a call deleted under
 its output, left the conversation refusing every later turn too (QA154). What changes no
 item is not held back: reading it, setting its metadata, and deleting it (the running
-turn's items are then dropped when it ends, as for an LRU eviction; nothing is left to
-refuse a later turn).
+turn's items are then dropped when it ends; nothing is left to refuse a later turn). A
+held conversation is never the one the tenant's LRU evicts (`held_by`, read by
+`POST /v1/conversations`; QA154): its turn's items would be dropped the same way.
 
 Invariant: a (tenant, conversation) is held by at most one response at a time, from before
 its history is read until its items were appended or it ended without them; each hold is
@@ -74,6 +75,13 @@ class ConversationLocks:
             raise conversation_locked(conversation_id)
         self.held.add(key)
         return ConversationHold(self, key)
+
+    def held_by(self, tenant: str) -> frozenset[str]:
+        """The ids of the tenant's conversations a response holds now, for the archive's
+        LRU to leave alone. Read just before the store call that creates a conversation,
+        with no await between: a hold taken later reads its history after that call, so a
+        conversation it evicted meanwhile is that response's 404, never a turn dropped."""
+        return frozenset(conversation_id for (owner, conversation_id) in self.held if owner == tenant)
 
     def check_items_free(self, tenant: str, conversation_id: str) -> None:
         """A 400 `conversation_locked` (param `conversation_id`) when a response holds the

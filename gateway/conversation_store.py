@@ -11,7 +11,11 @@ Invariants:
   response's end (`responses_routes`), so a turn answered as a success is in its
   conversation; an append that fails (a full disk, a lock held past SQLite's timeout) is
   the 500 saying so, and a conversation deleted meanwhile takes nothing (no error: there
-  is nothing left to continue).
+  is nothing left to continue);
+- a new conversation that would push out only conversations a response runs on (the
+  archive's `Full`) is a 429 `rate_limit_exceeded` with `Retry-After`, as one background
+  response too many is: such a conversation is never evicted, or its turn's items would be
+  dropped when it ends (QA154).
 """
 from __future__ import annotations
 
@@ -19,8 +23,8 @@ import asyncio
 import logging
 from typing import Any
 
-from gateway.conversation_archive import ConversationArchive, Missing
-from gateway.errors import ApiError
+from gateway.conversation_archive import ConversationArchive, Full, Missing
+from gateway.errors import ApiError, rate_limited
 from gateway.store_thread import StoreThread
 
 log = logging.getLogger("stepahead.gateway")
@@ -36,17 +40,27 @@ def not_found(missing: Missing) -> ApiError:
     return ApiError(404, f"{what} with id '{missing.name}' not found.", "invalid_request_error", "not_found", param)
 
 
+def full(refused: Full) -> ApiError:
+    return rate_limited(f"Too many conversations in use: a new one would push out a conversation that a response is "
+                        f"running on ({refused.held} of this tenant's are in use, and a tenant keeps at most "
+                        f"{refused.capacity}: `[server] conversations_per_tenant`). A conversation in use is never "
+                        "evicted; retry once one of those responses has ended, or delete a conversation.",
+                        retry_after_s=1)
+
+
 class ConversationStore:
     def __init__(self, archive: ConversationArchive) -> None:
         self.archive = archive
         self._thread = StoreThread("stepahead-conversations", "the conversation store")
 
     def _run(self, operation: str, *args: Any) -> Any:
-        """On the store's thread: `archive.<operation>(*args)`; Missing is a 404."""
+        """On the store's thread: `archive.<operation>(*args)`; Missing is a 404, Full a 429."""
         try:
             return getattr(self.archive, operation)(*args)
         except Missing as missing:
             raise not_found(missing) from None
+        except Full as refused:
+            raise full(refused) from None
 
     async def call(self, operation: str, *args: Any) -> Any:
         """`archive.<operation>(*args)` on the store's thread; what is not there is a 404,

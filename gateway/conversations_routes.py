@@ -30,11 +30,14 @@ from gateway.state import GatewayState
 @tenant_endpoint
 async def create_conversation(request: Request, state: GatewayState, tenant: str) -> Response:
     """POST /v1/conversations: a new conversation, with up to 20 first `items` and its
-    `metadata`."""
+    `metadata`. Past `[server] conversations_per_tenant` the least recently used one that
+    no response runs on leaves; when every one that could is in use, a 429
+    (`conversation_store`)."""
     body = fields_of(await read_json_body(request, state.config.max_body_bytes), ("items", "metadata"))
     items = checked_items(body.get("items"))
     conversation = Conversation(new_conversation_id(), int(time.time()), checked_metadata(body.get("metadata")))
-    await state.conversations.call("create", tenant, conversation, items)
+    held = state.conversation_locks.held_by(tenant)   # no await before the call: see `held_by`
+    await state.conversations.call("create", tenant, conversation, items, held)
     return JSONResponse(conversation.as_object())
 
 
