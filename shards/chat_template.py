@@ -8,7 +8,12 @@ Models whose own template cannot render `tools` but speak ChatML (`<|im_start|>`
 the embedded SmolLM2) get stepahead's ChatML tool template, which uses the Hermes/Qwen
 `<tool_call>{json}</tool_call>` convention, for a request with `tools` and for one whose
 messages hold tool calls or results (without it the model's own template would drop
-them). Other templates without tools: no tool support (the gateway answers 400).
+them). Rendering tool turns without `tools`, it writes the system turn the model's own
+template writes before a first message that is not a system one (SmolLM2's default
+"You are a helpful AI assistant named SmolLM, ..."; `default_system_turn`), as that
+template does for the same messages: the persona is kept, and the step extends the
+earlier steps' prompts (QA162 L3). With `tools` the tools' system turn stands instead, as
+before. Other templates without tools: no tool support (the gateway answers 400).
 """
 from __future__ import annotations
 
@@ -31,6 +36,7 @@ CHATML_TOOLS_TEMPLATE = (
     r"{{ '</tool_call><|im_end|>\n' }}"
     r"{% elif messages and messages[0].role == 'system' %}"
     r"{{ '<|im_start|>system\n' + messages[0].content + '<|im_end|>\n' }}"
+    r"{% elif default_system %}{{ default_system }}"   # the model's own default system turn, whole
     r"{% endif %}"
     r"{% for message in messages %}"
     r"{% if message.role == 'system' and loop.first %}"
@@ -53,6 +59,29 @@ CHATML_TOOLS_TEMPLATE = (
     r"{% endfor %}"
     r"{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 )
+
+
+# what a probe message says: a text no template writes of its own
+PROBE_TEXT = "stepahead probe: where the first message starts"
+
+
+def default_system_turn(tokenizer) -> str:
+    """The system turn the model's own ChatML template writes before a first message that
+    is not a system one (its default system prompt, whole: `<|im_start|>system ...
+    <|im_end|>` and its newline), found by rendering one user message with it; "" when it
+    writes none there (or is no ChatML template, or cannot render that message)."""
+    from jinja2 import TemplateError
+
+    if "<|im_start|>" not in (tokenizer.chat_template or ""):
+        return ""
+    try:
+        rendered = tokenizer.apply_chat_template([{"role": "user", "content": PROBE_TEXT}], tokenize=False,
+                                                 add_generation_prompt=False)
+    except TemplateError:
+        return ""
+    head = rendered.find(f"<|im_start|>user\n{PROBE_TEXT}")
+    turn = rendered[:max(head, 0)]
+    return turn if turn.startswith("<|im_start|>system\n") and turn.endswith("<|im_end|>\n") else ""
 
 
 def template_renders_tools(tokenizer) -> bool:
@@ -127,10 +156,12 @@ def render_chat_prompt(tokenizer, messages: list[dict], tools: list[dict] | None
     template = tool_template(tokenizer) if tools or has_tool_turns(messages) else None
     if tools and template is None:
         raise ValueError("this model's chat template cannot render tools")
+    # tool turns in ours, no tools: the system turn the model's own template writes (module docstring)
+    default_system = default_system_turn(tokenizer) if template == CHATML_TOOLS_TEMPLATE and not tools else ""
     special = SpecialText.of(tokenizer)
     return tokenizer.apply_chat_template(
         special.mark(normalize_messages(messages)), tools=special.mark(tools) if tools else None,
-        chat_template=template, add_generation_prompt=True, tokenize=False)
+        chat_template=template, add_generation_prompt=True, tokenize=False, default_system=default_system)
 
 
 def render_chat_text(tokenizer, messages: list[dict], tools: list[dict] | None = None) -> str:
