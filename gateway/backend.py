@@ -118,6 +118,9 @@ class Finished:
     service_tier: str | None = None
     pays_own_prompt: bool = False
     ended_at: float = field(default_factory=time.time, compare=False)
+    # a local run resumed mid-stream on another worker: its workers in order, `worker` first,
+    # with the tokens each generated (gateway/worker_runs.py), as its metrics credit them; () on one
+    worker_runs: tuple = ()
 
 
 ChatEvent = TextDelta | ToolCallDelta | RefusalDelta | Finished

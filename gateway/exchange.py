@@ -225,7 +225,7 @@ class Exchange:
                 num_prompt_tokens=usage.num_prompt_tokens,
                 num_cached_tokens=usage.num_cached_tokens,
                 num_output_tokens=usage.num_completion_tokens, ttft_s=ttft_s,
-                service_tier=prepared.service_tier or "default")
+                service_tier=prepared.service_tier or "default", runs=finished.worker_runs)
         elif unfinished is not None and unfinished[0] is not None:
             worker, usage = unfinished
             metrics.record_tokens(

@@ -31,6 +31,7 @@ from gateway.json_smallest import SchemaTooLarge
 from gateway.json_or_calls import json_or_tool_calls
 from gateway.tool_forcing import (CALL_OPEN, call_head, choose_tool_name, forced_arguments, forced_json,
                                   held_to_schema)
+from gateway.worker_runs import WorkerRuns
 
 MAX_NAME_TOKENS = 16
 
@@ -82,16 +83,23 @@ def _num_sent(engine, request_id: str, num_read: int) -> int:
     return max(num_read, num_sent or 0)
 
 
-def _finished(event: FinishEvent, finish_reason: str | None = None, block_size: int = 1) -> Finished:
+def _finished(event: FinishEvent, finish_reason: str | None = None, block_size: int = 1,
+              runs: WorkerRuns | None = None, first_ttft_s: float | None = None) -> Finished:
     """The reply's end, its usage the engine request's: the prompt's full blocks its worker
     wrote to the prefix cache, at most those it did not find there (a run resumed on another
-    worker wrote blocks the first had found: they are not counted), never a partial block."""
+    worker wrote blocks the first had found: they are not counted), never a partial block.
+    A run resumed mid-stream on another worker (`runs` of several) names its first worker,
+    which prefilled the prompt, found its cached tokens (the finish counts the first's) and
+    sent the first token (its TTFT `first_ttft_s`, as read here), not the one that finished."""
     num_unfound = max(0, event.num_prompt_tokens // block_size * block_size - event.num_cached_tokens)
     num_written = min(event.num_cache_write_tokens, num_unfound) // block_size * block_size
+    resumed = runs is not None and len(runs.runs) > 1
     return Finished(finish_reason or event.finish_reason,
                     Usage(event.num_prompt_tokens, event.num_output_tokens, event.num_cached_tokens,
                           num_cache_write_tokens=num_written),
-                    worker=event.worker_id or "local", ttft_s=event.ttft_s)
+                    worker=(runs.first_worker if resumed else event.worker_id) or "local",
+                    ttft_s=first_ttft_s if resumed and first_ttft_s is not None else event.ttft_s,
+                    worker_runs=runs.resumed(event.num_output_tokens) if resumed else ())
 
 
 def _cut_short(call: LocalCall, num_completion_tokens: int,
@@ -116,6 +124,7 @@ async def run_free(engine, prepared: Prepared, call: LocalCall) -> AsyncIterator
     num_calls, num_tokens = 0, 0
     repairs: Continuations | None = None
     started_s, first = time.perf_counter(), None   # the first event's (worker, cached tokens, TTFT)
+    runs = WorkerRuns()   # the workers it ran on (several once resumed mid-stream), what each generated
 
     async def checked(name: str, arguments: str) -> str:
         nonlocal repairs
@@ -152,6 +161,7 @@ async def run_free(engine, prepared: Prepared, call: LocalCall) -> AsyncIterator
                 echo_text = None
             if isinstance(event, TokenEvent):
                 num_tokens += len(event.token_ids)
+                runs.on_tokens(event.worker_id, len(event.token_ids))
                 if first is None and event.worker_id is not None:
                     first = (event.worker_id, event.num_cached_tokens, time.perf_counter() - started_s)
                     prepared.generated.run_started(   # for a reply cut before its end
@@ -181,7 +191,8 @@ async def run_free(engine, prepared: Prepared, call: LocalCall) -> AsyncIterator
                 if parser is None and (scored or (call.sampling.logprobs is not None and not scored_sent)):
                     yield TextDelta("", scored)
                 finished = _finished(event, reply_finish_reason(event.finish_reason, num_calls > 0),
-                                     getattr(getattr(engine, "config", None), "block_size", 1))
+                                     getattr(getattr(engine, "config", None), "block_size", 1),
+                                     runs, first[2] if first is not None else None)
                 if repairs is not None:
                     finished.usage.num_completion_tokens += repairs.usage.num_completion_tokens
                 yield finished

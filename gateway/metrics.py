@@ -16,6 +16,7 @@ import bisect
 from dataclasses import dataclass, field
 
 from agents_trace.prompt_blocks import evicted_prefix_tokens
+from gateway.worker_runs import WorkerRun
 
 Labels = tuple[tuple[str, str], ...]
 
@@ -147,13 +148,26 @@ class Registry:
 
     def record_finish(self, *, tenant: str, model: str, worker: str, finish_reason: str,
                       num_prompt_tokens: int, num_cached_tokens: int,
-                      num_output_tokens: int, ttft_s: float | None, service_tier: str = "default") -> None:
+                      num_output_tokens: int, ttft_s: float | None, service_tier: str = "default",
+                      runs: tuple[WorkerRun, ...] = ()) -> None:
         """A finished request: its tokens (`record_tokens`) and one success by its finish
         reason. Label values are strings whatever a backend reported (an upstream's
-        `finish_reason` may be anything): series sort, and render, by them."""
+        `finish_reason` may be anything): series sort, and render, by them. A request
+        resumed mid-stream on another worker (`runs`, its workers in order: gateway/worker_runs.py)
+        counts its prompt, cached tokens and TTFT on `worker`, its first; its generated tokens
+        on each run's worker (the last one's: the rest of `num_output_tokens`); its success
+        on the worker that finished it."""
         labels = self.record_tokens(tenant=tenant, model=model, worker=worker, num_prompt_tokens=num_prompt_tokens,
-                                    num_cached_tokens=num_cached_tokens, num_output_tokens=num_output_tokens,
+                                    num_cached_tokens=num_cached_tokens,
+                                    num_output_tokens=0 if runs else num_output_tokens,
                                     ttft_s=ttft_s, service_tier=service_tier)
+        num_earlier = 0
+        for index, run in enumerate(runs):
+            labels = (("tenant", tenant), ("model_name", model), ("worker", str(run.worker)))
+            is_last = index == len(runs) - 1
+            num_tokens = max(0, num_output_tokens - num_earlier) if is_last else run.num_output_tokens
+            self.inc("vllm:generation_tokens_total", labels, num_tokens)
+            num_earlier += num_tokens
         self.inc("vllm:request_success_total", labels + (("finished_reason", str(finish_reason)),))
 
     def record_tokens(self, *, tenant: str, model: str, worker: str, num_prompt_tokens: int, num_cached_tokens: int,

@@ -1,0 +1,83 @@
+"""A stream resumed mid-reply on another worker (its first worker died) is credited to the
+workers that did its work: the first one's prompt, cached prefix and TTFT; each one's
+generated tokens; the finishing one's success."""
+from __future__ import annotations
+
+from shards.protocol import FinishEvent, SamplingParams, TokenEvent
+
+from gateway.backend import Finished, Prepared
+from gateway.local_generation import LocalCall, run_free
+from gateway.metrics import Registry
+from gateway.worker_runs import WorkerRun, WorkerRuns
+
+PROMPT = list(range(40))
+
+
+class ResumedEngine:
+    """w1 prefills (32 cached), sends 3 tokens and dies; w0 goes on from there and sends 2,
+    then finishes: its finish counts all 5, and the 32 cached tokens w1 found (as the
+    dispatcher sets them), but names w0 and its own time to its first token here."""
+
+    max_context_tokens = 1000
+
+    async def generate(self, item):
+        yield TokenEvent(item.request_id, [1], "a", num_cached_tokens=32, worker_id="w1")
+        yield TokenEvent(item.request_id, [2, 3], "bc")
+        yield TokenEvent(item.request_id, [4], "d", num_cached_tokens=0, worker_id="w0")   # resumed on w0
+        yield TokenEvent(item.request_id, [5], "e")
+        yield FinishEvent(item.request_id, "length", len(PROMPT), 32, 5, 0.5, "w0")
+
+
+async def _finished(engine) -> Finished:
+    call = LocalCall(PROMPT, SamplingParams(max_tokens=5), "s", None, None, False)
+    prepared = Prepared("req", "t", "m", len(PROMPT), len(PROMPT) + 5, call)
+    events = [event async for event in run_free(engine, prepared, call)]
+    return events[-1]
+
+
+async def test_a_resumed_streams_finish_names_its_first_worker_and_that_workers_ttft():
+    finished = await _finished(ResumedEngine())
+    assert finished.worker == "w1"   # it prefilled, found the 32 cached tokens, sent the first token
+    assert (finished.usage.num_cached_tokens, finished.usage.num_completion_tokens) == (32, 5)
+    assert finished.ttft_s is not None and finished.ttft_s < 0.5   # read here from w1's first token, not w0's 0.5 s
+    assert finished.worker_runs == (WorkerRun("w1", 3), WorkerRun("w0", 2))   # what /metrics splits
+
+
+def test_worker_runs_split_the_generated_tokens_by_the_worker_that_made_them():
+    runs = WorkerRuns()
+    assert runs.first_worker is None and runs.resumed(0) == ()
+    runs.on_tokens("w1", 1)
+    runs.on_tokens(None, 2)
+    assert runs.resumed(3) == ()   # one worker: nothing to split
+    runs.on_tokens("w0", 1)
+    runs.on_tokens(None, 1)
+    assert runs.first_worker == "w1"
+    # the last run takes the rest of what the finish counted (a schema repair's tokens, say)
+    assert runs.resumed(7) == (WorkerRun("w1", 3), WorkerRun("w0", 4))
+
+
+def test_metrics_credit_a_resumed_request_to_the_workers_that_did_each_part():
+    registry = Registry()
+    registry.record_finish(tenant="a", model="m", worker="w1", finish_reason="length", num_prompt_tokens=40,
+                           num_cached_tokens=32, num_output_tokens=5, ttft_s=0.02,
+                           runs=(WorkerRun("w1", 3), WorkerRun("w0", 2)))
+    on = {worker: (("tenant", "a"), ("model_name", "m"), ("worker", worker)) for worker in ("w0", "w1")}
+    counters = registry.counters
+    assert counters[("vllm:prompt_tokens_total", on["w1"])] == 40 and ("vllm:prompt_tokens_total", on["w0"]) not in counters
+    assert counters[("vllm:prefix_cache_hits_total", on["w1"])] == 32
+    assert counters[("vllm:prefix_cache_queries_total", on["w1"])] == 40
+    assert counters[("vllm:generation_tokens_total", on["w1"])] == 3
+    assert counters[("vllm:generation_tokens_total", on["w0"])] == 2
+    success = ("vllm:request_success_total", on["w0"] + (("finished_reason", "length"),))
+    assert counters == {**counters, success: 1.0} and len([k for k in counters if k[0] == success[0]]) == 1
+    ttft = registry.histograms
+    assert list(ttft) == [("vllm:time_to_first_token_seconds", on["w1"] + (("service_tier", "default"),))]
+
+
+def test_a_request_on_one_worker_is_counted_as_before():
+    registry = Registry()
+    registry.record_finish(tenant="a", model="m", worker="w0", finish_reason="stop", num_prompt_tokens=10,
+                           num_cached_tokens=0, num_output_tokens=4, ttft_s=None)
+    labels = (("tenant", "a"), ("model_name", "m"), ("worker", "w0"))
+    assert registry.counters[("vllm:generation_tokens_total", labels)] == 4
+    assert registry.counters[("vllm:request_success_total", labels + (("finished_reason", "stop"),))] == 1
