@@ -65,7 +65,11 @@ class EngineReports:
             return {"num_routed": dict(router.stats.num_routed),
                     "num_transfers": router.stats.num_transfers,
                     "num_session_moves": router.stats.num_session_moves,
+                    "num_rehomed": router.stats.num_rehomed,
                     "num_transfers_done": stats.num_transfers_done,
+                    # copies given up (deadline passed, or a worker at either end fenced): their
+                    # requests prefilled instead; with those done, what `num_transfers` became
+                    "num_transfers_abandoned": stats.num_transfers_abandoned,
                     "num_transferred_blocks": stats.num_transferred_blocks,
                     "num_retried": stats.num_retried, "num_resumed": stats.num_resumed,
                     "num_expired": stats.num_expired,

@@ -156,3 +156,4 @@ class RouterStats:
     num_transfers: int = 0
     num_expected_cached_tokens: int = 0
     num_session_moves: int = 0
+    num_rehomed: int = 0   # tenants moved to a worker with fewer homes (shards/tenant_homes.py)

@@ -20,7 +20,10 @@ Rules, in order:
 3. tenant home (`tenant_homes`): a request no session ties to a worker goes to its
    tenant's home worker, unless that worker is past the imbalance gate or another holds
    more than `affinity_slack_tokens` more of this prompt. Homes are handed out on a
-   tenant's first request, to the worker with the fewest tenants homed on it. So a
+   tenant's first request, to the worker with the fewest tenants homed on it, and
+   rebalanced after a worker comes back (shards/tenant_homes.py: a new session of a tenant
+   whose home holds two more homes than a candidate moves the tenant there, its prefix
+   copied along as any spill's, whatever the old home holds of it). So a
    tenant's sessions share one copy of its system prompt and tool schemas instead of
    every worker holding every tenant's prefix (each copy is memory the sessions' own KV
    no longer has); a busy tenant still spills over through the gate;
@@ -65,6 +68,7 @@ from shards.routability import RoutableCallback, usable_workers
 from shards.route_records import (ROUTING_POLICIES, Decision, RouteQuery, RouteReason, RouterConfig, RouterStats,
                                   WorkerCosts, WorkerLoad)
 from shards.route_slots import slot_candidates
+from shards.tenant_homes import TenantHomes
 from shards.transfer_decision import decide_transfer, saved_tokens
 
 RESERVATION_SWEEP_MIN = 1024  # reservations held before expired ones are first swept
@@ -96,8 +100,7 @@ class Router:
         self._sessions: OrderedDict[str, str] = OrderedDict()
         self._reserved: dict[str, tuple[str, float]] = {}   # in the order they were made
         self._reserved_sweep_at = RESERVATION_SWEEP_MIN
-        self._homes: dict[str, str] = {}
-        self._num_homed: dict[str, int] = {}   # worker -> tenants whose home it is
+        self._homes = TenantHomes()
         self.stats = RouterStats()
 
     # --- workers ----------------------------------------------------------------------
@@ -120,9 +123,7 @@ class Router:
             del self._sessions[session]
         for session in [s for s, (w, _) in self._reserved.items() if w == worker_id]:
             del self._reserved[session]
-        for tenant in [t for t, w in self._homes.items() if w == worker_id]:
-            del self._homes[tenant]
-        self._num_homed.pop(worker_id, None)
+        self._homes.drop_worker(worker_id)
         self.index.purge(worker_id)
 
     def workers(self) -> list[str]:
@@ -142,13 +143,7 @@ class Router:
     def home(self, tenant: str) -> str:
         """`tenant`'s home worker, handed out on first use to the worker with the fewest
         homed tenants (then the lower load, then the lower id). Needs a worker."""
-        home = self._homes.get(tenant)
-        if home is None or home not in self._loads:
-            counts = self._num_homed   # kept as homes are handed out: no pass over the tenants
-            home = min(self._loads, key=lambda w: (counts.get(w, 0), self.load_tokens(w), w))
-            self._homes[tenant] = home
-            counts[home] = counts.get(home, 0) + 1
-        return home
+        return self._homes.home(tenant, self._loads, self.load_tokens)
 
     def session_worker(self, session: str) -> str | None:
         return self._sessions.get(session)
@@ -200,7 +195,7 @@ class Router:
 
         saved = {w: saved_tokens(self.config, runs[w], query.num_prompt_tokens) for w in live}
         scores = {w: loads[w] - saved[w] for w in live}
-        homed = self._num_homed if query.flex else {}   # a flex tie goes where fewer agents live
+        homed = self._homes.num_homed if query.flex else {}   # a flex tie goes where fewer agents live
         best = min(live, key=lambda w: (scores[w], loads[w], homed.get(w, 0), w))
 
         def fits(worker_id: str | None) -> bool:
@@ -219,8 +214,12 @@ class Router:
                 chosen, reason = own, "affinity"
         if chosen is None and self.config.tenant_homes and own is None and not query.flex:
             home = self.home(query.tenant)
+            moved = self._homes.rebalance(query.tenant, [w for w in loads if fits(w)])
+            if moved is not None:
+                home = moved
+                self.stats.num_rehomed += 1
             if (home != best and fits(home)
-                    and saved[best] <= saved[home] + self.config.affinity_slack_tokens):
+                    and (moved is not None or saved[best] <= saved[home] + self.config.affinity_slack_tokens)):
                 chosen, reason = home, "tenant"
         if chosen is None:
             chosen = best
