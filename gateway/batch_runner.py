@@ -1,6 +1,9 @@
 """Runs the Batch API's batches: each request is sent to the gateway's own app, in this
 process, as its tenant (an internal key), so it meets the same checks, limits, workers,
-errors and metrics as a client's; at most `concurrency` requests of a batch at a time.
+errors and metrics as a client's; at most `concurrency` requests of a tenant's batches at
+a time, shared by them round-robin (gateway/batch_turns.py), and at most
+`running_per_tenant()` of its batches running at once, the others waiting `validating`
+(gateway/batch_places.py).
 
 Invariants:
 - every request of a batch gets one result line (its status code and body, or an error),
@@ -10,13 +13,17 @@ Invariants:
   `insufficient_quota`) has that answer as its result at once;
 - a request's body is sent as a client sends JSON, so it answers as the same body sent
   directly does;
-- a batch ends `completed`, `cancelled` (its requests not yet sent are dropped),
+- a batch ends `completed`, `cancelled` (its requests not yet finished are dropped, those
+  with the app given up: it ends within moments),
   `expired` or `failed` (its input file was deleted, or fails a check added since, before
   it could go on), its results in its files first (gateway/batch_finish.py);
 - a running batch holds its input file open and, in memory, each request's place in it
   (gateway/batch_input.py), not its body: a run of requests is read from the file just
   before it is sent; a batch of `TRIM_AFTER_LINES` or more gives its freed memory back as
   it ends (gateway/freed_memory.py);
+- a batch beyond its tenant's running places waits `validating` (its file checked, its
+  `total` known, nothing sent) and starts, oldest first, when one of the tenant's batches
+  stops running here; it waits so across a restart, and a cancel ends it at once;
 - a gateway stopped mid-batch goes on at its next start with the requests that have no
   result yet; batch requests are not agent steps, so they are not traced;
 - a batch whose results cannot be kept (a full disk) stops sending (gateway/batch_sending.py),
@@ -50,8 +57,11 @@ from typing import TYPE_CHECKING
 
 from cache.repeated_failures import RepeatedFailures
 from gateway.batch_claims import ADOPT_EVERY_S, BatchClaims
-from gateway.batch_input import CHUNK_LINES, BatchInput, BatchLine, open_input
+from gateway.batch_places import RunningPlaces
+from gateway.batch_input import BatchInput, BatchLine, open_input
 from gateway.batch_sending import BatchSending, LinesBeingSent, ResultNotKept
+from gateway.batch_turns import LineTurns
+from gateway.batch_waits import BatchWaits
 from gateway.batch_finish import finish_batch, input_to_go_on
 from gateway.batch_store import UNFINISHED, Batch, BatchStore, succeeded
 from gateway.file_store import FileStore
@@ -61,14 +71,16 @@ if TYPE_CHECKING:
     from gateway.auth import KeyRing
 
 log = logging.getLogger("stepahead.gateway")
-TENANT_POLL_S = 1.0   # how often a batch whose tenant is not configured looks again
 TRIM_AFTER_LINES = 1000   # a batch of this many requests gives its freed memory back when it ends
 
 
-class BatchRunner(BatchSending):
+class BatchRunner(BatchSending, BatchWaits):
     def __init__(self, store: BatchStore, files: FileStore, keys: Callable[[], "KeyRing"], concurrency: int,
-                 clock: Callable[[], float] = time.time, *, load: Callable[[], int] | None = None) -> None:
+                 clock: Callable[[], float] = time.time, *, load: Callable[[], int] | None = None,
+                 running_per_tenant: Callable[[], int] = lambda: 4) -> None:
         self.store, self.files, self.keys, self.concurrency, self.clock = store, files, keys, concurrency, clock
+        self.places = RunningPlaces(running_per_tenant)   # the batches each tenant runs at once
+        self._line_turns: dict[str, LineTurns] = {}   # a tenant's batches' turns to send
         self.load = load   # requests in flight gateway-wide; None: batches never yield
         self.num_in_flight = 0   # batch requests being sent, all batches together
         self.others_seen_s = float("-inf")   # when other requests were last seen in flight (`_yield_to_others`)
@@ -89,7 +101,7 @@ class BatchRunner(BatchSending):
         gauges: dict[tuple[str, tuple], float] = {}
         for tenant in tenants:
             running = [batch for batch in self._running.values()
-                       if batch.tenant == tenant and self.claims.holds(batch.id)]
+                       if batch.tenant == tenant and self.claims.holds(batch.id) and batch.status != "validating"]
             labels = (("tenant", tenant),)
             gauges[("stepahead_tenant_batches_running", labels)] = float(len(running))
             gauges[("stepahead_tenant_batch_requests_pending", labels)] = float(sum(
@@ -149,18 +161,25 @@ class BatchRunner(BatchSending):
         await asyncio.gather(*tasks, return_exceptions=True)
 
     async def create(self, batch: Batch) -> Batch:
-        """Check the batch's input file and start it; a bad file fails it at once."""
+        """Check the batch's input file and start it, or have it wait `validating` for a
+        place (its file closed meanwhile); a bad file fails it at once."""
         batch_input, errors = await open_input(self.files, batch.tenant, batch.input_file_id, batch.endpoint)
         if errors:
             batch.errors = errors
             batch.moved_to("failed", self.clock())
         else:
             batch.total, batch.model = len(batch_input.lines), batch_input.model
-            batch.moved_to("in_progress", self.clock())
+            if self.places.try_hold(batch.tenant, batch.id):
+                batch.moved_to("in_progress", self.clock())
+            else:   # it waits `validating`: its file is opened again when it starts
+                batch_input.close()
+                batch_input = None
         try:
             await self.store.put(batch)
         except BaseException:
-            batch_input.close()
+            self.places.release(batch.tenant, batch.id)
+            if batch_input is not None:
+                batch_input.close()
             raise
         if not errors:
             self._launch(batch, batch_input)
@@ -183,7 +202,12 @@ class BatchRunner(BatchSending):
         if batch_id in self._wakers:
             self._wakers[batch_id].set()
         if batch_id in self._being_sent:
-            self._being_sent[batch_id].give_up_waiting()
+            self._being_sent[batch_id].give_up()
+        if batch_id in self._running:
+            tenant = self._running[batch_id].tenant
+            self.places.drop(tenant, batch_id)
+            if tenant in self._line_turns:
+                self._line_turns[tenant].drop(batch_id)
 
     def _launch(self, batch: Batch, batch_input: BatchInput | None = None) -> None:
         """Run the batch here, its claim taken; without its tenant, unclaimed (`_claim_to_go_on`).
@@ -193,7 +217,11 @@ class BatchRunner(BatchSending):
                 and not self.claims.take(batch.id):
             if batch_input is not None:
                 batch_input.close()
+            if batch.id not in self._tasks:
+                self.places.release(batch.tenant, batch.id)
             return
+        if batch.status not in ("validating", "cancelling"):   # started: it runs, past the cap if need be
+            self.places.hold(batch.tenant, batch.id)
         if batch.status == "cancelling":
             self._cancelled.add(batch.id)
         task = asyncio.get_running_loop().create_task(self._run(batch, batch_input))
@@ -208,6 +236,9 @@ class BatchRunner(BatchSending):
             self._tasks.pop(batch.id, None)
             self._running.pop(batch.id, None)
             self._wakers.pop(batch.id, None)
+            self.places.release(batch.tenant, batch.id)
+            if not any(running.tenant == batch.tenant for running in self._running.values()):
+                self._line_turns.pop(batch.tenant, None)
         task.add_done_callback(forget)
 
     async def _run(self, batch: Batch, batch_input: BatchInput | None) -> None:
@@ -215,6 +246,7 @@ class BatchRunner(BatchSending):
         try:
             if not self.claims.holds(batch.id) and not await self._claim_to_go_on(batch):
                 return
+            await self._start_when_placed(batch)
             if batch_input is None:
                 if not await self._refreshed(batch):   # another gateway finished it before this one took its claim
                     return
@@ -252,38 +284,6 @@ class BatchRunner(BatchSending):
         finally:
             if batch_input is not None:
                 batch_input.close()
-
-    async def _send_read(self, batch: Batch, batch_input: BatchInput, pending: list[BatchLine]) -> None:
-        """Send `pending` a run of lines at a time, each run read from the input file just before
-        (off the event loop): at most one run's bodies in memory. Stops between runs when the batch
-        cannot go on now (cancelled, expired, its tenant removed, the gateway stopping)."""
-        for lines in batch_input.chunks(pending, max(CHUNK_LINES, 4 * self.concurrency)):
-            requests = await asyncio.to_thread(batch_input.requests, lines)
-            await self._send_all(batch, requests)
-            del requests
-            if batch.id in self._cancelled or self.is_stopping or not self.keys().has_tenant(batch.tenant) \
-                    or self.clock() >= batch.expires_at:
-                return
-
-    async def _claim_to_go_on(self, batch: Batch) -> bool:
-        """Wait, holding no claim, while the batch's tenant is not configured here (a reload
-        removed it, or the gateway started without it) and it is neither cancelled nor
-        expired; then take its claim. False when another process holds it: it runs there."""
-        def waits() -> bool:
-            return not self.keys().has_tenant(batch.tenant) and batch.id not in self._cancelled \
-                and self.clock() < batch.expires_at and not self.is_stopping
-        waited = waits()
-        if waited:
-            log.warning("batch %s waits: its tenant %r is not in the config; a gateway sharing this directory that "
-                        "has it can run it meanwhile, and it goes on here when the tenant is back (or ends when it "
-                        "expires or is cancelled)", batch.id, batch.tenant)
-        while waits():
-            await self._wait_unless_cancelled(batch.id, min(TENANT_POLL_S, max(0.0, batch.expires_at - self.clock())))
-        if self.is_stopping or not self.claims.take(batch.id):
-            return False
-        if waited and self.keys().has_tenant(batch.tenant):
-            log.info("batch %s goes on: its tenant %r is back", batch.id, batch.tenant)
-        return True
 
     async def _refreshed(self, batch: Batch) -> bool:
         """Read the batch's record again, into the running one (what another gateway made of

@@ -1,5 +1,5 @@
 """How a batch's requests are sent (a mixin of `BatchRunner`, gateway/batch_runner.py, whose
-invariants these keep): at most `concurrency` of a batch at a time, each to the gateway's
+invariants these keep): at most `concurrency` of a tenant's batches at a time, each to the gateway's
 own app as its tenant, a request turned away for the moment sent again as `Retry-After`
 says, and, with `yields`, one batch request at a time while other requests are in flight
 (or were, less than YIELD_GRACE_S ago). Each is sent in a `BATCH_LINE` context, so its
@@ -7,9 +7,13 @@ tenant's limiter serves it after the tenant's interactive requests, never from i
 (gateway/limits.py).
 
 Invariants:
-- a cancelled batch's requests that wait for a slot in its tenant's limiter (not yet
-  admitted: nothing of them has run) are given up at the cancel, without a result line,
-  as its requests not yet sent are; those admitted finish and keep their results;
+- a tenant's batches send through one `LineTurns` (gateway/batch_turns.py): at most
+  `concurrency` requests of all its batches with the app at once, the turns handed to its
+  batches round-robin, so each running batch makes progress;
+- a cancelled batch's requests with the app (waiting for a slot in its tenant's limiter,
+  or admitted and running) are given up at the cancel, without a result line, as its
+  requests not yet sent are: a cancel ends the batch within moments, and a result kept
+  before it stays (completed + failed = the lines of its files);
 - a request's slot is held until its result line is kept, so a run stopped mid-batch
   leaves at most `concurrency` requests sent without a result (they go again at the next
   start, here or on the gateway that takes the batch up);
@@ -31,10 +35,12 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from gateway.batch_input import CHUNK_LINES, BatchInput, BatchLine
 from gateway.batch_lines import BATCH_HEADER, BatchRequest
 from gateway.batch_retry import MAX_RETRY_WAIT_S, retry_wait_s
 from gateway.batch_store import Batch, request_result, succeeded
 from gateway.batch_line_turn import BATCH_LINE, BatchLineTurn
+from gateway.batch_turns import LineTurns
 
 YIELD_POLL_S = 0.02
 YIELD_GRACE_S = 0.25   # how long other requests must be gone before a second batch request starts
@@ -64,18 +70,21 @@ class LinesBeingSent:
     turns: dict[asyncio.Task, BatchLineTurn] = field(default_factory=dict)
     given_up: set[asyncio.Task] = field(default_factory=set)
 
-    def give_up_waiting(self) -> None:
-        """Cancel the requests not yet admitted (the batch was cancelled)."""
-        for task, turn in self.turns.items():
-            if not turn.is_admitted and task not in self.given_up:
+    def give_up(self) -> None:
+        """Cancel the requests with the app, admitted or not (the batch was cancelled):
+        their results are dropped (QA162 N1: lines a local engine kept waiting held a
+        cancelled batch `cancelling` for 26-38 s)."""
+        for task in self.turns:
+            if task not in self.given_up:
                 self.given_up.add(task)
                 task.cancel()
 
 
 class BatchSending:
     """`BatchRunner`'s sending: uses its `store`, `keys`, `concurrency`, `clock`, `load`,
-    `num_in_flight`, `others_seen_s`, `is_stopping`, `_app`, `_cancelled`, `_wakers` and
-    `_being_sent` (a batch's `LinesBeingSent`, by id, while it sends)."""
+    `num_in_flight`, `others_seen_s`, `is_stopping`, `_app`, `_cancelled`, `_wakers`,
+    `_line_turns` (a tenant's `LineTurns`) and `_being_sent` (a batch's `LinesBeingSent`,
+    by id, while it sends)."""
 
     __slots__ = ()
 
@@ -87,6 +96,7 @@ class BatchSending:
         failures: list[BaseException] = []   # of the requests' tasks: the first one stops the sending
         transport = httpx.ASGITransport(app=self._app)
         being_sent = self._being_sent[batch.id] = LinesBeingSent()
+        turns = self._line_turns.setdefault(batch.tenant, LineTurns(self.concurrency))
         try:
             async with httpx.AsyncClient(transport=transport, base_url="http://stepahead.batch",
                                          timeout=None) as client:
@@ -94,19 +104,24 @@ class BatchSending:
                     # NOTE: the slot is held until the result is kept, so a stop leaves at most
                     # `concurrency` requests sent without a result (they go again)
                     try:
-                        await self._yield_to_others(batch.id)
-                        if batch.id in self._cancelled or self.is_stopping:   # cancelled, or the gateway
-                            return                                            # stopping, while it waited: not sent
-                        self.num_in_flight += 1
+                        if not await turns.take(batch.id):   # the batch cancelled while it waited its turn
+                            return
                         try:
-                            result = await self._send(client, key, batch, request, being_sent)
-                        except asyncio.CancelledError:   # given up waiting for a slot (the batch cancelled):
-                            task = asyncio.current_task()   # not sent, so no result (unless the gateway stops)
-                            if task in being_sent.given_up and task.uncancel() == 0:
-                                return
-                            raise
+                            await self._yield_to_others(batch.id)
+                            if batch.id in self._cancelled or self.is_stopping:   # cancelled, or the gateway
+                                return                                            # stopping, while it waited
+                            self.num_in_flight += 1
+                            try:
+                                result = await self._send(client, key, batch, request, being_sent)
+                            except asyncio.CancelledError:   # given up with the app (the batch cancelled):
+                                task = asyncio.current_task()   # no result (unless the gateway stops)
+                                if task in being_sent.given_up and task.uncancel() == 0:
+                                    return
+                                raise
+                            finally:
+                                self.num_in_flight -= 1
                         finally:
-                            self.num_in_flight -= 1
+                            turns.give_back()
                         if result is None:   # its tenant was removed meanwhile: it goes again once it is back
                             return
                         try:
@@ -142,6 +157,18 @@ class BatchSending:
             keys.drop_internal_key(key)
             if self._being_sent.get(batch.id) is being_sent:
                 del self._being_sent[batch.id]
+
+    async def _send_read(self, batch: Batch, batch_input: BatchInput, pending: list[BatchLine]) -> None:
+        """Send `pending` a run of lines at a time, each run read from the input file just before
+        (off the event loop): at most one run's bodies in memory. Stops between runs when the batch
+        cannot go on now (cancelled, expired, its tenant removed, the gateway stopping)."""
+        for lines in batch_input.chunks(pending, max(CHUNK_LINES, 4 * self.concurrency)):
+            requests = await asyncio.to_thread(batch_input.requests, lines)
+            await self._send_all(batch, requests)
+            del requests
+            if batch.id in self._cancelled or self.is_stopping or not self.keys().has_tenant(batch.tenant) \
+                    or self.clock() >= batch.expires_at:
+                return
 
     async def _yield_to_others(self, batch_id: str) -> None:
         """While a batch request runs already, wait until other requests have been gone for
@@ -186,6 +213,9 @@ class BatchSending:
                 finally:
                     del being_sent.turns[task]
                     BATCH_LINE.reset(as_batch_line)
+                if task in being_sent.given_up:   # the app answered though given up: dropped all the same
+                    task.uncancel()
+                    return None
                 body = reply.json()
             except Exception as exc:   # NOTE: the app answers JSON; anything else is a bug to report per request
                 return request_result(request.custom_id, None, None, "", {

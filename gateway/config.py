@@ -37,7 +37,8 @@ RESPONSES_DB_ENV = "STEPAHEAD_RESPONSES_DB"
 MEMORY_ONLY = ":memory:"
 SERVER_KEYS = ("host", "port", "max_body_bytes", "default_completion_reserve_tokens", "queue_timeout_s",
                "keep_alive_s", "responses_db", "responses_per_tenant", "conversations_per_tenant", "freeze_startup_heap",
-               "shutdown_timeout_s", "max_file_bytes", "file_bytes_per_tenant", "batch_concurrency", "batch_yield")
+               "shutdown_timeout_s", "max_file_bytes", "file_bytes_per_tenant", "batch_concurrency", "batch_yield",
+               "batches_running_per_tenant")
 TOP_LEVEL_KEYS = ("models", "tenants", "server", "tracing")
 UTF8_BOM = b"\xef\xbb\xbf"   # what Windows editors put first in a UTF-8 file: no part of the TOML
 
@@ -73,6 +74,9 @@ class GatewayConfig:
     # counted, never refused: gateway/file_quota.py); 0 refuses every upload.
     file_bytes_per_tenant: int = DEFAULT_FILE_BYTES_PER_TENANT
     batch_concurrency: int = 2
+    # The batches of one tenant that run at once; more wait `validating`, oldest first
+    # (gateway/batch_places.py).
+    batches_running_per_tenant: int = 4
     batch_yield: bool = True   # while other requests are in flight, one batch request at a time
     # Freeze what start-up made so full garbage collections skip it (gateway/heap.py).
     freeze_startup_heap: bool = True
@@ -102,7 +106,8 @@ class GatewayConfig:
 
     def __post_init__(self) -> None:
         for name in ("max_body_bytes", "default_completion_reserve_tokens", "queue_timeout_s", "keep_alive_s",
-                     "responses_per_tenant", "conversations_per_tenant", "max_file_bytes", "batch_concurrency"):
+                     "responses_per_tenant", "conversations_per_tenant", "max_file_bytes", "batch_concurrency",
+                     "batches_running_per_tenant"):
             positive(getattr(self, name), f"server.{name}")
         if not self.file_bytes_per_tenant >= 0:
             raise ConfigError(f"server.file_bytes_per_tenant must be >= 0, not {self.file_bytes_per_tenant!r}")
@@ -182,6 +187,7 @@ def parse_config(data: dict) -> GatewayConfig:
         max_file_bytes=take(server, "max_file_bytes", int, "server", 200 * 1024 * 1024),
         file_bytes_per_tenant=take(server, "file_bytes_per_tenant", int, "server", DEFAULT_FILE_BYTES_PER_TENANT),
         batch_concurrency=take(server, "batch_concurrency", int, "server", 2),
+        batches_running_per_tenant=take(server, "batches_running_per_tenant", int, "server", 4),
         batch_yield=take(server, "batch_yield", bool, "server", True),
         freeze_startup_heap=take(server, "freeze_startup_heap", bool, "server", True),
         shutdown_timeout_s=_optional_float(take(server, "shutdown_timeout_s", (int, float), "server", None)))

@@ -72,4 +72,5 @@ def batch_runner(state: GatewayState, root, concurrency: int, *, yields: bool) -
     with `yields`, batches give way to the other requests in flight."""
     def load() -> int:
         return sum(limiter.num_active for _, limiter in state.limiters.items())
-    return BatchRunner(BatchStore(root), state.files, lambda: state.keys, concurrency, load=load if yields else None)
+    return BatchRunner(BatchStore(root), state.files, lambda: state.keys, concurrency, load=load if yields else None,
+                       running_per_tenant=lambda: state.config.batches_running_per_tenant)
