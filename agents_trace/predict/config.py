@@ -26,6 +26,9 @@ class PredictorConfig:
     min_top1 / min_accuracy_weight: below this recent top-1 on real guesses (accuracy.py;
         with at least this much evidence) forecasts not made while tools are pending say
         `confident=False`.
+    session_max_misses: a session whose own last this many real guesses (scored as the
+        tenant's, tenant.py) all missed says `confident=False` for its forecasts not made
+        while tools are pending, until one of its guesses hits again; 0: no such rule.
     min_tool_waits: a cold tenant's forecasts while a tool call is pending say
         `confident=True` once this many of its tool waits have ended (continued or
         abandoned): they rest on the tool's learned duration
@@ -54,6 +57,7 @@ class PredictorConfig:
     quantiles: tuple[float, ...] = (0.1, 0.25, 0.5, 0.75, 0.9)
     half_life_steps: float = 200.0
     min_top1: float = 0.3
+    session_max_misses: int = 2
     min_tool_waits: int = 10
     min_accuracy_weight: float = 10.0
     default_recency_decay: float = 0.7
@@ -61,3 +65,10 @@ class PredictorConfig:
     session_ttl_s: float = 3600.0
     turn_odds_strength: float = 10.0
     turn_odds_cap: int = 8
+
+    def __post_init__(self) -> None:
+        """Refuse a `session_max_misses` that is no whole number >= 0 (a bool included)."""
+        misses = self.session_max_misses
+        if type(misses) is not int or misses < 0:
+            raise ValueError(f"session_max_misses must be a whole number >= 0 (0: off), "
+                             f"not {misses!r}")

@@ -7,7 +7,8 @@ next-step prediction for exactly this (model, history, tenant version) or None.
 (pending_tools.py); `pending_prediction` caches the forecast they imply, keyed by the
 tenant version and the tenant's abandon counts it was made under. `num_answers` counts
 the text answers (runs of silent steps) the session has given, all of them, not only
-those `history` still holds.
+those `history` still holds. `guess_misses` is the length of the session's current run of
+real guesses (tenant.py `observe`) that missed: 0 after a hit, one more after each miss.
 A model swap is detected by identity and repaired by re-filtering `history` once
 (O(len * K^2)); every other step is one O(K^2) filter update.
 """
@@ -49,6 +50,7 @@ class SessionState:
     pending: tuple[str, ...] = ()
     pending_prediction: tuple[tuple[int, float], Prediction] | None = None
     num_answers: int = 0
+    guess_misses: int = 0
 
     def sync(self, model: StepModel | None) -> StepState | None:
         """The filter state under `model`, re-filtering the history after a swap."""
@@ -57,6 +59,16 @@ class SessionState:
             self.state = None if model is None else model.state_after(self.history)
             self.prediction = None
         return self.state
+
+    def score_guess(self, hit: bool) -> None:
+        """Count one real guess of this session: a hit ends the run of misses."""
+        self.guess_misses = 0 if hit else self.guess_misses + 1
+
+    def guesses_trusted(self, max_misses: int) -> bool:
+        """False while the session's own last `max_misses` real guesses all missed
+        (0: never false): its forecasts are then not confident, whatever the tenant's
+        trust, until one of its guesses hits again."""
+        return max_misses == 0 or self.guess_misses < max_misses
 
     def advance(self, symbol: str, max_history_steps: int, silent: tuple[str, ...] = ()) -> None:
         """Append one observed step; O(K^2) under the current model."""

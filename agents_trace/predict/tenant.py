@@ -141,7 +141,9 @@ class TenantState(TenantForecasts):
         (or END) of a session already seen, while it does not wait on tools its last
         response asked for: not a session's first step (always `USER`), not a silent
         step (no request follows it at once), not the tool steps (or the abandon) that
-        follow a tool-calling response, which named them."""
+        follow a tool-calling response, which named them. Each real guess is scored
+        twice: in the tenant's trust and in the session's own run of misses
+        (`SessionState.guess_misses`, which gates that session's confidence)."""
         with self.lock:
             state = self.sessions.get(session)
             if state is None and symbol == END_SYMBOL:
@@ -158,7 +160,9 @@ class TenantState(TenantForecasts):
             if guessed:
                 before = self._current_locked(state, global_model)
                 target = before.vocab.encode_one(symbol)
-                self.accuracy.record(float(before.p1[target]), int(np.argmax(before.p1)) == target)
+                hit = int(np.argmax(before.p1)) == target
+                self.accuracy.record(float(before.p1[target]), hit)
+                state.score_guess(hit)
             if state.pending:
                 self.abandons.record(symbol)
                 state.pending = ()

@@ -159,8 +159,13 @@ class TenantForecasts:
                 confident = self.model is not None or (
                     self.abandons.num_waits >= self.config.min_tool_waits)
             else:
-                confident = self.model is not None and self.accuracy.is_accurate(
-                    self.config.min_top1, self.config.min_accuracy_weight)
+                # A guess: trusted while the tenant's recent guesses score well and this
+                # session's own last `session_max_misses` guesses did not all miss (one
+                # session unlike the others is not hidden by the tenant's average).
+                confident = (self.model is not None
+                             and state.guesses_trusted(self.config.session_max_misses)
+                             and self.accuracy.is_accurate(self.config.min_top1,
+                                                           self.config.min_accuracy_weight))
             return ForecastInputs(prediction, self._mixture_locked(prediction),
                                   now_s - state.waiting_since_s, confident,
                                   state.pending[0] if state.pending else None)
