@@ -16,7 +16,8 @@ for tools (`mark_waiting`), the next step is the first of them unless the sessio
 abandoned (pending_tools.py). `confident` is False while
 the tenant is cold (global model) or, for a forecast not made while tools are pending,
 its recent top-1 on real guesses (tenant.py says which steps are scored) is below
-`min_top1`; a forecast while tools are pending is confident once the tenant's model is
+`min_top1` or the session's own last `session_max_misses` real guesses all missed (until
+one of them hits); a forecast while tools are pending is confident once the tenant's model is
 fitted or `min_tool_waits` of its tool waits have ended (it needs the tool's duration, not
 the step model).
 """
