@@ -15,39 +15,14 @@ import pytest
 from agents_trace.predict.config import PredictorConfig
 from agents_trace.predict.predictor import Predictor
 
-TENANT = "t"
-
-
-def _turn(predictor: Predictor, session: str, t_s: float) -> float:
-    """USER -> search -> fetch -> text answer, fed as the gateway feeds it; the time
-    the session waits from after its answer."""
-    predictor.observe(TENANT, session, "USER", t_s, 3.0)
-    predictor.mark_waiting(TENANT, session, t_s + 0.5, ("search",))
-    t_s += 2.5
-    predictor.observe(TENANT, session, "search", t_s, 2.0)
-    predictor.mark_waiting(TENANT, session, t_s + 0.5, ("fetch",))
-    t_s += 2.5
-    predictor.observe(TENANT, session, "fetch", t_s, 2.0)
-    predictor.observe(TENANT, session, "ASSISTANT_TEXT", t_s + 0.5, None)
-    predictor.mark_waiting(TENANT, session, t_s + 0.5, ())
-    return t_s + 0.5
+from tests.agents_trace.predict.test_trust_real_guesses import TENANT, _learned_one_answer_tenant, _top, _turn
 
 
 def _fitted(**config) -> tuple[Predictor, float]:
     """A fitted tenant whose 16 learned sessions each ended after their one answer."""
-    predictor = Predictor(PredictorConfig(background_refits=False, **config))
-    t_s = 1000.0
-    for i in range(16):
-        t_s = _turn(predictor, f"s{i}", t_s) + 30.0
-        predictor.observe(TENANT, f"s{i}", "END", t_s, 30.0)
-        predictor.refit_if_due(TENANT)
-        t_s += 5.0
+    predictor, t_s = _learned_one_answer_tenant(**config)
     assert predictor.model_of(TENANT) is not None
     return predictor, t_s
-
-
-def _top(forecast) -> str:
-    return max(forecast.next_step, key=forecast.next_step.get)
 
 
 def _other_session_confident(predictor: Predictor, name: str, t_s: float) -> float:
