@@ -39,7 +39,7 @@ from agents_trace.store_stats import StatsWindow, tenant_stats
 from agents_trace.text_table import counted
 from agents_trace.viewer_headers import viewer_headers
 
-SCRIPTS = ("dom.js", "charts.js", "address.js", "list.js", "session.js", "app.js")   # index.html's order
+SCRIPTS = ("dom.js", "charts.js", "address.js", "list_sort.js", "list.js", "session.js", "app.js")   # index.html's order
 STATIC_FILES = {**{name: "text/javascript; charset=utf-8" for name in SCRIPTS}, "app.css": "text/css; charset=utf-8"}
 
 
@@ -61,10 +61,12 @@ def _static(name: str) -> str:
 
 def build_trace_router(*, viewer: Callable[..., Viewer],
                        store_path: Callable[[Request], Path | None],
-                       forecasters: Callable[[Request], Any] | None = None) -> APIRouter:
+                       forecasters: Callable[[Request], Any] | None = None,
+                       tracing: Callable[[Request], bool] | None = None) -> APIRouter:
     """`forecasters(request)`: the live forecasters (with `tenants()` and
     `tenant_status(tenant)`, as gateway.forecasting.ForecastRelay has), or None when
-    nothing forecasts."""
+    nothing forecasts; `tracing(request)`: whether new requests are traced (None: they
+    are), which `/v1/traces/me` says, so `/ui` can say when the store gets nothing new."""
     router = APIRouter()
 
     def path_of(request: Request) -> Path | None:
@@ -93,30 +95,33 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
         return matches[0]
 
     @router.get("/v1/traces/me")
-    def me(who: Viewer = Depends(viewer)) -> dict:
-        return {"tenant": who.tenant, "is_admin": who.is_admin}
+    def me(request: Request, who: Viewer = Depends(viewer)) -> dict:
+        return {"tenant": who.tenant, "is_admin": who.is_admin,
+                "tracing": True if tracing is None else bool(tracing(request))}
 
     def query_window(request: Request, who: Viewer, agent: str | None,
                      tenant: str | None) -> StatsWindow | None:
-        """The tenant, agent and [since, until] the query asks for, within the caller's
-        scope; None when another tenant's are asked for (which, to a tenant, are none)."""
+        """The tenant, agent (`agent`, a name; `agent_contains`, part of one in any case)
+        and [since, until] the query asks for, within the caller's scope; None when another
+        tenant's are asked for (which, to a tenant, are none)."""
         since, until = query_time(request, "since"), query_time(request, "until")   # as the CLI's --since
         if asks_for_another(who, tenant):
             return None
-        return StatsWindow(tenant=scope(who, tenant), agent=agent or None, since_s=since, until_s=until)
+        return StatsWindow(tenant=scope(who, tenant), agent=agent or None, since_s=since, until_s=until,
+                           agent_contains=request.query_params.get("agent_contains") or None)
 
     def session_filter(request: Request, who: Viewer, agent: str | None,
                        tenant: str | None) -> SessionFilter | None:
         """The sessions the query selects (`query_window`, `errors` for sessions with an
-        error, `id_contains` for those whose id holds that text, or its percent-decoded form,
-        or with a step whose request id, a reply's `x-request-id`, is that text); None when
-        another tenant's are asked for."""
+        error, `id_contains` for those whose id holds that text in any case, or its
+        percent-decoded form, or with a step whose request id, a reply's `x-request-id`, is
+        that text); None when another tenant's are asked for."""
         errors_only = query_flag(request, "errors")
         window = query_window(request, who, agent, tenant)
         if window is None:
             return None
-        return SessionFilter(tenant=window.tenant, agent=window.agent, since_s=window.since_s,
-                             until_s=window.until_s, errors_only=errors_only,
+        return SessionFilter(tenant=window.tenant, agent=window.agent, agent_contains=window.agent_contains,
+                             since_s=window.since_s, until_s=window.until_s, errors_only=errors_only,
                              id_contains=request.query_params.get("id_contains") or None)
 
     @router.get("/v1/traces/sessions")

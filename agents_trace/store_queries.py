@@ -19,15 +19,28 @@ from agents_trace.session_id_forms import given_id_forms, whole_id_forms
 from agents_trace.store_schema import SESSION_SPAN_COLUMNS, connect_reader
 
 MAX_PAGE = 500
-# a session whose id holds the text, or one of whose steps is the request with that id
-# (found through the index on steps.response_id)
-# (the text as given, or percent-decoded: `given_id_forms`)
-ID_OR_REQUEST_ID_SQL = ("(instr(session, ?) > 0 OR instr(session, ?) > 0 OR (tenant, session) IN "
+# `column` holds the text, in any case (ASCII letters: SQLite's lower()); literal text,
+# no wildcards. The viewer's filters (`id_contains`, `agent_contains`) match this one way.
+def contains_sql(column: str) -> str:
+    return f"instr(lower({column}), lower(?)) > 0"
+
+
+# a session whose id holds the text as given (`contains_sql`) or percent-decoded (an
+# answer's `x-session-id` pasted whole: `given_id_forms`; case kept), or one of whose steps
+# is the request with that id, exactly (found through the index on steps.response_id)
+ID_OR_REQUEST_ID_SQL = (f"({contains_sql('session')} OR instr(session, ?) > 0 OR (tenant, session) IN "
                         "(SELECT tenant, session FROM steps WHERE response_id = ?))")
 # a session one of whose steps ran as the agent, whichever (`sessions.agent` is its first
 # step's): one look-up per session in the index steps_by_session_agent (store_schema)
 AGENT_SQL = ("EXISTS (SELECT 1 FROM steps WHERE steps.tenant = sessions.tenant "
              "AND steps.session = sessions.session AND steps.agent = ?)")
+# the same with part of the agent's name (`contains_sql`): its first step's agent (the
+# sessions row), else its steps' agents read from that index alone (no step row is read;
+# `agent IS NOT NULL` lets SQLite use the partial index), at most one entry per step of
+# the sessions a page looks at
+AGENT_CONTAINS_SQL = (f"({contains_sql('sessions.agent')} OR EXISTS (SELECT 1 FROM steps "
+                      "WHERE steps.tenant = sessions.tenant AND steps.session = sessions.session "
+                      f"AND steps.agent IS NOT NULL AND {contains_sql('steps.agent')}))")
 # the rows after a row's key (last_s, tenant, session) in the list's order (`list_sessions`)
 AFTER_KEY_SQL = "(last_s < ? OR (last_s = ? AND (tenant > ? OR (tenant = ? AND session > ?))))"
 
@@ -42,10 +55,12 @@ class SessionFilter:
     since_s: float | None = None
     until_s: float | None = None
     errors_only: bool = False
-    # sessions whose id holds this text (case kept) or its percent-decoded form (an answer's
-    # `x-session-id` pasted: `given_id_forms`), or that hold a step whose request id (a
-    # reply's `x-request-id`: its chatcmpl-, cmpl- or resp_ id) is this text
+    # sessions whose id holds this text (in any case: `contains_sql`) or its percent-decoded
+    # form (an answer's `x-session-id` pasted: `given_id_forms`, case kept), or that hold a step whose
+    # request id (a reply's `x-request-id`: its chatcmpl-, cmpl- or resp_ id) is this text
     id_contains: str | None = None
+    # sessions with a step that ran as an agent whose name holds this text, in any case
+    agent_contains: str | None = None
 
 
 @contextlib.contextmanager
@@ -85,6 +100,8 @@ def where_sql(conditions: Iterable[tuple[str, object]], *fixed: str) -> tuple[st
 
 def _where_sql(where: SessionFilter, after: tuple[float, str, str] | None = None) -> tuple[str, list]:
     return where_sql((("tenant = ?", where.tenant), (AGENT_SQL, where.agent),
+                      (AGENT_CONTAINS_SQL, None if where.agent_contains is None
+                       else (where.agent_contains, where.agent_contains)),
                       ("last_s >= ?", where.since_s), ("started_s <= ?", where.until_s),
                       (ID_OR_REQUEST_ID_SQL, None if where.id_contains is None
                        else (where.id_contains, given_id_forms(where.id_contains)[-1], where.id_contains)),

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from agents_trace.prompt_blocks import PreviousPrompt, evicted_prefix_tokens
-from agents_trace.store_queries import previous_prompt_before, read_store, where_sql
+from agents_trace.store_queries import contains_sql, previous_prompt_before, read_store, where_sql
 from agents_trace.store_rows import REACHED_MODEL_SQL
 
 
@@ -29,6 +29,7 @@ class StatsWindow:
 
     tenant: str | None = None
     agent: str | None = None
+    agent_contains: str | None = None   # part of the agent's name, in any case (store_queries' `contains_sql`)
     since_s: float | None = None
     until_s: float | None = None
 
@@ -44,6 +45,7 @@ _SUMS = ("COUNT(DISTINCT tenant || char(0) || session) AS sessions, COUNT(*) AS 
 
 def _where(window: StatsWindow) -> tuple[str, list]:
     return where_sql((("tenant = ?", window.tenant), ("agent = ?", window.agent),
+                      (contains_sql("agent"), window.agent_contains),
                       ("arrived_s >= ?", window.since_s), ("arrived_s <= ?", window.until_s)))
 
 

@@ -47,6 +47,10 @@ def _store_path(request: Request):
     return tracing.resolved_store_path() if tracing.store_enabled else None
 
 
+def _is_tracing(request: Request) -> bool:
+    return request.app.state.gateway.tracer is not None
+
+
 def _forecasters(request: Request):
     return request.app.state.gateway.forecasts
 
@@ -75,7 +79,8 @@ def tracer_series(tracer: AgentTracer) -> dict[tuple[str, tuple[tuple[str, str],
 
 
 def trace_router() -> APIRouter:
-    return build_trace_router(viewer=trace_viewer, store_path=_store_path, forecasters=_forecasters)
+    return build_trace_router(viewer=trace_viewer, store_path=_store_path, forecasters=_forecasters,
+                              tracing=_is_tracing)
 
 
 def begin_step(tracer: AgentTracer | None, request: Request, body: Any, prepared: Prepared,

@@ -38,6 +38,8 @@ function filtersInHash() {
     if (value) params.set(name, value);
   }
   if ($("f-errors").checked) params.set("errors", "1");
+  const sort = parseHash(location.hash).params.get("sort");   // Apply keeps the list's sort (list_sort.js)
+  if (sort) params.set("sort", sort);
   return params;
 }
 

@@ -25,9 +25,10 @@ const MAX_RESTORED_ROWS = 5000;  // what a list URL's `rows` may ask for
 // `sessionsRows`: the list rows asked for so far (its URL's `rows`); `sessionsLoaded`: the
 // rows the API gave; `sessionsBefore`: the cursor of the last of them (the API's
 // `next_before`), where "load more" goes on; `sessionsShown`: the keys (`sessionKey`) of
-// the sessions listed; `route`: counts routes, so a load that ends after the user went
+// the sessions listed, `sessionsByKey` those sessions by key (the column sort's values); `route`: counts routes, so a load that ends after the user went
 // elsewhere shows nothing
 const view = { me: null, sessionsLoaded: 0, sessionsBefore: null, sessionsRows: 0, sessionsShown: new Set(),
+               sessionsByKey: new Map(),
                steps: [], stepsStart: 0, stepsEnd: 0, session: null, requestId: "", openContent: new Set(),
                contents: new Map(), liveTimer: null, route: 0 };
 
@@ -101,6 +102,7 @@ async function route() {
       $("who").textContent = visible(`tenant ${view.me.tenant}` + (view.me.is_admin ? " (admin: all tenants)" : ""));
       document.body.classList.toggle("admin", view.me.is_admin);
       $("f-tenant-label").hidden = !view.me.is_admin;
+      $("tracing-off").hidden = view.me.tracing !== false;   // tracing off: the store gets nothing new
     }
     const where = parseHash(location.hash);
     setStatus("loading…");
@@ -115,7 +117,7 @@ async function route() {
     $("session-view").hidden = true;
     $("sessions").tBodies[0].replaceChildren();
     $("more-sessions").hidden = true;
-    if (error.status === 401) { view.me = null; $("who").textContent = ""; }
+    if (error.status === 401) { view.me = null; $("who").textContent = ""; $("tracing-off").hidden = true; }
     setStatus(error.status === 404 ? "Session not found (or not visible to this key)."
       : error.status ? `Error ${error.status}: ${error.message}` : `Error: ${error.message}`);
   }
@@ -131,9 +133,14 @@ $("key-form").addEventListener("submit", (event) => {
 $("filters").addEventListener("submit", (event) => { event.preventDefault(); go(listHash(filtersInHash())); });
 $("more-sessions").addEventListener("click", () =>
   loadSessions(true).then((shown) => shown && rememberRows()).catch((e) => setStatus(e.message)));
-// the list's scroll position, kept in its history entry as a session is opened from it
+// the list's scroll position and the row whose link opened a session (focused again on
+// Back: list.js `showSessions`), kept in its history entry as a session is opened from it;
+// a column's header sorts the rows (list_sort.js)
 $("sessions").addEventListener("click", (event) => {
-  if (event.target.closest("a")) history.replaceState({ listScrollY: window.scrollY }, "");
+  const link = event.target.closest("tbody a");
+  if (link) history.replaceState({ listScrollY: window.scrollY, listFocus: link.closest("tr").dataset.key }, "");
+  const header = event.target.closest("thead button.sort");
+  if (header) sortBy(header.dataset.sort);
 });
 $("export-all-link").addEventListener("click", (event) => {
   event.preventDefault();

@@ -119,34 +119,76 @@ function renderGantt(steps) {
   });
 }
 
+// A refused step: it failed and generated nothing (as the exports leave it out), so its
+// prompt was never served; the context chart draws it apart.
+const isRefused = (s) => Boolean(s.error) && !s.num_output_tokens;
+const REFUSED_FILL = "url(#refused-hatch)";
+const fmtTokens = (n) => Number(n).toLocaleString("en-US");   // 100,019
+
+// Prompt and cached tokens per step, and the cache hit line. The scale is the served
+// prompts' (a refused prompt, 100,019 tokens against 7,019 served, would squash them to a
+// sliver): a refused step's bar is hatched grey, no taller than the largest served one
+// (at the top, marked "refused: N tokens", when it is larger), and a gap in the hit line.
 function renderContextChart(steps) {
   const box = $("context-chart");
   box.replaceChildren();
   if (!steps.length) return;
-  const left = 60, right = 50, top = 10, plotH = 160, bottom = 24;
+  const served = steps.filter((s) => !isRefused(s));
+  const maxTokens = Math.max(1, ...(served.length ? served : steps).map((s) => s.num_input_tokens));
+  const capped = steps.filter((s) => isRefused(s) && s.num_input_tokens > maxTokens);
+  const left = 60, right = 50, top = capped.length ? 24 : 10, plotH = 160, bottom = 24;
   const barW = Math.max(6, Math.min(40, 900 / steps.length));
-  const width = left + steps.length * barW + right;
-  const maxTokens = Math.max(1, ...steps.map((s) => s.num_input_tokens));
-  const y = (tokens) => top + plotH - tokens / maxTokens * plotH;
-  const root = svg("svg", { width, height: top + plotH + bottom, id: "context-svg", role: "img",
+  const plotEnd = left + steps.length * barW;
+  const y = (tokens) => top + plotH - Math.min(tokens, maxTokens) / maxTokens * plotH;
+  const root = svg("svg", { height: top + plotH + bottom, id: "context-svg", role: "img",
     "aria-label": `Prompt tokens, cached tokens and cache hit % of steps #${steps[0].index} to ` +
       `#${steps[steps.length - 1].index} (the steps table below has the same figures)` });
+  const probe = svg("text", {}, "#");
+  root.append(probe);
+  box.append(root);   // on the page, so its text has the page's font to measure
+  const textW = textMeasurer(probe);
+  probe.remove();
+  const capLabel = (s) => `refused: ${fmtTokens(s.num_input_tokens)} tokens`;
+  const width = Math.max(plotEnd + right, left + Math.max(0, ...capped.map((s) => textW(capLabel(s)))) + 4);
+  root.setAttribute("width", width);
+  const hatch = svg("pattern", { id: "refused-hatch", width: 4, height: 4, patternUnits: "userSpaceOnUse",
+    patternTransform: "rotate(45)" });
+  hatch.append(svg("rect", { width: 4, height: 4, fill: "#e6e8eb" }), svg("rect", { width: 2, height: 4, fill: "#b0b6bd" }));
+  const defs = svg("defs");
+  defs.append(hatch);
+  root.append(defs);
   root.append(svg("text", { x: 4, y: top + 8 }, String(maxTokens)));
   root.append(svg("text", { x: 4, y: top + plotH }, "0"));
-  root.append(svg("text", { x: width - right + 4, y: top + 8 }, "100%"));
-  // the cache-hit line: a run of points per run of steps with a prompt; a step without one
-  // (refused: 0 prompt tokens, "—" in the table) is a gap in it, not a 0%
+  root.append(svg("text", { x: plotEnd + 4, y: top + 8 }, "100%"));
+  // the cache-hit line: a run of points per run of steps with a served prompt; a step
+  // without one (refused, or 0 prompt tokens: "—" in the table) is a gap in it, not a 0%
   const runs = [[]];
+  let labelsEnd = -Infinity;   // where the last "refused: N tokens" ends: none drawn over it
   steps.forEach((s, i) => {
     const bx = left + i * barW;
+    const refused = isRefused(s);
     const total = svg("rect", { x: bx + 1, y: y(s.num_input_tokens), width: barW - 2,
-      height: top + plotH - y(s.num_input_tokens), fill: "#9fb7d6" });
-    total.append(svg("title", {}, `step ${s.index}: prompt ${s.num_input_tokens} tok, cached ` +
-      `${s.num_cached_tokens} (${pct(s.num_cached_tokens, s.num_input_tokens)})`));
+      height: top + plotH - y(s.num_input_tokens), fill: refused ? REFUSED_FILL : "#9fb7d6",
+      class: refused ? "refused-bar" : "prompt-bar" });
+    total.append(svg("title", {}, refused
+      ? `step ${s.index}: refused (${s.error}), prompt ${s.num_input_tokens} tok never processed`
+      : `step ${s.index}: prompt ${s.num_input_tokens} tok, cached ` +
+        `${s.num_cached_tokens} (${pct(s.num_cached_tokens, s.num_input_tokens)})`));
     root.append(total);
-    root.append(svg("rect", { x: bx + 1, y: y(s.num_cached_tokens), width: barW - 2,
-      height: top + plotH - y(s.num_cached_tokens), fill: "#2e7d32" }));
-    if (s.num_input_tokens > 0) {
+    if (!refused) {
+      root.append(svg("rect", { x: bx + 1, y: y(s.num_cached_tokens), width: barW - 2,
+        height: top + plotH - y(s.num_cached_tokens), fill: "#2e7d32" }));
+    }
+    if (refused && s.num_input_tokens > maxTokens) {   // cut at the top: a marker says how large
+      root.append(svg("path", { d: `M${bx + 1},${top + 4} l${(barW - 2) / 2},-4 l${(barW - 2) / 2},4`,
+        fill: "none", stroke: "#4a5561", "stroke-width": 1.5, class: "refused-cap" }));
+      const labelX = Math.min(bx + 1, width - textW(capLabel(s)) - 2);   // whole, inside the chart
+      if (labelX >= labelsEnd) {
+        root.append(svg("text", { x: labelX, y: top - 8, class: "refused-label" }, capLabel(s)));
+        labelsEnd = labelX + textW(capLabel(s)) + 6;
+      }
+    }
+    if (s.num_input_tokens > 0 && !refused) {
       runs[runs.length - 1].push([bx + barW / 2, top + plotH - s.num_cached_tokens / s.num_input_tokens * plotH]);
     } else if (runs[runs.length - 1].length) {
       runs.push([]);
@@ -162,5 +204,4 @@ function renderContextChart(steps) {
       : svg("polyline", { points: run.map((p) => p.join(",")).join(" "), fill: "none", stroke: "#7b1fa2",
         "stroke-width": 2, class: "hit-line" }));
   }
-  box.append(root);
 }

@@ -17,7 +17,7 @@ function filterQuery() {
     return Number.isFinite(ms) ? ms / 1000 : null;
   };
   const params = new URLSearchParams();
-  if (value("agent")) params.set("agent", value("agent"));
+  if (value("agent")) params.set("agent_contains", value("agent"));   // part of a name, as the id
   if (value("tenant") && view.me && view.me.is_admin) params.set("tenant", value("tenant"));
   if (time("since") !== null) params.set("since", String(time("since")));
   if (time("until") !== null) params.set("until", String(time("until")));
@@ -27,15 +27,19 @@ function filterQuery() {
 }
 
 // One line over the list: the steps that arrived in the filter's window (agent, tenant,
-// since, until; "errors only" does not apply to steps), from /v1/traces/stats.
+// since, until), from /v1/traces/stats. The id and "errors only" filters do not apply to
+// steps: with either set, the line says it counts every session's (so "No sessions
+// match." under it is no contradiction).
 async function loadWindowStats() {
   const params = filterQuery();
+  const ignored = params.has("errors") || params.has("id_contains");
   params.delete("errors");
   params.delete("id_contains");   // the window's steps: every session's
   const stats = await api("/v1/traces/stats?" + params);
   const t = stats.total;
   $("window-stats").textContent = !t ? "" :
-    `Steps in this window: ${t.steps} in ${count(t.sessions, "session")} · ${t.prompt_tokens} prompt tokens, ` +
+    `Steps in this window${ignored ? " (all sessions)" : ""}: ${t.steps} in ${count(t.sessions, "session")} · ` +
+    `${t.prompt_tokens} prompt tokens, ` +
     `${pct(t.cached_tokens, t.prompt_tokens)} cached · TTFT p50 ${fmtMs(t.ttft_p50_s)} ms, ` +
     `p99 ${fmtMs(t.ttft_p99_s)} ms · ${count(t.errors, "error")}` +
     (t.forecasts ? ` · forecasts right ${t.forecast_hits}/${t.forecasts}` : "");
@@ -79,10 +83,12 @@ const sortKey = (s) => [s.last_s, s.tenant, s.session];
 const comesAfter = (a, b) => a[0] !== b[0] ? a[0] < b[0] : a[1] !== b[1] ? a[1] > b[1] : a[2] > b[2];
 
 // A session's row; `id`, the filter's id text (a session found by a request id, text its
-// id does not hold, opens on that request's step). The row keeps the session's key and
-// place (`data-key`, `data-place`) for Live's merge (`mergeSessions`).
+// id does not hold in any case, opens on that request's step). The row keeps the
+// session's key and place (`data-key`, `data-place`) for Live's merge (`mergeSessions`);
+// the session is kept by its key (`view.sessionsByKey`) for the column sort (list_sort.js).
 function sessionRow(s, id) {
-  const requestId = id && !s.session.includes(id) ? id : "";
+  view.sessionsByKey.set(sessionKey(s), s);
+  const requestId = id && !s.session.toLowerCase().includes(id.toLowerCase()) ? id : "";
   const link = el("a", { href: sessionHash(s.tenant, s.session, requestId) }, s.session);
   return el("tr", { class: s.num_errors ? "error" : "", "data-key": sessionKey(s), "data-place": JSON.stringify(sortKey(s)) },
     el("td", { class: "text id" }, link), el("td", { class: "text id admin-only" }, s.tenant),
@@ -113,7 +119,7 @@ async function loadSessions(append, count = SESSIONS_PAGE) {
   if (ticket !== view.route) return false;
   const id = params.get("id_contains") || "";
   const rows = [];
-  if (!append) view.sessionsShown = new Set();
+  if (!append) { view.sessionsShown = new Set(); view.sessionsByKey = new Map(); }
   for (const s of page.data) {
     if (view.sessionsShown.has(sessionKey(s))) continue;
     view.sessionsShown.add(sessionKey(s));
@@ -121,6 +127,7 @@ async function loadSessions(append, count = SESSIONS_PAGE) {
   }
   const body = $("sessions").tBodies[0];
   if (append) body.append(...rows); else body.replaceChildren(...rows);   // replaced whole: no flicker
+  sortRows();
   if (!append) delete body.dataset.before;
   view.sessionsLoaded = (append ? view.sessionsLoaded : 0) + page.data.length;
   if (page.data.length) {
@@ -155,6 +162,10 @@ async function showSessions(params, ticket) {
   }
   const scrollY = history.state && history.state.listScrollY;
   if (ticket === view.route && scrollY) window.scrollTo(0, scrollY);
+  // back from a session opened here: the keyboard's focus on its link again (`listFocus`)
+  const key = history.state && history.state.listFocus;
+  const row = ticket === view.route && key && [...$("sessions").tBodies[0].rows].find((r) => r.dataset.key === key);
+  if (row) row.querySelector("a").focus({ preventScroll: true });
 }
 
 // Live: the list again, every page loaded kept. The sessions new or active again since
@@ -213,6 +224,7 @@ function mergeSessions(fresh, more, id) {
   const kept = new Set(below);
   for (const row of [...body.rows]) if (!kept.has(row)) row.remove();
   body.prepend(...top.map((s) => sessionRow(s, id)));
+  sortRows();
   view.sessionsShown = new Set([...body.rows].map((row) => row.dataset.key));
   setStatus(body.rows.length ? "" : noSessions());
 }

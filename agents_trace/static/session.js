@@ -222,10 +222,11 @@ async function loadSession(tenant, session, how, requestId = "") {
   $("session-view").hidden = false;
   renderSession();
   renderStepsShown();
-  if (how === "open" && detail.request_step) {
-    const row = $("steps").querySelector("tr.step-row.found");
-    if (row) row.scrollIntoView({ block: "center" });
-  }
+  const found = how === "open" && detail.request_step && $("steps").querySelector("tr.step-row.found");
+  if (found) found.scrollIntoView({ block: "center" });
+  // opened (from the list, a link, Back): the keyboard's focus on the view's heading, so
+  // the next Tab goes on from there, not from the top of the page
+  if (how === "open") $("session-title").focus({ preventScroll: Boolean(found) });
   $("live-label").hidden = !view.session.is_open;
   if (!view.session.is_open) $("live").checked = false;
   setStatus("");
