@@ -17,6 +17,7 @@ import uuid
 from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
+from openai import OpenAI
 from pydantic import BaseModel, Field
 
 
@@ -48,10 +49,11 @@ def main() -> int:
     parser.add_argument("question", nargs="?", default="What's the weather in Paris?")
     parser.add_argument("--base-url", default="http://127.0.0.1:8000/v1")
     parser.add_argument("--api-key", required=True)
-    parser.add_argument("--model", default="smollm2")
+    parser.add_argument("--model", default=None, help="default: the gateway's first model")
     parser.add_argument("--max-steps", type=int, default=3)
     args = parser.parse_args()
-    llm = ChatOpenAI(model=args.model, base_url=args.base_url, api_key=args.api_key, temperature=0,
+    model = args.model or OpenAI(base_url=args.base_url, api_key=args.api_key).models.list().data[0].id
+    llm = ChatOpenAI(model=model, base_url=args.base_url, api_key=args.api_key, temperature=0,
                      max_tokens=64, max_retries=0,
                      default_headers={"x-session-id": f"langchain-{uuid.uuid4().hex[:8]}"})
     messages = [SystemMessage("You are a helpful assistant. Use the tools."), HumanMessage(args.question)]

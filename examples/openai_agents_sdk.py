@@ -51,9 +51,10 @@ async def run(args: argparse.Namespace) -> dict:
     set_tracing_disabled(True)
     client = AsyncOpenAI(base_url=args.base_url, api_key=args.api_key, max_retries=0,
                          default_headers={"x-session-id": f"agents-sdk-{uuid.uuid4().hex[:8]}"})
+    model = args.model or (await client.models.list()).data[0].id
     agent = Agent(name="weather", instructions="You are a helpful assistant. Use the tool, then report.",
                   tools=[get_weather], output_type=Report,
-                  model=MODEL_CLASSES[args.api](model=args.model, openai_client=client),
+                  model=MODEL_CLASSES[args.api](model=model, openai_client=client),
                   # the first turn must consult the tool; the SDK then resets the choice to "auto"
                   model_settings=ModelSettings(max_tokens=96, temperature=0.0, tool_choice="required"))
     conversation = await client.conversations.create() if args.conversation else None
@@ -75,7 +76,7 @@ def main() -> int:
     parser.add_argument("question", nargs="?", default="What's the weather in Paris?")
     parser.add_argument("--base-url", default="http://127.0.0.1:8000/v1")
     parser.add_argument("--api-key", required=True)
-    parser.add_argument("--model", default="smollm2")
+    parser.add_argument("--model", default=None, help="default: the gateway's first model")
     parser.add_argument("--max-turns", type=int, default=4)
     parser.add_argument("--api", choices=list(MODEL_CLASSES), default="responses")
     parser.add_argument("--conversation", action="store_true",

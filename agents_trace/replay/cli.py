@@ -45,12 +45,12 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tenant-key", action="append", default=[], metavar="TENANT=KEY",
                         help="API key for one of the trace's tenants (repeatable)")
     parser.add_argument("--model", default=None, help="model id (default: the gateway's first)")
-    parser.add_argument("--speed", type=float, default=1.0, help="time scale: 2 replays twice as fast")
-    parser.add_argument("--concurrency", type=int, default=16, help="max requests in flight")
+    parser.add_argument("--speed", type=float, default=1.0, help="time scale: 2 replays twice as fast (default: 1)")
+    parser.add_argument("--concurrency", type=int, default=16, help="max requests in flight (default: 16)")
     parser.add_argument("--max-input-tokens", type=int, default=None, help="cut longer prompts, keeping the head (a chat line's by characters, to about N: docs/replay.md)")
     parser.add_argument("--max-output-tokens", type=int, default=None, help="cap generated tokens")
     parser.add_argument("--vocab-size", type=int, default=256,
-                        help=f"token ids are drawn below this (at least {MIN_VOCAB_SIZE})")
+                        help=f"token ids are drawn below this (at least {MIN_VOCAB_SIZE}; default: 256)")
     parser.add_argument("--limit", type=int, default=None, help="replay only the first N requests")
     parser.add_argument("--json", action="store_true", help="print one JSON line at the end")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")

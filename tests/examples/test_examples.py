@@ -31,7 +31,7 @@ def test_openai_agent_loop_runs_tools_and_hits_cache(tiny_gateway):
 def test_langchain_agent_runs_a_tool_step(tiny_gateway):
     pytest.importorskip("langchain_openai", reason="langchain-openai is not installed")
     out = _run([str(EXAMPLES / "langchain_agent.py"), "--base-url", f"{tiny_gateway.base_url}/v1",
-                "--api-key", TINY_GATEWAY_KEYS["tenant1"], "--model", "tiny", "--max-steps", "2"])
+                "--api-key", TINY_GATEWAY_KEYS["tenant1"], "--max-steps", "2"])   # --model: the gateway's first
     assert out["steps"][0]["tool_calls"]
     assert out["steps"][-1]["input_tokens"] > out["steps"][0]["input_tokens"]
     assert set(out["report"]) == {"city", "forecast", "celsius"}  # with_structured_output parsed it
@@ -50,7 +50,7 @@ def test_openai_agents_sdk_agent_gets_a_typed_report(tiny_gateway, api):
 def test_openai_agents_sdk_run_kept_in_a_conversation(tiny_gateway):
     pytest.importorskip("agents", reason="openai-agents is not installed")
     out = _run([str(EXAMPLES / "openai_agents_sdk.py"), "--base-url", f"{tiny_gateway.base_url}/v1",
-                "--api-key", TINY_GATEWAY_KEYS["tenant2"], "--model", "tiny", "--conversation"])
+                "--api-key", TINY_GATEWAY_KEYS["tenant2"], "--conversation"])   # --model: the gateway's first
     assert set(out["report"]) == {"city", "forecast", "celsius"} and out["tools_called"][0] == "get_weather"
     # the gateway kept the whole run: the question, the call, its result, the report
     assert out["conversation_items"][:3] == ["message", "function_call", "function_call_output"]
