@@ -231,7 +231,9 @@ def export_sessions_lines(path: Path, keys: Iterable[tuple[str, str]],
     sessions with lines, not those whose every step was left out)."""
     counts = ExportCounts() if counts is None else counts
     with tempfile.TemporaryDirectory(prefix="stepahead-export-") as scratch:
-        spool = sqlite3.connect(Path(scratch) / "requests.sqlite3")
+        # the lines may be read a chunk at a time on any thread (a streamed HTTP answer's
+        # thread pool): one reader at a time, never two at once (QA163)
+        spool = sqlite3.connect(Path(scratch) / "requests.sqlite3", check_same_thread=False)
         try:
             spool.execute("CREATE TABLE requests (arrived_s REAL NOT NULL, seq INTEGER NOT NULL, "
                           "line TEXT NOT NULL)")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 from agents_trace.export import export_lines, export_sessions_lines
 from agents_trace.records import StepResult, ToolCall
@@ -93,3 +94,24 @@ def test_a_session_whose_clock_stepped_back_exports_times_that_never_go_back(tmp
     text = "".join(export_lines(tracer.store_path, "acme", "back"))
     _, records = iter_trace(io.StringIO(text))   # the reader refuses times that go back
     assert [(r.t, r.input_tokens) for r in records] == [(0.0, 10), (0.0, 11), (0.0, 12)]
+
+
+def test_the_merged_export_can_be_read_a_line_at_a_time_on_different_threads(tmp_path):
+    """A streamed answer reads the lines on whichever thread of its pool is free (QA163: the
+    export's spool refused a second thread, and the download stopped after its first chunk)."""
+    clock = ManualClock()
+    tracer, _ = make_tracer(tmp_path, clock, capture_content=True)
+    _record_tool_session(tracer, clock)
+    _record_completions(tracer, clock)
+    tracer.stop()
+    keys = [("acme", "trip"), ("acme", "c")]
+    whole = list(export_sessions_lines(tracer.store_path, keys, "two sessions"))
+    lines = export_sessions_lines(tracer.store_path, keys, "two sessions")
+    read = []
+    for i in range(len(whole) + 1):
+        with ThreadPoolExecutor(1, thread_name_prefix=f"reader-{i}") as pool:   # a new thread each time
+            line = pool.submit(next, lines, None).result()
+        if line is None:
+            break
+        read.append(line)
+    assert read == whole and len(whole) == 1 + 6
