@@ -101,7 +101,7 @@ def _expires_after_s(form, purpose: str) -> int | None:
                                   param="expires_after", code="invalid_value")
         try:
             policy = json.loads(whole) if isinstance(whole, str) else None
-        except ValueError:
+        except (ValueError, RecursionError):   # not JSON, or nested past the parser's stack (QA163)
             policy = None
         return checked_expires_after(policy, "expires_after")
     if anchor is None and seconds is None:

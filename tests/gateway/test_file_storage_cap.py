@@ -198,6 +198,14 @@ def test_expires_after_seconds_in_other_scripts_digits_is_the_400_of_a_bad_value
         assert ascii_digits.status_code == 200 and ascii_digits.json()["expires_at"] is not None
 
 
+def test_expires_after_nested_past_the_parsers_stack_is_the_400_of_a_bad_value(tmp_path):
+    with TestClient(build_app(_config(tmp_path))) as client:   # QA163: a 500 with a traceback
+        for depth in (100, 100_000):
+            answer = _upload(client, "a", b"x", expires_after="[" * depth + "]" * depth)
+            assert answer.status_code == 400, answer.text
+            assert (answer.json()["error"]["param"], answer.json()["error"]["code"]) == ("expires_after", "invalid_value")
+
+
 def test_file_bytes_per_tenant_is_checked_at_load_and_waits_for_the_next_start_on_reload(tmp_path):
     assert _config(tmp_path).file_bytes_per_tenant == TEN_GIB
     assert _config(tmp_path, file_bytes_per_tenant=0).file_bytes_per_tenant == 0
