@@ -5,6 +5,9 @@ Invariant: every result is in exactly one of the two files before the batch take
 final status and its results are dropped from the store (a result with no UTF-8 form is
 written as its `unwritable_result` error: `written_form`); a batch ending `completed` with
 requests never sent ends `expired` instead, each of those a `batch_expired` error line.
+The files are written a result at a time, read from the batch's results file and spooled
+to disk (`WrittenResults`): finishing never holds every result, nor a file's bytes, on the
+heap (QA153: a finished batch's memory stayed with the process).
 Each file is the batch's one file of its name (`FileStore.add_output`): a batch finished
 again (a crash after its files, before its final status) makes no second copy.
 Only a batch that ran its course (`FINALIZED`) is `finalizing` meanwhile: a cancelled one
@@ -14,9 +17,15 @@ is `cancelling` until it is `cancelled` (a second cancel meanwhile is answered, 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
-from collections.abc import Callable, Sequence
+import mmap
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+
+from cache.private_paths import make_private_dirs
 
 from gateway.batch_input import BatchInput, BatchLine, open_input
 from gateway.batch_lines import BatchRequest
@@ -29,24 +38,25 @@ log = logging.getLogger("stepahead.gateway")
 FINALIZED = ("completed", "expired")   # the ends OpenAI's batches reach through `finalizing`
 
 
-async def finish_batch(store: BatchStore, files: FileStore, batch: Batch, results: list[dict],
+async def finish_batch(store: BatchStore, files: FileStore, batch: Batch, results: Iterable[dict] | None,
                        unsent: Sequence[BatchLine | BatchRequest], final: str, errors: list[dict] | None,
                        clock: Callable[[], float]) -> None:
-    """Write the files of `results` and move `batch` to `final` ("completed", "cancelled"
-    or "failed", with `errors` then); `unsent` are its requests without a result."""
+    """Write the files of `results` (None: the batch's results in `store`, read a line at
+    a time) and move `batch` to `final` ("completed", "cancelled" or "failed", with
+    `errors` then); `unsent` are its requests without a result."""
+    expired: Iterable[dict] = ()
     if unsent and final == "completed":   # the runner sends every request unless the window passed
         final = "expired"
         log.warning("batch %s expired with %d of its %d requests not sent", batch.id, len(unsent), batch.total)
-        results = results + [request_result(request.custom_id, None, None, "", {
-            "code": "batch_expired", "message": "This request could not be executed before the completion window "
-            "expired."}) for request in unsent]
+        expired = map(_expired, unsent)
     if final in FINALIZED:   # a cancelled (or failed) batch stays as it was while its files are written
         batch.moved_to("finalizing", clock())
         await store.put(batch)
+    kept = store.each_result(batch.id) if results is None else results
     # off the event loop: encoding a large batch's results took seconds, every tenant's requests waiting
-    written = await asyncio.to_thread(WrittenResults.of, results)
-    batch.output_file_id = await _results_file(files, batch, "output", written.output)
-    batch.error_file_id = await _results_file(files, batch, "error", written.error)
+    with await asyncio.to_thread(WrittenResults.of, itertools.chain(kept, expired), store.results_dir) as written:
+        batch.output_file_id = await _results_file(files, batch, "output", written.output)
+        batch.error_file_id = await _results_file(files, batch, "error", written.error)
     if errors is not None:
         batch.errors = errors
     batch.completed, batch.failed = written.num_completed, written.num_failed
@@ -56,27 +66,98 @@ async def finish_batch(store: BatchStore, files: FileStore, batch: Batch, result
     await store.drop_results(batch.id)
 
 
-@dataclass(frozen=True, slots=True)
-class WrittenResults:
-    """A batch's results as its two files hold them: the 2xx answers' lines, the others'
-    (each as `written_form` makes it), how many of each, and the answers' summed usage."""
+def _expired(request: BatchLine | BatchRequest) -> dict:
+    return request_result(request.custom_id, None, None, "", {
+        "code": "batch_expired", "message": "This request could not be executed before the completion window "
+        "expired."})
 
-    output: bytes
-    error: bytes
-    num_completed: int
-    num_failed: int
-    usage: dict
+
+class _Spool:
+    """One of a batch's files being written: its lines appended to an unnamed temporary
+    file beside the batch's results (on disk: /tmp may be memory), then (`done`) `data`, a
+    read-only map of it for the file store to copy: its pages the kernel's, not the heap's."""
+
+    def __init__(self, directory: Path) -> None:
+        make_private_dirs(directory)
+        self.file = tempfile.TemporaryFile(dir=directory)   # (0600, and gone with the process)
+        self.data: bytes | memoryview = b""   # (b"" for nothing written: an empty file cannot be mapped)
+        self._map: mmap.mmap | None = None
+
+    def done(self) -> None:
+        self.file.flush()
+        if self.file.tell():
+            self._map = mmap.mmap(self.file.fileno(), 0, access=mmap.ACCESS_READ)
+            self.data = memoryview(self._map)
+
+    def close(self) -> None:
+        try:
+            if isinstance(self.data, memoryview):
+                self.data.release()   # (before its map: a map with a view on it cannot close)
+                self._map.close()
+        except BufferError:   # still being copied (the finish cancelled meanwhile): freed once it is not
+            pass
+        self.file.close()
+
+
+@dataclass(slots=True)
+class WrittenResults:
+    """A batch's results as its two files hold them: the 2xx answers' lines (`output`),
+    the others' (`error`; each as `written_form` makes it), how many of each, and the
+    answers' summed usage. Made a result at a time (`of`): what it holds in memory does
+    not grow with the results (QA153: a finished batch's RSS stayed high); the files'
+    bytes are maps of its spools, on disk, until `close` (or the end of its `with`)."""
+
+    spools: tuple[_Spool, _Spool]
+    num_completed: int = 0
+    num_failed: int = 0
+    usage: dict | None = None
+
+    @property
+    def output(self) -> bytes | memoryview:
+        return self.spools[0].data
+
+    @property
+    def error(self) -> bytes | memoryview:
+        return self.spools[1].data
 
     @classmethod
-    def of(cls, results: list[dict]) -> "WrittenResults":
-        written = [written_form(result) for result in results]   # as in the results file, or its error
-        answered = [result for result, _ in written if succeeded(result)]
-        return cls(b"".join(line for result, line in written if succeeded(result)),
-                   b"".join(line for result, line in written if not succeeded(result)),
-                   len(answered), len(written) - len(answered), summed_usage(answered))
+    def of(cls, results: Iterable[dict], directory: Path) -> "WrittenResults":
+        """`results` (read once, one at a time) written out, their spools in `directory`:
+        disk I/O, off the event loop."""
+        written = cls((_Spool(directory), _Spool(directory)))
+        try:
+            output, error = (spool.file for spool in written.spools)
+
+            def answered() -> Iterator[dict]:
+                for result in results:
+                    result, line = written_form(result)   # as in the results file, or its error
+                    if succeeded(result):
+                        output.write(line)
+                        written.num_completed += 1
+                        yield result
+                    else:
+                        error.write(line)
+                        written.num_failed += 1
+            written.usage = summed_usage(answered())
+            for spool in written.spools:
+                spool.done()
+        except BaseException:
+            written.close()
+            raise
+        return written
+
+    def close(self) -> None:
+        for spool in self.spools:
+            spool.close()
+
+    def __enter__(self) -> "WrittenResults":
+        return self
+
+    def __exit__(self, *_) -> None:
+        self.close()
 
 
-async def _results_file(files: FileStore, batch: Batch, kind: str, data: bytes) -> str | None:
+async def _results_file(files: FileStore, batch: Batch, kind: str, data: bytes | memoryview) -> str | None:
     """The id of the batch's `batch_output` file of `data` (None, no file, when it is
     empty): named for the batch, so a batch finished again (its files written, then a
     crash before its final status) reuses the one written before, or replaces it."""
@@ -113,4 +194,4 @@ async def input_to_go_on(store: BatchStore, files: FileStore, batch: Batch, canc
 async def _fail(store: BatchStore, files: FileStore, batch: Batch, errors: list[dict],
                 clock: Callable[[], float]) -> None:
     log.warning("batch %s failed: %s", batch.id, errors[0]["message"])
-    await finish_batch(store, files, batch, await store.results(batch.id), [], "failed", errors, clock)
+    await finish_batch(store, files, batch, None, [], "failed", errors, clock)

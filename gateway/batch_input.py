@@ -12,6 +12,10 @@ Invariants:
   held open from then until the batch stops running here (`close`): a file deleted
   meanwhile is still read, as its bytes stay until the last descriptor closes, so the
   batch runs to its end as when it was held in memory;
+- at its creation (`served` given), a batch whose lines name a model the gateway does not
+  serve fails as a bad file does (`model_not_found`, at the first line naming it; QA153
+  finding 5: every line was a 404 of its own); a batch that goes on is not checked again,
+  so a model gone since (a restart without it) answers each line's 404 as before;
 - the requests read are those checked: a file's bytes never change (gateway/file_store.py);
   a line that no longer reads as its checked request raises `InputChanged`;
 - opening, checking and reading are disk I/O: they run off the event loop.
@@ -23,12 +27,13 @@ import contextlib
 import mmap
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from agents_trace.json_text import loads_standard
 from gateway.batch_lines import BatchRequest, checked_lines
+from gateway.errors import model_not_found
 from gateway.file_records import file_not_found
 from gateway.file_store import FileStore
 
@@ -66,9 +71,11 @@ class BatchInput:
         return cls(None, [], None)
 
     @classmethod
-    def opened(cls, path: Path, endpoint: str) -> tuple["BatchInput", list[dict]]:
-        """The file at `path` checked for a batch of `endpoint` and held open, and [];
-        (an `empty` input, its errors) for a bad file. FileNotFoundError when there is none."""
+    def opened(cls, path: Path, endpoint: str, served: Collection[str] | None = None
+               ) -> tuple["BatchInput", list[dict]]:
+        """The file at `path` checked for a batch of `endpoint` (and, with `served`, for a
+        model among them) and held open, and []; (an `empty` input, its errors) for a bad
+        file. FileNotFoundError when there is none."""
         file = open(path, "rb", buffering=0)
         try:
             models: list[str] = []
@@ -82,6 +89,9 @@ class BatchInput:
             with mmap.mmap(file.fileno(), size, access=mmap.ACCESS_READ) if size else contextlib.nullcontext(b"") \
                     as data:
                 lines, errors = checked_lines(data, endpoint, keep)
+                if not errors and served is not None and models[0] not in served:
+                    # (every line is good: the first one is the first line not blank)
+                    errors = [unserved_model(models[0], data[:lines[0].offset].count(b"\n") + 1, served)]
         except BaseException:
             file.close()
             raise
@@ -137,11 +147,20 @@ class BatchInput:
                 self._reading.release()
 
 
-async def open_input(files: FileStore, tenant: str, file_id: str, endpoint: str) -> tuple[BatchInput, list[dict]]:
-    """The tenant's file checked for a batch and held open (`BatchInput.opened`); a 404
-    when it is not (or no longer) there."""
+def unserved_model(model: str, line: int, served: Collection[str]) -> dict:
+    """The file error of a batch whose requests name `model`, which the gateway does not
+    serve (`line` the first naming it), shaped as the other file errors and worded as a
+    request's own 404 (gateway/errors.py)."""
+    return {"code": "model_not_found", "message": model_not_found(model, sorted(served)).message,
+            "param": "body.model", "line": line}
+
+
+async def open_input(files: FileStore, tenant: str, file_id: str, endpoint: str,
+                     served: Collection[str] | None = None) -> tuple[BatchInput, list[dict]]:
+    """The tenant's file checked for a batch (with `served`, the models its lines may
+    name) and held open (`BatchInput.opened`); a 404 when it is not (or no longer) there."""
     stored = await files.get(tenant, file_id)
     try:
-        return await asyncio.to_thread(lambda: BatchInput.opened(files.path_of(stored), endpoint))
+        return await asyncio.to_thread(lambda: BatchInput.opened(files.path_of(stored), endpoint, served))
     except FileNotFoundError:   # deleted since its record was read
         raise file_not_found(file_id) from None

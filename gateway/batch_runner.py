@@ -52,7 +52,7 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
 
 from cache.repeated_failures import RepeatedFailures
@@ -63,7 +63,7 @@ from gateway.batch_sending import BatchSending, LinesBeingSent, ResultNotKept
 from gateway.batch_turns import LineTurns
 from gateway.batch_waits import BatchWaits
 from gateway.batch_finish import finish_batch, input_to_go_on
-from gateway.batch_store import UNFINISHED, Batch, BatchStore, succeeded
+from gateway.batch_store import UNFINISHED, Batch, BatchStore
 from gateway.file_store import FileStore
 from gateway.freed_memory import release_freed_memory
 
@@ -160,10 +160,10 @@ class BatchRunner(BatchSending, BatchWaits):
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def create(self, batch: Batch) -> Batch:
-        """Check the batch's input file and start it, or have it wait `validating` for a
-        place (its file closed meanwhile); a bad file fails it at once."""
-        batch_input, errors = await open_input(self.files, batch.tenant, batch.input_file_id, batch.endpoint)
+    async def create(self, batch: Batch, served: Collection[str] | None = None) -> Batch:
+        """Check the batch's input file (its model among `served`, when given) and start it, or
+        have it wait `validating` for a place (its file closed meanwhile); a bad file fails it at once."""
+        batch_input, errors = await open_input(self.files, batch.tenant, batch.input_file_id, batch.endpoint, served)
         if errors:
             batch.errors = errors
             batch.moved_to("failed", self.clock())
@@ -255,14 +255,12 @@ class BatchRunner(BatchSending, BatchWaits):
                 if batch_input is None:   # it failed, keeping what finished
                     return
             while True:   # until every request has a result, or the batch is cancelled or expired
-                results = await self.store.results(batch.id)
-                batch.completed = sum(succeeded(result) for result in results)
-                batch.failed = len(results) - batch.completed
-                done = {result["custom_id"] for result in results}
+                # (its results' ids and counts, not the results: QA153 saw a batch's memory stay high)
+                done, batch.completed, batch.failed = await self.store.progress(batch.id)
                 pending = [line for line in batch_input.lines if line.custom_id not in done]
+                del done   # (not held while the requests run: read again after)
                 if not pending or batch.id in self._cancelled or self.clock() >= batch.expires_at:
                     break
-                del results, done   # (not held while the requests run: read again after)
                 if self.is_stopping:   # unfinished: it goes on at the next start
                     return
                 if not self.keys().has_tenant(batch.tenant):   # a reload removed it: wait without the claim
@@ -271,7 +269,7 @@ class BatchRunner(BatchSending, BatchWaits):
                         return
                     continue   # its results read again: another gateway may have run some meanwhile
                 await self._send_read(batch, batch_input, pending)
-            await self._finish(batch, results, pending)
+            await self._finish(batch, pending)
             if batch.total >= TRIM_AFTER_LINES:   # its results and requests freed: give the memory back
                 await asyncio.to_thread(release_freed_memory)
         except asyncio.CancelledError:
@@ -295,8 +293,9 @@ class BatchRunner(BatchSending, BatchWaits):
             self._stop_sending(batch.id)
         return batch.status in UNFINISHED
 
-    async def _finish(self, batch: Batch, results: list[dict], unsent: list[BatchLine]) -> None:
-        """End the batch with the files of `results`; `unsent` are its requests without a result."""
+    async def _finish(self, batch: Batch, unsent: list[BatchLine]) -> None:
+        """End the batch with the files of its results (read from the store a line at a
+        time); `unsent` are its requests without one."""
         final = "cancelled" if batch.id in self._cancelled else "completed"
-        await finish_batch(self.store, self.files, batch, results, unsent, final, None, self.clock)
+        await finish_batch(self.store, self.files, batch, None, unsent, final, None, self.clock)
         self._cancelled.discard(batch.id)

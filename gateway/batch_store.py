@@ -11,16 +11,20 @@ Invariants:
   stop its batch;
 - a tenant's batches are listed in the order they were made (`seq`, rising per tenant,
   kept when a batch's record is rewritten), newest first by default;
+- a batch's results are read back a line at a time (`each_result`), never its whole file
+  nor every result at once: a running batch reads only their custom_ids and counts
+  (`progress`), its end streams them into its files (gateway/batch_finish.py);
 - the event loop never touches the disk: every call runs on the store's one thread, in
-  the order made; with `root` None everything is kept in memory and a temporary
-  directory (made on first use, removed at `close()`), lost at a restart.
+  the order made (but a finished batch's `each_result`, read on its finisher's thread);
+  with `root` None everything is kept in memory and a temporary directory (made on first
+  use, removed at `close()`), lost at a restart.
 """
 from __future__ import annotations
 
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -86,10 +90,10 @@ def _count(value: object) -> int:
     return value if type(value) is int and value >= 0 else 0
 
 
-def summed_usage(results: list[dict]) -> dict:
+def summed_usage(results: Iterable[dict]) -> dict:
     """The token usage of `results` as the Batch API reports it, from each body's own
     (`prompt_tokens` / `completion_tokens`, or the Responses API's `input_tokens` /
-    `output_tokens`)."""
+    `output_tokens`), read once (`results` may be a generator)."""
     total = {"input": 0, "output": 0, "cached": 0}
     for result in results:
         usage = result["response"]["body"].get("usage") if isinstance(result["response"]["body"], dict) else None
@@ -211,22 +215,38 @@ class BatchStore:
             out.write(b"".join(lines))
         return list(kept)
 
+    def each_result(self, batch_id: str) -> Iterator[dict]:
+        """The results appended so far, in order, read from the file a line at a time (never
+        all at once; QA153: a finished batch's memory); a line cut short (the process died
+        while writing it) is left out, even mid-character: its request runs again. NOTE:
+        split at "\n" alone (a binary file's lines): JSON leaves U+2028 and U+0085
+        unescaped, and str.splitlines splits at them. Disk I/O on the caller's thread: on the
+        store's, or (`finish_batch`) on another once no result of the batch is appended any more."""
+        try:
+            results = open(self.results_dir / f"{batch_id}.jsonl", "rb")
+        except FileNotFoundError:
+            return
+        with results:
+            for line in results:
+                try:
+                    result = json.loads(line)
+                except ValueError:   # UnicodeDecodeError too
+                    continue
+                if isinstance(result, dict) and "custom_id" in result:
+                    yield result
+
     def _results(self, batch_id: str) -> list[dict]:
-        """The results appended so far; a line cut short (the process died while writing
-        it) is left out, even mid-character: its request runs again. NOTE: split at "\n"
-        alone: JSON leaves U+2028 and U+0085 unescaped, and str.splitlines splits at them."""
-        path = self.results_dir / f"{batch_id}.jsonl"
-        if not path.exists():
-            return []
-        results = []
-        for line in path.read_bytes().splitlines():
-            try:
-                result = json.loads(line)
-            except ValueError:   # UnicodeDecodeError too
-                continue
-            if isinstance(result, dict) and "custom_id" in result:
-                results.append(result)
-        return results
+        return list(self.each_result(batch_id))
+
+    def _progress(self, batch_id: str) -> tuple[set[str], int, int]:
+        done, num_completed, num_failed = set(), 0, 0
+        for result in self.each_result(batch_id):
+            done.add(result["custom_id"])
+            if succeeded(result):
+                num_completed += 1
+            else:
+                num_failed += 1
+        return done, num_completed, num_failed
 
     def _drop_results(self, batch_id: str) -> None:
         (self.results_dir / f"{batch_id}.jsonl").unlink(missing_ok=True)
@@ -249,6 +269,11 @@ class BatchStore:
 
     async def results(self, batch_id: str) -> list[dict]:
         return await self._thread.call(self._results, batch_id, named="read a batch's results")
+
+    async def progress(self, batch_id: str) -> tuple[set[str], int, int]:
+        """The custom_ids of the batch's results so far, and how many are 2xx answers and
+        how many not: what a running batch needs of them, not the results themselves."""
+        return await self._thread.call(self._progress, batch_id, named="read a batch's results")
 
     async def drop_results(self, batch_id: str) -> None:
         await self._thread.call(self._drop_results, batch_id)

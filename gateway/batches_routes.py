@@ -58,7 +58,8 @@ async def create_batch(request: Request, state: GatewayState, tenant: str) -> Re
     now = int(time.time())
     batch = Batch(f"batch_{random_hex(32)}", tenant, body["endpoint"], stored.id, body["completion_window"],
                   now, now + window_s, metadata, output_expires_after_s=output_expires_after_s)
-    return JSONResponse((await state.batches.create(batch)).as_object())
+    # an unknown model fails the batch at once, as OpenAI's check of the file does (QA153 finding 5)
+    return JSONResponse((await state.batches.create(batch, frozenset(state.backends))).as_object())
 
 
 @tenant_endpoint
