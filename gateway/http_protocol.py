@@ -30,7 +30,11 @@ the answer: the parser reads nothing after such a head (it leaves the rest to th
 protocol), so a body that came with it was lost and bytes after it were read as the next
 request (QA113: a body holding `GET /v1/models` was answered; request smuggling behind a
 proxy). One that carries a body is refused (400 `upgrade_not_supported`) without reaching
-the app, as its body cannot be read.
+the app, as its body cannot be read. A body sent with a transfer coding other than
+`chunked` (`Transfer-Encoding: gzip, chunked`) is refused the same way (501
+`unsupported_transfer_encoding`, as RFC 9112 asks of a coding the server does not know):
+the parser undoes only the chunking, so such a body was read as its still-encoded bytes
+(QA163: a gzipped body taken for broken JSON, a plain one served as if unencoded).
 `uvicorn_protocols()` is how every uvicorn server of the gateway is to be set up: these
 connections, and a WebSocket upgrade served as the plain HTTP request it also is (the app
 has no WebSocket route: it answers OpenAI-shaped, a 404 for an unknown path, never
@@ -49,7 +53,7 @@ from gateway.ids import new_id
 MAX_HEAD_BYTES = 64 * 1024   # nginx's default large_client_header_buffers is 4 x 8 KiB
 HEAD_TIMEOUT_S = 30.0
 DROP_CONNECTION = "stepahead.drop_connection"
-REASONS = {400: "Bad Request", 408: "Request Timeout", 431: "Request Header Fields Too Large"}
+REASONS = {400: "Bad Request", 408: "Request Timeout", 431: "Request Header Fields Too Large", 501: "Not Implemented"}
 
 
 def uvicorn_protocols() -> dict[str, object]:
@@ -76,6 +80,17 @@ def _has_body(headers: list[tuple[bytes, bytes]]) -> bool:
                                                      and value.strip().lstrip(b"0") != b""):
             return True
     return False
+
+
+def _unknown_transfer_coding(headers: list[tuple[bytes, bytes]]) -> str | None:
+    """The first transfer coding other than `chunked` the headers name, or None."""
+    for name, value in headers:
+        if name.lower() == b"transfer-encoding":
+            for part in value.split(b","):
+                coding = part.strip().lower()
+                if coding and coding != b"chunked":
+                    return coding.decode("latin-1")
+    return None
 
 
 class GuardedHttpToolsProtocol(HttpToolsProtocol):
@@ -141,6 +156,13 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         if len(self.url) + sum(len(name) + len(value) + 4 for name, value in self.headers) > self.max_head_bytes:
             self._head_refused = True   # a head that came after another request in one read (QA118)
             self._refuse_long_head()
+            return
+        coding = _unknown_transfer_coding(self.headers)
+        if coding is not None:
+            self._head_refused = True
+            self._refuse(501, f"The request body is sent with 'Transfer-Encoding: {coding[:40]}'; this gateway "
+                         "reads only chunked bodies (or a Content-Length): send the body uncompressed.",
+                         "unsupported_transfer_encoding")
             return
         if self.parser.should_upgrade():
             self._switch_asked = True

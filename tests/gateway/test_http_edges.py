@@ -144,6 +144,21 @@ def test_a_body_sent_with_an_upgrade_is_refused_and_nothing_after_it_is_read(ser
     assert answer.startswith(b"HTTP/1.1 400 ") and b'"upgrade_not_supported"' in answer
 
 
+@pytest.mark.parametrize("coding", ["gzip, chunked", "deflate,chunked", "x-custom"])   # ("chunked, gzip": the parser's 400)
+def test_a_body_with_a_transfer_coding_other_than_chunked_is_the_501(served, coding):
+    """QA163: `Transfer-Encoding: gzip, chunked` was served as if unencoded (the parser undoes
+    only the chunks): a plain body answered 200, a gzipped one a 400 calling it broken JSON."""
+    body = json.dumps({"model": "mock", "messages": [{"role": "user", "content": "hi"}]}).encode()
+    post = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n"
+            f"Content-Type: application/json\r\nTransfer-Encoding: {coding}\r\n\r\n").encode()
+    answer = _all_answers(served, post, f"{len(body):x}\r\n".encode() + body + b"\r\n0\r\n\r\n" + MODELS_REQUEST)
+    assert len(STATUS_LINE.findall(answer)) == 1, answer
+    assert answer.startswith(b"HTTP/1.1 501 ") and b'"unsupported_transfer_encoding"' in answer, answer
+    plain = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n"
+             f"Content-Type: application/json\r\nTransfer-Encoding: Chunked\r\nConnection: close\r\n\r\n").encode()
+    assert _all_answers(served, plain, f"{len(body):x}\r\n".encode() + body + b"\r\n0\r\n\r\n").startswith(b"HTTP/1.1 200 ")
+
+
 def test_a_refusal_pipelined_behind_a_request_waits_for_its_answer(served):
     """QA115: the refusal was written at once, so a pipelining client took it for the
     earlier request's answer, and that request was cut (499)."""
