@@ -16,9 +16,12 @@ from dataclasses import dataclass
 class BatchLineTurn:
     """A Batch API line's admission, shared by its sender and the tenant's limiter:
     `is_admitted` turns True (and stays) the moment the line holds a slot; until then the
-    sender may give the line up (its batch cancelled) and nothing of it has run."""
+    sender may give the line up (its batch cancelled) and nothing of it has run.
+    `is_given_up` turns True when the sender cancels the line (its batch cancelled), so
+    the app counts that cancel as a client that left (499), not as the shutdown's 503."""
 
     is_admitted: bool = False
+    is_given_up: bool = False
 
 
 # Set while the batch runner sends a Batch API line (gateway/batch_sending.py): the app's handler

@@ -74,9 +74,10 @@ class LinesBeingSent:
         """Cancel the requests with the app, admitted or not (the batch was cancelled):
         their results are dropped (QA162 N1: lines a local engine kept waiting held a
         cancelled batch `cancelling` for 26-38 s)."""
-        for task in self.turns:
+        for task, turn in self.turns.items():
             if task not in self.given_up:
                 self.given_up.add(task)
+                turn.is_given_up = True   # (the app counts it as a client gone: respond.py)
                 task.cancel()
 
 

@@ -28,6 +28,7 @@ from starlette.responses import Response
 
 from agents_trace.records import StepContext
 
+from gateway.batch_line_turn import BATCH_LINE
 from gateway.backend import Backend, ChatEvent, Finished, Prepared, Usage
 from gateway.choices import merged_usage, run_choices
 from gateway.errors import CUT_REPLY_HEADERS, ApiError, request_cut_at_shutdown, server_error, stream_cut_at_shutdown
@@ -45,13 +46,19 @@ log = logging.getLogger("stepahead.gateway")
 
 def _raise_failed(exchange: Exchange, exc: BaseException) -> NoReturn:
     """Close `exchange`, whose reply failed with `exc` before a byte was sent, and raise:
-    `exc` itself (an `ApiError`, counted where it is answered; the client gone; the
-    server's shutdown cancelling it, counted as the 503 the app answers it with), or,
+    `exc` itself (an `ApiError`, counted where it is answered; the client gone, or a batch
+    line its cancelled batch gave up, counted as a client that left; the server's shutdown
+    cancelling it, counted as the 503 the app answers it with), or,
     for anything else (a bug, an upstream's answer no check caught), a 500 `ApiError`,
     logged here with its traceback, so the answer is OpenAI-shaped, carries the request's
     id and counts as a 500, never as a client that left. Every path releases the
     tenant's slot."""
     failure = exc
+    line = BATCH_LINE.get()
+    if isinstance(exc, asyncio.CancelledError) and line is not None and line.is_given_up:
+        exchange.error = "client_closed"   # a line its cancelled batch gave up: no one waits for it,
+        exchange.close(None, CLIENT_CLOSED_STATUS)   # as a client that left (QA165: counted as a 503)
+        raise exc
     if isinstance(exc, asyncio.CancelledError):   # the shutdown timeout: answered by gateway/fast_paths.py
         failure = request_cut_at_shutdown()
         exchange.cut_at_shutdown(failure)

@@ -44,3 +44,31 @@ def test_an_agents_request_is_served_while_its_tenants_batch_runs(gateway):
             _until(lambda: client.get(f"/v1/batches/{batch['id']}").json()["status"] in (
                 "completed", "cancelled", "failed", "expired"), "batch ended")
     _until(lambda: limiter.num_active == 0 and limiter.num_queued == 0, "tenant idle", 30)
+
+
+def test_lines_a_cancelled_batch_gives_up_count_as_clients_gone_not_503s(gateway):
+    """QA165: a line still waiting for its tenant's slot when its batch was cancelled added
+    1 to `stepahead_requests_total{status="503"}` (the shutdown's count): a 5xx alert fired
+    on every such cancel. No one waits for it: it counts as a client that left (499)."""
+    from tests.gateway.test_metrics_cut_requests import _sums
+
+    limiter = gateway.state.limiters[TENANT]
+    headers = {"Authorization": f"Bearer {KEYS[TENANT]}"}
+    lines = "\n".join(json.dumps({"custom_id": f"w{n}", "method": "POST", "url": "/v1/chat/completions",
+                                  "body": {**LONG_LINE, "max_tokens": 4}}) for n in range(2))
+    with httpx.Client(base_url=gateway.base_url, headers=headers, timeout=120) as client:
+        before = _sums(client.get("/metrics", headers={"Authorization": f"Bearer {KEYS['ops']}"}).text, TENANT)
+        with client.stream("POST", "/v1/chat/completions", json={**LONG_LINE, "stream": True}) as held:
+            _until(lambda: limiter.num_active == 1, "the slot held")
+            upload = client.post("/v1/files", files={"file": ("in.jsonl", lines.encode())}, data={"purpose": "batch"})
+            batch = client.post("/v1/batches", json={"input_file_id": upload.json()["id"], "completion_window": "24h",
+                                                     "endpoint": "/v1/chat/completions"}).json()
+            _until(lambda: getattr(limiter, "num_batch_waiting", limiter.num_queued) >= 1, "a line waits")
+            client.post(f"/v1/batches/{batch['id']}/cancel")
+            _until(lambda: client.get(f"/v1/batches/{batch['id']}").json()["status"] == "cancelled", "cancelled", 30)
+            held.close()
+        _until(lambda: limiter.num_active == 0, "tenant idle", 30)
+        after = _sums(client.get("/metrics", headers={"Authorization": f"Bearer {KEYS['ops']}"}).text, TENANT)
+    grew = {name: after[name] - before.get(name, 0.0) for name in after if after[name] != before.get(name, 0.0)}
+    assert not any(name.startswith("stepahead_requests_5") for name in grew), grew
+    assert grew.get("stepahead_requests_499", 0) >= 2, grew   # the held stream, closed, and the line(s) given up
