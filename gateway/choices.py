@@ -37,6 +37,7 @@ import dataclasses
 from collections.abc import AsyncIterator
 
 from gateway.backend import Backend, ChatEvent, Finished, Prepared, Usage
+from gateway.worker_runs import WorkerRun
 
 MERGED_EVENTS_PER_RUN = 32   # a run's events that may wait for the reader before it stops reading
 
@@ -79,7 +80,20 @@ def merged_usage(finishes: list[Finished], num_prompts: int = 1) -> Finished:
                   completion_tokens_details=_summed_details(finishes),
                   num_cache_write_tokens=_summed_writes(paying))
     return Finished(first.finish_reason, usage, first.worker, first.ttft_s,
-                    system_fingerprint=first.system_fingerprint, service_tier=first.service_tier)
+                    system_fingerprint=first.system_fingerprint, service_tier=first.service_tier,
+                    worker_runs=_merged_runs(finishes))
+
+
+def _merged_runs(finishes: list[Finished]) -> tuple[WorkerRun, ...]:
+    """The workers the request's choices ran on, choice by choice, when one of them was
+    resumed mid-stream on another worker (its `worker_runs`; the others one run each, their
+    completion tokens), so its metrics credit each worker its tokens (QA166: every merged
+    reply, `n` = 1 too, dropped them); () when none was."""
+    if not any(finished.worker_runs for finished in finishes):
+        return ()
+    return tuple(run for finished in sorted(finishes, key=lambda f: f.choice)
+                 for run in finished.worker_runs or (
+                     WorkerRun(finished.worker or "local", finished.usage.num_completion_tokens),))
 
 
 def _summed_writes(finishes: list[Finished]) -> int | None:

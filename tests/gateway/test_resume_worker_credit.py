@@ -81,3 +81,18 @@ def test_a_request_on_one_worker_is_counted_as_before():
     labels = (("tenant", "a"), ("model_name", "m"), ("worker", "w0"))
     assert registry.counters[("vllm:generation_tokens_total", labels)] == 4
     assert registry.counters[("vllm:request_success_total", labels + (("finished_reason", "stop"),))] == 1
+
+
+async def test_the_merged_reply_keeps_the_workers_each_choice_ran_on():
+    """QA166: every reply's usage is merged from its choices (`merged_usage`, `n` = 1 too),
+    which dropped `worker_runs`: /metrics credited all of a resumed stream to its first worker."""
+    import dataclasses
+
+    from gateway.backend import Usage
+    from gateway.choices import merged_usage
+
+    resumed = await _finished(ResumedEngine())
+    assert merged_usage([resumed]).worker_runs == (WorkerRun("w1", 3), WorkerRun("w0", 2))
+    other = dataclasses.replace(Finished("stop", Usage(len(PROMPT), 4, 32), worker="w1"), choice=1)
+    assert merged_usage([other, resumed]).worker_runs == (WorkerRun("w1", 3), WorkerRun("w0", 2), WorkerRun("w1", 4))
+    assert merged_usage([other]).worker_runs == ()   # none resumed: one worker's, as before
