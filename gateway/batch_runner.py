@@ -246,7 +246,8 @@ class BatchRunner(BatchSending, BatchWaits):
         try:
             if not self.claims.holds(batch.id) and not await self._claim_to_go_on(batch):
                 return
-            await self._start_when_placed(batch)
+            if not await self._start_when_placed(batch):   # the stop began while it waited: it waits again
+                return
             if batch_input is None:
                 if not await self._refreshed(batch):   # another gateway finished it before this one took its claim
                     return

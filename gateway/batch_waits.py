@@ -4,7 +4,8 @@ one of its tenant's running places (gateway/batch_places.py).
 
 Invariants: neither wait outlives a cancel of the batch (nor the window, for the tenant's);
 a batch that waited for its place is `in_progress` (kept so) before any request is sent,
-and a cancelled one is never moved back to `in_progress`.
+and a cancelled one is never moved back to `in_progress`, nor one placed once the
+gateway's stop began (it waits again at the next start).
 """
 from __future__ import annotations
 
@@ -42,10 +43,19 @@ class BatchWaits:
             log.info("batch %s goes on: its tenant %r is back", batch.id, batch.tenant)
         return True
 
-    async def _start_when_placed(self, batch: Batch) -> None:
+    async def _start_when_placed(self, batch: Batch) -> bool:
         """A batch not yet started (`validating`) waits for a place among its tenant's
-        running batches, then starts; a cancel meanwhile ends the wait (it is `cancelling`)."""
-        if batch.status == "validating" and await self.places.wait(batch.tenant, batch.id) \
-                and batch.id not in self._cancelled:
+        running batches, then starts; a cancel meanwhile ends the wait (it is `cancelling`).
+        False when the gateway's stop began meanwhile: it stays `validating`, its place given
+        back (QA166: the places the stopping batches left started the waiting ones, so the
+        next start ran them all, past the cap), and waits again at the next start."""
+        if batch.status != "validating":
+            return True
+        placed = await self.places.wait(batch.tenant, batch.id)
+        if placed and self.is_stopping:
+            self.places.release(batch.tenant, batch.id)
+            return False
+        if placed and batch.id not in self._cancelled:
             batch.moved_to("in_progress", self.clock())
             await self.store.put(batch)
+        return True

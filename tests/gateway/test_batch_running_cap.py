@@ -110,3 +110,28 @@ def test_a_waiting_batch_waits_again_after_a_restart(tmp_path):
         again.store.close()
         files.close()
     asyncio.run(main())
+
+
+def test_a_waiting_batch_is_not_started_by_the_places_a_stop_frees():
+    """QA166: at a graceful stop the running batches stop where they are and free their
+    places, which started the waiting batches (saved `in_progress`), so the next start ran
+    every batch, past the cap. A batch placed once the stop began stays `validating`."""
+    async def main():
+        seen: list[str] = []
+        go = asyncio.Event()
+        files = FileStore(None)
+        runner = BatchRunner(BatchStore(None), files, lambda: KeyRing((TenantConfig("a", ()),)), concurrency=2,
+                             running_per_tenant=lambda: 1)
+        await runner.start(_app(seen, go))
+        await _create(runner, files, "a", "batch_1")
+        await _create(runner, files, "a", "batch_2")
+        await asyncio.sleep(0.1)
+        assert (await _status(runner, "a", "batch_2")).status == "validating"
+        runner.begin_stop()   # the signal: no more requests; those in flight finish
+        go.set()
+        await asyncio.sleep(0.3)   # batch_1's requests finish and it stops here: its place is free
+        assert (await runner.store.get("a", "batch_2")).status == "validating" and "batch_2" not in seen
+        await runner.stop()
+        runner.store.close()
+        files.close()
+    asyncio.run(main())
