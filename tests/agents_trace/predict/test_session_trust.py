@@ -35,7 +35,7 @@ def _other_session_confident(predictor: Predictor, name: str, t_s: float) -> flo
 
 
 def test_a_session_whose_after_answer_guesses_miss_turns_unconfident_until_a_hit() -> None:
-    predictor, t_s = _fitted()   # session_max_misses: the default, 2
+    predictor, t_s = _fitted(session_max_misses=2)
     seen = []
     for turn in range(1, 5):   # each turn but the first proves the last END guess wrong
         t_s = _turn(predictor, "back", t_s)
@@ -71,7 +71,7 @@ def test_a_session_whose_after_answer_guesses_miss_turns_unconfident_until_a_hit
 
 
 def test_tool_waits_of_a_distrusted_session_keep_todays_rule() -> None:
-    predictor, t_s = _fitted()
+    predictor, t_s = _fitted(session_max_misses=2)
     for _ in range(3):
         t_s = _turn(predictor, "back", t_s) + 3.0
     assert not predictor.forecast(TENANT, "back", t_s).confident
@@ -96,7 +96,7 @@ def test_session_max_misses_must_be_a_whole_number_not_negative(bad) -> None:
         PredictorConfig(session_max_misses=bad)
 
 
-def test_session_max_misses_defaults_to_2_and_accepts_0_and_larger() -> None:
-    assert PredictorConfig().session_max_misses == 2
+def test_session_max_misses_defaults_to_3_and_accepts_0_and_larger() -> None:
+    assert PredictorConfig().session_max_misses == 3
     assert PredictorConfig(session_max_misses=0).session_max_misses == 0
     assert PredictorConfig(session_max_misses=5).session_max_misses == 5
