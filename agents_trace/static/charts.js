@@ -120,26 +120,60 @@ function renderGantt(steps) {
 }
 
 // A refused step: it failed and generated nothing (as the exports leave it out), so its
-// prompt was never served; the context chart draws it apart.
+// prompt was never served; the context chart draws it apart. One refused before its
+// prompt was counted has 0 prompt tokens (the store has no size for it): `uncounted`.
 const isRefused = (s) => Boolean(s.error) && !s.num_output_tokens;
+const isUncounted = (s) => isRefused(s) && !s.num_input_tokens;
+// an uncounted prompt refused as past the context (the gateway's bound "at least N tokens"
+// is in its error message): larger than any served one, so drawn capped at the top
+const isPastContext = (s) => isUncounted(s) && s.error === "context_length_exceeded";
 const REFUSED_FILL = "url(#refused-hatch)";
+const UNCOUNTED_H = 8;   // px: an uncounted refusal of any other kind (rate, queue), size unknown
 const fmtTokens = (n) => Number(n).toLocaleString("en-US");   // 100,019
+const SHORT_TOKENS = new Intl.NumberFormat("en-US", { notation: "compact", maximumSignificantDigits: 3,
+                                                      roundingMode: "trunc" });   // 100K, 99.9M
+
+// A capped bar's mark, then shorter forms of it for when the whole one has no room.
+const capLabels = (s) => isPastContext(s) ? ["refused (not counted)", "not counted", "?"]
+  : [`refused: ${fmtTokens(s.num_input_tokens)} tokens`, `refused: ${SHORT_TOKENS.format(s.num_input_tokens)}`,
+     SHORT_TOKENS.format(s.num_input_tokens)];
+
+// A step's bar's tooltip.
+function contextTitle(s) {
+  if (!isRefused(s)) {
+    return `step ${s.index}: prompt ${s.num_input_tokens} tok, cached ` +
+      `${s.num_cached_tokens} (${pct(s.num_cached_tokens, s.num_input_tokens)})`;
+  }
+  if (!isUncounted(s)) return `step ${s.index}: refused (${s.error}), prompt ${s.num_input_tokens} tok never processed`;
+  return `step ${s.index}: refused (${s.error}) before its prompt was counted` +
+    (isPastContext(s) ? ", past the context (drawn at the top)" : ", size unknown") +
+    (s.error_message ? `\n${s.error_message}` : "");
+}
 
 // Prompt and cached tokens per step, and the cache hit line. The scale is the served
 // prompts' (a refused prompt, 100,019 tokens against 7,019 served, would squash them to a
 // sliver): a refused step's bar is hatched grey, no taller than the largest served one
 // (at the top, marked "refused: N tokens", when it is larger), and a gap in the hit line.
+// A prompt refused past the context before it was counted is such a bar, marked "refused
+// (not counted)"; one refused otherwise before it was counted, a short hatched mark. The
+// marks of capped bars take two rows, each mark in its longest form that ends before the
+// capped bar after next ("refused: 250K", "250K" when they are close: `markCap`); bars
+// too close even for that (hundreds of steps) are marked where a row has room, the rest
+// in their bars' tooltips.
 function renderContextChart(steps) {
   const box = $("context-chart");
   box.replaceChildren();
   if (!steps.length) return;
   const served = steps.filter((s) => !isRefused(s));
   const maxTokens = Math.max(1, ...(served.length ? served : steps).map((s) => s.num_input_tokens));
-  const capped = steps.filter((s) => isRefused(s) && s.num_input_tokens > maxTokens);
-  const left = 60, right = 50, top = capped.length ? 24 : 10, plotH = 160, bottom = 24;
+  const isCapped = (s) => isPastContext(s) || (isRefused(s) && s.num_input_tokens > maxTokens);
+  const capped = steps.filter(isCapped);
+  const labelRows = capped.length > 1 ? 2 : capped.length;
+  const left = 60, right = 50, top = 10 + 14 * labelRows, plotH = 160, bottom = 24;
   const barW = Math.max(6, Math.min(40, 900 / steps.length));
   const plotEnd = left + steps.length * barW;
   const y = (tokens) => top + plotH - Math.min(tokens, maxTokens) / maxTokens * plotH;
+  const barTop = (s) => isPastContext(s) ? top : isUncounted(s) ? top + plotH - UNCOUNTED_H : y(s.num_input_tokens);
   const root = svg("svg", { height: top + plotH + bottom, id: "context-svg", role: "img",
     "aria-label": `Prompt tokens, cached tokens and cache hit % of steps #${steps[0].index} to ` +
       `#${steps[steps.length - 1].index} (the steps table below has the same figures)` });
@@ -148,8 +182,7 @@ function renderContextChart(steps) {
   box.append(root);   // on the page, so its text has the page's font to measure
   const textW = textMeasurer(probe);
   probe.remove();
-  const capLabel = (s) => `refused: ${fmtTokens(s.num_input_tokens)} tokens`;
-  const width = Math.max(plotEnd + right, left + Math.max(0, ...capped.map((s) => textW(capLabel(s)))) + 4);
+  const width = Math.max(plotEnd + right, left + Math.max(0, ...capped.map((s) => textW(capLabels(s)[0]))) + 4);
   root.setAttribute("width", width);
   const hatch = svg("pattern", { id: "refused-hatch", width: 4, height: 4, patternUnits: "userSpaceOnUse",
     patternTransform: "rotate(45)" });
@@ -160,33 +193,43 @@ function renderContextChart(steps) {
   root.append(svg("text", { x: 4, y: top + 8 }, String(maxTokens)));
   root.append(svg("text", { x: 4, y: top + plotH }, "0"));
   root.append(svg("text", { x: plotEnd + 4, y: top + 8 }, "100%"));
+  const labelsEnd = new Array(labelRows).fill(-Infinity);   // per row, where its last mark ends
+  const capsX = steps.flatMap((s, i) => isCapped(s) ? [left + i * barW] : []);
+  // capped bar `s`'s mark at `bx`, on a row with room: its longest form that ends before
+  // the capped bar after next (so that bar finds a row free whatever the next one takes),
+  // else its shortest anywhere free
+  const markCap = (s, bx) => {
+    const after = capsX[capsX.indexOf(bx) + 2] ?? Infinity;
+    const forms = capLabels(s);
+    const tries = [...forms.map((text) => [text, after]), [forms[forms.length - 1], Infinity]];
+    for (const [text, limit] of tries) {
+      const x = Math.min(bx + 1, width - textW(text) - 2);   // whole, inside the chart
+      const row = labelsEnd.findIndex((end) => x >= end);
+      if (row < 0 || x + textW(text) + 6 > limit) continue;
+      root.append(svg("text", { x, y: top - 8 - 14 * row, class: "refused-label" }, text));
+      labelsEnd[row] = x + textW(text) + 6;
+      return;
+    }
+  };
   // the cache-hit line: a run of points per run of steps with a served prompt; a step
   // without one (refused, or 0 prompt tokens: "—" in the table) is a gap in it, not a 0%
   const runs = [[]];
-  let labelsEnd = -Infinity;   // where the last "refused: N tokens" ends: none drawn over it
   steps.forEach((s, i) => {
     const bx = left + i * barW;
     const refused = isRefused(s);
-    const total = svg("rect", { x: bx + 1, y: y(s.num_input_tokens), width: barW - 2,
-      height: top + plotH - y(s.num_input_tokens), fill: refused ? REFUSED_FILL : "#9fb7d6",
-      class: refused ? "refused-bar" : "prompt-bar" });
-    total.append(svg("title", {}, refused
-      ? `step ${s.index}: refused (${s.error}), prompt ${s.num_input_tokens} tok never processed`
-      : `step ${s.index}: prompt ${s.num_input_tokens} tok, cached ` +
-        `${s.num_cached_tokens} (${pct(s.num_cached_tokens, s.num_input_tokens)})`));
+    const total = svg("rect", { x: bx + 1, y: barTop(s), width: barW - 2, height: top + plotH - barTop(s),
+      fill: refused ? REFUSED_FILL : "#9fb7d6",
+      class: refused ? (isUncounted(s) ? "refused-bar uncounted" : "refused-bar") : "prompt-bar" });
+    total.append(svg("title", {}, contextTitle(s)));
     root.append(total);
     if (!refused) {
       root.append(svg("rect", { x: bx + 1, y: y(s.num_cached_tokens), width: barW - 2,
         height: top + plotH - y(s.num_cached_tokens), fill: "#2e7d32" }));
     }
-    if (refused && s.num_input_tokens > maxTokens) {   // cut at the top: a marker says how large
+    if (isCapped(s)) {   // cut at the top: a marker says how large
       root.append(svg("path", { d: `M${bx + 1},${top + 4} l${(barW - 2) / 2},-4 l${(barW - 2) / 2},4`,
         fill: "none", stroke: "#4a5561", "stroke-width": 1.5, class: "refused-cap" }));
-      const labelX = Math.min(bx + 1, width - textW(capLabel(s)) - 2);   // whole, inside the chart
-      if (labelX >= labelsEnd) {
-        root.append(svg("text", { x: labelX, y: top - 8, class: "refused-label" }, capLabel(s)));
-        labelsEnd = labelX + textW(capLabel(s)) + 6;
-      }
+      markCap(s, bx);
     }
     if (s.num_input_tokens > 0 && !refused) {
       runs[runs.length - 1].push([bx + barW / 2, top + plotH - s.num_cached_tokens / s.num_input_tokens * plotH]);

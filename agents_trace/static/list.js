@@ -127,7 +127,6 @@ async function loadSessions(append, count = SESSIONS_PAGE) {
   }
   const body = $("sessions").tBodies[0];
   if (append) body.append(...rows); else body.replaceChildren(...rows);   // replaced whole: no flicker
-  sortRows();
   if (!append) delete body.dataset.before;
   view.sessionsLoaded = (append ? view.sessionsLoaded : 0) + page.data.length;
   if (page.data.length) {
@@ -136,6 +135,7 @@ async function loadSessions(append, count = SESSIONS_PAGE) {
   }
   view.sessionsRows = (append ? view.sessionsRows : 0) + Math.min(count, MAX_PAGE);
   $("more-sessions").hidden = !page.has_more;
+  sortRows();   // after "load more" is shown or hidden: the sort's note says whether it adds more
   setStatus(view.sessionsLoaded ? "" : noSessions());
   if (!append) setLive();
   return true;
@@ -222,9 +222,28 @@ function mergeSessions(fresh, more, id) {
   }
   // the rows kept stay where they are (the browser keeps the part scrolled to in view)
   const kept = new Set(below);
+  const focus = focusInList(body);
   for (const row of [...body.rows]) if (!kept.has(row)) row.remove();
   body.prepend(...top.map((s) => sessionRow(s, id)));
   sortRows();
+  focus.restore();
   view.sessionsShown = new Set([...body.rows].map((row) => row.dataset.key));
   setStatus(body.rows.length ? "" : noSessions());
+}
+
+// The keyboard's focus in the list's rows (a session's link), to give back after Live
+// rebuilt or moved its row (either blurs it: the next Tab would start at the top again):
+// `restore` focuses the same element, or the link of the row with its key now, unscrolled.
+function focusInList(body) {
+  const focused = document.activeElement;
+  const row = focused && focused !== body && body.contains(focused) ? focused.closest("tr") : null;
+  const key = row && row.dataset.key;
+  return {
+    restore() {
+      if (!key || document.activeElement === focused) return;
+      const again = body.contains(focused) ? null : [...body.rows].find((r) => r.dataset.key === key);
+      const target = again ? again.querySelector("a") : body.contains(focused) ? focused : null;
+      if (target) target.focus({ preventScroll: true });
+    },
+  };
 }

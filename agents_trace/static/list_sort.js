@@ -8,10 +8,11 @@
 "use strict";
 
 // Each sortable column (its header's `data-sort`): a session's value there (null: none,
-// listed last either way) and the order its first click asks for (numbers: most first).
+// listed last either way), the order its first click asks for (numbers: most first), and
+// whether only an admin sees it (the Tenant column).
 const SORT_COLUMNS = {
   session: { value: (s) => s.session, first: "asc" },
-  tenant: { value: (s) => s.tenant, first: "asc" },
+  tenant: { value: (s) => s.tenant, first: "asc", adminOnly: true },
   agent: { value: (s) => s.agent || null, first: "asc" },
   last: { value: (s) => s.last_s, first: "desc" },
   duration: { value: (s) => s.duration_s, first: "desc" },
@@ -26,12 +27,19 @@ const SORT_COLUMNS = {
   state: { value: (s) => stateOf(s), first: "asc" },
 };
 const DEFAULT_SORT = { column: "last", descending: true };   // the API's order
+// text as people read it ("run-2" before "run-10"); one collator, not one per comparison
+const TEXT_ORDER = new Intl.Collator(undefined, { numeric: true });
+
+// Whether `column` is one the list sorts by for this viewer: one of SORT_COLUMNS' own
+// (never an inherited name, "constructor" or "__proto__"), and shown (Tenant: an admin's).
+const sortable = (column) => Object.hasOwn(SORT_COLUMNS, column) &&
+  (!SORT_COLUMNS[column].adminOnly || Boolean(view.me && view.me.is_admin));
 
 // The sort a list URL's params name (`sort`), the default for none or one it does not know.
 function listSort(params) {
   const raw = params.get("sort") || "";
   const column = raw.replace(/^-/, "");
-  return SORT_COLUMNS[column] ? { column, descending: raw.startsWith("-") } : DEFAULT_SORT;
+  return sortable(column) ? { column, descending: raw.startsWith("-") } : DEFAULT_SORT;
 }
 
 const sameSort = (a, b) => a.column === b.column && a.descending === b.descending;
@@ -40,7 +48,7 @@ const sameSort = (a, b) => a.column === b.column && a.descending === b.descendin
 // already; the URL says so (no new history entry: Back still leaves the list), the rows move.
 function sortBy(column) {
   const { session, params } = parseHash(location.hash);
-  if (session !== undefined) return;
+  if (session !== undefined || !sortable(column)) return;
   const now = listSort(params);
   const next = now.column === column ? { column, descending: !now.descending }
     : { column, descending: SORT_COLUMNS[column].first === "desc" };
@@ -52,13 +60,16 @@ function sortBy(column) {
 }
 
 // `a` before `b` (values of one column, neither null): numbers by size, text as people
-// read it ("run-2" before "run-10").
+// read it.
 function compareValues(a, b) {
-  return typeof a === "number" ? a - b : String(a).localeCompare(String(b), undefined, { numeric: true });
+  return typeof a === "number" ? a - b : TEXT_ORDER.compare(String(a), String(b));
 }
 
 // The rows listed in the URL's sort (ties, and the default, in the API's order: each
-// row's `data-place`), and the headers marked (`aria-sort`, drawn as an arrow by app.css).
+// row's `data-place`), and the headers marked (`aria-sort`; app.css draws the arrow in an
+// aria-hidden span, so a header's name stays its words). Rows already in order are not
+// touched, and of the others only the fewest move (`moveInto`): a moved element loses the
+// keyboard's focus, and Live sorts every 2 s. Each row's value and place are read once.
 function sortRows() {
   const sort = listSort(parseHash(location.hash).params);
   for (const button of document.querySelectorAll("#sessions thead button.sort")) {
@@ -67,24 +78,55 @@ function sortRows() {
     else th.removeAttribute("aria-sort");
   }
   const body = $("sessions").tBodies[0];
-  const place = (row) => JSON.parse(row.dataset.place);
-  const apiOrder = (a, b) => comesAfter(place(a), place(b)) ? 1 : comesAfter(place(b), place(a)) ? -1 : 0;
+  const isDefault = sameSort(sort, DEFAULT_SORT);
   const value = (row) => {
     const s = view.sessionsByKey.get(row.dataset.key);
-    const v = s ? SORT_COLUMNS[sort.column].value(s) : null;
+    const v = s && !isDefault ? SORT_COLUMNS[sort.column].value(s) : null;
     return v === undefined ? null : v;
   };
-  const isDefault = sameSort(sort, DEFAULT_SORT);
-  const rows = [...body.rows].sort((a, b) => {
-    if (isDefault) return apiOrder(a, b);
-    const va = value(a), vb = value(b);
-    const nulls = (va === null) - (vb === null);   // none: last either way
-    const by = nulls || (sort.descending ? compareValues(vb, va) : compareValues(va, vb));
-    return by || apiOrder(a, b);
-  });
-  body.append(...rows);   // moved, not rebuilt
-  const label = document.querySelector(`#sessions thead button[data-sort="${sort.column}"]`).textContent;
-  $("sort-note").textContent = isDefault || !rows.length ? "" :
+  const listed = [...body.rows].map((row) => ({ row, value: value(row), place: JSON.parse(row.dataset.place) }));
+  const order = (a, b) => {
+    const nulls = (a.value === null) - (b.value === null);   // none: last either way
+    const by = nulls || (a.value === null ? 0
+      : sort.descending ? compareValues(b.value, a.value) : compareValues(a.value, b.value));
+    return by || (comesAfter(a.place, b.place) ? 1 : comesAfter(b.place, a.place) ? -1 : 0);
+  };
+  if (listed.some((item, i) => i > 0 && order(listed[i - 1], item) > 0)) {
+    moveInto(body, [...listed].sort(order).map((item) => item.row));
+  }
+  const label = document.querySelector(`#sessions thead button[data-sort="${sort.column}"]`).textContent.trim();
+  $("sort-note").textContent = isDefault || !listed.length ? "" :
     `Sorted by ${label} (${sort.descending ? "descending" : "ascending"}) among the ` +
-    `${count(rows.length, "session")} listed ("Load more sessions" adds more, sorted in).`;
+    `${count(listed.length, "session")} listed` +
+    ($("more-sessions").hidden ? "." : ` ("Load more sessions" adds more, sorted in).`);
+}
+
+// `body`'s rows put in the order `rows` (the same rows) by the fewest moves: the longest
+// run of rows already in that order among them stays, every other row is put before the
+// row that follows it in `rows` (from the last, so that one is already in place).
+function moveInto(body, rows) {
+  const at = new Map(rows.map((row, i) => [row, i]));
+  const stay = longestIncreasing([...body.rows], (row) => at.get(row));
+  for (let i = rows.length - 1; i >= 0; i--) {
+    if (!stay.has(rows[i])) body.insertBefore(rows[i], rows[i + 1] || null);
+  }
+}
+
+// The items of the longest subsequence of `items` whose `rank`s increase (patience sort,
+// O(n log n)), as a Set.
+function longestIncreasing(items, rank) {
+  const tails = [];                 // tails[k]: index of the smallest last item of a run k + 1 long
+  const previous = new Array(items.length);
+  items.forEach((item, i) => {
+    let low = 0, high = tails.length;
+    while (low < high) {
+      const mid = (low + high) >> 1;
+      if (rank(items[tails[mid]]) < rank(item)) low = mid + 1; else high = mid;
+    }
+    previous[i] = low ? tails[low - 1] : -1;
+    tails[low] = i;
+  });
+  const kept = new Set();
+  for (let i = tails.length ? tails[tails.length - 1] : -1; i >= 0; i = previous[i]) kept.add(items[i]);
+  return kept;
 }

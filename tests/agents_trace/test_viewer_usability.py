@@ -134,13 +134,18 @@ def test_a_header_sorts_the_list_both_ways_kept_in_the_url_and_through_live(gate
     assert listed_sessions(driver) == ["Run-Alpha", "gamma", "beta-run"]   # most steps first
     th = _header(driver, "steps").find_element("xpath", "..")
     assert th.get_attribute("aria-sort") == "descending" and last.get_attribute("aria-sort") is None
-    assert driver.execute_script("return getComputedStyle(arguments[0], '::after').content", _header(driver, "steps")) \
-        == '" ▼"'
+    # the arrow is aria-hidden: the header's name is its words, aria-sort the order (QA167 #6)
+    assert _header(driver, "steps").accessible_name == "Steps"
+    arrow = _header(driver, "steps").find_element("css selector", ".arrow")
+    assert driver.execute_script("return getComputedStyle(arguments[0], '::after').content", arrow) == '" ▼"'
+    assert arrow.get_attribute("aria-hidden") == "true"
     assert "sort=-steps" in driver.current_url
     _header(driver, "steps").click()
     assert listed_sessions(driver) == ["beta-run", "gamma", "Run-Alpha"] and "sort=steps" in driver.current_url
     assert th.get_attribute("aria-sort") == "ascending"
-    assert driver.find_element("id", "sort-note").text.startswith("Sorted by Steps (ascending)")
+    note = driver.find_element("id", "sort-note").text
+    # every session is listed ("Load more" hidden): the note promises no more (QA167 #8)
+    assert note == "Sorted by Steps (ascending) among the 3 sessions listed.", note
     _header(driver, "session").click()   # text: A to Z first, as people read it
     assert listed_sessions(driver) == ["beta-run", "gamma", "Run-Alpha"] and "sort=session" in driver.current_url
     _header(driver, "steps").click()
@@ -160,6 +165,9 @@ def test_the_filters_say_how_they_match_and_the_window_line_what_it_counts(gatew
     assert _list(driver, base_url, "?agent=PLAN") == ["gamma", "Run-Alpha"]
     assert driver.find_element("id", "f-agent").get_attribute("placeholder") == "part of a name"
     assert driver.find_element("id", "f-id").get_attribute("placeholder").startswith("part of an id")
+    for field in ("f-id", "f-agent"):   # the store folds ASCII letters only: the tooltips say so (QA167 #7)
+        title = driver.find_element("id", field).find_element("xpath", "..").get_attribute("title")
+        assert "in any case of the letters A to Z" in title and "É and é" in title
     stats = wait_for(driver, lambda d: d.find_element("id", "window-stats").text)
     assert stats.startswith("Steps in this window: ") and "in 2 sessions" in stats
     assert _list(driver, base_url, "?id=alpha") == ["Run-Alpha"]
@@ -182,6 +190,59 @@ def test_a_refused_prompt_is_drawn_apart_and_leaves_the_served_scale(gateway, dr
     assert bars["served"][0]["h"] == pytest.approx(160)   # the served prompt keeps the whole height
     assert bars["refused"][0]["h"] == pytest.approx(160) and bars["refused"][0]["fill"] == "url(#refused-hatch)"
     assert bars["labels"] == ["refused: 100,019 tokens"]
+
+
+# steps as /v1/traces/sessions/{id}/steps gives them: a served prompt, then refused ones of
+# which two were refused before their prompt was counted (0 tokens): past the context (the
+# gateway's bound is in its message) and by the tenant's rate
+_STEP = {"num_cached_tokens": 0, "num_output_tokens": 0, "error": None, "error_message": None}
+_CHART_STEPS = [
+    {**_STEP, "index": 0, "num_input_tokens": 7_019, "num_cached_tokens": 7_000, "num_output_tokens": 5},
+    {**_STEP, "index": 1, "num_input_tokens": 0, "error": "context_length_exceeded",
+     "error_message": "This model's maximum context length is 8192 tokens. However, you requested at least "
+                      "15391 tokens (at least 15389 in the messages, 2 in the completion)."},
+    {**_STEP, "index": 2, "num_input_tokens": 100_019, "error": "context_length_exceeded"},
+    {**_STEP, "index": 3, "num_input_tokens": 250_000, "error": "context_length_exceeded"},
+    {**_STEP, "index": 4, "num_input_tokens": 99_999_999, "error": "context_length_exceeded"},
+    {**_STEP, "index": 5, "num_input_tokens": 3_000, "error": "context_length_exceeded"},
+    {**_STEP, "index": 6, "num_input_tokens": 0, "error": "rate_limit_exceeded"},
+]
+
+
+def test_a_prompt_refused_before_it_was_counted_is_drawn_and_every_capped_bar_is_marked(gateway, driver):
+    """QA167 #2 and #4: a context refusal stored with 0 prompt tokens was an invisible bar
+    titled "prompt 0 tok"; a capped bar whose mark would overlap the one before had none."""
+    base_url = gateway[0]
+    if "session/acme/gamma" not in driver.current_url:
+        driver.get(f"{base_url}/ui#/session/acme/gamma")
+        wait_for(driver, lambda d: d.find_elements("id", "context-svg"))
+    chart = driver.execute_script(
+        "renderContextChart(arguments[0]); const svg = document.getElementById('context-svg');"
+        "const box = (n) => { const b = n.getBBox(); return { x: b.x, y: b.y, w: b.width, h: b.height }; };"
+        "return { bars: [...svg.querySelectorAll('rect[class]')].map((r) => ({ ...box(r), cls: r.getAttribute('class'),"
+        "  title: r.querySelector('title').textContent })),"
+        " caps: svg.querySelectorAll('.refused-cap').length,"
+        " labels: [...svg.querySelectorAll('.refused-label')].map((t) => ({ ...box(t), text: t.textContent })) }",
+        _CHART_STEPS)
+    bars = chart["bars"]
+    uncounted = bars[1]   # past the context, size not counted: drawn whole, capped, and said so
+    assert uncounted["h"] == pytest.approx(160) and uncounted["h"] == pytest.approx(bars[0]["h"])
+    assert "before its prompt was counted" in uncounted["title"] and "at least 15389" in uncounted["title"]
+    assert "0 tok" not in uncounted["title"]
+    assert [b["cls"] for b in bars] == ["prompt-bar", "refused-bar uncounted"] + ["refused-bar"] * 4 + \
+        ["refused-bar uncounted"]
+    assert 0 < bars[6]["h"] < 20 and "size unknown" in bars[6]["title"]   # a rate refusal: a short mark
+    assert bars[5]["h"] < 160   # smaller than the served prompt: to scale
+    # four capped bars side by side (40 px apart): each keeps a mark, none over another
+    assert chart["caps"] == 4 and len(chart["labels"]) == 4
+    texts = [label["text"] for label in chart["labels"]]
+    assert texts[0] in ("refused (not counted)", "not counted") and any("100,019" in t or "100K" in t for t in texts)
+    assert any("250" in t for t in texts) and any("99,999,999" in t or "99.9M" in t for t in texts)
+    for i, a in enumerate(chart["labels"]):
+        for b in chart["labels"][i + 1:]:
+            apart = a["x"] + a["w"] <= b["x"] or b["x"] + b["w"] <= a["x"] or \
+                a["y"] + a["h"] <= b["y"] or b["y"] + b["h"] <= a["y"]
+            assert apart, (a, b)
 
 
 def test_tracing_off_says_so_over_the_page(gateway, driver):
@@ -211,6 +272,64 @@ def test_focus_moves_to_the_session_heading_and_back_to_its_link(gateway, driver
     driver.back()
     wait_for(driver, lambda d: d.execute_script(
         "const a = document.activeElement; return a.tagName === 'A' && a.textContent === 'gamma'"))
+
+
+_ACTIVE = "const a = document.activeElement; return a.tagName + ' ' + a.textContent"
+
+
+def test_live_keeps_the_focus_and_moves_no_row_already_in_place_and_odd_sorts_fall_back(gateway, driver):
+    """QA167 #1, #3, #5, #8: a Live refresh took the keyboard's focus off the list (every
+    row moved); `sort=constructor` emptied it; a sort moved every row even in order; a
+    non-admin's `sort=tenant` sorted by a hidden column; the note promised more rows."""
+    base_url, _, add, _ = gateway
+    for query in ("?sort=-steps", ""):
+        _list(driver, base_url, query)
+        link = driver.find_element("link text", "Run-Alpha")
+        driver.execute_script("arguments[0].focus()", link)
+        driver.execute_async_script("refreshList().then(arguments[0])")   # what Live does every 2 s
+        assert driver.execute_script(_ACTIVE) == "A Run-Alpha", query
+    add("Run-Alpha", "Planner")   # active again: its row is rebuilt on top, its link focused again
+    driver.execute_async_script("refreshList().then(arguments[0])")
+    assert listed_sessions(driver)[0] == "Run-Alpha" and driver.execute_script(_ACTIVE) == "A Run-Alpha"
+    # rows in order: sortRows moves none
+    moved = driver.execute_script(
+        "const body = document.querySelector('#sessions tbody'); const seen = [];"
+        "const watch = new MutationObserver((records) => seen.push(...records)); watch.observe(body, { childList: true });"
+        "sortRows(); seen.push(...watch.takeRecords()); watch.disconnect(); return seen.length")
+    assert moved == 0
+    # unknown, inherited and hidden columns: the default order, no error
+    for raw in ("constructor", "-toString", "__proto__", "-hasOwnProperty", "tenant"):   # tenant: admin's only
+        assert driver.execute_script("return listSort(new URLSearchParams(arguments[0]))", "sort=" + raw) == \
+            {"column": "last", "descending": True}, raw
+    assert _list(driver, base_url, "?sort=constructor") == listed_sessions(driver) != []
+    assert driver.find_element("id", "status").text == "" and driver.find_element("id", "sort-note").text == ""
+    _list(driver, base_url, "?sort=tenant")
+    assert driver.find_element("id", "sort-note").text == ""
+    note = driver.execute_script("history.replaceState(null, '', '#/?sort=session');"
+                                 "document.getElementById('more-sessions').hidden = false; sortRows();"
+                                 "return document.getElementById('sort-note').textContent")
+    assert note.endswith('listed ("Load more sessions" adds more, sorted in).')
+
+
+def test_rows_out_of_place_move_fewest_first(gateway, driver):
+    """QA167 #5: of 300 rows shuffled, only those off the longest run already in order move."""
+    import random
+    rng = random.Random(7)
+    order = list(range(300))
+    rng.shuffle(order)
+    moves, result = driver.execute_script(
+        "const body = document.createElement('tbody');"
+        "for (const n of arguments[0]) { const row = body.insertRow(); row.dataset.n = n; }"
+        "const target = [...body.rows].sort((a, b) => a.dataset.n - b.dataset.n); let moves = 0;"
+        "const insert = body.insertBefore.bind(body); body.insertBefore = (a, b) => { moves++; return insert(a, b); };"
+        "moveInto(body, target); return [moves, [...body.rows].map((r) => Number(r.dataset.n))]", order)
+    assert result == sorted(order)
+    tails: list[int] = []   # the longest increasing run's length, for the fewest moves
+    import bisect
+    for n in order:
+        at = bisect.bisect_left(tails, n)
+        tails[at:at + 1] = [n]
+    assert moves == len(order) - len(tails)
 
 
 def test_the_gateway_says_tracing_is_off_when_it_has_no_tracer():
