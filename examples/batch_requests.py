@@ -56,6 +56,8 @@ def main() -> int:
             answers[result["custom_id"]] = result["response"]["body"]["choices"][0]["message"]["content"]
     for custom_id in sorted(answers, key=lambda c: int(c[1:]))[:8]:
         print(f"{custom_id}: {answers[custom_id]!r}")
+    for error in (batch.errors.data if batch.errors and batch.errors.data else [])[:3]:   # the file's own faults
+        print(f"batch failed: {error.code}: {error.message}" + (f" (line {error.line})" if error.line else ""))
     if batch.error_file_id:   # why lines failed: the first few errors, as the error file says
         for line in client.files.content(batch.error_file_id).text.splitlines()[:3]:
             result = json.loads(line)

@@ -69,9 +69,10 @@ def test_batch_requests_says_why_lines_failed(tiny_gateway):
                            f"{tiny_gateway.base_url}/v1", "--api-key", TINY_GATEWAY_KEYS["tenant1"],
                            "--model", "no-such-model", "--count", "2"], capture_output=True, text=True, timeout=180)
     lines = done.stdout.strip().splitlines()
-    assert json.loads(lines[-1])["failed"] == 2
-    assert done.returncode == 1   # every line failed: so did the run (it exited 0 before)
-    assert [line.split(" failed: ")[1].split(":")[0] for line in lines[:-1]] == ["model_not_found"] * 2
+    assert json.loads(lines[-1])["status"] == "failed"   # the file names a model not served: failed at create
+    assert done.returncode == 1   # so did the run (it exited 0 once)
+    assert [line.split(" failed: ")[1].split(":")[0] for line in lines[:-1]] == ["model_not_found"]
+    assert lines[0].endswith("(line 1)") and "no-such-model" in lines[0]
 
 
 
