@@ -37,6 +37,7 @@ from gateway.fast_paths import CompletionFastPath
 from gateway.file_store import FileStore
 from gateway.forecasting_start import start_forecasting, stop_forecasting
 from gateway.heap import freeze_startup_heap, thaw_heap
+from gateway.body_timeout import BodyTimeout
 from gateway.http_io import ClientGone
 from gateway.limiters import Limiters
 from gateway.literal_routes import RouteBesideLiterals
@@ -232,6 +233,7 @@ def build_app(config: GatewayConfig | None = None, *, config_path: str | None = 
 
     app.add_middleware(CompletionFastPath, error_response=routes.error_response, on_refused=count_refusal, handlers={
         "/v1/chat/completions": routes.chat_completions, "/v1/completions": routes.completions})
+    app.add_middleware(BodyTimeout, timeout_s=config.body_timeout_s)   # outermost: the fast path's bodies too
 
     @app.exception_handler(ApiError)
     async def _api_error(_request: Request, error: ApiError):

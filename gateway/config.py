@@ -33,12 +33,13 @@ from gateway.tenant_config import (UNAUTHENTICATED, LimitsConfig, TenantConfig, 
 DEFAULT_LOCAL_POLICY = "predictive"
 BUILTIN_LOCAL_MODELS = ("smollm2", "tiny")
 DEFAULT_KEEP_ALIVE_S = 75.0
+DEFAULT_BODY_TIMEOUT_S = 60.0
 RESPONSES_DB_ENV = "STEPAHEAD_RESPONSES_DB"
 MEMORY_ONLY = ":memory:"
 SERVER_KEYS = ("host", "port", "max_body_bytes", "default_completion_reserve_tokens", "queue_timeout_s",
-               "keep_alive_s", "responses_db", "responses_per_tenant", "conversations_per_tenant", "freeze_startup_heap",
-               "shutdown_timeout_s", "max_file_bytes", "file_bytes_per_tenant", "batch_concurrency", "batch_yield",
-               "batches_running_per_tenant")
+               "keep_alive_s", "body_timeout_s", "responses_db", "responses_per_tenant", "conversations_per_tenant",
+               "freeze_startup_heap", "shutdown_timeout_s", "max_file_bytes", "file_bytes_per_tenant",
+               "batch_concurrency", "batch_yield", "batches_running_per_tenant")
 TOP_LEVEL_KEYS = ("models", "tenants", "server", "tracing")
 UTF8_BOM = b"\xef\xbb\xbf"   # what Windows editors put first in a UTF-8 file: no part of the TOML
 
@@ -57,6 +58,10 @@ class GatewayConfig:
     # (httpx 5 s, aiohttp 15 s), so a client never sends on a connection the server is
     # closing at that moment ("Server disconnected"); uvicorn's own default is 5 s.
     keep_alive_s: float = DEFAULT_KEEP_ALIVE_S
+    # The longest a request's body may go without a byte while it is read (idle time
+    # between two of its pieces, not its whole time): past it a 408, the connection closed
+    # (gateway/body_timeout.py).
+    body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S
     # On SIGTERM or Ctrl+C, how long requests in flight may run on before they are cut
     # (uvicorn's graceful-shutdown timeout); None waits for every one to finish.
     shutdown_timeout_s: float | None = None
@@ -106,8 +111,8 @@ class GatewayConfig:
 
     def __post_init__(self) -> None:
         for name in ("max_body_bytes", "default_completion_reserve_tokens", "queue_timeout_s", "keep_alive_s",
-                     "responses_per_tenant", "conversations_per_tenant", "max_file_bytes", "batch_concurrency",
-                     "batches_running_per_tenant"):
+                     "body_timeout_s", "responses_per_tenant", "conversations_per_tenant", "max_file_bytes",
+                     "batch_concurrency", "batches_running_per_tenant"):
             positive(getattr(self, name), f"server.{name}")
         if not self.file_bytes_per_tenant >= 0:
             raise ConfigError(f"server.file_bytes_per_tenant must be >= 0, not {self.file_bytes_per_tenant!r}")
@@ -181,6 +186,7 @@ def parse_config(data: dict) -> GatewayConfig:
         host=take(server, "host", str, "server", "127.0.0.1"),
         port=take(server, "port", int, "server", 8000),
         keep_alive_s=float(take(server, "keep_alive_s", (int, float), "server", DEFAULT_KEEP_ALIVE_S)),
+        body_timeout_s=float(take(server, "body_timeout_s", (int, float), "server", DEFAULT_BODY_TIMEOUT_S)),
         responses_db=take(server, "responses_db", str, "server", None),
         responses_per_tenant=take(server, "responses_per_tenant", int, "server", 1024),
         conversations_per_tenant=take(server, "conversations_per_tenant", int, "server", 10_000),

@@ -9,7 +9,10 @@ a 400 `file_storage_limit_exceeded` (gateway/file_quota.py), and nothing of eith
 kept: a body sent in chunks (no Content-Length) is read no further than the limit or
 the room its tenant has left; a number in the form is ASCII digits only. An upload sent
 with a `Content-Encoding` is a 415 `unsupported_content_encoding`, as a JSON body is (never
-read as if it were plain), and its media type is matched in any case.
+read as if it were plain), and its media type is matched in any case. An upload whose
+body stalls past `[server] body_timeout_s` is a 408 `request_timeout` (gateway/body_timeout.py),
+its reservation released and nothing of it kept (its parts were only spooled: the store's
+partial file is begun once the whole form is read).
 """
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ from gateway.errors import ApiError, body_too_large, invalid_request
 from gateway.file_quota import file_storage_full
 from gateway.file_ranges import RangedFile
 from gateway.file_records import BATCH_INPUT_EXPIRY_S, UPLOAD_PURPOSES, checked_expires_after, file_not_found
+from gateway.body_timeout import BodyTimedOut
 from gateway.http_io import ascii_int, counted_body, limited_body, refuse_encoded_body
 from gateway.list_page import list_page, listed
 from gateway.multipart_end import CloseDelimiterWatch
@@ -56,6 +60,8 @@ async def upload_file(request: Request, state: GatewayState, tenant: str) -> Res
                                                    closing.feed if closing is not None else None),
                                       min(limit, max(room, 0)) + MULTIPART_SLACK_BYTES
                                       ).form(max_files=1, max_fields=8)
+        except BodyTimedOut:   # its body stalled: a 408 (the form's spooled parts are closed by its parser)
+            raise
         except ApiError:   # past the limit or the room (with the form's slack): nothing more is read, nothing kept
             raise (body_too_large(limit) if limit <= room
                    else file_storage_full(cap, stored, None, sending=reservation.others)) from None

@@ -16,7 +16,9 @@ Invariants:
   client reads why instead of a connection closed mid-body; a stream whose client stopped
   reading is cut with its connection and one line of ours in the log;
 - a body sent with a `Content-Encoding` (gzip...) is refused with a 415 saying so, never
-  parsed as if it were plain JSON (nor read as a plain upload: `refuse_encoded_body`).
+  parsed as if it were plain JSON (nor read as a plain upload: `refuse_encoded_body`);
+- no read of a body waits more than `[server] body_timeout_s` for its next piece
+  (gateway/body_timeout.py, around the whole app).
 """
 from __future__ import annotations
 
