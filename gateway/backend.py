@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from gateway.schemas import ChatCompletionRequest, CompletionRequest
+from gateway.worker_runs import WorkerRun, WorkerRuns
 
 
 @dataclass(slots=True)
@@ -135,11 +136,26 @@ class GeneratedTokens:
     at least `num` where every run adds to both), `num_generated` the larger; the worker
     the first run to start ran on, and the prompt tokens each prompt's first run found
     cached, summed as `merged_usage` counts them (both from a run's first event; None
-    before any). One object for the copies of a request's `Prepared` (its choices' runs)."""
+    before any); the workers each local run ran on (`follow`: several once resumed
+    mid-stream on another worker). One object for the copies of a request's `Prepared`
+    (its choices' runs)."""
     num: int = 0
     worker: str | None = None
     num_cached_tokens: int | None = None
     num_sent: int = 0
+    runs: list[WorkerRuns] = field(default_factory=list)
+
+    def follow(self, runs: WorkerRuns) -> None:
+        """A local run's workers, followed as its events are read (gateway/local_generation.py)."""
+        self.runs.append(runs)
+
+    def resumed_runs(self) -> tuple[WorkerRun, ...]:
+        """When a run was resumed mid-stream on another worker: every run's workers in
+        order with the tokens read from each, as /metrics credits a reply cut short (the
+        last one takes the rest: tokens generated unread); () when none was (QA169)."""
+        if not any(len(followed.runs) > 1 for followed in self.runs):
+            return ()
+        return tuple(WorkerRun(run.worker, run.num_output_tokens) for followed in self.runs for run in followed.runs)
 
     @property
     def num_generated(self) -> int:

@@ -232,7 +232,7 @@ class Exchange:
                 tenant=prepared.tenant, model=prepared.model, worker=worker,
                 num_prompt_tokens=usage.num_prompt_tokens, num_cached_tokens=usage.num_cached_tokens,
                 num_output_tokens=usage.num_completion_tokens, ttft_s=ttft_s,
-                service_tier=prepared.service_tier or "default")
+                service_tier=prepared.service_tier or "default", runs=prepared.generated.resumed_runs())
         if self.trace is not None:
             error = self.error or (None if status in (None, 200) else "client_closed")
             message = self.error_message or (self._client_closed_message() if error == "client_closed" else None)

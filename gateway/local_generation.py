@@ -125,6 +125,7 @@ async def run_free(engine, prepared: Prepared, call: LocalCall) -> AsyncIterator
     repairs: Continuations | None = None
     started_s, first = time.perf_counter(), None   # the first event's (worker, cached tokens, TTFT)
     runs = WorkerRuns()   # the workers it ran on (several once resumed mid-stream), what each generated
+    prepared.generated.follow(runs)   # (for a reply cut short: its metrics credit each worker too)
 
     async def checked(name: str, arguments: str) -> str:
         nonlocal repairs

@@ -151,16 +151,35 @@ class Registry:
                       num_output_tokens: int, ttft_s: float | None, service_tier: str = "default",
                       runs: tuple[WorkerRun, ...] = ()) -> None:
         """A finished request: its tokens (`record_tokens`) and one success by its finish
-        reason. Label values are strings whatever a backend reported (an upstream's
-        `finish_reason` may be anything): series sort, and render, by them. A request
-        resumed mid-stream on another worker (`runs`, its workers in order: gateway/worker_runs.py)
-        counts its prompt, cached tokens and TTFT on `worker`, its first; its generated tokens
-        on each run's worker (the last one's: the rest of `num_output_tokens`); its success
-        on the worker that finished it."""
+        reason, on the worker that finished it (the last of `runs`, when it was resumed
+        mid-stream on another). Label values are strings whatever a backend reported (an
+        upstream's `finish_reason` may be anything): series sort, and render, by them."""
         labels = self.record_tokens(tenant=tenant, model=model, worker=worker, num_prompt_tokens=num_prompt_tokens,
-                                    num_cached_tokens=num_cached_tokens,
-                                    num_output_tokens=0 if runs else num_output_tokens,
-                                    ttft_s=ttft_s, service_tier=service_tier)
+                                    num_cached_tokens=num_cached_tokens, num_output_tokens=num_output_tokens,
+                                    ttft_s=ttft_s, service_tier=service_tier, runs=runs)
+        self.inc("vllm:request_success_total", labels + (("finished_reason", str(finish_reason)),))
+
+    def record_tokens(self, *, tenant: str, model: str, worker: str, num_prompt_tokens: int, num_cached_tokens: int,
+                      num_output_tokens: int, ttft_s: float | None, service_tier: str = "default",
+                      runs: tuple[WorkerRun, ...] = ()) -> Labels:
+        """The tokens a request the model ran used, and its time to first token when one
+        came: a finished request's (`record_finish`), or one cut short (its client left, or
+        it failed after the model started), which counts no success. The time to first
+        token is kept per `service_tier`, so a tenant's batch (flex) requests, which wait
+        behind its agents, do not read as its agents' latency. A request resumed mid-stream
+        on another worker (`runs`, its workers in order: gateway/worker_runs.py) counts its
+        prompt, cached tokens and TTFT on `worker`, its first, and its generated tokens on
+        each run's worker (the last one's: the rest of `num_output_tokens`). Returns the
+        labels of the series of the worker that ran it last."""
+        labels = (("tenant", tenant), ("model_name", model), ("worker", str(worker)))
+        self.inc("vllm:prompt_tokens_total", labels, num_prompt_tokens)
+        self.inc("vllm:prefix_cache_queries_total", labels, num_prompt_tokens)
+        self.inc("vllm:prefix_cache_hits_total", labels, num_cached_tokens)
+        if ttft_s is not None:
+            self.observe("vllm:time_to_first_token_seconds", labels + (("service_tier", service_tier),), ttft_s)
+        if not runs:
+            self.inc("vllm:generation_tokens_total", labels, num_output_tokens)
+            return labels
         num_earlier = 0
         for index, run in enumerate(runs):
             labels = (("tenant", tenant), ("model_name", model), ("worker", str(run.worker)))
@@ -168,22 +187,6 @@ class Registry:
             num_tokens = max(0, num_output_tokens - num_earlier) if is_last else run.num_output_tokens
             self.inc("vllm:generation_tokens_total", labels, num_tokens)
             num_earlier += num_tokens
-        self.inc("vllm:request_success_total", labels + (("finished_reason", str(finish_reason)),))
-
-    def record_tokens(self, *, tenant: str, model: str, worker: str, num_prompt_tokens: int, num_cached_tokens: int,
-                      num_output_tokens: int, ttft_s: float | None, service_tier: str = "default") -> Labels:
-        """The tokens a request the model ran used, and its time to first token when one
-        came: a finished request's (`record_finish`), or one cut short (its client left, or
-        it failed after the model started), which counts no success. The time to first
-        token is kept per `service_tier`, so a tenant's batch (flex) requests, which wait
-        behind its agents, do not read as its agents' latency. Returns the series' labels."""
-        labels = (("tenant", tenant), ("model_name", model), ("worker", str(worker)))
-        self.inc("vllm:prompt_tokens_total", labels, num_prompt_tokens)
-        self.inc("vllm:generation_tokens_total", labels, num_output_tokens)
-        self.inc("vllm:prefix_cache_queries_total", labels, num_prompt_tokens)
-        self.inc("vllm:prefix_cache_hits_total", labels, num_cached_tokens)
-        if ttft_s is not None:
-            self.observe("vllm:time_to_first_token_seconds", labels + (("service_tier", service_tier),), ttft_s)
         return labels
 
     def record_embedding_tokens(self, *, tenant: str, model: str, worker: str, num_input_tokens: int) -> None:

@@ -28,6 +28,17 @@ class ResumedEngine:
         yield FinishEvent(item.request_id, "length", len(PROMPT), 32, 5, 0.5, "w0")
 
 
+class OneWorkerEngine:
+    """The same reply on one worker, w1, from start to finish."""
+
+    max_context_tokens = 1000
+
+    async def generate(self, item):
+        yield TokenEvent(item.request_id, [1], "a", num_cached_tokens=32, worker_id="w1")
+        yield TokenEvent(item.request_id, [2, 3], "bc")
+        yield FinishEvent(item.request_id, "length", len(PROMPT), 32, 3, 0.5, "w1")
+
+
 async def _finished(engine) -> Finished:
     call = LocalCall(PROMPT, SamplingParams(max_tokens=5), "s", None, None, False)
     prepared = Prepared("req", "t", "m", len(PROMPT), len(PROMPT) + 5, call)
@@ -96,3 +107,26 @@ async def test_the_merged_reply_keeps_the_workers_each_choice_ran_on():
     other = dataclasses.replace(Finished("stop", Usage(len(PROMPT), 4, 32), worker="w1"), choice=1)
     assert merged_usage([other, resumed]).worker_runs == (WorkerRun("w1", 3), WorkerRun("w0", 2), WorkerRun("w1", 4))
     assert merged_usage([other]).worker_runs == ()   # none resumed: one worker's, as before
+
+
+async def test_a_resumed_reply_cut_short_credits_each_worker_its_tokens():
+    """QA169: a resumed stream whose client then left (or whose second worker died too)
+    credited every token it generated to the first worker: the cut path knew one worker."""
+    call = LocalCall(PROMPT, SamplingParams(max_tokens=5), "s", None, None, False)
+    prepared = Prepared("req", "t", "m", len(PROMPT), len(PROMPT) + 5, call)
+    events = run_free(ResumedEngine(), prepared, call)
+    for _ in range(3):   # 'a', 'bc' from w1, 'd' from w0: then the client leaves
+        await anext(events)
+    await events.aclose()
+    runs = prepared.generated.resumed_runs()
+    assert runs == (WorkerRun("w1", 3), WorkerRun("w0", 1))
+    registry = Registry()
+    registry.record_tokens(tenant="t", model="m", worker="w1", num_prompt_tokens=40, num_cached_tokens=32,
+                           num_output_tokens=6, ttft_s=0.1, runs=runs)   # 6: 2 generated unread, on the last
+    text = registry.render(tenant="t")
+    assert 'vllm:generation_tokens_total{tenant="t",model_name="m",worker="w1"} 3' in text
+    assert 'vllm:generation_tokens_total{tenant="t",model_name="m",worker="w0"} 3' in text
+    assert 'vllm:prompt_tokens_total{tenant="t",model_name="m",worker="w1"} 40' in text
+    assert "request_success" not in text
+    single = Prepared("req2", "t", "m", len(PROMPT), len(PROMPT) + 5, call)
+    assert [event async for event in run_free(OneWorkerEngine(), single, call)] and single.generated.resumed_runs() == ()
