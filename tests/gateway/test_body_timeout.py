@@ -7,19 +7,17 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 import time
 
 import pytest
-import uvicorn
 
 from gateway.app import build_app
 from gateway.config import ConfigError, key_digest, parse_config
-from gateway.http_protocol import uvicorn_protocols
+
+from tests.gateway.serving import start_server
 
 KEY = "k-body-timeout"
 TIMEOUT_S = 0.3
-PORTS = range(22900, 22920)   # this test's ports
 BOUNDARY = "fi70"
 
 
@@ -31,32 +29,14 @@ def _config(tmp_path, **server):
                          "server": {"responses_db": str(tmp_path / "responses.sqlite3"), **server}})
 
 
-def _port_free(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     """The gateway (body_timeout_s 0.3) under uvicorn as `stepahead serve` runs it: its app and port."""
     root = tmp_path_factory.mktemp("body-timeout")
     app = build_app(_config(root, body_timeout_s=TIMEOUT_S))
-    port = next(port for port in PORTS if _port_free(port))
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on",
-                                           **uvicorn_protocols()))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline_s = time.monotonic() + 60
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline_s, "the test server did not start"
-        time.sleep(0.02)
-    yield app, port, root / "files"
-    server.should_exit = True
-    thread.join(timeout=30)
+    server = start_server(app)
+    yield app, server.port, root / "files"
+    server.stop()
 
 
 def _head(path: str, content_type: str, length: int) -> bytes:
