@@ -60,7 +60,7 @@ def test_held_by_names_only_that_tenants_held_conversations():
 
 
 @pytest.fixture(scope="module")
-def small_gateway(fake_upstream):
+def small_gateway(fake_upstream, tmp_path_factory):
     from gateway.app import build_app
     from gateway.config import key_digest, parse_config
     from tests.conftest import ServedGateway
@@ -68,7 +68,10 @@ def small_gateway(fake_upstream):
 
     os.environ["STEPAHEAD_TEST_FAKE_KEY"] = "sk-upstream-secret"
     app = build_app(parse_config({
-        "server": {"conversations_per_tenant": 2},
+        # files of its own: the session's gateway keeps its tenants' conversations in the
+        # process's default file, which an LRU of 2 would empty under its tests
+        "server": {"conversations_per_tenant": 2,
+                   "responses_db": str(tmp_path_factory.mktemp("lru-locked") / "responses.sqlite3")},
         "models": [{"name": "fake", "kind": "upstream", "litellm_model": "openai/fake-model",
                     "api_base": f"{fake_upstream.base_url}/v1", "api_key_env": "STEPAHEAD_TEST_FAKE_KEY"}],
         "tenants": [{"name": name, "api_key_sha256": [key_digest(KEYS[name])]} for name in TENANTS]}))
