@@ -97,3 +97,7 @@ def delta(before: CpuSample, after: CpuSample) -> dict:
             "workers_s": round(workers, 2),
             "others_s": round(max(0.0, others), 2),
             "steal_s": round(after.machine_steal_s - before.machine_steal_s, 2)}
+
+
+if __name__ == "__main__":
+    raise SystemExit(f"{__file__} is a helper module, not a benchmark: it is used by bench_e2e.py and bench_gateway_cpu.py; run one of those")

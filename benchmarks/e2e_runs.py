@@ -106,3 +106,7 @@ def ratios(totals: dict) -> dict:
     if "none" in totals and "lru" in totals:
         out["none_over_lru_ttft_mean"] = _ratio(totals, "none", "lru", "ttft_mean_s")
     return out
+
+
+if __name__ == "__main__":
+    raise SystemExit(f"{__file__} is a helper module, not a benchmark: it is used by bench_e2e.py, bench_dtype.py and e2e_capacity.py; run one of those")

@@ -27,3 +27,7 @@ def read_saved_run(path: Path) -> dict | str:
     if not isinstance(saved, dict) or not isinstance(saved.get("policies"), dict):
         return f"{path} is not bench_e2e.py's output (no 'policies' object)"
     return saved
+
+
+if __name__ == "__main__":
+    raise SystemExit(f"{__file__} is a helper module, not a benchmark: it is used by bench_e2e.py (--plot-from FILE); run one of those")

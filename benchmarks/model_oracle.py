@@ -144,3 +144,7 @@ def p_return_after_answer(domain: ToolPatterns, answers: int) -> float:
             counts[symbol] = counts.get(symbol, 0.0) + count
     total = sum(counts.values())
     return 1.0 - (counts.get(END, 0.0) / total if total else 1.0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(f"{__file__} is a helper module, not a benchmark: it is used by bench_policies.py (through policy_sources.py); run one of those")

@@ -63,3 +63,7 @@ def generator_model_source(seed: int, requests: list[SimRequest]) -> ForecastSou
 
     config = WorkloadConfig(num_tenants=4, num_sessions=40, seed=seed)
     return GeneratorModelSource(config, load_patterns(), [request.num_output_tokens for request in requests])
+
+
+if __name__ == "__main__":
+    raise SystemExit(f"{__file__} is a helper module, not a benchmark: it is used by bench_policies.py; run one of those")
