@@ -33,8 +33,8 @@ from agents_trace.query_params import list_cursor, query_cursor, query_flag, que
 from agents_trace.session_path import SessionPath, parse_session_path, session_tail_route
 from agents_trace.session_route import SESSION_METHODS, SessionTailRoute, allowed_methods, method_not_allowed
 from agents_trace.store import delete_sessions
-from agents_trace.store_queries import SessionFilter, find_session_as_given, has_step, list_sessions, \
-    list_steps, matching_session_keys, request_step, step_content
+from agents_trace.store_queries import SessionFilter, find_session_as_given, list_sessions, matching_session_keys
+from agents_trace.step_queries import has_step, list_steps, request_step, step_content
 from agents_trace.store_stats import StatsWindow, tenant_stats
 from agents_trace.text_table import counted
 from agents_trace.viewer_headers import viewer_headers

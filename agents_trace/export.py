@@ -38,7 +38,8 @@ from pathlib import Path
 from agents_trace.content import split_tools_entry
 from agents_trace.prompt_blocks import RECORD_BLOCK_SIZE, num_blocks
 from agents_trace.semconv import OP_TEXT_COMPLETION
-from agents_trace.store_queries import iter_session_steps, read_store
+from agents_trace.store_queries import read_store
+from agents_trace.step_queries import iter_session_steps
 from agents_trace.store_rows import GENERATED_NOTHING
 
 FORMAT = "stepahead-trace/1"

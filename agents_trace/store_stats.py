@@ -19,7 +19,8 @@ from pathlib import Path
 import numpy as np
 
 from agents_trace.prompt_blocks import PreviousPrompt, evicted_prefix_tokens
-from agents_trace.store_queries import contains_sql, previous_prompt_before, read_store, where_sql
+from agents_trace.store_queries import contains_sql, read_store, where_sql
+from agents_trace.step_queries import previous_prompt_before
 from agents_trace.store_rows import REACHED_MODEL_SQL
 
 
@@ -113,7 +114,7 @@ _REUSE_KEYS = ("prefix_from_previous_tokens", "evicted_prefix_tokens", "steps_wi
 
 def _count_reuse(counts: dict[str, int], shared: int | None, num_cached: int) -> None:
     """Add one step: the tokens its session's previous step's prompt shared with it, and
-    how many of those the cache no longer held (see store_queries' prefix_from_previous)."""
+    how many of those the cache no longer held (see step_queries' _add_reuse)."""
     if shared is None:
         return
     counts["prefix_from_previous_tokens"] += shared

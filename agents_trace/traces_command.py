@@ -11,7 +11,7 @@ session or every session the filters take (asking first, or `--yes`). Each reads
 directly: `--db PATH`, else the `[tracing]` table of `--config FILE`, else
 $STEPAHEAD_TRACE_DB or the user data dir (traces_lookup.py). A session id may also be given
 as an answer's `x-session-id` carries it, percent-encoded (`job 100%25`, `caf%C3%A9`), and
-so may `--id-contains` (store_queries.given_id_forms). A session id may exist in several tenants;
+so may `--id-contains` (session_id_forms.given_id_forms). A session id may exist in several tenants;
 `--tenant` picks one (required only then). `--json` prints one JSON line instead of a
 table (text a client sent with its control and bidirectional characters escaped, as in
 the tables). Exit codes: 0 done, 1 no such session, no match or no store, 2 bad usage,
@@ -31,8 +31,9 @@ from tqdm import tqdm
 
 from agents_trace.export import ExportCounts, export_lines, export_sessions_lines
 from agents_trace.store import delete_sessions
-from agents_trace.store_queries import MAX_PAGE, SessionFilter, find_session_as_given, iter_session_steps, \
-    list_sessions, matching_session_keys
+from agents_trace.store_queries import MAX_PAGE, SessionFilter, find_session_as_given, list_sessions, \
+    matching_session_keys
+from agents_trace.step_queries import iter_session_steps
 from agents_trace.store_stats import StatsWindow, tenant_stats
 from agents_trace.time_points import parse_time_point
 from agents_trace.traces_follow import AmbiguousSession, follow_session

@@ -23,7 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from agents_trace.store_queries import find_request, find_session, find_session_as_given, iter_session_steps
+from agents_trace.store_queries import find_request, find_session, find_session_as_given
+from agents_trace.step_queries import iter_session_steps
 from agents_trace.traces_view import (CONVERSATION_HEADING, session_text, step_conversation, step_line,
                                       state_of)
 

@@ -250,7 +250,7 @@ async def test_api_a_tenant_deletes_its_own_session_never_anothers(traced):
         async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
             return await client.delete(path, headers={"authorization": f"Bearer {key}"})
 
-    from agents_trace.store_queries import step_content
+    from agents_trace.step_queries import step_content
 
     assert step_content(tracer.store_path, "acme", session, 0) is not None   # captured, to be deleted too
     assert (await delete(f"/v1/traces/sessions/{session}", "k-globex")).status_code == 404   # not its own

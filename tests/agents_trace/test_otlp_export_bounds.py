@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from agents_trace import otel_setup
 from agents_trace.config import TraceConfig
 from agents_trace.records import StepResult
-from agents_trace.store_queries import step_content
+from agents_trace.step_queries import step_content
 from agents_trace.tracer import AgentTracer
 
 from tests.agents_trace.helpers import ManualClock

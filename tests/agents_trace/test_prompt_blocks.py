@@ -8,7 +8,7 @@ import pytest
 from agents_trace.export import export_lines
 from agents_trace.prompt_blocks import RECORD_BLOCK_SIZE, prompt_block_ids, shared_prefix_tokens
 from agents_trace.records import StepResult
-from agents_trace.store_queries import list_steps
+from agents_trace.step_queries import list_steps
 from agents_trace.store_stats import StatsWindow, tenant_stats
 from gateway.cli import main as cli_main
 

@@ -10,7 +10,8 @@ import pytest
 from cache.forecast import Forecast
 
 from agents_trace.export import export_lines
-from agents_trace.store_queries import find_session, list_steps
+from agents_trace.store_queries import find_session
+from agents_trace.step_queries import list_steps
 from tests.agents_trace.helpers import ManualClock, make_tracer
 from tests.agents_trace.test_retry_and_concurrent_gaps_h3 import SESSION, _refused_then_retried
 

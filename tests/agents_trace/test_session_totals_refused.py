@@ -3,7 +3,8 @@ own step row only (FI21, QA97 finding 5)."""
 from __future__ import annotations
 
 from agents_trace.records import StepResult
-from agents_trace.store_queries import find_session, list_steps
+from agents_trace.store_queries import find_session
+from agents_trace.step_queries import list_steps
 
 from tests.agents_trace.helpers import ManualClock, make_tracer
 

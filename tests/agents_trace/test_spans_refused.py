@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 
 from agents_trace.records import Step, StepResult, ToolCall
-from agents_trace.store_queries import list_steps
+from agents_trace.step_queries import list_steps
 
 from tests.agents_trace.helpers import ManualClock, make_tracer
 

@@ -9,7 +9,8 @@ from agents_trace.export import FORMAT, export_lines, in_chunks
 from agents_trace.store import TraceStore
 from agents_trace.header_ids import encode_header_id
 from agents_trace.store_queries import SessionFilter, find_request, find_session, find_session_as_given, \
-    given_id_forms, list_sessions, list_steps, step_content
+    given_id_forms, list_sessions
+from agents_trace.step_queries import list_steps, step_content
 
 from tests.agents_trace.helpers import ManualClock, make_tracer, run_scripted_session
 

@@ -14,7 +14,8 @@ from agents_trace.event_queue import EventQueue
 from agents_trace.export import export_lines
 from agents_trace.records import After, CapturedContent, SessionId, Step, StepResult
 from agents_trace.store import StepRow, TraceStore
-from agents_trace.store_queries import find_session, list_steps, step_content
+from agents_trace.store_queries import find_session
+from agents_trace.step_queries import list_steps, step_content
 from agents_trace.writer import TraceWriter, WriterStats
 
 from tests.agents_trace.helpers import ManualClock, make_tracer

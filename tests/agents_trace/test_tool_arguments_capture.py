@@ -12,7 +12,7 @@ from contextlib import closing
 import pytest
 
 from agents_trace.records import ChoiceOutput, StepResult, ToolCall
-from agents_trace.store_queries import iter_session_steps, list_steps
+from agents_trace.step_queries import iter_session_steps, list_steps
 from agents_trace.traces_command import register
 
 from tests.agents_trace.helpers import ManualClock, make_tracer

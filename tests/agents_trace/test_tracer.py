@@ -299,7 +299,7 @@ def test_a_step_arrives_when_the_gateway_began_it_never_before_its_previous_end(
         clock.advance(0.5)
         tracer.end(third, StepResult(num_input_tokens=5, num_output_tokens=1, ttft_s=8.2, finish_reason="stop"))
         assert tracer.flush(5.0)
-        from agents_trace.store_queries import list_steps
+        from agents_trace.step_queries import list_steps
         [kept] = [step for step in list_steps(tracer.store_path, "acme", "s")["data"] if step["index"] == 2]
         assert kept["ttft_s"] == pytest.approx(0.3)   # from its arrival, within its duration (QA141 M2)
         assert kept["ttft_s"] <= kept["ended_s"] - kept["arrived_s"]

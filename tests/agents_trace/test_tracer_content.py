@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agents_trace.records import StepResult
-from agents_trace.store_queries import step_content
+from agents_trace.step_queries import step_content
 
 from tests.agents_trace.helpers import SYSTEM, USER, ManualClock, make_tracer
 

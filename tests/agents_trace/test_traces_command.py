@@ -201,7 +201,7 @@ def test_traces_show_finds_one_session_or_says_why(store, capsys):
 
 
 def test_traces_show_finds_a_session_by_the_request_id_of_one_of_its_steps(store, capsys):
-    from agents_trace.store_queries import list_steps
+    from agents_trace.step_queries import list_steps
 
     request_id = list_steps(store, "globex", "s1")["data"][2]["response_id"]   # a reply's x-request-id
     assert _run(["traces", "show", request_id, "--db", str(store)]) == 0

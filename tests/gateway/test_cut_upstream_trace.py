@@ -13,7 +13,7 @@ TENANT = "beta"
 
 @pytest.mark.parametrize("model", ["fake", "fake-direct"])
 def test_a_cut_upstream_streams_step_records_what_it_was_charged(gateway, model):
-    from agents_trace.store_queries import list_steps
+    from agents_trace.step_queries import list_steps
 
     session = f"fi18-cut-{model}-{time.monotonic_ns()}"
     limiter, tracer = gateway.state.limiters[TENANT], gateway.state.tracer

@@ -102,7 +102,7 @@ async def test_client_that_leaves_while_sending_its_body_is_no_server_error(gate
 
 
 async def test_a_stream_its_client_cut_is_traced_with_the_tokens_generated_until_then(tiny_gateway):
-    from agents_trace.store_queries import list_steps
+    from agents_trace.step_queries import list_steps
     from tests.conftest import TINY_GATEWAY_KEYS
 
     headers = {"authorization": f"Bearer {TINY_GATEWAY_KEYS['tenant1']}", "x-session-id": "cut-counted"}

@@ -32,7 +32,8 @@ def test_a_session_id_sent_raw_then_as_answered_then_raw_again_is_one_session(ga
     import uuid
 
     from agents_trace.header_ids import encode_header_id
-    from agents_trace.store_queries import find_session, list_steps
+    from agents_trace.store_queries import find_session
+    from agents_trace.step_queries import list_steps
 
     session = f"{name}-{uuid.uuid4().hex[:6]}"
     body = {"model": "tiny", "max_tokens": 1, "messages": [{"role": "user", "content": "hi"}]}
@@ -68,7 +69,7 @@ async def _cut_step(gateway, session: str, *, stream: bool, n: int = 1) -> tuple
 
     import httpx
 
-    from agents_trace.store_queries import list_steps, step_content
+    from agents_trace.step_queries import list_steps, step_content
 
     tracer = gateway.state.tracer
     headers = {**gateway.headers(), "x-session-id": session}

@@ -7,7 +7,7 @@ import time
 
 from openai import OpenAI
 
-from agents_trace.store_queries import list_steps
+from agents_trace.step_queries import list_steps
 from gateway.forecasting import engine_session_key
 from tests.conftest import TINY_GATEWAY_KEYS
 

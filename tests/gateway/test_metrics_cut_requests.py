@@ -53,7 +53,7 @@ def _sums(text: str, tenant: str) -> dict[str, float]:
 
 
 async def test_a_stream_its_client_cut_counts_the_tokens_its_step_used_and_no_success(gateway):
-    from agents_trace.store_queries import list_steps
+    from agents_trace.step_queries import list_steps
 
     tenant, session = "cancel", f"cut-metrics-{time.monotonic_ns()}"
     limiter, tracer = gateway.state.limiters[tenant], gateway.state.tracer

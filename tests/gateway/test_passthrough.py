@@ -123,7 +123,7 @@ def test_upstream_context_limit_names_what_holds_the_prompt(request_body, param)
 def test_a_failed_upstream_step_records_no_made_up_prompt_tokens(gateway, model):
     """An upstream model's prompt is not tokenized here: a step that failed before the
     upstream counted it records none, not the gateway's estimate."""
-    from agents_trace.store_queries import list_steps
+    from agents_trace.step_queries import list_steps
 
     session = f"failed-upstream-{model}"
     response = post(gateway, {"model": model, "messages": [{"role": "user", "content": "status:500"}]},

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from agents_trace.prompt_blocks import RECORD_BLOCK_SIZE
-from agents_trace.store_queries import list_steps
+from agents_trace.step_queries import list_steps
 from agents_trace.store_stats import StatsWindow, tenant_stats
 from gateway.model_backends import build_backend
 from gateway.backend import Finished, Prepared, Usage

@@ -9,7 +9,7 @@ import time
 
 import httpx
 
-from agents_trace.store_queries import step_content
+from agents_trace.step_queries import step_content
 from tests.gateway.test_traced_failures import traced_steps
 
 

@@ -12,7 +12,7 @@ import time
 
 import httpx
 
-from agents_trace.store_queries import list_steps
+from agents_trace.step_queries import list_steps
 from gateway.tracing import MAX_ERROR_MESSAGE_CHARS
 
 
