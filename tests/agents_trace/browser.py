@@ -2,9 +2,17 @@
 
 Nothing is installed or downloaded here: the test is skipped, with the reason, only when
 the Debian binaries are missing (CI installs them with apt); selenium is a test extra.
-A test that ends without failing also fails when the browser's console reported a
-Content-Security-Policy violation (the viewer must work under its own policy) or a load
-that failed of anything but the API (the page's files, its icon: no `/favicon.ico` 404).
+A browser starts in about two seconds, so a test module shares one (`chromium_fixture`)
+and each test gets it as a new one would be (`page_fixture`, `fresh_page`: a blank page,
+no storage or cookies, the default window size). A test that ends without failing also
+fails when the browser's console reported, while it ran, a Content-Security-Policy
+violation (the viewer must work under its own policy) or a load that failed of anything
+but the API (the page's files, its icon: no `/favicon.ico` 404).
+
+The page's Live refresh (`setInterval` every 2 s, app.js) runs every LIVE_TICK_MS here,
+one refresh at a time (a tick is skipped while the last one's promise is pending, as at
+2 s a refresh has ended before the next in practice): the same code on its own timer,
+sooner. The wrapper is added by DevTools before the page's scripts run, outside its CSP.
 """
 from __future__ import annotations
 
@@ -17,9 +25,28 @@ import pytest
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER_CANDIDATES = ("/usr/bin/chromedriver", "/usr/lib/chromium/chromedriver")
+WINDOW_SIZE = (1600, 1400)
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu",
-                  "--disable-background-networking", "--window-size=1600,1400")
+                  "--disable-background-networking", f"--window-size={WINDOW_SIZE[0]},{WINDOW_SIZE[1]}")
 PAGE_TIMEOUT_S = 20
+POLL_S = 0.05   # how often `wait_for` looks again
+LIVE_TICK_MS = 250
+FAST_INTERVALS = """
+(() => {
+  const every = window.setInterval.bind(window);
+  window.setInterval = (callback, ms, ...args) => {
+    if (typeof callback !== "function" || !(ms > %(tick)d)) return every(callback, ms, ...args);
+    let pending = false;
+    return every(() => {
+      if (pending) return;
+      const result = callback(...args);
+      if (result && typeof result.then === "function") {
+        pending = true;
+        result.then(() => { pending = false; }, () => { pending = false; });
+      }
+    }, %(tick)d);
+  };
+})();""" % {"tick": LIVE_TICK_MS}
 
 
 def _chromedriver() -> str | None:
@@ -30,7 +57,8 @@ def _chromedriver() -> str | None:
 
 
 @contextlib.contextmanager
-def chromium_driver() -> Iterator[object]:
+def chromium_browser() -> Iterator[object]:
+    """One headless Chromium (its WebDriver), quit at the end; see `fresh_page` for a test's use."""
     if not os.access(CHROMIUM, os.X_OK):
         pytest.skip(f"{CHROMIUM} is missing: apt-get install chromium chromium-driver")
     driver_path = _chromedriver()
@@ -45,13 +73,56 @@ def chromium_driver() -> Iterator[object]:
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})   # the console, for page_errors
     driver = webdriver.Chrome(options=options, service=Service(executable_path=driver_path))
-    driver.set_page_load_timeout(PAGE_TIMEOUT_S)
     try:
+        driver.set_page_load_timeout(PAGE_TIMEOUT_S)
+        driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": FAST_INTERVALS})
         yield driver
-        errors = page_errors(driver)
-        assert not errors, f"the viewer broke its Content-Security-Policy or missed a file: {errors}"
     finally:
         driver.quit()
+
+
+@contextlib.contextmanager
+def fresh_page(driver) -> Iterator[object]:
+    """`driver` for one test as a new browser would be: a blank page, no cookies, no
+    session or local storage, the default window size. When the test ends without failing,
+    it fails if the console reported a CSP violation or a failed load meanwhile (`page_errors`)."""
+    blank_page(driver)
+    if tuple(driver.get_window_size().values()) != WINDOW_SIZE:
+        driver.set_window_size(*WINDOW_SIZE)
+    page_errors(driver)   # read, so only this test's count
+    yield driver
+    blank_page(driver)
+    errors = page_errors(driver)
+    assert not errors, f"the viewer broke its Content-Security-Policy or missed a file: {errors}"
+
+
+def blank_page(driver) -> None:
+    """The page left for about:blank, its origin's storage and every cookie cleared first."""
+    if driver.current_url.startswith("http"):
+        driver.execute_script("sessionStorage.clear(); localStorage.clear()")
+    driver.delete_all_cookies()
+    driver.get("about:blank")
+
+
+@contextlib.contextmanager
+def chromium_driver() -> Iterator[object]:
+    """A browser of its own, for a test that uses one once (`fresh_page`'s checks at the end)."""
+    with chromium_browser() as driver, fresh_page(driver):
+        yield driver
+
+
+@pytest.fixture(name="chromium", scope="module")
+def chromium_fixture() -> Iterator[object]:
+    """The test module's one browser (import this and `page_fixture` where tests take `driver`)."""
+    with chromium_browser() as driver:
+        yield driver
+
+
+@pytest.fixture(name="driver")
+def page_fixture(chromium) -> Iterator[object]:
+    """The module's browser as a new one for this test (`fresh_page`)."""
+    with fresh_page(chromium) as driver:
+        yield driver
 
 
 def page_errors(driver) -> list[str]:
@@ -67,12 +138,12 @@ def page_errors(driver) -> list[str]:
 
 
 def wait_for(driver, condition, timeout_s: float = PAGE_TIMEOUT_S):
-    """`condition`'s first truthy value; an element not there yet, or replaced while it was
-    read (the page re-rendered it), is looked for again."""
+    """`condition`'s first truthy value, looked for every POLL_S; an element not there yet,
+    or replaced while it was read (the page re-rendered it), is looked for again."""
     from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
     from selenium.webdriver.support.ui import WebDriverWait
-    return WebDriverWait(driver, timeout_s, ignored_exceptions=(NoSuchElementException, StaleElementReferenceException)
-                         ).until(condition)
+    return WebDriverWait(driver, timeout_s, poll_frequency=POLL_S,
+                         ignored_exceptions=(NoSuchElementException, StaleElementReferenceException)).until(condition)
 
 
 def connect(driver, base_url: str, api_key: str) -> None:

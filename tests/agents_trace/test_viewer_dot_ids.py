@@ -5,7 +5,7 @@ asked for the sessions list, whose answer the page read as a session); an answer
 not a session is an error that says so."""
 from __future__ import annotations
 
-from tests.agents_trace.browser import chromium_driver, connect, wait_for
+from tests.agents_trace.browser import chromium_fixture, connect, page_fixture, wait_for  # noqa: F401 (fixtures)
 from tests.agents_trace.helpers import ManualClock, listed_sessions, make_tracer, run_scripted_session, viewer_app
 from tests.agents_trace.test_viewer_page import KEYS
 from tests.gateway.serving import start_server
@@ -18,7 +18,7 @@ def click_link(driver, text: str) -> None:
     wait_for(driver, lambda d: d.find_element(By.LINK_TEXT, text).click() or True)
 
 
-def test_a_session_whose_id_is_a_dot_or_two_says_how_to_read_it(tmp_path):
+def test_a_session_whose_id_is_a_dot_or_two_says_how_to_read_it(tmp_path, driver):
     from selenium.webdriver.common.by import By
 
     clock = ManualClock()
@@ -28,27 +28,26 @@ def test_a_session_whose_id_is_a_dot_or_two_says_how_to_read_it(tmp_path):
     assert tracer.flush(5.0)
     server = start_server(viewer_app(tracer, KEYS))
     try:
-        with chromium_driver() as driver:
-            connect(driver, server.base_url, "k-acme")
-            wait_for(driver, lambda d: sorted(listed_sessions(d)) == [".", "..", "plain"])
-            for session in (".", ".."):
-                driver.get(f"{server.base_url}/ui#/")
-                wait_for(driver, lambda d: len(listed_sessions(d)) == 3)
-                click_link(driver, session)
-                status = wait_for(driver, lambda d: d.find_element(By.ID, "status").text not in ("", "loading…")
-                                  and d.find_element(By.ID, "status").text)
-                assert f'Session "{session}" cannot be opened in a browser' in status
-                assert f"stepahead traces show {session} --tenant acme" in status
-                assert "TypeError" not in status and "Cannot read properties" not in status
-                assert not driver.find_element(By.ID, "session-view").is_displayed()
-            # the sessions list's answer (what "." asked for) is no session: an error that says so
-            said = driver.execute_script("try { sessionReply({object: 'list', data: [], has_more: false}); "
-                                         "return 'accepted'; } catch (e) { return e.message; }")
-            assert said.startswith("The gateway's answer is not a session")
-            driver.find_element(By.ID, "brand").click()   # the others open as ever
+        connect(driver, server.base_url, "k-acme")
+        wait_for(driver, lambda d: sorted(listed_sessions(d)) == [".", "..", "plain"])
+        for session in (".", ".."):
+            driver.get(f"{server.base_url}/ui#/")
             wait_for(driver, lambda d: len(listed_sessions(d)) == 3)
-            click_link(driver, "plain")
-            wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#steps tr.step-row")) == 3)
+            click_link(driver, session)
+            status = wait_for(driver, lambda d: d.find_element(By.ID, "status").text not in ("", "loading…")
+                              and d.find_element(By.ID, "status").text)
+            assert f'Session "{session}" cannot be opened in a browser' in status
+            assert f"stepahead traces show {session} --tenant acme" in status
+            assert "TypeError" not in status and "Cannot read properties" not in status
+            assert not driver.find_element(By.ID, "session-view").is_displayed()
+        # the sessions list's answer (what "." asked for) is no session: an error that says so
+        said = driver.execute_script("try { sessionReply({object: 'list', data: [], has_more: false}); "
+                                     "return 'accepted'; } catch (e) { return e.message; }")
+        assert said.startswith("The gateway's answer is not a session")
+        driver.find_element(By.ID, "brand").click()   # the others open as ever
+        wait_for(driver, lambda d: len(listed_sessions(d)) == 3)
+        click_link(driver, "plain")
+        wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#steps tr.step-row")) == 3)
     finally:
         server.stop()
         tracer.stop()

@@ -10,7 +10,7 @@ from agents_trace.api import Viewer
 from agents_trace.records import StepResult, ToolCall
 from agents_trace.traces_view import _share
 
-from tests.agents_trace.browser import chromium_driver, connect, wait_for
+from tests.agents_trace.browser import chromium_fixture, connect, page_fixture, wait_for  # noqa: F401 (fixtures)
 from tests.agents_trace.helpers import ManualClock, idle_out, make_tracer, viewer_app
 from tests.gateway.serving import start_server
 
@@ -39,11 +39,12 @@ def _tool_session(tracer, clock, session: str, tools: tuple[str, ...], tool_s: f
                                worker="w0", finish_reason="stop", output_text="found"))
 
 
-@pytest.fixture
-def served(tmp_path):
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
     """"emails" and "long-names" (ended idle, their tools ran 1.0 and 2.0 s), then "fresh" (open)."""
     clock = ManualClock()
-    tracer, _ = make_tracer(tmp_path, clock, sweep_interval_s=0.02, session_idle_timeout_s=60.0)
+    tracer, _ = make_tracer(tmp_path_factory.mktemp("labels"), clock, sweep_interval_s=0.02,
+                            session_idle_timeout_s=60.0)
     _tool_session(tracer, clock, "emails", EMAIL_TOOLS, 1.0)
     _tool_session(tracer, clock, "long-names", LONG_TOOLS, 2.0)
     idle_out(tracer, clock, 61.0)
@@ -71,14 +72,13 @@ return [...root.querySelectorAll('.gantt-row')].map((row) => {
 
 
 @pytest.mark.parametrize("session, tools, gap", [("emails", EMAIL_TOOLS, "1.000"), ("long-names", LONG_TOOLS, "2.000")])
-def test_timeline_labels_fit_beside_the_bars_and_keep_their_numbers(served, tmp_path, session, tools, gap):
+def test_timeline_labels_fit_beside_the_bars_and_keep_their_numbers(served, tmp_path, session, tools, gap, driver):
     base_url = served
-    with chromium_driver() as driver:
-        connect(driver, base_url, "k-acme")
-        driver.get(f"{base_url}/ui#/session/acme/{session}")
-        rows = wait_for(driver, lambda d: d.find_elements("css selector", "#gantt-svg .gantt-row") and
-                        d.execute_script(GANTT_GEOMETRY))
-        driver.save_screenshot(str(tmp_path / f"gantt-{session}.png"))
+    connect(driver, base_url, "k-acme")
+    driver.get(f"{base_url}/ui#/session/acme/{session}")
+    rows = wait_for(driver, lambda d: d.find_elements("css selector", "#gantt-svg .gantt-row") and
+                    d.execute_script(GANTT_GEOMETRY))
+    driver.save_screenshot(str(tmp_path / f"gantt-{session}.png"))
     assert len(rows) == 2
     for row in rows:
         assert row["first"]["right"] <= min(row["plotStart"], row["barsLeft"]), row   # not under the bars
@@ -91,36 +91,34 @@ def test_timeline_labels_fit_beside_the_bars_and_keep_their_numbers(served, tmp_
         assert label["title"] is None or label["text"].endswith("…") or "… " in label["text"], label
 
 
-def test_a_cache_hit_percent_and_a_session_state_read_as_the_cli_writes_them(served):
+def test_a_cache_hit_percent_and_a_session_state_read_as_the_cli_writes_them(served, driver):
     from selenium.webdriver.common.by import By
     base_url = served
     pairs = [(a, b) for b in (1, 3, 7, 8, 128, 200, 1000, 4096) for a in range(0, b + 1, max(1, b // 64))]
-    with chromium_driver() as driver:
-        connect(driver, base_url, "k-acme")
-        wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#sessions tbody tr")) == 3)
-        assert driver.execute_script("return arguments[0].map(([a, b]) => pct(a, b))", pairs) == \
-            [_share(a, b) for a, b in pairs]
-        states = driver.execute_script(
-            "const at = [...document.querySelectorAll('#sessions thead th')].findIndex(h => h.textContent === 'State');"
-            "return [...document.querySelectorAll('#sessions tbody tr')].map(r => [r.cells[0].textContent,"
-            " r.cells[at].textContent])")
-        assert states == [["fresh", "open"], ["long-names", "ended (idle)"], ["emails", "ended (idle)"]]
-        driver.find_element(By.LINK_TEXT, "emails").click()
-        wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#steps tr.step-row")) == 2)
-        assert driver.find_element(By.ID, "session-summary").text.endswith("· ended (idle)")
-        hit = driver.execute_script(
-            "const at = [...document.querySelectorAll('#steps thead th')].findIndex(h => h.textContent === 'Hit');"
-            "return document.querySelectorAll('#steps tr.step-row')[1].cells[at].textContent")
+    connect(driver, base_url, "k-acme")
+    wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#sessions tbody tr")) == 3)
+    assert driver.execute_script("return arguments[0].map(([a, b]) => pct(a, b))", pairs) == \
+        [_share(a, b) for a, b in pairs]
+    states = driver.execute_script(
+        "const at = [...document.querySelectorAll('#sessions thead th')].findIndex(h => h.textContent === 'State');"
+        "return [...document.querySelectorAll('#sessions tbody tr')].map(r => [r.cells[0].textContent,"
+        " r.cells[at].textContent])")
+    assert states == [["fresh", "open"], ["long-names", "ended (idle)"], ["emails", "ended (idle)"]]
+    driver.find_element(By.LINK_TEXT, "emails").click()
+    wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#steps tr.step-row")) == 2)
+    assert driver.find_element(By.ID, "session-summary").text.endswith("· ended (idle)")
+    hit = driver.execute_script(
+        "const at = [...document.querySelectorAll('#steps thead th')].findIndex(h => h.textContent === 'Hit');"
+        "return document.querySelectorAll('#steps tr.step-row')[1].cells[at].textContent")
     assert hit == _share(16, 128) == "13%"
 
 
-def test_a_link_whose_session_part_is_damaged_says_so(served):
+def test_a_link_whose_session_part_is_damaged_says_so(served, driver):
     from selenium.webdriver.common.by import By
     base_url = served
-    with chromium_driver() as driver:
-        connect(driver, base_url, "k-acme")
-        driver.get(f"{base_url}/ui#/session/acme/%E0%A4%A")
-        status = wait_for(driver, lambda d: d.find_element(By.ID, "status").text)
-        assert "URI malformed" not in status
-        assert status.startswith("Error: This link's session address is damaged") and "%E0%A4%A" in status
-        assert not driver.find_element(By.ID, "session-view").is_displayed()
+    connect(driver, base_url, "k-acme")
+    driver.get(f"{base_url}/ui#/session/acme/%E0%A4%A")
+    status = wait_for(driver, lambda d: d.find_element(By.ID, "status").text)
+    assert "URI malformed" not in status
+    assert status.startswith("Error: This link's session address is damaged") and "%E0%A4%A" in status
+    assert not driver.find_element(By.ID, "session-view").is_displayed()

@@ -3,14 +3,14 @@ and list show new steps and sessions without a reload, and "Load more sessions" 
 after the last row shown whatever moved meanwhile."""
 from __future__ import annotations
 
-from tests.agents_trace.browser import chromium_driver, connect, wait_for
+from tests.agents_trace.browser import chromium_fixture, connect, page_fixture, wait_for  # noqa: F401 (fixtures)
 from tests.agents_trace.helpers import ManualClock, listed_sessions, make_tracer, run_scripted_session, viewer_app
 from tests.agents_trace.test_viewer_live_pages import delete_session, open_session_list
 from tests.agents_trace.test_viewer_page import KEYS
 from tests.gateway.serving import start_server
 
 
-def test_a_live_session_page_shows_new_steps_as_they_arrive_and_keeps_open_messages_open(tmp_path):
+def test_a_live_session_page_shows_new_steps_as_they_arrive_and_keeps_open_messages_open(tmp_path, driver):
     from selenium.webdriver.common.by import By
 
     from agents_trace.records import StepResult
@@ -31,27 +31,26 @@ def test_a_live_session_page_shows_new_steps_as_they_arrive_and_keeps_open_messa
     step("first answer")
     server = start_server(viewer_app(tracer, KEYS))
     try:
-        with chromium_driver() as driver:
-            connect(driver, server.base_url, "k-acme")
-            driver.get(f"{server.base_url}/ui#/session/acme/live")
-            wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#steps tr.step-row")) == 1)
-            assert driver.find_element(By.ID, "live-label").is_displayed()   # open: it can go live
-            driver.find_element(By.ID, "live").click()
-            driver.find_element(By.CSS_SELECTOR, "button.show-content").click()
-            wait_for(driver, lambda d: "first answer" in d.find_element(By.ID, "steps").text)
-            step("second answer")   # the agent's next step, stored while the page is open
-            wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#steps tr.step-row")) == 2)
-            assert "first answer" in driver.find_element(By.ID, "steps").text   # still open
-            assert "2 steps" in driver.find_element(By.ID, "session-summary").text
-            tracer.stop()           # the gateway stops: the session ends, the page says so
-            wait_for(driver, lambda d: d.find_element(By.ID, "session-summary").text.endswith("ended (shutdown)"))
-            assert not driver.find_element(By.ID, "live-label").is_displayed()
+        connect(driver, server.base_url, "k-acme")
+        driver.get(f"{server.base_url}/ui#/session/acme/live")
+        wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#steps tr.step-row")) == 1)
+        assert driver.find_element(By.ID, "live-label").is_displayed()   # open: it can go live
+        driver.find_element(By.ID, "live").click()
+        driver.find_element(By.CSS_SELECTOR, "button.show-content").click()
+        wait_for(driver, lambda d: "first answer" in d.find_element(By.ID, "steps").text)
+        step("second answer")   # the agent's next step, stored while the page is open
+        wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#steps tr.step-row")) == 2)
+        assert "first answer" in driver.find_element(By.ID, "steps").text   # still open
+        assert "2 steps" in driver.find_element(By.ID, "session-summary").text
+        tracer.stop()           # the gateway stops: the session ends, the page says so
+        wait_for(driver, lambda d: d.find_element(By.ID, "session-summary").text.endswith("ended (shutdown)"))
+        assert not driver.find_element(By.ID, "live-label").is_displayed()
     finally:
         server.stop()
         tracer.stop()
 
 
-def test_a_live_sessions_list_shows_a_new_session_without_a_reload(tmp_path):
+def test_a_live_sessions_list_shows_a_new_session_without_a_reload(tmp_path, driver):
     from selenium.webdriver.common.by import By
 
     clock = ManualClock()
@@ -60,26 +59,25 @@ def test_a_live_sessions_list_shows_a_new_session_without_a_reload(tmp_path):
     assert tracer.flush(5.0)
     server = start_server(viewer_app(tracer, KEYS))
     try:
-        with chromium_driver() as driver:
-            connect(driver, server.base_url, "k-acme")
-            wait_for(driver, lambda d: d.find_elements(By.LINK_TEXT, "first"))
-            driver.find_element(By.ID, "f-live").click()
-            run_scripted_session(tracer, clock, headers={"x-session-id": "second"})   # an agent starts
-            assert tracer.flush(5.0)
-            wait_for(driver, lambda d: d.find_elements(By.LINK_TEXT, "second"))
-            assert len(driver.find_elements(By.CSS_SELECTOR, "#sessions tbody tr")) == 2   # replaced, not added
+        connect(driver, server.base_url, "k-acme")
+        wait_for(driver, lambda d: d.find_elements(By.LINK_TEXT, "first"))
+        driver.find_element(By.ID, "f-live").click()
+        run_scripted_session(tracer, clock, headers={"x-session-id": "second"})   # an agent starts
+        assert tracer.flush(5.0)
+        wait_for(driver, lambda d: d.find_elements(By.LINK_TEXT, "second"))
+        assert len(driver.find_elements(By.CSS_SELECTOR, "#sessions tbody tr")) == 2   # replaced, not added
     finally:
         server.stop()
         tracer.stop()
 
 
-def test_load_more_never_lists_a_session_twice_when_sessions_arrive_meanwhile(tmp_path):
+def test_load_more_never_lists_a_session_twice_when_sessions_arrive_meanwhile(tmp_path, driver):
     """60 sessions, 50 listed; 5 new ones arrive, pushing 5 listed ones onto the API's next
     page: "Load more sessions" adds the 10 not listed yet, and no row twice."""
     from selenium.webdriver.common.by import By
 
     first = [f"g-{i:03d}" for i in range(60)]
-    with open_session_list(tmp_path, first) as (driver, _, step):
+    with open_session_list(tmp_path, driver, first) as (driver, _, step):
         for i in range(5):   # an agent starts 5 sessions while the list is open
             step(f"new-{i}")
         driver.find_element(By.ID, "more-sessions").click()
@@ -89,7 +87,7 @@ def test_load_more_never_lists_a_session_twice_when_sessions_arrive_meanwhile(tm
     assert shown == first[::-1]   # the newest first, each once
 
 
-def test_load_more_goes_on_after_the_last_row_shown_whatever_moved_meanwhile(tmp_path):
+def test_load_more_goes_on_after_the_last_row_shown_whatever_moved_meanwhile(tmp_path, driver):
     """60 sessions, 50 listed; two listed ones are deleted and g-005 (not listed yet) is
     active again: "Load more sessions" adds every session after the last row shown (the
     API's cursor), none skipped (paging by offset lost g-009), and g-005 not at all (it
@@ -97,7 +95,7 @@ def test_load_more_goes_on_after_the_last_row_shown_whatever_moved_meanwhile(tmp
     from selenium.webdriver.common.by import By
 
     first = [f"g-{i:03d}" for i in range(60)]
-    with open_session_list(tmp_path, first) as (driver, base_url, step):
+    with open_session_list(tmp_path, driver, first) as (driver, base_url, step):
         for gone in ("g-040", "g-041"):
             delete_session(base_url, gone)
         step("g-005")

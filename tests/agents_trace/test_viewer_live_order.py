@@ -8,12 +8,12 @@ import httpx
 import pytest
 
 from agents_trace.records import StepResult
-from tests.agents_trace.browser import chromium_driver, connect, wait_for
+from tests.agents_trace.browser import chromium_fixture, connect, page_fixture, wait_for  # noqa: F401 (fixtures)
 from tests.agents_trace.helpers import ManualClock, make_tracer, viewer_app
 from tests.agents_trace.test_viewer_page import KEYS
 from tests.gateway.serving import start_server
 
-LIVE_WAIT_S = 10   # Live asks every 2 s: a few rounds
+LIVE_WAIT_S = 10   # Live asks every 2 s (browser.LIVE_TICK_MS here): a few rounds
 
 
 def shown_steps(driver) -> list[list[str]]:
@@ -69,35 +69,33 @@ def conc(tmp_path):
         tracer.stop()
 
 
-def test_live_shows_a_step_stored_after_a_later_one_once_each_in_index_order(conc):
+def test_live_shows_a_step_stored_after_a_later_one_once_each_in_index_order(conc, driver):
     """Step 1 (a long call) begins before step 2 and ends after it: Live showed #2 twice
     and never #1 (it asked for the steps after the count shown, and #2 moved there)."""
     from selenium.webdriver.common.by import By
 
     steps, base_url = conc
-    with chromium_driver() as driver:
-        open_live(driver, base_url, 1)
-        long_call, short_call = steps.begin(), steps.begin()
-        steps.end(short_call)   # stored first: #2 shows after #0 while #1 runs
-        wait_for(driver, lambda d: [n for n, _ in shown_steps(d)] == ["0", "2"], timeout_s=LIVE_WAIT_S)
-        steps.end(long_call, num_output_tokens=600)
-        wait_for(driver, lambda d: len(shown_steps(d)) == 3 and "3 steps" in
-                 d.find_element(By.ID, "session-summary").text, timeout_s=LIVE_WAIT_S)
-        assert shown_steps(driver) == [["0", "chatcmpl-conc-1"], ["1", "chatcmpl-conc-2"],
-                                       ["2", "chatcmpl-conc-3"]]
-        steps.end(steps.begin())   # and Live goes on after them
-        wait_for(driver, lambda d: len(shown_steps(d)) == 4, timeout_s=LIVE_WAIT_S)
-        assert [n for n, _ in shown_steps(driver)] == ["0", "1", "2", "3"]
+    open_live(driver, base_url, 1)
+    long_call, short_call = steps.begin(), steps.begin()
+    steps.end(short_call)   # stored first: #2 shows after #0 while #1 runs
+    wait_for(driver, lambda d: [n for n, _ in shown_steps(d)] == ["0", "2"], timeout_s=LIVE_WAIT_S)
+    steps.end(long_call, num_output_tokens=600)
+    wait_for(driver, lambda d: len(shown_steps(d)) == 3 and "3 steps" in
+             d.find_element(By.ID, "session-summary").text, timeout_s=LIVE_WAIT_S)
+    assert shown_steps(driver) == [["0", "chatcmpl-conc-1"], ["1", "chatcmpl-conc-2"],
+                                   ["2", "chatcmpl-conc-3"]]
+    steps.end(steps.begin())   # and Live goes on after them
+    wait_for(driver, lambda d: len(shown_steps(d)) == 4, timeout_s=LIVE_WAIT_S)
+    assert [n for n, _ in shown_steps(driver)] == ["0", "1", "2", "3"]
 
 
-def test_live_shows_a_session_deleted_and_begun_again_under_its_id(conc):
+def test_live_shows_a_session_deleted_and_begun_again_under_its_id(conc, driver):
     """The session is deleted while Live is on and a new step comes under its id: its
     count is 1 again, and Live kept showing the deleted session's step."""
     steps, base_url = conc
-    with chromium_driver() as driver:
-        open_live(driver, base_url, 1)
-        assert shown_steps(driver)[0][1] == "chatcmpl-conc-1"
-        assert httpx.delete(f"{base_url}/v1/traces/sessions/conc",
-                            headers={"authorization": "Bearer k-acme"}).status_code == 200
-        steps.end(steps.begin())
-        wait_for(driver, lambda d: [r for _, r in shown_steps(d)] == ["chatcmpl-conc-2"], timeout_s=LIVE_WAIT_S)
+    open_live(driver, base_url, 1)
+    assert shown_steps(driver)[0][1] == "chatcmpl-conc-1"
+    assert httpx.delete(f"{base_url}/v1/traces/sessions/conc",
+                        headers={"authorization": "Bearer k-acme"}).status_code == 200
+    steps.end(steps.begin())
+    wait_for(driver, lambda d: [r for _, r in shown_steps(d)] == ["chatcmpl-conc-2"], timeout_s=LIVE_WAIT_S)

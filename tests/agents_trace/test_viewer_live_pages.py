@@ -9,20 +9,20 @@ import contextlib
 import httpx
 
 from agents_trace.records import StepResult
-from tests.agents_trace.browser import chromium_driver, connect, wait_for
+from tests.agents_trace.browser import chromium_fixture, connect, page_fixture, wait_for  # noqa: F401 (fixtures)
 from tests.agents_trace.helpers import ManualClock, listed_sessions, make_tracer, one_step_sessions, viewer_app
 from tests.agents_trace.long_sessions import add_user_turns
 from tests.agents_trace.test_viewer_page import KEYS
 from tests.gateway.serving import start_server
 
-LIVE_WAIT_S = 10   # Live asks every 2 s: a few rounds
+LIVE_WAIT_S = 10   # Live asks every 2 s (browser.LIVE_TICK_MS here): a few rounds
 
 
 @contextlib.contextmanager
-def open_session_list(tmp_path, names: list[str]):
-    """The viewer's sessions list open in headless Chromium (tenant "acme"'s key) over a
-    store of one-step sessions `names`, its first page shown: (the driver, the server's
-    base URL, `step(name)`: one more step of a session, flushed to the store)."""
+def open_session_list(tmp_path, driver, names: list[str]):
+    """The viewer's sessions list open in `driver` (headless Chromium, tenant "acme"'s key)
+    over a store of one-step sessions `names`, its first page shown: (the driver, the
+    server's base URL, `step(name)`: one more step of a session, flushed to the store)."""
     tracer, add_step = one_step_sessions(tmp_path, names)
 
     def step(name: str) -> None:
@@ -31,10 +31,9 @@ def open_session_list(tmp_path, names: list[str]):
 
     server = start_server(viewer_app(tracer, KEYS))
     try:
-        with chromium_driver() as driver:
-            connect(driver, server.base_url, "k-acme")
-            wait_for(driver, lambda d: len(listed_sessions(d)) == min(len(names), 50))
-            yield driver, server.base_url, step
+        connect(driver, server.base_url, "k-acme")
+        wait_for(driver, lambda d: len(listed_sessions(d)) == min(len(names), 50))
+        yield driver, server.base_url, step
     finally:
         server.stop()
         tracer.stop()
@@ -45,13 +44,13 @@ def delete_session(base_url: str, name: str) -> None:
                         headers={"authorization": "Bearer k-acme"}).status_code == 200
 
 
-def test_a_live_list_with_two_pages_loaded_merges_new_sessions_on_top_and_keeps_the_rest(tmp_path):
+def test_a_live_list_with_two_pages_loaded_merges_new_sessions_on_top_and_keeps_the_rest(tmp_path, driver):
     """60 sessions, both pages loaded, Live on: a new session, one of page 2 active again
     and one of page 1 deleted show at the next refresh; every other row stays, each once."""
     from selenium.webdriver.common.by import By
 
     first = [f"g-{i:03d}" for i in range(60)]
-    with open_session_list(tmp_path, first) as (driver, base_url, step):
+    with open_session_list(tmp_path, driver, first) as (driver, base_url, step):
         driver.find_element(By.ID, "more-sessions").click()
         wait_for(driver, lambda d: len(listed_sessions(d)) == 60)
         driver.find_element(By.ID, "f-live").click()
@@ -65,13 +64,13 @@ def test_a_live_list_with_two_pages_loaded_merges_new_sessions_on_top_and_keeps_
     assert shown == ["new-1", "g-003"] + [name for name in first[::-1] if name not in ("g-003", "g-050")]
 
 
-def test_load_more_after_a_live_merge_goes_on_after_the_last_row_listed(tmp_path):
+def test_load_more_after_a_live_merge_goes_on_after_the_last_row_listed(tmp_path, driver):
     """55 sessions, 50 listed, Live on: a new session goes on top (51 rows, none pushed
     off), and "Load more sessions" then adds the 5 not listed yet, each once, in order."""
     from selenium.webdriver.common.by import By
 
     first = [f"g-{i:03d}" for i in range(55)]
-    with open_session_list(tmp_path, first) as (driver, _, step):
+    with open_session_list(tmp_path, driver, first) as (driver, _, step):
         driver.find_element(By.ID, "f-live").click()
         step("new-1")
         wait_for(driver, lambda d: listed_sessions(d)[:1] == ["new-1"], timeout_s=LIVE_WAIT_S)
@@ -82,23 +81,25 @@ def test_load_more_after_a_live_merge_goes_on_after_the_last_row_listed(tmp_path
     assert shown == ["new-1"] + first[::-1]
 
 
-def test_live_hides_load_more_once_nothing_is_left_to_load(tmp_path):
+def test_live_hides_load_more_once_nothing_is_left_to_load(tmp_path, driver):
     """QA116: every session deleted under a Live list of one page (more to load): "No
     sessions match." came, but "Load more sessions" stayed, loading nothing when clicked."""
     from selenium.webdriver.common.by import By
 
+    from agents_trace.store import delete_sessions
+
     first = [f"g-{i:03d}" for i in range(52)]
-    with open_session_list(tmp_path, first) as (driver, base_url, _):
+    with open_session_list(tmp_path, driver, first) as (driver, base_url, _):
         assert driver.find_element(By.ID, "more-sessions").get_attribute("hidden") is None
         driver.find_element(By.ID, "f-live").click()
-        for name in first:
-            delete_session(base_url, name)
+        delete_session(base_url, first[0])   # one through the API, the others in one go (the API's call)
+        delete_sessions(tmp_path / "traces.sqlite3", [("acme", name) for name in first[1:]])
         wait_for(driver, lambda d: listed_sessions(d) == [], timeout_s=LIVE_WAIT_S)
         wait_for(driver, lambda d: d.find_element(By.ID, "more-sessions").get_attribute("hidden") is not None,
                  timeout_s=LIVE_WAIT_S)
 
 
-def test_live_before_a_sessions_last_page_keeps_its_totals_and_puts_new_steps_behind_load_more(tmp_path):
+def test_live_before_a_sessions_last_page_keeps_its_totals_and_puts_new_steps_behind_load_more(tmp_path, driver):
     """A session of 205 steps opened by its first step's request id shows #0 to #199; with
     Live on, 3 new steps update the summary and "Showing … of 208" at once, and "Load more
     steps" then shows #200 to #207, none twice; the session's end shows without leaving the
@@ -125,29 +126,28 @@ def test_live_before_a_sessions_last_page_keeps_its_totals_and_puts_new_steps_be
 
     server = start_server(viewer_app(tracer, KEYS))
     try:
-        with chromium_driver() as driver:
-            connect(driver, server.base_url, "k-acme")
-            line = wait_for(driver, lambda d: d.find_element(By.ID, "window-stats").text)
-            assert line.startswith("Steps in this window: 205 in 1 session · ") and "· 0 errors" in line
-            driver.get(f"{server.base_url}/ui#/session/acme/long?request={ids[0]}")
-            wait_for(driver, lambda d: len(rows(d)) == 200)
-            assert not driver.find_element(By.ID, "more-steps").get_attribute("hidden")
-            driver.find_element(By.ID, "live").click()
-            new_steps(3)
-            wait_for(driver, lambda d: "208 steps" in d.find_element(By.ID, "session-summary").text,
-                     timeout_s=LIVE_WAIT_S)
-            assert driver.find_element(By.ID, "steps-shown").text == \
-                "Showing steps #0 to #199 (200 of 208, in index order)."
-            assert rows(driver) == [str(i) for i in range(200)]   # the new steps wait behind "Load more"
-            tracer.stop()   # the gateway stops: the session ends, the page says so and stays where it is
-            wait_for(driver, lambda d: d.find_element(By.ID, "session-summary").text.endswith("ended (shutdown)"),
-                     timeout_s=LIVE_WAIT_S)
-            assert not driver.find_element(By.ID, "live-label").is_displayed()
-            assert rows(driver) == [str(i) for i in range(200)]
-            driver.find_element(By.ID, "more-steps").click()
-            wait_for(driver, lambda d: len(rows(d)) == 208)
-            assert rows(driver) == [str(i) for i in range(208)]
-            assert driver.find_element(By.ID, "more-steps").get_attribute("hidden") is not None
+        connect(driver, server.base_url, "k-acme")
+        line = wait_for(driver, lambda d: d.find_element(By.ID, "window-stats").text)
+        assert line.startswith("Steps in this window: 205 in 1 session · ") and "· 0 errors" in line
+        driver.get(f"{server.base_url}/ui#/session/acme/long?request={ids[0]}")
+        wait_for(driver, lambda d: len(rows(d)) == 200)
+        assert not driver.find_element(By.ID, "more-steps").get_attribute("hidden")
+        driver.find_element(By.ID, "live").click()
+        new_steps(3)
+        wait_for(driver, lambda d: "208 steps" in d.find_element(By.ID, "session-summary").text,
+                 timeout_s=LIVE_WAIT_S)
+        assert driver.find_element(By.ID, "steps-shown").text == \
+            "Showing steps #0 to #199 (200 of 208, in index order)."
+        assert rows(driver) == [str(i) for i in range(200)]   # the new steps wait behind "Load more"
+        tracer.stop()   # the gateway stops: the session ends, the page says so and stays where it is
+        wait_for(driver, lambda d: d.find_element(By.ID, "session-summary").text.endswith("ended (shutdown)"),
+                 timeout_s=LIVE_WAIT_S)
+        assert not driver.find_element(By.ID, "live-label").is_displayed()
+        assert rows(driver) == [str(i) for i in range(200)]
+        driver.find_element(By.ID, "more-steps").click()
+        wait_for(driver, lambda d: len(rows(d)) == 208)
+        assert rows(driver) == [str(i) for i in range(208)]
+        assert driver.find_element(By.ID, "more-steps").get_attribute("hidden") is not None
     finally:
         server.stop()
         tracer.stop()

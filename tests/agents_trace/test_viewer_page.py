@@ -10,7 +10,8 @@ import pytest
 from agents_trace.api import Viewer
 from cache.forecast import Forecast
 
-from tests.agents_trace.browser import chromium_driver, connect, wait_for
+from tests.agents_trace.browser import (blank_page, chromium_fixture, connect, page_fixture,  # noqa: F401 (fixtures)
+                                        wait_for)
 from tests.agents_trace.helpers import (ManualClock, make_tracer, run_scripted_session, session_with_an_eviction,
                                         tool_call_message, viewer_app)
 from tests.agents_trace.long_sessions import add_user_turns
@@ -19,10 +20,10 @@ from tests.gateway.serving import start_server
 KEYS = {"k-acme": Viewer("acme"), "k-globex": Viewer("globex")}
 
 
-@pytest.fixture
-def served(tmp_path):
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
     clock = ManualClock()
-    tracer, _ = make_tracer(tmp_path, clock, capture_content=True)
+    tracer, _ = make_tracer(tmp_path_factory.mktemp("page"), clock, capture_content=True)
     # a cold model's forecast, as the gateway's predictor makes it for a new tenant
     tracer.set_forecaster(lambda tenant, session, now_s: Forecast(
         tenant, session, now_s, next_step={"END": 0.3, "tool:get_weather": 0.2}, p_end=0.3, confident=False))
@@ -34,74 +35,72 @@ def served(tmp_path):
     tracer.stop()
 
 
-def test_viewer_page_shows_a_session_timeline(served, tmp_path):
+def test_viewer_page_shows_a_session_timeline(served, tmp_path, driver):
     from selenium.webdriver.common.by import By
     base_url, session = served
-    with chromium_driver() as driver:
-        connect(driver, base_url, "k-acme")
-        link = wait_for(driver, lambda d: d.find_element(By.LINK_TEXT, session))
-        link.click()
-        wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#steps tr.step-row")) == 3)
-        steps_text = driver.find_element(By.ID, "steps").text
-        for expected in ("get_weather", "book_table", "tool:get_weather", "text answer"):
-            assert expected in steps_text
-        model_cells = driver.execute_script(
-            "const at = [...document.querySelectorAll('#steps thead th')].findIndex(h => h.textContent === 'Model');"
-            "return [...document.querySelectorAll('#steps tr.step-row')].map(r => r.children[at].textContent)")
-        assert model_cells == ["tiny"] * 3   # the model each step ran on, beside its worker
-        assert len(driver.find_elements(By.CSS_SELECTOR, "#gantt-svg .gantt-row")) == 3
-        assert len(driver.find_elements(By.CSS_SELECTOR, "#gantt-svg .tool-bar")) == 2
-        assert "get_weather" in driver.find_element(By.ID, "gantt").text
-        ticks = [t.text for t in driver.find_elements(By.CSS_SELECTOR, "#gantt-svg .gantt-tick")]
-        assert ticks and ticks[0] == "0 s" and all(t.endswith(" s") for t in ticks)
-        steps = [float(t.removesuffix(" s")) for t in ticks]
-        spacing = {round(b - a, 6) for a, b in zip(steps, steps[1:])}
-        assert len(spacing) == 1 and spacing.pop() in (1, 2, 5, 10)   # round ticks for a ~7 s session
-        assert "END (30%) · not confident" in steps_text  # a cold guess is marked as one
-        summary = driver.find_element(By.ID, "session-summary").text
-        assert "forecasts right 0/2 (none made confident)" in summary
-        driver.find_elements(By.CSS_SELECTOR, "button.show-content")[1].click()
-        wait_for(driver, lambda d: "result of get_weather" in d.find_element(By.ID, "steps").text)
-        driver.save_screenshot(str(tmp_path / "timeline.png"))
-        assert (tmp_path / "timeline.png").stat().st_size > 10_000
-        connect(driver, base_url, "k-globex")
-        wait_for(driver, lambda d: d.find_element(By.ID, "status").text == "No sessions yet.")   # none, no filter
-        driver.get(f"{base_url}/ui#/session/acme/{session}")
-        wait_for(driver, lambda d: "not found" in d.find_element(By.ID, "status").text)
+    connect(driver, base_url, "k-acme")
+    link = wait_for(driver, lambda d: d.find_element(By.LINK_TEXT, session))
+    link.click()
+    wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#steps tr.step-row")) == 3)
+    steps_text = driver.find_element(By.ID, "steps").text
+    for expected in ("get_weather", "book_table", "tool:get_weather", "text answer"):
+        assert expected in steps_text
+    model_cells = driver.execute_script(
+        "const at = [...document.querySelectorAll('#steps thead th')].findIndex(h => h.textContent === 'Model');"
+        "return [...document.querySelectorAll('#steps tr.step-row')].map(r => r.children[at].textContent)")
+    assert model_cells == ["tiny"] * 3   # the model each step ran on, beside its worker
+    assert len(driver.find_elements(By.CSS_SELECTOR, "#gantt-svg .gantt-row")) == 3
+    assert len(driver.find_elements(By.CSS_SELECTOR, "#gantt-svg .tool-bar")) == 2
+    assert "get_weather" in driver.find_element(By.ID, "gantt").text
+    ticks = [t.text for t in driver.find_elements(By.CSS_SELECTOR, "#gantt-svg .gantt-tick")]
+    assert ticks and ticks[0] == "0 s" and all(t.endswith(" s") for t in ticks)
+    steps = [float(t.removesuffix(" s")) for t in ticks]
+    spacing = {round(b - a, 6) for a, b in zip(steps, steps[1:])}
+    assert len(spacing) == 1 and spacing.pop() in (1, 2, 5, 10)   # round ticks for a ~7 s session
+    assert "END (30%) · not confident" in steps_text  # a cold guess is marked as one
+    summary = driver.find_element(By.ID, "session-summary").text
+    assert "forecasts right 0/2 (none made confident)" in summary
+    driver.find_elements(By.CSS_SELECTOR, "button.show-content")[1].click()
+    wait_for(driver, lambda d: "result of get_weather" in d.find_element(By.ID, "steps").text)
+    driver.save_screenshot(str(tmp_path / "timeline.png"))
+    assert (tmp_path / "timeline.png").stat().st_size > 10_000
+    connect(driver, base_url, "k-globex")
+    wait_for(driver, lambda d: d.find_element(By.ID, "status").text == "No sessions yet.")   # none, no filter
+    driver.get(f"{base_url}/ui#/session/acme/{session}")
+    wait_for(driver, lambda d: "not found" in d.find_element(By.ID, "status").text)
     response = httpx.get(f"{base_url}/v1/traces/sessions/{session}",
                          headers={"authorization": "Bearer k-globex"}, timeout=10)
     assert response.status_code == 404
 
 
-def test_viewer_finds_a_session_by_part_of_its_id_or_by_a_request_id(served):
+def test_viewer_finds_a_session_by_part_of_its_id_or_by_a_request_id(served, driver):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.expected_conditions import staleness_of
     base_url, session = served
-    with chromium_driver() as driver:
-        connect(driver, base_url, "k-acme")
-        wait_for(driver, lambda d: d.find_elements(By.LINK_TEXT, session))
-        driver.find_element(By.ID, "f-id").send_keys("no-such-session")
-        driver.find_element(By.CSS_SELECTOR, "#filters button[type=submit]").click()
-        wait_for(driver, lambda d: "No sessions match." in d.find_element(By.ID, "status").text)
-        driver.find_element(By.ID, "f-id").clear()
-        driver.find_element(By.ID, "f-id").send_keys(session[-5:])
-        driver.find_element(By.CSS_SELECTOR, "#filters button[type=submit]").click()
-        wait_for(driver, lambda d: d.find_elements(By.LINK_TEXT, session))
-        # by a request id (a reply's x-request-id): its session, and in it the step marked
-        steps = httpx.get(f"{base_url}/v1/traces/sessions/{session}", headers={"authorization": "Bearer k-acme"},
-                          timeout=10).json()["steps"]["data"]
-        driver.find_element(By.ID, "f-id").clear()
-        driver.find_element(By.ID, "f-id").send_keys(steps[1]["response_id"])
-        shown = driver.find_element(By.CSS_SELECTOR, "#sessions tbody tr")   # the last search's one row
-        driver.find_element(By.CSS_SELECTOR, "#filters button[type=submit]").click()
-        wait_for(driver, staleness_of(shown))   # not that row: this search's (its link went stale once)
-        wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#sessions tbody tr")) == 1)
-        driver.find_element(By.LINK_TEXT, session).click()
-        wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#steps tr.step-row")) == 3)
-        [found] = driver.find_elements(By.CSS_SELECTOR, "#steps tr.step-row.found")
-        assert found.get_attribute("data-step") == "1"
-        cell = found.find_element(By.TAG_NAME, "td")
-        assert cell.get_attribute("title") == "request " + steps[1]["response_id"]
+    connect(driver, base_url, "k-acme")
+    wait_for(driver, lambda d: d.find_elements(By.LINK_TEXT, session))
+    driver.find_element(By.ID, "f-id").send_keys("no-such-session")
+    driver.find_element(By.CSS_SELECTOR, "#filters button[type=submit]").click()
+    wait_for(driver, lambda d: "No sessions match." in d.find_element(By.ID, "status").text)
+    driver.find_element(By.ID, "f-id").clear()
+    driver.find_element(By.ID, "f-id").send_keys(session[-5:])
+    driver.find_element(By.CSS_SELECTOR, "#filters button[type=submit]").click()
+    wait_for(driver, lambda d: d.find_elements(By.LINK_TEXT, session))
+    # by a request id (a reply's x-request-id): its session, and in it the step marked
+    steps = httpx.get(f"{base_url}/v1/traces/sessions/{session}", headers={"authorization": "Bearer k-acme"},
+                      timeout=10).json()["steps"]["data"]
+    driver.find_element(By.ID, "f-id").clear()
+    driver.find_element(By.ID, "f-id").send_keys(steps[1]["response_id"])
+    shown = driver.find_element(By.CSS_SELECTOR, "#sessions tbody tr")   # the last search's one row
+    driver.find_element(By.CSS_SELECTOR, "#filters button[type=submit]").click()
+    wait_for(driver, staleness_of(shown))   # not that row: this search's (its link went stale once)
+    wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#sessions tbody tr")) == 1)
+    driver.find_element(By.LINK_TEXT, session).click()
+    wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#steps tr.step-row")) == 3)
+    [found] = driver.find_elements(By.CSS_SELECTOR, "#steps tr.step-row.found")
+    assert found.get_attribute("data-step") == "1"
+    cell = found.find_element(By.TAG_NAME, "td")
+    assert cell.get_attribute("title") == "request " + steps[1]["response_id"]
 
 
 def _open_by_request_id(driver, request_id: str, session: str) -> None:
@@ -116,7 +115,7 @@ def _open_by_request_id(driver, request_id: str, session: str) -> None:
     wait_for(driver, lambda d: d.find_element(By.LINK_TEXT, session)).click()
 
 
-def test_viewer_outlines_the_step_a_request_id_names_wherever_it_lies(tmp_path):
+def test_viewer_outlines_the_step_a_request_id_names_wherever_it_lies(tmp_path, driver):
     """300 steps, 200 to a page: step 250 is on the second page, which the page opens on."""
     from selenium.webdriver.common.by import By
 
@@ -133,74 +132,72 @@ def test_viewer_outlines_the_step_a_request_id_names_wherever_it_lies(tmp_path):
     server = start_server(viewer_app(tracer, KEYS))
     in_view = "const r = arguments[0].getBoundingClientRect(); return r.top >= 0 && r.bottom <= innerHeight;"
     try:
-        with chromium_driver() as driver:
-            connect(driver, server.base_url, "k-acme")
-            _open_by_request_id(driver, request_ids[250], "long")
-            wait_for(driver, lambda d: outlined(d) == ["250"])
-            assert shown(driver) == [str(i) for i in range(200, 300)]
-            [found] = driver.find_elements(By.CSS_SELECTOR, "#steps tr.found")
-            assert driver.execute_script(in_view, found)   # scrolled to it
-            assert found.find_element(By.TAG_NAME, "td").get_attribute("title") == "request " + request_ids[250]
-            # the line numbers the steps as their rows and the timeline do (#200 is the 201st)
-            assert driver.find_element(By.ID, "steps-shown").text == \
-                "Showing steps #200 to #299 (100 of 300, in index order)."
-            assert not driver.find_element(By.ID, "more-steps").is_displayed()
-            assert driver.current_url.endswith("#/session/acme/long?request=" + request_ids[250])
-            driver.refresh()   # the URL keeps the request id: the same page, the same step outlined
-            wait_for(driver, lambda d: outlined(d) == ["250"])
-            assert shown(driver) == [str(i) for i in range(200, 300)]
-            driver.find_element(By.ID, "earlier-steps").click()   # the steps before it, in front
-            wait_for(driver, lambda d: len(shown(d)) == 300)
-            assert shown(driver) == [str(i) for i in range(300)]
-            assert outlined(driver) == ["250"] and driver.find_element(By.ID, "steps-shown").text == ""
-            assert not driver.find_element(By.ID, "earlier-steps").is_displayed()
-            assert len(driver.find_elements(By.CSS_SELECTOR, "#gantt-svg .gantt-row")) == 300
-            driver.find_element(By.CSS_SELECTOR, "header .brand").click()   # back to the list
-            _open_by_request_id(driver, request_ids[50], "long")   # on the first page, as before
-            wait_for(driver, lambda d: outlined(d) == ["50"])
-            assert len(shown(driver)) == 200 and driver.find_element(By.ID, "more-steps").is_displayed()
-            assert not driver.find_element(By.ID, "earlier-steps").is_displayed()
-            driver.find_element(By.ID, "more-steps").click()
-            wait_for(driver, lambda d: len(shown(d)) == 300)
-            assert outlined(driver) == ["50"]
+        connect(driver, server.base_url, "k-acme")
+        _open_by_request_id(driver, request_ids[250], "long")
+        wait_for(driver, lambda d: outlined(d) == ["250"])
+        assert shown(driver) == [str(i) for i in range(200, 300)]
+        [found] = driver.find_elements(By.CSS_SELECTOR, "#steps tr.found")
+        assert driver.execute_script(in_view, found)   # scrolled to it
+        assert found.find_element(By.TAG_NAME, "td").get_attribute("title") == "request " + request_ids[250]
+        # the line numbers the steps as their rows and the timeline do (#200 is the 201st)
+        assert driver.find_element(By.ID, "steps-shown").text == \
+            "Showing steps #200 to #299 (100 of 300, in index order)."
+        assert not driver.find_element(By.ID, "more-steps").is_displayed()
+        assert driver.current_url.endswith("#/session/acme/long?request=" + request_ids[250])
+        driver.refresh()   # the URL keeps the request id: the same page, the same step outlined
+        wait_for(driver, lambda d: outlined(d) == ["250"])
+        assert shown(driver) == [str(i) for i in range(200, 300)]
+        driver.find_element(By.ID, "earlier-steps").click()   # the steps before it, in front
+        wait_for(driver, lambda d: len(shown(d)) == 300)
+        assert shown(driver) == [str(i) for i in range(300)]
+        assert outlined(driver) == ["250"] and driver.find_element(By.ID, "steps-shown").text == ""
+        assert not driver.find_element(By.ID, "earlier-steps").is_displayed()
+        assert len(driver.find_elements(By.CSS_SELECTOR, "#gantt-svg .gantt-row")) == 300
+        driver.find_element(By.CSS_SELECTOR, "header .brand").click()   # back to the list
+        _open_by_request_id(driver, request_ids[50], "long")   # on the first page, as before
+        wait_for(driver, lambda d: outlined(d) == ["50"])
+        assert len(shown(driver)) == 200 and driver.find_element(By.ID, "more-steps").is_displayed()
+        assert not driver.find_element(By.ID, "earlier-steps").is_displayed()
+        driver.find_element(By.ID, "more-steps").click()
+        wait_for(driver, lambda d: len(shown(d)) == 300)
+        assert outlined(driver) == ["50"]
     finally:
         server.stop()
         tracer.stop()
 
 
-def test_viewer_sums_the_window_and_exports_the_sessions_that_match_its_filters(served):
+def test_viewer_sums_the_window_and_exports_the_sessions_that_match_its_filters(served, driver):
     from selenium.webdriver.common.by import By
     base_url, session = served
-    with chromium_driver() as driver:
-        connect(driver, base_url, "k-acme")
-        wait_for(driver, lambda d: d.find_elements(By.LINK_TEXT, session))
-        stats = wait_for(driver, lambda d: d.find_element(By.ID, "window-stats").text)
-        # the scripted session: 100 + 200 + 300 prompt tokens, 0 + 80 + 160 cached, TTFT 100 ms each
-        assert stats.startswith("Steps in this window: 3 in 1 session · 600 prompt tokens, 40% cached · "
-                                "TTFT p50 100.0 ms, p99 100.0 ms · 0 errors · forecasts right 0/2")
-        # keep what the page fetches for its download, instead of saving a file
-        driver.execute_script("""
-            window.exported = [];
-            const realFetch = window.fetch;
-            window.fetch = async (path, init) => {
-              const response = await realFetch(path, init);
-              if (String(path).startsWith('/v1/traces/export')) {
-                window.exported.push([String(path), await response.clone().text()]);
-              }
-              return response;
-            };""")
-        driver.find_element(By.ID, "f-agent").send_keys("travel")
-        driver.find_element(By.CSS_SELECTOR, "#filters button[type=submit]").click()   # the filters applied
-        wait_for(driver, lambda d: "agent=travel" in d.current_url)
-        driver.find_element(By.ID, "export-all-link").click()
-        path, text = wait_for(driver, lambda d: (d.execute_script("return window.exported") or [None])[0])
+    connect(driver, base_url, "k-acme")
+    wait_for(driver, lambda d: d.find_elements(By.LINK_TEXT, session))
+    stats = wait_for(driver, lambda d: d.find_element(By.ID, "window-stats").text)
+    # the scripted session: 100 + 200 + 300 prompt tokens, 0 + 80 + 160 cached, TTFT 100 ms each
+    assert stats.startswith("Steps in this window: 3 in 1 session · 600 prompt tokens, 40% cached · "
+                            "TTFT p50 100.0 ms, p99 100.0 ms · 0 errors · forecasts right 0/2")
+    # keep what the page fetches for its download, instead of saving a file
+    driver.execute_script("""
+        window.exported = [];
+        const realFetch = window.fetch;
+        window.fetch = async (path, init) => {
+          const response = await realFetch(path, init);
+          if (String(path).startsWith('/v1/traces/export')) {
+            window.exported.push([String(path), await response.clone().text()]);
+          }
+          return response;
+        };""")
+    driver.find_element(By.ID, "f-agent").send_keys("travel")
+    driver.find_element(By.CSS_SELECTOR, "#filters button[type=submit]").click()   # the filters applied
+    wait_for(driver, lambda d: "agent=travel" in d.current_url)
+    driver.find_element(By.ID, "export-all-link").click()
+    path, text = wait_for(driver, lambda d: (d.execute_script("return window.exported") or [None])[0])
     assert path == "/v1/traces/export?agent_contains=travel"   # part of a name (FI67)
     header, *requests = text.splitlines()
     assert header.startswith('{"format":"stepahead-trace/1"')
     assert len(requests) == 3 and all(f'"session":"{session}"' in line for line in requests)
 
 
-def test_viewer_marks_the_step_whose_prefix_was_evicted_as_the_api_counts_it(tmp_path):
+def test_viewer_marks_the_step_whose_prefix_was_evicted_as_the_api_counts_it(tmp_path, driver):
     from selenium.webdriver.common.by import By
     store, _ = session_with_an_eviction(tmp_path)
     server = start_server(viewer_app(store, KEYS))
@@ -208,13 +205,12 @@ def test_viewer_marks_the_step_whose_prefix_was_evicted_as_the_api_counts_it(tmp
         steps = httpx.get(f"{server.base_url}/v1/traces/sessions/s", headers={"authorization": "Bearer k-acme"},
                           timeout=10).json()["steps"]["data"]
         assert [s["evicted_prefix_tokens"] for s in steps] == [None, 0, 256]
-        with chromium_driver() as driver:
-            connect(driver, server.base_url, "k-acme")
-            driver.get(f"{server.base_url}/ui#/session/acme/s")
-            wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#steps tr.step-row")) == 3)
-            marked = driver.find_elements(By.CSS_SELECTOR, "#steps td[title*='no longer cached']")
-            assert [(cell.text, cell.get_attribute("class")) for cell in marked] == [("0", "miss")]
-            assert marked[0].get_attribute("title").startswith("256 tokens the previous step left")
+        connect(driver, server.base_url, "k-acme")
+        driver.get(f"{server.base_url}/ui#/session/acme/s")
+        wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#steps tr.step-row")) == 3)
+        marked = driver.find_elements(By.CSS_SELECTOR, "#steps td[title*='no longer cached']")
+        assert [(cell.text, cell.get_attribute("class")) for cell in marked] == [("0", "miss")]
+        assert marked[0].get_attribute("title").startswith("256 tokens the previous step left")
     finally:
         server.stop()
 
@@ -246,7 +242,7 @@ def served_with_forecasters(tmp_path):
     tracer.stop()
 
 
-def test_forecaster_status_is_scoped_to_the_tenant_and_shown_over_the_list(served_with_forecasters):
+def test_forecaster_status_is_scoped_to_the_tenant_and_shown_over_the_list(served_with_forecasters, driver):
     from selenium.webdriver.common.by import By
     base_url = served_with_forecasters
 
@@ -276,17 +272,16 @@ def test_forecaster_status_is_scoped_to_the_tenant_and_shown_over_the_list(serve
     nobody = status("k-admin", "?tenant=nobody")   # a name the forecasters never saw: nothing made up
     assert (nobody["data"], nobody["num_tenants"]) == ([], 0)
     assert httpx.get(f"{base_url}/v1/traces/forecasters", timeout=10).status_code == 401
-    with chromium_driver() as driver:
-        connect(driver, base_url, "k-acme")
-        line = wait_for(driver, lambda d: d.find_element(By.ID, "forecasters").text)
-        assert line.startswith("Forecasts for acme: step model not fitted yet: 0 of 8 sessions finished")
-        assert "· return gaps confident (" in line and "globex" not in line
-    with chromium_driver() as driver:   # an admin sees a page of tenants and how many more there are
-        connect(driver, base_url, "k-admin")
-        wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#forecasters li")) == 21)
-        lines = [li.text for li in driver.find_elements(By.CSS_SELECTOR, "#forecasters li")]
-        assert lines[0].startswith("Forecasts for acme:") and lines[19].startswith("Forecasts for t17:")
-        assert lines[20] == "and 3 more tenants: filter by tenant to see one"
+    connect(driver, base_url, "k-acme")
+    line = wait_for(driver, lambda d: d.find_element(By.ID, "forecasters").text)
+    assert line.startswith("Forecasts for acme: step model not fitted yet: 0 of 8 sessions finished")
+    assert "· return gaps confident (" in line and "globex" not in line
+    blank_page(driver)   # an admin, in a browser as new, sees a page of tenants and how many more there are
+    connect(driver, base_url, "k-admin")
+    wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#forecasters li")) == 21)
+    lines = [li.text for li in driver.find_elements(By.CSS_SELECTOR, "#forecasters li")]
+    assert lines[0].startswith("Forecasts for acme:") and lines[19].startswith("Forecasts for t17:")
+    assert lines[20] == "and 3 more tenants: filter by tenant to see one"
 
 
 def test_without_forecasters_the_status_says_so(served):
@@ -296,7 +291,7 @@ def test_without_forecasters_the_status_says_so(served):
     assert response.json() == {"forecasting": False, "data": []}
 
 
-def test_viewer_opens_and_exports_a_session_whose_id_holds_a_slash_and_odd_characters(tmp_path):
+def test_viewer_opens_and_exports_a_session_whose_id_holds_a_slash_and_odd_characters(tmp_path, driver):
     from selenium.webdriver.common.by import By
     session = "proj/run 1?#%ü"
     clock = ManualClock()
@@ -305,27 +300,26 @@ def test_viewer_opens_and_exports_a_session_whose_id_holds_a_slash_and_odd_chara
     assert tracer.flush(5.0)
     server = start_server(viewer_app(tracer, KEYS))
     try:
-        with chromium_driver() as driver:
-            connect(driver, server.base_url, "k-acme")
-            wait_for(driver, lambda d: d.find_element(By.LINK_TEXT, session)).click()
-            wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#steps tr.step-row")) == 3)
-            driver.find_elements(By.CSS_SELECTOR, "button.show-content")[1].click()
-            wait_for(driver, lambda d: "result of get_weather" in d.find_element(By.ID, "steps").text)
-            driver.execute_script("""
-                window.exported = [];
-                const realFetch = window.fetch;
-                window.fetch = async (path, init) => {
-                  const response = await realFetch(path, init);
-                  if (String(path).includes('/export')) {
-                    window.exported.push([String(path), response.status, await response.clone().text()]);
-                  }
-                  return response;
-                };""")
-            driver.find_element(By.ID, "export-link").click()
-            path, status, text = wait_for(driver, lambda d: (d.execute_script("return window.exported") or [None])[0])
-            driver.refresh()   # the page's own URL (#/session/acme/...) opens it again
-            wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#steps tr.step-row")) == 3)
-            assert "not found" not in driver.find_element(By.ID, "status").text
+        connect(driver, server.base_url, "k-acme")
+        wait_for(driver, lambda d: d.find_element(By.LINK_TEXT, session)).click()
+        wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#steps tr.step-row")) == 3)
+        driver.find_elements(By.CSS_SELECTOR, "button.show-content")[1].click()
+        wait_for(driver, lambda d: "result of get_weather" in d.find_element(By.ID, "steps").text)
+        driver.execute_script("""
+            window.exported = [];
+            const realFetch = window.fetch;
+            window.fetch = async (path, init) => {
+              const response = await realFetch(path, init);
+              if (String(path).includes('/export')) {
+                window.exported.push([String(path), response.status, await response.clone().text()]);
+              }
+              return response;
+            };""")
+        driver.find_element(By.ID, "export-link").click()
+        path, status, text = wait_for(driver, lambda d: (d.execute_script("return window.exported") or [None])[0])
+        driver.refresh()   # the page's own URL (#/session/acme/...) opens it again
+        wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#steps tr.step-row")) == 3)
+        assert "not found" not in driver.find_element(By.ID, "status").text
     finally:
         server.stop()
         tracer.stop()
@@ -334,53 +328,56 @@ def test_viewer_opens_and_exports_a_session_whose_id_holds_a_slash_and_odd_chara
     assert header.startswith('{"format":"stepahead-trace/1"') and len(requests) == 3
 
 
-def test_a_session_that_cannot_be_opened_shows_nothing_of_the_last_one(served):
+def test_a_session_that_cannot_be_opened_shows_nothing_of_the_last_one(served, driver):
     """A typo or a deleted session: "not found", and no other session's data under its URL."""
     from selenium.webdriver.common.by import By
     base_url, session = served
-    with chromium_driver() as driver:
-        connect(driver, base_url, "k-acme")
-        wait_for(driver, lambda d: d.find_element(By.LINK_TEXT, session)).click()
-        wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#steps tr.step-row")) == 3)
-        driver.get(f"{base_url}/ui#/session/acme/no-such-session")   # the same page, another hash
-        wait_for(driver, lambda d: "not found" in d.find_element(By.ID, "status").text)
-        assert not driver.find_element(By.ID, "session-view").is_displayed()
-        assert session not in driver.find_element(By.TAG_NAME, "body").text
-        driver.back()   # the session that exists opens again, and the status line is clear
-        wait_for(driver, lambda d: d.find_element(By.ID, "session-view").is_displayed())
-        assert driver.find_element(By.ID, "session-title").text == f"Session {session}"
-        assert len(driver.find_elements(By.CSS_SELECTOR, "#steps tr.step-row")) == 3
-        assert driver.find_element(By.ID, "status").text == ""
+    connect(driver, base_url, "k-acme")
+    wait_for(driver, lambda d: d.find_element(By.LINK_TEXT, session)).click()
+    wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#steps tr.step-row")) == 3)
+    driver.get(f"{base_url}/ui#/session/acme/no-such-session")   # the same page, another hash
+    wait_for(driver, lambda d: "not found" in d.find_element(By.ID, "status").text)
+    assert not driver.find_element(By.ID, "session-view").is_displayed()
+    assert session not in driver.find_element(By.TAG_NAME, "body").text
+    driver.back()   # the session that exists opens again, and the status line is clear
+    wait_for(driver, lambda d: d.find_element(By.ID, "session-view").is_displayed())
+    assert driver.find_element(By.ID, "session-title").text == f"Session {session}"
+    assert len(driver.find_elements(By.CSS_SELECTOR, "#steps tr.step-row")) == 3
+    assert driver.find_element(By.ID, "status").text == ""
 
 
-def test_live_clears_an_error_once_a_refresh_succeeds(served):
+def test_live_clears_an_error_once_a_refresh_succeeds(served, driver):
     """A Live refresh that failed (a gateway restarting) says so until one succeeds, not for good."""
     from selenium.webdriver.common.by import By
     base_url, session = served
-    with chromium_driver() as driver:
-        connect(driver, base_url, "k-acme")
-        driver.get(f"{base_url}/ui#/session/acme/{session}")
-        wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#steps tr.step-row")) == 3)
-        driver.execute_script("""
-            window.failures = 1;   // the next API call answers 503, as a restarting gateway would
-            const realFetch = window.fetch;
-            window.fetch = async (path, init) => {
-              if (window.failures > 0 && String(path).startsWith('/v1/traces/sessions/')) {
-                window.failures -= 1;
-                return new Response(JSON.stringify({detail: 'gateway restarting'}), {status: 503});
-              }
-              return realFetch(path, init);
-            };""")
-        driver.find_element(By.ID, "live").click()
-        wait_for(driver, lambda d: d.find_element(By.ID, "status").text == "gateway restarting")
-        wait_for(driver, lambda d: d.find_element(By.ID, "status").text == "")   # the next refresh worked
-        assert len(driver.find_elements(By.CSS_SELECTOR, "#steps tr.step-row")) == 3
+    connect(driver, base_url, "k-acme")
+    driver.get(f"{base_url}/ui#/session/acme/{session}")
+    wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#steps tr.step-row")) == 3)
+    driver.execute_script("""
+        window.failures = 1;   // the next API call answers 503, as a restarting gateway would
+        const realFetch = window.fetch;
+        window.fetch = async (path, init) => {
+          if (window.failures > 0 && String(path).startsWith('/v1/traces/sessions/')) {
+            window.failures -= 1;
+            return new Response(JSON.stringify({detail: 'gateway restarting'}), {status: 503});
+          }
+          return realFetch(path, init);
+        };
+        window.statuses = [];   // every text the status line shows, kept (a Live tick is short here)
+        new MutationObserver(() => window.statuses.push(document.getElementById('status').textContent))
+          .observe(document.getElementById('status'), {childList: true, characterData: true, subtree: true});""")
+    driver.find_element(By.ID, "live").click()
+    wait_for(driver, lambda d: "gateway restarting" in d.execute_script("return window.statuses"))
+    wait_for(driver, lambda d: d.find_element(By.ID, "status").text == "")   # the next refresh worked
+    shown = driver.execute_script("return window.statuses")
+    assert "" in shown[shown.index("gateway restarting"):]   # said so, then cleared
+    assert len(driver.find_elements(By.CSS_SELECTOR, "#steps tr.step-row")) == 3
 
 
 BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
 
 
-def test_viewer_shows_bidi_and_control_characters_escaped_as_the_cli_does(tmp_path):
+def test_viewer_shows_bidi_and_control_characters_escaped_as_the_cli_does(tmp_path, driver):
     """Ids, names, errors and content a client sent with U+202E and the like: never shown raw
     (`invoice_\\u202etxt.exe` would read backwards), always as the CLI's escapes."""
     from selenium.webdriver.common.by import By
@@ -409,32 +406,31 @@ def test_viewer_shows_bidi_and_control_characters_escaped_as_the_cli_does(tmp_pa
     try:
         content = httpx.get(f"{server.base_url}/v1/traces/sessions/{quote(session, safe='')}/steps/1/content",
                             headers={"authorization": "Bearer k-acme"}, timeout=10).json()
-        with chromium_driver() as driver:
-            connect(driver, server.base_url, "k-acme")
-            wait_for(driver, lambda d: d.find_element(By.LINK_TEXT, printable(session))).click()
-            wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#steps tr.step-row")) == 2)
-            assert driver.find_element(By.ID, "session-title").text == "Session inv\\u202eoice\\t1"
-            assert driver.find_element(By.ID, "session-summary").text.startswith("agent ag\\u2067ent · ")
-            steps_text = driver.find_element(By.ID, "steps").text
-            assert "tool:ls\\u202e" in steps_text and "upstream_error: bad \\u202e\\x1b[31m answer" in steps_text
-            assert "tool:ls\\u202e" in driver.find_element(By.ID, "gantt").text
-            driver.find_elements(By.CSS_SELECTOR, "button.show-content")[1].click()
-            pre = wait_for(driver, lambda d: d.find_element(By.CSS_SELECTOR, "pre.content"))
-            assert '"content": "invoice_\\u202etxt.exe approved=false"' in pre.text
-            assert json.loads(pre.text) == content   # still the JSON the API sent
-            for text in driver.execute_script(hidden):
-                assert not set(text) & set(BIDI + "\x1b"), text
-            driver.find_element(By.ID, "brand").click()   # the list: the id and the agent escaped too
-            assert wait_for(driver, lambda d: d.find_element(By.CSS_SELECTOR, "#sessions tbody tr").text.startswith(
-                "inv\\u202eoice\\t1 ag\\u2067ent "))
-            for text in driver.execute_script(hidden):
-                assert not set(text) & set(BIDI + "\x1b"), text
+        connect(driver, server.base_url, "k-acme")
+        wait_for(driver, lambda d: d.find_element(By.LINK_TEXT, printable(session))).click()
+        wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#steps tr.step-row")) == 2)
+        assert driver.find_element(By.ID, "session-title").text == "Session inv\\u202eoice\\t1"
+        assert driver.find_element(By.ID, "session-summary").text.startswith("agent ag\\u2067ent · ")
+        steps_text = driver.find_element(By.ID, "steps").text
+        assert "tool:ls\\u202e" in steps_text and "upstream_error: bad \\u202e\\x1b[31m answer" in steps_text
+        assert "tool:ls\\u202e" in driver.find_element(By.ID, "gantt").text
+        driver.find_elements(By.CSS_SELECTOR, "button.show-content")[1].click()
+        pre = wait_for(driver, lambda d: d.find_element(By.CSS_SELECTOR, "pre.content"))
+        assert '"content": "invoice_\\u202etxt.exe approved=false"' in pre.text
+        assert json.loads(pre.text) == content   # still the JSON the API sent
+        for text in driver.execute_script(hidden):
+            assert not set(text) & set(BIDI + "\x1b"), text
+        driver.find_element(By.ID, "brand").click()   # the list: the id and the agent escaped too
+        assert wait_for(driver, lambda d: d.find_element(By.CSS_SELECTOR, "#sessions tbody tr").text.startswith(
+            "inv\\u202eoice\\t1 ag\\u2067ent "))
+        for text in driver.execute_script(hidden):
+            assert not set(text) & set(BIDI + "\x1b"), text
     finally:
         server.stop()
         tracer.stop()
 
 
-def test_back_reload_and_a_shared_link_keep_the_lists_filters_rows_and_scroll(tmp_path):
+def test_back_reload_and_a_shared_link_keep_the_lists_filters_rows_and_scroll(tmp_path, driver):
     """120 sessions of agent "bulk" (and 5 of another): filtered, 100 rows loaded, one far
     down opened; Back, a reload and the URL opened in another tab show that same list."""
     from selenium.webdriver.common.by import By
@@ -459,36 +455,35 @@ def test_back_reload_and_a_shared_link_keep_the_lists_filters_rows_and_scroll(tm
         return {row.split("\t")[1] for row in rows(d)}
 
     try:
-        with chromium_driver() as driver:
-            connect(driver, server.base_url, "k-acme")
-            wait_for(driver, lambda d: len(rows(d)) == 50)
-            driver.find_element(By.ID, "f-agent").send_keys("bulk")
-            driver.find_element(By.CSS_SELECTOR, "#filters button[type=submit]").click()
-            wait_for(driver, lambda d: d.current_url.endswith("/ui#/?agent=bulk") and agents_shown(d) == {"bulk"})
-            driver.find_element(By.ID, "more-sessions").click()
-            wait_for(driver, lambda d: len(rows(d)) == 100)
-            assert driver.current_url.endswith("/ui#/?agent=bulk&rows=100")
-            link = driver.find_elements(By.CSS_SELECTOR, "#sessions tbody a")[90]   # only after "Load more"
-            name = link.text
-            driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", link)
-            scrolled = driver.execute_script("return scrollY")
-            assert scrolled > 500
-            link.click()
-            wait_for(driver, lambda d: d.find_element(By.ID, "session-title").text == f"Session {name}")
-            driver.back()
-            wait_for(driver, lambda d: len(rows(d)) == 100 and abs(d.execute_script("return scrollY") - scrolled) < 2)
-            assert driver.find_element(By.ID, "f-agent").get_attribute("value") == "bulk"
-            assert agents_shown(driver) == {"bulk"} and name in [row.split("\t")[0] for row in rows(driver)]
-            driver.refresh()
-            wait_for(driver, lambda d: len(rows(d)) == 100 and agents_shown(d) == {"bulk"})
-            assert driver.find_element(By.ID, "f-agent").get_attribute("value") == "bulk"
-            driver.execute_script("sessionStorage.clear()")   # as in a tab the link was pasted into
-            driver.refresh()
-            wait_for(driver, lambda d: "Enter an API key" in d.find_element(By.ID, "status").text)
-            driver.find_element(By.ID, "api-key").send_keys("k-acme")
-            driver.find_element(By.ID, "connect").click()
-            wait_for(driver, lambda d: len(rows(d)) == 100 and agents_shown(d) == {"bulk"})
-            assert driver.current_url.endswith("/ui#/?agent=bulk&rows=100")
+        connect(driver, server.base_url, "k-acme")
+        wait_for(driver, lambda d: len(rows(d)) == 50)
+        driver.find_element(By.ID, "f-agent").send_keys("bulk")
+        driver.find_element(By.CSS_SELECTOR, "#filters button[type=submit]").click()
+        wait_for(driver, lambda d: d.current_url.endswith("/ui#/?agent=bulk") and agents_shown(d) == {"bulk"})
+        driver.find_element(By.ID, "more-sessions").click()
+        wait_for(driver, lambda d: len(rows(d)) == 100)
+        assert driver.current_url.endswith("/ui#/?agent=bulk&rows=100")
+        link = driver.find_elements(By.CSS_SELECTOR, "#sessions tbody a")[90]   # only after "Load more"
+        name = link.text
+        driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", link)
+        scrolled = driver.execute_script("return scrollY")
+        assert scrolled > 500
+        link.click()
+        wait_for(driver, lambda d: d.find_element(By.ID, "session-title").text == f"Session {name}")
+        driver.back()
+        wait_for(driver, lambda d: len(rows(d)) == 100 and abs(d.execute_script("return scrollY") - scrolled) < 2)
+        assert driver.find_element(By.ID, "f-agent").get_attribute("value") == "bulk"
+        assert agents_shown(driver) == {"bulk"} and name in [row.split("\t")[0] for row in rows(driver)]
+        driver.refresh()
+        wait_for(driver, lambda d: len(rows(d)) == 100 and agents_shown(d) == {"bulk"})
+        assert driver.find_element(By.ID, "f-agent").get_attribute("value") == "bulk"
+        driver.execute_script("sessionStorage.clear()")   # as in a tab the link was pasted into
+        driver.refresh()
+        wait_for(driver, lambda d: "Enter an API key" in d.find_element(By.ID, "status").text)
+        driver.find_element(By.ID, "api-key").send_keys("k-acme")
+        driver.find_element(By.ID, "connect").click()
+        wait_for(driver, lambda d: len(rows(d)) == 100 and agents_shown(d) == {"bulk"})
+        assert driver.current_url.endswith("/ui#/?agent=bulk&rows=100")
     finally:
         server.stop()
         tracer.stop()

@@ -3,7 +3,8 @@ column's header (kept in the URL and through Live), the id and agent filters bot
 part of the text in any case (in the API too) and the window's line says when it counts
 every session, a refused prompt does not squash the context chart, tracing off is said,
 and the keyboard's focus follows a session opened from the list and back. One store,
-gateway and browser for the module (the browser tests are the suite's slowest)."""
+gateway and browser for the module (the browser tests are the suite's slowest), the
+browser as a new one for each test."""
 from __future__ import annotations
 
 import httpx
@@ -12,7 +13,7 @@ from fastapi import FastAPI, HTTPException, Request
 
 from agents_trace.api import Viewer, build_trace_router
 from agents_trace.records import StepResult
-from tests.agents_trace.browser import chromium_driver, connect, wait_for
+from tests.agents_trace.browser import chromium_fixture, connect, fresh_page, wait_for  # noqa: F401 (fixtures)
 from tests.agents_trace.helpers import ManualClock, listed_sessions, make_tracer
 from tests.gateway.serving import start_server
 
@@ -69,11 +70,12 @@ def gateway(tmp_path_factory):
     tracer.stop()
 
 
-@pytest.fixture(scope="module")
-def driver(gateway):
-    with chromium_driver() as browser:
-        connect(browser, gateway[0], "k-acme")
-        yield browser
+@pytest.fixture
+def driver(chromium, gateway):
+    """The module's browser as a new one (`fresh_page`), connected with acme's key."""
+    with fresh_page(chromium) as page:
+        connect(page, gateway[0], "k-acme")
+        yield page
 
 
 def _found(client, query: str) -> list[str]:

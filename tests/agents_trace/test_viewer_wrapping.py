@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from cache.forecast import Forecast
-from tests.agents_trace.browser import chromium_driver, connect, wait_for
+from tests.agents_trace.browser import chromium_fixture, connect, page_fixture, wait_for  # noqa: F401 (fixtures)
 from tests.agents_trace.helpers import ManualClock, make_tracer, run_scripted_session, viewer_app
 from tests.agents_trace.test_viewer_page import KEYS
 from tests.gateway.serving import start_server
@@ -35,12 +35,12 @@ const column = (table, name) => [...document.querySelectorAll(`#${table} thead t
 """
 
 
-@pytest.fixture
-def served(tmp_path):
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
     """The scripted agent run (get_weather, book_table, answer) under a cold forecast that
     says get_weather, and a step refused with a long message (a wide Error column)."""
     clock = ManualClock()
-    tracer, _ = make_tracer(tmp_path, clock)
+    tracer, _ = make_tracer(tmp_path_factory.mktemp("wrapping"), clock)
     tracer.set_forecaster(lambda tenant, session, now_s: Forecast(
         tenant, session, now_s, next_step={"get_weather": 0.95, "END": 0.05}, p_end=0.05, confident=False))
     run_scripted_session(tracer, clock, headers={"x-session-id": "run", "x-agent-name": "travel"})
@@ -57,28 +57,26 @@ def served(tmp_path):
     tracer.stop()
 
 
-def test_tool_names_in_predicted_next_and_actual_stay_whole_at_1280_px(served):
+def test_tool_names_in_predicted_next_and_actual_stay_whole_at_1280_px(served, driver):
     base_url = served
-    with chromium_driver() as driver:
-        driver.set_window_size(1280, 900)
-        connect(driver, base_url, "k-acme")
-        driver.get(f"{base_url}/ui#/session/acme/run")
-        wait_for(driver, lambda d: len(d.find_elements("css selector", "#steps tr.step-row")) == 4)
-        cells = driver.execute_script(BROKEN_WORDS + """
-            const rows = [...document.querySelectorAll('#steps tr.step-row')];
-            return ['Predicted next', 'Actual'].flatMap((name) => rows.map((r) => r.cells[column('steps', name)]))
-              .filter((c) => c.firstChild).map((c) => [c.textContent, brokenWords(c), lines(c)]);""")
+    driver.set_window_size(1280, 900)
+    connect(driver, base_url, "k-acme")
+    driver.get(f"{base_url}/ui#/session/acme/run")
+    wait_for(driver, lambda d: len(d.find_elements("css selector", "#steps tr.step-row")) == 4)
+    cells = driver.execute_script(BROKEN_WORDS + """
+        const rows = [...document.querySelectorAll('#steps tr.step-row')];
+        return ['Predicted next', 'Actual'].flatMap((name) => rows.map((r) => r.cells[column('steps', name)]))
+          .filter((c) => c.firstChild).map((c) => [c.textContent, brokenWords(c), lines(c)]);""")
     assert [broken for _, broken, _ in cells if broken] == [], cells
     assert ["get_weather\u00a0✓", [], 1] in cells, cells   # the forecast right: one line
 
 
-def test_a_time_in_the_sessions_list_stays_whole_at_800_px(served):
+def test_a_time_in_the_sessions_list_stays_whole_at_800_px(served, driver):
     base_url = served
-    with chromium_driver() as driver:
-        driver.set_window_size(800, 900)
-        connect(driver, base_url, "k-acme")
-        wait_for(driver, lambda d: len(d.find_elements("css selector", "#sessions tbody tr")) == 1)
-        text, broken = driver.execute_script(BROKEN_WORDS + """
-            const cell = document.querySelector('#sessions tbody tr').cells[column('sessions', 'Last active')];
-            return [cell.textContent, brokenWords(cell)];""")
+    driver.set_window_size(800, 900)
+    connect(driver, base_url, "k-acme")
+    wait_for(driver, lambda d: len(d.find_elements("css selector", "#sessions tbody tr")) == 1)
+    text, broken = driver.execute_script(BROKEN_WORDS + """
+        const cell = document.querySelector('#sessions tbody tr').cells[column('sessions', 'Last active')];
+        return [cell.textContent, brokenWords(cell)];""")
     assert broken == [], text
