@@ -26,11 +26,12 @@ const MAX_RESTORED_ROWS = 5000;  // what a list URL's `rows` may ask for
 // rows the API gave; `sessionsBefore`: the cursor of the last of them (the API's
 // `next_before`), where "load more" goes on; `sessionsShown`: the keys (`sessionKey`) of
 // the sessions listed, `sessionsByKey` those sessions by key (the column sort's values); `route`: counts routes, so a load that ends after the user went
-// elsewhere shows nothing
+// elsewhere shows nothing; `liveTimer`: the Live timer (`setLive`); `liveBusy`: whether a
+// Live refresh is in flight (its ticks meanwhile are skipped)
 const view = { me: null, sessionsLoaded: 0, sessionsBefore: null, sessionsRows: 0, sessionsShown: new Set(),
                sessionsByKey: new Map(),
                steps: [], stepsStart: 0, stepsEnd: 0, session: null, requestId: "", openContent: new Set(),
-               contents: new Map(), liveTimer: null, route: 0 };
+               contents: new Map(), liveTimer: null, liveBusy: false, route: 0 };
 
 function setStatus(text) { $("status").textContent = visible(text || ""); }
 
@@ -77,13 +78,25 @@ async function downloadFile(path, name) {
 // A session (while open): see session.js `refreshLive` (before its last page, its
 // totals; on it, the steps after those shown). The list: its first pages merged into
 // the rows loaded, every page kept (list.js `refreshList`).
+// One Live refresh at a time, whichever view started it: a tick while the last refresh
+// is still in flight (`view.liveBusy`: a slow gateway, a big session) is skipped, so two
+// never start from the same steps shown (and add the same new ones twice), and a slow
+// gateway gets no pile of requests. Ticking the box again or changing views starts a new
+// timer, not a second refresh.
 function setLive() {
   if (view.liveTimer) { clearInterval(view.liveTimer); view.liveTimer = null; }
   if ($("live").checked && view.session && view.session.is_open && !$("session-view").hidden) {
-    view.liveTimer = setInterval(() => refreshLive().catch((e) => setStatus(e.message)), LIVE_INTERVAL_MS);
+    view.liveTimer = setInterval(() => liveTick(refreshLive), LIVE_INTERVAL_MS);
   } else if ($("f-live").checked && !$("sessions-view").hidden) {
-    view.liveTimer = setInterval(() => refreshList().catch((e) => setStatus(e.message)), LIVE_INTERVAL_MS);
+    view.liveTimer = setInterval(() => liveTick(refreshList), LIVE_INTERVAL_MS);
   }
+}
+
+// One tick of the Live timer: `refresh` unless the last one is still in flight.
+function liveTick(refresh) {
+  if (view.liveBusy) return;
+  view.liveBusy = true;
+  refresh().catch((e) => setStatus(e.message)).finally(() => { view.liveBusy = false; });
 }
 
 // --- routing -------------------------------------------------------------------------
