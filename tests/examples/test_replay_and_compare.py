@@ -1,6 +1,7 @@
-"""examples/replay_and_compare.sh end to end on the tiny model (two gateway starts per run):
-on a generated workload and on a recorded trace, its early stop when the model does not
-load or its PORT is taken, and its errors shown (exit 1) when requests failed."""
+"""examples/replay_and_compare.sh end to end on the tiny model (two gateway starts per run,
+so each run serves as many checks as it can): on a generated workload (exit 0), on a
+recorded trace with one prompt past the model's context (its errors shown, exit 1), its
+early stop when the model does not load, the trace is bad or its PORT is taken."""
 from __future__ import annotations
 
 import json
@@ -24,7 +25,12 @@ def _run_script(tmp_path: Path, **knobs: str) -> subprocess.CompletedProcess:
     return subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, timeout=420, env=env)
 
 
-def test_replay_and_compare_replays_a_recorded_trace_under_both_policies_with_its_own_tenants(tmp_path):
+def test_replay_and_compare_replays_a_recorded_trace_with_its_own_tenants_shows_why_requests_failed_and_exits_1(
+        tmp_path):
+    """A recorded trace (two tenants, one a name TOML must quote, each a session of two
+    steps) replays under both policies with the tenants' own keys; one more request, a
+    prompt past the tiny model's context, fails under both: the comparison still prints,
+    then each policy's first errors, and the status is 1."""
     trace = tmp_path / "recorded.jsonl"
     rows = [{"format": "stepahead-trace/1", "block_size": 64, "time_unit": "s"}]
     for tenant, first_id in (('team "a"', 100), ("b", 200)):   # a name TOML must quote
@@ -33,22 +39,27 @@ def test_replay_and_compare_replays_a_recorded_trace_under_both_policies_with_it
                          else "tool:search", "tool_calls": ["search"] if step == 0 else [],
                          "input_tokens": 64 * (2 + step), "output_tokens": 4,
                          "hash_ids": list(range(first_id, first_id + 2 + step))})
+    rows.append({"t": 0.1, "tenant": "b", "session": "too-long", "input_tokens": 9000, "output_tokens": 2,
+                 "hash_ids": list(range(1000, 1000 + (9000 + 63) // 64))})
     rows[1:] = sorted(rows[1:], key=lambda row: row["t"])   # a trace's lines are in arrival order
     trace.write_text("".join(json.dumps(row) + "\n" for row in rows))
     done = _run_script(tmp_path, MODEL="tiny", SPEED="10", TRACE=str(trace))
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-3000:]
     compared = json.loads(done.stdout.strip().splitlines()[-1])["comparison"]
     assert set(compared) == {"predictive", "lru"}
     for row in compared.values():
-        assert (row["requests"], row["errors"]) == (4, 0)
+        assert (row["requests"], row["errors"]) == (5, 1)   # a wrong tenant key would fail the other four
         assert row["cached_tokens"] >= 2 * 128   # each session's second step finds its first's blocks
         assert row["cached_token_share"] > 0
     assert "LRU / predictive mean TTFT" in done.stdout
-    same_share = compared["predictive"]["cached_token_share"] == compared["lru"]["cached_token_share"]
-    assert ("their TTFT differs by noise only" in done.stdout) == same_share
+    assert "differs by noise only" not in done.stdout   # not said of a comparison with failed requests
+    for policy in ("predictive", "lru"):
+        assert f"replay_and_compare: 1 of the {policy} replay's 5 requests failed" in done.stderr
+    assert done.stderr.count("maximum context length") == 2 and "MAX_INPUT_TOKENS=N" in done.stderr
 
 
-def test_replay_and_compare_replays_a_generated_workload_under_both_policies(tmp_path):
+def test_replay_and_compare_replays_a_generated_workload_under_both_policies_exits_0_and_says_if_ttft_differs_by_noise(
+        tmp_path):
     done = _run_script(tmp_path, MODEL="tiny", TENANTS="2", SESSIONS="1", SPEED="200")
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     rows = json.loads(done.stdout.strip().splitlines()[-1])["comparison"]
@@ -56,6 +67,9 @@ def test_replay_and_compare_replays_a_generated_workload_under_both_policies(tmp
     for row in rows.values():
         assert row["requests"] > 0 and row["errors"] == 0 and row["cached_token_share"] > 0
     assert rows["predictive"]["requests"] == rows["lru"]["requests"]   # the same workload
+    assert "LRU / predictive mean TTFT" in done.stdout
+    same_share = rows["predictive"]["cached_token_share"] == rows["lru"]["cached_token_share"]
+    assert ("their TTFT differs by noise only" in done.stdout) == same_share
 
 
 def test_replay_and_compare_generates_a_workload_and_stops_with_the_servers_reason_when_the_model_fails(tmp_path):
@@ -106,16 +120,3 @@ def test_replay_and_compare_refuses_a_port_another_server_answers_on(tmp_path):
     assert done.stderr == (f"replay_and_compare: cannot use PORT={port}: Address already in use "
                            "(another server listens there? pick another PORT)\n")
     assert other.bodies == [] and done.stdout == ""
-
-
-def test_replay_and_compare_shows_why_requests_failed_and_exits_1(tmp_path):
-    """A prompt past the tiny model's context fails under both policies: the comparison
-    still prints, then each policy's first errors, and the status is 1."""
-    done = _run_script(tmp_path, MODEL="tiny", SPEED="10", TRACE=str(_trace(tmp_path / "t.jsonl", (128, 9000))))
-    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-3000:]
-    compared = json.loads(done.stdout.strip().splitlines()[-1])["comparison"]
-    assert all((row["requests"], row["errors"]) == (2, 1) for row in compared.values())
-    assert "differs by noise only" not in done.stdout
-    for policy in ("predictive", "lru"):
-        assert f"replay_and_compare: 1 of the {policy} replay's 2 requests failed" in done.stderr
-    assert done.stderr.count("maximum context length") == 2 and "MAX_INPUT_TOKENS=N" in done.stderr
