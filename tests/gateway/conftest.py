@@ -63,7 +63,9 @@ def gateway_config(fake_base_url: str):
 
 @pytest.fixture(scope="session")
 def fake_upstream() -> RunningServer:
-    server = start_server(fake_openai.app)
+    """The fake OpenAI upstream of the session; its stop cuts the "hang" answers timeout
+    tests left sleeping at once (a graceful shutdown would wait 5 s for them)."""
+    server = start_server(fake_openai.app, shutdown_timeout_s=0.1)
     yield server
     server.stop()
 

@@ -256,9 +256,11 @@ def test_background_responses_of_a_killed_gateway_read_back_cancelled_and_not_wh
     from tests.gateway.serving import free_port, start_server
 
     os.environ["STEPAHEAD_TEST_FAKE_KEY"] = "sk-upstream-secret"
+    # passthrough: the child gateway starts without importing litellm (seconds of CPU)
     settings = {"server": {"responses_db": str(tmp_path / "responses.sqlite3")},
                 "models": [{"name": "fake", "kind": "upstream", "litellm_model": "openai/fake-model",
-                            "api_base": f"{fake_upstream.base_url}/v1", "api_key_env": "STEPAHEAD_TEST_FAKE_KEY"}],
+                            "api_base": f"{fake_upstream.base_url}/v1", "api_key_env": "STEPAHEAD_TEST_FAKE_KEY",
+                            "passthrough": True}],
                 "tenants": [{"name": "alpha", "api_key_sha256": [key_digest(KEYS["alpha"])],
                              "limits": {"max_concurrent": 1, "max_queued": 4}}]}
     headers = {"Authorization": f"Bearer {KEYS['alpha']}"}

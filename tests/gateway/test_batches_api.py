@@ -185,7 +185,8 @@ def test_a_batch_goes_on_after_a_restart_without_running_a_request_twice(tmp_pat
         with pytest.raises(openai.APIStatusError) as too_large:
             client.files.create(file=("big.jsonl", b"x" * 20000), purpose="batch")
         assert too_large.value.status_code == 413
-        upload = client.files.create(file=("in.jsonl", _jsonl([_chat_line(f"r{n}", max_tokens=64, ignore_eos=True)
+        # 16 tokens each: 21 requests left when 3 are done, far more than a stop lets finish
+        upload = client.files.create(file=("in.jsonl", _jsonl([_chat_line(f"r{n}", max_tokens=16, ignore_eos=True)
                                                                for n in range(24)])), purpose="batch")
         batch = client.batches.create(input_file_id=upload.id, endpoint="/v1/chat/completions",
                                       completion_window="24h")

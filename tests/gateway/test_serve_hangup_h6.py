@@ -20,6 +20,11 @@ PORT = 18950
 CONFIG = ("[[models]]\nname = 'mock'\nkind = 'upstream'\nlitellm_model = 'openai/gpt-4o-mini'\n"
           "litellm_params = { mock_response = 'hi' }\n"
           f"[[tenants]]\nname = 't'\napi_key_sha256 = ['{key_digest('sk-t')}']\n")
+# the storm's gateway forwards to an upstream it never reaches: its child starts without
+# importing litellm (seconds of CPU), which the exit status does not depend on
+STORM_CONFIG = ("[[models]]\nname = 'up'\nkind = 'upstream'\nlitellm_model = 'openai/up'\n"
+                "api_base = 'http://127.0.0.1:9/v1'\npassthrough = true\n"
+                f"[[tenants]]\nname = 't'\napi_key_sha256 = ['{key_digest('sk-t')}']\n")
 STORE_ENV = ("STEPAHEAD_TRACE_DB", "STEPAHEAD_PREDICTOR_DIR", "STEPAHEAD_RESPONSES_DB", "STEPAHEAD_SPENT_TOKENS")
 
 
@@ -46,7 +51,7 @@ def test_a_sighup_storm_after_sigterm_never_changes_the_exit_status(tmp_path: Pa
     """SIGTERM, then a SIGHUP every 5 ms until the process is gone: through the drain, the
     app's stop, `serve`'s return, `atexit` and the interpreter's own teardown."""
     config = tmp_path / "gw.toml"
-    config.write_text(CONFIG)
+    config.write_text(STORM_CONFIG)
     with open(tmp_path / "err.txt", "w+") as err:
         process = subprocess.Popen(
             [sys.executable, "-m", "gateway.cli", "serve", "--config", str(config), "--port", str(PORT)],

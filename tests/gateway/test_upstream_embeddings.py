@@ -58,9 +58,9 @@ def _reply(num_vectors: int, vector=None, usage=None) -> dict:
 
 class FakeEmbedder:
     """An OpenAI-compatible `/v1/embeddings` that counts its calls by first input:
-    "status:429" answers a 429 with `Retry-After: 30`, "hang" nothing for 60 s, a name
-    in WRONG that reply (a 200), anything else a good reply (one vector per input, in
-    reverse order, to show the gateway orders them by index)."""
+    "status:429" answers a 429 with `Retry-After: 30`, "hang" nothing until the caller
+    leaves (60 s at most), a name in WRONG that reply (a 200), anything else a good reply
+    (one vector per input, in reverse order, to show the gateway orders them by index)."""
 
     def __init__(self) -> None:
         self.calls: Counter = Counter()
@@ -77,8 +77,12 @@ class FakeEmbedder:
         if first == "status:429":
             status, headers = 429, [(b"retry-after", b"30")]
             body = {"error": {"message": "Rate limit reached.", "type": "requests", "code": "rate_limit_exceeded"}}
-        elif first == "hang":
-            await asyncio.sleep(60)
+        elif first == "hang":   # until the caller gives up (a stop then waits for no sleeper)
+            try:
+                await asyncio.wait_for(receive(), 60)   # the body was read: only a disconnect comes
+            except TimeoutError:
+                pass
+            return
         elif first in WRONG:
             body = WRONG[first](len(items))
         if body is None:

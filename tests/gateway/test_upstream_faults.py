@@ -16,7 +16,7 @@ from gateway.passthrough import PassthroughBackend
 from gateway.schemas import ChatCompletionRequest, validate
 from gateway.upstream import UpstreamBackend
 from tests.gateway import fake_openai
-from tests.gateway.serving import free_port, served_url
+from tests.gateway.serving import free_port, start_server
 
 KEY_ENV = "STEPAHEAD_TEST_FAULTS_KEY"
 PATHS = ("lite", "pass")
@@ -24,8 +24,14 @@ PATHS = ("lite", "pass")
 
 @pytest.fixture(scope="module")
 def base_url():
+    """The fake upstream; its stop cuts the "hang" answers the timeouts left sleeping at once
+    (a whole graceful shutdown would wait for them)."""
     os.environ.setdefault(KEY_ENV, "sk-upstream-secret")
-    yield from served_url(fake_openai.app)
+    server = start_server(fake_openai.app, shutdown_timeout_s=0.1)
+    try:
+        yield f"{server.base_url}/v1"
+    finally:
+        server.stop()
 
 
 def backend(path: str, api_base: str, timeout_s: float = 3.0) -> UpstreamBackend:
