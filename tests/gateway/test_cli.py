@@ -86,39 +86,6 @@ def test_cli_serve_refuses_an_empty_config_path(capsys):
                                                "path (leave --config out to serve without one)")
 
 
-def test_cli_serve_with_config_answers_requests(tmp_path: Path):
-    config = tmp_path / "gw.toml"
-    config.write_text(f'''
-[[models]]
-name = "mock"
-kind = "upstream"
-litellm_model = "openai/gpt-4o-mini"
-litellm_params = {{ mock_response = "hi from cli" }}
-
-[[tenants]]
-name = "cli"
-api_key_sha256 = ["{key_digest('sk-cli')}"]
-''')
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "gateway.cli", "serve", "--config", str(config), "--port",
-         str(port), "--log-level", "warning"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True, env={"LITELLM_LOCAL_MODEL_COST_MAP": "True", "PATH": "/usr/bin:/bin",
-                        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
-                        **{name: os.environ[name] for name in STORE_ENV}})
-    try:
-        first_line = process.stdout.readline()
-        assert f"http://127.0.0.1:{port}/v1" in first_line
-        wait_until_healthy(port, process, timeout_s=60)
-        reply = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions",
-                           headers={"Authorization": "Bearer sk-cli"},
-                           json={"model": "mock", "messages": [{"role": "user", "content": "x"}]})
-        assert reply.json()["choices"][0]["message"]["content"] == "hi from cli"
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-
-
 def test_cli_serve_rejects_a_bad_config(tmp_path: Path, capsys):
     config = tmp_path / "bad.toml"
     config.write_text("[[models]]\nname = 'm'\nkind = 'cloud'\n")
@@ -397,18 +364,25 @@ def test_a_request_cut_by_the_shutdown_timeout_is_reported_in_one_line():
     assert CutRequests().filter(failed) and failed.getMessage().endswith("KeyError: 'x'\n")
 
 
-def test_a_forced_stop_with_requests_in_flight_logs_one_line_each_and_no_traceback(tmp_path: Path, fake_upstream):
-    """A second Ctrl+C stops the gateway at once: the requests still running (one
-    streamed, one not, both waiting on a silent upstream) are cut, each reported in one
-    line, and so is the shutdown it cut short, instead of a traceback each."""
+def test_serve_with_config_answers_requests_and_a_forced_stop_with_requests_in_flight_logs_one_line_each_and_no_traceback(
+        tmp_path: Path, fake_upstream):
+    """`serve --config FILE --port N` says where it serves and answers requests (one
+    gateway started for both checks). A second Ctrl+C stops the gateway at once: the
+    requests still running (one streamed, one not, both waiting on a silent upstream) are
+    cut, each reported in one line, and so is the shutdown it cut short, instead of a
+    traceback each (the lines are errors: `--log-level warning` keeps them)."""
     import threading
 
     config = tmp_path / "gw.toml"
     config.write_text(f"[[models]]\nname = 'fake'\nkind = 'upstream'\nlitellm_model = 'openai/fake-model'\n"
                       f"api_base = '{fake_upstream.base_url}/v1'\napi_key_env = 'STEPAHEAD_TEST_FAKE_KEY'\n"
+                      "[[models]]\nname = 'mock'\nkind = 'upstream'\nlitellm_model = 'openai/gpt-4o-mini'\n"
+                      "litellm_params = { mock_response = 'hi from cli' }\n"
                       f"[[tenants]]\nname = 't'\napi_key_sha256 = ['{key_digest('sk-t')}']\n")
+    port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "gateway.cli", "serve", "--config", str(config), "--port", "0"],
+        [sys.executable, "-m", "gateway.cli", "serve", "--config", str(config), "--port", str(port),
+         "--log-level", "warning"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={"LITELLM_LOCAL_MODEL_COST_MAP": "True", "PATH": "/usr/bin:/bin", "STEPAHEAD_TEST_FAKE_KEY": "sk-x",
              "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
@@ -423,7 +397,13 @@ def test_a_forced_stop_with_requests_in_flight_logs_one_line_each_and_no_traceba
         except httpx.HTTPError as error:
             answers.append(type(error).__name__)
     try:
-        url = process.stdout.readline().split()[-1]
+        first_line = process.stdout.readline()
+        assert f"http://127.0.0.1:{port}/v1" in first_line
+        url = first_line.split()[-1]
+        wait_until_healthy(port, process, timeout_s=60)
+        reply = httpx.post(f"{url}/chat/completions", headers={"Authorization": "Bearer sk-t"},
+                           json={"model": "mock", "messages": [{"role": "user", "content": "x"}]})
+        assert reply.json()["choices"][0]["message"]["content"] == "hi from cli"
         clients = [threading.Thread(target=hanging, args=(stream,)) for stream in (True, False)]
         for client in clients:
             client.start()

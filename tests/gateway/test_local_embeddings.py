@@ -152,53 +152,29 @@ def test_bad_embedding_model_configs_name_the_key(change, needle):
         parse_config({"models": [table], "tenants": [{"name": "t", "api_key_sha256": [key_digest(KEY)]}]})
 
 
-TWO_STARTS = """
-import asyncio, sys
-from gateway.embedding_model import EmbeddingModelConfig
-from gateway.local_embeddings import LocalEmbeddingBackend
-
-async def main():
-    backends = [LocalEmbeddingBackend(EmbeddingModelConfig(name=f"e{n}", path=sys.argv[1])) for n in range(3)]
-    await asyncio.gather(*(backend.start() for backend in backends))
-    print(all(backend.health()["ready"] for backend in backends))
-
-asyncio.run(main())
-"""
-
-
-def test_several_embedding_models_start_side_by_side_in_a_fresh_process(encoder_dir):
-    """Known failure: transformers' lazy `AutoModel`, resolved by two loading threads at
-    once, made one fail with "cannot import name 'AutoModel'" (7 starts of 8)."""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    repo = Path(__file__).resolve().parents[2]
-    for _ in range(2):
-        done = subprocess.run([sys.executable, "-c", TWO_STARTS, str(encoder_dir)], capture_output=True, text=True,
-                              timeout=180, cwd=repo, env=dict(os.environ, PYTHONPATH=str(repo)))
-        assert done.returncode == 0 and done.stdout.strip() == "True", done.stderr[-2000:]
-
-
-TOKENIZER_BESIDE = """
+SIDE_BY_SIDE_STARTS = """
 import asyncio, sys
 from gateway.embedding_model import EmbeddingModelConfig
 from gateway.local_embeddings import LocalEmbeddingBackend
 from shards.model_files import load_tokenizer
 
 async def main():
-    backend = LocalEmbeddingBackend(EmbeddingModelConfig(name="e", path=sys.argv[1]))
-    tokenizer, _ = await asyncio.gather(asyncio.to_thread(load_tokenizer, "tiny"), backend.start())
-    print(len(tokenizer) > 256 and backend.health()["ready"])
+    backends = [LocalEmbeddingBackend(EmbeddingModelConfig(name=f"e{n}", path=sys.argv[1])) for n in range(3)]
+    tokenizer, *_ = await asyncio.gather(asyncio.to_thread(load_tokenizer, "tiny"),
+                                         *(backend.start() for backend in backends))
+    print(len(tokenizer) > 256, all(backend.health()["ready"] for backend in backends))
 
 asyncio.run(main())
 """
 
 
-def test_an_embedding_model_starts_beside_a_local_models_tokenizer_in_a_fresh_process(encoder_dir):
-    """Known failure: the tiny model's tokenizer (`PreTrainedTokenizerFast`) and an embedding
-    model (`AutoModel`) resolved at once failed the start with "cannot import name" (5 of 5)."""
+def test_several_embedding_models_start_side_by_side_and_beside_a_local_models_tokenizer_in_a_fresh_process(
+        encoder_dir):
+    """Known failures: transformers' lazy `AutoModel`, resolved by two loading threads at
+    once, made one fail with "cannot import name 'AutoModel'" (7 starts of 8); the tiny
+    model's tokenizer (`PreTrainedTokenizerFast`) and an embedding model (`AutoModel`)
+    resolved at once failed the start with "cannot import name" (5 of 5). Both races at
+    once, in each of two fresh interpreters (transformers not imported yet)."""
     import os
     import subprocess
     import sys
@@ -206,6 +182,6 @@ def test_an_embedding_model_starts_beside_a_local_models_tokenizer_in_a_fresh_pr
 
     repo = Path(__file__).resolve().parents[2]
     for _ in range(2):
-        done = subprocess.run([sys.executable, "-c", TOKENIZER_BESIDE, str(encoder_dir)], capture_output=True,
+        done = subprocess.run([sys.executable, "-c", SIDE_BY_SIDE_STARTS, str(encoder_dir)], capture_output=True,
                               text=True, timeout=180, cwd=repo, env=dict(os.environ, PYTHONPATH=str(repo)))
-        assert done.returncode == 0 and done.stdout.strip() == "True", done.stderr[-2000:]
+        assert done.returncode == 0 and done.stdout.split() == ["True", "True"], done.stderr[-2000:]

@@ -153,42 +153,6 @@ def test_workers_exit_when_the_gateway_process_is_killed_outright():
         gateway.stdout.close()
 
 
-FORK_SERVER_KILLED = """
-import asyncio, os, signal, time
-from multiprocessing import forkserver
-from shards.engine import LocalEngine
-from shards.process_state import process_runs
-
-async def main():
-    eng = LocalEngine("tiny", num_workers=1, num_hot_blocks=64, threads_per_worker=1)
-    await eng.start()
-    worker = eng.worker_pid("w0")
-    server = forkserver._forkserver._forkserver_pid
-    os.kill(server, signal.SIGKILL)
-    while process_runs(server):   # not waitpid: the transport's watch reaps it (shards/fork_server_watch.py)
-        time.sleep(0.01)
-    await asyncio.sleep(0.5)
-    alive = eng.health()["workers"]["w0"]["alive"]
-    await eng.stop()
-    print(worker, alive, flush=True)
-
-asyncio.run(main())
-"""
-
-
-@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads processes from /proc")
-def test_a_worker_whose_fork_server_died_is_still_alive_and_is_stopped_with_the_engine():
-    """Known answer: multiprocessing reports every worker of a killed fork server as exited
-    (255), while it serves on; /health then said no worker was ready, and a stop left it
-    running until it noticed the engine was gone."""
-    done = subprocess.run([sys.executable, "-c", FORK_SERVER_KILLED], capture_output=True, text=True, timeout=240,
-                          cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)))
-    assert done.returncode == 0, done.stderr[-3000:]
-    worker, alive = done.stdout.split()
-    assert alive == "True"
-    assert not _running(int(worker))
-
-
 STOP_IDLE_FORK_SERVER = """
 import time
 from multiprocessing import forkserver
