@@ -9,8 +9,9 @@ microseconds per request. The CPU seconds the gateway process spends per request
 client, the fake upstream and neighbours delay the gateway but do not add to its own CPU
 time. For each round and each tree (order alternating between rounds) this starts the fake
 upstream (20 ms) and `stepahead serve` from that tree, in a scratch directory of its own,
-warms it with 480 requests, then sends `--requests` at `--concurrency` through the chosen
-path and reads the gateway's user + system CPU from /proc before and after.
+warms it with `--warmup` requests (480), then sends `--requests` at `--concurrency`
+through the chosen path and reads the gateway's user + system CPU from /proc before and
+after.
 
 `--revs` checks each git revision out in a temporary `git worktree` (removed afterwards);
 `--trees` names source directories instead. Prints one JSON line: per tree its rounds, the
@@ -50,7 +51,7 @@ def worktree(rev: str):
                        capture_output=True)
 
 
-def one_round(tree: Path, model: str, requests: int, concurrency: int) -> dict:
+def one_round(tree: Path, model: str, requests: int, concurrency: int, warmup: int = 480) -> dict:
     """Start upstream + gateway from `tree`, warm, load; the gateway's CPU per request."""
     workdir = Path(tempfile.mkdtemp(prefix="bench-cpu-"))
     env = dict(server_env(workdir), PYTHONPATH=str(tree))
@@ -66,7 +67,7 @@ def one_round(tree: Path, model: str, requests: int, concurrency: int) -> dict:
         wait_ready(f"{upstream}/health", processes[0])
         wait_ready(f"http://127.0.0.1:{gateway_port}/health", processes[1], 180, workdir / "gateway.log")
         url = f"http://127.0.0.1:{gateway_port}/v1/chat/completions"
-        asyncio.run(run_load(url, model, concurrency, 480, num_warmup=concurrency))
+        asyncio.run(run_load(url, model, concurrency, warmup, num_warmup=concurrency))
         before_s = _stat_cpu_s(f"/proc/{processes[1].pid}/stat")
         load = asyncio.run(run_load(url, model, concurrency, requests, num_warmup=0))
         after_s = _stat_cpu_s(f"/proc/{processes[1].pid}/stat")
@@ -85,6 +86,7 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=3200)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=480, help="requests that warm each gateway before its load")
     args = parser.parse_args()
     names = (args.revs or args.trees).split(",")
     with ExitStack() as stack:
@@ -94,7 +96,8 @@ def main() -> int:
         for index in range(args.rounds):
             order = list(zip(names, trees))
             for name, tree in (order if index % 2 == 0 else order[::-1]):
-                rounds[name].append(one_round(tree, MODELS[args.path], args.requests, args.concurrency))
+                rounds[name].append(one_round(tree, MODELS[args.path], args.requests, args.concurrency,
+                                              args.warmup))
                 print(f"bench_gateway_cpu: round {index + 1}/{args.rounds} {name}: {rounds[name][-1]}",
                       file=sys.stderr, flush=True)
     result = {name: {"rounds": runs,

@@ -3,18 +3,13 @@ every tenant and the global model, the incremental one only the tenants that ste
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_checkpoints.py"
+from tests.benchmarks.in_process import run_benchmark
 
 
 def test_a_small_run_reports_both_saves_and_what_each_wrote():
-    done = subprocess.run([sys.executable, str(SCRIPT), "--tenants", "40", "--changed-share", "0.1",
-                           "--repeats", "2"], capture_output=True, text=True, timeout=240)
-    assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    out = run_benchmark("bench_checkpoints", "--tenants", "40", "--changed-share", "0.1", "--repeats", "2")
+    result = json.loads(out.strip().splitlines()[-1])
     assert result["full"]["files_written"] == 41        # every tenant and the global model
     assert result["incremental"]["files_written"] == 4  # the 10 % that took a step
     assert result["full"]["save_s_median"] > 0 and result["incremental"]["save_s_median"] > 0

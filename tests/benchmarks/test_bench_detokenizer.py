@@ -3,15 +3,11 @@ whole output's decode), and a short run reports both sides and their ratio."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 from benchmarks.bench_detokenizer import STOP, WholeDecodeDetokenizer
 from shards.detokenizer import Detokenizer
 from shards.tiny_model import build_tiny_tokenizer
-
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_detokenizer.py"
+from tests.benchmarks.in_process import run_benchmark
 
 
 def test_the_baseline_and_the_contender_emit_the_same_deltas():
@@ -25,10 +21,8 @@ def test_the_baseline_and_the_contender_emit_the_same_deltas():
 
 
 def test_a_short_run_reports_both_sides_and_their_ratio():
-    done = subprocess.run([sys.executable, str(SCRIPT), "--model", "tiny", "--lengths", "50,300", "--rounds", "2"],
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    out = run_benchmark("bench_detokenizer", "--model", "tiny", "--lengths", "50,300", "--rounds", "2")
+    result = json.loads(out.strip().splitlines()[-1])
     assert [row["reply_tokens"] for row in result["replies"]] == [50, 300]
     for row in result["replies"]:
         assert row["whole_us_per_token"] > 0 and row["window_us_per_token"] > 0

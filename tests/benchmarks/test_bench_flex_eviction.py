@@ -4,14 +4,9 @@ context cached beside a batch."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from bench_flex_eviction import summarize, words  # noqa: E402
+from benchmarks.bench_flex_eviction import summarize, words
+from tests.benchmarks.in_process import run_benchmark
 
 
 def test_words_are_fixed_by_their_tag():
@@ -31,11 +26,9 @@ def test_the_summary_takes_medians_and_the_old_orders_ratios():
 
 
 def test_a_small_run_beside_a_batch_reports_the_agents_cache():
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_flex_eviction.py"), "--model", "tiny",
-                           "--steps", "2", "--tool-s", "0.05", "--system-words", "40", "--result-words", "5",
-                           "--batch-requests", "2", "--batch-words", "20", "--batch-tokens", "4", "--hot-blocks", "400",
-                           "--modes", "flex_first"], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    [run] = json.loads(done.stdout.strip().splitlines()[-1])["runs"]["flex_first"]
+    out = run_benchmark("bench_flex_eviction", "--model", "tiny", "--steps", "2", "--tool-s", "0.05",
+                        "--system-words", "40", "--result-words", "5", "--batch-requests", "2", "--batch-words", "20",
+                        "--batch-tokens", "4", "--hot-blocks", "400", "--modes", "flex_first")
+    [run] = json.loads(out.strip().splitlines()[-1])["runs"]["flex_first"]
     assert run["batch_completed"] == 2
     assert 0 < run["cached_share"] <= 1   # room for everything: the second step reuses the first

@@ -3,16 +3,12 @@ run reports both sides and their ratio."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import torch
 
 from benchmarks.bench_penalties import PARAMS, recounted
 from shards.sampling import adjusted_logits
-
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_penalties.py"
+from tests.benchmarks.in_process import run_benchmark
 
 
 def test_the_baseline_penalises_as_the_contender_does():
@@ -23,10 +19,12 @@ def test_the_baseline_penalises_as_the_contender_does():
 
 
 def test_a_short_run_reports_both_sides_and_their_ratio():
-    done = subprocess.run([sys.executable, str(SCRIPT), "--lengths", "30,120", "--rounds", "2", "--vocab", "4096"],
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    threads = torch.get_num_threads()
+    try:   # in this process (no second torch import); the script sets a worker's one thread
+        out = run_benchmark("bench_penalties", "--lengths", "30,120", "--rounds", "2", "--vocab", "4096")
+    finally:
+        torch.set_num_threads(threads)
+    result = json.loads(out.strip().splitlines()[-1])
     assert result["vocab"] == 4096 and [row["reply_tokens"] for row in result["replies"]] == [30, 120]
     for row in result["replies"]:
         assert row["recount_us_per_token"] > 0 and row["kept_us_per_token"] > 0
