@@ -9,6 +9,9 @@ a cancelled request gets its one terminal event and its blocks back wherever it 
 """
 from __future__ import annotations
 
+from dataclasses import asdict
+
+from cache.stats import TenantStats
 from shards.fair_queue import work_cost
 from shards.protocol import (ApplyForecast, CancelRequest, FinishEvent, Ping, Pong, SessionMoved, Shutdown,
                              StatsRequest, TenantShares, WorkerStats, WorkItem)
@@ -55,17 +58,25 @@ class WorkerInbox:
         stats = stats_as_dict(self.runner.blocks.stats())
         stats["num_decode_passes"] = self.runner.num_decode_passes
         stats["num_decoded_tokens"] = self.runner.num_decoded_tokens
+        tenants = stats["tenants"]
+        blank = asdict(TenantStats())
+
+        def row(tenant: str) -> dict:
+            # a tenant the cache has no counters for yet (a reservation, no request here)
+            # still gets every counter, at 0: its metrics series exist, not only the policy's
+            return tenants.setdefault(tenant, dict(blank))
+
         for tenant, num_reserved in self.runner.blocks.reservations().items():   # the predictive policy's
             # whole blocks: a tenant under its (fractional) share keeps its blocks, so it is
             # guaranteed the share's whole part (25.6 of 256 at kv_share 0.1: 25)
-            stats["tenants"].setdefault(tenant, {})["num_reserved_blocks"] = int(num_reserved)
+            row(tenant)["num_reserved_blocks"] = int(num_reserved)
         stats.update(self.runner.blocks.action_counts())   # pins, prefetches: the policy's own
         pinned = self.runner.blocks.pinned_blocks()
         if pinned is not None:   # a pinning policy: every tenant's row says how many (0 too)
-            for tenant in stats["tenants"].keys() | pinned.keys():
-                stats["tenants"].setdefault(tenant, {})["num_pinned_blocks"] = pinned.get(tenant, 0)
+            for tenant in tenants.keys() | pinned.keys():
+                row(tenant)["num_pinned_blocks"] = pinned.get(tenant, 0)
         for tenant, followed in (self.runner.blocks.forecast_verdicts() or {}).items():
-            stats["tenants"].setdefault(tenant, {})["forecasts_followed"] = int(followed)
+            row(tenant)["forecasts_followed"] = int(followed)
         return stats
 
     def _set_tenant_shares(self, message: TenantShares) -> None:

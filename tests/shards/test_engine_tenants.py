@@ -24,7 +24,7 @@ def test_new_shares_reach_the_queue_the_router_and_the_workers_and_a_restart_sta
     async def run() -> dict:
         await asyncio.wait_for(eng.start(), 120)
         try:
-            eng.set_tenant_shares({"a": 3.0, "b": 1.0}, {"a": 0.3})
+            eng.set_tenant_shares({"a": 3.0, "b": 1.0}, {"a": 0.3, "b": 0.2})
             # two prompts of 20 blocks each fill the 32 HOT blocks: the policy learns the
             # tier's size and plans the reservations at its next tick
             for index, token in enumerate((5, 6, 7)):
@@ -33,7 +33,7 @@ def test_new_shares_reach_the_queue_the_router_and_the_workers_and_a_restart_sta
             while True:
                 await eng.refresh_stats()
                 tenants = eng.metrics()[0].get("tenants", {})
-                if "num_reserved_blocks" in tenants.get("a", {}):
+                if "num_reserved_blocks" in tenants.get("a", {}) and "num_reserved_blocks" in tenants.get("b", {}):
                     return tenants
                 assert asyncio.get_running_loop().time() < deadline, "the worker never planned the reservation"
         finally:
@@ -41,15 +41,19 @@ def test_new_shares_reach_the_queue_the_router_and_the_workers_and_a_restart_sta
 
     tenants = asyncio.run(run())
     assert tenants["a"]["num_reserved_blocks"] == 9   # the whole blocks of 0.3 of the 32 HOT blocks (9.6)
-    assert eng.tenant_shares() == ({"a": 3.0, "b": 1.0}, {"a": 0.3})
+    # b sent nothing: its row still has every counter (QA173: hot/host blocks were absent, so
+    # its stepahead_worker_tenant_level series were missing, not 0)
+    assert (tenants["b"]["num_reserved_blocks"], tenants["b"]["num_hot_blocks"], tenants["b"]["num_host_blocks"],
+            tenants["b"]["num_requests"]) == (6, 0, 0, 0)
+    assert eng.tenant_shares() == ({"a": 3.0, "b": 1.0}, {"a": 0.3, "b": 0.2})
     health = eng.health()   # what an admin's /health shows of the model
     assert (health["policy"], health["tenant_weights"], health["kv_shares"]) == (
-        "predictive", {"a": 3.0, "b": 1.0}, {"a": 0.3})
+        "predictive", {"a": 3.0, "b": 1.0}, {"a": 0.3, "b": 0.2})
     assert (eng._dispatcher.queue.weight("a"), eng._dispatcher.router._weights) == (3.0, {"a": 3.0, "b": 1.0})
     assert eng.config.tenant_weights == (("a", 3.0), ("b", 1.0))   # what a restarted worker is spawned with
     assert eng._dispatcher.config.tenant_weights == eng._dispatcher.router.config.tenant_weights == (
         ("a", 3.0), ("b", 1.0))
-    assert dict(eng.config.policy_options)["static_shares"] == (("a", 0.3),)
+    assert dict(eng.config.policy_options)["static_shares"] == (("a", 0.3), ("b", 0.2))
     eng.set_tenant_shares({"a": 1.0}, None)   # back to reservations planned from demand
     assert "static_shares" not in dict(eng.config.policy_options) and eng.tenant_shares() == ({"a": 1.0}, None)
 
