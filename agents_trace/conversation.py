@@ -136,7 +136,11 @@ def _header_id(headers: Mapping[str, str], name: str) -> str | None:
 def explicit_session(headers: Mapping[str, str],
                      body: Mapping[str, Any]) -> tuple[str, SessionSource] | None:
     """The session the client names: `x-session-id` (header_ids: UTF-8, percent-decoded),
-    `metadata.session_id`, `user`."""
+    else `metadata.session_id`. Never `user`: OpenAI's end-user id, the same for every run
+    that end user starts (QA170: two agent runs of one user, at once or one after the
+    other, were one session, each run's first step a "user turn" and a forecast miss);
+    a request with only `user` is stitched by prefix. ("user" stays a SessionSource:
+    stores written before keep it.)"""
     from_header = _header_id(headers, SESSION_HEADER)
     if from_header:
         return from_header, "header"
@@ -145,9 +149,6 @@ def explicit_session(headers: Mapping[str, str],
         from_metadata = _client_id(metadata.get("session_id"))
         if from_metadata:
             return from_metadata, "metadata"
-    from_user = _client_id(body.get("user"))
-    if from_user:
-        return from_user, "user"
     return None
 
 

@@ -1,7 +1,7 @@
 """Live agent sessions: which session a request belongs to, and when sessions end.
 
 `SessionTable` is plain in-memory bookkeeping (no I/O); the tracer calls it under one lock.
-A request names its session (header, metadata, `user`), or it is stitched by prefix: it
+A request names its session (header, metadata), or it is stitched by prefix: it
 continues the session of a recent step whose conversation it extends, that is, the
 request's messages up to some assistant message equal that step's request, and the
 assistant message is that step's response (exact), or merely stands where it was

@@ -50,11 +50,12 @@ def tool_call_message(call_id: str, name: str, arguments: str = "{}") -> dict:
 
 def run_scripted_session(tracer: AgentTracer, clock: ManualClock, tenant: str = "acme",
                          headers: dict | None = None, tool_s: tuple[float, float] = (2.0, 3.0),
-                         llm_s: float = 0.5, user_text: str | None = None) -> list:
+                         llm_s: float = 0.5, user_text: str | None = None, body: dict | None = None) -> list:
     """tool call -> result -> tool call -> result -> answer, with a manual clock.
 
     Returns the three StepContexts. Each step has a request id of its own (`chatcmpl-<hex>`,
-    stored as its `response_id`, as the gateway's reply's x-request-id)."""
+    stored as its `response_id`, as the gateway's reply's x-request-id); `body`: more fields
+    of every request's body."""
     headers = headers or {}
     user = dict(USER, content=user_text) if user_text else USER
     messages = [SYSTEM, user]
@@ -63,7 +64,8 @@ def run_scripted_session(tracer: AgentTracer, clock: ManualClock, tenant: str = 
             ("call_b2", "book_table", '{"where": "Paris"}'), None]
     for step, call in enumerate(plan):
         request_id = f"chatcmpl-{uuid.uuid4().hex}"
-        ctx = tracer.begin(tenant, headers, {"model": "tiny", "messages": list(messages)}, request_id=request_id)
+        ctx = tracer.begin(tenant, headers, {**(body or {}), "model": "tiny", "messages": list(messages)},
+                           request_id=request_id)
         contexts.append(ctx)
         clock.advance(llm_s)
         if call is None:

@@ -31,11 +31,12 @@ def test_prefix_digests_ignore_surrounding_whitespace_and_text_parts():
     assert prefix_digests("a", text) == prefix_digests("a", parts)
 
 
-def test_explicit_session_prefers_header_then_metadata_then_user():
+def test_explicit_session_prefers_header_then_metadata_and_never_names_one_by_user():
     body = {"metadata": {"session_id": "m"}, "user": "u"}
     assert explicit_session({"x-session-id": "h"}, body) == ("h", "header")
     assert explicit_session({}, body) == ("m", "metadata")
-    assert explicit_session({}, {"user": "u"}) == ("u", "user")
+    # `user` is OpenAI's end-user id: every run of that user would be one session
+    assert explicit_session({}, {"user": "u"}) is None
     assert explicit_session({"x-session-id": "  "}, {"user": 3}) is None
 
 

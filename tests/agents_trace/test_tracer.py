@@ -79,6 +79,20 @@ def test_tracer_stitches_session_by_prefix_without_any_header(tmp_path, clock):
         tracer.stop()
 
 
+def test_two_runs_of_one_end_user_are_two_sessions(tmp_path, clock):
+    # `user` is OpenAI's end-user id, not a session (QA170: both runs were session "alice")
+    tracer, _ = make_tracer(tmp_path, clock)
+    try:
+        runs = [run_scripted_session(tracer, clock, body={"user": "alice"}, user_text=text)
+                for text in ("Weather in Paris?", "Weather in Rome?")]
+        assert [[(c.index, c.session_source) for c in run] for run in runs] == [
+            [(0, "new"), (1, "prefix"), (2, "prefix")]] * 2
+        assert len({c.session for c in runs[0]}) == len({c.session for c in runs[1]}) == 1
+        assert runs[0][0].session != runs[1][0].session and "alice" not in (runs[0][0].session, runs[1][0].session)
+    finally:
+        tracer.stop()
+
+
 def test_tracer_never_stitches_two_tenants_with_identical_conversations(tmp_path, clock):
     tracer, exporter = make_tracer(tmp_path, clock)
     try:
