@@ -92,10 +92,15 @@ def apply_tenants(state: GatewayState, new: GatewayConfig) -> ReloadReport:
     new_by_name = {tenant.name: tenant for tenant in new.tenants}
     at_next_start = [SECTION_NAMES.get(name, f"[server] {name}")
                      for name in SECTIONS_AT_NEXT_START if getattr(new, name) != getattr(running, name)]
-    absent = TenantConfig(name="", key_digests=())   # the weight and kv_share of a tenant not there
-    shares_changed = tuple(field for field in ("weight", "kv_share") if any(
-        getattr(old_by_name.get(name, absent), field) != getattr(new_by_name.get(name, absent), field)
-        for name in set(old_by_name) | set(new_by_name)))
+    absent = TenantConfig(name="", key_digests=())   # the kv_share of a tenant not there
+    # the weights: a tenant added or removed changes them even at the default weight (the
+    # engines' weights name every tenant; QA172: /health kept a removed one, lacked a new one)
+    weights_changed = ({name: tenant.weight for name, tenant in old_by_name.items()}
+                       != {name: tenant.weight for name, tenant in new_by_name.items()})
+    kv_shares_changed = any(old_by_name.get(name, absent).kv_share != new_by_name.get(name, absent).kv_share
+                            for name in set(old_by_name) | set(new_by_name))
+    shares_changed = tuple(field for field, changed in (("weight", weights_changed), ("kv_share", kv_shares_changed))
+                           if changed)
     keys = KeyRing(new.tenants, state.keys.internal)   # raises before anything changes
     state.keys = keys
     state.limiters.update({tenant.name: tenant.limits for tenant in new.tenants})

@@ -72,6 +72,9 @@ def test_a_reload_puts_new_weights_and_kv_shares_in_force_on_the_local_engines(t
     path.write_text(LOCAL + 'policy = "predictive"\n' + _tenant("a", "sk-a", "weight = 3.0"))
     asyncio.run(reload_tenants(state, path))
     assert engine.tenant_shares() == ({"a": 3.0}, None)   # no shares left: planned from demand again
+    path.write_text(LOCAL + 'policy = "predictive"\n' + _tenant("a", "sk-a", "weight = 3.0") + _tenant("c", "sk-c"))
+    asyncio.run(reload_tenants(state, path))
+    assert engine.tenant_shares() == ({"a": 3.0, "c": 1.0}, None)   # a tenant added at the default weight too
 
 
 def test_a_reload_leaves_what_the_models_engine_table_fixes_and_says_so(tmp_path, caplog):
