@@ -60,7 +60,8 @@ class LocalBackend(LocalCompletions):
     __slots__ = ("config", "model_id", "owned_by", "engine", "default_completion_reserve_tokens",
                  "schemas", "prompt_tokens", "_stats_task", "_fixed_by_engine_options", "tenant_budget_room")
 
-    def __init__(self, config: LocalModelConfig, *, default_completion_reserve_tokens: int = 256,
+    def __init__(self, config: LocalModelConfig, *, num_local_workers: int | None = None,
+                 default_completion_reserve_tokens: int = 256,
                  tenant_weights: dict[str, float] | None = None,
                  tenant_kv_shares: dict[str, float] | None = None,
                  tenant_budget_room: Callable[[str], int | None] | None = None) -> None:
@@ -71,7 +72,8 @@ class LocalBackend(LocalCompletions):
         self.default_completion_reserve_tokens = default_completion_reserve_tokens
         # what a tenant's request may reserve when it sets no max_tokens (`Limiters.budget_room`)
         self.tenant_budget_room = tenant_budget_room
-        options = engine_options_run(config)   # a bad [models.engine] option is one clear error
+        # a bad [models.engine] option is one clear error; the cores shared with the other local models' workers
+        options = engine_options_run(config, num_local_workers)
         self._fixed_by_engine_options, notes = with_tenant_shares(options, tenant_weights or {},
                                                                   tenant_kv_shares or {}, config.name)
         log_notes(notes)
@@ -128,7 +130,8 @@ class LocalBackend(LocalCompletions):
         """What the operator is told once the workers are up: where and how they run."""
         cfg, dtype = self.engine.config, self.engine.health()["dtype"]
         caching = f"policy {cfg.policy}" if cfg.prefix_caching else "prefix caching off"   # (as docs/serving.md says)
-        return (f"model {self.model_id!r} ({self.engine.model_id}): {self.engine.num_workers} worker(s) "
+        threads = f" of {cfg.num_threads} thread(s)" if cfg.device == "cpu" else ""
+        return (f"model {self.model_id!r} ({self.engine.model_id}): {self.engine.num_workers} worker(s){threads} "
                 f"on {cfg.device} in {dtype}, {caching}, {cfg.num_hot_blocks} hot KV blocks "
                 f"of {cfg.block_size} tokens each, "   # no host tier: what sets one, without and with --config
                 + (f"{cfg.num_host_blocks} in the host tier" if cfg.num_host_blocks

@@ -9,19 +9,33 @@ other options than the ones run.
 """
 from __future__ import annotations
 
+import os
+
 from gateway.backend import Backend
 from gateway.config import DEFAULT_LOCAL_POLICY, GatewayConfig, LocalModelConfig
 from gateway.embedding_model import EmbeddingModelConfig
 from gateway.limiters import Limiters
 
 
-def engine_options_run(model: LocalModelConfig) -> dict:
-    """`model`'s engine options as its engine runs them, checked (see the module's invariant)."""
+def engine_options_run(model: LocalModelConfig, num_local_workers: int | None = None) -> dict:
+    """`model`'s engine options as its engine runs them, checked (see the module's invariant).
+    `num_local_workers`: the workers of every local model the gateway serves; where there are
+    more than this model's own and its options set no `threads_per_worker`, each worker gets
+    its share of the machine's cores among all of them (at least 1), not among its model's
+    workers alone (QA172: a 1-worker model beside a 2-worker one ran 4 threads on 2 cores,
+    at a tenth of its speed)."""
     from shards.engine import LocalEngine   # NOTE: imports torch; only for a local model
     options = dict(model.engine_options)
     options.setdefault("policy", DEFAULT_LOCAL_POLICY)   # first: its policy_options are checked against it
+    if num_local_workers is not None and num_local_workers > model.num_workers:
+        options.setdefault("threads_per_worker", max(1, (os.cpu_count() or 2) // num_local_workers))
     LocalEngine.check_options(options)
     return options
+
+
+def num_local_workers(config: GatewayConfig) -> int:
+    """The workers of all the gateway's local models together."""
+    return sum(model.num_workers for model in config.models if isinstance(model, LocalModelConfig))
 
 
 def build_backend(model, config: GatewayConfig, limiters: Limiters | None = None) -> Backend:
@@ -30,7 +44,7 @@ def build_backend(model, config: GatewayConfig, limiters: Limiters | None = None
     budget_room = None if limiters is None else limiters.budget_room
     if isinstance(model, LocalModelConfig):
         from gateway.local import LocalBackend   # NOTE: imports torch; only when needed
-        return LocalBackend(model,
+        return LocalBackend(model, num_local_workers=num_local_workers(config),
                             default_completion_reserve_tokens=config.default_completion_reserve_tokens,
                             tenant_weights={t.name: t.weight for t in config.tenants},
                             tenant_kv_shares={t.name: t.kv_share for t in config.tenants},

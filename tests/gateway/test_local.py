@@ -146,10 +146,10 @@ def test_kv_shares_under_lru_are_reported_not_applied(caplog):
 
 
 def test_the_started_line_says_where_and_in_what_dtype_the_workers_run():
-    engine = {"policy": "predictive", "num_hot_blocks": 64, "dtype": "bfloat16"}
+    engine = {"policy": "predictive", "num_hot_blocks": 64, "dtype": "bfloat16", "threads_per_worker": 2}
     config = LocalModelConfig(name="m", path="tiny", num_workers=3, engine_options=tuple(engine.items()))
     line = LocalBackend(config).started_line()
-    assert line == ("model 'm' (tiny): 3 worker(s) on cpu in bfloat16, policy predictive, "
+    assert line == ("model 'm' (tiny): 3 worker(s) of 2 thread(s) on cpu in bfloat16, policy predictive, "
                     "64 hot KV blocks of 16 tokens each, no host tier (--host-blocks, or num_host_blocks under "
                     "[models.engine])")
     engine["num_host_blocks"] = 256
@@ -326,3 +326,25 @@ def test_a_request_no_worker_took_in_time_is_called_overloaded_not_unavailable()
     assert overloaded.message == "The model is overloaded: no worker could take the request in time"
     stopping = error_from_event(ErrorEvent("r", "the engine is shutting down", "shutting_down", True))
     assert stopping.message == "The model is unavailable: the engine is shutting down"
+
+
+def test_local_models_share_the_cores_among_all_their_workers(monkeypatch):
+    """QA172: each model divided the cores among its own workers only, so a 1-worker model
+    beside a 2-worker one ran 4 threads on 2 cores (at a tenth of its speed)."""
+    import os
+
+    from gateway.config import parse_config
+    from gateway.model_backends import build_backend
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    config = parse_config({
+        "models": [{"name": "one", "kind": "local", "path": "tiny", "num_workers": 1},
+                   {"name": "two", "kind": "local", "path": "tiny", "num_workers": 2},
+                   {"name": "set", "kind": "local", "path": "tiny", "num_workers": 1,
+                    "engine": {"threads_per_worker": 4}}],   # set in its table: kept
+        "tenants": [{"name": "t", "api_key_sha256": ["0" * 64]}]})
+    threads = [build_backend(model, config).engine.config.num_threads for model in config.models]
+    assert threads == [2, 2, 4]   # 8 cores among 4 workers: 2 each (not 8 and 4)
+    alone = parse_config({"models": [{"name": "one", "kind": "local", "path": "tiny", "num_workers": 2}],
+                          "tenants": [{"name": "t", "api_key_sha256": ["0" * 64]}]})
+    assert build_backend(alone.models[0], alone).engine.config.num_threads == 4   # one model: 8 cores, 2 workers
