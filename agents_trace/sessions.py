@@ -181,9 +181,8 @@ class SessionTable(StepMatching):
     def close_step(self, tenant: str, session: str, index: int, ended_s: float, *,
                    request_digest: bytes | None, num_messages: int,
                    response_digest: bytes | None, asked: Mapping[str, str],
-                   prompt_blocks: Sequence[int] | None = None, num_prompt_tokens: int = 0,
                    other_response_digests: Sequence[bytes] = (), is_response: bool = True,
-                   answered: Sequence[str] = ()) -> int | None:
+                   answered: Sequence[str] = ()) -> None:
         """A step ended; a successful one becomes a place later requests may continue:
         its request, every choice's response (`response_digest`, `other_response_digests`)
         and the calls any choice asked for; one ending after a later step (older than the
@@ -191,22 +190,18 @@ class SessionTable(StepMatching):
         generated nothing (`is_response` False) is no response: it leaves the head, the
         session's last response end and its pending calls as they were. A response's end
         starts the tool runs of the calls it asked for (and of the known ones it `answered`:
-        a retry of it counts from there). Returns how
-        many of its prompt's tokens (`prompt_blocks`, given for successful steps only)
-        the session's previous successful prompt began with (`PreviousPrompt`); None
-        when unknown, for a step older than the head or for one that generated nothing."""
+        a retry of it counts from there). (What its prompt shared with an earlier one: the
+        tracer's, by the session's `previous_prompt`, before this.)"""
         state = self._live.get((tenant, session))
         if state is None:
-            return None
+            return
         state.num_in_flight = max(0, state.num_in_flight - 1)
         state.last_active_s = max(state.last_active_s, ended_s)
         self._touch(tenant, state.session)
         if not is_response:   # NOTE: refused: nothing to index either (no digest, no call)
-            return None
+            return
         is_late = state.head_index is not None and index < state.head_index
-        shared = None
         if not is_late:
-            shared = state.previous_prompt.shared_with(prompt_blocks, num_prompt_tokens, is_ok=True)
             state.head_index = index
             state.last_ended_s = ended_s
             state.last_asked = dict(asked)
@@ -221,7 +216,6 @@ class SessionTable(StepMatching):
                 self._add_key(state, self._by_response, digest, ref)
         if request_digest is not None and not is_late:   # NOTE: the newer ref (a retry: same request) stays
             self._add_key(state, self._by_request, request_digest, ref)
-        return shared
 
     def end_if_unreachable(self, tenant: str, session: str) -> SessionEnded | None:
         """End now (reason "failed") a session the gateway opened whose one step failed,

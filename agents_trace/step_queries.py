@@ -3,8 +3,9 @@ every step with its content (exports), and a step found by its request id.
 
 As store_queries: every function opens its own short read-only connection and takes the
 tenant scope explicitly; nothing is cut short silently (pages carry `has_more`). Each step
-carries `prefix_from_previous_tokens`, compared with the session's previous successful
-prompt even where a page starts mid-session.
+carries `prefix_from_previous_tokens`, compared with the session's latest successful
+prompt to have ended by the step's arrival (`PreviousPrompt`) even where a page starts
+mid-session.
 """
 from __future__ import annotations
 
@@ -43,30 +44,41 @@ def _step_dict(row: sqlite3.Row) -> dict:
 
 
 def _add_reuse(step: dict, previous: PreviousPrompt) -> None:
-    """The step's `prefix_from_previous_tokens`: the tokens of its prompt that the
-    session's previous successful step's prompt already began with (whole fingerprint
-    blocks), None when either prompt has no fingerprints; and `evicted_prefix_tokens`,
-    those of them the cache no longer served (None when that is unknown or the step
-    failed)."""
+    """The step's `prefix_from_previous_tokens`: the tokens of its prompt that the prompt
+    of the session's latest successful step to have ended by its arrival already began
+    with (whole fingerprint blocks; `PreviousPrompt`), None when either prompt has no
+    fingerprints; and `evicted_prefix_tokens`, those of them the cache no longer served
+    (None when that is unknown or the step failed)."""
     is_ok = step["error"] is None
-    shared = previous.shared_with(step["prompt_blocks"], step["num_input_tokens"], is_ok)
+    shared = previous.shared_with(step["prompt_blocks"], step["num_input_tokens"], is_ok, index=step["index"],
+                                  arrived_s=step["arrived_s"], ended_s=step["ended_s"])
+    previous.forget_before(step["arrived_s"])   # the steps after it arrived later
     step["prefix_from_previous_tokens"] = shared
     step["evicted_prefix_tokens"] = (evicted_prefix_tokens(shared, step["num_cached_tokens"])
                                      if shared is not None and is_ok else None)
 
 
-def previous_prompt_before(db: sqlite3.Connection, tenant: str, session: str, index: int) -> PreviousPrompt:
-    """The session's last successful prompt before its step `index` (none: empty), so a
-    page or a time window that starts mid-session compares its first step as the whole
-    session would. A store no writer has upgraded yet has no fingerprints: none."""
+def previous_prompt_before(db: sqlite3.Connection, tenant: str, session: str, index: int,
+                           arrived_s: float) -> PreviousPrompt:
+    """The session's successful prompts before its step `index` (which arrived at
+    `arrived_s`) that it or a later step may be compared with: from the latest to have
+    ended by `arrived_s` on, so a page or a time window that starts mid-session compares
+    its steps as the whole session would. A store no writer has upgraded yet has no
+    fingerprints: none."""
+    previous = PreviousPrompt()
+    where = "tenant = ? AND session = ? AND idx < ? AND error IS NULL AND prompt_blocks IS NOT NULL"
     try:
-        row = db.execute("SELECT prompt_blocks FROM steps WHERE tenant = ? AND session = ? AND idx < ? "
-                         "AND error IS NULL ORDER BY idx DESC LIMIT 1", (tenant, session, index)).fetchone()
+        rows = db.execute(
+            f"SELECT idx, ended_s, prompt_blocks FROM steps WHERE {where} AND idx >= COALESCE(("
+            f"SELECT idx FROM steps WHERE {where} AND ended_s <= ? ORDER BY idx DESC LIMIT 1), 0) ORDER BY idx",
+            (tenant, session, index, tenant, session, index, arrived_s)).fetchall()
     except sqlite3.OperationalError as error:   # written before fingerprints were kept
         if "no such column" not in str(error):
             raise
-        return PreviousPrompt()
-    return PreviousPrompt(json.loads(row[0]) if row is not None and row[0] else None)
+        return previous
+    for step_index, ended_s, blocks in rows:
+        previous.add(step_index, ended_s, json.loads(blocks))
+    return previous
 
 
 def list_steps(path: Path, tenant: str, session: str, *, limit: int = 200,
@@ -78,7 +90,7 @@ def list_steps(path: Path, tenant: str, session: str, *, limit: int = 200,
         rows = [] if db is None else db.execute(
             "SELECT * FROM steps WHERE tenant = ? AND session = ? ORDER BY idx LIMIT ? OFFSET ?",
             (tenant, session, limit + 1, offset)).fetchall()
-        previous = (previous_prompt_before(db, tenant, session, rows[0]["idx"])   # for the page's first step
+        previous = (previous_prompt_before(db, tenant, session, rows[0]["idx"], rows[0]["arrived_s"])
                     if db is not None and rows and offset > 0 else PreviousPrompt())
     steps = [_step_dict(r) for r in rows[:limit]]
     for step in steps:

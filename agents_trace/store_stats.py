@@ -70,8 +70,8 @@ def tenant_stats(path: Path, window: StatsWindow) -> dict:
     """`{"tenants": [row per tenant, by name], "total": row or None}`; a row holds
     sessions, steps, errors, steps_after_tools, prompt/cached/output tokens, cached_share,
     TTFT and tool-gap p50/p99 in seconds, forecasts and their hits, first_s / last_s, and
-    from the prompt fingerprints: prefix_from_previous_tokens (what each step's previous
-    successful step in its session had of its prompt), evicted_prefix_tokens (how much of that was no
+    from the prompt fingerprints: prefix_from_previous_tokens (what the latest successful
+    step in its session to have ended by its arrival had of its prompt: `PreviousPrompt`), evicted_prefix_tokens (how much of that was no
     longer cached) and steps_with_evicted_prefix. A session's first step in the window
     is compared with the session's last successful step before it, in the window or not."""
     condition, params = _where(window)
@@ -86,9 +86,10 @@ def tenant_stats(path: Path, window: StatsWindow) -> dict:
         reuse = {tenant: dict.fromkeys(_REUSE_KEYS, 0) for tenant in per_tenant}
         walking: tuple[str, str] | None = None
         previous = PreviousPrompt()
-        for tenant, session, index, ttft_s, gap_s, num_cached, num_input, blocks_json, error in db.execute(
+        for (tenant, session, index, ttft_s, gap_s, num_cached, num_input, blocks_json, error, arrived_s,
+             ended_s) in db.execute(
                 "SELECT tenant, session, idx, ttft_s, CASE WHEN after_kind = 'tools' THEN gap_s END, "
-                f"num_cached_tokens, num_input_tokens, prompt_blocks, error FROM steps{condition} "
+                f"num_cached_tokens, num_input_tokens, prompt_blocks, error, arrived_s, ended_s FROM steps{condition} "
                 "ORDER BY tenant, session, idx", params):
             if ttft_s is not None:
                 ttfts[tenant].append(ttft_s)
@@ -96,9 +97,11 @@ def tenant_stats(path: Path, window: StatsWindow) -> dict:
                 gaps[tenant].append(gap_s)
             if walking != (tenant, session):
                 walking = (tenant, session)
-                previous = previous_prompt_before(db, tenant, session, index) if index > 0 else PreviousPrompt()
+                previous = (previous_prompt_before(db, tenant, session, index, arrived_s) if index > 0
+                            else PreviousPrompt())
             shared = previous.shared_with(json.loads(blocks_json) if blocks_json else None, num_input,
-                                          error is None)
+                                          error is None, index=index, arrived_s=arrived_s, ended_s=ended_s)
+            previous.forget_before(arrived_s)   # (as step_queries' _add_reuse)
             if error is None:
                 _count_reuse(reuse[tenant], shared, num_cached)
     rows = [_row(sums, ttfts[tenant], gaps[tenant]) | reuse[tenant] for tenant, sums in per_tenant.items()]

@@ -228,12 +228,13 @@ class AgentTracer:
         prompt_blocks = self._prompt_blocks(ctx.tenant, ctx.model, result) if ctx.is_prefix_cached else None
         is_response = not generated_nothing(result)
         with self._lock:
-            from_previous = self._sessions.close_step(
+            from_previous = self._from_previous(ctx, prompt_blocks if is_ok else None,
+                                                result.num_input_tokens, now_s, is_response)
+            self._sessions.close_step(
                 ctx.tenant, ctx.session, ctx.index, now_s,
                 request_digest=ctx.conversation_digest if is_ok else None,
                 num_messages=ctx.num_messages, response_digest=response_digest,
                 asked={call.call_id: call.name for _, calls in result.replies() for call in calls},
-                prompt_blocks=prompt_blocks if is_ok else None, num_prompt_tokens=result.num_input_tokens,
                 other_response_digests=other_digests, is_response=is_response,
                 answered=tuple(call.call_id for call in ctx.after.tools))
             ended = None if is_ok else self._sessions.end_if_unreachable(ctx.tenant, ctx.session)
@@ -257,6 +258,23 @@ class AgentTracer:
         if ended is not None:   # after its step: the writer ends what it has opened
             self._events.offer(ended)
         return from_previous
+
+    def _from_previous(self, ctx: StepContext, prompt_blocks: tuple[int, ...] | None, num_prompt_tokens: int,
+                       now_s: float, is_response: bool) -> int | None:
+        """`end`'s count (under the lock, before the table closes the step): what the prompt
+        of the session's latest step to have ended by this one's arrival left it
+        (`PreviousPrompt`, as the store's pages and stats count it); then this prompt is
+        kept, with its end. None for a step that generated nothing, or whose session is gone."""
+        state = self._sessions.get(ctx.tenant, ctx.session)
+        if state is None or not is_response:
+            return None
+        previous = state.previous_prompt
+        shared = previous.shared_with(prompt_blocks, num_prompt_tokens, prompt_blocks is not None,
+                                      index=ctx.index, arrived_s=ctx.arrived_s,
+                                      ended_s=max(now_s, ctx.arrived_s))
+        if state.num_in_flight <= 1:   # no other step running: later ones all arrive from now on
+            previous.forget_before(now_s)
+        return shared
 
     def _prompt_blocks(self, tenant: str, model: str, result: StepResult) -> tuple[int, ...] | None:
         """The prompt's fingerprints, made here so a queued step holds ~50 ints, not the
