@@ -22,6 +22,32 @@ REFUSED = {
 }
 
 
+# vLLM's sampling extensions (clients written for vLLM send them as extra fields): a local
+# model does not run them, and each would change the answer, so one set to anything but its
+# value that changes nothing (listed; a null is always fine) is refused (QA171: `top_k: 1`
+# was a 200 that still sampled). Upstream models get them as sent.
+VLLM_SAMPLING_NO_OPS = {
+    "top_k": (-1, 0), "min_p": (0,), "repetition_penalty": (1,), "min_tokens": (0,),
+    "use_beam_search": (False,), "length_penalty": (1,), "include_stop_str_in_output": (False,),
+    "skip_special_tokens": (True,), "spaces_between_special_tokens": (True,), "stop_token_ids": ([],),
+    "bad_words": ([],), "allowed_token_ids": (), "prompt_logprobs": (), "truncate_prompt_tokens": (),
+    "guided_json": (), "guided_regex": (), "guided_choice": (), "guided_grammar": (),
+}
+
+
+def refuse_vllm_sampling_extensions(request: ChatCompletionRequest | CompletionRequest) -> None:
+    """A 400 `unsupported_parameter` naming the first vLLM sampling extension set to a value
+    that would change the answer (`VLLM_SAMPLING_NO_OPS`)."""
+    extra = request.model_extra or {}
+    for name, no_ops in VLLM_SAMPLING_NO_OPS.items():
+        value = extra.get(name)
+        if value is not None and not any(value == no_op and isinstance(value, bool) == isinstance(no_op, bool)
+                                         for no_op in no_ops):   # (1.0 is 1; true is not 1)
+            raise invalid_request(f"Local models do not support vLLM's '{name}'; it would be ignored. "
+                                  "Leave it out" + (f" or set it to {no_ops[0]!r}." if no_ops else "."),
+                                  param=name, code="unsupported_parameter")
+
+
 TEXT_PART_TYPES = ("text", "input_text", "output_text", "refusal")   # a refusal part is an assistant's text
 
 
@@ -51,8 +77,9 @@ COMPLETION_REFUSED = {
 
 def refuse_unsupported_completion_params(request: CompletionRequest) -> None:
     """Legacy completions' own refusals: a chat-only bound that would be ignored (the reply
-    would run to the default 16 tokens)."""
+    would run to the default 16 tokens), and vLLM's sampling extensions."""
     refuse_extras(request, COMPLETION_REFUSED)
+    refuse_vllm_sampling_extensions(request)
 
 
 HISTORY_AUDIO = ("An assistant message's 'audio' is not supported by local models: they read text only. Send what "
@@ -69,9 +96,9 @@ def refuse_legacy_message_fields(request: ChatCompletionRequest) -> None:
 
 def refuse_unsupported_chat_params(request: ChatCompletionRequest) -> None:
     refuse_extras(request, REFUSED)
+    refuse_vllm_sampling_extensions(request)
     refuse_legacy_message_fields(request)
     modalities = (request.model_extra or {}).get("modalities")
     if modalities is not None and modalities != ["text"]:
         raise invalid_request("Local models reply in text only: 'modalities' must be [\"text\"].",
                               param="modalities", code="unsupported_parameter")
-

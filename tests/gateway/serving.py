@@ -18,6 +18,10 @@ import uvicorn
 from gateway.config import DEFAULT_KEEP_ALIVE_S
 from gateway.http_protocol import GuardedHttpToolsProtocol, uvicorn_protocols
 
+# where the tests' conftest points the gateway's files, so a gateway served as a process
+# keeps out of the user's data directory too (pass these variables on to it)
+STORE_ENV = ("STEPAHEAD_TRACE_DB", "STEPAHEAD_PREDICTOR_DIR", "STEPAHEAD_RESPONSES_DB", "STEPAHEAD_SPENT_TOKENS")
+
 
 def free_port() -> int:
     with socket.socket() as sock:

@@ -10,7 +10,7 @@ import pytest
 
 from gateway.access_log import REDACTED, QueryRedaction, redacted_path
 from tests.gateway.serving import free_port, wait_until_healthy
-from tests.gateway.test_cli import STORE_ENV
+from tests.gateway.serving import STORE_ENV
 
 
 @pytest.mark.parametrize("path, expected", [

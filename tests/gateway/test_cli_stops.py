@@ -13,11 +13,7 @@ import pytest
 
 from gateway.cli import main
 from gateway.config import key_digest
-from tests.gateway.serving import free_port, wait_until_healthy
-
-# where the tests' conftest points the gateway's files, so this served gateway keeps out of
-# the user's data directory too
-STORE_ENV = ("STEPAHEAD_TRACE_DB", "STEPAHEAD_PREDICTOR_DIR", "STEPAHEAD_RESPONSES_DB", "STEPAHEAD_SPENT_TOKENS")
+from tests.gateway.serving import STORE_ENV, free_port, wait_until_healthy
 
 
 def _processes_with(marker: str) -> list[int]:

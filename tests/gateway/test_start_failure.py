@@ -50,7 +50,7 @@ def test_the_reason_is_found_in_the_report_of_a_chained_failure():
 
 
 def test_serve_reports_a_model_that_fails_to_load_in_one_line(tmp_path: Path):
-    from tests.gateway.test_cli import STORE_ENV
+    from tests.gateway.serving import STORE_ENV
 
     from shards.tiny_model import build_tiny_tokenizer
 
