@@ -19,6 +19,8 @@ def run_benchmark(module: str, *args: str) -> str:
     printed = io.StringIO()
     saved_argv = sys.argv
     sys.argv = [f"benchmarks/{module}.py", *args]
+    torch = sys.modules.get("torch")   # a script may set a worker's one thread: this process keeps its own
+    threads = torch.get_num_threads() if torch is not None else None
     try:
         with contextlib.redirect_stdout(printed):
             main()
@@ -27,4 +29,6 @@ def run_benchmark(module: str, *args: str) -> str:
             raise AssertionError(f"benchmarks/{module}.py exited: {exit_.code}\n{printed.getvalue()[-2000:]}")
     finally:
         sys.argv = saved_argv
+        if threads is not None:
+            torch.set_num_threads(threads)
     return printed.getvalue()

@@ -19,11 +19,8 @@ def test_the_baseline_penalises_as_the_contender_does():
 
 
 def test_a_short_run_reports_both_sides_and_their_ratio():
-    threads = torch.get_num_threads()
-    try:   # in this process (no second torch import); the script sets a worker's one thread
-        out = run_benchmark("bench_penalties", "--lengths", "30,120", "--rounds", "2", "--vocab", "4096")
-    finally:
-        torch.set_num_threads(threads)
+    # in this process (no second torch import; run_benchmark keeps this process's threads)
+    out = run_benchmark("bench_penalties", "--lengths", "30,120", "--rounds", "2", "--vocab", "4096")
     result = json.loads(out.strip().splitlines()[-1])
     assert result["vocab"] == 4096 and [row["reply_tokens"] for row in result["replies"]] == [30, 120]
     for row in result["replies"]:

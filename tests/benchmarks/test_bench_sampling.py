@@ -20,11 +20,8 @@ def test_the_baseline_draws_within_the_nucleus():
 
 
 def test_a_short_run_reports_every_setting_and_both_sides():
-    threads = torch.get_num_threads()
-    try:   # in this process (no second torch import); the script sets a worker's one thread
-        out = run_benchmark("bench_sampling", "--model", "tiny", "--rows", "20", "--rounds", "2")
-    finally:
-        torch.set_num_threads(threads)
+    # in this process (no second torch import; run_benchmark keeps this process's threads)
+    out = run_benchmark("bench_sampling", "--model", "tiny", "--rows", "20", "--rounds", "2")
     result = json.loads(out.strip().splitlines()[-1])
     assert result["rows"] == 20 and [row["setting"] for row in result["settings"]] == list(SETTINGS)
     for row in result["settings"]:
