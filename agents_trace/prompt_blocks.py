@@ -14,6 +14,7 @@ RECORD_BLOCK_SIZE)`.
 from __future__ import annotations
 
 import hashlib
+import math
 from array import array
 from collections.abc import Sequence
 
@@ -75,10 +76,10 @@ class PreviousPrompt:
     left it (`shared_prefix_tokens`). A failed step's prompt may never have reached the
     cache, so the step after it is compared with the last prompt that did; nor could the
     prompt of a step still running when this one arrived (a fan-out, parallel tool results
-    sent as separate requests): a step given its `arrived_s` is compared with the prompt of
-    the latest step (by index) that had ended by then, as its gap runs from the last
-    response that ended before it arrived. The same rule serves the live count, the
-    store's steps and its stats.
+    sent as separate requests): a step is compared with the prompt of the latest step (by
+    index) that had ended by its arrival, as its gap runs from the last response that
+    ended before it arrived. The same rule serves the live count, the store's steps and
+    its stats.
 
     Kept: the prompts a step may still be compared with, as `(index, ended_s,
     fingerprints)`, index and end both rising (a prompt of a step that ended no sooner
@@ -86,67 +87,57 @@ class PreviousPrompt:
     MAX_KEPT_PROMPTS, packed, 8 bytes a block (the tracer keeps one per live session; a
     session with no step in flight keeps just its latest prompt: `forget_before`). A step
     that arrived before every kept prompt's end gets None (unknown), never a comparison
-    with a prompt it could not have found cached. Without times (`arrived_s`, `ended_s`
-    None) a step is compared with the latest prompt and replaces it."""
+    with a prompt it could not have found cached."""
 
     __slots__ = ("kept",)
 
-    def __init__(self, blocks: Sequence[int] | None = None) -> None:
-        self.kept: list[tuple[int | None, float | None, array]] = []
-        if blocks is not None:
-            self.kept.append((None, None, array("q", blocks)))
+    def __init__(self) -> None:
+        self.kept: list[tuple[int, float, array]] = []
 
-    @property
-    def blocks(self) -> array | None:
-        """The latest kept prompt's fingerprints (None: none yet)."""
-        return self.kept[-1][2] if self.kept else None
-
-    def add(self, index: int | None, ended_s: float | None, blocks: Sequence[int]) -> None:
+    def add(self, index: int, ended_s: float, blocks: Sequence[int]) -> None:
         """Keep a successful step's prompt, in index order; prompts it outdates go."""
-        entry = (index, ended_s, array("q", blocks))
-        if index is None or ended_s is None:
-            self.kept = [entry]
-            return
         position = len(self.kept)
-        while position > 0 and _is_after(self.kept[position - 1], index):
+        while position > 0 and self.kept[position - 1][0] > index:
             position -= 1
         if position < len(self.kept) and self.kept[position][1] <= ended_s:
             return   # a later step ended first: this prompt is never the latest ended
-        while position > 0 and (self.kept[position - 1][1] is None or self.kept[position - 1][1] >= ended_s):
+        while position > 0 and self.kept[position - 1][1] >= ended_s:
             position -= 1
             del self.kept[position]
-        self.kept.insert(position, entry)
+        self.kept.insert(position, (index, ended_s, array("q", blocks)))
         if len(self.kept) > MAX_KEPT_PROMPTS:
             del self.kept[0]
 
     def forget_before(self, since_s: float) -> None:
         """Drop the prompts no step arriving at or after `since_s` is compared with."""
-        newest = self._latest_ended_by(since_s, None)
+        newest = self._latest_ended_by(since_s)
         if newest > 0:
             del self.kept[:newest]
 
     def shared_with(self, blocks: Sequence[int] | None, num_tokens: int, is_ok: bool, *,
-                    index: int | None = None, arrived_s: float | None = None,
-                    ended_s: float | None = None) -> int | None:
+                    index: int, arrived_s: float, ended_s: float) -> int | None:
         """The tokens of this step's prompt (`blocks`, `num_tokens`) the previous
-        successful prompt (of a step ended by `arrived_s`, when given) began with, or None;
-        a successful step's prompt is then kept (ending at `ended_s`)."""
-        chosen = len(self.kept) - 1 if arrived_s is None else self._latest_ended_by(arrived_s, index)
+        successful prompt (of a step ended by `arrived_s`) began with, or None; a
+        successful step's prompt is then kept (ending at `ended_s`)."""
+        chosen = self._latest_ended_by(arrived_s, index)
         shared = shared_prefix_tokens(self.kept[chosen][2] if chosen >= 0 else None, blocks, num_tokens)
         if is_ok and blocks is not None:
             self.add(index, ended_s, blocks)
         return shared
 
-    def _latest_ended_by(self, at_s: float, index: int | None) -> int:
-        """Where the latest kept prompt of a step before `index` that ended by `at_s` is; -1: none."""
+    def shared_in_walk(self, blocks: Sequence[int] | None, num_tokens: int, is_ok: bool, *,
+                       index: int, arrived_s: float, ended_s: float) -> int | None:
+        """`shared_with` for the store's steps walked in index order, which is their order
+        of arrival: the prompts no later step is compared with then go (`forget_before`)."""
+        shared = self.shared_with(blocks, num_tokens, is_ok, index=index, arrived_s=arrived_s, ended_s=ended_s)
+        self.forget_before(arrived_s)
+        return shared
+
+    def _latest_ended_by(self, at_s: float, before_index: float = math.inf) -> int:
+        """Where the latest kept prompt of a step before `before_index` that ended by `at_s`
+        is; -1: none."""
         for position in range(len(self.kept) - 1, -1, -1):
             kept_index, kept_ended_s, _ = self.kept[position]
-            if index is not None and kept_index is not None and kept_index >= index:
-                continue
-            if kept_ended_s is None or kept_ended_s <= at_s:
+            if kept_index < before_index and kept_ended_s <= at_s:
                 return position
         return -1
-
-
-def _is_after(kept: tuple, index: int) -> bool:
-    return kept[0] is not None and kept[0] > index

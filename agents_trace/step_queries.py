@@ -50,9 +50,8 @@ def _add_reuse(step: dict, previous: PreviousPrompt) -> None:
     fingerprints; and `evicted_prefix_tokens`, those of them the cache no longer served
     (None when that is unknown or the step failed)."""
     is_ok = step["error"] is None
-    shared = previous.shared_with(step["prompt_blocks"], step["num_input_tokens"], is_ok, index=step["index"],
-                                  arrived_s=step["arrived_s"], ended_s=step["ended_s"])
-    previous.forget_before(step["arrived_s"])   # the steps after it arrived later
+    shared = previous.shared_in_walk(step["prompt_blocks"], step["num_input_tokens"], is_ok, index=step["index"],
+                                     arrived_s=step["arrived_s"], ended_s=step["ended_s"])
     step["prefix_from_previous_tokens"] = shared
     step["evicted_prefix_tokens"] = (evicted_prefix_tokens(shared, step["num_cached_tokens"])
                                      if shared is not None and is_ok else None)

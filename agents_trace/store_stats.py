@@ -99,9 +99,8 @@ def tenant_stats(path: Path, window: StatsWindow) -> dict:
                 walking = (tenant, session)
                 previous = (previous_prompt_before(db, tenant, session, index, arrived_s) if index > 0
                             else PreviousPrompt())
-            shared = previous.shared_with(json.loads(blocks_json) if blocks_json else None, num_input,
-                                          error is None, index=index, arrived_s=arrived_s, ended_s=ended_s)
-            previous.forget_before(arrived_s)   # (as step_queries' _add_reuse)
+            shared = previous.shared_in_walk(json.loads(blocks_json) if blocks_json else None, num_input,
+                                             error is None, index=index, arrived_s=arrived_s, ended_s=ended_s)
             if error is None:
                 _count_reuse(reuse[tenant], shared, num_cached)
     rows = [_row(sums, ttfts[tenant], gaps[tenant]) | reuse[tenant] for tenant, sums in per_tenant.items()]

@@ -74,4 +74,4 @@ def test_a_step_ending_after_a_later_one_is_never_the_previous_prompt():
     assert previous.shared_with([1, 2, 3, 4], 4 * B, True, index=3, arrived_s=3.5, ended_s=4.0) == 3 * B
     assert [index for index, _, _ in previous.kept] == [0, 2, 3]   # step 1's prompt was never kept
     previous.forget_before(4.0)   # no step in flight: later ones arrive from now on
-    assert len(previous.kept) == 1 and previous.blocks.tolist() == [1, 2, 3, 4]
+    assert len(previous.kept) == 1 and previous.kept[0][2].tolist() == [1, 2, 3, 4]
