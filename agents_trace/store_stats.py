@@ -71,8 +71,9 @@ def tenant_stats(path: Path, window: StatsWindow) -> dict:
     sessions, steps, errors, steps_after_tools, prompt/cached/output tokens, cached_share,
     TTFT and tool-gap p50/p99 in seconds, forecasts and their hits, first_s / last_s, and
     from the prompt fingerprints: prefix_from_previous_tokens (what the latest successful
-    step in its session to have ended by its arrival had of its prompt: `PreviousPrompt`), evicted_prefix_tokens (how much of that was no
-    longer cached) and steps_with_evicted_prefix. A session's first step in the window
+    step in its session to have ended by its arrival had of its prompt: `PreviousPrompt`),
+    evicted_prefix_tokens (how much of that was no longer cached) and
+    steps_with_evicted_prefix. A session's first step in the window
     is compared with the session's last successful step before it, in the window or not."""
     condition, params = _where(window)
     with read_store(path) as db:
