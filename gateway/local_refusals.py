@@ -13,6 +13,8 @@ are a 400 `unsupported_content` (`template_messages`).
 """
 from __future__ import annotations
 
+import json
+
 from gateway.errors import invalid_request
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, refuse_extras
 
@@ -44,7 +46,7 @@ def refuse_vllm_sampling_extensions(request: ChatCompletionRequest | CompletionR
         if value is not None and not any(value == no_op and isinstance(value, bool) == isinstance(no_op, bool)
                                          for no_op in no_ops):   # (1.0 is 1; true is not 1)
             raise invalid_request(f"Local models do not support vLLM's '{name}'; it would be ignored. "
-                                  "Leave it out" + (f" or set it to {no_ops[0]!r}." if no_ops else "."),
+                                  "Leave it out" + (f" or set it to {json.dumps(no_ops[0])}." if no_ops else "."),
                                   param=name, code="unsupported_parameter")
 
 
