@@ -41,7 +41,7 @@ from gateway.body_timeout import BodyTimeout
 from gateway.http_io import ClientGone
 from gateway.limiters import Limiters
 from gateway.literal_routes import RouteBesideLiterals
-from gateway.model_backends import build_backend, engine_options_run
+from gateway.model_backends import build_backend, engine_options_run, num_local_workers
 from gateway.metrics import Registry
 from gateway.response_archive import ResponseArchive
 from gateway.reload import HangupsBeforeStart, Overrides, reload_on_hangup
@@ -114,7 +114,7 @@ def build_app(config: GatewayConfig | None = None, *, config_path: str | None = 
             config = config_from_environment()
             for model in config.models:   # as `stepahead serve` checks them before anything starts
                 if isinstance(model, LocalModelConfig):
-                    engine_options_run(model)
+                    engine_options_run(model, num_local_workers(config))
         except (ConfigError, EngineOptionError, OSError) as exc:   # uvicorn's factory call would print a traceback
             print(f"stepahead: bad config: {exc}", file=sys.stderr, flush=True)
             raise SystemExit(2) from None

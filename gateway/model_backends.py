@@ -1,11 +1,12 @@
 """The backend that serves each configured model, and a local model's engine options as it
 runs them.
 
-Invariant: `engine_options_run(model)` is what a local model's engine is given (its
-`[models.engine]` options, with the default policy where it names none), checked against
-that policy (`EngineOptionError` for a bad one); the start's check (`stepahead serve`), the
-`uvicorn --factory` start and `LocalBackend` itself all take them from here, so none checks
-other options than the ones run.
+Invariant: `engine_options_run(model, num_local_workers(config))` is what a local model's
+engine is given (its `[models.engine]` options, with the default policy where it names none
+and the default threads per worker), checked against that policy (`EngineOptionError` for
+a bad one); the start's check (`stepahead serve`), the `uvicorn --factory` start and
+`LocalBackend` itself all take them from here, so none checks other options than the ones
+run.
 """
 from __future__ import annotations
 

@@ -101,7 +101,7 @@ def local_model_problem(config) -> str | None:
     from gateway.config import LocalModelConfig
     from gateway.embedding_model import EmbeddingModelConfig
     from gateway.local_embeddings import EmbeddingModelError, check_embedding_model
-    from gateway.model_backends import engine_options_run
+    from gateway.model_backends import engine_options_run, num_local_workers
     from shards.engine_options import EngineOptionError
     from shards.model_files import ModelLoadError, check_model
 
@@ -114,7 +114,7 @@ def local_model_problem(config) -> str | None:
         if not isinstance(model, LocalModelConfig):
             continue
         try:
-            options = engine_options_run(model)   # as `LocalBackend` runs them
+            options = engine_options_run(model, num_local_workers(config))   # as `LocalBackend` runs them
             check_model(model.path, _process_device(options), str(options.get("dtype", "auto")))
         except (EngineOptionError, ModelLoadError) as exc:
             return f"cannot serve model {model.name!r}: {exc}"
