@@ -3,8 +3,9 @@ span exporter and a temporary store, a scripted agent session, and a small FastA
 that mounts the trace router behind a key -> Viewer table."""
 from __future__ import annotations
 
+import contextlib
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -118,6 +119,19 @@ def viewer_app(tracer: AgentTracer | Path, keys: dict[str, Viewer], forecasters=
     app.include_router(build_trace_router(viewer=viewer, store_path=lambda _r: store_path or tracer.store_path,
                                           forecasters=None if forecasters is None else lambda _r: forecasters))
     return app
+
+
+@contextlib.contextmanager
+def served_viewer(tracer: AgentTracer, keys: dict[str, Viewer]) -> Iterator[str]:
+    """`viewer_app` over `tracer`, served (tests/gateway/serving.start_server): its base URL;
+    the server, then the tracer, stopped at the end."""
+    from tests.gateway.serving import start_server
+    server = start_server(viewer_app(tracer, keys))
+    try:
+        yield server.base_url
+    finally:
+        server.stop()
+        tracer.stop()
 
 
 def idle_out(tracer, clock, seconds: float) -> None:

@@ -9,8 +9,7 @@ import pytest
 from agents_trace.api import Viewer
 
 from tests.agents_trace.browser import chromium_fixture, connect, page_fixture, wait_for  # noqa: F401 (fixtures)
-from tests.agents_trace.helpers import ManualClock, make_tracer, run_scripted_session, viewer_app
-from tests.gateway.serving import start_server
+from tests.agents_trace.helpers import ManualClock, make_tracer, run_scripted_session, served_viewer
 
 KEYS = {"k-acme": Viewer("acme"), "k-globex": Viewer("globex"), "k-admin": Viewer("admin", is_admin=True)}
 LONG_ID = "run-" + "0123456789abcdef" * 13   # 212 characters, no place to break
@@ -41,12 +40,8 @@ def served(tmp_path_factory):
     _step(tracer, clock, "acme", "hits", "three", num_input_tokens=100, num_cached_tokens=100)
     run_scripted_session(tracer, clock, headers={"x-agent-name": "travel"})
     assert tracer.flush(5.0)
-    server = start_server(viewer_app(tracer, KEYS))
-    try:
-        yield server.base_url
-    finally:
-        server.stop()
-        tracer.stop()
+    with served_viewer(tracer, KEYS) as base_url:
+        yield base_url
 
 
 def _connect(driver, base_url: str, key: str) -> None:

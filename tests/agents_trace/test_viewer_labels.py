@@ -11,8 +11,7 @@ from agents_trace.records import StepResult, ToolCall
 from agents_trace.traces_view import _share
 
 from tests.agents_trace.browser import chromium_fixture, connect, page_fixture, wait_for  # noqa: F401 (fixtures)
-from tests.agents_trace.helpers import ManualClock, idle_out, make_tracer, viewer_app
-from tests.gateway.serving import start_server
+from tests.agents_trace.helpers import ManualClock, idle_out, make_tracer, served_viewer
 
 KEYS = {"k-acme": Viewer("acme")}
 EMAIL_TOOLS = ("search_customer_records_by_email_0", "search_customer_records_by_email_1")
@@ -50,10 +49,8 @@ def served(tmp_path_factory):
     idle_out(tracer, clock, 61.0)
     _tool_session(tracer, clock, "fresh", ("ls",), 1.0)
     assert tracer.flush(5.0)
-    server = start_server(viewer_app(tracer, KEYS))
-    yield server.base_url
-    server.stop()
-    tracer.stop()
+    with served_viewer(tracer, KEYS) as base_url:
+        yield base_url
 
 
 # Each timeline row's labels and bars, read at once: the left and right label's box, text

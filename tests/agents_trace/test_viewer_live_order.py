@@ -9,9 +9,8 @@ import pytest
 
 from agents_trace.records import StepResult
 from tests.agents_trace.browser import chromium_fixture, connect, page_fixture, wait_for  # noqa: F401 (fixtures)
-from tests.agents_trace.helpers import ManualClock, make_tracer, viewer_app
+from tests.agents_trace.helpers import ManualClock, make_tracer, served_viewer
 from tests.agents_trace.test_viewer_page import KEYS
-from tests.gateway.serving import start_server
 
 LIVE_WAIT_S = 10   # Live asks every 2 s (browser.LIVE_TICK_MS here): a few rounds
 
@@ -61,12 +60,8 @@ def conc(tmp_path):
     tracer, _ = make_tracer(tmp_path, clock)
     steps = Steps(tracer, clock)
     steps.end(steps.begin())
-    server = start_server(viewer_app(tracer, KEYS))
-    try:
-        yield steps, server.base_url
-    finally:
-        server.stop()
-        tracer.stop()
+    with served_viewer(tracer, KEYS) as base_url:
+        yield steps, base_url
 
 
 def test_live_shows_a_step_stored_after_a_later_one_once_each_in_index_order(conc, driver):

@@ -13,9 +13,8 @@ import pytest
 
 from agents_trace.records import StepResult
 from tests.agents_trace.browser import LIVE_TICK_MS, chromium_fixture, connect, page_fixture, wait_for  # noqa: F401
-from tests.agents_trace.helpers import ManualClock, make_tracer, viewer_app
+from tests.agents_trace.helpers import ManualClock, make_tracer, served_viewer
 from tests.agents_trace.test_viewer_page import KEYS
-from tests.gateway.serving import start_server
 
 SLOW_TICKS = 3
 LIVE_WAIT_S = 10
@@ -87,12 +86,8 @@ def served(tmp_path) -> Iterator[tuple]:
         assert tracer.flush(5.0)
 
     store_step()
-    server = start_server(viewer_app(tracer, KEYS))
-    try:
-        yield store_step, server.base_url
-    finally:
-        server.stop()
-        tracer.stop()
+    with served_viewer(tracer, KEYS) as base_url:
+        yield store_step, base_url
 
 
 def test_a_slow_live_session_shows_each_new_step_once_in_order_one_refresh_at_a_time(served, slow_driver):

@@ -12,8 +12,8 @@ from cache.forecast import Forecast
 
 from tests.agents_trace.browser import (blank_page, chromium_fixture, connect, page_fixture,  # noqa: F401 (fixtures)
                                         wait_for)
-from tests.agents_trace.helpers import (ManualClock, make_tracer, run_scripted_session, session_with_an_eviction,
-                                        tool_call_message, viewer_app)
+from tests.agents_trace.helpers import (ManualClock, make_tracer, run_scripted_session, served_viewer,
+                                        session_with_an_eviction, tool_call_message, viewer_app)
 from tests.agents_trace.long_sessions import add_user_turns
 from tests.gateway.serving import start_server
 
@@ -29,10 +29,8 @@ def served(tmp_path_factory):
         tenant, session, now_s, next_step={"END": 0.3, "tool:get_weather": 0.2}, p_end=0.3, confident=False))
     contexts = run_scripted_session(tracer, clock, headers={"x-agent-name": "travel"})
     assert tracer.flush(5.0)
-    server = start_server(viewer_app(tracer, KEYS))
-    yield server.base_url, contexts[0].session
-    server.stop()
-    tracer.stop()
+    with served_viewer(tracer, KEYS) as base_url:
+        yield base_url, contexts[0].session
 
 
 def test_viewer_page_shows_a_session_timeline(served, tmp_path, driver):
