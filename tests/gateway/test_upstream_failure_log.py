@@ -86,7 +86,10 @@ def test_an_upstream_500_logs_one_redacted_warning(base_url, path, stream, caplo
 
 
 @pytest.mark.parametrize("path", PATHS)
-def test_an_unreachable_upstream_logs_one_warning_without_its_address(path, caplog):
+def test_an_unreachable_upstream_logs_one_warning_without_its_address(path, caplog, monkeypatch):
+    # the key is set here too: run where the module's fake upstream (which sets it) is not up,
+    # the start warned that it was missing, a second line (CI, tests spread over two processes)
+    monkeypatch.setenv(KEY_ENV, KEY)
     port = free_port()
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         error = _ask(path, f"http://127.0.0.1:{port}/v1", "hi")
