@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import shutil
 import statistics
 import subprocess
 import sys
@@ -41,14 +42,16 @@ MODELS = {"passthrough": "fake-passthrough", "litellm": "fake"}
 @contextmanager
 def worktree(rev: str):
     """A detached checkout of `rev` in a temporary directory, removed on exit."""
-    path = Path(tempfile.mkdtemp(prefix="bench-cpu-tree-")) / "tree"
-    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(path), rev],
-                   check=True, capture_output=True)
+    parent = Path(tempfile.mkdtemp(prefix="bench-cpu-tree-"))
+    path = parent / "tree"
     try:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(path), rev],
+                       check=True, capture_output=True)
         yield path
     finally:
         subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(path)],
                        capture_output=True)
+        shutil.rmtree(parent, ignore_errors=True)
 
 
 def one_round(tree: Path, model: str, requests: int, concurrency: int, warmup: int = 480) -> dict:
