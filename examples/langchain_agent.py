@@ -55,7 +55,8 @@ def main() -> int:
     model = args.model or OpenAI(base_url=args.base_url, api_key=args.api_key).models.list().data[0].id
     llm = ChatOpenAI(model=model, base_url=args.base_url, api_key=args.api_key, temperature=0,
                      max_tokens=64, max_retries=0,
-                     default_headers={"x-session-id": f"langchain-{uuid.uuid4().hex[:8]}"})
+                     default_headers={"x-session-id": f"langchain-{uuid.uuid4().hex[:8]}",
+                                      "x-agent-name": "weather"})   # LangChain sends no agent name of its own
     messages = [SystemMessage("You are a helpful assistant. Use the tools."), HumanMessage(args.question)]
     rows = []
     for step in range(args.max_steps):

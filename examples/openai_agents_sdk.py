@@ -49,19 +49,23 @@ class Report(BaseModel):
 
 async def run(args: argparse.Namespace) -> dict:
     set_tracing_disabled(True)
+    session = f"agents-sdk-{uuid.uuid4().hex[:8]}"
     client = AsyncOpenAI(base_url=args.base_url, api_key=args.api_key, max_retries=0,
-                         default_headers={"x-session-id": f"agents-sdk-{uuid.uuid4().hex[:8]}"})
+                         default_headers={"x-session-id": session})
     model = args.model or (await client.models.list()).data[0].id
-    agent = Agent(name="weather", instructions="You are a helpful assistant. Use the tool, then report.",
+    name = "weather"
+    agent = Agent(name=name, instructions="You are a helpful assistant. Use the tool, then report.",
                   tools=[get_weather], output_type=Report,
                   model=MODEL_CLASSES[args.api](model=model, openai_client=client),
                   # the first turn must consult the tool; the SDK then resets the choice to "auto"
-                  model_settings=ModelSettings(max_tokens=96, temperature=0.0, tool_choice="required"))
+                  # the SDK sends no agent name of its own: name it so the trace shows which agent ran
+                  model_settings=ModelSettings(max_tokens=96, temperature=0.0, tool_choice="required",
+                                               extra_headers={"x-agent-name": name}))
     conversation = await client.conversations.create() if args.conversation else None
     result = await Runner.run(agent, args.question, max_turns=args.max_turns,
                               conversation_id=conversation.id if conversation else None)
     usage = result.context_wrapper.usage
-    out = {"report": result.final_output.model_dump(), "requests": usage.requests,
+    out = {"session": session, "report": result.final_output.model_dump(), "requests": usage.requests,
            "input_tokens": usage.input_tokens, "cached_tokens": usage.input_tokens_details.cached_tokens,
            "tools_called": [item.raw_item.name for item in result.new_items if item.type == "tool_call_item"]}
     if conversation is not None:

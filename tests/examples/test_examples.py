@@ -4,8 +4,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.conftest import TINY_GATEWAY_KEYS
@@ -17,6 +19,19 @@ def _run(args, timeout_s=180):
     done = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=timeout_s)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _traced_steps(gateway, key, session, num_steps, timeout_s=30.0):
+    """The session's steps from the trace API, once `num_steps` of them are stored."""
+    url = f"{gateway.base_url}/v1/traces/sessions/{session}"
+    deadline_s = time.monotonic() + timeout_s
+    while True:
+        answer = httpx.get(url, headers={"authorization": f"Bearer {key}"}, timeout=30)
+        steps = answer.json()["steps"]["data"] if answer.status_code == 200 else []
+        if len(steps) >= num_steps or time.monotonic() > deadline_s:
+            assert len(steps) >= num_steps, (answer.status_code, answer.text[:500])
+            return steps
+        time.sleep(0.1)
 
 
 def test_openai_agent_loop_runs_tools_and_hits_cache(tiny_gateway):
@@ -45,6 +60,9 @@ def test_openai_agents_sdk_agent_gets_a_typed_report(tiny_gateway, api):
     assert set(out["report"]) == {"city", "forecast", "celsius"}  # the SDK parsed the final output
     assert out["tools_called"][0] == "get_weather" and out["requests"] >= 2  # a tool turn, then the report
     assert out["cached_tokens"] > 0  # later turns re-send the first one: served from the prefix cache
+    # the example names its agent (x-agent-name via ModelSettings.extra_headers): each traced step carries it
+    steps = _traced_steps(tiny_gateway, TINY_GATEWAY_KEYS["tenant2"], out["session"], out["requests"])
+    assert {step["agent"] for step in steps} == {"weather"}
 
 
 def test_openai_agents_sdk_run_kept_in_a_conversation(tiny_gateway):
