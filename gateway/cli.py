@@ -23,9 +23,9 @@ def commands() -> tuple[Callable[[argparse._SubParsersAction], None], ...]:
     from agents_trace import traces_command
     from agents_trace.replay import cli as replay_command
     from agents_trace.workload import cli as workload_command
-    from gateway import keys_command, serve_command
+    from gateway import config_check, keys_command, serve_command
 
-    return (serve_command.register, keys_command.register, traces_command.register,
+    return (serve_command.register, config_check.register, keys_command.register, traces_command.register,
             replay_command.register, workload_command.register)
 
 

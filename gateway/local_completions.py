@@ -3,7 +3,9 @@ which `LocalCompletions` is a part): its prompts (a text, token ids, or a list o
 either) checked and tokenized, one `LocalCall` each.
 
 Invariants: every token id is inside the vocabulary and every prompt leaves room for at
-least one completion token (`completion_budget`) before anything is admitted, a text
+least one completion token (`completion_budget`) before anything is admitted (`max_tokens`
+0 too: with `echo`, the prompt alone, run for one token that is dropped, `LocalCall.echo_only`;
+without, a 400, as nothing would be returned), a text
 prompt whose length alone proves it past the context before it is tokenized
 (gateway/prompt_bounds.py, the same 400); text
 prompts are tokenized off the event loop, through the tenant's prompt token cache; at
@@ -34,6 +36,10 @@ class LocalCompletions:
         if request.suffix:
             raise invalid_request("'suffix' is not supported by local models.",
                                   param="suffix", code="unsupported_parameter")
+        if request.max_tokens == 0 and not request.echo:
+            raise invalid_request("Invalid 'max_tokens': 0 generates nothing, which is served only with 'echo': true "
+                                  "(the prompt returned, with its logprobs when asked). Set 'max_tokens' to 1 or "
+                                  "more, or 'echo' to true.", param="max_tokens", code="integer_below_min_value")
         best_of = request.best_of or 1
         if best_of > 1 and request.stream:
             raise invalid_request("best_of cannot be used with stream: the best completions are known "
@@ -93,13 +99,14 @@ class LocalCompletions:
             raise invalid_request("The prompt is empty.", param="prompt")
         budget = completion_budget(len(prompt_ids), request.max_tokens, self.engine.max_context_tokens,
                                    param="prompt")
+        echo_only = request.max_tokens == 0   # with `echo` (without: refused above)
         return LocalCall(prompt_token_ids=prompt_ids,
                          sampling=dataclasses.replace(
-                             sampling_params(request, self.engine.tokenizer, max_tokens=budget,
+                             sampling_params(request, self.engine.tokenizer, max_tokens=max(budget, 1),
                                              stop=request.stop_list(),
                                              logprobs=request.logprobs if best_of == 1 else request.logprobs or 0),
                              prompt_logprobs=request.logprobs if request.echo else None),
                          session=None, tool_names=None, forced=None, keep_one_call=False,
                          flex=request.service_tier == "flex",
                          echo_text=(prompt if isinstance(prompt, str) else tokenizer.decode(prompt_ids))
-                         if request.echo else None)
+                         if request.echo else None, echo_only=echo_only)

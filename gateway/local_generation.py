@@ -60,6 +60,10 @@ class LocalCall:
     response_schema: dict | None = None  # the reply's text must be JSON valid against it
     tool_schemas: dict[str, dict | None] | None = None  # each offered tool's parameters (None: any object)
     echo_text: str | None = None  # completions' `echo`: the prompt, sent before the completion
+    # completions' `echo` with `max_tokens` 0: the prompt alone. The engine runs it for one
+    # token (its prompt's logprobs come with the first), which is dropped: the reply's text
+    # is the echo, it finishes "length" and its usage counts no completion token.
+    echo_only: bool = False
     flex: bool = False  # `service_tier: "flex"`: the engine serves it after the default tier (`WorkItem.flex`)
 
 
@@ -168,6 +172,8 @@ async def run_free(engine, prepared: Prepared, call: LocalCall) -> AsyncIterator
                     prepared.generated.run_started(   # for a reply cut before its end
                         event.worker_id, min(event.num_cached_tokens or 0, len(call.prompt_token_ids)),
                         is_prompt_head=prepared.is_prompt_head)
+                if call.echo_only:   # the engine's one token: none of the reply's
+                    continue
                 if event.logprobs:
                     scored.extend(token_choices(engine.tokenizer, event.logprobs, generated=True))
                 if not event.text:
@@ -191,9 +197,12 @@ async def run_free(engine, prepared: Prepared, call: LocalCall) -> AsyncIterator
                 # asked for log probabilities, a reply with no token of text gets an empty list, not none
                 if parser is None and (scored or (call.sampling.logprobs is not None and not scored_sent)):
                     yield TextDelta("", scored)
-                finished = _finished(event, reply_finish_reason(event.finish_reason, num_calls > 0),
+                finished = _finished(event, "length" if call.echo_only
+                                     else reply_finish_reason(event.finish_reason, num_calls > 0),
                                      getattr(getattr(engine, "config", None), "block_size", 1),
                                      runs, first[2] if first is not None else None)
+                if call.echo_only:
+                    finished.usage.num_completion_tokens = 0
                 if repairs is not None:
                     finished.usage.num_completion_tokens += repairs.usage.num_completion_tokens
                 yield finished

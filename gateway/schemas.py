@@ -251,7 +251,7 @@ class CompletionRequest(_GenerationRequest):
 
     prompt: str | _TokenIds | Annotated[list[str], Field(min_length=1)] \
         | Annotated[list[_TokenIds], Field(min_length=1)]
-    max_tokens: Annotated[int, Field(ge=1)] | None = 16
+    max_tokens: Annotated[int, Field(ge=0)] | None = 16   # 0: with echo, the prompt alone (local: else a 400)
     echo: bool | None = None
     logprobs: Annotated[int, Field(ge=0, le=5)] | None = None
     suffix: str | None = None

@@ -1,0 +1,118 @@
+"""`stepahead config check FILE`: whether `stepahead serve --config FILE` would start, asked
+before the file is installed (and a running gateway sent SIGHUP).
+
+Invariant: the file is checked as the start checks it and by the same functions
+(`load_config`, then the OTLP settings' `otlp_target` and `local_model_problem`, the engine
+options and model files checked without loading a model), in this process's environment
+(a tenant's `api_key_env` must be set here too); nothing is loaded, bound or started. Each
+problem is said in the start's words, one `stepahead: ...` line each on stderr, exit status
+2; a file that loads and would start prints `FILE: ok` and a one-line summary, exit status
+0. `--json` prints one JSON object instead, `{"ok", "file", "errors", "summary"}`, the
+summary null when the file did not load.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from agents_trace.config import TraceConfigError
+from gateway.config import ConfigError, GatewayConfig, LocalModelConfig, load_config
+
+BAD_CONFIG = "bad config: "   # the start's prefix (after "stepahead: ") of a file that does not load
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigCheck:
+    """What checking one file found: `errors` in the start's words (without its
+    "stepahead: " prefix), empty when it would start; `summary` None when it did not load."""
+
+    file: str
+    errors: tuple[str, ...]
+    summary: dict[str, Any] | None
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def as_json(self) -> dict[str, Any]:
+        return {"ok": self.ok, "file": self.file, "errors": list(self.errors), "summary": self.summary}
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("config", help="check a gateway config file")
+    commands = parser.add_subparsers(dest="config_command", metavar="COMMAND", required=True)
+    check = commands.add_parser(
+        "check", help="check a config file as `serve --config` would, without serving it",
+        description="Load and check a gateway config file as `stepahead serve --config FILE` does at its "
+                    "start (its environment variables read here; engine options and model files checked, "
+                    "no model loaded, no port bound, no worker started). Exit status 0 when it would "
+                    "start, 2 with each problem on stderr otherwise.")
+    check.add_argument("file", metavar="FILE", help="the TOML config file")
+    check.add_argument("--json", action="store_true",
+                       help='print one JSON object: {"ok", "file", "errors", "summary"}')
+    check.set_defaults(handler=check_command)
+
+
+def check_config_file(path: str, environ: Mapping[str, str] = os.environ) -> ConfigCheck:
+    """Check the config file at `path` as the start of `serve --config path` does."""
+    from agents_trace.otel_setup import otlp_target
+    from gateway.serve_command import local_model_problem
+
+    if not path.strip():
+        return ConfigCheck(path, (f"{BAD_CONFIG}the config file's path is empty",), None)
+    try:
+        config = load_config(path)
+    except (ConfigError, TraceConfigError, OSError) as exc:   # as `serve` catches them
+        return ConfigCheck(path, (f"{BAD_CONFIG}{exc}",), None)
+    errors = []
+    if config.tracing.enabled:
+        try:
+            otlp_target(config.tracing, environ)
+        except TraceConfigError as exc:
+            errors.append(f"{BAD_CONFIG}{exc}")
+    problem = local_model_problem(config)
+    if problem:
+        errors.append(problem)
+    return ConfigCheck(path, tuple(errors), config_summary(config))
+
+
+def config_summary(config: GatewayConfig) -> dict[str, Any]:
+    """The models (name, kind, local workers), the tenants' names and the local workers in all."""
+    models = [{"name": model.name, "kind": model.kind,
+               **({"workers": model.num_workers} if isinstance(model, LocalModelConfig) else {})}
+              for model in config.models]
+    return {"models": models, "tenants": [tenant.name for tenant in config.tenants],
+            "workers": sum(model.get("workers", 0) for model in models)}
+
+
+def summary_line(summary: dict[str, Any]) -> str:
+    """`summary` in one line: names escaped where they would not print (gateway/reload.py)."""
+    from gateway.reload import shown
+
+    def model_text(model: dict[str, Any]) -> str:
+        workers = model.get("workers")
+        sizing = "" if workers is None else f", {workers} worker{'s' * (workers != 1)}"
+        return f"{shown(model['name'])} ({model['kind']}{sizing})"
+
+    models, tenants = summary["models"], summary["tenants"]
+    return (f"{len(models)} model{'s' * (len(models) != 1)}: {', '.join(map(model_text, models))}; "
+            f"{len(tenants)} tenant{'s' * (len(tenants) != 1)}: {', '.join(map(shown, tenants))}; "
+            f"{summary['workers']} local worker{'s' * (summary['workers'] != 1)}")
+
+
+def check_command(args: argparse.Namespace) -> int:
+    result = check_config_file(args.file)
+    if args.json:
+        print(json.dumps(result.as_json()))
+    elif result.ok:
+        print(f"{args.file}: ok")
+        print(summary_line(result.summary))
+    else:
+        for error in result.errors:
+            print(f"stepahead: {error}", file=sys.stderr)
+    return 0 if result.ok else 2
