@@ -13,6 +13,7 @@
 const KEY_STORAGE = "stepahead.key";
 
 const LIVE_INTERVAL_MS = 2000;
+const FETCH_TIMEOUT_MS = 30000;  // an API call not answered by then fails (`api`)
 const STEPS_PAGE = 200;
 const SESSIONS_PAGE = 50;
 const MAX_PAGE = 500;            // the API's largest page
@@ -26,31 +27,43 @@ const MAX_RESTORED_ROWS = 5000;  // what a list URL's `rows` may ask for
 // rows the API gave; `sessionsBefore`: the cursor of the last of them (the API's
 // `next_before`), where "load more" goes on; `sessionsShown`: the keys (`sessionKey`) of
 // the sessions listed, `sessionsByKey` those sessions by key (the column sort's values); `route`: counts routes, so a load that ends after the user went
-// elsewhere shows nothing; `liveTimer`: the Live timer (`setLive`); `liveBusy`: whether a
-// Live refresh is in flight (its ticks meanwhile are skipped)
+// elsewhere shows nothing; `liveTimer`: the Live timer (`setLive`); `busy`: the Live refresh
+// or list "load more" in flight (`inTurn`), or null
 const view = { me: null, sessionsLoaded: 0, sessionsBefore: null, sessionsRows: 0, sessionsShown: new Set(),
                sessionsByKey: new Map(),
                steps: [], stepsStart: 0, stepsEnd: 0, session: null, requestId: "", openContent: new Set(),
-               contents: new Map(), liveTimer: null, liveBusy: false, route: 0 };
+               contents: new Map(), liveTimer: null, busy: null, route: 0 };
 
 function setStatus(text) { $("status").textContent = visible(text || ""); }
 
 function apiKey() { return sessionStorage.getItem(KEY_STORAGE) || ""; }
 
+// An API call's answer, whole (its body read), or an error: one that has not come in
+// FETCH_TIMEOUT_MS (a gateway that hangs) is aborted and fails, so nothing waits on it for
+// good (a Live refresh says why and the next tick asks again).
 async function api(path) {
-  const response = await fetch(path, { headers: { Authorization: "Bearer " + apiKey() } });
-  if (!response.ok) {
-    let message = response.statusText;
-    try {
-      const body = await response.json();
-      const detail = body.detail && (body.detail.message || body.detail);
-      message = (body.error && body.error.message) || detail || message;
-    } catch (_) { /* not JSON */ }
-    const error = new Error(message);
-    error.status = response.status;
-    throw error;
+  const abort = new AbortController();
+  const timer = setTimeout(() => abort.abort(), FETCH_TIMEOUT_MS);
+  try {
+    const response = await fetch(path, { headers: { Authorization: "Bearer " + apiKey() }, signal: abort.signal });
+    if (!response.ok) {
+      let message = response.statusText;
+      try {
+        const body = await response.json();
+        const detail = body.detail && (body.detail.message || body.detail);
+        message = (body.error && body.error.message) || detail || message;
+      } catch (_) { /* not JSON */ }
+      const error = new Error(message);
+      error.status = response.status;
+      throw error;
+    }
+    return await response.json();
+  } catch (error) {
+    if (!abort.signal.aborted) throw error;
+    throw new Error(`the gateway did not answer in ${FETCH_TIMEOUT_MS / 1000} s`);
+  } finally {
+    clearTimeout(timer);
   }
-  return response.json();
 }
 
 // "open", or "ended (why)" (idle, evicted, shutdown…), as `stepahead traces` writes it.
@@ -78,11 +91,13 @@ async function downloadFile(path, name) {
 // A session (while open): see session.js `refreshLive` (before its last page, its
 // totals; on it, the steps after those shown). The list: its first pages merged into
 // the rows loaded, every page kept (list.js `refreshList`).
-// One Live refresh at a time, whichever view started it: a tick while the last refresh
-// is still in flight (`view.liveBusy`: a slow gateway, a big session) is skipped, so two
-// never start from the same steps shown (and add the same new ones twice), and a slow
-// gateway gets no pile of requests. Ticking the box again or changing views starts a new
-// timer, not a second refresh.
+// One Live refresh at a time, whichever view started it, and never beside the list's
+// "load more" (`inTurn`): a tick while the last refresh or a "load more" is still in
+// flight (`view.busy`: a slow gateway, a big session) is skipped, so two never start from
+// the same steps or rows shown (and add the same new ones twice), and a slow gateway gets
+// no pile of requests (a list refresh ends when its figures have come too). A call the
+// gateway never answers fails after FETCH_TIMEOUT_MS (`api`), so it holds Live up no
+// longer. Ticking the box again or changing views starts a new timer, not a second refresh.
 function setLive() {
   if (view.liveTimer) { clearInterval(view.liveTimer); view.liveTimer = null; }
   if ($("live").checked && view.session && view.session.is_open && !$("session-view").hidden) {
@@ -92,11 +107,24 @@ function setLive() {
   }
 }
 
-// One tick of the Live timer: `refresh` unless the last one is still in flight.
+// One tick of the Live timer: `refresh` unless the last one (or a "load more") is still in flight.
 function liveTick(refresh) {
-  if (view.liveBusy) return;
-  view.liveBusy = true;
-  refresh().catch((e) => setStatus(e.message)).finally(() => { view.liveBusy = false; });
+  if (view.busy) return;
+  inTurn(refresh).catch((e) => setStatus(e.message));
+}
+
+// `work()`'s result, run once no Live refresh or list "load more" is in flight
+// (`view.busy`), and holding the turn until it ends: Live's ticks meanwhile are skipped,
+// a "load more" meanwhile waits for its turn.
+async function inTurn(work) {
+  while (view.busy) await view.busy.catch(() => {});
+  const running = work();
+  view.busy = running;
+  try {
+    return await running;
+  } finally {
+    if (view.busy === running) view.busy = null;
+  }
 }
 
 // --- routing -------------------------------------------------------------------------
@@ -144,8 +172,13 @@ $("key-form").addEventListener("submit", (event) => {
   route();
 });
 $("filters").addEventListener("submit", (event) => { event.preventDefault(); go(listHash(filtersInHash())); });
-$("more-sessions").addEventListener("click", () =>
-  loadSessions(true).then((shown) => shown && rememberRows()).catch((e) => setStatus(e.message)));
+// "load more" after a Live refresh in flight (or the last "load more": two clicks, two
+// pages), on the list it was clicked on only, and only while there is more
+$("more-sessions").addEventListener("click", () => {
+  const ticket = view.route;
+  inTurn(() => ticket === view.route && !$("more-sessions").hidden ? loadSessions(true) : Promise.resolve(false))
+    .then((shown) => shown && rememberRows()).catch((e) => setStatus(e.message));
+});
 // the list's scroll position and the row whose link opened a session (focused again on
 // Back: list.js `showSessions`), kept in its history entry as a session is opened from it;
 // a column's header sorts the rows (list_sort.js)

@@ -108,10 +108,11 @@ function sessionRow(s, id) {
 // body's `data-before`), not an offset: a session that arrives or is active again
 // meanwhile moves above them, and neither repeats a row nor pushes one past the list
 // unseen (it shows at the next reload or Live refresh). No session is listed twice
-// (`view.sessionsShown`) whatever the store does meanwhile.
+// (`view.sessionsShown`) whatever the store does meanwhile. A page after the first is
+// asked for in turn with Live (app.js `inTurn`); the lines over the list are the caller's
+// (`loadListFigures`).
 async function loadSessions(append, count = SESSIONS_PAGE) {
   const ticket = view.route;
-  if (!append) loadListFigures();
   const params = filterQuery();
   if (append) params.set("before", view.sessionsBefore);
   params.set("limit", String(Math.min(count, MAX_PAGE)));
@@ -141,24 +142,28 @@ async function loadSessions(append, count = SESSIONS_PAGE) {
   return true;
 }
 
-// The lines over the list (the window's figures, the forecasters), asked for again.
+// The lines over the list (the window's figures, the forecasters), asked for again; done
+// (never failed: a line that did not come is left empty) once both came.
 function loadListFigures() {
-  loadWindowStats().catch(() => { $("window-stats").textContent = ""; });
-  loadForecasters().catch(() => { $("forecasters").replaceChildren(); });
+  return Promise.all([
+    loadWindowStats().catch(() => { $("window-stats").textContent = ""; }),
+    loadForecasters().catch(() => { $("forecasters").replaceChildren(); }),
+  ]);
 }
 
 // The list as its URL names it: its filters, and as many rows as were loaded (a page of
-// the API's at a time), scrolled where it was left (`history.state`, saved when a
-// session was opened from it).
+// the API's at a time, in turn with Live and "load more"), scrolled where it was left
+// (`history.state`, saved when a session was opened from it).
 async function showSessions(params, ticket) {
   showFilters(params);
   $("sessions-view").hidden = false;
   $("brand").href = location.hash || "#/";   // back to the list as it is
   const wanted = Math.min(Math.max(parseInt(params.get("rows"), 10) || SESSIONS_PAGE, SESSIONS_PAGE),
                           MAX_RESTORED_ROWS);
+  loadListFigures();
   await loadSessions(false, wanted);
   while (ticket === view.route && view.sessionsRows < wanted && !$("more-sessions").hidden) {
-    await loadSessions(true, wanted - view.sessionsRows);
+    await inTurn(() => ticket === view.route ? loadSessions(true, wanted - view.sessionsRows) : Promise.resolve());
   }
   const scrollY = history.state && history.state.listScrollY;
   if (ticket === view.route && scrollY) window.scrollTo(0, scrollY);
@@ -176,14 +181,25 @@ async function showSessions(params, ticket) {
 // updated, a deleted session gone); the rows listed below that keep their place and the
 // figures they were loaded with until they are active again (or the list is reloaded: a
 // session deleted down there goes then).
-// A session after the last row listed is left to "load more" (shown when hidden). Merged
-// into the rows listed when the pages come, so a "load more" meanwhile keeps its rows.
+// A session after the last row listed is left to "load more" (shown when hidden), which
+// never runs meanwhile (app.js `inTurn`). The refresh ends once the lines over the list
+// came too (`loadListFigures`), so on a slow gateway the next one asks for none of them
+// again while they are still on their way.
 async function refreshList() {
   if (document.hidden) return;
+  const figures = loadListFigures();
+  try {
+    await refreshRows();
+  } finally {
+    await figures;
+  }
+}
+
+// The rows of `refreshList`.
+async function refreshRows() {
   const body = $("sessions").tBodies[0];
   if (!body.dataset.before) { await loadSessions(false); return; }   // nothing listed yet
   const ticket = view.route;
-  loadListFigures();
   const params = filterQuery();
   params.set("limit", String(SESSIONS_PAGE));
   const fresh = [];

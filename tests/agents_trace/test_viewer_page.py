@@ -1,8 +1,10 @@
-"""The /ui page in headless Chromium against a traced session (library-level app)."""
+"""The /ui page in headless Chromium against a traced session (library-level app): a
+session's timeline, finding a session by part of its id or a request id, the window's
+figures and the export, and what a failure shows. Split by concept (house style): the
+forecasters' line test_viewer_forecasters.py, odd ids and escaped text
+test_viewer_odd_text.py, the list's address (Back, reload, a shared link)
+test_viewer_list_history.py."""
 from __future__ import annotations
-
-import json
-from urllib.parse import quote
 
 import httpx
 import pytest
@@ -10,18 +12,17 @@ import pytest
 from agents_trace.api import Viewer
 from cache.forecast import Forecast
 
-from tests.agents_trace.browser import (blank_page, chromium_fixture, connect, page_fixture,  # noqa: F401 (fixtures)
-                                        wait_for)
+from tests.agents_trace.browser import chromium_fixture, connect, page_fixture, wait_for  # noqa: F401 (fixtures)
 from tests.agents_trace.helpers import (ManualClock, make_tracer, run_scripted_session, served_viewer,
-                                        session_with_an_eviction, tool_call_message, viewer_app)
+                                        session_with_an_eviction, viewer_app)
 from tests.agents_trace.long_sessions import add_user_turns
 from tests.gateway.serving import start_server
 
 KEYS = {"k-acme": Viewer("acme"), "k-globex": Viewer("globex")}
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory):
+@pytest.fixture(name="served", scope="module")
+def served_fixture(tmp_path_factory):
     clock = ManualClock()
     tracer, _ = make_tracer(tmp_path_factory.mktemp("page"), clock, capture_content=True)
     # a cold model's forecast, as the gateway's predictor makes it for a new tenant
@@ -213,119 +214,6 @@ def test_viewer_marks_the_step_whose_prefix_was_evicted_as_the_api_counts_it(tmp
         server.stop()
 
 
-@pytest.fixture
-def served_with_forecasters(tmp_path):
-    """The scripted session's store, and live forecasters that learned acme's return gaps
-    (25 sessions of two text answers), have a fitted step model for globex, and one
-    session of each of 21 more tenants (t00..t20): more than the viewer lists."""
-    from agents_trace.predict.config import PredictorConfig
-    from agents_trace.predict.predictor import Predictor
-    from gateway.forecasting import ForecastRelay
-    from tests.gateway.test_forecasting import feed_two_answer_sessions
-
-    clock = ManualClock()
-    tracer, _ = make_tracer(tmp_path, clock)
-    run_scripted_session(tracer, clock)
-    assert tracer.flush(5.0)
-    with Predictor(PredictorConfig(background_refits=False)) as predictor:
-        relay = ForecastRelay(predictor, {})
-        feed_two_answer_sessions(relay, range(25), tenant="acme")
-        predictor.fit_sequences("globex", [["USER", "ASSISTANT_TEXT"]] * 12)
-        for i in range(21):
-            predictor.fit_sequences(f"t{i:02d}", [["USER", "ASSISTANT_TEXT"]])
-        keys = {**KEYS, "k-admin": Viewer("ops", is_admin=True)}
-        server = start_server(viewer_app(tracer, keys, forecasters=relay))
-        yield server.base_url
-        server.stop()
-    tracer.stop()
-
-
-def test_forecaster_status_is_scoped_to_the_tenant_and_shown_over_the_list(served_with_forecasters, driver):
-    from selenium.webdriver.common.by import By
-    base_url = served_with_forecasters
-
-    def status(key: str, query: str = "") -> dict:
-        response = httpx.get(f"{base_url}/v1/traces/forecasters{query}",
-                             headers={"authorization": f"Bearer {key}"}, timeout=10)
-        assert response.status_code == 200
-        return response.json()
-
-    acme = status("k-acme")
-    assert acme["forecasting"] is True and [t["tenant"] for t in acme["data"]] == ["acme"]
-    assert acme["data"][0]["return_gaps"]["confident"] is True
-    assert status("k-acme", "?tenant=globex")["data"] == []          # another tenant's: none
-    everyone = ["acme", "globex"] + [f"t{i:02d}" for i in range(21)]
-    admin = status("k-admin")
-    assert [t["tenant"] for t in admin["data"]] == everyone and admin["has_more"] is False
-    assert (admin["num_tenants"], admin["offset"], admin["limit"]) == (23, 0, 50)
-    pages = [status("k-admin", f"?limit=10&offset={offset}") for offset in (0, 10, 20)]
-    assert [t["tenant"] for page in pages for t in page["data"]] == everyone
-    assert [page["has_more"] for page in pages] == [True, True, False]
-    assert (acme["num_tenants"], status("k-acme", "?tenant=globex")["num_tenants"]) == (1, 0)
-    bad = httpx.get(f"{base_url}/v1/traces/forecasters?limit=0", headers={"authorization": "Bearer k-admin"},
-                    timeout=10)
-    assert bad.status_code == 400 and bad.json()["detail"]["param"] == "limit"   # OpenAI-shaped in the gateway
-    globex = status("k-admin", "?tenant=globex")["data"]
-    assert globex[0]["step_model"]["fitted"] is True and globex[0]["step_model"]["fit"]["sessions"] == 12
-    nobody = status("k-admin", "?tenant=nobody")   # a name the forecasters never saw: nothing made up
-    assert (nobody["data"], nobody["num_tenants"]) == ([], 0)
-    assert httpx.get(f"{base_url}/v1/traces/forecasters", timeout=10).status_code == 401
-    connect(driver, base_url, "k-acme")
-    line = wait_for(driver, lambda d: d.find_element(By.ID, "forecasters").text)
-    assert line.startswith("Forecasts for acme: step model not fitted yet: 0 of 8 sessions finished")
-    assert "· return gaps confident (" in line and "globex" not in line
-    blank_page(driver)   # an admin, in a browser as new, sees a page of tenants and how many more there are
-    connect(driver, base_url, "k-admin")
-    wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#forecasters li")) == 21)
-    lines = [li.text for li in driver.find_elements(By.CSS_SELECTOR, "#forecasters li")]
-    assert lines[0].startswith("Forecasts for acme:") and lines[19].startswith("Forecasts for t17:")
-    assert lines[20] == "and 3 more tenants: filter by tenant to see one"
-
-
-def test_without_forecasters_the_status_says_so(served):
-    base_url, _ = served
-    response = httpx.get(f"{base_url}/v1/traces/forecasters", headers={"authorization": "Bearer k-acme"},
-                         timeout=10)
-    assert response.json() == {"forecasting": False, "data": []}
-
-
-def test_viewer_opens_and_exports_a_session_whose_id_holds_a_slash_and_odd_characters(tmp_path, driver):
-    from selenium.webdriver.common.by import By
-    session = "proj/run 1?#%ü"
-    clock = ManualClock()
-    tracer, _ = make_tracer(tmp_path, clock, capture_content=True)
-    run_scripted_session(tracer, clock, headers={"x-session-id": session})
-    assert tracer.flush(5.0)
-    server = start_server(viewer_app(tracer, KEYS))
-    try:
-        connect(driver, server.base_url, "k-acme")
-        wait_for(driver, lambda d: d.find_element(By.LINK_TEXT, session)).click()
-        wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#steps tr.step-row")) == 3)
-        driver.find_elements(By.CSS_SELECTOR, "button.show-content")[1].click()
-        wait_for(driver, lambda d: "result of get_weather" in d.find_element(By.ID, "steps").text)
-        driver.execute_script("""
-            window.exported = [];
-            const realFetch = window.fetch;
-            window.fetch = async (path, init) => {
-              const response = await realFetch(path, init);
-              if (String(path).includes('/export')) {
-                window.exported.push([String(path), response.status, await response.clone().text()]);
-              }
-              return response;
-            };""")
-        driver.find_element(By.ID, "export-link").click()
-        path, status, text = wait_for(driver, lambda d: (d.execute_script("return window.exported") or [None])[0])
-        driver.refresh()   # the page's own URL (#/session/acme/...) opens it again
-        wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#steps tr.step-row")) == 3)
-        assert "not found" not in driver.find_element(By.ID, "status").text
-    finally:
-        server.stop()
-        tracer.stop()
-    assert path == "/v1/traces/sessions/proj%2Frun%201%3F%23%25%C3%BC/export?tenant=acme" and status == 200
-    header, *requests = text.splitlines()
-    assert header.startswith('{"format":"stepahead-trace/1"') and len(requests) == 3
-
-
 def test_a_session_that_cannot_be_opened_shows_nothing_of_the_last_one(served, driver):
     """A typo or a deleted session: "not found", and no other session's data under its URL."""
     from selenium.webdriver.common.by import By
@@ -370,118 +258,3 @@ def test_live_clears_an_error_once_a_refresh_succeeds(served, driver):
     shown = driver.execute_script("return window.statuses")
     assert "" in shown[shown.index("gateway restarting"):]   # said so, then cleared
     assert len(driver.find_elements(By.CSS_SELECTOR, "#steps tr.step-row")) == 3
-
-
-BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
-
-
-def test_viewer_shows_bidi_and_control_characters_escaped_as_the_cli_does(tmp_path, driver):
-    """Ids, names, errors and content a client sent with U+202E and the like: never shown raw
-    (`invoice_\\u202etxt.exe` would read backwards), always as the CLI's escapes."""
-    from selenium.webdriver.common.by import By
-
-    from agents_trace.records import StepResult, ToolCall
-    from agents_trace.text_table import printable
-
-    session, agent, tool = "inv\u202eoice\t1", "ag\u2067ent", "ls\u202e"
-    clock = ManualClock()
-    tracer, _ = make_tracer(tmp_path, clock, capture_content=True)
-    headers = {"x-session-id": session, "x-agent-name": agent}
-    messages = [{"role": "user", "content": "list " + BIDI}]
-    ctx = tracer.begin("acme", headers, {"model": "tiny", "messages": list(messages)})
-    clock.advance(0.5)
-    tracer.end(ctx, StepResult(num_input_tokens=10, num_output_tokens=2, finish_reason="tool_calls",
-                               tool_calls=(ToolCall("call_1", tool, "{}"),)))
-    clock.advance(1.0)
-    messages += [tool_call_message("call_1", tool), {"role": "tool", "tool_call_id": "call_1",
-                                                     "content": "invoice_\u202etxt.exe approved=false"}]
-    ctx = tracer.begin("acme", headers, {"model": "tiny", "messages": list(messages)})
-    clock.advance(0.5)
-    tracer.end(ctx, StepResult(error="upstream_error", error_message="bad \u202e\x1b[31m answer"))
-    assert tracer.flush(5.0)
-    server = start_server(viewer_app(tracer, KEYS))
-    hidden = "return [document.body.textContent, ...[...document.querySelectorAll('[title]')].map(e => e.title)]"
-    try:
-        content = httpx.get(f"{server.base_url}/v1/traces/sessions/{quote(session, safe='')}/steps/1/content",
-                            headers={"authorization": "Bearer k-acme"}, timeout=10).json()
-        connect(driver, server.base_url, "k-acme")
-        wait_for(driver, lambda d: d.find_element(By.LINK_TEXT, printable(session))).click()
-        wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#steps tr.step-row")) == 2)
-        assert driver.find_element(By.ID, "session-title").text == "Session inv\\u202eoice\\t1"
-        assert driver.find_element(By.ID, "session-summary").text.startswith("agent ag\\u2067ent · ")
-        steps_text = driver.find_element(By.ID, "steps").text
-        assert "tool:ls\\u202e" in steps_text and "upstream_error: bad \\u202e\\x1b[31m answer" in steps_text
-        assert "tool:ls\\u202e" in driver.find_element(By.ID, "gantt").text
-        driver.find_elements(By.CSS_SELECTOR, "button.show-content")[1].click()
-        pre = wait_for(driver, lambda d: d.find_element(By.CSS_SELECTOR, "pre.content"))
-        assert '"content": "invoice_\\u202etxt.exe approved=false"' in pre.text
-        assert json.loads(pre.text) == content   # still the JSON the API sent
-        for text in driver.execute_script(hidden):
-            assert not set(text) & set(BIDI + "\x1b"), text
-        driver.find_element(By.ID, "brand").click()   # the list: the id and the agent escaped too
-        assert wait_for(driver, lambda d: d.find_element(By.CSS_SELECTOR, "#sessions tbody tr").text.startswith(
-            "inv\\u202eoice\\t1 ag\\u2067ent "))
-        for text in driver.execute_script(hidden):
-            assert not set(text) & set(BIDI + "\x1b"), text
-    finally:
-        server.stop()
-        tracer.stop()
-
-
-def test_back_reload_and_a_shared_link_keep_the_lists_filters_rows_and_scroll(tmp_path, driver):
-    """120 sessions of agent "bulk" (and 5 of another): filtered, 100 rows loaded, one far
-    down opened; Back, a reload and the URL opened in another tab show that same list."""
-    from selenium.webdriver.common.by import By
-
-    from agents_trace.records import StepResult
-
-    clock = ManualClock()
-    tracer, _ = make_tracer(tmp_path, clock)
-    for i in range(125):
-        ctx = tracer.begin("acme", {"x-session-id": f"s{i:03d}", "x-agent-name": "other" if i % 25 == 0 else "bulk"},
-                           {"model": "tiny", "messages": [{"role": "user", "content": "hi"}]})
-        clock.advance(0.1)
-        tracer.end(ctx, StepResult(num_input_tokens=5, num_output_tokens=1, finish_reason="stop", output_text="ok"))
-        clock.advance(1.0)
-    assert tracer.flush(5.0)
-    server = start_server(viewer_app(tracer, KEYS))
-
-    def rows(d) -> list[str]:
-        return d.execute_script("return [...document.querySelectorAll('#sessions tbody tr')].map(r => r.innerText)")
-
-    def agents_shown(d) -> set[str]:
-        return {row.split("\t")[1] for row in rows(d)}
-
-    try:
-        connect(driver, server.base_url, "k-acme")
-        wait_for(driver, lambda d: len(rows(d)) == 50)
-        driver.find_element(By.ID, "f-agent").send_keys("bulk")
-        driver.find_element(By.CSS_SELECTOR, "#filters button[type=submit]").click()
-        wait_for(driver, lambda d: d.current_url.endswith("/ui#/?agent=bulk") and agents_shown(d) == {"bulk"})
-        driver.find_element(By.ID, "more-sessions").click()
-        wait_for(driver, lambda d: len(rows(d)) == 100)
-        assert driver.current_url.endswith("/ui#/?agent=bulk&rows=100")
-        link = driver.find_elements(By.CSS_SELECTOR, "#sessions tbody a")[90]   # only after "Load more"
-        name = link.text
-        driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", link)
-        scrolled = driver.execute_script("return scrollY")
-        assert scrolled > 500
-        link.click()
-        wait_for(driver, lambda d: d.find_element(By.ID, "session-title").text == f"Session {name}")
-        driver.back()
-        wait_for(driver, lambda d: len(rows(d)) == 100 and abs(d.execute_script("return scrollY") - scrolled) < 2)
-        assert driver.find_element(By.ID, "f-agent").get_attribute("value") == "bulk"
-        assert agents_shown(driver) == {"bulk"} and name in [row.split("\t")[0] for row in rows(driver)]
-        driver.refresh()
-        wait_for(driver, lambda d: len(rows(d)) == 100 and agents_shown(d) == {"bulk"})
-        assert driver.find_element(By.ID, "f-agent").get_attribute("value") == "bulk"
-        driver.execute_script("sessionStorage.clear()")   # as in a tab the link was pasted into
-        driver.refresh()
-        wait_for(driver, lambda d: "Enter an API key" in d.find_element(By.ID, "status").text)
-        driver.find_element(By.ID, "api-key").send_keys("k-acme")
-        driver.find_element(By.ID, "connect").click()
-        wait_for(driver, lambda d: len(rows(d)) == 100 and agents_shown(d) == {"bulk"})
-        assert driver.current_url.endswith("/ui#/?agent=bulk&rows=100")
-    finally:
-        server.stop()
-        tracer.stop()

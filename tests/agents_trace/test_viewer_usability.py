@@ -1,10 +1,10 @@
-"""/ui's smaller usability points (QA155's notes, FI67): the sessions list sorts by a
-column's header (kept in the URL and through Live), the id and agent filters both take
+"""/ui's smaller usability points (QA155's notes, FI67): the id and agent filters both take
 part of the text in any case (in the API too) and the window's line says when it counts
-every session, a refused prompt does not squash the context chart, tracing off is said,
-and the keyboard's focus follows a session opened from the list and back. One store,
-gateway and browser for the module (the browser tests are the suite's slowest), the
-browser as a new one for each test."""
+every session, tracing off is said, and the keyboard's focus follows a session opened from
+the list and back. One store, gateway and browser for the module (the browser tests are
+the suite's slowest), the browser as a new one for each test; the column sort is
+test_viewer_list_sort.py, the context chart's refused prompts test_viewer_context_chart.py
+(each with a gateway and browser of its own from this module's fixtures)."""
 from __future__ import annotations
 
 import httpx
@@ -35,8 +35,8 @@ def _served(tokens: int = 10) -> StepResult:
                       worker="w0", finish_reason="stop", output_text="ok")
 
 
-@pytest.fixture(scope="module")
-def gateway(tmp_path_factory):
+@pytest.fixture(name="gateway", scope="module")
+def gateway_fixture(tmp_path_factory):
     """(base URL, tracing flag the app reads, add-a-step, API client): SESSIONS' steps; "gamma"
     ends with a refused 100,019-token prompt after a served 7,019-token one."""
     clock = ManualClock()
@@ -70,8 +70,8 @@ def gateway(tmp_path_factory):
     tracer.stop()
 
 
-@pytest.fixture
-def driver(chromium, gateway):
+@pytest.fixture(name="driver")
+def driver_fixture(chromium, gateway):
     """The module's browser as a new one (`fresh_page`), connected with acme's key."""
     with fresh_page(chromium) as page:
         connect(page, gateway[0], "k-acme")
@@ -123,45 +123,6 @@ def _list(driver, base_url: str, query: str = "") -> list[str]:
     return listed_sessions(driver)
 
 
-def _header(driver, column: str):
-    return driver.find_element("css selector", f'#sessions thead button[data-sort="{column}"]')
-
-
-def test_a_header_sorts_the_list_both_ways_kept_in_the_url_and_through_live(gateway, driver):
-    base_url, _, add, _ = gateway
-    assert _list(driver, base_url) == ["gamma", "beta-run", "Run-Alpha"]   # most recently active first
-    last = _header(driver, "last").find_element("xpath", "..")
-    assert last.get_attribute("aria-sort") == "descending"
-    _header(driver, "steps").click()
-    assert listed_sessions(driver) == ["Run-Alpha", "gamma", "beta-run"]   # most steps first
-    th = _header(driver, "steps").find_element("xpath", "..")
-    assert th.get_attribute("aria-sort") == "descending" and last.get_attribute("aria-sort") is None
-    # the arrow is aria-hidden: the header's name is its words, aria-sort the order (QA167 #6)
-    assert _header(driver, "steps").accessible_name == "Steps"
-    arrow = _header(driver, "steps").find_element("css selector", ".arrow")
-    assert driver.execute_script("return getComputedStyle(arguments[0], '::after').content", arrow) == '" ▼"'
-    assert arrow.get_attribute("aria-hidden") == "true"
-    assert "sort=-steps" in driver.current_url
-    _header(driver, "steps").click()
-    assert listed_sessions(driver) == ["beta-run", "gamma", "Run-Alpha"] and "sort=steps" in driver.current_url
-    assert th.get_attribute("aria-sort") == "ascending"
-    note = driver.find_element("id", "sort-note").text
-    # every session is listed ("Load more" hidden): the note promises no more (QA167 #8)
-    assert note == "Sorted by Steps (ascending) among the 3 sessions listed.", note
-    _header(driver, "session").click()   # text: A to Z first, as people read it
-    assert listed_sessions(driver) == ["beta-run", "gamma", "Run-Alpha"] and "sort=session" in driver.current_url
-    _header(driver, "steps").click()
-    add("beta-run", "writer")   # now 2 steps: active again, on top in the API's order
-    add("beta-run", "writer")
-    driver.execute_async_script("refreshList().then(arguments[0])")   # what Live does every 2 s
-    assert listed_sessions(driver) == ["beta-run", "Run-Alpha", "gamma"]   # 3, 3 (a tie: the API's order), 2
-    assert _list(driver, base_url, "?sort=-steps") == ["beta-run", "Run-Alpha", "gamma"]   # a reload keeps it
-    driver.find_element("id", "f-agent").send_keys("a")
-    driver.find_element("css selector", "#filters button[type=submit]").click()   # Apply keeps the sort
-    wait_for(driver, lambda d: "agent=a" in d.current_url)
-    assert "sort=-steps" in driver.current_url
-
-
 def test_the_filters_say_how_they_match_and_the_window_line_what_it_counts(gateway, driver):
     base_url = gateway[0]
     assert _list(driver, base_url, "?agent=PLAN") == ["gamma", "Run-Alpha"]
@@ -177,74 +138,6 @@ def test_the_filters_say_how_they_match_and_the_window_line_what_it_counts(gatew
     assert driver.find_element("id", "status").text == "No sessions match."
     stats = wait_for(driver, lambda d: d.find_element("id", "window-stats").text)
     assert stats.startswith("Steps in this window (all sessions): ")
-
-
-def test_a_refused_prompt_is_drawn_apart_and_leaves_the_served_scale(gateway, driver):
-    base_url = gateway[0]
-    driver.get(f"{base_url}/ui#/session/acme/gamma")
-    bars = wait_for(driver, lambda d: d.execute_script(
-        "const svg = document.getElementById('context-svg'); if (!svg) return null;"
-        "const box = (r) => ({ h: r.getBBox().height, fill: r.getAttribute('fill') });"
-        "return { served: [...svg.querySelectorAll('.prompt-bar')].map(box),"
-        " refused: [...svg.querySelectorAll('.refused-bar')].map(box),"
-        " labels: [...svg.querySelectorAll('.refused-label')].map((t) => t.textContent) }"))
-    assert len(bars["served"]) == 1 and len(bars["refused"]) == 1
-    assert bars["served"][0]["h"] == pytest.approx(160)   # the served prompt keeps the whole height
-    assert bars["refused"][0]["h"] == pytest.approx(160) and bars["refused"][0]["fill"] == "url(#refused-hatch)"
-    assert bars["labels"] == ["refused: 100,019 tokens"]
-
-
-# steps as /v1/traces/sessions/{id}/steps gives them: a served prompt, then refused ones of
-# which two were refused before their prompt was counted (0 tokens): past the context (the
-# gateway's bound is in its message) and by the tenant's rate
-_STEP = {"num_cached_tokens": 0, "num_output_tokens": 0, "error": None, "error_message": None}
-_CHART_STEPS = [
-    {**_STEP, "index": 0, "num_input_tokens": 7_019, "num_cached_tokens": 7_000, "num_output_tokens": 5},
-    {**_STEP, "index": 1, "num_input_tokens": 0, "error": "context_length_exceeded",
-     "error_message": "This model's maximum context length is 8192 tokens. However, you requested at least "
-                      "15391 tokens (at least 15389 in the messages, 2 in the completion)."},
-    {**_STEP, "index": 2, "num_input_tokens": 100_019, "error": "context_length_exceeded"},
-    {**_STEP, "index": 3, "num_input_tokens": 250_000, "error": "context_length_exceeded"},
-    {**_STEP, "index": 4, "num_input_tokens": 99_999_999, "error": "context_length_exceeded"},
-    {**_STEP, "index": 5, "num_input_tokens": 3_000, "error": "context_length_exceeded"},
-    {**_STEP, "index": 6, "num_input_tokens": 0, "error": "rate_limit_exceeded"},
-]
-
-
-def test_a_prompt_refused_before_it_was_counted_is_drawn_and_every_capped_bar_is_marked(gateway, driver):
-    """QA167 #2 and #4: a context refusal stored with 0 prompt tokens was an invisible bar
-    titled "prompt 0 tok"; a capped bar whose mark would overlap the one before had none."""
-    base_url = gateway[0]
-    if "session/acme/gamma" not in driver.current_url:
-        driver.get(f"{base_url}/ui#/session/acme/gamma")
-        wait_for(driver, lambda d: d.find_elements("id", "context-svg"))
-    chart = driver.execute_script(
-        "renderContextChart(arguments[0]); const svg = document.getElementById('context-svg');"
-        "const box = (n) => { const b = n.getBBox(); return { x: b.x, y: b.y, w: b.width, h: b.height }; };"
-        "return { bars: [...svg.querySelectorAll('rect[class]')].map((r) => ({ ...box(r), cls: r.getAttribute('class'),"
-        "  title: r.querySelector('title').textContent })),"
-        " caps: svg.querySelectorAll('.refused-cap').length,"
-        " labels: [...svg.querySelectorAll('.refused-label')].map((t) => ({ ...box(t), text: t.textContent })) }",
-        _CHART_STEPS)
-    bars = chart["bars"]
-    uncounted = bars[1]   # past the context, size not counted: drawn whole, capped, and said so
-    assert uncounted["h"] == pytest.approx(160) and uncounted["h"] == pytest.approx(bars[0]["h"])
-    assert "before its prompt was counted" in uncounted["title"] and "at least 15389" in uncounted["title"]
-    assert "0 tok" not in uncounted["title"]
-    assert [b["cls"] for b in bars] == ["prompt-bar", "refused-bar uncounted"] + ["refused-bar"] * 4 + \
-        ["refused-bar uncounted"]
-    assert 0 < bars[6]["h"] < 20 and "size unknown" in bars[6]["title"]   # a rate refusal: a short mark
-    assert bars[5]["h"] < 160   # smaller than the served prompt: to scale
-    # four capped bars side by side (40 px apart): each keeps a mark, none over another
-    assert chart["caps"] == 4 and len(chart["labels"]) == 4
-    texts = [label["text"] for label in chart["labels"]]
-    assert texts[0] in ("refused (not counted)", "not counted") and any("100,019" in t or "100K" in t for t in texts)
-    assert any("250" in t for t in texts) and any("99,999,999" in t or "99.9M" in t for t in texts)
-    for i, a in enumerate(chart["labels"]):
-        for b in chart["labels"][i + 1:]:
-            apart = a["x"] + a["w"] <= b["x"] or b["x"] + b["w"] <= a["x"] or \
-                a["y"] + a["h"] <= b["y"] or b["y"] + b["h"] <= a["y"]
-            assert apart, (a, b)
 
 
 def test_tracing_off_says_so_over_the_page(gateway, driver):
@@ -274,64 +167,6 @@ def test_focus_moves_to_the_session_heading_and_back_to_its_link(gateway, driver
     driver.back()
     wait_for(driver, lambda d: d.execute_script(
         "const a = document.activeElement; return a.tagName === 'A' && a.textContent === 'gamma'"))
-
-
-_ACTIVE = "const a = document.activeElement; return a.tagName + ' ' + a.textContent"
-
-
-def test_live_keeps_the_focus_and_moves_no_row_already_in_place_and_odd_sorts_fall_back(gateway, driver):
-    """QA167 #1, #3, #5, #8: a Live refresh took the keyboard's focus off the list (every
-    row moved); `sort=constructor` emptied it; a sort moved every row even in order; a
-    non-admin's `sort=tenant` sorted by a hidden column; the note promised more rows."""
-    base_url, _, add, _ = gateway
-    for query in ("?sort=-steps", ""):
-        _list(driver, base_url, query)
-        link = driver.find_element("link text", "Run-Alpha")
-        driver.execute_script("arguments[0].focus()", link)
-        driver.execute_async_script("refreshList().then(arguments[0])")   # what Live does every 2 s
-        assert driver.execute_script(_ACTIVE) == "A Run-Alpha", query
-    add("Run-Alpha", "Planner")   # active again: its row is rebuilt on top, its link focused again
-    driver.execute_async_script("refreshList().then(arguments[0])")
-    assert listed_sessions(driver)[0] == "Run-Alpha" and driver.execute_script(_ACTIVE) == "A Run-Alpha"
-    # rows in order: sortRows moves none
-    moved = driver.execute_script(
-        "const body = document.querySelector('#sessions tbody'); const seen = [];"
-        "const watch = new MutationObserver((records) => seen.push(...records)); watch.observe(body, { childList: true });"
-        "sortRows(); seen.push(...watch.takeRecords()); watch.disconnect(); return seen.length")
-    assert moved == 0
-    # unknown, inherited and hidden columns: the default order, no error
-    for raw in ("constructor", "-toString", "__proto__", "-hasOwnProperty", "tenant"):   # tenant: admin's only
-        assert driver.execute_script("return listSort(new URLSearchParams(arguments[0]))", "sort=" + raw) == \
-            {"column": "last", "descending": True}, raw
-    assert _list(driver, base_url, "?sort=constructor") == listed_sessions(driver) != []
-    assert driver.find_element("id", "status").text == "" and driver.find_element("id", "sort-note").text == ""
-    _list(driver, base_url, "?sort=tenant")
-    assert driver.find_element("id", "sort-note").text == ""
-    note = driver.execute_script("history.replaceState(null, '', '#/?sort=session');"
-                                 "document.getElementById('more-sessions').hidden = false; sortRows();"
-                                 "return document.getElementById('sort-note').textContent")
-    assert note.endswith('listed ("Load more sessions" adds more, sorted in).')
-
-
-def test_rows_out_of_place_move_fewest_first(gateway, driver):
-    """QA167 #5: of 300 rows shuffled, only those off the longest run already in order move."""
-    import random
-    rng = random.Random(7)
-    order = list(range(300))
-    rng.shuffle(order)
-    moves, result = driver.execute_script(
-        "const body = document.createElement('tbody');"
-        "for (const n of arguments[0]) { const row = body.insertRow(); row.dataset.n = n; }"
-        "const target = [...body.rows].sort((a, b) => a.dataset.n - b.dataset.n); let moves = 0;"
-        "const insert = body.insertBefore.bind(body); body.insertBefore = (a, b) => { moves++; return insert(a, b); };"
-        "moveInto(body, target); return [moves, [...body.rows].map((r) => Number(r.dataset.n))]", order)
-    assert result == sorted(order)
-    tails: list[int] = []   # the longest increasing run's length, for the fewest moves
-    import bisect
-    for n in order:
-        at = bisect.bisect_left(tails, n)
-        tails[at:at + 1] = [n]
-    assert moves == len(order) - len(tails)
 
 
 def test_the_gateway_says_tracing_is_off_when_it_has_no_tracer():
