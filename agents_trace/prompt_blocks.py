@@ -87,7 +87,13 @@ class PreviousPrompt:
     MAX_KEPT_PROMPTS, packed, 8 bytes a block (the tracer keeps one per live session; a
     session with no step in flight keeps just its latest prompt: `forget_before`). A step
     that arrived before every kept prompt's end gets None (unknown), never a comparison
-    with a prompt it could not have found cached."""
+    with a prompt it could not have found cached.
+
+    Nor could a step find cached a prompt that ended before the gateway process serving
+    it started (`cache_since_s`; the prefix caches live in that process's memory): its
+    shared tokens still count, its evicted ones are unknown (`reuse_in_walk`). The live
+    count never meets such a prompt (a process's tracer starts with none kept); the
+    store's steps each record their gateway's start (`steps.gateway_started_s`)."""
 
     __slots__ = ("kept",)
 
@@ -119,19 +125,34 @@ class PreviousPrompt:
         """The tokens of this step's prompt (`blocks`, `num_tokens`) the previous
         successful prompt (of a step ended by `arrived_s`) began with, or None; a
         successful step's prompt is then kept (ending at `ended_s`)."""
+        return self._compared(blocks, num_tokens, is_ok, index, arrived_s, ended_s)[0]
+
+    def reuse_in_walk(self, blocks: Sequence[int] | None, num_tokens: int, num_cached: int, is_ok: bool, *,
+                      index: int, arrived_s: float, ended_s: float,
+                      cache_since_s: float | None) -> tuple[int | None, int | None]:
+        """`shared_with` for the store's steps walked in index order, which is their order
+        of arrival (the prompts no later step is compared with then go: `forget_before`),
+        with, of the shared tokens, those the cache no longer served (`num_cached` counts
+        the step's cached tokens): None where the shared tokens are unknown, the step
+        failed, or the previous prompt ended before `cache_since_s` (the start of the
+        gateway process that served the step: its caches never held that prompt, so
+        nothing was evicted; None: not recorded, compared as before)."""
+        shared, previous_ended_s = self._compared(blocks, num_tokens, is_ok, index, arrived_s, ended_s)
+        self.forget_before(arrived_s)
+        if shared is None or not is_ok or (cache_since_s is not None and previous_ended_s < cache_since_s):
+            return shared, None
+        return shared, evicted_prefix_tokens(shared, num_cached)
+
+    def _compared(self, blocks: Sequence[int] | None, num_tokens: int, is_ok: bool, index: int,
+                  arrived_s: float, ended_s: float) -> tuple[int | None, float | None]:
+        """`shared_with`'s tokens, and the end of the prompt they were compared with (None:
+        none was)."""
         chosen = self._latest_ended_by(arrived_s, index)
-        shared = shared_prefix_tokens(self.kept[chosen][2] if chosen >= 0 else None, blocks, num_tokens)
+        _, previous_ended_s, previous_blocks = self.kept[chosen] if chosen >= 0 else (None, None, None)
+        shared = shared_prefix_tokens(previous_blocks, blocks, num_tokens)
         if is_ok and blocks is not None:
             self.add(index, ended_s, blocks)
-        return shared
-
-    def shared_in_walk(self, blocks: Sequence[int] | None, num_tokens: int, is_ok: bool, *,
-                       index: int, arrived_s: float, ended_s: float) -> int | None:
-        """`shared_with` for the store's steps walked in index order, which is their order
-        of arrival: the prompts no later step is compared with then go (`forget_before`)."""
-        shared = self.shared_with(blocks, num_tokens, is_ok, index=index, arrived_s=arrived_s, ended_s=ended_s)
-        self.forget_before(arrived_s)
-        return shared
+        return shared, previous_ended_s
 
     def _latest_ended_by(self, at_s: float, before_index: float = math.inf) -> int:
         """Where the latest kept prompt of a step before `before_index` that ended by `at_s`

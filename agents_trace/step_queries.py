@@ -5,7 +5,8 @@ As store_queries: every function opens its own short read-only connection and ta
 tenant scope explicitly; nothing is cut short silently (pages carry `has_more`). Each step
 carries `prefix_from_previous_tokens`, compared with the session's latest successful
 prompt to have ended by the step's arrival (`PreviousPrompt`) even where a page starts
-mid-session.
+mid-session, and `evicted_prefix_tokens`, null where that prompt ended before the step's
+gateway started (`gateway_started_s`, not shown: a restart emptied the caches).
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
-from agents_trace.prompt_blocks import PreviousPrompt, evicted_prefix_tokens
+from agents_trace.prompt_blocks import PreviousPrompt
 from agents_trace.store_queries import MAX_PAGE, read_store
 
 
@@ -48,13 +49,12 @@ def _add_reuse(step: dict, previous: PreviousPrompt) -> None:
     of the session's latest successful step to have ended by its arrival already began
     with (whole fingerprint blocks; `PreviousPrompt`), None when either prompt has no
     fingerprints; and `evicted_prefix_tokens`, those of them the cache no longer served
-    (None when that is unknown or the step failed)."""
-    is_ok = step["error"] is None
-    shared = previous.shared_in_walk(step["prompt_blocks"], step["num_input_tokens"], is_ok, index=step["index"],
-                                     arrived_s=step["arrived_s"], ended_s=step["ended_s"])
-    step["prefix_from_previous_tokens"] = shared
-    step["evicted_prefix_tokens"] = (evicted_prefix_tokens(shared, step["num_cached_tokens"])
-                                     if shared is not None and is_ok else None)
+    (None when that is unknown, the step failed, or that prompt ended before the step's
+    gateway started)."""
+    step["prefix_from_previous_tokens"], step["evicted_prefix_tokens"] = previous.reuse_in_walk(
+        step["prompt_blocks"], step["num_input_tokens"], step["num_cached_tokens"], step["error"] is None,
+        index=step["index"], arrived_s=step["arrived_s"], ended_s=step["ended_s"],
+        cache_since_s=step.pop("gateway_started_s", None))   # a store no writer has upgraded yet lacks it
 
 
 def previous_prompt_before(db: sqlite3.Connection, tenant: str, session: str, index: int,

@@ -64,12 +64,15 @@ def _file_identity(path: Path) -> tuple[int, int] | None:
 
 
 class TraceStore:
-    __slots__ = ("path", "max_age_s", "max_bytes", "num_set_aside", "num_reopened", "_db", "_identity")
+    __slots__ = ("path", "max_age_s", "max_bytes", "gateway_started_s", "num_set_aside", "num_reopened", "_db",
+                 "_identity")
 
-    def __init__(self, path: Path, *, max_age_s: float, max_bytes: int) -> None:
+    def __init__(self, path: Path, *, max_age_s: float, max_bytes: int,
+                 gateway_started_s: float | None = None) -> None:
         self.path = path
         self.max_age_s = max_age_s
         self.max_bytes = max_bytes
+        self.gateway_started_s = gateway_started_s   # kept on each step: store_schema.py
         self.num_set_aside = 0
         self.num_reopened = 0   # times the file was gone or replaced under an open store
         self._db: sqlite3.Connection | None = None
@@ -226,7 +229,7 @@ class TraceStore:
             if prefix is not None:
                 content = dataclasses.replace(content, prefix_step=prefix)
         self.db.execute(UPSERT_SESSION, session_values(row))
-        values = step_values(row, has_content=content is not None)
+        values = step_values(row, has_content=content is not None, gateway_started_s=self.gateway_started_s)
         index = step.index
         if self.db.execute(INSERT_STEP, values).rowcount == 0:   # NOTE: rare, another writer took the index
             index = values[2] = self.db.execute("SELECT MAX(idx) FROM steps WHERE tenant = ? AND session = ?",

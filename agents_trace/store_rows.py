@@ -101,9 +101,9 @@ INSERT_STEP = (   # never replaces a stored step: a taken index inserts nothing 
     "after_kind, after_label, after_tools, num_messages, is_stream, num_input_tokens, "
     "num_cached_tokens, num_output_tokens, ttft_s, worker, finish_reason, tool_calls, "
     "error, error_message, forecast, forecast_hit, trace_id, span_id, has_content, other_choices, "
-    "prompt_blocks, service_tier) "
+    "prompt_blocks, service_tier, gateway_started_s) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-    "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, session, idx) DO NOTHING")
+    "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, session, idx) DO NOTHING")
 
 
 def _prompt_blocks_json(step: Step) -> str | None:
@@ -212,10 +212,11 @@ def _span_values(row: StepRow) -> tuple:
     return (ids.trace_id, ids.span_id, ids.parent_span_id, row.span_opened_s, num_input, num_cached, num_output)
 
 
-def step_values(row: StepRow, *, has_content: bool) -> list:
+def step_values(row: StepRow, *, has_content: bool, gateway_started_s: float | None = None) -> list:
     """The values of `INSERT_STEP` for `row` (a list: the index, [2], may be changed).
     `has_content`: its content is stored (`capture_content` on); without it, its tool
-    calls' arguments are stored as "" (`_call_rows`)."""
+    calls' arguments are stored as "" (`_call_rows`). `gateway_started_s`: when the
+    writing gateway process started (store_schema.py)."""
     step, check = row.step, row.check
     return [step.tenant, step.session, step.index, step.request_id, step.response_id,
             step.operation, step.model, step.agent, step.session_source, step.arrived_s,
@@ -227,7 +228,7 @@ def step_values(row: StepRow, *, has_content: bool) -> list:
             None if check is None else int(check.is_hit), row.trace_id, row.span_id,
             int(has_content), _other_choices_json(step.other_choices, has_content=has_content),
             _prompt_blocks_json(step),
-            step.service_tier]
+            step.service_tier, gateway_started_s]
 
 
 def content_values(step: Step, index: int, content: CapturedContent) -> tuple:

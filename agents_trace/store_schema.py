@@ -17,7 +17,11 @@ built the same way (one pass over the steps, when a writer first opens an older 
 A reader of a store no writer has upgraded yet answers the same, only slower. The `span_*` columns of an open session name the `invoke_agent` span its
 steps belong to while no writer has ended it (ids in hex, its start, its own steps'
 totals: `store_rows.UPSERT_SESSION`), so a gateway ending a session another left open
-(`end_abandoned`) can export that span; NULL ids: none to export.
+(`end_abandoned`) can export that span; NULL ids: none to export. A step's
+`gateway_started_s` is when the gateway process that wrote it started (its tracer was
+made; NULL in rows written before it was kept): a prompt that ended before then was never
+in that process's prefix caches (`PreviousPrompt.reuse_in_walk`). Each row keeps its own
+writer's, so gateways sharing a store never change each other's figures.
 """
 from __future__ import annotations
 
@@ -38,6 +42,7 @@ ADDED_COLUMNS = (("steps", "other_choices", "TEXT NOT NULL DEFAULT '[]'"),
                  ("sessions", "num_confident_forecast_hits", "INTEGER NOT NULL DEFAULT 0"),
                  ("steps", "prompt_blocks", "TEXT"),
                  ("steps", "service_tier", "TEXT"),
+                 ("steps", "gateway_started_s", "REAL"),
                  *(("sessions", name, kind) for name, kind in (
                      ("span_trace_id", "TEXT"), ("span_id", "TEXT"), ("span_parent_id", "TEXT"),
                      ("span_started_s", "REAL"), ("span_num_steps", "INTEGER NOT NULL DEFAULT 0"),
@@ -82,6 +87,7 @@ CREATE TABLE IF NOT EXISTS steps (
     forecast TEXT, forecast_hit INTEGER, trace_id TEXT, span_id TEXT,
     has_content INTEGER NOT NULL DEFAULT 0, other_choices TEXT NOT NULL DEFAULT '[]',
     prompt_blocks TEXT, service_tier TEXT,
+    gateway_started_s REAL,
     PRIMARY KEY (tenant, session, idx)
 );
 CREATE INDEX IF NOT EXISTS steps_by_response_id ON steps (response_id);
@@ -143,3 +149,9 @@ def connect_reader(path: Path) -> sqlite3.Connection | None:
         connection = sqlite3.connect(f"{uri}&immutable=1", uri=True, check_same_thread=False)
     connection.row_factory = sqlite3.Row
     return connection
+
+
+def has_column(db: sqlite3.Connection, table: str, column: str) -> bool:
+    """Whether the store's `table` has `column` (a reader of a store no writer has upgraded
+    yet may lack one of `ADDED_COLUMNS`)."""
+    return any(row[1] == column for row in db.execute(f"PRAGMA table_info({table})"))

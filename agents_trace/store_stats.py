@@ -18,10 +18,11 @@ from pathlib import Path
 
 import numpy as np
 
-from agents_trace.prompt_blocks import PreviousPrompt, evicted_prefix_tokens
+from agents_trace.prompt_blocks import PreviousPrompt
 from agents_trace.store_queries import contains_sql, read_store, where_sql
 from agents_trace.step_queries import previous_prompt_before
 from agents_trace.store_rows import REACHED_MODEL_SQL
+from agents_trace.store_schema import has_column
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +74,9 @@ def tenant_stats(path: Path, window: StatsWindow) -> dict:
     from the prompt fingerprints: prefix_from_previous_tokens (what the latest successful
     step in its session to have ended by its arrival had of its prompt: `PreviousPrompt`),
     evicted_prefix_tokens (how much of that was no longer cached) and
-    steps_with_evicted_prefix. A session's first step in the window
+    steps_with_evicted_prefix (a step whose previous prompt ended before its gateway
+    started adds neither: `PreviousPrompt.reuse_in_walk`, `_count_reuse`).
+    A session's first step in the window
     is compared with the session's last successful step before it, in the window or not."""
     condition, params = _where(window)
     with read_store(path) as db:
@@ -87,11 +90,12 @@ def tenant_stats(path: Path, window: StatsWindow) -> dict:
         reuse = {tenant: dict.fromkeys(_REUSE_KEYS, 0) for tenant in per_tenant}
         walking: tuple[str, str] | None = None
         previous = PreviousPrompt()
+        started = "gateway_started_s" if has_column(db, "steps", "gateway_started_s") else "NULL"   # not upgraded
         for (tenant, session, index, ttft_s, gap_s, num_cached, num_input, blocks_json, error, arrived_s,
-             ended_s) in db.execute(
+             ended_s, started_s) in db.execute(
                 "SELECT tenant, session, idx, ttft_s, CASE WHEN after_kind = 'tools' THEN gap_s END, "
-                f"num_cached_tokens, num_input_tokens, prompt_blocks, error, arrived_s, ended_s FROM steps{condition} "
-                "ORDER BY tenant, session, idx", params):
+                f"num_cached_tokens, num_input_tokens, prompt_blocks, error, arrived_s, ended_s, {started} "
+                f"FROM steps{condition} ORDER BY tenant, session, idx", params):
             if ttft_s is not None:
                 ttfts[tenant].append(ttft_s)
             if gap_s is not None:
@@ -100,10 +104,11 @@ def tenant_stats(path: Path, window: StatsWindow) -> dict:
                 walking = (tenant, session)
                 previous = (previous_prompt_before(db, tenant, session, index, arrived_s) if index > 0
                             else PreviousPrompt())
-            shared = previous.shared_in_walk(json.loads(blocks_json) if blocks_json else None, num_input,
-                                             error is None, index=index, arrived_s=arrived_s, ended_s=ended_s)
+            shared, evicted = previous.reuse_in_walk(
+                json.loads(blocks_json) if blocks_json else None, num_input, num_cached, error is None,
+                index=index, arrived_s=arrived_s, ended_s=ended_s, cache_since_s=started_s)
             if error is None:
-                _count_reuse(reuse[tenant], shared, num_cached)
+                _count_reuse(reuse[tenant], shared, evicted)
     rows = [_row(sums, ttfts[tenant], gaps[tenant]) | reuse[tenant] for tenant, sums in per_tenant.items()]
     if not rows:
         return {"tenants": [], "total": None}
@@ -115,13 +120,15 @@ def tenant_stats(path: Path, window: StatsWindow) -> dict:
 _REUSE_KEYS = ("prefix_from_previous_tokens", "evicted_prefix_tokens", "steps_with_evicted_prefix")
 
 
-def _count_reuse(counts: dict[str, int], shared: int | None, num_cached: int) -> None:
+def _count_reuse(counts: dict[str, int], shared: int | None, evicted: int | None) -> None:
     """Add one step: the tokens its session's previous step's prompt shared with it, and
-    how many of those the cache no longer held (see step_queries' _add_reuse)."""
-    if shared is None:
+    how many of those the cache no longer held (see step_queries' _add_reuse). A step whose
+    eviction is unknown (`evicted` None: its previous prompt is unknown, or ended before its
+    gateway started) adds nothing, as the live count adds nothing for it, so the evicted
+    share is of tokens a cache could have kept."""
+    if shared is None or evicted is None:
         return
     counts["prefix_from_previous_tokens"] += shared
-    evicted = evicted_prefix_tokens(shared, num_cached)
     if evicted:
         counts["evicted_prefix_tokens"] += evicted
         counts["steps_with_evicted_prefix"] += 1

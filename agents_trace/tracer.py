@@ -81,9 +81,9 @@ class AgentTracer:
                                       max_sessions=config.max_sessions)
         self._events = EventQueue(config.queue_size, self.stats)
         self._propagator = TraceContextTextMapPropagator()
-        store = None if self.store_path is None else TraceStore(
+        store = None if self.store_path is None else TraceStore(   # this process's caches start empty now
             self.store_path, max_age_s=config.retention_max_age_s,
-            max_bytes=config.retention_max_bytes)
+            max_bytes=config.retention_max_bytes, gateway_started_s=clock())
         self._writer = TraceWriter(
             events=self._events, stats=self.stats,
             otel=self.provider.get_tracer(INSTRUMENTATION_NAME), store=store,
@@ -264,7 +264,8 @@ class AgentTracer:
         """`end`'s count (under the lock, before the table closes the step): what the prompt
         of the session's latest step to have ended by this one's arrival left it
         (`PreviousPrompt`, as the store's pages and stats count it); then this prompt is
-        kept, with its end. None for a step that generated nothing, or whose session is gone."""
+        kept, with its end. None for a step that generated nothing, or whose session is gone.
+        A session resumed after a restart keeps no earlier prompt: never an eviction then."""
         state = self._sessions.get(ctx.tenant, ctx.session)
         if state is None or not is_response:
             return None

@@ -264,8 +264,9 @@ def test_store_written_by_version_1_gains_the_new_columns(tmp_path, clock):
         ", other_outputs TEXT NOT NULL DEFAULT '[]'", "").replace(
         "    num_confident_forecasts INTEGER NOT NULL DEFAULT 0,\n", "").replace(
         "    num_confident_forecast_hits INTEGER NOT NULL DEFAULT 0,\n", "").replace(
-        "    prompt_blocks TEXT, service_tier TEXT,\n", "")
+        "    prompt_blocks TEXT, service_tier TEXT,\n", "").replace("    gateway_started_s REAL,\n", "")
     assert "other_" not in old_schema and "confident" not in old_schema and "service_tier" not in old_schema
+    assert "gateway_started_s" not in old_schema
     db = sqlite3.connect(path)
     db.executescript(old_schema)
     db.execute("INSERT INTO steps (tenant, session, idx, operation, model, session_source, arrived_s, ended_s, "
@@ -285,7 +286,7 @@ def test_store_written_by_version_1_gains_the_new_columns(tmp_path, clock):
     assert (session["num_forecasts"], session["num_confident_forecasts"]) == (1, 0)
     connect_writer(path).close()
     columns = {row[1] for row in sqlite3.connect(path).execute("PRAGMA table_info(steps)")}
-    assert {"other_choices", "prompt_blocks", "service_tier"} <= columns
+    assert {"other_choices", "prompt_blocks", "service_tier", "gateway_started_s"} <= columns
     assert list_steps(path, "acme", "old")["data"][0]["other_choices"] == []
     columns = {row[1] for row in sqlite3.connect(path).execute("PRAGMA table_info(sessions)")}
     assert {"num_confident_forecasts", "num_confident_forecast_hits"} <= columns
