@@ -32,7 +32,7 @@ Invariants:
   requests without a result: no result kept is lost, none is written twice;
 - a batch runs in one process at a time (gateway/batch_claims.py): gateways sharing a
   state directory each run the batches they claim, take up those a stopped one left,
-  and stop one that another of them cancelled;
+  and stop one that another of them cancelled (gateway/batch_adoption.py);
 - while the batch's tenant is not configured (a reload removed it, or the gateway started
   without it) its requests wait unsent (one refused meanwhile for that goes again), and go
   on when the tenant is back, until the batch expires or is cancelled; meanwhile this
@@ -56,6 +56,7 @@ from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
 
 from cache.repeated_failures import RepeatedFailures
+from gateway.batch_adoption import BatchAdoption
 from gateway.batch_claims import ADOPT_EVERY_S, BatchClaims
 from gateway.batch_places import RunningPlaces
 from gateway.batch_input import BatchInput, BatchLine, open_input
@@ -74,7 +75,7 @@ log = logging.getLogger("stepahead.gateway")
 TRIM_AFTER_LINES = 1000   # a batch of this many requests gives its freed memory back when it ends
 
 
-class BatchRunner(BatchSending, BatchWaits):
+class BatchRunner(BatchAdoption, BatchSending, BatchWaits):
     def __init__(self, store: BatchStore, files: FileStore, keys: Callable[[], "KeyRing"], concurrency: int,
                  clock: Callable[[], float] = time.time, *, load: Callable[[], int] | None = None,
                  running_per_tenant: Callable[[], int] = lambda: 4) -> None:
@@ -111,36 +112,6 @@ class BatchRunner(BatchSending, BatchWaits):
     def current(self, batch: Batch) -> Batch:
         """The batch as it stands now: the running record when it runs here (its claim held)."""
         return self._running[batch.id] if batch.id in self._running and self.claims.holds(batch.id) else batch
-
-    async def start(self, app) -> None:
-        """Go on with the batches a stopped gateway left unfinished, and from then on with
-        those another gateway sharing the directory leaves (it stopped or died)."""
-        self._app = app
-        await self._adopt()
-        self._adopter = asyncio.get_running_loop().create_task(self._adopt_every(ADOPT_EVERY_S))
-
-    async def _adopt_every(self, period_s: float) -> None:
-        while True:
-            await asyncio.sleep(period_s)
-            try:
-                await self._adopt()
-            except Exception:   # NOTE: the store failing (a full disk) must not end the looking
-                log.exception("looking for batches to go on failed; trying again in %.0f s", period_s)
-
-    async def _adopt(self) -> None:
-        """Run the unfinished batches no process runs; stop here the ones this process runs
-        that another gateway cancelled, and drop the waits (without a claim) of those ended."""
-        unfinished = await self.store.unfinished()
-        for batch in unfinished:
-            if batch.id not in self._tasks:
-                self._launch(batch)
-            elif batch.status == "cancelling" and batch.id not in self._cancelled:
-                self._running[batch.id].moved_to("cancelling", self.clock())
-                self._stop_sending(batch.id)
-        going_on = {batch.id for batch in unfinished}
-        for batch_id, task in list(self._tasks.items()):
-            if batch_id not in going_on and not self.claims.holds(batch_id):   # another gateway ended it
-                task.cancel()
 
     def begin_stop(self) -> None:
         """The gateway's stop began (at the signal, before the connections drain): no

@@ -7,7 +7,9 @@ A request is, from `submit` until its terminal event, in exactly one place:
 - on a worker (sent; the router holds its load charge).
 Every method returns an `Outbound`: messages to send to workers, in order, and events
 to deliver to request streams; the engine performs them under the same lock, so the
-per-worker message order (ImportPrefix before the WorkItem that needs it) holds.
+per-worker message order (ImportPrefix before the WorkItem that needs it) holds. What it
+makes of each worker's message (events, cache reports, transfers, measured costs) lives in
+`shards.dispatch_messages` (a base class).
 
 Invariants:
 - every submitted request gets exactly one terminal delivery (FinishEvent/ErrorEvent),
@@ -34,25 +36,23 @@ import dataclasses
 from collections.abc import Mapping
 
 from cache.hashing import BlockHash
+from shards.dispatch_messages import DispatchMessages
 from shards.fair_queue import PushResult, may_admit, work_cost
-from shards.protocol import (CacheEventsReport, CacheSnapshot, CancelRequest, CostProfile, EngineEvent, ErrorEvent,
-                             FinishEvent, SessionMoved, TokenEvent, WorkItem)
-from shards.transfer_messages import ExportPrefix, ImportPrefix, PrefixExported, PrefixImported
+from shards.protocol import CancelRequest, CostProfile, ErrorEvent, SessionMoved, WorkItem
+from shards.transfer_messages import ExportPrefix
 from shards.dispatch_records import CannotStart, DispatchConfig, DispatchStats, Outbound, Request, Transfer
 from shards.outstanding_requests import OutstandingRequests
 from shards.prefix_transfers import PrefixTransfers
-from shards.measured_costs import fold_cost
 from shards.route_records import RouteQuery
 from shards.router import Router
 from shards.tiered_queue import TieredQueue
 
 __all__ = ["DispatchConfig", "DispatchStats", "Dispatcher", "Outbound", "Request", "Transfer"]
 
-MIN_MEASURED_PREFILL_TOKENS = 64
 CANNOT_START_CODE = "workers_cannot_start"   # its count in `stats.num_rejected` (the error says "overloaded")
 
 
-class Dispatcher:
+class Dispatcher(DispatchMessages):
     def __init__(self, router: Router, config: DispatchConfig | None = None) -> None:
         self.router = router
         self.config = config or DispatchConfig()
@@ -231,73 +231,6 @@ class Dispatcher:
             self._send_without_copy(transfer, out)
         return out
 
-    # --- worker messages ------------------------------------------------------------------
-    def on_worker_message(self, worker_id: str, message, now_s: float) -> Outbound:
-        if isinstance(message, CacheEventsReport):
-            if worker_id in self._ready:
-                self.router.index.apply(worker_id, message.events)
-            return Outbound()
-        if isinstance(message, CacheSnapshot):
-            if worker_id in self._ready:
-                self.router.index.replace(worker_id, message.hot_hashes, message.host_hashes)
-            return Outbound()
-        if isinstance(message, PrefixExported):
-            return self._on_exported(worker_id, message)
-        if isinstance(message, PrefixImported):
-            self._observe_cost(worker_id, "import_s_per_block", message.elapsed_s, message.num_blocks)
-            self.stats.num_transferred_blocks += message.num_blocks
-            return Outbound()
-        if isinstance(message, (TokenEvent, FinishEvent, ErrorEvent)):
-            return self._on_event(worker_id, message, now_s)
-        return Outbound()
-
-    def _on_event(self, worker_id: str, event: EngineEvent, now_s: float) -> Outbound:
-        request = self.requests.get(event.request_id)
-        if request is None or request.worker_id != worker_id:
-            return Outbound()  # cancelled, or a stale incarnation's event
-        out = Outbound(deliveries=[event])
-        if isinstance(event, TokenEvent):
-            request.sent_token_ids.extend(event.token_ids)
-            request.num_sent_chars += len(event.text)
-            if request.num_cached_tokens is None:
-                request.num_cached_tokens = event.num_cached_tokens
-            if not request.token_sent:
-                request.token_sent = True
-                self.router.on_first_token(event.request_id)
-            return out
-        del self.requests[event.request_id]
-        self._release(request)
-        if (isinstance(event, FinishEvent) and request.item.num_resumed_tokens
-                and request.num_cached_tokens is not None):   # the usage of the prompt the client waited on
-            out.deliveries[0] = dataclasses.replace(event, num_cached_tokens=request.num_cached_tokens)
-        if isinstance(event, FinishEvent) and event.prefill_s > 0 and not request.item.num_resumed_tokens:
-            # (a resumed request's prefill also computed the output it resumed from: not a prompt's cost)
-            num_computed = event.num_prompt_tokens - event.num_cached_tokens
-            if num_computed >= MIN_MEASURED_PREFILL_TOKENS:
-                self._observe_cost(worker_id, "prefill_s_per_token", event.prefill_s, num_computed)
-        out.extend(self.pump(now_s))
-        return out
-
-    def _on_exported(self, worker_id: str, message: PrefixExported) -> Outbound:
-        out = Outbound()
-        transfer = self.transfers.finish(message.transfer_id)
-        request = self.requests.get(transfer.request_id) if transfer is not None else None
-        if request is None or request.worker_id != transfer.dst:
-            if message.shm_name:
-                out.unlink.append(message.shm_name)
-            return out
-        self._observe_cost(worker_id, "export_s_per_block", message.elapsed_s, message.num_blocks)
-        if message.has_blocks:
-            self.stats.num_transfers_done += 1
-            item = request.item
-            num_tokens = message.num_blocks * self.router.config.block_size
-            out.sends.append((transfer.dst, ImportPrefix(
-                message.transfer_id, item.tenant, item.session,
-                tuple(item.prompt_token_ids[:num_tokens]), message.shm_name, message.num_blocks,
-                message.payload)))
-        out.sends.append((transfer.dst, request.item))
-        return out
-
     # --- helpers ----------------------------------------------------------------------------
     def _send_without_copy(self, transfer: Transfer, out: Outbound) -> None:
         """An abandoned transfer's request, still placed on its destination, is sent there
@@ -309,8 +242,3 @@ class Dispatcher:
     def _release(self, request: Request) -> None:
         self.router.on_done(request.item.request_id)
         self._ready.release(request.worker_id, request.item.tenant)
-
-    def _observe_cost(self, worker_id: str, name: str, elapsed_s: float, num_units: int) -> None:
-        """Fold a measured cost (seconds per block or per token) into the router's model."""
-        if worker_id in self._ready:
-            fold_cost(self.router.costs(worker_id), name, elapsed_s, num_units)

@@ -8,8 +8,9 @@ health-checks, fences and restarts workers. The decision logic lives in pure obj
 the reader threads and the asyncio streams, all under one lock. Parts live in files of
 their own, as base classes: the start and its cancellation (`shards.engine_start`), what
 the engine reports (`shards.engine_reports`), what it does with each worker's messages and
-exit (`shards.engine_messages`), changing the tenants' shares (`shards.engine_tenants`), and
-each request's stream of events (`shards.engine_streams`).
+exit (`shards.engine_messages`), changing the tenants' shares (`shards.engine_tenants`),
+each request's stream of events (`shards.engine_streams`), and the supervision tick that
+pings, fences and restarts workers (`shards.engine_supervision`).
 
 Invariants:
 - every request ends with exactly one terminal event (FinishEvent or ErrorEvent): a
@@ -42,27 +43,26 @@ from cache.session_hashes import SessionHashes
 from shards.dispatcher import DispatchConfig, Dispatcher
 from shards.engine_options import check_engine_options
 from shards.engine_reports import EngineReports
-from shards.engine_messages import EngineMessages, unlink_segments
+from shards.engine_messages import EngineMessages
 from shards.engine_start import WORKER_START_TIMEOUT_S, EngineStart, EngineStartError
 from shards.engine_streams import EngineStreams, RequestStream
+from shards.engine_supervision import EngineSupervision
 from shards.engine_tenants import EngineTenants
-from shards.protocol import (ApplyForecast, CostProfile, EngineEvent, ErrorEvent, FinishEvent, Ping, Shutdown,
+from shards.protocol import (ApplyForecast, CostProfile, EngineEvent, ErrorEvent, FinishEvent, Shutdown,
                              WorkerStats, WorkItem)
-from shards.routability import Routability
 from shards.route_records import RouterConfig
 from shards.router import Router
-from shards.supervisor import Supervisor, SupervisorConfig, SupervisorPlan
+from shards.supervisor import Supervisor, SupervisorConfig
 from shards.worker_config import DEFAULT_CHUNK_TOKENS, WorkerConfig
 
 __all__ = ["EngineStartError", "LocalEngine"]
 
-SUPERVISE_INTERVAL_S = 0.1
 STOP_TIMEOUT_S = 5.0
 RESERVATION_QUANTILE = 0.9
 RESERVATION_SLACK_S = 2.0
 
 
-class LocalEngine(EngineStart, EngineReports, EngineTenants, EngineMessages, EngineStreams):
+class LocalEngine(EngineStart, EngineReports, EngineTenants, EngineMessages, EngineStreams, EngineSupervision):
     """One model on `num_workers` workers. Besides the model and cache sizes:
 
     - `transport`: "local" (processes, default) or "ray" (actors; `transport_options`
@@ -199,43 +199,6 @@ class LocalEngine(EngineStart, EngineReports, EngineTenants, EngineMessages, Eng
         await asyncio.gather(*(asyncio.to_thread(channel.stop, STOP_TIMEOUT_S) for channel in channels))
         if self._transport is not None:
             await asyncio.to_thread(self._transport.close)
-
-    # --- supervision -----------------------------------------------------------------------
-    async def _supervise(self) -> None:
-        """Ping, fence the silent, restart the fenced, expire what waited too long."""
-        while not self._stopping:
-            await asyncio.sleep(SUPERVISE_INTERVAL_S)
-            plan, lines = self._supervise_tick(time.monotonic())
-            for line in lines:
-                self._tell_operator(line)
-            for worker_id in plan.restart:
-                await asyncio.to_thread(self._spawn, worker_id)
-
-    def _supervise_tick(self, now: float) -> tuple[SupervisorPlan, list[str]]:
-        """One tick's pings, fences and expiries: the plan (restarts are the caller's) and the
-        operator's lines. It takes out of the dispatcher the workers it fences and those whose
-        exit `settled`, all fenced before any of their requests goes on, and then sends on what
-        waited for a usable worker (one heard from again)."""
-        with self._lock:
-            plan = self._supervisor.plan(now)
-            out = self._dispatcher.expire(now)
-            for worker_id, reason in plan.fence:
-                self._supervisor.fence(worker_id, now, reason)
-            removed, lines = self._take_out_fenced({worker_id for worker_id, _ in plan.fence}, now)
-            out.extend(removed)
-            for worker_id in plan.ping:
-                self._channels[worker_id].send(Ping(next(self._nonces), now))
-            out.extend(self._dispatcher.pump(now))
-            self._perform(out)
-        unlink_segments(out.unlink)
-        return plan, lines
-
-    def _routable(self, worker_id: str, now: float) -> Routability:
-        """How the router may send `worker_id` work (under the lock): `Supervisor.routability`,
-        and NONE while its channel is closed (even if its exit is not handled yet)."""
-        channel = self._channels.get(worker_id)
-        alive = channel is not None and channel.is_alive()
-        return self._supervisor.routability(worker_id, now) if alive else Routability.NONE
 
     # --- requests ----------------------------------------------------------------------------
     def _hashes(self, item: WorkItem) -> list:

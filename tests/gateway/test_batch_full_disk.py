@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-import gateway.batch_runner
+import gateway.batch_adoption
 from gateway.auth import KeyRing
 from gateway.batch_runner import BatchRunner
 from gateway.batch_store import Batch, BatchStore
@@ -97,7 +97,7 @@ async def _full_disk_batch(root, failing: str):
 
 @pytest.mark.parametrize("failing", ["append", "put"])
 def test_a_full_disk_stops_the_batch_which_goes_on_once_there_is_room(tmp_path, monkeypatch, caplog, failing):
-    monkeypatch.setattr(gateway.batch_runner, "ADOPT_EVERY_S", 0.3)
+    monkeypatch.setattr(gateway.batch_adoption, "ADOPT_EVERY_S", 0.3)
     caplog.set_level(logging.INFO, "stepahead.gateway")
     batch, output, sent, sent_while_full, kept_while_full, never_retrieved = asyncio.run(
         _full_disk_batch(tmp_path, failing))
