@@ -48,7 +48,8 @@ def claim_directory(directory: Path) -> DirectoryClaim:
 
 def claim_lock_file(lock_path: Path) -> DirectoryClaim:
     """Claim what `lock_path` (made when missing; its directory must exist, and names the
-    claim) stands for, without waiting."""
+    claim) stands for, without waiting. A claim whose process id cannot be written (a full
+    disk) raises and holds nothing, so a later try can succeed."""
     lock_file = open(lock_path, "a+", encoding="utf-8", opener=private_opener)   # private, as the directories made for it
     try:
         fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -57,8 +58,12 @@ def claim_lock_file(lock_path: Path) -> DirectoryClaim:
         text = lock_file.read().strip()
         lock_file.close()
         return DirectoryClaim(lock_path.parent, held=False, holder_pid=int(text) if text.isdigit() else None)
-    lock_file.seek(0)
-    lock_file.truncate()
-    lock_file.write(f"{os.getpid()}\n")
-    lock_file.flush()
+    try:
+        lock_file.seek(0)
+        lock_file.truncate()
+        lock_file.write(f"{os.getpid()}\n")
+        lock_file.flush()
+    except BaseException:   # a full disk: no claim, and the lock goes with the file (not kept
+        lock_file.close()   # alive by the error's traceback, which would hold it from this process too)
+        raise
     return DirectoryClaim(lock_path.parent, held=True, _lock_file=lock_file)

@@ -7,6 +7,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from gateway.directory_claim import CLAIM_FILE, claim_directory
 
 HOLDER = """
@@ -52,3 +54,25 @@ def test_a_claim_held_by_another_process_is_refused_and_freed_when_it_is_killed(
         claim = claim_directory(tmp_path)
     assert claim.held and (tmp_path / CLAIM_FILE).read_text() == f"{os.getpid()}\n"
     claim.release()
+
+
+def test_a_claim_whose_pid_cannot_be_written_holds_nothing(tmp_path, monkeypatch):
+    """A full disk as the claim writes its process id: the claim raises, and the lock is
+    not left held by the open file the error's traceback keeps alive (QA175: every later
+    background response of that gateway was refused as 'held by process None')."""
+    import errno
+
+    import gateway.directory_claim as directory_claim
+
+    def no_space() -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    directory = tmp_path / "owners"
+    with monkeypatch.context() as patched:
+        patched.setattr(directory_claim.os, "getpid", no_space)
+        with pytest.raises(OSError) as failed:
+            claim_directory(directory)
+    assert failed.value.errno == errno.ENOSPC   # (the traceback, kept here, holds the frame's file)
+    again = claim_directory(directory)   # the disk has room again
+    assert again.held and (directory / CLAIM_FILE).read_text() == f"{os.getpid()}\n"
+    again.release()
