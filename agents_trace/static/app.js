@@ -27,8 +27,8 @@ const MAX_RESTORED_ROWS = 5000;  // what a list URL's `rows` may ask for
 // rows the API gave; `sessionsBefore`: the cursor of the last of them (the API's
 // `next_before`), where "load more" goes on; `sessionsShown`: the keys (`sessionKey`) of
 // the sessions listed, `sessionsByKey` those sessions by key (the column sort's values); `route`: counts routes, so a load that ends after the user went
-// elsewhere shows nothing; `liveTimer`: the Live timer (`setLive`); `busy`: the Live refresh
-// or list "load more" in flight (`inTurn`), or null
+// elsewhere shows nothing; `liveTimer`: the Live timer (`setLive`); `busy`: the Live refresh,
+// list "load more" or session "load more"/"load earlier" in flight (`inTurn`), or null
 const view = { me: null, sessionsLoaded: 0, sessionsBefore: null, sessionsRows: 0, sessionsShown: new Set(),
                sessionsByKey: new Map(),
                steps: [], stepsStart: 0, stepsEnd: 0, session: null, requestId: "", openContent: new Set(),
@@ -92,12 +92,13 @@ async function downloadFile(path, name) {
 // totals; on it, the steps after those shown). The list: its first pages merged into
 // the rows loaded, every page kept (list.js `refreshList`).
 // One Live refresh at a time, whichever view started it, and never beside the list's
-// "load more" (`inTurn`): a tick while the last refresh or a "load more" is still in
-// flight (`view.busy`: a slow gateway, a big session) is skipped, so two never start from
-// the same steps or rows shown (and add the same new ones twice), and a slow gateway gets
-// no pile of requests (a list refresh ends when its figures have come too). A call the
-// gateway never answers fails after FETCH_TIMEOUT_MS (`api`), so it holds Live up no
-// longer. Ticking the box again or changing views starts a new timer, not a second refresh.
+// "load more" or a session's "load more"/"load earlier" steps (`inTurn`): a tick while
+// the last refresh or such a load is still in flight (`view.busy`: a slow gateway, a big
+// session) is skipped, so two never start from the same steps or rows shown (and add the
+// same new ones twice), and a slow gateway gets no pile of requests (a list refresh ends
+// when its figures have come too). A call the gateway never answers fails after
+// FETCH_TIMEOUT_MS (`api`), so it holds Live up no longer. Ticking the box again or
+// changing views starts a new timer, not a second refresh.
 function setLive() {
   if (view.liveTimer) { clearInterval(view.liveTimer); view.liveTimer = null; }
   if ($("live").checked && view.session && view.session.is_open && !$("session-view").hidden) {
@@ -113,9 +114,9 @@ function liveTick(refresh) {
   inTurn(refresh).catch((e) => setStatus(e.message));
 }
 
-// `work()`'s result, run once no Live refresh or list "load more" is in flight
+// `work()`'s result, run once no Live refresh or "load more"/"load earlier" is in flight
 // (`view.busy`), and holding the turn until it ends: Live's ticks meanwhile are skipped,
-// a "load more" meanwhile waits for its turn.
+// a "load more" or "load earlier" meanwhile waits for its turn.
 async function inTurn(work) {
   while (view.busy) await view.busy.catch(() => {});
   const running = work();
@@ -195,9 +196,17 @@ $("export-all-link").addEventListener("click", (event) => {
 });
 $("live").addEventListener("change", setLive);
 $("f-live").addEventListener("change", setLive);
-$("more-steps").addEventListener("click", () =>
-  loadSession(view.session.tenant, view.session.session, "more").catch((e) => setStatus(e.message)));
-$("earlier-steps").addEventListener("click", () =>
-  loadSession(view.session.tenant, view.session.session, "earlier").catch((e) => setStatus(e.message)));
+// "Load more steps" / "Load earlier steps" (session.js `loadSession` "more", "earlier"):
+// after a Live refresh in flight (or the last such click: two clicks, two pages, each from
+// where the last one ended), on the session it was clicked on only, and only while the
+// button still shows (a Live reload meanwhile may have shown every step there is)
+for (const [button, how] of [["more-steps", "more"], ["earlier-steps", "earlier"]]) {
+  $(button).addEventListener("click", () => {
+    const ticket = view.route;
+    inTurn(() => ticket === view.route && view.session && !$(button).hidden
+      ? loadSession(view.session.tenant, view.session.session, how) : Promise.resolve())
+      .catch((e) => setStatus(e.message));
+  });
+}
 window.addEventListener("hashchange", route);
 route();

@@ -187,7 +187,9 @@ function stepsQuery(tenant, offset, limit) {
 // `how`: "open" (the first page, or the page holding the step of `requestId`, wherever
 // it lies: the API finds it, so a step 9,000 steps in costs one page, and the page
 // scrolls to it), "reload" (the same, for the request id it opened with, without
-// scrolling), "more" (the page after those shown) or "earlier" (the page before them).
+// scrolling), "more" (the page after those shown) or "earlier" (the page before them;
+// both asked for in turn with Live and each other, app.js `inTurn`, so each starts from
+// the steps the last one left: none twice, none skipped).
 // The session view shows only once its session has loaded, and nothing is shown when the
 // user went elsewhere meanwhile; a load that succeeds clears the status line (a Live
 // refresh's error included).
