@@ -10,10 +10,12 @@ response's final object:
 `completed` / `incomplete` with the conversation (so `previous_response_id` continues it;
 a `conversation`'s turn is added to it before the run's last event is made,
 `responses_routes.KeptBeforeTheEnd`, and one that cannot be added fails the run),
-`failed` with an OpenAI error object (a queue timeout is `rate_limit_exceeded`), or
-`cancelled` (`POST /v1/responses/{id}/cancel`, `DELETE`, or the gateway shutting down)
-with the output made until then (the item it was writing `incomplete`) and, for a local
-model that had begun answering, the usage so far.
+`failed` with an OpenAI error object (a queue timeout is `rate_limit_exceeded`; the
+gateway's stop, `response_store.stopped_error`: `server_error`, saying the gateway stopped
+and the request may be retried) with the output made until then, or `cancelled` (only by
+its client: `POST /v1/responses/{id}/cancel`, `DELETE`) with the output made until then
+(the item it was writing `incomplete`) and, for a local model that had begun answering,
+the usage so far.
 
 A refusal by the tenant's limits that waiting cures (a 429 `rate_limit_exceeded` without
 `x-should-retry: false`: its rate, its queue, tokens of its budget only in flight) keeps
@@ -32,9 +34,9 @@ Invariants: the run's ticket, trace step and metrics are closed exactly once (th
 response does, also when it failed or was cancelled (the run's log is a stream that was
 sent: `Exchange.is_streamed`; QA137 #6); the final object is stored before the run is
 marked done, so a reader that sees the log end finds it; nothing here waits on the client; a cancel ends the item the
-run was writing (its `.done` events) before `response.cancelled`, so every item in the log
-is closed and the numbers stay contiguous (a shutdown appends neither: the readers it cut
-read its `error` event).
+run was writing (its `.done` events) before `response.cancelled` (a stop: before
+`response.failed`), so every item in the log is closed, the numbers stay contiguous and
+the log's last event is the stored object's status.
 """
 from __future__ import annotations
 
@@ -48,10 +50,11 @@ from agents_trace.records import StepContext
 from gateway.background_runs import BackgroundRun
 from gateway.backend import Backend, Prepared, Usage
 from gateway.choices import run_choices
-from gateway.errors import ApiError, says_never_retry, server_error
+from gateway.errors import SHUTTING_DOWN_CODE, ApiError, says_never_retry, server_error
 from gateway.exchange import CLIENT_CLOSED_STATUS, Exchange
 from gateway.collected import Collected, Reply
 from gateway.engine_streams import ModelQueueFull
+from gateway.response_store import SHUT_DOWN, stopped_error
 from gateway.responses_objects import final_status
 from gateway.responses_stream import ResponsesStreamWriter
 from gateway.state import GatewayState
@@ -98,13 +101,20 @@ async def generate(job: BackgroundJob, run: BackgroundRun) -> None:
     except asyncio.CancelledError:
         if events is not None:
             await _closed(events, run.response_id)   # its local runs count the tokens they made as they end
-        exchange.error = "cancelled"
-        exchange.close(None, CLIENT_CLOSED_STATUS)  # counted as a client that left
-        usage = usage_so_far(job.prepared)
-        ended = writer.cancelled(usage)   # ends the item it was writing: the stored object lists it
-        job.keep(writer.snapshot("cancelled", usage), None)
-        if not run.stopped_by_shutdown:   # a reader the shutdown cut reads its `error` event, numbered next
-            run.append(ended)
+        if run.stopped_by_shutdown:   # the gateway's stop ended it, not its client: `failed`, and it says so
+            details = stopped_error(SHUT_DOWN)
+            exchange.error, exchange.error_message = SHUTTING_DOWN_CODE, details["message"]
+            exchange.close(None, CLIENT_CLOSED_STATUS)  # charged and counted as before: as a client that left
+            usage = usage_so_far(job.prepared)
+            ended = writer.failed(details, usage)   # ends the item it was writing: the stored object lists it
+            job.keep(writer.snapshot("failed", usage, error=details), None)
+        else:
+            exchange.error = "cancelled"
+            exchange.close(None, CLIENT_CLOSED_STATUS)  # counted as a client that left
+            usage = usage_so_far(job.prepared)
+            ended = writer.cancelled(usage)   # ends the item it was writing: the stored object lists it
+            job.keep(writer.snapshot("cancelled", usage), None)
+        run.append(ended)
     except Exception as exc:  # NOTE: an ApiError from admission or the backend, or a bug: the run fails
         if not isinstance(exc, ApiError):
             log.exception("background response %s failed", run.response_id)

@@ -15,7 +15,9 @@ Invariants:
 - once the gateway's stop began (`stop_all()`, at the signal, before the connections
   drain) every run is cancelled, those started later too, each after its first step (a
   task cancelled before it starts never runs its `finally`: it would end unstored and
-  unfinished); `cancel_all()` (at the lifespan's end) leaves no run unfinished.
+  unfinished), and marked `stopped_by_shutdown` (it ends `failed`, not `cancelled`) unless
+  its client's cancel was already under way (it ends `cancelled`, as its client asked);
+  `cancel_all()` (at the lifespan's end) leaves no run unfinished.
 """
 from __future__ import annotations
 
@@ -37,7 +39,7 @@ class BackgroundRun:
     status: str = "queued"  # then "in_progress"; a finished run's final object is in the response store
     events: list[bytes] = field(default_factory=list)
     is_done: bool = False
-    stopped_by_shutdown: bool = False   # its readers get the shutdown's `error` event, not `response.cancelled`
+    stopped_by_shutdown: bool = False   # the gateway's stop ended it: `failed` (`response.failed`), not `cancelled`
     task: asyncio.Task | None = None
     _more: asyncio.Future | None = None
 
@@ -122,10 +124,12 @@ class BackgroundRuns:
         """Begin cancelling every run, and each one started from here on (the gateway's
         stop began; on the event loop): all in one step of the loop, so a queued run is
         cancelled where it waits, not handed the slot a cancelled one before it freed; a
-        run already being cancelled (`POST .../cancel`) is left to end. Returns at once:
-        each run stores itself `cancelled` as it ends (`cancel_all` waits for them)."""
+        run already being cancelled (`POST .../cancel`) is left to end, `cancelled` as its
+        client asked. Returns at once: each run the stop ends stores itself `failed` as it
+        ends (`cancel_all` waits for them)."""
         self.is_stopping = True
-        runs = [run for group in self._by_tenant.values() for run in group.values() if not run.is_done]
+        runs = [run for group in self._by_tenant.values() for run in group.values()
+                if not run.is_done and not (run.task is not None and run.task.cancelling())]
         for run in runs:
             run.stopped_by_shutdown = True
         tasks = [run.task for run in runs if run.task is not None and not run.task.done()]

@@ -34,9 +34,12 @@ Invariants:
   claim dies with the process. Such a row read from the archive is answered as it stands
   while its owner lives (another gateway sharing the file runs it; memory does not keep
   it, so the next read sees that gateway's later writes), and once its owner is gone
-  (killed, crashed) it is stored and answered `cancelled`, the object a graceful stop
-  stores, so a client polling its id learns that it ended instead of getting a 404. The
-  owner's name never leaves the store;
+  (killed, crashed) it is stored and answered `failed` with the `stopped_error` (code
+  `server_error`, as a graceful stop stores it), keeping what the row had, so a client
+  polling its id learns that it ended, and that the gateway ended it, not a cancel (only
+  `POST /v1/responses/{id}/cancel` or a `DELETE` makes `cancelled`), instead of getting a
+  404. A row an earlier release stored `cancelled` so stays. The owner's name never leaves
+  the store;
 - with an archive, the archive is the truth on what still exists: a response deleted
   through another gateway sharing the file is not served from this one's memory (a read
   from memory waits for the archive to find the row), and a background run's later states
@@ -66,6 +69,19 @@ DEFAULT_CAPACITY = 1024  # per tenant
 UNFINISHED = ("queued", "in_progress")   # a background response's statuses before it ends
 OWNER_FIELD = "stepahead_owner"   # in an unfinished response's archived row only: the process running it
 log = logging.getLogger("stepahead.gateway")
+
+
+def stopped_error(how: str) -> dict:
+    """The `error` ({"code", "message"}: OpenAI's `ResponseError`) of a background response
+    that ended `failed` because the gateway running it stopped before it finished (`how`:
+    the way it stopped, in words), not because its client cancelled it."""
+    return {"code": "server_error",
+            "message": f"The gateway running this background response {how} before it finished; the request "
+                       "may be retried."}
+
+
+KILLED = "stopped (its process was killed or crashed)"   # `stopped_error` of a run whose owner is gone
+SHUT_DOWN = "was shut down"   # `stopped_error` of a run a graceful stop ended
 
 
 def is_unfinished(response: dict) -> bool:
@@ -235,8 +251,8 @@ class ResponseStore(HeldResponses):
         stored = replace(stored, response=response)
         if not is_unfinished(response) or self._owners.lives(owner):
             return stored
-        # what a graceful stop stores for a run it cancels (`background_responses.generate`)
-        ended = replace(stored, response={**response, "status": "cancelled"})
+        # as a graceful stop stores a run it ends (`background_responses.generate`): what the row had, failed
+        ended = replace(stored, response={**response, "status": "failed", "error": stopped_error(KILLED)})
         self.archive.put(tenant, ended)
         return ended
 
@@ -258,7 +274,7 @@ class ResponseStore(HeldResponses):
 
     def close(self) -> None:
         """Finish pending archive writes, close the file and give up this process's owner
-        claim (its runs have ended: a graceful stop stored them `cancelled`)."""
+        claim (its runs have ended: a graceful stop stored them `failed`)."""
         if self._archivist is not None:
             self._archivist.submit(self._write_held)
             self._archivist.submit(self.archive.close)

@@ -44,7 +44,7 @@ from gateway.respond import ReplyShape, respond
 from gateway.forecasting import bind_session
 from gateway.http_io import ClientGone, read_json_body
 from gateway.collected import Collected
-from gateway.response_store import StoredResponse
+from gateway.response_store import SHUT_DOWN, StoredResponse, stopped_error
 from gateway.conversation_items import traced_in_conversation, turn_items
 from gateway.conversation_locks import ConversationHold
 from gateway.request_metadata import checked_metadata
@@ -216,13 +216,15 @@ async def _stored_queued(state: GatewayState, tenant: str, writer: ResponsesStre
     """A background run, stored `queued` (`store: false` was refused) before it runs and its
     id is handed out, so that id is found after a crash too (ended): a row the file cannot
     take is a 500, and nothing runs. A request cancelled meanwhile (the shutdown) stores it
-    `cancelled`, the store's thread keeping the order of writes."""
+    `failed` (`stopped_error`: the gateway stopped, not a client's cancel), the store's
+    thread keeping the order of writes."""
     run = BackgroundRun(tenant, writer.response_id, writer.snapshot, input_items(writer.request, writer.response_id))
     run.append(writer.queued())
     try:
         await state.responses.put_and_wait(tenant, StoredResponse(run.response(), (), run.input_items), durable=True)
     except asyncio.CancelledError:
-        state.responses.put(tenant, StoredResponse(writer.snapshot("cancelled"), (), run.input_items))
+        stopped = writer.snapshot("failed", error=stopped_error(SHUT_DOWN))
+        state.responses.put(tenant, StoredResponse(stopped, (), run.input_items))
         raise
     return run
 

@@ -92,11 +92,12 @@ class ResponsesStreamWriter:
     def started(self) -> bytes:
         return self._event("response.in_progress", response=self.snapshot("in_progress"))
 
-    def failed(self, error: dict) -> bytes:
+    def failed(self, error: dict, usage: Usage | None = None) -> bytes:
         """The last events of a response that failed (`error`: {"code", "message"}): the item
         it was writing ended as it stands (`cut`), then `response.failed` with the response
-        as it stopped, its output so far (QA125: the items a client was told were added)."""
-        return self.cut() + self._event("response.failed", response=self.snapshot("failed", error=error))
+        as it stopped, its output so far (QA125: the items a client was told were added), and
+        `usage` when it is known (a run the gateway's stop ended)."""
+        return self.cut() + self._event("response.failed", response=self.snapshot("failed", usage, error=error))
 
     def cancelled(self, usage: Usage | None = None) -> bytes:
         """A background response's last events when it was cancelled: the item it was

@@ -23,7 +23,8 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 def begin_stop(state: GatewayState) -> None:
     """The gateway's first steps once its stop began (on the loop), before the connections
     drain: background responses, running and queued, and any a request in flight starts
-    later, are cancelled at once (stored `cancelled` with their output so far; docs/api.md),
+    later, are stopped at once (stored `failed`, saying the gateway stopped, with their output
+    so far; `cancelled` is only a client's cancel; docs/api.md),
     not left generating through the drain. Idempotent; the lifespan's end stops them too.
     Batches send no further request (those in flight finish if the drain lets them; they
     go on at the next start).

@@ -216,7 +216,7 @@ async def test_deleting_a_running_response_stops_it(gateway, http):
     assert await wait_until(lambda: gateway.state.limiters["beta"].num_active == 0, 5.0)
 
 
-def test_stopping_the_gateway_stores_its_running_responses_as_cancelled(fake_upstream, tmp_path):
+def test_stopping_the_gateway_stores_its_running_responses_as_failed(fake_upstream, tmp_path):
     from gateway.app import build_app
     from gateway.config import key_digest, parse_config
     from tests.gateway.serving import start_server
@@ -235,7 +235,8 @@ def test_stopping_the_gateway_stores_its_running_responses_as_cancelled(fake_ups
     finally:
         server.stop()
     stored = archived(database, "alpha", started["id"])
-    assert stored is not None and stored.response["status"] == "cancelled" and stored.response["background"] is True
+    assert stored is not None and stored.response["status"] == "failed" and stored.response["background"] is True
+    assert stored.response["error"]["code"] == "server_error"   # the gateway stopped: not a client's cancel
 
 
 CRASHING_GATEWAY = """
@@ -247,10 +248,11 @@ uvicorn.run(build_app(parse_config(json.loads(sys.argv[1]))), host="127.0.0.1", 
 """
 
 
-def test_background_responses_of_a_killed_gateway_read_back_cancelled_and_not_while_it_runs(fake_upstream, tmp_path):
-    """kill -9 (no graceful stop stores them `cancelled`): the queued and running ones
-    answer `cancelled` after the restart, not a 404; a gateway on the same file that
-    starts while the first still runs leaves them running."""
+def test_background_responses_of_a_killed_gateway_read_back_failed_and_not_while_it_runs(fake_upstream, tmp_path):
+    """kill -9 (no graceful stop stores them `failed`): the queued and running ones
+    answer `failed` after the restart (an error saying the gateway stopped: FI85, not
+    `cancelled`), not a 404; a gateway on the same file that starts while the first
+    still runs leaves them running."""
     from gateway.app import build_app
     from gateway.config import key_digest, parse_config
     from tests.gateway.serving import free_port, start_server
@@ -309,10 +311,10 @@ def test_background_responses_of_a_killed_gateway_read_back_cancelled_and_not_wh
             "model": "fake", "input": "more", "previous_response_id": ids[0]})
     finally:
         restarted.stop()
-    assert [(answer.status_code, answer.json().get("status")) for answer in after] == [(200, "cancelled")] * 3
-    assert after[0].json()["background"] is True and after[0].json()["error"] is None
-    assert cancelled.status_code == 200 and cancelled.json() == after[1].json()   # cancelling again: the same
-    assert continued.status_code == 400 and "cancelled" in continued.json()["error"]["message"]
+    assert [(answer.status_code, answer.json().get("status")) for answer in after] == [(200, "failed")] * 3
+    assert after[0].json()["background"] is True and after[0].json()["error"]["code"] == "server_error"
+    assert cancelled.status_code == 400 and "'failed'" in cancelled.json()["error"]["message"]   # it has ended
+    assert continued.status_code == 400 and "failed" in continued.json()["error"]["message"]
 
 
 def test_the_official_client_streams_a_background_response_and_resumes_it(client):
@@ -416,10 +418,11 @@ def test_stopping_the_gateway_stores_a_running_response_with_its_output_so_far(f
     finally:
         server.stop()
     stored = archived(database, "alpha", run.response_id)
-    assert stored.response["status"] == "cancelled"
+    assert stored.response["status"] == "failed" and stored.response["error"]["code"] == "server_error"
     [message] = stored.response["output"]
     assert message["status"] == "incomplete" and message["content"][0]["text"].startswith("echo:")
-    assert not any(b"response.cancelled" in event for event in run.events)   # its readers read the shutdown's error
+    assert not any(b"response.cancelled" in event for event in run.events)
+    assert run.events[-1].startswith(b"event: response.failed\n")   # its readers read how it ended
 
 
 def test_a_background_response_deleted_through_another_gateway_is_gone_from_the_one_running_it(

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 from gateway.response_archive import ResponseArchive
-from gateway.response_store import OWNER_FIELD, ResponseStore, StoredResponse
+from gateway.response_store import KILLED, OWNER_FIELD, ResponseStore, StoredResponse, stopped_error
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # a gateway process that stored a queued and an in-progress background response, still running them
@@ -220,10 +220,11 @@ def _unfinished(response_id: str, status: str = "queued") -> StoredResponse:
                           (), ({"type": "message", "id": response_id},))
 
 
-def test_a_killed_gateways_unfinished_background_responses_read_back_cancelled_not_while_it_lives(tmp_path):
+def test_a_killed_gateways_unfinished_background_responses_read_back_failed_not_while_it_lives(tmp_path):
     """The owner stored them before it handed their ids out; while it runs, another
     gateway on the same file reads them as they stand; once it is killed (no graceful
-    stop stored them `cancelled`), they read back `cancelled`, not a 404."""
+    stop stored them `failed`), they read back `failed` with an error saying the gateway
+    stopped (FI85: not `cancelled`, a client's cancel), not a 404."""
     path = tmp_path / "responses.sqlite3"
     owner = subprocess.Popen([sys.executable, "-c", OWNER, str(path)], stdout=subprocess.PIPE, text=True, cwd=REPO)
     reader = ResponseStore(capacity=8, archive=ResponseArchive(path, 8))
@@ -239,13 +240,13 @@ def test_a_killed_gateways_unfinished_background_responses_read_back_cancelled_n
         owner.stdout.close()
     for status in ("queued", "in_progress"):
         stored = _get(reader, "a", f"r_{status}")
-        assert stored.response == {"id": f"r_{status}", "status": "cancelled", "background": True, "output": [],
-                                   "error": None}
+        assert stored.response == {"id": f"r_{status}", "status": "failed", "background": True, "output": [],
+                                   "error": stopped_error(KILLED)}
         assert stored.input_items == ({"type": "message", "id": status},) and stored.messages == ()
     assert _get(reader, "b", "r_queued") is None   # still per tenant
     reader.close()
     archive = ResponseArchive(path, 8)   # stored ended, as a graceful stop stores them
-    assert archive.get("a", "r_queued").response["status"] == "cancelled"
+    assert archive.get("a", "r_queued").response["status"] == "failed"
     archive.close()
     assert list((tmp_path / "responses.sqlite3.owners").iterdir()) == []   # the dead owner's lock file went
 
@@ -253,7 +254,7 @@ def test_a_killed_gateways_unfinished_background_responses_read_back_cancelled_n
 def test_a_store_never_ends_the_runs_it_owns_and_gives_them_up_when_closed(tmp_path):
     """Two stores on one file in one process (two gateways): neither ends the other's
     unfinished rows, nor its own; once one is closed without ending its runs (as after a
-    crash), the other reads them `cancelled`."""
+    crash), the other reads them `failed`."""
     path = tmp_path / "responses.sqlite3"
     first = ResponseStore(capacity=1, archive=ResponseArchive(path, 8))
     asyncio.run(first.put_and_wait("a", _unfinished("r1")))
@@ -262,7 +263,7 @@ def test_a_store_never_ends_the_runs_it_owns_and_gives_them_up_when_closed(tmp_p
     second = ResponseStore(capacity=8, archive=ResponseArchive(path, 8))
     assert _get(second, "a", "r1") == _unfinished("r1")
     first.close()
-    assert _get(second, "a", "r1").response["status"] == "cancelled"
+    assert _get(second, "a", "r1").response["status"] == "failed"
     second.close()
 
 

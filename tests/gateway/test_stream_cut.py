@@ -57,7 +57,7 @@ def test_a_stream_cut_by_the_shutdown_timeout_ends_with_an_error_event_and_a_who
     assert 'status="503"' in app.state.gateway.metrics.render()   # counted as the gateway's refusal
 
 
-def test_a_background_responses_reader_cut_at_shutdown_reads_an_error_event_numbered_as_the_runs_next(
+def test_a_background_responses_reader_cut_at_shutdown_reads_the_runs_end_or_an_error_numbered_as_its_next(
         fake_upstream, monkeypatch, tmp_path):
     monkeypatch.setenv("STEPAHEAD_TEST_FAKE_KEY", "sk-upstream-secret")
     _, server = _gateway(fake_upstream, tmp_path)
@@ -66,10 +66,13 @@ def test_a_background_responses_reader_cut_at_shutdown_reads_an_error_event_numb
     events = [json.loads(line.removeprefix("data: ")) for line in lines if line.startswith("data: ")]
     assert events[0]["type"] == "response.created"
     assert [event["sequence_number"] for event in events] == list(range(len(events)))
-    last = events[-1]
-    assert (last["type"], last["code"]) == ("error", "server_shutting_down")
-    assert last["message"].startswith("The gateway is shutting down and cut this stream; the background "
-                                      "response is cancelled with it (GET /v1/responses/resp_")
+    last = events[-1]   # the run the stop ended (`response.failed`), or, were it still running, the cut's error
+    if last["type"] == "response.failed":
+        assert last["response"]["error"]["code"] == "server_error"
+    else:
+        assert (last["type"], last["code"]) == ("error", "server_shutting_down")
+        assert last["message"].startswith("The gateway is shutting down and cut this stream; the background "
+                                          "response stops with it and ends failed (GET /v1/responses/resp_")
 
 
 @pytest.mark.parametrize("path, body", [
