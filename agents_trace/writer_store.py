@@ -160,5 +160,5 @@ class StoreUpkeep:
             return store.surviving_damage(lambda: call(store))
         except (sqlite3.Error, OSError):
             self.stats.num_store_errors += 1
-            self._failures.log(what, f"{what} failed", *what_args)
+            self._failures.log(what, f"stepahead: warning: {what} failed", *what_args)
             return default

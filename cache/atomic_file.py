@@ -21,11 +21,18 @@ name, raised before the block runs; callers catch OSError alone.
 Modes: a file replaced keeps its mode; a new one is private to this user, 0600 whatever
 the umask (`cache.private_paths`: what is written so is mostly tenants' data), unless
 `shared`.
+
+A process killed mid-write leaves its partial file, `.<name>.partial<pid>`:
+`sweep_partial_files(directory)` removes those of a directory whose pid names no live
+process but this one (so one of its own pid, left by an earlier process: containers
+reuse pids). Call it only where no write of this process is in flight, on a directory
+this process holds (`gateway.directory_claim`: no other gateway saves there).
 """
 from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -35,6 +42,50 @@ from typing import IO
 from cache.private_paths import PRIVATE_FILE_MODE
 
 MAX_LINKS = 40   # links followed before a path counts as a loop (as the kernel's)
+PARTIAL_NAME = re.compile(r"\..+\.partial([0-9]+)")   # `.<name>.partial<pid>` (`partial_path`)
+
+
+def partial_path(target: Path) -> Path:
+    """Where this process writes `target`'s new content before renaming it into place."""
+    return target.with_name(f".{target.name}.partial{os.getpid()}")
+
+
+def sweep_partial_files(directory: str | Path) -> int:
+    """Remove the partial files (`.<name>.partial<pid>`) in `directory` left by a process
+    killed mid-write (see the module's docstring); how many. Call only where no write of
+    this process is in flight: one of its own pid counts as left by an earlier process."""
+    removed = 0
+    try:
+        entries = list(os.scandir(directory))
+    except FileNotFoundError:
+        return 0
+    for entry in entries:
+        found = PARTIAL_NAME.fullmatch(entry.name)
+        if found is None or _is_live_other_process(int(found.group(1))):
+            continue
+        try:
+            if not entry.is_file(follow_symlinks=False):
+                continue
+            os.unlink(entry.path)
+        except FileNotFoundError:   # removed meanwhile
+            continue
+        removed += 1
+    return removed
+
+
+def _is_live_other_process(pid: int) -> bool:
+    """Whether `pid` names a live process other than this one (one of another user too)."""
+    if pid <= 0 or pid == os.getpid():   # (0 would ask about this process group)
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:   # another user's
+        return True
+    except OverflowError:   # no pid is that large
+        return False
+    return True
 
 
 @contextmanager
@@ -48,7 +99,7 @@ def replacing(path: str | Path, binary: bool = False, *, shared: bool = False) -
             yield stream
         return
     target = _link_target(target, path)
-    partial = target.with_name(f".{target.name}.partial{os.getpid()}")
+    partial = partial_path(target)
     kept = _mode_of(target)
     mode = 0o666 if shared else PRIVATE_FILE_MODE   # the umask applies
 

@@ -17,7 +17,11 @@ Invariants:
 - the event loop never touches the disk: every call runs on the store's one thread, in
   the order made (but a finished batch's `each_result`, read on its finisher's thread);
   with `root` None everything is kept in memory and a temporary directory (made on first
-  use, removed at `close()`), lost at a restart.
+  use, removed at `close()`), lost at a restart;
+- an index found damaged is set aside and a new one started: the results of the batches
+  it recorded go to `batch_results/orphaned-<its UTC time>/` then, or at the next start,
+  each under its batch's claim (never one a runner runs), with one warning
+  (`gateway.unrecorded_files.set_aside_unrecorded` says which).
 """
 from __future__ import annotations
 
@@ -29,12 +33,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from cache.private_paths import make_private_dirs, private_opener
-from cache.sqlite_file import SqliteFile
 from gateway.errors import ApiError
 from gateway.tenant_seq import next_seq, number_unnumbered
 from gateway.ids import random_hex
 from gateway.list_page import ListPage
 from gateway.openai_format import line_breaks_escaped
+from gateway.unrecorded_files import SweptIndex, move_unrecorded, moved_under_claim
 from gateway.store_thread import StoreThread, TemporaryRoot
 
 SCHEMA = """
@@ -155,13 +159,30 @@ class BatchStore:
         self.clock = clock
         # NOTE: rows of the first version were rewritten with INSERT OR REPLACE (a new rowid
         # each time): `created_at, id` is their best guess of creation order
-        self._file = SqliteFile(None if root is None else root / "batches.sqlite3", "the batch index", SCHEMA,
-                                ADDED_COLUMNS, migrate=lambda db: number_unnumbered(db, "batches", "created_at, id"))
+        self._file = SweptIndex(None if root is None else root / "batches.sqlite3", "the batch index", SCHEMA,
+                                ADDED_COLUMNS, migrate=lambda db: number_unnumbered(db, "batches", "created_at, id"),
+                                after_set_aside=self._set_aside_unrecorded)
         self._thread = StoreThread("stepahead-batches", "the batch store")
+        if root is not None:   # first on the thread: before any batch of this store runs
+            self._thread.submit(self._sweep_unrecorded)
 
     @property
     def results_dir(self) -> Path:
         return (self._root if self._temporary is None else self._temporary.path) / "batch_results"
+
+    def _sweep_unrecorded(self) -> None:
+        """At start: `_set_aside_unrecorded`, once an index there is was opened (and set aside if no database)."""
+        if self._file.path is not None and self._file.path.exists():
+            self._file.rows("SELECT 1 FROM batches LIMIT 1")
+        self._set_aside_unrecorded()
+
+    def _set_aside_unrecorded(self) -> None:
+        """Move the results of the batches the newest damaged index took the records of to
+        `batch_results/orphaned-<its UTC time>/`, each under its claim (gateway/batch_claims.py)."""
+        if self.results_dir.is_dir():
+            move_unrecorded(self._file, "batches", {path.stem: path for path in self.results_dir.glob("*.jsonl")},
+                            self.results_dir, "batch result file(s)",
+                            moved_under_claim(self.results_dir.parent / "batch_claims"))
 
     def _put(self, batch: Batch) -> None:
         """Keep `batch`; a batch kept `cancelling` (by a gateway sharing this store) is not

@@ -15,6 +15,9 @@ Invariants:
   which the next start of a store on `root` (`gateway.partial_files`) removes, or renames
   into place when its record was written: never one that a live writer (of this gateway
   or another sharing `root`) holds, nor an empty one made in the last `PARTIAL_GRACE_S`;
+- an index found damaged is set aside and a new one started: the files it recorded go to
+  `root/orphaned-<its UTC time>/` then, or at the next start, with one warning
+  (`gateway.unrecorded_files.set_aside_unrecorded` says which): `root` keeps recorded files;
 - a batch's output or error file (`add_output`) is its tenant's one live file of its
   name: a batch finished again (a crash after its files, before its final status) reuses
   the file of the same bytes, and removes any other of that name;
@@ -36,7 +39,6 @@ from pathlib import Path
 from typing import IO
 
 from cache.private_paths import make_private_dirs, private_opener
-from cache.sqlite_file import SqliteFile
 from gateway.errors import ApiError, body_too_large
 from gateway.file_records import StoredFile, file_not_found
 from gateway.file_quota import UploadReservations, file_storage_full
@@ -44,6 +46,7 @@ from gateway.ids import random_hex
 from gateway.list_page import ListPage
 from gateway.tenant_seq import next_seq, number_unnumbered
 from gateway.partial_files import lock_while_written, partial_path, sweep_partial_files
+from gateway.unrecorded_files import SweptIndex, move_unrecorded
 from gateway.store_thread import StoreThread, TemporaryRoot
 
 SCHEMA = """
@@ -74,12 +77,13 @@ class FileStore:
         self._temporary = TemporaryRoot("stepahead-files-") if root is None else None
         self.clock = clock
         # NOTE: a file's row is never replaced, so rowid is the order old rows were made in
-        self._file = SqliteFile(None if root is None else root / "files.sqlite3", "the file index", SCHEMA,
-                                ADDED_COLUMNS, migrate=lambda db: number_unnumbered(db, "files", "rowid"))
+        self._file = SweptIndex(None if root is None else root / "files.sqlite3", "the file index", SCHEMA,
+                                ADDED_COLUMNS, migrate=lambda db: number_unnumbered(db, "files", "rowid"),
+                                after_set_aside=self._set_aside_unrecorded)
         self._thread = StoreThread("stepahead-files", "the file store")
         self.uploads = UploadReservations()   # on the event loop: the upload route's early refusals
         if root is not None:   # first on the thread: before any upload of this store
-            self._thread.submit(self._sweep_partial_files)
+            self._thread.submit(self._sweep_at_start)
 
     @property
     def root(self) -> Path:
@@ -126,13 +130,25 @@ class FileStore:
                 raise
         return stored
 
-    def _sweep_partial_files(self) -> None:
-        """Partial files of uploads a killed gateway was writing (`gateway.partial_files`)."""
+    def _sweep_at_start(self) -> None:
+        """The partial files of uploads a killed gateway was writing (`gateway.partial_files`);
+        then, once an index there is was opened (one that is not a database is set aside
+        then), the files an index set aside before took the records of."""
         removed = sweep_partial_files(self.root, lambda file_id: bool(
             self._file.rows("SELECT 1 FROM files WHERE id = ?", (file_id,))))
         if removed:
-            log.warning("removed %d partial file(s) of uploads cut short (the gateway was killed while writing "
-                        "them) from %s", removed, self.root)
+            log.warning("stepahead: warning: removed %d partial file(s) of uploads cut short (the gateway was killed "
+                        "while writing them) from %s", removed, self.root)
+        if self._file.path is not None and self._file.path.exists():
+            self._file.rows("SELECT 1 FROM files LIMIT 1")
+        self._set_aside_unrecorded()
+
+    def _set_aside_unrecorded(self) -> None:
+        """Move the files the newest damaged index took the records of to
+        `root/orphaned-<its UTC time>/` (`gateway.unrecorded_files.move_unrecorded`)."""
+        if self.root.is_dir():   # (with root None, the index is in memory: never set aside)
+            move_unrecorded(self._file, "files", {path.name: path for path in self.root.glob("file-*")
+                                                  if "." not in path.name}, self.root, "file(s)")   # not partial
 
     def _add_output(self, tenant: str, filename: str, purpose: str, data: bytes,
                     expires_after_s: int | None) -> StoredFile | None:

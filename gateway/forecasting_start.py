@@ -8,7 +8,9 @@ when another gateway holds it already, the operator is told at the start (both s
 save: the last to save a tenant wins), and the relay tries the claim again before each
 checkpoint: it takes it once the other gateway is gone (which is then told at its own
 start), and tells again when another process holds it by then (QA133: once the holder
-restarted, neither log said two gateways shared the directory).
+restarted, neither log said two gateways shared the directory). A start that holds
+the claim removes the partial files of saves a killed gateway cut short
+(`cache.atomic_file.sweep_partial_files`), before its own saves begin.
 """
 from __future__ import annotations
 
@@ -18,9 +20,10 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from agents_trace.config import data_file
+from cache.atomic_file import sweep_partial_files
 from gateway.checkpoints import Checkpoints
 from gateway.directory_claim import DirectoryClaim, claim_directory
-from gateway.forecasting import ForecastRelay
+from gateway.forecasting import GAPS_DIR, ForecastRelay
 from gateway.stderr_line import stderr_line
 
 log = logging.getLogger("stepahead.gateway")
@@ -63,11 +66,30 @@ def start_forecasting(tracer, backends: Mapping[str, object],
         relay.claim = claim_directory(directory)
     except OSError as exc:   # a directory it cannot write: its saves will say so too; it still serves
         log.warning("stepahead: warning: could not claim %s for this gateway's forecasts: %s", directory, exc)
+    if relay.claim is not None and relay.claim.held:
+        sweep_saves_cut_short(directory)
     relay.checkpoints = Checkpoints(lambda: checkpoint(relay, directory), checkpoint_every_s).start()
     stderr_line(f"stepahead: {started_line(relay, directory, claimed=relay.claim is not None)}")
     if relay.claim is not None and not relay.claim.held:
         stderr_line(f"stepahead: warning: {shared_directory_line(relay.claim)}")
     return relay
+
+
+def sweep_saves_cut_short(directory: Path) -> int:
+    """Remove the partial files a gateway killed mid-save left in `directory` and its
+    `GAPS_DIR` (call while holding the directory's claim, before this gateway's saves
+    begin), with one warning line when there were any; how many."""
+    removed = 0
+    for place in (directory, directory / GAPS_DIR):
+        try:
+            removed += sweep_partial_files(place)
+        except OSError as exc:   # not readable: left as they are
+            log.warning("stepahead: warning: could not look for the partial files of forecast saves cut short in "
+                        "%s: %s", place, exc)
+    if removed:
+        log.warning("stepahead: warning: removed %d partial file(s) of forecast saves cut short (a gateway was killed "
+                    "while saving) from %s", removed, directory)
+    return removed
 
 
 def checkpoint(relay: ForecastRelay, directory: Path) -> None:

@@ -68,7 +68,7 @@ class HeldResponses:
                 try:
                     self._write(tenant, found.stored, False, found.used_s)
                 except Exception:  # NOTE: as in `_archive_quietly`; the put it makes again was counted
-                    self._failures.log("put", "the response archive failed to %s", "put")
+                    self._failures.log("put", "stepahead: warning: the response archive failed to %s", "put")
                     return
                 self._let_go(tenant, response_id)
 

@@ -264,7 +264,7 @@ class ResponseStore(HeldResponses):
             result = call(*args)
         except Exception:  # NOTE: sqlite3 errors, a full disk, a read-only directory
             self.num_archive_failures += 1
-            self._failures.log(operation, "the response archive failed to %s", operation)
+            self._failures.log(operation, "stepahead: warning: the response archive failed to %s", operation)
             if raising:
                 raise
             return None

@@ -45,7 +45,7 @@ class StoreThread:
         try:
             return function(*args)
         except STORE_FAILURES:
-            self._failures.log(operation, "%s failed to %s", self.what, operation)
+            self._failures.log(operation, "stepahead: warning: %s failed to %s", self.what, operation)
             raise
 
     async def call(self, function: Callable[..., Any], *args: Any, named: str | None = None) -> Any:

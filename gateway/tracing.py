@@ -61,7 +61,7 @@ def trace_store_unavailable(request: Request, error: sqlite3.Error) -> ApiError:
     state = request.app.state.gateway
     if is_damaged_database(error) and state.tracer is not None:
         state.tracer.report_store_damage()
-    log.warning("reading the trace store failed: %s", error)
+    log.warning("stepahead: warning: reading the trace store failed: %s", error)
     return unavailable(f"The trace store could not be read ({error}); try again shortly.",
                        code="trace_store_unavailable")
 

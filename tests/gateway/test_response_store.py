@@ -210,7 +210,7 @@ def test_an_archive_failing_every_put_is_logged_once_and_memory_still_serves(tmp
             store.put("a", _stored(f"r{n}"))
         store.close()   # waits for the archive thread's puts
     assert [record.getMessage() for record in caplog.records] == [   # one line: the directory it would make is a file
-        f"the response archive failed to put: FileExistsError: [Errno 17] File exists: '{blocker}'"]
+        f"stepahead: warning: the response archive failed to put: FileExistsError: [Errno 17] File exists: '{blocker}'"]
     assert store.num_archive_failures == 20   # each counted (in /metrics for admins)
     assert _get(store, "a", "r19") == _stored("r19")
 
