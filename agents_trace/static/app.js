@@ -13,6 +13,9 @@
 const KEY_STORAGE = "stepahead.key";
 
 const LIVE_INTERVAL_MS = 2000;
+// Live's refresh of the lines over the list (list.js `refreshFigures`): its window's
+// figures walk every step in the window on the gateway, the whole store by default
+const LIVE_FIGURES_INTERVAL_MS = 30000;
 const FETCH_TIMEOUT_MS = 30000;  // an API call not answered by then fails (`api`)
 const STEPS_PAGE = 200;
 const SESSIONS_PAGE = 50;
@@ -28,11 +31,13 @@ const MAX_RESTORED_ROWS = 5000;  // what a list URL's `rows` may ask for
 // `next_before`), where "load more" goes on; `sessionsShown`: the keys (`sessionKey`) of
 // the sessions listed, `sessionsByKey` those sessions by key (the column sort's values); `route`: counts routes, so a load that ends after the user went
 // elsewhere shows nothing; `liveTimer`: the Live timer (`setLive`); `busy`: the Live refresh,
-// list "load more" or session "load more"/"load earlier" in flight (`inTurn`), or null
+// list "load more" or session "load more"/"load earlier" in flight (`inTurn`), or null;
+// `figuresTimer`: the list's Live timer for the lines over it (`setLive`); `figures`: those
+// lines on their way (list.js `loadListFigures`), or null
 const view = { me: null, sessionsLoaded: 0, sessionsBefore: null, sessionsRows: 0, sessionsShown: new Set(),
                sessionsByKey: new Map(),
                steps: [], stepsStart: 0, stepsEnd: 0, session: null, requestId: "", openContent: new Set(),
-               contents: new Map(), liveTimer: null, busy: null, route: 0 };
+               contents: new Map(), liveTimer: null, busy: null, route: 0, figuresTimer: null, figures: null };
 
 function setStatus(text) { $("status").textContent = visible(text || ""); }
 
@@ -90,21 +95,29 @@ async function downloadFile(path, name) {
 // Live: while a view's box is ticked and the tab visible, ask every LIVE_INTERVAL_MS.
 // A session (while open): see session.js `refreshLive` (before its last page, its
 // totals; on it, the steps after those shown). The list: its first pages merged into
-// the rows loaded, every page kept (list.js `refreshList`).
+// the rows loaded, every page kept (list.js `refreshList`); the lines over the list
+// (its window's figures, the forecasters) every LIVE_FIGURES_INTERVAL_MS only, on a timer
+// of their own that a list reload keeps (list.js `refreshFigures`: one at a time).
 // One Live refresh at a time, whichever view started it, and never beside the list's
 // "load more" or a session's "load more"/"load earlier" steps (`inTurn`): a tick while
 // the last refresh or such a load is still in flight (`view.busy`: a slow gateway, a big
 // session) is skipped, so two never start from the same steps or rows shown (and add the
-// same new ones twice), and a slow gateway gets no pile of requests (a list refresh ends
-// when its figures have come too). A call the gateway never answers fails after
-// FETCH_TIMEOUT_MS (`api`), so it holds Live up no longer. Ticking the box again or
-// changing views starts a new timer, not a second refresh.
+// same new ones twice), and a slow gateway gets no pile of requests. A call the gateway
+// never answers fails after FETCH_TIMEOUT_MS (`api`), so it holds Live up no longer.
+// Ticking the box again or changing views starts a new timer, not a second refresh.
 function setLive() {
   if (view.liveTimer) { clearInterval(view.liveTimer); view.liveTimer = null; }
+  const listLive = $("f-live").checked && !$("sessions-view").hidden;
   if ($("live").checked && view.session && view.session.is_open && !$("session-view").hidden) {
     view.liveTimer = setInterval(() => liveTick(refreshLive), LIVE_INTERVAL_MS);
-  } else if ($("f-live").checked && !$("sessions-view").hidden) {
+  } else if (listLive) {
     view.liveTimer = setInterval(() => liveTick(refreshList), LIVE_INTERVAL_MS);
+  }
+  if (listLive && !view.figuresTimer) {
+    view.figuresTimer = setInterval(refreshFigures, LIVE_FIGURES_INTERVAL_MS);
+  } else if (!listLive && view.figuresTimer) {
+    clearInterval(view.figuresTimer);
+    view.figuresTimer = null;
   }
 }
 

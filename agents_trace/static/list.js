@@ -27,22 +27,27 @@ function filterQuery() {
 }
 
 // One line over the list: the steps that arrived in the filter's window (agent, tenant,
-// since, until), from /v1/traces/stats. The id and "errors only" filters do not apply to
+// since, until), from /v1/traces/stats, and when they were asked for ("as of": under Live
+// the rows are newer, `refreshFigures`). The id and "errors only" filters do not apply to
 // steps: with either set, the line says it counts every session's (so "No sessions
-// match." under it is no contradiction).
-async function loadWindowStats() {
+// match." under it is no contradiction). `current()`: whether the list it was asked for
+// still shows (false: nothing written).
+async function loadWindowStats(current) {
   const params = filterQuery();
   const ignored = params.has("errors") || params.has("id_contains");
   params.delete("errors");
   params.delete("id_contains");   // the window's steps: every session's
+  const asked = new Date();
   const stats = await api("/v1/traces/stats?" + params);
+  if (!current()) return;
   const t = stats.total;
   $("window-stats").textContent = !t ? "" :
     `Steps in this window${ignored ? " (all sessions)" : ""}: ${t.steps} in ${count(t.sessions, "session")} · ` +
     `${t.prompt_tokens} prompt tokens, ` +
     `${pct(t.cached_tokens, t.prompt_tokens)} cached · TTFT p50 ${fmtMs(t.ttft_p50_s)} ms, ` +
     `p99 ${fmtMs(t.ttft_p99_s)} ms · ${count(t.errors, "error")}` +
-    (t.forecasts ? ` · forecasts right ${t.forecast_hits}/${t.forecasts}` : "");
+    (t.forecasts ? ` · forecasts right ${t.forecast_hits}/${t.forecasts}` : "") +
+    ` · as of ${asked.toLocaleTimeString()}`;
 }
 
 // Where a tenant's forecasts stand: its step model (fitted or not yet, how its recent
@@ -61,12 +66,13 @@ function forecasterLine(t) {
 
 const MAX_FORECASTER_LINES = 20;
 
-async function loadForecasters() {
+async function loadForecasters(current) {
   const params = new URLSearchParams();
   const tenant = filterQuery().get("tenant");
   if (tenant) params.set("tenant", tenant);
   params.set("limit", MAX_FORECASTER_LINES);
   const status = await api("/v1/traces/forecasters?" + params);
+  if (!current()) return;
   const lines = status.data.map((t) => el("li", {}, forecasterLine(t)));
   const more = (status.num_tenants || 0) - status.data.length;
   if (more > 0) lines.push(el("li", {}, `and ${count(more, "more tenant")}: filter by tenant to see one`));
@@ -143,12 +149,28 @@ async function loadSessions(append, count = SESSIONS_PAGE) {
 }
 
 // The lines over the list (the window's figures, the forecasters), asked for again; done
-// (never failed: a line that did not come is left empty) once both came.
+// (never failed: a line that did not come is left empty) once both came, and held in
+// `view.figures` until then. Lines that come after the user went elsewhere (another
+// filter applied, the list reloaded) are not shown: they are the last list's.
 function loadListFigures() {
-  return Promise.all([
-    loadWindowStats().catch(() => { $("window-stats").textContent = ""; }),
-    loadForecasters().catch(() => { $("forecasters").replaceChildren(); }),
-  ]);
+  const ticket = view.route;
+  const current = () => ticket === view.route;
+  const figures = Promise.all([
+    loadWindowStats(current).catch(() => { if (current()) $("window-stats").textContent = ""; }),
+    loadForecasters(current).catch(() => { if (current()) $("forecasters").replaceChildren(); }),
+  ]).finally(() => { if (view.figures === figures) view.figures = null; });
+  view.figures = figures;
+  return figures;
+}
+
+// Live's refresh of the lines over the list: every LIVE_FIGURES_INTERVAL_MS, not with
+// the rows (app.js `setLive`), as the window's figures cost the gateway a walk over every
+// step in the window (the whole store with no "since"); none while the last ones are
+// still on their way (`view.figures`, whoever asked) or the tab is hidden. Loading the
+// list (its URL, a filter applied) asks for them at once (`showSessions`).
+function refreshFigures() {
+  if (document.hidden || view.figures) return;
+  loadListFigures();
 }
 
 // The list as its URL names it: its filters, and as many rows as were loaded (a page of
@@ -182,17 +204,11 @@ async function showSessions(params, ticket) {
 // figures they were loaded with until they are active again (or the list is reloaded: a
 // session deleted down there goes then).
 // A session after the last row listed is left to "load more" (shown when hidden), which
-// never runs meanwhile (app.js `inTurn`). The refresh ends once the lines over the list
-// came too (`loadListFigures`), so on a slow gateway the next one asks for none of them
-// again while they are still on their way.
+// never runs meanwhile (app.js `inTurn`). The lines over the list are Live's too, far
+// less often and on their own turn (`refreshFigures`).
 async function refreshList() {
   if (document.hidden) return;
-  const figures = loadListFigures();
-  try {
-    await refreshRows();
-  } finally {
-    await figures;
-  }
+  await refreshRows();
 }
 
 // The rows of `refreshList`.

@@ -9,11 +9,14 @@ fails when the browser's console reported, while it ran, a Content-Security-Poli
 violation (the viewer must work under its own policy) or a load that failed of anything
 but the API (the page's files, its icon: no `/favicon.ico` 404).
 
-The page's Live refresh (`setInterval` every 2 s, app.js) ticks every LIVE_TICK_MS here:
-the wrapper only shortens the interval, so the page's own rule (one refresh at a time, a
-tick skipped while the last is in flight: app.js `setLive`) is what the tests exercise
-(test_viewer_live_slow.py: a refresh slower than the tick). The wrapper is added by
-DevTools before the page's scripts run, outside its CSP.
+The page's Live refresh (`setInterval` every 2 s, app.js) ticks every LIVE_TICK_MS here,
+and the list's Live refresh of the lines over it (every 30 s: app.js
+LIVE_FIGURES_INTERVAL_MS; any interval of LONG_INTERVAL_MS or more) every
+LIVE_FIGURES_TICK_MS, still several row ticks apart: the wrapper only shortens the
+intervals, so the page's own rule (one refresh at a time, a tick skipped while the last is
+in flight: app.js `setLive`) is what the tests exercise (test_viewer_live_slow.py: a
+refresh slower than the tick; test_viewer_live_figures.py: the figures' own timer). The
+wrapper is added by DevTools before the page's scripts run, outside its CSP.
 """
 from __future__ import annotations
 
@@ -32,11 +35,14 @@ CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu",
 PAGE_TIMEOUT_S = 20
 POLL_S = 0.05   # how often `wait_for` looks again
 LIVE_TICK_MS = 250
+LIVE_FIGURES_TICK_MS = 4 * LIVE_TICK_MS
+LONG_INTERVAL_MS = 10000
 FAST_INTERVALS = """
 (() => {
   const every = window.setInterval.bind(window);
-  window.setInterval = (callback, ms, ...args) => every(callback, ms > %(tick)d ? %(tick)d : ms, ...args);
-})();""" % {"tick": LIVE_TICK_MS}
+  const shortened = (ms) => ms >= %(long)d ? %(figures)d : ms > %(tick)d ? %(tick)d : ms;
+  window.setInterval = (callback, ms, ...args) => every(callback, shortened(ms), ...args);
+})();""" % {"tick": LIVE_TICK_MS, "figures": LIVE_FIGURES_TICK_MS, "long": LONG_INTERVAL_MS}
 
 
 def _chromedriver() -> str | None:

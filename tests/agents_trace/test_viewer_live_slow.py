@@ -166,9 +166,10 @@ def test_a_slow_live_list_asks_one_page_at_a_time(served, slow_driver):
 
 
 def test_a_slow_live_list_asks_for_its_figures_once_at_a_time_too(served, slow_driver):
-    """The window's figures and the forecasters' line 4 ticks late, the rows at once: the
-    old refresh ended with its rows, not waiting for those lines, so every tick asked for
-    them again while the last ones were still on their way."""
+    """The window's figures and the forecasters' line 4 ticks late, the rows at once: one
+    request of each in flight at most (an old refresh ended with its rows and every tick
+    asked for those lines again while the last ones were still on their way; the figures
+    now have a timer of their own that skips while they are)."""
     from selenium.webdriver.common.by import By
 
     driver = slow_driver
