@@ -38,8 +38,8 @@ from pathlib import Path
 from agents_trace.content import split_tools_entry
 from agents_trace.prompt_blocks import RECORD_BLOCK_SIZE, num_blocks
 from agents_trace.semconv import OP_TEXT_COMPLETION
-from agents_trace.store_queries import read_store
-from agents_trace.step_queries import iter_session_steps
+from agents_trace.store_queries import read_snapshot, read_store
+from agents_trace.step_queries import session_steps
 from agents_trace.store_rows import GENERATED_NOTHING
 
 FORMAT = "stepahead-trace/1"
@@ -141,15 +141,18 @@ def line_gap_s(step: dict, previous: dict | None, left_out_between: bool) -> flo
     return max(0.0, gap_s)
 
 
-def _session_requests(path: Path, tenant: str, session: str,
+def _session_requests(db: sqlite3.Connection | None, tenant: str, session: str,
                       counts: ExportCounts) -> Iterator[tuple[float, dict]]:
-    """Each of the session's request lines (all fields but `t`) with its arrival time; a
-    step left out (`is_left_out`) counted in `counts` instead."""
+    """Each of the session's request lines (all fields but `t`) with its arrival time, read
+    on `db` (a reader connection; None: no store, no lines); a step left out
+    (`is_left_out`) counted in `counts` instead."""
+    if db is None:
+        return
     full_messages: dict[int, list] = {}
     pending: tuple[dict, dict] | None = None  # a step's line waits for the next step (its kept choice)
     last_kept: dict | None = None   # the session's last step with a line
     left_out_since = False          # a step was left out after it
-    for step, content in iter_session_steps(path, tenant, session):
+    for step, content in session_steps(db, tenant, session):
         if pending is not None:
             yield pending[0]["arrived_s"], {**pending[1], "tool_calls": kept_tool_names(pending[0], step)}
             pending = None
@@ -210,12 +213,13 @@ def export_lines(path: Path, tenant: str, session: str, counts: ExportCounts | N
     counts = ExportCounts() if counts is None else counts
     start_s: float | None = None
     last_s = 0.0
-    for arrived_s, line in _session_requests(path, tenant, session, counts):
-        if start_s is None:
-            start_s = arrived_s
-            counts.wrote_session(tenant)
-        last_s = max(last_s, arrived_s - start_s)
-        yield _request_line(last_s, line)
+    with read_store(path) as db:
+        for arrived_s, line in _session_requests(db, tenant, session, counts):
+            if start_s is None:
+                start_s = arrived_s
+                counts.wrote_session(tenant)
+            last_s = max(last_s, arrived_s - start_s)
+            yield _request_line(last_s, line)
 
 
 def export_sessions_lines(path: Path, keys: Iterable[tuple[str, str]],
@@ -226,10 +230,13 @@ def export_sessions_lines(path: Path, keys: Iterable[tuple[str, str]],
     session) in `keys`, in arrival order (a session's own steps in index order), `t`
     counted from the earliest. The requests are sorted on disk, in a temporary SQLite
     file removed when the lines are done (or abandoned), so memory holds one session at a
-    time. `on_session` is called after each session is read (for a progress bar); what was
-    written and left out goes in `counts`. The header is written once every session was
-    read, so a `note` given as a function of the counts can say what the file holds (the
-    sessions with lines, not those whose every step was left out)."""
+    time. Every session is read through one reader connection, in one read transaction
+    (`read_snapshot`: the store as it was when the first was read, however long the
+    reading takes), ended before the first line is given. `on_session` is called after
+    each session is read (for a progress bar); what was written and left out goes in
+    `counts`. The header is written once every session was read, so a `note` given as a
+    function of the counts can say what the file holds (the sessions with lines, not
+    those whose every step was left out)."""
     counts = ExportCounts() if counts is None else counts
     with tempfile.TemporaryDirectory(prefix="stepahead-export-") as scratch:
         # the lines may be read a chunk at a time on any thread (a streamed HTTP answer's
@@ -239,15 +246,16 @@ def export_sessions_lines(path: Path, keys: Iterable[tuple[str, str]],
             spool.execute("CREATE TABLE requests (arrived_s REAL NOT NULL, seq INTEGER NOT NULL, "
                           "line TEXT NOT NULL)")
             num_requests = 0
-            for tenant, session in keys:
-                rows = [(arrived_s, num_requests + i, json.dumps(line, ensure_ascii=False))
-                        for i, (arrived_s, line) in enumerate(_session_requests(path, tenant, session, counts))]
-                spool.executemany("INSERT INTO requests VALUES (?, ?, ?)", rows)
-                num_requests += len(rows)
-                if rows:
-                    counts.wrote_session(tenant)
-                if on_session is not None:
-                    on_session()
+            with read_snapshot(path) as db:
+                for tenant, session in keys:
+                    rows = [(arrived_s, num_requests + i, json.dumps(line, ensure_ascii=False))
+                            for i, (arrived_s, line) in enumerate(_session_requests(db, tenant, session, counts))]
+                    spool.executemany("INSERT INTO requests VALUES (?, ?, ?)", rows)
+                    num_requests += len(rows)
+                    if rows:
+                        counts.wrote_session(tenant)
+                    if on_session is not None:
+                        on_session()
             spool.commit()
             yield header_line(note(counts) if callable(note) else note)
             [(start_s,)] = spool.execute("SELECT MIN(arrived_s) FROM requests").fetchall()

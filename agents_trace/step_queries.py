@@ -1,7 +1,8 @@
 """The trace store's read side for steps: a session's pages of steps, one step's content,
 every step with its content (exports), and a step found by its request id.
 
-As store_queries: every function opens its own short read-only connection and takes the
+As store_queries: every function opens its own short read-only connection (but
+`session_steps`, on the caller's: an export's one for all its sessions) and takes the
 tenant scope explicitly; nothing is cut short silently (pages carry `has_more`). Each step
 carries `prefix_from_previous_tokens`, compared with the session's latest successful
 prompt to have ended by the step's arrival (`PreviousPrompt`) even where a page starts
@@ -123,28 +124,33 @@ def step_content(path: Path, tenant: str, session: str, index: int) -> dict | No
 
 def iter_session_steps(path: Path, tenant: str, session: str) -> Iterator[tuple[dict, dict | None]]:
     """Every step with its content (None when not captured), in index order."""
-    previous = PreviousPrompt()
     with read_store(path) as db:
-        if db is None:
-            return
-        cursor = db.execute(
-            "SELECT s.*, c.num_prefix_messages AS c_prefix, c.prefix_step AS c_prefix_step, "
-            "c.new_messages AS c_new, c.output AS c_output FROM steps s LEFT JOIN step_content c "
-            "ON c.tenant = s.tenant AND c.session = s.session AND c.idx = s.idx "
-            "WHERE s.tenant = ? AND s.session = ? ORDER BY s.idx", (tenant, session))
-        for row in cursor:
-            raw = dict(row)
-            content = None
-            if raw["c_new"] is not None:
-                content = {"num_prefix_messages": raw["c_prefix"],
-                           "prefix_step": raw["c_prefix_step"],
-                           "new_messages": json.loads(raw["c_new"]),
-                           "output": json.loads(raw["c_output"]) if raw["c_output"] else None}
-            for key in ("c_prefix", "c_prefix_step", "c_new", "c_output"):
-                del raw[key]
-            step = _step_dict(raw)
-            _add_reuse(step, previous)
-            yield step, content
+        if db is not None:
+            yield from session_steps(db, tenant, session)
+
+
+def session_steps(db: sqlite3.Connection, tenant: str, session: str) -> Iterator[tuple[dict, dict | None]]:
+    """`iter_session_steps` on a reader connection the caller holds (`read_store`), so an
+    export of many sessions opens one, not one a session."""
+    previous = PreviousPrompt()
+    cursor = db.execute(
+        "SELECT s.*, c.num_prefix_messages AS c_prefix, c.prefix_step AS c_prefix_step, "
+        "c.new_messages AS c_new, c.output AS c_output FROM steps s LEFT JOIN step_content c "
+        "ON c.tenant = s.tenant AND c.session = s.session AND c.idx = s.idx "
+        "WHERE s.tenant = ? AND s.session = ? ORDER BY s.idx", (tenant, session))
+    for row in cursor:
+        raw = dict(row)
+        content = None
+        if raw["c_new"] is not None:
+            content = {"num_prefix_messages": raw["c_prefix"],
+                       "prefix_step": raw["c_prefix_step"],
+                       "new_messages": json.loads(raw["c_new"]),
+                       "output": json.loads(raw["c_output"]) if raw["c_output"] else None}
+        for key in ("c_prefix", "c_prefix_step", "c_new", "c_output"):
+            del raw[key]
+        step = _step_dict(raw)
+        _add_reuse(step, previous)
+        yield step, content
 
 
 def request_step(path: Path, tenant: str, session: str, request_id: str) -> dict | None:

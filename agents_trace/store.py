@@ -17,7 +17,13 @@ Only the trace writer thread calls this class (never the request path). Invarian
 - retention removes whole sessions: every one older than `max_age_s`, then, until the
   data fits in `max_bytes`, the biggest tenants' oldest (`store_retention`: a tenant
   within its share keeps its sessions while another floods). Freed pages go back to the
-  file system (incremental vacuum);
+  file system (incremental vacuum), and the WAL those deletes and page moves went through
+  is checkpointed into the file and cut to nothing (`truncate_wal`): `max_bytes` bounds
+  the store on disk (file + WAL) once that is done. It waits `WAL_TRUNCATE_WAIT_MS` at
+  most, never holding writers back longer; one that a reader of an older snapshot holds
+  off is tried again at the next pass. Between passes the WAL adds what was written since
+  SQLite's last automatic checkpoint (about 1,000 pages), and one a write restarts is
+  cut back to `WAL_KEPT_BYTES` (`journal_size_limit`);
 - a store SQLite finds damaged is set aside, never deleted (`cache.damaged_files`), and
   a new one started at the same path: `surviving_damage` then runs the failed call once
   more on it, so the steps being written are kept;
@@ -38,7 +44,7 @@ from typing import TypeVar
 
 from agents_trace.records import SessionEnded
 from agents_trace.step_numbering import offset_past
-from agents_trace.store_schema import BUSY_TIMEOUT_MS, connect_writer, give_back_free_pages
+from agents_trace.store_schema import BUSY_TIMEOUT_MS, connect_writer, give_back_free_pages, truncate_wal
 from agents_trace.store_rows import CLEAR_ENDED_SPAN, GENERATED_NOTHING, INSERT_STEP, REPLACE_CONTENT, \
     SELECT_LEFT_OPEN_SPAN, UPSERT_SESSION, LeftOpenSpan, StepRow, content_values, left_open_span, session_values, \
     step_values
@@ -50,6 +56,8 @@ T = TypeVar("T")
 
 log = logging.getLogger("stepahead.agents_trace")
 RETENTION_BATCH_SESSIONS = 64
+WAL_KEPT_BYTES = 4 << 20      # journal_size_limit: a WAL a write restarts is cut back to this
+WAL_TRUNCATE_WAIT_MS = 250    # the most a retention pass's TRUNCATE checkpoint waits for readers and writers
 ABANDONED_BATCH_SESSIONS = 512   # sessions `end_abandoned` ends in one call (one transaction)
 _Moved = dict[tuple[str, str, int], int]   # (tenant, session, index asked for) -> index given, in one write
 
@@ -65,7 +73,7 @@ def _file_identity(path: Path) -> tuple[int, int] | None:
 
 class TraceStore:
     __slots__ = ("path", "max_age_s", "max_bytes", "gateway_started_s", "num_set_aside", "num_reopened", "_db",
-                 "_identity")
+                 "_identity", "_wal_to_truncate")
 
     def __init__(self, path: Path, *, max_age_s: float, max_bytes: int,
                  gateway_started_s: float | None = None) -> None:
@@ -77,10 +85,12 @@ class TraceStore:
         self.num_reopened = 0   # times the file was gone or replaced under an open store
         self._db: sqlite3.Connection | None = None
         self._identity: tuple[int, int] | None = None
+        self._wal_to_truncate = False   # a retention pass removed data; its WAL is not cut yet
 
     def open(self) -> None:
         if self._db is None:   # a file whose schema SQLite finds damaged is set aside here
             self._db = surviving_damage(lambda: connect_writer(self.path), self._move_aside)
+            self._db.execute(f"PRAGMA journal_size_limit = {WAL_KEPT_BYTES}")
             self._identity = _file_identity(self.path)
 
     def reopen_if_gone(self) -> bool:
@@ -242,6 +252,7 @@ class TraceStore:
 
     # --- retention -------------------------------------------------------------------
     def used_bytes(self) -> int:
+        """The bytes of the main file's pages in use (its free pages and the WAL not counted)."""
         page_size = self.db.execute("PRAGMA page_size").fetchone()[0]
         num_pages = self.db.execute("PRAGMA page_count").fetchone()[0]
         num_free = self.db.execute("PRAGMA freelist_count").fetchone()[0]
@@ -252,7 +263,8 @@ class TraceStore:
 
     def apply_retention(self, now_s: float) -> int:
         """Drop sessions past the age limit, then the biggest tenants' oldest until the
-        data fits."""
+        data fits; then give the freed pages back and cut the WAL (see the module's
+        docstring). The number of sessions dropped."""
         num_removed = 0
         while True:
             old = self.db.execute(
@@ -266,6 +278,9 @@ class TraceStore:
             num_removed += trim_biggest_first(self.db, self.used_bytes, self.max_bytes, self._delete_sessions)
         if num_removed:
             give_back_free_pages(self.db)
+            self._wal_to_truncate = True
+        if self._wal_to_truncate:
+            self._wal_to_truncate = not truncate_wal(self.db, WAL_TRUNCATE_WAIT_MS)
         return num_removed
 
 

@@ -1,9 +1,10 @@
 """The trace store's read side: what the viewer API and the CLI export ask.
 
 Every function opens its own short read-only connection (safe from any thread, never the
-writer's), and takes the tenant scope explicitly: `tenant` None means "all tenants" and
-is only passed for an admin. Results are JSON-ready dicts. Invariant: nothing is cut
-short silently: lists are pages with `has_more`, and content comes whole on request.
+writer's; `read_snapshot`: one for a caller's many queries), and takes the tenant scope
+explicitly: `tenant` None means "all tenants" and is only passed for an admin. Results
+are JSON-ready dicts. Invariant: nothing is cut short silently: lists are pages with
+`has_more`, and content comes whole on request.
 """
 from __future__ import annotations
 
@@ -70,6 +71,18 @@ def read_store(path: Path) -> Iterator[sqlite3.Connection | None]:
     finally:
         if connection is not None:
             connection.close()
+
+
+@contextlib.contextmanager
+def read_snapshot(path: Path) -> Iterator[sqlite3.Connection | None]:
+    """`read_store`'s connection in one read transaction: every query on it sees the store
+    as its first did (an export of many sessions: one consistent snapshot, one connection).
+    The writer goes on meanwhile (WAL), but no checkpoint passes that snapshot: hold it
+    for reading only, not while a slow client takes the lines."""
+    with read_store(path) as connection:
+        if connection is not None:
+            connection.execute("BEGIN")   # ended (rolled back: nothing written) when closed
+        yield connection
 
 
 def _session_dict(row: sqlite3.Row) -> dict:

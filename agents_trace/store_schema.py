@@ -130,6 +130,19 @@ def give_back_free_pages(connection: sqlite3.Connection) -> None:
     connection.executescript("PRAGMA incremental_vacuum;")
 
 
+def truncate_wal(db: sqlite3.Connection, wait_ms: int) -> bool:
+    """Checkpoint the whole WAL into the store's file and cut it to 0 bytes; False when it
+    could not within `wait_ms` (a reader still on an older snapshot, or a writer's
+    transaction, held it off: nothing is lost, the WAL stays as it was). Readers go on
+    meanwhile. Call it outside a transaction."""
+    db.execute(f"PRAGMA busy_timeout = {int(wait_ms)}")
+    try:   # SQLITE_BUSY comes as the row's first column, not as an error
+        busy, _, _ = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+    finally:
+        db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    return busy == 0
+
+
 def connect_reader(path: Path) -> sqlite3.Connection | None:
     """A read-only connection, or None when the store does not exist yet. The path goes
     into the URI percent-escaped (a `#`, `?` or `%` in it named another file). A store in a
