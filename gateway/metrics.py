@@ -8,14 +8,19 @@ Counter names follow vLLM's where one exists (`vllm:prompt_tokens_total`,
 `vllm:time_to_first_token_seconds`), so existing dashboards work; every series is
 labelled by `tenant` and, where a worker served it, `worker`.
 Invariant: recording is a dict update on the event loop (no locks, no I/O); the text is
-built only when scraped. One registry per app, built in `build_app()`.
+built only when scraped, from a `Snapshot` (copies taken on the loop) in a thread, so a
+large scrape (thousands of tenants' series) never holds the loop while it sorts and
+formats. One registry per app, built in `build_app()`.
 """
 from __future__ import annotations
 
 import bisect
+import itertools
+import operator
 from dataclasses import dataclass, field
 
 from agents_trace.prompt_blocks import evicted_prefix_tokens
+from gateway.metrics_help import HELP
 from gateway.worker_runs import WorkerRun
 
 Labels = tuple[tuple[str, str], ...]
@@ -24,70 +29,6 @@ TTFT_BUCKETS_S = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.
                   2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0)
 OVERHEAD_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1)
 
-HELP = {
-    "stepahead_requests_total": ("counter", "HTTP requests by tenant, model, endpoint and status."),
-    "vllm:request_success_total": ("counter", "Finished requests by finish reason (a request cut short is none)."),
-    "vllm:prompt_tokens_total": (
-        "counter", "Prefill tokens processed (by requests cut short too; embeddings' input tokens, as charged)."),
-    "vllm:generation_tokens_total": ("counter", "Generation tokens processed (requests cut short too)."),
-    "vllm:prefix_cache_queries_total": ("counter", "Prefix cache queries, in prompt tokens."),
-    "vllm:prefix_cache_hits_total": ("counter", "Prefix cache hits, in prompt tokens."),
-    "vllm:time_to_first_token_seconds": ("histogram", "Time to first token, as the gateway saw it."),
-    "stepahead_gateway_overhead_seconds": ("histogram", "Time spent in the gateway itself."),
-    "stepahead_rejected_total": (
-        "counter", "Requests refused by tenant limits (the model's per-tenant queue too), by error code."),
-    "stepahead_prefix_from_previous_tokens_total": (
-        "counter", "Prompt tokens the session's previous prompt began with (traced local steps; "
-                   "none on a model with prefix caching off)."),
-    "stepahead_evicted_prefix_tokens_total": (
-        "counter", "Of those, tokens no longer cached when the step came: evicted while the session was away."),
-    "stepahead_tenant_active_requests": ("gauge", "Requests holding a concurrency slot."),
-    "stepahead_tenant_queued_requests": ("gauge", "Requests waiting for a concurrency slot."),
-    "stepahead_tenant_token_budget": ("gauge", "The tenant's token_budget (tenants with one)."),
-    "stepahead_tenant_batches_running": ("gauge", "The tenant's batches (Batch API) running."),
-    "stepahead_tenant_batch_requests_pending": ("gauge", "Requests of the tenant's running batches without a result."),
-    "stepahead_tenant_spent_tokens": (
-        "gauge", "Tokens the tenant has spent while it had a token_budget, across restarts and reloads "
-                 "(tenants with one)."),
-    "stepahead_worker_info": ("gauge", "1 for each worker of a local model (its fields: _level, _counts_total)."),
-    "stepahead_worker_level": (
-        "gauge", "Worker fields that are levels now: readiness, requests in flight, running and waiting, "
-                 "blocks per cache tier (tiers flattened)."),
-    "stepahead_worker_counts_total": (
-        "counter", "Worker fields that count since the worker started (0 again after a restart): decode passes, "
-                   "tokens, evictions, the KV policy's pins and prefetches."),
-    "stepahead_worker_tenant_info": ("gauge", "1 for each tenant a worker's cache holds or served."),
-    "stepahead_worker_tenant_level": (
-        "gauge", "Per-tenant levels of each worker's cache (its hot, host, reserved and pinned blocks among them)."),
-    "stepahead_worker_tenant_counts_total": (
-        "counter", "Per-tenant counts of each worker's cache since the worker started (requests, tokens)."),
-    "stepahead_router_info": ("gauge", "1 for each local model's router."),
-    "stepahead_router_counts_total": ("counter", "The engine's routing and dispatch counts since it started."),
-    "stepahead_prompt_token_cache_info": ("gauge", "1 for each model with a prompt token cache."),
-    "stepahead_prompt_token_cache_counts_total": (
-        "counter", "Prompts tokenized from a tenant's earlier prompt's ids (num_spliced, num_reused_ids) since "
-                   "the start."),
-    "stepahead_prompt_token_cache_level": ("gauge", "The prompt token cache's state: off=1 once it turned off."),
-    "stepahead_gc_collections_total": ("counter", "The gateway's garbage collections while serving, by generation."),
-    "stepahead_gc_pause_seconds_total": (
-        "counter", "Time those collections paused the gateway (every thread waits), by generation."),
-    "stepahead_gc_pause_max_seconds": ("gauge", "The longest of those pauses, by generation."),
-    "stepahead_gc_frozen_objects": ("gauge", "Objects frozen at start-up (counted then), which full collections skip."),
-    "stepahead_forecasts_total": (
-        "counter", "Forecasts made for finished agent steps, by source (predictor, or gaps where it was not confident)."),
-    "stepahead_forecasts_forwarded_total": ("counter", "Forecasts handed to the local engines' KV caches."),
-    "stepahead_trace_steps_total": ("counter", "Agent steps the trace writer handled."),
-    "stepahead_trace_dropped_events_total": (
-        "counter", "Trace events dropped because the writer's queue was full (their steps are not stored)."),
-    "stepahead_trace_errors_total": (
-        "counter", "Trace writer failures by kind: store (a step or batch not written), subscriber, forecaster."),
-    "stepahead_trace_stores_set_aside_total": (
-        "counter", "Trace stores found damaged, set aside and started anew."),
-    "stepahead_response_archive_errors_total": (
-        "counter", "Stored-response archive reads and writes that failed (memory served instead)."),
-    "stepahead_forecaster_checkpoints_total": (
-        "counter", "Saves of the forecasters' learned state to disk, by outcome (saved, failed)."),
-}
 
 
 @dataclass(slots=True)
@@ -106,6 +47,17 @@ class Histogram:
 
 
 @dataclass(slots=True)
+class Snapshot:
+    """The series one scrape shows, as they were when it began: (key, value) items,
+    unsorted, and copies of the histograms (the registry's own change as requests finish).
+    Nothing else holds these lists, so a thread may sort and format them."""
+
+    counters: list[tuple[tuple[str, Labels], float]]
+    gauges: list[tuple[tuple[str, Labels], float]]
+    histograms: list[tuple[tuple[str, Labels], Histogram]]
+
+
+@dataclass(slots=True)
 class Registry:
     """All series of one app. `counters`/`gauges` map (name, labels) → value.
 
@@ -116,6 +68,9 @@ class Registry:
     counters: dict[tuple[str, Labels], float] = field(default_factory=dict)
     histograms: dict[tuple[str, Labels], Histogram] = field(default_factory=dict)
     _keys_of_tenant: dict[str, list[tuple[str, Labels]]] = field(default_factory=dict)
+    # rendering's caches (render_snapshot): label text by labels, `le` texts by bucket layout
+    _label_texts: dict[Labels, str] = field(default_factory=dict, repr=False, compare=False)
+    _bound_texts: dict[tuple[float, ...], tuple[str, ...]] = field(default_factory=dict, repr=False, compare=False)
 
     def inc(self, name: str, labels: Labels, amount: float = 1.0) -> None:
         key = (name, labels)
@@ -214,38 +169,55 @@ class Registry:
         self.observe("stepahead_gateway_overhead_seconds", (("tenant", tenant),), overhead_s,
                      OVERHEAD_BUCKETS_S)
 
+    def snapshot(self, gauges: dict[tuple[str, Labels], float] | None = None,
+                 tenant: str | None = None) -> Snapshot:
+        """The series a scrape shows, copied as they are now: `gauges` (computed at scrape
+        time) and, with `tenant`, only the series labelled with that tenant (a tenant's own
+        view). Call it on the event loop: it only copies (no sorting, no formatting), so
+        the loop may record on while `render_snapshot` formats the copy in a thread."""
+        if tenant is None:
+            counters = list(self.counters.items())
+            histograms = list(self.histograms.items())
+            shown_gauges = list((gauges or {}).items())
+        else:
+            own = self._keys_of_tenant.get(tenant, [])
+            counters = [(key, self.counters[key]) for key in own if key in self.counters]
+            histograms = [(key, self.histograms[key]) for key in own if key in self.histograms]
+            shown_gauges = [item for item in (gauges or {}).items() if ("tenant", tenant) in item[0][1]]
+        return Snapshot(counters, shown_gauges,
+                        [(key, Histogram(h.buckets, h.counts.copy(), h.total, h.num_observations))
+                         for key, h in histograms])
+
     def render(self, gauges: dict[tuple[str, Labels], float] | None = None,
                tenant: str | None = None) -> str:
         """Prometheus text exposition (format 0.0.4). `gauges` are computed at scrape time.
-        With `tenant`, only the series labelled with that tenant (a tenant's own view)."""
-        own = self._keys_of_tenant.get(tenant, []) if tenant is not None else None
+        With `tenant`, only the series labelled with that tenant (a tenant's own view).
+        All at once, on the caller's thread: `GET /metrics` takes the `snapshot` on the
+        loop and runs `render_snapshot` in a thread instead."""
+        return self.render_snapshot(self.snapshot(gauges, tenant))
 
-        def visible(series: dict, indexed: bool = True) -> list:
-            """`series` items sorted by key, only `tenant`'s when one is given."""
-            if tenant is None:
-                items = series.items()
-            elif indexed:
-                items = ((key, series[key]) for key in own if key in series)
-            else:
-                items = (item for item in series.items() if ("tenant", tenant) in item[0][1])
-            return sorted(items, key=lambda item: item[0])
-
+    def render_snapshot(self, snapshot: Snapshot) -> str:
+        """`snapshot`'s text, series sorted by (name, labels) within each family. Safe off
+        the event loop: it reads only the snapshot's copies and the caches `_label_texts`
+        and `_bound_texts`, which nothing but rendering touches (each entry is written
+        whole, the same text by whichever render writes it)."""
         by_name: dict[str, list[str]] = {}
-        for (name, labels), value in visible(self.counters):
+        label_texts = self._label_texts
+        for (name, labels), value in sorted(snapshot.counters, key=_SERIES_KEY):
+            by_name.setdefault(name, []).append(f"{name}{_cached_labels(label_texts, labels)} {_number(value)}")
+        for (name, labels), value in sorted(snapshot.gauges, key=_SERIES_KEY):
             by_name.setdefault(name, []).append(f"{name}{_labels(labels)} {_number(value)}")
-        for (name, labels), value in visible(gauges or {}, indexed=False):
-            by_name.setdefault(name, []).append(f"{name}{_labels(labels)} {_number(value)}")
-        for (name, labels), histogram in visible(self.histograms):
+        for (name, labels), histogram in sorted(snapshot.histograms, key=_SERIES_KEY):
             lines = by_name.setdefault(name, [])
-            cumulative = 0
-            for bound, count in zip(histogram.buckets, histogram.counts):
-                cumulative += count
-                lines.append(f"{name}_bucket{_labels(labels + (('le', _number(bound)),))} "
-                             f"{cumulative}")
-            lines.append(f"{name}_bucket{_labels(labels + (('le', '+Inf'),))} "
-                         f"{histogram.num_observations}")
-            lines.append(f"{name}_sum{_labels(labels)} {_number(histogram.total)}")
-            lines.append(f"{name}_count{_labels(labels)} {histogram.num_observations}")
+            text = _cached_labels(label_texts, labels)
+            # `{name}_bucket{labels,le="bound"} cumulative` for each bound, then +Inf's:
+            # joined in C (map/zip), not a line of Python per bucket
+            bucket_open = f"{name}_bucket{{{text[1:-1]}," if text else f"{name}_bucket{{"
+            cumulative = itertools.chain(itertools.accumulate(histogram.counts), (histogram.num_observations,))
+            bounds = _bound_texts(self._bound_texts, histogram.buckets)
+            lines.extend(map("".join, zip(itertools.repeat(bucket_open), bounds, map(str, cumulative))))
+            lines.append(f"{name}_sum{text} {_number(histogram.total)}")
+            lines.append(f"{name}_count{text} {histogram.num_observations}")
         out: list[str] = []
         for name, lines in by_name.items():
             kind, text = HELP.get(name, ("untyped", name))
@@ -255,6 +227,31 @@ class Registry:
             out.append(f"# TYPE {name} {kind}")
             out.extend(lines)
         return "\n".join(out) + "\n"
+
+
+_SERIES_KEY = operator.itemgetter(0)   # a (key, value) item's (name, labels): how series sort
+
+
+def _cached_labels(label_texts: dict[Labels, str], labels: Labels) -> str:
+    """`_labels(labels)`, kept in `label_texts` for the next scrape (counters' and
+    histograms' labels only: their keys stay in the registry, so the cache holds no more
+    entries than the registry has series; gauges come and go with each scrape)."""
+    text = label_texts.get(labels)
+    if text is None:
+        text = label_texts[labels] = _labels(labels)
+    return text
+
+
+def _bound_texts(bound_texts: dict[tuple[float, ...], tuple[str, ...]],
+                 buckets: tuple[float, ...]) -> tuple[str, ...]:
+    """Each bucket's `le="bound"} ` (escaped, as `_labels` would), then +Inf's, the end of
+    its `_bucket` line but the count, kept in `bound_texts` (one entry per bucket layout:
+    `TTFT_BUCKETS_S`, `OVERHEAD_BUCKETS_S`)."""
+    texts = bound_texts.get(buckets)
+    if texts is None:
+        texts = tuple(f'le="{_escape(_number(bound))}"}} ' for bound in buckets) + ('le="+Inf"} ',)
+        bound_texts[buckets] = texts
+    return texts
 
 
 def _escape(value: str) -> str:

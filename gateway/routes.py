@@ -274,7 +274,8 @@ async def health(request: Request) -> Response:
 
 async def metrics(request: Request) -> Response:
     """Prometheus text for an API key: a tenant's key sees only the series labelled with
-    its own tenant; an admin key sees everything, the workers' gauges included."""
+    its own tenant; an admin key sees everything, the workers' gauges included. The series
+    are copied on the loop and rendered in a thread (`Registry.snapshot`)."""
     state = gateway_state(request)
     try:
         tenant = state.keys.authenticate(request.headers.get("authorization"))
@@ -296,5 +297,8 @@ async def metrics(request: Request) -> Response:
             gauges.update(worker_gauges(name, backend.worker_metrics()))
             gauges.update(router_gauges(name, backend.router_metrics()))
             gauges.update(router_gauges(name, backend.prompt_token_metrics(), "stepahead_prompt_token_cache_info"))
-    return PlainTextResponse(state.metrics.render(gauges, tenant=None if is_admin else tenant),
-                             media_type="text/plain; version=0.0.4; charset=utf-8")
+    # copied here, on the loop; sorted and formatted in a thread (an admin's scrape of
+    # hundreds of tenants is ~20k series, which held every other request ~0.3 s: QA174)
+    snapshot = state.metrics.snapshot(gauges, tenant=None if is_admin else tenant)
+    body = await asyncio.to_thread(lambda: state.metrics.render_snapshot(snapshot).encode())
+    return PlainTextResponse(body, media_type="text/plain; version=0.0.4; charset=utf-8")
