@@ -297,12 +297,15 @@ def _delete_in_one_transaction(db: sqlite3.Connection, keys: Sequence[tuple[str,
 def delete_sessions(path: Path, keys: Sequence[tuple[str, str]]) -> int:
     """Delete the sessions `keys` from the store at `path`, with their steps and content,
     through a connection of its own (from any thread or process: SQLite orders it with the
-    writer's transactions), and give their pages back to the file system; the number of
-    steps deleted. A step of such a session still arriving is stored under its id again."""
+    writer's transactions), and give their pages back to the file system, the WAL's too
+    (`truncate_wal`: while a gateway holds the store open the WAL outlives this connection;
+    a reader on an older snapshot leaves it to the writer's next retention pass); the number
+    of steps deleted. A step of such a session still arriving is stored under its id again."""
     db = sqlite3.connect(str(path), isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False)
     try:
         num_steps = _delete_in_one_transaction(db, keys, "BEGIN IMMEDIATE")
         give_back_free_pages(db)
+        truncate_wal(db, WAL_TRUNCATE_WAIT_MS)
         return num_steps
     finally:
         db.close()

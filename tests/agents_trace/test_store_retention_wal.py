@@ -108,3 +108,19 @@ def test_a_reader_on_an_older_snapshot_delays_the_wal_cut_to_a_later_pass_withou
         assert store.apply_retention(clock.now_s) == 0 and _on_disk(path) <= store.max_bytes + MARGIN_BYTES
     finally:
         store.close()
+
+
+def test_deleting_sessions_while_a_gateway_holds_the_store_cuts_the_wal_too(big_store):
+    """`traces delete` beside a running writer: the pages it gave back went through the WAL,
+    which the writer's open connection kept at its high-water mark."""
+    from agents_trace.store import delete_sessions
+
+    path, _ = big_store
+    writer = TraceStore(path, max_age_s=10**9, max_bytes=10**9)
+    writer.open()   # a gateway's writer: its connection keeps the WAL file alive
+    try:
+        before = path.stat().st_size
+        assert delete_sessions(path, [("acme", f"s{i:02d}") for i in range(20)]) > 0
+        assert _on_disk(path) < before * 2 // 3, (path.stat().st_size, os.path.getsize(f"{path}-wal"), before)
+    finally:
+        writer.close()
