@@ -1,6 +1,6 @@
 """Warnings an operator greps for start `stepahead: warning:` (QA175 #3): the partial uploads
-a start removed, a trace store that could not be read, and a store's or the trace
-writer's failed writes (a full disk) lacked it, unlike the other warnings."""
+a start removed, a trace store that could not be read, and a store's failed writes (a full
+disk) lacked it, unlike the other warnings (the trace writer's line: test_writer.py)."""
 import asyncio
 import os
 import sqlite3
@@ -9,9 +9,6 @@ from types import SimpleNamespace
 
 import pytest
 
-from agents_trace.event_queue import EventQueue
-from agents_trace.records import SessionEnded
-from agents_trace.writer import TraceWriter, WriterStats
 from gateway.errors import ApiError
 from gateway.file_store import FileStore
 from gateway.list_page import ListPage
@@ -54,23 +51,3 @@ def test_a_store_write_a_full_disk_failed_is_a_prefixed_line(caplog):
             asyncio.run(thread.call(put))
         thread.close()
     assert caplog.messages == [f"{PREFIX}the batch store failed to put: OperationalError: database or disk is full"]
-
-
-def test_trace_steps_a_full_disk_could_not_write_are_a_prefixed_line(caplog):
-    class FullDisk:
-        def surviving_damage(self, operation):
-            return operation()
-
-        def reopen_if_gone(self):
-            return False
-
-        def write(self, rows, ended, ended_spans=()):
-            raise sqlite3.OperationalError("database or disk is full")
-
-    stats = WriterStats()
-    writer = TraceWriter(events=EventQueue(10, stats), stats=stats, otel=None, store=FullDisk(),
-                         expire=lambda _now_s: [], clock=time.time, idle_timeout_s=10.0, retention_interval_s=60.0)
-    with caplog.at_level("WARNING", logger="stepahead"):
-        writer._write([], [SessionEnded("alpha", "s0", 1, None, "idle")])
-    assert caplog.messages == [
-        f"{PREFIX}writing 0 step(s) to the trace store failed: OperationalError: database or disk is full"]
