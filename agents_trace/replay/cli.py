@@ -13,6 +13,8 @@ answering mid-replay with one `error:` line and EXIT_GATEWAY_STOPPED. Otherwise 
 status is 0, or 1 when some requests failed (the report counts them). A `--tenant-key` for a tenant the trace does not have is a
 one-line warning naming the trace's tenants, not an error: one set of keys can then
 serve several traces, and a misspelt tenant still shows before the replay starts.
+`--tenant-keys-file` keeps keys out of `ps` (a `--tenant-key` wins over it); its errors name
+a line, never a key, and a file others can read is a warning, not an error.
 """
 from __future__ import annotations
 
@@ -20,6 +22,8 @@ import argparse
 import asyncio
 import json
 import math
+import os
+import stat
 import sys
 from urllib.parse import urlsplit
 
@@ -41,9 +45,12 @@ MAX_REPLAY_S = 86_400.0   # a day: a replay due to run longer is refused (docs/r
 def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("trace", help=f"stepahead-trace/1 or Mooncake JSONL file ({STDIN_PATH}: stdin)")
     parser.add_argument("--base-url", required=True, help="gateway URL, e.g. http://127.0.0.1:8000")
-    parser.add_argument("--api-key", required=True, help="key for tenants without --tenant-key")
+    parser.add_argument("--api-key", required=True, help="key for tenants without a key of their own")
     parser.add_argument("--tenant-key", action="append", default=[], metavar="TENANT=KEY",
-                        help="API key for one of the trace's tenants (repeatable)")
+                        help="API key for one of the trace's tenants (repeatable; wins over --tenant-keys-file)")
+    parser.add_argument("--tenant-keys-file", default=None, metavar="FILE",
+                        help="TENANT=KEY lines, one a tenant (blank lines and # comment lines allowed): the keys "
+                             "stay out of the process list and shell history; keep it chmod 600")
     parser.add_argument("--model", default=None, help="model id (default: the gateway's first)")
     parser.add_argument("--speed", type=float, default=1.0, help="time scale: 2 replays twice as fast (default: 1)")
     parser.add_argument("--concurrency", type=int, default=16, help="max requests in flight (default: 16)")
@@ -58,7 +65,8 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
                         help="do not tell the gateway the recorded tool steps (stepahead_replay)")
     parser.add_argument("--session-suffix", default="", metavar="TEXT",
                         help="add TEXT to every session id sent, so the replay is traced as sessions of "
-                             "its own (e.g. against the gateway whose store recorded the trace)")
+                             "its own (e.g. against the gateway whose store recorded the trace); a TEXT "
+                             "starting with '-' takes '=': --session-suffix=-r1")
 
 
 def flag_error(args: argparse.Namespace) -> str | None:
@@ -110,16 +118,57 @@ def too_long_problem(records: list[TraceRecord], speed: float) -> str | None:
             "else raise --speed or replay the requests before it (--limit)")
 
 
-def unknown_tenants_warning(tenant_keys: dict[str, str], records: list[TraceRecord]) -> str | None:
-    """A warning line for --tenant-key tenants the trace does not have (None: all known)."""
+def tenant_keys_file(path: str) -> tuple[dict[str, str], str | None]:
+    """The keys of a --tenant-keys-file, by tenant, and a warning line when others than its
+    owner may read it (None: they may not). Its lines are TENANT=KEY, whitespace around
+    either stripped, a key split at its first '='; blank lines and lines starting with '#'
+    are skipped. A ValueError's message names the file and a line, never a key."""
+    try:
+        with open(path, "rb") as file:
+            mode = os.fstat(file.fileno()).st_mode
+            data = file.read()
+    except OSError as exc:
+        raise ValueError(f"cannot read --tenant-keys-file {path}: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ValueError(f"--tenant-keys-file {path} line {line}: not UTF-8 text") from None
+    keys: dict[str, str] = {}
+    line_of: dict[str, int] = {}   # where each tenant's key is
+    for number, line in enumerate(text.split("\n"), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        tenant, sep, key = (part.strip() for part in line.partition("="))
+        if not sep or not tenant or not key:
+            raise ValueError(f"--tenant-keys-file {path} line {number}: expected TENANT=KEY")
+        if tenant in keys:
+            raise ValueError(f"--tenant-keys-file {path} line {number}: a second key for tenant {tenant!r} "
+                             f"(the first is on line {line_of[tenant]})")
+        keys[tenant], line_of[tenant] = key, number
+    warning = None
+    if stat.S_ISREG(mode) and mode & 0o044:
+        warning = (f"warning: --tenant-keys-file {path} is readable by others than its owner "
+                   f"(mode {stat.S_IMODE(mode):04o}): chmod 600 {path}")
+    return keys, warning
+
+
+def unknown_tenants_warning(tenant_keys: dict[str, str], records: list[TraceRecord],
+                            flag: str = "--tenant-key") -> str | None:
+    """A warning line for `flag`'s tenants the trace does not have (None: all known)."""
     tenants = sorted({record.tenant for record in records})
     unknown = [tenant for tenant in tenant_keys if tenant not in tenants]
     if not unknown:
         return None
-    shown = ", ".join(repr(t) for t in tenants[:MAX_TENANTS_NAMED])
-    more = f" and {len(tenants) - MAX_TENANTS_NAMED} more" if len(tenants) > MAX_TENANTS_NAMED else ""
-    return (f"warning: --tenant-key for {', '.join(repr(t) for t in unknown)}: the trace has no such tenant, "
-            f"so the key goes unused (its tenants: {shown}{more})")
+    return (f"warning: {flag} for {_named(unknown)}: the trace has no such tenant, "
+            f"so the key goes unused (its tenants: {_named(tenants)})")
+
+
+def _named(names: list[str]) -> str:
+    """`names` quoted, at most MAX_TENANTS_NAMED of them, and how many more."""
+    more = f" and {len(names) - MAX_TENANTS_NAMED} more" if len(names) > MAX_TENANTS_NAMED else ""
+    return ", ".join(repr(name) for name in names[:MAX_TENANTS_NAMED]) + more
 
 
 def print_report(report: dict, as_json: bool) -> None:
@@ -153,8 +202,16 @@ def _start(args: argparse.Namespace,
     if problem is not None:
         print(f"error: {problem}", file=sys.stderr)
         return 2
-    tenant_keys = {}
-    for item in args.tenant_key:
+    tenant_keys: dict[str, str] = {}
+    if args.tenant_keys_file is not None:
+        try:
+            tenant_keys, warning = tenant_keys_file(args.tenant_keys_file)
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        if warning is not None:
+            print(warning, file=sys.stderr)
+    for item in args.tenant_key:   # after the file's: the command line wins
         tenant, sep, key = item.partition("=")
         if not sep or not tenant or not key:
             print(f"error: --tenant-key expects TENANT=KEY, got {item!r}", file=sys.stderr)
@@ -165,7 +222,8 @@ def _start(args: argparse.Namespace,
     except (OSError, TraceFormatError) as exc:
         print(f"error: cannot read {args.trace}: {exc}", file=sys.stderr)
         return 2
-    warning = unknown_tenants_warning(tenant_keys, records)
+    flag = "--tenant-key" if args.tenant_keys_file is None else "--tenant-key or --tenant-keys-file"
+    warning = unknown_tenants_warning(tenant_keys, records, flag)
     if warning is not None:
         print(warning, file=sys.stderr)
     if args.limit is not None:
