@@ -213,8 +213,9 @@ def _start(args: argparse.Namespace,
             print(warning, file=sys.stderr)
     for item in args.tenant_key:   # after the file's: the command line wins
         tenant, sep, key = item.partition("=")
-        if not sep or not tenant or not key:
-            print(f"error: --tenant-key expects TENANT=KEY, got {item!r}", file=sys.stderr)
+        if not sep or not tenant or not key:   # (never echoed: it may be the key alone)
+            print(f"error: --tenant-key expects TENANT=KEY, got an argument of {len(item)} character(s) "
+                  f"{'without' if not sep else 'with'} '='", file=sys.stderr)
             return 2
         tenant_keys[tenant] = key
     try:

@@ -19,6 +19,8 @@ from gateway.cli import main
     (["--limit", "0"], "--limit must be at least 1, got 0"),
     (["--limit", "-2"], "--limit must be at least 1, got -2"),
     (["--tenant-key", "acme"], "--tenant-key expects TENANT=KEY"),
+    (["--tenant-key", "sk-secret-key"], "--tenant-key expects TENANT=KEY, got an argument of 13 character(s) "
+                                         "without '='"),   # the argument is not echoed: it may be a key
     (["--speed", "nan"], "--speed must be positive and finite, got nan"),
     (["--speed", "inf"], "--speed must be positive and finite, got inf"),
     (["--vocab-size", "0"], "--vocab-size must be at least 5"),
