@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
 
+from agents_trace.client_gone import while_client_stays
 from agents_trace.export import (LEFT_OUT_HEADER, ExportCounts, export_lines, export_sessions_lines, header_line,
                                  in_chunks, num_left_out)
 from agents_trace.query_params import list_cursor, query_cursor, query_flag, query_page, query_time
@@ -35,7 +36,7 @@ from agents_trace.session_route import SESSION_METHODS, SessionTailRoute, allowe
 from agents_trace.store import delete_sessions
 from agents_trace.store_queries import SessionFilter, find_session_as_given, list_sessions, matching_session_keys
 from agents_trace.step_queries import has_step, list_steps, request_step, step_content
-from agents_trace.store_stats import StatsWindow, tenant_stats
+from agents_trace.store_stats import StatsCancelled, StatsWindow, tenant_stats
 from agents_trace.text_table import counted
 from agents_trace.viewer_headers import viewer_headers
 
@@ -140,15 +141,21 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
         page = list_sessions(path, where, limit=limit, offset=offset, after=after)
         return {**page, "next_before": list_cursor(page["data"][-1]) if page["data"] else None}
 
-    @router.get("/v1/traces/stats")
-    def stats(request: Request, who: Viewer = Depends(viewer), agent: str | None = None,
-              tenant: str | None = None) -> dict:
-        """Per-tenant figures over the steps that arrived in [since, until] (store_stats)."""
+    @router.get("/v1/traces/stats", response_model=None)
+    async def stats(request: Request, who: Viewer = Depends(viewer), agent: str | None = None,
+                    tenant: str | None = None) -> dict | Response:
+        """Per-tenant figures over the steps that arrived in [since, until] (store_stats),
+        walked in a worker thread that stops soon after the client leaves (a closed tab, a
+        fetch given up): a walk of the whole store nobody reads would hold a core for
+        seconds. A client gone gets no figures (a 499 nobody receives), never a 500."""
         window = query_window(request, who, agent, tenant)
         path = path_of(request)
         if path is None or window is None:
             return {"tenants": [], "total": None}
-        return tenant_stats(path, window)
+        try:   # rendered in the thread too: off the event loop
+            return await while_client_stays(request, lambda stop: JSONResponse(tenant_stats(path, window, stop)))
+        except StatsCancelled:
+            return Response(status_code=499)   # nginx's "client closed request"
 
     @router.get("/v1/traces/forecasters")
     def forecaster_status(request: Request, who: Viewer = Depends(viewer), tenant: str | None = None) -> dict:

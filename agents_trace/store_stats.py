@@ -13,6 +13,9 @@ produced a first token; tool gap: steps after tool results whose gap is known).
 from __future__ import annotations
 
 import json
+import sqlite3
+import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,7 +70,7 @@ def _row(sums: dict, ttfts: list[float], gaps: list[float]) -> dict:
     return out
 
 
-def tenant_stats(path: Path, window: StatsWindow) -> dict:
+def tenant_stats(path: Path, window: StatsWindow, stop: threading.Event | None = None) -> dict:
     """`{"tenants": [row per tenant, by name], "total": row or None}`; a row holds
     sessions, steps, errors, steps_after_tools, prompt/cached/output tokens, cached_share,
     TTFT and tool-gap p50/p99 in seconds, forecasts and their hits, first_s / last_s, and
@@ -77,44 +80,94 @@ def tenant_stats(path: Path, window: StatsWindow) -> dict:
     steps_with_evicted_prefix (a step whose previous prompt ended before its gateway
     started adds neither: `PreviousPrompt.reuse_in_walk`, `_count_reuse`).
     A session's first step in the window
-    is compared with the session's last successful step before it, in the window or not."""
+    is compared with the session's last successful step before it, in the window or not.
+    Once `stop` is set (its client left) it raises `StatsCancelled` within a chunk of
+    steps (`_CHUNK_ROWS`) or a slice of a query (`_PROGRESS_STEPS`), with no figures."""
+    try:
+        return _tenant_stats(path, window, stop)
+    except sqlite3.OperationalError as error:   # the progress handler cut a query short
+        if stop is not None and stop.is_set() and "interrupted" in str(error):
+            raise StatsCancelled() from None
+        raise
+
+
+class StatsCancelled(Exception):
+    """`tenant_stats` stopped before its end because its `stop` was set."""
+
+
+_CHUNK_ROWS = 256   # steps walked (and their fingerprints decoded, at once) between looks at `stop`
+_PROGRESS_STEPS = 20_000   # SQLite instructions between looks at `stop` within a query
+
+
+def _tenant_stats(path: Path, window: StatsWindow, stop: threading.Event | None) -> dict:
     condition, params = _where(window)
     with read_store(path) as db:
         if db is None:
             return {"tenants": [], "total": None}
+        if stop is not None:
+            db.set_progress_handler(stop.is_set, _PROGRESS_STEPS)
         per_tenant = {row["tenant"]: dict(row) for row in db.execute(
             f"SELECT tenant, {_SUMS} FROM steps{condition} GROUP BY tenant ORDER BY tenant", params)}
-        total = dict(db.execute(f"SELECT {_SUMS} FROM steps{condition}", params).fetchone())
         ttfts: dict[str, list[float]] = {tenant: [] for tenant in per_tenant}
         gaps: dict[str, list[float]] = {tenant: [] for tenant in per_tenant}
         reuse = {tenant: dict.fromkeys(_REUSE_KEYS, 0) for tenant in per_tenant}
         walking: tuple[str, str] | None = None
         previous = PreviousPrompt()
         started = "gateway_started_s" if has_column(db, "steps", "gateway_started_s") else "NULL"   # not upgraded
-        for (tenant, session, index, ttft_s, gap_s, num_cached, num_input, blocks_json, error, arrived_s,
-             ended_s, started_s) in db.execute(
-                "SELECT tenant, session, idx, ttft_s, CASE WHEN after_kind = 'tools' THEN gap_s END, "
-                f"num_cached_tokens, num_input_tokens, prompt_blocks, error, arrived_s, ended_s, {started} "
-                f"FROM steps{condition} ORDER BY tenant, session, idx", params):
-            if ttft_s is not None:
-                ttfts[tenant].append(ttft_s)
-            if gap_s is not None:
-                gaps[tenant].append(gap_s)
-            if walking != (tenant, session):
-                walking = (tenant, session)
-                previous = (previous_prompt_before(db, tenant, session, index, arrived_s) if index > 0
-                            else PreviousPrompt())
-            shared, evicted = previous.reuse_in_walk(
-                json.loads(blocks_json) if blocks_json else None, num_input, num_cached, error is None,
-                index=index, arrived_s=arrived_s, ended_s=ended_s, cache_since_s=started_s)
-            if error is None:
-                _count_reuse(reuse[tenant], shared, evicted)
+        steps = db.execute(
+            "SELECT tenant, session, idx, ttft_s, CASE WHEN after_kind = 'tools' THEN gap_s END, "
+            f"num_cached_tokens, num_input_tokens, prompt_blocks, error, arrived_s, ended_s, {started} "
+            f"FROM steps{condition} ORDER BY tenant, session, idx", params)
+        for chunk in iter(lambda: steps.fetchmany(_CHUNK_ROWS), []):
+            if stop is not None and stop.is_set():
+                raise StatsCancelled()
+            for (tenant, session, index, ttft_s, gap_s, num_cached, num_input, _, error, arrived_s,
+                 ended_s, started_s), blocks in zip(chunk, _decoded_blocks(chunk)):
+                if ttft_s is not None:
+                    ttfts[tenant].append(ttft_s)
+                if gap_s is not None:
+                    gaps[tenant].append(gap_s)
+                if walking != (tenant, session):
+                    walking = (tenant, session)
+                    previous = (previous_prompt_before(db, tenant, session, index, arrived_s) if index > 0
+                                else PreviousPrompt())
+                shared, evicted = previous.reuse_in_walk(
+                    blocks, num_input, num_cached, error is None,
+                    index=index, arrived_s=arrived_s, ended_s=ended_s, cache_since_s=started_s)
+                if error is None:
+                    _count_reuse(reuse[tenant], shared, evicted)
     rows = [_row(sums, ttfts[tenant], gaps[tenant]) | reuse[tenant] for tenant, sums in per_tenant.items()]
     if not rows:
         return {"tenants": [], "total": None}
-    total_row = _row(total, [v for vs in ttfts.values() for v in vs], [v for vs in gaps.values() for v in vs])
+    total_row = _row(_total_of(per_tenant.values()), [v for vs in ttfts.values() for v in vs],
+                     [v for vs in gaps.values() for v in vs])
     total_row |= {key: sum(counts[key] for counts in reuse.values()) for key in _REUSE_KEYS}
     return {"tenants": rows, "total": total_row}
+
+
+_BLOCKS, _ERROR = 7, 8   # where a walked step's prompt_blocks and error are
+
+
+def _decoded_blocks(chunk: list[tuple]) -> list:
+    """Each walked step's prompt fingerprints (None: none, or a failed step, whose prompt
+    is never compared nor kept: `PreviousPrompt.reuse_in_walk`), decoded in one call."""
+    wanted = [row[_BLOCKS] for row in chunk if row[_BLOCKS] and row[_ERROR] is None]
+    decoded = iter(json.loads("[" + ",".join(wanted) + "]"))
+    return [next(decoded) if row[_BLOCKS] and row[_ERROR] is None else None for row in chunk]
+
+
+def _total_of(per_tenant: Iterable[dict]) -> dict:
+    """The sums over every tenant's steps from each tenant's (`_SUMS`: a session is counted
+    by tenant and id, so the tenants' session counts add up too)."""
+    rows = list(per_tenant)
+    total = {}
+    for key in rows[0]:
+        if key == "tenant":
+            continue
+        values = [row[key] for row in rows if row[key] is not None]
+        pick = min if key == "first_s" else max if key == "last_s" else sum
+        total[key] = pick(values) if values else None
+    return total
 
 
 _REUSE_KEYS = ("prefix_from_previous_tokens", "evicted_prefix_tokens", "steps_with_evicted_prefix")
