@@ -36,6 +36,7 @@ DEFAULT_KEEP_ALIVE_S = 75.0
 DEFAULT_BODY_TIMEOUT_S = 60.0
 RESPONSES_DB_ENV = "STEPAHEAD_RESPONSES_DB"
 MEMORY_ONLY = ":memory:"
+MAX_NESTING = 100   # tables or arrays within one another in a config file (a real one nests ~4)
 SERVER_KEYS = ("host", "port", "max_body_bytes", "default_completion_reserve_tokens", "queue_timeout_s",
                "keep_alive_s", "body_timeout_s", "responses_db", "responses_per_tenant", "conversations_per_tenant",
                "freeze_startup_heap", "shutdown_timeout_s", "max_file_bytes", "file_bytes_per_tenant",
@@ -204,7 +205,10 @@ def _optional_float(value: int | float | None) -> float | None:
 
 
 def load_config(path: str | Path) -> GatewayConfig:
-    """The config in the TOML file at `path` (a UTF-8 BOM first is skipped)."""
+    """The config in the TOML file at `path` (a UTF-8 BOM first is skipped). Tables or
+    arrays nested past `MAX_NESTING` are a ConfigError, never a RecursionError from the
+    parser or a later walk (the check, the start and a SIGHUP reload all say it)."""
+    too_deep = f"{path}: tables or arrays nested too deeply (more than {MAX_NESTING} levels)"
     try:
         with open(path, "rb") as f:
             raw = f.read()
@@ -214,5 +218,24 @@ def load_config(path: str | Path) -> GatewayConfig:
         raise ConfigError(f"{path}: {exc}") from None
     except UnicodeDecodeError as exc:   # at its byte in the file, the BOM counted
         raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start + len(raw) - len(body)})") from None
+    except RecursionError:   # the parser recurses once per nested array or inline table
+        raise ConfigError(too_deep) from None
+    if nesting_depth(data) > MAX_NESTING:   # `[a.b.c...]` headers nest without the parser recursing
+        raise ConfigError(too_deep)
     return parse_config(data)
+
+
+def nesting_depth(value: Any) -> int:
+    """How many tables and arrays `value` holds within one another (0 for a scalar);
+    walked without recursing."""
+    deepest, pending = 0, [(value, 0)]
+    while pending:
+        item, depth = pending.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            deepest = max(deepest, depth)
+        else:
+            deepest = max(deepest, depth + 1)
+            pending.extend((child, depth + 1) for child in children)
+    return deepest
 

@@ -2,13 +2,21 @@
 before the file is installed (and a running gateway sent SIGHUP).
 
 Invariant: the file is checked as the start checks it and by the same functions
-(`load_config`, then the OTLP settings' `otlp_target` and `local_model_problem`, the engine
-options and model files checked without loading a model), in this process's environment
-(a tenant's `api_key_env` must be set here too); nothing is loaded, bound or started. Each
-problem is said in the start's words, one `stepahead: ...` line each on stderr, exit status
-2; a file that loads and would start prints `FILE: ok` and a one-line summary, exit status
-0. `--json` prints one JSON object instead, `{"ok", "file", "errors", "summary"}`, the
-summary null when the file did not load.
+(`load_config`, then the OTLP settings' `otlp_target`, `local_model_problem`, the engine
+options and model files checked without loading a model, the stores' places
+`check_store_places`, and the address `address_error`), in this process's environment (a
+tenant's `api_key_env` must be set here too); no model is loaded, no worker started, and
+the address is bound only to be let go at once. The stores' places are tried as the start
+tries them, with its effects on disk: their directories made (0700), their SQLite files
+opened (made when missing, a damaged one set aside), a probe file written and removed.
+Each problem is said in the start's words, one `stepahead: ...` line each on stderr, exit
+status 2; a file that loads and would start prints `FILE: ok` and a one-line summary, exit
+status 0. What the start only warns of is a `stepahead: ...` warning line on stderr and
+fails nothing: an upstream model's unset `api_key_env`/`api_base_env` variable, and an
+address in use now (a gateway serving it, to be restarted with this file, holds it).
+Not checked: whether the KV cache's tiers fit in memory (known only once a worker
+allocates them). `--json` prints one JSON object instead, `{"ok", "file", "errors",
+"warnings", "summary"}`, the summary null when the file did not load.
 """
 from __future__ import annotations
 
@@ -18,29 +26,35 @@ import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
+from errno import EADDRINUSE
 from typing import Any
 
 from agents_trace.config import TraceConfigError
-from gateway.config import ConfigError, GatewayConfig, LocalModelConfig, load_config
+from gateway.config import ConfigError, GatewayConfig, LocalModelConfig, UpstreamModelConfig, load_config
 
 BAD_CONFIG = "bad config: "   # the start's prefix (after "stepahead: ") of a file that does not load
+# the start's line for `--config ""` (gateway/serve_command.py `config_file_of`)
+EMPTY_PATH = "--config is empty: give the config file's path (leave --config out to serve without one)"
 
 
 @dataclass(frozen=True, slots=True)
 class ConfigCheck:
     """What checking one file found: `errors` in the start's words (without its
-    "stepahead: " prefix), empty when it would start; `summary` None when it did not load."""
+    "stepahead: " prefix), empty when it would start; `warnings` what the start would only
+    warn of (never a failure); `summary` None when it did not load."""
 
     file: str
     errors: tuple[str, ...]
     summary: dict[str, Any] | None
+    warnings: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
         return not self.errors
 
     def as_json(self) -> dict[str, Any]:
-        return {"ok": self.ok, "file": self.file, "errors": list(self.errors), "summary": self.summary}
+        return {"ok": self.ok, "file": self.file, "errors": list(self.errors), "warnings": list(self.warnings),
+                "summary": self.summary}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -49,12 +63,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     check = commands.add_parser(
         "check", help="check a config file as `serve --config` would, without serving it",
         description="Load and check a gateway config file as `stepahead serve --config FILE` does at its "
-                    "start (its environment variables read here; engine options and model files checked, "
-                    "no model loaded, no port bound, no worker started). Exit status 0 when it would "
-                    "start, 2 with each problem on stderr otherwise.")
+                    "start (its environment variables read here; engine options, model files, the stores' "
+                    "places and the address checked; no model loaded, no worker started; whether the KV "
+                    "cache fits in memory is not checked). Exit status 0 when it would start (warnings "
+                    "on stderr), 2 with each problem on stderr otherwise.")
     check.add_argument("file", metavar="FILE", help="the TOML config file")
     check.add_argument("--json", action="store_true",
-                       help='print one JSON object: {"ok", "file", "errors", "summary"}')
+                       help='print one JSON object: {"ok", "file", "errors", "warnings", "summary"}')
     check.set_defaults(handler=check_command)
 
 
@@ -64,7 +79,7 @@ def check_config_file(path: str, environ: Mapping[str, str] = os.environ) -> Con
     from gateway.serve_command import local_model_problem
 
     if not path.strip():
-        return ConfigCheck(path, (f"{BAD_CONFIG}the config file's path is empty",), None)
+        return ConfigCheck(path, (f"{BAD_CONFIG}{EMPTY_PATH}",), None)
     try:
         config = load_config(path)
     except (ConfigError, TraceConfigError, OSError) as exc:   # as `serve` catches them
@@ -78,7 +93,41 @@ def check_config_file(path: str, environ: Mapping[str, str] = os.environ) -> Con
     problem = local_model_problem(config)
     if problem:
         errors.append(problem)
-    return ConfigCheck(path, tuple(errors), config_summary(config))
+    errors.extend(store_places_problems(config, environ))
+    address, warnings = address_problems(config)
+    errors.extend(address)
+    warnings.extend(f"model {model.name!r}: {warning}" for model in config.models
+                    if isinstance(model, UpstreamModelConfig)
+                    for warning in [model.missing_variables_warning()] if warning)
+    return ConfigCheck(path, tuple(errors), config_summary(config), tuple(warnings))
+
+
+def store_places_problems(config: GatewayConfig, environ: Mapping[str, str]) -> list[str]:
+    """The start's `check_store_places` failure (all the places it names, in one line), or
+    none; tried as the start tries them (the module docstring)."""
+    from gateway.start_failure import StartFailed
+    from gateway.store_places import check_store_places
+
+    try:
+        check_store_places(config, environ)
+    except StartFailed as exc:
+        return [f"the start would fail: {exc}"]
+    return []
+
+
+def address_problems(config: GatewayConfig) -> tuple[list[str], list[str]]:
+    """(errors, warnings) of binding the file's `[server]` address as the start does: one
+    that cannot be bound is an error; one in use now only a warning, as the file is often
+    checked while the gateway it will restart holds that address."""
+    from gateway.serve_command import address_error, cannot_listen
+
+    error = address_error(config.host, config.port)
+    if error is None:
+        return [], []
+    if error.errno == EADDRINUSE:
+        return [], [f"{cannot_listen(config.host, config.port, error)} now: the start fails while something "
+                    "holds it (a gateway serving there must stop first)"]
+    return [cannot_listen(config.host, config.port, error)], []
 
 
 def config_summary(config: GatewayConfig) -> dict[str, Any]:
@@ -109,7 +158,10 @@ def check_command(args: argparse.Namespace) -> int:
     result = check_config_file(args.file)
     if args.json:
         print(json.dumps(result.as_json()))
-    elif result.ok:
+        return 0 if result.ok else 2
+    for warning in result.warnings:
+        print(f"stepahead: {warning}", file=sys.stderr)
+    if result.ok:
         print(f"{args.file}: ok")
         print(summary_line(result.summary))
     else:

@@ -4,8 +4,9 @@ either) checked and tokenized, one `LocalCall` each.
 
 Invariants: every token id is inside the vocabulary and every prompt leaves room for at
 least one completion token (`completion_budget`) before anything is admitted (`max_tokens`
-0 too: with `echo`, the prompt alone, run for one token that is dropped, `LocalCall.echo_only`;
-without, a 400, as nothing would be returned), a text
+0 too: with `echo`, the prompt alone, run for one token that is dropped, `LocalCall.echo_only`,
+so a prompt of the context's length is a 400 saying so; without, a 400, as nothing would be
+returned), a text
 prompt whose length alone proves it past the context before it is tokenized
 (gateway/prompt_bounds.py, the same 400); text
 prompts are tokenized off the event loop, through the tenant's prompt token cache; at
@@ -21,7 +22,7 @@ from gateway.backend import Prepared
 from gateway.errors import invalid_request
 from gateway.local_generation import LocalCall
 from gateway.local_refusals import refuse_unsupported_completion_params
-from gateway.local_sampling import completion_budget, sampling_params
+from gateway.local_sampling import completion_budget, refuse_echo_only_past_context, sampling_params
 from gateway.schemas import CompletionRequest
 
 MAX_RUNS = 128  # completions generated for one request: prompts x max(n, best_of)
@@ -97,9 +98,11 @@ class LocalCompletions:
                                       f"(size {vocab_size}).", param="prompt")
         if not prompt_ids:
             raise invalid_request("The prompt is empty.", param="prompt")
+        echo_only = request.max_tokens == 0   # with `echo` (without: refused above)
+        if echo_only:   # run for one token: the prompt must leave it a position
+            refuse_echo_only_past_context(len(prompt_ids), self.engine.max_context_tokens, param="prompt")
         budget = completion_budget(len(prompt_ids), request.max_tokens, self.engine.max_context_tokens,
                                    param="prompt")
-        echo_only = request.max_tokens == 0   # with `echo` (without: refused above)
         return LocalCall(prompt_token_ids=prompt_ids,
                          sampling=dataclasses.replace(
                              sampling_params(request, self.engine.tokenizer, max_tokens=max(budget, 1),

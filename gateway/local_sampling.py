@@ -2,11 +2,14 @@
 
 Invariants: a token id in `logit_bias` past the vocabulary, a non-boolean `ignore_eos`,
 and a prompt with no room left for the completion (or less room than `max_tokens` asks)
-are 400s naming the field, before any work is queued.
+are 400s naming the field, before any work is queued; so is an echo-only prompt
+(`echo` with `max_tokens` 0) of the context's length or more, with the reason it is one:
+the engine runs it one position past the prompt, as it admits only prompts shorter than
+the context (shards/worker.py), never "you requested N tokens" of an N-token context.
 """
 from __future__ import annotations
 
-from gateway.errors import context_length_exceeded, invalid_request
+from gateway.errors import ApiError, context_length_exceeded, invalid_request
 from gateway.schemas import ChatCompletionRequest, CompletionRequest
 
 
@@ -38,6 +41,19 @@ def completion_budget(num_prompt_tokens: int, num_max_tokens: int | None, max_co
         raise context_length_exceeded(num_prompt_tokens, num_max_tokens, max_context_tokens, param=param,
                                       budget_param=budget_param)
     return num_max_tokens if num_max_tokens is not None else room
+
+
+def refuse_echo_only_past_context(num_prompt_tokens: int, max_context_tokens: int, *, param: str = "prompt") -> None:
+    """The 400 for an echo-only prompt (`echo`, `max_tokens` 0) that leaves the engine no
+    position to run it to (the module docstring); nothing when it has one."""
+    if num_prompt_tokens < max_context_tokens:
+        return
+    raise ApiError(
+        400, f"This model's maximum context length is {max_context_tokens} tokens. However, your {param} "
+        f"resulted in {num_prompt_tokens} tokens: 'echo' with 'max_tokens' 0 scores the {param} by running the "
+        f"model one position past it, so the {param} can have at most {max_context_tokens - 1} tokens. Please "
+        f"reduce the length of the {param}.",
+        "invalid_request_error", "context_length_exceeded", param, num_prompt_tokens=num_prompt_tokens)
 
 
 def logit_bias_pairs(request: ChatCompletionRequest | CompletionRequest, tokenizer) -> tuple:

@@ -165,9 +165,9 @@ def _working_directory_gone() -> bool:
     return False
 
 
-def _address_problem(host: str, port: int) -> str | None:
-    """Why the server could not listen on (host, port) — taken, not an address of this
-    machine — or None. Binds as uvicorn does (SO_REUSEADDR), then lets go at once."""
+def address_error(host: str, port: int) -> OSError | None:
+    """The error binding (host, port) gives — taken, not an address of this machine — or
+    None. Binds as uvicorn does (SO_REUSEADDR), then lets go at once (`config check` too)."""
     try:
         family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
                                                              flags=socket.AI_PASSIVE)[0]
@@ -175,8 +175,19 @@ def _address_problem(host: str, port: int) -> str | None:
             probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             probe.bind(address)
     except OSError as exc:   # socket.gaierror included
-        return f"cannot listen on {host}:{port}: {exc.strerror or exc}"
+        return exc
     return None
+
+
+def cannot_listen(host: str, port: int, error: OSError) -> str:
+    """`address_error`'s `error` in the start's words."""
+    return f"cannot listen on {host}:{port}: {error.strerror or error}"
+
+
+def _address_problem(host: str, port: int) -> str | None:
+    """Why the server could not listen on (host, port), in one line, or None."""
+    error = address_error(host, port)
+    return None if error is None else cannot_listen(host, port, error)
 
 
 def base_url(host: str, port: int) -> str:
