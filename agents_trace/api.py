@@ -33,7 +33,7 @@ from agents_trace.export import (LEFT_OUT_HEADER, ExportCounts, export_lines, ex
 from agents_trace.query_params import list_cursor, query_cursor, query_flag, query_page, query_time
 from agents_trace.session_path import SessionPath, parse_session_path, session_tail_route
 from agents_trace.session_route import SESSION_METHODS, SessionTailRoute, allowed_methods, method_not_allowed
-from agents_trace.store import delete_sessions
+from agents_trace.store_delete import delete_sessions
 from agents_trace.store_queries import SessionFilter, find_session_as_given, list_sessions, matching_session_keys
 from agents_trace.step_queries import has_step, list_steps, request_step, step_content
 from agents_trace.store_stats import StatsCancelled, StatsWindow, tenant_stats

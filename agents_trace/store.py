@@ -44,7 +44,8 @@ from typing import TypeVar
 
 from agents_trace.records import SessionEnded
 from agents_trace.step_numbering import offset_past
-from agents_trace.store_schema import BUSY_TIMEOUT_MS, connect_writer, give_back_free_pages, truncate_wal
+from agents_trace.store_delete import WAL_TRUNCATE_WAIT_MS, delete_in_one_transaction
+from agents_trace.store_schema import connect_writer, give_back_free_pages, truncate_wal
 from agents_trace.store_rows import CLEAR_ENDED_SPAN, GENERATED_NOTHING, INSERT_STEP, REPLACE_CONTENT, \
     SELECT_LEFT_OPEN_SPAN, UPSERT_SESSION, LeftOpenSpan, StepRow, content_values, left_open_span, session_values, \
     step_values
@@ -57,7 +58,6 @@ T = TypeVar("T")
 log = logging.getLogger("stepahead.agents_trace")
 RETENTION_BATCH_SESSIONS = 64
 WAL_KEPT_BYTES = 4 << 20      # journal_size_limit: a WAL a write restarts is cut back to this
-WAL_TRUNCATE_WAIT_MS = 250    # the most a retention pass's TRUNCATE checkpoint waits for readers and writers
 ABANDONED_BATCH_SESSIONS = 512   # sessions `end_abandoned` ends in one call (one transaction)
 _Moved = dict[tuple[str, str, int], int]   # (tenant, session, index asked for) -> index given, in one write
 
@@ -259,7 +259,7 @@ class TraceStore:
         return (num_pages - num_free) * page_size
 
     def _delete_sessions(self, keys: Sequence[tuple[str, str]]) -> None:
-        _delete_in_one_transaction(self.db, keys)
+        delete_in_one_transaction(self.db, keys)
 
     def apply_retention(self, now_s: float) -> int:
         """Drop sessions past the age limit, then the biggest tenants' oldest until the
@@ -282,30 +282,3 @@ class TraceStore:
         if self._wal_to_truncate:
             self._wal_to_truncate = not truncate_wal(self.db, WAL_TRUNCATE_WAIT_MS)
         return num_removed
-
-
-def _delete_in_one_transaction(db: sqlite3.Connection, keys: Sequence[tuple[str, str]],
-                               begin: str = "BEGIN") -> int:
-    """Delete the sessions `keys` ((tenant, session) pairs), their steps and content, all
-    or none; the number of steps deleted."""
-    with transaction(db, begin):
-        deleted = {table: db.executemany(f"DELETE FROM {table} WHERE tenant = ? AND session = ?", keys).rowcount
-                   for table in ("step_content", "steps", "sessions")}
-    return deleted["steps"]
-
-
-def delete_sessions(path: Path, keys: Sequence[tuple[str, str]]) -> int:
-    """Delete the sessions `keys` from the store at `path`, with their steps and content,
-    through a connection of its own (from any thread or process: SQLite orders it with the
-    writer's transactions), and give their pages back to the file system, the WAL's too
-    (`truncate_wal`: while a gateway holds the store open the WAL outlives this connection;
-    a reader on an older snapshot leaves it to the writer's next retention pass); the number
-    of steps deleted. A step of such a session still arriving is stored under its id again."""
-    db = sqlite3.connect(str(path), isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False)
-    try:
-        num_steps = _delete_in_one_transaction(db, keys, "BEGIN IMMEDIATE")
-        give_back_free_pages(db)
-        truncate_wal(db, WAL_TRUNCATE_WAIT_MS)
-        return num_steps
-    finally:
-        db.close()

@@ -30,7 +30,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from agents_trace.export import ExportCounts, export_lines, export_sessions_lines
-from agents_trace.store import delete_sessions
+from agents_trace.store_delete import delete_sessions
 from agents_trace.store_queries import MAX_PAGE, SessionFilter, find_session_as_given, list_sessions, \
     matching_session_keys
 from agents_trace.step_queries import iter_session_steps

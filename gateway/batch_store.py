@@ -21,7 +21,7 @@ Invariants:
 - an index found damaged is set aside and a new one started: the results of the batches
   it recorded go to `batch_results/orphaned-<its UTC time>/` then, or at the next start,
   each under its batch's claim (never one a runner runs), with one warning
-  (`gateway.unrecorded_files.set_aside_unrecorded` says which).
+  (`gateway.unrecorded_files.set_aside_unrecorded` says which; the sweeps: gateway/batch_index.py).
 """
 from __future__ import annotations
 
@@ -33,26 +33,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from cache.private_paths import make_private_dirs, private_opener
+from gateway.batch_index import ADDED_COLUMNS, SCHEMA, BatchIndexSweeps
 from gateway.errors import ApiError
 from gateway.tenant_seq import next_seq, number_unnumbered
 from gateway.ids import random_hex
 from gateway.list_page import ListPage
 from gateway.openai_format import line_breaks_escaped
-from gateway.unrecorded_files import SweptIndex, move_unrecorded, moved_under_claim
+from gateway.unrecorded_files import SweptIndex
 from gateway.store_thread import StoreThread, TemporaryRoot
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS batches (
-    tenant TEXT NOT NULL,
-    id TEXT NOT NULL,
-    created_at INTEGER NOT NULL,
-    record TEXT NOT NULL,
-    seq INTEGER,
-    PRIMARY KEY (tenant, id)
-);
-CREATE INDEX IF NOT EXISTS batches_by_time ON batches (tenant, created_at);
-"""
-ADDED_COLUMNS = (("batches", "seq", "INTEGER"),)   # not in the first version's batches
 UNFINISHED = ("validating", "in_progress", "finalizing", "cancelling")
 TIMES = ("in_progress_at", "finalizing_at", "completed_at", "failed_at", "expired_at", "cancelling_at",
          "cancelled_at")
@@ -152,7 +141,7 @@ class Batch:
                 "metadata": self.metadata or None, "model": self.model, "usage": self.usage}
 
 
-class BatchStore:
+class BatchStore(BatchIndexSweeps):
     def __init__(self, root: Path | None, clock: Callable[[], float] = time.time) -> None:
         self._root = root
         self._temporary = TemporaryRoot("stepahead-batches-") if root is None else None
@@ -169,20 +158,6 @@ class BatchStore:
     @property
     def results_dir(self) -> Path:
         return (self._root if self._temporary is None else self._temporary.path) / "batch_results"
-
-    def _sweep_unrecorded(self) -> None:
-        """At start: `_set_aside_unrecorded`, once an index there is was opened (and set aside if no database)."""
-        if self._file.path is not None and self._file.path.exists():
-            self._file.rows("SELECT 1 FROM batches LIMIT 1")
-        self._set_aside_unrecorded()
-
-    def _set_aside_unrecorded(self) -> None:
-        """Move the results of the batches the newest damaged index took the records of to
-        `batch_results/orphaned-<its UTC time>/`, each under its claim (gateway/batch_claims.py)."""
-        if self.results_dir.is_dir():
-            move_unrecorded(self._file, "batches", {path.stem: path for path in self.results_dir.glob("*.jsonl")},
-                            self.results_dir, "batch result file(s)",
-                            moved_under_claim(self.results_dir.parent / "batch_claims"))
 
     def _put(self, batch: Batch) -> None:
         """Keep `batch`; a batch kept `cancelling` (by a gateway sharing this store) is not

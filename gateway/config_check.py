@@ -119,7 +119,7 @@ def address_problems(config: GatewayConfig) -> tuple[list[str], list[str]]:
     """(errors, warnings) of binding the file's `[server]` address as the start does: one
     that cannot be bound is an error; one in use now only a warning, as the file is often
     checked while the gateway it will restart holds that address."""
-    from gateway.serve_command import address_error, cannot_listen
+    from gateway.listen_address import address_error, cannot_listen
 
     error = address_error(config.host, config.port)
     if error is None:

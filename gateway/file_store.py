@@ -17,7 +17,8 @@ Invariants:
   or another sharing `root`) holds, nor an empty one made in the last `PARTIAL_GRACE_S`;
 - an index found damaged is set aside and a new one started: the files it recorded go to
   `root/orphaned-<its UTC time>/` then, or at the next start, with one warning
-  (`gateway.unrecorded_files.set_aside_unrecorded` says which): `root` keeps recorded files;
+  (`gateway.unrecorded_files.set_aside_unrecorded` says which): `root` keeps recorded files
+  (the start's sweep and this one: gateway/file_index.py);
 - a batch's output or error file (`add_output`) is its tenant's one live file of its
   name: a batch finished again (a crash after its files, before its final status) reuses
   the file of the same bytes, and removes any other of that name;
@@ -31,7 +32,6 @@ Invariants:
 """
 from __future__ import annotations
 
-import logging
 import os
 import time
 from collections.abc import Callable
@@ -40,38 +40,21 @@ from typing import IO
 
 from cache.private_paths import make_private_dirs, private_opener
 from gateway.errors import ApiError, body_too_large
+from gateway.file_index import ADDED_COLUMNS, SCHEMA, FileIndexSweeps
 from gateway.file_records import StoredFile, file_not_found
 from gateway.file_quota import UploadReservations, file_storage_full
 from gateway.ids import random_hex
 from gateway.list_page import ListPage
 from gateway.tenant_seq import next_seq, number_unnumbered
-from gateway.partial_files import lock_while_written, partial_path, sweep_partial_files
-from gateway.unrecorded_files import SweptIndex, move_unrecorded
+from gateway.partial_files import lock_while_written, partial_path
+from gateway.unrecorded_files import SweptIndex
 from gateway.store_thread import StoreThread, TemporaryRoot
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS files (
-    tenant TEXT NOT NULL,
-    id TEXT NOT NULL,
-    bytes INTEGER NOT NULL,
-    created_at INTEGER NOT NULL,
-    filename TEXT NOT NULL,
-    purpose TEXT NOT NULL,
-    expires_at INTEGER,
-    seq INTEGER,
-    PRIMARY KEY (tenant, id)
-);
-CREATE INDEX IF NOT EXISTS files_by_time ON files (tenant, created_at);
-CREATE INDEX IF NOT EXISTS files_by_name ON files (tenant, filename);
-"""
-ADDED_COLUMNS = (("files", "expires_at", "INTEGER"), ("files", "seq", "INTEGER"))   # not in the first version's files
 COLUMNS = "id, bytes, created_at, filename, purpose, expires_at"
 REMOVED_PER_SWEEP = 256
 
-log = logging.getLogger("stepahead.gateway")
 
-
-class FileStore:
+class FileStore(FileIndexSweeps):
     def __init__(self, root: Path | None, clock: Callable[[], float] = time.time) -> None:
         self._root = root
         self._temporary = TemporaryRoot("stepahead-files-") if root is None else None
@@ -129,26 +112,6 @@ class FileStore:
                 kept_at.unlink(missing_ok=True)
                 raise
         return stored
-
-    def _sweep_at_start(self) -> None:
-        """The partial files of uploads a killed gateway was writing (`gateway.partial_files`);
-        then, once an index there is was opened (one that is not a database is set aside
-        then), the files an index set aside before took the records of."""
-        removed = sweep_partial_files(self.root, lambda file_id: bool(
-            self._file.rows("SELECT 1 FROM files WHERE id = ?", (file_id,))))
-        if removed:
-            log.warning("stepahead: warning: removed %d partial file(s) of uploads cut short (the gateway was killed "
-                        "while writing them) from %s", removed, self.root)
-        if self._file.path is not None and self._file.path.exists():
-            self._file.rows("SELECT 1 FROM files LIMIT 1")
-        self._set_aside_unrecorded()
-
-    def _set_aside_unrecorded(self) -> None:
-        """Move the files the newest damaged index took the records of to
-        `root/orphaned-<its UTC time>/` (`gateway.unrecorded_files.move_unrecorded`)."""
-        if self.root.is_dir():   # (with root None, the index is in memory: never set aside)
-            move_unrecorded(self._file, "files", {path.name: path for path in self.root.glob("file-*")
-                                                  if "." not in path.name}, self.root, "file(s)")   # not partial
 
     def _add_output(self, tenant: str, filename: str, purpose: str, data: bytes,
                     expires_after_s: int | None) -> StoredFile | None:

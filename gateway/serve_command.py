@@ -17,13 +17,13 @@ import argparse
 import dataclasses
 import os
 import signal
-import socket
 import sys
 
 from agents_trace.config import TraceConfigError
 from cache.policies import POLICY_NAMES as POLICIES
 from gateway.access_log import redact_access_log
 from gateway.hangups_at_exit import HangupsWhileExiting, say_hangup_ignored
+from gateway.listen_address import address_problem, base_url
 from gateway.config import (DEFAULT_LOCAL_MODEL, DEFAULT_LOCAL_POLICY, ConfigError, default_config, demo_key_from,
                             load_config)
 from gateway.uvicorn_server import start_aware_server_class
@@ -165,36 +165,6 @@ def _working_directory_gone() -> bool:
     return False
 
 
-def address_error(host: str, port: int) -> OSError | None:
-    """The error binding (host, port) gives — taken, not an address of this machine — or
-    None. Binds as uvicorn does (SO_REUSEADDR), then lets go at once (`config check` too)."""
-    try:
-        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
-                                                             flags=socket.AI_PASSIVE)[0]
-        with socket.socket(family, kind, proto) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            probe.bind(address)
-    except OSError as exc:   # socket.gaierror included
-        return exc
-    return None
-
-
-def cannot_listen(host: str, port: int, error: OSError) -> str:
-    """`address_error`'s `error` in the start's words."""
-    return f"cannot listen on {host}:{port}: {error.strerror or error}"
-
-
-def _address_problem(host: str, port: int) -> str | None:
-    """Why the server could not listen on (host, port), in one line, or None."""
-    error = address_error(host, port)
-    return None if error is None else cannot_listen(host, port, error)
-
-
-def base_url(host: str, port: int) -> str:
-    """The OpenAI base URL of a gateway listening on (host, port); an IPv6 host in brackets."""
-    return f"http://[{host}]:{port}/v1" if ":" in host else f"http://{host}:{port}/v1"
-
-
 STARTUP_FAILURE = 3   # uvicorn's exit status when the application did not start
 
 
@@ -284,7 +254,7 @@ def _server_or_exit_status(args: argparse.Namespace):
     if problem:
         print(f"stepahead: {problem}", file=sys.stderr)
         return 2
-    problem = _address_problem(config.host, config.port)
+    problem = address_problem(config.host, config.port)
     if problem:   # found before the workers load the model, not after
         print(f"stepahead: {problem}", file=sys.stderr)
         return 2

@@ -14,7 +14,7 @@ status is 0, or 1 when some requests failed (the report counts them). A `--tenan
 one-line warning naming the trace's tenants, not an error: one set of keys can then
 serve several traces, and a misspelt tenant still shows before the replay starts.
 `--tenant-keys-file` keeps keys out of `ps` (a `--tenant-key` wins over it); its errors name
-a line, never a key, and a file others can read is a warning, not an error.
+a line, never a key, and a file others can read is a warning, not an error (tenant_keys.py).
 """
 from __future__ import annotations
 
@@ -22,8 +22,6 @@ import argparse
 import asyncio
 import json
 import math
-import os
-import stat
 import sys
 from urllib.parse import urlsplit
 
@@ -33,10 +31,10 @@ from agents_trace.replay.report import build_report, format_table, late_send_war
 from agents_trace.replay.prompts import DEFAULT_FIRST_TOKEN_ID, MIN_VOCAB_SIZE
 from agents_trace.replay.runner import (GatewayUnreachable, ModelNotServed, NoModelListed, ReplayOptions, last_due_s,
                                         replay)
+from agents_trace.replay.tenant_keys import tenant_keys_file, unknown_tenants_warning
 from cache.trace_format import TraceFormatError, TraceHeader, TraceRecord, read_trace
 from cache.trace_input import STDIN_PATH
 
-MAX_TENANTS_NAMED = 10   # a warning names at most this many of the trace's tenants
 MAX_MODELS_NAMED = 10
 EXIT_GATEWAY_STOPPED = 3   # the gateway stopped answering mid-replay (docs/replay.md)
 MAX_REPLAY_S = 86_400.0   # a day: a replay due to run longer is refused (docs/replay.md)
@@ -116,59 +114,6 @@ def too_long_problem(records: list[TraceRecord], speed: float) -> str | None:
             f"of {len(records)} is due {due_s:g} s of trace time after the first, and a replay runs at most "
             f"{MAX_REPLAY_S:,.0f} s (a day); if a time (a 't' or 'gap_s') is in the wrong unit, fix the trace, "
             "else raise --speed or replay the requests before it (--limit)")
-
-
-def tenant_keys_file(path: str) -> tuple[dict[str, str], str | None]:
-    """The keys of a --tenant-keys-file, by tenant, and a warning line when others than its
-    owner may read it (None: they may not). Its lines are TENANT=KEY, whitespace around
-    either stripped, a key split at its first '='; blank lines and lines starting with '#'
-    are skipped. A ValueError's message names the file and a line, never a key."""
-    try:
-        with open(path, "rb") as file:
-            mode = os.fstat(file.fileno()).st_mode
-            data = file.read()
-    except OSError as exc:
-        raise ValueError(f"cannot read --tenant-keys-file {path}: {exc.strerror or exc}") from None
-    try:
-        text = data.decode("utf-8").removeprefix("\ufeff")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise ValueError(f"--tenant-keys-file {path} line {line}: not UTF-8 text") from None
-    keys: dict[str, str] = {}
-    line_of: dict[str, int] = {}   # where each tenant's key is
-    for number, line in enumerate(text.split("\n"), 1):
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        tenant, sep, key = (part.strip() for part in line.partition("="))
-        if not sep or not tenant or not key:
-            raise ValueError(f"--tenant-keys-file {path} line {number}: expected TENANT=KEY")
-        if tenant in keys:
-            raise ValueError(f"--tenant-keys-file {path} line {number}: a second key for tenant {tenant!r} "
-                             f"(the first is on line {line_of[tenant]})")
-        keys[tenant], line_of[tenant] = key, number
-    warning = None
-    if stat.S_ISREG(mode) and mode & 0o044:
-        warning = (f"warning: --tenant-keys-file {path} is readable by others than its owner "
-                   f"(mode {stat.S_IMODE(mode):04o}): chmod 600 {path}")
-    return keys, warning
-
-
-def unknown_tenants_warning(tenant_keys: dict[str, str], records: list[TraceRecord],
-                            flag: str = "--tenant-key") -> str | None:
-    """A warning line for `flag`'s tenants the trace does not have (None: all known)."""
-    tenants = sorted({record.tenant for record in records})
-    unknown = [tenant for tenant in tenant_keys if tenant not in tenants]
-    if not unknown:
-        return None
-    return (f"warning: {flag} for {_named(unknown)}: the trace has no such tenant, "
-            f"so the key goes unused (its tenants: {_named(tenants)})")
-
-
-def _named(names: list[str]) -> str:
-    """`names` quoted, at most MAX_TENANTS_NAMED of them, and how many more."""
-    more = f" and {len(names) - MAX_TENANTS_NAMED} more" if len(names) > MAX_TENANTS_NAMED else ""
-    return ", ".join(repr(name) for name in names[:MAX_TENANTS_NAMED]) + more
 
 
 def print_report(report: dict, as_json: bool) -> None:

@@ -14,7 +14,7 @@ import pytest
 import agents_trace.store_queries as store_queries
 from agents_trace.api import Viewer
 from agents_trace.export import export_lines, export_sessions_lines
-from agents_trace.store import delete_sessions
+from agents_trace.store_delete import delete_sessions
 from agents_trace.store_queries import SessionFilter, matching_session_keys
 from agents_trace.traces_command import register
 

@@ -468,7 +468,7 @@ def test_deleting_sessions_and_retention_give_every_free_page_back(tmp_path, clo
     every session (and retention) left the pages free inside the file, which never shrank."""
     import sqlite3
 
-    from agents_trace.store import delete_sessions
+    from agents_trace.store_delete import delete_sessions
 
     tracer, _ = make_tracer(tmp_path, clock, capture_content=True)
     try:

@@ -113,7 +113,7 @@ def test_a_reader_on_an_older_snapshot_delays_the_wal_cut_to_a_later_pass_withou
 def test_deleting_sessions_while_a_gateway_holds_the_store_cuts_the_wal_too(big_store):
     """`traces delete` beside a running writer: the pages it gave back went through the WAL,
     which the writer's open connection kept at its high-water mark."""
-    from agents_trace.store import delete_sessions
+    from agents_trace.store_delete import delete_sessions
 
     path, _ = big_store
     writer = TraceStore(path, max_age_s=10**9, max_bytes=10**9)

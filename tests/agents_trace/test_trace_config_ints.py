@@ -93,7 +93,7 @@ def test_serve_says_bad_config_and_exits_2_before_binding(tmp_path, monkeypatch,
     from gateway.cli import main
 
     # a start that got this far would bind and serve: say so instead of binding anything
-    monkeypatch.setattr(serve_command, "_address_problem", lambda host, port: "got past the config check")
+    monkeypatch.setattr(serve_command, "address_problem", lambda host, port: "got past the config check")
     path = tmp_path / "big.toml"
     path.write_text(f'[tracing]\notlp_endpoint = "http://127.0.0.1:9"\notlp_max_queue_size = {HUGE}\n'
                     + MODEL + TENANT)

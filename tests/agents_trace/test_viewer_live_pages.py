@@ -86,7 +86,7 @@ def test_live_hides_load_more_once_nothing_is_left_to_load(tmp_path, driver):
     sessions match." came, but "Load more sessions" stayed, loading nothing when clicked."""
     from selenium.webdriver.common.by import By
 
-    from agents_trace.store import delete_sessions
+    from agents_trace.store_delete import delete_sessions
 
     first = [f"g-{i:03d}" for i in range(52)]
     with open_session_list(tmp_path, driver, first) as (driver, base_url, _):

@@ -35,7 +35,7 @@ def _example_env(monkeypatch) -> None:
     else runs on this machine is not what these tests check."""
     monkeypatch.setenv("SUPPORT_BOT_API_KEY", "sk-support-example")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-openai-example")
-    monkeypatch.setattr("gateway.serve_command.address_error", lambda host, port: None)
+    monkeypatch.setattr("gateway.listen_address.address_error", lambda host, port: None)
 
 
 def test_the_example_config_passes_with_a_one_line_summary(monkeypatch, capsys):

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from agents_trace.replay.cli import unknown_tenants_warning
+from agents_trace.replay.tenant_keys import unknown_tenants_warning
 from cache.trace_format import TraceRecord
 from gateway.cli import main
 
