@@ -14,6 +14,10 @@ versions too. `steps_by_session_agent` holds only the steps that name an agent, 
 `--agent` / `?agent=` filter (a session with any step by that agent: store_queries'
 `AGENT_SQL`) is one look-up per session, and a step without one costs its write nothing;
 built the same way (one pass over the steps, when a writer first opens an older store).
+`steps_by_arrived` and `steps_by_tenant_arrived` order the steps by arrival, every
+tenant's and each tenant's, so a time window (store_stats' `since`/`until`, admin or
+tenant-scoped) reads the steps in it, not the whole table; built the same way too (QA174's
+276k-step store: about 0.8 s, once, in the start before the models load).
 A reader of a store no writer has upgraded yet answers the same, only slower. The `span_*` columns of an open session name the `invoke_agent` span its
 steps belong to while no writer has ended it (ids in hex, its start, its own steps'
 totals: `store_rows.UPSERT_SESSION`), so a gateway ending a session another left open
@@ -92,6 +96,8 @@ CREATE TABLE IF NOT EXISTS steps (
 );
 CREATE INDEX IF NOT EXISTS steps_by_response_id ON steps (response_id);
 CREATE INDEX IF NOT EXISTS steps_by_session_agent ON steps (tenant, session, agent) WHERE agent IS NOT NULL;
+CREATE INDEX IF NOT EXISTS steps_by_arrived ON steps (arrived_s);
+CREATE INDEX IF NOT EXISTS steps_by_tenant_arrived ON steps (tenant, arrived_s);
 CREATE TABLE IF NOT EXISTS step_content (
     tenant TEXT NOT NULL, session TEXT NOT NULL, idx INTEGER NOT NULL,
     num_prefix_messages INTEGER NOT NULL, prefix_step INTEGER,

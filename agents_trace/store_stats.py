@@ -13,6 +13,7 @@ produced a first token; tool gap: steps after tool results whose gap is known).
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 import threading
 from collections.abc import Iterable
@@ -49,9 +50,16 @@ _SUMS = ("COUNT(DISTINCT tenant || char(0) || session) AS sessions, COUNT(*) AS 
 
 
 def _where(window: StatsWindow) -> tuple[str, list]:
+    """The steps' WHERE. A window bounds arrival on both sides, an open side by an infinity
+    (the same steps): SQLite, with no statistics of the store, picks the arrival indexes
+    (store_schema) for a range bounded on both sides, and the table's order for one bounded
+    on one side only, reading every step however few arrived in the window."""
+    window_s = (None if window.since_s is None and window.until_s is None else
+                (-math.inf if window.since_s is None else window.since_s,
+                 math.inf if window.until_s is None else window.until_s))
     return where_sql((("tenant = ?", window.tenant), ("agent = ?", window.agent),
                       (contains_sql("agent"), window.agent_contains),
-                      ("arrived_s >= ?", window.since_s), ("arrived_s <= ?", window.until_s)))
+                      ("arrived_s >= ? AND arrived_s <= ?", window_s)))
 
 
 def _percentiles(values: list[float]) -> tuple[float | None, float | None]:

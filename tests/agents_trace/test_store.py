@@ -114,7 +114,7 @@ def test_store_retention_drops_old_sessions_then_oldest_by_size(tmp_path, clock)
         left = list_sessions(store.path, SessionFilter(), limit=100)["data"]
         assert 0 < len(left) < 30 and min(s["session"] for s in left) > "s00"
         store.max_age_s = 10**9
-        store.max_bytes = store.used_bytes() // 2
+        store.max_bytes = store.used_bytes() * 3 // 4   # (a tiny store: its fixed pages, indexes included, are a large share)
         assert store.apply_retention(clock.now_s) > 0
         assert store.used_bytes() <= store.max_bytes
         newest = list_sessions(store.path, SessionFilter(), limit=1)["data"][0]["session"]
