@@ -57,8 +57,10 @@ class PredictiveConfig:
         aged by this fraction (at least this many seconds).
     sharing_weight: a block that several sessions used is also worth this many times the
         rate at which sessions came to it, (sessions - 1) / the time since the oldest of
-        their last uses: a tenant's system prompt, a document many conversations read,
-        are reused by sessions no forecast knows yet (trusted tenants only; 0: off).
+        their last uses, or, when higher, that rate with each arrival and second weighted
+        by exp(-age / H) (sessions that came just now count at once): a tenant's
+        system prompt, a document many conversations read, are reused by sessions no
+        forecast knows yet (trusted tenants only; 0: off).
     fallback_p: P(reuse) assumed for a just-used block without a trusted forecast; such
         blocks decay as exp(-idle / H), which orders them exactly as LRU does.
     pin_quantile / max_pin_s / pin_cap_frac: a tool wait is pinned until this return-time

@@ -14,7 +14,9 @@ block several sessions share adds their rates (`within`: 1 - Π(1 - p)). Session
 without a trusted forecast decay as `fallback_p` × exp(-idle / H), idle since the later of
 their last request and their blocks' release: LRU order. Trust is
 per session (its forecast said it is confident, and its tenant's recent forecasts were
-not worse than the base rate); the sharing rate counts for trusted tenants only.
+not worse than the base rate); the sharing rate (sessions per second that came to a
+block, over the span of its recorded uses or, when higher, weighted to the last H)
+counts for trusted tenants only.
 
 The horizon H is `horizon_factor` × the time new blocks take to fill HOT (for HOT) or
 the whole cache (for HOST): a block's expected lifetime, measured, not configured.
@@ -153,7 +155,7 @@ class Valuation:
             total += value
             miss *= 1.0 - min(value, 1.0)
         if last_uses is not None and len(last_uses) > 1 and trusted and self.config.sharing_weight:
-            rate = self.config.sharing_weight * sharing_rate(last_uses, now_s)
+            rate = self.config.sharing_weight * sharing_rate(last_uses, now_s, horizon)
             total += rate
             miss *= math.exp(-rate * horizon)
         return total if self._is_density else 1.0 - miss
@@ -187,11 +189,28 @@ class Valuation:
         return p / horizon_s if self._is_density else p
 
 
-def sharing_rate(last_uses: Mapping[str, float], now_s: float) -> float:
-    """Sessions per second that came to a block: (sessions - 1) / the time since the
-    oldest of their last uses (`last_uses` is `BlockMeta.sessions`, oldest first, the
-    most recent few only); 0 for a block one session used."""
+def sharing_rate(last_uses: Mapping[str, float], now_s: float, horizon_s: float = math.inf) -> float:
+    """Sessions per second that came to a block, from the last uses `last_uses` (its
+    `BlockMeta.sessions`, oldest first, the most recent few only); 0 for a block one
+    session used.
+
+    The sessions after the oldest one came over the time since it: (sessions - 1) /
+    (now - oldest use). With the block's horizon `horizon_s`, also the same rate with
+    each arrival and each second of that span weighted by exp(-age / horizon_s) (the
+    maximum-likelihood rate of arrivals whose rate drifts over about a horizon), and the
+    higher of the two: sessions that came within the last horizon raise the rate at
+    once, so of two tenants' shared prefixes the one whose sessions came just now
+    outranks one whose sessions came longer ago at a higher average rate (FI91: in a
+    burst of new sessions that is the prefix the next ones need), while a long history
+    keeps its whole-span rate when recent arrivals are fewer."""
     if len(last_uses) < 2:
         return 0.0
-    span_s = now_s - next(iter(last_uses.values()))
-    return (len(last_uses) - 1) / span_s if span_s > 0 else 0.0
+    uses = iter(last_uses.values())
+    span_s = now_s - next(uses)
+    if span_s <= 0.0:
+        return 0.0
+    rate = (len(last_uses) - 1) / span_s
+    if not 0.0 < horizon_s < math.inf:   # (no horizon measured yet: the whole-span rate alone)
+        return rate
+    arrivals = sum(math.exp(-max(0.0, now_s - use_s) / horizon_s) for use_s in uses)
+    return max(rate, arrivals / (-horizon_s * math.expm1(-span_s / horizon_s)))
