@@ -5,13 +5,24 @@ clear), and the promotions a request needs for the HOST part of its match.
 so that each file holds one concept; it works on the manager's `_residency`, `_hot`,
 `_host`, `_policy`, `_clock` and reference counting (`_ref`, `_unref`).
 
+It also writes a commit through to HOST (`commit_to_host`): a request's new full blocks
+that `commit` found no HOT room for (HOT full of blocks in use) are placed in HOST, as a
+demotion would place them, so a later request finds them there instead of recomputing.
+
 Invariants: a block with references is never demoted, promoted or dropped (`_evictable`
 refuses it); making room for a promotion never picks the block being promoted; a move
-that finds no room changes nothing and says so (None / False).
+that finds no room changes nothing and says so (None / False). A block written through
+to HOST enters it unreferenced and cached, under the same room rule and policy calls as
+a demoted block (`Residency.host_takes`, then `on_insert`), and only after its parent is
+registered: it is matchable exactly when its whole prefix is.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from cache.block_meta import BlockMeta, LineageId
+from cache.hashing import BlockHash
+from cache.lineage import continues, verified_run
 from cache.match import Match
 from cache.tiers import Tier
 
@@ -60,6 +71,87 @@ class BlockMoves:
         stay valid for their holders and are freed at their last release.
         """
         self._residency.clear()
+
+    def commit_to_host(
+        self,
+        tenant: str,
+        session: str | None,
+        hashes: Sequence[BlockHash],
+        token_blocks: Sequence[Sequence[int]],
+        start: int,
+        *,
+        background: bool = False,
+    ) -> list[tuple[int, int]]:
+        """Put the blocks `hashes[start:]` in HOST, unreferenced, in order: what `commit`
+        could not place in HOT (it returned short). Returns `(chain position, HOST id)`
+        per new block, whose KV the caller must write into that HOST slot now (from the
+        request's own cache); a block already registered on the chain is passed over.
+
+        `hashes[:start]` must be registered (the caller's committed prefix); otherwise,
+        as with no HOST tier, nothing is placed. `token_blocks` has one entry per hash,
+        or per hash from `start` on. Stops at the first block HOST takes no room for
+        (`Residency.host_takes`, as for a demoted block: a background one only into a
+        free slot), at a hash held by a different block in use, and where making room
+        would push out a block of the chain.
+        """
+        num_blocks = len(hashes)
+        if not 0 <= start <= num_blocks:
+            raise ValueError(f"start must lie in [0, {num_blocks}], got {start}")
+        offset = 0 if len(token_blocks) == num_blocks else start
+        if len(token_blocks) != num_blocks - offset:
+            raise ValueError("token_blocks must have one entry per hash, or per hash from start on")
+        residency = self._residency
+        if self._host.num_blocks == 0 or start == num_blocks:
+            return []
+        now = self._clock()
+        salt = self.salt_for(tenant)
+        prefix = verified_run(residency.find, salt, hashes, token_blocks if offset == 0 else None, start)
+        if len(prefix) != start:
+            return []
+        parent = prefix[-1] if start else None
+        placed: list[tuple[int, int]] = []
+        stored: list[BlockHash] = []
+        chain: dict[BlockMeta, None] = {}   # this call's HOST blocks: making room must not push them out
+        for i in range(start, num_blocks):
+            block_hash = hashes[i]
+            tokens = token_blocks[i - offset]
+            tokens = tokens if type(tokens) is tuple else tuple(tokens)
+            parent_uid = parent.uid if parent is not None else None
+            found = residency.find(block_hash)
+            if found is not None:
+                if continues(found, parent_uid, salt) and found.tokens == tokens:
+                    residency.emit_stored(stored, tenant, Tier.HOST)
+                    if found.tier is Tier.HOST:
+                        chain[found] = None
+                    parent = found
+                    continue
+                if found.ref_count:
+                    break
+                residency.forget(found)
+            block = BlockMeta(id=-1, tier=Tier.HOST, uid=LineageId(self._next_uid), hash=block_hash, tokens=tokens,
+                              tenant=tenant, salt=salt, parent_hash=hashes[i - 1] if i > 0 else None,
+                              parent_uid=parent_uid, position=i, created_s=now, last_access_s=now,
+                              is_background=background)
+            self._note_session(block, session, now)
+            is_full = self._host.num_free_blocks == 0
+            if is_full:
+                if residency.next_victim(Tier.HOST, now, tenant) in chain:
+                    break   # room made from this chain would leave the new block unmatchable
+                residency.emit_stored(stored, tenant, Tier.HOST)   # NOTE: before a removal of one of them
+            if not residency.host_takes(block, now, background):
+                break
+            if is_full and not all(earlier.is_cached for earlier in chain):
+                break   # (the victim changed since asked) the slot stays free
+            block.id = self._host.take()
+            self._next_uid += 1
+            residency.add(block, now)
+            residency.num_host_commits += 1
+            stored.append(block_hash)
+            placed.append((i, block.id))
+            chain[block] = None
+            parent = block
+        residency.emit_stored(stored, tenant, Tier.HOST)
+        return placed
 
     def _promote_run(
         self, tenant: str, session: str | None, match: Match, uids: list[LineageId] | None, now: float,

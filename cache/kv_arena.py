@@ -57,7 +57,7 @@ class KVArena:
     def write(self, block_ids: list[int], layer_kvs: list[tuple[torch.Tensor, torch.Tensor]],
               first_token: int) -> None:
         """Copy tokens `first_token + i*block_size ...` of the `[1, H, T, D]` per-layer
-        tensors into block `block_ids[i]`, for every i."""
+        tensors (on any device) into block `block_ids[i]`, for every i."""
         if not block_ids:
             return
         bs = self.layout.block_size
@@ -68,8 +68,21 @@ class KVArena:
             # [1, H, n*bs, D] -> [H, n, bs, D]
             ks = k[0, :, first_token:end].reshape(k.shape[1], n, bs, k.shape[-1])
             vs = v[0, :, first_token:end].reshape(v.shape[1], n, bs, v.shape[-1])
-            self.data[layer, 0].index_copy_(1, index, ks.to(self.data.dtype))
-            self.data[layer, 1].index_copy_(1, index, vs.to(self.data.dtype))
+            # NOTE: `.to` the arena's device too: a host arena is written from a GPU cache (a blocking
+            # copy, so the stream's queued tier copies, which may read or write these slots, are done)
+            self.data[layer, 0].index_copy_(1, index, ks.to(self.data.device, self.data.dtype))
+            self.data[layer, 1].index_copy_(1, index, vs.to(self.data.device, self.data.dtype))
+
+    def write_positions(self, placed: list[tuple[int, int]], layer_kvs: list[tuple[torch.Tensor, torch.Tensor]]
+                        ) -> None:
+        """`write` each `(chain position, block id)` of `placed` (positions ascending) from
+        its block of the per-layer tensors: one copy per run of consecutive positions."""
+        run_start = 0
+        for i in range(1, len(placed) + 1):
+            if i == len(placed) or placed[i][0] != placed[i - 1][0] + 1:
+                run = placed[run_start:i]
+                self.write([block_id for _, block_id in run], layer_kvs, run[0][0] * self.layout.block_size)
+                run_start = i
 
     def gather(self, block_ids: list[int], num_tokens: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Per-layer `(k, v)` of shape `[1, H, num_tokens, D]` for the run `block_ids`

@@ -14,6 +14,8 @@ Invariants:
   tenants the policy `protects`, unless they ask).
 - A policy learns of every full tier: asked for a victim, or told (`on_full`).
 - Only unreferenced cached blocks are evicted, moved or dropped.
+- A block enters a full HOST by one rule (`host_takes`), whether demoted from HOT or
+  written through by a commit that found no HOT room (`BlockMoves.commit_to_host`).
 - The event queue, replayed in order, gives exactly the indexed (hash, tier) pairs;
   `AllCleared` empties the replayed set.
 """
@@ -62,6 +64,7 @@ class Residency:
         self.num_evictions = {tier: 0 for tier in Tier}
         self.num_demotions = 0
         self.num_promotions = 0
+        self.num_host_commits = 0   # new blocks a commit wrote through to HOST (no HOT room)
         self.num_drops = 0
         self.num_dropped_events = 0
 
@@ -134,6 +137,18 @@ class Residency:
         return pool.num_blocks > 0 and (self._background_victim(tier, now, tenant) is not None
                                         or self.policy.choose_victim(tier, now, tenant) is not None)
 
+    def next_victim(self, tier: Tier, now: float, tenant: str | None) -> BlockMeta | None:
+        """The block `make_room(tier, ...)` would push out now (no change made); None when
+        the tier has a free slot or no evictable block."""
+        pool = self._pools[tier]
+        if pool.num_free_blocks or pool.num_blocks == 0:
+            return None
+        victim = self._background_victim(tier, now, tenant)
+        if victim is None:
+            victim_id = self.policy.choose_victim(tier, now, tenant)
+            victim = None if victim_id is None else pool.get(victim_id)
+        return victim
+
     def make_room(self, tier: Tier, now: float, tenant: str | None) -> bool:
         """Ensure a free slot in `tier`, evicting a victim if needed: the oldest
         background block (`cache.background_blocks`), else the policy's.
@@ -160,15 +175,22 @@ class Residency:
         if victim.is_background:   # whichever path chose it (the policy's too: not flex-first, or none left)
             self.num_background_evictions[tier] += 1
         self.num_evictions[tier] += 1
-        host = self.host
-        if (tier is Tier.HOT and host.num_blocks > 0
-                and (host.num_free_blocks > 0 or not is_background and self.policy.should_demote(victim, now))
-                and self.make_room(Tier.HOST, now, victim.tenant)):
+        if tier is Tier.HOT and self.host_takes(victim, now, is_background):
             self.move(victim, Tier.HOST, now)
             self.num_demotions += 1
         else:
             self.forget(victim)
         return True
+
+    def host_takes(self, block: BlockMeta, now: float, is_background: bool) -> bool:
+        """Whether HOST has (or, evicting its victim, makes) a free slot for `block`: it
+        has one free, or the policy finds `block` worth HOST's own victim (`should_demote`,
+        never for a background block) and HOST can make room. The one rule for a demoted
+        block and for a commit written through to HOST (`BlockMoves.commit_to_host`)."""
+        host = self.host
+        return (host.num_blocks > 0
+                and (host.num_free_blocks > 0 or not is_background and self.policy.should_demote(block, now))
+                and self.make_room(Tier.HOST, now, block.tenant))
 
     def move(self, block: BlockMeta, dst_tier: Tier, now: float, *, announce_remove: bool = True) -> None:
         """Copy a cached block into a free slot of `dst_tier` and free its old slot.
@@ -229,12 +251,12 @@ class Residency:
             self.num_dropped_events += 1
         self._events.append(event)
 
-    def emit_stored(self, stored: list[BlockHash], tenant: str) -> None:
-        """Emit one `BlockStored` for a chain run of newly indexed HOT blocks, then
+    def emit_stored(self, stored: list[BlockHash], tenant: str, tier: Tier = Tier.HOT) -> None:
+        """Emit one `BlockStored` for a chain run of newly indexed blocks of `tier`, then
         empty `stored`."""
         if stored:
             parent_hash = self._by_hash[stored[0]].parent_hash
-            self.emit(BlockStored(tuple(stored), Tier.HOT, tenant, parent_hash))
+            self.emit(BlockStored(tuple(stored), tier, tenant, parent_hash))
             stored.clear()
 
     def take_events(self) -> list[CacheEvent]:

@@ -3,8 +3,10 @@
 For a request the runner finds the longest run of the prompt's full blocks already in
 the hot tier (promoting host copies), assembles the model's cache object from the KV
 arena in one gather, runs the forward pass on the uncached suffix only, and after the
-prefill commits the prompt's new full blocks to the arena. When the request ends it
-commits the generated tokens' full blocks too and drops its block references.
+prefill commits the prompt's new full blocks to the arena (those the hot tier has no
+room for, being full of blocks in use, to the host tier when it has one). When the
+request ends it commits the generated tokens' full blocks too and drops its block
+references.
 
 Invariant (tested): logits computed with a reused prefix equal a full recompute.
 """
@@ -168,6 +170,12 @@ class ModelRunner:
             if needs_write:
                 self.hot.write([block_id], layer_kvs, (start + offset) * self.block_size)
             held.append(block_id)
+        if self.host is not None and start + len(placed) < num_full:
+            # HOT had no room left (full of blocks in use): the rest goes to HOST, as a demotion
+            # would put it there, so the next request finds it (a host hit) instead of recomputing
+            spilled = self.blocks.commit_to_host(tenant, session, hashes, blocks, start + len(placed),
+                                                 background=background)
+            self.host.write_positions(spilled, layer_kvs)
 
     def release(self, seq: RunningSequence) -> None:
         if not seq.released:
