@@ -104,7 +104,7 @@ async def generate(job: BackgroundJob, run: BackgroundRun) -> None:
         if run.stopped_by_shutdown:   # the gateway's stop ended it, not its client: `failed`, and it says so
             details = stopped_error(SHUT_DOWN)
             exchange.error, exchange.error_message = SHUTTING_DOWN_CODE, details["message"]
-            exchange.close(None, CLIENT_CLOSED_STATUS)  # charged and counted as before: as a client that left
+            exchange.close(None, 503)  # counted as the shutdown's cut (serving.md "Metrics"); charged what it made
             usage = usage_so_far(job.prepared)
             ended = writer.failed(details, usage)   # ends the item it was writing: the stored object lists it
             job.keep(writer.snapshot("failed", usage, error=details), None)

@@ -190,6 +190,9 @@ def test_a_graceful_stop_ends_its_background_responses_failed_and_their_streams_
         read = client.responses.retrieve(run.response_id)
         assert read.status == "failed" and read.error.code == "server_error" and read.output_text
         assert client.responses.retrieve(cancelled.json()["id"]).status == "cancelled"   # its client's cancel
+        counted = state.metrics.render()   # the stopped runs count as the shutdown's cut, the cancel as a 499
+        assert 'endpoint="responses",status="503"} 2' in counted, counted
+        assert 'endpoint="responses",status="499"} 1' in counted
     finally:
         server.stop()
 
