@@ -249,7 +249,7 @@ class FileStore(FileIndexSweeps):
 
     async def stored_bytes(self, tenant: str) -> int:
         """The bytes of the tenant's live files (the cap's measure)."""
-        return await self._thread.call(self._stored_bytes, tenant)
+        return await self._thread.call(self._stored_bytes, tenant, named="count its stored bytes")
 
     async def delete(self, tenant: str, file_id: str) -> None:
         """Remove the tenant's live file, else a 404."""

@@ -49,3 +49,21 @@ def test_a_temporary_root_is_made_on_first_use_and_removed():
     assert path.is_dir() and root.path == path
     root.remove()
     assert not path.exists()
+
+
+def test_a_file_stores_failed_byte_count_says_what_it_could_not_do(tmp_path, monkeypatch):
+    """QA177: a full disk during an upload read 'The file store could not stored bytes'."""
+    from gateway.file_store import FileStore
+
+    store = FileStore(tmp_path / "files")
+
+    def full_disk(tenant):
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(store, "_stored_bytes", full_disk)
+    try:
+        with pytest.raises(ApiError) as failed:
+            asyncio.run(store.stored_bytes("alpha"))
+        assert "The file store could not count its stored bytes: OperationalError" in failed.value.message
+    finally:
+        store.close()
