@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import sqlite3
 from collections.abc import Callable, Container, Sequence
 from pathlib import Path
@@ -50,7 +49,8 @@ from agents_trace.store_rows import CLEAR_ENDED_SPAN, GENERATED_NOTHING, INSERT_
     SELECT_LEFT_OPEN_SPAN, UPSERT_SESSION, LeftOpenSpan, StepRow, content_values, left_open_span, session_values, \
     step_values
 from agents_trace.store_retention import trim_biggest_first
-from cache.damaged_files import damaged_because, is_damaged_database, set_aside_database, surviving_damage
+from cache.damaged_files import damaged_because, file_identity, is_damaged_database, set_aside_database, \
+    surviving_damage
 from cache.sqlite_transaction import transaction
 
 T = TypeVar("T")
@@ -60,15 +60,6 @@ RETENTION_BATCH_SESSIONS = 64
 WAL_KEPT_BYTES = 4 << 20      # journal_size_limit: a WAL a write restarts is cut back to this
 ABANDONED_BATCH_SESSIONS = 512   # sessions `end_abandoned` ends in one call (one transaction)
 _Moved = dict[tuple[str, str, int], int]   # (tenant, session, index asked for) -> index given, in one write
-
-
-def _file_identity(path: Path) -> tuple[int, int] | None:
-    """(device, inode) of the file at `path`; None when there is none (or no directory)."""
-    try:
-        status = os.stat(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    return status.st_dev, status.st_ino
 
 
 class TraceStore:
@@ -91,12 +82,12 @@ class TraceStore:
         if self._db is None:   # a file whose schema SQLite finds damaged is set aside here
             self._db = surviving_damage(lambda: connect_writer(self.path), self._move_aside)
             self._db.execute(f"PRAGMA journal_size_limit = {WAL_KEPT_BYTES}")
-            self._identity = _file_identity(self.path)
+            self._identity = file_identity(self.path)
 
     def reopen_if_gone(self) -> bool:
         """Start a new store at `path` when the file open here is no longer the one there
         (deleted or replaced while serving); True when it did."""
-        if self._db is None or _file_identity(self.path) == self._identity:
+        if self._db is None or file_identity(self.path) == self._identity:
             return False
         log.warning("the trace store %s was deleted or replaced while open; a new one is started there "
                     "(steps written to the old file since are in it, if it was kept)", self.path)

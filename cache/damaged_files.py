@@ -120,6 +120,30 @@ def set_aside_database(path: Path, what: str, why: str) -> Path:
     return set_aside(path, what, why, side_suffixes=SQLITE_SIDE_FILES)
 
 
+def file_identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of the file at `path`; None when there is none (or no directory)."""
+    try:
+        status = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return status.st_dev, status.st_ino
+
+
+def set_aside_opened_database(path: Path, what: str, why: str, opened: tuple[int, int] | None) -> Path | None:
+    """`set_aside_database` for the file a connection opened at `path` (`opened`: its
+    `file_identity` then; None when not known: the file at `path` is taken to be it), only
+    while `path` is still that file: when it is not, another gateway sharing the file
+    already set it aside and started a new one there, which is healthy as far as anyone
+    knows and is never moved for damage met in the old one (QA177); one warning line says
+    so, and None is returned (the caller reopens `path`). Close the connection first."""
+    if opened is not None and file_identity(path) != opened:
+        log.warning("stepahead: warning: %s %s that this gateway had open %s, and was already moved aside "
+                    "(by another gateway sharing it); opened the one now there (what this gateway wrote since "
+                    "that move is in the file moved aside)", what, path, why)
+        return None
+    return set_aside_database(path, what, why)
+
+
 def connect_setting_aside_damaged(path: Path, what: str,
                                   set_up: Callable[[sqlite3.Connection], None] | None = None,
                                   **connect_args) -> sqlite3.Connection:

@@ -5,7 +5,10 @@ Invariants: one connection, opened lazily by the one thread that uses it (WAL, a
 busy timeout for another gateway on the same file, the schema created, and each of
 `added_columns` added to a table made before it existed); `path` None is a database in
 memory; `surviving(operation)` makes a call that finds the file damaged again
-on a new, empty file, the damaged one set aside, never deleted (`cache.damaged_files`).
+on a new, empty file, the damaged one set aside, never deleted (`cache.damaged_files`);
+only the file the connection opened is set aside: when the path names another by then
+(another gateway sharing the file set the damaged one aside first), that one is opened
+as it is (QA177).
 A file (and directory) made here is private to this user (`cache.private_paths`: 0600,
 and so its -wal and -shm, which SQLite gives the database's mode; directories 0700).
 """
@@ -16,8 +19,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from cache.damaged_files import connect_setting_aside_damaged, is_damaged_database, set_aside_database, \
-    surviving_damage
+from cache.damaged_files import connect_setting_aside_damaged, file_identity, is_damaged_database, \
+    set_aside_opened_database, surviving_damage
 from cache.private_paths import make_private_dirs
 from cache.repeated_failures import RepeatedFailures
 
@@ -53,7 +56,7 @@ def add_missing_columns(db: sqlite3.Connection, added_columns: Sequence[tuple[st
 
 
 class SqliteFile:
-    __slots__ = ("path", "what", "schema", "added_columns", "migrate", "_db")
+    __slots__ = ("path", "what", "schema", "added_columns", "migrate", "_db", "_opened")
 
     def __init__(self, path: Path | None, what: str, schema: str,
                  added_columns: Sequence[tuple[str, str, str]] = (),
@@ -68,8 +71,10 @@ class SqliteFile:
         self.added_columns = tuple(added_columns)
         self.migrate = migrate
         self._db: sqlite3.Connection | None = None
+        self._opened: tuple[int, int] | None = None   # file_identity of the file last opened at `path`
 
     def _set_up(self, db: sqlite3.Connection) -> None:
+        self._opened = file_identity(self.path)   # at once: the file `db` has just opened
         db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")  # another gateway on the same file
         db.execute("PRAGMA journal_mode = WAL")
         db.execute("PRAGMA synchronous = NORMAL")
@@ -90,6 +95,7 @@ class SqliteFile:
                 self._create(self._db)
             else:
                 make_private_dirs(self.path.parent)   # the file: made private by connect_setting_aside_damaged
+                self._opened = None
                 self._db = connect_setting_aside_damaged(self.path, self.what, self._set_up,
                                                          isolation_level=None, check_same_thread=False)
         return self._db
@@ -98,13 +104,16 @@ class SqliteFile:
         if self._db is not None:
             self._db.close()
             self._db = None
+            self._opened = None
 
     def set_aside_damaged(self, why: str) -> None:
-        """Move the file (with its -wal and -shm) aside, once closed; the next call starts
-        a new one."""
+        """Move the file (with its -wal and -shm) aside, once closed, when the path still
+        names the file last opened (or being opened) there; the next call starts a new
+        one, or opens the one another gateway started there meanwhile."""
+        opened = self._opened
         self.close()
         if self.path is not None:
-            set_aside_database(self.path, self.what, why)
+            set_aside_opened_database(self.path, self.what, why, opened)
 
     def surviving(self, operation: Callable[[], T]) -> T:
         return surviving_damage(operation, self.set_aside_damaged)
