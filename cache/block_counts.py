@@ -98,6 +98,7 @@ class BlockCounts:
             num_demotions=residency.num_demotions,
             num_promotions=residency.num_promotions,
             num_drops=residency.num_drops,
+            num_host_commits=residency.num_host_commits,
             num_collisions=self._num_collisions,
             num_dropped_events=residency.num_dropped_events,
             num_referenced_blocks=self._num_referenced,

@@ -79,7 +79,8 @@ class CacheStats:
     `num_drops` counts matchable blocks forgotten for any reason (eviction without a host
     tier, a host victim, an explicit drop, `clear`, a stale block replaced);
     `num_collisions` counts commits where a hash was taken by a different, in-use block,
-    so the new block stayed private.
+    so the new block stayed private; `num_host_commits` counts new blocks a commit wrote
+    through to HOST because HOT had no room (every slot held by running requests).
     """
 
     tenants: dict[str, TenantStats] = field(default_factory=dict)
@@ -88,6 +89,7 @@ class CacheStats:
     num_promotions: int = 0
     num_drops: int = 0
     num_collisions: int = 0
+    num_host_commits: int = 0
     num_dropped_events: int = 0
     num_referenced_blocks: int = 0  # held by requests still running; 0 once all have ended
 

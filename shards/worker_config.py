@@ -45,5 +45,6 @@ def stats_as_dict(stats) -> dict:
         "tenants": {name: dataclasses.asdict(t) for name, t in stats.tenants.items()},
         "tiers": {tier.value: dataclasses.asdict(t) for tier, t in stats.tiers.items()},
         "num_demotions": stats.num_demotions, "num_promotions": stats.num_promotions,
-        "num_drops": stats.num_drops, "num_referenced_blocks": stats.num_referenced_blocks,
+        "num_drops": stats.num_drops, "num_host_commits": stats.num_host_commits,
+        "num_referenced_blocks": stats.num_referenced_blocks,
     }

@@ -43,6 +43,7 @@ def test_short_commit_goes_to_host_and_a_later_request_hits_it() -> None:
     assert [event for event in manager.take_events() if isinstance(event, BlockStored)] == [
         BlockStored(tuple(manager.hash_prompt("t", tokens)[0]), Tier.HOST, "t", None)]
     assert all(manager.block(Tier.HOST, host_id).ref_count == 0 for _, host_id in spilled)
+    assert manager.stats().num_host_commits == 3   # counted for the workers' stats (/metrics)
 
     hashes, blocks = manager.hash_prompt("t", tokens)
     match = manager.match("t", hashes, blocks)
