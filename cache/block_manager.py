@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from cache.hashing import BlockHash, chain_hashes, split_blocks, tenant_salt
-from cache.lineage import continues, verified_run
+from cache.lineage import continues, token_blocks_offset, verified_run
 from cache.lru import LRUPolicy
 from cache.block_counts import BlockCounts
 from cache.block_moves import BlockMoves
@@ -207,14 +207,7 @@ class BlockManager(BlockCounts, BlockMoves, PolicyCalls, BlockReferences):
         (usable by this caller, never matchable) from there on.
         """
         num_blocks = len(hashes)
-        if not 0 <= start <= num_blocks:
-            raise ValueError(f"start must lie in [0, {num_blocks}], got {start}")
-        if len(token_blocks) == num_blocks:
-            offset = 0
-        elif len(token_blocks) == num_blocks - start:
-            offset = start
-        else:
-            raise ValueError("token_blocks must have one entry per hash, or per hash from start on")
+        offset = token_blocks_offset(num_blocks, len(token_blocks), start)
         now = self._clock()
         salt = self.salt_for(tenant)
         residency = self._residency

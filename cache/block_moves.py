@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 from cache.block_meta import BlockMeta, LineageId
 from cache.hashing import BlockHash
-from cache.lineage import continues, verified_run
+from cache.lineage import continues, token_blocks_offset, verified_run
 from cache.match import Match
 from cache.tiers import Tier
 
@@ -95,11 +95,7 @@ class BlockMoves:
         would push out a block of the chain.
         """
         num_blocks = len(hashes)
-        if not 0 <= start <= num_blocks:
-            raise ValueError(f"start must lie in [0, {num_blocks}], got {start}")
-        offset = 0 if len(token_blocks) == num_blocks else start
-        if len(token_blocks) != num_blocks - offset:
-            raise ValueError("token_blocks must have one entry per hash, or per hash from start on")
+        offset = token_blocks_offset(num_blocks, len(token_blocks), start)
         residency = self._residency
         if self._host.num_blocks == 0 or start == num_blocks:
             return []

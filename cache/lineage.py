@@ -32,6 +32,19 @@ def continues(block: BlockMeta, parent_uid: LineageId | None, salt: bytes) -> bo
     return parent_uid is not None or block.salt == salt
 
 
+def token_blocks_offset(num_blocks: int, num_token_blocks: int, start: int) -> int:
+    """Where a commit's `token_blocks` start in the chain: 0 when there is one per hash,
+    `start` when there is one per hash from `start` on; ValueError for a `start` outside
+    [0, num_blocks] or any other count."""
+    if not 0 <= start <= num_blocks:
+        raise ValueError(f"start must lie in [0, {num_blocks}], got {start}")
+    if num_token_blocks == num_blocks:
+        return 0
+    if num_token_blocks == num_blocks - start:
+        return start
+    raise ValueError("token_blocks must have one entry per hash, or per hash from start on")
+
+
 def verified_run(
     find: Callable[[BlockHash], BlockMeta | None],
     salt: bytes,
