@@ -35,7 +35,7 @@ from pathlib import Path
 
 from cache.damaged_files import connect_setting_aside_damaged
 from cache.private_paths import make_private_dirs
-from cache.sqlite_file import add_missing_columns
+from cache.sqlite_file import add_missing_columns, table_columns
 
 SCHEMA_VERSION = "2"
 # Columns added since version 1: a store written by an older version gains them when a
@@ -173,4 +173,4 @@ def connect_reader(path: Path) -> sqlite3.Connection | None:
 def has_column(db: sqlite3.Connection, table: str, column: str) -> bool:
     """Whether the store's `table` has `column` (a reader of a store no writer has upgraded
     yet may lack one of `ADDED_COLUMNS`)."""
-    return any(row[1] == column for row in db.execute(f"PRAGMA table_info({table})"))
+    return column in table_columns(db, table)

@@ -47,11 +47,16 @@ def written_if_possible(db: sqlite3.Connection, write: Callable[[], object], fai
         db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
 
 
+def table_columns(db: sqlite3.Connection, table: str) -> set[str]:
+    """The names of the columns the file's `table` has."""
+    return {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+
+
 def add_missing_columns(db: sqlite3.Connection, added_columns: Sequence[tuple[str, str, str]]) -> None:
     """Each (table, column, declaration) a later version added to a table, added where the
     file's table lacks it (its rows get the declaration's default, else NULL)."""
     for table, column, declaration in added_columns:
-        if column not in {row[1] for row in db.execute(f"PRAGMA table_info({table})")}:
+        if column not in table_columns(db, table):
             db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
 
 
