@@ -33,8 +33,6 @@ from agents_trace.config import TraceConfigError
 from gateway.config import ConfigError, GatewayConfig, LocalModelConfig, UpstreamModelConfig, load_config
 
 BAD_CONFIG = "bad config: "   # the start's prefix (after "stepahead: ") of a file that does not load
-# the start's line for `--config ""` (gateway/serve_command.py `config_file_of`)
-EMPTY_PATH = "--config is empty: give the config file's path (leave --config out to serve without one)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,10 +74,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def check_config_file(path: str, environ: Mapping[str, str] = os.environ) -> ConfigCheck:
     """Check the config file at `path` as the start of `serve --config path` does."""
     from agents_trace.otel_setup import otlp_target
-    from gateway.serve_command import local_model_problem
+    from gateway.serve_command import EMPTY_CONFIG_PATH, local_model_problem
 
-    if not path.strip():
-        return ConfigCheck(path, (f"{BAD_CONFIG}{EMPTY_PATH}",), None)
+    if not path.strip():   # the start's line for `--config ""` (serve_command `config_file_of`)
+        return ConfigCheck(path, (f"{BAD_CONFIG}{EMPTY_CONFIG_PATH}",), None)
     try:
         config = load_config(path)
     except (ConfigError, TraceConfigError, OSError) as exc:   # as `serve` catches them

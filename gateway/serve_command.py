@@ -74,12 +74,15 @@ def _no_config(args: argparse.Namespace, demo_key: str):
     return default_config(demo_key, model=args.model or DEFAULT_LOCAL_MODEL, engine_options=engine, **sizing)
 
 
+EMPTY_CONFIG_PATH = "--config is empty: give the config file's path (leave --config out to serve without one)"
+
+
 def config_file_of(args: argparse.Namespace, environ) -> str | None:
     """The config file to serve: `--config`, else $STEPAHEAD_CONFIG (unset or empty: none).
     An empty `--config` (`--config "$CFG"` with the variable unset) is a ConfigError, not
     the demo gateway served instead of the file meant."""
     if args.config is not None and not args.config.strip():
-        raise ConfigError("--config is empty: give the config file's path (leave --config out to serve without one)")
+        raise ConfigError(EMPTY_CONFIG_PATH)
     return args.config or environ.get(CONFIG_ENV) or None
 
 
