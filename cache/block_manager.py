@@ -7,10 +7,15 @@ bookkeeping: the KV bytes stay with the caller, moved through a `BlockMover`.
 
 A request's life: `match` (read-only lookup) -> `acquire` (take references, promote the
 host part) -> prefill the rest -> `commit` (register the new full blocks) -> `release`.
+A caller that can read the host tier itself (the worker's runner) uses `acquire_run`
+instead: the host part that HOT has no room to promote stays in HOST, referenced, the
+caller reads it into the request's own cache and drops those references
+(`release_host`); its commit then starts past them.
 
 Invariants:
 - Every slot of a tier is free or holds one block: free + used == total, always.
-- A block with references is never evicted, demoted or dropped.
+- A block with references is never evicted, demoted or dropped (in either tier: a HOST
+  block a request reads through keeps its slot until `release_host`).
 - A block is matchable only through its exact lineage: the first block must carry the
   requesting tenant's salt scope, and each later one must name the matched block before
   it as its parent (`BlockMeta.parent_uid`), with equal token ids when the caller gives
@@ -39,14 +44,14 @@ from cache.block_counts import BlockCounts
 from cache.block_moves import BlockMoves
 from cache.block_policy_calls import PolicyCalls
 from cache.block_references import BlockReferences
-from cache.match import Match
+from cache.match import AcquiredRun, Match
 from cache.mover import BlockMover
 from cache.policy import EvictionPolicy
 from cache.residency import Residency
 from cache.stats import TenantStats
 from cache.tiers import Tier
 
-__all__ = ["BlockManager", "BlockMover", "Match"]
+__all__ = ["AcquiredRun", "BlockManager", "BlockMover", "Match"]
 
 
 class BlockManager(BlockCounts, BlockMoves, PolicyCalls, BlockReferences):
@@ -159,6 +164,20 @@ class BlockManager(BlockCounts, BlockMoves, PolicyCalls, BlockReferences):
         made for a promotion. The caller owns one reference on each returned id. Records
         the tenant's query tokens (`num_prompt_tokens`) and hit tokens per tier.
         """
+        return self._acquire(tenant, session, match, num_prompt_tokens, background, read_host=False).hot_ids
+
+    def acquire_run(self, tenant: str, session: str | None, match: Match, num_prompt_tokens: int, *,
+                    background: bool = False) -> AcquiredRun:
+        """`acquire`, except that the HOST blocks HOT has no room to promote are not let
+        go: they stay in HOST, referenced, as `host_ids` after the HOT run, for the caller
+        to read straight into the request's own cache and then drop (`release_host`).
+        They count as host hits; the run is shorter than the match only where a block
+        changed since `match`.
+        """
+        return self._acquire(tenant, session, match, num_prompt_tokens, background, read_host=True)
+
+    def _acquire(self, tenant: str, session: str | None, match: Match, num_prompt_tokens: int, background: bool,
+                 read_host: bool) -> AcquiredRun:
         if num_prompt_tokens < 0:
             raise ValueError(f"num_prompt_tokens must be >= 0, got {num_prompt_tokens}")
         now = self._clock()
@@ -171,17 +190,19 @@ class BlockManager(BlockCounts, BlockMoves, PolicyCalls, BlockReferences):
             self._ref(block, session, now, background)
             run.append(block_id)
         num_hot = len(run)
+        read: list[int] = []
         if num_hot == len(match.hot_block_ids) and match.host_block_ids:
-            run.extend(self._promote_run(tenant, session, match, uids, now, background))
+            promoted, read = self._promote_run(tenant, session, match, uids, now, background, read_host)
+            run.extend(promoted)
         stats = self._tenant(tenant)
         stats.num_requests += 1
         stats.num_query_tokens += num_prompt_tokens
         hot_tokens = min(num_hot * self._block_size, num_prompt_tokens)
-        host_tokens = min((len(run) - num_hot) * self._block_size, num_prompt_tokens - hot_tokens)
+        host_tokens = min((len(run) + len(read) - num_hot) * self._block_size, num_prompt_tokens - hot_tokens)
         stats.num_hot_hit_tokens += hot_tokens
         stats.num_host_hit_tokens += host_tokens
         stats.num_miss_tokens += num_prompt_tokens - hot_tokens - host_tokens
-        return run
+        return AcquiredRun(run, read)
 
     def commit(
         self,
@@ -252,12 +273,7 @@ class BlockManager(BlockCounts, BlockMoves, PolicyCalls, BlockReferences):
         at once. Raises ValueError on an id holding no reference (ids after it in the
         list are released by then).
         """
-        now = self._clock()
-        for block_id in reversed(block_ids):
-            block = self._hot.get(block_id)
-            if block is None or block.ref_count <= 0:
-                raise ValueError(f"hot block {block_id} holds no reference")
-            self._unref(block, now)
+        self._release(Tier.HOT, block_ids)
 
     # ---- internals -------------------------------------------------------------------
 

@@ -1,5 +1,6 @@
 """Moves between tiers: what policies and operators ask for (demote, promote, drop,
-clear), and the promotions a request needs for the HOST part of its match.
+clear), and the promotions a request needs for the HOST part of its match (what HOT has
+no room for stays in HOST, referenced, for a caller that reads it there: `acquire_run`).
 
 `BlockMoves` is a part of `cache.block_manager.BlockManager` (its base class), kept apart
 so that each file holds one concept; it works on the manager's `_residency`, `_hot`,
@@ -151,9 +152,11 @@ class BlockMoves:
 
     def _promote_run(
         self, tenant: str, session: str | None, match: Match, uids: list[LineageId] | None, now: float,
-        background: bool = False,
-    ) -> list[int]:
-        """Reference the HOST part of `match` and move it to HOT, in order; new HOT ids."""
+        background: bool = False, read_host: bool = False,
+    ) -> tuple[list[int], list[int]]:
+        """Reference the HOST part of `match` and move it to HOT, in order, while HOT has
+        room. Returns the new HOT ids and, with `read_host`, the HOST ids of the rest, still
+        referenced (the caller reads them where they are); without it the rest is let go."""
         num_hot = len(match.hot_block_ids)
         pending: list[BlockMeta] = []
         for i, host_id in enumerate(match.host_block_ids):
@@ -165,13 +168,15 @@ class BlockMoves:
         promoted: list[int] = []
         for j, block in enumerate(pending):
             if not self._residency.make_room(Tier.HOT, now, tenant):
+                if read_host:
+                    return promoted, [rest.id for rest in pending[j:]]
                 for rest in reversed(pending[j:]):
                     self._unref(rest, now)
                 break
             self._residency.move(block, Tier.HOT, now)
             self._residency.num_promotions += 1
             promoted.append(block.id)
-        return promoted
+        return promoted, []
 
     def _reuse(self, block: BlockMeta, tenant: str, session: str | None, now: float, background: bool = False) -> bool:
         """Reference a cached block for a commit, promoting it if in HOST; False if no room."""

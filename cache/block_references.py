@@ -1,9 +1,10 @@
-"""Block references: creating a referenced HOT block, taking and dropping references,
-and the sessions each block remembers.
+"""Block references: creating a referenced HOT block, taking and dropping references
+(`release_host`: those a request took on the HOST blocks it reads through), and the
+sessions each block remembers.
 
 `BlockReferences` is a part of `cache.block_manager.BlockManager` (its base class), kept
 apart so that each file holds one concept; it works on the manager's `_residency`, `_hot`,
-`_policy`, `_max_sessions`, `_next_uid` and `_num_referenced`.
+`_policy`, `_clock`, `_max_sessions`, `_next_uid` and `_num_referenced`.
 
 Invariants:
 - `_num_referenced` is the number of blocks with `ref_count > 0`: it changes only when a
@@ -94,6 +95,21 @@ class BlockReferences:
                 self._residency.background.evictable(block)
         else:
             self._residency.free_private(block)
+
+    def release_host(self, host_ids: Sequence[int]) -> None:
+        """Drop one reference per HOST id of an `AcquiredRun` (the caller has read them),
+        tail first; as `release`, a ValueError on an id holding no reference."""
+        self._release(Tier.HOST, host_ids)
+
+    def _release(self, tier: Tier, block_ids: Sequence[int]) -> None:
+        """Drop one reference per id of `tier`, tail first (the reverse of `block_ids`)."""
+        now = self._clock()
+        pool = self._residency.pool(tier)
+        for block_id in reversed(block_ids):
+            block = pool.get(block_id)
+            if block is None or block.ref_count <= 0:
+                raise ValueError(f"{tier.value} block {block_id} holds no reference")
+            self._unref(block, now)
 
     def _note_session(self, block: BlockMeta, session: str | None, now: float) -> None:
         """Record `session` as the block's most recent user, keeping at most

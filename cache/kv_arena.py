@@ -102,6 +102,18 @@ class KVArena:
         flat = picked.reshape(L, 2, H, n * bs, D)[:, :, :, :num_tokens]
         return [(flat[layer, 0].unsqueeze(0), flat[layer, 1].unsqueeze(0)) for layer in range(L)]
 
+    def read(self, block_ids: list[int], num_tokens: int,
+             device: torch.device) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """`gather`, copied onto `device`: never a view of the arena, so the caller may let
+        these slots be rewritten as soon as it returns (a request reading HOST blocks
+        straight into its own cache, then dropping their references). A CPU arena read
+        for a GPU first waits for the GPU's queued copies (tier moves may be writing
+        these slots)."""
+        device = torch.device(device)
+        if device.type == "cuda" and self.data.device.type == "cpu":
+            torch.cuda.synchronize(device)
+        return [(k.to(device, copy=True), v.to(device, copy=True)) for k, v in self.gather(block_ids, num_tokens)]
+
     def copy_block_to(self, src_id: int, dst: "KVArena", dst_id: int) -> None:
         dst.data[:, :, :, dst_id].copy_(self.data[:, :, :, src_id], non_blocking=True)
 

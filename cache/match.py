@@ -1,4 +1,5 @@
-"""The answer of a prefix lookup."""
+"""The answer of a prefix lookup (`Match`), and what a request holds of it once acquired
+(`AcquiredRun`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -31,3 +32,22 @@ class Match:
     @property
     def num_tokens(self) -> int:
         return self.num_hot_tokens + self.num_host_tokens
+
+
+@dataclass(slots=True)
+class AcquiredRun:
+    """The usable leading run of a `Match`, as `BlockManager.acquire_run` referenced it.
+
+    `hot_ids` come first (the HOT part, then the HOST blocks promoted into HOT); `host_ids`
+    continue the run with the HOST blocks HOT had no room to promote, to be read straight
+    from the host tier into the request's own cache. The caller holds one reference on
+    every id: the HOT ones until the request ends (`release`), the HOST ones until it has
+    read them (`release_host`), so none of their slots is reused meanwhile.
+    """
+
+    hot_ids: list[int]
+    host_ids: list[int] = field(default_factory=list)
+
+    @property
+    def num_blocks(self) -> int:
+        return len(self.hot_ids) + len(self.host_ids)

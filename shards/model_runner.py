@@ -1,11 +1,12 @@
 """Runs one model over one prefix cache: prefill only the uncached suffix, then decode.
 
-For a request the runner finds the longest run of the prompt's full blocks already in
-the hot tier (promoting host copies), assembles the model's cache object from the KV
-arena in one gather, runs the forward pass on the uncached suffix only, and after the
-prefill commits the prompt's new full blocks to the arena (those the hot tier has no
-room for, being full of blocks in use, to the host tier when it has one). When the
-request ends it commits the generated tokens' full blocks too and drops its block
+For a request the runner finds the longest run of the prompt's full blocks already
+cached (promoting host copies while the hot tier has room, and reading the rest of a
+host match straight from the host arena: shards/prefix_reads.py), assembles the model's
+cache object from the KV arenas, runs the forward pass on the uncached suffix only, and
+after the prefill commits the prompt's new full blocks to the arena (those the hot tier
+has no room for, being full of blocks in use, to the host tier when it has one). When
+the request ends it commits the generated tokens' full blocks too and drops its block
 references.
 
 Invariant (tested): logits computed with a reused prefix equal a full recompute.
@@ -27,6 +28,7 @@ from shards.detokenizer import Detokenizer
 from shards.kv_cache import make_cache
 from shards.kv_memory import kv_arena, kv_layout
 from shards.model_loader import LoadedModel
+from shards.prefix_reads import PrefixHit, commit_start, read_prefix
 from shards.protocol import SamplingParams, TokenLogprob, WorkItem
 from shards.sampling import (OutputPenalties, adjusted_logits, make_generator, sample_next, seed_for_position,
                              token_logprob)
@@ -35,7 +37,8 @@ from shards.sampling import (OutputPenalties, adjusted_logits, make_generator, s
 @dataclass(slots=True)
 class RunningSequence:
     """One request being generated. `block_ids` are the hot blocks it holds a reference
-    on (its cached prefix plus the blocks it committed); released exactly once."""
+    on (its cached prefix's hot part plus the blocks it committed); released exactly
+    once. Host blocks read into its cache hold no reference (shards/prefix_reads.py)."""
 
     item: WorkItem
     detokenizer: Detokenizer
@@ -86,13 +89,6 @@ class RunningSequence:
         return token
 
 
-@dataclass(frozen=True, slots=True)
-class PrefixHit:
-    block_ids: list[int]
-    num_cached_tokens: int
-    cache: DynamicCache | None
-
-
 class ModelRunner:
     """A model plus its block manager and KV arenas. Not thread-safe: one worker loop
     drives it."""
@@ -141,26 +137,25 @@ class ModelRunner:
     def reuse_prefix(self, tenant: str, session: str | None, token_ids: list[int], *,
                      background: bool = False) -> PrefixHit:
         """Take references on the longest cached prefix of `token_ids` and build the
-        model cache for it (`background`: for a flex request, see
+        model cache for it, its host part read straight from the host arena where the
+        hot tier has no room (`background`: for a flex request, see
         `cache.background_blocks`). At least one prompt token is always left to compute."""
         if not self.prefix_caching:
             return PrefixHit([], 0, None)
         hashes, blocks = self._keys(tenant, token_ids)
         match = self.blocks.match(tenant, hashes, blocks)
-        block_ids = self.blocks.acquire(tenant, session, match, len(token_ids), background=background)
-        num_cached = min(len(block_ids) * self.block_size, len(token_ids) - 1)
-        if num_cached <= 0:
-            return PrefixHit(block_ids, 0, None)
-        kv = self.hot.gather(block_ids, num_cached)
-        return PrefixHit(block_ids, num_cached, make_cache(self.model.config, kv))
+        acquired = self.blocks.acquire_run(tenant, session, match, len(token_ids), background=background)
+        return read_prefix(self.blocks, self.hot, self.host, self.model.config, acquired, len(token_ids))
 
     def commit(self, tenant: str, session: str | None, token_ids: list[int],
-               cache: DynamicCache, held: list[int], *, background: bool = False) -> None:
+               cache: DynamicCache, held: list[int], *, background: bool = False,
+               num_cached_tokens: int = 0) -> None:
         """Store the full blocks of `token_ids` (whose KV is in `cache`) beyond the
-        `held` prefix (`background`: a flex request's); the new block ids are appended
-        to `held`."""
+        `held` prefix and the `num_cached_tokens` the request's cache was built from
+        (host blocks read through included: `commit_start`) (`background`: a flex
+        request's); the new block ids are appended to `held`."""
         num_full = min(len(token_ids), cache.get_seq_length()) // self.block_size
-        start = len(held)
+        start = commit_start(self.blocks, held, num_cached_tokens)
         if num_full <= start or not self.prefix_caching:
             return
         hashes, blocks = self._keys(tenant, token_ids[: num_full * self.block_size])
@@ -211,7 +206,7 @@ class ModelRunner:
         logits, cache = self.forward(token_ids[hit.num_cached_tokens:], hit.cache,
                                      hit.num_cached_tokens, logits_to_keep=0)
         held = list(hit.block_ids)
-        self.commit(tenant, None, token_ids, cache, held)
+        self.commit(tenant, None, token_ids, cache, held, num_cached_tokens=hit.num_cached_tokens)
         self.blocks.release(held)
         return logits[0], hit.num_cached_tokens
 
@@ -238,7 +233,7 @@ class ModelRunner:
     def commit_prompt(self, seq: RunningSequence) -> None:
         if not seq.released:
             self.commit(seq.item.tenant, seq.item.session, seq.item.prompt_token_ids, seq.cache,
-                        seq.block_ids, background=seq.item.flex)
+                        seq.block_ids, background=seq.item.flex, num_cached_tokens=seq.num_cached_tokens)
 
     def step(self, seq: RunningSequence) -> int:
         """Feed the last sampled token, sample the next."""
@@ -286,7 +281,7 @@ class ModelRunner:
             if not seq.released and seq.cache is not None:
                 tokens = seq.token_ids
                 self.commit(seq.item.tenant, seq.item.session, tokens, seq.cache, seq.block_ids,
-                            background=seq.item.flex)
+                            background=seq.item.flex, num_cached_tokens=seq.num_cached_tokens)
         finally:
             self.release(seq)
 

@@ -15,6 +15,13 @@ are served as the server serves flex requests: their blocks leave a full tier fi
 forecasts); the line then adds `flex_requests`, `flex_evictions` and the other requests'
 own `interactive_block_hit_rate`, `interactive_ttft_p50_s` and `interactive_ttft_mean_s`.
 
+`--hold` replays the requests as running for a while, as a worker serves them: each holds
+its blocks from its arrival until it ends (its simulated TTFT, then its output tokens at
+`--decode-s-per-token` each; cost_model.py says where the default comes from), so a
+request can find the hot tier full of blocks in use (replay.py); its line adds `"hold":
+true` and `decode_s_per_token`. Without it a request releases its blocks at once, and the
+line is as it always was. `--decode-s-per-token` without `--hold` is a usage error.
+
 `--policy` and `--hot-blocks` also take comma-separated lists (`--policy all`: every
 policy): each pair then runs on the same trace, and the output is a table comparing them
 at each memory size (LRU's mean TTFT over each policy's, and the share of the LRU ->
@@ -52,7 +59,7 @@ from tqdm import tqdm
 
 from cache.cli_args import finite_float, integer, non_negative_float, non_negative_int, positive_float
 from cache.sim import INTERRUPTED_EXIT
-from cache.sim.cost_model import CALIBRATIONS, COPY_BYTES_PER_S, DEFAULT_CALIBRATION, CostModel
+from cache.sim.cost_model import CALIBRATIONS, COPY_BYTES_PER_S, DECODE_S_PER_TOKEN, DEFAULT_CALIBRATION, CostModel
 from cache.sim.replay import POLICY_NAMES, UNFORECAST_POLICIES, SimConfig, replay, split_index
 from cache.sim.requests import SimRequest, to_sim_requests
 from cache.sim.sweep import comparison_rows, comparison_table, plot_policies, plot_problem
@@ -99,6 +106,13 @@ def build_parser() -> argparse.ArgumentParser:
                         help="host to HOT copy bandwidth, bytes/s (default %(default)g)")
     parser.add_argument("--host-to-hot-s-per-block", type=non_negative_float, default=None,
                         help="default: block_size * kv_bytes_per_token / copy_bytes_per_s")
+    parser.add_argument("--hold", action="store_true",
+                        help="a request holds its blocks until it ends (TTFT, then its output at "
+                             "--decode-s-per-token), so requests in flight fill the hot tier; default: "
+                             "released at once")
+    parser.add_argument("--decode-s-per-token", type=non_negative_float, default=None,
+                        help=f"with --hold: seconds per output token (default {DECODE_S_PER_TOKEN:g}, SmolLM2 decoding "
+                             "one request on this CPU)")
     parser.add_argument("--no-flex-first", dest="flex_first", action="store_false",
                         help="let blocks of requests marked service_tier \"flex\" compete like any (the server's "
                              "flex_blocks_evicted_first = false); by default they go first")
@@ -197,6 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     started = time.perf_counter()
+    if args.decode_s_per_token is not None and not args.hold:
+        parser.error("argument --decode-s-per-token: only with --hold (it sets how long a request holds its blocks)")
     if args.plot:
         problem = plot_problem(Path(args.plot))
         if problem is not None:
@@ -222,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
         kv_bytes_per_token=args.kv_bytes_per_token,
         copy_bytes_per_s=args.copy_bytes_per_s,
         host_to_hot_s_per_block=args.host_to_hot_s_per_block,
+        decode_s_per_token=args.decode_s_per_token,
     )
     requests = to_sim_requests(records, block_size)
     tick_interval_s = DEFAULT_TICK_INTERVAL_S if args.tick_interval_s is None else args.tick_interval_s
@@ -234,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
         config = SimConfig(num_hot_blocks=hot_blocks, num_host_blocks=args.host_blocks, policy=policy,
                            block_size=block_size, cost=cost, tick_interval_s=tick_interval_s,
                            measure_from=split_index(len(requests), args.measure_from_frac),
-                           flex_first=args.flex_first)
+                           flex_first=args.flex_first, hold=args.hold)
         result = replay(requests, config).to_json()
         if not all(math.isfinite(value) for value in result.values() if isinstance(value, float)):
             raise SimulatedTimesOverflow("the simulated times overflow to infinity: lower the cost flags")

@@ -27,8 +27,17 @@ A HOST->HOT copy is a memcpy of one block's KV: a large numpy copy on this machi
 at about 10 GB/s (median of 50 copies of 23.6 MB), so a block costs
 block_size * kv_bytes_per_token / 1e10 s: in bfloat16 37 us for 16 tokens, 1.2 ms for 512.
 
-NOTE: the model has no queueing and no decode: it ranks cache policies by the prefill
-work they save, which is what a policy changes. Every constant is a CLI flag.
+A request's decode (`decode_s_per_token` per output token) is charged to no TTFT; it
+only sets how long a request holds its blocks in a replay with `--hold` (replay.py):
+from its arrival to arrival + TTFT + output tokens x decode_s_per_token. Default: a
+SmolLM2 decode step of one request with 1,024 cached tokens, 0.0592 s in bfloat16
+(float32: 0.0589 s, so one default serves both calibrations; `python
+benchmarks/bench_dtype.py --model smollm2 --repeats 5`, docs/benchmarks.md). That is one
+request decoding alone: with several decoding together a pass takes longer (0.131 s for
+8 rows), so the default is the shortest a request holds its blocks.
+
+NOTE: the model has no queueing: it ranks cache policies by the prefill work they save,
+which is what a policy changes. Every constant is a CLI flag.
 """
 from __future__ import annotations
 
@@ -56,6 +65,7 @@ DEFAULT_CALIBRATION = "bfloat16"  # the engine's dtype "auto" on this machine
 PREFILL_S_PER_TOKEN = CALIBRATIONS[DEFAULT_CALIBRATION].prefill_s_per_token
 REQUEST_OVERHEAD_S = CALIBRATIONS[DEFAULT_CALIBRATION].request_overhead_s
 KV_BYTES_PER_TOKEN = CALIBRATIONS[DEFAULT_CALIBRATION].kv_bytes_per_token
+DECODE_S_PER_TOKEN = 0.0592   # both dtypes (float32: 0.0589); see the module docstring
 COPY_BYTES_PER_S = 1.0e10
 
 
@@ -66,9 +76,11 @@ class CostModel:
     prefill_s_per_token: float = PREFILL_S_PER_TOKEN
     request_overhead_s: float = REQUEST_OVERHEAD_S
     host_to_hot_s_per_block: float = 16 * KV_BYTES_PER_TOKEN / COPY_BYTES_PER_S
+    decode_s_per_token: float = DECODE_S_PER_TOKEN   # only for how long a request holds its blocks
 
     def __post_init__(self) -> None:
-        if min(self.prefill_s_per_token, self.request_overhead_s, self.host_to_hot_s_per_block) < 0:
+        if min(self.prefill_s_per_token, self.request_overhead_s, self.host_to_hot_s_per_block,
+               self.decode_s_per_token) < 0:
             raise ValueError("cost constants must be non-negative")
 
     @staticmethod
@@ -81,6 +93,7 @@ class CostModel:
         kv_bytes_per_token: int | None = None,
         copy_bytes_per_s: float = COPY_BYTES_PER_S,
         host_to_hot_s_per_block: float | None = None,
+        decode_s_per_token: float | None = None,
     ) -> "CostModel":
         """The named calibration, any constant given overriding it, with the copy cost
         derived for `block_size` tokens. An unknown calibration is a ValueError."""
@@ -92,11 +105,17 @@ class CostModel:
             host_to_hot_s_per_block = block_size * kv_bytes / copy_bytes_per_s
         return CostModel(base.prefill_s_per_token if prefill_s_per_token is None else prefill_s_per_token,
                          base.request_overhead_s if request_overhead_s is None else request_overhead_s,
-                         host_to_hot_s_per_block)
+                         host_to_hot_s_per_block,
+                         DECODE_S_PER_TOKEN if decode_s_per_token is None else decode_s_per_token)
 
     def ttft_s(self, num_uncached_tokens: int, num_host_blocks: int) -> float:
         return (self.request_overhead_s + self.prefill_s_per_token * num_uncached_tokens
                 + self.host_to_hot_s_per_block * num_host_blocks)
+
+    def end_s(self, arrival_s: float, ttft_s: float, num_output_tokens: int) -> float:
+        """When a request that arrived at `arrival_s` ends: its first token, then the rest
+        of its output at `decode_s_per_token` each."""
+        return arrival_s + ttft_s + self.decode_s_per_token * num_output_tokens
 
     def block_prefill_s(self, block_size: int) -> float:
         """Prefill seconds one cached block of `block_size` tokens saves."""

@@ -2,7 +2,7 @@
 
 Each request, in arrival order and at its arrival time: run the policy's due work
 (`tick`, every `tick_interval_s` of trace time), name its session (inferred from prefix
-continuity when the trace has none), `match` -> `acquire` (hits, promoting HOST blocks)
+continuity when the trace has none), `match` -> `acquire_run` (hits, promoting HOST blocks)
 -> `commit` the rest -> `release`, charge the cost model, then tell the forecast source
 and hand the session's new forecast to the manager (`apply`). The same `BlockManager`
 and policy classes run in the server; only the clock and the mover are simulated.
@@ -10,11 +10,24 @@ and policy classes run in the server; only the clock and the mover are simulated
 Invariants: requests before `measure_from` warm the cache and the learners but are not
 counted, in any figure: the eviction and prefetch counts too are those made from the
 first measured request on (the counters' difference between then and the end); a
-request's hits are the leading run `acquire` returned (HOT first, then HOST), so
+request's hits are the leading run `acquire_run` returned (HOT first, then HOST), so
 `block_hit_rate` is exactly "blocks served from cache as the leading run".
 
-NOTE: a request holds its blocks only while it is served (instantaneous here), so the
-replay has no concurrency: every policy sees the same sequence of demands.
+The HOST part of a match that HOT has no room to promote is read straight from HOST, as
+the worker does (shards/model_runner.py; `acquire_run`, `release_host`): host hits all
+the same.
+
+By default a request holds its blocks only while it is served (instantaneous here), so
+the replay has no concurrency: every policy sees the same sequence of demands. With
+`SimConfig.hold` (`--hold`) a request keeps its references from its arrival until it ends
+(its simulated TTFT, then its output at `CostModel.decode_s_per_token`; in_flight.py):
+requests overlap as on a worker, and one finds HOT full of blocks in use; a commit that
+finds no HOT room then writes the rest through to HOST (`commit_to_host`), as the worker
+does. The default mode keeps its published figures: it drops them, as it always has. So
+a request that costs no time (no prefill, no decode) holds nothing, and `hold` then gives
+the default mode's result, except where a request's own blocks outnumber the hot tier
+(only there can a commit come back short with nothing in flight). Hits, costs,
+`measure_from` and forecasts are counted the same way in both modes.
 """
 from __future__ import annotations
 
@@ -35,6 +48,7 @@ from cache.policies.predictive import PredictivePolicy
 from cache.policy import EvictionPolicy
 from cache.session_infer import SessionInferrer
 from cache.sim.cost_model import CostModel
+from cache.sim.in_flight import InFlight
 from cache.sim.oracle import next_uses as oracle_next_uses
 from cache.sim.requests import SimRequest
 from cache.sim.result import SimResult, SimTotals
@@ -56,6 +70,7 @@ class SimConfig:
     measure_from: int = 0
     policy_options: tuple[tuple[str, object], ...] = ()
     flex_first: bool = True   # flex requests' blocks go first (cache.background_blocks); not for belady
+    hold: bool = False   # a request holds its blocks until it ends (in_flight.py), not only while served
 
 
 class SimClock:
@@ -117,6 +132,8 @@ def replay(
     interval = config.tick_interval_s
     next_tick = requests[0].t_s if requests else 0.0
     no_tokens: tuple[int, ...] = ()
+    in_flight = InFlight(manager, clock)   # empty without `hold`
+    write_through = config.hold and config.num_host_blocks > 0   # as the worker (FI95); not in the default mode
     warm_up = _Counters.of(manager, policy)
     for i, request in enumerate(requests):
         if i == config.measure_from and i > 0:
@@ -124,9 +141,11 @@ def replay(
         now = request.t_s
         if interval > 0 and source is not None:
             while next_tick <= now:
+                in_flight.release_until(next_tick)
                 clock.now_s = next_tick
                 manager.tick(next_tick)
                 next_tick += interval
+        in_flight.release_until(now)
         clock.now_s = now
         tenant = request.tenant
         hashes = request.hashes
@@ -138,17 +157,29 @@ def replay(
             for block_hash, next_use in zip(hashes, next_uses[i]):
                 note(block_hash, next_use)
         match = manager.match(tenant, hashes)
-        held = manager.acquire(tenant, session, match, request.num_prompt_tokens, background=flex)
-        num_hits = len(held)
-        num_hot_hits = min(num_hits, len(match.hot_block_ids))
+        acquired = manager.acquire_run(tenant, session, match, request.num_prompt_tokens, background=flex)
+        manager.release_host(acquired.host_ids)   # read into the request's own cache at once, as the worker
+        held = acquired.hot_ids
+        num_hits = acquired.num_blocks
+        num_hot_hits = min(len(held), len(match.hot_block_ids))
         committed = manager.commit(tenant, session, hashes, [no_tokens] * (len(hashes) - num_hits), num_hits,
                                    background=flex)
-        manager.release(held + [block_id for block_id, _ in committed])
+        num_done = num_hits + len(committed)
+        if write_through and num_done < len(hashes):   # HOT full of blocks in use: the rest to HOST
+            manager.commit_to_host(tenant, session, hashes, [no_tokens] * (len(hashes) - num_done), num_done,
+                                   background=flex)
+        held += [block_id for block_id, _ in committed]
+        num_host_hits = num_hits - num_hot_hits
+        num_hit_tokens = min(num_hits * size, request.num_prompt_tokens)
+        ttft_s = cost.ttft_s(request.num_prompt_tokens - num_hit_tokens, num_host_hits)
+        end_s = cost.end_s(now, ttft_s, request.num_output_tokens) if config.hold else now
+        if end_s > now:
+            in_flight.hold(end_s, held)
+        else:   # served at once (no `hold`, or a request that costs no time): released before what follows
+            manager.release(held)
         if i >= config.measure_from:
-            num_host_hits = num_hits - num_hot_hits
-            num_hit_tokens = min(num_hits * size, request.num_prompt_tokens)
             counted = (request.num_blocks, num_hot_hits, num_host_hits, request.num_prompt_tokens, num_hit_tokens,
-                       cost.ttft_s(request.num_prompt_tokens - num_hit_tokens, num_host_hits))
+                       ttft_s)
             totals.count(*counted)
             if interactive is not None and not flex:
                 interactive.count(*counted)
@@ -159,6 +190,7 @@ def replay(
                 manager.apply(forecast)
         if on_request is not None:
             on_request(i, manager)
+    in_flight.release_all()
     measured = _Counters.of(manager, policy).minus(warm_up)
     result = SimResult(
         policy=config.policy,
@@ -168,6 +200,7 @@ def replay(
         num_evictions=measured.num_evictions,
         interactive=interactive,
         num_flex_evictions=measured.num_flex_evictions,
+        hold_decode_s_per_token=cost.decode_s_per_token if config.hold else None,
     )
     if measured.prefetch is not None:
         result.num_prefetched_blocks = measured.prefetch.num_prefetched

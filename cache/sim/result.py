@@ -60,7 +60,10 @@ def _rounded(value: float | None, digits: int = 6) -> float | None:
 class SimResult:
     """A replay's figures. Like `totals`, the counts (evictions, flex evictions, blocks
     prefetched, prefetches used or wasted) cover the measured requests alone: what the
-    warm-up did is left out (replay.py)."""
+    warm-up did is left out (replay.py). `hold_decode_s_per_token` is set when requests
+    held their blocks until they ended (`SimConfig.hold`); the JSON line then says so
+    (`"hold": true` and the decode seconds per token), and a line without `hold` comes
+    from the default mode, exactly as before the mode existed."""
 
     policy: str
     hot_blocks: int
@@ -73,6 +76,7 @@ class SimResult:
     wall_s: float = 0.0
     interactive: SimTotals | None = None   # the default-tier requests alone, when some were flex
     num_flex_evictions: int = 0
+    hold_decode_s_per_token: float | None = None   # None: released at once (no `hold`)
 
     def to_json(self) -> dict:
         totals = self.totals
@@ -95,7 +99,15 @@ class SimResult:
             "evictions": self.num_evictions,
             "wall_s": round(self.wall_s, 3),
             **self._interactive_json(),
+            **self._hold_json(),
         }
+
+    def _hold_json(self) -> dict:
+        """For a replay where requests held their blocks until they ended: the mode and its
+        decode seconds per token (none in the default mode)."""
+        if self.hold_decode_s_per_token is None:
+            return {}
+        return {"hold": True, "decode_s_per_token": self.hold_decode_s_per_token}
 
     def _interactive_json(self) -> dict:
         """For a trace with flex requests: the default-tier requests' own hit rate and TTFT."""

@@ -35,3 +35,15 @@ def test_arena_mover_copies_between_tiers():
 
 def test_layout_bytes_per_block_counts_keys_and_values():
     assert LAYOUT.bytes_per_block == 2 * 2 * 2 * 4 * 4 * 4
+
+
+def test_arena_read_is_a_copy_that_outlives_a_rewrite_of_its_slots():
+    """What a request reads through from the host tier stays its own once the slots are
+    written again (the consecutive-ids case, where `gather` is a view)."""
+    arena = KVArena(LAYOUT, num_blocks=4)
+    kvs = _layer_kvs(8)
+    arena.write([1, 2], kvs, first_token=0)
+    got = arena.read([1, 2], num_tokens=7, device=torch.device("cpu"))
+    arena.write([1, 2], [(k + 1, v + 1) for k, v in kvs], first_token=0)   # the slots reused
+    for (k, v), (rk, rv) in zip(got, kvs):
+        assert torch.equal(k, rk[:, :, :7]) and torch.equal(v, rv[:, :, :7])
