@@ -93,6 +93,19 @@ async def one_mode(base_url: str, model: str, mode: str, tag: str, args) -> dict
     return rounded(result)
 
 
+def summarize(runs: dict[str, list[dict]]) -> dict:
+    """Each mode's medians over its rounds, and the ratios: each batch mode's mean TTFT
+    over running alone's, and its batch's wall time over the first batch mode's (in
+    `runs`' order), rounded to 3 places."""
+    summary = medians(runs)
+    alone = summary["alone"]["ttft_mean_s"]
+    batch_modes = [mode for mode in runs if MODES[mode] is not None]
+    summary["ttft_mean_over_alone"] = {mode: round(summary[mode]["ttft_mean_s"] / alone, 3) for mode in batch_modes}
+    summary["batch_s_over_first"] = {mode: round(summary[mode]["batch_s"] / summary[batch_modes[0]]["batch_s"], 3)
+                                     for mode in batch_modes}
+    return summary
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="smollm2", choices=("smollm2", "tiny"))
@@ -115,12 +128,7 @@ def main() -> int:
             with fresh_gateway(config, "bench-batch-") as base_url:
                 runs[mode].append(asyncio.run(one_mode(base_url, args.model, mode, f"r{round_index}{mode}", args)))
             print(f"round {round_index + 1}/{args.rounds} {mode}: {runs[mode][-1]}", file=sys.stderr)
-    summary = medians(runs)
-    alone = summary["alone"]["ttft_mean_s"]
-    batch_modes = [mode for mode in modes if MODES[mode] is not None]
-    summary["ttft_mean_over_alone"] = {mode: round(summary[mode]["ttft_mean_s"] / alone, 3) for mode in batch_modes}
-    summary["batch_s_over_first"] = {mode: round(summary[mode]["batch_s"] / summary[batch_modes[0]]["batch_s"], 3)
-                                     for mode in batch_modes}
+    summary = summarize(runs)
     print(json.dumps({"benchmark": "batch_interference", "model": args.model, "args": vars(args),
                       "summary": summary, "runs": runs}))
     return 0
