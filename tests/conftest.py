@@ -26,6 +26,20 @@ os.environ.setdefault("STEPAHEAD_SPENT_TOKENS", os.path.join(_TEST_HOME, "spent_
 os.environ.setdefault("STEPAHEAD_CACHE_DIR", os.path.join(_TEST_HOME, "cache"))   # probed worker costs
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items) -> None:
+    """Under `--dist loadgroup` (scripts/test.sh) a test module whose tests share a
+    module-scoped fixture (a served gateway, a browser, a Ray cluster) runs in one process:
+    split over two, each would build the fixture again. Modules marked with a group of
+    their own keep it. Runs first: xdist reads the marks in a hook of its own."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is not None:
+            continue
+        fixture_defs = item._fixtureinfo.name2fixturedefs.values()
+        if any(definition.scope == "module" for definitions in fixture_defs for definition in definitions):
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+
+
 def pytest_collection_finish(session) -> None:
     """Move everything collection created (every test module, and what they import) out of
     the garbage collector's reach. Tests that serve a gateway in this process and time its
