@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import tempfile
 from collections.abc import Iterator
 
 import pytest
@@ -68,13 +69,19 @@ def chromium_browser() -> Iterator[object]:
     for flag in CHROMIUM_FLAGS:
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})   # the console, for page_errors
-    driver = webdriver.Chrome(options=options, service=Service(executable_path=driver_path))
+    # Chromium leaves an empty org.chromium.Chromium.* folder in TMPDIR per browser: its own, removed with it
+    scratch = tempfile.mkdtemp(prefix="stepahead-chromium-")
     try:
-        driver.set_page_load_timeout(PAGE_TIMEOUT_S)
-        driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": FAST_INTERVALS})
-        yield driver
+        driver = webdriver.Chrome(options=options, service=Service(executable_path=driver_path,
+                                                                    env={**os.environ, "TMPDIR": scratch}))
+        try:
+            driver.set_page_load_timeout(PAGE_TIMEOUT_S)
+            driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": FAST_INTERVALS})
+            yield driver
+        finally:
+            driver.quit()
     finally:
-        driver.quit()
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 @contextlib.contextmanager
