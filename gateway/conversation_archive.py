@@ -7,6 +7,10 @@ Invariants:
   tenant's ids read as unknown);
 - a conversation's items keep the order they were added in (`seq`, rising); item ids are
   unique within a conversation: an added item whose id is taken gets a new one;
+- a deleted item leaves its cursor (`ITEM_CURSORS`, gateway/gone_cursors.py) in the
+  transaction that deletes it: a page `after` it starts where it stood, for GONE_KEPT_S
+  (QA180: deleting while paging), while an id the conversation never had is `Missing`; a
+  new item is numbered past the cursors too; a deleted conversation takes its cursors;
 - each tenant keeps at most `capacity` conversations; past it, the least recently used
   (made, read or added to) leave first, with their items, but never one `held` by a
   response running on it (`conversation_locks`: its turn's items would go nowhere, QA154):
@@ -31,9 +35,12 @@ from cache.repeated_failures import RepeatedFailures
 from cache.sqlite_file import SqliteFile, written_if_possible
 from cache.sqlite_transaction import transaction
 from gateway.conversation_items import new_item_id
+from gateway.gone_cursors import GoneCursors
 from gateway.list_page import ListPage
 from gateway.store_thread import STORE_FAILURES
 
+# where a conversation's deleted items stood (a table an archive made before gets when opened)
+ITEM_CURSORS = GoneCursors("conversation_item_cursors", "conversation_items", ("tenant", "conversation"))
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS conversations (
     tenant TEXT NOT NULL,
@@ -53,7 +60,7 @@ CREATE TABLE IF NOT EXISTS conversation_items (
     PRIMARY KEY (tenant, conversation, seq)
 );
 CREATE UNIQUE INDEX IF NOT EXISTS conversation_items_by_id ON conversation_items (tenant, conversation, id);
-"""
+""" + ITEM_CURSORS.schema
 log = logging.getLogger("stepahead.gateway")
 # The tenant's conversations, least recently used first (as many as the LIMIT says).
 LEAST_USED = "SELECT id FROM conversations WHERE tenant = ? ORDER BY used_s, rowid LIMIT ?"
@@ -205,9 +212,11 @@ class ConversationArchive:
         def delete_item() -> Conversation:
             with transaction(self.db, "BEGIN IMMEDIATE") as db:
                 conversation = self._touch(db, tenant, conversation_id)
+                ITEM_CURSORS.keep(db, (tenant, conversation_id), item_id, self.clock())
                 if db.execute("DELETE FROM conversation_items WHERE tenant = ? AND conversation = ? AND id = ?",
                               (tenant, conversation_id, item_id)).rowcount == 0:
                     raise Missing("item", item_id)
+                ITEM_CURSORS.forget_old(db, self.clock())
                 return conversation
         return self._surviving(delete_item)
 
@@ -242,16 +251,20 @@ class ConversationArchive:
 
     @staticmethod
     def _seq_of(db: sqlite3.Connection, tenant: str, conversation_id: str, item_id: str) -> int:
+        """Where `item_id` stands in the conversation: its item's `seq`, else its cursor's
+        while kept (deleted since); Missing for an id the conversation never had."""
         row = db.execute("SELECT seq FROM conversation_items WHERE tenant = ? AND conversation = ? AND id = ?",
                          (tenant, conversation_id, item_id)).fetchone()
-        if row is None:
+        seq = row[0] if row is not None else ITEM_CURSORS.seq_of(db, (tenant, conversation_id), item_id)
+        if seq is None:
             raise Missing("item", item_id)
-        return row[0]
+        return seq
 
     @staticmethod
     def _insert_items(db: sqlite3.Connection, tenant: str, conversation_id: str, items: list[dict]) -> list[dict]:
-        (last,) = db.execute("SELECT coalesce(max(seq), -1) FROM conversation_items WHERE tenant = ? AND "
-                             "conversation = ?", (tenant, conversation_id)).fetchone()
+        (last,) = db.execute("SELECT max((SELECT coalesce(max(seq), -1) FROM conversation_items WHERE tenant = ? "
+                             f"AND conversation = ?), {ITEM_CURSORS.last_seq(without=-1)})",   # past deleted items too
+                             (tenant, conversation_id, tenant, conversation_id)).fetchone()
         kept = []
         for seq, item in enumerate(items, start=last + 1):
             taken = db.execute("SELECT 1 FROM conversation_items WHERE tenant = ? AND conversation = ? AND id = ?",
@@ -266,5 +279,6 @@ class ConversationArchive:
     @staticmethod
     def _delete(db: sqlite3.Connection, tenant: str, conversation_id: str) -> bool:
         db.execute("DELETE FROM conversation_items WHERE tenant = ? AND conversation = ?", (tenant, conversation_id))
+        ITEM_CURSORS.forget_list(db, (tenant, conversation_id))
         return db.execute("DELETE FROM conversations WHERE tenant = ? AND id = ?",
                           (tenant, conversation_id)).rowcount > 0

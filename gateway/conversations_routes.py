@@ -61,7 +61,8 @@ async def conversation(request: Request, state: GatewayState, tenant: str) -> Re
 @tenant_endpoint
 async def conversation_items(request: Request, state: GatewayState, tenant: str) -> Response:
     """GET /v1/conversations/{id}/items: a page of its items (`limit` 1-100, default 20;
-    `order` "desc", the default, or "asc"; `after` an item id). POST adds up to 20
+    `order` "desc", the default, or "asc"; `after` an item id, a deleted one's too while
+    its cursor is kept: gateway/gone_cursors.py; one never there is a 400). POST adds up to 20
     `items` at its end and lists them as kept; while a response runs on the conversation
     it is a 400 `conversation_locked` (`conversation_locks`), as is DELETE of an item."""
     conversation_id = request.path_params["conversation_id"]

@@ -7,15 +7,19 @@ removes (or renames into place, when recorded) the partial files a killed gatewa
 never one a live writer holds (`gateway.partial_files`); then, once the index there was
 opened (one that is no database is set aside then), it moves the files a damaged index
 took the records of to `root/orphaned-<its UTC time>/`, never removing one
-(`gateway.unrecorded_files`); partial files are never moved as unrecorded.
+(`gateway.unrecorded_files`); partial files are never moved as unrecorded. The index keeps
+the cursors of files deleted or expired (`file_cursors`, gateway/gone_cursors.py), so an
+`after` naming one still pages on; an index made before that table gets it when opened.
 """
 from __future__ import annotations
 
 import logging
 
+from gateway.gone_cursors import GoneCursors
 from gateway.partial_files import sweep_partial_files
 from gateway.unrecorded_files import move_unrecorded
 
+FILE_CURSORS = GoneCursors("file_cursors", "files", ("tenant",))   # where a tenant's gone files stood
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS files (
     tenant TEXT NOT NULL,
@@ -30,7 +34,7 @@ CREATE TABLE IF NOT EXISTS files (
 );
 CREATE INDEX IF NOT EXISTS files_by_time ON files (tenant, created_at);
 CREATE INDEX IF NOT EXISTS files_by_name ON files (tenant, filename);
-"""
+""" + FILE_CURSORS.schema
 ADDED_COLUMNS = (("files", "expires_at", "INTEGER"), ("files", "seq", "INTEGER"))   # not in the first version's files
 
 log = logging.getLogger("stepahead.gateway")

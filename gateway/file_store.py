@@ -28,7 +28,13 @@ Invariants:
 - what it makes is private to this user (`cache.private_paths`): `root` (when missing)
   0700, each file's bytes 0600;
 - a tenant's files are listed in the order they were made (`seq`, rising per tenant):
-  whole-second `created_at` and random ids cannot order files made in one second.
+  whole-second `created_at` and random ids cannot order files made in one second;
+- a file deleted, expired, or replaced by a batch's new output leaves its cursor
+  (`FILE_CURSORS`, gateway/gone_cursors.py) in the same transaction that removes its
+  record: an `after` naming it lists from where it stood for GONE_KEPT_S (QA180: deleting
+  while paging), while an id its tenant never had is a 400; a new file is numbered past
+  the cursors too, never where a gone file stood;
+- a page, up to 10,000 files (the Files API's limit), is read in one query.
 """
 from __future__ import annotations
 
@@ -39,19 +45,22 @@ from pathlib import Path
 from typing import IO
 
 from cache.private_paths import make_private_dirs, private_opener
-from gateway.errors import ApiError, body_too_large
-from gateway.file_index import ADDED_COLUMNS, SCHEMA, FileIndexSweeps
+from cache.sqlite_transaction import transaction
+from gateway.errors import body_too_large
+from gateway.file_index import ADDED_COLUMNS, FILE_CURSORS, SCHEMA, FileIndexSweeps
 from gateway.file_records import StoredFile, file_not_found
 from gateway.file_quota import UploadReservations, file_storage_full
 from gateway.ids import random_hex
 from gateway.list_page import ListPage
-from gateway.tenant_seq import next_seq, number_unnumbered
+from gateway.tenant_seq import number_unnumbered
 from gateway.partial_files import lock_while_written, partial_path
 from gateway.unrecorded_files import SweptIndex
 from gateway.store_thread import StoreThread, TemporaryRoot
 
 COLUMNS = "id, bytes, created_at, filename, purpose, expires_at"
 REMOVED_PER_SWEEP = 256
+# a new file's seq: past its tenant's files and the cursors of those gone (its two arguments: the tenant)
+NEXT_SEQ = f"(SELECT MAX((SELECT COALESCE(MAX(seq), 0) FROM files WHERE tenant = ?), {FILE_CURSORS.last_seq()}) + 1)"
 
 
 class FileStore(FileIndexSweeps):
@@ -97,10 +106,10 @@ class FileStore(FileIndexSweeps):
                 now = int(self.clock())
                 stored = StoredFile(file_id, num_bytes, now, filename, purpose,
                                     None if expires_after_s is None else now + expires_after_s)
-                row = (tenant, file_id, num_bytes, now, filename, purpose, stored.expires_at, tenant)
+                row = (tenant, file_id, num_bytes, now, filename, purpose, stored.expires_at, tenant, tenant)
                 if cap is None:
                     self._file.change(f"INSERT INTO files (tenant, {COLUMNS}, seq) VALUES (?, ?, ?, ?, ?, ?, ?, "
-                                      f"{next_seq('files')})", row)
+                                      f"{NEXT_SEQ})", row)
                 elif not self._insert_within(cap, row):
                     raise file_storage_full(cap, self._stored_bytes(tenant), num_bytes)
                 recorded = True
@@ -127,7 +136,7 @@ class FileStore(FileIndexSweeps):
             if reused is None and data and stored.bytes == len(data) and self._holds(stored, data):
                 reused = stored
             else:
-                self._file.change("DELETE FROM files WHERE tenant = ? AND id = ?", (tenant, stored.id))
+                self._remove(tenant, stored.id)
                 (self.root / stored.id).unlink(missing_ok=True)
         if reused is not None or not data:
             return reused
@@ -146,7 +155,7 @@ class FileStore(FileIndexSweeps):
         live, now = self._live()
         tenant, num_bytes = row[0], row[2]
         return self._file.change(
-            f"INSERT INTO files (tenant, {COLUMNS}, seq) SELECT ?, ?, ?, ?, ?, ?, ?, {next_seq('files')} "
+            f"INSERT INTO files (tenant, {COLUMNS}, seq) SELECT ?, ?, ?, ?, ?, ?, ?, {NEXT_SEQ} "
             f"WHERE (SELECT COALESCE(SUM(bytes), 0) FROM files WHERE tenant = ? AND {live}) + ? <= ?",
             (*row, tenant, now, num_bytes, cap)) == 1
 
@@ -157,32 +166,43 @@ class FileStore(FileIndexSweeps):
                                (tenant, now))[0][0]
 
     def _remove_expired(self) -> None:
-        """Remove up to REMOVED_PER_SWEEP expired files, records first, then bytes."""
+        """Remove up to REMOVED_PER_SWEEP expired files, records first (their cursors kept),
+        then bytes; and up to as many cursors kept past their time."""
         expired = self._file.rows("SELECT tenant, id FROM files WHERE expires_at <= ? LIMIT ?",
                                   (int(self.clock()), REMOVED_PER_SWEEP))
         for tenant, file_id in expired:
-            self._file.change("DELETE FROM files WHERE tenant = ? AND id = ?", (tenant, file_id))
+            self._remove(tenant, file_id)
             (self.root / file_id).unlink(missing_ok=True)
+        self._file.surviving(lambda: FILE_CURSORS.forget_old(self._file.db, self.clock()))
+
+    def _remove(self, tenant: str, file_id: str, live_only: bool = False) -> bool:
+        """Remove the tenant's record of `file_id` (with `live_only`, only while it has not
+        expired), keeping its cursor in the same transaction; whether one was removed."""
+        live, now = self._live()
+        condition, args = (f" AND {live}", (now,)) if live_only else ("", ())
+
+        def remove() -> bool:
+            with transaction(self._file.db, "BEGIN IMMEDIATE") as db:
+                FILE_CURSORS.keep(db, (tenant,), file_id, self.clock())
+                return db.execute(f"DELETE FROM files WHERE tenant = ? AND id = ?{condition}",
+                                  (tenant, file_id, *args)).rowcount > 0
+        return self._file.surviving(remove)
 
     def _live(self) -> tuple[str, int]:
         """The condition and argument that leave out expired files."""
         return "(expires_at IS NULL OR expires_at > ?)", int(self.clock())
 
     def _get(self, tenant: str, file_id: str) -> StoredFile:
-        return StoredFile(*self._row(tenant, file_id)[1:])
-
-    def _row(self, tenant: str, file_id: str) -> tuple:
-        """(seq, *the StoredFile's fields) of the tenant's live file, else a 404."""
+        """The tenant's live file, else a 404."""
         live, now = self._live()
-        rows = self._file.rows(f"SELECT seq, {COLUMNS} FROM files WHERE tenant = ? AND id = ? AND {live}",
+        rows = self._file.rows(f"SELECT {COLUMNS} FROM files WHERE tenant = ? AND id = ? AND {live}",
                                (tenant, file_id, now))
         if not rows:
             raise file_not_found(file_id)
-        return rows[0]
+        return StoredFile(*rows[0])
 
     def _delete(self, tenant: str, file_id: str) -> None:
-        live, now = self._live()
-        if self._file.change(f"DELETE FROM files WHERE tenant = ? AND id = ? AND {live}", (tenant, file_id, now)) == 0:
+        if not self._remove(tenant, file_id, live_only=True):   # (an expired one's cursor is kept all the same)
             raise file_not_found(file_id)
         (self.root / file_id).unlink(missing_ok=True)
 
@@ -194,15 +214,22 @@ class FileStore(FileIndexSweeps):
             where, args = where + " AND purpose = ?", [*args, purpose]
         order = "ASC" if page.order == "asc" else "DESC"
         if page.after is not None:
-            try:
-                after_seq = self._row(tenant, page.after)[0]
-            except ApiError:
-                raise page.unknown_after("file") from None
+            after_seq = self._place_of(tenant, page.after)
+            if after_seq is None:
+                raise page.unknown_after("file")
             where += f" AND seq {'>' if order == 'ASC' else '<'} ?"
             args.append(after_seq)
         rows = self._file.rows(f"SELECT {COLUMNS} FROM files WHERE {where} ORDER BY seq {order} LIMIT ?",
-                               (*args, page.limit + 1))
+                               (*args, page.limit + 1))   # the whole page in one query, even 10,000 files
         return [StoredFile(*row) for row in rows[:page.limit]], len(rows) > page.limit
+
+    def _place_of(self, tenant: str, file_id: str) -> int | None:
+        """Where `file_id` stands in the tenant's list (its `seq`): its record's, expired or
+        not, else its cursor's while kept; None for an id the tenant never had."""
+        rows = self._file.rows("SELECT seq FROM files WHERE tenant = ? AND id = ?", (tenant, file_id))
+        if rows:
+            return rows[0][0]
+        return self._file.surviving(lambda: FILE_CURSORS.seq_of(self._file.db, (tenant,), file_id))
 
     # --- from the event loop -------------------------------------------------------------
 

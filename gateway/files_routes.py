@@ -36,6 +36,9 @@ from gateway.routes import tenant_endpoint
 from gateway.state import GatewayState
 
 MULTIPART_SLACK_BYTES = 64 * 1024   # the form's own bytes around the file
+# GET /v1/files's `limit`: 1-10,000, default 10,000, as OpenAI's reference gives it (its
+# other lists: 1-100, default 20), so one `client.files.list()` call's `.data` holds them all
+FILES_LIMIT = 10_000
 
 
 @tenant_endpoint
@@ -119,10 +122,12 @@ def _expires_after_s(form, purpose: str) -> int | None:
 
 @tenant_endpoint
 async def list_files(request: Request, state: GatewayState, tenant: str) -> Response:
-    """GET /v1/files: the tenant's files (`purpose`, `limit` 1-100 (default 20), `order`
-    "desc" (default) or "asc" by creation, `after` a file id)."""
+    """GET /v1/files: the tenant's files (`purpose`, `limit` 1-10,000 (default 10,000, as at
+    OpenAI), `order` "desc" (default) or "asc" by creation, `after` a file id, a deleted or
+    expired one's too: gateway/file_store.py)."""
     query = request.query_params
-    files, has_more = await state.files.list(tenant, query.get("purpose"), list_page(query))
+    page = list_page(query, default_limit=FILES_LIMIT, max_limit=FILES_LIMIT)
+    files, has_more = await state.files.list(tenant, query.get("purpose"), page)
     return JSONResponse(listed([file.as_object() for file in files], has_more))
 
 

@@ -3,7 +3,10 @@
 Invariants: a page holds at most `limit` items, in `order` ("asc": as stored, "desc":
 reversed), starting right after the item `after` names (an unknown id is a 400);
 `has_more` says whether items follow the page; bad query values (and `before`, which these
-lists do not take) are 400s naming the parameter.
+lists do not take) are 400s naming the parameter. `limit` is 1-MAX_LIMIT, DEFAULT_LIMIT
+when not given, as OpenAI's lists of batches, conversation items and response input items
+take it; a list with other bounds names them (`list_page`'s `default_limit` and
+`max_limit`: the Files API's 1-10,000, default 10,000).
 """
 from __future__ import annotations
 
@@ -45,13 +48,15 @@ def listed(data: list[dict], has_more: bool) -> dict:
             "last_id": data[-1]["id"] if data else None, "has_more": has_more}
 
 
-def list_page(query: Mapping[str, str]) -> ListPage:
-    raw_limit = query.get("limit", str(DEFAULT_LIMIT))
+def list_page(query: Mapping[str, str], default_limit: int = DEFAULT_LIMIT, max_limit: int = MAX_LIMIT) -> ListPage:
+    """The page a list's query asks for: `limit` from 1 to `max_limit` (`default_limit`
+    when not given), `order`, `after`."""
+    raw_limit = query.get("limit", str(default_limit))
     # NOTE: not `int()` alone, which also takes "1_0", " 5" and other scripts' digits (QA143)
     limit = int(raw_limit) if re.fullmatch(r"-?[0-9]+", raw_limit) else None
-    if limit is None or not 1 <= limit <= MAX_LIMIT:   # (OpenAI's codes: integer_above_max_value, ...)
-        raise invalid_request(f"'limit' must be an integer from 1 to {MAX_LIMIT}, not {raw_limit!r}.",
-                              param="limit", code=bound_code(limit, 1, MAX_LIMIT, is_int=True))
+    if limit is None or not 1 <= limit <= max_limit:   # (OpenAI's codes: integer_above_max_value, ...)
+        raise invalid_request(f"'limit' must be an integer from 1 to {max_limit}, not {raw_limit!r}.",
+                              param="limit", code=bound_code(limit, 1, max_limit, is_int=True))
     if "before" in query:
         raise invalid_request("'before' is not supported here: page with 'after' (and 'order').", param="before",
                               code="unsupported_parameter")
