@@ -1,6 +1,6 @@
 """litellm / provider exceptions and upstream HTTP errors → OpenAI-shaped `ApiError`.
 
-Invariants: the client's own mistakes keep their status (400, 413, 422, 429); a
+Invariants: the client's own mistakes keep their status (400, 409, 413, 422, 429); a
 failure between the gateway and the provider (bad upstream credentials, connection,
 timeout, provider 5xx, a reply that is not the OpenAI protocol) is the gateway's problem
 and leaves as 502/503/504 with a `server_error` type, so a client never mistakes a
@@ -14,7 +14,7 @@ misconfiguration too: a 502, never a 404 telling the client that a model
 `upstream_auth_error`) carry `x-should-retry: false` (the operator's to fix). The status is
 the one the upstream answered, never the one litellm chose by the words of its message
 (`litellm_causes.upstream_status`), and a message is the upstream's own wherever it can be
-read, without litellm's wrapper words. A 400/413/422 keeps the upstream's own message, `param`
+read, without litellm's wrapper words. A 400/409/413/422 keeps the upstream's own message, `param`
 and `code` (litellm's `BadRequestError: OpenAIException - Error code: 400 - ` prefix taken
 off); a `context_length_exceeded` without a `param` names the request's prompt field
 (`prompt_param`: "messages", "prompt", "input"), never another endpoint's. litellm's own
@@ -40,7 +40,8 @@ from gateway.litellm_causes import (chain, error_body, is_timeout, is_unreachabl
 from gateway.litellm_odd_replies import error_in_200, own_words
 from gateway.retry_after import retry_after_headers
 
-CLIENT_STATUSES = {400: "invalid_request_error", 413: "invalid_request_error",
+# (409: a conflict with the request's own state, OpenAI's `ConflictError`: QA180)
+CLIENT_STATUSES = {400: "invalid_request_error", 409: "invalid_request_error", 413: "invalid_request_error",
                    422: "invalid_request_error", 429: "rate_limit_error"}
 MAX_MESSAGE_CHARS = 240
 # the headers of a fault only the gateway's operator can cure (its upstream's key, model or

@@ -63,3 +63,19 @@ def test_an_object_repr_in_an_upstream_message_keeps_only_its_class_name():
 def test_a_retry_after_of_thousands_of_digits_is_the_longest_wait_not_a_500():
     assert retry_after_headers("9" * 5000) == {"Retry-After": str(MAX_RETRY_AFTER_S)}
     assert retry_after_headers("30") == {"Retry-After": "30"}
+
+
+def test_an_upstream_409_stays_a_409_with_its_code_and_param():
+    """QA180 finding 3: a conflict with the request's own state is the client's, as a 400 is
+    (the SDK's ConflictError), never a 502 `upstream_error`; through litellm and forwarded."""
+    from gateway.litellm_errors import map_litellm_error, map_upstream_status
+    from tests.gateway.test_litellm_upstream_causes import _as_litellm_maps
+
+    conflict = {"message": "The thing is being changed by another request.", "type": "invalid_request_error",
+                "param": "thing_id", "code": "conflict"}
+    for error in (map_litellm_error(_as_litellm_maps(409, conflict)),
+                  map_upstream_status(409, conflict["message"], conflict["code"], param=conflict["param"])):
+        assert (error.status, error.type, error.code, error.param, error.message) == (
+            409, "invalid_request_error", "conflict", "thing_id", conflict["message"])
+    bare = map_upstream_status(409, "conflict")   # no code of its own: named as any other refusal
+    assert (bare.status, bare.code) == (409, "upstream_rejected")
