@@ -63,6 +63,13 @@ REMOVED_PER_SWEEP = 256
 NEXT_SEQ = f"(SELECT MAX((SELECT COALESCE(MAX(seq), 0) FROM files WHERE tenant = ?), {FILE_CURSORS.last_seq()}) + 1)"
 
 
+def _migrate(db) -> None:
+    """After the schema and the added columns: number old rows, and index the expiry the
+    sweep on every upload and list asks for (an old index got `expires_at` only now)."""
+    number_unnumbered(db, "files", "rowid")
+    db.execute("CREATE INDEX IF NOT EXISTS files_by_expiry ON files (expires_at)")
+
+
 class FileStore(FileIndexSweeps):
     def __init__(self, root: Path | None, clock: Callable[[], float] = time.time) -> None:
         self._root = root
@@ -70,7 +77,7 @@ class FileStore(FileIndexSweeps):
         self.clock = clock
         # NOTE: a file's row is never replaced, so rowid is the order old rows were made in
         self._file = SweptIndex(None if root is None else root / "files.sqlite3", "the file index", SCHEMA,
-                                ADDED_COLUMNS, migrate=lambda db: number_unnumbered(db, "files", "rowid"),
+                                ADDED_COLUMNS, migrate=_migrate,
                                 after_set_aside=self._set_aside_unrecorded)
         self._thread = StoreThread("stepahead-files", "the file store")
         self.uploads = UploadReservations()   # on the event loop: the upload route's early refusals

@@ -1,5 +1,6 @@
 """The Files API's store: bytes on disk, records per tenant, pages in the order made."""
 import asyncio
+import contextlib
 import io
 import itertools
 
@@ -114,6 +115,22 @@ def test_a_file_index_of_the_first_version_gets_the_expiry_column_and_keeps_its_
 
     asyncio.run(main())
     store.close()
+    assert _expiry_sweep_plan(root) == "SEARCH files USING INDEX files_by_expiry (expires_at<?)"
+
+
+def _expiry_sweep_plan(root) -> str:
+    """How SQLite reads the expired-files sweep each upload and list run (FileStore._remove_expired)."""
+    import sqlite3
+    with contextlib.closing(sqlite3.connect(root / "files.sqlite3")) as db:
+        return db.execute("EXPLAIN QUERY PLAN SELECT tenant, id FROM files WHERE expires_at <= ? LIMIT 256",
+                          (0,)).fetchall()[0][3]
+
+
+def test_the_expired_files_sweep_reads_an_index_not_every_tenants_files(tmp_path):
+    store = _store(tmp_path / "files")
+    asyncio.run(store.add_bytes("a", "a.txt", "user_data", b"a"))
+    store.close()
+    assert _expiry_sweep_plan(tmp_path / "files") == "SEARCH files USING INDEX files_by_expiry (expires_at<?)"
 
 
 def test_files_made_in_one_second_list_in_the_order_made_and_pages_agree():
