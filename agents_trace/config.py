@@ -64,7 +64,7 @@ class TraceConfig:
     `store_path` None means $STEPAHEAD_TRACE_DB, else `traces.sqlite3` in the user's data
     dir (see `resolved_store_path`). Retention drops whole sessions: those older than
     `retention_max_age_s`, then, while the file holds more than `retention_max_bytes`,
-    the oldest of the tenant storing the most steps (see `store`). `max_sessions` bounds
+    the oldest of the tenant storing the most bytes (see `store_retention`). `max_sessions` bounds
     the live sessions the tracer follows, all tenants together; for room it ends the
     least recently active of the tenant holding the most (see `sessions`), so one tenant's
     traffic never ends another's within its share. `record_prompt_blocks` stores each step's prompt as block

@@ -15,8 +15,9 @@ Only the trace writer thread calls this class (never the request path). Invarian
   handed, in the same transaction, the `invoke_agent` span the dead writer never ended
   (its ids, start and totals: store_rows.py), once: ending clears its ids;
 - retention removes whole sessions: every one older than `max_age_s`, then, until the
-  data fits in `max_bytes`, the biggest tenants' oldest (`store_retention`: a tenant
-  within its share keeps its sessions while another floods). Freed pages go back to the
+  data fits in `max_bytes`, the oldest of the tenants storing the most bytes
+  (`store_retention`: a tenant within its share keeps its sessions while another floods;
+  each write adds its rows' bytes to their session's `num_bytes`). Freed pages go back to the
   file system (incremental vacuum), and the WAL those deletes and page moves went through
   is checkpointed into the file and cut to nothing (`truncate_wal`): `max_bytes` bounds
   the store on disk (file + WAL) once that is done. It waits `WAL_TRUNCATE_WAIT_MS` at
@@ -48,7 +49,7 @@ from agents_trace.store_schema import connect_writer, give_back_free_pages, trun
 from agents_trace.store_rows import CLEAR_ENDED_SPAN, GENERATED_NOTHING, INSERT_STEP, REPLACE_CONTENT, \
     SELECT_LEFT_OPEN_SPAN, UPSERT_SESSION, LeftOpenSpan, StepRow, content_values, left_open_span, session_values, \
     step_values
-from agents_trace.store_retention import trim_biggest_first
+from agents_trace.store_retention import charged_bytes, trim_biggest_first
 from cache.damaged_files import damaged_because, file_identity, is_damaged_database, set_aside_database, \
     surviving_damage
 from cache.sqlite_transaction import transaction
@@ -229,16 +230,19 @@ class TraceStore:
             prefix = moved.get((step.tenant, step.session, content.prefix_step))
             if prefix is not None:
                 content = dataclasses.replace(content, prefix_step=prefix)
-        self.db.execute(UPSERT_SESSION, session_values(row))
         values = step_values(row, has_content=content is not None, gateway_started_s=self.gateway_started_s)
+        content_row = None if content is None else content_values(step, step.index, content)
+        num_bytes = charged_bytes(values) + (0 if content_row is None else charged_bytes(content_row))
+        self.db.execute(UPSERT_SESSION, session_values(row, num_bytes))
         index = step.index
         if self.db.execute(INSERT_STEP, values).rowcount == 0:   # NOTE: rare, another writer took the index
             index = values[2] = self.db.execute("SELECT MAX(idx) FROM steps WHERE tenant = ? AND session = ?",
                                                 (step.tenant, step.session)).fetchone()[0] + 1
             self.db.execute(INSERT_STEP, values)
             moved[(step.tenant, step.session, step.index)] = index
-        if content is not None:
-            self.db.execute(REPLACE_CONTENT, content_values(step, index, content))
+        if content_row is not None:
+            content_row[2] = index
+            self.db.execute(REPLACE_CONTENT, content_row)
         return index
 
     # --- retention -------------------------------------------------------------------

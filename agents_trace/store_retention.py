@@ -1,35 +1,75 @@
 """Size retention of the trace store, fair between tenants: while the data is over its
 byte limit, whole sessions are deleted, each the oldest (by last activity) of the tenant
-then storing the most steps (ties: by name).
+then storing the most bytes (ties: by name).
 
-Invariants: no tenant loses a session while another stores more steps, so one within its
-share (all steps / tenants stored) keeps its sessions while another floods; space is
-counted in steps (`sessions.num_steps`, summed once a pass, O(sessions), then updated as
-sessions go), not bytes; a batch deletes at most `SIZE_BATCH_SESSIONS` sessions, fewer
-once their steps make up the excess at the pass's mean bytes a step, between two looks
-at the size (just over the limit takes one session, not a batch).
+Invariants: no tenant loses a session while another stores more bytes, so one within its
+share (all bytes / tenants stored) keeps its sessions while another floods, however few
+and large the flooder's steps (QA179 F1: a few refused requests, each keeping a body of up
+to `max_body_bytes`, took another tenant's many small sessions when space was counted in
+steps). A session's bytes are `sessions.num_bytes`: the writer adds each step's
+`charged_bytes` (its `steps` row and its `step_content` row: text as UTF-8, a number as 8,
+NULL as nothing) as it stores the step, and a store made before the column is backfilled
+once, by `BACKFILL_SQL`'s same count, when a writer first opens it (store_schema.py). A
+pass sums them by tenant once (O(sessions), each session counted at least 1, so a session
+an older writer stored steps in without counting them is still reached), then updates the
+sums as sessions go; the pages SQLite uses beside those bytes (indexes, page headroom) are
+spread over them at the pass's ratio of used bytes to counted bytes. A batch deletes at most
+`SIZE_BATCH_SESSIONS` sessions, fewer once their bytes make up the excess at that ratio,
+between two looks at the size (just over the limit takes one session, not a batch).
 """
 from __future__ import annotations
 
 import heapq
 import math
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 SIZE_BATCH_SESSIONS = 8   # deleted between two looks at the size
+SESSION_CHARGE_SQL = "MAX(num_bytes, 1)"   # what a session counts for its tenant
+
+
+def charged_bytes(values: Iterable[object]) -> int:
+    """About the bytes a row of `values` stores: text as UTF-8, bytes as they are, a
+    number as 8, None as nothing (`value_bytes_sql` counts a stored row alike)."""
+    total = 0
+    for value in values:
+        if isinstance(value, str):
+            total += len(value) if value.isascii() else len(value.encode("utf-8", "surrogatepass"))
+        elif isinstance(value, bytes):
+            total += len(value)
+        elif value is not None:
+            total += 8
+    return total
+
+
+def value_bytes_sql(column: str) -> str:
+    """`charged_bytes` of one stored column, in SQL."""
+    return (f"CASE typeof({column}) WHEN 'text' THEN length(CAST({column} AS BLOB)) "
+            f"WHEN 'blob' THEN length({column}) WHEN 'null' THEN 0 ELSE 8 END")
+
+
+def backfill_sql(step_columns: Iterable[str], content_columns: Iterable[str]) -> str:
+    """An UPDATE setting every session's `num_bytes` to the `charged_bytes` of its stored
+    steps and their content (tables with these columns): one pass over the store."""
+    def rows_sum(table: str, columns: Iterable[str]) -> str:
+        row = " + ".join(value_bytes_sql(f"{table}.{column}") for column in sorted(columns))
+        return (f"COALESCE((SELECT SUM({row}) FROM {table} WHERE {table}.tenant = sessions.tenant "
+                f"AND {table}.session = sessions.session), 0)")
+    return (f"UPDATE sessions SET num_bytes = {rows_sum('steps', step_columns)} + "
+            f"{rows_sum('step_content', content_columns)}")
 
 
 def trim_biggest_first(db: sqlite3.Connection, used_bytes: Callable[[], int], max_bytes: int,
                        delete_sessions: Callable[[Sequence[tuple[str, str]]], None]) -> int:
     """Delete sessions biggest tenant first until `used_bytes()` fits `max_bytes`; the
     number deleted."""
-    steps_by_tenant = [(-num_steps, tenant) for tenant, num_steps in db.execute(
-        "SELECT tenant, SUM(num_steps) FROM sessions GROUP BY tenant")]
-    heapq.heapify(steps_by_tenant)
-    bytes_a_step = used_bytes() / max(1, -sum(steps for steps, _ in steps_by_tenant))
+    bytes_by_tenant = [(-num_bytes, tenant) for tenant, num_bytes in db.execute(
+        f"SELECT tenant, SUM({SESSION_CHARGE_SQL}) FROM sessions GROUP BY tenant")]
+    heapq.heapify(bytes_by_tenant)
+    used_a_counted_byte = used_bytes() / max(1, -sum(num_bytes for num_bytes, _ in bytes_by_tenant))
     num_removed = 0
     while (excess := used_bytes() - max_bytes) > 0:
-        batch = biggest_first(db, steps_by_tenant, SIZE_BATCH_SESSIONS, math.ceil(excess / bytes_a_step))
+        batch = biggest_first(db, bytes_by_tenant, SIZE_BATCH_SESSIONS, math.ceil(excess / used_a_counted_byte))
         if not batch:
             break
         delete_sessions(batch)
@@ -37,26 +77,26 @@ def trim_biggest_first(db: sqlite3.Connection, used_bytes: Callable[[], int], ma
     return num_removed
 
 
-def biggest_first(db: sqlite3.Connection, steps_by_tenant: list[tuple[int, str]], count: int,
-                  num_steps: int | None = None) -> list[tuple[str, str]]:
+def biggest_first(db: sqlite3.Connection, bytes_by_tenant: list[tuple[int, str]], count: int,
+                  num_bytes: int | None = None) -> list[tuple[str, str]]:
     """Up to `count` (tenant, session) keys to delete next, each the oldest left (by last
-    activity) of the tenant then storing the most steps, fewer once they hold `num_steps`.
-    `steps_by_tenant` is a heap of (-steps, tenant), updated as if the keys given were
+    activity) of the tenant then storing the most bytes, fewer once they hold `num_bytes`.
+    `bytes_by_tenant` is a heap of (-bytes, tenant), updated as if the keys given were
     deleted."""
     chosen: list[tuple[str, str]] = []
     oldest: dict[str, list[tuple[str, int]]] = {}   # per tenant, reversed: pop() is the oldest
-    num_chosen_steps = 0
-    while steps_by_tenant and len(chosen) < count and (num_steps is None or num_chosen_steps < num_steps):
-        negative_steps, tenant = heapq.heappop(steps_by_tenant)
+    num_chosen_bytes = 0
+    while bytes_by_tenant and len(chosen) < count and (num_bytes is None or num_chosen_bytes < num_bytes):
+        negative_bytes, tenant = heapq.heappop(bytes_by_tenant)
         if tenant not in oldest:   # `count` of them: no tenant gives more to one batch
             oldest[tenant] = db.execute(
-                "SELECT session, num_steps FROM sessions WHERE tenant = ? "
+                f"SELECT session, {SESSION_CHARGE_SQL} FROM sessions WHERE tenant = ? "
                 "ORDER BY last_s, session LIMIT ?", (tenant, count)).fetchall()[::-1]
         if not oldest[tenant]:
             continue   # none left (another connection deleted them)
-        session, its_steps = oldest[tenant].pop()
+        session, its_bytes = oldest[tenant].pop()
         chosen.append((tenant, session))
-        num_chosen_steps += its_steps
-        if -negative_steps - its_steps > 0:
-            heapq.heappush(steps_by_tenant, (negative_steps + its_steps, tenant))
+        num_chosen_bytes += its_bytes
+        if -negative_bytes - its_bytes > 0:
+            heapq.heappush(bytes_by_tenant, (negative_bytes + its_bytes, tenant))
     return chosen

@@ -11,12 +11,17 @@ session, adds nothing to them); a writer that ends its span clears its ids
 or a dead one's (`LeftOpenSpan`). A named span is never overwritten by an opening: a
 writer that opens the session meanwhile (a restart's resume, another gateway) names its
 own only once that one is handed over (`SET_SPAN`, writer_store.py), so a live writer's
-end still clears it and a dead one's is exported once.
+end still clears it and a dead one's is exported once. The upsert adds to the session's
+`num_bytes` what the step's rows store (`store_retention.charged_bytes`). A step that
+never reached a model keeps at most about `REFUSED_CONTENT_MAX_CHARS` of its request's
+content, the cut said in the stored entries themselves (`capped_entries_json`).
 """
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from agents_trace.records import CapturedContent, ForecastCheck, Step
 from agents_trace.sessions import generated_nothing
@@ -121,8 +126,8 @@ UPSERT_SESSION = ("INSERT INTO sessions (tenant, session, agent, source, started
             "num_steps, num_errors, num_tool_runs, num_input_tokens, num_cached_tokens, "
             "num_output_tokens, num_forecasts, num_forecast_hits, num_confident_forecasts, "
             "num_confident_forecast_hits, trace_id, span_trace_id, span_id, span_parent_id, span_started_s, "
-            "span_num_steps, span_input_tokens, span_cached_tokens, span_output_tokens) "
-            "VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?) "
+            "span_num_steps, span_input_tokens, span_cached_tokens, span_output_tokens, num_bytes) "
+            "VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?) "
             "ON CONFLICT (tenant, session) DO UPDATE SET "
             "agent = COALESCE(sessions.agent, excluded.agent), "
             "started_s = MIN(sessions.started_s, excluded.started_s), "
@@ -139,6 +144,7 @@ UPSERT_SESSION = ("INSERT INTO sessions (tenant, session, agent, source, started
             "num_confident_forecast_hits = "
             "sessions.num_confident_forecast_hits + excluded.num_confident_forecast_hits, "
             "trace_id = COALESCE(sessions.trace_id, excluded.trace_id), "
+            "num_bytes = sessions.num_bytes + excluded.num_bytes, "
             + "".join(f"{column} = CASE WHEN {_OPENS} THEN excluded.{column} ELSE sessions.{column} END, "
                       for column in ("span_trace_id", "span_id", "span_parent_id", "span_started_s"))
             + ", ".join(f"{column} = CASE WHEN {_OPENS} THEN excluded.{column} "
@@ -163,6 +169,13 @@ def left_open_span(row: tuple) -> LeftOpenSpan:
      num_steps, num_input, num_cached, num_output) = row
     return LeftOpenSpan(tenant, session, agent, source, SessionSpanIds(trace_id, span_id, parent_span_id),
                         started_s, last_s, num_steps, num_input, num_cached, num_output)
+# A step that never reached a model (`reached_model` False: its tenant's limits refused it,
+# its prompt was over the context, its client left while it queued) is charged nothing, yet
+# its request may hold up to `max_body_bytes`: its stored content keeps this much (64 Ki
+# characters, the spans' default `otlp_attribute_max_length`), the rest cut and said so in a
+# last entry of role TRUNCATED_ROLE (QA179 F1).
+REFUSED_CONTENT_MAX_CHARS = 65536
+TRUNCATED_ROLE = "truncated"
 REPLACE_CONTENT = ("INSERT OR REPLACE INTO step_content (tenant, session, idx, "
                    "num_prefix_messages, prefix_step, new_messages, output, other_outputs) "
                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
@@ -191,8 +204,9 @@ def _tool_runs(step: Step) -> int:
     return 0 if generated_nothing(step) else len(step.after.tools)
 
 
-def session_values(row: StepRow) -> tuple:
-    """The values of `UPSERT_SESSION` for `row`'s step."""
+def session_values(row: StepRow, num_bytes: int = 0) -> tuple:
+    """The values of `UPSERT_SESSION` for `row`'s step, which stores `num_bytes` (its rows'
+    `store_retention.charged_bytes`)."""
     step, check = row.step, row.check
     is_hit = 1 if check is not None and check.is_hit else 0
     is_confident = 1 if check is not None and check.is_confident else 0
@@ -200,7 +214,7 @@ def session_values(row: StepRow) -> tuple:
             step.ended_s, 1 if step.error is not None else 0, _tool_runs(step),
             *((step.num_input_tokens, step.num_cached_tokens, step.num_output_tokens) if reached_model(step)
               else (0, 0, 0)), 1 if check is not None else 0, is_hit,
-            is_confident, is_confident * is_hit, row.trace_id, *_span_values(row))
+            is_confident, is_confident * is_hit, row.trace_id, *_span_values(row), num_bytes)
 
 
 def _span_values(row: StepRow) -> tuple:
@@ -231,9 +245,34 @@ def step_values(row: StepRow, *, has_content: bool, gateway_started_s: float | N
             step.service_tier, gateway_started_s]
 
 
-def content_values(step: Step, index: int, content: CapturedContent) -> tuple:
-    """The values of `REPLACE_CONTENT` for `step`'s content, stored under `index`."""
-    return (step.tenant, step.session, index, content.num_prefix_messages, content.prefix_step,
-            json.dumps(list(content.new_messages), ensure_ascii=False, default=str),
+def content_values(step: Step, index: int, content: CapturedContent) -> list:
+    """The values of `REPLACE_CONTENT` for `step`'s content, stored under `index` (a list:
+    the index, [2], may be changed). A step that never reached a model keeps at most about
+    `REFUSED_CONTENT_MAX_CHARS` of its request (`capped_entries_json`)."""
+    new_messages = json.dumps(list(content.new_messages), ensure_ascii=False, default=str)
+    if len(new_messages) > REFUSED_CONTENT_MAX_CHARS and not reached_model(step):
+        new_messages = capped_entries_json(content.new_messages, REFUSED_CONTENT_MAX_CHARS)
+    return [step.tenant, step.session, index, content.num_prefix_messages, content.prefix_step, new_messages,
             None if content.output is None else json.dumps(content.output, ensure_ascii=False, default=str),
-            json.dumps(list(content.other_outputs), ensure_ascii=False, default=str))
+            json.dumps(list(content.other_outputs), ensure_ascii=False, default=str)]
+
+
+def capped_entries_json(entries: Sequence[Any], max_chars: int) -> str:
+    """`entries` as a JSON list of at most about `max_chars` characters: the first entries
+    whose JSON fits whole, then one `TRUNCATED_ROLE` entry for the rest: its `content` the
+    start of their JSON (as text: at most what room is left), `num_entries` how many they
+    are, `num_chars` their JSON's length. A role no message can have (content.py), so
+    nothing reads it as a chat message."""
+    texts = [json.dumps(entry, ensure_ascii=False, default=str) for entry in entries]
+    num_kept, used = 0, 0
+    while num_kept < len(texts) and used + len(texts[num_kept]) + 2 <= max_chars:
+        used += len(texts[num_kept]) + 2
+        num_kept += 1
+    rest = ", ".join(texts[num_kept:])
+    room = max(0, max_chars - used)
+    start = rest[:room]
+    overflow = len(json.dumps(start, ensure_ascii=False)) - 2 - room   # its quotes and backslashes, escaped
+    if overflow > 0:   # (JSON text holds no control character: each escape adds one character)
+        start = rest[:room - overflow]
+    marker = {"role": TRUNCATED_ROLE, "content": start, "num_entries": len(texts) - num_kept, "num_chars": len(rest)}
+    return "[" + ", ".join([*texts[:num_kept], json.dumps(marker, ensure_ascii=False)]) + "]"

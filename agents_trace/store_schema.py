@@ -26,6 +26,11 @@ totals: `store_rows.UPSERT_SESSION`), so a gateway ending a session another left
 made; NULL in rows written before it was kept): a prompt that ended before then was never
 in that process's prefix caches (`PreviousPrompt.reuse_in_walk`). Each row keeps its own
 writer's, so gateways sharing a store never change each other's figures.
+A session's `num_bytes` is what size retention charges its tenant (store_retention.py:
+its steps' rows and content, added as each step is written); a writer opening a store
+made before it counts them (one pass over the steps and their content, in the transaction
+that adds the column, so no writer sees the column uncounted). An older version's writer
+sharing the store adds steps without counting them.
 """
 from __future__ import annotations
 
@@ -33,9 +38,11 @@ import os
 import sqlite3
 from pathlib import Path
 
+from agents_trace.store_retention import backfill_sql
 from cache.damaged_files import connect_setting_aside_damaged
 from cache.private_paths import make_private_dirs
 from cache.sqlite_file import add_missing_columns, table_columns
+from cache.sqlite_transaction import transaction
 
 SCHEMA_VERSION = "2"
 # Columns added since version 1: a store written by an older version gains them when a
@@ -52,9 +59,11 @@ ADDED_COLUMNS = (("steps", "other_choices", "TEXT NOT NULL DEFAULT '[]'"),
                      ("span_started_s", "REAL"), ("span_num_steps", "INTEGER NOT NULL DEFAULT 0"),
                      ("span_input_tokens", "INTEGER NOT NULL DEFAULT 0"),
                      ("span_cached_tokens", "INTEGER NOT NULL DEFAULT 0"),
-                     ("span_output_tokens", "INTEGER NOT NULL DEFAULT 0"))))
+                     ("span_output_tokens", "INTEGER NOT NULL DEFAULT 0"))),
+                 ("sessions", "num_bytes", "INTEGER NOT NULL DEFAULT 0"))
 # the writers' bookkeeping of a session's open span: never shown to a reader of the store
 SESSION_SPAN_COLUMNS = tuple(name for table, name, _ in ADDED_COLUMNS if name.startswith("span_"))
+SESSION_BYTES_COLUMN = "num_bytes"   # the writers' count for size retention (store_retention.py): not shown either
 BUSY_TIMEOUT_MS = 5000
 
 SCHEMA = """
@@ -73,6 +82,7 @@ CREATE TABLE IF NOT EXISTS sessions (
     span_trace_id TEXT, span_id TEXT, span_parent_id TEXT, span_started_s REAL,
     span_num_steps INTEGER NOT NULL DEFAULT 0, span_input_tokens INTEGER NOT NULL DEFAULT 0,
     span_cached_tokens INTEGER NOT NULL DEFAULT 0, span_output_tokens INTEGER NOT NULL DEFAULT 0,
+    num_bytes INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (tenant, session)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS sessions_by_last ON sessions (last_s);
@@ -120,7 +130,12 @@ def connect_writer(path: Path) -> sqlite3.Connection:
         connection.execute("PRAGMA journal_mode = WAL")
         connection.execute("PRAGMA synchronous = NORMAL")
         connection.executescript(SCHEMA)
-        add_missing_columns(connection, ADDED_COLUMNS)
+        with transaction(connection, "BEGIN IMMEDIATE"):   # under the write lock: one writer adds and counts
+            is_counted = SESSION_BYTES_COLUMN in table_columns(connection, "sessions")
+            add_missing_columns(connection, ADDED_COLUMNS)
+            if not is_counted:   # a store made before sessions counted their bytes: counted now, once
+                connection.execute(backfill_sql(table_columns(connection, "steps"),
+                                                table_columns(connection, "step_content")))
         connection.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('schema', ?)",
                            (SCHEMA_VERSION,))
 

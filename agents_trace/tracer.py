@@ -15,7 +15,8 @@ session bookkeeping) and never raise on odd input (`begin` reads the body defens
 `end` counts once per context, so calling it again (e.g. from an error path after a
 success) is harmless. The tenant always comes from the caller (the authenticated key),
 never from the body. Message content is kept only when `capture_content` is on: a chat
-request's messages with its tools and tool_choice, a completions request's prompts.
+request's messages with its tools and tool_choice, a completions request's prompts (the
+store keeps 64 Ki characters of a step no model ran: store_rows.REFUSED_CONTENT_MAX_CHARS).
 A step's gap (`gap_s`, `prev_ended_s`) runs from the session's last response that ended
 before it arrived, whether or not another of its steps is in flight (parallel tool
 results sent as separate requests each get one); a step that failed without generating

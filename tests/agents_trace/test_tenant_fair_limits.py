@@ -111,8 +111,8 @@ def _sessions_of(path) -> dict[str, list[str]]:
 
 def test_size_retention_deletes_the_flooding_tenants_oldest_and_keeps_the_small_tenants(tmp_path):
     """The audit's repro: alpha stores 2 sessions, beta floods with 10 large ones; over the
-    byte limit, beta's 7 oldest go (the excess at the store's mean bytes a step is 18 steps:
-    6 sessions; then 1 more), alpha's 2 stay."""
+    byte limit, beta's 7 oldest go (the excess, at the store's used bytes per counted byte,
+    is 5.1 of beta's sessions: 6; then 1 more), alpha's 2 stay."""
     clock = ManualClock()
     tracer, _ = make_tracer(tmp_path, clock, capture_content=True)
     try:
@@ -156,16 +156,18 @@ def three_tenants(tmp_path):
 
 
 def test_retention_takes_the_biggest_tenants_oldest_first_then_evens_out(three_tenants):
-    """Known answer by steps: alpha 12 -> 9 -> 6, the tie at 6 goes by name (alpha), then
-    beta 6 -> 3, then alpha, beta, gamma at 3 each."""
+    """Known answer by bytes, each session set to count 1,000: alpha 4,000 -> 3,000 ->
+    2,000, the tie at 2,000 goes by name (alpha), then beta 2,000 -> 1,000, then alpha,
+    beta, gamma at 1,000 each."""
     store = three_tenants
-    heap = [(-12, "alpha"), (-6, "beta"), (-3, "gamma")]
+    store.db.execute("UPDATE sessions SET num_bytes = 1000")
+    heap = [(-4000, "alpha"), (-2000, "beta"), (-1000, "gamma")]
     first = biggest_first(store.db, heap, 5)
     assert first == [("alpha", "a0"), ("alpha", "a1"), ("alpha", "a2"), ("beta", "b0"), ("alpha", "a3")]
-    assert sorted(heap) == [(-3, "beta"), (-3, "gamma")]
+    assert sorted(heap) == [(-1000, "beta"), (-1000, "gamma")]
     store._delete_sessions(first)
-    assert biggest_first(store.db, heap, 8, num_steps=3) == [("beta", "b1")]   # 3 steps: enough
-    assert heap == [(-3, "gamma")]
+    assert biggest_first(store.db, heap, 8, num_bytes=1000) == [("beta", "b1")]   # 1,000 bytes: enough
+    assert heap == [(-1000, "gamma")]
 
 
 def test_retention_just_over_the_limit_takes_one_session_of_the_biggest_tenant(three_tenants):
