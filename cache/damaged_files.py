@@ -10,7 +10,8 @@ error, and the file stays where it is for its owner never to write over.
 A SQLite file is set aside when SQLite reads it as not a database (damaged, or some
 other kind of file), and, by the owners that handle it, when SQLite later finds its pages
 damaged (`is_damaged_database`); any other error (a locked file, no permission) is
-raised as it is.
+raised as it is. `find_damage` asks SQLite the same, read-only, for a check that must
+change nothing (`stepahead config check`).
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -96,6 +98,56 @@ def is_damaged_database(exc: BaseException) -> bool:
     return isinstance(exc, sqlite3.DatabaseError) and (name.startswith("SQLITE_CORRUPT") or name == "SQLITE_NOTADB")
 
 
+NOT_A_DATABASE = "is not a SQLite database"   # the `why` of a file SQLite cannot read as one
+
+
+@dataclass(frozen=True, slots=True)
+class Damage:
+    """What SQLite found damaged in a database file: `why` in `set_aside`'s words, and
+    whether opening the file and its first read meet it (`on_open`), not only a later
+    read of a damaged page."""
+
+    why: str
+    on_open: bool
+
+    @property
+    def is_database(self) -> bool:
+        """False for a file SQLite reads as no database at all (its header)."""
+        return self.why != NOT_A_DATABASE
+
+
+def find_damage(path: Path, first_read: str = "SELECT 1 FROM sqlite_master LIMIT 1") -> Damage | None:
+    """What SQLite finds damaged in the database at `path`, asked read-only, so nothing is
+    changed, set aside or made (but for the empty -wal and -shm SQLite makes beside a WAL
+    database for any reader): its header or schema, or what `first_read` reads (`on_open`),
+    else any page (`PRAGMA quick_check`: it reads the whole file). None when nothing is
+    damaged, there is no file, or SQLite cannot read it for another reason (locked, no
+    permission: for its owner's opening to report)."""
+    try:
+        if not path.is_file():
+            return None
+        probe = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    except (OSError, sqlite3.Error):
+        return None
+    try:
+        for sql, on_open in ((first_read, True), ("PRAGMA quick_check(1)", False)):
+            try:
+                rows = probe.execute(sql).fetchall()
+            except sqlite3.DatabaseError as exc:
+                if getattr(exc, "sqlite_errorname", None) == "SQLITE_NOTADB":
+                    return Damage(NOT_A_DATABASE, True)
+                if is_damaged_database(exc):
+                    return Damage(damaged_because(str(exc)), on_open)
+                if not on_open:
+                    return None
+                continue   # (the first read may name a table an older file lacks: no damage)
+            if not on_open and rows and rows[0][0] != "ok":
+                return Damage(damaged_because(str(rows[0][0])), False)
+        return None
+    finally:
+        probe.close()
+
+
 def damaged_because(report: str) -> str:
     """The `why` of a file set aside for what SQLite reported, on one line."""
     return f"is damaged ({' '.join(report.split())})"
@@ -155,7 +207,7 @@ def connect_setting_aside_damaged(path: Path, what: str,
     once, not when collected (so a file set aside meanwhile keeps its -wal), and the
     error raised."""
     if not _is_database(path):
-        set_aside_database(path, what, "is not a SQLite database")
+        set_aside_database(path, what, NOT_A_DATABASE)
     create_private_file(path)   # when none is there: before SQLite makes it with the umask's mode
     connection = sqlite3.connect(str(path), **connect_args)
     if set_up is None:

@@ -7,13 +7,17 @@ options and model files checked without loading a model, the stores' places
 `check_store_places`, and the address `address_error`), in this process's environment (a
 tenant's `api_key_env` must be set here too); no model is loaded, no worker started, and
 the address is bound only to be let go at once. The stores' places are tried as the start
-tries them, with its effects on disk: their directories made (0700), their SQLite files
-opened (made when missing, a damaged one set aside), a probe file written and removed.
-Each problem is said in the start's words, one `stepahead: ...` line each on stderr, exit
-status 2; a file that loads and would start prints `FILE: ok` and a one-line summary, exit
-status 0. What the start only warns of is a `stepahead: ...` warning line on stderr and
-fails nothing: an upstream model's unset `api_key_env`/`api_base_env` variable, and an
-address in use now (a gateway serving it, to be restarted with this file, holds it).
+tries them, with its effects on disk but one: their directories made (0700), their
+SQLite files opened (made when missing), a probe file written and removed; a damaged
+SQLite file is never set aside here (QA179 F2: the check renamed one, and a gateway
+running on it went on writing into the renamed file). Each problem is said in the
+start's words, one `stepahead: ...` line each on stderr, exit status 2; a file that
+loads and would start prints `FILE: ok` and a one-line summary, exit status 0. What the
+start only warns of is a `stepahead: ...` warning line on stderr and fails nothing: an
+upstream model's unset `api_key_env`/`api_base_env` variable, an address in use now (a
+gateway serving it, to be restarted with this file, holds it), and each store SQLite
+finds damaged (the trace store, the responses', the conversations', the Files and Batch
+APIs' indexes), saying what the gateway will do with it (`store_places`).
 Not checked: whether the KV cache's tiers fit in memory (known only once a worker
 allocates them). `--json` prints one JSON object instead, `{"ok", "file", "errors",
 "warnings", "summary"}`, the summary null when the file did not load.
@@ -91,23 +95,27 @@ def check_config_file(path: str, environ: Mapping[str, str] = os.environ) -> Con
     problem = local_model_problem(config)
     if problem:
         errors.append(problem)
-    errors.extend(store_places_problems(config, environ))
+    damaged: list[str] = []
+    errors.extend(store_places_problems(config, environ, damaged))
     address, warnings = address_problems(config)
     errors.extend(address)
+    warnings.extend(damaged)
     warnings.extend(f"model {model.name!r}: {warning}" for model in config.models
                     if isinstance(model, UpstreamModelConfig)
                     for warning in [model.missing_variables_warning()] if warning)
     return ConfigCheck(path, tuple(errors), config_summary(config), tuple(warnings))
 
 
-def store_places_problems(config: GatewayConfig, environ: Mapping[str, str]) -> list[str]:
+def store_places_problems(config: GatewayConfig, environ: Mapping[str, str],
+                          damaged: list[str] | None = None) -> list[str]:
     """The start's `check_store_places` failure (all the places it names, in one line), or
-    none; tried as the start tries them (the module docstring)."""
+    none; tried as the start tries them (the module docstring), but that no SQLite file is
+    set aside: `damaged` gains a line for each one SQLite finds damaged."""
     from gateway.start_failure import StartFailed
     from gateway.store_places import check_store_places
 
     try:
-        check_store_places(config, environ)
+        check_store_places(config, environ, [] if damaged is None else damaged)
     except StartFailed as exc:
         return [f"the start would fail: {exc}"]
     return []

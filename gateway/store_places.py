@@ -17,6 +17,15 @@ trace store's file; or it raises `StartFailed` naming, in one line, every settin
 place cannot be used (the first place of each, and why), so that one start tells all
 there is to fix. Nothing is checked for responses kept in memory (":memory:"), nor for
 the spent tokens when no tenant has a budget, nor for traces not stored.
+`stepahead config check` asks it with `damaged`: then no SQLite file is set aside or
+written (one found damaged is not opened, its place tried with a probe file instead,
+but for an archive whose schema is damaged, which fails the start as it fails opening,
+before any write), and each SQLite file SQLite finds damaged, asked read-only
+(`cache.damaged_files.find_damage`), the trace store, the responses', the
+conversations', and the Files and Batch APIs' indexes, is one line saying what the
+gateway will do with it and what follows (QA179 F2: the check set a damaged archive
+aside and said nothing, and never looked at the indexes whose set-aside moves every
+tenant's files away).
 """
 from __future__ import annotations
 
@@ -26,6 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from cache.damaged_files import Damage, find_damage
 from cache.error_text import one_line_error
 from cache.private_paths import make_private_dirs
 from gateway.config import GatewayConfig
@@ -35,6 +45,7 @@ from gateway.spent_tokens import PATH_ENV as SPENT_TOKENS_ENV
 from gateway.spent_tokens import spent_tokens_path
 from gateway.start_failure import StartFailed
 from gateway.store_thread import STORE_FAILURES
+from gateway.unrecorded_files import DAMAGED_MARK, ORPHANED_PREFIX
 
 RESPONSES_SETTING = "[server] responses_db or $STEPAHEAD_RESPONSES_DB"
 TRACES_SETTING = "[tracing] store_path or $STEPAHEAD_TRACE_DB"
@@ -50,10 +61,13 @@ class PlaceProblem:
     cause: BaseException | None = None
 
 
-def check_store_places(config: GatewayConfig, environ: Mapping[str, str] = os.environ) -> None:
+def check_store_places(config: GatewayConfig, environ: Mapping[str, str] = os.environ,
+                       damaged: list[str] | None = None) -> None:
     """Raise StartFailed when a place `config`'s stores write cannot be used (the module
-    docstring); blocking: call it off the event loop."""
-    problems = [problem for problem in (trace_store_problem(config, environ), responses_problem(config, environ),
+    docstring); blocking: call it off the event loop. `damaged` given (`config check`):
+    no SQLite file is set aside, and it gains a line for each one SQLite finds damaged."""
+    problems = [problem for problem in (trace_store_problem(config, environ, damaged),
+                                        responses_problem(config, environ, damaged),
                                         spent_tokens_problem(budgeted_tenants(config), environ))
                 if problem is not None]
     if problems:
@@ -61,13 +75,17 @@ def check_store_places(config: GatewayConfig, environ: Mapping[str, str] = os.en
         raise StartFailed("; ".join(problem.text for problem in problems)) from problems[0].cause
 
 
-def trace_store_problem(config: GatewayConfig, environ: Mapping[str, str] = os.environ) -> PlaceProblem | None:
+def trace_store_problem(config: GatewayConfig, environ: Mapping[str, str] = os.environ,
+                        damaged: list[str] | None = None) -> PlaceProblem | None:
     """Why the trace store's file cannot be made beside (None when it can, or when no
-    traces are stored); its store opens it at the start."""
+    traces are stored); its store opens it at the start. `damaged`: as `check_store_places`'."""
     tracing = config.tracing
     if not (tracing.enabled and tracing.store_enabled):
         return None
     place = tracing.resolved_store_path(environ)
+    if damaged is not None:
+        _note_damage(damaged, "the trace store", place, find_damage(place),
+                     "the traces it holds stay in the moved file")
     try:
         write_beside(place)
     except OSError as exc:
@@ -76,32 +94,86 @@ def trace_store_problem(config: GatewayConfig, environ: Mapping[str, str] = os.e
     return None
 
 
-def responses_problem(config: GatewayConfig, environ: Mapping[str, str] = os.environ) -> PlaceProblem | None:
+def responses_problem(config: GatewayConfig, environ: Mapping[str, str] = os.environ,
+                      damaged: list[str] | None = None) -> PlaceProblem | None:
     """Why the first place that follows the responses' file (that file, the conversations'
     file, the Files API's directory) cannot be used; None when all can, or responses are
-    kept in memory. One setting moves them all: the first reason is the one to fix."""
+    kept in memory. One setting moves them all: the first reason is the one to fix.
+    `damaged`: as `check_store_places`'; a file found damaged is then tried as a place
+    only, not opened (opening sets one that is no database aside, and writes the schema
+    into one whose pages are damaged), but one whose schema is damaged: opening it fails
+    the start, and fails before writing anything."""
     responses = config.resolved_responses_db(environ)
     if responses is None:
         return None
-    for what, archive in (
-            ("the stored responses' file", lambda: ResponseArchive(responses, config.responses_per_tenant)),
+    for what, archive, lost in (
+            ("the stored responses' file", lambda: ResponseArchive(responses, config.responses_per_tenant),
+             "every tenant's stored responses"),
             ("the conversations' file", lambda: ConversationArchive(
-                config.resolved_conversations_db(environ), config.conversations_per_tenant))):
+                config.resolved_conversations_db(environ), config.conversations_per_tenant),
+             "every tenant's conversations")):
         opened = archive()
+        damage = None if damaged is None else find_damage(opened.path)
         try:
-            opened.db   # noqa: B018  (opening is the check)
+            if damage is not None and not (damage.is_database and damage.on_open):
+                write_beside(opened.path)
+            else:
+                opened.db   # noqa: B018  (opening is the check)
         except STORE_FAILURES as exc:
             return PlaceProblem(f"{what} {opened.path}: {one_line_error(exc)} (set {RESPONSES_SETTING} "
                                 "to a place it can write)", exc)
         finally:
             opened.close()
+        if damaged is not None:
+            _note_damage(damaged, what, opened.path, damage, f"{lost} then answer 404 (they stay in the moved file)")
     files = config.resolved_files_dir(environ)
     try:
         write_beside(files / "files.sqlite3")
     except OSError as exc:
         return PlaceProblem(f"the Files and Batch APIs' directory {files}: {one_line_error(exc)} "
                             f"(set {RESPONSES_SETTING} to a place it can write)", exc)
+    if damaged is not None:
+        damaged.extend(index_damage(files))
     return None
+
+
+def index_damage(files: Path) -> list[str]:
+    """A line for the Files and for the Batch API's index in `files` that SQLite finds
+    damaged (found read-only), saying what the gateway will do with it and the files it
+    records (`gateway.file_index`, `gateway.batch_index`: every tenant's, moved to
+    `orphaned-<UTC time>/`)."""
+    found: list[str] = []
+    results_dir = files / "batch_results"
+    for what, table, kept, directory, recorded in (
+            ("the Files API's index", "files", "file(s)", files,   # (a partial upload's name has a ".")
+             lambda: [path for path in files.glob("file-*") if "." not in path.name]),
+            ("the Batch API's index", "batches", "result file(s)", results_dir,
+             lambda: list(results_dir.glob("*.jsonl")))):
+        index = files / f"{table}.sqlite3"
+        damage = find_damage(index, f"SELECT * FROM {table}")   # what the start's migration reads
+        if damage is not None:
+            _note_damage(found, what, index, damage,
+                         f"every tenant's {table} then answer 404" + _moved(len(recorded()), kept, directory))
+    return found
+
+
+def _moved(count: int, what: str, directory: Path) -> str:
+    """What moving the `count` files (`what`: "file(s)") an index recorded out of `directory` is."""
+    if not count:
+        return f" (there is no {what.removesuffix('(s)')} in {directory} to move)"
+    return f", the {count} {what} in {directory} moved to {directory / ORPHANED_PREFIX}<UTC time>/"
+
+
+def _note_damage(lines: list[str], what: str, path: Path, damage: Damage | None, then: str) -> None:
+    """Add to `lines` what the gateway will do with the store at `path` that SQLite finds
+    damaged as `damage` says (nothing when None): set it aside (`cache.damaged_files`),
+    at its start when opening it meets the damage, else when a read does; `then` what
+    follows."""
+    if damage is None:
+        return
+    when = "at its start" if damage.on_open else "when it reads a damaged page (at its start or later)"
+    lines.append(f"{what} {path} {damage.why}: {when}, the gateway will move it to {path}{DAMAGED_MARK}<UTC time> "
+                 f"and start a new, empty one; {then}")
 
 
 def budgeted_tenants(config: GatewayConfig) -> list[str]:
