@@ -15,7 +15,10 @@ refuses it); making room for a promotion never picks the block being promoted; a
 that finds no room changes nothing and says so (None / False). A block written through
 to HOST enters it unreferenced and cached, under the same room rule and policy calls as
 a demoted block (`Residency.host_takes`, then `on_insert`), and only after its parent is
-registered: it is matchable exactly when its whole prefix is.
+registered: it is matchable exactly when its whole prefix is. A commit's new blocks are
+registered together, after room was made for all of them, so the room for one never
+comes from another (the run would be left unmatchable past it): each is weighed against
+the blocks HOST held before the commit.
 """
 from __future__ import annotations
 
@@ -93,7 +96,9 @@ class BlockMoves:
         or per hash from `start` on. Stops at the first block HOST takes no room for
         (`Residency.host_takes`, as for a demoted block: a background one only into a
         free slot), at a hash held by a different block in use, and where making room
-        would push out a block of the chain.
+        would push out a block of the chain. The new blocks take their slots as HOST
+        makes room and are registered (shown to the policy) in chain order when the run
+        ends, so no room is made from them.
         """
         num_blocks = len(hashes)
         offset = token_blocks_offset(num_blocks, len(token_blocks), start)
@@ -106,9 +111,8 @@ class BlockMoves:
         if len(prefix) != start:
             return []
         parent = prefix[-1] if start else None
-        placed: list[tuple[int, int]] = []
-        stored: list[BlockHash] = []
-        chain: dict[BlockMeta, None] = {}   # this call's HOST blocks: making room must not push them out
+        chain: dict[BlockMeta, None] = {}   # the chain's HOST blocks found registered: room must not come from them
+        pending: list[BlockMeta] = []   # new blocks, each in a slot taken for it; registered together at the end
         for i in range(start, num_blocks):
             block_hash = hashes[i]
             tokens = token_blocks[i - offset]
@@ -117,7 +121,6 @@ class BlockMoves:
             found = residency.find(block_hash)
             if found is not None:
                 if continues(found, parent_uid, salt) and found.tokens == tokens:
-                    residency.emit_stored(stored, tenant, Tier.HOST)
                     if found.tier is Tier.HOST:
                         chain[found] = None
                     parent = found
@@ -131,23 +134,22 @@ class BlockMoves:
                               is_background=background)
             self._note_session(block, session, now)
             is_full = self._host.num_free_blocks == 0
-            if is_full:
-                if residency.next_victim(Tier.HOST, now, tenant) in chain:
-                    break   # room made from this chain would leave the new block unmatchable
-                residency.emit_stored(stored, tenant, Tier.HOST)   # NOTE: before a removal of one of them
+            if is_full and residency.next_victim(Tier.HOST, now, tenant) in chain:
+                break   # room made from this chain would leave the new block unmatchable
             if not residency.host_takes(block, now, background):
                 break
             if is_full and not all(earlier.is_cached for earlier in chain):
                 break   # (the victim changed since asked) the slot stays free
             block.id = self._host.take()
             self._next_uid += 1
-            residency.add(block, now)
-            residency.num_host_commits += 1
-            stored.append(block_hash)
-            placed.append((i, block.id))
-            chain[block] = None
+            pending.append(block)
             parent = block
-        residency.emit_stored(stored, tenant, Tier.HOST)
+        placed: list[tuple[int, int]] = []
+        for block in pending:
+            residency.add(block, now)
+            placed.append((block.position, block.id))
+        residency.num_host_commits += len(pending)
+        residency.emit_stored([block.hash for block in pending], tenant, Tier.HOST)
         return placed
 
     def _promote_run(

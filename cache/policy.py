@@ -88,8 +88,11 @@ class EvictionPolicy(ABC):
         """
 
     def should_demote(self, block: BlockMeta, now_s: float) -> bool:
-        """Whether a HOT victim is worth a slot of a full HOST tier (True: HOST's own
-        victim is dropped to make room for it; False: the HOT victim is dropped).
+        """Whether `block` is worth a slot of a full HOST tier: a HOT victim (True: HOST's
+        own victim is dropped to make room for it; False: the HOT victim is dropped), or a
+        block a commit writes through (`BlockMoves.commit_to_host`; asked before it is
+        placed, with `block.tier` already HOST; False: it and the rest of its run are not
+        cached).
 
         Asked only while HOST has no free slot (with one free, a victim always moves
         there), during the HOT eviction; a policy must not call the manager here. The

@@ -20,7 +20,9 @@ higher-valued ones; a tenant's pinned blocks are capped.
 
 Tiers. A HOT victim moves to a full HOST only when its value there beats HOST's
 cheapest block's, both valued now and from their blocks' last use (a demotion is no
-use), else it is dropped: without trusted forecasts, LRU's choice. A session with
+use), else it is dropped: without trusted forecasts, LRU's choice. A running request's
+block written through to a full HOST is admitted by that rule once its session's
+forecast has come, before that by last use, as under LRU (it wins). A session with
 blocks in HOST is prefetched back from its `prefetch_quantile` return time minus the
 copy time, once it likely returns within HOT's horizon and outranks HOT's cheapest
 block `prefetch_margin` times over; prefetches are counted used or wasted (prefetch.py).
@@ -162,13 +164,18 @@ class PredictivePolicy(ForecastTrust, PolicyUpkeep, PrefetchPlanning, SessionWai
     def should_demote(self, block: BlockMeta, now_s: float) -> bool:
         """Demote when the victim, valued in HOST now, is worth more than HOST's cheapest
         group valued now too (a heap value may be stale); on a tie, when worth anything
-        (both from their blocks' last use: the newer replaces the older, as under LRU)."""
+        (both from their blocks' last use: the newer replaces the older, as under LRU).
+        A block written through (asked before it is placed: `block.tier` is HOST) whose
+        session has no trusted forecast yet (it follows the request) is compared by last
+        use alone, as under LRU: its fallback value would lose to any trusted forecast."""
         self._room.learn_capacity(Tier.HOST)  # HOST is full when this is asked
         lowest = self._lowest_now(Tier.HOST, now_s)
         if lowest is None:
             return True
-        value = self._value_of(block.tenant, tuple(block.sessions), Tier.HOST, now_s, block.last_access_s,
-                               block.sessions)
+        sessions = tuple(block.sessions)
+        if block.tier is Tier.HOST and not self._valuation.is_forecast(sessions):
+            return block.last_access_s >= lowest[1].last_use_s
+        value = self._value_of(block.tenant, sessions, Tier.HOST, now_s, block.last_access_s, block.sessions)
         return value > lowest[0] or value == lowest[0] > 0.0
 
     # ---- forecasts and time ------------------------------------------------------------

@@ -160,6 +160,16 @@ class Valuation:
             miss *= math.exp(-rate * horizon)
         return total if self._is_density else 1.0 - miss
 
+    def is_forecast(self, sessions: tuple[str, ...]) -> bool:
+        """Whether a trusted forecast of one of `sessions` values their blocks (else they
+        are valued by their last use alone, in LRU order), as `value_of` decides."""
+        for name in sessions:
+            session = self._sessions.get(name)
+            if (session is not None and not session.moved and session.curve is not None
+                    and self._is_session_trusted(session)):
+                return True
+        return False
+
     def p_needed(self, tenant: str, sessions: tuple[str, ...], now_s: float, last_s: float, horizon_s: float) -> float:
         """P(some session in `sessions` needs its blocks within `horizon_s`), the most
         likely one's (demand for reservations; not memoised)."""

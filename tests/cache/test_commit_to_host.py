@@ -85,7 +85,8 @@ def test_full_host_evicts_by_the_policy_but_never_the_new_blocks_parent() -> Non
     _, old = _short_commit(manager, [50, 51, 52, 53], session="old")   # fills HOST, unreferenced
     assert len(old) == 2
     _, spilled = _short_commit(manager, [1, 2, 3, 4, 5, 6])
-    # LRU evicts the two old blocks for blocks 0 and 1; block 2 would push out block 0
+    # LRU evicts the two old blocks for blocks 0 and 1; for block 2 only those two are left, and room
+    # never comes from a block of the same commit
     assert [position for position, _ in spilled] == [0, 1]
     hashes, blocks = manager.hash_prompt("t", [1, 2, 3, 4, 5, 6])
     assert len(manager.match("t", hashes, blocks).host_block_ids) == 2
