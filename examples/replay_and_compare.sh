@@ -78,7 +78,10 @@ write_config() {  # $1 = policy
   python - "$1" "$MODEL" "$HOT_BLOCKS" "$work" "${tenants[@]}" > "$work/$1.toml" <<'PY'
 import hashlib, json, sys
 policy, model, hot_blocks, work, *tenants = sys.argv[1:]
+# every store in the scratch folder: a gateway on the user's own places would take up their
+# unfinished batches (their tenants' names are the trace's) and send them to model "m"
 print(f'[tracing]\nstore_path = {json.dumps(f"{work}/traces-{policy}.sqlite")}\n')
+print(f'[server]\nresponses_db = {json.dumps(f"{work}/responses-{policy}.sqlite3")}\n')
 print(f'[[models]]\nname = "m"\nkind = "local"\npath = {json.dumps(model)}\nnum_workers = 2')
 print(f'[models.engine]\npolicy = "{policy}"\nnum_hot_blocks = {int(hot_blocks)}\n')
 for i, name in enumerate(tenants):

@@ -15,13 +15,16 @@ import pytest
 from tests.gateway.serving import free_port
 
 SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "replay_and_compare.sh"
+USER_PLACES = ("STEPAHEAD_TRACE_DB", "STEPAHEAD_RESPONSES_DB", "STEPAHEAD_PREDICTOR_DIR", "STEPAHEAD_SPENT_TOKENS")
 
 
 def _run_script(tmp_path: Path, **knobs: str) -> subprocess.CompletedProcess:
     if shutil.which("stepahead") is None or shutil.which("curl") is None:
         pytest.skip("needs the installed `stepahead` command and curl")
     knobs.setdefault("PORT", str(free_port()))
-    env = dict(os.environ, HOT_BLOCKS="256", STEPAHEAD_TRACE_DB=str(tmp_path / "t.sqlite"), **knobs)
+    # as a user's shell: no store places named in the environment, a data folder of its own
+    env = {name: value for name, value in os.environ.items() if name not in USER_PLACES}
+    env.update(HOT_BLOCKS="256", XDG_DATA_HOME=str(tmp_path / "user-data"), **knobs)
     return subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, timeout=420, env=env)
 
 
@@ -70,6 +73,9 @@ def test_replay_and_compare_replays_a_generated_workload_under_both_policies_exi
     assert "LRU / predictive mean TTFT" in done.stdout
     same_share = rows["predictive"]["cached_token_share"] == rows["lru"]["cached_token_share"]
     assert ("their TTFT differs by noise only" in done.stdout) == same_share
+    # QA178: its gateways kept their stores in its scratch folder, so they never took up (and failed)
+    # the batches a user's own gateway left unfinished in the user's data folder
+    assert not any((tmp_path / "user-data").rglob("*")), list((tmp_path / "user-data").rglob("*"))
 
 
 def test_replay_and_compare_generates_a_workload_and_stops_with_the_servers_reason_when_the_model_fails(tmp_path):
