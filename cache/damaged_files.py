@@ -110,11 +110,6 @@ class Damage:
     why: str
     on_open: bool
 
-    @property
-    def is_database(self) -> bool:
-        """False for a file SQLite reads as no database at all (its header)."""
-        return self.why != NOT_A_DATABASE
-
 
 def find_damage(path: Path, first_read: str = "SELECT 1 FROM sqlite_master LIMIT 1") -> Damage | None:
     """What SQLite finds damaged in the database at `path`, asked read-only, so nothing is

@@ -5,7 +5,9 @@ Invariants: one connection, opened lazily by the one thread that uses it (WAL, a
 busy timeout for another gateway on the same file, the schema created, and each of
 `added_columns` added to a table made before it existed); `path` None is a database in
 memory; `surviving(operation)` makes a call that finds the file damaged again
-on a new, empty file, the damaged one set aside, never deleted (`cache.damaged_files`);
+on a new, empty file, the damaged one set aside, never deleted (`cache.damaged_files`),
+and the opening itself survives so: a file whose header or schema SQLite cannot read is
+set aside when opened (one warning line), and a new one opened in its place;
 only the file the connection opened is set aside: when the path names another by then
 (another gateway sharing the file set the damaged one aside first), that one is opened
 as it is (QA177).
@@ -99,11 +101,18 @@ class SqliteFile:
                 self._db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
                 self._create(self._db)
             else:
-                make_private_dirs(self.path.parent)   # the file: made private by connect_setting_aside_damaged
-                self._opened = None
-                self._db = connect_setting_aside_damaged(self.path, self.what, self._set_up,
-                                                         isolation_level=None, check_same_thread=False)
+                self.surviving(self._connect)
         return self._db
+
+    def _connect(self) -> None:
+        """Open the file at `path` and set it up, unless it is open: what a set-aside runs
+        (a `SweptIndex`'s reads) may have opened the new one. Damage the opening meets (a
+        schema page SQLite cannot read) raises, for `db`'s `surviving` to set it aside."""
+        if self._db is None:
+            make_private_dirs(self.path.parent)   # the file: made private by connect_setting_aside_damaged
+            self._opened = None
+            self._db = connect_setting_aside_damaged(self.path, self.what, self._set_up,
+                                                     isolation_level=None, check_same_thread=False)
 
     def close(self) -> None:
         if self._db is not None:

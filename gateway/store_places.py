@@ -18,9 +18,9 @@ place cannot be used (the first place of each, and why), so that one start tells
 there is to fix. Nothing is checked for responses kept in memory (":memory:"), nor for
 the spent tokens when no tenant has a budget, nor for traces not stored.
 `stepahead config check` asks it with `damaged`: then no SQLite file is set aside or
-written (one found damaged is not opened, its place tried with a probe file instead,
-but for an archive whose schema is damaged, which fails the start as it fails opening,
-before any write), and each SQLite file SQLite finds damaged, asked read-only
+written (one found damaged is not opened, its place tried with a probe file instead:
+the start sets it aside, a schema SQLite cannot read included, FI104), and each SQLite
+file SQLite finds damaged, asked read-only
 (`cache.damaged_files.find_damage`), the trace store, the responses', the
 conversations', and the Files and Batch APIs' indexes, is one line saying what the
 gateway will do with it and what follows (QA179 F2: the check set a damaged archive
@@ -100,9 +100,8 @@ def responses_problem(config: GatewayConfig, environ: Mapping[str, str] = os.env
     file, the Files API's directory) cannot be used; None when all can, or responses are
     kept in memory. One setting moves them all: the first reason is the one to fix.
     `damaged`: as `check_store_places`'; a file found damaged is then tried as a place
-    only, not opened (opening sets one that is no database aside, and writes the schema
-    into one whose pages are damaged), but one whose schema is damaged: opening it fails
-    the start, and fails before writing anything."""
+    only, not opened (opening sets one whose header or schema SQLite cannot read aside,
+    and writes the schema into one whose other pages are damaged)."""
     responses = config.resolved_responses_db(environ)
     if responses is None:
         return None
@@ -115,7 +114,7 @@ def responses_problem(config: GatewayConfig, environ: Mapping[str, str] = os.env
         opened = archive()
         damage = None if damaged is None else find_damage(opened.path)
         try:
-            if damage is not None and not (damage.is_database and damage.on_open):
+            if damage is not None:
                 write_beside(opened.path)
             else:
                 opened.db   # noqa: B018  (opening is the check)

@@ -121,17 +121,21 @@ def test_a_damaged_page_the_start_does_not_read_is_said_to_be_set_aside_when_rea
     assert responses.read_bytes() == before and not list(data.glob("*.damaged-*"))
 
 
-def test_an_archive_whose_schema_is_damaged_fails_the_check_as_it_fails_the_start(tmp_path):
-    """Opening it fails the start (and writes nothing): the check says so, unchanged."""
+def test_an_archive_whose_schema_is_damaged_is_a_warning_that_the_start_sets_it_aside(tmp_path):
+    """FI104: the start sets it aside (tests/gateway/test_archive_schema_damaged.py), so
+    the check warns so, as for a file that is no database; it was the start's error then
+    ("database disk image is malformed (set [server] responses_db ... to a place it can
+    write)"). The file is not opened: unchanged."""
     path, data = _stores(tmp_path)
     conversations = data / "conversations.sqlite3"
     _spoil_page(conversations, None)
     before = conversations.read_bytes()
     result = check_config_file(path)
-    assert result.errors == (f"the start would fail: the conversations' file {conversations}: DatabaseError: "
-                             "database disk image is malformed (set [server] responses_db or "
-                             "$STEPAHEAD_RESPONSES_DB to a place it can write)",)
-    assert result.warnings == ()
+    assert result.ok and result.errors == ()
+    assert result.warnings == (
+        f"the conversations' file {conversations} is damaged (database disk image is malformed): at its start, the "
+        f"gateway will move it to {conversations}.damaged-<UTC time> and start a new, empty one; every tenant's "
+        "conversations then answer 404 (they stay in the moved file)",)
     assert conversations.read_bytes() == before and not list(data.glob("*.damaged-*"))
 
 
