@@ -30,6 +30,16 @@ class ManualClock:
         self.now_s += seconds
 
 
+def sessions_by_tenant(path) -> dict[str, list[str]]:
+    """The sessions of the store at `path`, sorted, by tenant (up to 1,000)."""
+    from agents_trace.store_queries import SessionFilter, list_sessions
+
+    out: dict[str, list[str]] = {}
+    for row in list_sessions(path, SessionFilter(), limit=1000)["data"]:
+        out.setdefault(row["tenant"], []).append(row["session"])
+    return {tenant: sorted(sessions) for tenant, sessions in out.items()}
+
+
 def make_tracer(tmp_path: Path, clock=None, sweep_interval_s: float = 1.0, **config) -> tuple[AgentTracer, InMemorySpanExporter]:
     exporter = InMemorySpanExporter()
     options = {"store_path": str(tmp_path / "traces.sqlite3"), **config}

@@ -13,7 +13,7 @@ from agents_trace.store import TraceStore
 from agents_trace.store_queries import SessionFilter, list_sessions
 from agents_trace.store_rows import REFUSED_CONTENT_MAX_CHARS, TRUNCATED_ROLE
 
-from tests.agents_trace.helpers import ManualClock, make_tracer, run_scripted_session
+from tests.agents_trace.helpers import ManualClock, make_tracer, run_scripted_session, sessions_by_tenant
 
 OK = StepResult(num_input_tokens=10, num_output_tokens=2, worker="w0", ttft_s=0.1, finish_reason="stop",
                 output_text="ok")
@@ -25,13 +25,6 @@ def _one_step(tracer, clock, tenant: str, session: str, text: str, result: StepR
                                                             "messages": [{"role": "user", "content": text}]})
     clock.advance(0.5)
     tracer.end(ctx, result)
-
-
-def _sessions_of(path) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {}
-    for row in list_sessions(path, SessionFilter(), limit=1000)["data"]:
-        out.setdefault(row["tenant"], []).append(row["session"])
-    return {tenant: sorted(sessions) for tenant, sessions in out.items()}
 
 
 def _store_of(tmp_path, alpha_result: StepResult, alpha_chars: int) -> TraceStore:
@@ -59,7 +52,7 @@ def test_a_tenant_with_a_few_huge_steps_loses_its_own_oldest_not_another_tenants
     try:
         store.max_bytes = store.used_bytes() - 1
         assert store.apply_retention(1e9) == 1
-        assert _sessions_of(store.path) == {"alpha": ["a1", "a2"], "beta": [f"b{i:02d}" for i in range(12)]}
+        assert sessions_by_tenant(store.path) == {"alpha": ["a1", "a2"], "beta": [f"b{i:02d}" for i in range(12)]}
         assert store.used_bytes() <= store.max_bytes
     finally:
         store.close()
@@ -80,7 +73,7 @@ def test_refused_steps_keep_at_most_64_ki_characters_and_cost_their_own_tenant(t
         assert marker["content"].startswith('{"role": "user", "content": "yyy')
         store.max_bytes = store.used_bytes() - 1
         assert store.apply_retention(1e9) >= 1
-        assert _sessions_of(store.path)["beta"] == [f"b{i:02d}" for i in range(12)]
+        assert sessions_by_tenant(store.path)["beta"] == [f"b{i:02d}" for i in range(12)]
     finally:
         store.close()
 

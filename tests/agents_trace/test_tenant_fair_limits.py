@@ -11,7 +11,7 @@ from agents_trace.store import TraceStore
 from agents_trace.store_retention import biggest_first
 from agents_trace.store_queries import SessionFilter, find_session, list_sessions
 
-from tests.agents_trace.helpers import ManualClock, make_tracer, run_scripted_session
+from tests.agents_trace.helpers import ManualClock, make_tracer, run_scripted_session, sessions_by_tenant
 
 
 def _open(table: SessionTable, tenant: str, session: str, now_s: float) -> list[tuple[str, str]]:
@@ -102,13 +102,6 @@ def test_the_tracer_keeps_a_small_tenants_session_while_another_floods(tmp_path)
         tracer.stop()
 
 
-def _sessions_of(path) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {}
-    for row in list_sessions(path, SessionFilter(), limit=1000)["data"]:
-        out.setdefault(row["tenant"], []).append(row["session"])
-    return {tenant: sorted(sessions) for tenant, sessions in out.items()}
-
-
 def test_size_retention_deletes_the_flooding_tenants_oldest_and_keeps_the_small_tenants(tmp_path):
     """The audit's repro: alpha stores 2 sessions, beta floods with 10 large ones; over the
     byte limit, beta's 7 oldest go (the excess, at the store's used bytes per counted byte,
@@ -129,7 +122,7 @@ def test_size_retention_deletes_the_flooding_tenants_oldest_and_keeps_the_small_
     try:
         store.max_bytes = store.used_bytes() // 2
         num_removed = store.apply_retention(clock.now_s)
-        assert _sessions_of(store.path) == {"alpha": ["a0", "a1"], "beta": ["b7", "b8", "b9"]}
+        assert sessions_by_tenant(store.path) == {"alpha": ["a0", "a1"], "beta": ["b7", "b8", "b9"]}
         assert num_removed == 7 and store.used_bytes() <= store.max_bytes
     finally:
         store.close()
@@ -175,7 +168,7 @@ def test_retention_just_over_the_limit_takes_one_session_of_the_biggest_tenant(t
     store = three_tenants
     store.max_bytes = store.used_bytes() - 1
     num_removed = store.apply_retention(1e9)
-    assert _sessions_of(store.path) == {"alpha": ["a1", "a2", "a3"], "beta": ["b0", "b1"], "gamma": ["g0"]}
+    assert sessions_by_tenant(store.path) == {"alpha": ["a1", "a2", "a3"], "beta": ["b0", "b1"], "gamma": ["g0"]}
     assert num_removed == 1 and store.used_bytes() <= store.max_bytes
 
 
@@ -185,4 +178,4 @@ def test_retention_keeps_the_age_limit_for_every_tenant(three_tenants):
     gamma_last_s = find_session(store.path, "g0", "gamma")[0]["last_s"]
     store.max_age_s = 1e9 - gamma_last_s - 0.001   # only gamma's session is that old
     assert store.apply_retention(1e9) == 1
-    assert "gamma" not in _sessions_of(store.path)
+    assert "gamma" not in sessions_by_tenant(store.path)
