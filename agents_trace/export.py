@@ -159,6 +159,7 @@ def _session_requests(db: sqlite3.Connection | None, tenant: str, session: str,
         if is_left_out(step):   # (the step before it is told by it which choice the session went on from)
             counts.num_failed_left_out += 1
             left_out_since = True
+            _add_content({}, step, content, full_messages)   # no line, but a kept step may extend its messages
             continue
         line = {"tenant": tenant, "session": session, "after": step["after_label"]}
         gap_s = line_gap_s(step, last_kept, left_out_since)

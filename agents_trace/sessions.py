@@ -26,10 +26,12 @@ Invariants:
 - the session's last response end (`last_ended_s`) and pending calls (`last_asked`) are
   those of its head: the latest step (by index) that ended having generated something
   (succeeded, or was cut part-way); a step that failed without generating anything
-  (`generated_nothing`: refused, its client gone while it queued) is no response and
+  (`step_outcome.generated_nothing`: refused, its client gone while it queued) is no response and
   leaves the head as it was, so a retry's gap runs from the reply that asked for the
   tools; a step opened while others are in flight gets the same last end as one opened
   idle (concurrent tool results each get their gap);
+- a request's content extends (`prefix_step`) no step that ended having generated nothing (its
+  stored request may be cut, store_rows.py): a retry of one extends the base before it, or none;
 - a step carrying tool results counts its tool run from the end of the response that
   asked for those calls (`tool_run_starts`), not the latest one: calls an agent used as a
   tool makes under the session's id while it runs fall inside the run;
@@ -64,18 +66,6 @@ MAX_REFS_PER_KEY = 4
 EXPLICIT_SOURCES = frozenset({"header", "metadata", "user"})   # a session the client names
 
 
-def generated_nothing(outcome: Any) -> bool:
-    """Whether a finished step (a `Step` or a `StepResult`: its `error`,
-    `num_output_tokens`, `tool_calls` and `other_choices`) failed without generating
-    anything: refused (an unknown model, its checks, its tenant's limits, a prompt over
-    the context), failed before a first token, or left by its client while it queued.
-    Such a step is no response: it ends no tool run, starts none, and its retry is the
-    step that follows the tools. The rule of an export's left-out steps (no output
-    token), but a call the client was sent counts as output (a later request may answer it)."""
-    return (outcome.error is not None and outcome.num_output_tokens == 0 and not outcome.tool_calls
-            and not any(choice.tool_calls for choice in outcome.other_choices))
-
-
 @dataclass(slots=True)
 class SessionState:
     tenant: str
@@ -87,7 +77,8 @@ class SessionState:
     head_index: int | None = None
     last_ended_s: float | None = None
     last_asked: dict[str, str] = field(default_factory=dict)
-    last_request: tuple[bytes, int] | None = None
+    last_request: tuple[bytes, int, int] | None = None   # the prefix base: (digest, count, step index)
+    answered_request: tuple[bytes, int, int] | None = None   # the last base whose step generated something
     keys: deque = field(default_factory=deque)
     previous_prompt: PreviousPrompt = field(default_factory=PreviousPrompt)
     asked_ends: dict[str, float] = field(default_factory=dict)   # call id -> its run's start (`tool_run_starts`)
@@ -162,9 +153,9 @@ class SessionTable(StepMatching):
         if matched is not None:
             num_prefix, prefix_step = matched.num_messages, matched.index
         elif state.last_request is not None:
-            digest, count = state.last_request
+            digest, count, base_index = state.last_request
             if 0 < count <= len(digests) and digests[count - 1] == digest:
-                num_prefix, prefix_step = count, state.num_steps - 1
+                num_prefix, prefix_step = count, base_index
         # NOTE: a call-id match is recorded as "prefix" too (SessionSource has no value of its own)
         opened = OpenedStep(session=state.session, source=state.source if stitched is None
                             else "prefix", index=state.num_steps,
@@ -174,7 +165,7 @@ class SessionTable(StepMatching):
         state.num_steps += 1
         state.num_in_flight += 1
         state.last_active_s = now_s
-        state.last_request = (digests[-1], len(digests)) if digests else None
+        state.last_request = (digests[-1], len(digests), opened.index) if digests else None
         self._touch(tenant, state.session)
         return opened, evicted
 
@@ -198,8 +189,13 @@ class SessionTable(StepMatching):
         state.num_in_flight = max(0, state.num_in_flight - 1)
         state.last_active_s = max(state.last_active_s, ended_s)
         self._touch(tenant, state.session)
+        is_base = state.last_request is not None and state.last_request[2] == index
         if not is_response:   # NOTE: refused: nothing to index either (no digest, no call)
+            if is_base:   # its stored request may be cut (store_rows): the base before it again
+                state.last_request = state.answered_request
             return
+        if is_base:
+            state.answered_request = state.last_request
         is_late = state.head_index is not None and index < state.head_index
         if not is_late:
             state.head_index = index

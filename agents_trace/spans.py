@@ -65,7 +65,7 @@ from agents_trace import semconv as sc
 from agents_trace.content import input_messages_json, output_messages_json, prompt_messages
 from agents_trace.conversation import MAX_CLIENT_ID_CHARS
 from agents_trace.records import ForecastCheck, SessionEnded, Step
-from agents_trace.sessions import generated_nothing
+from agents_trace.step_outcome import generated_nothing
 from agents_trace.store_rows import LeftOpenSpan, SessionSpanIds, reached_model
 from agents_trace.text_table import printable
 

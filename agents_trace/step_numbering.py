@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from opentelemetry.trace import Span
 
 from agents_trace.records import CapturedContent, Step
-from agents_trace.sessions import generated_nothing
+from agents_trace.step_outcome import generated_nothing
 from cache.forecast import Forecast
 
 PLACED_KEPT = 32   # a session's latest steps whose stored index the writer keeps, for `prefix_step`

@@ -47,7 +47,7 @@ from agents_trace.step_numbering import offset_past
 from agents_trace.store_delete import WAL_TRUNCATE_WAIT_MS, delete_in_one_transaction
 from agents_trace.store_schema import connect_writer, give_back_free_pages, truncate_wal
 from agents_trace.store_rows import CLEAR_ENDED_SPAN, GENERATED_NOTHING, INSERT_STEP, REPLACE_CONTENT, \
-    SELECT_LEFT_OPEN_SPAN, UPSERT_SESSION, LeftOpenSpan, StepRow, content_values, left_open_span, session_values, \
+    SELECT_LEFT_OPEN_SPAN, UPSERT_SESSION, LeftOpenSpan, StepRow, content_row, left_open_span, session_values, \
     step_values
 from agents_trace.store_retention import charged_bytes, trim_biggest_first
 from cache.damaged_files import damaged_because, file_identity, is_damaged_database, set_aside_database, \
@@ -231,8 +231,8 @@ class TraceStore:
             if prefix is not None:
                 content = dataclasses.replace(content, prefix_step=prefix)
         values = step_values(row, has_content=content is not None, gateway_started_s=self.gateway_started_s)
-        content_row = None if content is None else content_values(step, step.index, content)
-        num_bytes = charged_bytes(values) + (0 if content_row is None else charged_bytes(content_row))
+        stored = None if content is None else content_row(self.db, step, content)
+        num_bytes = charged_bytes(values) + (0 if stored is None else charged_bytes(stored))
         self.db.execute(UPSERT_SESSION, session_values(row, num_bytes))
         index = step.index
         if self.db.execute(INSERT_STEP, values).rowcount == 0:   # NOTE: rare, another writer took the index
@@ -240,9 +240,9 @@ class TraceStore:
                                                 (step.tenant, step.session)).fetchone()[0] + 1
             self.db.execute(INSERT_STEP, values)
             moved[(step.tenant, step.session, step.index)] = index
-        if content_row is not None:
-            content_row[2] = index
-            self.db.execute(REPLACE_CONTENT, content_row)
+        if stored is not None:
+            stored[2] = index
+            self.db.execute(REPLACE_CONTENT, stored)
         return index
 
     # --- retention -------------------------------------------------------------------

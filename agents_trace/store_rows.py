@@ -14,17 +14,20 @@ own only once that one is handed over (`SET_SPAN`, writer_store.py), so a live w
 end still clears it and a dead one's is exported once. The upsert adds to the session's
 `num_bytes` what the step's rows store (`store_retention.charged_bytes`). A step that
 never reached a model keeps at most about `REFUSED_CONTENT_MAX_CHARS` of its request's
-content, the cut said in the stored entries themselves (`capped_entries_json`).
+content, the cut said in the stored entries themselves (`capped_entries_json`), and no
+stored content extends a step whose content was cut (`content_row`).
 """
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from agents_trace.records import CapturedContent, ForecastCheck, Step
-from agents_trace.sessions import generated_nothing
+from agents_trace.step_outcome import generated_nothing
+from agents_trace.step_numbering import with_prefix
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,7 +184,7 @@ REPLACE_CONTENT = ("INSERT OR REPLACE INTO step_content (tenant, session, idx, "
                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
 
 
-# a `steps` row that failed without generating anything (`sessions.generated_nothing`,
+# a `steps` row that failed without generating anything (`step_outcome.generated_nothing`,
 # export's `is_left_out`), as an SQL condition
 GENERATED_NOTHING = "(error IS NOT NULL AND num_output_tokens = 0)"
 # a `steps` row a model ran (`reached_model`), as an SQL condition (store_stats' token sums)
@@ -245,12 +248,30 @@ def step_values(row: StepRow, *, has_content: bool, gateway_started_s: float | N
             step.service_tier, gateway_started_s]
 
 
-def content_values(step: Step, index: int, content: CapturedContent) -> list:
+# the stored step (tenant, session, idx) never reached a model: its content may be cut
+SELECT_UNREACHED = f"SELECT 1 FROM steps WHERE tenant = ? AND session = ? AND idx = ? AND NOT {REACHED_MODEL_SQL}"
+# a stored later step's content extends (tenant, session, idx after ?, prefix_step ?)
+SELECT_EXTENDED = "SELECT 1 FROM step_content WHERE tenant = ? AND session = ? AND idx > ? AND prefix_step = ? LIMIT 1"
+
+
+def content_row(db: sqlite3.Connection, step: Step, content: CapturedContent) -> list:
+    """`content_values` of `step`, read against what `db` stores so that no stored content
+    extends a cut one (QA181 F1): content extending a stored step that never reached a model
+    keeps its messages whole (`with_prefix`), and such a step that a stored later step
+    extends already (that one ended first) keeps its own request whole."""
+    key = (step.tenant, step.session)
+    if content.prefix_step is not None and db.execute(SELECT_UNREACHED, (*key, content.prefix_step)).fetchone():
+        content = with_prefix(content, None)
+    may_cut = reached_model(step) or db.execute(SELECT_EXTENDED, (*key, step.index, step.index)).fetchone() is None
+    return content_values(step, step.index, content, may_cut=may_cut)
+
+
+def content_values(step: Step, index: int, content: CapturedContent, *, may_cut: bool = True) -> list:
     """The values of `REPLACE_CONTENT` for `step`'s content, stored under `index` (a list:
     the index, [2], may be changed). A step that never reached a model keeps at most about
-    `REFUSED_CONTENT_MAX_CHARS` of its request (`capped_entries_json`)."""
+    `REFUSED_CONTENT_MAX_CHARS` of its request (`capped_entries_json`), unless not `may_cut`."""
     new_messages = json.dumps(list(content.new_messages), ensure_ascii=False, default=str)
-    if len(new_messages) > REFUSED_CONTENT_MAX_CHARS and not reached_model(step):
+    if may_cut and len(new_messages) > REFUSED_CONTENT_MAX_CHARS and not reached_model(step):
         new_messages = capped_entries_json(content.new_messages, REFUSED_CONTENT_MAX_CHARS)
     return [step.tenant, step.session, index, content.num_prefix_messages, content.prefix_step, new_messages,
             None if content.output is None else json.dumps(content.output, ensure_ascii=False, default=str),

@@ -31,7 +31,7 @@ from typing import Protocol
 from cache.forecast import ASSISTANT_TEXT_SYMBOL, END_SYMBOL, USER_SYMBOL, Forecast, tool_step
 
 from agents_trace.records import ForecastCheck, SessionEnded, Step, TraceEvent
-from agents_trace.sessions import generated_nothing
+from agents_trace.step_outcome import generated_nothing
 
 
 @dataclass(frozen=True, slots=True)

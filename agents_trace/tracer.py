@@ -47,7 +47,8 @@ from agents_trace.prompt_blocks import prompt_block_ids
 from agents_trace.records import CapturedContent, SessionEnded, Step, StepContext, StepResult
 from agents_trace.replay_hints import hinted_after, hinted_calls, replay_hint
 from agents_trace.request_attributes import request_params
-from agents_trace.sessions import EXPLICIT_SOURCES, OpenedStep, SessionTable, generated_nothing
+from agents_trace.sessions import EXPLICIT_SOURCES, OpenedStep, SessionTable
+from agents_trace.step_outcome import generated_nothing
 from agents_trace.store import TraceStore
 from agents_trace.event_queue import EventQueue
 from agents_trace.writer import Forecaster, Subscriber, TraceWriter, WriterStats

@@ -46,7 +46,7 @@ from agents_trace.event_queue import EventQueue
 from agents_trace.records import SessionEnded, Step, TraceEvent
 from agents_trace.spans import end_session_span, record_chat_span, record_tool_spans, session_span_ids, \
     session_span_start_s, start_session_span, used_tokens
-from agents_trace.sessions import generated_nothing
+from agents_trace.step_outcome import generated_nothing
 from agents_trace.step_numbering import OpenSession, numbered, offset_past, with_stored_gap
 from agents_trace.store import StepRow, TraceStore
 from agents_trace.symbols import check_forecast

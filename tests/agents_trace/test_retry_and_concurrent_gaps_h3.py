@@ -11,7 +11,8 @@ import pytest
 
 from agents_trace.export import export_lines
 from agents_trace.records import Step, StepResult, ToolCall
-from agents_trace.sessions import SessionTable, generated_nothing
+from agents_trace.sessions import SessionTable
+from agents_trace.step_outcome import generated_nothing
 from agents_trace.store_stats import StatsWindow, tenant_stats
 from agents_trace.symbols import predictor_subscriber
 
