@@ -13,6 +13,7 @@ import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
 
+from agents_trace.store_rows import TRUNCATED_ROLE
 from agents_trace.text_table import (NO_VALUE, Column, counted, printable, printable_lines, render_table,
                                      terminal_json)
 
@@ -141,9 +142,24 @@ def _summary(session: Mapping) -> list[str]:
     ]
 
 
+def _cut_text(message: Mapping) -> list[str]:
+    """The lines of a cut request's last entry (store_rows.capped_entries_json): how much
+    was cut, then the start of its JSON, whole, and an ellipsis where it stops."""
+    num_entries, num_chars = message.get("num_entries"), message.get("num_chars")
+    cut = (f"{num_entries} {'entry' if num_entries == 1 else 'entries'} cut, "
+           f"{num_chars:,} characters of JSON" if isinstance(num_entries, int) and isinstance(num_chars, int)
+           else "the rest cut")
+    lines = printable_lines(message.get("content") or "")
+    return [f"{cut}; they began:", *lines[:-1], lines[-1] + " …"]
+
+
 def _message_text(message: Mapping) -> list[str]:
-    """One message as `role: text` lines; tool calls as `name(arguments)`."""
+    """One message as `role: text` lines; tool calls as `name(arguments)`; the entry that
+    says a request was cut (`TRUNCATED_ROLE`) as what was cut and how it began."""
     role = str(message.get("role", "?"))
+    if role == TRUNCATED_ROLE:
+        lines = _cut_text(message)
+        return [f"  {role}: {lines[0]}", *(f"  {' ' * len(role)}  {line}" for line in lines[1:])]
     if role == "tool" and message.get("tool_call_id"):
         role = f"tool {message['tool_call_id']}"
     content = message.get("content")

@@ -1,10 +1,12 @@
 """Known answers for the terminal trace views' pieces: `--since` (time_points), and what a step asked for."""
+import json
 from datetime import datetime
 
 import pytest
 
 from agents_trace.time_points import parse_time_point
-from agents_trace.traces_view import asked_for
+from agents_trace.store_rows import capped_entries_json
+from agents_trace.traces_view import asked_for, step_conversation
 
 NOW_S = 1_800_000_000.0
 
@@ -52,3 +54,16 @@ def test_a_cache_hit_share_rounds_halves_up_as_the_ui_does():
         ["13%", "13%", "38%", "15%", "33%", None]
     from agents_trace.traces_view import _percent   # a forecast's probability, as /ui's `percent`
     assert [_percent(0.125), _percent(0.625), _percent(0.3)] == ["13%", "63%", "30%"]
+
+
+def test_a_cut_request_shows_how_much_was_cut_and_how_it_began_whole():
+    """QA181 F2: the text view of the entry that says a refused request was cut gives its
+    counts (as the JSON does) and the start of the cut JSON whole, an ellipsis where it stops."""
+    entries = [{"role": "system", "content": "sys"}] + [{"role": "user", "content": f"m{i} " + "y" * 30}
+                                                         for i in range(6)]
+    content = {"new_messages": json.loads(capped_entries_json(entries, 120)), "output": None}
+    marker = content["new_messages"][-1]
+    assert marker["content"].startswith('{"role": "us') and marker["num_entries"] == 5
+    lines, _ = step_conversation({"index": 0}, content, None)
+    assert lines[-4:] == [f"  truncated: 5 entries cut, {marker['num_chars']:,} characters of JSON; they began:",
+                          "             " + marker["content"] + " …", "#0 reply:", "  -"]
