@@ -16,6 +16,8 @@ sums as sessions go; the pages SQLite uses beside those bytes (indexes, page hea
 spread over them at the pass's ratio of used bytes to counted bytes. A batch deletes at most
 `SIZE_BATCH_SESSIONS` sessions, fewer once their bytes make up the excess at that ratio,
 between two looks at the size (just over the limit takes one session, not a batch).
+The freed pages then go back to the file system a few at a time
+(store_schema.give_back_free_pages).
 """
 from __future__ import annotations
 

@@ -65,6 +65,7 @@ ADDED_COLUMNS = (("steps", "other_choices", "TEXT NOT NULL DEFAULT '[]'"),
 SESSION_SPAN_COLUMNS = tuple(name for table, name, _ in ADDED_COLUMNS if name.startswith("span_"))
 SESSION_BYTES_COLUMN = "num_bytes"   # the writers' count for size retention (store_retention.py): not shown either
 BUSY_TIMEOUT_MS = 5000
+GIVE_BACK_STEP_PAGES = 256   # free pages one transaction of `give_back_free_pages` gives back
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -143,12 +144,24 @@ def connect_writer(path: Path) -> sqlite3.Connection:
                                          check_same_thread=False)
 
 
-def give_back_free_pages(connection: sqlite3.Connection) -> None:
+def give_back_free_pages(connection: sqlite3.Connection, step_pages: int = GIVE_BACK_STEP_PAGES) -> None:
     """Give every free page of the store back to the file system (it is made with
-    `auto_vacuum = INCREMENTAL`). NOTE: `execute` steps the pragma once, which frees one
-    page (QA135: deleting 1,556 sessions left 450 free pages); a script runs it to the end.
-    Call it outside a transaction."""
-    connection.executescript("PRAGMA incremental_vacuum;")
+    `auto_vacuum = INCREMENTAL`), `step_pages` a transaction, each followed by a PASSIVE
+    checkpoint: the next step's write then starts the WAL over (cut back to
+    `journal_size_limit`) unless a reader of an older snapshot holds it, so the WAL the page
+    moves go through stays near that limit, not the size of what was freed (QA181 F4:
+    trimming 302 MB to 50 MB grew it to 254 MB in one transaction that gave all pages
+    back). Stops when a step frees nothing (a store made without incremental auto-vacuum).
+    NOTE: `execute` steps the pragma once, which frees one page (QA135: deleting 1,556
+    sessions left 450 free pages); a script runs it to the end. Call it outside a
+    transaction."""
+    num_free = connection.execute("PRAGMA freelist_count").fetchone()[0]
+    while num_free > 0:
+        connection.executescript(f"PRAGMA incremental_vacuum({int(step_pages)});")
+        connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        num_free, before = connection.execute("PRAGMA freelist_count").fetchone()[0], num_free
+        if num_free >= before:
+            break
 
 
 def truncate_wal(db: sqlite3.Connection, wait_ms: int) -> bool:
