@@ -30,12 +30,13 @@ tenant's files away).
 from __future__ import annotations
 
 import os
+import sqlite3
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from cache.damaged_files import Damage, find_damage
+from cache.damaged_files import Damage, find_damage, is_damaged_database
 from cache.error_text import one_line_error
 from cache.private_paths import make_private_dirs
 from gateway.config import GatewayConfig
@@ -119,8 +120,7 @@ def responses_problem(config: GatewayConfig, environ: Mapping[str, str] = os.env
             else:
                 opened.db   # noqa: B018  (opening is the check)
         except STORE_FAILURES as exc:
-            return PlaceProblem(f"{what} {opened.path}: {one_line_error(exc)} (set {RESPONSES_SETTING} "
-                                "to a place it can write)", exc)
+            return PlaceProblem(f"{what} {opened.path}: {one_line_error(exc)} ({_what_to_do(exc)})", exc)
         finally:
             opened.close()
         if damaged is not None:
@@ -134,6 +134,20 @@ def responses_problem(config: GatewayConfig, environ: Mapping[str, str] = os.env
     if damaged is not None:
         damaged.extend(index_damage(files))
     return None
+
+
+def _what_to_do(exc: BaseException) -> str:
+    """The fix an archive's opening failing with `exc` asks for (QA181 F3): a damaged file
+    (the start sets one aside: this one it could not, or the new one was damaged too) wants
+    moving or restoring, a locked one the other process stopped, anything else a place this
+    gateway can write."""
+    if is_damaged_database(exc):
+        return ("the file is damaged and was not set aside: move it away, or restore it from a backup; "
+                "the next start then begins a new one")
+    if isinstance(exc, sqlite3.OperationalError) and (getattr(exc, "sqlite_errorname", None) or "").startswith(
+            ("SQLITE_BUSY", "SQLITE_LOCKED")):
+        return f"another process holds the file locked: stop it, or set {RESPONSES_SETTING} to a place of its own"
+    return f"set {RESPONSES_SETTING} to a place it can write"
 
 
 def index_damage(files: Path) -> list[str]:

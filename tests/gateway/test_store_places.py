@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sqlite3
 import stat
 import subprocess
 import sys
@@ -248,3 +249,47 @@ def test_directories_already_there_keep_their_mode(tmp_path, umask_022):
     data.mkdir(mode=0o750)
     check_store_places(_config(budget=100), _environ(tmp_path))
     assert _modes(data) == {".": 0o750, "responses.sqlite3": 0o600, "conversations.sqlite3": 0o600, "files": 0o700}
+
+
+def _sqlite_error(tmp_path: Path, kind: str) -> sqlite3.Error:
+    """A real error SQLite raises: "damaged" (a page it cannot read) or "locked" (another
+    connection holds the file's write lock)."""
+    path = tmp_path / f"{kind}.sqlite3"
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("CREATE TABLE t (x)")
+    if kind == "locked":
+        db.execute("BEGIN EXCLUSIVE")
+        query = lambda: sqlite3.connect(path, timeout=0).execute("INSERT INTO t VALUES (1)")   # noqa: E731
+    else:
+        db.execute("INSERT INTO t VALUES (zeroblob(20000))")
+        db.close()
+        with open(path, "r+b") as file:
+            file.seek(4096)
+            file.write(b"\xff" * 8192)
+        query = lambda: sqlite3.connect(path).execute("SELECT * FROM t").fetchall()   # noqa: E731
+    with pytest.raises(sqlite3.Error) as raised:
+        query()
+    return raised.value
+
+
+@pytest.mark.parametrize("kind, hint", [
+    ("damaged", "(the file is damaged and was not set aside: move it away, or restore it from a backup; "
+                "the next start then begins a new one)"),
+    ("locked", "(another process holds the file locked: stop it, or set [server] responses_db or "
+               "$STEPAHEAD_RESPONSES_DB to a place of its own)")])
+def test_an_archive_that_fails_to_open_for_damage_or_a_lock_is_not_told_to_find_a_writable_place(
+        tmp_path, monkeypatch, kind, hint):
+    """QA181 F3: the start sets a damaged archive aside; one whose opening still fails for
+    damage (it could not) or a lock gets the hint that fits, not "a place it can write"."""
+    from gateway.conversation_archive import ConversationArchive
+
+    error = _sqlite_error(tmp_path, kind)
+
+    def failing(self):
+        raise error
+
+    monkeypatch.setattr(ConversationArchive, "db", property(failing))
+    with pytest.raises(StartFailed) as failed:
+        check_store_places(_config(), _environ(tmp_path))
+    conversations = tmp_path / "data" / "conversations.sqlite3"
+    assert str(failed.value) == f"the conversations' file {conversations}: {type(error).__name__}: {error} {hint}"
