@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import IO
 
 from cache.private_paths import PRIVATE_FILE_MODE
+from cache.process_state import process_runs
 
 MAX_LINKS = 40   # links followed before a path counts as a loop (as the kernel's)
 PARTIAL_NAME = re.compile(r"\..+\.partial([0-9]+)")   # `.<name>.partial<pid>` (`partial_path`)
@@ -61,7 +62,8 @@ def sweep_partial_files(directory: str | Path) -> int:
         return 0
     for entry in entries:
         found = PARTIAL_NAME.fullmatch(entry.name)
-        if found is None or _is_live_other_process(int(found.group(1))):
+        pid = None if found is None else int(found.group(1))
+        if pid is None or (pid != os.getpid() and process_runs(pid)):   # another's, still writing
             continue
         try:
             if not entry.is_file(follow_symlinks=False):
@@ -71,21 +73,6 @@ def sweep_partial_files(directory: str | Path) -> int:
             continue
         removed += 1
     return removed
-
-
-def _is_live_other_process(pid: int) -> bool:
-    """Whether `pid` names a live process other than this one (one of another user too)."""
-    if pid <= 0 or pid == os.getpid():   # (0 would ask about this process group)
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:   # another user's
-        return True
-    except OverflowError:   # no pid is that large
-        return False
-    return True
 
 
 @contextmanager

@@ -24,7 +24,7 @@ import os
 import threading
 from collections.abc import Callable
 
-from shards.process_state import process_runs
+from cache.process_state import process_runs
 from shards.worker_events import exit_reason, fork_server_down_line
 
 log = logging.getLogger("stepahead.shards")

@@ -27,7 +27,7 @@ from pathlib import Path
 import platformdirs
 
 from cache.error_text import one_line_error
-from shards.process_state import process_runs
+from cache.process_state import process_runs
 from shards.transformers_names import transformers_names
 
 EMBEDDED_MODEL = "smollm2"

@@ -12,7 +12,7 @@ import pytest
 
 from shards.child_call import call_in_child
 from shards.local_transport import fork_server_context
-from shards.process_state import process_runs
+from cache.process_state import process_runs
 from shards.transport import StartCancelled
 
 

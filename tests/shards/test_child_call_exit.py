@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from shards.process_state import process_runs
+from cache.process_state import process_runs
 from tests.shards.test_exit_with_fork_server_stopped import end_all
 
 REPO = Path(__file__).resolve().parents[2]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from shards.engine import LocalEngine
-from shards.process_state import process_runs
+from cache.process_state import process_runs
 from shards.protocol import ErrorEvent, FinishEvent, SamplingParams, TokenEvent, WorkItem
 
 # the `cluster` tests build on each other's state (which worker holds the shared prefix, a

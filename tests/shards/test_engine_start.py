@@ -9,7 +9,7 @@ import pytest
 
 import shards.engine_start
 from shards.engine import EngineStartError, LocalEngine
-from shards.process_state import process_runs
+from cache.process_state import process_runs
 from shards.protocol import FinishEvent, SamplingParams, WorkerReady, WorkItem
 from shards.transport import StartCancelled
 

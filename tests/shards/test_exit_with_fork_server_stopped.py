@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from shards.process_state import process_runs
+from cache.process_state import process_runs
 
 REPO = Path(__file__).resolve().parents[2]
 START_AND_STOP_S = 120   # the engines' start (the fork server imports torch) and its stop, on a loaded machine

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from shards.process_state import process_runs
+from cache.process_state import process_runs
 
 REPO = Path(__file__).resolve().parents[2]
 ON_LINUX = pytest.mark.skipif(not Path("/proc/self/stat").exists() or not hasattr(os, "waitid"),
@@ -32,7 +32,7 @@ import json, logging, os, signal, time
 from multiprocessing import forkserver
 from shards.fork_server_watch import ForkServerWatch, current_fork_server_pid, fork_server_gone
 from shards.local_transport import fork_server_context
-from shards.process_state import process_runs
+from cache.process_state import process_runs
 from shards.worker_events import exit_reason
 
 lines = []
@@ -82,7 +82,7 @@ ENGINE_SERVER_KILLED = """
 import asyncio, json, logging, os, signal, time
 from multiprocessing import forkserver
 from shards.engine import LocalEngine
-from shards.process_state import process_runs
+from cache.process_state import process_runs
 
 def current_fork_server_pid():
     return forkserver._forkserver._forkserver_pid

@@ -157,7 +157,7 @@ STOP_IDLE_FORK_SERVER = """
 import time
 from multiprocessing import forkserver
 from shards.local_transport import fork_server_context, stop_fork_server_if_idle
-from shards.process_state import process_runs
+from cache.process_state import process_runs
 
 context = fork_server_context()
 context.set_forkserver_preload([])   # the subject is the server's lifetime, not its seconds of imports
