@@ -36,6 +36,28 @@ def test_partial_files_of_ended_processes_are_removed_and_those_of_live_ones_kep
         live_writer.wait()
 
 
+def test_a_writer_killed_but_not_yet_reaped_counts_as_gone(tmp_path):
+    """A zombie still answers a signal; its partial file is left by a process that has
+    exited all the same (cache/process_state.py reads its state)."""
+    import time
+
+    from cache.process_state import process_runs
+
+    writer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        writer.kill()
+        for _ in range(500):   # until it is a zombie: exited, not reaped (no wait() yet)
+            if not process_runs(writer.pid):
+                break
+            time.sleep(0.01)
+        os.kill(writer.pid, 0)   # signalling it still succeeds
+        partial = tmp_path / f".t.json.partial{writer.pid}"
+        partial.write_text("{")
+        assert sweep_partial_files(tmp_path) == 1 and not partial.exists()
+    finally:
+        writer.wait()
+
+
 def test_a_missing_directory_has_nothing_to_sweep(tmp_path):
     assert sweep_partial_files(tmp_path / "missing") == 0
 
