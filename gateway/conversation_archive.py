@@ -262,8 +262,7 @@ class ConversationArchive:
 
     @staticmethod
     def _insert_items(db: sqlite3.Connection, tenant: str, conversation_id: str, items: list[dict]) -> list[dict]:
-        (last,) = db.execute("SELECT max((SELECT coalesce(max(seq), -1) FROM conversation_items WHERE tenant = ? "
-                             f"AND conversation = ?), {ITEM_CURSORS.last_seq(without=-1)})",   # past deleted items too
+        (last,) = db.execute(f"SELECT {ITEM_CURSORS.last_seq(without=-1)}",   # past deleted items too
                              (tenant, conversation_id, tenant, conversation_id)).fetchone()
         kept = []
         for seq, item in enumerate(items, start=last + 1):

@@ -60,7 +60,7 @@ from gateway.store_thread import StoreThread, TemporaryRoot
 COLUMNS = "id, bytes, created_at, filename, purpose, expires_at"
 REMOVED_PER_SWEEP = 256
 # a new file's seq: past its tenant's files and the cursors of those gone (its two arguments: the tenant)
-NEXT_SEQ = f"(SELECT MAX((SELECT COALESCE(MAX(seq), 0) FROM files WHERE tenant = ?), {FILE_CURSORS.last_seq()}) + 1)"
+NEXT_SEQ = f"({FILE_CURSORS.last_seq()} + 1)"
 
 
 def _migrate(db) -> None:

@@ -65,9 +65,11 @@ class GoneCursors:
         return None if row is None else row[0]
 
     def last_seq(self, without: int = 0) -> str:
-        """SQL for the highest `seq` of a list's cursors (`without` when it has none); its
-        arguments are the list's values of `keys`. One indexed look-up."""
-        return f"(SELECT COALESCE(MAX(seq), {int(without)}) FROM {self.table} WHERE {self._in_list})"
+        """SQL for the highest `seq` a list has given, to its rows in `source` and to those
+        gone (its cursors), `without` when it has none: a new row takes one past it. Its
+        arguments are the list's values of `keys`, twice. Two indexed look-ups."""
+        return (f"(SELECT MAX((SELECT COALESCE(MAX(seq), {int(without)}) FROM {self.source} WHERE {self._in_list}), "
+                f"(SELECT COALESCE(MAX(seq), {int(without)}) FROM {self.table} WHERE {self._in_list})))")
 
     def forget_list(self, db: sqlite3.Connection, listed_in: tuple[str, ...]) -> None:
         """Remove the cursors of the list `listed_in` (the list itself is gone)."""
