@@ -139,10 +139,10 @@ class Valuation:
             value = memo.get((name, is_host))
             if value is None:
                 session = self._sessions.get(name)
-                curve = None if session is None else session.curve
+                curve = self._trusted_curve(session)
                 if session is not None and session.moved:
                     value = 0.0
-                elif curve is not None and self._is_session_trusted(session):
+                elif curve is not None:
                     if self._is_density:
                         value = curve.hit_density(now_s, horizon)
                         if long_weight:
@@ -163,12 +163,15 @@ class Valuation:
     def is_forecast(self, sessions: tuple[str, ...]) -> bool:
         """Whether a trusted forecast of one of `sessions` values their blocks (else they
         are valued by their last use alone, in LRU order), as `value_of` decides."""
-        for name in sessions:
-            session = self._sessions.get(name)
-            if (session is not None and not session.moved and session.curve is not None
-                    and self._is_session_trusted(session)):
-                return True
-        return False
+        return any(self._trusted_curve(self._sessions.get(name)) is not None for name in sessions)
+
+    def _trusted_curve(self, session: SessionState | None):
+        """The return curve that values `session`'s blocks: its forecast's, when trusted and
+        the session has not moved away; None otherwise (`value_of` and `p_needed` then
+        value them 0 when moved, else by the fallback)."""
+        if session is None or session.moved or session.curve is None or not self._is_session_trusted(session):
+            return None
+        return session.curve
 
     def p_needed(self, tenant: str, sessions: tuple[str, ...], now_s: float, last_s: float, horizon_s: float) -> float:
         """P(some session in `sessions` needs its blocks within `horizon_s`), the most
@@ -176,10 +179,11 @@ class Valuation:
         best = 0.0
         for name in sessions or ("",):
             session = self._sessions.get(name)
+            curve = self._trusted_curve(session)
             if session is not None and session.moved:
                 p = 0.0
-            elif session is not None and session.curve is not None and self._is_session_trusted(session):
-                p = session.curve.p_within(now_s, horizon_s)
+            elif curve is not None:
+                p = curve.p_within(now_s, horizon_s)
             else:
                 p = self.fallback_p(session, now_s, last_s, horizon_s)
             best = max(best, p)
