@@ -18,7 +18,10 @@ a demoted block (`Residency.host_takes`, then `on_insert`), and only after its p
 registered: it is matchable exactly when its whole prefix is. A commit's new blocks are
 registered together, after room was made for all of them, so the room for one never
 comes from another (the run would be left unmatchable past it): each is weighed against
-the blocks HOST held before the commit.
+the blocks HOST held before the commit. Nor does it come from the chain's registered HOST
+blocks, its prefix's included (the HOST part a request read through and let go): a chain
+block the policy offers as HOST's victim is hidden from it until the commit ends, and the
+policy is asked again, so HOST's other blocks make the room.
 """
 from __future__ import annotations
 
@@ -95,10 +98,13 @@ class BlockMoves:
         as with no HOST tier, nothing is placed. `token_blocks` has one entry per hash,
         or per hash from `start` on. Stops at the first block HOST takes no room for
         (`Residency.host_takes`, as for a demoted block: a background one only into a
-        free slot), at a hash held by a different block in use, and where making room
-        would push out a block of the chain. The new blocks take their slots as HOST
-        makes room and are registered (shown to the policy) in chain order when the run
-        ends, so no room is made from them.
+        free slot), at a hash held by a different block in use, and where HOST has no
+        room but the chain's own. The new blocks take their slots as HOST makes room and
+        are registered (shown to the policy) in chain order when the run ends, so no room
+        is made from them; a registered HOST block of the chain (of `hashes[:start]` too)
+        that the policy offers as the victim is set aside (hidden from the policy, shown
+        again when the run ends) and the next victim taken instead: pushing it out would
+        leave every block after it unmatchable.
         """
         num_blocks = len(hashes)
         offset = token_blocks_offset(num_blocks, len(token_blocks), start)
@@ -111,39 +117,41 @@ class BlockMoves:
         if len(prefix) != start:
             return []
         parent = prefix[-1] if start else None
-        chain: dict[BlockMeta, None] = {}   # the chain's HOST blocks found registered: room must not come from them
+        # the chain's registered HOST blocks, the prefix's included (a request that read its
+        # HOST part through has let it go): room must not come from them
+        chain: dict[BlockMeta, None] = dict.fromkeys(block for block in prefix if block.tier is Tier.HOST)
+        set_aside: list[BlockMeta] = []   # chain blocks offered as HOST's victim: hidden from the policy meanwhile
         pending: list[BlockMeta] = []   # new blocks, each in a slot taken for it; registered together at the end
-        for i in range(start, num_blocks):
-            block_hash = hashes[i]
-            tokens = token_blocks[i - offset]
-            tokens = tokens if type(tokens) is tuple else tuple(tokens)
-            parent_uid = parent.uid if parent is not None else None
-            found = residency.find(block_hash)
-            if found is not None:
-                if continues(found, parent_uid, salt) and found.tokens == tokens:
-                    if found.tier is Tier.HOST:
-                        chain[found] = None
-                    parent = found
-                    continue
-                if found.ref_count:
+        try:
+            for i in range(start, num_blocks):
+                block_hash = hashes[i]
+                tokens = token_blocks[i - offset]
+                tokens = tokens if type(tokens) is tuple else tuple(tokens)
+                parent_uid = parent.uid if parent is not None else None
+                found = residency.find(block_hash)
+                if found is not None:
+                    if continues(found, parent_uid, salt) and found.tokens == tokens:
+                        if found.tier is Tier.HOST:
+                            chain[found] = None
+                        parent = found
+                        continue
+                    if found.ref_count:
+                        break
+                    residency.forget(found)
+                block = BlockMeta(id=-1, tier=Tier.HOST, uid=LineageId(self._next_uid), hash=block_hash,
+                                  tokens=tokens, tenant=tenant, salt=salt,
+                                  parent_hash=hashes[i - 1] if i > 0 else None, parent_uid=parent_uid, position=i,
+                                  created_s=now, last_access_s=now, is_background=background)
+                self._note_session(block, session, now)
+                if not self._host_room(block, chain, set_aside, now, background):
                     break
-                residency.forget(found)
-            block = BlockMeta(id=-1, tier=Tier.HOST, uid=LineageId(self._next_uid), hash=block_hash, tokens=tokens,
-                              tenant=tenant, salt=salt, parent_hash=hashes[i - 1] if i > 0 else None,
-                              parent_uid=parent_uid, position=i, created_s=now, last_access_s=now,
-                              is_background=background)
-            self._note_session(block, session, now)
-            is_full = self._host.num_free_blocks == 0
-            if is_full and residency.next_victim(Tier.HOST, now, tenant) in chain:
-                break   # room made from this chain would leave the new block unmatchable
-            if not residency.host_takes(block, now, background):
-                break
-            if is_full and not all(earlier.is_cached for earlier in chain):
-                break   # (the victim changed since asked) the slot stays free
-            block.id = self._host.take()
-            self._next_uid += 1
-            pending.append(block)
-            parent = block
+                block.id = self._host.take()
+                self._next_uid += 1
+                pending.append(block)
+                parent = block
+        finally:
+            for block in set_aside:
+                residency.show(block, now)
         placed: list[tuple[int, int]] = []
         for block in pending:
             residency.add(block, now)
@@ -151,6 +159,26 @@ class BlockMoves:
         residency.num_host_commits += len(pending)
         residency.emit_stored([block.hash for block in pending], tenant, Tier.HOST)
         return placed
+
+    def _host_room(self, block: BlockMeta, chain: dict[BlockMeta, None], set_aside: list[BlockMeta], now: float,
+                   background: bool) -> bool:
+        """Whether HOST has made a free slot for `block`, written through
+        (`Residency.host_takes`), its room never made from `chain`: a chain block offered as
+        HOST's victim is hidden from the policy (into `set_aside`, for the caller to show
+        again) and the next victim asked for."""
+        residency = self._residency
+        victim = None
+        if self._host.num_free_blocks == 0:
+            victim = residency.next_victim(Tier.HOST, now, block.tenant)
+            while victim in chain:   # room made from the chain would leave the new block unmatchable
+                residency.hide(victim)
+                set_aside.append(victim)
+                victim = residency.next_victim(Tier.HOST, now, block.tenant)
+        if not residency.host_takes(block, now, background):
+            return False
+        # another block than the one asked for made the room (the victim changed since):
+        # if it was one of the chain, the slot stays free
+        return victim is None or not victim.is_cached or all(earlier.is_cached for earlier in chain)
 
     def _promote_run(
         self, tenant: str, session: str | None, match: Match, uids: list[LineageId] | None, now: float,

@@ -6,7 +6,8 @@ is worth HOST's cheapest block (`should_demote`). The predictive policy values s
 by its session's forecast once that forecast has come. Before then it compares the block as
 LRU does, by last use, because the forecast of the session's next step comes only after the
 request. A commit's new blocks are registered together, so the room for one never comes
-from another.
+from another. Nor does it come from the chain's own HOST blocks, the prefix the request
+just read through from HOST included (FI106): the policy's next victim is taken instead.
 """
 from __future__ import annotations
 
@@ -148,3 +149,78 @@ def test_room_for_a_commits_block_never_comes_from_another_of_the_same_commit() 
     manager.release(held)
     stats = manager.stats()
     assert stats.tiers[Tier.HOST].used_bytes == 2 and stats.num_host_commits == 4
+
+
+# ---- FI106: the request's own prefix, read through from HOST, is no room for its new blocks
+
+def _live_back_with_its_prefix_in_host(policy) -> tuple[BlockManager, Clock, list, list]:
+    """HOT 2 and HOST 3 blocks of 2 tokens. "away" (1 block, used at 0, trusted forecast:
+    back within about 20 s) and "live" (2 blocks, used at 0.1) are pushed into HOST by
+    "running", which holds all of HOT from 0.5 on. At 1 live comes back with 2 more blocks:
+    it reads its 2 HOST blocks through (HOT has no room to promote them) and lets them go,
+    as the runner does, and its 2 new blocks are written through to the full HOST."""
+    clock = Clock()
+    manager = BlockManager(num_hot_blocks=2, num_host_blocks=3, block_size=2, policy=policy, clock=clock)
+    hashes, blocks = manager.hash_prompt("t", AWAY[:2])
+    manager.release([block_id for block_id, _ in manager.commit("t", "away", hashes, blocks, 0)])
+    manager.apply(Forecast("t", "away", 0.0, next_step={"USER": 0.6, "END": 0.4}, p_end=0.4,
+                           p_return_within=((10.0, 0.2), (20.0, 0.5), (40.0, 0.6)),
+                           eta_quantiles_s=((0.5, 20.0), (0.9, 40.0)), confident=True))
+    clock.now_s = 0.1
+    hashes, blocks = manager.hash_prompt("t", LIVE)
+    manager.release([block_id for block_id, _ in manager.commit("t", "live", hashes, blocks, 0)])
+    clock.now_s = 0.5
+    hashes, blocks = manager.hash_prompt("t", RUNNING)
+    assert len(manager.commit("t", "running", hashes, blocks, 0)) == 2   # held: the request runs
+    assert _host_blocks(manager, AWAY[:2]) == 1 and _host_blocks(manager, LIVE) == 2
+    assert manager.num_free_hot_blocks == 0
+    clock.now_s = 1.0
+    hashes, blocks = manager.hash_prompt("t", LIVE + [25, 26, 27, 28])
+    acquired = manager.acquire_run("t", "live", manager.match("t", hashes, blocks), len(hashes) * 2)
+    assert acquired.hot_ids == [] and len(acquired.host_ids) == 2
+    manager.release_host(acquired.host_ids)   # read into the request's own cache
+    assert manager.commit("t", "live", hashes, blocks, 2) == []   # no HOT room: the rest goes to HOST
+    manager.take_events()
+    return manager, clock, hashes, blocks
+
+
+def test_a_live_sessions_new_blocks_never_push_out_its_own_prefix_read_through_from_host() -> None:
+    """Predictive values live's 2 HOST blocks at the fallback (its next-step forecast has not
+    come), below away's forecast: they are HOST's cheapest group. Room for block 2 comes from
+    away's block instead (compared by last use, block 2 wins), and block 3 finds nothing else
+    to push out. So live matches 3 blocks from HOST. Before the fix block 2 pushed out block 1
+    and block 3 pushed out block 0: the prefix was gone and the 2 new blocks unmatchable."""
+    manager, _, hashes, blocks = _live_back_with_its_prefix_in_host(make_policy("predictive"))
+    placed = manager.commit_to_host("t", "live", hashes, blocks, 2)
+    assert [position for position, _ in placed] == [2]
+    assert len(manager.match("t", hashes, blocks).host_block_ids) == 3
+    assert _host_blocks(manager, AWAY[:2]) == 0
+    assert manager.take_events() == [BlockRemoved((manager.hash_prompt("t", AWAY[:2])[0][0],), Tier.HOST),
+                                     BlockStored((hashes[2],), Tier.HOST, "t", hashes[1])]
+
+
+def test_the_prefix_set_aside_for_a_write_through_is_evictable_again_afterwards() -> None:
+    """A policy that gives up HOST's newest block first offers live's just-read blocks (0,
+    then 1: released tail first): they are set aside, and room comes from away's block.
+    After the commit the policy knows them again: HOST's 3 blocks are all evictable, and
+    the next room is made from them. Before the fix blocks 0 and 1 were pushed out."""
+    policy = _NewestFirst()
+    manager, clock, hashes, blocks = _live_back_with_its_prefix_in_host(policy)
+    placed = manager.commit_to_host("t", "live", hashes, blocks, 2)
+    assert [position for position, _ in placed] == [2]
+    assert len(manager.match("t", hashes, blocks).host_block_ids) == 3
+    assert policy.num_evictable(Tier.HOST) == 3
+    clock.now_s = 2.0
+    other, other_blocks = manager.hash_prompt("t", [61, 62])
+    assert [position for position, _ in manager.commit_to_host("t", "other", other, other_blocks, 0)] == [0]
+    assert len(manager.match("t", hashes, blocks).host_block_ids) == 2   # block 2, the newest, gave way
+
+
+def test_lru_keeps_a_live_sessions_prefix_too() -> None:
+    """LRU's victim is away's block (last used at 0), then nothing but live's chain: the
+    same answer. Before the fix block 3 pushed out block 1 (released before block 0), and
+    live matched 1 block. (On the benchmark traces LRU's HOST victim is hardly ever the
+    prefix just read: its figures there do not change.)"""
+    manager, _, hashes, blocks = _live_back_with_its_prefix_in_host(LRUPolicy())
+    assert [position for position, _ in manager.commit_to_host("t", "live", hashes, blocks, 2)] == [2]
+    assert len(manager.match("t", hashes, blocks).host_block_ids) == 3
