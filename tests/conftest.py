@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import atexit
 import gc
+import logging
 import os
 import shutil
 import sys
@@ -49,6 +50,34 @@ def pytest_collection_finish(session) -> None:
     gc.collect()
     gc.freeze()
     print(f"\n(gc: froze {gc.get_freeze_count()} objects in {time.perf_counter() - began_s:.2f} s)", file=sys.stderr)
+
+
+@pytest.fixture(autouse=True)
+def log_handlers_outlive_captures():
+    """A logging handler made during a test that captured output (capsys, capfd) writes to
+    that capture's stream, closed once the test ends: uvicorn's (every `uvicorn.Config`
+    configures them, `stepahead serve` in this process too) and torch's (at its first
+    import) are kept by their loggers, and a later record through one, a served gateway's
+    warning in another test, printed '--- Logging error ---' and a traceback on that
+    test's stderr instead. After each test (this fixture is set up first, so torn down
+    after the captures) such a handler writes to the streams the suite captures again."""
+    yield
+    repoint_closed_log_streams()
+
+
+def repoint_closed_log_streams() -> None:
+    """Every logging stream handler whose stream is closed writes to the current
+    sys.stderr from now on (uvicorn's access log: sys.stdout, where uvicorn puts it)."""
+    manager = logging.Logger.manager
+    loggers = [logging.getLogger(), *(lg for lg in list(manager.loggerDict.values()) if isinstance(lg, logging.Logger))]
+    for logger in loggers:
+        for handler in logger.handlers:
+            if isinstance(handler, logging.StreamHandler) and getattr(handler.stream, "closed", False):
+                handler.acquire()   # not `setStream`: it flushes the old stream, which is closed
+                try:
+                    handler.stream = sys.stdout if logger.name == "uvicorn.access" else sys.stderr
+                finally:
+                    handler.release()
 
 
 @pytest.fixture(scope="session")

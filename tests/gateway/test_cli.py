@@ -9,6 +9,7 @@ import pytest
 
 from gateway.cli import build_parser, main
 from gateway.config import key_digest
+from tests.gateway.serving import free_port
 
 def test_cli_has_serve_and_hash_key_subcommands():
     args = build_parser().parse_args(["serve", "--config", "x.toml", "--port", "9"])
@@ -208,14 +209,15 @@ def test_serve_hands_uvicorn_the_configured_keep_alive_and_shutdown_timeout(monk
         server.started = True
 
     monkeypatch.setattr(uvicorn.Server, "run", run)
-    assert main(["serve", "--model", "tiny", "--port", "8765"]) == 0
-    assert seen["timeout_keep_alive"] == 75.0 and seen["port"] == 8765
+    port = free_port()   # the start checks that it can listen there: a fixed port may be taken
+    assert main(["serve", "--model", "tiny", "--port", str(port)]) == 0
+    assert seen["timeout_keep_alive"] == 75.0 and seen["port"] == port
     assert seen["timeout_graceful_shutdown"] is None   # by default every request in flight may finish
     config = tmp_path / "gw.toml"
     config.write_text("[server]\nkeep_alive_s = 12\nshutdown_timeout_s = 25\n[[models]]\nname = 'm'\nkind = 'local'\npath = 'tiny'\n"
                       "[[tenants]]\nname = 't'\napi_key_sha256 = ['" + "0" * 64 + "']\n")
     # --port as well: the default 8000 may be taken on a developer's machine.
-    assert main(["serve", "--config", str(config), "--port", "8765"]) == 0
+    assert main(["serve", "--config", str(config), "--port", str(free_port())]) == 0
     assert seen["timeout_keep_alive"] == 12.0 and seen["timeout_graceful_shutdown"] == 25.0
 
 

@@ -15,8 +15,8 @@ import httpx
 from gateway.config import key_digest
 from gateway.hangups_at_exit import HANGUP_WHILE_STOPPING
 from gateway.hangups_at_exit import HangupsWhileExiting
+from tests.gateway.serving import free_port
 
-PORT = 18950
 CONFIG = ("[[models]]\nname = 'mock'\nkind = 'upstream'\nlitellm_model = 'openai/gpt-4o-mini'\n"
           "litellm_params = { mock_response = 'hi' }\n"
           f"[[tenants]]\nname = 't'\napi_key_sha256 = ['{key_digest('sk-t')}']\n")
@@ -37,7 +37,7 @@ def test_serve_returns_with_sighup_ignored_and_each_one_said(monkeypatch, tmp_pa
     path.write_text(CONFIG)
     monkeypatch.setattr(uvicorn.Server, "run", lambda server, sockets=None: setattr(server, "started", True))
     try:
-        assert main(["serve", "--config", str(path), "--port", str(PORT + 1)]) == 0
+        assert main(["serve", "--config", str(path), "--port", str(free_port())]) == 0
         left = signal.getsignal(signal.SIGHUP)
         assert isinstance(left, HangupsWhileExiting), left   # the default action would end this process
         os.kill(os.getpid(), signal.SIGHUP)
@@ -54,15 +54,16 @@ def test_a_sighup_storm_after_sigterm_never_changes_the_exit_status(tmp_path: Pa
     config.write_text(STORM_CONFIG)
     with open(tmp_path / "err.txt", "w+") as err:
         process = subprocess.Popen(
-            [sys.executable, "-m", "gateway.cli", "serve", "--config", str(config), "--port", str(PORT)],
+            [sys.executable, "-m", "gateway.cli", "serve", "--config", str(config), "--port", "0"],
             stdout=subprocess.PIPE, stderr=err, text=True,
             env={"LITELLM_LOCAL_MODEL_COST_MAP": "True", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
                  "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
                  **{name: str(tmp_path / name) for name in STORE_ENV}})
         try:
             first_line = process.stdout.readline()
-            assert first_line.startswith("stepahead: serving on"), first_line
-            assert httpx.get(f"http://127.0.0.1:{PORT}/health", timeout=10).status_code == 200
+            assert first_line.startswith("stepahead: serving on http://127.0.0.1:"), first_line
+            url = first_line.split()[-1]   # the port the system gave: a fixed one may be taken
+            assert httpx.get(url.removesuffix("/v1") + "/health", timeout=10).status_code == 200
             process.send_signal(signal.SIGTERM)
             deadline_s = time.monotonic() + 60
             while process.poll() is None and time.monotonic() < deadline_s:

@@ -57,51 +57,77 @@ class PacedUpstream:
     chunk, then (once `go` is set) a body 16 KiB under aiohttp's high-water mark
     (`high_water_bytes`), then, 0.3 s later, in one send, the body's last 32 KiB, its end
     (finish, usage, `[DONE]`) and the chunked encoding's end. A whole request gets a whole
-    reply. `connections` counts the connections the gateway opened."""
+    reply. `connections` counts the connections the gateway opened.
+
+    Invariant: nothing of it outlives `close()` to print during a later test: it shuts the
+    listener and every connection (a closed listener alone leaves `accept` blocked, and the
+    client's pool keeps its connections open), lets a stream held for `go` end, and joins
+    its threads; a connection that fails under them ends quietly (no thread's traceback on
+    sys.stderr)."""
 
     def __init__(self) -> None:
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self.go = threading.Event()
+        self.closed = threading.Event()
         self.connections = 0
         self.high_water_bytes = 2 * DEFAULT_CHUNK_SIZE
-        threading.Thread(target=self._accept, daemon=True).start()
+        self._accepted: list[socket.socket] = []
+        self._threads: list[threading.Thread] = []
+        self._start(self._accept)
+
+    def _start(self, target, *args) -> None:
+        thread = threading.Thread(target=target, args=args, daemon=True)
+        self._threads.append(thread)
+        thread.start()
 
     def _accept(self) -> None:
         while True:
             try:
                 conn, _ = self.listener.accept()
-            except OSError:   # closed at the module's end
+            except OSError:   # shut at the module's end
                 return
             self.connections += 1
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+            self._accepted.append(conn)
+            self._start(self._serve, conn)
 
     def _serve(self, conn: socket.socket) -> None:
-        pending = b""
         with conn:
-            while True:
-                while b"\r\n\r\n" not in pending:
-                    data = conn.recv(65536)
-                    if not data:
-                        return
-                    pending += data
-                head, pending = pending.split(b"\r\n\r\n", 1)
-                length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                              if line.lower().startswith(b"content-length:"))
-                while len(pending) < length:
-                    pending += conn.recv(65536)
-                body, pending = json.loads(pending[:length]), pending[length:]
-                if body.get("stream"):
-                    self._stream(conn)
-                else:
-                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                                 b"Content-Length: %d\r\n\r\n" % len(WHOLE) + WHOLE)
+            try:
+                self._answer(conn)
+            except OSError:   # the client left, or `close()` shut the connection
+                pass
+
+    def _answer(self, conn: socket.socket) -> None:
+        pending = b""
+        while True:
+            while b"\r\n\r\n" not in pending:
+                data = conn.recv(65536)
+                if not data:
+                    return
+                pending += data
+            head, pending = pending.split(b"\r\n\r\n", 1)
+            length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                          if line.lower().startswith(b"content-length:"))
+            while len(pending) < length:
+                data = conn.recv(65536)
+                if not data:
+                    return
+                pending += data
+            body, pending = json.loads(pending[:length]), pending[length:]
+            if body.get("stream"):
+                self._stream(conn)
+            else:
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                             b"Content-Length: %d\r\n\r\n" % len(WHOLE) + WHOLE)
 
     def _stream(self, conn: socket.socket) -> None:
         conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
                      + _http_chunk(_chunk({"role": "assistant", "content": "a"})))
         self.go.wait(30)
         self.go.clear()
+        if self.closed.is_set():
+            return
         conn.sendall(_http_chunk(WORD * ((self.high_water_bytes - 16 * 1024) // len(WORD))))
         time.sleep(0.3)
         end = WORD * (32 * 1024 // len(WORD)) + _chunk({}, "stop") + _sse(
@@ -110,7 +136,16 @@ class PacedUpstream:
         conn.sendall(_http_chunk(end) + b"0\r\n\r\n")
 
     def close(self) -> None:
+        self.closed.set()
+        self.go.set()   # a stream held for it ends at once
+        for sock in (self.listener, *self._accepted):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)   # wakes the `accept` or `recv` blocked on it
+            except OSError:   # closed already
+                pass
         self.listener.close()
+        for thread in self._threads:
+            thread.join(10)
 
 
 @pytest.fixture(scope="module")
@@ -186,3 +221,26 @@ def test_a_timer_is_cancelled_only_on_a_connection_no_new_request_took():
 def test_a_stream_of_another_shape_is_left_as_it_is():
     assert aiohttp_reply_of(object()) is None
     assert aiohttp_reply_of(aiohttp) is None
+
+
+def _paced_threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.name.endswith(("(_accept)", "(_serve)"))}
+
+
+def test_the_paced_upstream_leaves_no_thread_after_close_even_with_a_stream_held(capsys):
+    """Its threads once outlived the module: `accept` stayed blocked on the closed listener,
+    and a stream held for `go` would have woken 30 s later, in another test, to write to a
+    connection gone by then (a thread's traceback on that test's stderr)."""
+    before = _paced_threads()
+    server = PacedUpstream()
+    body = json.dumps({"model": "fake", "stream": True}).encode()
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as client:
+        client.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s"
+                       % (len(body), body))
+        assert client.recv(65536).startswith(b"HTTP/1.1 200 OK")   # the stream's first chunk: now held
+        server.close()
+        deadline_s = time.monotonic() + 5
+        while _paced_threads() - before:
+            assert time.monotonic() < deadline_s, "a thread of the upstream outlived close()"
+            time.sleep(0.02)
+    assert capsys.readouterr().err == ""

@@ -44,6 +44,8 @@ def recording_ray(monkeypatch, tmp_path):
     (so no cluster recorded by `ray start`, unless the test writes one)."""
     calls = []
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    # what the transport sets for Ray's import (shards/ray_transport.py), taken back after the test
+    monkeypatch.setenv("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
     monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))
     monkeypatch.setattr(ray, "is_initialized", lambda: False)
     monkeypatch.setattr(ray, "init", lambda **kwargs: calls.append(("init", kwargs)))
