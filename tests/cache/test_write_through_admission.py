@@ -31,6 +31,16 @@ class Clock:
         return self.now_s
 
 
+def _away_back_in_about_20_s(manager: BlockManager, prompt) -> None:
+    """Session "away" of tenant "t" ran `prompt` at 0 and left, with a trusted forecast:
+    back within about 20 s."""
+    hashes, blocks = manager.hash_prompt("t", prompt)
+    manager.release([block_id for block_id, _ in manager.commit("t", "away", hashes, blocks, 0)])
+    manager.apply(Forecast("t", "away", 0.0, next_step={"USER": 0.6, "END": 0.4}, p_end=0.4,
+                           p_return_within=((10.0, 0.2), (20.0, 0.5), (40.0, 0.6)),
+                           eta_quantiles_s=((0.5, 20.0), (0.9, 40.0)), confident=True))
+
+
 def _away_in_host_and_hot_held() -> tuple[BlockManager, Clock]:
     """HOT 2 and HOST 2 blocks of 2 tokens, with the predictive policy.
 
@@ -42,11 +52,7 @@ def _away_in_host_and_hot_held() -> tuple[BlockManager, Clock]:
     clock = Clock()
     manager = BlockManager(num_hot_blocks=2, num_host_blocks=2, block_size=2, policy=make_policy("predictive"),
                            clock=clock)
-    hashes, blocks = manager.hash_prompt("t", AWAY)
-    manager.release([block_id for block_id, _ in manager.commit("t", "away", hashes, blocks, 0)])
-    manager.apply(Forecast("t", "away", 0.0, next_step={"USER": 0.6, "END": 0.4}, p_end=0.4,
-                           p_return_within=((10.0, 0.2), (20.0, 0.5), (40.0, 0.6)),
-                           eta_quantiles_s=((0.5, 20.0), (0.9, 40.0)), confident=True))
+    _away_back_in_about_20_s(manager, AWAY)
     clock.now_s = 0.5
     hashes, blocks = manager.hash_prompt("t", RUNNING)
     assert len(manager.commit("t", "running", hashes, blocks, 0)) == 2   # held: the request runs
@@ -161,11 +167,7 @@ def _live_back_with_its_prefix_in_host(policy) -> tuple[BlockManager, Clock, lis
     as the runner does, and its 2 new blocks are written through to the full HOST."""
     clock = Clock()
     manager = BlockManager(num_hot_blocks=2, num_host_blocks=3, block_size=2, policy=policy, clock=clock)
-    hashes, blocks = manager.hash_prompt("t", AWAY[:2])
-    manager.release([block_id for block_id, _ in manager.commit("t", "away", hashes, blocks, 0)])
-    manager.apply(Forecast("t", "away", 0.0, next_step={"USER": 0.6, "END": 0.4}, p_end=0.4,
-                           p_return_within=((10.0, 0.2), (20.0, 0.5), (40.0, 0.6)),
-                           eta_quantiles_s=((0.5, 20.0), (0.9, 40.0)), confident=True))
+    _away_back_in_about_20_s(manager, AWAY[:2])
     clock.now_s = 0.1
     hashes, blocks = manager.hash_prompt("t", LIVE)
     manager.release([block_id for block_id, _ in manager.commit("t", "live", hashes, blocks, 0)])
