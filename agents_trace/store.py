@@ -17,7 +17,8 @@ Only the trace writer thread calls this class (never the request path). Invarian
 - retention removes whole sessions: every one older than `max_age_s`, then, until the
   data fits in `max_bytes`, the oldest of the tenants storing the most bytes
   (`store_retention`: a tenant within its share keeps its sessions while another floods;
-  each write adds its rows' bytes to their session's `num_bytes`). Freed pages go back to the
+  each write adds its rows' bytes to their session's `num_bytes`; a pass first counts the
+  steps an older version's writer stored, uncounted, beside this one). Freed pages go back to the
   file system (incremental vacuum), and the WAL those deletes and page moves went through
   is checkpointed into the file and cut to nothing (`truncate_wal`): `max_bytes` bounds
   the store on disk (file + WAL) once that is done. It waits `WAL_TRUNCATE_WAIT_MS` at
@@ -49,7 +50,7 @@ from agents_trace.store_schema import connect_writer, give_back_free_pages, trun
 from agents_trace.store_rows import CLEAR_ENDED_SPAN, GENERATED_NOTHING, INSERT_STEP, REPLACE_CONTENT, \
     SELECT_LEFT_OPEN_SPAN, UPSERT_SESSION, LeftOpenSpan, StepRow, content_row, left_open_span, session_values, \
     step_values
-from agents_trace.store_retention import charged_bytes, trim_biggest_first
+from agents_trace.store_retention import charged_bytes, recount_uncounted, trim_biggest_first
 from cache.damaged_files import damaged_because, file_identity, is_damaged_database, set_aside_database, \
     surviving_damage
 from cache.sqlite_transaction import transaction
@@ -257,9 +258,10 @@ class TraceStore:
         delete_in_one_transaction(self.db, keys)
 
     def apply_retention(self, now_s: float) -> int:
-        """Drop sessions past the age limit, then the biggest tenants' oldest until the
-        data fits; then give the freed pages back and cut the WAL (see the module's
-        docstring). The number of sessions dropped."""
+        """Drop sessions past the age limit, count again the sessions an older version's
+        writer stored steps in (`recount_uncounted`), then drop the biggest tenants' oldest
+        until the data fits; then give the freed pages back and cut the WAL (see the
+        module's docstring). The number of sessions dropped."""
         num_removed = 0
         while True:
             old = self.db.execute(
@@ -269,6 +271,7 @@ class TraceStore:
                 break
             self._delete_sessions(old)
             num_removed += len(old)
+        recount_uncounted(self.db)
         if self.used_bytes() > self.max_bytes:
             num_removed += trim_biggest_first(self.db, self.used_bytes, self.max_bytes, self._delete_sessions)
         if num_removed:

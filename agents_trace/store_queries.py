@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agents_trace.session_id_forms import given_id_forms, whole_id_forms
-from agents_trace.store_schema import SESSION_BYTES_COLUMN, SESSION_SPAN_COLUMNS, connect_reader
+from agents_trace.store_schema import WRITER_SESSION_COLUMNS, connect_reader
 
 MAX_PAGE = 500
 # `column` holds the text, in any case (ASCII letters: SQLite's lower()); literal text,
@@ -87,7 +87,7 @@ def read_snapshot(path: Path) -> Iterator[sqlite3.Connection | None]:
 
 def _session_dict(row: sqlite3.Row) -> dict:
     out = dict(row)
-    for column in (*SESSION_SPAN_COLUMNS, SESSION_BYTES_COLUMN):   # the writers' bookkeeping, not the session's
+    for column in WRITER_SESSION_COLUMNS:   # the writers' bookkeeping, not the session's
         out.pop(column, None)
     for column in ("num_confident_forecasts", "num_confident_forecast_hits"):
         out.setdefault(column, 0)  # a store no writer has upgraded yet lacks the column

@@ -12,7 +12,9 @@ or a dead one's (`LeftOpenSpan`). A named span is never overwritten by an openin
 writer that opens the session meanwhile (a restart's resume, another gateway) names its
 own only once that one is handed over (`SET_SPAN`, writer_store.py), so a live writer's
 end still clears it and a dead one's is exported once. The upsert adds to the session's
-`num_bytes` what the step's rows store (`store_retention.charged_bytes`). A step that
+`num_bytes` what the step's rows store (`store_retention.charged_bytes`) and 1 to its
+`num_counted_steps`, as to its `num_steps`: the two stay equal unless an older version's
+writer, which adds to `num_steps` alone, stored a step (store_retention.py). A step that
 never reached a model keeps at most about `REFUSED_CONTENT_MAX_CHARS` of its request's
 content, the cut said in the stored entries themselves (`capped_entries_json`), and no
 stored content extends a step whose content was cut (`content_row`).
@@ -129,8 +131,9 @@ UPSERT_SESSION = ("INSERT INTO sessions (tenant, session, agent, source, started
             "num_steps, num_errors, num_tool_runs, num_input_tokens, num_cached_tokens, "
             "num_output_tokens, num_forecasts, num_forecast_hits, num_confident_forecasts, "
             "num_confident_forecast_hits, trace_id, span_trace_id, span_id, span_parent_id, span_started_s, "
-            "span_num_steps, span_input_tokens, span_cached_tokens, span_output_tokens, num_bytes) "
-            "VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?) "
+            "span_num_steps, span_input_tokens, span_cached_tokens, span_output_tokens, num_bytes, "
+            "num_counted_steps) "
+            "VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, 1) "
             "ON CONFLICT (tenant, session) DO UPDATE SET "
             "agent = COALESCE(sessions.agent, excluded.agent), "
             "started_s = MIN(sessions.started_s, excluded.started_s), "
@@ -148,6 +151,7 @@ UPSERT_SESSION = ("INSERT INTO sessions (tenant, session, agent, source, started
             "sessions.num_confident_forecast_hits + excluded.num_confident_forecast_hits, "
             "trace_id = COALESCE(sessions.trace_id, excluded.trace_id), "
             "num_bytes = sessions.num_bytes + excluded.num_bytes, "
+            "num_counted_steps = sessions.num_counted_steps + 1, "
             + "".join(f"{column} = CASE WHEN {_OPENS} THEN excluded.{column} ELSE sessions.{column} END, "
                       for column in ("span_trace_id", "span_id", "span_parent_id", "span_started_s"))
             + ", ".join(f"{column} = CASE WHEN {_OPENS} THEN excluded.{column} "

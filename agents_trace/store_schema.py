@@ -27,10 +27,15 @@ made; NULL in rows written before it was kept): a prompt that ended before then 
 in that process's prefix caches (`PreviousPrompt.reuse_in_walk`). Each row keeps its own
 writer's, so gateways sharing a store never change each other's figures.
 A session's `num_bytes` is what size retention charges its tenant (store_retention.py:
-its steps' rows and content, added as each step is written); a writer opening a store
-made before it counts them (one pass over the steps and their content, in the transaction
-that adds the column, so no writer sees the column uncounted). An older version's writer
-sharing the store adds steps without counting them.
+its steps' rows and content, added as each step is written), and `num_counted_steps` how
+many of its `num_steps` it counts. An older version's writer sharing the store (a
+rollback, a mixed fleet) adds steps without counting them: `num_steps` alone grows, and
+the partial index `sessions_uncounted` holds the session (SQLite keeps it for that writer
+too). A writer opening the store counts every such session again from its rows, in the
+transaction that adds the columns (a store made before them: every session, one pass over
+the steps and their content), so no writer sees a column uncounted; each retention pass
+does the same first (`store_retention.recount_uncounted`), for an older writer running
+beside this one. With none to count, each costs one probe of that index.
 """
 from __future__ import annotations
 
@@ -38,7 +43,7 @@ import os
 import sqlite3
 from pathlib import Path
 
-from agents_trace.store_retention import backfill_sql
+from agents_trace.store_retention import UNCOUNTED_SQL, backfill_sql
 from cache.damaged_files import connect_setting_aside_damaged
 from cache.private_paths import make_private_dirs
 from cache.sqlite_file import add_missing_columns, table_columns
@@ -60,10 +65,14 @@ ADDED_COLUMNS = (("steps", "other_choices", "TEXT NOT NULL DEFAULT '[]'"),
                      ("span_input_tokens", "INTEGER NOT NULL DEFAULT 0"),
                      ("span_cached_tokens", "INTEGER NOT NULL DEFAULT 0"),
                      ("span_output_tokens", "INTEGER NOT NULL DEFAULT 0"))),
-                 ("sessions", "num_bytes", "INTEGER NOT NULL DEFAULT 0"))
+                 ("sessions", "num_bytes", "INTEGER NOT NULL DEFAULT 0"),
+                 ("sessions", "num_counted_steps", "INTEGER NOT NULL DEFAULT 0"))
 # the writers' bookkeeping of a session's open span: never shown to a reader of the store
 SESSION_SPAN_COLUMNS = tuple(name for table, name, _ in ADDED_COLUMNS if name.startswith("span_"))
 SESSION_BYTES_COLUMN = "num_bytes"   # the writers' count for size retention (store_retention.py): not shown either
+SESSION_COUNTED_STEPS_COLUMN = "num_counted_steps"   # the steps `num_bytes` counts: not shown either
+# every column of `sessions` that is the writers' bookkeeping, not the session's: never shown to a reader
+WRITER_SESSION_COLUMNS = (*SESSION_SPAN_COLUMNS, SESSION_BYTES_COLUMN, SESSION_COUNTED_STEPS_COLUMN)
 BUSY_TIMEOUT_MS = 5000
 GIVE_BACK_STEP_PAGES = 256   # free pages one transaction of `give_back_free_pages` gives back
 
@@ -83,7 +92,7 @@ CREATE TABLE IF NOT EXISTS sessions (
     span_trace_id TEXT, span_id TEXT, span_parent_id TEXT, span_started_s REAL,
     span_num_steps INTEGER NOT NULL DEFAULT 0, span_input_tokens INTEGER NOT NULL DEFAULT 0,
     span_cached_tokens INTEGER NOT NULL DEFAULT 0, span_output_tokens INTEGER NOT NULL DEFAULT 0,
-    num_bytes INTEGER NOT NULL DEFAULT 0,
+    num_bytes INTEGER NOT NULL DEFAULT 0, num_counted_steps INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (tenant, session)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS sessions_by_last ON sessions (last_s);
@@ -116,6 +125,8 @@ CREATE TABLE IF NOT EXISTS step_content (
     PRIMARY KEY (tenant, session, idx)
 );
 """
+# made once the sessions have `num_counted_steps` (an older store gains it after SCHEMA runs)
+UNCOUNTED_INDEX = f"CREATE INDEX IF NOT EXISTS sessions_uncounted ON sessions (tenant, session) WHERE {UNCOUNTED_SQL}"
 
 
 def connect_writer(path: Path) -> sqlite3.Connection:
@@ -134,9 +145,12 @@ def connect_writer(path: Path) -> sqlite3.Connection:
         with transaction(connection, "BEGIN IMMEDIATE"):   # under the write lock: one writer adds and counts
             is_counted = SESSION_BYTES_COLUMN in table_columns(connection, "sessions")
             add_missing_columns(connection, ADDED_COLUMNS)
-            if not is_counted:   # a store made before sessions counted their bytes: counted now, once
-                connection.execute(backfill_sql(table_columns(connection, "steps"),
-                                                table_columns(connection, "step_content")))
+            connection.execute(UNCOUNTED_INDEX)
+            # a store made before sessions counted their bytes: every session; else those an
+            # older writer stored steps in since (store_retention.py)
+            connection.execute(backfill_sql(table_columns(connection, "steps"),
+                                            table_columns(connection, "step_content"),
+                                            f" WHERE {UNCOUNTED_SQL}" if is_counted else ""))
         connection.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('schema', ?)",
                            (SCHEMA_VERSION,))
 
