@@ -104,7 +104,10 @@ class BlockMoves:
         is made from them; a registered HOST block of the chain (of `hashes[:start]` too)
         that the policy offers as the victim is set aside (hidden from the policy, shown
         again when the run ends) and the next victim taken instead: pushing it out would
-        leave every block after it unmatchable.
+        leave every block after it unmatchable. Should room come from the chain after all
+        (the policy's victim changed between the asking and the evicting: predictive
+        re-ranks in `should_demote`), the new blocks past the lost one are not placed, their
+        slots freed: no block is registered behind a lost one.
         """
         num_blocks = len(hashes)
         offset = token_blocks_offset(num_blocks, len(token_blocks), start)
@@ -152,6 +155,12 @@ class BlockMoves:
         finally:
             for block in set_aside:
                 residency.show(block, now)
+        lost = [block.position for block in chain if not block.is_cached]
+        if lost:   # room came from the chain after all (the victim changed once asked): past it nothing matches
+            kept = [block for block in pending if block.position < min(lost)]
+            for block in pending[len(kept):]:
+                self._host.give_back(block.id)
+            pending = kept
         placed: list[tuple[int, int]] = []
         for block in pending:
             residency.add(block, now)

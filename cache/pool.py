@@ -47,6 +47,12 @@ class TierPool:
             return None
         return self._free.pop()
 
+    def give_back(self, block_id: int) -> None:
+        """Free slot `block_id`, reserved by `take` and filled by no `put`."""
+        if not 0 <= block_id < self.num_blocks or self._blocks[block_id] is not None or block_id in self._free:
+            raise ValueError(f"{self.tier.value} slot {block_id} is not a reserved one")
+        self._free.append(block_id)
+
     def put(self, block: BlockMeta) -> None:
         """Store `block` in the slot it names (one just returned by `take`)."""
         if block.tier is not self.tier or self._blocks[block.id] is not None:
