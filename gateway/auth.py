@@ -4,7 +4,9 @@ Invariants: the key ring holds only sha256 digests, each of one tenant; a presen
 hashed and its digest looked up (one dict lookup whatever the number of tenants: this
 runs on every request). What the lookup's timing could tell about stored digests is
 worthless to a caller: a digest is the SHA-256 of a key, so nearing one by trial says
-nothing of the key behind it. The key never reaches a log line or an error message.
+nothing of the key behind it. A presented key is the header's bytes read as UTF-8, then
+stripped of the whitespace around it, as `stepahead hash-key` reads its stdin (`_presented`):
+the two agree on every key's digest. The key never reaches a log line or an error message.
 Internal keys (`internal`, shared across reloads: the Batch API's requests, sent to the
 app in this process) are random, never written anywhere, and name a tenant only while
 that tenant is configured. A request with more than one Authorization header is refused
@@ -71,19 +73,29 @@ class KeyRing:
     def is_internal(self, authorization: str | None) -> bool:
         """Whether the header carries an internal key (the request comes from this process)."""
         scheme, _, api_key = (authorization or "").partition(" ")
-        return bool(self.internal) and hashlib.sha256(api_key.strip().encode()).digest() in self.internal
+        return bool(self.internal) and hashlib.sha256(_presented(api_key).encode()).digest() in self.internal
 
     def authenticate(self, authorization: str | None) -> str:
         """The tenant for an `Authorization: Bearer KEY` header, or a 401 `ApiError`."""
         if not authorization:
             raise unauthorized("Missing API key: send 'Authorization: Bearer YOUR_KEY'.")
         scheme, _, api_key = authorization.partition(" ")
-        if scheme.lower() != "bearer" or not api_key.strip():
+        api_key = _presented(api_key)
+        if scheme.lower() != "bearer" or not api_key:
             raise unauthorized("Malformed Authorization header: expected 'Bearer YOUR_KEY'.")
-        tenant = self.tenant_for_key(_as_sent(api_key.strip()))
+        tenant = self.tenant_for_key(api_key)
         if tenant is None:
             raise unauthorized()
         return tenant
+
+
+def _presented(api_key: str) -> str:
+    """The key after "Bearer " as its client wrote it (`_as_sent`), without the whitespace
+    around it ("Bearer  KEY ", as `stepahead hash-key` strips its stdin's line). Decoded
+    first, stripped after: read as Latin-1, the last byte of a UTF-8 character can be 0x85
+    or 0xA0, which `str.strip` takes for whitespace (NEL, NBSP), so stripping first would
+    cut a key ending in "à" or "Å" short of its digest."""
+    return _as_sent(api_key).strip()
 
 
 def _as_sent(api_key: str) -> str:

@@ -1,6 +1,6 @@
 """litellm / provider exceptions and upstream HTTP errors → OpenAI-shaped `ApiError`.
 
-Invariants: the client's own mistakes keep their status (400, 409, 413, 422, 429); a
+Invariants: the client's own mistakes keep their status (400, 409, 413, 422); a
 failure between the gateway and the provider (bad upstream credentials, connection,
 timeout, provider 5xx, a reply that is not the OpenAI protocol) is the gateway's problem
 and leaves as 502/503/504 with a `server_error` type, so a client never mistakes a
@@ -27,7 +27,10 @@ the tenant's business), and a backend redacts its own key from its errors (`reda
 any quote of the key's first MIN_SECRET_CHARS characters or more (a masked key). An
 upstream whose own account ran out (code or type `insufficient_quota`, or a 402) is the
 gateway's fault too: a 503 `upstream_quota_exceeded` the client is told not to retry, never a 429
-that sends it to retry each second and check its own billing.
+that sends it to retry each second and check its own billing. An upstream's 429 (its rate
+limit on the gateway's account, which all tenants share) stays a 429 `rate_limit_exceeded`
+with the upstream's wait, in the gateway's words (`upstream_rate_limited`), never the
+upstream's: OpenAI's name the operator's organisation and what all tenants together used.
 """
 from __future__ import annotations
 
@@ -48,6 +51,9 @@ MAX_MESSAGE_CHARS = 240
 # account): the OpenAI SDK retries a 5xx twice unless told not to
 OPERATORS_TO_FIX = {"x-should-retry": "false"}
 UPSTREAM_QUOTA = "insufficient_quota"   # OpenAI's code and type for an account out of credit
+# OpenAI's 429 for one request over a per-minute token limit ("Request too large for gpt-4o in
+# organization org-… on tokens per min (TPM): Limit 30000, Requested 36000."): waiting cures nothing
+_TOO_LARGE = re.compile(r"(?i)^\s*request too large\b")
 # a file path of two or more parts, not inside a word (a model name like "org/family/model" is no path)
 _PATH = re.compile(r"""(?<![\w.\-])(?:[A-Za-z]:)?(?:[\\/][^\s\\/'"<>:,;()]+){2,}[\\/]?""")
 _TRACEBACK = re.compile(r"Traceback \(most recent call last\)|\n\s*File \"")
@@ -221,6 +227,22 @@ def upstream_quota_exceeded() -> ApiError:
                     None, dict(OPERATORS_TO_FIX))
 
 
+def upstream_rate_limited(message: str, retry_after: str | None = None,
+                          retry_after_ms: str | None = None) -> ApiError:
+    """429 `rate_limit_exceeded` (type `rate_limit_error`, the OpenAI SDK's `RateLimitError`)
+    for an upstream's 429, with its wait (`retry_after_headers`), in the gateway's words: the
+    upstream's (`message`, read only to tell a request too large for the per-minute limit)
+    name the operator's organisation, its limit and the usage of all tenants together."""
+    headers = retry_after_headers(retry_after, retry_after_ms)
+    if _TOO_LARGE.match(message):
+        return ApiError(429, "The request is larger than the upstream provider's per-minute token limit "
+                        "for this model allows; send fewer tokens (a smaller prompt or max_tokens).",
+                        CLIENT_STATUSES[429], "rate_limit_exceeded", None, headers)
+    return ApiError(429, "The upstream provider is rate limiting this gateway's requests for this model; "
+                    f"retry after {headers['Retry-After']} s.", CLIENT_STATUSES[429], "rate_limit_exceeded",
+                    None, headers)
+
+
 def map_upstream_status(status: int | None, message: str, code: str | None = None, *,
                         retry_after: str | None = None, param: str | None = None,
                         error_type: str | None = None, retry_after_ms: str | None = None,
@@ -244,9 +266,7 @@ def map_upstream_status(status: int | None, message: str, code: str | None = Non
                         "upstream_error", None, dict(OPERATORS_TO_FIX))
     if status in CLIENT_STATUSES:
         if status == 429:
-            error = ApiError(status, message, CLIENT_STATUSES[status], "rate_limit_exceeded")
-            error.headers.update(retry_after_headers(retry_after, retry_after_ms))
-            return error
+            return upstream_rate_limited(message, retry_after, retry_after_ms)
         return ApiError(status, message, CLIENT_STATUSES[status], code or "upstream_rejected",
                         param)
     if status == 503:
