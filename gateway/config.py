@@ -20,6 +20,7 @@ from typing import Any
 
 from agents_trace.config import TraceConfig, TraceConfigError, data_file, parse_trace_config
 
+from gateway.conversation_bytes import DEFAULT_CONVERSATION_BYTES_PER_TENANT
 from gateway.config_values import ConfigError, positive, reject_unknown_keys, take, table_at, tables_at
 from gateway.file_quota import DEFAULT_FILE_BYTES_PER_TENANT
 from gateway.model_configs import (DEFAULT_LOCAL_MODEL, LocalModelConfig, ModelConfig,  # noqa: F401 (re-exported)
@@ -39,8 +40,8 @@ MEMORY_ONLY = ":memory:"
 MAX_NESTING = 100   # tables or arrays within one another in a config file (a real one nests ~4)
 SERVER_KEYS = ("host", "port", "max_body_bytes", "default_completion_reserve_tokens", "queue_timeout_s",
                "keep_alive_s", "body_timeout_s", "responses_db", "responses_per_tenant", "conversations_per_tenant",
-               "freeze_startup_heap", "shutdown_timeout_s", "max_file_bytes", "file_bytes_per_tenant",
-               "batch_concurrency", "batch_yield", "batches_running_per_tenant")
+               "conversation_bytes_per_tenant", "freeze_startup_heap", "shutdown_timeout_s", "max_file_bytes",
+               "file_bytes_per_tenant", "batch_concurrency", "batch_yield", "batches_running_per_tenant")
 TOP_LEVEL_KEYS = ("models", "tenants", "server", "tracing")
 UTF8_BOM = b"\xef\xbb\xbf"   # what Windows editors put first in a UTF-8 file: no part of the TOML
 
@@ -74,6 +75,9 @@ class GatewayConfig:
     # The Conversations API's conversations each tenant keeps (its least recently used
     # leave first), in `conversations.sqlite3` beside the responses' file.
     conversations_per_tenant: int = 10_000
+    # The bytes of items (their JSON) each tenant's conversations may hold: past it an add
+    # is refused (gateway/conversation_bytes.py).
+    conversation_bytes_per_tenant: int = DEFAULT_CONVERSATION_BYTES_PER_TENANT
     # The Files API's largest upload, and how many requests of one batch run at a time.
     max_file_bytes: int = 200 * 1024 * 1024
     # The bytes of live files each tenant may keep (uploads refused past it; batch outputs
@@ -112,8 +116,9 @@ class GatewayConfig:
 
     def __post_init__(self) -> None:
         for name in ("max_body_bytes", "default_completion_reserve_tokens", "queue_timeout_s", "keep_alive_s",
-                     "body_timeout_s", "responses_per_tenant", "conversations_per_tenant", "max_file_bytes",
-                     "batch_concurrency", "batches_running_per_tenant"):
+                     "body_timeout_s", "responses_per_tenant", "conversations_per_tenant",
+                     "conversation_bytes_per_tenant", "max_file_bytes", "batch_concurrency",
+                     "batches_running_per_tenant"):
             positive(getattr(self, name), f"server.{name}")
         if not self.file_bytes_per_tenant >= 0:
             raise ConfigError(f"server.file_bytes_per_tenant must be >= 0, not {self.file_bytes_per_tenant!r}")
@@ -191,6 +196,8 @@ def parse_config(data: dict) -> GatewayConfig:
         responses_db=take(server, "responses_db", str, "server", None),
         responses_per_tenant=take(server, "responses_per_tenant", int, "server", 1024),
         conversations_per_tenant=take(server, "conversations_per_tenant", int, "server", 10_000),
+        conversation_bytes_per_tenant=take(server, "conversation_bytes_per_tenant", int, "server",
+                                           DEFAULT_CONVERSATION_BYTES_PER_TENANT),
         max_file_bytes=take(server, "max_file_bytes", int, "server", 200 * 1024 * 1024),
         file_bytes_per_tenant=take(server, "file_bytes_per_tenant", int, "server", DEFAULT_FILE_BYTES_PER_TENANT),
         batch_concurrency=take(server, "batch_concurrency", int, "server", 2),

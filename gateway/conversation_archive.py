@@ -15,6 +15,9 @@ Invariants:
   (made, read or added to) leave first, with their items, but never one `held` by a
   response running on it (`conversation_locks`: its turn's items would go nowhere, QA154):
   when only held ones could leave, the new conversation is not made (`Full`);
+- each tenant's item bytes are counted in the file (gateway/conversation_bytes.py); an add
+  given a `cap` that would take its tenant past it (`OverCap`) keeps nothing and evicts
+  nothing (the check follows the evictions, in their transaction);
 - a file SQLite finds damaged is set aside, never deleted (`cache.damaged_files`), and
   the call made again on a new, empty file; `path` None keeps everything in memory;
 - a read (`get`, `items`, `page`, `get_item`) answers whenever the file can be read: the
@@ -34,6 +37,7 @@ from pathlib import Path
 from cache.repeated_failures import RepeatedFailures
 from cache.sqlite_file import SqliteFile, written_if_possible
 from cache.sqlite_transaction import transaction
+from gateway.conversation_bytes import add_byte_count, check_room, held_bytes, item_bytes
 from gateway.conversation_items import new_item_id
 from gateway.gone_cursors import GoneCursors
 from gateway.list_page import ListPage
@@ -100,7 +104,7 @@ class ConversationArchive:
         self.path = path
         self.capacity = capacity
         self.clock = clock
-        self._file = SqliteFile(path, "the conversation archive", SCHEMA)
+        self._file = SqliteFile(path, "the conversation archive", SCHEMA, migrate=add_byte_count)
         self._failures = RepeatedFailures(log, expected=STORE_FAILURES)   # the store's one thread only
 
     @property
@@ -116,11 +120,12 @@ class ConversationArchive:
     # --- conversations -------------------------------------------------------------
 
     def create(self, tenant: str, conversation: Conversation, items: list[dict],
-               held: frozenset[str] = frozenset()) -> list[dict]:
+               held: frozenset[str] = frozenset(), cap: int | None = None) -> list[dict]:
         """Keep a new conversation with its first items, the tenant's least recently used
         ones that are not `held` (ids with a response running on them) leaving to keep it
         within `capacity`; returns the items as kept. `Full` (nothing made) when only held
-        ones could leave."""
+        ones could leave; `OverCap` (nothing made, nothing left) when its items would take
+        the tenant's past `cap` bytes (None: no cap)."""
         def create() -> list[dict]:
             with transaction(self.db, "BEGIN IMMEDIATE") as db:
                 for leaving in self._leaving_for_one_more(db, tenant, held):
@@ -128,7 +133,7 @@ class ConversationArchive:
                 db.execute("INSERT INTO conversations (tenant, id, created_at, metadata, used_s) VALUES (?, ?, ?, ?, ?)",
                            (tenant, conversation.id, conversation.created_at, json.dumps(conversation.metadata),
                             self.clock()))
-                return self._insert_items(db, tenant, conversation.id, items)
+                return self._insert_items(db, tenant, conversation.id, items, cap)
         return self._surviving(create)
 
     def _leaving_for_one_more(self, db: sqlite3.Connection, tenant: str, held: frozenset[str]) -> list[str]:
@@ -166,13 +171,18 @@ class ConversationArchive:
 
     # --- items ---------------------------------------------------------------------
 
-    def add_items(self, tenant: str, conversation_id: str, items: list[dict]) -> list[dict]:
-        """Append `items`; returns them as kept (an id already taken replaced)."""
+    def add_items(self, tenant: str, conversation_id: str, items: list[dict], cap: int | None = None) -> list[dict]:
+        """Append `items`; returns them as kept (an id already taken replaced). `OverCap`
+        (nothing kept) when they would take the tenant's items past `cap` bytes."""
         def add() -> list[dict]:
             with transaction(self.db, "BEGIN IMMEDIATE") as db:
                 self._touch(db, tenant, conversation_id)
-                return self._insert_items(db, tenant, conversation_id, items)
+                return self._insert_items(db, tenant, conversation_id, items, cap)
         return self._surviving(add)
+
+    def held_bytes(self, tenant: str) -> int:
+        """The bytes the tenant's items hold (gateway/conversation_bytes.py)."""
+        return self._surviving(lambda: held_bytes(self.db, tenant))
 
     def items(self, tenant: str, conversation_id: str) -> list[dict]:
         """Every item, oldest first."""
@@ -261,18 +271,25 @@ class ConversationArchive:
         return seq
 
     @staticmethod
-    def _insert_items(db: sqlite3.Connection, tenant: str, conversation_id: str, items: list[dict]) -> list[dict]:
+    def _insert_items(db: sqlite3.Connection, tenant: str, conversation_id: str, items: list[dict],
+                      cap: int | None) -> list[dict]:
+        """`items` appended, each id taken (by an item kept or one before it here)
+        replaced, once `check_room` passed them: all or (`OverCap`) none."""
         (last,) = db.execute(f"SELECT {ITEM_CURSORS.last_seq(without=-1)}",   # past deleted items too
                              (tenant, conversation_id, tenant, conversation_id)).fetchone()
-        kept = []
-        for seq, item in enumerate(items, start=last + 1):
-            taken = db.execute("SELECT 1 FROM conversation_items WHERE tenant = ? AND conversation = ? AND id = ?",
-                               (tenant, conversation_id, item["id"])).fetchone()
-            if taken is not None:
+        kept, ids = [], set()
+        for item in items:
+            if item["id"] in ids or db.execute("SELECT 1 FROM conversation_items WHERE tenant = ? AND "
+                                               "conversation = ? AND id = ?",
+                                               (tenant, conversation_id, item["id"])).fetchone() is not None:
                 item = {**item, "id": new_item_id(item.get("type", "message"))}
-            db.execute("INSERT INTO conversation_items (tenant, conversation, seq, id, item) VALUES (?, ?, ?, ?, ?)",
-                       (tenant, conversation_id, seq, item["id"], json.dumps(item, ensure_ascii=False)))
+            ids.add(item["id"])
             kept.append(item)
+        texts = [json.dumps(item, ensure_ascii=False) for item in kept]
+        check_room(db, tenant, item_bytes(texts), cap)
+        db.executemany("INSERT INTO conversation_items (tenant, conversation, seq, id, item) VALUES (?, ?, ?, ?, ?)",
+                       [(tenant, conversation_id, seq, item["id"], text)
+                        for seq, (item, text) in enumerate(zip(kept, texts), start=last + 1)])
         return kept
 
     @staticmethod

@@ -15,7 +15,12 @@ Invariants:
 - a new conversation that would push out only conversations a response runs on (the
   archive's `Full`) is a 429 `rate_limit_exceeded` with `Retry-After`, as one background
   response too many is: such a conversation is never evicted, or its turn's items would be
-  dropped when it ends (QA154).
+  dropped when it ends (QA154);
+- items an add is given a `cap` for (`[server] conversation_bytes_per_tenant`) that would
+  take the tenant's past it (the archive's `OverCap`) are a 400
+  `conversation_storage_limit_exceeded` (gateway/conversation_bytes.py), nothing kept; so
+  is a finished response's turn `append` is given a cap for (never swallowed as a
+  conversation deleted meanwhile is).
 """
 from __future__ import annotations
 
@@ -24,6 +29,7 @@ import logging
 from typing import Any
 
 from gateway.conversation_archive import ConversationArchive, Full, Missing
+from gateway.conversation_bytes import OverCap, conversation_storage_full
 from gateway.errors import ApiError, rate_limited
 from gateway.store_thread import StoreThread
 
@@ -54,13 +60,16 @@ class ConversationStore:
         self._thread = StoreThread("stepahead-conversations", "the conversation store")
 
     def _run(self, operation: str, *args: Any) -> Any:
-        """On the store's thread: `archive.<operation>(*args)`; Missing is a 404, Full a 429."""
+        """On the store's thread: `archive.<operation>(*args)`; Missing is a 404, Full a
+        429, OverCap a 400."""
         try:
             return getattr(self.archive, operation)(*args)
         except Missing as missing:
             raise not_found(missing) from None
         except Full as refused:
             raise full(refused) from None
+        except OverCap as refused:
+            raise conversation_storage_full(refused) from None
 
     async def call(self, operation: str, *args: Any) -> Any:
         """`archive.<operation>(*args)` on the store's thread; what is not there is a 404,
@@ -68,19 +77,22 @@ class ConversationStore:
         return await self._thread.call(self._run, operation, *args,
                                        named=SAID.get(operation, operation.replace("_", " ")))
 
-    async def append(self, tenant: str, conversation_id: str, items: list[dict]) -> None:
+    async def append(self, tenant: str, conversation_id: str, items: list[dict], cap: int | None = None) -> None:
         """Add a finished response's items, in one transaction; returns once they are in
-        the file (see the invariants: a failure is a 500 `ApiError`)."""
+        the file (see the invariants: a failure is a 500 `ApiError`, items past `cap` a
+        400, param `conversation`)."""
         if items:
             # a client gone meanwhile cancels no write once made: what it was not answered may be there
-            await asyncio.shield(self._thread.call(self._append, tenant, conversation_id, items,
+            await asyncio.shield(self._thread.call(self._append, tenant, conversation_id, items, cap,
                                                    named="add the response's items"))
 
-    def _append(self, tenant: str, conversation_id: str, items: list[dict]) -> None:
+    def _append(self, tenant: str, conversation_id: str, items: list[dict], cap: int | None) -> None:
         try:
-            self._run("add_items", tenant, conversation_id, items)
-        except ApiError:   # deleted meanwhile
+            self.archive.add_items(tenant, conversation_id, items, cap)
+        except Missing:   # deleted meanwhile
             log.info("conversation %s was deleted before its response's items were added", conversation_id)
+        except OverCap as refused:
+            raise conversation_storage_full(refused, "conversation") from None
 
     def close(self) -> None:
         """Finish pending calls and close the file."""

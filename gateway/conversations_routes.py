@@ -8,6 +8,14 @@ Invariants: as for every handler, authentication first and errors OpenAI-shaped;
 tenant never reaches another tenant's conversations (their ids answer 404); a body field
 these endpoints do not know is a 400 naming it (a misspelt `metadata` is not dropped);
 items are added or deleted only between a conversation's turns (`conversation_locks`).
+A request that adds items (a create, with items or not; an add) is refused with a 400
+`conversation_storage_limit_exceeded` when they would take its tenant's items past `[server]
+conversation_bytes_per_tenant` (gateway/conversation_bytes.py), and counts one request of
+its tenant's `requests_per_minute` once its body is valid, as `POST
+/v1/responses/input_tokens` does: past it a 429 with `Retry-After` and the `x-ratelimit-*`
+headers (answered on a success too), nothing kept. It runs no model: it holds no
+concurrency slot and spends no tokens, so a `token_budget` (tokens) does not stop it; the
+byte cap bounds what a tenant so stopped can keep.
 """
 from __future__ import annotations
 
@@ -20,11 +28,32 @@ from gateway.conversation_archive import Conversation
 from gateway.conversation_items import checked_items, new_conversation_id
 from gateway.request_metadata import checked_metadata
 from gateway.errors import ApiError, invalid_request
+from gateway.exchange import record_refusal
 from gateway.http_io import fields_of, read_json_body
 from gateway.list_page import list_page, listed
 from gateway.responses_format import check_include_query
 from gateway.routes import tenant_endpoint
 from gateway.state import GatewayState
+
+
+async def adding_items(state: GatewayState, tenant: str, operation: str, *args) -> tuple[object, dict[str, str]]:
+    """(`operation`'s answer, the rate limit headers to answer with) for a request that
+    adds items: one request of the tenant's `requests_per_minute` taken (or its 429,
+    counted in `stepahead_rejected_total`), then the store's call, given the tenant's
+    byte cap; an error answered after the request was taken carries the headers too. No
+    await before the store call (`held_by`, `check_items_free`)."""
+    limiter = state.limiters[tenant]
+    try:
+        limiter.take_request()
+    except ApiError as error:
+        record_refusal(state, tenant, error)
+        raise
+    headers = limiter.rate_limit_headers()
+    try:
+        return await state.conversations.call(operation, *args, state.config.conversation_bytes_per_tenant), headers
+    except ApiError as error:
+        error.headers.update(headers)
+        raise
 
 
 @tenant_endpoint
@@ -37,8 +66,8 @@ async def create_conversation(request: Request, state: GatewayState, tenant: str
     items = checked_items(body.get("items"))
     conversation = Conversation(new_conversation_id(), int(time.time()), checked_metadata(body.get("metadata")))
     held = state.conversation_locks.held_by(tenant)   # no await before the call: see `held_by`
-    await state.conversations.call("create", tenant, conversation, items, held)
-    return JSONResponse(conversation.as_object())
+    _, headers = await adding_items(state, tenant, "create", tenant, conversation, items, held)
+    return JSONResponse(conversation.as_object(), headers=headers)
 
 
 @tenant_endpoint
@@ -74,8 +103,8 @@ async def conversation_items(request: Request, state: GatewayState, tenant: str)
                                   param="items", code="invalid_type")
         items = checked_items(body["items"])
         state.conversation_locks.check_items_free(tenant, conversation_id)   # not while a turn runs on it
-        return JSONResponse(listed(await state.conversations.call("add_items", tenant, conversation_id, items),
-                                   has_more=False))
+        kept, headers = await adding_items(state, tenant, "add_items", tenant, conversation_id, items)
+        return JSONResponse(listed(kept, has_more=False), headers=headers)
     page = list_page(request.query_params)
     try:
         items, has_more = await state.conversations.call("page", tenant, conversation_id, page)

@@ -136,7 +136,8 @@ async def create_response(request: Request) -> Response:
             if parsed.conversation is not None:
                 try:
                     await state.conversations.append(tenant, parsed.conversation_id(),
-                                                     turn_items(input_items(parsed, response_id), response["output"]))
+                                                     turn_items(input_items(parsed, response_id), response["output"]),
+                                                     cap=state.config.conversation_bytes_per_tenant)
                 except ApiError as error:   # its stored row says it failed: it continues nothing
                     if not parsed.background:   # (a background run stores its failure itself)
                         keep({**response, "status": "failed", "error": failure_details(error.body())}, None)
