@@ -232,12 +232,15 @@ def upstream_rate_limited(message: str, retry_after: str | None = None,
     """429 `rate_limit_exceeded` (type `rate_limit_error`, the OpenAI SDK's `RateLimitError`)
     for an upstream's 429, with its wait (`retry_after_headers`), in the gateway's words: the
     upstream's (`message`, read only to tell a request too large for the per-minute limit)
-    name the operator's organisation, its limit and the usage of all tenants together."""
-    headers = retry_after_headers(retry_after, retry_after_ms)
-    if _TOO_LARGE.match(message):
+    name the operator's organisation, its limit and the usage of all tenants together. One
+    too large for the per-minute limit (OpenAI's "Request too large") is told so, with
+    `x-should-retry: false` and no wait: the SDK, a background run and a batch line then do
+    not send it again."""
+    if _TOO_LARGE.match(message):   # no wait makes it fit: no Retry-After, and never retry (as limit_refusals)
         return ApiError(429, "The request is larger than the upstream provider's per-minute token limit "
                         "for this model allows; send fewer tokens (a smaller prompt or max_tokens).",
-                        CLIENT_STATUSES[429], "rate_limit_exceeded", None, headers)
+                        CLIENT_STATUSES[429], "rate_limit_exceeded", None, {"x-should-retry": "false"})
+    headers = retry_after_headers(retry_after, retry_after_ms)
     return ApiError(429, "The upstream provider is rate limiting this gateway's requests for this model; "
                     f"retry after {headers['Retry-After']} s.", CLIENT_STATUSES[429], "rate_limit_exceeded",
                     None, headers)
