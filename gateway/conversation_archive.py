@@ -180,6 +180,12 @@ class ConversationArchive:
                 return self._insert_items(db, tenant, conversation_id, items, cap)
         return self._surviving(add)
 
+    def check_room(self, tenant: str, items: list[dict], cap: int | None) -> None:
+        """`OverCap` when `items` (as an add would keep them) would take the tenant's items
+        past `cap` bytes now; nothing written."""
+        texts = [json.dumps(item, ensure_ascii=False) for item in items]
+        self._surviving(lambda: check_room(self.db, tenant, item_bytes(texts), cap))
+
     def held_bytes(self, tenant: str) -> int:
         """The bytes the tenant's items hold (gateway/conversation_bytes.py)."""
         return self._surviving(lambda: held_bytes(self.db, tenant))

@@ -86,6 +86,19 @@ class ConversationStore:
             await asyncio.shield(self._thread.call(self._append, tenant, conversation_id, items, cap,
                                                    named="add the response's items"))
 
+    async def check_turn_room(self, tenant: str, items: list[dict], cap: int | None) -> None:
+        """Before a response's model runs: the 400 (param `conversation`) `append` would
+        answer if the turn's `items` (its input) alone would take the tenant past `cap`,
+        so a turn that cannot be kept runs nothing (its reply's bytes are not known yet:
+        `append` checks them all)."""
+        await self._thread.call(self._check_turn_room, tenant, items, cap, named="check the conversation's room")
+
+    def _check_turn_room(self, tenant: str, items: list[dict], cap: int | None) -> None:
+        try:
+            self.archive.check_room(tenant, items, cap)
+        except OverCap as refused:
+            raise conversation_storage_full(refused, "conversation") from None
+
     def _append(self, tenant: str, conversation_id: str, items: list[dict], cap: int | None) -> None:
         try:
             self.archive.add_items(tenant, conversation_id, items, cap)

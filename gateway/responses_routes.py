@@ -113,6 +113,9 @@ async def create_response(request: Request) -> Response:
             _check_room_for_background(state, tenant)
         hold = state.conversation_locks.take(tenant, parsed.conversation_id())
         history = await history_before(state, tenant, parsed)
+        if parsed.conversation is not None:   # a turn whose input alone cannot be kept runs no model
+            await state.conversations.check_turn_room(tenant, turn_items(input_items(parsed, response_id), []),
+                                                      state.config.conversation_bytes_per_tenant)
         backend = state.backend(parsed.model)  # an unknown model is a 404 before its name is a metric label
         model = parsed.model
         parsed.service_tier = request_tier(request, tenant, parsed.service_tier, backend)

@@ -235,8 +235,12 @@ def test_conversation_bytes_per_tenant_defaults_to_one_gib_and_must_be_positive(
             _config(tmp_path, conversation_bytes_per_tenant=bad)
 
 
-def test_a_responses_turn_whose_items_pass_the_cap_is_the_400_and_adds_nothing(tmp_path):
-    with TestClient(build_app(_config(tmp_path))) as client:
+def test_a_responses_turn_whose_items_pass_the_cap_is_the_400_and_adds_nothing(tmp_path, monkeypatch):
+    app = build_app(_config(tmp_path))
+    with TestClient(app) as client:
+        models_asked, backend_of = [], type(app.state.gateway).backend
+        monkeypatch.setattr(type(app.state.gateway), "backend",
+                            lambda state, name: models_asked.append(name) or backend_of(state, name))
         made = _create(client, "a", TEXT)
         conversation = made.json()["id"]
         turn = client.post("/v1/responses", headers=_headers("a"),
@@ -244,6 +248,12 @@ def test_a_responses_turn_whose_items_pass_the_cap_is_the_400_and_adds_nothing(t
         assert turn.status_code == 400, turn.text
         error = turn.json()["error"]
         assert (error["code"], error["param"]) == (STORAGE_FULL_CODE, "conversation")
+        assert models_asked == []   # its input alone could not be kept: refused before any model ran
+        assert _listed(client, "a", conversation) == [TEXT]
+        over_with_its_reply = client.post("/v1/responses", headers=_headers("a"), json={
+            "model": "mock", "input": "y" * 1550, "conversation": conversation})   # fits; with "hi" it does not
+        assert over_with_its_reply.status_code == 400, over_with_its_reply.text
+        assert over_with_its_reply.json()["error"]["param"] == "conversation" and models_asked == ["mock"]
         assert _listed(client, "a", conversation) == [TEXT]
         fits = client.post("/v1/responses", headers=_headers("a"),
                            json={"model": "mock", "input": "short", "conversation": conversation})
