@@ -113,10 +113,10 @@ async def create_response(request: Request) -> Response:
             _check_room_for_background(state, tenant)
         hold = state.conversation_locks.take(tenant, parsed.conversation_id())
         history = await history_before(state, tenant, parsed)
+        backend = state.backend(parsed.model)  # an unknown model is a 404 before its name is a metric label
         if parsed.conversation is not None:   # a turn whose input alone cannot be kept runs no model
             await state.conversations.check_turn_room(tenant, turn_items(input_items(parsed, response_id), []),
                                                       state.config.conversation_bytes_per_tenant)
-        backend = state.backend(parsed.model)  # an unknown model is a 404 before its name is a metric label
         model = parsed.model
         parsed.service_tier = request_tier(request, tenant, parsed.service_tier, backend)
         sources: list[tuple[str, ...]] = []
@@ -141,9 +141,11 @@ async def create_response(request: Request) -> Response:
                     await state.conversations.append(tenant, parsed.conversation_id(),
                                                      turn_items(input_items(parsed, response_id), response["output"]),
                                                      cap=state.config.conversation_bytes_per_tenant)
-                except ApiError as error:   # its stored row says it failed: it continues nothing
-                    if not parsed.background:   # (a background run stores its failure itself)
-                        keep({**response, "status": "failed", "error": failure_details(error.body())}, None)
+                except ApiError as error:   # its stored row says it failed, before the client hears: it continues nothing
+                    if parsed.store and not parsed.background:   # (a background run stores its failure itself)
+                        await state.responses.put_and_wait(tenant, StoredResponse(
+                            {**response, "status": "failed", "error": failure_details(error.body())}, (),
+                            input_items(parsed, response_id)), durable=True)
                     raise
                 hold.release()   # the turn is in: the next may come as the client reads this end (QA128)
         if parsed.background:   # stored before anything runs or is traced: a row the file cannot take is a 500

@@ -238,9 +238,15 @@ def test_conversation_bytes_per_tenant_defaults_to_one_gib_and_must_be_positive(
 def test_a_responses_turn_whose_items_pass_the_cap_is_the_400_and_adds_nothing(tmp_path, monkeypatch):
     app = build_app(_config(tmp_path))
     with TestClient(app) as client:
-        models_asked, backend_of = [], type(app.state.gateway).backend
-        monkeypatch.setattr(type(app.state.gateway), "backend",
-                            lambda state, name: models_asked.append(name) or backend_of(state, name))
+        import gateway.responses_routes as routes
+
+        models_asked, prepared_chat = [], routes.prepared_chat   # the step before a model runs
+
+        async def preparing(state, backend, parsed, *args):
+            models_asked.append(parsed.model)
+            return await prepared_chat(state, backend, parsed, *args)
+
+        monkeypatch.setattr(routes, "prepared_chat", preparing)
         made = _create(client, "a", TEXT)
         conversation = made.json()["id"]
         turn = client.post("/v1/responses", headers=_headers("a"),
@@ -250,11 +256,21 @@ def test_a_responses_turn_whose_items_pass_the_cap_is_the_400_and_adds_nothing(t
         assert (error["code"], error["param"]) == (STORAGE_FULL_CODE, "conversation")
         assert models_asked == []   # its input alone could not be kept: refused before any model ran
         assert _listed(client, "a", conversation) == [TEXT]
+        typo = client.post("/v1/responses", headers=_headers("a"),   # QA187: the model's 404 comes first
+                           json={"model": "mokc", "input": TEXT * 2, "conversation": conversation})
+        assert typo.status_code == 404 and typo.json()["error"]["code"] == "model_not_found", typo.text
         over_with_its_reply = client.post("/v1/responses", headers=_headers("a"), json={
             "model": "mock", "input": "y" * 1550, "conversation": conversation})   # fits; with "hi" it does not
         assert over_with_its_reply.status_code == 400, over_with_its_reply.text
         assert over_with_its_reply.json()["error"]["param"] == "conversation" and models_asked == ["mock"]
         assert _listed(client, "a", conversation) == [TEXT]
+        with client.stream("POST", "/v1/responses", headers=_headers("a"), json={
+                "model": "mock", "input": "y" * 1550, "conversation": conversation, "stream": True}) as streamed:
+            events = [json.loads(line[len("data: "):]) for line in streamed.iter_lines() if line.startswith("data: ")]
+        assert [event["type"] for event in events][-1] == "response.failed"
+        response_id = events[0]["response"]["id"]
+        stored = client.get(f"/v1/responses/{response_id}", headers=_headers("a")).json()
+        assert stored["status"] == "failed" and stored["error"]["code"] == STORAGE_FULL_CODE   # stored before the end
         fits = client.post("/v1/responses", headers=_headers("a"),
                            json={"model": "mock", "input": "short", "conversation": conversation})
         assert fits.status_code == 200, fits.text
