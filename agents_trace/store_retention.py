@@ -65,17 +65,17 @@ def value_bytes_sql(column: str) -> str:
             f"WHEN 'blob' THEN length({column}) WHEN 'null' THEN 0 ELSE 8 END")
 
 
-def backfill_sql(step_columns: Iterable[str], content_columns: Iterable[str], where: str = "") -> str:
+def backfill_sql(db: sqlite3.Connection, where: str = "") -> str:
     """An UPDATE setting a session's `num_bytes` to the `charged_bytes` of its stored steps
-    and their content (tables with these columns) and its `num_counted_steps` to its
+    and their content (the columns `db`'s tables have) and its `num_counted_steps` to its
     `num_steps`: every session's (one pass over the store), or, with `where` (a WHERE
     clause), those it selects."""
-    def rows_sum(table: str, columns: Iterable[str]) -> str:
-        row = " + ".join(value_bytes_sql(f"{table}.{column}") for column in sorted(columns))
+    def rows_sum(table: str) -> str:
+        row = " + ".join(value_bytes_sql(f"{table}.{column}") for column in sorted(table_columns(db, table)))
         return (f"COALESCE((SELECT SUM({row}) FROM {table} WHERE {table}.tenant = sessions.tenant "
                 f"AND {table}.session = sessions.session), 0)")
-    return (f"UPDATE sessions SET num_bytes = {rows_sum('steps', step_columns)} + "
-            f"{rows_sum('step_content', content_columns)}, num_counted_steps = num_steps{where}")
+    return (f"UPDATE sessions SET num_bytes = {rows_sum('steps')} + {rows_sum('step_content')}, "
+            f"num_counted_steps = num_steps{where}")
 
 
 def recount_uncounted(db: sqlite3.Connection, batch_sessions: int = RECOUNT_BATCH_SESSIONS) -> int:
@@ -85,9 +85,8 @@ def recount_uncounted(db: sqlite3.Connection, batch_sessions: int = RECOUNT_BATC
     outside a transaction."""
     if db.execute(f"SELECT 1 FROM sessions WHERE {UNCOUNTED_SQL} LIMIT 1").fetchone() is None:
         return 0
-    recount = backfill_sql(table_columns(db, "steps"), table_columns(db, "step_content"),
-                           f" WHERE (tenant, session) IN (SELECT tenant, session FROM sessions "
-                           f"WHERE {UNCOUNTED_SQL} LIMIT {int(batch_sessions)})")
+    recount = backfill_sql(db, f" WHERE (tenant, session) IN (SELECT tenant, session FROM sessions "
+                               f"WHERE {UNCOUNTED_SQL} LIMIT {int(batch_sessions)})")
     num_counted = 0
     while True:
         with transaction(db, "BEGIN IMMEDIATE"):   # counted and marked under one write lock

@@ -148,9 +148,7 @@ def connect_writer(path: Path) -> sqlite3.Connection:
             connection.execute(UNCOUNTED_INDEX)
             # a store made before sessions counted their bytes: every session; else those an
             # older writer stored steps in since (store_retention.py)
-            connection.execute(backfill_sql(table_columns(connection, "steps"),
-                                            table_columns(connection, "step_content"),
-                                            f" WHERE {UNCOUNTED_SQL}" if is_counted else ""))
+            connection.execute(backfill_sql(connection, f" WHERE {UNCOUNTED_SQL}" if is_counted else ""))
         connection.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('schema', ?)",
                            (SCHEMA_VERSION,))
 
