@@ -183,7 +183,7 @@ class ConversationArchive:
     def check_room(self, tenant: str, items: list[dict], cap: int | None) -> None:
         """`OverCap` when `items` (as an add would keep them) would take the tenant's items
         past `cap` bytes now; nothing written."""
-        texts = [json.dumps(item, ensure_ascii=False) for item in items]
+        texts = _as_kept(items)
         self._surviving(lambda: check_room(self.db, tenant, item_bytes(texts), cap))
 
     def held_bytes(self, tenant: str) -> int:
@@ -291,7 +291,7 @@ class ConversationArchive:
                 item = {**item, "id": new_item_id(item.get("type", "message"))}
             ids.add(item["id"])
             kept.append(item)
-        texts = [json.dumps(item, ensure_ascii=False) for item in kept]
+        texts = _as_kept(kept)
         check_room(db, tenant, item_bytes(texts), cap)
         db.executemany("INSERT INTO conversation_items (tenant, conversation, seq, id, item) VALUES (?, ?, ?, ?, ?)",
                        [(tenant, conversation_id, seq, item["id"], text)
@@ -304,3 +304,8 @@ class ConversationArchive:
         ITEM_CURSORS.forget_list(db, (tenant, conversation_id))
         return db.execute("DELETE FROM conversations WHERE tenant = ? AND id = ?",
                           (tenant, conversation_id)).rowcount > 0
+
+
+def _as_kept(items: list[dict]) -> list[str]:
+    """The text each item is kept as (its `item` column), whose UTF-8 bytes it counts for."""
+    return [json.dumps(item, ensure_ascii=False) for item in items]

@@ -28,7 +28,7 @@ from gateway.conversation_archive import Conversation
 from gateway.conversation_items import checked_items, new_conversation_id
 from gateway.request_metadata import checked_metadata
 from gateway.errors import ApiError, invalid_request
-from gateway.exchange import record_refusal
+from gateway.exchange import take_request
 from gateway.http_io import fields_of, read_json_body
 from gateway.list_page import list_page, listed
 from gateway.responses_format import check_include_query
@@ -42,13 +42,8 @@ async def adding_items(state: GatewayState, tenant: str, operation: str, *args) 
     counted in `stepahead_rejected_total`), then the store's call, given the tenant's
     byte cap; an error answered after the request was taken carries the headers too. No
     await before the store call (`held_by`, `check_items_free`)."""
-    limiter = state.limiters[tenant]
-    try:
-        limiter.take_request()
-    except ApiError as error:
-        record_refusal(state, tenant, error)
-        raise
-    headers = limiter.rate_limit_headers()
+    take_request(state, tenant)
+    headers = state.limiters[tenant].rate_limit_headers()
     try:
         return await state.conversations.call(operation, *args, state.config.conversation_bytes_per_tenant), headers
     except ApiError as error:

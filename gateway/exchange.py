@@ -109,6 +109,16 @@ def record_refusal(state: GatewayState, tenant: str, error: ApiError) -> None:
         state.metrics.record_rejection(tenant, error.code or "")
 
 
+def take_request(state: GatewayState, tenant: str) -> None:
+    """One request of the tenant's `requests_per_minute` for a request that runs no model
+    (no concurrency slot, no tokens), or its 429 `ApiError`, counted (`record_refusal`)."""
+    try:
+        state.limiters[tenant].take_request()
+    except ApiError as error:
+        record_refusal(state, tenant, error)
+        raise
+
+
 @dataclass(slots=True)
 class Exchange:
     """Bookkeeping for one request in flight."""

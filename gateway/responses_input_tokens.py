@@ -15,7 +15,7 @@ from starlette.responses import JSONResponse, Response
 
 from gateway.config import UNAUTHENTICATED
 from gateway.errors import ApiError, invalid_request
-from gateway.exchange import record_refusal
+from gateway.exchange import take_request
 from gateway.http_io import read_json_body
 from gateway.ids import new_id
 from gateway.responses_format import ResponsesRequest, to_chat_body
@@ -48,11 +48,7 @@ async def count_input_tokens(request: Request) -> Response:
         if backend.owned_by == "upstream":
             raise invalid_request(f"Input tokens are counted for local models only; '{model}' is an upstream "
                                   "model.", param="model", code="model_not_supported")
-        try:
-            state.limiters[tenant].take_request()
-        except ApiError as error:
-            record_refusal(state, tenant, error)
-            raise
+        take_request(state, tenant)
         sources: list[tuple[str, ...]] = []
         _, prepared = await prepared_chat(state, backend, parsed, to_chat_body(parsed, history, sources), sources,
                                           tenant, new_id("count"))
