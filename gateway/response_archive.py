@@ -13,7 +13,10 @@ Invariants:
 - `get` answers whenever the file can be read: a last-used time that cannot be written
   (a full disk) is left as it was, the failure logged at most once a minute;
 - a file SQLite finds damaged is set aside, never deleted (`cache.damaged_files`), and
-  the call made again on a new archive: a put is kept, a get finds nothing.
+  the call made again on a new archive: a put is kept, a get finds nothing;
+- a row keeps its conversation's messages as ids into the tenant's messages, each kept
+  once (`gateway.response_messages`), so a `previous_response_id` chain's rows grow with
+  each turn's new messages; a row an older version wrote keeps them whole and is read so.
 """
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ from pathlib import Path
 from cache.repeated_failures import RepeatedFailures
 from cache.sqlite_file import SqliteFile, written_if_possible
 from cache.sqlite_transaction import transaction
+from gateway.response_messages import ADDED_COLUMN, NOT_JSON, ROW_DIGESTS, ResponseMessages, add_message_table
 from gateway.response_store import OWNER_FIELD, StoredResponse
 from gateway.store_thread import STORE_FAILURES
 
@@ -38,6 +42,7 @@ CREATE TABLE IF NOT EXISTS responses (
     response TEXT NOT NULL,
     messages TEXT NOT NULL,
     input_items TEXT NOT NULL,
+    message_ids TEXT,
     PRIMARY KEY (tenant, id)
 );
 CREATE INDEX IF NOT EXISTS responses_by_use ON responses (tenant, used_s);
@@ -62,15 +67,17 @@ log = logging.getLogger("stepahead.gateway")
 
 
 class ResponseArchive:
-    __slots__ = ("path", "capacity", "clock", "_file", "_failures")
+    __slots__ = ("path", "capacity", "clock", "_file", "_failures", "_messages")
     trim_sql = TRIM   # parameters: tenant, tenant, capacity
 
     def __init__(self, path: Path, capacity: int, clock: Callable[[], float] = time.time) -> None:
         self.path = path
         self.capacity = capacity
         self.clock = clock
-        self._file = SqliteFile(path, "the response archive", SCHEMA)
+        self._file = SqliteFile(path, "the response archive", SCHEMA, added_columns=(ADDED_COLUMN,),
+                                migrate=add_message_table)
         self._failures = RepeatedFailures(log, expected=STORE_FAILURES)   # the archive thread only
+        self._messages = ResponseMessages()   # the archive thread only
 
     @property
     def db(self) -> sqlite3.Connection:
@@ -110,29 +117,47 @@ class ResponseArchive:
     def _put(self, tenant: str, stored: StoredResponse, used_s: float | None = None) -> bool:
         used_s = self.clock() if used_s is None else used_s
         with transaction(self.db, "BEGIN IMMEDIATE") as db:
-            db.execute("INSERT OR REPLACE INTO responses (tenant, id, used_s, response, messages, input_items) "
-                       "VALUES (?, ?, ?, ?, ?, ?)", (tenant, stored.response["id"], used_s, *_columns(stored)))
+            # a row stored over is deleted first (its messages released, `INSERT OR REPLACE`'s delete
+            # fires no trigger), and the new one inserted last: `JUST_STORED` reads its rowid
+            db.execute("DELETE FROM responses WHERE tenant = ? AND id = ?", (tenant, stored.response["id"]))
+            db.execute("INSERT INTO responses (tenant, id, used_s, response, messages, input_items, message_ids) "
+                       "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                       (tenant, stored.response["id"], used_s, *self._columns(db, tenant, stored)))
             db.execute(self.trim_sql, (tenant, tenant, self.capacity))
         return True
 
     def _replace(self, tenant: str, stored: StoredResponse) -> bool:
-        cursor = self.db.execute(
-            "UPDATE responses SET used_s = ?, response = ?, messages = ?, input_items = ? WHERE tenant = ? AND id = ?",
-            (self.clock(), *_columns(stored), tenant, stored.response["id"]))
-        return cursor.rowcount > 0
+        with transaction(self.db, "BEGIN IMMEDIATE") as db:
+            if db.execute("SELECT 1 FROM responses WHERE tenant = ? AND id = ?",
+                          (tenant, stored.response["id"])).fetchone() is None:
+                return False   # deleted meanwhile: no messages kept for it either
+            db.execute("UPDATE responses SET used_s = ?, response = ?, messages = ?, input_items = ?, message_ids = ? "
+                       "WHERE tenant = ? AND id = ?",
+                       (self.clock(), *self._columns(db, tenant, stored), tenant, stored.response["id"]))
+        return True
 
     def _get(self, tenant: str, response_id: str) -> StoredResponse | None:
-        row = self.db.execute("SELECT response, messages, input_items FROM responses WHERE tenant = ? AND id = ?",
-                              (tenant, response_id)).fetchone()
+        row = self.db.execute(f"SELECT response, messages, input_items, message_ids, {ROW_DIGESTS} FROM responses AS r "
+                              "WHERE tenant = ? AND id = ?", (tenant, response_id)).fetchone()
         if row is None:
             return None
         try:
-            stored = StoredResponse(json.loads(row[0]), tuple(json.loads(row[1])), tuple(json.loads(row[2])))
+            messages = (self._messages.shared(tenant, json.loads(row[1])) if row[3] is None
+                        else self._messages.read(self.db, tenant, row[3], row[4]))
+            if messages is None:
+                return None
+            stored = StoredResponse(json.loads(row[0]), messages, tuple(json.loads(row[2])))
         except (ValueError, TypeError):
             return None
         written_if_possible(self.db, lambda: self._touch(tenant, response_id), self._failures,
                             "the response archive failed to mark a response used")
         return stored
+
+    def _columns(self, db: sqlite3.Connection, tenant: str, stored: StoredResponse) -> tuple[str, str, str, str]:
+        """The row's `response`, `messages`, `input_items` and `message_ids` columns: JSON
+        text (`messages` none: the messages are kept once, `message_ids` names them)."""
+        return (json.dumps(stored.response, ensure_ascii=False), NOT_JSON,
+                json.dumps(stored.input_items, ensure_ascii=False), self._messages.ids(db, tenant, stored.messages))
 
     def _touch(self, tenant: str, response_id: str) -> bool:
         return self.db.execute("UPDATE responses SET used_s = ? WHERE tenant = ? AND id = ?",
@@ -142,8 +167,3 @@ class ResponseArchive:
         cursor = self.db.execute("DELETE FROM responses WHERE tenant = ? AND id = ?", (tenant, response_id))
         return cursor.rowcount > 0
 
-
-def _columns(stored: StoredResponse) -> tuple[str, str, str]:
-    """The row's `response`, `messages` and `input_items` columns: JSON text."""
-    return (json.dumps(stored.response, ensure_ascii=False), json.dumps(stored.messages, ensure_ascii=False),
-            json.dumps(stored.input_items, ensure_ascii=False))

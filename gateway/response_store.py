@@ -93,7 +93,11 @@ def is_unfinished(response: dict) -> bool:
 class StoredResponse:
     """A response object and the whole conversation it ended, as chat messages (its
     input, earlier turns included, then its output), so the next turn can continue it;
-    and its own input as Responses items, for listing."""
+    and its own input as Responses items, for listing. Its messages are shared, never
+    changed: a turn's history is its previous turn's messages (`to_chat_body` copies
+    them), and those read back from the archive are one object per tenant and message
+    (`gateway.response_messages`, which also keeps each once on disk), so a chain held
+    in memory grows with its turns' new messages, not each turn's whole conversation."""
 
     response: dict
     messages: tuple[dict, ...]

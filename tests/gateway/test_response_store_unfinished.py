@@ -64,7 +64,8 @@ def test_the_archive_trims_finished_rows_only_and_a_row_of_damaged_json_is_trimm
     try:
         running = {"id": "bg", "status": "in_progress", "background": True, OWNER_FIELD: "1-0123456789abcdef"}
         archive.put("a", StoredResponse(running, ()))
-        archive.db.execute("INSERT INTO responses VALUES ('a', 'bad', 1.5, 'not json', '[]', '[]')")
+        archive.db.execute("INSERT INTO responses (tenant, id, used_s, response, messages, input_items) "
+                           "VALUES ('a', 'bad', 1.5, 'not json', '[]', '[]')")
         for name in ("r1", "r2", "r3"):
             archive.put("a", _finished(name))
         ids = {row[0] for row in archive.db.execute("SELECT id FROM responses WHERE tenant = 'a'")}
