@@ -4,7 +4,8 @@ A full disk fails every trace write (one every 20 ms under load) and every store
 response: a traceback for each would fill the log, and the disk, faster than the
 failures themselves. `RepeatedFailures.log` logs the first failure of a kind with its
 traceback, only counts the ones that follow within `interval_s`, and logs the first one
-after that (with its traceback) saying how many were not logged.
+after that (with its traceback) saying how many were not logged; `warn` does the same for a
+failure told in words (one WARNING line: an upstream's 429).
 
 A failure of one of the `expected` types (a full disk, a file that cannot be written: the
 reason is the whole story) is one line, `<message>: <Error>: <reason>`; any other, a bug,
@@ -49,16 +50,31 @@ class RepeatedFailures:
     def log(self, kind: str, message: str, *args: object) -> None:
         """Log the exception being handled (call in an `except` block) as `message`, or
         count it when one of `kind` was logged less than `interval_s` ago."""
-        now_s = self.clock()
-        state = self._kinds.get(kind)
-        if state is not None and now_s < state.next_log_s:
-            state.num_unlogged += 1
+        message = self._due(kind, message)
+        if message is None:
             return
-        if state is not None and state.num_unlogged:
-            message += f" (also {state.num_unlogged} more time(s) since the last report, not logged)"
-        self._kinds[kind] = _Kind(now_s + self.interval_s)
         failure = sys.exc_info()[1]
         if failure is not None and isinstance(failure, self.expected):
             self.logger.error(f"{message}: %s", *args, one_line_error(failure))
         else:
             self.logger.exception(message, *args)
+
+    def warn(self, kind: str, message: str, *args: object) -> None:
+        """`log` for a failure told in words, not raised here (an upstream's refusal the
+        client was answered for): one WARNING line, no traceback, or counted as `log` counts."""
+        message = self._due(kind, message)
+        if message is not None:
+            self.logger.warning(message, *args)
+
+    def _due(self, kind: str, message: str) -> str | None:
+        """`message` (with how many of `kind` went unlogged since the last line) when one of
+        `kind` may be logged now, the next one then due `interval_s` later; else None, counted."""
+        now_s = self.clock()
+        state = self._kinds.get(kind)
+        if state is not None and now_s < state.next_log_s:
+            state.num_unlogged += 1
+            return None
+        if state is not None and state.num_unlogged:
+            message += f" (also {state.num_unlogged} more time(s) since the last report, not logged)"
+        self._kinds[kind] = _Kind(now_s + self.interval_s)
+        return message

@@ -31,11 +31,13 @@ that sends it to retry each second and check its own billing. An upstream's 429 
 limit on the gateway's account, which all tenants share) stays a 429 `rate_limit_exceeded`
 with the upstream's wait, in the gateway's words (`upstream_rate_limited`), never the
 upstream's: OpenAI's name the operator's organisation and what all tenants together used.
+The upstream's own words ride along for the operator's log only (`UpstreamRateLimited`).
 """
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from gateway.errors import ApiError
 from gateway.litellm_causes import (chain, error_body, is_timeout, is_unreachable, is_unreadable_reply,
@@ -144,11 +146,13 @@ def redact(text: str, secrets: Iterable[str]) -> str:
 
 def redacted(error: ApiError, secrets: Iterable[str]) -> ApiError:
     """`error` with the secrets (a backend's own upstream key) taken out of its message
-    and param, before it reaches the client or a log."""
+    and param (and an upstream's 429's own words), before it reaches the client or a log."""
     secrets = tuple(secrets)
     error.message = redact(error.message, secrets)
     if error.param:
         error.param = redact(error.param, secrets)
+    if isinstance(error, UpstreamRateLimited):
+        error.upstream_message = redact(error.upstream_message, secrets)
     return error
 
 
@@ -227,23 +231,35 @@ def upstream_quota_exceeded() -> ApiError:
                     None, dict(OPERATORS_TO_FIX))
 
 
+@dataclass(slots=True)
+class UpstreamRateLimited(ApiError):
+    """An upstream's 429 as the client gets it (`upstream_rate_limited`: the gateway's
+    words), with `upstream_message`, the upstream's own (one line: `one_line`), which only
+    the operator's log quotes (gateway/upstream_rate_limits.py)."""
+
+    upstream_message: str = ""
+
+
 def upstream_rate_limited(message: str, retry_after: str | None = None,
-                          retry_after_ms: str | None = None) -> ApiError:
+                          retry_after_ms: str | None = None) -> UpstreamRateLimited:
     """429 `rate_limit_exceeded` (type `rate_limit_error`, the OpenAI SDK's `RateLimitError`)
     for an upstream's 429, with its wait (`retry_after_headers`), in the gateway's words: the
     upstream's (`message`, read only to tell a request too large for the per-minute limit)
     name the operator's organisation, its limit and the usage of all tenants together. One
     too large for the per-minute limit (OpenAI's "Request too large") is told so, with
     `x-should-retry: false` and no wait: the SDK, a background run and a batch line then do
-    not send it again."""
+    not send it again. The upstream's words are kept for the operator's log alone."""
+    words = one_line(message)
     if _TOO_LARGE.match(message):   # no wait makes it fit: no Retry-After, and never retry (as limit_refusals)
-        return ApiError(429, "The request is larger than the upstream provider's per-minute token limit "
-                        "for this model allows; send fewer tokens (a smaller prompt or max_tokens).",
-                        CLIENT_STATUSES[429], "rate_limit_exceeded", None, {"x-should-retry": "false"})
+        return UpstreamRateLimited(
+            429, "The request is larger than the upstream provider's per-minute token limit for this model "
+            "allows; send fewer tokens (a smaller prompt or max_tokens).", CLIENT_STATUSES[429],
+            "rate_limit_exceeded", None, {"x-should-retry": "false"}, upstream_message=words)
     headers = retry_after_headers(retry_after, retry_after_ms)
-    return ApiError(429, "The upstream provider is rate limiting this gateway's requests for this model; "
-                    f"retry after {headers['Retry-After']} s.", CLIENT_STATUSES[429], "rate_limit_exceeded",
-                    None, headers)
+    return UpstreamRateLimited(
+        429, "The upstream provider is rate limiting this gateway's requests for this model; "
+        f"retry after {headers['Retry-After']} s.", CLIENT_STATUSES[429], "rate_limit_exceeded", None, headers,
+        upstream_message=words)
 
 
 def map_upstream_status(status: int | None, message: str, code: str | None = None, *,

@@ -8,7 +8,8 @@ charged real tokens, and a count the reply leaves out or gives as 0 is charged t
 4-bytes-a-token estimate (`upstream_usage.usage_from`), never nothing; every provider
 exception leaves as an OpenAI-shaped `ApiError` (`litellm_errors.py`), with the model's
 key redacted from it (`own_secrets`), and one that is a 5xx is logged once, redacted
-(`log_upstream_failure`); closing the event iterator closes the upstream
+(`log_upstream_failure`), an upstream's 429 once a minute at most, in its own words
+(gateway/upstream_rate_limits.py); closing the event iterator closes the upstream
 stream. `timeout_s` bounds the call: no hidden SDK
 retries (an upstream 429 comes back at once, with its `Retry-After`). A reply that is not
 the OpenAI protocol is a 502 `upstream_error` before any of it reaches the client
@@ -47,6 +48,7 @@ from gateway.litellm_errors import map_litellm_error, redacted
 from gateway.schemas import ChatCompletionRequest, CompletionRequest
 from gateway.upstream_embeddings import embed_upstream
 from gateway.upstream_kwargs import call_kwargs
+from gateway.upstream_rate_limits import UpstreamRateLimits
 from gateway.upstream_replies import (close_quietly, end_when_complete, events_from_response, events_from_stream,
                                      require_sse)
 
@@ -99,10 +101,11 @@ SENT_SHARE_WITHOUT_CONTEXT = 4096
 
 
 class UpstreamBackend(WithoutWorkers):
-    """One upstream model; stateless apart from the litellm module it calls."""
+    """One upstream model; stateless apart from the litellm module it calls and the log
+    of its upstream's 429s (`rate_limits`)."""
 
     __slots__ = ("config", "model_id", "owned_by", "default_completion_reserve_tokens",
-                 "tenant_budget_room", "_litellm")
+                 "tenant_budget_room", "rate_limits", "_litellm")
 
     def __init__(self, config: UpstreamModelConfig, *,
                  default_completion_reserve_tokens: int = 256,
@@ -113,6 +116,7 @@ class UpstreamBackend(WithoutWorkers):
         self.default_completion_reserve_tokens = default_completion_reserve_tokens
         # what a tenant's request may reserve when it sets no max_tokens (`Limiters.budget_room`)
         self.tenant_budget_room = tenant_budget_room
+        self.rate_limits = UpstreamRateLimits(config.name)
         self._litellm = None
 
     async def start(self) -> None:
@@ -200,8 +204,12 @@ class UpstreamBackend(WithoutWorkers):
 
     async def embed(self, request: EmbeddingsRequest) -> dict:
         """`POST /v1/embeddings` through `litellm.aembedding` (gateway/upstream_embeddings.py)."""
-        return await embed_upstream(self.model_id, self.config, self._common_kwargs,
-                                    self._litellm or import_litellm(), self.own_secrets(), request)
+        try:
+            return await embed_upstream(self.model_id, self.config, self._common_kwargs,
+                                        self._litellm or import_litellm(), self.own_secrets(), request)
+        except ApiError as error:   # redacted already
+            self.rate_limits.note(error)
+            raise
 
     def own_secrets(self) -> tuple[str, ...]:
         """The key(s) this model sends upstream, never to be quoted back in an error."""
@@ -240,9 +248,11 @@ class UpstreamBackend(WithoutWorkers):
 
     def failed(self, prepared: Prepared, error: ApiError) -> ApiError:
         """`error`, which ended `prepared`'s run, with this model's key taken out
-        (`redacted`), logged when it is the gateway's failure (`log_upstream_failure`)."""
+        (`redacted`), logged when it is the gateway's failure (`log_upstream_failure`) or
+        the upstream's 429 (`rate_limits`: once a minute at most)."""
         error = redacted(error, self.own_secrets())
         log_upstream_failure(prepared, error)
+        self.rate_limits.note(error)
         return error
 
 

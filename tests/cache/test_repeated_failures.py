@@ -50,3 +50,15 @@ def test_an_expected_failure_is_one_line_with_its_reason_and_a_bug_keeps_its_tra
         ("writing 3 step(s) to the trace store failed: OperationalError: database or disk is full", False),
         ("writing 3 step(s) to the trace store failed: OSError: [Errno 5] Input/output error", False),
         ("writing 3 step(s) to the trace store failed", True)]
+
+
+def test_warn_is_one_warning_line_without_a_traceback_counted_as_log_counts(caplog):
+    now = [0.0]
+    failures = RepeatedFailures(logging.getLogger("stepahead.test"), interval_s=60.0, clock=lambda: now[0])
+    with caplog.at_level(logging.WARNING, logger="stepahead.test"):
+        for at_s in (0.0, 10.0, 20.0, 60.0):
+            now[0] = at_s
+            failures.warn("429", "model %s: %s", "m", "slow down")
+    assert [(r.levelno, r.getMessage(), r.exc_info) for r in caplog.records] == [
+        (logging.WARNING, "model m: slow down", None),
+        (logging.WARNING, "model m: slow down (also 2 more time(s) since the last report, not logged)", None)]
