@@ -5,6 +5,11 @@ Each subcommand is a module with `register(subparsers)`, which adds its parser a
 `traces export`, `workload generate`), write its module and list its `register` in
 `commands()`; nothing else changes.
 
+`main()` reading the process's own command line (the `stepahead` command, `python -m
+gateway.cli`) tells the command it is the process's last step (`args.exits_after`: `serve`
+then keeps SIGHUP ignored through the exit); `main([...])`, in a process that goes on (a
+test, an embedder), does not.
+
 The subcommands' modules are imported inside `main`, not when this module is: a Ctrl+C
 during those imports (over a second on a cold start) then stops the command like one
 later on, with "stepahead: stopped" and exit status 130, not a traceback.
@@ -63,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         if handler is None:
             parser.print_help(sys.stderr)
             return 2
+        args.exits_after = argv is None   # the process's own command line: the command is its last step
         return quiet_when_reader_leaves(lambda: handler(args))   # `stepahead ... | head`: no traceback
     except KeyboardInterrupt:   # a command that stops on Ctrl+C by itself says more and returns
         print("stepahead: stopped", file=sys.stderr)

@@ -178,17 +178,24 @@ def serve(args: argparse.Namespace) -> int:
     line, never a traceback. A SIGHUP never ends it: before the app can serve it (or
     while it stops) it is counted; the app reloads the tenants of --config's file, or,
     without one, says there is nothing to reload. Once the app stopped, each is said to
-    be ignored (those counted while it stopped too), and SIGHUP stays ignored, not put
-    back, until the process exits: `serve` is the process's last step."""
+    be ignored (those counted while it stopped too). Where `serve` is the process's last
+    step (`args.exits_after`: the `stepahead` command's own, gateway/cli.py), SIGHUP then
+    stays ignored, not put back, until the process exits (QA64: the exit takes a second or
+    more); in a process that goes on (`main([...])`: a test, an embedder), the SIGHUP
+    handler `serve` found is put back as it returns."""
     from gateway.reload import HangupsBeforeStart
 
+    found = signal.getsignal(signal.SIGHUP)   # (None: not set from Python; the default stands for it)
     counted = HangupsBeforeStart.install()
     if counted is None:
         return _serve(args)
     try:
         return _serve(args)
     finally:
-        HangupsWhileExiting().install()
+        if getattr(args, "exits_after", False):
+            HangupsWhileExiting().install()
+        else:
+            signal.signal(signal.SIGHUP, signal.SIG_DFL if found is None else found)
         for _ in range(counted.num_seen):   # final now: those since the app's handler went (or it never came)
             say_hangup_ignored()
 

@@ -28,7 +28,9 @@ STORM_CONFIG = ("[[models]]\nname = 'up'\nkind = 'upstream'\nlitellm_model = 'op
 STORE_ENV = ("STEPAHEAD_TRACE_DB", "STEPAHEAD_PREDICTOR_DIR", "STEPAHEAD_RESPONSES_DB", "STEPAHEAD_SPENT_TOKENS")
 
 
-def test_serve_returns_with_sighup_ignored_and_each_one_said(monkeypatch, tmp_path, capfd):
+def test_the_stepahead_command_returns_from_serve_with_sighup_ignored_and_each_one_said(monkeypatch, tmp_path,
+                                                                                         capfd):
+    """`main()` on the process's own command line, as the `stepahead` command runs it."""
     import uvicorn
 
     from gateway.cli import main
@@ -36,8 +38,9 @@ def test_serve_returns_with_sighup_ignored_and_each_one_said(monkeypatch, tmp_pa
     path = tmp_path / "gw.toml"
     path.write_text(CONFIG)
     monkeypatch.setattr(uvicorn.Server, "run", lambda server, sockets=None: setattr(server, "started", True))
+    monkeypatch.setattr(sys, "argv", ["stepahead", "serve", "--config", str(path), "--port", str(free_port())])
     try:
-        assert main(["serve", "--config", str(path), "--port", str(free_port())]) == 0
+        assert main() == 0
         left = signal.getsignal(signal.SIGHUP)
         assert isinstance(left, HangupsWhileExiting), left   # the default action would end this process
         os.kill(os.getpid(), signal.SIGHUP)
@@ -45,6 +48,34 @@ def test_serve_returns_with_sighup_ignored_and_each_one_said(monkeypatch, tmp_pa
     finally:
         signal.signal(signal.SIGHUP, signal.SIG_DFL)
     assert capfd.readouterr().err.count(HANGUP_WHILE_STOPPING + "\n") == 1
+
+
+def test_serve_in_a_process_that_goes_on_puts_back_the_sighup_handler_it_found(monkeypatch, tmp_path):
+    """`main([...])` (a test, an embedder): the process goes on, so its own handler comes
+    back (FI107 N1: every in-process serve left HangupsWhileExiting, and an atexit hook)."""
+    import atexit
+
+    import uvicorn
+
+    from gateway.cli import main
+    from gateway.hangups_at_exit import ignore_hangups
+
+    path = tmp_path / "gw.toml"
+    path.write_text(CONFIG)
+    monkeypatch.setattr(uvicorn.Server, "run", lambda server, sockets=None: setattr(server, "started", True))
+    registered = []
+    monkeypatch.setattr(atexit, "register", lambda hook, *args, **kwargs: registered.append(hook))
+
+    def own(signum, frame) -> None:   # the embedding process's own handler
+        pass
+    for before in (own, signal.SIG_DFL, signal.SIG_IGN):
+        signal.signal(signal.SIGHUP, before)
+        try:
+            assert main(["serve", "--config", str(path), "--port", str(free_port())]) == 0
+            assert signal.getsignal(signal.SIGHUP) == before
+        finally:
+            signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    assert ignore_hangups not in registered
 
 
 def test_a_sighup_storm_after_sigterm_never_changes_the_exit_status(tmp_path: Path):
