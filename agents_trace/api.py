@@ -15,6 +15,8 @@ id is found as given or, where no session has it, percent-decoded (an answer's
 `x-session-id` pasted into a URL or `id_contains`), within the caller's scope either way.
 The page and its assets hold no data and need no key; every data request sends one. They
 carry the viewer's security headers (viewer_headers: a strict CSP, never framed, nosniff).
+The reads that can scan the store (stats, the session list, a session's page) run in a
+worker thread that stops soon after the client leaves (client_gone): a 499 nobody receives.
 """
 from __future__ import annotations
 
@@ -27,19 +29,21 @@ from typing import Any
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
 
-from agents_trace.client_gone import while_client_stays
+from agents_trace.client_gone import unless_client_leaves
 from agents_trace.export import (LEFT_OUT_HEADER, ExportCounts, export_lines, export_sessions_lines, header_line,
                                  in_chunks, num_left_out)
 from agents_trace.query_params import list_cursor, query_cursor, query_flag, query_page, query_time
 from agents_trace.session_path import SessionPath, parse_session_path, session_tail_route
 from agents_trace.session_route import SESSION_METHODS, SessionTailRoute, allowed_methods, method_not_allowed
 from agents_trace.store_delete import delete_sessions
-from agents_trace.store_queries import SessionFilter, find_session_as_given, list_sessions, matching_session_keys
+from agents_trace.store_queries import (ReadCancelled, SessionFilter, find_session_as_given, list_sessions,
+                                        matching_session_keys)
 from agents_trace.step_queries import has_step, list_steps, request_step, step_content
 from agents_trace.store_stats import StatsCancelled, StatsWindow, tenant_stats
 from agents_trace.text_table import counted
 from agents_trace.viewer_headers import viewer_headers
 
+READ_STOPPED = (StatsCancelled, ReadCancelled)   # how a read says it stopped as its client left
 SCRIPTS = ("dom.js", "charts.js", "address.js", "list_sort.js", "list.js", "session.js", "app.js")   # index.html's order
 STATIC_FILES = {**{name: "text/javascript; charset=utf-8" for name in SCRIPTS}, "app.css": "text/css; charset=utf-8"}
 
@@ -81,12 +85,13 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
         """The tenant a query is limited to (None: all, for an admin only)."""
         return tenant if who.is_admin else who.tenant
 
-    def resolve(path: Path | None, who: Viewer, session: str, tenant: str | None) -> dict:
+    def resolve(path: Path | None, who: Viewer, session: str, tenant: str | None, stop=None) -> dict:
         """The one session `session` names (as given, or percent-decoded where no session
-        has it as given) within the caller's scope; its own id is `["session"]`."""
+        has it as given) within the caller's scope; its own id is `["session"]`. `stop`:
+        set once the client left (an admin's look-up scans every session)."""
         if path is None or asks_for_another(who, tenant):
             raise _not_found(session)
-        matches = find_session_as_given(path, session, scope(who, tenant))
+        matches = find_session_as_given(path, session, scope(who, tenant), stop)
         if not matches:
             raise _not_found(session)
         if len(matches) > 1:
@@ -125,21 +130,25 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
                              since_s=window.since_s, until_s=window.until_s, errors_only=errors_only,
                              id_contains=request.query_params.get("id_contains") or None)
 
-    @router.get("/v1/traces/sessions")
-    def sessions(request: Request, who: Viewer = Depends(viewer), agent: str | None = None,
-                 tenant: str | None = None) -> dict:
+    @router.get("/v1/traces/sessions", response_model=None)
+    async def sessions(request: Request, who: Viewer = Depends(viewer), agent: str | None = None,
+                       tenant: str | None = None) -> dict | Response:
         """A page of the sessions `session_filter` selects, most recently active first: from
         `offset`, or after `before`, a page's `next_before` (its last row's key), so a page
         after the first neither repeats nor misses rows when sessions move up meanwhile. The
-        cursor only narrows the caller's own scope: it never widens the tenant filter."""
+        cursor only narrows the caller's own scope: it never widens the tenant filter.
+        Read in a worker thread that stops once the client left (`unless_client_leaves`)."""
         limit, offset = query_page(request, 50)
         after = query_cursor(request, "before")
         where = session_filter(request, who, agent, tenant)
         path = path_of(request)
         if path is None or where is None:
             return {"data": [], "has_more": False, "offset": offset, "limit": limit, "next_before": None}
-        page = list_sessions(path, where, limit=limit, offset=offset, after=after)
-        return {**page, "next_before": list_cursor(page["data"][-1]) if page["data"] else None}
+
+        def read(stop) -> dict:
+            page = list_sessions(path, where, limit=limit, offset=offset, after=after, stop=stop)
+            return {**page, "next_before": list_cursor(page["data"][-1]) if page["data"] else None}
+        return await unless_client_leaves(request, read, READ_STOPPED)
 
     @router.get("/v1/traces/stats", response_model=None)
     async def stats(request: Request, who: Viewer = Depends(viewer), agent: str | None = None,
@@ -152,10 +161,9 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
         path = path_of(request)
         if path is None or window is None:
             return {"tenants": [], "total": None}
-        try:   # rendered in the thread too: off the event loop
-            return await while_client_stays(request, lambda stop: JSONResponse(tenant_stats(path, window, stop)))
-        except StatsCancelled:
-            return Response(status_code=499)   # nginx's "client closed request"
+        # rendered in the thread too: off the event loop
+        return await unless_client_leaves(request, lambda stop: JSONResponse(tenant_stats(path, window, stop)),
+                                          READ_STOPPED)
 
     @router.get("/v1/traces/forecasters")
     def forecaster_status(request: Request, who: Viewer = Depends(viewer), tenant: str | None = None) -> dict:
@@ -197,12 +205,12 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
                                  headers={"content-disposition": 'attachment; filename="sessions.jsonl"',
                                           LEFT_OUT_HEADER: str(left_out)})
 
-    def session_detail(session: str, request: Request, who: Viewer, tenant: str | None) -> dict:
+    def session_detail(session: str, request: Request, who: Viewer, tenant: str | None, stop) -> dict:
         """The session and a page of its steps: from `offset`, or, when `request_id` names
         one of its steps, the page holding that step (`request_step` says where it is)."""
         limit, offset = query_page(request, 200)
         path = path_of(request)
-        found = resolve(path, who, session, tenant)
+        found = resolve(path, who, session, tenant, stop)
         request_id = request.query_params.get("request_id") or None
         step = None if request_id is None else request_step(path, found["tenant"], found["session"], request_id)
         if step is not None:
@@ -210,11 +218,11 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
         return {"session": found, "request_step": step,
                 "steps": list_steps(path, found["tenant"], found["session"], limit=limit, offset=offset)}
 
-    def content(session: str, index: str, request: Request, who: Viewer, tenant: str | None) -> dict:
+    def content(session: str, index: str, request: Request, who: Viewer, tenant: str | None, stop) -> dict:
         if not (index.isascii() and index.isdigit() and len(index) <= 18):   # SQLite integers are 64-bit
             raise HTTPException(404, f"No step '{index}' in session '{session}'.")
         path = path_of(request)
-        found = resolve(path, who, session, tenant)
+        found = resolve(path, who, session, tenant, stop)
         session = found["session"]
         captured = step_content(path, found["tenant"], session, int(index))
         if captured is None and not has_step(path, found["tenant"], session, int(index)):
@@ -225,9 +233,9 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
                                      "or [tracing] capture_content = true keeps it).")
         return captured
 
-    def export(session: str, request: Request, who: Viewer, tenant: str | None) -> Response:
+    def export(session: str, request: Request, who: Viewer, tenant: str | None, stop) -> Response:
         path = path_of(request)
-        found = resolve(path, who, session, tenant)
+        found = resolve(path, who, session, tenant, stop)
         session = found["session"]
         # NOTE: ASCII only: headers are Latin-1, which cannot carry every id
         safe_name = "".join(c if c.isascii() and (c.isalnum() or c in "-_.") else "_" for c in session)
@@ -245,19 +253,19 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
     # `/` (and newlines) in them, which `{session}` did not, and session_path splits it.
     session_route = session_tail_route("/v1/traces/sessions/")
 
-    def session_get(tail: str, request: Request, who: Viewer = Depends(viewer),
-                    tenant: str | None = None) -> dict | Response:
+    async def session_get(tail: str, request: Request, who: Viewer = Depends(viewer),
+                          tenant: str | None = None) -> dict | Response:
         """`{id}`: the session and a page of its steps (`?request_id=`: the page holding
         that request's step); `{id}/steps/{n}/content`: a step's
-        messages; `{id}/export`: the session as stepahead-trace/1 JSONL."""
+        messages; `{id}/export`: the session as stepahead-trace/1 JSONL. Found (`resolve`)
+        in a worker thread that stops once the client left (`unless_client_leaves`)."""
         target = named(tail, request)
         if target is None:
             return RedirectResponse(request.url.replace(path=request.url.path.rstrip("/")), 307)
-        if target.resource == "export":
-            return export(target.session, request, who, tenant)
-        if target.resource == "content":
-            return content(target.session, target.step, request, who, tenant)
-        return session_detail(target.session, request, who, tenant)
+        answer = {"export": export, "content": lambda session, *rest: content(session, target.step, *rest)}.get(
+            target.resource, session_detail)
+        return await unless_client_leaves(request, lambda stop: answer(target.session, request, who, tenant, stop),
+                                          READ_STOPPED)
 
     def delete_session(tail: str, request: Request, who: Viewer = Depends(viewer),
                        tenant: str | None = None) -> dict:

@@ -2,7 +2,9 @@
 
 Invariant: `while_client_stays` sets the `stop` event it hands `work` as soon as the
 client's `http.disconnect` arrives, and stops watching when `work` ends, however it ends;
-`work` decides how soon it looks at the event (a walk of the store: every batch of rows).
+`work` decides how soon it looks at the event (a walk of the store: every batch of rows; a
+query: every slice of SQLite instructions) and how it says it stopped (its own exception,
+which `unless_client_leaves` answers with a 499).
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from typing import TypeVar
 import anyio
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
+from starlette.responses import Response
 
 T = TypeVar("T")
 
@@ -39,3 +42,14 @@ async def while_client_stays(request: Request, work: Callable[[threading.Event],
     if failed is not None:
         raise failed
     return done
+
+
+async def unless_client_leaves(request: Request, work: Callable[[threading.Event], T],
+                               stopped: tuple[type[Exception], ...]) -> T | Response:
+    """`while_client_stays`, answered with a 499 (nginx's "client closed request", which
+    nobody receives), never a 500, when `work` raised one of `stopped`: it stopped because
+    its client left."""
+    try:
+        return await while_client_stays(request, work)
+    except stopped:
+        return Response(status_code=499)
