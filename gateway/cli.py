@@ -8,7 +8,12 @@ Each subcommand is a module with `register(subparsers)`, which adds its parser a
 `main()` reading the process's own command line (the `stepahead` command, `python -m
 gateway.cli`) tells the command it is the process's last step (`args.exits_after`: `serve`
 then keeps SIGHUP ignored through the exit); `main([...])`, in a process that goes on (a
-test, an embedder), does not.
+test, an embedder), does not. There `serve` also ignores SIGHUP from `main`'s first step
+(`hangups_ignored_until_serve`): its default action would end the gateway during the
+imports below, before `serve` counts SIGHUP (gateway/reload.py `HangupsBeforeStart`); a
+SIGHUP then comes before `serve` reads its config file, so no reload is owed for it. Any
+other command keeps SIGHUP's default action (`stepahead traces list` in a closed terminal
+ends), and so does a process that goes on.
 
 The subcommands' modules are imported inside `main`, not when this module is: a Ctrl+C
 during those imports (over a second on a cold start) then stops the command like one
@@ -17,6 +22,7 @@ later on, with "stepahead: stopped" and exit status 130, not a traceback.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from collections.abc import Callable
 
@@ -57,7 +63,19 @@ def command_parser(parser: argparse.ArgumentParser, tokens: list[str]) -> argpar
     return parser
 
 
+def hangups_ignored_until_serve(argv: list[str] | None) -> None:
+    """SIGHUP ignored when the process's own command line (`argv` None) is `serve` (its
+    first word that is no option: the top level's take no value), until `serve` puts its
+    own handler in (gateway/serve_command.py); nothing for any other command or `argv`."""
+    if argv is None and next((word for word in sys.argv[1:] if not word.startswith("-")), None) == "serve":
+        try:
+            signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        except (ValueError, AttributeError, OSError):   # not the main thread, no SIGHUP here
+            pass
+
+
 def main(argv: list[str] | None = None) -> int:
+    hangups_ignored_until_serve(argv)   # first: the imports below take a second or more
     try:
         parser = build_parser()
         args, unknown = parser.parse_known_args(argv)

@@ -7,7 +7,10 @@ the one litellm chose by the words of its message (litellm raises a `RateLimitEr
 for any text saying "Request too large", an `InternalServerError`, 500, for one saying "The
 server had an error processing your request", whatever the upstream's 400 or 413): a link
 of the chain outside litellm's own exception classes that holds a reply's status is read
-first. A connection that could not be made (refused, DNS, TLS, proxy) is told apart from
+first. An error object that came with no error status (a stream's error event: the OpenAI
+SDK's `APIError` holding it as `body`) stands for the status its `code` and `type` give
+(`error_object_status`: a rate limit 429, any other 502), the one rule of both paths; never
+for one its words suggest, nor for the one litellm then chose by them. A connection that could not be made (refused, DNS, TLS, proxy) is told apart from
 one that broke off after the upstream answered (litellm's `MidStreamFallbackError`, or an
 error reading a body): only the first is "unreachable", whatever litellm calls the second
 (it wraps both in `APIConnectionError` "Connection error."). `wrapper_free` takes litellm's
@@ -39,6 +42,11 @@ BROKEN_OFF_NAMES = ("MidStreamFallbackError", "ReadError", "ClientPayloadError",
 # it did not expect (a stream chunk that is a JSON list: "'list' object has no attribute
 # 'choices'"), not an answer of the upstream's
 PARSE_ERRORS = (AttributeError, TypeError, KeyError, IndexError)
+# an error object's `code` or `type` that says it is a rate limit: OpenAI's code (its per-minute
+# limits, and one request too large for them), and the type OpenAI-style servers give it; and
+# the code OpenRouter numbers it with (a number, or that number as a string)
+RATE_LIMIT_WORDS = ("rate_limit_exceeded", "rate_limit_error")
+RATE_LIMIT_CODES = (429, "429")
 _LITELLM_EXCEPTIONS = "litellm.exceptions"   # the module of litellm's own (status-choosing) classes
 LITELLM_CONNECTION_ERROR = "Connection error."   # the OpenAI SDK's words for any transport failure
 # litellm's words before a provider's own: "litellm.X: ", "XError: ", "OpenAIException - ",
@@ -67,13 +75,27 @@ def is_unreadable_reply(links: list[BaseException]) -> bool:
 def error_body(exc: BaseException) -> dict:
     """The upstream's OpenAI error object behind a litellm exception (`body` of it, or of
     an exception it wraps), {} when there is none."""
-    for link in chain(exc):
-        body = getattr(link, "body", None)
-        if isinstance(body, dict) and isinstance(body.get("error"), dict):
-            body = body["error"]
-        if isinstance(body, dict) and body:
-            return body
-    return {}
+    return next((body for link in chain(exc) if (body := _error_object(link)) is not None), {})
+
+
+def error_object_status(error: dict) -> int:
+    """The status an upstream's error object that came with no error status stands for (a
+    stream's error event, a 200 whose body is one): 429 when it is a rate limit (its `code`
+    or `type` is one of RATE_LIMIT_WORDS, or its `code` is 429, a number or a string), so that
+    it is answered as an upstream's 429 is (`litellm_errors.map_upstream_status`: the gateway's
+    words, an account out of credit the operator's 503); any other, 502. Its message's words
+    are never read: "rate limit" in a `server_error`'s text is the upstream's server error."""
+    code = error.get("code")
+    named = any(isinstance(value, str) and value in RATE_LIMIT_WORDS for value in (code, error.get("type")))
+    return 429 if named or code in RATE_LIMIT_CODES else 502
+
+
+def _error_object(link: BaseException) -> dict | None:
+    """The error object a link holds as its `body` (`{"error": {...}}` or the object), if any."""
+    body = getattr(link, "body", None)
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        body = body["error"]
+    return body if isinstance(body, dict) and body else None
 
 
 def text_field(error: dict, name: str) -> str | None:
@@ -87,15 +109,18 @@ def _http_status(value: Any) -> int | None:
 
 def upstream_status(exc: BaseException) -> int | None:
     """The HTTP error status the upstream answered: the innermost link that holds one (its
-    `status_code`, else its reply's), litellm's own classes left out (they state the status
-    litellm chose by the message's words; their `provider_status_code` is read), else
-    `exc.status_code` (litellm's, for a failure with no reply behind it)."""
+    `status_code`, else its reply's; for an error object with no status, a stream's error
+    event, the one it stands for: `error_object_status`), litellm's own classes left out
+    (they state the status litellm chose by the message's words; their `provider_status_code`
+    is read), else `exc.status_code` (litellm's, for a failure with no reply behind it)."""
     for link in reversed(chain(exc)):
         if type(link).__module__.startswith(_LITELLM_EXCEPTIONS):
             found = _http_status(getattr(link, "provider_status_code", None))
         else:
             found = (_http_status(getattr(link, "status_code", None))
                      or _http_status(getattr(getattr(link, "response", None), "status_code", None)))
+            if found is None and (error := _error_object(link)) is not None:
+                found = error_object_status(error)
         if found is not None:
             return found
     return getattr(exc, "status_code", None)

@@ -32,6 +32,8 @@ limit on the gateway's account, which all tenants share) stays a 429 `rate_limit
 with the upstream's wait, in the gateway's words (`upstream_rate_limited`), never the
 upstream's: OpenAI's name the operator's organisation and what all tenants together used.
 The upstream's own words ride along for the operator's log only (`UpstreamRateLimited`).
+A rate limit sent with no error status (a stream's error event, a 200 whose body is the
+error object) is told by its code and type alone (`litellm_causes.error_object_status`).
 """
 from __future__ import annotations
 
@@ -40,8 +42,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from gateway.errors import ApiError
-from gateway.litellm_causes import (chain, error_body, is_timeout, is_unreachable, is_unreadable_reply,
-                                    retry_after_of, text_field, upstream_status)
+from gateway.litellm_causes import (chain, error_body, error_object_status, is_timeout, is_unreachable,
+                                    is_unreadable_reply, retry_after_of, text_field, upstream_status)
 from gateway.litellm_odd_replies import error_in_200, own_words
 from gateway.retry_after import retry_after_headers
 
@@ -181,7 +183,7 @@ def map_litellm_error(exc: BaseException, *, quote: bool = True, prompt_param: s
     upstream answered (`upstream_status`, not litellm's guess from its words), in the
     upstream's own words (`own_words`: its error's message, else litellm's text without
     litellm's class names and "OpenAIException - "; an unknown exception's class and line);
-    a 200 whose body is an error object is a 502 (`error_in_200`), as on passthrough;
+    a 200 whose body is an error object is answered as on passthrough (`error_in_200_reply`);
     with `quote=False` named by its class alone (a transport error, whose text is all about
     the upstream's address: "Connection timeout to host http://…"). Unreachable only when
     no connection was made (`is_unreachable`): a stream that broke off is an `upstream_error`.
@@ -194,7 +196,8 @@ def map_litellm_error(exc: BaseException, *, quote: bool = True, prompt_param: s
     if refusal is not None:
         return unsupported_params_error(refusal)
     if (said := error_in_200(links)) is not None:   # not litellm's made-up 422 (QA147)
-        return upstream_garbage(f"an error with status 200: {said}" if said else "an error with status 200")
+        code = next(link.status_code for link in links if type(link) is Exception and hasattr(link, "status_code"))
+        return error_in_200_reply(error or {"code": code}, said, prompt_param)   # (litellm keeps only its code)
     words = own_words(exc)
     if name == "ContextWindowExceededError":
         return ApiError(400, one_line(words or str(getattr(exc, "message", None) or exc)), "invalid_request_error",
@@ -213,6 +216,16 @@ def map_litellm_error(exc: BaseException, *, quote: bool = True, prompt_param: s
     return map_upstream_status(status, message, text_field(error, "code"), retry_after=retry_after,
                                retry_after_ms=retry_after_ms, param=text_field(error, "param"),
                                error_type=text_field(error, "type"), prompt_param=prompt_param)
+
+
+def error_in_200_reply(error: dict, said: str | None, prompt_param: str = "messages") -> ApiError:
+    """A 200 whose body is an error object (`error`; `said`, its message): a rate limit
+    (`error_object_status`) is the upstream's 429, in the gateway's words, as an error event
+    is; any other, a malformed reply naming its message (`upstream_garbage`)."""
+    if error_object_status(error) == 429:
+        return map_upstream_status(429, said or "", text_field(error, "code"), param=text_field(error, "param"),
+                                   error_type=text_field(error, "type"), prompt_param=prompt_param)
+    return upstream_garbage(f"an error with status 200: {said}" if said else "an error with status 200")
 
 
 def upstream_garbage(what: str) -> ApiError:

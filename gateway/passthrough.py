@@ -18,8 +18,10 @@ healthy stream is never cut. A stream request
 answered with something other than SSE, or an SSE stream that ends before a finish reason,
 is a 502 (an error event once streaming began), never an empty or truncated success; one
 answered with a 200 error object is named by its message, as a whole reply's is. An error
-event that is a rate limit (`_event_status`) is the upstream's 429, in the gateway's words
-as an error status's is, never the upstream's (they name the operator's organisation).
+event is answered by the status its `code` and `type` give, by the rule the litellm path
+reads it with (`litellm_causes.error_object_status`): a rate limit is the upstream's 429, in
+the gateway's words as an error status's is, never the upstream's (they name the operator's
+organisation); any other a 502.
 A finish reason outside OpenAI's set ("eos", "end_turn", ...) reaches the client as the
 litellm path gives it (gateway/finish_reasons.py).
 One SSE event may be up to MAX_EVENT_BYTES (a longer one is a 502 quoting none of it). A
@@ -39,6 +41,7 @@ from gateway.backend import ChatEvent, Prepared
 from gateway.config import UpstreamModelConfig
 from gateway.errors import ApiError
 from gateway.finish_reasons import in_openai_words
+from gateway.litellm_causes import error_object_status
 from gateway.litellm_errors import map_litellm_error, map_upstream_status, upstream_garbage
 from gateway.litellm_odd_replies import body_start
 from gateway.model_configs import NO_API_KEY
@@ -51,27 +54,13 @@ TRANSPORT_FIELDS = ("timeout", "api_base", "api_key", "num_retries", "max_retrie
 # as a request body may hold by default (`server.max_body_bytes`); aiohttp's own limit is
 # twice `read_bufsize` (512 KiB by default), which also bounds what it buffers per stream
 MAX_EVENT_BYTES = 8 * 1024 * 1024
-# an error event's `code` or `type` that says it is a rate limit: OpenAI's code (its per-minute
-# limits, and one request too large for them), and the type OpenAI-style servers give it
-RATE_LIMIT_WORDS = frozenset({"rate_limit_exceeded", "rate_limit_error"})
-
-
-def _event_status(error: dict) -> int:
-    """The status a stream's error event stands for: 429 when it is a rate limit (its `code`
-    or `type` says so, or its `code` is 429, as OpenRouter numbers its errors), so that it is
-    answered as an error status is (`map_upstream_status`: the gateway's words, an account
-    out of credit the operator's 503); any other, 502."""
-    code = error.get("code")
-    if code == 429 or (isinstance(code, str) and code in RATE_LIMIT_WORDS) or error.get("type") in RATE_LIMIT_WORDS:
-        return 429
-    return 502
 
 
 def _checked(chunk, prompt_param: str):
     """A stream's JSON payload, or its error event raised as the upstream's error."""
     if isinstance(chunk, dict) and "error" in chunk:
         error = chunk["error"] if isinstance(chunk["error"], dict) else {}
-        raise _upstream_error(_event_status(error), error, str(error.get("message", chunk["error"])),
+        raise _upstream_error(error_object_status(error), error, str(error.get("message", chunk["error"])),
                               prompt_param=prompt_param)
     return chunk
 

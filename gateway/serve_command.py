@@ -175,8 +175,9 @@ def serve(args: argparse.Namespace) -> int:
     """Serve until stopped; the exit status: 0 once served (then stopped by Ctrl+C or
     SIGTERM), 2 for a bad config, flag or address, 3 when the start failed, 128 + the
     signal when Ctrl+C (or SIGTERM) stopped the start. Ctrl+C at any point ends with a
-    line, never a traceback. A SIGHUP never ends it: before the app can serve it (or
-    while it stops) it is counted; the app reloads the tenants of --config's file, or,
+    line, never a traceback. A SIGHUP never ends it (under the `stepahead` command, from
+    `main`'s first step: ignored until here, gateway/cli.py): before the app can serve it
+    (or while it stops) it is counted; the app reloads the tenants of --config's file, or,
     without one, says there is nothing to reload. Once the app stopped, each is said to
     be ignored (those counted while it stopped too). Where `serve` is the process's last
     step (`args.exits_after`: the `stepahead` command's own, gateway/cli.py), SIGHUP then

@@ -10,7 +10,7 @@ non-negative integers, a stream with no finish reason or not SSE at all) raises 
 `upstream_error` (`litellm_errors.upstream_garbage`) before any of it reaches the
 client, its trace or its tenant's spent tokens; nothing else leaves these readers. A 200
 error object is named by its message (`error_of`), also when it answers a stream request
-(`not_sse`).
+(`not_sse`), unless it is a rate limit: the upstream's 429, in the gateway's words.
 A stream ends with its last event: once every choice has its finish reason and the usage
 chunk (choices `[]`) came, nothing more is waited for (`StreamEnd`), `[DONE]` or not,
 also behind litellm's stream wrapper (`end_when_complete`).
@@ -26,7 +26,7 @@ from typing import Any
 
 from gateway.backend import ChatEvent, Finished, RefusalDelta, TextDelta, ToolCallDelta, Usage
 from gateway.errors import ApiError
-from gateway.litellm_errors import map_litellm_error, upstream_garbage
+from gateway.litellm_errors import error_in_200_reply, map_litellm_error, upstream_garbage
 from gateway.litellm_odd_replies import stream_body_start
 from gateway.upstream_stream_reuse import disarm_at_end
 from gateway.upstream_usage import (estimated_output_tokens, field_of, is_record, logprobs_from, output_bytes,
@@ -68,8 +68,8 @@ def _whole_events(response: Any, is_chat: bool, num_prompt_tokens_estimate: int)
 
 
 def _whole_output(response: Any, is_chat: bool):
-    if (said := error_of(response)) is not None:
-        raise upstream_garbage(said)
+    if (error := error_of(response)) is not None:
+        raise error
     choices = field_of(response, "choices")
     if not isinstance(choices, list) or not choices or not is_record(choices[0]):
         raise upstream_garbage("no choices" if is_record(response) else "not a JSON object")
@@ -123,25 +123,26 @@ def name_piece(name_so_far: str, name: str | None) -> str:
     return name
 
 
-def error_of(reply: Any) -> str | None:
-    """How a 200 whose body is an OpenAI error object is named: "an error with status 200:
-    <its message>" (the error itself where it is no object); None for any other reply."""
+def error_of(reply: Any) -> ApiError | None:
+    """A 200 whose body is an OpenAI error object, as the client gets it (`error_in_200_reply`:
+    a rate limit the upstream's 429 in the gateway's words, any other named "an error with
+    status 200: <its message>", the error itself where it is no object); None for any other reply."""
     error = field_of(reply, "error")
     if error is None:
         return None
     message = field_of(error, "message") if is_record(error) else error
-    return f"an error with status 200: {message}"
+    return error_in_200_reply(error if isinstance(error, dict) else {}, str(message))
 
 
 def not_sse(content_type: str, body: bytes) -> ApiError:
     """The 502 for a stream request that the upstream answered 200 with `content_type`, not
-    SSE: named as a whole reply's error object is (`error_of`) when `body` (read up to
-    MAX_ERROR_BODY_BYTES and a piece) is one, else by its content type."""
+    SSE: answered as a whole reply's error object is (`error_of`: a rate limit a 429) when
+    `body` (read up to MAX_ERROR_BODY_BYTES and a piece) is one, else named by its content type."""
     try:
-        said = error_of(json.loads(body)) if len(body) <= MAX_ERROR_BODY_BYTES else None
+        error = error_of(json.loads(body)) if len(body) <= MAX_ERROR_BODY_BYTES else None
     except (ValueError, RecursionError):   # not JSON (nor UTF-8), or nested past Python's limit
-        said = None
-    return upstream_garbage(said or f"a stream was asked for, the reply is {content_type.split(';')[0]}")
+        error = None
+    return error or upstream_garbage(f"a stream was asked for, the reply is {content_type.split(';')[0]}")
 
 
 async def require_sse(response: Any) -> None:

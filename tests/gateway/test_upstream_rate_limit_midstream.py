@@ -70,7 +70,7 @@ def test_a_request_too_large_event_inside_a_stream_says_send_fewer_tokens(midstr
 
 
 def test_only_a_rate_limit_event_is_a_429():
-    from gateway.passthrough import _event_status
+    from gateway.litellm_causes import error_object_status as _event_status   # (both paths' rule)
 
     assert _event_status({"code": "rate_limit_exceeded", "type": "tokens"}) == 429
     assert _event_status({"type": "rate_limit_error"}) == 429
