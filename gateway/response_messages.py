@@ -36,6 +36,8 @@ import sqlite3
 import weakref
 from collections.abc import Iterable
 
+from cache.sqlite_transaction import transaction
+
 # made after the archive's schema (its `message_ids` column added to an older file first)
 _VALID = "CASE WHEN json_valid({ids}) THEN {ids} END"   # a damaged list names nothing (and blocks no delete)
 _IDS = "SELECT value FROM json_each(" + _VALID + ")"
@@ -44,7 +46,9 @@ _IDS = "SELECT value FROM json_each(" + _VALID + ")"
 def _counted(sign: str, tenant: str, ids: str) -> str:
     """The statements that count the messages a row's `ids` names once more (+) or once
     less (-), those then named by no row deleted."""
-    named = f"tenant = {tenant} AND id IN ({_IDS.format(ids=ids)})"
+    # by id (the rowid) first: `+tenant` keeps SQLite from walking the tenant's every message
+    # instead (QA189 F1: a put or delete cost O(the tenant's messages))
+    named = f"id IN ({_IDS.format(ids=ids)}) AND +tenant = {tenant}"
     freed = f" DELETE FROM response_messages WHERE {named} AND refs <= 0;" if sign == "-" else ""
     return f"UPDATE response_messages SET refs = refs {sign} 1 WHERE {named};{freed}"
 
@@ -55,7 +59,7 @@ _RELEASED = _counted("-", "OLD.tenant", "OLD.message_ids")
 # are released before (a plain insert over a row fails, undoing this with it; this one deletes first)
 _STORED_OVER = _counted("-", "NEW.tenant",
                         "(SELECT message_ids FROM responses WHERE tenant = NEW.tenant AND id = NEW.id)")
-TRIGGERS = f"""
+TABLE = """
 CREATE TABLE IF NOT EXISTS response_messages (
     id INTEGER PRIMARY KEY,
     tenant TEXT NOT NULL,
@@ -64,24 +68,40 @@ CREATE TABLE IF NOT EXISTS response_messages (
     message TEXT NOT NULL,
     UNIQUE (tenant, digest)
 );
-CREATE TRIGGER IF NOT EXISTS response_messages_stored_over BEFORE INSERT ON responses BEGIN {_STORED_OVER} END;
-CREATE TRIGGER IF NOT EXISTS response_messages_added AFTER INSERT ON responses BEGIN {_ADDED} END;
-CREATE TRIGGER IF NOT EXISTS response_messages_released AFTER DELETE ON responses BEGIN {_RELEASED} END;
-CREATE TRIGGER IF NOT EXISTS response_messages_replaced AFTER UPDATE OF message_ids ON responses
-BEGIN {_ADDED} {_RELEASED} END;
 """
+# name -> its CREATE statement, as sqlite_master keeps it
+TRIGGERS = {
+    "response_messages_stored_over": f"CREATE TRIGGER response_messages_stored_over BEFORE INSERT ON responses "
+                                     f"BEGIN {_STORED_OVER} END",
+    "response_messages_added": f"CREATE TRIGGER response_messages_added AFTER INSERT ON responses BEGIN {_ADDED} END",
+    "response_messages_released": f"CREATE TRIGGER response_messages_released AFTER DELETE ON responses "
+                                  f"BEGIN {_RELEASED} END",
+    "response_messages_replaced": f"CREATE TRIGGER response_messages_replaced AFTER UPDATE OF message_ids ON "
+                                  f"responses BEGIN {_ADDED} {_RELEASED} END",
+}
 # a column of a `responses` row read as `r`: its messages' digests, a JSON object by id (one statement
 # reads both: another gateway's delete in between never pairs the row with others' ids)
-ROW_DIGESTS = ("(SELECT json_group_object(m.id, m.digest) FROM response_messages AS m WHERE m.tenant = r.tenant "
-               f"AND m.id IN ({_IDS.format(ids='r.message_ids')}))")
+# (driven by the row's ids, each found by rowid: not a walk of the tenant's every message, QA189 F1)
+ROW_DIGESTS = ("(SELECT json_group_object(m.id, m.digest) FROM json_each(" + _VALID.format(ids="r.message_ids")
+               + ") AS j CROSS JOIN response_messages AS m ON m.id = j.value AND +m.tenant = r.tenant)")
 ADDED_COLUMN = ("responses", "message_ids", "TEXT")   # NULL: a row that keeps its whole conversation
 NOT_JSON = ""   # a new row's `messages` column: an older version finds it damaged, the response absent
 
 
 def add_message_table(db: sqlite3.Connection) -> None:
     """The messages' table and the triggers that count their references, made where the
-    file lacks them (idempotent: run at each opening, after `ADDED_COLUMN`)."""
-    db.executescript(TRIGGERS)
+    file lacks them or has another version's (run at each opening, after `ADDED_COLUMN`;
+    one transaction, so a gateway sharing the file never writes between a trigger's drop
+    and its new version)."""
+    db.executescript(TABLE)
+    kept = dict(db.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND name IN "
+                           "(SELECT value FROM json_each(?))", (json.dumps(list(TRIGGERS)),)))
+    if all(kept.get(name) == sql for name, sql in TRIGGERS.items()):
+        return
+    with transaction(db, "BEGIN IMMEDIATE"):
+        for name, sql in TRIGGERS.items():
+            db.execute(f"DROP TRIGGER IF EXISTS {name}")
+            db.execute(sql)
 
 
 class StoredMessage(dict):
