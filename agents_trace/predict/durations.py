@@ -3,16 +3,24 @@
 The gap of a step is the time from the previous response's end to the request the step
 led to (a tool's run time, or the user's think time for `USER`). Per tenant we keep the
 sufficient statistics of log(gap) per step symbol and for all steps together, and
-estimate as Normal-on-log with the parent as `strength` pseudo-observations:
+estimate as Normal-on-log:
 
     global prior (config)  ->  tenant, all steps  ->  tenant, this step
 
-so a step seen once leans on the tenant's typical gap, and a new tenant on the prior.
+The tenant level takes the prior as `strength` pseudo-gaps, so a new tenant leans on the
+prior. A step leans on the tenant level by the evidence (empirical Bayes, normal-normal):
+its mean log gap is a priori N(tenant mu, between-steps variance), its gaps scatter
+around that mean with its own variance (its spread, shrunk toward the tenant's pooled
+within-step spread), so the tenant level weighs as within ÷ between pseudo-gaps. A step
+seen once in a tenant whose steps differ little leans on the tenant's typical gap; a
+step whose many runs agree follows them however far the tenant's other steps are (QA188
+F3: 3 h runs among short steps were forecast at 35 min with a fixed 3 pseudo-gaps).
 `END` is no step: the "gap" before it is the idle time after which the session was
 declared over (at least `session_idle_timeout_s`), not a duration of anything, and is
 never learned (QA160: as a tenant-level gap it made every tool's forecast minutes long).
 Invariants: sigma > 0; stats are updated online in O(1) per gap and never refitted;
-no statistic holds an `END` gap.
+no statistic holds an `END` gap; a step with gaps of its own is forecast from them (as
+shrunk above), also when the vocabulary does not name it (`table_with`).
 """
 from __future__ import annotations
 
@@ -28,6 +36,7 @@ from cache.gap_stats import LogGapStats
 
 MIN_SIGMA = 0.05
 REBUILD_FRACTION = 0.05
+MAX_EXTRA_TABLES = 32
 LOG_GRID_S = np.linspace(math.log(1e-3), math.log(1e5), 161)
 _STD_NORMAL = NormalDist()
 
@@ -60,6 +69,17 @@ class DurationPrior:
         return LogNormal(math.log(self.median_s), self.sigma)
 
 
+@dataclass(frozen=True, slots=True)
+class StepSpread:
+    """A tenant's level and how its steps' log gaps spread: `within_var` around each
+    step's own mean (pooled over its steps), `between_var` of the steps' means around
+    `parent.mu`. Both >= MIN_SIGMA ** 2."""
+
+    parent: LogNormal
+    within_var: float
+    between_var: float
+
+
 class GapStats(LogGapStats):
     """Sufficient statistics of log gaps (the cache's `LogGapStats`), estimating the
     predictor's `LogNormal` with its own sigma floor."""
@@ -70,6 +90,23 @@ class GapStats(LogGapStats):
         """Posterior-mean style estimate: `strength` pseudo-gaps drawn from `parent`."""
         estimate = LogGapStats.shrunk(self, parent, strength, MIN_SIGMA)
         return LogNormal(estimate.mu, max(estimate.sigma, MIN_SIGMA))
+
+    def toward(self, spread: StepSpread, weight: float) -> LogNormal:
+        """Normal-normal estimate of this step's gaps under `spread`; with no gaps,
+        `spread.parent`. Its variance is its own spread with `weight` pseudo-degrees of
+        freedom at the pooled `within_var`; mu is the precision-weighted mean of its mean
+        (n ÷ variance) and the parent's (1 ÷ `between_var`); sigma is that of one more gap
+        (the variance plus mu's posterior variance)."""
+        n = self.num_gaps
+        if n <= 0.0:
+            return spread.parent
+        mean = self.sum_log / n
+        own_ss = max(self.sum_log_sq - self.sum_log * mean, 0.0)
+        var = max((own_ss + weight * spread.within_var) / max(n - 1.0 + weight, 1.0),
+                  MIN_SIGMA * MIN_SIGMA)
+        precision = n / var + 1.0 / spread.between_var
+        mu = (n / var * mean + spread.parent.mu / spread.between_var) / precision
+        return LogNormal(mu, max(math.sqrt(var + 1.0 / precision), MIN_SIGMA))
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +135,9 @@ class DurationModel:
         self.all_steps = GapStats()
         self.by_symbol: dict[str, GapStats] = {}
         self._table: tuple[tuple[str, ...], float, DurationTable] | None = None
+        self._spread: tuple[float, StepSpread] | None = None
+        # Per base table: (slot, symbol) -> (the symbol's gaps then, `table_with`'s table).
+        self._with: tuple[DurationTable | None, dict] = (None, {})
 
     def observe(self, symbol: str, gap_s: float) -> None:
         """Learn one step's gap; `END`'s idle time and a gap that is not a finite,
@@ -110,10 +150,36 @@ class DurationModel:
     def tenant_level(self) -> LogNormal:
         return self.all_steps.shrunk(self.prior.as_lognormal(), self.prior.strength)
 
-    def distribution(self, symbol: str) -> LogNormal:
+    def spread(self) -> StepSpread:
+        """The tenant's `StepSpread`, each variance estimated with `prior.strength`
+        pseudo-counts at `prior.sigma ** 2` (pseudo-gaps for the pooled within-step
+        variance, pseudo-steps for the between-steps one, a step's share of which is
+        its squared distance from the tenant's mu less its mean's sampling variance).
+        Recomputed (one pass over the steps) on `table`'s rule: when the gaps seen
+        since reach `REBUILD_FRACTION` of all gaps."""
+        total = self.all_steps.num_gaps
+        cached = self._spread
+        if cached is not None and total - cached[0] < max(1.0, REBUILD_FRACTION * total):
+            return cached[1]
         parent = self.tenant_level()
+        k, prior_var = self.prior.strength, self.prior.sigma ** 2
+        rows = np.array([(g.num_gaps, g.sum_log, g.sum_log_sq)
+                         for g in self.by_symbol.values() if g.num_gaps > 0.0],
+                        dtype=np.float64).reshape(-1, 3)
+        n, sums = rows[:, 0], rows[:, 1]
+        means = sums / n
+        own_ss = np.maximum(rows[:, 2] - sums * means, 0.0)
+        within = _pooled(float(own_ss.sum()), float((n - 1.0).sum()), k, prior_var)
+        excess = np.maximum((means - parent.mu) ** 2 - within / n, 0.0)
+        between = _pooled(float(excess.sum()), float(len(n)), k, prior_var)
+        spread = StepSpread(parent, within, between)
+        self._spread = (total, spread)
+        return spread
+
+    def distribution(self, symbol: str) -> LogNormal:
         stats = self.by_symbol.get(symbol)
-        return parent if stats is None else stats.shrunk(parent, self.prior.strength)
+        spread = self.spread()
+        return spread.parent if stats is None else stats.toward(spread, self.prior.strength)
 
     def table(self, symbols: tuple[str, ...]) -> "DurationTable":
         """CDF table of the gap distributions of `symbols` (see `DurationTable`).
@@ -127,13 +193,13 @@ class DurationModel:
         if cached is not None and cached[0] is symbols and (
                 total - cached[1] < max(1.0, REBUILD_FRACTION * total)):
             return cached[2]
-        parent = self.tenant_level()
-        mu, sigma = [parent.mu], [parent.sigma]
+        spread = self.spread()
+        mu, sigma = [spread.parent.mu], [spread.parent.sigma]
         group_of = np.zeros(len(symbols), dtype=np.int64)
         for i, symbol in enumerate(symbols):
             stats = self.by_symbol.get(symbol)
             if stats is not None:
-                dist = stats.shrunk(parent, self.prior.strength)
+                dist = stats.toward(spread, self.prior.strength)
                 group_of[i] = len(mu)
                 mu.append(dist.mu)
                 sigma.append(dist.sigma)
@@ -144,6 +210,40 @@ class DurationModel:
         membership[np.arange(len(symbols)), group_of] = 1.0
         table = DurationTable(mu_a, sigma_a, group_of, membership, cdf)
         self._table = (symbols, total, table)
+        return table
+
+    def table_with(self, symbols: tuple[str, ...], slot: int, symbol: str) -> DurationTable:
+        """`table(symbols)` with the bucket at index `slot` (`<oov>`, `<other tool>`)
+        standing for `symbol`, a step the vocabulary does not name (QA188 F1: a tool new
+        since the last fit, or past the tool cap): the slot gets `symbol`'s own
+        distribution as one more group. `table(symbols)` itself when `symbol` has no
+        gaps. Kept per base table for up to `MAX_EXTRA_TABLES` (slot, symbol) pairs,
+        and rebuilt (one CDF column) when the symbol has learned a gap since."""
+        base = self.table(symbols)
+        stats = self.by_symbol.get(symbol)
+        if stats is None or stats.num_gaps <= 0.0:
+            return base
+        if self._with[0] is not base:
+            self._with = (base, {})
+        cached = self._with[1].get((slot, symbol))
+        if cached is not None and cached[0] == stats.num_gaps:
+            return cached[1]
+        dist = stats.toward(self.spread(), self.prior.strength)
+        group = base.mu.shape[0]
+        column = ndtr((LOG_GRID_S - dist.mu) / dist.sigma)
+        group_of = base.group_of.copy()
+        group_of[slot] = group
+        membership = np.zeros((len(symbols), group + 1))
+        membership[:, :group] = base.membership
+        membership[slot] = 0.0
+        membership[slot, group] = 1.0
+        table = DurationTable(np.append(base.mu, dist.mu), np.append(base.sigma, dist.sigma),
+                              group_of, membership,
+                              np.ascontiguousarray(np.column_stack((base.cdf_by_grid, column))))
+        extra = self._with[1]
+        if len(extra) >= MAX_EXTRA_TABLES:
+            extra.clear()
+        extra[(slot, symbol)] = (stats.num_gaps, table)
         return table
 
     def to_arrays(self) -> tuple[list[str], np.ndarray]:
@@ -171,6 +271,14 @@ class DurationModel:
         if end_row is not None:
             model.all_steps = _without(model.all_steps, end_row)
         return model
+
+
+def _pooled(sum_sq: float, count: float, strength: float, prior_var: float) -> float:
+    """A variance from `count` squared deviations summing to `sum_sq` and `strength`
+    pseudo-counts at `prior_var`; `prior_var` with neither; at least MIN_SIGMA ** 2."""
+    weight = count + strength
+    var = (sum_sq + strength * prior_var) / weight if weight > 0.0 else prior_var
+    return max(var, MIN_SIGMA * MIN_SIGMA)
 
 
 def _without(total: GapStats, part: GapStats) -> GapStats:

@@ -12,8 +12,10 @@ posterior mean, starting from `PRIOR_ABANDONED` of `PRIOR_WAITS` pseudo-waits (c
 almost always send tool results back; a tenant whose agents often drop them learns it).
 
 Invariant: the distribution sums to 1 over the tenant's vocabulary; a tool the
-vocabulary does not know gets the out-of-vocabulary id (whose duration is the tenant's
-overall one).
+vocabulary does not know (new since the last fit, or past the tool cap) gets the id it
+encodes to (`<oov>` or `<other tool>`), and the forecast (predictor.py) gives that id the
+tool's own learned duration (`DurationModel.table_with`), the tenant's overall one only
+while the tool has no gaps of its own.
 """
 from __future__ import annotations
 

@@ -37,7 +37,7 @@ from .config import PredictorConfig
 from .fit import fit_step_model
 from .predictor_files import PredictorFiles
 from .refit_worker import RefitWorker
-from .returns import forecast_returns
+from .returns import forecast_returns, return_mixture
 from .step_model import FitReport, StepModel, step_class
 from .tenant import TenantState
 from .turns import TurnCalibration, calibrate
@@ -157,17 +157,28 @@ class Predictor(PredictorFiles):
     def forecast(self, tenant: str, session: str, now_s: float) -> Forecast:
         """What `session` does next and when (an unknown session is forecast from the
         start state). No fitting and no I/O."""
-        inputs = self._tenant(tenant).forecast_inputs(session, now_s, self._global_model)
+        state = self._tenant(tenant)
+        inputs = state.forecast_inputs(session, now_s, self._global_model)
         pred = inputs.prediction
-        returns = forecast_returns(pred.p1, pred.p2, pred.vocab.end_id, pred.silent_id,
-                                   inputs.mixture, inputs.elapsed_s, self._horizons_s,
-                                   self._quantiles)
-        next_step = dict(zip(pred.vocab.symbols, returns.next_step.tolist()))
+        mixture = inputs.mixture
         tool = inputs.pending_tool
+        slot = None
         if tool is not None and not pred.vocab.contains(tool):
             # The tool asked for is new to the tenant (or past its vocabulary's cap): its
-            # mass sits in the bucket it encodes to (`<oov>` or `<other tool>`).
-            next_step[tool] = next_step.pop(pred.vocab.symbols[pred.vocab.encode_one(tool)])
+            # mass sits in the bucket it encodes to (`<oov>` or `<other tool>`), which
+            # returns after the tool's own learned duration once it has one (QA188 F1).
+            slot = pred.vocab.encode_one(tool)
+            with state.lock:
+                table = state.durations.table_with(pred.vocab.symbols, slot, tool)
+            if table is not mixture.table:
+                mixture = return_mixture(pred.p1, pred.p2, pred.vocab.end_id, pred.silent_id,
+                                         table, self._horizons_s, self._quantiles)
+        returns = forecast_returns(pred.p1, pred.p2, pred.vocab.end_id, pred.silent_id,
+                                   mixture, inputs.elapsed_s, self._horizons_s,
+                                   self._quantiles)
+        next_step = dict(zip(pred.vocab.symbols, returns.next_step.tolist()))
+        if slot is not None:
+            next_step[tool] = next_step.pop(pred.vocab.symbols[slot])
         return Forecast(tenant=tenant, session=session, made_at_s=now_s,
                         next_step=next_step,
                         p_end=returns.p_end, p_return_within=returns.p_return_within,

@@ -81,3 +81,64 @@ def test_duration_table_groups_symbols_without_gaps() -> None:
     assert table.group_of.tolist() == [0, 1, 0]
     np.testing.assert_allclose(table.membership.sum(axis=1), 1.0)
     assert (np.diff(table.cdf_by_grid, axis=0) >= 0).all()
+
+
+def test_a_step_whose_runs_agree_follows_them_however_far_the_tenant_level() -> None:
+    # QA188 F3: every run of `batch_job` took 3 h, every `ping` 0 s. The tenant level
+    # mixes them (about 8 nats from either); a fixed 3 pseudo-gaps of it gave batch_job a
+    # p50 of 35 min and p10 of 5 s. Twelve runs that agree outweigh it.
+    model = DurationModel(DurationPrior())
+    for _ in range(12):
+        model.observe("batch_job", 3 * 3600.0)
+        model.observe("ping", 0.0)
+    batch = model.distribution("batch_job")
+    assert batch.quantile_s(0.5) == pytest.approx(10_800.0, rel=0.02)
+    assert batch.quantile_s(0.1) > 0.75 * 10_800.0
+    assert batch.quantile_s(0.9) < 1.35 * 10_800.0
+    assert model.distribution("ping").quantile_s(0.5) < 0.01
+    # The table the forecasts read holds the same estimates.
+    table = model.table(("USER", "batch_job", "ping"))
+    assert table.mu[table.group_of[1]] == pytest.approx(batch.mu)
+
+
+def test_a_step_seen_once_leans_on_the_tenant_as_much_as_its_steps_agree() -> None:
+    # The parent's weight is the evidence's: in a tenant whose steps all take about the
+    # same time (between-steps spread small, each step's own runs scattered), a single
+    # run far off is mostly noise; in one whose steps differ widely, it is mostly signal.
+    rng = np.random.default_rng(1)
+    alike = DurationModel(DurationPrior())
+    for tool in ("a", "b", "c", "d"):
+        for gap in rng.lognormal(mean=1.0, sigma=1.0, size=50):
+            alike.observe(tool, float(gap))
+    alike.observe("new", math.exp(4.0))
+    level = alike.tenant_level().mu
+    pull = (4.0 - alike.distribution("new").mu) / (4.0 - level)   # the parent's share
+    assert 0.3 < pull < 1.0
+    apart = DurationModel(DurationPrior())
+    for tool, mu in (("a", -3.0), ("b", 0.0), ("c", 3.0), ("d", 6.0)):
+        for gap in rng.lognormal(mean=mu, sigma=0.2, size=50):
+            apart.observe(tool, float(gap))
+    apart.observe("new", math.exp(4.0))
+    level = apart.tenant_level().mu
+    assert (4.0 - apart.distribution("new").mu) / (4.0 - level) < 0.05
+
+
+def test_table_with_gives_a_bucket_the_unnamed_steps_own_distribution() -> None:
+    model = DurationModel(DurationPrior())
+    for _ in range(40):
+        model.observe("slow", 60.0)
+    symbols = ("END", "USER", "slow", "<oov>")
+    base = model.table(symbols)
+    assert model.table_with(symbols, 3, "fresh") is base   # no gaps of its own: the tenant level
+    for _ in range(3):
+        model.observe("fresh", 0.3)
+    base = model.table(symbols)
+    table = model.table_with(symbols, 3, "fresh")
+    assert table.group_of.tolist() == base.group_of.tolist()[:3] + [base.mu.shape[0]]
+    np.testing.assert_allclose(table.membership.sum(axis=1), 1.0)
+    np.testing.assert_array_equal(table.cdf_by_grid[:, :-1], base.cdf_by_grid)
+    assert math.exp(table.mu[-1]) == pytest.approx(0.3, rel=0.05)
+    assert table.mu[-1] == pytest.approx(model.distribution("fresh").mu)
+    assert model.table_with(symbols, 3, "fresh") is table   # cached
+    model.observe("fresh", 0.3)
+    assert model.table_with(symbols, 3, "fresh") is not table   # a new gap: rebuilt

@@ -7,6 +7,7 @@ import pytest
 
 from agents_trace.predict.cache_adapter import PredictorForecastSource
 from agents_trace.predict.config import PredictorConfig
+from agents_trace.predict.fit import FitConfig
 from agents_trace.predict.pending_tools import (PRIOR_ABANDONED, PRIOR_WAITS, AbandonCounts,
                                                 pending_distribution)
 from agents_trace.predict.predictor import Predictor
@@ -172,5 +173,64 @@ def test_a_cold_tenant_trusts_its_tool_waits_after_enough_of_them_ended() -> Non
         tool_wait = predictor.forecast("new", "s6", t_s)
         assert tool_wait.confident and tool_wait.waits_on_tool()
         assert tool_wait.eta_s(0.5) == pytest.approx(8.0, rel=0.25)
+    finally:
+        predictor.close()
+
+
+def _run_new_tool(predictor: Predictor, tenant: str, tool: str, gap_s: float, sessions: int) -> None:
+    """`sessions` finished sessions that each run `tool` three times (`gap_s` each)."""
+    t_s = 10_000.0
+    for i in range(sessions):
+        session = f"{tool}-{i}"
+        predictor.observe(tenant, session, "USER", t_s)
+        for _ in range(3):
+            predictor.mark_waiting(tenant, session, t_s, (tool,))
+            t_s += gap_s
+            predictor.observe(tenant, session, tool, t_s, gap_s=gap_s)
+        predictor.observe(tenant, session, "ASSISTANT_TEXT", t_s + 0.2)
+        t_s += 1000.0
+        predictor.observe(tenant, session, "END", t_s, gap_s=900.0)
+
+
+def _pending_eta(predictor: Predictor, tenant: str, tool: str) -> tuple[float, object]:
+    predictor.observe(tenant, "live", "USER", 0.0)
+    predictor.mark_waiting(tenant, "live", 0.0, (tool,))
+    forecast = predictor.forecast(tenant, "live", 0.0)
+    check_forecast(forecast)
+    predictor.end_session(tenant, "live", learn=False)
+    return forecast.eta_s(0.5), forecast
+
+
+def test_a_tool_new_since_the_fit_returns_after_its_own_learned_duration(predictor) -> None:
+    # QA188 F1: fitted on 100 sessions of a 60 s tool; a new tool then runs 0.3 s three
+    # times. It is not in the model's vocabulary until the next refit, yet its wait is
+    # its own 0.3 s, not the tenant's all-steps gap (old: 54 s, marked confident).
+    seqs = [["USER", "slow_report", "ASSISTANT_TEXT"] for _ in range(100)]
+    predictor.fit_sequences("t", seqs, gaps=[[None, 60.0, None] for _ in seqs])
+    eta_before, _ = _pending_eta(predictor, "t", "quick_check")
+    assert eta_before > 30.0   # nothing learned of it yet: the tenant level
+    _run_new_tool(predictor, "t", "quick_check", 0.3, sessions=1)
+    assert not predictor.model_of("t").vocab.contains("quick_check")
+    eta, forecast = _pending_eta(predictor, "t", "quick_check")
+    assert forecast.confident and top(forecast)[0] == "quick_check"
+    assert eta == pytest.approx(0.3, rel=0.1)
+    # The known tool's wait is unchanged by it.
+    assert _pending_eta(predictor, "t", "slow_report")[0] == pytest.approx(60.0, rel=0.1)
+
+
+def test_a_tool_past_the_vocabulary_cap_returns_after_its_own_learned_duration() -> None:
+    # A tenant whose vocabulary names one tool: the other shares `<other tool>`, whose
+    # wait is still that tool's own once it has runs.
+    predictor = Predictor(PredictorConfig(background_refits=False, min_sessions=5,
+                                          fit=FitConfig(max_tool_symbols=1)))
+    try:
+        seqs = [["USER", "slow_report", "ASSISTANT_TEXT"] for _ in range(20)]
+        seqs += [["USER", "quick_check", "ASSISTANT_TEXT"] for _ in range(5)]
+        gaps = [[None, 60.0 if seq[1] == "slow_report" else 0.3, None] for seq in seqs]
+        predictor.fit_sequences("t", seqs, gaps=gaps)
+        vocab = predictor.model_of("t").vocab
+        assert not vocab.contains("quick_check") and "<other tool>" in vocab.index
+        _run_new_tool(predictor, "t", "quick_check", 0.3, sessions=2)
+        assert _pending_eta(predictor, "t", "quick_check")[0] == pytest.approx(0.3, rel=0.1)
     finally:
         predictor.close()
