@@ -12,7 +12,9 @@ and states (`UnusableFileError`, never a model that fails at every step). Loadin
 `allow_pickle=False`; a file that is not what `write` wrote raises `UnusableFileError`,
 naming which of the pair is at fault (never with numpy's advice to unpickle it), as does
 one holding a non-finite number (NaN or infinity, in the JSON or any array): `write`
-never writes one (the JSON is written with `allow_nan=False`).
+never writes one (the JSON is written with `allow_nan=False`), or a number no learning
+could make (`persist_checks.impossible_value`: a vocabulary without a base symbol, a probability row that is
+no distribution, a negative count or weight, gap sums their count cannot make).
 """
 from __future__ import annotations
 
@@ -38,7 +40,8 @@ from .recency import RecencyMemory, RecencyParams
 from .step_model import FitReport, StepModel
 from .tenant import TenantState
 from .turns import TurnCalibration, calibrate
-from .vocabulary import Vocabulary
+from .persist_checks import impossible_value
+from .vocabulary import BASE_SYMBOLS, MAX_KNOWN_TOOLS, Vocabulary
 
 FORMAT = "stepahead-predict/1"
 # The JSON's key for the SHA-256 (hex) of its npz's bytes; absent in files saved before it.
@@ -166,6 +169,10 @@ def read(json_path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     for key, array in arrays.items():
         if array.dtype.kind in "fc" and not np.isfinite(array).all():
             raise UnusableFileError(npz_path, f"holds non-finite numbers (NaN or infinity in {key})")
+    impossible = impossible_value(meta, arrays)
+    if impossible:
+        in_arrays, what = impossible
+        raise UnusableFileError(npz_path if in_arrays else json_path, f"holds {what}, which no learning makes")
     return meta, arrays
 
 
@@ -229,8 +236,10 @@ def tenant_to_parts(tenant: TenantState) -> tuple[dict[str, Any], dict[str, np.n
 
 def is_current(meta: dict[str, Any]) -> bool:
     """Whether a tenant's saved JSON has everything `tenant_to_parts` writes now (one saved
-    before a part was kept is written again, with it, at the next save)."""
-    return TENANT_KEYS <= meta.keys()
+    before a part was kept, or before the tool names a tenant keeps were bounded, is written
+    again, with it, at the next save)."""
+    return (TENANT_KEYS <= meta.keys() and len(meta["tool_counts"]) <= MAX_KNOWN_TOOLS
+            and len(meta["durations_symbols"]) <= MAX_KNOWN_TOOLS + len(BASE_SYMBOLS) + 2)
 
 
 def tenant_from_parts(meta: dict[str, Any], arrays: dict[str, np.ndarray],
@@ -258,4 +267,5 @@ def tenant_from_parts(meta: dict[str, Any], arrays: dict[str, np.ndarray],
         elif config.turn_odds_cap:  # saved before turns were calibrated
             tenant.turns = calibrate(tenant.model, list(tenant.finished), config.silent_symbols,
                                      config.turn_odds_cap, config.turn_odds_strength)
+    tenant.bound_tools()   # a file saved before the names a tenant keeps were bounded
     return tenant

@@ -1,7 +1,9 @@
 """The live state of one agent session inside the predictor.
 
 Invariants: `state` is the filter state of `history` under `model` (or None when there
-is no model); `history` holds at most `max_history_steps` steps; `prediction` is the
+is no model); `history` holds at most `max_history_steps` steps, the last; `head` the first
+`max_history_steps // 4` of those it no longer holds (empty while it holds them all), so
+what the session teaches when it ends (`learned`) keeps its start; `prediction` is the
 next-step prediction for exactly this (model, history, tenant version) or None.
 `pending` holds the tools the session's last response asked for, until its next step
 (pending_tools.py); `pending_prediction` caches the forecast they imply, keyed by the
@@ -51,6 +53,7 @@ class SessionState:
     pending_prediction: tuple[tuple[int, float], Prediction] | None = None
     num_answers: int = 0
     guess_misses: int = 0
+    head: list[str] = field(default_factory=list)
 
     def sync(self, model: StepModel | None) -> StepState | None:
         """The filter state under `model`, re-filtering the history after a swap."""
@@ -76,7 +79,16 @@ class SessionState:
             self.num_answers += 1
         self.history.append(symbol)
         if len(self.history) > max_history_steps:
+            if len(self.head) < max_history_steps // 4:
+                self.head.append(self.history[0])
             del self.history[0]
         if self.model is not None and self.state is not None:
             self.state = self.model.advance(self.state, self.model.encode(symbol))
         self.prediction = None
+
+    def learned(self) -> list[str]:
+        """The steps the session teaches when it ends: all of them while at most
+        `max_history_steps * 5 // 4` (its head and history), else its first
+        `max_history_steps // 4` and its last `max_history_steps` (QA188: a long session
+        learned from its last steps only started mid-run, without its `USER`)."""
+        return self.head + self.history

@@ -9,6 +9,13 @@ The fitted `model` is immutable and replaced whole by `install`, so a refit comp
 outside the lock swaps in atomically. Isolation: a tenant's model, memory, durations and
 accuracy are built from its own sessions only; the only shared input is the read-only
 global class model used while the tenant is cold (cold_start.py).
+
+Bounds: a step's tool name is cut to `MAX_CLIENT_ID_CHARS` where it enters
+(`step_symbol`), and the tenant keeps counts and gap statistics of at most
+`vocabulary.MAX_KNOWN_TOOLS` tool names (`tool_counts` and `live_tools` together, and the
+tools of `durations`): when a new name would pass that, the least-used quarter (the
+oldest first among equals) is forgotten, their counts and gaps pooled under
+`OTHER_TOOL_SYMBOL`, the bucket a capped vocabulary already puts unknown tools in.
 """
 from __future__ import annotations
 
@@ -22,14 +29,14 @@ from cache.forecast import END_SYMBOL
 
 from .accuracy import AccuracyTracker
 from .config import PredictorConfig
-from .durations import DurationModel
+from .durations import DurationModel, GapStats
 from .pending_tools import AbandonCounts
 from .recency import RecencyMemory
 from .session import SessionState
 from .step_model import StepModel
-from .tenant_forecasts import TenantForecasts
+from .tenant_forecasts import ColdVocab, TenantForecasts
 from .turns import TurnCalibration
-from .vocabulary import BASE_SYMBOLS, Vocabulary, with_end
+from .vocabulary import BASE_SYMBOLS, MAX_KNOWN_TOOLS, OTHER_TOOL_SYMBOL, step_symbol, with_end
 
 _SWEEP_EVERY_NEW_SESSIONS = 256
 
@@ -38,7 +45,9 @@ class TenantState(TenantForecasts):
     """Invariants: `_version` changes whenever anything a prediction depends on changes
     (model, recency memory, learned sessions), so cached predictions compare versions;
     `_tools_version` changes only when `tool_counts` or `live_tools` does (cold
-    vocabulary); `num_changes` grows with every change of what a checkpoint saves
+    vocabulary); `tool_counts` and `live_tools` hold no name in common, together at
+    most `MAX_KNOWN_TOOLS` names, as `durations` holds at most as many tools' gaps
+    (module docstring); `num_changes` grows with every change of what a checkpoint saves
     (`persist.tenant_to_parts`: all but the live sessions), so an unchanged tenant is not
     written again; `_named_waits` holds the live sessions whose last response asked for
     tools, until the next one (the steps that follow were named, not guessed)."""
@@ -56,7 +65,7 @@ class TenantState(TenantForecasts):
         self.abandons = AbandonCounts()
         self.turns = TurnCalibration()  # belongs to `model` (turns.py)
         self.tool_counts: dict[str, int] = {}
-        self.live_tools: dict[str, None] = {}  # run in live sessions, not yet learned
+        self.live_tools: dict[str, None] = {}  # run in live sessions, not yet learned (not in tool_counts)
         self._named_waits: set[str] = set()
         self.num_learned = 0
         self.num_learned_at_fit = 0
@@ -64,7 +73,7 @@ class TenantState(TenantForecasts):
         self._tools_version = 0
         self.num_changes = 0
         self._num_new_sessions = 0
-        self._cold_vocab: tuple[int, Vocabulary, np.ndarray] | None = None
+        self._cold_vocab: ColdVocab | None = None
         self._start_template: SessionState | None = None
         self.horizons_s = np.asarray(config.horizons_s, dtype=np.float64)
         self.quantiles = np.asarray(config.quantiles, dtype=np.float64)
@@ -76,7 +85,14 @@ class TenantState(TenantForecasts):
             self.memory.learn(sequence)
         for symbol in sequence:
             if symbol not in BASE_SYMBOLS:
-                self.tool_counts[symbol] = self.tool_counts.get(symbol, 0) + 1
+                count = self.tool_counts.get(symbol)
+                if count is None:
+                    if symbol in self.live_tools:
+                        del self.live_tools[symbol]
+                    else:
+                        self._make_room_locked()
+                    count = 0
+                self.tool_counts[symbol] = count + 1
         self.num_learned += 1
         self._version += 1
         self._tools_version += 1
@@ -89,18 +105,21 @@ class TenantState(TenantForecasts):
         learned = []
         with self.lock:
             for i, seq in enumerate(sequences):
+                seq = [step_symbol(symbol) for symbol in seq]
                 full = tuple(with_end(seq))
                 self._learn_locked(full, remember)
                 learned.append(full)
                 if gaps is not None and i < len(gaps):
                     for symbol, gap_s in zip(seq, gaps[i]):
                         if gap_s is not None:
-                            self.durations.observe(symbol, gap_s)
+                            # a name of this session forgotten to make room for a later one is pooled
+                            known = symbol in BASE_SYMBOLS or symbol in self.tool_counts
+                            self.durations.observe(symbol if known else OTHER_TOOL_SYMBOL, gap_s)
         return learned
 
     def remember(self, sequence: Sequence[str], global_model: StepModel | None) -> None:
         with self.lock:
-            self.memory.learn(tuple(with_end(sequence)))
+            self.memory.learn(tuple(with_end([step_symbol(symbol) for symbol in sequence])))
             self._version += 1
             self.num_changes += 1
             self._refresh_start_locked(global_model)
@@ -144,6 +163,7 @@ class TenantState(TenantForecasts):
         follow a tool-calling response, which named them. Each real guess is scored
         twice: in the tenant's trust and in the session's own run of misses
         (`SessionState.guess_misses`, which gates that session's confidence)."""
+        symbol = step_symbol(symbol)
         with self.lock:
             state = self.sessions.get(session)
             if state is None and symbol == END_SYMBOL:
@@ -182,7 +202,7 @@ class TenantState(TenantForecasts):
             state = self.sessions.get(session)
             if state is not None:
                 state.waiting_since_s = max(state.waiting_since_s, t_s)
-                state.pending = tuple(tool_calls)
+                state.pending = tuple(step_symbol(symbol) for symbol in tool_calls)
                 state.pending_prediction = None
                 if state.pending:
                     self._named_waits.add(session)
@@ -197,7 +217,7 @@ class TenantState(TenantForecasts):
             self._named_waits.discard(session)
             if state is None or not learn or not state.history:
                 return None
-            sequence = tuple(with_end(state.history))
+            sequence = tuple(with_end(state.learned()))
             self._learn_locked(sequence, remember=True)
             self._refresh_start_locked(global_model)
             return sequence
@@ -212,7 +232,60 @@ class TenantState(TenantForecasts):
         """A tool this tenant never ran before ran in a live session: a cold tenant's
         vocabulary names it from now on (its own duration, not the unknown tool's),
         counted once until a finished session teaches its real count."""
+        self._make_room_locked()
         self.live_tools[symbol] = None
         self._tools_version += 1
         if self.model is None:
             self._version += 1  # cold predictions were made over the old vocabulary
+            self._cold_vocab_added_locked(symbol, self._tools_version - 1)
+
+    def _make_room_locked(self) -> None:
+        """Room for one more tool name: when `MAX_KNOWN_TOOLS` are known, the least-used
+        quarter is forgotten (amortised O(log n) a new name)."""
+        if len(self.tool_counts) + len(self.live_tools) >= MAX_KNOWN_TOOLS:
+            self._forget_rare_tools_locked()
+
+    def bound_tools(self) -> None:
+        """Bring a tenant read from a file saved before names were bounded (or with
+        more gap statistics than known names) within the bound."""
+        with self.lock:
+            tools = sum(1 for s in self.durations.by_symbol if s not in BASE_SYMBOLS)
+            if max(tools, len(self.tool_counts) + len(self.live_tools)) > MAX_KNOWN_TOOLS:
+                self._forget_rare_tools_locked()
+
+    def _forget_rare_tools_locked(self) -> None:
+        """Keep the `MAX_KNOWN_TOOLS - MAX_KNOWN_TOOLS // 4` most used tool names (a live
+        one counts 1; among equals the newest); the others' counts and gap statistics join
+        `OTHER_TOOL_SYMBOL`'s, and so do the gaps of names no longer known, fewest first,
+        while more tools than that have gaps."""
+        keep = MAX_KNOWN_TOOLS - MAX_KNOWN_TOOLS // 4
+        by_symbol = self.durations.by_symbol
+        ranked = [*self.tool_counts.items(), *((name, 1) for name in self.live_tools)]
+        ranked.sort(key=lambda kv: kv[1])   # stable: the oldest first among equal counts
+        pooled = 0
+        for name, count in ranked[:max(0, len(ranked) - keep)]:
+            if name == OTHER_TOOL_SYMBOL:
+                continue
+            pooled += self.tool_counts.pop(name, 0)
+            self.live_tools.pop(name, None)
+            self._pool_gaps_locked(by_symbol.pop(name, None))
+        if pooled:
+            self.tool_counts[OTHER_TOOL_SYMBOL] = self.tool_counts.get(OTHER_TOOL_SYMBOL, 0) + pooled
+        tools = [(name, stats) for name, stats in by_symbol.items()
+                 if name not in BASE_SYMBOLS and name != OTHER_TOOL_SYMBOL]
+        if len(tools) > keep:
+            unknown = [kv for kv in tools if kv[0] not in self.tool_counts and kv[0] not in self.live_tools]
+            unknown.sort(key=lambda kv: kv[1].num_gaps)
+            for name, stats in unknown[:len(tools) - keep]:
+                del by_symbol[name]
+                self._pool_gaps_locked(stats)
+        self._tools_version += 1
+        self._version += 1
+        self.num_changes += 1
+
+    def _pool_gaps_locked(self, stats: GapStats | None) -> None:
+        if stats is not None and stats.num_gaps > 0:
+            pool = self.durations.by_symbol.setdefault(OTHER_TOOL_SYMBOL, GapStats())
+            pool.num_gaps += stats.num_gaps
+            pool.sum_log += stats.sum_log
+            pool.sum_log_sq += stats.sum_log_sq

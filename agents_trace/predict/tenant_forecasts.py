@@ -11,8 +11,8 @@ Invariants: every `_locked` method runs with the tenant's `lock` held, and only
 `forecast_inputs` takes it; nothing here changes what the tenant learned, only the caches
 of what it predicts: a session's prediction, kept until the session advances or the
 tenant's `_version` changes; its pending-tool prediction, kept per (`_version`, tool
-waits); the cold vocabulary, kept per `_tools_version`; a prediction's return mixture,
-kept until the duration table is rebuilt.
+waits); the cold vocabulary, kept per `_tools_version` (`ColdVocab`); a prediction's
+return mixture, kept until the duration table is rebuilt.
 """
 from __future__ import annotations
 
@@ -20,13 +20,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .cold_start import expand, tool_shares
+from .cold_start import NEW_TOOL_COUNT, expand, tool_shares
 from .pending_tools import pending_distribution
 from .recency import adapt
 from .returns import ReturnMixture, return_mixture
 from .session import Prediction, SessionState
 from .step_model import StepModel, StepState
-from .vocabulary import OTHER_TOOL_SYMBOL, Vocabulary, cap_tools
+from .vocabulary import OTHER_TOOL_SYMBOL, Vocabulary, cap_tools, tool_rank
 
 _NEGLIGIBLE_SILENT = 1e-6
 
@@ -42,20 +42,54 @@ class ForecastInputs:
     pending_tool: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class ColdVocab:
+    """A cold tenant's vocabulary and tool shares (cold_start.py) for its tools as of
+    `tools_version`; `total`: the counts the shares divide (all tools' and the new
+    tool's); `last_kept`: the `tool_rank` of the last tool a capped vocabulary names
+    (None when it is not capped), past which a new tool is pooled."""
+
+    tools_version: int
+    vocab: Vocabulary
+    shares: np.ndarray
+    total: float
+    last_kept: tuple[int, str] | None
+
+
 class TenantForecasts:
     """The prediction / forecast side of a `TenantState`."""
 
     def _cold_vocab_locked(self) -> tuple[Vocabulary, np.ndarray]:
         cached = self._cold_vocab
-        if cached is None or cached[0] != self._tools_version:
+        if cached is None or cached.tools_version != self._tools_version:
             counts = {**dict.fromkeys(self.live_tools, 1), **self.tool_counts}
             rare = cap_tools(counts, self.config.fit.max_tool_symbols)
+            last_kept = None
             if rare:   # the rare tools pooled in one symbol, as a fit pools them
-                counts[OTHER_TOOL_SYMBOL] = sum(counts.pop(name) for name in rare)
+                last_kept = max(tool_rank(kv) for kv in counts.items() if kv[0] not in rare)
+                pooled = sum(counts.pop(name) for name in rare)
+                counts[OTHER_TOOL_SYMBOL] = counts.get(OTHER_TOOL_SYMBOL, 0) + pooled
             vocab = Vocabulary.from_symbols(counts)
-            cached = (self._tools_version, vocab, tool_shares(vocab, counts))
+            cached = ColdVocab(self._tools_version, vocab, tool_shares(vocab, counts),
+                               sum(counts.values()) + NEW_TOOL_COUNT, last_kept)
             self._cold_vocab = cached
-        return cached[1], cached[2]
+        return cached.vocab, cached.shares
+
+    def _cold_vocab_added_locked(self, symbol: str, tools_version_before: int) -> None:
+        """`symbol`, a new live tool (count 1), was the only change since
+        `tools_version_before`: when a capped cold vocabulary would pool it, the vocabulary
+        stays the same object (so the duration table is not rebuilt) and only
+        `OTHER_TOOL_SYMBOL`'s share grows by its count, in O(V) instead of a rebuild over
+        every known name (QA188: one rebuild per new name stalled the trace writer)."""
+        cached = self._cold_vocab
+        if (cached is None or cached.tools_version != tools_version_before
+                or cached.last_kept is None or tool_rank((symbol, 1)) < cached.last_kept):
+            return   # rebuilt at the next forecast
+        weights = cached.shares * cached.total
+        weights[cached.vocab.index[OTHER_TOOL_SYMBOL]] += 1.0
+        total = cached.total + 1.0
+        self._cold_vocab = ColdVocab(self._tools_version, cached.vocab, weights / total, total,
+                                     cached.last_kept)
 
     def _distribution_locked(self, model: StepModel | None, history: list[str],
                              state_after: StepState | None

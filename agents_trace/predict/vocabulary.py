@@ -10,15 +10,19 @@ A tenant's vocabulary names at most `MAX_TOOL_SYMBOLS` tools (`cap_tools`): the 
 frequent; the rest share the one `OTHER_TOOL_SYMBOL`, and a vocabulary that holds it
 encodes every unknown symbol there instead of in the OOV bucket (an unknown symbol is a
 tool: the base symbols are always known). The cap bounds a fit's arrays, whose n-gram
-table is contexts x V, whatever names a tenant's clients send.
+table is contexts x V, whatever names a tenant's clients send. What a tenant keeps per
+tool name (its count, its gap statistics) is bounded too, at `MAX_KNOWN_TOOLS` names
+(tenant.py), and a step's tool name at `MAX_CLIENT_ID_CHARS` characters (`step_symbol`).
 """
 from __future__ import annotations
 
+import heapq
 from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
-from cache.forecast import ASSISTANT_TEXT_SYMBOL, END_SYMBOL, USER_SYMBOL
+from agents_trace.conversation import MAX_CLIENT_ID_CHARS
+from cache.forecast import ASSISTANT_TEXT_SYMBOL, END_SYMBOL, TOOL_ESCAPE, USER_SYMBOL
 
 OOV_SYMBOL = "<oov>"
 OTHER_TOOL_SYMBOL = "<other tool>"
@@ -27,6 +31,10 @@ BASE_SYMBOLS = (USER_SYMBOL, ASSISTANT_TEXT_SYMBOL, END_SYMBOL)
 # about 40, large MCP setups under 200); 256 leaves room for all of them while a fit's
 # n-gram table stays below ~(3 x 261) x 261 floats (~1.6 MB).
 MAX_TOOL_SYMBOLS = 256
+# A tenant keeps the counts and gap statistics of at most this many tool names, the most
+# used; the others' are pooled under OTHER_TOOL_SYMBOL (tenant.py), so its memory and
+# saved files stay bounded however many names its clients send (QA188: 6,400 kept).
+MAX_KNOWN_TOOLS = 4 * MAX_TOOL_SYMBOLS
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,8 +92,13 @@ def cap_tools(tool_counts: Mapping[str, int], cap: int = MAX_TOOL_SYMBOLS) -> di
     `OTHER_TOOL_SYMBOL`; empty when there are at most `cap`."""
     if len(tool_counts) <= cap:
         return {}
-    ranked = sorted(tool_counts.items(), key=lambda kv: (-kv[1], kv[0]))
-    return {name: OTHER_TOOL_SYMBOL for name, _ in ranked[cap:]}
+    kept = {name for name, _ in heapq.nsmallest(cap, tool_counts.items(), key=tool_rank)}
+    return {name: OTHER_TOOL_SYMBOL for name in tool_counts if name not in kept}
+
+
+def tool_rank(item: tuple[str, int]) -> tuple[int, str]:
+    """The key `cap_tools` ranks a (name, count) by, the first kept first."""
+    return -item[1], item[0]
 
 
 def capped_sequences(sequences: Sequence[Sequence[str]], cap: int = MAX_TOOL_SYMBOLS
@@ -96,6 +109,16 @@ def capped_sequences(sequences: Sequence[Sequence[str]], cap: int = MAX_TOOL_SYM
     if not rare:
         return [list(seq) for seq in sequences]
     return [[rare.get(s, s) for s in seq] for seq in sequences]
+
+
+def step_symbol(symbol: str) -> str:
+    """`symbol` with its tool name cut to MAX_CLIENT_ID_CHARS, as the trace store cuts it
+    (`tool_step`'s escape kept; a name kept whole is unchanged, and no cut name is a base
+    symbol's or starts otherwise than it did)."""
+    if len(symbol) <= MAX_CLIENT_ID_CHARS:
+        return symbol
+    escape = len(TOOL_ESCAPE) if symbol.startswith(TOOL_ESCAPE) else 0
+    return symbol[:escape + MAX_CLIENT_ID_CHARS]
 
 
 def with_end(sequence: Sequence[str]) -> list[str]:
