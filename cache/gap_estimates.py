@@ -7,7 +7,12 @@ apart so that each file holds one concept: the forecaster learns, this reads. It
 forecaster's `config`, `_prior`, `_stats` and `_return_features`, and changes nothing.
 
 Invariants: a gap estimate starts from the prior and shrinks toward each level that has
-statistics, then toward the session's own gaps at its step (location only); P(return)
+statistics, each with `strength` pseudo-gaps of the level above, except a step's location
+(mu): that leans on the tenant level by the evidence (`LogGapStats.toward` with the
+spread of the tenant's steps, `GapLevels.spread`), so a tool whose runs agree is forecast
+at their median however far the tenant's other steps are (its sigma, and a depth's
+estimate, as before: measured, evidence-weighting those too was worse, FI117);
+then it shrinks toward the session's own gaps at its step (location only); P(return)
 starts from the deepest level with a censored estimate (else the prior) and shrinks
 toward the return counts of each deeper level; it is always in [0, 1].
 """
@@ -28,10 +33,16 @@ class GapEstimates:
         """The shrunk gap estimate for a step in a context (without any session's own
         history)."""
         gap = self._prior
+        strength, prior_var = self.config.strength, self.config.prior_sigma ** 2
         for level in self._gap_levels(tenant, step, context):
             stats = self._stats.gaps.get(level)
-            if stats is not None:
-                gap = stats.shrunk(gap, self.config.strength)
+            if stats is None:
+                continue
+            shrunk = stats.shrunk(gap, strength)
+            if len(level) == 2:   # (tenant, step): its location by the evidence
+                spread = self._stats.spread(level[:-1], strength, prior_var)
+                shrunk = LogNormalGap(stats.toward(gap, spread, strength).mu, shrunk.sigma)
+            gap = shrunk
         return gap
 
     def _gap(self, tenant: str, waiting: _Waiting) -> LogNormalGap:

@@ -3,11 +3,13 @@
 A level key is a tuple: `()` for all tenants, else the tenant's name first, then the step
 and context features (`cache.gap_forecaster` builds them). Per level: log-gap sums
 (`gaps`), return counts (`returns`) and the last recount's censored P(return)
-(`p_estimates`); per tenant the waits it has seen (`steps`).
+(`p_estimates`); per tenant the waits it has seen (`steps`). Per gap level, its children's
+`LevelSpread` (`spread`), kept until the level learns another gap: it is a function of the
+sums alone, so a forecaster restored from them forecasts as the original did.
 
 Invariants: every non-empty key in any of the three maps is listed in its tenant's
-index (`levels_of`), so one tenant's statistics are copied, or re-estimated, without
-scanning the others'; a tenant's change mark grows whenever the forecaster changes its
+index (`levels_of`), and every gap level under its parent's (`children`), so one tenant's
+statistics are copied, or re-estimated, without scanning the others'; a tenant's change mark grows whenever the forecaster changes its
 gaps, counts or waits (`changed`; a recount's new estimates alone do not count), and a
 changed tenant is `unsettled` until the next recount takes it; nothing does I/O.
 """
@@ -16,11 +18,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from cache.gap_memory import LearnedGaps
-from cache.gap_stats import LogGapStats, ReturnCounts
+from cache.gap_stats import LevelSpread, LogGapStats, ReturnCounts, level_spread
 
 
 class GapLevels:
-    __slots__ = ("gaps", "returns", "p_estimates", "steps", "_levels_of", "_changes", "_unsettled")
+    __slots__ = ("gaps", "returns", "p_estimates", "steps", "_levels_of", "_changes", "_unsettled",
+                 "_children", "_spreads")
 
     def __init__(self) -> None:
         self.gaps: dict[tuple, LogGapStats] = {}
@@ -30,6 +33,8 @@ class GapLevels:
         self._levels_of: dict[str, dict[tuple, None]] = {}   # tenant -> its level keys (ordered set)
         self._changes: dict[str, int] = {}
         self._unsettled: set[str] = set()   # tenants whose estimates a recount must redo
+        self._children: dict[tuple, dict[tuple, None]] = {}   # gap level -> its children's keys
+        self._spreads: dict[tuple, tuple[float, LevelSpread]] = {}   # level -> (its gaps then, spread)
 
     def gap_stats(self, level: tuple) -> LogGapStats:
         """The level's gap sums, created empty if new."""
@@ -37,7 +42,24 @@ class GapLevels:
         if stats is None:
             stats = self.gaps[level] = LogGapStats()
             self.index(level)
+            if level:
+                self._children.setdefault(level[:-1], {})[level] = None
         return stats
+
+    def spread(self, level: tuple, strength: float, prior_var: float) -> LevelSpread:
+        """The `LevelSpread` of `level`'s children around the level's mean log gap
+        (`level_spread`), redone (one pass over its children) when the level has learned
+        a gap since (each of its children's gaps is one of its own), else as it was."""
+        stats = self.gaps.get(level)
+        total = 0.0 if stats is None else stats.num_gaps
+        cached = self._spreads.get(level)
+        if cached is not None and cached[0] == total:
+            return cached[1]
+        gaps = self.gaps
+        mu = stats.sum_log / total if total > 0.0 else 0.0
+        spread = level_spread(mu, (gaps[child] for child in self._children.get(level, ())), strength, prior_var)
+        self._spreads[level] = (total, spread)
+        return spread
 
     def return_counts(self, level: tuple) -> ReturnCounts:
         """The level's return counts, created empty if new."""
@@ -99,8 +121,11 @@ class GapLevels:
         self.gaps, self.returns = dict(learned.gaps), dict(learned.returns)
         self.p_estimates = dict(learned.p_estimates)
         self.steps = {t: set(steps) for t, steps in learned.steps.items()}
-        self._levels_of = {}
+        self._levels_of, self._children, self._spreads = {}, {}, {}
         for key in (*self.gaps, *self.returns, *self.p_estimates):
             self.index(key)
+        for key in self.gaps:
+            if key:
+                self._children.setdefault(key[:-1], {})[key] = None
         for tenant in self.steps:
             self.changed(tenant)

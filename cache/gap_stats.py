@@ -1,9 +1,16 @@
 """Online estimates of return gaps (log-normal) and return odds, with shrinkage.
 
-Both estimates borrow strength from a parent level, worth `strength` pseudo-observations,
-so a key seen once leans on its parent and a new tenant on the global prior:
+Both estimates borrow strength from a parent level, so a key seen once leans on its parent
+and a new tenant on the global prior:
 
     prior -> all tenants -> tenant -> (tenant, step) -> (tenant, step, depth) [-> session]
+
+A level either takes its parent as `strength` pseudo-observations (`shrunk`), or leans on
+it by the evidence (`toward`, empirical Bayes, normal-normal): its mean log gap is a
+priori Normal(parent mu, `between_var`), the spread of the parent's children's means, so
+the parent weighs as within ÷ between pseudo-gaps (`LevelSpread`, from the children's
+sums alone): a key seen once among siblings that differ little leans on the parent; one
+whose many gaps agree follows them however far its siblings are.
 
 Invariants: every update is O(1) and nothing is ever refitted; sigma >= MIN_SIGMA; a
 learned log gap is within [log MIN_GAP_S, log MAX_GAP_S], so every estimate's quantiles
@@ -14,7 +21,7 @@ learned: one NaN or infinity would make every later estimate of its levels NaN).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 
@@ -52,6 +59,16 @@ class LogNormalGap:
         return tuple((q, shift_s + self.quantile_s(q)) for q in quantiles)
 
 
+@dataclass(frozen=True, slots=True)
+class LevelSpread:
+    """How a level's children's log gaps spread: `within_var` around each child's own
+    mean (pooled over the children), `between_var` of the children's means around the
+    level's mu. Both >= MIN_SIGMA ** 2."""
+
+    within_var: float
+    between_var: float
+
+
 @dataclass(slots=True)
 class LogGapStats:
     """Sufficient statistics of log gaps (count, sum, sum of squares)."""
@@ -80,6 +97,52 @@ class LogGapStats:
         spread = (self.sum_log_sq - 2.0 * mu * self.sum_log + n * mu * mu
                   + strength * (parent.sigma ** 2 + (parent.mu - mu) ** 2))
         return LogNormalGap(mu, max(math.sqrt(max(spread, 0.0) / (n + strength)), min_sigma))
+
+    def toward(self, parent: LogNormalGap, spread: LevelSpread, weight: float,
+               min_sigma: float = MIN_SIGMA) -> LogNormalGap:
+        """Normal-normal estimate of this key's gaps, a child of `parent`'s level whose
+        children spread as `spread`; with no gaps seen, `parent` itself. Its variance is
+        its own spread with `weight` pseudo-degrees of freedom at `spread.within_var`; mu
+        is the precision-weighted mean of its mean (n ÷ variance) and the parent's
+        (1 ÷ `between_var`); sigma is that of one more gap (variance plus mu's posterior
+        variance)."""
+        n = self.num_gaps
+        if n <= 0.0:
+            return parent
+        mean = self.sum_log / n
+        own_ss = max(self.sum_log_sq - self.sum_log * mean, 0.0)
+        var = max((own_ss + weight * spread.within_var) / max(n - 1.0 + weight, 1.0), min_sigma * min_sigma)
+        precision = n / var + 1.0 / spread.between_var
+        mu = (n / var * mean + parent.mu / spread.between_var) / precision
+        return LogNormalGap(mu, max(math.sqrt(var + 1.0 / precision), min_sigma))
+
+
+def level_spread(mu: float, children: Iterable[LogGapStats], strength: float, prior_var: float) -> LevelSpread:
+    """The `LevelSpread` of a level whose mu is `mu`, from its children's sums (those with
+    no gaps left out); each variance with `strength` pseudo-counts at `prior_var`
+    (pseudo-gaps for the pooled within variance, pseudo-children for the between one, a
+    child's share of which is its mean's squared distance from `mu` less that mean's
+    sampling variance). One pass over the children."""
+    within_ss = within_df = 0.0
+    rows = []
+    for child in children:
+        n = child.num_gaps
+        if n > 0.0:
+            mean = child.sum_log / n
+            within_ss += max(child.sum_log_sq - child.sum_log * mean, 0.0)
+            within_df += n - 1.0
+            rows.append((n, mean))
+    within = _pooled(within_ss, within_df, strength, prior_var)
+    excess = sum(max((mean - mu) ** 2 - within / n, 0.0) for n, mean in rows)
+    return LevelSpread(within, _pooled(excess, float(len(rows)), strength, prior_var))
+
+
+def _pooled(sum_sq: float, count: float, strength: float, prior_var: float) -> float:
+    """A variance from `count` squared deviations summing to `sum_sq` and `strength`
+    pseudo-counts at `prior_var`; `prior_var` with neither; at least MIN_SIGMA ** 2."""
+    weight = count + strength
+    var = (sum_sq + strength * prior_var) / weight if weight > 0.0 else prior_var
+    return max(var, MIN_SIGMA * MIN_SIGMA)
 
 
 @dataclass(slots=True)
