@@ -81,7 +81,8 @@ def check_forecast(forecast: Forecast, step: Step) -> ForecastCheck:
     The median ETA is told in seconds after the previous response's end, as the step's
     `gap_s` is, whenever that end is known: a forecast's ETA counts from its own
     `made_at_s`, which is a little after that end for the predictor's (the trace writer's
-    clock) and at the previous request's arrival for the gap forecaster's."""
+    clock) and at the previous request's arrival for the gap forecaster's; counted from a
+    later end, it is the median given no return before that end (`told_eta_s`)."""
     actual = arrival_symbols(step)[0]
     if forecast.next_step:
         predicted, p_predicted = max(forecast.next_step.items(), key=lambda kv: (kv[1], kv[0]))
@@ -89,10 +90,33 @@ def check_forecast(forecast: Forecast, step: Step) -> ForecastCheck:
         predicted, p_predicted = END_SYMBOL, forecast.p_end
     eta_s = forecast.eta_s(0.5)
     if eta_s is not None and step.prev_ended_s is not None:
-        eta_s = max(0.0, forecast.made_at_s + eta_s - step.prev_ended_s)
+        eta_s = told_eta_s(forecast, step.prev_ended_s - forecast.made_at_s)
     return ForecastCheck(predicted=predicted, p_predicted=float(p_predicted), actual=actual,
                          is_hit=predicted == actual, eta_p50_s=eta_s,
                          p_end=float(forecast.p_end), is_confident=forecast.confident)
+
+
+def told_eta_s(forecast: Forecast, since_s: float) -> float | None:
+    """The forecast's median ETA counted from `since_s` seconds after its `made_at_s`.
+    When `since_s > 0` (the previous response ended after the forecast was made) the
+    session is known not to have returned by then, so this is the median of the rest:
+    the quantile F + (1 - F) / 2, F the forecast's return-time CDF at `since_s`
+    (interpolated between its quantiles, from 0 at 0 s), less `since_s`; positive, or
+    None when the forecast's quantiles end before `since_s` (QA191 N4: a median before
+    the previous end was told as 0.0 s)."""
+    eta_s = forecast.eta_s(0.5)
+    if eta_s is None or since_s <= 0.0:
+        return None if eta_s is None else eta_s - since_s
+    reached, q_before, s_before = None, 0.0, 0.0
+    for q, s in forecast.eta_quantiles_s:
+        if since_s < s:
+            reached = q_before + (q - q_before) * (since_s - s_before) / (s - s_before)
+            break
+        q_before, s_before = q, s
+    if reached is None:
+        return None
+    rest_s = forecast.eta_s(reached + (1.0 - reached) / 2.0) - since_s
+    return rest_s if rest_s > 0.0 else None
 
 
 class Observer(Protocol):

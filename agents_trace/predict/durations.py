@@ -18,6 +18,8 @@ F3: 3 h runs among short steps were forecast at 35 min with a fixed 3 pseudo-gap
 `END` is no step: the "gap" before it is the idle time after which the session was
 declared over (at least `session_idle_timeout_s`), not a duration of anything, and is
 never learned (QA160: as a tenant-level gap it made every tool's forecast minutes long).
+A step's estimate leans on the spread with its own share as of now (`step_spread`); the
+other steps' shares are up to REBUILD_FRACTION of the gaps old.
 Invariants: sigma > 0; stats are updated online in O(1) per gap and never refitted;
 no statistic holds an `END` gap; a step with gaps of its own is forecast from them (as
 shrunk above), also when the vocabulary does not name it (`table_with`).
@@ -80,6 +82,26 @@ class StepSpread:
     between_var: float
 
 
+@dataclass(frozen=True, slots=True)
+class SpreadSums:
+    """What `DurationModel.spread` summed, as of `num_gaps` gaps of the tenant: over its
+    steps with gaps (`steps` of them), the squared deviations from their own means
+    (`within_ss`, with `within_df` degrees of freedom) and their means' excess squared
+    distances from the tenant's mu (`excess`); `terms[symbol]`: that step's share of
+    each, (within_ss, within_df, excess)."""
+
+    num_gaps: float
+    spread: StepSpread
+    within_ss: float
+    within_df: float
+    excess: float
+    steps: float
+    terms: dict[str, tuple[float, float, float]]
+
+
+_NO_TERMS = (0.0, 0.0, 0.0)
+
+
 class GapStats(LogGapStats):
     """Sufficient statistics of log gaps (the cache's `LogGapStats`), estimating the
     predictor's `LogNormal` with its own sigma floor."""
@@ -135,7 +157,7 @@ class DurationModel:
         self.all_steps = GapStats()
         self.by_symbol: dict[str, GapStats] = {}
         self._table: tuple[tuple[str, ...], float, DurationTable] | None = None
-        self._spread: tuple[float, StepSpread] | None = None
+        self._spread: SpreadSums | None = None
         # Per base table: (slot, symbol) -> (the symbol's gaps then, `table_with`'s table).
         self._with: tuple[DurationTable | None, dict] = (None, {})
 
@@ -151,35 +173,70 @@ class DurationModel:
         return self.all_steps.shrunk(self.prior.as_lognormal(), self.prior.strength)
 
     def spread(self) -> StepSpread:
+        """The tenant's `StepSpread` over all its steps (`_sums`)."""
+        return self._sums().spread
+
+    def _sums(self) -> SpreadSums:
         """The tenant's `StepSpread`, each variance estimated with `prior.strength`
         pseudo-counts at `prior.sigma ** 2` (pseudo-gaps for the pooled within-step
         variance, pseudo-steps for the between-steps one, a step's share of which is
-        its squared distance from the tenant's mu less its mean's sampling variance).
-        Recomputed (one pass over the steps) on `table`'s rule: when the gaps seen
-        since reach `REBUILD_FRACTION` of all gaps."""
+        its squared distance from the tenant's mu less its mean's sampling variance),
+        with the sums it came from. Recomputed (one pass over the steps) on `table`'s
+        rule: when the gaps seen since reach `REBUILD_FRACTION` of all gaps; a step's
+        own estimate does not wait for that (`step_spread`)."""
         total = self.all_steps.num_gaps
         cached = self._spread
-        if cached is not None and total - cached[0] < max(1.0, REBUILD_FRACTION * total):
-            return cached[1]
+        if cached is not None and total - cached.num_gaps < max(1.0, REBUILD_FRACTION * total):
+            return cached
         parent = self.tenant_level()
         k, prior_var = self.prior.strength, self.prior.sigma ** 2
+        names = [name for name, g in self.by_symbol.items() if g.num_gaps > 0.0]
         rows = np.array([(g.num_gaps, g.sum_log, g.sum_log_sq)
-                         for g in self.by_symbol.values() if g.num_gaps > 0.0],
+                         for g in map(self.by_symbol.__getitem__, names)],
                         dtype=np.float64).reshape(-1, 3)
         n, sums = rows[:, 0], rows[:, 1]
         means = sums / n
         own_ss = np.maximum(rows[:, 2] - sums * means, 0.0)
-        within = _pooled(float(own_ss.sum()), float((n - 1.0).sum()), k, prior_var)
+        within_ss, within_df = float(own_ss.sum()), float((n - 1.0).sum())
+        within = _pooled(within_ss, within_df, k, prior_var)
         excess = np.maximum((means - parent.mu) ** 2 - within / n, 0.0)
         between = _pooled(float(excess.sum()), float(len(n)), k, prior_var)
-        spread = StepSpread(parent, within, between)
-        self._spread = (total, spread)
-        return spread
+        terms = dict(zip(names, zip(own_ss.tolist(), (n - 1.0).tolist(), excess.tolist())))
+        cached = SpreadSums(total, StepSpread(parent, within, between), within_ss, within_df,
+                            float(excess.sum()), float(len(n)), terms)
+        self._spread = cached
+        return cached
+
+    def step_spread(self, symbol: str, stats: GapStats | None = None) -> StepSpread:
+        """The `StepSpread` a step's estimate leans on: the tenant's (`_sums`, up to
+        `REBUILD_FRACTION` of the gaps old) with this step's share of each sum taken as
+        of now, and the tenant's level as of now, in O(1). So a step's forecast follows
+        its own gaps at once, as a freshly computed spread (a restart) gives it, not
+        after 5 % more of the tenant's gaps (QA191 N2: a new 60 s tool among quick ones
+        was forecast at 5.9 s live, 43 s after a restart, on the same gaps)."""
+        stats = self.by_symbol.get(symbol) if stats is None else stats
+        cached = self._sums()
+        parent = self.tenant_level()
+        n = 0.0 if stats is None else stats.num_gaps
+        if n <= 0.0:
+            return StepSpread(parent, cached.spread.within_var, cached.spread.between_var)
+        k, prior_var = self.prior.strength, self.prior.sigma ** 2
+        old_ss, old_df, old_excess = cached.terms.get(symbol, _NO_TERMS)
+        mean = stats.sum_log / n
+        own_ss = max(stats.sum_log_sq - stats.sum_log * mean, 0.0)
+        within = _pooled(cached.within_ss - old_ss + own_ss,
+                         cached.within_df - old_df + (n - 1.0), k, prior_var)
+        excess = max((mean - parent.mu) ** 2 - within / n, 0.0)
+        steps = cached.steps - (symbol in cached.terms) + 1.0
+        between = _pooled(max(cached.excess - old_excess, 0.0) + excess, steps, k, prior_var)
+        return StepSpread(parent, within, between)
+
+    def _estimate(self, symbol: str, stats: GapStats) -> LogNormal:
+        return stats.toward(self.step_spread(symbol, stats), self.prior.strength)
 
     def distribution(self, symbol: str) -> LogNormal:
         stats = self.by_symbol.get(symbol)
-        spread = self.spread()
-        return spread.parent if stats is None else stats.toward(spread, self.prior.strength)
+        return self.tenant_level() if stats is None else self._estimate(symbol, stats)
 
     def table(self, symbols: tuple[str, ...]) -> "DurationTable":
         """CDF table of the gap distributions of `symbols` (see `DurationTable`).
@@ -193,13 +250,13 @@ class DurationModel:
         if cached is not None and cached[0] is symbols and (
                 total - cached[1] < max(1.0, REBUILD_FRACTION * total)):
             return cached[2]
-        spread = self.spread()
-        mu, sigma = [spread.parent.mu], [spread.parent.sigma]
+        parent = self.tenant_level()
+        mu, sigma = [parent.mu], [parent.sigma]
         group_of = np.zeros(len(symbols), dtype=np.int64)
         for i, symbol in enumerate(symbols):
             stats = self.by_symbol.get(symbol)
             if stats is not None:
-                dist = stats.toward(spread, self.prior.strength)
+                dist = self._estimate(symbol, stats)
                 group_of[i] = len(mu)
                 mu.append(dist.mu)
                 sigma.append(dist.sigma)
@@ -228,7 +285,7 @@ class DurationModel:
         cached = self._with[1].get((slot, symbol))
         if cached is not None and cached[0] == stats.num_gaps:
             return cached[1]
-        dist = stats.toward(self.spread(), self.prior.strength)
+        dist = self._estimate(symbol, stats)
         group = base.mu.shape[0]
         column = ndtr((LOG_GRID_S - dist.mu) / dist.sigma)
         group_of = base.group_of.copy()

@@ -26,7 +26,7 @@ from .recency import adapt
 from .returns import ReturnMixture, return_mixture
 from .session import Prediction, SessionState
 from .step_model import StepModel, StepState
-from .vocabulary import OTHER_TOOL_SYMBOL, Vocabulary, cap_tools, tool_rank
+from .vocabulary import OTHER_TOOL_SYMBOL, Vocabulary, cap_tools
 
 _NEGLIGIBLE_SILENT = 1e-6
 
@@ -46,50 +46,57 @@ class ForecastInputs:
 class ColdVocab:
     """A cold tenant's vocabulary and tool shares (cold_start.py) for its tools as of
     `tools_version`; `total`: the counts the shares divide (all tools' and the new
-    tool's); `last_kept`: the `tool_rank` of the last tool a capped vocabulary names
-    (None when it is not capped), past which a new tool is pooled."""
+    tool's); `capped`: whether the vocabulary names only the `max_tool_symbols` most
+    used tools, the others pooled (then a new tool, used once and the newest, is pooled
+    too)."""
 
     tools_version: int
     vocab: Vocabulary
     shares: np.ndarray
     total: float
-    last_kept: tuple[int, str] | None
+    capped: bool
 
 
 class TenantForecasts:
     """The prediction / forecast side of a `TenantState`."""
 
     def _cold_vocab_locked(self) -> tuple[Vocabulary, np.ndarray]:
+        """The cold vocabulary names the `max_tool_symbols` most used tools; among
+        equally used ones the first seen (`tool_counts`' order, then `live_tools`'), so
+        a new tool never displaces a known one and costs no rebuild, however it is
+        spelled (QA191 N1: names sorting before the known ones rebuilt it per name)."""
         cached = self._cold_vocab
         if cached is None or cached.tools_version != self._tools_version:
-            counts = {**dict.fromkeys(self.live_tools, 1), **self.tool_counts}
-            rare = cap_tools(counts, self.config.fit.max_tool_symbols)
-            last_kept = None
+            counts = dict(self.tool_counts)
+            counts.update((name, 1) for name in self.live_tools if name not in counts)
+            order = {name: i for i, name in enumerate(counts)}
+            rare = cap_tools(counts, self.config.fit.max_tool_symbols,
+                             rank=lambda kv: (-kv[1], order[kv[0]]))
             if rare:   # the rare tools pooled in one symbol, as a fit pools them
-                last_kept = max(tool_rank(kv) for kv in counts.items() if kv[0] not in rare)
                 pooled = sum(counts.pop(name) for name in rare)
                 counts[OTHER_TOOL_SYMBOL] = counts.get(OTHER_TOOL_SYMBOL, 0) + pooled
             vocab = Vocabulary.from_symbols(counts)
             cached = ColdVocab(self._tools_version, vocab, tool_shares(vocab, counts),
-                               sum(counts.values()) + NEW_TOOL_COUNT, last_kept)
+                               sum(counts.values()) + NEW_TOOL_COUNT, bool(rare))
             self._cold_vocab = cached
         return cached.vocab, cached.shares
 
     def _cold_vocab_added_locked(self, symbol: str, tools_version_before: int) -> None:
-        """`symbol`, a new live tool (count 1), was the only change since
-        `tools_version_before`: when a capped cold vocabulary would pool it, the vocabulary
-        stays the same object (so the duration table is not rebuilt) and only
-        `OTHER_TOOL_SYMBOL`'s share grows by its count, in O(V) instead of a rebuild over
-        every known name (QA188: one rebuild per new name stalled the trace writer)."""
+        """`symbol`, a new live tool (count 1, the newest), was the only change since
+        `tools_version_before`: when the cold vocabulary is capped it pools the new tool,
+        so the vocabulary stays the same object (the duration table is not rebuilt) and
+        only `OTHER_TOOL_SYMBOL`'s share grows by its count, in O(V) instead of a rebuild
+        over every known name (QA188 F2, QA191 N1: one rebuild per new name stalled the
+        trace writer)."""
         cached = self._cold_vocab
         if (cached is None or cached.tools_version != tools_version_before
-                or cached.last_kept is None or tool_rank((symbol, 1)) < cached.last_kept):
+                or not cached.capped):
             return   # rebuilt at the next forecast
         weights = cached.shares * cached.total
         weights[cached.vocab.index[OTHER_TOOL_SYMBOL]] += 1.0
         total = cached.total + 1.0
         self._cold_vocab = ColdVocab(self._tools_version, cached.vocab, weights / total, total,
-                                     cached.last_kept)
+                                     True)
 
     def _distribution_locked(self, model: StepModel | None, history: list[str],
                              state_after: StepState | None

@@ -13,13 +13,16 @@ tool: the base symbols are always known). The cap bounds a fit's arrays, whose n
 table is contexts x V, whatever names a tenant's clients send. What a tenant keeps per
 tool name (its count, its gap statistics) is bounded too, at `MAX_KNOWN_TOOLS` names
 (tenant.py), and a step's tool name at `MAX_CLIENT_ID_CHARS` characters (`step_symbol`).
+Among equally used tools a cold tenant's capped vocabulary keeps the first seen
+(tenant_forecasts.py: a new name never displaces a known one, so costs no rebuild); a
+fit's keeps them by name.
 """
 from __future__ import annotations
 
 import heapq
 from collections import Counter
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from agents_trace.conversation import MAX_CLIENT_ID_CHARS
 from cache.forecast import ASSISTANT_TEXT_SYMBOL, END_SYMBOL, TOOL_ESCAPE, USER_SYMBOL
@@ -87,12 +90,13 @@ class Vocabulary:
         return symbol in self.index and symbol != OOV_SYMBOL and symbol != OTHER_TOOL_SYMBOL
 
 
-def cap_tools(tool_counts: Mapping[str, int], cap: int = MAX_TOOL_SYMBOLS) -> dict[str, str]:
-    """The tools past the `cap` most frequent (ties: by name), each mapped to
-    `OTHER_TOOL_SYMBOL`; empty when there are at most `cap`."""
+def cap_tools(tool_counts: Mapping[str, int], cap: int = MAX_TOOL_SYMBOLS,
+              rank: Callable[[tuple[str, int]], Any] | None = None) -> dict[str, str]:
+    """The tools past the `cap` first by `rank` (default `tool_rank`: the most frequent,
+    ties by name), each mapped to `OTHER_TOOL_SYMBOL`; empty when there are at most `cap`."""
     if len(tool_counts) <= cap:
         return {}
-    kept = {name for name, _ in heapq.nsmallest(cap, tool_counts.items(), key=tool_rank)}
+    kept = {name for name, _ in heapq.nsmallest(cap, tool_counts.items(), key=rank or tool_rank)}
     return {name: OTHER_TOOL_SYMBOL for name in tool_counts if name not in kept}
 
 
