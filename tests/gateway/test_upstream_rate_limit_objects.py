@@ -10,11 +10,11 @@ import logging
 
 import pytest
 
-from gateway.schemas import CompletionRequest, validate
 from tests.gateway.fake_openai import request_body
 from tests.gateway.serving import served_url
-from tests.gateway.test_upstream_faults import PATHS, ask, assert_api_error, drive
+from tests.gateway.test_upstream_faults import PATHS, ask, assert_api_error
 from tests.gateway.test_upstream_rate_limit_words import ORG, RATE, assert_gateways_words
+from tests.gateway.test_upstream_stream_error_200 import _complete
 
 LOGGER = "stepahead.gateway"
 TYPED = {"message": f"Too many requests {ORG}", "type": "rate_limit_error", "code": None}
@@ -44,11 +44,6 @@ async def app(scope, receive, send) -> None:
 @pytest.fixture(scope="module")
 def base_url():
     yield from served_url(app)
-
-
-def _complete(path: str, api_base: str, text: str, stream: bool):
-    request = validate(CompletionRequest, {"model": path, "prompt": text, "stream": stream})
-    return drive(path, api_base, 3.0, lambda up: up.prepare_completion(request, "t", "req-1"))
 
 
 def test_one_rule_reads_code_and_type_never_words():
