@@ -91,11 +91,11 @@ class DispatchMessages:
         if message.has_blocks:
             self.stats.num_transfers_done += 1
             item = request.item
-            num_tokens = message.num_blocks * self.router.config.block_size
+            num_tokens = (message.first_block + message.num_blocks) * self.router.config.block_size
             out.sends.append((transfer.dst, ImportPrefix(
                 message.transfer_id, item.tenant, item.session,
                 tuple(item.prompt_token_ids[:num_tokens]), message.shm_name, message.num_blocks,
-                message.payload)))
+                message.payload, message.first_block)))
         out.sends.append((transfer.dst, request.item))
         return out
 

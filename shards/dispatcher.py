@@ -209,7 +209,8 @@ class Dispatcher(DispatchMessages):
                 num_tokens = decision.num_transfer_blocks * self.router.config.block_size
                 out.sends.append((decision.transfer_from, ExportPrefix(
                     transfer_id, item.tenant, tuple(item.prompt_token_ids[:num_tokens]),
-                    decision.num_transfer_blocks, inline=self.config.inline_transfers)))
+                    decision.num_transfer_blocks, inline=self.config.inline_transfers,
+                    first_block=decision.transfer_first_block)))
             if decision.moved_from is not None and decision.moved_from in self._ready:
                 # NOTE: after any ExportPrefix to the same worker: it copies the blocks first
                 out.sends.append((decision.moved_from, SessionMoved(item.tenant, item.session)))

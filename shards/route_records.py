@@ -145,7 +145,8 @@ class Decision:
     num_expected_cached_tokens: int
     num_prefill_tokens: int
     transfer_from: str | None = None
-    num_transfer_blocks: int = 0
+    num_transfer_blocks: int = 0   # the copy ends there (the holder's hot run) ...
+    transfer_first_block: int = 0   # ... and starts there (what the chosen worker holds already)
     transfer_saves_s: float = 0.0  # the recompute the copy spares the worker, as estimated
     moved_from: str | None = None  # the session's previous worker, when it leaves one
 

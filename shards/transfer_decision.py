@@ -3,7 +3,9 @@ a worker's cached run saves (both part of the routing decision, shards/router.py
 
 A shared-prefix transfer is proposed when the chosen worker lacks HOT blocks a peer
 holds and the measured cost of copying them (export + import per block, plus one round
-trip) is below the measured cost of prefilling them. Pure functions of their arguments.
+trip) is below the measured cost of prefilling them. Only those missing blocks are
+copied (`Decision.transfer_first_block`: past the chosen worker's own cached run), so
+what is shipped is what was costed. Pure functions of their arguments.
 """
 from __future__ import annotations
 
@@ -25,7 +27,8 @@ def decide_transfer(config: RouterConfig, costs: Mapping[str, WorkerCosts], chos
                     runs: Mapping[str, PrefixRun], query: RouteQuery) -> Decision:
     """The decision for `chosen`: with a copy of the longest hot run a peer holds when it
     has `min_transfer_blocks` more than `chosen` and copying them costs less than
-    prefilling them (every cost measured), else without."""
+    prefilling them (every cost measured), else without. Only those missing blocks are
+    copied: the copy starts past `chosen`'s own cached run."""
     own = runs[chosen]
     expected = saved_tokens(config, own, query.num_prompt_tokens)
     decision = Decision(chosen, reason, expected, query.num_prompt_tokens - expected)
@@ -46,4 +49,5 @@ def decide_transfer(config: RouterConfig, costs: Mapping[str, WorkerCosts], chos
     run = PrefixRun(runs[holder].num_hot_blocks, 0)
     expected = saved_tokens(config, run, query.num_prompt_tokens)
     return Decision(chosen, reason, expected, query.num_prompt_tokens - expected,
-                    transfer_from=holder, num_transfer_blocks=run.num_hot_blocks, transfer_saves_s=recompute_s)
+                    transfer_from=holder, num_transfer_blocks=run.num_hot_blocks,
+                    transfer_first_block=own.num_blocks, transfer_saves_s=recompute_s)

@@ -13,21 +13,23 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class ExportPrefix:
-    """Copy the HOT cached leading blocks of `token_ids` (at most `max_blocks`) into a
-    new shared-memory segment — or, `inline`, into bytes carried by the answer (workers
-    on other machines) — and answer with PrefixExported."""
+    """Copy the HOT cached leading blocks of `token_ids` (at most `max_blocks`), from
+    `first_block` on (the importer holds those before it), into a new shared-memory
+    segment — or, `inline`, into bytes carried by the answer (workers on other machines) —
+    and answer with PrefixExported."""
 
     transfer_id: str
     tenant: str
     token_ids: tuple[int, ...]
     max_blocks: int
     inline: bool = False
+    first_block: int = 0
 
 
 @dataclass(slots=True)
 class PrefixExported:
-    """`shm_name` (or `payload`, inline) holds `num_blocks` blocks (None / 0: nothing was
-    cached any more)."""
+    """`shm_name` (or `payload`, inline) holds `num_blocks` blocks, the prompt's blocks
+    `first_block` on (None / 0: nothing was cached any more)."""
 
     worker_id: str
     transfer_id: str
@@ -35,6 +37,7 @@ class PrefixExported:
     num_blocks: int
     elapsed_s: float
     payload: bytes | None = None
+    first_block: int = 0
 
     @property
     def has_blocks(self) -> bool:
@@ -44,8 +47,9 @@ class PrefixExported:
 @dataclass(frozen=True, slots=True)
 class ImportPrefix:
     """Store the `num_blocks` blocks in `shm_name` (then unlink the segment), or in
-    `payload` when they came inline, as the cached prefix of `token_ids`. Sent just
-    before the request that needs them."""
+    `payload` when they came inline, as the cached blocks `first_block` on of
+    `token_ids`, after the ones this worker holds. Sent just before the request that
+    needs them."""
 
     transfer_id: str
     tenant: str
@@ -54,6 +58,7 @@ class ImportPrefix:
     shm_name: str | None
     num_blocks: int
     payload: bytes | None = None
+    first_block: int = 0
 
 
 @dataclass(slots=True)

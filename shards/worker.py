@@ -30,10 +30,12 @@ blocks that request stored.
 """
 from __future__ import annotations
 
+import logging
 import time
 import traceback
 from collections.abc import Callable
 
+from cache.repeated_failures import RepeatedFailures
 from cache.tiers import Tier
 from shards.detokenizer import Detokenizer
 from shards.fair_queue import may_admit, may_pin
@@ -79,6 +81,7 @@ class WorkerLoop(WorkerInbox, PrefillScheduling):
         self.alive = True
         self._last_events_s = 0.0
         self._last_snapshot_s = clock()
+        self.transfer_failures = RepeatedFailures(logging.getLogger("stepahead.shards"))   # prefix copies'
 
     def emit(self, message) -> None:
         if self._outbox is None:

@@ -2,7 +2,8 @@
 
 `WorkerInbox` is a part of `shards.worker.WorkerLoop` (a base class), kept apart so that
 each file holds one concept; it uses the loop's `waiting`, `prefilling`, `running`,
-`weights`, `runner`, `prefill`, `emit`, `_finish_event` and `flush_cache_events`.
+`weights`, `runner`, `prefill`, `emit`, `_finish_event`, `flush_cache_events` and
+`transfer_failures`.
 Invariants: messages are applied in the order they came (one ordered inbox per worker);
 a cancelled request gets its one terminal event and its blocks back wherever it was
 (queued, prefilling, running).
@@ -89,10 +90,10 @@ class WorkerInbox:
                                              else None)
 
     def _export(self, message: ExportPrefix) -> None:
-        self.emit(export_prefix_for(self.runner, self.worker_id, message))
+        self.emit(export_prefix_for(self.runner, self.worker_id, message, self.transfer_failures))
 
     def _import(self, message: ImportPrefix) -> None:
-        answer = import_prefix_for(self.runner, self.worker_id, message)
+        answer = import_prefix_for(self.runner, self.worker_id, message, self.transfer_failures)
         self.flush_cache_events()
         self.emit(answer)
 

@@ -225,6 +225,24 @@ def test_dispatcher_transfer_exports_then_imports_before_the_request():
     assert imp.token_ids == tuple(range(64)) and imp.shm_name == "seg"
 
 
+def test_dispatcher_copies_only_the_blocks_past_those_the_destination_holds():
+    dispatcher = _dispatcher(costs=COSTS)
+    hashes = [BlockHash(100 + i) for i in range(4)]
+    dispatcher.on_worker_message("w1", CacheEventsReport("w1", [BlockStored(tuple(hashes), Tier.HOT, "t")]), 0.0)
+    dispatcher.on_worker_message("w0", CacheEventsReport("w0", [BlockStored(tuple(hashes[:1]), Tier.HOT, "t")]), 0.0)
+    for worker in ("w0", "w1"):
+        dispatcher.set_round_trip(worker, 1e-4)
+    dispatcher.submit(_item("busy", num_tokens=200), [], 0.0)
+    dispatcher.submit(_item("busy2", num_tokens=400), [], 0.0)
+    ((src, export),) = dispatcher.submit(_item("r1", num_tokens=70), hashes, 0.0).sends
+    assert src == "w1" and (export.first_block, export.max_blocks) == (1, 4)
+    out = dispatcher.on_worker_message(
+        "w1", PrefixExported("w1", export.transfer_id, "seg", 3, 0.001, first_block=1), 0.1)
+    (dst1, imp), (dst2, item) = out.sends
+    assert (dst1, dst2) == ("w0", "w0") and item.request_id == "r1"
+    assert (imp.first_block, imp.num_blocks, imp.token_ids) == (1, 3, tuple(range(64)))
+
+
 def test_dispatcher_tells_the_old_worker_after_its_export_when_a_session_moves():
     dispatcher = _dispatcher(costs=COSTS, max_outstanding_per_worker=1, max_outstanding_hard=1)
     for worker in ("w0", "w1"):

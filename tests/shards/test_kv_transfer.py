@@ -85,3 +85,80 @@ def test_cost_probe_measures_both_copy_paths_and_leaves_the_cache_alone(tiny_loa
     assert costs.prefill_s_per_token > 0
     assert costs.export_s_per_block > 0 and costs.import_s_per_block > 0
     assert runner.blocks.num_used_hot_blocks == 0
+
+
+def _fail_writes(monkeypatch):
+    def failing(*_args, **_kwargs):
+        raise RuntimeError("injected: the KV write failed")
+
+    monkeypatch.setattr(torch.Tensor, "index_copy_", failing)
+
+
+@pytest.mark.parametrize("inline", [False, True], ids=["shared-memory", "bytes"])
+def test_a_failed_kv_write_leaves_no_imported_block_matchable_and_the_prompt_is_prefilled(tiny_loaded, monkeypatch,
+                                                                                          inline):
+    prompt = _tokens(5, 75)
+    source, target = _pair(tiny_loaded)
+    reference, _ = source.prompt_logits("t", prompt)
+    hashes, blocks = target.blocks.hash_prompt("t", prompt)
+    with monkeypatch.context() as patched:
+        _fail_writes(patched)
+        with pytest.raises(RuntimeError, match="injected"):
+            if inline:
+                payload, num_blocks = export_prefix_bytes(source, "t", prompt, max_blocks=8)
+                import_prefix_bytes(target, "t", "s", prompt, payload, num_blocks)
+            else:
+                name, num_blocks = export_prefix(source, "t", prompt, max_blocks=8)
+                import_prefix(target, "t", "s", prompt, name, num_blocks)
+    assert target.blocks.match("t", hashes, blocks).num_blocks == 0
+    assert target.blocks.num_used_hot_blocks == 0
+    logits, cached = target.prompt_logits("t", prompt)   # the next request computes the prefix
+    assert cached == 0
+    torch.testing.assert_close(logits, reference, atol=1e-4, rtol=0)
+
+
+def test_a_failed_kv_write_keeps_the_blocks_the_importer_held_before(tiny_loaded, monkeypatch):
+    prompt = _tokens(6, 96)   # 6 blocks; the importer holds the first 2
+    source, target = _pair(tiny_loaded)
+    source.prompt_logits("t", prompt)
+    target.prompt_logits("t", prompt[:40])
+    hashes, blocks = target.blocks.hash_prompt("t", prompt)
+    payload, num_blocks = export_prefix_bytes(source, "t", prompt, max_blocks=6)
+    with monkeypatch.context() as patched:
+        _fail_writes(patched)
+        with pytest.raises(RuntimeError, match="injected"):
+            import_prefix_bytes(target, "t", "s", prompt, payload, num_blocks)
+    assert target.blocks.match("t", hashes, blocks).num_blocks == 2
+    assert all(b.ref_count == 0 for b in target.blocks.blocks(Tier.HOT))
+
+
+@pytest.mark.parametrize("inline", [False, True], ids=["shared-memory", "bytes"])
+def test_a_copy_ships_only_the_blocks_past_what_the_importer_holds(tiny_loaded, inline):
+    prompt = _tokens(7, 100)   # 6 full blocks; the importer holds the first 2
+    source, target = _pair(tiny_loaded)
+    reference, _ = source.prompt_logits("t", prompt)
+    target.prompt_logits("t", prompt[:40])
+    if inline:
+        payload, num_blocks = export_prefix_bytes(source, "t", prompt, max_blocks=6, first_block=2)
+        assert len(payload) == 4 * source.layout.bytes_per_block
+        imported = import_prefix_bytes(target, "t", "s", prompt, payload, num_blocks, first_block=2)
+    else:
+        name, num_blocks = export_prefix(source, "t", prompt, max_blocks=6, first_block=2)
+        imported = import_prefix(target, "t", "s", prompt, name, num_blocks, first_block=2)
+    assert num_blocks == imported == 4
+    logits, cached = target.prompt_logits("t", prompt)
+    assert cached == 96
+    torch.testing.assert_close(logits, reference[96:], atol=1e-4, rtol=0)
+    for runner in (source, target):
+        assert all(b.ref_count == 0 for b in runner.blocks.blocks(Tier.HOT))
+
+
+def test_a_tail_whose_head_the_importer_lost_is_not_imported(tiny_loaded):
+    prompt = _tokens(8, 100)
+    source, target = _pair(tiny_loaded)
+    source.prompt_logits("t", prompt)
+    payload, num_blocks = export_prefix_bytes(source, "t", prompt, max_blocks=6, first_block=2)
+    assert import_prefix_bytes(target, "t", "s", prompt, payload, num_blocks, first_block=2) == 0
+    assert target.blocks.num_used_hot_blocks == 0
+    _, cached = target.prompt_logits("t", prompt)
+    assert cached == 0

@@ -42,3 +42,14 @@ def test_no_copy_when_it_costs_more_is_unmeasured_too_small_or_turned_off():
     for decision in (dear, unmeasured, off):
         assert decision.transfer_from is None and decision.num_expected_cached_tokens == 16
     assert small.transfer_from is None
+
+
+def test_a_copy_starts_past_the_blocks_the_chosen_worker_holds_in_either_tier():
+    """w1 holds 3 hot and 2 host blocks of w0's 12: the copy is blocks 5-11, the 7 costed."""
+    runs = {"w0": PrefixRun(12, 0), "w1": PrefixRun(3, 2)}
+    decision = decide_transfer(CONFIG, _costs(), "w1", "least_loaded", runs, QUERY)
+    assert (decision.transfer_from, decision.transfer_first_block, decision.num_transfer_blocks) == ("w0", 5, 12)
+    assert abs(decision.transfer_saves_s - 7 * 16 * 0.001) < 1e-9
+    alone = decide_transfer(CONFIG, _costs(), "w1", "least_loaded", {"w0": PrefixRun(12, 0), "w1": PrefixRun()},
+                            QUERY)
+    assert (alone.transfer_first_block, alone.num_transfer_blocks) == (0, 12)
