@@ -132,17 +132,18 @@ def level_spread(mu: float, children: Iterable[LogGapStats], strength: float, pr
             within_ss += max(child.sum_log_sq - child.sum_log * mean, 0.0)
             within_df += n - 1.0
             rows.append((n, mean))
-    within = _pooled(within_ss, within_df, strength, prior_var)
+    within = pooled_variance(within_ss, within_df, strength, prior_var)
     excess = sum(max((mean - mu) ** 2 - within / n, 0.0) for n, mean in rows)
-    return LevelSpread(within, _pooled(excess, float(len(rows)), strength, prior_var))
+    return LevelSpread(within, pooled_variance(excess, float(len(rows)), strength, prior_var))
 
 
-def _pooled(sum_sq: float, count: float, strength: float, prior_var: float) -> float:
+def pooled_variance(sum_sq: float, count: float, strength: float, prior_var: float,
+                    min_sigma: float = MIN_SIGMA) -> float:
     """A variance from `count` squared deviations summing to `sum_sq` and `strength`
-    pseudo-counts at `prior_var`; `prior_var` with neither; at least MIN_SIGMA ** 2."""
+    pseudo-counts at `prior_var`; `prior_var` with neither; at least `min_sigma` ** 2."""
     weight = count + strength
     var = (sum_sq + strength * prior_var) / weight if weight > 0.0 else prior_var
-    return max(var, MIN_SIGMA * MIN_SIGMA)
+    return max(var, min_sigma * min_sigma)
 
 
 @dataclass(slots=True)

@@ -34,7 +34,7 @@ import numpy as np
 from scipy.special import ndtr
 
 from cache.forecast import END_SYMBOL
-from cache.gap_stats import LogGapStats
+from cache.gap_stats import LevelSpread, LogGapStats, pooled_variance
 
 MIN_SIGMA = 0.05
 REBUILD_FRACTION = 0.05
@@ -114,21 +114,13 @@ class GapStats(LogGapStats):
         return LogNormal(estimate.mu, max(estimate.sigma, MIN_SIGMA))
 
     def toward(self, spread: StepSpread, weight: float) -> LogNormal:
-        """Normal-normal estimate of this step's gaps under `spread`; with no gaps,
-        `spread.parent`. Its variance is its own spread with `weight` pseudo-degrees of
-        freedom at the pooled `within_var`; mu is the precision-weighted mean of its mean
-        (n ÷ variance) and the parent's (1 ÷ `between_var`); sigma is that of one more gap
-        (the variance plus mu's posterior variance)."""
-        n = self.num_gaps
-        if n <= 0.0:
+        """The cache's normal-normal estimate (`LogGapStats.toward`) of this step's gaps
+        under `spread`, with the predictor's sigma floor; with no gaps, `spread.parent`."""
+        if self.num_gaps <= 0.0:
             return spread.parent
-        mean = self.sum_log / n
-        own_ss = max(self.sum_log_sq - self.sum_log * mean, 0.0)
-        var = max((own_ss + weight * spread.within_var) / max(n - 1.0 + weight, 1.0),
-                  MIN_SIGMA * MIN_SIGMA)
-        precision = n / var + 1.0 / spread.between_var
-        mu = (n / var * mean + spread.parent.mu / spread.between_var) / precision
-        return LogNormal(mu, max(math.sqrt(var + 1.0 / precision), MIN_SIGMA))
+        estimate = LogGapStats.toward(self, spread.parent, LevelSpread(spread.within_var, spread.between_var),
+                                      weight, MIN_SIGMA)
+        return LogNormal(estimate.mu, estimate.sigma)
 
 
 @dataclass(frozen=True, slots=True)
@@ -331,11 +323,8 @@ class DurationModel:
 
 
 def _pooled(sum_sq: float, count: float, strength: float, prior_var: float) -> float:
-    """A variance from `count` squared deviations summing to `sum_sq` and `strength`
-    pseudo-counts at `prior_var`; `prior_var` with neither; at least MIN_SIGMA ** 2."""
-    weight = count + strength
-    var = (sum_sq + strength * prior_var) / weight if weight > 0.0 else prior_var
-    return max(var, MIN_SIGMA * MIN_SIGMA)
+    """`pooled_variance` with the predictor's sigma floor."""
+    return pooled_variance(sum_sq, count, strength, prior_var, MIN_SIGMA)
 
 
 def _without(total: GapStats, part: GapStats) -> GapStats:
