@@ -107,12 +107,7 @@ def told_eta_s(forecast: Forecast, since_s: float) -> float | None:
     eta_s = forecast.eta_s(0.5)
     if eta_s is None or since_s <= 0.0:
         return None if eta_s is None else eta_s - since_s
-    reached, q_before, s_before = None, 0.0, 0.0
-    for q, s in forecast.eta_quantiles_s:
-        if since_s < s:
-            reached = q_before + (q - q_before) * (since_s - s_before) / (s - s_before)
-            break
-        q_before, s_before = q, s
+    reached = forecast.eta_quantile_at(since_s)
     if reached is None:
         return None
     rest_s = forecast.eta_s(reached + (1.0 - reached) / 2.0) - since_s

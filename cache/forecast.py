@@ -90,6 +90,17 @@ class Forecast:
         (h0, p0), (h1, p1) = points[i - 1], points[i]
         return p0 + (p1 - p0) * (horizon_s - h0) / (h1 - h0)
 
+    def eta_quantile_at(self, elapsed_s: float) -> float | None:
+        """`eta_s`'s inverse: the quantile of the return time (given a return) reached
+        `elapsed_s` after `made_at_s`, interpolated between the stored quantiles (from 0 at
+        0 s); None when no quantiles are known or `elapsed_s` is at or past the last one."""
+        q_before, s_before = 0.0, 0.0
+        for q, s in self.eta_quantiles_s:
+            if elapsed_s < s:
+                return q_before + (q - q_before) * (elapsed_s - s_before) / (s - s_before)
+            q_before, s_before = q, s
+        return None
+
     def eta_s(self, quantile: float) -> float | None:
         """Seconds after `made_at_s` by which the session returns with prob. `quantile`
         (given that it returns), interpolated; None when no quantiles are known."""
