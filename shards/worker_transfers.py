@@ -10,17 +10,14 @@ exception out of the worker loop; a failed import leaves no block of it matchabl
 """
 from __future__ import annotations
 
-import logging
 import time
 
 from cache.repeated_failures import RepeatedFailures
 from shards.transfer_messages import ExportPrefix, ImportPrefix, PrefixExported, PrefixImported
 
-log = logging.getLogger("stepahead.shards")
-
 
 def export_prefix_for(runner, worker_id: str, message: ExportPrefix,
-                      failures: RepeatedFailures | None = None) -> PrefixExported:
+                      failures: RepeatedFailures) -> PrefixExported:
     """Export the cached prefix `message` names: through shared memory, or as bytes."""
     from shards.kv_transfer import export_prefix, export_prefix_bytes
 
@@ -34,14 +31,14 @@ def export_prefix_for(runner, worker_id: str, message: ExportPrefix,
             name, num_blocks = export_prefix(runner, message.tenant, list(message.token_ids), message.max_blocks,
                                              message.first_block)
     except Exception:
-        (failures or RepeatedFailures(log)).log("export", "worker %s: a prefix export failed", worker_id)
+        failures.log("export", "worker %s: a prefix export failed", worker_id)
         name, payload, num_blocks = None, None, 0
     return PrefixExported(worker_id, message.transfer_id, name, num_blocks, time.perf_counter() - started, payload,
                           message.first_block)
 
 
 def import_prefix_for(runner, worker_id: str, message: ImportPrefix,
-                      failures: RepeatedFailures | None = None) -> PrefixImported:
+                      failures: RepeatedFailures) -> PrefixImported:
     """Store the prefix another worker exported into this worker's cache."""
     from shards.kv_transfer import import_prefix, import_prefix_bytes
 
@@ -54,6 +51,6 @@ def import_prefix_for(runner, worker_id: str, message: ImportPrefix,
             num_blocks = import_prefix(runner, message.tenant, message.session, list(message.token_ids),
                                        message.shm_name, message.num_blocks, message.first_block)
     except Exception:
-        (failures or RepeatedFailures(log)).log("import", "worker %s: a prefix import failed", worker_id)
+        failures.log("import", "worker %s: a prefix import failed", worker_id)
         num_blocks = 0
     return PrefixImported(worker_id, message.transfer_id, num_blocks, time.perf_counter() - started)
