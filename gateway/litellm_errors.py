@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from gateway.errors import ApiError
 from gateway.litellm_causes import (chain, error_body, error_object_status, is_timeout, is_unreachable,
                                     is_unreadable_reply, retry_after_of, text_field, upstream_status)
-from gateway.litellm_odd_replies import error_in_200, own_words
+from gateway.litellm_odd_replies import litellm_200_error, own_words, said_in_200
 from gateway.retry_after import retry_after_headers
 
 # (409: a conflict with the request's own state, OpenAI's `ConflictError`: QA180)
@@ -195,9 +195,9 @@ def map_litellm_error(exc: BaseException, *, quote: bool = True, prompt_param: s
     refusal = next((link for link in links if type(link).__name__ == "UnsupportedParamsError"), None)
     if refusal is not None:
         return unsupported_params_error(refusal)
-    if (said := error_in_200(links)) is not None:   # not litellm's made-up 422 (QA147)
-        code = next(link.status_code for link in links if type(link) is Exception and hasattr(link, "status_code"))
-        return error_in_200_reply(error or {"code": code}, said, prompt_param)   # (litellm keeps only its code)
+    if (in_200 := litellm_200_error(links)) is not None:   # not litellm's made-up 422 (QA147)
+        # (litellm keeps only the error's code)
+        return error_in_200_reply(error or {"code": in_200.status_code}, said_in_200(in_200), prompt_param)
     words = own_words(exc)
     if name == "ContextWindowExceededError":
         return ApiError(400, one_line(words or str(getattr(exc, "message", None) or exc)), "invalid_request_error",

@@ -29,14 +29,23 @@ _SDK_STATUS_ONLY = re.compile(r"Error code:\s*(\d{3})")
 
 def error_in_200(links: list[BaseException]) -> str | None:
     """The upstream's message when the chain (`litellm_causes.chain`) is litellm's answer to
-    a 200 whose body is an error object: a bare `Exception` it raises with the error's `code`
-    (its own 422 when none) as `status_code` and the error's `message` (its own words when
-    none: "" then); None for any other chain."""
-    for link in links:
-        if type(link) is Exception and hasattr(link, "status_code") and hasattr(link, "message"):
-            message = str(link.message or "")
-            return "" if message == LITELLM_ERROR_WORDS else message
-    return None
+    a 200 whose body is an error object (`litellm_200_error`); None for any other chain."""
+    link = litellm_200_error(links)
+    return None if link is None else said_in_200(link)
+
+
+def litellm_200_error(links: list[BaseException]) -> Exception | None:
+    """The link of the chain that is litellm's answer to a 200 whose body is an error
+    object: a bare `Exception` it raises with the error's `code` (its own 422 when none) as
+    `status_code` and the error's `message`; None when there is none."""
+    return next((link for link in links
+                 if type(link) is Exception and hasattr(link, "status_code") and hasattr(link, "message")), None)
+
+
+def said_in_200(link: Exception) -> str:
+    """`litellm_200_error`'s message: the error's own ("" where litellm put its own words)."""
+    message = str(link.message or "")
+    return "" if message == LITELLM_ERROR_WORDS else message
 
 
 def own_words(exc: BaseException) -> str | None:
