@@ -26,24 +26,35 @@ def _pair(loaded):
             ModelRunner(loaded, num_hot_blocks=32, block_size=BLOCK))
 
 
+def _copy(source, target, prompt, inline: bool, max_blocks: int, first_block: int = 0) -> tuple[int, int]:
+    """Copy `prompt`'s cached blocks from `first_block` on, as bytes (`inline`, the payload's
+    size checked) or through shared memory: (blocks exported, blocks imported)."""
+    if inline:
+        payload, num_blocks = export_prefix_bytes(source, "t", prompt, max_blocks=max_blocks, first_block=first_block)
+        assert len(payload) == num_blocks * source.layout.bytes_per_block
+        return num_blocks, import_prefix_bytes(target, "t", "s", prompt, payload, num_blocks, first_block=first_block)
+    name, num_blocks = export_prefix(source, "t", prompt, max_blocks=max_blocks, first_block=first_block)
+    return num_blocks, import_prefix(target, "t", "s", prompt, name, num_blocks, first_block=first_block)
+
+
+def _assert_served_from_the_copy(source, target, prompt, reference, num_cached: int) -> None:
+    """`target` serves `prompt` with `num_cached` tokens cached and the logits computing it
+    whole gave; neither runner holds a reference."""
+    logits, cached = target.prompt_logits("t", prompt)
+    assert cached == num_cached
+    torch.testing.assert_close(logits, reference[num_cached:], atol=1e-4, rtol=0)
+    for runner in (source, target):
+        assert all(b.ref_count == 0 for b in runner.blocks.blocks(Tier.HOT))
+
+
 @pytest.mark.parametrize("inline", [False, True], ids=["shared-memory", "bytes"])
 def test_a_copied_prefix_serves_the_same_logits_as_computing_it(tiny_loaded, inline):
     prompt = _tokens(1, 75)  # 4 full blocks and a partial one
     source, target = _pair(tiny_loaded)
     reference, _ = source.prompt_logits("t", prompt)
-    if inline:
-        payload, num_blocks = export_prefix_bytes(source, "t", prompt, max_blocks=8)
-        assert len(payload) == num_blocks * source.layout.bytes_per_block
-        imported = import_prefix_bytes(target, "t", "s", prompt, payload, num_blocks)
-    else:
-        name, num_blocks = export_prefix(source, "t", prompt, max_blocks=8)
-        imported = import_prefix(target, "t", "s", prompt, name, num_blocks)
+    num_blocks, imported = _copy(source, target, prompt, inline, max_blocks=8)
     assert num_blocks == imported == 4
-    logits, cached = target.prompt_logits("t", prompt)
-    assert cached == 64
-    torch.testing.assert_close(logits, reference[64:], atol=1e-4, rtol=0)
-    for runner in (source, target):
-        assert all(b.ref_count == 0 for b in runner.blocks.blocks(Tier.HOT))
+    _assert_served_from_the_copy(source, target, prompt, reference, 64)
 
 
 def test_export_caps_at_max_blocks_and_finds_nothing_for_another_tenant(tiny_loaded):
@@ -138,19 +149,9 @@ def test_a_copy_ships_only_the_blocks_past_what_the_importer_holds(tiny_loaded, 
     source, target = _pair(tiny_loaded)
     reference, _ = source.prompt_logits("t", prompt)
     target.prompt_logits("t", prompt[:40])
-    if inline:
-        payload, num_blocks = export_prefix_bytes(source, "t", prompt, max_blocks=6, first_block=2)
-        assert len(payload) == 4 * source.layout.bytes_per_block
-        imported = import_prefix_bytes(target, "t", "s", prompt, payload, num_blocks, first_block=2)
-    else:
-        name, num_blocks = export_prefix(source, "t", prompt, max_blocks=6, first_block=2)
-        imported = import_prefix(target, "t", "s", prompt, name, num_blocks, first_block=2)
+    num_blocks, imported = _copy(source, target, prompt, inline, max_blocks=6, first_block=2)
     assert num_blocks == imported == 4
-    logits, cached = target.prompt_logits("t", prompt)
-    assert cached == 96
-    torch.testing.assert_close(logits, reference[96:], atol=1e-4, rtol=0)
-    for runner in (source, target):
-        assert all(b.ref_count == 0 for b in runner.blocks.blocks(Tier.HOT))
+    _assert_served_from_the_copy(source, target, prompt, reference, 96)
 
 
 def test_a_tail_whose_head_the_importer_lost_is_not_imported(tiny_loaded):
