@@ -13,21 +13,20 @@ id the gateway accepts has a URL: `/`, `%`, `?`, `#` in it are sent percent-enco
 `/` may also go plain), and session_path says which session and resource a path names; an
 id is found as given or, where no session has it, percent-decoded (an answer's
 `x-session-id` pasted into a URL or `id_contains`), within the caller's scope either way.
-The page and its assets hold no data and need no key; every data request sends one. They
-carry the viewer's security headers (viewer_headers: a strict CSP, never framed, nosniff).
-The reads that can scan the store (stats, the session list, a session's page) run in a
-worker thread that stops soon after the client leaves (client_gone): a 499 nobody receives.
+The page and its assets (viewer_page) hold no data and need no key; every data request
+sends one. The reads that can scan the store (stats, the session list, a session's page,
+the sessions a multi-session export gathers) run in a worker thread that stops soon after
+the client leaves (client_gone): a 499 nobody receives.
 """
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Request
-from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 
 from agents_trace.client_gone import unless_client_leaves
 from agents_trace.export import (LEFT_OUT_HEADER, ExportCounts, export_lines, export_sessions_lines, header_line,
@@ -41,11 +40,9 @@ from agents_trace.store_queries import (ReadCancelled, SessionFilter, find_sessi
 from agents_trace.step_queries import has_step, list_steps, request_step, step_content
 from agents_trace.store_stats import StatsCancelled, StatsWindow, tenant_stats
 from agents_trace.text_table import counted
-from agents_trace.viewer_headers import viewer_headers
+from agents_trace.viewer_page import add_viewer_page
 
 READ_STOPPED = (StatsCancelled, ReadCancelled)   # how a read says it stopped as its client left
-SCRIPTS = ("dom.js", "charts.js", "address.js", "list_sort.js", "list.js", "session.js", "app.js")   # index.html's order
-STATIC_FILES = {**{name: "text/javascript; charset=utf-8" for name in SCRIPTS}, "app.css": "text/css; charset=utf-8"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,10 +55,6 @@ class Viewer:
 
 def _not_found(session: str) -> HTTPException:
     return HTTPException(404, f"No session '{session}' is visible to this API key.")
-
-
-def _static(name: str) -> str:
-    return resources.files("agents_trace").joinpath("static", name).read_text("utf-8")
 
 
 def build_trace_router(*, viewer: Callable[..., Viewer],
@@ -88,7 +81,7 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
     def resolve(path: Path | None, who: Viewer, session: str, tenant: str | None, stop=None) -> dict:
         """The one session `session` names (as given, or percent-decoded where no session
         has it as given) within the caller's scope; its own id is `["session"]`. `stop`:
-        set once the client left (an admin's look-up scans every session)."""
+        set once the client left."""
         if path is None or asks_for_another(who, tenant):
             raise _not_found(session)
         matches = find_session_as_given(path, session, scope(who, tenant), stop)
@@ -188,13 +181,21 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
                 "offset": offset, "limit": limit}
 
     @router.get("/v1/traces/export")
-    def export_matching(request: Request, who: Viewer = Depends(viewer), agent: str | None = None,
-                        tenant: str | None = None) -> Response:
-        """Every session the filters of `/v1/traces/sessions` take, merged into one trace."""
+    async def export_matching(request: Request, who: Viewer = Depends(viewer), agent: str | None = None,
+                              tenant: str | None = None) -> Response:
+        """Every session the filters of `/v1/traces/sessions` take, merged into one trace.
+        The sessions are gathered, and their left-out steps counted, in a worker thread that
+        stops once the client left (`unless_client_leaves`)."""
         where = session_filter(request, who, agent, tenant)
         path = path_of(request)
-        keys = [] if path is None or where is None else matching_session_keys(path, where)
-        left_out = num_left_out(path, keys) if keys else 0
+
+        def gather(stop) -> tuple[list[tuple[str, str]], int]:
+            keys = [] if path is None or where is None else matching_session_keys(path, where, stop)
+            return keys, (num_left_out(path, keys, stop) if keys else 0)
+        gathered = await unless_client_leaves(request, gather, READ_STOPPED)
+        if isinstance(gathered, Response):
+            return gathered
+        keys, left_out = gathered
 
         def note(counts: ExportCounts) -> str:   # the sessions the file holds lines of
             return (f"stepahead: {counted(counts.num_sessions_written, 'session')}"
@@ -284,15 +285,7 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
         router.add_api_route(session_route, endpoint, methods=[method], response_model=None,
                              route_class_override=SessionTailRoute)
 
-    @router.get("/ui", response_class=HTMLResponse)
-    def page() -> HTMLResponse:
-        return HTMLResponse(_static("index.html"), headers=viewer_headers())
-
-    @router.get("/ui/static/{name}")
-    def asset(name: str) -> Response:
-        if name not in STATIC_FILES:
-            raise HTTPException(404, "No such file.")
-        return Response(_static(name), media_type=STATIC_FILES[name], headers=viewer_headers())
+    add_viewer_page(router)
 
     # NOTE: the gateway's Starlette routes answer HEAD wherever they answer GET (headers, no
     # body: uvicorn drops it); FastAPI's routes do not unless told, so they are told here.

@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import tempfile
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,7 +39,7 @@ from pathlib import Path
 from agents_trace.content import split_tools_entry
 from agents_trace.prompt_blocks import RECORD_BLOCK_SIZE, num_blocks
 from agents_trace.semconv import OP_TEXT_COMPLETION
-from agents_trace.store_queries import read_snapshot, read_store
+from agents_trace.store_queries import ReadCancelled, read_snapshot, read_store
 from agents_trace.step_queries import session_steps
 from agents_trace.store_rows import GENERATED_NOTHING
 
@@ -66,15 +67,19 @@ def is_left_out(step: dict) -> bool:
     return step["error"] is not None and step["num_output_tokens"] == 0
 
 
-def num_left_out(path: Path, keys: Iterable[tuple[str, str]]) -> int:
+def num_left_out(path: Path, keys: Iterable[tuple[str, str]], stop: threading.Event | None = None) -> int:
     """How many steps of these (tenant, session)s an export leaves out (`is_left_out`, in
     SQL), counted before any line is written: for a header its reader gets first. A step
-    stored after the count (a live session) may make the export's own count differ."""
-    with read_store(path) as db:
-        if db is None:
-            return 0
-        return sum(db.execute(f"SELECT COUNT(*) FROM steps WHERE tenant = ? AND session = ? AND {GENERATED_NOTHING}",
-                              key).fetchone()[0] for key in keys)
+    stored after the count (a live session) may make the export's own count differ.
+    `stop`: `read_store`'s, also looked at before each session's count (each is short)."""
+    total = 0
+    with read_store(path, stop) as db:
+        for key in keys if db is not None else ():
+            if stop is not None and stop.is_set():
+                raise ReadCancelled()
+            total += db.execute(f"SELECT COUNT(*) FROM steps WHERE tenant = ? AND session = ? AND {GENERATED_NOTHING}",
+                                key).fetchone()[0]
+    return total
 
 
 def _line(value: dict) -> str:

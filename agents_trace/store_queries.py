@@ -7,8 +7,8 @@ are JSON-ready dicts. Invariant: nothing is cut short silently: lists are pages 
 `has_more`, and content comes whole on request; a read given a `stop` event (set when its
 client left: agents_trace/client_gone.py) that is set ends within PROGRESS_STEPS SQLite
 instructions by raising `ReadCancelled`, never with a part of its answer (on a store of
-700,000 steps a filtered session list or an admin's look-up by id scans for 0.2-0.7 s,
-and longer on a store kept larger than `retention_max_bytes`' default).
+700,000 steps a filtered session list scans for 0.2-0.7 s, and longer on a store kept
+larger than `retention_max_bytes`' default).
 """
 from __future__ import annotations
 
@@ -75,7 +75,10 @@ class ReadCancelled(Exception):
 @contextlib.contextmanager
 def read_store(path: Path, stop: threading.Event | None = None) -> Iterator[sqlite3.Connection | None]:
     """A short read-only connection for one query (None when the store does not exist yet);
-    with `stop`, a query on it ends with `ReadCancelled` soon after `stop` is set."""
+    with `stop`, a query on it ends with `ReadCancelled` soon after `stop` is set, and none
+    starts once it is (`ReadCancelled` at once: however short the query)."""
+    if stop is not None and stop.is_set():
+        raise ReadCancelled()
     connection = connect_reader(path)
     try:
         if connection is not None and stop is not None:
@@ -154,11 +157,13 @@ def list_sessions(path: Path, where: SessionFilter, *, limit: int = 50, offset: 
             "offset": max(0, offset), "limit": limit}
 
 
-def matching_session_keys(path: Path, where: SessionFilter) -> list[tuple[str, str]]:
+def matching_session_keys(path: Path, where: SessionFilter,
+                          stop: threading.Event | None = None) -> list[tuple[str, str]]:
     """Every (tenant, session) the filter takes, in the order they started: all at once,
-    so a writer adding sessions meanwhile cannot shift a page under the caller."""
+    so a writer adding sessions meanwhile cannot shift a page under the caller. `stop`:
+    `read_store`'s."""
     condition, params = _where_sql(where)
-    with read_store(path) as db:
+    with read_store(path, stop) as db:
         rows = [] if db is None else db.execute(
             "SELECT tenant, session FROM sessions" + condition + " ORDER BY started_s, tenant, session",
             params).fetchall()
@@ -175,11 +180,26 @@ def _rows_within(path: Path, select: str, value: str, tenant_column: str, tenant
         return [] if db is None else db.execute(sql, params).fetchall()
 
 
+# The sessions with one id in every tenant, found through the primary key (tenant, session):
+# the tenants are walked one by one, each the least above the last (one index seek each),
+# and the id looked up in each; not a scan of every session (2.2 s on 800,000 sessions).
+EVERY_TENANT_SESSION_SQL = (
+    "WITH RECURSIVE tenants(tenant) AS (SELECT min(tenant) FROM sessions UNION ALL "
+    "SELECT (SELECT min(tenant) FROM sessions WHERE tenant > tenants.tenant) FROM tenants "
+    "WHERE tenants.tenant IS NOT NULL) "
+    "SELECT sessions.* FROM tenants JOIN sessions ON sessions.tenant = tenants.tenant AND sessions.session = ? "
+    "ORDER BY sessions.tenant")
+
+
 def find_session(path: Path, session: str, tenant: str | None, stop: threading.Event | None = None) -> list[dict]:
-    """The sessions with this id, within `tenant` (or in every tenant, for an admin: a scan
-    of every session); `stop`: `read_store`'s."""
-    rows = _rows_within(path, "SELECT * FROM sessions WHERE session = ?", session, "tenant", tenant, "tenant",
-                        stop)
+    """The sessions with this id, within `tenant` (or in every tenant, for an admin: one
+    look-up per tenant, `EVERY_TENANT_SESSION_SQL`); `stop`: `read_store`'s."""
+    if tenant is None:
+        with read_store(path, stop) as db:
+            rows = [] if db is None else db.execute(EVERY_TENANT_SESSION_SQL, (session,)).fetchall()
+    else:
+        rows = _rows_within(path, "SELECT * FROM sessions WHERE session = ?", session, "tenant", tenant, "tenant",
+                            stop)
     return [_session_dict(r) for r in rows]
 
 

@@ -45,7 +45,7 @@ def test_a_read_whose_stop_is_set_ends_with_read_cancelled_and_no_answer(many_se
     with pytest.raises(ReadCancelled):
         list_sessions(many_sessions, everyone, stop=stop)
     with pytest.raises(ReadCancelled):
-        find_session_as_given(many_sessions, "no%2Fsuch", None, stop)   # an admin's look-up: a scan
+        find_session_as_given(many_sessions, "no%2Fsuch", None, stop)   # an admin's look-up: none starts
 
 
 class HeldRead:
@@ -110,6 +110,7 @@ async def _leave_while_held(app, path: str, held_read: HeldRead, held: asyncio.E
     ("/v1/traces/sessions?agent_contains=zz", "list_sessions", "stop"),
     ("/v1/traces/sessions/no%2Fsuch", "find_session_as_given", 3),
     ("/v1/traces/sessions/no%2Fsuch/steps/0/content", "find_session_as_given", 3),
+    ("/v1/traces/export?agent_contains=zz", "matching_session_keys", 2),
 ])
 async def test_a_session_read_stops_soon_after_its_client_disconnects(many_sessions, monkeypatch, path, name, stop_at):
     loop = asyncio.get_running_loop()
