@@ -11,6 +11,12 @@ set aside when opened (one warning line), and a new one opened in its place;
 only the file the connection opened is set aside: when the path names another by then
 (another gateway sharing the file set the damaged one aside first), that one is opened
 as it is (QA177).
+A file whose tables are not ours (`cache.foreign_tables`: a table we make, `migrate`'s
+too, that lacks a column we declare for it but for `added_columns`, QA189 F2) is set aside
+the same way when opened, before anything is written to it (one warning line naming the
+file and where it went), and a new one opened in its place: statements that name our
+columns never meet another program's table. A file an older version of ours made lacks
+only `added_columns` (and `migrate`'s later tables, made when opened): it is ours.
 A file (and directory) made here is private to this user (`cache.private_paths`: 0600,
 and so its -wal and -shm, which SQLite gives the database's mode; directories 0700).
 """
@@ -23,6 +29,7 @@ from typing import TypeVar
 
 from cache.damaged_files import connect_setting_aside_damaged, file_identity, is_damaged_database, \
     set_aside_opened_database, surviving_damage
+from cache.foreign_tables import ForeignTables, declared_tables, find_foreign_tables
 from cache.private_paths import make_private_dirs
 from cache.repeated_failures import RepeatedFailures
 
@@ -63,7 +70,7 @@ def add_missing_columns(db: sqlite3.Connection, added_columns: Sequence[tuple[st
 
 
 class SqliteFile:
-    __slots__ = ("path", "what", "schema", "added_columns", "migrate", "_db", "_opened")
+    __slots__ = ("path", "what", "schema", "added_columns", "migrate", "_db", "_opened", "_declared")
 
     def __init__(self, path: Path | None, what: str, schema: str,
                  added_columns: Sequence[tuple[str, str, str]] = (),
@@ -79,13 +86,47 @@ class SqliteFile:
         self.migrate = migrate
         self._db: sqlite3.Connection | None = None
         self._opened: tuple[int, int] | None = None   # file_identity of the file last opened at `path`
+        self._declared: dict[str, tuple[str, ...]] | None = None   # our tables and their columns, once known
 
     def _set_up(self, db: sqlite3.Connection) -> None:
         self._opened = file_identity(self.path)   # at once: the file `db` has just opened
         db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")  # another gateway on the same file
+        self._check_tables_are_ours(db)   # before the first write (WAL is one)
         db.execute("PRAGMA journal_mode = WAL")
         db.execute("PRAGMA synchronous = NORMAL")
         self._create(db)
+
+    def _check_tables_are_ours(self, db: sqlite3.Connection) -> None:
+        """Raise `ForeignTables` when the file holds a table of ours made by something else."""
+        why = find_foreign_tables(db, self._our_tables(), self.added_columns)
+        if why is not None:
+            raise ForeignTables(why)
+
+    def _our_tables(self) -> dict[str, tuple[str, ...]]:
+        """Our tables and their columns: what `_create` makes in an empty database in memory."""
+        if self._declared is None:
+            self._declared = declared_tables(self._create)
+        return self._declared
+
+    def find_foreign_tables(self) -> str | None:
+        """Why the file at `path` holds tables that are not ours (what opening it would set
+        aside for), asked read-only: nothing is changed, set aside or made (but for the empty
+        -wal and -shm SQLite makes beside a WAL database for any reader), for a check that
+        must change nothing (`stepahead config check`). None when its tables are ours, there
+        is no file, or SQLite cannot read it (damaged, locked: `find_damage` says which)."""
+        if self.path is None or not self.path.is_file():
+            return None
+        declared = self._our_tables()
+        try:
+            probe = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True)
+        except sqlite3.Error:
+            return None
+        try:
+            return find_foreign_tables(probe, declared, self.added_columns)
+        except sqlite3.Error:
+            return None
+        finally:
+            probe.close()
 
     def _create(self, db: sqlite3.Connection) -> None:
         db.executescript(self.schema)
@@ -110,9 +151,17 @@ class SqliteFile:
         schema page SQLite cannot read) raises, for `db`'s `surviving` to set it aside."""
         if self._db is None:
             make_private_dirs(self.path.parent)   # the file: made private by connect_setting_aside_damaged
-            self._opened = None
-            self._db = connect_setting_aside_damaged(self.path, self.what, self._set_up,
-                                                     isolation_level=None, check_same_thread=False)
+            try:
+                self._open()
+            except ForeignTables as foreign:   # (its connection closed: `connect_setting_aside_damaged`)
+                self.set_aside_damaged(foreign.why)
+                if self._db is None:   # (what the set-aside ran may have opened the new one)
+                    self._open()
+
+    def _open(self) -> None:
+        self._opened = None
+        self._db = connect_setting_aside_damaged(self.path, self.what, self._set_up,
+                                                 isolation_level=None, check_same_thread=False)
 
     def close(self) -> None:
         if self._db is not None:

@@ -98,24 +98,24 @@ class Conversation:
 
 
 class ConversationArchive:
-    __slots__ = ("path", "capacity", "clock", "_file", "_failures")
+    __slots__ = ("path", "capacity", "clock", "file", "_failures")
 
     def __init__(self, path: Path | None, capacity: int, clock: Callable[[], float] = time.time) -> None:
         self.path = path
         self.capacity = capacity
         self.clock = clock
-        self._file = SqliteFile(path, "the conversation archive", SCHEMA, migrate=add_byte_count)
+        self.file = SqliteFile(path, "the conversation archive", SCHEMA, migrate=add_byte_count)
         self._failures = RepeatedFailures(log, expected=STORE_FAILURES)   # the store's one thread only
 
     @property
     def db(self) -> sqlite3.Connection:
-        return self._file.db
+        return self.file.db
 
     def close(self) -> None:
-        self._file.close()
+        self.file.close()
 
     def _surviving(self, operation: Callable[[], object]):
-        return self._file.surviving(operation)
+        return self.file.surviving(operation)
 
     # --- conversations -------------------------------------------------------------
 

@@ -13,7 +13,9 @@ Invariants:
 - `get` answers whenever the file can be read: a last-used time that cannot be written
   (a full disk) is left as it was, the failure logged at most once a minute;
 - a file SQLite finds damaged is set aside, never deleted (`cache.damaged_files`), and
-  the call made again on a new archive: a put is kept, a get finds nothing;
+  the call made again on a new archive: a put is kept, a get finds nothing; so is a file
+  whose `responses` or `response_messages` table is another program's, when opened
+  (`cache.sqlite_file`: QA189 F2, every stored turn was a 500);
 - a row keeps its conversation's messages as ids into the tenant's messages, each kept
   once (`gateway.response_messages`), so a `previous_response_id` chain's rows grow with
   each turn's new messages; a row an older version wrote keeps them whole and is read so.
@@ -47,6 +49,8 @@ CREATE TABLE IF NOT EXISTS responses (
 );
 CREATE INDEX IF NOT EXISTS responses_by_use ON responses (tenant, used_s);
 """
+# not in the first version's rows (33830d5): they listed no input items
+INPUT_ITEMS_COLUMN = ("responses", "input_items", "TEXT NOT NULL DEFAULT '[]'")
 # An unfinished background response's row (`response_store.OWNER_FIELD` names the process
 # running it): never trimmed while it runs (the run's later states replace only a row
 # still there). A row whose JSON is damaged is no such row.
@@ -67,44 +71,45 @@ log = logging.getLogger("stepahead.gateway")
 
 
 class ResponseArchive:
-    __slots__ = ("path", "capacity", "clock", "_file", "_failures", "_messages")
+    __slots__ = ("path", "capacity", "clock", "file", "_failures", "_messages")
     trim_sql = TRIM   # parameters: tenant, tenant, capacity
 
     def __init__(self, path: Path, capacity: int, clock: Callable[[], float] = time.time) -> None:
         self.path = path
         self.capacity = capacity
         self.clock = clock
-        self._file = SqliteFile(path, "the response archive", SCHEMA, added_columns=(ADDED_COLUMN,),
+        self.file = SqliteFile(path, "the response archive", SCHEMA,
+                                added_columns=(INPUT_ITEMS_COLUMN, ADDED_COLUMN),
                                 migrate=add_message_table)
         self._failures = RepeatedFailures(log, expected=STORE_FAILURES)   # the archive thread only
         self._messages = ResponseMessages()   # the archive thread only
 
     @property
     def db(self) -> sqlite3.Connection:
-        return self._file.db
+        return self.file.db
 
     def close(self) -> None:
-        self._file.close()
+        self.file.close()
 
     def put(self, tenant: str, stored: StoredResponse, replacing: bool = False, used_s: float | None = None) -> bool:
         """Store the row; with `replacing`, only over a row still there (a background run's
         later states never bring back a response deleted meanwhile). Whether it was stored.
         `used_s`: when it was last used, if not now (a put made again later keeps its place)."""
-        return self._file.surviving(
+        return self.file.surviving(
             lambda: self._replace(tenant, stored) if replacing else self._put(tenant, stored, used_s))
 
     def get(self, tenant: str, response_id: str) -> StoredResponse | None:
-        return self._file.surviving(lambda: self._get(tenant, response_id))
+        return self.file.surviving(lambda: self._get(tenant, response_id))
 
     def delete(self, tenant: str, response_id: str) -> bool:
-        return self._file.surviving(lambda: self._delete(tenant, response_id))
+        return self.file.surviving(lambda: self._delete(tenant, response_id))
 
     def touch(self, tenant: str, response_id: str) -> bool:
         """Mark the row used now (it was read from memory), so the archive's order of use
         stays the memory's; False when there is no such row (deleted meanwhile). The mark
         waits for a file another gateway holds locked as a read's does (`written_if_possible`:
         QA143, a GET of a response from memory waited the whole 5 s)."""
-        return self._file.surviving(lambda: self._touch_if_present(tenant, response_id))
+        return self.file.surviving(lambda: self._touch_if_present(tenant, response_id))
 
     def _touch_if_present(self, tenant: str, response_id: str) -> bool:
         if self.db.execute("SELECT 1 FROM responses WHERE tenant = ? AND id = ?", (tenant, response_id)).fetchone() \

@@ -114,6 +114,9 @@ def responses_problem(config: GatewayConfig, environ: Mapping[str, str] = os.env
              "every tenant's conversations")):
         opened = archive()
         damage = None if damaged is None else find_damage(opened.path)
+        if damaged is not None and damage is None:   # another program's tables: set aside when opened (QA189 F2)
+            foreign = opened.file.find_foreign_tables()   # (asked read-only)
+            damage = None if foreign is None else Damage(foreign, on_open=True)
         try:
             if damage is not None:
                 write_beside(opened.path)

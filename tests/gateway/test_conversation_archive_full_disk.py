@@ -34,7 +34,7 @@ def _item(text: str) -> dict:
 def _full(tmp_path) -> ConversationArchive:
     archive = ConversationArchive(tmp_path / "conversations.sqlite3", capacity=8)
     archive.create("a", Conversation("c1", 100, {"k": "v"}), [_item("0"), _item("1")])
-    archive._file._db = FullDisk(archive.db)   # the disk fills up
+    archive.file._db = FullDisk(archive.db)   # the disk fills up
     return archive
 
 
@@ -74,9 +74,9 @@ def test_the_last_used_time_is_written_again_once_there_is_room(tmp_path):
     archive = ConversationArchive(tmp_path / "conversations.sqlite3", capacity=1, clock=lambda: float(next(ticks)))
     archive.create("a", Conversation("c1", 1, {}), [_item("0")])
     real = archive.db
-    archive._file._db = FullDisk(real)
+    archive.file._db = FullDisk(real)
     archive.items("a", "c1")
-    archive._file._db = real   # room again
+    archive.file._db = real   # room again
     archive.items("a", "c1")
     (used_s,) = real.execute("SELECT used_s FROM conversations WHERE id = 'c1'").fetchone()
     assert used_s > 1.0

@@ -39,14 +39,14 @@ def _fill(store: ResponseStore, updates_pass: bool = True) -> sqlite3.Connection
     real = []
     def fill():
         real.append(store.archive.db)
-        store.archive._file._db = FullDisk(real[0], updates_pass)
+        store.archive.file._db = FullDisk(real[0], updates_pass)
     _on_archive_thread(store, fill)
     return real[0]
 
 
 def _free(store: ResponseStore, real: sqlite3.Connection) -> None:
     def free():
-        store.archive._file._db = real
+        store.archive.file._db = real
     _on_archive_thread(store, free)
 
 
