@@ -12,7 +12,16 @@ byte of a request came is closed without an answer); nothing reaches the app the
 nothing after it is read. Such an answer comes after the answers owed to the requests
 before it on the connection (a client pipelining takes answers in order); a request whose
 body the parser refused has that 400 as its one answer (none, if the app had answered it
-already). A lost connection tells every request on it not yet answered. Each
+already). A lost connection tells every request on it not yet answered. A client's EOF
+(a half-close: `shutdown(SHUT_WR)`, `nc -N`) before any answer on the connection is under
+way ends reading, not the connection: the requests received whole are still answered, in order, the last with `connection: close`, and the
+connection closes after it (at once when none is owed); a request the EOF cut short (its head
+or body incomplete) never reaches the app or, if it did, sees its client gone and gets no
+answer; a client that closed its socket rather than half-closing it is still told as gone
+(`gateway/half_close.py`: a probe, then the socket's reset; QA190). An EOF that comes while
+an answer is being written (a stream) is a client gone, at once, as before: a client seldom
+half-closes so late, and one that closed must not hold a stream waiting on its next chunk
+(a worker's queue, a held upstream) until that chunk is written. Each
 such answer carries a fresh `x-request-id` (`gateway.ids.new_id("req")`, as the app's own
 answers under /v1/ do; on any path: the head, and so the path, may not have been read).
 Only bytes up to a head's blank line count, checked before the parser sees them: a read
@@ -48,6 +57,7 @@ import json
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from gateway.half_close import EofWatch
 from gateway.ids import new_id
 
 MAX_HEAD_BYTES = 64 * 1024   # nginx's default large_client_header_buffers is 4 x 8 KiB
@@ -108,6 +118,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._head_refused = False   # a head refused once read whole (no request cycle): never reached the app
         self._cycles: list = []   # this connection's requests not yet answered in full, oldest first
         self._refusal: bytes | None = None   # owed once the requests before it are answered
+        self._eof_watch: EofWatch | None = None   # set at the client's EOF, while answers are owed
 
     def connection_made(self, transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -115,10 +126,41 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm_head_timer()
+        if self._eof_watch is not None:
+            self._eof_watch.stop()
         for cycle in self._unanswered():   # uvicorn tells only the last request parsed (QA115: a pipelined
             cycle.disconnected = True      # request's running one wrote on, "handler is closed", a traceback)
             cycle.message_event.set()
         super().connection_lost(exc)
+
+    def eof_received(self) -> bool:
+        """The client's EOF (a half-close, or a close): what came whole is answered, then the
+        connection closed; a request cut short is dropped. True keeps it open meanwhile."""
+        if self._eof_watch is not None or self.transport.is_closing():   # EOF again (reading resumed)
+            return self._eof_watch is not None
+        cut = self.cycle if not self._in_head and not self._head_refused else None   # inside a body
+        if cut is not None and cut.scope is self.scope:   # that request is cut short
+            self._forget(cut)
+        cycles = self._unanswered()
+        if cycles and cycles[0].response_started:   # mid-answer: a close, as a half-close so late seldom is
+            return False
+        if self._refusal is None:
+            self._close_after_owed(b"")   # nothing more is read; closed after the last answer
+        cycles = self._unanswered()
+        if self.transport.is_closing() or not cycles:
+            return False
+        if not cycles[-1].response_started:
+            cycles[-1].keep_alive = False   # its answer says `connection: close`
+        self._eof_watch = EofWatch(self.loop, self.transport, self._unanswered, self.transport.abort)
+        self._eof_watch.start()
+        return True
+
+    def _forget(self, cycle) -> None:
+        """`cycle`'s request (its body cut short) is owed no answer; its app sees its client gone."""
+        self._cycles = [owed for owed in self._cycles if owed is not cycle]
+        if not cycle.response_complete:
+            cycle.disconnected = True
+            cycle.message_event.set()
 
     def _unanswered(self) -> list:
         self._cycles = [cycle for cycle in self._cycles if not cycle.response_complete]
@@ -231,10 +273,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         waited for the rest of its body: no answer, the connection held forever)."""
         failed = self.cycle if not self._in_head else None   # inside a body: the request being read
         if failed is not None:
-            self._cycles = [cycle for cycle in self._cycles if cycle is not failed]
-            if not failed.response_complete:
-                failed.disconnected = True
-                failed.message_event.set()
+            self._forget(failed)
             if failed.response_started:   # answered (in part) already: no second answer for it
                 self._close_after_owed(b"")
                 return
