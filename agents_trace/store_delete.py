@@ -1,23 +1,36 @@
-"""Deleting whole sessions from the trace store: the one transaction both the writer's
+"""Deleting whole sessions from the trace store: the transaction both the writer's
 retention pass and `delete_sessions` (`stepahead traces delete`, the API's DELETE) run.
 
-Invariants: a session goes with its steps and their content, all or none, so no reader
-ever sees steps without their session or a session missing some; `delete_sessions` runs
-through a connection of its own, ordered by SQLite with the writer's transactions, and
-gives the freed pages and the WAL back to the file system, its TRUNCATE checkpoint
-waiting `WAL_TRUNCATE_WAIT_MS` at most (a reader of an older snapshot leaves that to the
-writer's next retention pass).
+Invariants: a session goes with its steps and their content, all or none, in one
+transaction, so no reader ever sees steps without their session or a session missing
+some; `delete_sessions` runs through a connection of its own, ordered by SQLite with the
+writer's transactions, and deletes many sessions in transactions of about
+DELETE_BATCH_STEPS steps each (a bigger session alone), pausing after each (DELETE_PAUSE_SHARE
+of its time), so a big delete never holds the write lock for seconds and a gateway's
+writes go in between (QA194 F1: one transaction for 200k steps held it 15-24 s, past the
+writer's 5 s busy timeout); stopped part way, it leaves whole sessions. It then gives the
+freed pages and the WAL back to the file system, its TRUNCATE checkpoint waiting
+`WAL_TRUNCATE_WAIT_MS` at most (a reader of an older snapshot leaves that to the writer's
+next retention pass).
 """
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from agents_trace.store_schema import BUSY_TIMEOUT_MS, give_back_free_pages, truncate_wal
 from cache.sqlite_transaction import transaction
 
 WAL_TRUNCATE_WAIT_MS = 250    # the most a retention pass's TRUNCATE checkpoint waits for readers and writers
+DELETE_BATCH_STEPS = 2_000    # about the steps one transaction of `delete_sessions` deletes (a bigger session: alone)
+DELETE_BATCH_SESSIONS = 256   # the most sessions one transaction of `delete_sessions` deletes
+# NOTE: a writer waiting on the lock polls every 100 ms at most (SQLite's busy handler);
+# a pause of half a transaction's time (at least 5 ms, at most 100 ms) lets it in soon
+# while the delete keeps two thirds of its speed.
+DELETE_PAUSE_SHARE = 0.5
+DELETE_PAUSE_S = (0.005, 0.1)
 
 
 def delete_in_one_transaction(db: sqlite3.Connection, keys: Sequence[tuple[str, str]],
@@ -30,16 +43,48 @@ def delete_in_one_transaction(db: sqlite3.Connection, keys: Sequence[tuple[str, 
     return deleted["steps"]
 
 
-def delete_sessions(path: Path, keys: Sequence[tuple[str, str]]) -> int:
+def session_batches(db: sqlite3.Connection, keys: Sequence[tuple[str, str]],
+                    max_steps: int = DELETE_BATCH_STEPS) -> Iterator[list[tuple[str, str]]]:
+    """`keys` in order, in runs of whole sessions of at most `max_steps` steps (a session
+    with more: alone) and DELETE_BATCH_SESSIONS sessions, as the store counts them now."""
+    batch: list[tuple[str, str]] = []
+    num_steps = 0
+    for key in keys:
+        row = db.execute("SELECT num_steps FROM sessions WHERE tenant = ? AND session = ?", key).fetchone()
+        size = 0 if row is None else row[0]
+        if batch and (num_steps + size > max_steps or len(batch) >= DELETE_BATCH_SESSIONS):
+            yield batch
+            batch, num_steps = [], 0
+        batch.append(key)
+        num_steps += size
+    if batch:
+        yield batch
+
+
+def delete_sessions(path: Path, keys: Sequence[tuple[str, str]], *, max_steps: int = DELETE_BATCH_STEPS,
+                    after_each: Callable[[int, int], None] | None = None) -> int:
     """Delete the sessions `keys` from the store at `path`, with their steps and content,
     through a connection of its own (from any thread or process: SQLite orders it with the
-    writer's transactions), and give their pages back to the file system, the WAL's too
+    writer's transactions), a transaction per `session_batches` (about `max_steps` steps)
+    with a pause after each, then give their pages back to the file system, the WAL's too
     (`truncate_wal`: while a gateway holds the store open the WAL outlives this connection;
     a reader on an older snapshot leaves it to the writer's next retention pass); the number
-    of steps deleted. A step of such a session still arriving is stored under its id again."""
+    of steps deleted. `after_each(sessions, steps)`, when given, is called after each
+    transaction with the totals deleted so far, outside it. A step of such a session still
+    arriving is stored under its id again."""
     db = sqlite3.connect(str(path), isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False)
     try:
-        num_steps = delete_in_one_transaction(db, keys, "BEGIN IMMEDIATE")
+        num_sessions = num_steps = 0
+        for batch in session_batches(db, keys, max_steps):
+            began_s = time.monotonic()
+            num_steps += delete_in_one_transaction(db, batch, "BEGIN IMMEDIATE")
+            took_s = time.monotonic() - began_s
+            num_sessions += len(batch)
+            if after_each is not None:
+                after_each(num_sessions, num_steps)
+            if num_sessions < len(keys):   # let a waiting writer in before the next
+                low_s, high_s = DELETE_PAUSE_S
+                time.sleep(min(high_s, max(low_s, DELETE_PAUSE_SHARE * took_s)))
         give_back_free_pages(db)
         truncate_wal(db, WAL_TRUNCATE_WAIT_MS)
         return num_steps

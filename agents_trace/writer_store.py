@@ -4,7 +4,9 @@ sessions it resumes, retention, the damage check (agents_trace/writer.py runs th
 its thread).
 
 Invariants: a store call that fails (an SQLite or OS error) is counted and logged, at
-most once a minute per kind, and gives its default, never stopping the thread; a store
+most once a minute per kind, and gives its default, never stopping the thread (but a
+batch's write finding the store busy, which the writer holds and tries again:
+writer_held.py); a store
 SQLite finds damaged is set aside and the call made again on a new one (store.py); a
 session another writer left open is ended once idle past the idle timeout plus a margin
 (the same again, at most ABANDONED_MARGIN_S), and its `invoke_agent` span exported.
@@ -32,6 +34,7 @@ from agents_trace.records import Step
 from agents_trace.spans import record_left_open_session_span, session_span_ids
 from agents_trace.store import TraceStore
 from agents_trace.store_rows import SELECT_NAMED_SPAN, SET_SPAN, LeftOpenSpan, left_open_span
+from agents_trace.writer_held import is_store_busy
 from cache.sqlite_transaction import transaction
 
 log = logging.getLogger("stepahead.agents_trace")
@@ -151,14 +154,18 @@ class StoreUpkeep:
             self._next_damage_check_s = time.monotonic() + DAMAGE_CHECK_INTERVAL_S
             self._on_store("checking the trace store", lambda store: store.check_for_damage(), False)
 
-    def _on_store(self, what: str, call: Callable[[TraceStore], T], default: T, *what_args: object) -> T:
+    def _on_store(self, what: str, call: Callable[[TraceStore], T], default: T, *what_args: object,
+                  raises_busy: bool = False) -> T:
         """`call(store)`, surviving a damaged store (store.py); any other error is counted
         and logged (`what`, a %-template of `what_args`, is also its kind of failure),
-        and gives `default`."""
+        and gives `default`, but, when `raises_busy`, a busy store's "database is locked",
+        raised for the caller to try again (writer_held.py)."""
         store = self.store
         try:
             return store.surviving_damage(lambda: call(store))
-        except (sqlite3.Error, OSError):
+        except (sqlite3.Error, OSError) as exc:
+            if raises_busy and is_store_busy(exc):
+                raise
             self.stats.num_store_errors += 1
             self._failures.log(what, f"stepahead: warning: {what} failed", *what_args)
             return default
