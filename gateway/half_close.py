@@ -8,20 +8,24 @@ EOF alone cannot tell a half-close from a client that closed its socket: both se
 FIN. One that closed it must still end as gone (its request's `http.disconnect`, a 499, the
 worker freed), so a half-closed connection that owes answers is watched by `EofWatch`:
 
-An EOF that comes while an answer is being written is taken for a close at once
-(`gateway/http_protocol.py`): a stream may write nothing for long (a queue, a held upstream),
-and so would draw no reset to tell a closed socket by. The watch serves the EOF that comes
-before any answer is under way, as a half-close does (right after its requests).
+An EOF that comes while an answer is being written, or on an HTTP/1.0 request (RFC 9110
+forbids it a 1xx), is taken for a close at once (`gateway/http_protocol.py`): a stream may
+write nothing for long (a queue, a held upstream), and so would draw no reset to tell a
+closed socket by. The watch serves the EOF that comes before any answer is under way, as a
+half-close does (right after its requests).
 
-Invariants: one interim `100 Continue` (`PROBE`; every
-HTTP/1.1 client takes and skips a 1xx it did not ask for, RFC 9110 §15.2) goes out at EOF
-before the next answer, never to an HTTP/1.0 request (RFC 9110 forbids it); a socket the other end closed
-answers any byte (the probe, or an answer being streamed) with a reset, which the socket
-reports (`SO_ERROR`). The watch reads that every `CHECK_INTERVAL_S` while answers are owed
-and, once reset, calls `on_gone` (the connection drops, each request still unanswered learns
-its client left); it never writes anything but the probe and stops when the answers are
-written or the connection closes. A client that closed is noticed a round trip after the
-probe or the next byte of its answer (a stream's next chunk), not at its FIN.
+Invariants: an interim `100 Continue` (`PROBE`; every HTTP/1.1 client takes and skips a 1xx
+it did not ask for, RFC 9110 §15.2, and may get several) goes out at EOF, and again every
+`PROBE_EVERY_S` while the next answer has not begun (a client that read the first probe
+and then closed its socket sends nothing more: only a later byte draws its reset, QA195;
+so a request that asked `Expect: 100-continue` may get two or more); never after an answer
+began, so never inside one or after a final one. A socket the other end closed answers any
+byte (a probe, or an answer being streamed) with a reset, which the socket reports
+(`SO_ERROR`). The watch reads that every `CHECK_INTERVAL_S` while answers are owed and,
+once reset, calls `on_gone` (the connection drops, each request still unanswered learns its
+client left); it writes nothing but probes and stops when the answers are written or the
+connection closes. A client that closed is noticed a round trip after the next probe or the
+next byte of its answer (a stream's next chunk), not at its FIN.
 """
 from __future__ import annotations
 
@@ -32,6 +36,7 @@ from dataclasses import dataclass
 
 PROBE = b"HTTP/1.1 100 Continue\r\n\r\n"
 CHECK_INTERVAL_S = 0.1
+PROBE_EVERY_S = 1.0
 
 
 def peer_reset(transport: asyncio.BaseTransport) -> bool:
@@ -55,15 +60,22 @@ class EofWatch:
     unanswered: Callable[[], list]
     on_gone: Callable[[], None]
     interval_s: float = CHECK_INTERVAL_S
+    probe_every_s: float = PROBE_EVERY_S
     timer: asyncio.TimerHandle | None = None
+    probed_at_s: float = 0.0   # loop time of the last probe
 
     def start(self) -> None:
-        """Send the probe if no answer is being written, and begin the checks."""
+        """Send the probe (no answer is being written: http_protocol), and begin the checks."""
+        self._probe()
+        self._schedule()
+
+    def _probe(self) -> None:
+        """A probe, unless the next answer owed has begun."""
         cycles = self.unanswered()
-        if cycles and cycles[0].scope.get("http_version") != "1.0":   # (no answer is under way: http_protocol)
+        if cycles and not cycles[0].response_started:
             self.transport.write(PROBE)
             cycles[0].waiting_for_100_continue = False   # the probe is its `100 Continue`, if it asked
-        self._schedule()
+            self.probed_at_s = self.loop.time()
 
     def stop(self) -> None:
         if self.timer is not None:
@@ -80,4 +92,6 @@ class EofWatch:
         if peer_reset(self.transport):
             self.on_gone()
             return
+        if self.loop.time() - self.probed_at_s >= self.probe_every_s:
+            self._probe()
         self._schedule()

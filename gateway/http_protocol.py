@@ -19,9 +19,11 @@ connection closes after it (at once when none is owed); a request the EOF cut sh
 or body incomplete) never reaches the app or, if it did, sees its client gone and gets no
 answer; a client that closed its socket rather than half-closing it is still told as gone
 (`gateway/half_close.py`: a probe, then the socket's reset; QA190). An EOF that comes while
-an answer is being written (a stream) is a client gone, at once, as before: a client seldom
-half-closes so late, and one that closed must not hold a stream waiting on its next chunk
-(a worker's queue, a held upstream) until that chunk is written. Each
+an answer is being written (a stream), or on an HTTP/1.0 request (which may not be sent the
+probe), is a client gone, at once, as before: a client seldom half-closes so late, and one
+that closed must not hold a stream waiting on its next chunk (a worker's queue, a held
+upstream) or have its whole answer generated for nobody (QA195: nginx speaks HTTP/1.0 to
+its upstreams by default). Each
 such answer carries a fresh `x-request-id` (`gateway.ids.new_id("req")`, as the app's own
 answers under /v1/ do; on any path: the head, and so the path, may not have been read).
 Only bytes up to a head's blank line count, checked before the parser sees them: a read
@@ -142,14 +144,16 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         if cut is not None and cut.scope is self.scope:   # that request is cut short
             self._forget(cut)
         cycles = self._unanswered()
-        if cycles and cycles[0].response_started:   # mid-answer: a close, as a half-close so late seldom is
+        if cycles and (cycles[0].response_started   # mid-answer: a close, as a half-close so late seldom is
+                       or any(cycle.scope.get("http_version") == "1.0" for cycle in cycles)):   # no probe there
             return False
-        if self._refusal is None:
+        refusal_owed = self._refusal is not None   # (sent after the answers, it closes the connection itself)
+        if not refusal_owed:
             self._close_after_owed(b"")   # nothing more is read; closed after the last answer
         cycles = self._unanswered()
         if self.transport.is_closing() or not cycles:
             return False
-        if not cycles[-1].response_started:
+        if not refusal_owed and not cycles[-1].response_started:
             cycles[-1].keep_alive = False   # its answer says `connection: close`
         self._eof_watch = EofWatch(self.loop, self.transport, self._unanswered, self.transport.abort)
         self._eof_watch.start()

@@ -125,7 +125,14 @@ def test_pipelined_requests_before_a_half_close_are_all_answered_in_order(server
         ("HTTP/1.1 200 OK", {"body_bytes": 2, "path": "/slow"}),
         ("HTTP/1.1 200 OK", {"body_bytes": len(body), "path": "/slow"}),
         ("HTTP/1.1 200 OK", {"threaded": True})]
-    assert answer.count(b"100 Continue") == 1
+    assert answer.startswith(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n")   # (again past PROBE_EVERY_S)
+
+
+def test_a_refusal_owed_after_pipelined_requests_is_sent_before_the_half_closed_connection_closes(server):
+    """QA195 F3: the answer before it no longer says `connection: close` and ends the
+    connection with the refusal unsent."""
+    answer = _half_closed_exchange(server, _request() + b"POST /slow HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n")
+    assert [status for status, _ in _answers(answer)] == ["HTTP/1.1 200 OK", "HTTP/1.1 400 Bad Request"]
 
 
 def test_a_stream_to_a_half_closed_client_is_delivered_whole(server):
@@ -134,10 +141,40 @@ def test_a_stream_to_a_half_closed_client_is_delivered_whole(server):
     assert [f"data: {number}".encode() in answer for number in range(5)] == [True] * 5
 
 
-def test_an_http_1_0_request_half_closed_is_answered_without_the_probe(server):
-    answer = _half_closed_exchange(server, _request(version=b"1.0"))
-    assert answer.startswith(b"HTTP/1.1 200 OK\r\n") and b"100 Continue" not in answer
-    assert json.loads(_answers(answer)[0][1]) == {"body_bytes": 2, "path": "/slow"}
+def _told_gone_after(app, server, data: bytes, then) -> float:
+    """Seconds from `then(sock)` (after `data` was sent) until the app's /waits learnt its
+    client left."""
+    waiting, gone = app.state.waiting, app.state.gone
+    num_gone = len(gone)
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+        sock.sendall(data)
+        deadline_s = time.monotonic() + 3
+        while len(waiting) <= num_gone and time.monotonic() < deadline_s:
+            time.sleep(0.01)
+        then(sock)
+    closed_at = time.monotonic()
+    while len(gone) <= num_gone and time.monotonic() < closed_at + 5:
+        time.sleep(0.01)
+    assert len(gone) == num_gone + 1, "the app never learnt its client left"
+    message_type, told_at = gone[-1]
+    assert message_type == "http.disconnect"
+    return told_at - closed_at
+
+
+def test_an_http_1_0_request_half_closed_is_a_client_gone_at_once(app, server):
+    """No probe may go to HTTP/1.0 (RFC 9110), so its EOF cannot be told from a close: a
+    close it is (QA195 F1: behind nginx, which speaks HTTP/1.0 upstream, every client that
+    left had its whole answer generated)."""
+    assert _told_gone_after(app, server, _request("/waits", version=b"1.0"),
+                            lambda sock: sock.shutdown(socket.SHUT_WR)) < 1.0
+
+
+def test_a_client_that_read_the_probe_then_closed_is_told_as_gone(app, server):
+    """QA195 F2: the first probe drew no reset (the socket was still open); a later one does."""
+    def read_the_probe_then_close(sock):
+        sock.shutdown(socket.SHUT_WR)
+        assert sock.recv(100) == b"HTTP/1.1 100 Continue\r\n\r\n"
+    assert _told_gone_after(app, server, _request("/waits"), read_the_probe_then_close) < 2.5
 
 
 @pytest.mark.parametrize("cut", [b"POST /slow HTTP/1.1\r\nHost: x\r\nContent-Le",   # a head cut short
