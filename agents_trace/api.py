@@ -31,6 +31,7 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response, Streamin
 from agents_trace.client_gone import unless_client_leaves
 from agents_trace.export import (LEFT_OUT_HEADER, ExportCounts, export_lines, export_sessions_lines, header_line,
                                  in_chunks, num_left_out)
+from agents_trace.export_filename import export_disposition
 from agents_trace.query_params import list_cursor, query_cursor, query_flag, query_page, query_time
 from agents_trace.session_path import SessionPath, parse_session_path, session_tail_route
 from agents_trace.session_route import SESSION_METHODS, SessionTailRoute, allowed_methods, method_not_allowed
@@ -238,11 +239,9 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
         path = path_of(request)
         found = resolve(path, who, session, tenant, stop)
         session = found["session"]
-        # NOTE: ASCII only: headers are Latin-1, which cannot carry every id
-        safe_name = "".join(c if c.isascii() and (c.isalnum() or c in "-_.") else "_" for c in session)
-        return StreamingResponse(
+        return StreamingResponse(   # named `<id>.jsonl`, the id whole in `filename*` (export_filename)
             in_chunks(export_lines(path, found["tenant"], session)), media_type="application/x-ndjson",
-            headers={"content-disposition": f'attachment; filename="{safe_name}.jsonl"',
+            headers={"content-disposition": export_disposition(session),
                      LEFT_OUT_HEADER: str(num_left_out(path, [(found["tenant"], session)]))})
 
     def named(tail: str, request: Request) -> SessionPath | None:

@@ -39,7 +39,7 @@ const view = { me: null, sessionsLoaded: 0, sessionsBefore: null, sessionsRows: 
                steps: [], stepsStart: 0, stepsEnd: 0, session: null, requestId: "", openContent: new Set(),
                contents: new Map(), liveTimer: null, busy: null, route: 0, figuresTimer: null, figures: null };
 
-function setStatus(text) { $("status").textContent = visible(text || ""); }
+function setStatus(text) { showVisible($("status"), text || ""); }
 
 function apiKey() { return sessionStorage.getItem(KEY_STORAGE) || ""; }
 
@@ -82,11 +82,20 @@ function forecastsNote(s) {
   return `${s.num_confident_forecast_hits}/${s.num_confident_forecasts} of those made confident`;
 }
 
+// The name a `Content-Disposition` gives (`filename*=UTF-8''…` first: the id whole,
+// export_filename.py), else null.
+function dispositionName(header) {
+  const utf8 = /filename\*=UTF-8''([^;\s]+)/i.exec(header || ""), plain = /filename="([^"]*)"/.exec(header || "");
+  try { if (utf8) return decodeURIComponent(utf8[1]); } catch (_) { /* not UTF-8: the ASCII name */ }
+  return plain ? plain[1] : null;
+}
+
+// `path` saved as the gateway names it (else as `name`)
 async function downloadFile(path, name) {
   const response = await fetch(path, { headers: { Authorization: "Bearer " + apiKey() } });
   if (!response.ok) { setStatus("Export failed: " + response.status); return; }
   const url = URL.createObjectURL(await response.blob());
-  const link = el("a", { href: url, download: name });
+  const link = el("a", { href: url, download: dispositionName(response.headers.get("content-disposition")) || name });
   link.click();
   URL.revokeObjectURL(url);
 }
@@ -154,7 +163,7 @@ async function route() {
   try {
     if (!view.me) {
       view.me = await api("/v1/traces/me");
-      $("who").textContent = visible(`tenant ${view.me.tenant}` + (view.me.is_admin ? " (admin: all tenants)" : ""));
+      showVisible($("who"), `tenant ${view.me.tenant}` + (view.me.is_admin ? " (admin: all tenants)" : ""));
       document.body.classList.toggle("admin", view.me.is_admin);
       $("f-tenant-label").hidden = !view.me.is_admin;
       $("tracing-off").hidden = view.me.tracing !== false;   // tracing off: the store gets nothing new

@@ -1,6 +1,8 @@
 // stepahead trace viewer: the page's text and nodes. Every text written shows control and
-// bidi characters escaped (`visible`), so it cannot hide or reorder what is around it;
-// nodes are made with textContent and attributes, never innerHTML. Loaded before app.js.
+// bidi characters escaped (`visible`), so it cannot hide or reorder what is around it, and
+// in the page's text each escape is marked (`visibleNodes`), so it never reads as text the
+// client sent; nodes are made with textContent and attributes, never innerHTML. Loaded
+// before app.js.
 "use strict";
 
 const SVG_NS = "http://www.w3.org/2000/svg";
@@ -18,6 +20,51 @@ const hex = (ch, digits) => ch.charCodeAt(0).toString(16).padStart(digits, "0");
 const visible = (text) => String(text).replace(HIDDEN_CHARS,
   (ch) => NAMED_ESCAPES[ch] || (ch.charCodeAt(0) < 0x100 ? "\\x" + hex(ch, 2) : "\\u" + hex(ch, 4)));
 const jsonVisible = (json) => json.replace(HIDDEN_IN_JSON, (ch) => "\\u" + hex(ch, 4));
+// `text` as `visible` writes it, each escape it wrote marked (`span.esc`, app.css), so an
+// escaped tab (`tab\there`, marked) never looks like a backslash and a `t` the text holds
+// (`tab\there` as typed, unmarked) (QA194 F3).
+function visibleNodes(text) {
+  const raw = String(text), nodes = [];
+  let last = 0;
+  for (const m of raw.matchAll(HIDDEN_CHARS)) {
+    if (m.index > last) nodes.push(document.createTextNode(raw.slice(last, m.index)));
+    const esc = document.createElement("span");
+    esc.className = "esc";
+    esc.textContent = visible(m[0]);
+    nodes.push(esc);
+    last = m.index + m[0].length;
+  }
+  if (last < raw.length || !nodes.length) nodes.push(document.createTextNode(raw.slice(last)));
+  return nodes;
+}
+const showVisible = (node, text) => node.replaceChildren(...visibleNodes(text));
+// An id as `stepahead traces show`, the API and /ui's filter take it when pasted: the id
+// itself where it shows as it is, else as a reply's `x-session-id` carries it (header_ids:
+// printable ASCII but `%` as it is, the rest percent-encoded UTF-8: `tab%09here`), which
+// names that id alone; null where it shows as it is.
+function pastableId(id) {
+  const text = String(id);
+  if (!text.match(HIDDEN_CHARS)) return null;
+  const encoded = (ch) => { try { return encodeURIComponent(ch); } catch (_) { return "\\u" + hex(ch, 4); } };   // a lone surrogate
+  return Array.from(text, (ch) => (ch >= " " && ch <= "~" && ch !== "%") ? ch : encoded(ch)).join("");
+}
+// Tool names longer than this are cut in the steps table ("…"), whole in the cell's
+// tooltip: a valid name is at most 64 characters, but one in a request's history is not
+// checked (QA194 F2: a 300-character name made a column 2,100 px wide).
+const NAME_CHARS = 48;
+// A cell's text of names ("tool:a,tool:b", "a, b"): a line may break after each comma, and
+// a word over NAME_CHARS characters is cut; `cut` says whether any was.
+function nameParts(text) {
+  let cut = false;
+  const parts = String(text).split(/(?<=,)/).map((part) => part.replace(/\S+/g, (word) => {
+    const chars = Array.from(word);
+    if (chars.length <= NAME_CHARS) return word;
+    cut = true;
+    return chars.slice(0, NAME_CHARS - 1).join("") + "…";
+  }));
+  const nodes = parts.flatMap((part, i) => i ? [document.createElement("wbr"), ...visibleNodes(part)] : visibleNodes(part));
+  return { nodes, cut };
+}
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -25,9 +72,16 @@ function el(tag, attrs, ...children) {
     if (k === "class") node.className = v; else node.setAttribute(k, k === "title" ? visible(v) : v);
   }
   for (const child of children) {
-    node.append(child instanceof Node ? child : document.createTextNode(visible(child)));
+    if (child instanceof Node) node.append(child); else node.append(...visibleNodes(child));
   }
   return node;
+}
+
+// A table cell of names (`nameParts`); when a name was cut, the whole text is its tooltip.
+function namesCell(attrs, text) {
+  const { nodes, cut } = nameParts(text);
+  const title = cut ? text + (attrs.title ? " — " + attrs.title : "") : attrs.title || "";
+  return el("td", { ...attrs, class: "text names" + (attrs.class ? " " + attrs.class : ""), title }, ...nodes);
 }
 
 // `text` line by line: a tooltip's lines are its own newlines

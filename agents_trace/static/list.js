@@ -95,7 +95,9 @@ const comesAfter = (a, b) => a[0] !== b[0] ? a[0] < b[0] : a[1] !== b[1] ? a[1] 
 function sessionRow(s, id) {
   view.sessionsByKey.set(sessionKey(s), s);
   const requestId = id && !s.session.toLowerCase().includes(id.toLowerCase()) ? id : "";
-  const link = el("a", { href: sessionHash(s.tenant, s.session, requestId) }, s.session);
+  const pastable = pastableId(s.session);   // its escapes marked (dom.js); the id to paste in the tooltip
+  const link = el("a", { href: sessionHash(s.tenant, s.session, requestId),
+    ...(pastable === null ? {} : { title: "id to paste (stepahead traces show, a link): " + pastable }) }, s.session);
   return el("tr", { class: s.num_errors ? "error" : "", "data-key": sessionKey(s), "data-place": JSON.stringify(sortKey(s)) },
     el("td", { class: "text id" }, link), el("td", { class: "text id admin-only" }, s.tenant),
     el("td", { class: "text id" }, s.agent || "—"), el("td", { class: "text" }, fmtTime(s.last_s)),

@@ -95,18 +95,25 @@ function contentToggle(s, row) {
   return { button, reopen: () => { if (view.openContent.has(s.index)) open(); } };
 }
 
+// The steps' rows, all made again; `appendSteps`: rows for steps after those shown only
+// ("Load more steps", Live), so paging through a long session makes each row once (QA194 F5).
 function renderSteps(steps) {
-  const body = $("steps").tBodies[0];
-  const focus = focusedControl(body);
+  const body = $("steps").tBodies[0], focus = focusedControl(body);
   body.replaceChildren();
-  for (const s of steps) {
+  appendSteps(steps);
+  refocus(body, focus);
+}
+
+function appendSteps(added) {
+  const body = $("steps").tBodies[0];
+  for (const s of added) {
     const f = s.forecast;
     // the step the filter named by its request id (a reply's x-request-id) is marked
     const found = s.response_id && s.response_id === view.requestId;
     const row = el("tr", { class: (s.error ? "error step-row" : "step-row") + (found ? " found" : ""),
       "data-step": s.index },
       indexCell(s),
-      el("td", { class: "tools" }, s.after_label), el("td", {}, fmtS(s.gap_s)),
+      namesCell({}, s.after_label), el("td", {}, fmtS(s.gap_s)),
       el("td", {}, s.num_input_tokens), el("td", {}, s.prefix_from_previous_tokens ?? "—"),
       el("td", lostPrefix(s) ? { class: "miss", title: `${lostPrefix(s)} tokens the previous step left were ` +
         "no longer cached (evicted while the session was away)" } : {}, s.num_cached_tokens),
@@ -114,10 +121,10 @@ function renderSteps(steps) {
       el("td", {}, s.num_output_tokens), el("td", { class: "text id" }, s.model),
       el("td", { class: "text id", title: s.service_tier === "flex" ? "served in the flex tier, after other requests" : "" },
         (s.worker || "—") + (s.service_tier === "flex" ? " · flex" : "")),
-      el("td", { class: "tools" }, askedFor(s)),
-      el("td", { class: "text", title: f && !f.is_confident ? notConfident : "" },
-        f ? `${f.predicted}\u00a0(${percent(f.p_predicted)})` + (f.is_confident ? "" : " · not confident") : "—"),
-      el("td", { class: f ? (f.is_hit ? "text hit" : "text miss") : "text" },   // a name and its mark on one line
+      namesCell({}, askedFor(s)),
+      namesCell({ title: f && !f.is_confident ? notConfident : "" },
+        f ? `${f.predicted} (${percent(f.p_predicted)})` + (f.is_confident ? "" : " · not confident") : "—"),
+      namesCell({ class: f ? (f.is_hit ? "hit" : "miss") : "" },   // a name and its mark on one line
         f ? `${f.actual}\u00a0${f.is_hit ? "✓" : "✗"}` : "—"),
       el("td", {}, f && f.eta_p50_s !== null ? `${fmtS(f.eta_p50_s)} (was ${fmtS(s.gap_s)})` : "—"),
       el("td", { class: "tools" }, s.error ? (s.error_message ? `${s.error}: ${s.error_message}` : s.error) : ""),
@@ -128,14 +135,15 @@ function renderSteps(steps) {
     body.append(row);
     if (toggle) toggle.reopen();
   }
-  refocus(body, focus);
 }
 
 // The session's title and summary line (its totals and state).
 function renderSummary() {
   const s = view.session;
-  $("session-title").textContent = visible(`Session ${s.session}` + (view.me.is_admin ? ` (tenant ${s.tenant})` : ""));
-  $("session-summary").textContent = visible(`agent ${s.agent || "—"} · ${count(s.num_steps, "step")} · ` +
+  showVisible($("session-title"), `Session ${s.session}` + (view.me.is_admin ? ` (tenant ${s.tenant})` : ""));
+  const pastable = pastableId(s.session);   // its escapes marked: the id to paste, where it differs
+  $("session-paste").hidden = pastable === null; $("session-pastable").textContent = pastable || "";
+  showVisible($("session-summary"), `agent ${s.agent || "—"} · ${count(s.num_steps, "step")} · ` +
     `${count(s.num_tool_runs, "tool run")} · ${s.num_input_tokens} prompt tokens (${s.num_cached_tokens} cached, ` +
     `${pct(s.num_cached_tokens, s.num_input_tokens)}) · ${s.num_output_tokens} output tokens · ` +
     `${count(s.num_errors, "error")} · started ${fmtTime(s.started_s)} · ${stateOf(s)}` +
@@ -143,16 +151,16 @@ function renderSummary() {
   $("export-link").onclick = (event) => { event.preventDefault(); downloadExport(); };
 }
 
-function renderSession() {
+function renderSession(added = null) {   // `added`: steps after the rows shown, the only rows made
   renderSummary();
   renderGantt(view.steps);
   renderContextChart(view.steps);
-  renderSteps(view.steps);
+  if (added) appendSteps(added); else renderSteps(view.steps);
 }
 
 function downloadExport() {
   const path = sessionPath(view.session.session, "export") + "?tenant=" + encodeURIComponent(view.session.tenant);
-  return downloadFile(path, visible(view.session.session) + ".jsonl");   // no name that reads backwards
+  return downloadFile(path, "session.jsonl");   // the gateway's name for it (export_filename.py) first
 }
 
 // Which of the session's steps are shown, when not all of them: by the numbers their rows
@@ -222,7 +230,7 @@ async function loadSession(tenant, session, how, requestId = "") {
   }
   if (how !== "earlier") $("more-steps").hidden = !detail.steps.has_more;
   $("session-view").hidden = false;
-  renderSession();
+  renderSession(how === "more" ? page : null);
   renderStepsShown();
   const found = how === "open" && detail.request_step && $("steps").querySelector("tr.step-row.found");
   if (found) found.scrollIntoView({ block: "center" });
@@ -262,7 +270,7 @@ async function refreshLive() {
     view.session = detail.session;
     view.steps = view.steps.concat(added);
     view.stepsEnd += added.length;
-    renderSession();
+    renderSession(added);
     renderStepsShown();
     return;
   }
