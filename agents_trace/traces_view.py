@@ -13,6 +13,7 @@ import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
 
+from agents_trace.header_ids import encode_header_id
 from agents_trace.store_rows import TRUNCATED_ROLE
 from agents_trace.text_table import (NO_VALUE, Column, counted, printable, printable_lines, render_table,
                                      terminal_json)
@@ -129,9 +130,12 @@ def _summary(session: Mapping) -> list[str]:
         forecasts = (f"; forecasts right {session['num_forecast_hits']}/{session['num_forecasts']}, "
                      f"{session['num_confident_forecast_hits']}/{session['num_confident_forecasts']} "
                      "of those made confident (the ones the cache acted on)")
+    pastable = []
+    if not str(session["session"]).isprintable():   # shown with escapes, as an id of those very characters is
+        pastable = [f"(its id holds characters shown escaped; to name it, paste {encode_header_id(session['session'])})"]
     return [
         printable(f"session {session['session']}   tenant {session['tenant']}   agent "
-                  f"{session['agent'] or NO_VALUE}   {state_of(session)}"),
+                  f"{session['agent'] or NO_VALUE}   {state_of(session)}"), *pastable,
         f"started {local_time(session['started_s'])}, last active {local_time(session['last_s'])} "
         f"({_seconds(session['duration_s'])} s)",
         f"{counted(session['num_steps'], 'step')}, {counted(session['num_tool_runs'], 'tool run')}, "

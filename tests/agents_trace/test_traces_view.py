@@ -67,3 +67,22 @@ def test_a_cut_request_shows_how_much_was_cut_and_how_it_began_whole():
     lines, _ = step_conversation({"index": 0}, content, None)
     assert lines[-4:] == [f"  truncated: 5 entries cut, {marker['num_chars']:,} characters of JSON; they began:",
                           "             " + marker["content"] + " …", "#0 reply:", "  -"]
+
+
+def _session(session_id: str) -> dict:
+    return {"session": session_id, "tenant": "acme", "agent": None, "is_open": False, "ended_s": 2.0,
+            "end_reason": "idle", "started_s": 1.0, "last_s": 2.0, "duration_s": 1.0, "num_steps": 1,
+            "num_tool_runs": 0, "num_errors": 0, "num_input_tokens": 10, "num_cached_tokens": 0,
+            "num_output_tokens": 2, "num_forecasts": 0}
+
+
+def test_a_session_whose_id_is_shown_escaped_says_what_to_paste_and_a_backslash_one_does_not():
+    """QA194 F3: an id holding a tab and one holding a backslash and a `t` both read
+    `tab\\there`; only the first gets the text that names it alone (as /ui's page)."""
+    from agents_trace.traces_view import _summary
+
+    tab, backslash = _summary(_session("tab\there")), _summary(_session("tab\\there"))
+    assert tab[0].startswith("session tab\\there   tenant acme") and backslash[0].startswith("session tab\\there ")
+    assert tab[1] == "(its id holds characters shown escaped; to name it, paste tab%09here)"
+    assert not backslash[1].startswith("(its id")
+    assert _summary(_session("caf\u00e9\u202e"))[1].endswith("paste caf%C3%A9%E2%80%AE)")
