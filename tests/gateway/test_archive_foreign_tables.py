@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import logging
-import sqlite3
 from pathlib import Path
 
 import httpx
@@ -15,20 +14,10 @@ import pytest
 from gateway.conversation_archive import Conversation, ConversationArchive
 from gateway.response_archive import ResponseArchive
 from gateway.response_store import StoredResponse
+from tests.cache.test_foreign_tables import _made as _foreign, _set_aside   # (the same file steps)
 from tests.gateway.conftest import KEYS
 
 MESSAGES = ({"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"})
-
-
-def _foreign(path: Path, sql: str) -> bytes:
-    db = sqlite3.connect(path)
-    db.executescript(sql)
-    db.close()
-    return path.read_bytes()
-
-
-def _set_aside(path: Path) -> list[Path]:
-    return sorted(path.parent.glob(f"{path.name}.damaged-*[0-9]Z"))
 
 
 def _warned(caplog, what: str, path: Path, aside: Path) -> str:
