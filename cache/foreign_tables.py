@@ -4,8 +4,10 @@
 
 Invariant: a file's table is ours when it has every column our schema declares for it
 (those a later version added, `added_columns`, aside: an older file of ours gets them when
-opened) and no column a row of ours cannot fill (NOT NULL without a default); a name of
-ours that the file gives to a view or an index is foreign too. A table the file lacks is
+opened), whatever other columns it has: a later version of ours may add one, even NOT NULL
+without a default (this version's inserts then fail, but its reads serve, where setting the
+file aside would lose them all on a rollback: QA196 F3); a name of ours that the file gives
+to a view or an index is foreign. A table the file lacks is
 not foreign (it is made). Only the tables we make are looked at: the file may hold others.
 The check reads the file, and never writes it.
 """
@@ -14,16 +16,6 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-
-
-@dataclass(frozen=True, slots=True)
-class Column:
-    """One column of a table, as `PRAGMA table_info` reports it."""
-
-    name: str
-    not_null: bool
-    default: str | None
 
 
 class ForeignTables(Exception):
@@ -34,10 +26,9 @@ class ForeignTables(Exception):
         self.why = why
 
 
-def columns_of(db: sqlite3.Connection, table: str) -> list[Column]:
-    """The columns of the file's `table`, in order; none when it has no such table."""
-    return [Column(name, bool(not_null), default) for name, not_null, default in
-            db.execute('SELECT name, "notnull", dflt_value FROM pragma_table_info(?)', (table,))]
+def column_names(db: sqlite3.Connection, table: str) -> list[str]:
+    """The names of the columns of the file's `table`, in order; none when it has no such table."""
+    return [name for (name,) in db.execute("SELECT name FROM pragma_table_info(?)", (table,))]
 
 
 def declared_tables(make: Callable[[sqlite3.Connection], None]) -> dict[str, tuple[str, ...]]:
@@ -48,7 +39,7 @@ def declared_tables(make: Callable[[sqlite3.Connection], None]) -> dict[str, tup
         make(db)
         names = [row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
                                               "AND name NOT LIKE 'sqlite_%'")]
-        return {name: tuple(column.name for column in columns_of(db, name)) for name in names}
+        return {name: tuple(column_names(db, name)) for name in names}
     finally:
         db.close()
 
@@ -69,16 +60,10 @@ def find_foreign_tables(db: sqlite3.Connection, declared: Mapping[str, tuple[str
         if kind != "table":
             found.append(f"{table} is {'an' if kind == 'index' else 'a'} {kind}")
             continue
-        columns = columns_of(db, table)
-        have = {column.name.lower() for column in columns}   # (column names are as case-blind)
-        ours = {name.lower() for name in declared[table]}
+        have = {name.lower() for name in column_names(db, table)}   # (column names are as case-blind)
         missing = [name for name in declared[table] if name.lower() not in have and (table, name) not in added]
-        unfillable = [column.name for column in columns
-                      if column.name.lower() not in ours and column.not_null and column.default is None]
         if missing:
             found.append(f"{table} lacks {', '.join(missing)}")
-        if unfillable:
-            found.append(f"{table} has {', '.join(unfillable)} (NOT NULL, no default)")
     if not found:
         return None
     return f"holds tables that are not ours ({'; '.join(found)})"

@@ -29,7 +29,7 @@ from typing import TypeVar
 
 from cache.damaged_files import connect_setting_aside_damaged, file_identity, is_damaged_database, \
     set_aside_opened_database, surviving_damage
-from cache.foreign_tables import ForeignTables, declared_tables, find_foreign_tables
+from cache.foreign_tables import ForeignTables, column_names, declared_tables, find_foreign_tables
 from cache.private_paths import make_private_dirs
 from cache.repeated_failures import RepeatedFailures
 
@@ -58,7 +58,7 @@ def written_if_possible(db: sqlite3.Connection, write: Callable[[], object], fai
 
 def table_columns(db: sqlite3.Connection, table: str) -> set[str]:
     """The names of the columns the file's `table` has."""
-    return {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+    return set(column_names(db, table))
 
 
 def add_missing_columns(db: sqlite3.Connection, added_columns: Sequence[tuple[str, str, str]]) -> None:

@@ -42,7 +42,7 @@ def _works(file: SqliteFile) -> bool:
 @pytest.mark.parametrize("sql, why", [
     ("CREATE TABLE t (x TEXT); INSERT INTO t VALUES ('theirs');", "t lacks k, v"),
     ("CREATE TABLE side (x TEXT);", "side lacks a"),   # a table `migrate` makes is ours too
-    ("CREATE TABLE T (K TEXT, x INTEGER NOT NULL);", "t lacks v; t has x (NOT NULL, no default)"),
+    ("CREATE TABLE T (K TEXT, x INTEGER NOT NULL);", "t lacks v"),
     ("CREATE VIEW t AS SELECT 1 AS k, 2 AS v, 3 AS w;", "t is a view"),
     ("CREATE TABLE other (k TEXT, v TEXT); CREATE INDEX t ON other (k);", "t is an index"),
 ])
@@ -64,10 +64,12 @@ def test_a_file_whose_tables_are_not_ours_is_set_aside_unwritten_and_a_new_one_w
 
 def test_a_file_of_ours_an_older_version_or_another_program_beside_it_made_is_kept(tmp_path, caplog):
     """A file without the added column, without `migrate`'s table, with tables of other names,
-    or with a column of a later version of ours (nullable or with a default) is ours."""
+    or with columns a later version of ours added (QA196 F3: even NOT NULL without a default,
+    which this version cannot insert under, but reads) is ours."""
     path = tmp_path / "f.sqlite3"
-    _made(path, "CREATE TABLE t (k TEXT NOT NULL, v TEXT, later TEXT NOT NULL DEFAULT '', PRIMARY KEY (k));"
-                "INSERT INTO t (k, v) VALUES ('old', 'row'); CREATE TABLE unrelated (x TEXT);")
+    _made(path, "CREATE TABLE t (k TEXT NOT NULL, v TEXT, later TEXT NOT NULL DEFAULT '', "
+                "later_still TEXT NOT NULL, PRIMARY KEY (k));"
+                "INSERT INTO t (k, v, later_still) VALUES ('old', 'row', 'x'); CREATE TABLE unrelated (x TEXT);")
     caplog.set_level(logging.WARNING, "stepahead")
     file = _file(path)
     assert file.rows("SELECT k, v, w FROM t") == [("old", "row", None)]
