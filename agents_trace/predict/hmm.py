@@ -17,7 +17,10 @@ from dataclasses import dataclass
 from typing import Iterator, Sequence
 
 import numpy as np
+from hmmlearn.base import ConvergenceMonitor
 from hmmlearn.hmm import CategoricalHMM
+
+from .fit_stop import FitStop, current_stop
 
 EMIT_SMOOTHING = 0.01
 TRANS_SMOOTHING = 0.001
@@ -136,6 +139,20 @@ def _quiet_hmmlearn() -> Iterator[None]:
             logger.removeFilter(quiet)
 
 
+class _StoppingMonitor(ConvergenceMonitor):
+    """hmmlearn's convergence monitor, but one that raises FitStopped after an EM iteration
+    once `stop` is requested (hmmlearn asks `converged` after every iteration)."""
+
+    def __init__(self, stop: FitStop, tol: float, n_iter: int) -> None:
+        super().__init__(tol, n_iter, False)
+        self._stop = stop
+
+    @property
+    def converged(self) -> bool:
+        self._stop.check()
+        return super().converged
+
+
 def initial_params(spec: HmmSpec, sequences: Sequence[Sequence[int]],
                    num_symbols: int) -> HmmParams:
     """Deterministic (given `spec.seed`) starting point for EM; see `HmmSpec`."""
@@ -163,9 +180,12 @@ def initial_params(spec: HmmSpec, sequences: Sequence[Sequence[int]],
 def run_em(params: HmmParams, sequences: Sequence[Sequence[int]], num_iter: int
            ) -> HmmParams:
     """`num_iter` Baum-Welch steps with hmmlearn (scaling implementation) from `params`;
-    returns smoothed parameters."""
+    returns smoothed parameters. Under a worker's `fit_stop.stoppable_by`, raises
+    `FitStopped` instead of entering EM, or between two EM iterations, once that worker's
+    stop is requested (fit_stop.py says why)."""
     if num_iter <= 0 or not sequences:
         return params
+    stop = current_stop()
     x = np.concatenate([np.asarray(s, dtype=np.int64) for s in sequences]).reshape(-1, 1)
     model = CategoricalHMM(n_components=params.num_states, n_features=params.num_symbols,
                            n_iter=num_iter, tol=1e-9, implementation="scaling",
@@ -173,6 +193,8 @@ def run_em(params: HmmParams, sequences: Sequence[Sequence[int]], num_iter: int
     model.startprob_ = params.start.copy()
     model.transmat_ = params.trans.copy()
     model.emissionprob_ = params.emit.copy()
-    with _quiet_hmmlearn():
+    if stop is not None:
+        model.monitor_ = _StoppingMonitor(stop, model.tol, model.n_iter)
+    with (contextlib.nullcontext() if stop is None else stop.native()), _quiet_hmmlearn():
         model.fit(x, [len(s) for s in sequences])
     return smooth(model.startprob_, model.transmat_, model.emissionprob_)
