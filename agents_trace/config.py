@@ -16,7 +16,6 @@ $OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT asking for it.
 """
 from __future__ import annotations
 
-import difflib
 import math
 import os
 from collections.abc import Collection, Mapping
@@ -24,6 +23,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
+
+from cache.error_text import did_you_mean
 
 OTLP_PROTOCOLS = ("http/protobuf", "grpc")
 STORE_PATH_ENV = "STEPAHEAD_TRACE_DB"
@@ -251,9 +252,7 @@ def unknown_key_problem(table: Mapping[str, Any], known: Collection[str], where:
     misspelt setting is never silently ignored."""
     for key in table:
         if key not in known:
-            near = difflib.get_close_matches(str(key), sorted(known), n=1)
-            hint = f"; did you mean {near[0]!r}?" if near else ""
-            return f"{where}: unknown {what} {key!r}{hint} (known: {', '.join(sorted(known))})"
+            return f"{where}: unknown {what} {key!r}{did_you_mean(key, known)} (known: {', '.join(sorted(known))})"
     return None
 
 

@@ -100,15 +100,18 @@ def _process_device(engine_options: dict) -> str | None:
 
 def local_model_problem(config) -> str | None:
     """Why a local model of `config` cannot start here (a bad engine option, missing
-    model, unusable device), found before the server binds; None when all can."""
+    model, unusable device), found before the server binds; None when all can. An
+    engine option the engine does not have is a `bad config:` line naming
+    `models[i].engine`, with the nearest known option, as a typo in any other table is."""
     from gateway.config import LocalModelConfig
     from gateway.embedding_model import EmbeddingModelConfig
     from gateway.local_embeddings import EmbeddingModelError, check_embedding_model
     from gateway.model_backends import engine_options_run, num_local_workers
-    from shards.engine_options import EngineOptionError
+    from agents_trace.config import unknown_key_problem
+    from shards.engine_options import EngineOptionError, UnknownEngineOptionError
     from shards.model_files import ModelLoadError, check_model
 
-    for model in config.models:
+    for index, model in enumerate(config.models):
         if isinstance(model, EmbeddingModelConfig):
             try:
                 check_embedding_model(model.path)
@@ -119,6 +122,8 @@ def local_model_problem(config) -> str | None:
         try:
             options = engine_options_run(model, num_local_workers(config))   # as `LocalBackend` runs them
             check_model(model.path, _process_device(options), str(options.get("dtype", "auto")))
+        except UnknownEngineOptionError as exc:   # a typo, worded as every other table's (QA192 F3)
+            return f"bad config: {unknown_key_problem({exc.name: None}, exc.known, f'models[{index}].engine')}"
         except (EngineOptionError, ModelLoadError) as exc:
             return f"cannot serve model {model.name!r}: {exc}"
     return None

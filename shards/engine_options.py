@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Mapping
 
+from cache.error_text import did_you_mean
 from cache.policies import POLICY_NAMES, make_policy
 from shards.local_transport import START_METHODS
 from shards.prefill_order import PREFILL_ORDERS
@@ -50,12 +51,23 @@ class EngineOptionError(ValueError):
     """An engine option that cannot work; the message names it."""
 
 
+class UnknownEngineOptionError(EngineOptionError):
+    """An option the engine does not have (`name`), with the nearest of the `known` ones
+    when it looks like a typo; a config file's reader words it as its other unknown keys."""
+
+    def __init__(self, name: str, known: Collection[str]) -> None:
+        self.name = name
+        self.known = tuple(sorted(known))
+        super().__init__(f"unknown engine option {name!r}{did_you_mean(name, self.known)} "
+                         f"(known: {', '.join(self.known)})")
+
+
 def check_engine_options(options: Mapping[str, object], known: Collection[str]) -> None:
     """Raise EngineOptionError for the first option that is unknown, of the wrong type or
     out of range."""
     for name, value in options.items():
         if name not in known:
-            raise EngineOptionError(f"unknown engine option {name!r}; known: {', '.join(sorted(known))}")
+            raise UnknownEngineOptionError(str(name), known)
         if value is None:
             continue
         if name in INTEGER_OPTIONS:

@@ -158,7 +158,6 @@ def test_serve_refuses_an_unusable_device_or_model_before_binding(monkeypatch, c
     ("num_hot_blocks = 'many'", "engine option num_hot_blocks must be an integer >= 1, not 'many'"),
     ("prefix_caching = 'no'", "engine option prefix_caching must be true or false"),
     ("routing = 'random'", "engine option routing must be one of prefix, least_loaded, round_robin"),
-    ("decode_bath = 4", "unknown engine option 'decode_bath'; known: block_size, decode_batch,"),
     ("transport_options = { start_method = 'fork' }",
      "transport option start_method must be one of auto, forkserver, spawn, not 'fork'"),
 ])

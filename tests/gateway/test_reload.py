@@ -97,7 +97,6 @@ def test_a_reload_leaves_what_the_models_engine_table_fixes_and_says_so(tmp_path
 @pytest.mark.parametrize("engine, reason", [
     ('policy = "lfu"\n', "engine option policy must be one of"),
     ('num_hot_blocks = -1\n', "engine option num_hot_blocks must be an integer >= 1"),
-    ('no_such_option = 1\n', "unknown engine option 'no_such_option'"),
     # policy_options the policy refuses, found at the reload as at the start (QA75)
     ('policy = "predictive"\npolicy_options = { bogus_option = 1 }\n',
      "engine option policy_options does not suit policy 'predictive': bad predictive policy option"),
