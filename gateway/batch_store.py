@@ -18,6 +18,10 @@ Invariants:
   the order made (but a finished batch's `each_result`, read on its finisher's thread);
   with `root` None everything is kept in memory and a temporary directory (made on first
   use, removed at `close()`), lost at a restart;
+- a batch whose record this version cannot read (gateway/batch_record.py: no JSON object,
+  a key missing, a value of another type; a key it does not know is no fault, and is kept)
+  is answered as absent: a 404, left out of lists, not run (so not rewritten: a newer
+  version sharing the index still has it as it wrote it), with one warning (QA196 F1);
 - an index found damaged is set aside and a new one started: the results of the batches
   it recorded go to `batch_results/orphaned-<its UTC time>/` then, or at the next start,
   each under its batch's claim (never one a runner runs), with one warning
@@ -26,14 +30,15 @@ Invariants:
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from cache.private_paths import make_private_dirs, private_opener
 from gateway.batch_index import ADDED_COLUMNS, SCHEMA, BatchIndexSweeps
+from gateway.batch_record import UNFINISHED, Batch, read_record, record_text
 from gateway.errors import ApiError
 from gateway.tenant_seq import next_seq, number_unnumbered
 from gateway.ids import random_hex
@@ -42,9 +47,12 @@ from gateway.openai_format import line_breaks_escaped
 from gateway.unrecorded_files import SweptIndex
 from gateway.store_thread import StoreThread, TemporaryRoot
 
-UNFINISHED = ("validating", "in_progress", "finalizing", "cancelling")
-TIMES = ("in_progress_at", "finalizing_at", "completed_at", "failed_at", "expired_at", "cancelling_at",
-         "cancelled_at")
+
+# a record's status, in SQL ({} the record's column); NULL for one that is no JSON, which
+# json_extract would fail the whole statement on
+STATUS = "CASE WHEN json_valid({0}) THEN json_extract({0}, '$.status') END"
+
+log = logging.getLogger("stepahead.gateway")
 
 
 def batch_not_found(batch_id: str) -> ApiError:
@@ -101,46 +109,6 @@ def summed_usage(results: Iterable[dict]) -> dict:
             "total_tokens": total["input"] + total["output"]}
 
 
-@dataclass(slots=True)
-class Batch:
-    """A batch as it stands; `as_object()` is OpenAI's batch object."""
-
-    id: str
-    tenant: str
-    endpoint: str
-    input_file_id: str
-    completion_window: str
-    created_at: int
-    expires_at: int
-    metadata: dict[str, str] = field(default_factory=dict)
-    status: str = "validating"
-    total: int = 0
-    completed: int = 0
-    failed: int = 0
-    errors: list[dict] | None = None
-    output_file_id: str | None = None
-    error_file_id: str | None = None
-    times: dict[str, int] = field(default_factory=dict)   # TIMES reached so far
-    model: str | None = None   # the model its requests name (the first request's)
-    usage: dict | None = None   # its requests' token usage, summed once it ends
-    output_expires_after_s: int | None = None   # its output and error files', from their making
-
-    def moved_to(self, status: str, now_s: float) -> None:
-        self.status = status
-        if f"{status}_at" in TIMES:   # every status but "validating" has its time
-            self.times[f"{status}_at"] = int(now_s)
-
-    def as_object(self) -> dict:
-        return {"id": self.id, "object": "batch", "endpoint": self.endpoint,
-                "errors": None if self.errors is None else {"object": "list", "data": self.errors},
-                "input_file_id": self.input_file_id, "completion_window": self.completion_window,
-                "status": self.status, "output_file_id": self.output_file_id, "error_file_id": self.error_file_id,
-                "created_at": self.created_at, "expires_at": self.expires_at,
-                **{name: self.times.get(name) for name in TIMES},
-                "request_counts": {"total": self.total, "completed": self.completed, "failed": self.failed},
-                "metadata": self.metadata or None, "model": self.model, "usage": self.usage}
-
-
 class BatchStore(BatchIndexSweeps):
     def __init__(self, root: Path | None, clock: Callable[[], float] = time.time) -> None:
         self._root = root
@@ -152,6 +120,7 @@ class BatchStore(BatchIndexSweeps):
                                 ADDED_COLUMNS, migrate=lambda db: number_unnumbered(db, "batches", "created_at, id"),
                                 after_set_aside=self._set_aside_unrecorded)
         self._thread = StoreThread("stepahead-batches", "the batch store")
+        self._told_unreadable: set[tuple[str, str, str]] = set()   # (tenant, id, why) warned of, on the thread
         if root is not None:   # first on the thread: before any batch of this store runs
             self._thread.submit(self._sweep_unrecorded)
 
@@ -164,41 +133,66 @@ class BatchStore(BatchIndexSweeps):
         moved back to `in_progress` by its runner's progress, which then sees the cancel."""
         self._file.change("INSERT INTO batches (tenant, id, created_at, record, seq) VALUES (?, ?, ?, ?, "
                           f"{next_seq('batches')}) ON CONFLICT (tenant, id) DO UPDATE SET record = excluded.record "
-                          "WHERE NOT (json_extract(batches.record, '$.status') = 'cancelling' "
+                          f"WHERE NOT ({STATUS.format('batches.record')} IS 'cancelling' "
                           "AND json_extract(excluded.record, '$.status') = 'in_progress')",
-                          (batch.tenant, batch.id, batch.created_at, json.dumps(asdict(batch), ensure_ascii=False),
-                           batch.tenant))
+                          (batch.tenant, batch.id, batch.created_at, record_text(batch), batch.tenant))
 
-    def _row(self, tenant: str, batch_id: str) -> tuple[int, Batch]:
+    def _read(self, tenant: str, batch_id: str, record: object) -> Batch | None:
+        """The batch `record` holds; None when it is unreadable (gateway/batch_record.py): it
+        is then answered as absent, and not run, with one warning for each such record."""
+        batch = read_record(record)
+        if isinstance(batch, Batch) and (batch.tenant, batch.id) == (tenant, batch_id):
+            return batch
+        why = batch if isinstance(batch, str) else "it names another batch"
+        if (tenant, batch_id, why) not in self._told_unreadable:
+            self._told_unreadable.add((tenant, batch_id, why))
+            log.warning("stepahead: warning: %s %s holds a record this version cannot read (batch %s of tenant %r: "
+                        "%s; a damaged record, or a newer version's): it is answered as absent and not run",
+                        self._file.what, self._file.path or "(in memory)", batch_id, tenant, why)
+        return None
+
+    def _row(self, tenant: str, batch_id: str) -> tuple[int, Batch | None]:
+        """The batch's place in its tenant's order (`seq`), and the batch (None: unreadable);
+        not found when there is no record of it."""
         rows = self._file.rows("SELECT seq, record FROM batches WHERE tenant = ? AND id = ?", (tenant, batch_id))
         if not rows:
             raise batch_not_found(batch_id)
-        return rows[0][0], Batch(**json.loads(rows[0][1]))
+        return rows[0][0], self._read(tenant, batch_id, rows[0][1])
 
     def _get(self, tenant: str, batch_id: str) -> Batch:
-        return self._row(tenant, batch_id)[1]
+        batch = self._row(tenant, batch_id)[1]
+        if batch is None:
+            raise batch_not_found(batch_id)
+        return batch
 
     def _list(self, tenant: str, page: ListPage) -> tuple[list[Batch], bool]:
-        where, args = "tenant = ?", [tenant]
+        """A page of the tenant's readable batches; the unreadable are passed over (a page
+        then reads on past them), and an `after` naming one still pages on from it."""
         order = "ASC" if page.order == "asc" else "DESC"
+        seq_from = None
         if page.after is not None:
             try:
-                after_seq = self._row(tenant, page.after)[0]
+                seq_from = self._row(tenant, page.after)[0]
             except ApiError:
                 raise page.unknown_after("batch") from None
-            where += f" AND seq {'>' if order == 'ASC' else '<'} ?"
-            args.append(after_seq)
-        rows = self._file.rows(f"SELECT record FROM batches WHERE {where} ORDER BY seq {order} LIMIT ?",
-                               (*args, page.limit + 1))
-        return [Batch(**json.loads(row[0])) for row in rows[:page.limit]], len(rows) > page.limit
+        found: list[Batch] = []
+        while len(found) <= page.limit:
+            where = "tenant = ?" if seq_from is None else f"tenant = ? AND seq {'>' if order == 'ASC' else '<'} ?"
+            rows = self._file.rows(f"SELECT seq, id, record FROM batches WHERE {where} ORDER BY seq {order} LIMIT ?",
+                                   (tenant, *(() if seq_from is None else (seq_from,)), page.limit + 1))
+            found += filter(None, (self._read(tenant, batch_id, record) for _, batch_id, record in rows))
+            if len(rows) <= page.limit:
+                break
+            seq_from = rows[-1][0]
+        return found[:page.limit], len(found) > page.limit
 
     def _unfinished(self) -> list[Batch]:
         """The batches not ended, oldest first; the finished ones are not read (a gateway's
-        runner looks every 30 s, and a store keeps every batch ever made)."""
+        runner looks every 30 s, and a store keeps every batch ever made); nor the unreadable."""
         marks = ", ".join("?" * len(UNFINISHED))
-        rows = self._file.rows(f"SELECT record FROM batches WHERE json_extract(record, '$.status') IN ({marks}) "
+        rows = self._file.rows(f"SELECT tenant, id, record FROM batches WHERE {STATUS.format('record')} IN ({marks}) "
                                "ORDER BY created_at, seq", UNFINISHED)
-        return [Batch(**json.loads(row[0])) for row in rows]
+        return list(filter(None, (self._read(tenant, batch_id, record) for tenant, batch_id, record in rows)))
 
     def _append_results(self, batch_id: str, results: list[dict]) -> list[dict]:
         kept, lines = zip(*map(written_form, results)) if results else ((), ())

@@ -20,7 +20,8 @@ the spent tokens when no tenant has a budget, nor for traces not stored.
 `stepahead config check` asks it with `damaged`: then no SQLite file is set aside or
 written (one found damaged is not opened, its place tried with a probe file instead:
 the start sets it aside, a schema SQLite cannot read included, FI104), and each SQLite
-file SQLite finds damaged, asked read-only
+file SQLite finds damaged, or holding another program's tables (QA189 F2, QA196 F2: the
+indexes too), asked read-only
 (`cache.damaged_files.find_damage`), the trace store, the responses', the
 conversations', and the Files and Batch APIs' indexes, is one line saying what the
 gateway will do with it and what follows (QA179 F2: the check set a damaged archive
@@ -39,8 +40,13 @@ from pathlib import Path
 from cache.damaged_files import Damage, find_damage, is_damaged_database
 from cache.error_text import one_line_error
 from cache.private_paths import make_private_dirs
+from cache.sqlite_file import SqliteFile
+from gateway.batch_index import ADDED_COLUMNS as BATCH_ADDED_COLUMNS
+from gateway.batch_index import SCHEMA as BATCH_SCHEMA
 from gateway.config import GatewayConfig
 from gateway.conversation_archive import ConversationArchive
+from gateway.file_index import ADDED_COLUMNS as FILE_ADDED_COLUMNS
+from gateway.file_index import SCHEMA as FILE_SCHEMA
 from gateway.response_archive import ResponseArchive
 from gateway.spent_tokens import PATH_ENV as SPENT_TOKENS_ENV
 from gateway.spent_tokens import spent_tokens_path
@@ -155,18 +161,22 @@ def _what_to_do(exc: BaseException) -> str:
 
 def index_damage(files: Path) -> list[str]:
     """A line for the Files and for the Batch API's index in `files` that SQLite finds
-    damaged (found read-only), saying what the gateway will do with it and the files it
-    records (`gateway.file_index`, `gateway.batch_index`: every tenant's, moved to
-    `orphaned-<UTC time>/`)."""
+    damaged, or that holds tables of our names another program made (QA196 F2; both
+    found read-only: the start sets either aside, `cache.sqlite_file`), saying what the
+    gateway will do with it and the files it records (`gateway.file_index`,
+    `gateway.batch_index`: every tenant's, moved to `orphaned-<UTC time>/`)."""
     found: list[str] = []
     results_dir = files / "batch_results"
-    for what, table, kept, directory, recorded in (
+    for what, table, kept, directory, recorded, schema, added in (
             ("the Files API's index", "files", "file(s)", files,   # (a partial upload's name has a ".")
-             lambda: [path for path in files.glob("file-*") if "." not in path.name]),
+             lambda: [path for path in files.glob("file-*") if "." not in path.name], FILE_SCHEMA, FILE_ADDED_COLUMNS),
             ("the Batch API's index", "batches", "result file(s)", results_dir,
-             lambda: list(results_dir.glob("*.jsonl")))):
+             lambda: list(results_dir.glob("*.jsonl")), BATCH_SCHEMA, BATCH_ADDED_COLUMNS)):
         index = files / f"{table}.sqlite3"
         damage = find_damage(index, f"SELECT * FROM {table}")   # what the start's migration reads
+        if damage is None:   # another program's tables, as the store declares its own (its migration makes none)
+            foreign = SqliteFile(index, what, schema, added).find_foreign_tables()
+            damage = None if foreign is None else Damage(foreign, on_open=True)
         if damage is not None:
             _note_damage(found, what, index, damage,
                          f"every tenant's {table} then answer 404" + _moved(len(recorded()), kept, directory))
