@@ -44,7 +44,8 @@ def unknown_knob_problem(name: str, knobs: Collection[str]) -> str | None:
             continue
         owners = [other for other, theirs in POLICY_KNOBS.items() if knob in theirs]
         hint = f"; that is a knob of policy {owners[0]!r}" if owners else did_you_mean(knob, known)
-        return f"unknown knob policy_options.{knob}{hint} (known: {', '.join(sorted(known))})"
+        named = f"policy_options.{knob}" if str(knob).isidentifier() else f"policy_options[{str(knob)!r}]"   # one line
+        return f"unknown knob {named}{hint} (known: {', '.join(sorted(known))})"
     return None
 
 

@@ -27,6 +27,8 @@ PREDICTIVE_KNOWN = ", ".join(sorted(f.name for f in dataclasses.fields(Predictiv
     ("ttl", {"max_ttl": 60}, "bad ttl policy option: unknown knob policy_options.max_ttl; did you mean 'max_ttl_s'? "
                              "(known: cold_ttl_s, max_ttl_s)"),
     ("ttl", {"foo": 1}, "bad ttl policy option: unknown knob policy_options.foo (known: cold_ttl_s, max_ttl_s)"),
+    ("ttl", {"a\nb\x1b[2J": 1},   # a quoted TOML key: escaped, one line (QA198 F1)
+     "bad ttl policy option: unknown knob policy_options['a\\nb\\x1b[2J'] (known: cold_ttl_s, max_ttl_s)"),
     ("ttl", {"pin_cap_frac": 0.2}, "bad ttl policy option: unknown knob policy_options.pin_cap_frac; that is a knob "
                                    "of policy 'predictive' (known: cold_ttl_s, max_ttl_s)"),
 ])
