@@ -35,7 +35,7 @@ from agents_trace.export_filename import export_disposition
 from agents_trace.query_params import list_cursor, query_cursor, query_flag, query_page, query_time
 from agents_trace.session_path import SessionPath, parse_session_path, session_tail_route
 from agents_trace.session_route import SESSION_METHODS, SessionTailRoute, allowed_methods, method_not_allowed
-from agents_trace.store_delete import delete_sessions
+from agents_trace.store_delete import StoreBusy, delete_sessions
 from agents_trace.store_queries import (ReadCancelled, SessionFilter, find_session_as_given, list_sessions,
                                         matching_session_keys)
 from agents_trace.step_queries import has_step, list_steps, request_step, step_content
@@ -275,7 +275,11 @@ def build_trace_router(*, viewer: Callable[..., Viewer],
             raise method_not_allowed(allowed_methods(tail, request.scope.get("raw_path")))
         path = path_of(request)
         found = resolve(path, who, target.session, tenant)
-        num_steps = delete_sessions(path, [(found["tenant"], found["session"])])
+        try:   # one session: one transaction, all or none
+            num_steps = delete_sessions(path, [(found["tenant"], found["session"])])
+        except StoreBusy as exc:
+            raise HTTPException(503, {"message": f"The trace store {exc}; nothing was deleted, try again shortly.",
+                                      "code": "trace_store_unavailable"}, {"Retry-After": "1"}) from None
         return {"id": found["session"], "object": "trace.session.deleted", "deleted": True,
                 "tenant": found["tenant"], "num_steps": num_steps}
 

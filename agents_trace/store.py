@@ -162,16 +162,19 @@ class TraceStore:
         return offset_past(self.last_step(tenant, session), first_index)
 
     def write(self, rows: Sequence[StepRow], ended: Sequence[SessionEnded],
-              ended_spans: Sequence[tuple[str, str, str]] = ()) -> list[int]:
+              ended_spans: Sequence[tuple[str, str, str]] = (), moved_before: _Moved | None = None) -> list[int]:
         """Store `rows` and `ended` in one transaction; the index each row was stored
         under, in order: its own (`step.index`), or, where the session has a step there
         already (another writer of this store took it), the session's next (MAX(idx) + 1).
         `ended_spans`: (tenant, session, span id) of the `invoke_agent` spans the caller
-        ended, which the store then no longer names (the sessions' ends may not apply)."""
+        ended, which the store then no longer names (the sessions' ends may not apply).
+        `moved_before`: the rows moved by the earlier writes of one batch written in parts
+        (writer_batches.py), which a row's `prefix_in_batch` may name; it gains this
+        write's once committed."""
         if not rows and not ended:
             return []
         with transaction(self.db, "BEGIN IMMEDIATE") as db:
-            moved: _Moved = {}
+            moved: _Moved = dict(moved_before or {})
             placed = [self._write_step(row, moved) for row in rows]
             for end in ended:
                 db.execute("UPDATE sessions SET ended_s = COALESCE(?, last_s), end_reason = ? "
@@ -180,6 +183,8 @@ class TraceStore:
                             end.last_ended_s))
             if ended_spans:
                 db.executemany(CLEAR_ENDED_SPAN, ended_spans)
+        if moved_before is not None:
+            moved_before.update(moved)
         return placed
 
     def end_abandoned(self, before_s: float, held: Container[tuple[str, str]],

@@ -11,7 +11,8 @@ writes go in between (QA194 F1: one transaction for 200k steps held it 15-24 s, 
 writer's 5 s busy timeout); stopped part way, it leaves whole sessions. It then gives the
 freed pages and the WAL back to the file system, its TRUNCATE checkpoint waiting
 `WAL_TRUNCATE_WAIT_MS` at most (a reader of an older snapshot leaves that to the writer's
-next retention pass).
+next retention pass). A transaction that finds the store locked by another connection past
+the busy timeout raises `StoreBusy`, saying so and how many sessions went before it.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from agents_trace.store_schema import BUSY_TIMEOUT_MS, give_back_free_pages, truncate_wal
+from agents_trace.store_schema import BUSY_TIMEOUT_MS, give_back_free_pages, is_store_busy, truncate_wal
 from cache.sqlite_transaction import transaction
 
 WAL_TRUNCATE_WAIT_MS = 250    # the most a retention pass's TRUNCATE checkpoint waits for readers and writers
@@ -31,6 +32,16 @@ DELETE_BATCH_SESSIONS = 256   # the most sessions one transaction of `delete_ses
 # while the delete keeps two thirds of its speed.
 DELETE_PAUSE_SHARE = 0.5
 DELETE_PAUSE_S = (0.005, 0.1)
+
+
+class StoreBusy(sqlite3.OperationalError):
+    """Another connection kept the store's write lock past the busy timeout; `num_sessions`
+    and `num_steps` were deleted before (whole sessions), the rest not."""
+
+    def __init__(self, num_sessions: int, num_steps: int) -> None:
+        super().__init__(f"is locked by another connection (a gateway's write, another delete, a sqlite3 shell) "
+                         f"past the {BUSY_TIMEOUT_MS / 1000:g} s busy timeout")
+        self.num_sessions, self.num_steps = num_sessions, num_steps
 
 
 def delete_in_one_transaction(db: sqlite3.Connection, keys: Sequence[tuple[str, str]],
@@ -71,13 +82,19 @@ def delete_sessions(path: Path, keys: Sequence[tuple[str, str]], *, max_steps: i
     a reader on an older snapshot leaves it to the writer's next retention pass); the number
     of steps deleted. `after_each(sessions, steps)`, when given, is called after each
     transaction with the totals deleted so far, outside it. A step of such a session still
-    arriving is stored under its id again."""
+    arriving is stored under its id again. `StoreBusy` when the store stays locked (see the
+    module's docstring)."""
     db = sqlite3.connect(str(path), isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False)
     try:
         num_sessions = num_steps = 0
         for batch in session_batches(db, keys, max_steps):
             began_s = time.monotonic()
-            num_steps += delete_in_one_transaction(db, batch, "BEGIN IMMEDIATE")
+            try:
+                num_steps += delete_in_one_transaction(db, batch, "BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                if not is_store_busy(exc):
+                    raise
+                raise StoreBusy(num_sessions, num_steps) from exc
             took_s = time.monotonic() - began_s
             num_sessions += len(batch)
             if after_each is not None:

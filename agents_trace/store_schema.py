@@ -35,12 +35,16 @@ too). A writer opening the store counts every such session again from its rows, 
 transaction that adds the columns (a store made before them: every session, one pass over
 the steps and their content), so no writer sees a column uncounted; each retention pass
 does the same first (`store_retention.recount_uncounted`), for an older writer running
-beside this one. With none to count, each costs one probe of that index.
+beside this one. With none to count, each costs one probe of that index. A writer opening
+a store another connection keeps write-locked past the busy timeout waits for it, up to
+START_LOCK_WAIT_S in all with one warning, then fails saying so (`StoreLocked`).
 """
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 from agents_trace.store_retention import UNCOUNTED_SQL, backfill_sql
@@ -48,6 +52,12 @@ from cache.damaged_files import connect_setting_aside_damaged
 from cache.private_paths import make_private_dirs
 from cache.sqlite_file import add_missing_columns, table_columns
 from cache.sqlite_transaction import transaction
+
+log = logging.getLogger("stepahead.agents_trace")
+
+
+class StoreLocked(sqlite3.OperationalError):
+    """The store stayed locked by another connection past START_LOCK_WAIT_S at the opening."""
 
 SCHEMA_VERSION = "2"
 # Columns added since version 1: a store written by an older version gains them when a
@@ -74,6 +84,7 @@ SESSION_COUNTED_STEPS_COLUMN = "num_counted_steps"   # the steps `num_bytes` cou
 # every column of `sessions` that is the writers' bookkeeping, not the session's: never shown to a reader
 WRITER_SESSION_COLUMNS = (*SESSION_SPAN_COLUMNS, SESSION_BYTES_COLUMN, SESSION_COUNTED_STEPS_COLUMN)
 BUSY_TIMEOUT_MS = 5000
+START_LOCK_WAIT_S = 30.0   # the most a writer opening the store waits for another connection's write lock
 GIVE_BACK_STEP_PAGES = 256   # free pages one transaction of `give_back_free_pages` gives back
 
 SCHEMA = """
@@ -142,18 +153,80 @@ def connect_writer(path: Path) -> sqlite3.Connection:
         connection.execute("PRAGMA journal_mode = WAL")
         connection.execute("PRAGMA synchronous = NORMAL")
         connection.executescript(SCHEMA)
-        with transaction(connection, "BEGIN IMMEDIATE"):   # under the write lock: one writer adds and counts
-            is_counted = SESSION_BYTES_COLUMN in table_columns(connection, "sessions")
-            add_missing_columns(connection, ADDED_COLUMNS)
-            connection.execute(UNCOUNTED_INDEX)
-            # a store made before sessions counted their bytes: every session; else those an
-            # older writer stored steps in since (store_retention.py)
-            connection.execute(backfill_sql(connection, f" WHERE {UNCOUNTED_SQL}" if is_counted else ""))
-        connection.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('schema', ?)",
-                           (SCHEMA_VERSION,))
+        _waiting_out_a_lock(connection, path, _upgrade)
 
     return connect_setting_aside_damaged(path, "the trace store", set_up, isolation_level=None,
                                          check_same_thread=False)
+
+
+def _upgrade(connection: sqlite3.Connection) -> None:
+    """Under the write lock: one writer adds the columns and counts."""
+    is_counted = SESSION_BYTES_COLUMN in table_columns(connection, "sessions")
+    add_missing_columns(connection, ADDED_COLUMNS)
+    connection.execute(UNCOUNTED_INDEX)
+    # a store made before sessions counted their bytes: every session; else those an
+    # older writer stored steps in since (store_retention.py)
+    connection.execute(backfill_sql(connection, f" WHERE {UNCOUNTED_SQL}" if is_counted else ""))
+    connection.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('schema', ?)", (SCHEMA_VERSION,))
+
+
+def _waiting_out_a_lock(connection: sqlite3.Connection, path: Path,
+                        work: Callable[[sqlite3.Connection], None]) -> None:
+    """`work` in one write transaction; a store another connection keeps locked past the
+    busy timeout (a `traces delete`, another gateway's or a `sqlite3` shell's transaction)
+    is waited for up to START_LOCK_WAIT_S in all, saying so once, then fails saying it is
+    locked (not that the place cannot be written)."""
+    try:
+        with transaction(connection, "BEGIN IMMEDIATE"):
+            work(connection)
+        return
+    except sqlite3.OperationalError as exc:
+        if not is_store_busy(exc):
+            raise
+    more_ms = max(0, int(START_LOCK_WAIT_S * 1000) - BUSY_TIMEOUT_MS)
+    log.warning("stepahead: warning: the trace store %s is locked by another connection (a `traces delete`, another "
+                "gateway's or a sqlite3 shell's transaction); waiting for it, %g s at most in all", path,
+                START_LOCK_WAIT_S)
+    connection.execute(f"PRAGMA busy_timeout = {more_ms}")
+    try:
+        with transaction(connection, "BEGIN IMMEDIATE"):
+            work(connection)
+    except sqlite3.OperationalError as exc:
+        if not is_store_busy(exc):
+            raise
+        raise StoreLocked(f"database is locked: another connection has held the store's write lock for "
+                          f"{START_LOCK_WAIT_S:g} s (a `traces delete`, another gateway's or a sqlite3 shell's "
+                          "transaction); start again once it is free") from exc
+    finally:
+        connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+
+
+def is_write_locked(db: sqlite3.Connection) -> bool:
+    """Whether another connection holds the store's write lock now: one try at it that
+    never waits (and takes it for no time). Call it outside a transaction."""
+    timeout_ms = db.execute("PRAGMA busy_timeout").fetchone()[0]
+    db.execute("PRAGMA busy_timeout = 0")
+    try:
+        db.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as exc:
+        if is_store_busy(exc):
+            return True
+        raise
+    finally:
+        db.execute(f"PRAGMA busy_timeout = {int(timeout_ms)}")
+    db.execute("ROLLBACK")
+    return False
+
+
+def is_store_busy(exc: BaseException) -> bool:
+    """Whether `exc` says only that another connection holds the store's lock (SQLITE_BUSY
+    or SQLITE_LOCKED, extended codes included), not that the store failed."""
+    if not isinstance(exc, sqlite3.OperationalError):
+        return False
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    return str(exc).startswith(("database is locked", "database table is locked"))
 
 
 def give_back_free_pages(connection: sqlite3.Connection, step_pages: int = GIVE_BACK_STEP_PAGES) -> None:

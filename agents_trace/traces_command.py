@@ -30,7 +30,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from agents_trace.export import ExportCounts, export_lines, export_sessions_lines
-from agents_trace.store_delete import delete_sessions
+from agents_trace.store_delete import StoreBusy, delete_sessions
 from agents_trace.store_queries import MAX_PAGE, SessionFilter, find_session_as_given, list_sessions, \
     matching_session_keys
 from agents_trace.step_queries import iter_session_steps
@@ -285,7 +285,15 @@ def delete_command(args: argparse.Namespace) -> int:
                 f"{len(keys)} sessions of {len({tenant for tenant, _ in keys})} tenant(s)")
         if not args.yes and not _confirmed(f"delete {what} from {path}, with their steps and content?"):
             raise CommandError("nothing deleted (pass --yes to delete without asking)", 2)
-        num_steps = delete_sessions(path, keys)
+        done = [0, 0]   # whole sessions, steps deleted so far
+        try:
+            num_steps = delete_sessions(path, keys, after_each=lambda *totals: done.__setitem__(slice(None), totals))
+        except (StoreBusy, KeyboardInterrupt) as exc:
+            so_far = f"deleted {done[0]} of {counted(len(keys), 'session')} ({counted(done[1], 'step')})"
+            if isinstance(exc, KeyboardInterrupt):
+                print(f"stepahead: {so_far} before the stop; the rest are whole", file=sys.stderr)
+                raise
+            raise CommandError(f"the trace store {path} {exc}; {so_far}; try again once it is free", 2) from None
         print(f"stepahead: deleted {what} ({counted(num_steps, 'step')})", file=sys.stderr)
         return 0
     return 2 if _filters_without_all(args) else _run(args, body)

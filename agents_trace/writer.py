@@ -28,9 +28,10 @@ one a reader found damaged (`report_store_damage`) is checked, at most once a mi
 Only this thread touches the writer connection, the open `invoke_agent` spans, the
 other writers' spans noted and the forecasts. A write that finds the store locked by
 another connection past the busy timeout (a `traces delete`, another gateway's long
-transaction) loses nothing: the batch is held, in order, and written with the next
-(writer_held.py: bounded, one warning an episode); meanwhile the thread drains the queue
-into it and leaves the sweep's and retention's store upkeep for after.
+transaction) loses nothing: the batch is held, in order, and written with the next, in
+transactions of bounded size (writer_held.py, writer_batches.py: bounded, one warning an
+episode); meanwhile the thread drains the queue into it and leaves the sweep's and
+retention's store upkeep until a write succeeds or the lock is found gone (writer_store.py).
 """
 from __future__ import annotations
 
@@ -54,8 +55,12 @@ from agents_trace.step_outcome import generated_nothing
 from agents_trace.step_numbering import OpenSession, numbered, offset_past, with_stored_gap
 from agents_trace.store import StepRow, TraceStore
 from agents_trace.symbols import check_forecast
+from agents_trace.writer_batches import BatchWrites
 from agents_trace.writer_held import MAX_HELD_STEPS, RETRY_S, HeldBatch
+from agents_trace.writer_stats import WriterStats
 from agents_trace.writer_store import SpanBefore, StoreUpkeep
+
+__all__ = ["Forecaster", "Subscriber", "TraceWriter", "WriterStats"]
 
 log = logging.getLogger("stepahead.agents_trace")
 
@@ -82,20 +87,7 @@ class _Stop:
     pass
 
 
-@dataclass(slots=True)
-class WriterStats:
-    num_steps: int = 0
-    num_sessions_ended: int = 0
-    num_dropped: int = 0
-    num_subscriber_errors: int = 0
-    num_forecaster_errors: int = 0
-    num_store_errors: int = 0
-    num_store_busy: int = 0   # writes that found the store locked by another connection: held, tried again
-    num_retention_removed: int = 0
-    num_abandoned_ended: int = 0   # sessions another writer left open, ended by the sweep
-
-
-class TraceWriter(StoreUpkeep):
+class TraceWriter(BatchWrites, StoreUpkeep):
     def __init__(self, *, events: EventQueue, stats: WriterStats, otel: trace.Tracer | None,
                  store: TraceStore | None, expire: Callable[[float], list[SessionEnded]],
                  clock: Callable[[], float], idle_timeout_s: float,
@@ -122,6 +114,7 @@ class TraceWriter(StoreUpkeep):
         self._ended_spans: list[tuple[str, str, str]] = []   # (tenant, session, span id) ended since the last write
         self._spans_before: dict[tuple[str, str], SpanBefore] = {}   # other writers' open spans (writer_store.py)
         self._held = HeldBatch()   # not written yet: the store was busy (writer_held.py)
+        self._store_busy = False   # the last try found the store locked: its upkeep waits (writer_batches.py)
         self._thread: threading.Thread | None = None
         self._next_damage_check_s = 0.0
         # a full disk fails every write: not a traceback each
@@ -190,12 +183,15 @@ class TraceWriter(StoreUpkeep):
                 ended.extend(self._on_end(e) for e in self._sweep())
             self._held.flushes.extend(marker.done for marker in flushes)
             is_written = self._write(rows, ended, is_final=is_stopping)
-            if is_sweeping and is_written:   # a busy store would hold the upkeep's writes up too
-                self._end_abandoned()
-                self._hand_over_spans_before()
-            if self.store is not None and is_written and time.monotonic() >= next_retention_s:
-                next_retention_s = time.monotonic() + self.retention_interval_s
-                self._retain()
+            is_retaining = self.store is not None and time.monotonic() >= next_retention_s
+            # a busy store (held, dropped, or found by the upkeep) would hold the upkeep's writes up too
+            if (is_sweeping or is_retaining) and is_written and self._is_store_free():
+                if is_sweeping:
+                    self._end_abandoned()
+                    self._hand_over_spans_before()
+                if is_retaining and not self._store_busy:
+                    next_retention_s = time.monotonic() + self.retention_interval_s
+                    self._retain()
             if is_written:
                 self._held.release()
             if is_stopping:
@@ -282,49 +278,3 @@ class TraceWriter(StoreUpkeep):
             return None   # NOTE: an id the gateway just minted (64 random bits) names no stored session
         return self._on_store("reading the trace store",
                               lambda store: store.last_step(step.tenant, step.session), None)
-
-    def _write(self, rows: list[StepRow], ended: list[SessionEnded], is_final: bool = False) -> bool:
-        """Store the held batch and this one, in order, in one transaction; each open
-        session learns where its steps went (`place`). False when the store was busy and
-        they are held to be tried again (writer_held.py); True once written, or dropped
-        (counted and logged)."""
-        held = self._held
-        rows, ended = held.rows + rows, held.ended + ended
-        if self.store is None or not (rows or ended):
-            self._batch, self._pending, self._ended_spans = [], {}, []
-            return True
-        what = "writing %d step(s) to the trace store"
-        self._on_store("reopening the trace store", lambda store: store.reopen_if_gone(), False)
-        try:
-            placed = self._on_store(what, lambda store: store.write(rows, ended, self._ended_spans), None,
-                                    len(rows), raises_busy=True)
-        except sqlite3.OperationalError as exc:   # busy: any other failure gave None
-            self.stats.num_store_busy += 1
-            if not is_final and len(rows) <= self.max_held_steps:
-                self._hold(rows, ended, exc)
-                return False
-            self.stats.num_store_errors += 1
-            self._failures.log(what, f"stepahead: warning: {what} failed", len(rows))
-            placed = None
-        if held.is_held and placed is not None:
-            log.info("wrote %d step(s) held while the trace store was locked, %.1f s after it first was",
-                     len(held.rows), time.monotonic() - held.busy_since_s)
-        batch, self._batch, self._pending, self._ended_spans = self._batch, [], {}, []
-        if placed is None or len(placed) != len(batch):
-            return True   # not written (counted), or rows made elsewhere
-        for (key, own_index), row, index in zip(batch, rows, placed):
-            session = self._open.get(key)
-            if session is not None:
-                session.place(own_index, row.step.index, index)
-        return True
-
-    def _hold(self, rows: list[StepRow], ended: list[SessionEnded], busy: sqlite3.OperationalError) -> None:
-        """Keep `rows` and `ended` (and the batch's numbering) for the next write; warn once
-        an episode."""
-        held = self._held
-        if not held.is_held:
-            held.busy_since_s = time.monotonic()
-            log.warning("stepahead: warning: the trace store %s is locked by another connection (%s); holding "
-                        "%d step(s) to write once it is free, at most %d", self.store.path, busy, len(rows),
-                        self.max_held_steps)
-        held.rows, held.ended = rows, ended

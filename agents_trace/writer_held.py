@@ -5,47 +5,55 @@ runs out; that is a store that is busy, not failing.
 
 Invariants: a write that fails only because the store is busy loses nothing: its steps,
 session ends and ended spans stay held, in order, and go first in the writer's next write
-(with what arrived meanwhile, one transaction), tried again every RETRY_S (each try waits
-the busy timeout itself) until the lock is gone. At most `max_held_steps` steps are held:
-a write that would hold more is dropped, counted and logged as any failed write
+(with what arrived meanwhile), tried again every RETRY_S (each try waits the busy timeout
+itself) until the lock is gone. A write of more than WRITE_CHUNK_STEPS steps (a held batch)
+goes in transactions of at most that many, in order, pausing after each (CHUNK_PAUSE_SHARE
+of its time) so a connection waiting for the lock gets it in between: no transaction of
+the writer's holds the lock for seconds (QA197 F2: 3,000 held steps in one held it 5.4 s,
+past the busy timeout); the session ends and ended spans go with the last, after their
+steps; a part finding the store busy again leaves the rest held (writer_batches.py). At
+most `max_held_steps` steps are held: a write that would hold more is dropped, counted
+(failed writes and steps lost: writer_stats.py) and logged as any failed write
 (writer_store.py), and so is one still busy when the writer stops. A busy episode logs one
 warning as it starts and one line as it ends, never one per try. A flush waits for the held
 steps. Any other failure (a damaged store, a full disk) is no busy store and goes as before.
 """
 from __future__ import annotations
 
-import sqlite3
 import threading
 from dataclasses import dataclass, field
 
 from agents_trace.records import SessionEnded
 from agents_trace.store_rows import StepRow
+from agents_trace.store_schema import is_store_busy
+
+__all__ = ["CHUNK_PAUSE_S", "CHUNK_PAUSE_SHARE", "MAX_HELD_STEPS", "RETRY_S", "WRITE_CHUNK_STEPS", "HeldBatch",
+           "is_store_busy"]
 
 RETRY_S = 0.05            # a held batch is tried again this soon after the last try ended
 MAX_HELD_STEPS = 10_000   # steps held at most while the store is busy (as many again as the queue's default)
-
-
-def is_store_busy(exc: BaseException) -> bool:
-    """Whether `exc` says only that another connection holds the store's lock (SQLITE_BUSY
-    or SQLITE_LOCKED, extended codes included), not that the store failed."""
-    if not isinstance(exc, sqlite3.OperationalError):
-        return False
-    code = getattr(exc, "sqlite_errorcode", None)
-    if code is not None:
-        return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
-    return str(exc).startswith(("database is locked", "database table is locked"))
+# NOTE: 3,000 held steps with content took 5.4 s in one transaction (QA197): 500 take
+# about 0.9 s at that rate, and a waiter's busy handler polls every 100 ms at most, so a
+# pause of half a part's time (5 ms to 100 ms) lets it in.
+WRITE_CHUNK_STEPS = 500
+CHUNK_PAUSE_SHARE = 0.5
+CHUNK_PAUSE_S = (0.005, 0.1)
 
 
 @dataclass(slots=True)
 class HeldBatch:
     """What the writer could not write yet because the store was busy: `rows` and `ended`
-    in queue order, the flush markers waiting for them, and when the busy episode began
-    (`busy_since_s`, monotonic; None: no episode)."""
+    in queue order, the flush markers waiting for them, when the busy episode began
+    (`busy_since_s`, monotonic; None: no episode), the rows its earlier parts' writes moved
+    ((tenant, session, index asked) -> index given: store.py) and how many steps of the
+    episode are written so far."""
 
     rows: list[StepRow] = field(default_factory=list)
     ended: list[SessionEnded] = field(default_factory=list)
     flushes: list[threading.Event] = field(default_factory=list)
     busy_since_s: float | None = None
+    moved: dict[tuple[str, str, int], int] = field(default_factory=dict)
+    num_written: int = 0
 
     @property
     def is_held(self) -> bool:
@@ -55,4 +63,4 @@ class HeldBatch:
         """The held batch is written (or dropped): wake its flushes and start afresh."""
         for done in self.flushes:
             done.set()
-        self.rows, self.ended, self.flushes, self.busy_since_s = [], [], [], None
+        self.rows, self.ended, self.flushes, self.busy_since_s, self.moved, self.num_written = [], [], [], None, {}, 0

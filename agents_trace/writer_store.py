@@ -9,7 +9,11 @@ batch's write finding the store busy, which the writer holds and tries again:
 writer_held.py); a store
 SQLite finds damaged is set aside and the call made again on a new one (store.py); a
 session another writer left open is ended once idle past the idle timeout plus a margin
-(the same again, at most ABANDONED_MARGIN_S), and its `invoke_agent` span exported.
+(the same again, at most ABANDONED_MARGIN_S), and its `invoke_agent` span exported. The
+upkeep (those ends, the span hand-over, retention) never runs while the store is busy
+(`_store_busy`: the last try found it locked by another connection) until a write succeeds
+or a try at the lock that never waits finds it free: each busy try would block the writer
+the busy timeout and warn again (QA197 F5); an upkeep call finding it busy is no failure.
 
 A session this writer opens while the store names another writer's open span (a gateway
 killed and restarted, its agent resuming with its `x-session-id`; or one session served
@@ -34,6 +38,7 @@ from agents_trace.records import Step
 from agents_trace.spans import record_left_open_session_span, session_span_ids
 from agents_trace.store import TraceStore
 from agents_trace.store_rows import SELECT_NAMED_SPAN, SET_SPAN, LeftOpenSpan, left_open_span
+from agents_trace.store_schema import is_write_locked
 from agents_trace.writer_held import is_store_busy
 from cache.sqlite_transaction import transaction
 
@@ -59,7 +64,7 @@ class SpanBefore:
 class StoreUpkeep:
     """What `TraceWriter` does with its store beside writing steps. Reads the writer's
     `store`, `stats`, `otel`, `clock`, `idle_timeout_s`, `_open`, `_spans_before`,
-    `_failures` and `_next_damage_check_s`."""
+    `_failures`, `_store_busy` and `_next_damage_check_s`."""
 
     def _abandoned_before_s(self) -> float:
         """A session whose last step ended before this is left open by a writer gone."""
@@ -83,7 +88,10 @@ class StoreUpkeep:
         self._hand_over_spans_before([key])
 
     def _hand_over_spans_before(self, keys: list[tuple[str, str]] | None = None) -> None:
-        """Hand over the noted spans (`keys`' only, when given) past the sweep's rule."""
+        """Hand over the noted spans (`keys`' only, when given) past the sweep's rule; none
+        while the store is busy (a later sweep does)."""
+        if self._store_busy:
+            return
         before_s = self._abandoned_before_s()
         num_sent = 0
         for key in list(self._spans_before if keys is None else keys):
@@ -91,7 +99,7 @@ class StoreUpkeep:
             if before.left.last_s >= before_s:
                 continue
             outcome = self._on_store("handing over a span left open in the trace store",
-                                     lambda store: self._hand_over(store, key, before), None)
+                                     lambda store: self._hand_over(store, key, before), None, is_upkeep=True)
             if outcome is None:
                 continue   # the store failed: the next sweep tries again
             is_settled, left = outcome
@@ -136,7 +144,7 @@ class StoreUpkeep:
         before_s = self._abandoned_before_s()
         spans: list[LeftOpenSpan] | None = None if self.otel is None else []
         num_ended = self._on_store("ending sessions left open in the trace store",
-                                   lambda store: store.end_abandoned(before_s, self._open, spans), 0)
+                                   lambda store: store.end_abandoned(before_s, self._open, spans), 0, is_upkeep=True)
         for left in spans or ():
             record_left_open_session_span(self.otel, left)
         if num_ended:
@@ -147,7 +155,15 @@ class StoreUpkeep:
 
     def _retain(self) -> None:
         self.stats.num_retention_removed += self._on_store(
-            "trace store retention", lambda store: store.apply_retention(self.clock()), 0)
+            "trace store retention", lambda store: store.apply_retention(self.clock()), 0, is_upkeep=True)
+
+    def _is_store_free(self) -> bool:
+        """Whether the upkeep may run: the last try at the store did not find it busy, or a
+        try at its lock that never waits finds it free now (which ends the wait)."""
+        if self._store_busy and not self._on_store("checking the trace store's lock",
+                                                   lambda store: is_write_locked(store.db), True):
+            self._store_busy = False
+        return not self._store_busy
 
     def _check_store(self) -> None:
         if self.store is not None and time.monotonic() >= self._next_damage_check_s:
@@ -155,17 +171,23 @@ class StoreUpkeep:
             self._on_store("checking the trace store", lambda store: store.check_for_damage(), False)
 
     def _on_store(self, what: str, call: Callable[[TraceStore], T], default: T, *what_args: object,
-                  raises_busy: bool = False) -> T:
+                  raises_busy: bool = False, is_upkeep: bool = False) -> T:
         """`call(store)`, surviving a damaged store (store.py); any other error is counted
         and logged (`what`, a %-template of `what_args`, is also its kind of failure),
         and gives `default`, but, when `raises_busy`, a busy store's "database is locked",
-        raised for the caller to try again (writer_held.py)."""
+        raised for the caller to try again (writer_held.py); and, when `is_upkeep`, a busy
+        store is no failure: `default`, the store marked busy (the upkeep waits for it)."""
         store = self.store
         try:
             return store.surviving_damage(lambda: call(store))
         except (sqlite3.Error, OSError) as exc:
             if raises_busy and is_store_busy(exc):
                 raise
+            if is_upkeep and is_store_busy(exc):
+                self.stats.num_store_busy += 1
+                self._store_busy = True
+                log.info("%s waits: the trace store %s is locked by another connection", what, store.path)
+                return default
             self.stats.num_store_errors += 1
             self._failures.log(what, f"stepahead: warning: {what} failed", *what_args)
             return default

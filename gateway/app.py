@@ -23,6 +23,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
+from agents_trace.store_schema import StoreLocked
+from cache.error_text import one_line_error
 from gateway import (batches_routes, conversations_routes, files_routes, responses_input_tokens, responses_routes,
                      routes, stored_responses_routes, tracing)
 from gateway.auth import KeyRing
@@ -47,7 +49,7 @@ from gateway.response_archive import ResponseArchive
 from gateway.reload import HangupsBeforeStart, Overrides, reload_on_hangup
 from gateway.response_store import ResponseStore
 from gateway.spent_tokens import start_spent_tokens
-from gateway.start_failure import stated_start_failures
+from gateway.start_failure import StartFailed, stated_start_failures
 from gateway.state import GatewayState, batch_runner
 from gateway.stopping import begin_stop, hangups_ignored_once_stopping
 from gateway.store_places import check_store_places
@@ -148,7 +150,10 @@ def build_app(config: GatewayConfig | None = None, *, config_path: str | None = 
             if state.tracer is not None:
                 with stated_start_failures(f"the trace store {state.tracer.store_path} (set [tracing] store_path or "
                                            "$STEPAHEAD_TRACE_DB to a place it can write)"):
-                    state.tracer.start()
+                    try:
+                        state.tracer.start()
+                    except StoreLocked as exc:   # no place to change: another connection holds its write lock
+                        raise StartFailed(f"the trace store {state.tracer.store_path}: {one_line_error(exc)}") from exc
                 if state.tracer.captures_content:   # prompts and replies are stored: say so once
                     print("stepahead: traces keep prompts and replies (capture_content); each tenant's keys "
                           "see its own in /ui", file=sys.stderr, flush=True)

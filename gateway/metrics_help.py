@@ -60,7 +60,18 @@ HELP = {
     "stepahead_trace_dropped_events_total": (
         "counter", "Trace events dropped because the writer's queue was full (their steps are not stored)."),
     "stepahead_trace_errors_total": (
-        "counter", "Trace writer failures by kind: store (a step or batch not written), subscriber, forecaster."),
+        "counter", "Trace writer failures by kind (calls, not steps): store (a failed write: its steps count in "
+        "stepahead_trace_store_dropped_steps_total; or upkeep), subscriber, forecaster."),
+    "stepahead_trace_store_dropped_steps_total": (
+        "counter", "Steps the trace writer handled but could not store (a failed write, or steps held while the "
+        "store was locked past the bound or at the stop)."),
+    "stepahead_trace_store_busy_total": (
+        "counter", "Trace store tries that found it locked by another connection past the busy timeout "
+        "(the steps held and tried again)."),
+    "stepahead_trace_store_busy_episodes_total": (
+        "counter", "Times the trace writer began holding steps because another connection kept the store locked."),
+    "stepahead_trace_held_steps": (
+        "gauge", "Steps the trace writer holds now, waiting for another connection's lock on the store."),
     "stepahead_trace_stores_set_aside_total": (
         "counter", "Trace stores found damaged, set aside and started anew."),
     "stepahead_response_archive_errors_total": (

@@ -75,6 +75,10 @@ def tracer_series(tracer: AgentTracer) -> dict[tuple[str, tuple[tuple[str, str],
             ("stepahead_trace_errors_total", (("kind", "store"),)): float(stats.num_store_errors),
             ("stepahead_trace_errors_total", (("kind", "subscriber"),)): float(stats.num_subscriber_errors),
             ("stepahead_trace_errors_total", (("kind", "forecaster"),)): float(stats.num_forecaster_errors),
+            ("stepahead_trace_store_dropped_steps_total", ()): float(stats.num_store_dropped_steps),
+            ("stepahead_trace_store_busy_total", ()): float(stats.num_store_busy),
+            ("stepahead_trace_store_busy_episodes_total", ()): float(stats.num_store_busy_episodes),
+            ("stepahead_trace_held_steps", ()): float(stats.num_held_steps),
             ("stepahead_trace_stores_set_aside_total", ()): float(tracer.num_stores_set_aside)}
 
 

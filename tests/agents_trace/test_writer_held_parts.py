@@ -1,0 +1,198 @@
+"""QA197 F2, F3, F5: once another connection's lock on the trace store is gone, the steps
+the writer held go in transactions of bounded size (so a connection waiting for the lock
+gets it in between, and steps moved by one part are still followed by the next); a drop
+past the bound counts its steps, and the busy state is exported; the store upkeep waits
+while the store is busy instead of blocking the writer and warning each time."""
+from __future__ import annotations
+
+import dataclasses
+import sqlite3
+import threading
+import time
+from contextlib import closing
+
+import pytest
+
+from agents_trace import writer_batches
+from agents_trace.event_queue import EventQueue
+from agents_trace.records import SessionEnded, SessionId
+from agents_trace.store import StepRow, TraceStore
+from agents_trace.store_queries import find_session
+from agents_trace.step_queries import list_steps, step_content
+from agents_trace.writer import TraceWriter, WriterStats
+from agents_trace.writer_held import WRITE_CHUNK_STEPS
+from gateway.tracing import tracer_series
+
+from tests.agents_trace.test_store_shared_writers import _messages, _step as _content_step, _writer
+from tests.agents_trace.test_writer_held import BUSY_MS, LOCKED_S, _indexes, _locker, _step
+
+ROW_S = 0.001   # each step's write made this slow: 500 take 0.5 s
+
+
+def _started_writer(tmp_path, queue_size: int = 4000, **options) -> TraceWriter:
+    store = TraceStore(tmp_path / "t.sqlite3", max_age_s=1e9, max_bytes=10**9)
+    store.open()
+    store.db.execute(f"PRAGMA busy_timeout = {BUSY_MS}")
+    stats = WriterStats()
+    writer = TraceWriter(events=EventQueue(queue_size, stats), stats=stats, otel=None, store=store,
+                         expire=lambda _now_s: [], clock=time.time, idle_timeout_s=600.0,
+                         retention_interval_s=3600.0, **options)
+    writer.start()
+    return writer
+
+
+def test_held_steps_go_in_bounded_transactions_so_a_waiting_connection_gets_the_lock_in_between(tmp_path,
+                                                                                              monkeypatch):
+    """1,500 held steps (0.5 s of writing each 500): another connection asking for the lock
+    once the writing began, willing to wait 1 s, gets it; in one transaction (1.5 s) it
+    did not. Every step is stored, in order, and the session ends after them."""
+    writing, parts = threading.Event(), []
+    write_step, write = TraceStore._write_step, TraceStore.write
+
+    def slow_step(self, row, moved):
+        writing.set()
+        time.sleep(ROW_S)
+        return write_step(self, row, moved)
+
+    def counted_write(self, rows, ended, *args, **kwargs):
+        placed = write(self, rows, ended, *args, **kwargs)
+        parts.append((len(rows), len(ended)))   # committed (a busy try raised)
+        return placed
+
+    monkeypatch.setattr(TraceStore, "_write_step", slow_step)
+    monkeypatch.setattr(TraceStore, "write", counted_write)
+    writer = _started_writer(tmp_path, max_held_steps=5000)
+    path = writer.store.path
+    got_lock_after_s: list[float] = []
+
+    def waiter() -> None:
+        assert writing.wait(10.0)
+        began_s = time.monotonic()
+        with closing(sqlite3.connect(str(path), isolation_level=None, timeout=1.0)) as other:
+            try:
+                other.execute("BEGIN IMMEDIATE")
+                got_lock_after_s.append(time.monotonic() - began_s)
+                other.execute("COMMIT")
+            except sqlite3.OperationalError:
+                pass
+
+    try:
+        with closing(_locker(path)) as locker:
+            for index in range(1500):
+                assert writer.events.offer(_step("big", index))
+            writer.events.offer(SessionEnded("alpha", SessionId("big"), 1500, None, "idle"))
+            time.sleep(LOCKED_S)
+            assert writer.stats.num_held_steps > 0
+            thread = threading.Thread(target=waiter)
+            thread.start()
+            locker.execute("ROLLBACK")
+        thread.join(10.0)
+        assert writer.flush(10.0)
+        assert got_lock_after_s and got_lock_after_s[0] < 1.0   # it did not wait for the whole write
+        assert _indexes(path, "alpha", "big")[:3] == [0, 1, 2]
+        [session] = find_session(path, "big", "alpha")
+        assert (session["num_steps"], session["end_reason"]) == (1500, "idle")
+        with closing(sqlite3.connect(str(path))) as db:
+            assert [i for (i,) in db.execute("SELECT idx FROM steps ORDER BY idx")] == list(range(1500))
+        written = [p for p in parts if p[0] or p[1]]
+        assert max(n for n, _ in written) <= WRITE_CHUNK_STEPS
+        assert sum(n for n, _ in written) == 1500
+        assert written[-1][1] == 1 and all(e == 0 for _, e in written[:-1])   # the end goes with the last part
+        assert writer.stats.num_held_steps == 0 and writer.stats.num_store_busy_episodes == 1
+    finally:
+        writer.stop(5.0)
+
+
+def test_a_step_extending_one_an_earlier_part_moved_names_where_it_went(tmp_path, monkeypatch):
+    """As test_store_shared_writers' moved batch, written one step a transaction: step 2
+    extends step 1, which went to 2 (another writer took 1): its content names 2."""
+    monkeypatch.setattr(writer_batches, "WRITE_CHUNK_STEPS", 1)
+    path = tmp_path / "t.sqlite3"
+    mine, other = TraceStore(path, max_age_s=1e9, max_bytes=10**9), TraceStore(path, max_age_s=1e9, max_bytes=10**9)
+    writer = _writer(mine)
+    mine.open()
+    other.open()
+    try:
+        writer._write([writer._on_step(_content_step(0, 1.0, _messages(1)))], [])
+        other.write([StepRow(_content_step(1, 2.0, _messages(3), 0, 1), None, None, None)], [])
+        rows = [writer._on_step(_content_step(1, 3.0, _messages(3), 0, 1)),
+                writer._on_step(_content_step(2, 4.0, _messages(5), 1, 3))]
+        assert writer._write(rows, [])
+        stored = {s["index"]: s["request_id"] for s in list_steps(path, "acme", "s")["data"]}
+        assert stored == {0: "r0", 1: "r1", 2: "r1", 3: "r2"}
+        assert step_content(path, "acme", "s", 3)["prefix_step"] == 2
+        assert writer._open[("acme", "s")].placed == {0: 0, 1: 2, 2: 3}
+    finally:
+        mine.close()
+        other.close()
+
+
+class _Tracer:
+    def __init__(self, stats: WriterStats) -> None:
+        self.stats = stats
+        self.num_stores_set_aside = 0
+
+
+def test_a_drop_past_the_bound_counts_its_steps_and_the_busy_state_is_exported(tmp_path):
+    writer = _started_writer(tmp_path, max_held_steps=4)
+    path = writer.store.path
+    try:
+        with closing(_locker(path)) as locker:
+            for index in range(3):
+                writer.events.offer(_step("s", index))
+            time.sleep(LOCKED_S)
+            series = tracer_series(_Tracer(writer.stats))
+            assert series[("stepahead_trace_held_steps", ())] == 3.0
+            assert series[("stepahead_trace_store_busy_episodes_total", ())] == 1.0
+            assert series[("stepahead_trace_store_busy_total", ())] >= 1.0
+            for index in range(3, 6):
+                writer.events.offer(_step("s", index))
+            time.sleep(LOCKED_S)   # 6 would be held, past 4: the 6 go
+            locker.execute("ROLLBACK")
+        writer.events.offer(_step("s", 6))
+        assert writer.flush(5.0)
+        assert _indexes(path, "alpha", "s") == [6]
+        series = tracer_series(_Tracer(writer.stats))
+        assert series[("stepahead_trace_store_dropped_steps_total", ())] == 6.0   # steps, not writes
+        assert series[("stepahead_trace_errors_total", (("kind", "store"),))] == 1.0   # one failed write
+        assert series[("stepahead_trace_held_steps", ())] == 0.0
+    finally:
+        writer.stop(5.0)
+
+
+def _open_elsewhere(path, session: str = "left") -> None:
+    """A session another gateway stored and left open 5 s ago."""
+    at_s = time.time() - 5.0
+    dead = TraceStore(path, max_age_s=1e9, max_bytes=10**9)
+    dead.open()
+    dead.write([StepRow(dataclasses.replace(_step(session, 0), arrived_s=at_s, ended_s=at_s + 0.1),
+                        None, None, None)], [])
+    dead.close()
+
+
+@pytest.mark.parametrize("is_dropping", [True, False])
+def test_the_upkeep_waits_while_the_store_is_busy_and_runs_once_it_is_free(tmp_path, caplog, is_dropping):
+    """After a drop past the bound (is_dropping), or with nothing to write, sweeps while the
+    lock is held neither fail nor warn (each would wait the busy timeout); once it is gone
+    the session another gateway left open is ended."""
+    path = tmp_path / "t.sqlite3"
+    _open_elsewhere(path)
+    writer = _started_writer(tmp_path, max_held_steps=2, sweep_interval_s=0.02)
+    try:
+        with caplog.at_level("WARNING", logger="stepahead.agents_trace"), closing(_locker(path)) as locker:
+            writer.idle_timeout_s = 0.01   # "left" is past it now
+            if is_dropping:
+                for index in range(3):
+                    writer.events.offer(_step("s", index))
+            time.sleep(0.5)   # many sweeps
+            assert find_session(path, "left", "alpha")[0]["is_open"] is True
+            locker.execute("ROLLBACK")
+        deadline = time.monotonic() + 5.0
+        while find_session(path, "left", "alpha")[0]["is_open"] and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert find_session(path, "left", "alpha")[0]["end_reason"] == "idle"
+        assert writer.stats.num_store_errors == (1 if is_dropping else 0)   # the drop only
+        assert "left open in the trace store failed" not in caplog.text
+        assert writer.stats.num_store_busy <= 2   # the write's (or the upkeep's) try; probes after it
+    finally:
+        writer.stop(5.0)
