@@ -14,31 +14,18 @@ from contextlib import closing
 import pytest
 
 from agents_trace import writer_batches
-from agents_trace.event_queue import EventQueue
 from agents_trace.records import SessionEnded, SessionId
 from agents_trace.store import StepRow, TraceStore
 from agents_trace.store_queries import find_session
 from agents_trace.step_queries import list_steps, step_content
-from agents_trace.writer import TraceWriter, WriterStats
+from agents_trace.writer import WriterStats
 from agents_trace.writer_held import WRITE_CHUNK_STEPS
 from gateway.tracing import tracer_series
 
 from tests.agents_trace.test_store_shared_writers import _messages, _step as _content_step, _writer
-from tests.agents_trace.test_writer_held import BUSY_MS, LOCKED_S, _indexes, _locker, _step
+from tests.agents_trace.test_writer_held import LOCKED_S, _indexes, _locker, _started_writer, _step
 
 ROW_S = 0.001   # each step's write made this slow: 500 take 0.5 s
-
-
-def _started_writer(tmp_path, queue_size: int = 4000, **options) -> TraceWriter:
-    store = TraceStore(tmp_path / "t.sqlite3", max_age_s=1e9, max_bytes=10**9)
-    store.open()
-    store.db.execute(f"PRAGMA busy_timeout = {BUSY_MS}")
-    stats = WriterStats()
-    writer = TraceWriter(events=EventQueue(queue_size, stats), stats=stats, otel=None, store=store,
-                         expire=lambda _now_s: [], clock=time.time, idle_timeout_s=600.0,
-                         retention_interval_s=3600.0, **options)
-    writer.start()
-    return writer
 
 
 def test_held_steps_go_in_bounded_transactions_so_a_waiting_connection_gets_the_lock_in_between(tmp_path,
@@ -63,7 +50,7 @@ def test_held_steps_go_in_bounded_transactions_so_a_waiting_connection_gets_the_
 
     monkeypatch.setattr(TraceStore, "_write_step", slow_step)
     monkeypatch.setattr(TraceStore, "write", counted_write)
-    writer = _started_writer(tmp_path, max_held_steps=5000)
+    writer = _started_writer(tmp_path, queue_size=4000, max_held_steps=5000)
     path = writer.store.path
     written_when_in: list[int] = []   # the steps committed when the other connection got the lock
 
@@ -132,7 +119,7 @@ class _Tracer:
 
 
 def test_a_drop_past_the_bound_counts_its_steps_and_the_busy_state_is_exported(tmp_path):
-    writer = _started_writer(tmp_path, max_held_steps=4)
+    writer = _started_writer(tmp_path, queue_size=4000, max_held_steps=4)
     path = writer.store.path
     try:
         with closing(_locker(path)) as locker:
@@ -175,7 +162,7 @@ def test_the_upkeep_waits_while_the_store_is_busy_and_runs_once_it_is_free(tmp_p
     the session another gateway left open is ended."""
     path = tmp_path / "t.sqlite3"
     _open_elsewhere(path)
-    writer = _started_writer(tmp_path, max_held_steps=2, sweep_interval_s=0.02)
+    writer = _started_writer(tmp_path, queue_size=4000, max_held_steps=2, sweep_interval_s=0.02)
     try:
         with caplog.at_level("WARNING", logger="stepahead.agents_trace"), closing(_locker(path)) as locker:
             writer.idle_timeout_s = 0.01   # "left" is past it now
