@@ -10,6 +10,7 @@ from contextlib import closing
 
 import pytest
 
+from agents_trace import writer_batches
 from agents_trace.event_queue import EventQueue
 from agents_trace.export import export_lines
 from agents_trace.records import After, CapturedContent, SessionId, Step, StepResult
@@ -100,9 +101,14 @@ def _messages(count: int) -> tuple:
     return tuple({"role": "user", "content": f"m{i}"} for i in range(count))
 
 
-def test_steps_of_one_batch_moved_past_another_writers_keep_the_step_they_extend(tmp_path):
+@pytest.mark.parametrize("part_steps", [None, 1])
+def test_steps_of_one_batch_moved_past_another_writers_keep_the_step_they_extend(tmp_path, monkeypatch, part_steps):
     """Another writer takes index 1 while this one's steps 1 and 2 (2 extending 1) wait in
-    one batch: they go to 2 and 3, and 3's content names 2."""
+    one batch: they go to 2 and 3, and 3's content names 2; so too when the batch is
+    written one step a transaction (`part_steps` 1: held steps go in bounded parts), step 2
+    extending step 1 that an earlier part moved."""
+    if part_steps is not None:
+        monkeypatch.setattr(writer_batches, "WRITE_CHUNK_STEPS", part_steps)
     path = tmp_path / "t.sqlite3"
     mine, other = TraceStore(path, max_age_s=1e9, max_bytes=10**9), TraceStore(path, max_age_s=1e9, max_bytes=10**9)
     writer = _writer(mine)
@@ -112,10 +118,11 @@ def test_steps_of_one_batch_moved_past_another_writers_keep_the_step_they_extend
         writer._write([writer._on_step(_step(0, 1.0, _messages(1)))], [])
         other.write([StepRow(_step(1, 2.0, _messages(3), 0, 1), None, None, None)], [])
         rows = [writer._on_step(_step(1, 3.0, _messages(3), 0, 1)), writer._on_step(_step(2, 4.0, _messages(5), 1, 3))]
-        writer._write(rows, [])
+        assert writer._write(rows, [])
         stored = {s["index"]: s["request_id"] for s in list_steps(path, "acme", "s")["data"]}
         assert stored == {0: "r0", 1: "r1", 2: "r1", 3: "r2"}
         assert step_content(path, "acme", "s", 3)["prefix_step"] == 2
+        assert writer._open[("acme", "s")].placed == {0: 0, 1: 2, 2: 3}
         assert step_content(path, "acme", "s", 2)["prefix_step"] == 0
         # the writer's numbering moved on: its next step follows, extending its own step 2 (stored at 3)
         assert other.write([StepRow(_step(2, 5.0, _messages(5), 1, 3), None, None, None)], []) == [4]

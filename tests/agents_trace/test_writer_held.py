@@ -14,6 +14,7 @@ from agents_trace.store_queries import SessionFilter, list_sessions
 from agents_trace.step_queries import list_steps
 from agents_trace.writer import TraceWriter, WriterStats
 from agents_trace.writer_held import is_store_busy
+from gateway.tracing import tracer_series
 
 BUSY_MS = 50   # the writer's busy timeout here, for 5 s in a gateway
 LOCKED_S = 0.4   # a lock held this long is held past it several times
@@ -95,7 +96,17 @@ def test_a_session_ended_while_the_store_is_busy_ends_after_its_steps(tmp_path):
         writer.stop(5.0)
 
 
+class _Tracer:
+    """What `tracer_series` reads of a gateway's tracer: the writer's stats."""
+
+    def __init__(self, stats: WriterStats) -> None:
+        self.stats = stats
+        self.num_stores_set_aside = 0
+
+
 def test_held_steps_past_the_bound_or_at_the_stop_are_dropped_counted_and_logged_later_ones_kept(tmp_path, caplog):
+    """The metrics say it too: the held steps and the busy state while they are held, then
+    the steps dropped (not the failed writes)."""
     writer = _started_writer(tmp_path, max_held_steps=4)
     path = writer.store.path
     with caplog.at_level("WARNING", logger="stepahead.agents_trace"):
@@ -103,6 +114,10 @@ def test_held_steps_past_the_bound_or_at_the_stop_are_dropped_counted_and_logged
             for index in range(3):
                 writer.events.offer(_step("s", index))
             time.sleep(LOCKED_S)   # 3 held
+            series = tracer_series(_Tracer(writer.stats))
+            assert series[("stepahead_trace_held_steps", ())] == 3.0
+            assert series[("stepahead_trace_store_busy_episodes_total", ())] == 1.0
+            assert series[("stepahead_trace_store_busy_total", ())] >= 1.0
             for index in range(3, 6):
                 writer.events.offer(_step("s", index))
             time.sleep(LOCKED_S)   # 6 would be held, past 4: the 6 go
@@ -111,6 +126,10 @@ def test_held_steps_past_the_bound_or_at_the_stop_are_dropped_counted_and_logged
         assert writer.flush(5.0)
         assert _indexes(path, "alpha", "s") == [6]
         assert writer.stats.num_store_errors == 1
+        series = tracer_series(_Tracer(writer.stats))
+        assert series[("stepahead_trace_store_dropped_steps_total", ())] == 6.0   # steps, not writes
+        assert series[("stepahead_trace_errors_total", (("kind", "store"),))] == 1.0   # one failed write
+        assert series[("stepahead_trace_held_steps", ())] == 0.0
         assert "writing 6 step(s) to the trace store failed: OperationalError: database is locked" in caplog.text
         with closing(_locker(path)):   # still busy at the stop: the held step goes, counted and logged
             writer.events.offer(_step("s", 7))

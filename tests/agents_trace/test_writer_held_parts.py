@@ -13,16 +13,11 @@ from contextlib import closing
 
 import pytest
 
-from agents_trace import writer_batches
 from agents_trace.records import SessionEnded, SessionId
 from agents_trace.store import StepRow, TraceStore
 from agents_trace.store_queries import find_session
-from agents_trace.step_queries import list_steps, step_content
-from agents_trace.writer import WriterStats
 from agents_trace.writer_held import WRITE_CHUNK_STEPS
-from gateway.tracing import tracer_series
 
-from tests.agents_trace.test_store_shared_writers import _messages, _step as _content_step, _writer
 from tests.agents_trace.test_writer_held import LOCKED_S, _indexes, _locker, _started_writer, _step
 
 ROW_S = 0.001   # each step's write made this slow: 500 take 0.5 s
@@ -84,63 +79,6 @@ def test_held_steps_go_in_bounded_transactions_so_a_waiting_connection_gets_the_
         assert sum(n for n, _ in written) == 1500
         assert written[-1][1] == 1 and all(e == 0 for _, e in written[:-1])   # the end goes with the last part
         assert writer.stats.num_held_steps == 0 and writer.stats.num_store_busy_episodes == 1
-    finally:
-        writer.stop(5.0)
-
-
-def test_a_step_extending_one_an_earlier_part_moved_names_where_it_went(tmp_path, monkeypatch):
-    """As test_store_shared_writers' moved batch, written one step a transaction: step 2
-    extends step 1, which went to 2 (another writer took 1): its content names 2."""
-    monkeypatch.setattr(writer_batches, "WRITE_CHUNK_STEPS", 1)
-    path = tmp_path / "t.sqlite3"
-    mine, other = TraceStore(path, max_age_s=1e9, max_bytes=10**9), TraceStore(path, max_age_s=1e9, max_bytes=10**9)
-    writer = _writer(mine)
-    mine.open()
-    other.open()
-    try:
-        writer._write([writer._on_step(_content_step(0, 1.0, _messages(1)))], [])
-        other.write([StepRow(_content_step(1, 2.0, _messages(3), 0, 1), None, None, None)], [])
-        rows = [writer._on_step(_content_step(1, 3.0, _messages(3), 0, 1)),
-                writer._on_step(_content_step(2, 4.0, _messages(5), 1, 3))]
-        assert writer._write(rows, [])
-        stored = {s["index"]: s["request_id"] for s in list_steps(path, "acme", "s")["data"]}
-        assert stored == {0: "r0", 1: "r1", 2: "r1", 3: "r2"}
-        assert step_content(path, "acme", "s", 3)["prefix_step"] == 2
-        assert writer._open[("acme", "s")].placed == {0: 0, 1: 2, 2: 3}
-    finally:
-        mine.close()
-        other.close()
-
-
-class _Tracer:
-    def __init__(self, stats: WriterStats) -> None:
-        self.stats = stats
-        self.num_stores_set_aside = 0
-
-
-def test_a_drop_past_the_bound_counts_its_steps_and_the_busy_state_is_exported(tmp_path):
-    writer = _started_writer(tmp_path, queue_size=4000, max_held_steps=4)
-    path = writer.store.path
-    try:
-        with closing(_locker(path)) as locker:
-            for index in range(3):
-                writer.events.offer(_step("s", index))
-            time.sleep(LOCKED_S)
-            series = tracer_series(_Tracer(writer.stats))
-            assert series[("stepahead_trace_held_steps", ())] == 3.0
-            assert series[("stepahead_trace_store_busy_episodes_total", ())] == 1.0
-            assert series[("stepahead_trace_store_busy_total", ())] >= 1.0
-            for index in range(3, 6):
-                writer.events.offer(_step("s", index))
-            time.sleep(LOCKED_S)   # 6 would be held, past 4: the 6 go
-            locker.execute("ROLLBACK")
-        writer.events.offer(_step("s", 6))
-        assert writer.flush(5.0)
-        assert _indexes(path, "alpha", "s") == [6]
-        series = tracer_series(_Tracer(writer.stats))
-        assert series[("stepahead_trace_store_dropped_steps_total", ())] == 6.0   # steps, not writes
-        assert series[("stepahead_trace_errors_total", (("kind", "store"),))] == 1.0   # one failed write
-        assert series[("stepahead_trace_held_steps", ())] == 0.0
     finally:
         writer.stop(5.0)
 
